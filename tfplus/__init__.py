@@ -1,0 +1,55 @@
+"""tfplus: a TensorFlow-1-style dataflow-graph runtime that trains CNNs on memory-constrained devices.
+
+    import tfplus as tf
+    x = tf.placeholder(tf.float32, [None, 3])
+    w = tf.Variable(tf.zeros([3, 1]))
+    loss = tf.reduce_mean(tf.square(tf.matmul(x, w) - 1.0))
+    train = tf.train.GradientDescentOptimizer(0.1).minimize(loss)
+    with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        sess.run(train, {x: [[1.0, 2.0, 3.0]]})
+"""
+from __future__ import annotations
+
+import types as _types
+
+__version__ = "0.1.0"
+
+from tfplus import errors  # noqa: E402
+from tfplus.dtypes import (DType, as_dtype, bool_ as bool, double, float16, float32, float64,  # noqa: E402,F401
+                           half, int8, int16, int32, int64, uint8)
+from tfplus.framework import (Dimension, Graph, GraphKeys, Operation, Tensor, TensorShape,  # noqa: E402,F401
+                              add_to_collection, control_dependencies, convert_to_tensor, device,
+                              get_collection, get_collection_ref, get_default_graph, name_scope,
+                              reset_default_graph)
+from tfplus.gradients import gradients  # noqa: E402,F401
+from tfplus.session import Session, get_default_session  # noqa: E402,F401
+from tfplus.variables import (AUTO_REUSE, Variable, VariableScope, get_variable,  # noqa: E402,F401
+                              get_variable_scope, global_variables, global_variables_initializer,
+                              local_variables, local_variables_initializer, trainable_variables,
+                              variable_scope, variables_initializer)
+from tfplus import init_ops as _init  # noqa: E402
+from tfplus.init_ops import (constant_initializer, glorot_normal_initializer,  # noqa: E402,F401
+                             glorot_uniform_initializer, ones_initializer, random_normal_initializer,
+                             random_uniform_initializer, truncated_normal_initializer,
+                             variance_scaling_initializer, zeros_initializer)
+
+# Ops: every public wrapper that an ops module lists in __all__ becomes tf.<name>.
+from tfplus.ops import array_ops, control_flow_ops, math_ops, random_ops, state_ops  # noqa: E402
+for _m in (array_ops, math_ops, random_ops, state_ops):
+    for _n in getattr(_m, "__all__", ()):
+        globals()[_n] = getattr(_m, _n)
+from tfplus.ops.control_flow_ops import group, no_op, tuple_ as tuple  # noqa: E402,F401
+from tfplus.ops.random_ops import (random_normal, random_uniform, set_random_seed,  # noqa: E402,F401
+                                   truncated_normal)
+from tfplus.ops.state_ops import assign, assign_add, assign_sub  # noqa: E402,F401
+
+initializers = _types.SimpleNamespace(
+    zeros=_init.Zeros, ones=_init.Ones, constant=_init.Constant, random_normal=_init.RandomNormal,
+    truncated_normal=_init.TruncatedNormal, random_uniform=_init.RandomUniform,
+    variance_scaling=_init.VarianceScaling, glorot_uniform=_init.glorot_uniform_initializer,
+    glorot_normal=_init.glorot_normal_initializer, he_normal=_init.he_normal, he_uniform=_init.he_uniform,
+    global_variables=global_variables_initializer, variables=variables_initializer)
+keras = _types.SimpleNamespace(initializers=initializers)
+
+from tfplus import nn  # noqa: E402,F401

@@ -1,0 +1,93 @@
+"""tf.gradients: symbolic reverse mode. Adds gradient nodes (built from registered ops) to the graph."""
+from __future__ import annotations
+
+from tfplus.framework import Operation, Tensor, convert_to_tensor, name_scope
+from tfplus.registry import NOT_DIFFERENTIABLE
+
+
+def _as_tensor_for_grad(x) -> Tensor:
+    # A Variable's gradient is taken at its VariableV2 output, which every read of it flows from.
+    if hasattr(x, "_ref"):
+        return x._ref()
+    return convert_to_tensor(x)
+
+
+def gradients(ys, xs, grad_ys=None, name="gradients", stop_gradients=None, colocate_gradients_with_ops=False,
+              gate_gradients=False, aggregation_method=None):
+    """Returns d(sum ys)/dx for each x in xs; None where x does not affect ys.
+
+        >>> import tfplus as tf
+        >>> x = tf.constant(3.0); y = x * x
+        >>> [g] = tf.gradients(y, [x])   # g evaluates to 6.0
+    """
+    ys = [convert_to_tensor(y) for y in (ys if isinstance(ys, (list, tuple)) else [ys])]
+    xs_list = xs if isinstance(xs, (list, tuple)) else [xs]
+    xs_t = [_as_tensor_for_grad(x) for x in xs_list]
+    stop = {convert_to_tensor(s) for s in (stop_gradients or [])}
+    if grad_ys is None:
+        grad_ys = [None] * len(ys)
+    elif not isinstance(grad_ys, (list, tuple)):
+        grad_ys = [grad_ys]
+    if len(grad_ys) != len(ys):
+        raise ValueError(f"tf.gradients: {len(grad_ys)} grad_ys for {len(ys)} ys")
+
+    from tfplus.ops import array_ops, math_ops
+    between = _ops_between(ys, xs_t, stop)
+    grads: dict[Tensor, list[Tensor]] = {}
+    with name_scope(name):
+        for y, gy in zip(ys, grad_ys):
+            if not y.dtype.is_floating:
+                raise TypeError(f"tf.gradients: y '{y.name}' has dtype {y.dtype.name}; it must be floating point")
+            gy = array_ops.ones_like(y, name="grad_ys") if gy is None else convert_to_tensor(gy, dtype=y.dtype)
+            grads.setdefault(y, []).append(gy)
+        for op in sorted(between, key=lambda o: -o._id):
+            out_grads = [_aggregate(grads.get(t), math_ops) for t in op.outputs]
+            if all(g is None for g in out_grads) or op.op_def.grad is NOT_DIFFERENTIABLE:
+                continue
+            if op.op_def.grad is None:
+                raise LookupError(f"No gradient defined for operation '{op.name}' (op type: {op.type}); "
+                                  "wrap its output in tf.stop_gradient if no gradient should flow through it")
+            with name_scope(op.name + "_grad"):
+                in_grads = op.op_def.grad(op, *out_grads)
+            in_grads = list(in_grads) if isinstance(in_grads, (list, tuple)) else [in_grads]
+            if len(in_grads) != len(op.inputs):
+                raise ValueError(f"gradient of {op.type} '{op.name}' returned {len(in_grads)} values for "
+                                 f"{len(op.inputs)} inputs")
+            for t, g in zip(op.inputs, in_grads):
+                if g is not None and t.dtype.is_floating and t not in stop:
+                    grads.setdefault(t, []).append(g)
+        return [_aggregate(grads.get(x), math_ops) if x in grads else None for x in xs_t]
+
+
+def _aggregate(parts, math_ops):
+    """Sums the contributions of several consumers (one AddN node)."""
+    if not parts:
+        return None
+    if len(parts) == 1:
+        return parts[0]
+    return math_ops.add_n(parts)
+
+
+def _ops_between(ys, xs, stop) -> set[Operation]:
+    """Ops on a path from some x to some y (the only ones whose gradients matter)."""
+    reach_from_x: set[Operation] = set()
+    stack = [c for x in xs for c in x.consumers()]
+    while stack:
+        op = stack.pop()
+        if op in reach_from_x:
+            continue
+        reach_from_x.add(op)
+        for t in op.outputs:
+            stack.extend(t.consumers())
+    between: set[Operation] = set()
+    stack = [y.op for y in ys]
+    seen = set()
+    while stack:
+        op = stack.pop()
+        if op in seen:
+            continue
+        seen.add(op)
+        if op in reach_from_x:
+            between.add(op)
+        stack.extend(t.op for t in op.inputs if t not in stop)
+    return between

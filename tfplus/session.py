@@ -1,0 +1,351 @@
+"""Session: prunes the graph to what the fetches need, orders it, and runs kernels on a device runtime.
+
+    >>> import tfplus as tf
+    >>> g = tf.Graph()
+    >>> with g.as_default():
+    ...     x = tf.placeholder(tf.float32, [None])
+    ...     y = x * 2.0
+    >>> with tf.Session(graph=g) as sess:
+    ...     sess.run(y, {x: [1.0, 2.0]})
+    array([2., 4.], dtype=float32)
+"""
+from __future__ import annotations
+
+import contextlib
+import heapq
+import threading
+from typing import Any
+
+import numpy as np
+
+from tfplus import errors
+from tfplus.framework import Graph, Operation, Tensor, get_default_graph, _fmt_shape, constant_value
+from tfplus.registry import TensorSpec, devices_with_kernel, find_kernel
+from tfplus.runtime import get_runtime
+
+_local = threading.local()
+
+
+def get_default_session():
+    stack = getattr(_local, "stack", [])
+    if not stack:
+        raise ValueError("no default session: use `with tf.Session() as sess:` or pass session=")
+    return stack[-1]
+
+
+class _Unset:
+    """Marks a VariableV2 output inside one run: resolved to the session's buffer when read."""
+
+
+_VAR = _Unset()
+
+
+class KernelContext:
+    """What a kernel may ask of the executor: its node, the runtime, a per-node RNG, scratch space."""
+
+    def __init__(self, session: Session, op: Operation):
+        self.op, self.runtime, self._session = op, session._runtime, session
+
+    @property
+    def node_name(self) -> str:
+        return self.op.name
+
+    def rng(self) -> np.random.Generator:
+        """A generator owned by this node for the session's lifetime (TF1: each run draws new numbers)."""
+        rngs = self._session._rngs
+        if self.op.name not in rngs:
+            seed, seed2 = self.op.attrs.get("seed", 0), self.op.attrs.get("seed2", 0)
+            rngs[self.op.name] = np.random.default_rng([seed, seed2] if (seed or seed2) else None)
+        return rngs[self.op.name]
+
+    def workspace(self, shape, dtype):
+        """Scratch memory that lives only while this kernel runs (im2col columns, partial sums)."""
+        return self.runtime.allocate(shape, dtype)
+
+
+class _Plan:
+    """The ops one (fetches, feeds) pair needs, in execution order, with each tensor's last use."""
+
+    def __init__(self, order: list[Operation], fetch_tensors: list[Tensor], feeds: set[Tensor]):
+        self.order = order
+        keep = set(fetch_tensors)
+        self.release: list[list[Tensor]] = [[] for _ in order]
+        last: dict[Tensor, int] = {}
+        for i, op in enumerate(order):
+            for t in op.inputs:
+                last[t] = i
+        for t, i in last.items():
+            if t not in keep:
+                self.release[i].append(t)
+
+
+def _topo_order(needed: set[Operation]) -> list[Operation]:
+    """Kahn's algorithm over data and control edges, breaking ties by creation order (deterministic, and
+    it keeps TF1's habit of running optimizer updates after the reads created before them)."""
+    indeg = {op: 0 for op in needed}
+    succ: dict[Operation, list[Operation]] = {op: [] for op in needed}
+    for op in needed:
+        preds = {t.op for t in op.inputs} | set(op.control_inputs)
+        for p in preds:
+            if p in needed:
+                indeg[op] += 1
+                succ[p].append(op)
+    heap = [(op._id, op) for op, d in indeg.items() if d == 0]
+    heapq.heapify(heap)
+    order = []
+    while heap:
+        _, op = heapq.heappop(heap)
+        order.append(op)
+        for s in succ[op]:
+            indeg[s] -= 1
+            if indeg[s] == 0:
+                heapq.heappush(heap, (s._id, s))
+    if len(order) != len(needed):
+        stuck = sorted(op.name for op in needed if indeg[op] > 0)[:5]
+        raise ValueError(f"the graph has a cycle through {stuck}")
+    return order
+
+
+class Session:
+    """Runs graphs. `device` is 'cpu' (NumPy) or 'opencl[:N]'. Variables live in the session."""
+
+    def __init__(self, target: str = "", graph: Graph | None = None, config: Any = None, device: str = "cpu",
+                 memory_budget=None):
+        self.graph = graph or get_default_graph()
+        if memory_budget is not None:
+            raise NotImplementedError(
+                f"memory_budget={memory_budget!r}: the memory planner is not available yet; "
+                "run without a budget")
+        self._runtime = get_runtime(device)
+        self.device = device
+        self._vars: dict[str, Any] = {}  # VariableV2 node name -> buffer
+        self._rngs: dict[str, np.random.Generator] = {}
+        self._plans: dict[tuple, _Plan] = {}
+        self._closed = False
+        self._default_cm = None
+
+    # -- public API -----------------------------------------------------------------------------------------
+    def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
+        """Evaluates `fetches` (a Tensor, Operation, name, or a nested list/tuple/dict of them)."""
+        if self._closed:
+            raise RuntimeError("Attempted to use a closed Session")
+        flat, rebuild = self._flatten_fetches(fetches)
+        feeds = self._prepare_feeds(feed_dict or {})
+        fetch_tensors = [f for f in flat if isinstance(f, Tensor)]
+        key = (tuple(id(f) for f in flat), tuple(sorted(id(t) for t in feeds)))
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = self._plans[key] = self._make_plan(flat, set(feeds))
+        values = self._execute(plan, feeds)
+        results = [None if isinstance(f, Operation) else
+                   self._runtime.copy_out(self._read(values, f)) for f in flat]
+        return rebuild(results)
+
+    def close(self) -> None:
+        self._closed = True
+        self._vars.clear()
+        self._plans.clear()
+
+    def __enter__(self):
+        self._default_cm = self.as_default()
+        self._default_cm.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        self._default_cm.__exit__(*exc)
+        self.close()
+
+    @contextlib.contextmanager
+    def as_default(self):
+        if not hasattr(_local, "stack"):
+            _local.stack = []
+        _local.stack.append(self)
+        try:
+            yield self
+        finally:
+            _local.stack.pop()
+
+    @property
+    def runtime(self):
+        return self._runtime
+
+    def variable_value(self, name: str) -> np.ndarray:
+        """A copy of variable `name`'s current value (the VariableV2 node name)."""
+        if name not in self._vars:
+            raise errors.FailedPreconditionError(name, "VariableV2", "Attempting to use uninitialized value")
+        return self._runtime.copy_out(self._vars[name])
+
+    # -- fetches and feeds -----------------------------------------------------------------------------------
+    def _flatten_fetches(self, fetches):
+        flat: list = []
+
+        def walk(f):
+            if isinstance(f, (list, tuple)) and not hasattr(f, "_as_graph_element"):
+                parts = [walk(x) for x in f]
+                if hasattr(f, "_fields"):  # namedtuple
+                    return lambda r: type(f)(*[p(r) for p in parts])
+                return lambda r: type(f)(p(r) for p in parts) if isinstance(f, tuple) else [p(r) for p in parts]
+            if isinstance(f, dict):
+                parts = {k: walk(v) for k, v in f.items()}
+                return lambda r: type(f)((k, p(r)) for k, p in parts.items())
+            elem = self._element(f, "fetch")
+            flat.append(elem)
+            i = len(flat) - 1
+            return lambda r: r[i]
+        rebuild = walk(fetches)
+        return flat, rebuild
+
+    def _element(self, f, what: str):
+        if f is None:
+            raise TypeError(f"{what} argument None has invalid type; fetch a Tensor, Operation or name")
+        try:
+            elem = self.graph.as_graph_element(f)
+        except (KeyError, ValueError, TypeError) as e:
+            raise type(e)(f"cannot interpret {what} {f!r}: {e}") from None
+        return elem
+
+    def _prepare_feeds(self, feed_dict) -> dict[Tensor, Any]:
+        feeds = {}
+        for key, value in feed_dict.items():
+            t = self._element(key, "feed key")
+            if not isinstance(t, Tensor):
+                raise TypeError(f"cannot feed {t!r}: feed keys must be Tensors (e.g. a placeholder)")
+            feeds[t] = self._runtime.copy_in(_check_feed(t, value))
+        return feeds
+
+    # -- planning and execution ----------------------------------------------------------------------------
+    def _make_plan(self, flat, feeds: set[Tensor]) -> _Plan:
+        needed: set[Operation] = set()
+        stack = [f.op if isinstance(f, Tensor) and f not in feeds else f for f in flat
+                 if not (isinstance(f, Tensor) and f in feeds)]
+        while stack:
+            op = stack.pop()
+            if op in needed:
+                continue
+            needed.add(op)
+            stack.extend(t.op for t in op.inputs if t not in feeds)
+            stack.extend(op.control_inputs)
+        return _Plan(_topo_order(needed), [f for f in flat if isinstance(f, Tensor)], feeds)
+
+    def _execute(self, plan: _Plan, feeds: dict[Tensor, Any]) -> dict[Tensor, Any]:
+        values: dict[Tensor, Any] = dict(feeds)
+        rt = self._runtime
+        for i, op in enumerate(plan.order):
+            if op.outputs and all(t in feeds for t in op.outputs):
+                continue
+            if op.type == "VariableV2":
+                values[op.outputs[0]] = _VAR
+                continue
+            if op.type == "Placeholder":
+                raise errors.InvalidArgumentError(
+                    op.name, op.type, f"You must feed a value for placeholder tensor '{op.name}' with dtype "
+                    f"{op.attrs['dtype'].name} and shape {_fmt_shape(op.attrs['shape'])}")
+            op_def = op.op_def
+            ins = [self._ref(t, op, values) if k in op_def.ref_inputs else self._read(values, t)
+                   for k, t in enumerate(op.inputs)]
+            outs = self._outputs(op, ins, values)
+            kernel = find_kernel(op.type, rt.kernel_device, _kernel_dtype(op))
+            if kernel is None:
+                raise NotImplementedError(
+                    f"{op.type} '{op.name}': no {rt.kernel_device} kernel for dtype {_kernel_dtype(op).name}; "
+                    f"devices with a kernel for {op.type}: {devices_with_kernel(op.type) or 'none'}")
+            try:
+                kernel(KernelContext(self, op), ins, outs, op.attrs)
+            except errors.OpError as e:
+                if e.node_name is None:
+                    raise type(e)(op.name, op.type, e.message) from None
+                raise
+            except (ValueError, TypeError, IndexError, FloatingPointError) as e:
+                raise errors.InvalidArgumentError(op.name, op.type, f"{type(e).__name__}: {e}") from e
+            if op.type == "Assign":
+                self._vars[op.inputs[0].op.name] = ins[0]
+            for t, buf in zip(op.outputs, outs):
+                values[t] = buf
+            for t in plan.release[i]:
+                values.pop(t, None)
+        return values
+
+    def _outputs(self, op: Operation, ins, values) -> list:
+        op_def = op.op_def
+        specs = []
+        for k, (t, buf) in enumerate(zip(op.inputs, ins)):
+            value = None
+            if k in op_def.value_inputs:
+                value = constant_value(t)
+                if value is None:
+                    value = self._runtime.copy_out(buf)
+            specs.append(TensorSpec(tuple(buf.shape), t.dtype, value))
+        try:
+            out_specs = op_def.shape_fn(specs, op.attrs)
+        except (ValueError, TypeError) as e:
+            shapes = ", ".join(f"{t.name} {_fmt_shape(s.shape)}" for t, s in zip(op.inputs, specs))
+            raise errors.InvalidArgumentError(op.name, op.type, f"{e} (inputs: {shapes})") from None
+        outs = []
+        for k, s in enumerate(out_specs):
+            if s.shape is None or None in s.shape:
+                raise errors.InvalidArgumentError(op.name, op.type, f"output {k} has unknown shape "
+                                                  f"{_fmt_shape(s.shape)} at run time")
+            if k in op_def.aliases:
+                outs.append(self._runtime.view(ins[op_def.aliases[k]], s.shape))
+            else:
+                outs.append(self._runtime.allocate(s.shape, s.dtype))
+        return outs
+
+    def _read(self, values, t: Tensor):
+        v = values[t]
+        if v is _VAR:
+            name = t.op.name
+            if name not in self._vars:
+                raise errors.FailedPreconditionError(
+                    name, "VariableV2", f"Attempting to use uninitialized value {name}; "
+                    "run tf.global_variables_initializer() (or restore a checkpoint) first")
+            return self._vars[name]
+        return v
+
+    def _ref(self, t: Tensor, op: Operation, values):
+        """The buffer of the variable behind a ref input; Assign creates it (or replaces it on a new shape)."""
+        var = t.op
+        if var.type != "VariableV2":
+            raise errors.InvalidArgumentError(op.name, op.type, f"input '{t.name}' must be a variable, "
+                                              f"got a {var.type} output")
+        buf = self._vars.get(var.name)
+        if op.type == "Assign":
+            shape = tuple(self._read(values, op.inputs[1]).shape)
+            if buf is None or tuple(buf.shape) != shape:
+                buf = self._runtime.allocate(shape, t.dtype)
+            return buf
+        if buf is None:
+            raise errors.FailedPreconditionError(
+                var.name, "VariableV2", f"Attempting to use uninitialized value {var.name} (in {op.type} "
+                f"'{op.name}'); run tf.global_variables_initializer() first")
+        return buf
+
+
+def _kernel_dtype(op: Operation):
+    t = op.attrs.get("T")
+    if t is not None and hasattr(t, "np"):
+        return t
+    if op.outputs:
+        return op.outputs[0].dtype
+    return op.inputs[0].dtype if op.inputs else None
+
+
+def _check_feed(t: Tensor, value) -> np.ndarray:
+    """Casts a fed value to the tensor's dtype where that loses nothing, and checks it against its shape."""
+    arr = np.asarray(value)
+    target = t.dtype.np
+    if arr.dtype != target:
+        ok = np.can_cast(arr.dtype, target, "same_kind") or (arr.dtype.kind in "iub" and target.kind in "iuf")
+        if not ok:
+            raise TypeError(f"cannot feed a {arr.dtype} value to Tensor '{t.name}' of dtype {t.dtype.name}")
+        arr = arr.astype(target)
+    if not _compatible(arr.shape, t._shape):
+        raise ValueError(f"Cannot feed value of shape {_fmt_shape(arr.shape)} for Tensor '{t.name}', "
+                         f"which has shape {_fmt_shape(t._shape)}")
+    return arr if arr.flags.c_contiguous else np.array(arr, order="C")
+
+
+def _compatible(actual, static) -> bool:
+    if static is None:
+        return True
+    return len(actual) == len(static) and all(s is None or a == s for a, s in zip(actual, static))
