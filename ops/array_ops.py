@@ -1,15 +1,25 @@
-"""Array ops: constants, placeholders, identity and shape manipulation. Each op: registration, gradient, wrapper."""
+"""Array ops: constants, placeholders, identity, shape manipulation and slicing.
+Each op: registration, gradient, wrapper."""
 from __future__ import annotations
+
+import builtins
 
 import numpy as np
 
 from tfplus import dtypes as _dt
-from tfplus.framework import apply_op, get_default_graph
+from tfplus.framework import Tensor, TensorShape, apply_op, convert_to_tensor, get_default_graph
+from tfplus.kernels.numpy.array import broadcast_gradient_args_value, strided_slice_index
 from tfplus.registry import not_differentiable, register_gradient, register_op
-from tfplus.shapes import same_as_input, spec
+from tfplus.shapes import broadcast, check_same_dtype, fmt, merge_dim, num_elements, same_as_input, spec
 
 __all__ = ["constant", "placeholder", "placeholder_with_default", "identity", "fill", "zeros", "ones",
-           "zeros_like", "ones_like"]
+           "zeros_like", "ones_like", "reshape", "transpose", "concat", "squeeze", "expand_dims", "pad",
+           "stop_gradient", "shape", "size", "rank", "one_hot", "tile", "slice", "strided_slice", "stack",
+           "unstack", "broadcast_to", "invert_permutation", "newaxis"]
+
+newaxis = None  # `x[:, tf.newaxis]`, as in NumPy
+_INDEX = (_dt.int32, _dt.int64)
+
 
 # -- Const ------------------------------------------------------------------------------------------------
 register_op("Const", outputs=("output",), attrs={"value": "tensor", "dtype": "type"},
@@ -143,3 +153,822 @@ def ones_like(tensor, dtype=None, name=None):
 def _cast(x, dtype):
     from tfplus.ops.math_ops import cast
     return cast(x, dtype)
+
+
+# -- helpers for shape-like arguments ------------------------------------------------------------------------
+def _index_tensor(value, dtype=_dt.int32, name=None) -> Tensor:
+    """A shape, axis or index argument as an integer tensor: tensors pass through, a list holding tensors is
+    packed (TF's auto-packing: `tf.reshape(x, [tf.shape(x)[0], -1])`), numbers become a Const."""
+    if isinstance(value, Tensor) or hasattr(value, "_as_tensor"):
+        return convert_to_tensor(value)
+    if isinstance(value, TensorShape):
+        value = value.as_list()
+    if isinstance(value, (list, tuple)):
+        value = [v if isinstance(v, Tensor) else getattr(v, "value", v) for v in value]  # Dimension -> int
+        if any(isinstance(v, Tensor) for v in value):
+            return stack([_index_tensor(v, dtype) for v in value], name=name or "stack")
+        if any(v is None for v in value):
+            raise ValueError(f"shape {value} has unknown dimensions; pass tf.shape(x) to use run-time sizes")
+    arr = np.asarray(value)
+    if arr.dtype.kind not in "iu" and arr.size:
+        raise TypeError(f"expected integers for a shape or index argument, got {value!r}")
+    return constant(arr.astype(dtype.np), dtype=dtype, name=name or "Const")
+
+
+def _shape_of(x: Tensor):
+    """x's shape as a tuple when it is fully known at build time (a constant), else a Shape tensor."""
+    s = x._shape
+    return s if s is not None and None not in s else shape(x)
+
+
+def _check_index_dtype(s, what: str) -> None:
+    if s.dtype not in _INDEX:
+        raise TypeError(f"{what} must be int32 or int64, got {s.dtype.name}")
+
+
+def _vector(s, what: str) -> list[int] | None:
+    """The value of a shape-like input as a list of ints, or None when it is unknown."""
+    if s.value is None:
+        return None
+    if np.ndim(s.value) != 1:
+        raise ValueError(f"{what} must be a vector, got shape {fmt(np.shape(s.value))}")
+    return [int(v) for v in s.value]
+
+
+def _unknown_dims(*candidates):
+    """(None,) * rank for the first candidate whose rank is known (a shape tuple or a vector's length)."""
+    for c in candidates:
+        if c is not None:
+            return (None,) * c if isinstance(c, int) else (None,) * len(c)
+    return None
+
+
+def _vector_len(s):
+    return None if s.shape is None or len(s.shape) != 1 else s.shape[0]
+
+
+def _axis(a: int, rank: int, what: str = "axis", extra: int = 0) -> int:
+    """Normalizes axis `a` in [-rank - extra, rank + extra); raises naming the valid range."""
+    lo, hi = -rank - extra, rank + extra
+    if not lo <= a < hi:
+        raise ValueError(f"{what} {a} is out of range for a tensor of rank {rank} (valid: [{lo}, {hi}))")
+    return a + rank + extra if a < 0 else a
+
+
+# -- Reshape -------------------------------------------------------------------------------------------------
+def _reshape_shape(ins, attrs):
+    x, target = ins
+    _check_index_dtype(target, "Reshape's shape")
+    dims = _vector(target, "Reshape's shape")
+    if dims is None:
+        return [spec(_unknown_dims(_vector_len(target)), x.dtype)]
+    if dims.count(-1) > 1 or any(d < -1 for d in dims):
+        raise ValueError(f"shape {dims}: at most one dimension may be -1 and the others must be >= 0")
+    n, known = num_elements(x.shape), int(np.prod([d for d in dims if d != -1], dtype=np.int64))
+    if -1 in dims:
+        if n is not None:
+            if known == 0 or n % known:
+                raise ValueError(f"cannot reshape a tensor with {n} elements to shape {dims}")
+            dims[dims.index(-1)] = n // known
+        else:
+            dims[dims.index(-1)] = None
+    elif n is not None and n != known:
+        raise ValueError(f"cannot reshape a tensor with {n} elements to shape {dims} ({known} elements)")
+    return [spec(tuple(dims), x.dtype)]
+
+
+register_op("Reshape", inputs=("tensor", "shape"), outputs=("output",), attrs={"T": "type", "Tshape": "type"},
+            shape_fn=_reshape_shape, value_inputs=(1,), aliases={0: 0})
+
+
+@register_gradient("Reshape")
+def _reshape_grad(op, grad):
+    """dx = reshape(dy, shape(x))"""
+    return [reshape(grad, _shape_of(op.inputs[0])), None]
+
+
+def reshape(tensor, shape, name=None) -> Tensor:
+    """`tf.reshape(x, [-1, 784])`: same values, new shape (one dim may be -1). Shares x's buffer."""
+    tensor, shape = convert_to_tensor(tensor), _index_tensor(shape)
+    return apply_op("Reshape", [tensor, shape], {"Tshape": shape.dtype}, name)
+
+
+# -- Transpose -----------------------------------------------------------------------------------------------
+def _transpose_shape(ins, attrs):
+    x, perm = ins
+    _check_index_dtype(perm, "Transpose's perm")
+    p = _vector(perm, "Transpose's perm")
+    if p is None:
+        return [spec(_unknown_dims(x.shape, _vector_len(perm)), x.dtype)]
+    if x.shape is None:
+        return [spec((None,) * len(p), x.dtype)]
+    if sorted(p) != list(builtins.range(len(x.shape))):
+        raise ValueError(f"perm {p} is not a permutation of the dimensions of shape {fmt(x.shape)}")
+    return [spec(tuple(x.shape[i] for i in p), x.dtype)]
+
+
+register_op("Transpose", inputs=("x", "perm"), outputs=("y",), attrs={"T": "type", "Tperm": "type"},
+            shape_fn=_transpose_shape, value_inputs=(1,))
+
+
+@register_gradient("Transpose")
+def _transpose_grad(op, grad):
+    """dx = transpose(dy, inverse(perm))"""
+    from tfplus.framework import constant_value
+    perm = constant_value(op.inputs[1])
+    inverse = np.argsort(perm).astype(np.int32) if perm is not None else invert_permutation(op.inputs[1])
+    return [transpose(grad, inverse), None]
+
+
+def transpose(a, perm=None, name="transpose", conjugate=False) -> Tensor:
+    """`tf.transpose(x, [0, 2, 1])`; perm=None reverses the dimensions."""
+    a = convert_to_tensor(a)
+    if perm is None:
+        if a._shape is not None:
+            perm = list(builtins.range(len(a._shape) - 1, -1, -1))
+        else:
+            from tfplus.ops import math_ops
+            perm = math_ops.range(rank(a) - 1, -1, -1)
+    perm = _index_tensor(perm)
+    return apply_op("Transpose", [a, perm], {"Tperm": perm.dtype}, name)
+
+
+# -- InvertPermutation ---------------------------------------------------------------------------------------
+def _invert_permutation_shape(ins, attrs):
+    _check_index_dtype(ins[0], "InvertPermutation's input")
+    if ins[0].shape is not None and len(ins[0].shape) != 1:
+        raise ValueError(f"the permutation must be a vector, got shape {fmt(ins[0].shape)}")
+    return [spec(ins[0].shape, ins[0].dtype)]
+
+
+register_op("InvertPermutation", inputs=("x",), outputs=("y",), attrs={"T": "type"},
+            shape_fn=_invert_permutation_shape)
+not_differentiable("InvertPermutation")
+
+
+def invert_permutation(x, name=None) -> Tensor:
+    """y[x[i]] = i: `tf.invert_permutation([2, 0, 1])` -> [1, 2, 0]."""
+    return apply_op("InvertPermutation", [_index_tensor(x)], name=name)
+
+
+# -- ConcatV2 ------------------------------------------------------------------------------------------------
+def _concat_shape(ins, attrs):
+    *values, axis = ins
+    check_same_dtype(values, "concat's values")
+    _check_index_dtype(axis, "concat's axis")
+    ranks = {len(v.shape) for v in values if v.shape is not None}
+    if len(ranks) > 1:
+        shapes = ", ".join(fmt(v.shape) for v in values)
+        raise ValueError(f"all values must have the same rank, got shapes {shapes}")
+    if not ranks:
+        return [spec(None, values[0].dtype)]
+    r = ranks.pop()
+    if axis.value is None:
+        return [spec((None,) * r, values[0].dtype)]
+    a = _axis(int(axis.value), r)
+    out = []
+    for d in builtins.range(r):
+        dims = [None if v.shape is None else v.shape[d] for v in values]
+        if d == a:
+            out.append(None if None in dims else sum(dims))
+        else:
+            merged = None
+            for x in dims:
+                merged = merge_dim(merged, x, f"concat along axis {a}: dimension {d} of the values")
+            out.append(merged)
+    return [spec(tuple(out), values[0].dtype)]
+
+
+# value_inputs=(-1,): the axis is the last input, after the variadic values.
+register_op("ConcatV2", inputs=("values*", "axis"), outputs=("output",),
+            attrs={"N": "int", "T": "type", "Tidx": "type"}, shape_fn=_concat_shape, value_inputs=(-1,))
+
+
+@register_gradient("ConcatV2")
+def _concat_grad(op, grad):
+    """dx_i = dy[..., offset_i : offset_i + size_i, ...] along axis"""
+    from tfplus.framework import constant_value
+    *values, axis_t = op.inputs
+    axis = constant_value(axis_t)
+    shapes = [v._shape for v in values]
+    if axis is not None and all(s is not None for s in shapes):
+        r = len(shapes[0])
+        a = _axis(int(axis), r)
+        if all(s[a] is not None for s in shapes):  # offsets known: constant slices
+            grads, offset = [], 0
+            for s in shapes:
+                begin, size_ = [0] * r, [-1] * r
+                begin[a], size_[a] = offset, s[a]
+                grads.append(slice(grad, begin, size_))
+                offset += s[a]
+            return grads + [None]
+    offsets = concat_offset(axis_t, [shape(v) for v in values])
+    return [slice(grad, o, shape(v)) for o, v in zip(offsets, values)] + [None]
+
+
+def concat(values, axis, name="concat") -> Tensor:
+    """`tf.concat([a, b], axis=1)`: joins tensors along an existing axis."""
+    values = list(values)
+    if len(values) == 1:  # as TF does: no node for a one-element concat
+        return identity(values[0], name=name)
+    axis = _index_tensor(axis)
+    return apply_op("ConcatV2", [values, axis], {"Tidx": axis.dtype}, name)
+
+
+# -- ConcatOffset (ConcatV2's gradient when shapes are only known at run time) -------------------------------
+def _concat_offset_shape(ins, attrs):
+    _check_index_dtype(ins[0], "ConcatOffset's concat_dim")
+    for s in ins[1:]:
+        if s.dtype is not _dt.int32:
+            raise TypeError(f"ConcatOffset's shapes must be int32, got {s.dtype.name}")
+    return [spec(s.shape, _dt.int32) for s in ins[1:]]
+
+
+register_op("ConcatOffset", inputs=("concat_dim", "shape*"), outputs=("offset",), attrs={"N": "int"},
+            shape_fn=_concat_offset_shape)
+not_differentiable("ConcatOffset")
+
+
+def concat_offset(concat_dim, shape, name=None) -> list:
+    """Where each of the concatenated `shape`s starts in the result: one int32 offset vector per input."""
+    out = apply_op("ConcatOffset", [_index_tensor(concat_dim), list(shape)], name=name)
+    return list(out) if isinstance(out, tuple) else [out]
+
+
+# -- Squeeze -------------------------------------------------------------------------------------------------
+def _squeeze_shape(ins, attrs):
+    x, dims = ins[0], attrs["squeeze_dims"]
+    if x.shape is None:
+        return [spec(None, x.dtype)]
+    if not dims:  # all size-1 dims: unknowable while some dim is unknown
+        return [spec(None if None in x.shape else tuple(d for d in x.shape if d != 1), x.dtype)]
+    r = len(x.shape)
+    axes = {_axis(a, r, "squeeze dim") for a in dims}
+    for a in axes:
+        if x.shape[a] not in (1, None):
+            raise ValueError(f"cannot squeeze dim {a} of shape {fmt(x.shape)}: its size is not 1")
+    return [spec(tuple(d for i, d in enumerate(x.shape) if i not in axes), x.dtype)]
+
+
+register_op("Squeeze", inputs=("input",), outputs=("output",),
+            attrs={"T": "type", "squeeze_dims": "list(int)"}, shape_fn=_squeeze_shape, aliases={0: 0})
+
+
+@register_gradient("Squeeze")
+def _squeeze_grad(op, grad):
+    """dx = reshape(dy, shape(x))"""
+    return [reshape(grad, _shape_of(op.inputs[0]))]
+
+
+def squeeze(input, axis=None, name=None, squeeze_dims=None) -> Tensor:
+    """Removes size-1 dimensions (all of them, or those in `axis`). Shares the input's buffer."""
+    axis = squeeze_dims if axis is None else axis
+    axis = [] if axis is None else [int(axis)] if np.ndim(axis) == 0 else [int(a) for a in axis]
+    return apply_op("Squeeze", [convert_to_tensor(input)], {"squeeze_dims": axis}, name)
+
+
+# -- ExpandDims ----------------------------------------------------------------------------------------------
+def _expand_dims_shape(ins, attrs):
+    x, dim = ins
+    _check_index_dtype(dim, "ExpandDims' dim")
+    if x.shape is None:
+        return [spec(None, x.dtype)]
+    if dim.value is None:
+        return [spec((None,) * (len(x.shape) + 1), x.dtype)]
+    if np.size(dim.value) != 1:
+        raise ValueError(f"dim must be a scalar, got {dim.value!r}")
+    d = _axis(int(np.ravel(dim.value)[0]), len(x.shape), "dim", extra=1)  # -1 appends
+    return [spec(x.shape[:d] + (1,) + x.shape[d:], x.dtype)]
+
+
+register_op("ExpandDims", inputs=("input", "dim"), outputs=("output",), attrs={"T": "type", "Tdim": "type"},
+            shape_fn=_expand_dims_shape, value_inputs=(1,), aliases={0: 0})
+
+
+@register_gradient("ExpandDims")
+def _expand_dims_grad(op, grad):
+    """dx = reshape(dy, shape(x))"""
+    return [reshape(grad, _shape_of(op.inputs[0])), None]
+
+
+def expand_dims(input, axis=None, name=None, dim=None) -> Tensor:
+    """Inserts a size-1 dimension at `axis` (-1 appends). Shares the input's buffer."""
+    axis = dim if axis is None else axis
+    if axis is None:
+        raise ValueError("tf.expand_dims: pass axis")
+    axis = _index_tensor(axis)
+    return apply_op("ExpandDims", [convert_to_tensor(input), axis], {"Tdim": axis.dtype}, name)
+
+
+# -- Pad / PadV2 ---------------------------------------------------------------------------------------------
+def _pad_shape(ins, attrs):
+    x, paddings = ins[0], ins[1]
+    _check_index_dtype(paddings, "paddings")
+    if len(ins) == 3 and ins[2].dtype is not x.dtype:
+        raise TypeError(f"constant_values has dtype {ins[2].dtype.name}, the input {x.dtype.name}")
+    if paddings.value is None:
+        n = None if paddings.shape is None else paddings.shape[0]
+        return [spec(_unknown_dims(x.shape, n), x.dtype)]
+    p = np.asarray(paddings.value)
+    rank = len(x.shape) if x.shape is not None else p.shape[0]
+    if p.shape != (rank, 2) or (p < 0).any():
+        raise ValueError(f"paddings must be a non-negative [{rank}, 2] matrix for a rank-{rank} input, "
+                         f"got {p.tolist()}")
+    dims = x.shape or (None,) * rank
+    return [spec(tuple(None if d is None else d + int(a) + int(b) for d, (a, b) in zip(dims, p)), x.dtype)]
+
+
+register_op("Pad", inputs=("input", "paddings"), outputs=("output",),
+            attrs={"T": "type", "Tpaddings": "type"}, shape_fn=_pad_shape, value_inputs=(1,))
+register_op("PadV2", inputs=("input", "paddings", "constant_values"), outputs=("output",),
+            attrs={"T": "type", "Tpaddings": "type"}, shape_fn=_pad_shape, value_inputs=(1,))
+
+
+@register_gradient("Pad")
+@register_gradient("PadV2")
+def _pad_grad(op, grad):
+    """dx = dy[before : before + shape(x)] (constant_values get no gradient, as in TF)"""
+    from tfplus.framework import constant_value
+    x, paddings = op.inputs[0], op.inputs[1]
+    p = constant_value(paddings)
+    begin = [int(b) for b in p[:, 0]] if p is not None else paddings[:, 0]
+    size_ = _shape_of(x)
+    if isinstance(begin, Tensor) and not isinstance(size_, Tensor):
+        size_ = _index_tensor(size_, begin.dtype)
+    elif isinstance(begin, Tensor):
+        size_ = shape(x, out_type=begin.dtype)
+    return [slice(grad, begin, size_)] + [None] * (len(op.inputs) - 1)
+
+
+def pad(tensor, paddings, mode="CONSTANT", name=None, constant_values=0) -> Tensor:
+    """`tf.pad(x, [[0, 0], [2, 2]])`: surrounds x with `constant_values`."""
+    if mode.upper() != "CONSTANT":
+        raise NotImplementedError(f"tf.pad mode={mode!r}: only 'CONSTANT' is implemented")
+    tensor = convert_to_tensor(tensor)
+    paddings = _index_tensor(paddings)
+    if isinstance(constant_values, (int, float)) and constant_values == 0:
+        return apply_op("Pad", [tensor, paddings], {"Tpaddings": paddings.dtype}, name)
+    return apply_op("PadV2", [tensor, paddings, constant_values], {"Tpaddings": paddings.dtype}, name)
+
+
+# -- StopGradient --------------------------------------------------------------------------------------------
+register_op("StopGradient", inputs=("input",), outputs=("output",), attrs={"T": "type"},
+            shape_fn=same_as_input(0), aliases={0: 0})
+not_differentiable("StopGradient")
+
+
+def stop_gradient(input, name=None) -> Tensor:
+    """The same value, but tf.gradients treats it as a constant."""
+    return apply_op("StopGradient", [convert_to_tensor(input)], name=name)
+
+
+# -- Shape / Size / Rank: they fold to constants when the input's static shape is known ----------------------
+def _shape_shape(ins, attrs):
+    x, out_type = ins[0], attrs["out_type"]
+    if out_type not in _INDEX:
+        raise TypeError(f"out_type must be int32 or int64, got {out_type.name}")
+    if x.shape is None:
+        return [spec((None,), out_type)]
+    value = np.array(x.shape, out_type.np) if None not in x.shape else None
+    return [spec((len(x.shape),), out_type, value)]
+
+
+register_op("Shape", inputs=("input",), outputs=("output",), attrs={"T": "type", "out_type": "type"},
+            shape_fn=_shape_shape)
+not_differentiable("Shape")
+
+
+def shape(input, name=None, out_type=_dt.int32) -> Tensor:
+    """The run-time shape of `input` as an int vector (a constant when the static shape is fully known)."""
+    return apply_op("Shape", [convert_to_tensor(input)], {"out_type": _dt.as_dtype(out_type)}, name)
+
+
+def _size_shape(ins, attrs):
+    out_type = attrs["out_type"]
+    if out_type not in _INDEX:
+        raise TypeError(f"out_type must be int32 or int64, got {out_type.name}")
+    n = num_elements(ins[0].shape)
+    return [spec((), out_type, None if n is None else np.array(n, out_type.np))]
+
+
+register_op("Size", inputs=("input",), outputs=("output",), attrs={"T": "type", "out_type": "type"},
+            shape_fn=_size_shape)
+not_differentiable("Size")
+
+
+def size(input, name=None, out_type=_dt.int32) -> Tensor:
+    """The number of elements of `input` (a scalar)."""
+    return apply_op("Size", [convert_to_tensor(input)], {"out_type": _dt.as_dtype(out_type)}, name)
+
+
+def _rank_shape(ins, attrs):
+    s = ins[0].shape
+    return [spec((), _dt.int32, None if s is None else np.array(len(s), np.int32))]
+
+
+register_op("Rank", inputs=("input",), outputs=("output",), attrs={"T": "type"}, shape_fn=_rank_shape)
+not_differentiable("Rank")
+
+
+def rank(input, name=None) -> Tensor:
+    """The number of dimensions of `input` (an int32 scalar)."""
+    return apply_op("Rank", [convert_to_tensor(input)], name=name)
+
+
+# -- OneHot --------------------------------------------------------------------------------------------------
+def _one_hot_shape(ins, attrs):
+    indices, depth, on, off = ins
+    if indices.dtype not in (_dt.uint8, _dt.int32, _dt.int64):
+        raise TypeError(f"indices must be uint8, int32 or int64, got {indices.dtype.name}")
+    if on.dtype is not off.dtype:
+        raise TypeError(f"on_value ({on.dtype.name}) and off_value ({off.dtype.name}) must have one dtype")
+    d = None if depth.value is None else int(depth.value)
+    if d is not None and d < 0:
+        raise ValueError(f"depth must be non-negative, got {d}")
+    if indices.shape is None:
+        return [spec(None, on.dtype)]
+    r, axis = len(indices.shape), attrs["axis"]
+    if not -1 <= axis <= r:
+        raise ValueError(f"axis {axis} is out of range for indices of rank {r} (valid: -1 to {r})")
+    pos = r if axis == -1 else axis
+    return [spec(indices.shape[:pos] + (d,) + indices.shape[pos:], on.dtype)]
+
+
+register_op("OneHot", inputs=("indices", "depth", "on_value", "off_value"), outputs=("output",),
+            attrs={"axis": "int", "T": "type", "TI": "type"}, shape_fn=_one_hot_shape, value_inputs=(1,))
+not_differentiable("OneHot")
+
+
+def one_hot(indices, depth, on_value=None, off_value=None, axis=None, dtype=None, name=None) -> Tensor:
+    """`tf.one_hot([0, 2], 3)` -> [[1, 0, 0], [0, 0, 1]] (float32 unless dtype or on_value say otherwise)."""
+    indices = convert_to_tensor(indices)
+    if dtype is None:
+        known = next((v for v in (on_value, off_value) if isinstance(v, Tensor)), None)
+        dtype = known.dtype if known is not None else _dt.float32
+    dtype = _dt.as_dtype(dtype)
+    on = convert_to_tensor(1 if on_value is None else on_value, dtype=None if isinstance(on_value, Tensor)
+                           else dtype)
+    off = convert_to_tensor(0 if off_value is None else off_value, dtype=None if isinstance(off_value, Tensor)
+                            else dtype)
+    return apply_op("OneHot", [indices, _index_tensor(depth), on, off],
+                    {"axis": -1 if axis is None else int(axis), "T": on.dtype, "TI": indices.dtype}, name)
+
+
+# -- Tile ----------------------------------------------------------------------------------------------------
+def _tile_shape(ins, attrs):
+    x, multiples = ins
+    _check_index_dtype(multiples, "multiples")
+    m = _vector(multiples, "multiples")
+    if m is None:
+        return [spec(_unknown_dims(x.shape, _vector_len(multiples)), x.dtype)]
+    if x.shape is not None and len(m) != len(x.shape):
+        raise ValueError(f"multiples {m} must have one entry per dimension of shape {fmt(x.shape)}")
+    if any(k < 0 for k in m):
+        raise ValueError(f"multiples {m} must be non-negative")
+    dims = x.shape or (None,) * len(m)
+    return [spec(tuple(None if d is None else d * k for d, k in zip(dims, m)), x.dtype)]
+
+
+register_op("Tile", inputs=("input", "multiples"), outputs=("output",),
+            attrs={"T": "type", "Tmultiples": "type"}, shape_fn=_tile_shape, value_inputs=(1,))
+
+
+@register_gradient("Tile")
+def _tile_grad(op, grad):
+    """dx = sum of dy's tiles: reshape dy to [m0, d0, m1, d1, ...] and sum the m axes"""
+    from tfplus.framework import constant_value
+    from tfplus.ops.math_ops import reduce_sum
+    x, multiples = op.inputs
+    m, s = constant_value(multiples), x._shape
+    if s is None:
+        raise ValueError(f"gradient of Tile '{op.name}' needs the input's rank; it is unknown")
+    if m is not None and None not in s:
+        split = [int(v) for pair in zip(m, s) for v in pair]
+    else:
+        split = reshape(transpose(stack([multiples, shape(x, out_type=multiples.dtype)])), [-1])
+    return [reduce_sum(reshape(grad, split), list(builtins.range(0, 2 * len(s), 2))), None]
+
+
+def tile(input, multiples, name=None) -> Tensor:
+    """`tf.tile(x, [2, 1])` repeats x twice along dim 0."""
+    multiples = _index_tensor(multiples)
+    return apply_op("Tile", [convert_to_tensor(input), multiples], {"Tmultiples": multiples.dtype}, name)
+
+
+# -- Slice ---------------------------------------------------------------------------------------------------
+def _slice_shape(ins, attrs):
+    x, begin, size_ = ins
+    _check_index_dtype(begin, "begin")
+    if begin.dtype is not size_.dtype:
+        raise TypeError(f"begin ({begin.dtype.name}) and size ({size_.dtype.name}) must have one dtype")
+    b, n = _vector(begin, "begin"), _vector(size_, "size")
+    if b is None or n is None:
+        return [spec(_unknown_dims(x.shape, b, n, _vector_len(begin)), x.dtype)]
+    if len(b) != len(n) or (x.shape is not None and len(b) != len(x.shape)):
+        raise ValueError(f"begin {b} and size {n} must have one entry per dimension of shape {fmt(x.shape)}")
+    dims = x.shape or (None,) * len(b)
+    out = []
+    for i, (d, bi, ni) in enumerate(zip(dims, b, n)):
+        end = (d if ni == -1 else bi + ni) if d is not None or ni != -1 else None
+        if bi < 0 or ni < -1 or (d is not None and end > d):
+            raise ValueError(f"slice begin {b}, size {n} is out of bounds in dim {i} of shape {fmt(x.shape)}")
+        out.append(None if end is None else end - bi)
+    return [spec(tuple(out), x.dtype)]
+
+
+register_op("Slice", inputs=("input", "begin", "size"), outputs=("output",),
+            attrs={"T": "type", "Index": "type"}, shape_fn=_slice_shape, value_inputs=(1, 2))
+
+
+@register_gradient("Slice")
+def _slice_grad(op, grad):
+    """dx = pad(dy, [begin, shape(x) - begin - shape(dy)])"""
+    from tfplus.framework import constant_value
+    x, begin_t = op.inputs[0], op.inputs[1]
+    begin, xs, ys = constant_value(begin_t), x._shape, op.outputs[0]._shape
+    if begin is not None and _known(xs) and _known(ys):
+        paddings = [[int(b), d - int(b) - s] for b, d, s in zip(begin, xs, ys)]
+    else:
+        before = begin_t
+        after = shape(x, out_type=begin_t.dtype) - begin_t - shape(op.outputs[0], out_type=begin_t.dtype)
+        paddings = stack([before, after], axis=1)
+    return [pad(grad, paddings), None, None]
+
+
+def _known(s) -> bool:
+    return s is not None and None not in s
+
+
+def slice(input_, begin, size, name=None) -> Tensor:
+    """`tf.slice(x, [1, 0], [2, -1])`: x[1:3, 0:]; size -1 takes the rest of the dimension."""
+    begin = _index_tensor(begin)
+    size = _index_tensor(size, begin.dtype)
+    return apply_op("Slice", [convert_to_tensor(input_), begin, size], {"Index": begin.dtype}, name)
+
+
+# -- StridedSlice --------------------------------------------------------------------------------------------
+_MASKS = ("begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask", "shrink_axis_mask")
+
+
+def _indexed_shape(shape_, index):
+    """The shape NumPy basic indexing `x[index]` gives for a possibly partially known shape."""
+    if shape_ is None:
+        return None
+    consumed = sum(1 for k in index if k is not None and k is not Ellipsis)
+    if consumed > len(shape_):
+        raise ValueError(f"{consumed} indices for a tensor of shape {fmt(shape_)}")
+    fill = [builtins.slice(None)] * (len(shape_) - consumed)
+    if any(k is Ellipsis for k in index):
+        at = next(i for i, k in enumerate(index) if k is Ellipsis)
+        index = list(index[:at]) + fill + [k for k in index[at + 1:] if k is not Ellipsis]
+    else:
+        index = list(index) + fill
+    out, dim = [], 0
+    for k in index:
+        if k is None:
+            out.append(1)
+            continue
+        d = shape_[dim]
+        dim += 1
+        if isinstance(k, builtins.slice):
+            out.append(None if d is None else len(builtins.range(*k.indices(d))))
+        elif d is not None and not -d <= k < d:
+            raise ValueError(f"index {k} is out of bounds for dimension {dim - 1} of shape {fmt(shape_)}")
+    return tuple(out)
+
+
+def _strided_slice_shape(ins, attrs):
+    x, begin, end, strides = ins
+    for s in (begin, end, strides):
+        _check_index_dtype(s, "begin, end and strides")
+    b, e, s = (_vector(t, "begin, end and strides") for t in (begin, end, strides))
+    if b is None or e is None or s is None:
+        return [spec(None, x.dtype)]
+    if not len(b) == len(e) == len(s):
+        raise ValueError(f"begin {b}, end {e} and strides {s} must have one length")
+    if 0 in s:
+        raise ValueError(f"strides {s} must be non-zero")
+    return [spec(_indexed_shape(x.shape, strided_slice_index(b, e, s, attrs)), x.dtype)]
+
+
+register_op("StridedSlice", inputs=("input", "begin", "end", "strides"), outputs=("output",),
+            attrs={"T": "type", "Index": "type", **{m: "int" for m in _MASKS}},
+            shape_fn=_strided_slice_shape, value_inputs=(1, 2, 3))
+
+
+@register_gradient("StridedSlice")
+def _strided_slice_grad(op, grad):
+    """dx = zeros(shape(x)) with dy scattered into the sliced positions"""
+    x, begin, end, strides = op.inputs
+    s = _shape_of(x)
+    s = _index_tensor(s, begin.dtype) if not isinstance(s, Tensor) else shape(x, out_type=begin.dtype)
+    return [strided_slice_grad(s, begin, end, strides, grad, **{m: op.attrs[m] for m in _MASKS}),
+            None, None, None]
+
+
+def strided_slice(input_, begin, end, strides=None, begin_mask=0, end_mask=0, ellipsis_mask=0,
+                  new_axis_mask=0, shrink_axis_mask=0, var=None, name=None) -> Tensor:
+    """NumPy-style slicing with TF's masks; `x[1:, ::2, tf.newaxis]` builds one of these."""
+    begin = _index_tensor(begin)
+    end = _index_tensor(end, begin.dtype)
+    if strides is None:
+        strides = [1] * begin.shape.as_list()[0]
+    strides = _index_tensor(strides, begin.dtype)
+    masks = dict(begin_mask=begin_mask, end_mask=end_mask, ellipsis_mask=ellipsis_mask,
+                 new_axis_mask=new_axis_mask, shrink_axis_mask=shrink_axis_mask)
+    return apply_op("StridedSlice", [convert_to_tensor(input_), begin, end, strides],
+                    {"Index": begin.dtype, **masks}, name)
+
+
+def _slice_helper(tensor, key):
+    """Tensor.__getitem__: ints, slices (with steps), Ellipsis and tf.newaxis (None), as in NumPy."""
+    tensor = convert_to_tensor(tensor)
+    key = key if isinstance(key, tuple) else (key,)
+    begin, end, strides = [], [], []
+    masks = dict.fromkeys(_MASKS, 0)
+    for i, k in enumerate(key):
+        bit = 1 << i
+        if isinstance(k, builtins.slice):
+            for part, mask, default, out in ((k.start, "begin_mask", 0, begin), (k.stop, "end_mask", 0, end),
+                                             (k.step, None, 1, strides)):
+                if part is None:
+                    out.append(default)
+                    if mask:
+                        masks[mask] |= bit
+                else:
+                    out.append(_slice_index(part))
+        elif k is Ellipsis:
+            begin.append(0), end.append(0), strides.append(1)
+            masks["ellipsis_mask"] |= bit
+        elif k is None:
+            begin.append(0), end.append(0), strides.append(1)
+            masks["new_axis_mask"] |= bit
+        else:
+            k = _slice_index(k)
+            begin.append(k), end.append(k + 1), strides.append(1)
+            masks["shrink_axis_mask"] |= bit
+    return strided_slice(tensor, begin, end, strides, name="strided_slice", **masks)
+
+
+def _slice_index(k):
+    if isinstance(k, Tensor):
+        if k.dtype not in _INDEX or (k._shape is not None and k._shape != ()):
+            raise TypeError(f"a tensor index must be an int32/int64 scalar, got {k!r}")
+        return k
+    if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)):
+        raise TypeError(f"unsupported index {k!r}: tensors take ints, slices, Ellipsis, tf.newaxis and int "
+                        "scalar tensors (use tf.gather for lists of indices, tf.boolean_mask for masks)")
+    return int(k)
+
+
+# -- StridedSliceGrad ----------------------------------------------------------------------------------------
+def _strided_slice_grad_shape(ins, attrs):
+    shape_, dy = ins[0], ins[4]
+    _check_index_dtype(shape_, "StridedSliceGrad's shape")
+    dims = _vector(shape_, "StridedSliceGrad's shape")
+    return [spec(_unknown_dims(_vector_len(shape_)) if dims is None else tuple(dims), dy.dtype)]
+
+
+register_op("StridedSliceGrad", inputs=("shape", "begin", "end", "strides", "dy"), outputs=("output",),
+            attrs={"T": "type", "Index": "type", **{m: "int" for m in _MASKS}},
+            shape_fn=_strided_slice_grad_shape, value_inputs=(0, 1, 2, 3))
+
+
+@register_gradient("StridedSliceGrad")
+def _strided_slice_grad_grad(op, grad):
+    """d dy = strided_slice(d output)"""
+    _, begin, end, strides, _ = op.inputs
+    return [None, None, None, None,
+            strided_slice(grad, begin, end, strides, **{m: op.attrs[m] for m in _MASKS})]
+
+
+def strided_slice_grad(shape, begin, end, strides, dy, begin_mask=0, end_mask=0, ellipsis_mask=0,
+                       new_axis_mask=0, shrink_axis_mask=0, name=None) -> Tensor:
+    """Zeros of `shape` with `dy` written where StridedSlice(begin, end, strides) reads."""
+    begin = _index_tensor(begin)
+    shape, end, strides = (_index_tensor(t, begin.dtype) for t in (shape, end, strides))
+    masks = dict(begin_mask=begin_mask, end_mask=end_mask, ellipsis_mask=ellipsis_mask,
+                 new_axis_mask=new_axis_mask, shrink_axis_mask=shrink_axis_mask)
+    dy = convert_to_tensor(dy)
+    return apply_op("StridedSliceGrad", [shape, begin, end, strides, dy],
+                    {"T": dy.dtype, "Index": begin.dtype, **masks}, name)
+
+
+# -- Pack / Unpack (tf.stack / tf.unstack) -------------------------------------------------------------------
+def _pack_shape(ins, attrs):
+    check_same_dtype(ins, "stack's values")
+    merged = None
+    for s in ins:
+        if s.shape is None:
+            continue
+        if merged is not None and len(merged) != len(s.shape):
+            raise ValueError("all values must have one shape, got " + ", ".join(fmt(v.shape) for v in ins))
+        merged = s.shape if merged is None else tuple(
+            merge_dim(a, b, "stack: the values' shapes " + ", ".join(fmt(v.shape) for v in ins))
+            for a, b in zip(merged, s.shape))
+    if merged is None:
+        return [spec(None, ins[0].dtype)]
+    a = _axis(attrs["axis"], len(merged), extra=1)
+    return [spec(merged[:a] + (len(ins),) + merged[a:], ins[0].dtype)]
+
+
+register_op("Pack", inputs=("values*",), outputs=("output",), attrs={"N": "int", "T": "type", "axis": "int"},
+            shape_fn=_pack_shape)
+
+
+@register_gradient("Pack")
+def _pack_grad(op, grad):
+    """dx_i = unstack(dy, axis)[i]"""
+    return unstack(grad, num=op.attrs["N"], axis=op.attrs["axis"])
+
+
+def stack(values, axis=0, name="stack") -> Tensor:
+    """`tf.stack([a, b], axis=1)`: joins same-shaped tensors along a new axis."""
+    return apply_op("Pack", [list(values)], {"axis": int(axis)}, name)
+
+
+def _unpack_shape(ins, attrs):
+    x, num = ins[0], attrs["num"]
+    if x.shape is None:
+        return [spec(None, x.dtype)] * num
+    a = _axis(attrs["axis"], len(x.shape))
+    if x.shape[a] not in (None, num):
+        raise ValueError(f"cannot unstack dim {a} of shape {fmt(x.shape)} into {num} tensors")
+    return [spec(x.shape[:a] + x.shape[a + 1:], x.dtype)] * num
+
+
+register_op("Unpack", inputs=("value",), outputs=("output",),
+            attrs={"num": "int", "T": "type", "axis": "int"}, shape_fn=_unpack_shape)
+
+
+@register_gradient("Unpack")
+def _unpack_grad(op, *grads):
+    """dx = stack(dy_i, axis), zeros for outputs that got no gradient"""
+    parts = [zeros_like(t) if g is None else g for t, g in zip(op.outputs, grads)]
+    return [stack(parts, axis=op.attrs["axis"])]
+
+
+def unstack(value, num=None, axis=0, name="unstack") -> list:
+    """`a, b = tf.unstack(x)`: splits x along `axis` into tensors of one rank less."""
+    value = convert_to_tensor(value)
+    if num is None:
+        s = value._shape
+        if s is None or s[_axis(axis, len(s))] is None:
+            raise ValueError(f"tf.unstack: the size of axis {axis} of '{value.name}' (shape {fmt(s)}) is "
+                             "unknown; pass num")
+        num = s[_axis(axis, len(s))]
+    out = apply_op("Unpack", [value], {"num": int(num), "axis": int(axis)}, name)
+    return list(out) if isinstance(out, tuple) else [out] if num == 1 else []
+
+
+# -- BroadcastTo ---------------------------------------------------------------------------------------------
+def _broadcast_to_shape(ins, attrs):
+    x, target = ins
+    _check_index_dtype(target, "BroadcastTo's shape")
+    dims = _vector(target, "BroadcastTo's shape")
+    if dims is None:
+        return [spec(_unknown_dims(_vector_len(target)), x.dtype)]
+    out = broadcast(x.shape, tuple(dims))
+    if out is not None and tuple(d if o is None else o for d, o in zip(dims, out)) != tuple(dims):
+        raise ValueError(f"shape {fmt(x.shape)} cannot be broadcast to {dims}")
+    return [spec(tuple(dims), x.dtype)]
+
+
+register_op("BroadcastTo", inputs=("input", "shape"), outputs=("output",),
+            attrs={"T": "type", "Tidx": "type"}, shape_fn=_broadcast_to_shape, value_inputs=(1,))
+
+
+@register_gradient("BroadcastTo")
+def _broadcast_to_grad(op, grad):
+    """dx = dy summed over the broadcast dims"""
+    from tfplus.ops.math_ops import _reduce_to
+    return [_reduce_to(grad, _shape_of(op.inputs[0])), None]
+
+
+def broadcast_to(input, shape, name=None) -> Tensor:
+    """`tf.broadcast_to([1, 2], [3, 2])`: NumPy broadcasting, materialized."""
+    shape = _index_tensor(shape)
+    return apply_op("BroadcastTo", [convert_to_tensor(input), shape], {"Tidx": shape.dtype}, name)
+
+
+# -- BroadcastGradientArgs -----------------------------------------------------------------------------------
+def _bcast_args_shape(ins, attrs):
+    s0, s1 = ins
+    for s in ins:
+        _check_index_dtype(s, "BroadcastGradientArgs' inputs")
+    a, b = _vector(s0, "s0"), _vector(s1, "s1")
+    if a is None or b is None:
+        return [spec((None,), s0.dtype), spec((None,), s0.dtype)]
+    r0, r1 = broadcast_gradient_args_value(a, b)
+    return [spec((len(r0),), s0.dtype, np.array(r0, s0.dtype.np)),
+            spec((len(r1),), s0.dtype, np.array(r1, s0.dtype.np))]
+
+
+register_op("BroadcastGradientArgs", inputs=("s0", "s1"), outputs=("r0", "r1"), attrs={"T": "type"},
+            shape_fn=_bcast_args_shape, value_inputs=(0, 1))
+not_differentiable("BroadcastGradientArgs")
+
+
+def broadcast_gradient_args(s0, s1, name=None) -> tuple:
+    """The axes to sum a gradient of broadcast(s0, s1) over to get back to s0, and to s1."""
+    return apply_op("BroadcastGradientArgs", [_index_tensor(s0), _index_tensor(s1)], name=name)

@@ -1,54 +1,319 @@
-"""Math ops: elementwise arithmetic, matmul, reductions. Each op: registration, gradient, wrapper."""
+"""Math ops: elementwise arithmetic and comparisons, matmul, reductions, casts.
+Each op: registration, gradient, wrapper. Binary ops broadcast like NumPy; their gradients sum over the
+broadcast dims (`_reduce_to`)."""
 from __future__ import annotations
 
-from tfplus.framework import apply_op
-from tfplus.registry import register_gradient, register_op
-from tfplus.shapes import broadcast, check_same_dtype, spec
+import builtins
 
-__all__ = ["add", "multiply", "add_n"]
+import numpy as np
+
+from tfplus import dtypes as _dt
+from tfplus.framework import Tensor, apply_op, constant_value, convert_to_tensor
+from tfplus.ops import array_ops
+from tfplus.ops.array_ops import _index_tensor, _shape_of, reshape
+from tfplus.registry import not_differentiable, register_gradient, register_op
+from tfplus.shapes import broadcast, check_same_dtype, fmt, spec
+
+__all__ = ["add", "subtract", "multiply", "divide", "truediv", "realdiv", "div", "floordiv", "floor_div",
+           "floormod", "mod", "add_n", "matmul", "pow", "maximum", "minimum", "squared_difference",
+           "negative", "abs", "sign", "square", "exp", "log", "log1p", "sqrt", "rsqrt", "reciprocal", "sin",
+           "cos", "floor", "ceil", "round", "cast", "to_float", "to_double", "to_int32", "to_int64",
+           "saturate_cast", "equal", "not_equal", "less", "less_equal", "greater", "greater_equal",
+           "logical_and", "logical_or", "logical_not", "logical_xor", "where", "range", "reduce_sum",
+           "reduce_mean", "reduce_max", "reduce_min", "reduce_any", "reduce_all", "count_nonzero", "argmax",
+           "argmin", "cumsum", "clip_by_value"]
+
+_FLOATS = (_dt.float16, _dt.float32, _dt.float64)
+_INTS = (_dt.int8, _dt.int16, _dt.int32, _dt.int64, _dt.uint8)
+_NUMERIC = _FLOATS + _INTS
 
 
-def _binary_shape(ins, attrs):
-    check_same_dtype(ins)
-    return [spec(broadcast(ins[0].shape, ins[1].shape), ins[0].dtype)]
+def _check_dtype(s, allowed, what: str = "x") -> None:
+    if s.dtype not in allowed:
+        names = ", ".join(d.name for d in allowed)
+        raise TypeError(f"{what} has dtype {s.dtype.name}; this op takes {names}")
 
 
-# -- Add ------------------------------------------------------------------------------------------------------
-register_op("Add", inputs=("x", "y"), outputs=("z",), attrs={"T": "type"}, shape_fn=_binary_shape)
+def _is_tensor(v) -> bool:
+    return isinstance(v, Tensor) or hasattr(v, "_as_tensor")
+
+
+def _like(value, dtype) -> Tensor:
+    """A Python/NumPy operand as a tensor of `dtype`; refuses to drop a fraction (TF raises too)."""
+    if _is_tensor(value):
+        return convert_to_tensor(value)
+    arr = np.asarray(value)
+    exact = dtype.is_floating or np.all(arr == np.round(arr))
+    if arr.dtype.kind == "f" and not exact:
+        raise TypeError(f"cannot convert {value!r} to a {dtype.name} tensor without losing its fraction; "
+                        "use tf.cast on the other operand")
+    return convert_to_tensor(value, dtype=dtype)
+
+
+def _operands(x, y) -> tuple[Tensor, Tensor]:
+    """Two operands as tensors; a non-tensor takes the other's dtype (`x * 2`, `1.0 - x`)."""
+    if _is_tensor(x):
+        x = convert_to_tensor(x)
+        return x, _like(y, x.dtype)
+    if _is_tensor(y):
+        y = convert_to_tensor(y)
+        return _like(x, y.dtype), y
+    x = convert_to_tensor(x)
+    return x, _like(y, x.dtype)
+
+
+def _binary(op_type: str, x, y, name) -> Tensor:
+    x, y = _operands(x, y)
+    return apply_op(op_type, [x, y], name=name)
+
+
+def _reduce_to(grad: Tensor, shape) -> Tensor:
+    """Sums `grad` (of a broadcast result) down to `shape`: a static tuple, or an int shape tensor.
+
+    Static shapes give constant axes (one Sum, and a Reshape only when dims were dropped); otherwise the axes
+    come from BroadcastGradientArgs at run time, as in TF."""
+    g = grad._shape
+    if isinstance(shape, tuple) and g is not None and len(g) >= len(shape):
+        lead = len(g) - len(shape)
+        stretched = [lead + i for i, d in enumerate(shape) if d == 1 and g[lead + i] != 1]
+        axes = list(builtins.range(lead)) + stretched
+        if not axes:
+            return grad
+        summed = reduce_sum(grad, axes)
+        return summed if summed._shape == shape else reshape(summed, shape)
+    shape = _index_tensor(shape)
+    _, axes = array_ops.broadcast_gradient_args(array_ops.shape(grad, out_type=shape.dtype), shape)
+    return reshape(reduce_sum(grad, axes), shape)
+
+
+def _binary_shape(allowed, out_dtype=None):
+    def fn(ins, attrs):
+        check_same_dtype(ins)
+        _check_dtype(ins[0], allowed)
+        return [spec(broadcast(ins[0].shape, ins[1].shape), out_dtype or ins[0].dtype)]
+    return fn
+
+
+def _unary_shape(allowed):
+    def fn(ins, attrs):
+        _check_dtype(ins[0], allowed)
+        return [spec(ins[0].shape, ins[0].dtype)]
+    return fn
+
+
+# -- Add / AddV2 ---------------------------------------------------------------------------------------------
+for _t in ("Add", "AddV2"):
+    register_op(_t, inputs=("x", "y"), outputs=("z",), attrs={"T": "type"}, shape_fn=_binary_shape(_NUMERIC))
 
 
 @register_gradient("Add")
+@register_gradient("AddV2")
 def _add_grad(op, grad):
-    """dx = dy, dy = dy (summed over broadcast dims)"""
-    return [grad, grad]  # TODO(math helper): reduce over broadcast dims
+    """dx = dy, dy = dy (each summed over its broadcast dims)"""
+    x, y = op.inputs
+    return [_reduce_to(grad, _shape_of(x)), _reduce_to(grad, _shape_of(y))]
 
 
-def add(x, y, name=None):
-    return apply_op("Add", [x, y], name=name)
+def add(x, y, name=None) -> Tensor:
+    """x + y, broadcasting: `tf.add(x, 1.0)`."""
+    return _binary("Add", x, y, name)
 
 
-# -- Mul ------------------------------------------------------------------------------------------------------
-register_op("Mul", inputs=("x", "y"), outputs=("z",), attrs={"T": "type"}, shape_fn=_binary_shape)
+def add_v2(x, y, name=None) -> Tensor:
+    """x + y as TF2's AddV2 node (what TF 1.15's `+` emits)."""
+    return _binary("AddV2", x, y, name)
+
+
+# -- Sub -----------------------------------------------------------------------------------------------------
+register_op("Sub", inputs=("x", "y"), outputs=("z",), attrs={"T": "type"}, shape_fn=_binary_shape(_NUMERIC))
+
+
+@register_gradient("Sub")
+def _sub_grad(op, grad):
+    """dx = dy, dy = -dy"""
+    x, y = op.inputs
+    return [_reduce_to(grad, _shape_of(x)), _reduce_to(negative(grad), _shape_of(y))]
+
+
+def subtract(x, y, name=None) -> Tensor:
+    """x - y, broadcasting."""
+    return _binary("Sub", x, y, name)
+
+
+# -- Mul -----------------------------------------------------------------------------------------------------
+register_op("Mul", inputs=("x", "y"), outputs=("z",), attrs={"T": "type"}, shape_fn=_binary_shape(_NUMERIC))
 
 
 @register_gradient("Mul")
 def _mul_grad(op, grad):
-    """dx = dz * y, dy = dz * x"""
+    """dx = dz * y, dy = x * dz"""
     x, y = op.inputs
-    return [multiply(grad, y), multiply(grad, x)]  # TODO(math helper): reduce over broadcast dims
+    return [_reduce_to(multiply(grad, y), _shape_of(x)), _reduce_to(multiply(x, grad), _shape_of(y))]
 
 
-def multiply(x, y, name=None):
-    return apply_op("Mul", [x, y], name=name)
+def multiply(x, y, name=None) -> Tensor:
+    """x * y elementwise, broadcasting."""
+    return _binary("Mul", x, y, name)
+
+
+# -- RealDiv -------------------------------------------------------------------------------------------------
+register_op("RealDiv", inputs=("x", "y"), outputs=("z",), attrs={"T": "type"},
+            shape_fn=_binary_shape(_FLOATS))
+
+
+@register_gradient("RealDiv")
+def _realdiv_grad(op, grad):
+    """dx = dz / y, dy = -dz * x / y^2"""
+    x, y = op.inputs
+    return [_reduce_to(realdiv(grad, y), _shape_of(x)),
+            _reduce_to(multiply(grad, realdiv(realdiv(negative(x), y), y)), _shape_of(y))]
+
+
+def realdiv(x, y, name=None) -> Tensor:
+    """x / y for floating-point tensors."""
+    return _binary("RealDiv", x, y, name)
+
+
+def truediv(x, y, name=None) -> Tensor:
+    """x / y; integers are first cast to float (int8/16, uint8 -> float32; int32/64 -> float64), as in TF."""
+    x, y = _operands(x, y)
+    if x.dtype.is_integer:
+        to = _dt.float32 if x.dtype.size <= 2 else _dt.float64
+        x, y = cast(x, to), cast(y, to)
+    return realdiv(x, y, name)
+
+
+def divide(x, y, name=None) -> Tensor:
+    """x / y (true division): `tf.divide(a, b)`."""
+    return truediv(x, y, name)
+
+
+def div(x, y, name=None) -> Tensor:
+    """TF1's Python-2-style division: floor division for integers, real division for floats."""
+    x, y = _operands(x, y)
+    return floordiv(x, y, name) if x.dtype.is_integer else realdiv(x, y, name)
+
+
+# -- FloorDiv / FloorMod -------------------------------------------------------------------------------------
+register_op("FloorDiv", inputs=("x", "y"), outputs=("z",), attrs={"T": "type"},
+            shape_fn=_binary_shape(_NUMERIC))
+not_differentiable("FloorDiv")
+
+
+def floordiv(x, y, name=None) -> Tensor:
+    """floor(x / y), for integers and floats."""
+    return _binary("FloorDiv", x, y, name)
+
+
+floor_div = floordiv
+
+register_op("FloorMod", inputs=("x", "y"), outputs=("z",), attrs={"T": "type"},
+            shape_fn=_binary_shape(_NUMERIC))
+
+
+@register_gradient("FloorMod")
+def _floormod_grad(op, grad):
+    """dx = dz, dy = -dz * floor(x / y)"""
+    x, y = op.inputs
+    return [_reduce_to(grad, _shape_of(x)),
+            _reduce_to(multiply(negative(grad), floordiv(x, y)), _shape_of(y))]
+
+
+def floormod(x, y, name=None) -> Tensor:
+    """x - floor(x / y) * y: the result has the sign of y (Python's %)."""
+    return _binary("FloorMod", x, y, name)
+
+
+mod = floormod
+
+
+# -- Pow -----------------------------------------------------------------------------------------------------
+register_op("Pow", inputs=("x", "y"), outputs=("z",), attrs={"T": "type"}, shape_fn=_binary_shape(_NUMERIC))
+
+
+@register_gradient("Pow")
+def _pow_grad(op, grad):
+    """dx = dz * y * x^(y-1), dy = dz * z * log(x) (0 where x <= 0)"""
+    x, y = op.inputs
+    z = op.outputs[0]
+    log_x = where(greater(x, 0), log(x), array_ops.zeros_like(x))
+    return [_reduce_to(multiply(grad, multiply(y, pow(x, subtract(y, 1)))), _shape_of(x)),
+            _reduce_to(multiply(grad, multiply(z, log_x)), _shape_of(y))]
+
+
+def pow(x, y, name=None) -> Tensor:
+    """x ** y elementwise, broadcasting."""
+    return _binary("Pow", x, y, name)
+
+
+# -- Maximum / Minimum ---------------------------------------------------------------------------------------
+for _t in ("Maximum", "Minimum"):
+    register_op(_t, inputs=("x", "y"), outputs=("z",), attrs={"T": "type"}, shape_fn=_binary_shape(_NUMERIC))
+
+
+def _select_grad(op, grad, x_wins):
+    gx = multiply(grad, cast(x_wins, grad.dtype))
+    return [_reduce_to(gx, _shape_of(op.inputs[0])), _reduce_to(subtract(grad, gx), _shape_of(op.inputs[1]))]
+
+
+@register_gradient("Maximum")
+def _maximum_grad(op, grad):
+    """dx = dz where x >= y, dy = dz elsewhere (ties go to x, as in TF)"""
+    return _select_grad(op, grad, greater_equal(*op.inputs))
+
+
+@register_gradient("Minimum")
+def _minimum_grad(op, grad):
+    """dx = dz where x <= y, dy = dz elsewhere (ties go to x, as in TF)"""
+    return _select_grad(op, grad, less_equal(*op.inputs))
+
+
+def maximum(x, y, name=None) -> Tensor:
+    """Elementwise max(x, y), broadcasting."""
+    return _binary("Maximum", x, y, name)
+
+
+def minimum(x, y, name=None) -> Tensor:
+    """Elementwise min(x, y), broadcasting."""
+    return _binary("Minimum", x, y, name)
+
+
+def clip_by_value(t, clip_value_min, clip_value_max, name=None) -> Tensor:
+    """min(max(t, lo), hi); the gradient flows where t is inside [lo, hi]."""
+    return minimum(maximum(t, clip_value_min), clip_value_max, name=name)
+
+
+# -- SquaredDifference ---------------------------------------------------------------------------------------
+register_op("SquaredDifference", inputs=("x", "y"), outputs=("z",), attrs={"T": "type"},
+            shape_fn=_binary_shape(_NUMERIC))
+
+
+@register_gradient("SquaredDifference")
+def _squared_difference_grad(op, grad):
+    """dx = 2 dz (x - y), dy = -dx"""
+    x, y = op.inputs
+    gx = multiply(grad, multiply(subtract(x, y), 2))
+    return [_reduce_to(gx, _shape_of(x)), _reduce_to(negative(gx), _shape_of(y))]
+
+
+def squared_difference(x, y, name=None) -> Tensor:
+    """(x - y)^2 elementwise, broadcasting."""
+    return _binary("SquaredDifference", x, y, name)
 
 
 # -- AddN ----------------------------------------------------------------------------------------------------
 def _add_n_shape(ins, attrs):
     check_same_dtype(ins)
+    _check_dtype(ins[0], _NUMERIC)
     shape = ins[0].shape
     for s in ins[1:]:
-        shape = broadcast(shape, s.shape) if shape is not None and s.shape is not None and \
-            len(shape) == len(s.shape) else (shape or s.shape)
+        if shape is None or s.shape is None:
+            shape = shape or s.shape
+            continue
+        if len(shape) != len(s.shape) or any(a is not None and b is not None and a != b
+                                             for a, b in zip(shape, s.shape)):
+            raise ValueError("AddN's inputs must have one shape, got " + ", ".join(fmt(v.shape) for v in ins))
+        shape = tuple(a if a is not None else b for a, b in zip(shape, s.shape))
     return [spec(shape, ins[0].dtype)]
 
 
@@ -62,6 +327,624 @@ def _add_n_grad(op, grad):
     return [grad] * len(op.inputs)
 
 
-def add_n(inputs, name=None):
-    """Sums a list of same-shaped tensors."""
+def add_n(inputs, name=None) -> Tensor:
+    """Sums a list of same-shaped tensors: `tf.add_n([a, b, c])`."""
     return apply_op("AddN", [list(inputs)], name=name)
+
+
+# -- MatMul --------------------------------------------------------------------------------------------------
+def _matmul_shape(ins, attrs):
+    a, b = ins
+    check_same_dtype(ins)
+    _check_dtype(a, _NUMERIC)
+    for s, what in ((a, "a"), (b, "b")):
+        if s.shape is not None and len(s.shape) != 2:
+            raise ValueError(f"MatMul takes matrices; {what} has shape {fmt(s.shape)}")
+    ta, tb = attrs["transpose_a"], attrs["transpose_b"]
+    (m, ka) = (None, None) if a.shape is None else (a.shape[::-1] if ta else a.shape)
+    (kb, n) = (None, None) if b.shape is None else (b.shape[::-1] if tb else b.shape)
+    if ka is not None and kb is not None and ka != kb:
+        raise ValueError(f"inner dimensions differ: a{' (transposed)' if ta else ''} has shape "
+                         f"{fmt(a.shape)}, b{' (transposed)' if tb else ''} has shape {fmt(b.shape)} "
+                         f"({ka} != {kb})")
+    return [spec((m, n), a.dtype)]
+
+
+register_op("MatMul", inputs=("a", "b"), outputs=("product",),
+            attrs={"T": "type", "transpose_a": "bool", "transpose_b": "bool"}, shape_fn=_matmul_shape)
+
+
+@register_gradient("MatMul")
+def _matmul_grad(op, grad):
+    """for c = a @ b: da = dc @ b^T, db = a^T @ dc (transposes folded into the matmuls)"""
+    a, b = op.inputs
+    ta, tb = op.attrs["transpose_a"], op.attrs["transpose_b"]
+    if not ta and not tb:
+        return [matmul(grad, b, transpose_b=True), matmul(a, grad, transpose_a=True)]
+    if ta and not tb:
+        return [matmul(b, grad, transpose_b=True), matmul(a, grad)]
+    if not ta and tb:
+        return [matmul(grad, b), matmul(grad, a, transpose_a=True)]
+    return [matmul(b, grad, transpose_a=True, transpose_b=True),
+            matmul(grad, a, transpose_a=True, transpose_b=True)]
+
+
+def matmul(a, b, transpose_a=False, transpose_b=False, adjoint_a=False, adjoint_b=False, a_is_sparse=False,
+           b_is_sparse=False, name=None) -> Tensor:
+    """Matrix product of two rank-2 tensors: `tf.matmul(x, w)`, `tf.matmul(a, b, transpose_b=True)`."""
+    a, b = _operands(a, b)
+    return apply_op("MatMul", [a, b], {"transpose_a": bool(transpose_a or adjoint_a),
+                                       "transpose_b": bool(transpose_b or adjoint_b)}, name)
+
+
+# -- unary elementwise ops -----------------------------------------------------------------------------------
+_UNARY = {"Neg": _NUMERIC, "Abs": _NUMERIC, "Sign": _NUMERIC, "Square": _NUMERIC, "Exp": _FLOATS,
+          "Log": _FLOATS, "Log1p": _FLOATS, "Sqrt": _FLOATS, "Rsqrt": _FLOATS, "Reciprocal": _FLOATS,
+          "Sin": _FLOATS, "Cos": _FLOATS, "Floor": _FLOATS, "Ceil": _FLOATS, "Round": _NUMERIC}
+for _t, _allowed in _UNARY.items():
+    register_op(_t, inputs=("x",), outputs=("y",), attrs={"T": "type"}, shape_fn=_unary_shape(_allowed))
+not_differentiable("Floor", "Ceil", "Round")  # piecewise constant: TF's gradient is None too
+
+
+@register_gradient("Neg")
+def _neg_grad(op, grad):
+    """dx = -dy"""
+    return [negative(grad)]
+
+
+@register_gradient("Abs")
+def _abs_grad(op, grad):
+    """dx = dy * sign(x)"""
+    return [multiply(grad, sign(op.inputs[0]))]
+
+
+@register_gradient("Sign")
+def _sign_grad(op, grad):
+    """dx = 0"""
+    return [array_ops.zeros_like(op.inputs[0])]
+
+
+@register_gradient("Square")
+def _square_grad(op, grad):
+    """dx = dy * 2x"""
+    return [multiply(grad, multiply(op.inputs[0], 2))]
+
+
+@register_gradient("Exp")
+def _exp_grad(op, grad):
+    """dx = dy * y"""
+    return [multiply(grad, op.outputs[0])]
+
+
+@register_gradient("Log")
+def _log_grad(op, grad):
+    """dx = dy / x"""
+    return [realdiv(grad, op.inputs[0])]
+
+
+@register_gradient("Log1p")
+def _log1p_grad(op, grad):
+    """dx = dy / (1 + x)"""
+    return [realdiv(grad, add(op.inputs[0], 1))]
+
+
+@register_gradient("Sqrt")
+def _sqrt_grad(op, grad):
+    """dx = dy / (2 y)"""
+    return [realdiv(grad, multiply(op.outputs[0], 2))]
+
+
+@register_gradient("Rsqrt")
+def _rsqrt_grad(op, grad):
+    """dx = dy * -y^3 / 2"""
+    y = op.outputs[0]
+    return [multiply(grad, multiply(pow(y, 3), -0.5))]
+
+
+@register_gradient("Reciprocal")
+def _reciprocal_grad(op, grad):
+    """dx = -dy * y^2"""
+    return [multiply(negative(grad), square(op.outputs[0]))]
+
+
+@register_gradient("Sin")
+def _sin_grad(op, grad):
+    """dx = dy * cos(x)"""
+    return [multiply(grad, cos(op.inputs[0]))]
+
+
+@register_gradient("Cos")
+def _cos_grad(op, grad):
+    """dx = -dy * sin(x)"""
+    return [multiply(negative(grad), sin(op.inputs[0]))]
+
+
+def _unary_op(op_type, x, name) -> Tensor:
+    return apply_op(op_type, [convert_to_tensor(x)], name=name)
+
+
+def negative(x, name=None) -> Tensor:
+    """-x"""
+    return _unary_op("Neg", x, name)
+
+
+def abs(x, name=None) -> Tensor:
+    """|x|"""
+    return _unary_op("Abs", x, name)
+
+
+def sign(x, name=None) -> Tensor:
+    """-1, 0 or 1"""
+    return _unary_op("Sign", x, name)
+
+
+def square(x, name=None) -> Tensor:
+    """x * x"""
+    return _unary_op("Square", x, name)
+
+
+def exp(x, name=None) -> Tensor:
+    """e^x"""
+    return _unary_op("Exp", x, name)
+
+
+def log(x, name=None) -> Tensor:
+    """natural logarithm (nan below 0, -inf at 0, as in TF)"""
+    return _unary_op("Log", x, name)
+
+
+def log1p(x, name=None) -> Tensor:
+    """log(1 + x), accurate for small x"""
+    return _unary_op("Log1p", x, name)
+
+
+def sqrt(x, name=None) -> Tensor:
+    """square root"""
+    return _unary_op("Sqrt", x, name)
+
+
+def rsqrt(x, name=None) -> Tensor:
+    """1 / sqrt(x)"""
+    return _unary_op("Rsqrt", x, name)
+
+
+def reciprocal(x, name=None) -> Tensor:
+    """1 / x"""
+    return _unary_op("Reciprocal", x, name)
+
+
+def sin(x, name=None) -> Tensor:
+    """sine"""
+    return _unary_op("Sin", x, name)
+
+
+def cos(x, name=None) -> Tensor:
+    """cosine"""
+    return _unary_op("Cos", x, name)
+
+
+def floor(x, name=None) -> Tensor:
+    """largest integer <= x"""
+    return _unary_op("Floor", x, name)
+
+
+def ceil(x, name=None) -> Tensor:
+    """smallest integer >= x"""
+    return _unary_op("Ceil", x, name)
+
+
+def round(x, name=None) -> Tensor:
+    """nearest integer, halves to even (as TF and NumPy)"""
+    return _unary_op("Round", x, name)
+
+
+# -- Cast ----------------------------------------------------------------------------------------------------
+register_op("Cast", inputs=("x",), outputs=("y",), attrs={"SrcT": "type", "DstT": "type", "Truncate": "bool"},
+            shape_fn=lambda ins, attrs: [spec(ins[0].shape, attrs["DstT"])])
+
+
+@register_gradient("Cast")
+def _cast_grad(op, grad):
+    """dx = cast(dy, x.dtype) between float types; no gradient to or from integers"""
+    src = op.inputs[0].dtype
+    return [cast(grad, src) if src.is_floating and grad.dtype.is_floating else None]
+
+
+def cast(x, dtype, name=None) -> Tensor:
+    """`tf.cast(x, tf.int32)`: float -> int truncates toward zero; nonzero -> True for bool."""
+    x, dtype = convert_to_tensor(x), _dt.as_dtype(dtype)
+    if x.dtype is dtype:
+        return x
+    return apply_op("Cast", [x], {"SrcT": x.dtype, "DstT": dtype, "Truncate": False}, name)
+
+
+def saturate_cast(value, dtype, name=None) -> Tensor:
+    """cast that clips to the target type's range first (float -> integer)."""
+    value, dtype = convert_to_tensor(value), _dt.as_dtype(dtype)
+    if value.dtype.is_floating and dtype.is_integer:
+        info = np.iinfo(dtype.np)
+        value = clip_by_value(value, float(info.min), float(info.max))
+    return cast(value, dtype, name)
+
+
+def to_float(x, name="ToFloat") -> Tensor:
+    return cast(x, _dt.float32, name)
+
+
+def to_double(x, name="ToDouble") -> Tensor:
+    return cast(x, _dt.float64, name)
+
+
+def to_int32(x, name="ToInt32") -> Tensor:
+    return cast(x, _dt.int32, name)
+
+
+def to_int64(x, name="ToInt64") -> Tensor:
+    return cast(x, _dt.int64, name)
+
+
+# -- comparisons and logical ops (bool results; no gradient) -------------------------------------------------
+_COMPARE = {"Equal": _NUMERIC + (_dt.bool_,), "NotEqual": _NUMERIC + (_dt.bool_,), "Less": _NUMERIC,
+            "LessEqual": _NUMERIC, "Greater": _NUMERIC, "GreaterEqual": _NUMERIC}
+for _t, _allowed in _COMPARE.items():
+    register_op(_t, inputs=("x", "y"), outputs=("z",), attrs={"T": "type"},
+                shape_fn=_binary_shape(_allowed, _dt.bool_))
+for _t in ("LogicalAnd", "LogicalOr"):
+    register_op(_t, inputs=("x", "y"), outputs=("z",), shape_fn=_binary_shape((_dt.bool_,)))
+register_op("LogicalNot", inputs=("x",), outputs=("y",), shape_fn=_unary_shape((_dt.bool_,)))
+not_differentiable(*_COMPARE, "LogicalAnd", "LogicalOr", "LogicalNot")
+
+
+def equal(x, y, name=None) -> Tensor:
+    """x == y elementwise (a bool tensor)"""
+    return _binary("Equal", x, y, name)
+
+
+def not_equal(x, y, name=None) -> Tensor:
+    """x != y elementwise"""
+    return _binary("NotEqual", x, y, name)
+
+
+def less(x, y, name=None) -> Tensor:
+    """x < y elementwise"""
+    return _binary("Less", x, y, name)
+
+
+def less_equal(x, y, name=None) -> Tensor:
+    """x <= y elementwise"""
+    return _binary("LessEqual", x, y, name)
+
+
+def greater(x, y, name=None) -> Tensor:
+    """x > y elementwise"""
+    return _binary("Greater", x, y, name)
+
+
+def greater_equal(x, y, name=None) -> Tensor:
+    """x >= y elementwise"""
+    return _binary("GreaterEqual", x, y, name)
+
+
+def logical_and(x, y, name=None) -> Tensor:
+    return _binary("LogicalAnd", x, y, name)
+
+
+def logical_or(x, y, name=None) -> Tensor:
+    return _binary("LogicalOr", x, y, name)
+
+
+def logical_not(x, name=None) -> Tensor:
+    return _unary_op("LogicalNot", x, name)
+
+
+def logical_xor(x, y, name="LogicalXor") -> Tensor:
+    """x != y for bools (TF builds it from And/Or/Not too)"""
+    return logical_and(logical_or(x, y), logical_not(logical_and(x, y)), name=name)
+
+
+# -- Select (tf.where with three arguments) ------------------------------------------------------------------
+def _select_shape(ins, attrs):
+    cond, t, e = ins
+    _check_dtype(cond, (_dt.bool_,), "condition")
+    check_same_dtype([t, e], "x and y")
+    if t.shape is not None and e.shape is not None and not _compatible(t.shape, e.shape):
+        raise ValueError(f"x {fmt(t.shape)} and y {fmt(e.shape)} must have one shape")
+    out = t.shape if t.shape is not None else e.shape
+    c = cond.shape
+    if c is not None and out is not None and c != ():
+        vector = len(c) == 1 and len(out) > 1 and _compatible(c, out[:1])
+        if not (vector or _compatible(c, out)):
+            raise ValueError(f"condition {fmt(c)} must have x's shape {fmt(out)}, be a vector over its first "
+                             "dimension, or be a scalar")
+    return [spec(out, t.dtype)]
+
+
+def _compatible(a, b) -> bool:
+    return len(a) == len(b) and all(x is None or y is None or x == y for x, y in zip(a, b))
+
+
+register_op("Select", inputs=("condition", "t", "e"), outputs=("output",), attrs={"T": "type"},
+            shape_fn=_select_shape)
+
+
+@register_gradient("Select")
+def _select_op_grad(op, grad):
+    """dt = dz where condition, de = dz elsewhere"""
+    cond = op.inputs[0]
+    zeros = array_ops.zeros_like(grad)
+    return [None, select(cond, grad, zeros), select(cond, zeros, grad)]
+
+
+def select(condition, x, y, name=None) -> Tensor:
+    """x where condition is True, else y (condition: x's shape, a vector over dim 0, or a scalar)."""
+    x, y = _operands(x, y)
+    return apply_op("Select", [convert_to_tensor(condition), x, y], {"T": x.dtype}, name)
+
+
+# -- Where (tf.where with one argument) ----------------------------------------------------------------------
+def _where_shape(ins, attrs):
+    x = ins[0]
+    if x.shape is None:
+        return [spec((None, None), _dt.int64)]
+    n = None if x.value is None else int(np.count_nonzero(x.value))
+    return [spec((n, len(x.shape)), _dt.int64)]
+
+
+# The output's length depends on the input's values, so the shape function reads them (value_inputs).
+register_op("Where", inputs=("input",), outputs=("index",), attrs={"T": "type"}, shape_fn=_where_shape,
+            value_inputs=(0,))
+not_differentiable("Where")
+
+
+def where(condition, x=None, y=None, name=None) -> Tensor:
+    """`tf.where(c, x, y)` picks elementwise; `tf.where(c)` gives the [n, rank] int64 indices of the Trues."""
+    if x is None and y is None:
+        return apply_op("Where", [convert_to_tensor(condition)], name=name)
+    if x is None or y is None:
+        raise ValueError("tf.where: pass both x and y, or neither")
+    return select(condition, x, y, name)
+
+
+# -- Range ---------------------------------------------------------------------------------------------------
+def _range_shape(ins, attrs):
+    start, limit, delta = ins
+    check_same_dtype(ins, "start, limit and delta")
+    _check_dtype(start, (_dt.float32, _dt.float64, _dt.int32, _dt.int64), "start")
+    for s, what in zip(ins, ("start", "limit", "delta")):
+        if s.shape not in (None, ()):
+            raise ValueError(f"{what} must be a scalar, got shape {fmt(s.shape)}")
+    if any(s.value is None for s in ins):
+        return [spec((None,), start.dtype)]
+    a, b, d = (s.value.item() for s in ins)
+    if d == 0:
+        raise ValueError("delta must not be 0")
+    return [spec((builtins.max(0, int(np.ceil((b - a) / d))),), start.dtype)]
+
+
+register_op("Range", inputs=("start", "limit", "delta"), outputs=("output",), attrs={"Tidx": "type"},
+            shape_fn=_range_shape, value_inputs=(0, 1, 2))
+not_differentiable("Range")
+
+
+def range(start, limit=None, delta=1, dtype=None, name="range") -> Tensor:
+    """`tf.range(5)` -> [0 1 2 3 4]; `tf.range(1.0, 2.0, 0.25)`. int32 unless a float is involved."""
+    if limit is None:
+        start, limit = 0, start
+    args = [start, limit, delta]
+    if dtype is None:
+        known = [convert_to_tensor(a).dtype if _is_tensor(a) else None for a in args]
+        dtype = next((d for d in known if d is not None), None) or (
+            _dt.float32 if any(np.asarray(a).dtype.kind == "f" for a in args) else _dt.int32)
+    dtype = _dt.as_dtype(dtype)
+    args = [cast(a, dtype) if _is_tensor(a) else convert_to_tensor(a, dtype=dtype) for a in args]
+    return apply_op("Range", args, {"Tidx": dtype}, name)
+
+
+# -- reductions: Sum, Mean, Max, Min, Any, All ---------------------------------------------------------------
+def _reduction_axes(axes, rank: int) -> list[int]:
+    """Sorted, de-duplicated, non-negative reduction axes; raises naming the valid range."""
+    out = set()
+    for a in np.ravel(axes).tolist():
+        if not -rank <= a < rank:
+            raise ValueError(f"reduction axis {a} is out of range for a tensor of rank {rank}")
+        out.add(a % rank)
+    return sorted(out)
+
+
+def _reduce_shape(allowed, out_dtype=None):
+    def fn(ins, attrs):
+        x, axes = ins
+        _check_dtype(x, allowed)
+        dtype = out_dtype or x.dtype
+        keep = attrs["keep_dims"]
+        if x.shape is None:
+            return [spec(None, dtype)]
+        if axes.value is None:
+            return [spec((None,) * len(x.shape) if keep else None, dtype)]
+        ax = _reduction_axes(axes.value, len(x.shape))
+        if keep:
+            return [spec(tuple(1 if i in ax else d for i, d in enumerate(x.shape)), dtype)]
+        return [spec(tuple(d for i, d in enumerate(x.shape) if i not in ax), dtype)]
+    return fn
+
+
+_REDUCE_ATTRS = {"keep_dims": "bool", "T": "type", "Tidx": "type"}
+for _t, _allowed in (("Sum", _NUMERIC), ("Mean", _NUMERIC), ("Max", _NUMERIC), ("Min", _NUMERIC)):
+    register_op(_t, inputs=("input", "reduction_indices"), outputs=("output",), attrs=_REDUCE_ATTRS,
+                shape_fn=_reduce_shape(_allowed), value_inputs=(1,))
+for _t in ("Any", "All"):
+    register_op(_t, inputs=("input", "reduction_indices"), outputs=("output",),
+                attrs={"keep_dims": "bool", "Tidx": "type"}, shape_fn=_reduce_shape((_dt.bool_,)),
+                value_inputs=(1,))
+not_differentiable("Any", "All")
+
+
+def _kept_dims(op, t: Tensor) -> Tensor:
+    """A reduction's output-shaped `t` with the reduced axes put back as size-1 dims (keep_dims: as is)."""
+    if op.attrs["keep_dims"]:
+        return t
+    x, axes_t = op.inputs
+    axes = constant_value(axes_t)
+    if axes is not None and x._shape is not None:
+        for a in _reduction_axes(axes, len(x._shape)):
+            t = array_ops.expand_dims(t, a)
+        return t
+    # Axes or rank known only at run time: kept shape = where(dim is reduced, 1, shape(x)).
+    in_shape = array_ops.shape(x, out_type=axes_t.dtype)
+    r = array_ops.rank(x) if axes_t.dtype is _dt.int32 else cast(array_ops.rank(x), axes_t.dtype)
+    dims = range(0, r)
+    hit = reduce_any(equal(array_ops.expand_dims(dims, 1), floormod(reshape(axes_t, [1, -1]), r)), axis=1)
+    return reshape(t, select(hit, array_ops.ones_like(in_shape), in_shape))
+
+
+@register_gradient("Sum")
+def _sum_grad(op, grad):
+    """dx = broadcast dy back over the reduced axes"""
+    x = op.inputs[0]
+    return [array_ops.broadcast_to(_kept_dims(op, grad), _shape_of(x)), None]
+
+
+@register_gradient("Mean")
+def _mean_grad(op, grad):
+    """dx = broadcast(dy) * size(y) / size(x)"""
+    x, y = op.inputs[0], op.outputs[0]
+    nx, ny = x.shape.num_elements(), y.shape.num_elements()
+    if nx is not None and ny is not None:
+        scale = convert_to_tensor(ny / builtins.max(nx, 1), dtype=grad.dtype)
+    else:
+        scale = realdiv(cast(array_ops.size(y), grad.dtype), cast(maximum(array_ops.size(x), 1), grad.dtype))
+    return [array_ops.broadcast_to(multiply(_kept_dims(op, grad), scale), _shape_of(x)), None]
+
+
+def _min_or_max_grad(op, grad):
+    """dx = dy where x equals the extreme, shared equally among ties"""
+    x = op.inputs[0]
+    y, g = _kept_dims(op, op.outputs[0]), _kept_dims(op, grad)
+    hits = cast(equal(x, y), grad.dtype)
+    count = reduce_sum(hits, op.inputs[1], keepdims=True)
+    return [multiply(realdiv(hits, count), g), None]
+
+
+register_gradient("Max")(_min_or_max_grad)
+register_gradient("Min")(_min_or_max_grad)
+
+
+def _reduce(op_type, input_tensor, axis, keepdims, name, reduction_indices=None, keep_dims=None) -> Tensor:
+    x = convert_to_tensor(input_tensor)
+    axis = reduction_indices if axis is None else axis
+    keepdims = keep_dims if keepdims is None else keepdims
+    if axis is None:  # all axes
+        axis = list(builtins.range(len(x._shape))) if x._shape is not None else \
+            range(0, array_ops.rank(x))
+    axis = _index_tensor(axis)
+    return apply_op(op_type, [x, axis], {"keep_dims": bool(keepdims), "Tidx": axis.dtype}, name)
+
+
+def reduce_sum(input_tensor, axis=None, keepdims=None, name=None, reduction_indices=None,
+               keep_dims=None) -> Tensor:
+    """Sum over `axis` (all axes if None): `tf.reduce_sum(x, axis=1, keepdims=True)`."""
+    return _reduce("Sum", input_tensor, axis, keepdims, name, reduction_indices, keep_dims)
+
+
+def reduce_mean(input_tensor, axis=None, keepdims=None, name=None, reduction_indices=None,
+               keep_dims=None) -> Tensor:
+    """Mean over `axis`; for integers it truncates like TF (`tf.reduce_mean([1, 2])` is 1)."""
+    return _reduce("Mean", input_tensor, axis, keepdims, name, reduction_indices, keep_dims)
+
+
+def reduce_max(input_tensor, axis=None, keepdims=None, name=None, reduction_indices=None,
+               keep_dims=None) -> Tensor:
+    """Maximum over `axis`."""
+    return _reduce("Max", input_tensor, axis, keepdims, name, reduction_indices, keep_dims)
+
+
+def reduce_min(input_tensor, axis=None, keepdims=None, name=None, reduction_indices=None,
+               keep_dims=None) -> Tensor:
+    """Minimum over `axis`."""
+    return _reduce("Min", input_tensor, axis, keepdims, name, reduction_indices, keep_dims)
+
+
+def reduce_any(input_tensor, axis=None, keepdims=None, name=None, reduction_indices=None,
+               keep_dims=None) -> Tensor:
+    """Logical or over `axis` of a bool tensor."""
+    return _reduce("Any", input_tensor, axis, keepdims, name, reduction_indices, keep_dims)
+
+
+def reduce_all(input_tensor, axis=None, keepdims=None, name=None, reduction_indices=None,
+               keep_dims=None) -> Tensor:
+    """Logical and over `axis` of a bool tensor."""
+    return _reduce("All", input_tensor, axis, keepdims, name, reduction_indices, keep_dims)
+
+
+def count_nonzero(input_tensor, axis=None, keepdims=None, dtype=_dt.int64, name=None, reduction_indices=None,
+                  keep_dims=None) -> Tensor:
+    """The number of nonzero (or True) elements over `axis`, as int64 by default."""
+    x = convert_to_tensor(input_tensor)
+    nonzero = not_equal(x, np.zeros((), x.dtype.np))
+    return cast(reduce_sum(cast(nonzero, _dt.int64), axis, keepdims, reduction_indices=reduction_indices,
+                           keep_dims=keep_dims), dtype, name=name)
+
+
+# -- ArgMax / ArgMin -----------------------------------------------------------------------------------------
+def _arg_shape(ins, attrs):
+    x, dim = ins
+    _check_dtype(x, _NUMERIC)
+    if attrs["output_type"] not in (_dt.int32, _dt.int64):
+        raise TypeError(f"output_type must be int32 or int64, got {attrs['output_type'].name}")
+    if x.shape is None:
+        return [spec(None, attrs["output_type"])]
+    if dim.value is None:
+        return [spec((None,) * (len(x.shape) - 1), attrs["output_type"])]
+    a = _reduction_axes(dim.value, len(x.shape))[0]
+    return [spec(x.shape[:a] + x.shape[a + 1:], attrs["output_type"])]
+
+
+for _t in ("ArgMax", "ArgMin"):
+    register_op(_t, inputs=("input", "dimension"), outputs=("output",),
+                attrs={"T": "type", "Tidx": "type", "output_type": "type"}, shape_fn=_arg_shape,
+                value_inputs=(1,))
+not_differentiable("ArgMax", "ArgMin")
+
+
+def _arg(op_type, input, axis, name, dimension, output_type) -> Tensor:
+    axis = dimension if axis is None else axis
+    axis = _index_tensor(0 if axis is None else axis)
+    return apply_op(op_type, [convert_to_tensor(input), axis],
+                    {"Tidx": axis.dtype, "output_type": _dt.as_dtype(output_type)}, name)
+
+
+def argmax(input, axis=None, name=None, dimension=None, output_type=_dt.int64) -> Tensor:
+    """Index of the largest value along `axis` (the first one on ties); int64 by default, as in TF."""
+    return _arg("ArgMax", input, axis, name, dimension, output_type)
+
+
+def argmin(input, axis=None, name=None, dimension=None, output_type=_dt.int64) -> Tensor:
+    """Index of the smallest value along `axis` (the first one on ties)."""
+    return _arg("ArgMin", input, axis, name, dimension, output_type)
+
+
+# -- Cumsum --------------------------------------------------------------------------------------------------
+def _cumsum_shape(ins, attrs):
+    _check_dtype(ins[0], _NUMERIC)
+    if ins[1].shape not in (None, ()):
+        raise ValueError(f"axis must be a scalar, got shape {fmt(ins[1].shape)}")
+    return [spec(ins[0].shape, ins[0].dtype)]
+
+
+register_op("Cumsum", inputs=("x", "axis"), outputs=("out",),
+            attrs={"exclusive": "bool", "reverse": "bool", "T": "type", "Tidx": "type"},
+            shape_fn=_cumsum_shape)
+
+
+@register_gradient("Cumsum")
+def _cumsum_grad(op, grad):
+    """dx = cumsum(dy) in the opposite direction"""
+    exclusive, reverse = op.attrs["exclusive"], op.attrs["reverse"]
+    return [cumsum(grad, op.inputs[1], exclusive=exclusive, reverse=not reverse), None]
+
+
+def cumsum(x, axis=0, exclusive=False, reverse=False, name=None) -> Tensor:
+    """Running sum along `axis`: `tf.cumsum([a, b, c])` -> [a, a + b, a + b + c]."""
+    axis = _index_tensor(axis)
+    return apply_op("Cumsum", [convert_to_tensor(x), axis],
+                    {"exclusive": bool(exclusive), "reverse": bool(reverse), "Tidx": axis.dtype}, name)

@@ -1,4 +1,862 @@
-"""Neural-network ops (conv, pooling, activations, losses). Each op: registration, gradient, wrapper."""
+"""Neural-network ops (conv, pooling, activations, losses). Each op: registration, gradient, wrapper.
+
+Gradients follow TensorFlow's nn_grad.py: fused backward ops (Conv2DBackpropInput, MaxPoolGrad, ReluGrad, ...)
+are real ops with their own shape functions, kernels and gradients.
+
+    >>> import tfplus as tf
+    >>> x = tf.placeholder(tf.float32, [None, 3, 32, 32])
+    >>> w = tf.Variable(tf.truncated_normal([3, 3, 3, 32], stddev=0.1))
+    >>> y = tf.nn.relu(tf.nn.conv2d(x, w, 1, "SAME", data_format="NCHW"))
+"""
 from __future__ import annotations
 
-__all__: list[str] = []
+import numbers
+
+import numpy as np
+
+from tfplus import dtypes as _dt
+from tfplus.framework import Tensor, apply_op, constant_value, convert_to_tensor, name_scope
+from tfplus.registry import not_differentiable, register_gradient, register_op
+from tfplus.shapes import check_rank, check_same_dtype, merge_dim, spec
+
+__all__ = ["conv2d", "conv2d_backprop_input", "conv2d_backprop_filter", "conv2d_transpose", "bias_add",
+           "relu", "relu6", "sigmoid", "tanh", "softmax", "log_softmax", "max_pool", "avg_pool",
+           "sparse_softmax_cross_entropy_with_logits", "softmax_cross_entropy_with_logits",
+           "softmax_cross_entropy_with_logits_v2", "l2_loss", "dropout", "zero_fraction", "moments",
+           "in_top_k"]
+
+_FLOATS = (_dt.float32, _dt.float64)
+
+
+# -- shared shape helpers ------------------------------------------------------------------------------------
+def _dims(shape: tuple | None) -> str:
+    """A shape as TF prints it in conv errors: (3,3,16,32)."""
+    return "<unknown>" if shape is None else "(" + ",".join("?" if d is None else str(d) for d in shape) + ")"
+
+
+def _check_float(s, what: str) -> None:
+    if s.dtype not in _FLOATS:
+        raise TypeError(f"{what} must be float32 or float64, got {s.dtype.name}")
+
+
+def _format(attrs) -> str:
+    fmt = attrs.get("data_format", "NHWC")
+    if fmt not in ("NHWC", "NCHW"):
+        raise ValueError(f"data_format must be 'NHWC' or 'NCHW', got {fmt!r}")
+    return fmt
+
+
+def _nhwc(shape, fmt: str) -> tuple:
+    """(N, H, W, C) of a rank-4 shape in `fmt` (all None for unknown rank)."""
+    if shape is None:
+        return (None,) * 4
+    return tuple(shape) if fmt == "NHWC" else (shape[0], shape[2], shape[3], shape[1])
+
+
+def _from_nhwc(n, h, w, c, fmt: str) -> tuple:
+    return (n, h, w, c) if fmt == "NHWC" else (n, c, h, w)
+
+
+def _window_attr(values, fmt: str, what: str) -> tuple[int, int]:
+    """The (H, W) entries of a 4-list attr (strides, ksize, dilations); batch and channel ones must be 1."""
+    values = list(values)
+    if len(values) != 4:
+        raise ValueError(f"{what} must have 4 entries (one per dimension of {fmt}), got {values}")
+    n, h, w, c = _nhwc(values, fmt)
+    if n != 1 or c != 1:
+        raise ValueError(f"{what} {values}: the batch and channel entries must be 1 (data_format {fmt})")
+    if h < 1 or w < 1:
+        raise ValueError(f"{what} {values} must be positive")
+    return h, w
+
+
+def _out_size(size, k, stride, padding: str):
+    """TensorFlow's output size: SAME = ceil(in / stride), VALID = ceil((in - k + 1) / stride)."""
+    if size is None or k is None:
+        return None
+    if padding == "SAME":
+        return -(-size // stride)
+    if padding == "VALID":
+        if size < k:
+            raise ValueError(f"VALID padding needs every input dimension >= the window, got {size} < {k}; "
+                             "use padding='SAME' or a smaller window")
+        return (size - k) // stride + 1
+    raise ValueError(f"padding must be 'SAME' or 'VALID', got {padding!r}")
+
+
+def _window_shape(x_shape, kh, kw, attrs) -> tuple:
+    """(N, H, W, C) out of a sliding-window op (conv or pool) on input `x_shape`, C left as the input's."""
+    fmt = _format(attrs)
+    sh, sw = _window_attr(attrs["strides"], fmt, "strides")
+    n, h, w, c = _nhwc(x_shape, fmt)
+    return n, _out_size(h, kh, sh, attrs["padding"]), _out_size(w, kw, sw, attrs["padding"]), c
+
+
+def _check_dilations(attrs) -> None:
+    fmt = _format(attrs)
+    if tuple(_window_attr(attrs.get("dilations", (1, 1, 1, 1)), fmt, "dilations")) != (1, 1):
+        raise ValueError(f"dilations {list(attrs['dilations'])} are not supported; only 1 (no dilation) is")
+
+
+def _sizes_value(s, what: str):
+    """The value of a sizes input (input_sizes, filter_sizes, orig_input_shape): a tuple of 4 ints or None."""
+    check_rank(s, 1, what)
+    if s.dtype not in (_dt.int32, _dt.int64):
+        raise TypeError(f"{what} must be int32 or int64, got {s.dtype.name}")
+    if s.value is None:
+        return None
+    v = tuple(int(d) for d in np.asarray(s.value).reshape(-1))
+    if len(v) != 4 or min(v) < 0:
+        raise ValueError(f"{what} must be 4 non-negative sizes, got {list(v)}")
+    return v
+
+
+def _check_conv(x_nhwc, f_shape, what_x: str = "input") -> None:
+    f_in = None if f_shape is None else f_shape[2]
+    c = x_nhwc[3]
+    if c is not None and f_in is not None and c != f_in:
+        raise ValueError(f"{what_x} has {c} channels but filter expects {f_in} "
+                         f"(filter shape {_dims(f_shape)})")
+
+
+def _check_out_backprop(want: tuple, got: tuple, fmt: str) -> None:
+    """out_backprop must have the shape Conv2D gives for this input and filter."""
+    for a, b, name in zip(want, got, "NHWC"):
+        if a is not None and b is not None and a != b:
+            raise ValueError(f"out_backprop has shape {_dims(_from_nhwc(*got, fmt))} but Conv2D of this "
+                             f"input and filter gives {_dims(_from_nhwc(*want, fmt))} ({name} differs)")
+
+
+def _conv_attrs_from(strides, padding, data_format, dilations) -> dict:
+    """The attrs of a conv op from a wrapper's arguments."""
+    return {"strides": _list4(strides, data_format, "strides"), "padding": padding,
+            "data_format": data_format, "dilations": _list4(dilations, data_format, "dilations")}
+
+
+def _shape_tensor(t: Tensor) -> Tensor:
+    """The shape of `t` as an int32 tensor: a constant when the static shape is known."""
+    if t.shape.is_fully_defined():
+        from tfplus.ops.array_ops import constant
+        return constant(np.array(t.shape.as_list(), np.int32), name="shape")
+    from tfplus.ops.array_ops import shape
+    return shape(t)
+
+
+def _list4(value, fmt: str, what: str) -> list[int]:
+    """strides/ksize as TF's 4-list: an int, an (h, w) pair, or the 4-list itself."""
+    if isinstance(value, numbers.Integral):
+        value = [int(value)] * 2
+    value = [int(v) for v in value]
+    if len(value) == 1:
+        value = value * 2
+    if len(value) == 2:
+        return list(_from_nhwc(1, value[0], value[1], 1, fmt))
+    if len(value) == 4:
+        return value
+    raise ValueError(f"{what} must be an int, 2 ints or 4 ints, got {value}")
+
+
+def _conv_attrs(op) -> dict:
+    return {k: op.attrs[k] for k in ("strides", "padding", "data_format", "dilations")}
+
+
+# -- Conv2D --------------------------------------------------------------------------------------------------
+def _conv2d_shape(ins, attrs):
+    x, f = ins
+    check_same_dtype(ins, "input and filter")
+    _check_float(x, "input")
+    check_rank(x, 4, "input")
+    check_rank(f, 4, "filter (HWIO)")
+    _check_dilations(attrs)
+    fmt = _format(attrs)
+    kh, kw, _, k = f.shape or (None,) * 4
+    _check_conv(_nhwc(x.shape, fmt), f.shape)
+    n, h, w, _ = _window_shape(x.shape, kh, kw, attrs)
+    return [spec(_from_nhwc(n, h, w, k, fmt), x.dtype)]
+
+
+_CONV_ATTRS = {"T": "type", "strides": "list(int)", "padding": "string", "data_format": "string",
+               "dilations": "list(int)"}
+register_op("Conv2D", inputs=("input", "filter"), outputs=("output",), attrs=_CONV_ATTRS,
+            shape_fn=_conv2d_shape)
+
+
+@register_gradient("Conv2D")
+def _conv2d_grad(op, grad):
+    """dx = conv2d_backprop_input(shape(x), f, dy), df = conv2d_backprop_filter(x, shape(f), dy)"""
+    x, f = op.inputs
+    a = _conv_attrs(op)
+    return [_conv_backprop_input(_shape_tensor(x), f, grad, a),
+            _conv_backprop_filter(x, _shape_tensor(f), grad, a)]
+
+
+def conv2d(input, filter=None, strides=None, padding=None, use_cudnn_on_gpu=True, data_format="NHWC",
+           dilations=(1, 1, 1, 1), name=None, filters=None) -> Tensor:
+    """2-D convolution of `input` (NHWC or NCHW) with `filter` [h, w, in, out].
+
+        y = tf.nn.conv2d(x, w, strides=[1, 1, 1, 1], padding="SAME")   # strides may also be 1 or [1, 1]
+    """
+    filter = filters if filter is None else filter
+    if filter is None or strides is None or padding is None:
+        raise TypeError("tf.nn.conv2d needs input, filter, strides and padding")
+    attrs = _conv_attrs_from(strides, padding, data_format, dilations)
+    return apply_op("Conv2D", [input, filter], attrs, name)
+
+
+# -- Conv2DBackpropInput -------------------------------------------------------------------------------------
+def _conv2d_backprop_input_shape(ins, attrs):
+    sizes, f, dy = ins
+    check_same_dtype([f, dy], "filter and out_backprop")
+    _check_float(f, "filter")
+    check_rank(f, 4, "filter (HWIO)")
+    check_rank(dy, 4, "out_backprop")
+    _check_dilations(attrs)
+    fmt = _format(attrs)
+    value = _sizes_value(sizes, "input_sizes")
+    kh, kw, c, k = f.shape or (None,) * 4
+    n, _, _, dk = _nhwc(dy.shape, fmt)
+    if value is None:
+        return [spec(_from_nhwc(n, None, None, c, fmt), f.dtype)]
+    x_nhwc = _nhwc(value, fmt)
+    _check_conv(x_nhwc, f.shape, "input_sizes")
+    _check_out_backprop(_window_shape(value, kh, kw, attrs)[:3] + (k,), _nhwc(dy.shape, fmt), fmt)
+    return [spec(value, f.dtype)]
+
+
+register_op("Conv2DBackpropInput", inputs=("input_sizes", "filter", "out_backprop"), outputs=("output",),
+            attrs=_CONV_ATTRS, shape_fn=_conv2d_backprop_input_shape, value_inputs=(0,))
+
+
+@register_gradient("Conv2DBackpropInput")
+def _conv2d_backprop_input_grad(op, grad):
+    """d filter = conv2d_backprop_filter(g, shape(f), dy), d out_backprop = conv2d(g, f)"""
+    _, f, dy = op.inputs
+    a = _conv_attrs(op)
+    return [None, _conv_backprop_filter(grad, _shape_tensor(f), dy, a), apply_op("Conv2D", [grad, f], a)]
+
+
+def _conv_backprop_input(sizes, f, dy, attrs, name=None) -> Tensor:
+    attrs = dict(attrs, T=convert_to_tensor(f).dtype)
+    return apply_op("Conv2DBackpropInput", [sizes, f, dy], attrs, name)
+
+
+def conv2d_backprop_input(input_sizes, filter, out_backprop, strides, padding, use_cudnn_on_gpu=True,
+                          data_format="NHWC", dilations=(1, 1, 1, 1), name=None) -> Tensor:
+    """The gradient of conv2d with respect to its input, whose shape is `input_sizes` (4 ints)."""
+    sizes = input_sizes if isinstance(input_sizes, Tensor) else convert_to_tensor(
+        np.asarray(input_sizes, np.int32))
+    attrs = _conv_attrs_from(strides, padding, data_format, dilations)
+    return _conv_backprop_input(sizes, filter, out_backprop, attrs, name)
+
+
+def conv2d_transpose(value, filter, output_shape, strides, padding="SAME", data_format="NHWC",
+                     name=None) -> Tensor:
+    """The transpose of conv2d (a 'deconvolution'): `filter` is [h, w, out_channels, in_channels]."""
+    return conv2d_backprop_input(output_shape, filter, value, strides, padding, data_format=data_format,
+                                 name=name or "conv2d_transpose")
+
+
+# -- Conv2DBackpropFilter ------------------------------------------------------------------------------------
+def _conv2d_backprop_filter_shape(ins, attrs):
+    x, sizes, dy = ins
+    check_same_dtype([x, dy], "input and out_backprop")
+    _check_float(x, "input")
+    check_rank(x, 4, "input")
+    check_rank(dy, 4, "out_backprop")
+    _check_dilations(attrs)
+    fmt = _format(attrs)
+    value = _sizes_value(sizes, "filter_sizes")
+    if value is None:
+        return [spec((None, None, _nhwc(x.shape, fmt)[3], _nhwc(dy.shape, fmt)[3]), x.dtype)]
+    kh, kw, _, k = value
+    _check_conv(_nhwc(x.shape, fmt), value)
+    _check_out_backprop(_window_shape(x.shape, kh, kw, attrs)[:3] + (k,), _nhwc(dy.shape, fmt), fmt)
+    return [spec(value, x.dtype)]
+
+
+register_op("Conv2DBackpropFilter", inputs=("input", "filter_sizes", "out_backprop"), outputs=("output",),
+            attrs=_CONV_ATTRS, shape_fn=_conv2d_backprop_filter_shape, value_inputs=(1,))
+
+
+@register_gradient("Conv2DBackpropFilter")
+def _conv2d_backprop_filter_grad(op, grad):
+    """d input = conv2d_backprop_input(shape(x), g, dy), d out_backprop = conv2d(x, g)"""
+    x, _, dy = op.inputs
+    a = _conv_attrs(op)
+    return [_conv_backprop_input(_shape_tensor(x), grad, dy, a), None, apply_op("Conv2D", [x, grad], a)]
+
+
+def _conv_backprop_filter(x, sizes, dy, attrs, name=None) -> Tensor:
+    attrs = dict(attrs, T=convert_to_tensor(x).dtype)
+    return apply_op("Conv2DBackpropFilter", [x, sizes, dy], attrs, name)
+
+
+def conv2d_backprop_filter(input, filter_sizes, out_backprop, strides, padding, use_cudnn_on_gpu=True,
+                           data_format="NHWC", dilations=(1, 1, 1, 1), name=None) -> Tensor:
+    """The gradient of conv2d with respect to its filter, whose shape is `filter_sizes` (4 ints)."""
+    sizes = filter_sizes if isinstance(filter_sizes, Tensor) else convert_to_tensor(
+        np.asarray(filter_sizes, np.int32))
+    attrs = _conv_attrs_from(strides, padding, data_format, dilations)
+    return _conv_backprop_filter(input, sizes, out_backprop, attrs, name)
+
+
+# -- BiasAdd / BiasAddGrad -----------------------------------------------------------------------------------
+def _bias_add_shape(ins, attrs):
+    x, b = ins
+    check_same_dtype(ins, "value and bias")
+    check_rank(b, 1, "bias")
+    fmt = _format(attrs)
+    if x.shape is not None and len(x.shape) < 2:
+        raise ValueError(f"value must have rank >= 2, got shape {_dims(x.shape)}")
+    if fmt == "NCHW" and x.shape is not None and len(x.shape) < 3:
+        raise ValueError(f"data_format NCHW needs value of rank >= 3, got shape {_dims(x.shape)}")
+    if x.shape is None:
+        return [spec(None, x.dtype)]
+    axis = 1 if fmt == "NCHW" else len(x.shape) - 1
+    c = merge_dim(x.shape[axis], b.shape[0] if b.shape else None,
+                  f"bias of shape {_dims(b.shape)} must match the channel dimension of value "
+                  f"{_dims(x.shape)}")
+    return [spec(x.shape[:axis] + (c,) + x.shape[axis + 1:], x.dtype)]
+
+
+register_op("BiasAdd", inputs=("value", "bias"), outputs=("output",),
+            attrs={"T": "type", "data_format": "string"}, shape_fn=_bias_add_shape)
+
+
+@register_gradient("BiasAdd")
+def _bias_add_grad(op, grad):
+    """d value = dy, d bias = sum of dy over all but the channel axis"""
+    return [grad, apply_op("BiasAddGrad", [grad], {"data_format": op.attrs["data_format"]})]
+
+
+def bias_add(value, bias, data_format=None, name=None) -> Tensor:
+    """Adds the 1-D `bias` along the channel axis of `value` (last for NHWC, axis 1 for NCHW)."""
+    return apply_op("BiasAdd", [value, bias], {"data_format": data_format or "NHWC"}, name)
+
+
+def _bias_add_grad_shape(ins, attrs):
+    dy = ins[0]
+    fmt = _format(attrs)
+    if dy.shape is None:
+        return [spec((None,), dy.dtype)]
+    if len(dy.shape) < (3 if fmt == "NCHW" else 2):
+        raise ValueError(f"out_backprop of shape {_dims(dy.shape)} is too small for data_format {fmt}")
+    return [spec((dy.shape[1] if fmt == "NCHW" else dy.shape[-1],), dy.dtype)]
+
+
+register_op("BiasAddGrad", inputs=("out_backprop",), outputs=("output",),
+            attrs={"T": "type", "data_format": "string"}, shape_fn=_bias_add_grad_shape)
+
+
+@register_gradient("BiasAddGrad")
+def _bias_add_grad_grad(op, grad):
+    """d out_backprop = g broadcast along the channel axis (a BiasAdd onto zeros)"""
+    from tfplus.ops.array_ops import zeros_like
+    return [bias_add(zeros_like(op.inputs[0]), grad, data_format=op.attrs["data_format"])]
+
+
+# -- Relu / ReluGrad, Relu6 / Relu6Grad ----------------------------------------------------------------------
+def _float_unary_shape(ins, attrs):
+    _check_float(ins[0], "x")
+    return [spec(ins[0].shape, ins[0].dtype)]
+
+
+def _grad_shape(ins, attrs):
+    """Shape of a fused activation gradient (two same-shaped inputs)."""
+    a, b = ins
+    check_same_dtype(ins)
+    if a.shape is not None and b.shape is not None:
+        if len(a.shape) != len(b.shape):
+            raise ValueError(f"inputs must have one shape, got {_dims(a.shape)} and {_dims(b.shape)}")
+        shape = tuple(merge_dim(x, y, "inputs must have one shape") for x, y in zip(a.shape, b.shape))
+        return [spec(shape, a.dtype)]
+    return [spec(a.shape if a.shape is not None else b.shape, a.dtype)]
+
+
+register_op("Relu", inputs=("features",), outputs=("activations",), attrs={"T": "type"},
+            shape_fn=_float_unary_shape)
+
+
+@register_gradient("Relu")
+def _relu_grad(op, grad):
+    """dx = dy * (y > 0)"""
+    return [apply_op("ReluGrad", [grad, op.outputs[0]])]
+
+
+def relu(features, name=None) -> Tensor:
+    """max(features, 0)"""
+    return apply_op("Relu", [features], name=name)
+
+
+register_op("ReluGrad", inputs=("gradients", "features"), outputs=("backprops",), attrs={"T": "type"},
+            shape_fn=_grad_shape)
+
+
+@register_gradient("ReluGrad")
+def _relu_grad_grad(op, grad):
+    """d gradients = g * (features > 0); features: 0 (piecewise constant)"""
+    from tfplus.ops.array_ops import zeros_like
+    x = op.inputs[1]
+    return [apply_op("ReluGrad", [grad, x]), zeros_like(x)]
+
+
+register_op("Relu6", inputs=("features",), outputs=("activations",), attrs={"T": "type"},
+            shape_fn=_float_unary_shape)
+
+
+@register_gradient("Relu6")
+def _relu6_grad(op, grad):
+    """dx = dy * (0 < x < 6)"""
+    return [apply_op("Relu6Grad", [grad, op.inputs[0]])]
+
+
+def relu6(features, name=None) -> Tensor:
+    """min(max(features, 0), 6)"""
+    return apply_op("Relu6", [features], name=name)
+
+
+register_op("Relu6Grad", inputs=("gradients", "features"), outputs=("backprops",), attrs={"T": "type"},
+            shape_fn=_grad_shape)
+
+
+@register_gradient("Relu6Grad")
+def _relu6_grad_grad(op, grad):
+    """d gradients = g * (0 < features < 6); features: 0 (piecewise constant)"""
+    from tfplus.ops.array_ops import zeros_like
+    x = op.inputs[1]
+    return [apply_op("Relu6Grad", [grad, x]), zeros_like(x)]
+
+
+# -- Sigmoid / SigmoidGrad, Tanh / TanhGrad ------------------------------------------------------------------
+register_op("Sigmoid", inputs=("x",), outputs=("y",), attrs={"T": "type"}, shape_fn=_float_unary_shape)
+
+
+@register_gradient("Sigmoid")
+def _sigmoid_grad(op, grad):
+    """dx = dy * y * (1 - y)"""
+    return [apply_op("SigmoidGrad", [op.outputs[0], grad])]
+
+
+def sigmoid(x, name=None) -> Tensor:
+    """1 / (1 + exp(-x))"""
+    return apply_op("Sigmoid", [x], name=name)
+
+
+register_op("SigmoidGrad", inputs=("y", "dy"), outputs=("z",), attrs={"T": "type"}, shape_fn=_grad_shape)
+
+
+@register_gradient("SigmoidGrad")
+def _sigmoid_grad_grad(op, grad):
+    """z = dy*y*(1-y): d y = g * dy * (1 - 2y), d dy = g * y * (1 - y)"""
+    from tfplus.ops.math_ops import multiply, subtract
+    y, dy = op.inputs
+    gb = multiply(grad, dy)
+    return [subtract(gb, multiply(multiply(gb, 2.0), y)), apply_op("SigmoidGrad", [y, grad])]
+
+
+register_op("Tanh", inputs=("x",), outputs=("y",), attrs={"T": "type"}, shape_fn=_float_unary_shape)
+
+
+@register_gradient("Tanh")
+def _tanh_grad(op, grad):
+    """dx = dy * (1 - y^2)"""
+    return [apply_op("TanhGrad", [op.outputs[0], grad])]
+
+
+def tanh(x, name=None) -> Tensor:
+    """The hyperbolic tangent."""
+    return apply_op("Tanh", [x], name=name)
+
+
+register_op("TanhGrad", inputs=("y", "dy"), outputs=("z",), attrs={"T": "type"}, shape_fn=_grad_shape)
+
+
+@register_gradient("TanhGrad")
+def _tanh_grad_grad(op, grad):
+    """z = dy*(1-y^2): d y = -2 g dy y, d dy = g * (1 - y^2)"""
+    from tfplus.ops.math_ops import multiply
+    y, dy = op.inputs
+    return [multiply(multiply(grad, dy), multiply(y, -2.0)), apply_op("TanhGrad", [y, grad])]
+
+
+# -- Softmax / LogSoftmax ------------------------------------------------------------------------------------
+def _softmax_shape(ins, attrs):
+    x = ins[0]
+    _check_float(x, "logits")
+    if x.shape is not None and len(x.shape) < 1:
+        raise ValueError("logits must have rank >= 1, got a scalar")
+    return [spec(x.shape, x.dtype)]
+
+
+def _check_last_axis(axis, what: str) -> None:
+    if axis is not None and axis != -1:
+        raise ValueError(f"{what}: only the last axis (axis=-1) is supported, got axis={axis}; "
+                         "transpose the classes to the last axis first")
+
+
+register_op("Softmax", inputs=("logits",), outputs=("softmax",), attrs={"T": "type"}, shape_fn=_softmax_shape)
+
+
+@register_gradient("Softmax")
+def _softmax_grad(op, grad):
+    """dx = (dy - sum(dy * y, -1)) * y"""
+    from tfplus.ops.math_ops import multiply, reduce_sum, subtract
+    y = op.outputs[0]
+    return [multiply(subtract(grad, reduce_sum(multiply(grad, y), -1, keepdims=True)), y)]
+
+
+def softmax(logits, axis=None, name=None, dim=None) -> Tensor:
+    """exp(logits) / sum(exp(logits)) along the last axis."""
+    _check_last_axis(axis if dim is None else dim, "tf.nn.softmax")
+    return apply_op("Softmax", [logits], name=name)
+
+
+register_op("LogSoftmax", inputs=("logits",), outputs=("logsoftmax",), attrs={"T": "type"},
+            shape_fn=_softmax_shape)
+
+
+@register_gradient("LogSoftmax")
+def _log_softmax_grad(op, grad):
+    """dx = dy - sum(dy, -1) * exp(y)"""
+    from tfplus.ops.math_ops import exp, multiply, reduce_sum, subtract
+    return [subtract(grad, multiply(reduce_sum(grad, -1, keepdims=True), exp(op.outputs[0])))]
+
+
+def log_softmax(logits, axis=None, name=None, dim=None) -> Tensor:
+    """logits - log(sum(exp(logits))) along the last axis."""
+    _check_last_axis(axis if dim is None else dim, "tf.nn.log_softmax")
+    return apply_op("LogSoftmax", [logits], name=name)
+
+
+# -- MaxPool / MaxPoolGrad / MaxPoolGradGrad -----------------------------------------------------------------
+_POOL_ATTRS = {"T": "type", "ksize": "list(int)", "strides": "list(int)", "padding": "string",
+               "data_format": "string"}
+
+
+def _pool_out(x_shape, attrs) -> tuple:
+    fmt = _format(attrs)
+    kh, kw = _window_attr(attrs["ksize"], fmt, "ksize")
+    n, h, w, c = _window_shape(x_shape, kh, kw, attrs)
+    return _from_nhwc(n, h, w, c, fmt)
+
+
+def _pool_shape(ins, attrs):
+    x = ins[0]
+    _check_float(x, "input")
+    check_rank(x, 4, "input")
+    return [spec(_pool_out(x.shape, attrs), x.dtype)]
+
+
+def _check_like(s, shape, what: str) -> None:
+    if s.shape is None or shape is None:
+        return
+    if len(s.shape) != len(shape) or any(a is not None and b is not None and a != b
+                                         for a, b in zip(s.shape, shape)):
+        raise ValueError(f"{what} has shape {_dims(s.shape)}, expected {_dims(shape)}")
+
+
+def _max_pool_grad_shape(ins, attrs):
+    x, y, g = ins
+    check_same_dtype(ins, "orig_input, orig_output and grad")
+    check_rank(x, 4, "orig_input")
+    _check_like(y, _pool_out(x.shape, attrs), "orig_output")
+    _check_like(g, _pool_out(x.shape, attrs), "grad")
+    return [spec(x.shape, x.dtype)]
+
+
+def _max_pool_grad_grad_shape(ins, attrs):
+    x, y, g = ins
+    check_same_dtype(ins, "orig_input, orig_output and grad")
+    check_rank(x, 4, "orig_input")
+    out = _pool_out(x.shape, attrs)
+    _check_like(y, out, "orig_output")
+    _check_like(g, x.shape, "grad")
+    return [spec(out, x.dtype)]
+
+
+register_op("MaxPool", inputs=("input",), outputs=("output",), attrs=_POOL_ATTRS, shape_fn=_pool_shape)
+
+
+@register_gradient("MaxPool")
+def _max_pool_grad(op, grad):
+    """dx = dy routed to each window's (first) maximum"""
+    return [apply_op("MaxPoolGrad", [op.inputs[0], op.outputs[0], grad], _pool_attrs(op))]
+
+
+def _pool_attrs(op) -> dict:
+    return {k: op.attrs[k] for k in ("ksize", "strides", "padding", "data_format")}
+
+
+def _pool_op(op_type, value, ksize, strides, padding, data_format, name) -> Tensor:
+    attrs = {"ksize": _list4(ksize, data_format, "ksize"), "strides": _list4(strides, data_format, "strides"),
+             "padding": padding, "data_format": data_format}
+    return apply_op(op_type, [value], attrs, name)
+
+
+def max_pool(value, ksize, strides, padding, data_format="NHWC", name=None) -> Tensor:
+    """The maximum over each ksize window; `tf.nn.max_pool(x, 2, 2, "VALID")` halves H and W."""
+    return _pool_op("MaxPool", value, ksize, strides, padding, data_format, name)
+
+
+register_op("MaxPoolGrad", inputs=("orig_input", "orig_output", "grad"), outputs=("output",),
+            attrs=_POOL_ATTRS, shape_fn=_max_pool_grad_shape)
+
+
+@register_gradient("MaxPoolGrad")
+def _max_pool_grad_grad(op, grad):
+    """d grad = g read at each window's maximum; orig_input, orig_output: 0 (piecewise constant)"""
+    from tfplus.ops.array_ops import zeros_like
+    x, y, _ = op.inputs
+    return [zeros_like(x), zeros_like(y), apply_op("MaxPoolGradGrad", [x, y, grad], _pool_attrs(op))]
+
+
+register_op("MaxPoolGradGrad", inputs=("orig_input", "orig_output", "grad"), outputs=("output",),
+            attrs=_POOL_ATTRS, shape_fn=_max_pool_grad_grad_shape)
+
+
+@register_gradient("MaxPoolGradGrad")
+def _max_pool_grad_grad_grad(op, grad):
+    """d grad = g routed to each window's maximum; orig_input, orig_output: 0 (piecewise constant)"""
+    from tfplus.ops.array_ops import zeros_like
+    x, y, _ = op.inputs
+    return [zeros_like(x), zeros_like(y), apply_op("MaxPoolGrad", [x, y, grad], _pool_attrs(op))]
+
+
+# -- AvgPool / AvgPoolGrad -----------------------------------------------------------------------------------
+register_op("AvgPool", inputs=("value",), outputs=("output",), attrs=_POOL_ATTRS, shape_fn=_pool_shape)
+
+
+@register_gradient("AvgPool")
+def _avg_pool_grad(op, grad):
+    """dx = dy spread evenly over each window (padding excluded)"""
+    return [apply_op("AvgPoolGrad", [_shape_tensor(op.inputs[0]), grad], dict(_pool_attrs(op), T=grad.dtype))]
+
+
+def avg_pool(value, ksize, strides, padding, data_format="NHWC", name=None) -> Tensor:
+    """The mean over each ksize window; SAME padding averages over the window's part inside the input."""
+    return _pool_op("AvgPool", value, ksize, strides, padding, data_format, name)
+
+
+def _avg_pool_grad_shape(ins, attrs):
+    sizes, g = ins
+    _check_float(g, "grad")
+    check_rank(g, 4, "grad")
+    value = _sizes_value(sizes, "orig_input_shape")
+    if value is None:
+        return [spec((None,) * 4, g.dtype)]
+    _check_like(g, _pool_out(value, attrs), "grad")
+    return [spec(value, g.dtype)]
+
+
+register_op("AvgPoolGrad", inputs=("orig_input_shape", "grad"), outputs=("output",), attrs=_POOL_ATTRS,
+            shape_fn=_avg_pool_grad_shape, value_inputs=(0,))
+
+
+@register_gradient("AvgPoolGrad")
+def _avg_pool_grad_grad(op, grad):
+    """d grad = avg_pool(g) (AvgPoolGrad is AvgPool's adjoint)"""
+    return [None, apply_op("AvgPool", [grad], _pool_attrs(op))]
+
+
+# -- SparseSoftmaxCrossEntropyWithLogits ---------------------------------------------------------------------
+def _sparse_xent_shape(ins, attrs):
+    logits, labels = ins
+    _check_float(logits, "logits")
+    check_rank(logits, 2, "logits")
+    check_rank(labels, 1, "labels")
+    if labels.dtype not in (_dt.int32, _dt.int64):
+        raise TypeError(f"labels must be int32 or int64 class indices, got {labels.dtype.name}")
+    n, k = logits.shape or (None, None)
+    n = merge_dim(n, labels.shape[0] if labels.shape else None,
+                  f"logits {_dims(logits.shape)} and labels {_dims(labels.shape)} must have one batch size")
+    return [spec((n,), logits.dtype), spec((n, k), logits.dtype)]
+
+
+register_op("SparseSoftmaxCrossEntropyWithLogits", inputs=("features", "labels"),
+            outputs=("loss", "backprop"), attrs={"T": "type", "Tlabels": "type"}, shape_fn=_sparse_xent_shape)
+
+
+@register_gradient("SparseSoftmaxCrossEntropyWithLogits")
+def _sparse_xent_grad(op, grad_loss, grad_backprop):
+    """d logits = d loss[:, None] * (softmax(logits) - onehot(labels)) (the op's backprop); labels: none"""
+    if grad_backprop is not None:
+        raise LookupError(f"No gradient defined for the backprop output of '{op.name}' "
+                          "(SparseSoftmaxCrossEntropyWithLogits): differentiate the loss output only")
+    from tfplus.ops.array_ops import expand_dims
+    from tfplus.ops.math_ops import multiply
+    return [multiply(expand_dims(grad_loss, -1), op.outputs[1]), None]
+
+
+def sparse_softmax_cross_entropy_with_logits(_sentinel=None, labels=None, logits=None, name=None) -> Tensor:
+    """-log(softmax(logits)[labels]) per row; `labels` are class indices (int32/int64), shape [batch]."""
+    if _sentinel is not None or labels is None or logits is None:
+        raise ValueError("sparse_softmax_cross_entropy_with_logits takes named arguments: "
+                         "labels=..., logits=...")
+    with name_scope(name, "SparseSoftmaxCrossEntropyWithLogits"):
+        labels = convert_to_tensor(labels)
+        loss, _ = apply_op("SparseSoftmaxCrossEntropyWithLogits", [logits, labels], {"Tlabels": labels.dtype})
+    return loss
+
+
+# -- SoftmaxCrossEntropyWithLogits ---------------------------------------------------------------------------
+def _xent_shape(ins, attrs):
+    logits, labels = ins
+    check_same_dtype(ins, "logits and labels")
+    _check_float(logits, "logits")
+    check_rank(logits, 2, "logits")
+    check_rank(labels, 2, "labels")
+    shape = logits.shape or (None, None)
+    if labels.shape is not None:
+        what = f"logits {_dims(logits.shape)} and labels {_dims(labels.shape)} must have one shape"
+        shape = tuple(merge_dim(a, b, what) for a, b in zip(shape, labels.shape))
+    return [spec(shape[:1], logits.dtype), spec(shape, logits.dtype)]
+
+
+register_op("SoftmaxCrossEntropyWithLogits", inputs=("features", "labels"), outputs=("loss", "backprop"),
+            attrs={"T": "type"}, shape_fn=_xent_shape)
+
+
+@register_gradient("SoftmaxCrossEntropyWithLogits")
+def _xent_grad(op, grad_loss, grad_backprop):
+    """d logits = dl[:, None] * (softmax - labels) [+ (gb - sum(gb * p)) * p for backprop's gradient gb];
+    d labels = -dl[:, None] * log_softmax(logits)"""
+    from tfplus.ops.array_ops import expand_dims
+    from tfplus.ops.math_ops import add, multiply, negative, reduce_sum, subtract
+    logits = op.inputs[0]
+    grads = [None, None]
+    if grad_loss is not None:
+        dl = expand_dims(grad_loss, -1)
+        grads = [multiply(dl, op.outputs[1]), multiply(dl, negative(log_softmax(logits)))]
+    if grad_backprop is not None:  # backprop = softmax(logits) - labels
+        p = softmax(logits)
+        gb = grad_backprop
+        extra = multiply(subtract(gb, reduce_sum(multiply(gb, p), -1, keepdims=True)), p)
+        grads[0] = extra if grads[0] is None else add(grads[0], extra)
+        grads[1] = negative(gb) if grads[1] is None else subtract(grads[1], gb)
+    return grads
+
+
+def softmax_cross_entropy_with_logits_v2(_sentinel=None, labels=None, logits=None, dim=-1, name=None,
+                                         axis=None) -> Tensor:
+    """-sum(labels * log_softmax(logits)) per row; `labels` are probability rows. Labels get gradients too."""
+    if _sentinel is not None or labels is None or logits is None:
+        raise ValueError("softmax_cross_entropy_with_logits takes named arguments: labels=..., logits=...")
+    _check_last_axis(dim if axis is None else axis, "softmax_cross_entropy_with_logits")
+    with name_scope(name, "SoftmaxCrossEntropyWithLogits"):
+        logits = convert_to_tensor(logits)
+        labels = convert_to_tensor(labels, dtype=logits.dtype)
+        loss, _ = apply_op("SoftmaxCrossEntropyWithLogits", [logits, labels])
+    return loss
+
+
+def softmax_cross_entropy_with_logits(_sentinel=None, labels=None, logits=None, dim=-1, name=None,
+                                      axis=None) -> Tensor:
+    """TF1's version: like _v2, but no gradient flows into `labels` (they are wrapped in stop_gradient)."""
+    if labels is not None:
+        from tfplus.ops.array_ops import stop_gradient
+        labels = stop_gradient(labels)
+    return softmax_cross_entropy_with_logits_v2(_sentinel, labels, logits, dim, name, axis)
+
+
+# -- L2Loss --------------------------------------------------------------------------------------------------
+def _l2_loss_shape(ins, attrs):
+    _check_float(ins[0], "t")
+    return [spec((), ins[0].dtype)]
+
+
+register_op("L2Loss", inputs=("t",), outputs=("output",), attrs={"T": "type"}, shape_fn=_l2_loss_shape)
+
+
+@register_gradient("L2Loss")
+def _l2_loss_grad(op, grad):
+    """dt = t * dy"""
+    from tfplus.ops.math_ops import multiply
+    return [multiply(op.inputs[0], grad)]
+
+
+def l2_loss(t, name=None) -> Tensor:
+    """sum(t ** 2) / 2 (a scalar): the usual weight-decay term."""
+    return apply_op("L2Loss", [t], name=name)
+
+
+# -- InTopKV2 ------------------------------------------------------------------------------------------------
+def _in_top_k_shape(ins, attrs):
+    predictions, targets, k = ins
+    check_rank(predictions, 2, "predictions")
+    check_rank(targets, 1, "targets")
+    check_rank(k, 0, "k")
+    n = merge_dim(predictions.shape[0] if predictions.shape else None,
+                  targets.shape[0] if targets.shape else None,
+                  f"predictions {_dims(predictions.shape)} and targets {_dims(targets.shape)} must have one "
+                  "batch size")
+    return [spec((n,), _dt.bool_)]
+
+
+register_op("InTopKV2", inputs=("predictions", "targets", "k"), outputs=("precision",), attrs={"T": "type"},
+            shape_fn=_in_top_k_shape)
+not_differentiable("InTopKV2")
+
+
+def in_top_k(predictions, targets, k, name=None) -> Tensor:
+    """Whether targets[i] is among the k largest predictions[i] (ties count in its favour, as in TF)."""
+    targets = convert_to_tensor(targets)
+    k = convert_to_tensor(np.asarray(k, targets.dtype.np)) if not isinstance(k, Tensor) else k
+    return apply_op("InTopKV2", [convert_to_tensor(predictions, dtype=_dt.float32), targets, k],
+                    {"T": targets.dtype}, name)
+
+
+# -- composite wrappers --------------------------------------------------------------------------------------
+def _is_one(t: Tensor) -> bool:
+    c = constant_value(t)
+    return c is not None and bool(np.all(np.asarray(c) == 1))
+
+
+def dropout(x, keep_prob=None, noise_shape=None, seed=None, name=None, rate=None) -> Tensor:
+    """TF1 dropout: x / keep_prob where floor(keep_prob + uniform[0, 1)) is 1, else 0 (rate = 1 - keep_prob).
+
+        h = tf.nn.dropout(h, keep_prob=0.5)
+    """
+    from tfplus.ops import math_ops
+    from tfplus.ops.random_ops import random_uniform
+    if (keep_prob is None) == (rate is None):
+        raise ValueError("tf.nn.dropout: pass exactly one of keep_prob and rate")
+    with name_scope(name, "dropout"):
+        x = convert_to_tensor(x)
+        if not x.dtype.is_floating:
+            raise TypeError(f"tf.nn.dropout needs a floating point x, got {x.dtype.name}")
+        if rate is not None:
+            keep_prob = 1.0 - rate if isinstance(rate, numbers.Real) else math_ops.subtract(1.0, rate)
+        if isinstance(keep_prob, numbers.Real) and not 0 < keep_prob <= 1:
+            raise ValueError(f"tf.nn.dropout: keep_prob must be in (0, 1], got {keep_prob}")
+        keep_prob = convert_to_tensor(keep_prob, dtype=x.dtype)
+        if _is_one(keep_prob):  # TF1 returns x itself: no random op, no mask
+            return x
+        if noise_shape is None:
+            noise_shape = _shape_tensor(x)
+        mask = math_ops.floor(math_ops.add(random_uniform(noise_shape, dtype=x.dtype, seed=seed), keep_prob))
+        return math_ops.multiply(math_ops.divide(x, keep_prob), mask)
+
+
+def zero_fraction(value, name=None) -> Tensor:
+    """The fraction of zeros in `value` (a float32 scalar), e.g. to watch ReLU sparsity."""
+    from tfplus.ops import math_ops
+    with name_scope(name, "zero_fraction"):
+        value = convert_to_tensor(value)
+        zero = np.zeros((), value.dtype.np)
+        return math_ops.reduce_mean(math_ops.cast(math_ops.equal(value, zero), _dt.float32))
+
+
+def moments(x, axes, shift=None, name=None, keep_dims=None, keepdims=None) -> tuple[Tensor, Tensor]:
+    """(mean, variance) of `x` over `axes`, e.g. axes=[0, 2, 3] for per-channel statistics of NCHW."""
+    from tfplus.ops import math_ops
+    from tfplus.ops.array_ops import squeeze, stop_gradient
+    keep = bool(keepdims if keepdims is not None else keep_dims)
+    with name_scope(name, "moments"):
+        x = convert_to_tensor(x)
+        axes = list(axes)
+        mean = math_ops.reduce_mean(x, axes, keepdims=True)
+        deviation = math_ops.squared_difference(x, stop_gradient(mean))
+        variance = math_ops.reduce_mean(deviation, axes, keepdims=True)
+        if not keep:
+            mean, variance = squeeze(mean, axes), squeeze(variance, axes)
+        return mean, variance

@@ -13,36 +13,69 @@ from __future__ import annotations
 
 import types as _types
 
+from tfplus import errors, nn, train
+from tfplus import init_ops as _init
+from tfplus.dtypes import DType, as_dtype, double, float16, float32, float64, half, int8, int16, int32, int64, uint8
+from tfplus.dtypes import bool_ as bool
+from tfplus.framework import (
+    Dimension,
+    Graph,
+    GraphKeys,
+    Operation,
+    Tensor,
+    TensorShape,
+    add_to_collection,
+    control_dependencies,
+    convert_to_tensor,
+    device,
+    get_collection,
+    get_collection_ref,
+    get_default_graph,
+    name_scope,
+    reset_default_graph,
+)
+from tfplus.gradients import gradients
+from tfplus.graph_io import import_graph_def
+from tfplus.init_ops import (
+    constant_initializer,
+    glorot_normal_initializer,
+    glorot_uniform_initializer,
+    ones_initializer,
+    random_normal_initializer,
+    random_uniform_initializer,
+    truncated_normal_initializer,
+    variance_scaling_initializer,
+    zeros_initializer,
+)
+from tfplus.nn import sigmoid, tanh  # TF1 has both at the top level too
+from tfplus.ops import array_ops, math_ops, random_ops, state_ops
+from tfplus.ops.control_flow_ops import group, no_op
+from tfplus.ops.control_flow_ops import tuple_ as tuple
+from tfplus.ops.random_ops import random_normal, random_uniform, set_random_seed, truncated_normal
+from tfplus.ops.state_ops import assign, assign_add, assign_sub
+from tfplus.profiler import RunMetadata, RunOptions
+from tfplus.session import Session, get_default_session
+from tfplus.variables import (
+    AUTO_REUSE,
+    Variable,
+    VariableScope,
+    get_variable,
+    get_variable_scope,
+    global_variables,
+    global_variables_initializer,
+    local_variables,
+    local_variables_initializer,
+    trainable_variables,
+    variable_scope,
+    variables_initializer,
+)
+
 __version__ = "0.1.0"
 
-from tfplus import errors  # noqa: E402
-from tfplus.dtypes import (DType, as_dtype, bool_ as bool, double, float16, float32, float64,  # noqa: E402,F401
-                           half, int8, int16, int32, int64, uint8)
-from tfplus.framework import (Dimension, Graph, GraphKeys, Operation, Tensor, TensorShape,  # noqa: E402,F401
-                              add_to_collection, control_dependencies, convert_to_tensor, device,
-                              get_collection, get_collection_ref, get_default_graph, name_scope,
-                              reset_default_graph)
-from tfplus.gradients import gradients  # noqa: E402,F401
-from tfplus.session import Session, get_default_session  # noqa: E402,F401
-from tfplus.variables import (AUTO_REUSE, Variable, VariableScope, get_variable,  # noqa: E402,F401
-                              get_variable_scope, global_variables, global_variables_initializer,
-                              local_variables, local_variables_initializer, trainable_variables,
-                              variable_scope, variables_initializer)
-from tfplus import init_ops as _init  # noqa: E402
-from tfplus.init_ops import (constant_initializer, glorot_normal_initializer,  # noqa: E402,F401
-                             glorot_uniform_initializer, ones_initializer, random_normal_initializer,
-                             random_uniform_initializer, truncated_normal_initializer,
-                             variance_scaling_initializer, zeros_initializer)
-
 # Ops: every public wrapper that an ops module lists in __all__ becomes tf.<name>.
-from tfplus.ops import array_ops, control_flow_ops, math_ops, random_ops, state_ops  # noqa: E402
 for _m in (array_ops, math_ops, random_ops, state_ops):
     for _n in getattr(_m, "__all__", ()):
         globals()[_n] = getattr(_m, _n)
-from tfplus.ops.control_flow_ops import group, no_op, tuple_ as tuple  # noqa: E402,F401
-from tfplus.ops.random_ops import (random_normal, random_uniform, set_random_seed,  # noqa: E402,F401
-                                   truncated_normal)
-from tfplus.ops.state_ops import assign, assign_add, assign_sub  # noqa: E402,F401
 
 initializers = _types.SimpleNamespace(
     zeros=_init.Zeros, ones=_init.Ones, constant=_init.Constant, random_normal=_init.RandomNormal,
@@ -51,5 +84,3 @@ initializers = _types.SimpleNamespace(
     glorot_normal=_init.glorot_normal_initializer, he_normal=_init.he_normal, he_uniform=_init.he_uniform,
     global_variables=global_variables_initializer, variables=variables_initializer)
 keras = _types.SimpleNamespace(initializers=initializers)
-
-from tfplus import nn  # noqa: E402,F401

@@ -186,6 +186,9 @@ class Tensor:
     def __iter__(self):
         raise TypeError(f"tf.Tensor '{self.name}' is not iterable in graph mode")
 
+    # Above ndarray's, so `np.float32(2) * t` and `array + t` defer to Tensor's reflected operators.
+    __array_priority__ = 100
+
     def __array__(self, dtype=None, copy=None):
         raise TypeError(f"cannot convert the symbolic tf.Tensor '{self.name}' to a NumPy array; "
                         "fetch it with Session.run")
@@ -220,7 +223,12 @@ _OPERATORS = {
     "__pow__": _binary("pow"), "__rpow__": _binary("pow", True),
     "__lt__": _binary("less"), "__le__": _binary("less_equal"),
     "__gt__": _binary("greater"), "__ge__": _binary("greater_equal"),
-    "__neg__": _unary("negative"), "__abs__": _unary("abs"),
+    "__floordiv__": _binary("floordiv"), "__rfloordiv__": _binary("floordiv", True),
+    "__mod__": _binary("floormod"), "__rmod__": _binary("floormod", True),
+    "__and__": _binary("logical_and"), "__rand__": _binary("logical_and", True),
+    "__or__": _binary("logical_or"), "__ror__": _binary("logical_or", True),
+    "__xor__": _binary("logical_xor"), "__rxor__": _binary("logical_xor", True),
+    "__neg__": _unary("negative"), "__abs__": _unary("abs"), "__invert__": _unary("logical_not"),
     "__getitem__": _getitem,
 }
 for _name, _fn in _OPERATORS.items():
@@ -310,7 +318,9 @@ class Graph:
             control = [c for c in dict.fromkeys(control) if all(t.op is not c for t in inputs)]
             op = Operation(self, op_type, full, inputs, attrs, control,
                            self._device_stack[-1] if self._device_stack else "")
-            specs = [TensorSpec(t._shape, t.dtype, constant_value(t) if i in op_def.value_inputs else None)
+            # value_inputs may count from the end (-1: ConcatV2's axis, after its variadic values)
+            vi, n = op_def.value_inputs, len(inputs)
+            specs = [TensorSpec(t._shape, t.dtype, constant_value(t) if i in vi or i - n in vi else None)
                      for i, t in enumerate(inputs)]
             try:
                 out_specs = op_def.shape_fn(specs, attrs)
@@ -479,6 +489,9 @@ class GraphKeys:
     TRAIN_OP = "train_op"
     INIT_OP = "init_op"
     SAVERS = "savers"
+    WEIGHTS = "weights"
+    BIASES = "biases"
+    ACTIVATIONS = "activations"
     VARIABLES = GLOBAL_VARIABLES
 
 
@@ -577,23 +590,27 @@ def get_collection_ref(name):
 def apply_op(op_type: str, inputs=(), attrs: dict | None = None, name: str | None = None):
     """Creates a node and returns its output (one Tensor), outputs (a tuple), or the Operation if it has none.
 
-    A list in `inputs` fills a variadic input (attr N is set). Non-tensor values are converted to the dtype of
+    A list at a variadic input's position fills it (attr N is set). Non-tensor values are converted to the dtype of
     the first tensor input, so `x * 2` works for any float x; wrappers convert mixed-type inputs themselves.
     Attr "T" is set from the first input when the op declares it and the caller did not.
     """
     attrs = dict(attrs or {})
     op_def = get_op_def(op_type)
+    # Only an input declared variadic ("name*") takes a list; anywhere else a list is a value, as in
+    # `v.assign([0.0, 0.0])`.
+    variadic = [name.endswith("*") for name in op_def.inputs]
+    variadic += [False] * (len(inputs) - len(variadic))
     flat = []
-    for v in inputs:
-        flat.extend(v) if isinstance(v, (list, tuple)) else flat.append(v)
+    for v, many in zip(inputs, variadic):
+        flat.extend(v) if many else flat.append(v)
     known = next((v for v in flat if isinstance(v, Tensor) or hasattr(v, "_as_tensor")), None)
     graph = (known._as_tensor() if hasattr(known, "_as_tensor") else known).graph if known is not None \
         else get_default_graph()
     hint = attrs.get("T") or (convert_to_tensor(known).dtype if known is not None else None)
     with graph.as_default():
         tensors = []
-        for v in inputs:
-            if isinstance(v, (list, tuple)):
+        for v, many in zip(inputs, variadic):
+            if many:
                 attrs.setdefault("N", len(v))
                 tensors.extend(convert_to_tensor(x, dtype=_hint_for(x, hint)) for x in v)
             else:

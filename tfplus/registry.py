@@ -6,7 +6,7 @@
 """
 from __future__ import annotations
 
-import inspect
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, NamedTuple
 
@@ -47,11 +47,15 @@ class OpDef:
 OPS: dict[str, OpDef] = {}
 KERNELS: dict[tuple[str, str, str | None], Callable] = {}
 _KERNEL_WHERE: dict[tuple, str] = {}
+# (op type, device) -> fn(input specs, attrs) -> [(shape, dtype), ...]: the scratch buffers that device's
+# kernel asks for with ctx.workspace, in request order. The memory planner preallocates exactly these.
+WORKSPACES: dict[tuple[str, str], Callable] = {}
 
 
 def _caller(depth: int = 2) -> str:
-    frame = inspect.stack()[depth]
-    return f"{frame.filename}:{frame.lineno}"
+    # NOTE: not inspect.stack(): it reads source lines for every frame, which made `import tfplus` take 10+ s.
+    frame = sys._getframe(depth)
+    return f"{frame.f_code.co_filename}:{frame.f_lineno}"
 
 
 def register_op(name: str, *, inputs=(), outputs=("y",), attrs=None, shape_fn, value_inputs=(),
@@ -102,6 +106,20 @@ def register_kernel(op_type: str, device: str, dtypes=(None,)):
     return deco
 
 
+def register_workspace(op_type: str, device: str):
+    """Decorator declaring a kernel's scratch needs, `fn(ins: list[TensorSpec], attrs) -> [(shape, dtype)]`
+    in the order the kernel calls `ctx.workspace(shape, dtype)`. Shapes are concrete (the planner passes the
+    step's static shapes). `@register_workspace("Conv2D", "cpu") def _ws(ins, attrs): return [...]`"""
+    def deco(fn):
+        key = (op_type, device)
+        if key in WORKSPACES:
+            raise ValueError(f"workspace of {key} declared twice: at {_KERNEL_WHERE[key]} and at {_caller()}")
+        WORKSPACES[key] = fn
+        _KERNEL_WHERE[key] = _caller()
+        return fn
+    return deco
+
+
 def _dtype_name(dt) -> str:
     return dt if isinstance(dt, str) else dt.name
 
@@ -126,3 +144,14 @@ def get_op_def(op_type: str) -> OpDef:
     except KeyError:
         raise ValueError(f"unknown op type {op_type!r}; registered op types: {len(OPS)} "
                          f"(see tfplus.registry.OPS)") from None
+
+
+def kernel_dtype(op):
+    """The dtype an op's kernel is looked up by: attr T when the op has one, else its first output's (or
+    input's) dtype."""
+    t = op.attrs.get("T")
+    if t is not None and hasattr(t, "np"):
+        return t
+    if op.outputs:
+        return op.outputs[0].dtype
+    return op.inputs[0].dtype if op.inputs else None

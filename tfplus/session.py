@@ -19,9 +19,10 @@ from typing import Any
 import numpy as np
 
 from tfplus import errors
-from tfplus.framework import Graph, Operation, Tensor, get_default_graph, _fmt_shape, constant_value
-from tfplus.registry import TensorSpec, devices_with_kernel, find_kernel
+from tfplus.framework import Graph, Operation, Tensor, _fmt_shape, constant_value, get_default_graph
+from tfplus.registry import TensorSpec, devices_with_kernel, find_kernel, kernel_dtype
 from tfplus.runtime import get_runtime
+from tfplus.units import parse_size
 
 _local = threading.local()
 
@@ -59,7 +60,10 @@ class KernelContext:
         return rngs[self.op.name]
 
     def workspace(self, shape, dtype):
-        """Scratch memory that lives only while this kernel runs (im2col columns, partial sums)."""
+        """Scratch memory that lives only while this kernel runs (im2col columns, partial sums). Under a
+        memory budget: the next buffer the planner reserved from the kernel's declaration (WORKSPACES)."""
+        if self._session._arena is not None:
+            return self._session._arena.workspace(self.op, shape, dtype)
         return self.runtime.allocate(shape, dtype)
 
 
@@ -112,31 +116,58 @@ class Session:
     def __init__(self, target: str = "", graph: Graph | None = None, config: Any = None, device: str = "cpu",
                  memory_budget=None):
         self.graph = graph or get_default_graph()
-        if memory_budget is not None:
-            raise NotImplementedError(
-                f"memory_budget={memory_budget!r}: the memory planner is not available yet; "
-                "run without a budget")
+        # With a budget ('64MB', '64MiB', bytes) every step runs by a memory plan (tfplus.planner).
+        self._memory_budget = None if memory_budget is None else parse_size(memory_budget, "memory_budget")
+        self._arena = None  # the running step's planned memory (a tfplus.planner.execute.Bound), if any
         self._runtime = get_runtime(device)
+        # TF1's ConfigProto(allow_soft_placement=True) (or a dict saying so): ops the device has no kernel for
+        # run on the cpu instead of raising (the OpenCL runtime's placement_report() lists them).
+        soft = config.get("allow_soft_placement") if isinstance(config, dict) else \
+            getattr(config, "allow_soft_placement", False)
+        if soft and hasattr(self._runtime, "allow_fallback"):
+            self._runtime.allow_fallback = True
         self.device = device
         self._vars: dict[str, Any] = {}  # VariableV2 node name -> buffer
         self._rngs: dict[str, np.random.Generator] = {}
         self._plans: dict[tuple, _Plan] = {}
+        # (op, input shapes[, value inputs' values]) -> output (shape, dtype)s: see _outputs.
+        self._out_specs: dict[tuple, list[tuple]] = {}
+        self._trace = None  # the running step's tfplus.profiler.StepTracer, when traced
         self._closed = False
         self._default_cm = None
 
     # -- public API -----------------------------------------------------------------------------------------
     def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
-        """Evaluates `fetches` (a Tensor, Operation, name, or a nested list/tuple/dict of them)."""
+        """Evaluates `fetches` (a Tensor, Operation, name, or a nested list/tuple/dict of them).
+
+        With options=tf.RunOptions(trace_level=tf.RunOptions.FULL_TRACE) and run_metadata=tf.RunMetadata(),
+        the run is traced into run_metadata (per-op times, FLOPs, bytes, transfers: tfplus.profiler)."""
         if self._closed:
             raise RuntimeError("Attempted to use a closed Session")
+        if options is None or run_metadata is None:  # the untraced path: no profiler import, no hooks
+            return self._run(fetches, feed_dict)
+        from tfplus import profiler
+        if not profiler.tracing(options, run_metadata):
+            return self._run(fetches, feed_dict)
+        self._trace = profiler.StepTracer(self, run_metadata)
+        try:
+            return self._run(fetches, feed_dict)
+        finally:
+            self._trace.finish()
+            self._trace = None
+
+    def _run(self, fetches, feed_dict):
         flat, rebuild = self._flatten_fetches(fetches)
         feeds = self._prepare_feeds(feed_dict or {})
-        fetch_tensors = [f for f in flat if isinstance(f, Tensor)]
-        key = (tuple(id(f) for f in flat), tuple(sorted(id(t) for t in feeds)))
-        plan = self._plans.get(key)
-        if plan is None:
-            plan = self._plans[key] = self._make_plan(flat, set(feeds))
-        values = self._execute(plan, feeds)
+        if self._memory_budget is not None:
+            from tfplus.planner.execute import run_planned
+            values = run_planned(self, flat, feeds)
+        else:
+            key = (tuple(id(f) for f in flat), tuple(sorted(id(t) for t in feeds)))
+            plan = self._plans.get(key)
+            if plan is None:
+                plan = self._plans[key] = self._make_plan(flat, set(feeds))
+            values = self._execute(plan, feeds)
         results = [None if isinstance(f, Operation) else
                    self._runtime.copy_out(self._read(values, f)) for f in flat]
         return rebuild(results)
@@ -145,6 +176,7 @@ class Session:
         self._closed = True
         self._vars.clear()
         self._plans.clear()
+        self._out_specs.clear()
 
     def __enter__(self):
         self._default_cm = self.as_default()
@@ -230,6 +262,9 @@ class Session:
     def _execute(self, plan: _Plan, feeds: dict[Tensor, Any]) -> dict[Tensor, Any]:
         values: dict[Tensor, Any] = dict(feeds)
         rt = self._runtime
+        trace = self._trace
+        if trace is not None:
+            trace.mark(plan, values)
         for i, op in enumerate(plan.order):
             if op.outputs and all(t in feeds for t in op.outputs):
                 continue
@@ -244,11 +279,15 @@ class Session:
             ins = [self._ref(t, op, values) if k in op_def.ref_inputs else self._read(values, t)
                    for k, t in enumerate(op.inputs)]
             outs = self._outputs(op, ins, values)
-            kernel = find_kernel(op.type, rt.kernel_device, _kernel_dtype(op))
+            kernel = find_kernel(op.type, rt.kernel_device, kernel_dtype(op))
+            if kernel is None and hasattr(rt, "fallback_kernel"):  # opt-in: the cpu kernel on host copies
+                kernel = rt.fallback_kernel(op.type, kernel_dtype(op))
             if kernel is None:
                 raise NotImplementedError(
-                    f"{op.type} '{op.name}': no {rt.kernel_device} kernel for dtype {_kernel_dtype(op).name}; "
+                    f"{op.type} '{op.name}': no {rt.kernel_device} kernel for dtype {kernel_dtype(op).name}; "
                     f"devices with a kernel for {op.type}: {devices_with_kernel(op.type) or 'none'}")
+            if self._arena is not None:
+                kernel = self._arena.kernel(op, kernel)
             try:
                 kernel(KernelContext(self, op), ins, outs, op.attrs)
             except errors.OpError as e:
@@ -263,33 +302,59 @@ class Session:
                 values[t] = buf
             for t in plan.release[i]:
                 values.pop(t, None)
+            if trace is not None:
+                trace.op_done(i, op, ins, outs)
         return values
 
     def _outputs(self, op: Operation, ins, values) -> list:
         op_def = op.op_def
-        specs = []
+        # Shape functions cost more than most kernels of a small step, so each op keeps their result per input
+        # shapes (input dtypes are fixed by the graph), and per value for the inputs whose values they read.
+        key = (op, *[b.shape for b in ins])
+        given = None
+        if op_def.value_inputs:
+            given = self._value_inputs(op, ins)
+            key += tuple(None if v is None else (v.dtype.str, v.shape, v.tobytes()) for v in given)
+        out_specs = self._out_specs.get(key)
+        if out_specs is None:
+            out_specs = self._out_specs[key] = self._infer_outputs(op, ins, given)
+        outs = []
+        for k, (shape, dtype) in enumerate(out_specs):
+            if k in op_def.aliases:
+                outs.append(self._runtime.view(ins[op_def.aliases[k]], shape))
+            elif self._arena is not None:
+                outs.append(self._arena.output(op, k, shape, dtype))
+            else:
+                outs.append(self._runtime.allocate(shape, dtype))
+        return outs
+
+    def _value_inputs(self, op: Operation, ins) -> list:
+        """The values of the inputs the shape function reads (op_def.value_inputs), None for the others."""
+        value_inputs, n = op.op_def.value_inputs, len(ins)
+        values = []
         for k, (t, buf) in enumerate(zip(op.inputs, ins)):
             value = None
-            if k in op_def.value_inputs:
+            if k in value_inputs or k - n in value_inputs:  # negative: from the end
                 value = constant_value(t)
                 if value is None:
                     value = self._runtime.copy_out(buf)
-            specs.append(TensorSpec(tuple(buf.shape), t.dtype, value))
+            values.append(value)
+        return values
+
+    def _infer_outputs(self, op: Operation, ins, given) -> list[tuple]:
+        """Runs the op's shape function on the run's input shapes: [(shape, dtype)] per output."""
+        given = given or [None] * len(ins)
+        specs = [TensorSpec(tuple(buf.shape), t.dtype, v) for t, buf, v in zip(op.inputs, ins, given)]
         try:
-            out_specs = op_def.shape_fn(specs, op.attrs)
+            out_specs = op.op_def.shape_fn(specs, op.attrs)
         except (ValueError, TypeError) as e:
             shapes = ", ".join(f"{t.name} {_fmt_shape(s.shape)}" for t, s in zip(op.inputs, specs))
             raise errors.InvalidArgumentError(op.name, op.type, f"{e} (inputs: {shapes})") from None
-        outs = []
         for k, s in enumerate(out_specs):
             if s.shape is None or None in s.shape:
                 raise errors.InvalidArgumentError(op.name, op.type, f"output {k} has unknown shape "
                                                   f"{_fmt_shape(s.shape)} at run time")
-            if k in op_def.aliases:
-                outs.append(self._runtime.view(ins[op_def.aliases[k]], s.shape))
-            else:
-                outs.append(self._runtime.allocate(s.shape, s.dtype))
-        return outs
+        return [(tuple(s.shape), s.dtype) for s in out_specs]
 
     def _read(self, values, t: Tensor):
         v = values[t]
@@ -320,14 +385,6 @@ class Session:
                 f"'{op.name}'); run tf.global_variables_initializer() first")
         return buf
 
-
-def _kernel_dtype(op: Operation):
-    t = op.attrs.get("T")
-    if t is not None and hasattr(t, "np"):
-        return t
-    if op.outputs:
-        return op.outputs[0].dtype
-    return op.inputs[0].dtype if op.inputs else None
 
 
 def _check_feed(t: Tensor, value) -> np.ndarray:

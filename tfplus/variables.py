@@ -4,8 +4,7 @@ from __future__ import annotations
 import contextlib
 
 from tfplus import dtypes as _dt
-from tfplus.framework import (GraphKeys, Tensor, _OPERATORS, convert_to_tensor, get_default_graph,
-                              name_scope)
+from tfplus.framework import _OPERATORS, GraphKeys, Tensor, convert_to_tensor, get_default_graph, name_scope
 
 
 class Variable:

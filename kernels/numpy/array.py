@@ -1,11 +1,51 @@
-"""NumPy kernels for array ops. Kernels write into the output buffers they are given."""
+"""NumPy kernels for array ops. Kernels write into the output buffers they are given.
+
+The two pure index helpers at the top are shared with the ops' shape functions (tfplus.ops.array_ops), so a
+shape function and its kernel cannot disagree about what a slice selects."""
 from __future__ import annotations
 
 import numpy as np
 
 from tfplus.registry import register_kernel
 
-ANY = (None,)
+
+def strided_slice_index(begin, end, strides, masks) -> tuple:
+    """StridedSlice's (begin, end, strides, *_mask attrs) as a NumPy basic index (ints, slices, None, ...)."""
+    index = []
+    for i, (b, e, s) in enumerate(zip(begin, end, strides)):
+        bit = 1 << i
+        if masks["ellipsis_mask"] & bit:
+            index.append(Ellipsis)
+        elif masks["new_axis_mask"] & bit:
+            index.append(None)
+        elif masks["shrink_axis_mask"] & bit:
+            index.append(int(b))
+        else:
+            index.append(slice(None if masks["begin_mask"] & bit else int(b),
+                               None if masks["end_mask"] & bit else int(e), int(s)))
+    return tuple(index)
+
+
+def broadcast_gradient_args_value(s0, s1) -> tuple[list[int], list[int]]:
+    """Axes of broadcast(s0, s1) that a gradient must be summed over to get back to s0, and to s1."""
+    n = max(len(s0), len(s1))
+    a, b = [1] * (n - len(s0)) + list(s0), [1] * (n - len(s1)) + list(s1)
+    r0, r1 = [], []
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y and 1 not in (x, y):
+            raise ValueError(f"shapes {list(s0)} and {list(s1)} are not broadcastable")
+        if x == 1 and y != 1:
+            r0.append(i)
+        if y == 1 and x != 1:
+            r1.append(i)
+    return r0, r1
+
+
+_MASKS = ("begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask", "shrink_axis_mask")
+
+
+def _masks(attrs):
+    return {m: attrs[m] for m in _MASKS}
 
 
 @register_kernel("Const", "cpu")
@@ -14,7 +54,7 @@ def _const(ctx, ins, outs, attrs):
 
 
 # Ops whose output aliases their input: the executor already made the view, nothing to compute.
-for _t in ("Identity", "PlaceholderWithDefault", "NoOp"):
+for _t in ("Identity", "PlaceholderWithDefault", "NoOp", "Reshape", "Squeeze", "ExpandDims", "StopGradient"):
     register_kernel(_t, "cpu")(lambda ctx, ins, outs, attrs: None)
 
 
@@ -31,3 +71,106 @@ def _zeros_like(ctx, ins, outs, attrs):
 @register_kernel("OnesLike", "cpu")
 def _ones_like(ctx, ins, outs, attrs):
     outs[0].fill(1)
+
+
+@register_kernel("Transpose", "cpu")
+def _transpose(ctx, ins, outs, attrs):
+    np.copyto(outs[0], ins[0].transpose([int(p) for p in ins[1]]))
+
+
+@register_kernel("InvertPermutation", "cpu")
+def _invert_permutation(ctx, ins, outs, attrs):
+    if sorted(ins[0].tolist()) != list(range(ins[0].size)):
+        raise ValueError(f"{ins[0].tolist()} is not a permutation of 0..{ins[0].size - 1}")
+    outs[0][ins[0]] = np.arange(ins[0].size)
+
+
+@register_kernel("ConcatV2", "cpu")
+def _concat(ctx, ins, outs, attrs):
+    np.concatenate(ins[:-1], axis=int(ins[-1]), out=outs[0])
+
+
+@register_kernel("ConcatOffset", "cpu")
+def _concat_offset(ctx, ins, outs, attrs):
+    axis, offset = int(ins[0]) % max(ins[1].size, 1), 0
+    for s, out in zip(ins[1:], outs):
+        out.fill(0)
+        out[axis] = offset
+        offset += int(s[axis])
+
+
+@register_kernel("Pad", "cpu")
+@register_kernel("PadV2", "cpu")
+def _pad(ctx, ins, outs, attrs):
+    outs[0].fill(ins[2] if len(ins) == 3 else 0)
+    outs[0][tuple(slice(int(b), int(b) + d) for (b, _), d in zip(ins[1], ins[0].shape))] = ins[0]
+
+
+@register_kernel("Shape", "cpu")
+def _shape(ctx, ins, outs, attrs):
+    outs[0][...] = ins[0].shape
+
+
+@register_kernel("Size", "cpu")
+def _size(ctx, ins, outs, attrs):
+    outs[0][...] = ins[0].size
+
+
+@register_kernel("Rank", "cpu")
+def _rank(ctx, ins, outs, attrs):
+    outs[0][...] = ins[0].ndim
+
+
+@register_kernel("OneHot", "cpu")
+def _one_hot(ctx, ins, outs, attrs):
+    indices, depth, on, off = ins
+    axis = indices.ndim if attrs["axis"] == -1 else attrs["axis"]
+    hot = np.expand_dims(indices, axis) == np.arange(int(depth)).reshape((-1,) + (1,) * (indices.ndim - axis))
+    outs[0].fill(off)
+    outs[0][hot] = on  # out-of-range indices give an all-off row, as in TF
+
+
+@register_kernel("Tile", "cpu")
+def _tile(ctx, ins, outs, attrs):
+    np.copyto(outs[0], np.tile(ins[0], [int(m) for m in ins[1]]))
+
+
+@register_kernel("Slice", "cpu")
+def _slice(ctx, ins, outs, attrs):
+    x, begin, size = ins
+    index = tuple(slice(int(b), None if s == -1 else int(b) + int(s)) for b, s in zip(begin, size))
+    np.copyto(outs[0], x[index])
+
+
+@register_kernel("StridedSlice", "cpu")
+def _strided_slice(ctx, ins, outs, attrs):
+    outs[0][...] = ins[0][strided_slice_index(ins[1], ins[2], ins[3], _masks(attrs))]
+
+
+@register_kernel("StridedSliceGrad", "cpu")
+def _strided_slice_grad(ctx, ins, outs, attrs):
+    outs[0].fill(0)
+    outs[0][strided_slice_index(ins[1], ins[2], ins[3], _masks(attrs))] = ins[4]
+
+
+@register_kernel("Pack", "cpu")
+def _pack(ctx, ins, outs, attrs):
+    np.stack(ins, axis=attrs["axis"], out=outs[0])
+
+
+@register_kernel("Unpack", "cpu")
+def _unpack(ctx, ins, outs, attrs):
+    axis = attrs["axis"] % ins[0].ndim
+    for k, out in enumerate(outs):
+        out[...] = ins[0][(slice(None),) * axis + (k,)]
+
+
+@register_kernel("BroadcastTo", "cpu")
+def _broadcast_to(ctx, ins, outs, attrs):
+    outs[0][...] = ins[0]
+
+
+@register_kernel("BroadcastGradientArgs", "cpu")
+def _broadcast_gradient_args(ctx, ins, outs, attrs):
+    for out, r in zip(outs, broadcast_gradient_args_value(ins[0].tolist(), ins[1].tolist())):
+        out[...] = r

@@ -1,23 +1,162 @@
-"""NumPy kernels for math ops."""
+"""NumPy kernels for math ops. Each writes into the output buffer the runtime allocated.
+
+NaN, inf and division by zero follow IEEE silently, as in TF (log(-1) is nan, 1/0 is inf), so NumPy's
+floating-point warnings are switched off around the kernels that can raise them."""
 from __future__ import annotations
 
 import numpy as np
 
 from tfplus.registry import register_kernel
 
-
-@register_kernel("Add", "cpu")
-def _add(ctx, ins, outs, attrs):
-    np.add(ins[0], ins[1], out=outs[0])
-
-
-@register_kernel("Mul", "cpu")
-def _mul(ctx, ins, outs, attrs):
-    np.multiply(ins[0], ins[1], out=outs[0])
+FLOATS = ("float16", "float32", "float64")
+INTS = ("int8", "int16", "int32", "int64", "uint8")
+NUMERIC = FLOATS + INTS
 
 
-@register_kernel("AddN", "cpu")
+def _ufunc_kernel(op_type, ufunc, dtypes):
+    def kernel(ctx, ins, outs, attrs):
+        with np.errstate(all="ignore"):
+            ufunc(*ins, out=outs[0])
+    kernel.__name__ = f"_{op_type.lower()}"
+    register_kernel(op_type, "cpu", dtypes)(kernel)
+
+
+def _rsqrt(x, out):
+    np.sqrt(x, out=out)
+    np.reciprocal(out, out=out)
+
+
+def _pow(x, y, out):
+    if out.dtype.kind in "iu" and (np.asarray(y) < 0).any():
+        raise ValueError("integers to negative integer powers are not allowed")
+    np.power(x, y, out=out)
+
+
+_ELEMENTWISE = {
+    "Add": (np.add, NUMERIC), "AddV2": (np.add, NUMERIC), "Sub": (np.subtract, NUMERIC),
+    "Mul": (np.multiply, NUMERIC), "RealDiv": (np.true_divide, FLOATS),
+    "FloorDiv": (np.floor_divide, NUMERIC), "FloorMod": (np.mod, NUMERIC), "Pow": (_pow, NUMERIC),
+    "Maximum": (np.maximum, NUMERIC), "Minimum": (np.minimum, NUMERIC), "Neg": (np.negative, NUMERIC),
+    "Abs": (np.abs, NUMERIC), "Sign": (np.sign, NUMERIC), "Square": (np.square, NUMERIC),
+    "Exp": (np.exp, FLOATS), "Log": (np.log, FLOATS),
+    "Log1p": (np.log1p, FLOATS), "Sqrt": (np.sqrt, FLOATS), "Rsqrt": (_rsqrt, FLOATS),
+    "Reciprocal": (np.reciprocal, FLOATS), "Sin": (np.sin, FLOATS), "Cos": (np.cos, FLOATS),
+    "Floor": (np.floor, FLOATS), "Ceil": (np.ceil, FLOATS), "Round": (np.round, NUMERIC),
+    "Equal": (np.equal, NUMERIC + ("bool",)), "NotEqual": (np.not_equal, NUMERIC + ("bool",)),
+    "Less": (np.less, NUMERIC), "LessEqual": (np.less_equal, NUMERIC), "Greater": (np.greater, NUMERIC),
+    "GreaterEqual": (np.greater_equal, NUMERIC), "LogicalAnd": (np.logical_and, ("bool",)),
+    "LogicalOr": (np.logical_or, ("bool",)), "LogicalNot": (np.logical_not, ("bool",)),
+}
+for _t, (_fn, _dtypes) in _ELEMENTWISE.items():
+    _ufunc_kernel(_t, _fn, _dtypes)
+
+
+@register_kernel("SquaredDifference", "cpu", NUMERIC)
+def _squared_difference(ctx, ins, outs, attrs):
+    np.subtract(ins[0], ins[1], out=outs[0])
+    np.square(outs[0], out=outs[0])
+
+
+@register_kernel("AddN", "cpu", NUMERIC)
 def _add_n(ctx, ins, outs, attrs):
     np.copyto(outs[0], ins[0])
     for x in ins[1:]:
         np.add(outs[0], x, out=outs[0])
+
+
+@register_kernel("MatMul", "cpu", NUMERIC)
+def _matmul(ctx, ins, outs, attrs):
+    a, b = ins
+    np.matmul(a.T if attrs["transpose_a"] else a, b.T if attrs["transpose_b"] else b, out=outs[0])
+
+
+@register_kernel("Cast", "cpu")
+def _cast(ctx, ins, outs, attrs):
+    # NOTE: unsafe casting is TF's: float -> int truncates toward zero, nonzero -> True.
+    with np.errstate(invalid="ignore"):
+        np.copyto(outs[0], ins[0], casting="unsafe")
+
+
+@register_kernel("Select", "cpu")
+def _select(ctx, ins, outs, attrs):
+    cond, t, e = ins
+    if cond.ndim == 1 and t.ndim > 1:  # a vector condition picks whole rows
+        cond = cond.reshape((-1,) + (1,) * (t.ndim - 1))
+    np.copyto(outs[0], e)
+    np.copyto(outs[0], t, where=cond)
+
+
+@register_kernel("Where", "cpu")
+def _where(ctx, ins, outs, attrs):
+    outs[0][...] = np.argwhere(ins[0])
+
+
+@register_kernel("Range", "cpu")
+def _range(ctx, ins, outs, attrs):
+    start, _, delta = ins
+    # start + i * delta (not np.arange) so the length is exactly the one the shape function computed
+    np.copyto(outs[0], start + np.arange(outs[0].shape[0]) * delta, casting="unsafe")
+
+
+def _axes(x, indices):
+    return tuple(sorted({int(a) % x.ndim for a in np.ravel(indices)})) if x.ndim else ()
+
+
+@register_kernel("Sum", "cpu", NUMERIC)
+def _sum(ctx, ins, outs, attrs):
+    np.sum(ins[0], axis=_axes(*ins), keepdims=attrs["keep_dims"], out=outs[0])
+
+
+@register_kernel("Mean", "cpu", FLOATS)
+def _mean(ctx, ins, outs, attrs):
+    np.mean(ins[0], axis=_axes(*ins), keepdims=attrs["keep_dims"], out=outs[0])
+
+
+@register_kernel("Mean", "cpu", INTS)
+def _mean_int(ctx, ins, outs, attrs):
+    """Integer mean: the sum divided by the count, truncating toward zero (C++ division, as TF)."""
+    axes = _axes(*ins)
+    total = np.sum(ins[0], axis=axes, keepdims=attrs["keep_dims"], dtype=np.int64)
+    count = max(int(np.prod([ins[0].shape[a] for a in axes])), 1)
+    np.copyto(outs[0], np.sign(total) * (np.abs(total) // count), casting="unsafe")
+
+
+@register_kernel("Max", "cpu", NUMERIC)
+def _max(ctx, ins, outs, attrs):
+    np.max(ins[0], axis=_axes(*ins), keepdims=attrs["keep_dims"], out=outs[0])
+
+
+@register_kernel("Min", "cpu", NUMERIC)
+def _min(ctx, ins, outs, attrs):
+    np.min(ins[0], axis=_axes(*ins), keepdims=attrs["keep_dims"], out=outs[0])
+
+
+@register_kernel("Any", "cpu", ("bool",))
+def _any(ctx, ins, outs, attrs):
+    np.any(ins[0], axis=_axes(*ins), keepdims=attrs["keep_dims"], out=outs[0])
+
+
+@register_kernel("All", "cpu", ("bool",))
+def _all(ctx, ins, outs, attrs):
+    np.all(ins[0], axis=_axes(*ins), keepdims=attrs["keep_dims"], out=outs[0])
+
+
+@register_kernel("ArgMax", "cpu", NUMERIC)
+def _argmax(ctx, ins, outs, attrs):
+    outs[0][...] = np.argmax(ins[0], axis=int(ins[1]) % ins[0].ndim)
+
+
+@register_kernel("ArgMin", "cpu", NUMERIC)
+def _argmin(ctx, ins, outs, attrs):
+    outs[0][...] = np.argmin(ins[0], axis=int(ins[1]) % ins[0].ndim)
+
+
+@register_kernel("Cumsum", "cpu", NUMERIC)
+def _cumsum(ctx, ins, outs, attrs):
+    x, axis = ins[0], int(ins[1]) % max(ins[0].ndim, 1)
+    if attrs["reverse"]:
+        x = np.flip(x, axis)
+    total = np.cumsum(x, axis=axis, dtype=outs[0].dtype)
+    if attrs["exclusive"]:  # shift by one: element i gets the sum of the elements before it
+        total = np.concatenate([np.zeros_like(np.take(total, [0], axis)), np.delete(total, -1, axis)], axis)
+    np.copyto(outs[0], np.flip(total, axis) if attrs["reverse"] else total)

@@ -1,0 +1,626 @@
+"""NumPy kernels for Conv2D, Conv2DBackpropInput and Conv2DBackpropFilter.
+
+Three paths, chosen from shapes and attrs alone (so the declared workspaces match what a kernel asks for):
+- generic: im2col + one GEMM per chunk of images; any window, stride, padding and data format;
+- shift: NCHW, 3x3, stride 1, SAME (what Mentee-style CNNs run): im2col by contiguous copies of a padded,
+  flattened image, and fewer of them (3 instead of 9);
+- winograd: the same convolutions when they have 64 or more channels in and out: F(2x2, 3x3) does 4/9 of the
+  multiplies, which there pays for its transforms.
+The input gradient of a SAME 3x3 stride-1 conv is itself such a conv (of dy with the flipped filter), so it
+takes the same paths. Big temporaries come from ctx.workspace in the order the workspace functions list them,
+and are bounded per call (the batch is processed in chunks), whatever the batch size.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from tfplus.dtypes import FLOATS, as_dtype
+from tfplus.registry import register_kernel, register_workspace
+
+_CHUNK_BYTES = 8 << 20  # im2col columns per chunk: big enough for an efficient GEMM, small enough for cache
+
+
+def is_fast(x_shape, f_shape, attrs) -> bool:
+    """Whether a conv of these shapes takes a fast path (shift or winograd) rather than the generic one."""
+    return (attrs["data_format"] == "NCHW" and tuple(f_shape[:2]) == (3, 3) and attrs["padding"] == "SAME"
+            and tuple(attrs["strides"]) == (1, 1, 1, 1))
+
+
+def _path(c_in: int, c_out: int) -> str:
+    """The fast path for a conv of c_in into c_out channels. Winograd's transforms cost NumPy passes over the
+    data that its saved multiplies repay only with 64 or more channels in and out (measured on Mentee)."""
+    return "winograd" if min(c_in, c_out) >= 64 else "shift"
+
+
+def _flipped(f: np.ndarray) -> np.ndarray:
+    """The input gradient of a SAME 3x3 stride-1 conv is the SAME conv of dy with this filter: f rotated by
+    180 degrees, in and out channels swapped."""
+    return f[::-1, ::-1].transpose(0, 1, 3, 2)
+
+
+def _prefix(buf: np.ndarray, shape) -> np.ndarray:
+    """The start of a scratch buffer seen as `shape`: a short last chunk keeps a contiguous layout."""
+    return buf.reshape(-1)[:int(np.prod(shape))].reshape(shape)
+
+
+# -- generic path: im2col + GEMM -----------------------------------------------------------------------------
+class Geometry(NamedTuple):
+    """A convolution's sizes in NHWC terms; pads are the top/left padding, Hp/Wp the padded buffer size."""
+    n: int
+    h: int
+    w: int
+    c: int
+    kh: int
+    kw: int
+    k: int
+    ho: int
+    wo: int
+    sh: int
+    sw: int
+    pt: int
+    pl: int
+    hp: int
+    wp: int
+
+    @property
+    def padded(self) -> bool:
+        return (self.hp, self.wp) != (self.h, self.w)
+
+    def chunk(self, itemsize: int) -> int:
+        """Images per im2col chunk."""
+        per_image = self.ho * self.wo * self.kh * self.kw * self.c * itemsize
+        return max(1, min(self.n, _CHUNK_BYTES // max(per_image, 1)))
+
+
+def _nhwc_shape(shape, fmt: str) -> tuple:
+    return tuple(shape) if fmt == "NHWC" else (shape[0], shape[2], shape[3], shape[1])
+
+
+def geometry(x_shape, f_shape, y_shape, attrs) -> Geometry:
+    """Sizes of one convolution from its input, filter and output shapes (in the op's data format)."""
+    fmt = attrs["data_format"]
+    n, h, w, c = _nhwc_shape(x_shape, fmt)
+    _, ho, wo, k = _nhwc_shape(y_shape, fmt)
+    kh, kw = int(f_shape[0]), int(f_shape[1])
+    _, sh, sw, _ = _nhwc_shape(attrs["strides"], fmt)
+    pt = pl = 0
+    if attrs["padding"] == "SAME":
+        pt = max((ho - 1) * sh + kh - h, 0) // 2
+        pl = max((wo - 1) * sw + kw - w, 0) // 2
+    hp = max((ho - 1) * sh + kh, h + pt)
+    wp = max((wo - 1) * sw + kw, w + pl)
+    return Geometry(n, h, w, c, kh, kw, k, ho, wo, sh, sw, pt, pl, hp, wp)
+
+
+def _nhwc(a: np.ndarray, fmt: str) -> np.ndarray:
+    return a if fmt == "NHWC" else a.transpose(0, 2, 3, 1)
+
+
+def _generic_workspaces(g: Geometry, dtype, kind: str, fmt: str) -> list[tuple]:
+    """Scratch of the generic path, in request order: padded input, columns, an NHWC staging buffer for the
+    output / out_backprop when data_format is NCHW, and a partial filter gradient."""
+    nb = g.chunk(dtype.size)
+    ws = []
+    if g.padded:
+        ws.append(((nb, g.hp, g.wp, g.c), dtype))
+    ws.append(((nb, g.ho, g.wo, g.kh, g.kw, g.c), dtype))
+    if fmt == "NCHW":
+        ws.append(((nb, g.ho, g.wo, g.k), dtype))
+    if kind == "filter":
+        ws.append(((g.kh * g.kw * g.c, g.k), dtype))
+    return ws
+
+
+def _taps(a: np.ndarray, g: Geometry):
+    """(dy, dx, view): view[n, i, j, c] = a[n, i*sh + dy, j*sw + dx, c] for each filter tap."""
+    for dy in range(g.kh):
+        for dx in range(g.kw):
+            yield dy, dx, a[:, dy:dy + (g.ho - 1) * g.sh + 1:g.sh, dx:dx + (g.wo - 1) * g.sw + 1:g.sw]
+
+
+class _Generic:
+    """The generic path's scratch for one kernel call, requested in _generic_workspaces order."""
+
+    def __init__(self, ctx, g: Geometry, dtype, kind: str, fmt: str):
+        bufs = iter([ctx.workspace(shape, dt) for shape, dt in _generic_workspaces(g, dtype, kind, fmt)])
+        self.g = g
+        self.nb = g.chunk(dtype.size)
+        self.xp = next(bufs) if g.padded else None
+        self.cols = next(bufs)
+        self.stage = next(bufs) if fmt == "NCHW" else None
+        self.acc = next(bufs) if kind == "filter" else None
+        if self.xp is not None:
+            self.xp.fill(0)  # the border stays zero; chunks overwrite only the interior
+
+    def chunks(self):
+        for n0 in range(0, self.g.n, self.nb):
+            yield n0, min(self.nb, self.g.n - n0)
+
+    def im2col(self, x: np.ndarray, m: int) -> np.ndarray:
+        """Columns (m*Ho*Wo, kh*kw*C) of the m images in x (an NHWC view)."""
+        g = self.g
+        src = x
+        if self.xp is not None:
+            src = self.xp[:m]
+            src[:, g.pt:g.pt + g.h, g.pl:g.pl + g.w] = x
+        cols = self.cols[:m]
+        for dy, dx, view in _taps(src, g):
+            cols[:, :, :, dy, dx] = view
+        return cols.reshape(m * g.ho * g.wo, g.kh * g.kw * g.c)
+
+    def col2im(self, cols: np.ndarray, dx_out: np.ndarray, m: int) -> None:
+        """dx_out (an NHWC view of m images) = the sum of the columns' taps at their input positions."""
+        g = self.g
+        dst = self.xp[:m] if self.xp is not None else dx_out
+        dst[...] = 0
+        cols = cols.reshape(m, g.ho, g.wo, g.kh, g.kw, g.c)
+        for dy, dx, view in _taps(dst, g):
+            view += cols[:, :, :, dy, dx]
+        if self.xp is not None:
+            dx_out[...] = dst[:, g.pt:g.pt + g.h, g.pl:g.pl + g.w]
+
+    def nhwc_rows(self, a: np.ndarray, n0: int, m: int) -> np.ndarray:
+        """The (m*Ho*Wo, K) rows of batch-major tensor `a` (NHWC view): itself if contiguous, else staged."""
+        part = a[n0:n0 + m]
+        if part.flags.c_contiguous:
+            return part.reshape(-1, part.shape[-1])
+        stage = self.stage[:m]
+        stage[...] = part
+        return stage.reshape(-1, part.shape[-1])
+
+
+def _conv2d_generic(ctx, x, f, y, attrs):
+    fmt = attrs["data_format"]
+    g = geometry(x.shape, f.shape, y.shape, attrs)
+    s = _Generic(ctx, g, as_dtype(x.dtype), "forward", fmt)
+    xn, yn, fm = _nhwc(x, fmt), _nhwc(y, fmt), f.reshape(-1, g.k)
+    for n0, m in s.chunks():
+        cols = s.im2col(xn[n0:n0 + m], m)
+        out = yn[n0:n0 + m]
+        if out.flags.c_contiguous:
+            np.matmul(cols, fm, out=out.reshape(-1, g.k))
+        else:
+            stage = s.stage[:m]
+            np.matmul(cols, fm, out=stage.reshape(-1, g.k))
+            out[...] = stage
+
+
+def _conv2d_backprop_input_generic(ctx, f, dy, dx, attrs):
+    fmt = attrs["data_format"]
+    g = geometry(dx.shape, f.shape, dy.shape, attrs)
+    s = _Generic(ctx, g, as_dtype(dy.dtype), "input", fmt)
+    dyn, dxn, fm = _nhwc(dy, fmt), _nhwc(dx, fmt), f.reshape(-1, g.k)
+    for n0, m in s.chunks():
+        cols = s.cols[:m].reshape(m * g.ho * g.wo, -1)
+        np.matmul(s.nhwc_rows(dyn, n0, m), fm.T, out=cols)
+        s.col2im(cols, dxn[n0:n0 + m], m)
+
+
+def _conv2d_backprop_filter_generic(ctx, x, dy, df, attrs):
+    fmt = attrs["data_format"]
+    g = geometry(x.shape, df.shape, dy.shape, attrs)
+    s = _Generic(ctx, g, as_dtype(x.dtype), "filter", fmt)
+    xn, dyn, out = _nhwc(x, fmt), _nhwc(dy, fmt), df.reshape(-1, g.k)
+    for n0, m in s.chunks():
+        cols = s.im2col(xn[n0:n0 + m], m)
+        rows = s.nhwc_rows(dyn, n0, m)
+        if n0 == 0:
+            np.matmul(cols.T, rows, out=out)
+        else:
+            np.matmul(cols.T, rows, out=s.acc)
+            out += s.acc
+
+
+# -- shift path ---------------------------------------------------------------------------------------------
+# Each image is zero-padded and flattened with rows of Wp = W + 2 columns, so moving by dy*Wp + dx in the flat
+# array is the filter tap (dy, dx), and im2col is a few contiguous copies. im2col keeps only the 3 column
+# shifts; one GEMM with the filter stacked by row tap gives 3 partial outputs, and the row shifts become
+# offsets when they are summed into y (3 copies instead of 9). With few channels (an RGB input) all 9 taps go
+# into the columns instead, so that the GEMM's inner dimension stays useful. The images of a chunk lie side
+# by side in the columns (one segment each), so each GEMM is one big one whatever the image size.
+class Shift(NamedTuple):
+    """The padded flat layout of (H, W) images (rows of wp, lq positions each) and how a conv uses it: `taps`
+    filter taps in the im2col columns (3 or 9), `groups` row taps applied as offsets (3 or 1), `seg` positions
+    per image in the columns and GEMM results (the output rows plus the rows the offsets reach)."""
+    h: int
+    w: int
+    wp: int
+    lq: int
+    taps: int
+    groups: int
+    seg: int
+
+    @staticmethod
+    def of(h: int, w: int, c: int) -> Shift:
+        taps = 9 if 3 * c < 32 else 3
+        groups = 27 // (3 * taps)
+        return Shift(h, w, w + 2, (h + 2) * (w + 2), taps, groups, (h + groups - 1) * (w + 2))
+
+    @property
+    def tail(self) -> int:
+        """Columns past the last segment that the filter gradient's row offsets read (kept zero)."""
+        return (self.groups - 1) * self.wp
+
+    def interior(self, buf: np.ndarray) -> np.ndarray:
+        """The (..., H, W) image inside a padded flat buffer (..., >= lq)."""
+        grid = buf[..., :self.lq].reshape(buf.shape[:-1] + (self.h + 2, self.wp))
+        return grid[..., 1:self.h + 1, 1:self.w + 1]
+
+    def outputs(self, z: np.ndarray, m: int) -> np.ndarray:
+        """GEMM result rows (groups * K, m * seg) as (groups, K, m, rows, wp)."""
+        return z.reshape(self.groups, -1, m, self.seg // self.wp, self.wp)
+
+    def weights(self, f: np.ndarray, out: np.ndarray) -> np.ndarray:
+        """f (3, 3, C, K) as the GEMM's left matrix [(group, k), (tap, c)], copied into `out`."""
+        c, k = f.shape[2:]
+        if self.taps == 9:
+            np.copyto(out, f.reshape(9 * c, k).T)
+        else:
+            np.copyto(out.reshape(3, k, 3, c), f.transpose(0, 3, 1, 2))
+        return out
+
+    def chunk(self, n: int, c: int, itemsize: int) -> int:
+        return max(1, min(n, _CHUNK_BYTES // (self.taps * c * self.seg * itemsize)))
+
+    def workspaces(self, kind: str, n: int, c: int, k: int, dtype) -> list[tuple]:
+        """Scratch in request order; kind 'forward' (a conv, also used for the input gradient) or 'filter':
+        padded images, columns, then the GEMM result and the filter as the GEMM's left matrix (forward) or dy
+        in the columns' layout and the summed and this chunk's filter gradient (filter)."""
+        nb = self.chunk(n, c, dtype.size)
+        ws = [((nb, c, self.lq + 2), dtype), ((self.taps * c, nb * self.seg + self.tail), dtype)]
+        if kind == "forward":
+            return ws + [((self.groups * k, nb * self.seg), dtype), ((self.groups * k, self.taps * c), dtype)]
+        return ws + [((k, nb * self.seg), dtype), ((self.groups, k, self.taps * c), dtype),
+                     ((k, self.taps * c), dtype)]
+
+    def columns(self, x: np.ndarray, xp: np.ndarray, cols: np.ndarray) -> np.ndarray:
+        """The im2col columns (taps * C, m * seg + tail) of the m images x, padded into xp on the way."""
+        m, c = x.shape[:2]
+        self.interior(xp[:m])[...] = x
+        a = _prefix(cols, (self.taps * c, m * self.seg + self.tail))
+        a[:, m * self.seg:] = 0  # read only against zeros of dy, but 0 * garbage could be NaN
+        for t in range(self.taps):
+            off = (t // 3) * self.wp + t % 3
+            dst = a[t * c:(t + 1) * c, :m * self.seg].reshape(c, m, self.seg)
+            dst[...] = xp[:m, :, off:off + self.seg].transpose(1, 0, 2)
+        return a
+
+
+def _shift_conv(ctx, x: np.ndarray, f: np.ndarray, y: np.ndarray) -> None:
+    """y (N, K, H, W) = the SAME 3x3 convolution of x (N, C, H, W) with f (3, 3, C, K)."""
+    n, c, h, w = x.shape
+    k = y.shape[1]
+    sh = Shift.of(h, w, c)
+    xp, cols, zbuf, wbuf = (ctx.workspace(s, d) for s, d in sh.workspaces("forward", n, c, k,
+                                                                         as_dtype(x.dtype)))
+    xp.fill(0)  # the border stays zero: chunks overwrite only the interior
+    wmat = sh.weights(f, wbuf)
+    nb = xp.shape[0]
+    for n0 in range(0, n, nb):
+        m = min(nb, n - n0)
+        a = sh.columns(x[n0:n0 + m], xp, cols)
+        z = _prefix(zbuf, (sh.groups * k, m * sh.seg))
+        np.matmul(wmat, a[:, :m * sh.seg], out=z)
+        parts = [part[:, :, g:g + h, :w] for g, part in enumerate(sh.outputs(z, m))]
+        out = y[n0:n0 + m].transpose(1, 0, 2, 3)
+        if sh.groups == 1:
+            out[...] = parts[0]
+        else:
+            np.add(parts[0], parts[1], out=out)
+            out += parts[2]
+
+
+def _shift_backprop_filter(ctx, x: np.ndarray, dy: np.ndarray, df: np.ndarray) -> None:
+    """df[g + dy, dx] = dy (K, positions) @ the columns shifted by g rows (positions, taps * C), summed over
+    the chunks."""
+    n, c, h, w = x.shape
+    k = dy.shape[1]
+    sh = Shift.of(h, w, c)
+    xp, cols, rows, acc, part = (ctx.workspace(s, d) for s, d in
+                                 sh.workspaces("filter", n, c, k, as_dtype(x.dtype)))
+    xp.fill(0)
+    nb, seg = xp.shape[0], sh.seg
+    for i, n0 in enumerate(range(0, n, nb)):
+        m = min(nb, n - n0)
+        a = sh.columns(x[n0:n0 + m], xp, cols)
+        b = _prefix(rows, (k, m * seg))
+        grid = b.reshape(k, m, seg // sh.wp, sh.wp)
+        grid[:, :, h:] = 0  # positions that are no output are zero, so they add nothing
+        grid[:, :, :h, w:] = 0
+        grid[:, :, :h, :w] = dy[n0:n0 + m].transpose(1, 0, 2, 3)
+        for g in range(sh.groups):
+            np.matmul(b, a[:, g * sh.wp:g * sh.wp + m * seg].T, out=acc[g] if i == 0 else part)
+            if i:
+                acc[g] += part
+    if sh.groups == 1:  # acc[0][k, (dy, dx, c)]
+        df[...] = acc.reshape(k, 3, 3, c).transpose(1, 2, 3, 0)
+    else:  # acc[dy][k, (dx, c)]
+        df[...] = acc.reshape(3, k, 3, c).transpose(0, 2, 3, 1)
+
+
+# -- Winograd F(2x2, 3x3) ------------------------------------------------------------------------------------
+# Lavin & Gray's minimal filtering: a 2x2 output tile is A^T [(G g G^T) * (B^T d B)] A for its 4x4 input
+# tile d, 16 multiplies per (in, out) channel pair instead of 36, so the GEMMs do 4/9 of direct convolution's
+# work (B^T = [[1,0,-1,0], [0,1,1,0], [0,-1,1,0], [0,1,0,-1]], A^T = [[1,1,1,0], [0,1,-1,-1]]). Per chunk of
+# images the data is kept "HWNC" (rows, columns, then images x channels): every transform step is then an add
+# of long contiguous runs, and the 16 GEMMs are big ones, (tiles x images, C) @ (C, K). NCHW <-> HWNC changes
+# go through a GEMM with an identity matrix, which transposes several times faster than a NumPy copy.
+_G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]])
+# The dy transform (the output transform's transpose) stores its 4th row/column negated (a plain copy instead
+# of a negation); the filter-gradient transform undoes it.
+_G_SIGNED = _G * np.array([1, 1, 1, -1])[:, None]
+_WINO_CHUNK_BYTES = 4 << 20  # transformed input (16 x tiles x images x C) per chunk
+
+
+class Tiles(NamedTuple):
+    """A Winograd problem: N images of C x H x W, K filters, th x tw output tiles, nb images per chunk."""
+    n: int
+    c: int
+    k: int
+    h: int
+    w: int
+    th: int
+    tw: int
+    nb: int
+
+    @staticmethod
+    def of(n: int, c: int, k: int, h: int, w: int, itemsize: int) -> Tiles:
+        th, tw = -(-h // 2), -(-w // 2)
+        nb = max(1, min(n, _WINO_CHUNK_BYTES // (16 * th * tw * max(c, k) * itemsize)))
+        chunks = max(1, -(-n // nb))
+        return Tiles(n, c, k, h, w, th, tw, max(1, -(-n // chunks)))  # equal chunks
+
+    @property
+    def exact(self) -> bool:
+        """Whether the tiles cover the image exactly (even H and W)."""
+        return (2 * self.th, 2 * self.tw) == (self.h, self.w)
+
+    def chunks(self):
+        for n0 in range(0, self.n, self.nb):
+            yield n0, min(self.nb, self.n - n0)
+
+    def workspaces(self, kind: str, dtype) -> list[tuple]:
+        """Scratch in request order; kind 'forward' (a conv, also used for the input gradient) or 'filter'."""
+        th, tw, nb, c, k = self.th, self.tw, self.nb, self.c, self.k
+        ws = [((2 * th + 2, self.w, nb * c), dtype),           # x, HWNC, a zero row above and below
+              ((4, th, 2 * tw + 2, nb * c), dtype),            # row-transformed, a zero column each side
+              ((16, th * tw * nb, c), dtype)]                  # V: transformed input
+        if kind == "forward":
+            ws += [((16, c, k), dtype),                        # U: transformed filter
+                   ((16, th * tw * nb, k), dtype),             # M = V @ U
+                   ((4, 2, th, tw, nb * k), dtype),            # column-transformed M
+                   ((2 * th, 2 * tw, nb, k), dtype)]           # y, HWNC, whole tiles
+            if not self.exact:
+                ws.append(((nb, k, 2 * th * 2 * tw), dtype))   # y, NCHW, whole tiles
+        else:
+            ws += [((2 * th, self.w, nb * k), dtype),          # dy, HWNC, a zero row below if H is odd
+                   ((4, th, 2 * tw, nb * k), dtype),           # row-transformed dy, a zero column if W is odd
+                   ((16, th * tw * nb, k), dtype),             # transformed dy
+                   ((16, c, k), dtype), ((16, c, k), dtype)]   # this chunk's and the summed V^T @ dM
+        return ws + [((c, c), dtype), ((k, k), dtype)]         # identities for the layout-changing GEMMs
+
+
+def _to_hwnc(src: np.ndarray, dst: np.ndarray, eye: np.ndarray) -> None:
+    """dst (H*W, m, C) = src (m, C, H, W) transposed, by m GEMMs with the identity."""
+    m, c = src.shape[:2]
+    np.matmul(src.reshape(m, c, -1).transpose(0, 2, 1), eye, out=dst.transpose(1, 0, 2))
+
+
+def _from_hwnc(src: np.ndarray, dst: np.ndarray, eye: np.ndarray) -> None:
+    """dst (m, K, H*W) = src (H*W, m, K) transposed."""
+    np.matmul(eye, src.transpose(1, 2, 0), out=dst)
+
+
+def _input_transform(x: np.ndarray, t: Tiles, xp, tr, v, eye_c) -> np.ndarray:
+    """V[4r+s] (tiles x m, C) = B^T d B for every 4x4 input tile d of the m images x (m, C, H, W)."""
+    m, c, h, w = x.shape
+    th, tw = t.th, t.tw
+    xp = _prefix(xp, (2 * th + 2, w, m * c))
+    xp[0] = 0
+    xp[h + 1:] = 0
+    _to_hwnc(x, xp[1:h + 1].reshape(h * w, m, c), eye_c)
+    tr = _prefix(tr, (4, th, 2 * tw + 2, m * c))
+    tr[:, :, 0] = 0
+    tr[:, :, w + 1:] = 0
+    d = [xp[p:p + 2 * th:2] for p in range(4)]
+    inner = tr[:, :, 1:w + 1]
+    np.subtract(d[0], d[2], out=inner[0])
+    np.add(d[1], d[2], out=inner[1])
+    np.subtract(d[2], d[1], out=inner[2])
+    np.subtract(d[1], d[3], out=inner[3])
+    v = _prefix(v, (4, 4, th, tw, m * c))
+    for r in range(4):
+        e = [tr[r, :, q:q + 2 * tw:2] for q in range(4)]
+        np.subtract(e[0], e[2], out=v[r, 0])
+        np.add(e[1], e[2], out=v[r, 1])
+        np.subtract(e[2], e[1], out=v[r, 2])
+        np.subtract(e[1], e[3], out=v[r, 3])
+    return v.reshape(16, th * tw * m, c)
+
+
+def _identities(*eyes: np.ndarray) -> None:
+    """Fills scratch buffers with identity matrices (kept in the plan, not in a module cache)."""
+    for e in eyes:
+        e.fill(0)
+        np.fill_diagonal(e, 1)
+
+
+def _wino_conv(ctx, x: np.ndarray, f: np.ndarray, y: np.ndarray) -> None:
+    """y (N, K, H, W) = the SAME 3x3 conv of x (N, C, H, W) with f (3, 3, C, K)."""
+    n, c, h, w = x.shape
+    k = y.shape[1]
+    t = Tiles.of(n, c, k, h, w, x.itemsize)
+    bufs = [ctx.workspace(s, d) for s, d in t.workspaces("forward", as_dtype(x.dtype))]
+    xp, tr, v, u, mm, z, yt = bufs[:7]
+    eye_c, eye_k = bufs[-2:]
+    _identities(eye_c, eye_k)
+    _wino_filter(f, u)
+    th, tw = t.th, t.tw
+    for n0, m in t.chunks():
+        vv = _input_transform(x[n0:n0 + m], t, xp, tr, v, eye_c)
+        prod = _prefix(mm, (16, th * tw * m, k))
+        np.matmul(vv, u, out=prod)
+        prod = prod.reshape(4, 4, th, tw, m * k)
+        zz = _prefix(z, (4, 2, th, tw, m * k))
+        for r in range(4):
+            np.add(prod[r, 0], prod[r, 1], out=zz[r, 0])
+            zz[r, 0] += prod[r, 2]
+            np.subtract(prod[r, 1], prod[r, 2], out=zz[r, 1])
+            zz[r, 1] -= prod[r, 3]
+        out = _prefix(yt, (2 * th, 2 * tw, m, k))
+        o = out.reshape(th, 2, tw, 2, m * k)
+        for b in range(2):
+            np.add(zz[0, b], zz[1, b], out=o[:, 0, :, b])
+            o[:, 0, :, b] += zz[2, b]
+            np.subtract(zz[1, b], zz[2, b], out=o[:, 1, :, b])
+            o[:, 1, :, b] -= zz[3, b]
+        dst = y[n0:n0 + m]
+        if t.exact:
+            _from_hwnc(out.reshape(h * w, m, k), dst.reshape(m, k, h * w), eye_k)
+        else:
+            stage = _prefix(bufs[7], (m, k, 4 * th * tw))
+            _from_hwnc(out.reshape(4 * th * tw, m, k), stage, eye_k)
+            dst[...] = stage.reshape(m, k, 2 * th, 2 * tw)[:, :, :h, :w]
+
+
+def _wino_filter(f: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """u[4r+s] (C, K) = G f G^T for every (c, k) of f (3, 3, C, K); u is (16, C, K)."""
+    g = _G.astype(f.dtype)
+    return np.einsum("ra,abck,sb->rsck", g, f, g, out=u.reshape(4, 4, *f.shape[2:]))
+
+
+def _wino_backprop_filter(ctx, x: np.ndarray, dy: np.ndarray, df: np.ndarray) -> None:
+    """df = G'^T (sum over tiles of V^T dM) G', dM = A dy A^T per 2x2 tile of dy (the output transform's
+    adjoint), V the input transform of x."""
+    n, c, h, w = x.shape
+    k = dy.shape[1]
+    t = Tiles.of(n, c, k, h, w, x.itemsize)
+    bufs = [ctx.workspace(s, d) for s, d in t.workspaces("filter", as_dtype(x.dtype))]
+    xp, tr, v, dyt, rt, dm, part, acc, eye_c, eye_k = bufs
+    _identities(eye_c, eye_k)
+    th, tw = t.th, t.tw
+    for i, (n0, m) in enumerate(t.chunks()):
+        vv = _input_transform(x[n0:n0 + m], t, xp, tr, v, eye_c)
+        d = _prefix(dyt, (2 * th, w, m * k))
+        d[h:] = 0
+        _to_hwnc(dy[n0:n0 + m], d[:h].reshape(h * w, m, k), eye_k)
+        r = _prefix(rt, (4, th, 2 * tw, m * k))
+        r[:, :, w:] = 0
+        d0, d1, inner = d[0::2], d[1::2], r[:, :, :w]
+        inner[0] = d0
+        np.add(d0, d1, out=inner[1])
+        np.subtract(d0, d1, out=inner[2])
+        inner[3] = d1  # negated: see _G_SIGNED
+        g = _prefix(dm, (4, 4, th, tw, m * k))
+        for a in range(4):
+            e0, e1 = r[a, :, 0::2], r[a, :, 1::2]
+            g[a, 0] = e0
+            np.add(e0, e1, out=g[a, 1])
+            np.subtract(e0, e1, out=g[a, 2])
+            g[a, 3] = e1
+        np.matmul(vv.transpose(0, 2, 1), g.reshape(16, th * tw * m, k), out=acc if i == 0 else part)
+        if i:
+            acc += part
+    gs = _G_SIGNED.astype(df.dtype)
+    np.einsum("ra,rsck,sb->abck", gs, acc.reshape(4, 4, c, k), gs, out=df)
+
+
+# -- kernels and their workspaces ----------------------------------------------------------------------------
+def _specs_geometry(x_shape, f_shape, y_shape, attrs) -> Geometry:
+    return geometry(tuple(int(d) for d in x_shape), f_shape, tuple(int(d) for d in y_shape), attrs)
+
+
+def _out_shape(x_shape, f_shape, attrs) -> tuple:
+    """Conv2D's output shape (the kernel gets it as its output buffer; workspace functions compute it)."""
+    fmt = attrs["data_format"]
+    n, h, w, _ = _nhwc_shape(x_shape, fmt)
+    _, sh, sw, _ = _nhwc_shape(attrs["strides"], fmt)
+    kh, kw, _, k = f_shape
+    if attrs["padding"] == "SAME":
+        ho, wo = -(-h // sh), -(-w // sw)
+    else:
+        ho, wo = (h - kh) // sh + 1, (w - kw) // sw + 1
+    return (n, ho, wo, k) if fmt == "NHWC" else (n, k, ho, wo)
+
+
+def _fast_workspaces(kind: str, n: int, c: int, k: int, h: int, w: int, dtype) -> list[tuple]:
+    """Scratch of the fast path for a conv of c into k channels; kind 'forward' or 'filter'."""
+    if _path(c, k) == "winograd":
+        return Tiles.of(n, c, k, h, w, dtype.size).workspaces(kind, dtype)
+    return Shift.of(h, w, c).workspaces(kind, n, c, k, dtype)
+
+
+def _fast_conv(ctx, x: np.ndarray, f: np.ndarray, y: np.ndarray) -> None:
+    if _path(x.shape[1], y.shape[1]) == "winograd":
+        _wino_conv(ctx, x, f, y)
+    else:
+        _shift_conv(ctx, x, f, y)
+
+
+@register_kernel("Conv2D", "cpu", FLOATS)
+def _conv2d(ctx, ins, outs, attrs):
+    x, f = ins
+    if x.size == 0 or outs[0].size == 0:
+        outs[0].fill(0)
+    elif is_fast(x.shape, f.shape, attrs):
+        _fast_conv(ctx, x, f, outs[0])
+    else:
+        _conv2d_generic(ctx, x, f, outs[0], attrs)
+
+
+@register_workspace("Conv2D", "cpu")
+def _conv2d_ws(ins, attrs):
+    x, f = ins
+    if is_fast(x.shape, f.shape, attrs):
+        n, c, h, w = x.shape
+        return _fast_workspaces("forward", n, c, f.shape[3], h, w, x.dtype)
+    g = _specs_geometry(x.shape, f.shape, _out_shape(x.shape, f.shape, attrs), attrs)
+    return _generic_workspaces(g, x.dtype, "forward", attrs["data_format"])
+
+
+@register_kernel("Conv2DBackpropInput", "cpu", FLOATS)
+def _conv2d_backprop_input(ctx, ins, outs, attrs):
+    _, f, dy = ins
+    if dy.size == 0 or outs[0].size == 0:
+        outs[0].fill(0)
+    elif is_fast(outs[0].shape, f.shape, attrs):
+        _fast_conv(ctx, dy, _flipped(f), outs[0])
+    else:
+        _conv2d_backprop_input_generic(ctx, f, dy, outs[0], attrs)
+
+
+@register_workspace("Conv2DBackpropInput", "cpu")
+def _conv2d_backprop_input_ws(ins, attrs):
+    sizes, f, dy = ins
+    x_shape = tuple(np.asarray(sizes.value).tolist())
+    if is_fast(x_shape, f.shape, attrs):
+        n, c, h, w = x_shape
+        return _fast_workspaces("forward", n, f.shape[3], c, h, w, f.dtype)
+    g = _specs_geometry(x_shape, f.shape, dy.shape, attrs)
+    return _generic_workspaces(g, f.dtype, "input", attrs["data_format"])
+
+
+@register_kernel("Conv2DBackpropFilter", "cpu", FLOATS)
+def _conv2d_backprop_filter(ctx, ins, outs, attrs):
+    x, _, dy = ins
+    if x.size == 0 or dy.size == 0:  # an empty batch: no contributions
+        outs[0].fill(0)
+    elif not is_fast(x.shape, outs[0].shape, attrs):
+        _conv2d_backprop_filter_generic(ctx, x, dy, outs[0], attrs)
+    elif _path(x.shape[1], dy.shape[1]) == "winograd":
+        _wino_backprop_filter(ctx, x, dy, outs[0])
+    else:
+        _shift_backprop_filter(ctx, x, dy, outs[0])
+
+
+@register_workspace("Conv2DBackpropFilter", "cpu")
+def _conv2d_backprop_filter_ws(ins, attrs):
+    x, sizes, dy = ins
+    f_shape = tuple(np.asarray(sizes.value).tolist())
+    if is_fast(x.shape, f_shape, attrs):
+        n, c, h, w = x.shape
+        return _fast_workspaces("filter", n, c, f_shape[3], h, w, x.dtype)
+    g = _specs_geometry(x.shape, f_shape, dy.shape, attrs)
+    return _generic_workspaces(g, x.dtype, "filter", attrs["data_format"])

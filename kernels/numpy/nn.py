@@ -1,0 +1,437 @@
+"""NumPy kernels for the nn ops except convolutions (conv.py): activations, bias, softmax, losses, pooling.
+
+Kernels write into the output buffers they are given. Pooling keeps a fast path for the common 2x2 window
+with stride 2 that tiles the input exactly; everything else takes the generic per-tap loop.
+
+The memory planner preallocates what a kernel declares (register_workspace) and sees nothing else, so the kernels
+on a training step's path make no big temporaries of their own: their scratch comes from ctx.workspace and is
+bounded per call (pooling runs over slices of the batch), and NumPy is left only its ufunc buffers (at most
+np.getbufsize() elements per operand).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from tfplus.dtypes import FLOATS, as_dtype, bool_
+from tfplus.registry import register_kernel, register_workspace
+
+_SLICE_BYTES = 256 << 10  # a pooling kernel's scratch per slice of the batch: small, and still long ufunc runs
+
+
+def _slice_images(n: int, per_image: int) -> int:
+    """How many images of `per_image` scratch bytes one slice of the batch holds."""
+    return max(1, min(n, _SLICE_BYTES // max(per_image, 1)))
+
+
+def _channel_shape(x: np.ndarray, fmt: str) -> tuple:
+    """Broadcast shape of a per-channel vector against x (channels last for NHWC, axis 1 for NCHW)."""
+    if fmt == "NCHW":
+        return (x.shape[1],) + (1,) * (x.ndim - 2)
+    return (x.shape[-1],)
+
+
+# -- bias ----------------------------------------------------------------------------------------------------
+@register_kernel("BiasAdd", "cpu", FLOATS)
+def _bias_add(ctx, ins, outs, attrs):
+    x, b = ins
+    np.add(x, b.reshape(_channel_shape(x, attrs["data_format"])), out=outs[0])
+
+
+@register_workspace("BiasAddGrad", "cpu")
+def _bias_add_grad_ws(ins, attrs):
+    """The vector of ones, then (NCHW) the per-image channel sums."""
+    shape, dtype = ins[0].shape, ins[0].dtype
+    if attrs["data_format"] == "NCHW":
+        return [((int(np.prod(shape[2:])),), dtype), ((shape[0] * shape[1],), dtype)]
+    return [((int(np.prod(shape[:-1])),), dtype)]
+
+
+@register_kernel("BiasAddGrad", "cpu", FLOATS)
+def _bias_add_grad(ctx, ins, outs, attrs):
+    # Sums as matrix-vector products with a vector of ones: BLAS streams the data once, 4x faster than np.sum.
+    dy = ins[0]
+    dtype = as_dtype(dy.dtype)
+    if attrs["data_format"] == "NCHW":
+        n, c = dy.shape[:2]
+        rows = dy.reshape(n * c, -1)
+        ones, per_image = ctx.workspace((rows.shape[1],), dtype), ctx.workspace((n * c,), dtype)
+        ones.fill(1)
+        np.matmul(rows, ones, out=per_image)
+        np.sum(per_image.reshape(n, c), axis=0, out=outs[0])
+    else:
+        rows = dy.reshape(-1, dy.shape[-1])
+        ones = ctx.workspace((rows.shape[0],), dtype)
+        ones.fill(1)
+        np.matmul(ones, rows, out=outs[0])
+
+
+# -- activations ---------------------------------------------------------------------------------------------
+@register_kernel("Relu", "cpu", FLOATS)
+def _relu(ctx, ins, outs, attrs):
+    np.maximum(ins[0], 0, out=outs[0])
+
+
+@register_kernel("ReluGrad", "cpu", FLOATS)
+def _relu_grad(ctx, ins, outs, attrs):
+    # The mask goes straight into the output as 0/1 (no bool temporary of the input's size), then a float
+    # multiply. NOTE: so the output may share the features' buffer (planner.inplace), not the gradients'.
+    g, x = ins
+    np.greater(x, 0, out=outs[0])
+    np.multiply(outs[0], g, out=outs[0])
+
+
+@register_kernel("Relu6", "cpu", FLOATS)
+def _relu6(ctx, ins, outs, attrs):
+    np.clip(ins[0], 0, 6, out=outs[0])
+
+
+@register_kernel("Relu6Grad", "cpu", FLOATS)
+def _relu6_grad(ctx, ins, outs, attrs):
+    g, x = ins
+    np.multiply(g, (x > 0) & (x < 6), out=outs[0], dtype=g.dtype)
+
+
+@register_kernel("Sigmoid", "cpu", FLOATS)
+def _sigmoid(ctx, ins, outs, attrs):
+    # 1/(1+exp(-x)) = (1 + tanh(x/2)) / 2, which cannot overflow.
+    out = outs[0]
+    np.multiply(ins[0], 0.5, out=out)
+    np.tanh(out, out=out)
+    np.multiply(out, 0.5, out=out)
+    np.add(out, 0.5, out=out)
+
+
+@register_kernel("SigmoidGrad", "cpu", FLOATS)
+def _sigmoid_grad(ctx, ins, outs, attrs):
+    y, dy = ins
+    out = outs[0]
+    np.subtract(1, y, out=out)
+    np.multiply(out, y, out=out)
+    np.multiply(out, dy, out=out)
+
+
+@register_kernel("Tanh", "cpu", FLOATS)
+def _tanh(ctx, ins, outs, attrs):
+    np.tanh(ins[0], out=outs[0])
+
+
+@register_kernel("TanhGrad", "cpu", FLOATS)
+def _tanh_grad(ctx, ins, outs, attrs):
+    y, dy = ins
+    out = outs[0]
+    np.multiply(y, y, out=out)
+    np.subtract(1, out, out=out)
+    np.multiply(out, dy, out=out)
+
+
+# -- softmax and cross entropies -----------------------------------------------------------------------------
+def _log_softmax_into(x: np.ndarray, out: np.ndarray) -> None:
+    """out = x - max - log(sum(exp(x - max))) over the last axis, without overflow."""
+    np.subtract(x, x.max(axis=-1, keepdims=True), out=out)
+    out -= np.log(np.exp(out).sum(axis=-1, keepdims=True))
+
+
+@register_kernel("Softmax", "cpu", FLOATS)
+def _softmax(ctx, ins, outs, attrs):
+    x, out = ins[0], outs[0]
+    np.subtract(x, x.max(axis=-1, keepdims=True), out=out)
+    np.exp(out, out=out)
+    out /= out.sum(axis=-1, keepdims=True)
+
+
+@register_kernel("LogSoftmax", "cpu", FLOATS)
+def _log_softmax(ctx, ins, outs, attrs):
+    _log_softmax_into(ins[0], outs[0])
+
+
+@register_kernel("SparseSoftmaxCrossEntropyWithLogits", "cpu", FLOATS)
+def _sparse_xent(ctx, ins, outs, attrs):
+    logits, labels = ins
+    loss, backprop = outs
+    n, k = logits.shape
+    bad = (labels < 0) | (labels >= k)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise ValueError(f"labels[{i}] = {labels[i]} is not a class index in [0, {k}) "
+                         f"(logits shape {logits.shape})")
+    _log_softmax_into(logits, backprop)
+    rows = np.arange(n)
+    np.negative(backprop[rows, labels], out=loss)
+    np.exp(backprop, out=backprop)
+    backprop[rows, labels] -= 1
+
+
+@register_kernel("SoftmaxCrossEntropyWithLogits", "cpu", FLOATS)
+def _xent(ctx, ins, outs, attrs):
+    logits, labels = ins
+    loss, backprop = outs
+    _log_softmax_into(logits, backprop)
+    np.negative(np.einsum("ij,ij->i", labels, backprop), out=loss)
+    np.exp(backprop, out=backprop)
+    backprop -= labels
+
+
+@register_kernel("L2Loss", "cpu", FLOATS)
+def _l2_loss(ctx, ins, outs, attrs):
+    x = ins[0].reshape(-1)
+    outs[0][...] = np.dot(x, x) / 2
+
+
+@register_kernel("InTopKV2", "cpu")
+def _in_top_k(ctx, ins, outs, attrs):
+    predictions, targets, k = ins
+    n, classes = predictions.shape
+    valid = (targets >= 0) & (targets < classes)
+    target = predictions[np.arange(n), np.where(valid, targets, 0)]
+    # Ties count in the target's favour: only strictly larger predictions push it out of the top k.
+    larger = (predictions > target[:, None]).sum(axis=1)
+    outs[0][...] = valid & np.isfinite(target) & (larger < int(k))
+
+
+# -- pooling -------------------------------------------------------------------------------------------------
+def _nchw(a: np.ndarray, fmt: str) -> np.ndarray:
+    """An NCHW view of a rank-4 buffer (a transposed view for NHWC; no copy)."""
+    return a if fmt == "NCHW" else a.transpose(0, 3, 1, 2)
+
+
+def _hw(values, fmt: str) -> tuple[int, int]:
+    return (values[2], values[3]) if fmt == "NCHW" else (values[1], values[2])
+
+
+def _geometry(x_hw, y_hw, attrs):
+    """Window, strides and (top, left) padding of a pool with input size x_hw and output size y_hw."""
+    fmt = attrs["data_format"]
+    (kh, kw), (sh, sw) = _hw(attrs["ksize"], fmt), _hw(attrs["strides"], fmt)
+    pads = [0, 0]
+    if attrs["padding"] == "SAME":
+        pads = [max((o - 1) * s + k - i, 0) // 2 for i, o, s, k in zip(x_hw, y_hw, (sh, sw), (kh, kw))]
+    return (kh, kw), (sh, sw), pads
+
+
+def _is_2x2(x_hw, attrs) -> bool:
+    """The 2x2 / stride 2 window that tiles the input exactly (even sizes, so VALID and SAME agree)."""
+    fmt = attrs["data_format"]
+    return (_hw(attrs["ksize"], fmt) == (2, 2) and _hw(attrs["strides"], fmt) == (2, 2)
+            and x_hw[0] % 2 == 0 and x_hw[1] % 2 == 0)
+
+
+def _nchw_shape(shape, fmt: str) -> tuple:
+    return tuple(shape) if fmt == "NCHW" else (shape[0], shape[3], shape[1], shape[2])
+
+
+def _quarters(a: np.ndarray) -> list[np.ndarray]:
+    """The four (row, column) parity views of an NCHW array, in window scan order."""
+    return [a[:, :, i::2, j::2] for i in (0, 1) for j in (0, 1)]
+
+
+def _taps(a: np.ndarray, ksize, strides, out_hw):
+    """(tap index, view) for every window offset: view[n, c, i, j] = a[n, c, i*sh + dy, j*sw + dx]."""
+    (kh, kw), (sh, sw), (ho, wo) = ksize, strides, out_hw
+    for dy in range(kh):
+        for dx in range(kw):
+            yield a[:, :, dy:dy + (ho - 1) * sh + 1:sh, dx:dx + (wo - 1) * sw + 1:sw]
+
+
+def _padded(x: np.ndarray, pads, ksize, strides, out_hw, fill) -> np.ndarray:
+    """x (NCHW) inside a border of `fill` so that every window lies inside."""
+    n, c, h, w = x.shape
+    hp = max((out_hw[0] - 1) * strides[0] + ksize[0], h + pads[0])
+    wp = max((out_hw[1] - 1) * strides[1] + ksize[1], w + pads[1])
+    if (hp, wp) == (h, w):
+        return x
+    xp = np.full((n, c, hp, wp), fill, x.dtype)
+    xp[:, :, pads[0]:pads[0] + h, pads[1]:pads[1] + w] = x
+    return xp
+
+
+def _first_max_masks(taps, y):
+    """Per tap view: (where that tap holds its window's first maximum (TF's tie rule: scan order), where some
+    tap so far did)."""
+    taken = None
+    for view in taps:
+        hit = view == y
+        if taken is None:
+            taken = hit.copy()
+        else:
+            np.greater(hit, taken, out=hit)  # hit and not taken
+            taken |= hit
+        yield hit, taken
+
+
+def _row_maxima_shape(x_shape, fmt: str, itemsize: int) -> tuple:
+    """The 2x2 max-pool's scratch for one slice of the batch: (images, C, H/2, W), the maxima of row pairs."""
+    n, c, h, w = _nchw_shape(x_shape, fmt)
+    return (_slice_images(n, c * h // 2 * w * itemsize), c, h // 2, w)
+
+
+@register_workspace("MaxPool", "cpu")
+def _max_pool_ws(ins, attrs):
+    x = ins[0]
+    if not _is_2x2(_hw(x.shape, attrs["data_format"]), attrs):
+        return []
+    return [(_row_maxima_shape(x.shape, attrs["data_format"], x.dtype.size), x.dtype)]
+
+
+@register_kernel("MaxPool", "cpu", FLOATS)
+def _max_pool(ctx, ins, outs, attrs):
+    fmt = attrs["data_format"]
+    x, y = _nchw(ins[0], fmt), _nchw(outs[0], fmt)
+    if _is_2x2(x.shape[2:], attrs):
+        # Row pairs first (contiguous inner runs, 2.5x faster than four strided maxima), a slice at a time.
+        rows = ctx.workspace(_row_maxima_shape(ins[0].shape, fmt, x.itemsize), as_dtype(x.dtype))
+        m = rows.shape[0]
+        for i in range(0, x.shape[0], m):
+            xs, r = x[i:i + m], rows[:min(m, x.shape[0] - i)]
+            np.maximum(xs[:, :, 0::2], xs[:, :, 1::2], out=r)
+            np.maximum(r[..., 0::2], r[..., 1::2], out=y[i:i + m])
+        return
+    ksize, strides, pads = _geometry(x.shape[2:], y.shape[2:], attrs)
+    xp = _padded(x, pads, ksize, strides, y.shape[2:], -np.inf)
+    taps = _taps(xp, ksize, strides, y.shape[2:])
+    np.copyto(y, next(taps))
+    for view in taps:
+        np.maximum(y, view, out=y)
+
+
+def _window_masks_shape(x_shape, fmt: str) -> tuple:
+    """The 2x2 max-pool gradient's scratch for one slice of the batch: two bool masks of the output's size."""
+    n, c, h, w = _nchw_shape(x_shape, fmt)
+    m = _slice_images(n, 2 * c * (h // 2) * (w // 2))
+    return (2, m, c, h // 2, w // 2)
+
+
+@register_workspace("MaxPoolGrad", "cpu")
+def _max_pool_grad_ws(ins, attrs):
+    x = ins[0]
+    if not _is_2x2(_hw(x.shape, attrs["data_format"]), attrs):
+        return []
+    return [(_window_masks_shape(x.shape, attrs["data_format"]), bool_)]
+
+
+@register_kernel("MaxPoolGrad", "cpu", FLOATS)
+def _max_pool_grad(ctx, ins, outs, attrs):
+    fmt = attrs["data_format"]
+    x, y, g = (_nchw(a, fmt) for a in ins)
+    dx = _nchw(outs[0], fmt)
+    if _is_2x2(x.shape[2:], attrs):
+        # Every element lies in exactly one window; the gradient goes to the first maximum in scan order (TF's
+        # rule for ties), so the last quarter takes what the first three did not. A slice of the batch at a time.
+        hit, taken = ctx.workspace(_window_masks_shape(ins[0].shape, fmt), bool_)
+        m = hit.shape[0]
+        for i in range(0, x.shape[0], m):
+            k = min(m, x.shape[0] - i)
+            xq, dq, ys, gs = _quarters(x[i:i + k]), _quarters(dx[i:i + k]), y[i:i + k], g[i:i + k]
+            h, t = hit[:k], taken[:k]
+            np.equal(xq[0], ys, out=t)
+            np.multiply(gs, t, out=dq[0], dtype=gs.dtype)
+            for j in (1, 2):
+                np.equal(xq[j], ys, out=h)
+                np.greater(h, t, out=h)  # a maximum here, and none before
+                np.logical_or(t, h, out=t)
+                np.multiply(gs, h, out=dq[j], dtype=gs.dtype)
+            np.logical_not(t, out=t)
+            np.multiply(gs, t, out=dq[3], dtype=gs.dtype)
+        return
+    ksize, strides, pads = _geometry(x.shape[2:], y.shape[2:], attrs)
+    xp = _padded(x, pads, ksize, strides, y.shape[2:], -np.inf)
+    dxp = np.zeros(xp.shape, dx.dtype)
+    for (hit, _), d in zip(_first_max_masks(_taps(xp, ksize, strides, y.shape[2:]), y),
+                      _taps(dxp, ksize, strides, y.shape[2:])):
+        d += g * hit
+    np.copyto(dx, dxp[:, :, pads[0]:pads[0] + x.shape[2], pads[1]:pads[1] + x.shape[3]])
+
+
+@register_kernel("MaxPoolGradGrad", "cpu", FLOATS)
+def _max_pool_grad_grad(ctx, ins, outs, attrs):
+    fmt = attrs["data_format"]
+    x, y, g = (_nchw(a, fmt) for a in ins)
+    out = _nchw(outs[0], fmt)
+    ksize, strides, pads = _geometry(x.shape[2:], y.shape[2:], attrs)
+    xp = _padded(x, pads, ksize, strides, y.shape[2:], -np.inf)
+    gp = _padded(g, pads, ksize, strides, y.shape[2:], 0)
+    out.fill(0)
+    for (hit, _), gv in zip(_first_max_masks(_taps(xp, ksize, strides, y.shape[2:]), y),
+                       _taps(gp, ksize, strides, y.shape[2:])):
+        out += gv * hit
+
+
+def _window_counts(x_hw, y_hw, ksize, strides, pads) -> np.ndarray:
+    """How many input elements (padding excluded) each output window of an average pool covers: (Ho, Wo)."""
+    def per_axis(size, out, k, s, pad):
+        start = np.arange(out) * s - pad
+        return np.minimum(start + k, size) - np.maximum(start, 0)
+    rows = per_axis(x_hw[0], y_hw[0], ksize[0], strides[0], pads[0])
+    cols = per_axis(x_hw[1], y_hw[1], ksize[1], strides[1], pads[1])
+    return np.outer(rows, cols)
+
+
+@register_kernel("AvgPool", "cpu", FLOATS)
+def _avg_pool(ctx, ins, outs, attrs):
+    fmt = attrs["data_format"]
+    x, y = _nchw(ins[0], fmt), _nchw(outs[0], fmt)
+    ksize, strides, pads = _geometry(x.shape[2:], y.shape[2:], attrs)
+    xp = _padded(x, pads, ksize, strides, y.shape[2:], 0)
+    taps = _taps(xp, ksize, strides, y.shape[2:])
+    np.copyto(y, next(taps))
+    for view in taps:
+        np.add(y, view, out=y)
+    y /= _window_counts(x.shape[2:], y.shape[2:], ksize, strides, pads).astype(y.dtype)
+
+
+@register_kernel("AvgPoolGrad", "cpu", FLOATS)
+def _avg_pool_grad(ctx, ins, outs, attrs):
+    fmt = attrs["data_format"]
+    g, dx = _nchw(ins[1], fmt), _nchw(outs[0], fmt)
+    ksize, strides, pads = _geometry(dx.shape[2:], g.shape[2:], attrs)
+    share = g / _window_counts(dx.shape[2:], g.shape[2:], ksize, strides, pads).astype(g.dtype)
+    dxp = _padded(np.zeros(dx.shape, dx.dtype), pads, ksize, strides, g.shape[2:], 0)
+    for view in _taps(dxp, ksize, strides, g.shape[2:]):
+        view += share
+    np.copyto(dx, dxp[:, :, pads[0]:pads[0] + dx.shape[2], pads[1]:pads[1] + dx.shape[3]])
+
+
+# -- compact saved state (tfplus.planner.compact): kernel variants the planned executor calls ---------------
+def max_pool_saving_argmax(ctx, ins, outs, attrs, argmax):
+    """The 2x2 MaxPool that also writes each window's first maximum (0..3, scan order) into `argmax` (uint8,
+    the output's shape), within MaxPool's declared scratch: after a slice's maxima are done, the row-maxima
+    buffer holds the mask of the tap being tested."""
+    fmt = attrs["data_format"]
+    x, y, a = _nchw(ins[0], fmt), _nchw(outs[0], fmt), _nchw(argmax, fmt)
+    rows = ctx.workspace(_row_maxima_shape(ins[0].shape, fmt, x.itemsize), as_dtype(x.dtype))
+    m = rows.shape[0]
+    for i in range(0, x.shape[0], m):
+        xs, ys, s = x[i:i + m], y[i:i + m], a[i:i + m]
+        r = rows[:xs.shape[0]]
+        np.maximum(xs[:, :, 0::2], xs[:, :, 1::2], out=r)
+        np.maximum(r[..., 0::2], r[..., 1::2], out=ys)
+        hit = r.reshape(-1).view(np.bool_)[:ys.size].reshape(ys.shape)
+        s.fill(3)  # no earlier tap holds the maximum (or it is NaN): the last one, as MaxPoolGrad's rule
+        quarters = _quarters(xs)
+        for t in (2, 1, 0):  # earlier taps overwrite later ones: the first maximum wins
+            np.equal(quarters[t], ys, out=hit)
+            np.copyto(s, t, where=hit)
+
+
+def max_pool_grad_relu_from_argmax(ctx, ins, outs, attrs, argmax):
+    """ReluGrad(MaxPoolGrad(x, y, g), x) of a ReLU output x, from the argmax instead of x: the gradient goes
+    to each window's first maximum, and x > 0 there exactly when y > 0. Within MaxPoolGrad's scratch."""
+    fmt = attrs["data_format"]
+    y, g, a = _nchw(ins[1], fmt), _nchw(ins[2], fmt), _nchw(argmax, fmt)
+    dx = _nchw(outs[0], fmt)
+    hit, positive = ctx.workspace(_window_masks_shape(ins[0].shape, fmt), bool_)
+    m = hit.shape[0]
+    for i in range(0, y.shape[0], m):
+        k = min(m, y.shape[0] - i)
+        h, p, gs, s = hit[:k], positive[:k], g[i:i + k], a[i:i + k]
+        np.greater(y[i:i + k], 0, out=p)
+        for t, d in enumerate(_quarters(dx[i:i + k])):
+            np.equal(s, t, out=h)
+            np.logical_and(h, p, out=h)
+            np.multiply(gs, h, out=d, dtype=gs.dtype)
+
+
+def relu_grad_applied(ctx, ins, outs, attrs):
+    """ReluGrad of a gradient that max_pool_grad_relu_from_argmax already masked: a copy, or nothing when
+    the output is written over it."""
+    if not np.may_share_memory(outs[0], ins[0]):
+        np.copyto(outs[0], ins[0])

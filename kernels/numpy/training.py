@@ -1,0 +1,84 @@
+"""NumPy kernels for the optimizer update ops. ins[0] (and the slots) are the variables' live buffers: the
+kernels update them in place, with one scratch buffer of the variable's size (two for Nesterov Adam)."""
+from __future__ import annotations
+
+import numpy as np
+
+from tfplus.dtypes import float16, float32, float64
+from tfplus.registry import register_kernel, register_workspace
+
+DTYPES = (float16, float32, float64)  # the dtypes optimizers accept
+
+
+def _scratch(n: int):
+    """Workspace declaration: `n` buffers shaped like the variable."""
+    def fn(ins, attrs):
+        return [(ins[0].shape, attrs["T"])] * n
+    return fn
+
+
+@register_kernel("ApplyGradientDescent", "cpu", DTYPES)
+def _apply_gradient_descent(ctx, ins, outs, attrs):
+    var, alpha, delta = ins
+    tmp = ctx.workspace(var.shape, attrs["T"])
+    np.multiply(delta, alpha, out=tmp)
+    var -= tmp
+
+
+register_workspace("ApplyGradientDescent", "cpu")(_scratch(1))
+
+
+@register_kernel("ApplyMomentum", "cpu", DTYPES)
+def _apply_momentum(ctx, ins, outs, attrs):
+    var, accum, lr, grad, momentum = ins
+    accum *= momentum
+    accum += grad
+    tmp = ctx.workspace(var.shape, attrs["T"])
+    if attrs.get("use_nesterov", False):
+        # lr * grad + lr * momentum * accum, as lr * (grad + momentum * accum): one scratch buffer.
+        np.multiply(accum, momentum, out=tmp)
+        tmp += grad
+        tmp *= lr
+    else:
+        np.multiply(accum, lr, out=tmp)
+    var -= tmp
+
+
+register_workspace("ApplyMomentum", "cpu")(_scratch(1))
+
+
+@register_kernel("ApplyAdam", "cpu", DTYPES)
+def _apply_adam(ctx, ins, outs, attrs):
+    var, m, v, beta1_power, beta2_power, lr, beta1, beta2, epsilon, grad = ins
+    one = var.dtype.type(1)
+    # Scalars stay in the variable's dtype, as in TF's kernel.
+    alpha = lr * np.sqrt(one - beta2_power) / (one - beta1_power)
+    tmp = ctx.workspace(var.shape, attrs["T"])
+    # m += (grad - m) * (1 - beta1) is m = beta1 * m + (1 - beta1) * grad without a second scratch buffer.
+    np.subtract(grad, m, out=tmp)
+    tmp *= one - beta1
+    m += tmp
+    np.multiply(grad, grad, out=tmp)
+    tmp -= v
+    tmp *= one - beta2
+    v += tmp
+    if attrs.get("use_nesterov", False):
+        # numerator beta1 * m + (1 - beta1) * grad = m + (1 - beta1) * (grad - m)
+        den = ctx.workspace(var.shape, attrs["T"])
+        np.sqrt(v, out=den)
+        den += epsilon
+        np.subtract(grad, m, out=tmp)
+        tmp *= one - beta1
+        tmp += m
+        tmp /= den
+    else:
+        np.sqrt(v, out=tmp)
+        tmp += epsilon
+        np.divide(m, tmp, out=tmp)
+    tmp *= alpha
+    var -= tmp
+
+
+@register_workspace("ApplyAdam", "cpu")
+def _apply_adam_workspace(ins, attrs):
+    return _scratch(2 if attrs.get("use_nesterov", False) else 1)(ins, attrs)

@@ -1,0 +1,226 @@
+"""Saver: round trip, metadata, checksum, validation before any assignment, atomic writes, max_to_keep and the
+`checkpoint` state file."""
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+import tfplus as tf
+from tfplus.train import saver as saver_lib
+from tfplus.train.saver import Saver, get_checkpoint_state, latest_checkpoint, list_variables, load_variable
+
+read_checkpoint_metadata = saver_lib.read_checkpoint_metadata
+
+
+def _graph(w_shape=(2, 3), b_dtype=tf.int32):
+    """Variables a (float32 (4,)), w (float32 w_shape), b (b_dtype (2,)). `a` comes first, so a restore that
+    assigned before validating would already have changed it when w fails."""
+    g = tf.Graph()
+    with g.as_default():
+        a = tf.Variable(np.float32([1, 2, 3, 4]), name="a")
+        w = tf.Variable(np.arange(np.prod(w_shape), dtype=np.float32).reshape(w_shape), name="layer/w")
+        b = tf.Variable(np.array([7, 8], b_dtype.np), name="b")
+        tf.global_variables_initializer()
+    return g, (a, w, b)
+
+
+def _saver(g, *args, **kwargs):
+    with g.as_default():
+        return Saver(*args, **kwargs)
+
+
+def _session(g):
+    sess = tf.Session(graph=g)
+    sess.run("init")
+    return sess
+
+
+def _values(sess, variables):
+    return [sess.run(v) for v in variables]
+
+
+def test_round_trip_into_a_new_graph_and_meta(tmp_path):
+    g, vs = _graph()
+    sess = _session(g)
+    for v in vs:
+        v.load(sess.run(v) * 3, session=sess)
+    saved = _values(sess, vs)
+    meta = {"epoch": 3, "rng": {"state": 2**70, "inc": [1, 2]}, "name": "mentee"}
+    path = _saver(g, max_to_keep=None).save(sess, str(tmp_path / "model.ckpt"), metadata=meta)
+    assert path == str(tmp_path / "model.ckpt") and os.path.isfile(path)
+    g2, vs2 = _graph()
+    sess2 = _session(g2)
+    saver2 = _saver(g2)
+    saver2.restore(sess2, path)
+    for a, b in zip(saved, _values(sess2, vs2)):
+        assert a.dtype == b.dtype and a.tobytes() == b.tobytes()
+    assert read_checkpoint_metadata(path) == meta == Saver.read_meta(path)
+    assert list_variables(path) == [("a", [4]), ("b", [2]), ("layer/w", [2, 3])]
+    assert load_variable(str(tmp_path), "layer/w").tobytes() == saved[1].tobytes()
+    assert g2.get_operation_by_name("save/restore_all").type == "NoOp"
+
+
+def test_global_step_names_the_file_and_no_meta_reads_empty(tmp_path):
+    g, vs = _graph()
+    with g.as_default():
+        step = tf.Variable(np.int64(41), name="global_step", trainable=False)
+    sess = _session(g)
+    sess.run(step.initializer)
+    saver = _saver(g)
+    assert saver.save(sess, str(tmp_path / "m"), global_step=step) == str(tmp_path / "m-41")
+    assert saver.save(sess, str(tmp_path / "m"), global_step=np.int32(5)) == str(tmp_path / "m-5")
+    assert read_checkpoint_metadata(str(tmp_path / "m-5")) == {}
+    with pytest.raises(TypeError, match="metadata must be a dict"):
+        saver.save(sess, str(tmp_path / "m"), metadata=[1])
+
+
+def test_var_list_dict_and_keys(tmp_path):
+    g, (a, w, b) = _graph()
+    sess = _session(g)
+    path = Saver({"first": a, "second": b}).save(sess, str(tmp_path / "m"))
+    assert [k for k, _ in list_variables(path)] == ["first", "second"]
+    g2, (a2, w2, b2) = _graph()
+    sess2 = _session(g2)
+    with g2.as_default():
+        Saver({"first": a2}).restore(sess2, path)  # a subset of the checkpoint is fine
+    with pytest.raises(ValueError, match="two variables would be saved under the key 'a'"):
+        Saver([a, a])
+    with pytest.raises(TypeError, match="is not a variable"):
+        Saver([a.value()])
+    with tf.Graph().as_default(), pytest.raises(ValueError, match="no variables to save"):
+        Saver()
+
+
+def test_corrupted_checkpoint_raises_data_loss(tmp_path):
+    g, vs = _graph()
+    sess = _session(g)
+    saver = _saver(g)
+    path = saver.save(sess, str(tmp_path / "m"))
+    data = open(path, "rb").read()
+    for where in (len(data) - 5, 20, 3):  # payload, checksum, magic
+        bad = bytearray(data)
+        bad[where] ^= 0x01
+        open(path, "wb").write(bytes(bad))
+        with pytest.raises(tf.errors.DataLossError, match=repr(path)):
+            saver.restore(sess, path)
+    open(path, "wb").write(data[:-10])
+    with pytest.raises(tf.errors.DataLossError, match="SHA-256 does not match"):
+        saver.restore(sess, path)
+    with pytest.raises(tf.errors.DataLossError, match="corrupted"):
+        read_checkpoint_metadata(path)
+    with pytest.raises(tf.errors.NotFoundError, match="does not exist"):
+        saver.restore(sess, str(tmp_path / "nothing"))
+    with pytest.raises(ValueError, match="save_path is None"):
+        saver.restore(sess, None)
+
+
+def test_shape_mismatch_is_clear_and_changes_nothing(tmp_path):
+    g, vs = _graph()
+    path = _saver(g).save(_session(g), str(tmp_path / "m"))
+    g2, vs2 = _graph(w_shape=(3, 2))
+    sess2 = _session(g2)
+    before = _values(sess2, vs2)
+    with pytest.raises(tf.errors.InvalidArgumentError) as info:
+        _saver(g2).restore(sess2, path)
+    msg = str(info.value)
+    assert "'layer/w'" in msg and "(2, 3)" in msg and "(3, 2)" in msg and repr(path) in msg
+    assert all(x.tobytes() == y.tobytes() for x, y in zip(before, _values(sess2, vs2)))
+
+
+def test_dtype_mismatch_and_missing_variable(tmp_path):
+    g, vs = _graph()
+    path = _saver(g).save(_session(g), str(tmp_path / "m"))
+    g2, vs2 = _graph(b_dtype=tf.int64)
+    sess2 = _session(g2)
+    before = _values(sess2, vs2)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="as int32 but the graph.s variable is int64"):
+        _saver(g2).restore(sess2, path)
+    assert all(x.tobytes() == y.tobytes() for x, y in zip(before, _values(sess2, vs2)))
+    with g2.as_default():
+        extra = tf.Variable(np.float32(0), name="extra")
+    sess2.run(extra.initializer)
+    with pytest.raises(tf.errors.NotFoundError, match=r"'extra' not found in checkpoint '.*/m'"):
+        Saver([vs2[0], extra]).restore(sess2, path)
+    assert sess2.run(vs2[0]).tobytes() == before[0].tobytes()
+
+
+def test_session_of_another_graph_is_rejected(tmp_path):
+    g, _ = _graph()
+    g2, _ = _graph()
+    with pytest.raises(ValueError, match="different graph"):
+        Saver(g.get_collection(tf.GraphKeys.GLOBAL_VARIABLES)).save(_session(g2), str(tmp_path / "m"))
+
+
+def test_failed_write_leaves_no_partial_file_and_keeps_the_old_one(tmp_path, monkeypatch):
+    g, vs = _graph()
+    sess = _session(g)
+    saver = _saver(g)
+    path = saver.save(sess, str(tmp_path / "m"))
+    old, old_state = open(path, "rb").read(), open(tmp_path / "checkpoint").read()
+    vs[0].load(np.float32([9, 9, 9, 9]), session=sess)
+
+    def crash(src, dst):
+        raise OSError("disk full")
+    monkeypatch.setattr(os, "replace", crash)
+    with pytest.raises(OSError, match="disk full"):
+        saver.save(sess, path)
+    with pytest.raises(OSError, match="disk full"):
+        saver.save(sess, str(tmp_path / "m"), global_step=1)
+    monkeypatch.undo()
+    assert sorted(os.listdir(tmp_path)) == ["checkpoint", "m"]  # no temporary or half-written files
+    assert open(path, "rb").read() == old and open(tmp_path / "checkpoint").read() == old_state
+
+    real_write = saver_lib.atomic_write
+    calls = []
+
+    def fail_on_state_file(p, data):  # the checkpoint is written, the state file is not
+        calls.append(p)
+        if p.endswith("checkpoint"):
+            raise OSError("no space for the state file")
+        real_write(p, data)
+    monkeypatch.setattr(saver_lib, "atomic_write", fail_on_state_file)
+    with pytest.raises(OSError, match="state file"):
+        saver.save(sess, str(tmp_path / "m"), global_step=2)
+    assert latest_checkpoint(str(tmp_path)) == path  # still names a complete checkpoint
+
+
+def test_max_to_keep_and_latest_checkpoint(tmp_path):
+    g, vs = _graph()
+    sess = _session(g)
+    assert latest_checkpoint(str(tmp_path)) is None
+    saver = _saver(g, max_to_keep=2)
+    paths = [saver.save(sess, str(tmp_path / "m"), global_step=i) for i in range(5)]
+    assert sorted(os.listdir(tmp_path)) == ["checkpoint", "m-3", "m-4"]
+    assert saver.last_checkpoints == paths[-2:]
+    assert latest_checkpoint(str(tmp_path)) == paths[-1]
+    state = get_checkpoint_state(str(tmp_path))
+    assert list(state.all_model_checkpoint_paths) == paths[-2:]
+    text = open(tmp_path / "checkpoint").read()
+    assert text == 'model_checkpoint_path: "m-4"\nall_model_checkpoint_paths: "m-3"\n' \
+                   'all_model_checkpoint_paths: "m-4"\n'  # TensorFlow's text format, relative paths
+    saver.save(sess, paths[-2])  # saving to a kept path again makes it the newest
+    assert saver.last_checkpoints == [paths[-1], paths[-2]]
+
+    moved = tmp_path.parent / (tmp_path.name + "_moved")
+    shutil.copytree(tmp_path, moved)
+    assert latest_checkpoint(str(moved)) == str(moved / "m-3")
+
+    resumed = _saver(g, max_to_keep=2)  # a new run adopts the old checkpoints so that they are rotated too
+    resumed.recover_last_checkpoints(list(get_checkpoint_state(str(moved)).all_model_checkpoint_paths))
+    resumed.save(sess, str(moved / "m"), global_step=9)
+    assert sorted(os.listdir(moved)) == ["checkpoint", "m-3", "m-9"]
+
+    keep_all = _saver(g, max_to_keep=None)
+    for i in range(3):
+        keep_all.save(sess, str(tmp_path / "all" / "k"), global_step=i)
+    assert len(get_checkpoint_state(str(tmp_path / "all")).all_model_checkpoint_paths) == 3
+
+
+def test_broken_state_file(tmp_path):
+    (tmp_path / "checkpoint").write_text("model_checkpoint_path: \"unterminated\n")
+    with pytest.raises(tf.errors.DataLossError, match="checkpoint state file .* is corrupted"):
+        latest_checkpoint(str(tmp_path))
+    (tmp_path / "checkpoint").write_text('model_checkpoint_path: "gone"\n')
+    with pytest.raises(tf.errors.NotFoundError, match="names .*gone.*which does not exist"):
+        latest_checkpoint(str(tmp_path))

@@ -1,0 +1,451 @@
+"""GraphDef serialization: Graph -> GraphDef, GraphDef -> nodes of a Graph, and reading/writing graph files.
+
+The messages (tfplus/proto/*.proto) use TensorFlow's field numbers, so TensorFlow parses what we write and we
+parse what it writes (for the op types tfplus registers). Attrs are serialized by the type the op registration
+declares for them (`tfplus.registry.OPS[op_type].attrs`).
+
+    >>> import tfplus as tf
+    >>> from tfplus import graph_io
+    >>> g = tf.Graph()
+    >>> with g.as_default():
+    ...     x = tf.placeholder(tf.float32, [None, 2], name="x")
+    ...     y = tf.identity(x, name="y")
+    >>> gd = g.as_graph_def()
+    >>> [(n.name, n.op, list(n.input)) for n in gd.node]
+    [('x', 'Placeholder', []), ('y', 'Identity', ['x'])]
+    >>> data = gd.SerializeToString()
+    >>> with tf.Graph().as_default():
+    ...     graph_io.import_graph_def(graph_io.parse_graph_def(data), return_elements=["y:0"])
+    [<tf.Tensor 'import/y:0' shape=(?, 2) dtype=float32>]
+"""
+from __future__ import annotations
+
+import contextlib
+import heapq
+import os
+import uuid
+
+import numpy as np
+from google.protobuf import message as _message
+from google.protobuf import text_format, unknown_fields
+
+from tfplus import dtypes as _dt
+from tfplus.framework import _VALID_NAME, Graph, Operation, Tensor, TensorShape, get_default_graph
+from tfplus.proto import attr_value_pb2, graph_pb2, tensor_pb2, tensor_shape_pb2, types_pb2
+from tfplus.registry import OPS
+
+__all__ = ["as_graph_def", "import_graph_def", "parse_graph_def", "read_graph_def", "write_graph",
+           "make_tensor_proto", "make_ndarray", "node_to_proto", "atomic_write"]
+
+# GraphDef.versions.producer: a TensorFlow-1.x-era GraphDef version (our ops have TF1 semantics). TensorFlow
+# accepts any producer at or above its min_producer (0); min_consumer stays 0, so every consumer may read it.
+PRODUCER = 134
+# Fields of TensorFlow's GraphDef that tfplus does not model (library, debug_info): a GraphDef that TensorFlow
+# wrote may carry them. Any other unknown top-level field means the bytes are not a GraphDef.
+_TF_ONLY_GRAPH_FIELDS = {2, 5}
+
+
+# -- shapes and tensors --------------------------------------------------------------------------------------
+def shape_to_proto(shape) -> tensor_shape_pb2.TensorShapeProto:
+    """None -> unknown rank; a None dimension -> size -1 (TensorFlow's 'unknown')."""
+    dims = TensorShape(shape).dims_tuple
+    if dims is None:
+        return tensor_shape_pb2.TensorShapeProto(unknown_rank=True)
+    return tensor_shape_pb2.TensorShapeProto(
+        dim=[tensor_shape_pb2.TensorShapeProto.Dim(size=-1 if d is None else d) for d in dims])
+
+
+def shape_from_proto(proto: tensor_shape_pb2.TensorShapeProto) -> tuple | None:
+    if proto.unknown_rank:
+        return None
+    return tuple(None if d.size < 0 else d.size for d in proto.dim)
+
+
+def _dtype_from_enum(enum: int) -> _dt.DType:
+    try:
+        return _dt.as_dtype(int(enum))
+    except TypeError:
+        name = types_pb2.DataType.Name(enum) if enum in types_pb2.DataType.values() else f"DataType {enum}"
+        raise TypeError(f"{name} is not supported by tfplus; supported: "
+                        f"{', '.join(d.name for d in _dt.ALL)}") from None
+
+
+def make_tensor_proto(values, dtype=None, shape=None) -> tensor_pb2.TensorProto:
+    """An array as a TensorProto with `tensor_content` (raw little-endian bytes, row-major), as TensorFlow
+    writes NumPy arrays. A single value is broadcast to `shape` if given.
+
+        >>> make_tensor_proto(np.float32([1, 2])).tensor_content
+        b'\\x00\\x00\\x80?\\x00\\x00\\x00@'
+    """
+    dtype = None if dtype is None else _dt.as_dtype(dtype)
+    arr = np.asarray(values, dtype=None if dtype is None else dtype.np)
+    dtype = dtype or _dt.as_dtype(arr.dtype)
+    if shape is not None:
+        shape = tuple(int(d) for d in shape)
+        arr = np.broadcast_to(arr.reshape(()), shape) if arr.size == 1 else arr.reshape(shape)
+    content = arr.astype(arr.dtype.newbyteorder("<"), copy=False).tobytes()
+    return tensor_pb2.TensorProto(dtype=dtype.as_datatype_enum, tensor_shape=shape_to_proto(arr.shape),
+                                  tensor_content=content)
+
+
+# The typed field TensorFlow uses for each dtype when `tensor_content` is empty, and the NumPy type its
+# values arrive in (half_val holds float16 bit patterns).
+_VAL_FIELDS = {
+    "float16": ("half_val", np.uint16), "float32": ("float_val", np.float32),
+    "float64": ("double_val", np.float64), "int32": ("int_val", np.int64), "int16": ("int_val", np.int64),
+    "int8": ("int_val", np.int64), "uint8": ("int_val", np.int64), "int64": ("int64_val", np.int64),
+    "bool": ("bool_val", np.bool_),
+}
+
+
+def make_ndarray(proto: tensor_pb2.TensorProto) -> np.ndarray:
+    """A TensorProto's value as a new array. Reads `tensor_content` or the typed `*_val` field; with fewer
+    values than elements the last value fills the rest (TensorFlow's rule: one value fills everything)."""
+    dtype = _dtype_from_enum(proto.dtype)
+    shape = shape_from_proto(proto.tensor_shape)
+    if shape is None or None in shape:
+        raise ValueError(f"a tensor value must have a fully known shape, got {TensorShape(shape)}")
+    n = int(np.prod(shape, dtype=np.int64))
+    if proto.tensor_content:
+        if len(proto.tensor_content) != n * dtype.size:
+            raise ValueError(f"tensor_content has {len(proto.tensor_content)} bytes but a {dtype.name} "
+                             f"tensor of shape {TensorShape(shape)} needs {n * dtype.size}")
+        return np.frombuffer(proto.tensor_content, dtype.np.newbyteorder("<")).astype(dtype.np).reshape(shape)
+    field, raw = _VAL_FIELDS[dtype.name]
+    vals = np.array(getattr(proto, field), dtype=raw)
+    if vals.size > n:
+        raise ValueError(f"{field} has {vals.size} values but shape {TensorShape(shape)} has {n} elements")
+    if vals.size == 0:
+        return np.zeros(shape, dtype.np)
+    vals = np.pad(vals, (0, n - vals.size), mode="edge")
+    vals = vals.view(np.float16) if dtype is _dt.float16 else vals.astype(dtype.np)
+    return vals.reshape(shape)
+
+
+def _frozen_ndarray(proto):
+    arr = make_ndarray(proto)
+    arr.flags.writeable = False  # like tf.constant's value: the graph owns it
+    return arr
+
+
+# -- attrs ---------------------------------------------------------------------------------------------------
+def _to_bytes(v) -> bytes:
+    return v.encode() if isinstance(v, str) else bytes(v)
+
+
+def _from_bytes(b: bytes):
+    try:
+        return b.decode()
+    except UnicodeDecodeError:
+        return b
+
+
+# attr type -> (AttrValue field, Python value -> proto value, proto value -> Python value)
+_ATTR_KINDS = {
+    "string": ("s", _to_bytes, _from_bytes),
+    "int": ("i", int, int),
+    "float": ("f", float, float),
+    "bool": ("b", bool, bool),
+    "type": ("type", lambda v: _dt.as_dtype(v).as_datatype_enum, _dtype_from_enum),
+    "shape": ("shape", shape_to_proto, shape_from_proto),
+    "tensor": ("tensor", make_tensor_proto, _frozen_ndarray),
+}
+_MESSAGE_FIELDS = ("shape", "tensor")
+
+
+def _attr_kind(kind: str):
+    """(AttrValue field, converters, is a list) for a declared attr type such as 'int' or 'list(shape)'."""
+    is_list = kind.startswith("list(") and kind.endswith(")")
+    base = kind[5:-1] if is_list else kind
+    if base not in _ATTR_KINDS:
+        raise ValueError(f"attr type {kind!r} is not supported; supported: {sorted(_ATTR_KINDS)}, list(...)")
+    return (*_ATTR_KINDS[base], is_list)
+
+
+def attr_to_proto(kind: str, value) -> attr_value_pb2.AttrValue:
+    """A Python attr value as an AttrValue, by its declared type: `attr_to_proto("list(int)", [1, 2])`."""
+    field, to_proto, _, is_list = _attr_kind(kind)
+    av = attr_value_pb2.AttrValue()
+    if is_list:
+        av.list.SetInParent()  # an empty list is still a list (TensorFlow writes `list {}`)
+        getattr(av.list, field).extend([to_proto(v) for v in value])
+    elif field in _MESSAGE_FIELDS:
+        getattr(av, field).CopyFrom(to_proto(value))
+    else:
+        setattr(av, field, to_proto(value))
+    return av
+
+
+def attr_from_proto(kind: str, av: attr_value_pb2.AttrValue):
+    """The Python value of an AttrValue whose declared type is `kind` (lists come back as lists)."""
+    field, _, from_proto, is_list = _attr_kind(kind)
+    which = av.WhichOneof("value")
+    if which != ("list" if is_list else field):
+        raise ValueError(f"the AttrValue holds {which or 'nothing'} where the op declares {kind!r}")
+    if is_list:
+        return [from_proto(v) for v in getattr(av.list, field)]
+    return from_proto(getattr(av, field))
+
+
+# -- Graph -> GraphDef ---------------------------------------------------------------------------------------
+def _input_name(t: Tensor) -> str:
+    return t.op.name if t.value_index == 0 else f"{t.op.name}:{t.value_index}"
+
+
+def node_to_proto(op: Operation) -> graph_pb2.NodeDef:
+    """One Operation as a NodeDef: inputs "node[:idx]" then control inputs "^node", attrs by declared type."""
+    node = graph_pb2.NodeDef(name=op.name, op=op.type, device=op.device or "")
+    node.input.extend([_input_name(t) for t in op.inputs] + ["^" + c.name for c in op.control_inputs])
+    declared = op.op_def.attrs
+    for key, value in sorted(op.attrs.items()):
+        if key not in declared:
+            raise ValueError(f"{op.type} '{op.name}': attr {key!r} is not declared by the op registration "
+                             f"(declared: {sorted(declared)}); add it to register_op({op.type!r}, attrs=...)")
+        if value is None and declared[key] != "shape":  # NOTE: None is a shape (unknown rank), else "unset"
+            continue
+        try:
+            node.attr[key].CopyFrom(attr_to_proto(declared[key], value))
+        except (TypeError, ValueError) as e:
+            raise type(e)(f"{op.type} '{op.name}': cannot serialize attr {key!r} = {value!r} as "
+                          f"{declared[key]!r}: {e}") from None
+    return node
+
+
+def as_graph_def(graph: Graph | None = None, add_shapes: bool = False) -> graph_pb2.GraphDef:
+    """The graph as a GraphDef, nodes in creation order. `add_shapes` adds TensorFlow's `_output_shapes` attr.
+
+        >>> as_graph_def(Graph()).versions.producer
+        134
+    """
+    graph = graph or get_default_graph()
+    gd = graph_pb2.GraphDef(versions=graph_pb2.VersionDef(producer=PRODUCER, min_consumer=0))
+    for op in graph.get_operations():
+        node = node_to_proto(op)
+        if add_shapes and op.outputs:
+            node.attr["_output_shapes"].CopyFrom(attr_to_proto("list(shape)", [t._shape for t in op.outputs]))
+        gd.node.append(node)
+    return gd
+
+
+# -- bytes and files -----------------------------------------------------------------------------------------
+def parse_graph_def(data: bytes, source: str | None = None) -> graph_pb2.GraphDef:
+    """Parses a binary GraphDef; truncated or foreign bytes raise ValueError naming `source`."""
+    where = source or f"{len(data)} bytes"
+    gd = graph_pb2.GraphDef()
+    try:
+        gd.ParseFromString(data)
+    except _message.DecodeError as e:
+        raise ValueError(f"cannot parse a GraphDef from {where}: {e} (truncated or not a binary GraphDef? "
+                         "a text GraphDef is read with read_graph_def(path, as_text=True))") from e
+    # NOTE: protobuf keeps fields it does not know; bytes that parse only into such fields are not a GraphDef.
+    stray = sorted({f.field_number for f in unknown_fields.UnknownFieldSet(gd)} - _TF_ONLY_GRAPH_FIELDS)
+    if stray:
+        raise ValueError(f"{where} is not a GraphDef: it has unknown top-level fields {stray}")
+    return gd
+
+
+def read_graph_def(path: str, as_text: bool | None = None) -> graph_pb2.GraphDef:
+    """Reads a GraphDef file; `as_text=None` decides by the extension (.pbtxt/.txt are text)."""
+    if as_text is None:
+        as_text = os.path.splitext(path)[1].lower() in (".pbtxt", ".txt")
+    with open(path, "rb") as f:
+        data = f.read()
+    if not as_text:
+        return parse_graph_def(data, source=repr(path))
+    try:
+        return text_format.Parse(data.decode("utf-8"), graph_pb2.GraphDef())
+    except (text_format.ParseError, UnicodeDecodeError) as e:
+        raise ValueError(f"cannot parse a text GraphDef from {path!r}: {e}") from e
+
+
+def write_graph(graph_or_graph_def, logdir: str, name: str, as_text: bool = True) -> str:
+    """tf.train.write_graph: writes the GraphDef to logdir/name (text by default), atomically; returns the
+    path.
+
+        >>> write_graph(tf.get_default_graph(), "/tmp/run", "graph.pbtxt")  # doctest: +SKIP
+        '/tmp/run/graph.pbtxt'
+    """
+    gd = graph_or_graph_def.as_graph_def() if isinstance(graph_or_graph_def, Graph) else graph_or_graph_def
+    os.makedirs(logdir, exist_ok=True)
+    path = os.path.join(logdir, name)
+    data = text_format.MessageToString(gd).encode() if as_text else gd.SerializeToString(deterministic=True)
+    atomic_write(path, data)
+    return path
+
+
+def atomic_write(path: str, data: bytes) -> None:
+    """Writes `data` to `path` so that readers (and a crash) see the old file or the new one, never a torn
+    one: a temporary file in the same folder, fsync, os.replace, fsync of the folder."""
+    folder = os.path.dirname(os.path.abspath(path))
+    tmp = os.path.join(folder, f".{os.path.basename(path)}.{uuid.uuid4().hex[:12]}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    if os.name == "posix":  # make the rename itself durable
+        dir_fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+
+# -- GraphDef -> Graph ---------------------------------------------------------------------------------------
+def _split_input(s: str) -> tuple[str, int, bool]:
+    """'^n' -> ('n', -1, True); 'n:2' -> ('n', 2, False); 'n' -> ('n', 0, False)."""
+    if s.startswith("^"):
+        return s[1:], -1, True
+    name, sep, idx = s.rpartition(":")
+    if sep and idx.isdigit():
+        return name, int(idx), False
+    return s, 0, False
+
+
+def _canonical(key: str) -> str:
+    name, idx, control = _split_input(key)
+    return f"^{name}" if control else f"{name}:{idx}"
+
+
+def _node_attrs(node: graph_pb2.NodeDef) -> dict:
+    declared = OPS[node.op].attrs
+    attrs = {}
+    for key, av in node.attr.items():
+        if key.startswith("_"):  # TensorFlow's internal attrs (_output_shapes, _class): not op semantics
+            continue
+        if key not in declared:
+            raise ValueError(f"import_graph_def: node {node.name!r} ({node.op}) has attr {key!r}, which "
+                             f"tfplus's {node.op} does not declare (declared: {sorted(declared)})")
+        try:
+            attrs[key] = attr_from_proto(declared[key], av)
+        except (TypeError, ValueError) as e:
+            raise type(e)(f"import_graph_def: node {node.name!r} ({node.op}), attr {key!r}: {e}") from None
+    return attrs
+
+
+def _topological(nodes: list, deps: dict[str, set[str]]) -> list:
+    """Kahn's algorithm; ties keep GraphDef order (a GraphDef need not be sorted)."""
+    index = {n.name: i for i, n in enumerate(nodes)}
+    waiting = {n.name: len(deps[n.name]) for n in nodes}
+    users: dict[str, list[str]] = {n.name: [] for n in nodes}
+    for name, ds in deps.items():
+        for d in ds:
+            users[d].append(name)
+    ready = [index[name] for name, k in waiting.items() if k == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        node = nodes[heapq.heappop(ready)]
+        order.append(node)
+        for u in users[node.name]:
+            waiting[u] -= 1
+            if waiting[u] == 0:
+                heapq.heappush(ready, index[u])
+    if len(order) != len(nodes):
+        stuck = sorted(name for name, k in waiting.items() if k > 0)[:5]
+        raise ValueError(f"import_graph_def: the GraphDef has a cycle through {stuck}")
+    return order
+
+
+def import_graph_def(graph_def, input_map: dict | None = None, return_elements: list | None = None,
+                     name: str | None = None) -> list | None:
+    """tf.import_graph_def: recreates `graph_def`'s nodes in the default graph under the scope `name`
+    ("import" if None, none if ""), through the op registry.
+
+    `input_map` maps GraphDef tensor names ("x:0" or "x") to Tensors of this graph that replace them;
+    `return_elements` names what to return: "n:i" gives a Tensor, "n" an Operation (e.g. an imported
+    variable's "w/Assign" or the "init" op, which a new Session must run unless it restores a checkpoint).
+
+        >>> y, init = tf.import_graph_def(gd, return_elements=["y:0", "init"])  # doctest: +SKIP
+
+    Everything that can be checked beforehand (op types, attrs, inputs, names) is, before any node is created.
+    """
+    if not isinstance(graph_def, graph_pb2.GraphDef):
+        if not hasattr(graph_def, "SerializeToString"):
+            raise TypeError(f"import_graph_def: expected a GraphDef, got {type(graph_def).__name__}; "
+                            "parse bytes with tfplus.graph_io.parse_graph_def")
+        graph_def = parse_graph_def(graph_def.SerializeToString(), source=type(graph_def).__name__)
+    graph = get_default_graph()
+    nodes = list(graph_def.node)
+    by_name: dict[str, graph_pb2.NodeDef] = {}
+    for node in nodes:
+        if not _VALID_NAME.match(node.name):
+            raise ValueError(f"import_graph_def: {node.name!r} is not a valid node name")
+        if node.name in by_name:
+            raise ValueError(f"import_graph_def: the GraphDef has two nodes named {node.name!r}")
+        if node.op not in OPS:
+            raise ValueError(f"import_graph_def: node {node.name!r} has op type {node.op!r}, which is not "
+                             f"registered in tfplus; registered op types: {', '.join(sorted(OPS))}")
+        by_name[node.name] = node
+    attrs = {node.name: _node_attrs(node) for node in nodes}
+
+    mapped: dict[str, Tensor | Operation] = {}
+    for key, value in (input_map or {}).items():
+        value = value._as_tensor() if hasattr(value, "_as_tensor") else value
+        wanted = Operation if key.startswith("^") else Tensor
+        if not isinstance(value, wanted) or value.graph is not graph:
+            raise ValueError(f"import_graph_def: input_map[{key!r}] must be a {wanted.__name__} of the "
+                             f"default graph, got {value!r}")
+        mapped[_canonical(key)] = value
+    used: set[str] = set()
+    deps: dict[str, set[str]] = {}
+    for node in nodes:
+        deps[node.name] = set()
+        for s in node.input:
+            src, idx, control = _split_input(s)
+            key = f"^{src}" if control else f"{src}:{idx}"
+            if key in mapped:
+                used.add(key)
+            elif src in by_name:
+                deps[node.name].add(src)
+            else:
+                raise ValueError(f"import_graph_def: node {node.name!r} ({node.op}) has input {s!r}, but the "
+                                 f"GraphDef has no node {src!r} and input_map does not provide it")
+    unused = sorted(set(mapped) - used)
+    if unused:
+        raise ValueError(f"import_graph_def: input_map names inputs that no node of the GraphDef uses: "
+                         f"{unused}")
+    for elem in return_elements or ():
+        if _split_input(elem)[0] not in by_name:
+            raise ValueError(f"import_graph_def: return element {elem!r} names no node of the GraphDef")
+    order = _topological(nodes, deps)
+
+    with graph.name_scope("import" if name is None else name) as scope:
+        created: dict[str, Operation] = {}
+        for node in order:
+            inputs, controls = [], []
+            for s in node.input:
+                src, idx, control = _split_input(s)
+                key = f"^{src}" if control else f"{src}:{idx}"
+                if key in mapped:
+                    target = mapped[key]
+                    (controls if control else inputs).append(target)
+                elif control:
+                    controls.append(created[src])
+                else:
+                    outs = created[src].outputs
+                    if idx >= len(outs):
+                        raise ValueError(f"import_graph_def: node {node.name!r} has input {s!r}, but "
+                                         f"{created[src].type} {src!r} has {len(outs)} outputs")
+                    inputs.append(outs[idx])
+            try:
+                op = graph.create_op(node.op, inputs, attrs[node.name], name=f"{scope}{node.name}/")
+            except (TypeError, ValueError) as e:
+                raise type(e)(f"import_graph_def: node {node.name!r}: {e}") from None
+            except KeyError as e:  # a shape function reading an attr that the NodeDef lacks
+                raise ValueError(f"import_graph_def: node {node.name!r} ({node.op}) lacks attr {e}; "
+                                 f"it has {sorted(attrs[node.name])}") from None
+            for c in controls:
+                op._add_control_input(c)
+            if node.device:
+                op.device = node.device
+            created[node.name] = op
+    if return_elements is None:
+        return None
+    return [graph.as_graph_element(scope + e) if ":" in e else created[e] for e in return_elements]

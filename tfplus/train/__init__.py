@@ -1,0 +1,30 @@
+"""tf.train: optimizers, the global step, learning-rate schedules and checkpoints (TF1 names, signatures)."""
+from tfplus.graph_io import write_graph
+from tfplus.train import saver as _saver
+from tfplus.train.learning_rate_decay import (
+    cosine_decay,
+    exponential_decay,
+    inverse_time_decay,
+    natural_exp_decay,
+    piecewise_constant,
+    polynomial_decay,
+)
+from tfplus.train.optimizer import AdamOptimizer, GradientDescentOptimizer, MomentumOptimizer, Optimizer
+from tfplus.train.saver import Saver, latest_checkpoint
+from tfplus.train.training_util import (
+    assert_global_step,
+    create_global_step,
+    get_global_step,
+    get_or_create_global_step,
+)
+
+__all__ = ["Optimizer", "GradientDescentOptimizer", "MomentumOptimizer", "AdamOptimizer",
+           "assert_global_step", "create_global_step", "get_global_step", "get_or_create_global_step",
+           "exponential_decay", "natural_exp_decay", "inverse_time_decay", "polynomial_decay", "cosine_decay",
+           "piecewise_constant", "Saver", "latest_checkpoint", "write_graph"]
+
+# The rest of the checkpoint API (get_checkpoint_state, list_variables, ...): whatever saver.py lists.
+for _name in _saver.__all__:
+    globals()[_name] = getattr(_saver, _name)
+    if _name not in __all__:
+        __all__.append(_name)

@@ -1,0 +1,311 @@
+"""tf.train optimizers (TF1): compute_gradients -> apply_gradients -> one grouped train op.
+
+    import tfplus as tf
+    loss = ...
+    global_step = tf.train.get_or_create_global_step()
+    train_op = tf.train.MomentumOptimizer(0.1, 0.9).minimize(loss, global_step=global_step)
+
+Slots (per-variable state such as Momentum's velocity) are non-trainable global variables named like TF's,
+`<var>/Momentum`, `<var>/Adam`, `<var>/Adam_1`, so global_variables_initializer and the Saver cover them.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from tfplus import dtypes as _dt
+from tfplus.framework import (
+    GraphKeys,
+    Operation,
+    Tensor,
+    control_dependencies,
+    convert_to_tensor,
+    get_default_graph,
+    name_scope,
+)
+from tfplus.gradients import gradients
+from tfplus.ops.array_ops import constant, zeros
+from tfplus.ops.control_flow_ops import group, tuple_
+from tfplus.ops.math_ops import cast
+from tfplus.ops.state_ops import assign_add
+from tfplus.ops.training_ops import apply_adam, apply_gradient_descent, apply_momentum
+from tfplus.variables import Variable, trainable_variables
+
+_VALID_DTYPES = (_dt.float16, _dt.float32, _dt.float64)
+
+
+class Optimizer:
+    """Base class: subclasses define `_create_slots`, `_apply_dense` and, if they keep state beyond the
+    variables' slots, `_finish`. Hyperparameters may be numbers, tensors (e.g. a decay schedule) or
+    callables."""
+
+    GATE_NONE, GATE_OP, GATE_GRAPH = 0, 1, 2
+
+    def __init__(self, use_locking: bool, name: str):
+        if not name:
+            raise ValueError("Must specify the optimizer name")
+        self._use_locking = use_locking
+        self._name = name
+        self._slots: dict[str, dict[Variable, Variable]] = {}     # slot name -> {variable: slot variable}
+        self._non_slot: dict[tuple[str, Any], Variable] = {}      # (name, graph) -> e.g. Adam's beta1_power
+        self._hyper_cache: dict[tuple[str, _dt.DType], Tensor] = {}
+        self._scope = ""
+
+    def get_name(self) -> str:
+        return self._name
+
+    # -- the three steps ----------------------------------------------------------------------------------
+    def minimize(self, loss, global_step=None, var_list=None, gate_gradients=GATE_OP, aggregation_method=None,
+                 colocate_gradients_with_ops=False, name=None, grad_loss=None) -> Operation:
+        """compute_gradients + apply_gradients: the op that takes one training step.
+
+            >>> import tfplus as tf
+            >>> w = tf.Variable(3.0)
+            >>> train_op = tf.train.GradientDescentOptimizer(0.1).minimize(w * w)
+        """
+        grads_and_vars = self.compute_gradients(loss, var_list=var_list, gate_gradients=gate_gradients,
+                                                aggregation_method=aggregation_method,
+                                                colocate_gradients_with_ops=colocate_gradients_with_ops,
+                                                grad_loss=grad_loss)
+        if all(g is None for g, _ in grads_and_vars):
+            raise ValueError("No gradients provided for any variable, check your graph for ops that do not "
+                             f"support gradients, between variables {[v.name for _, v in grads_and_vars]} "
+                             f"and loss {convert_to_tensor(loss).name}.")
+        return self.apply_gradients(grads_and_vars, global_step=global_step, name=name)
+
+    def compute_gradients(self, loss, var_list=None, gate_gradients=GATE_OP, aggregation_method=None,
+                          colocate_gradients_with_ops=False, grad_loss=None) -> list[tuple]:
+        """[(gradient, variable)] for `var_list` (default: the trainable variables); the gradient is None for
+        a variable the loss does not depend on.
+
+            >>> import tfplus as tf
+            >>> w = tf.Variable(3.0)
+            >>> [(g, v)] = tf.train.GradientDescentOptimizer(0.1).compute_gradients(w * w)  # g = 2 * w
+        """
+        if gate_gradients not in (self.GATE_NONE, self.GATE_OP, self.GATE_GRAPH):
+            raise ValueError(f"gate_gradients must be one of Optimizer.GATE_NONE, GATE_OP or GATE_GRAPH, "
+                             f"not {gate_gradients!r}")
+        loss = convert_to_tensor(loss)
+        _check_dtypes([loss], "loss")
+        if var_list is None:
+            var_list = trainable_variables()
+        var_list = list(dict.fromkeys(var_list))
+        if not var_list:
+            raise ValueError("No variables to optimize.")
+        for v in var_list:
+            if not isinstance(v, Variable):
+                raise TypeError(f"compute_gradients: var_list holds {v!r}, which is not a tf.Variable")
+        grads = gradients(loss, var_list, grad_ys=grad_loss, aggregation_method=aggregation_method,
+                          colocate_gradients_with_ops=colocate_gradients_with_ops)
+        if gate_gradients == self.GATE_GRAPH:
+            grads = tuple_(grads)
+        pairs = list(zip(grads, var_list))
+        _check_dtypes([v for g, v in pairs if g is not None], "variable")
+        return pairs
+
+    def apply_gradients(self, grads_and_vars, global_step=None, name=None) -> Operation:
+        """Groups one update op per (gradient, variable) pair whose gradient is not None; with `global_step`,
+        the returned op also increments it, after all the updates.
+
+            >>> import tfplus as tf
+            >>> w = tf.Variable(3.0)
+            >>> opt = tf.train.GradientDescentOptimizer(0.1)
+            >>> train_op = opt.apply_gradients(opt.compute_gradients(w * w))
+        """
+        pairs = []
+        for pair in grads_and_vars:
+            try:
+                g, v = pair
+            except (TypeError, ValueError):
+                raise TypeError(f"apply_gradients: {pair!r} is not a (gradient, variable) pair") from None
+            if not isinstance(v, Variable):
+                raise TypeError(f"apply_gradients: {v!r} is not a tf.Variable")
+            pairs.append((None if g is None else convert_to_tensor(g), v))
+        if not pairs:
+            raise ValueError("No variables provided.")
+        var_list = [v for g, v in pairs if g is not None]
+        if not var_list:
+            raise ValueError(f"No gradients provided for any variable: {[v.name for _, v in pairs]}.")
+        graph = var_list[0].graph
+        with graph.as_default():
+            self._create_slots(var_list)
+            with name_scope(name, self._name) as scope:
+                self._prepare(scope)
+                updates = []
+                for g, v in pairs:
+                    if g is None:
+                        continue
+                    with name_scope("update_" + v.op.name):
+                        updates.append(self._apply_dense(g, v))
+                if global_step is None:
+                    train_op = self._finish(updates, scope)
+                else:
+                    with control_dependencies([self._finish(updates, "update")]):
+                        train_op = assign_add(global_step, 1, name=scope).op
+            train_ops = graph.get_collection_ref(GraphKeys.TRAIN_OP)
+            if train_op not in train_ops:
+                train_ops.append(train_op)
+        return train_op
+
+    # -- state ----------------------------------------------------------------------------------------------
+    def get_slot(self, var: Variable, name: str) -> Variable | None:
+        """The slot variable `name` (see get_slot_names) that this optimizer keeps for `var`, or None."""
+        return self._slots.get(name, {}).get(var)
+
+    def get_slot_names(self) -> list[str]:
+        """Names of the slots this optimizer created, e.g. ['momentum'] or ['m', 'v']."""
+        return sorted(self._slots)
+
+    def variables(self) -> list[Variable]:
+        """The optimizer's own variables in the default graph (slots and e.g. Adam's beta powers), by name."""
+        graph = get_default_graph()
+        own = [v for v in self._non_slot.values() if v.graph is graph]
+        own += [s for slots in self._slots.values() for s in slots.values() if s.graph is graph]
+        return sorted(own, key=lambda v: v.name)
+
+    # -- for subclasses -------------------------------------------------------------------------------------
+    def _create_slots(self, var_list: list[Variable]) -> None:
+        """Creates the slot (and non-slot) variables `_apply_dense` needs; called before each apply."""
+
+    def _prepare(self, scope: str) -> None:
+        """Starts one apply_gradients: hyperparameter tensors are made afresh in its name scope."""
+        self._scope, self._hyper_cache = scope, {}
+
+    def _apply_dense(self, grad: Tensor, var: Variable) -> Operation:
+        raise NotImplementedError(f"{type(self).__name__} must implement _apply_dense")
+
+    def _finish(self, update_ops: list[Operation], name: str) -> Operation:
+        return group(*update_ops, name=name)
+
+    def _hyper(self, name: str, value, dtype: _dt.DType) -> Tensor:
+        """Hyperparameter `value` as a tensor of `dtype`, made once per apply_gradients in its name scope.
+        Numbers become constants of that dtype (no float32 rounding for float64 variables); tensors are
+        cast."""
+        key = (name, dtype)
+        if key not in self._hyper_cache:
+            with name_scope(self._scope or None):
+                self._hyper_cache[key] = _as_dtype(value() if callable(value) else value, dtype, name)
+        return self._hyper_cache[key]
+
+    def _zeros_slot(self, var: Variable, slot_name: str, op_name: str) -> Variable:
+        """The slot `slot_name` of `var`, created on first use as a zero-filled variable `<var>/<op_name>`."""
+        slots = self._slots.setdefault(slot_name, {})
+        if var not in slots:
+            slots[var] = _create_zeros_slot(var, op_name)
+        return slots[var]
+
+    def _get_or_make_non_slot(self, name: str, initial_value, like: Variable) -> Variable:
+        """A non-trainable variable shared by all the updates of one graph, e.g. Adam's `beta1_power`."""
+        key = (name, like.graph)
+        if key not in self._non_slot:
+            graph = like.graph
+            with graph.as_default(), graph.control_dependencies(None):
+                self._non_slot[key] = Variable(_as_dtype(initial_value, like.dtype, "initial_value"),
+                                               trainable=False, name=name)
+        return self._non_slot[key]
+
+    def _get_non_slot(self, name: str) -> Variable:
+        return self._non_slot[(name, get_default_graph())]
+
+
+def _as_dtype(value, dtype: _dt.DType, name: str) -> Tensor:
+    if isinstance(value, Tensor) or hasattr(value, "_as_tensor"):
+        t = convert_to_tensor(value)
+        if t.dtype is dtype:
+            return t
+        return cast(t, dtype, name=name)
+    return constant(value, dtype=dtype, name=name)
+
+
+def _create_zeros_slot(var: Variable, op_name: str) -> Variable:
+    if not var.shape.is_fully_defined():
+        raise ValueError(f"cannot create the {op_name} slot of variable '{var.op.name}': its shape "
+                         f"{var.shape} is not fully defined")
+    shape, dtype, graph = var.shape.as_list(), var.dtype, var.graph
+    # Slots live outside the caller's name scope and control dependencies, like TF's init_scope.
+    with graph.as_default(), graph.name_scope(None), graph.control_dependencies(None):
+        return Variable(lambda: zeros(shape, dtype), trainable=False, name=f"{var.op.name}/{op_name}")
+
+
+def _check_dtypes(tensors, what: str) -> None:
+    for t in tensors:
+        if t.dtype not in _VALID_DTYPES:
+            raise TypeError(f"{what} '{t.name}' has dtype {t.dtype.name}; optimizers need one of "
+                            f"{[d.name for d in _VALID_DTYPES]}")
+
+
+# -- the optimizers ------------------------------------------------------------------------------------------
+class GradientDescentOptimizer(Optimizer):
+    """var -= learning_rate * grad  (op ApplyGradientDescent)."""
+
+    def __init__(self, learning_rate, use_locking: bool = False, name: str = "GradientDescent"):
+        super().__init__(use_locking, name)
+        self._learning_rate = learning_rate
+
+    def _apply_dense(self, grad, var):
+        lr = self._hyper("learning_rate", self._learning_rate, var.dtype)
+        return apply_gradient_descent(var, lr, grad, use_locking=self._use_locking).op
+
+
+class MomentumOptimizer(Optimizer):
+    """accum = momentum * accum + grad; var -= learning_rate * accum (Nesterov: var -= learning_rate *
+    (grad + momentum * accum)). Slot 'momentum', variable `<var>/Momentum`; op ApplyMomentum."""
+
+    def __init__(self, learning_rate, momentum, use_locking: bool = False, name: str = "Momentum",
+                 use_nesterov: bool = False):
+        super().__init__(use_locking, name)
+        self._learning_rate, self._momentum, self._use_nesterov = learning_rate, momentum, use_nesterov
+
+    def _create_slots(self, var_list):
+        for v in var_list:
+            self._zeros_slot(v, "momentum", self._name)
+
+    def _apply_dense(self, grad, var):
+        return apply_momentum(var, self.get_slot(var, "momentum"),
+                              self._hyper("learning_rate", self._learning_rate, var.dtype), grad,
+                              self._hyper("momentum", self._momentum, var.dtype),
+                              use_locking=self._use_locking, use_nesterov=self._use_nesterov).op
+
+
+class AdamOptimizer(Optimizer):
+    """Adam as TF1 computes it (Kingma & Ba, section 2's bias correction folded into the step size):
+    lr_t = lr * sqrt(1 - beta2^t) / (1 - beta1^t); m = beta1 * m + (1 - beta1) * g;
+    v = beta2 * v + (1 - beta2) * g^2; var -= lr_t * m / (sqrt(v) + epsilon).
+    Slots 'm' and 'v' (`<var>/Adam`, `<var>/Adam_1`); beta1^t and beta2^t are the non-slot variables
+    `beta1_power` and `beta2_power`, multiplied by beta1 and beta2 after each step's updates."""
+
+    def __init__(self, learning_rate=0.001, beta1=0.9, beta2=0.999, epsilon=1e-8, use_locking: bool = False,
+                 name: str = "Adam"):
+        super().__init__(use_locking, name)
+        self._lr, self._beta1, self._beta2, self._epsilon = learning_rate, beta1, beta2, epsilon
+
+    def _create_slots(self, var_list):
+        # TF keeps the powers with the first variable by name; they take its dtype here.
+        first = min(var_list, key=lambda v: v.name)
+        self._get_or_make_non_slot("beta1_power", self._beta1, first)
+        self._get_or_make_non_slot("beta2_power", self._beta2, first)
+        for v in var_list:
+            self._zeros_slot(v, "m", self._name)
+            self._zeros_slot(v, "v", self._name)
+
+    def _get_beta_accumulators(self) -> tuple[Variable, Variable]:
+        return self._get_non_slot("beta1_power"), self._get_non_slot("beta2_power")
+
+    def _apply_dense(self, grad, var):
+        dt = var.dtype
+        beta1_power, beta2_power = self._get_beta_accumulators()
+        return apply_adam(var, self.get_slot(var, "m"), self.get_slot(var, "v"),
+                          _as_dtype(beta1_power, dt, "beta1_power"),
+                          _as_dtype(beta2_power, dt, "beta2_power"),
+                          self._hyper("learning_rate", self._lr, dt), self._hyper("beta1", self._beta1, dt),
+                          self._hyper("beta2", self._beta2, dt), self._hyper("epsilon", self._epsilon, dt),
+                          grad, use_locking=self._use_locking).op
+
+    def _finish(self, update_ops, name):
+        beta1_power, beta2_power = self._get_beta_accumulators()
+        with control_dependencies(update_ops):
+            dt = beta1_power.dtype
+            update_beta1 = beta1_power.assign(beta1_power * self._hyper("beta1", self._beta1, dt),
+                                              use_locking=self._use_locking)
+            update_beta2 = beta2_power.assign(beta2_power * self._hyper("beta2", self._beta2, dt),
+                                              use_locking=self._use_locking)
+        return group(*update_ops, update_beta1, update_beta2, name=name)
