@@ -1,0 +1,344 @@
+"""Speed of one Mentee training step (NCHW float32, batch 128, momentum SGD) on tfplus's opencl device, and in
+the same run its peers when present: PyTorch eager (CUDA) and tinygrad (OpenCL and CUDA). Not a test.
+
+    python benchmarks/bench_gpu_step.py                       # opencl + peers, prints a table
+    python benchmarks/bench_gpu_step.py --device cpu --batch 32 --steps 3 --no-peers
+    TFPLUS_OPENCL_PROFILE=1 python benchmarks/bench_gpu_step.py --profile   # + per-kernel GPU times
+
+Reports ms/step (median), GFLOP/s (22.85 GFLOP per step at batch 128, scaled by batch), the forward share
+(a forward-only run fetching the loss), bytes host->device and device->host per step, device allocations in
+the steady state, and the cold start (process start to the end of the first step: imports, OpenCL program
+builds or their disk cache, autotuning). Measurements are recorded in benchmarks/gpu_notes.md.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+T_START = time.perf_counter()
+GFLOP_PER_SAMPLE = 22.85 / 128  # forward + backward of the Mentee step (conv and FC multiply-adds x 2 x 3)
+
+
+def _times(fn, steps: int) -> list[float]:
+    out = []
+    for _ in range(steps):
+        t = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t)
+    return out
+
+
+# -- tfplus --------------------------------------------------------------------------------------------------
+def bench_tfplus(device: str, batch: int, steps: int, warmup: int, profile: bool,
+                 cprofile: bool = False) -> dict:
+    import numpy as np
+
+    import tfplus as tf
+    from tfplus.graphs.mentee import training_graph
+    t_import = time.perf_counter() - T_START
+    tg = training_graph(total_steps=10 ** 6, seed=0, optimizer="momentum", nesterov=False, weight_decay=0.0,
+                        schedule="const", learning_rate=0.01)
+    rng = np.random.default_rng(0)
+    images = rng.standard_normal((batch, 3, 32, 32)).astype(np.float32)
+    labels = rng.integers(0, 10, batch).astype(np.int32)
+    feed = {tg.images: images, tg.labels: labels}
+    with tf.Session(graph=tg.graph, device=device) as s:
+        rt = s.runtime
+        s.run(tg.init_op)
+        t = time.perf_counter()
+        first_loss = s.run([tg.train_op, tg.loss], feed)[1]
+        t_first = time.perf_counter() - t
+        cold = time.perf_counter() - T_START
+        for _ in range(warmup):
+            s.run([tg.train_op, tg.loss], feed)
+        h2d, d2h, allocs = rt.h2d_bytes, rt.d2h_bytes, getattr(rt, "device_allocations", 0)
+        step = _times(lambda: s.run([tg.train_op, tg.loss], feed), steps)
+        per = {"h2d_bytes": (rt.h2d_bytes - h2d) // steps, "d2h_bytes": (rt.d2h_bytes - d2h) // steps,
+               "new_device_allocations": getattr(rt, "device_allocations", 0) - allocs}
+        fwd = _times(lambda: s.run(tg.loss, feed), steps)
+        host = _host_breakdown(s, lambda: s.run([tg.train_op, tg.loss], feed), steps)
+        if cprofile:
+            import cProfile
+            import pstats
+            prof = cProfile.Profile()
+            prof.runcall(lambda: [s.run([tg.train_op, tg.loss], feed) for _ in range(steps)])
+            pstats.Stats(prof).sort_stats("tottime").print_stats(25)
+        kernels = {}
+        if profile and getattr(rt, "profile", None) is not None:
+            rt.profile_report()
+            for _ in range(steps):
+                s.run([tg.train_op, tg.loss], feed)
+            kernels = {k: (n / steps, ms / steps) for k, (n, ms) in rt.profile_report().items()}
+        last_loss = s.run(tg.loss, feed)
+        desc = rt.describe()
+        n_ops = max(len(p.order) for p in s._plans.values())
+    ms = statistics.median(step) * 1e3
+    return {"name": f"tfplus {device}", "device": desc, "batch": batch, "ms": ms,
+            "ms_mean": statistics.mean(step) * 1e3,
+            "gflops": GFLOP_PER_SAMPLE * batch / (ms * 1e-3), "fwd_ms": statistics.median(fwd) * 1e3,
+            "import_s": t_import, "first_step_s": t_first, "cold_start_s": cold, **per,
+            "loss_first": float(first_loss), "loss_last": float(last_loss), "kernels": kernels, "host": host,
+            "ops": n_ops}
+
+
+def memo_output_shapes() -> None:
+    """An experiment on the executor (not part of tfplus): reuse each op's run-time output shapes for the same
+    input shapes instead of calling its shape function every step, to measure what that would save."""
+    from tfplus import session as S
+    orig, memo = S.Session._outputs, {}
+
+    def outputs(self, op, ins, values):
+        if op.op_def.value_inputs or self._arena is not None:
+            return orig(self, op, ins, values)
+        key = (op, tuple(b.shape for b in ins))
+        specs = memo.get(key)
+        if specs is None:
+            outs = orig(self, op, ins, values)
+            memo[key] = [(tuple(o.shape), o.dtype) for o in outs]
+            return outs
+        rt, aliases = self._runtime, op.op_def.aliases
+        return [rt.view(ins[aliases[k]], shape) if k in aliases else rt.allocate(shape, dtype)
+                for k, (shape, dtype) in enumerate(specs)]
+    S.Session._outputs = outputs
+
+
+def _host_breakdown(session, step, steps: int) -> dict:
+    """Host milliseconds per step in the executor: all of it, in kernels (launchers and enqueueing), and in
+    output allocation (run-time shape functions, allocate). Wraps the session's internals (benchmark only)."""
+    from tfplus import session as S
+    spent = {"execute": 0.0, "kernels": 0.0, "outputs": 0.0}
+
+    def timed(fn, what):
+        def wrapper(*a, **k):
+            t = time.perf_counter()
+            try:
+                return fn(*a, **k)
+            finally:
+                spent[what] += time.perf_counter() - t
+        return wrapper
+    by_type: dict = {}
+
+    def find(op_type, device, dtype):
+        k = saved[2](op_type, device, dtype)
+        if k is None:
+            return k
+
+        def kernel(*a):
+            t = time.perf_counter()
+            try:
+                return k(*a)
+            finally:
+                dt = time.perf_counter() - t
+                spent["kernels"] += dt
+                by_type[op_type] = by_type.get(op_type, 0.0) + dt
+        return kernel
+    saved = S.Session._execute, S.Session._outputs, S.find_kernel
+    S.Session._execute, S.Session._outputs = timed(saved[0], "execute"), timed(saved[1], "outputs")
+    S.find_kernel = find
+    try:
+        for _ in range(steps):
+            step()
+    finally:
+        S.Session._execute, S.Session._outputs, S.find_kernel = saved
+    out = {k: v / steps * 1e3 for k, v in spent.items()}
+    out["by_type"] = {k: v / steps * 1e3 for k, v in sorted(by_type.items(), key=lambda kv: -kv[1])[:12]}
+    return out
+
+
+def launch_overhead(device: str, n: int = 5000) -> None:
+    """Host microseconds per launch of a tiny kernel: through rt.run, pyopencl's invoker, and a bare enqueue
+    (arguments already set), to see what a step's ~100 launches cost on the host."""
+    import numpy as np
+    import pyopencl as cl
+
+    from tfplus.kernels.opencl._common import kernel
+    from tfplus.runtime import get_runtime
+    rt = get_runtime(device)
+    a = rt.copy_in(np.ones(256, np.float32))
+    k = kernel(rt, "training.cl", "apply_momentum", a.dtype)
+    args = (a, a, a, a, a, np.int32(256), np.int32(0))
+    cargs = [rt.buffer(x) if hasattr(x, "block") else x for x in args]
+    rt.run(k, (256,), (256,), *args)
+    ways = {"rt.run": lambda: rt.run(k, (256,), (256,), *args),
+            "invoker": lambda: k.k(rt.queue, (256,), (256,), *cargs),
+            "bare enqueue": lambda: cl._cl.enqueue_nd_range_kernel(rt.queue, k.k, (256,), (256,), None, None,
+                                                                     False, False)}
+    for name, fn in ways.items():
+        rt.synchronize()
+        t = time.perf_counter()
+        for _ in range(n):
+            fn()
+        rt.synchronize()
+        print(f"launch overhead, {name:13s}: {(time.perf_counter() - t) / n * 1e6:6.2f} us")
+
+
+# -- peers ---------------------------------------------------------------------------------------------------
+def bench_torch(batch: int, steps: int, warmup: int) -> dict:
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    if not torch.cuda.is_available():
+        raise RuntimeError("no CUDA device")
+    dev = torch.device("cuda")
+
+    def conv(i, o):
+        return [nn.Conv2d(i, o, 3, padding=1), nn.ReLU()]
+    model = nn.Sequential(*conv(3, 32), *conv(32, 32), nn.MaxPool2d(2), *conv(32, 64), *conv(64, 64),
+                          nn.MaxPool2d(2), *conv(64, 128), nn.MaxPool2d(2), nn.Flatten(),
+                          nn.Linear(2048, 256),
+                          nn.ReLU(), nn.Linear(256, 128), nn.ReLU(), nn.Linear(128, 10)).to(dev)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    x = torch.randn(batch, 3, 32, 32, device=dev)
+    y = torch.randint(0, 10, (batch,), device=dev)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss.item()
+
+    def fwd():
+        with torch.no_grad():
+            return F.cross_entropy(model(x), y).item()
+    for _ in range(warmup):
+        step()
+    ms = statistics.median(_times(step, steps)) * 1e3
+    return {"name": "pytorch eager", "device": torch.cuda.get_device_name(), "batch": batch, "ms": ms,
+            "gflops": GFLOP_PER_SAMPLE * batch / (ms * 1e-3),
+            "fwd_ms": statistics.median(_times(fwd, steps)) * 1e3}
+
+
+def bench_tinygrad(backend: str, batch: int, steps: int, warmup: int) -> dict:
+    os.environ["DEV"] = backend
+    os.environ["TRAINING"] = "1"  # tinygrad's optimizers step only in training mode
+    from tinygrad import Device, Tensor, TinyJit, nn
+    t0 = time.perf_counter()
+
+    class Mentee:
+        def __init__(self):
+            widths = ((3, 32), (32, 32), (32, 64), (64, 64), (64, 128))
+            self.convs = [nn.Conv2d(i, o, 3, padding=1) for i, o in widths]
+            self.fcs = [nn.Linear(2048, 256), nn.Linear(256, 128), nn.Linear(128, 10)]
+
+        def __call__(self, x):
+            for i, c in enumerate(self.convs):
+                x = c(x).relu()
+                if i in (1, 3, 4):
+                    x = x.max_pool2d(2)
+            x = x.flatten(1)
+            x = self.fcs[1](self.fcs[0](x).relu()).relu()
+            return self.fcs[2](x)
+    model = Mentee()
+    opt = nn.optim.SGD(nn.state.get_parameters(model), lr=0.01, momentum=0.9)
+    x = Tensor.randn(batch, 3, 32, 32).realize()
+    y = Tensor.randint(batch, high=10).realize()
+
+    @TinyJit
+    def jit_step():
+        opt.zero_grad()
+        loss = model(x).sparse_categorical_crossentropy(y).backward()
+        opt.step()
+        return loss.realize()
+
+    def step():
+        return jit_step().item()
+    step()
+    compile_s = time.perf_counter() - t0
+    for _ in range(warmup):
+        step()
+    ms = statistics.median(_times(step, steps)) * 1e3
+    return {"name": f"tinygrad {backend}", "device": Device.DEFAULT, "batch": batch, "ms": ms,
+            "gflops": GFLOP_PER_SAMPLE * batch / (ms * 1e-3), "first_step_s": compile_s}
+
+
+def _peer(args, which: str) -> dict | None:
+    """Runs one peer in a child process (a peer that is missing or fails is reported, not fatal)."""
+    cmd = [sys.executable, "-P", os.path.abspath(__file__), "--peer", which, "--batch", str(args.batch),
+           "--steps", str(args.steps), "--warmup", str(args.warmup)]
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=args.peer_timeout)
+    except subprocess.TimeoutExpired:
+        return {"name": which, "error": f"timed out after {args.peer_timeout} s"}
+    for line in r.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[7:])
+    return {"name": which, "error": (r.stderr.strip().splitlines() or ["no output"])[-1][:200]}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--device", default="opencl")
+    p.add_argument("--batch", type=int, default=128)
+    p.add_argument("--steps", type=int, default=30)
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--profile", action="store_true",
+                   help="per-kernel GPU times (needs TFPLUS_OPENCL_PROFILE=1)")
+    p.add_argument("--cprofile", action="store_true", help="print the host-side Python profile of the steps")
+    p.add_argument("--launch-overhead", action="store_true", help="time one kernel launch three ways")
+    p.add_argument("--memo-shapes", action="store_true", help="experiment: executor reuses output shapes")
+    p.add_argument("--no-peers", action="store_true")
+    p.add_argument("--peers", default="torch,tinygrad:CL,tinygrad:CUDA")
+    p.add_argument("--peer", help=argparse.SUPPRESS)
+    p.add_argument("--peer-timeout", type=int, default=240)
+    p.add_argument("--json", help="also write the results here")
+    args = p.parse_args()
+    if args.peer:
+        if args.peer == "torch":
+            res = bench_torch(args.batch, args.steps, args.warmup)
+        else:
+            res = bench_tinygrad(args.peer.split(":")[1], args.batch, args.steps, args.warmup)
+        print("RESULT " + json.dumps(res))
+        return
+    if args.launch_overhead:
+        launch_overhead(args.device)
+    if args.memo_shapes:
+        memo_output_shapes()
+    results = [bench_tfplus(args.device, args.batch, args.steps, args.warmup, args.profile, args.cprofile)]
+    if not args.no_peers:
+        results += [r for r in (_peer(args, w) for w in args.peers.split(",")) if r]
+    import platform
+    cpu = platform.processor()
+    if os.path.exists("/proc/cpuinfo"):
+        cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
+                    if line.startswith("model name")), cpu)
+    print(f"\nhost CPU: {cpu}, Python {platform.python_version()}")
+    print(f"\n{'run':22s} {'ms/step':>8s} {'GFLOP/s':>8s} {'fwd ms':>7s} {'fwd %':>6s} {'first s':>8s} "
+          " device")
+    for r in results:
+        if "error" in r:
+            print(f"{r['name']:22s} unavailable: {r['error']}")
+            continue
+        fwd = r.get("fwd_ms")
+        print(f"{r['name']:22s} {r['ms']:8.2f} {r['gflops']:8.0f} {fwd or float('nan'):7.2f} "
+              f"{100 * fwd / r['ms'] if fwd else float('nan'):6.1f} "
+              f"{r.get('first_step_s', float('nan')):8.2f}  "
+              f"{r['device']}")
+    t = results[0]
+    print(f"\ntfplus: batch {t['batch']}, h2d {t['h2d_bytes']} B/step, d2h {t['d2h_bytes']} B/step, "
+          f"new device allocations in {args.steps} steps: {t['new_device_allocations']}; "
+          f"import {t['import_s']:.2f} s, "
+          f"first step {t['first_step_s']:.2f} s, cold start {t['cold_start_s']:.2f} s; "
+          f"loss {t['loss_first']:.4f} -> {t['loss_last']:.4f}")
+    h = t["host"]
+    print(f"host time per step ({t['ops']} ops): executor {h['execute']:.2f} ms, of which kernel launchers "
+          f"{h['kernels']:.2f} ms and output shapes/allocation {h['outputs']:.2f} ms; "
+          "launchers by op type (ms): "
+          + ", ".join(f"{k} {v:.2f}" for k, v in h["by_type"].items()))
+    if t["kernels"]:
+        total = sum(ms for _, ms in t["kernels"].values())
+        print(f"GPU kernel time {total:.2f} ms/step of {t['ms']:.2f} ms wall; top kernels:")
+        for name, (n, ms) in sorted(t["kernels"].items(), key=lambda kv: -kv[1][1])[:15]:
+            print(f"  {name:28s} {n:5.1f} launches {ms:7.3f} ms")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,70 @@
+"""Tile sizes for the GEMM-based kernels (matmul.cl, conv.cl), chosen per device and problem by timing a few
+candidates on the real buffers at first use; the choice is kept in the device's tuning file (see
+tfplus.runtime.opencl.cache_dir()). CPU devices (PoCL) use one small fixed tile, so tests compile one variant.
+TFPLUS_OPENCL_TUNE=0 skips the timing and takes the default tile."""
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+# (TM, TN, TK, WM, WN): a TM x TN tile of C per work-group of (TN/WN) x (TM/WM) threads, TK deep.
+GPU_CANDIDATES = [(64, 64, 16, 4, 4), (128, 64, 16, 8, 4), (64, 128, 16, 8, 8), (128, 128, 16, 8, 8),
+                  (32, 128, 16, 4, 8), (32, 64, 16, 2, 4), (64, 32, 16, 4, 2), (128, 32, 16, 8, 2)]
+GPU_DEFAULT = (64, 64, 16, 4, 4)
+CPU_TILE = (32, 32, 8, 4, 4)
+
+
+def valid(cfg, max_wg: int, local_mem: int, itemsize: int) -> bool:
+    tm, tn, tk, wm, wn = cfg
+    nt = (tm // wm) * (tn // wn)
+    return (nt <= max_wg and nt % tm == 0 and nt % tn == 0 and nt % tk == 0 and (tm * tk) % nt == 0
+            and (tn * tk) % nt == 0 and tk * (tm + tn + 2) * itemsize <= local_mem)
+
+
+def defines(cfg) -> dict:
+    return dict(zip(("TM", "TN", "TK", "WM", "WN"), cfg))
+
+
+def launch_shape(cfg, m: int, n: int, depth: int = 1) -> tuple[tuple, tuple]:
+    """(global, local) sizes covering an m x n output (times `depth` splits)."""
+    tm, tn, _, wm, wn = cfg
+    tx, ty = tn // wn, tm // wm
+    return (-(-n // tn) * tx, -(-m // tm) * ty, depth), (tx, ty, 1)
+
+
+def choose(rt, key: str, itemsize: int, run) -> tuple:
+    """The tile config for `key` on rt's device; `run(cfg)` enqueues the kernel with tile config cfg."""
+    dev = rt.dev
+    if not dev.is_gpu:
+        return CPU_TILE
+    key += "|" + os.environ.get("TFPLUS_OPENCL_BUILD_OPTIONS", "")  # e.g. -cl-opt-disable: other timings
+    hit = dev.tuning.get(key)
+    if hit is not None:
+        return tuple(hit)
+    local_mem = rt.info["local_mem_bytes"]
+    ok = [c for c in GPU_CANDIDATES if valid(c, dev.max_wg, local_mem, itemsize)]
+    if os.environ.get("TFPLUS_OPENCL_TUNE", "1") == "0" or not ok:
+        return GPU_DEFAULT if GPU_DEFAULT in ok else (ok or [CPU_TILE])[0]
+    best, best_t, error = None, None, None
+    for cfg in ok:
+        try:
+            run(cfg)  # compiles, warms up
+            rt.synchronize()
+            t0 = time.perf_counter()
+            for _ in range(3):
+                run(cfg)
+            rt.synchronize()
+            t = time.perf_counter() - t0
+        except Exception as e:  # noqa: BLE001  a config the device cannot run (resources) is no candidate
+            error = e
+            continue
+        if best_t is None or t < best_t:
+            best, best_t = cfg, t
+    if best is None:
+        raise RuntimeError(f"no tile configuration of {key} runs on {rt.describe()}; the last error: {error}")
+    dev.tuning[key] = list(best)
+    dev.save_tuning()
+    if os.environ.get("TFPLUS_DEBUG", "0") not in ("", "0"):
+        print(f"tfplus: tuned {key}: tile {best} ({best_t / 3 * 1e3:.3f} ms)", file=sys.stderr)
+    return best

@@ -1,0 +1,64 @@
+// Array ops: strided copies (transpose, slices, concat, pack, tile, pad, broadcast all reduce to one), one-hot,
+// cumulative sums, in-top-k. Copies are built per element size (T = uchar, ushort, uint, ulong): bits move as is.
+
+// out[out_off + offset(i, so)] = in[in_off + offset(i, si)] for i over `shape` (n elements); strides may be
+// negative (reversed slices) or zero (broadcast reads).
+#if WANT_copy_strided
+__kernel void K(copy_strided)(__global T* out, __global const T* in, int n, int rank, int8 shape, int8 so,
+                              int8 si, int out_off, int in_off) {
+    int i = get_global_id(0);
+    if (i < n) out[out_off + strided_offset(i, rank, shape, so)] = in[in_off + strided_offset(i, rank, shape, si)];
+}
+#endif
+
+#ifdef TI
+// OneHot with the depth axis in the middle of (outer, depth, inner): out[o, j, r] = indices[o, r] == j ? on : off.
+#if WANT_one_hot
+__kernel void K(one_hot)(__global T* out, __global const TI* indices, __global const T* on, __global const T* off,
+                         int n, int depth, int inner) {
+    int i = get_global_id(0);
+    if (i < n) {
+        int r = i % inner, t = i / inner, j = t % depth, o = t / depth;
+        out[i] = indices[o * inner + r] == (TI)j ? on[0] : off[0];
+    }
+}
+#endif
+
+#if IS_FLOAT
+// InTopK: targets[row] is in the top k of predictions[row] when fewer than k entries are strictly larger
+// (ties count in its favour); an out-of-range target or a non-finite prediction gives false, as in TF.
+#if WANT_in_top_k
+__kernel void K(in_top_k)(__global bool_t* out, __global const T* pred, __global const TI* targets,
+                          __global const TI* k, int rows, int classes) {
+    int row = get_global_id(0);
+    if (row >= rows) return;
+    TI t = targets[row];
+    if (t < 0 || t >= classes || !isfinite(pred[row * classes + t])) { out[row] = 0; return; }
+    T v = pred[row * classes + t];
+    int larger = 0;
+    for (int c = 0; c < classes; c++) {
+        T p = pred[row * classes + c];
+        if (!isfinite(p)) { out[row] = 0; return; }
+        larger += p > v;
+    }
+    out[row] = larger < k[0];
+}
+#endif
+#endif
+#endif
+
+// Cumsum along the middle axis of (outer, len, inner): one work-item per (outer, inner) line.
+#if WANT_cumsum
+__kernel void K(cumsum)(__global T* out, __global const T* in, int outer, int len, int inner, int exclusive,
+                        int reverse) {
+    int i = get_global_id(0);
+    if (i >= outer * inner) return;
+    int base = (i / inner) * len * inner + i % inner;
+    T s = 0;
+    for (int j = 0; j < len; j++) {
+        int p = base + (reverse ? len - 1 - j : j) * inner;
+        T x = in[p];
+        if (exclusive) { out[p] = s; s += x; } else { s += x; out[p] = s; }
+    }
+}
+#endif

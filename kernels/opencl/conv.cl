@@ -1,0 +1,117 @@
+// Convolutions as implicit GEMMs: no im2col buffer; a small table (int4 per k, built on the host once per
+// geometry) says where the k-th filter tap reads. Tensors are read through strides, so NCHW and NHWC share code.
+//
+// conv: out[n = (b, oh, ow), m] = sum_k A[m, k] * B[k, n] with
+//   A[m, k] = w[tab[k].x + m * sam]                        (the filter, or the flipped filter for dx)
+//   B[k, n] = x[b*xN + ih0*xH + iw0*xW + tab[k].y]         where (ih0 + tab[k].z, iw0 + tab[k].w) is in bounds,
+//   ih0 = oh*sh - ph, iw0 = ow*sw - pw. It computes Conv2D, and Conv2DBackpropInput as a stride-1 conv of dy
+//   with the flipped filter; with STRIDED (dx of a strided conv) tab[k].y holds only the channel offset and
+//   the row is (ih0 + tab[k].z) / SH when that divides exactly.
+// conv_wgrad: dw[m = (kh, kw, ci), n = co] = sum over p = (b, oh, ow) of x[...] * dy[...], each split of the
+//   p range (get_group_id(2)) writing its own partial sum.
+
+#if WANT_conv
+__kernel GEMM_ATTR void K(conv)(__global T* out, __global const T* x, __global const T* w,
+                                __global const int4* tab, int M, int N, int Kd, int OH, int OW, int H, int W,
+                                int xN, int xH, int xW, int oN, int oC, int oH, int oW, int sh, int sw, int ph,
+                                int pw, int sam, int SH, int SW) {
+    GEMM_BEGIN
+    // This thread's B columns are fixed: find their image positions once.
+    int bpos[B_LOADS], bih[B_LOADS], biw[B_LOADS];
+    for (int r = 0; r < B_LOADS; r++) {
+        B_POS(r, nn, kk);
+        int n = n0 + nn;
+        bih[r] = -(1 << 28);  // out of range: loads give 0
+        biw[r] = 0;
+        bpos[r] = 0;
+        if (n < N) {
+            int ow = n % OW, t = n / OW, oh = t % OH, b = t / OH;
+            bih[r] = oh * sh - ph;
+            biw[r] = ow * sw - pw;
+#if STRIDED
+            bpos[r] = b * xN;
+#else
+            bpos[r] = b * xN + bih[r] * xH + biw[r] * xW;
+#endif
+        }
+    }
+    for (int k0 = 0; k0 < Kd; k0 += TK) {
+        for (int r = 0; r < A_LOADS; r++) {
+            A_POS(r, mm, kk);
+            int m = m0 + mm, k = k0 + kk;
+            As[kk][mm] = (m < M && k < Kd) ? w[tab[k].x + m * sam] : (T)0;
+        }
+        for (int r = 0; r < B_LOADS; r++) {
+            B_POS(r, nn, kk);
+            int k = k0 + kk;
+            int4 t = k < Kd ? tab[k] : (int4)(0, 0, -(1 << 28), 0);
+            int ih = bih[r] + t.z, iw = biw[r] + t.w;
+#if STRIDED
+            bool ok = ih >= 0 && iw >= 0 && ih % SH == 0 && iw % SW == 0 && ih / SH < H && iw / SW < W;
+            Bs[kk][nn] = ok ? x[bpos[r] + (ih / SH) * xH + (iw / SW) * xW + t.y] : (T)0;
+#else
+            Bs[kk][nn] = ((uint)ih < (uint)H && (uint)iw < (uint)W) ? x[bpos[r] + t.y] : (T)0;
+#endif
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        GEMM_TILE
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    for (int j = 0; j < WN; j++) {
+        int n = n0 + tx + j * TX;
+        if (n >= N) continue;
+        int ow = n % OW, t = n / OW, oh = t % OH, b = t / OH;
+        int base = b * oN + oh * oH + ow * oW;
+        for (int i = 0; i < WM; i++) {
+            int m = m0 + ty + i * TY;
+            if (m < M) out[base + m * oC] = acc[i][j];
+        }
+    }
+}
+#endif
+
+#if WANT_conv_wgrad
+__kernel GEMM_ATTR void K(conv_wgrad)(__global T* out, __global const T* x, __global const T* dy,
+                                      __global const int4* tab, int M, int N, int P, int chunk, int OH, int OW,
+                                      int H, int W, int xN, int xH, int xW, int dN, int dC, int dH, int dW,
+                                      int sh, int sw, int ph, int pw) {
+    GEMM_BEGIN
+    const int p_begin = get_group_id(2) * chunk, p_end = min(P, p_begin + chunk);
+    // The filter taps of this thread's A rows are fixed: read their table entries once.
+    int4 at[A_LOADS];
+    for (int r = 0; r < A_LOADS; r++) {
+        A_POS(r, mm, kk);
+        int m = m0 + mm;
+        at[r] = m < M ? tab[m] : (int4)(0, 0, -(1 << 28), 0);
+    }
+    for (int k0 = p_begin; k0 < p_end; k0 += TK) {
+        // K fast for both operands: this thread's p is the same for all its loads of this slice.
+        int p = k0 + tid % TK;
+        bool live = p < p_end;
+        int ow = p % OW, q = p / OW, oh = q % OH, b = q / OH;
+        int ih0 = oh * sh - ph, iw0 = ow * sw - pw;
+        int xpos = b * xN + ih0 * xH + iw0 * xW, dpos = b * dN + oh * dH + ow * dW;
+        for (int r = 0; r < A_LOADS; r++) {
+            A_POS(r, mm, kk);
+            int ih = ih0 + at[r].z, iw = iw0 + at[r].w;
+            As[kk][mm] = (live && (uint)ih < (uint)H && (uint)iw < (uint)W) ? x[xpos + at[r].y] : (T)0;
+        }
+        for (int r = 0; r < B_LOADS; r++) {
+            B_POS(r, nn, kk);
+            int n = n0 + nn;
+            Bs[kk][nn] = (live && n < N) ? dy[dpos + n * dC] : (T)0;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        GEMM_TILE
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    __global T* part = out + get_group_id(2) * M * N;
+    for (int i = 0; i < WM; i++) {
+        int m = m0 + ty + i * TY;
+        for (int j = 0; j < WN; j++) {
+            int n = n0 + tx + j * TX;
+            if (m < M && n < N) part[m * N + n] = acc[i][j];
+        }
+    }
+}
+#endif

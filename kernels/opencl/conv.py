@@ -1,0 +1,172 @@
+"""OpenCL kernels for Conv2D, Conv2DBackpropInput and Conv2DBackpropFilter: implicit GEMMs (conv.cl on the
+tile engine of gemm.cl) reading NCHW or NHWC tensors through strides, with per-device autotuned tiles.
+
+Each filter tap's read offset comes from a small table built on the host once per geometry (and kept on the
+device), so the inner loop does no index division. The input gradient of a stride-1 conv is a conv of dy with
+the flipped filter; of a strided conv, the same gather keeping only the taps that land on a dy element.
+The filter gradient splits its long reduction (batch x positions) over work-groups and sums the partials.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from tfplus.kernels.opencl import _tune
+from tfplus.kernels.opencl._common import contiguous_strides, kernel, register
+from tfplus.kernels.opencl.reduce import reduce
+
+SRC = ("gemm.cl", "conv.cl")
+F = ("float32", "float64")
+
+
+class _Geom:
+    """One convolution's sizes in NHWC terms, its pads, and the element strides of a tensor in its format."""
+
+    def __init__(self, x_shape, f_shape, attrs):
+        self.nchw = attrs.get("data_format", "NHWC") == "NCHW"
+        n, h, w, c = self.nhwc(x_shape)
+        self.n, self.h, self.w, self.cin = n, h, w, c
+        self.kh, self.kw, _, self.cout = (int(d) for d in f_shape)
+        st = list(attrs["strides"])
+        self.sh, self.sw = (st[2], st[3]) if self.nchw else (st[1], st[2])
+        same = attrs["padding"] == "SAME"
+        self.oh = -(-h // self.sh) if same else (h - self.kh) // self.sh + 1
+        self.ow = -(-w // self.sw) if same else (w - self.kw) // self.sw + 1
+        self.ph = max((self.oh - 1) * self.sh + self.kh - h, 0) // 2 if same else 0
+        self.pw = max((self.ow - 1) * self.sw + self.kw - w, 0) // 2 if same else 0
+
+    def nhwc(self, shape):
+        return (shape[0], shape[2], shape[3], shape[1]) if self.nchw else tuple(shape)
+
+    def strides(self, shape):
+        """(batch, channel, row, col) element strides of a contiguous tensor of `shape` in this format."""
+        s = contiguous_strides(shape)
+        return (s[0], s[1], s[2], s[3]) if self.nchw else (s[0], s[3], s[1], s[2])
+
+
+def _ceil(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _attrs_key(attrs) -> tuple:
+    return tuple(attrs["strides"]), attrs["padding"], attrs.get("data_format", "NHWC")
+
+
+def _conv(rt, kind: str, out, x, w, tab, m: int, n: int, k: int, out_hw, in_hw, xs, os_, stride, pad,
+          sam: int, divisors, a_k_fast: bool, b_k_fast: bool, strided: bool):
+    """The launch plan (kernel, global, local, scalar arguments) of one conv.cl `conv` call, tuned."""
+    flags = {"A_K_FAST": int(a_k_fast), "B_K_FAST": int(b_k_fast), "STRIDED": int(strided)}
+    i32 = np.int32
+    scalars = tuple(i32(v) for v in (m, n, k, *out_hw, *in_hw, xs[0], xs[2], xs[3], *os_, *stride, *pad, sam,
+                                      *divisors))
+
+    def make(cfg):
+        g, loc = _tune.launch_shape(cfg, m, n)
+        return kernel(rt, SRC, "conv", out.dtype, **flags, **_tune.defines(cfg)), g[:2], loc[:2], tab, scalars
+
+    def run(cfg):
+        kern, g, loc, _, _ = make(cfg)
+        rt.run(kern, g, loc, out, x, w, tab, *scalars)
+
+    key = f"{kind}|{out.dtype.name}|{''.join(str(v) for v in flags.values())}|{m}x{n}x{k}"
+    return make(_tune.choose(rt, key, out.dtype.itemsize, run))
+
+
+def _run_conv(rt, plan, out, x, w) -> None:
+    kern, g, loc, tab, scalars = plan
+    rt.run(kern, g, loc, out, x, w, tab, *scalars)
+
+
+@register("Conv2D", F)
+def _conv2d(ctx, ins, outs, attrs):
+    rt, (x, f), out = ctx.runtime, ins, outs[0]
+    key = ("Conv2D", x.shape, f.shape, x.dtype, _attrs_key(attrs))
+    plan = rt.plans.get(key)
+    if plan is None:
+        g = _Geom(x.shape, f.shape, attrs)
+        xs, os_ = g.strides(x.shape), g.strides(out.shape)
+
+        def table():  # k = (kh, kw, ci): filter row k*cout, input offset of that tap
+            kh, kw, ci = np.meshgrid(np.arange(g.kh), np.arange(g.kw), np.arange(g.cin), indexing="ij")
+            k = (kh * g.kw + kw) * g.cin + ci
+            return np.stack([k * g.cout, ci * xs[1] + kh * xs[2] + kw * xs[3], kh, kw], -1).reshape(-1, 4)
+
+        tab = rt.table(("conv", g.kh, g.kw, g.cin, g.cout, xs[1:]), lambda: table().astype(np.int32))
+        plan = rt.plans[key] = _conv(
+            rt, "conv_fwd", out, x, f, tab, g.cout, g.n * g.oh * g.ow, g.kh * g.kw * g.cin, (g.oh, g.ow),
+            (g.h, g.w), xs, os_, (g.sh, g.sw), (g.ph, g.pw), 1, (1, 1), False, xs[1] == 1, False)
+    _run_conv(rt, plan, out, x, f)
+
+
+@register("Conv2DBackpropInput", F)
+def _conv2d_backprop_input(ctx, ins, outs, attrs):
+    rt, (_, f, dy), dx = ctx.runtime, ins, outs[0]
+    key = ("Conv2DBackpropInput", dx.shape, f.shape, dy.shape, dx.dtype, _attrs_key(attrs))
+    plan = rt.plans.get(key)
+    if plan is None:
+        g = _Geom(dx.shape, f.shape, attrs)
+        ds, xs = g.strides(dy.shape), g.strides(dx.shape)
+        strided = (g.sh, g.sw) != (1, 1)
+
+        def table():  # k = (kh', kw', co) over the flipped filter: filter offset, dy offset of that tap
+            kh, kw, co = np.meshgrid(np.arange(g.kh), np.arange(g.kw), np.arange(g.cout), indexing="ij")
+            a = ((g.kh - 1 - kh) * g.kw + (g.kw - 1 - kw)) * g.cin * g.cout + co
+            b = co * ds[1] + (0 if strided else kh * ds[2] + kw * ds[3])
+            return np.stack([a, b, kh, kw], -1).reshape(-1, 4).astype(np.int32)
+
+        tab = rt.table(("dconv", g.kh, g.kw, g.cin, g.cout, ds[1:], strided), table)
+        # dx position (ih, iw) reads dy at ((ih - pad') + kh') / stride with pad' = k - 1 - pad.
+        pad = (g.kh - 1 - g.ph, g.kw - 1 - g.pw)
+        plan = rt.plans[key] = _conv(
+            rt, "conv_dx", dx, dy, f, tab, g.cin, g.n * g.h * g.w, g.kh * g.kw * g.cout, (g.h, g.w),
+            (g.oh, g.ow), ds, xs, (1, 1), pad, g.cout, (g.sh, g.sw), True, ds[1] == 1, strided)
+    _run_conv(rt, plan, dx, dy, f)
+
+
+@register("Conv2DBackpropFilter", F)
+def _conv2d_backprop_filter(ctx, ins, outs, attrs):
+    rt, (x, _, dy), dw = ctx.runtime, ins, outs[0]
+    key = ("Conv2DBackpropFilter", x.shape, dw.shape, dy.shape, dw.dtype, _attrs_key(attrs))
+    plan = rt.plans.get(key)
+    if plan is None:
+        plan = rt.plans[key] = _wgrad_plan(rt, x, dy, dw, attrs)
+    _run_wgrad(rt, plan, x, dy, dw)
+
+
+def _wgrad_plan(rt, x, dy, dw, attrs):
+    g = _Geom(x.shape, dw.shape, attrs)
+    xs, ds = g.strides(x.shape), g.strides(dy.shape)
+
+    def table():  # m = (kh, kw, ci): input offset of that tap
+        kh, kw, ci = np.meshgrid(np.arange(g.kh), np.arange(g.kw), np.arange(g.cin), indexing="ij")
+        tab = np.stack([0 * ci, ci * xs[1] + kh * xs[2] + kw * xs[3], kh, kw], -1)
+        return tab.reshape(-1, 4).astype(np.int32)
+
+    tab = rt.table(("wconv", g.kh, g.kw, g.cin, xs[1:]), table)
+    m, n, p = g.kh * g.kw * g.cin, g.cout, g.n * g.oh * g.ow
+    i32 = np.int32
+    flags = {"A_K_FAST": 1, "B_K_FAST": 1, "STRIDED": 0}
+
+    def make(cfg):
+        """Splits of the p range: enough work-groups to fill the device, each at least 16 K slices deep."""
+        tiles = -(-m // cfg[0]) * -(-n // cfg[1])
+        want = max(1, 4 * rt.info["compute_units"] // tiles)
+        splits = max(1, min(want, p // (16 * cfg[2])))
+        chunk = _ceil(_ceil(p, splits), cfg[2]) * cfg[2]
+        splits = -(-p // chunk)
+        g_, loc = _tune.launch_shape(cfg, m, n, splits)
+        scalars = tuple(i32(v) for v in (m, n, p, chunk, g.oh, g.ow, g.h, g.w, xs[0], xs[2], xs[3], *ds, g.sh,
+                                          g.sw, g.ph, g.pw))
+        kern = kernel(rt, SRC, "conv_wgrad", dw.dtype, **flags, **_tune.defines(cfg))
+        return kern, g_, loc, tab, scalars, splits
+
+    cfg = _tune.choose(rt, f"conv_dw|{dw.dtype.name}|{m}x{n}x{p}", dw.dtype.itemsize,
+                       lambda cfg: _run_wgrad(rt, make(cfg), x, dy, dw))
+    return make(cfg)
+
+
+def _run_wgrad(rt, plan, x, dy, dw) -> None:
+    kern, g, loc, tab, scalars, splits = plan
+    target = dw if splits == 1 else rt.allocate((splits, dw.size), dw.dtype)
+    rt.run(kern, g, loc, target, x, dy, tab, *scalars)
+    if splits > 1:
+        reduce(rt, "sum", dw, target, [0])

@@ -1,0 +1,33 @@
+// MatMul: C (M x N, row stride ldc) = A (M x K) B (K x N), A and B read through strides, so transposes are free.
+// Split K: work-group layer z sums k in [z * chunk, (z + 1) * chunk) into its own C (C + z * M * ldc); the
+// caller adds the layers up (small outputs with long sums would otherwise leave most of the device idle).
+#if WANT_matmul
+__kernel GEMM_ATTR void K(matmul)(__global T* C, __global const T* A, __global const T* B, int M, int N,
+                                  int Kd, int sam, int sak, int sbk, int sbn, int ldc, int chunk) {
+    GEMM_BEGIN
+    const int kb = get_group_id(2) * chunk, ke = min(Kd, kb + chunk);
+    C += get_group_id(2) * M * ldc;
+    for (int k0 = kb; k0 < ke; k0 += TK) {
+        for (int r = 0; r < A_LOADS; r++) {
+            A_POS(r, mm, kk);
+            int m = m0 + mm, k = k0 + kk;
+            As[kk][mm] = (m < M && k < ke) ? A[m * sam + k * sak] : (T)0;
+        }
+        for (int r = 0; r < B_LOADS; r++) {
+            B_POS(r, nn, kk);
+            int n = n0 + nn, k = k0 + kk;
+            Bs[kk][nn] = (n < N && k < ke) ? B[k * sbk + n * sbn] : (T)0;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        GEMM_TILE
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    for (int i = 0; i < WM; i++) {
+        int m = m0 + ty + i * TY;
+        for (int j = 0; j < WN; j++) {
+            int n = n0 + tx + j * TX;
+            if (m < M && n < N) C[m * ldc + n] = acc[i][j];
+        }
+    }
+}
+#endif

@@ -1,0 +1,212 @@
+// nn ops other than convolutions: bias, pooling and its gradients, softmax and the fused cross-entropies.
+// Pooling kernels index 4-D tensors logically as (n, c, h, w) through element strides (so NCHW and NHWC share
+// them); a window's taps are scanned row-major, and padding taps are skipped (TF's rules: max ignores them,
+// average divides by the taps inside the input only).
+
+// out[i] = x[i] + bias[(i / inner) % C]
+#if WANT_bias_add
+__kernel void K(bias_add)(__global T* out, __global const T* x, __global const T* bias, int n, int C, int inner) {
+    int i = get_global_id(0);
+    if (i < n) out[i] = x[i] + bias[(i / inner) % C];
+}
+#endif
+
+// (n, c, h, w) of logical NCHW index i over (C, H, W), and its offset under strides st = (sN, sC, sH, sW).
+#define NCHW_SPLIT(i, C, H, W, n, c, h, w) \
+    int w = (i) % (W), h = ((i) / (W)) % (H), c = ((i) / ((W) * (H))) % (C), n = (i) / ((W) * (H) * (C))
+#define AT(st, n, c, h, w) ((n) * (st).s0 + (c) * (st).s1 + (h) * (st).s2 + (w) * (st).s3)
+
+// geo = (H, W, OH, OW, kh, kw, sh, sw), pad = (ph, pw): input H x W, output OH x OW, window, strides, padding.
+#if WANT_max_pool
+__kernel void K(max_pool)(__global T* y, __global const T* x, int total, int C, int8 geo, int2 pad, int4 xs,
+                          int4 ys) {
+    int i = get_global_id(0);
+    if (i >= total) return;
+    NCHW_SPLIT(i, C, geo.s2, geo.s3, n, c, oh, ow);
+    T best = -INFINITY;
+    for (int dy = 0; dy < geo.s4; dy++) {
+        int ih = oh * geo.s6 - pad.s0 + dy;
+        if (ih < 0 || ih >= geo.s0) continue;
+        for (int dx = 0; dx < geo.s5; dx++) {
+            int iw = ow * geo.s7 - pad.s1 + dx;
+            if (iw < 0 || iw >= geo.s1) continue;
+            T v = x[AT(xs, n, c, ih, iw)];
+            if (v > best || isnan(v)) best = v;
+        }
+    }
+    y[AT(ys, n, c, oh, ow)] = best;
+}
+#endif
+
+// The input position (ih, iw) of window (oh, ow)'s first tap equal to the window's max y; -1 if none.
+inline int2 first_max(__global const T* x, T y, int n, int c, int oh, int ow, int8 geo, int2 pad, int4 xs) {
+    for (int dy = 0; dy < geo.s4; dy++) {
+        int ih = oh * geo.s6 - pad.s0 + dy;
+        if (ih < 0 || ih >= geo.s0) continue;
+        for (int dx = 0; dx < geo.s5; dx++) {
+            int iw = ow * geo.s7 - pad.s1 + dx;
+            if (iw < 0 || iw >= geo.s1) continue;
+            if (x[AT(xs, n, c, ih, iw)] == y) return (int2)(ih, iw);
+        }
+    }
+    return (int2)(-1, -1);
+}
+
+// Output windows containing input row ih: [lo, hi] (empty when lo > hi).
+#define WINDOWS(ih, size_out, k, s, p, lo, hi) \
+    int lo = max(0, ((ih) + (p) - (k) + (s)) / (s)), hi = min((size_out) - 1, ((ih) + (p)) / (s))
+
+// dx[n, c, ih, iw] = sum of g over the windows whose first maximum is (ih, iw).
+#if WANT_max_pool_grad
+__kernel void K(max_pool_grad)(__global T* dx, __global const T* x, __global const T* y, __global const T* g,
+                               int total, int C, int8 geo, int2 pad, int4 xs, int4 ys) {
+    int i = get_global_id(0);
+    if (i >= total) return;
+    NCHW_SPLIT(i, C, geo.s0, geo.s1, n, c, ih, iw);
+    WINDOWS(ih, geo.s2, geo.s4, geo.s6, pad.s0, oh0, oh1);
+    WINDOWS(iw, geo.s3, geo.s5, geo.s7, pad.s1, ow0, ow1);
+    T acc = 0;
+    for (int oh = oh0; oh <= oh1; oh++)
+        for (int ow = ow0; ow <= ow1; ow++) {
+            int yo = AT(ys, n, c, oh, ow);
+            int2 at = first_max(x, y[yo], n, c, oh, ow, geo, pad, xs);
+            if (at.x == ih && at.y == iw) acc += g[yo];
+        }
+    dx[AT(xs, n, c, ih, iw)] = acc;
+}
+#endif
+
+// The same for 2x2 windows with stride 2 tiling the input exactly: one work-item per window writes its four
+// input positions (the first maximum gets g, the others 0), no search over neighbouring windows.
+#if WANT_max_pool_grad_2x2
+__kernel void K(max_pool_grad_2x2)(__global T* dx, __global const T* x, __global const T* y, __global const T* g,
+                                   int total, int C, int8 geo, int2 pad, int4 xs, int4 ys) {
+    int i = get_global_id(0);
+    if (i >= total) return;
+    NCHW_SPLIT(i, C, geo.s2, geo.s3, n, c, oh, ow);
+    int yo = AT(ys, n, c, oh, ow);
+    T ym = y[yo], gv = g[yo];
+    bool done = false;
+    for (int dy = 0; dy < 2; dy++)
+        for (int dx_ = 0; dx_ < 2; dx_++) {
+            int at = AT(xs, n, c, 2 * oh + dy, 2 * ow + dx_);
+            bool hit = !done && x[at] == ym;
+            done = done || hit;
+            dx[at] = hit ? gv : (T)0;
+        }
+}
+#endif
+
+// out[window] = g at the window's first maximum (the gradient of MaxPoolGrad with respect to its grad input).
+#if WANT_max_pool_grad_grad
+__kernel void K(max_pool_grad_grad)(__global T* out, __global const T* x, __global const T* y,
+                                    __global const T* g, int total, int C, int8 geo, int2 pad, int4 xs, int4 ys) {
+    int i = get_global_id(0);
+    if (i >= total) return;
+    NCHW_SPLIT(i, C, geo.s2, geo.s3, n, c, oh, ow);
+    int yo = AT(ys, n, c, oh, ow);
+    int2 at = first_max(x, y[yo], n, c, oh, ow, geo, pad, xs);
+    out[yo] = at.x < 0 ? (T)0 : g[AT(xs, n, c, at.x, at.y)];
+}
+#endif
+
+// Taps of window (oh, ow) inside the input.
+inline int window_count(int oh, int ow, int8 geo, int2 pad) {
+    int h0 = oh * geo.s6 - pad.s0, w0 = ow * geo.s7 - pad.s1;
+    int rows = min(h0 + geo.s4, geo.s0) - max(h0, 0), cols = min(w0 + geo.s5, geo.s1) - max(w0, 0);
+    return rows * cols;
+}
+
+#if WANT_avg_pool
+__kernel void K(avg_pool)(__global T* y, __global const T* x, int total, int C, int8 geo, int2 pad, int4 xs,
+                          int4 ys) {
+    int i = get_global_id(0);
+    if (i >= total) return;
+    NCHW_SPLIT(i, C, geo.s2, geo.s3, n, c, oh, ow);
+    T s = 0;
+    for (int dy = 0; dy < geo.s4; dy++) {
+        int ih = oh * geo.s6 - pad.s0 + dy;
+        if (ih < 0 || ih >= geo.s0) continue;
+        for (int dx = 0; dx < geo.s5; dx++) {
+            int iw = ow * geo.s7 - pad.s1 + dx;
+            if (iw >= 0 && iw < geo.s1) s += x[AT(xs, n, c, ih, iw)];
+        }
+    }
+    y[AT(ys, n, c, oh, ow)] = s / (T)window_count(oh, ow, geo, pad);
+}
+#endif
+
+#if WANT_avg_pool_grad
+__kernel void K(avg_pool_grad)(__global T* dx, __global const T* g, int total, int C, int8 geo, int2 pad,
+                               int4 xs, int4 ys) {
+    int i = get_global_id(0);
+    if (i >= total) return;
+    NCHW_SPLIT(i, C, geo.s0, geo.s1, n, c, ih, iw);
+    WINDOWS(ih, geo.s2, geo.s4, geo.s6, pad.s0, oh0, oh1);
+    WINDOWS(iw, geo.s3, geo.s5, geo.s7, pad.s1, ow0, ow1);
+    T acc = 0;
+    for (int oh = oh0; oh <= oh1; oh++)
+        for (int ow = ow0; ow <= ow1; ow++)
+            acc += g[AT(ys, n, c, oh, ow)] / (T)window_count(oh, ow, geo, pad);
+    dx[AT(xs, n, c, ih, iw)] = acc;
+}
+#endif
+
+// -- softmax and cross-entropies: one work-item per row of `cols` ----------------------------------------------
+// log_softmax(x)[j] = x[j] - mx - log(sum exp(x - mx))
+inline T row_lse(__global const T* x, int cols, T* mx) {
+    T m = -INFINITY;
+    for (int j = 0; j < cols; j++) m = fmax(m, x[j]);
+    T s = 0;
+    for (int j = 0; j < cols; j++) s += exp(x[j] - m);
+    *mx = m;
+    return log(s);
+}
+
+#if WANT_softmax
+__kernel void K(softmax)(__global T* out, __global const T* x, int rows, int cols, int log_out) {
+    int r = get_global_id(0);
+    if (r >= rows) return;
+    x += r * cols;
+    out += r * cols;
+    T mx, lse = row_lse(x, cols, &mx);
+    for (int j = 0; j < cols; j++) out[j] = log_out ? x[j] - mx - lse : exp(x[j] - mx - lse);
+}
+#endif
+
+// loss[r] = -log_softmax(x)[label]; backprop[r] = softmax(x) - onehot(label). A label outside [0, cols) gives a
+// nan loss and nan gradients (as TF's GPU kernel; the cpu kernel raises).
+#if WANT_sparse_xent
+__kernel void K(sparse_xent)(__global T* loss, __global T* backprop, __global const T* x, __global const TI* labels,
+                             int rows, int cols) {
+    int r = get_global_id(0);
+    if (r >= rows) return;
+    x += r * cols;
+    backprop += r * cols;
+    TI label = labels[r];
+    bool ok = label >= 0 && label < cols;
+    T mx, lse = row_lse(x, cols, &mx);
+    for (int j = 0; j < cols; j++) backprop[j] = ok ? exp(x[j] - mx - lse) - (j == label ? (T)1 : (T)0) : NAN;
+    loss[r] = ok ? lse - (x[label] - mx) : NAN;
+}
+#endif
+
+// loss[r] = -sum labels * log_softmax(x); backprop[r] = softmax(x) - labels.
+#if WANT_xent
+__kernel void K(xent)(__global T* loss, __global T* backprop, __global const T* x, __global const T* labels,
+                      int rows, int cols) {
+    int r = get_global_id(0);
+    if (r >= rows) return;
+    x += r * cols;
+    labels += r * cols;
+    backprop += r * cols;
+    T mx, lse = row_lse(x, cols, &mx);
+    T l = 0;
+    for (int j = 0; j < cols; j++) {
+        T ls = x[j] - mx - lse;
+        l -= labels[j] * ls;
+        backprop[j] = exp(ls) - labels[j];
+    }
+    loss[r] = l;
+}
+#endif

@@ -1,0 +1,126 @@
+"""OpenCL kernels for nn ops other than convolutions (conv.py) and elementwise activations (elementwise.py):
+BiasAdd, pooling and its gradients, Softmax, LogSoftmax and the fused cross-entropies. Source: nn.cl."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pyopencl.cltypes as cltypes
+
+from tfplus.kernels.opencl._common import CTYPE, contiguous_strides, kernel, plan, register
+from tfplus.runtime.opencl import int8
+
+SRC = "nn.cl"
+F = ("float32", "float64")
+
+
+@register("BiasAdd", F)
+def _bias_add(ctx, ins, outs, attrs):
+    rt, (x, b), out = ctx.runtime, ins, outs[0]
+
+    def make():
+        nchw = attrs.get("data_format", "NHWC") == "NCHW" and x.ndim > 2
+        inner = math.prod(x.shape[2:]) if nchw else 1
+        return (kernel(rt, SRC, "bias_add", x.dtype), *rt.grid1d(out.size), np.int32(out.size),
+                np.int32(b.size), np.int32(inner))
+    k, g, loc, *scalars = plan(rt, ("bias_add", x.shape, x.dtype, attrs.get("data_format")), make)
+    rt.run(k, g, loc, out, x, b, *scalars)
+
+
+# -- pooling -------------------------------------------------------------------------------------------------
+def _pool_geometry(x_shape, y_shape, attrs):
+    """(C, int8 geo, int2 pad, int4 x strides, int4 y strides) as nn.cl's pooling kernels take them."""
+    nchw = attrs["data_format"] == "NCHW"
+    hw = (lambda v: (v[2], v[3])) if nchw else (lambda v: (v[1], v[2]))
+    (h, w), (oh, ow) = hw(x_shape), hw(y_shape)
+    (kh, kw), (sh, sw) = hw(attrs["ksize"]), hw(attrs["strides"])
+    ph = pw = 0
+    if attrs["padding"] == "SAME":
+        ph = max((oh - 1) * sh + kh - h, 0) // 2
+        pw = max((ow - 1) * sw + kw - w, 0) // 2
+
+    def strides(shape):
+        s = contiguous_strides(shape)
+        return cltypes.make_int4(*((s[0], s[1], s[2], s[3]) if nchw else (s[0], s[3], s[1], s[2])))
+    c = x_shape[1] if nchw else x_shape[3]
+    return (np.int32(c), int8((h, w, oh, ow, kh, kw, sh, sw)), cltypes.make_int2(ph, pw), strides(x_shape),
+            strides(y_shape))
+
+
+def _pool_attrs(attrs) -> tuple:
+    return tuple(attrs["ksize"]), tuple(attrs["strides"]), attrs["padding"], attrs["data_format"]
+
+
+def _pool(rt, name: str, x_shape, y_shape, attrs, dtype, n: int, *buffers) -> None:
+    """Runs pooling kernel `name` over n work-items; plans (kernel, geometry) once per shapes and attrs."""
+    def make():
+        geo = _pool_geometry(x_shape, y_shape, attrs)
+        k = name
+        h, w, oh, ow, kh, kw, sh, sw = (int(geo[1][f"s{i}"]) for i in range(8))
+        if name == "max_pool_grad" and (kh, kw, sh, sw) == (2, 2, 2, 2) and (h, w) == (2 * oh, 2 * ow):
+            k = "max_pool_grad_2x2"  # windows tile the input exactly: one work-item per window
+        return kernel(rt, SRC, k, dtype), geo, k != name
+    k, geo, per_window = plan(rt, (name, x_shape, y_shape, dtype, _pool_attrs(attrs)), make)
+    n = math.prod(y_shape) if per_window else n
+    rt.run1d(k, n, *buffers, np.int32(n), *geo)
+
+
+@register("MaxPool", F)
+def _max_pool(ctx, ins, outs, attrs):
+    x, y = ins[0], outs[0]
+    _pool(ctx.runtime, "max_pool", x.shape, y.shape, attrs, x.dtype, y.size, y, x)
+
+
+@register("MaxPoolGrad", F)
+def _max_pool_grad(ctx, ins, outs, attrs):
+    (x, y, g), dx = ins, outs[0]
+    _pool(ctx.runtime, "max_pool_grad", x.shape, y.shape, attrs, x.dtype, dx.size, dx, x, y, g)
+
+
+@register("MaxPoolGradGrad", F)
+def _max_pool_grad_grad(ctx, ins, outs, attrs):
+    (x, y, g), out = ins, outs[0]
+    _pool(ctx.runtime, "max_pool_grad_grad", x.shape, y.shape, attrs, x.dtype, out.size, out, x, y, g)
+
+
+@register("AvgPool", F)
+def _avg_pool(ctx, ins, outs, attrs):
+    x, y = ins[0], outs[0]
+    _pool(ctx.runtime, "avg_pool", x.shape, y.shape, attrs, x.dtype, y.size, y, x)
+
+
+@register("AvgPoolGrad", F)
+def _avg_pool_grad(ctx, ins, outs, attrs):
+    g, dx = ins[1], outs[0]
+    _pool(ctx.runtime, "avg_pool_grad", dx.shape, g.shape, attrs, g.dtype, dx.size, dx, g)
+
+
+# -- softmax and cross-entropies -----------------------------------------------------------------------------
+def _softmax(log_out: bool):
+    def launch(ctx, ins, outs, attrs):
+        rt, x, out = ctx.runtime, ins[0], outs[0]
+        cols = x.shape[-1] if x.ndim else 1
+        rows = x.size // max(cols, 1)
+        rt.run1d(kernel(rt, SRC, "softmax", x.dtype), rows, out, x, np.int32(rows), np.int32(cols),
+                 np.int32(log_out), local=64)
+    return launch
+
+
+register("Softmax", F)(_softmax(False))
+register("LogSoftmax", F)(_softmax(True))
+
+
+@register("SparseSoftmaxCrossEntropyWithLogits", F)
+def _sparse_xent(ctx, ins, outs, attrs):
+    rt, (x, labels), (loss, backprop) = ctx.runtime, ins, outs
+    rows, cols = x.shape
+    k = kernel(rt, SRC, "sparse_xent", x.dtype, TI=CTYPE[labels.dtype.name])
+    rt.run1d(k, rows, loss, backprop, x, labels, np.int32(rows), np.int32(cols), local=64)
+
+
+@register("SoftmaxCrossEntropyWithLogits", F)
+def _xent(ctx, ins, outs, attrs):
+    rt, (x, labels), (loss, backprop) = ctx.runtime, ins, outs
+    rows, cols = x.shape
+    k = kernel(rt, SRC, "xent", x.dtype)
+    rt.run1d(k, rows, loss, backprop, x, labels, np.int32(rows), np.int32(cols), local=64)

@@ -1,0 +1,144 @@
+"""OpenCL kernels for reductions: Sum, Mean, Max, Min, All, Any, ArgMax, ArgMin, and the sums of L2Loss and
+BiasAddGrad. Source: reduce.cl."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from tfplus.kernels.opencl._common import CTYPE, contiguous_strides, geometry, kernel, register
+
+SRC = "reduce.cl"
+F = ("float32", "float64")
+NUM = F + ("int32", "int64")
+RL = 256  # work-group size of the _wg kernels
+_LIMITS = {"float32": ("-INFINITY", "INFINITY"), "float64": ("-INFINITY", "INFINITY"),
+           "int32": ("(-2147483647-1)", "2147483647"),
+           "int64": ("(-9223372036854775807L-1)", "9223372036854775807L"),
+           "bool": ("0", "1")}
+
+
+def _defines(dt) -> dict:
+    lo, hi = _LIMITS[np.dtype(dt).name]
+    return {"LOWEST": lo, "HIGHEST": hi, "RL": RL}
+
+
+def _split(shape, axes):
+    """(kept shape, kept strides, reduced shape, reduced strides) of a C-contiguous array of `shape`."""
+    st = contiguous_strides(shape)
+    kept = [(d, s) for i, (d, s) in enumerate(zip(shape, st)) if i not in axes]
+    red = [(d, s) for i, (d, s) in enumerate(zip(shape, st)) if i in axes]
+    return [d for d, _ in kept], [s for _, s in kept], [d for d, _ in red], [s for _, s in red]
+
+
+def reduce(rt, name: str, out, x, axes, div=1) -> None:
+    """out = reduction `name` (sum, sumsq, max, min, all, any) of x over `axes`, divided by div."""
+    key = ("reduce", name, x.shape, x.dtype, tuple(axes), div)
+    plan = rt.plans.get(key)
+    if plan is None:
+        plan = rt.plans[key] = _plan(rt, name, x, axes, div)
+    _run(rt, plan, out, x)
+
+
+def _plan(rt, name: str, x, axes, div):
+    """(kernel, global, local, scalars, partials shape or None, plan of the pass adding the partials up)."""
+    axes = {a % x.ndim for a in axes} if x.ndim else set()
+    kshape, kst, rshape, rst = _split(x.shape, axes)
+    n_out, n_red = math.prod(kshape), math.prod(rshape)
+    if n_out == 0:
+        return None
+    acc = np.dtype(x.dtype if x.dtype.kind == "f" else np.int64).type
+    kg, rg = geometry(kshape, kst), geometry(rshape, rst)
+    d = _defines(x.dtype)
+    sizes = (np.int32(n_out), np.int32(n_red))
+    if n_red < 2 * RL:
+        local = min(256, rt.dev.max_wg)
+        k = kernel(rt, SRC, f"{name}_rows", x.dtype, want=name, **d)
+        return k, (-(-n_out // local) * local,), (local,), (*sizes, *kg, *rg, acc(div)), None, None
+    # Enough work-groups to fill the device, each reducing at least 4 * RL elements.
+    want = max(1, (4 * rt.info["compute_units"]) // n_out)
+    chunks = max(1, min(want, n_red // (4 * RL)))
+    chunk = -(-n_red // chunks)
+    chunks = -(-n_red // chunk)
+    k = kernel(rt, SRC, f"{name}_wg", x.dtype, want=name, **d)
+    scalars = (*sizes, np.int32(chunk), *kg, *rg, acc(1 if chunks > 1 else div))
+    if chunks == 1:
+        return k, (RL, n_out), (RL, 1), scalars, None, None
+    again = {"sumsq": "sum"}.get(name, name)  # partials are already squared
+    partials = DeviceShape((chunks, n_out), x.dtype)
+    return k, (chunks * RL, n_out), (RL, 1), scalars, partials, _plan(rt, again, partials, [0], div)
+
+
+class DeviceShape:
+    """Shape and dtype of a scratch buffer, standing in for it while a plan is made."""
+
+    def __init__(self, shape, dtype):
+        self.shape, self.dtype, self.ndim = tuple(shape), np.dtype(dtype), len(shape)
+
+
+def _run(rt, plan, out, x) -> None:
+    if plan is None:
+        return
+    k, g, loc, scalars, partials, then = plan
+    target = out if partials is None else rt.allocate(partials.shape, partials.dtype)
+    rt.run(k, g, loc, target, x, *scalars)
+    if partials is not None:
+        _run(rt, then, out, target)
+
+
+def _axes(rt, x, a) -> list[int]:
+    v = a.host if a.host is not None else rt.copy_out(a)
+    return [int(i) for i in np.ravel(v)]
+
+
+def _register(op_type: str, name: str, dtypes, mean: bool = False) -> None:
+    @register(op_type, dtypes)
+    def launch(ctx, ins, outs, attrs):
+        x = ins[0]
+        axes = {a % x.ndim for a in _axes(ctx.runtime, x, ins[1])} if x.ndim else set()
+        div = 1
+        if mean:  # the count; an empty float mean is 0/0 = nan as in NumPy, an empty int mean 0
+            n = math.prod(x.shape[a] for a in axes)
+            div = n if x.dtype.kind == "f" else max(n, 1)
+        reduce(ctx.runtime, name, outs[0], x, axes, div)
+
+
+_register("Sum", "sum", NUM)
+_register("Mean", "sum", NUM, mean=True)
+_register("Max", "max", NUM)
+_register("Min", "min", NUM)
+_register("All", "all", ("bool",))
+_register("Any", "any", ("bool",))
+
+
+@register("L2Loss", F)
+def _l2_loss(ctx, ins, outs, attrs):
+    x = ins[0]
+    reduce(ctx.runtime, "sumsq", outs[0], x, range(x.ndim), 2)
+
+
+@register("BiasAddGrad", F)
+def _bias_add_grad(ctx, ins, outs, attrs):
+    dy = ins[0]
+    c = 1 if attrs.get("data_format", "NHWC") == "NCHW" and dy.ndim > 2 else dy.ndim - 1
+    reduce(ctx.runtime, "sum", outs[0], dy, _ALL_BUT[dy.ndim, c])
+
+
+_ALL_BUT = {(n, c): tuple(a for a in range(n) if a != c) for n in range(1, 9) for c in range(n)}
+
+
+def _register_arg(op_type: str, name: str) -> None:
+    @register(op_type, NUM)
+    def launch(ctx, ins, outs, attrs):
+        rt, x, out = ctx.runtime, ins[0], outs[0]
+        axis = _axes(rt, x, ins[1])[0] % x.ndim
+        st = contiguous_strides(x.shape)
+        kshape = x.shape[:axis] + x.shape[axis + 1:]
+        kst = st[:axis] + st[axis + 1:]
+        k = kernel(rt, SRC, name, x.dtype, TI=CTYPE[out.dtype.name])
+        rt.run1d(k, out.size, out, x, np.int32(out.size), np.int32(x.shape[axis]), *geometry(kshape, kst),
+                 np.int32(st[axis]))
+
+
+_register_arg("ArgMax", "argmax")
+_register_arg("ArgMin", "argmin")

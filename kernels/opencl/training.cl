@@ -1,0 +1,43 @@
+// Optimizer updates (TF's training_ops), in place on the variable and its slots. Hyperparameters are device
+// scalars (a learning-rate schedule computes lr on the device), read once per work-item.
+
+// var -= alpha * delta
+#if WANT_apply_gradient_descent
+__kernel void K(apply_gradient_descent)(__global T* var, __global const T* alpha, __global const T* delta, int n) {
+    int i = get_global_id(0);
+    if (i < n) var[i] -= alpha[0] * delta[i];
+}
+#endif
+
+// accum = accum * momentum + grad; var -= lr * accum (nesterov: var -= lr * grad + lr * momentum * accum)
+#if WANT_apply_momentum
+__kernel void K(apply_momentum)(__global T* var, __global T* accum, __global const T* lr, __global const T* grad,
+                                __global const T* momentum, int n, int nesterov) {
+    int i = get_global_id(0);
+    if (i >= n) return;
+    T m = momentum[0], g = grad[i];
+    T a = accum[i] * m + g;
+    accum[i] = a;
+    var[i] -= nesterov ? lr[0] * (g + m * a) : lr[0] * a;
+}
+#endif
+
+// lr_t = lr * sqrt(1 - beta2^t) / (1 - beta1^t); m += (g - m) (1 - beta1); v += (g^2 - v) (1 - beta2);
+// var -= lr_t * m / (sqrt(v) + epsilon)   (nesterov: lr_t * (m + (1 - beta1) (g - m)) / (sqrt(v) + epsilon))
+#if WANT_apply_adam
+__kernel void K(apply_adam)(__global T* var, __global T* m, __global T* v, __global const T* beta1_power,
+                            __global const T* beta2_power, __global const T* lr, __global const T* beta1,
+                            __global const T* beta2, __global const T* epsilon, __global const T* grad, int n,
+                            int nesterov) {
+    int i = get_global_id(0);
+    if (i >= n) return;
+    T one = 1, b1 = beta1[0], g = grad[i];
+    T alpha = lr[0] * sqrt(one - beta2_power[0]) / (one - beta1_power[0]);
+    T mi = m[i] + (g - m[i]) * (one - b1);
+    T vi = v[i] + (g * g - v[i]) * (one - beta2[0]);
+    m[i] = mi;
+    v[i] = vi;
+    T num = nesterov ? mi + (one - b1) * (g - mi) : mi;
+    var[i] -= alpha * (num / (sqrt(vi) + epsilon[0]));
+}
+#endif

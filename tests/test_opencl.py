@@ -1,0 +1,363 @@
+"""The opencl device against the cpu (NumPy) device: every OpenCL kernel family on awkward shapes, a whole
+Mentee training step, what stays on the device, fallback, and the runtime itself (selection, program caches).
+
+Runs on PoCL in CI. float32 tolerance: rtol 1e-4 and atol 1e-4 * max|reference| for the GEMM-based kernels
+(convolutions, matmul: sums of up to a few hundred products in a different order), 1e-5 elsewhere; float64
+kernels agree to 1e-12 relative. The op table (test_op_table.py) also runs every table case on opencl.
+"""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+import tfplus as tf
+import tfplus.train  # noqa: F401  (tf.train)
+from tfplus.runtime import opencl
+
+pytestmark = pytest.mark.skipif(not opencl.available(), reason="no OpenCL device (install PoCL)")
+
+
+def _run_both(build, arrays, tol=(1e-4, 1e-4), fetch_grads=True):
+    """Builds `build(*placeholders)` (a list of tensors), runs it on cpu and opencl, compares every output."""
+    g = tf.Graph()
+    with g.as_default():
+        phs = [tf.placeholder(tf.as_dtype(a.dtype), a.shape) for a in arrays]
+        outs = build(*phs)
+    feeds = dict(zip(phs, arrays))
+    with tf.Session(graph=g) as s:
+        want = s.run(outs, feeds)
+    with tf.Session(graph=g, device="opencl") as s:
+        got = s.run(outs, feeds)
+    for k, (a, b) in enumerate(zip(got, want)):
+        assert a.shape == b.shape and a.dtype == b.dtype, (k, a.shape, b.shape, a.dtype, b.dtype)
+        if b.dtype.kind == "f":
+            rtol, atol = tol if b.dtype == np.float32 else (1e-12, 1e-12)
+            np.testing.assert_allclose(a, b, rtol=rtol, atol=atol * max(1.0, float(np.abs(b).max(initial=0))),
+                                       err_msg=f"output {k} ({outs[k].op.type})")
+        else:
+            np.testing.assert_array_equal(a, b, err_msg=f"output {k} ({outs[k].op.type})")
+    return got
+
+
+def _rand(rng, *shape, dtype=np.float32):
+    return rng.standard_normal(shape).astype(dtype)
+
+
+# -- runtime -------------------------------------------------------------------------------------------------
+def test_list_devices_describes_each_device():
+    devices = opencl.list_devices()
+    assert devices
+    for d in devices:
+        assert {"index", "platform", "name", "type", "global_mem_bytes", "compute_units",
+                "max_work_group_size", "local_mem_bytes", "fp16", "opencl_version",
+                "driver_version"} <= set(d)
+        assert d["global_mem_bytes"] > 0 and d["compute_units"] > 0
+
+
+def test_device_selection_by_index_name_and_env(monkeypatch):
+    first = opencl.list_devices()[0]
+    assert opencl.OpenCLRuntime("0").info["name"] == first["name"]
+    assert opencl.OpenCLRuntime(first["name"][:6].lower()).info["name"] == first["name"]
+    monkeypatch.setenv("TFPLUS_OPENCL_DEVICE", first["platform"][:8])
+    assert opencl.OpenCLRuntime().info["platform"] == first["platform"]
+    with pytest.raises(ValueError, match="no OpenCL device matches"):
+        opencl.OpenCLRuntime("no-such-device")
+    with pytest.raises(ValueError, match="does not exist"):
+        opencl.OpenCLRuntime("99")
+
+
+def test_build_failure_names_the_file_and_shows_the_log():
+    rt = opencl.OpenCLRuntime()
+    with pytest.raises(RuntimeError, match=r"elementwise\.cl.*failed") as e:
+        rt.kernel("elementwise.cl", "relu_f32", "-DT=no_such_type -DSFX=f32 -DIS_FLOAT=1 -DWANT_relu=1")
+    assert "no_such_type" in str(e.value)  # the compiler's log
+
+
+def test_programs_are_cached_on_disk(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    rt = opencl.OpenCLRuntime()
+    files, opts = ("elementwise.cl",), "-DT=float -DSFX=f32 -DIS_FLOAT=1 -DIS_SIGNED=1 -DWANT_neg=1"
+    rt.dev._build(files, opts)
+    cached = list((tmp_path / "tfplus" / "opencl").glob("*.bin"))
+    assert len(cached) == 1
+    prg = rt.dev._build(files, opts)  # from the binary this time
+    assert [k.function_name for k in prg.all_kernels()] == ["neg_f32"]
+
+
+# -- kernels vs NumPy ----------------------------------------------------------------------------------------
+CONV_SHAPES = [(2, 9, 7, 5, 6, 3), (3, 12, 12, 19, 37, 3), (4, 12, 12, 1, 8, 3), (2, 6, 5, 4, 3, 1)]
+
+
+@pytest.mark.parametrize("fmt,stride,padding",
+                         list(itertools.product(["NCHW", "NHWC"], [1, 2], ["SAME", "VALID"])))
+def test_conv2d_and_both_backprops(fmt, stride, padding):
+    rng = np.random.default_rng(stride * 10 + len(padding))
+    for n, h, w, c, k, ks in CONV_SHAPES:
+        x = _rand(rng, *((n, c, h, w) if fmt == "NCHW" else (n, h, w, c)))
+        f = _rand(rng, ks, ks, c, k)
+
+        def build(x, f):
+            y = tf.nn.conv2d(x, f, strides=stride, padding=padding, data_format=fmt)
+            dy = tf.constant(rng.standard_normal(y.shape.as_list()).astype(np.float32))
+            return [y, *tf.gradients(y, [x, f], grad_ys=dy)]
+        _run_both(build, [x, f])
+
+
+def test_conv2d_float64():
+    rng = np.random.default_rng(1)
+    x, f = _rand(rng, 2, 4, 7, 6, dtype=np.float64), _rand(rng, 3, 3, 4, 5, dtype=np.float64)
+    _run_both(lambda x, f: [tf.nn.conv2d(x, f, strides=1, padding="SAME", data_format="NCHW")], [x, f])
+
+
+@pytest.mark.parametrize("ta,tb", list(itertools.product([False, True], repeat=2)))
+def test_matmul_odd_sizes_and_transposes(ta, tb):
+    rng = np.random.default_rng(int(ta) * 2 + int(tb))
+    for m, k, n in [(37, 70, 45), (3, 600, 4)]:  # the second splits K over work-group layers
+        a = _rand(rng, *((k, m) if ta else (m, k)))
+        b = _rand(rng, *((n, k) if tb else (k, n)))
+        _run_both(lambda a, b: [tf.matmul(a, b, transpose_a=ta, transpose_b=tb)], [a, b])
+
+
+def test_matmul_int32():
+    rng = np.random.default_rng(2)
+    a, b = rng.integers(-9, 9, (13, 17)).astype(np.int32), rng.integers(-9, 9, (17, 5)).astype(np.int32)
+    _run_both(lambda a, b: [tf.matmul(a, b)], [a, b])
+
+
+@pytest.mark.parametrize("fmt,pool,window,padding", list(itertools.product(
+    ["NCHW", "NHWC"], ["max", "avg"], [(2, 2), (3, 2)], ["SAME", "VALID"])))
+def test_pooling_and_gradients(fmt, pool, window, padding):
+    rng = np.random.default_rng(3)
+    shape = (2, 3, 7, 8) if fmt == "NCHW" else (2, 7, 8, 3)
+    x = rng.permutation(np.arange(np.prod(shape))).reshape(shape).astype(np.float32)  # distinct: no ties
+    k, s = window
+    ksize = [1, 1, k, k] if fmt == "NCHW" else [1, k, k, 1]
+    strides = [1, 1, s, s] if fmt == "NCHW" else [1, s, s, 1]
+    fn = tf.nn.max_pool if pool == "max" else tf.nn.avg_pool
+
+    def build(x):
+        y = fn(x, ksize, strides, padding, data_format=fmt)
+        dy = tf.constant(rng.standard_normal(y.shape.as_list()).astype(np.float32))
+        (dx,) = tf.gradients(y, [x], grad_ys=dy)
+        outs = [y, dx]
+        if pool == "max":  # MaxPoolGradGrad: the gradient of MaxPoolGrad with respect to its grad input
+            outs += tf.gradients(dx, [dy], grad_ys=tf.constant(rng.standard_normal(shape).astype(np.float32)))
+        return outs
+    _run_both(build, [x])
+
+
+@pytest.mark.parametrize("fmt", ["NCHW", "NHWC"])
+def test_bias_add_and_its_gradient(fmt):
+    rng = np.random.default_rng(4)
+    x, b = _rand(rng, *((3, 5, 4, 6) if fmt == "NCHW" else (3, 4, 6, 5))), _rand(rng, 5)
+    _run_both(lambda x, b: [tf.nn.bias_add(x, b, data_format=fmt),
+                            *tf.gradients(tf.nn.bias_add(x, b, data_format=fmt), [b],
+                                          grad_ys=tf.constant(_rand(rng, *x.shape.as_list())))], [x, b])
+
+
+def test_reductions_short_long_and_split():
+    rng = np.random.default_rng(5)
+    x, big, wide = _rand(rng, 3, 700, 5), _rand(rng, 40000), _rand(rng, 30, 5, 40)
+
+    def build(x, big, wide):
+        return [tf.reduce_sum(x, 1), tf.reduce_mean(x, [0, 2]), tf.reduce_max(x, 2), tf.reduce_min(x),
+                tf.reduce_sum(wide, [0, 2]), tf.reduce_max(wide, [0, 2]),
+                tf.reduce_sum(big), tf.reduce_mean(big), tf.reduce_max(big), tf.nn.l2_loss(big),
+                tf.argmax(x, 1), tf.argmin(x, 2, output_type=tf.int32)]
+    _run_both(build, [x, big, wide])
+
+
+def test_softmax_and_fused_cross_entropies():
+    rng = np.random.default_rng(6)
+    logits = _rand(rng, 9, 13) * 4
+    for label_dtype in (np.int32, np.int64):
+        labels = rng.integers(0, 13, 9).astype(label_dtype)
+        probs = rng.dirichlet(np.ones(13), 9).astype(np.float32)
+
+        def build(x, lab, p):
+            sparse = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=lab, logits=x)
+            dense = tf.nn.softmax_cross_entropy_with_logits_v2(labels=p, logits=x)
+            return [tf.nn.softmax(x), tf.nn.log_softmax(x), sparse, dense,
+                    *tf.gradients(tf.reduce_sum(sparse) + tf.reduce_sum(dense), [x])]
+        _run_both(build, [logits, labels, probs], tol=(1e-5, 1e-5))
+
+
+def test_elementwise_broadcasting_and_casts():
+    rng = np.random.default_rng(7)
+    a, b, c = _rand(rng, 4, 1, 6), _rand(rng, 3, 1), _rand(rng, 6)
+
+    def build(a, b, c):
+        return [a + b, a * c - b, tf.maximum(a, c), tf.pow(tf.abs(a) + 1, b), tf.where(a > c, a, a * 0 + c),
+                tf.cast(a * 10, tf.int32), tf.squared_difference(a, b), tf.floormod(a, 0.7),
+                tf.floordiv(a, 0.3),
+                tf.nn.relu(a - c), tf.nn.sigmoid(a), tf.nn.tanh(b), tf.add_n([a, a, a, a, a, a])]
+    _run_both(build, [a, b, c], tol=(1e-5, 1e-5))
+
+
+def test_array_ops_are_strided_copies():
+    rng = np.random.default_rng(8)
+    x = _rand(rng, 4, 5, 6)
+
+    def build(x):
+        return [tf.transpose(x, [2, 0, 1]), x[1:, ::-2, 3], tf.concat([x, 2 * x], 1), tf.stack([x, x], 2),
+                tf.tile(x, [1, 2, 3]), tf.pad(x, [[1, 0], [0, 2], [1, 1]]), tf.unstack(x, axis=1)[3],
+                tf.slice(x, [1, 2, 0], [2, -1, 3]), tf.broadcast_to(x[:, :1], [4, 3, 6]),
+                tf.one_hot(tf.constant([0, 2, 1]), 3), tf.cumsum(x, 1, exclusive=True, reverse=True),
+                *tf.gradients(tf.reduce_sum(x[1:, ::-2, 3] * 3.0), [x])]
+    _run_both(build, [x], tol=(1e-5, 1e-5))
+
+
+@pytest.mark.parametrize("opt", ["sgd", "momentum", "nesterov", "adam"])
+def test_optimizer_updates(opt):
+    """Two steps of each optimizer from the same start: variables and slots match the cpu device."""
+    rng = np.random.default_rng(9)
+    w0, grads = _rand(rng, 7, 5), [_rand(rng, 7, 5), _rand(rng, 7, 5)]
+    results = {}
+    for device in ("cpu", "opencl"):
+        g = tf.Graph()
+        with g.as_default():
+            w = tf.Variable(w0)
+            grad = tf.placeholder(tf.float32, [7, 5])
+            o = {"sgd": tf.train.GradientDescentOptimizer(0.1), "adam": tf.train.AdamOptimizer(0.01),
+                 "momentum": tf.train.MomentumOptimizer(0.1, 0.9),
+                 "nesterov": tf.train.MomentumOptimizer(0.1, 0.9, use_nesterov=True)}[opt]
+            step = o.apply_gradients([(grad, w)])
+            init = tf.global_variables_initializer()
+        with tf.Session(graph=g, device=device) as s:
+            s.run(init)
+            for gv in grads:
+                s.run(step, {grad: gv})
+            with g.as_default():
+                results[device] = [s.run(v) for v in tf.global_variables()]
+    for a, b in zip(results["opencl"], results["cpu"]):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_random_ops_are_repeatable_per_seed_and_well_distributed():
+    g = tf.Graph()
+    with g.as_default():
+        tf.set_random_seed(3)
+        u = tf.random_uniform([100000])
+        z = tf.random_normal([100000])
+        t = tf.truncated_normal([100000])
+        x = tf.ones([1000, 100])
+        d = tf.nn.dropout(x, keep_prob=0.25)
+    with tf.Session(graph=g, device="opencl") as s:
+        uv, zv, tv, dv = s.run([u, z, t, d])
+        again = s.run(u)
+    with tf.Session(graph=g, device="opencl") as s:
+        fresh = s.run(u)
+    np.testing.assert_array_equal(uv, fresh)          # same seeds, same run number: same numbers
+    assert not np.array_equal(uv, again)              # the next run draws new ones
+    assert 0 <= uv.min() and uv.max() < 1 and abs(uv.mean() - 0.5) < 0.01
+    assert abs(zv.mean()) < 0.02 and abs(zv.std() - 1) < 0.02
+    assert np.abs(tv).max() <= 2 and abs(tv.std() - 0.88) < 0.02
+    assert set(np.unique(dv)) <= {0.0, 4.0} and abs((dv > 0).mean() - 0.25) < 0.01
+
+
+# -- a whole training step -----------------------------------------------------------------------------------
+def _small_mentee(**kw):
+    from tfplus.graphs.mentee import training_graph
+    return training_graph(total_steps=100, seed=0, model_kwargs={"conv_widths": (4, 4, 8, 8, 16),
+                                                                  "fc_widths": (16, 8)}, **kw)
+
+
+def _batch(n=8, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal((n, 3, 32, 32)).astype(np.float32), rng.integers(0, 10, n).astype(np.int32)
+
+
+@pytest.mark.parametrize("optimizer", ["momentum", "adam"])
+def test_training_steps_match_cpu(optimizer):
+    """Same start: after one step every variable and slot matches the cpu device; the losses of three steps
+    track it (later steps amplify rounding differences through ReLU kinks: only losses are compared)."""
+    tg = _small_mentee(optimizer=optimizer)
+    with tg.graph.as_default():
+        variables = tf.global_variables()
+    runs = {}
+    for device in ("cpu", "opencl"):
+        with tf.Session(graph=tg.graph, device=device) as s:
+            s.run(tg.init_op)
+            if device == "cpu":
+                start = [s.run(v) for v in variables]
+            else:
+                for v, value in zip(variables, start):
+                    v.load(value, s)
+            losses, after_one = [], None
+            for i in range(3):
+                feed = dict(zip((tg.images, tg.labels), _batch(seed=i)))
+                losses.append(s.run([tg.train_op, tg.loss], feed)[1])
+                after_one = after_one or [s.run(v) for v in variables]
+            runs[device] = losses, after_one
+    np.testing.assert_allclose(runs["opencl"][0], runs["cpu"][0], rtol=1e-3)
+    for v, a, b in zip(variables, runs["opencl"][1], runs["cpu"][1]):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5 * max(1.0, np.abs(b).max()), err_msg=v.name)
+
+
+def test_a_step_moves_only_the_batch_and_the_fetches_and_allocates_nothing_new():
+    tg = _small_mentee()
+    images, labels = _batch()
+    with tf.Session(graph=tg.graph, device="opencl") as s:
+        rt = s.runtime
+        s.run(tg.init_op)
+        for _ in range(2):
+            s.run([tg.train_op, tg.loss], {tg.images: images, tg.labels: labels})
+        h2d, d2h, allocations = rt.h2d_bytes, rt.d2h_bytes, rt.device_allocations
+        for _ in range(3):
+            s.run([tg.train_op, tg.loss], {tg.images: images, tg.labels: labels})
+        assert rt.h2d_bytes - h2d == 3 * (images.nbytes + labels.nbytes)
+        assert rt.d2h_bytes - d2h == 3 * 4  # the float32 loss
+        assert rt.device_allocations == allocations
+
+
+def test_shape_arithmetic_runs_on_the_host():
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.placeholder(tf.float32, [None, 4, 5])
+        n = tf.shape(x)[0]
+        y = tf.reshape(x, tf.stack([n, -1])) * tf.cast(n, tf.float32)
+    with tf.Session(graph=g, device="opencl") as s:
+        v = np.ones((3, 4, 5), np.float32)
+        np.testing.assert_array_equal(s.run(y, {x: v}), np.full((3, 20), 3, np.float32))
+        assert s.runtime.d2h_bytes == 3 * 20 * 4  # only the fetch came back
+
+
+# -- missing kernels -----------------------------------------------------------------------------------------
+def _cpu_only_op():
+    from tfplus.registry import OPS, register_kernel, register_op
+    from tfplus.shapes import same_as_input
+    if "TestCpuOnly" not in OPS:
+        register_op("TestCpuOnly", inputs=("x",), attrs={"T": "type"}, shape_fn=same_as_input(0))
+
+        @register_kernel("TestCpuOnly", "cpu")
+        def _double(ctx, ins, outs, attrs):
+            np.multiply(ins[0], 2, out=outs[0])
+    from tfplus.framework import apply_op
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.placeholder(tf.float32, [3])
+        y = tf.nn.relu(apply_op("TestCpuOnly", [tf.nn.relu(x)], name="doubler"))
+    return g, x, y
+
+
+def test_a_missing_kernel_raises_naming_the_devices_that_have_one():
+    g, x, y = _cpu_only_op()
+    with tf.Session(graph=g, device="opencl") as s:
+        with pytest.raises(NotImplementedError, match=r"TestCpuOnly 'doubler'.*devices with a kernel.*cpu"):
+            s.run(y, {x: np.ones(3, np.float32)})
+
+
+@pytest.mark.parametrize("how", ["env", "config"])
+def test_fallback_runs_on_the_cpu_and_reports_the_bytes(how, monkeypatch):
+    g, x, y = _cpu_only_op()
+    if how == "env":
+        monkeypatch.setenv("TFPLUS_OPENCL_FALLBACK", "1")
+    config = {"allow_soft_placement": True} if how == "config" else None
+    with tf.Session(graph=g, device="opencl", config=config) as s:
+        np.testing.assert_array_equal(s.run(y, {x: np.array([1, -1, 2], np.float32)}), [2, 0, 4])
+        report = s.runtime.placement_report()
+        assert s.runtime.fallbacks["doubler"] == {"op": "TestCpuOnly", "runs": 1, "h2d_bytes": 12,
+                                                  "d2h_bytes": 12}
+        assert "doubler" in report and "TestCpuOnly" in report

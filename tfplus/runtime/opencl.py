@@ -1,0 +1,607 @@
+"""The opencl device: tensors live in OpenCL buffers; kernels are the OpenCL kernels in tfplus.kernels.opencl.
+
+    >>> from tfplus.runtime import opencl
+    >>> opencl.available()                                  # doctest: +SKIP
+    True
+    >>> [d["name"] for d in opencl.list_devices()]          # doctest: +SKIP
+    ['NVIDIA H100 80GB HBM3', 'pthread-AMD EPYC']
+    >>> sess = tf.Session(device="opencl")                  # doctest: +SKIP
+
+Which device: "opencl:N" is entry N of list_devices(); "opencl:<text>" the first device whose platform or
+device name contains <text> (case-insensitive); plain "opencl" takes TFPLUS_OPENCL_DEVICE (an index or text)
+if set, else the first GPU, else the first device.
+
+What stays where: variables, optimizer slots, activations and gradients stay in device buffers between steps;
+per step only the fed arrays go in and the fetched values come out (`h2d_bytes`, `d2h_bytes` count them).
+Values made on the host (feeds, constants, shapes and arithmetic on them) keep a host copy, so shape functions
+and fetches read them without a transfer; small constants and shapes reach the device once (their device
+copies are cached by content), graph constants once per runtime. Freed buffers go back to a pool keyed by
+size class, so a steady-state step allocates nothing.
+
+Programs are built once per context and kept; built binaries are also cached on disk
+($XDG_CACHE_HOME/tfplus/opencl, else ~/.cache/tfplus/opencl), keyed by the sha256 of the source, build
+options, device and driver; TFPLUS_OPENCL_BUILD_OPTIONS adds compiler options. Ops with no OpenCL kernel raise
+NotImplementedError unless TFPLUS_OPENCL_FALLBACK=1, Session(config={"allow_soft_placement": True}) or
+`runtime.allow_fallback = True`: then they run their NumPy kernel on copies, and `placement_report()` lists
+each such op with the bytes it moved. TFPLUS_OPENCL_PROFILE=1 records kernel times (`profile_report()`);
+a traced Session.run (tfplus.profiler) runs on a queue with profiling on.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.resources
+import json
+import os
+import sys
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+try:
+    import pyopencl as cl
+    import pyopencl.cltypes as cltypes
+except ImportError:  # no pyopencl: available() is False and OpenCLRuntime() explains
+    cl = None
+
+# Values at most this big reach the device through the content cache: one device copy per distinct value.
+_SMALL_BYTES = 1024
+_INT8 = None if cl is None else cltypes.int8
+
+
+def _debug() -> int:
+    try:
+        return int(os.environ.get("TFPLUS_DEBUG", "0") or 0)
+    except ValueError:
+        return 0
+
+
+def cache_dir() -> Path:
+    """Where built programs and autotuning choices are kept."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "tfplus" / "opencl"
+
+
+# -- devices -------------------------------------------------------------------------------------------------
+def _cl_devices() -> list:
+    """Every OpenCL device of every platform, in platform order (the order of list_devices())."""
+    if cl is None:
+        return []
+    try:
+        platforms = cl.get_platforms()
+    except cl.Error:  # no ICD / no platform installed
+        return []
+    out = []
+    for p in platforms:
+        try:
+            out.extend(p.get_devices())
+        except cl.Error:  # a platform with no devices raises DEVICE_NOT_FOUND
+            continue
+    return out
+
+
+def _info(d) -> dict:
+    fp16 = "cl_khr_fp16" in d.extensions.split()
+    return {
+        "platform": d.platform.name.strip(), "name": d.name.strip(),
+        "type": cl.device_type.to_string(d.type), "global_mem_bytes": int(d.global_mem_size),
+        "compute_units": int(d.max_compute_units), "max_work_group_size": int(d.max_work_group_size),
+        "local_mem_bytes": int(d.local_mem_size), "fp16": fp16, "fp64": "cl_khr_fp64" in d.extensions.split(),
+        "opencl_version": d.version.strip(), "driver_version": d.driver_version.strip(),
+    }
+
+
+def list_devices() -> list[dict]:
+    """One dict per OpenCL device: index, platform, name, type, global_mem_bytes, compute_units,
+    max_work_group_size, local_mem_bytes, fp16, fp64, opencl_version, driver_version."""
+    return [{"index": i, **_info(d)} for i, d in enumerate(_cl_devices())]
+
+
+def available() -> bool:
+    """True when pyopencl is installed and at least one OpenCL device is present."""
+    return bool(_cl_devices())
+
+
+def _select(selector: str | None):
+    devices = _cl_devices()
+    if not devices:
+        raise RuntimeError("no OpenCL device found: install a GPU driver's OpenCL ICD, or PoCL for a CPU "
+                           "device (pip install pocl-binary-distribution)")
+    selector = selector or os.environ.get("TFPLUS_OPENCL_DEVICE") or None
+    listing = "; ".join(f"{i}: {d.platform.name.strip()} / {d.name.strip()}" for i, d in enumerate(devices))
+    if selector is None:
+        gpus = [d for d in devices if d.type & cl.device_type.GPU]
+        return (gpus or devices)[0]
+    selector = str(selector).strip()
+    if selector.isdigit():
+        i = int(selector)
+        if i >= len(devices):
+            raise ValueError(f"OpenCL device {i} does not exist; devices: {listing}")
+        return devices[i]
+    for d in devices:
+        if selector.lower() in f"{d.platform.name} {d.name}".lower():
+            return d
+    raise ValueError(f"no OpenCL device matches {selector!r}; devices: {listing}")
+
+
+# -- buffers -------------------------------------------------------------------------------------------------
+def _size_class(nbytes: int) -> int:
+    """Pool size class: a multiple of 256 bytes at most 1/8 above the request, so like sizes share buffers."""
+    step = 1 << max(8, nbytes.bit_length() - 4)
+    return max(step, -(-nbytes // step) * step)
+
+
+_CLASSES: dict[int, int] = {}  # nbytes -> _size_class(nbytes)
+
+
+class _Block:
+    """Device memory behind one or more DeviceArrays (views share it). `buf` is made on first device use;
+    `host` is a host copy of the contents when they came from the host (feeds, constants, shapes) — device
+    kernels never write such a block, so the copy stays valid. `derived` marks contents computed without any
+    fed value (constants, shapes, arithmetic on them): ops on such values may run on the host. `pool` gets
+    `buf` back when the block dies."""
+
+    __slots__ = ("buf", "host", "derived", "cap", "pool", "parent", "__weakref__")
+
+    def __init__(self, cap: int, pool=None, buf=None, host=None, parent=None, derived=False):
+        self.buf, self.host, self.cap, self.pool, self.parent = buf, host, cap, pool, parent
+        self.derived = derived
+
+    def __del__(self):
+        if self.pool is not None and self.buf is not None:
+            self.pool.give(self.cap, self.buf)
+
+
+class DeviceArray:
+    """A tensor in device memory: .shape, .dtype (NumPy), .nbytes, and the _Block holding its bytes.
+    Copy it to the host with `runtime.copy_out(a)`."""
+
+    __slots__ = ("shape", "dtype", "block")
+
+    def __init__(self, shape, dtype, block: _Block):
+        self.shape, self.dtype, self.block = tuple(int(d) for d in shape), np.dtype(dtype), block
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def host(self) -> np.ndarray | None:
+        """The host copy of the contents, when they were computed on the host; else None."""
+        h = self.block.host
+        return None if h is None else h.reshape(self.shape)
+
+    def __array__(self, dtype=None, copy=None):
+        raise TypeError("a DeviceArray lives in OpenCL memory; copy it to the host with runtime.copy_out(a)")
+
+    def __repr__(self) -> str:
+        return f"DeviceArray(shape={self.shape}, dtype={self.dtype})"
+
+
+class _Pool:
+    """Freed device buffers by size class; reused before anything new is allocated."""
+
+    def __init__(self, ctx):
+        self.ctx, self.free = ctx, {}
+        self.held_bytes = 0     # all buffers the pool made (in use or free)
+        self.allocations = 0    # clCreateBuffer calls
+
+    def take(self, cap: int):
+        bufs = self.free.get(cap)
+        if bufs:
+            return bufs.pop()
+        self.allocations += 1
+        self.held_bytes += cap
+        return cl.Buffer(self.ctx, cl.mem_flags.READ_WRITE, cap)
+
+    def give(self, cap: int, buf) -> None:
+        self.free.setdefault(cap, []).append(buf)
+
+    def trim(self) -> int:
+        """Releases every free buffer; returns the bytes released."""
+        n = sum(cap * len(b) for cap, b in self.free.items())
+        self.free.clear()
+        self.held_bytes -= n
+        return n
+
+
+# -- programs ------------------------------------------------------------------------------------------------
+class Kernel:
+    """One kernel of a built program. Scalar argument types are taken from the first call's NumPy scalars
+    (launchers always pass the same types), after which pyopencl's generated invoker does the work."""
+
+    __slots__ = ("name", "k", "typed")
+
+    def __init__(self, name: str, k):
+        self.name, self.k, self.typed = name, k, False
+
+    def type_args(self, args) -> None:
+        self.k.set_scalar_arg_dtypes([None if isinstance(a, DeviceArray) or a is None else a.dtype
+                                      for a in args])
+        self.typed = True
+
+
+class _Device:
+    """What all runtimes of one OpenCL device share: context, queue, buffer pool, built programs, tuning."""
+
+    _all: dict = {}
+
+    @classmethod
+    def get(cls, cl_device) -> _Device:
+        key = cl_device.int_ptr
+        if key not in cls._all:
+            cls._all[key] = cls(cl_device)
+        return cls._all[key]
+
+    def __init__(self, d):
+        self.device = d
+        self.info = _info(d)
+        self.ctx = cl.Context([d])
+        self.queue = cl.CommandQueue(self.ctx, properties=(
+            cl.command_queue_properties.PROFILING_ENABLE if os.environ.get("TFPLUS_OPENCL_PROFILE") else 0))
+        self.pool = _Pool(self.ctx)
+        self.profiling_queue = None  # made on the first traced run (tfplus.profiler)
+        self.programs: dict = {}
+        self.kernels: dict = {}
+        self.small: dict = {}     # (dtype, bytes) -> device buffer holding those bytes (read-only)
+        self.tables: dict = {}    # key -> DeviceArray: kernels' lookup tables
+        self.is_gpu = bool(d.type & cl.device_type.GPU)
+        self.max_wg = int(d.max_work_group_size)
+        self.align = max(1, int(d.mem_base_addr_align) // 8)
+        ver = d.version.split()[1] if len(d.version.split()) > 1 else "1.1"
+        c_ver = d.opencl_c_version.split()[2] if hasattr(d, "opencl_c_version") else ver
+        self.std = "-cl-std=CL1.2" if tuple(int(x) for x in c_ver.split(".")[:2]) >= (1, 2) else ""
+        ident = "|".join([d.platform.name, d.platform.version, d.name, d.version, d.driver_version])
+        self.key = hashlib.sha256(ident.encode()).hexdigest()[:16]
+        self.tuning_path = cache_dir() / f"tuning-{self.key}.json"
+        self.tuning: dict = {}
+        try:
+            self.tuning = json.loads(self.tuning_path.read_text())
+        except (OSError, ValueError):
+            pass
+        self.build_seconds = 0.0
+        if _debug() >= 1:
+            print(f"tfplus: opencl device {self.info['platform']} / {self.info['name']} "
+                  f"({self.info['opencl_version']}, driver {self.info['driver_version']})", file=sys.stderr)
+
+    # -- programs -------------------------------------------------------------------------------------------
+    def program(self, files: tuple[str, ...], options: str):
+        key = (files, options)
+        prg = self.programs.get(key)
+        if prg is None:
+            prg = self.programs[key] = self._build(files, options)
+        return prg
+
+    def _build(self, files: tuple[str, ...], options: str):
+        pkg = importlib.resources.files("tfplus.kernels.opencl")
+        src = "".join(f"// ---- {f}\n{pkg.joinpath(f).read_text()}\n" for f in ("common.cl",) + files)
+        extra = os.environ.get("TFPLUS_OPENCL_BUILD_OPTIONS", "")
+        opts = " ".join(x for x in (self.std, options, extra) if x)
+        d = self.device
+        digest = hashlib.sha256("\0".join([src, opts, d.platform.name, d.name, d.version, d.driver_version,
+                                           cl.VERSION_TEXT]).encode()).hexdigest()
+        path = cache_dir() / f"{digest}.bin"
+        what = f"{'+'.join(files)} [{opts}] for {self.info['name']}"
+        t0 = time.perf_counter()
+        if path.exists():
+            try:
+                prg = cl._cl._Program(self.ctx, [d], [path.read_bytes()])
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", cl.CompilerWarning)
+                    prg.build(opts.encode(), [d])
+                self.build_seconds += time.perf_counter() - t0
+                return prg
+            except cl.Error:  # a stale or foreign binary: rebuild from source below
+                pass
+        if _debug() >= 3:
+            print(f"tfplus: building {what}\n{src}", file=sys.stderr)
+        prg = cl._cl._Program(self.ctx, src)
+        try:
+            with warnings.catch_warnings():  # compiler chatter (e.g. always-false compares in an int build)
+                warnings.simplefilter("ignore", cl.CompilerWarning)
+                prg.build(opts.encode(), [d])
+        except cl.Error as e:
+            try:
+                log = prg.get_build_info(d, cl.program_build_info.LOG)
+            except cl.Error:
+                log = str(e)
+            raise RuntimeError(f"OpenCL build of {what} failed:\n{log.strip() or e}") from None
+        if _debug() >= 3:
+            print(f"tfplus: build log of {what}:\n{prg.get_build_info(d, cl.program_build_info.LOG)}",
+                  file=sys.stderr)
+        self.build_seconds += time.perf_counter() - t0
+        try:
+            binary = prg.get_info(cl.program_info.BINARIES)[0]
+            if binary:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                tmp = path.with_suffix(f".{os.getpid()}.tmp")
+                tmp.write_bytes(binary)
+                os.replace(tmp, path)  # atomic: a concurrent reader sees the whole file or none
+        except (OSError, cl.Error):  # a read-only home or a device that gives no binaries: memory cache only
+            pass
+        return prg
+
+    def kernel(self, files: tuple[str, ...], name: str, options: str) -> Kernel:
+        key = (files, name, options)
+        k = self.kernels.get(key)
+        if k is None:
+            prg = self.program(files, options)
+            try:
+                k = self.kernels[key] = Kernel(name, cl.Kernel(prg, name))
+            except cl.Error:
+                raise RuntimeError(f"OpenCL program {'+'.join(files)} has no kernel {name!r}") from None
+        return k
+
+    def save_tuning(self) -> None:
+        try:
+            self.tuning_path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.tuning_path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(self.tuning, indent=1, sort_keys=True))
+            os.replace(tmp, self.tuning_path)
+        except OSError:
+            pass
+
+
+# -- the runtime ---------------------------------------------------------------------------------------------
+class OpenCLRuntime:
+    """The device runtime interface (allocate, view, copy in, copy out, synchronize) for one OpenCL device.
+
+    Runtimes of one device share its context, queue, buffer pool and programs; each counts its own traffic:
+    `h2d_bytes`, `d2h_bytes` (bytes moved), `allocated_bytes` (bytes handed out by allocate).
+    """
+
+    name = "opencl"
+    kernel_device = "opencl"
+
+    def __init__(self, selector: str | None = None):
+        if cl is None:
+            raise RuntimeError("the opencl device needs pyopencl: pip install pyopencl (and "
+                               "pocl-binary-distribution "
+                               "for a CPU device)")
+        import tfplus.kernels.opencl  # noqa: F401  registers the OpenCL kernels
+        self.dev = _Device.get(_select(selector))
+        self.queue = self.dev.queue
+        self.info = self.dev.info
+        self.h2d_bytes = self.d2h_bytes = self.allocated_bytes = 0
+        self.arena_alignment = self.dev.align
+        self.allow_fallback = os.environ.get("TFPLUS_OPENCL_FALLBACK", "0") not in ("", "0")
+        self.fallbacks: dict[str, dict] = {}   # node name -> {"op", "runs", "h2d_bytes", "d2h_bytes"}
+        self._consts: dict[int, tuple] = {}    # id(Const value) -> (value, its block)
+        self.rng_counters: dict[str, int] = {}  # node name -> runs so far (random ops' Philox counter)
+        self.rng_keys: dict[str, tuple] = {}    # node name -> Philox key of an unseeded random op
+        self.plans: dict = {}  # launchers' per-shape launch plans (kernel, sizes, scalar arguments)
+        self.profile: list | None = [] if os.environ.get("TFPLUS_OPENCL_PROFILE") else None
+
+    # -- the interface the executor uses ---------------------------------------------------------------------
+    def allocate(self, shape, dtype) -> DeviceArray:
+        a = DeviceArray.__new__(DeviceArray)  # NOTE: the hot path of every op: no validation here
+        a.shape, a.dtype = tuple(shape), np.dtype(getattr(dtype, "np", dtype))
+        n = a.nbytes
+        cap = _CLASSES.get(n) or _CLASSES.setdefault(n, _size_class(n))
+        a.block = _Block(cap, self.dev.pool)
+        self.allocated_bytes += n
+        return a
+
+    def view(self, buf: DeviceArray, shape) -> DeviceArray:
+        return DeviceArray(shape, buf.dtype, buf.block)
+
+    def copy_in(self, array: np.ndarray) -> DeviceArray:
+        array = np.asarray(array, order="C")  # NOTE: not ascontiguousarray, which makes 0-d arrays 1-d
+        a = self.allocate(array.shape, array.dtype)
+        a.block.host = array
+        self.buffer(a)  # upload now, while the caller's array is certainly unchanged
+        return a
+
+    def copy_out(self, buf: DeviceArray) -> np.ndarray:
+        if buf.block.host is not None:
+            return np.array(buf.host, copy=True)
+        out = np.empty(buf.shape, buf.dtype)
+        if out.nbytes:
+            cl.enqueue_copy(self.queue, out, self.buffer(buf), is_blocking=True)
+            self.d2h_bytes += out.nbytes
+        return out
+
+    def synchronize(self) -> None:
+        self.queue.finish()
+
+    def profiling_queue(self):
+        """A queue of this device with event profiling on, for traced runs (tfplus.profiler); the usual one
+        has it off unless TFPLUS_OPENCL_PROFILE is set."""
+        dev = self.dev
+        if dev.profiling_queue is None:
+            dev.profiling_queue = cl.CommandQueue(dev.ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
+        return dev.profiling_queue
+
+    def describe(self) -> str:
+        i = self.info
+        return f"opencl ({i['platform']} / {i['name']}, {i['opencl_version']}, driver {i['driver_version']})"
+
+    # -- planner hooks: one arena, tensors at aligned offsets in it ------------------------------------------
+    def allocate_arena(self, nbytes: int) -> DeviceArray:
+        a = DeviceArray((nbytes,), np.uint8, _Block(_size_class(nbytes), self.dev.pool))
+        self.buffer(a)
+        self.allocated_bytes += nbytes
+        return a
+
+    def sub_buffer(self, arena: DeviceArray, offset: int, shape, dtype) -> DeviceArray:
+        dt = np.dtype(getattr(dtype, "np", dtype))
+        a = DeviceArray(shape, dt, None)
+        if offset % self.dev.align:
+            raise ValueError(f"sub-buffer offset {offset} is not a multiple of the device's base address "
+                             f"alignment {self.dev.align}")
+        n = max(a.nbytes, 1)
+        parent = self.buffer(arena)
+        a.block = _Block(n, None, parent.get_sub_region(offset, n), parent=arena.block)
+        return a
+
+    # -- kernels ---------------------------------------------------------------------------------------------
+    def kernel(self, files, name: str, options: str = "") -> Kernel:
+        """Kernel `name` of the program built from `files` (a .cl name or a tuple, after common.cl)."""
+        return self.dev.kernel(files if isinstance(files, tuple) else (files,), name, options)
+
+    def run(self, k: Kernel, gsize: tuple, lsize: tuple | None, *args) -> None:
+        """Enqueues kernel `k` over `gsize` work-items (rounded up to `lsize` multiples by the caller).
+        DeviceArray arguments become their buffers; scalars must be NumPy scalars."""
+        if 0 in gsize:
+            return
+        if not k.typed:
+            k.type_args(args)
+        ev = k.k(self.queue, gsize, lsize, *[(a.block.buf or self.buffer(a)) if type(a) is DeviceArray else a
+                                             for a in args])
+        if self.profile is not None:
+            self.profile.append((k.name, ev))
+
+    def run1d(self, k: Kernel, n: int, *args, local: int = 256) -> None:
+        """`k` over n work-items in groups of `local` (the kernel checks i < n)."""
+        self.run(k, *self.grid1d(n, local), *args)
+
+    def grid1d(self, n: int, local: int = 256) -> tuple[tuple, tuple]:
+        """(global, local) sizes of n work-items in groups of `local` (at most the device's limit)."""
+        local = min(local, self.dev.max_wg)
+        return (-(-n // local) * local,), (local,)
+
+    def buffer(self, a: DeviceArray):
+        """The cl.Buffer of `a`, made (and filled from its host copy) on first use."""
+        b = a.block
+        if b.buf is None:
+            self._materialize(b)
+        return b.buf
+
+    def _materialize(self, b: _Block) -> None:
+        host = b.host
+        if host is None:
+            b.buf = self.dev.pool.take(b.cap)
+            return
+        if b.derived and host.nbytes <= _SMALL_BYTES:  # constants and shapes: few distinct values
+            key = (host.dtype.str, host.tobytes())
+            buf = self.dev.small.get(key)
+            if buf is None:
+                buf = cl.Buffer(self.dev.ctx, cl.mem_flags.READ_WRITE, max(host.nbytes, 4))
+                self.dev.small[key] = buf
+                self._upload(buf, host)
+            b.buf, b.pool = buf, None  # shared and read-only: never back to the pool
+            return
+        b.buf = self.dev.pool.take(b.cap)
+        self._upload(b.buf, host)
+
+    def _upload(self, buf, host: np.ndarray) -> None:
+        if host.nbytes:
+            cl.enqueue_copy(self.queue, buf, np.asarray(host, order="C"), is_blocking=True)
+            self.h2d_bytes += host.nbytes
+
+    def constant(self, value: np.ndarray) -> _Block:
+        """The block of a graph constant: one per value for the runtime's life, uploaded at first use."""
+        hit = self._consts.get(id(value))
+        if hit is None or hit[0] is not value:
+            hit = self._consts[id(value)] = (value, _Block(_size_class(value.nbytes), None, host=value,
+                                                           derived=True))
+        return hit[1]
+
+    def table(self, key, make) -> DeviceArray:
+        """A read-only table for kernels (e.g. convolution tap offsets): `make()` builds it on the host once
+        per device and key; it is uploaded on first use and kept."""
+        t = self.dev.tables.get(key)
+        if t is None:
+            host = np.asarray(make(), order="C")
+            t = self.dev.tables[key] = DeviceArray(host.shape, host.dtype, _Block(
+                _size_class(host.nbytes), None, host=host, derived=True))
+        return t
+
+    def set_host(self, a: DeviceArray, value: np.ndarray, derived: bool = True) -> None:
+        """Makes `a` hold `value`, computed on the host (from constants and shapes alone if `derived`); it
+        goes to the device only if a device kernel reads it."""
+        value = np.asarray(value, a.dtype, order="C").reshape(a.shape)
+        if a.block.parent is not None:  # a planned arena slot stays where the plan put it
+            self.upload_into(a, value)
+            return
+        a.block = _Block(a.block.cap, self.dev.pool, host=value, derived=derived)
+
+    def copy(self, dst: DeviceArray, src: DeviceArray) -> None:
+        """dst[...] = src on the device (same number of bytes)."""
+        if src.nbytes:
+            cl.enqueue_copy(self.queue, self.buffer(dst), self.buffer(src), byte_count=src.nbytes)
+
+    def upload_into(self, a: DeviceArray, value: np.ndarray) -> None:
+        """Writes host `value` into `a`'s device buffer now (counted in h2d_bytes)."""
+        self._upload(self.buffer(a), np.asarray(value, a.dtype, order="C"))
+
+    # -- fallback to the NumPy kernels ----------------------------------------------------------------------
+    def fallback_kernel(self, op_type: str, dtype):
+        """A kernel running op_type's cpu kernel on host copies, if fallback is enabled and one exists."""
+        if not self.allow_fallback:
+            return None
+        from tfplus.registry import find_kernel
+        cpu = find_kernel(op_type, "cpu", dtype)
+        if cpu is None:
+            return None
+        from tfplus.kernels.opencl._common import run_on_host
+
+        def kernel(ctx, ins, outs, attrs):
+            before = (self.h2d_bytes, self.d2h_bytes)
+            run_on_host(ctx, cpu, ins, outs, attrs, upload=True)
+            rec = self.fallbacks.setdefault(ctx.op.name, {"op": op_type, "runs": 0, "h2d_bytes": 0,
+                                                          "d2h_bytes": 0})
+            if rec["runs"] == 0 and _debug() >= 1:
+                print(f"tfplus: {op_type} '{ctx.op.name}' has no opencl kernel: running its cpu kernel",
+                      file=sys.stderr)
+            rec["runs"] += 1
+            rec["h2d_bytes"] += self.h2d_bytes - before[0]
+            rec["d2h_bytes"] += self.d2h_bytes - before[1]
+        return kernel
+
+    def placement_report(self) -> str:
+        """Every op that ran on the host instead of the device, with the bytes its copies moved."""
+        if not self.fallbacks:
+            return f"all ops ran on {self.describe()}"
+        lines = [f"ops that fell back to the cpu (on {self.describe()}):",
+                 f"{'node':40s} {'op':28s} {'runs':>5s} {'h2d bytes':>12s} {'d2h bytes':>12s}"]
+        for name, r in sorted(self.fallbacks.items()):
+            lines.append(f"{name:40s} {r['op']:28s} {r['runs']:5d} {r['h2d_bytes']:12d} {r['d2h_bytes']:12d}")
+        return "\n".join(lines)
+
+    # -- statistics ------------------------------------------------------------------------------------------
+    @property
+    def device_allocations(self) -> int:
+        """clCreateBuffer calls made by the device's pool so far (flat in a steady state)."""
+        return self.dev.pool.allocations
+
+    @property
+    def pool_bytes(self) -> int:
+        return self.dev.pool.held_bytes
+
+    def trim(self) -> int:
+        """Gives the device's free pooled buffers back to the driver; returns the bytes freed."""
+        return self.dev.pool.trim()
+
+    def profile_report(self) -> dict[str, tuple[int, float]]:
+        """With TFPLUS_OPENCL_PROFILE=1: {kernel name: (launches, total ms)} since the last call."""
+        if self.profile is None:
+            raise RuntimeError("set TFPLUS_OPENCL_PROFILE=1 before the runtime is made to profile kernels")
+        self.synchronize()
+        out: dict[str, Any] = {}
+        for name, ev in self.profile:
+            n, ms = out.get(name, (0, 0.0))
+            out[name] = (n + 1, ms + (ev.profile.end - ev.profile.start) * 1e-6)
+        self.profile.clear()
+        return out
+
+
+def int8(values) -> Any:
+    """An OpenCL int8 vector argument holding up to 8 ints (the rest 0): shapes and strides for kernels."""
+    v = list(values) + [0] * (8 - len(values))
+    if len(v) > 8:
+        raise ValueError(f"at most 8 dims after merging, got {len(values)}")
+    return np.array(tuple(v), _INT8)
