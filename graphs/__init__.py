@@ -1,3 +1,41 @@
-"""tfplus.graphs: installed only as a subpackage of tfplus (a PyPI package named `graphs` exists)."""
+"""tfplus.graphs: model builders and the registry the CLI picks them from (`tfplus train --model NAME`).
+
+    from tfplus.graphs import MODELS, get_model
+    sorted(MODELS)                      # ['lenet', 'mentee']
+    logits = get_model("mentee").build(images, conv_widths=(16, 16, 32, 32, 64))
+
+Installed only as a subpackage of tfplus (a PyPI package named `graphs` exists).
+"""
 if __name__ == "graphs":
-    raise ImportError("import this package as tfplus.graphs, not as top-level 'graphs' (pip install . maps it there)")
+    raise ImportError("import this package as tfplus.graphs, not as top-level 'graphs' "
+                      "(pip install . maps it there)")
+
+from typing import Callable, NamedTuple  # noqa: E402
+
+from tfplus.graphs import lenet, mentee  # noqa: E402  the modules; tfplus.graphs.mentee stays the module
+from tfplus.graphs.mentee import TrainGraph, training_graph  # noqa: E402
+
+
+class Model(NamedTuple):
+    """A registered model: `build(images, conv_widths=..., fc_widths=..., data_format=...) -> logits`."""
+    name: str
+    build: Callable
+    description: str
+
+
+MODELS: dict[str, Model] = {m.name: m for m in (
+    Model("mentee", mentee.mentee,
+          "5 conv (3x3 32 32 | 64 64 | 128 |) + 3 FC (2048-256-128-10); 698k params"),
+    Model("lenet", lenet.lenet, "2 conv (5x5 6 | 16 |) + 3 FC (400-120-84-10); 62k params"),
+)}
+
+
+def get_model(name: str) -> Model:
+    """The registered model `name`; a ValueError listing the known ones otherwise."""
+    try:
+        return MODELS[name]
+    except KeyError:
+        raise ValueError(f"unknown model {name!r}; choose one of: {', '.join(sorted(MODELS))}") from None
+
+
+__all__ = ["MODELS", "Model", "TrainGraph", "get_model", "training_graph"]

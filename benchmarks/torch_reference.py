@@ -1,0 +1,193 @@
+"""PyTorch reference for `tfplus train`: the same Mentee, data pipeline and recipe, for comparing accuracy.
+
+    pip install torch==2.13.0                        # optional extra: pip install 'tfplus[bench]'
+    python benchmarks/torch_reference.py --data /path/to/cifar-10-batches-bin --epochs 15 --seed 0
+
+Self-contained (NumPy + PyTorch; it does not import tfplus) so that it checks tfplus rather than repeats it.
+Matches `tfplus train`'s defaults:
+- data: the CIFAR-10 binary files read with NumPy; per epoch a fresh permutation, batches of 128 with the
+  last partial batch dropped (390 steps); pad-4 random crop + horizontal flip; (x/255 - mean) / std per
+  channel. The random draws use the same NumPy generators keyed by (seed, stream, epoch, batch) as
+  tfplus.data, so both frameworks see the very same batches for the same seed.
+- model: Mentee, conv3x3 pad 1: 32, 32, pool, 64, 64, pool, 128, pool; FC 2048-256-128-10; ReLU; NCHW.
+  Weights He-normal truncated at 2 std as TF's he_normal (std sqrt(2/fan_in)/0.8796), biases zero.
+- recipe: SGD, momentum 0.9, Nesterov, lr 0.05 decayed per step by a cosine to 0 over the run and scaled by
+  a linear warm-up min(1, (t + 1) / W) with W = one epoch (390 steps; without it most seeds diverge or die
+  within ten steps, as in tfplus); weight decay 5e-4 on conv/FC weights only (TF's weight_decay *
+  l2_loss(w) = wd * sum(w^2) / 2 has gradient wd * w, as PyTorch's weight_decay=wd); mean cross-entropy;
+  15 epochs.
+Prints the test accuracy and seconds per epoch (training only) after each epoch.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+MEAN = np.array((0.4914, 0.4822, 0.4465), np.float32)
+STD = np.array((0.2470, 0.2435, 0.2616), np.float32)
+RECORD = 1 + 3 * 32 * 32
+
+
+def read_cifar(folder: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(train images uint8 (50000, 3, 32, 32), train labels, test images, test labels) from the .bin files."""
+    if not (folder / "data_batch_1.bin").is_file() and (folder / "cifar-10-batches-bin").is_dir():
+        folder = folder / "cifar-10-batches-bin"
+
+    def read(name):
+        raw = np.fromfile(folder / name, np.uint8).reshape(-1, RECORD)
+        return raw[:, 1:].reshape(-1, 3, 32, 32), raw[:, 0].astype(np.int64)
+
+    train = [read(f"data_batch_{i}.bin") for i in range(1, 6)]
+    test_x, test_y = read("test_batch.bin")
+    return np.concatenate([x for x, _ in train]), np.concatenate([y for _, y in train]), test_x, test_y
+
+
+def normalize(images: np.ndarray) -> np.ndarray:
+    return ((images.astype(np.float32) / 255 - MEAN[:, None, None]) / STD[:, None, None]).astype(np.float32)
+
+
+def augment(images: np.ndarray, rng: np.random.Generator, pad: int = 4) -> np.ndarray:
+    """Random crop of the zero-padded image and a coin-flip mirror (draws offsets (2, n), then flips (n,))."""
+    n, _, h, w = images.shape
+    top, left = rng.integers(0, 2 * pad + 1, (2, n))
+    flip = rng.random(n) < 0.5
+    padded = np.pad(images, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    out = np.empty_like(images)
+    for i in range(n):
+        crop = padded[i, :, top[i]:top[i] + h, left[i]:left[i] + w]
+        out[i] = crop[:, :, ::-1] if flip[i] else crop
+    return out
+
+
+def batches(images, labels, batch_size, seed, epoch):
+    """One epoch of (x, y) batches, the last partial batch dropped."""
+    order = np.random.default_rng((seed, 0, epoch, 0)).permutation(len(labels))
+    for i in range(len(labels) // batch_size):
+        take = order[i * batch_size:(i + 1) * batch_size]
+        x = augment(images[take], np.random.default_rng((seed, 1, epoch, i)))
+        yield torch.from_numpy(normalize(x)), torch.from_numpy(labels[take])
+
+
+class Mentee(nn.Module):
+    def __init__(self, widths=(32, 32, 64, 64, 128), pools=(1, 3, 4), fc=(256, 128), classes=10):
+        super().__init__()
+        layers, c = [], 3
+        for i, w in enumerate(widths):
+            layers += [nn.Conv2d(c, w, 3, padding=1), nn.ReLU()]
+            if i in pools:
+                layers.append(nn.MaxPool2d(2))
+            c = w
+        side = 32 // 2 ** len(pools)
+        dims = [c * side * side, *fc]
+        head = []
+        for a, b in zip(dims, dims[1:]):
+            head += [nn.Linear(a, b), nn.ReLU()]
+        self.features = nn.Sequential(*layers)
+        self.classifier = nn.Sequential(nn.Flatten(), *head, nn.Linear(dims[-1], classes))
+        for m in self.modules():
+            if isinstance(m, (nn.Conv2d, nn.Linear)):
+                fan_in = m.weight[0].numel()
+                std = math.sqrt(2.0 / fan_in) / 0.87962566103423978
+                nn.init.trunc_normal_(m.weight, 0.0, std, -2 * std, 2 * std)
+                nn.init.zeros_(m.bias)
+
+    def forward(self, x):
+        return self.classifier(self.features(x))
+
+
+def evaluate(model, images, labels, device, batch_size=500) -> float:
+    model.eval()
+    correct = 0
+    with torch.no_grad():
+        for i in range(0, len(labels), batch_size):
+            x = torch.from_numpy(normalize(images[i:i + batch_size])).to(device)
+            correct += int((model(x).argmax(1).cpu().numpy() == labels[i:i + batch_size]).sum())
+    model.train()
+    return correct / len(labels)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--data", required=True,
+                   help="folder with data_batch_1.bin .. test_batch.bin (or its parent)")
+    p.add_argument("--epochs", type=int, default=15)
+    p.add_argument("--steps", type=int,
+                   help="stop after this many steps (smoke runs); the schedule still spans --epochs")
+    p.add_argument("--batch-size", type=int, default=128)
+    p.add_argument("--lr", type=float, default=0.05)
+    p.add_argument("--warmup-steps", type=int,
+                   help="linear warm-up steps (default: one epoch, or half of a shorter run; 0: none)")
+    p.add_argument("--momentum", type=float, default=0.9)
+    p.add_argument("--weight-decay", type=float, default=5e-4)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, help="torch threads (default: PyTorch's choice)")
+    p.add_argument("--log", help="append one JSON object per epoch")
+    p.add_argument("--device", default="cpu", help="torch device, e.g. cuda (default cpu)")
+    args = p.parse_args()
+
+    torch.manual_seed(args.seed)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    train_x, train_y, test_x, test_y = read_cifar(Path(args.data).expanduser())
+    device = torch.device(args.device)
+    model = Mentee().to(device)
+    weights = [m.weight for m in model.modules() if isinstance(m, (nn.Conv2d, nn.Linear))]
+    biases = [m.bias for m in model.modules() if isinstance(m, (nn.Conv2d, nn.Linear))]
+    opt = torch.optim.SGD([{"params": weights, "weight_decay": args.weight_decay},
+                           {"params": biases, "weight_decay": 0.0}],
+                          lr=args.lr, momentum=args.momentum, nesterov=True)
+    steps_per_epoch = len(train_y) // args.batch_size
+    total = args.epochs * steps_per_epoch
+    warmup = min(steps_per_epoch, total // 2) if args.warmup_steps is None else args.warmup_steps
+    # LambdaLR multiplies the base lr: step t (0-based) trains at lr * (1 + cos(pi t / total)) / 2, times
+    # (t + 1) / warmup during the warm-up.
+    def factor(t: int) -> float:
+        return 0.5 * (1 + math.cos(math.pi * min(t, total) / total)) * min(1.0, (t + 1) / max(warmup, 1))
+
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, factor)
+    loss_fn = nn.CrossEntropyLoss()
+    print(f"torch {torch.__version__} on {device}, {torch.get_num_threads()} threads, "
+          f"{sum(p.numel() for p in model.parameters())} parameters, {total} steps ({warmup} warm-up)",
+          flush=True)
+    step, best = 0, 0.0
+    for epoch in range(args.epochs):
+        t0, loss_sum, correct, seen = time.perf_counter(), 0.0, 0, 0
+        for x, y in batches(train_x, train_y, args.batch_size, args.seed, epoch):
+            x, y = x.to(device), y.to(device)
+            logits = model(x)
+            loss = loss_fn(logits, y)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            sched.step()
+            step += 1
+            loss_sum += loss.item() * len(y)
+            correct += int((logits.argmax(1) == y).sum())
+            seen += len(y)
+            if args.steps and step >= args.steps:
+                break
+        seconds = time.perf_counter() - t0
+        acc = evaluate(model, test_x, test_y, device)
+        best = max(best, acc)
+        print(f"epoch {epoch + 1:2d}/{args.epochs}  train loss {loss_sum / seen:.4f} "
+              f"acc {100 * correct / seen:.2f}%  test acc {100 * acc:.2f}%  {seconds:.1f} s/epoch "
+              f"({seen / seconds:.0f} img/s)", flush=True)
+        if args.log:
+            with open(args.log, "a") as f:
+                f.write(json.dumps({"epoch": epoch + 1, "step": step, "loss": loss_sum / seen,
+                                    "accuracy": correct / seen, "test_accuracy": acc, "epoch_time_s": seconds,
+                                    "seed": args.seed, "device": str(device)}) + "\n")
+        if args.steps and step >= args.steps:
+            break
+    print(f"final test acc {100 * acc:.2f}%  best {100 * best:.2f}%", flush=True)
+
+
+if __name__ == "__main__":
+    main()

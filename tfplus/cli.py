@@ -1,0 +1,249 @@
+"""The `tfplus` command: train and evaluate CNNs on CIFAR-10, list devices.
+
+    tfplus devices
+    tfplus train --data ~/data --epochs 15 --log run.jsonl --checkpoint-dir runs/a
+    tfplus train --checkpoint-dir runs/a --resume       # after a crash, Ctrl-C or kill
+    tfplus eval --checkpoint runs/a
+    tfplus plan --model mentee --batch-size 128 --budget 64MB   # the memory of one step (tfplus.plan_cli)
+    tfplus profile --model mentee --trace step.json            # where a step's time goes (tfplus.profile_cli)
+
+Exit codes: 0 done, 1 failed (missing data, a runtime error), 2 bad options, 130 / 143 stopped by Ctrl-C /
+SIGTERM (after saving a checkpoint when --checkpoint-dir is given).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Sequence
+
+EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 1, 2, 130
+
+_TRAIN_EPILOG = """\
+default recipe: Mentee, SGD with Nesterov momentum 0.9, learning rate 0.05 (Adam: 0.001) decayed to 0 by a
+cosine over the run (per step) after a linear warm-up over the first epoch, weight decay 5e-4 on the
+weights, batch 128, 15 epochs, random crop (pad 4) and horizontal flip, per-channel normalization, seed 0.
+
+data: --data DIR, else $TFPLUS_DATA, else ~/.cache/tfplus; CIFAR-10 is downloaded there (~170 MB) if absent.
+--synthetic trains on a small generated dataset instead (offline smoke runs).
+
+checkpoints: with --checkpoint-dir, written at the end of each epoch (or every --checkpoint-every steps), at
+the end, and on Ctrl-C/SIGTERM; --resume continues the last one exactly (same batches, same learning rates).
+"""
+
+
+class _Parser(argparse.ArgumentParser):
+    """Reports a bad option as one line, `tfplus train: error: ...`, and exits with code 2."""
+
+    def error(self, message: str):
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def _widths(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(w) for w in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated widths such as 32,32,64, got {text!r}") \
+            from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"layer widths must be >= 1, got {text!r}")
+    return values
+
+
+def _size(text: str) -> int:
+    from tfplus.units import parse_size
+    try:
+        return parse_size(text, "--memory-budget")
+    except (ValueError, TypeError) as e:
+        raise argparse.ArgumentTypeError(str(e).removeprefix("--memory-budget: ")) from None
+
+
+def _device(text: str) -> str:
+    if text.partition(":")[0].lower() not in ("cpu", "opencl"):
+        raise argparse.ArgumentTypeError(f"unknown device {text!r}; use cpu, opencl or opencl:N "
+                                         "(`tfplus devices` lists them)")
+    return text
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from tfplus import __version__
+    from tfplus.graphs import MODELS
+    from tfplus.graphs.mentee import DATA_FORMATS, OPTIMIZERS, SCHEDULES
+
+    parser = _Parser(prog="tfplus", description="Train and evaluate CNNs with tfplus, a TensorFlow-1-style "
+                     "graph runtime for memory-constrained devices.")
+    parser.add_argument("--version", action="version", version=f"tfplus {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    sub.add_parser("devices", help="list the devices tfplus can run on")
+
+    t = sub.add_parser("train", help="train a model on CIFAR-10", epilog=_TRAIN_EPILOG,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    # Recipe options default to None: the trainer fills them from its defaults, or on --resume from the
+    # checkpoint, and refuses a resumed run whose explicit options change the recipe.
+    g = t.add_argument_group("model")
+    g.add_argument("--model", help=f"one of {', '.join(sorted(MODELS))} (default mentee)")
+    g.add_argument("--widths", dest="conv_widths", type=_widths, metavar="W,W,..",
+                   help="conv layer widths; their number sets the depth (mentee default 32,32,64,64,128)")
+    g.add_argument("--fc-widths", type=_widths, metavar="W,W,..",
+                   help="hidden FC widths (mentee default 256,128)")
+    g.add_argument("--data-format", choices=DATA_FORMATS, help="activation layout (default NCHW)")
+    g = t.add_argument_group("data")
+    g.add_argument("--data", metavar="DIR", help="CIFAR-10 folder (default $TFPLUS_DATA or ~/.cache/tfplus)")
+    g.add_argument("--synthetic", action="store_const", const=True,
+                   help="train on a small generated CIFAR-shaped dataset (no download)")
+    g.add_argument("--no-augment", dest="augment", action="store_const", const=False,
+                   help="no random crop and flip")
+    g = t.add_argument_group("recipe")
+    g.add_argument("--batch-size", type=_positive_int, metavar="N", help="default 128")
+    length = g.add_mutually_exclusive_group()
+    length.add_argument("--epochs", type=_positive_int, metavar="N", help="default 15")
+    length.add_argument("--steps", type=_positive_int, metavar="N", help="train N steps, not whole epochs")
+    g.add_argument("--optimizer", choices=OPTIMIZERS, help="default momentum (Nesterov)")
+    g.add_argument("--lr", type=float, help="peak learning rate (default 0.05; adam 0.001)")
+    g.add_argument("--momentum", type=float, metavar="M", help="default 0.9")
+    g.add_argument("--no-nesterov", dest="nesterov", action="store_const", const=False,
+                   help="classical momentum instead of Nesterov's")
+    g.add_argument("--weight-decay", type=float, metavar="WD", help="L2 factor on the weights (default 5e-4)")
+    g.add_argument("--schedule", choices=SCHEDULES,
+                   help="cosine: to 0 over the run (default); step: /10 at 50%% and 75%%; const")
+    g.add_argument("--warmup-steps", type=_count, metavar="N",
+                   help="linear learning-rate warm-up (default: one epoch, or half of a shorter run)")
+    g.add_argument("--seed", type=int, metavar="S", help="initial weights and data order (default 0)")
+    g = t.add_argument_group("run")
+    g.add_argument("--device", type=_device, default="cpu", help="cpu (default), opencl or opencl:N")
+    g.add_argument("--memory-budget", type=_size, metavar="SIZE",
+                   help="plan each step to fit SIZE bytes (e.g. 64MB, 64MiB)")
+    g.add_argument("--checkpoint-dir", metavar="DIR", help="write checkpoints here")
+    g.add_argument("--checkpoint-every", type=_positive_int, metavar="N",
+                   help="steps between checkpoints (default: each epoch)")
+    g.add_argument("--resume", action="store_true",
+                   help="continue from the last checkpoint in --checkpoint-dir")
+    g.add_argument("--log", metavar="FILE.jsonl", help="append one JSON object per logged step and per epoch")
+    g.add_argument("--log-every", type=_positive_int, default=10, metavar="N", help="steps between log rows "
+                   "(default 10)")
+    g.add_argument("--profile-every", type=_positive_int, metavar="N",
+                   help="trace every Nth step into the --log file as a row {kind: profile, step, epoch, step_ms, "
+                   "op_ms, forward_ms, backward_ms, update_ms, device_ms, gflop, gflop_per_s, h2d_bytes, "
+                   "d2h_bytes, transfer_ms, peak_live_bytes, ops, top_ops} (tfplus.trainer)")
+
+    e = sub.add_parser("eval", help="test accuracy of a checkpoint, per class")
+    e.add_argument("--checkpoint", required=True, metavar="PATH",
+                   help="a checkpoint directory or file prefix")
+    e.add_argument("--data", metavar="DIR", help="CIFAR-10 folder (default $TFPLUS_DATA or ~/.cache/tfplus)")
+    e.add_argument("--synthetic", action="store_const", const=True,
+                   help="evaluate on the synthetic dataset (default: what the checkpoint was trained on)")
+    e.add_argument("--device", type=_device, default="cpu", help="cpu (default), opencl or opencl:N")
+    e.add_argument("--memory-budget", type=_size, metavar="SIZE", help="plan each step to fit SIZE bytes")
+    e.add_argument("--batch-size", type=_positive_int,
+                   help="default 500 (under a memory budget: the training batch size)")
+
+    from tfplus import plan_cli, profile_cli
+    plan_cli.add_parser(sub)
+    profile_cli.add_parser(sub)
+    return parser
+
+
+def _devices(out) -> int:
+    from tfplus.units import format_size
+    print(f"cpu        NumPy, {os.cpu_count()} cores", file=out)
+    try:
+        from tfplus.runtime import opencl
+    except ImportError as e:
+        print(f"opencl     not available: {e}", file=out)
+        return 0
+    try:
+        devices = opencl.list_devices()
+    except Exception as e:  # pyopencl reports a missing ICD loader or platform in many ways
+        devices, why = [], str(e)
+    else:
+        why = ""
+    if not devices:
+        print("opencl     no OpenCL platform found" + (f" ({why})" if why else "") + "; install your GPU's "
+              "OpenCL driver, or PoCL for a CPU device: pip install 'tfplus[pocl]'", file=out)
+    for d in devices:
+        print(f"{'opencl:%d' % d['index']:<10} {d['name'].strip()} ({d['platform'].strip()}), {d['type']}, "
+              f"{d['compute_units']} compute units, {format_size(d['global_mem_bytes'])}, "
+              f"{d['opencl_version'].strip()}", file=out)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Runs the command line `argv` (default sys.argv[1:]) and returns the exit code."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # --help, --version, or a bad option (already reported)
+        return int(e.code or 0)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+
+    from tfplus import errors
+    from tfplus.data import DataError
+    from tfplus.planner import BudgetError
+    from tfplus.trainer import UsageError
+    prog = f"tfplus {args.command}"
+    try:
+        if args.command == "devices":
+            return _devices(sys.stdout)
+        if args.command == "train":
+            return _train(args)
+        if args.command == "eval":
+            return _eval(args)
+        return args.func(args)
+    except UsageError as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except BudgetError as e:  # no plan of a step fits --memory-budget
+        print(f"{prog}: error: --memory-budget: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except (DataError, errors.OpError, NotImplementedError, MemoryError) as e:
+        if os.environ.get("TFPLUS_DEBUG"):
+            raise
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        print(f"\n{prog}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def _train(args: argparse.Namespace) -> int:
+    from tfplus.trainer import RECIPE, TrainConfig, train
+    options = {k: getattr(args, k) for k in RECIPE}
+    cfg = TrainConfig(**options, data=args.data, device=args.device, memory_budget=args.memory_budget,
+                      checkpoint_dir=args.checkpoint_dir, checkpoint_every=args.checkpoint_every,
+                      resume=args.resume, log=args.log, log_every=args.log_every,
+                      profile_every=args.profile_every)
+    return train(cfg).exit_code
+
+
+def _eval(args: argparse.Namespace) -> int:
+    from tfplus.trainer import evaluate
+    evaluate(args.checkpoint, data=args.data, synthetic=args.synthetic, device=args.device,
+             memory_budget=args.memory_budget, batch_size=args.batch_size)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

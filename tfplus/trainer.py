@@ -1,0 +1,642 @@
+"""The training and evaluation loops behind `tfplus train` and `tfplus eval`, usable without the CLI.
+
+    from tfplus.trainer import TrainConfig, train, evaluate
+    result = train(TrainConfig(model="lenet", synthetic=True, steps=50, batch_size=32))
+    result.final_test_accuracy                      # e.g. 0.93
+    evaluate(checkpoint_dir="runs/a")               # prints a per-class accuracy table
+
+A run is exactly repeatable: the weights come from the graph seed, the batches are a pure function of
+(seed, epoch, batch) (tfplus.data.train_batches), and a training step draws no random numbers. A checkpoint
+holds the variables (optimizer slots and global step included) and, as JSON metadata, the recipe, the data
+iterator's position and the epoch history, so `--resume` after a crash continues with the very batches and
+learning rates of an uninterrupted run and, on the cpu, logs the same losses.
+
+The --log file gets one JSON object per line (field names are stable):
+- {"kind": "start", "step", "total_steps", "steps_per_epoch", "resumed", "device", "recipe"} per session;
+- {"kind": "step", "step", "epoch", "loss", "accuracy", "lr", "images_per_sec", "peak_bytes", "h2d_bytes",
+  "d2h_bytes"} every log_every steps: `step` counts steps done (1-based), `epoch` is 1-based, loss and
+  accuracy are that step's batch's, images_per_sec is over the steps since the last row, peak_bytes the
+  process's peak RSS, h2d/d2h_bytes the session runtime's transfer counters so far;
+- {"kind": "epoch", ..., "test_accuracy", "epoch_time_s"} after each epoch, with the epoch's mean loss and
+  accuracy and its training time (evaluation excluded);
+- with profile_every N, {"kind": "profile", "step", "epoch", "step_ms", "op_ms", "forward_ms", "backward_ms",
+  "update_ms", "device_ms", "gflop", "gflop_per_s", "h2d_bytes", "d2h_bytes", "transfer_ms",
+  "peak_live_bytes", "ops", "top_ops"} for every Nth step, traced (tfplus.profiler.RunMetadata.summary; the
+  traced step's own times, so its images_per_sec in a step row is a little lower); top_ops lists the five
+  costliest op types as [op type, ms].
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+
+import tfplus as tf
+from tfplus import data as tfdata
+from tfplus import profiler
+from tfplus.graphs import get_model, training_graph
+from tfplus.graphs.mentee import DATA_FORMATS, DEFAULT_LR, OPTIMIZERS, SCHEDULES, default_warmup
+from tfplus.units import format_size
+
+# The synthetic dataset (tfplus.data.synthetic): small enough that an epoch takes seconds.
+SYNTHETIC_TRAIN, SYNTHETIC_TEST, SYNTHETIC_SEED = 5000, 1000, 0
+# Test-set batches: larger than training ones (a forward pass needs far less memory than a training step),
+# except under a memory budget, which was chosen for the training batch.
+EVAL_BATCH = 500
+CHECKPOINT_PREFIX = "model.ckpt"
+CHECKPOINT_FORMAT = 1
+_EXIT_ON_SIGNAL = {signal.SIGINT: 130, signal.SIGTERM: 143}
+
+
+class UsageError(ValueError):
+    """A bad option or option combination; the CLI prints it as one line and exits with code 2."""
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Configuration
+
+@dataclasses.dataclass
+class TrainConfig:
+    """One training run. Recipe fields left None take RECIPE_DEFAULTS, or on --resume the checkpoint's values.
+
+    Recipe fields decide the numbers a run produces and must not change when resuming; the others
+    (where the data is, the device, logging, checkpointing) may.
+    """
+    # recipe
+    model: str | None = None
+    conv_widths: tuple[int, ...] | None = None   # None: the model's default
+    fc_widths: tuple[int, ...] | None = None
+    data_format: str | None = None
+    synthetic: bool | None = None
+    batch_size: int | None = None
+    epochs: int | None = None
+    steps: int | None = None
+    optimizer: str | None = None
+    lr: float | None = None                      # None: 0.05 for momentum/sgd, 0.001 for adam
+    momentum: float | None = None
+    nesterov: bool | None = None
+    weight_decay: float | None = None
+    schedule: str | None = None
+    warmup_steps: int | None = None              # None: one epoch, or half of a shorter run
+    augment: bool | None = None
+    seed: int | None = None
+    # run
+    data: str | None = None
+    device: str = "cpu"
+    memory_budget: int | str | None = None
+    checkpoint_dir: str | None = None
+    checkpoint_every: int | None = None          # steps; None: at the end of each epoch
+    resume: bool = False
+    log: str | None = None
+    log_every: int = 10
+    profile_every: int | None = None             # steps between traced steps (rows of kind "profile")
+    download: bool = True
+
+
+RECIPE = ("model", "conv_widths", "fc_widths", "data_format", "synthetic", "batch_size", "epochs", "steps",
+          "optimizer", "lr", "momentum", "nesterov", "weight_decay", "schedule", "warmup_steps", "augment",
+          "seed")
+RECIPE_DEFAULTS: dict[str, Any] = {
+    "model": "mentee", "conv_widths": None, "fc_widths": None, "data_format": "NCHW", "synthetic": False,
+    "batch_size": 128, "epochs": 15, "steps": None, "optimizer": "momentum", "lr": None, "momentum": 0.9,
+    "nesterov": True, "weight_decay": 5e-4, "schedule": "cosine", "warmup_steps": None, "augment": True,
+    "seed": 0,
+}
+
+
+def _recipe(cfg: TrainConfig) -> dict[str, Any]:
+    return {k: getattr(cfg, k) for k in RECIPE}
+
+
+def _json_ready(recipe: dict[str, Any]) -> dict[str, Any]:
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in recipe.items()}
+
+
+def _from_json(recipe: dict[str, Any]) -> dict[str, Any]:
+    return {k: tuple(v) if isinstance(v, list) else v for k, v in recipe.items()}
+
+
+def resolve(cfg: TrainConfig, saved: dict[str, Any] | None = None) -> TrainConfig:
+    """Fills the recipe fields left None: from `saved` (a checkpoint's recipe) if given, else the defaults.
+
+    A field set both in cfg and in saved must agree (a resumed run keeps its recipe). Raises UsageError.
+    """
+    given = {k: v for k, v in _recipe(cfg).items() if v is not None}
+    if saved is not None:
+        saved = _from_json(saved)
+        # --steps and --epochs are one choice: giving the other one is a change too.
+        if given.get("epochs") is not None and saved.get("steps") is not None or \
+                given.get("steps") is not None and saved.get("epochs") is not None:
+            raise UsageError(f"the checkpoint's run is {_length(saved)}; a resumed run keeps its length "
+                             "(drop --epochs/--steps)")
+        for k, v in given.items():
+            if saved.get(k) != v:
+                raise UsageError(f"--{k.replace('_', '-')} {_fmt(v)} differs from the checkpoint's "
+                                 f"{_fmt(saved.get(k))}; a resumed run keeps its recipe (drop the option, or "
+                                 "start a new run in another --checkpoint-dir)")
+        base = saved
+    else:
+        if given.get("epochs") is not None and given.get("steps") is not None:
+            raise UsageError("give --epochs or --steps, not both")
+        base = dict(RECIPE_DEFAULTS, **({"epochs": None} if given.get("steps") is not None else {}))
+    out = dataclasses.replace(cfg, **{k: given.get(k, base.get(k)) for k in RECIPE})
+    _check(out)
+    if out.lr is None:
+        out.lr = DEFAULT_LR[out.optimizer]
+    return out
+
+
+def _length(recipe: dict[str, Any]) -> str:
+    return f"{recipe['steps']} steps" if recipe.get("steps") is not None else f"{recipe.get('epochs')} epochs"
+
+
+def _fmt(v: Any) -> str:
+    return ",".join(map(str, v)) if isinstance(v, (tuple, list)) else str(v)
+
+
+def _check(cfg: TrainConfig) -> None:
+    try:
+        get_model(cfg.model)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    checks = [
+        (cfg.batch_size >= 1, f"--batch-size must be >= 1, got {cfg.batch_size}"),
+        (cfg.epochs is None or cfg.epochs >= 1, f"--epochs must be >= 1, got {cfg.epochs}"),
+        (cfg.steps is None or cfg.steps >= 1, f"--steps must be >= 1, got {cfg.steps}"),
+        (cfg.optimizer in OPTIMIZERS, f"unknown optimizer {cfg.optimizer!r}; use {', '.join(OPTIMIZERS)}"),
+        (cfg.schedule in SCHEDULES, f"unknown schedule {cfg.schedule!r}; use {', '.join(SCHEDULES)}"),
+        (cfg.data_format in DATA_FORMATS, f"--data-format must be one of {', '.join(DATA_FORMATS)}"),
+        (cfg.lr is None or cfg.lr > 0, f"--lr must be > 0, got {cfg.lr}"),
+        (cfg.warmup_steps is None or cfg.warmup_steps >= 0,
+         f"--warmup-steps must be >= 0, got {cfg.warmup_steps}"),
+        (cfg.weight_decay >= 0, f"--weight-decay must be >= 0, got {cfg.weight_decay}"),
+        (0 <= cfg.momentum < 1, f"--momentum must be in [0, 1), got {cfg.momentum}"),
+        (cfg.log_every >= 1, f"--log-every must be >= 1, got {cfg.log_every}"),
+        (cfg.profile_every is None or cfg.profile_every >= 1,
+         f"--profile-every must be >= 1, got {cfg.profile_every}"),
+        (cfg.profile_every is None or cfg.log is not None, "--profile-every needs --log"),
+        (cfg.checkpoint_every is None or cfg.checkpoint_every >= 1,
+         f"--checkpoint-every must be >= 1, got {cfg.checkpoint_every}"),
+        (cfg.checkpoint_every is None or cfg.checkpoint_dir is not None,
+         "--checkpoint-every needs --checkpoint-dir"),
+        (not cfg.resume or cfg.checkpoint_dir is not None, "--resume needs --checkpoint-dir"),
+        (cfg.synthetic is False or cfg.data is None, "give --data or --synthetic, not both"),
+    ]
+    for ok, message in checks:
+        if not ok:
+            raise UsageError(message)
+
+
+def check_device(device: str) -> None:
+    """Refuses device names that are neither cpu nor opencl[:N] before any work is done."""
+    kind = (device or "").partition(":")[0].lower()
+    if kind not in ("cpu", "opencl"):
+        raise UsageError(f"unknown device {device!r}; use cpu, opencl or opencl:N (see `tfplus devices`)")
+
+
+def _session(graph: tf.Graph, device: str, memory_budget) -> tf.Session:
+    """A Session on `device`; a device or budget the runtime cannot provide is a UsageError."""
+    check_device(device)
+    try:
+        return tf.Session(graph=graph, device=device, memory_budget=memory_budget)
+    except ImportError as e:
+        raise UsageError(f"--device {device}: the OpenCL runtime is not available ({e})") from None
+    except NotImplementedError as e:
+        raise UsageError(f"--device {device}" + (f" --memory-budget {memory_budget}" if memory_budget else "")
+                         + f": {e}") from None
+    except (ValueError, RuntimeError, TypeError) as e:
+        raise UsageError(f"--device {device}: {e}") from None
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Data
+
+def load_data(data: str | None = None, synthetic: bool = False, download: bool = True,
+              err: IO[str] | None = None) -> tuple[tfdata.Dataset, str | None]:
+    """(dataset, its folder): the synthetic dataset (folder None), or CIFAR-10 from `data` / $TFPLUS_DATA /
+    the cache dir, downloaded there if absent.
+
+    An explicit `data` that is missing, not a folder or not readable is a UsageError; missing data that cannot
+    be downloaded is a tfplus.data.DataError that says where to put the files.
+    """
+    if synthetic:
+        return tfdata.synthetic(SYNTHETIC_TRAIN, SYNTHETIC_TEST, seed=SYNTHETIC_SEED), None
+    if data is not None:
+        path = Path(data).expanduser()
+        if not path.exists():
+            raise UsageError(f"--data {data}: no such directory (create it to download CIFAR-10 there)")
+        if not path.is_dir():
+            raise UsageError(f"--data {data}: not a directory; give the folder of cifar-10-batches-bin/")
+        if not os.access(path, os.R_OK | os.X_OK):
+            raise UsageError(f"--data {data}: the directory is not readable (check its permissions)")
+    found = tfdata.find_data_dir(data)
+    if found is None:
+        if not download:
+            tfdata.load(data)  # raises DataError naming the folder and the fix
+        print(f"CIFAR-10 not found in {tfdata.data_root(data)}; downloading it there", file=err or sys.stderr)
+        found = tfdata.download(data)
+    return tfdata.read_batches(found), str(found.resolve())
+
+
+def _saved_data_dir(meta: dict[str, Any] | None) -> str | None:
+    """The data folder a checkpoint was trained on, if it is still there (used when --data is not given)."""
+    folder = (meta or {}).get("data")
+    return folder if folder and os.path.isdir(folder) else None
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Checkpoints: the Saver writes the variables; the JSON metadata holds everything else a resume needs.
+
+def latest_checkpoint(checkpoint_dir: str | os.PathLike) -> str | None:
+    return tf.train.latest_checkpoint(str(checkpoint_dir))
+
+
+def read_metadata(path: str) -> dict[str, Any]:
+    """The JSON metadata stored with checkpoint `path` (checked by the Saver)."""
+    meta = tf.train.read_checkpoint_metadata(path)
+    if not isinstance(meta, dict) or meta.get("format") != CHECKPOINT_FORMAT or "recipe" not in meta:
+        raise UsageError(f"{path}: not a checkpoint of `tfplus train` (no run recipe in its metadata)")
+    return meta
+
+
+def _save(saver, sess: tf.Session, checkpoint_dir: str, step: int, meta: dict[str, Any]) -> str:
+    return saver.save(sess, os.path.join(checkpoint_dir, CHECKPOINT_PREFIX), global_step=step, metadata=meta)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Output: progress bar, JSON lines log
+
+class Progress:
+    """One epoch's progress bar: redrawn in place (\\r) on a terminal, else a plain line every ~10%."""
+
+    def __init__(self, stream: IO[str], total: int, label: str):
+        self.stream, self.total, self.label = stream, total, label
+        self.tty = bool(getattr(stream, "isatty", lambda: False)())
+        self.every = max(1, total // 10)
+        self._width = 0
+
+    def update(self, done: int, text: str) -> None:
+        if self.tty:
+            filled = 20 * done // self.total
+            line = f"{self.label} [{'#' * filled}{'.' * (20 - filled)}] {done}/{self.total} {text}"
+            self.stream.write("\r" + line.ljust(self._width))
+            self._width = len(line)
+        elif done % self.every == 0 or done == self.total:
+            self.stream.write(f"{self.label} {done}/{self.total} {text}\n")
+        self.stream.flush()
+
+    def clear(self) -> None:
+        if self.tty and self._width:
+            self.stream.write("\r" + " " * self._width + "\r")
+            self.stream.flush()
+            self._width = 0
+
+
+class JsonLog:
+    """Appends one JSON object per line and flushes it, so a killed run loses no logged row."""
+
+    def __init__(self, path: str | None):
+        self._file = None
+        if path:
+            try:
+                os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+                self._file = open(path, "a", encoding="utf-8")  # closed in close()
+            except OSError as e:
+                raise UsageError(f"--log {path}: cannot open it for writing ({e.strerror})") from None
+
+    def write(self, row: dict[str, Any]) -> None:
+        if self._file is not None:
+            self._file.write(json.dumps(row) + "\n")
+            self._file.flush()
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+
+
+def peak_rss_bytes() -> int:
+    """The process's peak resident set size (0 where the platform does not report it)."""
+    try:
+        import resource
+    except ImportError:  # Windows
+        return 0
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak) if sys.platform == "darwin" else int(peak) * 1024  # macOS reports bytes, Linux KiB
+
+
+def _clock(seconds: float) -> str:
+    s = int(round(seconds))
+    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Signals: Ctrl-C / SIGTERM finish the running step, then the loop saves and stops.
+
+class _StopRequest:
+    """Catches SIGINT and SIGTERM while training: the first asks the loop to stop after the current step (so
+    the checkpoint is consistent); a second SIGINT interrupts at once."""
+
+    def __init__(self):
+        self.signum: int | None = None
+        self._old: dict[int, Any] = {}
+
+    def _handle(self, signum, frame):
+        if self.signum is not None and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        self.signum = signum
+
+    def __enter__(self) -> _StopRequest:
+        if threading.current_thread() is threading.main_thread():  # signal handlers live in the main thread
+            for s in _EXIT_ON_SIGNAL:
+                self._old[s] = signal.signal(s, self._handle)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for s, handler in self._old.items():
+            signal.signal(s, handler)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Training
+
+@dataclasses.dataclass
+class TrainResult:
+    steps: int                                   # global step reached
+    total_steps: int
+    history: list[dict[str, Any]]                # one dict per finished epoch (the epoch rows of the log)
+    final_test_accuracy: float | None
+    best_test_accuracy: float | None
+    best_epoch: int | None
+    total_time_s: float                          # over all sessions of a resumed run
+    peak_bytes: int
+    checkpoint: str | None                       # the last checkpoint written, if any
+    exit_code: int = 0                           # 130 / 143 when stopped by SIGINT / SIGTERM
+
+
+def _model_kwargs(cfg: TrainConfig) -> dict[str, Any]:
+    kw = {}
+    if cfg.conv_widths is not None:
+        kw["conv_widths"] = tuple(cfg.conv_widths)
+    if cfg.fc_widths is not None:
+        kw["fc_widths"] = tuple(cfg.fc_widths)
+    return kw
+
+
+def build_graph(cfg: TrainConfig, total_steps: int):
+    """The training graph of a resolved config."""
+    try:
+        return training_graph(get_model(cfg.model).build, total_steps=total_steps, seed=cfg.seed,
+                              optimizer=cfg.optimizer, learning_rate=cfg.lr, momentum=cfg.momentum,
+                              nesterov=cfg.nesterov, weight_decay=cfg.weight_decay, schedule=cfg.schedule,
+                              warmup_steps=cfg.warmup_steps or 0, data_format=cfg.data_format,
+                              model_kwargs=_model_kwargs(cfg))
+    except ValueError as e:  # e.g. widths that pool the image away
+        raise UsageError(f"cannot build model {cfg.model!r} with these options: {e}") from None
+
+
+def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = None) -> TrainResult:
+    """Trains per `cfg`; epoch summaries go to `out` (stdout), the progress bar and notes to `err` (stderr).
+
+    Raises UsageError for bad options and tfplus.data.DataError for missing data. On SIGINT/SIGTERM it
+    finishes the step, saves a checkpoint (with checkpoint_dir) and returns with exit_code 130/143.
+    """
+    out, err = out or sys.stdout, err or sys.stderr
+    check_device(cfg.device)
+    ckpt = latest_checkpoint(cfg.checkpoint_dir) if cfg.checkpoint_dir else None
+    meta = None
+    if ckpt is not None:
+        if not cfg.resume:
+            raise UsageError(f"--checkpoint-dir {cfg.checkpoint_dir} already holds a checkpoint ({ckpt}); "
+                             "pass --resume to continue it, or choose another directory")
+        meta = read_metadata(ckpt)
+    cfg = resolve(cfg, meta["recipe"] if meta else None)
+    if cfg.resume and ckpt is None:
+        print(f"no checkpoint in {cfg.checkpoint_dir}: starting a new run", file=err)
+    if cfg.checkpoint_dir:
+        os.makedirs(cfg.checkpoint_dir, exist_ok=True)
+
+    if cfg.data is None and not cfg.synthetic:
+        cfg.data = _saved_data_dir(meta)
+    dataset, data_dir = load_data(cfg.data, cfg.synthetic, cfg.download, err)
+    n_train = len(dataset.train_labels)
+    if cfg.batch_size > n_train:
+        raise UsageError(f"--batch-size {cfg.batch_size} exceeds the {n_train} training images")
+    spe = n_train // cfg.batch_size
+    total_steps = cfg.steps if cfg.steps is not None else cfg.epochs * spe
+    n_epochs = math.ceil(total_steps / spe)
+    if cfg.warmup_steps is None:  # recorded as a number, so a resumed run need not recompute it
+        cfg.warmup_steps = default_warmup(spe, total_steps)
+    tg = build_graph(cfg, total_steps)
+    with tg.graph.as_default():
+        saver = tf.train.Saver(max_to_keep=3)
+    sess = _session(tg.graph, cfg.device, cfg.memory_budget)
+
+    state: dict[str, Any] = {"history": [], "sums": [0.0, 0.0, 0], "elapsed_s": 0.0, "data_state": None}
+    if meta is not None:
+        saver.restore(sess, ckpt)
+        # Adopt the earlier session's checkpoints, so max_to_keep also deletes those.
+        kept = tf.train.get_checkpoint_state(cfg.checkpoint_dir).all_model_checkpoint_paths
+        saver.recover_last_checkpoints(list(kept))
+        state.update({k: meta[k] for k in state})
+        step = int(sess.run(tg.global_step))
+        ds = meta["data_state"]
+        if step != meta["step"] or ds["epoch"] * spe + ds["batch_index"] != step:
+            raise UsageError(f"{ckpt}: inconsistent checkpoint (global step {step}, metadata step "
+                             f"{meta['step']}, data position {ds}); resume from another one")
+        print(f"resumed from {ckpt} at step {step}/{total_steps}", file=err)
+    else:
+        sess.run(tg.init_op)
+        step = 0
+
+    log = JsonLog(cfg.log)
+    log.write({"kind": "start", "step": step, "total_steps": total_steps, "steps_per_epoch": spe,
+               "resumed": meta is not None, "device": cfg.device, "recipe": _json_ready(_recipe(cfg))})
+    print(f"{cfg.model} on {cfg.device}: {total_steps} steps ({n_epochs} epoch{'s' * (n_epochs > 1)} of "
+          f"{spe}) at batch {cfg.batch_size}, {n_train} training / {len(dataset.test_labels)} test images",
+          file=err)
+    start_time, last_ckpt = time.perf_counter(), ckpt
+    eval_batch = cfg.batch_size if cfg.memory_budget else max(cfg.batch_size, EVAL_BATCH)
+    batches = tfdata.train_batches(dataset, cfg.batch_size, seed=cfg.seed, augment=cfg.augment,
+                                   data_format=cfg.data_format, state=state["data_state"])
+
+    def counters() -> dict[str, Any]:
+        rt = sess.runtime
+        return {"peak_bytes": peak_rss_bytes(), "h2d_bytes": int(getattr(rt, "h2d_bytes", 0)),
+                "d2h_bytes": int(getattr(rt, "d2h_bytes", 0))}
+
+    def save() -> str | None:
+        if not cfg.checkpoint_dir:
+            return None
+        meta_out = {"format": CHECKPOINT_FORMAT, "step": step, "recipe": _json_ready(_recipe(cfg)),
+                    "data": data_dir, "data_state": batches.state(), "history": state["history"],
+                    "sums": state["sums"], "elapsed_s": state["elapsed_s"] + time.perf_counter() - start_time}
+        return _save(saver, sess, cfg.checkpoint_dir, step, meta_out)
+
+    def finish_epoch(epoch: int, seconds: float, images: int) -> None:
+        """Evaluates, logs and prints the epoch that just ended (1-based `epoch`)."""
+        loss_sum, acc_sum, n = state["sums"]
+        test_acc, _ = evaluate_predictions(sess, tg, dataset, eval_batch, cfg.data_format)
+        row = {"kind": "epoch", "step": step, "epoch": epoch, "loss": loss_sum / max(n, 1),
+               "accuracy": acc_sum / max(n, 1), "lr": lr, "images_per_sec": images / max(seconds, 1e-9),
+               "test_accuracy": test_acc, "epoch_time_s": seconds, **counters()}
+        state["history"].append(row)
+        state["sums"] = [0.0, 0.0, 0]
+        log.write(row)
+        print(f"epoch {epoch:>{len(str(n_epochs))}}/{n_epochs}  train loss {row['loss']:.4f} acc "
+              f"{100 * row['accuracy']:.2f}%  test acc {100 * test_acc:.2f}%  {seconds:.1f} s "
+              f"({row['images_per_sec']:.0f} img/s)", file=out, flush=True)
+
+    exit_code, lr = 0, float("nan")
+    trace_options = profiler.RunOptions(profiler.RunOptions.FULL_TRACE) if cfg.profile_every else None
+    try:
+        with _StopRequest() as stop:
+            while step < total_steps and stop.signum is None:
+                epoch = step // spe
+                epoch_end = min((epoch + 1) * spe, total_steps)
+                bar = Progress(err, epoch_end - epoch * spe, f"epoch {epoch + 1}/{n_epochs}")
+                t_epoch = t_row = time.perf_counter()
+                done_at_start, row_step = step, step
+                while step < epoch_end and stop.signum is None:
+                    x, y = next(batches)
+                    md = None
+                    if cfg.profile_every and (step + 1) % cfg.profile_every == 0:
+                        md = profiler.RunMetadata()
+                    _, loss, acc, lr = sess.run([tg.train_op, tg.loss, tg.accuracy, tg.learning_rate],
+                                                {tg.images: x, tg.labels: y}, options=trace_options,
+                                                run_metadata=md)
+                    loss, acc, lr = float(loss), float(acc), float(lr)
+                    step += 1
+                    sums = state["sums"]
+                    state["sums"] = [sums[0] + loss, sums[1] + acc, sums[2] + 1]
+                    now = time.perf_counter()
+                    if md is not None:
+                        log.write({"kind": "profile", "step": step, "epoch": epoch + 1, **md.summary(),
+                                   "top_ops": profiler.top_op_types(md)})
+                    if step % cfg.log_every == 0 or step == epoch_end:
+                        speed = (step - row_step) * cfg.batch_size / max(now - t_row, 1e-9)
+                        log.write({"kind": "step", "step": step, "epoch": epoch + 1, "loss": loss,
+                                   "accuracy": acc, "lr": lr, "images_per_sec": speed, **counters()})
+                        t_row, row_step = now, step
+                    n, elapsed = step - done_at_start, now - t_epoch
+                    s = state["sums"]
+                    bar.update(step - epoch * spe,
+                               f"loss {s[0] / s[2]:.4f} acc {100 * s[1] / s[2]:.1f}% "
+                               f"{n * cfg.batch_size / elapsed:.0f} img/s "
+                               f"ETA {_clock(elapsed / n * (epoch_end - step))}")
+                    if cfg.checkpoint_every and step % cfg.checkpoint_every == 0 and step != epoch_end:
+                        last_ckpt = save() or last_ckpt
+                bar.clear()
+                if step == epoch_end:
+                    finish_epoch(epoch + 1, time.perf_counter() - t_epoch,
+                                 (step - done_at_start) * cfg.batch_size)
+                    every = cfg.checkpoint_every
+                    if every is None or step % every == 0 or step == total_steps:
+                        last_ckpt = save() or last_ckpt
+            if stop.signum is not None:
+                exit_code = _EXIT_ON_SIGNAL[stop.signum]
+                saved = save()
+                last_ckpt = saved or last_ckpt
+                name = signal.Signals(stop.signum).name
+                print(f"\n{name}: stopped at step {step}/{total_steps}; " +
+                      (f"saved {saved}; continue with --checkpoint-dir {cfg.checkpoint_dir} --resume"
+                       if saved else "nothing saved (no --checkpoint-dir)"), file=err, flush=True)
+    finally:
+        batches.close()
+        log.close()
+        sess.close()
+
+    history = state["history"]
+    total_time = state["elapsed_s"] + time.perf_counter() - start_time
+    accs = [(r["test_accuracy"], r["epoch"]) for r in history]
+    best = max(accs, key=lambda a: a[0]) if accs else (None, None)
+    final = accs[-1][0] if accs and step == total_steps else None
+    result = TrainResult(step, total_steps, history, final, best[0], best[1], total_time, peak_rss_bytes(),
+                         last_ckpt, exit_code)
+    if exit_code == 0:
+        print(f"done: {step} steps in {_clock(total_time)}; test accuracy final {100 * final:.2f}%, best "
+              f"{100 * best[0]:.2f}% (epoch {best[1]}); peak memory {format_size(result.peak_bytes)} (RSS)",
+              file=out, flush=True)
+    return result
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Evaluation
+
+def evaluate_predictions(sess: tf.Session, tg, dataset: tfdata.Dataset, batch_size: int,
+                         data_format: str = "NCHW") -> tuple[float, np.ndarray]:
+    """(test accuracy, confusion counts (true class, predicted class)) over the whole test set."""
+    k = len(dataset.classes)
+    confusion = np.zeros((k, k), np.int64)
+    with tfdata.eval_batches(dataset, batch_size, data_format) as batches:
+        for x, y in batches:
+            predicted = sess.run(tg.predictions, {tg.images: x})
+            np.add.at(confusion, (y, predicted), 1)
+    return float(np.trace(confusion) / max(confusion.sum(), 1)), confusion
+
+
+@dataclasses.dataclass
+class EvalResult:
+    checkpoint: str
+    step: int
+    accuracy: float
+    per_class: dict[str, float]
+    confusion: np.ndarray
+
+
+def evaluate(checkpoint: str, data: str | None = None, synthetic: bool | None = None, device: str = "cpu",
+             memory_budget=None, batch_size: int | None = None, out: IO[str] | None = None,
+             err: IO[str] | None = None) -> EvalResult:
+    """Test accuracy of a `tfplus train` checkpoint (a file prefix or its directory), with a per-class table.
+
+    The model and its options come from the checkpoint. The data is `data`, or the synthetic set if
+    `synthetic`; by default, the data the checkpoint was trained on (its folder if still there).
+    """
+    out, err = out or sys.stdout, err or sys.stderr
+    check_device(device)
+    path = latest_checkpoint(checkpoint) if os.path.isdir(checkpoint) else checkpoint
+    if path is None:
+        raise UsageError(f"--checkpoint {checkpoint}: no checkpoint in this directory")
+    meta = read_metadata(path)
+    cfg = resolve(TrainConfig(), meta["recipe"])
+    if synthetic is None:
+        synthetic = bool(cfg.synthetic) and data is None
+    if synthetic and data is not None:
+        raise UsageError("give --data or --synthetic, not both")
+    if data is None and not synthetic:
+        data = _saved_data_dir(meta)
+    dataset, data_dir = load_data(data, synthetic, err=err)
+    tg = build_graph(cfg, max(meta["step"], 1))
+    with tg.graph.as_default():
+        saver = tf.train.Saver()
+    sess = _session(tg.graph, device, memory_budget)
+    try:
+        saver.restore(sess, path)
+        step = int(sess.run(tg.global_step))
+        if batch_size is None:
+            batch_size = cfg.batch_size if memory_budget else max(cfg.batch_size, EVAL_BATCH)
+        acc, confusion = evaluate_predictions(sess, tg, dataset, batch_size, cfg.data_format)
+    finally:
+        sess.close()
+    totals = confusion.sum(1)
+    per_class = {name: float(confusion[i, i] / totals[i]) if totals[i] else float("nan")
+                 for i, name in enumerate(dataset.classes)}
+    width = max(len(c) for c in (*dataset.classes, "class"))
+    source = data_dir or "the synthetic set"
+    print(f"{path} (step {step}, {cfg.model}) on the {len(dataset.test_labels)} test images of {source}",
+          file=out)
+    print(f"{'class':<{width}}  correct  total  accuracy", file=out)
+    for i, name in enumerate(dataset.classes):
+        print(f"{name:<{width}}  {confusion[i, i]:>7}  {totals[i]:>5}  {100 * per_class[name]:>7.2f}%",
+              file=out)
+    print(f"{'all':<{width}}  {np.trace(confusion):>7}  {totals.sum():>5}  {100 * acc:>7.2f}%", file=out,
+          flush=True)
+    return EvalResult(path, step, acc, per_class, confusion)
