@@ -1,0 +1,449 @@
+"""The memory planner: sizes, lifetimes, arena offsets, planned execution, budget transformations, CLI."""
+import json
+import random
+import tracemalloc
+
+import numpy as np
+import pytest
+
+import tfplus as tf
+from tfplus import planner
+from tfplus.framework import apply_op
+from tfplus.planner.arena import assign_offsets, check_no_overlap
+from tfplus.planner.liveness import Buffer
+from tfplus.registry import register_kernel, register_op, register_workspace
+from tfplus.shapes import same_as_input
+from tfplus.units import format_size, parse_size
+
+
+@pytest.fixture(autouse=True)
+def fresh_graph():
+    tf.reset_default_graph()
+    yield
+
+
+# A test op whose kernel uses two declared scratch buffers (and one that asks for an undeclared one).
+register_op("TestScratchSquare", inputs=("x",), outputs=("y",), attrs={"T": "type"},
+            shape_fn=same_as_input(0))
+register_op("TestRowSum", inputs=("x",), outputs=("y",), attrs={"T": "type"},
+            shape_fn=lambda ins, attrs: [ins[0]._replace(shape=ins[0].shape[:1])])
+register_op("TestUndeclaredScratch", inputs=("x",), outputs=("y",), attrs={"T": "type"},
+            shape_fn=same_as_input(0))
+
+
+@register_workspace("TestScratchSquare", "cpu")
+def _scratch_square_ws(ins, attrs):
+    return [(ins[0].shape, attrs["T"]), ((7,), tf.float64)]
+
+
+@register_kernel("TestScratchSquare", "cpu")
+def _scratch_square(ctx, ins, outs, attrs):
+    tmp = ctx.workspace(ins[0].shape, attrs["T"])
+    ctx.workspace((7,), tf.float64).fill(0)
+    np.multiply(ins[0], ins[0], out=tmp)
+    np.copyto(outs[0], tmp)
+
+
+@register_kernel("TestRowSum", "cpu")
+def _row_sum(ctx, ins, outs, attrs):
+    np.sum(ins[0], axis=1, out=outs[0])
+
+
+@register_kernel("TestUndeclaredScratch", "cpu")
+def _undeclared(ctx, ins, outs, attrs):
+    np.copyto(outs[0], ins[0] + ctx.workspace(ins[0].shape, attrs["T"]) * 0)
+
+
+def _scratch_square(x):
+    return apply_op("TestScratchSquare", [x])
+
+
+# -- units ---------------------------------------------------------------------------------------------------
+def test_parse_size_si_iec_and_plain_bytes():
+    assert parse_size("64MB") == 64_000_000
+    assert parse_size("64MiB") == 67_108_864
+    assert parse_size("1.5GB") == 1_500_000_000
+    assert parse_size("512") == 512 and parse_size(4096) == 4096
+    assert parse_size(" 2 kib ") == 2048 and parse_size("1.1MB") == 1_100_000
+    assert format_size(64_000_000) == "64.0 MB" and format_size(67_108_864, iec=True) == "64.0 MiB"
+
+
+@pytest.mark.parametrize("text, match", [("64M", "ambiguous"), ("1.5", "whole number"),
+                                         ("lots", "cannot read"), ("-3MB", "cannot read"),
+                                         ("", "cannot read")])
+def test_parse_size_errors_name_the_flag_and_value(text, match):
+    with pytest.raises(ValueError, match=match) as e:
+        parse_size(text, "--budget")
+    assert "--budget" in str(e.value)
+
+
+def test_session_rejects_a_bad_budget_naming_it():
+    with pytest.raises(ValueError, match=r"memory_budget: cannot read '64 megs'"):
+        tf.Session(memory_budget="64 megs")
+
+
+# -- arena ---------------------------------------------------------------------------------------------------
+def _buf(name, size, start, end):
+    return Buffer(name, size, size, start, end, "forward")
+
+
+def test_arena_reuses_memory_of_dead_buffers():
+    # a [0,1] and c [2,3] never live together: c can take a's bytes; b [1,2] overlaps both.
+    a, b, c = _buf("a", 128, 0, 1), _buf("b", 256, 1, 2), _buf("c", 128, 2, 3)
+    assert assign_offsets([a, b, c]) == 384
+    check_no_overlap([a, b, c])
+    assert c.offset == a.offset
+
+
+def test_arena_of_random_lifetimes_has_no_overlap_and_is_near_the_bound():
+    rng = random.Random(0)
+    for trial in range(30):
+        bufs = []
+        for i in range(rng.randint(1, 60)):  # noqa: B007
+            s = rng.randint(0, 40)
+            bufs.append(_buf(f"b{i}", 64 * rng.randint(0, 50), s, s + rng.randint(0, 10)))
+        size = assign_offsets(bufs)
+        check_no_overlap(bufs)
+        live = max(sum(b.size for b in bufs if b.start <= t <= b.end) for t in range(60))
+        assert live <= size <= 2 * max(live, 1), trial
+
+
+# -- lifetimes on a small hand-checked graph -----------------------------------------------------------------
+def test_lifetimes_aliases_fetches_and_workspaces():
+    x = tf.placeholder(tf.float32, [None, 10], name="x")
+    a = tf.multiply(x, 2.0, name="a")       # 4 x 10 floats = 160 bytes -> 192 with 64-byte alignment
+    r = tf.identity(a, name="r")            # shares a's buffer
+    s = _scratch_square(r)                  # workspace: 160 (192) bytes + 7 doubles (64)
+    b = tf.add(s, r, name="b")              # last reader of a (through r)
+    p = planner.plan([b, s], {x: (4, 10)})
+    order = [op.name for op in p.phases[0].order]
+    life = p.phases[0].life
+    buf_a = life.of_tensor[a]
+    assert r not in life.of_tensor, "Identity aliases its input: no buffer of its own"
+    n = len(order)
+    assert life.of_tensor[b] is buf_a, "Add writes over a (read through r), which dies there"
+    assert (buf_a.start, buf_a.end) == (order.index("a"), n), "...and b is fetched: alive until copied out"
+    assert life.of_tensor[s].end == n
+    ws = life.workspaces[s.op]
+    assert [(w.start, w.end, w.size) for w in ws] == [(order.index(s.op.name),) * 2 + (192,),
+                                                      (order.index(s.op.name),) * 2 + (64,)]
+    check_no_overlap(p.buffers)
+    assert p.arena_lower_bound_bytes <= p.arena_bytes
+    assert p.feed_bytes == 160 and p.parameter_bytes == 0
+
+
+def test_variables_and_feeds_are_counted_apart_from_the_arena():
+    x = tf.placeholder(tf.float32, [None, 100], name="x")
+    w = tf.Variable(tf.zeros([100]), name="w")
+    slot = tf.Variable(tf.zeros([100]), name="slot", trainable=False)
+    y = x * w + slot
+    p = planner.plan([y], {x: (8, 100)})
+    assert (p.parameter_bytes, p.slot_bytes, p.feed_bytes) == (400, 400, 3200)
+    assert p.peak_bytes == 4000 + p.arena_bytes
+    bd = p.breakdown()
+    assert bd["parameters"] == 400 and bd["optimizer_slots"] == 400 and bd["peak"] == p.peak_bytes
+
+
+# -- random DAGs: no overlap, and planned execution computes what unplanned execution does -------------------
+def _random_graph(rng: random.Random):
+    xs = [tf.placeholder(tf.float32, [None, 16], name=f"x{i}") for i in range(2)]
+    pool = list(xs)
+    for _ in range(rng.randint(5, 25)):
+        kind = rng.choice(["add", "mul", "addn", "id", "const", "scratch"])
+        a, b = rng.choice(pool), rng.choice(pool)
+        if kind == "add":
+            t = a + b
+        elif kind == "mul":
+            t = a * b * 0.5
+        elif kind == "addn":
+            t = tf.add_n(rng.sample(pool, min(3, len(pool))))
+        elif kind == "id":
+            t = tf.identity(a)
+        elif kind == "scratch":
+            t = _scratch_square(a) * 0.1
+        else:
+            t = a + np.float32(rng.random())
+        pool.append(t)
+    fetches = rng.sample(pool[2:], min(3, len(pool) - 2))
+    return xs, fetches
+
+
+def test_random_graphs_planned_equals_unplanned():
+    rng = random.Random(1)
+    data = np.random.default_rng(0)
+    for _trial in range(12):
+        g = tf.Graph()
+        with g.as_default():
+            xs, fetches = _random_graph(rng)
+        batch = rng.randint(1, 9)
+        feeds = {x: data.standard_normal((batch, 16)).astype(np.float32) for x in xs}
+        p = planner.plan(fetches, {x: v.shape for x, v in feeds.items()}, graph=g)
+        check_no_overlap(p.buffers)
+        assert p.arena_lower_bound_bytes <= p.arena_bytes
+        with tf.Session(graph=g) as plain, tf.Session(graph=g, memory_budget="1GB") as planned:
+            want = plain.run(fetches, feeds)
+            got = planned.run(fetches, feeds)
+            got2 = planned.run(fetches, feeds)  # the arena is reused: the second step must be the same
+        for w_, g_, g2 in zip(want, got, got2):
+            np.testing.assert_allclose(g_, w_, rtol=1e-6)
+            np.testing.assert_array_equal(g_, g2)
+
+
+def test_memory_aware_order_is_used_when_it_needs_less():
+    # Four independent branches, each a big temporary reduced to a small result: creation order builds all the
+    # big ones first; the greedy order finishes one branch before starting the next.
+    x = tf.placeholder(tf.float32, [None, 256], name="x")
+    bigs = [x * float(i + 1) for i in range(4)]
+    smalls = [apply_op("TestRowSum", [b]) for b in bigs]
+    out = tf.add_n(smalls)
+    p = planner.plan([out], {x: (64, 256)})
+    big = 64 * 256 * 4
+    assert p.phases[0].creation_order_bound >= 4 * big
+    assert p.phases[0].schedule == "memory-aware" and p.arena_bytes < 2 * big
+    assert p.transformations[0]["name"] == "schedule"
+    check_no_overlap(p.buffers)
+    with tf.Session(memory_budget="1MB") as sess:
+        feed = np.random.default_rng(0).standard_normal((64, 256)).astype(np.float32)
+        np.testing.assert_allclose(sess.run(out, {x: feed}), 10 * feed.sum(1), rtol=1e-4)
+
+
+# -- workspaces ----------------------------------------------------------------------------------------------
+def test_undeclared_workspace_is_a_clear_error():
+    x = tf.placeholder(tf.float32, [None, 4], name="x")
+    y = apply_op("TestUndeclaredScratch", [x], name="odd")
+    with tf.Session(memory_budget="1MB") as sess, \
+            pytest.raises(RuntimeError, match=r"TestUndeclaredScratch 'odd'.*workspace #0.*declares none"):
+        sess.run(y, {x: np.ones((2, 4), np.float32)})
+
+
+# -- budgets -------------------------------------------------------------------------------------------------
+def test_infeasible_budget_raises_before_running_anything():
+    x = tf.placeholder(tf.float32, [None, 1000], name="x")
+    w = tf.Variable(tf.zeros([1000]), name="w")
+    step = tf.assign_add(w._ref(), tf.reduce_sum(x * 2.0, axis=0))
+    with tf.Session(memory_budget="20kB") as sess:
+        sess.run(w.initializer)
+        with pytest.raises(planner.BudgetError, match=r"needs at least .* budget of at least") as e:
+            sess.run(step, {x: np.ones((16, 1000), np.float32)})
+        assert e.value.smallest_bytes > 20_000
+        np.testing.assert_array_equal(sess.run(w), np.zeros(1000, np.float32))  # nothing ran
+
+
+# -- a training step of a small CNN under budgets ------------------------------------------------------------
+def _small_cnn():
+    import tfplus.train  # noqa: F401  (tf.train, until tfplus/__init__ imports it)
+    from tfplus.graphs import get_model, training_graph
+    return training_graph(get_model("mentee").build, total_steps=10, seed=0, image_shape=(3, 16, 16),
+                          model_kwargs={"conv_widths": (4, 8), "fc_widths": (16,)})
+
+
+def _cnn_feeds(tg, batch=8):
+    rng = np.random.default_rng(0)
+    return {tg.images: rng.standard_normal((batch, 3, 16, 16)).astype(np.float32),
+            tg.labels: rng.integers(0, 10, batch).astype(np.int32)}
+
+
+def _train(tg, feeds, budget=None, force=None, steps=2):
+    """Losses of `steps` training steps and the weights after them."""
+    from tfplus.planner.execute import install
+    fetches = [tg.train_op, tg.loss]
+    with tf.Session(graph=tg.graph, memory_budget=budget) as sess:
+        sess.run(tg.init_op)
+        if force is not None:
+            p = planner.plan(fetches, {t: v.shape for t, v in feeds.items()}, graph=tg.graph, force=force)
+            install(sess, fetches, p)
+        losses = [sess.run(fetches, feeds)[1] for _ in range(steps)]
+        weights = {v.op.name: sess.run(v) for v in tg.graph.get_collection("trainable_variables")}
+    return losses, weights
+
+
+def _assert_same_training(a, b, rtol=2e-5):
+    np.testing.assert_allclose(a[0], b[0], rtol=rtol)
+    for name in a[1]:
+        np.testing.assert_allclose(b[1][name], a[1][name], rtol=rtol, atol=1e-6, err_msg=name)
+
+
+@pytest.mark.parametrize("force", [(1, 1), (1, 4), (2, 1), (4, 2), (8, 1), (1, 1, True), (2, 2, True)],
+                         ids=["arena", "chunks4", "micro2", "micro4_chunks2", "micro8", "compact",
+                              "compact_micro2_chunks2"])
+def test_transformations_preserve_the_training_step(force):
+    tg = _small_cnn()
+    feeds = _cnn_feeds(tg)
+    plain = _train(tg, feeds)
+    planned = _train(tg, feeds, budget="1GB", force=force)
+    _assert_same_training(plain, planned)
+
+
+def test_compact_saved_state_frees_the_relu_output_before_a_pool_and_trains_the_same():
+    """The ReLU output before a 2x2 max-pool is not saved for backward (a uint8 argmax per window is): the
+    arena's liveness bound drops when that output was live at the peak, the overhead is reported, and two
+    training steps give bit-identical losses and weights."""
+    tg = _small_cnn()
+    feeds = _cnn_feeds(tg)
+    shapes = {t: v.shape for t, v in feeds.items()}
+    fetches = [tg.train_op, tg.loss]
+    plain, small = (planner.plan(fetches, shapes, graph=tg.graph, force=(1, 1, z)) for z in (False, True))
+    (sites,) = [ph.sites for ph in small.phases]
+    assert [s.pool.type for s in sites] == ["MaxPool"] and not plain.phases[0].sites
+    relu_out = sites[0].pool.inputs[0]
+    pos = {op: i for i, op in enumerate(small.phases[0].order)}
+    assert small.phases[0].life.of_tensor[relu_out].end == pos[sites[0].pool], "dies at the pool"
+    plain_pos = {op: i for i, op in enumerate(plain.phases[0].order)}
+    assert plain.phases[0].life.of_tensor[relu_out].end > plain_pos[sites[0].pool]
+    assert small.arena_lower_bound_bytes <= plain.arena_lower_bound_bytes
+    (t,) = [t for t in small.transformations if t["name"] == "compact"]
+    assert t["predicted_overhead"] > 0
+    check_no_overlap(small.buffers)
+    a, b = _train(tg, feeds, budget="1GB", force=(1, 1)), _train(tg, feeds, budget="1GB", force=(1, 1, True))
+    np.testing.assert_array_equal(a[0], b[0])
+    for name in a[1]:
+        np.testing.assert_array_equal(a[1][name], b[1][name], err_msg=name)
+
+
+def test_a_tight_budget_picks_transformations_that_fit_and_train_the_same():
+    tg = _small_cnn()
+    feeds = _cnn_feeds(tg)
+    fetches = [tg.train_op, tg.loss]
+    shapes = {t: v.shape for t, v in feeds.items()}
+    free = planner.plan(fetches, shapes, graph=tg.graph)
+    budget = free.fixed_bytes + free.arena_bytes // 2
+    p = planner.plan(fetches, shapes, graph=tg.graph, budget=budget)
+    assert p.fits and p.peak_bytes <= budget < free.peak_bytes
+    assert {t["name"] for t in p.transformations} & {"microbatch", "chunk"}
+    check_no_overlap(p.buffers)
+    _assert_same_training(_train(tg, feeds), _train(tg, feeds, budget=budget))
+
+
+def test_infeasible_budget_names_the_smallest_that_fits():
+    tg = _small_cnn()
+    feeds = _cnn_feeds(tg)
+    shapes = {t: v.shape for t, v in feeds.items()}
+    with pytest.raises(planner.BudgetError, match="use a budget of at least") as e:
+        planner.plan([tg.train_op, tg.loss], shapes, graph=tg.graph, budget="100kB")
+    smallest = e.value.smallest_bytes
+    p = planner.plan([tg.train_op, tg.loss], shapes, graph=tg.graph, budget=smallest)
+    assert p.fits and p.peak_bytes == smallest
+
+
+def test_memory_plan_json_is_stable():
+    tg = _small_cnn()
+    shapes = {t: v.shape for t, v in _cnn_feeds(tg).items()}
+    out = planner.plan([tg.train_op, tg.loss], shapes, graph=tg.graph, budget="10MB").to_json()
+    json.dumps(out)
+    assert {"peak_bytes", "lower_bound_bytes", "budget_bytes", "fits", "transformations", "breakdown",
+            "arena_bytes", "arena_lower_bound_bytes"} <= set(out)
+    assert set(out["breakdown"]) == {"parameters", "optimizer_slots", "feeds", "saved_activations",
+                                     "gradients", "workspaces", "accumulators", "arena", "peak"}
+    assert out["lower_bound_bytes"] <= out["peak_bytes"] <= out["budget_bytes"] and out["fits"] is True
+
+
+# -- planned bytes are the bytes the step uses ---------------------------------------------------------------
+def _step_peak(sess, fetches, feeds) -> int:
+    """tracemalloc's peak during one step, above what was allocated before it (a warm-up step runs first)."""
+    sess.run(fetches, feeds)
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()
+        sess.run(fetches, feeds)
+        return tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+
+
+# What a planned step may allocate beyond its plan: NumPy's ufunc buffers (np.getbufsize() elements for each of
+# up to 3 float32 operands, when a ufunc cannot stream its operands as one run), the fetched loss and a few
+# KiB of the executor's Python objects (views, dicts).
+_UNPLANNED = 3 * np.getbufsize() * 4 + 16 * 1024
+
+
+@pytest.mark.parametrize("force", [(1, 1), (1, 4), (2, 1), (4, 2), (2, 2, True)],
+                         ids=["arena", "chunks4", "micro2", "micro4_chunks2", "compact_micro2_chunks2"])
+def test_planned_bytes_are_measured_bytes(force):
+    """A CNN step with conv, bias, ReLU, max-pool, dense, cross-entropy and momentum, by a forced plan:
+    tracemalloc (planner.execute.measure_step) finds the NumPy data held at the step's start (variables,
+    slots, the arena) equal to the plan's to within the arena's alignment slack, and the step itself adds
+    no more than NumPy's ufunc buffers: every kernel's scratch is a declared, planned workspace."""
+    from tfplus.planner.execute import Bound, install, measure_step
+    tg = _small_cnn()
+    feeds = _cnn_feeds(tg, batch=32)
+    fetches = [tg.train_op, tg.loss]
+    p = planner.plan(fetches, {t: v.shape for t, v in feeds.items()}, graph=tg.graph, force=force)
+    tracemalloc.start()
+    try:
+        with tf.Session(graph=tg.graph, memory_budget="1GB") as sess:
+            sess.run(tg.init_op)
+            install(sess, fetches, p)
+            sess.run(fetches, feeds)  # allocates the arena
+            allocated = sess.runtime.allocated_bytes
+            m = measure_step(sess, fetches, feeds)
+            assert sess.runtime.allocated_bytes == allocated, "a planned step allocates nothing via the runtime"
+            bounds = [b for b in sess._plans.values() if isinstance(b, Bound)]  # the step's and the initializer's
+            assert bounds[0].arena.nbytes == max(b.plan.arena_bytes for b in bounds), "one arena: the biggest"
+    finally:
+        tracemalloc.stop()
+    slack = p.alignment + 4096  # the arena's alignment; the plan's own small arrays (its live-bytes timeline)
+    assert m["feeds"] == p.feed_bytes
+    assert 0 <= m["held"] - (p.fixed_bytes - p.feed_bytes + p.arena_bytes) <= slack, m
+    assert m["during"] <= _UNPLANNED, m
+    assert 0 <= m["peak"] - p.peak_bytes <= _UNPLANNED + slack
+
+
+def test_planned_arena_is_near_its_bound_and_the_plain_executor_needs_more():
+    tg = _small_cnn()
+    feeds = _cnn_feeds(tg, batch=32)
+    fetches = [tg.train_op, tg.loss]
+    p = planner.plan(fetches, {t: v.shape for t, v in feeds.items()}, graph=tg.graph)
+    assert p.arena_bytes <= 1.02 * p.arena_lower_bound_bytes
+    with tf.Session(graph=tg.graph) as sess:  # every output a fresh array, freed after its last use
+        sess.run(tg.init_op)
+        assert _step_peak(sess, fetches, feeds) > p.arena_lower_bound_bytes
+
+
+def test_inplace_table_matches_the_kernels():
+    """Every (op, device) the planner lets write over an input gives the same result when it does."""
+    import tfplus.kernels.numpy  # noqa: F401
+    from tfplus.planner.inplace import INPLACE
+    from tfplus.registry import find_kernel
+    rng = np.random.default_rng(0)
+    for (op_type, device), indices in INPLACE.items():
+        kernel = find_kernel(op_type, device, tf.float32)
+        assert kernel is not None, op_type
+        arity = {"AddN": 3, "BiasAdd": 2, "ReluGrad": 2, "TanhGrad": 2}.get(op_type, 2 if op_type in (
+            "Add", "AddV2", "Sub", "Mul", "RealDiv", "Maximum", "Minimum", "SquaredDifference") else 1)
+        ins = [np.abs(rng.standard_normal((2, 3, 4))).astype(np.float32) + 0.5 for _ in range(arity)]
+        ins[0] -= 1.0  # both signs where the domain allows (relu, abs, sign, max, ...)
+        if op_type in ("Log", "Sqrt", "Rsqrt"):
+            ins[0] += 1.0
+        if op_type == "BiasAdd":
+            ins[1] = ins[1][0, 0]
+        attrs = {"T": tf.float32, "data_format": "NHWC", "N": arity}
+        want = np.empty_like(ins[0])
+        kernel(None, [a.copy() for a in ins], [want], attrs)
+        for i in indices:
+            args = [a.copy() for a in ins]
+            kernel(None, args, [args[i]], attrs)
+            np.testing.assert_allclose(args[i], want, rtol=1e-6, err_msg=f"{op_type} over input {i}")
+
+
+# -- tfplus plan ---------------------------------------------------------------------------------------------
+def test_plan_cli_json_schema(tmp_path, capsys):
+    import argparse
+
+    from tfplus import plan_cli
+    parser = argparse.ArgumentParser()
+    plan_cli.add_parser(parser.add_subparsers(dest="command"))
+    svg = tmp_path / "step.svg"
+    args = parser.parse_args(["plan", "--batch-size", "8", "--budget", "13MB", "--json", "--max-batch",
+                              "--plot", str(svg)])
+    assert args.func(args) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert {"peak_bytes", "lower_bound_bytes", "budget_bytes", "fits", "transformations", "breakdown",
+            "max_batch_size", "smallest_feasible_budget_bytes", "model", "batch_size"} <= set(out)
+    assert out["budget_bytes"] == 13_000_000 and out["fits"] and out["max_batch_confirmed"]
+    assert out["max_batch_size"] >= 8 and out["smallest_feasible_budget_bytes"] <= out["peak_bytes"]
+    assert all({"name", "detail", "predicted_overhead"} <= set(t) for t in out["transformations"])
+    assert svg.read_text().startswith("<svg") and "budget" in svg.read_text()
+    args = parser.parse_args(["plan", "--budget", "64M"])
+    assert args.func(args) == 2
+    assert "--budget: '64M' is ambiguous" in capsys.readouterr().err

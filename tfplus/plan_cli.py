@@ -1,0 +1,163 @@
+"""`tfplus plan`: the memory one training step needs, and what makes it fit a budget.
+
+    tfplus plan --model mentee --batch-size 128 --budget 64MB
+    tfplus plan --device-profile nexus5 --max-batch --json
+    tfplus plan --budget 32MB --plot step.svg
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from tfplus.planner import TRANSFORMATIONS, smallest_plan
+from tfplus.planner import plan as _plan
+from tfplus.planner.profiles import PROFILES, get_profile
+from tfplus.units import format_size, parse_size
+
+MAX_BATCH_LIMIT = 1 << 16
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    """Adds the `plan` subcommand to an argparse subparsers object; its handler is `main` (set as `func`)."""
+    p = subparsers.add_parser(
+        "plan", help="plan the memory of one training step (breakdown, budget fit, max batch)",
+        description="Plans one training step of a model (forward, backward, optimizer update): memory by "
+                    "role, the liveness lower bound, and, given a budget, the cheapest transformations that "
+                    "fit it.")
+    p.add_argument("--model", default="mentee", help="registered model (tfplus.graphs.MODELS); default "
+                   "mentee")
+    p.add_argument("--batch-size", type=int, default=128, help="examples per step (default 128)")
+    p.add_argument("--device", default="cpu", help="cpu or opencl[:N] (sets the arena alignment and which "
+                   "transformations apply; default cpu)")
+    budget = p.add_mutually_exclusive_group()
+    budget.add_argument("--budget", metavar="SIZE",
+                        help="memory budget, e.g. 64MB (10^6 bytes) or 64MiB (2^20)")
+    budget.add_argument("--device-profile", metavar="NAME",
+                        help=f"budget of a phone-class device: {', '.join(PROFILES)}")
+    p.add_argument("--optimizer", default="momentum", help="momentum (default), sgd or adam")
+    p.add_argument("--data-format", default="NCHW", help="NCHW (default) or NHWC")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    p.add_argument("--plot", metavar="FILE",
+                   help="write memory over the step to FILE (.svg; .png with matplotlib)")
+    p.add_argument("--max-batch", action="store_true",
+                   help="find the largest batch that fits the budget (binary search, confirmed by one step)")
+    p.set_defaults(func=main)
+    return p
+
+
+def main(args: argparse.Namespace) -> int:
+    """Runs `tfplus plan`; returns the exit status (0, or 2 for a usage error)."""
+    try:
+        return _main(args)
+    except ValueError as e:
+        print(f"tfplus plan: error: {e}", file=sys.stderr)
+        return 2
+
+
+def _main(args) -> int:
+    if args.batch_size < 1:
+        raise ValueError(f"--batch-size must be >= 1, got {args.batch_size}")
+    if args.budget is not None:
+        budget, source = parse_size(args.budget, "--budget"), "--budget"
+    elif args.device_profile is not None:
+        prof = get_profile(args.device_profile)
+        budget, source = prof.usable_bytes, f"{prof.name}: {prof.description}; usable memory (assumed) " \
+            f"{format_size(prof.usable_bytes)} of {format_size(prof.ram_bytes)} RAM"
+    else:
+        budget, source = None, None
+    if args.max_batch and budget is None:
+        raise ValueError("--max-batch needs a budget: give --budget SIZE or --device-profile NAME")
+    step = _TrainStep(args)
+    p = step.plan(args.batch_size, budget)
+    smallest = step.smallest(args.batch_size)
+    out = p.to_json()
+    out.update(model=args.model, batch_size=args.batch_size, optimizer=args.optimizer,
+               smallest_feasible_budget_bytes=smallest)
+    if args.max_batch:
+        # The batch one step holds (micro-batching only splits a batch that is already in memory, so with it
+        # the limit is mostly the fed images themselves: reported apart, not run).
+        n = p.max_batch_size = out["max_batch_size"] = step.max_batch(budget, ("chunk",))
+        out["max_batch_confirmed"] = step.confirm(n, budget) if n else False
+        out["max_batch_size_with_microbatching"] = step.max_batch(budget)
+    if args.plot:
+        from tfplus.planner.plot import write_plot
+        write_plot(p, args.plot, f"{args.model}, batch {args.batch_size}, {args.optimizer} on {args.device}")
+    if args.json:
+        print(json.dumps(out, indent=2, sort_keys=True))
+        return 0
+    print(f"{args.model}, batch {args.batch_size}, {args.optimizer}, {args.data_format}")
+    if source:
+        print(f"budget from {source}")
+    print(p.summary())
+    print(f"  smallest feasible budget {format_size(smallest)} ({smallest} bytes)")
+    if args.max_batch:
+        ok = "confirmed by running one step" if out["max_batch_confirmed"] else "NOT confirmed"
+        print(f"  max batch size     {out['max_batch_size']} ({ok}); "
+              f"{out['max_batch_size_with_microbatching']} with micro-batching (not run)")
+    if args.plot:
+        print(f"  plot written to {args.plot}")
+    return 0
+
+
+class _TrainStep:
+    """The model's training graph, planned at any batch size."""
+
+    def __init__(self, args):
+        from tfplus.graphs import get_model, training_graph
+        self.args = args
+        self.tg = training_graph(get_model(args.model).build, total_steps=1000, optimizer=args.optimizer,
+                                 data_format=args.data_format)
+        self.fetches = [self.tg.train_op, self.tg.loss]
+        self.alignment = _alignment(args.device)
+
+    def shapes(self, batch: int) -> dict:
+        image = tuple(self.tg.images.shape.as_list()[1:])
+        return {self.tg.images: (batch,) + image, self.tg.labels: (batch,)}
+
+    def plan(self, batch: int, budget):
+        return _plan(self.fetches, self.shapes(batch), self.args.device, budget, graph=self.tg.graph,
+                     alignment=self.alignment, raise_if_infeasible=False)
+
+    def smallest(self, batch: int, transformations=TRANSFORMATIONS) -> int:
+        """The smallest budget a step of `batch` fits in."""
+        return smallest_plan(self.fetches, self.shapes(batch), self.args.device, graph=self.tg.graph,
+                             alignment=self.alignment, transformations=transformations).peak_bytes
+
+    def max_batch(self, budget: int, transformations=TRANSFORMATIONS) -> int:
+        """The largest batch that fits: doubling, then bisection over multiples of 8 (micro-batching needs a
+        batch with divisors; this assumes bigger batches never need less memory)."""
+        def fits(b):
+            return self.smallest(b, transformations) <= budget
+        lo, hi = 0, 1
+        while hi <= MAX_BATCH_LIMIT and fits(hi):
+            lo, hi = hi, hi * 2
+        while hi - lo > (8 if lo >= 8 else 1):
+            mid = (lo + hi) // 2 // 8 * 8 if lo >= 8 else (lo + hi) // 2
+            lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+        return lo
+
+    def confirm(self, batch: int, budget: int) -> bool:
+        """Runs one training step at `batch` under the budget on the device (random images and labels)."""
+        import numpy as np
+
+        import tfplus as tf
+        rng = np.random.default_rng(0)
+        shapes = self.shapes(batch)
+        feeds = {self.tg.images: rng.standard_normal(shapes[self.tg.images]).astype(np.float32),
+                 self.tg.labels: rng.integers(0, 10, batch).astype(np.int32)}
+        with tf.Session(graph=self.tg.graph, device=self.args.device, memory_budget=budget) as sess:
+            sess.run(self.tg.init_op)
+            loss = sess.run(self.fetches, feeds)[1]
+        return bool(np.isfinite(loss))
+
+
+def _alignment(device: str) -> int | None:
+    """The device's sub-buffer alignment when the device is at hand (OpenCL), else the planner's default."""
+    if not device.lower().startswith(("opencl", "gpu", "cl")):
+        return None
+    try:
+        from tfplus.runtime import get_runtime
+        return getattr(get_runtime(device), "arena_alignment", None)
+    except Exception:  # noqa: BLE001  no OpenCL device here: plan with the documented default alignment
+        return None

@@ -1,0 +1,13 @@
+"""The memory planner: schedule, liveness, one arena per device, and transformations that fit a budget.
+
+    >>> from tfplus import planner
+    >>> p = planner.plan([train_op, loss], {images: (128, 32, 32, 3), labels: (128,)},
+    ...                  device="cpu", budget="64MB")                       # doctest: +SKIP
+    >>> print(p.summary())                                                 # doctest: +SKIP
+
+`tf.Session(memory_budget="64MB")` plans and runs every step this way (tfplus.planner.execute).
+"""
+from tfplus.planner.liveness import Buffer, PlanError
+from tfplus.planner.plan import TRANSFORMATIONS, BudgetError, MemoryPlan, plan, smallest_plan
+
+__all__ = ["plan", "smallest_plan", "MemoryPlan", "Buffer", "BudgetError", "PlanError", "TRANSFORMATIONS"]

@@ -1,0 +1,72 @@
+"""Batch chunking: the executor calls a convolution kernel on slices of the batch, so the scratch it asks for
+(im2col columns, col2im buffers) is that of a slice. Exact: each sample's result does not depend on the
+others; the filter gradient is the sum of the slices' filter gradients."""
+from __future__ import annotations
+
+import numpy as np
+
+from tfplus.framework import Operation
+from tfplus.registry import TensorSpec
+
+# op type -> (inputs with the batch on axis 0, input whose *value* starts with the batch size or None,
+#             whether output 0 is a sum over the batch rather than batch-major)
+CHUNKABLE = {
+    "Conv2D": ((0,), None, False),
+    "Conv2DBackpropInput": ((2,), 0, False),
+    "Conv2DBackpropFilter": ((0, 2), None, True),
+}
+
+
+def can_chunk(op: Operation, specs, chunks: int) -> bool:
+    if op.type not in CHUNKABLE or chunks <= 1:
+        return False
+    batch = specs[op.inputs[CHUNKABLE[op.type][0][0]]].shape[0]
+    return batch % chunks == 0 and batch >= chunks
+
+
+def chunk_specs(op: Operation, ins: list[TensorSpec], chunks: int) -> list[TensorSpec]:
+    """The input specs one chunk's kernel call sees."""
+    batch_ins, size_in, _ = CHUNKABLE[op.type]
+    out = list(ins)
+    for i in batch_ins:
+        shape = ins[i].shape
+        out[i] = ins[i]._replace(shape=(shape[0] // chunks,) + tuple(shape[1:]))
+    if size_in is not None:
+        out[size_in] = ins[size_in]._replace(value=chunk_sizes(ins[size_in].value, chunks))
+    return out
+
+
+def chunk_sizes(sizes, chunks: int) -> np.ndarray:
+    v = np.array(sizes)
+    v[0] //= chunks
+    return v
+
+
+def summed(op: Operation) -> bool:
+    return CHUNKABLE[op.type][2]
+
+
+def chunked_kernel(kernel, op: Operation, chunks: int, sizes, tmp, start_call):
+    """A kernel that runs `kernel` once per batch slice (NumPy buffers). `sizes` is the chunk's value of the
+    size input (or None), `tmp` a filter-shaped scratch buffer for summed outputs, `start_call()` is called
+    before each slice so the kernel's workspace requests restart at the first preplanned buffer."""
+    batch_ins, size_in, is_sum = CHUNKABLE[op.type]
+
+    def run(ctx, ins, outs, attrs):
+        m = ins[batch_ins[0]].shape[0] // chunks
+        for c in range(chunks):
+            part = slice(c * m, (c + 1) * m)
+            cins = list(ins)
+            for i in batch_ins:
+                cins[i] = ins[i][part]
+            if size_in is not None:
+                cins[size_in] = sizes
+            if is_sum:
+                couts = outs if c == 0 else [tmp]
+            else:
+                couts = [o[part] for o in outs]
+            start_call()
+            kernel(ctx, cins, couts, attrs)
+            if is_sum and c:
+                np.add(outs[0], tmp, out=outs[0])
+    return run

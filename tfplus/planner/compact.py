@@ -1,0 +1,57 @@
+"""Compact state saved for backward: a ReLU followed by a 2x2 max-pool keeps one byte per pooling window.
+
+Plain, the ReLU's output r (4 bytes per element) lives from the forward pass until MaxPoolGrad and ReluGrad
+read it in the backward pass. Compacted, the max-pool's cpu kernel also writes each window's argmax (a uint8,
+one per 4 elements of r, so 1/16 of r's bytes), MaxPoolGrad routes the gradient by it instead of comparing r
+with the pooled values, and the ReLU mask is not stored at all: only a window's maximum receives gradient,
+and there r > 0 exactly when the pooled value p > 0, which MaxPoolGrad already reads. So MaxPoolGrad applies
+the mask and ReluGrad becomes a copy (none when it writes in place): r dies right after the pool. Exact, the
+same ties rule (first maximum in scan order). cpu only (kernel variants in kernels/numpy/nn.py).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tfplus.framework import Operation, Tensor
+
+
+@dataclass(eq=False)
+class Site:
+    """One ReLU -> 2x2 max-pool whose input need not be saved for backward."""
+    pool: Operation         # MaxPool (writes the argmax too)
+    pool_grad: Operation    # MaxPoolGrad (reads the argmax, not the pool's input)
+    relu_grad: Operation    # ReluGrad (a copy of the masked MaxPoolGrad output)
+    argmax_shape: tuple
+
+
+def sites(ops: list[Operation], specs, fetches: list[Tensor]) -> list[Site]:
+    """The ReLU -> MaxPool pairs of `ops` whose ReLU output is read only by the pool, its gradient and the
+    ReLU's gradient (of that pool gradient), with a 2x2 / stride 2 window tiling the input exactly."""
+    found = []
+    in_step = set(ops)
+    for op in ops:
+        if op.type != "MaxPool" or op.inputs[0].op.type != "Relu" or op.inputs[0] in fetches:
+            continue
+        r = op.inputs[0]
+        fmt = op.attrs["data_format"]
+        hw = (lambda v: (v[2], v[3])) if fmt == "NCHW" else (lambda v: (v[1], v[2]))
+        h, w = hw(specs[r].shape)
+        if hw(op.attrs["ksize"]) != (2, 2) or hw(op.attrs["strides"]) != (2, 2) or h % 2 or w % 2:
+            continue
+        users = [c for c in r.consumers() if c in in_step]
+        grads = [c for c in users if c.type == "MaxPoolGrad" and c.inputs[0] is r and c.inputs[1] is op.outputs[0]
+                 and c.attrs == op.attrs]
+        if len(grads) != 1:
+            continue
+        relu_grads = [c for c in users if c.type == "ReluGrad" and c.inputs[1] is r
+                      and c.inputs[0] is grads[0].outputs[0]]
+        if len(relu_grads) != 1 or set(users) != {op, grads[0], relu_grads[0]} or \
+                len([c for c in grads[0].outputs[0].consumers() if c in in_step]) != 1:
+            continue
+        found.append(Site(op, grads[0], relu_grads[0], specs[op.outputs[0]].shape))
+    return found
+
+
+def unread(site_list: list[Site]) -> set[tuple[Operation, int]]:
+    """(op, input index) pairs that the compact kernels do not read: the ReLU output at both gradients."""
+    return {(s.pool_grad, 0) for s in site_list} | {(s.relu_grad, 1) for s in site_list}

@@ -1,0 +1,295 @@
+"""Runs a step by its MemoryPlan: every output and workspace is a view of one arena, allocated once.
+
+A session has one arena, as big as its biggest plan needs, shared by all its plans (a training step and the
+initializer, say); planned runs of one session therefore take turns (a lock). The Session calls
+`run_planned` when it has a memory budget. While a planned run is under way the session's
+`_arena` is the `Bound` plan, which hands out outputs (`output`), kernel scratch (`workspace`) and wraps
+kernels (`kernel`: restarts the workspace cursor, splits chunked convolutions over the batch).
+
+Device runtimes plug in with two optional methods (the cpu device needs neither):
+  `allocate_arena(nbytes) -> arena` and `sub_buffer(arena, offset, shape, dtype) -> buffer`,
+and report `arena_alignment` (bytes; OpenCL: CL_DEVICE_MEM_BASE_ADDR_ALIGN / 8).
+"""
+from __future__ import annotations
+
+import threading
+import tracemalloc
+
+import numpy as np
+
+from tfplus import errors
+from tfplus.framework import Tensor
+from tfplus.planner import chunking
+from tfplus.planner.plan import MemoryPlan, plan
+
+
+def run_planned(session, flat: list, feeds: dict) -> dict:
+    """Runs the fetches `flat` with `feeds` ({Tensor: device buffer}) within the session's memory budget.
+    Plans once per (fetches, feed shapes); returns {tensor: buffer} for the tensor fetches."""
+    key = _key(flat, {t: v.shape for t, v in feeds.items()})
+    arena = _shared(session)
+    with arena.lock:
+        bound = session._plans.get(key)
+        if bound is None:
+            p = plan(flat, {t: tuple(v.shape) for t, v in feeds.items()}, session.runtime,
+                     session._memory_budget, graph=session.graph)
+            bound = session._plans[key] = Bound(p, session)
+        return bound.run(session, feeds)
+
+
+def install(session, fetches: list, p: MemoryPlan) -> Bound:
+    """Makes `session` (one with a memory budget) run `fetches` (the flat list it will be given) by plan `p`,
+    e.g. one made with planner.plan(..., force=(k, c)) for a test or a benchmark."""
+    flat = [session.graph.as_graph_element(f) for f in fetches]
+    with _shared(session).lock:
+        bound = session._plans[_key(flat, p.feed_shapes)] = Bound(p, session)
+    return bound
+
+
+class _Arena:
+    """The session's arena and the plans bound to it; it grows (and rebinds them) when a plan needs more."""
+
+    def __init__(self, runtime):
+        self.runtime, self.buffer, self.nbytes, self.bounds = runtime, None, -1, []
+        self.lock = threading.RLock()
+
+    def fit(self, p: MemoryPlan, bound: Bound) -> None:
+        if p.arena_bytes > self.nbytes:
+            self.buffer, self.nbytes = None, -1  # let the old arena go before the new one is allocated
+            self.buffer, self.nbytes = _allocate(self.runtime, p.arena_bytes, p.alignment), p.arena_bytes
+            for b in self.bounds:
+                b.bind(self.buffer)
+        self.bounds.append(bound)
+        bound.bind(self.buffer)
+
+
+def _shared(session) -> _Arena:
+    # NOTE: kept in the session's plan cache so that Session.close() releases it with the plans.
+    arena = session._plans.get("memory-arena")
+    if arena is None:
+        arena = session._plans["memory-arena"] = _Arena(session.runtime)
+    return arena
+
+
+def _key(flat: list, shapes: dict) -> tuple:
+    return ("memory-plan", tuple(id(f) for f in flat),
+            tuple(sorted((id(t), tuple(s)) for t, s in shapes.items())))
+
+
+def audit_step(session, fetches, feed_dict=None) -> dict[str, int]:
+    """Runs one planned step and returns {op name: bytes its kernel allocated on its own}, for every kernel
+    that allocated more than a few Python objects' worth: memory the plan cannot see (NumPy temporaries inside
+    a kernel). The session needs a memory budget; the step is planned first if it is new.
+
+        >>> with tf.Session(memory_budget="1GB") as sess:          # doctest: +SKIP
+        ...     sess.run(init); print(audit_step(sess, [train_op, loss], feeds))
+    """
+    session.run(fetches, feed_dict)  # plan (and allocate the arena) outside the measurement
+    bounds = [b for b in session._plans.values() if isinstance(b, Bound)]
+    for b in bounds:
+        b.audit, b.kernels = {}, {}
+    started = not tracemalloc.is_tracing()
+    if started:
+        tracemalloc.start()
+    try:
+        session.run(fetches, feed_dict)
+    finally:
+        if started:
+            tracemalloc.stop()
+    found: dict[str, int] = {}
+    for b in bounds:
+        found.update(b.audit)
+        b.audit, b.kernels = None, {}
+    return {name: n for name, n in sorted(found.items(), key=lambda kv: -kv[1]) if n > _AUDIT_SLACK}
+
+
+_AUDIT_SLACK = 4096  # bytes: a kernel's own Python objects (views, small tuples) are not data
+
+
+def measure_step(session, fetches, feed_dict) -> dict[str, int]:
+    """Runs one step and measures its memory with tracemalloc, which must have been tracing since before the
+    session allocated its variables and arena (and must not have traced the fed arrays' allocation):
+    `held`, the NumPy data alive when the step starts (variables, optimizer slots, the arena, kernels'
+    caches: tracemalloc's NumPy domain, so the planner's and the graph's Python objects are left out);
+    `during`, the most allocated on top of everything during the step (kernel temporaries, NumPy's ufunc
+    buffers, fetched copies, the executor's Python objects); `feeds`, the fed arrays; `peak`, their sum,
+    which is what a MemoryPlan's peak_bytes predicts.
+
+        >>> tracemalloc.start(); sess = tf.Session(memory_budget="64MB"); sess.run(init)   # doctest: +SKIP
+        >>> sess.run(step, feeds); measure_step(sess, step, feeds)["peak"]                 # doctest: +SKIP
+    """
+    if not tracemalloc.is_tracing():
+        raise RuntimeError("measure_step: start tracemalloc before the session allocates its memory")
+    domain = np.lib.tracemalloc_domain
+    held = sum(t.size for t in tracemalloc.take_snapshot().filter_traces(
+        [tracemalloc.DomainFilter(True, domain)]).traces)
+    before = tracemalloc.get_traced_memory()[0]
+    tracemalloc.reset_peak()
+    session.run(fetches, feed_dict)
+    during = tracemalloc.get_traced_memory()[1] - before
+    feeds = sum(np.asarray(v).nbytes for v in (feed_dict or {}).values())
+    return {"held": held, "during": during, "feeds": feeds, "peak": held + during + feeds}
+
+
+class Bound:
+    """A MemoryPlan bound to a session's runtime: the arena and a view for every planned buffer."""
+
+    def __init__(self, p: MemoryPlan, session):
+        from tfplus.session import _Plan
+        self.runtime, self.plan = session.runtime, p
+        self.kernels: dict = {}
+        self.cursor: dict = {}
+        _shared(session).fit(p, self)
+        self.exec_plans = [_Plan(ph.order, [f for f in ph.fetches if isinstance(f, Tensor)], ph.feeds)
+                           for ph in p.phases]
+        self.phase = 0
+        self.audit: dict[str, int] | None = None  # op name -> bytes its kernel allocated, when auditing
+
+    def bind(self, arena) -> None:
+        """Makes a view of `arena` for every buffer of the plan."""
+        rt, p = self.runtime, self.plan
+        self.arena = arena
+        self.outputs: list[dict[Tensor, object]] = []
+        self.workspaces: list[dict] = []
+        self.argmax: list[dict] = []  # per phase: pool / pool-gradient op -> their argmax view (compact)
+        self.tmp: dict = {}
+        self.kernels = {}
+        for ph in p.phases:
+            self.outputs.append({t: _view(rt, arena, b) for t, b in ph.life.of_tensor.items()})
+            ws = {op: [_view(rt, arena, b) for b in bs] for op, bs in ph.life.workspaces.items()}
+            for op, n in ph.life.chunks.items():
+                if chunking.summed(op) and n > 1:
+                    self.tmp[op] = ws[op].pop()
+            self.workspaces.append(ws)
+            self.argmax.append({op: _view(rt, arena, b) for op, b in ph.argmax.items()})
+        self.acc = {t: _view(rt, arena, b) for t, b in p.accumulators.items()}
+
+    # -- hooks the executor calls ----------------------------------------------------------------------------
+    def output(self, op, k: int, shape, dtype):
+        t = op.outputs[k]
+        v = self.outputs[self.phase].get(t)
+        if v is None or tuple(v.shape) != tuple(shape):
+            planned = "no buffer" if v is None else f"shape {tuple(v.shape)}"
+            raise errors.InvalidArgumentError(
+                op.name, op.type, f"output {k} has shape {tuple(shape)} at run time but the memory plan has "
+                f"{planned}; the planner's shape propagation and the executor disagree")
+        return v
+
+    def workspace(self, op, shape, dtype):
+        bufs = self.workspaces[self.phase].get(op, ())
+        i = self.cursor.get(op, 0)
+        want = (tuple(int(d) for d in shape), np.dtype(getattr(dtype, "np", dtype)))
+        if i >= len(bufs) or (tuple(bufs[i].shape), bufs[i].dtype) != want:
+            declared = [(tuple(b.shape), str(b.dtype)) for b in bufs]
+            raise RuntimeError(
+                f"{op.type} '{op.name}': its {self.runtime.kernel_device} kernel asked for workspace #{i} "
+                f"{want[0]} {want[1]} but tfplus.registry.WORKSPACES[({op.type!r}, "
+                f"{self.runtime.kernel_device!r})] declares {declared or 'none'}; the declaration must list "
+                "every ctx.workspace call of one kernel call, in order (a bug in the declaration or the "
+                "kernel)")
+        self.cursor[op] = i + 1
+        return bufs[i]
+
+    def kernel(self, op, kernel):
+        """`kernel`, restarting the op's workspace cursor per call and split over the batch if planned so."""
+        key = (self.phase, op)
+        wrapped = self.kernels.get(key)
+        if wrapped is None:
+            def restart():
+                self.cursor[op] = 0
+            n = self.plan.phases[self.phase].life.chunks.get(op, 1)
+            kernel = self._variant(op, kernel)
+            if n > 1:
+                spec = self.plan.phases[self.phase].specs
+                size_in = chunking.CHUNKABLE[op.type][1]
+                sizes = None if size_in is None else chunking.chunk_sizes(spec[op.inputs[size_in]].value, n)
+                wrapped = chunking.chunked_kernel(kernel, op, n, sizes, self.tmp.get(op), restart)
+            else:
+                def wrapped(ctx, ins, outs, attrs):
+                    restart()
+                    kernel(ctx, ins, outs, attrs)
+            if self.audit is not None:
+                wrapped = self._audited(op, wrapped)
+            self.kernels[key] = wrapped
+        return wrapped
+
+    def _variant(self, op, kernel):
+        """The compact-state kernel variant (planner.compact) that the plan chose for `op`, else `kernel`."""
+        from tfplus.kernels.numpy import nn
+        phase = self.plan.phases[self.phase]
+        argmax = self.argmax[self.phase].get(op)
+        if argmax is not None and op.type == "MaxPool":
+            return lambda ctx, ins, outs, attrs: nn.max_pool_saving_argmax(ctx, ins, outs, attrs, argmax)
+        if argmax is not None:
+            return lambda ctx, ins, outs, attrs: nn.max_pool_grad_relu_from_argmax(ctx, ins, outs, attrs, argmax)
+        if any(s.relu_grad is op for s in phase.sites):
+            return nn.relu_grad_applied
+        return kernel
+
+    def _audited(self, op, kernel):
+        """`kernel`, recording the most memory it allocated beyond its planned buffers (tracemalloc)."""
+        def run(ctx, ins, outs, attrs):
+            before = tracemalloc.get_traced_memory()[0]
+            tracemalloc.reset_peak()
+            kernel(ctx, ins, outs, attrs)
+            extra = tracemalloc.get_traced_memory()[1] - before
+            self.audit[op.name] = max(self.audit.get(op.name, 0), extra)
+        return run
+
+    # -- one step --------------------------------------------------------------------------------------------
+    def run(self, session, feeds: dict) -> dict:
+        p = self.plan
+        if p.microbatches == 1:
+            return self._phase(session, 0, feeds)
+        k = p.microbatches
+        m = p.batch_size // k
+        batch_feeds = set(p.batch_feeds)
+        for j in range(k):
+            part = slice(j * m, (j + 1) * m)
+            part_feeds = {t: v[part] if t in batch_feeds else v for t, v in feeds.items()}
+            values = self._phase(session, 0, part_feeds)
+            for t, acc in self.acc.items():
+                src = session._read(values, t)
+                how = p.fetch_merge.get(t, "mean")
+                if how == "concat":
+                    np.copyto(acc[part], src)
+                elif how == "last" or j == 0:
+                    np.copyto(acc, src)
+                else:
+                    np.add(acc, src, out=acc)
+        for t, acc in self.acc.items():
+            if p.fetch_merge.get(t, "mean") == "mean":
+                np.multiply(acc, 1.0 / k, out=acc)
+        out = dict(self.acc)
+        if len(p.phases) > 1:
+            grads = {t: acc for t, acc in self.acc.items() if t not in p.fetch_merge}
+            rest = {t: v for t, v in feeds.items() if t not in batch_feeds}
+            out.update(self._phase(session, 1, {**rest, **grads}))
+        return out
+
+    def _phase(self, session, i: int, feeds: dict) -> dict:
+        self.phase = i
+        session._arena = self
+        try:
+            return session._execute(self.exec_plans[i], feeds)
+        finally:
+            session._arena = None
+
+
+def _allocate(rt, nbytes: int, align: int):
+    if hasattr(rt, "allocate_arena"):
+        return rt.allocate_arena(nbytes)
+    if rt.kernel_device != "cpu":
+        raise NotImplementedError(f"planned execution on {rt.kernel_device}: its runtime needs "
+                                  "allocate_arena(nbytes) and sub_buffer(arena, offset, shape, dtype)")
+    raw = np.empty(nbytes + align, np.uint8)
+    shift = (-raw.ctypes.data) % align  # offsets are aligned relative to the arena; align its start too
+    if hasattr(rt, "allocated_bytes"):
+        rt.allocated_bytes += raw.nbytes
+    return raw[shift:shift + nbytes]
+
+
+def _view(rt, arena, b):
+    if hasattr(rt, "sub_buffer"):
+        return rt.sub_buffer(arena, b.offset, b.shape, b.dtype)
+    return arena[b.offset:b.offset + b.nbytes].view(b.dtype.np).reshape(b.shape)

@@ -1,0 +1,357 @@
+"""What one step needs, in which order, and when each byte of it is alive.
+
+Static shapes come from the registered shape functions run on the concrete feed shapes; an execution order is
+chosen between the executor's creation order and a memory-aware greedy order; every transient buffer (an op
+output together with the tensors that alias it, or a kernel workspace) gets a lifetime [start, end] in steps
+of that order.
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+
+import networkx as nx
+import numpy as np
+
+from tfplus.framework import Operation, Tensor, _fmt_shape, constant_value
+from tfplus.planner import chunking
+from tfplus.planner.inplace import INPLACE
+from tfplus.registry import WORKSPACES, TensorSpec, find_kernel, kernel_dtype
+
+
+class PlanError(ValueError):
+    """The step cannot be planned (unknown shapes, an unplannable op): the message says which node and why."""
+
+
+@dataclass(eq=False)
+class Buffer:
+    """One piece of transient memory. `start`/`end` are steps of the order (inclusive); `end` is one past the
+    last op for fetched tensors, which are copied out after the step. `kind` is 'forward', 'backward',
+    'update' (by the phase of the op that writes it), 'workspace', 'accumulator' or 'saved' (compact state
+    kept for backward, planner.compact)."""
+    name: str
+    nbytes: int
+    size: int
+    start: int
+    end: int
+    kind: str
+    tensor: Tensor | None = None
+    op: Operation | None = None
+    offset: int = 0
+    shape: tuple = ()
+    dtype: object = None
+
+
+@dataclass
+class Lifetimes:
+    buffers: list[Buffer]
+    of_tensor: dict[Tensor, Buffer]          # root tensor -> its buffer
+    workspaces: dict[Operation, list[Buffer]]
+    steps: int                               # ops in the order, plus the copy-out step
+    live: np.ndarray = field(default=None)   # bytes live at each step
+    chunks: dict = field(default_factory=dict)  # op -> batch chunks its kernel runs in
+    inplace: int = 0                            # outputs written over a dying input
+
+    @property
+    def lower_bound(self) -> int:
+        return int(self.live.max()) if len(self.live) else 0
+
+
+# -- which ops, which shapes ---------------------------------------------------------------------------------
+def needed_ops(fetches: list, feeds: set[Tensor]) -> set[Operation]:
+    """The ops that computing `fetches` (Tensors or Operations) runs, given fed tensors (as the executor
+    prunes)."""
+    needed: set[Operation] = set()
+    stack = [f.op if isinstance(f, Tensor) else f for f in fetches
+             if not (isinstance(f, Tensor) and f in feeds)]
+    while stack:
+        op = stack.pop()
+        if op in needed:
+            continue
+        needed.add(op)
+        stack.extend(t.op for t in op.inputs if t not in feeds)
+        stack.extend(op.control_inputs)
+    return needed
+
+
+
+def static_specs(order: list[Operation], feed_shapes: dict[Tensor, tuple]) -> dict[Tensor, TensorSpec]:
+    """Every tensor's concrete shape for these feed shapes, from the ops' shape functions. Values that a shape
+    function needs (`value_inputs`) come from constants, folded shapes, or by running the small integer ops
+    that compute them (Shape -> StridedSlice -> Pack) on their cpu kernels."""
+    specs: dict[Tensor, TensorSpec] = {t: TensorSpec(tuple(s), t.dtype) for t, s in feed_shapes.items()}
+    for op in order:
+        if op.outputs and all(t in specs for t in op.outputs):
+            continue
+        if op.type == "Placeholder":
+            raise PlanError(f"You must feed a value for placeholder tensor '{op.name}' (the memory planner "
+                            "needs its shape)")
+        ins = []
+        for k, t in enumerate(op.inputs):
+            s = specs[t]
+            if k in op.op_def.value_inputs and s.value is None:
+                s = s._replace(value=_fold(t, specs))
+            ins.append(s)
+        try:
+            outs = op.op_def.shape_fn(ins, op.attrs)
+        except (ValueError, TypeError) as e:
+            shapes = ", ".join(f"{t.name} {_fmt_shape(s.shape)}" for t, s in zip(op.inputs, ins))
+            raise PlanError(f"{op.type} '{op.name}': {e} (inputs: {shapes})") from None
+        for t, s in zip(op.outputs, outs):
+            if s.shape is None or None in s.shape:
+                raise PlanError(f"{op.type} '{op.name}': output {t.value_index} has shape "
+                                f"{_fmt_shape(s.shape)} even with the feed shapes known; the memory "
+                                "planner needs static shapes (feed every placeholder, or run without "
+                                "memory_budget)")
+            value = s.value if s.value is not None else constant_value(t)
+            specs[t] = TensorSpec(tuple(int(d) for d in s.shape), s.dtype, value)
+    return specs
+
+
+_FOLD_LIMIT = 1024  # elements: folding is for shape arithmetic, never for data
+
+
+def _fold(t: Tensor, specs: dict[Tensor, TensorSpec]):
+    """The value of `t` if it follows from known values by stateless ops, computed on the cpu kernels."""
+    s = specs[t]
+    if s.value is not None:
+        return s.value
+    op = t.op
+    if op.op_def.stateful or op.type in ("Placeholder", "VariableV2") or any(
+            specs[o].shape is None or math.prod(specs[o].shape) > _FOLD_LIMIT for o in op.outputs):
+        return None
+    values = [_fold(i, specs) for i in op.inputs]
+    if any(v is None for v in values):
+        return None
+    import tfplus.kernels.numpy  # noqa: F401  registers the cpu kernels used to fold
+    kernel = find_kernel(op.type, "cpu", kernel_dtype(op))
+    if kernel is None:
+        return None
+    outs = []
+    for k, o in enumerate(op.outputs):
+        if k in op.op_def.aliases:
+            outs.append(np.asarray(values[op.op_def.aliases[k]]).reshape(specs[o].shape))
+        else:
+            outs.append(np.empty(specs[o].shape, specs[o].dtype.np))
+    kernel(_FoldContext(op), [np.asarray(v) for v in values], outs, op.attrs)
+    for o, v in zip(op.outputs, outs):
+        specs[o] = specs[o]._replace(value=v)
+    return specs[t].value
+
+
+class _FoldContext:
+    """The kernel context of a fold: no runtime, and shape arithmetic needs no scratch or randomness."""
+
+    def __init__(self, op):
+        self.op, self.runtime = op, None
+
+    def workspace(self, shape, dtype):
+        return np.empty(shape, dtype.np)
+
+
+def nbytes(spec: TensorSpec) -> int:
+    return math.prod(spec.shape) * spec.dtype.size
+
+
+# -- phases -------------------------------------------------------------------------------------------------
+_GRAD_SCOPE = re.compile(r"(^|/)gradients(_\d+)?/")
+
+
+def phase_of(op: Operation) -> str:
+    """'update' for ops that change state in place, 'backward' for ops tf.gradients built, else 'forward'."""
+    if op.op_def.ref_inputs:
+        return "update"
+    return "backward" if _GRAD_SCOPE.search(op.name) else "forward"
+
+
+# -- order ---------------------------------------------------------------------------------------------------
+def dependency_graph(ops: set[Operation], feeds: set[Tensor]) -> nx.DiGraph:
+    """Data and control edges, plus the edges that keep every read of a variable before its in-place update
+    (a memory-aware order must not apply a gradient while the backward pass still reads the old weights)."""
+    g = nx.DiGraph()
+    g.add_nodes_from(ops)
+    for op in ops:
+        for t in op.inputs:
+            if t not in feeds and t.op in ops:
+                g.add_edge(t.op, op)
+        for c in op.control_inputs:
+            if c in ops:
+                g.add_edge(c, op)
+    for var, writers in _writers(ops).items():
+        readers = _readers(var, ops)
+        for w, later in zip(writers, writers[1:]):  # updates of one variable keep their creation order
+            if not nx.has_path(g, later, w):
+                g.add_edge(w, later)
+        for w in writers:
+            after = nx.descendants(g, w)
+            for r in sorted(readers - after - {w}, key=lambda op: op._id):
+                g.add_edge(r, w)
+    return g
+
+
+def _writers(ops: set[Operation]) -> dict[Tensor, list[Operation]]:
+    """Variable output -> the ops that update it in place, in creation order."""
+    out: dict[Tensor, list[Operation]] = {}
+    for op in sorted(ops, key=lambda op: op._id):
+        for k in op.op_def.ref_inputs:
+            out.setdefault(op.inputs[k], []).append(op)
+    return out
+
+
+def _readers(var: Tensor, ops: set[Operation]) -> set[Operation]:
+    """Ops that read a variable's buffer, directly or through ops whose outputs alias it (its `read`
+    Identity); the ops that update it are not readers."""
+    out, stack = set(), [var]
+    while stack:
+        x = stack.pop()
+        for c in x.consumers():
+            if c not in ops or any(c.inputs[k] is x for k in c.op_def.ref_inputs):
+                continue
+            out.add(c)
+            stack.extend(c.outputs[k] for k, i in c.op_def.aliases.items() if c.inputs[i] is x)
+    return out
+
+
+def creation_order(g: nx.DiGraph) -> list[Operation]:
+    """The executor's order: topological, ties broken by creation order."""
+    return list(nx.lexicographical_topological_sort(g, key=lambda op: op._id))
+
+
+def greedy_order(g: nx.DiGraph, alloc: dict[Operation, int], uses: dict[Operation, list[Buffer]],
+                 users: dict[Buffer, int], pinned: set[Buffer]) -> list[Operation]:
+    """Memory-aware list scheduling: among the ready ops run the one that adds the fewest bytes
+    (its new outputs and workspaces minus the inputs it is the last reader of); ties by creation order."""
+    remaining = dict(users)
+    indeg = {op: g.in_degree(op) for op in g}
+    ready = {op for op, d in indeg.items() if d == 0}
+    order = []
+    while ready:
+        def score(op):
+            freed = sum(b.size for b in uses[op] if remaining[b] == 1 and b not in pinned)
+            return (alloc[op] - freed, op._id)
+        op = min(ready, key=score)
+        ready.remove(op)
+        order.append(op)
+        for b in uses[op]:
+            remaining[b] -= 1
+        for s in g.successors(op):
+            indeg[s] -= 1
+            if indeg[s] == 0:
+                ready.add(s)
+    return order
+
+
+# -- lifetimes ----------------------------------------------------------------------------------------------
+def alias_root(t: Tensor, feeds: set[Tensor]) -> Tensor:
+    """The tensor whose buffer `t` shares (itself unless its op aliases that output to an input)."""
+    while t not in feeds:
+        i = t.op.op_def.aliases.get(t.value_index)
+        if i is None:
+            return t
+        t = t.op.inputs[i]
+    return t
+
+
+def executes(op: Operation, feeds: set[Tensor]) -> bool:
+    """Whether the executor runs a kernel for `op` (it skips variables and ops whose outputs are all fed)."""
+    return op.type != "VariableV2" and not (op.outputs and all(t in feeds for t in op.outputs))
+
+
+def buffers_of(ops: list[Operation], specs: dict[Tensor, TensorSpec], feeds: set[Tensor], device: str,
+               align: int, chunks: dict[Operation, int] | None = None
+               ) -> tuple[dict[Tensor, Buffer], dict[Operation, list[Buffer]]]:
+    """The transient buffers the ops write (no lifetimes yet): one per root output, plus declared workspaces.
+    Outputs aliasing a variable or a fed tensor take no transient memory."""
+    of_tensor: dict[Tensor, Buffer] = {}
+    workspaces: dict[Operation, list[Buffer]] = {}
+    for op in ops:
+        if not executes(op, feeds):
+            continue
+        kind = phase_of(op)
+        for t in op.outputs:
+            if t in feeds or alias_root(t, feeds) is not t:
+                continue
+            n = nbytes(specs[t])
+            of_tensor[t] = Buffer(t.name, n, _round(n, align), 0, 0, kind, tensor=t, shape=specs[t].shape,
+                                  dtype=specs[t].dtype)
+        for i, (shape, dtype) in enumerate(declared_workspaces(op, specs, device, (chunks or {}).get(op, 1))):
+            n = math.prod(shape) * dtype.size
+            workspaces.setdefault(op, []).append(Buffer(f"{op.name}/workspace:{i}", n, _round(n, align), 0, 0,
+                                                        "workspace", op=op, shape=shape, dtype=dtype))
+    return of_tensor, workspaces
+
+
+def declared_workspaces(op: Operation, specs, device: str, chunks: int = 1) -> list[tuple]:
+    """The scratch buffers `op`'s kernel on `device` declares (tfplus.registry.WORKSPACES) for one call on a
+    1/`chunks` slice of the batch, then the chunking's own partial-sum buffer if it needs one."""
+    fn = WORKSPACES.get((op.type, device))
+    if fn is None:
+        return []
+    ins = [specs[t] for t in op.inputs]
+    if chunks > 1:
+        ins = chunking.chunk_specs(op, ins, chunks)
+    decl = [(tuple(int(d) for d in shape), dtype) for shape, dtype in fn(ins, op.attrs)]
+    if chunks > 1 and chunking.summed(op):  # the slices' partial sums land here before being added up
+        decl.append((specs[op.outputs[0]].shape, specs[op.outputs[0]].dtype))
+    return decl
+
+
+def lifetimes(order: list[Operation], of_tensor: dict[Tensor, Buffer],
+              workspaces: dict[Operation, list[Buffer]], feeds: set[Tensor], fetches: list[Tensor],
+              inplace_device: str | None = None, unread: set = frozenset(), saved: tuple = (),
+              inplace_extra: dict | None = None) -> Lifetimes:
+    """Sets each buffer's [start, end] in `order` and the bytes live at every step. With `inplace_device`, an
+    elementwise op listed in planner.inplace.INPLACE (or in `inplace_extra`, op -> input indices) writes over
+    an input that dies there (same shape and dtype): its output shares that input's buffer. `unread` lists
+    (op, input index) pairs whose kernel variant does not read that input; `saved` are (buffer, writer op,
+    last reader op) kept beside the outputs (planner.compact)."""
+    pos = {op: i for i, op in enumerate(order)}
+    n = len(order)
+    for t, b in of_tensor.items():
+        b.start = b.end = pos[t.op]
+    for b, first, last in saved:
+        b.start, b.end = pos[first], pos[last]
+    for op in order:
+        for k, t in enumerate(op.inputs):
+            if (op, k) in unread:
+                continue
+            b = of_tensor.get(alias_root(t, feeds))
+            if b is not None:
+                b.end = max(b.end, pos[op])
+        for b in workspaces.get(op, ()):
+            b.start = b.end = pos[op]
+    for t in fetches:
+        b = of_tensor.get(alias_root(t, feeds))
+        if b is not None:
+            b.end = n
+    merged = _in_place(order, pos, of_tensor, feeds, inplace_device, inplace_extra or {}) \
+        if inplace_device else 0
+    unique = {id(b): b for b in of_tensor.values()}
+    buffers = list(unique.values()) + [b for bs in workspaces.values() for b in bs] + [b for b, _, _ in saved]
+    live = np.zeros(n + 2, np.int64)
+    for b in buffers:
+        live[b.start] += b.size
+        live[b.end + 1] -= b.size
+    return Lifetimes(buffers, of_tensor, workspaces, n + 1, np.cumsum(live)[:n + 1], inplace=merged)
+
+
+def _in_place(order, pos, of_tensor, feeds, device, extra) -> int:
+    merged = 0
+    for op in order:
+        out = of_tensor.get(op.outputs[0]) if op.outputs else None
+        if out is None or out.tensor is not op.outputs[0]:
+            continue
+        for i in extra.get(op, INPLACE.get((op.type, device), ())):
+            b = of_tensor.get(alias_root(op.inputs[i], feeds)) if i < len(op.inputs) else None
+            if b is not None and b is not out and b.end == pos[op] and \
+                    (b.shape, b.dtype) == (out.shape, out.dtype):
+                b.end = out.end
+                of_tensor[op.outputs[0]] = b
+                merged += 1
+                break
+    return merged
+
+
+def _round(n: int, align: int) -> int:
+    return -(-n // align) * align

@@ -1,0 +1,644 @@
+"""Plans one training step to fit a memory budget.
+
+    >>> import tfplus as tf
+    >>> from tfplus import planner
+    >>> x = tf.placeholder(tf.float32, [None, 1000])
+    >>> y = tf.nn.relu(x * 2.0) if hasattr(tf.nn, "relu") else x * 2.0
+    >>> p = planner.plan([y], {x: (64, 1000)}, device="cpu")
+    >>> p.arena_bytes == p.arena_lower_bound_bytes
+    True
+
+Pipeline: prune to the fetches -> static shapes for the feed shapes -> order (the executor's creation order or
+a memory-aware greedy order, whichever needs the smaller arena) -> lifetimes of every transient buffer
+(outputs, aliases sharing them, declared kernel workspaces) -> offsets in one arena. Variables (parameters and
+optimizer slots) and fed arrays are counted apart: they outlive the step. peak = variables + feeds + arena.
+
+If the peak exceeds the budget, transformations are tried cheapest first (by a cost model, see `_CostModel`):
+compact state saved for backward (planner.compact: a ReLU before a 2x2 max-pool keeps a byte per window
+instead of its output), chunking convolutions over the batch (their im2col/col2im scratch shrinks with the
+chunk), then micro-batching with gradient accumulation (forward+backward on k slices of the batch, gradients
+averaged, updates applied once), each combined with the others. No fit raises `BudgetError` naming the smallest budget
+that some combination reaches.
+"""
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from tfplus.framework import Graph, Operation, Tensor, get_default_graph
+from tfplus.planner import chunking, compact
+from tfplus.planner.arena import assign_offsets
+from tfplus.planner.liveness import (
+    Buffer,
+    Lifetimes,
+    PlanError,
+    alias_root,
+    buffers_of,
+    creation_order,
+    declared_workspaces,
+    dependency_graph,
+    executes,
+    greedy_order,
+    lifetimes,
+    nbytes,
+    needed_ops,
+    phase_of,
+    static_specs,
+)
+from tfplus.units import format_size, parse_size
+
+TRANSFORMATIONS = ("compact", "chunk", "microbatch")
+CPU_ALIGNMENT = 64
+# CL_DEVICE_MEM_BASE_ADDR_ALIGN is 1024 bits on most GPUs and on PoCL; the OpenCL runtime reports the real
+# value as `arena_alignment` when a device is at hand.
+OPENCL_DEFAULT_ALIGNMENT = 128
+
+
+class BudgetError(ValueError):
+    """No plan fits the budget. `.plan` is the smallest plan found, `.smallest_bytes` its peak."""
+
+    def __init__(self, message: str, plan: MemoryPlan):
+        super().__init__(message)
+        self.plan, self.smallest_bytes = plan, plan.peak_bytes
+
+
+@dataclass(eq=False)
+class Phase:
+    """One executor run inside a step: the whole step, or the micro-batch run / the update run of a
+    micro-batched step. Its buffers' steps are on the plan's timeline, starting at `start`."""
+    name: str
+    order: list[Operation]
+    feeds: set[Tensor]
+    fetches: list
+    specs: dict
+    life: Lifetimes
+    start: int
+    schedule: str
+    creation_order_bound: int   # the liveness bound in the executor's creation order, for comparison
+    sites: list = field(default_factory=list)      # planner.compact sites
+    argmax: dict = field(default_factory=dict)     # pool and pool-gradient op -> the argmax Buffer they share
+
+
+@dataclass(eq=False)
+class MemoryPlan:
+    """Where every byte of one step lives. Sizes in bytes. See `to_json()` for the stable summary."""
+    device: str
+    alignment: int
+    phases: list[Phase]
+    arena_bytes: int
+    live: np.ndarray                      # transient bytes live at each step of the timeline
+    parameter_bytes: int
+    slot_bytes: int
+    feed_bytes: int
+    microbatches: int = 1
+    batch_size: int | None = None
+    batch_feeds: list[Tensor] = field(default_factory=list)
+    accumulators: dict[Tensor, Buffer] = field(default_factory=dict)   # averaged gradients / merged fetches
+    fetch_merge: dict[Tensor, str] = field(default_factory=dict)       # 'mean', 'concat' or 'last'
+    chunks: dict[Operation, int] = field(default_factory=dict)
+    budget_bytes: int | None = None
+    transformations: list[dict] = field(default_factory=list)
+    predicted_overhead: float = 0.0
+    max_batch_size: int | None = None
+    feed_shapes: dict = field(default_factory=dict)                    # {fed tensor: shape} of the whole step
+
+    @property
+    def buffers(self) -> list[Buffer]:
+        return [b for ph in self.phases for b in ph.life.buffers] + list(self.accumulators.values())
+
+    @property
+    def arena_lower_bound_bytes(self) -> int:
+        return int(self.live.max()) if len(self.live) else 0
+
+    @property
+    def fixed_bytes(self) -> int:
+        return self.parameter_bytes + self.slot_bytes + self.feed_bytes
+
+    @property
+    def peak_bytes(self) -> int:
+        return self.fixed_bytes + self.arena_bytes
+
+    @property
+    def lower_bound_bytes(self) -> int:
+        return self.fixed_bytes + self.arena_lower_bound_bytes
+
+    @property
+    def fits(self) -> bool:
+        return self.budget_bytes is None or self.peak_bytes <= self.budget_bytes
+
+    @property
+    def backward_step(self) -> int | None:
+        """The first timeline step that runs a gradient op (the forward/backward boundary)."""
+        for ph in self.phases:
+            for i, op in enumerate(ph.order):
+                if phase_of(op) == "backward":
+                    return ph.start + i
+        return None
+
+    def breakdown(self) -> dict[str, int]:
+        """Bytes by role at the step where the most transient bytes are live."""
+        peak = int(np.argmax(self.live)) if len(self.live) else 0
+        by = {"forward": 0, "saved": 0, "backward": 0, "update": 0, "workspace": 0, "accumulator": 0}
+        for b in self.buffers:
+            if b.start <= peak <= b.end:
+                by[b.kind] += b.size
+        return {"parameters": self.parameter_bytes, "optimizer_slots": self.slot_bytes,
+                "feeds": self.feed_bytes,
+                "saved_activations": by["forward"] + by["saved"], "gradients": by["backward"] + by["update"],
+                "workspaces": by["workspace"], "accumulators": by["accumulator"],
+                "arena": self.arena_bytes, "peak": self.peak_bytes}
+
+    def to_json(self) -> dict:
+        out = {"peak_bytes": self.peak_bytes, "lower_bound_bytes": self.lower_bound_bytes,
+               "arena_bytes": self.arena_bytes, "arena_lower_bound_bytes": self.arena_lower_bound_bytes,
+               "budget_bytes": self.budget_bytes, "fits": self.fits, "device": self.device,
+               "alignment": self.alignment, "microbatches": self.microbatches,
+               "transformations": self.transformations,
+               "predicted_overhead": round(self.predicted_overhead, 4),
+               "breakdown": self.breakdown()}
+        if self.max_batch_size is not None:
+            out["max_batch_size"] = self.max_batch_size
+        return out
+
+    def summary(self) -> str:
+        """A human-readable table of the plan (what `tfplus plan` prints)."""
+        rows = [(k.replace("_", " "), format_size(v)) for k, v in self.breakdown().items()]
+        lines = [f"memory plan on {self.device} (alignment {self.alignment} B)"]
+        lines += [f"  {k:<18} {v:>10}" for k, v in rows]
+        ratio = self.arena_bytes / max(1, self.arena_lower_bound_bytes)
+        lines.append(f"  arena lower bound  {format_size(self.arena_lower_bound_bytes):>10}  "
+                     f"(arena = {ratio:.3f} x)")
+        lines.append(f"  lower bound        {format_size(self.lower_bound_bytes):>10}")
+        if self.budget_bytes is not None:
+            lines.append(f"  budget             {format_size(self.budget_bytes):>10}  "
+                         f"{'fits' if self.fits else 'does NOT fit'}")
+        for t in self.transformations:
+            lines.append(f"  + {t['name']}: {t['detail']} "
+                         f"(predicted overhead {t['predicted_overhead']:+.1%})")
+        return "\n".join(lines)
+
+
+def plan(fetches, feed_shapes: dict, device="cpu", budget=None, *, graph: Graph | None = None,
+         transformations=TRANSFORMATIONS, alignment: int | None = None, raise_if_infeasible: bool = True,
+         force: tuple | None = None) -> MemoryPlan:
+    """Plans the step that runs `fetches` (Tensors/Operations/names) with feeds of `feed_shapes`
+    ({tensor or name: shape}) on `device` ('cpu', 'opencl', or a runtime). With a `budget` (bytes or a size
+    such as '64MB') the cheapest transformations that make it fit are applied; if none does, BudgetError (or,
+    with raise_if_infeasible=False, the smallest plan with fits=False). `force=(micro-batches, conv chunks)`
+    skips the search and builds that combination (tests, benchmarks); a third element True adds compact
+    saved state."""
+    step = _Step(fetches, feed_shapes, device, graph, alignment)
+    budget = None if budget is None else parse_size(budget, "memory budget")
+    if force is not None:
+        p = step.build(*force)
+        p.budget_bytes = budget
+        return p
+    best = base = step.build(1, 1)
+    base.budget_bytes = budget
+    if budget is None or base.fits:
+        return _debug(base, base)
+    cands = step.candidates(tuple(transformations))
+    # The most frugal combination is tried first: if it does not fit, nothing does.
+    frugal, why = _frugal(step, cands)
+    if frugal is not None and frugal[1].peak_bytes < best.peak_bytes:
+        best = frugal[1]
+    best.budget_bytes = budget
+    if best.fits:
+        for kc in cands:
+            try:
+                p = frugal[1] if kc == frugal[0] else step.build(*kc, place=False)
+            except PlanError:
+                continue
+            if p.lower_bound_bytes > budget:  # the arena cannot beat the liveness bound: skip placing it
+                continue
+            place(p)
+            p.budget_bytes = budget
+            if p.fits:
+                return _debug(p, base)
+    if not raise_if_infeasible:
+        return _debug(best, base)
+    done = ", ".join(t["name"] for t in best.transformations) or "no transformation applies"
+    raise BudgetError(
+        f"the step needs at least {format_size(best.peak_bytes)} ({best.peak_bytes} bytes) but the memory "
+        f"budget is {format_size(budget)} ({budget} bytes) (smallest plan: {done}{why}); use a budget of at "
+        f"least {format_size(best.peak_bytes)} or a smaller batch", best)
+
+
+def smallest_plan(fetches, feed_shapes: dict, device="cpu", *, graph: Graph | None = None,
+                  transformations=TRANSFORMATIONS, alignment: int | None = None) -> MemoryPlan:
+    """The plan with the smallest peak the transformations reach: its peak is the smallest budget that
+    fits."""
+    step = _Step(fetches, feed_shapes, device, graph, alignment)
+    base = step.build(1, 1)
+    frugal, _ = _frugal(step, step.candidates(tuple(transformations)))
+    return frugal[1] if frugal is not None and frugal[1].peak_bytes < base.peak_bytes else base
+
+
+def _frugal(step: _Step, cands: list) -> tuple:
+    """((k, c), plan) with the smallest peak among the two frugal extremes, and why a more frugal one did not
+    apply: the most micro-batches (each with its most chunks), and no micro-batching with the most chunks
+    (accumulating gradients costs a copy of them, more than micro-batching saves on small batches). Peaks
+    fall with more chunks and, past that, with more micro-batches: the planner's working assumption, not a
+    proof."""
+    why, found = "", []
+    for group in ([kc for kc in cands if kc[0] > 1], [kc for kc in cands if kc[0] == 1]):
+        for kc in sorted(group, key=lambda kc: (-kc[0], -kc[1], -kc[2])):
+            try:
+                found.append((kc, step.build(*kc)))
+                break
+            except PlanError as e:
+                why = why or f" ({e})"
+    return min(found, key=lambda f: f[1].peak_bytes, default=None), why
+
+
+def _debug(p: MemoryPlan, base: MemoryPlan) -> MemoryPlan:
+    if os.environ.get("TFPLUS_DEBUG", "0") not in ("", "0"):
+        print(f"tfplus planner: memory {format_size(base.peak_bytes)} -> {format_size(p.peak_bytes)} "
+              f"(arena {format_size(p.arena_bytes)}, lower bound {format_size(p.arena_lower_bound_bytes)})")
+    return p
+
+
+# -- one step, many candidate plans --------------------------------------------------------------------------
+class _Step:
+    """What every candidate plan of one step shares: the graph, feeds, fetches, variables, device."""
+
+    def __init__(self, fetches, feed_shapes, device, graph, alignment):
+        self.graph = graph or _graph_of(fetches, feed_shapes) or get_default_graph()
+        fetches = fetches if isinstance(fetches, (list, tuple)) else [fetches]
+        self.fetches = [self.graph.as_graph_element(f) for f in fetches]
+        self.feed_shapes = {self.graph.as_graph_element(t): tuple(int(d) for d in s)
+                            for t, s in feed_shapes.items()}
+        self.feeds = set(self.feed_shapes)
+        self.device, self.kernel_device, self.alignment = _device(device, alignment)
+        self.ops = needed_ops(self.fetches, self.feeds)
+        order = creation_order(dependency_graph(self.ops, self.feeds))
+        self.base_specs = static_specs(order, self.feed_shapes)
+        self.cost = _CostModel(self.kernel_device)
+        trainable = {v.op for v in self.graph.get_collection("trainable_variables") if hasattr(v, "op")}
+        variables = [op for op in self.graph.get_operations() if op.type == "VariableV2"]
+        size = {op: nbytes(self.base_specs.get(op.outputs[0]) or _var_spec(op)) for op in variables}
+        self.parameter_bytes = sum(size[op] for op in variables if op in trainable)
+        self.slot_bytes = sum(size[op] for op in variables if op not in trainable)
+        self.feed_bytes = sum(nbytes(self.base_specs[t]) for t in self.feeds)
+        self._cache: dict = {}
+        self.inplace = True
+
+    # -- candidates ----------------------------------------------------------------------------------------
+    def candidates(self, allowed: tuple) -> list[tuple[int, int, bool]]:
+        """(micro-batches, conv chunks, compact) other than (1, 1, False), cheapest predicted first."""
+        on_cpu = self.kernel_device == "cpu"  # slicing feeds and kernel calls is done on NumPy buffers
+        batch = self.batch_size() if "microbatch" in allowed and on_cpu else None
+        ks = _divisors(batch) if batch else [1]
+        chunk = on_cpu and "chunk" in allowed and self._conv_scratch(1) > 0
+        pairs = []
+        for k in ks:
+            pairs.append((k, 1))
+            fewer = self._conv_scratch(k)
+            for c in _divisors(batch // k if batch else self._conv_batch())[1:] if chunk else []:
+                # Worth a try only if a 1/(k*c) slice of the batch needs less scratch than fewer chunks do
+                # (the conv kernels may already work in pieces smaller than that).
+                scratch = self._conv_scratch(k * c)
+                if scratch < fewer:
+                    pairs.append((k, c))
+                    fewer = scratch
+        pairs.remove((1, 1))
+        triples = [(k, c, False) for k, c in pairs]
+        if "compact" in allowed and on_cpu and self._sites():
+            triples += [(1, 1, True)] + [(k, c, True) for k, c in pairs]
+        return sorted(triples, key=lambda kcz: (self.overhead(*kcz), kcz))
+
+    def _sites(self) -> list:
+        if "sites" not in self._cache:
+            order = creation_order(dependency_graph(self.ops, self.feeds))
+            self._cache["sites"] = compact.sites(order, self.base_specs,
+                                                 [f for f in self.fetches if isinstance(f, Tensor)])
+        return self._cache["sites"]
+
+    def _conv_scratch(self, parts: int) -> int:
+        """The most scratch one convolution declares when it runs on 1/parts of the batch."""
+        if ("scratch", parts) not in self._cache:
+            convs = [op for op in self.ops if op.type in chunking.CHUNKABLE
+                     and (parts == 1 or chunking.can_chunk(op, self.base_specs, parts))]
+            self._cache["scratch", parts] = max(
+                (sum(math.prod(s) * d.size
+                     for s, d in declared_workspaces(op, self.base_specs, self.kernel_device, parts))
+                 for op in convs), default=0)
+        return self._cache["scratch", parts]
+
+    def _conv_batch(self) -> int:
+        return max((self.base_specs[op.inputs[chunking.CHUNKABLE[op.type][0][0]]].shape[0]
+                    for op in self.ops if op.type in chunking.CHUNKABLE), default=1)
+
+    def batch_size(self) -> int | None:
+        """The batch size: the leading dimension of the fed tensors whose placeholders leave it open."""
+        dims = [s[0] for t, s in self.feed_shapes.items() if len(s) and t._shape and t._shape[0] is None]
+        return max(set(dims), key=dims.count) if dims else None
+
+    def overhead(self, k: int, c: int, z: bool = False) -> float:
+        """Predicted extra step time of (k micro-batches, c conv chunks, compact or not) over the plain step,
+        a fraction."""
+        if ("overhead", k, c, z) not in self._cache:
+            self._cache["overhead", k, c, z] = self._overhead(k, c, z)
+        return self._cache["overhead", k, c, z]
+
+    def _overhead(self, k: int, c: int, z: bool = False) -> float:
+        base = self.cost.time(self.ops, self.base_specs)
+        extra = 0.0
+        if z:  # the pool writes its argmax: about one more pass over its input and a few over its output
+            extra += sum(math.prod(self.base_specs[s.pool.inputs[0]].shape) for s in self._sites()) \
+                / self.cost.elementwise
+        if k > 1:
+            try:
+                split = self.split()
+            except PlanError:
+                return float("inf")
+            calls = sum(executes(op, self.feeds) for op in needed_ops(split.a_fetches, self.feeds))
+            extra += (k - 1) * calls * self.cost.call + k * sum(
+                math.prod(self.base_specs[g].shape) for g in split.grads) / self.cost.elementwise
+        if c > 1:
+            convs = [op for op in self.ops if op.type in chunking.CHUNKABLE]
+            extra += k * (c - 1) * len(convs) * self.cost.conv_call
+            extra += k * (c - 1) * sum(math.prod(self.base_specs[op.outputs[0]].shape) for op in convs
+                                       if chunking.summed(op)) / self.cost.elementwise
+        return extra / base
+
+    # -- micro-batching split ----------------------------------------------------------------------------
+    def split(self) -> _Split:
+        if "split" not in self._cache:
+            self._cache["split"] = _split(self)
+        s = self._cache["split"]
+        if isinstance(s, PlanError):
+            raise s
+        return s
+
+    # -- building one plan ----------------------------------------------------------------------------------
+    def build(self, k: int, c: int, z: bool = False, place: bool = True) -> MemoryPlan:
+        """The plan with k micro-batches, convolutions in c batch chunks, and compact saved state if z;
+        without `place`, only the lifetimes (arena_bytes stays 0 until `place(plan)`)."""
+        if k == 1:
+            phases = [self._phase("step", self.fetches, self.feeds, self.feed_shapes, c, 0, z)]
+            acc, merge = {}, {}
+        else:
+            s = self.split()
+            batch = self.batch_size()
+            shapes = {t: ((sh[0] // k,) + sh[1:] if t in s.batch_feeds else sh)
+                      for t, sh in self.feed_shapes.items()}
+            a = self._phase("micro-batch", s.a_fetches, self.feeds, shapes, c, 0, z)
+            b_shapes = {t: self.base_specs[t].shape for t in s.grads}
+            b_shapes.update({t: sh for t, sh in self.feed_shapes.items() if t not in s.batch_feeds})
+            phases = [a]
+            if s.b_fetches:
+                phases.append(self._phase("update", s.b_fetches, set(b_shapes), b_shapes, 1, a.life.steps))
+            end = sum(ph.life.steps for ph in phases) - 1
+            acc = {}
+            merge = {}
+            for t in s.grads:
+                acc[t] = _acc_buffer(t, a.specs[t].shape, a.specs[t].dtype, end, self.alignment)
+            for t in s.user_fetches:
+                spec = a.specs[t]
+                if t not in s.batch_dep:
+                    merge[t] = "last"
+                elif spec.shape == ():
+                    merge[t] = "mean"
+                elif spec.shape[0] == batch // k:
+                    merge[t] = "concat"
+                else:
+                    raise PlanError(f"cannot micro-batch: fetched tensor '{t.name}' of shape {spec.shape} "
+                                    "depends on the batch but is neither a scalar nor batch-major")
+                shape = (batch,) + spec.shape[1:] if merge[t] == "concat" else spec.shape
+                acc.setdefault(t, _acc_buffer(t, shape, spec.dtype, end, self.alignment))
+        live = np.concatenate([ph.life.live for ph in phases]) + sum(b.size for b in acc.values())
+        p = MemoryPlan(self.device, self.alignment, phases, 0, live, self.parameter_bytes, self.slot_bytes,
+                       self.feed_bytes, microbatches=k, accumulators=acc, fetch_merge=merge,
+                       feed_shapes=dict(self.feed_shapes))
+        if place:
+            globals()["place"](p)
+        if k > 1:
+            p.batch_size, p.batch_feeds = self.batch_size(), list(self.split().batch_feeds)
+        p.chunks = {op: n for ph in phases for op, n in ph.life.chunks.items()}
+        p.transformations = self._describe(p, k, c, z)
+        p.predicted_overhead = self.overhead(k, c, z)
+        return p
+
+    def _describe(self, p: MemoryPlan, k: int, c: int, z: bool = False) -> list[dict]:
+        out = []
+        for ph in p.phases:
+            if ph.schedule != "creation order":
+                out.append({"name": "schedule", "detail": f"memory-aware order for the {ph.name} run (bound "
+                            f"{format_size(ph.life.lower_bound)}, {format_size(ph.creation_order_bound)} in "
+                            "creation order)", "predicted_overhead": 0.0})
+        merged = sum(ph.life.inplace for ph in p.phases)
+        if merged:
+            out.append({"name": "inplace", "detail": f"{merged} elementwise ops write over an input that "
+                        "dies there", "predicted_overhead": 0.0})
+        sites = p.phases[0].sites
+        if sites:
+            saved = sum(nbytes(p.phases[0].specs[s.pool.inputs[0]]) for s in sites)
+            out.append({"name": "compact", "detail": f"{len(sites)} ReLU -> max-pool pairs keep a uint8 argmax "
+                        f"per window for backward instead of the ReLU output ({format_size(saved)} of "
+                        "activations not saved per run; exact)",
+                        "predicted_overhead": round(self.overhead(1, 1, True), 4)})
+        if p.chunks:
+            out.append({"name": "chunk", "detail": f"{len(p.chunks)} convolution kernels called on 1/{c} of "
+                        "the batch at a time (im2col/col2im scratch shrinks accordingly)",
+                        "predicted_overhead": round(self.overhead(1, c), 4)})
+        if k > 1:
+            out.append({"name": "microbatch", "detail": f"{k} micro-batches of {self.batch_size() // k}: "
+                        "forward and backward per micro-batch, gradients averaged, updates applied once "
+                        "(exact for losses that are means over the batch; batch statistics, e.g. batch "
+                        "norm, see micro-batches)",
+                        "predicted_overhead": round(self.overhead(k, 1), 4)})
+        return out
+
+    def _phase(self, name, fetches, feeds, feed_shapes, c, start, z=False) -> Phase:
+        key = (name, tuple(sorted(s for s in feed_shapes.values())))
+        if key not in self._cache:
+            ops = needed_ops(fetches, feeds)
+            g = dependency_graph(ops, feeds)
+            base = creation_order(g)
+            self._cache[key] = (g, base, static_specs(base, feed_shapes))
+        g, base, specs = self._cache[key]
+        chunks = {}
+        if c > 1:
+            chunks = {op: c for op in base if chunking.can_chunk(op, specs, c)
+                      and declared_workspaces(op, specs, self.kernel_device)}
+        fetch_t = [f for f in fetches if isinstance(f, Tensor)]
+        sites = compact.sites(base, specs, fetch_t) if z and self.kernel_device == "cpu" else []
+        unread = compact.unread(sites)
+        # The order with the lower liveness bound wins (the arena lands within a few percent of its bound).
+        best = None
+        for schedule in ("creation order", "memory-aware"):
+            of_tensor, ws = buffers_of(base, specs, feeds, self.kernel_device, self.alignment, chunks)
+            saved = [(_argmax_buffer(s, self.alignment), s.pool, s.pool_grad) for s in sites]
+            order = base if schedule == "creation order" else \
+                _greedy(g, base, of_tensor, ws, feeds, fetch_t, unread, saved)
+            life = lifetimes(order, of_tensor, ws, feeds, fetch_t, self.kernel_device if self.inplace else None,
+                             unread, saved, {s.relu_grad: (0,) for s in sites})
+            if best is None or life.lower_bound < best[2].lower_bound:
+                best = (schedule, order, life, saved)
+            if schedule == "creation order":
+                creation_bound = life.lower_bound
+        schedule, order, life, saved = best
+        life.chunks = chunks
+        for b in life.buffers:
+            b.start += start
+            b.end += start
+        argmax = {op: b for b, first, last in saved for op in (first, last)}
+        return Phase(name, order, set(feeds), list(fetches), specs, life, start, schedule, creation_bound,
+                     sites, argmax)
+
+
+def place(p: MemoryPlan) -> MemoryPlan:
+    """Assigns every buffer of `p` its arena offset and sets `p.arena_bytes`."""
+    p.arena_bytes = assign_offsets(p.buffers)
+    return p
+
+
+def _greedy(g, base, of_tensor, ws, feeds, fetches, unread=frozenset(), saved=()) -> list[Operation]:
+    alloc = {op: 0 for op in base}
+    uses: dict[Operation, list[Buffer]] = {op: [] for op in base}
+    for t, b in of_tensor.items():
+        alloc[t.op] += b.size
+    for op, bs in ws.items():
+        alloc[op] += sum(b.size for b in bs)
+    users: dict[Buffer, int] = {}
+    for b, first, last in saved:
+        alloc[first] += b.size
+        uses[last].append(b)
+        users[b] = 1
+    for op in base:
+        for b in {of_tensor.get(alias_root(t, feeds)) for k, t in enumerate(op.inputs)
+                  if (op, k) not in unread} - {None}:
+            uses[op].append(b)
+            users[b] = users.get(b, 0) + 1
+    pinned = {of_tensor.get(alias_root(t, feeds)) for t in fetches} - {None}
+    return greedy_order(g, alloc, uses, users, pinned)
+
+
+def _argmax_buffer(s: compact.Site, align: int) -> Buffer:
+    from tfplus.dtypes import uint8
+    n = math.prod(s.argmax_shape)
+    return Buffer(f"{s.pool.name}/argmax", n, -(-n // align) * align, 0, 0, "saved", op=s.pool,
+                  shape=tuple(s.argmax_shape), dtype=uint8)
+
+
+def _acc_buffer(t: Tensor, shape, dtype, end: int, align: int) -> Buffer:
+    n = math.prod(shape) * dtype.size
+    return Buffer(f"{t.name}/accumulator", n, -(-n // align) * align, 0, end, "accumulator", tensor=t,
+                  shape=tuple(shape), dtype=dtype)
+
+
+# -- micro-batching ------------------------------------------------------------------------------------------
+@dataclass
+class _Split:
+    batch_feeds: set[Tensor]
+    batch_dep: set[Tensor]
+    grads: list[Tensor]          # batch-dependent inputs of the update ops: accumulated over micro-batches
+    a_fetches: list              # each micro-batch run computes: grads + the user's fetches before updates
+    b_fetches: list              # what the update run computes: the user's fetches from the updates on
+    user_fetches: list[Tensor]   # the user's tensor fetches computed per micro-batch (merged after)
+
+
+def _split(step: _Step) -> _Split | PlanError:
+    """Splits the step into a per-micro-batch run (forward, backward) and an update run (the ops that change
+    variables in place, and everything after them), joined by the update ops' batch-dependent inputs."""
+    batch = step.batch_size()
+    if batch is None:
+        return PlanError("cannot micro-batch: no fed tensor has an open batch dimension "
+                         "([None, ...] placeholder)")
+    batch_feeds = {t for t, s in step.feed_shapes.items() if len(s) and s[0] == batch and t._shape
+                   and t._shape[0] is None}
+    order = creation_order(dependency_graph(step.ops, step.feeds))
+    batch_dep = set(batch_feeds)
+    for op in order:
+        if op.type in ("FusedBatchNorm", "FusedBatchNormV3"):
+            return PlanError(f"cannot micro-batch: {op.type} '{op.name}' uses batch statistics")
+        if any(t in batch_dep for t in op.inputs):
+            batch_dep.update(t for t in op.outputs if t not in step.feeds)
+    after: set[Operation] = set()  # the update ops and everything that must run after them
+    for op in order:
+        if op.op_def.ref_inputs or any(t.op in after and t not in step.feeds for t in op.inputs) or \
+                any(c in after for c in op.control_inputs):
+            after.add(op)
+    grads = []
+    for op in order:
+        if op in after:
+            for t in op.inputs:
+                if t in batch_dep and t.op not in after and t not in grads:
+                    grads.append(t)
+                elif t in batch_dep and t.op in after:
+                    return PlanError(f"cannot micro-batch: '{t.name}' depends on the batch and on updated "
+                                     "variables")
+    fetches_a = [f for f in step.fetches if (f.op if isinstance(f, Tensor) else f) not in after]
+    fetches_b = [f for f in step.fetches if (f.op if isinstance(f, Tensor) else f) in after]
+    user = [f for f in fetches_a if isinstance(f, Tensor)]
+    a_fetches = grads + [f for f in fetches_a if f not in grads]
+    return _Split(batch_feeds, batch_dep, grads, a_fetches, fetches_b, user)
+
+
+# -- cost model ----------------------------------------------------------------------------------------------
+class _CostModel:
+    """Predicts step time as FLOPs of convolutions and matmuls at `matmul` FLOP/s, other ops' output
+    elements at `elementwise` elements/s, plus `call` seconds per kernel call and `conv_call` per extra call
+    of a chunked convolution. Fitted to Mentee's NumPy steps on one core (batch 1 and 128, 4 x 4 chunks);
+    rough: benchmarks/bench_memory.py measures the real overheads."""
+
+    def __init__(self, device: str):
+        self.matmul, self.elementwise, self.call, self.conv_call = 4e10, 1e9, 5e-5, 4e-4
+
+    def time(self, ops, specs) -> float:
+        t = 0.0
+        for op in ops:
+            if op.type == "VariableV2" or not all(o in specs for o in op.outputs):
+                continue
+            flops = _matmul_flops(op, specs)
+            t += self.call + (flops / self.matmul if flops else
+                              sum(math.prod(specs[o].shape) for o in op.outputs) / self.elementwise)
+        return t
+
+
+def _matmul_flops(op: Operation, specs) -> float:
+    if op.type in ("Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter"):
+        filt = specs[op.outputs[0]].shape if op.type == "Conv2DBackpropFilter" else specs[op.inputs[1]].shape
+        big = specs[op.inputs[0]].shape if op.type == "Conv2D" else specs[op.inputs[2]].shape
+        per_out = math.prod(filt[:3]) if len(filt) == 4 else 1
+        out = specs[op.outputs[0]].shape if op.type == "Conv2D" else big
+        return 2.0 * math.prod(out) * per_out
+    if op.type in ("MatMul", "BatchMatMul"):
+        a, out = specs[op.inputs[0]].shape, specs[op.outputs[0]].shape
+        inner = a[-2] if op.attrs.get("transpose_a") else a[-1]
+        return 2.0 * math.prod(out) * inner
+    return 0.0
+
+
+# -- helpers -------------------------------------------------------------------------------------------------
+def _device(device, alignment):
+    """(name, kernel device, alignment) for 'cpu', 'opencl[:N]' or a runtime object."""
+    if not isinstance(device, str):
+        kd = device.kernel_device
+        return getattr(device, "name", kd), kd, alignment or getattr(device, "arena_alignment", CPU_ALIGNMENT)
+    kind = device.partition(":")[0].lower()
+    if kind == "cpu":
+        return device, "cpu", alignment or CPU_ALIGNMENT
+    if kind in ("opencl", "gpu", "cl"):
+        return device, "opencl", alignment or OPENCL_DEFAULT_ALIGNMENT
+    raise ValueError(f"unknown device {device!r}; use 'cpu' or 'opencl[:N]'")
+
+
+def _graph_of(fetches, feed_shapes):
+    for x in list(fetches if isinstance(fetches, (list, tuple)) else [fetches]) + list(feed_shapes):
+        if isinstance(x, (Tensor, Operation)):
+            return x.graph
+    return None
+
+
+def _var_spec(op: Operation):
+    from tfplus.registry import TensorSpec
+    return TensorSpec(tuple(op.attrs["shape"] or ()), op.attrs["dtype"])
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
