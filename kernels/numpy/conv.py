@@ -20,6 +20,14 @@ from tfplus.dtypes import FLOATS, as_dtype
 from tfplus.registry import register_kernel, register_workspace
 
 _CHUNK_BYTES = 8 << 20  # im2col columns per chunk: big enough for an efficient GEMM, small enough for cache
+# A memory plan may ask for smaller chunks (tfplus.planner's 'scratch' transformation): this attr, when the
+# executor passes it, divides both chunk budgets (_CHUNK_BYTES, _WINO_CHUNK_BYTES) so that every scratch buffer
+# shrinks with it. Kernels and workspace declarations read it the same way, so they stay in step.
+SCRATCH_DIVISOR_ATTR = "_scratch_divisor"
+
+
+def _divisor(attrs) -> int:
+    return int(attrs.get(SCRATCH_DIVISOR_ATTR, 1))
 
 
 def is_fast(x_shape, f_shape, attrs) -> bool:
@@ -68,10 +76,10 @@ class Geometry(NamedTuple):
     def padded(self) -> bool:
         return (self.hp, self.wp) != (self.h, self.w)
 
-    def chunk(self, itemsize: int) -> int:
+    def chunk(self, itemsize: int, div: int = 1) -> int:
         """Images per im2col chunk."""
         per_image = self.ho * self.wo * self.kh * self.kw * self.c * itemsize
-        return max(1, min(self.n, _CHUNK_BYTES // max(per_image, 1)))
+        return max(1, min(self.n, _CHUNK_BYTES // div // max(per_image, 1)))
 
 
 def _nhwc_shape(shape, fmt: str) -> tuple:
@@ -98,10 +106,10 @@ def _nhwc(a: np.ndarray, fmt: str) -> np.ndarray:
     return a if fmt == "NHWC" else a.transpose(0, 2, 3, 1)
 
 
-def _generic_workspaces(g: Geometry, dtype, kind: str, fmt: str) -> list[tuple]:
+def _generic_workspaces(g: Geometry, dtype, kind: str, fmt: str, div: int = 1) -> list[tuple]:
     """Scratch of the generic path, in request order: padded input, columns, an NHWC staging buffer for the
     output / out_backprop when data_format is NCHW, and a partial filter gradient."""
-    nb = g.chunk(dtype.size)
+    nb = g.chunk(dtype.size, div)
     ws = []
     if g.padded:
         ws.append(((nb, g.hp, g.wp, g.c), dtype))
@@ -123,10 +131,10 @@ def _taps(a: np.ndarray, g: Geometry):
 class _Generic:
     """The generic path's scratch for one kernel call, requested in _generic_workspaces order."""
 
-    def __init__(self, ctx, g: Geometry, dtype, kind: str, fmt: str):
-        bufs = iter([ctx.workspace(shape, dt) for shape, dt in _generic_workspaces(g, dtype, kind, fmt)])
+    def __init__(self, ctx, g: Geometry, dtype, kind: str, fmt: str, div: int = 1):
+        bufs = iter([ctx.workspace(shape, dt) for shape, dt in _generic_workspaces(g, dtype, kind, fmt, div)])
         self.g = g
-        self.nb = g.chunk(dtype.size)
+        self.nb = g.chunk(dtype.size, div)
         self.xp = next(bufs) if g.padded else None
         self.cols = next(bufs)
         self.stage = next(bufs) if fmt == "NCHW" else None
@@ -174,7 +182,7 @@ class _Generic:
 def _conv2d_generic(ctx, x, f, y, attrs):
     fmt = attrs["data_format"]
     g = geometry(x.shape, f.shape, y.shape, attrs)
-    s = _Generic(ctx, g, as_dtype(x.dtype), "forward", fmt)
+    s = _Generic(ctx, g, as_dtype(x.dtype), "forward", fmt, _divisor(attrs))
     xn, yn, fm = _nhwc(x, fmt), _nhwc(y, fmt), f.reshape(-1, g.k)
     for n0, m in s.chunks():
         cols = s.im2col(xn[n0:n0 + m], m)
@@ -190,7 +198,7 @@ def _conv2d_generic(ctx, x, f, y, attrs):
 def _conv2d_backprop_input_generic(ctx, f, dy, dx, attrs):
     fmt = attrs["data_format"]
     g = geometry(dx.shape, f.shape, dy.shape, attrs)
-    s = _Generic(ctx, g, as_dtype(dy.dtype), "input", fmt)
+    s = _Generic(ctx, g, as_dtype(dy.dtype), "input", fmt, _divisor(attrs))
     dyn, dxn, fm = _nhwc(dy, fmt), _nhwc(dx, fmt), f.reshape(-1, g.k)
     for n0, m in s.chunks():
         cols = s.cols[:m].reshape(m * g.ho * g.wo, -1)
@@ -201,7 +209,7 @@ def _conv2d_backprop_input_generic(ctx, f, dy, dx, attrs):
 def _conv2d_backprop_filter_generic(ctx, x, dy, df, attrs):
     fmt = attrs["data_format"]
     g = geometry(x.shape, df.shape, dy.shape, attrs)
-    s = _Generic(ctx, g, as_dtype(x.dtype), "filter", fmt)
+    s = _Generic(ctx, g, as_dtype(x.dtype), "filter", fmt, _divisor(attrs))
     xn, dyn, out = _nhwc(x, fmt), _nhwc(dy, fmt), df.reshape(-1, g.k)
     for n0, m in s.chunks():
         cols = s.im2col(xn[n0:n0 + m], m)
@@ -261,14 +269,14 @@ class Shift(NamedTuple):
             np.copyto(out.reshape(3, k, 3, c), f.transpose(0, 3, 1, 2))
         return out
 
-    def chunk(self, n: int, c: int, itemsize: int) -> int:
-        return max(1, min(n, _CHUNK_BYTES // (self.taps * c * self.seg * itemsize)))
+    def chunk(self, n: int, c: int, itemsize: int, div: int = 1) -> int:
+        return max(1, min(n, _CHUNK_BYTES // div // (self.taps * c * self.seg * itemsize)))
 
-    def workspaces(self, kind: str, n: int, c: int, k: int, dtype) -> list[tuple]:
+    def workspaces(self, kind: str, n: int, c: int, k: int, dtype, div: int = 1) -> list[tuple]:
         """Scratch in request order; kind 'forward' (a conv, also used for the input gradient) or 'filter':
         padded images, columns, then the GEMM result and the filter as the GEMM's left matrix (forward) or dy
         in the columns' layout and the summed and this chunk's filter gradient (filter)."""
-        nb = self.chunk(n, c, dtype.size)
+        nb = self.chunk(n, c, dtype.size, div)
         ws = [((nb, c, self.lq + 2), dtype), ((self.taps * c, nb * self.seg + self.tail), dtype)]
         if kind == "forward":
             return ws + [((self.groups * k, nb * self.seg), dtype), ((self.groups * k, self.taps * c), dtype)]
@@ -288,13 +296,13 @@ class Shift(NamedTuple):
         return a
 
 
-def _shift_conv(ctx, x: np.ndarray, f: np.ndarray, y: np.ndarray) -> None:
+def _shift_conv(ctx, x: np.ndarray, f: np.ndarray, y: np.ndarray, div: int = 1) -> None:
     """y (N, K, H, W) = the SAME 3x3 convolution of x (N, C, H, W) with f (3, 3, C, K)."""
     n, c, h, w = x.shape
     k = y.shape[1]
     sh = Shift.of(h, w, c)
     xp, cols, zbuf, wbuf = (ctx.workspace(s, d) for s, d in sh.workspaces("forward", n, c, k,
-                                                                         as_dtype(x.dtype)))
+                                                                         as_dtype(x.dtype), div))
     xp.fill(0)  # the border stays zero: chunks overwrite only the interior
     wmat = sh.weights(f, wbuf)
     nb = xp.shape[0]
@@ -312,14 +320,14 @@ def _shift_conv(ctx, x: np.ndarray, f: np.ndarray, y: np.ndarray) -> None:
             out += parts[2]
 
 
-def _shift_backprop_filter(ctx, x: np.ndarray, dy: np.ndarray, df: np.ndarray) -> None:
+def _shift_backprop_filter(ctx, x: np.ndarray, dy: np.ndarray, df: np.ndarray, div: int = 1) -> None:
     """df[g + dy, dx] = dy (K, positions) @ the columns shifted by g rows (positions, taps * C), summed over
     the chunks."""
     n, c, h, w = x.shape
     k = dy.shape[1]
     sh = Shift.of(h, w, c)
     xp, cols, rows, acc, part = (ctx.workspace(s, d) for s, d in
-                                 sh.workspaces("filter", n, c, k, as_dtype(x.dtype)))
+                                 sh.workspaces("filter", n, c, k, as_dtype(x.dtype), div))
     xp.fill(0)
     nb, seg = xp.shape[0], sh.seg
     for i, n0 in enumerate(range(0, n, nb)):
@@ -366,9 +374,9 @@ class Tiles(NamedTuple):
     nb: int
 
     @staticmethod
-    def of(n: int, c: int, k: int, h: int, w: int, itemsize: int) -> Tiles:
+    def of(n: int, c: int, k: int, h: int, w: int, itemsize: int, div: int = 1) -> Tiles:
         th, tw = -(-h // 2), -(-w // 2)
-        nb = max(1, min(n, _WINO_CHUNK_BYTES // (16 * th * tw * max(c, k) * itemsize)))
+        nb = max(1, min(n, _WINO_CHUNK_BYTES // div // (16 * th * tw * max(c, k) * itemsize)))
         chunks = max(1, -(-n // nb))
         return Tiles(n, c, k, h, w, th, tw, max(1, -(-n // chunks)))  # equal chunks
 
@@ -447,11 +455,11 @@ def _identities(*eyes: np.ndarray) -> None:
         np.fill_diagonal(e, 1)
 
 
-def _wino_conv(ctx, x: np.ndarray, f: np.ndarray, y: np.ndarray) -> None:
+def _wino_conv(ctx, x: np.ndarray, f: np.ndarray, y: np.ndarray, div: int = 1) -> None:
     """y (N, K, H, W) = the SAME 3x3 conv of x (N, C, H, W) with f (3, 3, C, K)."""
     n, c, h, w = x.shape
     k = y.shape[1]
-    t = Tiles.of(n, c, k, h, w, x.itemsize)
+    t = Tiles.of(n, c, k, h, w, x.itemsize, div)
     bufs = [ctx.workspace(s, d) for s, d in t.workspaces("forward", as_dtype(x.dtype))]
     xp, tr, v, u, mm, z, yt = bufs[:7]
     eye_c, eye_k = bufs[-2:]
@@ -491,12 +499,12 @@ def _wino_filter(f: np.ndarray, u: np.ndarray) -> np.ndarray:
     return np.einsum("ra,abck,sb->rsck", g, f, g, out=u.reshape(4, 4, *f.shape[2:]))
 
 
-def _wino_backprop_filter(ctx, x: np.ndarray, dy: np.ndarray, df: np.ndarray) -> None:
+def _wino_backprop_filter(ctx, x: np.ndarray, dy: np.ndarray, df: np.ndarray, div: int = 1) -> None:
     """df = G'^T (sum over tiles of V^T dM) G', dM = A dy A^T per 2x2 tile of dy (the output transform's
     adjoint), V the input transform of x."""
     n, c, h, w = x.shape
     k = dy.shape[1]
-    t = Tiles.of(n, c, k, h, w, x.itemsize)
+    t = Tiles.of(n, c, k, h, w, x.itemsize, div)
     bufs = [ctx.workspace(s, d) for s, d in t.workspaces("filter", as_dtype(x.dtype))]
     xp, tr, v, dyt, rt, dm, part, acc, eye_c, eye_k = bufs
     _identities(eye_c, eye_k)
@@ -545,18 +553,18 @@ def _out_shape(x_shape, f_shape, attrs) -> tuple:
     return (n, ho, wo, k) if fmt == "NHWC" else (n, k, ho, wo)
 
 
-def _fast_workspaces(kind: str, n: int, c: int, k: int, h: int, w: int, dtype) -> list[tuple]:
+def _fast_workspaces(kind: str, n: int, c: int, k: int, h: int, w: int, dtype, div: int = 1) -> list[tuple]:
     """Scratch of the fast path for a conv of c into k channels; kind 'forward' or 'filter'."""
     if _path(c, k) == "winograd":
-        return Tiles.of(n, c, k, h, w, dtype.size).workspaces(kind, dtype)
-    return Shift.of(h, w, c).workspaces(kind, n, c, k, dtype)
+        return Tiles.of(n, c, k, h, w, dtype.size, div).workspaces(kind, dtype)
+    return Shift.of(h, w, c).workspaces(kind, n, c, k, dtype, div)
 
 
-def _fast_conv(ctx, x: np.ndarray, f: np.ndarray, y: np.ndarray) -> None:
+def _fast_conv(ctx, x: np.ndarray, f: np.ndarray, y: np.ndarray, div: int = 1) -> None:
     if _path(x.shape[1], y.shape[1]) == "winograd":
-        _wino_conv(ctx, x, f, y)
+        _wino_conv(ctx, x, f, y, div)
     else:
-        _shift_conv(ctx, x, f, y)
+        _shift_conv(ctx, x, f, y, div)
 
 
 @register_kernel("Conv2D", "cpu", FLOATS)
@@ -565,7 +573,7 @@ def _conv2d(ctx, ins, outs, attrs):
     if x.size == 0 or outs[0].size == 0:
         outs[0].fill(0)
     elif is_fast(x.shape, f.shape, attrs):
-        _fast_conv(ctx, x, f, outs[0])
+        _fast_conv(ctx, x, f, outs[0], _divisor(attrs))
     else:
         _conv2d_generic(ctx, x, f, outs[0], attrs)
 
@@ -575,9 +583,9 @@ def _conv2d_ws(ins, attrs):
     x, f = ins
     if is_fast(x.shape, f.shape, attrs):
         n, c, h, w = x.shape
-        return _fast_workspaces("forward", n, c, f.shape[3], h, w, x.dtype)
+        return _fast_workspaces("forward", n, c, f.shape[3], h, w, x.dtype, _divisor(attrs))
     g = _specs_geometry(x.shape, f.shape, _out_shape(x.shape, f.shape, attrs), attrs)
-    return _generic_workspaces(g, x.dtype, "forward", attrs["data_format"])
+    return _generic_workspaces(g, x.dtype, "forward", attrs["data_format"], _divisor(attrs))
 
 
 @register_kernel("Conv2DBackpropInput", "cpu", FLOATS)
@@ -586,7 +594,7 @@ def _conv2d_backprop_input(ctx, ins, outs, attrs):
     if dy.size == 0 or outs[0].size == 0:
         outs[0].fill(0)
     elif is_fast(outs[0].shape, f.shape, attrs):
-        _fast_conv(ctx, dy, _flipped(f), outs[0])
+        _fast_conv(ctx, dy, _flipped(f), outs[0], _divisor(attrs))
     else:
         _conv2d_backprop_input_generic(ctx, f, dy, outs[0], attrs)
 
@@ -597,9 +605,9 @@ def _conv2d_backprop_input_ws(ins, attrs):
     x_shape = tuple(np.asarray(sizes.value).tolist())
     if is_fast(x_shape, f.shape, attrs):
         n, c, h, w = x_shape
-        return _fast_workspaces("forward", n, f.shape[3], c, h, w, f.dtype)
+        return _fast_workspaces("forward", n, f.shape[3], c, h, w, f.dtype, _divisor(attrs))
     g = _specs_geometry(x_shape, f.shape, dy.shape, attrs)
-    return _generic_workspaces(g, f.dtype, "input", attrs["data_format"])
+    return _generic_workspaces(g, f.dtype, "input", attrs["data_format"], _divisor(attrs))
 
 
 @register_kernel("Conv2DBackpropFilter", "cpu", FLOATS)
@@ -610,9 +618,9 @@ def _conv2d_backprop_filter(ctx, ins, outs, attrs):
     elif not is_fast(x.shape, outs[0].shape, attrs):
         _conv2d_backprop_filter_generic(ctx, x, dy, outs[0], attrs)
     elif _path(x.shape[1], dy.shape[1]) == "winograd":
-        _wino_backprop_filter(ctx, x, dy, outs[0])
+        _wino_backprop_filter(ctx, x, dy, outs[0], _divisor(attrs))
     else:
-        _shift_backprop_filter(ctx, x, dy, outs[0])
+        _shift_backprop_filter(ctx, x, dy, outs[0], _divisor(attrs))
 
 
 @register_workspace("Conv2DBackpropFilter", "cpu")
@@ -621,6 +629,6 @@ def _conv2d_backprop_filter_ws(ins, attrs):
     f_shape = tuple(np.asarray(sizes.value).tolist())
     if is_fast(x.shape, f_shape, attrs):
         n, c, h, w = x.shape
-        return _fast_workspaces("filter", n, c, f_shape[3], h, w, x.dtype)
+        return _fast_workspaces("filter", n, c, f_shape[3], h, w, x.dtype, _divisor(attrs))
     g = _specs_geometry(x.shape, f_shape, dy.shape, attrs)
-    return _generic_workspaces(g, x.dtype, "filter", attrs["data_format"])
+    return _generic_workspaces(g, x.dtype, "filter", attrs["data_format"], _divisor(attrs))

@@ -197,8 +197,11 @@ class Bound:
         if wrapped is None:
             def restart():
                 self.cursor[op] = 0
-            n = self.plan.phases[self.phase].life.chunks.get(op, 1)
+            life = self.plan.phases[self.phase].life
+            n = life.chunks.get(op, 1)
             kernel = self._variant(op, kernel)
+            if life.scratch > 1 and op.type in chunking.CHUNKABLE:  # smaller chunks inside the kernel
+                kernel = _with_attrs(kernel, chunking.attrs(op, life.scratch))
             if n > 1:
                 spec = self.plan.phases[self.phase].specs
                 size_in = chunking.CHUNKABLE[op.type][1]
@@ -274,6 +277,12 @@ class Bound:
             return session._execute(self.exec_plans[i], feeds)
         finally:
             session._arena = None
+
+
+def _with_attrs(kernel, attrs: dict):
+    def run(ctx, ins, outs, _):
+        kernel(ctx, ins, outs, attrs)
+    return run
 
 
 def _allocate(rt, nbytes: int, align: int):

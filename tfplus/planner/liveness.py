@@ -51,6 +51,7 @@ class Lifetimes:
     steps: int                               # ops in the order, plus the copy-out step
     live: np.ndarray = field(default=None)   # bytes live at each step
     chunks: dict = field(default_factory=dict)  # op -> batch chunks its kernel runs in
+    scratch: int = 1                            # conv kernels' chunk budgets divided by this (planner.chunking)
     inplace: int = 0                            # outputs written over a dying input
 
     @property
@@ -259,7 +260,7 @@ def executes(op: Operation, feeds: set[Tensor]) -> bool:
 
 
 def buffers_of(ops: list[Operation], specs: dict[Tensor, TensorSpec], feeds: set[Tensor], device: str,
-               align: int, chunks: dict[Operation, int] | None = None
+               align: int, chunks: dict[Operation, int] | None = None, scratch: int = 1
                ) -> tuple[dict[Tensor, Buffer], dict[Operation, list[Buffer]]]:
     """The transient buffers the ops write (no lifetimes yet): one per root output, plus declared workspaces.
     Outputs aliasing a variable or a fed tensor take no transient memory."""
@@ -275,23 +276,25 @@ def buffers_of(ops: list[Operation], specs: dict[Tensor, TensorSpec], feeds: set
             n = nbytes(specs[t])
             of_tensor[t] = Buffer(t.name, n, _round(n, align), 0, 0, kind, tensor=t, shape=specs[t].shape,
                                   dtype=specs[t].dtype)
-        for i, (shape, dtype) in enumerate(declared_workspaces(op, specs, device, (chunks or {}).get(op, 1))):
+        for i, (shape, dtype) in enumerate(declared_workspaces(op, specs, device, (chunks or {}).get(op, 1),
+                                                                        scratch)):
             n = math.prod(shape) * dtype.size
             workspaces.setdefault(op, []).append(Buffer(f"{op.name}/workspace:{i}", n, _round(n, align), 0, 0,
                                                         "workspace", op=op, shape=shape, dtype=dtype))
     return of_tensor, workspaces
 
 
-def declared_workspaces(op: Operation, specs, device: str, chunks: int = 1) -> list[tuple]:
+def declared_workspaces(op: Operation, specs, device: str, chunks: int = 1, scratch: int = 1) -> list[tuple]:
     """The scratch buffers `op`'s kernel on `device` declares (tfplus.registry.WORKSPACES) for one call on a
-    1/`chunks` slice of the batch, then the chunking's own partial-sum buffer if it needs one."""
+    1/`chunks` slice of the batch with its chunk budget divided by `scratch` (planner.chunking), then the
+    chunking's own partial-sum buffer if it needs one."""
     fn = WORKSPACES.get((op.type, device))
     if fn is None:
         return []
     ins = [specs[t] for t in op.inputs]
     if chunks > 1:
         ins = chunking.chunk_specs(op, ins, chunks)
-    decl = [(tuple(int(d) for d in shape), dtype) for shape, dtype in fn(ins, op.attrs)]
+    decl = [(tuple(int(d) for d in shape), dtype) for shape, dtype in fn(ins, chunking.attrs(op, scratch))]
     if chunks > 1 and chunking.summed(op):  # the slices' partial sums land here before being added up
         decl.append((specs[op.outputs[0]].shape, specs[op.outputs[0]].dtype))
     return decl

@@ -50,7 +50,7 @@ from tfplus.planner.liveness import (
 )
 from tfplus.units import format_size, parse_size
 
-TRANSFORMATIONS = ("compact", "chunk", "microbatch")
+TRANSFORMATIONS = ("compact", "scratch", "chunk", "microbatch")
 CPU_ALIGNMENT = 64
 # CL_DEVICE_MEM_BASE_ADDR_ALIGN is 1024 bits on most GPUs and on PoCL; the OpenCL runtime reports the real
 # value as `arena_alignment` when a device is at hand.
@@ -103,6 +103,7 @@ class MemoryPlan:
     transformations: list[dict] = field(default_factory=list)
     predicted_overhead: float = 0.0
     max_batch_size: int | None = None
+    scratch_divisor: int = 1
     feed_shapes: dict = field(default_factory=dict)                    # {fed tensor: shape} of the whole step
 
     @property
@@ -189,7 +190,7 @@ def plan(fetches, feed_shapes: dict, device="cpu", budget=None, *, graph: Graph 
     such as '64MB') the cheapest transformations that make it fit are applied; if none does, BudgetError (or,
     with raise_if_infeasible=False, the smallest plan with fits=False). `force=(micro-batches, conv chunks)`
     skips the search and builds that combination (tests, benchmarks); a third element True adds compact
-    saved state."""
+    saved state, a fourth divides the conv kernels' scratch budget (planner.chunking.SCRATCH_DIVISORS)."""
     step = _Step(fetches, feed_shapes, device, graph, alignment)
     budget = None if budget is None else parse_size(budget, "memory budget")
     if force is not None:
@@ -245,7 +246,7 @@ def _frugal(step: _Step, cands: list) -> tuple:
     proof."""
     why, found = "", []
     for group in ([kc for kc in cands if kc[0] > 1], [kc for kc in cands if kc[0] == 1]):
-        for kc in sorted(group, key=lambda kc: (-kc[0], -kc[1], -kc[2])):
+        for kc in sorted(group, key=lambda kc: (-kc[0], step._conv_scratch(kc[0] * kc[1], kc[3]), -kc[2])):
             try:
                 found.append((kc, step.build(*kc)))
                 break
@@ -287,28 +288,27 @@ class _Step:
         self.inplace = True
 
     # -- candidates ----------------------------------------------------------------------------------------
-    def candidates(self, allowed: tuple) -> list[tuple[int, int, bool]]:
-        """(micro-batches, conv chunks, compact) other than (1, 1, False), cheapest predicted first."""
+    def candidates(self, allowed: tuple) -> list[tuple[int, int, bool, int]]:
+        """(micro-batches, conv chunks, compact, scratch divisor) other than (1, 1, False, 1), cheapest
+        predicted first."""
         on_cpu = self.kernel_device == "cpu"  # slicing feeds and kernel calls is done on NumPy buffers
         batch = self.batch_size() if "microbatch" in allowed and on_cpu else None
         ks = _divisors(batch) if batch else [1]
         chunk = on_cpu and "chunk" in allowed and self._conv_scratch(1) > 0
-        pairs = []
+        divs = chunking.SCRATCH_DIVISORS if on_cpu and "scratch" in allowed and self._conv_scratch(1) > 0 \
+            else (1,)
+        quads = []
         for k in ks:
-            pairs.append((k, 1))
-            fewer = self._conv_scratch(k)
-            for c in _divisors(batch // k if batch else self._conv_batch())[1:] if chunk else []:
-                # Worth a try only if a 1/(k*c) slice of the batch needs less scratch than fewer chunks do
-                # (the conv kernels may already work in pieces smaller than that).
-                scratch = self._conv_scratch(k * c)
-                if scratch < fewer:
-                    pairs.append((k, c))
-                    fewer = scratch
-        pairs.remove((1, 1))
-        triples = [(k, c, False) for k, c in pairs]
+            # Per micro-batch count, the (chunks, divisor) pairs that no other pair beats on both scratch and
+            # predicted time (the conv kernels may already work in pieces smaller than a batch slice).
+            cs = _divisors(batch // k if batch else self._conv_batch()) if chunk else [1]
+            opts = [(self._conv_scratch(k * c, d), self.overhead(k, c, False, d), c, d) for c in cs for d in divs]
+            front = [o for o in opts if not any(p[0] <= o[0] and p[1] <= o[1] and p[:2] != o[:2] for p in opts)]
+            quads += [(k, c, False, d) for _, _, c, d in sorted(front)]
+        quads.remove((1, 1, False, 1))
         if "compact" in allowed and on_cpu and self._sites():
-            triples += [(1, 1, True)] + [(k, c, True) for k, c in pairs]
-        return sorted(triples, key=lambda kcz: (self.overhead(*kcz), kcz))
+            quads += [(1, 1, True, 1)] + [(k, c, True, d) for k, c, _, d in quads]
+        return sorted(quads, key=lambda q: (self.overhead(*q), q))
 
     def _sites(self) -> list:
         if "sites" not in self._cache:
@@ -317,16 +317,17 @@ class _Step:
                                                  [f for f in self.fetches if isinstance(f, Tensor)])
         return self._cache["sites"]
 
-    def _conv_scratch(self, parts: int) -> int:
-        """The most scratch one convolution declares when it runs on 1/parts of the batch."""
-        if ("scratch", parts) not in self._cache:
+    def _conv_scratch(self, parts: int, div: int = 1) -> int:
+        """The most scratch one convolution declares when it runs on 1/parts of the batch with its scratch
+        budget divided by `div`."""
+        if ("scratch", parts, div) not in self._cache:
             convs = [op for op in self.ops if op.type in chunking.CHUNKABLE
                      and (parts == 1 or chunking.can_chunk(op, self.base_specs, parts))]
-            self._cache["scratch", parts] = max(
+            self._cache["scratch", parts, div] = max(
                 (sum(math.prod(s) * d.size
-                     for s, d in declared_workspaces(op, self.base_specs, self.kernel_device, parts))
+                     for s, d in declared_workspaces(op, self.base_specs, self.kernel_device, parts, div))
                  for op in convs), default=0)
-        return self._cache["scratch", parts]
+        return self._cache["scratch", parts, div]
 
     def _conv_batch(self) -> int:
         return max((self.base_specs[op.inputs[chunking.CHUNKABLE[op.type][0][0]]].shape[0]
@@ -337,33 +338,63 @@ class _Step:
         dims = [s[0] for t, s in self.feed_shapes.items() if len(s) and t._shape and t._shape[0] is None]
         return max(set(dims), key=dims.count) if dims else None
 
-    def overhead(self, k: int, c: int, z: bool = False) -> float:
-        """Predicted extra step time of (k micro-batches, c conv chunks, compact or not) over the plain step,
-        a fraction."""
-        if ("overhead", k, c, z) not in self._cache:
-            self._cache["overhead", k, c, z] = self._overhead(k, c, z)
-        return self._cache["overhead", k, c, z]
-
-    def _overhead(self, k: int, c: int, z: bool = False) -> float:
-        base = self.cost.time(self.ops, self.base_specs)
-        extra = 0.0
-        if z:  # the pool writes its argmax: about one more pass over its input and a few over its output
-            extra += sum(math.prod(self.base_specs[s.pool.inputs[0]].shape) for s in self._sites()) \
-                / self.cost.elementwise
-        if k > 1:
+    def overhead(self, k: int, c: int, z: bool = False, d: int = 1) -> float:
+        """Predicted extra step time of (k micro-batches, c conv chunks, compact or not, scratch divisor d)
+        over the plain step, a fraction (see _CostModel)."""
+        key = ("overhead", k, c, bool(z), d)
+        if key not in self._cache:
             try:
-                split = self.split()
+                self._cache[key] = self.cost.time(self.features(k, c, z, d)) / \
+                    self.cost.time(self.features(1, 1)) - 1
             except PlanError:
-                return float("inf")
-            calls = sum(executes(op, self.feeds) for op in needed_ops(split.a_fetches, self.feeds))
-            extra += (k - 1) * calls * self.cost.call + k * sum(
-                math.prod(self.base_specs[g].shape) for g in split.grads) / self.cost.elementwise
-        if c > 1:
-            convs = [op for op in self.ops if op.type in chunking.CHUNKABLE]
-            extra += k * (c - 1) * len(convs) * self.cost.conv_call
-            extra += k * (c - 1) * sum(math.prod(self.base_specs[op.outputs[0]].shape) for op in convs
-                                       if chunking.summed(op)) / self.cost.elementwise
-        return extra / base
+                self._cache[key] = float("inf")
+        return self._cache[key]
+
+    def features(self, k: int, c: int, z: bool = False, d: int = 1) -> dict[str, float]:
+        """What the step does under (k, c, z, d), in the cost model's terms: kernel calls, executor runs,
+        GEMM FLOPs, elements other ops write, pieces the conv kernels cut their calls into, elements the
+        compact pools read."""
+        if k == 1:
+            runs = [(1, self.ops, self.base_specs)]
+        else:
+            split = self.split()
+            shapes = {t: ((sh[0] // k,) + sh[1:] if t in split.batch_feeds else sh)
+                      for t, sh in self.feed_shapes.items()}
+            _, a_ops, a_specs = self._graph("micro-batch", split.a_fetches, self.feeds, shapes)
+            b_shapes = {t: self.base_specs[t].shape for t in split.grads}
+            b_shapes.update({t: sh for t, sh in self.feed_shapes.items() if t not in split.batch_feeds})
+            runs = [(k, a_ops, a_specs)]
+            if split.b_fetches:
+                _, b_ops, b_specs = self._graph("update", split.b_fetches, set(b_shapes), b_shapes)
+                runs.append((1, b_ops, b_specs))
+        f = dict.fromkeys(("calls", "conv_calls", "runs", "flops", "elements", "pieces", "compact"), 0.0)
+        for times, ops, specs in runs:
+            f["runs"] += times
+            feeds = {t for t in specs if t in self.feeds or t.op not in ops}
+            for op in ops:
+                if not executes(op, feeds) or not all(o in specs for o in op.outputs):
+                    continue
+                flops = _matmul_flops(op, specs)
+                f["flops"] += times * flops
+                if not flops:
+                    f["elements"] += times * sum(math.prod(specs[o].shape) for o in op.outputs)
+                if op.type in chunking.CHUNKABLE:
+                    n = c if chunking.can_chunk(op, specs, c) else 1
+                    batch = specs[op.inputs[chunking.CHUNKABLE[op.type][0][0]]].shape[0]
+                    f["conv_calls"] += times * n
+                    key = ("pieces", op, batch, n, d)
+                    if key not in self._cache:
+                        self._cache[key] = chunking.kernel_chunks(op, specs, self.kernel_device, batch // n, d)
+                    f["pieces"] += times * n * self._cache[key]
+                    if n > 1 and chunking.summed(op):
+                        f["elements"] += times * (n - 1) * math.prod(specs[op.outputs[0]].shape)
+                else:
+                    f["calls"] += 1 * times
+        if k > 1:
+            f["elements"] += k * sum(math.prod(self.base_specs[g].shape) for g in self.split().grads)
+        if z:
+            f["compact"] = sum(math.prod(self.base_specs[s.pool.inputs[0]].shape) for s in self._sites())
+        return f
 
     # -- micro-batching split ----------------------------------------------------------------------------
     def split(self) -> _Split:
@@ -375,18 +406,19 @@ class _Step:
         return s
 
     # -- building one plan ----------------------------------------------------------------------------------
-    def build(self, k: int, c: int, z: bool = False, place: bool = True) -> MemoryPlan:
-        """The plan with k micro-batches, convolutions in c batch chunks, and compact saved state if z;
-        without `place`, only the lifetimes (arena_bytes stays 0 until `place(plan)`)."""
+    def build(self, k: int, c: int, z: bool = False, d: int = 1, place: bool = True) -> MemoryPlan:
+        """The plan with k micro-batches, convolutions in c batch chunks, compact saved state if z, and the
+        conv kernels' scratch budget divided by d; without `place`, only the lifetimes (arena_bytes stays 0
+        until `place(plan)`)."""
         if k == 1:
-            phases = [self._phase("step", self.fetches, self.feeds, self.feed_shapes, c, 0, z)]
+            phases = [self._phase("step", self.fetches, self.feeds, self.feed_shapes, c, 0, z, d)]
             acc, merge = {}, {}
         else:
             s = self.split()
             batch = self.batch_size()
             shapes = {t: ((sh[0] // k,) + sh[1:] if t in s.batch_feeds else sh)
                       for t, sh in self.feed_shapes.items()}
-            a = self._phase("micro-batch", s.a_fetches, self.feeds, shapes, c, 0, z)
+            a = self._phase("micro-batch", s.a_fetches, self.feeds, shapes, c, 0, z, d)
             b_shapes = {t: self.base_specs[t].shape for t in s.grads}
             b_shapes.update({t: sh for t, sh in self.feed_shapes.items() if t not in s.batch_feeds})
             phases = [a]
@@ -419,11 +451,12 @@ class _Step:
         if k > 1:
             p.batch_size, p.batch_feeds = self.batch_size(), list(self.split().batch_feeds)
         p.chunks = {op: n for ph in phases for op, n in ph.life.chunks.items()}
-        p.transformations = self._describe(p, k, c, z)
-        p.predicted_overhead = self.overhead(k, c, z)
+        p.scratch_divisor = d
+        p.transformations = self._describe(p, k, c, z, d)
+        p.predicted_overhead = self.overhead(k, c, z, d)
         return p
 
-    def _describe(self, p: MemoryPlan, k: int, c: int, z: bool = False) -> list[dict]:
+    def _describe(self, p: MemoryPlan, k: int, c: int, z: bool = False, d: int = 1) -> list[dict]:
         out = []
         for ph in p.phases:
             if ph.schedule != "creation order":
@@ -441,6 +474,11 @@ class _Step:
                         f"per window for backward instead of the ReLU output ({format_size(saved)} of "
                         "activations not saved per run; exact)",
                         "predicted_overhead": round(self.overhead(1, 1, True), 4)})
+        if d > 1:
+            out.append({"name": "scratch", "detail": f"convolution kernels work through their batch in pieces "
+                        f"1/{d} the usual size (scratch {format_size(self._conv_scratch(k * c))} -> "
+                        f"{format_size(self._conv_scratch(k * c, d))} per call; exact)",
+                        "predicted_overhead": round(self.overhead(k, c, False, d) - self.overhead(k, c), 4)})
         if p.chunks:
             out.append({"name": "chunk", "detail": f"{len(p.chunks)} convolution kernels called on 1/{c} of "
                         "the batch at a time (im2col/col2im scratch shrinks accordingly)",
@@ -453,14 +491,18 @@ class _Step:
                         "predicted_overhead": round(self.overhead(k, 1), 4)})
         return out
 
-    def _phase(self, name, fetches, feeds, feed_shapes, c, start, z=False) -> Phase:
+    def _graph(self, name, fetches, feeds, feed_shapes) -> tuple:
+        """(dependency graph, creation order, static specs) of one run."""
         key = (name, tuple(sorted(s for s in feed_shapes.values())))
         if key not in self._cache:
             ops = needed_ops(fetches, feeds)
             g = dependency_graph(ops, feeds)
             base = creation_order(g)
             self._cache[key] = (g, base, static_specs(base, feed_shapes))
-        g, base, specs = self._cache[key]
+        return self._cache[key]
+
+    def _phase(self, name, fetches, feeds, feed_shapes, c, start, z=False, d=1) -> Phase:
+        g, base, specs = self._graph(name, fetches, feeds, feed_shapes)
         chunks = {}
         if c > 1:
             chunks = {op: c for op in base if chunking.can_chunk(op, specs, c)
@@ -471,7 +513,7 @@ class _Step:
         # The order with the lower liveness bound wins (the arena lands within a few percent of its bound).
         best = None
         for schedule in ("creation order", "memory-aware"):
-            of_tensor, ws = buffers_of(base, specs, feeds, self.kernel_device, self.alignment, chunks)
+            of_tensor, ws = buffers_of(base, specs, feeds, self.kernel_device, self.alignment, chunks, d)
             saved = [(_argmax_buffer(s, self.alignment), s.pool, s.pool_grad) for s in sites]
             order = base if schedule == "creation order" else \
                 _greedy(g, base, of_tensor, ws, feeds, fetch_t, unread, saved)
@@ -482,7 +524,7 @@ class _Step:
             if schedule == "creation order":
                 creation_bound = life.lower_bound
         schedule, order, life, saved = best
-        life.chunks = chunks
+        life.chunks, life.scratch = chunks, d
         for b in life.buffers:
             b.start += start
             b.end += start
@@ -581,23 +623,25 @@ def _split(step: _Step) -> _Split | PlanError:
 
 # -- cost model ----------------------------------------------------------------------------------------------
 class _CostModel:
-    """Predicts step time as FLOPs of convolutions and matmuls at `matmul` FLOP/s, other ops' output
-    elements at `elementwise` elements/s, plus `call` seconds per kernel call and `conv_call` per extra call
-    of a chunked convolution. Fitted to Mentee's NumPy steps on one core (batch 1 and 128, 4 x 4 chunks);
-    rough: benchmarks/bench_memory.py measures the real overheads."""
+    """Predicts step time as a weighted sum of what the step does (`_Step.features`): seconds per kernel call,
+    per executor run (a micro-batch or the update run), per GEMM FLOP (convolutions and matmuls), per element
+    other ops write, per piece the conv kernels cut a call into (set-up, padding, transforms and a smaller
+    GEMM per piece), per element a compact max-pool reads (its argmax pass, less what MaxPoolGrad and ReluGrad
+    then save). Fitted by least squares (flops and elements fixed from the unconstrained step) to 14 Mentee
+    steps on the 2-core box (NumPy on OpenBLAS, one thread), batch 128 under 1-16 micro-batches, 1-2 conv
+    chunks, compact or not, scratch divisors 1-16; the free fit put negative weights on executor runs and
+    compaction (collinear with calls), so both are 0, and the per-call weight was then lowered by hand. The
+    model ranks plans well but overstates overheads: predicted +21% / +42% where 32MB / 24MB measured +3% /
+    +11% (benchmarks/bench_memory.py)."""
 
-    def __init__(self, device: str):
-        self.matmul, self.elementwise, self.call, self.conv_call = 4e10, 1e9, 5e-5, 4e-4
+    WEIGHTS = {"calls": 1.2e-4, "conv_calls": 9.5e-4, "runs": 0.0, "flops": 2.2e-11, "elements": 1.5e-9,
+               "pieces": 1.5e-4, "compact": 0.0}
 
-    def time(self, ops, specs) -> float:
-        t = 0.0
-        for op in ops:
-            if op.type == "VariableV2" or not all(o in specs for o in op.outputs):
-                continue
-            flops = _matmul_flops(op, specs)
-            t += self.call + (flops / self.matmul if flops else
-                              sum(math.prod(specs[o].shape) for o in op.outputs) / self.elementwise)
-        return t
+    def __init__(self, device: str, weights: dict | None = None):
+        self.device, self.weights = device, dict(weights or self.WEIGHTS)
+
+    def time(self, features: dict) -> float:
+        return sum(self.weights[k] * v for k, v in features.items())
 
 
 def _matmul_flops(op: Operation, specs) -> float:
