@@ -440,13 +440,16 @@ def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = No
         saver = tf.train.Saver(max_to_keep=3)
     sess = _session(tg.graph, cfg.device, cfg.memory_budget)
 
-    state: dict[str, Any] = {"history": [], "sums": [0.0, 0.0, 0], "elapsed_s": 0.0, "data_state": None}
+    # What a checkpoint carries besides the variables. epoch_s: training seconds of the unfinished epoch
+    # spent before this process; h2d/d2h_bytes: transfer counts so far (a new session starts its own at 0).
+    state: dict[str, Any] = {"history": [], "sums": [0.0, 0.0, 0], "elapsed_s": 0.0, "data_state": None,
+                             "epoch_s": 0.0, "h2d_bytes": 0, "d2h_bytes": 0}
     if meta is not None:
         saver.restore(sess, ckpt)
         # Adopt the earlier session's checkpoints, so max_to_keep also deletes those.
         kept = tf.train.get_checkpoint_state(cfg.checkpoint_dir).all_model_checkpoint_paths
         saver.recover_last_checkpoints(list(kept))
-        state.update({k: meta[k] for k in state})
+        state.update({k: meta.get(k, v) for k, v in state.items()})
         step = int(sess.run(tg.global_step))
         ds = meta["data_state"]
         if step != meta["step"] or ds["epoch"] * spe + ds["batch_index"] != step:
@@ -470,15 +473,25 @@ def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = No
 
     def counters() -> dict[str, Any]:
         rt = sess.runtime
-        return {"peak_bytes": peak_rss_bytes(), "h2d_bytes": int(getattr(rt, "h2d_bytes", 0)),
-                "d2h_bytes": int(getattr(rt, "d2h_bytes", 0))}
+        return {"peak_bytes": peak_rss_bytes(),
+                "h2d_bytes": state["h2d_bytes"] + int(getattr(rt, "h2d_bytes", 0)),
+                "d2h_bytes": state["d2h_bytes"] + int(getattr(rt, "d2h_bytes", 0))}
+
+    # The running epoch's clock: when this process started on it, plus what earlier processes spent on it.
+    clock = {"t0": time.perf_counter(), "before": 0.0}
+
+    def epoch_seconds() -> float:
+        return clock["before"] + time.perf_counter() - clock["t0"]
 
     def save() -> str | None:
         if not cfg.checkpoint_dir:
             return None
+        moved = counters()
         meta_out = {"format": CHECKPOINT_FORMAT, "step": step, "recipe": _json_ready(_recipe(cfg)),
                     "data": data_dir, "data_state": batches.state(), "history": state["history"],
-                    "sums": state["sums"], "elapsed_s": state["elapsed_s"] + time.perf_counter() - start_time}
+                    "sums": state["sums"], "elapsed_s": state["elapsed_s"] + time.perf_counter() - start_time,
+                    "epoch_s": epoch_seconds() if step % spe else 0.0,
+                    "h2d_bytes": moved["h2d_bytes"], "d2h_bytes": moved["d2h_bytes"]}
         return _save(saver, sess, cfg.checkpoint_dir, step, meta_out)
 
     def finish_epoch(epoch: int, seconds: float, images: int) -> None:
@@ -504,6 +517,8 @@ def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = No
                 epoch_end = min((epoch + 1) * spe, total_steps)
                 bar = Progress(err, epoch_end - epoch * spe, f"epoch {epoch + 1}/{n_epochs}")
                 t_epoch = t_row = time.perf_counter()
+                clock.update(t0=t_epoch, before=state["epoch_s"] if step % spe else 0.0)
+                state["epoch_s"] = 0.0
                 done_at_start, row_step = step, step
                 while step < epoch_end and stop.signum is None:
                     x, y = next(batches)
@@ -536,8 +551,7 @@ def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = No
                         last_ckpt = save() or last_ckpt
                 bar.clear()
                 if step == epoch_end:
-                    finish_epoch(epoch + 1, time.perf_counter() - t_epoch,
-                                 (step - done_at_start) * cfg.batch_size)
+                    finish_epoch(epoch + 1, epoch_seconds(), (step - epoch * spe) * cfg.batch_size)
                     every = cfg.checkpoint_every
                     if every is None or step % every == 0 or step == total_steps:
                         last_ckpt = save() or last_ckpt
