@@ -587,6 +587,22 @@ def get_collection_ref(name):
     return get_default_graph().get_collection_ref(name)
 
 
+def needed_ops(fetches: list, feeds: set) -> set[Operation]:
+    """The ops that computing `fetches` (Tensors or Operations) runs, given fed tensors (as the executor
+    prunes)."""
+    needed: set[Operation] = set()
+    stack = [f.op if isinstance(f, Tensor) else f for f in fetches
+             if not (isinstance(f, Tensor) and f in feeds)]
+    while stack:
+        op = stack.pop()
+        if op in needed:
+            continue
+        needed.add(op)
+        stack.extend(t.op for t in op.inputs if t not in feeds)
+        stack.extend(op.control_inputs)
+    return needed
+
+
 def apply_op(op_type: str, inputs=(), attrs: dict | None = None, name: str | None = None):
     """Creates a node and returns its output (one Tensor), outputs (a tuple), or the Operation if it has none.
 

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from tfplus import errors
-from tfplus.framework import Graph, Operation, Tensor, _fmt_shape, constant_value, get_default_graph
+from tfplus.framework import Graph, Operation, Tensor, _fmt_shape, constant_value, get_default_graph, needed_ops
 from tfplus.registry import TensorSpec, devices_with_kernel, find_kernel, kernel_dtype
 from tfplus.runtime import get_runtime
 from tfplus.units import parse_size
@@ -247,17 +247,7 @@ class Session:
 
     # -- planning and execution ----------------------------------------------------------------------------
     def _make_plan(self, flat, feeds: set[Tensor]) -> _Plan:
-        needed: set[Operation] = set()
-        stack = [f.op if isinstance(f, Tensor) and f not in feeds else f for f in flat
-                 if not (isinstance(f, Tensor) and f in feeds)]
-        while stack:
-            op = stack.pop()
-            if op in needed:
-                continue
-            needed.add(op)
-            stack.extend(t.op for t in op.inputs if t not in feeds)
-            stack.extend(op.control_inputs)
-        return _Plan(_topo_order(needed), [f for f in flat if isinstance(f, Tensor)], feeds)
+        return _Plan(_topo_order(needed_ops(flat, feeds)), [f for f in flat if isinstance(f, Tensor)], feeds)
 
     def _execute(self, plan: _Plan, feeds: dict[Tensor, Any]) -> dict[Tensor, Any]:
         values: dict[Tensor, Any] = dict(feeds)

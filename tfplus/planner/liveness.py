@@ -60,23 +60,6 @@ class Lifetimes:
 
 
 # -- which ops, which shapes ---------------------------------------------------------------------------------
-def needed_ops(fetches: list, feeds: set[Tensor]) -> set[Operation]:
-    """The ops that computing `fetches` (Tensors or Operations) runs, given fed tensors (as the executor
-    prunes)."""
-    needed: set[Operation] = set()
-    stack = [f.op if isinstance(f, Tensor) else f for f in fetches
-             if not (isinstance(f, Tensor) and f in feeds)]
-    while stack:
-        op = stack.pop()
-        if op in needed:
-            continue
-        needed.add(op)
-        stack.extend(t.op for t in op.inputs if t not in feeds)
-        stack.extend(op.control_inputs)
-    return needed
-
-
-
 def static_specs(order: list[Operation], feed_shapes: dict[Tensor, tuple]) -> dict[Tensor, TensorSpec]:
     """Every tensor's concrete shape for these feed shapes, from the ops' shape functions. Values that a shape
     function needs (`value_inputs`) come from constants, folded shapes, or by running the small integer ops

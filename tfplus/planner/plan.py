@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tfplus.framework import Graph, Operation, Tensor, get_default_graph
+from tfplus.framework import Graph, Operation, Tensor, get_default_graph, needed_ops
 from tfplus.planner import chunking, compact
 from tfplus.planner.arena import assign_offsets
 from tfplus.planner.liveness import (
@@ -44,7 +44,6 @@ from tfplus.planner.liveness import (
     greedy_order,
     lifetimes,
     nbytes,
-    needed_ops,
     phase_of,
     static_specs,
 )
