@@ -86,27 +86,6 @@ def bench_tfplus(device: str, batch: int, steps: int, warmup: int, profile: bool
             "ops": n_ops}
 
 
-def memo_output_shapes() -> None:
-    """An experiment on the executor (not part of tfplus): reuse each op's run-time output shapes for the same
-    input shapes instead of calling its shape function every step, to measure what that would save."""
-    from tfplus import session as S
-    orig, memo = S.Session._outputs, {}
-
-    def outputs(self, op, ins, values):
-        if op.op_def.value_inputs or self._arena is not None:
-            return orig(self, op, ins, values)
-        key = (op, tuple(b.shape for b in ins))
-        specs = memo.get(key)
-        if specs is None:
-            outs = orig(self, op, ins, values)
-            memo[key] = [(tuple(o.shape), o.dtype) for o in outs]
-            return outs
-        rt, aliases = self._runtime, op.op_def.aliases
-        return [rt.view(ins[aliases[k]], shape) if k in aliases else rt.allocate(shape, dtype)
-                for k, (shape, dtype) in enumerate(specs)]
-    S.Session._outputs = outputs
-
-
 def _host_breakdown(session, step, steps: int) -> dict:
     """Host milliseconds per step in the executor: all of it, in kernels (launchers and enqueueing), and in
     output allocation (run-time shape functions, allocate). Wraps the session's internals (benchmark only)."""
@@ -281,7 +260,6 @@ def main() -> None:
                    help="per-kernel GPU times (needs TFPLUS_OPENCL_PROFILE=1)")
     p.add_argument("--cprofile", action="store_true", help="print the host-side Python profile of the steps")
     p.add_argument("--launch-overhead", action="store_true", help="time one kernel launch three ways")
-    p.add_argument("--memo-shapes", action="store_true", help="experiment: executor reuses output shapes")
     p.add_argument("--no-peers", action="store_true")
     p.add_argument("--peers", default="torch,tinygrad:CL,tinygrad:CUDA")
     p.add_argument("--peer", help=argparse.SUPPRESS)
@@ -297,8 +275,6 @@ def main() -> None:
         return
     if args.launch_overhead:
         launch_overhead(args.device)
-    if args.memo_shapes:
-        memo_output_shapes()
     results = [bench_tfplus(args.device, args.batch, args.steps, args.warmup, args.profile, args.cprofile)]
     if not args.no_peers:
         results += [r for r in (_peer(args, w) for w in args.peers.split(",")) if r]

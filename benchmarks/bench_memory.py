@@ -1,6 +1,7 @@
 """Memory of one Mentee training step (batch 128, momentum SGD): plan vs measurement, time vs budget.
 
     OPENBLAS_NUM_THREADS=1 python benchmarks/bench_memory.py          # cpu; a few minutes on 2 cores
+    python benchmarks/bench_memory.py --device opencl --max-batch ''   # the GPU (or PoCL)
     python benchmarks/bench_memory.py --steps 5 --budgets none,64MB,32MB,24MB --json out.json
 
 What is measured (tracemalloc traces NumPy's data allocations and Python objects):
@@ -17,6 +18,9 @@ What is measured (tracemalloc traces NumPy's data allocations and Python objects
   CPU-time ratios against the plain executor and against the unconstrained plan.
 - max batch per budget: the largest batch one step holds (schedule, in-place, chunking; `tfplus plan
   --max-batch`), and the largest with micro-batching too (limited mostly by the fed images).
+- opencl: measured from the runtime's own ledger of device memory (OpenCLRuntime.peak_bytes: the buffers the
+  device's tensors hold, in the pool's size classes; the arena at its exact size), its most during a
+  steady-state step, fed batch included (planner.execute.measure_device_step). Times are wall times.
 References: PyTorch CPU needs ~207 MB transient per step (522 MB RSS); a plain NumPy step ~450 MB.
 """
 from __future__ import annotations
@@ -33,7 +37,7 @@ import tfplus as tf
 import tfplus.train  # noqa: F401  (tf.train)
 from tfplus import planner
 from tfplus.graphs import get_model, training_graph
-from tfplus.planner.execute import audit_step, measure_step
+from tfplus.planner.execute import audit_step, measure_device_step, measure_step
 from tfplus.units import format_size, parse_size
 
 
@@ -44,9 +48,18 @@ def _feeds(tg, batch: int, seed: int = 0) -> dict:
             tg.labels: rng.integers(0, 10, batch).astype(np.int32)}
 
 
-def _session(tg, feeds: dict, budget) -> tuple:
+def _session(tg, feeds: dict, budget, device: str) -> tuple:
     """A warmed-up session and the measured peak bytes of one step (see the module docstring)."""
     fetches = [tg.train_op, tg.loss]
+    if device != "cpu":
+        sess = tf.Session(graph=tg.graph, device=device, memory_budget=budget)
+        others = sess.runtime.in_use_bytes  # the ledger is the device's: the other sessions' tensors
+        sess.run(tg.init_op)
+        sess.run(fetches, feeds)  # plans, allocates the arena, builds the programs
+        m = measure_device_step(sess, fetches, feeds)
+        if m["allocations"]:
+            print(f"note: a steady-state step made {m['allocations']} new device buffers")
+        return sess, m["peak"] - others
     tracemalloc.start()
     try:
         sess = tf.Session(graph=tg.graph, memory_budget=budget)
@@ -66,17 +79,20 @@ def main(argv=None) -> None:
                     "unconstrained plan")
     ap.add_argument("--max-batch", default="64MB,32MB,24MB",
                     help="budgets to find the max batch for ('' skips)")
+    ap.add_argument("--device", default="cpu", help="cpu (default) or opencl[:N]")
     ap.add_argument("--json", metavar="FILE")
     args = ap.parse_args(argv)
+    on_cpu = args.device == "cpu"
 
     tg = training_graph(get_model(args.model).build, total_steps=1000, optimizer="momentum")
     feeds = _feeds(tg, args.batch_size)
     shapes = {t: v.shape for t, v in feeds.items()}
     fetches = [tg.train_op, tg.loss]
-    report: dict = {"model": args.model, "batch_size": args.batch_size, "runs": {}, "max_batch": {}}
+    report: dict = {"model": args.model, "batch_size": args.batch_size, "device": args.device, "runs": {},
+                    "max_batch": {}}
 
     t0 = time.perf_counter()
-    free = planner.plan(fetches, shapes, "cpu", graph=tg.graph)
+    free = planner.plan(fetches, shapes, args.device, graph=tg.graph)
     report["plan_seconds"] = time.perf_counter() - t0
     print(f"{args.model} batch {args.batch_size}: planned in {report['plan_seconds'] * 1e3:.0f} ms")
     print(free.summary())
@@ -92,12 +108,12 @@ def main(argv=None) -> None:
     for name, budget in configs.items():
         row = report["runs"][name] = {"budget_bytes": budget if name != "unconstrained" else None}
         if budget is not None:
-            q = planner.plan(fetches, shapes, "cpu", budget, graph=tg.graph)
+            q = planner.plan(fetches, shapes, args.device, budget, graph=tg.graph)
             row.update(planned_peak_bytes=q.peak_bytes, lower_bound_bytes=q.lower_bound_bytes,
                        arena_bytes=q.arena_bytes, arena_lower_bound_bytes=q.arena_lower_bound_bytes,
                        transformations=q.transformations, predicted_overhead=q.predicted_overhead)
-        sessions[name], row["measured_peak_bytes"] = _session(tg, feeds, budget)
-        if name == "unconstrained":
+        sessions[name], row["measured_peak_bytes"] = _session(tg, feeds, budget, args.device)
+        if name == "unconstrained" and on_cpu:
             row["kernel_temporaries"] = audit_step(sessions[name], fetches, feeds)
     times: dict = {name: [] for name in sessions}
     for _ in range(args.steps):
@@ -107,13 +123,15 @@ def main(argv=None) -> None:
             times[name].append((time.process_time() - c0, time.perf_counter() - w0))
     for sess in sessions.values():
         sess.close()
-    base = {k: statistics.median(c for c, _ in times[k]) for k in ("plain", "unconstrained") if k in times}
+    # Overheads compare CPU time on the cpu device, wall time (the loss fetch waits for the device) elsewhere.
+    clock = 0 if on_cpu else 1
+    base = {k: statistics.median(t[clock] for t in times[k]) for k in ("plain", "unconstrained") if k in times}
     for name, row in report["runs"].items():
         row["cpu_seconds"] = statistics.median(c for c, _ in times[name])
         row["wall_seconds"] = statistics.median(w for _, w in times[name])
-        row["overhead_vs_plain"] = row["cpu_seconds"] / base["plain"] - 1 if "plain" in base else None
-        row["overhead_vs_unconstrained"] = (row["cpu_seconds"] / base["unconstrained"] - 1
-                                            if "unconstrained" in base else None)
+        mine = row["cpu_seconds"] if on_cpu else row["wall_seconds"]
+        row["overhead_vs_plain"] = mine / base["plain"] - 1 if "plain" in base else None
+        row["overhead_vs_unconstrained"] = (mine / base["unconstrained"] - 1 if "unconstrained" in base else None)
         planned = row.get("planned_peak_bytes")
         if planned is not None:
             row["measured_over_planned"] = row["measured_peak_bytes"] / planned
@@ -139,7 +157,7 @@ def main(argv=None) -> None:
     if args.max_batch:
         from tfplus.plan_cli import _TrainStep
         step = _TrainStep(argparse.Namespace(model=args.model, optimizer="momentum", data_format="NCHW",
-                                             device="cpu"))
+                                             device=args.device))
         for name in [b.strip() for b in args.max_batch.split(",") if b.strip()]:
             budget = parse_size(name, "--max-batch")
             one, micro = step.max_batch(budget, ("chunk",)), step.max_batch(budget)

@@ -157,6 +157,89 @@ def test_bias_add_and_its_gradient(fmt):
                                           grad_ys=tf.constant(_rand(rng, *x.shape.as_list())))], [x, b])
 
 
+class _KernelContext:
+    """What the compact-state kernel variants see: the runtime (opencl) and scratch (the NumPy ones)."""
+
+    def __init__(self, runtime=None):
+        self.runtime = runtime
+
+    def workspace(self, shape, dtype):
+        return np.empty(shape, np.dtype(getattr(dtype, "np", dtype)))
+
+
+def _nan(dtype, n: int) -> np.ndarray:
+    """n quiet NaNs of `dtype` with payloads 1..n."""
+    quiet = 0x7FC00000 if dtype == np.float32 else 0x7FF8000000000000
+    return (quiet + np.arange(1, n + 1)).astype(f"u{np.dtype(dtype).itemsize}").view(dtype)
+
+
+def _bits(a):
+    return a.view(f"u{a.itemsize}")  # compares -0. with 0. and NaN payloads too
+
+
+@pytest.mark.parametrize("fmt,dtype", list(itertools.product(["NCHW", "NHWC"], [np.float32, np.float64])))
+def test_compact_state_variants_match_numpy_bit_for_bit(fmt, dtype):
+    from tfplus.kernels.numpy import nn as np_nn
+    from tfplus.kernels.opencl import nn as cl_nn
+    rng = np.random.default_rng(7)
+    shape = (3, 4, 6, 10) if fmt == "NCHW" else (3, 6, 10, 4)
+    # Small integers: many ties; image 0 as after a ReLU (all-zero windows); signed zeros; NaNs with payloads.
+    x = rng.integers(-2, 3, shape).astype(dtype)
+    x[0] = np.maximum(x[0], 0)
+    x[(x == 0) & (rng.random(shape) < 0.5)] = -0.0
+    x.reshape(-1)[rng.choice(x.size, 5, replace=False)] = _nan(dtype, 5)
+    # Windows whose y depends on the order of the maxima (tie: the later operand; of two NaNs the first).
+    xv = x if fmt == "NCHW" else x.transpose(0, 3, 1, 2)
+    xv[1, 0, 0:2, 0:2] = [[-1, 0.0], [-0.0, -1]]
+    xv[1, 0, 0:2, 2:4] = [[-1, _nan(dtype, 1)[0]], [_nan(dtype, 2)[0], -1]]
+    attrs = {"ksize": [1, 1, 2, 2] if fmt == "NCHW" else [1, 2, 2, 1],
+             "strides": [1, 1, 2, 2] if fmt == "NCHW" else [1, 2, 2, 1], "padding": "VALID", "data_format": fmt}
+    y_shape = (3, 4, 3, 5) if fmt == "NCHW" else (3, 3, 5, 4)
+    g = np.where(rng.random(y_shape) < 0.5, rng.integers(-2, 3, y_shape), rng.standard_normal(y_shape))
+    g = g.astype(dtype)  # negative g: -0. off the argmax (g * 0)
+
+    y, a, dx = np.empty(y_shape, dtype), np.empty(y_shape, np.uint8), np.empty(shape, dtype)
+    np_nn.max_pool_saving_argmax(_KernelContext(), [x], [y], attrs, a)
+    np_nn.max_pool_grad_relu_from_argmax(_KernelContext(), [x, y, g], [dx], attrs, a)
+    assert set(np.unique(a)) == {0, 1, 2, 3} and (y > 0).any() and (y <= 0).any()  # the test's inputs cover all
+
+    rt = opencl.OpenCLRuntime()
+    ctx = _KernelContext(rt)
+    d_y, d_a, d_dx = rt.allocate(y_shape, dtype), rt.allocate(y_shape, np.uint8), rt.allocate(shape, dtype)
+    rt.upload_into(d_dx, np.full(shape, 7, dtype))  # every dx element must be written
+    d_x = rt.copy_in(x)
+    cl_nn.max_pool_saving_argmax(ctx, [d_x], [d_y], attrs, d_a)
+    cl_nn.max_pool_grad_relu_from_argmax(ctx, [d_x, d_y, rt.copy_in(g)], [d_dx], attrs, d_a)
+    np.testing.assert_array_equal(rt.copy_out(d_a), a)
+    np.testing.assert_array_equal(_bits(rt.copy_out(d_y)), _bits(y))
+    np.testing.assert_array_equal(_bits(rt.copy_out(d_dx)), _bits(dx))
+
+
+def test_relu_grad_applied_copies_unless_written_in_place(monkeypatch):
+    from tfplus.kernels.opencl import nn as cl_nn
+    rt = opencl.OpenCLRuntime()
+    ctx, g = _KernelContext(rt), _rand(np.random.default_rng(8), 2, 3, 4)
+    src, dst = rt.copy_in(g), rt.allocate(g.shape, g.dtype)
+    cl_nn.relu_grad_applied(ctx, [src], [dst], {})
+    np.testing.assert_array_equal(rt.copy_out(dst), g)
+    # A plan writing over its input gives the output its own sub-buffer at the input's arena offset.
+    arena = rt.allocate_arena(4 * rt.arena_alignment)
+    a, b = (rt.sub_buffer(arena, 0, g.shape, g.dtype) for _ in range(2))
+    other = rt.sub_buffer(arena, 2 * rt.arena_alignment, g.shape, g.dtype)
+    assert rt.same_memory(a, b) and rt.same_memory(src, rt.view(src, src.shape))
+    assert not rt.same_memory(a, other) and not rt.same_memory(src, dst)
+    rt.upload_into(a, g)
+    copies = []
+    real = opencl.cl.enqueue_copy
+    monkeypatch.setattr(opencl.cl, "enqueue_copy", lambda *args, **kw: copies.append(args) or real(*args, **kw))
+    for x, y in ((a, b), (src, rt.view(src, src.shape))):
+        cl_nn.relu_grad_applied(ctx, [x], [y], {})
+    assert not copies
+    cl_nn.relu_grad_applied(ctx, [a], [other], {})
+    assert len(copies) == 1
+    np.testing.assert_array_equal(rt.copy_out(other), g)
+
+
 def test_reductions_short_long_and_split():
     rng = np.random.default_rng(5)
     x, big, wide = _rand(rng, 3, 700, 5), _rand(rng, 40000), _rand(rng, 30, 5, 40)
@@ -361,3 +444,54 @@ def test_fallback_runs_on_the_cpu_and_reports_the_bytes(how, monkeypatch):
         assert s.runtime.fallbacks["doubler"] == {"op": "TestCpuOnly", "runs": 1, "h2d_bytes": 12,
                                                   "d2h_bytes": 12}
         assert "doubler" in report and "TestCpuOnly" in report
+
+
+@pytest.mark.parametrize("compute_units", [2, 64])
+def test_kernels_ask_for_exactly_the_declared_workspaces(compute_units):
+    """Split reductions (matmul layers, filter-gradient partials, long sums) take their partials from
+    ctx.workspace, just as WORKSPACES[(op, 'opencl')] declares them for the device's compute units; the
+    results match the cpu kernels."""
+    import importlib
+
+    from tfplus.registry import WORKSPACES, TensorSpec, find_kernel
+    for kernels in ("tfplus.kernels.numpy", "tfplus.kernels.opencl"):
+        importlib.import_module(kernels)
+    rt = opencl.OpenCLRuntime()
+    rt.info = {**rt.info, "compute_units": compute_units}  # this runtime only: its launch plans follow it
+    rng = np.random.default_rng(3)
+    x, dy = _rand(rng, 4, 3, 16, 16), _rand(rng, 4, 8, 16, 16)
+    conv = {"strides": [1, 1, 1, 1], "padding": "SAME", "data_format": "NCHW", "T": tf.float32}
+    cases = [
+        ("MatMul", [_rand(rng, 3, 4096), _rand(rng, 4096, 5)], (3, 5),
+         {"transpose_a": False, "transpose_b": False, "T": tf.float32}),
+        ("MatMul", [_rand(rng, 700, 2), _rand(rng, 9, 700)], (2, 9),
+         {"transpose_a": True, "transpose_b": True, "T": tf.float32}),
+        ("Conv2DBackpropFilter", [x, np.array([3, 3, 3, 8], np.int32), dy], (3, 3, 3, 8), conv),
+        ("Sum", [_rand(rng, 3, 50000), np.array([1], np.int32)], (3,), {"keep_dims": False, "T": tf.float32}),
+        ("Max", [_rand(rng, 200000), np.array([0], np.int32)], (), {"keep_dims": False, "T": tf.float32}),
+        ("L2Loss", [_rand(rng, 300, 700)], (), {"T": tf.float32}),
+        ("BiasAddGrad", [dy], (8,), {"data_format": "NCHW", "T": tf.float32}),
+    ]
+    class Ctx:
+        runtime = rt
+
+        def __init__(self):
+            self.asked = []
+
+        def workspace(self, shape, dtype):
+            self.asked.append((tuple(int(d) for d in shape), np.dtype(getattr(dtype, "np", dtype))))
+            return rt.allocate(shape, dtype)
+    split = 0
+    for op, ins, out_shape, attrs in cases:
+        ctx = Ctx()
+        out = rt.allocate(out_shape, np.float32)
+        find_kernel(op, "opencl", tf.float32)(ctx, [rt.copy_in(a) for a in ins], [out], attrs)
+        asked = ctx.asked
+        specs = [TensorSpec(a.shape, tf.as_dtype(a.dtype), a) for a in ins]
+        declared = [(tuple(s), np.dtype(d.np)) for s, d in WORKSPACES[(op, "opencl")](specs, attrs, compute_units)]
+        assert asked == declared, op
+        split += bool(asked)
+        want = np.empty(out_shape, np.float32)
+        find_kernel(op, "cpu", tf.float32)(_KernelContext(), [a.copy() for a in ins], [want], attrs)
+        np.testing.assert_allclose(rt.copy_out(out), want, rtol=1e-4, atol=1e-3, err_msg=op)
+    assert split >= 4, "the cases exercise split reductions"

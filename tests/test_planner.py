@@ -12,6 +12,7 @@ from tfplus.framework import apply_op
 from tfplus.planner.arena import assign_offsets, check_no_overlap
 from tfplus.planner.liveness import Buffer
 from tfplus.registry import register_kernel, register_op, register_workspace
+from tfplus.runtime import opencl
 from tfplus.shapes import same_as_input
 from tfplus.units import format_size, parse_size
 
@@ -327,6 +328,23 @@ def test_infeasible_budget_names_the_smallest_that_fits():
     assert p.fits and p.peak_bytes == smallest
 
 
+def test_budget_search_shortcuts_change_no_candidate():
+    """The search orders a candidate only when a quick lower bound on its peak fits the budget, so that bound
+    must never exceed the candidate's liveness bound; and candidates built one after another (sharing runs
+    and buffers) come out as each does alone."""
+    from tfplus.planner.plan import _Step
+    tg = _small_cnn()
+    shapes = {t: v.shape for t, v in _cnn_feeds(tg).items()}
+    args = ([tg.train_op, tg.loss], shapes, "cpu", tg.graph, None)
+    step = _Step(*args)
+    for kc in step.candidates(planner.TRANSFORMATIONS):
+        p, alone = step.build(*kc, place=False), _Step(*args).build(*kc, place=False)
+        assert step.least_bytes(*kc) <= p.lower_bound_bytes, kc
+        assert [(b.name, b.start, b.end, b.size) for b in p.buffers] == \
+            [(b.name, b.start, b.end, b.size) for b in alone.buffers], kc
+        assert [ph.order for ph in p.phases] == [ph.order for ph in alone.phases], kc
+
+
 def test_memory_plan_json_is_stable():
     tg = _small_cnn()
     shapes = {t: v.shape for t, v in _cnn_feeds(tg).items()}
@@ -404,16 +422,31 @@ def test_planned_arena_is_near_its_bound_and_the_plain_executor_needs_more():
         assert _step_peak(sess, fetches, feeds) > p.arena_lower_bound_bytes
 
 
-def test_inplace_table_matches_the_kernels():
+@pytest.mark.parametrize("device", ["cpu", pytest.param("opencl", marks=pytest.mark.skipif(
+    not opencl.available(), reason="no OpenCL device (install PoCL)"))])
+def test_inplace_table_matches_the_kernels(device):
     """Every (op, device) the planner lets write over an input gives the same result when it does."""
     import tfplus.kernels.numpy  # noqa: F401
     from tfplus.planner.inplace import INPLACE
     from tfplus.registry import find_kernel
     rng = np.random.default_rng(0)
-    for (op_type, device), indices in INPLACE.items():
+    if device == "opencl":
+        import tfplus.kernels.opencl  # noqa: F401
+        rt = opencl.OpenCLRuntime()
+
+        def put(a):  # device-computed memory (no host copy), as a kernel's output is
+            d = rt.allocate(a.shape, a.dtype)
+            rt.upload_into(d, a)
+            return d
+        ctx, get = type("Ctx", (), {"runtime": rt})(), rt.copy_out
+    else:
+        ctx, put, get = None, np.copy, np.asarray
+    entries = {op_type: ix for (op_type, dev), ix in INPLACE.items() if dev == device}
+    assert {"Add", "Relu", "AddN", "BiasAdd", "ReluGrad"} <= set(entries)
+    for op_type, indices in entries.items():
         kernel = find_kernel(op_type, device, tf.float32)
         assert kernel is not None, op_type
-        arity = {"AddN": 3, "BiasAdd": 2, "ReluGrad": 2, "TanhGrad": 2}.get(op_type, 2 if op_type in (
+        arity = {"AddN": 5, "BiasAdd": 2, "ReluGrad": 2, "TanhGrad": 2}.get(op_type, 2 if op_type in (
             "Add", "AddV2", "Sub", "Mul", "RealDiv", "Maximum", "Minimum", "SquaredDifference") else 1)
         ins = [np.abs(rng.standard_normal((2, 3, 4))).astype(np.float32) + 0.5 for _ in range(arity)]
         ins[0] -= 1.0  # both signs where the domain allows (relu, abs, sign, max, ...)
@@ -422,12 +455,12 @@ def test_inplace_table_matches_the_kernels():
         if op_type == "BiasAdd":
             ins[1] = ins[1][0, 0]
         attrs = {"T": tf.float32, "data_format": "NHWC", "N": arity}
-        want = np.empty_like(ins[0])
-        kernel(None, [a.copy() for a in ins], [want], attrs)
+        want = put(np.zeros_like(ins[0]))
+        kernel(ctx, [put(a) for a in ins], [want], attrs)
         for i in indices:
-            args = [a.copy() for a in ins]
-            kernel(None, args, [args[i]], attrs)
-            np.testing.assert_allclose(args[i], want, rtol=1e-6, err_msg=f"{op_type} over input {i}")
+            args = [put(a) for a in ins]
+            kernel(ctx, args, [args[i]], attrs)
+            np.testing.assert_allclose(get(args[i]), get(want), rtol=1e-6, err_msg=f"{op_type} over input {i}")
 
 
 # -- tfplus plan ---------------------------------------------------------------------------------------------

@@ -28,8 +28,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--model", default="mentee", help="registered model (tfplus.graphs.MODELS); default "
                    "mentee")
     p.add_argument("--batch-size", type=int, default=128, help="examples per step (default 128)")
-    p.add_argument("--device", default="cpu", help="cpu or opencl[:N] (sets the arena alignment and which "
-                   "transformations apply; default cpu)")
+    p.add_argument("--device", default="cpu", help="cpu or opencl[:N]: its kernels' scratch, which "
+                   "transformations apply, and (the OpenCL device when it is here) alignment and compute "
+                   "units; default cpu")
     budget = p.add_mutually_exclusive_group()
     budget.add_argument("--budget", metavar="SIZE",
                         help="memory budget, e.g. 64MB (10^6 bytes) or 64MiB (2^20)")
@@ -109,7 +110,6 @@ class _TrainStep:
         self.tg = training_graph(get_model(args.model).build, total_steps=1000, optimizer=args.optimizer,
                                  data_format=args.data_format)
         self.fetches = [self.tg.train_op, self.tg.loss]
-        self.alignment = _alignment(args.device)
 
     def shapes(self, batch: int) -> dict:
         image = tuple(self.tg.images.shape.as_list()[1:])
@@ -117,12 +117,12 @@ class _TrainStep:
 
     def plan(self, batch: int, budget):
         return _plan(self.fetches, self.shapes(batch), self.args.device, budget, graph=self.tg.graph,
-                     alignment=self.alignment, raise_if_infeasible=False)
+                     raise_if_infeasible=False)
 
     def smallest(self, batch: int, transformations=TRANSFORMATIONS) -> int:
         """The smallest budget a step of `batch` fits in."""
         return smallest_plan(self.fetches, self.shapes(batch), self.args.device, graph=self.tg.graph,
-                             alignment=self.alignment, transformations=transformations).peak_bytes
+                             transformations=transformations).peak_bytes
 
     def max_batch(self, budget: int, transformations=TRANSFORMATIONS) -> int:
         """The largest batch that fits: doubling, then bisection over multiples of 8 (micro-batching needs a
@@ -150,14 +150,3 @@ class _TrainStep:
             sess.run(self.tg.init_op)
             loss = sess.run(self.fetches, feeds)[1]
         return bool(np.isfinite(loss))
-
-
-def _alignment(device: str) -> int | None:
-    """The device's sub-buffer alignment when the device is at hand (OpenCL), else the planner's default."""
-    if not device.lower().startswith(("opencl", "gpu", "cl")):
-        return None
-    try:
-        from tfplus.runtime import get_runtime
-        return getattr(get_runtime(device), "arena_alignment", None)
-    except Exception:  # noqa: BLE001  no OpenCL device here: plan with the documented default alignment
-        return None

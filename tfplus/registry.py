@@ -109,7 +109,9 @@ def register_kernel(op_type: str, device: str, dtypes=(None,)):
 def register_workspace(op_type: str, device: str):
     """Decorator declaring a kernel's scratch needs, `fn(ins: list[TensorSpec], attrs) -> [(shape, dtype)]`
     in the order the kernel calls `ctx.workspace(shape, dtype)`. Shapes are concrete (the planner passes the
-    step's static shapes). `@register_workspace("Conv2D", "cpu") def _ws(ins, attrs): return [...]`"""
+    step's static shapes). `@register_workspace("Conv2D", "cpu") def _ws(ins, attrs): return [...]`. An
+    opencl declaration takes a third argument, the device's compute units (its launch geometry, and so its
+    partial results, depend on them)."""
     def deco(fn):
         key = (op_type, device)
         if key in WORKSPACES:

@@ -15,6 +15,24 @@ GPU_DEFAULT = (64, 64, 16, 4, 4)
 CPU_TILE = (32, 32, 8, 4, 4)
 
 
+# Split-K counts work-groups as if every tile were SPLIT_TILE (and cuts the summed dimension into multiples of
+# its TK, which every candidate's TK divides): the splits, and so the partial sums' scratch, follow from the
+# shapes and the device's compute units alone, which the memory planner knows before anything is tuned.
+SPLIT_TILE = (64, 64, 16)
+assert all(SPLIT_TILE[2] % c[2] == 0 for c in GPU_CANDIDATES + [CPU_TILE])
+
+
+def split_k(m: int, n: int, depth: int, compute_units: int, fill: int, least: int) -> tuple[int, int]:
+    """(splits, depth of each) of an m x n GEMM's summed dimension `depth`: about `fill` work-groups per
+    compute unit, each split at least `least` x TK deep."""
+    tm, tn, tk = SPLIT_TILE
+    tiles = -(-m // tm) * -(-n // tn)
+    splits = max(1, min(fill * compute_units // tiles, depth // (least * tk)))
+    per = -(-depth // splits)
+    chunk = -(-per // tk) * tk
+    return -(-depth // chunk), chunk
+
+
 def valid(cfg, max_wg: int, local_mem: int, itemsize: int) -> bool:
     tm, tn, tk, wm, wn = cfg
     nt = (tm // wm) * (tn // wn)

@@ -4,7 +4,8 @@ tile engine of gemm.cl) reading NCHW or NHWC tensors through strides, with per-d
 Each filter tap's read offset comes from a small table built on the host once per geometry (and kept on the
 device), so the inner loop does no index division. The input gradient of a stride-1 conv is a conv of dy with
 the flipped filter; of a strided conv, the same gather keeping only the taps that land on a dy element.
-The filter gradient splits its long reduction (batch x positions) over work-groups and sums the partials.
+The filter gradient splits its long reduction (batch x positions) over work-groups and sums the partials,
+which are kernel scratch (ctx.workspace) declared for the memory planner.
 """
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ import numpy as np
 
 from tfplus.kernels.opencl import _tune
 from tfplus.kernels.opencl._common import contiguous_strides, kernel, register
-from tfplus.kernels.opencl.reduce import reduce
+from tfplus.kernels.opencl.reduce import partials, reduce
+from tfplus.registry import register_workspace
 
 SRC = ("gemm.cl", "conv.cl")
 F = ("float32", "float64")
@@ -41,10 +43,6 @@ class _Geom:
         """(batch, channel, row, col) element strides of a contiguous tensor of `shape` in this format."""
         s = contiguous_strides(shape)
         return (s[0], s[1], s[2], s[3]) if self.nchw else (s[0], s[3], s[1], s[2])
-
-
-def _ceil(a: int, b: int) -> int:
-    return -(-a // b)
 
 
 def _attrs_key(attrs) -> tuple:
@@ -129,7 +127,29 @@ def _conv2d_backprop_filter(ctx, ins, outs, attrs):
     plan = rt.plans.get(key)
     if plan is None:
         plan = rt.plans[key] = _wgrad_plan(rt, x, dy, dw, attrs)
-    _run_wgrad(rt, plan, x, dy, dw)
+    _run_wgrad(rt, plan, x, dy, dw, ctx.workspace)
+
+
+@register_workspace("Conv2DBackpropFilter", "opencl")
+def _wgrad_scratch(ins, attrs, compute_units):
+    """The partial filter gradients of the split p range, then their sum's partials (see _wgrad_plan)."""
+    x, sizes, _ = ins
+    g = _Geom(x.shape, [int(d) for d in sizes.value], attrs)
+    m, n, p = _wgrad_mnp(g)
+    splits = _wgrad_splits(m, n, p, compute_units)[0]
+    if splits == 1:
+        return []
+    return [((splits, m * n), x.dtype)] + [(s, x.dtype) for s in partials((splits, m * n), [0], compute_units)]
+
+
+def _wgrad_mnp(g: _Geom) -> tuple[int, int, int]:
+    """The filter gradient as a GEMM: m = (kh, kw, ci) rows, n = co columns, summed over p = (n, oh, ow)."""
+    return g.kh * g.kw * g.cin, g.cout, g.n * g.oh * g.ow
+
+
+def _wgrad_splits(m: int, n: int, p: int, compute_units: int) -> tuple[int, int]:
+    """Splits of the p range: about four work-groups per compute unit, each at least 16 K slices deep."""
+    return _tune.split_k(m, n, p, compute_units, 4, 16)
 
 
 def _wgrad_plan(rt, x, dy, dw, attrs):
@@ -142,17 +162,12 @@ def _wgrad_plan(rt, x, dy, dw, attrs):
         return tab.reshape(-1, 4).astype(np.int32)
 
     tab = rt.table(("wconv", g.kh, g.kw, g.cin, xs[1:]), table)
-    m, n, p = g.kh * g.kw * g.cin, g.cout, g.n * g.oh * g.ow
+    m, n, p = _wgrad_mnp(g)
     i32 = np.int32
     flags = {"A_K_FAST": 1, "B_K_FAST": 1, "STRIDED": 0}
 
     def make(cfg):
-        """Splits of the p range: enough work-groups to fill the device, each at least 16 K slices deep."""
-        tiles = -(-m // cfg[0]) * -(-n // cfg[1])
-        want = max(1, 4 * rt.info["compute_units"] // tiles)
-        splits = max(1, min(want, p // (16 * cfg[2])))
-        chunk = _ceil(_ceil(p, splits), cfg[2]) * cfg[2]
-        splits = -(-p // chunk)
+        splits, chunk = _wgrad_splits(m, n, p, rt.info["compute_units"])
         g_, loc = _tune.launch_shape(cfg, m, n, splits)
         scalars = tuple(i32(v) for v in (m, n, p, chunk, g.oh, g.ow, g.h, g.w, xs[0], xs[2], xs[3], *ds, g.sh,
                                           g.sw, g.ph, g.pw))
@@ -160,13 +175,13 @@ def _wgrad_plan(rt, x, dy, dw, attrs):
         return kern, g_, loc, tab, scalars, splits
 
     cfg = _tune.choose(rt, f"conv_dw|{dw.dtype.name}|{m}x{n}x{p}", dw.dtype.itemsize,
-                       lambda cfg: _run_wgrad(rt, make(cfg), x, dy, dw))
+                       lambda cfg: _run_wgrad(rt, make(cfg), x, dy, dw, rt.allocate))
     return make(cfg)
 
 
-def _run_wgrad(rt, plan, x, dy, dw) -> None:
+def _run_wgrad(rt, plan, x, dy, dw, workspace) -> None:
     kern, g, loc, tab, scalars, splits = plan
-    target = dw if splits == 1 else rt.allocate((splits, dw.size), dw.dtype)
+    target = dw if splits == 1 else workspace((splits, dw.size), dw.dtype)
     rt.run(kern, g, loc, target, x, dy, tab, *scalars)
     if splits > 1:
-        reduce(rt, "sum", dw, target, [0])
+        reduce(rt, "sum", dw, target, [0], 1, workspace)

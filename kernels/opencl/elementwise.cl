@@ -284,6 +284,14 @@ __kernel void K(fill_const)(__global T* out, T value, int n) {
 }
 #endif
 
+// -- Scale: out[i] *= factor (a constant) -----------------------------------------------------------------------------
+#if WANT_scale_const
+__kernel void K(scale_const)(__global T* out, T factor, int n) {
+    int i = get_global_id(0);
+    if (i < n) out[i] *= factor;
+}
+#endif
+
 // -- Range: out[i] = start + i * delta (device scalars) ---------------------------------------------------------------
 #if WANT_range
 __kernel void K(range)(__global T* out, __global const T* start, __global const T* delta, int n) {

@@ -58,6 +58,11 @@ def fill(rt, out, value) -> None:
     rt.run1d(kernel(rt, SRC, "fill_const", out.dtype), out.size, out, dt.type(value), np.int32(out.size))
 
 
+def scale(rt, out, factor: float) -> None:
+    """out *= factor, a Python number (micro-batching's mean of accumulated gradients)."""
+    rt.run1d(kernel(rt, SRC, "scale_const", out.dtype), out.size, out, out.dtype.type(factor), np.int32(out.size))
+
+
 def _register_binary(op_type: str, name: str, dtypes) -> None:
     @register(op_type, dtypes)
     def launch(ctx, ins, outs, attrs):

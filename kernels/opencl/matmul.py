@@ -1,6 +1,7 @@
 """OpenCL kernel for MatMul: a tiled, register-blocked GEMM (matmul.cl on the tile engine of gemm.cl) whose
 tile sizes come from the per-device autotuner (_tune.py); small outputs with long sums split K over work-group
-layers and add the layers up."""
+layers (_tune.split_k) and add the layers up; the layers and the adding's partials are kernel scratch
+(ctx.workspace), declared for the memory planner."""
 from __future__ import annotations
 
 import numpy as np
@@ -8,23 +9,30 @@ import numpy as np
 from tfplus.kernels.opencl import _tune
 from tfplus.kernels.opencl._common import kernel, register
 from tfplus.kernels.opencl.elementwise import fill
-from tfplus.kernels.opencl.reduce import reduce
+from tfplus.kernels.opencl.reduce import partials, reduce
+from tfplus.registry import register_workspace
 
 SRC = ("gemm.cl", "matmul.cl")
 NUM = ("float32", "float64", "int32", "int64")
 
 
-def _splits(rt, cfg, m: int, n: int, k: int) -> tuple[int, int]:
-    """(layers, k per layer): enough work-groups to fill the device, each layer at least 8 K slices deep."""
-    tiles = -(-m // cfg[0]) * -(-n // cfg[1])
-    splits = max(1, min(2 * rt.info["compute_units"] // tiles, k // (8 * cfg[2])))
-    per = -(-k // splits)
-    chunk = -(-per // cfg[2]) * cfg[2]
-    return -(-k // chunk), chunk
+def _splits(m: int, n: int, k: int, compute_units: int) -> tuple[int, int]:
+    """(layers, k per layer): about two work-groups per compute unit, each layer at least 8 K slices deep."""
+    return _tune.split_k(m, n, k, compute_units, 2, 8)
 
 
-def matmul(rt, c, a, b, m: int, n: int, k: int, sam: int, sak: int, sbk: int, sbn: int) -> None:
-    """c (m x n, contiguous) = sum_k a[m*sam + k*sak] * b[k*sbk + n*sbn]."""
+def scratch(m: int, n: int, k: int, dtype, compute_units: int) -> list[tuple]:
+    """The (shape, dtype) scratch `matmul` of an m x n x k product asks for: the layers, then their sum's."""
+    layers = _splits(m, n, k, compute_units)[0] if k else 1
+    if layers == 1:
+        return []
+    return [((layers, m * n), dtype)] + [(s, dtype) for s in partials((layers, m * n), [0], compute_units)]
+
+
+def matmul(rt, c, a, b, m: int, n: int, k: int, sam: int, sak: int, sbk: int, sbn: int, workspace=None) -> None:
+    """c (m x n, contiguous) = sum_k a[m*sam + k*sak] * b[k*sbk + n*sbn]; scratch from `workspace(shape,
+    dtype)` (a kernel's ctx.workspace), else rt.allocate."""
+    workspace = workspace or rt.allocate
     if k == 0:
         fill(rt, c, 0)
         return
@@ -35,27 +43,27 @@ def matmul(rt, c, a, b, m: int, n: int, k: int, sam: int, sak: int, sbk: int, sb
         i32 = np.int32
 
         def make(cfg):
-            splits, chunk = _splits(rt, cfg, m, n, k)
+            splits, chunk = _splits(m, n, k, rt.info["compute_units"])
             g, loc = _tune.launch_shape(cfg, m, n, splits)
             scalars = (i32(m), i32(n), i32(k), i32(sam), i32(sak), i32(sbk), i32(sbn), i32(n), i32(chunk))
             return kernel(rt, SRC, "matmul", c.dtype, **fast, **_tune.defines(cfg)), g, loc, scalars, splits
 
         def run(cfg):
-            _launch(rt, make(cfg), c, a, b)
+            _launch(rt, make(cfg), c, a, b, rt.allocate)
         cfg = _tune.choose(rt, f"matmul|{c.dtype.name}|{fast['A_K_FAST']}{fast['B_K_FAST']}|{m}x{n}x{k}",
                            c.dtype.itemsize, run)
         plan = rt.plans[key] = make(cfg)
-    _launch(rt, plan, c, a, b)
+    _launch(rt, plan, c, a, b, workspace)
 
 
-def _launch(rt, plan, c, a, b) -> None:
+def _launch(rt, plan, c, a, b, workspace) -> None:
     k, g, loc, scalars, splits = plan
     if splits == 1:
         rt.run(k, g, loc, c, a, b, *scalars)
         return
-    layers = rt.allocate((splits, c.size), c.dtype)
+    layers = workspace((splits, c.size), c.dtype)
     rt.run(k, g, loc, layers, a, b, *scalars)
-    reduce(rt, "sum", c, layers, [0])
+    reduce(rt, "sum", c, layers, [0], 1, workspace)
 
 
 @register("MatMul", NUM)
@@ -67,4 +75,13 @@ def _matmul(ctx, ins, outs, attrs):
     k = a.shape[0] if ta else a.shape[1]
     sam, sak = (1, m) if ta else (k, 1)
     sbk, sbn = (1, k) if tb else (n, 1)
-    matmul(ctx.runtime, out, a, b, m, n, k, sam, sak, sbk, sbn)
+    matmul(ctx.runtime, out, a, b, m, n, k, sam, sak, sbk, sbn, ctx.workspace)
+
+
+@register_workspace("MatMul", "opencl")
+def _matmul_scratch(ins, attrs, compute_units):
+    a, b = ins
+    m = a.shape[1] if attrs["transpose_a"] else a.shape[0]
+    n = b.shape[0] if attrs["transpose_b"] else b.shape[1]
+    k = a.shape[0] if attrs["transpose_a"] else a.shape[1]
+    return scratch(m, n, k, a.dtype, compute_units)

@@ -152,6 +152,46 @@ __kernel void K(avg_pool_grad)(__global T* dx, __global const T* g, int total, i
 }
 #endif
 
+// -- compact saved state (tfplus.planner.compact): bit for bit the NumPy variants in kernels/numpy/nn.py ----
+// np.maximum(a, b): a if a > b or a is NaN, else b. So ties give b (max(-0., +0.) is +0.) and of two NaNs the
+// first; fmax() and max_pool's running maximum differ on exactly these.
+#define NP_MAX(a, b) ((a) > (b) || isnan(a) ? (a) : (b))
+
+// 2x2 / stride 2 windows tiling the input: y = the window's maximum, reduced in the NumPy kernel's order (row
+// pairs first); argmax = its first tap equal to y, 0..3 in scan order (0,0) (0,1) (1,0) (1,1); 3 if none (NaN).
+#if WANT_max_pool_2x2_argmax
+__kernel void K(max_pool_2x2_argmax)(__global T* y, __global uchar* argmax, __global const T* x, int total,
+                                     int C, int8 geo, int2 pad, int4 xs, int4 ys) {
+    int i = get_global_id(0);
+    if (i >= total) return;
+    NCHW_SPLIT(i, C, geo.s2, geo.s3, n, c, oh, ow);
+    int at = AT(xs, n, c, 2 * oh, 2 * ow);
+    T v[4] = {x[at], x[at + xs.s3], x[at + xs.s2], x[at + xs.s2 + xs.s3]};
+    T m = NP_MAX(NP_MAX(v[0], v[2]), NP_MAX(v[1], v[3]));
+    uchar t = 0;
+    while (t < 3 && v[t] != m) t++;
+    int yo = AT(ys, n, c, oh, ow);
+    y[yo] = m;
+    argmax[yo] = t;
+}
+#endif
+
+// ReluGrad(MaxPoolGrad) of a ReLU output from the window argmax: g * (tap is the argmax and y > 0) at each of
+// the window's four taps. A multiply, not a select, as NumPy does: a negative g gives -0. elsewhere, NaN g NaN.
+#if WANT_max_pool_grad_2x2_argmax
+__kernel void K(max_pool_grad_2x2_argmax)(__global T* dx, __global const T* y, __global const T* g,
+                                          __global const uchar* argmax, int total, int C, int8 geo, int2 pad,
+                                          int4 xs, int4 ys) {
+    int i = get_global_id(0);
+    if (i >= total) return;
+    NCHW_SPLIT(i, C, geo.s2, geo.s3, n, c, oh, ow);
+    int yo = AT(ys, n, c, oh, ow), at = AT(xs, n, c, 2 * oh, 2 * ow);
+    int a = y[yo] > 0 ? argmax[yo] : -1;
+    T gv = g[yo];
+    for (int t = 0; t < 4; t++) dx[at + (t >> 1) * xs.s2 + (t & 1) * xs.s3] = gv * (T)(t == a);
+}
+#endif
+
 // -- softmax and cross-entropies: one work-item per row of `cols` ----------------------------------------------
 // log_softmax(x)[j] = x[j] - mx - log(sum exp(x - mx))
 inline T row_lse(__global const T* x, int cols, T* mx) {

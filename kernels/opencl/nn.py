@@ -95,6 +95,29 @@ def _avg_pool_grad(ctx, ins, outs, attrs):
     _pool(ctx.runtime, "avg_pool_grad", dx.shape, g.shape, attrs, g.dtype, dx.size, dx, g)
 
 
+# -- compact saved state (tfplus.planner.compact): the kernel variants the planned executor calls ---------------
+# Not registered as ops: tfplus.planner.execute calls them in place of MaxPool, MaxPoolGrad and ReluGrad. Same
+# results as the NumPy variants in kernels/numpy/nn.py, bit for bit; no scratch (one work-item per window).
+def max_pool_saving_argmax(ctx, ins, outs, attrs, argmax) -> None:
+    """The 2x2 / stride 2 MaxPool that also writes each window's first maximum (0..3, scan order) into
+    `argmax` (uint8, the output's shape)."""
+    x, y = ins[0], outs[0]
+    _pool(ctx.runtime, "max_pool_2x2_argmax", x.shape, y.shape, attrs, x.dtype, y.size, y, argmax, x)
+
+
+def max_pool_grad_relu_from_argmax(ctx, ins, outs, attrs, argmax) -> None:
+    """ReluGrad(MaxPoolGrad(x, y, g), x) of a ReLU output x, from the argmax instead of x (not read): g goes
+    to each window's first maximum where y > 0 (x > 0 there exactly when y > 0), 0 elsewhere."""
+    (_, y, g), dx = ins, outs[0]
+    _pool(ctx.runtime, "max_pool_grad_2x2_argmax", dx.shape, y.shape, attrs, y.dtype, y.size, dx, y, g, argmax)
+
+
+def relu_grad_applied(ctx, ins, outs, attrs) -> None:
+    """ReluGrad of a gradient that max_pool_grad_relu_from_argmax already masked: a copy, or nothing when
+    the output is written over it (the plan then gives both the very same buffer)."""
+    ctx.runtime.copy(outs[0], ins[0])  # nothing when they are the same memory
+
+
 # -- softmax and cross-entropies -----------------------------------------------------------------------------
 def _softmax(log_out: bool):
     def launch(ctx, ins, outs, attrs):

@@ -1,5 +1,9 @@
 """OpenCL kernels for reductions: Sum, Mean, Max, Min, All, Any, ArgMax, ArgMin, and the sums of L2Loss and
-BiasAddGrad. Source: reduce.cl."""
+BiasAddGrad. Source: reduce.cl.
+
+A long reduction runs in passes: work-groups write partial results, which the next pass reduces. The partials
+are kernel scratch (ctx.workspace), declared for the memory planner by `partials` from shapes and the device's
+compute units."""
 from __future__ import annotations
 
 import math
@@ -7,6 +11,7 @@ import math
 import numpy as np
 
 from tfplus.kernels.opencl._common import CTYPE, contiguous_strides, geometry, kernel, register
+from tfplus.registry import register_workspace
 
 SRC = "reduce.cl"
 F = ("float32", "float64")
@@ -31,13 +36,38 @@ def _split(shape, axes):
     return [d for d, _ in kept], [s for _, s in kept], [d for d, _ in red], [s for _, s in red]
 
 
-def reduce(rt, name: str, out, x, axes, div=1) -> None:
-    """out = reduction `name` (sum, sumsq, max, min, all, any) of x over `axes`, divided by div."""
+def reduce(rt, name: str, out, x, axes, div=1, scratch=None) -> None:
+    """out = reduction `name` (sum, sumsq, max, min, all, any) of x over `axes`, divided by div. The partials
+    come from `scratch(shape, dtype)` (a kernel's ctx.workspace), else from rt.allocate."""
     key = ("reduce", name, x.shape, x.dtype, tuple(axes), div)
     plan = rt.plans.get(key)
     if plan is None:
         plan = rt.plans[key] = _plan(rt, name, x, axes, div)
-    _run(rt, plan, out, x)
+    _run(rt, plan, out, x, scratch or rt.allocate)
+
+
+def _passes(n_out: int, n_red: int, compute_units: int) -> tuple[int, int] | None:
+    """(work-groups per output, elements each) of a long reduction: enough work-groups to fill the device,
+    each reducing at least 4 * RL elements; None for a short one (one work-item per output)."""
+    if n_red < 2 * RL:
+        return None
+    want = max(1, (4 * compute_units) // n_out)
+    chunks = max(1, min(want, n_red // (4 * RL)))
+    chunk = -(-n_red // chunks)
+    return -(-n_red // chunk), chunk
+
+
+def partials(shape, axes, compute_units: int) -> list[tuple[int, int]]:
+    """The shapes of the partial results that reducing an array of `shape` over `axes` writes, pass by pass."""
+    axes = {a % len(shape) for a in axes} if len(shape) else set()
+    out = []
+    while True:
+        n_out = math.prod(d for i, d in enumerate(shape) if i not in axes)
+        p = _passes(n_out, math.prod(shape[i] for i in axes), compute_units) if n_out else None
+        if p is None or p[0] == 1:
+            return out
+        shape, axes = (p[0], n_out), {0}
+        out.append(shape)
 
 
 def _plan(rt, name: str, x, axes, div):
@@ -51,15 +81,12 @@ def _plan(rt, name: str, x, axes, div):
     kg, rg = geometry(kshape, kst), geometry(rshape, rst)
     d = _defines(x.dtype)
     sizes = (np.int32(n_out), np.int32(n_red))
-    if n_red < 2 * RL:
+    passes = _passes(n_out, n_red, rt.info["compute_units"])
+    if passes is None:
         local = min(256, rt.dev.max_wg)
         k = kernel(rt, SRC, f"{name}_rows", x.dtype, want=name, **d)
         return k, (-(-n_out // local) * local,), (local,), (*sizes, *kg, *rg, acc(div)), None, None
-    # Enough work-groups to fill the device, each reducing at least 4 * RL elements.
-    want = max(1, (4 * rt.info["compute_units"]) // n_out)
-    chunks = max(1, min(want, n_red // (4 * RL)))
-    chunk = -(-n_red // chunks)
-    chunks = -(-n_red // chunk)
+    chunks, chunk = passes
     k = kernel(rt, SRC, f"{name}_wg", x.dtype, want=name, **d)
     scalars = (*sizes, np.int32(chunk), *kg, *rg, acc(1 if chunks > 1 else div))
     if chunks == 1:
@@ -76,14 +103,14 @@ class DeviceShape:
         self.shape, self.dtype, self.ndim = tuple(shape), np.dtype(dtype), len(shape)
 
 
-def _run(rt, plan, out, x) -> None:
+def _run(rt, plan, out, x, scratch) -> None:
     if plan is None:
         return
-    k, g, loc, scalars, partials, then = plan
-    target = out if partials is None else rt.allocate(partials.shape, partials.dtype)
+    k, g, loc, scalars, part, then = plan
+    target = out if part is None else scratch(part.shape, part.dtype)
     rt.run(k, g, loc, target, x, *scalars)
-    if partials is not None:
-        _run(rt, then, out, target)
+    if part is not None:
+        _run(rt, then, out, target, scratch)
 
 
 def _axes(rt, x, a) -> list[int]:
@@ -100,7 +127,12 @@ def _register(op_type: str, name: str, dtypes, mean: bool = False) -> None:
         if mean:  # the count; an empty float mean is 0/0 = nan as in NumPy, an empty int mean 0
             n = math.prod(x.shape[a] for a in axes)
             div = n if x.dtype.kind == "f" else max(n, 1)
-        reduce(ctx.runtime, name, outs[0], x, axes, div)
+        reduce(ctx.runtime, name, outs[0], x, axes, div, ctx.workspace)
+
+    @register_workspace(op_type, "opencl")
+    def _scratch(ins, attrs, compute_units):
+        x = ins[0]
+        return [(s, x.dtype) for s in partials(x.shape, [int(a) for a in np.ravel(ins[1].value)], compute_units)]
 
 
 _register("Sum", "sum", NUM)
@@ -114,14 +146,29 @@ _register("Any", "any", ("bool",))
 @register("L2Loss", F)
 def _l2_loss(ctx, ins, outs, attrs):
     x = ins[0]
-    reduce(ctx.runtime, "sumsq", outs[0], x, range(x.ndim), 2)
+    reduce(ctx.runtime, "sumsq", outs[0], x, range(x.ndim), 2, ctx.workspace)
+
+
+@register_workspace("L2Loss", "opencl")
+def _l2_loss_scratch(ins, attrs, compute_units):
+    return [(s, ins[0].dtype) for s in partials(ins[0].shape, range(len(ins[0].shape)), compute_units)]
 
 
 @register("BiasAddGrad", F)
 def _bias_add_grad(ctx, ins, outs, attrs):
     dy = ins[0]
-    c = 1 if attrs.get("data_format", "NHWC") == "NCHW" and dy.ndim > 2 else dy.ndim - 1
-    reduce(ctx.runtime, "sum", outs[0], dy, _ALL_BUT[dy.ndim, c])
+    reduce(ctx.runtime, "sum", outs[0], dy, _bias_axes(dy.ndim, attrs), 1, ctx.workspace)
+
+
+@register_workspace("BiasAddGrad", "opencl")
+def _bias_add_grad_scratch(ins, attrs, compute_units):
+    dy = ins[0]
+    return [(s, dy.dtype) for s in partials(dy.shape, _bias_axes(len(dy.shape), attrs), compute_units)]
+
+
+def _bias_axes(ndim: int, attrs) -> tuple:
+    c = 1 if attrs.get("data_format", "NHWC") == "NCHW" and ndim > 2 else ndim - 1
+    return _ALL_BUT[ndim, c]
 
 
 _ALL_BUT = {(n, c): tuple(a for a in range(n) if a != c) for n in range(1, 9) for c in range(n)}

@@ -11,6 +11,8 @@ per-call set-up (padding, filter transform, identities) is not repeated. Exact: 
 the filter gradient summed over more chunks."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from tfplus.framework import Operation
@@ -35,23 +37,29 @@ def attrs(op: Operation, scratch: int) -> dict:
     return {**op.attrs, SCRATCH_ATTR: scratch}
 
 
-def kernel_chunks(op: Operation, specs, device: str, images: int, scratch: int) -> int:
-    """About how many pieces `op`'s kernel cuts a call on `images` images into under scratch divisor
-    `scratch`, from its workspace declarations alone: scratch grows by the same bytes per image of a piece."""
+def scratch_bytes(op: Operation, specs, device: str, images: int, scratch: int) -> int | None:
+    """The bytes of scratch `op`'s kernel on `device` declares for one call on `images` images of the batch in
+    `specs` under scratch divisor `scratch`, None if it declares none."""
     from tfplus.registry import WORKSPACES
     fn = WORKSPACES.get((op.type, device))
-    batch = specs[op.inputs[CHUNKABLE[op.type][0][0]]].shape[0]
-    if fn is None or images < 2 or batch < 2:
-        return 1
+    if fn is None:
+        return None
     ins = [specs[t] for t in op.inputs]
+    batch = ins[CHUNKABLE[op.type][0][0]].shape[0]
+    decl = fn(chunk_specs(op, ins, batch / images) if images != batch else ins, attrs(op, scratch))
+    return sum(math.prod(sh) * dt.size for sh, dt in decl)
 
-    def total(n, d):
-        decl = fn(chunk_specs(op, ins, batch / n) if n != batch else ins, attrs(op, d))
-        return sum(int(np.prod(sh)) * dt.size for sh, dt in decl)
-    one, two = total(1, 1), total(2, 1)
+
+def kernel_chunks(images: int, scratch: int, declared) -> int:
+    """About how many pieces a conv kernel cuts a call on `images` images into under scratch divisor
+    `scratch`, from its workspace declarations alone (`declared(m, d)`: scratch_bytes for m images under
+    divisor d): scratch grows by the same bytes per image of a piece."""
+    if images < 2 or declared(1, 1) is None:
+        return 1
+    one, two = declared(1, 1), declared(2, 1)
     per = max(1, two - one)
     fixed = one - per
-    per_piece = max(1, int(round((total(images, scratch) - fixed) / per)))
+    per_piece = max(1, int(round((declared(images, scratch) - fixed) / per)))
     return -(-images // per_piece)
 
 

@@ -7,11 +7,15 @@ initializer, say); planned runs of one session therefore take turns (a lock). Th
 kernels (`kernel`: restarts the workspace cursor, splits chunked convolutions over the batch).
 
 Device runtimes plug in with two optional methods (the cpu device needs neither):
-  `allocate_arena(nbytes) -> arena` and `sub_buffer(arena, offset, shape, dtype) -> buffer`,
-and report `arena_alignment` (bytes; OpenCL: CL_DEVICE_MEM_BASE_ADDR_ALIGN / 8).
+  `allocate_arena(nbytes) -> arena` and `sub_buffer(arena, offset, shape, dtype, like=None) -> buffer` (`like`:
+  a view of the same buffer, whose device memory object the new view shares),
+and report `arena_alignment` (bytes; OpenCL: CL_DEVICE_MEM_BASE_ADDR_ALIGN / 8). Micro-batching uses the
+runtime's `copy`, `copy_rows`, `add_into` and `scale`; a runtime whose views remember a host value has
+`fresh(view)`, called when a planned output is handed out again.
 """
 from __future__ import annotations
 
+import importlib
 import threading
 import tracemalloc
 
@@ -131,6 +135,20 @@ def measure_step(session, fetches, feed_dict) -> dict[str, int]:
     return {"held": held, "during": during, "feeds": feeds, "peak": held + during + feeds}
 
 
+def measure_device_step(session, fetches, feed_dict) -> dict[str, int]:
+    """measure_step for a device runtime with a memory ledger (OpenCLRuntime: in_use_bytes, peak_bytes):
+    `held`, the device memory the tensors hold when the step starts (variables, optimizer slots, the arena);
+    `peak`, the most they held at once during it (the uploaded batch included), which is what a MemoryPlan's
+    peak_bytes predicts; `allocations`, the device buffers the step created (0 in a steady state)."""
+    rt = session.runtime
+    rt.synchronize()
+    held, made = rt.in_use_bytes, rt.device_allocations
+    rt.reset_peak()
+    session.run(fetches, feed_dict)
+    rt.synchronize()
+    return {"held": held, "peak": rt.peak_bytes, "allocations": rt.device_allocations - made}
+
+
 class Bound:
     """A MemoryPlan bound to a session's runtime: the arena and a view for every planned buffer."""
 
@@ -142,6 +160,8 @@ class Bound:
         _shared(session).fit(p, self)
         self.exec_plans = [_Plan(ph.order, [f for f in ph.fetches if isinstance(f, Tensor)], ph.feeds)
                            for ph in p.phases]
+        # A device runtime's views may remember the host value last written to them (OpenCL set_host).
+        self.fresh = getattr(self.runtime, "fresh", None)
         self.phase = 0
         self.audit: dict[str, int] | None = None  # op name -> bytes its kernel allocated, when auditing
 
@@ -154,8 +174,19 @@ class Bound:
         self.argmax: list[dict] = []  # per phase: pool / pool-gradient op -> their argmax view (compact)
         self.tmp: dict = {}
         self.kernels = {}
+        first: dict[int, object] = {}
+
+        def view(b):
+            # A view per tensor, even where one writes over another's buffer (a kernel may rebind its output
+            # view: the opencl Const kernel points it at the cached constant, which must not move the other),
+            # but the device memory object of the buffer's first view.
+            v = first.get(id(b))
+            if v is None:
+                v = first[id(b)] = _view(rt, arena, b)
+                return v
+            return _view(rt, arena, b, v)
         for ph in p.phases:
-            self.outputs.append({t: _view(rt, arena, b) for t, b in ph.life.of_tensor.items()})
+            self.outputs.append({t: view(b) for t, b in ph.life.of_tensor.items()})
             ws = {op: [_view(rt, arena, b) for b in bs] for op, bs in ph.life.workspaces.items()}
             for op, n in ph.life.chunks.items():
                 if chunking.summed(op) and n > 1:
@@ -163,6 +194,7 @@ class Bound:
             self.workspaces.append(ws)
             self.argmax.append({op: _view(rt, arena, b) for op, b in ph.argmax.items()})
         self.acc = {t: _view(rt, arena, b) for t, b in p.accumulators.items()}
+        self.slices = {t: _view(rt, arena, b) for t, b in p.feed_slices.items()}
 
     # -- hooks the executor calls ----------------------------------------------------------------------------
     def output(self, op, k: int, shape, dtype):
@@ -173,7 +205,7 @@ class Bound:
             raise errors.InvalidArgumentError(
                 op.name, op.type, f"output {k} has shape {tuple(shape)} at run time but the memory plan has "
                 f"{planned}; the planner's shape propagation and the executor disagree")
-        return v
+        return v if self.fresh is None else self.fresh(v)
 
     def workspace(self, op, shape, dtype):
         bufs = self.workspaces[self.phase].get(op, ())
@@ -218,7 +250,7 @@ class Bound:
 
     def _variant(self, op, kernel):
         """The compact-state kernel variant (planner.compact) that the plan chose for `op`, else `kernel`."""
-        from tfplus.kernels.numpy import nn
+        nn = importlib.import_module(_VARIANTS[self.runtime.kernel_device])
         phase = self.plan.phases[self.phase]
         argmax = self.argmax[self.phase].get(op)
         if argmax is not None and op.type == "MaxPool":
@@ -244,31 +276,39 @@ class Bound:
         p = self.plan
         if p.microbatches == 1:
             return self._phase(session, 0, feeds)
-        k = p.microbatches
+        rt, k = self.runtime, p.microbatches
         m = p.batch_size // k
         batch_feeds = set(p.batch_feeds)
         for j in range(k):
-            part = slice(j * m, (j + 1) * m)
-            part_feeds = {t: v[part] if t in batch_feeds else v for t, v in feeds.items()}
+            part_feeds = {t: self._rows(t, v, j * m, m) if t in batch_feeds else v for t, v in feeds.items()}
             values = self._phase(session, 0, part_feeds)
             for t, acc in self.acc.items():
                 src = session._read(values, t)
                 how = p.fetch_merge.get(t, "mean")
                 if how == "concat":
-                    np.copyto(acc[part], src)
+                    rt.copy_rows(acc, j * m, src, 0, m)
                 elif how == "last" or j == 0:
-                    np.copyto(acc, src)
+                    rt.copy(acc, src)
                 else:
-                    np.add(acc, src, out=acc)
+                    rt.add_into(acc, src)
         for t, acc in self.acc.items():
             if p.fetch_merge.get(t, "mean") == "mean":
-                np.multiply(acc, 1.0 / k, out=acc)
+                rt.scale(acc, 1.0 / k)
         out = dict(self.acc)
         if len(p.phases) > 1:
             grads = {t: acc for t, acc in self.acc.items() if t not in p.fetch_merge}
             rest = {t: v for t, v in feeds.items() if t not in batch_feeds}
             out.update(self._phase(session, 1, {**rest, **grads}))
         return out
+
+    def _rows(self, t: Tensor, fed, start: int, rows: int):
+        """Rows [start, start + rows) of the fed batch `fed`: a view on the cpu; elsewhere a copy made on the
+        device into the plan's slot for them (planner: feed slices)."""
+        slot = self.slices.get(t)
+        if slot is None:
+            return fed[start:start + rows]
+        self.runtime.copy_rows(slot, 0, fed, start, rows)
+        return slot
 
     def _phase(self, session, i: int, feeds: dict) -> dict:
         self.phase = i
@@ -277,6 +317,10 @@ class Bound:
             return session._execute(self.exec_plans[i], feeds)
         finally:
             session._arena = None
+
+
+# The kernel variants of planner.compact, per kernel device.
+_VARIANTS = {"cpu": "tfplus.kernels.numpy.nn", "opencl": "tfplus.kernels.opencl.nn"}
 
 
 def _with_attrs(kernel, attrs: dict):
@@ -290,7 +334,7 @@ def _allocate(rt, nbytes: int, align: int):
         return rt.allocate_arena(nbytes)
     if rt.kernel_device != "cpu":
         raise NotImplementedError(f"planned execution on {rt.kernel_device}: its runtime needs "
-                                  "allocate_arena(nbytes) and sub_buffer(arena, offset, shape, dtype)")
+                                  "allocate_arena(nbytes) and sub_buffer(arena, offset, shape, dtype, like)")
     raw = np.empty(nbytes + align, np.uint8)
     shift = (-raw.ctypes.data) % align  # offsets are aligned relative to the arena; align its start too
     if hasattr(rt, "allocated_bytes"):
@@ -298,7 +342,7 @@ def _allocate(rt, nbytes: int, align: int):
     return raw[shift:shift + nbytes]
 
 
-def _view(rt, arena, b):
+def _view(rt, arena, b, like=None):
     if hasattr(rt, "sub_buffer"):
-        return rt.sub_buffer(arena, b.offset, b.shape, b.dtype)
+        return rt.sub_buffer(arena, b.offset, b.shape, b.dtype, like)
     return arena[b.offset:b.offset + b.nbytes].view(b.dtype.np).reshape(b.shape)

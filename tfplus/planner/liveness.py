@@ -28,8 +28,8 @@ class PlanError(ValueError):
 class Buffer:
     """One piece of transient memory. `start`/`end` are steps of the order (inclusive); `end` is one past the
     last op for fetched tensors, which are copied out after the step. `kind` is 'forward', 'backward',
-    'update' (by the phase of the op that writes it), 'workspace', 'accumulator' or 'saved' (compact state
-    kept for backward, planner.compact)."""
+    'update' (by the phase of the op that writes it), 'workspace', 'accumulator', 'saved' (compact state
+    kept for backward, planner.compact) or 'feed' (a micro-batch's rows of a fed batch, off the cpu)."""
     name: str
     nbytes: int
     size: int
@@ -53,6 +53,7 @@ class Lifetimes:
     chunks: dict = field(default_factory=dict)  # op -> batch chunks its kernel runs in
     scratch: int = 1                            # conv kernels' chunk budgets divided by this (planner.chunking)
     inplace: int = 0                            # outputs written over a dying input
+    saved: list = field(default_factory=list)   # (buffer, writer op, last reader op) of compact state
 
     @property
     def lower_bound(self) -> int:
@@ -207,22 +208,30 @@ def greedy_order(g: nx.DiGraph, alloc: dict[Operation, int], uses: dict[Operatio
     """Memory-aware list scheduling: among the ready ops run the one that adds the fewest bytes
     (its new outputs and workspaces minus the inputs it is the last reader of); ties by creation order."""
     remaining = dict(users)
-    indeg = {op: g.in_degree(op) for op in g}
-    ready = {op for op, d in indeg.items() if d == 0}
+    readers: dict[Buffer, list[Operation]] = {}
+    for op, bs in uses.items():
+        for b in bs:
+            readers.setdefault(b, []).append(op)
+
+    def score(op):
+        freed = sum(b.size for b in uses[op] if remaining[b] == 1 and b not in pinned)
+        return (alloc[op] - freed, op._id)
+    indeg = {op: len(pred) for op, pred in g.pred.items()}
+    # A ready op's score changes only when one of its inputs gets down to its last reader: kept, not recomputed.
+    scores = {op: score(op) for op, d in indeg.items() if d == 0}
     order = []
-    while ready:
-        def score(op):
-            freed = sum(b.size for b in uses[op] if remaining[b] == 1 and b not in pinned)
-            return (alloc[op] - freed, op._id)
-        op = min(ready, key=score)
-        ready.remove(op)
+    while scores:
+        op = min(scores, key=scores.__getitem__)
+        del scores[op]
         order.append(op)
         for b in uses[op]:
             remaining[b] -= 1
-        for s in g.successors(op):
+            if remaining[b] == 1:
+                scores.update((r, score(r)) for r in readers[b] if r in scores)
+        for s in g.succ[op]:
             indeg[s] -= 1
             if indeg[s] == 0:
-                ready.add(s)
+                scores[s] = score(s)
     return order
 
 
@@ -242,13 +251,16 @@ def executes(op: Operation, feeds: set[Tensor]) -> bool:
     return op.type != "VariableV2" and not (op.outputs and all(t in feeds for t in op.outputs))
 
 
-def buffers_of(ops: list[Operation], specs: dict[Tensor, TensorSpec], feeds: set[Tensor], device: str,
-               align: int, chunks: dict[Operation, int] | None = None, scratch: int = 1
-               ) -> tuple[dict[Tensor, Buffer], dict[Operation, list[Buffer]]]:
-    """The transient buffers the ops write (no lifetimes yet): one per root output, plus declared workspaces.
-    Outputs aliasing a variable or a fed tensor take no transient memory."""
+def input_roots(ops: list[Operation], feeds: set[Tensor]) -> dict[Operation, list[Tensor]]:
+    """op -> the root (alias_root) of each of its inputs: the tensors whose buffers it reads."""
+    return {op: [alias_root(t, feeds) for t in op.inputs] for op in ops}
+
+
+def output_buffers(ops: list[Operation], specs: dict[Tensor, TensorSpec], feeds: set[Tensor], align: int
+                   ) -> dict[Tensor, Buffer]:
+    """The buffers the ops write their outputs to (no lifetimes yet), one per root output. Outputs aliasing a
+    variable or a fed tensor take no transient memory."""
     of_tensor: dict[Tensor, Buffer] = {}
-    workspaces: dict[Operation, list[Buffer]] = {}
     for op in ops:
         if not executes(op, feeds):
             continue
@@ -259,77 +271,99 @@ def buffers_of(ops: list[Operation], specs: dict[Tensor, TensorSpec], feeds: set
             n = nbytes(specs[t])
             of_tensor[t] = Buffer(t.name, n, _round(n, align), 0, 0, kind, tensor=t, shape=specs[t].shape,
                                   dtype=specs[t].dtype)
+    return of_tensor
+
+
+def workspace_buffers(ops: list[Operation], specs: dict[Tensor, TensorSpec], feeds: set[Tensor], device: str,
+                      align: int, chunks: dict[Operation, int] | None = None, scratch: int = 1,
+                      compute_units: int | None = None) -> dict[Operation, list[Buffer]]:
+    """The workspaces the ops' kernels declare (no lifetimes yet), op -> its buffers."""
+    workspaces: dict[Operation, list[Buffer]] = {}
+    for op in ops:
+        if not executes(op, feeds):
+            continue
         for i, (shape, dtype) in enumerate(declared_workspaces(op, specs, device, (chunks or {}).get(op, 1),
-                                                                        scratch)):
+                                                                        scratch, compute_units)):
             n = math.prod(shape) * dtype.size
             workspaces.setdefault(op, []).append(Buffer(f"{op.name}/workspace:{i}", n, _round(n, align), 0, 0,
                                                         "workspace", op=op, shape=shape, dtype=dtype))
-    return of_tensor, workspaces
+    return workspaces
 
 
-def declared_workspaces(op: Operation, specs, device: str, chunks: int = 1, scratch: int = 1) -> list[tuple]:
+def declared_workspaces(op: Operation, specs, device: str, chunks: int = 1, scratch: int = 1,
+                        compute_units: int | None = None) -> list[tuple]:
     """The scratch buffers `op`'s kernel on `device` declares (tfplus.registry.WORKSPACES) for one call on a
     1/`chunks` slice of the batch with its chunk budget divided by `scratch` (planner.chunking), then the
-    chunking's own partial-sum buffer if it needs one."""
+    chunking's own partial-sum buffer if it needs one. Opencl declarations need the device's compute units."""
     fn = WORKSPACES.get((op.type, device))
     if fn is None:
         return []
     ins = [specs[t] for t in op.inputs]
     if chunks > 1:
         ins = chunking.chunk_specs(op, ins, chunks)
-    decl = [(tuple(int(d) for d in shape), dtype) for shape, dtype in fn(ins, chunking.attrs(op, scratch))]
+    args = (ins, chunking.attrs(op, scratch)) + ((compute_units,) if device == "opencl" else ())
+    decl = [(tuple(int(d) for d in shape), dtype) for shape, dtype in fn(*args)]
     if chunks > 1 and chunking.summed(op):  # the slices' partial sums land here before being added up
         decl.append((specs[op.outputs[0]].shape, specs[op.outputs[0]].dtype))
     return decl
 
 
 def lifetimes(order: list[Operation], of_tensor: dict[Tensor, Buffer],
-              workspaces: dict[Operation, list[Buffer]], feeds: set[Tensor], fetches: list[Tensor],
-              inplace_device: str | None = None, unread: set = frozenset(), saved: tuple = (),
-              inplace_extra: dict | None = None) -> Lifetimes:
-    """Sets each buffer's [start, end] in `order` and the bytes live at every step. With `inplace_device`, an
-    elementwise op listed in planner.inplace.INPLACE (or in `inplace_extra`, op -> input indices) writes over
-    an input that dies there (same shape and dtype): its output shares that input's buffer. `unread` lists
-    (op, input index) pairs whose kernel variant does not read that input; `saved` are (buffer, writer op,
-    last reader op) kept beside the outputs (planner.compact)."""
+              workspaces: dict[Operation, list[Buffer]], roots: dict[Operation, list[Tensor]],
+              fetched: list[Tensor], inplace_device: str | None = None, unread: set = frozenset(),
+              saved: tuple = (), inplace_extra: dict | None = None) -> Lifetimes:
+    """Sets each buffer's [start, end] in `order` and the bytes live at every step. `roots` are the ops' input
+    roots (input_roots), `fetched` the roots of the fetched tensors. With `inplace_device`, an elementwise op
+    listed in planner.inplace.INPLACE (or in `inplace_extra`, op -> input indices) writes over an input that
+    dies there (same shape and dtype): its output shares that input's buffer. `unread` lists (op, input index)
+    pairs whose kernel variant does not read that input; `saved` are (buffer, writer op, last reader op) kept
+    beside the outputs (planner.compact). The buffers given are left as they are: the lifetimes go on copies,
+    so one set of buffers serves several orders and plans."""
+    given = [*of_tensor.values(), *(b for bs in workspaces.values() for b in bs), *(b for b, _, _ in saved)]
+    copies = {id(b): Buffer(**vars(b)) for b in given}
+    of_tensor = {t: copies[id(b)] for t, b in of_tensor.items()}
+    workspaces = {op: [copies[id(b)] for b in bs] for op, bs in workspaces.items()}
+    saved = [(copies[id(b)], first, last) for b, first, last in saved]
     pos = {op: i for i, op in enumerate(order)}
     n = len(order)
     for t, b in of_tensor.items():
         b.start = b.end = pos[t.op]
     for b, first, last in saved:
         b.start, b.end = pos[first], pos[last]
-    for op in order:
-        for k, t in enumerate(op.inputs):
+    for i, op in enumerate(order):
+        for k, t in enumerate(roots[op]):
             if (op, k) in unread:
                 continue
-            b = of_tensor.get(alias_root(t, feeds))
+            b = of_tensor.get(t)
             if b is not None:
-                b.end = max(b.end, pos[op])
+                b.end = max(b.end, i)
         for b in workspaces.get(op, ()):
-            b.start = b.end = pos[op]
-    for t in fetches:
-        b = of_tensor.get(alias_root(t, feeds))
+            b.start = b.end = i
+    for t in fetched:
+        b = of_tensor.get(t)
         if b is not None:
             b.end = n
-    merged = _in_place(order, pos, of_tensor, feeds, inplace_device, inplace_extra or {}) \
+    merged = _in_place(order, pos, of_tensor, roots, inplace_device, inplace_extra or {}) \
         if inplace_device else 0
     unique = {id(b): b for b in of_tensor.values()}
     buffers = list(unique.values()) + [b for bs in workspaces.values() for b in bs] + [b for b, _, _ in saved]
-    live = np.zeros(n + 2, np.int64)
+    live = [0] * (n + 2)  # changes in bytes live at each step
     for b in buffers:
         live[b.start] += b.size
         live[b.end + 1] -= b.size
-    return Lifetimes(buffers, of_tensor, workspaces, n + 1, np.cumsum(live)[:n + 1], inplace=merged)
+    return Lifetimes(buffers, of_tensor, workspaces, n + 1, np.cumsum(live[:n + 1], dtype=np.int64), inplace=merged,
+                     saved=saved)
 
 
-def _in_place(order, pos, of_tensor, feeds, device, extra) -> int:
+# NOTE: only these outputs share an input's buffer; plan._Step.least_bytes counts on it.
+def _in_place(order, pos, of_tensor, roots, device, extra) -> int:
     merged = 0
     for op in order:
         out = of_tensor.get(op.outputs[0]) if op.outputs else None
         if out is None or out.tensor is not op.outputs[0]:
             continue
         for i in extra.get(op, INPLACE.get((op.type, device), ())):
-            b = of_tensor.get(alias_root(op.inputs[i], feeds)) if i < len(op.inputs) else None
+            b = of_tensor.get(roots[op][i]) if i < len(op.inputs) else None
             if b is not None and b is not out and b.end == pos[op] and \
                     (b.shape, b.dtype) == (out.shape, out.dtype):
                 b.end = out.end

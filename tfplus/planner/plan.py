@@ -18,35 +18,44 @@ compact state saved for backward (planner.compact: a ReLU before a 2x2 max-pool 
 instead of its output), chunking convolutions over the batch (their im2col/col2im scratch shrinks with the
 chunk), then micro-batching with gradient accumulation (forward+backward on k slices of the batch, gradients
 averaged, updates applied once), each combined with the others. No fit raises `BudgetError` naming the smallest budget
-that some combination reaches.
+that some combination reaches. A candidate is ordered and placed only if a quick lower bound on its peak fits
+(`_Step.least_bytes`); the candidates share what does not depend on their settings (runs, buffers).
 """
 from __future__ import annotations
 
+import importlib
 import math
 import os
 from dataclasses import dataclass, field
+from functools import partial
+from typing import NamedTuple
 
+import networkx as nx
 import numpy as np
 
 from tfplus.framework import Graph, Operation, Tensor, get_default_graph, needed_ops
 from tfplus.planner import chunking, compact
 from tfplus.planner.arena import assign_offsets
+from tfplus.planner.inplace import INPLACE
 from tfplus.planner.liveness import (
     Buffer,
     Lifetimes,
     PlanError,
     alias_root,
-    buffers_of,
     creation_order,
     declared_workspaces,
     dependency_graph,
     executes,
     greedy_order,
+    input_roots,
     lifetimes,
     nbytes,
+    output_buffers,
     phase_of,
     static_specs,
+    workspace_buffers,
 )
+from tfplus.runtime import size_class
 from tfplus.units import format_size, parse_size
 
 TRANSFORMATIONS = ("compact", "scratch", "chunk", "microbatch")
@@ -54,6 +63,10 @@ CPU_ALIGNMENT = 64
 # CL_DEVICE_MEM_BASE_ADDR_ALIGN is 1024 bits on most GPUs and on PoCL; the OpenCL runtime reports the real
 # value as `arena_alignment` when a device is at hand.
 OPENCL_DEFAULT_ALIGNMENT = 128
+# The opencl kernels' partial sums (split reductions) grow with the device's compute units; a plan for an
+# OpenCL device that is not at hand assumes this many (phone GPUs report a few to a dozen).
+OPENCL_DEFAULT_COMPUTE_UNITS = 8
+_KERNELS = {"cpu": "tfplus.kernels.numpy", "opencl": "tfplus.kernels.opencl"}
 
 
 class BudgetError(ValueError):
@@ -97,6 +110,8 @@ class MemoryPlan:
     batch_feeds: list[Tensor] = field(default_factory=list)
     accumulators: dict[Tensor, Buffer] = field(default_factory=dict)   # averaged gradients / merged fetches
     fetch_merge: dict[Tensor, str] = field(default_factory=dict)       # 'mean', 'concat' or 'last'
+    # A micro-batch's rows of each fed batch, where the device cannot view them in place (not cpu).
+    feed_slices: dict[Tensor, Buffer] = field(default_factory=dict)
     chunks: dict[Operation, int] = field(default_factory=dict)
     budget_bytes: int | None = None
     transformations: list[dict] = field(default_factory=list)
@@ -107,7 +122,8 @@ class MemoryPlan:
 
     @property
     def buffers(self) -> list[Buffer]:
-        return [b for ph in self.phases for b in ph.life.buffers] + list(self.accumulators.values())
+        return ([b for ph in self.phases for b in ph.life.buffers] + list(self.accumulators.values())
+                + list(self.feed_slices.values()))
 
     @property
     def arena_lower_bound_bytes(self) -> int:
@@ -141,12 +157,12 @@ class MemoryPlan:
     def breakdown(self) -> dict[str, int]:
         """Bytes by role at the step where the most transient bytes are live."""
         peak = int(np.argmax(self.live)) if len(self.live) else 0
-        by = {"forward": 0, "saved": 0, "backward": 0, "update": 0, "workspace": 0, "accumulator": 0}
+        by = {"forward": 0, "saved": 0, "backward": 0, "update": 0, "workspace": 0, "accumulator": 0, "feed": 0}
         for b in self.buffers:
             if b.start <= peak <= b.end:
                 by[b.kind] += b.size
         return {"parameters": self.parameter_bytes, "optimizer_slots": self.slot_bytes,
-                "feeds": self.feed_bytes,
+                "feeds": self.feed_bytes + by["feed"],
                 "saved_activations": by["forward"] + by["saved"], "gradients": by["backward"] + by["update"],
                 "workspaces": by["workspace"], "accumulators": by["accumulator"],
                 "arena": self.arena_bytes, "peak": self.peak_bytes}
@@ -209,6 +225,8 @@ def plan(fetches, feed_shapes: dict, device="cpu", budget=None, *, graph: Graph 
     if best.fits:
         for kc in cands:
             try:
+                if step.least_bytes(*kc) > budget:  # most candidates: no need to order them
+                    continue
                 p = frugal[1] if kc == frugal[0] else step.build(*kc, place=False)
             except PlanError:
                 continue
@@ -272,30 +290,34 @@ class _Step:
         self.feed_shapes = {self.graph.as_graph_element(t): tuple(int(d) for d in s)
                             for t, s in feed_shapes.items()}
         self.feeds = set(self.feed_shapes)
-        self.device, self.kernel_device, self.alignment = _device(device, alignment)
+        self.device, self.kernel_device, self.alignment, self.compute_units = _device(device, alignment)
+        importlib.import_module(_KERNELS[self.kernel_device])  # their workspace declarations, device or not
         self.ops = needed_ops(self.fetches, self.feeds)
-        order = creation_order(dependency_graph(self.ops, self.feeds))
-        self.base_specs = static_specs(order, self.feed_shapes)
+        self._cache: dict = {}
+        run = self._run("step", self.fetches, self.feeds, self.feed_shapes)
+        self.order, self.base_specs = run.order, run.specs
         self.cost = _CostModel(self.kernel_device)
         trainable = {v.op for v in self.graph.get_collection("trainable_variables") if hasattr(v, "op")}
         variables = [op for op in self.graph.get_operations() if op.type == "VariableV2"]
         size = {op: nbytes(self.base_specs.get(op.outputs[0]) or _var_spec(op)) for op in variables}
-        self.parameter_bytes = sum(size[op] for op in variables if op in trainable)
-        self.slot_bytes = sum(size[op] for op in variables if op not in trainable)
-        self.feed_bytes = sum(nbytes(self.base_specs[t]) for t in self.feeds)
-        self._cache: dict = {}
+        # The opencl runtime holds variables, slots and the fed batch in its pool's size classes (the arena is
+        # one exact allocation): counted so, the plan's peak is the device ledger's.
+        held = size_class if self.kernel_device == "opencl" else int
+        self.parameter_bytes = sum(held(size[op]) for op in variables if op in trainable)
+        self.slot_bytes = sum(held(size[op]) for op in variables if op not in trainable)
+        self.feed_bytes = sum(held(nbytes(self.base_specs[t])) for t in self.feeds)
         self.inplace = True
 
     # -- candidates ----------------------------------------------------------------------------------------
     def candidates(self, allowed: tuple) -> list[tuple[int, int, bool, int]]:
         """(micro-batches, conv chunks, compact, scratch divisor) other than (1, 1, False, 1), cheapest
         predicted first."""
-        on_cpu = self.kernel_device == "cpu"  # slicing feeds and kernel calls is done on NumPy buffers
-        batch = self.batch_size() if "microbatch" in allowed and on_cpu else None
+        # Chunking and scratch divisors shrink the cpu conv kernels' im2col/col2im workspaces.
+        scratch = self.kernel_device == "cpu" and self._conv_scratch(1) > 0
+        batch = self.batch_size() if "microbatch" in allowed else None
         ks = _divisors(batch) if batch else [1]
-        chunk = on_cpu and "chunk" in allowed and self._conv_scratch(1) > 0
-        divs = chunking.SCRATCH_DIVISORS if on_cpu and "scratch" in allowed and self._conv_scratch(1) > 0 \
-            else (1,)
+        chunk = "chunk" in allowed and scratch
+        divs = chunking.SCRATCH_DIVISORS if "scratch" in allowed and scratch else (1,)
         quads = []
         for k in ks:
             # Per micro-batch count, the (chunks, divisor) pairs that no other pair beats on both scratch and
@@ -305,20 +327,21 @@ class _Step:
             front = [o for o in opts if not any(p[0] <= o[0] and p[1] <= o[1] and p[:2] != o[:2] for p in opts)]
             quads += [(k, c, False, d) for _, _, c, d in sorted(front)]
         quads.remove((1, 1, False, 1))
-        if "compact" in allowed and on_cpu and self._sites():
+        if "compact" in allowed and self._sites():
             quads += [(1, 1, True, 1)] + [(k, c, True, d) for k, c, _, d in quads]
         return sorted(quads, key=lambda q: (self.overhead(*q), q))
 
     def _sites(self) -> list:
         if "sites" not in self._cache:
-            order = creation_order(dependency_graph(self.ops, self.feeds))
-            self._cache["sites"] = compact.sites(order, self.base_specs,
+            self._cache["sites"] = compact.sites(self.order, self.base_specs,
                                                  [f for f in self.fetches if isinstance(f, Tensor)])
         return self._cache["sites"]
 
     def _conv_scratch(self, parts: int, div: int = 1) -> int:
         """The most scratch one convolution declares when it runs on 1/parts of the batch with its scratch
-        budget divided by `div`."""
+        budget divided by `div` (cpu: the opencl kernels' scratch does not depend on either)."""
+        if self.kernel_device != "cpu":
+            return 0
         if ("scratch", parts, div) not in self._cache:
             convs = [op for op in self.ops if op.type in chunking.CHUNKABLE
                      and (parts == 1 or chunking.can_chunk(op, self.base_specs, parts))]
@@ -343,8 +366,9 @@ class _Step:
         key = ("overhead", k, c, bool(z), d)
         if key not in self._cache:
             try:
-                self._cache[key] = self.cost.time(self.features(k, c, z, d)) / \
-                    self.cost.time(self.features(1, 1)) - 1
+                if "plain time" not in self._cache:
+                    self._cache["plain time"] = self.cost.time(self.features(1, 1))
+                self._cache[key] = self.cost.time(self.features(k, c, z, d)) / self._cache["plain time"] - 1
             except PlanError:
                 self._cache[key] = float("inf")
         return self._cache[key]
@@ -353,24 +377,44 @@ class _Step:
         """What the step does under (k, c, z, d), in the cost model's terms: kernel calls, executor runs,
         GEMM FLOPs, elements other ops write, pieces the conv kernels cut their calls into, elements the
         compact pools read."""
-        if k == 1:
-            runs = [(1, self.ops, self.base_specs)]
-        else:
-            split = self.split()
-            shapes = {t: ((sh[0] // k,) + sh[1:] if t in split.batch_feeds else sh)
-                      for t, sh in self.feed_shapes.items()}
-            _, a_ops, a_specs = self._graph("micro-batch", split.a_fetches, self.feeds, shapes)
-            b_shapes = {t: self.base_specs[t].shape for t in split.grads}
-            b_shapes.update({t: sh for t, sh in self.feed_shapes.items() if t not in split.batch_feeds})
-            runs = [(k, a_ops, a_specs)]
-            if split.b_fetches:
-                _, b_ops, b_specs = self._graph("update", split.b_fetches, set(b_shapes), b_shapes)
-                runs.append((1, b_ops, b_specs))
+        fixed, convs = self._fixed_features(k)
+        f = dict(fixed)
+        for times, op, specs, batch in convs:
+            n = c if chunking.can_chunk(op, specs, c) else 1
+            f["conv_calls"] += times * n
+            key = ("pieces", op, batch // n, d)
+            if key not in self._cache:
+                self._cache[key] = chunking.kernel_chunks(batch // n, d, partial(self._scratch_bytes, op))
+            f["pieces"] += times * n * self._cache[key]
+            if n > 1 and chunking.summed(op):
+                f["elements"] += times * (n - 1) * math.prod(specs[op.outputs[0]].shape)
+        if z:
+            f["compact"] = sum(math.prod(self.base_specs[s.pool.inputs[0]].shape) for s in self._sites())
+        return f
+
+    def _scratch_bytes(self, op: Operation, images: int, d: int) -> int | None:
+        """chunking.scratch_bytes of a convolution, from the step's specs: a conv's geometry per image is the
+        same in every run (what makes micro-batching exact)."""
+        key = ("scratch bytes", op, images, d)
+        if self.kernel_device != "cpu":  # one piece per call
+            return None
+        if key not in self._cache:
+            self._cache[key] = chunking.scratch_bytes(op, self.base_specs, self.kernel_device, images, d)
+        return self._cache[key]
+
+    def _fixed_features(self, k: int) -> tuple[dict[str, float], list]:
+        """The features of k micro-batches that chunking leaves alone, and the convolutions whose calls it
+        cuts: [(runs of them, op, specs, batch)]. Per k, since the candidates differ mostly in c and d. (The
+        features count whole elements and FLOPs: exact in floats, so summing them apart changes nothing.)"""
+        if ("fixed features", k) in self._cache:
+            return self._cache["fixed features", k]
         f = dict.fromkeys(("calls", "conv_calls", "runs", "flops", "elements", "pieces", "compact"), 0.0)
-        for times, ops, specs in runs:
+        convs = []
+        for times, run in zip((k, 1), self._runs(k)):  # the micro-batch run k times, the update run once
             f["runs"] += times
+            ops, specs = set(run.order), run.specs
             feeds = {t for t in specs if t in self.feeds or t.op not in ops}
-            for op in ops:
+            for op in run.order:
                 if not executes(op, feeds) or not all(o in specs for o in op.outputs):
                     continue
                 flops = _matmul_flops(op, specs)
@@ -378,22 +422,13 @@ class _Step:
                 if not flops:
                     f["elements"] += times * sum(math.prod(specs[o].shape) for o in op.outputs)
                 if op.type in chunking.CHUNKABLE:
-                    n = c if chunking.can_chunk(op, specs, c) else 1
-                    batch = specs[op.inputs[chunking.CHUNKABLE[op.type][0][0]]].shape[0]
-                    f["conv_calls"] += times * n
-                    key = ("pieces", op, batch, n, d)
-                    if key not in self._cache:
-                        self._cache[key] = chunking.kernel_chunks(op, specs, self.kernel_device, batch // n, d)
-                    f["pieces"] += times * n * self._cache[key]
-                    if n > 1 and chunking.summed(op):
-                        f["elements"] += times * (n - 1) * math.prod(specs[op.outputs[0]].shape)
+                    convs.append((times, op, specs, specs[op.inputs[chunking.CHUNKABLE[op.type][0][0]]].shape[0]))
                 else:
                     f["calls"] += 1 * times
         if k > 1:
             f["elements"] += k * sum(math.prod(self.base_specs[g].shape) for g in self.split().grads)
-        if z:
-            f["compact"] = sum(math.prod(self.base_specs[s.pool.inputs[0]].shape) for s in self._sites())
-        return f
+        self._cache["fixed features", k] = f, convs
+        return f, convs
 
     # -- micro-batching split ----------------------------------------------------------------------------
     def split(self) -> _Split:
@@ -409,23 +444,14 @@ class _Step:
         """The plan with k micro-batches, convolutions in c batch chunks, compact saved state if z, and the
         conv kernels' scratch budget divided by d; without `place`, only the lifetimes (arena_bytes stays 0
         until `place(plan)`)."""
-        if k == 1:
-            phases = [self._phase("step", self.fetches, self.feeds, self.feed_shapes, c, 0, z, d)]
-            acc, merge = {}, {}
-        else:
+        runs = self._runs(k)
+        a = self._phase(runs[0], c, 0, z, d)
+        phases = [a] + [self._phase(run, 1, a.life.steps) for run in runs[1:]]
+        acc, merge = {}, {}
+        if k > 1:
             s = self.split()
             batch = self.batch_size()
-            shapes = {t: ((sh[0] // k,) + sh[1:] if t in s.batch_feeds else sh)
-                      for t, sh in self.feed_shapes.items()}
-            a = self._phase("micro-batch", s.a_fetches, self.feeds, shapes, c, 0, z, d)
-            b_shapes = {t: self.base_specs[t].shape for t in s.grads}
-            b_shapes.update({t: sh for t, sh in self.feed_shapes.items() if t not in s.batch_feeds})
-            phases = [a]
-            if s.b_fetches:
-                phases.append(self._phase("update", s.b_fetches, set(b_shapes), b_shapes, 1, a.life.steps))
             end = sum(ph.life.steps for ph in phases) - 1
-            acc = {}
-            merge = {}
             for t in s.grads:
                 acc[t] = _acc_buffer(t, a.specs[t].shape, a.specs[t].dtype, end, self.alignment)
             for t in s.user_fetches:
@@ -442,9 +468,20 @@ class _Step:
                 shape = (batch,) + spec.shape[1:] if merge[t] == "concat" else spec.shape
                 acc.setdefault(t, _acc_buffer(t, shape, spec.dtype, end, self.alignment))
         live = np.concatenate([ph.life.live for ph in phases]) + sum(b.size for b in acc.values())
+        slices = {}
+        if k > 1 and self.kernel_device != "cpu":
+            # A device buffer cannot be viewed by rows: each micro-batch's rows are copied into a slot that
+            # lives through the micro-batch run.
+            for t in sorted(self.split().batch_feeds, key=lambda t: t.name):
+                spec = a.specs[t]
+                n = nbytes(spec)
+                slices[t] = Buffer(f"{t.name}/micro-batch", n, -(-n // self.alignment) * self.alignment, 0,
+                                   a.life.steps - 1, "feed", tensor=t, shape=tuple(spec.shape),
+                                   dtype=spec.dtype)
+                live[:a.life.steps] += slices[t].size
         p = MemoryPlan(self.device, self.alignment, phases, 0, live, self.parameter_bytes, self.slot_bytes,
                        self.feed_bytes, microbatches=k, accumulators=acc, fetch_merge=merge,
-                       feed_shapes=dict(self.feed_shapes))
+                       feed_slices=slices, feed_shapes=dict(self.feed_shapes))
         if place:
             globals()["place"](p)
         if k > 1:
@@ -490,46 +527,133 @@ class _Step:
                         "predicted_overhead": round(self.overhead(k, 1), 4)})
         return out
 
-    def _graph(self, name, fetches, feeds, feed_shapes) -> tuple:
-        """(dependency graph, creation order, static specs) of one run."""
+    def _runs(self, k: int) -> list[_Run]:
+        """The executor runs of a step in k micro-batches: the step; or the micro-batch run and the update run
+        (when there are fetches after the updates)."""
+        if k == 1:
+            return [self._run("step", self.fetches, self.feeds, self.feed_shapes)]
+        s = self.split()
+        shapes = {t: ((sh[0] // k,) + sh[1:] if t in s.batch_feeds else sh) for t, sh in self.feed_shapes.items()}
+        runs = [self._run("micro-batch", s.a_fetches, self.feeds, shapes)]
+        if s.b_fetches:
+            b_shapes = {t: self.base_specs[t].shape for t in s.grads}
+            b_shapes.update({t: sh for t, sh in self.feed_shapes.items() if t not in s.batch_feeds})
+            runs.append(self._run("update", s.b_fetches, set(b_shapes), b_shapes))
+        return runs
+
+    def _run(self, name, fetches, feeds, feed_shapes) -> _Run:
+        """One executor run of the step (name: 'step', 'micro-batch' or 'update') for these feed shapes."""
+        if ("graph", name) not in self._cache:  # the same for every feed shape (the micro-batch runs of all k)
+            g = dependency_graph(needed_ops(fetches, feeds), feeds)
+            order = creation_order(g)
+            self._cache["graph", name] = g, order, input_roots(order, feeds)
         key = (name, tuple(sorted(s for s in feed_shapes.values())))
         if key not in self._cache:
-            ops = needed_ops(fetches, feeds)
-            g = dependency_graph(ops, feeds)
-            base = creation_order(g)
-            self._cache[key] = (g, base, static_specs(base, feed_shapes))
+            g, order, roots = self._cache["graph", name]
+            self._cache[key] = _Run(key, g, order, static_specs(order, feed_shapes), roots, list(fetches),
+                                    set(feeds))
         return self._cache[key]
 
-    def _phase(self, name, fetches, feeds, feed_shapes, c, start, z=False, d=1) -> Phase:
-        g, base, specs = self._graph(name, fetches, feeds, feed_shapes)
-        chunks = {}
-        if c > 1:
-            chunks = {op: c for op in base if chunking.can_chunk(op, specs, c)
-                      and declared_workspaces(op, specs, self.kernel_device)}
-        fetch_t = [f for f in fetches if isinstance(f, Tensor)]
-        sites = compact.sites(base, specs, fetch_t) if z and self.kernel_device == "cpu" else []
-        unread = compact.unread(sites)
+    def _phase(self, run: _Run, c, start, z=False, d=1) -> Phase:
+        chunks, ws = self._workspaces(run, c, d)
+        r = self._buffers(run, z)
+
+        def live_in(order):
+            return lifetimes(order, r.outputs, ws, run.roots, r.fetched,
+                             self.kernel_device if self.inplace else None, r.unread, r.saved,
+                             {s.relu_grad: (0,) for s in r.sites})
         # The order with the lower liveness bound wins (the arena lands within a few percent of its bound).
-        best = None
-        for schedule in ("creation order", "memory-aware"):
-            of_tensor, ws = buffers_of(base, specs, feeds, self.kernel_device, self.alignment, chunks, d)
-            saved = [(_argmax_buffer(s, self.alignment), s.pool, s.pool_grad) for s in sites]
-            order = base if schedule == "creation order" else \
-                _greedy(g, base, of_tensor, ws, feeds, fetch_t, unread, saved)
-            life = lifetimes(order, of_tensor, ws, feeds, fetch_t, self.kernel_device if self.inplace else None,
-                             unread, saved, {s.relu_grad: (0,) for s in sites})
-            if best is None or life.lower_bound < best[2].lower_bound:
-                best = (schedule, order, life, saved)
-            if schedule == "creation order":
-                creation_bound = life.lower_bound
-        schedule, order, life, saved = best
-        life.chunks, life.scratch = chunks, d
+        schedule, order, life = "creation order", run.order, live_in(run.order)
+        creation_bound = life.lower_bound
+        greedy = _greedy(run, r, ws)
+        aware = live_in(greedy)
+        if aware.lower_bound < creation_bound:
+            schedule, order, life = "memory-aware", greedy, aware
+        life.chunks, life.scratch = dict(chunks), d
         for b in life.buffers:
             b.start += start
             b.end += start
-        argmax = {op: b for b, first, last in saved for op in (first, last)}
-        return Phase(name, order, set(feeds), list(fetches), specs, life, start, schedule, creation_bound,
-                     sites, argmax)
+        argmax = {op: b for b, first, last in life.saved for op in (first, last)}
+        return Phase(run.key[0], order, set(run.feeds), list(run.fetches), run.specs, life, start, schedule,
+                     creation_bound, r.sites, argmax)
+
+    def least_bytes(self, k: int, c: int, z: bool = False, d: int = 1) -> int:
+        """A lower bound on the peak of the plan (k, c, z, d), found without ordering it: when an op runs, the
+        buffers it reads and its workspaces are live, and so are its outputs unless it may write one over an
+        input (planner.inplace). Of a micro-batched step it looks at the micro-batch run only."""
+        run = self._runs(k)[0]
+        _, ws = self._workspaces(run, c, d)
+        r = self._buffers(run, z)
+        overwriting = {s.relu_grad for s in r.sites}
+        most = 0
+        for op in run.order:
+            n = sum(b.size for b in r.uses[op]) + sum(b.size for b in ws.get(op, ()))
+            if op not in overwriting and (op.type, self.kernel_device) not in INPLACE:
+                n += sum(r.outputs[t].size for t in op.outputs if t in r.outputs)
+            most = max(most, n)
+        if k > 1 and self.kernel_device != "cpu":  # the micro-batch's rows of the fed batches (build)
+            most += sum(-(-nbytes(run.specs[t]) // self.alignment) * self.alignment for t in self.split().batch_feeds)
+        return self.parameter_bytes + self.slot_bytes + self.feed_bytes + most
+
+    def _workspaces(self, run: _Run, c: int, d: int) -> tuple[dict, dict]:
+        """(conv chunks, workspace buffers) of a run under (c, d), shared by plans that differ in compaction."""
+        if ("workspaces", run.key, c, d) not in self._cache:
+            chunks = {}
+            if c > 1:
+                chunks = {op: c for op in run.order if chunking.can_chunk(op, run.specs, c)
+                          and declared_workspaces(op, run.specs, self.kernel_device, 1, 1, self.compute_units)}
+            self._cache["workspaces", run.key, c, d] = chunks, workspace_buffers(
+                run.order, run.specs, run.feeds, self.kernel_device, self.alignment, chunks, d, self.compute_units)
+        return self._cache["workspaces", run.key, c, d]
+
+    def _buffers(self, run: _Run, z: bool) -> _Buffers:
+        compacted = bool(z)
+        if ("outputs", run.key) not in self._cache:
+            self._cache["outputs", run.key] = output_buffers(run.order, run.specs, run.feeds, self.alignment)
+        if ("buffers", run.key, compacted) not in self._cache:
+            outputs = self._cache["outputs", run.key]
+            fetch_t = [f for f in run.fetches if isinstance(f, Tensor)]
+            sites = compact.sites(run.order, run.specs, fetch_t) if compacted else []
+            unread = compact.unread(sites)
+            saved = [(_argmax_buffer(s, self.alignment), s.pool, s.pool_grad) for s in sites]
+            uses: dict[Operation, list[Buffer]] = {op: [] for op in run.order}
+            users: dict[Buffer, int] = {}
+            for b, _, last in saved:
+                uses[last].append(b)
+                users[b] = 1
+            for op in run.order:
+                for b in {outputs.get(t) for k, t in enumerate(run.roots[op]) if (op, k) not in unread} - {None}:
+                    uses[op].append(b)
+                    users[b] = users.get(b, 0) + 1
+            fetched = [alias_root(t, run.feeds) for t in fetch_t]
+            pinned = {outputs.get(t) for t in fetched} - {None}
+            self._cache["buffers", run.key, compacted] = _Buffers(outputs, sites, unread, saved, fetched, uses,
+                                                                  users, pinned)
+        return self._cache["buffers", run.key, compacted]
+
+
+class _Run(NamedTuple):
+    """One executor run of the step for given feed shapes."""
+    key: tuple                       # (name, feed shapes)
+    graph: nx.DiGraph
+    order: list[Operation]           # creation order
+    specs: dict
+    roots: dict[Operation, list]     # liveness.input_roots
+    fetches: list                    # what the run computes
+    feeds: set[Tensor]               # what it is given
+
+
+class _Buffers(NamedTuple):
+    """The buffers one run writes, and which of them each op reads, with or without compact saved state. The
+    same for every conv setting: the plans that differ only in those share them (lifetimes() works on copies)."""
+    outputs: dict[Tensor, Buffer]
+    sites: list[compact.Site]
+    unread: set                      # (op, input index) the compact kernels do not read
+    saved: list                      # (argmax buffer, MaxPool, MaxPoolGrad)
+    fetched: list[Tensor]            # the fetched tensors' roots
+    uses: dict[Operation, list[Buffer]]
+    users: dict[Buffer, int]         # how many ops read each buffer
+    pinned: set[Buffer]              # fetched: never freed during the run
 
 
 def place(p: MemoryPlan) -> MemoryPlan:
@@ -538,25 +662,15 @@ def place(p: MemoryPlan) -> MemoryPlan:
     return p
 
 
-def _greedy(g, base, of_tensor, ws, feeds, fetches, unread=frozenset(), saved=()) -> list[Operation]:
-    alloc = {op: 0 for op in base}
-    uses: dict[Operation, list[Buffer]] = {op: [] for op in base}
-    for t, b in of_tensor.items():
+def _greedy(run: _Run, r: _Buffers, ws) -> list[Operation]:
+    alloc = {op: 0 for op in run.order}
+    for t, b in r.outputs.items():
         alloc[t.op] += b.size
     for op, bs in ws.items():
         alloc[op] += sum(b.size for b in bs)
-    users: dict[Buffer, int] = {}
-    for b, first, last in saved:
+    for b, first, _ in r.saved:
         alloc[first] += b.size
-        uses[last].append(b)
-        users[b] = 1
-    for op in base:
-        for b in {of_tensor.get(alias_root(t, feeds)) for k, t in enumerate(op.inputs)
-                  if (op, k) not in unread} - {None}:
-            uses[op].append(b)
-            users[b] = users.get(b, 0) + 1
-    pinned = {of_tensor.get(alias_root(t, feeds)) for t in fetches} - {None}
-    return greedy_order(g, alloc, uses, users, pinned)
+    return greedy_order(run.graph, alloc, r.uses, r.users, r.pinned)
 
 
 def _argmax_buffer(s: compact.Site, align: int) -> Buffer:
@@ -592,7 +706,7 @@ def _split(step: _Step) -> _Split | PlanError:
                          "([None, ...] placeholder)")
     batch_feeds = {t for t, s in step.feed_shapes.items() if len(s) and s[0] == batch and t._shape
                    and t._shape[0] is None}
-    order = creation_order(dependency_graph(step.ops, step.feeds))
+    order = step.order
     batch_dep = set(batch_feeds)
     for op in order:
         if op.type in ("FusedBatchNorm", "FusedBatchNormV3"):
@@ -659,16 +773,24 @@ def _matmul_flops(op: Operation, specs) -> float:
 
 # -- helpers -------------------------------------------------------------------------------------------------
 def _device(device, alignment):
-    """(name, kernel device, alignment) for 'cpu', 'opencl[:N]' or a runtime object."""
-    if not isinstance(device, str):
-        kd = device.kernel_device
-        return getattr(device, "name", kd), kd, alignment or getattr(device, "arena_alignment", CPU_ALIGNMENT)
-    kind = device.partition(":")[0].lower()
-    if kind == "cpu":
-        return device, "cpu", alignment or CPU_ALIGNMENT
-    if kind in ("opencl", "gpu", "cl"):
-        return device, "opencl", alignment or OPENCL_DEFAULT_ALIGNMENT
-    raise ValueError(f"unknown device {device!r}; use 'cpu' or 'opencl[:N]'")
+    """(name, kernel device, alignment, compute units) for 'cpu', 'opencl[:N]' (the device itself when there is
+    one here, else OPENCL_DEFAULT_*) or a runtime object."""
+    if isinstance(device, str):
+        kind = device.partition(":")[0].lower()
+        if kind == "cpu":
+            return device, "cpu", alignment or CPU_ALIGNMENT, None
+        if kind not in ("opencl", "gpu", "cl"):
+            raise ValueError(f"unknown device {device!r}; use 'cpu' or 'opencl[:N]'")
+        try:
+            from tfplus.runtime import get_runtime
+            rt = get_runtime(device)
+        except Exception:  # noqa: BLE001  no such device here: plan for the documented defaults
+            return device, "opencl", alignment or OPENCL_DEFAULT_ALIGNMENT, OPENCL_DEFAULT_COMPUTE_UNITS
+        return device, "opencl", alignment or rt.arena_alignment, rt.info["compute_units"]
+    kd = device.kernel_device
+    info = getattr(device, "info", {})
+    return (getattr(device, "name", kd), kd, alignment or getattr(device, "arena_alignment", CPU_ALIGNMENT),
+            info.get("compute_units") if kd == "opencl" else None)
 
 
 def _graph_of(fetches, feed_shapes):

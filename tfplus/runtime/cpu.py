@@ -39,3 +39,16 @@ class CPURuntime:
 
     def describe(self) -> str:
         return "cpu (NumPy)"
+
+    # -- micro-batching (tfplus.planner.execute) --------------------------------------------------------------
+    def copy(self, dst: np.ndarray, src: np.ndarray) -> None:
+        np.copyto(dst, src)
+
+    def copy_rows(self, dst: np.ndarray, dst_row: int, src: np.ndarray, src_row: int, rows: int) -> None:
+        np.copyto(dst[dst_row:dst_row + rows], src[src_row:src_row + rows])
+
+    def add_into(self, acc: np.ndarray, x: np.ndarray) -> None:
+        np.add(acc, x, out=acc)
+
+    def scale(self, acc: np.ndarray, factor: float) -> None:
+        np.multiply(acc, factor, out=acc, dtype=acc.dtype)

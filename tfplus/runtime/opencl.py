@@ -28,6 +28,7 @@ a traced Session.run (tfplus.profiler) runs on a queue with profiling on.
 """
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import importlib.resources
 import json
@@ -39,6 +40,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from tfplus.runtime import size_class
 
 try:
     import pyopencl as cl
@@ -127,13 +130,7 @@ def _select(selector: str | None):
 
 
 # -- buffers -------------------------------------------------------------------------------------------------
-def _size_class(nbytes: int) -> int:
-    """Pool size class: a multiple of 256 bytes at most 1/8 above the request, so like sizes share buffers."""
-    step = 1 << max(8, nbytes.bit_length() - 4)
-    return max(step, -(-nbytes // step) * step)
-
-
-_CLASSES: dict[int, int] = {}  # nbytes -> _size_class(nbytes)
+_CLASSES: dict[int, int] = {}  # nbytes -> size_class(nbytes)
 
 
 class _Block:
@@ -143,11 +140,13 @@ class _Block:
     fed value (constants, shapes, arithmetic on them): ops on such values may run on the host. `pool` gets
     `buf` back when the block dies."""
 
-    __slots__ = ("buf", "host", "derived", "cap", "pool", "parent", "__weakref__")
+    __slots__ = ("buf", "host", "derived", "cap", "pool", "parent", "offset", "region", "__weakref__")
 
-    def __init__(self, cap: int, pool=None, buf=None, host=None, parent=None, derived=False):
+    def __init__(self, cap: int, pool=None, buf=None, host=None, parent=None, derived=False, offset=0):
         self.buf, self.host, self.cap, self.pool, self.parent = buf, host, cap, pool, parent
-        self.derived = derived
+        # A planned arena slot: its sub-buffer (`region`, also `buf` unless a host value waits to be written
+        # there) at `offset` in the arena.
+        self.derived, self.offset, self.region = derived, offset, buf if parent is not None else None
 
     def __del__(self):
         if self.pool is not None and self.buf is not None:
@@ -198,8 +197,16 @@ class _Pool:
         self.ctx, self.free = ctx, {}
         self.held_bytes = 0     # all buffers the pool made (in use or free)
         self.allocations = 0    # clCreateBuffer calls
+        # The ledger of device memory in use by tensors (taken and not given back), and its peak; what the
+        # runtime keeps for its life (graph constants, kernels' index tables) is counted apart, in cache_bytes.
+        self.in_use_bytes = self.peak_in_use_bytes = self.cache_bytes = 0
 
-    def take(self, cap: int):
+    def take(self, cap: int, cache: bool = False):
+        if cache:
+            self.cache_bytes += cap
+        else:
+            self.in_use_bytes += cap
+            self.peak_in_use_bytes = max(self.peak_in_use_bytes, self.in_use_bytes)
         bufs = self.free.get(cap)
         if bufs:
             return bufs.pop()
@@ -208,6 +215,7 @@ class _Pool:
         return cl.Buffer(self.ctx, cl.mem_flags.READ_WRITE, cap)
 
     def give(self, cap: int, buf) -> None:
+        self.in_use_bytes -= cap
         self.free.setdefault(cap, []).append(buf)
 
     def trim(self) -> int:
@@ -253,6 +261,11 @@ class _Device:
         self.queue = cl.CommandQueue(self.ctx, properties=(
             cl.command_queue_properties.PROFILING_ENABLE if os.environ.get("TFPLUS_OPENCL_PROFILE") else 0))
         self.pool = _Pool(self.ctx)
+        # NVIDIA's driver (580) segfaults releasing sub-buffers of one buffer that overlap once kernels have
+        # used them, which a memory plan's arena views do by design (tensors share memory over time): there
+        # they are kept until the process ends (a few hundred small handles per plan; the arena stays
+        # allocated). Found with benchmarks/bench_memory.py --device opencl; disjoint sub-buffers are fine.
+        self.keep_sub_buffers = "NVIDIA" in self.info["platform"].upper()
         self.profiling_queue = None  # made on the first traced run (tfplus.profiler)
         self.programs: dict = {}
         self.kernels: dict = {}
@@ -390,7 +403,7 @@ class OpenCLRuntime:
         a = DeviceArray.__new__(DeviceArray)  # NOTE: the hot path of every op: no validation here
         a.shape, a.dtype = tuple(shape), np.dtype(getattr(dtype, "np", dtype))
         n = a.nbytes
-        cap = _CLASSES.get(n) or _CLASSES.setdefault(n, _size_class(n))
+        cap = _CLASSES.get(n) or _CLASSES.setdefault(n, size_class(n))
         a.block = _Block(cap, self.dev.pool)
         self.allocated_bytes += n
         return a
@@ -431,21 +444,48 @@ class OpenCLRuntime:
 
     # -- planner hooks: one arena, tensors at aligned offsets in it ------------------------------------------
     def allocate_arena(self, nbytes: int) -> DeviceArray:
-        a = DeviceArray((nbytes,), np.uint8, _Block(_size_class(nbytes), self.dev.pool))
+        a = DeviceArray((nbytes,), np.uint8, _Block(nbytes, self.dev.pool))  # its exact size: no size class
         self.buffer(a)
         self.allocated_bytes += nbytes
         return a
 
-    def sub_buffer(self, arena: DeviceArray, offset: int, shape, dtype) -> DeviceArray:
+    def sub_buffer(self, arena: DeviceArray, offset: int, shape, dtype, like: DeviceArray | None = None
+                   ) -> DeviceArray:
+        """A view of `arena` at `offset`; with `like` (a view of the same memory) the very same cl_mem: the
+        spec leaves a command that uses two overlapping sub-buffers undefined (and NVIDIA's driver has
+        crashed later on releasing one), so an op writing over its input must get one sub-buffer for both."""
         dt = np.dtype(getattr(dtype, "np", dtype))
         a = DeviceArray(shape, dt, None)
         if offset % self.dev.align:
             raise ValueError(f"sub-buffer offset {offset} is not a multiple of the device's base address "
                              f"alignment {self.dev.align}")
         n = max(a.nbytes, 1)
-        parent = self.buffer(arena)
-        a.block = _Block(n, None, parent.get_sub_region(offset, n), parent=arena.block)
+        if like is not None:
+            region = like.block.region
+        else:
+            region = self.buffer(arena).get_sub_region(offset, n)
+            if self.dev.keep_sub_buffers:
+                ctypes.pythonapi.Py_IncRef(ctypes.py_object(region))  # never released (see _Device)
+        a.block = _Block(n, None, region, parent=arena.block, offset=offset)
         return a
+
+    # -- micro-batching (tfplus.planner.execute) --------------------------------------------------------------
+    def copy_rows(self, dst: DeviceArray, dst_row: int, src: DeviceArray, src_row: int, rows: int) -> None:
+        """dst[dst_row:dst_row + rows] = src[src_row:src_row + rows] on the device (same row size)."""
+        row = src.nbytes // max(src.shape[0], 1)
+        if rows and row:
+            cl.enqueue_copy(self.queue, self.buffer(dst), self.buffer(src), byte_count=rows * row,
+                            src_offset=src_row * row, dst_offset=dst_row * row)
+
+    def add_into(self, acc: DeviceArray, x: DeviceArray) -> None:
+        """acc += x (same shape)."""
+        from tfplus.kernels.opencl.elementwise import binary
+        binary(self, "add", acc, acc, x)
+
+    def scale(self, acc: DeviceArray, factor: float) -> None:
+        """acc *= factor."""
+        from tfplus.kernels.opencl.elementwise import scale
+        scale(self, acc, factor)
 
     # -- kernels ---------------------------------------------------------------------------------------------
     def kernel(self, files, name: str, options: str = "") -> Kernel:
@@ -482,20 +522,29 @@ class OpenCLRuntime:
 
     def _materialize(self, b: _Block) -> None:
         host = b.host
+        small = host is not None and b.derived and host.nbytes <= _SMALL_BYTES
+        if b.parent is not None:  # an arena slot that set_host gave a value, read by a kernel now
+            b.buf = self._small(host) if small else b.region  # the cached copy waits for nothing
+            if host is not None and not small:
+                self._upload(b.buf, host)
+            return
         if host is None:
             b.buf = self.dev.pool.take(b.cap)
             return
-        if b.derived and host.nbytes <= _SMALL_BYTES:  # constants and shapes: few distinct values
-            key = (host.dtype.str, host.tobytes())
-            buf = self.dev.small.get(key)
-            if buf is None:
-                buf = cl.Buffer(self.dev.ctx, cl.mem_flags.READ_WRITE, max(host.nbytes, 4))
-                self.dev.small[key] = buf
-                self._upload(buf, host)
-            b.buf, b.pool = buf, None  # shared and read-only: never back to the pool
+        if small:  # constants and shapes: few distinct values
+            b.buf, b.pool = self._small(host), None  # shared and read-only: never back to the pool
             return
-        b.buf = self.dev.pool.take(b.cap)
+        b.buf = self.dev.pool.take(b.cap, cache=b.pool is None)  # no pool to go back to: kept for good
         self._upload(b.buf, host)
+
+    def _small(self, host: np.ndarray):
+        """The device's read-only copy of a small derived value (constants, shapes), uploaded once."""
+        key = (host.dtype.str, host.tobytes())
+        buf = self.dev.small.get(key)
+        if buf is None:
+            buf = self.dev.small[key] = cl.Buffer(self.dev.ctx, cl.mem_flags.READ_WRITE, max(host.nbytes, 4))
+            self._upload(buf, host)
+        return buf
 
     def _upload(self, buf, host: np.ndarray) -> None:
         if host.nbytes:
@@ -506,7 +555,7 @@ class OpenCLRuntime:
         """The block of a graph constant: one per value for the runtime's life, uploaded at first use."""
         hit = self._consts.get(id(value))
         if hit is None or hit[0] is not value:
-            hit = self._consts[id(value)] = (value, _Block(_size_class(value.nbytes), None, host=value,
+            hit = self._consts[id(value)] = (value, _Block(size_class(value.nbytes), None, host=value,
                                                            derived=True))
         return hit[1]
 
@@ -517,22 +566,41 @@ class OpenCLRuntime:
         if t is None:
             host = np.asarray(make(), order="C")
             t = self.dev.tables[key] = DeviceArray(host.shape, host.dtype, _Block(
-                _size_class(host.nbytes), None, host=host, derived=True))
+                size_class(host.nbytes), None, host=host, derived=True))
         return t
 
     def set_host(self, a: DeviceArray, value: np.ndarray, derived: bool = True) -> None:
         """Makes `a` hold `value`, computed on the host (from constants and shapes alone if `derived`); it
         goes to the device only if a device kernel reads it."""
         value = np.asarray(value, a.dtype, order="C").reshape(a.shape)
-        if a.block.parent is not None:  # a planned arena slot stays where the plan put it
-            self.upload_into(a, value)
+        b = a.block
+        if b.parent is not None:
+            # A planned arena slot stays where the plan put it; like any host value, it is written to the
+            # device only if a device kernel reads it (buffer()), so host readers (shapes, axes) never wait.
+            b.buf, b.host, b.derived = None, value, derived
             return
-        a.block = _Block(a.block.cap, self.dev.pool, host=value, derived=derived)
+        a.block = _Block(b.cap, self.dev.pool, host=value, derived=derived)
+
+    @staticmethod
+    def fresh(a: DeviceArray) -> DeviceArray:
+        """A planned arena slot about to be written again (planner.execute): what it held is forgotten."""
+        b = a.block
+        if b.parent is not None:
+            b.buf, b.host, b.derived = b.region, None, False
+        return a
 
     def copy(self, dst: DeviceArray, src: DeviceArray) -> None:
-        """dst[...] = src on the device (same number of bytes)."""
-        if src.nbytes:
+        """dst[...] = src on the device (same number of bytes); nothing when dst is src's memory (a plan's
+        in-place output)."""
+        if src.nbytes and not self.same_memory(dst, src):
             cl.enqueue_copy(self.queue, self.buffer(dst), self.buffer(src), byte_count=src.nbytes)
+
+    @staticmethod
+    def same_memory(a: DeviceArray, b: DeviceArray) -> bool:
+        """Whether a and b start at the same device memory: one block, or one arena offset (a plan's output
+        written over its input has its own sub-buffer of the input's memory)."""
+        x, y = a.block, b.block
+        return x is y or (x.parent is not None and x.parent is y.parent and x.offset == y.offset)
 
     def upload_into(self, a: DeviceArray, value: np.ndarray) -> None:
         """Writes host `value` into `a`'s device buffer now (counted in h2d_bytes)."""
@@ -581,6 +649,28 @@ class OpenCLRuntime:
     @property
     def pool_bytes(self) -> int:
         return self.dev.pool.held_bytes
+
+    @property
+    def in_use_bytes(self) -> int:
+        """Device memory the device's tensors hold now (pool size classes; the planner's arena exactly)."""
+        return self.dev.pool.in_use_bytes
+
+    def reset_peak(self) -> int:
+        """Starts a new peak of in_use_bytes (read it from peak_bytes); returns the previous peak."""
+        pool = self.dev.pool
+        peak, pool.peak_in_use_bytes = pool.peak_in_use_bytes, pool.in_use_bytes
+        return peak
+
+    @property
+    def peak_bytes(self) -> int:
+        """The most device memory the tensors held at once since the last reset_peak()."""
+        return self.dev.pool.peak_in_use_bytes
+
+    @property
+    def cache_bytes(self) -> int:
+        """Device memory the runtime keeps for good beside the tensors: graph constants and kernels' index
+        tables above the small-value cache's size (not in in_use_bytes)."""
+        return self.dev.pool.cache_bytes
 
     def trim(self) -> int:
         """Gives the device's free pooled buffers back to the driver; returns the bytes freed."""

@@ -1,0 +1,123 @@
+"""Planned execution on the opencl device (PoCL in CI): every transformation gives the cpu's results, and the
+runtime's own ledger of device memory finds what the plan predicts, with no device allocation during a step."""
+from __future__ import annotations
+
+import gc
+
+import numpy as np
+import pytest
+from test_planner import _cnn_feeds, _small_cnn
+
+import tfplus as tf
+from tfplus import planner
+from tfplus.planner.execute import install, measure_device_step
+from tfplus.runtime import opencl
+
+pytestmark = pytest.mark.skipif(not opencl.available(), reason="no OpenCL device (install PoCL)")
+
+FORCED = {"arena": (1, 1), "compact": (1, 1, True), "micro2": (2, 1), "micro4": (4, 1),
+          "compact_micro2": (2, 1, True)}
+
+
+def _train(tg, feeds, force=None, steps=2, compute_units=None):
+    """Losses of `steps` training steps on opencl (by the forced plan, if any), the weights after them, the
+    plan and the ledger's measurement of the last step. `compute_units` overrides the device's count (which
+    sets how the kernels split long reductions, and so their scratch)."""
+    fetches = [tg.train_op, tg.loss]
+    p = m = None
+    gc.collect()  # other tests' device buffers go back to the pool before the ledger is read
+    with tf.Session(graph=tg.graph, device="opencl", memory_budget=None if force is None else "1GB") as sess:
+        if compute_units:
+            sess.runtime.info = {**sess.runtime.info, "compute_units": compute_units}
+        sess.run(tg.init_op)
+        if force is not None:
+            p = planner.plan(fetches, {t: v.shape for t, v in feeds.items()}, sess.runtime, graph=tg.graph,
+                             force=force)
+            install(sess, fetches, p)
+        losses = [sess.run(fetches, feeds)[1] for _ in range(steps - 1)]
+        m = measure_device_step(sess, fetches, feeds)
+        losses.append(sess.run(fetches, feeds)[1])
+        weights = {v.op.name: sess.run(v) for v in tg.graph.get_collection("trainable_variables")}
+    return losses, weights, p, m
+
+
+@pytest.mark.parametrize("force", FORCED.values(), ids=FORCED.keys())
+def test_planned_opencl_step_equals_the_plain_step(force):
+    """Training by a forced plan on opencl gives the plain executor's losses and weights (the random
+    initializers are the device's own, so the reference is the same device without a plan)."""
+    tg = _small_cnn()
+    feeds = _cnn_feeds(tg, batch=8)
+    want = _train(tg, feeds)
+    got = _train(tg, feeds, force)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-5)
+    for name, w in want[1].items():
+        np.testing.assert_allclose(got[1][name], w, rtol=1e-5, atol=1e-6, err_msg=name)
+    p = got[2]
+    if force[0] > 1:
+        assert set(p.feed_slices) == set(feeds), "each fed batch gets a planned slot for a micro-batch's rows"
+        cpu = planner.plan([tg.train_op, tg.loss], {t: v.shape for t, v in feeds.items()}, "cpu",
+                           graph=tg.graph, force=force)
+        assert not cpu.feed_slices, "the cpu views a micro-batch's rows in place"
+    if len(force) > 2:
+        assert p.phases[0].sites, "compact state applies on opencl"
+
+
+@pytest.mark.parametrize("compute_units", [None, 64], ids=["device", "64cu"])
+@pytest.mark.parametrize("force", [(1, 1), (4, 1, True)], ids=["arena", "compact_micro4"])
+def test_opencl_ledger_measures_the_planned_peak(force, compute_units):
+    """The most device memory the tensors hold during a step is the plan's peak, to the byte: variables, slots
+    and the fed batch in the pool's size classes, the arena (outputs, the kernels' split-reduction partials)
+    exactly; the device creates no buffer during the step."""
+    tg = _small_cnn()
+    feeds = _cnn_feeds(tg, batch=16)
+    *_, p, m = _train(tg, feeds, force, compute_units=compute_units)
+    assert m["allocations"] == 0, "a planned step creates no device buffer"
+    assert m["peak"] == p.peak_bytes, (m, p.peak_bytes)
+    assert m["held"] + p.feed_bytes == m["peak"], "held at the start: variables, slots, arena"
+    if compute_units:
+        assert any(op.type in ("Conv2DBackpropFilter", "MatMul") for ph in p.phases for op in ph.life.workspaces)
+
+
+def test_opencl_session_fits_a_budget_by_micro_batching():
+    """A budget the plain plan exceeds: the opencl session plans micro-batches and its steps stay within it."""
+    tg = _small_cnn()
+    feeds = _cnn_feeds(tg, batch=32)
+    fetches = [tg.train_op, tg.loss]
+    shapes = {t: v.shape for t, v in feeds.items()}
+    free = planner.plan(fetches, shapes, "opencl", graph=tg.graph)
+    budget = int(free.peak_bytes * 0.7)
+    fitted = planner.plan(fetches, shapes, "opencl", budget, graph=tg.graph)
+    assert fitted.fits and fitted.peak_bytes <= budget < free.peak_bytes
+    gc.collect()
+    with tf.Session(graph=tg.graph, device="opencl", memory_budget=budget) as sess:
+        sess.run(tg.init_op)
+        loss = sess.run(fetches, feeds)[1]
+        m = measure_device_step(sess, fetches, feeds)
+    assert np.isfinite(loss) and m["allocations"] == 0
+    assert m["peak"] <= budget * 1.05, (m, budget)
+
+
+def test_a_plan_for_a_device_that_is_not_here_counts_its_kernels_scratch(monkeypatch):
+    """Planning for 'opencl' without the device uses the documented defaults, and the opencl kernels'
+    scratch (split reductions) is in the plan whether or not a runtime was ever made."""
+    import importlib
+
+    from tfplus import runtime
+    plan_mod = importlib.import_module("tfplus.planner.plan")  # the module (tfplus.planner.plan is a function)
+
+    def no_device(name):
+        raise RuntimeError("no OpenCL device")
+    monkeypatch.setattr(runtime, "get_runtime", no_device)
+    tg = _small_cnn()
+    shapes = {t: v.shape for t, v in _cnn_feeds(tg, batch=64).items()}
+    p = planner.plan([tg.train_op, tg.loss], shapes, "opencl", graph=tg.graph)
+    assert p.alignment == plan_mod.OPENCL_DEFAULT_ALIGNMENT
+    assert any(op.type == "Conv2DBackpropFilter" for op in p.phases[0].life.workspaces)
+
+    class Phone:  # a runtime object: its own alignment and compute units
+        kernel_device, name, arena_alignment, info = "opencl", "phone", 256, {"compute_units": 2}
+    q = planner.plan([tg.train_op, tg.loss], shapes, Phone(), graph=tg.graph)
+
+    def scratch(plan):
+        return sum(b.nbytes for ws in plan.phases[0].life.workspaces.values() for b in ws)
+    assert q.alignment == 256 and 0 <= scratch(q) < scratch(p), "fewer compute units: fewer partial sums"
