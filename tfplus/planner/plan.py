@@ -745,13 +745,20 @@ class _CostModel:
     chunks, compact or not, scratch divisors 1-16; the free fit put negative weights on executor runs and
     compaction (collinear with calls), so both are 0, and the per-call weight was then lowered by hand. The
     model ranks plans well but overstates overheads: predicted +21% / +42% where 32MB / 24MB measured +3% /
-    +11% (benchmarks/bench_memory.py)."""
+    +11% (benchmarks/bench_memory.py).
+
+    On opencl the executor is host-bound (a GPU finishes a kernel before Python has launched the next), so a
+    step costs its kernel calls (OPENCL_WEIGHTS): on the H100 that predicts +233% / +544% where 32MB / 24MB
+    (4 / 8 micro-batches) measured +231% / +574% over the unconstrained plan."""
 
     WEIGHTS = {"calls": 1.2e-4, "conv_calls": 9.5e-4, "runs": 0.0, "flops": 2.2e-11, "elements": 1.5e-9,
                "pieces": 1.5e-4, "compact": 0.0}
+    OPENCL_WEIGHTS = {"calls": 5e-5, "conv_calls": 5e-5, "runs": 0.0, "flops": 0.0, "elements": 0.0,
+                      "pieces": 0.0, "compact": 0.0}
 
     def __init__(self, device: str, weights: dict | None = None):
-        self.device, self.weights = device, dict(weights or self.WEIGHTS)
+        default = self.OPENCL_WEIGHTS if device == "opencl" else self.WEIGHTS
+        self.device, self.weights = device, dict(weights or default)
 
     def time(self, features: dict) -> float:
         return sum(self.weights[k] * v for k, v in features.items())
