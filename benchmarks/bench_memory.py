@@ -82,6 +82,8 @@ def main(argv=None) -> None:
     ap.add_argument("--device", default="cpu", help="cpu (default) or opencl[:N]")
     ap.add_argument("--json", metavar="FILE")
     args = ap.parse_args(argv)
+    if args.device.partition(":")[0] not in ("cpu", "opencl"):
+        ap.error(f"--device: unknown device {args.device!r}; use cpu or opencl[:N]")
     on_cpu = args.device == "cpu"
 
     tg = training_graph(get_model(args.model).build, total_steps=1000, optimizer="momentum")

@@ -104,16 +104,14 @@ def test_a_plan_for_a_device_that_is_not_here_counts_its_kernels_scratch(monkeyp
     scratch (split reductions) is in the plan whether or not a runtime was ever made."""
     import importlib
 
-    from tfplus import runtime
     plan_mod = importlib.import_module("tfplus.planner.plan")  # the module (tfplus.planner.plan is a function)
-
-    def no_device(name):
-        raise RuntimeError("no OpenCL device")
-    monkeypatch.setattr(runtime, "get_runtime", no_device)
     tg = _small_cnn()
     shapes = {t: v.shape for t, v in _cnn_feeds(tg, batch=64).items()}
+    with pytest.raises(ValueError, match="OpenCL device 99 does not exist"):
+        planner.plan([tg.train_op, tg.loss], shapes, "opencl:99", graph=tg.graph)
+    monkeypatch.setattr(opencl, "available", lambda: False)
     p = planner.plan([tg.train_op, tg.loss], shapes, "opencl", graph=tg.graph)
-    assert p.alignment == plan_mod.OPENCL_DEFAULT_ALIGNMENT
+    assert p.alignment == plan_mod.OPENCL_DEFAULT_ALIGNMENT and "assumed" in p.device
     assert any(op.type == "Conv2DBackpropFilter" for op in p.phases[0].life.workspaces)
 
     class Phone:  # a runtime object: its own alignment and compute units

@@ -13,7 +13,7 @@ import numpy as np
 
 from tfplus.kernels.opencl import _tune
 from tfplus.kernels.opencl._common import contiguous_strides, kernel, register
-from tfplus.kernels.opencl.reduce import partials, reduce
+from tfplus.kernels.opencl.reduce import reduce, split_scratch
 from tfplus.registry import register_workspace
 
 SRC = ("gemm.cl", "conv.cl")
@@ -136,10 +136,7 @@ def _wgrad_scratch(ins, attrs, compute_units):
     x, sizes, _ = ins
     g = _Geom(x.shape, [int(d) for d in sizes.value], attrs)
     m, n, p = _wgrad_mnp(g)
-    splits = _wgrad_splits(m, n, p, compute_units)[0]
-    if splits == 1:
-        return []
-    return [((splits, m * n), x.dtype)] + [(s, x.dtype) for s in partials((splits, m * n), [0], compute_units)]
+    return split_scratch(_wgrad_splits(m, n, p, compute_units)[0], m * n, x.dtype, compute_units)
 
 
 def _wgrad_mnp(g: _Geom) -> tuple[int, int, int]:

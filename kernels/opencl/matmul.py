@@ -9,7 +9,7 @@ import numpy as np
 from tfplus.kernels.opencl import _tune
 from tfplus.kernels.opencl._common import kernel, register
 from tfplus.kernels.opencl.elementwise import fill
-from tfplus.kernels.opencl.reduce import partials, reduce
+from tfplus.kernels.opencl.reduce import reduce, split_scratch
 from tfplus.registry import register_workspace
 
 SRC = ("gemm.cl", "matmul.cl")
@@ -23,10 +23,7 @@ def _splits(m: int, n: int, k: int, compute_units: int) -> tuple[int, int]:
 
 def scratch(m: int, n: int, k: int, dtype, compute_units: int) -> list[tuple]:
     """The (shape, dtype) scratch `matmul` of an m x n x k product asks for: the layers, then their sum's."""
-    layers = _splits(m, n, k, compute_units)[0] if k else 1
-    if layers == 1:
-        return []
-    return [((layers, m * n), dtype)] + [(s, dtype) for s in partials((layers, m * n), [0], compute_units)]
+    return split_scratch(_splits(m, n, k, compute_units)[0] if k else 1, m * n, dtype, compute_units)
 
 
 def matmul(rt, c, a, b, m: int, n: int, k: int, sam: int, sak: int, sbk: int, sbn: int, workspace=None) -> None:

@@ -96,6 +96,14 @@ def _plan(rt, name: str, x, axes, div):
     return k, (chunks * RL, n_out), (RL, 1), scalars, partials, _plan(rt, again, partials, [0], div)
 
 
+def split_scratch(splits: int, size: int, dtype, compute_units: int) -> list[tuple]:
+    """The scratch of a GEMM that splits its sum `splits` ways over an output of `size` elements: the partial
+    outputs, then what reducing them over the splits writes. Nothing when it does not split."""
+    if splits == 1:
+        return []
+    return [((splits, size), dtype)] + [(s, dtype) for s in partials((splits, size), [0], compute_units)]
+
+
 class DeviceShape:
     """Shape and dtype of a scratch buffer, standing in for it while a plan is made."""
 

@@ -788,11 +788,11 @@ def _device(device, alignment):
             return device, "cpu", alignment or CPU_ALIGNMENT, None
         if kind not in ("opencl", "gpu", "cl"):
             raise ValueError(f"unknown device {device!r}; use 'cpu' or 'opencl[:N]'")
-        try:
-            from tfplus.runtime import get_runtime
-            rt = get_runtime(device)
-        except Exception:  # noqa: BLE001  no such device here: plan for the documented defaults
-            return device, "opencl", alignment or OPENCL_DEFAULT_ALIGNMENT, OPENCL_DEFAULT_COMPUTE_UNITS
+        from tfplus.runtime import get_runtime, opencl
+        if not opencl.available():  # no OpenCL here at all: plan for the documented defaults, and say so
+            return (f"{device} (not here: {OPENCL_DEFAULT_COMPUTE_UNITS} compute units assumed)", "opencl",
+                    alignment or OPENCL_DEFAULT_ALIGNMENT, OPENCL_DEFAULT_COMPUTE_UNITS)
+        rt = get_runtime(device)  # a wrong index raises, naming the devices there are
         return device, "opencl", alignment or rt.arena_alignment, rt.info["compute_units"]
     kd = device.kernel_device
     info = getattr(device, "info", {})

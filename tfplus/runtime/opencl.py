@@ -452,8 +452,8 @@ class OpenCLRuntime:
     def sub_buffer(self, arena: DeviceArray, offset: int, shape, dtype, like: DeviceArray | None = None
                    ) -> DeviceArray:
         """A view of `arena` at `offset`; with `like` (a view of the same memory) the very same cl_mem: the
-        spec leaves a command that uses two overlapping sub-buffers undefined (and NVIDIA's driver has
-        crashed later on releasing one), so an op writing over its input must get one sub-buffer for both."""
+        spec leaves a command that uses two overlapping sub-buffers undefined, so an op writing over its
+        input must get one sub-buffer for both."""
         dt = np.dtype(getattr(dtype, "np", dtype))
         a = DeviceArray(shape, dt, None)
         if offset % self.dev.align:
