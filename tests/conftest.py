@@ -36,3 +36,23 @@ if "opencl" in DEVICES:
 @pytest.fixture(params=DEVICES)
 def device(request) -> str:
     return request.param
+
+
+@pytest.fixture(scope="session")
+def tf1():
+    """TensorFlow's TF1 API (tf.compat.v1 in graph mode, reference variables): the oracle for TF1 behaviour.
+
+    Install it with the `oracle` extra. Skipped with the reason where TensorFlow is absent, except under CI
+    (CI=true), where a missing oracle is an error: CI always installs it, so a skip there would hide a hole."""
+    os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # tf.compat.v1.layers and rnn_cell need Keras 2
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    if importlib.util.find_spec("tensorflow") is None:
+        if os.environ.get("CI"):
+            pytest.fail("TensorFlow (the TF1 oracle) is not installed: pip install -e '.[test,oracle]'")
+        pytest.skip("TensorFlow is not installed (pip install -e '.[test,oracle]'): no TF1 oracle to compare with")
+    import tensorflow as tensorflow
+
+    v1 = tensorflow.compat.v1
+    v1.disable_eager_execution()
+    v1.disable_resource_variables()
+    return v1
