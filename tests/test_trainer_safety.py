@@ -2,7 +2,10 @@
 checkpoint folder, a full disk, odd checkpoint metadata. Runs `tfplus.cli.main(argv)` in-process."""
 from __future__ import annotations
 
+import errno
 import json
+import os
+import tempfile
 
 import numpy as np
 import pytest
@@ -10,6 +13,7 @@ import pytest
 import tfplus as tf
 from tfplus.cli import main
 from tfplus.data import TrainBatches
+from tfplus.train import saver as saver_lib
 
 SMALL = ["--synthetic", "--model", "lenet", "--batch-size", "16"]
 
@@ -84,3 +88,66 @@ def test_learning_rate_is_the_long_spelling_of_lr(tmp_path):
     assert main(["train", *SMALL, "--steps", "1", "--learning-rate", "0.01", "--log", str(log)]) == 0
     start = json.loads(log.read_text().splitlines()[0])
     assert start["recipe"]["lr"] == 0.01
+
+
+@pytest.mark.parametrize("where,why", [
+    ("file", "it is a file, not a folder"),
+    ("file/sub", "Not a directory"),
+    ("readonly/sub", "Permission denied"),
+    ("readonly", "Permission denied"),
+])
+def test_an_unwritable_checkpoint_folder_is_refused_before_training(where, why, tmp_path, monkeypatch, capsys):
+    (tmp_path / "file").write_text("")
+    (tmp_path / "readonly").mkdir(mode=0o555)
+    if where.startswith("readonly") and os.geteuid() == 0:  # root writes anywhere: play the refusal
+        def refuse(*args, **kwargs):
+            raise PermissionError(errno.EACCES, "Permission denied")
+        monkeypatch.setattr(tempfile, "TemporaryFile", refuse)
+    folder = tmp_path / where
+    log = tmp_path / "log.jsonl"
+    assert main(["train", *SMALL, "--steps", "2", "--checkpoint-dir", str(folder), "--log", str(log)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"tfplus train: error: --checkpoint-dir {folder}: cannot write checkpoints there (")
+    assert why in err and len(err.splitlines()) == 1
+    assert not log.exists()  # nothing ran
+
+
+@pytest.mark.parametrize("flag", ["--checkpoint-dir", "--log"])
+def test_empty_paths_are_refused(flag, capsys):
+    assert main(["train", *SMALL, "--steps", "1", flag, ""]) == 2
+    assert f"error: {flag} '': give a" in capsys.readouterr().err
+
+
+def test_a_full_disk_is_a_clear_error_and_keeps_the_earlier_checkpoints(tmp_path, monkeypatch, capsys):
+    real = saver_lib.atomic_write
+
+    def disk_full_after_step_1(path, data):
+        if not path.endswith(("model.ckpt-1", "checkpoint")):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real(path, data)
+    monkeypatch.setattr(saver_lib, "atomic_write", disk_full_after_step_1)
+    ckpt = tmp_path / "ckpt"
+    assert main(["train", *SMALL, "--steps", "3", "--checkpoint-dir", str(ckpt), "--checkpoint-every", "1"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err == f"tfplus train: error: cannot write the checkpoint of step 2 into {ckpt} (No space left on " \
+                  f"device); the last checkpoint, {ckpt / 'model.ckpt-1'}, is intact. Free some space, then " \
+                  "continue with --resume"
+    assert sorted(os.listdir(ckpt)) == ["checkpoint", "model.ckpt-1"]
+    assert tf.train.latest_checkpoint(str(ckpt)) == str(ckpt / "model.ckpt-1")
+
+
+def test_orphan_temporary_files_of_killed_writes_are_removed(tmp_path, capsys):
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    orphans = [".model.ckpt-8.0123456789ab.tmp", ".checkpoint.abcdef012345.tmp"]
+    others = ["notes.tmp", ".model.ckpt-8.tmp", ".model.ckpt-8.0123456789AB.tmp", "model.ckpt-8.0123456789ab.tmp"]
+    for name in orphans + others:
+        (ckpt / name).write_text("x")
+    (ckpt / ".folder.0123456789ab.tmp").mkdir()  # not a file: not ours
+    (tmp_path / "target").write_text("keep")
+    os.symlink(tmp_path / "target", ckpt / ".link.0123456789ab.tmp")
+    assert main(["train", *SMALL, "--steps", "1", "--checkpoint-dir", str(ckpt)]) == 0
+    assert "removed 2 temporary files of interrupted checkpoint writes" in capsys.readouterr().err
+    assert sorted(os.listdir(ckpt)) == sorted(["checkpoint", "model.ckpt-1", ".folder.0123456789ab.tmp",
+                                               ".link.0123456789ab.tmp", *others])
+    assert (tmp_path / "target").read_text() == "keep"

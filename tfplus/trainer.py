@@ -33,6 +33,7 @@ import math
 import os
 import signal
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -43,6 +44,7 @@ import numpy as np
 import tfplus as tf
 from tfplus import data as tfdata
 from tfplus import profiler
+from tfplus.graph_io import remove_orphan_temps
 from tfplus.graphs import get_model, training_graph
 from tfplus.graphs.mentee import DATA_FORMATS, DEFAULT_LR, OPTIMIZERS, SCHEDULES, default_warmup
 from tfplus.units import format_size
@@ -61,9 +63,13 @@ class UsageError(ValueError):
     """A bad option or option combination; the CLI prints it as one line and exits with code 2."""
 
 
-class DivergedError(RuntimeError):
-    """The loss or the weights became NaN or infinite: the run stopped without saving them (the CLI prints it as
-    one line and exits with code 1)."""
+class RunError(RuntimeError):
+    """The run failed and stopped (e.g. a checkpoint could not be written); the CLI prints it as one line and
+    exits with code 1."""
+
+
+class DivergedError(RunError):
+    """The loss or the weights became NaN or infinite: the run stopped without saving them."""
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -195,6 +201,8 @@ def _check(cfg: TrainConfig) -> None:
         (cfg.checkpoint_every is None or cfg.checkpoint_dir is not None,
          "--checkpoint-every needs --checkpoint-dir"),
         (not cfg.resume or cfg.checkpoint_dir is not None, "--resume needs --checkpoint-dir"),
+        (cfg.checkpoint_dir != "", "--checkpoint-dir '': give a folder"),
+        (cfg.log != "", "--log '': give a file"),
         (cfg.synthetic is False or cfg.data is None, "give --data or --synthetic, not both"),
     ]
     for ok, message in checks:
@@ -276,6 +284,24 @@ def read_metadata(path: str) -> dict[str, Any]:
 
 def _save(saver, sess: tf.Session, checkpoint_dir: str, step: int, meta: dict[str, Any]) -> str:
     return saver.save(sess, os.path.join(checkpoint_dir, CHECKPOINT_PREFIX), global_step=step, metadata=meta)
+
+
+def prepare_checkpoint_dir(folder: str, err: IO[str]) -> None:
+    """Creates `folder` if needed and proves that files can be created in it, so that a bad --checkpoint-dir
+    fails at startup rather than at the first save after an epoch's work; removes the temporary files of
+    checkpoint writes that were killed (a folder is one run's: no other process writes there)."""
+    try:
+        os.makedirs(folder, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+        removed = remove_orphan_temps(folder)
+    except OSError as e:
+        why = "it is a file, not a folder" if os.path.exists(folder) and not os.path.isdir(folder) else \
+            e.strerror or str(e)
+        raise UsageError(f"--checkpoint-dir {folder}: cannot write checkpoints there ({why})") from None
+    if removed:
+        print(f"removed {len(removed)} temporary file{'s' * (len(removed) > 1)} of interrupted checkpoint "
+              f"writes from {folder}", file=err)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -417,6 +443,8 @@ def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = No
     """
     out, err = out or sys.stdout, err or sys.stderr
     check_device(cfg.device)
+    if cfg.checkpoint_dir:
+        prepare_checkpoint_dir(cfg.checkpoint_dir, err)
     ckpt = latest_checkpoint(cfg.checkpoint_dir) if cfg.checkpoint_dir else None
     meta = None
     if ckpt is not None:
@@ -427,8 +455,6 @@ def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = No
     cfg = resolve(cfg, meta["recipe"] if meta else None)
     if cfg.resume and ckpt is None:
         print(f"no checkpoint in {cfg.checkpoint_dir}: starting a new run", file=err)
-    if cfg.checkpoint_dir:
-        os.makedirs(cfg.checkpoint_dir, exist_ok=True)
 
     if cfg.data is None and not cfg.synthetic:
         cfg.data = _saved_data_dir(meta)
@@ -507,7 +533,12 @@ def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = No
                     "sums": state["sums"], "elapsed_s": state["elapsed_s"] + time.perf_counter() - start_time,
                     "epoch_s": epoch_seconds() if step % spe else 0.0,
                     "h2d_bytes": moved["h2d_bytes"], "d2h_bytes": moved["d2h_bytes"]}
-        return _save(saver, sess, cfg.checkpoint_dir, step, meta_out)
+        try:
+            return _save(saver, sess, cfg.checkpoint_dir, step, meta_out)
+        except OSError as e:  # e.g. a full disk; the Saver leaves the earlier checkpoints as they were
+            kept = f"the last checkpoint, {last_ckpt}, is intact" if last_ckpt else "nothing was saved"
+            raise RunError(f"cannot write the checkpoint of step {step} into {cfg.checkpoint_dir} "
+                           f"({e.strerror or e}); {kept}. Free some space, then continue with --resume") from e
 
     def finish_epoch(epoch: int, seconds: float, images: int) -> None:
         """Evaluates, logs and prints the epoch that just ended (1-based `epoch`)."""
