@@ -275,11 +275,87 @@ def latest_checkpoint(checkpoint_dir: str | os.PathLike) -> str | None:
 
 
 def read_metadata(path: str) -> dict[str, Any]:
-    """The JSON metadata stored with checkpoint `path` (checked by the Saver)."""
+    """The JSON metadata stored with checkpoint `path` (checksummed by the Saver), checked against what
+    `tfplus train` writes (METADATA); a checkpoint that is not one of ours, or whose metadata is odd, is a
+    UsageError naming the file and the first bad field."""
     meta = tf.train.read_checkpoint_metadata(path)
-    if not isinstance(meta, dict) or meta.get("format") != CHECKPOINT_FORMAT or "recipe" not in meta:
+    if not isinstance(meta, dict) or "recipe" not in meta:
         raise UsageError(f"{path}: not a checkpoint of `tfplus train` (no run recipe in its metadata)")
+    if meta.get("format") != CHECKPOINT_FORMAT:
+        raise UsageError(f"{path}: checkpoint format {_short(meta.get('format'))}; this tfplus reads format "
+                         f"{CHECKPOINT_FORMAT}")
+    problem = _schema_problem(meta, METADATA)
+    if problem is None:
+        try:
+            resolve(TrainConfig(), meta["recipe"])
+        except UsageError as e:
+            problem = f"its recipe is invalid: {e}"
+    if problem is not None:
+        raise UsageError(f"{path}: not a valid `tfplus train` checkpoint: {problem}")
     return meta
+
+
+# The checkpoint metadata `tfplus train` writes: each field as (check, what it must be), or a dict of fields for
+# an object. The one place it is checked, so that the code reading it can index it without fear of a KeyError or
+# a TypeError.
+def _count(low: int = 0) -> tuple:
+    return lambda v: type(v) is int and low <= v < 2**63, f"a whole number >= {low}"
+
+
+def _nullable(field: tuple) -> tuple:
+    return lambda v: v is None or field[0](v), f"null or {field[1]}"
+
+
+def _list_of(field: tuple) -> tuple:
+    return lambda v: isinstance(v, list) and all(map(field[0], v)), f"a list, each item {field[1]}"
+
+
+def _object(fields: dict[str, tuple]) -> tuple:
+    return lambda v: _schema_problem(v, fields) is None, f"an object with {', '.join(fields)}"
+
+
+_NUMBER = (lambda v: type(v) in (int, float) and 0 <= v < math.inf, "a finite number >= 0")
+_STR = (lambda v: isinstance(v, str), "a string")
+_BOOL = (lambda v: isinstance(v, bool), "true or false")
+RECIPE_SCHEMA: dict[str, tuple] = {
+    "model": _STR, "conv_widths": _nullable(_list_of(_count(1))), "fc_widths": _nullable(_list_of(_count(1))),
+    "data_format": _STR, "synthetic": _BOOL, "batch_size": _count(1), "epochs": _nullable(_count(1)),
+    "steps": _nullable(_count(1)), "optimizer": _STR, "lr": _NUMBER, "momentum": _NUMBER, "nesterov": _BOOL,
+    "weight_decay": _NUMBER, "schedule": _STR, "warmup_steps": _count(), "augment": _BOOL, "seed": _count(),
+}
+METADATA: dict[str, tuple] = {
+    "step": _count(), "recipe": RECIPE_SCHEMA, "data": _nullable(_STR),
+    "data_state": {"seed": _count(), "epoch": _count(), "batch_index": _count()},
+    "history": _list_of(_object({"epoch": _count(1), "test_accuracy": _nullable(_NUMBER)})),
+    "sums": (lambda v: isinstance(v, list) and len(v) == 3 and _NUMBER[0](v[0]) and _NUMBER[0](v[1])
+             and _count()[0](v[2]), "[loss sum, accuracy sum, steps]"),
+    "elapsed_s": _NUMBER, "epoch_s": _NUMBER, "h2d_bytes": _count(), "d2h_bytes": _count(),
+}
+
+
+def _schema_problem(obj: Any, fields: dict[str, Any], where: str = "") -> str | None:
+    """What is wrong with `obj` against `fields` (None if nothing; keys not in `fields` are ignored)."""
+    if not isinstance(obj, dict):
+        return f"{where or 'the metadata'} must be an object, got {_short(obj)}"
+    for key, field in fields.items():
+        name = f"{where}.{key}" if where else key
+        if key not in obj:
+            return f"{name} is missing"
+        if isinstance(field, dict):
+            problem = _schema_problem(obj[key], field, name)
+            if problem:
+                return problem
+        elif not field[0](obj[key]):
+            return f"{name} must be {field[1]}, got {_short(obj[key])}"
+    return None
+
+
+def _short(v: Any) -> str:
+    try:
+        text = json.dumps(v)
+    except RecursionError:
+        return f"a deeply nested {type(v).__name__}"
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _save(saver, sess: tf.Session, checkpoint_dir: str, step: int, meta: dict[str, Any]) -> str:
@@ -484,7 +560,8 @@ def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = No
         state.update({k: meta.get(k, v) for k, v in state.items()})
         step = int(sess.run(tg.global_step))
         ds = meta["data_state"]
-        if step != meta["step"] or ds["epoch"] * spe + ds["batch_index"] != step:
+        if step != meta["step"] or ds["epoch"] * spe + ds["batch_index"] != step or ds["batch_index"] >= spe \
+                or ds["seed"] != cfg.seed or step > total_steps:
             raise UsageError(f"{ckpt}: inconsistent checkpoint (global step {step}, metadata step "
                              f"{meta['step']}, data position {ds}); resume from another one")
         print(f"resumed from {ckpt} at step {step}/{total_steps}", file=err)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import stat
 import warnings
@@ -30,6 +31,7 @@ import numpy as np
 from google.protobuf import message as _message
 from google.protobuf import text_format
 
+from tfplus import dtypes as _dt
 from tfplus import errors
 from tfplus.framework import GraphKeys, Operation, Tensor, _fmt_shape, get_default_graph, shapes_compatible
 from tfplus.graph_io import atomic_write, make_ndarray, make_tensor_proto
@@ -210,11 +212,32 @@ def _read(path: str) -> tuple[dict[str, np.ndarray], dict]:
     ckpt = checkpoint_pb2.Checkpoint()
     try:
         ckpt.ParseFromString(payload)
-        tensors = {t.name: make_ndarray(t.tensor) for t in ckpt.tensors}
+        tensors = {t.name: _entry_value(t) for t in ckpt.tensors}
         meta = json.loads(ckpt.meta_json) if ckpt.meta_json else {}
+    except RecursionError:
+        raise errors.DataLossError(None, None, f"checkpoint {path!r} cannot be decoded: its metadata is nested "
+                                   "too deeply") from None
     except (_message.DecodeError, ValueError, TypeError) as e:
         raise errors.DataLossError(None, None, f"checkpoint {path!r} cannot be decoded: {e}") from e
     return tensors, meta
+
+
+def _entry_value(entry) -> np.ndarray:
+    """One entry's array, once its bytes are exactly what its dtype and shape declare (a Saver always writes
+    tensor_content): a small crafted entry must not make the reader allocate a huge array."""
+    t = entry.tensor
+    dims = [d.size for d in t.tensor_shape.dim]
+    if t.tensor_shape.unknown_rank or min(dims, default=0) < 0:
+        raise ValueError(f"entry {entry.name!r} has an unknown shape")
+    try:
+        itemsize = _dt.as_dtype(int(t.dtype)).size
+    except TypeError:
+        itemsize = 0
+    need = math.prod(dims) * itemsize
+    if not itemsize or len(t.tensor_content) != need:
+        raise ValueError(f"entry {entry.name!r} declares a tensor of shape {tuple(dims)} and dtype enum "
+                         f"{t.dtype} ({need} bytes) but holds {len(t.tensor_content)} bytes of content")
+    return make_ndarray(t)
 
 
 def _summary(tensors: dict) -> str:
