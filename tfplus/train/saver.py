@@ -213,6 +213,8 @@ def _read(path: str) -> tuple[dict[str, np.ndarray], dict]:
     try:
         ckpt.ParseFromString(payload)
         tensors = {t.name: _entry_value(t) for t in ckpt.tensors}
+        if len(tensors) != len(ckpt.tensors):
+            raise ValueError("an entry name appears twice")
         meta = json.loads(ckpt.meta_json) if ckpt.meta_json else {}
     except RecursionError:
         raise errors.DataLossError(None, None, f"checkpoint {path!r} cannot be decoded: its metadata is nested "
@@ -339,6 +341,8 @@ def get_checkpoint_state(checkpoint_dir: str, latest_filename: str | None = None
 def _outside_reason(folder: str, entry: str) -> str | None:
     """Why a state file in `folder` may not name `entry` (None if it may): the entry must resolve (links
     followed) to a path inside the folder that is not a folder."""
+    if "\0" in entry:
+        return "holds a NUL character"
     path = os.path.realpath(os.path.join(folder, entry))
     root = os.path.realpath(folder)
     if os.path.commonpath([root, path]) != root:
