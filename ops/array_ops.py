@@ -57,6 +57,8 @@ not_differentiable("Placeholder")
 
 def placeholder(dtype, shape=None, name=None):
     """`x = tf.placeholder(tf.float32, [None, 784])`: a value fed at `Session.run` time."""
+    if isinstance(shape, (int, np.integer)):  # TF1: shape=3 is the shape (3,)
+        shape = (shape,)
     shape = None if shape is None else tuple(None if d is None or d == -1 else int(d) for d in shape)
     op = get_default_graph().create_op("Placeholder", [], {"dtype": _dt.as_dtype(dtype), "shape": shape},
                                        name or "Placeholder")
