@@ -165,6 +165,28 @@ def input_count_error(op_def, attrs: dict, n: int) -> str | None:
     return None
 
 
+def _dtype_causes(inputs: list) -> str:
+    """Where inputs of different dtypes got them, for a dtype error: the usual causes are a placeholder
+    declared with another dtype and a constant made from a float64 NumPy value."""
+    if len({t.dtype for t in inputs}) < 2:
+        return ""
+    causes = []
+    for t in inputs:
+        op, dt = t.op, t.dtype.name
+        while op.type == "Identity" and op.inputs:  # a variable's value is read through Identity 'w/read'
+            op = op.inputs[0].op
+        if op.type == "Placeholder":
+            causes.append(f"'{t.name}' is {dt} because placeholder '{op.name}' was declared {dt}")
+        elif op.type == "Const":
+            why = " (NumPy arrays keep their dtype: np.float64 unless made with np.float32)" \
+                if dt == "float64" else ""
+            causes.append(f"'{t.name}' is {dt} because it is a constant made from a {dt} value{why}")
+        elif op.type == "VariableV2":
+            causes.append(f"'{t.name}' is {dt} because variable '{op.name}' was created {dt}")
+    causes.append("make the dtypes agree where the values are made, or convert one with tf.cast")
+    return "; likely cause: " + "; ".join(causes)
+
+
 def _brief(attrs: dict) -> str:
     return ", ".join(f"{k}={v!r}" for k, v in sorted(attrs.items()) if not isinstance(v, np.ndarray)) or "none"
 
@@ -373,7 +395,8 @@ class Graph:
                 out_specs = op_def.shape_fn(specs, attrs)
             except (ValueError, TypeError) as e:
                 shapes = ", ".join(f"{t.name} {_fmt_shape(t._shape)} {t.dtype.name}" for t in inputs)
-                raise type(e)(f"{op_type} '{full}': {e} (inputs: {shapes})") from None
+                hint = _dtype_causes(inputs) if isinstance(e, TypeError) else ""
+                raise type(e)(f"{op_type} '{full}': {e} (inputs: {shapes}){hint}") from None
             for k, out in enumerate(out_specs):
                 problem = shape_error(out.shape)
                 if problem:

@@ -378,18 +378,67 @@ class Session:
 
 
 def _check_feed(t: Tensor, value) -> np.ndarray:
-    """Casts a fed value to the tensor's dtype where that loses nothing, and checks it against its shape."""
-    arr = np.asarray(value)
+    """A fed value converted to the tensor's dtype as TF1's Session converts it (NumPy's asarray: a float64 array
+    fed to an int32 placeholder is truncated), and checked against the tensor's shape. Unlike TF1, a value the
+    dtype cannot hold is an error instead of wrapping or overflowing: integers out of range, NaN or infinity
+    into an integer dtype, finite floats that would become infinite, complex values."""
     target = t.dtype.np
+    try:
+        arr = np.asarray(value)
+    except (ValueError, TypeError) as e:  # e.g. ragged nested lists
+        raise ValueError(f"cannot feed a {type(value).__name__} to Tensor '{t.name}': {e}") from None
     if arr.dtype != target:
-        ok = np.can_cast(arr.dtype, target, "same_kind") or (arr.dtype.kind in "iub" and target.kind in "iuf")
-        if not ok:
-            raise TypeError(f"cannot feed a {arr.dtype} value to Tensor '{t.name}' of dtype {t.dtype.name}")
-        arr = arr.astype(target)
+        arr = _convert_feed(arr, value, t)
     if not _compatible(arr.shape, t._shape):
         raise ValueError(f"Cannot feed value of shape {_fmt_shape(arr.shape)} for Tensor '{t.name}', "
                          f"which has shape {_fmt_shape(t._shape)}")
     return arr if arr.flags.c_contiguous else np.array(arr, order="C")
+
+
+def _convert_feed(arr: np.ndarray, value, t: Tensor) -> np.ndarray:
+    target = t.dtype.np
+    where = f"Tensor '{t.name}' of dtype {t.dtype.name}"
+    kind = arr.dtype.kind
+    if kind == "c":
+        raise TypeError(f"cannot feed complex values to {where}: the imaginary part would be lost")
+    if kind not in "biuf":  # Python objects (ints beyond int64) and strings: NumPy parses or refuses them
+        try:
+            arr = np.asarray(value, dtype=target)
+        except OverflowError as e:
+            raise ValueError(f"cannot feed {_sample(value)} to {where}: {e}; feed values in range or use a "
+                             "wider dtype") from None
+        except (ValueError, TypeError) as e:
+            raise TypeError(f"cannot feed {_sample(value)} to {where}: {e}") from None
+        return arr
+    if np.can_cast(arr.dtype, target, "safe") or target.kind == "b" or arr.size == 0:
+        return arr.astype(target)
+    if target.kind in "iu":
+        info = np.iinfo(target)
+        if kind == "f":
+            if not np.isfinite(arr).all():
+                raise ValueError(f"cannot feed NaN or infinity to {where}")
+            whole = np.trunc(arr.astype(np.float64))
+            # NOTE: compared in float64, where 2^63 is exact and int64's max is not
+            bad = (whole < float(info.min)) | (whole >= float(info.max) + 1)
+        else:
+            bad = (arr < info.min) | (arr > info.max) if arr.dtype.kind == target.kind or kind == "b" else \
+                (arr.astype(object) < info.min) | (arr.astype(object) > info.max)
+        if bad.any():
+            raise ValueError(f"cannot feed {arr[bad].flat[0]} to {where}: out of its range "
+                             f"[{info.min}, {info.max}]; feed values in range or use a wider dtype")
+        return arr.astype(target)
+    with np.errstate(over="ignore"):
+        out = arr.astype(target)
+    overflow = np.isinf(out) & (np.isfinite(arr) if kind == "f" else True)
+    if overflow.any():
+        raise ValueError(f"cannot feed {arr[overflow].flat[0]} to {where}: out of its range "
+                         f"(+-{np.finfo(target).max}); feed values in range or use a wider dtype")
+    return out
+
+
+def _sample(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _compatible(actual, static) -> bool:
