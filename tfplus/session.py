@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import heapq
+import os
 import threading
 from typing import Any
 
@@ -42,7 +43,7 @@ _VAR = _Unset()
 
 
 class KernelContext:
-    """What a kernel may ask of the executor: its node, the runtime, a per-node RNG, scratch space."""
+    """What a kernel may ask of the executor: its node, the runtime, a per-node random stream, scratch space."""
 
     def __init__(self, session: Session, op: Operation):
         self.op, self.runtime, self._session = op, session._runtime, session
@@ -51,13 +52,21 @@ class KernelContext:
     def node_name(self) -> str:
         return self.op.name
 
-    def rng(self) -> np.random.Generator:
-        """A generator owned by this node for the session's lifetime (TF1: each run draws new numbers)."""
-        rngs = self._session._rngs
-        if self.op.name not in rngs:
+    def random_stream(self) -> tuple[tuple[int, int], int]:
+        """(Philox key, run) of this random node (kernels/numpy/random.py and kernels/opencl/random.cl draw by
+        it). The key is the op's seeds, or random ones fixed for the session if both are 0; the run counts the
+        node's runs in this session, so each run draws new numbers and a new session starts over (as TF1)."""
+        streams = self._session._rngs
+        state = streams.get(self.op.name)
+        if state is None:
             seed, seed2 = self.op.attrs.get("seed", 0), self.op.attrs.get("seed2", 0)
-            rngs[self.op.name] = np.random.default_rng([seed, seed2] if (seed or seed2) else None)
-        return rngs[self.op.name]
+            if not (seed or seed2):
+                seed, seed2 = (int.from_bytes(os.urandom(4), "little") for _ in range(2))
+            # 64-bit seeds fold into the 32-bit key words
+            state = streams[self.op.name] = [(seed ^ (seed >> 32)) & 0xFFFFFFFF,
+                                             (seed2 ^ (seed2 >> 32)) & 0xFFFFFFFF, 0]
+        state[2] += 1
+        return (state[0], state[1]), state[2] - 1
 
     def workspace(self, shape, dtype):
         """Scratch memory that lives only while this kernel runs (im2col columns, partial sums). Under a
@@ -128,7 +137,7 @@ class Session:
             self._runtime.allow_fallback = True
         self.device = device
         self._vars: dict[str, Any] = {}  # VariableV2 node name -> buffer
-        self._rngs: dict[str, np.random.Generator] = {}
+        self._rngs: dict[str, list[int]] = {}  # random node -> [key word 0, key word 1, runs so far]
         self._plans: dict[tuple, _Plan] = {}
         # (op, input shapes[, value inputs' values]) -> output (shape, dtype)s: see _outputs.
         self._out_specs: dict[tuple, list[tuple]] = {}
