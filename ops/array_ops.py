@@ -889,8 +889,13 @@ def stack(values, axis=0, name="stack") -> Tensor:
     return apply_op("Pack", [list(values)], {"axis": int(axis)}, name)
 
 
+_MAX_OUTPUTS = 2**24
+
+
 def _unpack_shape(ins, attrs):
     x, num = ins[0], attrs["num"]
+    if not 0 <= num <= _MAX_OUTPUTS:  # NOTE: a GraphDef's num, unchecked, makes that many Tensors
+        raise ValueError(f"num must be in [0, {_MAX_OUTPUTS}], got {num}")
     if x.shape is None:
         return [spec(None, x.dtype)] * num
     a = _axis(attrs["axis"], len(x.shape))

@@ -397,6 +397,12 @@ class Graph:
                 shapes = ", ".join(f"{t.name} {_fmt_shape(t._shape)} {t.dtype.name}" for t in inputs)
                 hint = _dtype_causes(inputs) if isinstance(e, TypeError) else ""
                 raise type(e)(f"{op_type} '{full}': {e} (inputs: {shapes}){hint}") from None
+            except KeyError as e:  # a shape function reading an attr the node lacks
+                raise ValueError(f"{op_type} '{full}': lacks attr {e}; it has {sorted(attrs)}") from None
+            except (ArithmeticError, IndexError) as e:  # NOTE: attrs or sizes no wrapper makes (a GraphDef's)
+                shapes = ", ".join(f"{t.name} {_fmt_shape(t._shape)}" for t in inputs)
+                raise ValueError(f"{op_type} '{full}': its inputs or attrs do not fit the op ({type(e).__name__}: "
+                                 f"{e}; inputs: {shapes or 'none'}; attrs: {_brief(attrs)})") from None
             for k, out in enumerate(out_specs):
                 problem = shape_error(out.shape)
                 if problem:

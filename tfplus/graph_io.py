@@ -592,9 +592,6 @@ def _import(graph_def, input_map, return_elements, name):
                 op = graph.create_op(node.op, inputs, node.attrs, name=f"{scope}{node.name}/")
             except (TypeError, ValueError) as e:
                 raise type(e)(f"import_graph_def: node {node.name!r}: {e}") from None
-            except KeyError as e:  # a shape function reading an attr that the NodeDef lacks
-                raise ValueError(f"import_graph_def: node {node.name!r} ({node.op}) lacks attr {e}; "
-                                 f"it has {sorted(node.attrs)}") from None
             _check_type_attr(node, op)
             if node.controls:
                 have = set(op.control_inputs)
