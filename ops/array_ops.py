@@ -57,6 +57,8 @@ not_differentiable("Placeholder")
 
 def placeholder(dtype, shape=None, name=None):
     """`x = tf.placeholder(tf.float32, [None, 784])`: a value fed at `Session.run` time."""
+    if isinstance(shape, (int, np.integer)):  # TF1: shape=3 is the shape (3,)
+        shape = (shape,)
     shape = None if shape is None else tuple(None if d is None or d == -1 else int(d) for d in shape)
     op = get_default_graph().create_op("Placeholder", [], {"dtype": _dt.as_dtype(dtype), "shape": shape},
                                        name or "Placeholder")
@@ -887,8 +889,13 @@ def stack(values, axis=0, name="stack") -> Tensor:
     return apply_op("Pack", [list(values)], {"axis": int(axis)}, name)
 
 
+_MAX_OUTPUTS = 2**24
+
+
 def _unpack_shape(ins, attrs):
     x, num = ins[0], attrs["num"]
+    if not 0 <= num <= _MAX_OUTPUTS:  # NOTE: a GraphDef's num, unchecked, makes that many Tensors
+        raise ValueError(f"num must be in [0, {_MAX_OUTPUTS}], got {num}")
     if x.shape is None:
         return [spec(None, x.dtype)] * num
     a = _axis(attrs["axis"], len(x.shape))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import heapq
+import os
 import threading
 from typing import Any
 
@@ -42,7 +43,7 @@ _VAR = _Unset()
 
 
 class KernelContext:
-    """What a kernel may ask of the executor: its node, the runtime, a per-node RNG, scratch space."""
+    """What a kernel may ask of the executor: its node, the runtime, a per-node random stream, scratch space."""
 
     def __init__(self, session: Session, op: Operation):
         self.op, self.runtime, self._session = op, session._runtime, session
@@ -51,13 +52,21 @@ class KernelContext:
     def node_name(self) -> str:
         return self.op.name
 
-    def rng(self) -> np.random.Generator:
-        """A generator owned by this node for the session's lifetime (TF1: each run draws new numbers)."""
-        rngs = self._session._rngs
-        if self.op.name not in rngs:
+    def random_stream(self) -> tuple[tuple[int, int], int]:
+        """(Philox key, run) of this random node (kernels/numpy/random.py and kernels/opencl/random.cl draw by
+        it). The key is the op's seeds, or random ones fixed for the session if both are 0; the run counts the
+        node's runs in this session, so each run draws new numbers and a new session starts over (as TF1)."""
+        streams = self._session._rngs
+        state = streams.get(self.op.name)
+        if state is None:
             seed, seed2 = self.op.attrs.get("seed", 0), self.op.attrs.get("seed2", 0)
-            rngs[self.op.name] = np.random.default_rng([seed, seed2] if (seed or seed2) else None)
-        return rngs[self.op.name]
+            if not (seed or seed2):
+                seed, seed2 = (int.from_bytes(os.urandom(4), "little") for _ in range(2))
+            # 64-bit seeds fold into the 32-bit key words
+            state = streams[self.op.name] = [(seed ^ (seed >> 32)) & 0xFFFFFFFF,
+                                             (seed2 ^ (seed2 >> 32)) & 0xFFFFFFFF, 0]
+        state[2] += 1
+        return (state[0], state[1]), state[2] - 1
 
     def workspace(self, shape, dtype):
         """Scratch memory that lives only while this kernel runs (im2col columns, partial sums). Under a
@@ -128,7 +137,7 @@ class Session:
             self._runtime.allow_fallback = True
         self.device = device
         self._vars: dict[str, Any] = {}  # VariableV2 node name -> buffer
-        self._rngs: dict[str, np.random.Generator] = {}
+        self._rngs: dict[str, list[int]] = {}  # random node -> [key word 0, key word 1, runs so far]
         self._plans: dict[tuple, _Plan] = {}
         # (op, input shapes[, value inputs' values]) -> output (shape, dtype)s: see _outputs.
         self._out_specs: dict[tuple, list[tuple]] = {}
@@ -378,18 +387,67 @@ class Session:
 
 
 def _check_feed(t: Tensor, value) -> np.ndarray:
-    """Casts a fed value to the tensor's dtype where that loses nothing, and checks it against its shape."""
-    arr = np.asarray(value)
+    """A fed value converted to the tensor's dtype as TF1's Session converts it (NumPy's asarray: a float64 array
+    fed to an int32 placeholder is truncated), and checked against the tensor's shape. Unlike TF1, a value the
+    dtype cannot hold is an error instead of wrapping or overflowing: integers out of range, NaN or infinity
+    into an integer dtype, finite floats that would become infinite, complex values."""
     target = t.dtype.np
+    try:
+        arr = np.asarray(value)
+    except (ValueError, TypeError) as e:  # e.g. ragged nested lists
+        raise ValueError(f"cannot feed a {type(value).__name__} to Tensor '{t.name}': {e}") from None
     if arr.dtype != target:
-        ok = np.can_cast(arr.dtype, target, "same_kind") or (arr.dtype.kind in "iub" and target.kind in "iuf")
-        if not ok:
-            raise TypeError(f"cannot feed a {arr.dtype} value to Tensor '{t.name}' of dtype {t.dtype.name}")
-        arr = arr.astype(target)
+        arr = _convert_feed(arr, value, t)
     if not _compatible(arr.shape, t._shape):
         raise ValueError(f"Cannot feed value of shape {_fmt_shape(arr.shape)} for Tensor '{t.name}', "
                          f"which has shape {_fmt_shape(t._shape)}")
     return arr if arr.flags.c_contiguous else np.array(arr, order="C")
+
+
+def _convert_feed(arr: np.ndarray, value, t: Tensor) -> np.ndarray:
+    target = t.dtype.np
+    where = f"Tensor '{t.name}' of dtype {t.dtype.name}"
+    kind = arr.dtype.kind
+    if kind == "c":
+        raise TypeError(f"cannot feed complex values to {where}: the imaginary part would be lost")
+    if kind not in "biuf":  # Python objects (ints beyond int64) and strings: NumPy parses or refuses them
+        try:
+            arr = np.asarray(value, dtype=target)
+        except OverflowError as e:
+            raise ValueError(f"cannot feed {_sample(value)} to {where}: {e}; feed values in range or use a "
+                             "wider dtype") from None
+        except (ValueError, TypeError) as e:
+            raise TypeError(f"cannot feed {_sample(value)} to {where}: {e}") from None
+        return arr
+    if np.can_cast(arr.dtype, target, "safe") or target.kind == "b" or arr.size == 0:
+        return arr.astype(target)
+    if target.kind in "iu":
+        info = np.iinfo(target)
+        if kind == "f":
+            if not np.isfinite(arr).all():
+                raise ValueError(f"cannot feed NaN or infinity to {where}")
+            whole = np.trunc(arr.astype(np.float64))
+            # NOTE: compared in float64, where 2^63 is exact and int64's max is not
+            bad = (whole < float(info.min)) | (whole >= float(info.max) + 1)
+        else:
+            bad = (arr < info.min) | (arr > info.max) if arr.dtype.kind == target.kind or kind == "b" else \
+                (arr.astype(object) < info.min) | (arr.astype(object) > info.max)
+        if bad.any():
+            raise ValueError(f"cannot feed {arr[bad].flat[0]} to {where}: out of its range "
+                             f"[{info.min}, {info.max}]; feed values in range or use a wider dtype")
+        return arr.astype(target)
+    with np.errstate(over="ignore"):
+        out = arr.astype(target)
+    overflow = np.isinf(out) & (np.isfinite(arr) if kind == "f" else True)
+    if overflow.any():
+        raise ValueError(f"cannot feed {arr[overflow].flat[0]} to {where}: out of its range "
+                         f"(+-{np.finfo(target).max}); feed values in range or use a wider dtype")
+    return out
+
+
+def _sample(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _compatible(actual, static) -> bool:
