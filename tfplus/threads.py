@@ -117,16 +117,16 @@ def run(fn: Callable, items: Iterable) -> list:
     return [first] + rest
 
 
-def parallel_for(n: int, body: Callable[[int, int], None], grain: int = GRAIN) -> None:
-    """body(lo, hi) over the ranges of split(n, grain)."""
-    run(lambda r: body(*r), split(n, grain))
+def parallel_for(n: int, body: Callable[[int, int], None], grain: int | None = None) -> None:
+    """body(lo, hi) over the ranges of split(n, grain) (grain: GRAIN by default)."""
+    run(lambda r: body(*r), split(n, GRAIN if grain is None else grain))
 
 
-def sharded(body: Callable, out, *ins, grain: int = GRAIN) -> None:
+def sharded(body: Callable, out, *ins) -> None:
     """body(out, *ins) over shards of `out`: flat element ranges when every operand of out's shape is
     contiguous and the rest are scalars, else ranges of out's first axis (operands that broadcast along it are
-    passed whole)."""
-    n = out.size
+    passed whole). A shard has at least GRAIN elements."""
+    n, grain = out.size, GRAIN
     if current() == 1 or n < 2 * grain:
         body(out, *ins)
         return
