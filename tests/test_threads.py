@@ -132,3 +132,39 @@ def test_training_is_deterministic_per_thread_count_and_agrees_across_counts(mod
         np.testing.assert_allclose(loss, ref_loss, rtol=1e-5)
         for a, b in zip(variables, ref_vars):
             np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)  # Adam: step ~ lr
+
+
+def test_cli_threads_flag_environment_and_devices(monkeypatch, capsys):
+    from tfplus.cli import main
+    monkeypatch.setenv(threads.ENV, "3")
+    assert main(["devices"]) == 0
+    assert "cpu        NumPy, 3 threads" in capsys.readouterr().out
+    monkeypatch.setenv(threads.ENV, "many")
+    assert main(["devices"]) == 2
+    assert "TFPLUS_NUM_THREADS='many'" in capsys.readouterr().err
+    monkeypatch.delenv(threads.ENV)
+    seen, sharded = set(), threads.sharded
+    monkeypatch.setattr(threads, "sharded", lambda *a: seen.add(threads.current()) or sharded(*a))
+    assert main(["profile", "--threads", "2", "--steps", "1", "--batch-size", "2", "--widths", "4,4",
+                 "--fc-widths", "8"]) == 0
+    assert seen == {2}
+    capsys.readouterr()
+    assert main(["train", "--threads", "0", "--synthetic"]) == 2
+    assert "--threads" in capsys.readouterr().err
+
+
+def test_memory_plans_declare_every_shards_scratch(monkeypatch):
+    """Under a memory budget every ctx.workspace call must match the kernels' declarations: with 3 threads,
+    3 image shards' scratch and partial filter gradients, pooling slices per shard."""
+    monkeypatch.setattr(threads, "GRAIN", 64)
+    tg = _GRAPHS["mentee"]()
+    rng = np.random.default_rng(2)
+    feed = {tg.images: rng.standard_normal((6, 3, 32, 32)).astype(np.float32),
+            tg.labels: rng.integers(0, 10, 6).astype(np.int32)}
+    config = tf.ConfigProto(intra_op_parallelism_threads=3)
+    losses = []
+    for budget in (None, "24MB"):
+        with tf.Session(graph=tg.graph, config=config, memory_budget=budget) as sess:
+            sess.run(tg.init_op)
+            losses.append([sess.run([tg.train_op, tg.loss], feed)[1] for _ in range(2)])
+    np.testing.assert_allclose(losses[0], losses[1], rtol=1e-5)

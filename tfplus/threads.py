@@ -27,6 +27,7 @@ ENV = "TFPLUS_NUM_THREADS"
 GRAIN = 1 << 16
 
 _local = threading.local()  # the running session's thread count, per Python thread; 1 in pool workers
+_default = {"threads": None}  # the process's default when set (tfplus train/eval/profile --threads)
 _pools: dict[int, ThreadPoolExecutor] = {}
 _pools_lock = threading.Lock()
 
@@ -51,9 +52,22 @@ def parse_threads(value, where: str) -> int:
 
 
 def default_threads() -> int:
-    """$TFPLUS_NUM_THREADS if set, else the cores this process may run on."""
+    """The thread count of a session whose config sets none: `default(n)`'s (the CLI's --threads), else
+    $TFPLUS_NUM_THREADS, else the cores this process may run on."""
+    if _default["threads"] is not None:
+        return _default["threads"]
     value = os.environ.get(ENV, "").strip()
     return parse_threads(value, ENV) if value else available_cores()
+
+
+@contextlib.contextmanager
+def default(n: int):
+    """Sessions created inside (any thread) default to `n` threads."""
+    previous, _default["threads"] = _default["threads"], parse_threads(n, "threads")
+    try:
+        yield
+    finally:
+        _default["threads"] = previous
 
 
 def resolve(requested: int | None) -> int:
