@@ -11,9 +11,10 @@ takes the same paths. Big temporaries come from ctx.workspace in the order the w
 and are bounded per call (the batch is processed in chunks), whatever the batch size.
 
 The kernels split the batch into one shard of images per intra-op thread (tfplus.threads): each shard runs the
-path above on its images with its own scratch, its chunk budget divided by the shard count (so the scratch of
-all shards together stays that of one), and BLAS on one thread. Filter gradients sum the shards' partial
-gradients in shard order, so they are deterministic for a fixed thread count.
+path above on its images with its own scratch and BLAS on one thread. Filter gradients sum the shards' partial
+gradients in shard order, so they are deterministic for a fixed thread count. NOTE: a shard keeps the whole
+chunk budget, so scratch grows with the thread count (up to the batch's im2col): dividing it would multiply
+the chunks, and each chunk's NumPy calls hold the GIL for a while (~100 us), which the threads share.
 """
 from __future__ import annotations
 
@@ -499,10 +500,15 @@ def _wino_conv(ctx, x: np.ndarray, f: np.ndarray, y: np.ndarray, div: int = 1) -
             dst[...] = stage.reshape(m, k, 2 * th, 2 * tw)[:, :, :h, :w]
 
 
+# G f G^T for every (c, k) at once is one GEMM of the flattened filter taps with G (x) G (a Kronecker product,
+# 16 x 9): memory-bound, and several times faster than the equivalent einsum, which loops in C without BLAS.
+_GG = np.kron(_G, _G)
+_GG_SIGNED_T = np.kron(_G_SIGNED, _G_SIGNED).T.copy()
+
+
 def _wino_filter(f: np.ndarray, u: np.ndarray) -> np.ndarray:
     """u[4r+s] (C, K) = G f G^T for every (c, k) of f (3, 3, C, K); u is (16, C, K)."""
-    g = _G.astype(f.dtype)
-    return np.einsum("ra,abck,sb->rsck", g, f, g, out=u.reshape(4, 4, *f.shape[2:]))
+    return np.matmul(_GG.astype(f.dtype), f.reshape(9, -1), out=u.reshape(16, -1))
 
 
 def _wino_backprop_filter(ctx, x: np.ndarray, dy: np.ndarray, df: np.ndarray, div: int = 1) -> None:
@@ -537,8 +543,7 @@ def _wino_backprop_filter(ctx, x: np.ndarray, dy: np.ndarray, df: np.ndarray, di
         np.matmul(vv.transpose(0, 2, 1), g.reshape(16, th * tw * m, k), out=acc if i == 0 else part)
         if i:
             acc += part
-    gs = _G_SIGNED.astype(df.dtype)
-    np.einsum("ra,rsck,sb->abck", gs, acc.reshape(4, 4, c, k), gs, out=df)
+    np.matmul(_GG_SIGNED_T.astype(df.dtype), acc.reshape(16, -1), out=df.reshape(9, -1))  # G' acc G' summed
 
 
 # -- kernels and their workspaces ----------------------------------------------------------------------------
@@ -595,22 +600,22 @@ class _Scratch:
 
 
 def _sharded_workspaces(n: int, shard_ws, partial: tuple | None = None) -> list[tuple]:
-    """The scratch of a kernel split over image shards: shard_ws(m images, shard count) for each shard in order,
+    """The scratch of a kernel split over image shards: shard_ws(m images) for each shard in order,
     then one `partial` result buffer (shape, dtype) per shard after the first, for a sum over the images."""
     ranges = threads.split(n)
-    ws = [w for lo, hi in ranges for w in shard_ws(hi - lo, len(ranges))]
+    ws = [w for lo, hi in ranges for w in shard_ws(hi - lo)]
     return ws + [partial] * (len(ranges) - 1) if partial else ws
 
 
 def _over_images(ctx, n: int, shard_ws, body, out: np.ndarray, summed: bool = False) -> None:
-    """body(scratch, lo, hi, dst, shard count) for each image shard [lo, hi) on the pool, with the scratch
+    """body(scratch, lo, hi, dst) for each image shard [lo, hi) on the pool, with the scratch
     _sharded_workspaces declares. dst is `out`; for a sum over the images (summed) it is the shard's partial
     result (out itself for the first), and the partials are added into out in shard order."""
     ranges = threads.split(n)
     s = len(ranges)
-    scratch = [[ctx.workspace(*w) for w in shard_ws(hi - lo, s)] for lo, hi in ranges]
+    scratch = [[ctx.workspace(*w) for w in shard_ws(hi - lo)] for lo, hi in ranges]
     dst = [out] + [ctx.workspace(out.shape, as_dtype(out.dtype)) if summed else out for _ in ranges[1:]]
-    threads.run(lambda i: body(_Scratch(scratch[i]), *ranges[i], dst[i], s), range(s))
+    threads.run(lambda i: body(_Scratch(scratch[i]), *ranges[i], dst[i]), range(s))
     if summed:
         for part in dst[1:]:
             out += part
@@ -618,17 +623,12 @@ def _over_images(ctx, n: int, shard_ws, body, out: np.ndarray, summed: bool = Fa
 
 def _fast_ws(kind: str, n: int, c: int, k: int, h: int, w: int, dtype, div: int):
     """shard_ws of the fast path."""
-    return lambda m, s: _fast_shard_workspaces(kind, m, c, k, h, w, dtype, div * s)
+    return lambda m: _fast_shard_workspaces(kind, m, c, k, h, w, dtype, div)
 
 
 def _generic_ws(g: Geometry, dtype, kind: str, fmt: str, div: int):
     """shard_ws of the generic path."""
-    return lambda m, s: _generic_workspaces(g._replace(n=m), dtype, kind, fmt, div * s)
-
-
-def _shard_attrs(attrs, s: int) -> dict:
-    """attrs with the scratch divisor of one of s shards."""
-    return dict(attrs, **{SCRATCH_DIVISOR_ATTR: _divisor(attrs) * s})
+    return lambda m: _generic_workspaces(g._replace(n=m), dtype, kind, fmt, div)
 
 
 @register_kernel("Conv2D", "cpu", FLOATS)
@@ -640,12 +640,11 @@ def _conv2d(ctx, ins, outs, attrs):
     elif is_fast(x.shape, f.shape, attrs):
         n, c, h, w = x.shape
         _over_images(ctx, n, _fast_ws("forward", n, c, f.shape[3], h, w, as_dtype(x.dtype), _divisor(attrs)),
-                     lambda sc, lo, hi, out, s: _fast_conv(sc, x[lo:hi], f, out[lo:hi], _divisor(attrs) * s), y)
+                     lambda sc, lo, hi, out: _fast_conv(sc, x[lo:hi], f, out[lo:hi], _divisor(attrs)), y)
     else:
         g = geometry(x.shape, f.shape, y.shape, attrs)
         _over_images(ctx, g.n, _generic_ws(g, as_dtype(x.dtype), "forward", attrs["data_format"], _divisor(attrs)),
-                     lambda sc, lo, hi, out, s: _conv2d_generic(sc, x[lo:hi], f, out[lo:hi], _shard_attrs(attrs, s)),
-                     y)
+                     lambda sc, lo, hi, out: _conv2d_generic(sc, x[lo:hi], f, out[lo:hi], attrs), y)
 
 
 @register_workspace("Conv2D", "cpu")
@@ -668,12 +667,12 @@ def _conv2d_backprop_input(ctx, ins, outs, attrs):
         n, c, h, w = dx.shape
         ff = _flipped(f)
         _over_images(ctx, n, _fast_ws("forward", n, f.shape[3], c, h, w, as_dtype(dy.dtype), _divisor(attrs)),
-                     lambda sc, lo, hi, out, s: _fast_conv(sc, dy[lo:hi], ff, out[lo:hi], _divisor(attrs) * s), dx)
+                     lambda sc, lo, hi, out: _fast_conv(sc, dy[lo:hi], ff, out[lo:hi], _divisor(attrs)), dx)
     else:
         g = geometry(dx.shape, f.shape, dy.shape, attrs)
         _over_images(ctx, g.n, _generic_ws(g, as_dtype(dy.dtype), "input", attrs["data_format"], _divisor(attrs)),
-                     lambda sc, lo, hi, out, s: _conv2d_backprop_input_generic(sc, f, dy[lo:hi], out[lo:hi],
-                                                                               _shard_attrs(attrs, s)), dx)
+                     lambda sc, lo, hi, out: _conv2d_backprop_input_generic(sc, f, dy[lo:hi], out[lo:hi], attrs),
+                     dx)
 
 
 @register_workspace("Conv2DBackpropInput", "cpu")
@@ -696,13 +695,12 @@ def _conv2d_backprop_filter(ctx, ins, outs, attrs):
     elif is_fast(x.shape, df.shape, attrs):
         n, c, h, w = x.shape
         _over_images(ctx, n, _fast_ws("filter", n, c, df.shape[3], h, w, as_dtype(x.dtype), _divisor(attrs)),
-                     lambda sc, lo, hi, out, s: _fast_backprop_filter(sc, x[lo:hi], dy[lo:hi], out,
-                                                                      _divisor(attrs) * s), df, summed=True)
+                     lambda sc, lo, hi, out: _fast_backprop_filter(sc, x[lo:hi], dy[lo:hi], out, _divisor(attrs)),
+                     df, summed=True)
     else:
         g = geometry(x.shape, df.shape, dy.shape, attrs)
         _over_images(ctx, g.n, _generic_ws(g, as_dtype(x.dtype), "filter", attrs["data_format"], _divisor(attrs)),
-                     lambda sc, lo, hi, out, s: _conv2d_backprop_filter_generic(sc, x[lo:hi], dy[lo:hi], out,
-                                                                                _shard_attrs(attrs, s)),
+                     lambda sc, lo, hi, out: _conv2d_backprop_filter_generic(sc, x[lo:hi], dy[lo:hi], out, attrs),
                      df, summed=True)
 
 
