@@ -40,7 +40,8 @@ def test_run_uses_the_pool_and_waits_for_every_shard_when_one_raises():
         with pytest.raises(ValueError, match="5 shards for 4 threads"):
             threads.run(work, range(5))
         # Inside a shard, kernels run whole (no nested pools).
-        assert threads.run(lambda _: threads.current(), range(2)) == [4, 1]
+        assert threads.run(lambda _: threads.current(), range(2)) == [1, 1]
+        assert threads.current() == 4
 
 
 def test_default_is_the_affinity_mask_then_the_environment(monkeypatch):

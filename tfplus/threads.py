@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import queue
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Iterable
 
 ENV = "TFPLUS_NUM_THREADS"
@@ -28,7 +28,7 @@ GRAIN = 1 << 16
 
 _local = threading.local()  # the running session's thread count, per Python thread; 1 in pool workers
 _default = {"threads": None}  # the process's default when set (tfplus train/eval/profile --threads)
-_pools: dict[int, ThreadPoolExecutor] = {}
+_pools: dict[int, _Pool] = {}
 _pools_lock = threading.Lock()
 
 
@@ -99,17 +99,60 @@ def split(n: int, grain: int = 1) -> list[tuple[int, int]]:
     return [(n * i // shards, n * (i + 1) // shards) for i in range(shards)]
 
 
-def _worker_init() -> None:
-    _local.threads = 1  # a kernel called inside a shard runs whole: no nested pools
+class _Pool:
+    """n - 1 daemon workers, each with its own queue; a call puts shard i on worker i's queue and takes shard 0
+    itself, then collects one completion per shard. C-level queues (SimpleQueue) keep the caller's dispatch,
+    which holds the GIL, to a few microseconds per shard."""
+
+    def __init__(self, n: int):
+        self._call = threading.Lock()  # one call at a time (sessions in two Python threads take turns)
+        self._done: queue.SimpleQueue = queue.SimpleQueue()
+        self._inboxes = [queue.SimpleQueue() for _ in range(n - 1)]
+        for i, inbox in enumerate(self._inboxes):
+            threading.Thread(target=self._work, args=(inbox,), name=f"tfplus-intra-op-{n}-{i + 1}",
+                             daemon=True).start()
+
+    def _work(self, inbox: queue.SimpleQueue) -> None:
+        _local.threads = 1  # a kernel called inside a shard runs whole: no nested pools
+        while True:
+            fn, item, results, i = inbox.get()
+            try:
+                results[i] = fn(item)
+            except BaseException as e:  # re-raised by the caller
+                results[i] = _Failed(e)
+            self._done.put(i)
+
+    def run(self, fn: Callable, items: list) -> list:
+        results: list = [None] * len(items)
+        with self._call:
+            for i in range(1, len(items)):
+                self._inboxes[i - 1].put((fn, items[i], results, i))
+            previous, _local.threads = getattr(_local, "threads", None), 1  # shard 0 runs whole too
+            try:
+                results[0] = fn(items[0])
+            except BaseException as e:
+                results[0] = _Failed(e)
+            finally:
+                _local.threads = previous
+                for _ in range(1, len(items)):
+                    self._done.get()
+        for r in results:
+            if isinstance(r, _Failed):
+                raise r.error
+        return results
 
 
-def _executor(n: int) -> ThreadPoolExecutor:
+class _Failed:
+    def __init__(self, error: BaseException):
+        self.error = error
+
+
+def _pool(n: int) -> _Pool:
     with _pools_lock:
-        ex = _pools.get(n)
-        if ex is None:
-            ex = _pools[n] = ThreadPoolExecutor(n - 1, thread_name_prefix=f"tfplus-intra-op-{n}",
-                                                initializer=_worker_init)
-    return ex
+        pool = _pools.get(n)
+        if pool is None:
+            pool = _pools[n] = _Pool(n)
+    return pool
 
 
 def run(fn: Callable, items: Iterable) -> list:
@@ -118,17 +161,10 @@ def run(fn: Callable, items: Iterable) -> list:
     items = list(items)
     if len(items) <= 1:
         return [fn(item) for item in items]
-    if len(items) > current():
-        raise ValueError(f"{len(items)} shards for {current()} threads: use threads.split")
-    futures = [_executor(current()).submit(fn, item) for item in items[1:]]
-    try:
-        first = fn(items[0])
-    finally:
-        rest = [f.exception() or f.result() for f in futures]  # waits for all before anything propagates
-    for r in rest:
-        if isinstance(r, BaseException):
-            raise r
-    return [first] + rest
+    n = current()
+    if len(items) > n:
+        raise ValueError(f"{len(items)} shards for {n} threads: use threads.split")
+    return _pool(n).run(fn, items)
 
 
 def parallel_for(n: int, body: Callable[[int, int], None], grain: int | None = None) -> None:
