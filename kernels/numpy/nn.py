@@ -448,10 +448,12 @@ def max_pool_saving_argmax(ctx, ins, outs, attrs, argmax):
     fmt = attrs["data_format"]
     x, y, a = _nchw(ins[0], fmt), _nchw(outs[0], fmt), _nchw(argmax, fmt)
     rows = ctx.workspace(_row_maxima_shape(ins[0].shape, fmt, x.itemsize), as_dtype(x.dtype))
-    m = rows.shape[0]
-    for i in range(0, x.shape[0], m):
-        xs, ys, s = x[i:i + m], y[i:i + m], a[i:i + m]
-        r = rows[:xs.shape[0]]
+    ranges, _ = _pool_shards(x.shape[0])
+    m = rows.shape[0] // len(ranges)
+
+    def body(shard, lo, hi):
+        xs, ys, s = x[lo:hi], y[lo:hi], a[lo:hi]
+        r = rows[shard * m:shard * m + hi - lo]
         np.maximum(xs[:, :, 0::2], xs[:, :, 1::2], out=r)
         np.maximum(r[..., 0::2], r[..., 1::2], out=ys)
         hit = r.reshape(-1).view(np.bool_)[:ys.size].reshape(ys.shape)
@@ -460,6 +462,7 @@ def max_pool_saving_argmax(ctx, ins, outs, attrs, argmax):
         for t in (2, 1, 0):  # earlier taps overwrite later ones: the first maximum wins
             np.equal(quarters[t], ys, out=hit)
             np.copyto(s, t, where=hit)
+    _over_slices(ranges, m, body)
 
 
 def max_pool_grad_relu_from_argmax(ctx, ins, outs, attrs, argmax):
@@ -469,15 +472,18 @@ def max_pool_grad_relu_from_argmax(ctx, ins, outs, attrs, argmax):
     y, g, a = _nchw(ins[1], fmt), _nchw(ins[2], fmt), _nchw(argmax, fmt)
     dx = _nchw(outs[0], fmt)
     hit, positive = ctx.workspace(_window_masks_shape(ins[0].shape, fmt), bool_)
-    m = hit.shape[0]
-    for i in range(0, y.shape[0], m):
-        k = min(m, y.shape[0] - i)
-        h, p, gs, s = hit[:k], positive[:k], g[i:i + k], a[i:i + k]
-        np.greater(y[i:i + k], 0, out=p)
-        for t, d in enumerate(_quarters(dx[i:i + k])):
+    ranges, _ = _pool_shards(y.shape[0])
+    m = hit.shape[0] // len(ranges)
+
+    def body(shard, lo, hi):
+        h, p = hit[shard * m:shard * m + hi - lo], positive[shard * m:shard * m + hi - lo]
+        gs, s = g[lo:hi], a[lo:hi]
+        np.greater(y[lo:hi], 0, out=p)
+        for t, d in enumerate(_quarters(dx[lo:hi])):
             np.equal(s, t, out=h)
             np.logical_and(h, p, out=h)
             np.multiply(gs, h, out=d, dtype=gs.dtype)
+    _over_slices(ranges, m, body)
 
 
 def relu_grad_applied(ctx, ins, outs, attrs):
