@@ -103,7 +103,7 @@ def _train(threads_n: int, graph_fn, steps=2, batch=5):
     """Losses and final variables after `steps` steps of a small training graph run on threads_n threads."""
     tg = graph_fn()
     rng = np.random.default_rng(1)
-    images = rng.standard_normal((batch, 3, 32, 32)).astype(np.float32)
+    images = rng.standard_normal((batch, *tg.images.shape.as_list()[1:])).astype(np.float32)
     labels = rng.integers(0, 10, batch).astype(np.int32)
     with tf.Session(graph=tg.graph, config=tf.ConfigProto(intra_op_parallelism_threads=threads_n)) as sess:
         sess.run(tg.init_op)
@@ -117,6 +117,8 @@ _GRAPHS = {
     # bias, ReLU, FC, cross-entropy, weight decay and Nesterov momentum.
     "mentee": lambda: training_graph(total_steps=10, seed=3, model_kwargs={"conv_widths": (8, 64, 64)}),
     "lenet": lambda: training_graph(lenet, total_steps=10, seed=3, optimizer="adam"),  # the im2col path
+    # NHWC: the generic path's staging and BiasAddGrad's per-shard partial sums.
+    "lenet_nhwc": lambda: training_graph(lenet, total_steps=10, seed=3, data_format="NHWC"),
 }
 
 
