@@ -171,3 +171,16 @@ def test_memory_plans_declare_every_shards_scratch(monkeypatch):
             sess.run(tg.init_op)
             losses.append([sess.run([tg.train_op, tg.loss], feed)[1] for _ in range(2)])
     np.testing.assert_allclose(losses[0], losses[1], rtol=1e-5)
+
+
+def test_a_forked_child_starts_its_own_workers():
+    import os
+    import signal
+    with threads.using(2):
+        threads.run(lambda i: i, range(2))  # the parent's pool exists
+        pid = os.fork()
+        if pid == 0:  # the child: the parent's workers are not here; waiting on them, it dies by the alarm
+            signal.alarm(20)
+            os._exit(0 if threads.run(lambda i: i * 2, range(2)) == [0, 2] else 1)
+        _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0

@@ -155,6 +155,10 @@ def _pool(n: int) -> _Pool:
     return pool
 
 
+if hasattr(os, "register_at_fork"):  # a forked child has none of the parent's workers: it starts its own
+    os.register_at_fork(after_in_child=_pools.clear)
+
+
 def run(fn: Callable, items: Iterable) -> list:
     """[fn(item) for item in items], the first on this thread and the others on the pool (at most current()
     items). Every call has finished when this returns, also when one raised."""
