@@ -15,6 +15,9 @@ import types as _types
 
 from tfplus import errors, nn, train
 from tfplus import init_ops as _init
+
+# TF1's session configuration (tfplus.config).
+from tfplus.config import ConfigProto, GPUOptions, GraphOptions, OptimizerOptions
 from tfplus.dtypes import DType, as_dtype, double, float16, float32, float64, half, int8, int16, int32, int64, uint8
 from tfplus.dtypes import bool_ as bool
 from tfplus.framework import (

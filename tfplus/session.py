@@ -19,7 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from tfplus import errors
+from tfplus import errors, threads
+from tfplus.config import field as _config_field
 from tfplus.framework import Graph, Operation, Tensor, _fmt_shape, constant_value, get_default_graph, needed_ops
 from tfplus.registry import TensorSpec, devices_with_kernel, find_kernel, kernel_dtype
 from tfplus.runtime import get_runtime
@@ -136,6 +137,8 @@ class Session:
         if soft and hasattr(self._runtime, "allow_fallback"):
             self._runtime.allow_fallback = True
         self.device = device
+        # The cpu device's intra-op threads (TF1's ConfigProto.intra_op_parallelism_threads; 0 = the default).
+        self._threads = threads.resolve(_config_field(config, "intra_op_parallelism_threads"))
         self._vars: dict[str, Any] = {}  # VariableV2 node name -> buffer
         self._rngs: dict[str, list[int]] = {}  # random node -> [key word 0, key word 1, runs so far]
         self._plans: dict[tuple, _Plan] = {}
@@ -153,6 +156,10 @@ class Session:
         the run is traced into run_metadata (per-op times, FLOPs, bytes, transfers: tfplus.profiler)."""
         if self._closed:
             raise RuntimeError("Attempted to use a closed Session")
+        with threads.step(self._threads):
+            return self._run_options(fetches, feed_dict, options, run_metadata)
+
+    def _run_options(self, fetches, feed_dict, options, run_metadata):
         if options is None or run_metadata is None:  # the untraced path: no profiler import, no hooks
             return self._run(fetches, feed_dict)
         from tfplus import profiler

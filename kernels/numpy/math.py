@@ -1,11 +1,16 @@
 """NumPy kernels for math ops. Each writes into the output buffer the runtime allocated.
 
 NaN, inf and division by zero follow IEEE silently, as in TF (log(-1) is nan, 1/0 is inf), so NumPy's
-floating-point warnings are switched off around the kernels that can raise them."""
+floating-point warnings are switched off around the kernels that can raise them (inside each shard: the
+setting is per thread).
+
+Elementwise kernels, AddN, Cast and MatMul split their output over the intra-op threads (tfplus.threads),
+and reductions that keep the first axis split along it: each output element is computed by one thread."""
 from __future__ import annotations
 
 import numpy as np
 
+from tfplus import threads
 from tfplus.registry import register_kernel
 
 FLOATS = ("float16", "float32", "float64")
@@ -14,9 +19,12 @@ NUMERIC = FLOATS + INTS
 
 
 def _ufunc_kernel(op_type, ufunc, dtypes):
-    def kernel(ctx, ins, outs, attrs):
+    def body(out, *ins):
         with np.errstate(all="ignore"):
-            ufunc(*ins, out=outs[0])
+            ufunc(*ins, out=out)
+
+    def kernel(ctx, ins, outs, attrs):
+        threads.sharded(body, outs[0], *ins)
     kernel.__name__ = f"_{op_type.lower()}"
     register_kernel(op_type, "cpu", dtypes)(kernel)
 
@@ -59,22 +67,33 @@ def _squared_difference(ctx, ins, outs, attrs):
 
 @register_kernel("AddN", "cpu", NUMERIC)
 def _add_n(ctx, ins, outs, attrs):
-    np.copyto(outs[0], ins[0])
-    for x in ins[1:]:
-        np.add(outs[0], x, out=outs[0])
+    def body(out, first, *rest):
+        np.copyto(out, first)
+        for x in rest:
+            np.add(out, x, out=out)
+    threads.sharded(body, outs[0], *ins)
 
 
 @register_kernel("MatMul", "cpu", NUMERIC)
 def _matmul(ctx, ins, outs, attrs):
     a, b = ins
-    np.matmul(a.T if attrs["transpose_a"] else a, b.T if attrs["transpose_b"] else b, out=outs[0])
+    a = a.T if attrs["transpose_a"] else a
+    b = b.T if attrs["transpose_b"] else b
+    out = outs[0]
+    # Row blocks of the output, each a GEMM on one BLAS thread; a block's rows are computed as a whole
+    # product's would be. A shard gets at least GRAIN multiply-adds per 64 (GEMMs run ~64x faster per element
+    # than a NumPy loop).
+    grain = max(1, (threads.GRAIN << 6) // max(a.shape[1] * b.shape[1], 1))
+    threads.parallel_for(a.shape[0], lambda lo, hi: np.matmul(a[lo:hi], b, out=out[lo:hi]), grain)
 
 
 @register_kernel("Cast", "cpu")
 def _cast(ctx, ins, outs, attrs):
     # NOTE: unsafe casting is TF's: float -> int truncates toward zero, nonzero -> True.
-    with np.errstate(invalid="ignore"):
-        np.copyto(outs[0], ins[0], casting="unsafe")
+    def body(out, x):
+        with np.errstate(invalid="ignore"):
+            np.copyto(out, x, casting="unsafe")
+    threads.sharded(body, outs[0], ins[0])
 
 
 @register_kernel("Select", "cpu")
@@ -102,14 +121,25 @@ def _axes(x, indices):
     return tuple(sorted({int(a) % x.ndim for a in np.ravel(indices)})) if x.ndim else ()
 
 
+def _reduce(reduction, x, axes, keep_dims: bool, out) -> None:
+    """out = reduction(x, axes): split along the first axis when it is kept (each output row reduces its own
+    input row, as without threads); whole otherwise."""
+    if x.ndim == 0 or 0 in axes or out.ndim == 0:
+        reduction(x, axis=axes, keepdims=keep_dims, out=out)
+        return
+    per_row = max(x.size // max(x.shape[0], 1), 1)
+    threads.parallel_for(x.shape[0], lambda lo, hi: reduction(x[lo:hi], axis=axes, keepdims=keep_dims,
+                                                              out=out[lo:hi]), max(1, threads.GRAIN // per_row))
+
+
 @register_kernel("Sum", "cpu", NUMERIC)
 def _sum(ctx, ins, outs, attrs):
-    np.sum(ins[0], axis=_axes(*ins), keepdims=attrs["keep_dims"], out=outs[0])
+    _reduce(np.sum, ins[0], _axes(*ins), attrs["keep_dims"], outs[0])
 
 
 @register_kernel("Mean", "cpu", FLOATS)
 def _mean(ctx, ins, outs, attrs):
-    np.mean(ins[0], axis=_axes(*ins), keepdims=attrs["keep_dims"], out=outs[0])
+    _reduce(np.mean, ins[0], _axes(*ins), attrs["keep_dims"], outs[0])
 
 
 @register_kernel("Mean", "cpu", INTS)

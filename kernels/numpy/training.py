@@ -1,9 +1,12 @@
 """NumPy kernels for the optimizer update ops. ins[0] (and the slots) are the variables' live buffers: the
-kernels update them in place, with one scratch buffer of the variable's size (two for Nesterov Adam)."""
+kernels update them in place, with one scratch buffer of the variable's size (two for Nesterov Adam). Each
+update runs on element ranges split over the intra-op threads (tfplus.threads): every element's arithmetic is
+the same whatever the split."""
 from __future__ import annotations
 
 import numpy as np
 
+from tfplus import threads
 from tfplus.dtypes import float16, float32, float64
 from tfplus.registry import register_kernel, register_workspace
 
@@ -21,8 +24,11 @@ def _scratch(n: int):
 def _apply_gradient_descent(ctx, ins, outs, attrs):
     var, alpha, delta = ins
     tmp = ctx.workspace(var.shape, attrs["T"])
-    np.multiply(delta, alpha, out=tmp)
-    var -= tmp
+
+    def body(var, delta, tmp):
+        np.multiply(delta, alpha, out=tmp)
+        var -= tmp
+    threads.sharded(body, var, delta, tmp)
 
 
 register_workspace("ApplyGradientDescent", "cpu")(_scratch(1))
@@ -31,17 +37,21 @@ register_workspace("ApplyGradientDescent", "cpu")(_scratch(1))
 @register_kernel("ApplyMomentum", "cpu", DTYPES)
 def _apply_momentum(ctx, ins, outs, attrs):
     var, accum, lr, grad, momentum = ins
-    accum *= momentum
-    accum += grad
     tmp = ctx.workspace(var.shape, attrs["T"])
-    if attrs.get("use_nesterov", False):
-        # lr * grad + lr * momentum * accum, as lr * (grad + momentum * accum): one scratch buffer.
-        np.multiply(accum, momentum, out=tmp)
-        tmp += grad
-        tmp *= lr
-    else:
-        np.multiply(accum, lr, out=tmp)
-    var -= tmp
+    nesterov = attrs.get("use_nesterov", False)
+
+    def body(var, accum, grad, tmp):
+        accum *= momentum
+        accum += grad
+        if nesterov:
+            # lr * grad + lr * momentum * accum, as lr * (grad + momentum * accum): one scratch buffer.
+            np.multiply(accum, momentum, out=tmp)
+            tmp += grad
+            tmp *= lr
+        else:
+            np.multiply(accum, lr, out=tmp)
+        var -= tmp
+    threads.sharded(body, var, accum, grad, tmp)
 
 
 register_workspace("ApplyMomentum", "cpu")(_scratch(1))
@@ -54,29 +64,33 @@ def _apply_adam(ctx, ins, outs, attrs):
     # Scalars stay in the variable's dtype, as in TF's kernel.
     alpha = lr * np.sqrt(one - beta2_power) / (one - beta1_power)
     tmp = ctx.workspace(var.shape, attrs["T"])
-    # m += (grad - m) * (1 - beta1) is m = beta1 * m + (1 - beta1) * grad without a second scratch buffer.
-    np.subtract(grad, m, out=tmp)
-    tmp *= one - beta1
-    m += tmp
-    np.multiply(grad, grad, out=tmp)
-    tmp -= v
-    tmp *= one - beta2
-    v += tmp
-    if attrs.get("use_nesterov", False):
-        # numerator beta1 * m + (1 - beta1) * grad = m + (1 - beta1) * (grad - m)
-        den = ctx.workspace(var.shape, attrs["T"])
-        np.sqrt(v, out=den)
-        den += epsilon
+    nesterov = attrs.get("use_nesterov", False)
+    den = ctx.workspace(var.shape, attrs["T"]) if nesterov else tmp
+
+    def body(var, m, v, grad, tmp, den):
+        # m += (grad - m) * (1 - beta1) is m = beta1 * m + (1 - beta1) * grad without a second scratch buffer.
         np.subtract(grad, m, out=tmp)
         tmp *= one - beta1
-        tmp += m
-        tmp /= den
-    else:
-        np.sqrt(v, out=tmp)
-        tmp += epsilon
-        np.divide(m, tmp, out=tmp)
-    tmp *= alpha
-    var -= tmp
+        m += tmp
+        np.multiply(grad, grad, out=tmp)
+        tmp -= v
+        tmp *= one - beta2
+        v += tmp
+        if nesterov:
+            # numerator beta1 * m + (1 - beta1) * grad = m + (1 - beta1) * (grad - m)
+            np.sqrt(v, out=den)
+            den += epsilon
+            np.subtract(grad, m, out=tmp)
+            tmp *= one - beta1
+            tmp += m
+            tmp /= den
+        else:
+            np.sqrt(v, out=tmp)
+            tmp += epsilon
+            np.divide(m, tmp, out=tmp)
+        tmp *= alpha
+        var -= tmp
+    threads.sharded(body, var, m, v, grad, tmp, den)
 
 
 @register_workspace("ApplyAdam", "cpu")
