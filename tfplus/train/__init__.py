@@ -9,7 +9,15 @@ from tfplus.train.learning_rate_decay import (
     piecewise_constant,
     polynomial_decay,
 )
-from tfplus.train.optimizer import AdamOptimizer, GradientDescentOptimizer, MomentumOptimizer, Optimizer
+from tfplus.train.optimizer import (
+    AdadeltaOptimizer,
+    AdagradOptimizer,
+    AdamOptimizer,
+    GradientDescentOptimizer,
+    MomentumOptimizer,
+    Optimizer,
+    RMSPropOptimizer,
+)
 from tfplus.train.saver import Saver, latest_checkpoint
 from tfplus.train.training_util import (
     assert_global_step,
@@ -18,7 +26,8 @@ from tfplus.train.training_util import (
     get_or_create_global_step,
 )
 
-__all__ = ["Optimizer", "GradientDescentOptimizer", "MomentumOptimizer", "AdamOptimizer",
+__all__ = ["Optimizer", "GradientDescentOptimizer", "MomentumOptimizer", "AdamOptimizer", "RMSPropOptimizer",
+           "AdagradOptimizer", "AdadeltaOptimizer",
            "assert_global_step", "create_global_step", "get_global_step", "get_or_create_global_step",
            "exponential_decay", "natural_exp_decay", "inverse_time_decay", "polynomial_decay", "cosine_decay",
            "piecewise_constant", "Saver", "latest_checkpoint", "write_graph"]
