@@ -157,7 +157,7 @@ def fully_connected(inputs, num_outputs, activation_fn=nn_ops.relu, normalizer_f
                          "known")
     with variable_scope(scope, default_name="fully_connected", reuse=reuse):
         weights, biases = _weights_and_biases(
-            [n_in, num_outputs], inputs.dtype, weights_initializer or xavier_initializer(), weights_regularizer,
+            [n_in, num_outputs], num_outputs, inputs.dtype, weights_initializer or xavier_initializer(), weights_regularizer,
             None if normalizer_fn is not None else biases_initializer, biases_regularizer, trainable,
             variables_collections)
         return _finish(math_ops.matmul(inputs, weights), biases, normalizer_fn, normalizer_params, activation_fn,
@@ -181,7 +181,7 @@ def conv2d(inputs, num_outputs, kernel_size, stride=1, padding="SAME", data_form
     sh, sw = _layers._pair(stride, "stride")
     with variable_scope(scope, default_name="Conv", reuse=reuse):
         weights, biases = _weights_and_biases(
-            [kh, kw, n_in, num_outputs], inputs.dtype, weights_initializer or xavier_initializer(),
+            [kh, kw, n_in, num_outputs], num_outputs, inputs.dtype, weights_initializer or xavier_initializer(),
             weights_regularizer, None if normalizer_fn is not None else biases_initializer, biases_regularizer,
             trainable, variables_collections)
         strides = [1, sh, sw, 1] if fmt == "NHWC" else [1, 1, sh, sw]

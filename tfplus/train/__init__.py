@@ -37,3 +37,14 @@ for _name in _saver.__all__:
     globals()[_name] = getattr(_saver, _name)
     if _name not in __all__:
         __all__.append(_name)
+
+# TF1's training helpers: moving averages, the monitored session and its hooks; missing names raise clearly.
+from tfplus.train import monitored_session as _monitored  # noqa: E402
+from tfplus.train.moving_averages import ExponentialMovingAverage  # noqa: E402,F401
+from tfplus.unsupported import module_getattr as _module_getattr  # noqa: E402
+
+__all__.append("ExponentialMovingAverage")
+for _name in _monitored.__all__:
+    globals()[_name] = getattr(_monitored, _name)
+    __all__.append(_name)
+__getattr__ = _module_getattr(__name__, "tf.train")
