@@ -115,7 +115,8 @@ def test_total_and_regularization_losses_match_tensorflow(tf1):
     x = RNG.standard_normal((3, 4)).astype(np.float32)
 
     def build(t, phs):
-        reg = (lambda v: 0.1 * t.nn.l2_loss(v))
+        def reg(v):
+            return 0.1 * t.nn.l2_loss(v)
         h = t.layers.dense(phs[0], 5, kernel_regularizer=reg)
         t.losses.mean_squared_error(t.zeros_like(h), h)
         return [t.losses.get_regularization_loss(), t.losses.get_total_loss(),
@@ -226,7 +227,8 @@ def test_contrib_layers_names_defaults_and_regularizer():
         f = tf.contrib.layers.flatten(h)
         y = tf.contrib.layers.fully_connected(f, 2, activation_fn=None,
                                               weights_initializer=tf.contrib.layers.xavier_initializer())
-        z = tf.contrib.layers.fully_connected(f, 2, weights_initializer=tf.contrib.layers.variance_scaling_initializer())
+        he = tf.contrib.layers.variance_scaling_initializer()
+        z = tf.contrib.layers.fully_connected(f, 2, weights_initializer=he)
         names = [v.op.name for v in tf.global_variables()]
         assert names == ["Conv/weights", "Conv/biases", "fully_connected/weights", "fully_connected/biases",
                          "fully_connected_1/weights", "fully_connected_1/biases"]
