@@ -157,9 +157,9 @@ def fully_connected(inputs, num_outputs, activation_fn=nn_ops.relu, normalizer_f
                          "known")
     with variable_scope(scope, default_name="fully_connected", reuse=reuse):
         weights, biases = _weights_and_biases(
-            [n_in, num_outputs], num_outputs, inputs.dtype, weights_initializer or xavier_initializer(), weights_regularizer,
-            None if normalizer_fn is not None else biases_initializer, biases_regularizer, trainable,
-            variables_collections)
+            [n_in, num_outputs], num_outputs, inputs.dtype, weights_initializer or xavier_initializer(),
+            weights_regularizer, None if normalizer_fn is not None else biases_initializer, biases_regularizer,
+            trainable, variables_collections)
         return _finish(math_ops.matmul(inputs, weights), biases, normalizer_fn, normalizer_params, activation_fn,
                        outputs_collections)
 
