@@ -1,6 +1,7 @@
 """Every op-table case against TensorFlow: the case's graph, exported with as_graph_def() and imported into
 TensorFlow, gives the same outputs there as here, and tf.gradients on both sides give the same gradients
-(float64). Cases that other test modules add to the table are covered here without any edit."""
+(float64). Cases that other test modules add to the table are covered here without any edit. NCHW cases of
+ops whose TensorFlow CPU kernels run only NHWC run there in NHWC between transposes (tforacle.nchw_as_nhwc)."""
 from __future__ import annotations
 
 import numpy as np
@@ -22,17 +23,13 @@ EXCLUDED_GRADIENT = {
                                  "the labels (d backprop / d labels = -I); ours includes it and matches finite "
                                  "differences",
 }
-# TensorFlow's CPU kernels for these ops run only NHWC ("only supports NHWC on device type CPU"), so NCHW cases
-# cannot run in the oracle; the same kernels' NHWC cases are compared, and NCHW == transposed NHWC is checked
-# against NumPy by the op table.
-NHWC_ONLY_ON_TF_CPU = {"Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter", "MaxPool", "MaxPoolGrad",
-                       "MaxPoolGradGrad", "AvgPool", "AvgPoolGrad"}
 
 # Forward tolerances by dtype: both sides compute in the dtype, in different orders.
 TOL = {"float16": (2e-3, 2e-3), "float32": (2e-5, 2e-6), "float64": (1e-10, 1e-12)}
 
 
 def _tf_cannot_run(graph: tf.Graph, tf1) -> str | None:
+    """Why TensorFlow cannot run this graph (an op of TFPLUS_ONLY_OPS), or None."""
     from tensorflow.python.framework import op_def_registry
 
     for op in graph.get_operations():
@@ -40,8 +37,6 @@ def _tf_cannot_run(graph: tf.Graph, tf1) -> str | None:
             assert op.type in TFPLUS_ONLY_OPS, \
                 f"op {op.type} is not a TensorFlow op: name it in TFPLUS_ONLY_OPS with the reason"
             return f"{op.type}: {TFPLUS_ONLY_OPS[op.type]}"
-        if op.type in NHWC_ONLY_ON_TF_CPU and op.get_attr("data_format") in ("NCHW", b"NCHW"):
-            return f"{op.type} NCHW: TensorFlow's CPU kernel runs NHWC only"
     return None
 
 
