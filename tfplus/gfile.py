@@ -158,3 +158,8 @@ def Stat(filename) -> os.stat_result:  # noqa: N802
         return os.stat(filename)
     except FileNotFoundError:
         raise _not_found(filename, "Stat") from None
+
+
+from tfplus.unsupported import module_getattr as _module_getattr  # noqa: E402
+
+__getattr__ = _module_getattr(__name__, "tf.gfile")

@@ -153,3 +153,8 @@ def dropout(inputs, rate=0.5, noise_shape=None, seed=None, training=False, name=
         on = math_ops.cast(convert_to_tensor(training, dtype=_dt.bool_), inputs.dtype)
         dropped = nn_ops.dropout(inputs, keep_prob=1.0 - rate, noise_shape=noise_shape, seed=seed)
         return on * dropped + (1.0 - on) * inputs
+
+
+from tfplus.unsupported import module_getattr as _module_getattr  # noqa: E402
+
+__getattr__ = _module_getattr(__name__, "tf.layers")

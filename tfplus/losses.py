@@ -179,3 +179,8 @@ def sparse_softmax_cross_entropy(labels, logits, weights=1.0, scope=None, loss_c
     with name_scope(scope, "sparse_softmax_cross_entropy_loss"):
         losses = sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits, name="xentropy")
         return compute_weighted_loss(losses, weights, None, loss_collection, reduction)
+
+
+from tfplus.unsupported import module_getattr as _module_getattr  # noqa: E402
+
+__getattr__ = _module_getattr(__name__, "tf.losses")

@@ -365,3 +365,8 @@ class FileWriterCache:
         for w in cls._writers.values():
             w.close()
         cls._writers.clear()
+
+
+from tfplus.unsupported import module_getattr as _module_getattr  # noqa: E402
+
+__getattr__ = _module_getattr(__name__, "tf.summary")
