@@ -10,7 +10,7 @@ from tfplus.registry import not_differentiable, register_op
 from tfplus.shapes import check_same_dtype, fmt, merge_dim, spec
 
 __all__ = ["apply_gradient_descent", "apply_momentum", "apply_adam", "apply_rms_prop", "apply_adagrad",
-           "apply_adadelta"]
+           "apply_adadelta", "apply_centered_rms_prop"]
 
 
 def _apply_shape(names: tuple, scalars: tuple):
@@ -124,6 +124,28 @@ def apply_rms_prop(var, ms, mom, lr, rho, momentum, epsilon, grad, use_locking: 
     """
     return apply_op("ApplyRMSProp", [_ref_of(var), _ref_of(ms), _ref_of(mom), lr, rho, momentum, epsilon, grad],
                     {"use_locking": use_locking}, name or "ApplyRMSProp")
+
+
+# -- ApplyCenteredRMSProp ------------------------------------------------------------------------------------
+# ms = rho * ms + (1 - rho) * grad^2; mg = rho * mg + (1 - rho) * grad;
+# mom = momentum * mom + lr * grad / sqrt(ms - mg^2 + epsilon); var -= mom
+_register_apply("ApplyCenteredRMSProp", ("var", "mg", "ms", "mom", "lr", "rho", "momentum", "epsilon", "grad"),
+                ("lr", "rho", "momentum", "epsilon"), (0, 1, 2, 3), nesterov=False)
+
+
+def apply_centered_rms_prop(var, mg, ms, mom, lr, rho, momentum, epsilon, grad, use_locking: bool = False,
+                            name=None) -> Tensor:
+    """One centered RMSProp step (the mean square less the squared mean gradient normalizes); returns the
+    variable.
+
+        >>> import tfplus as tf
+        >>> from tfplus.ops.training_ops import apply_centered_rms_prop
+        >>> w, mg, ms, mom = tf.Variable([1.0]), tf.Variable([0.0]), tf.Variable([1.0]), tf.Variable([0.0])
+        >>> step = apply_centered_rms_prop(w, mg, ms, mom, 0.1, 0.9, 0.0, 1e-10, tf.constant([2.0]))
+    """
+    return apply_op("ApplyCenteredRMSProp", [_ref_of(var), _ref_of(mg), _ref_of(ms), _ref_of(mom), lr, rho,
+                                             momentum, epsilon, grad],
+                    {"use_locking": use_locking}, name or "ApplyCenteredRMSProp")
 
 
 # -- ApplyAdagrad --------------------------------------------------------------------------------------------

@@ -26,6 +26,8 @@ OPTIMIZERS = {
     "rmsprop": lambda t: t.train.RMSPropOptimizer(2.0 ** -7, epsilon=2.0 ** -30, decay=0.875),
     "rmsprop_momentum": lambda t: t.train.RMSPropOptimizer(2.0 ** -7, decay=0.75, momentum=0.5,
                                                            epsilon=2.0 ** -20),
+    "rmsprop_centered": lambda t: t.train.RMSPropOptimizer(2.0 ** -7, decay=0.75, momentum=0.25,
+                                                           epsilon=2.0 ** -20, centered=True),
     "adagrad": lambda t: t.train.AdagradOptimizer(0.125, initial_accumulator_value=0.25),
     "adadelta": lambda t: t.train.AdadeltaOptimizer(1.0, rho=0.875, epsilon=2.0 ** -20),
 }

@@ -90,6 +90,7 @@ keras = _types.SimpleNamespace(initializers=initializers)
 from tfplus import app, contrib, flags, gfile, layers, logging, losses, summary  # noqa: E402
 from tfplus.nn_impl import clip_by_global_norm, clip_by_norm, global_norm  # noqa: E402
 from tfplus.session import InteractiveSession  # noqa: E402
+from tfplus.summary import Event, SessionLog, Summary  # noqa: E402 (TF1 has the protos at the top level too)
 from tfplus.unsupported import module_getattr as _module_getattr  # noqa: E402
 from tfplus.variables import global_variables_initializer as initialize_all_variables  # noqa: E402
 from tfplus.variables import local_variables_initializer as initialize_local_variables  # noqa: E402

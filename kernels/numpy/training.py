@@ -105,6 +105,34 @@ def _apply_rms_prop(ctx, ins, outs, attrs):
 register_workspace("ApplyRMSProp", "cpu")(_scratch(1))
 
 
+@register_kernel("ApplyCenteredRMSProp", "cpu", DTYPES)
+def _apply_centered_rms_prop(ctx, ins, outs, attrs):
+    var, mg, ms, mom, lr, rho, momentum, epsilon, grad = ins
+    one_minus_rho = var.dtype.type(1) - rho
+    tmp = ctx.workspace(var.shape, attrs["T"])
+    # ms += (grad^2 - ms) * (1 - rho); mg += (grad - mg) * (1 - rho), TF's order of operations
+    np.multiply(grad, grad, out=tmp)
+    tmp -= ms
+    tmp *= one_minus_rho
+    ms += tmp
+    np.subtract(grad, mg, out=tmp)
+    tmp *= one_minus_rho
+    mg += tmp
+    # mom = mom * momentum + grad * lr / sqrt(ms - mg^2 + epsilon)
+    np.multiply(mg, mg, out=tmp)
+    np.subtract(ms, tmp, out=tmp)
+    tmp += epsilon
+    np.sqrt(tmp, out=tmp)
+    np.divide(grad, tmp, out=tmp)
+    tmp *= lr
+    mom *= momentum
+    mom += tmp
+    var -= mom
+
+
+register_workspace("ApplyCenteredRMSProp", "cpu")(_scratch(1))
+
+
 @register_kernel("ApplyAdagrad", "cpu", DTYPES)
 def _apply_adagrad(ctx, ins, outs, attrs):
     var, accum, lr, grad = ins

@@ -58,6 +58,25 @@ __kernel void K(apply_rms_prop)(__global T* var, __global T* ms, __global T* mom
 }
 #endif
 
+// ms += (g^2 - ms) (1 - rho); mg += (g - mg) (1 - rho); mom = momentum * mom + lr * g / sqrt(ms - mg^2 + eps);
+// var -= mom
+#if WANT_apply_centered_rms_prop
+__kernel void K(apply_centered_rms_prop)(__global T* var, __global T* mg, __global T* ms, __global T* mom,
+                                         __global const T* lr, __global const T* rho, __global const T* momentum,
+                                         __global const T* epsilon, __global const T* grad, int n) {
+    int i = get_global_id(0);
+    if (i >= n) return;
+    T one = 1, r = one - rho[0], g = grad[i];
+    T s = ms[i] + (g * g - ms[i]) * r;
+    T a = mg[i] + (g - mg[i]) * r;
+    T m = mom[i] * momentum[0] + lr[0] * (g / sqrt(s - a * a + epsilon[0]));
+    ms[i] = s;
+    mg[i] = a;
+    mom[i] = m;
+    var[i] -= m;
+}
+#endif
+
 // accum += g^2 (when update_slots); var -= lr * g / sqrt(accum)
 #if WANT_apply_adagrad
 __kernel void K(apply_adagrad)(__global T* var, __global T* accum, __global const T* lr, __global const T* grad,

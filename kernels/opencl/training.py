@@ -1,7 +1,6 @@
 """OpenCL kernels for the optimizer update ops (ApplyGradientDescent, ApplyMomentum, ApplyAdam, ApplyRMSProp,
-ApplyAdagrad, ApplyAdadelta): one fused kernel each, updating the variable and its slots in place, so variables
-never leave the device.
-Source: training.cl."""
+ApplyCenteredRMSProp, ApplyAdagrad, ApplyAdadelta): one fused kernel each, updating the variable and its slots
+in place, so variables never leave the device. Source: training.cl."""
 from __future__ import annotations
 
 import numpy as np
@@ -41,6 +40,11 @@ def _apply_adam(ctx, ins, outs, attrs):
 @register("ApplyRMSProp", F)
 def _apply_rms_prop(ctx, ins, outs, attrs):
     _update(ctx, ins, "apply_rms_prop")
+
+
+@register("ApplyCenteredRMSProp", F)
+def _apply_centered_rms_prop(ctx, ins, outs, attrs):
+    _update(ctx, ins, "apply_centered_rms_prop")
 
 
 @register("ApplyAdagrad", F)

@@ -32,6 +32,7 @@ from tfplus.ops.training_ops import (
     apply_adadelta,
     apply_adagrad,
     apply_adam,
+    apply_centered_rms_prop,
     apply_gradient_descent,
     apply_momentum,
     apply_rms_prop,
@@ -323,28 +324,32 @@ class AdamOptimizer(Optimizer):
 
 class RMSPropOptimizer(Optimizer):
     """TF1's RMSProp: ms = decay * ms + (1 - decay) * g^2; mom = momentum * mom + lr * g / sqrt(ms + epsilon);
-    var -= mom. Slots 'rms' (starts at ones, as in TF1) and 'momentum' (`<var>/RMSProp`, `<var>/RMSProp_1`);
-    op ApplyRMSProp."""
+    var -= mom. Centered, the denominator is sqrt(ms - mg^2 + epsilon) with mg the moving mean gradient.
+    Slots 'rms' (starts at ones, as in TF1), 'mg' when centered, and 'momentum' (`<var>/RMSProp`,
+    `<var>/RMSProp_1`, ...); ops ApplyRMSProp, ApplyCenteredRMSProp."""
 
     def __init__(self, learning_rate, decay=0.9, momentum=0.0, epsilon=1e-10, use_locking: bool = False,
                  centered: bool = False, name: str = "RMSProp"):
-        if centered:
-            raise NotImplementedError("RMSPropOptimizer(centered=True) (TF's ApplyCenteredRMSProp) is not "
-                                      "implemented in tfplus; use centered=False")
         super().__init__(use_locking, name)
         self._lr, self._decay, self._momentum, self._epsilon = learning_rate, decay, momentum, epsilon
+        self._centered = centered
 
     def _create_slots(self, var_list):
         for v in var_list:
             self._zeros_slot(v, "rms", self._name, fill=1.0)
+            if self._centered:
+                self._zeros_slot(v, "mg", self._name)
             self._zeros_slot(v, "momentum", self._name)
 
     def _apply_dense(self, grad, var):
         dt = var.dtype
-        return apply_rms_prop(var, self.get_slot(var, "rms"), self.get_slot(var, "momentum"),
-                              self._hyper("learning_rate", self._lr, dt), self._hyper("decay", self._decay, dt),
-                              self._hyper("momentum", self._momentum, dt),
-                              self._hyper("epsilon", self._epsilon, dt), grad, use_locking=self._use_locking).op
+        hypers = (self._hyper("learning_rate", self._lr, dt), self._hyper("decay", self._decay, dt),
+                  self._hyper("momentum", self._momentum, dt), self._hyper("epsilon", self._epsilon, dt), grad)
+        rms, mom = self.get_slot(var, "rms"), self.get_slot(var, "momentum")
+        if self._centered:
+            return apply_centered_rms_prop(var, self.get_slot(var, "mg"), rms, mom, *hypers,
+                                           use_locking=self._use_locking).op
+        return apply_rms_prop(var, rms, mom, *hypers, use_locking=self._use_locking).op
 
 
 class AdagradOptimizer(Optimizer):
