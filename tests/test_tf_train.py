@@ -130,3 +130,36 @@ def test_float32_cnn_trains_like_tensorflow(tf1):
     mine, my_losses, _ = _train(tf, "cnn", opt, tf.float32, 4)
     np.testing.assert_allclose(my_losses, their_losses, rtol=1e-5)
     _check_same(mine, theirs, {"rtol": 1e-4, "atol": 1e-5})
+
+
+@pytest.mark.parametrize("name", list(OPTIMIZERS))
+def test_training_graph_exported_to_tensorflow_trains_there_the_same(name, tf1):
+    """Our whole training graph (variables, Apply* update ops, init op) as a GraphDef, imported into TensorFlow
+    and run there: same variable values as running it here.
+
+    NOTE: GATE_GRAPH. tfplus does not gate gradients per op (GATE_OP, TF's default, would keep gradients alive
+    longer and raise peak memory); TensorFlow's executor may then run a variable's update before another
+    gradient has read the old value (reference variables alias their reads). Gating all gradients before any
+    update makes the exported graph safe to run there."""
+    g = tf.Graph()
+    with g.as_default():
+        loss = _mlp(tf, tf.float64)
+        train_op = OPTIMIZERS[name](tf).minimize(loss, global_step=tf.train.get_or_create_global_step(),
+                                                 gate_gradients=tf.train.Optimizer.GATE_GRAPH)
+        init = tf.global_variables_initializer()
+        variables = tf.global_variables()
+    feeds = {"x:0": X, "y:0": Y}
+    with tf.Session(graph=g) as sess:
+        sess.run(init)
+        for _ in range(3):
+            sess.run(train_op, {g.get_tensor_by_name(k): v for k, v in feeds.items()})
+        mine = sess.run(variables)
+    from tforacle import import_into_tf
+    tg = import_into_tf(tf1, g)
+    with tf1.Session(graph=tg) as sess:
+        sess.run(tg.get_operation_by_name(init.name))
+        for _ in range(3):
+            sess.run(tg.get_operation_by_name(train_op.name), feeds)
+        theirs = sess.run([tg.get_tensor_by_name(v.name) for v in variables])
+    for v, a, b in zip(variables, mine, theirs):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12, err_msg=v.op.name)
