@@ -390,3 +390,28 @@ def test_missing_tf1_names_say_tfplus_lacks_them():
     assert not hasattr(tf, "no_such_thing") and not hasattr(tf.nn, "no_such_thing")
     with pytest.raises(ImportError):
         from tfplus import no_such_thing  # noqa: F401
+
+
+def test_monitored_session_hooks_run_and_save_when_tensorflows_do(tf1, tmp_path):
+    """StopAtStepHook's run count and CheckpointSaverHook's checkpoint steps, as in TensorFlow's own."""
+    def run(t, folder):
+        with t.Graph().as_default():
+            x = t.constant(np.ones((4, 3), np.float32))
+            w = t.Variable(t.zeros([3, 1]), name="w")
+            loss = t.reduce_mean(t.square(t.matmul(x, w) - 1.0))
+            step = t.train.get_or_create_global_step()
+            train_op = t.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=step)
+            hooks = [t.train.StopAtStepHook(num_steps=7)]
+            runs = 0
+            with t.train.MonitoredTrainingSession(checkpoint_dir=str(folder), hooks=hooks, save_checkpoint_secs=None,
+                                                  save_checkpoint_steps=3, save_summaries_steps=None,
+                                                  log_step_count_steps=None) as sess:
+                while not sess.should_stop():
+                    sess.run(train_op)
+                    runs += 1
+        state = t.train.get_checkpoint_state(str(folder))
+        return runs, [p.rsplit("-", 1)[1] for p in state.all_model_checkpoint_paths]
+
+    ours = run(tf, tmp_path / "ours")
+    assert ours == run(tf1, tmp_path / "theirs")
+    assert ours[0] == 7 and len(ours[1]) >= 3
