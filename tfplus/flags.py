@@ -40,8 +40,8 @@ def _parse_bool(text: str) -> bool:
 class _Flag:
     def __init__(self, name: str, default, help: str, parse: Callable[[str], Any], kind: str, is_bool=False):
         self.name, self.help, self.parse, self.kind, self.is_bool = name, help, parse, kind, is_bool
-        self.default = default if default is None or not isinstance(default, str) or kind == "string" \
-            else parse(default)
+        # A default given as text (DEFINE_integer("n", "3", ...)) is parsed like the command line's.
+        self.default = parse(default) if isinstance(default, str) and kind != "string" else default
         self.value = self.default
         self.present = False
 

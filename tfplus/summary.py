@@ -84,10 +84,6 @@ class SummaryHandle:
     def _fetch_expand(self):
         return self.tensors, self._build
 
-    @property
-    def graph(self):
-        return self.tensors[0].graph if self.tensors else get_default_graph()
-
     def __repr__(self):
         return f"<tf.summary {self.name!r}>"
 

@@ -136,7 +136,8 @@ class StopAtStepHook(SessionRunHook):
         return SessionRunArgs(self._step)
 
     def after_run(self, run_context, run_values):
-        # The fetched value predates this run's increment: +1 is the step after it.
+        # The step read in this run may come before its increment (TensorFlow's order) or after (tfplus's):
+        # +1 is the latest it can be; the variable itself decides.
         if int(run_values.results) + 1 >= self._last_step:
             if int(run_context.session.run(self._step)) >= self._last_step:
                 run_context.request_stop()
@@ -394,15 +395,6 @@ class MonitoredSession:
             hook.after_run(context, SessionRunValues(results["hooks"].get(hook), options, run_metadata))
         self._stop = self._stop or context.stop_requested
         return results["caller"]
-
-    def run_step_fn(self, step_fn):
-        class _StepContext:
-            session = self._sess
-            run_with_hooks = self.run
-
-            def request_stop(ctx):
-                self._stop = True
-        return step_fn(_StepContext())
 
     def close(self) -> None:
         if self._sess is None:
