@@ -92,6 +92,16 @@ def test_image_scaling_is_tf1s(tf1):
         np.testing.assert_allclose(ours[i].astype(int), theirs[i].astype(int), atol=1)
 
 
+def test_text_summary_read_by_tensorboard(tmp_path):
+    with tf.Graph().as_default():
+        note = tf.summary.text("note", "hello")
+        with tf.Session() as sess, tf.summary.FileWriter(str(tmp_path)) as writer:
+            writer.add_summary(sess.run(note), 1)
+    acc = _read(tmp_path)
+    [event] = acc.Tensors("note")
+    assert event.step == 1 and event.tensor_proto.string_val == [b"hello"]
+
+
 def test_summary_errors_are_clear(tmp_path):
     with tf.Graph().as_default():
         with pytest.raises(ValueError, match="scalar is needed"):

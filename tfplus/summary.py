@@ -211,6 +211,7 @@ def text(name: str, tensor: str, collections=None) -> SummaryHandle:
     Python string."""
     from tfplus.proto import tensor_pb2, tensor_shape_pb2
     tag = _tag(name)
+    # dtype 7 is TensorFlow's DT_STRING, which tfplus.dtypes does not have
     proto = tensor_pb2.TensorProto(dtype=7, tensor_shape=tensor_shape_pb2.TensorShapeProto(),
                                    string_val=[str(tensor).encode()])
     meta = SummaryMetadata(plugin_data=SummaryMetadata.PluginData(plugin_name="text"))
