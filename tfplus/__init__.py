@@ -87,3 +87,15 @@ initializers = _types.SimpleNamespace(
     glorot_normal=_init.glorot_normal_initializer, he_normal=_init.he_normal, he_uniform=_init.he_uniform,
     global_variables=global_variables_initializer, variables=variables_initializer)
 keras = _types.SimpleNamespace(initializers=initializers)
+
+# -- TF1's module layout for scripts (tf.app, tf.flags, tf.logging, tf.gfile, tf.layers, tf.losses, tf.contrib,
+# tf.summary) and top-level names they use; a name tfplus lacks raises UnsupportedError (tfplus.unsupported).
+from tfplus import app, contrib, flags, gfile, layers, logging, losses, summary  # noqa: E402
+from tfplus.nn_impl import clip_by_global_norm, clip_by_norm, global_norm  # noqa: E402
+from tfplus.session import InteractiveSession  # noqa: E402
+from tfplus.summary import Event, SessionLog, Summary  # noqa: E402 (TF1 has the protos at the top level too)
+from tfplus.unsupported import module_getattr as _module_getattr  # noqa: E402
+from tfplus.variables import global_variables_initializer as initialize_all_variables  # noqa: E402
+from tfplus.variables import local_variables_initializer as initialize_local_variables  # noqa: E402
+
+__getattr__ = _module_getattr(__name__, "tf")

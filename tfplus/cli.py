@@ -154,6 +154,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="evaluate on the test set every N epochs and at the end (default 1)")
     evals.add_argument("--no-eval", dest="eval_every", action="store_const", const=0,
                        help="never evaluate on the test set")
+    g.add_argument("--logdir", metavar="DIR", help="write TensorBoard event files here (loss, accuracy, learning "
+                   "rate, images/s, memory): tensorboard --logdir DIR")
     g.add_argument("--log-every", type=_positive_int, default=10, metavar="N", help="steps between log rows "
                    "(default 10)")
     g.add_argument("--profile-every", type=_positive_int, metavar="N",
@@ -262,7 +264,7 @@ def _train(args: argparse.Namespace) -> int:
     cfg = TrainConfig(**options, data=args.data, device=args.device, memory_budget=args.memory_budget,
                       checkpoint_dir=args.checkpoint_dir, checkpoint_every=args.checkpoint_every,
                       resume=args.resume, log=args.log, log_every=args.log_every,
-                      profile_every=args.profile_every, eval_every=args.eval_every)
+                      profile_every=args.profile_every, eval_every=args.eval_every, logdir=args.logdir)
     try:
         return train(cfg).exit_code
     except RunError as e:  # diverged, or a checkpoint could not be written
