@@ -3,3 +3,7 @@ from tfplus.ops import nn_ops as _nn_ops
 
 for _n in _nn_ops.__all__:
     globals()[_n] = getattr(_nn_ops, _n)
+
+# Ops TF1 lists under tf.nn but tfplus defines with the array and math ops.
+from tfplus.ops.array_ops import embedding_lookup  # noqa: E402, F401
+from tfplus.ops.math_ops import top_k  # noqa: E402, F401
