@@ -43,6 +43,16 @@ PRODUCER = 134
 # Fields of TensorFlow's GraphDef that tfplus does not model (library, debug_info): a GraphDef that TensorFlow
 # wrote may carry them. Any other unknown top-level field means the bytes are not a GraphDef.
 _TF_ONLY_GRAPH_FIELDS = {2, 5}
+# Attrs TensorFlow writes that do not change the result where tfplus lacks them: kernel-choice hints (cuDNN;
+# MatMul's grad_a/grad_b mark a gradient's matmul), and
+# explicit paddings left empty (they apply only to padding="EXPLICIT"). Dropped on import when the op does not
+# declare them; any other undeclared attr is an error, as it may change what the op computes.
+_TF_NO_EFFECT_ATTRS = {
+    "use_cudnn_on_gpu": lambda av: True,
+    "grad_a": lambda av: True,
+    "grad_b": lambda av: True,
+    "explicit_paddings": lambda av: not av.list.i,
+}
 
 
 # -- shapes and tensors --------------------------------------------------------------------------------------
@@ -317,8 +327,8 @@ def _node_attrs(node: graph_pb2.NodeDef) -> dict:
     declared = OPS[node.op].attrs
     attrs = {}
     for key, av in node.attr.items():
-        if key.startswith("_"):  # TensorFlow's internal attrs (_output_shapes, _class): not op semantics
-            continue
+        if key.startswith("_") or (key not in declared and _TF_NO_EFFECT_ATTRS.get(key, lambda av: False)(av)):
+            continue  # TensorFlow's internal attrs (_output_shapes, _class) and kernel hints: not op semantics
         if key not in declared:
             raise ValueError(f"import_graph_def: node {node.name!r} ({node.op}) has attr {key!r}, which "
                              f"tfplus's {node.op} does not declare (declared: {sorted(declared)})")
