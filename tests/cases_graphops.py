@@ -149,3 +149,24 @@ def test_forward_and_gradients_match_tensorflow(tf1):
         got = sess.run(got_t)
     for k, (a, b) in enumerate(zip(got, want)):
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12, err_msg=f"output {k}")
+
+
+def _loop_ref(x, w):
+    for _ in range(3):
+        x = x * w + np.sin(x)
+    return x
+
+
+CASES += [
+    Case("while_loop", lambda x, w: tf.while_loop(lambda i, y: i < 3, lambda i, y: (i + 1, y * w + tf.sin(y)),
+                                                  [0, x])[1],
+         inputs=[(2, 3), (3,)], ref=_loop_ref),
+    Case("while_loop_dynamic_max_iterations",
+         lambda x: tf.while_loop(lambda y: tf.reduce_sum(y) < 1e9, lambda y: y * 1.5 + 1.0, [x],
+                                 maximum_iterations=4),
+         inputs=[(3,)], ref=lambda x: (((x * 1.5 + 1) * 1.5 + 1) * 1.5 + 1) * 1.5 + 1, static_shapes=False),
+    Case("cond_true", lambda x, p: tf.cond(p, lambda: tf.square(x), lambda: x * 3.0),
+         inputs=[(2, 2), value(True, np.bool_)], ref=lambda x, p: x * x, grad=[0]),
+    Case("cond_false", lambda x, y, p: tf.cond(p, lambda: x * y, lambda: tf.exp(y) - 1.0),
+         inputs=[(3,), (3,), value(False, np.bool_)], ref=lambda x, y, p: np.exp(y) - 1, grad=[0, 1]),
+]

@@ -84,3 +84,6 @@ initializers = _types.SimpleNamespace(
     glorot_normal=_init.glorot_normal_initializer, he_normal=_init.he_normal, he_uniform=_init.he_uniform,
     global_variables=global_variables_initializer, variables=variables_initializer)
 keras = _types.SimpleNamespace(initializers=initializers)
+
+# Control flow (functional If/While ops; see tfplus.ops.control_flow_ops).
+from tfplus.ops.control_flow_ops import TensorArray, cond, while_loop  # noqa: E402
