@@ -158,6 +158,8 @@ def _loop_ref(x, w):
 
 
 CASES += [
+    # every dim indexed: a scalar StridedSlice (the opencl launcher once read a NumPy scalar's address)
+    Case("getitem_scalar", lambda x: x[1, -1] * 2.0, inputs=[(2, 3)], ref=lambda x: x[1, -1] * 2, dtypes=ALL),
     Case("while_loop", lambda x, w: tf.while_loop(lambda i, y: i < 3, lambda i, y: (i + 1, y * w + tf.sin(y)),
                                                   [0, x])[1],
          inputs=[(2, 3), (3,)], ref=_loop_ref),

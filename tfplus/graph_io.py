@@ -167,6 +167,9 @@ def _attr_kind(kind: str):
     """(AttrValue field, converters, is a list) for a declared attr type such as 'int' or 'list(shape)'."""
     is_list = kind.startswith("list(") and kind.endswith(")")
     base = kind[5:-1] if is_list else kind
+    if base == "func":
+        raise ValueError("it holds a control-flow sub-graph (tf.cond / tf.while_loop), which tfplus does not "
+                         "write to or read from a GraphDef (TensorFlow's function library is not supported)")
     if base not in _ATTR_KINDS:
         raise ValueError(f"attr type {kind!r} is not supported; supported: {sorted(_ATTR_KINDS)}, list(...)")
     return (*_ATTR_KINDS[base], is_list)

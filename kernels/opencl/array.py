@@ -53,9 +53,12 @@ def _selection(shape, index) -> tuple[tuple, list, int]:
     """(shape, strides, offset) in elements of `a[index]` for a C-contiguous `a` of `shape` (basic index)."""
     base = np.lib.stride_tricks.as_strided(np.zeros(1, np.uint8), shape=tuple(shape),
                                            strides=contiguous_strides(tuple(shape)))
-    v = base[index]
+    # NOTE: a newaxis after every dim keeps the result a view when every index is an int (`x[0, 0]`); plain
+    # `base[index]` would then be a NumPy scalar, a copy elsewhere in memory, and the offset garbage.
+    index = tuple(index)
+    v = base[index + ((None,) if any(k is Ellipsis for k in index) else (Ellipsis, None))]
     off = v.__array_interface__["data"][0] - base.__array_interface__["data"][0]
-    return v.shape, list(v.strides), off
+    return v.shape[:-1], list(v.strides[:-1]), off
 
 
 # -- no device work ------------------------------------------------------------------------------------------
