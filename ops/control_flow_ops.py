@@ -16,7 +16,7 @@ from tfplus.framework import (
 from tfplus.registry import not_differentiable, register_gradient, register_op
 from tfplus.shapes import fmt, spec
 
-__all__ = ["cond", "while_loop", "TensorArray"]
+__all__ = ["cond", "while_loop", "TensorArray", "Assert"]
 
 register_op("NoOp", outputs=(), shape_fn=lambda ins, attrs: [])
 not_differentiable("NoOp")
@@ -502,3 +502,24 @@ class TensorArray:
 
     def close(self, name=None):
         return no_op(name=name)
+
+
+# -- Assert --------------------------------------------------------------------------------------------------
+def _assert_shape(ins, attrs):
+    if ins[0].dtype is not _dt.bool_ or ins[0].shape not in (None, ()):
+        raise TypeError(f"Assert's condition must be a bool scalar, got {ins[0].dtype.name} {fmt(ins[0].shape)}")
+    return []
+
+
+register_op("Assert", inputs=("condition", "data*"), outputs=(), attrs={"T": "list(type)", "summarize": "int"},
+            shape_fn=_assert_shape, stateful=True)
+not_differentiable("Assert")
+
+
+def Assert(condition, data, summarize=None, name=None) -> Operation:
+    """`tf.Assert(x > 0, [x])`: an op that fails the run (InvalidArgumentError showing `data`, at most
+    `summarize` entries each) when `condition` is False. Make it run with tf.control_dependencies."""
+    cond_t = convert_to_tensor(condition)
+    data = [convert_to_tensor(d) for d in data]
+    return get_default_graph().create_op("Assert", [cond_t] + data, {
+        "T": [d.dtype for d in data], "summarize": 3 if summarize is None else int(summarize)}, name or "Assert")

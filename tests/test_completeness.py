@@ -14,6 +14,7 @@ TESTED_ELSEWHERE = {
     "AssignSub": "test_core", "RandomStandardNormal": "test_core", "TruncatedNormal": "test_core",
     "RandomUniform": "test_core", "ApplyGradientDescent": "test_train", "ApplyMomentum": "test_train",
     "ApplyAdam": "test_train",
+    "Assert": "test_control_flow",
 }
 
 # The executor itself produces these (feeds and variable buffers); they have no kernel on any device.

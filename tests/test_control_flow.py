@@ -191,3 +191,24 @@ def test_errors_are_clear():
         tf.while_loop(lambda v: tf.reduce_sum(v) < 3.0, lambda v: v + 1.0, [tf.zeros([2])])
         with pytest.raises(ValueError, match="While 'while/While'.*control-flow sub-graph"):
             as_graph_def(g)
+
+
+def test_assert_fails_the_run_with_its_data(device):
+    x = tf.placeholder(tf.float32, [None])
+    check = tf.Assert(tf.reduce_all(x > 0), [x, tf.shape(x)], summarize=2, name="positive")
+    with tf.control_dependencies([check]):
+        y = tf.identity(x) * 2.0
+    with tf.Session(device=device) as sess:
+        np.testing.assert_array_equal(sess.run(y, {x: [1.0, 2.0]}), [2.0, 4.0])
+        failed = r"positive.*assertion failed: \[\[ 1\., -2\.\], \[3\]\]"
+        with pytest.raises(tf.errors.InvalidArgumentError, match=failed):
+            sess.run(y, {x: [1.0, -2.0, 5.0]})
+
+
+def test_memory_budget_refuses_control_flow_clearly():
+    x = tf.placeholder(tf.float32, [2])
+    y = tf.while_loop(lambda v: tf.reduce_sum(v) < 10.0, lambda v: v * 2.0, [x])
+    from tfplus.planner import PlanError
+    with tf.Session(memory_budget="16MB") as sess, \
+            pytest.raises(PlanError, match="control flow.*without memory_budget"):
+        sess.run(y, {x: [1.0, 1.0]})

@@ -86,4 +86,4 @@ initializers = _types.SimpleNamespace(
 keras = _types.SimpleNamespace(initializers=initializers)
 
 # Control flow (functional If/While ops; see tfplus.ops.control_flow_ops).
-from tfplus.ops.control_flow_ops import TensorArray, cond, while_loop  # noqa: E402
+from tfplus.ops.control_flow_ops import Assert, TensorArray, cond, while_loop  # noqa: E402

@@ -52,3 +52,11 @@ def while_kernel(ctx, ins, outs, attrs):
 
 register_kernel("If", "cpu")(if_kernel)
 register_kernel("While", "cpu")(while_kernel)
+
+
+@register_kernel("Assert", "cpu")
+def assert_kernel(ctx, ins, outs, attrs):
+    if not bool(np.asarray(ins[0]).reshape(())):
+        n = attrs["summarize"]
+        shown = ", ".join(np.array2string(np.asarray(d).reshape(-1)[:n], separator=", ") for d in ins[1:])
+        raise ValueError(f"assertion failed: [{shown}]")
