@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import DEVICES
 
 import tfplus as tf
 
@@ -16,6 +17,10 @@ OPTIMIZERS = {
     "momentum": lambda v1: v1.train.MomentumOptimizer(0.05, 0.9),
     "nesterov": lambda v1: v1.train.MomentumOptimizer(0.05, 0.9, use_nesterov=True),
     "adam": lambda v1: v1.train.AdamOptimizer(0.01),
+    "rmsprop": lambda v1: v1.train.RMSPropOptimizer(0.01),
+    "rmsprop_momentum": lambda v1: v1.train.RMSPropOptimizer(0.01, momentum=0.5),
+    "adagrad": lambda v1: v1.train.AdagradOptimizer(0.1),
+    "adadelta": lambda v1: v1.train.AdadeltaOptimizer(1.0),
 }
 STEPS = 4
 
@@ -64,7 +69,7 @@ def _batches():
 
 
 @pytest.mark.parametrize("opt", sorted(OPTIMIZERS))
-def test_tf_built_training_graph_trains_the_same(tf1, device, opt):
+def test_tf_built_training_graph_trains_the_same(tf1, opt):
     g, names, train = _build_in_tf(tf1, OPTIMIZERS[opt])
     batches = _batches()
     with tf1.Session(graph=g) as sess:
@@ -73,18 +78,19 @@ def test_tf_built_training_graph_trains_the_same(tf1, device, opt):
             sess.run(train, feed)
         want = sess.run([n + ":0" for n in names])
     graph_def = g.as_graph_def()
+    emitted = {n.op for n in graph_def.node}
+    assert {"GatherV2", "UnsortedSegmentSum", "BroadcastGradientArgs", "Prod", "ShapeN", "DynamicStitch"} <= emitted, \
+        sorted(emitted)
+    assert not np.allclose(want[2], _initial_values()["head/w"]), "the steps did not train"
 
     mine = tf.Graph()
     with mine.as_default():
         tf.import_graph_def(graph_def, name="")
-    emitted = {n.op for n in graph_def.node}
-    assert {"GatherV2", "UnsortedSegmentSum", "BroadcastGradientArgs", "Prod", "ShapeN", "DynamicStitch"} <= emitted, \
-        sorted(emitted)
-    with tf.Session(graph=mine, device=device) as sess:
-        sess.run("init")
-        for feed in batches:
-            sess.run(train, feed)
-        got = sess.run([n + ":0" for n in names])
-    for name, a, b in zip(names, got, want):
-        np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-6, err_msg=f"{opt}: variable {name}")
-    assert not np.allclose(want[2], _initial_values()["head/w"]), "the steps did not train"
+    for device in DEVICES:  # one TensorFlow run serves every device
+        with tf.Session(graph=mine, device=device) as sess:
+            sess.run("init")
+            for feed in batches:
+                sess.run(train, feed)
+            got = sess.run([n + ":0" for n in names])
+        for name, a, b in zip(names, got, want):
+            np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-6, err_msg=f"{opt} on {device}: variable {name}")

@@ -85,5 +85,16 @@ initializers = _types.SimpleNamespace(
     global_variables=global_variables_initializer, variables=variables_initializer)
 keras = _types.SimpleNamespace(initializers=initializers)
 
+# -- TF1's module layout for scripts (tf.app, tf.flags, tf.logging, tf.gfile, tf.layers, tf.losses, tf.contrib,
+# tf.summary) and top-level names they use; a name tfplus lacks raises UnsupportedError (tfplus.unsupported).
+from tfplus import app, contrib, flags, gfile, layers, logging, losses, summary  # noqa: E402
+from tfplus.nn_impl import clip_by_global_norm, clip_by_norm, global_norm  # noqa: E402
+from tfplus.session import InteractiveSession  # noqa: E402
+from tfplus.unsupported import module_getattr as _module_getattr  # noqa: E402
+from tfplus.variables import global_variables_initializer as initialize_all_variables  # noqa: E402
+from tfplus.variables import local_variables_initializer as initialize_local_variables  # noqa: E402
+
+__getattr__ = _module_getattr(__name__, "tf")
+
 # Control flow (functional If/While ops; see tfplus.ops.control_flow_ops).
 from tfplus.ops.control_flow_ops import Assert, TensorArray, cond, while_loop  # noqa: E402

@@ -140,6 +140,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--resume", action="store_true",
                    help="continue from the last checkpoint in --checkpoint-dir")
     g.add_argument("--log", metavar="FILE.jsonl", help="append one JSON object per logged step and per epoch")
+    g.add_argument("--logdir", metavar="DIR", help="write TensorBoard event files here (loss, accuracy, learning "
+                   "rate, images/s, memory): tensorboard --logdir DIR")
     g.add_argument("--log-every", type=_positive_int, default=10, metavar="N", help="steps between log rows "
                    "(default 10)")
     g.add_argument("--profile-every", type=_positive_int, metavar="N",
@@ -234,7 +236,7 @@ def _train(args: argparse.Namespace) -> int:
     cfg = TrainConfig(**options, data=args.data, device=args.device, memory_budget=args.memory_budget,
                       checkpoint_dir=args.checkpoint_dir, checkpoint_every=args.checkpoint_every,
                       resume=args.resume, log=args.log, log_every=args.log_every,
-                      profile_every=args.profile_every)
+                      profile_every=args.profile_every, logdir=args.logdir)
     return train(cfg).exit_code
 
 

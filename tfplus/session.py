@@ -206,6 +206,11 @@ class Session:
     def runtime(self):
         return self._runtime
 
+    @property
+    def graph_def(self):
+        """The session's graph as a GraphDef proto (TF1's Session.graph_def)."""
+        return self.graph.as_graph_def()
+
     def variable_value(self, name: str) -> np.ndarray:
         """A copy of variable `name`'s current value (the VariableV2 node name)."""
         if name not in self._vars:
@@ -225,6 +230,10 @@ class Session:
             if isinstance(f, dict):
                 parts = {k: walk(v) for k, v in f.items()}
                 return lambda r: type(f)((k, p(r)) for k, p in parts.items())
+            if hasattr(f, "_fetch_expand"):  # a tf.summary: fetch its tensors, build its value from theirs
+                tensors, build = f._fetch_expand()
+                parts = [walk(t) for t in tensors]
+                return lambda r: build([p(r) for p in parts])
             elem = self._element(f, "fetch")
             flat.append(elem)
             i = len(flat) - 1
@@ -417,3 +426,29 @@ def _compatible(actual, static) -> bool:
     if static is None:
         return True
     return len(actual) == len(static) and all(s is None or a == s for a, s in zip(actual, static))
+
+
+class InteractiveSession(Session):
+    """TF1's session for shells and notebooks: on creation it becomes the default session and its graph the
+    default graph, so `t.eval()` and `op.run()` work without a `with` block; close() undoes both.
+
+        >>> import tfplus as tf
+        >>> sess = tf.InteractiveSession()
+        >>> tf.constant(2.0).eval()
+        2.0
+        >>> sess.close()
+    """
+
+    def __init__(self, target: str = "", graph: Graph | None = None, config: Any = None, **kwargs):
+        super().__init__(target, graph, config, **kwargs)
+        self._graph_cm = self.graph.as_default()
+        self._graph_cm.__enter__()
+        self._interactive_cm = self.as_default()
+        self._interactive_cm.__enter__()
+
+    def close(self) -> None:
+        if self._interactive_cm is not None:
+            self._interactive_cm.__exit__(None, None, None)
+            self._graph_cm.__exit__(None, None, None)
+            self._interactive_cm = None
+        super().close()

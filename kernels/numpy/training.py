@@ -82,3 +82,67 @@ def _apply_adam(ctx, ins, outs, attrs):
 @register_workspace("ApplyAdam", "cpu")
 def _apply_adam_workspace(ins, attrs):
     return _scratch(2 if attrs.get("use_nesterov", False) else 1)(ins, attrs)
+
+
+@register_kernel("ApplyRMSProp", "cpu", DTYPES)
+def _apply_rms_prop(ctx, ins, outs, attrs):
+    var, ms, mom, lr, rho, momentum, epsilon, grad = ins
+    tmp = ctx.workspace(var.shape, attrs["T"])
+    # ms += (grad^2 - ms) * (1 - rho), TF's order of operations
+    np.multiply(grad, grad, out=tmp)
+    tmp -= ms
+    tmp *= var.dtype.type(1) - rho
+    ms += tmp
+    np.add(ms, epsilon, out=tmp)
+    np.sqrt(tmp, out=tmp)
+    np.divide(grad, tmp, out=tmp)
+    tmp *= lr
+    mom *= momentum
+    mom += tmp
+    var -= mom
+
+
+register_workspace("ApplyRMSProp", "cpu")(_scratch(1))
+
+
+@register_kernel("ApplyAdagrad", "cpu", DTYPES)
+def _apply_adagrad(ctx, ins, outs, attrs):
+    var, accum, lr, grad = ins
+    tmp = ctx.workspace(var.shape, attrs["T"])
+    if attrs.get("update_slots", True):
+        np.multiply(grad, grad, out=tmp)
+        accum += tmp
+    np.sqrt(accum, out=tmp)
+    np.divide(grad, tmp, out=tmp)
+    tmp *= lr
+    var -= tmp
+
+
+register_workspace("ApplyAdagrad", "cpu")(_scratch(1))
+
+
+@register_kernel("ApplyAdadelta", "cpu", DTYPES)
+def _apply_adadelta(ctx, ins, outs, attrs):
+    var, accum, accum_update, lr, rho, epsilon, grad = ins
+    one_minus_rho = var.dtype.type(1) - rho
+    update, tmp = ctx.workspace(var.shape, attrs["T"]), ctx.workspace(var.shape, attrs["T"])
+    accum *= rho
+    np.multiply(grad, grad, out=tmp)
+    tmp *= one_minus_rho
+    accum += tmp
+    # update = sqrt(accum_update + eps) / sqrt(accum + eps) * grad
+    np.add(accum_update, epsilon, out=update)
+    np.sqrt(update, out=update)
+    np.add(accum, epsilon, out=tmp)
+    np.sqrt(tmp, out=tmp)
+    update /= tmp
+    update *= grad
+    np.multiply(update, lr, out=tmp)
+    var -= tmp
+    accum_update *= rho
+    np.multiply(update, update, out=tmp)
+    tmp *= one_minus_rho
+    accum_update += tmp
+
+
+register_workspace("ApplyAdadelta", "cpu")(_scratch(2))
