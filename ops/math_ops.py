@@ -21,7 +21,7 @@ __all__ = ["add", "subtract", "multiply", "divide", "truediv", "realdiv", "div",
            "saturate_cast", "equal", "not_equal", "less", "less_equal", "greater", "greater_equal",
            "logical_and", "logical_or", "logical_not", "logical_xor", "where", "range", "reduce_sum",
            "reduce_mean", "reduce_max", "reduce_min", "reduce_any", "reduce_all", "count_nonzero", "argmax",
-           "argmin", "cumsum", "clip_by_value", "reduce_prod", "unsorted_segment_sum"]
+           "argmin", "cumsum", "clip_by_value", "reduce_prod", "unsorted_segment_sum", "div_no_nan", "where_v2"]
 
 _FLOATS = (_dt.float16, _dt.float32, _dt.float64)
 _INTS = (_dt.int8, _dt.int16, _dt.int32, _dt.int64, _dt.uint8)
@@ -1065,3 +1065,86 @@ def top_k(input, k=1, sorted=True, name=None) -> tuple:
     first), and their indices (int32)."""
     k = _index_tensor(k)
     return apply_op("TopKV2", [convert_to_tensor(input), k], {"sorted": bool(sorted)}, name)
+
+
+# -- DivNoNan ------------------------------------------------------------------------------------------------
+register_op("DivNoNan", inputs=("x", "y"), outputs=("z",), attrs={"T": "type"}, shape_fn=_binary_shape(_FLOATS))
+
+
+@register_gradient("DivNoNan")
+def _div_no_nan_grad(op, grad):
+    """dx = div_no_nan(dz, y), dy = dz * div_no_nan(-x / y, y) (0 where y == 0)"""
+    x, y = op.inputs
+    return [_reduce_to(div_no_nan(grad, y), _shape_of(x)),
+            _reduce_to(multiply(grad, div_no_nan(div_no_nan(negative(x), y), y)), _shape_of(y))]
+
+
+def div_no_nan(x, y, name=None) -> Tensor:
+    """x / y, and 0 where y is 0 (TF's clip_by_global_norm and metrics emit it)."""
+    return _binary("DivNoNan", x, y, name)
+
+
+# -- SelectV2 (tf.where_v2: the three operands broadcast) ----------------------------------------------------
+def _select_v2_shape(ins, attrs):
+    cond, t, e = ins
+    _check_dtype(cond, (_dt.bool_,), "condition")
+    check_same_dtype([t, e], "x and y")
+    return [spec(broadcast(cond.shape, broadcast(t.shape, e.shape)), t.dtype)]
+
+
+register_op("SelectV2", inputs=("condition", "t", "e"), outputs=("output",), attrs={"T": "type"},
+            shape_fn=_select_v2_shape)
+
+
+@register_gradient("SelectV2")
+def _select_v2_grad(op, grad):
+    """dt = dz where condition, de = dz elsewhere (each summed over its broadcast dims)"""
+    cond, t, e = op.inputs
+    zeros = array_ops.zeros_like(grad)
+    return [None, _reduce_to(where_v2(cond, grad, zeros), _shape_of(t)),
+            _reduce_to(where_v2(cond, zeros, grad), _shape_of(e))]
+
+
+def where_v2(condition, x=None, y=None, name=None) -> Tensor:
+    """`tf.where_v2(c, x, y)`: x where c, else y, with c, x and y broadcast together (TF 1.15's where_v2)."""
+    if x is None and y is None:
+        return where(condition, name=name)
+    x, y = _operands(x, y)
+    return apply_op("SelectV2", [convert_to_tensor(condition), x, y], {"T": x.dtype}, name)
+
+
+# -- RsqrtGrad / SqrtGrad / ReciprocalGrad (TF's fused gradients of Rsqrt, Sqrt, Reciprocal) -------------------
+def _unary_grad_shape(ins, attrs):
+    check_same_dtype(ins, "y and dy")
+    _check_dtype(ins[0], _FLOATS, "y")
+    return [spec(broadcast(ins[0].shape, ins[1].shape), ins[0].dtype)]
+
+
+for _t in ("RsqrtGrad", "SqrtGrad", "ReciprocalGrad"):
+    register_op(_t, inputs=("y", "dy"), outputs=("z",), attrs={"T": "type"}, shape_fn=_unary_grad_shape)
+
+
+@register_gradient("RsqrtGrad")
+def _rsqrt_grad_grad(op, grad):
+    """for z = -dy y^3 / 2: d y = -3/2 g dy y^2, d dy = -g y^3 / 2"""
+    y, dy = op.inputs
+    return [multiply(grad, multiply(multiply(dy, square(y)), -1.5)), multiply(grad, multiply(pow(y, 3), -0.5))]
+
+
+@register_gradient("SqrtGrad")
+def _sqrt_grad_grad(op, grad):
+    """for z = dy / (2 y): d y = -g z / y, d dy = g / (2 y)"""
+    y, z = op.inputs[0], op.outputs[0]
+    return [negative(realdiv(multiply(grad, z), y)), realdiv(grad, multiply(y, 2))]
+
+
+@register_gradient("ReciprocalGrad")
+def _reciprocal_grad_grad(op, grad):
+    """for z = -dy y^2: d y = -2 g dy y, d dy = -g y^2"""
+    y, dy = op.inputs
+    return [multiply(grad, multiply(multiply(dy, y), -2)), negative(multiply(grad, square(y)))]
+
+
+def _fused_grad(op_type: str, y, dy, name=None) -> Tensor:
+    """RsqrtGrad/SqrtGrad/ReciprocalGrad(y, dy): the gradient of the op that produced y, given dy."""
+    return apply_op(op_type, [convert_to_tensor(y), convert_to_tensor(dy)], name=name)

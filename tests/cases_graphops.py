@@ -5,7 +5,7 @@ import pytest
 from optable import Case
 
 import tfplus as tf
-from tfplus.ops import array_ops
+from tfplus.ops import array_ops, math_ops
 
 FLOAT = ("float32", "float64")
 INT = ("int32", "int64")
@@ -121,7 +121,8 @@ def test_errors_name_the_problem():
 
 
 def test_forward_and_gradients_match_tensorflow(tf1):
-    """gather (two axes), segment sum, stitch, prod with zeros, top_k: values and gradients as in TF."""
+    """gather (two axes), segment sum, stitch, prod with zeros, top_k, div_no_nan with zeros, where_v2: values
+    and gradients as in TF."""
     rng = np.random.default_rng(0)
     p = rng.standard_normal((5, 4))
     p[1, 2] = 0.0
@@ -132,7 +133,8 @@ def test_forward_and_gradients_match_tensorflow(tf1):
         outs = [lib.gather(x, idx), lib.gather(x, [3, 1], axis=1),
                 lib.unsorted_segment_sum(x, [2, 0, 2, -1, 1], 3),
                 lib.dynamic_stitch([[1, 0], [2]], [x[:2], x[2:3]]),
-                lib.reduce_prod(x, 1), lib.reduce_prod(x[1:3], 0), lib.nn.top_k(x, 3)[0]]
+                lib.reduce_prod(x, 1), lib.reduce_prod(x[1:3], 0), lib.nn.top_k(x, 3)[0],
+                lib.div_no_nan(x, lib.maximum(x, 0.0)), lib.where_v2(x[:, :1] > 0, x, x[0] * 2.0)]
         w = [lib.constant(rng.standard_normal(o.shape.as_list())) for o in outs]
         loss = lib.add_n([lib.reduce_sum(o * wi) for o, wi in zip(outs, w)])
         return outs + lib.gradients(loss, [x])
@@ -171,4 +173,32 @@ CASES += [
          inputs=[(2, 2), value(True, np.bool_)], ref=lambda x, p: x * x, grad=[0]),
     Case("cond_false", lambda x, y, p: tf.cond(p, lambda: x * y, lambda: tf.exp(y) - 1.0),
          inputs=[(3,), (3,), value(False, np.bool_)], ref=lambda x, y, p: np.exp(y) - 1, grad=[0, 1]),
+]
+
+
+def _div_no_nan(x, y):
+    return np.where(y == 0, 0, x / np.where(y == 0, 1, y))
+
+
+def _with_zeros(rng, dt):
+    y = rng.uniform(0.5, 2.0, (2, 3)).astype(dt)
+    y[0, 1] = y[1, 2] = 0
+    return y
+
+
+CASES += [
+    # y = 0 has no derivative (a jump): only x's gradient is checked there
+    Case("div_no_nan", lambda x, y: tf.div_no_nan(x, y), inputs=[(2, 3), _with_zeros], ref=_div_no_nan,
+         grad=[0]),
+    Case("div_no_nan_bcast", lambda x, y: tf.div_no_nan(x, y), inputs=[(2, 3), lambda rng, dt: np.array(
+        [1.5, 0.7, -2.0], dt)], ref=_div_no_nan),
+    Case("where_v2", lambda c, x, y: tf.where_v2(c, x, y),
+         inputs=[value([[True], [False]], np.bool_), (2, 3), (3,)], ref=np.where, dtypes=ALL, grad=[1, 2]),
+    Case("rsqrt_grad", lambda y, dy: math_ops._fused_grad("RsqrtGrad", y, dy),
+         inputs=[lambda rng, dt: rng.uniform(0.5, 2, (2, 3)).astype(dt), (2, 3)],
+         ref=lambda y, dy: -0.5 * dy * y ** 3),
+    Case("sqrt_grad", lambda y, dy: math_ops._fused_grad("SqrtGrad", y, dy),
+         inputs=[lambda rng, dt: rng.uniform(0.5, 2, (3,)).astype(dt), (3,)], ref=lambda y, dy: 0.5 * dy / y),
+    Case("reciprocal_grad", lambda y, dy: math_ops._fused_grad("ReciprocalGrad", y, dy),
+         inputs=[(2, 2), (2, 2)], ref=lambda y, dy: -dy * y * y),
 ]

@@ -186,3 +186,24 @@ def _top_k(ctx, ins, outs, attrs):
     order = np.argsort(-x if x.dtype.kind == "f" else -x.astype(np.int64), axis=-1, kind="stable")[..., :k]
     outs[1][...] = order
     outs[0][...] = np.take_along_axis(x, order, axis=-1)
+
+
+@register_kernel("DivNoNan", "cpu", FLOATS)
+def _div_no_nan(ctx, ins, outs, attrs):
+    x, y = np.broadcast_arrays(*ins)
+    with np.errstate(all="ignore"):
+        np.copyto(outs[0], np.where(y == 0, 0, x / np.where(y == 0, 1, y)))
+
+
+@register_kernel("SelectV2", "cpu")
+def _select_v2(ctx, ins, outs, attrs):
+    np.copyto(outs[0], np.where(*ins))
+
+
+_FUSED_GRADS = {"RsqrtGrad": lambda y, dy: -0.5 * dy * y * y * y, "SqrtGrad": lambda y, dy: 0.5 * dy / y,
+                "ReciprocalGrad": lambda y, dy: -dy * y * y}
+for _t, _fn in _FUSED_GRADS.items():
+    def _fused(ctx, ins, outs, attrs, _fn=_fn):
+        with np.errstate(all="ignore"):
+            np.copyto(outs[0], _fn(*ins))
+    register_kernel(_t, "cpu", FLOATS)(_fused)
