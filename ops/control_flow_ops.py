@@ -13,10 +13,11 @@ from tfplus.framework import (
     get_default_graph,
     name_scope,
 )
+from tfplus.ops.array_ops import gather
 from tfplus.registry import not_differentiable, register_gradient, register_op
 from tfplus.shapes import fmt, spec
 
-__all__ = ["cond", "while_loop", "TensorArray", "Assert"]
+__all__ = ["cond", "while_loop", "TensorArray", "Assert", "map_fn", "scan", "foldl", "foldr"]
 
 register_op("NoOp", outputs=(), shape_fn=lambda ins, attrs: [])
 not_differentiable("NoOp")
@@ -523,3 +524,91 @@ def Assert(condition, data, summarize=None, name=None) -> Operation:
     data = [convert_to_tensor(d) for d in data]
     return get_default_graph().create_op("Assert", [cond_t] + data, {
         "T": [d.dtype for d in data], "summarize": 3 if summarize is None else int(summarize)}, name or "Assert")
+
+
+# -- map_fn / scan / foldl / foldr: tf.while_loop over the first axis ----------------------------------------
+def _first_axis(elems, what: str):
+    """The flattened elems and their common first dimension (an int, else a scalar tensor)."""
+    from tfplus.ops.array_ops import shape
+    leaves = [convert_to_tensor(e) for e in _flatten(elems)]
+    if not leaves:
+        raise ValueError(f"{what}: elems is empty")
+    n = leaves[0]._shape[0] if leaves[0]._shape else None
+    return leaves, (n if n is not None else shape(leaves[0])[0])
+
+
+def _stack_outputs(first, n, step_fn, start, carry_init, name, pos=lambda t: t):
+    """Runs `step_fn(t, carry) -> (outputs, carry)` for t in [start, n) after `first` (the outputs of step 0);
+    returns the outputs of every step stacked along a new first axis (step t at row pos(t)), and the final
+    carry."""
+    from tfplus.ops.array_ops import concat, expand_dims, shape, zeros
+    from tfplus.ops.math_ops import add, less
+    first_leaves = [convert_to_tensor(f) for f in _flatten(first)]
+    tas = [TensorArray(y.dtype, flow=zeros(concat([expand_dims(n, 0) if isinstance(n, Tensor) else [n],
+                                                   shape(y)], 0), y.dtype)).write(pos(0), y)
+           for y in first_leaves]
+
+    def body(t, carry, tas):
+        outs, carry = step_fn(t, carry)
+        return add(t, 1), carry, [ta.write(pos(t), y) for ta, y in zip(tas, _flatten(outs))]
+    _, carry, tas = while_loop(lambda t, carry, tas: less(t, n), body, [convert_to_tensor(start), carry_init, tas],
+                               return_same_structure=True, name=name)
+    return _pack(first, [ta.stack() for ta in tas]), carry
+
+
+def map_fn(fn, elems, dtype=None, parallel_iterations=None, back_prop=True, swap_memory=False, infer_shape=True,
+           name=None):
+    """`tf.map_fn(lambda row: tf.reduce_sum(row * w), x)`: fn applied to each slice elems[i] (elems may be a
+    nested structure of tensors sharing their first dimension, which must be at least 1), the results stacked."""
+    leaves, n = _first_axis(elems, "tf.map_fn")
+    with name_scope(name, "map"):
+        first = fn(_pack(elems, [x[0] for x in leaves]))
+        out, _ = _stack_outputs(first, n, lambda t, c: (fn(_pack(elems, [gather(x, t) for x in leaves])), c), 1,
+                                convert_to_tensor(0), "map_loop")
+    if not back_prop:
+        from tfplus.ops.array_ops import stop_gradient
+        out = _pack(out, [stop_gradient(t) for t in _flatten(out)])
+    return out
+
+
+def scan(fn, elems, initializer=None, parallel_iterations=10, back_prop=True, swap_memory=False,
+         infer_shape=True, reverse=False, name=None):
+    """`tf.scan(lambda acc, x: acc + x, elems)`: every intermediate accumulator, stacked (the first is
+    fn(initializer, elems[0]), or elems[0] itself without an initializer)."""
+    from tfplus.ops.math_ops import subtract
+    leaves, n = _first_axis(elems, "tf.scan")
+
+    def pos(t):  # reverse=True walks the elements from the back; row i still belongs to elems[i]
+        return subtract(subtract(n, 1), t) if reverse else t
+    with name_scope(name, "scan"):
+        def at(t):
+            return _pack(elems, [gather(x, pos(t)) for x in leaves])
+        first = at(0) if initializer is None else fn(initializer, at(0))
+
+        def step(t, acc):
+            acc = fn(acc, at(t))
+            return acc, acc
+        out, _ = _stack_outputs(first, n, step, 1, first, "scan_loop", pos)
+    return out
+
+
+def _fold(fn, elems, initializer, reverse: bool, what: str, name):
+    from tfplus.ops.math_ops import add, less, subtract
+    leaves, n = _first_axis(elems, what)
+    with name_scope(name, what.split(".")[-1]):
+        def at(t):
+            return _pack(elems, [gather(x, subtract(subtract(n, 1), t) if reverse else t) for x in leaves])
+        acc, start = (at(0), 1) if initializer is None else (initializer, 0)
+        _, acc = while_loop(lambda t, acc: less(t, n), lambda t, acc: (add(t, 1), fn(acc, at(t))),
+                            [convert_to_tensor(start), acc], return_same_structure=True)
+    return acc
+
+
+def foldl(fn, elems, initializer=None, parallel_iterations=10, back_prop=True, swap_memory=False, name=None):
+    """`tf.foldl(lambda acc, x: acc * x, elems)`: the accumulator after folding elems from the front."""
+    return _fold(fn, elems, initializer, False, "tf.foldl", name)
+
+
+def foldr(fn, elems, initializer=None, parallel_iterations=10, back_prop=True, swap_memory=False, name=None):
+    """`tf.foldr(fn, elems)`: as foldl, from the back."""
+    return _fold(fn, elems, initializer, True, "tf.foldr", name)

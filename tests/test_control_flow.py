@@ -212,3 +212,18 @@ def test_memory_budget_refuses_control_flow_clearly():
     with tf.Session(memory_budget="16MB") as sess, \
             pytest.raises(PlanError, match="control flow.*without memory_budget"):
         sess.run(y, {x: [1.0, 1.0]})
+
+
+def test_map_fn_scan_and_folds(tf1, device):
+    def build(lib, x, w):
+        m = lib.map_fn(lambda r: lib.reduce_sum(lib.tanh(r * w[0])), x)
+        pair = lib.map_fn(lambda ab: (ab[0] * 2.0, ab[1][0]), (x, x), dtype=(lib.float64, lib.float64))
+        s = lib.scan(lambda a, r: a * w[1] + r, x)
+        sr = lib.scan(lambda a, r: lib.sin(a) + r, x, initializer=lib.zeros([3], lib.float64), reverse=True)
+        fl = lib.foldl(lambda a, r: a * 0.5 + r * w[2], x)
+        fr = lib.foldr(lambda a, r: a * 0.5 + r, x, initializer=lib.ones([3], lib.float64))
+        outs = [m, pair[0], pair[1], s, sr, fl, fr]
+        loss = lib.add_n([lib.reduce_sum(o * o) for o in outs])
+        return outs + lib.gradients(loss, [x, w])
+    want, got = _run_both(tf1, device, build, [X, W])
+    _close(got, want)

@@ -97,4 +97,4 @@ from tfplus.variables import local_variables_initializer as initialize_local_var
 __getattr__ = _module_getattr(__name__, "tf")
 
 # Control flow (functional If/While ops; see tfplus.ops.control_flow_ops).
-from tfplus.ops.control_flow_ops import Assert, TensorArray, cond, while_loop  # noqa: E402
+from tfplus.ops.control_flow_ops import Assert, TensorArray, cond, foldl, foldr, map_fn, scan, while_loop  # noqa: E402, I001
