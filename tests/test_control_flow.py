@@ -6,37 +6,37 @@ import collections
 
 import numpy as np
 import pytest
+from conftest import DEVICES
 
 import tfplus as tf
 
 State = collections.namedtuple("State", ["h", "total"])
 
 
-def _run_both(tf1, device, build, feed_values):
-    """Builds `build(lib, placeholders)` in TensorFlow and in tfplus; returns (TF's values, tfplus's values).
-    `build` returns a list of tensors (outputs and gradients)."""
-    results = []
-    for lib, kw in ((tf1, {}), (tf, {"device": device})):
+def _check_against_tf(tf1, build, feed_values):
+    """Builds `build(lib, *placeholders)` (a list of tensors: outputs and gradients) in TensorFlow once and in
+    tfplus on every device, and compares the values."""
+    want = None
+    for lib, device in [(tf1, None)] + [(tf, d) for d in DEVICES]:
         g = lib.Graph()
         with g.as_default():
             phs = [lib.placeholder(lib.float64, v.shape, name=f"in{i}") for i, v in enumerate(feed_values)]
             outs = build(lib, *phs)
-        with lib.Session(graph=g, **kw) as sess:
-            results.append(sess.run(outs, dict(zip(phs, feed_values))))
-    return results
-
-
-def _close(got, want):
-    assert len(got) == len(want)
-    for k, (a, b) in enumerate(zip(got, want)):
-        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12, err_msg=f"output {k}")
+        with lib.Session(graph=g, **({} if device is None else {"device": device})) as sess:
+            got = sess.run(outs, dict(zip(phs, feed_values)))
+        if want is None:
+            want = got
+            continue
+        assert len(got) == len(want)
+        for k, (a, b) in enumerate(zip(got, want)):
+            np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12, err_msg=f"output {k} on {device}")
 
 
 RNG = np.random.default_rng(5)
 X, W = RNG.standard_normal((2, 3)), RNG.standard_normal((3, 3)) * 0.5
 
 
-def test_while_loop_several_vars_structures_and_gradients(tf1, device):
+def test_while_loop_several_vars_structures_and_gradients(tf1):
     def build(lib, x, w):
         def body(i, state, extra):
             h = lib.tanh(lib.matmul(state.h, w)) + extra["bias"]
@@ -45,11 +45,10 @@ def test_while_loop_several_vars_structures_and_gradients(tf1, device):
         i, state, extra = lib.while_loop(lambda i, s, e: i < 4, body, init)
         loss = state.total + lib.reduce_sum(state.h * x) + extra["bias"]
         return [i, state.h, state.total, extra["bias"]] + lib.gradients(loss, [x, w])
-    want, got = _run_both(tf1, device, build, [X, W])
-    _close(got, want)
+    _check_against_tf(tf1, build, [X, W])
 
 
-def test_while_loop_maximum_iterations_and_single_var_unpacking(tf1, device):
+def test_while_loop_maximum_iterations_and_single_var_unpacking(tf1):
     def build(lib, x):
         # cond never turns False: maximum_iterations ends the loop; a one-variable list comes back unpacked
         y = lib.while_loop(lambda v: lib.reduce_sum(v) > -1e300, lambda v: [v * 1.5 - 0.25], [x],
@@ -58,22 +57,20 @@ def test_while_loop_maximum_iterations_and_single_var_unpacking(tf1, device):
         [z] = lib.while_loop(lambda v: lib.reduce_sum(v) < 1e300, lambda v: v * 2.0, [x],
                              return_same_structure=True, maximum_iterations=lib.constant(2))
         return [y, z] + lib.gradients(lib.reduce_sum(y * y) + lib.reduce_sum(z), [x])
-    want, got = _run_both(tf1, device, build, [X])
-    _close(got, want)
+    _check_against_tf(tf1, build, [X])
 
 
-def test_while_loop_data_dependent_trip_count_and_captured_tensor_gradient(tf1, device):
+def test_while_loop_data_dependent_trip_count_and_captured_tensor_gradient(tf1):
     def build(lib, x, w):
         def body(v, n):
             return lib.sin(v) * w[0] + x, n + 1.0
         v, n = lib.while_loop(lambda v, n: lib.reduce_max(lib.abs(v)) < 8.0, body, [x, lib.constant(0.0, lib.float64)],
                               maximum_iterations=20)
         return [v, n] + lib.gradients(lib.reduce_sum(v), [x, w])
-    want, got = _run_both(tf1, device, build, [X, W])
-    _close(got, want)
+    _check_against_tf(tf1, build, [X, W])
 
 
-def test_while_loop_shape_invariants(tf1, device):
+def test_while_loop_shape_invariants(tf1):
     def build(lib, x):
         def body(i, acc):
             return i + 1, lib.concat([acc, acc[-1:] * 2.0], axis=0)
@@ -81,8 +78,7 @@ def test_while_loop_shape_invariants(tf1, device):
                                 shape_invariants=[lib.TensorShape([]), lib.TensorShape([None, 3])])
         assert acc.shape.as_list() == [None, 3]
         return [i, acc]
-    want, got = _run_both(tf1, device, build, [X])
-    _close(got, want)
+    _check_against_tf(tf1, build, [X])
     x = tf.zeros([2, 3])
     with pytest.raises(ValueError, match=r"enters the loop with shape \(2, 3\), but has shape \(3, 3\) after one "
                                          "iteration.*shape_invariants"):
@@ -99,18 +95,17 @@ def test_while_loop_back_prop_false_has_no_gradient(tf1):
     check(tf)
 
 
-def test_nested_while_loops_gradient(tf1, device):
+def test_nested_while_loops_gradient(tf1):
     def build(lib, x, w):
         def outer(i, v):
             inner = lib.while_loop(lambda j, u: j < 2, lambda j, u: (j + 1, lib.tanh(u * w[1] + w[0])), [0, v])[1]
             return i + 1, inner + 0.5 * v
         v = lib.while_loop(lambda i, v: i < 3, outer, [0, x])[1]
         return [v] + lib.gradients(lib.reduce_sum(v * v), [x, w])
-    want, got = _run_both(tf1, device, build, [X, W])
-    _close(got, want)
+    _check_against_tf(tf1, build, [X, W])
 
 
-def test_cond_branches_shapes_and_gradients(tf1, device):
+def test_cond_branches_shapes_and_gradients(tf1):
     def build(lib, x, w):
         outs = []
         for p in (lib.reduce_sum(x) > 100.0, lib.reduce_sum(x) < 100.0):
@@ -120,8 +115,7 @@ def test_cond_branches_shapes_and_gradients(tf1, device):
         [single] = lib.cond(outs[0][0, 0] > 0, lambda: [w * 2.0], lambda: [w - 1.0], strict=True)
         loss = lib.add_n([lib.reduce_sum(o * o) for o in outs]) + lib.reduce_sum(single)
         return outs + [single] + lib.gradients(loss, [x, w])
-    want, got = _run_both(tf1, device, build, [X, W])
-    _close(got, want)
+    _check_against_tf(tf1, build, [X, W])
 
 
 def test_cond_unpacks_a_singleton_unless_strict():
@@ -141,7 +135,7 @@ def test_cond_runs_only_the_taken_branch(device):
         assert sess.run(y, {x: [1, 2, 3], idx: 7}) == -1.0  # gather(x, 7) would fail: it does not run
 
 
-def test_while_in_cond_and_cond_in_while(tf1, device):
+def test_while_in_cond_and_cond_in_while(tf1):
     def build(lib, x, w):
         def body(i, v):
             return i + 1, lib.cond(lib.reduce_sum(v) > 0, lambda: v * w[0], lambda: lib.sin(v) - 0.5)
@@ -150,11 +144,10 @@ def test_while_in_cond_and_cond_in_while(tf1, device):
                      lambda: lib.while_loop(lambda i, u: i < 2, lambda i, u: (i + 1, u * u * 0.5 + w[2]), [0, x])[1],
                      lambda: x)
         return [v, u] + lib.gradients(lib.reduce_sum(v) + lib.reduce_sum(u), [x, w])
-    want, got = _run_both(tf1, device, build, [X, W])
-    _close(got, want)
+    _check_against_tf(tf1, build, [X, W])
 
 
-def test_tensor_array_recurrence_like_dynamic_rnn(tf1, device):
+def test_tensor_array_recurrence_like_dynamic_rnn(tf1):
     """What dynamic_rnn needs: unstack inputs, loop over time, write each output, stack; gradients included."""
     seq = RNG.standard_normal((4, 2, 3))
 
@@ -170,8 +163,7 @@ def test_tensor_array_recurrence_like_dynamic_rnn(tf1, device):
                                    [0, lib.zeros([2, 3], lib.float64), outputs])
         ys = out.stack()
         return [ys, h] + lib.gradients(lib.reduce_sum(ys * ys) + lib.reduce_sum(h), [xs, w])
-    want, got = _run_both(tf1, device, build, [seq, W])
-    _close(got, want)
+    _check_against_tf(tf1, build, [seq, W])
 
 
 def test_errors_are_clear():
@@ -214,7 +206,7 @@ def test_memory_budget_refuses_control_flow_clearly():
         sess.run(y, {x: [1.0, 1.0]})
 
 
-def test_map_fn_scan_and_folds(tf1, device):
+def test_map_fn_scan_and_folds(tf1):
     def build(lib, x, w):
         m = lib.map_fn(lambda r: lib.reduce_sum(lib.tanh(r * w[0])), x)
         pair = lib.map_fn(lambda ab: (ab[0] * 2.0, ab[1][0]), (x, x), dtype=(lib.float64, lib.float64))
@@ -225,5 +217,4 @@ def test_map_fn_scan_and_folds(tf1, device):
         outs = [m, pair[0], pair[1], s, sr, fl, fr]
         loss = lib.add_n([lib.reduce_sum(o * o) for o in outs])
         return outs + lib.gradients(loss, [x, w])
-    want, got = _run_both(tf1, device, build, [X, W])
-    _close(got, want)
+    _check_against_tf(tf1, build, [X, W])
