@@ -744,12 +744,32 @@ def _strided_slice_shape(ins, attrs):
         _check_index_dtype(s, "begin, end and strides")
     b, e, s = (_vector(t, "begin, end and strides") for t in (begin, end, strides))
     if b is None or e is None or s is None:
-        return [spec(None, x.dtype)]
+        return [spec(_masked_shape(x.shape, _vector_len(begin), s, attrs), x.dtype)]
     if not len(b) == len(e) == len(s):
         raise ValueError(f"begin {b}, end {e} and strides {s} must have one length")
     if 0 in s:
         raise ValueError(f"strides {s} must be non-zero")
     return [spec(_indexed_shape(x.shape, strided_slice_index(b, e, s, attrs)), x.dtype)]
+
+
+def _masked_shape(shape_, n, strides, masks):
+    """StridedSlice's output shape when begin or end is known only at run time (`x[t]` in a loop): what the
+    masks alone tell (shrunk dims go, new axes are 1, fully masked unit-stride dims keep their size)."""
+    if shape_ is None or n is None or masks["ellipsis_mask"]:
+        return None
+    out, dim = [], 0
+    for i in builtins.range(n):
+        bit = 1 << i
+        if masks["new_axis_mask"] & bit:
+            out.append(1)
+            continue
+        if dim >= len(shape_):
+            return None
+        if not masks["shrink_axis_mask"] & bit:
+            whole = masks["begin_mask"] & masks["end_mask"] & bit and strides is not None and strides[i] == 1
+            out.append(shape_[dim] if whole else None)
+        dim += 1
+    return tuple(out) + tuple(shape_[dim:])
 
 
 register_op("StridedSlice", inputs=("input", "begin", "end", "strides"), outputs=("output",),

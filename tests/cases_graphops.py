@@ -202,3 +202,20 @@ CASES += [
     Case("reciprocal_grad", lambda y, dy: math_ops._fused_grad("ReciprocalGrad", y, dy),
          inputs=[(2, 2), (2, 2)], ref=lambda y, dy: -dy * y * y),
 ]
+
+
+def test_strided_slice_with_run_time_index_keeps_what_the_masks_tell():
+    x = tf.placeholder(tf.float32, [4, 2, 3])
+    t = tf.placeholder(tf.int32, [])
+    assert x[t].shape.as_list() == [2, 3]
+    assert x[:, t].shape.as_list() == [4, 3]
+    assert x[t, :, tf.newaxis].shape.as_list() == [2, 1, 3]
+    assert x[t:].shape.as_list() == [None, 2, 3]
+    # so a loop indexing its input by the counter keeps fixed loop-variable shapes, as in TF1
+    h = tf.while_loop(lambda i, h: i < 4, lambda i, h: (i + 1, tf.tanh(x[i] + h)), [0, tf.zeros([2, 3])])[1]
+    with tf.Session() as sess:
+        xs = np.random.default_rng(0).standard_normal((4, 2, 3)).astype(np.float32)
+        want = np.zeros((2, 3), np.float32)
+        for k in range(4):
+            want = np.tanh(xs[k] + want)
+        np.testing.assert_allclose(sess.run(h, {x: xs}), want, rtol=1e-6)
