@@ -218,3 +218,12 @@ def test_map_fn_scan_and_folds(tf1):
         loss = lib.add_n([lib.reduce_sum(o * o) for o in outs])
         return outs + lib.gradients(loss, [x, w])
     _check_against_tf(tf1, build, [X, W])
+
+
+def test_tensorflow_control_flow_graph_def_fails_clearly(tf1):
+    g = tf1.Graph()
+    with g.as_default():
+        x = tf1.placeholder(tf1.float32, [2])
+        tf1.while_loop(lambda v: tf1.reduce_sum(v) < 10.0, lambda v: v * 2.0, [x])
+    with tf.Graph().as_default(), pytest.raises(ValueError, match="TensorFlow control flow.*tf.while_loop"):
+        tf.import_graph_def(g.as_graph_def(), name="")

@@ -47,6 +47,11 @@ _TF_ONLY_GRAPH_FIELDS = {2, 5}
 # MatMul's grad_a/grad_b mark a gradient's matmul), and
 # explicit paddings left empty (they apply only to padding="EXPLICIT"). Dropped on import when the op does not
 # declare them; any other undeclared attr is an error, as it may change what the op computes.
+# TensorFlow's control-flow ops: TF1's dataflow ones and TF2's functional ones (with a function library).
+# tfplus's own If/While hold Python-side sub-graphs instead (see tfplus.ops.control_flow_ops).
+_TF_CONTROL_FLOW = {"Switch", "Merge", "Enter", "Exit", "NextIteration", "LoopCond", "RefSwitch", "RefMerge",
+                    "RefEnter", "RefExit", "RefNextIteration", "StatelessWhile", "While", "StatelessIf", "If",
+                    "StatelessCase", "Case", "PartitionedCall", "StatefulPartitionedCall"}
 _TF_NO_EFFECT_ATTRS = {
     "use_cudnn_on_gpu": lambda av: True,
     "grad_a": lambda av: True,
@@ -392,6 +397,10 @@ def import_graph_def(graph_def, input_map: dict | None = None, return_elements: 
             raise ValueError(f"import_graph_def: {node.name!r} is not a valid node name")
         if node.name in by_name:
             raise ValueError(f"import_graph_def: the GraphDef has two nodes named {node.name!r}")
+        if node.op in _TF_CONTROL_FLOW:
+            raise ValueError(f"import_graph_def: node {node.name!r} is TensorFlow control flow ({node.op}), which "
+                             "tfplus does not import; build the loop or branch in tfplus with tf.while_loop / "
+                             "tf.cond instead")
         if node.op not in OPS:
             raise ValueError(f"import_graph_def: node {node.name!r} has op type {node.op!r}, which is not "
                              f"registered in tfplus; registered op types: {', '.join(sorted(OPS))}")
