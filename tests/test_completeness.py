@@ -16,6 +16,7 @@ TESTED_ELSEWHERE = {
     "ApplyAdam": "test_train", "ApplyRMSProp": "test_tf_train",
     "ApplyCenteredRMSProp": "test_tf_train", "ApplyAdagrad": "test_tf_train",
     "ApplyAdadelta": "test_tf_train",
+    "Assert": "test_control_flow",
 }
 
 # The executor itself produces these (feeds and variable buffers); they have no kernel on any device.

@@ -99,3 +99,6 @@ from tfplus.variables import global_variables_initializer as initialize_all_vari
 from tfplus.variables import local_variables_initializer as initialize_local_variables  # noqa: E402
 
 __getattr__ = _module_getattr(__name__, "tf")
+
+# Control flow (functional If/While ops; see tfplus.ops.control_flow_ops).
+from tfplus.ops.control_flow_ops import Assert, TensorArray, cond, foldl, foldr, map_fn, scan, while_loop  # noqa: E402, I001

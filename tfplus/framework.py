@@ -705,6 +705,9 @@ def apply_op(op_type: str, inputs=(), attrs: dict | None = None, name: str | Non
     graph = (known._as_tensor() if hasattr(known, "_as_tensor") else known).graph if known is not None \
         else get_default_graph()
     hint = attrs.get("T") or (convert_to_tensor(known).dtype if known is not None else None)
+    default = get_default_graph()
+    if graph is not default and graph in getattr(default, "outer_graphs", ()):
+        graph = default  # building a control-flow sub-graph: outer tensors are captured into it
     with graph.as_default():
         tensors = []
         for v, many in zip(inputs, variadic):

@@ -56,6 +56,21 @@ PRODUCER = 134
 # Fields of TensorFlow's GraphDef that tfplus does not model (library, debug_info): a GraphDef that TensorFlow
 # wrote may carry them. Any other unknown top-level field means the bytes are not a GraphDef.
 _TF_ONLY_GRAPH_FIELDS = {2, 5}
+# Attrs TensorFlow writes that do not change the result where tfplus lacks them: kernel-choice hints (cuDNN;
+# MatMul's grad_a/grad_b mark a gradient's matmul), and
+# explicit paddings left empty (they apply only to padding="EXPLICIT"). Dropped on import when the op does not
+# declare them; any other undeclared attr is an error, as it may change what the op computes.
+# TensorFlow's control-flow ops: TF1's dataflow ones and TF2's functional ones (with a function library).
+# tfplus's own If/While hold Python-side sub-graphs instead (see tfplus.ops.control_flow_ops).
+_TF_CONTROL_FLOW = {"Switch", "Merge", "Enter", "Exit", "NextIteration", "LoopCond", "RefSwitch", "RefMerge",
+                    "RefEnter", "RefExit", "RefNextIteration", "StatelessWhile", "While", "StatelessIf", "If",
+                    "StatelessCase", "Case", "PartitionedCall", "StatefulPartitionedCall"}
+_TF_NO_EFFECT_ATTRS = {
+    "use_cudnn_on_gpu": lambda av: True,
+    "grad_a": lambda av: True,
+    "grad_b": lambda av: True,
+    "explicit_paddings": lambda av: not av.list.i,
+}
 
 
 # -- shapes and tensors --------------------------------------------------------------------------------------
@@ -218,6 +233,9 @@ def _attr_kind(kind: str):
     """(AttrValue field, converters, is a list) for a declared attr type such as 'int' or 'list(shape)'."""
     is_list = kind.startswith("list(") and kind.endswith(")")
     base = kind[5:-1] if is_list else kind
+    if base == "func":
+        raise ValueError("it holds a control-flow sub-graph (tf.cond / tf.while_loop), which tfplus does not "
+                         "write to or read from a GraphDef (TensorFlow's function library is not supported)")
     if base not in _ATTR_KINDS:
         raise ValueError(f"attr type {kind!r} is not supported; supported: {sorted(_ATTR_KINDS)}, list(...)")
     return (*_ATTR_KINDS[base], is_list)
@@ -414,8 +432,8 @@ def _node_attrs(node: graph_pb2.NodeDef) -> dict:
     declared = OPS[node.op].attrs
     attrs = {}
     for key, av in node.attr.items():
-        if key.startswith("_"):  # TensorFlow's internal attrs (_output_shapes, _class): not op semantics
-            continue
+        if key.startswith("_") or (key not in declared and _TF_NO_EFFECT_ATTRS.get(key, lambda av: False)(av)):
+            continue  # TensorFlow's internal attrs (_output_shapes, _class) and kernel hints: not op semantics
         if key not in declared:
             raise ValueError(f"import_graph_def: node {node.name!r} ({node.op}) has attr {key!r}, which "
                              f"tfplus's {node.op} does not declare (declared: {sorted(declared)})")
@@ -547,6 +565,10 @@ def _import(graph_def, input_map, return_elements, name):
                              "'.', '_', '-', '/')")
         if node.name in by_name:
             raise ValueError(f"import_graph_def: the GraphDef has two nodes named {node.name!r}")
+        if node.op in _TF_CONTROL_FLOW:
+            raise ValueError(f"import_graph_def: node {node.name!r} is TensorFlow control flow ({node.op}), which "
+                             "tfplus does not import; build the loop or branch in tfplus with tf.while_loop / "
+                             "tf.cond instead")
         if node.op not in OPS:
             raise ValueError(f"import_graph_def: node {node.name!r} has op type {node.op!r}, which is not "
                              f"registered in tfplus; registered op types: {', '.join(sorted(OPS))}")

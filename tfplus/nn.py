@@ -9,3 +9,7 @@ from tfplus.nn_impl import batch_normalization, sigmoid_cross_entropy_with_logit
 from tfplus.unsupported import module_getattr as _module_getattr  # noqa: E402
 
 __getattr__ = _module_getattr(__name__, "tf.nn")
+
+# Ops TF1 lists under tf.nn but tfplus defines with the array and math ops.
+from tfplus.ops.array_ops import embedding_lookup  # noqa: E402, F401
+from tfplus.ops.math_ops import top_k  # noqa: E402, F401

@@ -76,6 +76,11 @@ class KernelContext:
             return self._session._arena.workspace(self.op, shape, dtype)
         return self.runtime.allocate(shape, dtype)
 
+    def run_subgraph(self, graph: Graph, feeds: dict, fetches: list) -> list:
+        """Runs a control-flow sub-graph (a tf.cond branch, a tf.while_loop condition or body) on this
+        session's device: `feeds` maps its placeholders to device buffers; returns the fetches' buffers."""
+        return self._session._run_subgraph(graph, feeds, fetches)
+
 
 class _Plan:
     """The ops one (fetches, feeds) pair needs, in execution order, with each tensor's last use."""
@@ -293,7 +298,7 @@ class Session:
             op_def = op.op_def
             ins = [self._ref(t, op, values) if k in op_def.ref_inputs else self._read(values, t)
                    for k, t in enumerate(op.inputs)]
-            outs = self._outputs(op, ins, values)
+            outs = [None] * len(op.outputs) if op_def.allocates_outputs else self._outputs(op, ins, values)
             kernel = find_kernel(op.type, rt.kernel_device, kernel_dtype(op))
             if kernel is None and hasattr(rt, "fallback_kernel"):  # opt-in: the cpu kernel on host copies
                 kernel = rt.fallback_kernel(op.type, kernel_dtype(op))
@@ -320,6 +325,22 @@ class Session:
             if trace is not None:
                 trace.op_done(i, op, ins, outs)
         return values
+
+    def _run_subgraph(self, graph: Graph, feeds: dict, fetches: list) -> list:
+        """Executes the ops of `graph` that `fetches` need, from device-buffer `feeds` (see KernelContext)."""
+        key = (id(graph), tuple(id(f) for f in fetches), tuple(sorted(id(t) for t in feeds)))
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = self._plans[key] = self._make_plan(fetches, set(feeds))
+        # NOTE: a sub-graph runs unplanned and untraced: its buffers are not in the step's memory plan, and the
+        # trace shows the control-flow op as one op.
+        arena, trace = self._arena, self._trace
+        self._arena = self._trace = None
+        try:
+            values = self._execute(plan, dict(feeds))
+        finally:
+            self._arena, self._trace = arena, trace
+        return [self._read(values, f) for f in fetches]
 
     def _outputs(self, op: Operation, ins, values) -> list:
         op_def = op.op_def

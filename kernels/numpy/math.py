@@ -190,3 +190,50 @@ def _cumsum(ctx, ins, outs, attrs):
     if attrs["exclusive"]:  # shift by one: element i gets the sum of the elements before it
         total = np.concatenate([np.zeros_like(np.take(total, [0], axis)), np.delete(total, -1, axis)], axis)
     np.copyto(outs[0], np.flip(total, axis) if attrs["reverse"] else total)
+
+
+@register_kernel("Prod", "cpu", NUMERIC)
+def _prod(ctx, ins, outs, attrs):
+    np.prod(ins[0], axis=_axes(*ins), keepdims=attrs["keep_dims"], out=outs[0])
+
+
+@register_kernel("UnsortedSegmentSum", "cpu", NUMERIC)
+def _unsorted_segment_sum(ctx, ins, outs, attrs):
+    data, ids = ins[0], ins[1].reshape(-1)
+    out = outs[0]
+    if (ids >= out.shape[0]).any():
+        raise ValueError(f"segment_ids {ids[ids >= out.shape[0]].tolist()[:5]} are out of range "
+                         f"[0, {out.shape[0]})")
+    out.fill(0)
+    keep = ids >= 0  # negative ids drop their rows, as in TF
+    np.add.at(out, ids[keep], data.reshape((ids.size,) + out.shape[1:])[keep])
+
+
+@register_kernel("TopKV2", "cpu", NUMERIC)
+def _top_k(ctx, ins, outs, attrs):
+    x, k = ins[0], outs[0].shape[-1]
+    # A stable sort of -x puts the largest first and, among equal values, the lower index first (TF's order).
+    order = np.argsort(-x if x.dtype.kind == "f" else -x.astype(np.int64), axis=-1, kind="stable")[..., :k]
+    outs[1][...] = order
+    outs[0][...] = np.take_along_axis(x, order, axis=-1)
+
+
+@register_kernel("DivNoNan", "cpu", FLOATS)
+def _div_no_nan(ctx, ins, outs, attrs):
+    x, y = np.broadcast_arrays(*ins)
+    with np.errstate(all="ignore"):
+        np.copyto(outs[0], np.where(y == 0, 0, x / np.where(y == 0, 1, y)))
+
+
+@register_kernel("SelectV2", "cpu")
+def _select_v2(ctx, ins, outs, attrs):
+    np.copyto(outs[0], np.where(*ins))
+
+
+_FUSED_GRADS = {"RsqrtGrad": lambda y, dy: -0.5 * dy * y * y * y, "SqrtGrad": lambda y, dy: 0.5 * dy / y,
+                "ReciprocalGrad": lambda y, dy: -dy * y * y}
+for _t, _fn in _FUSED_GRADS.items():
+    def _fused(ctx, ins, outs, attrs, _fn=_fn):
+        with np.errstate(all="ignore"):
+            np.copyto(outs[0], _fn(*ins))
+    register_kernel(_t, "cpu", FLOATS)(_fused)
