@@ -1069,14 +1069,13 @@ def fused_batch_norm(x, scale, offset, mean=None, variance=None, epsilon=0.001, 
     if (mean is None or variance is None) and (not is_training or exponential_avg_factor != 1.0):
         raise ValueError("tf.nn.fused_batch_norm: mean and variance are required for inference "
                          "(is_training=False) and for exponential_avg_factor != 1")
-    with name_scope(name, "FusedBatchNormV3"):
-        empty = np.zeros((0,), x.dtype.np)
-        mean = convert_to_tensor(empty if mean is None else mean, dtype=x.dtype)
-        variance = convert_to_tensor(empty if variance is None else variance, dtype=x.dtype)
-        # TF raises epsilon to cuDNN's minimum, 1.001e-5, whatever the device; so do we, for equal results.
-        attrs = {"epsilon": max(float(epsilon), 1.001e-5), "exponential_avg_factor": float(exponential_avg_factor),
-                 "data_format": data_format, "is_training": bool(is_training), "U": x.dtype}
-        outs = apply_op("FusedBatchNormV3", [x, scale, offset, mean, variance], attrs)
+    empty = np.zeros((0,), x.dtype.np)
+    mean = convert_to_tensor(empty if mean is None else mean, dtype=x.dtype)
+    variance = convert_to_tensor(empty if variance is None else variance, dtype=x.dtype)
+    # TF raises epsilon to cuDNN's minimum, 1.001e-5, whatever the device; so do we, for equal results.
+    attrs = {"epsilon": max(float(epsilon), 1.001e-5), "exponential_avg_factor": float(exponential_avg_factor),
+             "data_format": data_format, "is_training": bool(is_training), "U": x.dtype}
+    outs = apply_op("FusedBatchNormV3", [x, scale, offset, mean, variance], attrs, name)  # one node, as TF
     return outs[0], outs[1], outs[2]
 
 

@@ -85,10 +85,21 @@ def _relu6(ctx, ins, outs, attrs):
     np.clip(ins[0], 0, 6, out=outs[0])
 
 
+@register_workspace("Relu6Grad", "cpu")
+def _relu6_grad_ws(ins, attrs):
+    """The mask x > 0 (the planner must see it: it is the size of the input)."""
+    return [(ins[1].shape, bool_)]
+
+
 @register_kernel("Relu6Grad", "cpu", FLOATS)
 def _relu6_grad(ctx, ins, outs, attrs):
     g, x = ins
-    np.multiply(g, (x > 0) & (x < 6), out=outs[0], dtype=g.dtype)
+    out = outs[0]
+    positive = ctx.workspace(x.shape, bool_)
+    np.greater(x, 0, out=positive)
+    np.less(x, 6, out=out)  # 0/1
+    np.multiply(out, positive, out=out)
+    np.multiply(out, g, out=out)
 
 
 @register_kernel("Sigmoid", "cpu", FLOATS)
