@@ -1250,3 +1250,24 @@ def conv1d(value=None, filters=None, stride=None, padding=None, use_cudnn_on_gpu
         fmt2 = "NHWC" if fmt == "NWC" else "NCHW"
         y = conv2d(x, f, [1, 1, stride, 1] if fmt2 == "NHWC" else [1, 1, 1, stride], padding, data_format=fmt2)
         return squeeze(y, [axis])
+
+
+__all__ += ["batch_normalization"]
+
+
+def batch_normalization(x, mean, variance, offset, scale, variance_epsilon, name=None) -> Tensor:
+    """TF1's tf.nn.batch_normalization from given statistics, as TF composes it: with inv = scale /
+    sqrt(variance + variance_epsilon), x * inv + (offset - mean * inv) (offset and scale may be None).
+
+        mean, var = tf.nn.moments(x, [0, 1, 2])
+        y = tf.nn.batch_normalization(x, mean, var, beta, gamma, 1e-3)
+    """
+    from tfplus.ops import math_ops
+    with name_scope(name, "batchnorm"):
+        inv = math_ops.rsqrt(math_ops.add(variance, variance_epsilon))
+        if scale is not None:
+            inv = math_ops.multiply(inv, scale)
+        shift = math_ops.negative(math_ops.multiply(mean, inv))
+        if offset is not None:
+            shift = math_ops.add(shift, offset)
+        return math_ops.add(math_ops.multiply(x, inv), shift)

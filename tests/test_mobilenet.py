@@ -147,3 +147,18 @@ def test_plan_cli_says_why_it_does_not_micro_batch(capsys):
 
 def test_model_is_registered():
     assert get_model("mobilenet").build is mobilenet
+
+
+@pytest.mark.skipif("opencl" not in __import__("conftest").DEVICES, reason="no OpenCL device (install PoCL)")
+def test_opencl_ledger_measures_the_planned_peak():
+    """On opencl, a planned MobileNet step trains as the plain one, holds exactly the plan's peak and creates
+    no device buffer (the batch-norm and depthwise kernels need no scratch)."""
+    from test_planner_opencl import _train
+    tg = _tiny_graph()
+    feeds = _feeds(tg, batch=8)
+    want = _train(tg, feeds)
+    losses, weights, p, m = _train(tg, feeds, (1, 1))
+    np.testing.assert_allclose(losses, want[0], rtol=1e-5)
+    for name, w in want[1].items():
+        np.testing.assert_allclose(weights[name], w, rtol=1e-4, atol=1e-6, err_msg=name)
+    assert m["allocations"] == 0 and m["peak"] == p.peak_bytes, (m, p.peak_bytes)

@@ -107,3 +107,14 @@ def test_conv1d_builds_the_graph_tensorflow_builds(tf1):
         ops = [op for op in g.get_operations() if op.name.startswith("conv1d")]
         types.append(sorted(op.type for op in ops if op.type != "Const"))
     assert types[0] == types[1] == ["Conv2D", "ExpandDims", "ExpandDims", "Squeeze"]
+
+
+def test_nn_batch_normalization_and_moments_match_tensorflow(tf1, device):
+    x = _rand(4, 3, 3, 5)
+    args = [x, _rand(5, lo=0.5, hi=2, seed=1), _rand(5, seed=2)]
+
+    def build(m, x, s, o):
+        mean, var = m.nn.moments(x, [0, 1, 2])
+        return [m.nn.batch_normalization(x, mean, var, o, s, 1e-3), m.nn.batch_normalization(x, mean, var, None,
+                                                                                           None, 1e-3)]
+    _both(tf1, device, build, args)
