@@ -165,24 +165,28 @@ __kernel void K(depthwise_backprop_input)(__global T* dx, __global const T* dy, 
 }
 #endif
 
-// df[a, b, c, m] = sum over n, oh, ow of x[n, c, oh*sh - ph + a, ow*sw - pw + b] * dy[n, c*M + m, oh, ow].
+// df[a, b, c, m] = sum over p = (n, oh, ow) of x[n, c, oh*sh - ph + a, ow*sw - pw + b] * dy[n, c*M + m, oh, ow]:
+// one work-group of DL items per filter element, each item summing every DL-th position, then a tree sum.
 #if WANT_depthwise_backprop_filter
-__kernel void K(depthwise_backprop_filter)(__global T* df, __global const T* x, __global const T* dy, int total,
-                                           int N, int C, int M, int8 geo, int2 pad, int4 xs, int4 ys) {
-    int i = get_global_id(0);
-    if (i >= total) return;
+__kernel __attribute__((reqd_work_group_size(DL, 1, 1)))
+void K(depthwise_backprop_filter)(__global T* df, __global const T* x, __global const T* dy, int total, int N,
+                                  int C, int M, int8 geo, int2 pad, int4 xs, int4 ys) {
+    __local T sh[DL];
+    int i = get_group_id(0), lid = get_local_id(0);
     int m = i % M, c = (i / M) % C, b = (i / (M * C)) % geo.s5, a = i / (M * C * geo.s5);
     T acc = 0;
-    for (int n = 0; n < N; n++)
-        for (int oh = 0; oh < geo.s2; oh++) {
-            int ih = oh * geo.s6 - pad.s0 + a;
-            if (ih < 0 || ih >= geo.s0) continue;
-            for (int ow = 0; ow < geo.s3; ow++) {
-                int iw = ow * geo.s7 - pad.s1 + b;
-                if (iw < 0 || iw >= geo.s1) continue;
-                acc += x[DW_AT(xs, n, c, ih, iw)] * dy[DW_AT(ys, n, c * M + m, oh, ow)];
-            }
-        }
-    df[i] = acc;
+    for (int p = lid; p < N * geo.s2 * geo.s3; p += DL) {
+        int ow = p % geo.s3, oh = (p / geo.s3) % geo.s2, n = p / (geo.s3 * geo.s2);
+        int ih = oh * geo.s6 - pad.s0 + a, iw = ow * geo.s7 - pad.s1 + b;
+        if (ih >= 0 && ih < geo.s0 && iw >= 0 && iw < geo.s1)
+            acc += x[DW_AT(xs, n, c, ih, iw)] * dy[DW_AT(ys, n, c * M + m, oh, ow)];
+    }
+    sh[lid] = acc;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int s = DL / 2; s > 0; s >>= 1) {
+        if (lid < s) sh[lid] += sh[lid + s];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (lid == 0 && i < total) df[i] = sh[0];
 }
 #endif

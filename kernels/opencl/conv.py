@@ -186,7 +186,9 @@ def _run_wgrad(rt, plan, x, dy, dw, workspace) -> None:
         reduce(rt, "sum", dw, target, [0], 1, workspace)
 
 
-# -- DepthwiseConv2dNative and its backprops (conv.cl: one work-item per output element) ----------------------
+# -- DepthwiseConv2dNative and its backprops (conv.cl: one work-item per output element; the filter gradient, a
+# long reduction over the batch and positions, one work-group per filter element) ----------------------------
+_DL = 64
 def _depthwise_args(x_shape, f_shape, y_shape, attrs) -> tuple:
     """(C, M, int8 geo, int2 pad, int4 x strides, int4 y strides) as conv.cl's depthwise kernels take them."""
     g = _Geom(x_shape, f_shape, attrs)
@@ -213,5 +215,5 @@ def _depthwise_backprop_input(ctx, ins, outs, attrs):
 def _depthwise_backprop_filter(ctx, ins, outs, attrs):
     rt, (x, _, dy), df = ctx.runtime, ins, outs[0]
     args = _depthwise_args(x.shape, df.shape, dy.shape, attrs)
-    rt.run1d(kernel(rt, SRC, "depthwise_backprop_filter", x.dtype), df.size, df, x, dy, np.int32(df.size),
-             np.int32(x.shape[0]), *args)
+    k = kernel(rt, SRC, "depthwise_backprop_filter", x.dtype, DL=_DL)
+    rt.run(k, (df.size * _DL,), (_DL,), df, x, dy, np.int32(df.size), np.int32(x.shape[0]), *args)
