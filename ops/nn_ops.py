@@ -1099,11 +1099,23 @@ def _depthwise_shape(ins, attrs):
     check_rank(x, 4, "input")
     check_rank(f, 4, "filter (kh, kw, in_channels, channel_multiplier)")
     _check_dilations(attrs)
+    _check_no_explicit_paddings(attrs)
     fmt = _format(attrs)
     return [spec(_from_nhwc(*_depthwise_out(x.shape, f.shape, attrs), fmt), x.dtype)]
 
 
-register_op("DepthwiseConv2dNative", inputs=("input", "filter"), outputs=("output",), attrs=_CONV_ATTRS,
+# TF's explicit_paddings goes with padding='EXPLICIT', which tfplus does not support: declared so that TF's
+# GraphDefs (which carry it, empty) import; a non-empty value is refused by the shape functions.
+_DEPTHWISE_ATTRS = dict(_CONV_ATTRS, explicit_paddings="list(int)")
+
+
+def _check_no_explicit_paddings(attrs) -> None:
+    if list(attrs.get("explicit_paddings") or []):
+        raise ValueError(f"explicit_paddings {list(attrs['explicit_paddings'])} are not supported; "
+                         "use padding 'SAME' or 'VALID'")
+
+
+register_op("DepthwiseConv2dNative", inputs=("input", "filter"), outputs=("output",), attrs=_DEPTHWISE_ATTRS,
             shape_fn=_depthwise_shape)
 
 
@@ -1123,6 +1135,7 @@ def _depthwise_backprop_input_shape(ins, attrs):
     check_rank(f, 4, "filter")
     check_rank(dy, 4, "out_backprop")
     _check_dilations(attrs)
+    _check_no_explicit_paddings(attrs)
     fmt = _format(attrs)
     value = _sizes_value(sizes, "input_sizes")
     if value is None:
@@ -1138,6 +1151,7 @@ def _depthwise_backprop_filter_shape(ins, attrs):
     check_rank(x, 4, "input")
     check_rank(dy, 4, "out_backprop")
     _check_dilations(attrs)
+    _check_no_explicit_paddings(attrs)
     fmt = _format(attrs)
     value = _sizes_value(sizes, "filter_sizes")
     if value is None:
@@ -1147,9 +1161,11 @@ def _depthwise_backprop_filter_shape(ins, attrs):
 
 
 register_op("DepthwiseConv2dNativeBackpropInput", inputs=("input_sizes", "filter", "out_backprop"),
-            outputs=("output",), attrs=_CONV_ATTRS, shape_fn=_depthwise_backprop_input_shape, value_inputs=(0,))
+            outputs=("output",), attrs=_DEPTHWISE_ATTRS, shape_fn=_depthwise_backprop_input_shape,
+            value_inputs=(0,))
 register_op("DepthwiseConv2dNativeBackpropFilter", inputs=("input", "filter_sizes", "out_backprop"),
-            outputs=("output",), attrs=_CONV_ATTRS, shape_fn=_depthwise_backprop_filter_shape, value_inputs=(1,))
+            outputs=("output",), attrs=_DEPTHWISE_ATTRS, shape_fn=_depthwise_backprop_filter_shape,
+            value_inputs=(1,))
 
 
 @register_gradient("DepthwiseConv2dNativeBackpropInput")

@@ -162,3 +162,14 @@ def test_opencl_ledger_measures_the_planned_peak():
     for name, w in want[1].items():
         np.testing.assert_allclose(weights[name], w, rtol=1e-4, atol=1e-6, err_msg=name)
     assert m["allocations"] == 0 and m["peak"] == p.peak_bytes, (m, p.peak_bytes)
+
+
+def test_training_graph_graphdef_round_trip():
+    from tfplus import graph_io
+    tg = _tiny_graph()
+    graph_def = tg.graph.as_graph_def()
+    copy = tf.Graph()
+    with copy.as_default():
+        graph_io.import_graph_def(graph_def, name="")
+    assert copy.as_graph_def().SerializeToString(deterministic=True) == \
+        graph_def.SerializeToString(deterministic=True)

@@ -118,3 +118,26 @@ def test_nn_batch_normalization_and_moments_match_tensorflow(tf1, device):
         return [m.nn.batch_normalization(x, mean, var, o, s, 1e-3), m.nn.batch_normalization(x, mean, var, None,
                                                                                            None, 1e-3)]
     _both(tf1, device, build, args)
+
+
+def test_a_tensorflow_graph_with_the_new_ops_imports_and_runs(tf1):
+    """A GraphDef TensorFlow writes (depthwise conv, fused batch norm in both modes, relu6, leaky_relu, lrn)
+    imports into tfplus and computes what TensorFlow does."""
+    from tfplus import graph_io
+    x = _rand(2, 5, 5, 3)
+    g = tf1.Graph()
+    with g.as_default():
+        ph = tf1.placeholder(tf1.float32, x.shape, name="x")
+        y = tf1.nn.depthwise_conv2d(ph, tf1.constant(_rand(3, 3, 3, 2, seed=1)), [1, 2, 2, 1], "SAME")
+        y, _, _ = tf1.nn.fused_batch_norm(y, tf1.ones([6]), tf1.zeros([6]))
+        y, _, _ = tf1.nn.fused_batch_norm(tf1.nn.relu6(y), tf1.ones([6]), tf1.zeros([6]), tf1.zeros([6]),
+                                          tf1.ones([6]), is_training=False)
+        out = tf1.identity(tf1.nn.lrn(tf1.nn.leaky_relu(y), 2), name="out")
+        with tf1.Session() as s:
+            want = s.run(out, {ph: x})
+    ours = tf.Graph()
+    with ours.as_default():
+        graph_io.import_graph_def(g.as_graph_def(), name="")
+        with tf.Session() as s:
+            got = s.run("out:0", {"x:0": x})
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
