@@ -222,11 +222,11 @@ LRN_ARGS = (2, 1.5, 0.3, 0.75)  # depth_radius, bias, alpha, beta
 CASES = [
     # -- LeakyRelu -------------------------------------------------------------------------------------------
     Case("leaky_relu", lambda x: tf.nn.leaky_relu(x, alpha=0.1), inputs=[(3, 4)],
-         ref=lambda x: np.where(x > 0, x, 0.1 * x)),
+         ref=lambda x: np.where(x > 0, x, np.float32(0.1) * x)),  # alpha: a float32 attr
     Case("leaky_relu_alpha_above_1", lambda x: tf.nn.leaky_relu(x, alpha=1.5), inputs=[(3, 4)],
          ref=lambda x: np.where(x > 0, x, 1.5 * x)),
     Case("leaky_relu_grad", lambda g, x: apply_op("LeakyReluGrad", [g, x], {"alpha": 0.3}),
-         inputs=[(3, 4), (3, 4)], ref=lambda g, x: g * np.where(x > 0, 1, 0.3)),
+         inputs=[(3, 4), (3, 4)], ref=lambda g, x: g * np.where(x > 0, 1, np.float32(0.3))),
     # -- LRN -------------------------------------------------------------------------------------------------
     Case("lrn", lambda x: tf.nn.lrn(x, *LRN_ARGS), inputs=[(2, 2, 3, 6)], ref=lambda x: ref_lrn(x, *LRN_ARGS)),
     Case("lrn_radius_past_channels", lambda x: tf.nn.local_response_normalization(x, 5, 1.0, 0.5, 0.5),

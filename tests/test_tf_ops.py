@@ -19,8 +19,13 @@ TFPLUS_ONLY_OPS: dict[str, str] = {}
 # test_op_table.
 _CONTROL_FLOW = "tfplus's If/While hold sub-graphs, which do not export to a GraphDef; test_control_flow " \
                 "builds the same programs in TensorFlow and compares values and gradients"
-EXCLUDED_FORWARD: dict[str, str] = dict.fromkeys(
-    ["while_loop", "while_loop_dynamic_max_iterations", "cond_true", "cond_false"], _CONTROL_FLOW)
+EXCLUDED_FORWARD: dict[str, str] = {
+    **dict.fromkeys(["while_loop", "while_loop_dynamic_max_iterations", "cond_true", "cond_false"], _CONTROL_FLOW),
+    "fused_batch_norm_grad_v3_infer_nchw": "TF's CPU FusedBatchNormGrad runs inference mode in NHWC only (and "
+                                           "several outputs defeat the NHWC rewrite); test_nn_ext_tf compares it",
+    "depthwise_nhwc_2x3_valid_mult3": "TF's CPU depthwise convolution needs equal row and column strides; "
+                                      "the NumPy reference and finite differences check this case",
+}
 EXCLUDED_GRADIENT = {
     **EXCLUDED_FORWARD,
     "snapshot": "TensorFlow registers no gradient for Snapshot (LookupError); ours passes dy through, which "
@@ -43,7 +48,18 @@ def _tf_cannot_run(graph: tf.Graph, tf1) -> str | None:
             assert op.type in TFPLUS_ONLY_OPS, \
                 f"op {op.type} is not a TensorFlow op: name it in TFPLUS_ONLY_OPS with the reason"
             return f"{op.type}: {TFPLUS_ONLY_OPS[op.type]}"
+        for attr in op_def_registry.get(op.type).attr:  # e.g. TF's LRN and FusedBatchNorm have no float64
+            allowed = attr.allowed_values.list.type
+            value = op.attrs.get(attr.name)
+            if attr.type == "type" and allowed and value is not None and _tf_enum(value) not in allowed:
+                return f"TensorFlow's {op.type} does not take {attr.name}={value.name}"
     return None
+
+
+def _tf_enum(dtype) -> int:
+    from tensorflow.python.framework import dtypes
+
+    return dtypes.as_dtype(dtype.name).as_datatype_enum
 
 
 def _build(case, dtype, tf1):

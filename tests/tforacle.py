@@ -27,6 +27,8 @@ _NHWC_ONLY = {
     "Conv2DBackpropFilter": ((0, 2), (), False), "MaxPool": ((0,), (), True), "AvgPool": ((0,), (), True),
     "MaxPoolGrad": ((0, 1, 2), (), True), "MaxPoolGradGrad": ((0, 1, 2), (), True),
     "AvgPoolGrad": ((1,), (0,), True),
+    "DepthwiseConv2dNative": ((0,), (), True), "DepthwiseConv2dNativeBackpropInput": ((2,), (0,), True),
+    "DepthwiseConv2dNativeBackpropFilter": ((0, 2), (), False),
 }
 _TO_NHWC, _TO_NCHW = [0, 2, 3, 1], [0, 3, 1, 2]
 

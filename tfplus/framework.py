@@ -364,6 +364,10 @@ class Graph:
             raise RuntimeError("Graph is finalized and cannot be modified")
         op_def = get_op_def(op_type)
         attrs = dict(attrs or {})
+        for k, kind in op_def.attrs.items():
+            # A "float" attr is a 32-bit float in TF's AttrValue: kernels of every dtype see that value, as in TF.
+            if kind == "float" and isinstance(attrs.get(k), (int, float)) and not isinstance(attrs[k], bool):
+                attrs[k] = float(np.float32(attrs[k]))
         inputs = list(inputs)
         for t in inputs:
             if not isinstance(t, Tensor):
