@@ -8,6 +8,8 @@ from optable import Case
 import tfplus as tf
 from tfplus.framework import apply_op
 
+# Float attrs are 32-bit floats (TF's AttrValue), so the references use the float32 value an op sees.
+EPS = float(np.float32(1e-3))
 
 def positive(shape, lo=0.5, hi=2.0):
     return uniform(shape, lo, hi)
@@ -145,7 +147,7 @@ def depthwise_backprop_filter_case(name, x_shape, f_shape, dy_shape, strides, pa
                 ref=lambda x, dy: ref_depthwise_backprop_filter(x, f_shape, dy, strides, padding, fmt))
 
 
-def bn_attrs(training, fmt, eps=1e-3, factor=1.0):
+def bn_attrs(training, fmt, eps=EPS, factor=1.0):
     return {"epsilon": eps, "exponential_avg_factor": factor, "data_format": fmt, "is_training": training}
 
 
@@ -157,7 +159,7 @@ def bn_train_case(name, x_shape, fmt, version="FusedBatchNormV3"):
                         dict(bn_attrs(True, fmt), U=x.dtype))
         return outs[0]
     return Case(name, build, inputs=[x_shape, positive((c,)), (c,)],
-                ref=lambda x, s, o: ref_bn_train(x, s, o, 1e-3, fmt)[0])
+                ref=lambda x, s, o: ref_bn_train(x, s, o, EPS, fmt)[0])
 
 
 def bn_train_stats_case(name, x_shape, fmt, factor):
@@ -168,7 +170,7 @@ def bn_train_stats_case(name, x_shape, fmt, factor):
         return apply_op("FusedBatchNormV3", [x, s, o, m, v], dict(bn_attrs(True, fmt, factor=factor), U=x.dtype))
 
     def ref(x, s, o, m, v):
-        y, bm, bv = ref_bn_train(x, s, o, 1e-3, fmt)
+        y, bm, bv = ref_bn_train(x, s, o, EPS, fmt)
         n = x.size // c
         return (y, (1 - factor) * m + factor * bm, (1 - factor) * v + factor * bv * n / (n - 1), bm, bv,
                 np.zeros((), x.dtype))
@@ -181,7 +183,7 @@ def bn_infer_case(name, x_shape, fmt, version="FusedBatchNormV3"):
     def build(x, s, o, m, v):
         return apply_op(version, [x, s, o, m, v], dict(bn_attrs(False, fmt), U=x.dtype))[:3]
     return Case(name, build, inputs=[x_shape, positive((c,)), (c,), (c,), positive((c,))],
-                ref=lambda x, s, o, m, v: (ref_bn_infer(x, s, o, m, v, 1e-3, fmt), m, v),
+                ref=lambda x, s, o, m, v: (ref_bn_infer(x, s, o, m, v, EPS, fmt), m, v),
                 grad=[0, 1, 2])  # as TF, no gradient reaches the moving statistics
 
 
@@ -198,7 +200,7 @@ def bn_grad_case(name, x_shape, fmt, version="FusedBatchNormGradV3"):
                          if k != "exponential_avg_factor"})
         return outs[:3]
     return Case(name, build, inputs=[x_shape, x_shape, positive((c,))],
-                ref=lambda dy, x, s: ref_bn_grad_train(dy, x, s, 1e-3, fmt), grad=False)
+                ref=lambda dy, x, s: ref_bn_grad_train(dy, x, s, EPS, fmt), grad=False)
 
 
 def bn_grad_infer_case(name, x_shape, fmt):
@@ -206,18 +208,18 @@ def bn_grad_infer_case(name, x_shape, fmt):
 
     def build(dy, x, s, m, v):
         outs = apply_op("FusedBatchNormGradV3", [dy, x, s, m, v, tf.constant(np.zeros((), x.dtype.np))],
-                        {"epsilon": 1e-3, "data_format": fmt, "is_training": False, "U": x.dtype})
+                        {"epsilon": EPS, "data_format": fmt, "is_training": False, "U": x.dtype})
         return outs[:3]
 
     def ref(dy, x, s, m, v):
-        inv = 1 / np.sqrt(v + 1e-3)
+        inv = 1 / np.sqrt(v + EPS)
         xhat = (x - _vec(m, fmt)) * _vec(inv, fmt)
         return dy * _vec(s * inv, fmt), (dy * xhat).sum(_axes(fmt)), dy.sum(_axes(fmt))
     return Case(name, build, inputs=[x_shape, x_shape, positive((c,)), (c,), positive((c,))], ref=ref,
                 grad=False)
 
 
-LRN_ARGS = (2, 1.5, 0.3, 0.75)  # depth_radius, bias, alpha, beta
+LRN_ARGS = (2, 1.5, float(np.float32(0.3)), 0.75)  # depth_radius, bias, alpha, beta (float attrs: float32)
 
 CASES = [
     # -- LeakyRelu -------------------------------------------------------------------------------------------
@@ -238,7 +240,7 @@ CASES = [
     bn_train_case("fused_batch_norm_v3_train_nhwc", (2, 3, 2, 4), "NHWC"),
     bn_train_case("fused_batch_norm_v3_train_nchw", (3, 2, 2, 3), "NCHW"),
     bn_train_case("fused_batch_norm_v1_train_nhwc", (2, 2, 3, 3), "NHWC", "FusedBatchNorm"),
-    bn_train_stats_case("fused_batch_norm_v3_stats_avg_factor", (2, 2, 3, 3), "NHWC", 0.3),
+    bn_train_stats_case("fused_batch_norm_v3_stats_avg_factor", (2, 2, 3, 3), "NHWC", float(np.float32(0.3))),
     bn_train_stats_case("fused_batch_norm_v3_stats_nchw", (2, 3, 2, 2), "NCHW", 1.0),
     bn_infer_case("fused_batch_norm_v3_infer_nchw", (2, 3, 2, 2), "NCHW"),
     bn_infer_case("fused_batch_norm_v1_infer_nhwc", (2, 2, 2, 3), "NHWC", "FusedBatchNorm"),
@@ -246,9 +248,9 @@ CASES = [
     bn_grad_case("fused_batch_norm_grad_v3_nchw", (2, 3, 2, 3), "NCHW"),
     bn_grad_case("fused_batch_norm_grad_v1_nhwc", (2, 3, 2, 2), "NHWC", "FusedBatchNormGrad"),
     bn_grad_infer_case("fused_batch_norm_grad_v3_infer_nchw", (2, 3, 2, 2), "NCHW"),
-    Case("nn_fused_batch_norm", lambda x, s, o: tf.nn.fused_batch_norm(x, s, o, epsilon=1e-3),
+    Case("nn_fused_batch_norm", lambda x, s, o: tf.nn.fused_batch_norm(x, s, o, epsilon=EPS),
          inputs=[(2, 3, 3, 2), positive((2,)), (2,)],
-         ref=lambda x, s, o: (lambda y, m, v: (y, m, v * 18 / 17))(*ref_bn_train(x, s, o, 1e-3, "NHWC")),
+         ref=lambda x, s, o: (lambda y, m, v: (y, m, v * 18 / 17))(*ref_bn_train(x, s, o, EPS, "NHWC")),
          grad=False),  # as TF, no gradient flows from the batch statistics; y's is bn_train_case's
     # -- DepthwiseConv2dNative -------------------------------------------------------------------------------
     depthwise_case("depthwise_nhwc_3x3_same", (2, 4, 5, 3), (3, 3, 3, 1), (1, 1), "SAME", "NHWC"),
