@@ -72,7 +72,7 @@ def _plot_file(writable):
 
 def main(args: argparse.Namespace) -> int:
     """Runs `tfplus plan`; returns the exit status: 0, or 1 when the step does not fit the budget."""
-    from tfplus.cli import EXIT_FAILED, MAX_BATCH_SIZE
+    from tfplus.cli import EXIT_FAILED
     from tfplus.runtime import get_runtime, opencl, parse_device
     from tfplus.trainer import UsageError
     if parse_device(args.device)[0] == "opencl" and opencl.available():  # else plans for assumed defaults
@@ -99,11 +99,11 @@ def main(args: argparse.Namespace) -> int:
     if args.max_batch:
         # The batch one step holds (micro-batching only splits a batch that is already in memory, so with it
         # the limit is mostly the fed images themselves: reported apart, not run).
-        n = p.max_batch_size = out["max_batch_size"] = step.max_batch(budget, MAX_BATCH_SIZE, ("chunk",))
+        n = p.max_batch_size = out["max_batch_size"] = step.max_batch(budget, ("chunk",))
         if n:
             _note(f"confirming batch {n} by running one training step under {format_size(budget)}")
         out["max_batch_confirmed"] = step.confirm(n, budget) if n else False
-        out["max_batch_size_with_microbatching"] = step.max_batch(budget, MAX_BATCH_SIZE)
+        out["max_batch_size_with_microbatching"] = step.max_batch(budget)
     if args.plot:
         from tfplus.planner.plot import write_plot
         write_plot(p, args.plot, f"{args.model}, batch {args.batch_size}, {args.optimizer} on {args.device}")
@@ -140,7 +140,7 @@ class _TrainStep:
         from tfplus.graphs import get_model, training_graph
         from tfplus.trainer import UsageError
         self.args = args
-        kwargs = {k: getattr(args, k) for k in ("conv_widths", "fc_widths") if getattr(args, k) is not None}
+        kwargs = {k: getattr(args, k) for k in ("conv_widths", "fc_widths") if getattr(args, k, None) is not None}
         try:
             self.tg = training_graph(get_model(args.model).build, total_steps=1000, optimizer=args.optimizer,
                                      data_format=args.data_format, model_kwargs=kwargs)
@@ -161,10 +161,11 @@ class _TrainStep:
         return smallest_plan(self.fetches, self.shapes(batch), self.args.device, graph=self.tg.graph,
                              transformations=transformations).peak_bytes
 
-    def max_batch(self, budget: int, limit: int, transformations=TRANSFORMATIONS) -> int:
-        """The largest batch up to `limit` that fits: doubling, then bisection over multiples of 8
+    def max_batch(self, budget: int, transformations=TRANSFORMATIONS) -> int:
+        """The largest batch up to tfplus.cli.MAX_BATCH_SIZE that fits: doubling, then bisection over multiples of 8
         (micro-batching needs a batch with divisors; this assumes bigger batches never need less memory).
         Each probe is reported on stderr: a search takes dozens of plans."""
+        from tfplus.cli import MAX_BATCH_SIZE as limit
         what = "with micro-batching" if "microbatch" in transformations else "without micro-batching"
         t0 = time.perf_counter()
 
