@@ -333,3 +333,22 @@ def test_unreadable_cifar_file_is_one_clear_error(tiny_cifar, monkeypatch, capsy
 def test_python_dash_m_tfplus():
     out = subprocess.run([sys.executable, "-m", "tfplus", "--version"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and out.stdout.strip() == f"tfplus {tfplus.__version__}"
+
+
+def test_opencl_compiling_is_announced_and_compiler_chatter_kept_out(tmp_path, monkeypatch, capfd):
+    from tfplus.runtime import opencl
+    assert opencl.available()  # PoCL gives every machine an OpenCL device
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # nothing built before
+    monkeypatch.setattr(opencl._CompileNotice, "EVERY_S", 0.0)
+    dev = opencl.OpenCLRuntime().dev
+    monkeypatch.setattr(dev, "compiling", opencl._CompileNotice())
+    capfd.readouterr()
+    with opencl._native_stderr() as chatter:  # what native code writes to fd 2, e.g. "1 warning generated."
+        os.write(2, b"1 warning generated.\n")
+    assert chatter == ["1 warning generated.\n"] and capfd.readouterr().err == ""
+    # A program no earlier build made (its options differ), compiled from source: announced with count and time.
+    dev._build(("elementwise.cl",), f"-DT=float -DSFX=f32 -DIS_FLOAT=1 -DIS_SIGNED=1 -DNONCE={os.getpid()}")
+    err = capfd.readouterr().err.splitlines()
+    assert err[0] == f"tfplus: compiling OpenCL kernels for {dev.info['name']} (once: later runs load them from " \
+        f"{tmp_path / 'tfplus' / 'opencl'})"
+    assert err[1].startswith("tfplus: compiled 1 OpenCL program in ") and len(err) == 2
