@@ -1,0 +1,24 @@
+"""Packaging metadata: the license as an SPDX expression with its file, which setuptools reads without a warning."""
+from __future__ import annotations
+
+import re
+import warnings
+from pathlib import Path
+
+from setuptools.config.pyprojecttoml import apply_configuration
+from setuptools.dist import Distribution
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_license_is_spdx_with_its_file_and_no_deprecation_warning(monkeypatch):
+    monkeypatch.chdir(ROOT)  # license-files and the readme are relative to the project
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the TOML-table form warned in every install
+        meta = apply_configuration(Distribution(), "pyproject.toml").metadata
+    assert meta.license_expression == "Apache-2.0" and meta.license_files == ["LICENSE"]
+    text = (ROOT / "LICENSE").read_text()
+    assert text.split()[:4] == ["Apache", "License", "Version", "2.0,"] and "END OF TERMS AND CONDITIONS" in text
+    # setuptools reads PEP 639's string form from version 77 on
+    build = (ROOT / "pyproject.toml").read_text().split("[project]")[0]
+    assert re.search(r'requires = \["setuptools>=(\d+)"\]', build).group(1) == "77"
