@@ -1,4 +1,4 @@
-"""Packaging metadata: the license as an SPDX expression with its file, which setuptools reads without a warning."""
+"""Packaging and project layout: the license as an SPDX expression with its file; every test module collected."""
 from __future__ import annotations
 
 import re
@@ -22,3 +22,13 @@ def test_license_is_spdx_with_its_file_and_no_deprecation_warning(monkeypatch):
     # setuptools reads PEP 639's string form from version 77 on
     build = (ROOT / "pyproject.toml").read_text().split("[project]")[0]
     assert re.search(r'requires = \["setuptools>=(\d+)"\]', build).group(1) == "77"
+
+
+def test_every_module_with_tests_is_collected(pytestconfig):
+    """A test function in a file pytest does not collect never runs (tests/cases_*.py held 16 such)."""
+    import fnmatch
+    patterns = pytestconfig.getini("python_files")
+    holders = [p.name for p in sorted((ROOT / "tests").glob("*.py"))
+               if re.search(r"^def test_", p.read_text(), re.MULTILINE)]
+    assert "cases_array.py" in holders and "cases_math.py" in holders
+    assert [h for h in holders if not any(fnmatch.fnmatch(h, pat) for pat in patterns)] == []
