@@ -32,3 +32,11 @@ def test_every_module_with_tests_is_collected(pytestconfig):
                if re.search(r"^def test_", p.read_text(), re.MULTILINE)]
     assert "cases_array.py" in holders and "cases_math.py" in holders
     assert [h for h in holders if not any(fnmatch.fnmatch(h, pat) for pat in patterns)] == []
+
+
+def test_docs_cite_commands_not_paths_of_the_machine_they_ran_on():
+    docs = [ROOT / "README.md", ROOT / "BENCHMARKS.md", *sorted((ROOT / "benchmarks").glob("*.md"))]
+    machine_paths = re.compile(r"(?<![\w.~])/(work|root|home|tmp|Users|mnt)/")
+    found = [f"{p.name}:{n}: {line.strip()}" for p in docs
+             for n, line in enumerate(p.read_text().splitlines(), 1) if machine_paths.search(line)]
+    assert found == []
