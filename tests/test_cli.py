@@ -352,3 +352,14 @@ def test_opencl_compiling_is_announced_and_compiler_chatter_kept_out(tmp_path, m
     assert err[0] == f"tfplus: compiling OpenCL kernels for {dev.info['name']} (once: later runs load them from " \
         f"{tmp_path / 'tfplus' / 'opencl'})"
     assert err[1].startswith("tfplus: compiled 1 OpenCL program in ") and len(err) == 2
+
+
+def test_profile_steps_means_steps_run_and_reports_progress(monkeypatch, capsys):
+    from tfplus import profile_cli
+    monkeypatch.setattr(profile_cli._Progress, "EVERY_S", 0.0)
+    argv = ["profile", "--model", "lenet", "--batch-size", "4", "--steps", "5", "--data-format", "NHWC"]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    # 5 steps as `train --steps 5` runs 5: 2 warm-up, then untraced, traced, untraced
+    assert "step time (2 untraced steps)" in captured.out
+    assert [line.split()[3] for line in captured.err.splitlines()] == ["1/5", "2/5", "3/5", "4/5"]

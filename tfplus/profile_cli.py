@@ -84,10 +84,12 @@ def main(args: argparse.Namespace) -> int:
     feeds = {tg.images: rng.standard_normal((args.batch_size,) + image).astype(np.float32),
              tg.labels: rng.integers(0, 10, args.batch_size).astype(np.int32)}
     fetches = [tg.train_op, tg.loss]
+    progress = _Progress(args.steps)
     with sess:
         sess.run(tg.init_op)
         for _ in range(WARMUP_STEPS):
             sess.run(fetches, feeds)
+            progress.step()
         # Untraced and traced steps alternate, so that both see the same machine load.
         times, runs, cpu_s, wall_s = [], [], 0.0, 0.0
         trace = profiler.RunOptions(profiler.RunOptions.FULL_TRACE)
@@ -95,13 +97,14 @@ def main(args: argparse.Namespace) -> int:
             if i % 2:
                 runs.append(profiler.RunMetadata())
                 sess.run(fetches, feeds, options=trace, run_metadata=runs[-1])
-                continue
-            c0, t0 = os.times(), time.perf_counter()
-            sess.run(fetches, feeds)
-            c1, t1 = os.times(), time.perf_counter()
-            times.append(t1 - t0)
-            cpu_s += (c1.user - c0.user) + (c1.system - c0.system)
-            wall_s += t1 - t0
+            else:
+                c0, t0 = os.times(), time.perf_counter()
+                sess.run(fetches, feeds)
+                c1, t1 = os.times(), time.perf_counter()
+                times.append(t1 - t0)
+                cpu_s += (c1.user - c0.user) + (c1.system - c0.system)
+                wall_s += t1 - t0
+            progress.step()
         pool = getattr(sess.runtime, "pool_bytes", None)
         describe = sess.runtime.describe()
     out = sys.stdout
@@ -133,6 +136,24 @@ def main(args: argparse.Namespace) -> int:
         print(f"trace written to {args.trace} ({len(trace['traceEvents'])} events; chrome://tracing or "
               "ui.perfetto.dev)", file=out)
     return 0
+
+
+class _Progress:
+    """Steps done, on stderr every few seconds: a PoCL step of Mentee takes seconds, its first one a minute."""
+
+    EVERY_S = 5.0
+
+    def __init__(self, total: int):
+        self.total, self.done = total, 0
+        self.t0 = self.shown = time.perf_counter()
+
+    def step(self) -> None:
+        self.done += 1
+        now = time.perf_counter()
+        if now - self.shown >= self.EVERY_S and self.done < self.total:
+            self.shown = now
+            print(f"tfplus profile: step {self.done}/{self.total} ({now - self.t0:.0f} s)", file=sys.stderr,
+                  flush=True)
 
 
 def _model_kwargs(args) -> dict:
