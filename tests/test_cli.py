@@ -300,6 +300,8 @@ def test_missing_data_is_an_error_that_says_how_to_get_it(tiny_cifar, capsys):
     assert "CIFAR-10 not found in" in err and "--download" in err and "--data DIR" in err and "TFPLUS_DATA" in err
     assert main(["train", *tiny, "--data", str(tiny_cifar / "typo"), "--download"]) == 2
     assert "--data" in capsys.readouterr().err and not (tiny_cifar / "typo").exists()
+    assert main(["train", *tiny, "--data", str(tiny_cifar / "empty"), "--download"]) == 2  # a wrong folder
+    assert "holds no CIFAR-10; --download fetches it into $TFPLUS_DATA" in capsys.readouterr().err
 
 
 def test_eval_after_the_data_moved_says_so_instead_of_downloading(tiny_cifar, capsys):
@@ -363,3 +365,19 @@ def test_profile_steps_means_steps_run_and_reports_progress(monkeypatch, capsys)
     # 5 steps as `train --steps 5` runs 5: 2 warm-up, then untraced, traced, untraced
     assert "step time (2 untraced steps)" in captured.out
     assert [line.split()[3] for line in captured.err.splitlines()] == ["1/5", "2/5", "3/5", "4/5"]
+
+
+def test_download_only_when_asked_and_into_the_data_root(tiny_cifar, monkeypatch, capsys):
+    import tfplus.data
+    from tfplus.data import synthetic, write_binary_batches
+    calls = []
+
+    def fake_download(dest=None):
+        calls.append(dest)
+        return write_binary_batches(tfplus.data.data_root(dest), synthetic(100, 20))
+    monkeypatch.setattr(tfplus.data, "download", fake_download)
+    argv = ["train", "--model", "lenet", "--batch-size", "16", "--steps", "1"]
+    assert main(argv) == 1 and calls == []
+    assert main([*argv, "--download"]) == 0 and calls == [None]
+    assert (tiny_cifar / "empty" / "cifar-10-batches-bin" / "test_batch.bin").exists()  # $TFPLUS_DATA
+    assert "downloading it there" in capsys.readouterr().err

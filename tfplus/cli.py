@@ -33,16 +33,16 @@ default recipe: Mentee, SGD with Nesterov momentum 0.9, learning rate 0.05 (Adam
 cosine over the run (per step) after a linear warm-up over the first epoch, weight decay 5e-4 on the
 weights, batch 128, 15 epochs, random crop (pad 4) and horizontal flip, per-channel normalization, seed 0.
 
-data: --data DIR, else $TFPLUS_DATA, else ~/.cache/tfplus. --download fetches CIFAR-10 (~170 MB) there if it
-is absent; without it, missing data is an error. --synthetic trains on a small generated dataset instead
-(offline smoke runs).
+data: --data DIR, else $TFPLUS_DATA, else ~/.cache/tfplus. --download fetches CIFAR-10 (~170 MB) into the
+latter two if it is absent (never into a --data folder); without it, missing data is an error. --synthetic
+trains on a small generated dataset instead (offline smoke runs).
 
 checkpoints: with --checkpoint-dir, written at the end of each epoch (or every --checkpoint-every steps), at
 the end, and on Ctrl-C/SIGTERM; --resume continues the last one exactly (same batches, same learning rates).
 """
 
 
-_DOWNLOAD_HELP = "download CIFAR-10 (~170 MB) into the data folder if it is not there"
+_DOWNLOAD_HELP = "download CIFAR-10 (~170 MB) into $TFPLUS_DATA or ~/.cache/tfplus if it is not there"
 
 
 class _Parser(argparse.ArgumentParser):

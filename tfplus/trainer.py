@@ -243,6 +243,9 @@ def load_data(data: str | None = None, synthetic: bool = False, download: bool =
             raise UsageError(f"--data {data}: the directory is not readable (check its permissions)")
     found = tfdata.find_data_dir(data)
     if found is None:
+        if data is not None and download:  # a folder the user named is read, never made a download target
+            raise UsageError(f"--data {data} holds no CIFAR-10; --download fetches it into $TFPLUS_DATA or "
+                             f"{tfdata.cache_dir()} (drop --data), or give the folder that holds it")
         if not download:
             tfdata.load(data)  # raises DataError naming the folder and the fixes
         print(f"CIFAR-10 not found in {tfdata.data_root(data)}; downloading it there", file=err or sys.stderr)
