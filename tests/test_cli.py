@@ -186,3 +186,198 @@ def test_bad_options_are_one_line_and_exit_2(argv, message, tmp_path, capsys):
     assert main([a.format(tmp=tmp_path) for a in argv]) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1 and err.startswith("tfplus")
+
+
+# -- bad input: one clear line naming the flag or file, never a traceback (issue 16) ---------------------------
+@pytest.mark.parametrize("argv,message", [
+    (["train", "--seed", "-1"], "argument --seed: must be >= 0, got -1"),
+    (["train", "--seed", str(2**31)], "--seed: must be at most 2147483647"),
+    (["train", "--synthetic", "--checkpoint-dir", ""], "argument --checkpoint-dir: empty path"),
+    (["train", "--synthetic", "--log", ""], "argument --log: empty path"),
+    (["train", "--synthetic", "--log", "{tmp}"], "argument --log: {tmp} is a folder"),
+    (["train", "--synthetic", "--log", "{tmp}/file/x.jsonl"], "file is not a folder"),
+    (["train", "--data", ""], "argument --data: empty path"),
+    (["train", "--batch-size", "1000000000"], "--batch-size: must be at most 65536"),
+    (["train", "--device", "cpu:abc"], "device 'cpu:abc': there is one cpu device"),
+    (["train", "--device", "opencl:"], "give an index or a name after 'opencl:'"),
+    (["eval", "--checkpoint", ""], "argument --checkpoint: empty path"),
+    (["plan", "--model", "lenet", "--batch-size", "1000000000"], "--batch-size: must be at most 65536"),
+    (["plan", "--memory-budget", "1e400"], "'1e400' is too large"),
+    (["plan", "--budget", "1e999999999"], "argument --budget: '1e999999999' is too large"),
+    (["plan", "--plot", "/nonexistent/x.svg"], "cannot write /nonexistent/x.svg: /nonexistent does not exist"),
+    (["plan", "--plot", "{tmp}/x.pdf"], "must end in .svg or .png"),
+    (["plan", "--device", "cpu:abc"], "device 'cpu:abc': there is one cpu device"),
+    (["plan", "--device", "opencl:9"], "--device opencl:9: OpenCL device 9 does not exist"),
+    (["plan", "--optimizer", "adamw"], "argument --optimizer: invalid choice: 'adamw'"),
+    (["plan", "--data-format", "nchw"], "argument --data-format: invalid choice"),
+    (["plan", "--model", "resnet"], "unknown model 'resnet'"),
+    (["plan", "--device-profile", "nexus6"], "argument --device-profile: invalid choice: 'nexus6'"),
+    (["plan", "--max-batch"], "--max-batch needs a budget"),
+    (["plan", "--memory-budget", "1MB", "--budget", "2MB"], "not allowed with argument"),
+    (["profile", "--trace", "/nonexistent/x.json"], "cannot write /nonexistent/x.json"),
+    (["profile", "--optimizer", "adamw"], "argument --optimizer: invalid choice"),
+    (["profile", "--data-format", "CHW"], "argument --data-format: invalid choice"),
+    (["profile", "--steps", "3"], "--steps: must be >= 4"),
+    (["profile", "--device", "cpu:1"], "there is one cpu device"),
+])
+def test_bad_input_of_every_subcommand_is_one_line(argv, message, tmp_path, capsys):
+    (tmp_path / "file").write_text("")
+    assert main([a.format(tmp=tmp_path) for a in argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message.format(tmp=tmp_path) in err and len(err.splitlines()) == 1 and err.startswith("tfplus"), err
+
+
+def test_an_unexpected_error_is_one_line_saying_where_to_report(monkeypatch, capsys):
+    from tfplus import plan_cli
+
+    def broken(self, batch, budget):
+        raise KeyError("boom")
+    monkeypatch.setattr(plan_cli._TrainStep, "plan", broken)
+    argv = ["plan", "--model", "lenet", "--batch-size", "4"]
+    assert main(argv) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    assert err.startswith("tfplus plan: internal error: KeyError: 'boom' (at ") and "test_cli.py" in err
+    assert "in broken). This is a bug in tfplus; please report it" in err and "TFPLUS_DEBUG=1" in err
+    monkeypatch.setenv("TFPLUS_DEBUG", "1")
+    with pytest.raises(KeyError, match="boom"):
+        main(argv)
+
+
+def test_plan_exits_1_when_the_budget_does_not_fit(capsys):
+    small = ["plan", "--model", "lenet", "--batch-size", "8"]
+    assert main([*small, "--memory-budget", "10kB"]) == 1
+    captured = capsys.readouterr()
+    assert "does NOT fit" in captured.out
+    assert "the step does not fit the budget of 10.0 kB" in captured.err
+    assert main([*small, "--budget", "10kB", "--json"]) == 1  # the deprecated spelling still works, and says so
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["fits"] is False and "--budget is deprecated" in captured.err
+    assert main([*small, "--memory-budget", "64MB", "--widths", "4,4", "--fc-widths", "8", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["fits"] and out["breakdown"]["parameters"] < 20_000  # narrower than lenet's 62k parameters
+
+
+def test_plan_of_a_huge_batch_answers_at_once():
+    """The planner's micro-batch candidates are a batch's divisors: found in O(sqrt(n)) steps, not O(n)."""
+    from tfplus.planner.plan import _divisors
+    assert [_divisors(n) for n in (1, 12, 16, 97)] == [[1], [1, 2, 3, 4, 6, 12], [1, 2, 4, 8, 16], [1, 97]]
+    assert len(_divisors(10**12)) == 169 and _divisors(10**12)[-2:] == [5 * 10**11, 10**12]
+
+
+def test_plan_max_batch_reports_progress(capsys):
+    argv = ["plan", "--model", "lenet", "--batch-size", "8", "--memory-budget", "4MB", "--max-batch", "--json"]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    probes = [line for line in captured.err.splitlines() if line.startswith("tfplus plan: max batch")]
+    assert len(probes) >= 5 and "batch 1 needs" in probes[0] and "confirming batch" in captured.err
+    out = json.loads(captured.out)
+    assert out["max_batch_size"] >= 8 and out["max_batch_confirmed"]
+
+
+@pytest.fixture
+def tiny_cifar(tmp_path, monkeypatch):
+    """A CIFAR-10 folder of 20 records per file, which the CLI reads (it expects 10,000 per file)."""
+    import functools
+
+    import tfplus.data
+    from tfplus.data import read_batches, synthetic, write_binary_batches
+    monkeypatch.setattr(tfplus.data, "read_batches", functools.partial(read_batches, records_per_file=20))
+
+    def no_download(*args, **kwargs):
+        raise AssertionError("tried to download")
+    monkeypatch.setattr(tfplus.data, "download", no_download)
+    monkeypatch.setenv("TFPLUS_DATA", str(tmp_path / "empty"))
+    (tmp_path / "empty").mkdir()
+    write_binary_batches(tmp_path / "data", synthetic(100, 20))
+    return tmp_path
+
+
+def test_missing_data_is_an_error_that_says_how_to_get_it(tiny_cifar, capsys):
+    tiny = ["--model", "lenet", "--batch-size", "16", "--steps", "1"]
+    assert main(["train", *tiny]) == 1
+    err = capsys.readouterr().err
+    assert "CIFAR-10 not found in" in err and "--download" in err and "--data DIR" in err and "TFPLUS_DATA" in err
+    assert main(["train", *tiny, "--data", str(tiny_cifar / "typo"), "--download"]) == 2
+    assert "--data" in capsys.readouterr().err and not (tiny_cifar / "typo").exists()
+    assert main(["train", *tiny, "--data", str(tiny_cifar / "empty"), "--download"]) == 2  # a wrong folder
+    assert "holds no CIFAR-10; --download fetches it into $TFPLUS_DATA" in capsys.readouterr().err
+
+
+def test_eval_after_the_data_moved_says_so_instead_of_downloading(tiny_cifar, capsys):
+    ckpt = str(tiny_cifar / "ckpt")
+    argv = ["train", "--model", "lenet", "--batch-size", "16", "--steps", "2", "--checkpoint-dir", ckpt]
+    assert main([*argv, "--data", str(tiny_cifar / "data")]) == 0
+    assert main(["eval", "--checkpoint", ckpt]) == 0  # the checkpoint's own data folder
+    capsys.readouterr()
+    (tiny_cifar / "data").rename(tiny_cifar / "moved")
+    assert main(["eval", "--checkpoint", ckpt]) == 1
+    err = capsys.readouterr().err
+    assert "was trained on the data in" in err and "no longer there" in err and "--data DIR" in err
+    assert main(["eval", "--checkpoint", ckpt, "--data", str(tiny_cifar / "moved")]) == 0
+
+
+def test_unreadable_cifar_file_is_one_clear_error(tiny_cifar, monkeypatch, capsys):
+    from tfplus.data import cifar10
+    path = tiny_cifar / "data" / "cifar-10-batches-bin" / "data_batch_2.bin"
+
+    def open_denied(file, *args, **kwargs):  # as chmod 0 does for a user (the tests may run as root)
+        if os.fspath(file) == os.fspath(path):
+            raise PermissionError(13, "Permission denied", os.fspath(file))
+        return open(file, *args, **kwargs)
+    monkeypatch.setattr(cifar10, "open", open_denied, raising=False)
+    argv = ["train", "--model", "lenet", "--batch-size", "16", "--steps", "1", "--data", str(tiny_cifar / "data")]
+    assert main(argv) == 1
+    err = capsys.readouterr().err.strip()
+    assert err == f"tfplus train: error: cannot read {path}: Permission denied; check its permissions (e.g. chmod u+r)"
+
+
+def test_python_dash_m_tfplus():
+    out = subprocess.run([sys.executable, "-m", "tfplus", "--version"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.strip() == f"tfplus {tfplus.__version__}"
+
+
+def test_opencl_compiling_is_announced_and_compiler_chatter_kept_out(tmp_path, monkeypatch, capfd):
+    from tfplus.runtime import opencl
+    assert opencl.available()  # PoCL gives every machine an OpenCL device
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # nothing built before
+    monkeypatch.setattr(opencl._CompileNotice, "EVERY_S", 0.0)
+    dev = opencl.OpenCLRuntime().dev
+    monkeypatch.setattr(dev, "compiling", opencl._CompileNotice())
+    capfd.readouterr()
+    with opencl._native_stderr() as chatter:  # what native code writes to fd 2, e.g. "1 warning generated."
+        os.write(2, b"1 warning generated.\n")
+    assert chatter == ["1 warning generated.\n"] and capfd.readouterr().err == ""
+    # A program no earlier build made (its options differ), compiled from source: announced with count and time.
+    dev._build(("elementwise.cl",), f"-DT=float -DSFX=f32 -DIS_FLOAT=1 -DIS_SIGNED=1 -DNONCE={os.getpid()}")
+    err = capfd.readouterr().err.splitlines()
+    assert err[0] == f"tfplus: compiling OpenCL kernels for {dev.info['name']} (once: later runs load them from " \
+        f"{tmp_path / 'tfplus' / 'opencl'})"
+    assert err[1].startswith("tfplus: compiled 1 OpenCL program in ") and len(err) == 2
+
+
+def test_profile_steps_means_steps_run_and_reports_progress(monkeypatch, capsys):
+    from tfplus import profile_cli
+    monkeypatch.setattr(profile_cli._Progress, "EVERY_S", 0.0)
+    argv = ["profile", "--model", "lenet", "--batch-size", "4", "--steps", "5", "--data-format", "NHWC"]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    # 5 steps as `train --steps 5` runs 5: 2 warm-up, then untraced, traced, untraced
+    assert "step time (2 untraced steps)" in captured.out
+    assert [line.split()[3] for line in captured.err.splitlines()] == ["1/5", "2/5", "3/5", "4/5"]
+
+
+def test_download_only_when_asked_and_into_the_data_root(tiny_cifar, monkeypatch, capsys):
+    import tfplus.data
+    from tfplus.data import synthetic, write_binary_batches
+    calls = []
+
+    def fake_download(dest=None):
+        calls.append(dest)
+        return write_binary_batches(tfplus.data.data_root(dest), synthetic(100, 20))
+    monkeypatch.setattr(tfplus.data, "download", fake_download)
+    argv = ["train", "--model", "lenet", "--batch-size", "16", "--steps", "1"]
+    assert main(argv) == 1 and calls == []
+    assert main([*argv, "--download"]) == 0 and calls == [None]
+    assert (tiny_cifar / "empty" / "cifar-10-batches-bin" / "test_batch.bin").exists()  # $TFPLUS_DATA
+    assert "downloading it there" in capsys.readouterr().err

@@ -471,7 +471,7 @@ def test_plan_cli_json_schema(tmp_path, capsys):
     parser = argparse.ArgumentParser()
     plan_cli.add_parser(parser.add_subparsers(dest="command"))
     svg = tmp_path / "step.svg"
-    args = parser.parse_args(["plan", "--batch-size", "8", "--budget", "13MB", "--json", "--max-batch",
+    args = parser.parse_args(["plan", "--batch-size", "8", "--memory-budget", "13MB", "--json", "--max-batch",
                               "--plot", str(svg)])
     assert args.func(args) == 0
     out = json.loads(capsys.readouterr().out)
@@ -481,6 +481,6 @@ def test_plan_cli_json_schema(tmp_path, capsys):
     assert out["max_batch_size"] >= 8 and out["smallest_feasible_budget_bytes"] <= out["peak_bytes"]
     assert all({"name", "detail", "predicted_overhead"} <= set(t) for t in out["transformations"])
     assert svg.read_text().startswith("<svg") and "budget" in svg.read_text()
-    args = parser.parse_args(["plan", "--budget", "64M"])
-    assert args.func(args) == 2
-    assert "--budget: '64M' is ambiguous" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        parser.parse_args(["plan", "--memory-budget", "64M"])
+    assert "--memory-budget: '64M' is ambiguous" in capsys.readouterr().err

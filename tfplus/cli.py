@@ -4,28 +4,38 @@
     tfplus train --data ~/data --epochs 15 --log run.jsonl --checkpoint-dir runs/a
     tfplus train --checkpoint-dir runs/a --resume       # after a crash, Ctrl-C or kill
     tfplus eval --checkpoint runs/a
-    tfplus plan --model mentee --batch-size 128 --budget 64MB   # the memory of one step (tfplus.plan_cli)
+    tfplus plan --model mentee --batch-size 128 --memory-budget 64MB   # the memory of a step (tfplus.plan_cli)
     tfplus profile --model mentee --trace step.json            # where a step's time goes (tfplus.profile_cli)
 
-Exit codes: 0 done, 1 failed (missing data, a diverged run, a full disk), 2 bad options, 130 / 143 stopped by
-Ctrl-C / SIGTERM (after saving a checkpoint when --checkpoint-dir is given).
+Exit codes: 0 done, 1 failed (missing data, a diverged run, a full disk, a runtime error, a plan that does
+not fit its budget), 2 bad options, 130 / 143 stopped by Ctrl-C / SIGTERM (after saving a checkpoint when
+--checkpoint-dir is given). No command prints a Python traceback: an unexpected error is one line saying what
+failed and where; set TFPLUS_DEBUG=1 for the traceback.
 """
 from __future__ import annotations
 
 import argparse
 import os
 import sys
-from typing import Sequence
+import traceback
+from pathlib import Path
+from typing import Callable, Sequence
 
 EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 1, 2, 130
+# The largest --batch-size of any command: 2^16 CIFAR images are 805 MB of float32 input alone, beyond the
+# devices tfplus is for, and planning stays within seconds below it (a batch's divisors are its candidate
+# micro-batch counts).
+MAX_BATCH_SIZE = 1 << 16
+MAX_SEED = 2**31 - 1
 
 _TRAIN_EPILOG = """\
 default recipe: Mentee, SGD with Nesterov momentum 0.9, learning rate 0.05 (Adam: 0.001) decayed to 0 by a
 cosine over the run (per step) after a linear warm-up over the first epoch, weight decay 5e-4 on the
 weights, batch 128, 15 epochs, random crop (pad 4) and horizontal flip, per-channel normalization, seed 0.
 
-data: --data DIR, else $TFPLUS_DATA, else ~/.cache/tfplus; CIFAR-10 is downloaded there (~170 MB) if absent.
---synthetic trains on a small generated dataset instead (offline smoke runs).
+data: --data DIR, else $TFPLUS_DATA, else ~/.cache/tfplus. --download fetches CIFAR-10 (~170 MB) into the
+latter two if it is absent (never into a --data folder); without it, missing data is an error. --synthetic
+trains on a small generated dataset instead (offline smoke runs).
 
 output: the console shows running means over the current epoch (loss, accuracy) and an ETA for the whole
 run; the --log file has each logged step's own values.
@@ -33,6 +43,9 @@ run; the --log file has each logged step's own values.
 checkpoints: with --checkpoint-dir, written at the end of each epoch (or every --checkpoint-every steps), at
 the end, and on Ctrl-C/SIGTERM; --resume continues the last one exactly (same batches, same learning rates).
 """
+
+
+_DOWNLOAD_HELP = "download CIFAR-10 (~170 MB) into $TFPLUS_DATA or ~/.cache/tfplus if it is not there"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -62,6 +75,20 @@ def _count(text: str) -> int:
     return value
 
 
+def _batch_size(text: str) -> int:
+    value = _positive_int(text)
+    if value > MAX_BATCH_SIZE:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_BATCH_SIZE}, got {value}")
+    return value
+
+
+def _seed(text: str) -> int:
+    value = _count(text)
+    if value > MAX_SEED:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_SEED}, got {value}")
+    return value
+
+
 def _widths(text: str) -> tuple[int, ...]:
     try:
         values = tuple(int(w) for w in text.split(","))
@@ -82,14 +109,51 @@ def _size(text: str) -> int:
 
 
 def _device(text: str) -> str:
-    if text.partition(":")[0].lower() not in ("cpu", "opencl"):
-        raise argparse.ArgumentTypeError(f"unknown device {text!r}; use cpu, opencl or opencl:N "
-                                         "(`tfplus devices` lists them)")
+    from tfplus.runtime import parse_device
+    try:
+        parse_device(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
     return text
 
 
 _THREADS_HELP = ("cpu threads per step (default $TFPLUS_NUM_THREADS, else every core this process may use; "
                  "`tfplus devices` shows it)")
+
+
+def _model(text: str) -> str:
+    from tfplus.graphs import get_model
+    try:
+        get_model(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return text
+
+
+def _path(text: str) -> str:
+    """A file or folder name that is not empty ('' would silently mean no file, or the current folder)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("empty path; give a file or folder name")
+    return text
+
+
+def _output_file(make_folders: bool = False) -> Callable[[str], str]:
+    """An argparse type for a file a command writes at its end: checked writable before the work starts."""
+    def check(text: str) -> str:
+        path = Path(_path(text)).expanduser()
+        if path.is_dir():
+            raise argparse.ArgumentTypeError(f"{text} is a folder; give a file name")
+        folder = path.parent
+        while make_folders and not folder.exists() and folder != folder.parent:
+            folder = folder.parent  # the writer creates the missing folders below the nearest existing one
+        if not folder.is_dir():
+            raise argparse.ArgumentTypeError(
+                f"cannot write {text}: {folder} " + ("is not a folder" if folder.exists() else
+                                                     "does not exist; create it first"))
+        if not os.access(path if path.exists() else folder, os.W_OK):
+            raise argparse.ArgumentTypeError(f"cannot write {text}: permission denied")
+        return text
+    return check
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -109,20 +173,22 @@ def build_parser() -> argparse.ArgumentParser:
     # Recipe options default to None: the trainer fills them from its defaults, or on --resume from the
     # checkpoint, and refuses a resumed run whose explicit options change the recipe.
     g = t.add_argument_group("model")
-    g.add_argument("--model", help=f"one of {', '.join(sorted(MODELS))} (default mentee)")
+    g.add_argument("--model", type=_model, help=f"one of {', '.join(sorted(MODELS))} (default mentee)")
     g.add_argument("--widths", dest="conv_widths", type=_widths, metavar="W,W,..",
                    help="conv layer widths; their number sets the depth (mentee default 32,32,64,64,128)")
     g.add_argument("--fc-widths", type=_widths, metavar="W,W,..",
                    help="hidden FC widths (mentee default 256,128)")
     g.add_argument("--data-format", choices=DATA_FORMATS, help="activation layout (default NCHW)")
     g = t.add_argument_group("data")
-    g.add_argument("--data", metavar="DIR", help="CIFAR-10 folder (default $TFPLUS_DATA or ~/.cache/tfplus)")
+    g.add_argument("--data", type=_path, metavar="DIR",
+                   help="CIFAR-10 folder (default $TFPLUS_DATA or ~/.cache/tfplus)")
+    g.add_argument("--download", action="store_true", help=_DOWNLOAD_HELP)
     g.add_argument("--synthetic", action="store_const", const=True,
                    help="train on a small generated CIFAR-shaped dataset (no download)")
     g.add_argument("--no-augment", dest="augment", action="store_const", const=False,
                    help="no random crop and flip")
     g = t.add_argument_group("recipe")
-    g.add_argument("--batch-size", type=_positive_int, metavar="N", help="default 128")
+    g.add_argument("--batch-size", type=_batch_size, metavar="N", help="default 128")
     length = g.add_mutually_exclusive_group()
     length.add_argument("--epochs", type=_positive_int, metavar="N", help="default 15")
     length.add_argument("--steps", type=_positive_int, metavar="N", help="train N steps, not whole epochs")
@@ -137,18 +203,19 @@ def build_parser() -> argparse.ArgumentParser:
                    help="cosine: to 0 over the run (default); step: /10 at 50%% and 75%%; const")
     g.add_argument("--warmup-steps", type=_count, metavar="N",
                    help="linear learning-rate warm-up (default: one epoch; a shorter run stays in it)")
-    g.add_argument("--seed", type=int, metavar="S", help="initial weights and data order (default 0)")
+    g.add_argument("--seed", type=_seed, metavar="S", help="initial weights and data order (default 0)")
     g = t.add_argument_group("run")
     g.add_argument("--device", type=_device, default="cpu", help="cpu (default), opencl or opencl:N")
     g.add_argument("--threads", type=_positive_int, metavar="N", help=_THREADS_HELP)
     g.add_argument("--memory-budget", type=_size, metavar="SIZE",
                    help="plan each step to fit SIZE bytes (e.g. 64MB, 64MiB)")
-    g.add_argument("--checkpoint-dir", metavar="DIR", help="write checkpoints here")
+    g.add_argument("--checkpoint-dir", type=_path, metavar="DIR", help="write checkpoints here")
     g.add_argument("--checkpoint-every", type=_positive_int, metavar="N",
                    help="steps between checkpoints (default: each epoch)")
     g.add_argument("--resume", action="store_true",
                    help="continue from the last checkpoint in --checkpoint-dir")
-    g.add_argument("--log", metavar="FILE.jsonl", help="append one JSON object per logged step and per epoch")
+    g.add_argument("--log", type=_output_file(make_folders=True), metavar="FILE.jsonl",
+                   help="append one JSON object per logged step and per epoch")
     evals = g.add_mutually_exclusive_group()
     evals.add_argument("--eval-every", type=_positive_int, default=1, metavar="N",
                        help="evaluate on the test set every N epochs and at the end (default 1)")
@@ -164,15 +231,17 @@ def build_parser() -> argparse.ArgumentParser:
                    "d2h_bytes, transfer_ms, peak_live_bytes, ops, top_ops} (tfplus.trainer)")
 
     e = sub.add_parser("eval", help="test accuracy of a checkpoint, per class")
-    e.add_argument("--checkpoint", required=True, metavar="PATH",
+    e.add_argument("--checkpoint", type=_path, required=True, metavar="PATH",
                    help="a checkpoint directory or file prefix")
-    e.add_argument("--data", metavar="DIR", help="CIFAR-10 folder (default $TFPLUS_DATA or ~/.cache/tfplus)")
+    e.add_argument("--data", type=_path, metavar="DIR",
+                   help="CIFAR-10 folder (default: the checkpoint's, else $TFPLUS_DATA or ~/.cache/tfplus)")
+    e.add_argument("--download", action="store_true", help=_DOWNLOAD_HELP)
     e.add_argument("--synthetic", action="store_const", const=True,
                    help="evaluate on the synthetic dataset (default: what the checkpoint was trained on)")
     e.add_argument("--device", type=_device, default="cpu", help="cpu (default), opencl or opencl:N")
     e.add_argument("--memory-budget", type=_size, metavar="SIZE", help="plan each step to fit SIZE bytes")
     e.add_argument("--threads", type=_positive_int, metavar="N", help=_THREADS_HELP)
-    e.add_argument("--batch-size", type=_positive_int,
+    e.add_argument("--batch-size", type=_batch_size,
                    help="default 500 (under a memory budget: the training batch size)")
 
     from tfplus import plan_cli, profile_cli
@@ -234,6 +303,7 @@ def _dispatch(args: argparse.Namespace, prog: str) -> int:
     from tfplus.data import DataError
     from tfplus.planner import BudgetError
     from tfplus.trainer import UsageError
+    debug = os.environ.get("TFPLUS_DEBUG", "") not in ("", "0")
     try:
         if args.command == "devices":
             return _devices(sys.stdout)
@@ -248,14 +318,41 @@ def _dispatch(args: argparse.Namespace, prog: str) -> int:
     except BudgetError as e:  # no plan of a step fits --memory-budget
         print(f"{prog}: error: --memory-budget: {e}", file=sys.stderr)
         return EXIT_USAGE
-    except (DataError, errors.OpError, NotImplementedError, MemoryError) as e:
-        if os.environ.get("TFPLUS_DEBUG"):
-            raise
-        print(f"{prog}: error: {e}", file=sys.stderr)
-        return EXIT_FAILED
     except KeyboardInterrupt:
         print(f"\n{prog}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except (DataError, errors.OpError, NotImplementedError, MemoryError, OSError) as e:
+        if debug:
+            raise
+        print(f"{prog}: error: {_message(e)}", file=sys.stderr)
+        return EXIT_FAILED
+    except Exception as e:  # a bug in tfplus: say what and where, in one line
+        if debug:
+            raise
+        text = " ".join(str(e).split())
+        print(f"{prog}: internal error: {type(e).__name__}{': ' * bool(text)}{text} (at {_where(e)}). This is "
+              "a bug in tfplus; please report it to the tfplus issue tracker with this command line and the "
+              "traceback that TFPLUS_DEBUG=1 prints.", file=sys.stderr)
+        return EXIT_FAILED
+
+
+def _message(e: BaseException) -> str:
+    """An expected error's text: an OSError as its file and reason, an empty message as the error's type."""
+    if isinstance(e, OSError) and e.strerror:
+        return f"{e.filename}: {e.strerror}" if e.filename else e.strerror
+    return str(e).strip() or type(e).__name__
+
+
+def _where(e: BaseException) -> str:
+    """file:line in function of the innermost frame of `e`'s traceback, the path relative to the package."""
+    frames = traceback.extract_tb(e.__traceback__)
+    if not frames:
+        return "unknown location"
+    f = frames[-1]
+    parts = Path(f.filename).parts
+    top = len(parts) - 1 - parts[::-1].index("tfplus") if "tfplus" in parts else len(parts) - 1
+    short = "/".join(parts[top:])
+    return f"{short}:{f.lineno} in {f.name}"
 
 
 def _train(args: argparse.Namespace) -> int:
@@ -264,7 +361,8 @@ def _train(args: argparse.Namespace) -> int:
     cfg = TrainConfig(**options, data=args.data, device=args.device, memory_budget=args.memory_budget,
                       checkpoint_dir=args.checkpoint_dir, checkpoint_every=args.checkpoint_every,
                       resume=args.resume, log=args.log, log_every=args.log_every,
-                      profile_every=args.profile_every, eval_every=args.eval_every, logdir=args.logdir)
+                      profile_every=args.profile_every, eval_every=args.eval_every, logdir=args.logdir,
+                      download=args.download)
     try:
         return train(cfg).exit_code
     except RunError as e:  # diverged, or a checkpoint could not be written
@@ -275,7 +373,7 @@ def _train(args: argparse.Namespace) -> int:
 def _eval(args: argparse.Namespace) -> int:
     from tfplus.trainer import evaluate
     evaluate(args.checkpoint, data=args.data, synthetic=args.synthetic, device=args.device,
-             memory_budget=args.memory_budget, batch_size=args.batch_size)
+             memory_budget=args.memory_budget, batch_size=args.batch_size, download=args.download)
     return 0
 
 

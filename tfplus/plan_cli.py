@@ -1,45 +1,53 @@
 """`tfplus plan`: the memory one training step needs, and what makes it fit a budget.
 
-    tfplus plan --model mentee --batch-size 128 --budget 64MB
+    tfplus plan --model mentee --batch-size 128 --memory-budget 64MB
     tfplus plan --device-profile nexus5 --max-batch --json
-    tfplus plan --budget 32MB --plot step.svg
+    tfplus plan --memory-budget 32MB --plot step.svg
+
+Exit status 0 when the step fits the budget (or no budget is given), 1 when it does not, 2 for bad options.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+import time
 
 from tfplus.planner import TRANSFORMATIONS, smallest_plan
 from tfplus.planner import plan as _plan
 from tfplus.planner.profiles import PROFILES, get_profile
-from tfplus.units import format_size, parse_size
-
-MAX_BATCH_LIMIT = 1 << 16
+from tfplus.units import format_size
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     """Adds the `plan` subcommand to an argparse subparsers object; its handler is `main` (set as `func`)."""
+    from tfplus.cli import _batch_size, _device, _model, _output_file, _size, _widths
+    from tfplus.graphs.mentee import DATA_FORMATS, OPTIMIZERS
     p = subparsers.add_parser(
         "plan", help="plan the memory of one training step (breakdown, budget fit, max batch)",
         description="Plans one training step of a model (forward, backward, optimizer update): memory by "
                     "role, the liveness lower bound, and, given a budget, the cheapest transformations that "
-                    "fit it.")
-    p.add_argument("--model", default="mentee", help="registered model (tfplus.graphs.MODELS); default "
-                   "mentee")
-    p.add_argument("--batch-size", type=int, default=128, help="examples per step (default 128)")
-    p.add_argument("--device", default="cpu", help="cpu or opencl[:N]: its kernels' scratch, which "
-                   "transformations apply, and (the OpenCL device when it is here) alignment and compute "
+                    "fit it. Exit status 1 when the step does not fit the budget.")
+    p.add_argument("--model", type=_model, default="mentee", help="registered model (tfplus.graphs.MODELS); "
+                   "default mentee")
+    p.add_argument("--widths", dest="conv_widths", type=_widths, metavar="W,W,..",
+                   help="conv layer widths (default: the model's, mentee 32,32,64,64,128)")
+    p.add_argument("--fc-widths", type=_widths, metavar="W,W,..", help="hidden FC widths (mentee 256,128)")
+    p.add_argument("--batch-size", type=_batch_size, default=128, help="examples per step (default 128)")
+    p.add_argument("--device", type=_device, default="cpu", help="cpu or opencl[:N]: its kernels' scratch, "
+                   "which transformations apply, and (the OpenCL device when it is here) alignment and compute "
                    "units; default cpu")
     budget = p.add_mutually_exclusive_group()
-    budget.add_argument("--budget", metavar="SIZE",
+    budget.add_argument("--memory-budget", type=_size, metavar="SIZE",
                         help="memory budget, e.g. 64MB (10^6 bytes) or 64MiB (2^20)")
-    budget.add_argument("--device-profile", metavar="NAME",
+    budget.add_argument("--budget", type=_size, metavar="SIZE", help="deprecated spelling of --memory-budget")
+    budget.add_argument("--device-profile", type=str.lower, choices=sorted(PROFILES), metavar="NAME",
                         help=f"budget of a phone-class device: {', '.join(PROFILES)}")
-    p.add_argument("--optimizer", default="momentum", help="momentum (default), sgd or adam")
-    p.add_argument("--data-format", default="NCHW", help="NCHW (default) or NHWC")
+    p.add_argument("--optimizer", choices=OPTIMIZERS, default="momentum", help="default momentum (Nesterov)")
+    p.add_argument("--data-format", choices=DATA_FORMATS, default="NCHW", help="activation layout (default "
+                   "NCHW)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
-    p.add_argument("--plot", metavar="FILE",
+    p.add_argument("--plot", type=_plot_file(_output_file()), metavar="FILE",
                    help="write memory over the step to FILE (.svg; .png with matplotlib)")
     p.add_argument("--max-batch", action="store_true",
                    help="find the largest batch that fits the budget (binary search, confirmed by one step)")
@@ -47,28 +55,41 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     return p
 
 
+def _plot_file(writable):
+    """--plot's type: a writable .svg, or a .png when matplotlib is installed; checked before planning."""
+    def check(text: str) -> str:
+        suffix = text.lower().rpartition(".")[2]
+        if suffix not in ("svg", "png"):
+            raise argparse.ArgumentTypeError(f"{text}: the file name must end in .svg or .png")
+        if suffix == "png":
+            import importlib.util
+            if importlib.util.find_spec("matplotlib") is None:
+                raise argparse.ArgumentTypeError(f"{text}: a PNG needs matplotlib, which is not installed; "
+                                                 "write an .svg")
+        return writable(text)
+    return check
+
+
 def main(args: argparse.Namespace) -> int:
-    """Runs `tfplus plan`; returns the exit status (0, or 2 for a usage error)."""
-    try:
-        return _main(args)
-    except ValueError as e:
-        print(f"tfplus plan: error: {e}", file=sys.stderr)
-        return 2
-
-
-def _main(args) -> int:
-    if args.batch_size < 1:
-        raise ValueError(f"--batch-size must be >= 1, got {args.batch_size}")
+    """Runs `tfplus plan`; returns the exit status: 0, or 1 when the step does not fit the budget."""
+    from tfplus.cli import EXIT_FAILED
+    from tfplus.runtime import get_runtime, opencl, parse_device
+    from tfplus.trainer import UsageError
+    if parse_device(args.device)[0] == "opencl" and opencl.available():  # else plans for assumed defaults
+        try:
+            get_runtime(args.device)
+        except (ValueError, RuntimeError) as e:  # no such OpenCL device here
+            raise UsageError(f"--device {args.device}: {e}") from None
     if args.budget is not None:
-        budget, source = parse_size(args.budget, "--budget"), "--budget"
-    elif args.device_profile is not None:
+        print("tfplus plan: note: --budget is deprecated; use --memory-budget", file=sys.stderr)
+    budget = args.memory_budget if args.memory_budget is not None else args.budget
+    source = "--memory-budget" if budget is not None else None
+    if args.device_profile is not None:
         prof = get_profile(args.device_profile)
         budget, source = prof.usable_bytes, f"{prof.name}: {prof.description}; usable memory (assumed) " \
             f"{format_size(prof.usable_bytes)} of {format_size(prof.ram_bytes)} RAM"
-    else:
-        budget, source = None, None
     if args.max_batch and budget is None:
-        raise ValueError("--max-batch needs a budget: give --budget SIZE or --device-profile NAME")
+        raise UsageError("--max-batch needs a budget: give --memory-budget SIZE or --device-profile NAME")
     step = _TrainStep(args)
     p = step.plan(args.batch_size, budget)
     smallest = step.smallest(args.batch_size)
@@ -79,26 +100,37 @@ def _main(args) -> int:
         # The batch one step holds (micro-batching only splits a batch that is already in memory, so with it
         # the limit is mostly the fed images themselves: reported apart, not run).
         n = p.max_batch_size = out["max_batch_size"] = step.max_batch(budget, ("chunk",))
+        if n:
+            _note(f"confirming batch {n} by running one training step under {format_size(budget)}")
         out["max_batch_confirmed"] = step.confirm(n, budget) if n else False
         out["max_batch_size_with_microbatching"] = step.max_batch(budget)
     if args.plot:
         from tfplus.planner.plot import write_plot
         write_plot(p, args.plot, f"{args.model}, batch {args.batch_size}, {args.optimizer} on {args.device}")
+    status = 0 if budget is None or p.fits else EXIT_FAILED
     if args.json:
         print(json.dumps(out, indent=2, sort_keys=True))
-        return 0
-    print(f"{args.model}, batch {args.batch_size}, {args.optimizer}, {args.data_format}")
-    if source:
-        print(f"budget from {source}")
-    print(p.summary())
-    print(f"  smallest feasible budget {format_size(smallest)} ({smallest} bytes)")
-    if args.max_batch:
-        ok = "confirmed by running one step" if out["max_batch_confirmed"] else "NOT confirmed"
-        print(f"  max batch size     {out['max_batch_size']} ({ok}); "
-              f"{out['max_batch_size_with_microbatching']} with micro-batching (not run)")
-    if args.plot:
-        print(f"  plot written to {args.plot}")
-    return 0
+    else:
+        print(f"{args.model}, batch {args.batch_size}, {args.optimizer}, {args.data_format}")
+        if source:
+            print(f"budget from {source}")
+        print(p.summary())
+        print(f"  smallest feasible budget {format_size(smallest)} ({smallest} bytes)")
+        if args.max_batch:
+            ok = "confirmed by running one step" if out["max_batch_confirmed"] else "NOT confirmed"
+            print(f"  max batch size     {out['max_batch_size']} ({ok}); "
+                  f"{out['max_batch_size_with_microbatching']} with micro-batching (not run)")
+        if args.plot:
+            print(f"  plot written to {args.plot}")
+    if status:
+        print(f"tfplus plan: the step does not fit the budget of {format_size(budget)}: it needs at least "
+              f"{format_size(smallest)}; use a larger budget or a smaller --batch-size", file=sys.stderr)
+    return status
+
+
+def _note(text: str) -> None:
+    """Progress of a long phase, on stderr (stdout carries the table or the JSON)."""
+    print(f"tfplus plan: {text}", file=sys.stderr, flush=True)
 
 
 class _TrainStep:
@@ -106,9 +138,14 @@ class _TrainStep:
 
     def __init__(self, args):
         from tfplus.graphs import get_model, training_graph
+        from tfplus.trainer import UsageError
         self.args = args
-        self.tg = training_graph(get_model(args.model).build, total_steps=1000, optimizer=args.optimizer,
-                                 data_format=args.data_format)
+        kwargs = {k: getattr(args, k) for k in ("conv_widths", "fc_widths") if getattr(args, k, None) is not None}
+        try:
+            self.tg = training_graph(get_model(args.model).build, total_steps=1000, optimizer=args.optimizer,
+                                     data_format=args.data_format, model_kwargs=kwargs)
+        except ValueError as e:  # e.g. widths that pool the image away
+            raise UsageError(f"cannot build model {args.model!r} with these options: {e}") from None
         self.fetches = [self.tg.train_op, self.tg.loss]
 
     def shapes(self, batch: int) -> dict:
@@ -125,13 +162,22 @@ class _TrainStep:
                              transformations=transformations).peak_bytes
 
     def max_batch(self, budget: int, transformations=TRANSFORMATIONS) -> int:
-        """The largest batch that fits: doubling, then bisection over multiples of 8 (micro-batching needs a
-        batch with divisors; this assumes bigger batches never need less memory)."""
+        """The largest batch up to tfplus.cli.MAX_BATCH_SIZE that fits: doubling, then bisection over multiples of 8
+        (micro-batching needs a batch with divisors; this assumes bigger batches never need less memory).
+        Each probe is reported on stderr: a search takes dozens of plans."""
+        from tfplus.cli import MAX_BATCH_SIZE as limit
+        what = "with micro-batching" if "microbatch" in transformations else "without micro-batching"
+        t0 = time.perf_counter()
+
         def fits(b):
-            return self.smallest(b, transformations) <= budget
+            need = self.smallest(b, transformations)
+            _note(f"max batch {what}: batch {b} needs {format_size(need)}"
+                  f" ({'fits' if need <= budget else 'too big'}; {time.perf_counter() - t0:.1f} s)")
+            return need <= budget
         lo, hi = 0, 1
-        while hi <= MAX_BATCH_LIMIT and fits(hi):
+        while hi <= limit and fits(hi):
             lo, hi = hi, hi * 2
+        hi = min(hi, limit + 1)
         while hi - lo > (8 if lo >= 8 else 1):
             mid = (lo + hi) // 2 // 8 * 8 if lo >= 8 else (lo + hi) // 2
             lo, hi = (mid, hi) if fits(mid) else (lo, mid)

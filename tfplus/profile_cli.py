@@ -1,11 +1,12 @@
 """`tfplus profile`: where a training step's time, memory and transfers go, by op type and by layer.
 
-    tfplus profile --model mentee --batch-size 128 --steps 5
+    tfplus profile --model mentee --batch-size 128 --steps 12
     tfplus profile --device opencl --trace step.json        # open in chrome://tracing or ui.perfetto.dev
     tfplus profile --memory-budget 64MB                     # live bytes from the memory plan
 
-It runs two warm-up steps, then `--steps` untraced steps (the step time distribution, CPU utilization)
-alternating with as many traced ones (the tables, the trace: tfplus.profiler), on random images and labels.
+It trains `--steps` steps (as `tfplus train --steps` does), on random images and labels: two warm-up steps,
+then untraced steps (the step time distribution, CPU utilization) alternating with traced ones (the tables,
+the trace: tfplus.profiler).
 """
 from __future__ import annotations
 
@@ -19,30 +20,47 @@ from collections import defaultdict
 
 from tfplus.units import format_size
 
+WARMUP_STEPS = 2  # plans, programs, buffer pools, the allocator's first pages
+
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     """Adds the `profile` subcommand to an argparse subparsers object; its handler is `main` (set as `func`)."""
-    from tfplus.cli import _THREADS_HELP, _device, _positive_int, _size, _widths
+    from tfplus.cli import _THREADS_HELP, _batch_size, _device, _model, _output_file, _positive_int, _size, _widths
+    from tfplus.graphs.mentee import DATA_FORMATS, OPTIMIZERS
     p = subparsers.add_parser(
         "profile", help="time, FLOPs, memory and transfers of a training step, by op type and by layer",
         description="Profiles training steps of a model on random data: tables by op type and by layer (time, "
                     "%% of the step, GFLOP/s, forward/backward/update split), the step time distribution, CPU "
                     "utilization, peak memory and bytes moved; --trace writes a Chrome trace / Perfetto JSON.")
-    p.add_argument("--model", default="mentee", help="registered model (tfplus.graphs.MODELS); default mentee")
+    p.add_argument("--model", type=_model, default="mentee",
+                   help="registered model (tfplus.graphs.MODELS); default mentee")
     p.add_argument("--widths", dest="conv_widths", type=_widths, metavar="W,W,..",
                    help="conv layer widths (default: the model's, mentee 32,32,64,64,128)")
     p.add_argument("--fc-widths", type=_widths, metavar="W,W,..", help="hidden FC widths (mentee 256,128)")
     p.add_argument("--device", type=_device, default="cpu", help="cpu (default), opencl or opencl:N")
-    p.add_argument("--batch-size", type=_positive_int, default=128, help="examples per step (default 128)")
-    p.add_argument("--steps", type=_positive_int, default=5, metavar="N",
-                   help="untraced and traced steps measured, each (default 5)")
-    p.add_argument("--trace", metavar="FILE.json", help="write the traced steps as Chrome trace JSON")
+    p.add_argument("--batch-size", type=_batch_size, default=128, help="examples per step (default 128)")
+    p.add_argument("--steps", type=_profile_steps, default=12, metavar="N",
+                   help=f"training steps to run (default 12): {WARMUP_STEPS} warm-up, then untraced and traced "
+                   f"ones in turn; at least {WARMUP_STEPS + 2}")
+    p.add_argument("--trace", type=_output_file(), metavar="FILE.json",
+                   help="write the traced steps as Chrome trace JSON")
     p.add_argument("--memory-budget", type=_size, metavar="SIZE", help="run each step by a memory plan of SIZE")
     p.add_argument("--threads", type=_positive_int, metavar="N", help=_THREADS_HELP)
-    p.add_argument("--optimizer", default="momentum", help="momentum (default), sgd or adam")
+    p.add_argument("--optimizer", choices=OPTIMIZERS, default="momentum", help="default momentum (Nesterov)")
+    p.add_argument("--data-format", choices=DATA_FORMATS, default="NCHW", help="activation layout (default "
+                   "NCHW)")
     p.add_argument("--top", type=_positive_int, default=15, metavar="N", help="rows per table (default 15)")
     p.set_defaults(func=main)
     return p
+
+
+def _profile_steps(text: str) -> int:
+    from tfplus.cli import _positive_int
+    value = _positive_int(text)
+    if value < WARMUP_STEPS + 2:
+        raise argparse.ArgumentTypeError(f"must be >= {WARMUP_STEPS + 2} ({WARMUP_STEPS} warm-up steps, then at "
+                                         f"least one untraced and one traced step), got {value}")
+    return value
 
 
 def main(args: argparse.Namespace) -> int:
@@ -57,31 +75,37 @@ def main(args: argparse.Namespace) -> int:
         # A small constant learning rate: random data at the recipe's rate diverges to inf within steps, and
         # the costs measured should be those of finite numbers.
         tg = training_graph(get_model(args.model).build, total_steps=1000, optimizer=args.optimizer,
-                            learning_rate=1e-4, schedule="const", model_kwargs=_model_kwargs(args))
+                            learning_rate=1e-4, schedule="const", data_format=args.data_format,
+                            model_kwargs=_model_kwargs(args))
         sess = tf.Session(graph=tg.graph, device=args.device, memory_budget=args.memory_budget)
     except (ImportError, RuntimeError, ValueError) as e:
         raise UsageError(str(e)) from None
     rng = np.random.default_rng(0)
-    image = tuple(tg.images.shape.as_list()[1:])
+    image = tuple(tg.images.shape.as_list()[1:])  # the model's layout (NCHW or NHWC)
     feeds = {tg.images: rng.standard_normal((args.batch_size,) + image).astype(np.float32),
              tg.labels: rng.integers(0, 10, args.batch_size).astype(np.int32)}
     fetches = [tg.train_op, tg.loss]
+    progress = _Progress(args.steps)
     with sess:
         sess.run(tg.init_op)
-        for _ in range(2):  # warm-up: plans, programs, buffer pools, the allocator's first pages
+        for _ in range(WARMUP_STEPS):
             sess.run(fetches, feeds)
+            progress.step()
         # Untraced and traced steps alternate, so that both see the same machine load.
         times, runs, cpu_s, wall_s = [], [], 0.0, 0.0
         trace = profiler.RunOptions(profiler.RunOptions.FULL_TRACE)
-        for _ in range(args.steps):
-            c0, t0 = os.times(), time.perf_counter()
-            sess.run(fetches, feeds)
-            c1, t1 = os.times(), time.perf_counter()
-            times.append(t1 - t0)
-            cpu_s += (c1.user - c0.user) + (c1.system - c0.system)
-            wall_s += t1 - t0
-            runs.append(profiler.RunMetadata())
-            sess.run(fetches, feeds, options=trace, run_metadata=runs[-1])
+        for i in range(args.steps - WARMUP_STEPS):
+            if i % 2:
+                runs.append(profiler.RunMetadata())
+                sess.run(fetches, feeds, options=trace, run_metadata=runs[-1])
+            else:
+                c0, t0 = os.times(), time.perf_counter()
+                sess.run(fetches, feeds)
+                c1, t1 = os.times(), time.perf_counter()
+                times.append(t1 - t0)
+                cpu_s += (c1.user - c0.user) + (c1.system - c0.system)
+                wall_s += t1 - t0
+            progress.step()
         pool = getattr(sess.runtime, "pool_bytes", None)
         describe = sess.runtime.describe()
     out = sys.stdout
@@ -90,7 +114,7 @@ def main(args: argparse.Namespace) -> int:
     print(report(runs, args.top), file=out)
     med = statistics.median(times)
     traced = statistics.median(md.step_us / 1e6 for md in runs)
-    print(f"step time ({args.steps} untraced steps): min {min(times) * 1e3:.1f} ms, median {med * 1e3:.1f} ms, "
+    print(f"step time ({len(times)} untraced steps): min {min(times) * 1e3:.1f} ms, median {med * 1e3:.1f} ms, "
           f"max {max(times) * 1e3:.1f} ms; {args.batch_size / med:.0f} images/s", file=out)
     print(f"traced step: median {traced * 1e3:.1f} ms (tracing overhead {traced / med - 1:+.1%})", file=out)
     cores = os.cpu_count() or 1
@@ -113,6 +137,24 @@ def main(args: argparse.Namespace) -> int:
         print(f"trace written to {args.trace} ({len(trace['traceEvents'])} events; chrome://tracing or "
               "ui.perfetto.dev)", file=out)
     return 0
+
+
+class _Progress:
+    """Steps done, on stderr every few seconds: a PoCL step of Mentee takes seconds, its first one a minute."""
+
+    EVERY_S = 5.0
+
+    def __init__(self, total: int):
+        self.total, self.done = total, 0
+        self.t0 = self.shown = time.perf_counter()
+
+    def step(self) -> None:
+        self.done += 1
+        now = time.perf_counter()
+        if now - self.shown >= self.EVERY_S and self.done < self.total:
+            self.shown = now
+            print(f"tfplus profile: step {self.done}/{self.total} ({now - self.t0:.0f} s)", file=sys.stderr,
+                  flush=True)
 
 
 def _model_kwargs(args) -> dict:

@@ -113,7 +113,7 @@ class TrainConfig:
     logdir: str | None = None                    # TensorBoard event files: the step and epoch rows' scalars
     profile_every: int | None = None             # steps between traced steps (rows of kind "profile")
     eval_every: int = 1                          # epochs between test-set evaluations (and the last); 0: none
-    download: bool = True
+    download: bool = False                       # fetch CIFAR-10 if absent (never without being asked)
 
 
 RECIPE = ("model", "conv_widths", "fc_widths", "data_format", "synthetic", "batch_size", "epochs", "steps",
@@ -215,10 +215,12 @@ def _check(cfg: TrainConfig) -> None:
 
 
 def check_device(device: str) -> None:
-    """Refuses device names that are neither cpu nor opencl[:N] before any work is done."""
-    kind = (device or "").partition(":")[0].lower()
-    if kind not in ("cpu", "opencl"):
-        raise UsageError(f"unknown device {device!r}; use cpu, opencl or opencl:N (see `tfplus devices`)")
+    """Refuses device strings that tfplus.runtime.parse_device does not read, before any work is done."""
+    from tfplus.runtime import parse_device
+    try:
+        parse_device(device)
+    except (ValueError, TypeError) as e:
+        raise UsageError(str(e)) from None
 
 
 def _session(graph: tf.Graph, device: str, memory_budget) -> tf.Session:
@@ -238,28 +240,32 @@ def _session(graph: tf.Graph, device: str, memory_budget) -> tf.Session:
 # ---------------------------------------------------------------------------------------------------------
 # Data
 
-def load_data(data: str | None = None, synthetic: bool = False, download: bool = True,
+def load_data(data: str | None = None, synthetic: bool = False, download: bool = False,
               err: IO[str] | None = None) -> tuple[tfdata.Dataset, str | None]:
     """(dataset, its folder): the synthetic dataset (folder None), or CIFAR-10 from `data` / $TFPLUS_DATA /
-    the cache dir, downloaded there if absent.
+    the cache dir, downloaded there if absent and `download`.
 
-    An explicit `data` that is missing, not a folder or not readable is a UsageError; missing data that cannot
-    be downloaded is a tfplus.data.DataError that says where to put the files.
+    An explicit `data` that is missing, not a folder or not readable is a UsageError (a mistyped folder is
+    never created); missing data is a tfplus.data.DataError that says how to get it.
     """
     if synthetic:
         return tfdata.synthetic(SYNTHETIC_TRAIN, SYNTHETIC_TEST, seed=SYNTHETIC_SEED), None
     if data is not None:
         path = Path(data).expanduser()
         if not path.exists():
-            raise UsageError(f"--data {data}: no such directory (create it to download CIFAR-10 there)")
+            raise UsageError(f"--data {data}: no such directory; give the folder that holds "
+                             "cifar-10-batches-bin/ (or add --download without --data to fetch CIFAR-10)")
         if not path.is_dir():
             raise UsageError(f"--data {data}: not a directory; give the folder of cifar-10-batches-bin/")
         if not os.access(path, os.R_OK | os.X_OK):
             raise UsageError(f"--data {data}: the directory is not readable (check its permissions)")
     found = tfdata.find_data_dir(data)
     if found is None:
+        if data is not None and download:  # a folder the user named is read, never made a download target
+            raise UsageError(f"--data {data} holds no CIFAR-10; --download fetches it into $TFPLUS_DATA or "
+                             f"{tfdata.cache_dir()} (drop --data), or give the folder that holds it")
         if not download:
-            tfdata.load(data)  # raises DataError naming the folder and the fix
+            tfdata.load(data)  # raises DataError naming the folder and the fixes
         print(f"CIFAR-10 not found in {tfdata.data_root(data)}; downloading it there", file=err or sys.stderr)
         found = tfdata.download(data)
     return tfdata.read_batches(found), str(found.resolve())
@@ -812,7 +818,7 @@ class EvalResult:
 
 def evaluate(checkpoint: str, data: str | None = None, synthetic: bool | None = None, device: str = "cpu",
              memory_budget=None, batch_size: int | None = None, out: IO[str] | None = None,
-             err: IO[str] | None = None) -> EvalResult:
+             err: IO[str] | None = None, download: bool = False) -> EvalResult:
     """Test accuracy of a `tfplus train` checkpoint (a file prefix or its directory), with a per-class table.
 
     The model and its options come from the checkpoint. The data is `data`, or the synthetic set if
@@ -829,9 +835,17 @@ def evaluate(checkpoint: str, data: str | None = None, synthetic: bool | None = 
         synthetic = bool(cfg.synthetic) and data is None
     if synthetic and data is not None:
         raise UsageError("give --data or --synthetic, not both")
+    moved = None
     if data is None and not synthetic:
         data = _saved_data_dir(meta)
-    dataset, data_dir = load_data(data, synthetic, err=err)
+        moved = meta.get("data") if data is None else None
+    try:
+        dataset, data_dir = load_data(data, synthetic, download, err=err)
+    except tfdata.DataError as e:
+        if moved:  # say why the checkpoint's own folder was not used
+            raise tfdata.DataError(f"the checkpoint was trained on the data in {moved}, which is no longer "
+                                   f"there; give its new place with --data DIR.\n{e}") from None
+        raise
     tg = build_graph(cfg, max(meta["step"], 1))
     with tg.graph.as_default():
         saver = tf.train.Saver()

@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 import re
-from decimal import Decimal
+from decimal import Decimal, DecimalException
 
 # Units are matched case-insensitively: 'kb' and 'KB' both mean 1000 bytes. A bare prefix ('64M') is refused
 # because it is ambiguous between SI and IEC.
@@ -16,6 +16,7 @@ _UNITS = {
     "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
     "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
 }
+MAX_SIZE = 2**63 - 1  # bytes; what a signed 64-bit count holds
 _SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*$")
 
 
@@ -24,8 +25,8 @@ def parse_size(text: str | int, what: str = "size") -> int:
     if isinstance(text, bool):
         raise TypeError(f"{what}: expected a size such as '64MB', got {text!r}")
     if isinstance(text, int):
-        if text < 0:
-            raise ValueError(f"{what}: a size cannot be negative, got {text}")
+        if not 0 <= text <= MAX_SIZE:
+            raise ValueError(f"{what}: a size is 0..{MAX_SIZE} bytes, got {text}")
         return text
     if not isinstance(text, str):
         raise TypeError(f"{what}: expected a size such as '64MB' or a number of bytes, got {text!r}")
@@ -38,7 +39,12 @@ def parse_size(text: str | int, what: str = "size") -> int:
         raise ValueError(f"{what}: cannot read {text!r} as a size; write a number of bytes or a number with "
                          "a unit: kB, MB, GB, TB (powers of 1000) or KiB, MiB, GiB, TiB (powers of 1024), "
                          "e.g. 64MB or 64MiB")
-    value = Decimal(m.group(1)) * _UNITS[unit]  # Decimal: '1.1MB' is exactly 1,100,000 bytes
+    try:
+        value = Decimal(m.group(1)) * _UNITS[unit]  # Decimal: '1.1MB' is exactly 1,100,000 bytes
+    except DecimalException:  # an exponent beyond Decimal's own range
+        value = Decimal("Infinity")
+    if value > MAX_SIZE:  # checked before int(): '1e999999' would build a million-digit integer
+        raise ValueError(f"{what}: {text!r} is too large; sizes go up to {MAX_SIZE} bytes (9.2 EB)")
     if value != int(value):
         raise ValueError(f"{what}: {text!r} is not a whole number of bytes ({value} bytes)")
     return int(value)

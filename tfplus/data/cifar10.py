@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import http.client
+import io
 import os
 import pickle
 import queue
@@ -108,8 +109,11 @@ def find_data_dir(data_dir: PathArg | None = None) -> Path | None:
 
 def _batches_in(root: Path) -> Path | None:
     for candidate in (root, root / BIN_DIR, root / PY_DIR):
-        if (candidate / "data_batch_1.bin").is_file() or (candidate / "data_batch_1").is_file():
-            return candidate
+        try:
+            if (candidate / "data_batch_1.bin").is_file() or (candidate / "data_batch_1").is_file():
+                return candidate
+        except OSError as error:  # e.g. a folder without search permission
+            raise DataError(f"cannot look into {candidate}: {error.strerror}; check its permissions") from None
     return None
 
 
@@ -125,8 +129,8 @@ def load(data_dir: PathArg | None = None, download: bool = False,
         if not download:
             raise DataError(
                 f"CIFAR-10 not found in {root} (looked for data_batch_1.bin there and in {BIN_DIR}/, and for "
-                f"data_batch_1 in {PY_DIR}/).\nPoint tfplus at the data with --data DIR or TFPLUS_DATA=DIR, "
-                "or download it (about 170 MB) with tfplus.data.download(DIR).")
+                f"data_batch_1 in {PY_DIR}/).\nPoint tfplus at the data with --data DIR or TFPLUS_DATA=DIR, or "
+                f"download it (about 170 MB) into {root} with --download (in Python: tfplus.data.download()).")
         batches = _download(root, URL, MD5, progress=True)
     return read_batches(batches, records_per_file)
 
@@ -156,21 +160,59 @@ def read_batches(batches_dir: PathArg, records_per_file: int = RECORDS_PER_FILE)
                    *parts[-1])
 
 
+def _open(path: Path) -> io.BufferedReader:
+    """`path` opened for reading; a file that cannot be opened is a DataError that says why."""
+    try:
+        return open(path, "rb")
+    except OSError as error:
+        raise DataError(_cannot_read(path, error)) from None
+
+
+def _cannot_read(path: Path, error: OSError) -> str:
+    fix = "check its permissions (e.g. chmod u+r)" if isinstance(error, PermissionError) else \
+        "check the file, or download the data again"
+    return f"cannot read {path}: {error.strerror or error}; {fix}"
+
+
 def _read_binary(path: Path, records: int) -> tuple[np.ndarray, np.ndarray]:
-    expected, found = records * _RECORD_BYTES, path.stat().st_size
-    if found != expected:
-        raise DataError(f"{path}: expected {expected} bytes ({records} records of {_RECORD_BYTES} bytes), "
-                        f"found {found}; the file is truncated or not a CIFAR-10 binary batch. "
-                        "Delete it and download the data again.")
-    raw = np.fromfile(path, np.uint8).reshape(records, _RECORD_BYTES)
+    expected = records * _RECORD_BYTES
+    with _open(path) as f:
+        found = os.fstat(f.fileno()).st_size
+        if found != expected:
+            raise DataError(f"{path}: expected {expected} bytes ({records} records of {_RECORD_BYTES} bytes), "
+                            f"found {found}; the file is truncated or not a CIFAR-10 binary batch. "
+                            "Delete it and download the data again.")
+        try:
+            raw = np.frombuffer(f.read(expected), np.uint8)
+        except OSError as error:
+            raise DataError(_cannot_read(path, error)) from None
+    if raw.size != expected:  # the file shrank while being read
+        raise DataError(f"{path}: read {raw.size} of {expected} bytes; the file changed while being read")
+    raw = raw.reshape(records, _RECORD_BYTES)
     return raw[:, 1:].reshape(records, *IMAGE_SHAPE), _checked_labels(path, raw[:, 0])
 
 
+# A python-format batch holds ~3,104 bytes per record (3,072 pixels, a label, a file name); anything much
+# larger is refused before it is read.
+_PY_BYTES_PER_RECORD = _PIXELS + 1024
+_PY_SLACK_BYTES = 1 << 20
+
+
 def _read_python(path: Path, records: int) -> tuple[np.ndarray, np.ndarray]:
+    limit = records * _PY_BYTES_PER_RECORD + _PY_SLACK_BYTES
+    with _open(path) as f:
+        size = os.fstat(f.fileno()).st_size
+        if size > limit:
+            raise DataError(f"{path}: {size} bytes is too big for a CIFAR-10 python batch of {records} records "
+                            f"(at most {limit}); the file is not a CIFAR-10 python batch. Download the data "
+                            "again.")
+        try:
+            raw = f.read(limit + 1)
+        except OSError as error:
+            raise DataError(_cannot_read(path, error)) from None
     try:
-        with open(path, "rb") as f:
-            # encoding="bytes": the official pickles come from Python 2, whose str is bytes.
-            batch = _BatchUnpickler(f, encoding="bytes").load()
+        # encoding="bytes": the official pickles come from Python 2, whose str is bytes.
+        batch = _BatchUnpickler(io.BytesIO(raw), encoding="bytes").load()
     # NOTE: a damaged pickle can fail with almost any exception type; all mean the same to the user.
     except Exception as error:
         raise DataError(f"{path}: not a readable CIFAR-10 python batch ({error}). "
@@ -180,10 +222,21 @@ def _read_python(path: Path, records: int) -> tuple[np.ndarray, np.ndarray]:
         found = f"{data.dtype} {data.shape}" if isinstance(data, np.ndarray) else type(data).__name__
         raise DataError(f"{path}: expected b'data' to be uint8 ({records}, {_PIXELS}), found {found}; "
                         "the file is not a CIFAR-10 python batch. Download the data again.")
-    labels = np.asarray(batch.get(b"labels", []))
-    if labels.shape != (records,) or labels.dtype.kind not in "iu":
-        raise DataError(f"{path}: expected {records} integer b'labels', found {labels.dtype} {labels.shape}")
-    return data.reshape(records, *IMAGE_SHAPE), _checked_labels(path, labels)
+    labels = batch.get(b"labels")
+    if isinstance(labels, np.ndarray) and labels.dtype.kind in "iu" and labels.shape == (records,):
+        return data.reshape(records, *IMAGE_SHAPE), _checked_labels(path, labels)
+    # Checked element by element before NumPy sees the list: shared references can make a small file hold
+    # a list of millions of nested lists, which np.asarray would spend minutes walking.
+    if not isinstance(labels, list) or len(labels) != records:
+        found = f"{len(labels)} items" if isinstance(labels, list) else type(labels).__name__
+        raise DataError(f"{path}: expected b'labels' to be a list of {records} labels, found {found}; the file "
+                        "is not a CIFAR-10 python batch")
+    bad = next((i for i, v in enumerate(labels) if type(v) is not int or not 0 <= v < len(CLASSES)), None)
+    if bad is not None:
+        value = labels[bad] if type(labels[bad]) is int else type(labels[bad]).__name__
+        raise DataError(f"{path}: record {bad} has label {value}; CIFAR-10 labels are the integers 0..9. "
+                        "Is this CIFAR-100 or a damaged file?")
+    return data.reshape(records, *IMAGE_SHAPE), np.array(labels, np.int32)
 
 
 def _checked_labels(path: Path, labels: np.ndarray) -> np.ndarray:
@@ -194,22 +247,81 @@ def _checked_labels(path: Path, labels: np.ndarray) -> np.ndarray:
     return labels.astype(np.int32)
 
 
+# What a CIFAR-10 pickle may name, each a function that builds only plain data from checked arguments: the
+# Python 2 originals and Python 3 re-pickles of them, protocols 0 to 5. None executes anything the file
+# chooses, and none allocates more than the file's own bytes.
+class _ArrayType:
+    """Stands for numpy.ndarray in a pickle: an argument to _reconstruct only. (np.ndarray itself, called by a
+    pickle, would allocate any shape the file asks for.)"""
+
+    def __new__(cls, *args: Any) -> Any:
+        raise pickle.UnpicklingError("numpy.ndarray called directly; a CIFAR-10 batch never does that")
+
+
 # NOTE: numpy moved _reconstruct from numpy.core to numpy._core in 2.0, and importing the old path warns;
 # an array's own pickle recipe hands us the function under either name.
 _RECONSTRUCT = np.zeros(0).__reduce__()[0]
+
+
+def _reconstruct(subtype: Any, shape: Any, dtype: Any) -> np.ndarray:
+    """numpy's pickle recipe for an ndarray: an empty array, which the file's state (BUILD) then fills, and
+    ndarray.__setstate__ checks that the bytes match the shape."""
+    if subtype is not _ArrayType or shape != (0,):
+        raise pickle.UnpicklingError(f"unexpected array recipe ({subtype!r}, {shape!r})")
+    return _RECONSTRUCT(np.ndarray, (0,), _plain_dtype(dtype))
+
+
+def _plain_dtype(*args: Any) -> np.dtype:
+    """np.dtype(*args) for a dtype of plain numbers (no Python objects, which would unpickle as anything)."""
+    if not args or not isinstance(args[0], (str, bytes)) or len(args) > 3:
+        raise pickle.UnpicklingError(f"unexpected dtype arguments {args!r}")
+    dtype = np.dtype(*args)
+    if dtype.hasobject:
+        raise pickle.UnpicklingError(f"refused dtype {dtype}: a CIFAR-10 batch holds only numbers")
+    return dtype
+
+
+def _frombuffer(buf: Any, dtype: Any, shape: Any, order: Any) -> np.ndarray:
+    """numpy's protocol-5 recipe: an array over the pickle's own bytes."""
+    if not isinstance(buf, (bytes, bytearray, pickle.PickleBuffer)) or not isinstance(dtype, np.dtype) or \
+            dtype.hasobject or not isinstance(shape, tuple) or order not in ("C", "F"):
+        raise pickle.UnpicklingError("unexpected array recipe (_frombuffer)")
+    return np.frombuffer(buf, dtype).reshape(shape, order=order)
+
+
+def _latin1(text: Any, encoding: Any) -> bytes:
+    """How Python 3 pickles bytes at protocols 0-2: _codecs.encode(str, 'latin1')."""
+    if not isinstance(text, str) or encoding not in ("latin1", "latin-1"):
+        raise pickle.UnpicklingError(f"unexpected _codecs.encode({type(text).__name__}, {encoding!r})")
+    return text.encode("latin-1")
+
+
+def _empty_bytes(*args: Any) -> bytes:
+    """How Python 3 pickles b'' at protocols 0-2: bytes()."""
+    if args:
+        raise pickle.UnpicklingError(f"unexpected bytes{args!r}")
+    return b""
+
+
 _PICKLE_GLOBALS = {
-    ("numpy.core.multiarray", "_reconstruct"): _RECONSTRUCT,
-    ("numpy._core.multiarray", "_reconstruct"): _RECONSTRUCT,
-    ("numpy", "ndarray"): np.ndarray,
-    ("numpy", "dtype"): np.dtype,
+    ("numpy.core.multiarray", "_reconstruct"): _reconstruct,
+    ("numpy._core.multiarray", "_reconstruct"): _reconstruct,
+    ("numpy.core.numeric", "_frombuffer"): _frombuffer,
+    ("numpy._core.numeric", "_frombuffer"): _frombuffer,
+    ("numpy", "ndarray"): _ArrayType,
+    ("numpy", "dtype"): _plain_dtype,
+    ("_codecs", "encode"): _latin1,
+    ("__builtin__", "bytes"): _empty_bytes,
+    ("builtins", "bytes"): _empty_bytes,
 }
 
 
 class _BatchUnpickler(pickle.Unpickler):
-    """Unpickles only what a CIFAR-10 batch holds: dicts, lists, bytes, ints and plain numpy arrays.
+    """Unpickles only what a CIFAR-10 batch holds: dicts, lists, bytes, ints and numpy arrays of numbers.
 
-    A pickle can name any importable callable (os.system, say) and have it called while loading;
-    refusing every global but the three that rebuild an ndarray makes loading a hostile file harmless.
+    A pickle can name any importable callable (os.system, say) and have it called while loading; every
+    global is refused but those in _PICKLE_GLOBALS, which stand in for the few numpy and builtin recipes a
+    CIFAR-10 batch uses and check their arguments, so loading a hostile file runs none of its code.
     """
 
     def find_class(self, module: str, name: str) -> Any:
@@ -219,6 +331,9 @@ class _BatchUnpickler(pickle.Unpickler):
             raise pickle.UnpicklingError(
                 f"refused to load {module}.{name}: a CIFAR-10 batch holds only numpy arrays and lists, "
                 "so this file is not genuine and may try to run code") from None
+
+    def persistent_load(self, pid: Any) -> Any:
+        raise pickle.UnpicklingError("persistent IDs are not part of a CIFAR-10 batch")
 
 
 def write_binary_batches(directory: PathArg, dataset: Dataset) -> Path:

@@ -801,12 +801,9 @@ def _device(device, alignment):
     """(name, kernel device, alignment, compute units) for 'cpu', 'opencl[:N]' (the device itself when there is
     one here, else OPENCL_DEFAULT_*) or a runtime object."""
     if isinstance(device, str):
-        kind = device.partition(":")[0].lower()
-        if kind == "cpu":
+        from tfplus.runtime import get_runtime, opencl, parse_device
+        if parse_device(device)[0] == "cpu":
             return device, "cpu", alignment or CPU_ALIGNMENT, None
-        if kind not in ("opencl", "gpu", "cl"):
-            raise ValueError(f"unknown device {device!r}; use 'cpu' or 'opencl[:N]'")
-        from tfplus.runtime import get_runtime, opencl
         if not opencl.available():  # no OpenCL here at all: plan for the documented defaults, and say so
             return (f"{device} (not here: {OPENCL_DEFAULT_COMPUTE_UNITS} compute units assumed)", "opencl",
                     alignment or OPENCL_DEFAULT_ALIGNMENT, OPENCL_DEFAULT_COMPUTE_UNITS)
@@ -831,4 +828,6 @@ def _var_spec(op: Operation):
 
 
 def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
+    """The divisors of n in increasing order, found in O(sqrt(n)) steps (n may be a batch of 10^9)."""
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return small + [n // d for d in reversed(small) if d * d != n]

@@ -28,12 +28,14 @@ a traced Session.run (tfplus.profiler) runs on a queue with profiling on.
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import hashlib
 import importlib.resources
 import json
 import os
 import sys
+import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -242,6 +244,52 @@ class Kernel:
         self.typed = True
 
 
+@contextlib.contextmanager
+def _native_stderr():
+    """Collects what native code writes to file descriptor 2 meanwhile (PoCL's compiler prints '1 warning
+    generated.' there, past Python's sys.stderr) into the one-element list it yields."""
+    out = [""]
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError, AttributeError):  # no descriptor 2 to redirect (an embedded interpreter)
+        yield out
+        return
+    with tempfile.TemporaryFile() as tmp:
+        os.dup2(tmp.fileno(), 2)
+        try:
+            yield out
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            tmp.seek(0)
+            out[0] = tmp.read().decode(errors="replace")
+
+
+class _CompileNotice:
+    """Says on stderr that OpenCL programs are being compiled, how many and for how long: a first run on PoCL
+    compiles dozens of programs for tens of seconds, which would otherwise look like a hang. A line when
+    compiling starts, then the count and the time so far every few seconds of compiling."""
+
+    EVERY_S = 5.0
+
+    def __init__(self):
+        self.count, self.seconds, self._shown = 0, 0.0, 0.0
+
+    def start(self, device: str) -> None:
+        if self.count == 0:
+            print(f"tfplus: compiling OpenCL kernels for {device} (once: later runs load them from "
+                  f"{cache_dir()})", file=sys.stderr, flush=True)
+
+    def done(self, seconds: float) -> None:
+        self.count += 1
+        self.seconds += seconds
+        if self.seconds - self._shown >= self.EVERY_S:
+            self._shown = self.seconds
+            print(f"tfplus: compiled {self.count} OpenCL program{'s' * (self.count != 1)} in {self.seconds:.1f} s",
+                  file=sys.stderr, flush=True)
+
+
 class _Device:
     """What all runtimes of one OpenCL device share: context, queue, buffer pool, built programs, tuning."""
 
@@ -286,6 +334,7 @@ class _Device:
         except (OSError, ValueError):
             pass
         self.build_seconds = 0.0
+        self.compiling = _CompileNotice()
         if _debug() >= 1:
             print(f"tfplus: opencl device {self.info['platform']} / {self.info['name']} "
                   f"({self.info['opencl_version']}, driver {self.info['driver_version']})", file=sys.stderr)
@@ -312,7 +361,7 @@ class _Device:
         if path.exists():
             try:
                 prg = cl._cl._Program(self.ctx, [d], [path.read_bytes()])
-                with warnings.catch_warnings():
+                with warnings.catch_warnings(), _native_stderr():
                     warnings.simplefilter("ignore", cl.CompilerWarning)
                     prg.build(opts.encode(), [d])
                 self.build_seconds += time.perf_counter() - t0
@@ -322,8 +371,11 @@ class _Device:
         if _debug() >= 3:
             print(f"tfplus: building {what}\n{src}", file=sys.stderr)
         prg = cl._cl._Program(self.ctx, src)
+        self.compiling.start(self.info["name"])
         try:
-            with warnings.catch_warnings():  # compiler chatter (e.g. always-false compares in an int build)
+            # Compiler chatter (e.g. always-false compares in an int build) goes to the build log, which
+            # TFPLUS_DEBUG=3 shows: not the Python warnings, nor what PoCL's compiler prints on stderr.
+            with warnings.catch_warnings(), _native_stderr() as chatter:
                 warnings.simplefilter("ignore", cl.CompilerWarning)
                 prg.build(opts.encode(), [d])
         except cl.Error as e:
@@ -333,9 +385,10 @@ class _Device:
                 log = str(e)
             raise RuntimeError(f"OpenCL build of {what} failed:\n{log.strip() or e}") from None
         if _debug() >= 3:
-            print(f"tfplus: build log of {what}:\n{prg.get_build_info(d, cl.program_build_info.LOG)}",
-                  file=sys.stderr)
+            print(f"tfplus: build log of {what}:\n{prg.get_build_info(d, cl.program_build_info.LOG)}"
+                  f"{chatter[0]}", file=sys.stderr)
         self.build_seconds += time.perf_counter() - t0
+        self.compiling.done(time.perf_counter() - t0)
         try:
             binary = prg.get_info(cl.program_info.BINARIES)[0]
             if binary:
