@@ -275,13 +275,26 @@ def write_graph(graph_or_graph_def, logdir: str, name: str, as_text: bool = True
 
 def atomic_write(path: str, data: bytes) -> None:
     """Writes `data` to `path` so that readers (and a crash) see the old file or the new one, never a torn
-    one: a temporary file in the same folder, fsync, os.replace, fsync of the folder."""
+    one (see atomic_open)."""
+    with atomic_open(path) as f:
+        f.write(data)
+
+
+@contextlib.contextmanager
+def atomic_open(path: str):
+    """A binary file to write `path` through: a temporary file in the same folder that on a clean exit is
+    fsynced, renamed onto `path` and the rename made durable; on an error it is removed and `path` is as it
+    was. For files too large to hold in memory at once (checkpoint data).
+
+        >>> with atomic_open("/tmp/x.bin") as f:  # doctest: +SKIP
+        ...     f.write(b"...")
+    """
     folder = os.path.dirname(os.path.abspath(path))
     tmp = os.path.join(folder, f".{os.path.basename(path)}.{uuid.uuid4().hex[:12]}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            yield f
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
