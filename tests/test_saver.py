@@ -2,6 +2,7 @@
 `checkpoint` state file."""
 import os
 import shutil
+import warnings
 
 import numpy as np
 import pytest
@@ -224,3 +225,103 @@ def test_broken_state_file(tmp_path):
     (tmp_path / "checkpoint").write_text('model_checkpoint_path: "gone"\n')
     with pytest.raises(tf.errors.NotFoundError, match="names .*gone.*which does not exist"):
         latest_checkpoint(str(tmp_path))
+
+
+# -- a hostile state file: nothing outside the folder is deleted or read --------------------------------------
+def _hostile_folder(tmp_path, entries):
+    """A run folder holding two real checkpoints, m-1 and m-2, whose state file also lists `entries` (oldest
+    first, so that max_to_keep drops them first); and a Saver that adopts the folder's checkpoints the way
+    `tfplus train --resume` does."""
+    g, vs = _graph()
+    sess = _session(g)
+    run = tmp_path / "run"
+    writer = _saver(g)
+    for i in (1, 2):
+        writer.save(sess, str(run / "m"), global_step=i)
+    lines = [f'all_model_checkpoint_paths: "{e}"' for e in [*entries, "m-1", "m-2"]]
+    (run / "checkpoint").write_text('model_checkpoint_path: "m-2"\n' + "\n".join(lines) + "\n")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        state = get_checkpoint_state(str(run))
+    resumed = _saver(g, max_to_keep=1)
+    resumed.recover_last_checkpoints(list(state.all_model_checkpoint_paths))
+    return run, sess, resumed, state, [str(w.message) for w in caught]
+
+
+def _victim(tmp_path, name="victim", checkpoint=True):
+    """A file outside the run folder: a tfplus checkpoint of another run (or plain text)."""
+    path = tmp_path / "elsewhere" / name
+    path.parent.mkdir(exist_ok=True)
+    g, _ = _graph()
+    if checkpoint:
+        _saver(g).save(_session(g), str(path), write_state=False)
+    else:
+        path.write_text("precious")
+    return path
+
+
+@pytest.mark.parametrize("how", ["absolute", "dotdot"])
+def test_state_file_cannot_delete_outside_its_folder(tmp_path, how):
+    victim = _victim(tmp_path)
+    entry = str(victim) if how == "absolute" else "../elsewhere/victim"
+    run, sess, resumed, state, warned = _hostile_folder(tmp_path, [entry])
+    resumed.save(sess, str(run / "m"), global_step=3)
+    assert victim.exists() and sorted(os.listdir(run)) == ["checkpoint", "m-3"]
+    assert list(state.all_model_checkpoint_paths) == [str(run / "m-1"), str(run / "m-2")]
+    assert warned == [f"checkpoint state file {str(run / 'checkpoint')!r}: ignoring {entry!r}, which lies "
+                      "outside the folder (a state file may only name checkpoint files in its own folder)"]
+
+
+def test_state_file_cannot_delete_through_a_symlink(tmp_path):
+    victim = _victim(tmp_path)
+    link_dir = tmp_path / "run" / "linkdir"
+    link_dir.parent.mkdir()
+    os.symlink(victim.parent, link_dir)
+    run, sess, resumed, state, warned = _hostile_folder(tmp_path, ["linkdir/victim"])
+    resumed.save(sess, str(run / "m"), global_step=3)
+    assert victim.exists()
+    assert len(warned) == 1 and "ignoring 'linkdir/victim', which lies outside the folder" in warned[0]
+    # The newest checkpoint is read, so a link out of the folder there is an error, not a restore from elsewhere.
+    os.symlink(victim, run / "link")
+    (run / "checkpoint").write_text('model_checkpoint_path: "link"\n')
+    with pytest.raises(tf.errors.DataLossError, match="names 'link', which lies outside the folder"):
+        latest_checkpoint(str(run))
+    (run / "checkpoint").write_text(f'model_checkpoint_path: "{victim}"\n')
+    with pytest.raises(tf.errors.DataLossError, match="lies outside the folder"):
+        latest_checkpoint(str(run))
+
+
+def test_state_file_listing_a_folder_or_foreign_files_deletes_nothing(tmp_path):
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "adir").mkdir()
+    (tmp_path / "run" / "notes.txt").write_text("mine")
+    run, sess, resumed, state, warned = _hostile_folder(tmp_path, ["adir", "notes.txt"])
+    resumed.save(sess, str(run / "m"), global_step=3)  # the old code crashed here (IsADirectoryError)
+    assert sorted(os.listdir(run)) == ["adir", "checkpoint", "m-3", "notes.txt"]
+    assert (run / "notes.txt").read_text() == "mine"
+    assert list(state.all_model_checkpoint_paths) == [str(run / p) for p in ("notes.txt", "m-1", "m-2")]
+    assert len(warned) == 1 and "ignoring 'adir', which is a folder" in warned[0]
+    (run / "checkpoint").write_text('model_checkpoint_path: "adir"\n')
+    with pytest.raises(tf.errors.DataLossError, match="names 'adir', which is a folder"):
+        latest_checkpoint(str(run))
+
+
+def test_saver_deletes_only_checkpoints_it_wrote_or_in_its_folder(tmp_path):
+    """recover_last_checkpoints given paths elsewhere (here a tfplus checkpoint of another run) adopts them for
+    the state file's history only: rotation leaves files outside the folder it saves to alone."""
+    victim = _victim(tmp_path)
+    g, _ = _graph()
+    sess = _session(g)
+    saver = _saver(g, max_to_keep=1)
+    saver.recover_last_checkpoints([str(victim)])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        saver.save(sess, str(tmp_path / "run" / "m"), global_step=1)
+    assert victim.exists()
+    assert [str(w.message) for w in caught] == [f"Saver: not deleting {str(victim)!r}: it is not a tfplus "
+                                                "checkpoint that this Saver wrote or that lies in "
+                                                f"{str(tmp_path / 'run')!r}"]
+    assert (tmp_path / "run" / "checkpoint").read_text().count("victim") == 0
+    other = saver.save(sess, str(tmp_path / "other" / "m"), global_step=2)  # written by this Saver: rotated
+    saver.save(sess, str(tmp_path / "run" / "m"), global_step=3)
+    assert not os.path.exists(other) and not os.path.exists(tmp_path / "run" / "m-1")

@@ -7,8 +7,8 @@
     tfplus plan --model mentee --batch-size 128 --budget 64MB   # the memory of one step (tfplus.plan_cli)
     tfplus profile --model mentee --trace step.json            # where a step's time goes (tfplus.profile_cli)
 
-Exit codes: 0 done, 1 failed (missing data, a runtime error), 2 bad options, 130 / 143 stopped by Ctrl-C /
-SIGTERM (after saving a checkpoint when --checkpoint-dir is given).
+Exit codes: 0 done, 1 failed (missing data, a runtime error, a diverged run), 2 bad options, 130 / 143 stopped by
+Ctrl-C / SIGTERM (after saving a checkpoint when --checkpoint-dir is given).
 """
 from __future__ import annotations
 
@@ -120,7 +120,8 @@ def build_parser() -> argparse.ArgumentParser:
     length.add_argument("--epochs", type=_positive_int, metavar="N", help="default 15")
     length.add_argument("--steps", type=_positive_int, metavar="N", help="train N steps, not whole epochs")
     g.add_argument("--optimizer", choices=OPTIMIZERS, help="default momentum (Nesterov)")
-    g.add_argument("--lr", type=float, help="peak learning rate (default 0.05; adam 0.001)")
+    g.add_argument("--lr", "--learning-rate", dest="lr", type=float,
+                   help="peak learning rate (default 0.05; adam 0.001)")
     g.add_argument("--momentum", type=float, metavar="M", help="default 0.9")
     g.add_argument("--no-nesterov", dest="nesterov", action="store_const", const=False,
                    help="classical momentum instead of Nesterov's")
@@ -229,13 +230,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _train(args: argparse.Namespace) -> int:
-    from tfplus.trainer import RECIPE, TrainConfig, train
+    from tfplus.trainer import RECIPE, DivergedError, TrainConfig, train
     options = {k: getattr(args, k) for k in RECIPE}
     cfg = TrainConfig(**options, data=args.data, device=args.device, memory_budget=args.memory_budget,
                       checkpoint_dir=args.checkpoint_dir, checkpoint_every=args.checkpoint_every,
                       resume=args.resume, log=args.log, log_every=args.log_every,
                       profile_every=args.profile_every)
-    return train(cfg).exit_code
+    try:
+        return train(cfg).exit_code
+    except DivergedError as e:
+        print(f"tfplus train: error: {e}", file=sys.stderr)
+        return EXIT_FAILED
 
 
 def _eval(args: argparse.Namespace) -> int:

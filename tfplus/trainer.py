@@ -61,6 +61,11 @@ class UsageError(ValueError):
     """A bad option or option combination; the CLI prints it as one line and exits with code 2."""
 
 
+class DivergedError(RuntimeError):
+    """The loss or the weights became NaN or infinite: the run stopped without saving them (the CLI prints it as
+    one line and exits with code 1)."""
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Configuration
 
@@ -175,11 +180,12 @@ def _check(cfg: TrainConfig) -> None:
         (cfg.optimizer in OPTIMIZERS, f"unknown optimizer {cfg.optimizer!r}; use {', '.join(OPTIMIZERS)}"),
         (cfg.schedule in SCHEDULES, f"unknown schedule {cfg.schedule!r}; use {', '.join(SCHEDULES)}"),
         (cfg.data_format in DATA_FORMATS, f"--data-format must be one of {', '.join(DATA_FORMATS)}"),
-        (cfg.lr is None or cfg.lr > 0, f"--lr must be > 0, got {cfg.lr}"),
+        (cfg.lr is None or 0 < cfg.lr < math.inf, f"--lr must be a finite number > 0, got {cfg.lr}"),
         (cfg.warmup_steps is None or cfg.warmup_steps >= 0,
          f"--warmup-steps must be >= 0, got {cfg.warmup_steps}"),
-        (cfg.weight_decay >= 0, f"--weight-decay must be >= 0, got {cfg.weight_decay}"),
+        (0 <= cfg.weight_decay < math.inf, f"--weight-decay must be a finite number >= 0, got {cfg.weight_decay}"),
         (0 <= cfg.momentum < 1, f"--momentum must be in [0, 1), got {cfg.momentum}"),
+        (0 <= cfg.seed < 2**63, f"--seed must be in [0, 2**63), got {cfg.seed}"),
         (cfg.log_every >= 1, f"--log-every must be >= 1, got {cfg.log_every}"),
         (cfg.profile_every is None or cfg.profile_every >= 1,
          f"--profile-every must be >= 1, got {cfg.profile_every}"),
@@ -483,9 +489,18 @@ def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = No
     def epoch_seconds() -> float:
         return clock["before"] + time.perf_counter() - clock["t0"]
 
+    def diverged(what: str) -> DivergedError:
+        kept = f"the last checkpoint, {last_ckpt}, holds finite weights" if last_ckpt else "nothing was saved"
+        return DivergedError(f"training diverged at step {step}/{total_steps}: {what} (learning rate {lr:.4g}); "
+                             f"{kept}. Start a new run with a lower --lr or a longer --warmup-steps")
+
     def save() -> str | None:
         if not cfg.checkpoint_dir:
             return None
+        bad = _non_finite_variables(sess, tg.graph)
+        if bad:  # never replace a finite checkpoint with these
+            raise diverged(f"variable {bad[0]!r}" + (f" (and {len(bad) - 1} more)" if len(bad) > 1 else "")
+                           + " holds NaN or infinite values")
         moved = counters()
         meta_out = {"format": CHECKPOINT_FORMAT, "step": step, "recipe": _json_ready(_recipe(cfg)),
                     "data": data_dir, "data_state": batches.state(), "history": state["history"],
@@ -530,6 +545,9 @@ def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = No
                                                 run_metadata=md)
                     loss, acc, lr = float(loss), float(acc), float(lr)
                     step += 1
+                    if not math.isfinite(loss):
+                        bar.clear()
+                        raise diverged(f"the loss is {loss}")
                     sums = state["sums"]
                     state["sums"] = [sums[0] + loss, sums[1] + acc, sums[2] + 1]
                     now = time.perf_counter()
@@ -580,6 +598,16 @@ def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = No
               f"{100 * best[0]:.2f}% (epoch {best[1]}); peak memory {format_size(result.peak_bytes)} (RSS)",
               file=out, flush=True)
     return result
+
+
+def _non_finite_variables(sess: tf.Session, graph: tf.Graph) -> list[str]:
+    """The floating-point variables (weights, optimizer slots) holding a NaN or an infinity."""
+    bad = []
+    for v in graph.get_collection(tf.GraphKeys.GLOBAL_VARIABLES):
+        value = sess.variable_value(v.op.name)
+        if value.dtype.kind == "f" and not np.isfinite(value).all():
+            bad.append(v.op.name)
+    return bad
 
 
 # ---------------------------------------------------------------------------------------------------------

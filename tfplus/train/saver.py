@@ -12,12 +12,19 @@ A checkpoint is one file, the returned path: the 8 bytes `MAGIC`, the SHA-256 of
 a serialized `tfplus.Checkpoint` protobuf (tfplus/proto/checkpoint.proto) with one TensorProto per variable,
 keyed by the variable's node name (as TensorFlow keys its checkpoints), and optional JSON metadata. Loading
 one runs no code. Beside it, the text file `checkpoint` (TensorFlow's CheckpointState) lists the kept ones.
+
+NOTE: a checkpoint folder may come from elsewhere (shared, downloaded), so its state file is not trusted: an
+entry that resolves outside the folder (an absolute path elsewhere, `..`, a symlink out) or names a folder is
+ignored with a warning, and max_to_keep deletes only regular files that start with MAGIC and that this Saver
+wrote or that lie directly in the folder it saves to.
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+import stat
+import warnings
 
 import numpy as np
 from google.protobuf import message as _message
@@ -56,6 +63,7 @@ class Saver:
         self._graph = graph
         self._max_to_keep = max_to_keep
         self._last: list[str] = []
+        self._written: set[str] = set()  # absolute paths of the checkpoints this Saver wrote
         self._feeds: dict[str, Tensor] = {}
         with graph.as_default(), graph.control_dependencies(None), graph.name_scope(name or "save"):
             assigns = []
@@ -71,8 +79,8 @@ class Saver:
 
     def recover_last_checkpoints(self, checkpoint_paths: list[str]) -> None:
         """Adopts checkpoints of an earlier run (e.g. `get_checkpoint_state(dir).all_model_checkpoint_paths`)
-        so that max_to_keep also deletes them."""
-        self._last = [p for p in checkpoint_paths if os.path.exists(p)]
+        so that max_to_keep also deletes them. Only tfplus checkpoint files are adopted."""
+        self._last = [p for p in checkpoint_paths if _is_checkpoint_file(p)]
 
     def save(self, sess, save_path: str, global_step=None, latest_filename: str | None = None,
              write_state: bool = True, metadata: dict | None = None) -> str:
@@ -93,6 +101,7 @@ class Saver:
         payload = ckpt.SerializeToString(deterministic=True)
         os.makedirs(os.path.dirname(os.path.abspath(save_path)), exist_ok=True)
         atomic_write(save_path, MAGIC + hashlib.sha256(payload).digest() + payload)
+        self._written.add(os.path.abspath(save_path))
         if write_state:
             self._record(save_path, latest_filename)
         return save_path
@@ -137,13 +146,17 @@ class Saver:
         kept, dropped = [p for p in self._last if p != path] + [path], []
         if self._max_to_keep:
             dropped, kept = kept[:-self._max_to_keep], kept[-self._max_to_keep:]
-        _write_state(os.path.dirname(os.path.abspath(path)), kept, latest_filename)
+        folder = os.path.dirname(os.path.abspath(path))
+        _write_state(folder, kept, latest_filename)
         self._last = kept
         for p in dropped:
-            try:
+            p = os.path.abspath(p)
+            if (p in self._written or os.path.dirname(p) == folder) and _is_checkpoint_file(p):
                 os.remove(p)
-            except FileNotFoundError:
-                pass
+                self._written.discard(p)
+            elif os.path.lexists(p):
+                warnings.warn(f"Saver: not deleting {p!r}: it is not a tfplus checkpoint that this Saver wrote "
+                              f"or that lies in {folder!r}", stacklevel=3)
 
 
 # -- which variables -----------------------------------------------------------------------------------------
@@ -243,11 +256,22 @@ def _resolve(ckpt_dir_or_file: str) -> str:
     return path
 
 
+def _is_checkpoint_file(path: str) -> bool:
+    """Whether `path` is a regular file (not a link, not a folder) that starts with MAGIC."""
+    try:
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            return False
+        with open(path, "rb") as f:
+            return f.read(len(MAGIC)) == MAGIC
+    except OSError:
+        return False
+
+
 # -- the state file ------------------------------------------------------------------------------------------
 def _write_state(folder: str, paths: list[str], latest_filename: str | None) -> None:
-    # Paths in the state file's own folder are written relative to it, so the folder can be moved.
-    rel = [os.path.basename(p) if os.path.dirname(os.path.abspath(p)) == folder else os.path.abspath(p)
-           for p in paths]
+    # Only the checkpoints in the state file's own folder, relative to it, so that the folder can be moved
+    # (and because a state file naming anything else is refused on reading).
+    rel = [os.path.basename(p) for p in paths if os.path.dirname(os.path.abspath(p)) == folder]
     state = checkpoint_pb2.CheckpointState(model_checkpoint_path=rel[-1], all_model_checkpoint_paths=rel)
     text = text_format.MessageToString(state)
     atomic_write(os.path.join(folder, latest_filename or "checkpoint"), text.encode())
@@ -256,8 +280,9 @@ def _write_state(folder: str, paths: list[str], latest_filename: str | None) -> 
 def get_checkpoint_state(checkpoint_dir: str, latest_filename: str | None = None
                          ) -> checkpoint_pb2.CheckpointState | None:
     """tf.train.get_checkpoint_state: the folder's CheckpointState with relative paths joined to the folder,
-    or None if it has no state file. A state file that does not parse raises DataLossError (better than
-    silently starting over)."""
+    or None if it has no state file. A state file that does not parse, or whose newest checkpoint lies outside
+    the folder or is a folder, raises DataLossError (better than silently starting over); other entries that
+    do are left out, with a warning."""
     path = os.path.join(checkpoint_dir, latest_filename or "checkpoint")
     try:
         with open(path, encoding="utf-8") as f:
@@ -270,10 +295,34 @@ def get_checkpoint_state(checkpoint_dir: str, latest_filename: str | None = None
         raise errors.DataLossError(None, None, f"checkpoint state file {path!r} is corrupted: {e}") from e
     if not state.model_checkpoint_path:
         raise errors.DataLossError(None, None, f"checkpoint state file {path!r} names no checkpoint")
+    why = _outside_reason(checkpoint_dir, state.model_checkpoint_path)
+    if why:
+        raise errors.DataLossError(None, None, f"checkpoint state file {path!r} names "
+                                   f"{state.model_checkpoint_path!r}, which {why}; a state file may only name "
+                                   "checkpoint files in its own folder")
     state.model_checkpoint_path = os.path.join(checkpoint_dir, state.model_checkpoint_path)
-    state.all_model_checkpoint_paths[:] = [os.path.join(checkpoint_dir, p)
-                                           for p in state.all_model_checkpoint_paths]
+    kept = []
+    for p in state.all_model_checkpoint_paths:
+        why = _outside_reason(checkpoint_dir, p)
+        if why:
+            warnings.warn(f"checkpoint state file {path!r}: ignoring {p!r}, which {why} (a state file may only "
+                          "name checkpoint files in its own folder)", stacklevel=2)
+        else:
+            kept.append(os.path.join(checkpoint_dir, p))
+    state.all_model_checkpoint_paths[:] = kept
     return state
+
+
+def _outside_reason(folder: str, entry: str) -> str | None:
+    """Why a state file in `folder` may not name `entry` (None if it may): the entry must resolve (links
+    followed) to a path inside the folder that is not a folder."""
+    path = os.path.realpath(os.path.join(folder, entry))
+    root = os.path.realpath(folder)
+    if os.path.commonpath([root, path]) != root:
+        return "lies outside the folder"
+    if os.path.isdir(path):
+        return "is a folder"
+    return None
 
 
 def latest_checkpoint(checkpoint_dir: str, latest_filename: str | None = None) -> str | None:
