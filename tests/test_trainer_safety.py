@@ -15,7 +15,9 @@ SMALL = ["--synthetic", "--model", "lenet", "--batch-size", "16"]
 
 
 def _checkpoints(folder) -> list:
-    return sorted(p for p in folder.iterdir() if p.name.startswith("model.ckpt-"))
+    """The checkpoints' paths (prefixes of TensorFlow-format checkpoints)."""
+    return sorted(p.with_suffix("") for p in folder.iterdir() if p.name.startswith("model.ckpt-")
+                  and p.name.endswith(".index"))
 
 
 def _finite(path) -> bool:
