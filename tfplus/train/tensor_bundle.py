@@ -230,8 +230,8 @@ class BundleReader:
     """A TensorFlow checkpoint opened for reading: the index is read and verified here; `read(key)` reads
     and verifies one tensor.
 
-    `keys()` lists the tensors (not the slices of partitioned ones); `shape(key)`, `dtype(key)` (a tfplus
-    DType, or STRING) describe one without reading it."""
+    `keys()` lists the tensors (not the slices of partitioned ones); `shape(key)` and `dtype(key)` describe one
+    without reading it."""
 
     def __init__(self, prefix: str):
         self.prefix, self.index = prefix, index_path(prefix)
@@ -273,20 +273,21 @@ class BundleReader:
         return tuple(int(d.size) for d in entry.shape.dim)
 
     def dtype(self, key: str):
+        """A tfplus DType; for a dtype tfplus lacks, TensorFlow's name of it in lower case ("string",
+        "bfloat16", ...), which read() refuses (except "string")."""
         enum = self._entry(key).dtype
-        if enum == _DT_STRING:
-            return STRING
         try:
             return _dt.as_dtype(int(enum))
         except TypeError:
-            name = types_pb2.DataType.Name(enum) if enum in types_pb2.DataType.values() else f"DataType {enum}"
-            raise InvalidArgumentError(None, None, f"checkpoint {self.prefix!r}: tensor {key!r} is {name}, which "
-                                       f"tfplus does not support (it has {', '.join(d.name for d in _dt.ALL)})"
-                                       ) from None
+            name = types_pb2.DataType.Name(enum) if enum in types_pb2.DataType.values() else f"DT_{enum}"
+            return name[3:].lower()
 
     def read(self, key: str) -> np.ndarray:
         """The tensor `key` (a new array; strings as an object array of bytes), checksum verified."""
         entry, shape, dtype = self._entry(key), self.shape(key), self.dtype(key)
+        if isinstance(dtype, str) and dtype != STRING:
+            raise InvalidArgumentError(None, None, f"checkpoint {self.prefix!r}: tensor {key!r} is {dtype}, which "
+                                       f"tfplus does not support (it has {', '.join(d.name for d in _dt.ALL)})")
         if entry.slices:
             raise InvalidArgumentError(None, None, f"checkpoint {self.prefix!r}: {key!r} is saved in "
                                        f"{len(entry.slices)} slices (a partitioned variable); tfplus does not "
@@ -295,7 +296,7 @@ class BundleReader:
             self._fail(f"entry {key!r} names data file {entry.shard_id} of {self.num_shards}")
         path = data_path(self.prefix, entry.shard_id, self.num_shards)
         count = int(np.prod(shape, dtype=object))
-        if dtype is STRING:
+        if dtype == STRING:
             if count > entry.size:  # every element takes at least a one-byte length
                 self._fail(f"entry {key!r}: {count} strings cannot fit in {entry.size} bytes")
         elif entry.size != count * dtype.size:
@@ -314,7 +315,7 @@ class BundleReader:
         except FileNotFoundError:
             raise DataLossError(None, None, f"checkpoint {self.prefix!r}: its data file {path!r} is "
                                 "missing") from None
-        if dtype is STRING:
+        if dtype == STRING:
             return self._strings(key, buf, count, shape, entry.crc32c)
         if crc32c.mask(crc32c.value(buf)) != entry.crc32c:
             self._fail(f"tensor {key!r} does not match its checksum (the data file {path!r} is corrupted)")
