@@ -123,3 +123,66 @@ def test_partitioned_and_unsupported_variables_fail_clearly(tf1, tmp_path):
             tf.train.Saver([plain]).restore(sess, path)  # the rest of the checkpoint still restores
             assert sess.run(plain).tolist() == [3]
             assert sess.run(emb).tolist() == np.zeros((6, 2)).tolist()
+
+
+# -- TensorFlow's Saver nodes in an imported GraphDef: SaveV2 / RestoreV2 (and MergeV2Checkpoints) ----------
+def test_a_tensorflow_graphdef_with_its_saver_restores_and_saves_in_tfplus(tf1, tmp_path):
+    from tfplus.proto import graph_pb2
+    g = tf1.Graph()
+    with g.as_default():
+        tf_vars = {k: tf1.Variable(v, name=k) for k, v in INIT.items()}
+        saver = tf1.train.Saver()
+        saver_def = saver.as_saver_def()
+        with tf1.Session() as sess:
+            sess.run(tf1.global_variables_initializer())
+            for v in tf_vars.values():
+                sess.run(v.assign(v * 3 + 1))
+            path = saver.save(sess, str(tmp_path / "tf" / "model"))
+            saved = sess.run(tf_vars)
+    graph_def = graph_pb2.GraphDef.FromString(g.as_graph_def().SerializeToString())
+    assert {n.op for n in graph_def.node} >= {"SaveV2", "RestoreV2"}
+    with tf.Graph().as_default() as ours:
+        tf.import_graph_def(graph_def, name="")
+    with tf.Session(graph=ours) as sess:
+        sess.run(saver_def.restore_op_name, {saver_def.filename_tensor_name: path})
+        for k, v in saved.items():
+            assert sess.run(k + ":0").tobytes() == v.tobytes(), k
+        sess.run("dense/w/Assign")  # back to the initial value, then saved by TensorFlow's own save node
+        out = str(tmp_path / "ours" / "model")
+        (tmp_path / "ours").mkdir()
+        sess.run(saver_def.save_tensor_name, {saver_def.filename_tensor_name: out})
+    assert tf1.train.load_variable(out, "dense/w").tobytes() == INIT["dense/w"].tobytes()
+    assert tf1.train.load_variable(out, "out/b").tobytes() == saved["out/b"].tobytes()
+
+
+def test_checkpoint_ops_built_in_tfplus(tmp_path):
+    from tfplus.ops import io_ops
+    prefix, merged = str(tmp_path / "a"), str(tmp_path / "merged")
+    with tf.Graph().as_default():
+        x = tf.constant(np.float32([[1, 2]]))
+        n = tf.constant(np.int64([7]))
+        save = io_ops.save_v2(prefix, ["x", "n"], ["", ""], [x, n])
+        restored = io_ops.restore_v2(prefix, ["n", "x"], ["", ""], [tf.int64, tf.float32])
+        wrong = io_ops.restore_v2(prefix, ["x"], [""], [tf.int32])
+        sliced = io_ops.save_v2(prefix, ["x"], ["1 2 0,1:-"], [x])
+        second = io_ops.save_v2(str(tmp_path / "b"), ["y"], [""], [x])
+        merge = io_ops.merge_v2_checkpoints([prefix, str(tmp_path / "b")], merged)
+        with tf.Session() as sess:
+            # NOTE: the shapes come from the checkpoint's index; with no checkpoint there the executor stops at
+            # the first output's unknown shape.
+            with pytest.raises(tf.errors.InvalidArgumentError, match="RestoreV2.*output 0 has unknown shape"):
+                sess.run(restored)
+            sess.run(save)
+            n_val, x_val = sess.run(restored)
+            assert n_val.tolist() == [7] and x_val.tolist() == [[1, 2]]
+            with pytest.raises(tf.errors.InvalidArgumentError, match="holds 'x' as float32, not int32"):
+                sess.run(wrong)
+            with pytest.raises(tf.errors.InvalidArgumentError, match="whole tensors only"):
+                sess.run(sliced)
+            sess.run(second)
+            sess.run(merge)
+    reader = tf.train.NewCheckpointReader(merged)
+    assert sorted(reader.get_variable_to_shape_map()) == ["n", "x", "y"]
+    assert reader.get_tensor("y").tolist() == [[1, 2]]
+    with tf.Graph().as_default(), pytest.raises(ValueError, match="tensor_names has 1 elements for 2 tensors"):
+        io_ops.save_v2(prefix, ["x"], ["", ""], [np.float32(1), np.float32(2)])

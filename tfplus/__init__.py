@@ -84,3 +84,8 @@ initializers = _types.SimpleNamespace(
     glorot_normal=_init.glorot_normal_initializer, he_normal=_init.he_normal, he_uniform=_init.he_uniform,
     global_variables=global_variables_initializer, variables=variables_initializer)
 keras = _types.SimpleNamespace(initializers=initializers)
+
+# Checkpoint ops of TensorFlow-built graphs (SaveV2, RestoreV2, MergeV2Checkpoints) and the string dtype their
+# file and tensor names have.
+from tfplus.dtypes import string  # noqa: E402
+from tfplus.ops import io_ops as _io_ops  # noqa: E402,F401

@@ -69,3 +69,12 @@ def as_dtype(value) -> DType:
         return _BY_NP[np.dtype(value)]
     except (TypeError, KeyError):
         raise TypeError(f"unsupported dtype {value!r}; supported: {sorted(_BY_NAME)}") from None
+
+
+# -- strings -------------------------------------------------------------------------------------------------
+# For the file and tensor names of the checkpoint ops (SaveV2/RestoreV2 in TensorFlow-built graphs): elements
+# are Python bytes in object arrays; cpu only, no arithmetic. Not in ALL, which lists the numeric types.
+string = DType("string", object, 7)
+_BY_NAME[string.name] = string
+_BY_ENUM[string.as_datatype_enum] = string
+_BY_NP[string.np] = string

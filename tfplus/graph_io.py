@@ -79,10 +79,15 @@ def make_tensor_proto(values, dtype=None, shape=None) -> tensor_pb2.TensorProto:
     """
     dtype = None if dtype is None else _dt.as_dtype(dtype)
     arr = np.asarray(values, dtype=None if dtype is None else dtype.np)
+    if arr.dtype.kind in "SU":  # bytes or str: a string tensor
+        arr = arr.astype(object)
     dtype = dtype or _dt.as_dtype(arr.dtype)
     if shape is not None:
         shape = tuple(int(d) for d in shape)
         arr = np.broadcast_to(arr.reshape(()), shape) if arr.size == 1 else arr.reshape(shape)
+    if dtype is _dt.string:  # string_val, one bytes value per element
+        return tensor_pb2.TensorProto(dtype=dtype.as_datatype_enum, tensor_shape=shape_to_proto(arr.shape),
+                                      string_val=[_to_bytes(v) for v in arr.reshape(-1)])
     content = arr.astype(arr.dtype.newbyteorder("<"), copy=False).tobytes()
     return tensor_pb2.TensorProto(dtype=dtype.as_datatype_enum, tensor_shape=shape_to_proto(arr.shape),
                                   tensor_content=content)
@@ -106,6 +111,14 @@ def make_ndarray(proto: tensor_pb2.TensorProto) -> np.ndarray:
     if shape is None or None in shape:
         raise ValueError(f"a tensor value must have a fully known shape, got {TensorShape(shape)}")
     n = int(np.prod(shape, dtype=np.int64))
+    if dtype is _dt.string:
+        if len(proto.string_val) > n:
+            raise ValueError(f"string_val has {len(proto.string_val)} values but shape {TensorShape(shape)} has "
+                             f"{n} elements")
+        out = np.empty(n, object)
+        out[:] = list(proto.string_val) + [proto.string_val[-1] if proto.string_val else b""] * (
+            n - len(proto.string_val))
+        return out.reshape(shape)
     if proto.tensor_content:
         if len(proto.tensor_content) != n * dtype.size:
             raise ValueError(f"tensor_content has {len(proto.tensor_content)} bytes but a {dtype.name} "

@@ -256,7 +256,7 @@ class CheckpointReader:
         return {k: list(self._bundle.shape(k)) for k in self._keys()}
 
     def get_variable_to_dtype_map(self) -> dict:
-        """{key: DType}; for a dtype tfplus lacks, its TensorFlow name in lower case ("string", "bfloat16")."""
+        """{key: DType}; for a dtype tfplus lacks, its TensorFlow name in lower case (e.g. "bfloat16")."""
         if self._bundle is None:
             return {k: as_dtype(v.dtype) for k, v in self._tensors.items()}
         return {k: self._bundle.dtype(k) for k in self._keys()}

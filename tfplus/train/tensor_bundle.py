@@ -35,8 +35,7 @@ from tfplus.errors import DataLossError, InvalidArgumentError, NotFoundError
 from tfplus.graph_io import atomic_open, shape_to_proto
 from tfplus.proto import graph_pb2, tensor_bundle_pb2, types_pb2
 
-__all__ = ["BundleReader", "write_bundle", "merge_bundles", "is_bundle", "index_path", "data_path",
-           "STRING"]
+__all__ = ["BundleReader", "write_bundle", "merge_bundles", "is_bundle", "index_path", "data_path"]
 
 _MAGIC = 0xDB4775248B80FB57  # LevelDB's table magic number, the footer's last 8 bytes
 _FOOTER = 48
@@ -46,7 +45,6 @@ _BLOCK_SIZE = 256 << 10  # TensorFlow's table block size: a block is closed once
 _RESTART_INTERVAL = 16  # entries between two full (unshared) keys in a data block
 _FORMAT_VERSION = 1  # TensorFlow's kTensorBundleVersion
 _DT_STRING = types_pb2.DT_STRING
-STRING = "string"  # what BundleReader.dtype says for a string tensor (tfplus has no string dtype)
 
 
 def index_path(prefix: str) -> str:
@@ -273,8 +271,8 @@ class BundleReader:
         return tuple(int(d.size) for d in entry.shape.dim)
 
     def dtype(self, key: str):
-        """A tfplus DType; for a dtype tfplus lacks, TensorFlow's name of it in lower case ("string",
-        "bfloat16", ...), which read() refuses (except "string")."""
+        """A tfplus DType (tf.string for strings: object arrays of bytes); for a dtype tfplus lacks, TensorFlow's
+        name of it in lower case ("bfloat16", ...), which read() refuses."""
         enum = self._entry(key).dtype
         try:
             return _dt.as_dtype(int(enum))
@@ -285,7 +283,7 @@ class BundleReader:
     def read(self, key: str) -> np.ndarray:
         """The tensor `key` (a new array; strings as an object array of bytes), checksum verified."""
         entry, shape, dtype = self._entry(key), self.shape(key), self.dtype(key)
-        if isinstance(dtype, str) and dtype != STRING:
+        if isinstance(dtype, str):
             raise InvalidArgumentError(None, None, f"checkpoint {self.prefix!r}: tensor {key!r} is {dtype}, which "
                                        f"tfplus does not support (it has {', '.join(d.name for d in _dt.ALL)})")
         if entry.slices:
@@ -296,7 +294,7 @@ class BundleReader:
             self._fail(f"entry {key!r} names data file {entry.shard_id} of {self.num_shards}")
         path = data_path(self.prefix, entry.shard_id, self.num_shards)
         count = int(np.prod(shape, dtype=object))
-        if dtype == STRING:
+        if dtype is _dt.string:
             if count > entry.size:  # every element takes at least a one-byte length
                 self._fail(f"entry {key!r}: {count} strings cannot fit in {entry.size} bytes")
         elif entry.size != count * dtype.size:
@@ -315,7 +313,7 @@ class BundleReader:
         except FileNotFoundError:
             raise DataLossError(None, None, f"checkpoint {self.prefix!r}: its data file {path!r} is "
                                 "missing") from None
-        if dtype == STRING:
+        if dtype is _dt.string:
             return self._strings(key, buf, count, shape, entry.crc32c)
         if crc32c.mask(crc32c.value(buf)) != entry.crc32c:
             self._fail(f"tensor {key!r} does not match its checksum (the data file {path!r} is corrupted)")
