@@ -1,14 +1,17 @@
 """Saver: round trip, metadata, checksum, validation before any assignment, atomic writes, max_to_keep and the
 `checkpoint` state file. Every test runs for both formats the Saver writes (TensorFlow's, the default, and
 tfplus's earlier one-file format); tests/test_tf_checkpoints.py checks TensorFlow reads ours and we read its."""
+import hashlib
 import os
 import shutil
+import tracemalloc
 import warnings
 
 import numpy as np
 import pytest
 
 import tfplus as tf
+from tfplus.proto import checkpoint_pb2, tensor_pb2
 from tfplus.train import saver as saver_lib
 from tfplus.train.saver import Saver, get_checkpoint_state, latest_checkpoint, list_variables, load_variable
 
@@ -374,3 +377,42 @@ def test_saver_deletes_only_checkpoints_it_wrote_or_in_its_folder(tmp_path):
     other = saver.save(sess, str(tmp_path / "other" / "m"), global_step=2)  # written by this Saver: rotated
     saver.save(sess, str(tmp_path / "run" / "m"), global_step=3)
     assert not _exists(other) and not _exists(tmp_path / "run" / "m-1")
+
+
+def _crafted(path, *tensors):
+    """A checkpoint file with a valid checksum holding the given (name, TensorProto) entries."""
+    ckpt = checkpoint_pb2.Checkpoint()
+    for name, t in tensors:
+        ckpt.tensors.add(name=name, tensor=t)
+    payload = ckpt.SerializeToString()
+    path.write_bytes(saver_lib.MAGIC + hashlib.sha256(payload).digest() + payload)
+    return str(path)
+
+
+@pytest.mark.parametrize("dims,content,dtype", [
+    ([10**8], b"", tf.float32.as_datatype_enum),         # a few bytes declaring 400 MB
+    ([10**6, 10**6], b"", tf.float32.as_datatype_enum),  # 4 TB
+    ([2], b"\0" * 7, tf.float32.as_datatype_enum),       # one byte short
+    ([-7], b"", tf.float32.as_datatype_enum),
+    ([2], b"\0" * 8, 7),                                  # DT_STRING
+    ([2], b"\0" * 8, 999),
+])
+def test_entry_declaring_more_than_it_holds_is_refused_before_allocating(tmp_path, dims, content, dtype):
+    t = tensor_pb2.TensorProto(dtype=dtype, tensor_content=content)
+    for d in dims:
+        t.tensor_shape.dim.add(size=d)
+    path = _crafted(tmp_path / "m", ("w", t))
+    tracemalloc.start()
+    try:
+        with pytest.raises(tf.errors.DataLossError, match="cannot be decoded: entry 'w' "):
+            list_variables(path)
+        assert tracemalloc.get_traced_memory()[1] < 10**6
+    finally:
+        tracemalloc.stop()
+    t = tensor_pb2.TensorProto(dtype=tf.float32.as_datatype_enum, float_val=[1.0])
+    t.tensor_shape.dim.add(size=10**8)  # typed values: not what a Saver writes, refused as well
+    with pytest.raises(tf.errors.DataLossError, match="holds 0 bytes of content"):
+        list_variables(_crafted(tmp_path / "m2", ("w", t)))
+    t.tensor_shape.unknown_rank = True
+    with pytest.raises(tf.errors.DataLossError, match="unknown shape"):
+        list_variables(_crafted(tmp_path / "m3", ("w", t)))

@@ -2,7 +2,12 @@
 checkpoint folder, a full disk, odd checkpoint metadata. Runs `tfplus.cli.main(argv)` in-process."""
 from __future__ import annotations
 
+import copy
+import errno
 import json
+import os
+import shutil
+import tempfile
 
 import numpy as np
 import pytest
@@ -10,6 +15,8 @@ import pytest
 import tfplus as tf
 from tfplus.cli import main
 from tfplus.data import TrainBatches
+from tfplus.train import saver as saver_lib
+from tfplus.train import tensor_bundle
 
 SMALL = ["--synthetic", "--model", "lenet", "--batch-size", "16"]
 
@@ -86,3 +93,162 @@ def test_learning_rate_is_the_long_spelling_of_lr(tmp_path):
     assert main(["train", *SMALL, "--steps", "1", "--learning-rate", "0.01", "--log", str(log)]) == 0
     start = json.loads(log.read_text().splitlines()[0])
     assert start["recipe"]["lr"] == 0.01
+
+
+@pytest.mark.parametrize("where,why", [
+    ("file", "it is a file, not a folder"),
+    ("file/sub", "Not a directory"),
+    ("readonly/sub", "Permission denied"),
+    ("readonly", "Permission denied"),
+])
+def test_an_unwritable_checkpoint_folder_is_refused_before_training(where, why, tmp_path, monkeypatch, capsys):
+    (tmp_path / "file").write_text("")
+    (tmp_path / "readonly").mkdir(mode=0o555)
+    if where.startswith("readonly") and os.geteuid() == 0:  # root writes anywhere: play the refusal
+        def refuse(*args, **kwargs):
+            raise PermissionError(errno.EACCES, "Permission denied")
+        monkeypatch.setattr(tempfile, "TemporaryFile", refuse)
+    folder = tmp_path / where
+    log = tmp_path / "log.jsonl"
+    assert main(["train", *SMALL, "--steps", "2", "--checkpoint-dir", str(folder), "--log", str(log)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"tfplus train: error: --checkpoint-dir {folder}: cannot write checkpoints there (")
+    assert why in err and len(err.splitlines()) == 1
+    assert not log.exists()  # nothing ran
+
+
+@pytest.mark.parametrize("flag", ["--checkpoint-dir", "--log"])
+def test_empty_paths_are_refused(flag, capsys):
+    assert main(["train", *SMALL, "--steps", "1", flag, ""]) == 2
+    assert f"error: {flag} '': give a" in capsys.readouterr().err
+
+
+def test_a_full_disk_is_a_clear_error_and_keeps_the_earlier_checkpoints(tmp_path, monkeypatch, capsys):
+    real = tensor_bundle.atomic_open
+
+    def disk_full_after_step_1(path):
+        if "model.ckpt-1." not in path:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(path)
+    monkeypatch.setattr(tensor_bundle, "atomic_open", disk_full_after_step_1)
+    ckpt = tmp_path / "ckpt"
+    assert main(["train", *SMALL, "--steps", "3", "--checkpoint-dir", str(ckpt), "--checkpoint-every", "1"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err == f"tfplus train: error: cannot write the checkpoint of step 2 into {ckpt} (No space left on " \
+                  f"device); the last checkpoint, {ckpt / 'model.ckpt-1'}, is intact. Free some space, then " \
+                  "continue with --resume"
+    assert sorted(os.listdir(ckpt)) == ["checkpoint", "model.ckpt-1.data-00000-of-00001", "model.ckpt-1.index"]
+    assert tf.train.latest_checkpoint(str(ckpt)) == str(ckpt / "model.ckpt-1")
+
+
+def test_orphan_temporary_files_of_killed_writes_are_removed(tmp_path, capsys):
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    orphans = [".model.ckpt-8.0123456789ab.tmp", ".checkpoint.abcdef012345.tmp"]
+    others = ["notes.tmp", ".model.ckpt-8.tmp", ".model.ckpt-8.0123456789AB.tmp", "model.ckpt-8.0123456789ab.tmp"]
+    for name in orphans + others:
+        (ckpt / name).write_text("x")
+    (ckpt / ".folder.0123456789ab.tmp").mkdir()  # not a file: not ours
+    (tmp_path / "target").write_text("keep")
+    os.symlink(tmp_path / "target", ckpt / ".link.0123456789ab.tmp")
+    assert main(["train", *SMALL, "--steps", "1", "--checkpoint-dir", str(ckpt)]) == 0
+    assert "removed 2 temporary files of interrupted checkpoint writes" in capsys.readouterr().err
+    assert sorted(os.listdir(ckpt)) == sorted(["checkpoint", "model.ckpt-1.data-00000-of-00001", "model.ckpt-1.index",
+                                               ".folder.0123456789ab.tmp",
+                                               ".link.0123456789ab.tmp", *others])
+    assert (tmp_path / "target").read_text() == "keep"
+
+
+# -- checkpoint metadata with a valid checksum but odd contents ----------------------------------------------
+@pytest.fixture(scope="module")
+def run4(tmp_path_factory):
+    """A finished 4-step run's checkpoint folder."""
+    folder = tmp_path_factory.mktemp("run4") / "ckpt"
+    assert main(["train", *SMALL, "--steps", "4", "--checkpoint-dir", str(folder)]) == 0
+    return folder
+
+
+def rewrite_metadata(path, meta_json: str) -> None:
+    """Replaces a checkpoint's metadata (the string entry of the trainer's TensorFlow-format checkpoints), with
+    valid checksums (what a crafted file can do)."""
+    reader = tensor_bundle.BundleReader(path)
+    tensors = {k: reader.read(k) for k in reader.keys()}
+    tensors[saver_lib.METADATA_KEY] = np.array(meta_json.encode(), dtype=object)
+    tensor_bundle.write_bundle(path, tensors)
+
+
+def _edited(meta, edit):
+    meta = copy.deepcopy(meta)
+    where, key = (meta, edit[0]) if len(edit) == 2 else (meta[edit[0]], edit[1])
+    if edit[-1] is DELETE:
+        del where[key]
+    else:
+        where[key] = edit[-1]
+    return meta
+
+
+DELETE = object()
+ODD_METADATA = [  # (edit: (key, value) or (key, subkey, value), what the error names)
+    (("step", DELETE), "step is missing"),
+    (("step", "4"), 'step must be a whole number >= 0, got "4"'),
+    (("step", 10**30), "step must be a whole number >= 0, got 1000000000000000000000000000000"),
+    (("step", None), "step must be a whole number"),
+    (("recipe", [1, 2]), "recipe must be an object, got [1, 2]"),
+    (("recipe", DELETE), "not a checkpoint of `tfplus train`"),
+    (("format", 2), "checkpoint format 2; this tfplus reads format 1"),
+    (("recipe", "batch_size", "16"), 'recipe.batch_size must be a whole number >= 1, got "16"'),
+    (("recipe", "batch_size", True), "recipe.batch_size must be a whole number >= 1, got true"),
+    (("recipe", "lr", float("inf")), "recipe.lr must be a finite number >= 0, got Infinity"),
+    (("recipe", "lr", 0), "its recipe is invalid: --lr must be a finite number > 0, got 0"),
+    (("recipe", "conv_widths", [8, -1]),
+     "recipe.conv_widths must be null or a list, each item a whole number >= 1, got [8, -1]"),
+    (("recipe", "model", None), "recipe.model must be a string, got null"),
+    (("recipe", "model", "resnet"), "its recipe is invalid: unknown model 'resnet'"),
+    (("recipe", "seed", DELETE), "recipe.seed is missing"),
+    (("recipe", "warmup_steps", 10**400), "recipe.warmup_steps must be a whole number >= 0, got 1000"),
+    (("data_state", {"epoch": 0}), "data_state.seed is missing"),
+    (("data_state", "epoch", -1), "data_state.epoch must be a whole number >= 0, got -1"),
+    (("history", "x"), 'history must be a list, each item an object with epoch, test_accuracy, got "x"'),
+    (("history", [{"epoch": 1}]), "history must be a list, each item an object"),
+    (("sums", [1, 2]), "sums must be [loss sum, accuracy sum, steps], got [1, 2]"),
+    (("data", 5), "data must be null or a string, got 5"),
+    (("elapsed_s", {"a": [[[[[]]]]]}), 'elapsed_s must be a finite number >= 0, got {"a": [[[[[]]]]]}'),
+]
+
+
+@pytest.mark.parametrize("edit,message", ODD_METADATA, ids=[m for _, m in ODD_METADATA])
+def test_odd_metadata_is_one_clear_line_in_eval_and_resume(edit, message, run4, tmp_path, capsys):
+    folder = tmp_path / "ckpt"
+    shutil.copytree(run4, folder)
+    path = tf.train.latest_checkpoint(str(folder))
+    rewrite_metadata(path, json.dumps(_edited(tf.train.read_checkpoint_metadata(path), edit)))
+    for argv in (["eval", "--checkpoint", str(folder)], ["train", "--checkpoint-dir", str(folder), "--resume"]):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err.strip()
+        assert err.startswith(f"tfplus {argv[0]}: error: {path}: ") and message in err, err
+        assert len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize("meta_json,message", [
+    ("[" * 100_000 + "]" * 100_000, "its metadata is nested too deeply"),
+    ('{"format": 1, "recipe": ' + "[" * 100_000 + "]" * 100_000 + "}", "its metadata is nested too deeply"),
+    ("{not json", "cannot be decoded"),
+    ('"a string"', "not a checkpoint of `tfplus train`"),
+])
+def test_metadata_that_is_not_an_object_or_too_deep(meta_json, message, run4, tmp_path, capsys):
+    folder = tmp_path / "ckpt"
+    shutil.copytree(run4, folder)
+    rewrite_metadata(tf.train.latest_checkpoint(str(folder)), meta_json)
+    for argv in (["eval", "--checkpoint", str(folder)], ["train", "--checkpoint-dir", str(folder), "--resume"]):
+        assert main(argv) in (1, 2)
+        err = capsys.readouterr().err.strip()
+        assert err.startswith(f"tfplus {argv[0]}: error: ") and message in err and len(err.splitlines()) == 1
+
+
+def test_data_state_that_disagrees_with_the_run_is_refused_on_resume(run4, tmp_path, capsys):
+    folder = tmp_path / "ckpt"
+    shutil.copytree(run4, folder)
+    path = tf.train.latest_checkpoint(str(folder))
+    rewrite_metadata(path, json.dumps(_edited(tf.train.read_checkpoint_metadata(path), ("data_state", "seed", 7))))
+    assert main(["train", "--checkpoint-dir", str(folder), "--resume"]) == 2
+    assert f"{path}: inconsistent checkpoint" in capsys.readouterr().err

@@ -7,7 +7,7 @@
     tfplus plan --model mentee --batch-size 128 --budget 64MB   # the memory of one step (tfplus.plan_cli)
     tfplus profile --model mentee --trace step.json            # where a step's time goes (tfplus.profile_cli)
 
-Exit codes: 0 done, 1 failed (missing data, a runtime error, a diverged run), 2 bad options, 130 / 143 stopped by
+Exit codes: 0 done, 1 failed (missing data, a diverged run, a full disk), 2 bad options, 130 / 143 stopped by
 Ctrl-C / SIGTERM (after saving a checkpoint when --checkpoint-dir is given).
 """
 from __future__ import annotations
@@ -230,7 +230,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _train(args: argparse.Namespace) -> int:
-    from tfplus.trainer import RECIPE, DivergedError, TrainConfig, train
+    from tfplus.trainer import RECIPE, RunError, TrainConfig, train
     options = {k: getattr(args, k) for k in RECIPE}
     cfg = TrainConfig(**options, data=args.data, device=args.device, memory_budget=args.memory_budget,
                       checkpoint_dir=args.checkpoint_dir, checkpoint_every=args.checkpoint_every,
@@ -238,7 +238,7 @@ def _train(args: argparse.Namespace) -> int:
                       profile_every=args.profile_every)
     try:
         return train(cfg).exit_code
-    except DivergedError as e:
+    except RunError as e:  # diverged, or a checkpoint could not be written
         print(f"tfplus train: error: {e}", file=sys.stderr)
         return EXIT_FAILED
 

@@ -23,6 +23,8 @@ from __future__ import annotations
 import contextlib
 import heapq
 import os
+import re
+import stat
 import uuid
 
 import numpy as np
@@ -321,6 +323,23 @@ def atomic_open(path: str):
             os.fsync(dir_fd)
         finally:
             os.close(dir_fd)
+
+
+# The temporary files atomic_write names: `.<name>.<12 hex digits>.tmp`.
+_ATOMIC_TEMP = re.compile(r"\..+\.[0-9a-f]{12}\.tmp")
+
+
+def remove_orphan_temps(folder: str) -> list[str]:
+    """Deletes the temporary files that atomic_write left in `folder` when its process was killed mid-write
+    (regular files named as atomic_write names them, nothing else); returns their names. Call it only while no
+    other process writes into `folder`."""
+    removed = []
+    for entry in os.scandir(folder):
+        if _ATOMIC_TEMP.fullmatch(entry.name) and stat.S_ISREG(entry.stat(follow_symlinks=False).st_mode):
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(entry.path)
+                removed.append(entry.name)
+    return sorted(removed)
 
 
 # -- GraphDef -> Graph ---------------------------------------------------------------------------------------

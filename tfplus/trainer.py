@@ -33,6 +33,7 @@ import math
 import os
 import signal
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -43,6 +44,7 @@ import numpy as np
 import tfplus as tf
 from tfplus import data as tfdata
 from tfplus import profiler
+from tfplus.graph_io import remove_orphan_temps
 from tfplus.graphs import get_model, training_graph
 from tfplus.graphs.mentee import DATA_FORMATS, DEFAULT_LR, OPTIMIZERS, SCHEDULES, default_warmup
 from tfplus.units import format_size
@@ -61,9 +63,13 @@ class UsageError(ValueError):
     """A bad option or option combination; the CLI prints it as one line and exits with code 2."""
 
 
-class DivergedError(RuntimeError):
-    """The loss or the weights became NaN or infinite: the run stopped without saving them (the CLI prints it as
-    one line and exits with code 1)."""
+class RunError(RuntimeError):
+    """The run failed and stopped (e.g. a checkpoint could not be written); the CLI prints it as one line and
+    exits with code 1."""
+
+
+class DivergedError(RunError):
+    """The loss or the weights became NaN or infinite: the run stopped without saving them."""
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -195,6 +201,8 @@ def _check(cfg: TrainConfig) -> None:
         (cfg.checkpoint_every is None or cfg.checkpoint_dir is not None,
          "--checkpoint-every needs --checkpoint-dir"),
         (not cfg.resume or cfg.checkpoint_dir is not None, "--resume needs --checkpoint-dir"),
+        (cfg.checkpoint_dir != "", "--checkpoint-dir '': give a folder"),
+        (cfg.log != "", "--log '': give a file"),
         (cfg.synthetic is False or cfg.data is None, "give --data or --synthetic, not both"),
     ]
     for ok, message in checks:
@@ -267,15 +275,109 @@ def latest_checkpoint(checkpoint_dir: str | os.PathLike) -> str | None:
 
 
 def read_metadata(path: str) -> dict[str, Any]:
-    """The JSON metadata stored with checkpoint `path` (checked by the Saver)."""
+    """The JSON metadata stored with checkpoint `path` (checksummed by the Saver), checked against what
+    `tfplus train` writes (METADATA); a checkpoint that is not one of ours, or whose metadata is odd, is a
+    UsageError naming the file and the first bad field."""
     meta = tf.train.read_checkpoint_metadata(path)
-    if not isinstance(meta, dict) or meta.get("format") != CHECKPOINT_FORMAT or "recipe" not in meta:
+    if not isinstance(meta, dict) or "recipe" not in meta:
         raise UsageError(f"{path}: not a checkpoint of `tfplus train` (no run recipe in its metadata)")
+    if meta.get("format") != CHECKPOINT_FORMAT:
+        raise UsageError(f"{path}: checkpoint format {_short(meta.get('format'))}; this tfplus reads format "
+                         f"{CHECKPOINT_FORMAT}")
+    problem = _schema_problem(meta, METADATA)
+    if problem is None:
+        try:
+            resolve(TrainConfig(), meta["recipe"])
+        except UsageError as e:
+            problem = f"its recipe is invalid: {e}"
+    if problem is not None:
+        raise UsageError(f"{path}: not a valid `tfplus train` checkpoint: {problem}")
     return meta
+
+
+# The checkpoint metadata `tfplus train` writes: each field as (check, what it must be), or a dict of fields for
+# an object. The one place it is checked, so that the code reading it can index it without fear of a KeyError or
+# a TypeError.
+def _count(low: int = 0) -> tuple:
+    return lambda v: type(v) is int and low <= v < 2**63, f"a whole number >= {low}"
+
+
+def _nullable(field: tuple) -> tuple:
+    return lambda v: v is None or field[0](v), f"null or {field[1]}"
+
+
+def _list_of(field: tuple) -> tuple:
+    return lambda v: isinstance(v, list) and all(map(field[0], v)), f"a list, each item {field[1]}"
+
+
+def _object(fields: dict[str, tuple]) -> tuple:
+    return lambda v: _schema_problem(v, fields) is None, f"an object with {', '.join(fields)}"
+
+
+_NUMBER = (lambda v: type(v) in (int, float) and 0 <= v < math.inf, "a finite number >= 0")
+_STR = (lambda v: isinstance(v, str), "a string")
+_BOOL = (lambda v: isinstance(v, bool), "true or false")
+RECIPE_SCHEMA: dict[str, tuple] = {
+    "model": _STR, "conv_widths": _nullable(_list_of(_count(1))), "fc_widths": _nullable(_list_of(_count(1))),
+    "data_format": _STR, "synthetic": _BOOL, "batch_size": _count(1), "epochs": _nullable(_count(1)),
+    "steps": _nullable(_count(1)), "optimizer": _STR, "lr": _NUMBER, "momentum": _NUMBER, "nesterov": _BOOL,
+    "weight_decay": _NUMBER, "schedule": _STR, "warmup_steps": _count(), "augment": _BOOL, "seed": _count(),
+}
+METADATA: dict[str, tuple] = {
+    "step": _count(), "recipe": RECIPE_SCHEMA, "data": _nullable(_STR),
+    "data_state": {"seed": _count(), "epoch": _count(), "batch_index": _count()},
+    "history": _list_of(_object({"epoch": _count(1), "test_accuracy": _nullable(_NUMBER)})),
+    "sums": (lambda v: isinstance(v, list) and len(v) == 3 and _NUMBER[0](v[0]) and _NUMBER[0](v[1])
+             and _count()[0](v[2]), "[loss sum, accuracy sum, steps]"),
+    "elapsed_s": _NUMBER, "epoch_s": _NUMBER, "h2d_bytes": _count(), "d2h_bytes": _count(),
+}
+
+
+def _schema_problem(obj: Any, fields: dict[str, Any], where: str = "") -> str | None:
+    """What is wrong with `obj` against `fields` (None if nothing; keys not in `fields` are ignored)."""
+    if not isinstance(obj, dict):
+        return f"{where or 'the metadata'} must be an object, got {_short(obj)}"
+    for key, field in fields.items():
+        name = f"{where}.{key}" if where else key
+        if key not in obj:
+            return f"{name} is missing"
+        if isinstance(field, dict):
+            problem = _schema_problem(obj[key], field, name)
+            if problem:
+                return problem
+        elif not field[0](obj[key]):
+            return f"{name} must be {field[1]}, got {_short(obj[key])}"
+    return None
+
+
+def _short(v: Any) -> str:
+    try:
+        text = json.dumps(v)
+    except RecursionError:
+        return f"a deeply nested {type(v).__name__}"
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _save(saver, sess: tf.Session, checkpoint_dir: str, step: int, meta: dict[str, Any]) -> str:
     return saver.save(sess, os.path.join(checkpoint_dir, CHECKPOINT_PREFIX), global_step=step, metadata=meta)
+
+
+def prepare_checkpoint_dir(folder: str, err: IO[str]) -> None:
+    """Creates `folder` if needed and proves that files can be created in it, so that a bad --checkpoint-dir
+    fails at startup rather than at the first save after an epoch's work; removes the temporary files of
+    checkpoint writes that were killed (a folder is one run's: no other process writes there)."""
+    try:
+        os.makedirs(folder, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+        removed = remove_orphan_temps(folder)
+    except OSError as e:
+        why = "it is a file, not a folder" if os.path.exists(folder) and not os.path.isdir(folder) else \
+            e.strerror or str(e)
+        raise UsageError(f"--checkpoint-dir {folder}: cannot write checkpoints there ({why})") from None
+    if removed:
+        print(f"removed {len(removed)} temporary file{'s' * (len(removed) > 1)} of interrupted checkpoint "
+              f"writes from {folder}", file=err)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -417,6 +519,8 @@ def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = No
     """
     out, err = out or sys.stdout, err or sys.stderr
     check_device(cfg.device)
+    if cfg.checkpoint_dir:
+        prepare_checkpoint_dir(cfg.checkpoint_dir, err)
     ckpt = latest_checkpoint(cfg.checkpoint_dir) if cfg.checkpoint_dir else None
     meta = None
     if ckpt is not None:
@@ -427,8 +531,6 @@ def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = No
     cfg = resolve(cfg, meta["recipe"] if meta else None)
     if cfg.resume and ckpt is None:
         print(f"no checkpoint in {cfg.checkpoint_dir}: starting a new run", file=err)
-    if cfg.checkpoint_dir:
-        os.makedirs(cfg.checkpoint_dir, exist_ok=True)
 
     if cfg.data is None and not cfg.synthetic:
         cfg.data = _saved_data_dir(meta)
@@ -458,7 +560,8 @@ def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = No
         state.update({k: meta.get(k, v) for k, v in state.items()})
         step = int(sess.run(tg.global_step))
         ds = meta["data_state"]
-        if step != meta["step"] or ds["epoch"] * spe + ds["batch_index"] != step:
+        if step != meta["step"] or ds["epoch"] * spe + ds["batch_index"] != step or ds["batch_index"] >= spe \
+                or ds["seed"] != cfg.seed or step > total_steps:
             raise UsageError(f"{ckpt}: inconsistent checkpoint (global step {step}, metadata step "
                              f"{meta['step']}, data position {ds}); resume from another one")
         print(f"resumed from {ckpt} at step {step}/{total_steps}", file=err)
@@ -507,7 +610,12 @@ def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = No
                     "sums": state["sums"], "elapsed_s": state["elapsed_s"] + time.perf_counter() - start_time,
                     "epoch_s": epoch_seconds() if step % spe else 0.0,
                     "h2d_bytes": moved["h2d_bytes"], "d2h_bytes": moved["d2h_bytes"]}
-        return _save(saver, sess, cfg.checkpoint_dir, step, meta_out)
+        try:
+            return _save(saver, sess, cfg.checkpoint_dir, step, meta_out)
+        except OSError as e:  # e.g. a full disk; the Saver leaves the earlier checkpoints as they were
+            kept = f"the last checkpoint, {last_ckpt}, is intact" if last_ckpt else "nothing was saved"
+            raise RunError(f"cannot write the checkpoint of step {step} into {cfg.checkpoint_dir} "
+                           f"({e.strerror or e}); {kept}. Free some space, then continue with --resume") from e
 
     def finish_epoch(epoch: int, seconds: float, images: int) -> None:
         """Evaluates, logs and prints the epoch that just ended (1-based `epoch`)."""

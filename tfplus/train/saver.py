@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import re
 import stat
@@ -39,6 +40,7 @@ import numpy as np
 from google.protobuf import message as _message
 from google.protobuf import text_format
 
+from tfplus import dtypes as _dt
 from tfplus import errors
 from tfplus.dtypes import as_dtype
 from tfplus.framework import GraphKeys, Operation, Tensor, _fmt_shape, get_default_graph, shapes_compatible
@@ -261,21 +263,23 @@ class CheckpointReader:
             return {k: as_dtype(v.dtype) for k, v in self._tensors.items()}
         return {k: self._bundle.dtype(k) for k in self._keys()}
 
-    def metadata(self) -> dict:
-        """The `metadata` given to Saver.save, {} if none."""
+    def metadata(self):
+        """The `metadata` given to Saver.save (a dict), {} if none."""
         if self._bundle is None:
             return self._meta
         if METADATA_KEY not in self._bundle:
             return {}
         raw = self._bundle.read(METADATA_KEY)
-        try:
-            meta = json.loads(raw.item()) if raw.shape == () and raw.dtype == object else None
-        except (UnicodeDecodeError, ValueError):
-            meta = None
-        if not isinstance(meta, dict):
-            raise errors.DataLossError(None, None, f"checkpoint {self.path!r}: its {METADATA_KEY!r} entry is "
-                                       "not a JSON object")
-        return meta
+        if raw.shape != ():
+            raise errors.DataLossError(None, None, f"checkpoint {self.path!r} cannot be decoded: its "
+                                       f"{METADATA_KEY!r} entry has shape {list(raw.shape)}, not a scalar")
+        try:  # any JSON value, as the one-file format gives: its user checks what it needs
+            return json.loads(raw.item())
+        except RecursionError:
+            raise errors.DataLossError(None, None, f"checkpoint {self.path!r} cannot be decoded: its metadata is "
+                                       "nested too deeply") from None
+        except ValueError as e:  # UnicodeDecodeError included
+            raise errors.DataLossError(None, None, f"checkpoint {self.path!r} cannot be decoded: {e}") from e
 
 
 def NewCheckpointReader(filepattern: str) -> CheckpointReader:  # noqa: N802 (TensorFlow's name)
@@ -309,11 +313,33 @@ def _read(path: str) -> tuple[dict[str, np.ndarray], dict]:
     ckpt = checkpoint_pb2.Checkpoint()
     try:
         ckpt.ParseFromString(payload)
-        tensors = {t.name: make_ndarray(t.tensor) for t in ckpt.tensors}
+        tensors = {t.name: _entry_value(t) for t in ckpt.tensors}
         meta = json.loads(ckpt.meta_json) if ckpt.meta_json else {}
+    except RecursionError:
+        raise errors.DataLossError(None, None, f"checkpoint {path!r} cannot be decoded: its metadata is nested "
+                                   "too deeply") from None
     except (_message.DecodeError, ValueError, TypeError) as e:
         raise errors.DataLossError(None, None, f"checkpoint {path!r} cannot be decoded: {e}") from e
     return tensors, meta
+
+
+def _entry_value(entry) -> np.ndarray:
+    """One entry's array, once its bytes are exactly what its dtype and shape declare (a Saver always writes
+    tensor_content): a small crafted entry must not make the reader allocate a huge array."""
+    t = entry.tensor
+    dims = [d.size for d in t.tensor_shape.dim]
+    if t.tensor_shape.unknown_rank or min(dims, default=0) < 0:
+        raise ValueError(f"entry {entry.name!r} has an unknown shape")
+    try:
+        dtype = _dt.as_dtype(int(t.dtype))
+        itemsize = 0 if dtype is _dt.string else dtype.size  # a Saver never writes strings here
+    except TypeError:
+        itemsize = 0
+    need = math.prod(dims) * itemsize
+    if not itemsize or len(t.tensor_content) != need:
+        raise ValueError(f"entry {entry.name!r} declares a tensor of shape {tuple(dims)} and dtype enum "
+                         f"{t.dtype} ({need} bytes) but holds {len(t.tensor_content)} bytes of content")
+    return make_ndarray(t)
 
 
 def _summary(tensors) -> str:

@@ -23,6 +23,7 @@ into place, the data file first and the index last, so an index on disk always d
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import struct
 
@@ -182,7 +183,12 @@ def write_bundle(prefix: str, tensors: dict) -> None:
                 dtype=enum, shape=shape_to_proto(shape), shard_id=0, offset=offset, size=size,
                 crc32c=crc32c.mask(crc))
             offset += size
-    _write_index(prefix, entries, 1)
+    try:
+        _write_index(prefix, entries, 1)
+    except BaseException:  # e.g. a full disk: no data file without its index is left behind
+        with contextlib.suppress(OSError):
+            os.remove(data_path(prefix))
+        raise
 
 
 def _write_index(prefix: str, entries: dict, num_shards: int) -> None:
