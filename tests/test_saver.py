@@ -416,3 +416,23 @@ def test_entry_declaring_more_than_it_holds_is_refused_before_allocating(tmp_pat
     t.tensor_shape.unknown_rank = True
     with pytest.raises(tf.errors.DataLossError, match="unknown shape"):
         list_variables(_crafted(tmp_path / "m3", ("w", t)))
+
+
+def test_tensorflows_saver_arguments(tmp_path, fmt):
+    g, vs = _graph()
+    sess = _session(g)
+    saver = _saver(g, pad_step_number=True, sharded=True, save_relative_paths=True)
+    path = saver.save(sess, str(tmp_path / "m"), 100, None, "meta", False)  # TF's positional order
+    assert path == str(tmp_path / "m-00000100") and latest_checkpoint(str(tmp_path)) == path
+    assert sorted(os.listdir(tmp_path)) == _files(fmt, "m-00000100")  # no .meta file
+    with pytest.warns(UserWarning, match="keep_checkpoint_every_n_hours is not implemented"):
+        _saver(g, keep_checkpoint_every_n_hours=2)
+    with pytest.raises(ValueError, match="V2 checkpoints only"):
+        _saver(g, write_version=1)
+    with pytest.raises(NotImplementedError, match="reshape=True"):
+        _saver(g, reshape=True)
+    with tf.Graph().as_default() as empty:
+        nothing = Saver(allow_empty=True)
+    with tf.Session(graph=empty) as s:
+        assert nothing.save(s, str(tmp_path / "e")) is None and not _exists(tmp_path / "e")
+        nothing.restore(s, path)

@@ -221,3 +221,16 @@ def test_the_footer_layout(tmp_path):
     prefix = _small(tmp_path)
     data = open(tb.index_path(prefix), "rb").read()
     assert struct.unpack("<Q", data[-8:])[0] == 0xDB4775248B80FB57
+
+
+def test_a_failed_index_write_leaves_nothing_behind(tmp_path, monkeypatch):
+    real = tb.atomic_open
+
+    def no_space_for_the_index(path):
+        if path.endswith(".index"):
+            raise OSError(28, "No space left on device")
+        return real(path)
+    monkeypatch.setattr(tb, "atomic_open", no_space_for_the_index)
+    with pytest.raises(OSError, match="No space"):
+        tb.write_bundle(str(tmp_path / "m"), {"a": np.float32([1])})
+    assert os.listdir(tmp_path) == []

@@ -70,17 +70,38 @@ class Saver:
     The restore ops (a placeholder and an Assign per variable, grouped by `<name>/restore_all`) are built
     here, once, under the name scope `name` ("save"). `format`: "tensorflow" (TensorFlow's .index/.data files)
     or "tfplus" (tfplus's earlier one-file format); restore reads either.
+
+    TensorFlow's other arguments are taken as TF1 scripts pass them: `pad_step_number` (`-00000100`),
+    `allow_empty` (no variables: save and restore do nothing); `sharded`, `save_relative_paths`,
+    `restore_sequentially` and `defer_build` change nothing here (one device writes one shard; state files hold
+    relative paths anyway); `keep_checkpoint_every_n_hours` is not implemented (a warning; max_to_keep alone
+    decides); V1 checkpoints, `reshape`, `saver_def`, `builder` and `filename` raise.
     """
 
     def __init__(self, var_list=None, *, max_to_keep: int | None = 5, name: str | None = None,
-                 format: str = "tensorflow"):
+                 format: str = "tensorflow", write_version: int = 2, pad_step_number: bool = False,
+                 allow_empty: bool = False, keep_checkpoint_every_n_hours: float = 10000.0, sharded: bool = False,
+                 save_relative_paths: bool = False, restore_sequentially: bool = False, defer_build: bool = False,
+                 reshape: bool = False, saver_def=None, builder=None, filename: str | None = None):
         if format not in FORMATS:
             raise ValueError(f"Saver: format must be one of {FORMATS}, got {format!r}")
+        if write_version != 2:
+            raise ValueError(f"Saver: write_version={write_version!r}: tfplus writes TensorFlow's V2 checkpoints "
+                             "only (tf.train.SaverDef.V2, TensorFlow's default); drop the argument")
+        for arg, value in (("reshape", reshape), ("saver_def", saver_def), ("builder", builder),
+                           ("filename", filename)):
+            if value:
+                raise NotImplementedError(f"Saver: tfplus does not implement {arg}={value!r}; leave it unset")
+        if keep_checkpoint_every_n_hours != 10000.0:
+            warnings.warn("Saver: keep_checkpoint_every_n_hours is not implemented in tfplus; only the newest "
+                          "max_to_keep checkpoints are kept", stacklevel=2)
         graph = _graph_of(var_list)
         self._vars = _variables_by_key(graph.get_collection(GraphKeys.GLOBAL_VARIABLES) if var_list is None
                                        else var_list)
-        if not self._vars:
-            raise ValueError("Saver: no variables to save (create variables first, or pass var_list)")
+        if not self._vars and not allow_empty:
+            raise ValueError("Saver: no variables to save (create variables first, pass var_list, or "
+                             "allow_empty=True)")
+        self._pad_step_number = pad_step_number
         if METADATA_KEY in self._vars:
             raise ValueError(f"Saver: the key {METADATA_KEY!r} is reserved for the checkpoint's metadata; "
                              "save that variable under another key (var_list={key: variable})")
@@ -108,17 +129,22 @@ class Saver:
         self._last = [p for p in checkpoint_paths if _checkpoint_files(p)]
 
     def save(self, sess, save_path: str, global_step=None, latest_filename: str | None = None,
-             write_state: bool = True, metadata: dict | None = None) -> str:
+             meta_graph_suffix: str = "meta", write_meta_graph: bool = True, write_state: bool = True,
+             strip_default_attrs: bool = False, save_debug_info: bool = False, *,
+             metadata: dict | None = None) -> str | None:
         """Writes the variables' values (and the JSON object `metadata`, e.g. the input pipeline's position)
         to `save_path` or `save_path-<step>`; returns that path. Updates the state file and deletes the
-        checkpoints beyond max_to_keep."""
+        checkpoints beyond max_to_keep. TensorFlow's signature; no `.meta` file (MetaGraphDef) is written,
+        whatever `write_meta_graph` says: tf.train.write_graph exports the graph."""
+        if not self._vars:  # allow_empty
+            return None
         self._check_session(sess)
         if metadata is not None and not isinstance(metadata, dict):
             raise TypeError(f"Saver.save: metadata must be a dict (saved as JSON), not "
                             f"{type(metadata).__name__}")
         if global_step is not None:
             step = global_step if isinstance(global_step, (int, np.integer)) else sess.run(global_step)
-            save_path = f"{save_path}-{int(step)}"
+            save_path = f"{save_path}-{int(step):08d}" if self._pad_step_number else f"{save_path}-{int(step)}"
         meta_json = "" if metadata is None else json.dumps(metadata, sort_keys=True)
         values = {key: sess.variable_value(ref.op.name) for key, ref in self._vars.items()}
         os.makedirs(os.path.dirname(os.path.abspath(save_path)), exist_ok=True)
@@ -144,6 +170,8 @@ class Saver:
         with the graph's dtype and shape) before any variable changes: on error the session is unchanged."""
         if save_path is None:
             raise ValueError("Saver.restore: save_path is None (tf.train.latest_checkpoint found nothing?)")
+        if not self._vars:  # allow_empty
+            return
         self._check_session(sess)
         reader = CheckpointReader(save_path)
         shapes, dtypes = reader.get_variable_to_shape_map(), reader.get_variable_to_dtype_map()
