@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import tempfile
+import time
 
 import numpy as np
 import pytest
@@ -252,3 +253,62 @@ def test_data_state_that_disagrees_with_the_run_is_refused_on_resume(run4, tmp_p
     rewrite_metadata(path, json.dumps(_edited(tf.train.read_checkpoint_metadata(path), ("data_state", "seed", 7))))
     assert main(["train", "--checkpoint-dir", str(folder), "--resume"]) == 2
     assert f"{path}: inconsistent checkpoint" in capsys.readouterr().err
+
+
+# -- everyday use: evaluation when asked, progress, a whole-run ETA, the memory plan in use -------------------
+@pytest.fixture
+def tiny_set(monkeypatch):
+    """A synthetic set of 64 training / 32 test images: 4 steps an epoch at batch 16."""
+    from tfplus import trainer
+    monkeypatch.setattr(trainer, "SYNTHETIC_TRAIN", 64)
+    monkeypatch.setattr(trainer, "SYNTHETIC_TEST", 32)
+
+
+def _epoch_rows(log) -> list[dict]:
+    return [r for r in map(json.loads, open(log)) if r["kind"] == "epoch"]
+
+
+def test_no_eval_and_eval_every(tiny_set, tmp_path, capsys):
+    log = tmp_path / "log.jsonl"
+    assert main(["train", *SMALL, "--epochs", "3", "--no-eval", "--log", str(log)]) == 0
+    captured = capsys.readouterr()
+    assert [r["test_accuracy"] for r in _epoch_rows(log)] == [None, None, None]
+    assert "test set" not in captured.err and "test acc" not in captured.out
+    assert "; no test evaluation; " in captured.out
+    log.unlink()
+    assert main(["train", *SMALL, "--epochs", "3", "--eval-every", "2", "--log", str(log),
+                 "--checkpoint-dir", str(tmp_path / "ckpt")]) == 0
+    accs = [r["test_accuracy"] for r in _epoch_rows(log)]
+    assert accs[0] is None and 0 <= accs[1] <= 1 and 0 <= accs[2] <= 1  # every 2nd epoch, and the last
+    captured = capsys.readouterr()
+    assert captured.out.count("  test acc ") == 2 and "test accuracy final" in captured.out
+    assert "test set 1/1 batches" in captured.err  # progress while evaluating
+    assert main(["eval", "--checkpoint", str(tmp_path / "ckpt"), "--batch-size", "8"]) == 0
+    assert "test set 4/4 batches" in capsys.readouterr().err
+    assert main(["train", *SMALL, "--steps", "3", "--no-eval", "--eval-every", "2"]) == 2
+    assert "not allowed with argument" in capsys.readouterr().err
+
+
+def test_eta_covers_the_whole_run(tiny_set, monkeypatch, capsys):
+    """With a clock that ticks one second per reading, each step takes the same time: the ETA shown at the
+    first step of the first of three epochs covers 11 steps, at the first step of the last epoch 3."""
+    ticks = iter(range(10**6))
+    monkeypatch.setattr(time, "perf_counter", lambda: float(next(ticks)))
+    assert main(["train", *SMALL, "--epochs", "3", "--no-eval"]) == 0
+    err = capsys.readouterr().err
+    etas = [line.split("run ETA ")[1] for line in err.splitlines() if " 1/4 " in line]
+    seconds = [int(m) * 60 + int(s) for m, s in (e.split(":") for e in etas)]
+    assert len(seconds) == 3 and seconds[0] > 3 * seconds[2] / 2 > 0
+    assert "epoch mean loss" in err
+
+
+def test_the_memory_plan_in_use_is_shown(capsys):
+    assert main(["train", *SMALL, "--steps", "1", "--no-eval", "--memory-budget", "4MB"]) == 0
+    err = capsys.readouterr().err
+    line = next(line for line in err.splitlines() if line.startswith("memory plan"))
+    assert line.startswith("memory plan for --memory-budget 4.0 MB: 1 micro-batch, ") and "planned peak" in line
+
+
+def test_console_means_are_labelled(capsys):
+    assert main(["train", "--help"]) == 0
+    assert "running means over the current epoch" in capsys.readouterr().out

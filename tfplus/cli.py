@@ -27,6 +27,9 @@ weights, batch 128, 15 epochs, random crop (pad 4) and horizontal flip, per-chan
 data: --data DIR, else $TFPLUS_DATA, else ~/.cache/tfplus; CIFAR-10 is downloaded there (~170 MB) if absent.
 --synthetic trains on a small generated dataset instead (offline smoke runs).
 
+output: the console shows running means over the current epoch (loss, accuracy) and an ETA for the whole
+run; the --log file has each logged step's own values.
+
 checkpoints: with --checkpoint-dir, written at the end of each epoch (or every --checkpoint-every steps), at
 the end, and on Ctrl-C/SIGTERM; --resume continues the last one exactly (same batches, same learning rates).
 """
@@ -141,6 +144,11 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--resume", action="store_true",
                    help="continue from the last checkpoint in --checkpoint-dir")
     g.add_argument("--log", metavar="FILE.jsonl", help="append one JSON object per logged step and per epoch")
+    evals = g.add_mutually_exclusive_group()
+    evals.add_argument("--eval-every", type=_positive_int, default=1, metavar="N",
+                       help="evaluate on the test set every N epochs and at the end (default 1)")
+    evals.add_argument("--no-eval", dest="eval_every", action="store_const", const=0,
+                       help="never evaluate on the test set")
     g.add_argument("--log-every", type=_positive_int, default=10, metavar="N", help="steps between log rows "
                    "(default 10)")
     g.add_argument("--profile-every", type=_positive_int, metavar="N",
@@ -235,7 +243,7 @@ def _train(args: argparse.Namespace) -> int:
     cfg = TrainConfig(**options, data=args.data, device=args.device, memory_budget=args.memory_budget,
                       checkpoint_dir=args.checkpoint_dir, checkpoint_every=args.checkpoint_every,
                       resume=args.resume, log=args.log, log_every=args.log_every,
-                      profile_every=args.profile_every)
+                      profile_every=args.profile_every, eval_every=args.eval_every)
     try:
         return train(cfg).exit_code
     except RunError as e:  # diverged, or a checkpoint could not be written

@@ -18,7 +18,8 @@ The --log file gets one JSON object per line (field names are stable):
   accuracy are that step's batch's, images_per_sec is over the steps since the last row, peak_bytes the
   process's peak RSS, h2d/d2h_bytes the session runtime's transfer counters so far;
 - {"kind": "epoch", ..., "test_accuracy", "epoch_time_s"} after each epoch, with the epoch's mean loss and
-  accuracy and its training time (evaluation excluded);
+  accuracy and its training time (evaluation excluded); test_accuracy is null for an epoch not evaluated
+  (eval_every, --no-eval);
 - with profile_every N, {"kind": "profile", "step", "epoch", "step_ms", "op_ms", "forward_ms", "backward_ms",
   "update_ms", "device_ms", "gflop", "gflop_per_s", "h2d_bytes", "d2h_bytes", "transfer_ms",
   "peak_live_bytes", "ops", "top_ops"} for every Nth step, traced (tfplus.profiler.RunMetadata.summary; the
@@ -110,6 +111,7 @@ class TrainConfig:
     log: str | None = None
     log_every: int = 10
     profile_every: int | None = None             # steps between traced steps (rows of kind "profile")
+    eval_every: int = 1                          # epochs between test-set evaluations (and the last); 0: none
     download: bool = True
 
 
@@ -193,6 +195,7 @@ def _check(cfg: TrainConfig) -> None:
         (0 <= cfg.momentum < 1, f"--momentum must be in [0, 1), got {cfg.momentum}"),
         (0 <= cfg.seed < 2**63, f"--seed must be in [0, 2**63), got {cfg.seed}"),
         (cfg.log_every >= 1, f"--log-every must be >= 1, got {cfg.log_every}"),
+        (cfg.eval_every >= 0, f"--eval-every must be >= 1, got {cfg.eval_every}"),
         (cfg.profile_every is None or cfg.profile_every >= 1,
          f"--profile-every must be >= 1, got {cfg.profile_every}"),
         (cfg.profile_every is None or cfg.log is not None, "--profile-every needs --log"),
@@ -587,7 +590,7 @@ def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = No
                 "d2h_bytes": state["d2h_bytes"] + int(getattr(rt, "d2h_bytes", 0))}
 
     # The running epoch's clock: when this process started on it, plus what earlier processes spent on it.
-    clock = {"t0": time.perf_counter(), "before": 0.0}
+    clock = {"t0": time.perf_counter(), "before": 0.0, "eval_s": 0.0}  # eval_s: the last evaluation's
 
     def epoch_seconds() -> float:
         return clock["before"] + time.perf_counter() - clock["t0"]
@@ -617,18 +620,27 @@ def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = No
             raise RunError(f"cannot write the checkpoint of step {step} into {cfg.checkpoint_dir} "
                            f"({e.strerror or e}); {kept}. Free some space, then continue with --resume") from e
 
+    def evaluated(epoch: int) -> bool:
+        """Whether the test set is evaluated after (1-based) `epoch`: every eval_every, and the last."""
+        return cfg.eval_every > 0 and (epoch % cfg.eval_every == 0 or epoch == n_epochs)
+
     def finish_epoch(epoch: int, seconds: float, images: int) -> None:
-        """Evaluates, logs and prints the epoch that just ended (1-based `epoch`)."""
+        """Evaluates (if its turn), logs and prints the epoch that just ended (1-based `epoch`)."""
         loss_sum, acc_sum, n = state["sums"]
-        test_acc, _ = evaluate_predictions(sess, tg, dataset, eval_batch, cfg.data_format)
+        test_acc = None
+        if evaluated(epoch):
+            t0 = time.perf_counter()
+            test_acc, _ = evaluate_predictions(sess, tg, dataset, eval_batch, cfg.data_format, progress=err)
+            clock["eval_s"] = time.perf_counter() - t0
         row = {"kind": "epoch", "step": step, "epoch": epoch, "loss": loss_sum / max(n, 1),
                "accuracy": acc_sum / max(n, 1), "lr": lr, "images_per_sec": images / max(seconds, 1e-9),
                "test_accuracy": test_acc, "epoch_time_s": seconds, **counters()}
         state["history"].append(row)
         state["sums"] = [0.0, 0.0, 0]
         log.write(row)
+        test = "" if test_acc is None else f"  test acc {100 * test_acc:.2f}%"
         print(f"epoch {epoch:>{len(str(n_epochs))}}/{n_epochs}  train loss {row['loss']:.4f} acc "
-              f"{100 * row['accuracy']:.2f}%  test acc {100 * test_acc:.2f}%  {seconds:.1f} s "
+              f"{100 * row['accuracy']:.2f}% (epoch means){test}  {seconds:.1f} s "
               f"({row['images_per_sec']:.0f} img/s)", file=out, flush=True)
 
     exit_code, lr = 0, float("nan")
@@ -669,10 +681,14 @@ def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = No
                         t_row, row_step = now, step
                     n, elapsed = step - done_at_start, now - t_epoch
                     s = state["sums"]
+                    # The whole run's: its steps at this epoch's pace, and its evaluations at the last one's.
+                    evals_left = sum(map(evaluated, range(epoch + 1, n_epochs + 1)))
+                    eta = elapsed / n * (total_steps - step) + evals_left * clock["eval_s"]
+                    if step == done_at_start + 1 and cfg.memory_budget:  # the plan is made by now
+                        print(_plan_line(sess, cfg.memory_budget), file=err)
                     bar.update(step - epoch * spe,
-                               f"loss {s[0] / s[2]:.4f} acc {100 * s[1] / s[2]:.1f}% "
-                               f"{n * cfg.batch_size / elapsed:.0f} img/s "
-                               f"ETA {_clock(elapsed / n * (epoch_end - step))}")
+                               f"epoch mean loss {s[0] / s[2]:.4f} acc {100 * s[1] / s[2]:.1f}% "
+                               f"{n * cfg.batch_size / elapsed:.0f} img/s run ETA {_clock(eta)}")
                     if cfg.checkpoint_every and step % cfg.checkpoint_every == 0 and step != epoch_end:
                         last_ckpt = save() or last_ckpt
                 bar.clear()
@@ -696,15 +712,16 @@ def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = No
 
     history = state["history"]
     total_time = state["elapsed_s"] + time.perf_counter() - start_time
-    accs = [(r["test_accuracy"], r["epoch"]) for r in history]
+    accs = [(r["test_accuracy"], r["epoch"]) for r in history if r["test_accuracy"] is not None]
     best = max(accs, key=lambda a: a[0]) if accs else (None, None)
-    final = accs[-1][0] if accs and step == total_steps else None
+    final = history[-1]["test_accuracy"] if history and step == total_steps else None
     result = TrainResult(step, total_steps, history, final, best[0], best[1], total_time, peak_rss_bytes(),
                          last_ckpt, exit_code)
     if exit_code == 0:
-        print(f"done: {step} steps in {_clock(total_time)}; test accuracy final {100 * final:.2f}%, best "
-              f"{100 * best[0]:.2f}% (epoch {best[1]}); peak memory {format_size(result.peak_bytes)} (RSS)",
-              file=out, flush=True)
+        tested = "no test evaluation" if final is None else \
+            f"test accuracy final {100 * final:.2f}%, best {100 * best[0]:.2f}% (epoch {best[1]})"
+        print(f"done: {step} steps in {_clock(total_time)}; {tested}; peak memory "
+              f"{format_size(result.peak_bytes)} (RSS)", file=out, flush=True)
     return result
 
 
@@ -722,15 +739,35 @@ def _non_finite_variables(sess: tf.Session, graph: tf.Graph) -> list[str]:
 # Evaluation
 
 def evaluate_predictions(sess: tf.Session, tg, dataset: tfdata.Dataset, batch_size: int,
-                         data_format: str = "NCHW") -> tuple[float, np.ndarray]:
-    """(test accuracy, confusion counts (true class, predicted class)) over the whole test set."""
+                         data_format: str = "NCHW", progress: IO[str] | None = None) -> tuple[float, np.ndarray]:
+    """(test accuracy, confusion counts (true class, predicted class)) over the whole test set, with a
+    progress bar on `progress` if given."""
     k = len(dataset.classes)
     confusion = np.zeros((k, k), np.int64)
+    n = len(dataset.test_labels)
+    bar = Progress(progress, math.ceil(n / batch_size), "test set") if progress else None
     with tfdata.eval_batches(dataset, batch_size, data_format) as batches:
-        for x, y in batches:
+        for i, (x, y) in enumerate(batches):
             predicted = sess.run(tg.predictions, {tg.images: x})
             np.add.at(confusion, (y, predicted), 1)
+            if bar:
+                bar.update(i + 1, "batches")
+    if bar:
+        bar.clear()
     return float(np.trace(confusion) / max(confusion.sum(), 1)), confusion
+
+
+def _plan_line(sess: tf.Session, budget) -> str:
+    """What the memory plan of a session with a budget does (after its first run): micro-batches,
+    transformations, planned bytes."""
+    plans = [b.plan for b in getattr(sess, "_plans", {}).values() if hasattr(b, "plan")]
+    if not plans:
+        return f"--memory-budget {format_size(budget)}: no plan made yet"
+    p = max(plans, key=lambda p: p.peak_bytes)
+    names = [t["name"] for t in p.transformations]
+    return (f"memory plan for --memory-budget {format_size(budget)}: {p.microbatches} micro-batch"
+            f"{'es' * (p.microbatches > 1)}, " + (", ".join(names) if names else "no transformations") +
+            f"; planned peak {format_size(p.peak_bytes)}")
 
 
 @dataclasses.dataclass
@@ -773,7 +810,9 @@ def evaluate(checkpoint: str, data: str | None = None, synthetic: bool | None = 
         step = int(sess.run(tg.global_step))
         if batch_size is None:
             batch_size = cfg.batch_size if memory_budget else max(cfg.batch_size, EVAL_BATCH)
-        acc, confusion = evaluate_predictions(sess, tg, dataset, batch_size, cfg.data_format)
+        acc, confusion = evaluate_predictions(sess, tg, dataset, batch_size, cfg.data_format, progress=err)
+        if memory_budget:
+            print(_plan_line(sess, memory_budget), file=err)
     finally:
         sess.close()
     totals = confusion.sum(1)
