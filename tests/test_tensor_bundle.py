@@ -2,6 +2,7 @@
 TensorFlow and the other way round, and damaged or hostile files fail with a clear DataLossError."""
 import os
 import struct
+import tracemalloc
 
 import numpy as np
 import pytest
@@ -172,8 +173,13 @@ def test_declared_sizes_are_checked_before_anything_is_allocated(tmp_path, field
     if message is None:
         assert reader.read("x").tolist() == [0.0, 0.0]
         return
-    with pytest.raises(tf.errors.DataLossError, match=message):
-        reader.read("x")
+    tracemalloc.start()
+    try:
+        with pytest.raises(tf.errors.DataLossError, match=message):
+            reader.read("x")
+        assert tracemalloc.get_traced_memory()[1] < 10**6  # refused before anything large was allocated
+    finally:
+        tracemalloc.stop()
 
 
 def test_unsupported_dtype_and_byte_order(tmp_path):
