@@ -13,6 +13,7 @@ import numpy as np
 
 from tfplus import dtypes
 from tfplus.framework import convert_to_tensor, get_default_graph
+from tfplus.ops.array_ops import placeholder_with_default
 from tfplus.registry import not_differentiable, register_op
 from tfplus.shapes import spec
 
@@ -56,19 +57,22 @@ def save_v2(prefix, tensor_names, shape_and_slices, tensors, name=None):
 
 # -- RestoreV2 -----------------------------------------------------------------------------------------------
 def _restore_v2_shape(ins, attrs):
-    """The shapes are in the checkpoint, not the graph: read from its index once the file names are known
-    (at run time), unknown before that or while the checkpoint does not exist yet."""
+    """The shapes are in the checkpoint, not the graph: read from its index once the file names are known (at
+    run time; at graph time only for a constant prefix, which then must name an existing checkpoint)."""
     kinds = attrs["dtypes"]
     _check_names_and_slices(ins, len(kinds), "RestoreV2")
     prefix, names = ins[0].value, ins[1].value
-    shapes = [None] * len(kinds)
-    if prefix is not None and names is not None:
-        from tfplus.train import tensor_bundle  # the file format lives with the Saver
-        path = _names(prefix)[0]
-        if tensor_bundle.is_bundle(path):
-            reader = tensor_bundle.BundleReader(path)
-            shapes = [reader.shape(n) if n in reader else None for n in _names(names)]
-    return [spec(s, d) for s, d in zip(shapes, kinds)]
+    if prefix is None or names is None:
+        return [spec(None, d) for d in kinds]
+    from tfplus.train import tensor_bundle  # the file format lives with the Saver
+    path = _names(prefix)[0]
+    if not tensor_bundle.is_bundle(path):
+        raise ValueError(f"checkpoint {path!r} does not exist (no file {tensor_bundle.index_path(path)!r})")
+    reader = tensor_bundle.BundleReader(path)
+    for n in _names(names):
+        if n not in reader:
+            raise ValueError(f"key {n!r} not found in checkpoint {path!r}")
+    return [spec(reader.shape(n), d) for n, d in zip(_names(names), kinds)]
 
 
 register_op("RestoreV2", inputs=("prefix", "tensor_names", "shape_and_slices"), outputs=("tensors",),
@@ -77,7 +81,11 @@ not_differentiable("RestoreV2")
 
 
 def restore_v2(prefix, tensor_names, shape_and_slices, dtypes_, name=None) -> list:
-    """The tensors `tensor_names` of TensorFlow checkpoint `prefix`, of dtypes `dtypes_`."""
+    """The tensors `tensor_names` of TensorFlow checkpoint `prefix`, of dtypes `dtypes_`. A Python string
+    prefix becomes a placeholder with that default (as TensorFlow's Saver feeds its file name), so the
+    checkpoint need not exist until the op runs."""
+    if isinstance(prefix, (str, bytes)):
+        prefix = placeholder_with_default(_string(prefix), (), name="filename")
     op = get_default_graph().create_op(
         "RestoreV2", [_string(prefix), _string(tensor_names), _string(shape_and_slices)],
         {"dtypes": [dtypes.as_dtype(d) for d in dtypes_]}, name or "RestoreV2")

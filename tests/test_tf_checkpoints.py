@@ -164,19 +164,21 @@ def test_checkpoint_ops_built_in_tfplus(tmp_path):
         save = io_ops.save_v2(prefix, ["x", "n"], ["", ""], [x, n])
         restored = io_ops.restore_v2(prefix, ["n", "x"], ["", ""], [tf.int64, tf.float32])
         wrong = io_ops.restore_v2(prefix, ["x"], [""], [tf.int32])
+        missing = io_ops.restore_v2(prefix, ["nope"], [""], [tf.int32])
         sliced = io_ops.save_v2(prefix, ["x"], ["1 2 0,1:-"], [x])
         second = io_ops.save_v2(str(tmp_path / "b"), ["y"], [""], [x])
         merge = io_ops.merge_v2_checkpoints([prefix, str(tmp_path / "b")], merged)
         with tf.Session() as sess:
-            # NOTE: the shapes come from the checkpoint's index; with no checkpoint there the executor stops at
-            # the first output's unknown shape.
-            with pytest.raises(tf.errors.InvalidArgumentError, match="RestoreV2.*output 0 has unknown shape"):
+            with pytest.raises(tf.errors.InvalidArgumentError, match=r"RestoreV2 'RestoreV2': checkpoint .*/a' does "
+                               "not exist"):
                 sess.run(restored)
             sess.run(save)
             n_val, x_val = sess.run(restored)
             assert n_val.tolist() == [7] and x_val.tolist() == [[1, 2]]
             with pytest.raises(tf.errors.InvalidArgumentError, match="holds 'x' as float32, not int32"):
                 sess.run(wrong)
+            with pytest.raises(tf.errors.InvalidArgumentError, match="key 'nope' not found in checkpoint"):
+                sess.run(missing)
             with pytest.raises(tf.errors.InvalidArgumentError, match="whole tensors only"):
                 sess.run(sliced)
             sess.run(second)
