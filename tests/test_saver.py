@@ -79,7 +79,8 @@ def test_round_trip_into_a_new_graph_and_meta(tmp_path):
     saved = _values(sess, vs)
     meta = {"epoch": 3, "rng": {"state": 2**70, "inc": [1, 2]}, "name": "mentee"}
     path = _saver(g, max_to_keep=None).save(sess, str(tmp_path / "model.ckpt"), metadata=meta)
-    assert path == str(tmp_path / "model.ckpt") and _exists(path)
+    assert path == str(tmp_path / "model.ckpt") and _exists(path) and tf.train.checkpoint_exists(path)
+    assert not tf.train.checkpoint_exists(str(tmp_path / "other")) and not tf.train.checkpoint_exists(str(tmp_path))
     g2, vs2 = _graph()
     sess2 = _session(g2)
     saver2 = _saver(g2)

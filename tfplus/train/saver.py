@@ -52,7 +52,7 @@ from tfplus.proto import checkpoint_pb2
 from tfplus.train import tensor_bundle
 
 __all__ = ["Saver", "latest_checkpoint", "get_checkpoint_state", "list_variables", "load_variable",
-           "read_checkpoint_metadata", "NewCheckpointReader", "load_checkpoint"]
+           "read_checkpoint_metadata", "NewCheckpointReader", "load_checkpoint", "checkpoint_exists"]
 
 MAGIC = b"TFPCKPT1"
 _HEADER = len(MAGIC) + hashlib.sha256().digest_size
@@ -393,6 +393,11 @@ def list_variables(ckpt_dir_or_file: str) -> list[tuple[str, list[int]]]:
 def load_variable(ckpt_dir_or_file: str, name: str) -> np.ndarray:
     """tf.train.load_variable: one saved value, e.g. `load_variable(dir, "conv1/weights")`."""
     return load_checkpoint(ckpt_dir_or_file).get_tensor(name)
+
+
+def checkpoint_exists(checkpoint_prefix: str) -> bool:
+    """tf.train.checkpoint_exists: whether a checkpoint of either format is at `checkpoint_prefix`."""
+    return tensor_bundle.is_bundle(checkpoint_prefix) or os.path.isfile(checkpoint_prefix)
 
 
 def _resolve(ckpt_dir_or_file: str) -> str:
