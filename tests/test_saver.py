@@ -437,3 +437,22 @@ def test_tensorflows_saver_arguments(tmp_path, fmt):
     with tf.Session(graph=empty) as s:
         assert nothing.save(s, str(tmp_path / "e")) is None and not _exists(tmp_path / "e")
         nothing.restore(s, path)
+
+
+def test_a_run_folder_continues_in_the_other_format(tmp_path, fmt):
+    """A folder of checkpoints in one format (e.g. an existing user's, in tfplus's earlier format) resumes in the
+    other: the old checkpoints restore and are rotated like the new ones."""
+    other = next(f for f in saver_lib.FORMATS if f != fmt)
+    g, vs = _graph()
+    sess = _session(g)
+    with g.as_default():
+        old = saver_lib.Saver(format=other)
+        new = Saver(max_to_keep=2)
+    first, second = (old.save(sess, str(tmp_path / "m"), global_step=i) for i in (1, 2))
+    new.recover_last_checkpoints(list(get_checkpoint_state(str(tmp_path)).all_model_checkpoint_paths))
+    new.restore(sess, latest_checkpoint(str(tmp_path)))
+    third = new.save(sess, str(tmp_path / "m"), global_step=3)
+    assert sorted(os.listdir(tmp_path)) == sorted(set(_files(other, "m-2")) | set(_files(fmt, "m-3")))
+    assert latest_checkpoint(str(tmp_path)) == third and new.last_checkpoints == [second, third]
+    new.restore(sess, second)
+    assert list_variables(second) == list_variables(third)
