@@ -209,6 +209,8 @@ def test_merge_bundles(tmp_path):
     tb.write_bundle(second, {"a": np.float32([2])})
     with pytest.raises(tf.errors.InvalidArgumentError, match="key 'a' is in two"):
         tb.merge_bundles([first, second], dest)
+    with pytest.raises(TypeError, match="must hold bytes or str"):
+        tb.write_bundle(str(tmp_path / "bad"), {"o": np.array([5], dtype=object)})
 
 
 def test_protos_match_tensorflows_descriptors(tf1):

@@ -87,7 +87,9 @@ def _tensor_bytes(value) -> tuple[int, tuple[int, ...], list]:
     """(DataType enum, shape, [bytes-like pieces]) of one tensor as TensorFlow lays it out."""
     if isinstance(value, (bytes, str)) or (isinstance(value, np.ndarray) and value.dtype.kind in "OSU"):
         arr = np.asarray(value, dtype=object)
-        elems = [e.encode() if isinstance(e, str) else bytes(e) for e in arr.reshape(-1)]
+        if not all(isinstance(e, (bytes, str)) for e in arr.reshape(-1)):
+            raise TypeError("write_bundle: an object array must hold bytes or str (a string tensor)")
+        elems = [e.encode() if isinstance(e, str) else e for e in arr.reshape(-1)]
         lengths, crc = bytearray(), 0
         for e in elems:
             _put_varint(lengths, len(e))
