@@ -312,3 +312,15 @@ def test_the_memory_plan_in_use_is_shown(capsys):
 def test_console_means_are_labelled(capsys):
     assert main(["train", "--help"]) == 0
     assert "running means over the current epoch" in capsys.readouterr().out
+
+
+def test_a_short_run_stays_in_its_warm_up(tmp_path):
+    """The default warm-up is one epoch however short the run: a 6-step run of a (narrow) Mentee no longer
+    reaches the full learning rate at step 3, where its loss jumped from 4.7 to 15.6."""
+    log = tmp_path / "log.jsonl"
+    assert main(["train", "--synthetic", "--batch-size", "32", "--widths", "8,8,16,16,32", "--fc-widths",
+                 "32,32", "--steps", "6", "--no-eval", "--log", str(log), "--log-every", "1"]) == 0
+    rows = [json.loads(line) for line in open(log)]
+    assert rows[0]["recipe"]["warmup_steps"] == 5000 // 32
+    losses = [r["loss"] for r in rows if r["kind"] == "step"]
+    assert len(losses) == 6 and max(losses) < 1.2 * losses[0]

@@ -132,7 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--schedule", choices=SCHEDULES,
                    help="cosine: to 0 over the run (default); step: /10 at 50%% and 75%%; const")
     g.add_argument("--warmup-steps", type=_count, metavar="N",
-                   help="linear learning-rate warm-up (default: one epoch, or half of a shorter run)")
+                   help="linear learning-rate warm-up (default: one epoch; a shorter run stays in it)")
     g.add_argument("--seed", type=int, metavar="S", help="initial weights and data order (default 0)")
     g = t.add_argument_group("run")
     g.add_argument("--device", type=_device, default="cpu", help="cpu (default), opencl or opencl:N")

@@ -98,7 +98,7 @@ class TrainConfig:
     nesterov: bool | None = None
     weight_decay: float | None = None
     schedule: str | None = None
-    warmup_steps: int | None = None              # None: one epoch, or half of a shorter run
+    warmup_steps: int | None = None              # None: one epoch (a shorter run stays in it)
     augment: bool | None = None
     seed: int | None = None
     # run
@@ -545,7 +545,7 @@ def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = No
     total_steps = cfg.steps if cfg.steps is not None else cfg.epochs * spe
     n_epochs = math.ceil(total_steps / spe)
     if cfg.warmup_steps is None:  # recorded as a number, so a resumed run need not recompute it
-        cfg.warmup_steps = default_warmup(spe, total_steps)
+        cfg.warmup_steps = default_warmup(spe)
     tg = build_graph(cfg, total_steps)
     with tg.graph.as_default():
         saver = tf.train.Saver(max_to_keep=3)

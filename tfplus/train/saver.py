@@ -342,6 +342,8 @@ def _read(path: str) -> tuple[dict[str, np.ndarray], dict]:
     try:
         ckpt.ParseFromString(payload)
         tensors = {t.name: _entry_value(t) for t in ckpt.tensors}
+        if len(tensors) != len(ckpt.tensors):
+            raise ValueError("an entry name appears twice")
         meta = json.loads(ckpt.meta_json) if ckpt.meta_json else {}
     except RecursionError:
         raise errors.DataLossError(None, None, f"checkpoint {path!r} cannot be decoded: its metadata is nested "
@@ -496,6 +498,8 @@ def _outside_reason(folder: str, entry: str) -> str | None:
     """Why a state file in `folder` may not name `entry` (None if it may): the entry, and for a TensorFlow
     checkpoint its index and data files, must resolve (links followed) to paths inside the folder, and the
     entry must not be a folder."""
+    if "\0" in entry:
+        return "holds a NUL character"
     path = os.path.join(folder, entry)
     root = os.path.realpath(folder)
     head, base = os.path.split(path)

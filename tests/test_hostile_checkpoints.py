@@ -1,0 +1,347 @@
+"""Hostile checkpoint folders: truncated, random and bit-flipped checkpoint files, crafted metadata and crafted
+`checkpoint` state files each get a clear error of tfplus's own (never a raw traceback, never silent
+acceptance); nothing outside the folder is deleted and no finite checkpoint is lost. And a real kill -9 of
+`tfplus train` followed by --resume.
+
+Seeded: every run feeds the same inputs.
+"""
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import warnings
+
+import numpy as np
+import pytest
+
+import tfplus as tf
+from tfplus import trainer
+from tfplus.cli import main
+from tfplus.data import TrainBatches
+from tfplus.proto import checkpoint_pb2
+from tfplus.train import saver as saver_lib
+from tfplus.train import tensor_bundle
+
+SMALL = ["--synthetic", "--model", "lenet", "--batch-size", "16"]
+# A synthetic set of 64 training / 32 test images: 4 steps an epoch at batch 16 (as trainer globals, so that
+# a subprocess can set them too).
+TINY = {"SYNTHETIC_TRAIN": 64, "SYNTHETIC_TEST": 32}
+
+
+@pytest.fixture
+def tiny_set(monkeypatch):
+    for k, v in TINY.items():
+        monkeypatch.setattr(trainer, k, v)
+
+
+def _sha(path) -> str:
+    """The hash of a checkpoint's files (either format)."""
+    h = hashlib.sha256()
+    for f in saver_lib._checkpoint_files(str(path)):
+        h.update(open(f, "rb").read())
+    return h.hexdigest()
+
+
+# -- checkpoint files of tfplus's one-file format: the Saver's reader (TensorFlow's format: test_tensor_bundle) --
+def _graph():
+    g = tf.Graph()
+    with g.as_default():
+        w = tf.Variable(np.arange(6, dtype=np.float32).reshape(2, 3), name="w")
+        b = tf.Variable(np.int32([7, 8]), name="b")
+        tf.global_variables_initializer()
+    return g, (w, b)
+
+
+@pytest.fixture(scope="module")
+def good(tmp_path_factory):
+    """A small valid checkpoint's bytes, and a session whose variables hold other values."""
+    g, (w, b) = _graph()
+    sess = tf.Session(graph=g)
+    sess.run("init")
+    with g.as_default():
+        saver = tf.train.Saver(format="tfplus")
+    path = saver.save(sess, str(tmp_path_factory.mktemp("good") / "m"), metadata={"step": 3})
+    w.load(np.zeros((2, 3), np.float32), session=sess)
+    return open(path, "rb").read(), sess, saver
+
+
+def _refused(data: bytes, tmp_path, good) -> str:
+    """Writes `data` as a checkpoint: restoring it must raise an error of tfplus's own and leave the session's
+    variables as they were, and the other readers raise such an error or return. Returns the restore's
+    message."""
+    _, sess, saver = good
+    path = str(tmp_path / "hostile")
+    with open(path, "wb") as f:
+        f.write(data)
+    for read in (tf.train.list_variables, saver_lib.read_checkpoint_metadata):
+        try:
+            read(path)
+        except tf.errors.OpError:
+            pass
+    before = sess.variable_value("w").tobytes()
+    with pytest.raises(tf.errors.OpError) as info:
+        saver.restore(sess, path)
+    assert sess.variable_value("w").tobytes() == before
+    return str(info.value)
+
+
+def test_truncated_checkpoints(good, tmp_path):
+    data = good[0]
+    for n in sorted({0, 1, 7, 8, 9, 39, 40, 41, len(data) // 2, len(data) - 1, *range(0, len(data), 13)}):
+        _refused(data[:n], tmp_path, good)
+
+
+def test_random_files(tmp_path, good):
+    rng = random.Random(0)
+    for n in (0, 5, 40, 41, 100, 1000):
+        for prefix in (b"", saver_lib.MAGIC):
+            _refused(prefix + rng.randbytes(n), tmp_path, good)
+
+
+def test_every_bit_flip_is_caught(good, tmp_path):
+    data = good[0]
+    rng = random.Random(1)
+    for bit in sorted(rng.sample(range(8 * len(data)), 300)):
+        flipped = bytearray(data)
+        flipped[bit // 8] ^= 1 << bit % 8
+        _refused(bytes(flipped), tmp_path, good)
+
+
+def _signed(payload: bytes) -> bytes:
+    """A payload with its valid header: what someone crafting a file can always produce."""
+    return saver_lib.MAGIC + hashlib.sha256(payload).digest() + payload
+
+
+def _payload(*entries, meta_json="") -> bytes:
+    ckpt = checkpoint_pb2.Checkpoint(meta_json=meta_json)
+    for name, dtype, dims, content in entries:
+        t = ckpt.tensors.add(name=name).tensor
+        t.dtype, t.tensor_content = dtype, content
+        for d in dims:
+            t.tensor_shape.dim.add(size=d)
+    return ckpt.SerializeToString()
+
+
+F32, I32 = tf.float32.as_datatype_enum, tf.int32.as_datatype_enum
+W = ("w", F32, [2, 3], np.ones((2, 3), np.float32).tobytes())
+B = ("b", I32, [2], np.int32([1, 2]).tobytes())
+
+
+@pytest.mark.parametrize("payload,message", [
+    (_payload(W), "key 'b' not found"),
+    (_payload(W, B, W), "an entry name appears twice"),
+    (_payload(("w", F32, [3, 2], W[3]), B), "with shape (3, 2)"),
+    (_payload(("w", I32, [2, 3], W[3]), B), "as int32"),
+    (_payload(("w", F32, [2, 3], b""), B), "holds 0 bytes"),
+    (_payload(("w", F32, [2**40, 2**40], b""), B), "holds 0 bytes"),
+    (_payload(("w", 7, [2, 3], W[3]), B), "dtype enum 7"),
+    (_payload(("w", F32, [-1, 3], W[3]), B), "unknown shape"),
+    (_payload(), "key 'w' not found"),
+    (b"\xff" * 50, "cannot be decoded"),
+    (_payload(W, B, meta_json="[" * 50_000), "nested too deeply"),
+], ids=range(11))
+def test_crafted_payloads_with_a_valid_checksum(payload, message, good, tmp_path):
+    assert message in _refused(_signed(payload), tmp_path, good)
+
+
+# -- crafted metadata through the CLI: eval and train --resume ------------------------------------------------
+class _WouldTrain(Exception):
+    """Raised by the first training batch of a resume: everything before it accepted the checkpoint."""
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    """A 6-step run's checkpoint folder on the tiny set; its checkpoints at steps 4 and 6."""
+    folder = tmp_path_factory.mktemp("finished") / "ckpt"
+    with pytest.MonkeyPatch.context() as mp:
+        for k, v in TINY.items():
+            mp.setattr(trainer, k, v)
+        assert main(["train", *SMALL, "--steps", "6", "--checkpoint-dir", str(folder)]) == 0
+    return folder
+
+
+def _leaves(obj, path=()):
+    """Every (path, value) in a JSON object, containers included."""
+    yield path, obj
+    items = obj.items() if isinstance(obj, dict) else enumerate(obj) if isinstance(obj, list) else ()
+    for k, v in items:
+        yield from _leaves(v, (*path, k))
+
+
+ODD_VALUES = [None, -1, 0, 2**70, 1.5, -0.0, float("nan"), float("inf"), "", "x" * 300, True, [], {}, [[]],
+              {"a": 1}, [1, 2, 3]]
+
+
+def _mutations(meta, rng, n):
+    """n metadata variants: a value replaced by an odd one, or a key deleted, anywhere in the tree."""
+    spots = [p for p, _ in _leaves(meta) if p]
+    for _ in range(n):
+        m = copy.deepcopy(meta)
+        where = rng.choice(spots)
+        parent = m
+        for k in where[:-1]:
+            parent = parent[k]
+        if isinstance(parent, dict) and rng.random() < 0.25:
+            del parent[where[-1]]
+        else:
+            parent[where[-1]] = copy.deepcopy(rng.choice(ODD_VALUES))
+        yield m
+
+
+def _run_hostile(argv, monkeypatch, capsys) -> tuple[int | None, str]:
+    """Runs the CLI: (exit code, its stderr's last line); exit code None when a resume got as far as training."""
+    def refuse_to_train(self):
+        raise _WouldTrain
+    monkeypatch.setattr(TrainBatches, "__next__", refuse_to_train)
+    try:
+        code = main(argv)
+    except _WouldTrain:
+        code = None
+    lines = capsys.readouterr().err.strip().splitlines()
+    return code, lines[-1] if lines else ""
+
+
+def test_fuzzed_metadata_gets_a_clear_error_or_is_harmless(finished, tiny_set, tmp_path, monkeypatch, capsys):
+    folder = tmp_path / "ckpt"
+    shutil.copytree(finished, folder)
+    path = tf.train.latest_checkpoint(str(folder))
+    older = str(folder / "model.ckpt-4")
+    older_sha = _sha(older)
+    meta = tf.train.read_checkpoint_metadata(path)
+    reader = tensor_bundle.BundleReader(path)  # the trainer writes TensorFlow's format
+    tensors = {k: reader.read(k) for k in reader.keys()}
+    outcomes = {}
+    for m in _mutations(meta, random.Random(2), 15):
+        tensors[saver_lib.METADATA_KEY] = np.array(json.dumps(m).encode(), dtype=object)
+        tensor_bundle.write_bundle(path, tensors)  # valid checksums: what a crafted file can do
+        for command in (["eval", "--checkpoint", str(folder)], ["train", "--checkpoint-dir", str(folder),
+                                                                  "--resume"]):
+            code, last = _run_hostile(command, monkeypatch, capsys)
+            outcomes[code] = outcomes.get(code, 0) + 1
+            if code not in (0, None):
+                assert code in (1, 2) and last.startswith(f"tfplus {command[0]}: error: "), (m, last)
+        assert _sha(older) == older_sha  # the earlier, finite checkpoint is never touched
+    assert outcomes.get(2, 0) > 15  # most variants are refused (the others change nothing that matters)
+
+
+# -- crafted state files --------------------------------------------------------------------------------------
+HOSTILE_ENTRIES = ["/etc/passwd", "{victim}", "../victim", "../../victim", "./../victim", "sub/../../victim",
+                   "linkdir/victim", "link", ".", "", "adir", "adir/", "notes.txt", "m-1/..", "m-1\\x00x",
+                   "\\xff\\xfe", "a" * 5000, "missing"]
+
+
+def _hostile_state_folder(tmp_path, entries, latest="m-2"):
+    """A run folder with checkpoints m-1, m-2, a folder, a foreign file, a link out and a linked folder out,
+    whose state file lists `entries`; and a victim file outside."""
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    run = tmp_path / "run" / "deeper"
+    g, _ = _graph()
+    sess = tf.Session(graph=g)
+    sess.run("init")
+    with g.as_default():
+        writer = tf.train.Saver()
+    for i in (1, 2):
+        writer.save(sess, str(run / "m"), global_step=i)
+    (run / "adir").mkdir()
+    (run / "notes.txt").write_text("mine")
+    os.symlink(victim, run / "link")
+    os.symlink(tmp_path, run / "linkdir")
+    lines = [f'model_checkpoint_path: "{latest}"'] + [f'all_model_checkpoint_paths: "{e}"' for e in entries]
+    (run / "checkpoint").write_text("\n".join(lines).replace("{victim}", str(victim)) + "\n")
+    return run, victim, g, sess
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_fuzzed_state_files_delete_nothing_outside_and_no_good_checkpoint(seed, tmp_path):
+    rng = random.Random(seed)
+    entries = rng.sample(HOSTILE_ENTRIES, 8) + ["m-1", "m-2"]
+    rng.shuffle(entries)
+    run, victim, g, sess = _hostile_state_folder(tmp_path, entries)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            kept = list(tf.train.get_checkpoint_state(str(run)).all_model_checkpoint_paths)
+        except tf.errors.DataLossError:  # e.g. bytes that are not UTF-8: the whole file is refused
+            kept = []
+        root = os.path.realpath(run)
+        for p in kept:  # what is left names only things inside the folder
+            assert os.path.commonpath([root, os.path.realpath(p)]) == root and not os.path.isdir(p)
+        with g.as_default():
+            resumed = tf.train.Saver(max_to_keep=1)
+        resumed.recover_last_checkpoints(kept)
+        for step in (3, 4):
+            resumed.save(sess, str(run / "m"), global_step=step)
+    assert victim.read_text() == "precious" and os.path.islink(run / "link")
+    assert (run / "notes.txt").read_text() == "mine" and (run / "adir").is_dir()
+    assert tf.train.latest_checkpoint(str(run)) == str(run / "m-4")
+
+
+@pytest.mark.parametrize("latest,message", [
+    ("{victim}", "lies outside the folder"), ("../victim", "lies outside the folder"),
+    ("link", "lies outside the folder"), ("linkdir/victim", "lies outside the folder"),
+    ("adir", "is a folder"), (".", "is a folder"), ("", "names no checkpoint"),
+    ("missing", "which does not exist"), ("notes.txt", "is not a tfplus checkpoint"),
+])
+def test_a_hostile_newest_checkpoint_is_a_clear_error_in_the_cli(latest, message, tmp_path, capsys):
+    run, victim, _, _ = _hostile_state_folder(tmp_path, ["m-1"], latest=latest.replace("{victim}",
+                                                                                         str(tmp_path / "victim")))
+    shas = {p: _sha(run / p) for p in ("m-1", "m-2")}
+    for argv in (["eval", "--checkpoint", str(run)], ["train", *SMALL, "--checkpoint-dir", str(run),
+                                                      "--resume"]):
+        assert main(argv) in (1, 2)
+        err = capsys.readouterr().err.strip()
+        assert err.startswith(f"tfplus {argv[0]}: error: ") and message in err and len(err.splitlines()) == 1
+    assert victim.read_text() == "precious" and {p: _sha(run / p) for p in shas} == shas
+
+
+# -- kill -9 and resume -----------------------------------------------------------------------------------------
+def _step_losses(log) -> dict[int, float]:
+    """{step: loss} of a log's complete step rows (a killed process may have left half a line)."""
+    rows = []
+    for line in open(log) if os.path.exists(log) else ():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            pass
+    return {r["step"]: r["loss"] for r in rows if r["kind"] == "step"}
+
+
+def test_kill_9_then_resume(tiny_set, tmp_path):
+    """A real SIGKILL from outside, at whatever the run is doing once it has logged 4 steps (checkpoints every
+    step, so possibly mid-write): --resume continues from the newest checkpoint and ends with the losses of an
+    uninterrupted run."""
+    argv = ["train", *SMALL, "--steps", "12", "--no-eval", "--log-every", "1"]
+    assert main([*argv, "--log", str(tmp_path / "reference.jsonl")]) == 0
+    ckpt, log = tmp_path / "ckpt", tmp_path / "log.jsonl"
+    argv += ["--checkpoint-dir", str(ckpt), "--checkpoint-every", "1"]
+    script = ("import sys\nfrom tfplus import trainer\nfrom tfplus.cli import main\n"
+              + "".join(f"trainer.{k} = {v}\n" for k, v in TINY.items()) + "sys.exit(main(sys.argv[1:]))\n")
+    proc = subprocess.Popen([sys.executable, "-c", script, *argv, "--log", str(log)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while len(_step_losses(log)) < 4 and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.wait(timeout=30)
+    assert proc.returncode == -signal.SIGKILL, "the run ended before it was killed"
+    killed = _step_losses(log)
+    newest = tf.train.latest_checkpoint(str(ckpt))
+    step = int(newest.rsplit("-", 1)[1])
+    assert 1 <= step <= max(killed) < 12
+
+    assert main([*argv, "--resume", "--log", str(tmp_path / "resumed.jsonl")]) == 0
+    want, resumed = _step_losses(tmp_path / "reference.jsonl"), _step_losses(tmp_path / "resumed.jsonl")
+    assert sorted(resumed) == list(range(step + 1, 13))
+    assert resumed == {s: want[s] for s in resumed} and killed == {s: want[s] for s in killed}
+    assert not [n for n in os.listdir(ckpt) if n.endswith(".tmp")]  # a write killed midway was cleaned up
