@@ -1,53 +1,93 @@
-"""Time one Mentee training step on tfplus's cpu device and, in the same run, the same step in PyTorch CPU.
+"""Time one Mentee training step on tfplus's cpu device and, in the same run, the same step in PyTorch CPU, at
+each of several thread counts.
 
     pip install torch==2.13.0          # optional peer: pip install '.[bench]'
-    python benchmarks/bench_cpu_step.py [--batch 128] [--rounds 5] [--steps 3] [--threads N]
+    python benchmarks/bench_cpu_step.py --threads 1,2,4,8,16 [--contended] [--batch 128] [--rounds 5] [--steps 3]
 
 The step: NCHW float32 batch 128, conv3x3 SAME 32, 32, [pool], 64, 64, [pool], 128, [pool], ReLU, FC
-2048-256-128-10, sparse softmax cross-entropy, momentum SGD, the loss fetched every step. The two frameworks
-alternate in rounds (`--steps` steps each per round) so that load from other processes falls on both alike;
-the figure per framework is the median step over all rounds, and the ratio is tfplus / PyTorch. `--threads`
-caps both (OpenBLAS and torch) at N threads; by default each uses every core.
+2048-256-128-10, sparse softmax cross-entropy, momentum SGD, the loss fetched every step. Per thread count N,
+tfplus runs with tf.ConfigProto(intra_op_parallelism_threads=N) and PyTorch with torch.set_num_threads(N). The
+two frameworks alternate in rounds (`--steps` steps each per round) so that load from other processes falls on
+both alike; the figure per framework is the median step over all rounds, and the ratio is tfplus / PyTorch.
+With --contended every thread count is measured twice, quiet and while another process keeps one core busy,
+and the slowdown (contended / quiet) of each framework is printed beside.
 """
 from __future__ import annotations
 
 import argparse
 import os
+import platform
 import statistics
+import subprocess
 import sys
 import time
 
 
+def _thread_counts(text: str) -> list[int]:
+    try:
+        counts = [int(t) for t in text.split(",")]
+    except ValueError:
+        counts = []
+    if not counts or min(counts) < 1:
+        raise argparse.ArgumentTypeError(f"--threads {text!r}: give thread counts like 1,2,4")
+    return counts
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown cpu"
+
+
+class _Burner:
+    """Another process that keeps one core busy while it lives."""
+
+    def __enter__(self):
+        self.proc = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+        time.sleep(0.5)  # let it reach the scheduler
+        return self
+
+    def __exit__(self, *exc):
+        self.proc.kill()
+        self.proc.wait()
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--threads", type=_thread_counts, help="thread counts, e.g. 1,2,4,8,16 (default: 1 and "
+                   "every core this process may use)")
+    p.add_argument("--contended", action="store_true", help="also time each count with one core kept busy")
     p.add_argument("--batch", type=int, default=128)
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--steps", type=int, default=3, help="steps per framework per round")
-    p.add_argument("--threads", type=int, help="threads for both frameworks (default: all cores)")
     args = p.parse_args()
-    if args.threads:  # before NumPy loads OpenBLAS
-        for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-            os.environ[var] = str(args.threads)
 
     import numpy as np
 
     import tfplus as tf
+    from tfplus import threads
     from tfplus.graphs.mentee import training_graph
 
+    cores = threads.available_cores()
+    counts = args.threads or sorted({1, cores})
     rng = np.random.default_rng(0)
     images = rng.standard_normal((args.batch, 3, 32, 32)).astype(np.float32)
     labels = rng.integers(0, 10, args.batch).astype(np.int32)
-
     tg = training_graph(total_steps=10 ** 6, seed=0, optimizer="momentum", nesterov=False, weight_decay=0.0,
                         schedule="const", learning_rate=0.01)
-    sess = tf.Session(graph=tg.graph, device="cpu")
-    sess.run(tg.init_op)
     feed = {tg.images: images, tg.labels: labels}
 
-    def tfplus_step():
-        sess.run([tg.train_op, tg.loss], feed)
+    def tfplus_runner(n: int):
+        sess = tf.Session(graph=tg.graph, device="cpu", config=tf.ConfigProto(intra_op_parallelism_threads=n))
+        sess.run(tg.init_op)
+        return lambda: sess.run([tg.train_op, tg.loss], feed)
 
-    runners = {"tfplus cpu": tfplus_step}
+    torch_runner = None
     try:
         import torch
     except ImportError:
@@ -56,8 +96,7 @@ def main() -> None:
         sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
         from torch_reference import Mentee
 
-        if args.threads:
-            torch.set_num_threads(args.threads)
+        torch.manual_seed(0)
         model = Mentee()
         opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
         loss_fn = torch.nn.CrossEntropyLoss()
@@ -70,27 +109,49 @@ def main() -> None:
             opt.step()
             loss.item()
 
-        runners[f"PyTorch {torch.__version__} cpu"] = torch_step
+        def torch_runner(n: int):
+            def step():
+                torch.set_num_threads(n)  # per call: the setting is the process's, tfplus's runs leave it
+                torch_step()
+            return step
 
-    for run in runners.values():  # warm-up: first-step allocations, kernel selection
-        run()
-    times = {name: [] for name in runners}
-    for _ in range(args.rounds):
-        for name, run in runners.items():
-            for _ in range(args.steps):
-                t = time.perf_counter()
-                run()
-                times[name].append(time.perf_counter() - t)
-    threads = args.threads or os.cpu_count()
-    print(f"Mentee training step, batch {args.batch}, {threads} thread(s), "
-          f"{args.rounds} rounds x {args.steps} steps each")
-    med = {}
-    for name, ts in times.items():
-        med[name] = statistics.median(ts) * 1e3
-        print(f"  {name:28s} median {med[name]:7.1f} ms  min {min(ts) * 1e3:7.1f}  max {max(ts) * 1e3:7.1f}")
-    if len(med) == 2:
-        a, b = med.values()
-        print(f"  ratio tfplus / PyTorch: {a / b:.2f}")
+    def measure(n: int) -> dict[str, float]:
+        runners = {"tfplus": tfplus_runner(n)}
+        if torch_runner is not None:
+            runners["torch"] = torch_runner(n)
+        for run in runners.values():  # warm-up: first-step allocations, kernel selection, pool start
+            run()
+            run()
+        times = {name: [] for name in runners}
+        for _ in range(args.rounds):
+            for name, run in runners.items():
+                for _ in range(args.steps):
+                    t = time.perf_counter()
+                    run()
+                    times[name].append(time.perf_counter() - t)
+        return {name: statistics.median(ts) * 1e3 for name, ts in times.items()}
+
+    peer = f"PyTorch {torch.__version__}" if torch_runner is not None else "(no PyTorch)"
+    print(f"Mentee training step, batch {args.batch}, median of {args.rounds} rounds x {args.steps} steps; "
+          f"tfplus vs {peer}")
+    print(f"machine: {_cpu_model()}, {cores} cores available to this process ({os.cpu_count()} in the host), "
+          f"load average {os.getloadavg()[0]:.1f} at start")
+    head = f"{'threads':>7} {'tfplus ms':>10} {'torch ms':>9} {'ratio':>6}"
+    if args.contended:
+        head += f" | {'contended: tfplus ms':>20} {'torch ms':>9} {'ratio':>6} {'slowdown tfplus':>15} {'torch':>6}"
+    print(head)
+    for n in counts:
+        quiet = measure(n)
+        row = f"{n:>7} {quiet['tfplus']:>10.1f} {quiet.get('torch', float('nan')):>9.1f} " \
+              f"{quiet['tfplus'] / quiet.get('torch', float('nan')):>6.2f}"
+        if args.contended:
+            with _Burner():
+                busy = measure(n)
+            row += (f" | {busy['tfplus']:>20.1f} {busy.get('torch', float('nan')):>9.1f} "
+                    f"{busy['tfplus'] / busy.get('torch', float('nan')):>6.2f} "
+                    f"{busy['tfplus'] / quiet['tfplus']:>15.2f} "
+                    f"{busy.get('torch', float('nan')) / quiet.get('torch', float('nan')):>6.2f}")
+        print(row + ("  (more threads than cores)" if n > cores else ""), flush=True)
 
 
 if __name__ == "__main__":

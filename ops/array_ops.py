@@ -15,7 +15,8 @@ from tfplus.shapes import broadcast, check_same_dtype, fmt, merge_dim, num_eleme
 __all__ = ["constant", "placeholder", "placeholder_with_default", "identity", "fill", "zeros", "ones",
            "zeros_like", "ones_like", "reshape", "transpose", "concat", "squeeze", "expand_dims", "pad",
            "stop_gradient", "shape", "size", "rank", "one_hot", "tile", "slice", "strided_slice", "stack",
-           "unstack", "broadcast_to", "invert_permutation", "newaxis"]
+           "unstack", "broadcast_to", "invert_permutation", "newaxis", "gather", "shape_n", "dynamic_stitch",
+           "split", "identity_n", "snapshot", "prevent_gradient"]
 
 newaxis = None  # `x[:, tf.newaxis]`, as in NumPy
 _INDEX = (_dt.int32, _dt.int64)
@@ -57,6 +58,8 @@ not_differentiable("Placeholder")
 
 def placeholder(dtype, shape=None, name=None):
     """`x = tf.placeholder(tf.float32, [None, 784])`: a value fed at `Session.run` time."""
+    if isinstance(shape, (int, np.integer)):  # TF1: shape=3 is the shape (3,)
+        shape = (shape,)
     shape = None if shape is None else tuple(None if d is None or d == -1 else int(d) for d in shape)
     op = get_default_graph().create_op("Placeholder", [], {"dtype": _dt.as_dtype(dtype), "shape": shape},
                                        name or "Placeholder")
@@ -743,12 +746,32 @@ def _strided_slice_shape(ins, attrs):
         _check_index_dtype(s, "begin, end and strides")
     b, e, s = (_vector(t, "begin, end and strides") for t in (begin, end, strides))
     if b is None or e is None or s is None:
-        return [spec(None, x.dtype)]
+        return [spec(_masked_shape(x.shape, _vector_len(begin), s, attrs), x.dtype)]
     if not len(b) == len(e) == len(s):
         raise ValueError(f"begin {b}, end {e} and strides {s} must have one length")
     if 0 in s:
         raise ValueError(f"strides {s} must be non-zero")
     return [spec(_indexed_shape(x.shape, strided_slice_index(b, e, s, attrs)), x.dtype)]
+
+
+def _masked_shape(shape_, n, strides, masks):
+    """StridedSlice's output shape when begin or end is known only at run time (`x[t]` in a loop): what the
+    masks alone tell (shrunk dims go, new axes are 1, fully masked unit-stride dims keep their size)."""
+    if shape_ is None or n is None or masks["ellipsis_mask"]:
+        return None
+    out, dim = [], 0
+    for i in builtins.range(n):
+        bit = 1 << i
+        if masks["new_axis_mask"] & bit:
+            out.append(1)
+            continue
+        if dim >= len(shape_):
+            return None
+        if not masks["shrink_axis_mask"] & bit:
+            whole = masks["begin_mask"] & masks["end_mask"] & bit and strides is not None and strides[i] == 1
+            out.append(shape_[dim] if whole else None)
+        dim += 1
+    return tuple(out) + tuple(shape_[dim:])
 
 
 register_op("StridedSlice", inputs=("input", "begin", "end", "strides"), outputs=("output",),
@@ -887,8 +910,13 @@ def stack(values, axis=0, name="stack") -> Tensor:
     return apply_op("Pack", [list(values)], {"axis": int(axis)}, name)
 
 
+_MAX_OUTPUTS = 2**24
+
+
 def _unpack_shape(ins, attrs):
     x, num = ins[0], attrs["num"]
+    if not 0 <= num <= _MAX_OUTPUTS:  # NOTE: a GraphDef's num, unchecked, makes that many Tensors
+        raise ValueError(f"num must be in [0, {_MAX_OUTPUTS}], got {num}")
     if x.shape is None:
         return [spec(None, x.dtype)] * num
     a = _axis(attrs["axis"], len(x.shape))
@@ -972,3 +1000,296 @@ not_differentiable("BroadcastGradientArgs")
 def broadcast_gradient_args(s0, s1, name=None) -> tuple:
     """The axes to sum a gradient of broadcast(s0, s1) over to get back to s0, and to s1."""
     return apply_op("BroadcastGradientArgs", [_index_tensor(s0), _index_tensor(s1)], name=name)
+
+
+# -- GatherV2 / Gather ---------------------------------------------------------------------------------------
+def _gather_out(params, indices, axis):
+    if params.shape is None or indices.shape is None:
+        return None
+    return params.shape[:axis] + indices.shape + params.shape[axis + 1:]
+
+
+def _gather_v2_shape(ins, attrs):
+    params, indices, axis_t = ins
+    _check_index_dtype(indices, "gather's indices")
+    _check_index_dtype(axis_t, "gather's axis")
+    if attrs.get("batch_dims", 0):
+        raise ValueError(f"batch_dims={attrs['batch_dims']} is not supported; tfplus gathers with batch_dims=0")
+    if axis_t.value is None or params.shape is None:
+        return [spec(None, params.dtype)]
+    return [spec(_gather_out(params, indices, _axis(int(axis_t.value), len(params.shape))), params.dtype)]
+
+
+register_op("GatherV2", inputs=("params", "indices", "axis"), outputs=("output",),
+            attrs={"Tparams": "type", "Tindices": "type", "Taxis": "type", "batch_dims": "int"},
+            shape_fn=_gather_v2_shape, value_inputs=(2,))
+register_op("Gather", inputs=("params", "indices"), outputs=("output",),
+            attrs={"Tparams": "type", "Tindices": "type", "validate_indices": "bool"},
+            shape_fn=lambda ins, attrs: _gather_v2_shape([*ins, spec((), _dt.int32, np.int32(0))], attrs))
+
+
+def _gather_grad_along(op, grad, axis: int):
+    """d params = unsorted_segment_sum of dy's slices into the gathered rows (axis moved to the front)"""
+    from tfplus.ops.math_ops import unsorted_segment_sum
+    params, indices = op.inputs[0], op.inputs[1]
+    p_shape, i_rank = params._shape, indices._shape
+    if p_shape is None or i_rank is None:
+        raise ValueError(f"the gradient of {op.type} '{op.name}' needs the ranks of params and indices")
+    flat_idx = reshape(indices, [-1])
+    n_outer, r = axis, len(p_shape)
+    # dy: outer + indices + inner -> (indices..., outer, inner) -> [n, outer..., inner...]
+    k = len(i_rank)
+    perm = list(builtins.range(n_outer, n_outer + k)) + list(builtins.range(n_outer)) + \
+        list(builtins.range(n_outer + k, n_outer + k + r - axis - 1))
+    moved = transpose(grad, perm) if axis else grad
+    dims = _shape_of(params)
+    rest = [dims[i] for i in builtins.range(r) if i != axis] if isinstance(dims, tuple) else \
+        gather(dims, [i for i in builtins.range(r) if i != axis])
+    flat = reshape(moved, concat([[-1], rest], 0) if isinstance(rest, Tensor) else [-1] + rest)
+    n = dims[axis] if isinstance(dims, tuple) else dims[axis]
+    summed = unsorted_segment_sum(flat, flat_idx, n)  # [params.shape[axis], outer..., inner...]
+    if axis:
+        back = list(builtins.range(1, axis + 1)) + [0] + list(builtins.range(axis + 1, r))
+        summed = transpose(summed, back)
+    return summed
+
+
+@register_gradient("GatherV2")
+def _gather_v2_grad(op, grad):
+    """d params = unsorted_segment_sum(dy, indices, params.shape[axis]) along axis"""
+    from tfplus.framework import constant_value
+    axis = constant_value(op.inputs[2])
+    if axis is None or op.inputs[0]._shape is None:
+        raise ValueError(f"the gradient of GatherV2 '{op.name}' needs a constant axis and params of known rank")
+    return [_gather_grad_along(op, grad, _axis(int(axis), len(op.inputs[0]._shape))), None, None]
+
+
+@register_gradient("Gather")
+def _gather_grad(op, grad):
+    """d params = unsorted_segment_sum(dy, indices, params.shape[0])"""
+    return [_gather_grad_along(op, grad, 0), None]
+
+
+def gather(params, indices, validate_indices=None, name=None, axis=None, batch_dims=0) -> Tensor:
+    """`tf.gather(p, [2, 0])`: p[[2, 0]] along `axis` (0 by default); indices out of range are an error
+    on the cpu and give zeros on opencl (as TF's CPU and GPU kernels do)."""
+    params = convert_to_tensor(params)
+    indices = _index_tensor(indices)
+    axis = _index_tensor(0 if axis is None else axis)
+    return apply_op("GatherV2", [params, indices, axis], {"Tparams": params.dtype, "Tindices": indices.dtype,
+                                                         "Taxis": axis.dtype, "batch_dims": int(batch_dims)},
+                    name)
+
+
+# -- ShapeN --------------------------------------------------------------------------------------------------
+register_op("ShapeN", inputs=("input*",), outputs=("output",), attrs={"N": "int", "T": "type", "out_type": "type"},
+            shape_fn=lambda ins, attrs: [_shape_shape([s], attrs)[0] for s in ins])
+not_differentiable("ShapeN")
+
+
+def shape_n(input, out_type=_dt.int32, name=None) -> list:
+    """The shapes of several tensors at once (one node)."""
+    out = apply_op("ShapeN", [list(input)], {"out_type": _dt.as_dtype(out_type)}, name)
+    return list(out) if isinstance(out, tuple) else [out]
+
+
+# -- DynamicStitch -------------------------------------------------------------------------------------------
+def _dynamic_stitch_shape(ins, attrs):
+    n = attrs["N"]
+    indices, data = ins[:n], ins[n:]
+    check_same_dtype(data, "dynamic_stitch's data")
+    for s in indices:
+        if s.dtype is not _dt.int32:
+            raise TypeError(f"dynamic_stitch's indices must be int32, got {s.dtype.name}")
+    inner = None
+    for i, d in zip(indices, data):
+        if i.shape is not None and d.shape is not None:
+            if d.shape[:len(i.shape)] != i.shape and None not in d.shape[:len(i.shape)] + i.shape:
+                raise ValueError(f"data shape {fmt(d.shape)} must start with its indices' shape {fmt(i.shape)}")
+            inner = d.shape[len(i.shape):]
+    if inner is None:
+        return [spec(None, data[0].dtype)]
+    values = [s.value for s in indices]
+    rows = None if any(v is None for v in values) else \
+        builtins.max([int(np.max(v)) + 1 for v in values if np.size(v)], default=0)
+    return [spec((rows,) + tuple(inner), data[0].dtype)]
+
+
+# NOTE: the output's length is the largest index + 1, so the shape function reads the indices' values; they
+# are the first N inputs and N varies, so value_inputs names the first 16 positions (a DynamicStitch with
+# N < 16 also has some data inputs read; TF's gradient code stitches small int32 shape vectors with N = 2).
+register_op("DynamicStitch", inputs=("indices*", "data*"), outputs=("merged",), attrs={"N": "int", "T": "type"},
+            shape_fn=_dynamic_stitch_shape, value_inputs=tuple(builtins.range(16)))
+
+
+@register_gradient("DynamicStitch")
+def _dynamic_stitch_grad(op, grad):
+    """d data_i = gather(dy, indices_i) (a slot written twice gives its gradient to the later write only in
+    TF; here every writer gets it, matching TF when indices are distinct)"""
+    n = op.attrs["N"]
+    return [None] * n + [gather(grad, i) for i in op.inputs[:n]]
+
+
+def dynamic_stitch(indices, data, name=None) -> Tensor:
+    """merged[indices[m][i]] = data[m][i]: `tf.dynamic_stitch([[0, 2], [1]], [a, b])`."""
+    indices = [_index_tensor(i) for i in indices]
+    data = [convert_to_tensor(d) for d in data]
+    n = len(indices)
+    if len(data) != n:
+        raise ValueError(f"tf.dynamic_stitch: {n} index tensors but {len(data)} data tensors")
+    if n > 16:
+        raise ValueError(f"tf.dynamic_stitch takes at most 16 index tensors, got {n}")
+    return apply_op("DynamicStitch", [indices + data], {"N": n, "T": data[0].dtype}, name)
+
+
+# -- Split / SplitV ------------------------------------------------------------------------------------------
+def _split_sizes(x, axis_t, sizes, num):
+    """(axis, [size per output] with None where unknown) or (None, None) when the axis is unknown."""
+    if axis_t.value is None or x.shape is None:
+        return None, None
+    a = _axis(int(axis_t.value), len(x.shape), "split axis")
+    d = x.shape[a]
+    if sizes is None:
+        if d is not None and d % num:
+            raise ValueError(f"dimension {a} of shape {fmt(x.shape)} ({d}) does not divide into {num} splits")
+        return a, [None if d is None else d // num] * num
+    if len(sizes) != num:
+        raise ValueError(f"size_splits has {len(sizes)} entries for num_split={num}")
+    if sizes.count(-1) > 1:
+        raise ValueError(f"size_splits {sizes}: at most one size may be -1")
+    if -1 in sizes:
+        rest = d - sum(s for s in sizes if s != -1) if d is not None else None
+        if rest is not None and rest < 0:
+            raise ValueError(f"size_splits {sizes} add up to more than dimension {a} ({d})")
+        sizes = [rest if s == -1 else s for s in sizes]
+    elif d is not None and sum(sizes) != d:
+        raise ValueError(f"size_splits {sizes} must add up to dimension {a} of shape {fmt(x.shape)} ({d})")
+    return a, sizes
+
+
+def _split_specs(x, a, sizes, num):
+    if a is None:
+        return [spec(None if x.shape is None else (None,) * len(x.shape), x.dtype)] * num
+    return [spec(x.shape[:a] + (s,) + x.shape[a + 1:], x.dtype) for s in sizes]
+
+
+def _split_shape(ins, attrs):
+    axis_t, x = ins
+    _check_index_dtype(axis_t, "split's axis")
+    a, sizes = _split_sizes(x, axis_t, None, attrs["num_split"])
+    return _split_specs(x, a, sizes, attrs["num_split"])
+
+
+def _split_v_shape(ins, attrs):
+    x, size_splits, axis_t = ins
+    _check_index_dtype(size_splits, "size_splits")
+    _check_index_dtype(axis_t, "split's axis")
+    sizes = _vector(size_splits, "size_splits")
+    if sizes is None:
+        return _split_specs(x, None, None, attrs["num_split"])
+    a, sizes = _split_sizes(x, axis_t, sizes, attrs["num_split"])
+    return _split_specs(x, a, sizes, attrs["num_split"])
+
+
+register_op("Split", inputs=("split_dim", "value"), outputs=("output",),
+            attrs={"num_split": "int", "T": "type"}, shape_fn=_split_shape, value_inputs=(0,))
+register_op("SplitV", inputs=("value", "size_splits", "split_dim"), outputs=("output",),
+            attrs={"num_split": "int", "T": "type", "Tlen": "type"}, shape_fn=_split_v_shape,
+            value_inputs=(1, 2))
+
+
+def _split_grads(op, grads, axis_t):
+    """dx = concat(dy_i, axis), zeros for outputs that got no gradient"""
+    parts = [zeros_like(t) if g is None else g for t, g in zip(op.outputs, grads)]
+    return concat(parts, axis_t)
+
+
+@register_gradient("Split")
+def _split_grad(op, *grads):
+    """dx = concat(dy_i, axis)"""
+    return [None, _split_grads(op, grads, op.inputs[0])]
+
+
+@register_gradient("SplitV")
+def _split_v_grad(op, *grads):
+    """dx = concat(dy_i, axis)"""
+    return [_split_grads(op, grads, op.inputs[2]), None, None]
+
+
+def split(value, num_or_size_splits, axis=0, num=None, name="split") -> list:
+    """`a, b = tf.split(x, 2, axis=1)` (equal parts) or `tf.split(x, [3, -1], 1)` (given sizes)."""
+    value = convert_to_tensor(value)
+    axis = _index_tensor(axis)
+    if isinstance(num_or_size_splits, (int, np.integer)):
+        out = apply_op("Split", [axis, value], {"num_split": int(num_or_size_splits), "T": value.dtype}, name)
+    else:
+        sizes = _index_tensor(num_or_size_splits)
+        if num is None:
+            n = sizes._shape[0] if sizes._shape else None
+            if n is None:
+                raise ValueError("tf.split: size_splits of unknown length; pass num")
+            num = n
+        out = apply_op("SplitV", [value, sizes, axis], {"num_split": int(num), "T": value.dtype,
+                                                        "Tlen": sizes.dtype}, name)
+    return list(out) if isinstance(out, tuple) else [out]
+
+
+# -- IdentityN / Snapshot / PreventGradient ------------------------------------------------------------------
+register_op("IdentityN", inputs=("input*",), outputs=("output",), attrs={"T": "list(type)"},
+            shape_fn=lambda ins, attrs: [spec(s.shape, s.dtype) for s in ins])
+
+
+@register_gradient("IdentityN")
+def _identity_n_grad(op, *grads):
+    """dx_i = dy_i"""
+    return list(grads)
+
+
+def identity_n(input, name=None) -> list:
+    """Several tensors passed through one node (each output a copy of its input)."""
+    tensors = [convert_to_tensor(t) for t in input]
+    op = get_default_graph().create_op("IdentityN", tensors, {"T": [t.dtype for t in tensors]},
+                                       name or "IdentityN")
+    return list(op.outputs)
+
+
+register_op("Snapshot", inputs=("input",), outputs=("output",), attrs={"T": "type"}, shape_fn=same_as_input(0))
+
+
+@register_gradient("Snapshot")
+def _snapshot_grad(op, grad):
+    """dx = dy"""
+    return [grad]
+
+
+def snapshot(input, name=None) -> Tensor:
+    """A copy of `input` taken now (later in-place updates of a variable do not change it)."""
+    return apply_op("Snapshot", [convert_to_tensor(input)], name=name)
+
+
+register_op("PreventGradient", inputs=("input",), outputs=("output",), attrs={"T": "type", "message": "string"},
+            shape_fn=same_as_input(0), aliases={0: 0})
+
+
+@register_gradient("PreventGradient")
+def _prevent_gradient_grad(op, grad):
+    """no gradient: asking for one is an error"""
+    raise LookupError(f"Gradient explicitly disabled for PreventGradient '{op.name}'. Reason: "
+                      f"{op.attrs.get('message', '')}")
+
+
+def prevent_gradient(input, message="", name=None) -> Tensor:
+    """The same value; tf.gradients through it raises with `message`."""
+    return apply_op("PreventGradient", [convert_to_tensor(input)], {"message": str(message)}, name)
+
+
+def embedding_lookup(params, ids, partition_strategy="mod", name=None, validate_indices=True, max_norm=None):
+    """`tf.nn.embedding_lookup(table, ids)`: rows of `table` (one tensor, or a list of one) for `ids`."""
+    if isinstance(params, (list, tuple)):
+        if len(params) != 1:
+            raise NotImplementedError(f"tf.nn.embedding_lookup: {len(params)} partitioned tables; tfplus "
+                                      "supports one (tf.concat the partitions first)")
+        params = params[0]
+    if max_norm is not None:
+        raise NotImplementedError("tf.nn.embedding_lookup: max_norm is not supported by tfplus")
+    return gather(params, ids, name=name or "embedding_lookup")

@@ -21,7 +21,7 @@ __all__ = ["add", "subtract", "multiply", "divide", "truediv", "realdiv", "div",
            "saturate_cast", "equal", "not_equal", "less", "less_equal", "greater", "greater_equal",
            "logical_and", "logical_or", "logical_not", "logical_xor", "where", "range", "reduce_sum",
            "reduce_mean", "reduce_max", "reduce_min", "reduce_any", "reduce_all", "count_nonzero", "argmax",
-           "argmin", "cumsum", "clip_by_value"]
+           "argmin", "cumsum", "clip_by_value", "reduce_prod", "unsorted_segment_sum", "div_no_nan", "where_v2"]
 
 _FLOATS = (_dt.float16, _dt.float32, _dt.float64)
 _INTS = (_dt.int8, _dt.int16, _dt.int32, _dt.int64, _dt.uint8)
@@ -948,3 +948,203 @@ def cumsum(x, axis=0, exclusive=False, reverse=False, name=None) -> Tensor:
     axis = _index_tensor(axis)
     return apply_op("Cumsum", [convert_to_tensor(x), axis],
                     {"exclusive": bool(exclusive), "reverse": bool(reverse), "Tidx": axis.dtype}, name)
+
+
+# -- Prod ----------------------------------------------------------------------------------------------------
+register_op("Prod", inputs=("input", "reduction_indices"), outputs=("output",), attrs=_REDUCE_ATTRS,
+            shape_fn=_reduce_shape(_NUMERIC), value_inputs=(1,))
+
+
+@register_gradient("Prod")
+def _prod_grad(op, grad):
+    """dx_i = dy * prod_{j != i} x_j: y / x_i without zeros; with one zero, the product of the others at the
+    zero and 0 elsewhere; with two or more, 0"""
+    x, axes = op.inputs
+    shape_x = _shape_of(x)
+    y, g = _kept_dims(op, op.outputs[0]), _kept_dims(op, grad)
+    zero = equal(x, array_ops.zeros_like(x))
+    zeros_in = reduce_sum(cast(zero, x.dtype), axes, keepdims=True)
+    nonzero_prod = reduce_prod(select(zero, array_ops.ones_like(x), x), axes, keepdims=True)
+    b = [array_ops.broadcast_to(t, shape_x) for t in (y, g, zeros_in, nonzero_prod)]
+    y_b, g_b, zeros_b, nz_b = b
+    safe_x = select(zero, array_ops.ones_like(x), x)
+    zeros_like_x = array_ops.zeros_like(x)
+    one_zero = select(zero, nz_b, zeros_like_x)
+    others = select(equal(zeros_b, zeros_like_x), realdiv(y_b, safe_x),
+                    select(equal(zeros_b, array_ops.ones_like(x)), one_zero, zeros_like_x))
+    return [multiply(g_b, others), None]
+
+
+def reduce_prod(input_tensor, axis=None, keepdims=None, name=None, reduction_indices=None,
+                keep_dims=None) -> Tensor:
+    """Product over `axis` (all axes if None)."""
+    return _reduce("Prod", input_tensor, axis, keepdims, name, reduction_indices, keep_dims)
+
+
+# -- UnsortedSegmentSum --------------------------------------------------------------------------------------
+def _unsorted_segment_sum_shape(ins, attrs):
+    data, ids, num = ins
+    _check_dtype(data, _NUMERIC, "data")
+    _check_dtype(ids, (_dt.int32, _dt.int64), "segment_ids")
+    _check_dtype(num, (_dt.int32, _dt.int64), "num_segments")
+    if data.shape is None or ids.shape is None:
+        return [spec(None, data.dtype)]
+    k = len(ids.shape)
+    if len(data.shape) < k or any(a is not None and b is not None and a != b
+                                  for a, b in zip(data.shape, ids.shape)):
+        raise ValueError(f"data shape {fmt(data.shape)} must start with segment_ids' shape {fmt(ids.shape)}")
+    n = None if num.value is None else int(num.value)
+    if n is not None and n < 0:
+        raise ValueError(f"num_segments must be >= 0, got {n}")
+    return [spec((n,) + tuple(data.shape[k:]), data.dtype)]
+
+
+register_op("UnsortedSegmentSum", inputs=("data", "segment_ids", "num_segments"), outputs=("output",),
+            attrs={"T": "type", "Tindices": "type", "Tnumsegments": "type"},
+            shape_fn=_unsorted_segment_sum_shape, value_inputs=(2,))
+
+
+@register_gradient("UnsortedSegmentSum")
+def _unsorted_segment_sum_grad(op, grad):
+    """d data[i] = dy[segment_ids[i]] (0 where the id is negative: that row was dropped)"""
+    data, ids = op.inputs[0], op.inputs[1]
+    flat = reshape(ids, [-1])
+    rows = array_ops.gather(grad, maximum(flat, array_ops.zeros_like(flat)))
+    kept = select(greater_equal(flat, array_ops.zeros_like(flat)), rows, array_ops.zeros_like(rows))
+    return [reshape(kept, _shape_of(data)), None, None]
+
+
+def unsorted_segment_sum(data, segment_ids, num_segments, name=None) -> Tensor:
+    """out[s] = sum of data[i] over i with segment_ids[i] == s (rows with negative ids are dropped)."""
+    data = convert_to_tensor(data)
+    ids = _index_tensor(segment_ids)
+    num = _index_tensor(num_segments)
+    return apply_op("UnsortedSegmentSum", [data, ids, num], {"Tindices": ids.dtype, "Tnumsegments": num.dtype},
+                    name)
+
+
+# -- TopKV2 --------------------------------------------------------------------------------------------------
+def _top_k_shape(ins, attrs):
+    x, k = ins
+    _check_dtype(x, _NUMERIC, "input")
+    _check_dtype(k, (_dt.int32,), "k")
+    kk = None if k.value is None else int(k.value)
+    if kk is not None and kk < 0:
+        raise ValueError(f"k must be >= 0, got {kk}")
+    if x.shape is None:
+        return [spec(None, x.dtype), spec(None, _dt.int32)]
+    if len(x.shape) < 1:
+        raise ValueError("top_k's input must have rank >= 1, got a scalar")
+    if kk is not None and x.shape[-1] is not None and kk > x.shape[-1]:
+        raise ValueError(f"k={kk} is larger than the last dimension of shape {fmt(x.shape)}")
+    out = x.shape[:-1] + (kk,)
+    return [spec(out, x.dtype), spec(out, _dt.int32)]
+
+
+register_op("TopKV2", inputs=("input", "k"), outputs=("values", "indices"), attrs={"sorted": "bool", "T": "type"},
+            shape_fn=_top_k_shape, value_inputs=(1,))
+
+
+@register_gradient("TopKV2")
+def _top_k_grad(op, grad, _indices_grad):
+    """dx = dy scattered to the positions the values came from (rows flattened, one segment sum)"""
+    x, idx = op.inputs[0], op.outputs[1]
+    if grad is None:
+        return [None, None]
+    n = array_ops.shape(x)[-1]
+    k = array_ops.shape(idx)[-1]
+    n_rows = floordiv(array_ops.size(idx), maximum(k, 1))
+    offsets = multiply(range(0, n_rows), n)  # the start of each row in flat x
+    flat_idx = reshape(add(reshape(idx, [-1, k]), array_ops.expand_dims(offsets, 1)), [-1])
+    dx = unsorted_segment_sum(reshape(grad, [-1]), flat_idx, array_ops.size(x))
+    return [reshape(dx, _shape_of(x)), None]
+
+
+def top_k(input, k=1, sorted=True, name=None) -> tuple:
+    """`values, indices = tf.nn.top_k(x, 2)`: the k largest entries of the last axis (ties: lower index
+    first), and their indices (int32)."""
+    k = _index_tensor(k)
+    return apply_op("TopKV2", [convert_to_tensor(input), k], {"sorted": bool(sorted)}, name)
+
+
+# -- DivNoNan ------------------------------------------------------------------------------------------------
+register_op("DivNoNan", inputs=("x", "y"), outputs=("z",), attrs={"T": "type"}, shape_fn=_binary_shape(_FLOATS))
+
+
+@register_gradient("DivNoNan")
+def _div_no_nan_grad(op, grad):
+    """dx = div_no_nan(dz, y), dy = dz * div_no_nan(-x / y, y) (0 where y == 0)"""
+    x, y = op.inputs
+    return [_reduce_to(div_no_nan(grad, y), _shape_of(x)),
+            _reduce_to(multiply(grad, div_no_nan(div_no_nan(negative(x), y), y)), _shape_of(y))]
+
+
+def div_no_nan(x, y, name=None) -> Tensor:
+    """x / y, and 0 where y is 0 (TF's clip_by_global_norm and metrics emit it)."""
+    return _binary("DivNoNan", x, y, name)
+
+
+# -- SelectV2 (tf.where_v2: the three operands broadcast) ----------------------------------------------------
+def _select_v2_shape(ins, attrs):
+    cond, t, e = ins
+    _check_dtype(cond, (_dt.bool_,), "condition")
+    check_same_dtype([t, e], "x and y")
+    return [spec(broadcast(cond.shape, broadcast(t.shape, e.shape)), t.dtype)]
+
+
+register_op("SelectV2", inputs=("condition", "t", "e"), outputs=("output",), attrs={"T": "type"},
+            shape_fn=_select_v2_shape)
+
+
+@register_gradient("SelectV2")
+def _select_v2_grad(op, grad):
+    """dt = dz where condition, de = dz elsewhere (each summed over its broadcast dims)"""
+    cond, t, e = op.inputs
+    zeros = array_ops.zeros_like(grad)
+    return [None, _reduce_to(where_v2(cond, grad, zeros), _shape_of(t)),
+            _reduce_to(where_v2(cond, zeros, grad), _shape_of(e))]
+
+
+def where_v2(condition, x=None, y=None, name=None) -> Tensor:
+    """`tf.where_v2(c, x, y)`: x where c, else y, with c, x and y broadcast together (TF 1.15's where_v2)."""
+    if x is None and y is None:
+        return where(condition, name=name)
+    x, y = _operands(x, y)
+    return apply_op("SelectV2", [convert_to_tensor(condition), x, y], {"T": x.dtype}, name)
+
+
+# -- RsqrtGrad / SqrtGrad / ReciprocalGrad (TF's fused gradients of Rsqrt, Sqrt, Reciprocal) -------------------
+def _unary_grad_shape(ins, attrs):
+    check_same_dtype(ins, "y and dy")
+    _check_dtype(ins[0], _FLOATS, "y")
+    return [spec(broadcast(ins[0].shape, ins[1].shape), ins[0].dtype)]
+
+
+for _t in ("RsqrtGrad", "SqrtGrad", "ReciprocalGrad"):
+    register_op(_t, inputs=("y", "dy"), outputs=("z",), attrs={"T": "type"}, shape_fn=_unary_grad_shape)
+
+
+@register_gradient("RsqrtGrad")
+def _rsqrt_grad_grad(op, grad):
+    """for z = -dy y^3 / 2: d y = -3/2 g dy y^2, d dy = -g y^3 / 2"""
+    y, dy = op.inputs
+    return [multiply(grad, multiply(multiply(dy, square(y)), -1.5)), multiply(grad, multiply(pow(y, 3), -0.5))]
+
+
+@register_gradient("SqrtGrad")
+def _sqrt_grad_grad(op, grad):
+    """for z = dy / (2 y): d y = -g z / y, d dy = g / (2 y)"""
+    y, z = op.inputs[0], op.outputs[0]
+    return [negative(realdiv(multiply(grad, z), y)), realdiv(grad, multiply(y, 2))]
+
+
+@register_gradient("ReciprocalGrad")
+def _reciprocal_grad_grad(op, grad):
+    """for z = -dy y^2: d y = -2 g dy y, d dy = -g y^2"""
+    y, dy = op.inputs
+    return [multiply(grad, multiply(multiply(dy, y), -2)), negative(multiply(grad, square(y)))]
+
+
+def _fused_grad(op_type: str, y, dy, name=None) -> Tensor:
+    """RsqrtGrad/SqrtGrad/ReciprocalGrad(y, dy): the gradient of the op that produced y, given dy."""
+    return apply_op(op_type, [convert_to_tensor(y), convert_to_tensor(dy)], name=name)

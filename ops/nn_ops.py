@@ -744,7 +744,10 @@ def softmax_cross_entropy_with_logits_v2(_sentinel=None, labels=None, logits=Non
     _check_last_axis(dim if axis is None else axis, "softmax_cross_entropy_with_logits")
     with name_scope(name, "SoftmaxCrossEntropyWithLogits"):
         logits = convert_to_tensor(logits)
-        labels = convert_to_tensor(labels, dtype=logits.dtype)
+        labels = convert_to_tensor(labels, preferred_dtype=logits.dtype)
+        if labels.dtype is not logits.dtype:  # TF1 casts labels of any dtype (e.g. int one-hot) to the logits'
+            from tfplus.ops.math_ops import cast
+            labels = cast(labels, logits.dtype)
         loss, _ = apply_op("SoftmaxCrossEntropyWithLogits", [logits, labels])
     return loss
 

@@ -9,7 +9,8 @@ from tfplus.framework import Tensor, apply_op
 from tfplus.registry import not_differentiable, register_op
 from tfplus.shapes import check_same_dtype, fmt, merge_dim, spec
 
-__all__ = ["apply_gradient_descent", "apply_momentum", "apply_adam"]
+__all__ = ["apply_gradient_descent", "apply_momentum", "apply_adam", "apply_rms_prop", "apply_adagrad",
+           "apply_adadelta", "apply_centered_rms_prop"]
 
 
 def _apply_shape(names: tuple, scalars: tuple):
@@ -104,3 +105,86 @@ def apply_adam(var, m, v, beta1_power, beta2_power, lr, beta1, beta2, epsilon, g
     return apply_op("ApplyAdam", [_ref_of(var), _ref_of(m), _ref_of(v), beta1_power, beta2_power, lr, beta1,
                                   beta2, epsilon, grad],
                     {"use_locking": use_locking, "use_nesterov": use_nesterov}, name or "ApplyAdam")
+
+
+# -- ApplyRMSProp --------------------------------------------------------------------------------------------
+# ms = rho * ms + (1 - rho) * grad^2; mom = momentum * mom + lr * grad / sqrt(ms + epsilon); var -= mom
+_register_apply("ApplyRMSProp", ("var", "ms", "mom", "lr", "rho", "momentum", "epsilon", "grad"),
+                ("lr", "rho", "momentum", "epsilon"), (0, 1, 2), nesterov=False)
+
+
+def apply_rms_prop(var, ms, mom, lr, rho, momentum, epsilon, grad, use_locking: bool = False,
+                   name=None) -> Tensor:
+    """One RMSProp step (TF1's, with momentum) on `var` with slots `ms` and `mom`; returns the variable.
+
+        >>> import tfplus as tf
+        >>> from tfplus.ops.training_ops import apply_rms_prop
+        >>> w, ms, mom = tf.Variable([1.0]), tf.Variable([1.0]), tf.Variable([0.0])
+        >>> step = apply_rms_prop(w, ms, mom, 0.1, 0.9, 0.0, 1e-10, tf.constant([2.0]))  # ms = 1.3
+    """
+    return apply_op("ApplyRMSProp", [_ref_of(var), _ref_of(ms), _ref_of(mom), lr, rho, momentum, epsilon, grad],
+                    {"use_locking": use_locking}, name or "ApplyRMSProp")
+
+
+# -- ApplyCenteredRMSProp ------------------------------------------------------------------------------------
+# ms = rho * ms + (1 - rho) * grad^2; mg = rho * mg + (1 - rho) * grad;
+# mom = momentum * mom + lr * grad / sqrt(ms - mg^2 + epsilon); var -= mom
+_register_apply("ApplyCenteredRMSProp", ("var", "mg", "ms", "mom", "lr", "rho", "momentum", "epsilon", "grad"),
+                ("lr", "rho", "momentum", "epsilon"), (0, 1, 2, 3), nesterov=False)
+
+
+def apply_centered_rms_prop(var, mg, ms, mom, lr, rho, momentum, epsilon, grad, use_locking: bool = False,
+                            name=None) -> Tensor:
+    """One centered RMSProp step (the mean square less the squared mean gradient normalizes); returns the
+    variable.
+
+        >>> import tfplus as tf
+        >>> from tfplus.ops.training_ops import apply_centered_rms_prop
+        >>> w, mg, ms, mom = tf.Variable([1.0]), tf.Variable([0.0]), tf.Variable([1.0]), tf.Variable([0.0])
+        >>> step = apply_centered_rms_prop(w, mg, ms, mom, 0.1, 0.9, 0.0, 1e-10, tf.constant([2.0]))
+    """
+    return apply_op("ApplyCenteredRMSProp", [_ref_of(var), _ref_of(mg), _ref_of(ms), _ref_of(mom), lr, rho,
+                                             momentum, epsilon, grad],
+                    {"use_locking": use_locking}, name or "ApplyCenteredRMSProp")
+
+
+# -- ApplyAdagrad --------------------------------------------------------------------------------------------
+# accum += grad^2 (when update_slots); var -= lr * grad / sqrt(accum)
+register_op("ApplyAdagrad", inputs=("var", "accum", "lr", "grad"), outputs=("out",),
+            attrs={"T": "type", "use_locking": "bool", "update_slots": "bool"},
+            shape_fn=_apply_shape(("var", "accum", "lr", "grad"), ("lr",)), aliases={0: 0}, ref_inputs=(0, 1),
+            stateful=True)
+not_differentiable("ApplyAdagrad")
+
+
+def apply_adagrad(var, accum, lr, grad, use_locking: bool = False, update_slots: bool = True,
+                  name=None) -> Tensor:
+    """One Adagrad step on `var` with accumulator slot `accum`; returns the variable.
+
+        >>> import tfplus as tf
+        >>> from tfplus.ops.training_ops import apply_adagrad
+        >>> w, acc = tf.Variable([1.0]), tf.Variable([0.0])
+        >>> step = apply_adagrad(w, acc, 0.5, tf.constant([2.0]))  # acc = 4, w = 0.5
+    """
+    return apply_op("ApplyAdagrad", [_ref_of(var), _ref_of(accum), lr, grad],
+                    {"use_locking": use_locking, "update_slots": update_slots}, name or "ApplyAdagrad")
+
+
+# -- ApplyAdadelta -------------------------------------------------------------------------------------------
+# accum = rho * accum + (1 - rho) * grad^2; update = sqrt(accum_update + epsilon) / sqrt(accum + epsilon) * grad;
+# accum_update = rho * accum_update + (1 - rho) * update^2; var -= lr * update
+_register_apply("ApplyAdadelta", ("var", "accum", "accum_update", "lr", "rho", "epsilon", "grad"),
+                ("lr", "rho", "epsilon"), (0, 1, 2), nesterov=False)
+
+
+def apply_adadelta(var, accum, accum_update, lr, rho, epsilon, grad, use_locking: bool = False,
+                   name=None) -> Tensor:
+    """One Adadelta step on `var` with slots `accum` and `accum_update`; returns the variable.
+
+        >>> import tfplus as tf
+        >>> from tfplus.ops.training_ops import apply_adadelta
+        >>> w, a, u = tf.Variable([1.0]), tf.Variable([0.0]), tf.Variable([0.0])
+        >>> step = apply_adadelta(w, a, u, 1.0, 0.95, 1e-6, tf.constant([1.0]))
+    """
+    return apply_op("ApplyAdadelta", [_ref_of(var), _ref_of(accum), _ref_of(accum_update), lr, rho, epsilon, grad],
+                    {"use_locking": use_locking}, name or "ApplyAdadelta")

@@ -13,7 +13,10 @@ TESTED_ELSEWHERE = {
     "NoOp": "test_core", "VariableV2": "test_core", "Assign": "test_core", "AssignAdd": "test_core",
     "AssignSub": "test_core", "RandomStandardNormal": "test_core", "TruncatedNormal": "test_core",
     "RandomUniform": "test_core", "ApplyGradientDescent": "test_train", "ApplyMomentum": "test_train",
-    "ApplyAdam": "test_train",
+    "ApplyAdam": "test_train", "ApplyRMSProp": "test_tf_train",
+    "ApplyCenteredRMSProp": "test_tf_train", "ApplyAdagrad": "test_tf_train",
+    "ApplyAdadelta": "test_tf_train",
+    "Assert": "test_control_flow",
     "SaveV2": "test_tf_checkpoints", "RestoreV2": "test_tf_checkpoints", "MergeV2Checkpoints": "test_tf_checkpoints",
 }
 

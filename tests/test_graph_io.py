@@ -116,7 +116,7 @@ def test_import_errors_are_clear():
             import_graph_def(gd, return_elements=["missing:0"])
     broken = graph_pb2.GraphDef()
     broken.CopyFrom(gd)
-    broken.node[-1].input.append("ghost:0")
+    next(n for n in broken.node if n.name == "layer/y").input[0] = "ghost:0"
     with tf.Graph().as_default(), pytest.raises(ValueError, match=r"input 'ghost:0'.*no node 'ghost'"):
         import_graph_def(broken)
     cyclic = graph_pb2.GraphDef(node=[graph_pb2.NodeDef(name="a", op="NoOp", input=["^b"]),

@@ -118,6 +118,7 @@ def test_pool_and_bias_kernels_ask_for_the_declared_workspaces(fmt, monkeypatch)
     """The 2x2 max-pool and its gradient work in slices of the batch within declared scratch (small slices
     here, the last one short), BiasAddGrad in declared scratch; results match plain NumPy formulas."""
     monkeypatch.setattr(nn, "_SLICE_BYTES", 300)
+    monkeypatch.setenv("TFPLUS_NUM_THREADS", "2")  # two image shards (4 + 3), each in 1-image slices
     rng = np.random.default_rng(0)
     x = np.maximum(rng.standard_normal((7, 3, 6, 8)), 0).astype(np.float32)  # ReLU zeros: tied windows
     g = rng.standard_normal((7, 3, 3, 4)).astype(np.float32)

@@ -292,7 +292,8 @@ def test_array_ops_are_strided_copies():
     _run_both(build, [x], tol=(1e-5, 1e-5))
 
 
-@pytest.mark.parametrize("opt", ["sgd", "momentum", "nesterov", "adam"])
+@pytest.mark.parametrize("opt", ["sgd", "momentum", "nesterov", "adam", "rmsprop", "rmsprop_centered", "adagrad",
+                                 "adadelta"])
 def test_optimizer_updates(opt):
     """Two steps of each optimizer from the same start: variables and slots match the cpu device."""
     rng = np.random.default_rng(9)
@@ -305,7 +306,10 @@ def test_optimizer_updates(opt):
             grad = tf.placeholder(tf.float32, [7, 5])
             o = {"sgd": tf.train.GradientDescentOptimizer(0.1), "adam": tf.train.AdamOptimizer(0.01),
                  "momentum": tf.train.MomentumOptimizer(0.1, 0.9),
-                 "nesterov": tf.train.MomentumOptimizer(0.1, 0.9, use_nesterov=True)}[opt]
+                 "nesterov": tf.train.MomentumOptimizer(0.1, 0.9, use_nesterov=True),
+                 "rmsprop": tf.train.RMSPropOptimizer(0.01, momentum=0.5),
+                 "rmsprop_centered": tf.train.RMSPropOptimizer(0.01, momentum=0.5, centered=True),
+                 "adagrad": tf.train.AdagradOptimizer(0.1), "adadelta": tf.train.AdadeltaOptimizer(1.0)}[opt]
             step = o.apply_gradients([(grad, w)])
             init = tf.global_variables_initializer()
         with tf.Session(graph=g, device=device) as s:

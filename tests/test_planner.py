@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import tfplus as tf
-from tfplus import planner
+from tfplus import planner, threads
 from tfplus.framework import apply_op
 from tfplus.planner.arena import assign_offsets, check_no_overlap
 from tfplus.planner.liveness import Buffer
@@ -372,9 +372,9 @@ def _step_peak(sess, fetches, feeds) -> int:
 
 
 # What a planned step may allocate beyond its plan: NumPy's ufunc buffers (np.getbufsize() elements for each of
-# up to 3 float32 operands, when a ufunc cannot stream its operands as one run), the fetched loss and a few
-# KiB of the executor's Python objects (views, dicts).
-_UNPLANNED = 3 * np.getbufsize() * 4 + 16 * 1024
+# up to 3 float32 operands, when a ufunc cannot stream its operands as one run), in each of the intra-op
+# threads at once, the fetched loss and a few KiB of the executor's Python objects (views, dicts).
+_UNPLANNED = 3 * np.getbufsize() * 4 * threads.default_threads() + 16 * 1024
 
 
 @pytest.mark.parametrize("force", [(1, 1), (1, 4), (2, 1), (4, 2), (2, 2, True), (1, 1, False, 16),

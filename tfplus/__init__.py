@@ -15,6 +15,9 @@ import types as _types
 
 from tfplus import errors, nn, train
 from tfplus import init_ops as _init
+
+# TF1's session configuration (tfplus.config).
+from tfplus.config import ConfigProto, GPUOptions, GraphOptions, OptimizerOptions
 from tfplus.dtypes import DType, as_dtype, double, float16, float32, float64, half, int8, int16, int32, int64, uint8
 from tfplus.dtypes import bool_ as bool
 from tfplus.framework import (
@@ -84,6 +87,21 @@ initializers = _types.SimpleNamespace(
     glorot_normal=_init.glorot_normal_initializer, he_normal=_init.he_normal, he_uniform=_init.he_uniform,
     global_variables=global_variables_initializer, variables=variables_initializer)
 keras = _types.SimpleNamespace(initializers=initializers)
+
+# -- TF1's module layout for scripts (tf.app, tf.flags, tf.logging, tf.gfile, tf.layers, tf.losses, tf.contrib,
+# tf.summary) and top-level names they use; a name tfplus lacks raises UnsupportedError (tfplus.unsupported).
+from tfplus import app, contrib, flags, gfile, layers, logging, losses, summary  # noqa: E402
+from tfplus.nn_impl import clip_by_global_norm, clip_by_norm, global_norm  # noqa: E402
+from tfplus.session import InteractiveSession  # noqa: E402
+from tfplus.summary import Event, SessionLog, Summary  # noqa: E402 (TF1 has the protos at the top level too)
+from tfplus.unsupported import module_getattr as _module_getattr  # noqa: E402
+from tfplus.variables import global_variables_initializer as initialize_all_variables  # noqa: E402
+from tfplus.variables import local_variables_initializer as initialize_local_variables  # noqa: E402
+
+__getattr__ = _module_getattr(__name__, "tf")
+
+# Control flow (functional If/While ops; see tfplus.ops.control_flow_ops).
+from tfplus.ops.control_flow_ops import Assert, TensorArray, cond, foldl, foldr, map_fn, scan, while_loop  # noqa: E402, I001
 
 # Checkpoint ops of TensorFlow-built graphs (SaveV2, RestoreV2, MergeV2Checkpoints) and the string dtype their
 # file and tensor names have.

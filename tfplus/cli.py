@@ -88,6 +88,10 @@ def _device(text: str) -> str:
     return text
 
 
+_THREADS_HELP = ("cpu threads per step (default $TFPLUS_NUM_THREADS, else every core this process may use; "
+                 "`tfplus devices` shows it)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from tfplus import __version__
     from tfplus.graphs import MODELS
@@ -136,6 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--seed", type=int, metavar="S", help="initial weights and data order (default 0)")
     g = t.add_argument_group("run")
     g.add_argument("--device", type=_device, default="cpu", help="cpu (default), opencl or opencl:N")
+    g.add_argument("--threads", type=_positive_int, metavar="N", help=_THREADS_HELP)
     g.add_argument("--memory-budget", type=_size, metavar="SIZE",
                    help="plan each step to fit SIZE bytes (e.g. 64MB, 64MiB)")
     g.add_argument("--checkpoint-dir", metavar="DIR", help="write checkpoints here")
@@ -149,6 +154,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="evaluate on the test set every N epochs and at the end (default 1)")
     evals.add_argument("--no-eval", dest="eval_every", action="store_const", const=0,
                        help="never evaluate on the test set")
+    g.add_argument("--logdir", metavar="DIR", help="write TensorBoard event files here (loss, accuracy, learning "
+                   "rate, images/s, memory): tensorboard --logdir DIR")
     g.add_argument("--log-every", type=_positive_int, default=10, metavar="N", help="steps between log rows "
                    "(default 10)")
     g.add_argument("--profile-every", type=_positive_int, metavar="N",
@@ -164,6 +171,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="evaluate on the synthetic dataset (default: what the checkpoint was trained on)")
     e.add_argument("--device", type=_device, default="cpu", help="cpu (default), opencl or opencl:N")
     e.add_argument("--memory-budget", type=_size, metavar="SIZE", help="plan each step to fit SIZE bytes")
+    e.add_argument("--threads", type=_positive_int, metavar="N", help=_THREADS_HELP)
     e.add_argument("--batch-size", type=_positive_int,
                    help="default 500 (under a memory budget: the training batch size)")
 
@@ -174,8 +182,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _devices(out) -> int:
+    from tfplus import threads
     from tfplus.units import format_size
-    print(f"cpu        NumPy, {os.cpu_count()} cores", file=out)
+    print(f"cpu        NumPy, {threads.default_threads()} threads ({threads.available_cores()} cores available to "
+          f"this process, {os.cpu_count()} in the host; set by --threads, ${threads.ENV} or "
+          "ConfigProto.intra_op_parallelism_threads)", file=out)
     try:
         from tfplus.runtime import opencl
     except ImportError as e:
@@ -207,12 +218,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
+    from tfplus import threads
+    prog = f"tfplus {args.command}"
+    try:  # --threads, else $TFPLUS_NUM_THREADS, else the cores this process may use
+        nthreads = getattr(args, "threads", None) or threads.default_threads()
+    except ValueError as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    with threads.default(nthreads):
+        return _dispatch(args, prog)
 
+
+def _dispatch(args: argparse.Namespace, prog: str) -> int:
     from tfplus import errors
     from tfplus.data import DataError
     from tfplus.planner import BudgetError
     from tfplus.trainer import UsageError
-    prog = f"tfplus {args.command}"
     try:
         if args.command == "devices":
             return _devices(sys.stdout)
@@ -243,7 +264,7 @@ def _train(args: argparse.Namespace) -> int:
     cfg = TrainConfig(**options, data=args.data, device=args.device, memory_budget=args.memory_budget,
                       checkpoint_dir=args.checkpoint_dir, checkpoint_every=args.checkpoint_every,
                       resume=args.resume, log=args.log, log_every=args.log_every,
-                      profile_every=args.profile_every, eval_every=args.eval_every)
+                      profile_every=args.profile_every, eval_every=args.eval_every, logdir=args.logdir)
     try:
         return train(cfg).exit_code
     except RunError as e:  # diverged, or a checkpoint could not be written

@@ -29,3 +29,7 @@ class ResourceExhaustedError(OpError, MemoryError):
 
 class DataLossError(OpError):
     pass
+
+
+class AlreadyExistsError(OpError, FileExistsError):
+    pass

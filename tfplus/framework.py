@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import math
 import re
 import threading
 from typing import Any, Iterable
@@ -124,6 +125,70 @@ def shapes_compatible(a, b) -> bool:
 
 def _fmt_shape(s) -> str:
     return str(TensorShape(s))
+
+
+# The most elements one tensor may have: its element count must fit in int64 (as TensorFlow's).
+MAX_ELEMENTS = 2**63 - 1
+
+
+def shape_error(shape) -> str | None:
+    """Why a static shape (None for unknown dims) is not a valid tensor shape, or None: a negative size,
+    or more elements than int64 can count."""
+    if shape is None:
+        return None
+    for i, d in enumerate(shape):
+        if d is not None and d < 0:
+            return f"dimension {i} is {d}; sizes must be >= 0 (None for unknown)"
+    if None not in shape and math.prod(shape) > MAX_ELEMENTS:
+        return f"{math.prod(shape):.3g} elements, more than a tensor can hold ({MAX_ELEMENTS})"
+    return None
+
+
+def input_count_error(op_def, attrs: dict, n: int) -> str | None:
+    """Why `n` inputs do not fit an op's signature, or None. A variadic input ('name*') takes attr N of them
+    where the op declares N, else any number."""
+    fixed = sum(1 for s in op_def.inputs if not s.endswith("*"))
+    variadic = len(op_def.inputs) - fixed
+    signature = f"({', '.join(op_def.inputs)})"
+    if variadic and "N" not in op_def.attrs:
+        return None if n >= fixed else f"takes at least {fixed} inputs {signature}, got {n}"
+    if variadic:
+        count = attrs.get("N")
+        if type(count) is not int or count < 0:
+            return f"attr N (the length of its variadic input) must be an int >= 0, got {count!r}"
+        want = fixed + variadic * count
+        if n != want:
+            return f"takes {want} inputs {signature} with N={count}, got {n}"
+        return None
+    if n != fixed:
+        return f"takes {fixed} input{'' if fixed == 1 else 's'} {signature}, got {n}"
+    return None
+
+
+def _dtype_causes(inputs: list) -> str:
+    """Where inputs of different dtypes got them, for a dtype error: the usual causes are a placeholder
+    declared with another dtype and a constant made from a float64 NumPy value."""
+    if len({t.dtype for t in inputs}) < 2:
+        return ""
+    causes = []
+    for t in inputs:
+        op, dt = t.op, t.dtype.name
+        while op.type == "Identity" and op.inputs:  # a variable's value is read through Identity 'w/read'
+            op = op.inputs[0].op
+        if op.type == "Placeholder":
+            causes.append(f"'{t.name}' is {dt} because placeholder '{op.name}' was declared {dt}")
+        elif op.type == "Const":
+            why = " (NumPy arrays keep their dtype: np.float64 unless made with np.float32)" \
+                if dt == "float64" else ""
+            causes.append(f"'{t.name}' is {dt} because it is a constant made from a {dt} value{why}")
+        elif op.type == "VariableV2":
+            causes.append(f"'{t.name}' is {dt} because variable '{op.name}' was created {dt}")
+    causes.append("make the dtypes agree where the values are made, or convert one with tf.cast")
+    return "; likely cause: " + "; ".join(causes)
+
+
+def _brief(attrs: dict) -> str:
+    return ", ".join(f"{k}={v!r}" for k, v in sorted(attrs.items()) if not isinstance(v, np.ndarray)) or "none"
 
 
 class Tensor:
@@ -306,6 +371,10 @@ class Graph:
             if t.graph is not self:
                 raise ValueError(f"{op_type} '{name}': input '{t.name}' is from a different Graph; "
                                  "build all ops of one step in one graph (check your tf.Graph().as_default())")
+        problem = input_count_error(op_def, attrs, len(inputs))
+        if problem:
+            raise ValueError(f"{op_type} '{name or op_type}': {problem}: "
+                             f"{[t.name for t in inputs]}; pass the inputs its signature lists")
         with self._lock:
             if name and name.endswith("/"):  # TF convention: a name ending in '/' is used exactly
                 full = name[:-1]
@@ -326,7 +395,20 @@ class Graph:
                 out_specs = op_def.shape_fn(specs, attrs)
             except (ValueError, TypeError) as e:
                 shapes = ", ".join(f"{t.name} {_fmt_shape(t._shape)} {t.dtype.name}" for t in inputs)
-                raise type(e)(f"{op_type} '{full}': {e} (inputs: {shapes})") from None
+                hint = _dtype_causes(inputs) if isinstance(e, TypeError) else ""
+                raise type(e)(f"{op_type} '{full}': {e} (inputs: {shapes}){hint}") from None
+            except KeyError as e:  # a shape function reading an attr the node lacks
+                raise ValueError(f"{op_type} '{full}': lacks attr {e}; it has {sorted(attrs)}") from None
+            except (ArithmeticError, IndexError) as e:  # NOTE: attrs or sizes no wrapper makes (a GraphDef's)
+                shapes = ", ".join(f"{t.name} {_fmt_shape(t._shape)}" for t in inputs)
+                raise ValueError(f"{op_type} '{full}': its inputs or attrs do not fit the op ({type(e).__name__}: "
+                                 f"{e}; inputs: {shapes or 'none'}; attrs: {_brief(attrs)})") from None
+            for k, out in enumerate(out_specs):
+                problem = shape_error(out.shape)
+                if problem:
+                    shapes = ", ".join(f"{t.name} {_fmt_shape(t._shape)}" for t in inputs)
+                    raise ValueError(f"{op_type} '{full}': output {k} would have shape {list(out.shape)}: "
+                                     f"{problem} (inputs: {shapes or 'none'}; attrs: {_brief(attrs)})")
             op.outputs = [Tensor(op, i, s.dtype, s.shape) for i, s in enumerate(out_specs)]
             for i, s in enumerate(out_specs):
                 op.outputs[i]._const = s.value  # shape functions may fold constants (Shape of a known shape)
@@ -623,6 +705,9 @@ def apply_op(op_type: str, inputs=(), attrs: dict | None = None, name: str | Non
     graph = (known._as_tensor() if hasattr(known, "_as_tensor") else known).graph if known is not None \
         else get_default_graph()
     hint = attrs.get("T") or (convert_to_tensor(known).dtype if known is not None else None)
+    default = get_default_graph()
+    if graph is not default and graph in getattr(default, "outer_graphs", ()):
+        graph = default  # building a control-flow sub-graph: outer tensors are captured into it
     with graph.as_default():
         tensors = []
         for v, many in zip(inputs, variadic):

@@ -21,7 +21,10 @@ declares for them (`tfplus.registry.OPS[op_type].attrs`).
 from __future__ import annotations
 
 import contextlib
+import functools
+import gc
 import heapq
+import math
 import os
 import re
 import stat
@@ -32,7 +35,15 @@ from google.protobuf import message as _message
 from google.protobuf import text_format, unknown_fields
 
 from tfplus import dtypes as _dt
-from tfplus.framework import _VALID_NAME, Graph, Operation, Tensor, TensorShape, get_default_graph
+from tfplus.framework import (
+    _VALID_NAME,
+    Graph,
+    Operation,
+    Tensor,
+    TensorShape,
+    get_default_graph,
+    input_count_error,
+)
 from tfplus.proto import attr_value_pb2, graph_pb2, tensor_pb2, tensor_shape_pb2, types_pb2
 from tfplus.registry import OPS
 
@@ -45,6 +56,21 @@ PRODUCER = 134
 # Fields of TensorFlow's GraphDef that tfplus does not model (library, debug_info): a GraphDef that TensorFlow
 # wrote may carry them. Any other unknown top-level field means the bytes are not a GraphDef.
 _TF_ONLY_GRAPH_FIELDS = {2, 5}
+# Attrs TensorFlow writes that do not change the result where tfplus lacks them: kernel-choice hints (cuDNN;
+# MatMul's grad_a/grad_b mark a gradient's matmul), and
+# explicit paddings left empty (they apply only to padding="EXPLICIT"). Dropped on import when the op does not
+# declare them; any other undeclared attr is an error, as it may change what the op computes.
+# TensorFlow's control-flow ops: TF1's dataflow ones and TF2's functional ones (with a function library).
+# tfplus's own If/While hold Python-side sub-graphs instead (see tfplus.ops.control_flow_ops).
+_TF_CONTROL_FLOW = {"Switch", "Merge", "Enter", "Exit", "NextIteration", "LoopCond", "RefSwitch", "RefMerge",
+                    "RefEnter", "RefExit", "RefNextIteration", "StatelessWhile", "While", "StatelessIf", "If",
+                    "StatelessCase", "Case", "PartitionedCall", "StatefulPartitionedCall"}
+_TF_NO_EFFECT_ATTRS = {
+    "use_cudnn_on_gpu": lambda av: True,
+    "grad_a": lambda av: True,
+    "grad_b": lambda av: True,
+    "explicit_paddings": lambda av: not av.list.i,
+}
 
 
 # -- shapes and tensors --------------------------------------------------------------------------------------
@@ -58,9 +84,16 @@ def shape_to_proto(shape) -> tensor_shape_pb2.TensorShapeProto:
 
 
 def shape_from_proto(proto: tensor_shape_pb2.TensorShapeProto) -> tuple | None:
+    """The shape a TensorShapeProto holds; -1 is an unknown dimension, any other negative size an error."""
     if proto.unknown_rank:
+        if proto.dim:
+            raise ValueError(f"a shape of unknown rank cannot list dimensions, got {len(proto.dim)}")
         return None
-    return tuple(None if d.size < 0 else d.size for d in proto.dim)
+    dims = tuple(d.size for d in proto.dim)
+    for i, d in enumerate(dims):
+        if d < -1:
+            raise ValueError(f"dimension {i} of shape {list(dims)} is {d}; a size must be >= 0 (-1: unknown)")
+    return tuple(None if d == -1 else d for d in dims)
 
 
 def _dtype_from_enum(enum: int) -> _dt.DType:
@@ -90,31 +123,54 @@ def make_tensor_proto(values, dtype=None, shape=None) -> tensor_pb2.TensorProto:
     if dtype is _dt.string:  # string_val, one bytes value per element
         return tensor_pb2.TensorProto(dtype=dtype.as_datatype_enum, tensor_shape=shape_to_proto(arr.shape),
                                       string_val=[_to_bytes(v) for v in arr.reshape(-1)])
-    content = arr.astype(arr.dtype.newbyteorder("<"), copy=False).tobytes()
-    return tensor_pb2.TensorProto(dtype=dtype.as_datatype_enum, tensor_shape=shape_to_proto(arr.shape),
-                                  tensor_content=content)
+    proto = tensor_pb2.TensorProto(dtype=dtype.as_datatype_enum, tensor_shape=shape_to_proto(arr.shape))
+    if arr.size > 1 and not any(arr.strides):  # one value broadcast (a fill): one value, TensorFlow's rule
+        field, raw = _VAL_FIELDS[dtype.name]
+        first = arr.reshape(-1)[:1]
+        getattr(proto, field).extend((first.view(np.uint16) if dtype is _dt.float16 else first.astype(raw)).tolist())
+        return proto
+    proto.tensor_content = arr.astype(arr.dtype.newbyteorder("<"), copy=False).tobytes()
+    return proto
 
 
 # The typed field TensorFlow uses for each dtype when `tensor_content` is empty, and the NumPy type its
-# values arrive in (half_val holds float16 bit patterns).
+# values arrive in (half_val holds float16 bit patterns, read as int64 to check their range).
 _VAL_FIELDS = {
-    "float16": ("half_val", np.uint16), "float32": ("float_val", np.float32),
+    "float16": ("half_val", np.int64), "float32": ("float_val", np.float32),
     "float64": ("double_val", np.float64), "int32": ("int_val", np.int64), "int16": ("int_val", np.int64),
     "int8": ("int_val", np.int64), "uint8": ("int_val", np.int64), "int64": ("int64_val", np.int64),
     "bool": ("bool_val", np.bool_),
 }
 
 
+def _max_tensor_bytes() -> int:
+    """The largest tensor value a file may declare: this machine's physical memory (2^48 where unknown)."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        return 1 << 48
+
+
 def make_ndarray(proto: tensor_pb2.TensorProto) -> np.ndarray:
     """A TensorProto's value as a new array. Reads `tensor_content` or the typed `*_val` field; with fewer
-    values than elements the last value fills the rest (TensorFlow's rule: one value fills everything)."""
+    values than elements the last value fills the rest (TensorFlow's rule: one value fills everything).
+    Sizes are checked against the bytes present, and values against the dtype's range, before allocating."""
+    return _decode_tensor(proto, fill_view=False)
+
+
+def _decode_tensor(proto: tensor_pb2.TensorProto, fill_view: bool) -> np.ndarray:
+    """make_ndarray; with `fill_view`, a tensor filled from one value is a read-only broadcast of it, so a
+    small file cannot make us allocate a large array before anything runs."""
     dtype = _dtype_from_enum(proto.dtype)
     shape = shape_from_proto(proto.tensor_shape)
     if shape is None or None in shape:
         raise ValueError(f"a tensor value must have a fully known shape, got {TensorShape(shape)}")
-    n = int(np.prod(shape, dtype=np.int64))
+    n = math.prod(shape)  # NOTE: Python ints: np.prod in int64 wraps for huge declared shapes
+    if n * dtype.size > _max_tensor_bytes():
+        raise ValueError(f"a {dtype.name} tensor of shape {TensorShape(shape)} needs {n * dtype.size:.3g} bytes, "
+                         f"more than this machine's memory ({_max_tensor_bytes():.3g} bytes)")
     if dtype is _dt.string:
-        if len(proto.string_val) > n:
+        if len(proto.string_val) > n or (len(proto.string_val) < n and n > 1 << 16):  # no huge fills
             raise ValueError(f"string_val has {len(proto.string_val)} values but shape {TensorShape(shape)} has "
                              f"{n} elements")
         out = np.empty(n, object)
@@ -125,20 +181,37 @@ def make_ndarray(proto: tensor_pb2.TensorProto) -> np.ndarray:
         if len(proto.tensor_content) != n * dtype.size:
             raise ValueError(f"tensor_content has {len(proto.tensor_content)} bytes but a {dtype.name} "
                              f"tensor of shape {TensorShape(shape)} needs {n * dtype.size}")
+        if dtype is _dt.bool_:  # NOTE: a byte other than 0 or 1 is not a valid NumPy bool
+            return (np.frombuffer(proto.tensor_content, np.uint8) != 0).reshape(shape)
         return np.frombuffer(proto.tensor_content, dtype.np.newbyteorder("<")).astype(dtype.np).reshape(shape)
     field, raw = _VAL_FIELDS[dtype.name]
     vals = np.array(getattr(proto, field), dtype=raw)
     if vals.size > n:
         raise ValueError(f"{field} has {vals.size} values but shape {TensorShape(shape)} has {n} elements")
-    if vals.size == 0:
-        return np.zeros(shape, dtype.np)
-    vals = np.pad(vals, (0, n - vals.size), mode="edge")
-    vals = vals.view(np.float16) if dtype is _dt.float16 else vals.astype(dtype.np)
-    return vals.reshape(shape)
+    _check_range(vals, np.uint16 if dtype is _dt.float16 else dtype.np, field)
+    vals = vals.astype(np.uint16).view(np.float16) if dtype is _dt.float16 else vals.astype(dtype.np)
+    if vals.size == n:
+        return vals.reshape(shape)
+    if vals.size <= 1:
+        filled = np.broadcast_to(vals.reshape(()) if vals.size else np.zeros((), dtype.np), shape)
+        return filled if fill_view else filled.copy()
+    return np.concatenate([vals, np.full(n - vals.size, vals[-1], dtype.np)]).reshape(shape)
+
+
+def _check_range(vals: np.ndarray, target: np.dtype, field: str) -> None:
+    """Integer values must fit the dtype they are read as (TensorFlow stores uint8/int8/int16 in int_val)."""
+    target = np.dtype(target)
+    if target.kind not in "iu" or vals.size == 0:
+        return
+    info = np.iinfo(target)
+    lo, hi = int(vals.min()), int(vals.max())
+    if lo < info.min or hi > info.max:
+        bad = lo if lo < info.min else hi
+        raise ValueError(f"{field} holds {bad}, out of range for {target.name} [{info.min}, {info.max}]")
 
 
 def _frozen_ndarray(proto):
-    arr = make_ndarray(proto)
+    arr = _decode_tensor(proto, fill_view=True)
     arr.flags.writeable = False  # like tf.constant's value: the graph owns it
     return arr
 
@@ -168,10 +241,14 @@ _ATTR_KINDS = {
 _MESSAGE_FIELDS = ("shape", "tensor")
 
 
+@functools.lru_cache(maxsize=None)
 def _attr_kind(kind: str):
     """(AttrValue field, converters, is a list) for a declared attr type such as 'int' or 'list(shape)'."""
     is_list = kind.startswith("list(") and kind.endswith(")")
     base = kind[5:-1] if is_list else kind
+    if base == "func":
+        raise ValueError("it holds a control-flow sub-graph (tf.cond / tf.while_loop), which tfplus does not "
+                         "write to or read from a GraphDef (TensorFlow's function library is not supported)")
     if base not in _ATTR_KINDS:
         raise ValueError(f"attr type {kind!r} is not supported; supported: {sorted(_ATTR_KINDS)}, list(...)")
     return (*_ATTR_KINDS[base], is_list)
@@ -358,12 +435,31 @@ def _canonical(key: str) -> str:
     return f"^{name}" if control else f"{name}:{idx}"
 
 
+class _Node:
+    """What import needs of one NodeDef, read once: protobuf field access is slow."""
+    __slots__ = ("name", "op", "device", "inputs", "controls", "attrs")
+
+    def __init__(self, node: graph_pb2.NodeDef):
+        self.name, self.op, self.device = node.name, node.op, node.device
+        self.inputs: list[tuple[str, int, str]] = []  # (source node, output index, as written)
+        self.controls: list[str] = []
+        for s in node.input:
+            src, idx, control = _split_input(s)
+            if control:
+                self.controls.append(src)
+            elif self.controls:
+                raise ValueError(f"import_graph_def: node {self.name!r} ({self.op}) lists data input {s!r} "
+                                 "after a control input; control inputs ('^name') must come last")
+            else:
+                self.inputs.append((src, idx, s))
+
+
 def _node_attrs(node: graph_pb2.NodeDef) -> dict:
     declared = OPS[node.op].attrs
     attrs = {}
     for key, av in node.attr.items():
-        if key.startswith("_"):  # TensorFlow's internal attrs (_output_shapes, _class): not op semantics
-            continue
+        if key.startswith("_") or (key not in declared and _TF_NO_EFFECT_ATTRS.get(key, lambda av: False)(av)):
+            continue  # TensorFlow's internal attrs (_output_shapes, _class) and kernel hints: not op semantics
         if key not in declared:
             raise ValueError(f"import_graph_def: node {node.name!r} ({node.op}) has attr {key!r}, which "
                              f"tfplus's {node.op} does not declare (declared: {sorted(declared)})")
@@ -374,10 +470,40 @@ def _node_attrs(node: graph_pb2.NodeDef) -> dict:
     return attrs
 
 
-def _topological(nodes: list, deps: dict[str, set[str]]) -> list:
+def _check_node(node: _Node) -> None:
+    """What a node must satisfy before it is created: its input count fits the op's signature, a Const's
+    value has the declared dtype."""
+    op_def = OPS[node.op]
+    problem = input_count_error(op_def, node.attrs, len(node.inputs))
+    if problem:
+        raise ValueError(f"import_graph_def: node {node.name!r} ({node.op}) {problem}: "
+                         f"{[s for _, _, s in node.inputs]}; fix the node's inputs (or its attr N)")
+    if node.op == "Const" and "value" in node.attrs and "dtype" in node.attrs:
+        have, want = _dt.as_dtype(node.attrs["value"].dtype), node.attrs["dtype"]
+        if have is not want:
+            raise TypeError(f"import_graph_def: node {node.name!r} (Const) declares dtype {want.name} but its "
+                            f"value is {have.name}; make attr dtype match the value's dtype")
+    for key in ("dtype", "T") if node.op in ("Const", "Placeholder", "VariableV2") else ():
+        if key in op_def.attrs and key not in node.attrs:
+            raise ValueError(f"import_graph_def: node {node.name!r} ({node.op}) lacks attr {key!r}")
+
+
+def _check_type_attr(node: _Node, op: Operation) -> None:
+    """Attr T picks the kernel, so it must be the dtype of an input (every registered op with attr T and
+    inputs takes one input of dtype T); a GraphDef can say otherwise."""
+    t = node.attrs.get("T")
+    if op.op_def.attrs.get("T") != "type" or t is None or not op.inputs:
+        return
+    if all(x.dtype is not t for x in op.inputs):
+        have = ", ".join(f"{x.name} {x.dtype.name}" for x in op.inputs)
+        raise TypeError(f"import_graph_def: node {node.name!r} ({node.op}) has attr T={t.name}, but no input "
+                        f"has that dtype (inputs: {have}); fix attr T or the inputs")
+
+
+def _topological(nodes: list[_Node], deps: dict[str, list[str]]) -> list[_Node]:
     """Kahn's algorithm; ties keep GraphDef order (a GraphDef need not be sorted)."""
     index = {n.name: i for i, n in enumerate(nodes)}
-    waiting = {n.name: len(deps[n.name]) for n in nodes}
+    waiting = {name: len(ds) for name, ds in deps.items()}
     users: dict[str, list[str]] = {n.name: [] for n in nodes}
     for name, ds in deps.items():
         for d in ds:
@@ -398,6 +524,38 @@ def _topological(nodes: list, deps: dict[str, set[str]]) -> list:
     return order
 
 
+@contextlib.contextmanager
+def _gc_paused():
+    """Pauses the cyclic garbage collector: an import makes many linked objects and frees none, and the
+    collector's passes over them took half the time of importing a 100k-node GraphDef."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+@contextlib.contextmanager
+def _all_or_nothing(graph: Graph):
+    """Undoes every node added to `graph` inside the block if the block fails: an import adds all its nodes
+    or none."""
+    n_ops, names = len(graph._ops), dict(graph._names_in_use)
+    try:
+        yield
+    except BaseException:
+        for op in graph._ops[n_ops:]:
+            del graph._by_name[op.name]
+            for t in op.inputs:
+                users = graph._consumers.get(t)
+                if users is not None and op in users:
+                    users.remove(op)
+        del graph._ops[n_ops:]
+        graph._names_in_use = names
+        raise
+
+
 def import_graph_def(graph_def, input_map: dict | None = None, return_elements: list | None = None,
                      name: str | None = None) -> list | None:
     """tf.import_graph_def: recreates `graph_def`'s nodes in the default graph under the scope `name`
@@ -409,26 +567,41 @@ def import_graph_def(graph_def, input_map: dict | None = None, return_elements: 
 
         >>> y, init = tf.import_graph_def(gd, return_elements=["y:0", "init"])  # doctest: +SKIP
 
-    Everything that can be checked beforehand (op types, attrs, inputs, names) is, before any node is created.
+    Everything that can be checked beforehand (op types, attrs, input counts, inputs, names, Const values) is,
+    before any node is created; what only shape inference finds (an output index a node does not have, shapes
+    that do not fit) undoes the nodes already added, so an import adds all of the GraphDef or nothing.
     """
+    with _gc_paused():
+        return _import(graph_def, input_map, return_elements, name)
+
+
+def _import(graph_def, input_map, return_elements, name):
     if not isinstance(graph_def, graph_pb2.GraphDef):
         if not hasattr(graph_def, "SerializeToString"):
             raise TypeError(f"import_graph_def: expected a GraphDef, got {type(graph_def).__name__}; "
                             "parse bytes with tfplus.graph_io.parse_graph_def")
         graph_def = parse_graph_def(graph_def.SerializeToString(), source=type(graph_def).__name__)
     graph = get_default_graph()
-    nodes = list(graph_def.node)
-    by_name: dict[str, graph_pb2.NodeDef] = {}
-    for node in nodes:
+    nodes: list[_Node] = []
+    by_name: dict[str, _Node] = {}
+    for proto in graph_def.node:
+        node = _Node(proto)
         if not _VALID_NAME.match(node.name):
-            raise ValueError(f"import_graph_def: {node.name!r} is not a valid node name")
+            raise ValueError(f"import_graph_def: {node.name!r} is not a valid node name (letters, digits, "
+                             "'.', '_', '-', '/')")
         if node.name in by_name:
             raise ValueError(f"import_graph_def: the GraphDef has two nodes named {node.name!r}")
+        if node.op in _TF_CONTROL_FLOW:
+            raise ValueError(f"import_graph_def: node {node.name!r} is TensorFlow control flow ({node.op}), which "
+                             "tfplus does not import; build the loop or branch in tfplus with tf.while_loop / "
+                             "tf.cond instead")
         if node.op not in OPS:
             raise ValueError(f"import_graph_def: node {node.name!r} has op type {node.op!r}, which is not "
                              f"registered in tfplus; registered op types: {', '.join(sorted(OPS))}")
+        node.attrs = _node_attrs(proto)
+        _check_node(node)
         by_name[node.name] = node
-    attrs = {node.name: _node_attrs(node) for node in nodes}
+        nodes.append(node)
 
     mapped: dict[str, Tensor | Operation] = {}
     for key, value in (input_map or {}).items():
@@ -439,58 +612,72 @@ def import_graph_def(graph_def, input_map: dict | None = None, return_elements: 
                              f"default graph, got {value!r}")
         mapped[_canonical(key)] = value
     used: set[str] = set()
-    deps: dict[str, set[str]] = {}
+    deps: dict[str, list[str]] = {}
     for node in nodes:
-        deps[node.name] = set()
-        for s in node.input:
-            src, idx, control = _split_input(s)
-            key = f"^{src}" if control else f"{src}:{idx}"
+        ds = deps[node.name] = []
+        for src, idx, s in node.inputs:
+            key = f"{src}:{idx}"
             if key in mapped:
                 used.add(key)
             elif src in by_name:
-                deps[node.name].add(src)
+                ds.append(src)
             else:
                 raise ValueError(f"import_graph_def: node {node.name!r} ({node.op}) has input {s!r}, but the "
                                  f"GraphDef has no node {src!r} and input_map does not provide it")
+        for src in node.controls:
+            if "^" + src in mapped:
+                used.add("^" + src)
+            elif src in by_name:
+                ds.append(src)
+            else:
+                raise ValueError(f"import_graph_def: node {node.name!r} ({node.op}) has control input "
+                                 f"'^{src}', but the GraphDef has no node {src!r} and input_map does not "
+                                 "provide it")
     unused = sorted(set(mapped) - used)
     if unused:
         raise ValueError(f"import_graph_def: input_map names inputs that no node of the GraphDef uses: "
                          f"{unused}")
+    wanted_elements = []
     for elem in return_elements or ():
-        if _split_input(elem)[0] not in by_name:
-            raise ValueError(f"import_graph_def: return element {elem!r} names no node of the GraphDef")
+        src, idx, control = _split_input(elem) if isinstance(elem, str) else ("", 0, True)
+        if control or src not in by_name:
+            raise ValueError(f"import_graph_def: return element {elem!r} names no node of the GraphDef "
+                             "(write 'node' for an operation, 'node:i' for its i-th output)")
+        wanted_elements.append((elem, src, idx if ":" in elem else None))
     order = _topological(nodes, deps)
 
-    with graph.name_scope("import" if name is None else name) as scope:
+    with _all_or_nothing(graph), graph.name_scope("import" if name is None else name) as scope:
         created: dict[str, Operation] = {}
         for node in order:
-            inputs, controls = [], []
-            for s in node.input:
-                src, idx, control = _split_input(s)
-                key = f"^{src}" if control else f"{src}:{idx}"
-                if key in mapped:
-                    target = mapped[key]
-                    (controls if control else inputs).append(target)
-                elif control:
-                    controls.append(created[src])
-                else:
-                    outs = created[src].outputs
-                    if idx >= len(outs):
-                        raise ValueError(f"import_graph_def: node {node.name!r} has input {s!r}, but "
-                                         f"{created[src].type} {src!r} has {len(outs)} outputs")
-                    inputs.append(outs[idx])
+            inputs = []
+            for src, idx, s in node.inputs:
+                target = mapped.get(f"{src}:{idx}")
+                if target is None:
+                    target = _output(created[src], idx, f"node {node.name!r} has input {s!r}")
+                inputs.append(target)
             try:
-                op = graph.create_op(node.op, inputs, attrs[node.name], name=f"{scope}{node.name}/")
+                op = graph.create_op(node.op, inputs, node.attrs, name=f"{scope}{node.name}/")
             except (TypeError, ValueError) as e:
                 raise type(e)(f"import_graph_def: node {node.name!r}: {e}") from None
-            except KeyError as e:  # a shape function reading an attr that the NodeDef lacks
-                raise ValueError(f"import_graph_def: node {node.name!r} ({node.op}) lacks attr {e}; "
-                                 f"it has {sorted(attrs[node.name])}") from None
-            for c in controls:
-                op._add_control_input(c)
+            _check_type_attr(node, op)
+            if node.controls:
+                have = set(op.control_inputs)
+                for src in dict.fromkeys(node.controls):
+                    c = mapped.get("^" + src) or created[src]
+                    if c not in have:
+                        op.control_inputs.append(c)
+                        have.add(c)
             if node.device:
                 op.device = node.device
             created[node.name] = op
-    if return_elements is None:
-        return None
-    return [graph.as_graph_element(scope + e) if ":" in e else created[e] for e in return_elements]
+        result = [created[src] if idx is None else
+                  _output(created[src], idx, f"return element {elem!r} names output {idx}")
+                  for elem, src, idx in wanted_elements]
+    return None if return_elements is None else result
+
+
+def _output(op: Operation, idx: int, what: str) -> Tensor:
+    if idx >= len(op.outputs):
+        raise ValueError(f"import_graph_def: {what}, but {op.type} '{op.name}' has {len(op.outputs)} "
+                         f"output{'' if len(op.outputs) == 1 else 's'}")
+    return op.outputs[idx]

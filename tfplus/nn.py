@@ -3,3 +3,13 @@ from tfplus.ops import nn_ops as _nn_ops
 
 for _n in _nn_ops.__all__:
     globals()[_n] = getattr(_nn_ops, _n)
+
+# TF1's composites (nn_impl.py), built from the registered ops above; missing names raise UnsupportedError.
+from tfplus.nn_impl import batch_normalization, sigmoid_cross_entropy_with_logits  # noqa: E402,F401
+from tfplus.unsupported import module_getattr as _module_getattr  # noqa: E402
+
+__getattr__ = _module_getattr(__name__, "tf.nn")
+
+# Ops TF1 lists under tf.nn but tfplus defines with the array and math ops.
+from tfplus.ops.array_ops import embedding_lookup  # noqa: E402, F401
+from tfplus.ops.math_ops import top_k  # noqa: E402, F401

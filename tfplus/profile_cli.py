@@ -22,7 +22,7 @@ from tfplus.units import format_size
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     """Adds the `profile` subcommand to an argparse subparsers object; its handler is `main` (set as `func`)."""
-    from tfplus.cli import _device, _positive_int, _size, _widths
+    from tfplus.cli import _THREADS_HELP, _device, _positive_int, _size, _widths
     p = subparsers.add_parser(
         "profile", help="time, FLOPs, memory and transfers of a training step, by op type and by layer",
         description="Profiles training steps of a model on random data: tables by op type and by layer (time, "
@@ -38,6 +38,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="untraced and traced steps measured, each (default 5)")
     p.add_argument("--trace", metavar="FILE.json", help="write the traced steps as Chrome trace JSON")
     p.add_argument("--memory-budget", type=_size, metavar="SIZE", help="run each step by a memory plan of SIZE")
+    p.add_argument("--threads", type=_positive_int, metavar="N", help=_THREADS_HELP)
     p.add_argument("--optimizer", default="momentum", help="momentum (default), sgd or adam")
     p.add_argument("--top", type=_positive_int, default=15, metavar="N", help="rows per table (default 15)")
     p.set_defaults(func=main)

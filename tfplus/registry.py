@@ -30,7 +30,9 @@ class OpDef:
     `attrs` maps attr name -> TF attr type ('type', 'int', 'float', 'bool', 'string', 'shape', 'tensor',
     'list(int)', 'list(float)', 'list(type)'). `shape_fn(inputs: list[TensorSpec], attrs) -> list[TensorSpec]`
     is pure. `aliases` maps an output index to the input index whose buffer it shares (reshape-like ops, Assign).
-    `ref_inputs` are inputs that must come straight from a VariableV2 and are updated in place."""
+    `ref_inputs` are inputs that must come straight from a VariableV2 and are updated in place.
+    `allocates_outputs`: the kernel makes its own output buffers (their shapes are known only once it has run,
+    e.g. a while loop's); the executor passes it a list of None to fill."""
     name: str
     inputs: tuple
     outputs: tuple
@@ -42,6 +44,7 @@ class OpDef:
     stateful: bool = False
     grad: Any = None  # a function (op, *output_grads) -> input grads, NOT_DIFFERENTIABLE, or None
     where: str = ""
+    allocates_outputs: bool = False
 
 
 OPS: dict[str, OpDef] = {}
@@ -59,13 +62,14 @@ def _caller(depth: int = 2) -> str:
 
 
 def register_op(name: str, *, inputs=(), outputs=("y",), attrs=None, shape_fn, value_inputs=(),
-                aliases=None, ref_inputs=(), stateful=False) -> OpDef:
+                aliases=None, ref_inputs=(), stateful=False, allocates_outputs=False) -> OpDef:
     """Declares op type `name`. Registering a name twice raises and names both places."""
     where = _caller()
     if name in OPS:
         raise ValueError(f"op type {name!r} registered twice: at {OPS[name].where} and at {where}")
     OPS[name] = op = OpDef(name, tuple(inputs), tuple(outputs), dict(attrs or {}), shape_fn,
-                           tuple(value_inputs), dict(aliases or {}), tuple(ref_inputs), stateful, None, where)
+                           tuple(value_inputs), dict(aliases or {}), tuple(ref_inputs), stateful, None, where,
+                           allocates_outputs)
     return op
 
 

@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import contextlib
 import heapq
+import os
 import threading
 from typing import Any
 
 import numpy as np
 
-from tfplus import errors
+from tfplus import errors, threads
+from tfplus.config import field as _config_field
 from tfplus.framework import Graph, Operation, Tensor, _fmt_shape, constant_value, get_default_graph, needed_ops
 from tfplus.registry import TensorSpec, devices_with_kernel, find_kernel, kernel_dtype
 from tfplus.runtime import get_runtime
@@ -42,7 +44,7 @@ _VAR = _Unset()
 
 
 class KernelContext:
-    """What a kernel may ask of the executor: its node, the runtime, a per-node RNG, scratch space."""
+    """What a kernel may ask of the executor: its node, the runtime, a per-node random stream, scratch space."""
 
     def __init__(self, session: Session, op: Operation):
         self.op, self.runtime, self._session = op, session._runtime, session
@@ -51,13 +53,21 @@ class KernelContext:
     def node_name(self) -> str:
         return self.op.name
 
-    def rng(self) -> np.random.Generator:
-        """A generator owned by this node for the session's lifetime (TF1: each run draws new numbers)."""
-        rngs = self._session._rngs
-        if self.op.name not in rngs:
+    def random_stream(self) -> tuple[tuple[int, int], int]:
+        """(Philox key, run) of this random node (kernels/numpy/random.py and kernels/opencl/random.cl draw by
+        it). The key is the op's seeds, or random ones fixed for the session if both are 0; the run counts the
+        node's runs in this session, so each run draws new numbers and a new session starts over (as TF1)."""
+        streams = self._session._rngs
+        state = streams.get(self.op.name)
+        if state is None:
             seed, seed2 = self.op.attrs.get("seed", 0), self.op.attrs.get("seed2", 0)
-            rngs[self.op.name] = np.random.default_rng([seed, seed2] if (seed or seed2) else None)
-        return rngs[self.op.name]
+            if not (seed or seed2):
+                seed, seed2 = (int.from_bytes(os.urandom(4), "little") for _ in range(2))
+            # 64-bit seeds fold into the 32-bit key words
+            state = streams[self.op.name] = [(seed ^ (seed >> 32)) & 0xFFFFFFFF,
+                                             (seed2 ^ (seed2 >> 32)) & 0xFFFFFFFF, 0]
+        state[2] += 1
+        return (state[0], state[1]), state[2] - 1
 
     def workspace(self, shape, dtype):
         """Scratch memory that lives only while this kernel runs (im2col columns, partial sums). Under a
@@ -65,6 +75,11 @@ class KernelContext:
         if self._session._arena is not None:
             return self._session._arena.workspace(self.op, shape, dtype)
         return self.runtime.allocate(shape, dtype)
+
+    def run_subgraph(self, graph: Graph, feeds: dict, fetches: list) -> list:
+        """Runs a control-flow sub-graph (a tf.cond branch, a tf.while_loop condition or body) on this
+        session's device: `feeds` maps its placeholders to device buffers; returns the fetches' buffers."""
+        return self._session._run_subgraph(graph, feeds, fetches)
 
 
 class _Plan:
@@ -127,8 +142,10 @@ class Session:
         if soft and hasattr(self._runtime, "allow_fallback"):
             self._runtime.allow_fallback = True
         self.device = device
+        # The cpu device's intra-op threads (TF1's ConfigProto.intra_op_parallelism_threads; 0 = the default).
+        self._threads = threads.resolve(_config_field(config, "intra_op_parallelism_threads"))
         self._vars: dict[str, Any] = {}  # VariableV2 node name -> buffer
-        self._rngs: dict[str, np.random.Generator] = {}
+        self._rngs: dict[str, list[int]] = {}  # random node -> [key word 0, key word 1, runs so far]
         self._plans: dict[tuple, _Plan] = {}
         # (op, input shapes[, value inputs' values]) -> output (shape, dtype)s: see _outputs.
         self._out_specs: dict[tuple, list[tuple]] = {}
@@ -144,6 +161,10 @@ class Session:
         the run is traced into run_metadata (per-op times, FLOPs, bytes, transfers: tfplus.profiler)."""
         if self._closed:
             raise RuntimeError("Attempted to use a closed Session")
+        with threads.step(self._threads):
+            return self._run_options(fetches, feed_dict, options, run_metadata)
+
+    def _run_options(self, fetches, feed_dict, options, run_metadata):
         if options is None or run_metadata is None:  # the untraced path: no profiler import, no hooks
             return self._run(fetches, feed_dict)
         from tfplus import profiler
@@ -201,6 +222,11 @@ class Session:
     def runtime(self):
         return self._runtime
 
+    @property
+    def graph_def(self):
+        """The session's graph as a GraphDef proto (TF1's Session.graph_def)."""
+        return self.graph.as_graph_def()
+
     def variable_value(self, name: str) -> np.ndarray:
         """A copy of variable `name`'s current value (the VariableV2 node name)."""
         if name not in self._vars:
@@ -220,6 +246,10 @@ class Session:
             if isinstance(f, dict):
                 parts = {k: walk(v) for k, v in f.items()}
                 return lambda r: type(f)((k, p(r)) for k, p in parts.items())
+            if hasattr(f, "_fetch_expand"):  # a tf.summary: fetch its tensors, build its value from theirs
+                tensors, build = f._fetch_expand()
+                parts = [walk(t) for t in tensors]
+                return lambda r: build([p(r) for p in parts])
             elem = self._element(f, "fetch")
             flat.append(elem)
             i = len(flat) - 1
@@ -268,7 +298,7 @@ class Session:
             op_def = op.op_def
             ins = [self._ref(t, op, values) if k in op_def.ref_inputs else self._read(values, t)
                    for k, t in enumerate(op.inputs)]
-            outs = self._outputs(op, ins, values)
+            outs = [None] * len(op.outputs) if op_def.allocates_outputs else self._outputs(op, ins, values)
             kernel = find_kernel(op.type, rt.kernel_device, kernel_dtype(op))
             if kernel is None and hasattr(rt, "fallback_kernel"):  # opt-in: the cpu kernel on host copies
                 kernel = rt.fallback_kernel(op.type, kernel_dtype(op))
@@ -295,6 +325,22 @@ class Session:
             if trace is not None:
                 trace.op_done(i, op, ins, outs)
         return values
+
+    def _run_subgraph(self, graph: Graph, feeds: dict, fetches: list) -> list:
+        """Executes the ops of `graph` that `fetches` need, from device-buffer `feeds` (see KernelContext)."""
+        key = (id(graph), tuple(id(f) for f in fetches), tuple(sorted(id(t) for t in feeds)))
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = self._plans[key] = self._make_plan(fetches, set(feeds))
+        # NOTE: a sub-graph runs unplanned and untraced: its buffers are not in the step's memory plan, and the
+        # trace shows the control-flow op as one op.
+        arena, trace = self._arena, self._trace
+        self._arena = self._trace = None
+        try:
+            values = self._execute(plan, dict(feeds))
+        finally:
+            self._arena, self._trace = arena, trace
+        return [self._read(values, f) for f in fetches]
 
     def _outputs(self, op: Operation, ins, values) -> list:
         op_def = op.op_def
@@ -378,21 +424,96 @@ class Session:
 
 
 def _check_feed(t: Tensor, value) -> np.ndarray:
-    """Casts a fed value to the tensor's dtype where that loses nothing, and checks it against its shape."""
-    arr = np.asarray(value)
+    """A fed value converted to the tensor's dtype as TF1's Session converts it (NumPy's asarray: a float64 array
+    fed to an int32 placeholder is truncated), and checked against the tensor's shape. Unlike TF1, a value the
+    dtype cannot hold is an error instead of wrapping or overflowing: integers out of range, NaN or infinity
+    into an integer dtype, finite floats that would become infinite, complex values."""
     target = t.dtype.np
+    try:
+        arr = np.asarray(value)
+    except (ValueError, TypeError) as e:  # e.g. ragged nested lists
+        raise ValueError(f"cannot feed a {type(value).__name__} to Tensor '{t.name}': {e}") from None
     if arr.dtype != target:
-        ok = np.can_cast(arr.dtype, target, "same_kind") or (arr.dtype.kind in "iub" and target.kind in "iuf")
-        if not ok:
-            raise TypeError(f"cannot feed a {arr.dtype} value to Tensor '{t.name}' of dtype {t.dtype.name}")
-        arr = arr.astype(target)
+        arr = _convert_feed(arr, value, t)
     if not _compatible(arr.shape, t._shape):
         raise ValueError(f"Cannot feed value of shape {_fmt_shape(arr.shape)} for Tensor '{t.name}', "
                          f"which has shape {_fmt_shape(t._shape)}")
     return arr if arr.flags.c_contiguous else np.array(arr, order="C")
 
 
+def _convert_feed(arr: np.ndarray, value, t: Tensor) -> np.ndarray:
+    target = t.dtype.np
+    where = f"Tensor '{t.name}' of dtype {t.dtype.name}"
+    kind = arr.dtype.kind
+    if kind == "c":
+        raise TypeError(f"cannot feed complex values to {where}: the imaginary part would be lost")
+    if kind not in "biuf":  # Python objects (ints beyond int64) and strings: NumPy parses or refuses them
+        try:
+            arr = np.asarray(value, dtype=target)
+        except OverflowError as e:
+            raise ValueError(f"cannot feed {_sample(value)} to {where}: {e}; feed values in range or use a "
+                             "wider dtype") from None
+        except (ValueError, TypeError) as e:
+            raise TypeError(f"cannot feed {_sample(value)} to {where}: {e}") from None
+        return arr
+    if np.can_cast(arr.dtype, target, "safe") or target.kind == "b" or arr.size == 0:
+        return arr.astype(target)
+    if target.kind in "iu":
+        info = np.iinfo(target)
+        if kind == "f":
+            if not np.isfinite(arr).all():
+                raise ValueError(f"cannot feed NaN or infinity to {where}")
+            whole = np.trunc(arr.astype(np.float64))
+            # NOTE: compared in float64, where 2^63 is exact and int64's max is not
+            bad = (whole < float(info.min)) | (whole >= float(info.max) + 1)
+        else:
+            bad = (arr < info.min) | (arr > info.max) if arr.dtype.kind == target.kind or kind == "b" else \
+                (arr.astype(object) < info.min) | (arr.astype(object) > info.max)
+        if bad.any():
+            raise ValueError(f"cannot feed {arr[bad].flat[0]} to {where}: out of its range "
+                             f"[{info.min}, {info.max}]; feed values in range or use a wider dtype")
+        return arr.astype(target)
+    with np.errstate(over="ignore"):
+        out = arr.astype(target)
+    overflow = np.isinf(out) & (np.isfinite(arr) if kind == "f" else True)
+    if overflow.any():
+        raise ValueError(f"cannot feed {arr[overflow].flat[0]} to {where}: out of its range "
+                         f"(+-{np.finfo(target).max}); feed values in range or use a wider dtype")
+    return out
+
+
+def _sample(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def _compatible(actual, static) -> bool:
     if static is None:
         return True
     return len(actual) == len(static) and all(s is None or a == s for a, s in zip(actual, static))
+
+
+class InteractiveSession(Session):
+    """TF1's session for shells and notebooks: on creation it becomes the default session and its graph the
+    default graph, so `t.eval()` and `op.run()` work without a `with` block; close() undoes both.
+
+        >>> import tfplus as tf
+        >>> sess = tf.InteractiveSession()
+        >>> tf.constant(2.0).eval()
+        2.0
+        >>> sess.close()
+    """
+
+    def __init__(self, target: str = "", graph: Graph | None = None, config: Any = None, **kwargs):
+        super().__init__(target, graph, config, **kwargs)
+        self._graph_cm = self.graph.as_default()
+        self._graph_cm.__enter__()
+        self._interactive_cm = self.as_default()
+        self._interactive_cm.__enter__()
+
+    def close(self) -> None:
+        if self._interactive_cm is not None:
+            self._interactive_cm.__exit__(None, None, None)
+            self._graph_cm.__exit__(None, None, None)
+            self._interactive_cm = None
+        super().close()

@@ -110,6 +110,7 @@ class TrainConfig:
     resume: bool = False
     log: str | None = None
     log_every: int = 10
+    logdir: str | None = None                    # TensorBoard event files: the step and epoch rows' scalars
     profile_every: int | None = None             # steps between traced steps (rows of kind "profile")
     eval_every: int = 1                          # epochs between test-set evaluations (and the last); 0: none
     download: bool = True
@@ -434,6 +435,34 @@ class JsonLog:
             self._file.close()
 
 
+class TensorBoardLog:
+    """Passes rows on to a JsonLog and writes their numbers as TensorBoard scalars (train/loss, train/accuracy,
+    train/lr, train/images_per_sec, train/peak_bytes, ...; epoch/... for epoch rows) to an event file."""
+
+    SCALARS = ("loss", "accuracy", "lr", "images_per_sec", "peak_bytes", "test_accuracy", "epoch_time_s")
+
+    def __init__(self, log: JsonLog, logdir: str):
+        from tfplus import summary
+        self._log, self._summary = log, summary
+        try:
+            self._writer = summary.FileWriter(logdir)
+        except OSError as e:
+            raise UsageError(f"--logdir {logdir}: cannot write there ({e.strerror})") from None
+
+    def write(self, row: dict[str, Any]) -> None:
+        self._log.write(row)
+        if row.get("kind") in ("step", "epoch"):
+            values = [self._summary.Summary.Value(tag=f"{'train' if row['kind'] == 'step' else 'epoch'}/{k}",
+                                                  simple_value=float(row[k]))
+                      for k in self.SCALARS if isinstance(row.get(k), (int, float))]
+            self._writer.add_summary(self._summary.Summary(value=values), row["step"])
+            self._writer.flush()
+
+    def close(self) -> None:
+        self._log.close()
+        self._writer.close()
+
+
 def peak_rss_bytes() -> int:
     """The process's peak resident set size (0 where the platform does not report it)."""
     try:
@@ -573,6 +602,8 @@ def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = No
         step = 0
 
     log = JsonLog(cfg.log)
+    if cfg.logdir:
+        log = TensorBoardLog(log, cfg.logdir)
     log.write({"kind": "start", "step": step, "total_steps": total_steps, "steps_per_epoch": spe,
                "resumed": meta is not None, "device": cfg.device, "recipe": _json_ready(_recipe(cfg))})
     print(f"{cfg.model} on {cfg.device}: {total_steps} steps ({n_epochs} epoch{'s' * (n_epochs > 1)} of "

@@ -255,6 +255,10 @@ def get_variable(name, shape=None, dtype=None, initializer=None, regularizer=Non
     scope = get_variable_scope()
     full = f"{scope.name}/{name}" if scope.name else name
     store = get_default_graph()._var_store
+    if initializer is None:  # NOTE: not `initializer or ...`: a Tensor initializer has no truth value
+        initializer = scope.initializer
+    if dtype is None and isinstance(initializer, Tensor):  # TF1: a Tensor initializer gives shape and dtype
+        dtype = initializer.dtype
     dtype = _dt.as_dtype(dtype) if dtype is not None else scope.dtype
     if full in store:
         if scope.reuse is False or scope.reuse is None:
@@ -268,7 +272,6 @@ def get_variable(name, shape=None, dtype=None, initializer=None, regularizer=Non
     if scope.reuse is True:
         raise ValueError(f"Variable {full} does not exist, or was not created with tf.get_variable(). Did you "
                          "mean to set reuse=tf.AUTO_REUSE in variable_scope?")
-    initializer = initializer or scope.initializer
     if initializer is None:
         from tfplus.init_ops import glorot_uniform_initializer, zeros_initializer
         initializer = glorot_uniform_initializer() if dtype.is_floating else zeros_initializer()

@@ -174,3 +174,64 @@ def _broadcast_to(ctx, ins, outs, attrs):
 def _broadcast_gradient_args(ctx, ins, outs, attrs):
     for out, r in zip(outs, broadcast_gradient_args_value(ins[0].tolist(), ins[1].tolist())):
         out[...] = r
+
+
+@register_kernel("GatherV2", "cpu")
+@register_kernel("Gather", "cpu")
+def _gather(ctx, ins, outs, attrs):
+    params, indices = ins[0], ins[1]
+    axis = int(ins[2]) % params.ndim if len(ins) == 3 else 0
+    bad = (indices < 0) | (indices >= params.shape[axis])
+    if bad.any():
+        raise ValueError(f"indices {indices[bad].tolist()[:5]} are out of range [0, {params.shape[axis]})")
+    outs[0][...] = np.take(params, indices, axis=axis)
+
+
+@register_kernel("ShapeN", "cpu")
+def _shape_n(ctx, ins, outs, attrs):
+    for x, out in zip(ins, outs):
+        out[...] = x.shape
+
+
+@register_kernel("DynamicStitch", "cpu")
+def _dynamic_stitch(ctx, ins, outs, attrs):
+    n = attrs["N"]
+    out = outs[0]
+    out.fill(0)
+    inner = out.shape[1:]
+    for idx, data in zip(ins[:n], ins[n:]):  # in order: a later write of one slot wins, as in TF
+        out[idx.reshape(-1)] = data.reshape((-1,) + inner)
+
+
+@register_kernel("Split", "cpu")
+def _split(ctx, ins, outs, attrs):
+    x = ins[1]
+    _split_into(x, int(ins[0]) % x.ndim, outs)
+
+
+@register_kernel("SplitV", "cpu")
+def _split_v(ctx, ins, outs, attrs):
+    x = ins[0]
+    _split_into(x, int(ins[2]) % x.ndim, outs)
+
+
+def _split_into(x, axis, outs):
+    at = 0
+    for out in outs:  # the sizes come from the outputs the shape function sized
+        n = out.shape[axis]
+        out[...] = x[(slice(None),) * axis + (slice(at, at + n),)]
+        at += n
+
+
+@register_kernel("IdentityN", "cpu")
+def _identity_n(ctx, ins, outs, attrs):
+    for x, out in zip(ins, outs):
+        np.copyto(out, x)
+
+
+@register_kernel("Snapshot", "cpu")
+def _snapshot(ctx, ins, outs, attrs):
+    np.copyto(outs[0], ins[0])
+
+
+register_kernel("PreventGradient", "cpu")(lambda ctx, ins, outs, attrs: None)  # its output aliases its input

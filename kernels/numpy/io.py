@@ -6,7 +6,13 @@ import numpy as np
 
 from tfplus.errors import InvalidArgumentError
 from tfplus.registry import register_kernel
-from tfplus.train import tensor_bundle
+
+
+def _bundle():
+    # NOTE: imported when a kernel runs, not with the kernels: tfplus.train (the Saver) builds graph ops, and
+    # ops modules import kernel helpers, so importing it here would be circular.
+    from tfplus.train import tensor_bundle
+    return tensor_bundle
 
 
 def _strings(buf) -> list[str]:
@@ -24,14 +30,14 @@ def _whole_tensors_only(slices: list[str], names: list[str]) -> None:
 def _save_v2(ctx, ins, outs, attrs):
     prefix, names, slices = _strings(ins[0])[0], _strings(ins[1]), _strings(ins[2])
     _whole_tensors_only(slices, names)
-    tensor_bundle.write_bundle(prefix, dict(zip(names, ins[3:])))
+    _bundle().write_bundle(prefix, dict(zip(names, ins[3:])))
 
 
 @register_kernel("RestoreV2", "cpu")
 def _restore_v2(ctx, ins, outs, attrs):
     prefix, names, slices = _strings(ins[0])[0], _strings(ins[1]), _strings(ins[2])
     _whole_tensors_only(slices, names)
-    reader = tensor_bundle.BundleReader(prefix)
+    reader = _bundle().BundleReader(prefix)
     for name, dtype, out in zip(names, attrs["dtypes"], outs):
         if reader.dtype(name) is not dtype:
             raise InvalidArgumentError(None, None, f"checkpoint {prefix!r} holds {name!r} as "
@@ -42,4 +48,4 @@ def _restore_v2(ctx, ins, outs, attrs):
 
 @register_kernel("MergeV2Checkpoints", "cpu")
 def _merge_v2_checkpoints(ctx, ins, outs, attrs):
-    tensor_bundle.merge_bundles(_strings(ins[0]), _strings(ins[1])[0], delete_old=attrs["delete_old_dirs"])
+    _bundle().merge_bundles(_strings(ins[0]), _strings(ins[1])[0], delete_old=attrs["delete_old_dirs"])

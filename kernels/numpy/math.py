@@ -1,11 +1,16 @@
 """NumPy kernels for math ops. Each writes into the output buffer the runtime allocated.
 
 NaN, inf and division by zero follow IEEE silently, as in TF (log(-1) is nan, 1/0 is inf), so NumPy's
-floating-point warnings are switched off around the kernels that can raise them."""
+floating-point warnings are switched off around the kernels that can raise them (inside each shard: the
+setting is per thread).
+
+Elementwise kernels, AddN, Cast and MatMul split their output over the intra-op threads (tfplus.threads),
+and reductions that keep the first axis split along it: each output element is computed by one thread."""
 from __future__ import annotations
 
 import numpy as np
 
+from tfplus import threads
 from tfplus.registry import register_kernel
 
 FLOATS = ("float16", "float32", "float64")
@@ -14,9 +19,12 @@ NUMERIC = FLOATS + INTS
 
 
 def _ufunc_kernel(op_type, ufunc, dtypes):
-    def kernel(ctx, ins, outs, attrs):
+    def body(out, *ins):
         with np.errstate(all="ignore"):
-            ufunc(*ins, out=outs[0])
+            ufunc(*ins, out=out)
+
+    def kernel(ctx, ins, outs, attrs):
+        threads.sharded(body, outs[0], *ins)
     kernel.__name__ = f"_{op_type.lower()}"
     register_kernel(op_type, "cpu", dtypes)(kernel)
 
@@ -59,22 +67,33 @@ def _squared_difference(ctx, ins, outs, attrs):
 
 @register_kernel("AddN", "cpu", NUMERIC)
 def _add_n(ctx, ins, outs, attrs):
-    np.copyto(outs[0], ins[0])
-    for x in ins[1:]:
-        np.add(outs[0], x, out=outs[0])
+    def body(out, first, *rest):
+        np.copyto(out, first)
+        for x in rest:
+            np.add(out, x, out=out)
+    threads.sharded(body, outs[0], *ins)
 
 
 @register_kernel("MatMul", "cpu", NUMERIC)
 def _matmul(ctx, ins, outs, attrs):
     a, b = ins
-    np.matmul(a.T if attrs["transpose_a"] else a, b.T if attrs["transpose_b"] else b, out=outs[0])
+    a = a.T if attrs["transpose_a"] else a
+    b = b.T if attrs["transpose_b"] else b
+    out = outs[0]
+    # Row blocks of the output, each a GEMM on one BLAS thread; a block's rows are computed as a whole
+    # product's would be. A shard gets at least GRAIN multiply-adds per 64 (GEMMs run ~64x faster per element
+    # than a NumPy loop).
+    grain = max(1, (threads.GRAIN << 6) // max(a.shape[1] * b.shape[1], 1))
+    threads.parallel_for(a.shape[0], lambda lo, hi: np.matmul(a[lo:hi], b, out=out[lo:hi]), grain)
 
 
 @register_kernel("Cast", "cpu")
 def _cast(ctx, ins, outs, attrs):
     # NOTE: unsafe casting is TF's: float -> int truncates toward zero, nonzero -> True.
-    with np.errstate(invalid="ignore"):
-        np.copyto(outs[0], ins[0], casting="unsafe")
+    def body(out, x):
+        with np.errstate(invalid="ignore"):
+            np.copyto(out, x, casting="unsafe")
+    threads.sharded(body, outs[0], ins[0])
 
 
 @register_kernel("Select", "cpu")
@@ -102,14 +121,25 @@ def _axes(x, indices):
     return tuple(sorted({int(a) % x.ndim for a in np.ravel(indices)})) if x.ndim else ()
 
 
+def _reduce(reduction, x, axes, keep_dims: bool, out) -> None:
+    """out = reduction(x, axes): split along the first axis when it is kept (each output row reduces its own
+    input row, as without threads); whole otherwise."""
+    if x.ndim == 0 or 0 in axes or out.ndim == 0:
+        reduction(x, axis=axes, keepdims=keep_dims, out=out)
+        return
+    per_row = max(x.size // max(x.shape[0], 1), 1)
+    threads.parallel_for(x.shape[0], lambda lo, hi: reduction(x[lo:hi], axis=axes, keepdims=keep_dims,
+                                                              out=out[lo:hi]), max(1, threads.GRAIN // per_row))
+
+
 @register_kernel("Sum", "cpu", NUMERIC)
 def _sum(ctx, ins, outs, attrs):
-    np.sum(ins[0], axis=_axes(*ins), keepdims=attrs["keep_dims"], out=outs[0])
+    _reduce(np.sum, ins[0], _axes(*ins), attrs["keep_dims"], outs[0])
 
 
 @register_kernel("Mean", "cpu", FLOATS)
 def _mean(ctx, ins, outs, attrs):
-    np.mean(ins[0], axis=_axes(*ins), keepdims=attrs["keep_dims"], out=outs[0])
+    _reduce(np.mean, ins[0], _axes(*ins), attrs["keep_dims"], outs[0])
 
 
 @register_kernel("Mean", "cpu", INTS)
@@ -160,3 +190,50 @@ def _cumsum(ctx, ins, outs, attrs):
     if attrs["exclusive"]:  # shift by one: element i gets the sum of the elements before it
         total = np.concatenate([np.zeros_like(np.take(total, [0], axis)), np.delete(total, -1, axis)], axis)
     np.copyto(outs[0], np.flip(total, axis) if attrs["reverse"] else total)
+
+
+@register_kernel("Prod", "cpu", NUMERIC)
+def _prod(ctx, ins, outs, attrs):
+    np.prod(ins[0], axis=_axes(*ins), keepdims=attrs["keep_dims"], out=outs[0])
+
+
+@register_kernel("UnsortedSegmentSum", "cpu", NUMERIC)
+def _unsorted_segment_sum(ctx, ins, outs, attrs):
+    data, ids = ins[0], ins[1].reshape(-1)
+    out = outs[0]
+    if (ids >= out.shape[0]).any():
+        raise ValueError(f"segment_ids {ids[ids >= out.shape[0]].tolist()[:5]} are out of range "
+                         f"[0, {out.shape[0]})")
+    out.fill(0)
+    keep = ids >= 0  # negative ids drop their rows, as in TF
+    np.add.at(out, ids[keep], data.reshape((ids.size,) + out.shape[1:])[keep])
+
+
+@register_kernel("TopKV2", "cpu", NUMERIC)
+def _top_k(ctx, ins, outs, attrs):
+    x, k = ins[0], outs[0].shape[-1]
+    # A stable sort of -x puts the largest first and, among equal values, the lower index first (TF's order).
+    order = np.argsort(-x if x.dtype.kind == "f" else -x.astype(np.int64), axis=-1, kind="stable")[..., :k]
+    outs[1][...] = order
+    outs[0][...] = np.take_along_axis(x, order, axis=-1)
+
+
+@register_kernel("DivNoNan", "cpu", FLOATS)
+def _div_no_nan(ctx, ins, outs, attrs):
+    x, y = np.broadcast_arrays(*ins)
+    with np.errstate(all="ignore"):
+        np.copyto(outs[0], np.where(y == 0, 0, x / np.where(y == 0, 1, y)))
+
+
+@register_kernel("SelectV2", "cpu")
+def _select_v2(ctx, ins, outs, attrs):
+    np.copyto(outs[0], np.where(*ins))
+
+
+_FUSED_GRADS = {"RsqrtGrad": lambda y, dy: -0.5 * dy * y * y * y, "SqrtGrad": lambda y, dy: 0.5 * dy / y,
+                "ReciprocalGrad": lambda y, dy: -dy * y * y}
+for _t, _fn in _FUSED_GRADS.items():
+    def _fused(ctx, ins, outs, attrs, _fn=_fn):
+        with np.errstate(all="ignore"):
+            np.copyto(outs[0], _fn(*ins))
+    register_kernel(_t, "cpu", FLOATS)(_fused)

@@ -7,11 +7,15 @@ The memory planner preallocates what a kernel declares (register_workspace) and 
 on a training step's path make no big temporaries of their own: their scratch comes from ctx.workspace and is
 bounded per call (pooling runs over slices of the batch), and NumPy is left only its ufunc buffers (at most
 np.getbufsize() elements per operand).
+
+Kernels split their work over the intra-op threads (tfplus.threads): elementwise ones by elements or rows,
+pooling by images (each shard with its own slice of the scratch), bias gradients by rows of partial sums.
 """
 from __future__ import annotations
 
 import numpy as np
 
+from tfplus import threads
 from tfplus.dtypes import FLOATS, as_dtype, bool_
 from tfplus.registry import register_kernel, register_workspace
 
@@ -34,16 +38,29 @@ def _channel_shape(x: np.ndarray, fmt: str) -> tuple:
 @register_kernel("BiasAdd", "cpu", FLOATS)
 def _bias_add(ctx, ins, outs, attrs):
     x, b = ins
-    np.add(x, b.reshape(_channel_shape(x, attrs["data_format"])), out=outs[0])
+    threads.sharded(lambda o, a, c: np.add(a, c, out=o), outs[0], x, b.reshape(_channel_shape(x, attrs["data_format"])))
+
+
+def _bias_rows(shape, fmt: str) -> tuple[int, int]:
+    """BiasAddGrad's dy as a matrix: (rows, columns) summed along the columns (NCHW: per image and channel) or
+    along the rows (NHWC: per channel)."""
+    if fmt == "NCHW":
+        return shape[0] * shape[1], int(np.prod(shape[2:]))
+    return int(np.prod(shape[:-1])), shape[-1]
 
 
 @register_workspace("BiasAddGrad", "cpu")
 def _bias_add_grad_ws(ins, attrs):
-    """The vector of ones, then (NCHW) the per-image channel sums."""
+    """The vector of ones, then (NCHW) the per-image channel sums or (NHWC) one partial sum per row shard."""
     shape, dtype = ins[0].shape, ins[0].dtype
+    rows, cols = _bias_rows(shape, attrs["data_format"])
     if attrs["data_format"] == "NCHW":
-        return [((int(np.prod(shape[2:])),), dtype), ((shape[0] * shape[1],), dtype)]
-    return [((int(np.prod(shape[:-1])),), dtype)]
+        return [((cols,), dtype), ((rows,), dtype)]
+    return [((rows,), dtype), ((len(threads.split(rows, _bias_grain(cols))), cols), dtype)]
+
+
+def _bias_grain(cols: int) -> int:
+    return max(1, threads.GRAIN // max(cols, 1))
 
 
 @register_kernel("BiasAddGrad", "cpu", FLOATS)
@@ -51,33 +68,36 @@ def _bias_add_grad(ctx, ins, outs, attrs):
     # Sums as matrix-vector products with a vector of ones: BLAS streams the data once, 4x faster than np.sum.
     dy = ins[0]
     dtype = as_dtype(dy.dtype)
+    rows, cols = _bias_rows(dy.shape, attrs["data_format"])
+    m = dy.reshape(rows, cols)
     if attrs["data_format"] == "NCHW":
-        n, c = dy.shape[:2]
-        rows = dy.reshape(n * c, -1)
-        ones, per_image = ctx.workspace((rows.shape[1],), dtype), ctx.workspace((n * c,), dtype)
+        ones, per_image = ctx.workspace((cols,), dtype), ctx.workspace((rows,), dtype)
         ones.fill(1)
-        np.matmul(rows, ones, out=per_image)
-        np.sum(per_image.reshape(n, c), axis=0, out=outs[0])
+        threads.parallel_for(rows, lambda lo, hi: np.matmul(m[lo:hi], ones, out=per_image[lo:hi]), _bias_grain(cols))
+        np.sum(per_image.reshape(dy.shape[0], dy.shape[1]), axis=0, out=outs[0])
     else:
-        rows = dy.reshape(-1, dy.shape[-1])
-        ones = ctx.workspace((rows.shape[0],), dtype)
+        ranges = threads.split(rows, _bias_grain(cols))
+        ones, parts = ctx.workspace((rows,), dtype), ctx.workspace((len(ranges), cols), dtype)
         ones.fill(1)
-        np.matmul(ones, rows, out=outs[0])
+        threads.run(lambda i: np.matmul(ones[ranges[i][0]:ranges[i][1]], m[slice(*ranges[i])], out=parts[i]),
+                    range(len(ranges)))
+        np.sum(parts, axis=0, out=outs[0])  # in shard order: deterministic for a thread count
 
 
 # -- activations ---------------------------------------------------------------------------------------------
 @register_kernel("Relu", "cpu", FLOATS)
 def _relu(ctx, ins, outs, attrs):
-    np.maximum(ins[0], 0, out=outs[0])
+    threads.sharded(lambda o, x: np.maximum(x, 0, out=o), outs[0], ins[0])
 
 
 @register_kernel("ReluGrad", "cpu", FLOATS)
 def _relu_grad(ctx, ins, outs, attrs):
     # The mask goes straight into the output as 0/1 (no bool temporary of the input's size), then a float
     # multiply. NOTE: so the output may share the features' buffer (planner.inplace), not the gradients'.
-    g, x = ins
-    np.greater(x, 0, out=outs[0])
-    np.multiply(outs[0], g, out=outs[0])
+    def body(out, g, x):
+        np.greater(x, 0, out=out)
+        np.multiply(out, g, out=out)
+    threads.sharded(body, outs[0], *ins)
 
 
 @register_kernel("Relu6", "cpu", FLOATS)
@@ -154,21 +174,28 @@ def _sparse_xent(ctx, ins, outs, attrs):
         i = int(np.argmax(bad))
         raise ValueError(f"labels[{i}] = {labels[i]} is not a class index in [0, {k}) "
                          f"(logits shape {logits.shape})")
-    _log_softmax_into(logits, backprop)
-    rows = np.arange(n)
-    np.negative(backprop[rows, labels], out=loss)
-    np.exp(backprop, out=backprop)
-    backprop[rows, labels] -= 1
+
+    def body(lo, hi):
+        b, rows = backprop[lo:hi], np.arange(hi - lo)
+        _log_softmax_into(logits[lo:hi], b)
+        np.negative(b[rows, labels[lo:hi]], out=loss[lo:hi])
+        np.exp(b, out=b)
+        b[rows, labels[lo:hi]] -= 1
+    threads.parallel_for(n, body, max(1, threads.GRAIN // max(k, 1)))
 
 
 @register_kernel("SoftmaxCrossEntropyWithLogits", "cpu", FLOATS)
 def _xent(ctx, ins, outs, attrs):
     logits, labels = ins
     loss, backprop = outs
-    _log_softmax_into(logits, backprop)
-    np.negative(np.einsum("ij,ij->i", labels, backprop), out=loss)
-    np.exp(backprop, out=backprop)
-    backprop -= labels
+
+    def body(lo, hi):
+        b, t = backprop[lo:hi], labels[lo:hi]
+        _log_softmax_into(logits[lo:hi], b)
+        np.negative(np.einsum("ij,ij->i", t, b), out=loss[lo:hi])
+        np.exp(b, out=b)
+        b -= t
+    threads.parallel_for(logits.shape[0], body, max(1, threads.GRAIN // max(logits.shape[-1], 1)))
 
 
 @register_kernel("L2Loss", "cpu", FLOATS)
@@ -258,10 +285,27 @@ def _first_max_masks(taps, y):
         yield hit, taken
 
 
+def _pool_shards(n: int) -> tuple[list[tuple[int, int]], int]:
+    """A 2x2 pooling kernel's image shards (one per intra-op thread) and the images of one shard's slice."""
+    ranges = threads.split(n)
+    return ranges, max(hi - lo for lo, hi in ranges)
+
+
 def _row_maxima_shape(x_shape, fmt: str, itemsize: int) -> tuple:
-    """The 2x2 max-pool's scratch for one slice of the batch: (images, C, H/2, W), the maxima of row pairs."""
+    """The 2x2 max-pool's scratch: one slice of the batch per image shard, (images, C, H/2, W), the maxima of
+    row pairs."""
     n, c, h, w = _nchw_shape(x_shape, fmt)
-    return (_slice_images(n, c * h // 2 * w * itemsize), c, h // 2, w)
+    ranges, most = _pool_shards(n)
+    return (len(ranges) * _slice_images(most, c * h // 2 * w * itemsize), c, h // 2, w)
+
+
+def _over_slices(ranges, per_shard: int, body) -> None:
+    """body(shard, lo, hi) for slices [lo, hi) of at most per_shard images, each image shard on its thread."""
+    def shard(i):
+        lo, hi = ranges[i]
+        for j in range(lo, hi, per_shard):
+            body(i, j, min(j + per_shard, hi))
+    threads.run(shard, range(len(ranges)))
 
 
 @register_workspace("MaxPool", "cpu")
@@ -279,11 +323,14 @@ def _max_pool(ctx, ins, outs, attrs):
     if _is_2x2(x.shape[2:], attrs):
         # Row pairs first (contiguous inner runs, 2.5x faster than four strided maxima), a slice at a time.
         rows = ctx.workspace(_row_maxima_shape(ins[0].shape, fmt, x.itemsize), as_dtype(x.dtype))
-        m = rows.shape[0]
-        for i in range(0, x.shape[0], m):
-            xs, r = x[i:i + m], rows[:min(m, x.shape[0] - i)]
+        ranges, _ = _pool_shards(x.shape[0])
+        m = rows.shape[0] // len(ranges)
+
+        def body(shard, lo, hi):
+            xs, r = x[lo:hi], rows[shard * m:shard * m + hi - lo]
             np.maximum(xs[:, :, 0::2], xs[:, :, 1::2], out=r)
-            np.maximum(r[..., 0::2], r[..., 1::2], out=y[i:i + m])
+            np.maximum(r[..., 0::2], r[..., 1::2], out=y[lo:hi])
+        _over_slices(ranges, m, body)
         return
     ksize, strides, pads = _geometry(x.shape[2:], y.shape[2:], attrs)
     xp = _padded(x, pads, ksize, strides, y.shape[2:], -np.inf)
@@ -294,10 +341,11 @@ def _max_pool(ctx, ins, outs, attrs):
 
 
 def _window_masks_shape(x_shape, fmt: str) -> tuple:
-    """The 2x2 max-pool gradient's scratch for one slice of the batch: two bool masks of the output's size."""
+    """The 2x2 max-pool gradient's scratch: for one slice of the batch per image shard, two bool masks of the
+    output's size."""
     n, c, h, w = _nchw_shape(x_shape, fmt)
-    m = _slice_images(n, 2 * c * (h // 2) * (w // 2))
-    return (2, m, c, h // 2, w // 2)
+    ranges, most = _pool_shards(n)
+    return (2, len(ranges) * _slice_images(most, 2 * c * (h // 2) * (w // 2)), c, h // 2, w // 2)
 
 
 @register_workspace("MaxPoolGrad", "cpu")
@@ -317,11 +365,12 @@ def _max_pool_grad(ctx, ins, outs, attrs):
         # Every element lies in exactly one window; the gradient goes to the first maximum in scan order (TF's
         # rule for ties), so the last quarter takes what the first three did not. A slice of the batch at a time.
         hit, taken = ctx.workspace(_window_masks_shape(ins[0].shape, fmt), bool_)
-        m = hit.shape[0]
-        for i in range(0, x.shape[0], m):
-            k = min(m, x.shape[0] - i)
-            xq, dq, ys, gs = _quarters(x[i:i + k]), _quarters(dx[i:i + k]), y[i:i + k], g[i:i + k]
-            h, t = hit[:k], taken[:k]
+        ranges, _ = _pool_shards(x.shape[0])
+        m = hit.shape[0] // len(ranges)
+
+        def body(shard, lo, hi):
+            xq, dq, ys, gs = _quarters(x[lo:hi]), _quarters(dx[lo:hi]), y[lo:hi], g[lo:hi]
+            h, t = hit[shard * m:shard * m + hi - lo], taken[shard * m:shard * m + hi - lo]
             np.equal(xq[0], ys, out=t)
             np.multiply(gs, t, out=dq[0], dtype=gs.dtype)
             for j in (1, 2):
@@ -331,6 +380,7 @@ def _max_pool_grad(ctx, ins, outs, attrs):
                 np.multiply(gs, h, out=dq[j], dtype=gs.dtype)
             np.logical_not(t, out=t)
             np.multiply(gs, t, out=dq[3], dtype=gs.dtype)
+        _over_slices(ranges, m, body)
         return
     ksize, strides, pads = _geometry(x.shape[2:], y.shape[2:], attrs)
     xp = _padded(x, pads, ksize, strides, y.shape[2:], -np.inf)
@@ -398,10 +448,12 @@ def max_pool_saving_argmax(ctx, ins, outs, attrs, argmax):
     fmt = attrs["data_format"]
     x, y, a = _nchw(ins[0], fmt), _nchw(outs[0], fmt), _nchw(argmax, fmt)
     rows = ctx.workspace(_row_maxima_shape(ins[0].shape, fmt, x.itemsize), as_dtype(x.dtype))
-    m = rows.shape[0]
-    for i in range(0, x.shape[0], m):
-        xs, ys, s = x[i:i + m], y[i:i + m], a[i:i + m]
-        r = rows[:xs.shape[0]]
+    ranges, _ = _pool_shards(x.shape[0])
+    m = rows.shape[0] // len(ranges)
+
+    def body(shard, lo, hi):
+        xs, ys, s = x[lo:hi], y[lo:hi], a[lo:hi]
+        r = rows[shard * m:shard * m + hi - lo]
         np.maximum(xs[:, :, 0::2], xs[:, :, 1::2], out=r)
         np.maximum(r[..., 0::2], r[..., 1::2], out=ys)
         hit = r.reshape(-1).view(np.bool_)[:ys.size].reshape(ys.shape)
@@ -410,6 +462,7 @@ def max_pool_saving_argmax(ctx, ins, outs, attrs, argmax):
         for t in (2, 1, 0):  # earlier taps overwrite later ones: the first maximum wins
             np.equal(quarters[t], ys, out=hit)
             np.copyto(s, t, where=hit)
+    _over_slices(ranges, m, body)
 
 
 def max_pool_grad_relu_from_argmax(ctx, ins, outs, attrs, argmax):
@@ -419,15 +472,18 @@ def max_pool_grad_relu_from_argmax(ctx, ins, outs, attrs, argmax):
     y, g, a = _nchw(ins[1], fmt), _nchw(ins[2], fmt), _nchw(argmax, fmt)
     dx = _nchw(outs[0], fmt)
     hit, positive = ctx.workspace(_window_masks_shape(ins[0].shape, fmt), bool_)
-    m = hit.shape[0]
-    for i in range(0, y.shape[0], m):
-        k = min(m, y.shape[0] - i)
-        h, p, gs, s = hit[:k], positive[:k], g[i:i + k], a[i:i + k]
-        np.greater(y[i:i + k], 0, out=p)
-        for t, d in enumerate(_quarters(dx[i:i + k])):
+    ranges, _ = _pool_shards(y.shape[0])
+    m = hit.shape[0] // len(ranges)
+
+    def body(shard, lo, hi):
+        h, p = hit[shard * m:shard * m + hi - lo], positive[shard * m:shard * m + hi - lo]
+        gs, s = g[lo:hi], a[lo:hi]
+        np.greater(y[lo:hi], 0, out=p)
+        for t, d in enumerate(_quarters(dx[lo:hi])):
             np.equal(s, t, out=h)
             np.logical_and(h, p, out=h)
             np.multiply(gs, h, out=d, dtype=gs.dtype)
+    _over_slices(ranges, m, body)
 
 
 def relu_grad_applied(ctx, ins, outs, attrs):

@@ -1,4 +1,4 @@
-"""NumPy kernels for variables and random ops."""
+"""NumPy kernels for variables (the random ops are in random.py)."""
 from __future__ import annotations
 
 import numpy as np
@@ -19,25 +19,3 @@ def _assign_add(ctx, ins, outs, attrs):
 @register_kernel("AssignSub", "cpu")
 def _assign_sub(ctx, ins, outs, attrs):
     np.subtract(ins[0], ins[1], out=ins[0])
-
-
-@register_kernel("RandomStandardNormal", "cpu")
-def _random_normal(ctx, ins, outs, attrs):
-    outs[0][...] = ctx.rng().standard_normal(outs[0].shape)
-
-
-@register_kernel("TruncatedNormal", "cpu")
-def _truncated_normal(ctx, ins, outs, attrs):
-    """Standard normal, redrawing values beyond two standard deviations (as TF does)."""
-    rng, out = ctx.rng(), outs[0].reshape(-1)
-    vals = rng.standard_normal(out.size)
-    bad = np.abs(vals) > 2.0
-    while bad.any():
-        vals[bad] = rng.standard_normal(int(bad.sum()))
-        bad = np.abs(vals) > 2.0
-    out[...] = vals
-
-
-@register_kernel("RandomUniform", "cpu")
-def _random_uniform(ctx, ins, outs, attrs):
-    outs[0][...] = ctx.rng().random(outs[0].shape)

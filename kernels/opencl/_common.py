@@ -108,8 +108,8 @@ class _HostContext:
     def node_name(self) -> str:
         return self.op.name
 
-    def rng(self):
-        return self._ctx.rng()
+    def random_stream(self):
+        return self._ctx.random_stream()
 
     def workspace(self, shape, dtype):
         return np.empty(shape, np.dtype(getattr(dtype, "np", dtype)))

@@ -62,3 +62,64 @@ __kernel void K(cumsum)(__global T* out, __global const T* in, int outer, int le
     }
 }
 #endif
+
+#ifdef TI
+// Gather along the middle axis of params (outer, n, inner): out[o, j, r] = params[o, indices[j], r]; an index
+// outside [0, n) gives 0, as TF's GPU kernel. Copies elements by size (T = char, short, int, long).
+#if WANT_gather
+__kernel void K(gather)(__global T* out, __global const T* params, __global const TI* indices, int total,
+                        int n_idx, int n, int inner) {
+    int i = get_global_id(0);
+    if (i >= total) return;
+    int r = i % inner, t = i / inner, j = t % n_idx, o = t / n_idx;
+    TI at = indices[j];
+    out[i] = (at >= 0 && at < n) ? params[((long)o * n + at) * inner + r] : (T)0;
+}
+#endif
+
+// DynamicStitch, one (indices, data) pair per launch: out[indices[j], r] = data[j, r].
+#if WANT_scatter_rows
+__kernel void K(scatter_rows)(__global T* out, __global const T* data, __global const TI* indices, int total,
+                              int inner, int rows) {
+    int i = get_global_id(0);
+    if (i >= total) return;
+    TI at = indices[i / inner];
+    if (at >= 0 && at < rows) out[(long)at * inner + i % inner] = data[i];
+}
+#endif
+
+// UnsortedSegmentSum: one work-item per output element (s, r) sums data[j, r] over j with ids[j] == s, in j's
+// order (deterministic, no atomics; the id vector is read once per output element).
+#if WANT_segment_sum
+__kernel void K(segment_sum)(__global T* out, __global const T* data, __global const TI* ids, int total,
+                             int n_ids, int inner) {
+    int i = get_global_id(0);
+    if (i >= total) return;
+    int s = i / inner, r = i % inner;
+    T acc = 0;
+    for (int j = 0; j < n_ids; j++) if (ids[j] == (TI)s) acc += data[(long)j * inner + r];
+    out[i] = acc;
+}
+#endif
+#endif
+
+// TopKV2: one work-item per row of n; k passes, each taking the largest value not taken yet (ties: lower index
+// first). The taken positions are marked in `taken` (rows * n bytes of scratch).
+#if WANT_top_k
+__kernel void K(top_k)(__global T* values, __global int* indices, __global const T* x, __global uchar* taken,
+                       int rows, int n, int k) {
+    int row = get_global_id(0);
+    if (row >= rows) return;
+    __global const T* xr = x + (long)row * n;
+    __global uchar* tr = taken + (long)row * n;
+    for (int c = 0; c < n; c++) tr[c] = 0;
+    for (int j = 0; j < k; j++) {
+        int best = -1;
+        for (int c = 0; c < n; c++)
+            if (!tr[c] && (best < 0 || xr[c] > xr[best])) best = c;
+        tr[best] = 1;
+        values[(long)row * k + j] = xr[best];
+        indices[(long)row * k + j] = best;
+    }
+}
+#endif

@@ -22,7 +22,7 @@ from tfplus.kernels.opencl._common import (
     run_on_host,
 )
 from tfplus.kernels.opencl.elementwise import binary, fill
-from tfplus.registry import find_kernel, register_kernel
+from tfplus.registry import find_kernel, register_kernel, register_workspace
 
 SRC = "array.cl"
 _BITS = {1: "int8", 2: "int16", 4: "int32", 8: "int64"}  # copies move elements of this size as is
@@ -53,9 +53,12 @@ def _selection(shape, index) -> tuple[tuple, list, int]:
     """(shape, strides, offset) in elements of `a[index]` for a C-contiguous `a` of `shape` (basic index)."""
     base = np.lib.stride_tricks.as_strided(np.zeros(1, np.uint8), shape=tuple(shape),
                                            strides=contiguous_strides(tuple(shape)))
-    v = base[index]
+    # NOTE: a newaxis after every dim keeps the result a view when every index is an int (`x[0, 0]`); plain
+    # `base[index]` would then be a NumPy scalar, a copy elsewhere in memory, and the offset garbage.
+    index = tuple(index)
+    v = base[index + ((None,) if any(k is Ellipsis for k in index) else (Ellipsis, None))]
     off = v.__array_interface__["data"][0] - base.__array_interface__["data"][0]
-    return v.shape, list(v.strides), off
+    return v.shape[:-1], list(v.strides[:-1]), off
 
 
 # -- no device work ------------------------------------------------------------------------------------------
@@ -254,3 +257,97 @@ def _in_top_k(ctx, ins, outs, attrs):
     rows, classes = pred.shape
     kern = kernel(rt, SRC, "in_top_k", pred.dtype, TI=CTYPE[targets.dtype.name])
     rt.run1d(kern, rows, outs[0], pred, targets, k, np.int32(rows), np.int32(classes))
+
+
+# -- gather, scatter, split ----------------------------------------------------------------------------------
+@register("GatherV2", ANY)
+@register("Gather", ANY)
+def _gather(ctx, ins, outs, attrs):
+    rt, params, indices, out = ctx.runtime, ins[0], ins[1], outs[0]
+    axis = int(_host(rt, ins[2])) % params.ndim if len(ins) == 3 else 0
+    if out.size == 0:
+        return
+    inner = math.prod(params.shape[axis + 1:])
+    k = kernel(rt, SRC, "gather", _BITS[params.dtype.itemsize], TI=CTYPE[indices.dtype.name])
+    rt.run1d(k, out.size, out, params, indices, np.int32(out.size), np.int32(max(indices.size, 1)),
+             np.int32(params.shape[axis]), np.int32(inner))
+
+
+@register_kernel("ShapeN", "opencl")
+def _shape_n(ctx, ins, outs, attrs):
+    for x, out in zip(ins, outs):
+        ctx.runtime.set_host(out, np.array(x.shape, out.dtype))
+
+
+@register("DynamicStitch", ANY)
+def _dynamic_stitch(ctx, ins, outs, attrs):
+    rt, out, n = ctx.runtime, outs[0], attrs["N"]
+    fill(rt, out, 0)
+    inner = math.prod(out.shape[1:])
+    for idx, data in zip(ins[:n], ins[n:]):  # one launch per pair, in order: a later pair's write wins
+        if data.size:
+            k = kernel(rt, SRC, "scatter_rows", _BITS[data.dtype.itemsize], TI=CTYPE[idx.dtype.name])
+            rt.run1d(k, data.size, out, data, idx, np.int32(data.size), np.int32(inner), np.int32(out.shape[0]))
+
+
+def _split_into(rt, x, axis, outs):
+    xst = contiguous_strides(x.shape)
+    at = 0
+    for out in outs:
+        copy_strided(rt, out, x, out.shape, contiguous_strides(out.shape), xst, 0, at * xst[axis])
+        at += out.shape[axis]
+
+
+@register("Split", ANY)
+def _split(ctx, ins, outs, attrs):
+    x = ins[1]
+    _split_into(ctx.runtime, x, int(_host(ctx.runtime, ins[0])) % x.ndim, outs)
+
+
+@register("SplitV", ANY)
+def _split_v(ctx, ins, outs, attrs):
+    x = ins[0]
+    _split_into(ctx.runtime, x, int(_host(ctx.runtime, ins[2])) % x.ndim, outs)
+
+
+@register("IdentityN", ANY)
+def _identity_n(ctx, ins, outs, attrs):
+    for x, out in zip(ins, outs):
+        ctx.runtime.copy(out, x)
+
+
+@register("Snapshot", ANY)
+def _snapshot(ctx, ins, outs, attrs):
+    ctx.runtime.copy(outs[0], ins[0])
+
+
+register_kernel("PreventGradient", "opencl")(lambda ctx, ins, outs, attrs: None)  # output aliases input
+
+
+@register("UnsortedSegmentSum", NUM)
+def _unsorted_segment_sum(ctx, ins, outs, attrs):
+    rt, data, ids, out = ctx.runtime, ins[0], ins[1], outs[0]
+    if out.size == 0:
+        return
+    inner = math.prod(out.shape[1:])
+    k = kernel(rt, SRC, "segment_sum", out.dtype, TI=CTYPE[ids.dtype.name])
+    rt.run1d(k, out.size, out, data, ids, np.int32(out.size), np.int32(ids.size), np.int32(inner))
+
+
+@register("TopKV2", NUM)
+def _top_k(ctx, ins, outs, attrs):
+    rt, x = ctx.runtime, ins[0]
+    values, indices = outs
+    n, kk = x.shape[-1], values.shape[-1]
+    rows = math.prod(x.shape[:-1])
+    if rows == 0 or kk == 0:
+        return
+    taken = ctx.workspace((rows, n), np.uint8)
+    rt.run1d(kernel(rt, SRC, "top_k", x.dtype), rows, values, indices, x, taken, np.int32(rows), np.int32(n),
+             np.int32(kk))
+
+
+@register_workspace("TopKV2", "opencl")
+def _top_k_scratch(ins, attrs, compute_units):
+    x = ins[0]
+    return [((math.prod(x.shape[:-1]), x.shape[-1]), np.uint8)]

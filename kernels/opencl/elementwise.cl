@@ -163,6 +163,18 @@ BINARY(sigmoid_grad, T, y * x * ((T)1 - x))                 // x: y = sigmoid, y
 #if WANT_tanh_grad
 BINARY(tanh_grad, T, y * ((T)1 - x * x))                    // x: y = tanh, y: dy
 #endif
+#if WANT_rsqrt_grad
+BINARY(rsqrt_grad, T, (T)(-0.5) * y * x * x * x)            // x: y = rsqrt, y: dy
+#endif
+#if WANT_sqrt_grad
+BINARY(sqrt_grad, T, (T)0.5 * y / x)                        // x: y = sqrt, y: dy
+#endif
+#if WANT_reciprocal_grad
+BINARY(reciprocal_grad, T, -y * x * x)                      // x: y = 1/x, y: dy
+#endif
+#if WANT_div_no_nan
+BINARY(div_no_nan, T, y == (T)0 ? (T)0 : x / y)
+#endif
 #else
 #if WANT_maximum
 BINARY(maximum, T, x > y ? x : y)

@@ -20,7 +20,8 @@ BINARY = {
     "LessEqual": ("less_equal", NUM), "Greater": ("greater", NUM), "GreaterEqual": ("greater_equal", NUM),
     "LogicalAnd": ("logical_and", B), "LogicalOr": ("logical_or", B),
     "ReluGrad": ("relu_grad", F), "Relu6Grad": ("relu6_grad", F), "SigmoidGrad": ("sigmoid_grad", F),
-    "TanhGrad": ("tanh_grad", F),
+    "TanhGrad": ("tanh_grad", F), "RsqrtGrad": ("rsqrt_grad", F), "SqrtGrad": ("sqrt_grad", F),
+    "ReciprocalGrad": ("reciprocal_grad", F), "DivNoNan": ("div_no_nan", F),
 }
 UNARY = {
     "Neg": ("neg", NUM), "Abs": ("abs", NUM), "Sign": ("sign", NUM), "Square": ("square", NUM),
@@ -89,17 +90,20 @@ def _cast(ctx, ins, outs, attrs):
     unary(ctx.runtime, f"cast_{SUFFIX[out.dtype.name]}", out, x)
 
 
-@register("Select", NUM + B)
 def _select(ctx, ins, outs, attrs):
     cond, t, e = ins
     out = outs[0]
     c_shape = cond.shape
-    if len(c_shape) == 1 and out.ndim > 1:  # a vector condition picks whole rows
+    if ctx.op.type == "Select" and len(c_shape) == 1 and out.ndim > 1:  # a vector condition picks whole rows
         c_shape = c_shape + (1,) * (out.ndim - 1)
     g = geometry(out.shape, broadcast_strides(c_shape, out.shape), broadcast_strides(t.shape, out.shape),
                  broadcast_strides(e.shape, out.shape))
     rt = ctx.runtime
     rt.run1d(kernel(rt, SRC, "select", t.dtype), out.size, out, cond, t, e, np.int32(out.size), *g)
+
+
+register("Select", NUM + B)(_select)
+register("SelectV2", NUM + B)(_select)
 
 
 @register("AddN", NUM)

@@ -1,6 +1,7 @@
 // Random ops on the device: Philox4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3"),
 // a counter-based generator: element i of run r of a node draws from counter (i, attempt, r_lo, r_hi) under
 // key (seed, seed2), so results depend only on the seeds, the run and the position - not on scheduling.
+// kernels/numpy/random.py computes the same numbers on the host: change both together.
 
 inline uint4 philox(uint4 c, uint2 k) {
     for (int round = 0; round < 10; round++) {
@@ -12,18 +13,32 @@ inline uint4 philox(uint4 c, uint2 k) {
     return c;
 }
 
-// Uniform in [0, 1) from random bits: 24 bits for float, 53 for double.
+// Uniform in [0, 1) with T's precision (exact, so every device gives the same bits): 24 bits for float, 53
+// for double.
 #if IS_DOUBLE
 inline T to_unit(uint a, uint b) { return (T)((((ulong)a << 21) ^ (ulong)b) & ((1UL << 53) - 1)) * 0x1p-53; }
 #else
 inline T to_unit(uint a, uint b) { return (T)(a >> 8) * 0x1p-24f; }
 #endif
 
+// Normal values are computed in double where the device has it, then rounded to T: two devices' log and cos
+// then differ by an ulp of double at most, which rounding to float almost never shows (and by at most one ulp
+// of float when it does). Without fp64 they are computed in float (a few ulps from the cpu device's).
+#ifdef cl_khr_fp64
+typedef double W;
+inline W unit_w(uint a, uint b) { return (W)((((ulong)a << 21) ^ (ulong)b) & ((1UL << 53) - 1)) * 0x1p-53; }
+#define TWO_PI 6.283185307179586
+#else
+typedef float W;
+inline W unit_w(uint a, uint b) { return (W)(a >> 8) * 0x1p-24f; }
+#define TWO_PI 6.2831855f
+#endif
+
 // One standard normal by Box-Muller from the four words of a Philox block.
-inline T to_normal(uint4 r) {
-    T u1 = (T)1 - to_unit(r.x, r.y);  // (0, 1]: log is finite
-    T u2 = to_unit(r.z, r.w);
-    return sqrt((T)-2 * log(u1)) * cos((T)6.283185307179586 * u2);
+inline W to_normal(uint4 r) {
+    W u1 = (W)1 - unit_w(r.x, r.y);  // (0, 1]: log is finite
+    W u2 = unit_w(r.z, r.w);
+    return sqrt((W)-2 * log(u1)) * cos(TWO_PI * u2);
 }
 
 #if WANT_random_uniform
@@ -39,7 +54,7 @@ __kernel void K(random_uniform)(__global T* out, int n, uint2 key, uint run_lo, 
 #if WANT_random_normal
 __kernel void K(random_normal)(__global T* out, int n, uint2 key, uint run_lo, uint run_hi) {
     int i = get_global_id(0);
-    if (i < n) out[i] = to_normal(philox((uint4)(i, 0, run_lo, run_hi), key));
+    if (i < n) out[i] = (T)to_normal(philox((uint4)(i, 0, run_lo, run_hi), key));
 }
 #endif
 
@@ -48,11 +63,11 @@ __kernel void K(random_normal)(__global T* out, int n, uint2 key, uint run_lo, u
 __kernel void K(truncated_normal)(__global T* out, int n, uint2 key, uint run_lo, uint run_hi) {
     int i = get_global_id(0);
     if (i >= n) return;
-    T z;
+    W z;
     uint attempt = 0;
     do {
         z = to_normal(philox((uint4)(i, attempt++, run_lo, run_hi), key));
-    } while (fabs(z) > (T)2);
-    out[i] = z;
+    } while (fabs(z) > (W)2);
+    out[i] = (T)z;
 }
 #endif

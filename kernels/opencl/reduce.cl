@@ -17,6 +17,7 @@ inline int red_offset(int r, int rank, int8 shape, int8 st) {
 }
 
 #define OP_SUM(a, b) ((a) + (b))
+#define OP_MUL(a, b) ((a) * (b))
 #define OP_MAX(a, b) (((a) > (b) || IS_NAN(a)) ? (a) : (b))
 #define OP_MIN(a, b) (((a) < (b) || IS_NAN(a)) ? (a) : (b))
 #define OP_ALL(a, b) ((a) && (b))
@@ -72,6 +73,9 @@ REDUCE(max, LOWEST, OP_MAX, PRE_ID)
 #endif
 #if WANT_min
 REDUCE(min, HIGHEST, OP_MIN, PRE_ID)
+#endif
+#if WANT_prod
+REDUCE(prod, 1, OP_MUL, PRE_ID)
 #endif
 #if WANT_all
 REDUCE(all, 1, OP_ALL, PRE_ID)

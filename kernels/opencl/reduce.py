@@ -1,4 +1,4 @@
-"""OpenCL kernels for reductions: Sum, Mean, Max, Min, All, Any, ArgMax, ArgMin, and the sums of L2Loss and
+"""OpenCL kernels for reductions: Sum, Mean, Max, Min, Prod, All, Any, ArgMax, ArgMin, and the sums of L2Loss and
 BiasAddGrad. Source: reduce.cl.
 
 A long reduction runs in passes: work-groups write partial results, which the next pass reduces. The partials
@@ -147,6 +147,7 @@ _register("Sum", "sum", NUM)
 _register("Mean", "sum", NUM, mean=True)
 _register("Max", "max", NUM)
 _register("Min", "min", NUM)
+_register("Prod", "prod", NUM)
 _register("All", "all", ("bool",))
 _register("Any", "any", ("bool",))
 

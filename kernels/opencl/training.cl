@@ -41,3 +41,67 @@ __kernel void K(apply_adam)(__global T* var, __global T* m, __global T* v, __glo
     var[i] -= alpha * (num / (sqrt(vi) + epsilon[0]));
 }
 #endif
+
+// ms += (g^2 - ms) (1 - rho); mom = momentum * mom + lr * g / sqrt(ms + epsilon); var -= mom
+#if WANT_apply_rms_prop
+__kernel void K(apply_rms_prop)(__global T* var, __global T* ms, __global T* mom, __global const T* lr,
+                                __global const T* rho, __global const T* momentum, __global const T* epsilon,
+                                __global const T* grad, int n) {
+    int i = get_global_id(0);
+    if (i >= n) return;
+    T one = 1, g = grad[i];
+    T s = ms[i] + (g * g - ms[i]) * (one - rho[0]);
+    T m = mom[i] * momentum[0] + lr[0] * (g / sqrt(s + epsilon[0]));
+    ms[i] = s;
+    mom[i] = m;
+    var[i] -= m;
+}
+#endif
+
+// ms += (g^2 - ms) (1 - rho); mg += (g - mg) (1 - rho); mom = momentum * mom + lr * g / sqrt(ms - mg^2 + eps);
+// var -= mom
+#if WANT_apply_centered_rms_prop
+__kernel void K(apply_centered_rms_prop)(__global T* var, __global T* mg, __global T* ms, __global T* mom,
+                                         __global const T* lr, __global const T* rho, __global const T* momentum,
+                                         __global const T* epsilon, __global const T* grad, int n) {
+    int i = get_global_id(0);
+    if (i >= n) return;
+    T one = 1, r = one - rho[0], g = grad[i];
+    T s = ms[i] + (g * g - ms[i]) * r;
+    T a = mg[i] + (g - mg[i]) * r;
+    T m = mom[i] * momentum[0] + lr[0] * (g / sqrt(s - a * a + epsilon[0]));
+    ms[i] = s;
+    mg[i] = a;
+    mom[i] = m;
+    var[i] -= m;
+}
+#endif
+
+// accum += g^2 (when update_slots); var -= lr * g / sqrt(accum)
+#if WANT_apply_adagrad
+__kernel void K(apply_adagrad)(__global T* var, __global T* accum, __global const T* lr, __global const T* grad,
+                               int n, int update_slots) {
+    int i = get_global_id(0);
+    if (i >= n) return;
+    T g = grad[i];
+    T a = update_slots ? accum[i] + g * g : accum[i];
+    accum[i] = a;
+    var[i] -= lr[0] * (g / sqrt(a));
+}
+#endif
+
+// accum = rho accum + (1 - rho) g^2; u = sqrt(accum_update + eps) / sqrt(accum + eps) * g; var -= lr * u;
+// accum_update = rho accum_update + (1 - rho) u^2
+#if WANT_apply_adadelta
+__kernel void K(apply_adadelta)(__global T* var, __global T* accum, __global T* accum_update, __global const T* lr,
+                                __global const T* rho, __global const T* epsilon, __global const T* grad, int n) {
+    int i = get_global_id(0);
+    if (i >= n) return;
+    T one = 1, r = rho[0], eps = epsilon[0], g = grad[i];
+    T a = accum[i] * r + g * g * (one - r);
+    T u = sqrt(accum_update[i] + eps) / sqrt(a + eps) * g;
+    accum[i] = a;
+    var[i] -= u * lr[0];
+    accum_update[i] = accum_update[i] * r + u * u * (one - r);
+}
+#endif

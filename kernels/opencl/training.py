@@ -1,6 +1,6 @@
-"""OpenCL kernels for the optimizer update ops (ApplyGradientDescent, ApplyMomentum, ApplyAdam): one fused
-kernel each, updating the variable and its slots in place, so variables never leave the device.
-Source: training.cl."""
+"""OpenCL kernels for the optimizer update ops (ApplyGradientDescent, ApplyMomentum, ApplyAdam, ApplyRMSProp,
+ApplyCenteredRMSProp, ApplyAdagrad, ApplyAdadelta): one fused kernel each, updating the variable and its slots
+in place, so variables never leave the device. Source: training.cl."""
 from __future__ import annotations
 
 import numpy as np
@@ -35,3 +35,23 @@ def _apply_momentum(ctx, ins, outs, attrs):
 @register("ApplyAdam", F)
 def _apply_adam(ctx, ins, outs, attrs):
     _update(ctx, ins, "apply_adam", attrs.get("use_nesterov", False))
+
+
+@register("ApplyRMSProp", F)
+def _apply_rms_prop(ctx, ins, outs, attrs):
+    _update(ctx, ins, "apply_rms_prop")
+
+
+@register("ApplyCenteredRMSProp", F)
+def _apply_centered_rms_prop(ctx, ins, outs, attrs):
+    _update(ctx, ins, "apply_centered_rms_prop")
+
+
+@register("ApplyAdagrad", F)
+def _apply_adagrad(ctx, ins, outs, attrs):
+    _update(ctx, ins, "apply_adagrad", attrs.get("update_slots", True))
+
+
+@register("ApplyAdadelta", F)
+def _apply_adadelta(ctx, ins, outs, attrs):
+    _update(ctx, ins, "apply_adadelta")

@@ -72,6 +72,9 @@ def static_specs(order: list[Operation], feed_shapes: dict[Tensor, tuple]) -> di
         if op.type == "Placeholder":
             raise PlanError(f"You must feed a value for placeholder tensor '{op.name}' (the memory planner "
                             "needs its shape)")
+        if op.op_def.allocates_outputs:
+            raise PlanError(f"{op.type} '{op.name}': control flow (tf.cond, tf.while_loop) sizes its outputs "
+                            "only as it runs, so the memory planner cannot plan it; run without memory_budget")
         ins = []
         for k, t in enumerate(op.inputs):
             s = specs[t]

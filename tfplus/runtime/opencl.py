@@ -393,8 +393,6 @@ class OpenCLRuntime:
         self.allow_fallback = os.environ.get("TFPLUS_OPENCL_FALLBACK", "0") not in ("", "0")
         self.fallbacks: dict[str, dict] = {}   # node name -> {"op", "runs", "h2d_bytes", "d2h_bytes"}
         self._consts: dict[int, tuple] = {}    # id(Const value) -> (value, its block)
-        self.rng_counters: dict[str, int] = {}  # node name -> runs so far (random ops' Philox counter)
-        self.rng_keys: dict[str, tuple] = {}    # node name -> Philox key of an unseeded random op
         self.plans: dict = {}  # launchers' per-shape launch plans (kernel, sizes, scalar arguments)
         self.profile: list | None = [] if os.environ.get("TFPLUS_OPENCL_PROFILE") else None
 

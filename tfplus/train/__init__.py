@@ -9,7 +9,15 @@ from tfplus.train.learning_rate_decay import (
     piecewise_constant,
     polynomial_decay,
 )
-from tfplus.train.optimizer import AdamOptimizer, GradientDescentOptimizer, MomentumOptimizer, Optimizer
+from tfplus.train.optimizer import (
+    AdadeltaOptimizer,
+    AdagradOptimizer,
+    AdamOptimizer,
+    GradientDescentOptimizer,
+    MomentumOptimizer,
+    Optimizer,
+    RMSPropOptimizer,
+)
 from tfplus.train.saver import Saver, latest_checkpoint
 from tfplus.train.training_util import (
     assert_global_step,
@@ -18,7 +26,8 @@ from tfplus.train.training_util import (
     get_or_create_global_step,
 )
 
-__all__ = ["Optimizer", "GradientDescentOptimizer", "MomentumOptimizer", "AdamOptimizer",
+__all__ = ["Optimizer", "GradientDescentOptimizer", "MomentumOptimizer", "AdamOptimizer", "RMSPropOptimizer",
+           "AdagradOptimizer", "AdadeltaOptimizer",
            "assert_global_step", "create_global_step", "get_global_step", "get_or_create_global_step",
            "exponential_decay", "natural_exp_decay", "inverse_time_decay", "polynomial_decay", "cosine_decay",
            "piecewise_constant", "Saver", "latest_checkpoint", "write_graph"]
@@ -28,3 +37,14 @@ for _name in _saver.__all__:
     globals()[_name] = getattr(_saver, _name)
     if _name not in __all__:
         __all__.append(_name)
+
+# TF1's training helpers: moving averages, the monitored session and its hooks; missing names raise clearly.
+from tfplus.train import monitored_session as _monitored  # noqa: E402
+from tfplus.train.moving_averages import ExponentialMovingAverage  # noqa: E402,F401
+from tfplus.unsupported import module_getattr as _module_getattr  # noqa: E402
+
+__all__.append("ExponentialMovingAverage")
+for _name in _monitored.__all__:
+    globals()[_name] = getattr(_monitored, _name)
+    __all__.append(_name)
+__getattr__ = _module_getattr(__name__, "tf.train")

@@ -24,10 +24,19 @@ from tfplus.framework import (
 )
 from tfplus.gradients import gradients
 from tfplus.ops.array_ops import constant, zeros
+from tfplus.ops.array_ops import fill as fill_
 from tfplus.ops.control_flow_ops import group, tuple_
 from tfplus.ops.math_ops import cast
 from tfplus.ops.state_ops import assign_add
-from tfplus.ops.training_ops import apply_adam, apply_gradient_descent, apply_momentum
+from tfplus.ops.training_ops import (
+    apply_adadelta,
+    apply_adagrad,
+    apply_adam,
+    apply_centered_rms_prop,
+    apply_gradient_descent,
+    apply_momentum,
+    apply_rms_prop,
+)
 from tfplus.variables import Variable, trainable_variables
 
 _VALID_DTYPES = (_dt.float16, _dt.float32, _dt.float64)
@@ -186,11 +195,12 @@ class Optimizer:
                 self._hyper_cache[key] = _as_dtype(value() if callable(value) else value, dtype, name)
         return self._hyper_cache[key]
 
-    def _zeros_slot(self, var: Variable, slot_name: str, op_name: str) -> Variable:
-        """The slot `slot_name` of `var`, created on first use as a zero-filled variable `<var>/<op_name>`."""
+    def _zeros_slot(self, var: Variable, slot_name: str, op_name: str, fill: float = 0.0) -> Variable:
+        """The slot `slot_name` of `var`, created on first use as a variable `<var>/<op_name>` filled with
+        `fill` (zeros unless an optimizer starts it elsewhere, like RMSProp's ones)."""
         slots = self._slots.setdefault(slot_name, {})
         if var not in slots:
-            slots[var] = _create_zeros_slot(var, op_name)
+            slots[var] = _create_zeros_slot(var, op_name, fill)
         return slots[var]
 
     def _get_or_make_non_slot(self, name: str, initial_value, like: Variable) -> Variable:
@@ -216,14 +226,15 @@ def _as_dtype(value, dtype: _dt.DType, name: str) -> Tensor:
     return constant(value, dtype=dtype, name=name)
 
 
-def _create_zeros_slot(var: Variable, op_name: str) -> Variable:
+def _create_zeros_slot(var: Variable, op_name: str, fill: float = 0.0) -> Variable:
     if not var.shape.is_fully_defined():
         raise ValueError(f"cannot create the {op_name} slot of variable '{var.op.name}': its shape "
                          f"{var.shape} is not fully defined")
     shape, dtype, graph = var.shape.as_list(), var.dtype, var.graph
     # Slots live outside the caller's name scope and control dependencies, like TF's init_scope.
     with graph.as_default(), graph.name_scope(None), graph.control_dependencies(None):
-        return Variable(lambda: zeros(shape, dtype), trainable=False, name=f"{var.op.name}/{op_name}")
+        init = (lambda: zeros(shape, dtype)) if fill == 0 else (lambda: fill_(shape, constant(fill, dtype)))
+        return Variable(init, trainable=False, name=f"{var.op.name}/{op_name}")
 
 
 def _check_dtypes(tensors, what: str) -> None:
@@ -309,3 +320,76 @@ class AdamOptimizer(Optimizer):
             update_beta2 = beta2_power.assign(beta2_power * self._hyper("beta2", self._beta2, dt),
                                               use_locking=self._use_locking)
         return group(*update_ops, update_beta1, update_beta2, name=name)
+
+
+class RMSPropOptimizer(Optimizer):
+    """TF1's RMSProp: ms = decay * ms + (1 - decay) * g^2; mom = momentum * mom + lr * g / sqrt(ms + epsilon);
+    var -= mom. Centered, the denominator is sqrt(ms - mg^2 + epsilon) with mg the moving mean gradient.
+    Slots 'rms' (starts at ones, as in TF1), 'mg' when centered, and 'momentum' (`<var>/RMSProp`,
+    `<var>/RMSProp_1`, ...); ops ApplyRMSProp, ApplyCenteredRMSProp."""
+
+    def __init__(self, learning_rate, decay=0.9, momentum=0.0, epsilon=1e-10, use_locking: bool = False,
+                 centered: bool = False, name: str = "RMSProp"):
+        super().__init__(use_locking, name)
+        self._lr, self._decay, self._momentum, self._epsilon = learning_rate, decay, momentum, epsilon
+        self._centered = centered
+
+    def _create_slots(self, var_list):
+        for v in var_list:
+            self._zeros_slot(v, "rms", self._name, fill=1.0)
+            if self._centered:
+                self._zeros_slot(v, "mg", self._name)
+            self._zeros_slot(v, "momentum", self._name)
+
+    def _apply_dense(self, grad, var):
+        dt = var.dtype
+        hypers = (self._hyper("learning_rate", self._lr, dt), self._hyper("decay", self._decay, dt),
+                  self._hyper("momentum", self._momentum, dt), self._hyper("epsilon", self._epsilon, dt), grad)
+        rms, mom = self.get_slot(var, "rms"), self.get_slot(var, "momentum")
+        if self._centered:
+            return apply_centered_rms_prop(var, self.get_slot(var, "mg"), rms, mom, *hypers,
+                                           use_locking=self._use_locking).op
+        return apply_rms_prop(var, rms, mom, *hypers, use_locking=self._use_locking).op
+
+
+class AdagradOptimizer(Optimizer):
+    """accum += g^2; var -= lr * g / sqrt(accum). Slot 'accumulator' (`<var>/Adagrad`, starting at
+    `initial_accumulator_value`); op ApplyAdagrad."""
+
+    def __init__(self, learning_rate, initial_accumulator_value=0.1, use_locking: bool = False,
+                 name: str = "Adagrad"):
+        if initial_accumulator_value <= 0.0:
+            raise ValueError(f"initial_accumulator_value must be positive: {initial_accumulator_value}")
+        super().__init__(use_locking, name)
+        self._lr, self._initial = learning_rate, initial_accumulator_value
+
+    def _create_slots(self, var_list):
+        for v in var_list:
+            self._zeros_slot(v, "accumulator", self._name, fill=self._initial)
+
+    def _apply_dense(self, grad, var):
+        return apply_adagrad(var, self.get_slot(var, "accumulator"),
+                             self._hyper("learning_rate", self._lr, var.dtype), grad,
+                             use_locking=self._use_locking).op
+
+
+class AdadeltaOptimizer(Optimizer):
+    """accum = rho * accum + (1 - rho) * g^2; u = sqrt(accum_update + eps) / sqrt(accum + eps) * g;
+    accum_update = rho * accum_update + (1 - rho) * u^2; var -= lr * u. Slots 'accum' and 'accum_update'
+    (`<var>/Adadelta`, `<var>/Adadelta_1`); op ApplyAdadelta."""
+
+    def __init__(self, learning_rate=0.001, rho=0.95, epsilon=1e-8, use_locking: bool = False,
+                 name: str = "Adadelta"):
+        super().__init__(use_locking, name)
+        self._lr, self._rho, self._epsilon = learning_rate, rho, epsilon
+
+    def _create_slots(self, var_list):
+        for v in var_list:
+            self._zeros_slot(v, "accum", self._name)
+            self._zeros_slot(v, "accum_update", self._name)
+
+    def _apply_dense(self, grad, var):
+        dt = var.dtype
+        return apply_adadelta(var, self.get_slot(var, "accum"), self.get_slot(var, "accum_update"),
+                              self._hyper("lr", self._lr, dt), self._hyper("rho", self._rho, dt),
+                              self._hyper("epsilon", self._epsilon, dt), grad, use_locking=self._use_locking).op

@@ -1,0 +1,96 @@
+"""TF-built training graphs import into tfplus and train to TensorFlow's variable values.
+
+TensorFlow (the tf1 fixture) builds a small CNN + MLP head with variables, `Optimizer.minimize` and
+`global_variables_initializer`; its GraphDef is imported with tf.import_graph_def, and both run the init op and
+the same training steps. The model is shaped so that TF's gradient code emits the bookkeeping ops it uses for
+run-time shapes (Shape, ShapeN, Prod, BroadcastGradientArgs, ConcatOffset, DynamicStitch, GatherV2 ...)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import DEVICES
+
+import tfplus as tf
+
+OPTIMIZERS = {
+    "gd": lambda v1: v1.train.GradientDescentOptimizer(0.1),
+    "momentum": lambda v1: v1.train.MomentumOptimizer(0.05, 0.9),
+    "nesterov": lambda v1: v1.train.MomentumOptimizer(0.05, 0.9, use_nesterov=True),
+    "adam": lambda v1: v1.train.AdamOptimizer(0.01),
+    "rmsprop": lambda v1: v1.train.RMSPropOptimizer(0.01),
+    "rmsprop_momentum": lambda v1: v1.train.RMSPropOptimizer(0.01, momentum=0.5),
+    "adagrad": lambda v1: v1.train.AdagradOptimizer(0.1),
+    "adadelta": lambda v1: v1.train.AdadeltaOptimizer(1.0),
+}
+STEPS = 4
+
+
+def _initial_values():
+    rng = np.random.default_rng(7)
+    return {"conv/w": rng.standard_normal((3, 3, 1, 4)).astype(np.float32) * 0.5,
+            "conv/b": np.full(4, 0.1, np.float32),
+            "head/w": rng.standard_normal((72, 3)).astype(np.float32) * 0.2,
+            "head/b": np.zeros(3, np.float32)}
+
+
+def _build_in_tf(v1, make_opt):
+    """A training graph built by TensorFlow; returns (graph, var names, feed names, train op name)."""
+    init = _initial_values()
+    g = v1.Graph()
+    with g.as_default():
+        x = v1.placeholder(v1.float32, [None, 6, 6, 1], name="x")
+        labels = v1.placeholder(v1.int32, [None], name="labels")
+        order = v1.placeholder(v1.int32, [None], name="order")
+
+        def var(name):
+            return v1.get_variable(name.split("/")[1], initializer=v1.constant_initializer(init[name]),
+                                   shape=init[name].shape)
+        with v1.variable_scope("conv"):
+            h = v1.nn.relu(v1.nn.bias_add(v1.nn.conv2d(x, var("conv/w"), [1, 1, 1, 1], "SAME"), var("conv/b")))
+        h = v1.nn.max_pool(h, [1, 2, 2, 1], [1, 2, 2, 1], "VALID")
+        h = v1.reshape(h, [v1.shape(h)[0], -1])
+        h = v1.concat([h, v1.tanh(h)], axis=1)  # ConcatOffset / ShapeN in the gradient
+        h = v1.gather(h, order)  # GatherV2; its IndexedSlices gradient is made dense by UnsortedSegmentSum
+        with v1.variable_scope("head"):
+            logits = v1.matmul(h, var("head/w")) + var("head/b")  # BroadcastGradientArgs on run-time shapes
+        xent = v1.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
+        penalty = v1.reduce_sum(v1.square(logits), axis=1)  # reduced_shape: DynamicStitch
+        loss = v1.reduce_mean(xent + 0.01 * penalty)  # Prod of run-time shapes
+        train = make_opt(v1).minimize(loss, name="train")
+        v1.global_variables_initializer()
+    return g, sorted(init), train.name
+
+
+def _batches():
+    rng = np.random.default_rng(3)
+    return [{"x:0": rng.standard_normal((5, 6, 6, 1)).astype(np.float32),
+             "labels:0": rng.integers(0, 3, 4).astype(np.int32),
+             "order:0": rng.permutation(5)[:4].astype(np.int32)} for _ in range(STEPS)]
+
+
+@pytest.mark.parametrize("opt", sorted(OPTIMIZERS))
+def test_tf_built_training_graph_trains_the_same(tf1, opt):
+    g, names, train = _build_in_tf(tf1, OPTIMIZERS[opt])
+    batches = _batches()
+    with tf1.Session(graph=g) as sess:
+        sess.run("init")
+        for feed in batches:
+            sess.run(train, feed)
+        want = sess.run([n + ":0" for n in names])
+    graph_def = g.as_graph_def()
+    emitted = {n.op for n in graph_def.node}
+    assert {"GatherV2", "UnsortedSegmentSum", "BroadcastGradientArgs", "Prod", "ShapeN", "DynamicStitch"} <= emitted, \
+        sorted(emitted)
+    assert not np.allclose(want[2], _initial_values()["head/w"]), "the steps did not train"
+
+    mine = tf.Graph()
+    with mine.as_default():
+        tf.import_graph_def(graph_def, name="")
+    for device in DEVICES:  # one TensorFlow run serves every device
+        with tf.Session(graph=mine, device=device) as sess:
+            sess.run("init")
+            for feed in batches:
+                sess.run(train, feed)
+            got = sess.run([n + ":0" for n in names])
+        for name, a, b in zip(names, got, want):
+            np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-6, err_msg=f"{opt} on {device}: variable {name}")

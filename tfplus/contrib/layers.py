@@ -1,0 +1,192 @@
+"""tf.contrib.layers (TF1): fully_connected, conv2d, flatten, regularizers and initializers, with contrib's
+defaults (ReLU activation, `weights`/`biases` variables under `fully_connected`, `Conv`, ...).
+
+    import tfplus as tf
+    h = tf.contrib.layers.conv2d(x, 16, 3)                 # Conv/weights, Conv/biases; SAME, ReLU
+    logits = tf.contrib.layers.fully_connected(tf.contrib.layers.flatten(h), 10, activation_fn=None)
+"""
+from __future__ import annotations
+
+import math
+
+from tfplus import dtypes as _dt
+from tfplus import layers as _layers
+from tfplus.framework import GraphKeys, Tensor, add_to_collection, convert_to_tensor, name_scope
+from tfplus.init_ops import Initializer, VarianceScaling, _fans, zeros_initializer
+from tfplus.ops import math_ops, nn_ops
+from tfplus.ops.array_ops import constant
+from tfplus.ops.random_ops import truncated_normal
+from tfplus.unsupported import module_getattr
+from tfplus.variables import get_variable, variable_scope
+
+__all__ = ["flatten", "fully_connected", "conv2d", "l1_regularizer", "l2_regularizer", "sum_regularizer",
+           "apply_regularization", "xavier_initializer", "xavier_initializer_conv2d",
+           "variance_scaling_initializer"]
+
+
+_ZEROS = zeros_initializer()  # contrib's default biases initializer (None means: no biases)
+
+
+class _ContribVarianceScaling(Initializer):
+    """contrib's variance scaling: uniform in +-sqrt(3 factor / n), or a normal truncated at 2 stddev with
+    stddev sqrt(1.3 factor / n); n is fan_in, fan_out or their mean."""
+
+    def __init__(self, factor, mode, uniform, seed, dtype):
+        if mode not in ("FAN_IN", "FAN_OUT", "FAN_AVG"):
+            raise TypeError(f"variance_scaling_initializer: unknown mode {mode!r} (FAN_IN, FAN_OUT, FAN_AVG)")
+        self.factor, self.mode, self.uniform, self.seed, self.dtype = factor, mode, uniform, seed, dtype
+
+    def __call__(self, shape, dtype=None, partition_info=None):
+        if self.uniform:
+            mode = {"FAN_IN": "fan_in", "FAN_OUT": "fan_out", "FAN_AVG": "fan_avg"}[self.mode]
+            return VarianceScaling(self.factor, mode, "uniform", self.seed, self.dtype)(shape, dtype)
+        fan_in, fan_out = _fans(shape)
+        n = {"FAN_IN": fan_in, "FAN_OUT": fan_out, "FAN_AVG": (fan_in + fan_out) / 2.0}[self.mode]
+        return truncated_normal(shape, 0.0, math.sqrt(1.3 * self.factor / n), self._dtype(dtype), seed=self.seed)
+
+
+def variance_scaling_initializer(factor=2.0, mode="FAN_IN", uniform=False, seed=None, dtype=_dt.float32):
+    """He initialization by default (factor 2, FAN_IN, truncated normal)."""
+    return _ContribVarianceScaling(factor, mode, uniform, seed, dtype)
+
+
+def xavier_initializer(uniform=True, seed=None, dtype=_dt.float32):
+    """Glorot/Xavier: variance 2 / (fan_in + fan_out)."""
+    return variance_scaling_initializer(1.0, "FAN_AVG", uniform, seed, dtype)
+
+
+xavier_initializer_conv2d = xavier_initializer
+
+
+def l2_regularizer(scale, scope=None):
+    """weights -> scale * sum(weights^2) / 2 (None for scale 0)."""
+    if scale < 0.0:
+        raise ValueError(f"l2_regularizer: scale must be >= 0, got {scale}")
+
+    def l2(weights):
+        if scale == 0.0:
+            return None
+        with name_scope(scope, "l2_regularizer"):
+            return math_ops.multiply(constant(scale, dtype=weights.dtype, name="scale"), nn_ops.l2_loss(weights),
+                                     name="value")
+    return l2
+
+
+def l1_regularizer(scale, scope=None):
+    """weights -> scale * sum(|weights|) (None for scale 0)."""
+    if scale < 0.0:
+        raise ValueError(f"l1_regularizer: scale must be >= 0, got {scale}")
+
+    def l1(weights):
+        if scale == 0.0:
+            return None
+        with name_scope(scope, "l1_regularizer"):
+            return math_ops.multiply(constant(scale, dtype=weights.dtype, name="scale"),
+                                     math_ops.reduce_sum(math_ops.abs(weights)), name="value")
+    return l1
+
+
+def sum_regularizer(regularizer_list, scope=None):
+    """weights -> the sum of the regularizers' penalties."""
+    def total(weights):
+        terms = [t for t in (r(weights) for r in regularizer_list) if t is not None]
+        return math_ops.add_n(terms) if terms else None
+    return total
+
+
+def apply_regularization(regularizer, weights_list=None) -> Tensor:
+    """The sum of `regularizer` over `weights_list` (default: the WEIGHTS collection), also added to
+    REGULARIZATION_LOSSES."""
+    from tfplus.framework import get_collection
+    weights_list = get_collection(GraphKeys.WEIGHTS) if weights_list is None else weights_list
+    terms = [t for t in (regularizer(w) for w in weights_list) if t is not None]
+    if not terms:
+        raise ValueError("apply_regularization: the regularizer gave no penalty for any weight")
+    total = math_ops.add_n(terms)
+    add_to_collection(GraphKeys.REGULARIZATION_LOSSES, total)
+    return total
+
+
+def flatten(inputs, outputs_collections=None, scope=None) -> Tensor:
+    """[batch, ...] -> [batch, k]."""
+    with name_scope(scope, "Flatten"):
+        return _layers.flatten(inputs)
+
+
+def _weights_and_biases(shape, units, dtype, weights_initializer, weights_regularizer, biases_initializer,
+                        biases_regularizer, trainable, variables_collections):
+    weights = get_variable("weights", shape, dtype, initializer=weights_initializer,
+                           regularizer=weights_regularizer, trainable=trainable)
+    add_to_collection(GraphKeys.MODEL_VARIABLES, weights)
+    add_to_collection(GraphKeys.WEIGHTS, weights)
+    biases = None
+    if biases_initializer is not None:
+        biases = get_variable("biases", [units], dtype, initializer=biases_initializer,
+                              regularizer=biases_regularizer, trainable=trainable)
+        add_to_collection(GraphKeys.MODEL_VARIABLES, biases)
+        add_to_collection(GraphKeys.BIASES, biases)
+    for name in variables_collections or ():
+        add_to_collection(name, weights)
+        if biases is not None:
+            add_to_collection(name, biases)
+    return weights, biases
+
+
+def _finish(y, biases, normalizer_fn, normalizer_params, activation_fn, outputs_collections, data_format="NHWC"):
+    if normalizer_fn is not None:
+        y = normalizer_fn(y, **(normalizer_params or {}))
+    elif biases is not None:
+        y = nn_ops.bias_add(y, biases, data_format=data_format)
+    if activation_fn is not None:
+        y = activation_fn(y)
+    for name in outputs_collections or ():
+        add_to_collection(name, y)
+    return y
+
+
+def fully_connected(inputs, num_outputs, activation_fn=nn_ops.relu, normalizer_fn=None, normalizer_params=None,
+                    weights_initializer=None, weights_regularizer=None, biases_initializer=_ZEROS,
+                    biases_regularizer=None, reuse=None, variables_collections=None, outputs_collections=None,
+                    trainable=True, scope=None) -> Tensor:
+    """activation_fn(inputs @ weights + biases); variables `<scope>/weights` and `<scope>/biases` (scope
+    `fully_connected` by default). Biases are skipped with a normalizer_fn, as in TF1."""
+    inputs = convert_to_tensor(inputs)
+    n_in = inputs.shape[-1].value if inputs.shape.ndims else None
+    if n_in is None:
+        raise ValueError(f"fully_connected: the last dimension of {inputs.name} (shape {inputs.shape}) must be "
+                         "known")
+    with variable_scope(scope, default_name="fully_connected", reuse=reuse):
+        weights, biases = _weights_and_biases(
+            [n_in, num_outputs], num_outputs, inputs.dtype, weights_initializer or xavier_initializer(),
+            weights_regularizer, None if normalizer_fn is not None else biases_initializer, biases_regularizer,
+            trainable, variables_collections)
+        return _finish(math_ops.matmul(inputs, weights), biases, normalizer_fn, normalizer_params, activation_fn,
+                       outputs_collections)
+
+
+def conv2d(inputs, num_outputs, kernel_size, stride=1, padding="SAME", data_format=None, rate=1,
+           activation_fn=nn_ops.relu, normalizer_fn=None, normalizer_params=None, weights_initializer=None,
+           weights_regularizer=None, biases_initializer=_ZEROS, biases_regularizer=None, reuse=None,
+           variables_collections=None, outputs_collections=None, trainable=True, scope=None) -> Tensor:
+    """2-D convolution; variables `<scope>/weights` [kh, kw, in, out] and `<scope>/biases` (scope `Conv`)."""
+    if rate != 1:
+        raise NotImplementedError("tf.contrib.layers.conv2d: rate (dilation) other than 1 is not implemented in "
+                                  "tfplus")
+    fmt = data_format or "NHWC"
+    if fmt not in ("NHWC", "NCHW"):
+        raise ValueError(f"conv2d: data_format must be 'NHWC' or 'NCHW', got {data_format!r}")
+    inputs = convert_to_tensor(inputs)
+    n_in = inputs.shape[-1 if fmt == "NHWC" else 1].value
+    kh, kw = _layers._pair(kernel_size, "kernel_size")
+    sh, sw = _layers._pair(stride, "stride")
+    with variable_scope(scope, default_name="Conv", reuse=reuse):
+        weights, biases = _weights_and_biases(
+            [kh, kw, n_in, num_outputs], num_outputs, inputs.dtype, weights_initializer or xavier_initializer(),
+            weights_regularizer, None if normalizer_fn is not None else biases_initializer, biases_regularizer,
+            trainable, variables_collections)
+        strides = [1, sh, sw, 1] if fmt == "NHWC" else [1, 1, sh, sw]
+        y = nn_ops.conv2d(inputs, weights, strides, padding.upper(), data_format=fmt)
+        return _finish(y, biases, normalizer_fn, normalizer_params, activation_fn, outputs_collections, fmt)
+
+
+__getattr__ = module_getattr(__name__, "tf.contrib.layers")

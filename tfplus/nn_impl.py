@@ -1,0 +1,80 @@
+"""tf.nn functions that TF1 builds from other ops (its nn_impl.py, clip_ops.py): sigmoid cross-entropy, batch
+normalization's formula, norm clipping. Each is a composite of registered ops, so its gradient, kernels on
+every device and GraphDef export come from those ops.
+
+    import tfplus as tf
+    loss = tf.reduce_mean(tf.nn.sigmoid_cross_entropy_with_logits(labels=y, logits=z))
+    grads, norm = tf.clip_by_global_norm(tf.gradients(loss, params), 5.0)
+"""
+from __future__ import annotations
+
+from tfplus.framework import Tensor, convert_to_tensor, name_scope
+from tfplus.ops import math_ops
+from tfplus.ops.array_ops import identity, ones_like, zeros_like
+from tfplus.ops.nn_ops import l2_loss, relu
+
+
+def sigmoid_cross_entropy_with_logits(_sentinel=None, labels=None, logits=None, name=None) -> Tensor:
+    """-labels * log(sigmoid(logits)) - (1 - labels) * log(1 - sigmoid(logits)), elementwise, computed as
+    max(z, 0) - z * labels + log(1 + exp(-|z|)) so that large |z| neither overflows nor loses precision."""
+    if _sentinel is not None or labels is None or logits is None:
+        raise ValueError("sigmoid_cross_entropy_with_logits: pass labels= and logits= by name")
+    with name_scope(name, "logistic_loss"):
+        logits = convert_to_tensor(logits)
+        labels = convert_to_tensor(labels, dtype=logits.dtype)
+        if labels.shape.ndims is not None and logits.shape.ndims is not None and \
+                not labels.shape.is_compatible_with(logits.shape):
+            raise ValueError(f"sigmoid_cross_entropy_with_logits: logits shape {logits.shape} and labels shape "
+                             f"{labels.shape} must be the same")
+        return math_ops.add(relu(logits) - logits * labels, math_ops.log1p(math_ops.exp(-math_ops.abs(logits))))
+
+
+def batch_normalization(x, mean, variance, offset, scale, variance_epsilon, name=None) -> Tensor:
+    """(x - mean) * scale / sqrt(variance + epsilon) + offset (TF1's formula and order: x * inv + (offset -
+    mean * inv)); `offset` and `scale` may be None."""
+    with name_scope(name, "batchnorm"):
+        inv = math_ops.rsqrt(variance + variance_epsilon)
+        if scale is not None:
+            inv = inv * scale
+        shift = -mean * inv if offset is None else offset - mean * inv
+        return x * inv + shift
+
+
+def global_norm(t_list, name=None) -> Tensor:
+    """sqrt(sum of the squares of every element of every tensor in `t_list`); None entries are ignored."""
+    ts = [convert_to_tensor(t) for t in t_list if t is not None]
+    if not ts:
+        raise ValueError("global_norm: t_list has no tensors")
+    with name_scope(name, "global_norm"):
+        half_squares = [l2_loss(t) for t in ts]
+        total = half_squares[0] if len(half_squares) == 1 else math_ops.add_n(half_squares)
+        return math_ops.sqrt(total * 2.0, name="global_norm")
+
+
+def clip_by_global_norm(t_list, clip_norm, use_norm=None, name=None) -> tuple[list, Tensor]:
+    """Scales every tensor by clip_norm / max(global_norm, clip_norm); returns (the scaled list with None
+    entries kept, the global norm). A NaN or inf norm makes every output NaN, as in TF1."""
+    if isinstance(t_list, Tensor) or not isinstance(t_list, (list, tuple)):
+        raise TypeError("clip_by_global_norm: t_list must be a list of tensors")
+    t_list = list(t_list)
+    with name_scope(name, "clip_by_global_norm"):
+        norm = global_norm(t_list) if use_norm is None else convert_to_tensor(use_norm)
+        clip = convert_to_tensor(clip_norm, dtype=norm.dtype)
+        # clip * min(1 / norm, 1 / clip), plus (norm - norm) so that a non-finite norm gives NaN everywhere
+        scale = clip * math_ops.minimum(1.0 / norm, 1.0 / clip) + (norm - norm)
+        out = [None if t is None else identity(convert_to_tensor(t) * math_ops.cast(scale, t.dtype),
+                                               name=f"clip_by_global_norm_{i}")
+               for i, t in enumerate(t_list)]
+        return out, norm
+
+
+def clip_by_norm(t, clip_norm, axes=None, name=None) -> Tensor:
+    """t * clip_norm / max(||t||_2, clip_norm), the norm over `axes` (all if None). A zero tensor stays zero
+    with a zero (not NaN) gradient."""
+    with name_scope(name, "clip_by_norm"):
+        t = convert_to_tensor(t)
+        squares = math_ops.reduce_sum(t * t, axes, keepdims=True)
+        nonzero = math_ops.greater(squares, zeros_like(squares))
+        safe = math_ops.where(nonzero, squares, ones_like(squares))
+        norm = math_ops.where(nonzero, math_ops.sqrt(safe), squares)
+        return identity(t * clip_norm / math_ops.maximum(norm, clip_norm))

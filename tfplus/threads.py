@@ -1,0 +1,234 @@
+"""The cpu device's threads: TensorFlow's intra-op pool, and BLAS held to one thread while a step runs.
+
+A cpu kernel splits its work (images, rows, elements) into at most `current()` shards and runs them with `run`:
+the calling thread takes the first shard, a pool of `current() - 1` workers the rest. NumPy releases the GIL in
+its loops and in BLAS, so plain threads run in parallel. The pool owns every thread: while a session runs, BLAS
+is set to one thread (threadpoolctl), so pool x BLAS never exceeds the thread count.
+
+Shards depend only on the work's size and the thread count, and kernels combine partial results in a fixed
+order, so a result is bit-for-bit the same for a fixed thread count (and equal within rounding across counts).
+
+    >>> from tfplus import threads
+    >>> with threads.using(2):
+    ...     threads.split(10)
+    [(0, 5), (5, 10)]
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import threading
+from typing import Callable, Iterable
+
+ENV = "TFPLUS_NUM_THREADS"
+# Elements per shard below which splitting costs more than it saves (a dispatch is ~10-30 us; a NumPy loop
+# over 64K float32 elements takes about as long).
+GRAIN = 1 << 16
+
+_local = threading.local()  # the running session's thread count, per Python thread; 1 in pool workers
+_default = {"threads": None}  # the process's default when set (tfplus train/eval/profile --threads)
+_pools: dict[int, _Pool] = {}
+_pools_lock = threading.Lock()
+
+
+def available_cores() -> int:
+    """The cores this process may run on (its affinity mask, which containers and taskset narrow)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def parse_threads(value, where: str) -> int:
+    """A thread count from a flag, variable or config field; `where` names it in the error."""
+    try:
+        n = int(str(value).strip())
+    except ValueError:
+        n = 0
+    if n < 1 or isinstance(value, bool):
+        raise ValueError(f"{where}={value!r}: the number of threads must be a positive integer, e.g. 4")
+    return n
+
+
+def default_threads() -> int:
+    """The thread count of a session whose config sets none: `default(n)`'s (the CLI's --threads), else
+    $TFPLUS_NUM_THREADS, else the cores this process may run on."""
+    if _default["threads"] is not None:
+        return _default["threads"]
+    value = os.environ.get(ENV, "").strip()
+    return parse_threads(value, ENV) if value else available_cores()
+
+
+@contextlib.contextmanager
+def default(n: int):
+    """Sessions created inside (any thread) default to `n` threads."""
+    previous, _default["threads"] = _default["threads"], parse_threads(n, "threads")
+    try:
+        yield
+    finally:
+        _default["threads"] = previous
+
+
+def resolve(requested: int | None) -> int:
+    """A session's thread count: `requested` (TF1's 0 or None meaning the default) or the default."""
+    return parse_threads(requested, "intra_op_parallelism_threads") if requested else default_threads()
+
+
+def current() -> int:
+    """The thread count kernels split their work for: the running session's, else the default."""
+    n = getattr(_local, "threads", None)
+    return n if n is not None else default_threads()
+
+
+@contextlib.contextmanager
+def using(n: int):
+    """Kernels run in this thread split their work for `n` threads (nests; restores the previous count)."""
+    previous = getattr(_local, "threads", None)
+    _local.threads = n
+    try:
+        yield
+    finally:
+        _local.threads = previous
+
+
+def split(n: int, grain: int = 1) -> list[tuple[int, int]]:
+    """[lo, hi) ranges covering range(n): at most current() of them, each at least `grain` long (one range if
+    n is below 2 * grain), as equal as can be."""
+    shards = max(1, min(current(), n // max(grain, 1)))
+    return [(n * i // shards, n * (i + 1) // shards) for i in range(shards)]
+
+
+class _Pool:
+    """n - 1 daemon workers, each with its own queue; a call puts shard i on worker i's queue and takes shard 0
+    itself, then collects one completion per shard. C-level queues (SimpleQueue) keep the caller's dispatch,
+    which holds the GIL, to a few microseconds per shard."""
+
+    def __init__(self, n: int):
+        self._call = threading.Lock()  # one call at a time (sessions in two Python threads take turns)
+        self._done: queue.SimpleQueue = queue.SimpleQueue()
+        self._inboxes = [queue.SimpleQueue() for _ in range(n - 1)]
+        for i, inbox in enumerate(self._inboxes):
+            threading.Thread(target=self._work, args=(inbox,), name=f"tfplus-intra-op-{n}-{i + 1}",
+                             daemon=True).start()
+
+    def _work(self, inbox: queue.SimpleQueue) -> None:
+        _local.threads = 1  # a kernel called inside a shard runs whole: no nested pools
+        while True:
+            fn, item, results, i = inbox.get()
+            try:
+                results[i] = fn(item)
+            except BaseException as e:  # re-raised by the caller
+                results[i] = _Failed(e)
+            self._done.put(i)
+
+    def run(self, fn: Callable, items: list) -> list:
+        results: list = [None] * len(items)
+        with self._call:
+            for i in range(1, len(items)):
+                self._inboxes[i - 1].put((fn, items[i], results, i))
+            previous, _local.threads = getattr(_local, "threads", None), 1  # shard 0 runs whole too
+            try:
+                results[0] = fn(items[0])
+            except BaseException as e:
+                results[0] = _Failed(e)
+            finally:
+                _local.threads = previous
+                for _ in range(1, len(items)):
+                    self._done.get()
+        for r in results:
+            if isinstance(r, _Failed):
+                raise r.error
+        return results
+
+
+class _Failed:
+    def __init__(self, error: BaseException):
+        self.error = error
+
+
+def _pool(n: int) -> _Pool:
+    with _pools_lock:
+        pool = _pools.get(n)
+        if pool is None:
+            pool = _pools[n] = _Pool(n)
+    return pool
+
+
+if hasattr(os, "register_at_fork"):  # a forked child has none of the parent's workers: it starts its own
+    os.register_at_fork(after_in_child=_pools.clear)
+
+
+def run(fn: Callable, items: Iterable) -> list:
+    """[fn(item) for item in items], the first on this thread and the others on the pool (at most current()
+    items). Every call has finished when this returns, also when one raised."""
+    items = list(items)
+    if len(items) <= 1:
+        return [fn(item) for item in items]
+    n = current()
+    if len(items) > n:
+        raise ValueError(f"{len(items)} shards for {n} threads: use threads.split")
+    return _pool(n).run(fn, items)
+
+
+def parallel_for(n: int, body: Callable[[int, int], None], grain: int | None = None) -> None:
+    """body(lo, hi) over the ranges of split(n, grain) (grain: GRAIN by default)."""
+    run(lambda r: body(*r), split(n, GRAIN if grain is None else grain))
+
+
+def sharded(body: Callable, out, *ins) -> None:
+    """body(out, *ins) over shards of `out`: flat element ranges when every operand of out's shape is
+    contiguous and the rest are scalars, else ranges of out's first axis (operands that broadcast along it are
+    passed whole). A shard has at least GRAIN elements."""
+    n, grain = out.size, GRAIN
+    if current() == 1 or n < 2 * grain:
+        body(out, *ins)
+        return
+    full = [getattr(a, "shape", ()) == out.shape for a in ins]
+    if out.flags.c_contiguous and all(a.flags.c_contiguous if f else getattr(a, "size", 1) == 1
+                                      for a, f in zip(ins, full)):
+        flat = [a.reshape(-1) if f else a for a, f in zip(ins, full)]
+        o = out.reshape(-1)
+        parallel_for(n, lambda lo, hi: body(o[lo:hi], *(a[lo:hi] if f else a for a, f in zip(flat, full))),
+                     grain)
+        return
+    if out.ndim == 0:
+        body(out, *ins)
+        return
+    rows = out.shape[0]
+    along = [getattr(a, "ndim", 0) == out.ndim and a.shape[0] == rows for a in ins]
+    parallel_for(rows, lambda lo, hi: body(out[lo:hi], *(a[lo:hi] if s else a for a, s in zip(ins, along))),
+                 max(1, -(-grain * rows // n)))
+
+
+# -- BLAS ------------------------------------------------------------------------------------------------------
+_blas_lock = threading.Lock()
+_blas = {"depth": 0, "limiter": None, "controller": None}
+
+
+@contextlib.contextmanager
+def blas_single_threaded():
+    """BLAS on one thread inside (the pool parallelizes GEMMs by splitting them); restored when the last
+    session run that asked leaves."""
+    with _blas_lock:
+        if _blas["depth"] == 0:
+            if _blas["controller"] is None:
+                from threadpoolctl import ThreadpoolController
+                _blas["controller"] = ThreadpoolController()
+            _blas["limiter"] = _blas["controller"].limit(limits=1, user_api="blas")
+        _blas["depth"] += 1
+    try:
+        yield
+    finally:
+        with _blas_lock:
+            _blas["depth"] -= 1
+            if _blas["depth"] == 0:
+                _blas["limiter"].restore_original_limits()
+                _blas["limiter"] = None
+
+
+@contextlib.contextmanager
+def step(n: int):
+    """What a session run on the cpu holds: kernels split for `n` threads, BLAS on one."""
+    with using(n), blas_single_threaded():
+        yield

@@ -1,0 +1,454 @@
+"""tf.train.MonitoredTrainingSession and the standard SessionRunHooks (TF1), single process.
+
+    import tfplus as tf
+    step = tf.train.get_or_create_global_step()
+    train_op = tf.train.AdamOptimizer().minimize(loss, global_step=step)
+    hooks = [tf.train.StopAtStepHook(last_step=1000), tf.train.NanTensorHook(loss)]
+    with tf.train.MonitoredTrainingSession(checkpoint_dir="ckpt", hooks=hooks) as sess:
+        while not sess.should_stop():
+            sess.run(train_op, feeds)
+
+The session initializes the variables or restores the newest checkpoint in checkpoint_dir, saves checkpoints
+and summaries there, and runs each hook's before_run/after_run around every run call.
+"""
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from tfplus import logging
+from tfplus.framework import GraphKeys, get_default_graph
+from tfplus.session import Session
+from tfplus.train.saver import Saver, latest_checkpoint
+from tfplus.train.training_util import get_global_step
+from tfplus.variables import global_variables_initializer, local_variables_initializer
+
+__all__ = ["SessionRunHook", "SessionRunArgs", "SessionRunContext", "SessionRunValues", "Scaffold",
+           "MonitoredTrainingSession", "MonitoredSession", "SingularMonitoredSession", "StopAtStepHook",
+           "LoggingTensorHook", "CheckpointSaverHook", "SummarySaverHook", "NanTensorHook", "StepCounterHook",
+           "NanLossDuringTrainingError", "SecondOrStepTimer"]
+
+
+class NanLossDuringTrainingError(RuntimeError):
+    def __str__(self):
+        return "NaN loss during training."
+
+
+class SessionRunArgs(NamedTuple):
+    """What a hook adds to the next run: extra fetches (any nesting) and feeds."""
+    fetches: Any
+    feed_dict: Any = None
+    options: Any = None
+
+
+class SessionRunValues(NamedTuple):
+    results: Any
+    options: Any = None
+    run_metadata: Any = None
+
+
+class SessionRunContext:
+    """The run in progress as hooks see it; request_stop() ends the training loop after this run."""
+
+    def __init__(self, original_args: SessionRunArgs, session):
+        self.original_args, self.session = original_args, session
+        self._stop_requested = False
+
+    def request_stop(self) -> None:
+        self._stop_requested = True
+
+    @property
+    def stop_requested(self) -> bool:
+        return self._stop_requested
+
+
+class SessionRunHook:
+    """Override what you need: begin (graph still open), after_create_session, before_run, after_run, end."""
+
+    def begin(self):
+        pass
+
+    def after_create_session(self, session, coord):
+        pass
+
+    def before_run(self, run_context):
+        return None
+
+    def after_run(self, run_context, run_values):
+        pass
+
+    def end(self, session):
+        pass
+
+
+class SecondOrStepTimer:
+    """Fires every `every_secs` seconds or every `every_steps` steps (exactly one of them)."""
+
+    def __init__(self, every_secs=None, every_steps=None):
+        if (every_secs is None) == (every_steps is None):
+            raise ValueError("exactly one of every_secs and every_steps must be given")
+        self._secs, self._steps = every_secs, every_steps
+        self._last_time = self._last_step = None
+
+    def should_trigger_for_step(self, step: int) -> bool:
+        if self._last_step is None:
+            return True
+        if self._last_step == step:
+            return False
+        if self._steps is not None:
+            return step >= self._last_step + self._steps
+        return time.time() >= self._last_time + self._secs
+
+    def update_last_triggered_step(self, step: int) -> None:
+        self._last_time, self._last_step = time.time(), step
+
+    def last_triggered_step(self):
+        return self._last_step
+
+
+def _global_step_tensor(hook_name: str):
+    step = get_global_step()
+    if step is None:
+        raise RuntimeError(f"{hook_name} needs a global step: create it with "
+                           "tf.train.get_or_create_global_step() before the session")
+    return step
+
+
+class StopAtStepHook(SessionRunHook):
+    """Requests a stop once the global step reaches last_step (or num_steps past its value at the start)."""
+
+    def __init__(self, num_steps=None, last_step=None):
+        if (num_steps is None) == (last_step is None):
+            raise ValueError("StopAtStepHook: give exactly one of num_steps and last_step")
+        self._num_steps, self._last_step = num_steps, last_step
+
+    def begin(self):
+        self._step = _global_step_tensor("StopAtStepHook")
+
+    def after_create_session(self, session, coord):
+        if self._last_step is None:
+            self._last_step = int(session.run(self._step)) + self._num_steps
+
+    def before_run(self, run_context):
+        return SessionRunArgs(self._step)
+
+    def after_run(self, run_context, run_values):
+        # The step read in this run may come before its increment (TensorFlow's order) or after (tfplus's):
+        # +1 is the latest it can be; the variable itself decides.
+        if int(run_values.results) + 1 >= self._last_step:
+            if int(run_context.session.run(self._step)) >= self._last_step:
+                run_context.request_stop()
+
+
+class LoggingTensorHook(SessionRunHook):
+    """Logs (tf.logging.info) the given tensors every_n_iter runs or every_n_secs seconds, and at_end."""
+
+    def __init__(self, tensors, every_n_iter=None, every_n_secs=None, at_end=False, formatter=None):
+        if not at_end and (every_n_iter is None) == (every_n_secs is None):
+            raise ValueError("LoggingTensorHook: give exactly one of every_n_iter and every_n_secs (or at_end)")
+        if isinstance(tensors, dict):
+            self._tags, self._tensors = list(tensors), list(tensors.values())
+        else:
+            self._tensors = list(tensors)
+            self._tags = [getattr(t, "name", str(t)) for t in self._tensors]
+        self._timer = None if every_n_iter is None and every_n_secs is None else \
+            SecondOrStepTimer(every_n_secs, every_n_iter)
+        self._at_end, self._formatter, self._iter = at_end, formatter, 0
+        self._triggered = False
+
+    def before_run(self, run_context):
+        self._triggered = self._timer is not None and self._timer.should_trigger_for_step(self._iter)
+        return SessionRunArgs(self._tensors) if self._triggered else None
+
+    def _log(self, values):
+        by_tag = dict(zip(self._tags, values))
+        if self._formatter is not None:
+            logging.info(self._formatter(by_tag))
+        else:
+            logging.info(", ".join(f"{tag} = {np.asarray(v)}" for tag, v in by_tag.items()))
+
+    def after_run(self, run_context, run_values):
+        if self._triggered:
+            self._timer.update_last_triggered_step(self._iter)
+            self._log(run_values.results)
+        self._iter += 1
+
+    def end(self, session):
+        if self._at_end:
+            self._log(session.run(self._tensors))
+
+
+class CheckpointSaverHook(SessionRunHook):
+    """Saves a checkpoint `<checkpoint_dir>/<basename>-<step>` after the session starts, every save_secs
+    seconds or save_steps steps, and at the end."""
+
+    def __init__(self, checkpoint_dir, save_secs=None, save_steps=None, saver=None,
+                 checkpoint_basename="model.ckpt", scaffold=None, listeners=None):
+        self._dir, self._saver, self._scaffold = checkpoint_dir, saver, scaffold
+        self._path = os.path.join(checkpoint_dir, checkpoint_basename)
+        self._timer = SecondOrStepTimer(save_secs, save_steps)
+        self._listeners = list(listeners or ())
+
+    def begin(self):
+        self._step = _global_step_tensor("CheckpointSaverHook")
+        os.makedirs(self._dir, exist_ok=True)
+
+    def _save(self, session, step: int) -> None:
+        logging.info("Saving checkpoints for %d into %s.", step, self._path)
+        for listener in self._listeners:
+            listener.before_save(session, step)
+        if self._saver is None:  # the scaffold's saver exists only once the session is made
+            self._saver = (self._scaffold.saver if self._scaffold is not None else None) or Saver()
+        self._saver.save(session, self._path, global_step=step)
+        for listener in self._listeners:
+            listener.after_save(session, step)
+
+    def after_create_session(self, session, coord):
+        step = int(session.run(self._step))
+        self._save(session, step)
+        self._timer.update_last_triggered_step(step)
+
+    def before_run(self, run_context):
+        return SessionRunArgs(self._step)
+
+    def after_run(self, run_context, run_values):
+        step = int(run_context.session.run(self._step))
+        if self._timer.should_trigger_for_step(step):
+            self._timer.update_last_triggered_step(step)
+            self._save(run_context.session, step)
+
+    def end(self, session):
+        step = int(session.run(self._step))
+        if step != self._timer.last_triggered_step():
+            self._save(session, step)
+
+
+class SummarySaverHook(SessionRunHook):
+    """Runs `summary_op` (default: tf.summary.merge_all()) every save_steps steps or save_secs seconds and
+    writes it with a FileWriter on output_dir."""
+
+    def __init__(self, save_steps=None, save_secs=None, output_dir=None, summary_writer=None, scaffold=None,
+                 summary_op=None):
+        if summary_writer is None and output_dir is None:
+            raise ValueError("SummarySaverHook: give output_dir or summary_writer")
+        self._timer = SecondOrStepTimer(save_secs, save_steps)
+        self._output_dir, self._writer, self._summary_op = output_dir, summary_writer, summary_op
+        self._scaffold = scaffold
+
+    def begin(self):
+        from tfplus import summary
+        if self._writer is None:
+            self._writer = summary.FileWriterCache.get(self._output_dir)
+        if self._summary_op is None:  # the scaffold's own, else (what it defaults to) every summary
+            given = self._scaffold.summary_op if self._scaffold is not None else None
+            self._summary_op = given if given is not None else summary.merge_all()
+        self._step = _global_step_tensor("SummarySaverHook")
+        self._next = None
+
+    def before_run(self, run_context):
+        fetches = {"step": self._step}
+        self._request = self._summary_op is not None and (
+            self._next is None or self._timer.should_trigger_for_step(self._next))
+        if self._request:
+            fetches["summary"] = self._summary_op
+        return SessionRunArgs(fetches)
+
+    def after_run(self, run_context, run_values):
+        step = int(run_values.results["step"])
+        if self._request:
+            self._timer.update_last_triggered_step(step)
+            self._writer.add_summary(run_values.results["summary"], step)
+        self._next = step + 1
+
+    def end(self, session):
+        self._writer.flush()
+
+
+class StepCounterHook(SessionRunHook):
+    """Writes global_step/sec to a FileWriter (and the log) every every_n_steps steps."""
+
+    def __init__(self, every_n_steps=100, every_n_secs=None, output_dir=None, summary_writer=None):
+        self._timer = SecondOrStepTimer(every_n_secs, None if every_n_secs is not None else every_n_steps)
+        self._output_dir, self._writer = output_dir, summary_writer
+
+    def begin(self):
+        from tfplus import summary
+        if self._writer is None and self._output_dir is not None:
+            self._writer = summary.FileWriterCache.get(self._output_dir)
+        self._step = _global_step_tensor("StepCounterHook")
+        self._last = None
+
+    def before_run(self, run_context):
+        return SessionRunArgs(self._step)
+
+    def after_run(self, run_context, run_values):
+        step = int(run_values.results) + 1
+        if self._last is None:
+            self._last = (time.time(), step)
+            self._timer.update_last_triggered_step(step)
+            return
+        if self._timer.should_trigger_for_step(step):
+            t0, s0 = self._last
+            rate = (step - s0) / max(time.time() - t0, 1e-9)
+            logging.info("global_step/sec: %g", rate)
+            if self._writer is not None:
+                from tfplus import summary
+                self._writer.add_summary(summary.Summary(value=[summary.Summary.Value(
+                    tag="global_step/sec", simple_value=rate)]), step)
+            self._last = (time.time(), step)
+            self._timer.update_last_triggered_step(step)
+
+
+class NanTensorHook(SessionRunHook):
+    """Checks the loss after every run: NaN raises NanLossDuringTrainingError (or, with fail_on_nan_loss=False,
+    logs and requests a stop)."""
+
+    def __init__(self, loss_tensor, fail_on_nan_loss=True):
+        self._loss, self._fail = loss_tensor, fail_on_nan_loss
+
+    def before_run(self, run_context):
+        return SessionRunArgs(self._loss)
+
+    def after_run(self, run_context, run_values):
+        if np.isnan(run_values.results).any():
+            if self._fail:
+                raise NanLossDuringTrainingError
+            logging.error("Model diverged with loss = NaN.")
+            run_context.request_stop()
+
+
+class Scaffold:
+    """The init op, saver and summary op a monitored session uses (made from the graph when not given)."""
+
+    def __init__(self, init_op=None, init_feed_dict=None, init_fn=None, ready_op=None, local_init_op=None,
+                 summary_op=None, saver=None):
+        self.init_op, self.init_feed_dict, self.init_fn = init_op, init_feed_dict, init_fn
+        self.local_init_op, self.summary_op, self.saver = local_init_op, summary_op, saver
+
+    def finalize(self):
+        from tfplus import summary
+        if self.init_op is None:
+            self.init_op = global_variables_initializer()
+        if self.local_init_op is None:
+            self.local_init_op = local_variables_initializer()
+        if self.summary_op is None:
+            self.summary_op = summary.merge_all()
+        if self.saver is None:
+            savers = get_default_graph().get_collection(GraphKeys.SAVERS)
+            self.saver = savers[0] if savers else Saver()
+        return self
+
+
+class MonitoredSession:
+    """A session with hooks: run() = before_run of every hook, one Session.run with their fetches merged in,
+    after_run of every hook. Initializes, or restores the newest checkpoint in checkpoint_dir."""
+
+    def __init__(self, hooks=None, scaffold=None, checkpoint_dir=None, config=None, device: str = "cpu",
+                 stop_grace_period_secs=120):
+        self._hooks = list(hooks or ())
+        self._scaffold = scaffold or Scaffold()
+        self._graph = get_default_graph()
+        for hook in self._hooks:
+            hook.begin()
+        self._scaffold.finalize()
+        self._sess = Session(graph=self._graph, config=config, device=device)
+        path = latest_checkpoint(checkpoint_dir) if checkpoint_dir else None
+        if path is not None:
+            self._scaffold.saver.restore(self._sess, path)
+            logging.info("Restored from %s", path)
+        else:
+            self._sess.run(self._scaffold.init_op, self._scaffold.init_feed_dict)
+            if self._scaffold.init_fn is not None:
+                self._scaffold.init_fn(self._scaffold, self._sess)
+        self._sess.run(self._scaffold.local_init_op)
+        self._stop = False
+        self._default = self._sess.as_default()
+        self._default.__enter__()
+        for hook in self._hooks:
+            hook.after_create_session(self._sess, None)
+
+    @property
+    def graph(self):
+        return self._graph
+
+    def should_stop(self) -> bool:
+        return self._stop
+
+    def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
+        if self._stop:
+            raise RuntimeError("Run called even after should_stop requested.")
+        context = SessionRunContext(SessionRunArgs(fetches, feed_dict), self._sess)
+        extra, feeds = {}, dict(feed_dict or {})
+        for hook in self._hooks:
+            args = hook.before_run(context)
+            if args is not None:
+                extra[hook] = args.fetches
+                for key, value in (args.feed_dict or {}).items():
+                    if key in feeds:
+                        raise RuntimeError(f"the feed of {key} is given twice (by the caller and by a hook)")
+                    feeds[key] = value
+        results = self._sess.run({"caller": fetches, "hooks": extra}, feeds, options, run_metadata)
+        for hook in self._hooks:
+            hook.after_run(context, SessionRunValues(results["hooks"].get(hook), options, run_metadata))
+        self._stop = self._stop or context.stop_requested
+        return results["caller"]
+
+    def close(self) -> None:
+        if self._sess is None:
+            return
+        try:
+            for hook in self._hooks:
+                hook.end(self._sess)
+        finally:
+            self._default.__exit__(None, None, None)
+            self._sess.close()
+            self._sess = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            self.close()
+        else:  # still end the hooks' work and free the session, without hiding the error
+            try:
+                self.close()
+            except Exception:  # noqa: BLE001 (the original error is the one to see)
+                pass
+        return False
+
+
+SingularMonitoredSession = MonitoredSession
+
+
+def MonitoredTrainingSession(master="", is_chief=True, checkpoint_dir=None, scaffold=None, hooks=None,  # noqa: N802
+                             chief_only_hooks=None, save_checkpoint_secs=600, save_summaries_steps=100,
+                             save_summaries_secs=None, config=None, stop_grace_period_secs=120,
+                             log_step_count_steps=100, max_wait_secs=7200, save_checkpoint_steps=None,
+                             summary_dir=None, device: str = "cpu") -> MonitoredSession:
+    """TF1's MonitoredTrainingSession for one process: with checkpoint_dir, it restores from / saves
+    checkpoints there (every save_checkpoint_secs seconds, or save_checkpoint_steps steps) and writes summaries
+    (every save_summaries_steps) and global_step/sec (every log_step_count_steps) to summary_dir (default
+    checkpoint_dir)."""
+    if master:
+        raise NotImplementedError("MonitoredTrainingSession(master=...): distributed training is not implemented "
+                                  "in tfplus; leave master=''")
+    scaffold = scaffold or Scaffold()
+    all_hooks = list(hooks or ()) + (list(chief_only_hooks or ()) if is_chief else [])
+    summary_dir = summary_dir or checkpoint_dir
+    if is_chief and summary_dir:
+        if log_step_count_steps and log_step_count_steps > 0:
+            all_hooks.append(StepCounterHook(log_step_count_steps, output_dir=summary_dir))
+        if save_summaries_steps or save_summaries_secs:
+            all_hooks.append(SummarySaverHook(save_steps=None if save_summaries_secs else save_summaries_steps,
+                                              save_secs=save_summaries_secs, output_dir=summary_dir,
+                                              scaffold=scaffold))
+    if is_chief and checkpoint_dir and (save_checkpoint_secs or save_checkpoint_steps):
+        all_hooks.append(CheckpointSaverHook(checkpoint_dir, save_secs=None if save_checkpoint_steps else
+                                             save_checkpoint_secs, save_steps=save_checkpoint_steps,
+                                             scaffold=scaffold))
+    return MonitoredSession(all_hooks, scaffold, checkpoint_dir if is_chief else None, config, device,
+                            stop_grace_period_secs)

@@ -1,0 +1,89 @@
+"""tf.train.ExponentialMovingAverage (TF1): shadow copies of variables that track their moving average.
+
+    import tfplus as tf
+    ema = tf.train.ExponentialMovingAverage(decay=0.99)
+    with tf.control_dependencies([train_step]):
+        train_op = ema.apply(tf.trainable_variables())   # shadow -= (1 - decay) * (shadow - var)
+    eval_w = ema.average(w)                               # the variable `w/ExponentialMovingAverage`
+"""
+from __future__ import annotations
+
+from tfplus.framework import Tensor, convert_to_tensor, get_collection, get_default_graph, name_scope
+from tfplus.ops import math_ops
+from tfplus.ops.control_flow_ops import group
+from tfplus.variables import Variable, global_variables, trainable_variables
+
+MOVING_AVERAGE_VARIABLES = "moving_average_variables"
+
+
+class ExponentialMovingAverage:
+    """shadow = decay * shadow + (1 - decay) * value per apply(); with num_updates, the decay used is
+    min(decay, (1 + num_updates) / (10 + num_updates)), so early averages follow the variables closely."""
+
+    def __init__(self, decay, num_updates=None, zero_debias: bool = False, name: str = "ExponentialMovingAverage"):
+        if zero_debias:
+            raise NotImplementedError("ExponentialMovingAverage(zero_debias=True) is not implemented in tfplus")
+        self._decay, self._num_updates, self.name = decay, num_updates, name
+        self._averages: dict[Variable, Variable] = {}
+
+    def apply(self, var_list=None):
+        """Creates the shadow variables (first call) and returns the op that updates them all."""
+        var_list = trainable_variables() if var_list is None else list(var_list)
+        graph = get_default_graph()
+        for var in var_list:
+            if not isinstance(var, Variable):
+                raise TypeError(f"ExponentialMovingAverage.apply: {var!r} is not a tf.Variable (tfplus averages "
+                                "variables only)")
+            if not var.dtype.is_floating:
+                raise TypeError(f"ExponentialMovingAverage.apply: variable {var.op.name} has dtype "
+                                f"{var.dtype.name}; a float dtype is needed")
+            if var in self._averages:
+                continue
+            # TF1: the shadow starts at the variable's initial value and lives outside the caller's scopes.
+            with graph.as_default(), graph.name_scope(None), graph.control_dependencies(None):
+                shadow = Variable(var.initial_value, trainable=False, name=self.average_name(var))
+            graph.add_to_collection(MOVING_AVERAGE_VARIABLES, var)
+            self._averages[var] = shadow
+        with name_scope(self.name) as scope:
+            decay = convert_to_tensor(self._decay, name="decay")
+            if self._num_updates is not None:
+                n = math_ops.cast(self._num_updates, decay.dtype)
+                decay = math_ops.minimum(decay, (1.0 + n) / (10.0 + n))
+            updates = []
+            for var in var_list:
+                shadow = self._averages[var]
+                with name_scope(var.op.name):
+                    one_minus = 1.0 - math_ops.cast(decay, var.dtype)
+                    # read_value(): a fresh read under the caller's control dependencies (after a train step)
+                    updates.append(shadow.assign_sub((shadow - var.read_value()) * one_minus))
+            return group(*updates, name=scope.rstrip("/"))
+
+    def average(self, var) -> Variable | None:
+        """The shadow variable of `var` (None before apply)."""
+        return self._averages.get(var)
+
+    def average_name(self, var) -> str:
+        """`<var's op name>/<name>`: the shadow's name, and its key in checkpoints."""
+        return f"{var.op.name}/{self.name}"
+
+    def variables_to_restore(self, moving_avg_variables=None) -> dict:
+        """{checkpoint key: variable} that restores every averaged variable from its moving average (and every
+        other variable from itself), for evaluating with the averages."""
+        averaged = moving_avg_variables
+        if averaged is None:
+            averaged = get_collection(MOVING_AVERAGE_VARIABLES) + trainable_variables()
+        out = {}
+        for v in global_variables():
+            if v in self._averages.values():
+                continue
+            out[self.average_name(v) if v in averaged else v.op.name] = v
+        return out
+
+
+def assign_moving_average(variable, value, decay, zero_debias: bool = False, name=None) -> Tensor:
+    """variable -= (1 - decay) * (variable - value); returns the updated variable."""
+    if zero_debias:
+        raise NotImplementedError("assign_moving_average(zero_debias=True) is not implemented in tfplus")
+    with name_scope(name, "AssignMovingAvg"):
+        one_minus = 1.0 - math_ops.cast(convert_to_tensor(decay), variable.dtype)
+        return variable.assign_sub((variable - value) * one_minus)

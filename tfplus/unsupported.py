@@ -1,0 +1,136 @@
+"""A clear error for the TF1 names tfplus lacks: `tf.<name>`, `tf.nn.<name>`, `tf.train.<name>`, ... raise
+UnsupportedError ("tfplus does not implement tf.nn.lrn ...", with the nearest supported alternative where
+there is one) at the line of the script that asks, instead of an AttributeError deep inside it.
+
+Each TF1-style module ends with
+
+    from tfplus.unsupported import module_getattr
+    __getattr__ = module_getattr(__name__, "tf.nn")
+"""
+from __future__ import annotations
+
+
+class UnsupportedError(AttributeError, NotImplementedError):
+    """A TF1 API that tfplus does not implement. An AttributeError, so `hasattr(tf, name)` stays False, and a
+    NotImplementedError, which is what it means."""
+
+
+# Full TF1 name -> the nearest thing tfplus has (or what to do instead).
+ALTERNATIVES = {
+    "tf.contrib.slim": "tf.layers / tf.contrib.layers (fully_connected, conv2d, flatten)",
+    "tf.contrib.learn": "tf.layers with tf.train.MonitoredTrainingSession",
+    "tf.estimator": "a tf.Session loop, or tf.train.MonitoredTrainingSession with hooks",
+    "tf.keras.layers": "tf.layers (dense, conv2d, max_pooling2d, flatten, dropout)",
+    "tf.keras.Model": "a graph built with tf.layers and a tf.Session",
+    "tf.layers.Dense": "tf.layers.dense (the functional form)",
+    "tf.layers.Conv2D": "tf.layers.conv2d (the functional form)",
+    "tf.layers.MaxPooling2D": "tf.layers.max_pooling2d (the functional form)",
+    "tf.layers.AveragePooling2D": "tf.layers.average_pooling2d (the functional form)",
+    "tf.layers.Flatten": "tf.layers.flatten (the functional form)",
+    "tf.layers.Dropout": "tf.layers.dropout (the functional form)",
+    "tf.metrics": "computing the metric from fetched values (e.g. tf.reduce_mean(tf.cast(tf.equal(...))))",
+    "tf.train.SummaryWriter": "tf.summary.FileWriter",
+    "tf.merge_all_summaries": "tf.summary.merge_all",
+    "tf.merge_summary": "tf.summary.merge",
+    "tf.scalar_summary": "tf.summary.scalar",
+    "tf.histogram_summary": "tf.summary.histogram",
+    "tf.image_summary": "tf.summary.image",
+    "tf.initialize_variables": "tf.variables_initializer",
+    "tf.all_variables": "tf.global_variables",
+    "tf.data": "feeding NumPy batches through tf.placeholder (see tfplus.data for CIFAR-10)",
+    "tf.py_func": "computing the value in NumPy and feeding it through a tf.placeholder",
+    "tf.py_function": "computing the value in NumPy and feeding it through a tf.placeholder",
+    "tf.sparse_placeholder": "a dense tf.placeholder",
+    "tf.SparseTensor": "dense tensors",
+    "tf.image": "preprocessing the images in NumPy before feeding them",
+    "tf.nn.separable_conv2d": "tf.nn.conv2d",
+    "tf.nn.atrous_conv2d": "tf.nn.conv2d (dilation 1 only)",
+    "tf.nn.conv3d": "tf.nn.conv2d",
+    "tf.nn.fractional_max_pool": "tf.nn.max_pool",
+    "tf.nn.elu": "tf.nn.relu",
+    "tf.nn.selu": "tf.nn.relu",
+    "tf.nn.softplus": "tf.log1p(tf.exp(x)) (tf.nn.relu for a piecewise-linear alternative)",
+    "tf.nn.weighted_cross_entropy_with_logits": "tf.nn.sigmoid_cross_entropy_with_logits times weights",
+    "tf.nn.ctc_loss": None,
+    "tf.nn.nce_loss": "tf.nn.sparse_softmax_cross_entropy_with_logits",
+    "tf.nn.sampled_softmax_loss": "tf.nn.sparse_softmax_cross_entropy_with_logits",
+    "tf.train.FtrlOptimizer": "tf.train.AdagradOptimizer",
+    "tf.train.ProximalGradientDescentOptimizer": "tf.train.GradientDescentOptimizer",
+    "tf.train.ProximalAdagradOptimizer": "tf.train.AdagradOptimizer",
+    "tf.train.AdagradDAOptimizer": "tf.train.AdagradOptimizer",
+    "tf.train.SyncReplicasOptimizer": None,
+    "tf.train.Server": None,
+    "tf.train.ClusterSpec": None,
+    "tf.train.replica_device_setter": None,
+    "tf.train.QueueRunner": "feeding NumPy batches through tf.placeholder",
+    "tf.train.start_queue_runners": "feeding NumPy batches through tf.placeholder",
+    "tf.train.Coordinator": "feeding NumPy batches through tf.placeholder",
+    "tf.train.batch": "feeding NumPy batches through tf.placeholder",
+    "tf.train.shuffle_batch": "feeding NumPy batches through tf.placeholder",
+    "tf.train.string_input_producer": "feeding NumPy batches through tf.placeholder",
+    "tf.TFRecordReader": "reading the records in Python and feeding them",
+    "tf.FixedLengthRecordReader": "reading the records in Python and feeding them (see tfplus.data.cifar10)",
+    "tf.WholeFileReader": "reading the files in Python and feeding them",
+    "tf.decode_raw": "numpy.frombuffer, then a feed",
+    "tf.string_to_number": "converting in Python, then a feed",
+    "tf.Print": "fetching the tensor with Session.run",
+    "tf.print": "fetching the tensor with Session.run",
+    "tf.assert_equal": "checking the fetched values in Python",
+    "tf.debugging": "checking the fetched values in Python",
+    "tf.saved_model": "tf.train.Saver checkpoints plus tf.train.write_graph",
+    "tf.lite": None,
+    "tf.tpu": None,
+    "tf.distribute": None,
+    "tf.function": "graph mode (tfplus is graph mode only)",
+    "tf.enable_eager_execution": "graph mode (tfplus is graph mode only)",
+    "tf.executing_eagerly": "graph mode (tfplus is graph mode only; the answer is always False)",
+    "tf.GradientTape": "tf.gradients",
+    "tf.complex64": "float32 tensors (tfplus has no complex dtypes)",
+    "tf.complex128": "float64 tensors (tfplus has no complex dtypes)",
+    "tf.string": "Python strings outside the graph (tfplus has no string dtype)",
+    "tf.fft": None,
+    "tf.svd": None,
+    "tf.matrix_inverse": None,
+    "tf.matrix_determinant": None,
+    "tf.cholesky": None,
+    "tf.linalg": None,
+    "tf.signal": None,
+}
+
+
+def unsupported_error(full_name: str) -> UnsupportedError:
+    """The error for the TF1 name `full_name` (e.g. 'tf.nn.lrn')."""
+    alternative = ALTERNATIVES.get(full_name)
+    msg = f"tfplus does not implement {full_name} (a TF1 API)"
+    if alternative:
+        msg += f"; the nearest supported alternative: {alternative}"
+    msg += ". README.md's compatibility table lists what tfplus supports."
+    return UnsupportedError(msg)
+
+
+def module_getattr(module_name: str, public_name: str):
+    """A module-level `__getattr__` for module `module_name`, shown to users as `public_name` (e.g. 'tf.nn')."""
+    def __getattr__(name: str):
+        # Python's own probes (__path__, __wrapped__, _ipython_...) and private names stay AttributeErrors.
+        if name.startswith("_"):
+            raise AttributeError(f"module {module_name!r} has no attribute {name!r}")
+        raise unsupported_error(f"{public_name}.{name}")
+    __getattr__.__module__ = module_name
+    return __getattr__
+
+
+def namespace(public_name: str, **members):
+    """A small TF1 namespace object (like tf.keras) whose missing names raise UnsupportedError."""
+    class _Namespace:
+        def __init__(self):
+            self.__dict__.update(members)
+
+        def __getattr__(self, name):
+            if name.startswith("_"):
+                raise AttributeError(name)
+            raise unsupported_error(f"{public_name}.{name}")
+
+        def __repr__(self):
+            return f"<tfplus namespace {public_name}>"
+    return _Namespace()
+
