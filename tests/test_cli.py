@@ -68,7 +68,7 @@ def test_train_smoke_logs_and_loss_falls(reference, capsys):
     assert rows[-1]["h2d_bytes"] > rows[0]["h2d_bytes"] > 0 and rows[0]["peak_bytes"] > 0
     [epoch] = _rows(reference / "log.jsonl", "epoch")
     assert 0 <= epoch["test_accuracy"] <= 1 and epoch["step"] == STEPS
-    assert os.path.exists(reference / "ckpt" / f"model.ckpt-{STEPS}")
+    assert os.path.exists(reference / "ckpt" / f"model.ckpt-{STEPS}.index")  # TensorFlow's format
 
 
 def test_resume_after_kill_9_repeats_the_run(reference, tmp_path):
@@ -89,7 +89,8 @@ def test_resume_after_kill_9_repeats_the_run(reference, tmp_path):
     proc = subprocess.run([sys.executable, "-c", killer, *argv, "--log", str(tmp_path / "killed.jsonl")],
                           cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert proc.returncode == -signal.SIGKILL, proc.stderr
-    assert sorted(os.listdir(tmp_path / "ckpt")) == ["checkpoint", "model.ckpt-8"]
+    assert sorted(os.listdir(tmp_path / "ckpt")) == ["checkpoint", "model.ckpt-8.data-00000-of-00001",
+                                                     "model.ckpt-8.index"]
 
     assert main([*argv, "--resume", "--log", str(tmp_path / "resumed.jsonl")]) == 0
     want = _losses(reference / "log.jsonl")
@@ -117,7 +118,7 @@ def test_ctrl_c_saves_then_resume_and_eval(reference, tmp_path, monkeypatch, cap
     monkeypatch.setattr(TrainBatches, "__next__", next_with_ctrl_c)
     assert main(argv) == 130
     assert "SIGINT: stopped at step 11" in capsys.readouterr().err
-    assert os.path.exists(tmp_path / "ckpt" / "model.ckpt-11")
+    assert os.path.exists(tmp_path / "ckpt" / "model.ckpt-11.index")
     monkeypatch.undo()
 
     assert main([*argv, "--resume"]) == 0

@@ -279,5 +279,8 @@ def test_typed_val_fields_and_tensorflows_fill_rule():
         make_ndarray(proto(tf.float32, (2,), float_val=[1, 2, 3]))
     with pytest.raises(ValueError, match="tensor_content has 3 bytes .* needs 8"):
         make_ndarray(proto(tf.float32, (2,), tensor_content=b"abc"))
-    with pytest.raises(TypeError, match="DT_STRING is not supported"):
-        make_ndarray(tensor_pb2.TensorProto(dtype=7))
+    with pytest.raises(TypeError, match="DT_COMPLEX64 is not supported"):
+        make_ndarray(tensor_pb2.TensorProto(dtype=8))
+    strings = make_ndarray(proto(tf.string, (3,), string_val=[b"a", b"bc"]))  # the checkpoint ops' names
+    assert strings.dtype == object and strings.tolist() == [b"a", b"bc", b"bc"]
+    assert make_ndarray(graph_io.make_tensor_proto(np.array(["x", "yz"]))).tolist() == [b"x", b"yz"]

@@ -28,6 +28,7 @@ from tfplus.cli import main
 from tfplus.data import TrainBatches
 from tfplus.proto import checkpoint_pb2
 from tfplus.train import saver as saver_lib
+from tfplus.train import tensor_bundle
 
 SMALL = ["--synthetic", "--model", "lenet", "--batch-size", "16"]
 # A synthetic set of 64 training / 32 test images: 4 steps an epoch at batch 16 (as trainer globals, so that
@@ -42,10 +43,14 @@ def tiny_set(monkeypatch):
 
 
 def _sha(path) -> str:
-    return hashlib.sha256(open(path, "rb").read()).hexdigest()
+    """The hash of a checkpoint's files (either format)."""
+    h = hashlib.sha256()
+    for f in saver_lib._checkpoint_files(str(path)):
+        h.update(open(f, "rb").read())
+    return h.hexdigest()
 
 
-# -- checkpoint files: the Saver's reader -------------------------------------------------------------------
+# -- checkpoint files of tfplus's one-file format: the Saver's reader (TensorFlow's format: test_tensor_bundle) --
 def _graph():
     g = tf.Graph()
     with g.as_default():
@@ -62,7 +67,7 @@ def good(tmp_path_factory):
     sess = tf.Session(graph=g)
     sess.run("init")
     with g.as_default():
-        saver = tf.train.Saver()
+        saver = tf.train.Saver(format="tfplus")
     path = saver.save(sess, str(tmp_path_factory.mktemp("good") / "m"), metadata={"step": 3})
     w.load(np.zeros((2, 3), np.float32), session=sess)
     return open(path, "rb").read(), sess, saver
@@ -210,15 +215,13 @@ def test_fuzzed_metadata_gets_a_clear_error_or_is_harmless(finished, tiny_set, t
     path = tf.train.latest_checkpoint(str(folder))
     older = str(folder / "model.ckpt-4")
     older_sha = _sha(older)
-    original = open(path, "rb").read()
     meta = tf.train.read_checkpoint_metadata(path)
-    ckpt = checkpoint_pb2.Checkpoint()
-    ckpt.ParseFromString(original[saver_lib._HEADER:])
+    reader = tensor_bundle.BundleReader(path)  # the trainer writes TensorFlow's format
+    tensors = {k: reader.read(k) for k in reader.keys()}
     outcomes = {}
     for m in _mutations(meta, random.Random(2), 15):
-        ckpt.meta_json = json.dumps(m)
-        with open(path, "wb") as f:
-            f.write(_signed(ckpt.SerializeToString()))
+        tensors[saver_lib.METADATA_KEY] = np.array(json.dumps(m).encode(), dtype=object)
+        tensor_bundle.write_bundle(path, tensors)  # valid checksums: what a crafted file can do
         for command in (["eval", "--checkpoint", str(folder)], ["train", "--checkpoint-dir", str(folder),
                                                                   "--resume"]):
             code, last = _run_hostile(command, monkeypatch, capsys)

@@ -128,7 +128,7 @@ CRAFTED = {
     "N missing": [_ph(), _node("bad", "AddN", ["a"], T=F32)],
     "attr of the wrong kind": [_ph(), _node("bad", "Relu", ["a"], T=("int", 1))],
     "undeclared attr": [_ph(), _node("bad", "Relu", ["a"], T=F32, alpha=("float", 0.2))],
-    "unsupported dtype": [_raw_attr(_ph("bad"), "dtype", type_enum=7)],
+    "unsupported dtype": [_raw_attr(_ph("bad"), "dtype", type_enum=14)],  # DT_BFLOAT16 (DT_STRING is supported)
     "unknown dtype enum": [_raw_attr(_ph("bad"), "dtype", type_enum=999)],
     "T no input has": [_ph(), _node("bad", "Relu", ["a"], T=("type", tf.int32))],
     "missing attr": [_node("bad", "Placeholder", shape=("shape", (2,)))],

@@ -10,7 +10,15 @@ import pytest
 
 import tfplus as tf
 from tfplus.graph_io import attr_to_proto, make_tensor_proto
-from tfplus.proto import attr_value_pb2, checkpoint_pb2, graph_pb2, tensor_pb2, tensor_shape_pb2, types_pb2
+from tfplus.proto import (
+    attr_value_pb2,
+    checkpoint_pb2,
+    graph_pb2,
+    tensor_bundle_pb2,
+    tensor_pb2,
+    tensor_shape_pb2,
+    types_pb2,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -65,8 +73,13 @@ def test_field_numbers_are_tensorflows():
         "bool_val": 11, "dcomplex_val": 12, "uint32_val": 16, "uint64_val": 17}
     assert _fields(tensor_shape_pb2.TensorShapeProto) == {"dim": 2, "unknown_rank": 3}
     assert _fields(tensor_shape_pb2.TensorShapeProto.Dim) == {"size": 1, "name": 2}
-    assert _fields(checkpoint_pb2.CheckpointState) == {"model_checkpoint_path": 1,
-                                                       "all_model_checkpoint_paths": 2}
+    assert _fields(checkpoint_pb2.CheckpointState) == {
+        "model_checkpoint_path": 1, "all_model_checkpoint_paths": 2, "all_model_checkpoint_timestamps": 3,
+        "last_preserved_timestamp": 4}
+    assert _fields(tensor_bundle_pb2.BundleHeaderProto) == {"num_shards": 1, "endianness": 2, "version": 3}
+    assert _fields(tensor_bundle_pb2.BundleEntryProto) == {"dtype": 1, "shape": 2, "shard_id": 3, "offset": 4,
+                                                           "size": 5, "crc32c": 6, "slices": 7}
+    assert _fields(tensor_bundle_pb2.TensorSliceProto.Extent) == {"start": 1, "length": 2}
 
 
 def test_datatype_enum_matches_tfplus_dtypes():

@@ -1,5 +1,6 @@
 """Saver: round trip, metadata, checksum, validation before any assignment, atomic writes, max_to_keep and the
-`checkpoint` state file."""
+`checkpoint` state file. Every test runs for both formats the Saver writes (TensorFlow's, the default, and
+tfplus's earlier one-file format); tests/test_tf_checkpoints.py checks TensorFlow reads ours and we read its."""
 import hashlib
 import os
 import shutil
@@ -15,6 +16,32 @@ from tfplus.train import saver as saver_lib
 from tfplus.train.saver import Saver, get_checkpoint_state, latest_checkpoint, list_variables, load_variable
 
 read_checkpoint_metadata = saver_lib.read_checkpoint_metadata
+
+
+@pytest.fixture(autouse=True, params=saver_lib.FORMATS)
+def fmt(request, monkeypatch):
+    """Runs the test with every `Saver` (the name this module uses) writing format `request.param`."""
+    class FormatSaver(saver_lib.Saver):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, format=request.param, **kwargs)
+    monkeypatch.setitem(globals(), "Saver", FormatSaver)
+    return request.param
+
+
+def _files(fmt, *names):
+    """What os.listdir shows for checkpoints `names` of format `fmt`, sorted, with a "checkpoint" state file."""
+    if fmt == "tensorflow":
+        names = [f for n in names for f in (n + ".data-00000-of-00001", n + ".index")]
+    return sorted(["checkpoint", *names])
+
+
+def _exists(path) -> bool:
+    return bool(saver_lib._checkpoint_files(str(path)))
+
+
+def _snapshot(path) -> dict:
+    """{file: bytes} of a checkpoint's files."""
+    return {f: open(f, "rb").read() for f in saver_lib._checkpoint_files(str(path))}
 
 
 def _graph(w_shape=(2, 3), b_dtype=tf.int32):
@@ -52,7 +79,8 @@ def test_round_trip_into_a_new_graph_and_meta(tmp_path):
     saved = _values(sess, vs)
     meta = {"epoch": 3, "rng": {"state": 2**70, "inc": [1, 2]}, "name": "mentee"}
     path = _saver(g, max_to_keep=None).save(sess, str(tmp_path / "model.ckpt"), metadata=meta)
-    assert path == str(tmp_path / "model.ckpt") and os.path.isfile(path)
+    assert path == str(tmp_path / "model.ckpt") and _exists(path) and tf.train.checkpoint_exists(path)
+    assert not tf.train.checkpoint_exists(str(tmp_path / "other")) and not tf.train.checkpoint_exists(str(tmp_path))
     g2, vs2 = _graph()
     sess2 = _session(g2)
     saver2 = _saver(g2)
@@ -96,11 +124,33 @@ def test_var_list_dict_and_keys(tmp_path):
         Saver()
 
 
-def test_corrupted_checkpoint_raises_data_loss(tmp_path):
+def test_corrupted_checkpoint_raises_data_loss(tmp_path, fmt):
     g, vs = _graph()
     sess = _session(g)
     saver = _saver(g)
-    path = saver.save(sess, str(tmp_path / "m"))
+    path = saver.save(sess, str(tmp_path / "m"), metadata={"epoch": 1})
+    if fmt == "tensorflow":
+        def read_all():
+            reader = saver_lib.NewCheckpointReader(path)
+            return [reader.get_tensor(k) for k in reader.get_variable_to_shape_map()], reader.metadata()
+        for file, data in _snapshot(path).items():
+            # index: its first block, its index block's trailer; data: the metadata, the last variable
+            for where in (3, len(data) - (55 if file.endswith(".index") else 5)):
+                bad = bytearray(data)
+                bad[where] ^= 0x01
+                open(file, "wb").write(bytes(bad))
+                with pytest.raises(tf.errors.DataLossError, match=repr(path)):
+                    read_all()
+            open(file, "wb").write(data[:-10])
+            with pytest.raises(tf.errors.DataLossError, match=repr(path)):
+                saver.restore(sess, path)
+            open(file, "wb").write(data)
+        saver.restore(sess, path)
+        assert read_all()[1] == {"epoch": 1}
+        os.remove(path + ".index")
+        with pytest.raises(tf.errors.NotFoundError, match="does not exist"):
+            saver.restore(sess, path)
+        return
     data = open(path, "rb").read()
     for where in (len(data) - 5, 20, 3):  # payload, checksum, magic
         bad = bytearray(data)
@@ -156,12 +206,12 @@ def test_session_of_another_graph_is_rejected(tmp_path):
         Saver(g.get_collection(tf.GraphKeys.GLOBAL_VARIABLES)).save(_session(g2), str(tmp_path / "m"))
 
 
-def test_failed_write_leaves_no_partial_file_and_keeps_the_old_one(tmp_path, monkeypatch):
+def test_failed_write_leaves_no_partial_file_and_keeps_the_old_one(tmp_path, monkeypatch, fmt):
     g, vs = _graph()
     sess = _session(g)
     saver = _saver(g)
     path = saver.save(sess, str(tmp_path / "m"))
-    old, old_state = open(path, "rb").read(), open(tmp_path / "checkpoint").read()
+    old, old_state = _snapshot(path), open(tmp_path / "checkpoint").read()
     vs[0].load(np.float32([9, 9, 9, 9]), session=sess)
 
     def crash(src, dst):
@@ -172,8 +222,8 @@ def test_failed_write_leaves_no_partial_file_and_keeps_the_old_one(tmp_path, mon
     with pytest.raises(OSError, match="disk full"):
         saver.save(sess, str(tmp_path / "m"), global_step=1)
     monkeypatch.undo()
-    assert sorted(os.listdir(tmp_path)) == ["checkpoint", "m"]  # no temporary or half-written files
-    assert open(path, "rb").read() == old and open(tmp_path / "checkpoint").read() == old_state
+    assert sorted(os.listdir(tmp_path)) == _files(fmt, "m")  # no temporary or half-written files
+    assert _snapshot(path) == old and open(tmp_path / "checkpoint").read() == old_state
 
     real_write = saver_lib.atomic_write
     calls = []
@@ -189,13 +239,13 @@ def test_failed_write_leaves_no_partial_file_and_keeps_the_old_one(tmp_path, mon
     assert latest_checkpoint(str(tmp_path)) == path  # still names a complete checkpoint
 
 
-def test_max_to_keep_and_latest_checkpoint(tmp_path):
+def test_max_to_keep_and_latest_checkpoint(tmp_path, fmt):
     g, vs = _graph()
     sess = _session(g)
     assert latest_checkpoint(str(tmp_path)) is None
     saver = _saver(g, max_to_keep=2)
     paths = [saver.save(sess, str(tmp_path / "m"), global_step=i) for i in range(5)]
-    assert sorted(os.listdir(tmp_path)) == ["checkpoint", "m-3", "m-4"]
+    assert sorted(os.listdir(tmp_path)) == _files(fmt, "m-3", "m-4")
     assert saver.last_checkpoints == paths[-2:]
     assert latest_checkpoint(str(tmp_path)) == paths[-1]
     state = get_checkpoint_state(str(tmp_path))
@@ -213,7 +263,7 @@ def test_max_to_keep_and_latest_checkpoint(tmp_path):
     resumed = _saver(g, max_to_keep=2)  # a new run adopts the old checkpoints so that they are rotated too
     resumed.recover_last_checkpoints(list(get_checkpoint_state(str(moved)).all_model_checkpoint_paths))
     resumed.save(sess, str(moved / "m"), global_step=9)
-    assert sorted(os.listdir(moved)) == ["checkpoint", "m-3", "m-9"]
+    assert sorted(os.listdir(moved)) == _files(fmt, "m-3", "m-9")
 
     keep_all = _saver(g, max_to_keep=None)
     for i in range(3):
@@ -264,12 +314,12 @@ def _victim(tmp_path, name="victim", checkpoint=True):
 
 
 @pytest.mark.parametrize("how", ["absolute", "dotdot"])
-def test_state_file_cannot_delete_outside_its_folder(tmp_path, how):
+def test_state_file_cannot_delete_outside_its_folder(tmp_path, how, fmt):
     victim = _victim(tmp_path)
     entry = str(victim) if how == "absolute" else "../elsewhere/victim"
     run, sess, resumed, state, warned = _hostile_folder(tmp_path, [entry])
     resumed.save(sess, str(run / "m"), global_step=3)
-    assert victim.exists() and sorted(os.listdir(run)) == ["checkpoint", "m-3"]
+    assert _exists(victim) and sorted(os.listdir(run)) == _files(fmt, "m-3")
     assert list(state.all_model_checkpoint_paths) == [str(run / "m-1"), str(run / "m-2")]
     assert warned == [f"checkpoint state file {str(run / 'checkpoint')!r}: ignoring {entry!r}, which lies "
                       "outside the folder (a state file may only name checkpoint files in its own folder)"]
@@ -282,7 +332,7 @@ def test_state_file_cannot_delete_through_a_symlink(tmp_path):
     os.symlink(victim.parent, link_dir)
     run, sess, resumed, state, warned = _hostile_folder(tmp_path, ["linkdir/victim"])
     resumed.save(sess, str(run / "m"), global_step=3)
-    assert victim.exists()
+    assert _exists(victim)
     assert len(warned) == 1 and "ignoring 'linkdir/victim', which lies outside the folder" in warned[0]
     # The newest checkpoint is read, so a link out of the folder there is an error, not a restore from elsewhere.
     os.symlink(victim, run / "link")
@@ -294,13 +344,13 @@ def test_state_file_cannot_delete_through_a_symlink(tmp_path):
         latest_checkpoint(str(run))
 
 
-def test_state_file_listing_a_folder_or_foreign_files_deletes_nothing(tmp_path):
+def test_state_file_listing_a_folder_or_foreign_files_deletes_nothing(tmp_path, fmt):
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "adir").mkdir()
     (tmp_path / "run" / "notes.txt").write_text("mine")
     run, sess, resumed, state, warned = _hostile_folder(tmp_path, ["adir", "notes.txt"])
     resumed.save(sess, str(run / "m"), global_step=3)  # the old code crashed here (IsADirectoryError)
-    assert sorted(os.listdir(run)) == ["adir", "checkpoint", "m-3", "notes.txt"]
+    assert sorted(os.listdir(run)) == sorted(["adir", "notes.txt", *_files(fmt, "m-3")])
     assert (run / "notes.txt").read_text() == "mine"
     assert list(state.all_model_checkpoint_paths) == [str(run / p) for p in ("notes.txt", "m-1", "m-2")]
     assert len(warned) == 1 and "ignoring 'adir', which is a folder" in warned[0]
@@ -320,14 +370,14 @@ def test_saver_deletes_only_checkpoints_it_wrote_or_in_its_folder(tmp_path):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         saver.save(sess, str(tmp_path / "run" / "m"), global_step=1)
-    assert victim.exists()
+    assert _exists(victim)
     assert [str(w.message) for w in caught] == [f"Saver: not deleting {str(victim)!r}: it is not a tfplus "
                                                 "checkpoint that this Saver wrote or that lies in "
                                                 f"{str(tmp_path / 'run')!r}"]
     assert (tmp_path / "run" / "checkpoint").read_text().count("victim") == 0
     other = saver.save(sess, str(tmp_path / "other" / "m"), global_step=2)  # written by this Saver: rotated
     saver.save(sess, str(tmp_path / "run" / "m"), global_step=3)
-    assert not os.path.exists(other) and not os.path.exists(tmp_path / "run" / "m-1")
+    assert not _exists(other) and not _exists(tmp_path / "run" / "m-1")
 
 
 def _crafted(path, *tensors):
@@ -367,3 +417,42 @@ def test_entry_declaring_more_than_it_holds_is_refused_before_allocating(tmp_pat
     t.tensor_shape.unknown_rank = True
     with pytest.raises(tf.errors.DataLossError, match="unknown shape"):
         list_variables(_crafted(tmp_path / "m3", ("w", t)))
+
+
+def test_tensorflows_saver_arguments(tmp_path, fmt):
+    g, vs = _graph()
+    sess = _session(g)
+    saver = _saver(g, pad_step_number=True, sharded=True, save_relative_paths=True)
+    path = saver.save(sess, str(tmp_path / "m"), 100, None, "meta", False)  # TF's positional order
+    assert path == str(tmp_path / "m-00000100") and latest_checkpoint(str(tmp_path)) == path
+    assert sorted(os.listdir(tmp_path)) == _files(fmt, "m-00000100")  # no .meta file
+    with pytest.warns(UserWarning, match="keep_checkpoint_every_n_hours is not implemented"):
+        _saver(g, keep_checkpoint_every_n_hours=2)
+    with pytest.raises(ValueError, match="V2 checkpoints only"):
+        _saver(g, write_version=1)
+    with pytest.raises(NotImplementedError, match="reshape=True"):
+        _saver(g, reshape=True)
+    with tf.Graph().as_default() as empty:
+        nothing = Saver(allow_empty=True)
+    with tf.Session(graph=empty) as s:
+        assert nothing.save(s, str(tmp_path / "e")) is None and not _exists(tmp_path / "e")
+        nothing.restore(s, path)
+
+
+def test_a_run_folder_continues_in_the_other_format(tmp_path, fmt):
+    """A folder of checkpoints in one format (e.g. an existing user's, in tfplus's earlier format) resumes in the
+    other: the old checkpoints restore and are rotated like the new ones."""
+    other = next(f for f in saver_lib.FORMATS if f != fmt)
+    g, vs = _graph()
+    sess = _session(g)
+    with g.as_default():
+        old = saver_lib.Saver(format=other)
+        new = Saver(max_to_keep=2)
+    first, second = (old.save(sess, str(tmp_path / "m"), global_step=i) for i in (1, 2))
+    new.recover_last_checkpoints(list(get_checkpoint_state(str(tmp_path)).all_model_checkpoint_paths))
+    new.restore(sess, latest_checkpoint(str(tmp_path)))
+    third = new.save(sess, str(tmp_path / "m"), global_step=3)
+    assert sorted(os.listdir(tmp_path)) == sorted(set(_files(other, "m-2")) | set(_files(fmt, "m-3")))
+    assert latest_checkpoint(str(tmp_path)) == third and new.last_checkpoints == [second, third]
+    new.restore(sess, second)
+    assert list_variables(second) == list_variables(third)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import errno
-import hashlib
 import json
 import os
 import shutil
@@ -17,14 +16,16 @@ import pytest
 import tfplus as tf
 from tfplus.cli import main
 from tfplus.data import TrainBatches
-from tfplus.proto import checkpoint_pb2
 from tfplus.train import saver as saver_lib
+from tfplus.train import tensor_bundle
 
 SMALL = ["--synthetic", "--model", "lenet", "--batch-size", "16"]
 
 
 def _checkpoints(folder) -> list:
-    return sorted(p for p in folder.iterdir() if p.name.startswith("model.ckpt-"))
+    """The checkpoints' paths (prefixes of TensorFlow-format checkpoints)."""
+    return sorted(p.with_suffix("") for p in folder.iterdir() if p.name.startswith("model.ckpt-")
+                  and p.name.endswith(".index"))
 
 
 def _finite(path) -> bool:
@@ -124,20 +125,20 @@ def test_empty_paths_are_refused(flag, capsys):
 
 
 def test_a_full_disk_is_a_clear_error_and_keeps_the_earlier_checkpoints(tmp_path, monkeypatch, capsys):
-    real = saver_lib.atomic_write
+    real = tensor_bundle.atomic_open
 
-    def disk_full_after_step_1(path, data):
-        if not path.endswith(("model.ckpt-1", "checkpoint")):
+    def disk_full_after_step_1(path):
+        if "model.ckpt-1." not in path:
             raise OSError(errno.ENOSPC, "No space left on device")
-        real(path, data)
-    monkeypatch.setattr(saver_lib, "atomic_write", disk_full_after_step_1)
+        return real(path)
+    monkeypatch.setattr(tensor_bundle, "atomic_open", disk_full_after_step_1)
     ckpt = tmp_path / "ckpt"
     assert main(["train", *SMALL, "--steps", "3", "--checkpoint-dir", str(ckpt), "--checkpoint-every", "1"]) == 1
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert err == f"tfplus train: error: cannot write the checkpoint of step 2 into {ckpt} (No space left on " \
                   f"device); the last checkpoint, {ckpt / 'model.ckpt-1'}, is intact. Free some space, then " \
                   "continue with --resume"
-    assert sorted(os.listdir(ckpt)) == ["checkpoint", "model.ckpt-1"]
+    assert sorted(os.listdir(ckpt)) == ["checkpoint", "model.ckpt-1.data-00000-of-00001", "model.ckpt-1.index"]
     assert tf.train.latest_checkpoint(str(ckpt)) == str(ckpt / "model.ckpt-1")
 
 
@@ -153,7 +154,8 @@ def test_orphan_temporary_files_of_killed_writes_are_removed(tmp_path, capsys):
     os.symlink(tmp_path / "target", ckpt / ".link.0123456789ab.tmp")
     assert main(["train", *SMALL, "--steps", "1", "--checkpoint-dir", str(ckpt)]) == 0
     assert "removed 2 temporary files of interrupted checkpoint writes" in capsys.readouterr().err
-    assert sorted(os.listdir(ckpt)) == sorted(["checkpoint", "model.ckpt-1", ".folder.0123456789ab.tmp",
+    assert sorted(os.listdir(ckpt)) == sorted(["checkpoint", "model.ckpt-1.data-00000-of-00001", "model.ckpt-1.index",
+                                               ".folder.0123456789ab.tmp",
                                                ".link.0123456789ab.tmp", *others])
     assert (tmp_path / "target").read_text() == "keep"
 
@@ -168,13 +170,12 @@ def run4(tmp_path_factory):
 
 
 def rewrite_metadata(path, meta_json: str) -> None:
-    """Replaces a checkpoint's metadata, with a valid checksum (what a crafted file can do)."""
-    data = open(path, "rb").read()
-    ckpt = checkpoint_pb2.Checkpoint()
-    ckpt.ParseFromString(data[saver_lib._HEADER:])
-    ckpt.meta_json = meta_json
-    payload = ckpt.SerializeToString()
-    open(path, "wb").write(saver_lib.MAGIC + hashlib.sha256(payload).digest() + payload)
+    """Replaces a checkpoint's metadata (the string entry of the trainer's TensorFlow-format checkpoints), with
+    valid checksums (what a crafted file can do)."""
+    reader = tensor_bundle.BundleReader(path)
+    tensors = {k: reader.read(k) for k in reader.keys()}
+    tensors[saver_lib.METADATA_KEY] = np.array(meta_json.encode(), dtype=object)
+    tensor_bundle.write_bundle(path, tensors)
 
 
 def _edited(meta, edit):

@@ -102,3 +102,8 @@ __getattr__ = _module_getattr(__name__, "tf")
 
 # Control flow (functional If/While ops; see tfplus.ops.control_flow_ops).
 from tfplus.ops.control_flow_ops import Assert, TensorArray, cond, foldl, foldr, map_fn, scan, while_loop  # noqa: E402, I001
+
+# Checkpoint ops of TensorFlow-built graphs (SaveV2, RestoreV2, MergeV2Checkpoints) and the string dtype their
+# file and tensor names have.
+from tfplus.dtypes import string  # noqa: E402
+from tfplus.ops import io_ops as _io_ops  # noqa: E402,F401

@@ -103,3 +103,13 @@ def as_dtype(value) -> DType:
 
 def _supported() -> str:
     return ", ".join(d.name for d in ALL)
+
+
+# -- strings -------------------------------------------------------------------------------------------------
+# For the file and tensor names of the checkpoint ops (SaveV2/RestoreV2 in TensorFlow-built graphs): elements
+# are Python bytes in object arrays; cpu only, no arithmetic. Not in ALL, which lists the numeric types.
+string = DType("string", object, 7)
+_BY_STRING.update({"string": string, "string_ref": string})
+_BY_ENUM[string.as_datatype_enum] = string
+_BY_NP[np.object_] = string
+_TF_ONLY = tuple(n for n in _TF_ONLY if n != "string")

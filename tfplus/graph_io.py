@@ -114,10 +114,15 @@ def make_tensor_proto(values, dtype=None, shape=None) -> tensor_pb2.TensorProto:
     """
     dtype = None if dtype is None else _dt.as_dtype(dtype)
     arr = np.asarray(values, dtype=None if dtype is None else dtype.np)
+    if arr.dtype.kind in "SU":  # bytes or str: a string tensor
+        arr = arr.astype(object)
     dtype = dtype or _dt.as_dtype(arr.dtype)
     if shape is not None:
         shape = tuple(int(d) for d in shape)
         arr = np.broadcast_to(arr.reshape(()), shape) if arr.size == 1 else arr.reshape(shape)
+    if dtype is _dt.string:  # string_val, one bytes value per element
+        return tensor_pb2.TensorProto(dtype=dtype.as_datatype_enum, tensor_shape=shape_to_proto(arr.shape),
+                                      string_val=[_to_bytes(v) for v in arr.reshape(-1)])
     proto = tensor_pb2.TensorProto(dtype=dtype.as_datatype_enum, tensor_shape=shape_to_proto(arr.shape))
     if arr.size > 1 and not any(arr.strides):  # one value broadcast (a fill): one value, TensorFlow's rule
         field, raw = _VAL_FIELDS[dtype.name]
@@ -164,6 +169,14 @@ def _decode_tensor(proto: tensor_pb2.TensorProto, fill_view: bool) -> np.ndarray
     if n * dtype.size > _max_tensor_bytes():
         raise ValueError(f"a {dtype.name} tensor of shape {TensorShape(shape)} needs {n * dtype.size:.3g} bytes, "
                          f"more than this machine's memory ({_max_tensor_bytes():.3g} bytes)")
+    if dtype is _dt.string:
+        if len(proto.string_val) > n or (len(proto.string_val) < n and n > 1 << 16):  # no huge fills
+            raise ValueError(f"string_val has {len(proto.string_val)} values but shape {TensorShape(shape)} has "
+                             f"{n} elements")
+        out = np.empty(n, object)
+        out[:] = list(proto.string_val) + [proto.string_val[-1] if proto.string_val else b""] * (
+            n - len(proto.string_val))
+        return out.reshape(shape)
     if proto.tensor_content:
         if len(proto.tensor_content) != n * dtype.size:
             raise ValueError(f"tensor_content has {len(proto.tensor_content)} bytes but a {dtype.name} "
@@ -354,13 +367,26 @@ def write_graph(graph_or_graph_def, logdir: str, name: str, as_text: bool = True
 
 def atomic_write(path: str, data: bytes) -> None:
     """Writes `data` to `path` so that readers (and a crash) see the old file or the new one, never a torn
-    one: a temporary file in the same folder, fsync, os.replace, fsync of the folder."""
+    one (see atomic_open)."""
+    with atomic_open(path) as f:
+        f.write(data)
+
+
+@contextlib.contextmanager
+def atomic_open(path: str):
+    """A binary file to write `path` through: a temporary file in the same folder that on a clean exit is
+    fsynced, renamed onto `path` and the rename made durable; on an error it is removed and `path` is as it
+    was. For files too large to hold in memory at once (checkpoint data).
+
+        >>> with atomic_open("/tmp/x.bin") as f:  # doctest: +SKIP
+        ...     f.write(b"...")
+    """
     folder = os.path.dirname(os.path.abspath(path))
     tmp = os.path.join(folder, f".{os.path.basename(path)}.{uuid.uuid4().hex[:12]}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            yield f
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from tfplus.proto import tensor_pb2 as tfplus_dot_proto_dot_tensor__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dtfplus/proto/checkpoint.proto\x12\x06tfplus\x1a\x19tfplus/proto/tensor.proto\"@\n\x0bNamedTensor\x12\x0c\n\x04name\x18\x01 \x01(\t\x12#\n\x06tensor\x18\x02 \x01(\x0b\x32\x13.tfplus.TensorProto\"E\n\nCheckpoint\x12$\n\x07tensors\x18\x01 \x03(\x0b\x32\x13.tfplus.NamedTensor\x12\x11\n\tmeta_json\x18\x02 \x01(\t\"T\n\x0f\x43heckpointState\x12\x1d\n\x15model_checkpoint_path\x18\x01 \x01(\t\x12\"\n\x1a\x61ll_model_checkpoint_paths\x18\x02 \x03(\tb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dtfplus/proto/checkpoint.proto\x12\x06tfplus\x1a\x19tfplus/proto/tensor.proto\"@\n\x0bNamedTensor\x12\x0c\n\x04name\x18\x01 \x01(\t\x12#\n\x06tensor\x18\x02 \x01(\x0b\x32\x13.tfplus.TensorProto\"E\n\nCheckpoint\x12$\n\x07tensors\x18\x01 \x03(\x0b\x32\x13.tfplus.NamedTensor\x12\x11\n\tmeta_json\x18\x02 \x01(\t\"\x9f\x01\n\x0f\x43heckpointState\x12\x1d\n\x15model_checkpoint_path\x18\x01 \x01(\t\x12\"\n\x1a\x61ll_model_checkpoint_paths\x18\x02 \x03(\t\x12\'\n\x1f\x61ll_model_checkpoint_timestamps\x18\x03 \x03(\x01\x12 \n\x18last_preserved_timestamp\x18\x04 \x01(\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,6 +36,6 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_NAMEDTENSOR']._serialized_end=132
   _globals['_CHECKPOINT']._serialized_start=134
   _globals['_CHECKPOINT']._serialized_end=203
-  _globals['_CHECKPOINTSTATE']._serialized_start=205
-  _globals['_CHECKPOINTSTATE']._serialized_end=289
+  _globals['_CHECKPOINTSTATE']._serialized_start=206
+  _globals['_CHECKPOINTSTATE']._serialized_end=365
 # @@protoc_insertion_point(module_scope)

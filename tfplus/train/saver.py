@@ -8,15 +8,23 @@
     ...     path = saver.save(sess, "/tmp/run/model.ckpt", global_step=100, metadata={"epoch": 3})
     ...     saver.restore(sess, tf.train.latest_checkpoint("/tmp/run"))   # '/tmp/run/model.ckpt-100'
 
-A checkpoint is one file, the returned path: the 8 bytes `MAGIC`, the SHA-256 of the payload, and the payload,
-a serialized `tfplus.Checkpoint` protobuf (tfplus/proto/checkpoint.proto) with one TensorProto per variable,
-keyed by the variable's node name (as TensorFlow keys its checkpoints), and optional JSON metadata. Loading
-one runs no code. Beside it, the text file `checkpoint` (TensorFlow's CheckpointState) lists the kept ones.
+Checkpoints are written in TensorFlow's format by default (format="tensorflow"): the returned path is a prefix,
+the files are `<path>.index` and `<path>.data-00000-of-00001` (tfplus/train/tensor_bundle.py), keyed by the
+variables' node names, so TensorFlow's Saver, tf.train.load_variable and NewCheckpointReader read them and
+TensorFlow's checkpoints restore here. The `metadata` JSON (the trainer's input-pipeline position, recipe, ...)
+is one more entry of the bundle, the string scalar METADATA_KEY: checksummed and written with the variables,
+and harmless to TensorFlow, which restores by key. tfplus's earlier format (format="tfplus") is one file, the
+returned path: the 8 bytes `MAGIC`, the SHA-256 of the payload, and the payload, a serialized `tfplus.Checkpoint`
+protobuf (tfplus/proto/checkpoint.proto) with one TensorProto per variable and the JSON metadata. Every
+function here reads both formats. Loading runs no code and verifies every checksum before any variable changes.
+Beside the checkpoints, the text file `checkpoint` (TensorFlow's CheckpointState) lists the kept ones.
 
 NOTE: a checkpoint folder may come from elsewhere (shared, downloaded), so its state file is not trusted: an
 entry that resolves outside the folder (an absolute path elsewhere, `..`, a symlink out) or names a folder is
-ignored with a warning, and max_to_keep deletes only regular files that start with MAGIC and that this Saver
-wrote or that lie directly in the folder it saves to.
+ignored with a warning (for TensorFlow-format checkpoints, also when its `.index` or data files are links out of
+the folder), and max_to_keep deletes only checkpoints (regular files: one starting with MAGIC, or an index
+ending with the table magic and its data files) that this Saver wrote or that lie directly in the folder it
+saves to.
 """
 from __future__ import annotations
 
@@ -24,6 +32,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import stat
 import warnings
 
@@ -33,18 +42,24 @@ from google.protobuf import text_format
 
 from tfplus import dtypes as _dt
 from tfplus import errors
+from tfplus.dtypes import as_dtype
 from tfplus.framework import GraphKeys, Operation, Tensor, _fmt_shape, get_default_graph, shapes_compatible
 from tfplus.graph_io import atomic_write, make_ndarray, make_tensor_proto
 from tfplus.ops.array_ops import placeholder
 from tfplus.ops.control_flow_ops import group
 from tfplus.ops.state_ops import assign
 from tfplus.proto import checkpoint_pb2
+from tfplus.train import tensor_bundle
 
 __all__ = ["Saver", "latest_checkpoint", "get_checkpoint_state", "list_variables", "load_variable",
-           "read_checkpoint_metadata"]
+           "read_checkpoint_metadata", "NewCheckpointReader", "load_checkpoint", "checkpoint_exists"]
 
 MAGIC = b"TFPCKPT1"
 _HEADER = len(MAGIC) + hashlib.sha256().digest_size
+FORMATS = ("tensorflow", "tfplus")
+# The bundle entry holding Saver.save's `metadata` (JSON, UTF-8). Not a variable: the listing functions and
+# CheckpointReader here leave it out (TensorFlow's list it as a string scalar).
+METADATA_KEY = "_tfplus_metadata"
 
 
 class Saver:
@@ -53,15 +68,44 @@ class Saver:
     `var_list`: a list of Variables (or VariableV2 tensors/operations, e.g. from an imported GraphDef), or a
     dict {checkpoint key: variable}. `max_to_keep`: how many recent checkpoints to keep (None or 0: all).
     The restore ops (a placeholder and an Assign per variable, grouped by `<name>/restore_all`) are built
-    here, once, under the name scope `name` ("save").
+    here, once, under the name scope `name` ("save"). `format`: "tensorflow" (TensorFlow's .index/.data files)
+    or "tfplus" (tfplus's earlier one-file format); restore reads either.
+
+    TensorFlow's other arguments are taken as TF1 scripts pass them: `pad_step_number` (`-00000100`),
+    `allow_empty` (no variables: save and restore do nothing); `sharded`, `save_relative_paths`,
+    `restore_sequentially` and `defer_build` change nothing here (one device writes one shard; state files hold
+    relative paths anyway); `keep_checkpoint_every_n_hours` is not implemented (a warning; max_to_keep alone
+    decides); V1 checkpoints, `reshape`, `saver_def`, `builder` and `filename` raise.
     """
 
-    def __init__(self, var_list=None, *, max_to_keep: int | None = 5, name: str | None = None):
+    def __init__(self, var_list=None, *, max_to_keep: int | None = 5, name: str | None = None,
+                 format: str = "tensorflow", write_version: int = 2, pad_step_number: bool = False,
+                 allow_empty: bool = False, keep_checkpoint_every_n_hours: float = 10000.0, sharded: bool = False,
+                 save_relative_paths: bool = False, restore_sequentially: bool = False, defer_build: bool = False,
+                 reshape: bool = False, saver_def=None, builder=None, filename: str | None = None):
+        if format not in FORMATS:
+            raise ValueError(f"Saver: format must be one of {FORMATS}, got {format!r}")
+        if write_version != 2:
+            raise ValueError(f"Saver: write_version={write_version!r}: tfplus writes TensorFlow's V2 checkpoints "
+                             "only (tf.train.SaverDef.V2, TensorFlow's default); drop the argument")
+        for arg, value in (("reshape", reshape), ("saver_def", saver_def), ("builder", builder),
+                           ("filename", filename)):
+            if value:
+                raise NotImplementedError(f"Saver: tfplus does not implement {arg}={value!r}; leave it unset")
+        if keep_checkpoint_every_n_hours != 10000.0:
+            warnings.warn("Saver: keep_checkpoint_every_n_hours is not implemented in tfplus; only the newest "
+                          "max_to_keep checkpoints are kept", stacklevel=2)
         graph = _graph_of(var_list)
         self._vars = _variables_by_key(graph.get_collection(GraphKeys.GLOBAL_VARIABLES) if var_list is None
                                        else var_list)
-        if not self._vars:
-            raise ValueError("Saver: no variables to save (create variables first, or pass var_list)")
+        if not self._vars and not allow_empty:
+            raise ValueError("Saver: no variables to save (create variables first, pass var_list, or "
+                             "allow_empty=True)")
+        self._pad_step_number = pad_step_number
+        if METADATA_KEY in self._vars:
+            raise ValueError(f"Saver: the key {METADATA_KEY!r} is reserved for the checkpoint's metadata; "
+                             "save that variable under another key (var_list={key: variable})")
+        self._format = format
         self._graph = graph
         self._max_to_keep = max_to_keep
         self._last: list[str] = []
@@ -81,28 +125,41 @@ class Saver:
 
     def recover_last_checkpoints(self, checkpoint_paths: list[str]) -> None:
         """Adopts checkpoints of an earlier run (e.g. `get_checkpoint_state(dir).all_model_checkpoint_paths`)
-        so that max_to_keep also deletes them. Only tfplus checkpoint files are adopted."""
-        self._last = [p for p in checkpoint_paths if _is_checkpoint_file(p)]
+        so that max_to_keep also deletes them. Only checkpoints (of either format) are adopted."""
+        self._last = [p for p in checkpoint_paths if _checkpoint_files(p)]
 
     def save(self, sess, save_path: str, global_step=None, latest_filename: str | None = None,
-             write_state: bool = True, metadata: dict | None = None) -> str:
+             meta_graph_suffix: str = "meta", write_meta_graph: bool = True, write_state: bool = True,
+             strip_default_attrs: bool = False, save_debug_info: bool = False, *,
+             metadata: dict | None = None) -> str | None:
         """Writes the variables' values (and the JSON object `metadata`, e.g. the input pipeline's position)
         to `save_path` or `save_path-<step>`; returns that path. Updates the state file and deletes the
-        checkpoints beyond max_to_keep."""
+        checkpoints beyond max_to_keep. TensorFlow's signature; no `.meta` file (MetaGraphDef) is written,
+        whatever `write_meta_graph` says: tf.train.write_graph exports the graph."""
+        if not self._vars:  # allow_empty
+            return None
         self._check_session(sess)
         if metadata is not None and not isinstance(metadata, dict):
             raise TypeError(f"Saver.save: metadata must be a dict (saved as JSON), not "
                             f"{type(metadata).__name__}")
         if global_step is not None:
             step = global_step if isinstance(global_step, (int, np.integer)) else sess.run(global_step)
-            save_path = f"{save_path}-{int(step)}"
+            save_path = f"{save_path}-{int(step):08d}" if self._pad_step_number else f"{save_path}-{int(step)}"
         meta_json = "" if metadata is None else json.dumps(metadata, sort_keys=True)
-        ckpt = checkpoint_pb2.Checkpoint(meta_json=meta_json)
-        for key, ref in self._vars.items():
-            ckpt.tensors.add(name=key, tensor=make_tensor_proto(sess.variable_value(ref.op.name)))
-        payload = ckpt.SerializeToString(deterministic=True)
+        values = {key: sess.variable_value(ref.op.name) for key, ref in self._vars.items()}
         os.makedirs(os.path.dirname(os.path.abspath(save_path)), exist_ok=True)
-        atomic_write(save_path, MAGIC + hashlib.sha256(payload).digest() + payload)
+        if self._format == "tensorflow":
+            if meta_json:
+                values[METADATA_KEY] = np.array(meta_json.encode(), dtype=object)
+            tensor_bundle.write_bundle(save_path, values)
+        else:
+            ckpt = checkpoint_pb2.Checkpoint(meta_json=meta_json)
+            for key, value in values.items():
+                ckpt.tensors.add(name=key, tensor=make_tensor_proto(value))
+            payload = ckpt.SerializeToString(deterministic=True)
+            atomic_write(save_path, MAGIC + hashlib.sha256(payload).digest() + payload)
+        # A checkpoint of the other format at the same path would be stale (and the bundle is read first).
+        _remove_checkpoint(save_path, "tfplus" if self._format == "tensorflow" else "tensorflow")
         self._written.add(os.path.abspath(save_path))
         if write_state:
             self._record(save_path, latest_filename)
@@ -113,24 +170,25 @@ class Saver:
         with the graph's dtype and shape) before any variable changes: on error the session is unchanged."""
         if save_path is None:
             raise ValueError("Saver.restore: save_path is None (tf.train.latest_checkpoint found nothing?)")
+        if not self._vars:  # allow_empty
+            return
         self._check_session(sess)
-        tensors, _ = _read(save_path)
-        feeds = {}
-        for key, ref in self._vars.items():
+        reader = CheckpointReader(save_path)
+        shapes, dtypes = reader.get_variable_to_shape_map(), reader.get_variable_to_dtype_map()
+        for key, ref in self._vars.items():  # names, dtypes and shapes first: nothing is read yet
             var = ref.op.name
-            if key not in tensors:
+            if key not in shapes:
                 raise errors.NotFoundError(var, "VariableV2", f"key {key!r} not found in checkpoint "
-                                           f"{save_path!r} (it holds {_summary(tensors)})")
-            value = tensors[key]
-            if value.dtype != ref.dtype.np:
+                                           f"{save_path!r} (it holds {_summary(shapes)})")
+            if dtypes[key] is not ref.dtype:
                 raise errors.InvalidArgumentError(
-                    var, "VariableV2", f"checkpoint {save_path!r} holds {key!r} as {value.dtype} but the "
-                    f"graph's variable is {ref.dtype.name}")
-            if not shapes_compatible(value.shape, ref._shape):
+                    var, "VariableV2", f"checkpoint {save_path!r} holds {key!r} as "
+                    f"{getattr(dtypes[key], 'name', dtypes[key])} but the graph's variable is {ref.dtype.name}")
+            if not shapes_compatible(tuple(shapes[key]), ref._shape):
                 raise errors.InvalidArgumentError(
                     var, "VariableV2", f"checkpoint {save_path!r} holds {key!r} with shape "
-                    f"{_fmt_shape(value.shape)} but the graph's variable has shape {ref.shape}")
-            feeds[self._feeds[key]] = value
+                    f"{_fmt_shape(tuple(shapes[key]))} but the graph's variable has shape {ref.shape}")
+        feeds = {self._feeds[key]: reader.get_tensor(key) for key in self._vars}  # each checksum verified
         sess.run(self._restore_op, feeds)
 
     @staticmethod
@@ -153,10 +211,10 @@ class Saver:
         self._last = kept
         for p in dropped:
             p = os.path.abspath(p)
-            if (p in self._written or os.path.dirname(p) == folder) and _is_checkpoint_file(p):
-                os.remove(p)
+            if (p in self._written or os.path.dirname(p) == folder) and _checkpoint_files(p):
+                _remove_checkpoint(p)
                 self._written.discard(p)
-            elif os.path.lexists(p):
+            elif os.path.lexists(p) or os.path.lexists(tensor_bundle.index_path(p)):
                 warnings.warn(f"Saver: not deleting {p!r}: it is not a tfplus checkpoint that this Saver wrote "
                               f"or that lies in {folder!r}", stacklevel=3)
 
@@ -190,15 +248,86 @@ def _graph_of(var_list):
 
 
 # -- checkpoint files ----------------------------------------------------------------------------------------
+class CheckpointReader:
+    """tf.train.NewCheckpointReader: a checkpoint of either format, opened and checked.
+
+        >>> reader = NewCheckpointReader(tf.train.latest_checkpoint("/tmp/run"))  # doctest: +SKIP
+        >>> reader.get_variable_to_shape_map()  # doctest: +SKIP
+        {'w': [2]}
+
+    A TensorFlow checkpoint's index is verified here and each tensor's checksum when it is read; a tfplus
+    one-file checkpoint is verified and decoded whole here."""
+
+    def __init__(self, path: str):
+        self.path = path
+        if tensor_bundle.is_bundle(path):
+            self._bundle: tensor_bundle.BundleReader | None = tensor_bundle.BundleReader(path)
+        else:
+            self._bundle = None
+            self._tensors, self._meta = _read(path)
+
+    def _keys(self) -> list[str]:
+        if self._bundle is None:
+            return list(self._tensors)
+        return [k for k in self._bundle.keys() if k != METADATA_KEY]
+
+    def has_tensor(self, name: str) -> bool:
+        return name in self._keys()
+
+    def get_tensor(self, name: str) -> np.ndarray:
+        if not self.has_tensor(name):
+            raise errors.NotFoundError(None, None, f"key {name!r} not found in checkpoint {self.path!r} "
+                                       f"(it holds {_summary(self._keys())})")
+        return self._tensors[name] if self._bundle is None else self._bundle.read(name)
+
+    def get_variable_to_shape_map(self) -> dict[str, list[int]]:
+        if self._bundle is None:
+            return {k: list(v.shape) for k, v in self._tensors.items()}
+        return {k: list(self._bundle.shape(k)) for k in self._keys()}
+
+    def get_variable_to_dtype_map(self) -> dict:
+        """{key: DType}; for a dtype tfplus lacks, its TensorFlow name in lower case (e.g. "bfloat16")."""
+        if self._bundle is None:
+            return {k: as_dtype(v.dtype) for k, v in self._tensors.items()}
+        return {k: self._bundle.dtype(k) for k in self._keys()}
+
+    def metadata(self):
+        """The `metadata` given to Saver.save (a dict), {} if none."""
+        if self._bundle is None:
+            return self._meta
+        if METADATA_KEY not in self._bundle:
+            return {}
+        raw = self._bundle.read(METADATA_KEY)
+        if raw.shape != ():
+            raise errors.DataLossError(None, None, f"checkpoint {self.path!r} cannot be decoded: its "
+                                       f"{METADATA_KEY!r} entry has shape {list(raw.shape)}, not a scalar")
+        try:  # any JSON value, as the one-file format gives: its user checks what it needs
+            return json.loads(raw.item())
+        except RecursionError:
+            raise errors.DataLossError(None, None, f"checkpoint {self.path!r} cannot be decoded: its metadata is "
+                                       "nested too deeply") from None
+        except ValueError as e:  # UnicodeDecodeError included
+            raise errors.DataLossError(None, None, f"checkpoint {self.path!r} cannot be decoded: {e}") from e
+
+
+def NewCheckpointReader(filepattern: str) -> CheckpointReader:  # noqa: N802 (TensorFlow's name)
+    """tf.train.NewCheckpointReader(path): see CheckpointReader."""
+    return CheckpointReader(filepattern)
+
+
+def load_checkpoint(ckpt_dir_or_file: str) -> CheckpointReader:
+    """tf.train.load_checkpoint: a CheckpointReader of a checkpoint or of a folder's latest one."""
+    return CheckpointReader(_resolve(ckpt_dir_or_file))
+
+
 def _read(path: str) -> tuple[dict[str, np.ndarray], dict]:
-    """Verifies and decodes one checkpoint file: ({key: array}, meta)."""
+    """Verifies and decodes one tfplus-format checkpoint file: ({key: array}, meta)."""
     try:
         with open(path, "rb") as f:
             data = f.read()
     except FileNotFoundError:
-        hint = " (that is a TensorFlow checkpoint; tfplus reads only its own format)" \
-            if os.path.exists(path + ".index") else ""
-        raise errors.NotFoundError(None, None, f"checkpoint {path!r} does not exist{hint}") from None
+        raise errors.NotFoundError(None, None, f"checkpoint {path!r} does not exist (neither a TensorFlow "
+                                   f"checkpoint, {tensor_bundle.index_path(path)!r}, nor a tfplus one)") from None
     except IsADirectoryError:
         raise errors.NotFoundError(None, None, f"{path!r} is a folder, not a checkpoint; pass "
                                    "tf.train.latest_checkpoint(folder)") from None
@@ -232,7 +361,8 @@ def _entry_value(entry) -> np.ndarray:
     if t.tensor_shape.unknown_rank or min(dims, default=0) < 0:
         raise ValueError(f"entry {entry.name!r} has an unknown shape")
     try:
-        itemsize = _dt.as_dtype(int(t.dtype)).size
+        dtype = _dt.as_dtype(int(t.dtype))
+        itemsize = 0 if dtype is _dt.string else dtype.size  # a Saver never writes strings here
     except TypeError:
         itemsize = 0
     need = math.prod(dims) * itemsize
@@ -242,7 +372,7 @@ def _entry_value(entry) -> np.ndarray:
     return make_ndarray(t)
 
 
-def _summary(tensors: dict) -> str:
+def _summary(tensors) -> str:
     """The first few keys, for error messages."""
     names = sorted(tensors)
     if not names:
@@ -252,24 +382,24 @@ def _summary(tensors: dict) -> str:
 
 
 def read_checkpoint_metadata(save_path: str) -> dict:
-    """The `metadata` dict saved with a checkpoint ({} if none), after verifying the file's checksum."""
-    return _read(save_path)[1]
+    """The `metadata` dict saved with a checkpoint ({} if none), after verifying its checksum."""
+    return CheckpointReader(save_path).metadata()
 
 
 def list_variables(ckpt_dir_or_file: str) -> list[tuple[str, list[int]]]:
-    """tf.train.list_variables: [(key, shape)] of a checkpoint file or a folder's latest checkpoint."""
-    tensors, _ = _read(_resolve(ckpt_dir_or_file))
-    return [(k, list(tensors[k].shape)) for k in sorted(tensors)]
+    """tf.train.list_variables: [(key, shape)] of a checkpoint or a folder's latest checkpoint."""
+    shapes = load_checkpoint(ckpt_dir_or_file).get_variable_to_shape_map()
+    return [(k, shapes[k]) for k in sorted(shapes)]
 
 
 def load_variable(ckpt_dir_or_file: str, name: str) -> np.ndarray:
     """tf.train.load_variable: one saved value, e.g. `load_variable(dir, "conv1/weights")`."""
-    path = _resolve(ckpt_dir_or_file)
-    tensors, _ = _read(path)
-    if name not in tensors:
-        raise errors.NotFoundError(None, None, f"key {name!r} not found in checkpoint {path!r} "
-                                   f"(it holds {_summary(tensors)})")
-    return tensors[name]
+    return load_checkpoint(ckpt_dir_or_file).get_tensor(name)
+
+
+def checkpoint_exists(checkpoint_prefix: str) -> bool:
+    """tf.train.checkpoint_exists: whether a checkpoint of either format is at `checkpoint_prefix`."""
+    return tensor_bundle.is_bundle(checkpoint_prefix) or os.path.isfile(checkpoint_prefix)
 
 
 def _resolve(ckpt_dir_or_file: str) -> str:
@@ -281,15 +411,41 @@ def _resolve(ckpt_dir_or_file: str) -> str:
     return path
 
 
-def _is_checkpoint_file(path: str) -> bool:
-    """Whether `path` is a regular file (not a link, not a folder) that starts with MAGIC."""
+def _is_regular_file_with(path: str, magic: bytes, at: int) -> bool:
+    """Whether `path` is a regular file (not a link, not a folder) holding `magic` at offset `at` (from the
+    end if negative)."""
     try:
         if not stat.S_ISREG(os.lstat(path).st_mode):
             return False
         with open(path, "rb") as f:
-            return f.read(len(MAGIC)) == MAGIC
+            f.seek(at, os.SEEK_END if at < 0 else os.SEEK_SET)
+            return f.read(len(magic)) == magic
     except OSError:
         return False
+
+
+_TABLE_MAGIC = (0xDB4775248B80FB57).to_bytes(8, "little")  # the last 8 bytes of a TensorFlow checkpoint index
+
+
+def _checkpoint_files(prefix: str, fmt: str | None = None) -> list[str]:
+    """The files of the checkpoint `prefix` (of format `fmt`, or either), index first; [] if there is none.
+    Only regular files count: a link or a folder of that name is never taken for (or deleted as) one."""
+    files = []
+    if fmt != "tfplus" and _is_regular_file_with(tensor_bundle.index_path(prefix), _TABLE_MAGIC, -8):
+        folder, base = os.path.split(os.path.abspath(prefix))
+        data = re.compile(re.escape(base) + r"\.data-\d{5}-of-\d{5}")
+        files = [tensor_bundle.index_path(prefix)] + sorted(
+            os.path.join(folder, n) for n in os.listdir(folder)
+            if data.fullmatch(n) and stat.S_ISREG(os.lstat(os.path.join(folder, n)).st_mode))
+    if fmt != "tensorflow" and _is_regular_file_with(prefix, MAGIC, 0):
+        files.append(prefix)
+    return files
+
+
+def _remove_checkpoint(prefix: str, fmt: str | None = None) -> None:
+    """Deletes the checkpoint `prefix` (index first, so that no index outlives its data)."""
+    for path in _checkpoint_files(prefix, fmt):
+        os.remove(path)
 
 
 # -- the state file ------------------------------------------------------------------------------------------
@@ -339,13 +495,18 @@ def get_checkpoint_state(checkpoint_dir: str, latest_filename: str | None = None
 
 
 def _outside_reason(folder: str, entry: str) -> str | None:
-    """Why a state file in `folder` may not name `entry` (None if it may): the entry must resolve (links
-    followed) to a path inside the folder that is not a folder."""
+    """Why a state file in `folder` may not name `entry` (None if it may): the entry, and for a TensorFlow
+    checkpoint its index and data files, must resolve (links followed) to paths inside the folder, and the
+    entry must not be a folder."""
     if "\0" in entry:
         return "holds a NUL character"
-    path = os.path.realpath(os.path.join(folder, entry))
+    path = os.path.join(folder, entry)
     root = os.path.realpath(folder)
-    if os.path.commonpath([root, path]) != root:
+    head, base = os.path.split(path)
+    files = [path, tensor_bundle.index_path(path)]
+    if os.path.isdir(head):
+        files += [os.path.join(head, n) for n in os.listdir(head) if n.startswith(base + ".data-")]
+    if any(os.path.commonpath([root, os.path.realpath(f)]) != root for f in files):
         return "lies outside the folder"
     if os.path.isdir(path):
         return "is a folder"
@@ -361,7 +522,8 @@ def latest_checkpoint(checkpoint_dir: str, latest_filename: str | None = None) -
     state = get_checkpoint_state(checkpoint_dir, latest_filename)
     if state is None:
         return None
-    if not os.path.exists(state.model_checkpoint_path):
+    if not (os.path.exists(state.model_checkpoint_path)
+            or os.path.exists(tensor_bundle.index_path(state.model_checkpoint_path))):
         raise errors.NotFoundError(None, None, f"the checkpoint state file in {checkpoint_dir!r} names "
                                    f"{state.model_checkpoint_path!r}, which does not exist")
     return state.model_checkpoint_path

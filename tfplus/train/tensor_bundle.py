@@ -1,0 +1,424 @@
+"""TensorFlow's V2 checkpoint format, the "tensor bundle": `<prefix>.index` and `<prefix>.data-NNNNN-of-MMMMM`.
+
+    >>> write_bundle("/tmp/run/model.ckpt", {"w": np.ones((2, 3), np.float32)})  # doctest: +SKIP
+    >>> BundleReader("/tmp/run/model.ckpt").read("w").shape  # doctest: +SKIP
+    (2, 3)
+
+What TensorFlow's BundleWriter writes (tensorflow/core/util/tensor_bundle), and so what this writes:
+- The data files: the tensors' bytes one after another, little-endian, row-major. A string tensor is the
+  varint64 length of each element, the masked CRC32C of those lengths (each as a uint32), then the bytes.
+- The index: a LevelDB-format table with keys sorted bytewise: "" -> BundleHeaderProto, then each tensor's
+  name -> BundleEntryProto (dtype, shape, shard, offset, size, masked CRC32C of the bytes), protos in
+  tfplus/proto/tensor_bundle.proto. The table is data blocks, each [entries | restart offsets, u32 each |
+  restart count, u32] and a 5-byte trailer (compression type, masked CRC32C of block + type byte), where an
+  entry is three varints (key bytes shared with the previous key, unshared key bytes, value bytes), the
+  unshared key bytes and the value; then a metaindex block (empty), an index block (per data block: a key
+  >= its last key -> the block's varint offset and size) and a 48-byte footer (the metaindex and index
+  handles, zeros up to 40 bytes, the 8-byte magic number).
+
+Reading trusts nothing in the files: every offset, size and shape is checked against the files' real sizes
+before anything is read or allocated, every block's and tensor's checksum is verified, and a bad file gives a
+DataLossError naming the file and the entry. Nothing is executed. Writing goes through temporary files renamed
+into place, the data file first and the index last, so an index on disk always describes complete data.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import struct
+
+import numpy as np
+from google.protobuf import message as _message
+
+from tfplus import crc32c
+from tfplus import dtypes as _dt
+from tfplus.errors import DataLossError, InvalidArgumentError, NotFoundError
+from tfplus.graph_io import atomic_open, shape_to_proto
+from tfplus.proto import graph_pb2, tensor_bundle_pb2, types_pb2
+
+__all__ = ["BundleReader", "write_bundle", "merge_bundles", "is_bundle", "index_path", "data_path"]
+
+_MAGIC = 0xDB4775248B80FB57  # LevelDB's table magic number, the footer's last 8 bytes
+_FOOTER = 48
+_HANDLES = 40  # two block handles (varint offset + size, at most 10 bytes each) and zero padding
+_TRAILER = 5  # compression type byte + masked CRC32C
+_BLOCK_SIZE = 256 << 10  # TensorFlow's table block size: a block is closed once it reaches this
+_RESTART_INTERVAL = 16  # entries between two full (unshared) keys in a data block
+_FORMAT_VERSION = 1  # TensorFlow's kTensorBundleVersion
+_DT_STRING = types_pb2.DT_STRING
+
+
+def index_path(prefix: str) -> str:
+    return prefix + ".index"
+
+
+def data_path(prefix: str, shard: int = 0, num_shards: int = 1) -> str:
+    return f"{prefix}.data-{shard:05d}-of-{num_shards:05d}"
+
+
+def is_bundle(prefix: str) -> bool:
+    """Whether `prefix` names a TensorFlow-format checkpoint (its index file exists)."""
+    return os.path.isfile(index_path(prefix))
+
+
+# -- varints -------------------------------------------------------------------------------------------------
+def _put_varint(out: bytearray, v: int) -> None:
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+
+
+def _get_varint(buf: bytes, pos: int, end: int, what) -> tuple[int, int]:
+    """(value, position after it); a varint longer than 10 bytes or running past `end` is corruption."""
+    value = shift = 0
+    while pos < end and shift < 70:
+        b = buf[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return value, pos
+        shift += 7
+    raise what(f"a varint runs past its block at byte {pos}")
+
+
+# -- writing -------------------------------------------------------------------------------------------------
+def _tensor_bytes(value) -> tuple[int, tuple[int, ...], list]:
+    """(DataType enum, shape, [bytes-like pieces]) of one tensor as TensorFlow lays it out."""
+    if isinstance(value, (bytes, str)) or (isinstance(value, np.ndarray) and value.dtype.kind in "OSU"):
+        arr = np.asarray(value, dtype=object)
+        if not all(isinstance(e, (bytes, str)) for e in arr.reshape(-1)):
+            raise TypeError("write_bundle: an object array must hold bytes or str (a string tensor)")
+        elems = [e.encode() if isinstance(e, str) else e for e in arr.reshape(-1)]
+        lengths, crc = bytearray(), 0
+        for e in elems:
+            _put_varint(lengths, len(e))
+            crc = crc32c.extend(crc, struct.pack("<I" if len(e) <= 0xFFFFFFFF else "<Q", len(e)))
+        return _DT_STRING, arr.shape, [bytes(lengths), struct.pack("<I", crc32c.mask(crc)), *elems]
+    arr = np.asarray(value)
+    dtype = _dt.as_dtype(arr.dtype)
+    flat = np.ascontiguousarray(arr.reshape(-1), dtype=arr.dtype.newbyteorder("<"))
+    return dtype.as_datatype_enum, arr.shape, [flat.view(np.uint8)]
+
+
+def _string_crc(pieces: list) -> int:
+    """A string tensor's entry CRC: of the lengths as uint32s, the lengths' checksum, then the bytes (what
+    TensorFlow computes while writing)."""
+    lengths, rest = pieces[0], pieces[1:]
+    crc, pos = 0, 0
+    while pos < len(lengths):
+        n, pos = _get_varint(lengths, pos, len(lengths), ValueError)
+        crc = crc32c.extend(crc, struct.pack("<I" if n <= 0xFFFFFFFF else "<Q", n))
+    for p in rest:
+        crc = crc32c.extend(crc, p)
+    return crc
+
+
+class _BlockBuilder:
+    def __init__(self, restart_interval: int):
+        self.interval = restart_interval
+        self.buf, self.restarts, self.count, self.last = bytearray(), [0], 0, b""
+
+    def add(self, key: bytes, value: bytes) -> None:
+        shared = 0
+        if self.count % self.interval:
+            n = min(len(key), len(self.last))
+            while shared < n and key[shared] == self.last[shared]:
+                shared += 1
+        elif self.count:
+            self.restarts.append(len(self.buf))
+        for v in (shared, len(key) - shared, len(value)):
+            _put_varint(self.buf, v)
+        self.buf += key[shared:]
+        self.buf += value
+        self.last, self.count = key, self.count + 1
+
+    def size(self) -> int:
+        return len(self.buf) + 4 * (len(self.restarts) + 1)
+
+    def finish(self) -> bytes:
+        return bytes(self.buf) + struct.pack(f"<{len(self.restarts) + 1}I", *self.restarts, len(self.restarts))
+
+
+def _table_bytes(items: list[tuple[bytes, bytes]]) -> bytes:
+    """A LevelDB table of sorted (key, value) pairs, uncompressed, as TensorFlow's TableBuilder makes it."""
+    out = bytearray()
+
+    def emit(contents: bytes) -> bytes:
+        handle = bytearray()
+        _put_varint(handle, len(out))
+        _put_varint(handle, len(contents))
+        out.extend(contents)
+        out.extend(struct.pack("<BI", 0, crc32c.mask(crc32c.value(contents + b"\0"))))
+        return bytes(handle)
+
+    index, block = _BlockBuilder(1), _BlockBuilder(_RESTART_INTERVAL)
+    for key, value in items:
+        block.add(key, value)
+        if block.size() >= _BLOCK_SIZE:
+            index.add(block.last, emit(block.finish()))
+            block = _BlockBuilder(_RESTART_INTERVAL)
+    if block.count:
+        index.add(block.last, emit(block.finish()))
+    footer = bytearray(emit(_BlockBuilder(1).finish()))  # the metaindex: no meta blocks
+    footer += emit(index.finish())
+    footer += bytes(_HANDLES - len(footer)) + struct.pack("<Q", _MAGIC)
+    return bytes(out + footer)
+
+
+def write_bundle(prefix: str, tensors: dict) -> None:
+    """Writes {name: array} as a one-shard TensorFlow checkpoint `prefix`.index/.data-00000-of-00001,
+    atomically file by file (the data first, the index last). Arrays of bytes or str are string tensors."""
+    entries = {}
+    with atomic_open(data_path(prefix)) as f:
+        offset = 0
+        for name in sorted(tensors, key=lambda k: k.encode()):
+            if not name:
+                raise ValueError("write_bundle: a tensor's name must not be empty (the header's key)")
+            enum, shape, pieces = _tensor_bytes(tensors[name])
+            size = 0
+            for p in pieces:
+                f.write(p)
+                size += len(p) if isinstance(p, bytes) else p.nbytes
+            crc = _string_crc(pieces) if enum == _DT_STRING else crc32c.value(pieces[0])
+            entries[name] = tensor_bundle_pb2.BundleEntryProto(
+                dtype=enum, shape=shape_to_proto(shape), shard_id=0, offset=offset, size=size,
+                crc32c=crc32c.mask(crc))
+            offset += size
+    try:
+        _write_index(prefix, entries, 1)
+    except BaseException:  # e.g. a full disk: no data file without its index is left behind
+        with contextlib.suppress(OSError):
+            os.remove(data_path(prefix))
+        raise
+
+
+def _write_index(prefix: str, entries: dict, num_shards: int) -> None:
+    header = tensor_bundle_pb2.BundleHeaderProto(num_shards=num_shards,
+                                                 version=graph_pb2.VersionDef(producer=_FORMAT_VERSION))
+    items = [(b"", header.SerializeToString(deterministic=True))]
+    items += sorted((k.encode("utf-8", "surrogateescape"), e.SerializeToString(deterministic=True))
+                    for k, e in entries.items())
+    with atomic_open(index_path(prefix)) as f:
+        f.write(_table_bytes(items))
+
+
+def merge_bundles(prefixes: list[str], destination: str, delete_old: bool = True) -> None:
+    """MergeV2Checkpoints: one checkpoint `destination` made of the shards `prefixes` (one-shard bundles with
+    distinct keys, e.g. each device's part); their data files become its shards. With `delete_old` the
+    sources' index files and (emptied) folders are removed."""
+    entries: dict[str, tensor_bundle_pb2.BundleEntryProto] = {}
+    readers = [BundleReader(p) for p in prefixes]
+    for shard, reader in enumerate(readers):
+        if reader.num_shards != 1:
+            raise InvalidArgumentError(None, "MergeV2Checkpoints", f"{reader.index!r} has {reader.num_shards} "
+                                       "shards; only one-shard checkpoints can be merged")
+        for key, entry in reader.entries.items():
+            if key in entries:
+                raise InvalidArgumentError(None, "MergeV2Checkpoints", f"key {key!r} is in two of the "
+                                           f"checkpoints being merged (the second: {reader.index!r})")
+            entries[key] = tensor_bundle_pb2.BundleEntryProto()
+            entries[key].CopyFrom(entry)
+            entries[key].shard_id = shard
+    for shard, p in enumerate(prefixes):
+        os.replace(data_path(p), data_path(destination, shard, len(prefixes)))
+    _write_index(destination, entries, len(prefixes))
+    if delete_old:
+        for p in prefixes:
+            os.remove(index_path(p))
+            folder = os.path.dirname(os.path.abspath(p))
+            if folder != os.path.dirname(os.path.abspath(destination)) and not os.listdir(folder):
+                os.rmdir(folder)
+
+
+# -- reading -------------------------------------------------------------------------------------------------
+class BundleReader:
+    """A TensorFlow checkpoint opened for reading: the index is read and verified here; `read(key)` reads
+    and verifies one tensor.
+
+    `keys()` lists the tensors (not the slices of partitioned ones); `shape(key)` and `dtype(key)` describe one
+    without reading it."""
+
+    def __init__(self, prefix: str):
+        self.prefix, self.index = prefix, index_path(prefix)
+        try:
+            with open(self.index, "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            raise NotFoundError(None, None, f"checkpoint {prefix!r} does not exist (no file {self.index!r})") \
+                from None
+        table = _read_table(data, self._error)
+        if not table or table[0][0] != b"":
+            self._fail("its table has no header (the entry under the empty key)")
+        header = self._parse(tensor_bundle_pb2.BundleHeaderProto, table[0][1], "the header")
+        if header.endianness != tensor_bundle_pb2.BundleHeaderProto.LITTLE:
+            self._fail("it was written big-endian; tfplus reads little-endian checkpoints only")
+        if header.version.min_consumer > _FORMAT_VERSION or _FORMAT_VERSION in header.version.bad_consumers:
+            self._fail(f"its format version (producer {header.version.producer}, min_consumer "
+                       f"{header.version.min_consumer}) is newer than this reader's ({_FORMAT_VERSION})")
+        if header.num_shards < 1:
+            self._fail(f"its header says {header.num_shards} data files")
+        self.num_shards = header.num_shards
+        self.entries: dict[str, tensor_bundle_pb2.BundleEntryProto] = {}
+        for key, value in table[1:]:
+            # A partitioned variable's slices have binary keys: kept byte for byte (for merging).
+            name = key.decode("utf-8", "surrogateescape")
+            self.entries[name] = self._parse(tensor_bundle_pb2.BundleEntryProto, value, f"entry {name!r}")
+
+    def keys(self) -> list[str]:
+        # Slices of a partitioned variable live under keys starting with a NUL byte (TensorFlow's encoding).
+        return [k for k in self.entries if not k.startswith("\0")]
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.entries and not key.startswith("\0")
+
+    def shape(self, key: str) -> tuple[int, ...]:
+        entry = self._entry(key)
+        if entry.shape.unknown_rank or any(d.size < 0 for d in entry.shape.dim):
+            self._fail(f"entry {key!r} has an unknown shape")
+        return tuple(int(d.size) for d in entry.shape.dim)
+
+    def dtype(self, key: str):
+        """A tfplus DType (tf.string for strings: object arrays of bytes); for a dtype tfplus lacks, TensorFlow's
+        name of it in lower case ("bfloat16", ...), which read() refuses."""
+        enum = self._entry(key).dtype
+        try:
+            return _dt.as_dtype(int(enum))
+        except TypeError:
+            name = types_pb2.DataType.Name(enum) if enum in types_pb2.DataType.values() else f"DT_{enum}"
+            return name[3:].lower()
+
+    def read(self, key: str) -> np.ndarray:
+        """The tensor `key` (a new array; strings as an object array of bytes), checksum verified."""
+        entry, shape, dtype = self._entry(key), self.shape(key), self.dtype(key)
+        if isinstance(dtype, str):
+            raise InvalidArgumentError(None, None, f"checkpoint {self.prefix!r}: tensor {key!r} is {dtype}, which "
+                                       f"tfplus does not support (it has {', '.join(d.name for d in _dt.ALL)})")
+        if entry.slices:
+            raise InvalidArgumentError(None, None, f"checkpoint {self.prefix!r}: {key!r} is saved in "
+                                       f"{len(entry.slices)} slices (a partitioned variable); tfplus does not "
+                                       "support partitioned variables: save it unpartitioned in TensorFlow")
+        if not 0 <= entry.shard_id < self.num_shards:
+            self._fail(f"entry {key!r} names data file {entry.shard_id} of {self.num_shards}")
+        path = data_path(self.prefix, entry.shard_id, self.num_shards)
+        count = int(np.prod(shape, dtype=object))
+        if dtype is _dt.string:
+            if count > entry.size:  # every element takes at least a one-byte length
+                self._fail(f"entry {key!r}: {count} strings cannot fit in {entry.size} bytes")
+        elif entry.size != count * dtype.size:
+            self._fail(f"entry {key!r} says {entry.size} bytes but a {dtype.name} tensor of shape "
+                       f"{list(shape)} has {count * dtype.size}")
+        try:
+            with open(path, "rb") as f:
+                file_size = os.fstat(f.fileno()).st_size
+                if entry.offset < 0 or entry.offset + entry.size > file_size:
+                    self._fail(f"entry {key!r} spans bytes [{entry.offset}, {entry.offset + entry.size}) of "
+                               f"{path!r}, which has {file_size} (truncated?)")
+                f.seek(entry.offset)
+                buf = bytearray(entry.size)
+                if f.readinto(buf) != entry.size:
+                    self._fail(f"{path!r} ended while reading {key!r}")
+        except FileNotFoundError:
+            raise DataLossError(None, None, f"checkpoint {self.prefix!r}: its data file {path!r} is "
+                                "missing") from None
+        if dtype is _dt.string:
+            return self._strings(key, buf, count, shape, entry.crc32c)
+        if crc32c.mask(crc32c.value(buf)) != entry.crc32c:
+            self._fail(f"tensor {key!r} does not match its checksum (the data file {path!r} is corrupted)")
+        return np.frombuffer(buf, dtype.np.newbyteorder("<")).astype(dtype.np, copy=False).reshape(shape)
+
+    def _strings(self, key, buf: bytearray, count: int, shape, masked_crc: int) -> np.ndarray:
+        lengths, pos = [], 0
+        for _ in range(count):
+            n, pos = _get_varint(buf, pos, len(buf), lambda m: self._error(f"tensor {key!r}: {m}"))
+            lengths.append(n)
+        if pos + 4 + sum(lengths) != len(buf):
+            self._fail(f"tensor {key!r}: its string lengths do not add up to its size")
+        elems, start = np.empty(count, dtype=object), pos + 4
+        for i, n in enumerate(lengths):
+            elems[i], start = bytes(buf[start:start + n]), start + n
+        if crc32c.mask(_string_crc([bytes(buf[:pos]), bytes(buf[pos:])])) != masked_crc:
+            self._fail(f"tensor {key!r} does not match its checksum (the data file is corrupted)")
+        return elems.reshape(shape)
+
+    def _entry(self, key: str) -> tensor_bundle_pb2.BundleEntryProto:
+        if key not in self:
+            raise NotFoundError(None, None, f"key {key!r} not found in checkpoint {self.prefix!r}")
+        return self.entries[key]
+
+    def _parse(self, cls, data: bytes, what: str):
+        msg = cls()
+        try:
+            msg.ParseFromString(data)
+        except _message.DecodeError as e:
+            self._fail(f"{what} does not parse as a {cls.__name__}: {e}")
+        return msg
+
+    def _error(self, message: str) -> DataLossError:
+        return DataLossError(None, None, f"checkpoint {self.prefix!r} is corrupted: {message}")
+
+    def _fail(self, message: str):
+        raise self._error(message)
+
+
+def _read_table(data: bytes, error) -> list[tuple[bytes, bytes]]:
+    """The (key, value) pairs of a LevelDB table file's bytes, every block checksum verified."""
+    if len(data) < _FOOTER:
+        raise error(f"the index file has {len(data)} bytes, fewer than a table's {_FOOTER}-byte footer")
+    footer = data[-_FOOTER:]
+    if struct.unpack("<Q", footer[_HANDLES:])[0] != _MAGIC:
+        raise error("the index file does not end with the table magic number (not a TensorFlow checkpoint "
+                    "index, or truncated)")
+    metaindex, pos = _handle(footer, 0, _HANDLES, error)
+    _block(data, *metaindex, error)  # it lists no meta blocks, but damage to it is damage all the same
+    index = _block(data, *_handle(footer, pos, _HANDLES, error)[0], error)
+    out: list[tuple[bytes, bytes]] = []
+    for _, handle in _entries(index, error):
+        (offset, size), _ = _handle(handle, 0, len(handle), error)
+        for key, value in _entries(_block(data, offset, size, error), error):
+            if out and key <= out[-1][0]:
+                raise error(f"its keys are out of order ({out[-1][0]!r} then {key!r})")
+            out.append((key, value))
+    return out
+
+
+def _handle(buf: bytes, pos: int, end: int, error) -> tuple[tuple[int, int], int]:
+    offset, pos = _get_varint(buf, pos, end, error)
+    size, pos = _get_varint(buf, pos, end, error)
+    return (offset, size), pos
+
+
+def _block(data: bytes, offset: int, size: int, error) -> bytes:
+    """One block's contents, checked: inside the file (before the footer), checksum, not compressed."""
+    if offset + size + _TRAILER > len(data) - _FOOTER:
+        raise error(f"a block at bytes [{offset}, {offset + size}) lies outside the index file "
+                    f"({len(data)} bytes; truncated?)")
+    contents, kind = data[offset:offset + size], data[offset + size]
+    (masked,) = struct.unpack_from("<I", data, offset + size + 1)
+    if crc32c.mask(crc32c.value(data[offset:offset + size + 1])) != masked:
+        raise error(f"the index block at byte {offset} does not match its checksum")
+    if kind != 0:
+        raise error(f"the index block at byte {offset} is compressed (type {kind}); TensorFlow writes them "
+                    "uncompressed and tfplus reads only those")
+    return contents
+
+
+def _entries(block: bytes, error):
+    """Yields a block's (key, value) pairs in order."""
+    if len(block) < 4:
+        raise error("a block is too short for its restart count")
+    (restarts,) = struct.unpack_from("<I", block, len(block) - 4)
+    end = len(block) - 4 * (restarts + 1)
+    if end < 0:
+        raise error(f"a block of {len(block)} bytes claims {restarts} restart points")
+    pos, key = 0, b""
+    while pos < end:
+        shared, pos = _get_varint(block, pos, end, error)
+        unshared, pos = _get_varint(block, pos, end, error)
+        size, pos = _get_varint(block, pos, end, error)
+        if shared > len(key) or pos + unshared + size > end:
+            raise error(f"a block entry at byte {pos} overruns its block")
+        key = key[:shared] + block[pos:pos + unshared]
+        pos += unshared
+        yield key, block[pos:pos + size]
+        pos += size
