@@ -42,6 +42,14 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
 
 
+def _classes(text: str) -> tuple[int, ...]:
+    from tfplus.trainer import parse_classes
+    try:
+        return parse_classes(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -134,6 +142,16 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--warmup-steps", type=_count, metavar="N",
                    help="linear learning-rate warm-up (default: one epoch; a shorter run stays in it)")
     g.add_argument("--seed", type=int, metavar="S", help="initial weights and data order (default 0)")
+    g = t.add_argument_group("fine-tuning")
+    g.add_argument("--init-from", metavar="CKPT", help="start from a checkpoint (file or folder): every variable "
+                   "whose name and shape match is restored; the others are listed, with the reason")
+    which = g.add_mutually_exclusive_group()
+    which.add_argument("--trainable", metavar="REGEX", help="train only the variables whose name matches "
+                       "(re.search); the rest are frozen (no gradient, no optimizer slot)")
+    which.add_argument("--fine-tune-last", type=_positive_int, metavar="N",
+                       help="train only the last N layers (top-level variable scopes: conv1 .. fc3 in mentee)")
+    g.add_argument("--classes", type=_classes, metavar="LIST", help="train and test on these classes only, "
+                   "e.g. 0-4 or 5,7,9; labels keep their numbers (the model keeps its 10 outputs)")
     g = t.add_argument_group("run")
     g.add_argument("--device", type=_device, default="cpu", help="cpu (default), opencl or opencl:N")
     g.add_argument("--memory-budget", type=_size, metavar="SIZE",
@@ -243,7 +261,7 @@ def _train(args: argparse.Namespace) -> int:
     cfg = TrainConfig(**options, data=args.data, device=args.device, memory_budget=args.memory_budget,
                       checkpoint_dir=args.checkpoint_dir, checkpoint_every=args.checkpoint_every,
                       resume=args.resume, log=args.log, log_every=args.log_every,
-                      profile_every=args.profile_every, eval_every=args.eval_every)
+                      profile_every=args.profile_every, eval_every=args.eval_every, init_from=args.init_from)
     try:
         return train(cfg).exit_code
     except RunError as e:  # diverged, or a checkpoint could not be written

@@ -1,0 +1,226 @@
+"""Fine-tuning: var_list in minimize and Saver as in TF1 (the tf1 oracle), frozen layers get no gradient and
+no slot, `tfplus train --init-from/--trainable/--fine-tune-last/--classes`, and the planner's view of it."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tfplus as tf
+import tfplus.train  # noqa: F401
+from tfplus import finetune
+from tfplus.cli import main
+from tfplus.graphs import get_model, training_graph
+
+SMALL = ["--synthetic", "--model", "lenet", "--batch-size", "16", "--no-eval"]
+
+
+# -- item 1: var_list as in TF1 ------------------------------------------------------------------------------
+def _two_layer_net(api, x_value, values, var_list_names):
+    """A 2-layer net in `api` (tfplus or tf.compat.v1); Momentum on the loss with var_list = the named variables.
+    Returns (graph, {name: variable}, train_op, loss)."""
+    g = api.Graph()
+    with g.as_default():
+        x = api.constant(x_value)
+        vs = {}
+        with api.variable_scope("layer1"):
+            vs["layer1/w"] = api.Variable(values["layer1/w"], name="w")
+            vs["layer1/b"] = api.Variable(values["layer1/b"], name="b")
+            h = api.nn.relu(api.matmul(x, vs["layer1/w"]) + vs["layer1/b"])
+        with api.variable_scope("layer2"):
+            vs["layer2/w"] = api.Variable(values["layer2/w"], name="w")
+            vs["layer2/b"] = api.Variable(values["layer2/b"], name="b")
+            y = api.matmul(h, vs["layer2/w"]) + vs["layer2/b"]
+        loss = api.reduce_mean(api.square(y))
+        train_op = api.train.MomentumOptimizer(0.1, 0.9).minimize(loss, var_list=[vs[n] for n in var_list_names])
+    return g, vs, train_op, loss
+
+
+def _values(seed=0):
+    rng = np.random.default_rng(seed)
+    return {"layer1/w": rng.standard_normal((3, 4)).astype(np.float32),
+            "layer1/b": rng.standard_normal(4).astype(np.float32),
+            "layer2/w": rng.standard_normal((4, 2)).astype(np.float32),
+            "layer2/b": rng.standard_normal(2).astype(np.float32)}
+
+
+def _reachable(fetch) -> set:
+    """Every op the fetch depends on (data and control inputs): what a session runs for it."""
+    seen, stack = set(), [fetch]
+    while stack:
+        op = stack.pop()
+        if op in seen:
+            continue
+        seen.add(op)
+        stack += [t.op for t in op.inputs] + list(op.control_inputs)
+    return seen
+
+
+@pytest.mark.parametrize("names", [["layer2/w", "layer2/b"], ["layer1/w"]], ids=["top", "bottom_weight"])
+def test_minimize_var_list_matches_tf1(tf1, names):
+    x = np.random.default_rng(1).standard_normal((5, 3)).astype(np.float32)
+    values = _values()
+    results = []
+    for api in (tf, tf1):
+        g, vs, train_op, loss = _two_layer_net(api, x, values, names)
+        with g.as_default():
+            init = api.global_variables_initializer()
+            slots = sorted(v.op.name for v in api.global_variables() if v.op.name not in vs)
+        with api.Session(graph=g) as sess:
+            sess.run(init)
+            for _ in range(3):
+                sess.run(train_op)
+            results.append((sess.run({n: v for n, v in vs.items()}), slots))
+    (ours, our_slots), (theirs, their_slots) = results
+    assert our_slots == their_slots == sorted(f"{n}/Momentum" for n in names)   # slots only for var_list
+    for n in vs:
+        np.testing.assert_allclose(ours[n], theirs[n], rtol=1e-5, atol=1e-6)
+        assert np.array_equal(ours[n], values[n]) == (n not in names)          # the others never move
+
+
+def test_frozen_layers_get_no_gradient_computation():
+    x = np.ones((5, 3), np.float32)
+    g, vs, train_op, _ = _two_layer_net(tf, x, _values(), ["layer2/w", "layer2/b"])
+    ran = {op.name for op in _reachable(train_op)}
+    grads = [n for n in ran if n.startswith("gradients/")]
+    assert grads, "the top layer's gradients run"
+    # Nothing below the lowest trainable layer is differentiated: no gradient op of layer1 (not even d/dh).
+    assert not [n for n in grads if n.startswith("gradients/layer1/")]
+    # ... and no d/dh, the gradient flowing into layer1 (h is (5, 4); d/dy is (5, 2), d/dw2 (4, 2)).
+    shapes = {op.name: [t.shape.as_list() for t in op.outputs] for op in _reachable(train_op)}
+    assert not [n for n in grads if [5, 4] in shapes[n]], grads
+
+
+def test_saver_var_list_saves_and_restores_only_those_as_tf1(tf1, tmp_path):
+    keys = []
+    for api, folder in ((tf, tmp_path / "ours"), (tf1, tmp_path / "tf")):
+        g, vs, _, _ = _two_layer_net(api, np.ones((2, 3), np.float32), _values(), ["layer2/w"])
+        with g.as_default():
+            saver = api.train.Saver(var_list=[vs["layer1/w"], vs["layer2/b"]])
+            init = api.global_variables_initializer()
+        folder.mkdir()
+        with api.Session(graph=g) as sess:
+            sess.run(init)
+            path = saver.save(sess, str(folder / "m"))
+        keys.append(sorted(k for k, _ in api.train.list_variables(path)))
+    assert keys[0] == keys[1] == ["layer1/w", "layer2/b"]
+    # Restoring the subset leaves the other variables as the session has them.
+    g, vs, _, _ = _two_layer_net(tf, np.ones((2, 3), np.float32), _values(seed=5), ["layer2/w"])
+    with g.as_default():
+        saver = tf.train.Saver(var_list=[vs["layer1/w"], vs["layer2/b"]])
+        init = tf.global_variables_initializer()
+    with tf.Session(graph=g) as sess:
+        sess.run(init)
+        saver.restore(sess, str(tmp_path / "ours" / "m"))
+        got = sess.run(dict(vs))
+    np.testing.assert_array_equal(got["layer1/w"], _values()["layer1/w"])
+    np.testing.assert_array_equal(got["layer2/w"], _values(seed=5)["layer2/w"])
+
+
+# -- item 2: layers, selection, init_from --------------------------------------------------------------------
+def _mentee_graph(**kw):
+    return training_graph(get_model("mentee").build, total_steps=10, **kw)
+
+
+def test_layers_and_selection_of_mentee():
+    tg = _mentee_graph()
+    with tg.graph.as_default():
+        every = tf.trainable_variables()
+    assert [n for n, _ in finetune.model_layers(every)] == \
+        ["conv1", "conv2", "conv3", "conv4", "conv5", "fc1", "fc2", "fc3"]
+    assert [v.op.name for v in finetune.select_trainable(every, fine_tune_last=2)] == \
+        ["fc2/weights", "fc2/biases", "fc3/weights", "fc3/biases"]
+    assert [v.op.name for v in finetune.select_trainable(every, trainable="^conv5/w")] == ["conv5/weights"]
+    assert finetune.select_trainable(every) == every
+    for kw, message in [({"fine_tune_last": 0}, "out of range"), ({"fine_tune_last": 9}, "give 1..8"),
+                        ({"trainable": "nomatch"}, "matches no trainable variable"),
+                        ({"trainable": "("}, "not a valid regular expression"),
+                        ({"trainable": "fc", "fine_tune_last": 1}, "not both")]:
+        with pytest.raises(ValueError, match=message):
+            finetune.select_trainable(every, **kw)
+
+
+def test_training_graph_var_list_creates_slots_only_for_the_chosen():
+    tg = _mentee_graph(var_list=lambda vs: finetune.select_trainable(vs, fine_tune_last=1))
+    with tg.graph.as_default():
+        slots = sorted(v.op.name for v in tf.global_variables() if v.op.name.endswith("/Momentum"))
+    assert slots == ["fc3/biases/Momentum", "fc3/weights/Momentum"]
+
+
+def _pretrained(tmp_path, *extra):
+    ckpt = tmp_path / "pre"
+    assert main(["train", *SMALL, "--steps", "2", "--classes", "0-4", "--checkpoint-dir", str(ckpt), *extra]) == 0
+    return ckpt
+
+
+def test_init_from_fine_tune_last_trains_only_the_last_layer(tmp_path, capsys):
+    pre = _pretrained(tmp_path)
+    capsys.readouterr()
+    out = tmp_path / "ft"
+    assert main(["train", *SMALL, "--steps", "3", "--classes", "5-9", "--init-from", str(pre),
+                 "--fine-tune-last", "1", "--widths", "6,8", "--checkpoint-dir", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "restored 7 of 10 model variables" in err
+    assert "not restored: conv2/weights (shape mismatch: checkpoint [5, 5, 6, 16], model [5, 5, 6, 8])" in err
+    assert "training 2 of 10 variables (layers fc3)" in err
+    before, after = tf.train.latest_checkpoint(str(pre)), tf.train.latest_checkpoint(str(out))
+    names = dict(tf.train.list_variables(after))
+    assert "fc3/weights/Momentum" in names and "fc2/weights/Momentum" not in names
+    for frozen in ("conv1/weights", "fc2/weights", "fc2/biases"):   # restored, and not trained
+        np.testing.assert_array_equal(tf.train.load_variable(after, frozen), tf.train.load_variable(before, frozen))
+    assert not np.array_equal(tf.train.load_variable(after, "fc3/weights"),
+                              tf.train.load_variable(before, "fc3/weights"))
+    # The run's recipe keeps its fine-tuning: eval tests on its classes, resume keeps it.
+    assert main(["eval", "--checkpoint", str(out)]) == 0
+    assert main(["train", *SMALL, "--steps", "3", "--checkpoint-dir", str(out), "--resume",
+                 "--fine-tune-last", "2"]) == 2
+    assert "--fine-tune-last 2 differs from the checkpoint's 1" in capsys.readouterr().err
+
+
+def test_classes_filter_keeps_labels():
+    from tfplus.data import synthetic
+    from tfplus.trainer import only_classes, parse_classes
+    assert parse_classes("0-2,7") == (0, 1, 2, 7)
+    d = only_classes(synthetic(200, 100, seed=0), (5, 6))
+    assert set(d.train_labels) == {5, 6} and set(d.test_labels) == {5, 6}
+    assert len(d.train_images) == len(d.train_labels)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--fine-tune-last", "6"], "--fine-tune-last 6 is out of range: the model has 5 layers"),
+    (["--trainable", "^nope"], "--trainable '^nope' matches no trainable variable"),
+    (["--init-from", "{tmp}/missing"], "--init-from {tmp}/missing: cannot read the checkpoint"),
+    (["--init-from", "{tmp}/corrupt"], "--init-from {tmp}/corrupt: cannot read the checkpoint"),
+    (["--init-from", "{tmp}"], "the folder holds no checkpoint"),
+    (["--classes", "3-1"], "argument --classes: '3-1'"),
+    (["--classes", "7-12"], "--classes must list distinct class numbers 0..9"),
+    (["--trainable", "fc", "--fine-tune-last", "1"], "not allowed with argument"),
+])
+def test_bad_fine_tuning_options_are_one_clear_line(argv, message, tmp_path, capsys):
+    (tmp_path / "corrupt").write_bytes(b"not a checkpoint at all")
+    argv = [a.format(tmp=tmp_path) for a in argv]
+    assert main(["train", *SMALL, "--steps", "1", *argv]) == 2
+    assert message.format(tmp=tmp_path) in capsys.readouterr().err
+
+
+def test_init_from_matches_by_name_and_shape(tmp_path):
+    g, vs, _, _ = _two_layer_net(tf, np.ones((2, 3), np.float32), _values(), ["layer2/w"])
+    with g.as_default():
+        saver = tf.train.Saver(var_list=[vs["layer1/w"], vs["layer2/w"]])
+        init = tf.global_variables_initializer()
+    with tf.Session(graph=g) as sess:
+        sess.run(init)
+        saver.save(sess, str(tmp_path / "m"))
+    g2 = tf.Graph()
+    with g2.as_default():
+        mine = [tf.Variable(np.zeros((3, 4), np.float32), name="layer1/w"),
+                tf.Variable(np.zeros((4, 3), np.float32), name="layer2/w"),
+                tf.Variable(np.zeros(4, np.float32), name="layer1/b")]
+        found = finetune.init_from(mine, str(tmp_path / "m"))
+        init = tf.global_variables_initializer()
+    assert found.restored == ["layer1/w"]
+    assert found.skipped == [("layer2/w", "shape mismatch: checkpoint [4, 2], model [4, 3]"), ("layer1/b", "missing")]
+    with tf.Session(graph=g2) as sess:
+        sess.run(init)
+        found.restore(sess)
+        np.testing.assert_array_equal(sess.run(mine[0]), _values()["layer1/w"])
+        assert not sess.run(mine[1]).any()
