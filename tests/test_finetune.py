@@ -224,3 +224,65 @@ def test_init_from_matches_by_name_and_shape(tmp_path):
         found.restore(sess)
         np.testing.assert_array_equal(sess.run(mine[0]), _values()["layer1/w"])
         assert not sess.run(mine[1]).any()
+
+
+# -- item 3: the planner sees the pruned step ----------------------------------------------------------------
+TINY = {"conv_widths": (4, 4, 8, 8, 8), "fc_widths": (16, 8)}
+
+
+def _tiny_step(last=None):
+    pick = None if last is None else (lambda vs: finetune.select_trainable(vs, fine_tune_last=last))
+    tg = training_graph(get_model("mentee").build, total_steps=10, model_kwargs=TINY, var_list=pick)
+    rng = np.random.default_rng(0)
+    feeds = {tg.images: rng.standard_normal((8, 3, 32, 32)).astype(np.float32),
+             tg.labels: rng.integers(0, 10, 8).astype(np.int32)}
+    return tg, feeds
+
+
+def test_plan_of_a_fine_tuned_step_has_no_backward_below_the_trained_layers():
+    from tfplus import planner
+    plans = {}
+    for last in (None, 1, 3):
+        tg, feeds = _tiny_step(last)
+        shapes = {t: v.shape for t, v in feeds.items()}
+        plans[last] = planner.plan([tg.train_op, tg.loss], shapes, "cpu", graph=tg.graph)
+        names = [b.name for b in plans[last].buffers]
+        backward = {n.split("/")[1] for n in names if n.startswith("gradients/")}
+        trained = {"fc3"} if last == 1 else {"fc1", "fc2", "fc3"} if last == 3 else None
+        if trained is not None:   # gradient buffers of the trained layers and of the loss only
+            assert backward - {"loss", "grad_ys:0"} <= trained and "fc3" in backward, sorted(backward)
+    assert plans[1].slot_bytes < plans[3].slot_bytes < plans[None].slot_bytes
+    assert plans[1].peak_bytes < plans[3].peak_bytes < plans[None].peak_bytes
+
+
+def test_fine_tuned_step_under_a_budget_matches_the_unconstrained_one():
+    """Micro-batching a fine-tuned step (no batch norm) is exact: same loss and weights as without a budget."""
+    from tfplus import planner
+    results = []
+    for budget in (None, "smallest"):
+        tg, feeds = _tiny_step(1)
+        if budget == "smallest":
+            shapes = {t: v.shape for t, v in feeds.items()}
+            budget = planner.smallest_plan([tg.train_op, tg.loss], shapes, "cpu", graph=tg.graph).peak_bytes
+        with tf.Session(graph=tg.graph, memory_budget=budget) as sess:
+            sess.run(tg.init_op)
+            loss = [sess.run([tg.train_op, tg.loss], feeds)[1] for _ in range(2)]
+            with tg.graph.as_default():
+                w = sess.run(tf.trainable_variables())
+            results.append((loss, w, sess.plan.microbatches if hasattr(sess, "plan") else None))
+    np.testing.assert_allclose(results[0][0], results[1][0], rtol=1e-5)
+    for a, b in zip(results[0][1], results[1][1]):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+
+
+def test_plan_cli_fine_tune_last(capsys):
+    from tfplus.cli import main as cli
+    assert cli(["plan", "--model", "lenet", "--batch-size", "8", "--fine-tune-last", "1", "--json"]) == 0
+    import json
+    out = json.loads(capsys.readouterr().out)
+    assert out["fine_tune_last"] == 1
+    assert cli(["plan", "--model", "lenet", "--batch-size", "8", "--json"]) == 0
+    full = json.loads(capsys.readouterr().out)
+    assert out["peak_bytes"] < full["peak_bytes"]
+    assert cli(["plan", "--model", "lenet", "--fine-tune-last", "7"]) == 2
+    assert "--fine-tune-last 7 is out of range: the model has 5 layers" in capsys.readouterr().err

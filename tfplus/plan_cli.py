@@ -38,6 +38,12 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                         help=f"budget of a phone-class device: {', '.join(PROFILES)}")
     p.add_argument("--optimizer", default="momentum", help="momentum (default), sgd or adam")
     p.add_argument("--data-format", default="NCHW", help="NCHW (default) or NHWC")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--fine-tune-last", type=int, metavar="N", help="plan a step that trains only the last N "
+                       "layers (frozen layers: no weight gradient, no slot; nothing below the lowest trained "
+                       "layer runs backward or keeps activations)")
+    which.add_argument("--trainable", metavar="REGEX", help="plan a step that trains only the variables whose "
+                       "name matches")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     p.add_argument("--plot", metavar="FILE",
                    help="write memory over the step to FILE (.svg; .png with matplotlib)")
@@ -74,6 +80,7 @@ def _main(args) -> int:
     smallest = step.smallest(args.batch_size)
     out = p.to_json()
     out.update(model=args.model, batch_size=args.batch_size, optimizer=args.optimizer,
+               fine_tune_last=args.fine_tune_last, trainable=args.trainable,
                smallest_feasible_budget_bytes=smallest)
     if args.max_batch:
         # The batch one step holds (micro-batching only splits a batch that is already in memory, so with it
@@ -87,7 +94,9 @@ def _main(args) -> int:
     if args.json:
         print(json.dumps(out, indent=2, sort_keys=True))
         return 0
-    print(f"{args.model}, batch {args.batch_size}, {args.optimizer}, {args.data_format}")
+    tuned = f", trains the last {args.fine_tune_last} layers" if args.fine_tune_last else \
+        f", trains /{args.trainable}/" if args.trainable else ""
+    print(f"{args.model}, batch {args.batch_size}, {args.optimizer}, {args.data_format}{tuned}")
     if source:
         print(f"budget from {source}")
     print(p.summary())
@@ -107,8 +116,12 @@ class _TrainStep:
     def __init__(self, args):
         from tfplus.graphs import get_model, training_graph
         self.args = args
+        from tfplus.finetune import select_trainable
+        trainable, last = getattr(args, "trainable", None), getattr(args, "fine_tune_last", None)
+        pick = None if trainable is None and last is None else \
+            (lambda vs: select_trainable(vs, trainable, last))
         self.tg = training_graph(get_model(args.model).build, total_steps=1000, optimizer=args.optimizer,
-                                 data_format=args.data_format)
+                                 data_format=args.data_format, var_list=pick)
         self.fetches = [self.tg.train_op, self.tg.loss]
 
     def shapes(self, batch: int) -> dict:
