@@ -269,7 +269,9 @@ def test_fine_tuned_step_under_a_budget_matches_the_unconstrained_one():
             loss = [sess.run([tg.train_op, tg.loss], feeds)[1] for _ in range(2)]
             with tg.graph.as_default():
                 w = sess.run(tf.trainable_variables())
-            results.append((loss, w, sess.plan.microbatches if hasattr(sess, "plan") else None))
+            plans = [r.plan for r in sess._plans.values() if hasattr(r, "plan")]
+            results.append((loss, w, max(p.microbatches for p in plans) if plans else 1))
+    assert results[0][2] == 1 and results[1][2] > 1   # the budget micro-batched the step
     np.testing.assert_allclose(results[0][0], results[1][0], rtol=1e-5)
     for a, b in zip(results[0][1], results[1][1]):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
@@ -286,3 +288,33 @@ def test_plan_cli_fine_tune_last(capsys):
     assert out["peak_bytes"] < full["peak_bytes"]
     assert cli(["plan", "--model", "lenet", "--fine-tune-last", "7"]) == 2
     assert "--fine-tune-last 7 is out of range: the model has 5 layers" in capsys.readouterr().err
+
+
+# -- item 4: batch statistics and micro-batching -------------------------------------------------------------
+def _moments_net():
+    """Dense -> a hand-written batch norm (tf.nn.moments over the batch) -> dense -> mean cross-entropy."""
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.placeholder(tf.float32, [None, 6])
+        y = tf.placeholder(tf.int32, [None])
+        h = tf.matmul(x, tf.Variable(np.ones((6, 8), np.float32) / 6))
+        mean, var = tf.nn.moments(h, [0])   # squeezed: (8,), broadcast back onto the rows
+        h = (h - mean) / tf.sqrt(var + 1e-3)
+        logits = tf.matmul(h, tf.Variable(np.ones((8, 3), np.float32) / 8))
+        loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits))
+        train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss)
+    return g, x, y, [train_op, loss]
+
+
+def test_a_batch_mean_kept_for_the_rows_blocks_micro_batching():
+    from tfplus import planner
+    g, x, y, fetches = _moments_net()
+    shapes = {x: (16, 6), y: (16,)}
+    with pytest.raises(planner.PlanError, match="averages its input over the batch"):
+        planner.plan(fetches, shapes, graph=g, force=(2, 1))
+    free = planner.plan(fetches, shapes, graph=g)
+    assert free.notes and "Mean 'moments/Mean'" in free.notes[0]
+    # The loss's own mean over the batch (no kept axis) is what micro-batching averages exactly.
+    tg, feeds = _tiny_step(1)
+    p = planner.plan([tg.train_op, tg.loss], {t: v.shape for t, v in feeds.items()}, graph=tg.graph, force=(2, 1))
+    assert p.microbatches == 2 and not p.notes
