@@ -32,6 +32,11 @@ run; the --log file has each logged step's own values.
 
 checkpoints: with --checkpoint-dir, written at the end of each epoch (or every --checkpoint-every steps), at
 the end, and on Ctrl-C/SIGTERM; --resume continues the last one exactly (same batches, same learning rates).
+
+fine-tuning: --init-from CKPT starts a new run from another run's checkpoint (the variables that match by name
+and shape; its global step and optimizer slots are not taken); --fine-tune-last N or --trainable REGEX trains
+only those variables (the others get no gradient and no optimizer slot); --classes 5-9 trains and tests on
+those classes, labels unchanged. E.g. tfplus train --classes 5-9 --init-from runs/pre --fine-tune-last 1
 """
 
 
