@@ -3,6 +3,7 @@
     OPENBLAS_NUM_THREADS=1 python benchmarks/bench_memory.py          # cpu; a few minutes on 2 cores
     python benchmarks/bench_memory.py --device opencl --max-batch ''   # the GPU (or PoCL)
     python benchmarks/bench_memory.py --steps 5 --budgets none,64MB,32MB,24MB --json out.json
+    python benchmarks/bench_memory.py --fine-tune-last 1 --budgets none,16MB --max-batch ''   # fc3 alone trains
 
 What is measured (tracemalloc traces NumPy's data allocations and Python objects):
 - planned peak: variables + feeds + arena, from the plan; lower bound: variables + feeds + the liveness bound.
@@ -35,7 +36,7 @@ import numpy as np
 
 import tfplus as tf
 import tfplus.train  # noqa: F401  (tf.train)
-from tfplus import planner
+from tfplus import finetune, planner
 from tfplus.graphs import get_model, training_graph
 from tfplus.planner.execute import audit_step, measure_device_step, measure_step
 from tfplus.units import format_size, parse_size
@@ -80,17 +81,22 @@ def main(argv=None) -> None:
     ap.add_argument("--max-batch", default="64MB,32MB,24MB",
                     help="budgets to find the max batch for ('' skips)")
     ap.add_argument("--device", default="cpu", help="cpu (default) or opencl[:N]")
+    ap.add_argument("--fine-tune-last", type=int, metavar="N", help="train the last N layers only (the rest "
+                    "frozen: tfplus.finetune)")
     ap.add_argument("--json", metavar="FILE")
     args = ap.parse_args(argv)
     if args.device.partition(":")[0] not in ("cpu", "opencl"):
         ap.error(f"--device: unknown device {args.device!r}; use cpu or opencl[:N]")
     on_cpu = args.device == "cpu"
 
-    tg = training_graph(get_model(args.model).build, total_steps=1000, optimizer="momentum")
+    pick = None if args.fine_tune_last is None else \
+        (lambda vs: finetune.select_trainable(vs, fine_tune_last=args.fine_tune_last))
+    tg = training_graph(get_model(args.model).build, total_steps=1000, optimizer="momentum", var_list=pick)
     feeds = _feeds(tg, args.batch_size)
     shapes = {t: v.shape for t, v in feeds.items()}
     fetches = [tg.train_op, tg.loss]
-    report: dict = {"model": args.model, "batch_size": args.batch_size, "device": args.device, "runs": {},
+    report: dict = {"model": args.model, "batch_size": args.batch_size, "device": args.device,
+                    "fine_tune_last": args.fine_tune_last, "runs": {},
                     "max_batch": {}}
 
     t0 = time.perf_counter()

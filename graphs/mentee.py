@@ -202,14 +202,16 @@ def training_graph(model: Callable[..., tf.Tensor] = mentee, *, total_steps: int
                    optimizer: str = "momentum", learning_rate: float | None = None, momentum: float = 0.9,
                    nesterov: bool = True, weight_decay: float = 5e-4, schedule: str = "cosine",
                    warmup_steps: int = 0, data_format: str = "NCHW", image_shape: Sequence[int] = (3, 32, 32),
-                   model_kwargs: dict | None = None) -> TrainGraph:
+                   model_kwargs: dict | None = None,
+                   var_list: Callable[[list[tf.Variable]], list[tf.Variable]] | None = None) -> TrainGraph:
     """A new graph with placeholders, `model`'s logits, loss, accuracy and an optimizer step.
 
     loss = mean sparse softmax cross-entropy + weight_decay * sum(l2_loss(w)) over the WEIGHTS collection; as
     l2_loss(w) = sum(w^2) / 2, weight decay adds weight_decay * w to each weight's gradient (PyTorch's
     weight_decay=weight_decay on the weights only). The learning rate follows `schedule` over total_steps
     after warmup_steps of linear warm-up (learning_rate_schedule); train_op increments global_step. `seed` is
-    the graph seed: the same seed gives the same initial weights.
+    the graph seed: the same seed gives the same initial weights. `var_list` (fine-tuning) picks the variables
+    to train from the model's trainable ones (e.g. tfplus.finetune.select_trainable); the rest are frozen.
 
         tg = training_graph(mentee, total_steps=100, seed=0, model_kwargs={"conv_widths": (8, 8, 16, 16, 32)})
     """
@@ -244,8 +246,9 @@ def training_graph(model: Callable[..., tf.Tensor] = mentee, *, total_steps: int
             lr = learning_rate_schedule(schedule, learning_rate, global_step, total_steps, warmup_steps)
         # The model's UPDATE_OPS (batch norm's moving averages) run with every training step, as in TF1.
         with tf.control_dependencies(tf.get_collection(tf.GraphKeys.UPDATE_OPS)):
-            train_op = make_optimizer(optimizer, lr, momentum, nesterov).minimize(loss, global_step=global_step,
-                                                                                  name="train_op")
+            train_vars = var_list(tf.trainable_variables()) if var_list else None
+            train_op = make_optimizer(optimizer, lr, momentum, nesterov).minimize(
+                loss, global_step=global_step, var_list=train_vars, name="train_op")
         init_op = tf.global_variables_initializer()
     return TrainGraph(graph, images, labels, logits, predictions, xent, loss, accuracy, lr, global_step,
                       train_op, init_op)

@@ -42,6 +42,11 @@ run; the --log file has each logged step's own values.
 
 checkpoints: with --checkpoint-dir, written at the end of each epoch (or every --checkpoint-every steps), at
 the end, and on Ctrl-C/SIGTERM; --resume continues the last one exactly (same batches, same learning rates).
+
+fine-tuning: --init-from CKPT starts a new run from another run's checkpoint (the variables that match by name
+and shape; its global step and optimizer slots are not taken); --fine-tune-last N or --trainable REGEX trains
+only those variables (the others get no gradient and no optimizer slot); --classes 5-9 trains and tests on
+those classes, labels unchanged. E.g. tfplus train --classes 5-9 --init-from runs/pre --fine-tune-last 1
 """
 
 
@@ -53,6 +58,14 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
+def _classes(text: str) -> tuple[int, ...]:
+    from tfplus.trainer import parse_classes
+    try:
+        return parse_classes(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _positive_int(text: str) -> int:
@@ -204,6 +217,16 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--warmup-steps", type=_count, metavar="N",
                    help="linear learning-rate warm-up (default: one epoch; a shorter run stays in it)")
     g.add_argument("--seed", type=_seed, metavar="S", help="initial weights and data order (default 0)")
+    g = t.add_argument_group("fine-tuning")
+    g.add_argument("--init-from", metavar="CKPT", help="start from a checkpoint (file or folder): every variable "
+                   "whose name and shape match is restored; the others are listed, with the reason")
+    which = g.add_mutually_exclusive_group()
+    which.add_argument("--trainable", metavar="REGEX", help="train only the variables whose name matches "
+                       "(re.search); the rest are frozen (no gradient, no optimizer slot)")
+    which.add_argument("--fine-tune-last", type=_positive_int, metavar="N",
+                       help="train only the last N layers (top-level variable scopes: conv1 .. fc3 in mentee)")
+    g.add_argument("--classes", type=_classes, metavar="LIST", help="train and test on these classes only, "
+                   "e.g. 0-4 or 5,7,9; labels keep their numbers (the model keeps its 10 outputs)")
     g = t.add_argument_group("run")
     g.add_argument("--device", type=_device, default="cpu", help="cpu (default), opencl or opencl:N")
     g.add_argument("--threads", type=_positive_int, metavar="N", help=_THREADS_HELP)
@@ -362,7 +385,7 @@ def _train(args: argparse.Namespace) -> int:
                       checkpoint_dir=args.checkpoint_dir, checkpoint_every=args.checkpoint_every,
                       resume=args.resume, log=args.log, log_every=args.log_every,
                       profile_every=args.profile_every, eval_every=args.eval_every, logdir=args.logdir,
-                      download=args.download)
+                      download=args.download, init_from=args.init_from)
     try:
         return train(cfg).exit_code
     except RunError as e:  # diverged, or a checkpoint could not be written

@@ -46,6 +46,12 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--optimizer", choices=OPTIMIZERS, default="momentum", help="default momentum (Nesterov)")
     p.add_argument("--data-format", choices=DATA_FORMATS, default="NCHW", help="activation layout (default "
                    "NCHW)")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--fine-tune-last", type=int, metavar="N", help="plan a step that trains only the last N "
+                       "layers (frozen layers: no weight gradient, no slot; nothing below the lowest trained "
+                       "layer runs backward or keeps activations)")
+    which.add_argument("--trainable", metavar="REGEX", help="plan a step that trains only the variables whose "
+                       "name matches")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     p.add_argument("--plot", type=_plot_file(_output_file()), metavar="FILE",
                    help="write memory over the step to FILE (.svg; .png with matplotlib)")
@@ -95,6 +101,7 @@ def main(args: argparse.Namespace) -> int:
     smallest = step.smallest(args.batch_size)
     out = p.to_json()
     out.update(model=args.model, batch_size=args.batch_size, optimizer=args.optimizer,
+               fine_tune_last=args.fine_tune_last, trainable=args.trainable,
                smallest_feasible_budget_bytes=smallest)
     if args.max_batch:
         # The batch one step holds (micro-batching only splits a batch that is already in memory, so with it
@@ -111,7 +118,9 @@ def main(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(out, indent=2, sort_keys=True))
     else:
-        print(f"{args.model}, batch {args.batch_size}, {args.optimizer}, {args.data_format}")
+        tuned = f", trains the last {args.fine_tune_last} layers" if args.fine_tune_last else \
+            f", trains /{args.trainable}/" if args.trainable else ""
+        print(f"{args.model}, batch {args.batch_size}, {args.optimizer}, {args.data_format}{tuned}")
         if source:
             print(f"budget from {source}")
         print(p.summary())
@@ -140,10 +149,14 @@ class _TrainStep:
         from tfplus.graphs import get_model, training_graph
         from tfplus.trainer import UsageError
         self.args = args
+        from tfplus.finetune import select_trainable
+        trainable, last = getattr(args, "trainable", None), getattr(args, "fine_tune_last", None)
+        pick = None if trainable is None and last is None else \
+            (lambda vs: select_trainable(vs, trainable, last))
         kwargs = {k: getattr(args, k) for k in ("conv_widths", "fc_widths") if getattr(args, k, None) is not None}
         try:
             self.tg = training_graph(get_model(args.model).build, total_steps=1000, optimizer=args.optimizer,
-                                     data_format=args.data_format, model_kwargs=kwargs)
+                                     data_format=args.data_format, model_kwargs=kwargs, var_list=pick)
         except ValueError as e:  # e.g. widths that pool the image away
             raise UsageError(f"cannot build model {args.model!r} with these options: {e}") from None
         self.fetches = [self.tg.train_op, self.tg.loss]

@@ -44,7 +44,7 @@ import numpy as np
 
 import tfplus as tf
 from tfplus import data as tfdata
-from tfplus import profiler
+from tfplus import finetune, profiler
 from tfplus.graph_io import remove_orphan_temps
 from tfplus.graphs import get_model, training_graph
 from tfplus.graphs.mentee import DATA_FORMATS, DEFAULT_LR, OPTIMIZERS, SCHEDULES, default_warmup
@@ -101,6 +101,10 @@ class TrainConfig:
     warmup_steps: int | None = None              # None: one epoch (a shorter run stays in it)
     augment: bool | None = None
     seed: int | None = None
+    # fine-tuning (recipe too): train only some variables, on some classes
+    trainable: str | None = None                 # regex over variable names (tfplus.finetune.select_trainable)
+    fine_tune_last: int | None = None            # train the last N layers only
+    classes: tuple[int, ...] | None = None       # train and test on these classes only (labels kept as they are)
     # run
     data: str | None = None
     device: str = "cpu"
@@ -114,16 +118,17 @@ class TrainConfig:
     profile_every: int | None = None             # steps between traced steps (rows of kind "profile")
     eval_every: int = 1                          # epochs between test-set evaluations (and the last); 0: none
     download: bool = False                       # fetch CIFAR-10 if absent (never without being asked)
+    init_from: str | None = None                 # a checkpoint (file or folder) to start a new run from
 
 
 RECIPE = ("model", "conv_widths", "fc_widths", "data_format", "synthetic", "batch_size", "epochs", "steps",
           "optimizer", "lr", "momentum", "nesterov", "weight_decay", "schedule", "warmup_steps", "augment",
-          "seed")
+          "seed", "trainable", "fine_tune_last", "classes")
 RECIPE_DEFAULTS: dict[str, Any] = {
     "model": "mentee", "conv_widths": None, "fc_widths": None, "data_format": "NCHW", "synthetic": False,
     "batch_size": 128, "epochs": 15, "steps": None, "optimizer": "momentum", "lr": None, "momentum": 0.9,
     "nesterov": True, "weight_decay": 5e-4, "schedule": "cosine", "warmup_steps": None, "augment": True,
-    "seed": 0,
+    "seed": 0, "trainable": None, "fine_tune_last": None, "classes": None,
 }
 
 
@@ -182,6 +187,7 @@ def _check(cfg: TrainConfig) -> None:
         get_model(cfg.model)
     except ValueError as e:
         raise UsageError(str(e)) from None
+    _check_fine_tuning(cfg)
     checks = [
         (cfg.batch_size >= 1, f"--batch-size must be >= 1, got {cfg.batch_size}"),
         (cfg.epochs is None or cfg.epochs >= 1, f"--epochs must be >= 1, got {cfg.epochs}"),
@@ -212,6 +218,43 @@ def _check(cfg: TrainConfig) -> None:
     for ok, message in checks:
         if not ok:
             raise UsageError(message)
+
+
+def _check_fine_tuning(cfg: TrainConfig) -> None:
+    """The fine-tuning fields (written into checkpoints after RECIPE_SCHEMA, so checked here, types first)."""
+    if cfg.trainable is not None and not isinstance(cfg.trainable, str):
+        raise UsageError(f"--trainable must be a regular expression, got {_short(cfg.trainable)}")
+    if cfg.fine_tune_last is not None and (type(cfg.fine_tune_last) is not int or cfg.fine_tune_last < 1):
+        raise UsageError(f"--fine-tune-last must be a whole number >= 1, got {_short(cfg.fine_tune_last)}")
+    if cfg.trainable is not None and cfg.fine_tune_last is not None:
+        raise UsageError("give --trainable or --fine-tune-last, not both")
+    if cfg.classes is not None:
+        ok = isinstance(cfg.classes, tuple) and cfg.classes and \
+            all(type(c) is int and 0 <= c < len(tfdata.CLASSES) for c in cfg.classes) and \
+            len(set(cfg.classes)) == len(cfg.classes)
+        if not ok:
+            raise UsageError(f"--classes must list distinct class numbers 0..{len(tfdata.CLASSES) - 1}, got "
+                             f"{_short(list(cfg.classes) if isinstance(cfg.classes, tuple) else cfg.classes)}")
+
+
+def parse_classes(text: str) -> tuple[int, ...]:
+    """'0-4' -> (0, 1, 2, 3, 4); '5,7' -> (5, 7); '0-2,9' -> (0, 1, 2, 9). ValueError if malformed."""
+    out: list[int] = []
+    for part in text.split(","):
+        lo, dash, hi = part.strip().partition("-")
+        if not lo.isdigit() or dash and not hi.isdigit() or dash and int(hi) < int(lo):
+            raise ValueError(f"{text!r}: give class numbers and ranges, e.g. 0-4 or 5,7,9")
+        out += range(int(lo), int(hi if dash else lo) + 1)
+    return tuple(out)
+
+
+def only_classes(dataset: tfdata.Dataset, classes: tuple[int, ...]) -> tfdata.Dataset:
+    """The training and test images of `classes` only; labels keep their numbers (0..9), so the model keeps its
+    10 outputs and a checkpoint of one subset initializes a run on another."""
+    train, test = np.isin(dataset.train_labels, classes), np.isin(dataset.test_labels, classes)
+    return dataclasses.replace(dataset, train_images=dataset.train_images[train],
+                               train_labels=dataset.train_labels[train], test_images=dataset.test_images[test],
+                               test_labels=dataset.test_labels[test])
 
 
 def check_device(device: str) -> None:
@@ -537,6 +580,19 @@ def _model_kwargs(cfg: TrainConfig) -> dict[str, Any]:
     return kw
 
 
+def _select(cfg: TrainConfig):
+    """training_graph's var_list: the variables --trainable / --fine-tune-last pick (None: all)."""
+    if cfg.trainable is None and cfg.fine_tune_last is None:
+        return None
+
+    def pick(variables):
+        try:
+            return finetune.select_trainable(variables, cfg.trainable, cfg.fine_tune_last)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+    return pick
+
+
 def build_graph(cfg: TrainConfig, total_steps: int):
     """The training graph of a resolved config."""
     try:
@@ -544,9 +600,51 @@ def build_graph(cfg: TrainConfig, total_steps: int):
                               optimizer=cfg.optimizer, learning_rate=cfg.lr, momentum=cfg.momentum,
                               nesterov=cfg.nesterov, weight_decay=cfg.weight_decay, schedule=cfg.schedule,
                               warmup_steps=cfg.warmup_steps or 0, data_format=cfg.data_format,
-                              model_kwargs=_model_kwargs(cfg))
+                              model_kwargs=_model_kwargs(cfg), var_list=_select(cfg))
+    except UsageError:
+        raise
     except ValueError as e:  # e.g. widths that pool the image away
         raise UsageError(f"cannot build model {cfg.model!r} with these options: {e}") from None
+
+
+def model_variables(tg) -> list:
+    """The model's variables (weights, batch norm's moving statistics): those created before the global step,
+    which training_graph makes after the model and before the optimizer's slots."""
+    return [v for v in tg.graph.get_collection(tf.GraphKeys.GLOBAL_VARIABLES)
+            if v.op._id < tg.global_step.op._id]
+
+
+def _init_from(cfg: TrainConfig, tg, meta: dict[str, Any] | None, err: IO[str]):
+    """The InitFrom of --init-from (in tg's graph, before the session), after saying what it restores."""
+    if cfg.init_from is None:
+        return None
+    if meta is not None:
+        print(f"--init-from {cfg.init_from} ignored: resuming, the variables come from the run's checkpoint",
+              file=err)
+        return None
+    try:
+        init = finetune.init_from(model_variables(tg), cfg.init_from)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    if not init.restored:
+        raise UsageError(f"--init-from {cfg.init_from}: no variable of model {cfg.model!r} matches the "
+                         f"checkpoint by name and shape ({init.skipped[0][0]}: {init.skipped[0][1]}, ...)")
+    print(f"init from {init.path}: restored {len(init.restored)} of {len(init.restored) + len(init.skipped)} "
+          "model variables", file=err)
+    for name, why in init.skipped:
+        print(f"  not restored: {name} ({why})", file=err)
+    return init
+
+
+def _say_trainable(cfg: TrainConfig, tg, err: IO[str]) -> None:
+    if cfg.trainable is None and cfg.fine_tune_last is None:
+        return
+    every = tg.graph.get_collection(tf.GraphKeys.TRAINABLE_VARIABLES)
+    train_vars = _select(cfg)(every)
+    chosen = {id(v) for v in train_vars}
+    layers = [name for name, vs in finetune.model_layers(every) if any(id(v) in chosen for v in vs)]
+    print(f"fine-tuning: training {len(train_vars)} of {len(every)} variables (layers {', '.join(layers)}); "
+          "the rest frozen", file=err)
 
 
 def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = None) -> TrainResult:
@@ -573,6 +671,8 @@ def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = No
     if cfg.data is None and not cfg.synthetic:
         cfg.data = _saved_data_dir(meta)
     dataset, data_dir = load_data(cfg.data, cfg.synthetic, cfg.download, err)
+    if cfg.classes is not None:
+        dataset = only_classes(dataset, cfg.classes)
     n_train = len(dataset.train_labels)
     if cfg.batch_size > n_train:
         raise UsageError(f"--batch-size {cfg.batch_size} exceeds the {n_train} training images")
@@ -584,6 +684,8 @@ def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = No
     tg = build_graph(cfg, total_steps)
     with tg.graph.as_default():
         saver = tf.train.Saver(max_to_keep=3)
+        init = _init_from(cfg, tg, meta, err)
+    _say_trainable(cfg, tg, err)
     sess = _session(tg.graph, cfg.device, cfg.memory_budget)
 
     # What a checkpoint carries besides the variables. epoch_s: training seconds of the unfinished epoch
@@ -605,6 +707,8 @@ def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = No
         print(f"resumed from {ckpt} at step {step}/{total_steps}", file=err)
     else:
         sess.run(tg.init_op)
+        if init is not None:
+            init.restore(sess)
         step = 0
 
     log = JsonLog(cfg.log)
@@ -846,6 +950,8 @@ def evaluate(checkpoint: str, data: str | None = None, synthetic: bool | None = 
             raise tfdata.DataError(f"the checkpoint was trained on the data in {moved}, which is no longer "
                                    f"there; give its new place with --data DIR.\n{e}") from None
         raise
+    if cfg.classes is not None:  # the run's classes: its test images are those
+        dataset = only_classes(dataset, cfg.classes)
     tg = build_graph(cfg, max(meta["step"], 1))
     with tg.graph.as_default():
         saver = tf.train.Saver()

@@ -33,7 +33,7 @@ from typing import NamedTuple
 import networkx as nx
 import numpy as np
 
-from tfplus.framework import Graph, Operation, Tensor, get_default_graph, needed_ops
+from tfplus.framework import Graph, Operation, Tensor, constant_value, get_default_graph, needed_ops
 from tfplus.planner import chunking, compact
 from tfplus.planner.arena import assign_offsets
 from tfplus.planner.inplace import INPLACE
@@ -711,7 +711,22 @@ def batch_statistics(order) -> str | None:
             return (f"{op.type} '{op.name}' normalizes with the statistics of the whole batch (training mode); "
                     "micro-batches would use each slice's own and update the moving averages once per slice, "
                     "changing the results")
+        if _batch_mean_kept(op):
+            return (f"Mean '{op.name}' averages its input over the batch and keeps the result broadcastable "
+                    "onto the rows (a batch statistic, e.g. tf.nn.moments in a hand-written batch norm); "
+                    "micro-batches would each use their own slice's, changing the results")
     return None
+
+
+def _batch_mean_kept(op) -> bool:
+    """A Mean over axis 0 with keep_dims (what tf.nn.moments does): a batch statistic meant to be broadcast back
+    onto the rows. (A loss's mean over the batch drops the axis; a micro-batched step averages those exactly.)"""
+    if op.type != "Mean" or not op.attrs.get("keep_dims") or len(op.inputs) < 2:
+        return False
+    rank, axes = op.inputs[0]._shape, constant_value(op.inputs[1])
+    if rank is None or len(rank) < 2 or axes is None:
+        return False
+    return 0 in {int(a) % len(rank) for a in np.atleast_1d(axes)}
 
 
 def _split(step: _Step) -> _Split | PlanError:

@@ -1,0 +1,97 @@
+"""Fine-tuning: which variables train (a model's layers, a regex), and starting from another run's checkpoint.
+
+    from tfplus import finetune
+    layers = finetune.model_layers(tf.trainable_variables())          # [('conv1', [w, b]), ..., ('fc3', [w, b])]
+    train_vars = finetune.select_trainable(tf.trainable_variables(), fine_tune_last=1)   # fc3's
+    opt.minimize(loss, var_list=train_vars)         # the rest is frozen: no gradient, no optimizer slot
+    init = finetune.init_from(model_vars, "runs/pretrained")   # made before the session
+    init.restore(sess)                              # after the initializer; init.skipped says what was not
+
+A layer is a top-level variable scope of the model builders in tfplus.graphs (conv1 .. fc3 in Mentee; conv0,
+block1 .. block13 and logits in MobileNet, a block being its depthwise and pointwise convolutions), in the
+order the model creates them: the last layer is the one nearest the loss.
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+
+from tfplus import errors
+
+
+def model_layers(variables) -> list[tuple[str, list]]:
+    """[(layer name, its variables)] in creation order: the variables grouped by the first part of their name."""
+    layers: dict[str, list] = {}
+    for v in variables:
+        layers.setdefault(v.op.name.split("/", 1)[0], []).append(v)
+    return list(layers.items())
+
+
+def select_trainable(variables, trainable: str | None = None, fine_tune_last: int | None = None) -> list:
+    """The variables to train: those whose name matches the regex `trainable` (re.search), or those of the last
+    `fine_tune_last` layers (model_layers), or all if neither is given. ValueError for a regex that is invalid or
+    matches nothing, for N out of range, or for both options at once."""
+    variables = list(variables)
+    if trainable is not None and fine_tune_last is not None:
+        raise ValueError("give --trainable or --fine-tune-last, not both")
+    if trainable is not None:
+        try:
+            pattern = re.compile(trainable)
+        except re.error as e:
+            raise ValueError(f"--trainable {trainable!r} is not a valid regular expression ({e})") from None
+        chosen = [v for v in variables if pattern.search(v.op.name)]
+        if not chosen:
+            names = ", ".join(v.op.name for v in variables[:12]) + (", ..." if len(variables) > 12 else "")
+            raise ValueError(f"--trainable {trainable!r} matches no trainable variable; the model has: {names}")
+        return chosen
+    if fine_tune_last is not None:
+        layers = model_layers(variables)
+        if not 1 <= fine_tune_last <= len(layers):
+            raise ValueError(f"--fine-tune-last {fine_tune_last} is out of range: the model has {len(layers)} "
+                             f"layers ({', '.join(name for name, _ in layers)}); give 1..{len(layers)}")
+        return [v for _, vs in layers[-fine_tune_last:] for v in vs]
+    return variables
+
+
+@dataclasses.dataclass
+class InitFrom:
+    """What init_from found: a Saver over the matching variables (None if none match), the checkpoint file,
+    the names restored, and [(name, reason)] for the variables left at their initial values."""
+    saver: object
+    path: str
+    restored: list[str]
+    skipped: list[tuple[str, str]]
+
+    def restore(self, sess) -> None:
+        """Loads the matching variables (run it after the initializer, which sets the others)."""
+        if self.saver is not None:
+            self.saver.restore(sess, self.path)
+
+
+def init_from(variables, ckpt_dir_or_file: str) -> InitFrom:
+    """Matches `variables` (in the default graph) against a tfplus checkpoint file, or a folder's latest one, by
+    name and shape, and builds the Saver that restores those that match. Reasons for the others: 'missing' (not
+    in the checkpoint) or 'shape mismatch: checkpoint [..], model [..]'. ValueError naming the path for a
+    checkpoint that is missing, unreadable or corrupt."""
+    import os
+
+    from tfplus import train
+    path = train.latest_checkpoint(ckpt_dir_or_file) if os.path.isdir(ckpt_dir_or_file) else ckpt_dir_or_file
+    if path is None:
+        raise ValueError(f"--init-from {ckpt_dir_or_file}: the folder holds no checkpoint")
+    try:
+        saved = dict(train.list_variables(path))
+    except (OSError, errors.OpError, ValueError) as e:
+        raise ValueError(f"--init-from {ckpt_dir_or_file}: cannot read the checkpoint: {e}") from None
+    matched, restored, skipped = {}, [], []
+    for v in variables:
+        name, shape = v.op.name, v.shape.as_list()
+        if name not in saved:
+            skipped.append((name, "missing"))
+        elif list(saved[name]) != shape:
+            skipped.append((name, f"shape mismatch: checkpoint {list(saved[name])}, model {shape}"))
+        else:
+            matched[name] = v
+            restored.append(name)
+    saver = train.Saver(var_list=matched, max_to_keep=None) if matched else None
+    return InitFrom(saver, path, restored, skipped)
