@@ -1,4 +1,5 @@
-"""PyTorch reference for `tfplus train`: the same Mentee, data pipeline and recipe, for comparing accuracy.
+"""PyTorch reference for `tfplus train`: the same Mentee (or MobileNet, --model mobilenet), data pipeline and
+recipe, for comparing accuracy.
 
     pip install torch==2.13.0                        # optional extra: pip install 'tfplus[bench]'
     python benchmarks/torch_reference.py --data /path/to/cifar-10-batches-bin --epochs 15 --seed 0
@@ -102,6 +103,61 @@ class Mentee(nn.Module):
         return self.classifier(self.features(x))
 
 
+def _he_normal_(weight) -> None:
+    """TF's he_normal: a normal truncated at 2 std, std sqrt(2 / fan_in) / 0.8796 (the truncation's shrink)."""
+    std = math.sqrt(2.0 / weight[0].numel()) / 0.87962566103423978
+    nn.init.trunc_normal_(weight, 0.0, std, -2 * std, 2 * std)
+
+
+class _TFSame(nn.Module):
+    """TF's SAME padding for a 3x3 window: 1 on each side at stride 1; at stride 2 on an even size, 0 before
+    and 1 after (TF puts the odd pixel of padding at the end; PyTorch's padding=1 would shift the grid)."""
+
+    def __init__(self, stride: int):
+        super().__init__()
+        self.pad = (1, 1, 1, 1) if stride == 1 else (0, 1, 0, 1)
+
+    def forward(self, x):
+        return nn.functional.pad(x, self.pad)
+
+
+class MobileNet(nn.Module):
+    """tfplus.graphs.mobilenet: conv3x3 (no bias) + BN + ReLU6, then per block a 3x3 depthwise conv (stride 2
+    where the width grows, except the first block) + BN + ReLU6 and a 1x1 conv + BN + ReLU6; global average
+    pool; a linear layer. BN as tf.layers.batch_normalization(momentum=0.9, epsilon=1e-3) (PyTorch's momentum
+    is 1 - TF's; both keep the Bessel-corrected variance). Init: convs and the linear layer TF he_normal,
+    depthwise normal with std sqrt(2 / 9), zero bias; weight decay on the convs' and linear weights only."""
+
+    WIDTHS = (32, 64, 128, 128, 256, 256, 512, 512, 512, 512, 512, 512, 1024, 1024)
+
+    def __init__(self, widths=WIDTHS, classes=10):
+        super().__init__()
+
+        def bn(c):
+            return nn.BatchNorm2d(c, eps=1e-3, momentum=0.1)
+        layers = [_TFSame(1), nn.Conv2d(3, widths[0], 3, bias=False), bn(widths[0]), nn.ReLU6()]
+        for i in range(1, len(widths)):
+            c, w = widths[i - 1], widths[i]
+            stride = 2 if i > 1 and w > c else 1
+            dw, pw = nn.Conv2d(c, c, 3, stride, groups=c, bias=False), nn.Conv2d(c, w, 1, bias=False)
+            nn.init.normal_(dw.weight, 0.0, math.sqrt(2.0 / 9))
+            _he_normal_(pw.weight)
+            layers += [_TFSame(stride), dw, bn(c), nn.ReLU6(), pw, bn(w), nn.ReLU6()]
+        _he_normal_(layers[1].weight)
+        self.features = nn.Sequential(*layers)
+        self.classifier = nn.Linear(widths[-1], classes)
+        _he_normal_(self.classifier.weight)
+        nn.init.zeros_(self.classifier.bias)
+
+    def decayed(self) -> list:
+        """The weights tfplus decays (its WEIGHTS collection): the full convs' and the linear layer's."""
+        convs = [m.weight for m in self.features if isinstance(m, nn.Conv2d) and m.groups == 1]
+        return convs + [self.classifier.weight]
+
+    def forward(self, x):
+        return self.classifier(self.features(x).mean((2, 3)))
+
+
 def evaluate(model, images, labels, device, batch_size=500) -> float:
     model.eval()
     correct = 0
@@ -130,6 +186,8 @@ def main() -> None:
     p.add_argument("--threads", type=int, help="torch threads (default: PyTorch's choice)")
     p.add_argument("--log", help="append one JSON object per epoch")
     p.add_argument("--device", default="cpu", help="torch device, e.g. cuda (default cpu)")
+    p.add_argument("--model", choices=("mentee", "mobilenet"), default="mentee")
+    p.add_argument("--widths", help="mobilenet: the stem's and each block's width, as tfplus train --widths")
     args = p.parse_args()
 
     torch.manual_seed(args.seed)
@@ -137,11 +195,16 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     train_x, train_y, test_x, test_y = read_cifar(Path(args.data).expanduser())
     device = torch.device(args.device)
-    model = Mentee().to(device)
-    weights = [m.weight for m in model.modules() if isinstance(m, (nn.Conv2d, nn.Linear))]
-    biases = [m.bias for m in model.modules() if isinstance(m, (nn.Conv2d, nn.Linear))]
+    if args.model == "mobilenet":
+        widths = tuple(int(w) for w in args.widths.split(",")) if args.widths else MobileNet.WIDTHS
+        model = MobileNet(widths).to(device)
+        weights = model.decayed()
+    else:
+        model = Mentee().to(device)
+        weights = [m.weight for m in model.modules() if isinstance(m, (nn.Conv2d, nn.Linear))]
+    others = [q for q in model.parameters() if all(q is not w for w in weights)]
     opt = torch.optim.SGD([{"params": weights, "weight_decay": args.weight_decay},
-                           {"params": biases, "weight_decay": 0.0}],
+                           {"params": others, "weight_decay": 0.0}],
                           lr=args.lr, momentum=args.momentum, nesterov=True)
     steps_per_epoch = len(train_y) // args.batch_size
     total = args.epochs * steps_per_epoch

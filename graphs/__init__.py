@@ -13,6 +13,7 @@ if __name__ == "graphs":
 from typing import Callable, NamedTuple  # noqa: E402
 
 from tfplus.graphs import lenet, mentee  # noqa: E402  the modules; tfplus.graphs.mentee stays the module
+from tfplus.graphs import mobilenet as _mobilenet  # noqa: E402
 from tfplus.graphs.mentee import TrainGraph, training_graph  # noqa: E402
 
 
@@ -27,6 +28,8 @@ MODELS: dict[str, Model] = {m.name: m for m in (
     Model("mentee", mentee.mentee,
           "5 conv (3x3 32 32 | 64 64 | 128 |) + 3 FC (2048-256-128-10); 698k params"),
     Model("lenet", lenet.lenet, "2 conv (5x5 6 | 16 |) + 3 FC (400-120-84-10); 62k params"),
+    Model("mobilenet", _mobilenet.mobilenet, "MobileNet v1 for 32x32: conv 32 + 13 depthwise separable blocks "
+          "(BN, ReLU6; --widths: the stem's and each block's width) + global pool + FC; 3.2M params"),
 )}
 
 

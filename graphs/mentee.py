@@ -17,6 +17,7 @@ draws no random numbers and a resumed run repeats an uninterrupted one exactly.
 """
 from __future__ import annotations
 
+import inspect
 import math
 from typing import Callable, NamedTuple, Sequence
 
@@ -128,10 +129,10 @@ class TrainGraph(NamedTuple):
     images: tf.Tensor          # placeholder float32 (None, 3, 32, 32) (NHWC: (None, 32, 32, 3))
     labels: tf.Tensor          # placeholder int32 (None,)
     logits: tf.Tensor
-    predictions: tf.Tensor     # int32 argmax of the logits
+    predictions: tf.Tensor     # int32 argmax of the logits (of the evaluation-mode logits for batch norm)
     cross_entropy: tf.Tensor   # mean sparse softmax cross-entropy
     loss: tf.Tensor            # cross_entropy + weight_decay * sum(l2_loss(weights))
-    accuracy: tf.Tensor        # fraction of the batch predicted right
+    accuracy: tf.Tensor        # fraction of the batch predicted right (by the training-mode logits)
     learning_rate: tf.Tensor   # the rate this step uses (a function of global_step)
     global_step: tf.Variable
     train_op: tf.Operation
@@ -180,6 +181,18 @@ def make_optimizer(name: str, learning_rate, momentum: float = 0.9, nesterov: bo
     raise ValueError(f"unknown optimizer {name!r}; use one of {OPTIMIZERS}")
 
 
+def _model_logits(model: Callable[..., tf.Tensor], images, data_format: str, kwargs: dict):
+    """(training logits, evaluation logits). A model with a `training` argument (batch norm) is built twice:
+    training=True for the loss, and training=False (moving statistics, shared variables, under name scope
+    'eval') for the predictions; any other model once, for both."""
+    if "training" not in inspect.signature(model).parameters:
+        logits = model(images, data_format=data_format, **kwargs)
+        return logits, logits
+    logits = model(images, data_format=data_format, training=True, **kwargs)
+    with tf.variable_scope(tf.get_variable_scope(), reuse=True), tf.name_scope("eval"):
+        return logits, model(images, data_format=data_format, training=False, **kwargs)
+
+
 def training_graph(model: Callable[..., tf.Tensor] = mentee, *, total_steps: int, seed: int = 0,
                    optimizer: str = "momentum", learning_rate: float | None = None, momentum: float = 0.9,
                    nesterov: bool = True, weight_decay: float = 5e-4, schedule: str = "cosine",
@@ -207,7 +220,7 @@ def training_graph(model: Callable[..., tf.Tensor] = mentee, *, total_steps: int
         images = tf.placeholder(tf.float32, [None, c, h, w] if data_format == "NCHW" else [None, h, w, c],
                                 name="images")
         labels = tf.placeholder(tf.int32, [None], name="labels")
-        logits = model(images, data_format=data_format, **(model_kwargs or {}))
+        logits, eval_logits = _model_logits(model, images, data_format, model_kwargs or {})
         with tf.name_scope("loss"):
             per_example = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
             xent = tf.reduce_mean(per_example, name="cross_entropy")
@@ -217,13 +230,17 @@ def training_graph(model: Callable[..., tf.Tensor] = mentee, *, total_steps: int
                 l2 = tf.add_n([tf.nn.l2_loss(v) for v in weights], name="l2")
                 loss = tf.add(xent, weight_decay * l2, name="total")
         with tf.name_scope("accuracy"):
-            predictions = tf.cast(tf.argmax(logits, axis=1), tf.int32, name="predictions")
-            accuracy = tf.reduce_mean(tf.cast(tf.equal(predictions, labels), tf.float32), name="accuracy")
+            predictions = tf.cast(tf.argmax(eval_logits, axis=1), tf.int32, name="predictions")
+            batch_predictions = predictions if eval_logits is logits else \
+                tf.cast(tf.argmax(logits, axis=1), tf.int32, name="batch_predictions")
+            accuracy = tf.reduce_mean(tf.cast(tf.equal(batch_predictions, labels), tf.float32), name="accuracy")
         global_step = tf.train.get_or_create_global_step()
         with tf.name_scope("schedule"):
             lr = learning_rate_schedule(schedule, learning_rate, global_step, total_steps, warmup_steps)
-        train_op = make_optimizer(optimizer, lr, momentum, nesterov).minimize(loss, global_step=global_step,
-                                                                              name="train_op")
+        # The model's UPDATE_OPS (batch norm's moving averages) run with every training step, as in TF1.
+        with tf.control_dependencies(tf.get_collection(tf.GraphKeys.UPDATE_OPS)):
+            train_op = make_optimizer(optimizer, lr, momentum, nesterov).minimize(loss, global_step=global_step,
+                                                                                  name="train_op")
         init_op = tf.global_variables_initializer()
     return TrainGraph(graph, images, labels, logits, predictions, xent, loss, accuracy, lr, global_step,
                       train_op, init_op)

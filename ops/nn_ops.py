@@ -863,3 +863,430 @@ def moments(x, axes, shift=None, name=None, keep_dims=None, keepdims=None) -> tu
         if not keep:
             mean, variance = squeeze(mean, axes), squeeze(variance, axes)
         return mean, variance
+
+
+# ===========================================================================================================
+# Ops for MobileNet-style and sequence models: LeakyRelu, LRN, FusedBatchNorm(V3), DepthwiseConv2dNative, and
+# the composite conv1d / depthwise_conv2d / separable_conv2d wrappers. TF's op names, attrs and semantics.
+__all__ += ["leaky_relu", "lrn", "local_response_normalization", "fused_batch_norm", "depthwise_conv2d",
+            "depthwise_conv2d_native", "depthwise_conv2d_native_backprop_input",
+            "depthwise_conv2d_native_backprop_filter", "separable_conv2d", "conv1d"]
+
+
+# -- LeakyRelu / LeakyReluGrad -------------------------------------------------------------------------------
+register_op("LeakyRelu", inputs=("features",), outputs=("activations",), attrs={"T": "type", "alpha": "float"},
+            shape_fn=_float_unary_shape)
+
+
+@register_gradient("LeakyRelu")
+def _leaky_relu_grad(op, grad):
+    """dx = dy * (x > 0 ? 1 : alpha)"""
+    return [apply_op("LeakyReluGrad", [grad, op.inputs[0]], {"alpha": op.attrs["alpha"]})]
+
+
+def leaky_relu(features, alpha=0.2, name=None) -> Tensor:
+    """x where x > 0, alpha * x elsewhere: `tf.nn.leaky_relu(x, alpha=0.1)`."""
+    return apply_op("LeakyRelu", [features], {"alpha": float(alpha)}, name or "LeakyRelu")
+
+
+register_op("LeakyReluGrad", inputs=("gradients", "features"), outputs=("backprops",),
+            attrs={"T": "type", "alpha": "float"}, shape_fn=_grad_shape)
+
+
+@register_gradient("LeakyReluGrad")
+def _leaky_relu_grad_grad(op, grad):
+    """d gradients = g * (features > 0 ? 1 : alpha); features: 0 (piecewise constant)"""
+    from tfplus.ops.array_ops import zeros_like
+    x = op.inputs[1]
+    return [apply_op("LeakyReluGrad", [grad, x], {"alpha": op.attrs["alpha"]}), zeros_like(x)]
+
+
+# -- LRN / LRNGrad -------------------------------------------------------------------------------------------
+_LRN_ATTRS = {"T": "type", "depth_radius": "int", "bias": "float", "alpha": "float", "beta": "float"}
+
+
+def _lrn_shape(ins, attrs):
+    x = ins[0]
+    _check_float(x, "input")
+    check_rank(x, 4, "input (NHWC)")
+    if attrs["depth_radius"] < 0:
+        raise ValueError(f"depth_radius must be >= 0, got {attrs['depth_radius']}")
+    return [spec(x.shape, x.dtype)]
+
+
+register_op("LRN", inputs=("input",), outputs=("output",), attrs=_LRN_ATTRS, shape_fn=_lrn_shape)
+
+
+def _lrn_attrs(op) -> dict:
+    return {k: op.attrs[k] for k in ("depth_radius", "bias", "alpha", "beta")}
+
+
+@register_gradient("LRN")
+def _lrn_grad(op, grad):
+    """dx_i = g_i N_i^-beta - 2 alpha beta x_i sum_{j near i} g_j y_j / N_j, N = bias + alpha * window sum of x^2"""
+    return [apply_op("LRNGrad", [grad, op.inputs[0], op.outputs[0]], _lrn_attrs(op))]
+
+
+def lrn(input, depth_radius=5, bias=1.0, alpha=1.0, beta=0.5, name=None) -> Tensor:
+    """Local response normalization over the last (channel) axis of NHWC `input`:
+    y = x / (bias + alpha * sum of x^2 over channels d-depth_radius..d+depth_radius) ** beta."""
+    attrs = {"depth_radius": int(depth_radius), "bias": float(bias), "alpha": float(alpha), "beta": float(beta)}
+    return apply_op("LRN", [input], attrs, name or "LRN")
+
+
+local_response_normalization = lrn
+
+
+def _lrn_grad_shape(ins, attrs):
+    check_same_dtype(ins, "input_grads, input_image and output_image")
+    for s, what in zip(ins, ("input_grads", "input_image", "output_image")):
+        check_rank(s, 4, what)
+    _check_like(ins[1], ins[0].shape, "input_image")
+    _check_like(ins[2], ins[0].shape, "output_image")
+    return [spec(ins[1].shape if ins[1].shape is not None else ins[0].shape, ins[0].dtype)]
+
+
+register_op("LRNGrad", inputs=("input_grads", "input_image", "output_image"), outputs=("output",),
+            attrs=_LRN_ATTRS, shape_fn=_lrn_grad_shape)
+
+
+@register_gradient("LRNGrad")
+def _lrn_grad_grad(op, *grads):
+    """Not defined (TensorFlow has none either): raises."""
+    raise LookupError(f"No gradient defined for '{op.name}' (LRNGrad): second derivatives of tf.nn.lrn are not "
+                      "implemented (TensorFlow has none either)")
+
+
+# -- FusedBatchNorm(V3) / FusedBatchNormGrad(V3) -------------------------------------------------------------
+# x is normalized per channel: y = (x - mean) * scale / sqrt(variance + epsilon) + offset. In training mode
+# mean/variance are the batch's (the biased variance normalizes; the batch_variance output is Bessel-corrected,
+# n / (n - 1), as TF's running variance) and the batch_mean/batch_variance outputs are the moving averages
+# (1 - f) * old + f * batch for exponential_avg_factor f (old mean/variance may be empty when f == 1).
+# reserve_space_1/2 hold the batch mean and biased variance for the gradient, as TF's CPU kernel does.
+_BN_ATTRS = {"T": "type", "U": "type", "epsilon": "float", "exponential_avg_factor": "float",
+             "data_format": "string", "is_training": "bool"}
+
+
+def _bn_channels(x, attrs) -> int | None:
+    return _nhwc(x.shape, _format(attrs))[3]
+
+
+def _check_vector(s, c, what: str, may_be_empty: bool = False):
+    check_rank(s, 1, what)
+    if s.shape is None or s.shape[0] is None or c is None:
+        return
+    if s.shape[0] != c and not (may_be_empty and s.shape[0] == 0):
+        raise ValueError(f"{what} has {s.shape[0]} entries but x has {c} channels")
+
+
+def _fused_batch_norm_shape(version: int):
+    def shape_fn(ins, attrs):
+        x, scale, offset, mean, variance = ins
+        _check_float(x, "x")
+        check_same_dtype(ins, "x, scale, offset, mean and variance")
+        check_rank(x, 4, "x")
+        c = _bn_channels(x, attrs)
+        training = attrs["is_training"]
+        empty_ok = training and attrs.get("exponential_avg_factor", 1.0) == 1.0
+        for s, what in ((scale, "scale"), (offset, "offset")):
+            _check_vector(s, c, what)
+        for s, what in ((mean, "mean"), (variance, "variance")):
+            _check_vector(s, c, what, may_be_empty=empty_ok)
+        vec = spec((c,), x.dtype)
+        out = [spec(x.shape, x.dtype), vec, vec, vec, vec]
+        return out + [spec((), x.dtype)] if version == 3 else out
+    return shape_fn
+
+
+def _fused_batch_norm_grad_shape(version: int):
+    def shape_fn(ins, attrs):
+        dy, x, scale, r1, r2 = ins[:5]
+        check_same_dtype(ins[:5], "y_backprop, x, scale, reserve_space_1 and reserve_space_2")
+        _check_float(x, "x")
+        check_rank(dy, 4, "y_backprop")
+        check_rank(x, 4, "x")
+        _check_like(dy, x.shape, "y_backprop")
+        c = _bn_channels(x, attrs)
+        for s, what in ((scale, "scale"), (r1, "reserve_space_1"), (r2, "reserve_space_2")):
+            _check_vector(s, c, what)
+        vec = spec((c,), x.dtype)
+        return [spec(x.shape, x.dtype), vec, vec, spec((0,), x.dtype), spec((0,), x.dtype)]
+    return shape_fn
+
+
+register_op("FusedBatchNorm", inputs=("x", "scale", "offset", "mean", "variance"),
+            outputs=("y", "batch_mean", "batch_variance", "reserve_space_1", "reserve_space_2"),
+            attrs=_BN_ATTRS, shape_fn=_fused_batch_norm_shape(1))
+register_op("FusedBatchNormV3", inputs=("x", "scale", "offset", "mean", "variance"),
+            outputs=("y", "batch_mean", "batch_variance", "reserve_space_1", "reserve_space_2",
+                     "reserve_space_3"),
+            attrs=_BN_ATTRS, shape_fn=_fused_batch_norm_shape(3))
+_BN_GRAD_ATTRS = {k: _BN_ATTRS[k] for k in ("T", "U", "epsilon", "data_format", "is_training")}
+register_op("FusedBatchNormGrad", inputs=("y_backprop", "x", "scale", "reserve_space_1", "reserve_space_2"),
+            outputs=("x_backprop", "scale_backprop", "offset_backprop", "reserve_space_3", "reserve_space_4"),
+            attrs=_BN_GRAD_ATTRS, shape_fn=_fused_batch_norm_grad_shape(1))
+register_op("FusedBatchNormGradV3",
+            inputs=("y_backprop", "x", "scale", "reserve_space_1", "reserve_space_2", "reserve_space_3"),
+            outputs=("x_backprop", "scale_backprop", "offset_backprop", "reserve_space_4", "reserve_space_5"),
+            attrs=_BN_GRAD_ATTRS, shape_fn=_fused_batch_norm_grad_shape(3))
+
+
+def _fused_batch_norm_grad(op, grad_y, *unused):
+    """Training: dx = scale/sigma * (dy - mean(dy) - x_hat * mean(dy * x_hat)), x_hat = (x - mu)/sigma (batch
+    statistics); inference: dx = dy * scale / sigma (moving statistics); d scale = sum(dy * x_hat),
+    d offset = sum(dy). As TF, no gradient flows from the batch statistics outputs."""
+    x, scale = op.inputs[0], op.inputs[1]
+    v3 = op.type == "FusedBatchNormV3"
+    attrs = {k: op.attrs[k] for k in ("epsilon", "data_format", "is_training")}
+    attrs["U"] = op.attrs.get("U", x.dtype)
+    if op.attrs["is_training"]:
+        saved = [op.outputs[3], op.outputs[4]] + ([op.outputs[5]] if v3 else [])
+    else:
+        saved = [op.inputs[3], op.inputs[4]] + ([op.outputs[5]] if v3 else [])
+    outs = apply_op("FusedBatchNormGradV3" if v3 else "FusedBatchNormGrad", [grad_y, x, scale] + saved, attrs)
+    return [outs[0], outs[1], outs[2], None, None]
+
+
+register_gradient("FusedBatchNorm")(_fused_batch_norm_grad)
+register_gradient("FusedBatchNormV3")(_fused_batch_norm_grad)
+
+
+def _fused_batch_norm_grad_grad(op, *grads):
+    """Not implemented: raises, naming the node."""
+    raise LookupError(f"No gradient defined for '{op.name}' ({op.type}): second derivatives of batch "
+                      "normalization are not implemented in tfplus")
+
+
+register_gradient("FusedBatchNormGrad")(_fused_batch_norm_grad_grad)
+register_gradient("FusedBatchNormGradV3")(_fused_batch_norm_grad_grad)
+
+
+def fused_batch_norm(x, scale, offset, mean=None, variance=None, epsilon=0.001, data_format="NHWC",
+                     is_training=True, name=None, exponential_avg_factor=1.0):
+    """(y, batch_mean, batch_variance) of TF1's tf.nn.fused_batch_norm (a FusedBatchNormV3 node).
+
+        y, mean, var = tf.nn.fused_batch_norm(x, gamma, beta, data_format="NCHW")   # training: batch stats
+        y, _, _ = tf.nn.fused_batch_norm(x, gamma, beta, mov_mean, mov_var, is_training=False)
+    """
+    x = convert_to_tensor(x)
+    if (mean is None or variance is None) and (not is_training or exponential_avg_factor != 1.0):
+        raise ValueError("tf.nn.fused_batch_norm: mean and variance are required for inference "
+                         "(is_training=False) and for exponential_avg_factor != 1")
+    empty = np.zeros((0,), x.dtype.np)
+    mean = convert_to_tensor(empty if mean is None else mean, dtype=x.dtype)
+    variance = convert_to_tensor(empty if variance is None else variance, dtype=x.dtype)
+    # TF raises epsilon to cuDNN's minimum, 1.001e-5, whatever the device; so do we, for equal results.
+    attrs = {"epsilon": max(float(epsilon), 1.001e-5), "exponential_avg_factor": float(exponential_avg_factor),
+             "data_format": data_format, "is_training": bool(is_training), "U": x.dtype}
+    outs = apply_op("FusedBatchNormV3", [x, scale, offset, mean, variance], attrs, name)  # one node, as TF
+    return outs[0], outs[1], outs[2]
+
+
+# -- DepthwiseConv2dNative and its backprops ------------------------------------------------------------------
+# out[n, h, w, c * M + m] = sum over taps of x[n, h', w', c] * filter[dy, dx, c, m]: each input channel has its
+# own M filters (the channel multiplier); filter shape (kh, kw, C, M), output C * M channels.
+def _depthwise_out(x_shape, f_shape, attrs) -> tuple:
+    kh, kw, c, m = f_shape or (None,) * 4
+    n, h, w, xc = _window_shape(x_shape, kh, kw, attrs)
+    if xc is not None and c is not None and xc != c:
+        raise ValueError(f"input has {xc} channels but the depthwise filter expects {c} "
+                         f"(filter shape {_dims(f_shape)})")
+    c = merge_dim(xc, c, "channels")
+    return n, h, w, None if c is None or m is None else c * m
+
+
+def _depthwise_shape(ins, attrs):
+    x, f = ins
+    check_same_dtype(ins, "input and filter")
+    _check_float(x, "input")
+    check_rank(x, 4, "input")
+    check_rank(f, 4, "filter (kh, kw, in_channels, channel_multiplier)")
+    _check_dilations(attrs)
+    _check_no_explicit_paddings(attrs)
+    fmt = _format(attrs)
+    return [spec(_from_nhwc(*_depthwise_out(x.shape, f.shape, attrs), fmt), x.dtype)]
+
+
+# TF's explicit_paddings goes with padding='EXPLICIT', which tfplus does not support: declared so that TF's
+# GraphDefs (which carry it, empty) import; a non-empty value is refused by the shape functions.
+_DEPTHWISE_ATTRS = dict(_CONV_ATTRS, explicit_paddings="list(int)")
+
+
+def _check_no_explicit_paddings(attrs) -> None:
+    if list(attrs.get("explicit_paddings") or []):
+        raise ValueError(f"explicit_paddings {list(attrs['explicit_paddings'])} are not supported; "
+                         "use padding 'SAME' or 'VALID'")
+
+
+register_op("DepthwiseConv2dNative", inputs=("input", "filter"), outputs=("output",), attrs=_DEPTHWISE_ATTRS,
+            shape_fn=_depthwise_shape)
+
+
+@register_gradient("DepthwiseConv2dNative")
+def _depthwise_grad(op, grad):
+    """dx = depthwise_backprop_input(shape(x), f, dy), df = depthwise_backprop_filter(x, shape(f), dy)"""
+    x, f = op.inputs
+    a = dict(_conv_attrs(op), T=x.dtype)
+    return [apply_op("DepthwiseConv2dNativeBackpropInput", [_shape_tensor(x), f, grad], a),
+            apply_op("DepthwiseConv2dNativeBackpropFilter", [x, _shape_tensor(f), grad], a)]
+
+
+def _depthwise_backprop_input_shape(ins, attrs):
+    sizes, f, dy = ins
+    check_same_dtype([f, dy], "filter and out_backprop")
+    _check_float(f, "filter")
+    check_rank(f, 4, "filter")
+    check_rank(dy, 4, "out_backprop")
+    _check_dilations(attrs)
+    _check_no_explicit_paddings(attrs)
+    fmt = _format(attrs)
+    value = _sizes_value(sizes, "input_sizes")
+    if value is None:
+        return [spec((None,) * 4, f.dtype)]
+    _check_out_backprop(_depthwise_out(value, f.shape, attrs), _nhwc(dy.shape, fmt), fmt)
+    return [spec(value, f.dtype)]
+
+
+def _depthwise_backprop_filter_shape(ins, attrs):
+    x, sizes, dy = ins
+    check_same_dtype([x, dy], "input and out_backprop")
+    _check_float(x, "input")
+    check_rank(x, 4, "input")
+    check_rank(dy, 4, "out_backprop")
+    _check_dilations(attrs)
+    _check_no_explicit_paddings(attrs)
+    fmt = _format(attrs)
+    value = _sizes_value(sizes, "filter_sizes")
+    if value is None:
+        return [spec((None,) * 4, x.dtype)]
+    _check_out_backprop(_depthwise_out(x.shape, value, attrs), _nhwc(dy.shape, fmt), fmt)
+    return [spec(value, x.dtype)]
+
+
+register_op("DepthwiseConv2dNativeBackpropInput", inputs=("input_sizes", "filter", "out_backprop"),
+            outputs=("output",), attrs=_DEPTHWISE_ATTRS, shape_fn=_depthwise_backprop_input_shape,
+            value_inputs=(0,))
+register_op("DepthwiseConv2dNativeBackpropFilter", inputs=("input", "filter_sizes", "out_backprop"),
+            outputs=("output",), attrs=_DEPTHWISE_ATTRS, shape_fn=_depthwise_backprop_filter_shape,
+            value_inputs=(1,))
+
+
+@register_gradient("DepthwiseConv2dNativeBackpropInput")
+def _depthwise_backprop_input_grad(op, grad):
+    """d filter = depthwise_backprop_filter(g, shape(f), dy), d out_backprop = depthwise(g, f)"""
+    _, f, dy = op.inputs
+    a = dict(_conv_attrs(op), T=f.dtype)
+    return [None, apply_op("DepthwiseConv2dNativeBackpropFilter", [grad, _shape_tensor(f), dy], a),
+            apply_op("DepthwiseConv2dNative", [grad, f], a)]
+
+
+@register_gradient("DepthwiseConv2dNativeBackpropFilter")
+def _depthwise_backprop_filter_grad(op, grad):
+    """d input = depthwise_backprop_input(shape(x), g, dy), d out_backprop = depthwise(x, g)"""
+    x, _, dy = op.inputs
+    a = dict(_conv_attrs(op), T=x.dtype)
+    return [apply_op("DepthwiseConv2dNativeBackpropInput", [_shape_tensor(x), grad, dy], a), None,
+            apply_op("DepthwiseConv2dNative", [x, grad], a)]
+
+
+def _sizes(v) -> Tensor:
+    return v if isinstance(v, Tensor) else convert_to_tensor(np.asarray(v, np.int32))
+
+
+def depthwise_conv2d_native(input, filter, strides, padding, data_format="NHWC", dilations=(1, 1, 1, 1),
+                            name=None) -> Tensor:
+    """The DepthwiseConv2dNative op: `filter` is (kh, kw, in_channels, channel_multiplier)."""
+    attrs = _conv_attrs_from(strides, padding, data_format, dilations)
+    return apply_op("DepthwiseConv2dNative", [input, filter], attrs, name)
+
+
+def depthwise_conv2d_native_backprop_input(input_sizes, filter, out_backprop, strides, padding,
+                                           data_format="NHWC", dilations=(1, 1, 1, 1), name=None) -> Tensor:
+    """The gradient of depthwise_conv2d_native with respect to its input, of shape `input_sizes`."""
+    attrs = dict(_conv_attrs_from(strides, padding, data_format, dilations), T=convert_to_tensor(filter).dtype)
+    return apply_op("DepthwiseConv2dNativeBackpropInput", [_sizes(input_sizes), filter, out_backprop], attrs,
+                    name)
+
+
+def depthwise_conv2d_native_backprop_filter(input, filter_sizes, out_backprop, strides, padding,
+                                            data_format="NHWC", dilations=(1, 1, 1, 1), name=None) -> Tensor:
+    """The gradient of depthwise_conv2d_native with respect to its filter, of shape `filter_sizes`."""
+    attrs = dict(_conv_attrs_from(strides, padding, data_format, dilations), T=convert_to_tensor(input).dtype)
+    return apply_op("DepthwiseConv2dNativeBackpropFilter", [input, _sizes(filter_sizes), out_backprop], attrs,
+                    name)
+
+
+def _check_rate(rate, dilations, what: str) -> None:
+    for r in (rate, dilations):
+        if r is not None and any(int(v) != 1 for v in np.ravel(r)):
+            raise ValueError(f"{what}: rate/dilations {r} are not supported; only 1 (no dilation) is")
+
+
+def depthwise_conv2d(input, filter, strides, padding, rate=None, name=None, data_format=None,
+                     dilations=None) -> Tensor:
+    """TF1's tf.nn.depthwise_conv2d: `strides` is a 4-list, `filter` (kh, kw, in_channels, multiplier).
+
+        y = tf.nn.depthwise_conv2d(x, w, [1, 1, 1, 1], "SAME")       # out channels: in_channels * multiplier
+    """
+    _check_rate(rate, dilations, "tf.nn.depthwise_conv2d")
+    with name_scope(name, "depthwise"):
+        return depthwise_conv2d_native(input, filter, strides, padding, data_format or "NHWC", name="depthwise")
+
+
+def separable_conv2d(input, depthwise_filter, pointwise_filter, strides, padding, rate=None, name=None,
+                     data_format=None, dilations=None) -> Tensor:
+    """A depthwise convolution followed by a 1x1 convolution mixing channels (`pointwise_filter`
+    (1, 1, in_channels * multiplier, out_channels)), as TF1's tf.nn.separable_conv2d."""
+    _check_rate(rate, dilations, "tf.nn.separable_conv2d")
+    fmt = data_format or "NHWC"
+    with name_scope(name, "separable_conv2d"):
+        y = depthwise_conv2d_native(input, depthwise_filter, strides, padding, fmt, name="depthwise")
+        return conv2d(y, pointwise_filter, [1, 1, 1, 1], "VALID", data_format=fmt, name="pointwise")
+
+
+def conv1d(value=None, filters=None, stride=None, padding=None, use_cudnn_on_gpu=None, data_format=None,
+           name=None, input=None, dilations=None) -> Tensor:
+    """1-D convolution as TF does it: ExpandDims to rank 4, Conv2D, Squeeze. `value` is (N, W, C) ('NWC') or
+    (N, C, W) ('NCW'), `filters` (k, in, out).
+
+        y = tf.nn.conv1d(x, w, stride=2, padding="SAME")
+    """
+    from tfplus.ops.array_ops import expand_dims, squeeze
+    value = input if value is None else value
+    if value is None or filters is None or stride is None or padding is None:
+        raise TypeError("tf.nn.conv1d needs value, filters, stride and padding")
+    _check_rate(None, dilations, "tf.nn.conv1d")
+    fmt = data_format or "NWC"
+    if fmt not in ("NWC", "NCW"):
+        raise ValueError(f"tf.nn.conv1d: data_format must be 'NWC' or 'NCW', got {fmt!r}")
+    stride = int(stride) if isinstance(stride, numbers.Integral) else int(list(stride)[1 if fmt == "NWC" else 2])
+    with name_scope(name, "conv1d"):
+        # (N, W, C) -> (N, 1, W, C) for NHWC; (N, C, W) -> (N, C, 1, W) for NCHW: the width stays the last
+        # spatial axis, as in TF.
+        axis = 1 if fmt == "NWC" else 2
+        x = expand_dims(value, axis)
+        f = expand_dims(filters, 0)
+        fmt2 = "NHWC" if fmt == "NWC" else "NCHW"
+        y = conv2d(x, f, [1, 1, stride, 1] if fmt2 == "NHWC" else [1, 1, 1, stride], padding, data_format=fmt2)
+        return squeeze(y, [axis])
+
+
+__all__ += ["batch_normalization"]
+
+
+def batch_normalization(x, mean, variance, offset, scale, variance_epsilon, name=None) -> Tensor:
+    """TF1's tf.nn.batch_normalization from given statistics, as TF composes it: with inv = scale /
+    sqrt(variance + variance_epsilon), x * inv + (offset - mean * inv) (offset and scale may be None).
+
+        mean, var = tf.nn.moments(x, [0, 1, 2])
+        y = tf.nn.batch_normalization(x, mean, var, beta, gamma, 1e-3)
+    """
+    from tfplus.ops import math_ops
+    with name_scope(name, "batchnorm"):
+        inv = math_ops.rsqrt(math_ops.add(variance, variance_epsilon))
+        if scale is not None:
+            inv = math_ops.multiply(inv, scale)
+        shift = math_ops.negative(math_ops.multiply(mean, inv))
+        if offset is not None:
+            shift = math_ops.add(shift, offset)
+        return math_ops.add(math_ops.multiply(x, inv), shift)

@@ -632,3 +632,117 @@ def _conv2d_backprop_filter_ws(ins, attrs):
         return _fast_workspaces("filter", n, c, f_shape[3], h, w, x.dtype, _divisor(attrs))
     g = _specs_geometry(x.shape, f_shape, dy.shape, attrs)
     return _generic_workspaces(g, x.dtype, "filter", attrs["data_format"], _divisor(attrs))
+
+
+# -- DepthwiseConv2dNative and its backprops -----------------------------------------------------------------
+# Per filter tap and channel multiplier m, one broadcast multiply of a strided view of the (padded) input by
+# the tap's per-channel weights, accumulated. Scratch, in request order: the zero-padded input (or input
+# gradient) when the window reaches past the border, and one product of the output's size per multiplier.
+def _depthwise_geometry(x_shape, f_shape, attrs) -> Geometry:
+    kh, kw, c, m = (int(d) for d in f_shape)
+    y_shape = _out_shape(x_shape, (kh, kw, c, c * m), attrs)
+    return _specs_geometry(x_shape, (kh, kw, c, c * m), y_shape, attrs)
+
+
+def _depthwise_workspaces(g: Geometry, dtype, fmt: str) -> list[tuple]:
+    ws = []
+    if g.padded:
+        ws.append(((g.n, g.hp, g.wp, g.c) if fmt == "NHWC" else (g.n, g.c, g.hp, g.wp), dtype))
+    ws.append(((g.n, g.ho, g.wo, g.c) if fmt == "NHWC" else (g.n, g.c, g.ho, g.wo), dtype))
+    return ws
+
+
+class _Depthwise:
+    """One depthwise kernel call's geometry and scratch (NHWC views whatever the data format)."""
+
+    def __init__(self, ctx, x_shape, f_shape, attrs, dtype):
+        fmt = attrs["data_format"]
+        self.g = g = _depthwise_geometry(x_shape, f_shape, attrs)
+        self.m = int(f_shape[3])
+        bufs = [ctx.workspace(s, d) for s, d in _depthwise_workspaces(g, as_dtype(dtype), fmt)]
+        self.padded = _nhwc(bufs[0], fmt) if g.padded else None
+        self.prod = _nhwc(bufs[-1], fmt)
+        if self.padded is not None:
+            self.padded.fill(0)
+
+    def interior(self) -> np.ndarray:
+        g = self.g
+        return self.padded[:, g.pt:g.pt + g.h, g.pl:g.pl + g.w]
+
+    def source(self, x: np.ndarray) -> np.ndarray:
+        """x (NHWC view) inside its zero border, when there is one."""
+        if self.padded is None:
+            return x
+        self.interior()[...] = x
+        return self.padded
+
+    def per_multiplier(self, a: np.ndarray) -> np.ndarray:
+        """An output-shaped NHWC view (..., C * M) as (..., C, M): always a view (one axis split)."""
+        return a.reshape(a.shape[:3] + (self.g.c, self.m))
+
+
+@register_workspace("DepthwiseConv2dNative", "cpu")
+def _depthwise_ws(ins, attrs):
+    x, f = ins
+    return _depthwise_workspaces(_depthwise_geometry(x.shape, f.shape, attrs), x.dtype, attrs["data_format"])
+
+
+@register_kernel("DepthwiseConv2dNative", "cpu", FLOATS)
+def _depthwise(ctx, ins, outs, attrs):
+    x, f = ins
+    fmt = attrs["data_format"]
+    s = _Depthwise(ctx, x.shape, f.shape, attrs, x.dtype)
+    y = s.per_multiplier(_nhwc(outs[0], fmt))
+    first = True
+    for a, b, view in _taps(s.source(_nhwc(x, fmt)), s.g):
+        for m in range(s.m):
+            if first:
+                np.multiply(view, f[a, b, :, m], out=y[..., m])
+            else:
+                np.multiply(view, f[a, b, :, m], out=s.prod)
+                np.add(y[..., m], s.prod, out=y[..., m])
+        first = False
+
+
+@register_workspace("DepthwiseConv2dNativeBackpropInput", "cpu")
+def _depthwise_backprop_input_ws(ins, attrs):
+    sizes, f, _ = ins
+    x_shape = tuple(np.asarray(sizes.value).tolist())
+    return _depthwise_workspaces(_depthwise_geometry(x_shape, f.shape, attrs), f.dtype, attrs["data_format"])
+
+
+@register_kernel("DepthwiseConv2dNativeBackpropInput", "cpu", FLOATS)
+def _depthwise_backprop_input(ctx, ins, outs, attrs):
+    _, f, dy = ins
+    fmt = attrs["data_format"]
+    dx = _nhwc(outs[0], fmt)
+    s = _Depthwise(ctx, outs[0].shape, f.shape, attrs, f.dtype)
+    dst = dx if s.padded is None else s.padded
+    dst[...] = 0
+    dym = s.per_multiplier(_nhwc(dy, fmt))
+    for a, b, view in _taps(dst, s.g):
+        for m in range(s.m):
+            np.multiply(dym[..., m], f[a, b, :, m], out=s.prod)
+            np.add(view, s.prod, out=view)
+    if s.padded is not None:
+        np.copyto(dx, s.interior())
+
+
+@register_workspace("DepthwiseConv2dNativeBackpropFilter", "cpu")
+def _depthwise_backprop_filter_ws(ins, attrs):
+    x, sizes, _ = ins
+    f_shape = tuple(np.asarray(sizes.value).tolist())
+    return _depthwise_workspaces(_depthwise_geometry(x.shape, f_shape, attrs), x.dtype, attrs["data_format"])
+
+
+@register_kernel("DepthwiseConv2dNativeBackpropFilter", "cpu", FLOATS)
+def _depthwise_backprop_filter(ctx, ins, outs, attrs):
+    x, _, dy = ins
+    df = outs[0]
+    fmt = attrs["data_format"]
+    s = _Depthwise(ctx, x.shape, df.shape, attrs, x.dtype)
+    dym = s.per_multiplier(_nhwc(dy, fmt))
+    for a, b, view in _taps(s.source(_nhwc(x, fmt)), s.g):
+        for m in range(s.m):
+            np.multiply(view, dym[..., m], out=s.prod)
+            np.sum(s.prod, axis=(0, 1, 2), out=df[a, b, :, m])

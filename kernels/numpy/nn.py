@@ -85,10 +85,21 @@ def _relu6(ctx, ins, outs, attrs):
     np.clip(ins[0], 0, 6, out=outs[0])
 
 
+@register_workspace("Relu6Grad", "cpu")
+def _relu6_grad_ws(ins, attrs):
+    """The mask x > 0 (the planner must see it: it is the size of the input)."""
+    return [(ins[1].shape, bool_)]
+
+
 @register_kernel("Relu6Grad", "cpu", FLOATS)
 def _relu6_grad(ctx, ins, outs, attrs):
     g, x = ins
-    np.multiply(g, (x > 0) & (x < 6), out=outs[0], dtype=g.dtype)
+    out = outs[0]
+    positive = ctx.workspace(x.shape, bool_)
+    np.greater(x, 0, out=positive)
+    np.less(x, 6, out=out)  # 0/1
+    np.multiply(out, positive, out=out)
+    np.multiply(out, g, out=out)
 
 
 @register_kernel("Sigmoid", "cpu", FLOATS)
@@ -435,3 +446,152 @@ def relu_grad_applied(ctx, ins, outs, attrs):
     the output is written over it."""
     if not np.may_share_memory(outs[0], ins[0]):
         np.copyto(outs[0], ins[0])
+
+
+# -- LeakyRelu -----------------------------------------------------------------------------------------------
+@register_kernel("LeakyRelu", "cpu", FLOATS)
+def _leaky_relu(ctx, ins, outs, attrs):
+    # x > 0 ? x : alpha x is max(x, alpha x) for alpha <= 1 and min(x, alpha x) above: no mask temporary.
+    x, out, alpha = ins[0], outs[0], attrs["alpha"]
+    np.multiply(x, alpha, out=out)
+    (np.maximum if alpha <= 1 else np.minimum)(x, out, out=out)
+
+
+@register_kernel("LeakyReluGrad", "cpu", FLOATS)
+def _leaky_relu_grad(ctx, ins, outs, attrs):
+    g, x = ins
+    out, alpha = outs[0], attrs["alpha"]
+    np.greater(x, 0, out=out)  # 0/1, then 1 -> 1 and 0 -> alpha
+    np.multiply(out, 1 - alpha, out=out)
+    np.add(out, alpha, out=out)
+    np.multiply(out, g, out=out)
+
+
+# -- LRN (NHWC, across the channel axis) ---------------------------------------------------------------------
+def _window_sum(a: np.ndarray, r: int, out: np.ndarray) -> None:
+    """out[..., d] = sum of a[..., d - r .. d + r] (clipped to the channel range)."""
+    np.copyto(out, a)
+    c = a.shape[-1]
+    for k in range(1, min(r, c - 1) + 1):
+        np.add(out[..., k:], a[..., :c - k], out=out[..., k:])
+        np.add(out[..., :c - k], a[..., k:], out=out[..., :c - k])
+
+
+@register_workspace("LRN", "cpu")
+def _lrn_ws(ins, attrs):
+    return [(ins[0].shape, ins[0].dtype)]
+
+
+@register_kernel("LRN", "cpu", FLOATS)
+def _lrn(ctx, ins, outs, attrs):
+    x, y = ins[0], outs[0]
+    sq = ctx.workspace(x.shape, as_dtype(x.dtype))
+    np.multiply(x, x, out=sq)
+    _window_sum(sq, attrs["depth_radius"], y)
+    np.multiply(y, attrs["alpha"], out=y)
+    np.add(y, attrs["bias"], out=y)
+    np.power(y, -attrs["beta"], out=y)
+    np.multiply(y, x, out=y)
+
+
+@register_workspace("LRNGrad", "cpu")
+def _lrn_grad_ws(ins, attrs):
+    return [(ins[1].shape, ins[1].dtype)] * 2
+
+
+@register_kernel("LRNGrad", "cpu", FLOATS)
+def _lrn_grad(ctx, ins, outs, attrs):
+    # dx_i = g_i N_i^-beta - 2 alpha beta x_i sum_{j: |j - i| <= r} g_j y_j / N_j, N = bias + alpha * sum x^2.
+    g, x, y = ins
+    dx, r = outs[0], attrs["depth_radius"]
+    dt = as_dtype(x.dtype)
+    a, norm = ctx.workspace(x.shape, dt), ctx.workspace(x.shape, dt)
+    np.multiply(x, x, out=a)
+    _window_sum(a, r, norm)
+    np.multiply(norm, attrs["alpha"], out=norm)
+    np.add(norm, attrs["bias"], out=norm)
+    np.multiply(g, y, out=a)
+    np.divide(a, norm, out=a)
+    _window_sum(a, r, dx)
+    np.multiply(dx, x, out=dx)
+    np.multiply(dx, -2 * attrs["alpha"] * attrs["beta"], out=dx)
+    np.power(norm, -attrs["beta"], out=norm)
+    np.multiply(norm, g, out=norm)
+    np.add(dx, norm, out=dx)
+
+
+# -- FusedBatchNorm(V3) / FusedBatchNormGrad(V3) -------------------------------------------------------------
+# Per-channel statistics over a (rows, C) view (NHWC) or an (N, C, H*W) one (NCHW), with the big outputs as the
+# only full-size scratch: a kernel here allocates nothing beyond ufunc buffers.
+def _bn_view(a: np.ndarray, fmt: str) -> tuple[np.ndarray, tuple, tuple]:
+    """(view, reduction axes, shape of a per-channel vector broadcast against the view)."""
+    if fmt == "NCHW":
+        return a.reshape(a.shape[0], a.shape[1], -1), (0, 2), (a.shape[1], 1)
+    return a.reshape(-1, a.shape[-1]), (0,), (a.shape[-1],)
+
+
+def _fused_batch_norm(ctx, ins, outs, attrs):
+    x, scale, offset, mean, variance = ins
+    y, batch_mean, batch_var, saved_mean, saved_var = outs[:5]
+    if len(outs) == 6:
+        outs[5][...] = 0  # reserve_space_3: unused on the cpu (TF's is a zero scalar too)
+    eps, fmt = attrs["epsilon"], attrs["data_format"]
+    xv, axes, vec = _bn_view(x, fmt)
+    yv = y.reshape(xv.shape)
+    count = xv.size // max(x.shape[1 if fmt == "NCHW" else 3], 1)
+    if attrs["is_training"]:
+        np.mean(xv, axis=axes, out=saved_mean)
+        np.subtract(xv, saved_mean.reshape(vec), out=yv)
+        np.square(yv, out=yv)
+        np.mean(yv, axis=axes, out=saved_var)
+        m, v = saved_mean, saved_var
+        f = attrs.get("exponential_avg_factor", 1.0)
+        bessel = count / max(count - 1, 1)
+        if f == 1.0:
+            np.copyto(batch_mean, m)
+            np.multiply(v, bessel, out=batch_var)
+        else:
+            batch_mean[...] = (1 - f) * mean + f * m
+            batch_var[...] = (1 - f) * variance + (f * bessel) * v
+    else:
+        m, v = mean, variance
+        np.copyto(batch_mean, mean)
+        np.copyto(batch_var, variance)
+        np.copyto(saved_mean, mean)
+        np.copyto(saved_var, variance)
+    factor = scale / np.sqrt(v + eps)
+    np.subtract(xv, m.reshape(vec), out=yv)
+    np.multiply(yv, factor.reshape(vec), out=yv)
+    np.add(yv, offset.reshape(vec), out=yv)
+
+
+register_kernel("FusedBatchNorm", "cpu", FLOATS)(_fused_batch_norm)
+register_kernel("FusedBatchNormV3", "cpu", FLOATS)(_fused_batch_norm)
+
+
+def _fused_batch_norm_grad(ctx, ins, outs, attrs):
+    dy, x, scale, m, v = ins[:5]
+    dx, dscale, doffset = outs[:3]
+    fmt = attrs["data_format"]
+    xv, axes, vec = _bn_view(x, fmt)
+    dyv, dxv = dy.reshape(xv.shape), dx.reshape(xv.shape)
+    count = xv.size // max(scale.size, 1)
+    inv = 1 / np.sqrt(v + attrs["epsilon"])
+    np.sum(dyv, axis=axes, out=doffset)
+    np.subtract(xv, m.reshape(vec), out=dxv)      # x - mean
+    np.multiply(dxv, dyv, out=dxv)
+    s = np.sum(dxv, axis=axes)                     # sum(dy * (x - mean)), per channel
+    np.multiply(s, inv, out=dscale)
+    if attrs["is_training"]:
+        # dx = scale * inv * (dy - sum(dy) / n - (x - mean) * inv^2 * sum(dy * (x - mean)) / n)
+        np.subtract(xv, m.reshape(vec), out=dxv)
+        np.multiply(dxv, (-inv * inv * s / count).reshape(vec), out=dxv)
+        np.add(dxv, dyv, out=dxv)
+        np.subtract(dxv, (doffset / count).reshape(vec), out=dxv)
+        np.multiply(dxv, (scale * inv).reshape(vec), out=dxv)
+    else:
+        np.multiply(dyv, (scale * inv).reshape(vec), out=dxv)
+
+
+register_kernel("FusedBatchNormGrad", "cpu", FLOATS)(_fused_batch_norm_grad)
+register_kernel("FusedBatchNormGradV3", "cpu", FLOATS)(_fused_batch_norm_grad)

@@ -115,3 +115,78 @@ __kernel GEMM_ATTR void K(conv_wgrad)(__global T* out, __global const T* x, __gl
     }
 }
 #endif
+
+// -- DepthwiseConv2dNative and its backprops ------------------------------------------------------------------
+// Tensors are read through (n, c, h, w) element strides (NCHW or NHWC); geo = (H, W, OH, OW, kh, kw, sh, sw),
+// pad = (ph, pw); the filter is (kh, kw, C, M) and output channel k = c * M + m.
+#define DW_AT(st, n, c, h, w) ((n) * (st).s0 + (c) * (st).s1 + (h) * (st).s2 + (w) * (st).s3)
+
+#if WANT_depthwise
+__kernel void K(depthwise)(__global T* y, __global const T* x, __global const T* f, int total, int C, int M,
+                           int8 geo, int2 pad, int4 xs, int4 ys) {
+    int i = get_global_id(0);
+    if (i >= total) return;
+    int ow = i % geo.s3, oh = (i / geo.s3) % geo.s2, k = (i / (geo.s3 * geo.s2)) % (C * M);
+    int n = i / (geo.s3 * geo.s2 * C * M), c = k / M, m = k % M;
+    T acc = 0;
+    for (int a = 0; a < geo.s4; a++) {
+        int ih = oh * geo.s6 - pad.s0 + a;
+        if (ih < 0 || ih >= geo.s0) continue;
+        for (int b = 0; b < geo.s5; b++) {
+            int iw = ow * geo.s7 - pad.s1 + b;
+            if (iw < 0 || iw >= geo.s1) continue;
+            acc += x[DW_AT(xs, n, c, ih, iw)] * f[((a * geo.s5 + b) * C + c) * M + m];
+        }
+    }
+    y[DW_AT(ys, n, k, oh, ow)] = acc;
+}
+#endif
+
+// dx[n, c, ih, iw] = sum over the taps (a, b) and outputs (oh, ow) that read it, and over m.
+#if WANT_depthwise_backprop_input
+__kernel void K(depthwise_backprop_input)(__global T* dx, __global const T* dy, __global const T* f, int total,
+                                          int C, int M, int8 geo, int2 pad, int4 xs, int4 ys) {
+    int i = get_global_id(0);
+    if (i >= total) return;
+    int iw = i % geo.s1, ih = (i / geo.s1) % geo.s0, c = (i / (geo.s1 * geo.s0)) % C;
+    int n = i / (geo.s1 * geo.s0 * C);
+    T acc = 0;
+    for (int a = 0; a < geo.s4; a++) {
+        int th = ih + pad.s0 - a;
+        if (th < 0 || th % geo.s6 != 0 || th / geo.s6 >= geo.s2) continue;
+        for (int b = 0; b < geo.s5; b++) {
+            int tw = iw + pad.s1 - b;
+            if (tw < 0 || tw % geo.s7 != 0 || tw / geo.s7 >= geo.s3) continue;
+            for (int m = 0; m < M; m++)
+                acc += dy[DW_AT(ys, n, c * M + m, th / geo.s6, tw / geo.s7)] * f[((a * geo.s5 + b) * C + c) * M + m];
+        }
+    }
+    dx[DW_AT(xs, n, c, ih, iw)] = acc;
+}
+#endif
+
+// df[a, b, c, m] = sum over p = (n, oh, ow) of x[n, c, oh*sh - ph + a, ow*sw - pw + b] * dy[n, c*M + m, oh, ow]:
+// one work-group of DL items per filter element, each item summing every DL-th position, then a tree sum.
+#if WANT_depthwise_backprop_filter
+__kernel __attribute__((reqd_work_group_size(DL, 1, 1)))
+void K(depthwise_backprop_filter)(__global T* df, __global const T* x, __global const T* dy, int total, int N,
+                                  int C, int M, int8 geo, int2 pad, int4 xs, int4 ys) {
+    __local T sh[DL];
+    int i = get_group_id(0), lid = get_local_id(0);
+    int m = i % M, c = (i / M) % C, b = (i / (M * C)) % geo.s5, a = i / (M * C * geo.s5);
+    T acc = 0;
+    for (int p = lid; p < N * geo.s2 * geo.s3; p += DL) {
+        int ow = p % geo.s3, oh = (p / geo.s3) % geo.s2, n = p / (geo.s3 * geo.s2);
+        int ih = oh * geo.s6 - pad.s0 + a, iw = ow * geo.s7 - pad.s1 + b;
+        if (ih >= 0 && ih < geo.s0 && iw >= 0 && iw < geo.s1)
+            acc += x[DW_AT(xs, n, c, ih, iw)] * dy[DW_AT(ys, n, c * M + m, oh, ow)];
+    }
+    sh[lid] = acc;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int s = DL / 2; s > 0; s >>= 1) {
+        if (lid < s) sh[lid] += sh[lid + s];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (lid == 0 && i < total) df[i] = sh[0];
+}
+#endif

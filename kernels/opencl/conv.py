@@ -10,11 +10,13 @@ which are kernel scratch (ctx.workspace) declared for the memory planner.
 from __future__ import annotations
 
 import numpy as np
+import pyopencl.cltypes as cltypes
 
 from tfplus.kernels.opencl import _tune
 from tfplus.kernels.opencl._common import contiguous_strides, kernel, register
 from tfplus.kernels.opencl.reduce import reduce, split_scratch
 from tfplus.registry import register_workspace
+from tfplus.runtime.opencl import int8
 
 SRC = ("gemm.cl", "conv.cl")
 F = ("float32", "float64")
@@ -182,3 +184,36 @@ def _run_wgrad(rt, plan, x, dy, dw, workspace) -> None:
     rt.run(kern, g, loc, target, x, dy, tab, *scalars)
     if splits > 1:
         reduce(rt, "sum", dw, target, [0], 1, workspace)
+
+
+# -- DepthwiseConv2dNative and its backprops (conv.cl: one work-item per output element; the filter gradient, a
+# long reduction over the batch and positions, one work-group per filter element) ----------------------------
+_DL = 64
+def _depthwise_args(x_shape, f_shape, y_shape, attrs) -> tuple:
+    """(C, M, int8 geo, int2 pad, int4 x strides, int4 y strides) as conv.cl's depthwise kernels take them."""
+    g = _Geom(x_shape, f_shape, attrs)
+    return (np.int32(g.cin), np.int32(f_shape[3]),
+            int8((g.h, g.w, g.oh, g.ow, g.kh, g.kw, g.sh, g.sw)), cltypes.make_int2(g.ph, g.pw),
+            cltypes.make_int4(*g.strides(x_shape)), cltypes.make_int4(*g.strides(y_shape)))
+
+
+@register("DepthwiseConv2dNative", F)
+def _depthwise(ctx, ins, outs, attrs):
+    rt, (x, f), y = ctx.runtime, ins, outs[0]
+    args = _depthwise_args(x.shape, f.shape, y.shape, attrs)
+    rt.run1d(kernel(rt, SRC, "depthwise", x.dtype), y.size, y, x, f, np.int32(y.size), *args)
+
+
+@register("DepthwiseConv2dNativeBackpropInput", F)
+def _depthwise_backprop_input(ctx, ins, outs, attrs):
+    rt, (_, f, dy), dx = ctx.runtime, ins, outs[0]
+    args = _depthwise_args(dx.shape, f.shape, dy.shape, attrs)
+    rt.run1d(kernel(rt, SRC, "depthwise_backprop_input", f.dtype), dx.size, dx, dy, f, np.int32(dx.size), *args)
+
+
+@register("DepthwiseConv2dNativeBackpropFilter", F)
+def _depthwise_backprop_filter(ctx, ins, outs, attrs):
+    rt, (x, _, dy), df = ctx.runtime, ins, outs[0]
+    args = _depthwise_args(x.shape, df.shape, dy.shape, attrs)
+    k = kernel(rt, SRC, "depthwise_backprop_filter", x.dtype, DL=_DL)
+    rt.run(k, (df.size * _DL,), (_DL,), df, x, dy, np.int32(df.size), np.int32(x.shape[0]), *args)

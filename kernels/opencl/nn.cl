@@ -250,3 +250,143 @@ __kernel void K(xent)(__global T* loss, __global T* backprop, __global const T* 
     loss[r] = l;
 }
 #endif
+
+// -- LeakyRelu, LRN, FusedBatchNorm ---------------------------------------------------------------------------
+#if WANT_leaky_relu
+__kernel void K(leaky_relu)(__global T* out, __global const T* x, T alpha, int n) {
+    int i = get_global_id(0);
+    if (i < n) { T v = x[i]; out[i] = v > 0 ? v : v * alpha; }
+}
+#endif
+
+#if WANT_leaky_relu_grad
+__kernel void K(leaky_relu_grad)(__global T* out, __global const T* g, __global const T* x, T alpha, int n) {
+    int i = get_global_id(0);
+    if (i < n) out[i] = x[i] > 0 ? g[i] : g[i] * alpha;
+}
+#endif
+
+// LRN over the last axis (C channels) of NHWC: N_d = bias + alpha * sum of x^2 over channels d-r..d+r.
+inline T lrn_norm(__global const T* x, int row, int d, int C, int r, T bias, T alpha) {
+    T s = 0;
+    for (int j = max(0, d - r); j <= min(C - 1, d + r); j++) s += x[row + j] * x[row + j];
+    return bias + alpha * s;
+}
+
+#if WANT_lrn
+__kernel void K(lrn)(__global T* y, __global const T* x, int n, int C, int r, T bias, T alpha, T beta) {
+    int i = get_global_id(0);
+    if (i >= n) return;
+    int d = i % C;
+    y[i] = x[i] * pow(lrn_norm(x, i - d, d, C, r, bias, alpha), -beta);
+}
+#endif
+
+// dx_i = g_i N_i^-beta - 2 alpha beta x_i sum_{|j - i| <= r} g_j y_j / N_j
+#if WANT_lrn_grad
+__kernel void K(lrn_grad)(__global T* dx, __global const T* g, __global const T* x, __global const T* y, int n,
+                          int C, int r, T bias, T alpha, T beta) {
+    int i = get_global_id(0);
+    if (i >= n) return;
+    int d = i % C, row = i - d;
+    T acc = 0;
+    for (int j = max(0, d - r); j <= min(C - 1, d + r); j++)
+        acc += g[row + j] * y[row + j] / lrn_norm(x, row, j, C, r, bias, alpha);
+    dx[i] = g[i] * pow(lrn_norm(x, row, d, C, r, bias, alpha), -beta) - 2 * alpha * beta * x[i] * acc;
+}
+#endif
+
+// Batch norm: element i (0..count) of channel c lies at (i / S) * C * S + c * S + i % S (S = H*W for NCHW, 1
+// for NHWC). Per-channel sums use one work-group of BL items per channel.
+#define BN_AT(i, c, C, S) (((i) / (S)) * (C) * (S) + (c) * (S) + (i) % (S))
+
+#ifdef BL
+// The sum of v over the work-group, returned to every item.
+inline T group_sum(__local T* sh, T v, int lid) {
+    sh[lid] = v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int s = BL / 2; s > 0; s >>= 1) {
+        if (lid < s) sh[lid] += sh[lid + s];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    T total = sh[0];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return total;
+}
+#endif
+
+// Training statistics: saved mean and biased variance (two passes), and the moving averages
+// (1 - f) * old + f * batch (the variance Bessel-corrected); old is not read when f == 1.
+#if WANT_bn_stats
+__kernel __attribute__((reqd_work_group_size(BL, 1, 1)))
+void K(bn_stats)(__global T* batch_mean, __global T* batch_var, __global T* saved_mean, __global T* saved_var,
+                 __global const T* x, __global const T* old_mean, __global const T* old_var, int C, int S,
+                 int count, T f, T bessel) {
+    __local T sh[BL];
+    int lid = get_local_id(0), c = get_group_id(0);
+    T acc = 0;
+    for (int i = lid; i < count; i += BL) acc += x[BN_AT(i, c, C, S)];
+    T m = group_sum(sh, acc, lid) / count;
+    acc = 0;
+    for (int i = lid; i < count; i += BL) {
+        T d = x[BN_AT(i, c, C, S)] - m;
+        acc += d * d;
+    }
+    T v = group_sum(sh, acc, lid) / count;
+    if (lid == 0) {
+        saved_mean[c] = m;
+        saved_var[c] = v;
+        batch_mean[c] = f == 1 ? m : (1 - f) * old_mean[c] + f * m;
+        batch_var[c] = f == 1 ? v * bessel : (1 - f) * old_var[c] + f * bessel * v;
+    }
+}
+#endif
+
+// y = (x - mean[c]) * scale[c] / sqrt(var[c] + eps) + offset[c]
+#if WANT_bn_apply
+__kernel void K(bn_apply)(__global T* y, __global const T* x, __global const T* scale, __global const T* offset,
+                          __global const T* mean, __global const T* var, int n, int C, int S, T eps) {
+    int i = get_global_id(0);
+    if (i >= n) return;
+    int c = (i / S) % C;
+    y[i] = (x[i] - mean[c]) * (scale[c] * rsqrt(var[c] + eps)) + offset[c];
+}
+#endif
+
+// d offset = sum(dy), d scale = sum(dy * (x - mean)) / sqrt(var + eps), per channel.
+#if WANT_bn_grad_sums
+__kernel __attribute__((reqd_work_group_size(BL, 1, 1)))
+void K(bn_grad_sums)(__global T* dscale, __global T* doffset, __global const T* dy, __global const T* x,
+                     __global const T* mean, __global const T* var, int C, int S, int count, T eps) {
+    __local T sh[BL];
+    int lid = get_local_id(0), c = get_group_id(0);
+    T m = mean[c], a = 0, b = 0;
+    for (int i = lid; i < count; i += BL) {
+        int at = BN_AT(i, c, C, S);
+        a += dy[at];
+        b += dy[at] * (x[at] - m);
+    }
+    a = group_sum(sh, a, lid);
+    b = group_sum(sh, b, lid);
+    if (lid == 0) {
+        doffset[c] = a;
+        dscale[c] = b * rsqrt(var[c] + eps);
+    }
+}
+#endif
+
+// Training: dx = scale * inv * (dy - doffset / count - (x - mean) * inv * dscale / count), inv = 1/sqrt(var+eps);
+// inference: dx = dy * scale * inv.
+#if WANT_bn_grad_apply
+__kernel void K(bn_grad_apply)(__global T* dx, __global const T* dy, __global const T* x, __global const T* scale,
+                               __global const T* mean, __global const T* var, __global const T* dscale,
+                               __global const T* doffset, int n, int C, int S, int count, T eps, int training) {
+    int i = get_global_id(0);
+    if (i >= n) return;
+    int c = (i / S) % C;
+    T inv = rsqrt(var[c] + eps);
+    T g = dy[i];
+    if (training) g -= doffset[c] / count + (x[i] - mean[c]) * inv * dscale[c] / count;
+    dx[i] = g * scale[c] * inv;
+}
+#endif

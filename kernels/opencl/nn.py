@@ -147,3 +147,95 @@ def _xent(ctx, ins, outs, attrs):
     rows, cols = x.shape
     k = kernel(rt, SRC, "xent", x.dtype)
     rt.run1d(k, rows, loss, backprop, x, labels, np.int32(rows), np.int32(cols), local=64)
+
+
+# -- LeakyRelu, LRN, FusedBatchNorm ---------------------------------------------------------------------------
+def _scalar(dtype, v):
+    return np.dtype(dtype).type(v)
+
+
+@register("LeakyRelu", F)
+def _leaky_relu(ctx, ins, outs, attrs):
+    rt, x, out = ctx.runtime, ins[0], outs[0]
+    rt.run1d(kernel(rt, SRC, "leaky_relu", x.dtype), out.size, out, x, _scalar(x.dtype, attrs["alpha"]),
+             np.int32(out.size))
+
+
+@register("LeakyReluGrad", F)
+def _leaky_relu_grad(ctx, ins, outs, attrs):
+    rt, (g, x), out = ctx.runtime, ins, outs[0]
+    rt.run1d(kernel(rt, SRC, "leaky_relu_grad", x.dtype), out.size, out, g, x, _scalar(x.dtype, attrs["alpha"]),
+             np.int32(out.size))
+
+
+def _lrn_scalars(x, attrs) -> tuple:
+    return (np.int32(x.size), np.int32(x.shape[-1]), np.int32(attrs["depth_radius"]),
+            *(_scalar(x.dtype, attrs[k]) for k in ("bias", "alpha", "beta")))
+
+
+@register("LRN", F)
+def _lrn(ctx, ins, outs, attrs):
+    rt, x, y = ctx.runtime, ins[0], outs[0]
+    rt.run1d(kernel(rt, SRC, "lrn", x.dtype), x.size, y, x, *_lrn_scalars(x, attrs))
+
+
+@register("LRNGrad", F)
+def _lrn_grad(ctx, ins, outs, attrs):
+    rt, (g, x, y), dx = ctx.runtime, ins, outs[0]
+    rt.run1d(kernel(rt, SRC, "lrn_grad", x.dtype), x.size, dx, g, x, y, *_lrn_scalars(x, attrs))
+
+
+_BL = 64  # batch norm's work-group per channel
+
+
+def _bn_layout(x, attrs) -> tuple[int, int, int]:
+    """(C, S, count): channels, the stride of a channel in elements, elements per channel."""
+    if attrs["data_format"] == "NCHW":
+        c, s = x.shape[1], x.shape[2] * x.shape[3]
+    else:
+        c, s = x.shape[3], 1
+    return c, s, x.size // max(c, 1)
+
+
+def _fused_batch_norm(ctx, ins, outs, attrs):
+    rt, (x, scale, offset, mean, variance) = ctx.runtime, ins
+    y, batch_mean, batch_var, saved_mean, saved_var = outs[:5]
+    if len(outs) == 6:
+        rt.upload_into(outs[5], np.zeros((), outs[5].dtype))
+    c, s, count = _bn_layout(x, attrs)
+    eps = _scalar(x.dtype, attrs["epsilon"])
+    if attrs["is_training"]:
+        f = attrs.get("exponential_avg_factor", 1.0)
+        old_mean, old_var = (mean, variance) if f != 1.0 else (saved_mean, saved_var)  # not read when f == 1
+        k = kernel(rt, SRC, "bn_stats", x.dtype, BL=_BL)
+        rt.run(k, (c * _BL,), (_BL,), batch_mean, batch_var, saved_mean, saved_var, x, old_mean, old_var,
+               np.int32(c), np.int32(s), np.int32(count), _scalar(x.dtype, f),
+               _scalar(x.dtype, count / max(count - 1, 1)))
+        m, v = saved_mean, saved_var
+    else:
+        for dst in (batch_mean, saved_mean):
+            rt.copy(dst, mean)
+        for dst in (batch_var, saved_var):
+            rt.copy(dst, variance)
+        m, v = mean, variance
+    rt.run1d(kernel(rt, SRC, "bn_apply", x.dtype), x.size, y, x, scale, offset, m, v, np.int32(x.size),
+             np.int32(c), np.int32(s), eps)
+
+
+register("FusedBatchNorm", F)(_fused_batch_norm)
+register("FusedBatchNormV3", F)(_fused_batch_norm)
+
+
+def _fused_batch_norm_grad(ctx, ins, outs, attrs):
+    rt, (dy, x, scale, m, v) = ctx.runtime, ins[:5]
+    dx, dscale, doffset = outs[:3]
+    c, s, count = _bn_layout(x, attrs)
+    eps = _scalar(x.dtype, attrs["epsilon"])
+    rt.run(kernel(rt, SRC, "bn_grad_sums", x.dtype, BL=_BL), (c * _BL,), (_BL,), dscale, doffset, dy, x, m, v,
+           np.int32(c), np.int32(s), np.int32(count), eps)
+    rt.run1d(kernel(rt, SRC, "bn_grad_apply", x.dtype), x.size, dx, dy, x, scale, m, v, dscale, doffset,
+             np.int32(x.size), np.int32(c), np.int32(s), np.int32(count), eps, np.int32(attrs["is_training"]))
+
+
+register("FusedBatchNormGrad", F)(_fused_batch_norm_grad)
+register("FusedBatchNormGradV3", F)(_fused_batch_norm_grad)

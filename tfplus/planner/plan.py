@@ -119,6 +119,7 @@ class MemoryPlan:
     max_batch_size: int | None = None
     scratch_divisor: int = 1
     feed_shapes: dict = field(default_factory=dict)                    # {fed tensor: shape} of the whole step
+    notes: list[str] = field(default_factory=list)                     # what the planner would not do, and why
 
     @property
     def buffers(self) -> list[Buffer]:
@@ -177,6 +178,8 @@ class MemoryPlan:
                "breakdown": self.breakdown()}
         if self.max_batch_size is not None:
             out["max_batch_size"] = self.max_batch_size
+        if self.notes:
+            out["notes"] = self.notes
         return out
 
     def summary(self) -> str:
@@ -194,6 +197,7 @@ class MemoryPlan:
         for t in self.transformations:
             lines.append(f"  + {t['name']}: {t['detail']} "
                          f"(predicted overhead {t['predicted_overhead']:+.1%})")
+        lines += [f"  note: {n}" for n in self.notes]
         return "\n".join(lines)
 
 
@@ -488,6 +492,8 @@ class _Step:
             p.batch_size, p.batch_feeds = self.batch_size(), list(self.split().batch_feeds)
         p.chunks = {op: n for ph in phases for op, n in ph.life.chunks.items()}
         p.scratch_divisor = d
+        why = batch_statistics(self.order)
+        p.notes = [f"micro-batching not applied: {why}"] if why else []
         p.transformations = self._describe(p, k, c, z, d)
         p.predicted_overhead = self.overhead(k, c, z, d)
         return p
@@ -697,6 +703,17 @@ class _Split:
     user_fetches: list[Tensor]   # the user's tensor fetches computed per micro-batch (merged after)
 
 
+def batch_statistics(order) -> str | None:
+    """Why these ops cannot run on micro-batches exactly, if one computes statistics of the whole batch:
+    training-mode batch norm. (Inference-mode batch norm reads fixed statistics: row by row like any op.)"""
+    for op in order:
+        if op.type in ("FusedBatchNorm", "FusedBatchNormV3") and op.attrs.get("is_training", True):
+            return (f"{op.type} '{op.name}' normalizes with the statistics of the whole batch (training mode); "
+                    "micro-batches would use each slice's own and update the moving averages once per slice, "
+                    "changing the results")
+    return None
+
+
 def _split(step: _Step) -> _Split | PlanError:
     """Splits the step into a per-micro-batch run (forward, backward) and an update run (the ops that change
     variables in place, and everything after them), joined by the update ops' batch-dependent inputs."""
@@ -708,9 +725,10 @@ def _split(step: _Step) -> _Split | PlanError:
                    and t._shape[0] is None}
     order = step.order
     batch_dep = set(batch_feeds)
+    why = batch_statistics(order)
+    if why:
+        return PlanError(f"cannot micro-batch: {why}")
     for op in order:
-        if op.type in ("FusedBatchNorm", "FusedBatchNormV3"):
-            return PlanError(f"cannot micro-batch: {op.type} '{op.name}' uses batch statistics")
         if any(t in batch_dep for t in op.inputs):
             batch_dep.update(t for t in op.outputs if t not in step.feeds)
     after: set[Operation] = set()  # the update ops and everything that must run after them

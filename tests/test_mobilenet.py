@@ -1,0 +1,175 @@
+"""MobileNet v1 (tfplus.graphs.mobilenet): layers and parameters, training with batch norm on every device
+(moving averages updated by the train op, evaluation in inference mode), the CLI, and the memory planner
+(planned == measured bytes; no micro-batching of training-mode batch norm)."""
+import math
+import tracemalloc
+
+import numpy as np
+import pytest
+
+import tfplus as tf
+from tfplus import planner
+from tfplus.graphs import get_model, training_graph
+from tfplus.graphs.mobilenet import mobilenet, widths
+
+TINY = {"conv_widths": (8, 8, 16)}  # the stem and two blocks (the second strided)
+
+
+def _feeds(tg, batch=8, size=16, seed=0):
+    rng = np.random.default_rng(seed)
+    return {tg.images: rng.standard_normal((batch, 3, size, size)).astype(np.float32),
+            tg.labels: rng.integers(0, 10, batch).astype(np.int32)}
+
+
+def _tiny_graph(**kw):
+    return training_graph(mobilenet, total_steps=100, seed=0, learning_rate=0.05, schedule="const",
+                          image_shape=(3, 16, 16), model_kwargs=dict(TINY, **kw))
+
+
+def test_default_mobilenet_layers_and_parameter_count():
+    g = tf.Graph()
+    with g.as_default():
+        logits = mobilenet(tf.placeholder(tf.float32, [None, 3, 32, 32]))
+        params = {v.op.name: v.shape.as_list() for v in tf.trainable_variables()}
+        moving = [v.op.name for v in tf.global_variables() if "moving" in v.op.name]
+        assert len(tf.get_collection(tf.GraphKeys.UPDATE_OPS)) == 2 * 27
+    assert logits.shape.as_list() == [None, 10]
+    assert params["conv0/weights"] == [3, 3, 3, 32] and params["block1/dw/depthwise_weights"] == [3, 3, 32, 1]
+    assert params["block13/pw/weights"] == [1, 1, 1024, 1024] and params["logits/weights"] == [1024, 10]
+    assert params["block13/pw/bn/gamma"] == [1024] and len(moving) == 2 * 27
+    ws = (3,) + widths(1.0)
+    convs = 27 * 32 + sum(9 * a + a * b for a, b in zip(ws[1:], ws[2:]))
+    bn = 2 * sum(ws[1:]) + 2 * sum(ws[1:-1])  # gamma and beta: the stem and each pw, each dw (its input)
+    assert sum(math.prod(s) for s in params.values()) == convs + bn + 1024 * 10 + 10 == 3_217_226
+    assert widths(0.25)[:4] == (8, 16, 32, 32)
+
+
+@pytest.mark.parametrize("data_format", ["NCHW", "NHWC"])
+def test_strided_blocks_end_at_2x2(data_format):
+    with tf.Graph().as_default():
+        shape = [2, 3, 32, 32] if data_format == "NCHW" else [2, 32, 32, 3]
+        mobilenet(tf.placeholder(tf.float32, shape), width_multiplier=0.25, data_format=data_format)
+        last = tf.get_default_graph().get_operation_by_name("block13/pw/bn/FusedBatchNormV3").outputs[0]
+        assert last.shape.as_list() == ([2, 256, 2, 2] if data_format == "NCHW" else [2, 2, 2, 256])
+
+
+def test_training_graph_updates_moving_averages_and_evaluates_in_inference_mode():
+    tg = _tiny_graph()
+    bns = [op for op in tg.graph.get_operations() if op.type == "FusedBatchNormV3"]
+    assert len(bns) == 2 * 5  # every BN built twice: training (the loss) and inference (the predictions)
+    from tfplus.framework import needed_ops
+    pred_bns = [op for op in needed_ops([tg.predictions], {tg.images}) if op.type == "FusedBatchNormV3"]
+    assert len(pred_bns) == 5 and not any(op.attrs["is_training"] for op in pred_bns)
+    loss_bns = [op for op in needed_ops([tg.loss], {tg.images, tg.labels}) if op.type == "FusedBatchNormV3"]
+    assert len(loss_bns) == 5 and all(op.attrs["is_training"] for op in loss_bns)
+    feeds = _feeds(tg)
+    with tf.Session(graph=tg.graph) as sess:
+        sess.run(tg.init_op)
+        mm = tg.graph.get_tensor_by_name("conv0/bn/moving_mean:0")
+        before = sess.run(mm)
+        sess.run(tg.predictions, {tg.images: feeds[tg.images]})
+        np.testing.assert_array_equal(sess.run(mm), before)  # evaluation updates nothing
+        sess.run(tg.train_op, feeds)
+        after = sess.run(mm)
+    # momentum 0.9: moving = 0.9 * 0 + 0.1 * the batch mean of conv0's output
+    assert np.abs(after).max() > 0 and not np.allclose(after, before)
+
+
+def test_training_steps_fit_a_fixed_batch(device):
+    tg = _tiny_graph()
+    feeds = _feeds(tg)
+    with tf.Session(graph=tg.graph, device=device) as sess:
+        sess.run(tg.init_op)
+        losses = [float(sess.run([tg.train_op, tg.loss], feeds)[1]) for _ in range(12)]
+        acc = sess.run(tg.predictions, {tg.images: feeds[tg.images]})
+    assert losses[-1] < 0.6 * losses[0], losses
+    assert acc.shape == (8,)
+
+
+def test_cli_trains_mobilenet(tmp_path, capsys):
+    from tfplus.cli import main
+    code = main(["train", "--synthetic", "--model", "mobilenet", "--widths", "8,8,16", "--batch-size", "8",
+                 "--steps", "3", "--log-every", "1", "--log", str(tmp_path / "log.jsonl")])
+    assert code == 0
+    assert "test acc" in capsys.readouterr().out
+
+
+def test_planned_bytes_are_measured_bytes():
+    """As test_planner's Mentee check: the NumPy data a planned MobileNet step holds and adds is the plan's
+    (every depthwise and batch-norm kernel's scratch is declared)."""
+    from test_planner import _UNPLANNED
+
+    from tfplus.planner.execute import install, measure_step
+    tg = _tiny_graph()
+    feeds = _feeds(tg, batch=16)
+    fetches = [tg.train_op, tg.loss]
+    p = planner.plan(fetches, {t: v.shape for t, v in feeds.items()}, graph=tg.graph)
+    tracemalloc.start()
+    try:
+        with tf.Session(graph=tg.graph, memory_budget="1GB") as sess:
+            sess.run(tg.init_op)
+            install(sess, fetches, p)
+            sess.run(fetches, feeds)
+            m = measure_step(sess, fetches, feeds)
+    finally:
+        tracemalloc.stop()
+    slack = p.alignment + 4096
+    assert 0 <= m["held"] - (p.fixed_bytes - p.feed_bytes + p.arena_bytes) <= slack, m
+    assert m["during"] <= _UNPLANNED, m
+    assert 0 <= m["peak"] - p.peak_bytes <= _UNPLANNED + slack
+
+
+def test_a_tight_budget_never_micro_batches_training_batch_norm():
+    tg = _tiny_graph()
+    feeds = _feeds(tg, batch=16)
+    shapes = {t: v.shape for t, v in feeds.items()}
+    fetches = [tg.train_op, tg.loss]
+    with pytest.raises(planner.PlanError, match="statistics of the whole batch"):
+        planner.plan(fetches, shapes, graph=tg.graph, force=(2, 1))
+    free = planner.plan(fetches, shapes, graph=tg.graph)
+    assert free.notes and "statistics of the whole batch" in free.notes[0]
+    try:
+        p = planner.plan(fetches, shapes, graph=tg.graph, budget=free.fixed_bytes + free.arena_bytes * 3 // 4)
+        assert p.microbatches == 1
+    except planner.BudgetError as e:
+        assert e.plan.microbatches == 1 and "statistics of the whole batch" in str(e)
+    # Evaluation (inference-mode batch norm) may be micro-batched.
+    evaluation = planner.plan([tg.predictions], {tg.images: (16, 3, 16, 16)}, graph=tg.graph, force=(2, 1))
+    assert evaluation.microbatches == 2 and not evaluation.notes
+
+
+def test_plan_cli_says_why_it_does_not_micro_batch(capsys):
+    from tfplus.cli import main
+    assert main(["plan", "--model", "mobilenet", "--batch-size", "4", "--budget", "40MB"]) in (0, 1)
+    out = capsys.readouterr().out
+    assert "does NOT fit" in out and "note: micro-batching not applied" in out and "FusedBatchNormV3" in out
+
+
+def test_model_is_registered():
+    assert get_model("mobilenet").build is mobilenet
+
+
+@pytest.mark.skipif("opencl" not in __import__("conftest").DEVICES, reason="no OpenCL device (install PoCL)")
+def test_opencl_ledger_measures_the_planned_peak():
+    """On opencl, a planned MobileNet step trains as the plain one, holds exactly the plan's peak and creates
+    no device buffer (the batch-norm and depthwise kernels need no scratch)."""
+    from test_planner_opencl import _train
+    tg = _tiny_graph()
+    feeds = _feeds(tg, batch=8)
+    want = _train(tg, feeds)
+    losses, weights, p, m = _train(tg, feeds, (1, 1))
+    np.testing.assert_allclose(losses, want[0], rtol=1e-5)
+    for name, w in want[1].items():
+        np.testing.assert_allclose(weights[name], w, rtol=1e-4, atol=1e-6, err_msg=name)
+    assert m["allocations"] == 0 and m["peak"] == p.peak_bytes, (m, p.peak_bytes)
+
+
+def test_training_graph_graphdef_round_trip():
+    from tfplus import graph_io
+    tg = _tiny_graph()
+    graph_def = tg.graph.as_graph_def()
+    copy = tf.Graph()
+    with copy.as_default():
+        graph_io.import_graph_def(graph_def, name="")
+    assert copy.as_graph_def().SerializeToString(deterministic=True) == \
+        graph_def.SerializeToString(deterministic=True)
