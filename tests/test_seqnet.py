@@ -73,3 +73,31 @@ def test_cli_trains_seqnet(tmp_path, capsys):
                  "--steps", "2", "--log-every", "1", "--log", str(tmp_path / "log.jsonl")])
     assert code == 0
     assert "test acc" in capsys.readouterr().out
+
+
+def test_planned_bytes_are_measured_bytes():
+    """As test_mobilenet's check: a planned seqnet step (unrolled GRUs, batch norm on sequences) holds and adds
+    the NumPy data its plan says."""
+    import tracemalloc
+
+    from test_planner import _UNPLANNED
+
+    from tfplus import planner
+    from tfplus.planner.execute import install, measure_step
+    tg = training_graph(seqnet, total_steps=10, seed=0, image_shape=(3, 8, 8), model_kwargs=TINY)
+    feeds = _feeds(tg, batch=16)
+    fetches = [tg.train_op, tg.loss]
+    p = planner.plan(fetches, {t: v.shape for t, v in feeds.items()}, graph=tg.graph)
+    tracemalloc.start()
+    try:
+        with tf.Session(graph=tg.graph, memory_budget="1GB") as sess:
+            sess.run(tg.init_op)
+            install(sess, fetches, p)
+            sess.run(fetches, feeds)
+            m = measure_step(sess, fetches, feeds)
+    finally:
+        tracemalloc.stop()
+    slack = p.alignment + 4096
+    assert 0 <= m["held"] - (p.fixed_bytes - p.feed_bytes + p.arena_bytes) <= slack, m
+    assert m["during"] <= _UNPLANNED, m
+    assert 0 <= m["peak"] - p.peak_bytes <= _UNPLANNED + slack
