@@ -298,14 +298,14 @@ def dynamic_rnn(cell, inputs, sequence_length=None, initial_state=None, dtype=No
         steps = xt.shape.as_list()[0]
         if steps is not None:
             outs, state = static_rnn(cell, array_ops.unstack(xt, steps), initial_state, dtype, sequence_length,
-                                     scope=variable_scope_here())
+                                     scope=_current_scope())
             yt = array_ops.stack(outs)
         else:
             yt, state = _while_rnn(cell, xt, initial_state, dtype, sequence_length)
         return (yt if time_major else array_ops.transpose(yt, [1, 0, 2])), state
 
 
-def variable_scope_here():
+def _current_scope():
     """The current variable scope, to re-enter it (so static_rnn does not add another 'rnn' level)."""
     from tfplus.variables import get_variable_scope
     return get_variable_scope()
@@ -366,11 +366,11 @@ def bidirectional_dynamic_rnn(cell_fw, cell_bw, inputs, sequence_length=None, in
     with variable_scope(scope or "bidirectional_rnn"):
         with variable_scope("fw"):
             out_fw, st_fw = dynamic_rnn(cell_fw, x, sequence_length, initial_state_fw, dtype,
-                                        time_major=time_major, scope=variable_scope_here())
+                                        time_major=time_major, scope=_current_scope())
         with variable_scope("bw"):
             xt = x if time_major else array_ops.transpose(x, [1, 0, 2])
             rev, st_bw = dynamic_rnn(cell_bw, _reverse_time(xt, sequence_length), sequence_length,
-                                     initial_state_bw, dtype, time_major=True, scope=variable_scope_here())
+                                     initial_state_bw, dtype, time_major=True, scope=_current_scope())
             out_bw = _reverse_time(rev, sequence_length)
             out_bw = out_bw if time_major else array_ops.transpose(out_bw, [1, 0, 2])
     return (out_fw, out_bw), (st_fw, st_bw)
