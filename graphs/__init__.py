@@ -10,10 +10,12 @@ if __name__ == "graphs":
     raise ImportError("import this package as tfplus.graphs, not as top-level 'graphs' "
                       "(pip install . maps it there)")
 
+from functools import partial as _partial  # noqa: E402
 from typing import Callable, NamedTuple  # noqa: E402
 
 from tfplus.graphs import lenet, mentee  # noqa: E402  the modules; tfplus.graphs.mentee stays the module
 from tfplus.graphs import mobilenet as _mobilenet  # noqa: E402
+from tfplus.graphs import seqnet as _seqnet  # noqa: E402
 from tfplus.graphs.mentee import TrainGraph, training_graph  # noqa: E402
 
 
@@ -30,6 +32,13 @@ MODELS: dict[str, Model] = {m.name: m for m in (
     Model("lenet", lenet.lenet, "2 conv (5x5 6 | 16 |) + 3 FC (400-120-84-10); 62k params"),
     Model("mobilenet", _mobilenet.mobilenet, "MobileNet v1 for 32x32: conv 32 + 13 depthwise separable blocks "
           "(BN, ReLU6; --widths: the stem's and each block's width) + global pool + FC; 3.2M params"),
+    # Sequence models on row-sequential CIFAR-10 (32 steps of 96 features); --widths: conv, RNN 1, RNN 2.
+    Model("seqnet", _seqnet.seqnet, "Conv1D 64 + BN + ReLU, GRU 128, BN, GRU 128, time-distributed dense, mean "
+          "over time; rows as time steps; 193k params"),
+    Model("seqnet-lstm", _partial(_seqnet.seqnet, cell="lstm"), "seqnet with LSTM cells"),
+    Model("seqnet-bi", _partial(_seqnet.seqnet, bidirectional=True), "seqnet with bidirectional GRUs"),
+    Model("seqnet-bilstm", _partial(_seqnet.seqnet, cell="lstm", bidirectional=True),
+          "seqnet with bidirectional LSTMs"),
 )}
 
 

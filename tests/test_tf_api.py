@@ -240,8 +240,8 @@ def test_contrib_layers_names_defaults_and_regularizer():
             assert hv.min() >= 0 and zv.min() >= 0  # ReLU is contrib's default activation
             np.testing.assert_allclose(rv, 0.5 * (wv ** 2).sum() / 2, rtol=1e-5)
         assert y.shape.as_list() == [2, 2]
-    with pytest.raises(NotImplementedError, match=r"tf\.contrib\.rnn\.BasicLSTMCell"):
-        tf.contrib.rnn.BasicLSTMCell  # noqa: B018
+    with pytest.raises(NotImplementedError, match=r"tf\.contrib\.rnn\.AttentionCellWrapper"):
+        tf.contrib.rnn.AttentionCellWrapper  # noqa: B018
 
 
 # -- flags, app, logging, gfile ------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """tf.gradients: symbolic reverse mode. Adds gradient nodes (built from registered ops) to the graph."""
 from __future__ import annotations
 
-from tfplus.framework import Operation, Tensor, convert_to_tensor, name_scope
+from tfplus.framework import Operation, Tensor, convert_to_tensor, name_scope, shapes_compatible
 from tfplus.registry import NOT_DIFFERENTIABLE
 
 
@@ -55,6 +55,8 @@ def gradients(ys, xs, grad_ys=None, name="gradients", stop_gradients=None, coloc
                                  f"{len(op.inputs)} inputs")
             for t, g in zip(op.inputs, in_grads):
                 if g is not None and t.dtype.is_floating and t not in stop:
+                    if isinstance(g, Tensor) and shapes_compatible(g._shape, t._shape):
+                        g.set_shape(t._shape)  # dx has x's shape: keep what is known of it (loop invariants)
                     grads.setdefault(t, []).append(g)
         return [_aggregate(grads.get(x), math_ops) if x in grads else None for x in xs_t]
 

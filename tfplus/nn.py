@@ -11,5 +11,8 @@ from tfplus.unsupported import module_getattr as _module_getattr  # noqa: E402
 __getattr__ = _module_getattr(__name__, "tf.nn")
 
 # Ops TF1 lists under tf.nn but tfplus defines with the array and math ops.
+# TF1's tf.nn.rnn_cell module and the RNN drivers (tfplus.rnn).
+from tfplus import rnn as rnn_cell  # noqa: E402, F401
 from tfplus.ops.array_ops import embedding_lookup  # noqa: E402, F401
 from tfplus.ops.math_ops import top_k  # noqa: E402, F401
+from tfplus.rnn import bidirectional_dynamic_rnn, dynamic_rnn, static_rnn  # noqa: E402, F401

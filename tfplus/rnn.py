@@ -1,0 +1,376 @@
+"""TF1's recurrent networks: tf.nn.rnn_cell's cells and tf.nn.static_rnn / dynamic_rnn /
+bidirectional_dynamic_rnn, built from registered ops (MatMul, BiasAdd, Sigmoid, Tanh, ConcatV2, Split), so
+their gradients, kernels and plans come for free.
+
+    import tfplus as tf
+    x = tf.placeholder(tf.float32, [None, 32, 96])                  # batch-major: (batch, time, features)
+    cell = tf.nn.rnn_cell.GRUCell(64)
+    outputs, state = tf.nn.dynamic_rnn(cell, x, dtype=tf.float32)   # (batch, 32, 64), (batch, 64)
+    # variables rnn/gru_cell/gates/kernel (96 + 64, 128), gates/bias, candidate/kernel (160, 64), candidate/bias
+
+Variable names, shapes and weight layouts are TF1's (tests/test_rnn.py checks them, the outputs and the
+gradients against TensorFlow). A cell creates its variables on its first call, under the variable scope it is
+called in plus its own name (`gru_cell`, `gru_cell_1`, ... as TF1 numbers them); later calls share them.
+
+dynamic_rnn unrolls the time loop when the number of steps is known when the graph is built (each step is a few
+ops in the graph; no loop-variable history) and runs a tf.while_loop otherwise: benchmarks/bench_rnn_unroll.py
+measures a 32-step GRU's training step ~2.5x faster unrolled on the cpu device, ~2x on opencl.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from tfplus import dtypes as _dt
+from tfplus.framework import Tensor, convert_to_tensor, name_scope
+from tfplus.init_ops import Constant, zeros_initializer
+from tfplus.ops import array_ops, math_ops, nn_ops
+from tfplus.ops.control_flow_ops import TensorArray, while_loop
+from tfplus.variables import get_variable, variable_scope
+
+__all__ = ["RNNCell", "BasicRNNCell", "GRUCell", "BasicLSTMCell", "LSTMCell", "LSTMStateTuple", "MultiRNNCell",
+           "static_rnn", "dynamic_rnn", "bidirectional_dynamic_rnn"]
+
+
+class LSTMStateTuple(NamedTuple):
+    """An LSTM's state: the cell state c and the output h, each (batch, num_units)."""
+    c: Tensor
+    h: Tensor
+
+    @property
+    def dtype(self):
+        return self.c.dtype
+
+
+def _flatten(s) -> list:
+    return [t for x in s for t in _flatten(x)] if isinstance(s, (tuple, list)) else [s]
+
+
+def _pack(structure, flat: list):
+    """`flat` in the nesting of `structure` (tuples, LSTMStateTuples)."""
+    it = iter(flat)
+
+    def build(s):
+        if isinstance(s, (tuple, list)):
+            items = [build(x) for x in s]
+            return type(s)(*items) if hasattr(s, "_fields") else type(s)(items)
+        return next(it)
+    return build(structure)
+
+
+class RNNCell:
+    """The base of the cells: `output, new_state = cell(inputs, state)` with inputs (batch, depth)."""
+    _default_name = "rnn_cell"
+
+    def __init__(self, name=None, dtype=None, reuse=None):
+        self._name, self._reuse, self._scope, self._built = name, reuse, None, False
+
+    @property
+    def state_size(self):
+        raise NotImplementedError
+
+    @property
+    def output_size(self) -> int:
+        raise NotImplementedError
+
+    def zero_state(self, batch_size, dtype):
+        """Zeros in the structure of state_size, each (batch_size, n)."""
+        static = batch_size if isinstance(batch_size, int) else None
+        with name_scope(f"{type(self).__name__}ZeroState"):
+            zeros = [array_ops.zeros(array_ops.stack([batch_size, n]), dtype) for n in _flatten(self.state_size)]
+            for z, n in zip(zeros, _flatten(self.state_size)):
+                z.set_shape([static, n])
+            return _pack(self.state_size, zeros)
+
+    def __call__(self, inputs, state, scope=None):
+        inputs = convert_to_tensor(inputs)
+        if self._scope is None:  # first call: the variables' scope, numbered as TF1 numbers layers
+            with variable_scope(scope or self._name, default_name=self._default_name, reuse=self._reuse) as vs:
+                self._scope = vs
+        with variable_scope(self._scope, reuse=True if self._built else self._reuse):
+            if not self._built:
+                depth = inputs.shape.as_list()[-1]
+                if depth is None:
+                    raise ValueError(f"{type(self).__name__}: the last dimension of the inputs ('{inputs.name}', "
+                                     f"shape {inputs.shape}) must be known")
+                self.build(depth, inputs.dtype)
+                self._built = True
+            return self.call(inputs, state)
+
+    def build(self, depth: int, dtype) -> None:
+        raise NotImplementedError
+
+    def call(self, inputs, state):
+        raise NotImplementedError
+
+
+def _linear(inputs, state, kernel, bias):
+    """concat([inputs, state], 1) @ kernel + bias: TF1's layout (the input's rows, then the state's)."""
+    return nn_ops.bias_add(math_ops.matmul(array_ops.concat([inputs, state], 1), kernel), bias)
+
+
+class BasicRNNCell(RNNCell):
+    """h' = activation([x, h] @ kernel + bias); variables basic_rnn_cell/kernel (depth + n, n), bias (n)."""
+    _default_name = "basic_rnn_cell"
+
+    def __init__(self, num_units, activation=None, reuse=None, name=None, dtype=None):
+        super().__init__(name, dtype, reuse)
+        self._num_units, self._activation = num_units, activation or nn_ops.tanh
+
+    state_size = output_size = property(lambda self: self._num_units)
+
+    def build(self, depth, dtype):
+        n = self._num_units
+        self._kernel = get_variable("kernel", [depth + n, n], dtype)
+        self._bias = get_variable("bias", [n], dtype, initializer=zeros_initializer())
+
+    def call(self, inputs, state):
+        h = self._activation(_linear(inputs, state, self._kernel, self._bias))
+        return h, h
+
+
+class GRUCell(RNNCell):
+    """TF1's GRU (Cho et al. 2014): r, u = split(sigmoid([x, h] @ gates/kernel + gates/bias));
+    c = activation([x, r * h] @ candidate/kernel + candidate/bias); h' = u * h + (1 - u) * c.
+    The gates' bias starts at 1 (TF1's default): the cell begins by mostly keeping its state."""
+    _default_name = "gru_cell"
+
+    def __init__(self, num_units, activation=None, reuse=None, kernel_initializer=None, bias_initializer=None,
+                 name=None, dtype=None):
+        super().__init__(name, dtype, reuse)
+        self._num_units, self._activation = num_units, activation or nn_ops.tanh
+        self._kernel_init, self._bias_init = kernel_initializer, bias_initializer
+
+    state_size = output_size = property(lambda self: self._num_units)
+
+    def build(self, depth, dtype):
+        n = self._num_units
+        self._gate_kernel = get_variable("gates/kernel", [depth + n, 2 * n], dtype, initializer=self._kernel_init)
+        self._gate_bias = get_variable("gates/bias", [2 * n], dtype, initializer=self._bias_init or Constant(1.0))
+        self._cand_kernel = get_variable("candidate/kernel", [depth + n, n], dtype, initializer=self._kernel_init)
+        self._cand_bias = get_variable("candidate/bias", [n], dtype,
+                                       initializer=self._bias_init or zeros_initializer())
+
+    def call(self, inputs, state):
+        r, u = array_ops.split(nn_ops.sigmoid(_linear(inputs, state, self._gate_kernel, self._gate_bias)), 2, 1)
+        c = self._activation(_linear(inputs, math_ops.multiply(r, state), self._cand_kernel, self._cand_bias))
+        h = math_ops.add(math_ops.multiply(u, state), math_ops.multiply(math_ops.subtract(1.0, u), c))
+        return h, h
+
+
+class BasicLSTMCell(RNNCell):
+    """TF1's LSTM: i, j, f, o = split([x, h] @ kernel + bias, 4); c' = c * sigmoid(f + forget_bias) +
+    sigmoid(i) * activation(j); h' = activation(c') * sigmoid(o). Variables basic_lstm_cell/kernel
+    (depth + n, 4n), bias (4n). The state is LSTMStateTuple(c, h), or concat([c, h], 1) with
+    state_is_tuple=False."""
+    _default_name = "basic_lstm_cell"
+
+    def __init__(self, num_units, forget_bias=1.0, state_is_tuple=True, activation=None, reuse=None, name=None,
+                 dtype=None):
+        super().__init__(name, dtype, reuse)
+        self._num_units, self._forget_bias = num_units, float(forget_bias)
+        self._tuple, self._activation = state_is_tuple, activation or nn_ops.tanh
+
+    @property
+    def state_size(self):
+        n = self._num_units
+        return LSTMStateTuple(n, n) if self._tuple else 2 * n
+
+    output_size = property(lambda self: self._num_units)
+
+    def build(self, depth, dtype):
+        n = self._num_units
+        self._kernel = get_variable("kernel", [depth + n, 4 * n], dtype, initializer=self._kernel_initializer())
+        self._bias = get_variable("bias", [4 * n], dtype, initializer=zeros_initializer())
+
+    def _kernel_initializer(self):
+        return None
+
+    def call(self, inputs, state):
+        c, h = state if self._tuple else array_ops.split(state, 2, 1)
+        i, j, f, o = array_ops.split(_linear(inputs, h, self._kernel, self._bias), 4, 1)
+        act = self._activation
+        forget = nn_ops.sigmoid(math_ops.add(f, convert_to_tensor(self._forget_bias, dtype=f.dtype)))
+        new_c = math_ops.add(math_ops.multiply(c, forget), math_ops.multiply(nn_ops.sigmoid(i), act(j)))
+        new_h = math_ops.multiply(act(new_c), nn_ops.sigmoid(o))
+        return new_h, (LSTMStateTuple(new_c, new_h) if self._tuple else array_ops.concat([new_c, new_h], 1))
+
+
+class LSTMCell(BasicLSTMCell):
+    """TF1's LSTMCell without peepholes, clipping or projection (those raise): BasicLSTMCell's arithmetic with
+    variables lstm_cell/kernel and lstm_cell/bias, and an `initializer` for the kernel."""
+    _default_name = "lstm_cell"
+
+    def __init__(self, num_units, use_peepholes=False, cell_clip=None, initializer=None, num_proj=None,
+                 proj_clip=None, num_unit_shards=None, num_proj_shards=None, forget_bias=1.0, state_is_tuple=True,
+                 activation=None, reuse=None, name=None, dtype=None):
+        given = {"use_peepholes": use_peepholes, "cell_clip": cell_clip, "num_proj": num_proj,
+                 "proj_clip": proj_clip, "num_unit_shards": num_unit_shards, "num_proj_shards": num_proj_shards}
+        bad = [k for k, v in given.items() if v not in (None, False)]
+        if bad:
+            raise NotImplementedError(f"LSTMCell: {', '.join(bad)} not supported by tfplus")
+        super().__init__(num_units, forget_bias, state_is_tuple, activation, reuse, name, dtype)
+        self._initializer = initializer
+
+    def _kernel_initializer(self):
+        return self._initializer
+
+
+class MultiRNNCell(RNNCell):
+    """Cells stacked: each one's output is the next one's input; the state is a tuple of theirs. Variables
+    multi_rnn_cell/cell_<k>/<cell's name>/..."""
+    _default_name = "multi_rnn_cell"
+
+    def __init__(self, cells, state_is_tuple=True):
+        super().__init__()
+        if not cells:
+            raise ValueError("MultiRNNCell: needs at least one cell")
+        if not state_is_tuple:
+            raise NotImplementedError("MultiRNNCell(state_is_tuple=False) is not supported by tfplus")
+        self._cells = list(cells)
+
+    state_size = property(lambda self: tuple(c.state_size for c in self._cells))
+    output_size = property(lambda self: self._cells[-1].output_size)
+
+    def build(self, depth, dtype):
+        pass  # the cells build their own variables on their first call
+
+    def call(self, inputs, state):
+        x, new = inputs, []
+        for k, (cell, s) in enumerate(zip(self._cells, state)):
+            with variable_scope(f"cell_{k}"):
+                x, s = cell(x, s)
+            new.append(s)
+        return x, tuple(new)
+
+
+def _initial_state(cell, initial_state, batch_size, dtype):
+    if initial_state is not None:
+        return initial_state
+    if dtype is None:
+        raise ValueError("an RNN needs either initial_state or dtype")
+    return cell.zero_state(batch_size, _dt.as_dtype(dtype))
+
+
+def _masked(step, mask, new, old):
+    """new where step < sequence_length (mask is (batch, 1) 0/1), else old: TF1 copies the state through and
+    emits zeros after a sequence's end."""
+    if mask is None:
+        return new
+    keep = math_ops.subtract(1.0, mask)
+    return _pack(new, [math_ops.add(math_ops.multiply(mask, n), math_ops.multiply(keep, o))
+                       for n, o in zip(_flatten(new), _flatten(old))])
+
+
+def _step_mask(sequence_length, t, dtype):
+    if sequence_length is None:
+        return None
+    return array_ops.expand_dims(math_ops.cast(math_ops.less(t, sequence_length), dtype), 1)
+
+
+def static_rnn(cell, inputs, initial_state=None, dtype=None, sequence_length=None, scope=None):
+    """TF1's tf.nn.static_rnn: `inputs` a list of (batch, depth) tensors, one per step; returns (outputs, the
+    final state). With sequence_length, outputs past a sequence's end are zeros and its state stops there."""
+    if not inputs:
+        raise ValueError("static_rnn: inputs must be a non-empty list of (batch, depth) tensors")
+    inputs = [convert_to_tensor(x) for x in inputs]
+    with variable_scope(scope or "rnn"):
+        state = _initial_state(cell, initial_state, array_ops.shape(inputs[0])[0], dtype)
+        seq = None if sequence_length is None else math_ops.cast(sequence_length, _dt.int32)
+        outputs = []
+        for t, x in enumerate(inputs):
+            out, new = cell(x, state)
+            mask = _step_mask(seq, t, out.dtype)
+            state = _masked(t, mask, new, state)
+            outputs.append(out if mask is None else math_ops.multiply(mask, out))
+        return outputs, state
+
+
+def dynamic_rnn(cell, inputs, sequence_length=None, initial_state=None, dtype=None, parallel_iterations=None,
+                swap_memory=False, time_major=False, scope=None):
+    """TF1's tf.nn.dynamic_rnn: inputs (batch, time, depth), or (time, batch, depth) with time_major; returns
+    (outputs in the same major order, the final state). Unrolled when the time dimension is known, a
+    tf.while_loop otherwise."""
+    x = convert_to_tensor(inputs)
+    if x.shape.ndims != 3:
+        raise ValueError(f"dynamic_rnn: inputs '{x.name}' must be rank 3 (batch, time, depth), got {x.shape}")
+    with variable_scope(scope or "rnn"):
+        xt = x if time_major else array_ops.transpose(x, [1, 0, 2])
+        steps = xt.shape.as_list()[0]
+        if steps is not None:
+            outs, state = static_rnn(cell, array_ops.unstack(xt, steps), initial_state, dtype, sequence_length,
+                                     scope=_current_scope())
+            yt = array_ops.stack(outs)
+        else:
+            yt, state = _while_rnn(cell, xt, initial_state, dtype, sequence_length)
+        return (yt if time_major else array_ops.transpose(yt, [1, 0, 2])), state
+
+
+def _current_scope():
+    """The current variable scope, to re-enter it (so static_rnn does not add another 'rnn' level)."""
+    from tfplus.variables import get_variable_scope
+    return get_variable_scope()
+
+
+def _while_rnn(cell, xt, initial_state, dtype, sequence_length):
+    batch = array_ops.shape(xt)[1]
+    state = _initial_state(cell, initial_state, batch, dtype)
+    seq = None if sequence_length is None else math_ops.cast(sequence_length, _dt.int32)
+    steps = array_ops.shape(xt)[0]
+    # Build the variables outside the loop (one step on the first input), so the loop body only reads them.
+    out0, _ = cell(array_ops.gather(xt, 0), state)
+    outputs = TensorArray(out0.dtype, size=steps, element_shape=array_ops.shape(out0))
+    flat = _flatten(state)
+
+    def body(t, out_ta, *s):
+        st = _pack(state, list(s))
+        out, new = cell(array_ops.gather(xt, t), st)
+        mask = _step_mask(seq, t, out.dtype)
+        new = _masked(t, mask, new, st)
+        out = out if mask is None else math_ops.multiply(mask, out)
+        return (math_ops.add(t, 1), out_ta.write(t, out)) + tuple(_flatten(new))
+    final = while_loop(lambda t, *_: math_ops.less(t, steps), body, (convert_to_tensor(0), outputs) + tuple(flat),
+                       return_same_structure=True)
+    outs = final[1].stack()
+    outs.set_shape([None, xt.shape.as_list()[1], out0.shape.as_list()[-1]])
+    return outs, _pack(state, list(final[2:]))
+
+
+def _reverse_time(xt, sequence_length):
+    """xt (time, batch, ...) with each sequence's first sequence_length steps reversed (all steps without
+    sequence_length): TF1's reverse_sequence, as one Gather of the (time * batch) rows."""
+    shape = array_ops.shape(xt)
+    steps, batch = shape[0], shape[1]
+    t = array_ops.expand_dims(math_ops.range(0, steps), 1)                      # (time, 1)
+    b = array_ops.expand_dims(math_ops.range(0, batch), 0)                      # (1, batch)
+    if sequence_length is None:
+        src = math_ops.subtract(math_ops.subtract(steps, 1), t)
+    else:  # t < length: length - 1 - t; past the end: t
+        length = array_ops.expand_dims(math_ops.cast(sequence_length, _dt.int32), 0)
+        inside = math_ops.cast(math_ops.less(t, length), _dt.int32)
+        src = math_ops.add(t, math_ops.multiply(inside, math_ops.subtract(math_ops.subtract(length, 1),
+                                                                         math_ops.multiply(t, 2))))
+    rows = array_ops.reshape(math_ops.add(math_ops.multiply(src, batch), b), [-1])  # (time * batch,)
+    flat = array_ops.reshape(xt, array_ops.concat([[-1], shape[2:]], 0))
+    y = array_ops.reshape(array_ops.gather(flat, rows), shape)
+    y.set_shape(xt.shape)
+    return y
+
+
+def bidirectional_dynamic_rnn(cell_fw, cell_bw, inputs, sequence_length=None, initial_state_fw=None,
+                              initial_state_bw=None, dtype=None, parallel_iterations=None, swap_memory=False,
+                              time_major=False, scope=None):
+    """TF1's tf.nn.bidirectional_dynamic_rnn: ((outputs_fw, outputs_bw), (state_fw, state_bw)); cell_bw reads
+    each sequence backwards and its outputs are reversed back into input order. Variables
+    bidirectional_rnn/fw/<cell>/... and bidirectional_rnn/bw/<cell>/..."""
+    x = convert_to_tensor(inputs)
+    with variable_scope(scope or "bidirectional_rnn"):
+        with variable_scope("fw"):
+            out_fw, st_fw = dynamic_rnn(cell_fw, x, sequence_length, initial_state_fw, dtype,
+                                        time_major=time_major, scope=_current_scope())
+        with variable_scope("bw"):
+            xt = x if time_major else array_ops.transpose(x, [1, 0, 2])
+            rev, st_bw = dynamic_rnn(cell_bw, _reverse_time(xt, sequence_length), sequence_length,
+                                     initial_state_bw, dtype, time_major=True, scope=_current_scope())
+            out_bw = _reverse_time(rev, sequence_length)
+            out_bw = out_bw if time_major else array_ops.transpose(out_bw, [1, 0, 2])
+    return (out_fw, out_bw), (st_fw, st_bw)
