@@ -148,7 +148,7 @@ def test_cli_threads_flag_environment_and_devices(monkeypatch, capsys):
     monkeypatch.delenv(threads.ENV)
     seen, sharded = set(), threads.sharded
     monkeypatch.setattr(threads, "sharded", lambda *a: seen.add(threads.current()) or sharded(*a))
-    assert main(["profile", "--threads", "2", "--steps", "1", "--batch-size", "2", "--widths", "4,4",
+    assert main(["profile", "--threads", "2", "--steps", "4", "--batch-size", "2", "--widths", "4,4",
                  "--fc-widths", "8"]) == 0
     assert seen == {2}
     capsys.readouterr()
