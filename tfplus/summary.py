@@ -26,6 +26,7 @@ import zlib
 
 import numpy as np
 
+from tfplus import crc32c
 from tfplus.framework import GraphKeys, add_to_collection, convert_to_tensor, get_collection, get_default_graph
 from tfplus.proto import event_pb2, summary_pb2
 
@@ -39,39 +40,14 @@ __all__ = ["FileWriter", "FileWriterCache", "scalar", "histogram", "image", "tex
            "Summary", "SummaryMetadata", "HistogramProto", "Event", "SessionLog"]
 
 
-# -- CRC-32C (Castagnoli), as TFRecord framing needs it ------------------------------------------------------
-def _crc32c_table() -> list[int]:
-    table = []
-    for n in range(256):
-        c = n
-        for _ in range(8):
-            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1  # the reflected Castagnoli polynomial
-        table.append(c)
-    return table
-
-
-_CRC_TABLE = _crc32c_table()
-
-
-def crc32c(data: bytes) -> int:
-    """CRC-32C of `data` (pure Python: event records are small; the graph record once per writer)."""
-    crc = 0xFFFFFFFF
-    table = _CRC_TABLE
-    for byte in data:
-        crc = table[(crc ^ byte) & 0xFF] ^ (crc >> 8)
-    return crc ^ 0xFFFFFFFF
-
-
-def masked_crc32c(data: bytes) -> int:
-    """TFRecord's masked CRC: rotated right by 15 bits plus a constant, so a CRC of CRCs stays useful."""
-    crc = crc32c(data)
-    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+def _masked(data: bytes) -> int:
+    return crc32c.mask(crc32c.value(data))
 
 
 def tfrecord(data: bytes) -> bytes:
     """One TFRecord: uint64 length, uint32 masked CRC of the length, the data, uint32 masked CRC of the data."""
     length = struct.pack("<Q", len(data))
-    return length + struct.pack("<I", masked_crc32c(length)) + data + struct.pack("<I", masked_crc32c(data))
+    return length + struct.pack("<I", _masked(length)) + data + struct.pack("<I", _masked(data))
 
 
 # -- summary handles -----------------------------------------------------------------------------------------
