@@ -1131,36 +1131,31 @@ def _depthwise_grad(op, grad):
             apply_op("DepthwiseConv2dNativeBackpropFilter", [x, _shape_tensor(f), grad], a)]
 
 
-def _depthwise_backprop_input_shape(ins, attrs):
-    sizes, f, dy = ins
-    check_same_dtype([f, dy], "filter and out_backprop")
-    _check_float(f, "filter")
-    check_rank(f, 4, "filter")
+def _depthwise_backprop_shape(known, dy, sizes, attrs, known_name: str, sizes_name: str, input_of) -> list:
+    """The shape fn of both depthwise backprops: `known` (the filter or the input) and dy are tensors, `sizes`
+    gives the shape of the other one and of the output; input_of(value) is (input shape, filter shape)."""
+    check_same_dtype([known, dy], f"{known_name} and out_backprop")
+    _check_float(known, known_name)
+    check_rank(known, 4, known_name)
     check_rank(dy, 4, "out_backprop")
     _check_dilations(attrs)
     _check_no_explicit_paddings(attrs)
     fmt = _format(attrs)
-    value = _sizes_value(sizes, "input_sizes")
+    value = _sizes_value(sizes, sizes_name)
     if value is None:
-        return [spec((None,) * 4, f.dtype)]
-    _check_out_backprop(_depthwise_out(value, f.shape, attrs), _nhwc(dy.shape, fmt), fmt)
-    return [spec(value, f.dtype)]
+        return [spec((None,) * 4, known.dtype)]
+    _check_out_backprop(_depthwise_out(*input_of(value), attrs), _nhwc(dy.shape, fmt), fmt)
+    return [spec(value, known.dtype)]
+
+
+def _depthwise_backprop_input_shape(ins, attrs):
+    sizes, f, dy = ins
+    return _depthwise_backprop_shape(f, dy, sizes, attrs, "filter", "input_sizes", lambda v: (v, f.shape))
 
 
 def _depthwise_backprop_filter_shape(ins, attrs):
     x, sizes, dy = ins
-    check_same_dtype([x, dy], "input and out_backprop")
-    _check_float(x, "input")
-    check_rank(x, 4, "input")
-    check_rank(dy, 4, "out_backprop")
-    _check_dilations(attrs)
-    _check_no_explicit_paddings(attrs)
-    fmt = _format(attrs)
-    value = _sizes_value(sizes, "filter_sizes")
-    if value is None:
-        return [spec((None,) * 4, x.dtype)]
-    _check_out_backprop(_depthwise_out(x.shape, value, attrs), _nhwc(dy.shape, fmt), fmt)
-    return [spec(value, x.dtype)]
+    return _depthwise_backprop_shape(x, dy, sizes, attrs, "input", "filter_sizes", lambda v: (x.shape, v))
 
 
 register_op("DepthwiseConv2dNativeBackpropInput", inputs=("input_sizes", "filter", "out_backprop"),

@@ -98,22 +98,34 @@ def _apply_adam_workspace(ins, attrs):
     return _scratch(2 if attrs.get("use_nesterov", False) else 1)(ins, attrs)
 
 
-@register_kernel("ApplyRMSProp", "cpu", DTYPES)
-def _apply_rms_prop(ctx, ins, outs, attrs):
-    var, ms, mom, lr, rho, momentum, epsilon, grad = ins
-    tmp = ctx.workspace(var.shape, attrs["T"])
-    # ms += (grad^2 - ms) * (1 - rho), TF's order of operations
-    np.multiply(grad, grad, out=tmp)
-    tmp -= ms
-    tmp *= var.dtype.type(1) - rho
-    ms += tmp
-    np.add(ms, epsilon, out=tmp)
-    np.sqrt(tmp, out=tmp)
+def _mean_square_step(avg, x, one_minus_rho, tmp) -> None:
+    """avg += (x - avg) * (1 - rho) in place (TF's order of operations); `x` None means grad^2 already in tmp."""
+    if x is not None:
+        np.subtract(x, avg, out=tmp)
+    else:
+        tmp -= avg
+    tmp *= one_minus_rho
+    avg += tmp
+
+
+def _rms_momentum_step(var, mom, grad, lr, momentum, tmp) -> None:
+    """With tmp = the RMS denominator: mom = mom * momentum + lr * grad / tmp; var -= mom."""
     np.divide(grad, tmp, out=tmp)
     tmp *= lr
     mom *= momentum
     mom += tmp
     var -= mom
+
+
+@register_kernel("ApplyRMSProp", "cpu", DTYPES)
+def _apply_rms_prop(ctx, ins, outs, attrs):
+    var, ms, mom, lr, rho, momentum, epsilon, grad = ins
+    tmp = ctx.workspace(var.shape, attrs["T"])
+    np.multiply(grad, grad, out=tmp)
+    _mean_square_step(ms, None, var.dtype.type(1) - rho, tmp)
+    np.add(ms, epsilon, out=tmp)
+    np.sqrt(tmp, out=tmp)
+    _rms_momentum_step(var, mom, grad, lr, momentum, tmp)
 
 
 register_workspace("ApplyRMSProp", "cpu")(_scratch(1))
@@ -124,24 +136,15 @@ def _apply_centered_rms_prop(ctx, ins, outs, attrs):
     var, mg, ms, mom, lr, rho, momentum, epsilon, grad = ins
     one_minus_rho = var.dtype.type(1) - rho
     tmp = ctx.workspace(var.shape, attrs["T"])
-    # ms += (grad^2 - ms) * (1 - rho); mg += (grad - mg) * (1 - rho), TF's order of operations
     np.multiply(grad, grad, out=tmp)
-    tmp -= ms
-    tmp *= one_minus_rho
-    ms += tmp
-    np.subtract(grad, mg, out=tmp)
-    tmp *= one_minus_rho
-    mg += tmp
-    # mom = mom * momentum + grad * lr / sqrt(ms - mg^2 + epsilon)
+    _mean_square_step(ms, None, one_minus_rho, tmp)
+    _mean_square_step(mg, grad, one_minus_rho, tmp)
+    # denominator sqrt(ms - mg^2 + epsilon)
     np.multiply(mg, mg, out=tmp)
     np.subtract(ms, tmp, out=tmp)
     tmp += epsilon
     np.sqrt(tmp, out=tmp)
-    np.divide(grad, tmp, out=tmp)
-    tmp *= lr
-    mom *= momentum
-    mom += tmp
-    var -= mom
+    _rms_momentum_step(var, mom, grad, lr, momentum, tmp)
 
 
 register_workspace("ApplyCenteredRMSProp", "cpu")(_scratch(1))
