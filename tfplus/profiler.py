@@ -209,8 +209,8 @@ def flops(op_type: str, in_shapes: list, out_shapes: list, attrs: dict) -> float
 
 # -- the tracer the executor drives --------------------------------------------------------------------------
 class StepTracer:
-    """Records one traced `Session.run` into a RunMetadata. The session calls `mark()` when the executor
-    starts, `op_done(i, op, ins, outs, values)` after each op, and `finish()` at the end (always)."""
+    """Records one traced `Session.run` into a RunMetadata. The executor calls `mark()` when a program starts,
+    `op_done(i, op, ins, outs)` after each op, and the session `finish()` at the end (always)."""
 
     def __init__(self, session, md: RunMetadata):
         self.session, self.md, self.rt = session, md, session.runtime
@@ -223,8 +223,8 @@ class StepTracer:
         self._undo = _hook_runtime(self.rt, self)
 
     def mark(self, plan, values: dict) -> None:
-        """The executor starts `plan` (a session._Plan) with `values` (the feeds): the next op's time starts
-        now, and the count of the buffers it holds starts from the feeds and the variables."""
+        """The executor starts `plan` (a tfplus.executor.Program) with `values` (the feeds): the next op's time
+        starts now, and the count of the buffers it holds starts from the feeds and the variables."""
         self.plan = plan
         self.refs: dict[int, int] = {}     # storage -> tensors holding it (views share one)
         self.sizes: dict[int, int] = {}    # storage -> bytes
@@ -291,7 +291,7 @@ class StepTracer:
             self._hold(t, buf)
         for t in self.plan.release[i]:
             self._drop(t)
-        bound = self.session._arena
+        bound = self.plan.bound
         if bound is not None:  # the memory plan's count: transient bytes at this step + the fixed bytes
             p = bound.plan
             self.md.planned = True

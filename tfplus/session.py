@@ -1,4 +1,4 @@
-"""Session: prunes the graph to what the fetches need, orders it, and runs kernels on a device runtime.
+"""Session: converts fetches and feeds, and has its executor (tfplus.executor) run the step on a device runtime.
 
     >>> import tfplus as tf
     >>> g = tf.Graph()
@@ -12,8 +12,6 @@
 from __future__ import annotations
 
 import contextlib
-import heapq
-import os
 import threading
 from typing import Any
 
@@ -21,8 +19,8 @@ import numpy as np
 
 from tfplus import errors, threads
 from tfplus.config import field as _config_field
-from tfplus.framework import Graph, Operation, Tensor, _fmt_shape, constant_value, get_default_graph, needed_ops
-from tfplus.registry import TensorSpec, devices_with_kernel, find_kernel, kernel_dtype
+from tfplus.executor import Executor, KernelContext  # noqa: F401  KernelContext: kernels' documented home
+from tfplus.framework import Graph, Operation, Tensor, _fmt_shape, get_default_graph
 from tfplus.runtime import get_runtime
 from tfplus.units import parse_size
 
@@ -36,95 +34,6 @@ def get_default_session():
     return stack[-1]
 
 
-class _Unset:
-    """Marks a VariableV2 output inside one run: resolved to the session's buffer when read."""
-
-
-_VAR = _Unset()
-
-
-class KernelContext:
-    """What a kernel may ask of the executor: its node, the runtime, a per-node random stream, scratch space."""
-
-    def __init__(self, session: Session, op: Operation):
-        self.op, self.runtime, self._session = op, session._runtime, session
-
-    @property
-    def node_name(self) -> str:
-        return self.op.name
-
-    def random_stream(self) -> tuple[tuple[int, int], int]:
-        """(Philox key, run) of this random node (kernels/numpy/random.py and kernels/opencl/random.cl draw by
-        it). The key is the op's seeds, or random ones fixed for the session if both are 0; the run counts the
-        node's runs in this session, so each run draws new numbers and a new session starts over (as TF1)."""
-        streams = self._session._rngs
-        state = streams.get(self.op.name)
-        if state is None:
-            seed, seed2 = self.op.attrs.get("seed", 0), self.op.attrs.get("seed2", 0)
-            if not (seed or seed2):
-                seed, seed2 = (int.from_bytes(os.urandom(4), "little") for _ in range(2))
-            # 64-bit seeds fold into the 32-bit key words
-            state = streams[self.op.name] = [(seed ^ (seed >> 32)) & 0xFFFFFFFF,
-                                             (seed2 ^ (seed2 >> 32)) & 0xFFFFFFFF, 0]
-        state[2] += 1
-        return (state[0], state[1]), state[2] - 1
-
-    def workspace(self, shape, dtype):
-        """Scratch memory that lives only while this kernel runs (im2col columns, partial sums). Under a
-        memory budget: the next buffer the planner reserved from the kernel's declaration (WORKSPACES)."""
-        if self._session._arena is not None:
-            return self._session._arena.workspace(self.op, shape, dtype)
-        return self.runtime.allocate(shape, dtype)
-
-    def run_subgraph(self, graph: Graph, feeds: dict, fetches: list) -> list:
-        """Runs a control-flow sub-graph (a tf.cond branch, a tf.while_loop condition or body) on this
-        session's device: `feeds` maps its placeholders to device buffers; returns the fetches' buffers."""
-        return self._session._run_subgraph(graph, feeds, fetches)
-
-
-class _Plan:
-    """The ops one (fetches, feeds) pair needs, in execution order, with each tensor's last use."""
-
-    def __init__(self, order: list[Operation], fetch_tensors: list[Tensor], feeds: set[Tensor]):
-        self.order = order
-        keep = set(fetch_tensors)
-        self.release: list[list[Tensor]] = [[] for _ in order]
-        last: dict[Tensor, int] = {}
-        for i, op in enumerate(order):
-            for t in op.inputs:
-                last[t] = i
-        for t, i in last.items():
-            if t not in keep:
-                self.release[i].append(t)
-
-
-def _topo_order(needed: set[Operation]) -> list[Operation]:
-    """Kahn's algorithm over data and control edges, breaking ties by creation order (deterministic, and
-    it keeps TF1's habit of running optimizer updates after the reads created before them)."""
-    indeg = {op: 0 for op in needed}
-    succ: dict[Operation, list[Operation]] = {op: [] for op in needed}
-    for op in needed:
-        preds = {t.op for t in op.inputs} | set(op.control_inputs)
-        for p in preds:
-            if p in needed:
-                indeg[op] += 1
-                succ[p].append(op)
-    heap = [(op._id, op) for op, d in indeg.items() if d == 0]
-    heapq.heapify(heap)
-    order = []
-    while heap:
-        _, op = heapq.heappop(heap)
-        order.append(op)
-        for s in succ[op]:
-            indeg[s] -= 1
-            if indeg[s] == 0:
-                heapq.heappush(heap, (s._id, s))
-    if len(order) != len(needed):
-        stuck = sorted(op.name for op in needed if indeg[op] > 0)[:5]
-        raise ValueError(f"the graph has a cycle through {stuck}")
-    return order
-
-
 class Session:
     """Runs graphs. `device` is 'cpu' (NumPy) or 'opencl[:N]'. Variables live in the session."""
 
@@ -133,8 +42,8 @@ class Session:
         self.graph = graph or get_default_graph()
         # With a budget ('64MB', '64MiB', bytes) every step runs by a memory plan (tfplus.planner).
         self._memory_budget = None if memory_budget is None else parse_size(memory_budget, "memory_budget")
-        self._arena = None  # the running step's planned memory (a tfplus.planner.execute.Bound), if any
         self._runtime = get_runtime(device)
+        self._executor = Executor(self._runtime)
         # TF1's ConfigProto(allow_soft_placement=True) (or a dict saying so): ops the device has no kernel for
         # run on the cpu instead of raising (the OpenCL runtime's placement_report() lists them).
         soft = config.get("allow_soft_placement") if isinstance(config, dict) else \
@@ -144,12 +53,8 @@ class Session:
         self.device = device
         # The cpu device's intra-op threads (TF1's ConfigProto.intra_op_parallelism_threads; 0 = the default).
         self._threads = threads.resolve(_config_field(config, "intra_op_parallelism_threads"))
-        self._vars: dict[str, Any] = {}  # VariableV2 node name -> buffer
-        self._rngs: dict[str, list[int]] = {}  # random node -> [key word 0, key word 1, runs so far]
-        self._plans: dict[tuple, _Plan] = {}
-        # (op, input shapes[, value inputs' values]) -> output (shape, dtype)s: see _outputs.
-        self._out_specs: dict[tuple, list[tuple]] = {}
-        self._trace = None  # the running step's tfplus.profiler.StepTracer, when traced
+        self._vars = self._executor.vars  # VariableV2 node name -> buffer (the profiler counts them)
+        self._plans = self._executor.programs  # compiled programs and memory plans (tests, trainer read these)
         self._closed = False
         self._default_cm = None
 
@@ -170,34 +75,33 @@ class Session:
         from tfplus import profiler
         if not profiler.tracing(options, run_metadata):
             return self._run(fetches, feed_dict)
-        self._trace = profiler.StepTracer(self, run_metadata)
+        ex = self._executor
+        ex.trace = profiler.StepTracer(self, run_metadata)
         try:
             return self._run(fetches, feed_dict)
         finally:
-            self._trace.finish()
-            self._trace = None
+            ex.trace.finish()
+            ex.trace = None
+
+    @property
+    def _trace(self):
+        """The running step's tfplus.profiler.StepTracer, when traced."""
+        return self._executor.trace
 
     def _run(self, fetches, feed_dict):
         flat, rebuild = self._flatten_fetches(fetches)
         feeds = self._prepare_feeds(feed_dict or {})
         if self._memory_budget is not None:
             from tfplus.planner.execute import run_planned
-            values = run_planned(self, flat, feeds)
+            bufs = iter(run_planned(self._executor, flat, feeds, self._memory_budget, self.graph))
         else:
-            key = (tuple(id(f) for f in flat), tuple(sorted(id(t) for t in feeds)))
-            plan = self._plans.get(key)
-            if plan is None:
-                plan = self._plans[key] = self._make_plan(flat, set(feeds))
-            values = self._execute(plan, feeds)
-        results = [None if isinstance(f, Operation) else
-                   self._runtime.copy_out(self._read(values, f)) for f in flat]
-        return rebuild(results)
+            bufs = iter(self._executor.run(flat, feeds))
+        copy_out = self._runtime.copy_out
+        return rebuild([None if isinstance(f, Operation) else copy_out(next(bufs)) for f in flat])
 
     def close(self) -> None:
         self._closed = True
-        self._vars.clear()
-        self._plans.clear()
-        self._out_specs.clear()
+        self._executor.clear()
 
     def __enter__(self):
         self._default_cm = self.as_default()
@@ -274,153 +178,6 @@ class Session:
                 raise TypeError(f"cannot feed {t!r}: feed keys must be Tensors (e.g. a placeholder)")
             feeds[t] = self._runtime.copy_in(_check_feed(t, value))
         return feeds
-
-    # -- planning and execution ----------------------------------------------------------------------------
-    def _make_plan(self, flat, feeds: set[Tensor]) -> _Plan:
-        return _Plan(_topo_order(needed_ops(flat, feeds)), [f for f in flat if isinstance(f, Tensor)], feeds)
-
-    def _execute(self, plan: _Plan, feeds: dict[Tensor, Any]) -> dict[Tensor, Any]:
-        values: dict[Tensor, Any] = dict(feeds)
-        rt = self._runtime
-        trace = self._trace
-        if trace is not None:
-            trace.mark(plan, values)
-        for i, op in enumerate(plan.order):
-            if op.outputs and all(t in feeds for t in op.outputs):
-                continue
-            if op.type == "VariableV2":
-                values[op.outputs[0]] = _VAR
-                continue
-            if op.type == "Placeholder":
-                raise errors.InvalidArgumentError(
-                    op.name, op.type, f"You must feed a value for placeholder tensor '{op.name}' with dtype "
-                    f"{op.attrs['dtype'].name} and shape {_fmt_shape(op.attrs['shape'])}")
-            op_def = op.op_def
-            ins = [self._ref(t, op, values) if k in op_def.ref_inputs else self._read(values, t)
-                   for k, t in enumerate(op.inputs)]
-            outs = [None] * len(op.outputs) if op_def.allocates_outputs else self._outputs(op, ins, values)
-            kernel = find_kernel(op.type, rt.kernel_device, kernel_dtype(op))
-            if kernel is None and hasattr(rt, "fallback_kernel"):  # opt-in: the cpu kernel on host copies
-                kernel = rt.fallback_kernel(op.type, kernel_dtype(op))
-            if kernel is None:
-                raise NotImplementedError(
-                    f"{op.type} '{op.name}': no {rt.kernel_device} kernel for dtype {kernel_dtype(op).name}; "
-                    f"devices with a kernel for {op.type}: {devices_with_kernel(op.type) or 'none'}")
-            if self._arena is not None:
-                kernel = self._arena.kernel(op, kernel)
-            try:
-                kernel(KernelContext(self, op), ins, outs, op.attrs)
-            except errors.OpError as e:
-                if e.node_name is None:
-                    raise type(e)(op.name, op.type, e.message) from None
-                raise
-            except (ValueError, TypeError, IndexError, FloatingPointError) as e:
-                raise errors.InvalidArgumentError(op.name, op.type, f"{type(e).__name__}: {e}") from e
-            if op.type == "Assign":
-                self._vars[op.inputs[0].op.name] = ins[0]
-            for t, buf in zip(op.outputs, outs):
-                values[t] = buf
-            for t in plan.release[i]:
-                values.pop(t, None)
-            if trace is not None:
-                trace.op_done(i, op, ins, outs)
-        return values
-
-    def _run_subgraph(self, graph: Graph, feeds: dict, fetches: list) -> list:
-        """Executes the ops of `graph` that `fetches` need, from device-buffer `feeds` (see KernelContext)."""
-        key = (id(graph), tuple(id(f) for f in fetches), tuple(sorted(id(t) for t in feeds)))
-        plan = self._plans.get(key)
-        if plan is None:
-            plan = self._plans[key] = self._make_plan(fetches, set(feeds))
-        # NOTE: a sub-graph runs unplanned and untraced: its buffers are not in the step's memory plan, and the
-        # trace shows the control-flow op as one op.
-        arena, trace = self._arena, self._trace
-        self._arena = self._trace = None
-        try:
-            values = self._execute(plan, dict(feeds))
-        finally:
-            self._arena, self._trace = arena, trace
-        return [self._read(values, f) for f in fetches]
-
-    def _outputs(self, op: Operation, ins, values) -> list:
-        op_def = op.op_def
-        # Shape functions cost more than most kernels of a small step, so each op keeps their result per input
-        # shapes (input dtypes are fixed by the graph), and per value for the inputs whose values they read.
-        key = (op, *[b.shape for b in ins])
-        given = None
-        if op_def.value_inputs:
-            given = self._value_inputs(op, ins)
-            key += tuple(None if v is None else (v.dtype.str, v.shape, v.tobytes()) for v in given)
-        out_specs = self._out_specs.get(key)
-        if out_specs is None:
-            out_specs = self._out_specs[key] = self._infer_outputs(op, ins, given)
-        outs = []
-        for k, (shape, dtype) in enumerate(out_specs):
-            if k in op_def.aliases:
-                outs.append(self._runtime.view(ins[op_def.aliases[k]], shape))
-            elif self._arena is not None:
-                outs.append(self._arena.output(op, k, shape, dtype))
-            else:
-                outs.append(self._runtime.allocate(shape, dtype))
-        return outs
-
-    def _value_inputs(self, op: Operation, ins) -> list:
-        """The values of the inputs the shape function reads (op_def.value_inputs), None for the others."""
-        value_inputs, n = op.op_def.value_inputs, len(ins)
-        values = []
-        for k, (t, buf) in enumerate(zip(op.inputs, ins)):
-            value = None
-            if k in value_inputs or k - n in value_inputs:  # negative: from the end
-                value = constant_value(t)
-                if value is None:
-                    value = self._runtime.copy_out(buf)
-            values.append(value)
-        return values
-
-    def _infer_outputs(self, op: Operation, ins, given) -> list[tuple]:
-        """Runs the op's shape function on the run's input shapes: [(shape, dtype)] per output."""
-        given = given or [None] * len(ins)
-        specs = [TensorSpec(tuple(buf.shape), t.dtype, v) for t, buf, v in zip(op.inputs, ins, given)]
-        try:
-            out_specs = op.op_def.shape_fn(specs, op.attrs)
-        except (ValueError, TypeError) as e:
-            shapes = ", ".join(f"{t.name} {_fmt_shape(s.shape)}" for t, s in zip(op.inputs, specs))
-            raise errors.InvalidArgumentError(op.name, op.type, f"{e} (inputs: {shapes})") from None
-        for k, s in enumerate(out_specs):
-            if s.shape is None or None in s.shape:
-                raise errors.InvalidArgumentError(op.name, op.type, f"output {k} has unknown shape "
-                                                  f"{_fmt_shape(s.shape)} at run time")
-        return [(tuple(s.shape), s.dtype) for s in out_specs]
-
-    def _read(self, values, t: Tensor):
-        v = values[t]
-        if v is _VAR:
-            name = t.op.name
-            if name not in self._vars:
-                raise errors.FailedPreconditionError(
-                    name, "VariableV2", f"Attempting to use uninitialized value {name}; "
-                    "run tf.global_variables_initializer() (or restore a checkpoint) first")
-            return self._vars[name]
-        return v
-
-    def _ref(self, t: Tensor, op: Operation, values):
-        """The buffer of the variable behind a ref input; Assign creates it (or replaces it on a new shape)."""
-        var = t.op
-        if var.type != "VariableV2":
-            raise errors.InvalidArgumentError(op.name, op.type, f"input '{t.name}' must be a variable, "
-                                              f"got a {var.type} output")
-        buf = self._vars.get(var.name)
-        if op.type == "Assign":
-            shape = tuple(self._read(values, op.inputs[1]).shape)
-            if buf is None or tuple(buf.shape) != shape:
-                buf = self._runtime.allocate(shape, t.dtype)
-            return buf
-        if buf is None:
-            raise errors.FailedPreconditionError(
-                var.name, "VariableV2", f"Attempting to use uninitialized value {var.name} (in {op.type} "
-                f"'{op.name}'); run tf.global_variables_initializer() first")
-        return buf
-
 
 
 def _check_feed(t: Tensor, value) -> np.ndarray:

@@ -8,6 +8,7 @@
 `tf.Session(memory_budget="64MB")` plans and runs every step this way (tfplus.planner.execute).
 """
 from tfplus.planner.liveness import Buffer, PlanError
-from tfplus.planner.plan import TRANSFORMATIONS, BudgetError, MemoryPlan, plan, smallest_plan
+from tfplus.planner.plan import TRANSFORMATIONS, BudgetError, DeviceFacts, MemoryPlan, plan, smallest_plan
 
-__all__ = ["plan", "smallest_plan", "MemoryPlan", "Buffer", "BudgetError", "PlanError", "TRANSFORMATIONS"]
+__all__ = ["plan", "smallest_plan", "MemoryPlan", "Buffer", "BudgetError", "PlanError", "TRANSFORMATIONS",
+           "DeviceFacts"]

@@ -1,10 +1,11 @@
-"""Runs a step by its MemoryPlan: every output and workspace is a view of one arena, allocated once.
+"""The arena allocator: runs a step by its MemoryPlan, every output and workspace a view of one arena.
 
 A session has one arena, as big as its biggest plan needs, shared by all its plans (a training step and the
 initializer, say); planned runs of one session therefore take turns (a lock). The Session calls
-`run_planned` when it has a memory budget. While a planned run is under way the session's
-`_arena` is the `Bound` plan, which hands out outputs (`output`), kernel scratch (`workspace`) and wraps
-kernels (`kernel`: restarts the workspace cursor, splits chunked convolutions over the batch).
+`run_planned` when it has a memory budget. A `Bound` plan is the allocator of the executor's programs
+(tfplus.executor) for its phases: it hands out outputs (`output`), kernel scratch (`workspace`) and wraps
+kernels (`kernel`: restarts the workspace cursor, splits chunked convolutions over the batch), once per
+program; micro-batching replays the phase's program once per micro-batch.
 
 Device runtimes plug in with two optional methods (the cpu device needs neither):
   `allocate_arena(nbytes) -> arena` and `sub_buffer(arena, offset, shape, dtype, like=None) -> buffer` (`like`:
@@ -24,29 +25,40 @@ import numpy as np
 from tfplus import errors
 from tfplus.framework import Tensor
 from tfplus.planner import chunking
-from tfplus.planner.plan import MemoryPlan, plan
+from tfplus.planner.plan import DeviceFacts, MemoryPlan, plan
 
 
-def run_planned(session, flat: list, feeds: dict) -> dict:
-    """Runs the fetches `flat` with `feeds` ({Tensor: device buffer}) within the session's memory budget.
-    Plans once per (fetches, feed shapes); returns {tensor: buffer} for the tensor fetches."""
+def run_planned(executor, flat: list, feeds: dict, budget: int, graph) -> list:
+    """Runs the fetches `flat` with `feeds` ({Tensor: device buffer}) within `budget` bytes on the executor's
+    device. Plans once per (fetches, feed shapes); returns the buffers of the tensor fetches, in order."""
     key = _key(flat, {t: v.shape for t, v in feeds.items()})
-    arena = _shared(session)
+    arena = _shared(executor)
     with arena.lock:
-        bound = session._plans.get(key)
+        bound = executor.programs.get(key)
         if bound is None:
-            p = plan(flat, {t: tuple(v.shape) for t, v in feeds.items()}, session.runtime,
-                     session._memory_budget, graph=session.graph)
-            bound = session._plans[key] = Bound(p, session)
-        return bound.run(session, feeds)
+            p = plan(flat, {t: tuple(v.shape) for t, v in feeds.items()}, device_facts(executor.runtime), budget,
+                     graph=graph)
+            bound = executor.programs[key] = Bound(p, executor)
+        values = bound.run(feeds)
+    return [values[f] if f in values else executor.read_variable(f.op.name)
+            for f in flat if isinstance(f, Tensor)]
+
+
+def device_facts(runtime) -> DeviceFacts:
+    """What the planner needs to know of a device runtime (the planner never sees the runtime itself)."""
+    info = getattr(runtime, "info", {})
+    kd = runtime.kernel_device
+    return DeviceFacts(getattr(runtime, "name", kd), kd, getattr(runtime, "arena_alignment", None),
+                       info.get("compute_units") if kd == "opencl" else None)
 
 
 def install(session, fetches: list, p: MemoryPlan) -> Bound:
     """Makes `session` (one with a memory budget) run `fetches` (the flat list it will be given) by plan `p`,
     e.g. one made with planner.plan(..., force=(k, c)) for a test or a benchmark."""
     flat = [session.graph.as_graph_element(f) for f in fetches]
-    with _shared(session).lock:
-        bound = session._plans[_key(flat, p.feed_shapes)] = Bound(p, session)
+    ex = session._executor
+    with _shared(ex).lock:
+        bound = ex.programs[_key(flat, p.feed_shapes)] = Bound(p, ex)
     return bound
 
 
@@ -67,11 +79,11 @@ class _Arena:
         bound.bind(self.buffer)
 
 
-def _shared(session) -> _Arena:
-    # NOTE: kept in the session's plan cache so that Session.close() releases it with the plans.
-    arena = session._plans.get("memory-arena")
+def _shared(executor) -> _Arena:
+    # NOTE: kept in the executor's program cache so that Session.close() releases it with the programs.
+    arena = executor.programs.get("memory-arena")
     if arena is None:
-        arena = session._plans["memory-arena"] = _Arena(session.runtime)
+        arena = executor.programs["memory-arena"] = _Arena(executor.runtime)
     return arena
 
 
@@ -92,6 +104,7 @@ def audit_step(session, fetches, feed_dict=None) -> dict[str, int]:
     bounds = [b for b in session._plans.values() if isinstance(b, Bound)]
     for b in bounds:
         b.audit, b.kernels = {}, {}
+        b.version += 1  # the programs wrap their kernels again, audited
     started = not tracemalloc.is_tracing()
     if started:
         tracemalloc.start()
@@ -104,6 +117,7 @@ def audit_step(session, fetches, feed_dict=None) -> dict[str, int]:
     for b in bounds:
         found.update(b.audit)
         b.audit, b.kernels = None, {}
+        b.version += 1
     return {name: n for name, n in sorted(found.items(), key=lambda kv: -kv[1]) if n > _AUDIT_SLACK}
 
 
@@ -150,16 +164,18 @@ def measure_device_step(session, fetches, feed_dict) -> dict[str, int]:
 
 
 class Bound:
-    """A MemoryPlan bound to a session's runtime: the arena and a view for every planned buffer."""
+    """A MemoryPlan bound to an executor's runtime: the arena and a view for every planned buffer; the
+    allocator of the programs that run the plan's phases."""
 
-    def __init__(self, p: MemoryPlan, session):
-        from tfplus.session import _Plan
-        self.runtime, self.plan = session.runtime, p
+    fixed = True  # outputs are fixed views: a program binds them once
+
+    def __init__(self, p: MemoryPlan, executor):
+        self.runtime, self.plan = executor.runtime, p
         self.kernels: dict = {}
         self.cursor: dict = {}
-        _shared(session).fit(p, self)
-        self.exec_plans = [_Plan(ph.order, [f for f in ph.fetches if isinstance(f, Tensor)], ph.feeds)
-                           for ph in p.phases]
+        self.version = 0  # bumped when the views or the kernel wrappers change: programs bind again
+        _shared(executor).fit(p, self)
+        self.programs = [executor.compile(ph.fetches, ph.feeds, self, ph.order) for ph in p.phases]
         # A device runtime's views may remember the host value last written to them (OpenCL set_host).
         self.fresh = getattr(self.runtime, "fresh", None)
         self.phase = 0
@@ -174,6 +190,7 @@ class Bound:
         self.argmax: list[dict] = []  # per phase: pool / pool-gradient op -> their argmax view (compact)
         self.tmp: dict = {}
         self.kernels = {}
+        self.version += 1
         first: dict[int, object] = {}
 
         def view(b):
@@ -272,18 +289,19 @@ class Bound:
         return run
 
     # -- one step --------------------------------------------------------------------------------------------
-    def run(self, session, feeds: dict) -> dict:
+    def run(self, feeds: dict) -> dict:
+        """{tensor: buffer} for the plan's tensor fetches, from `feeds` ({Tensor: device buffer})."""
         p = self.plan
         if p.microbatches == 1:
-            return self._phase(session, 0, feeds)
+            return self._phase(0, feeds)
         rt, k = self.runtime, p.microbatches
         m = p.batch_size // k
         batch_feeds = set(p.batch_feeds)
         for j in range(k):
             part_feeds = {t: self._rows(t, v, j * m, m) if t in batch_feeds else v for t, v in feeds.items()}
-            values = self._phase(session, 0, part_feeds)
+            values = self._phase(0, part_feeds)
             for t, acc in self.acc.items():
-                src = session._read(values, t)
+                src = values[t]
                 how = p.fetch_merge.get(t, "mean")
                 if how == "concat":
                     rt.copy_rows(acc, j * m, src, 0, m)
@@ -298,7 +316,7 @@ class Bound:
         if len(p.phases) > 1:
             grads = {t: acc for t, acc in self.acc.items() if t not in p.fetch_merge}
             rest = {t: v for t, v in feeds.items() if t not in batch_feeds}
-            out.update(self._phase(session, 1, {**rest, **grads}))
+            out.update(self._phase(1, {**rest, **grads}))
         return out
 
     def _rows(self, t: Tensor, fed, start: int, rows: int):
@@ -310,13 +328,10 @@ class Bound:
         self.runtime.copy_rows(slot, 0, fed, start, rows)
         return slot
 
-    def _phase(self, session, i: int, feeds: dict) -> dict:
+    def _phase(self, i: int, feeds: dict) -> dict:
         self.phase = i
-        session._arena = self
-        try:
-            return session._execute(self.exec_plans[i], feeds)
-        finally:
-            session._arena = None
+        prog = self.programs[i]
+        return dict(zip(prog.fetches, prog.replay(feeds)))
 
 
 # The kernel variants of planner.compact, per kernel device.

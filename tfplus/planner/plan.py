@@ -69,6 +69,18 @@ OPENCL_DEFAULT_COMPUTE_UNITS = 8
 _KERNELS = {"cpu": "tfplus.kernels.numpy", "opencl": "tfplus.kernels.opencl"}
 
 
+@dataclass(frozen=True)
+class DeviceFacts:
+    """What a plan needs to know of a device, as data (the planner never touches a runtime or a session):
+    its name, kernel device ('cpu' or 'opencl'), arena alignment in bytes (None: the kind's default) and
+    compute units (opencl's split reductions; None: the default). tfplus.planner.execute.device_facts
+    reads them off a runtime."""
+    name: str
+    kernel_device: str
+    alignment: int | None = None
+    compute_units: int | None = None
+
+
 class BudgetError(ValueError):
     """No plan fits the budget. `.plan` is the smallest plan found, `.smallest_bytes` its peak."""
 
@@ -205,8 +217,8 @@ def plan(fetches, feed_shapes: dict, device="cpu", budget=None, *, graph: Graph 
          transformations=TRANSFORMATIONS, alignment: int | None = None, raise_if_infeasible: bool = True,
          force: tuple | None = None) -> MemoryPlan:
     """Plans the step that runs `fetches` (Tensors/Operations/names) with feeds of `feed_shapes`
-    ({tensor or name: shape}) on `device` ('cpu', 'opencl', or a runtime). With a `budget` (bytes or a size
-    such as '64MB') the cheapest transformations that make it fit are applied; if none does, BudgetError (or,
+    ({tensor or name: shape}) on `device` ('cpu', 'opencl', DeviceFacts, or a runtime). With a `budget` (bytes or
+    a size such as '64MB') the cheapest transformations that make it fit are applied; if none does, BudgetError (or,
     with raise_if_infeasible=False, the smallest plan with fits=False). `force=(micro-batches, conv chunks)`
     skips the search and builds that combination (tests, benchmarks); a third element True adds compact
     saved state, a fourth divides the conv kernels' scratch budget (planner.chunking.SCRATCH_DIVISORS)."""
@@ -814,7 +826,13 @@ def _matmul_flops(op: Operation, specs) -> float:
 # -- helpers -------------------------------------------------------------------------------------------------
 def _device(device, alignment):
     """(name, kernel device, alignment, compute units) for 'cpu', 'opencl[:N]' (the device itself when there is
-    one here, else OPENCL_DEFAULT_*) or a runtime object."""
+    one here, else OPENCL_DEFAULT_*), DeviceFacts, or a runtime object."""
+    if isinstance(device, DeviceFacts):
+        default = CPU_ALIGNMENT if device.kernel_device == "cpu" else OPENCL_DEFAULT_ALIGNMENT
+        units = device.compute_units
+        if device.kernel_device == "opencl" and units is None:
+            units = OPENCL_DEFAULT_COMPUTE_UNITS
+        return device.name, device.kernel_device, alignment or device.alignment or default, units
     if isinstance(device, str):
         from tfplus.runtime import get_runtime, opencl, parse_device
         if parse_device(device)[0] == "cpu":

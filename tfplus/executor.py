@@ -1,0 +1,537 @@
+"""The executor: compiles the ops one (fetches, feeds) pair needs into a flat program once, and replays it.
+
+    >>> ex = Executor(get_runtime("cpu"))                                   # doctest: +SKIP
+    >>> ex.run([y], {x: np.ones(3, np.float32)})                           # doctest: +SKIP
+    [array([2., 2., 2.], dtype=float32)]
+
+`compile` (a `Program`) resolves everything that does not change from one run to the next: the op order,
+every op's kernel (the device's, the cpu fallback, the memory plan's variants and chunked wrappers), its
+inputs and outputs as indices into one flat list of slots, variables and the ops that rebind them, the
+release point of every tensor and one KernelContext per op. The output shapes are found by the first run
+with a new signature (the fed shapes and the variables' shapes) and kept: later runs allocate by them
+without running a shape function, except for the ops whose shapes depend on values only known at run
+time (data-dependent outputs, shapes computed from fed values), which keep doing so.
+
+Memory comes from an allocator: `Pool` (the runtime's own buffers, freed after their last use) or a memory
+plan's arena (tfplus.planner.execute.Bound), whose outputs are fixed views bound once per program.
+
+A run takes the fast loop unless something needs the careful one (run first for a new signature, and for
+programs that (re)create variables, read one before it exists, trace the step, or must raise at an op): the
+careful loop does every check per op, as TF1's executor does, and is the reference for the fast one.
+"""
+from __future__ import annotations
+
+import heapq
+import os
+
+from tfplus import errors
+from tfplus.framework import Graph, Operation, Tensor, _fmt_shape, constant_value, needed_ops
+from tfplus.registry import TensorSpec, devices_with_kernel, find_kernel, kernel_dtype
+
+# Ops whose output values depend only on their inputs' shapes (a shape function reading them is safe to run
+# once per signature).
+_SHAPE_OPS = frozenset({"Shape", "ShapeN", "Size", "Rank"})
+
+
+class KernelContext:
+    """What a kernel may ask of the executor: its node, the runtime, a per-node random stream, scratch space.
+    One per op of a compiled program, reused by every run."""
+
+    __slots__ = ("op", "runtime", "_executor", "_alloc")
+
+    def __init__(self, executor: Executor, op: Operation, alloc):
+        self.op, self.runtime, self._executor, self._alloc = op, executor.runtime, executor, alloc
+
+    @property
+    def node_name(self) -> str:
+        return self.op.name
+
+    def random_stream(self) -> tuple[tuple[int, int], int]:
+        """(Philox key, run) of this random node (kernels/numpy/random.py and kernels/opencl/random.cl draw by
+        it). The key is the op's seeds, or random ones fixed for the session if both are 0; the run counts the
+        node's runs in this session, so each run draws new numbers and a new session starts over (as TF1)."""
+        streams = self._executor.rngs
+        state = streams.get(self.op.name)
+        if state is None:
+            seed, seed2 = self.op.attrs.get("seed", 0), self.op.attrs.get("seed2", 0)
+            if not (seed or seed2):
+                seed, seed2 = (int.from_bytes(os.urandom(4), "little") for _ in range(2))
+            # 64-bit seeds fold into the 32-bit key words
+            state = streams[self.op.name] = [(seed ^ (seed >> 32)) & 0xFFFFFFFF,
+                                             (seed2 ^ (seed2 >> 32)) & 0xFFFFFFFF, 0]
+        state[2] += 1
+        return (state[0], state[1]), state[2] - 1
+
+    def workspace(self, shape, dtype):
+        """Scratch memory that lives only while this kernel runs (im2col columns, partial sums). Under a
+        memory budget: the next buffer the planner reserved from the kernel's declaration (WORKSPACES)."""
+        return self._alloc.workspace(self.op, shape, dtype)
+
+    def run_subgraph(self, graph: Graph, feeds: dict, fetches: list) -> list:
+        """Runs a control-flow sub-graph (a tf.cond branch, a tf.while_loop condition or body) on this
+        session's device: `feeds` maps its placeholders to device buffers; returns the fetches' buffers."""
+        return self._executor.run_subgraph(graph, feeds, fetches)
+
+
+class Pool:
+    """The allocator of the plain executor: every output and workspace a new runtime buffer."""
+
+    version = 0  # an arena's views change when it grows (Bound.version); the pool's never do
+    fixed = False
+
+    def __init__(self, runtime):
+        self.runtime = runtime
+
+    def output(self, op, k: int, shape, dtype):
+        return self.runtime.allocate(shape, dtype)
+
+    def workspace(self, op, shape, dtype):
+        return self.runtime.allocate(shape, dtype)
+
+    def kernel(self, op, kernel):
+        return kernel
+
+
+def topo_order(needed: set[Operation]) -> list[Operation]:
+    """Kahn's algorithm over data and control edges, breaking ties by creation order (deterministic, and
+    it keeps TF1's habit of running optimizer updates after the reads created before them)."""
+    indeg = {op: 0 for op in needed}
+    succ: dict[Operation, list[Operation]] = {op: [] for op in needed}
+    for op in needed:
+        preds = {t.op for t in op.inputs} | set(op.control_inputs)
+        for p in preds:
+            if p in needed:
+                indeg[op] += 1
+                succ[p].append(op)
+    heap = [(op._id, op) for op, d in indeg.items() if d == 0]
+    heapq.heapify(heap)
+    order = []
+    while heap:
+        _, op = heapq.heappop(heap)
+        order.append(op)
+        for s in succ[op]:
+            indeg[s] -= 1
+            if indeg[s] == 0:
+                heapq.heappush(heap, (s._id, s))
+    if len(order) != len(needed):
+        stuck = sorted(op.name for op in needed if indeg[op] > 0)[:5]
+        raise ValueError(f"the graph has a cycle through {stuck}")
+    return order
+
+
+# What the careful loop does with an op.
+_RUN, _SKIP, _VARIABLE, _UNFED = range(4)
+
+
+class _Op:
+    """One op of a program: its kernel and context, and its inputs and outputs as slot indices."""
+
+    __slots__ = ("op", "kind", "kernel", "ctx", "ins", "outs", "release", "refs", "reads", "dynamic")
+
+
+class Program:
+    """The ops that `fetches` need given `feeds`, in `order`, compiled for `alloc` (see the module doc).
+    `replay(feeds)` runs them and returns the fetched tensors' buffers, in the order of `fetches`."""
+
+    def __init__(self, executor: Executor, order: list[Operation], fetches: list[Tensor], feeds, alloc):
+        self.executor, self.order, self.alloc = executor, order, alloc
+        self.fetches = fetches
+        self.feeds = sorted(feeds, key=lambda t: (t.op._id, t.value_index))
+        slot: dict[Tensor, int] = {}
+        self.var_slots: dict[str, int] = {}  # VariableV2 name -> the slot its buffer is put in
+
+        def new(t=None) -> int:
+            n = len(slot) + len(self.var_slots) + 1  # slot 0 takes the outputs of ops whose tensors are fed
+            if t is not None:
+                slot[t] = n
+            return n
+        self.feed_slots = [new(t) for t in self.feeds]
+        fed = set(self.feeds)
+
+        def var_slot(name: str) -> int:
+            s = self.var_slots.get(name)
+            if s is None:
+                s = self.var_slots[name] = len(slot) + len(self.var_slots) + 1
+            return s
+
+        def source(t: Tensor) -> int:
+            if t in slot:
+                return slot[t]
+            if t.op.type == "VariableV2":
+                return var_slot(t.op.name)
+            raise ValueError(f"{t.name} is read before it is computed (the program's order is wrong)")
+
+        # Where a value input's value is fixed per signature (so the shape function's answer is too).
+        determined: dict[Tensor, bool] = {t: False for t in fed}
+        dynamic: set[Operation] = set()
+        self.fast = True  # False: every run takes the careful loop
+        self.ops: list[_Op] = []
+        for op in order:
+            r = _Op()
+            r.op, r.kernel, r.ctx, r.dynamic = op, None, None, False
+            r.refs, r.reads, r.release = (), (), ()
+            if op.outputs and all(t in fed for t in op.outputs):
+                r.kind, r.ins, r.outs = _SKIP, (), ()
+                self.ops.append(r)
+                continue
+            if op.type == "VariableV2":
+                r.kind, r.ins, r.outs = _VARIABLE, (), (var_slot(op.name),)
+                for t in op.outputs:
+                    determined[t] = False
+                self.ops.append(r)
+                continue
+            if op.type == "Placeholder":
+                r.kind, r.ins, r.outs = _UNFED, (), tuple(new(t) for t in op.outputs)
+                self.fast = False
+                self.ops.append(r)
+                continue
+            op_def = op.op_def
+            r.kind = _RUN
+            refs = []
+            for k in op_def.ref_inputs:
+                t = op.inputs[k]
+                if t.op.type != "VariableV2" or t in fed:
+                    self.fast = False  # the careful loop raises, naming the op
+                refs.append((k, t.op.name))
+            r.refs = tuple(refs)
+            if op.type == "Assign":
+                self.fast = False  # it may make a variable or change its shape
+            r.ins = tuple(var_slot(t.op.name) if k in op_def.ref_inputs else source(t)
+                          for k, t in enumerate(op.inputs))
+            r.reads = tuple((k, t.op.name) for k, t in enumerate(op.inputs)
+                            if t.op.type == "VariableV2" and t not in fed and k not in op_def.ref_inputs)
+            r.outs = tuple(0 if t in fed else new(t) for t in op.outputs)
+            n = len(op.inputs)
+            values_known = all(determined.get(t, constant_value(t) is not None)
+                               for k, t in enumerate(op.inputs)
+                               if k in op_def.value_inputs or k - n in op_def.value_inputs)
+            r.dynamic = (op_def.allocates_outputs or not values_known
+                         or any(t.op in dynamic for t in op.inputs))
+            if r.dynamic:
+                dynamic.add(op)
+            shape_only = op.type in _SHAPE_OPS and not r.dynamic
+            pure = not op_def.stateful and all(determined.get(t, constant_value(t) is not None)
+                                               for t in op.inputs)
+            for t in op.outputs:
+                determined[t] = constant_value(t) is not None or shape_only or pure
+            self.ops.append(r)
+        # Release points: a tensor's slot is emptied after its last reader, unless it is fetched.
+        keep = set(fetches)
+        last: dict[Tensor, int] = {}
+        for i, op in enumerate(order):
+            for t in op.inputs:
+                last[t] = i
+        self.release: list[list[Tensor]] = [[] for _ in order]  # the profiler's view (Tensors)
+        for t, i in last.items():
+            if t not in keep:
+                self.release[i].append(t)
+        for r, dead in zip(self.ops, self.release):
+            r.release = tuple(slot[t] for t in dead if t in slot and t not in fed)
+        self.fetch_slots = [(source(t), t.op.name if t.op.type == "VariableV2" and t not in fed else None)
+                            for t in fetches]
+        self.n_slots = len(slot) + len(self.var_slots) + 1
+        self.bound = alloc if alloc.fixed else None  # the memory plan the profiler reports
+        self._version = None
+        self._specialized: dict[tuple, list] = {}  # signature -> per op: its output maker
+
+    # -- compiling what depends on the allocator ----------------------------------------------------------------
+    def _bind(self) -> None:
+        """Resolves every op's kernel through the allocator (again when the arena's views changed)."""
+        ex, alloc = self.executor, self.alloc
+        rt = ex.runtime
+        for r in self.ops:
+            if r.kind != _RUN:
+                continue
+            op = r.op
+            kernel = find_kernel(op.type, rt.kernel_device, kernel_dtype(op))
+            if kernel is None and hasattr(rt, "fallback_kernel"):  # opt-in: the cpu kernel on host copies
+                kernel = rt.fallback_kernel(op.type, kernel_dtype(op))
+            if kernel is None:
+                r.kernel = None
+                self.fast = False
+                continue
+            r.kernel = alloc.kernel(op, kernel)
+            r.ctx = KernelContext(ex, op, alloc)
+        self._version = alloc.version
+        self._specialized.clear()
+
+    def _maker(self, r: _Op, specs: list[tuple]):
+        """A function of an op's inputs that returns its output buffers, for outputs of `specs` [(shape,
+        dtype)]: views of an input (aliases), the arena's fixed views, or new buffers from the pool."""
+        op = r.op
+        rt, alloc = self.executor.runtime, self.alloc
+        aliases = op.op_def.aliases
+        if not aliases and not alloc.fixed:
+            allocate = rt.allocate
+            if len(specs) == 1:
+                (shape, dtype), = specs
+                return lambda ins: [allocate(shape, dtype)]
+            return lambda ins: [allocate(s, d) for s, d in specs]
+        view = rt.view
+        fresh = getattr(rt, "fresh", None) if alloc.fixed else None
+        parts = []
+        for k, (shape, dtype) in enumerate(specs):
+            if k in aliases:
+                parts.append((aliases[k], shape, None))
+            else:
+                buf = alloc.output(op, k, shape, dtype) if alloc.fixed else None
+                parts.append((None, (shape, dtype), buf))
+        allocate = alloc.output
+
+        def make(ins):
+            outs = []
+            for k, (a, shape, buf) in enumerate(parts):
+                if a is not None:
+                    outs.append(view(ins[a], shape))
+                elif buf is None:
+                    outs.append(allocate(op, k, *shape))
+                else:
+                    outs.append(buf if fresh is None else fresh(buf))
+            return outs
+        return make
+
+    # -- running ------------------------------------------------------------------------------------------------
+    def replay(self, feeds: dict) -> list:
+        ex = self.executor
+        if self._version != self.alloc.version:
+            self._bind()
+        slots = [None] * self.n_slots
+        for s, t in zip(self.feed_slots, self.feeds):
+            slots[s] = feeds[t]
+        present = True
+        variables = ex.vars
+        for name, s in self.var_slots.items():
+            buf = slots[s] = variables.get(name)
+            present = present and buf is not None
+        if ex.trace is None and self.fast and present:
+            key = (ex.var_epoch, *[slots[s].shape for s in self.feed_slots])
+            makers = self._specialized.get(key)
+            if makers is not None:
+                self._fast(slots, makers)
+            else:
+                self._careful(slots, None, record := [])
+                self._specialized[key] = [None if r.kind != _RUN else self._dynamic_maker(r) if r.dynamic
+                                          else self._maker(r, m) for r, m in zip(self.ops, record)]
+        else:
+            self._careful(slots, ex.trace, None)
+        return [slots[s] if name is None else ex.read_variable(name) for s, name in self.fetch_slots]
+
+    def _dynamic_maker(self, r: _Op):
+        ex = self.executor
+        return lambda ins: ex.outputs(r.op, ins, self.alloc)
+
+    def _fast(self, slots: list, makers: list) -> None:
+        """The loop of a run whose signature was seen: no checks, no shape functions, no dict lookups."""
+        i = 0
+        ops = self.ops
+        try:
+            for i, make in enumerate(makers):
+                if make is None:
+                    continue
+                r = ops[i]
+                ins = [slots[s] for s in r.ins]
+                outs = make(ins)
+                r.kernel(r.ctx, ins, outs, r.op.attrs)
+                for s, buf in zip(r.outs, outs):
+                    slots[s] = buf
+                for s in r.release:
+                    slots[s] = None
+        except errors.OpError as e:
+            op = ops[i].op
+            if e.node_name is None:
+                raise type(e)(op.name, op.type, e.message) from None
+            raise
+        except (ValueError, TypeError, IndexError, FloatingPointError) as e:
+            op = ops[i].op
+            raise errors.InvalidArgumentError(op.name, op.type, f"{type(e).__name__}: {e}") from e
+
+    def _careful(self, slots: list, trace, record: list | None) -> None:
+        """The loop that checks everything per op (see the module doc); with `record`, appends each op's
+        output (shape, dtype)s (None for the ops that run nothing) for the fast loop."""
+        ex = self.executor
+        rt = ex.runtime
+        if trace is not None:
+            trace.mark(self, {t: slots[s] for t, s in zip(self.feeds, self.feed_slots)})
+        for i, r in enumerate(self.ops):
+            op = r.op
+            if r.kind != _RUN:
+                if record is not None:
+                    record.append(None)
+                if r.kind == _UNFED:
+                    raise errors.InvalidArgumentError(
+                        op.name, op.type, f"You must feed a value for placeholder tensor '{op.name}' with dtype "
+                        f"{op.attrs['dtype'].name} and shape {_fmt_shape(op.attrs['shape'])}")
+                continue
+            ins = [slots[s] for s in r.ins]
+            for k, name in r.reads:
+                ins[k] = ex.read_variable(name)
+            for k, _ in r.refs:
+                ins[k] = ex.ref(op, k, ins)
+            if op.op_def.allocates_outputs:
+                outs, specs = [None] * len(op.outputs), None
+            else:
+                specs = ex.output_specs(op, ins)
+                outs = ex.allocate_outputs(op, specs, ins, self.alloc)
+            if record is not None:
+                record.append(specs)
+            if r.kernel is None:
+                kd = rt.kernel_device
+                raise NotImplementedError(
+                    f"{op.type} '{op.name}': no {kd} kernel for dtype {kernel_dtype(op).name}; "
+                    f"devices with a kernel for {op.type}: {devices_with_kernel(op.type) or 'none'}")
+            try:
+                r.kernel(r.ctx, ins, outs, op.attrs)
+            except errors.OpError as e:
+                if e.node_name is None:
+                    raise type(e)(op.name, op.type, e.message) from None
+                raise
+            except (ValueError, TypeError, IndexError, FloatingPointError) as e:
+                raise errors.InvalidArgumentError(op.name, op.type, f"{type(e).__name__}: {e}") from e
+            if op.type == "Assign":
+                ex.assigned(op.inputs[0].op.name, ins[0])
+                slots[r.ins[0]] = ins[0]
+            for s, buf in zip(r.outs, outs):
+                slots[s] = buf
+            for s in r.release:
+                slots[s] = None
+            if trace is not None:
+                trace.op_done(i, op, ins, outs)
+
+
+class Executor:
+    """A session's device state (variables, random streams) and its compiled programs."""
+
+    def __init__(self, runtime):
+        self.runtime = runtime
+        self.vars: dict[str, object] = {}  # VariableV2 node name -> buffer
+        self.var_epoch = 0  # bumped when a variable is made or changes shape: programs re-find their shapes
+        self.rngs: dict[str, list[int]] = {}  # random node -> [key word 0, key word 1, runs so far]
+        self.programs: dict = {}  # key -> Program (and the memory plans, tfplus.planner.execute)
+        # (op, input shapes[, value inputs' values]) -> output (shape, dtype)s, for the careful loop
+        self.out_specs: dict[tuple, list[tuple]] = {}
+        self.pool = Pool(runtime)
+        self.trace = None  # the running step's tfplus.profiler.StepTracer, when traced
+
+    def compile(self, fetches: list, feeds, alloc=None, order: list[Operation] | None = None) -> Program:
+        """The program that evaluates `fetches` (Tensors and Operations) from the tensors `feeds`: `order` (by
+        default every op they need, in topological order), memory from `alloc` (default: the pool)."""
+        # NOTE: graph rewrites (tfplus.optimize) belong here, on the pruned ops, before the order is fixed.
+        if order is None:
+            order = topo_order(needed_ops(fetches, set(feeds)))
+        return Program(self, order, [f for f in fetches if isinstance(f, Tensor)], feeds, alloc or self.pool)
+
+    def run(self, fetches: list, feeds: dict) -> list:
+        """Buffers of the Tensors among `fetches`, in order, from `feeds` ({Tensor: device buffer})."""
+        key = (tuple(id(f) for f in fetches), tuple(sorted(id(t) for t in feeds)))
+        prog = self.programs.get(key)
+        if prog is None:
+            prog = self.programs[key] = self.compile(fetches, feeds)
+        return prog.replay(feeds)
+
+    def run_subgraph(self, graph: Graph, feeds: dict, fetches: list) -> list:
+        """Executes the ops of `graph` that `fetches` need, from device-buffer `feeds` (see KernelContext).
+        NOTE: a sub-graph runs from the pool and untraced: its buffers are not in the step's memory plan, and
+        the trace shows the control-flow op as one op."""
+        key = (id(graph), tuple(id(f) for f in fetches), tuple(sorted(id(t) for t in feeds)))
+        prog = self.programs.get(key)
+        if prog is None:
+            prog = self.programs[key] = self.compile(fetches, feeds)
+        trace, self.trace = self.trace, None
+        try:
+            return prog.replay(feeds)
+        finally:
+            self.trace = trace
+
+    def clear(self) -> None:
+        self.vars.clear()
+        self.programs.clear()
+        self.out_specs.clear()
+
+    # -- variables ----------------------------------------------------------------------------------------------
+    def read_variable(self, name: str):
+        buf = self.vars.get(name)
+        if buf is None:
+            raise errors.FailedPreconditionError(
+                name, "VariableV2", f"Attempting to use uninitialized value {name}; "
+                "run tf.global_variables_initializer() (or restore a checkpoint) first")
+        return buf
+
+    def ref(self, op: Operation, k: int, ins: list):
+        """The buffer of the variable behind ref input k; Assign creates it (or replaces it on a new shape)."""
+        t = op.inputs[k]
+        var = t.op
+        if var.type != "VariableV2":
+            raise errors.InvalidArgumentError(op.name, op.type, f"input '{t.name}' must be a variable, "
+                                              f"got a {var.type} output")
+        buf = self.vars.get(var.name)
+        if op.type == "Assign":
+            shape = tuple(ins[1].shape)
+            if buf is None or tuple(buf.shape) != shape:
+                buf = self.runtime.allocate(shape, t.dtype)
+            return buf
+        if buf is None:
+            raise errors.FailedPreconditionError(
+                var.name, "VariableV2", f"Attempting to use uninitialized value {var.name} (in {op.type} "
+                f"'{op.name}'); run tf.global_variables_initializer() first")
+        return buf
+
+    def assigned(self, name: str, buf) -> None:
+        old = self.vars.get(name)
+        if old is None or tuple(old.shape) != tuple(buf.shape):
+            self.var_epoch += 1
+        self.vars[name] = buf
+
+    # -- output shapes ------------------------------------------------------------------------------------------
+    def output_specs(self, op: Operation, ins: list) -> list[tuple]:
+        op_def = op.op_def
+        # Shape functions cost more than most kernels of a small step, so each op keeps their result per input
+        # shapes (input dtypes are fixed by the graph), and per value for the inputs whose values they read.
+        key = (op, *[b.shape for b in ins])
+        given = None
+        if op_def.value_inputs:
+            given = self._value_inputs(op, ins)
+            key += tuple(None if v is None else (v.dtype.str, v.shape, v.tobytes()) for v in given)
+        specs = self.out_specs.get(key)
+        if specs is None:
+            specs = self.out_specs[key] = _infer_outputs(op, ins, given)
+        return specs
+
+    def allocate_outputs(self, op: Operation, specs: list[tuple], ins: list, alloc) -> list:
+        aliases = op.op_def.aliases
+        return [self.runtime.view(ins[aliases[k]], shape) if k in aliases else alloc.output(op, k, shape, dtype)
+                for k, (shape, dtype) in enumerate(specs)]
+
+    def outputs(self, op: Operation, ins: list, alloc) -> list:
+        """An op's output buffers found the careful way (the fast loop's dynamic-shape ops)."""
+        if op.op_def.allocates_outputs:
+            return [None] * len(op.outputs)
+        return self.allocate_outputs(op, self.output_specs(op, ins), ins, alloc)
+
+    def _value_inputs(self, op: Operation, ins) -> list:
+        """The values of the inputs the shape function reads (op_def.value_inputs), None for the others."""
+        value_inputs, n = op.op_def.value_inputs, len(ins)
+        values = []
+        for k, (t, buf) in enumerate(zip(op.inputs, ins)):
+            value = None
+            if k in value_inputs or k - n in value_inputs:  # negative: from the end
+                value = constant_value(t)
+                if value is None:
+                    value = self.runtime.copy_out(buf)
+            values.append(value)
+        return values
+
+
+def _infer_outputs(op: Operation, ins, given) -> list[tuple]:
+    """Runs the op's shape function on the run's input shapes: [(shape, dtype)] per output."""
+    given = given or [None] * len(ins)
+    specs = [TensorSpec(tuple(buf.shape), t.dtype, v) for t, buf, v in zip(op.inputs, ins, given)]
+    try:
+        out_specs = op.op_def.shape_fn(specs, op.attrs)
+    except (ValueError, TypeError) as e:
+        shapes = ", ".join(f"{t.name} {_fmt_shape(s.shape)}" for t, s in zip(op.inputs, specs))
+        raise errors.InvalidArgumentError(op.name, op.type, f"{e} (inputs: {shapes})") from None
+    for k, s in enumerate(out_specs):
+        if s.shape is None or None in s.shape:
+            raise errors.InvalidArgumentError(op.name, op.type, f"output {k} has unknown shape "
+                                              f"{_fmt_shape(s.shape)} at run time")
+    return [(tuple(s.shape), s.dtype) for s in out_specs]
