@@ -1,0 +1,117 @@
+"""The executor: a step compiled once and replayed (tfplus.executor), the fast loop against the careful one."""
+import ast
+import pathlib
+
+import numpy as np
+import pytest
+
+import tfplus as tf
+from tfplus import executor, planner
+
+
+@pytest.fixture(autouse=True)
+def fresh_graph():
+    tf.reset_default_graph()
+    yield
+
+
+def _careful_runs(monkeypatch) -> list:
+    """Counts the runs that took the careful loop (the first of each signature, and the special cases)."""
+    runs = []
+    careful = executor.Program._careful
+
+    def counted(self, *args):
+        runs.append(self)
+        return careful(self, *args)
+    monkeypatch.setattr(executor.Program, "_careful", counted)
+    return runs
+
+
+def _train_graph():
+    x = tf.placeholder(tf.float32, [None, 3], name="x")
+    labels = tf.placeholder(tf.int32, [None], name="labels")
+    w = tf.Variable(np.arange(12, dtype=np.float32).reshape(3, 4) / 10.0, name="w")
+    logits = tf.reshape(tf.nn.relu(tf.matmul(x, w)), [-1, 4])
+    loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits))
+    train = tf.train.MomentumOptimizer(0.1, 0.9).minimize(loss)
+    return x, labels, w, loss, train
+
+
+def test_shapes_are_found_once_per_signature_and_the_fast_loop_matches_the_careful_one(monkeypatch):
+    x, labels, w, loss, train = _train_graph()
+    rng = np.random.default_rng(0)
+    batches = [(rng.standard_normal((n, 3)).astype(np.float32), rng.integers(0, 4, n)) for n in (2, 2, 5, 2, 5)]
+    runs = _careful_runs(monkeypatch)
+    with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        fast = [sess.run([train, loss], {x: a, labels: b})[1] for a, b in batches]
+        fast_w = sess.run(w)
+    # the initializer, w's fetch, and the step once per batch size: 2 and 5
+    assert len(runs) == 4
+    options, metadata = tf.RunOptions(trace_level=tf.RunOptions.FULL_TRACE), tf.RunMetadata()
+    with tf.Session() as sess:  # a traced run takes the careful loop every time
+        sess.run(tf.global_variables_initializer())
+        careful = [sess.run([train, loss], {x: a, labels: b}, options=options, run_metadata=metadata)[1]
+                   for a, b in batches]
+        np.testing.assert_array_equal(sess.run(w), fast_w)
+    np.testing.assert_array_equal(careful, fast)
+
+
+def test_shapes_from_fed_values_are_found_every_run():
+    x = tf.placeholder(tf.float32, [6])
+    shape = tf.placeholder(tf.int32, [2])
+    y = tf.reshape(x, shape) * 2.0
+    with tf.Session() as sess:
+        for s in ([2, 3], [3, 2], [1, 6]):
+            out = sess.run(y, {x: np.arange(6, dtype=np.float32), shape: s})
+            np.testing.assert_array_equal(out, 2.0 * np.arange(6).reshape(s))
+
+
+def test_an_error_in_the_fast_loop_names_the_node_and_op():
+    params = tf.constant([1.0, 2.0, 3.0])
+    idx = tf.placeholder(tf.int32, [2])
+    y = tf.gather(params, idx, name="pick")
+    with tf.Session() as sess:
+        for _ in range(2):  # the second run takes the fast loop
+            np.testing.assert_array_equal(sess.run(y, {idx: [2, 0]}), [3.0, 1.0])
+        with pytest.raises(tf.errors.InvalidArgumentError, match="pick") as e:
+            sess.run(y, {idx: [0, 7]})
+        assert e.value.node_name == "pick" and e.value.op_type == "GatherV2"
+
+
+def test_a_variable_given_a_new_shape_is_read_at_its_new_shape():
+    v = tf.Variable(tf.zeros([2]), name="v", validate_shape=False)
+    new = tf.placeholder(tf.float32, [None])
+    grow = tf.assign(v, new, validate_shape=False)
+    doubled = v * 2.0
+    with tf.Session() as sess:
+        sess.run(v.initializer)
+        for _ in range(2):
+            np.testing.assert_array_equal(sess.run(doubled), [0.0, 0.0])
+        sess.run(grow, {new: [1.0, 2.0, 3.0]})
+        np.testing.assert_array_equal(sess.run(doubled), [2.0, 4.0, 6.0])
+
+
+def test_control_flow_subgraphs_are_compiled_once():
+    n = tf.placeholder(tf.int32, [])
+    _, total = tf.while_loop(lambda i, s: i < n, lambda i, s: (i + 1, s + tf.cast(i, tf.float32)),
+                             (tf.constant(0), tf.constant(0.0)))
+    with tf.Session() as sess:
+        assert sess.run(total, {n: 4}) == 6.0
+        compiled = len(sess._plans)
+        assert sess.run(total, {n: 5}) == 10.0
+        assert len(sess._plans) == compiled
+
+
+def test_the_planner_takes_device_facts_and_imports_no_session():
+    x, labels, w, loss, train = _train_graph()
+    feeds = {x: (4, 3), labels: (4,)}
+    by_name = planner.plan([train, loss], feeds, "cpu")
+    by_facts = planner.plan([train, loss], feeds, planner.DeviceFacts("cpu", "cpu"))
+    assert by_facts.peak_bytes == by_name.peak_bytes and by_facts.alignment == by_name.alignment
+    root = pathlib.Path(planner.__file__).parent
+    for path in root.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module] if isinstance(node, ast.ImportFrom) else []
+            assert not any(n and n.startswith(("tfplus.session", "tfplus.executor")) for n in names), path
