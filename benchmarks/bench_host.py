@@ -1,6 +1,7 @@
 """Host time per Mentee training step: what the executor itself costs, apart from the kernels. Not a test.
 
     python benchmarks/bench_host.py [--steps 200] [--budget 1GB] [--device cpu]
+    python benchmarks/bench_host.py --compare f958a5a     # and the executor of an older commit, alternating
 
 The step: Mentee NCHW float32, momentum SGD, the loss fetched, batch 4. After the initializer, every kernel of
 the device is swapped for one that does nothing (the registry's table; the ops computing shapes keep theirs),
@@ -13,7 +14,12 @@ figure is the host's share of a GPU step.
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 
 # Kept: the ops whose values become shapes (a shape function reads them), and the control-flow ops.
@@ -68,21 +74,61 @@ def _step(device: str, steps: int, budget, force) -> tuple[float, int]:
     return statistics.median(times) * 1e6, n_ops
 
 
+_ROWS = [("plain (runtime pool)", False, None), ("planned arena", True, (1, 1)),
+         ("planned arena, 2 micro-batches", True, (2, 1))]
+
+
+def _measure(device: str, steps: int, budget: str) -> dict:
+    from tfplus.runtime import get_runtime
+    get_runtime(device)  # loads the device's kernels before they are swapped
+    return {name: _step(device, steps, budget if planned else None, force) for name, planned, force in _ROWS}
+
+
+def _in_subprocess(args, rev: str | None) -> dict:
+    """_measure in a fresh process, on this tree or (rev) on a copy of the tfplus package of git revision `rev`
+    put first on the path (ops/ and kernels/ stay this tree's: the editable install maps them)."""
+    cmd = [sys.executable, __file__, "--json", "--device", args.device, "--steps", str(args.steps),
+           "--budget", args.budget]
+    env = dict(os.environ)
+    with tempfile.TemporaryDirectory() as tmp:
+        if rev is not None:
+            root = subprocess.run(["git", "rev-parse", "--show-toplevel"], capture_output=True, text=True,
+                                  check=True, cwd=os.path.dirname(__file__)).stdout.strip()
+            tar = subprocess.run(["git", "archive", rev, "tfplus"], capture_output=True, check=True, cwd=root)
+            subprocess.run(["tar", "-x", "-C", tmp], input=tar.stdout, check=True)
+            env["PYTHONPATH"] = tmp + os.pathsep + env.get("PYTHONPATH", "")
+        out = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--budget", default="1GB", help="the planned rows' memory budget (forced plans ignore it)")
+    ap.add_argument("--compare", metavar="REV", help="also measure git revision REV's executor (e.g. an older "
+                    "commit), alternating with this tree's for --rounds rounds; the best round of each is shown")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    from tfplus.runtime import get_runtime
-    get_runtime(args.device)  # loads the device's kernels before they are swapped
+    if args.json:
+        print(json.dumps(_measure(args.device, args.steps, args.budget)))
+        return
+    if args.compare:
+        runs: dict = {"this tree": [], args.compare: []}
+        for _ in range(args.rounds):
+            runs["this tree"].append(_in_subprocess(args, None))
+            runs[args.compare].append(_in_subprocess(args, args.compare))
+        results = {who: {name: min(r[name] for r in rs) for name, _, _ in _ROWS} for who, rs in runs.items()}
+    else:
+        results = {"this tree": _measure(args.device, args.steps, args.budget)}
     print(f"host time per Mentee step (batch 4, kernels do nothing) on {args.device}")
-    print(f"{'executor':<34} {'us/step':>9} {'ops':>5} {'us/op':>7}")
-    for name, budget, force in [("plain (runtime pool)", None, None), ("planned arena", args.budget, (1, 1)),
-                                ("planned arena, 2 micro-batches", args.budget, (2, 1))]:
-        us, n = _step(args.device, args.steps, budget, force)
-        k = force[0] if force else 1
-        print(f"{name:<34} {us:9.0f} {n * k:5d} {us / (n * k):7.1f}")
+    print(f"{'executor':<34} {'tree':<12} {'us/step':>9} {'ops':>5} {'us/op':>7}")
+    for name, _, force in _ROWS:
+        for who, rows in results.items():
+            us, n = rows[name]
+            n *= force[0] if force else 1
+            print(f"{name:<34} {who[:12]:<12} {us:9.0f} {n:5d} {us / n:7.1f}")
 
 
 if __name__ == "__main__":

@@ -232,7 +232,7 @@ class Program:
         self.n_slots = len(slot) + len(self.var_slots) + 1
         self.bound = alloc if alloc.fixed else None  # the memory plan the profiler reports
         self._version = None
-        self._specialized: dict[tuple, list] = {}  # signature -> per op: its output maker
+        self._specialized: dict[tuple, list] = {}  # signature -> the fast loop's steps, one per op run
 
     # -- compiling what depends on the allocator ----------------------------------------------------------------
     def _bind(self) -> None:
@@ -305,13 +305,15 @@ class Program:
             present = present and buf is not None
         if ex.trace is None and self.fast and present:
             key = (ex.var_epoch, *[slots[s].shape for s in self.feed_slots])
-            makers = self._specialized.get(key)
-            if makers is not None:
-                self._fast(slots, makers)
+            steps = self._specialized.get(key)
+            if steps is not None:
+                self._fast(slots, steps)
             else:
                 self._careful(slots, None, record := [])
-                self._specialized[key] = [None if r.kind != _RUN else self._dynamic_maker(r) if r.dynamic
-                                          else self._maker(r, m) for r, m in zip(self.ops, record)]
+                self._specialized[key] = [
+                    (i, self._dynamic_maker(r) if r.dynamic else self._maker(r, specs), r.kernel, r.ctx,
+                     r.op.attrs, r.ins, r.outs, r.release)
+                    for i, (r, specs) in enumerate(zip(self.ops, record)) if r.kind == _RUN]
         else:
             self._careful(slots, ex.trace, None)
         return [slots[s] if name is None else ex.read_variable(name) for s, name in self.fetch_slots]
@@ -320,29 +322,25 @@ class Program:
         ex = self.executor
         return lambda ins: ex.outputs(r.op, ins, self.alloc)
 
-    def _fast(self, slots: list, makers: list) -> None:
+    def _fast(self, slots: list, steps: list) -> None:
         """The loop of a run whose signature was seen: no checks, no shape functions, no dict lookups."""
         i = 0
-        ops = self.ops
         try:
-            for i, make in enumerate(makers):
-                if make is None:
-                    continue
-                r = ops[i]
-                ins = [slots[s] for s in r.ins]
+            for i, make, kernel, ctx, attrs, ins_at, outs_at, release in steps:  # noqa: B007  i: the except
+                ins = [slots[s] for s in ins_at]
                 outs = make(ins)
-                r.kernel(r.ctx, ins, outs, r.op.attrs)
-                for s, buf in zip(r.outs, outs):
+                kernel(ctx, ins, outs, attrs)
+                for s, buf in zip(outs_at, outs):
                     slots[s] = buf
-                for s in r.release:
+                for s in release:
                     slots[s] = None
         except errors.OpError as e:
-            op = ops[i].op
+            op = self.ops[i].op
             if e.node_name is None:
                 raise type(e)(op.name, op.type, e.message) from None
             raise
         except (ValueError, TypeError, IndexError, FloatingPointError) as e:
-            op = ops[i].op
+            op = self.ops[i].op
             raise errors.InvalidArgumentError(op.name, op.type, f"{type(e).__name__}: {e}") from e
 
     def _careful(self, slots: list, trace, record: list | None) -> None:
