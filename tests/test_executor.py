@@ -115,3 +115,31 @@ def test_the_planner_takes_device_facts_and_imports_no_session():
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
                 [node.module] if isinstance(node, ast.ImportFrom) else []
             assert not any(n and n.startswith(("tfplus.session", "tfplus.executor")) for n in names), path
+
+
+def test_inter_op_parallelism_gives_the_sequential_results_bit_for_bit():
+    tf.set_random_seed(3)  # both sessions start from the same weights
+    x = tf.placeholder(tf.float32, [None, 4, 4, 2], name="x")
+    labels = tf.placeholder(tf.int32, [None], name="labels")
+    conv = tf.layers.conv2d(x, 3, 3, padding="same", activation=tf.nn.relu, name="conv")
+    hidden = tf.layers.dense(tf.reshape(conv, [-1, 48]), 8, activation=tf.nn.relu, name="fc1")
+    logits = tf.layers.dense(hidden, 4, name="fc2")
+    loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits))
+    train = tf.train.MomentumOptimizer(0.1, 0.9).minimize(loss)
+    init = tf.global_variables_initializer()
+    rng = np.random.default_rng(1)
+    feeds = {x: rng.standard_normal((6, 4, 4, 2)).astype(np.float32), labels: rng.integers(0, 4, 6)}
+
+    def train_steps(inter: int):
+        config = tf.ConfigProto(intra_op_parallelism_threads=2, inter_op_parallelism_threads=inter)
+        with tf.Session(config=config) as sess:
+            sess.run(init)
+            losses = [sess.run([train, loss], feeds)[1] for _ in range(4)]
+            waves = [s for p in sess._plans.values() for s in p._specialized.values()]
+            return losses, sess.run(tf.trainable_variables()), waves
+    losses, weights, _ = train_steps(1)
+    again, weights_again, waves = train_steps(3)
+    assert any(len(w) > 1 for ws in waves for w, _ in ws if isinstance(w, list)), "some ops ran side by side"
+    assert again == losses
+    for a, b in zip(weights, weights_again):
+        np.testing.assert_array_equal(a, b)

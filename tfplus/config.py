@@ -71,8 +71,8 @@ class GraphOptions(_Options):
 
 class ConfigProto(_Options):
     """TF1's ConfigProto. intra_op_parallelism_threads is the cpu device's thread count (0: the default,
-    $TFPLUS_NUM_THREADS or every core this process may use); inter_op_parallelism_threads is accepted (ops of
-    a step run one after another, each using the intra-op threads)."""
+    $TFPLUS_NUM_THREADS or every core this process may use); inter_op_parallelism_threads > 1 runs independent
+    ops of a cpu step at once, each still using the intra-op threads (0 or 1: one after another)."""
 
     _fields = {"intra_op_parallelism_threads": 0, "inter_op_parallelism_threads": 0,
                "allow_soft_placement": False, "log_device_placement": False, "device_count": dict,

@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import heapq
 import os
+import threading
 
-from tfplus import errors
+from tfplus import errors, threads
 from tfplus.framework import Graph, Operation, Tensor, _fmt_shape, constant_value, needed_ops
 from tfplus.registry import TensorSpec, devices_with_kernel, find_kernel, kernel_dtype
 
@@ -306,14 +307,18 @@ class Program:
         if ex.trace is None and self.fast and present:
             key = (ex.var_epoch, *[slots[s].shape for s in self.feed_slots])
             steps = self._specialized.get(key)
-            if steps is not None:
-                self._fast(slots, steps)
-            else:
+            if steps is None:
                 self._careful(slots, None, record := [])
-                self._specialized[key] = [
-                    (i, self._dynamic_maker(r) if r.dynamic else self._maker(r, specs), r.kernel, r.ctx,
-                     r.op.attrs, r.ins, r.outs, r.release)
-                    for i, (r, specs) in enumerate(zip(self.ops, record)) if r.kind == _RUN]
+                steps = [(i, self._dynamic_maker(r) if r.dynamic else self._maker(r, specs), r.kernel, r.ctx,
+                          r.op.attrs, r.ins, r.outs, r.release)
+                         for i, (r, specs) in enumerate(zip(self.ops, record)) if r.kind == _RUN]
+                if ex.inter_op > 1 and not self.alloc.fixed:
+                    steps = self._waves(steps, ex.inter_op)
+                self._specialized[key] = steps
+            elif ex.inter_op > 1 and not self.alloc.fixed:
+                self._fast_waves(slots, steps, ex.inter_op)
+            else:
+                self._fast(slots, steps)
         else:
             self._careful(slots, ex.trace, None)
         return [slots[s] if name is None else ex.read_variable(name) for s, name in self.fetch_slots]
@@ -342,6 +347,97 @@ class Program:
         except (ValueError, TypeError, IndexError, FloatingPointError) as e:
             op = self.ops[i].op
             raise errors.InvalidArgumentError(op.name, op.type, f"{type(e).__name__}: {e}") from e
+
+    # -- inter-op parallelism (the cpu device, the runtime's pool) ------------------------------------------------
+    def _waves(self, steps: list, width: int) -> list[list]:
+        """The fast loop's steps put in waves of ops that may run at once, each op as early as it can go (its
+        wave follows those of the ops making its inputs, of its control inputs, and, for a variable, of the
+        ops before it in the compiled order that update it, or read it when this op updates it); a
+        control-flow op runs alone. Each step's last element becomes the slots emptied after its wave."""
+        view_of = {s: name for name, s in self.var_slots.items()}  # slot -> the variable it is a view of
+        wave_of_slot: dict[int, int] = {}
+        wave_of_op: dict[Operation, int] = {}
+        last_write: dict[str, int] = {}  # variable -> the wave of its latest update so far
+        last_read: dict[str, int] = {}  # variable -> the latest wave reading it since then
+        floor = 0  # after a control-flow op
+        placed = []
+        for st in steps:
+            r = self.ops[st[0]]
+            op = r.op
+            reads = {view_of[s] for s in r.ins if s in view_of}
+            writes = {name for _, name in r.refs}
+            after = [wave_of_slot.get(s, -1) for s in r.ins]
+            after += [wave_of_op.get(c, -1) for c in op.control_inputs]
+            after += [last_write.get(v, -1) for v in reads | writes]
+            after += [last_read.get(v, -1) for v in writes]
+            w = max(floor, 1 + max(after, default=-1))
+            if op.op_def.allocates_outputs:
+                w = max([w, *wave_of_op.values()]) + 1 if wave_of_op else w
+                floor = w + 1
+            wave_of_op[op] = w
+            for s in r.outs:
+                wave_of_slot[s] = w
+            for v in reads:
+                last_read[v] = max(last_read.get(v, -1), w)
+            for v in writes:
+                last_write[v], last_read[v] = w, -1
+            for k, a in op.op_def.aliases.items():  # Identity, Reshape, an update's output: views
+                if r.ins[a] in view_of:
+                    view_of[r.outs[k]] = view_of[r.ins[a]]
+            placed.append((w, st))
+        # A tensor is released after the last wave that reads it (its last reader in the compiled order may
+        # run in an earlier wave than another).
+        releasable = {s for st in steps for s in st[7]}
+        last_use: dict[int, int] = {}
+        for w, st in placed:
+            for s in st[5]:
+                if s in releasable:
+                    last_use[s] = max(last_use.get(s, -1), w)
+        levels: dict[int, list] = {}
+        for w, st in placed:
+            levels.setdefault(w, []).append(st)
+        dead: dict[int, list] = {}
+        for s, w in last_use.items():
+            dead.setdefault(w, []).append(s)
+        waves = []
+        for w in sorted(levels):
+            ops = levels[w]
+            chunks = [ops[j:j + width] for j in range(0, len(ops), width)]
+            for j, chunk in enumerate(chunks):
+                release = tuple(dead.get(w, ())) if j == len(chunks) - 1 else ()
+                waves.append(([st[:7] for st in chunk], release))
+        return waves
+
+    def _fast_waves(self, slots: list, waves: list, width: int) -> None:
+        """The fast loop, each wave's ops at once on the inter-op pool. Each op's kernel splits its work for
+        the session's intra-op threads as it does in the sequential loop, so the results are the same bits."""
+        intra = threads.current()
+        ops = self.ops
+
+        def one(st):
+            i, make, kernel, ctx, attrs, ins_at, outs_at = st
+            with threads.using(intra):
+                try:
+                    ins = [slots[s] for s in ins_at]
+                    outs = make(ins)
+                    kernel(ctx, ins, outs, attrs)
+                except errors.OpError as e:
+                    if e.node_name is None:
+                        raise type(e)(ops[i].op.name, ops[i].op.type, e.message) from None
+                    raise
+                except (ValueError, TypeError, IndexError, FloatingPointError) as e:
+                    raise errors.InvalidArgumentError(ops[i].op.name, ops[i].op.type,
+                                                      f"{type(e).__name__}: {e}") from e
+            for s, buf in zip(outs_at, outs):
+                slots[s] = buf
+        pool = _inter_pool(width)
+        for wave, release in waves:
+            if len(wave) == 1:
+                one(wave[0])
+            else:
+                pool.run(one, wave)
+            for s in release:
+                slots[s] = None
 
     def _careful(self, slots: list, trace, record: list | None) -> None:
         """The loop that checks everything per op (see the module doc); with `record`, appends each op's
@@ -408,6 +504,9 @@ class Executor:
         # (op, input shapes[, value inputs' values]) -> output (shape, dtype)s, for the careful loop
         self.out_specs: dict[tuple, list[tuple]] = {}
         self.pool = Pool(runtime)
+        # TF1's inter_op_parallelism_threads: > 1 runs independent ops of a step at once (the cpu device, steps
+        # without a memory plan: the plan's arena reuses memory in the compiled order).
+        self.inter_op = 1
         self.trace = None  # the running step's tfplus.profiler.StepTracer, when traced
 
     def compile(self, fetches: list, feeds, alloc=None, order: list[Operation] | None = None) -> Program:
@@ -517,6 +616,24 @@ class Executor:
                     value = self.runtime.copy_out(buf)
             values.append(value)
         return values
+
+
+_inter_pools: dict[int, threads._Pool] = {}
+_inter_lock = threading.Lock()
+
+
+def _inter_pool(n: int) -> threads._Pool:
+    """The inter-op pool of `n` threads, shared by sessions; apart from the intra-op pools, which the ops it
+    runs call into (one pool for both would wait on itself)."""
+    with _inter_lock:
+        pool = _inter_pools.get(n)
+        if pool is None:
+            pool = _inter_pools[n] = threads._Pool(n)
+    return pool
+
+
+if hasattr(os, "register_at_fork"):  # a forked child has none of the parent's workers
+    os.register_at_fork(after_in_child=_inter_pools.clear)
 
 
 def _infer_outputs(op: Operation, ins, given) -> list[tuple]:

@@ -53,6 +53,9 @@ class Session:
         self.device = device
         # The cpu device's intra-op threads (TF1's ConfigProto.intra_op_parallelism_threads; 0 = the default).
         self._threads = threads.resolve(_config_field(config, "intra_op_parallelism_threads"))
+        inter = _config_field(config, "inter_op_parallelism_threads")
+        if inter and self._runtime.kernel_device == "cpu" and memory_budget is None:
+            self._executor.inter_op = threads.parse_threads(inter, "inter_op_parallelism_threads")
         self._vars = self._executor.vars  # VariableV2 node name -> buffer (the profiler counts them)
         self._plans = self._executor.programs  # compiled programs and memory plans (tests, trainer read these)
         self._closed = False
