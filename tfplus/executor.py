@@ -120,6 +120,9 @@ def topo_order(needed: set[Operation]) -> list[Operation]:
     return order
 
 
+# The most signatures (fed shapes, variable shapes) a program keeps its fast loop for.
+_SIGNATURES = 16
+
 # What the careful loop does with an op.
 _RUN, _SKIP, _VARIABLE, _UNFED = range(4)
 
@@ -314,6 +317,8 @@ class Program:
                          for i, (r, specs) in enumerate(zip(self.ops, record)) if r.kind == _RUN]
                 if ex.inter_op > 1 and not self.alloc.fixed:
                     steps = self._waves(steps, ex.inter_op)
+                if len(self._specialized) >= _SIGNATURES:  # e.g. a variable reshaped every run
+                    self._specialized.clear()
                 self._specialized[key] = steps
             elif ex.inter_op > 1 and not self.alloc.fixed:
                 self._fast_waves(slots, steps, ex.inter_op)
