@@ -143,3 +143,21 @@ def test_inter_op_parallelism_gives_the_sequential_results_bit_for_bit():
     assert again == losses
     for a, b in zip(weights, weights_again):
         np.testing.assert_array_equal(a, b)
+
+
+def test_a_planned_step_binds_its_arena_once_and_replays_fast(monkeypatch):
+    x, labels, w, loss, train = _train_graph()
+    rng = np.random.default_rng(2)
+    feeds = {x: rng.standard_normal((4, 3)).astype(np.float32), labels: rng.integers(0, 4, 4)}
+    runs = _careful_runs(monkeypatch)
+    with tf.Session(memory_budget="1GB") as sess:
+        sess.run(tf.global_variables_initializer())
+        first = sess.run([train, loss], feeds)[1]
+        allocated, careful = sess.runtime.allocated_bytes, len(runs)
+        later = [sess.run([train, loss], feeds)[1] for _ in range(3)]
+        assert len(runs) == careful, "the planned step's later runs take the fast loop"
+        assert sess.runtime.allocated_bytes == allocated, "they allocate nothing: outputs are the arena's views"
+    with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        plain = [sess.run([train, loss], feeds)[1] for _ in range(4)]
+    np.testing.assert_allclose([first, *later], plain, rtol=1e-6)
