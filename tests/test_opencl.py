@@ -222,7 +222,7 @@ def test_relu_grad_applied_copies_unless_written_in_place(monkeypatch):
     src, dst = rt.copy_in(g), rt.allocate(g.shape, g.dtype)
     cl_nn.relu_grad_applied(ctx, [src], [dst], {})
     np.testing.assert_array_equal(rt.copy_out(dst), g)
-    # A plan writing over its input gives the output its own sub-buffer at the input's arena offset.
+    # A plan writing over its input gives the output its own view of the input's arena slot.
     arena = rt.allocate_arena(4 * rt.arena_alignment)
     a, b = (rt.sub_buffer(arena, 0, g.shape, g.dtype) for _ in range(2))
     other = rt.sub_buffer(arena, 2 * rt.arena_alignment, g.shape, g.dtype)
