@@ -16,7 +16,9 @@ per step only the fed arrays go in and the fetched values come out (`h2d_bytes`,
 Values made on the host (feeds, constants, shapes and arithmetic on them) keep a host copy, so shape functions
 and fetches read them without a transfer; small constants and shapes reach the device once (their device
 copies are cached by content), graph constants once per runtime. Freed buffers go back to a pool keyed by
-size class, so a steady-state step allocates nothing.
+size class, so a steady-state step allocates nothing. Kernels take each tensor as a buffer and a byte offset
+in it (common.cl: GLOBAL, SHIFT), so a memory plan's arena slots and rows of a batch (`a[i:j]`) are views of
+one buffer: no copies, no cl sub-buffers.
 
 Programs are built once per context and kept; built binaries are also cached on disk
 ($XDG_CACHE_HOME/tfplus/opencl, else ~/.cache/tfplus/opencl), keyed by the sha256 of the source, build
