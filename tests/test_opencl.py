@@ -340,6 +340,28 @@ def test_kernels_on_views_at_offsets_match_numpy_and_write_nothing_else():
         arena.check()
 
 
+def test_row_views_copies_and_host_transfers_use_the_offset():
+    """a[i:j] is a view (views of views add offsets); copy_rows, copy, copy_in/out and upload_into move
+    exactly the viewed bytes."""
+    rt = opencl.OpenCLRuntime()
+    a = np.arange(24, dtype=np.float32).reshape(6, 4)
+    arena = _Guarded(rt, 4096)
+    src, dst = arena.view(a.shape, a.dtype, a), arena.view(a.shape, a.dtype, np.zeros_like(a))
+    arena.written.append((dst.block.offset, dst.nbytes))
+    np.testing.assert_array_equal(rt.copy_out(src[1:5][2:]), a[3:5])
+    rt.copy_rows(dst, 4, src, 1, 2)
+    rt.copy(dst[0:1], src[5:])
+    rt.upload_into(dst[2:3], np.full((1, 4), -1, np.float32))
+    want = np.zeros_like(a)
+    want[4:6], want[0], want[2] = a[1:3], a[5], -1
+    np.testing.assert_array_equal(rt.copy_out(dst), want)
+    arena.check()
+    with pytest.raises(ValueError, match="step 1"):
+        src[::2]
+    with pytest.raises(TypeError, match="slice of its rows"):
+        src[0]
+
+
 def test_reductions_short_long_and_split():
     rng = np.random.default_rng(5)
     x, big, wide = _rand(rng, 3, 700, 5), _rand(rng, 40000), _rand(rng, 30, 5, 40)
