@@ -4,11 +4,14 @@ the same run its peers when present: PyTorch eager (CUDA) and tinygrad (OpenCL a
     python benchmarks/bench_gpu_step.py                       # opencl + peers, prints a table
     python benchmarks/bench_gpu_step.py --device cpu --batch 32 --steps 3 --no-peers
     TFPLUS_OPENCL_PROFILE=1 python benchmarks/bench_gpu_step.py --profile   # + per-kernel GPU times
+    python benchmarks/bench_gpu_step.py --no-peers --budgets 1TB,64MB,32MB,24MB  # planned steps vs plain
 
 Reports ms/step (median), GFLOP/s (22.85 GFLOP per step at batch 128, scaled by batch), the forward share
 (a forward-only run fetching the loss), bytes host->device and device->host per step, device allocations in
 the steady state, and the cold start (process start to the end of the first step: imports, OpenCL program
-builds or their disk cache, autotuning). Measurements are recorded in benchmarks/gpu_notes.md.
+builds or their disk cache, autotuning). With --budgets: the step under each memory budget (1TB: the planned
+arena, unconstrained) against the plain executor, sessions in turns, one step each per round (medians).
+Measurements are recorded in benchmarks/gpu_notes.md.
 """
 from __future__ import annotations
 
@@ -86,6 +89,36 @@ def bench_tfplus(device: str, batch: int, steps: int, warmup: int, profile: bool
             "ops": n_ops}
 
 
+def bench_budgets(device: str, batch: int, steps: int, warmup: int, budgets: list[str]) -> dict:
+    """Median ms/step of the plain executor and of a session per memory budget, run in turns (one step of each
+    per round), so that drift on a shared machine falls on all alike."""
+    import numpy as np
+
+    import tfplus as tf
+    from tfplus.graphs.mentee import training_graph
+    tg = training_graph(total_steps=10 ** 6, seed=0, optimizer="momentum", nesterov=False, weight_decay=0.0,
+                        schedule="const", learning_rate=0.01)
+    rng = np.random.default_rng(0)
+    feed = {tg.images: rng.standard_normal((batch, 3, 32, 32)).astype(np.float32),
+            tg.labels: rng.integers(0, 10, batch).astype(np.int32)}
+    fetches = [tg.train_op, tg.loss]
+    sessions = {"plain": tf.Session(graph=tg.graph, device=device)}
+    sessions.update({b: tf.Session(graph=tg.graph, device=device, memory_budget=b) for b in budgets})
+    times: dict = {name: [] for name in sessions}
+    try:
+        for s in sessions.values():
+            s.run(tg.init_op)
+            for _ in range(warmup + 1):
+                s.run(fetches, feed)
+        for _ in range(steps):
+            for name, s in sessions.items():
+                times[name] += _times(lambda s=s: s.run(fetches, feed), 1)
+    finally:
+        for s in sessions.values():
+            s.close()
+    return {name: statistics.median(t) * 1e3 for name, t in times.items()}
+
+
 def _host_breakdown(session, step, steps: int) -> dict:
     """Host milliseconds per step in the executor: all of it (tfplus.executor.Program.replay), in kernels
     (launchers and enqueueing), and the rest (the executor's own loop, output allocation). Wraps the
@@ -151,7 +184,7 @@ def launch_overhead(device: str, n: int = 5000) -> None:
     a = rt.copy_in(np.ones(256, np.float32))
     k = kernel(rt, "training.cl", "apply_momentum", a.dtype)
     args = (a, a, a, a, a, np.int32(256), np.int32(0))
-    cargs = [rt.buffer(x) if hasattr(x, "block") else x for x in args]
+    cargs = [c for x in args for c in ((rt.buffer(x), x.block.off) if hasattr(x, "block") else (x,))]
     rt.run(k, (256,), (256,), *args)
     ways = {"rt.run": lambda: rt.run(k, (256,), (256,), *args),
             "invoker": lambda: k.k(rt.queue, (256,), (256,), *cargs),
@@ -270,6 +303,8 @@ def main() -> None:
                    help="per-kernel GPU times (needs TFPLUS_OPENCL_PROFILE=1)")
     p.add_argument("--cprofile", action="store_true", help="print the host-side Python profile of the steps")
     p.add_argument("--launch-overhead", action="store_true", help="time one kernel launch three ways")
+    p.add_argument("--budgets", default="", help="comma-separated memory budgets (1TB: the unconstrained "
+                   "planned arena) to time against the plain executor, e.g. 1TB,64MB,32MB,24MB")
     p.add_argument("--no-peers", action="store_true")
     p.add_argument("--peers", default="torch,tinygrad:CL,tinygrad:CUDA")
     p.add_argument("--peer", help=argparse.SUPPRESS)
@@ -285,6 +320,11 @@ def main() -> None:
         return
     if args.launch_overhead:
         launch_overhead(args.device)
+    if args.budgets:
+        ms = bench_budgets(args.device, args.batch, args.steps, args.warmup, args.budgets.split(","))
+        print(f"step by memory budget ({args.device}, batch {args.batch}, {args.steps} rounds in turns):")
+        for name, v in ms.items():
+            print(f"  {name:8s} {v:8.2f} ms/step  {v / ms['plain'] - 1:+7.1%} vs plain")
     results = [bench_tfplus(args.device, args.batch, args.steps, args.warmup, args.profile, args.cprofile)]
     if not args.no_peers:
         results += [r for r in (_peer(args, w) for w in args.peers.split(",")) if r]

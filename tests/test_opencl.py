@@ -222,7 +222,7 @@ def test_relu_grad_applied_copies_unless_written_in_place(monkeypatch):
     src, dst = rt.copy_in(g), rt.allocate(g.shape, g.dtype)
     cl_nn.relu_grad_applied(ctx, [src], [dst], {})
     np.testing.assert_array_equal(rt.copy_out(dst), g)
-    # A plan writing over its input gives the output its own sub-buffer at the input's arena offset.
+    # A plan writing over its input gives the output its own view of the input's arena slot.
     arena = rt.allocate_arena(4 * rt.arena_alignment)
     a, b = (rt.sub_buffer(arena, 0, g.shape, g.dtype) for _ in range(2))
     other = rt.sub_buffer(arena, 2 * rt.arena_alignment, g.shape, g.dtype)
@@ -238,6 +238,128 @@ def test_relu_grad_applied_copies_unless_written_in_place(monkeypatch):
     cl_nn.relu_grad_applied(ctx, [a], [other], {})
     assert len(copies) == 1
     np.testing.assert_array_equal(rt.copy_out(other), g)
+
+
+class _Guarded:
+    """One arena for a kernel test: each tensor is a view at a nonzero offset with guard bytes (a known pattern)
+    on both sides; `mirror` is what the arena must hold outside the tensors the kernels may write."""
+
+    GUARD = 0xA5
+
+    def __init__(self, rt, nbytes: int):
+        self.rt, self.cursor, self.written = rt, rt.arena_alignment, []
+        self.arena = rt.allocate_arena(nbytes)
+        self.mirror = np.full(nbytes, self.GUARD, np.uint8)
+        rt.upload_into(self.arena, self.mirror)
+
+    def view(self, shape, dtype, value=None):
+        """A view after a guard of one alignment unit (so at an aligned nonzero offset), holding `value`."""
+        dt = np.dtype(getattr(dtype, "np", dtype))
+        at = self.cursor
+        v = self.rt.sub_buffer(self.arena, at, shape, dt)
+        n = v.nbytes
+        self.cursor = (-(-(at + n) // self.rt.arena_alignment) + 1) * self.rt.arena_alignment
+        if value is None:
+            self.written.append((at, n))
+        else:
+            value = np.asarray(value, dt).reshape(shape)
+            self.rt.upload_into(v, value)
+            self.mirror[at:at + n] = value.reshape(-1).view(np.uint8)
+        return v
+
+    def check(self) -> None:
+        """Inputs and guards hold what they held: the kernels wrote inside their outputs only."""
+        got, want = self.rt.copy_out(self.arena), self.mirror.copy()
+        for at, n in self.written:
+            got[at:at + n] = want[at:at + n]
+        bad = np.flatnonzero(got != want)
+        assert bad.size == 0, f"{bad.size} bytes outside the outputs changed, the first at arena byte {bad[0]}"
+
+
+def test_kernels_on_views_at_offsets_match_numpy_and_write_nothing_else():
+    """Every kernel family runs on tensors at nonzero offsets of one buffer (planned arena views, and a row view
+    at an offset of a row's 12 bytes): results equal the cpu kernels', and no byte around an output or of an
+    input changes."""
+    from tfplus.registry import find_kernel
+    rt = opencl.OpenCLRuntime()
+    rng = np.random.default_rng(11)
+    x, w, dy = _rand(rng, 2, 6, 6, 3), _rand(rng, 3, 3, 3, 4), _rand(rng, 2, 6, 6, 4)
+    rows, logits, labels = _rand(rng, 5, 3), _rand(rng, 4, 7), rng.integers(0, 7, 4).astype(np.int32)
+    var, delta = _rand(rng, 3, 4), _rand(rng, 3, 4)
+    ROWS = None  # stands for the row view rows[1:4] of a slot holding `rows`
+    g = tf.Graph()
+    with g.as_default():
+        def ph(a):
+            return tf.placeholder(tf.as_dtype(a.dtype), a.shape)
+        conv = tf.nn.conv2d(ph(x), ph(w), [1, 1, 1, 1], "SAME")
+        tf.train.GradientDescentOptimizer(0.5).apply_gradients([(ph(delta), tf.Variable(var))])
+        cases = [  # (op, inputs)
+            (tf.add(ph(rows[:3]), ph(rows[0])).op, [ROWS, rows[0]]),                 # elementwise.cl
+            (tf.nn.relu(ph(rows[:3])).op, [ROWS]),
+            (tf.matmul(ph(rows[:3]), ph(w[0, 0])).op, [ROWS, w[0, 0]]),              # matmul.cl
+            (conv.op, [x, w]),                                                       # conv.cl
+            (tf.nn.conv2d_backprop_filter(ph(x), w.shape, ph(dy), [1, 1, 1, 1], "SAME").op,
+             [x, np.array(w.shape, np.int32), dy]),
+            (tf.nn.bias_add(ph(dy), ph(w[0, 0, 0])).op, [dy, w[0, 0, 0]]),           # nn.cl
+            (tf.nn.max_pool(ph(x), [1, 2, 2, 1], [1, 2, 2, 1], "VALID").op, [x]),
+            (tf.nn.sparse_softmax_cross_entropy_with_logits(logits=ph(logits), labels=ph(labels)).op,
+             [logits, labels]),
+            (tf.reduce_sum(ph(x), [1, 2]).op, [x, np.array([1, 2], np.int32)]),      # reduce.cl
+            (tf.argmax(ph(rows[:3]), 1).op, [ROWS, np.array(1, np.int32)]),
+            (tf.transpose(ph(x), [0, 3, 1, 2]).op, [x, np.array([0, 3, 1, 2], np.int32)]),  # array.cl
+            (tf.random_uniform([3, 5], seed=1).op, [np.array([3, 5], np.int32)]),    # random.cl
+            (next(o for o in g.get_operations() if o.type == "ApplyGradientDescent"),
+             [var, np.array(0.5, np.float32), delta]),                               # training.cl (in place)
+        ]
+
+    class Ctx(_KernelContext):
+        def __init__(self, runtime, op, workspace):
+            super().__init__(runtime)
+            self.op, self.node_name, self.workspace = op, op.name, workspace
+
+        def random_stream(self):
+            return (1, 2), 0
+    for op, ins in cases:
+        arena = _Guarded(rt, 1 << 16)
+        whole = arena.view(rows.shape, rows.dtype, rows)
+        d_ins = [whole[1:4] if a is ROWS else arena.view(np.shape(a), np.asarray(a).dtype, a) for a in ins]
+        h_ins = [rows[1:4].copy() if a is ROWS else np.array(a) for a in ins]
+        shapes = [tuple(t.shape.as_list()) for t in op.outputs]
+        in_place = op.op_def.aliases  # output k is input aliases[k], updated in place
+        d_outs = [d_ins[in_place[k]] if k in in_place else arena.view(sh, t.dtype, None)
+                  for k, (sh, t) in enumerate(zip(shapes, op.outputs))]
+        h_outs = [h_ins[in_place[k]] if k in in_place else np.empty(sh, t.dtype.np)
+                  for k, (sh, t) in enumerate(zip(shapes, op.outputs))]
+        for k in in_place.values():
+            arena.written.append((d_ins[k].block.offset, d_ins[k].nbytes))
+        dtype = op.attrs.get("T", op.outputs[0].dtype)
+        find_kernel(op.type, "opencl", dtype)(Ctx(rt, op, arena.view), d_ins, d_outs, op.attrs)
+        find_kernel(op.type, "cpu", dtype)(Ctx(None, op, _KernelContext().workspace), h_ins, h_outs, op.attrs)
+        for d, h in zip(d_outs, h_outs):
+            np.testing.assert_allclose(rt.copy_out(d), h, rtol=1e-5, atol=1e-5, err_msg=op.type)
+        arena.check()
+
+
+def test_row_views_copies_and_host_transfers_use_the_offset():
+    """a[i:j] is a view (views of views add offsets); copy_rows, copy, copy_in/out and upload_into move
+    exactly the viewed bytes."""
+    rt = opencl.OpenCLRuntime()
+    a = np.arange(24, dtype=np.float32).reshape(6, 4)
+    arena = _Guarded(rt, 4096)
+    src, dst = arena.view(a.shape, a.dtype, a), arena.view(a.shape, a.dtype, np.zeros_like(a))
+    arena.written.append((dst.block.offset, dst.nbytes))
+    np.testing.assert_array_equal(rt.copy_out(src[1:5][2:]), a[3:5])
+    rt.copy_rows(dst, 4, src, 1, 2)
+    rt.copy(dst[0:1], src[5:])
+    rt.upload_into(dst[2:3], np.full((1, 4), -1, np.float32))
+    want = np.zeros_like(a)
+    want[4:6], want[0], want[2] = a[1:3], a[5], -1
+    np.testing.assert_array_equal(rt.copy_out(dst), want)
+    arena.check()
+    with pytest.raises(ValueError, match="step 1"):
+        src[::2]
+    with pytest.raises(TypeError, match="slice of its rows"):
+        src[0]
 
 
 def test_reductions_short_long_and_split():

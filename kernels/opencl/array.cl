@@ -1,21 +1,23 @@
 // Array ops: strided copies (transpose, slices, concat, pack, tile, pad, broadcast all reduce to one), one-hot,
 // cumulative sums, in-top-k. Copies are built per element size (T = uchar, ushort, uint, ulong): bits move as is.
 
-// out[out_off + offset(i, so)] = in[in_off + offset(i, si)] for i over `shape` (n elements); strides may be
+// out[out0 + offset(i, so)] = in[in0 + offset(i, si)] for i over `shape` (n elements); strides may be
 // negative (reversed slices) or zero (broadcast reads).
 #if WANT_copy_strided
-__kernel void K(copy_strided)(__global T* out, __global const T* in, int n, int rank, int8 shape, int8 so,
-                              int8 si, int out_off, int in_off) {
+__kernel void K(copy_strided)(GLOBAL(T, out), GLOBAL(const T, in), int n, int rank, int8 shape, int8 so,
+                              int8 si, int out0, int in0) {
+    SHIFT(out); SHIFT(in);
     int i = get_global_id(0);
-    if (i < n) out[out_off + strided_offset(i, rank, shape, so)] = in[in_off + strided_offset(i, rank, shape, si)];
+    if (i < n) out[out0 + strided_offset(i, rank, shape, so)] = in[in0 + strided_offset(i, rank, shape, si)];
 }
 #endif
 
 #ifdef TI
 // OneHot with the depth axis in the middle of (outer, depth, inner): out[o, j, r] = indices[o, r] == j ? on : off.
 #if WANT_one_hot
-__kernel void K(one_hot)(__global T* out, __global const TI* indices, __global const T* on, __global const T* off,
+__kernel void K(one_hot)(GLOBAL(T, out), GLOBAL(const TI, indices), GLOBAL(const T, on), GLOBAL(const T, off),
                          int n, int depth, int inner) {
+    SHIFT(out); SHIFT(indices); SHIFT(on); SHIFT(off);
     int i = get_global_id(0);
     if (i < n) {
         int r = i % inner, t = i / inner, j = t % depth, o = t / depth;
@@ -28,8 +30,9 @@ __kernel void K(one_hot)(__global T* out, __global const TI* indices, __global c
 // InTopK: targets[row] is in the top k of predictions[row] when fewer than k entries are strictly larger
 // (ties count in its favour); an out-of-range target or a non-finite prediction gives false, as in TF.
 #if WANT_in_top_k
-__kernel void K(in_top_k)(__global bool_t* out, __global const T* pred, __global const TI* targets,
-                          __global const TI* k, int rows, int classes) {
+__kernel void K(in_top_k)(GLOBAL(bool_t, out), GLOBAL(const T, pred), GLOBAL(const TI, targets),
+                          GLOBAL(const TI, k), int rows, int classes) {
+    SHIFT(out); SHIFT(pred); SHIFT(targets); SHIFT(k);
     int row = get_global_id(0);
     if (row >= rows) return;
     TI t = targets[row];
@@ -49,8 +52,9 @@ __kernel void K(in_top_k)(__global bool_t* out, __global const T* pred, __global
 
 // Cumsum along the middle axis of (outer, len, inner): one work-item per (outer, inner) line.
 #if WANT_cumsum
-__kernel void K(cumsum)(__global T* out, __global const T* in, int outer, int len, int inner, int exclusive,
+__kernel void K(cumsum)(GLOBAL(T, out), GLOBAL(const T, in), int outer, int len, int inner, int exclusive,
                         int reverse) {
+    SHIFT(out); SHIFT(in);
     int i = get_global_id(0);
     if (i >= outer * inner) return;
     int base = (i / inner) * len * inner + i % inner;
@@ -67,8 +71,9 @@ __kernel void K(cumsum)(__global T* out, __global const T* in, int outer, int le
 // Gather along the middle axis of params (outer, n, inner): out[o, j, r] = params[o, indices[j], r]; an index
 // outside [0, n) gives 0, as TF's GPU kernel. Copies elements by size (T = char, short, int, long).
 #if WANT_gather
-__kernel void K(gather)(__global T* out, __global const T* params, __global const TI* indices, int total,
+__kernel void K(gather)(GLOBAL(T, out), GLOBAL(const T, params), GLOBAL(const TI, indices), int total,
                         int n_idx, int n, int inner) {
+    SHIFT(out); SHIFT(params); SHIFT(indices);
     int i = get_global_id(0);
     if (i >= total) return;
     int r = i % inner, t = i / inner, j = t % n_idx, o = t / n_idx;
@@ -79,8 +84,9 @@ __kernel void K(gather)(__global T* out, __global const T* params, __global cons
 
 // DynamicStitch, one (indices, data) pair per launch: out[indices[j], r] = data[j, r].
 #if WANT_scatter_rows
-__kernel void K(scatter_rows)(__global T* out, __global const T* data, __global const TI* indices, int total,
+__kernel void K(scatter_rows)(GLOBAL(T, out), GLOBAL(const T, data), GLOBAL(const TI, indices), int total,
                               int inner, int rows) {
+    SHIFT(out); SHIFT(data); SHIFT(indices);
     int i = get_global_id(0);
     if (i >= total) return;
     TI at = indices[i / inner];
@@ -91,8 +97,9 @@ __kernel void K(scatter_rows)(__global T* out, __global const T* data, __global 
 // UnsortedSegmentSum: one work-item per output element (s, r) sums data[j, r] over j with ids[j] == s, in j's
 // order (deterministic, no atomics; the id vector is read once per output element).
 #if WANT_segment_sum
-__kernel void K(segment_sum)(__global T* out, __global const T* data, __global const TI* ids, int total,
+__kernel void K(segment_sum)(GLOBAL(T, out), GLOBAL(const T, data), GLOBAL(const TI, ids), int total,
                              int n_ids, int inner) {
+    SHIFT(out); SHIFT(data); SHIFT(ids);
     int i = get_global_id(0);
     if (i >= total) return;
     int s = i / inner, r = i % inner;
@@ -106,8 +113,9 @@ __kernel void K(segment_sum)(__global T* out, __global const T* data, __global c
 // TopKV2: one work-item per row of n; k passes, each taking the largest value not taken yet (ties: lower index
 // first). The taken positions are marked in `taken` (rows * n bytes of scratch).
 #if WANT_top_k
-__kernel void K(top_k)(__global T* values, __global int* indices, __global const T* x, __global uchar* taken,
+__kernel void K(top_k)(GLOBAL(T, values), GLOBAL(int, indices), GLOBAL(const T, x), GLOBAL(uchar, taken),
                        int rows, int n, int k) {
+    SHIFT(values); SHIFT(indices); SHIFT(x); SHIFT(taken);
     int row = get_global_id(0);
     if (row >= rows) return;
     __global const T* xr = x + (long)row * n;

@@ -17,6 +17,22 @@
 
 typedef uchar bool_t;  // NumPy's bool is one byte, 0 or 1
 
+// Buffer arguments: a tensor is (buffer, byte offset), since one buffer holds many tensors (a memory plan's arena,
+// rows of a batch). Every __global pointer parameter p of every kernel is declared GLOBAL(type, p), which makes it
+// two parameters, p and ulong p_off, and the body starts with SHIFT(p) for each of them, which moves p to the
+// tensor's first element; the rest of the body indexes from 0 as if p were the whole buffer:
+//     __kernel void K(relu)(GLOBAL(T, out), GLOBAL(const T, in), int n) {
+//         SHIFT(out); SHIFT(in);
+//         ...
+// OpenCLRuntime.run passes (buffer, offset) for each DeviceArray argument, so launchers pass tensors as before.
+// Offsets are in bytes, so a pointer may have any type (conv's int4 tap tables). Alignment: a tensor's offset is a
+// multiple of its element size, and a planned arena slot's a multiple of the device's base address alignment
+// (CL_DEVICE_MEM_BASE_ADDR_ALIGN, 128 bytes or more: the planner's arena_alignment); row views (micro-batches,
+// convolution chunks) are aligned to a row's bytes only. vloadn/vstoren need no more than element alignment; a
+// kernel that casts p to a vector pointer (float4*) needs an offset multiple of the vector's size: it must check.
+#define GLOBAL(type, p) __global type* p, ulong p##_off
+#define SHIFT(p) p = (__global void*)((__global char*)(p) + p##_off)
+
 // Offset of element i (row-major over `shape`) in an operand with strides `st` (elements; 0 = broadcast).
 // Dims are innermost first: shape.s0 is the last axis. rank <= 8 after merging.
 inline int strided_offset(int i, int rank, int8 shape, int8 st) {

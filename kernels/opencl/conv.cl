@@ -11,10 +11,11 @@
 //   p range (get_group_id(2)) writing its own partial sum.
 
 #if WANT_conv
-__kernel GEMM_ATTR void K(conv)(__global T* out, __global const T* x, __global const T* w,
-                                __global const int4* tab, int M, int N, int Kd, int OH, int OW, int H, int W,
+__kernel GEMM_ATTR void K(conv)(GLOBAL(T, out), GLOBAL(const T, x), GLOBAL(const T, w),
+                                GLOBAL(const int4, tab), int M, int N, int Kd, int OH, int OW, int H, int W,
                                 int xN, int xH, int xW, int oN, int oC, int oH, int oW, int sh, int sw, int ph,
                                 int pw, int sam, int SH, int SW) {
+    SHIFT(out); SHIFT(x); SHIFT(w); SHIFT(tab);
     GEMM_BEGIN
     // This thread's B columns are fixed: find their image positions once.
     int bpos[B_LOADS], bih[B_LOADS], biw[B_LOADS];
@@ -71,10 +72,11 @@ __kernel GEMM_ATTR void K(conv)(__global T* out, __global const T* x, __global c
 #endif
 
 #if WANT_conv_wgrad
-__kernel GEMM_ATTR void K(conv_wgrad)(__global T* out, __global const T* x, __global const T* dy,
-                                      __global const int4* tab, int M, int N, int P, int chunk, int OH, int OW,
+__kernel GEMM_ATTR void K(conv_wgrad)(GLOBAL(T, out), GLOBAL(const T, x), GLOBAL(const T, dy),
+                                      GLOBAL(const int4, tab), int M, int N, int P, int chunk, int OH, int OW,
                                       int H, int W, int xN, int xH, int xW, int dN, int dC, int dH, int dW,
                                       int sh, int sw, int ph, int pw) {
+    SHIFT(out); SHIFT(x); SHIFT(dy); SHIFT(tab);
     GEMM_BEGIN
     const int p_begin = get_group_id(2) * chunk, p_end = min(P, p_begin + chunk);
     // The filter taps of this thread's A rows are fixed: read their table entries once.
@@ -122,8 +124,9 @@ __kernel GEMM_ATTR void K(conv_wgrad)(__global T* out, __global const T* x, __gl
 #define DW_AT(st, n, c, h, w) ((n) * (st).s0 + (c) * (st).s1 + (h) * (st).s2 + (w) * (st).s3)
 
 #if WANT_depthwise
-__kernel void K(depthwise)(__global T* y, __global const T* x, __global const T* f, int total, int C, int M,
+__kernel void K(depthwise)(GLOBAL(T, y), GLOBAL(const T, x), GLOBAL(const T, f), int total, int C, int M,
                            int8 geo, int2 pad, int4 xs, int4 ys) {
+    SHIFT(y); SHIFT(x); SHIFT(f);
     int i = get_global_id(0);
     if (i >= total) return;
     int ow = i % geo.s3, oh = (i / geo.s3) % geo.s2, k = (i / (geo.s3 * geo.s2)) % (C * M);
@@ -144,8 +147,9 @@ __kernel void K(depthwise)(__global T* y, __global const T* x, __global const T*
 
 // dx[n, c, ih, iw] = sum over the taps (a, b) and outputs (oh, ow) that read it, and over m.
 #if WANT_depthwise_backprop_input
-__kernel void K(depthwise_backprop_input)(__global T* dx, __global const T* dy, __global const T* f, int total,
+__kernel void K(depthwise_backprop_input)(GLOBAL(T, dx), GLOBAL(const T, dy), GLOBAL(const T, f), int total,
                                           int C, int M, int8 geo, int2 pad, int4 xs, int4 ys) {
+    SHIFT(dx); SHIFT(dy); SHIFT(f);
     int i = get_global_id(0);
     if (i >= total) return;
     int iw = i % geo.s1, ih = (i / geo.s1) % geo.s0, c = (i / (geo.s1 * geo.s0)) % C;
@@ -169,8 +173,9 @@ __kernel void K(depthwise_backprop_input)(__global T* dx, __global const T* dy, 
 // one work-group of DL items per filter element, each item summing every DL-th position, then a tree sum.
 #if WANT_depthwise_backprop_filter
 __kernel __attribute__((reqd_work_group_size(DL, 1, 1)))
-void K(depthwise_backprop_filter)(__global T* df, __global const T* x, __global const T* dy, int total, int N,
+void K(depthwise_backprop_filter)(GLOBAL(T, df), GLOBAL(const T, x), GLOBAL(const T, dy), int total, int N,
                                   int C, int M, int8 geo, int2 pad, int4 xs, int4 ys) {
+    SHIFT(df); SHIFT(x); SHIFT(dy);
     __local T sh[DL];
     int i = get_group_id(0), lid = get_local_id(0);
     int m = i % M, c = (i / M) % C, b = (i / (M * C)) % geo.s5, a = i / (M * C * geo.s5);

@@ -2,19 +2,22 @@
 // ix, iy with strided_offset() (zero strides on broadcast dims), the plain ones read index i of both.
 
 #define UNARY(NAME, TO, EXPR) \
-__kernel void PASTE(NAME##_, SFX)(__global TO* out, __global const T* in, int n) { \
+__kernel void PASTE(NAME##_, SFX)(GLOBAL(TO, out), GLOBAL(const T, in), int n) { \
+    SHIFT(out); SHIFT(in); \
     int i = get_global_id(0); \
     if (i < n) { T x = in[i]; out[i] = (EXPR); } \
 }
 
 // Both variants: NAME (same shapes) and NAME_bc (broadcasting).
 #define BINARY(NAME, TO, EXPR) \
-__kernel void PASTE(NAME##_, SFX)(__global TO* out, __global const T* xs, __global const T* ys, int n) { \
+__kernel void PASTE(NAME##_, SFX)(GLOBAL(TO, out), GLOBAL(const T, xs), GLOBAL(const T, ys), int n) { \
+    SHIFT(out); SHIFT(xs); SHIFT(ys); \
     int i = get_global_id(0); \
     if (i < n) { T x = xs[i], y = ys[i]; out[i] = (EXPR); } \
 } \
-__kernel void PASTE(NAME##_bc_, SFX)(__global TO* out, __global const T* xs, __global const T* ys, int n, \
+__kernel void PASTE(NAME##_bc_, SFX)(GLOBAL(TO, out), GLOBAL(const T, xs), GLOBAL(const T, ys), int n, \
                                      int rank, int8 shape, int8 sx, int8 sy) { \
+    SHIFT(out); SHIFT(xs); SHIFT(ys); \
     int i = get_global_id(0); \
     if (i < n) { \
         T x = xs[strided_offset(i, rank, shape, sx)], y = ys[strided_offset(i, rank, shape, sy)]; \
@@ -258,8 +261,9 @@ CAST(f64, double)
 
 // -- Select: out = cond ? t : e, each operand broadcast to out's shape ------------------------------------------
 #if WANT_select
-__kernel void K(select)(__global T* out, __global const bool_t* c, __global const T* t, __global const T* e,
+__kernel void K(select)(GLOBAL(T, out), GLOBAL(const bool_t, c), GLOBAL(const T, t), GLOBAL(const T, e),
                         int n, int rank, int8 shape, int8 sc, int8 st, int8 se) {
+    SHIFT(out); SHIFT(c); SHIFT(t); SHIFT(e);
     int i = get_global_id(0);
     if (i < n) {
         out[i] = c[strided_offset(i, rank, shape, sc)] ? t[strided_offset(i, rank, shape, st)]
@@ -270,8 +274,9 @@ __kernel void K(select)(__global T* out, __global const bool_t* c, __global cons
 
 // -- AddN: out = a + b (+ c + d), same shapes ------------------------------------------------------------------------
 #if WANT_add4
-__kernel void K(add4)(__global T* out, __global const T* a, __global const T* b, __global const T* c,
-                      __global const T* d, int n, int terms) {
+__kernel void K(add4)(GLOBAL(T, out), GLOBAL(const T, a), GLOBAL(const T, b), GLOBAL(const T, c),
+                      GLOBAL(const T, d), int n, int terms) {
+    SHIFT(out); SHIFT(a); SHIFT(b); SHIFT(c); SHIFT(d);
     int i = get_global_id(0);
     if (i < n) {
         T s = a[i] + b[i];
@@ -284,13 +289,15 @@ __kernel void K(add4)(__global T* out, __global const T* a, __global const T* b,
 
 // -- Fill: out[i] = value[0] (a device scalar) or a constant --------------------------------------------------------
 #if WANT_fill
-__kernel void K(fill)(__global T* out, __global const T* value, int n) {
+__kernel void K(fill)(GLOBAL(T, out), GLOBAL(const T, value), int n) {
+    SHIFT(out); SHIFT(value);
     int i = get_global_id(0);
     if (i < n) out[i] = value[0];
 }
 #endif
 #if WANT_fill_const
-__kernel void K(fill_const)(__global T* out, T value, int n) {
+__kernel void K(fill_const)(GLOBAL(T, out), T value, int n) {
+    SHIFT(out);
     int i = get_global_id(0);
     if (i < n) out[i] = value;
 }
@@ -298,7 +305,8 @@ __kernel void K(fill_const)(__global T* out, T value, int n) {
 
 // -- Scale: out[i] *= factor (a constant) -----------------------------------------------------------------------------
 #if WANT_scale_const
-__kernel void K(scale_const)(__global T* out, T factor, int n) {
+__kernel void K(scale_const)(GLOBAL(T, out), T factor, int n) {
+    SHIFT(out);
     int i = get_global_id(0);
     if (i < n) out[i] *= factor;
 }
@@ -306,7 +314,8 @@ __kernel void K(scale_const)(__global T* out, T factor, int n) {
 
 // -- Range: out[i] = start + i * delta (device scalars) ---------------------------------------------------------------
 #if WANT_range
-__kernel void K(range)(__global T* out, __global const T* start, __global const T* delta, int n) {
+__kernel void K(range)(GLOBAL(T, out), GLOBAL(const T, start), GLOBAL(const T, delta), int n) {
+    SHIFT(out); SHIFT(start); SHIFT(delta);
     int i = get_global_id(0);
     if (i < n) out[i] = start[0] + (T)i * delta[0];
 }

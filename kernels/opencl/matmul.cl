@@ -2,8 +2,9 @@
 // Split K: work-group layer z sums k in [z * chunk, (z + 1) * chunk) into its own C (C + z * M * ldc); the
 // caller adds the layers up (small outputs with long sums would otherwise leave most of the device idle).
 #if WANT_matmul
-__kernel GEMM_ATTR void K(matmul)(__global T* C, __global const T* A, __global const T* B, int M, int N,
+__kernel GEMM_ATTR void K(matmul)(GLOBAL(T, C), GLOBAL(const T, A), GLOBAL(const T, B), int M, int N,
                                   int Kd, int sam, int sak, int sbk, int sbn, int ldc, int chunk) {
+    SHIFT(C); SHIFT(A); SHIFT(B);
     GEMM_BEGIN
     const int kb = get_group_id(2) * chunk, ke = min(Kd, kb + chunk);
     C += get_group_id(2) * M * ldc;

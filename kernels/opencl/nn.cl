@@ -5,7 +5,8 @@
 
 // out[i] = x[i] + bias[(i / inner) % C]
 #if WANT_bias_add
-__kernel void K(bias_add)(__global T* out, __global const T* x, __global const T* bias, int n, int C, int inner) {
+__kernel void K(bias_add)(GLOBAL(T, out), GLOBAL(const T, x), GLOBAL(const T, bias), int n, int C, int inner) {
+    SHIFT(out); SHIFT(x); SHIFT(bias);
     int i = get_global_id(0);
     if (i < n) out[i] = x[i] + bias[(i / inner) % C];
 }
@@ -18,8 +19,9 @@ __kernel void K(bias_add)(__global T* out, __global const T* x, __global const T
 
 // geo = (H, W, OH, OW, kh, kw, sh, sw), pad = (ph, pw): input H x W, output OH x OW, window, strides, padding.
 #if WANT_max_pool
-__kernel void K(max_pool)(__global T* y, __global const T* x, int total, int C, int8 geo, int2 pad, int4 xs,
+__kernel void K(max_pool)(GLOBAL(T, y), GLOBAL(const T, x), int total, int C, int8 geo, int2 pad, int4 xs,
                           int4 ys) {
+    SHIFT(y); SHIFT(x);
     int i = get_global_id(0);
     if (i >= total) return;
     NCHW_SPLIT(i, C, geo.s2, geo.s3, n, c, oh, ow);
@@ -58,8 +60,9 @@ inline int2 first_max(__global const T* x, T y, int n, int c, int oh, int ow, in
 
 // dx[n, c, ih, iw] = sum of g over the windows whose first maximum is (ih, iw).
 #if WANT_max_pool_grad
-__kernel void K(max_pool_grad)(__global T* dx, __global const T* x, __global const T* y, __global const T* g,
+__kernel void K(max_pool_grad)(GLOBAL(T, dx), GLOBAL(const T, x), GLOBAL(const T, y), GLOBAL(const T, g),
                                int total, int C, int8 geo, int2 pad, int4 xs, int4 ys) {
+    SHIFT(dx); SHIFT(x); SHIFT(y); SHIFT(g);
     int i = get_global_id(0);
     if (i >= total) return;
     NCHW_SPLIT(i, C, geo.s0, geo.s1, n, c, ih, iw);
@@ -79,8 +82,9 @@ __kernel void K(max_pool_grad)(__global T* dx, __global const T* x, __global con
 // The same for 2x2 windows with stride 2 tiling the input exactly: one work-item per window writes its four
 // input positions (the first maximum gets g, the others 0), no search over neighbouring windows.
 #if WANT_max_pool_grad_2x2
-__kernel void K(max_pool_grad_2x2)(__global T* dx, __global const T* x, __global const T* y, __global const T* g,
+__kernel void K(max_pool_grad_2x2)(GLOBAL(T, dx), GLOBAL(const T, x), GLOBAL(const T, y), GLOBAL(const T, g),
                                    int total, int C, int8 geo, int2 pad, int4 xs, int4 ys) {
+    SHIFT(dx); SHIFT(x); SHIFT(y); SHIFT(g);
     int i = get_global_id(0);
     if (i >= total) return;
     NCHW_SPLIT(i, C, geo.s2, geo.s3, n, c, oh, ow);
@@ -99,8 +103,9 @@ __kernel void K(max_pool_grad_2x2)(__global T* dx, __global const T* x, __global
 
 // out[window] = g at the window's first maximum (the gradient of MaxPoolGrad with respect to its grad input).
 #if WANT_max_pool_grad_grad
-__kernel void K(max_pool_grad_grad)(__global T* out, __global const T* x, __global const T* y,
-                                    __global const T* g, int total, int C, int8 geo, int2 pad, int4 xs, int4 ys) {
+__kernel void K(max_pool_grad_grad)(GLOBAL(T, out), GLOBAL(const T, x), GLOBAL(const T, y),
+                                    GLOBAL(const T, g), int total, int C, int8 geo, int2 pad, int4 xs, int4 ys) {
+    SHIFT(out); SHIFT(x); SHIFT(y); SHIFT(g);
     int i = get_global_id(0);
     if (i >= total) return;
     NCHW_SPLIT(i, C, geo.s2, geo.s3, n, c, oh, ow);
@@ -118,8 +123,9 @@ inline int window_count(int oh, int ow, int8 geo, int2 pad) {
 }
 
 #if WANT_avg_pool
-__kernel void K(avg_pool)(__global T* y, __global const T* x, int total, int C, int8 geo, int2 pad, int4 xs,
+__kernel void K(avg_pool)(GLOBAL(T, y), GLOBAL(const T, x), int total, int C, int8 geo, int2 pad, int4 xs,
                           int4 ys) {
+    SHIFT(y); SHIFT(x);
     int i = get_global_id(0);
     if (i >= total) return;
     NCHW_SPLIT(i, C, geo.s2, geo.s3, n, c, oh, ow);
@@ -137,8 +143,9 @@ __kernel void K(avg_pool)(__global T* y, __global const T* x, int total, int C, 
 #endif
 
 #if WANT_avg_pool_grad
-__kernel void K(avg_pool_grad)(__global T* dx, __global const T* g, int total, int C, int8 geo, int2 pad,
+__kernel void K(avg_pool_grad)(GLOBAL(T, dx), GLOBAL(const T, g), int total, int C, int8 geo, int2 pad,
                                int4 xs, int4 ys) {
+    SHIFT(dx); SHIFT(g);
     int i = get_global_id(0);
     if (i >= total) return;
     NCHW_SPLIT(i, C, geo.s0, geo.s1, n, c, ih, iw);
@@ -160,8 +167,9 @@ __kernel void K(avg_pool_grad)(__global T* dx, __global const T* g, int total, i
 // 2x2 / stride 2 windows tiling the input: y = the window's maximum, reduced in the NumPy kernel's order (row
 // pairs first); argmax = its first tap equal to y, 0..3 in scan order (0,0) (0,1) (1,0) (1,1); 3 if none (NaN).
 #if WANT_max_pool_2x2_argmax
-__kernel void K(max_pool_2x2_argmax)(__global T* y, __global uchar* argmax, __global const T* x, int total,
+__kernel void K(max_pool_2x2_argmax)(GLOBAL(T, y), GLOBAL(uchar, argmax), GLOBAL(const T, x), int total,
                                      int C, int8 geo, int2 pad, int4 xs, int4 ys) {
+    SHIFT(y); SHIFT(argmax); SHIFT(x);
     int i = get_global_id(0);
     if (i >= total) return;
     NCHW_SPLIT(i, C, geo.s2, geo.s3, n, c, oh, ow);
@@ -179,9 +187,10 @@ __kernel void K(max_pool_2x2_argmax)(__global T* y, __global uchar* argmax, __gl
 // ReluGrad(MaxPoolGrad) of a ReLU output from the window argmax: g * (tap is the argmax and y > 0) at each of
 // the window's four taps. A multiply, not a select, as NumPy does: a negative g gives -0. elsewhere, NaN g NaN.
 #if WANT_max_pool_grad_2x2_argmax
-__kernel void K(max_pool_grad_2x2_argmax)(__global T* dx, __global const T* y, __global const T* g,
-                                          __global const uchar* argmax, int total, int C, int8 geo, int2 pad,
+__kernel void K(max_pool_grad_2x2_argmax)(GLOBAL(T, dx), GLOBAL(const T, y), GLOBAL(const T, g),
+                                          GLOBAL(const uchar, argmax), int total, int C, int8 geo, int2 pad,
                                           int4 xs, int4 ys) {
+    SHIFT(dx); SHIFT(y); SHIFT(g); SHIFT(argmax);
     int i = get_global_id(0);
     if (i >= total) return;
     NCHW_SPLIT(i, C, geo.s2, geo.s3, n, c, oh, ow);
@@ -204,7 +213,8 @@ inline T row_lse(__global const T* x, int cols, T* mx) {
 }
 
 #if WANT_softmax
-__kernel void K(softmax)(__global T* out, __global const T* x, int rows, int cols, int log_out) {
+__kernel void K(softmax)(GLOBAL(T, out), GLOBAL(const T, x), int rows, int cols, int log_out) {
+    SHIFT(out); SHIFT(x);
     int r = get_global_id(0);
     if (r >= rows) return;
     x += r * cols;
@@ -217,8 +227,9 @@ __kernel void K(softmax)(__global T* out, __global const T* x, int rows, int col
 // loss[r] = -log_softmax(x)[label]; backprop[r] = softmax(x) - onehot(label). A label outside [0, cols) gives a
 // nan loss and nan gradients (as TF's GPU kernel; the cpu kernel raises).
 #if WANT_sparse_xent
-__kernel void K(sparse_xent)(__global T* loss, __global T* backprop, __global const T* x, __global const TI* labels,
+__kernel void K(sparse_xent)(GLOBAL(T, loss), GLOBAL(T, backprop), GLOBAL(const T, x), GLOBAL(const TI, labels),
                              int rows, int cols) {
+    SHIFT(loss); SHIFT(backprop); SHIFT(x); SHIFT(labels);
     int r = get_global_id(0);
     if (r >= rows) return;
     x += r * cols;
@@ -233,8 +244,9 @@ __kernel void K(sparse_xent)(__global T* loss, __global T* backprop, __global co
 
 // loss[r] = -sum labels * log_softmax(x); backprop[r] = softmax(x) - labels.
 #if WANT_xent
-__kernel void K(xent)(__global T* loss, __global T* backprop, __global const T* x, __global const T* labels,
+__kernel void K(xent)(GLOBAL(T, loss), GLOBAL(T, backprop), GLOBAL(const T, x), GLOBAL(const T, labels),
                       int rows, int cols) {
+    SHIFT(loss); SHIFT(backprop); SHIFT(x); SHIFT(labels);
     int r = get_global_id(0);
     if (r >= rows) return;
     x += r * cols;
@@ -253,14 +265,16 @@ __kernel void K(xent)(__global T* loss, __global T* backprop, __global const T* 
 
 // -- LeakyRelu, LRN, FusedBatchNorm ---------------------------------------------------------------------------
 #if WANT_leaky_relu
-__kernel void K(leaky_relu)(__global T* out, __global const T* x, T alpha, int n) {
+__kernel void K(leaky_relu)(GLOBAL(T, out), GLOBAL(const T, x), T alpha, int n) {
+    SHIFT(out); SHIFT(x);
     int i = get_global_id(0);
     if (i < n) { T v = x[i]; out[i] = v > 0 ? v : v * alpha; }
 }
 #endif
 
 #if WANT_leaky_relu_grad
-__kernel void K(leaky_relu_grad)(__global T* out, __global const T* g, __global const T* x, T alpha, int n) {
+__kernel void K(leaky_relu_grad)(GLOBAL(T, out), GLOBAL(const T, g), GLOBAL(const T, x), T alpha, int n) {
+    SHIFT(out); SHIFT(g); SHIFT(x);
     int i = get_global_id(0);
     if (i < n) out[i] = x[i] > 0 ? g[i] : g[i] * alpha;
 }
@@ -274,7 +288,8 @@ inline T lrn_norm(__global const T* x, int row, int d, int C, int r, T bias, T a
 }
 
 #if WANT_lrn
-__kernel void K(lrn)(__global T* y, __global const T* x, int n, int C, int r, T bias, T alpha, T beta) {
+__kernel void K(lrn)(GLOBAL(T, y), GLOBAL(const T, x), int n, int C, int r, T bias, T alpha, T beta) {
+    SHIFT(y); SHIFT(x);
     int i = get_global_id(0);
     if (i >= n) return;
     int d = i % C;
@@ -284,8 +299,9 @@ __kernel void K(lrn)(__global T* y, __global const T* x, int n, int C, int r, T 
 
 // dx_i = g_i N_i^-beta - 2 alpha beta x_i sum_{|j - i| <= r} g_j y_j / N_j
 #if WANT_lrn_grad
-__kernel void K(lrn_grad)(__global T* dx, __global const T* g, __global const T* x, __global const T* y, int n,
+__kernel void K(lrn_grad)(GLOBAL(T, dx), GLOBAL(const T, g), GLOBAL(const T, x), GLOBAL(const T, y), int n,
                           int C, int r, T bias, T alpha, T beta) {
+    SHIFT(dx); SHIFT(g); SHIFT(x); SHIFT(y);
     int i = get_global_id(0);
     if (i >= n) return;
     int d = i % C, row = i - d;
@@ -319,9 +335,10 @@ inline T group_sum(__local T* sh, T v, int lid) {
 // (1 - f) * old + f * batch (the variance Bessel-corrected); old is not read when f == 1.
 #if WANT_bn_stats
 __kernel __attribute__((reqd_work_group_size(BL, 1, 1)))
-void K(bn_stats)(__global T* batch_mean, __global T* batch_var, __global T* saved_mean, __global T* saved_var,
-                 __global const T* x, __global const T* old_mean, __global const T* old_var, int C, int S,
+void K(bn_stats)(GLOBAL(T, batch_mean), GLOBAL(T, batch_var), GLOBAL(T, saved_mean), GLOBAL(T, saved_var),
+                 GLOBAL(const T, x), GLOBAL(const T, old_mean), GLOBAL(const T, old_var), int C, int S,
                  int count, T f, T bessel) {
+    SHIFT(batch_mean); SHIFT(batch_var); SHIFT(saved_mean); SHIFT(saved_var); SHIFT(x); SHIFT(old_mean); SHIFT(old_var);
     __local T sh[BL];
     int lid = get_local_id(0), c = get_group_id(0);
     T acc = 0;
@@ -344,8 +361,9 @@ void K(bn_stats)(__global T* batch_mean, __global T* batch_var, __global T* save
 
 // y = (x - mean[c]) * scale[c] / sqrt(var[c] + eps) + offset[c]
 #if WANT_bn_apply
-__kernel void K(bn_apply)(__global T* y, __global const T* x, __global const T* scale, __global const T* offset,
-                          __global const T* mean, __global const T* var, int n, int C, int S, T eps) {
+__kernel void K(bn_apply)(GLOBAL(T, y), GLOBAL(const T, x), GLOBAL(const T, scale), GLOBAL(const T, offset),
+                          GLOBAL(const T, mean), GLOBAL(const T, var), int n, int C, int S, T eps) {
+    SHIFT(y); SHIFT(x); SHIFT(scale); SHIFT(offset); SHIFT(mean); SHIFT(var);
     int i = get_global_id(0);
     if (i >= n) return;
     int c = (i / S) % C;
@@ -356,8 +374,9 @@ __kernel void K(bn_apply)(__global T* y, __global const T* x, __global const T* 
 // d offset = sum(dy), d scale = sum(dy * (x - mean)) / sqrt(var + eps), per channel.
 #if WANT_bn_grad_sums
 __kernel __attribute__((reqd_work_group_size(BL, 1, 1)))
-void K(bn_grad_sums)(__global T* dscale, __global T* doffset, __global const T* dy, __global const T* x,
-                     __global const T* mean, __global const T* var, int C, int S, int count, T eps) {
+void K(bn_grad_sums)(GLOBAL(T, dscale), GLOBAL(T, doffset), GLOBAL(const T, dy), GLOBAL(const T, x),
+                     GLOBAL(const T, mean), GLOBAL(const T, var), int C, int S, int count, T eps) {
+    SHIFT(dscale); SHIFT(doffset); SHIFT(dy); SHIFT(x); SHIFT(mean); SHIFT(var);
     __local T sh[BL];
     int lid = get_local_id(0), c = get_group_id(0);
     T m = mean[c], a = 0, b = 0;
@@ -378,9 +397,10 @@ void K(bn_grad_sums)(__global T* dscale, __global T* doffset, __global const T* 
 // Training: dx = scale * inv * (dy - doffset / count - (x - mean) * inv * dscale / count), inv = 1/sqrt(var+eps);
 // inference: dx = dy * scale * inv.
 #if WANT_bn_grad_apply
-__kernel void K(bn_grad_apply)(__global T* dx, __global const T* dy, __global const T* x, __global const T* scale,
-                               __global const T* mean, __global const T* var, __global const T* dscale,
-                               __global const T* doffset, int n, int C, int S, int count, T eps, int training) {
+__kernel void K(bn_grad_apply)(GLOBAL(T, dx), GLOBAL(const T, dy), GLOBAL(const T, x), GLOBAL(const T, scale),
+                               GLOBAL(const T, mean), GLOBAL(const T, var), GLOBAL(const T, dscale),
+                               GLOBAL(const T, doffset), int n, int C, int S, int count, T eps, int training) {
+    SHIFT(dx); SHIFT(dy); SHIFT(x); SHIFT(scale); SHIFT(mean); SHIFT(var); SHIFT(dscale); SHIFT(doffset);
     int i = get_global_id(0);
     if (i >= n) return;
     int c = (i / S) % C;

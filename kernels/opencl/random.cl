@@ -42,7 +42,8 @@ inline W to_normal(uint4 r) {
 }
 
 #if WANT_random_uniform
-__kernel void K(random_uniform)(__global T* out, int n, uint2 key, uint run_lo, uint run_hi) {
+__kernel void K(random_uniform)(GLOBAL(T, out), int n, uint2 key, uint run_lo, uint run_hi) {
+    SHIFT(out);
     int i = get_global_id(0);
     if (i < n) {
         uint4 r = philox((uint4)(i, 0, run_lo, run_hi), key);
@@ -52,7 +53,8 @@ __kernel void K(random_uniform)(__global T* out, int n, uint2 key, uint run_lo, 
 #endif
 
 #if WANT_random_normal
-__kernel void K(random_normal)(__global T* out, int n, uint2 key, uint run_lo, uint run_hi) {
+__kernel void K(random_normal)(GLOBAL(T, out), int n, uint2 key, uint run_lo, uint run_hi) {
+    SHIFT(out);
     int i = get_global_id(0);
     if (i < n) out[i] = (T)to_normal(philox((uint4)(i, 0, run_lo, run_hi), key));
 }
@@ -60,7 +62,8 @@ __kernel void K(random_normal)(__global T* out, int n, uint2 key, uint run_lo, u
 
 // Normal values beyond two standard deviations are drawn again (with the next attempt's counter), as TF does.
 #if WANT_truncated_normal
-__kernel void K(truncated_normal)(__global T* out, int n, uint2 key, uint run_lo, uint run_hi) {
+__kernel void K(truncated_normal)(GLOBAL(T, out), int n, uint2 key, uint run_lo, uint run_hi) {
+    SHIFT(out);
     int i = get_global_id(0);
     if (i >= n) return;
     W z;

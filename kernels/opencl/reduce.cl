@@ -27,8 +27,9 @@ inline int red_offset(int r, int rank, int8 shape, int8 st) {
 
 // Both variants: NAME_rows and NAME_wg.
 #define REDUCE(NAME, INIT, OP, PRE) \
-__kernel void PASTE(NAME##_rows_, SFX)(__global T* out, __global const T* in, int n_out, int n_red, \
+__kernel void PASTE(NAME##_rows_, SFX)(GLOBAL(T, out), GLOBAL(const T, in), int n_out, int n_red, \
                              int krank, int8 kshape, int8 kst, int rrank, int8 rshape, int8 rst, ACC div) { \
+    SHIFT(out); SHIFT(in); \
     int o = get_global_id(0); \
     if (o >= n_out) return; \
     int base = strided_offset(o, krank, kshape, kst); \
@@ -37,8 +38,9 @@ __kernel void PASTE(NAME##_rows_, SFX)(__global T* out, __global const T* in, in
     out[o] = (T)(acc / div); \
 } \
 __kernel __attribute__((reqd_work_group_size(RL, 1, 1))) \
-void PASTE(NAME##_wg_, SFX)(__global T* out, __global const T* in, int n_out, int n_red, int chunk, \
+void PASTE(NAME##_wg_, SFX)(GLOBAL(T, out), GLOBAL(const T, in), int n_out, int n_red, int chunk, \
                   int krank, int8 kshape, int8 kst, int rrank, int8 rshape, int8 rst, ACC div) { \
+    SHIFT(out); SHIFT(in); \
     __local ACC sh[RL]; \
     int lid = get_local_id(0), c = get_group_id(0), o = get_group_id(1); \
     int base = strided_offset(o, krank, kshape, kst); \
@@ -86,8 +88,9 @@ REDUCE(any, 0, OP_ANY, PRE_ID)
 
 // ArgMax / ArgMin: the first index of the extreme (the first NaN, if any, as NumPy) along the reduced axis.
 #define ARG(NAME, BETTER) \
-__kernel void PASTE(NAME##_, SFX)(__global TI* out, __global const T* in, int n_out, int n_red, \
+__kernel void PASTE(NAME##_, SFX)(GLOBAL(TI, out), GLOBAL(const T, in), int n_out, int n_red, \
                       int krank, int8 kshape, int8 kst, int rst) { \
+    SHIFT(out); SHIFT(in); \
     int o = get_global_id(0); \
     if (o >= n_out) return; \
     int base = strided_offset(o, krank, kshape, kst); \

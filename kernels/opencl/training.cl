@@ -3,7 +3,8 @@
 
 // var -= alpha * delta
 #if WANT_apply_gradient_descent
-__kernel void K(apply_gradient_descent)(__global T* var, __global const T* alpha, __global const T* delta, int n) {
+__kernel void K(apply_gradient_descent)(GLOBAL(T, var), GLOBAL(const T, alpha), GLOBAL(const T, delta), int n) {
+    SHIFT(var); SHIFT(alpha); SHIFT(delta);
     int i = get_global_id(0);
     if (i < n) var[i] -= alpha[0] * delta[i];
 }
@@ -11,8 +12,9 @@ __kernel void K(apply_gradient_descent)(__global T* var, __global const T* alpha
 
 // accum = accum * momentum + grad; var -= lr * accum (nesterov: var -= lr * grad + lr * momentum * accum)
 #if WANT_apply_momentum
-__kernel void K(apply_momentum)(__global T* var, __global T* accum, __global const T* lr, __global const T* grad,
-                                __global const T* momentum, int n, int nesterov) {
+__kernel void K(apply_momentum)(GLOBAL(T, var), GLOBAL(T, accum), GLOBAL(const T, lr), GLOBAL(const T, grad),
+                                GLOBAL(const T, momentum), int n, int nesterov) {
+    SHIFT(var); SHIFT(accum); SHIFT(lr); SHIFT(grad); SHIFT(momentum);
     int i = get_global_id(0);
     if (i >= n) return;
     T m = momentum[0], g = grad[i];
@@ -25,10 +27,12 @@ __kernel void K(apply_momentum)(__global T* var, __global T* accum, __global con
 // lr_t = lr * sqrt(1 - beta2^t) / (1 - beta1^t); m += (g - m) (1 - beta1); v += (g^2 - v) (1 - beta2);
 // var -= lr_t * m / (sqrt(v) + epsilon)   (nesterov: lr_t * (m + (1 - beta1) (g - m)) / (sqrt(v) + epsilon))
 #if WANT_apply_adam
-__kernel void K(apply_adam)(__global T* var, __global T* m, __global T* v, __global const T* beta1_power,
-                            __global const T* beta2_power, __global const T* lr, __global const T* beta1,
-                            __global const T* beta2, __global const T* epsilon, __global const T* grad, int n,
+__kernel void K(apply_adam)(GLOBAL(T, var), GLOBAL(T, m), GLOBAL(T, v), GLOBAL(const T, beta1_power),
+                            GLOBAL(const T, beta2_power), GLOBAL(const T, lr), GLOBAL(const T, beta1),
+                            GLOBAL(const T, beta2), GLOBAL(const T, epsilon), GLOBAL(const T, grad), int n,
                             int nesterov) {
+    SHIFT(var); SHIFT(m); SHIFT(v); SHIFT(beta1_power); SHIFT(beta2_power); SHIFT(lr); SHIFT(beta1);
+    SHIFT(beta2); SHIFT(epsilon); SHIFT(grad);
     int i = get_global_id(0);
     if (i >= n) return;
     T one = 1, b1 = beta1[0], g = grad[i];
@@ -44,9 +48,10 @@ __kernel void K(apply_adam)(__global T* var, __global T* m, __global T* v, __glo
 
 // ms += (g^2 - ms) (1 - rho); mom = momentum * mom + lr * g / sqrt(ms + epsilon); var -= mom
 #if WANT_apply_rms_prop
-__kernel void K(apply_rms_prop)(__global T* var, __global T* ms, __global T* mom, __global const T* lr,
-                                __global const T* rho, __global const T* momentum, __global const T* epsilon,
-                                __global const T* grad, int n) {
+__kernel void K(apply_rms_prop)(GLOBAL(T, var), GLOBAL(T, ms), GLOBAL(T, mom), GLOBAL(const T, lr),
+                                GLOBAL(const T, rho), GLOBAL(const T, momentum), GLOBAL(const T, epsilon),
+                                GLOBAL(const T, grad), int n) {
+    SHIFT(var); SHIFT(ms); SHIFT(mom); SHIFT(lr); SHIFT(rho); SHIFT(momentum); SHIFT(epsilon); SHIFT(grad);
     int i = get_global_id(0);
     if (i >= n) return;
     T one = 1, g = grad[i];
@@ -61,9 +66,10 @@ __kernel void K(apply_rms_prop)(__global T* var, __global T* ms, __global T* mom
 // ms += (g^2 - ms) (1 - rho); mg += (g - mg) (1 - rho); mom = momentum * mom + lr * g / sqrt(ms - mg^2 + eps);
 // var -= mom
 #if WANT_apply_centered_rms_prop
-__kernel void K(apply_centered_rms_prop)(__global T* var, __global T* mg, __global T* ms, __global T* mom,
-                                         __global const T* lr, __global const T* rho, __global const T* momentum,
-                                         __global const T* epsilon, __global const T* grad, int n) {
+__kernel void K(apply_centered_rms_prop)(GLOBAL(T, var), GLOBAL(T, mg), GLOBAL(T, ms), GLOBAL(T, mom),
+                                         GLOBAL(const T, lr), GLOBAL(const T, rho), GLOBAL(const T, momentum),
+                                         GLOBAL(const T, epsilon), GLOBAL(const T, grad), int n) {
+    SHIFT(var); SHIFT(mg); SHIFT(ms); SHIFT(mom); SHIFT(lr); SHIFT(rho); SHIFT(momentum); SHIFT(epsilon); SHIFT(grad);
     int i = get_global_id(0);
     if (i >= n) return;
     T one = 1, r = one - rho[0], g = grad[i];
@@ -79,8 +85,9 @@ __kernel void K(apply_centered_rms_prop)(__global T* var, __global T* mg, __glob
 
 // accum += g^2 (when update_slots); var -= lr * g / sqrt(accum)
 #if WANT_apply_adagrad
-__kernel void K(apply_adagrad)(__global T* var, __global T* accum, __global const T* lr, __global const T* grad,
+__kernel void K(apply_adagrad)(GLOBAL(T, var), GLOBAL(T, accum), GLOBAL(const T, lr), GLOBAL(const T, grad),
                                int n, int update_slots) {
+    SHIFT(var); SHIFT(accum); SHIFT(lr); SHIFT(grad);
     int i = get_global_id(0);
     if (i >= n) return;
     T g = grad[i];
@@ -93,8 +100,9 @@ __kernel void K(apply_adagrad)(__global T* var, __global T* accum, __global cons
 // accum = rho accum + (1 - rho) g^2; u = sqrt(accum_update + eps) / sqrt(accum + eps) * g; var -= lr * u;
 // accum_update = rho accum_update + (1 - rho) u^2
 #if WANT_apply_adadelta
-__kernel void K(apply_adadelta)(__global T* var, __global T* accum, __global T* accum_update, __global const T* lr,
-                                __global const T* rho, __global const T* epsilon, __global const T* grad, int n) {
+__kernel void K(apply_adadelta)(GLOBAL(T, var), GLOBAL(T, accum), GLOBAL(T, accum_update), GLOBAL(const T, lr),
+                                GLOBAL(const T, rho), GLOBAL(const T, epsilon), GLOBAL(const T, grad), int n) {
+    SHIFT(var); SHIFT(accum); SHIFT(accum_update); SHIFT(lr); SHIFT(rho); SHIFT(epsilon); SHIFT(grad);
     int i = get_global_id(0);
     if (i >= n) return;
     T one = 1, r = rho[0], eps = epsilon[0], g = grad[i];

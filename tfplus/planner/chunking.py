@@ -93,9 +93,10 @@ def summed(op: Operation) -> bool:
 
 
 def chunked_kernel(kernel, op: Operation, chunks: int, sizes, tmp, start_call):
-    """A kernel that runs `kernel` once per batch slice (NumPy buffers). `sizes` is the chunk's value of the
-    size input (or None), `tmp` a filter-shaped scratch buffer for summed outputs, `start_call()` is called
-    before each slice so the kernel's workspace requests restart at the first preplanned buffer."""
+    """A kernel that runs `kernel` once per batch slice (row views: NumPy slices, opencl offsets). `sizes` is
+    the chunk's value of the size input (or None), `tmp` a filter-shaped scratch buffer for summed outputs,
+    `start_call()` is called before each slice so the kernel's workspace requests restart at the first
+    preplanned buffer."""
     batch_ins, size_in, is_sum = CHUNKABLE[op.type]
 
     def run(ctx, ins, outs, attrs):
@@ -114,5 +115,5 @@ def chunked_kernel(kernel, op: Operation, chunks: int, sizes, tmp, start_call):
             start_call()
             kernel(ctx, cins, couts, attrs)
             if is_sum and c:
-                np.add(outs[0], tmp, out=outs[0])
+                ctx.runtime.add_into(outs[0], tmp)
     return run

@@ -484,20 +484,10 @@ class _Step:
                 shape = (batch,) + spec.shape[1:] if merge[t] == "concat" else spec.shape
                 acc.setdefault(t, _acc_buffer(t, shape, spec.dtype, end, self.alignment))
         live = np.concatenate([ph.life.live for ph in phases]) + sum(b.size for b in acc.values())
-        slices = {}
-        if k > 1 and self.kernel_device != "cpu":
-            # A device buffer cannot be viewed by rows: each micro-batch's rows are copied into a slot that
-            # lives through the micro-batch run.
-            for t in sorted(self.split().batch_feeds, key=lambda t: t.name):
-                spec = a.specs[t]
-                n = nbytes(spec)
-                slices[t] = Buffer(f"{t.name}/micro-batch", n, -(-n // self.alignment) * self.alignment, 0,
-                                   a.life.steps - 1, "feed", tensor=t, shape=tuple(spec.shape),
-                                   dtype=spec.dtype)
-                live[:a.life.steps] += slices[t].size
+        # A micro-batch's rows of a fed batch are a view of it on every device (opencl: an offset): no slot.
         p = MemoryPlan(self.device, self.alignment, phases, 0, live, self.parameter_bytes, self.slot_bytes,
                        self.feed_bytes, microbatches=k, accumulators=acc, fetch_merge=merge,
-                       feed_slices=slices, feed_shapes=dict(self.feed_shapes))
+                       feed_shapes=dict(self.feed_shapes))
         if place:
             globals()["place"](p)
         if k > 1:

@@ -16,7 +16,9 @@ per step only the fed arrays go in and the fetched values come out (`h2d_bytes`,
 Values made on the host (feeds, constants, shapes and arithmetic on them) keep a host copy, so shape functions
 and fetches read them without a transfer; small constants and shapes reach the device once (their device
 copies are cached by content), graph constants once per runtime. Freed buffers go back to a pool keyed by
-size class, so a steady-state step allocates nothing.
+size class, so a steady-state step allocates nothing. Kernels take each tensor as a buffer and a byte offset
+in it (common.cl: GLOBAL, SHIFT), so a memory plan's arena slots and rows of a batch (`a[i:j]`) are views of
+one buffer: no copies, no cl sub-buffers.
 
 Programs are built once per context and kept; built binaries are also cached on disk
 ($XDG_CACHE_HOME/tfplus/opencl, else ~/.cache/tfplus/opencl), keyed by the sha256 of the source, build
@@ -29,7 +31,6 @@ a traced Session.run (tfplus.profiler) runs on a queue with profiling on.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import hashlib
 import importlib.resources
 import json
@@ -136,23 +137,33 @@ _CLASSES: dict[int, int] = {}  # nbytes -> size_class(nbytes)
 
 
 class _Block:
-    """Device memory behind one or more DeviceArrays (views share it). `buf` is made on first device use;
-    `host` is a host copy of the contents when they came from the host (feeds, constants, shapes) — device
-    kernels never write such a block, so the copy stays valid. `derived` marks contents computed without any
-    fed value (constants, shapes, arithmetic on them): ops on such values may run on the host. `pool` gets
-    `buf` back when the block dies."""
+    """Device memory behind one or more DeviceArrays (reshaped views share it). Kernels see it as (`buf`,
+    `off`): a cl.Buffer and the byte offset of the first byte in it (see common.cl: GLOBAL, SHIFT). `buf` is
+    made on first device use. A block with a `parent` owns no memory: it lies at byte `offset` of the parent's
+    (a planned arena slot; rows of another array), which it keeps alive. `host` is a host copy of the contents
+    when they came from the host (feeds, constants, shapes) — device kernels never write such a block, so the
+    copy stays valid. `derived` marks contents computed without any fed value (constants, shapes, arithmetic
+    on them): ops on such values may run on the host. `pool` gets `buf` back when the block dies."""
 
-    __slots__ = ("buf", "host", "derived", "cap", "pool", "parent", "offset", "region", "__weakref__")
+    __slots__ = ("buf", "off", "host", "derived", "cap", "pool", "parent", "offset", "__weakref__")
 
     def __init__(self, cap: int, pool=None, buf=None, host=None, parent=None, derived=False, offset=0):
         self.buf, self.host, self.cap, self.pool, self.parent = buf, host, cap, pool, parent
-        # A planned arena slot: its sub-buffer (`region`, also `buf` unless a host value waits to be written
-        # there) at `offset` in the arena.
-        self.derived, self.offset, self.region = derived, offset, buf if parent is not None else None
+        self.derived, self.offset, self.off = derived, offset, 0
+        if parent is not None and parent.buf is not None and host is None:
+            self.buf, self.off = parent.buf, parent.off + offset
 
     def __del__(self):
         if self.pool is not None and self.buf is not None:
             self.pool.give(self.cap, self.buf)
+
+
+def _home(b: _Block) -> tuple[_Block, int]:
+    """The block owning b's memory and b's byte offset in it."""
+    off = 0
+    while b.parent is not None:
+        off, b = off + b.offset, b.parent
+    return b, off
 
 
 class DeviceArray:
@@ -187,6 +198,24 @@ class DeviceArray:
 
     def __array__(self, dtype=None, copy=None):
         raise TypeError("a DeviceArray lives in OpenCL memory; copy it to the host with runtime.copy_out(a)")
+
+    def __getitem__(self, index: slice) -> DeviceArray:
+        """Rows `index` (a slice of the first axis, step 1) as a view of the same device memory: no copy.
+        Used for batch slices (micro-batches, convolution chunks); its contents live on the device only.
+
+            >>> rt.copy_out(rt.copy_in(np.arange(6.0).reshape(3, 2))[1:])   # doctest: +SKIP
+            array([[2., 3.], [4., 5.]])
+        """
+        if not isinstance(index, slice) or not self.shape:
+            raise TypeError(f"a DeviceArray of shape {self.shape} takes one slice of its rows (a[i:j]), "
+                            f"not {index!r}")
+        start, stop, step = index.indices(self.shape[0])
+        if step != 1:
+            raise ValueError(f"a DeviceArray row view needs step 1 (got {step}): rows must be contiguous")
+        rows = max(stop - start, 0)
+        row = self.nbytes // self.shape[0] if self.shape[0] else 0
+        return DeviceArray((rows,) + self.shape[1:], self.dtype,
+                           _Block(rows * row, parent=self.block, offset=start * row))
 
     def __repr__(self) -> str:
         return f"DeviceArray(shape={self.shape}, dtype={self.dtype})"
@@ -239,8 +268,12 @@ class Kernel:
         self.name, self.k, self.typed = name, k, False
 
     def type_args(self, args) -> None:
-        self.k.set_scalar_arg_dtypes([None if isinstance(a, DeviceArray) or a is None else a.dtype
-                                      for a in args])
+        """`args` as launchers pass them: a DeviceArray (or None, no buffer) is two kernel arguments, the
+        buffer and its byte offset (common.cl: GLOBAL)."""
+        types: list = []
+        for a in args:
+            types += [None, np.uint64] if isinstance(a, DeviceArray) or a is None else [a.dtype]
+        self.k.set_scalar_arg_dtypes(types)
         self.typed = True
 
 
@@ -309,11 +342,6 @@ class _Device:
         self.queue = cl.CommandQueue(self.ctx, properties=(
             cl.command_queue_properties.PROFILING_ENABLE if os.environ.get("TFPLUS_OPENCL_PROFILE") else 0))
         self.pool = _Pool(self.ctx)
-        # NVIDIA's driver (580) segfaults releasing sub-buffers of one buffer that overlap once kernels have
-        # used them, which a memory plan's arena views do by design (tensors share memory over time): there
-        # they are kept until the process ends (a few hundred small handles per plan; the arena stays
-        # allocated). Found with benchmarks/bench_memory.py --device opencl; disjoint sub-buffers are fine.
-        self.keep_sub_buffers = "NVIDIA" in self.info["platform"].upper()
         self.profiling_queue = None  # made on the first traced run (tfplus.profiler)
         self.programs: dict = {}
         self.kernels: dict = {}
@@ -474,7 +502,7 @@ class OpenCLRuntime:
             return np.array(buf.host, copy=True)
         out = np.empty(buf.shape, buf.dtype)
         if out.nbytes:
-            cl.enqueue_copy(self.queue, out, self.buffer(buf), is_blocking=True)
+            cl.enqueue_copy(self.queue, out, self.buffer(buf), src_offset=buf.block.off, is_blocking=True)
             self.d2h_bytes += out.nbytes
         return out
 
@@ -502,31 +530,24 @@ class OpenCLRuntime:
 
     def sub_buffer(self, arena: DeviceArray, offset: int, shape, dtype, like: DeviceArray | None = None
                    ) -> DeviceArray:
-        """A view of `arena` at `offset`; with `like` (a view of the same memory) the very same cl_mem: the
-        spec leaves a command that uses two overlapping sub-buffers undefined, so an op writing over its
-        input must get one sub-buffer for both."""
+        """A view of `arena` at byte `offset`: the arena's buffer and that offset, no cl sub-buffer (NVIDIA
+        charges ~87 us per launch on overlapping sub-buffers, and the spec leaves a command using two of
+        them undefined). `like` (another view of the same memory) is accepted for the planner and unused:
+        views at one offset are the same memory anyway."""
         dt = np.dtype(getattr(dtype, "np", dtype))
-        a = DeviceArray(shape, dt, None)
         if offset % self.dev.align:
-            raise ValueError(f"sub-buffer offset {offset} is not a multiple of the device's base address "
-                             f"alignment {self.dev.align}")
-        n = max(a.nbytes, 1)
-        if like is not None:
-            region = like.block.region
-        else:
-            region = self.buffer(arena).get_sub_region(offset, n)
-            if self.dev.keep_sub_buffers:
-                ctypes.pythonapi.Py_IncRef(ctypes.py_object(region))  # never released (see _Device)
-        a.block = _Block(n, None, region, parent=arena.block, offset=offset)
+            # The planner aligns every slot to arena_alignment; kernels may rely on it (see common.cl).
+            raise ValueError(f"arena offset {offset} is not a multiple of the arena alignment {self.dev.align}")
+        a = DeviceArray(shape, dt, None)
+        self.buffer(arena)
+        a.block = _Block(a.nbytes, parent=arena.block, offset=offset)
         return a
 
     # -- micro-batching (tfplus.planner.execute) --------------------------------------------------------------
     def copy_rows(self, dst: DeviceArray, dst_row: int, src: DeviceArray, src_row: int, rows: int) -> None:
         """dst[dst_row:dst_row + rows] = src[src_row:src_row + rows] on the device (same row size)."""
-        row = src.nbytes // max(src.shape[0], 1)
-        if rows and row:
-            cl.enqueue_copy(self.queue, self.buffer(dst), self.buffer(src), byte_count=rows * row,
-                            src_offset=src_row * row, dst_offset=dst_row * row)
+        if rows:
+            self.copy(dst[dst_row:dst_row + rows], src[src_row:src_row + rows])
 
     def add_into(self, acc: DeviceArray, x: DeviceArray) -> None:
         """acc += x (same shape)."""
@@ -550,8 +571,21 @@ class OpenCLRuntime:
             return
         if not k.typed:
             k.type_args(args)
-        ev = k.k(self.queue, gsize, lsize, *[(a.block.buf or self.buffer(a)) if type(a) is DeviceArray else a
-                                             for a in args])
+        flat: list = []
+        add = flat.append
+        for a in args:  # NOTE: the hot path of every launch: (buffer, offset) per DeviceArray, inline
+            if type(a) is DeviceArray:
+                b = a.block
+                if b.buf is None:
+                    self._materialize(b)
+                add(b.buf)
+                add(b.off)
+            elif a is None:
+                add(None)
+                add(0)
+            else:
+                add(a)
+        ev = k.k(self.queue, gsize, lsize, *flat)
         if self.profile is not None:
             self.profile.append((k.name, ev))
 
@@ -565,7 +599,7 @@ class OpenCLRuntime:
         return (-(-n // local) * local,), (local,)
 
     def buffer(self, a: DeviceArray):
-        """The cl.Buffer of `a`, made (and filled from its host copy) on first use."""
+        """The cl.Buffer holding `a` (at byte a.block.off), made (and filled from its host copy) on first use."""
         b = a.block
         if b.buf is None:
             self._materialize(b)
@@ -574,10 +608,16 @@ class OpenCLRuntime:
     def _materialize(self, b: _Block) -> None:
         host = b.host
         small = host is not None and b.derived and host.nbytes <= _SMALL_BYTES
-        if b.parent is not None:  # an arena slot that set_host gave a value, read by a kernel now
-            b.buf = self._small(host) if small else b.region  # the cached copy waits for nothing
-            if host is not None and not small:
-                self._upload(b.buf, host)
+        if b.parent is not None:  # in another block's memory: an arena slot, rows of an array
+            if small:  # a host value (set_host), read by a kernel now: the cached copy waits for nothing
+                b.buf, b.off = self._small(host), 0
+                return
+            p = b.parent
+            if p.buf is None:
+                self._materialize(p)
+            b.buf, b.off = p.buf, p.off + b.offset
+            if host is not None:
+                self._upload(b.buf, host, b.off)
             return
         if host is None:
             b.buf = self.dev.pool.take(b.cap)
@@ -597,9 +637,9 @@ class OpenCLRuntime:
             self._upload(buf, host)
         return buf
 
-    def _upload(self, buf, host: np.ndarray) -> None:
+    def _upload(self, buf, host: np.ndarray, off: int = 0) -> None:
         if host.nbytes:
-            cl.enqueue_copy(self.queue, buf, np.asarray(host, order="C"), is_blocking=True)
+            cl.enqueue_copy(self.queue, buf, np.asarray(host, order="C"), dst_offset=off, is_blocking=True)
             self.h2d_bytes += host.nbytes
 
     def constant(self, value: np.ndarray) -> _Block:
@@ -636,26 +676,29 @@ class OpenCLRuntime:
     def fresh(a: DeviceArray) -> DeviceArray:
         """A planned arena slot about to be written again (planner.execute): what it held is forgotten."""
         b = a.block
-        if b.parent is not None:
-            b.buf, b.host, b.derived = b.region, None, False
+        p = b.parent
+        if p is not None:
+            b.buf, b.off, b.host, b.derived = p.buf, p.off + b.offset, None, False
         return a
 
     def copy(self, dst: DeviceArray, src: DeviceArray) -> None:
         """dst[...] = src on the device (same number of bytes); nothing when dst is src's memory (a plan's
         in-place output)."""
         if src.nbytes and not self.same_memory(dst, src):
-            cl.enqueue_copy(self.queue, self.buffer(dst), self.buffer(src), byte_count=src.nbytes)
+            d, s = self.buffer(dst), self.buffer(src)
+            cl.enqueue_copy(self.queue, d, s, byte_count=src.nbytes, src_offset=src.block.off,
+                            dst_offset=dst.block.off)
 
     @staticmethod
     def same_memory(a: DeviceArray, b: DeviceArray) -> bool:
-        """Whether a and b start at the same device memory: one block, or one arena offset (a plan's output
-        written over its input has its own sub-buffer of the input's memory)."""
+        """Whether a and b start at the same device memory: one block, or one offset of one block's memory
+        (a plan's output written over its input is another view of the input's arena slot)."""
         x, y = a.block, b.block
-        return x is y or (x.parent is not None and x.parent is y.parent and x.offset == y.offset)
+        return x is y or _home(x) == _home(y)
 
     def upload_into(self, a: DeviceArray, value: np.ndarray) -> None:
         """Writes host `value` into `a`'s device buffer now (counted in h2d_bytes)."""
-        self._upload(self.buffer(a), np.asarray(value, a.dtype, order="C"))
+        self._upload(self.buffer(a), np.asarray(value, a.dtype, order="C"), a.block.off)
 
     # -- fallback to the NumPy kernels ----------------------------------------------------------------------
     def fallback_kernel(self, op_type: str, dtype):
