@@ -15,7 +15,6 @@ runtime's `copy`, `copy_rows`, `add_into` and `scale`; a runtime whose views rem
 """
 from __future__ import annotations
 
-import importlib
 import threading
 import tracemalloc
 
@@ -25,6 +24,7 @@ from tfplus import errors
 from tfplus.framework import Tensor
 from tfplus.planner import chunking
 from tfplus.planner.plan import MemoryPlan, plan
+from tfplus.registry import kernel_variant
 
 
 def run_planned(session, flat: list, feeds: dict) -> dict:
@@ -250,15 +250,13 @@ class Bound:
 
     def _variant(self, op, kernel):
         """The compact-state kernel variant (planner.compact) that the plan chose for `op`, else `kernel`."""
-        nn = importlib.import_module(_VARIANTS[self.runtime.kernel_device])
         phase = self.plan.phases[self.phase]
         argmax = self.argmax[self.phase].get(op)
-        if argmax is not None and op.type == "MaxPool":
-            return lambda ctx, ins, outs, attrs: nn.max_pool_saving_argmax(ctx, ins, outs, attrs, argmax)
-        if argmax is not None:
-            return lambda ctx, ins, outs, attrs: nn.max_pool_grad_relu_from_argmax(ctx, ins, outs, attrs, argmax)
+        if argmax is not None:  # MaxPool writes it, MaxPoolGrad reads it
+            variant = kernel_variant(op.type, self.runtime.kernel_device, "compact")
+            return lambda ctx, ins, outs, attrs: variant(ctx, ins, outs, attrs, argmax)
         if any(s.relu_grad is op for s in phase.sites):
-            return nn.relu_grad_applied
+            return kernel_variant(op.type, self.runtime.kernel_device, "compact")
         return kernel
 
     def _audited(self, op, kernel):
@@ -317,10 +315,6 @@ class Bound:
             return session._execute(self.exec_plans[i], feeds)
         finally:
             session._arena = None
-
-
-# The kernel variants of planner.compact, per kernel device.
-_VARIANTS = {"cpu": "tfplus.kernels.numpy.nn", "opencl": "tfplus.kernels.opencl.nn"}
 
 
 def _with_attrs(kernel, attrs: dict):
