@@ -234,3 +234,23 @@ def test_compact_variants_on_every_device_with_the_kernels():
     for device in {d for (o, d, _t) in KERNELS if o == "MaxPool"}:
         for op_type in ("MaxPool", "MaxPoolGrad", "ReluGrad"):
             assert callable(kernel_variant(op_type, device, "compact")), (op_type, device)
+
+
+def test_kernel_facts_are_one_per_op_and_device():
+    """Declarations land in the derived tables at once; two kernels of one (op, device) declaring different
+    facts, or a missing variant, raise naming the op."""
+    from tfplus.planner.inplace import INPLACE
+    from tfplus.registry import register_kernel, register_op
+    from tfplus.shapes import same_as_input
+
+    register_op("TestFactsNeg", inputs=("x",), attrs={"T": "type"}, shape_fn=same_as_input(), flops=tf_flops.zero)
+
+    @register_kernel("TestFactsNeg", "cpu", ("float32",), inplace=(0,))
+    def _neg32(ctx, ins, outs, attrs):
+        np.negative(ins[0], out=outs[0])
+
+    assert INPLACE[("TestFactsNeg", "cpu")] == (0,) and ("TestFactsNeg", "cpu") in INPLACE
+    with pytest.raises(ValueError, match="TestFactsNeg.*declare different facts"):
+        register_kernel("TestFactsNeg", "cpu", ("float64",), inplace=(0, 1))(_neg32)
+    with pytest.raises(NotImplementedError, match="no 'compact' variant of the TestFactsNeg kernel on cpu"):
+        kernel_variant("TestFactsNeg", "cpu", "compact")

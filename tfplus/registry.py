@@ -1,4 +1,7 @@
-"""Op, gradient and kernel registries: plain dicts filled at import time.
+"""Op, gradient and kernel registries: plain dicts filled at import time. Facts the planner and profiler
+use are declared at registration too: an op's FLOP formula (register_op(flops=)), a kernel's in-place inputs
+and chunk spec (register_kernel(inplace=, chunk=)), its variants (register_variant) and its scratch
+(register_workspace).
 
     >>> from tfplus import registry
     >>> registry.kernels_for("Relu")  # doctest: +SKIP
@@ -120,7 +123,8 @@ class KernelFacts:
     registered. `inplace`: input indices whose buffer the output may be (the kernel reads each element of
     that input before it writes the same element of the output); tests/test_completeness.py runs every one
     both ways. `chunk`: a ChunkSpec. `variants`: name -> another kernel for the same op that the planned
-    executor calls in its place (tfplus.planner.compact's are named "compact")."""
+    executor calls in its place (tfplus.planner.compact's are named "compact"). Facts are per op type and
+    device: a kernel registered for some dtypes of that pair vouches for all of them."""
     inplace: tuple = ()
     chunk: ChunkSpec | None = None
     variants: dict = field(default_factory=dict)
@@ -139,6 +143,11 @@ def register_kernel(op_type: str, device: str, dtypes=(None,), *, inplace=(), ch
     `@register_kernel("Relu", "cpu", FLOATS, inplace=(0,))`."""
     def deco(fn):
         where = _caller()
+        old = kernel_facts(op_type, device)
+        if (inplace or chunk is not None) and (old.inplace or old.chunk) and \
+                (old.inplace, old.chunk) != (tuple(inplace), chunk):
+            raise ValueError(f"kernels of ({op_type!r}, {device!r}) declare different facts: at {old.where} and "
+                             f"at {where}; the planner keeps one per op and device")
         for dt in dtypes:
             key = (op_type, device, None if dt is None else _dtype_name(dt))
             if key in KERNELS:
@@ -147,10 +156,7 @@ def register_kernel(op_type: str, device: str, dtypes=(None,), *, inplace=(), ch
             _KERNEL_WHERE[key] = where
         if inplace or chunk is not None:
             facts = _facts(op_type, device, where)
-            if (facts.inplace or facts.chunk) and (facts.inplace, facts.chunk) != (tuple(inplace), chunk):
-                raise ValueError(f"kernels of ({op_type!r}, {device!r}) declare different facts: at "
-                                 f"{facts.where} and at {where}; the planner keeps one per op and device")
-            facts.inplace, facts.chunk = tuple(inplace), chunk
+            facts.inplace, facts.chunk, facts.where = tuple(inplace), chunk, where
         return fn
     return deco
 
@@ -186,6 +192,7 @@ def inplace_inputs(op_type: str, device: str) -> tuple:
 
 
 def kernel_variant(op_type: str, device: str, name: str) -> Callable:
+    """Kernel variant `name` of (op type, device): `kernel_variant("ReluGrad", "cpu", "compact")`."""
     try:
         return FACTS[op_type, device].variants[name]
     except KeyError:
@@ -208,6 +215,9 @@ class FactsView(Mapping):
 
     def __getitem__(self, key):
         return self._current()[key]
+
+    def __contains__(self, key) -> bool:  # the planner asks this per op: no KeyError round trip
+        return key in self._current()
 
     def __iter__(self):
         return iter(self._current())
