@@ -206,10 +206,11 @@ def test_chunk_specs_only_on_kernels_that_accept_slices():
     assert checked >= 3
 
 
-def test_training_path_kernels_declare_their_scratch():
+def test_training_path_kernels_declare_their_scratch(monkeypatch):
     """What the kernels of a training step allocate beyond their planned buffers and declared workspaces
     (planner.execute.audit_step) does not grow with the batch: only NumPy's fixed-size ufunc buffers and
     Python objects, no undeclared batch-sized temporaries."""
+    monkeypatch.setenv("TFPLUS_NUM_THREADS", "1")  # more images, more shards: each with its own ufunc buffers
     from tfplus.graphs import get_model, training_graph
     from tfplus.planner.execute import audit_step
     tg = training_graph(get_model("mentee").build, total_steps=10, seed=0, image_shape=(3, 32, 32),
