@@ -7,6 +7,7 @@ import builtins
 import numpy as np
 
 from tfplus import dtypes as _dt
+from tfplus import flops as _flops
 from tfplus.framework import Tensor, TensorShape, apply_op, convert_to_tensor, get_default_graph
 from tfplus.kernels.numpy.array import broadcast_gradient_args_value, strided_slice_index
 from tfplus.registry import not_differentiable, register_gradient, register_op
@@ -24,7 +25,7 @@ _INDEX = (_dt.int32, _dt.int64)
 
 # -- Const ------------------------------------------------------------------------------------------------
 register_op("Const", outputs=("output",), attrs={"value": "tensor", "dtype": "type"},
-            shape_fn=lambda ins, attrs: [spec(attrs["value"].shape, attrs["dtype"], attrs["value"])])
+            shape_fn=lambda ins, attrs: [spec(attrs["value"].shape, attrs["dtype"], attrs["value"])], flops=_flops.zero)
 not_differentiable("Const")
 
 
@@ -52,7 +53,7 @@ def constant(value, dtype=None, shape=None, name="Const"):
 
 # -- Placeholder -------------------------------------------------------------------------------------------
 register_op("Placeholder", outputs=("output",), attrs={"dtype": "type", "shape": "shape"},
-            shape_fn=lambda ins, attrs: [spec(attrs["shape"], attrs["dtype"])])
+            shape_fn=lambda ins, attrs: [spec(attrs["shape"], attrs["dtype"])], flops=_flops.zero)
 not_differentiable("Placeholder")
 
 
@@ -68,7 +69,7 @@ def placeholder(dtype, shape=None, name=None):
 
 register_op("PlaceholderWithDefault", inputs=("input",), outputs=("output",),
             attrs={"dtype": "type", "shape": "shape"}, aliases={0: 0},
-            shape_fn=lambda ins, attrs: [spec(attrs["shape"], ins[0].dtype)])
+            shape_fn=lambda ins, attrs: [spec(attrs["shape"], ins[0].dtype)], flops=_flops.zero)
 not_differentiable("PlaceholderWithDefault")
 
 
@@ -82,7 +83,7 @@ def placeholder_with_default(input, shape, name=None):
 
 # -- Identity ------------------------------------------------------------------------------------------------
 register_op("Identity", inputs=("input",), outputs=("output",), attrs={"T": "type"},
-            shape_fn=same_as_input(0), aliases={0: 0})
+            shape_fn=same_as_input(0), aliases={0: 0}, flops=_flops.zero)
 
 
 @register_gradient("Identity")
@@ -105,7 +106,7 @@ def _fill_shape(ins, attrs):
 
 
 register_op("Fill", inputs=("dims", "value"), outputs=("output",), attrs={"T": "type", "index_type": "type"},
-            shape_fn=_fill_shape, value_inputs=(0,))
+            shape_fn=_fill_shape, value_inputs=(0,), flops=_flops.zero)
 
 
 @register_gradient("Fill")
@@ -136,8 +137,10 @@ def ones(shape, dtype=_dt.float32, name=None):
 
 
 # -- ZerosLike / OnesLike ---------------------------------------------------------------------------------
-register_op("ZerosLike", inputs=("x",), outputs=("y",), attrs={"T": "type"}, shape_fn=same_as_input(0))
-register_op("OnesLike", inputs=("x",), outputs=("y",), attrs={"T": "type"}, shape_fn=same_as_input(0))
+register_op("ZerosLike", inputs=("x",), outputs=("y",), attrs={"T": "type"}, shape_fn=same_as_input(0),
+            flops=_flops.zero)
+register_op("OnesLike", inputs=("x",), outputs=("y",), attrs={"T": "type"}, shape_fn=same_as_input(0),
+            flops=_flops.zero)
 not_differentiable("ZerosLike", "OnesLike")
 
 
@@ -241,7 +244,7 @@ def _reshape_shape(ins, attrs):
 
 
 register_op("Reshape", inputs=("tensor", "shape"), outputs=("output",), attrs={"T": "type", "Tshape": "type"},
-            shape_fn=_reshape_shape, value_inputs=(1,), aliases={0: 0})
+            shape_fn=_reshape_shape, value_inputs=(1,), aliases={0: 0}, flops=_flops.zero)
 
 
 @register_gradient("Reshape")
@@ -271,7 +274,7 @@ def _transpose_shape(ins, attrs):
 
 
 register_op("Transpose", inputs=("x", "perm"), outputs=("y",), attrs={"T": "type", "Tperm": "type"},
-            shape_fn=_transpose_shape, value_inputs=(1,))
+            shape_fn=_transpose_shape, value_inputs=(1,), flops=_flops.zero)
 
 
 @register_gradient("Transpose")
@@ -305,7 +308,7 @@ def _invert_permutation_shape(ins, attrs):
 
 
 register_op("InvertPermutation", inputs=("x",), outputs=("y",), attrs={"T": "type"},
-            shape_fn=_invert_permutation_shape)
+            shape_fn=_invert_permutation_shape, flops=_flops.zero)
 not_differentiable("InvertPermutation")
 
 
@@ -344,7 +347,8 @@ def _concat_shape(ins, attrs):
 
 # value_inputs=(-1,): the axis is the last input, after the variadic values.
 register_op("ConcatV2", inputs=("values*", "axis"), outputs=("output",),
-            attrs={"N": "int", "T": "type", "Tidx": "type"}, shape_fn=_concat_shape, value_inputs=(-1,))
+            attrs={"N": "int", "T": "type", "Tidx": "type"}, shape_fn=_concat_shape, value_inputs=(-1,),
+            flops=_flops.zero)
 
 
 @register_gradient("ConcatV2")
@@ -388,7 +392,7 @@ def _concat_offset_shape(ins, attrs):
 
 
 register_op("ConcatOffset", inputs=("concat_dim", "shape*"), outputs=("offset",), attrs={"N": "int"},
-            shape_fn=_concat_offset_shape)
+            shape_fn=_concat_offset_shape, flops=_flops.zero)
 not_differentiable("ConcatOffset")
 
 
@@ -414,7 +418,8 @@ def _squeeze_shape(ins, attrs):
 
 
 register_op("Squeeze", inputs=("input",), outputs=("output",),
-            attrs={"T": "type", "squeeze_dims": "list(int)"}, shape_fn=_squeeze_shape, aliases={0: 0})
+            attrs={"T": "type", "squeeze_dims": "list(int)"}, shape_fn=_squeeze_shape, aliases={0: 0},
+            flops=_flops.zero)
 
 
 @register_gradient("Squeeze")
@@ -445,7 +450,7 @@ def _expand_dims_shape(ins, attrs):
 
 
 register_op("ExpandDims", inputs=("input", "dim"), outputs=("output",), attrs={"T": "type", "Tdim": "type"},
-            shape_fn=_expand_dims_shape, value_inputs=(1,), aliases={0: 0})
+            shape_fn=_expand_dims_shape, value_inputs=(1,), aliases={0: 0}, flops=_flops.zero)
 
 
 @register_gradient("ExpandDims")
@@ -482,9 +487,9 @@ def _pad_shape(ins, attrs):
 
 
 register_op("Pad", inputs=("input", "paddings"), outputs=("output",),
-            attrs={"T": "type", "Tpaddings": "type"}, shape_fn=_pad_shape, value_inputs=(1,))
+            attrs={"T": "type", "Tpaddings": "type"}, shape_fn=_pad_shape, value_inputs=(1,), flops=_flops.zero)
 register_op("PadV2", inputs=("input", "paddings", "constant_values"), outputs=("output",),
-            attrs={"T": "type", "Tpaddings": "type"}, shape_fn=_pad_shape, value_inputs=(1,))
+            attrs={"T": "type", "Tpaddings": "type"}, shape_fn=_pad_shape, value_inputs=(1,), flops=_flops.zero)
 
 
 @register_gradient("Pad")
@@ -516,7 +521,7 @@ def pad(tensor, paddings, mode="CONSTANT", name=None, constant_values=0) -> Tens
 
 # -- StopGradient --------------------------------------------------------------------------------------------
 register_op("StopGradient", inputs=("input",), outputs=("output",), attrs={"T": "type"},
-            shape_fn=same_as_input(0), aliases={0: 0})
+            shape_fn=same_as_input(0), aliases={0: 0}, flops=_flops.zero)
 not_differentiable("StopGradient")
 
 
@@ -537,7 +542,7 @@ def _shape_shape(ins, attrs):
 
 
 register_op("Shape", inputs=("input",), outputs=("output",), attrs={"T": "type", "out_type": "type"},
-            shape_fn=_shape_shape)
+            shape_fn=_shape_shape, flops=_flops.zero)
 not_differentiable("Shape")
 
 
@@ -555,7 +560,7 @@ def _size_shape(ins, attrs):
 
 
 register_op("Size", inputs=("input",), outputs=("output",), attrs={"T": "type", "out_type": "type"},
-            shape_fn=_size_shape)
+            shape_fn=_size_shape, flops=_flops.zero)
 not_differentiable("Size")
 
 
@@ -569,7 +574,8 @@ def _rank_shape(ins, attrs):
     return [spec((), _dt.int32, None if s is None else np.array(len(s), np.int32))]
 
 
-register_op("Rank", inputs=("input",), outputs=("output",), attrs={"T": "type"}, shape_fn=_rank_shape)
+register_op("Rank", inputs=("input",), outputs=("output",), attrs={"T": "type"}, shape_fn=_rank_shape,
+            flops=_flops.zero)
 not_differentiable("Rank")
 
 
@@ -598,7 +604,8 @@ def _one_hot_shape(ins, attrs):
 
 
 register_op("OneHot", inputs=("indices", "depth", "on_value", "off_value"), outputs=("output",),
-            attrs={"axis": "int", "T": "type", "TI": "type"}, shape_fn=_one_hot_shape, value_inputs=(1,))
+            attrs={"axis": "int", "T": "type", "TI": "type"}, shape_fn=_one_hot_shape, value_inputs=(1,),
+            flops=_flops.zero)
 not_differentiable("OneHot")
 
 
@@ -633,7 +640,7 @@ def _tile_shape(ins, attrs):
 
 
 register_op("Tile", inputs=("input", "multiples"), outputs=("output",),
-            attrs={"T": "type", "Tmultiples": "type"}, shape_fn=_tile_shape, value_inputs=(1,))
+            attrs={"T": "type", "Tmultiples": "type"}, shape_fn=_tile_shape, value_inputs=(1,), flops=_flops.zero)
 
 
 @register_gradient("Tile")
@@ -680,7 +687,7 @@ def _slice_shape(ins, attrs):
 
 
 register_op("Slice", inputs=("input", "begin", "size"), outputs=("output",),
-            attrs={"T": "type", "Index": "type"}, shape_fn=_slice_shape, value_inputs=(1, 2))
+            attrs={"T": "type", "Index": "type"}, shape_fn=_slice_shape, value_inputs=(1, 2), flops=_flops.zero)
 
 
 @register_gradient("Slice")
@@ -776,7 +783,7 @@ def _masked_shape(shape_, n, strides, masks):
 
 register_op("StridedSlice", inputs=("input", "begin", "end", "strides"), outputs=("output",),
             attrs={"T": "type", "Index": "type", **{m: "int" for m in _MASKS}},
-            shape_fn=_strided_slice_shape, value_inputs=(1, 2, 3))
+            shape_fn=_strided_slice_shape, value_inputs=(1, 2, 3), flops=_flops.zero)
 
 
 @register_gradient("StridedSlice")
@@ -854,7 +861,7 @@ def _strided_slice_grad_shape(ins, attrs):
 
 register_op("StridedSliceGrad", inputs=("shape", "begin", "end", "strides", "dy"), outputs=("output",),
             attrs={"T": "type", "Index": "type", **{m: "int" for m in _MASKS}},
-            shape_fn=_strided_slice_grad_shape, value_inputs=(0, 1, 2, 3))
+            shape_fn=_strided_slice_grad_shape, value_inputs=(0, 1, 2, 3), flops=_flops.zero)
 
 
 @register_gradient("StridedSliceGrad")
@@ -896,7 +903,7 @@ def _pack_shape(ins, attrs):
 
 
 register_op("Pack", inputs=("values*",), outputs=("output",), attrs={"N": "int", "T": "type", "axis": "int"},
-            shape_fn=_pack_shape)
+            shape_fn=_pack_shape, flops=_flops.zero)
 
 
 @register_gradient("Pack")
@@ -926,7 +933,7 @@ def _unpack_shape(ins, attrs):
 
 
 register_op("Unpack", inputs=("value",), outputs=("output",),
-            attrs={"num": "int", "T": "type", "axis": "int"}, shape_fn=_unpack_shape)
+            attrs={"num": "int", "T": "type", "axis": "int"}, shape_fn=_unpack_shape, flops=_flops.zero)
 
 
 @register_gradient("Unpack")
@@ -963,7 +970,7 @@ def _broadcast_to_shape(ins, attrs):
 
 
 register_op("BroadcastTo", inputs=("input", "shape"), outputs=("output",),
-            attrs={"T": "type", "Tidx": "type"}, shape_fn=_broadcast_to_shape, value_inputs=(1,))
+            attrs={"T": "type", "Tidx": "type"}, shape_fn=_broadcast_to_shape, value_inputs=(1,), flops=_flops.zero)
 
 
 @register_gradient("BroadcastTo")
@@ -993,7 +1000,7 @@ def _bcast_args_shape(ins, attrs):
 
 
 register_op("BroadcastGradientArgs", inputs=("s0", "s1"), outputs=("r0", "r1"), attrs={"T": "type"},
-            shape_fn=_bcast_args_shape, value_inputs=(0, 1))
+            shape_fn=_bcast_args_shape, value_inputs=(0, 1), flops=_flops.zero)
 not_differentiable("BroadcastGradientArgs")
 
 
@@ -1022,10 +1029,11 @@ def _gather_v2_shape(ins, attrs):
 
 register_op("GatherV2", inputs=("params", "indices", "axis"), outputs=("output",),
             attrs={"Tparams": "type", "Tindices": "type", "Taxis": "type", "batch_dims": "int"},
-            shape_fn=_gather_v2_shape, value_inputs=(2,))
+            shape_fn=_gather_v2_shape, value_inputs=(2,), flops=_flops.zero)
 register_op("Gather", inputs=("params", "indices"), outputs=("output",),
             attrs={"Tparams": "type", "Tindices": "type", "validate_indices": "bool"},
-            shape_fn=lambda ins, attrs: _gather_v2_shape([*ins, spec((), _dt.int32, np.int32(0))], attrs))
+            shape_fn=lambda ins, attrs: _gather_v2_shape([*ins, spec((), _dt.int32, np.int32(0))], attrs),
+            flops=_flops.zero)
 
 
 def _gather_grad_along(op, grad, axis: int):
@@ -1083,7 +1091,7 @@ def gather(params, indices, validate_indices=None, name=None, axis=None, batch_d
 
 # -- ShapeN --------------------------------------------------------------------------------------------------
 register_op("ShapeN", inputs=("input*",), outputs=("output",), attrs={"N": "int", "T": "type", "out_type": "type"},
-            shape_fn=lambda ins, attrs: [_shape_shape([s], attrs)[0] for s in ins])
+            shape_fn=lambda ins, attrs: [_shape_shape([s], attrs)[0] for s in ins], flops=_flops.zero)
 not_differentiable("ShapeN")
 
 
@@ -1119,7 +1127,7 @@ def _dynamic_stitch_shape(ins, attrs):
 # are the first N inputs and N varies, so value_inputs names the first 16 positions (a DynamicStitch with
 # N < 16 also has some data inputs read; TF's gradient code stitches small int32 shape vectors with N = 2).
 register_op("DynamicStitch", inputs=("indices*", "data*"), outputs=("merged",), attrs={"N": "int", "T": "type"},
-            shape_fn=_dynamic_stitch_shape, value_inputs=tuple(builtins.range(16)))
+            shape_fn=_dynamic_stitch_shape, value_inputs=tuple(builtins.range(16)), flops=_flops.zero)
 
 
 @register_gradient("DynamicStitch")
@@ -1192,10 +1200,10 @@ def _split_v_shape(ins, attrs):
 
 
 register_op("Split", inputs=("split_dim", "value"), outputs=("output",),
-            attrs={"num_split": "int", "T": "type"}, shape_fn=_split_shape, value_inputs=(0,))
+            attrs={"num_split": "int", "T": "type"}, shape_fn=_split_shape, value_inputs=(0,), flops=_flops.zero)
 register_op("SplitV", inputs=("value", "size_splits", "split_dim"), outputs=("output",),
             attrs={"num_split": "int", "T": "type", "Tlen": "type"}, shape_fn=_split_v_shape,
-            value_inputs=(1, 2))
+            value_inputs=(1, 2), flops=_flops.zero)
 
 
 def _split_grads(op, grads, axis_t):
@@ -1236,7 +1244,7 @@ def split(value, num_or_size_splits, axis=0, num=None, name="split") -> list:
 
 # -- IdentityN / Snapshot / PreventGradient ------------------------------------------------------------------
 register_op("IdentityN", inputs=("input*",), outputs=("output",), attrs={"T": "list(type)"},
-            shape_fn=lambda ins, attrs: [spec(s.shape, s.dtype) for s in ins])
+            shape_fn=lambda ins, attrs: [spec(s.shape, s.dtype) for s in ins], flops=_flops.zero)
 
 
 @register_gradient("IdentityN")
@@ -1253,7 +1261,8 @@ def identity_n(input, name=None) -> list:
     return list(op.outputs)
 
 
-register_op("Snapshot", inputs=("input",), outputs=("output",), attrs={"T": "type"}, shape_fn=same_as_input(0))
+register_op("Snapshot", inputs=("input",), outputs=("output",), attrs={"T": "type"}, shape_fn=same_as_input(0),
+            flops=_flops.zero)
 
 
 @register_gradient("Snapshot")
@@ -1268,7 +1277,7 @@ def snapshot(input, name=None) -> Tensor:
 
 
 register_op("PreventGradient", inputs=("input",), outputs=("output",), attrs={"T": "type", "message": "string"},
-            shape_fn=same_as_input(0), aliases={0: 0})
+            shape_fn=same_as_input(0), aliases={0: 0}, flops=_flops.zero)
 
 
 @register_gradient("PreventGradient")

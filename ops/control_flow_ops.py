@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from tfplus import dtypes as _dt
+from tfplus import flops as _flops
 from tfplus.framework import (
     Graph,
     Operation,
@@ -19,7 +20,7 @@ from tfplus.shapes import fmt, spec
 
 __all__ = ["cond", "while_loop", "TensorArray", "Assert", "map_fn", "scan", "foldl", "foldr"]
 
-register_op("NoOp", outputs=(), shape_fn=lambda ins, attrs: [])
+register_op("NoOp", outputs=(), shape_fn=lambda ins, attrs: [], flops=_flops.zero)
 not_differentiable("NoOp")
 
 
@@ -190,7 +191,7 @@ def _if_shape(ins, attrs):
 register_op("If", inputs=("cond", "input*"), outputs=("output",),
             attrs={"Tcond": "type", "Tin": "list(type)", "Tout": "list(type)", "then_branch": "func",
                    "else_branch": "func", "n_then": "int", "output_shapes": "list(shape)"},
-            shape_fn=_if_shape, allocates_outputs=True)
+            shape_fn=_if_shape, allocates_outputs=True, flops=_flops.zero)
 
 
 @register_gradient("If")
@@ -274,7 +275,7 @@ def _while_shape(ins, attrs):
 register_op("While", inputs=("input*",), outputs=("output",),
             attrs={"T": "list(type)", "cond": "func", "body": "func", "n_cond": "int",
                    "output_shapes": "list(shape)", "parallel_iterations": "int"},
-            shape_fn=_while_shape, allocates_outputs=True)
+            shape_fn=_while_shape, allocates_outputs=True, flops=_flops.zero)
 
 
 @register_gradient("While")
@@ -513,7 +514,7 @@ def _assert_shape(ins, attrs):
 
 
 register_op("Assert", inputs=("condition", "data*"), outputs=(), attrs={"T": "list(type)", "summarize": "int"},
-            shape_fn=_assert_shape, stateful=True)
+            shape_fn=_assert_shape, stateful=True, flops=_flops.zero)
 not_differentiable("Assert")
 
 

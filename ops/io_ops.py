@@ -12,6 +12,7 @@ import os
 import numpy as np
 
 from tfplus import dtypes
+from tfplus import flops as _flops
 from tfplus.framework import convert_to_tensor, get_default_graph
 from tfplus.ops.array_ops import placeholder_with_default
 from tfplus.registry import not_differentiable, register_op
@@ -43,7 +44,7 @@ def _save_v2_shape(ins, attrs):
 
 
 register_op("SaveV2", inputs=("prefix", "tensor_names", "shape_and_slices", "tensors*"), outputs=(),
-            attrs={"dtypes": "list(type)"}, shape_fn=_save_v2_shape, stateful=True)
+            attrs={"dtypes": "list(type)"}, shape_fn=_save_v2_shape, stateful=True, flops=_flops.zero)
 not_differentiable("SaveV2")
 
 
@@ -76,7 +77,8 @@ def _restore_v2_shape(ins, attrs):
 
 
 register_op("RestoreV2", inputs=("prefix", "tensor_names", "shape_and_slices"), outputs=("tensors",),
-            attrs={"dtypes": "list(type)"}, shape_fn=_restore_v2_shape, value_inputs=(0, 1, 2), stateful=True)
+            attrs={"dtypes": "list(type)"}, shape_fn=_restore_v2_shape, value_inputs=(0, 1, 2), stateful=True,
+            flops=_flops.zero)
 not_differentiable("RestoreV2")
 
 
@@ -104,7 +106,7 @@ def _merge_shape(ins, attrs):
 
 register_op("MergeV2Checkpoints", inputs=("checkpoint_prefixes", "destination_prefix"), outputs=(),
             attrs={"delete_old_dirs": "bool", "allow_missing_files": "bool"}, shape_fn=_merge_shape,
-            stateful=True)
+            stateful=True, flops=_flops.zero)
 not_differentiable("MergeV2Checkpoints")
 
 

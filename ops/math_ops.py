@@ -8,6 +8,7 @@ import builtins
 import numpy as np
 
 from tfplus import dtypes as _dt
+from tfplus import flops as _flops
 from tfplus.framework import Tensor, apply_op, constant_value, convert_to_tensor
 from tfplus.ops import array_ops
 from tfplus.ops.array_ops import _index_tensor, _shape_of, reshape
@@ -103,7 +104,8 @@ def _unary_shape(allowed):
 
 # -- Add / AddV2 ---------------------------------------------------------------------------------------------
 for _t in ("Add", "AddV2"):
-    register_op(_t, inputs=("x", "y"), outputs=("z",), attrs={"T": "type"}, shape_fn=_binary_shape(_NUMERIC))
+    register_op(_t, inputs=("x", "y"), outputs=("z",), attrs={"T": "type"}, shape_fn=_binary_shape(_NUMERIC),
+                flops=_flops.per_output)
 
 
 @register_gradient("Add")
@@ -125,7 +127,8 @@ def add_v2(x, y, name=None) -> Tensor:
 
 
 # -- Sub -----------------------------------------------------------------------------------------------------
-register_op("Sub", inputs=("x", "y"), outputs=("z",), attrs={"T": "type"}, shape_fn=_binary_shape(_NUMERIC))
+register_op("Sub", inputs=("x", "y"), outputs=("z",), attrs={"T": "type"}, shape_fn=_binary_shape(_NUMERIC),
+            flops=_flops.per_output)
 
 
 @register_gradient("Sub")
@@ -141,7 +144,8 @@ def subtract(x, y, name=None) -> Tensor:
 
 
 # -- Mul -----------------------------------------------------------------------------------------------------
-register_op("Mul", inputs=("x", "y"), outputs=("z",), attrs={"T": "type"}, shape_fn=_binary_shape(_NUMERIC))
+register_op("Mul", inputs=("x", "y"), outputs=("z",), attrs={"T": "type"}, shape_fn=_binary_shape(_NUMERIC),
+            flops=_flops.per_output)
 
 
 @register_gradient("Mul")
@@ -158,7 +162,7 @@ def multiply(x, y, name=None) -> Tensor:
 
 # -- RealDiv -------------------------------------------------------------------------------------------------
 register_op("RealDiv", inputs=("x", "y"), outputs=("z",), attrs={"T": "type"},
-            shape_fn=_binary_shape(_FLOATS))
+            shape_fn=_binary_shape(_FLOATS), flops=_flops.per_output)
 
 
 @register_gradient("RealDiv")
@@ -196,7 +200,7 @@ def div(x, y, name=None) -> Tensor:
 
 # -- FloorDiv / FloorMod -------------------------------------------------------------------------------------
 register_op("FloorDiv", inputs=("x", "y"), outputs=("z",), attrs={"T": "type"},
-            shape_fn=_binary_shape(_NUMERIC))
+            shape_fn=_binary_shape(_NUMERIC), flops=_flops.per_output)
 not_differentiable("FloorDiv")
 
 
@@ -208,7 +212,7 @@ def floordiv(x, y, name=None) -> Tensor:
 floor_div = floordiv
 
 register_op("FloorMod", inputs=("x", "y"), outputs=("z",), attrs={"T": "type"},
-            shape_fn=_binary_shape(_NUMERIC))
+            shape_fn=_binary_shape(_NUMERIC), flops=_flops.per_output)
 
 
 @register_gradient("FloorMod")
@@ -228,7 +232,8 @@ mod = floormod
 
 
 # -- Pow -----------------------------------------------------------------------------------------------------
-register_op("Pow", inputs=("x", "y"), outputs=("z",), attrs={"T": "type"}, shape_fn=_binary_shape(_NUMERIC))
+register_op("Pow", inputs=("x", "y"), outputs=("z",), attrs={"T": "type"}, shape_fn=_binary_shape(_NUMERIC),
+            flops=_flops.per_output)
 
 
 @register_gradient("Pow")
@@ -248,7 +253,8 @@ def pow(x, y, name=None) -> Tensor:
 
 # -- Maximum / Minimum ---------------------------------------------------------------------------------------
 for _t in ("Maximum", "Minimum"):
-    register_op(_t, inputs=("x", "y"), outputs=("z",), attrs={"T": "type"}, shape_fn=_binary_shape(_NUMERIC))
+    register_op(_t, inputs=("x", "y"), outputs=("z",), attrs={"T": "type"}, shape_fn=_binary_shape(_NUMERIC),
+                flops=_flops.per_output)
 
 
 def _select_grad(op, grad, x_wins):
@@ -285,7 +291,7 @@ def clip_by_value(t, clip_value_min, clip_value_max, name=None) -> Tensor:
 
 # -- SquaredDifference ---------------------------------------------------------------------------------------
 register_op("SquaredDifference", inputs=("x", "y"), outputs=("z",), attrs={"T": "type"},
-            shape_fn=_binary_shape(_NUMERIC))
+            shape_fn=_binary_shape(_NUMERIC), flops=_flops.per_output)
 
 
 @register_gradient("SquaredDifference")
@@ -318,7 +324,7 @@ def _add_n_shape(ins, attrs):
 
 
 register_op("AddN", inputs=("inputs*",), outputs=("sum",), attrs={"N": "int", "T": "type"},
-            shape_fn=_add_n_shape)
+            shape_fn=_add_n_shape, flops=_flops.add_n)
 
 
 @register_gradient("AddN")
@@ -351,7 +357,8 @@ def _matmul_shape(ins, attrs):
 
 
 register_op("MatMul", inputs=("a", "b"), outputs=("product",),
-            attrs={"T": "type", "transpose_a": "bool", "transpose_b": "bool"}, shape_fn=_matmul_shape)
+            attrs={"T": "type", "transpose_a": "bool", "transpose_b": "bool"}, shape_fn=_matmul_shape,
+            flops=_flops.matmul)
 
 
 @register_gradient("MatMul")
@@ -382,7 +389,8 @@ _UNARY = {"Neg": _NUMERIC, "Abs": _NUMERIC, "Sign": _NUMERIC, "Square": _NUMERIC
           "Log": _FLOATS, "Log1p": _FLOATS, "Sqrt": _FLOATS, "Rsqrt": _FLOATS, "Reciprocal": _FLOATS,
           "Sin": _FLOATS, "Cos": _FLOATS, "Floor": _FLOATS, "Ceil": _FLOATS, "Round": _NUMERIC}
 for _t, _allowed in _UNARY.items():
-    register_op(_t, inputs=("x",), outputs=("y",), attrs={"T": "type"}, shape_fn=_unary_shape(_allowed))
+    register_op(_t, inputs=("x",), outputs=("y",), attrs={"T": "type"}, shape_fn=_unary_shape(_allowed),
+                flops=_flops.per_output)
 not_differentiable("Floor", "Ceil", "Round")  # piecewise constant: TF's gradient is None too
 
 
@@ -540,7 +548,7 @@ def round(x, name=None) -> Tensor:
 
 # -- Cast ----------------------------------------------------------------------------------------------------
 register_op("Cast", inputs=("x",), outputs=("y",), attrs={"SrcT": "type", "DstT": "type", "Truncate": "bool"},
-            shape_fn=lambda ins, attrs: [spec(ins[0].shape, attrs["DstT"])])
+            shape_fn=lambda ins, attrs: [spec(ins[0].shape, attrs["DstT"])], flops=_flops.zero)
 
 
 @register_gradient("Cast")
@@ -588,10 +596,10 @@ _COMPARE = {"Equal": _NUMERIC + (_dt.bool_,), "NotEqual": _NUMERIC + (_dt.bool_,
             "LessEqual": _NUMERIC, "Greater": _NUMERIC, "GreaterEqual": _NUMERIC}
 for _t, _allowed in _COMPARE.items():
     register_op(_t, inputs=("x", "y"), outputs=("z",), attrs={"T": "type"},
-                shape_fn=_binary_shape(_allowed, _dt.bool_))
+                shape_fn=_binary_shape(_allowed, _dt.bool_), flops=_flops.per_output)
 for _t in ("LogicalAnd", "LogicalOr"):
-    register_op(_t, inputs=("x", "y"), outputs=("z",), shape_fn=_binary_shape((_dt.bool_,)))
-register_op("LogicalNot", inputs=("x",), outputs=("y",), shape_fn=_unary_shape((_dt.bool_,)))
+    register_op(_t, inputs=("x", "y"), outputs=("z",), shape_fn=_binary_shape((_dt.bool_,)), flops=_flops.per_output)
+register_op("LogicalNot", inputs=("x",), outputs=("y",), shape_fn=_unary_shape((_dt.bool_,)), flops=_flops.per_output)
 not_differentiable(*_COMPARE, "LogicalAnd", "LogicalOr", "LogicalNot")
 
 
@@ -664,7 +672,7 @@ def _compatible(a, b) -> bool:
 
 
 register_op("Select", inputs=("condition", "t", "e"), outputs=("output",), attrs={"T": "type"},
-            shape_fn=_select_shape)
+            shape_fn=_select_shape, flops=_flops.per_output)
 
 
 @register_gradient("Select")
@@ -692,7 +700,7 @@ def _where_shape(ins, attrs):
 
 # The output's length depends on the input's values, so the shape function reads them (value_inputs).
 register_op("Where", inputs=("input",), outputs=("index",), attrs={"T": "type"}, shape_fn=_where_shape,
-            value_inputs=(0,))
+            value_inputs=(0,), flops=_flops.zero)
 not_differentiable("Where")
 
 
@@ -722,7 +730,7 @@ def _range_shape(ins, attrs):
 
 
 register_op("Range", inputs=("start", "limit", "delta"), outputs=("output",), attrs={"Tidx": "type"},
-            shape_fn=_range_shape, value_inputs=(0, 1, 2))
+            shape_fn=_range_shape, value_inputs=(0, 1, 2), flops=_flops.zero)
 not_differentiable("Range")
 
 
@@ -771,11 +779,11 @@ def _reduce_shape(allowed, out_dtype=None):
 _REDUCE_ATTRS = {"keep_dims": "bool", "T": "type", "Tidx": "type"}
 for _t, _allowed in (("Sum", _NUMERIC), ("Mean", _NUMERIC), ("Max", _NUMERIC), ("Min", _NUMERIC)):
     register_op(_t, inputs=("input", "reduction_indices"), outputs=("output",), attrs=_REDUCE_ATTRS,
-                shape_fn=_reduce_shape(_allowed), value_inputs=(1,))
+                shape_fn=_reduce_shape(_allowed), value_inputs=(1,), flops=_flops.per_input)
 for _t in ("Any", "All"):
     register_op(_t, inputs=("input", "reduction_indices"), outputs=("output",),
                 attrs={"keep_dims": "bool", "Tidx": "type"}, shape_fn=_reduce_shape((_dt.bool_,)),
-                value_inputs=(1,))
+                value_inputs=(1,), flops=_flops.per_input)
 not_differentiable("Any", "All")
 
 
@@ -902,7 +910,7 @@ def _arg_shape(ins, attrs):
 for _t in ("ArgMax", "ArgMin"):
     register_op(_t, inputs=("input", "dimension"), outputs=("output",),
                 attrs={"T": "type", "Tidx": "type", "output_type": "type"}, shape_fn=_arg_shape,
-                value_inputs=(1,))
+                value_inputs=(1,), flops=_flops.per_input)
 not_differentiable("ArgMax", "ArgMin")
 
 
@@ -933,7 +941,7 @@ def _cumsum_shape(ins, attrs):
 
 register_op("Cumsum", inputs=("x", "axis"), outputs=("out",),
             attrs={"exclusive": "bool", "reverse": "bool", "T": "type", "Tidx": "type"},
-            shape_fn=_cumsum_shape)
+            shape_fn=_cumsum_shape, flops=_flops.per_input)
 
 
 @register_gradient("Cumsum")
@@ -952,7 +960,7 @@ def cumsum(x, axis=0, exclusive=False, reverse=False, name=None) -> Tensor:
 
 # -- Prod ----------------------------------------------------------------------------------------------------
 register_op("Prod", inputs=("input", "reduction_indices"), outputs=("output",), attrs=_REDUCE_ATTRS,
-            shape_fn=_reduce_shape(_NUMERIC), value_inputs=(1,))
+            shape_fn=_reduce_shape(_NUMERIC), value_inputs=(1,), flops=_flops.per_input)
 
 
 @register_gradient("Prod")
@@ -1001,7 +1009,7 @@ def _unsorted_segment_sum_shape(ins, attrs):
 
 register_op("UnsortedSegmentSum", inputs=("data", "segment_ids", "num_segments"), outputs=("output",),
             attrs={"T": "type", "Tindices": "type", "Tnumsegments": "type"},
-            shape_fn=_unsorted_segment_sum_shape, value_inputs=(2,))
+            shape_fn=_unsorted_segment_sum_shape, value_inputs=(2,), flops=_flops.per_input)
 
 
 @register_gradient("UnsortedSegmentSum")
@@ -1042,7 +1050,7 @@ def _top_k_shape(ins, attrs):
 
 
 register_op("TopKV2", inputs=("input", "k"), outputs=("values", "indices"), attrs={"sorted": "bool", "T": "type"},
-            shape_fn=_top_k_shape, value_inputs=(1,))
+            shape_fn=_top_k_shape, value_inputs=(1,), flops=_flops.per_input)
 
 
 @register_gradient("TopKV2")
@@ -1068,7 +1076,8 @@ def top_k(input, k=1, sorted=True, name=None) -> tuple:
 
 
 # -- DivNoNan ------------------------------------------------------------------------------------------------
-register_op("DivNoNan", inputs=("x", "y"), outputs=("z",), attrs={"T": "type"}, shape_fn=_binary_shape(_FLOATS))
+register_op("DivNoNan", inputs=("x", "y"), outputs=("z",), attrs={"T": "type"}, shape_fn=_binary_shape(_FLOATS),
+            flops=_flops.per_output)
 
 
 @register_gradient("DivNoNan")
@@ -1093,7 +1102,7 @@ def _select_v2_shape(ins, attrs):
 
 
 register_op("SelectV2", inputs=("condition", "t", "e"), outputs=("output",), attrs={"T": "type"},
-            shape_fn=_select_v2_shape)
+            shape_fn=_select_v2_shape, flops=_flops.per_output)
 
 
 @register_gradient("SelectV2")
@@ -1121,7 +1130,8 @@ def _unary_grad_shape(ins, attrs):
 
 
 for _t in ("RsqrtGrad", "SqrtGrad", "ReciprocalGrad"):
-    register_op(_t, inputs=("y", "dy"), outputs=("z",), attrs={"T": "type"}, shape_fn=_unary_grad_shape)
+    register_op(_t, inputs=("y", "dy"), outputs=("z",), attrs={"T": "type"}, shape_fn=_unary_grad_shape,
+                flops=_flops.per_output)
 
 
 @register_gradient("RsqrtGrad")

@@ -15,6 +15,7 @@ import numbers
 import numpy as np
 
 from tfplus import dtypes as _dt
+from tfplus import flops as _flops
 from tfplus.framework import Tensor, apply_op, constant_value, convert_to_tensor, name_scope
 from tfplus.registry import not_differentiable, register_gradient, register_op
 from tfplus.shapes import check_rank, check_same_dtype, merge_dim, spec
@@ -178,7 +179,7 @@ def _conv2d_shape(ins, attrs):
 _CONV_ATTRS = {"T": "type", "strides": "list(int)", "padding": "string", "data_format": "string",
                "dilations": "list(int)"}
 register_op("Conv2D", inputs=("input", "filter"), outputs=("output",), attrs=_CONV_ATTRS,
-            shape_fn=_conv2d_shape)
+            shape_fn=_conv2d_shape, flops=_flops.conv2d)
 
 
 @register_gradient("Conv2D")
@@ -224,7 +225,8 @@ def _conv2d_backprop_input_shape(ins, attrs):
 
 
 register_op("Conv2DBackpropInput", inputs=("input_sizes", "filter", "out_backprop"), outputs=("output",),
-            attrs=_CONV_ATTRS, shape_fn=_conv2d_backprop_input_shape, value_inputs=(0,))
+            attrs=_CONV_ATTRS, shape_fn=_conv2d_backprop_input_shape, value_inputs=(0,),
+            flops=_flops.conv2d_backprop_input)
 
 
 @register_gradient("Conv2DBackpropInput")
@@ -275,7 +277,8 @@ def _conv2d_backprop_filter_shape(ins, attrs):
 
 
 register_op("Conv2DBackpropFilter", inputs=("input", "filter_sizes", "out_backprop"), outputs=("output",),
-            attrs=_CONV_ATTRS, shape_fn=_conv2d_backprop_filter_shape, value_inputs=(1,))
+            attrs=_CONV_ATTRS, shape_fn=_conv2d_backprop_filter_shape, value_inputs=(1,),
+            flops=_flops.conv2d_backprop_filter)
 
 
 @register_gradient("Conv2DBackpropFilter")
@@ -320,7 +323,7 @@ def _bias_add_shape(ins, attrs):
 
 
 register_op("BiasAdd", inputs=("value", "bias"), outputs=("output",),
-            attrs={"T": "type", "data_format": "string"}, shape_fn=_bias_add_shape)
+            attrs={"T": "type", "data_format": "string"}, shape_fn=_bias_add_shape, flops=_flops.per_output)
 
 
 @register_gradient("BiasAdd")
@@ -345,7 +348,7 @@ def _bias_add_grad_shape(ins, attrs):
 
 
 register_op("BiasAddGrad", inputs=("out_backprop",), outputs=("output",),
-            attrs={"T": "type", "data_format": "string"}, shape_fn=_bias_add_grad_shape)
+            attrs={"T": "type", "data_format": "string"}, shape_fn=_bias_add_grad_shape, flops=_flops.per_input)
 
 
 @register_gradient("BiasAddGrad")
@@ -374,7 +377,7 @@ def _grad_shape(ins, attrs):
 
 
 register_op("Relu", inputs=("features",), outputs=("activations",), attrs={"T": "type"},
-            shape_fn=_float_unary_shape)
+            shape_fn=_float_unary_shape, flops=_flops.per_output)
 
 
 @register_gradient("Relu")
@@ -389,7 +392,7 @@ def relu(features, name=None) -> Tensor:
 
 
 register_op("ReluGrad", inputs=("gradients", "features"), outputs=("backprops",), attrs={"T": "type"},
-            shape_fn=_grad_shape)
+            shape_fn=_grad_shape, flops=_flops.per_output)
 
 
 @register_gradient("ReluGrad")
@@ -401,7 +404,7 @@ def _relu_grad_grad(op, grad):
 
 
 register_op("Relu6", inputs=("features",), outputs=("activations",), attrs={"T": "type"},
-            shape_fn=_float_unary_shape)
+            shape_fn=_float_unary_shape, flops=_flops.per_output)
 
 
 @register_gradient("Relu6")
@@ -416,7 +419,7 @@ def relu6(features, name=None) -> Tensor:
 
 
 register_op("Relu6Grad", inputs=("gradients", "features"), outputs=("backprops",), attrs={"T": "type"},
-            shape_fn=_grad_shape)
+            shape_fn=_grad_shape, flops=_flops.per_output)
 
 
 @register_gradient("Relu6Grad")
@@ -428,7 +431,8 @@ def _relu6_grad_grad(op, grad):
 
 
 # -- Sigmoid / SigmoidGrad, Tanh / TanhGrad ------------------------------------------------------------------
-register_op("Sigmoid", inputs=("x",), outputs=("y",), attrs={"T": "type"}, shape_fn=_float_unary_shape)
+register_op("Sigmoid", inputs=("x",), outputs=("y",), attrs={"T": "type"}, shape_fn=_float_unary_shape,
+            flops=_flops.per_output)
 
 
 @register_gradient("Sigmoid")
@@ -442,7 +446,8 @@ def sigmoid(x, name=None) -> Tensor:
     return apply_op("Sigmoid", [x], name=name)
 
 
-register_op("SigmoidGrad", inputs=("y", "dy"), outputs=("z",), attrs={"T": "type"}, shape_fn=_grad_shape)
+register_op("SigmoidGrad", inputs=("y", "dy"), outputs=("z",), attrs={"T": "type"}, shape_fn=_grad_shape,
+            flops=_flops.per_output)
 
 
 @register_gradient("SigmoidGrad")
@@ -454,7 +459,8 @@ def _sigmoid_grad_grad(op, grad):
     return [subtract(gb, multiply(multiply(gb, 2.0), y)), apply_op("SigmoidGrad", [y, grad])]
 
 
-register_op("Tanh", inputs=("x",), outputs=("y",), attrs={"T": "type"}, shape_fn=_float_unary_shape)
+register_op("Tanh", inputs=("x",), outputs=("y",), attrs={"T": "type"}, shape_fn=_float_unary_shape,
+            flops=_flops.per_output)
 
 
 @register_gradient("Tanh")
@@ -468,7 +474,8 @@ def tanh(x, name=None) -> Tensor:
     return apply_op("Tanh", [x], name=name)
 
 
-register_op("TanhGrad", inputs=("y", "dy"), outputs=("z",), attrs={"T": "type"}, shape_fn=_grad_shape)
+register_op("TanhGrad", inputs=("y", "dy"), outputs=("z",), attrs={"T": "type"}, shape_fn=_grad_shape,
+            flops=_flops.per_output)
 
 
 @register_gradient("TanhGrad")
@@ -494,7 +501,8 @@ def _check_last_axis(axis, what: str) -> None:
                          "transpose the classes to the last axis first")
 
 
-register_op("Softmax", inputs=("logits",), outputs=("softmax",), attrs={"T": "type"}, shape_fn=_softmax_shape)
+register_op("Softmax", inputs=("logits",), outputs=("softmax",), attrs={"T": "type"}, shape_fn=_softmax_shape,
+            flops=_flops.times_input(5))
 
 
 @register_gradient("Softmax")
@@ -512,7 +520,7 @@ def softmax(logits, axis=None, name=None, dim=None) -> Tensor:
 
 
 register_op("LogSoftmax", inputs=("logits",), outputs=("logsoftmax",), attrs={"T": "type"},
-            shape_fn=_softmax_shape)
+            shape_fn=_softmax_shape, flops=_flops.times_input(5))
 
 
 @register_gradient("LogSoftmax")
@@ -574,7 +582,8 @@ def _max_pool_grad_grad_shape(ins, attrs):
     return [spec(out, x.dtype)]
 
 
-register_op("MaxPool", inputs=("input",), outputs=("output",), attrs=_POOL_ATTRS, shape_fn=_pool_shape)
+register_op("MaxPool", inputs=("input",), outputs=("output",), attrs=_POOL_ATTRS, shape_fn=_pool_shape,
+            flops=_flops.pool)
 
 
 @register_gradient("MaxPool")
@@ -599,7 +608,7 @@ def max_pool(value, ksize, strides, padding, data_format="NHWC", name=None) -> T
 
 
 register_op("MaxPoolGrad", inputs=("orig_input", "orig_output", "grad"), outputs=("output",),
-            attrs=_POOL_ATTRS, shape_fn=_max_pool_grad_shape)
+            attrs=_POOL_ATTRS, shape_fn=_max_pool_grad_shape, flops=_flops.pool_grad)
 
 
 @register_gradient("MaxPoolGrad")
@@ -611,7 +620,7 @@ def _max_pool_grad_grad(op, grad):
 
 
 register_op("MaxPoolGradGrad", inputs=("orig_input", "orig_output", "grad"), outputs=("output",),
-            attrs=_POOL_ATTRS, shape_fn=_max_pool_grad_grad_shape)
+            attrs=_POOL_ATTRS, shape_fn=_max_pool_grad_grad_shape, flops=_flops.pool)
 
 
 @register_gradient("MaxPoolGradGrad")
@@ -623,7 +632,8 @@ def _max_pool_grad_grad_grad(op, grad):
 
 
 # -- AvgPool / AvgPoolGrad -----------------------------------------------------------------------------------
-register_op("AvgPool", inputs=("value",), outputs=("output",), attrs=_POOL_ATTRS, shape_fn=_pool_shape)
+register_op("AvgPool", inputs=("value",), outputs=("output",), attrs=_POOL_ATTRS, shape_fn=_pool_shape,
+            flops=_flops.pool)
 
 
 @register_gradient("AvgPool")
@@ -649,7 +659,7 @@ def _avg_pool_grad_shape(ins, attrs):
 
 
 register_op("AvgPoolGrad", inputs=("orig_input_shape", "grad"), outputs=("output",), attrs=_POOL_ATTRS,
-            shape_fn=_avg_pool_grad_shape, value_inputs=(0,))
+            shape_fn=_avg_pool_grad_shape, value_inputs=(0,), flops=_flops.pool_grad)
 
 
 @register_gradient("AvgPoolGrad")
@@ -673,7 +683,8 @@ def _sparse_xent_shape(ins, attrs):
 
 
 register_op("SparseSoftmaxCrossEntropyWithLogits", inputs=("features", "labels"),
-            outputs=("loss", "backprop"), attrs={"T": "type", "Tlabels": "type"}, shape_fn=_sparse_xent_shape)
+            outputs=("loss", "backprop"), attrs={"T": "type", "Tlabels": "type"}, shape_fn=_sparse_xent_shape,
+            flops=_flops.times_input(5))
 
 
 @register_gradient("SparseSoftmaxCrossEntropyWithLogits")
@@ -713,7 +724,7 @@ def _xent_shape(ins, attrs):
 
 
 register_op("SoftmaxCrossEntropyWithLogits", inputs=("features", "labels"), outputs=("loss", "backprop"),
-            attrs={"T": "type"}, shape_fn=_xent_shape)
+            attrs={"T": "type"}, shape_fn=_xent_shape, flops=_flops.times_input(5))
 
 
 @register_gradient("SoftmaxCrossEntropyWithLogits")
@@ -767,7 +778,8 @@ def _l2_loss_shape(ins, attrs):
     return [spec((), ins[0].dtype)]
 
 
-register_op("L2Loss", inputs=("t",), outputs=("output",), attrs={"T": "type"}, shape_fn=_l2_loss_shape)
+register_op("L2Loss", inputs=("t",), outputs=("output",), attrs={"T": "type"}, shape_fn=_l2_loss_shape,
+            flops=_flops.per_input)
 
 
 @register_gradient("L2Loss")
@@ -796,7 +808,7 @@ def _in_top_k_shape(ins, attrs):
 
 
 register_op("InTopKV2", inputs=("predictions", "targets", "k"), outputs=("precision",), attrs={"T": "type"},
-            shape_fn=_in_top_k_shape)
+            shape_fn=_in_top_k_shape, flops=_flops.per_input)
 not_differentiable("InTopKV2")
 
 
@@ -875,7 +887,7 @@ __all__ += ["leaky_relu", "lrn", "local_response_normalization", "fused_batch_no
 
 # -- LeakyRelu / LeakyReluGrad -------------------------------------------------------------------------------
 register_op("LeakyRelu", inputs=("features",), outputs=("activations",), attrs={"T": "type", "alpha": "float"},
-            shape_fn=_float_unary_shape)
+            shape_fn=_float_unary_shape, flops=_flops.per_output)
 
 
 @register_gradient("LeakyRelu")
@@ -890,7 +902,7 @@ def leaky_relu(features, alpha=0.2, name=None) -> Tensor:
 
 
 register_op("LeakyReluGrad", inputs=("gradients", "features"), outputs=("backprops",),
-            attrs={"T": "type", "alpha": "float"}, shape_fn=_grad_shape)
+            attrs={"T": "type", "alpha": "float"}, shape_fn=_grad_shape, flops=_flops.per_output)
 
 
 @register_gradient("LeakyReluGrad")
@@ -914,7 +926,7 @@ def _lrn_shape(ins, attrs):
     return [spec(x.shape, x.dtype)]
 
 
-register_op("LRN", inputs=("input",), outputs=("output",), attrs=_LRN_ATTRS, shape_fn=_lrn_shape)
+register_op("LRN", inputs=("input",), outputs=("output",), attrs=_LRN_ATTRS, shape_fn=_lrn_shape, flops=_flops.lrn)
 
 
 def _lrn_attrs(op) -> dict:
@@ -947,7 +959,7 @@ def _lrn_grad_shape(ins, attrs):
 
 
 register_op("LRNGrad", inputs=("input_grads", "input_image", "output_image"), outputs=("output",),
-            attrs=_LRN_ATTRS, shape_fn=_lrn_grad_shape)
+            attrs=_LRN_ATTRS, shape_fn=_lrn_grad_shape, flops=_flops.lrn)
 
 
 @register_gradient("LRNGrad")
@@ -1016,19 +1028,19 @@ def _fused_batch_norm_grad_shape(version: int):
 
 register_op("FusedBatchNorm", inputs=("x", "scale", "offset", "mean", "variance"),
             outputs=("y", "batch_mean", "batch_variance", "reserve_space_1", "reserve_space_2"),
-            attrs=_BN_ATTRS, shape_fn=_fused_batch_norm_shape(1))
+            attrs=_BN_ATTRS, shape_fn=_fused_batch_norm_shape(1), flops=_flops.times_input(7))
 register_op("FusedBatchNormV3", inputs=("x", "scale", "offset", "mean", "variance"),
             outputs=("y", "batch_mean", "batch_variance", "reserve_space_1", "reserve_space_2",
                      "reserve_space_3"),
-            attrs=_BN_ATTRS, shape_fn=_fused_batch_norm_shape(3))
+            attrs=_BN_ATTRS, shape_fn=_fused_batch_norm_shape(3), flops=_flops.times_input(7))
 _BN_GRAD_ATTRS = {k: _BN_ATTRS[k] for k in ("T", "U", "epsilon", "data_format", "is_training")}
 register_op("FusedBatchNormGrad", inputs=("y_backprop", "x", "scale", "reserve_space_1", "reserve_space_2"),
             outputs=("x_backprop", "scale_backprop", "offset_backprop", "reserve_space_3", "reserve_space_4"),
-            attrs=_BN_GRAD_ATTRS, shape_fn=_fused_batch_norm_grad_shape(1))
+            attrs=_BN_GRAD_ATTRS, shape_fn=_fused_batch_norm_grad_shape(1), flops=_flops.times_input(10))
 register_op("FusedBatchNormGradV3",
             inputs=("y_backprop", "x", "scale", "reserve_space_1", "reserve_space_2", "reserve_space_3"),
             outputs=("x_backprop", "scale_backprop", "offset_backprop", "reserve_space_4", "reserve_space_5"),
-            attrs=_BN_GRAD_ATTRS, shape_fn=_fused_batch_norm_grad_shape(3))
+            attrs=_BN_GRAD_ATTRS, shape_fn=_fused_batch_norm_grad_shape(3), flops=_flops.times_input(10))
 
 
 def _fused_batch_norm_grad(op, grad_y, *unused):
@@ -1119,7 +1131,7 @@ def _check_no_explicit_paddings(attrs) -> None:
 
 
 register_op("DepthwiseConv2dNative", inputs=("input", "filter"), outputs=("output",), attrs=_DEPTHWISE_ATTRS,
-            shape_fn=_depthwise_shape)
+            shape_fn=_depthwise_shape, flops=_flops.depthwise_conv2d)
 
 
 @register_gradient("DepthwiseConv2dNative")
@@ -1160,10 +1172,10 @@ def _depthwise_backprop_filter_shape(ins, attrs):
 
 register_op("DepthwiseConv2dNativeBackpropInput", inputs=("input_sizes", "filter", "out_backprop"),
             outputs=("output",), attrs=_DEPTHWISE_ATTRS, shape_fn=_depthwise_backprop_input_shape,
-            value_inputs=(0,))
+            value_inputs=(0,), flops=_flops.depthwise_conv2d_backprop_input)
 register_op("DepthwiseConv2dNativeBackpropFilter", inputs=("input", "filter_sizes", "out_backprop"),
             outputs=("output",), attrs=_DEPTHWISE_ATTRS, shape_fn=_depthwise_backprop_filter_shape,
-            value_inputs=(1,))
+            value_inputs=(1,), flops=_flops.depthwise_conv2d_backprop_filter)
 
 
 @register_gradient("DepthwiseConv2dNativeBackpropInput")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from tfplus import dtypes as _dt
+from tfplus import flops as _flops
 from tfplus.framework import apply_op, convert_to_tensor, get_default_graph
 from tfplus.registry import not_differentiable, register_op
 from tfplus.shapes import spec
@@ -32,7 +33,7 @@ def _random_shape(ins, attrs):
 _ATTRS = {"dtype": "type", "seed": "int", "seed2": "int", "T": "type"}
 for _t in ("RandomStandardNormal", "TruncatedNormal", "RandomUniform"):
     register_op(_t, inputs=("shape",), outputs=("output",), attrs=_ATTRS, shape_fn=_random_shape,
-                value_inputs=(0,), stateful=True)
+                value_inputs=(0,), stateful=True, flops=_flops.zero)
     not_differentiable(_t)
 
 

@@ -1,6 +1,7 @@
 """Variables as graph nodes: VariableV2 holds state in the Session; Assign* update it in place."""
 from __future__ import annotations
 
+from tfplus import flops as _flops
 from tfplus.framework import apply_op, get_default_graph
 from tfplus.registry import not_differentiable, register_gradient, register_op
 from tfplus.shapes import merge_dim, spec
@@ -9,7 +10,7 @@ from tfplus.shapes import merge_dim, spec
 # Its output is the session-held buffer itself; consumers read the current value.
 register_op("VariableV2", outputs=("ref",), attrs={"shape": "shape", "dtype": "type", "container": "string",
                                                    "shared_name": "string"},
-            shape_fn=lambda ins, attrs: [spec(attrs["shape"], attrs["dtype"])], stateful=True)
+            shape_fn=lambda ins, attrs: [spec(attrs["shape"], attrs["dtype"])], stateful=True, flops=_flops.zero)
 
 
 @register_gradient("VariableV2")
@@ -39,7 +40,7 @@ def _assign_shape(ins, attrs):
 # -- Assign ------------------------------------------------------------------------------------------------
 register_op("Assign", inputs=("ref", "value"), outputs=("output_ref",),
             attrs={"T": "type", "validate_shape": "bool", "use_locking": "bool"},
-            shape_fn=_assign_shape, aliases={0: 0}, ref_inputs=(0,), stateful=True)
+            shape_fn=_assign_shape, aliases={0: 0}, ref_inputs=(0,), stateful=True, flops=_flops.zero)
 not_differentiable("Assign")
 
 
@@ -52,7 +53,7 @@ def assign(ref, value, validate_shape=True, use_locking=True, name=None):
 # -- AssignAdd / AssignSub ---------------------------------------------------------------------------------
 for _t in ("AssignAdd", "AssignSub"):
     register_op(_t, inputs=("ref", "value"), outputs=("output_ref",), attrs={"T": "type", "use_locking": "bool"},
-                shape_fn=_assign_shape, aliases={0: 0}, ref_inputs=(0,), stateful=True)
+                shape_fn=_assign_shape, aliases={0: 0}, ref_inputs=(0,), stateful=True, flops=_flops.per_output)
     not_differentiable(_t)
 
 

@@ -5,6 +5,7 @@ and writes into them; output 0 aliases the variable. The ops are declared not di
 """
 from __future__ import annotations
 
+from tfplus import flops as _flops
 from tfplus.framework import Tensor, apply_op
 from tfplus.registry import not_differentiable, register_op
 from tfplus.shapes import check_same_dtype, fmt, merge_dim, spec
@@ -39,18 +40,19 @@ def _ref_of(v) -> Tensor:
     return v._ref() if hasattr(v, "_ref") else v
 
 
-def _register_apply(op_type: str, inputs: tuple, scalars: tuple, refs: tuple, nesterov: bool) -> None:
+def _register_apply(op_type: str, inputs: tuple, scalars: tuple, refs: tuple, nesterov: bool, flops: int) -> None:
+    """`flops`: per element of the variable, from the update formula above the op."""
     attrs = {"T": "type", "use_locking": "bool"}
     if nesterov:
         attrs["use_nesterov"] = "bool"
     register_op(op_type, inputs=inputs, outputs=("out",), attrs=attrs, shape_fn=_apply_shape(inputs, scalars),
-                aliases={0: 0}, ref_inputs=refs, stateful=True)
+                aliases={0: 0}, ref_inputs=refs, stateful=True, flops=_flops.times_input(flops))
     not_differentiable(op_type)
 
 
 # -- ApplyGradientDescent ------------------------------------------------------------------------------------
 # var -= alpha * delta
-_register_apply("ApplyGradientDescent", ("var", "alpha", "delta"), ("alpha",), (0,), nesterov=False)
+_register_apply("ApplyGradientDescent", ("var", "alpha", "delta"), ("alpha",), (0,), nesterov=False, flops=2)
 
 
 def apply_gradient_descent(var, alpha, delta, use_locking: bool = False, name=None) -> Tensor:
@@ -68,7 +70,7 @@ def apply_gradient_descent(var, alpha, delta, use_locking: bool = False, name=No
 # -- ApplyMomentum -------------------------------------------------------------------------------------------
 # accum = accum * momentum + grad; var -= lr * accum (nesterov: var -= lr * grad + lr * momentum * accum)
 _register_apply("ApplyMomentum", ("var", "accum", "lr", "grad", "momentum"), ("lr", "momentum"), (0, 1),
-                nesterov=True)
+                nesterov=True, flops=4)
 
 
 def apply_momentum(var, accum, lr, grad, momentum, use_locking: bool = False, use_nesterov: bool = False,
@@ -90,7 +92,7 @@ def apply_momentum(var, accum, lr, grad, momentum, use_locking: bool = False, us
 # (nesterov: var -= lr_t * (beta1 * m + (1 - beta1) * grad) / (sqrt(v) + epsilon))
 _register_apply("ApplyAdam",
                 ("var", "m", "v", "beta1_power", "beta2_power", "lr", "beta1", "beta2", "epsilon", "grad"),
-                ("beta1_power", "beta2_power", "lr", "beta1", "beta2", "epsilon"), (0, 1, 2), nesterov=True)
+                ("beta1_power", "beta2_power", "lr", "beta1", "beta2", "epsilon"), (0, 1, 2), nesterov=True, flops=12)
 
 
 def apply_adam(var, m, v, beta1_power, beta2_power, lr, beta1, beta2, epsilon, grad,
@@ -110,7 +112,7 @@ def apply_adam(var, m, v, beta1_power, beta2_power, lr, beta1, beta2, epsilon, g
 # -- ApplyRMSProp --------------------------------------------------------------------------------------------
 # ms = rho * ms + (1 - rho) * grad^2; mom = momentum * mom + lr * grad / sqrt(ms + epsilon); var -= mom
 _register_apply("ApplyRMSProp", ("var", "ms", "mom", "lr", "rho", "momentum", "epsilon", "grad"),
-                ("lr", "rho", "momentum", "epsilon"), (0, 1, 2), nesterov=False)
+                ("lr", "rho", "momentum", "epsilon"), (0, 1, 2), nesterov=False, flops=11)
 
 
 def apply_rms_prop(var, ms, mom, lr, rho, momentum, epsilon, grad, use_locking: bool = False,
@@ -130,7 +132,7 @@ def apply_rms_prop(var, ms, mom, lr, rho, momentum, epsilon, grad, use_locking: 
 # ms = rho * ms + (1 - rho) * grad^2; mg = rho * mg + (1 - rho) * grad;
 # mom = momentum * mom + lr * grad / sqrt(ms - mg^2 + epsilon); var -= mom
 _register_apply("ApplyCenteredRMSProp", ("var", "mg", "ms", "mom", "lr", "rho", "momentum", "epsilon", "grad"),
-                ("lr", "rho", "momentum", "epsilon"), (0, 1, 2, 3), nesterov=False)
+                ("lr", "rho", "momentum", "epsilon"), (0, 1, 2, 3), nesterov=False, flops=16)
 
 
 def apply_centered_rms_prop(var, mg, ms, mom, lr, rho, momentum, epsilon, grad, use_locking: bool = False,
@@ -153,7 +155,7 @@ def apply_centered_rms_prop(var, mg, ms, mom, lr, rho, momentum, epsilon, grad, 
 register_op("ApplyAdagrad", inputs=("var", "accum", "lr", "grad"), outputs=("out",),
             attrs={"T": "type", "use_locking": "bool", "update_slots": "bool"},
             shape_fn=_apply_shape(("var", "accum", "lr", "grad"), ("lr",)), aliases={0: 0}, ref_inputs=(0, 1),
-            stateful=True)
+            stateful=True, flops=_flops.times_input(6))
 not_differentiable("ApplyAdagrad")
 
 
@@ -174,7 +176,7 @@ def apply_adagrad(var, accum, lr, grad, use_locking: bool = False, update_slots:
 # accum = rho * accum + (1 - rho) * grad^2; update = sqrt(accum_update + epsilon) / sqrt(accum + epsilon) * grad;
 # accum_update = rho * accum_update + (1 - rho) * update^2; var -= lr * update
 _register_apply("ApplyAdadelta", ("var", "accum", "accum_update", "lr", "rho", "epsilon", "grad"),
-                ("lr", "rho", "epsilon"), (0, 1, 2), nesterov=False)
+                ("lr", "rho", "epsilon"), (0, 1, 2), nesterov=False, flops=16)
 
 
 def apply_adadelta(var, accum, accum_update, lr, rho, epsilon, grad, use_locking: bool = False,

@@ -21,12 +21,12 @@ A run without `options` (or with trace_level NO_TRACE) does none of this: the ex
 from __future__ import annotations
 
 import bisect
-import math
 import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from tfplus import flops as _flops
 from tfplus.planner.liveness import phase_of
 
 __all__ = ["RunOptions", "RunMetadata"]  # tf.<name>; chrome_trace and flops: tfplus.profiler
@@ -155,56 +155,18 @@ def phases(ops: list) -> list[str]:
 
 
 # -- analytic FLOPs ------------------------------------------------------------------------------------------
-# One FLOP per output element; the Apply* ops per element of the variable (their update formulas).
-_ELEMENTWISE = {
-    "Abs", "Add", "AddV2", "BiasAdd", "Ceil", "Cos", "Exp", "Floor", "FloorDiv", "FloorMod", "Log", "Log1p",
-    "Maximum", "Minimum", "Mul", "Neg", "Pow", "RealDiv", "Reciprocal", "Relu", "Relu6", "Relu6Grad",
-    "ReluGrad", "Round", "Rsqrt", "Select", "Sigmoid", "SigmoidGrad", "Sign", "Sin", "Sqrt", "Square",
-    "SquaredDifference", "Sub", "Tanh", "TanhGrad", "Equal", "NotEqual", "Greater", "GreaterEqual", "Less",
-    "LessEqual", "LogicalAnd", "LogicalOr", "LogicalNot", "AssignAdd", "AssignSub",
-}
-# One FLOP per input element (reductions).
-_REDUCTIONS = {"Sum", "Mean", "Max", "Min", "ArgMax", "ArgMin", "All", "Any", "BiasAddGrad", "Cumsum"}
-_PER_VARIABLE_ELEMENT = {"ApplyGradientDescent": 2, "ApplyMomentum": 4, "ApplyAdam": 12}
-_CONVS = {"Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter"}
-
-
 def flops(op_type: str, in_shapes: list, out_shapes: list, attrs: dict) -> float:
-    """Analytic FLOPs of one op (a multiply-add is 2). Convolutions: 2 * output elements * kh * kw * C_in,
-    their two backward ops the same as the forward they differentiate; MatMul 2 * M * N * K; pooling
-    window size per output (per gradient element for the backward); elementwise ops one per output element,
-    reductions one per input element, softmax cross-entropy 5 per logit, AddN (n-1) per element, optimizer
-    updates a few per variable element; data movement (reshape, copy, cast, shape, constants) 0.
+    """Analytic FLOPs of one op (a multiply-add is 2), by the formula the op declares (tfplus.flops):
+    convolutions 2 * output elements * kh * kw * C_in, their two backward ops the same as the forward they
+    differentiate; MatMul 2 * M * N * K; pooling window size per output (per gradient element for the
+    backward); elementwise ops one per output element, reductions one per input element, softmax
+    cross-entropy 5 per logit, AddN (n-1) per element, optimizer updates a few per variable element; data
+    movement (reshape, copy, cast, shape, constants) 0.
 
         >>> flops("MatMul", [(8, 64), (64, 10)], [(8, 10)], {})
         10240.0
     """
-    out0 = math.prod(out_shapes[0]) if out_shapes else 0
-    if op_type in _CONVS:
-        # The filter is input 1 of Conv2D and Conv2DBackpropInput, the output of Conv2DBackpropFilter; the
-        # forward's output is the output of Conv2D and the out_backprop input (2) of both backward ops.
-        filt = out_shapes[0] if op_type == "Conv2DBackpropFilter" else in_shapes[1]
-        y = out_shapes[0] if op_type == "Conv2D" else in_shapes[2]
-        return 2.0 * math.prod(y) * math.prod(filt[:3])
-    if op_type == "MatMul":
-        a = in_shapes[0]
-        return 2.0 * out0 * (a[0] if attrs.get("transpose_a") else a[1])
-    if op_type in ("MaxPool", "AvgPool", "MaxPoolGrad", "AvgPoolGrad"):
-        k = attrs.get("ksize", (1, 1, 1, 1))
-        grad = in_shapes[-1] if op_type.endswith("Grad") else out_shapes[0]
-        return float(math.prod(grad) * math.prod(k))
-    if op_type in _ELEMENTWISE:
-        return float(out0)
-    if op_type in _REDUCTIONS or op_type == "L2Loss":
-        return float(math.prod(in_shapes[0]))
-    if op_type in ("SparseSoftmaxCrossEntropyWithLogits", "SoftmaxCrossEntropyWithLogits", "Softmax",
-                   "LogSoftmax"):
-        return 5.0 * math.prod(in_shapes[0])
-    if op_type == "AddN":
-        return float(out0 * max(len(in_shapes) - 1, 0))
-    if op_type in _PER_VARIABLE_ELEMENT:
-        return float(_PER_VARIABLE_ELEMENT[op_type] * math.prod(in_shapes[0]))
-    return 0.0
+    return _flops.of(op_type, in_shapes, out_shapes, attrs)
 
 
 # -- the tracer the executor drives --------------------------------------------------------------------------

@@ -1,4 +1,7 @@
-"""Op, gradient and kernel registries: plain dicts filled at import time.
+"""Op, gradient and kernel registries: plain dicts filled at import time. Facts the planner and profiler
+use are declared at registration too: an op's FLOP formula (register_op(flops=)), a kernel's in-place inputs
+and chunk spec (register_kernel(inplace=, chunk=)), its variants (register_variant) and its scratch
+(register_workspace).
 
     >>> from tfplus import registry
     >>> registry.kernels_for("Relu")  # doctest: +SKIP
@@ -7,6 +10,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Callable, NamedTuple
 
@@ -32,7 +36,8 @@ class OpDef:
     is pure. `aliases` maps an output index to the input index whose buffer it shares (reshape-like ops, Assign).
     `ref_inputs` are inputs that must come straight from a VariableV2 and are updated in place.
     `allocates_outputs`: the kernel makes its own output buffers (their shapes are known only once it has run,
-    e.g. a while loop's); the executor passes it a list of None to fill."""
+    e.g. a while loop's); the executor passes it a list of None to fill. `flops(in_shapes, out_shapes, attrs)`
+    counts the op's arithmetic (tfplus.flops: its formulas, `flops.zero` for data movement)."""
     name: str
     inputs: tuple
     outputs: tuple
@@ -45,6 +50,7 @@ class OpDef:
     grad: Any = None  # a function (op, *output_grads) -> input grads, NOT_DIFFERENTIABLE, or None
     where: str = ""
     allocates_outputs: bool = False
+    flops: Callable | None = None
 
 
 OPS: dict[str, OpDef] = {}
@@ -62,14 +68,14 @@ def _caller(depth: int = 2) -> str:
 
 
 def register_op(name: str, *, inputs=(), outputs=("y",), attrs=None, shape_fn, value_inputs=(),
-                aliases=None, ref_inputs=(), stateful=False, allocates_outputs=False) -> OpDef:
+                aliases=None, ref_inputs=(), stateful=False, allocates_outputs=False, flops=None) -> OpDef:
     """Declares op type `name`. Registering a name twice raises and names both places."""
     where = _caller()
     if name in OPS:
         raise ValueError(f"op type {name!r} registered twice: at {OPS[name].where} and at {where}")
     OPS[name] = op = OpDef(name, tuple(inputs), tuple(outputs), dict(attrs or {}), shape_fn,
                            tuple(value_inputs), dict(aliases or {}), tuple(ref_inputs), stateful, None, where,
-                           allocates_outputs)
+                           allocates_outputs, flops)
     return op
 
 
@@ -95,19 +101,129 @@ def _set_grad(op_type, fn):
     OPS[op_type].grad = fn
 
 
-def register_kernel(op_type: str, device: str, dtypes=(None,)):
+class ChunkSpec(NamedTuple):
+    """A kernel the executor may call on slices of the batch (tfplus.planner.chunking), one call per slice:
+    `batch` are the inputs with the batch on axis 0, `size` the input whose *value* starts with the batch size
+    (a backprop's input_sizes) or None, `summed` says output 0 is a sum over the batch (a filter gradient: the
+    slices' results are added) rather than batch-major. `scratch_divisor`: the kernel also reads the attr
+    SCRATCH_ATTR = d and works through its batch in pieces 1/d its usual size (as its workspace declaration)."""
+    batch: tuple
+    size: int | None = None
+    summed: bool = False
+    scratch_divisor: bool = False
+
+
+# The attr a chunkable kernel with `scratch_divisor` reads (set by the planned executor, never by users).
+SCRATCH_ATTR = "_scratch_divisor"
+
+
+@dataclass
+class KernelFacts:
+    """What the planner and profiler may assume of one (op type, device)'s kernel, declared where it is
+    registered. `inplace`: input indices whose buffer the output may be (the kernel reads each element of
+    that input before it writes the same element of the output); tests/test_completeness.py runs every one
+    both ways. `chunk`: a ChunkSpec. `variants`: name -> another kernel for the same op that the planned
+    executor calls in its place (tfplus.planner.compact's are named "compact"). Facts are per op type and
+    device: a kernel registered for some dtypes of that pair vouches for all of them."""
+    inplace: tuple = ()
+    chunk: ChunkSpec | None = None
+    variants: dict = field(default_factory=dict)
+    where: str = ""
+
+
+FACTS: dict[tuple[str, str], KernelFacts] = {}
+_NO_FACTS = KernelFacts()
+_facts_version = 0  # bumped on every declaration: FactsView rebuilds from it
+
+
+def register_kernel(op_type: str, device: str, dtypes=(None,), *, inplace=(), chunk: ChunkSpec | None = None):
     """Decorator registering `fn(ctx, inputs, outputs, attrs)` for (op type, device, dtype).
     The kernel writes its results into `outputs` (buffers the runtime allocated) and returns nothing.
-    dtype None matches any dtype."""
+    dtype None matches any dtype. `inplace` and `chunk` declare the kernel's KernelFacts:
+    `@register_kernel("Relu", "cpu", FLOATS, inplace=(0,))`."""
     def deco(fn):
+        where = _caller()
+        old = kernel_facts(op_type, device)
+        if (inplace or chunk is not None) and (old.inplace or old.chunk) and \
+                (old.inplace, old.chunk) != (tuple(inplace), chunk):
+            raise ValueError(f"kernels of ({op_type!r}, {device!r}) declare different facts: at {old.where} and "
+                             f"at {where}; the planner keeps one per op and device")
         for dt in dtypes:
             key = (op_type, device, None if dt is None else _dtype_name(dt))
             if key in KERNELS:
-                raise ValueError(f"kernel {key} registered twice: at {_KERNEL_WHERE[key]} and at {_caller()}")
+                raise ValueError(f"kernel {key} registered twice: at {_KERNEL_WHERE[key]} and at {where}")
             KERNELS[key] = fn
-            _KERNEL_WHERE[key] = _caller()
+            _KERNEL_WHERE[key] = where
+        if inplace or chunk is not None:
+            facts = _facts(op_type, device, where)
+            facts.inplace, facts.chunk, facts.where = tuple(inplace), chunk, where
         return fn
     return deco
+
+
+def register_variant(op_type: str, device: str, name: str):
+    """Decorator declaring `fn` as kernel variant `name` of (op type, device)'s kernel (KernelFacts.variants),
+    which the planned executor may call in its place: `@register_variant("MaxPool", "cpu", "compact")`."""
+    def deco(fn):
+        facts = _facts(op_type, device, _caller())
+        if name in facts.variants:
+            raise ValueError(f"variant {name!r} of ({op_type!r}, {device!r}) declared twice (at {_caller()})")
+        facts.variants[name] = fn
+        return fn
+    return deco
+
+
+def _facts(op_type: str, device: str, where: str) -> KernelFacts:
+    global _facts_version
+    _facts_version += 1
+    if (op_type, device) not in FACTS:
+        FACTS[op_type, device] = KernelFacts(where=where)
+    return FACTS[op_type, device]
+
+
+def kernel_facts(op_type: str, device: str) -> KernelFacts:
+    """The facts (op type, device)'s kernel declared (empty ones when it declared none)."""
+    return FACTS.get((op_type, device), _NO_FACTS)
+
+
+def inplace_inputs(op_type: str, device: str) -> tuple:
+    """The inputs whose buffer (op type, device)'s kernel may write its output over."""
+    return kernel_facts(op_type, device).inplace
+
+
+def kernel_variant(op_type: str, device: str, name: str) -> Callable:
+    """Kernel variant `name` of (op type, device): `kernel_variant("ReluGrad", "cpu", "compact")`."""
+    try:
+        return FACTS[op_type, device].variants[name]
+    except KeyError:
+        raise NotImplementedError(f"no {name!r} variant of the {op_type} kernel on {device}; variants there: "
+                                  f"{sorted(kernel_facts(op_type, device).variants)}") from None
+
+
+class FactsView(Mapping):
+    """A read-only dict derived from FACTS by `derive() -> dict`, rebuilt when a kernel declares facts (kernel
+    modules register as they are imported): for code that reads facts as a table (planner.inplace.INPLACE,
+    planner.chunking.CHUNKABLE)."""
+
+    def __init__(self, derive: Callable[[], dict]):
+        self._derive, self._version, self._table = derive, -1, {}
+
+    def _current(self) -> dict:
+        if self._version != _facts_version:
+            self._table, self._version = self._derive(), _facts_version
+        return self._table
+
+    def __getitem__(self, key):
+        return self._current()[key]
+
+    def __contains__(self, key) -> bool:  # the planner asks this per op: no KeyError round trip
+        return key in self._current()
+
+    def __iter__(self):
+        return iter(self._current())
+
+    def __len__(self) -> int:
+        return len(self._current())
 
 
 def register_workspace(op_type: str, device: str):

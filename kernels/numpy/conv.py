@@ -24,13 +24,13 @@ import numpy as np
 
 from tfplus import threads
 from tfplus.dtypes import FLOATS, as_dtype
-from tfplus.registry import register_kernel, register_workspace
+from tfplus.registry import SCRATCH_ATTR, ChunkSpec, register_kernel, register_workspace
 
 _CHUNK_BYTES = 8 << 20  # im2col columns per chunk: big enough for an efficient GEMM, small enough for cache
 # A memory plan may ask for smaller chunks (tfplus.planner's 'scratch' transformation): this attr, when the
 # executor passes it, divides both chunk budgets (_CHUNK_BYTES, _WINO_CHUNK_BYTES) so that every scratch buffer
 # shrinks with it. Kernels and workspace declarations read it the same way, so they stay in step.
-SCRATCH_DIVISOR_ATTR = "_scratch_divisor"
+SCRATCH_DIVISOR_ATTR = SCRATCH_ATTR
 
 
 def _divisor(attrs) -> int:
@@ -631,7 +631,7 @@ def _generic_ws(g: Geometry, dtype, kind: str, fmt: str, div: int):
     return lambda m: _generic_workspaces(g._replace(n=m), dtype, kind, fmt, div)
 
 
-@register_kernel("Conv2D", "cpu", FLOATS)
+@register_kernel("Conv2D", "cpu", FLOATS, chunk=ChunkSpec(batch=(0,), scratch_divisor=True))
 def _conv2d(ctx, ins, outs, attrs):
     x, f = ins
     y = outs[0]
@@ -657,7 +657,7 @@ def _conv2d_ws(ins, attrs):
     return _sharded_workspaces(g.n, _generic_ws(g, x.dtype, "forward", attrs["data_format"], _divisor(attrs)))
 
 
-@register_kernel("Conv2DBackpropInput", "cpu", FLOATS)
+@register_kernel("Conv2DBackpropInput", "cpu", FLOATS, chunk=ChunkSpec(batch=(2,), size=0, scratch_divisor=True))
 def _conv2d_backprop_input(ctx, ins, outs, attrs):
     _, f, dy = ins
     dx = outs[0]
@@ -686,7 +686,8 @@ def _conv2d_backprop_input_ws(ins, attrs):
     return _sharded_workspaces(g.n, _generic_ws(g, f.dtype, "input", attrs["data_format"], _divisor(attrs)))
 
 
-@register_kernel("Conv2DBackpropFilter", "cpu", FLOATS)
+@register_kernel("Conv2DBackpropFilter", "cpu", FLOATS,
+                 chunk=ChunkSpec(batch=(0, 2), summed=True, scratch_divisor=True))
 def _conv2d_backprop_filter(ctx, ins, outs, attrs):
     x, _, dy = ins
     df = outs[0]

@@ -18,7 +18,7 @@ INTS = ("int8", "int16", "int32", "int64", "uint8")
 NUMERIC = FLOATS + INTS
 
 
-def _ufunc_kernel(op_type, ufunc, dtypes):
+def _ufunc_kernel(op_type, ufunc, dtypes, inplace=()):
     def body(out, *ins):
         with np.errstate(all="ignore"):
             ufunc(*ins, out=out)
@@ -26,7 +26,7 @@ def _ufunc_kernel(op_type, ufunc, dtypes):
     def kernel(ctx, ins, outs, attrs):
         threads.sharded(body, outs[0], *ins)
     kernel.__name__ = f"_{op_type.lower()}"
-    register_kernel(op_type, "cpu", dtypes)(kernel)
+    register_kernel(op_type, "cpu", dtypes, inplace=inplace)(kernel)
 
 
 def _rsqrt(x, out):
@@ -55,17 +55,21 @@ _ELEMENTWISE = {
     "GreaterEqual": (np.greater_equal, NUMERIC), "LogicalAnd": (np.logical_and, ("bool",)),
     "LogicalOr": (np.logical_or, ("bool",)), "LogicalNot": (np.logical_not, ("bool",)),
 }
+# One ufunc call with out= reads element i of every input before it writes element i, so the output may be
+# written over an input (KernelFacts.inplace): declared for these (and tested with aliased buffers).
+_INPLACE = {**dict.fromkeys(("Add", "AddV2", "Sub", "Mul", "RealDiv", "Maximum", "Minimum"), (0, 1)),
+            **dict.fromkeys(("Neg", "Abs", "Sign", "Square", "Exp", "Log", "Sqrt", "Rsqrt", "Reciprocal"), (0,))}
 for _t, (_fn, _dtypes) in _ELEMENTWISE.items():
-    _ufunc_kernel(_t, _fn, _dtypes)
+    _ufunc_kernel(_t, _fn, _dtypes, _INPLACE.get(_t, ()))
 
 
-@register_kernel("SquaredDifference", "cpu", NUMERIC)
+@register_kernel("SquaredDifference", "cpu", NUMERIC, inplace=(0, 1))
 def _squared_difference(ctx, ins, outs, attrs):
     np.subtract(ins[0], ins[1], out=outs[0])
     np.square(outs[0], out=outs[0])
 
 
-@register_kernel("AddN", "cpu", NUMERIC)
+@register_kernel("AddN", "cpu", NUMERIC, inplace=(0,))  # copies input 0 first
 def _add_n(ctx, ins, outs, attrs):
     def body(out, first, *rest):
         np.copyto(out, first)

@@ -17,7 +17,7 @@ import numpy as np
 
 from tfplus import threads
 from tfplus.dtypes import FLOATS, as_dtype, bool_
-from tfplus.registry import register_kernel, register_workspace
+from tfplus.registry import register_kernel, register_variant, register_workspace
 
 _SLICE_BYTES = 256 << 10  # a pooling kernel's scratch per slice of the batch: small, and still long ufunc runs
 
@@ -35,7 +35,7 @@ def _channel_shape(x: np.ndarray, fmt: str) -> tuple:
 
 
 # -- bias ----------------------------------------------------------------------------------------------------
-@register_kernel("BiasAdd", "cpu", FLOATS)
+@register_kernel("BiasAdd", "cpu", FLOATS, inplace=(0,))
 def _bias_add(ctx, ins, outs, attrs):
     x, b = ins
     threads.sharded(lambda o, a, c: np.add(a, c, out=o), outs[0], x, b.reshape(_channel_shape(x, attrs["data_format"])))
@@ -85,12 +85,12 @@ def _bias_add_grad(ctx, ins, outs, attrs):
 
 
 # -- activations ---------------------------------------------------------------------------------------------
-@register_kernel("Relu", "cpu", FLOATS)
+@register_kernel("Relu", "cpu", FLOATS, inplace=(0,))
 def _relu(ctx, ins, outs, attrs):
     threads.sharded(lambda o, x: np.maximum(x, 0, out=o), outs[0], ins[0])
 
 
-@register_kernel("ReluGrad", "cpu", FLOATS)
+@register_kernel("ReluGrad", "cpu", FLOATS, inplace=(1,))
 def _relu_grad(ctx, ins, outs, attrs):
     # The mask goes straight into the output as 0/1 (no bool temporary of the input's size), then a float
     # multiply. NOTE: so the output may share the features' buffer (planner.inplace), not the gradients'.
@@ -100,7 +100,7 @@ def _relu_grad(ctx, ins, outs, attrs):
     threads.sharded(body, outs[0], *ins)
 
 
-@register_kernel("Relu6", "cpu", FLOATS)
+@register_kernel("Relu6", "cpu", FLOATS, inplace=(0,))
 def _relu6(ctx, ins, outs, attrs):
     np.clip(ins[0], 0, 6, out=outs[0])
 
@@ -122,7 +122,7 @@ def _relu6_grad(ctx, ins, outs, attrs):
     np.multiply(out, g, out=out)
 
 
-@register_kernel("Sigmoid", "cpu", FLOATS)
+@register_kernel("Sigmoid", "cpu", FLOATS, inplace=(0,))
 def _sigmoid(ctx, ins, outs, attrs):
     # 1/(1+exp(-x)) = (1 + tanh(x/2)) / 2, which cannot overflow.
     out = outs[0]
@@ -141,12 +141,12 @@ def _sigmoid_grad(ctx, ins, outs, attrs):
     np.multiply(out, dy, out=out)
 
 
-@register_kernel("Tanh", "cpu", FLOATS)
+@register_kernel("Tanh", "cpu", FLOATS, inplace=(0,))
 def _tanh(ctx, ins, outs, attrs):
     np.tanh(ins[0], out=outs[0])
 
 
-@register_kernel("TanhGrad", "cpu", FLOATS)
+@register_kernel("TanhGrad", "cpu", FLOATS, inplace=(0,))  # y read first
 def _tanh_grad(ctx, ins, outs, attrs):
     y, dy = ins
     out = outs[0]
@@ -452,6 +452,7 @@ def _avg_pool_grad(ctx, ins, outs, attrs):
 
 
 # -- compact saved state (tfplus.planner.compact): kernel variants the planned executor calls ---------------
+@register_variant("MaxPool", "cpu", "compact")
 def max_pool_saving_argmax(ctx, ins, outs, attrs, argmax):
     """The 2x2 MaxPool that also writes each window's first maximum (0..3, scan order) into `argmax` (uint8,
     the output's shape), within MaxPool's declared scratch: after a slice's maxima are done, the row-maxima
@@ -476,6 +477,7 @@ def max_pool_saving_argmax(ctx, ins, outs, attrs, argmax):
     _over_slices(ranges, m, body)
 
 
+@register_variant("MaxPoolGrad", "cpu", "compact")
 def max_pool_grad_relu_from_argmax(ctx, ins, outs, attrs, argmax):
     """ReluGrad(MaxPoolGrad(x, y, g), x) of a ReLU output x, from the argmax instead of x: the gradient goes
     to each window's first maximum, and x > 0 there exactly when y > 0. Within MaxPoolGrad's scratch."""
@@ -497,6 +499,7 @@ def max_pool_grad_relu_from_argmax(ctx, ins, outs, attrs, argmax):
     _over_slices(ranges, m, body)
 
 
+@register_variant("ReluGrad", "cpu", "compact")
 def relu_grad_applied(ctx, ins, outs, attrs):
     """ReluGrad of a gradient that max_pool_grad_relu_from_argmax already masked: a copy, or nothing when
     the output is written over it."""

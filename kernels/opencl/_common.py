@@ -71,9 +71,10 @@ def key_dtype(attrs, outs, ins):
     return as_dtype((outs[0] if outs else ins[0]).dtype)
 
 
-def register(op_type: str, dtypes, host: bool = True):
+def register(op_type: str, dtypes, host: bool = True, **facts):
     """Decorator: registers an opencl kernel for `dtypes`. With `host`, a call whose inputs were all computed
-    from constants and shapes alone and whose outputs are small runs the op's cpu kernel on the host."""
+    from constants and shapes alone and whose outputs are small runs the op's cpu kernel on the host. `facts`:
+    register_kernel's (inplace=, chunk=)."""
     def deco(fn):
         if host:
             inner = fn
@@ -85,7 +86,7 @@ def register(op_type: str, dtypes, host: bool = True):
                         return run_on_host(ctx, cpu, ins, outs, attrs, upload=False)
                 return inner(ctx, ins, outs, attrs)
             fn.__name__ = inner.__name__
-        return register_kernel(op_type, "opencl", dtypes)(fn)
+        return register_kernel(op_type, "opencl", dtypes, **facts)(fn)
     return deco
 
 

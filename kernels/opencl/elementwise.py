@@ -30,6 +30,12 @@ UNARY = {
     "Ceil": ("ceil", F), "Round": ("round", NUM), "LogicalNot": ("logical_not", B),
     "Relu": ("relu", F), "Relu6": ("relu6", F), "Sigmoid": ("sigmoid", F), "Tanh": ("tanh", F),
 }
+# One work-item per element reads element i of every input, then writes element i: the output may be written
+# over an input (KernelFacts.inplace), declared for these (and tested with aliased buffers).
+_INPLACE = {**dict.fromkeys(("Add", "AddV2", "Sub", "Mul", "RealDiv", "Maximum", "Minimum", "SquaredDifference",
+                             "ReluGrad", "TanhGrad"), (0, 1)),
+            **dict.fromkeys(("Neg", "Abs", "Sign", "Square", "Exp", "Log", "Sqrt", "Rsqrt", "Reciprocal", "Relu",
+                             "Relu6", "Tanh", "Sigmoid"), (0,))}
 
 
 def binary(rt, name: str, out, x, y) -> None:
@@ -65,13 +71,13 @@ def scale(rt, out, factor: float) -> None:
 
 
 def _register_binary(op_type: str, name: str, dtypes) -> None:
-    @register(op_type, dtypes)
+    @register(op_type, dtypes, inplace=_INPLACE.get(op_type, ()))
     def launch(ctx, ins, outs, attrs):
         binary(ctx.runtime, name, outs[0], ins[0], ins[1])
 
 
 def _register_unary(op_type: str, name: str, dtypes) -> None:
-    @register(op_type, dtypes)
+    @register(op_type, dtypes, inplace=_INPLACE.get(op_type, ()))
     def launch(ctx, ins, outs, attrs):
         unary(ctx.runtime, name, outs[0], ins[0])
 
@@ -106,7 +112,7 @@ register("Select", NUM + B)(_select)
 register("SelectV2", NUM + B)(_select)
 
 
-@register("AddN", NUM)
+@register("AddN", NUM, inplace=(0,))  # later calls reread the running sum, not input 0
 def _add_n(ctx, ins, outs, attrs):
     rt, out = ctx.runtime, outs[0]
     if len(ins) == 1:

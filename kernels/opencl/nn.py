@@ -8,13 +8,14 @@ import numpy as np
 import pyopencl.cltypes as cltypes
 
 from tfplus.kernels.opencl._common import CTYPE, contiguous_strides, kernel, plan, register
+from tfplus.registry import register_variant
 from tfplus.runtime.opencl import int8
 
 SRC = "nn.cl"
 F = ("float32", "float64")
 
 
-@register("BiasAdd", F)
+@register("BiasAdd", F, inplace=(0,))
 def _bias_add(ctx, ins, outs, attrs):
     rt, (x, b), out = ctx.runtime, ins, outs[0]
 
@@ -96,8 +97,9 @@ def _avg_pool_grad(ctx, ins, outs, attrs):
 
 
 # -- compact saved state (tfplus.planner.compact): the kernel variants the planned executor calls ---------------
-# Not registered as ops: tfplus.planner.execute calls them in place of MaxPool, MaxPoolGrad and ReluGrad. Same
+# Declared as the "compact" variants of MaxPool, MaxPoolGrad and ReluGrad (tfplus.registry.register_variant). Same
 # results as the NumPy variants in kernels/numpy/nn.py, bit for bit; no scratch (one work-item per window).
+@register_variant("MaxPool", "opencl", "compact")
 def max_pool_saving_argmax(ctx, ins, outs, attrs, argmax) -> None:
     """The 2x2 / stride 2 MaxPool that also writes each window's first maximum (0..3, scan order) into
     `argmax` (uint8, the output's shape)."""
@@ -105,6 +107,7 @@ def max_pool_saving_argmax(ctx, ins, outs, attrs, argmax) -> None:
     _pool(ctx.runtime, "max_pool_2x2_argmax", x.shape, y.shape, attrs, x.dtype, y.size, y, argmax, x)
 
 
+@register_variant("MaxPoolGrad", "opencl", "compact")
 def max_pool_grad_relu_from_argmax(ctx, ins, outs, attrs, argmax) -> None:
     """ReluGrad(MaxPoolGrad(x, y, g), x) of a ReLU output x, from the argmax instead of x (not read): g goes
     to each window's first maximum where y > 0 (x > 0 there exactly when y > 0), 0 elsewhere."""
@@ -112,6 +115,7 @@ def max_pool_grad_relu_from_argmax(ctx, ins, outs, attrs, argmax) -> None:
     _pool(ctx.runtime, "max_pool_grad_2x2_argmax", dx.shape, y.shape, attrs, y.dtype, y.size, dx, y, g, argmax)
 
 
+@register_variant("ReluGrad", "opencl", "compact")
 def relu_grad_applied(ctx, ins, outs, attrs) -> None:
     """ReluGrad of a gradient that max_pool_grad_relu_from_argmax already masked: a copy, or nothing when
     the output is written over it (the plan then gives both the very same buffer)."""

@@ -5,10 +5,10 @@ Batch chunking: the executor calls a convolution kernel on slices of the batch, 
 others; the filter gradient is the sum of the slices' filter gradients.
 
 Scratch division: the cpu conv kernels already work through the batch in chunks sized by a byte budget; the
-executor passes them the attr SCRATCH_ATTR = d (and the planner the same to their workspace declarations),
-which divides that budget by d. Cheaper than batch chunking for the same scratch: one kernel call, so the
-per-call set-up (padding, filter transform, identities) is not repeated. Exact: the same arithmetic per image,
-the filter gradient summed over more chunks."""
+executor passes those whose ChunkSpec says scratch_divisor the attr SCRATCH_ATTR = d (and the planner the same
+to their workspace declarations), which divides that budget by d. Cheaper than batch chunking for the same
+scratch: one kernel call, so the per-call set-up (padding, filter transform, identities) is not repeated.
+Exact: the same arithmetic per image, the filter gradient summed over more chunks."""
 from __future__ import annotations
 
 import math
@@ -16,23 +16,20 @@ import math
 import numpy as np
 
 from tfplus.framework import Operation
-from tfplus.registry import TensorSpec
+from tfplus.registry import FACTS, SCRATCH_ATTR, FactsView, TensorSpec
 
-# op type -> (inputs with the batch on axis 0, input whose *value* starts with the batch size or None,
-#             whether output 0 is a sum over the batch rather than batch-major)
-SCRATCH_ATTR = "_scratch_divisor"  # read by kernels/numpy/conv.py (SCRATCH_DIVISOR_ATTR)
 SCRATCH_DIVISORS = (1, 4, 8, 16)
 
-CHUNKABLE = {
-    "Conv2D": ((0,), None, False),
-    "Conv2DBackpropInput": ((2,), 0, False),
-    "Conv2DBackpropFilter": ((0, 2), None, True),
-}
+# op type -> (inputs with the batch on axis 0, input whose *value* starts with the batch size or None,
+#             whether output 0 is a sum over the batch rather than batch-major): the ChunkSpec the op's
+# kernels declare (register_kernel(..., chunk=ChunkSpec(...)), tfplus.registry), of any device.
+CHUNKABLE = FactsView(lambda: {op: tuple(f.chunk[:3]) for (op, _dev), f in FACTS.items() if f.chunk})
+_DIVISIBLE = FactsView(lambda: {op: True for (op, _dev), f in FACTS.items() if f.chunk and f.chunk.scratch_divisor})
 
 
 def attrs(op: Operation, scratch: int) -> dict:
     """The attrs a convolution's kernel and workspace declaration see under scratch divisor `scratch`."""
-    if scratch == 1 or op.type not in CHUNKABLE:
+    if scratch == 1 or op.type not in _DIVISIBLE:
         return op.attrs
     return {**op.attrs, SCRATCH_ATTR: scratch}
 

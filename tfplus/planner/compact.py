@@ -6,7 +6,8 @@ one per 4 elements of r, so 1/16 of r's bytes), MaxPoolGrad routes the gradient 
 with the pooled values, and the ReLU mask is not stored at all: only a window's maximum receives gradient,
 and there r > 0 exactly when the pooled value p > 0, which MaxPoolGrad already reads. So MaxPoolGrad applies
 the mask and ReluGrad becomes a copy (none when it writes in place): r dies right after the pool. Exact, the
-same ties rule (first maximum in scan order). cpu only (kernel variants in kernels/numpy/nn.py).
+same ties rule (first maximum in scan order). The kernels are the "compact" variants each device declares
+(tfplus.registry.register_variant, in kernels/numpy/nn.py and kernels/opencl/nn.py).
 """
 from __future__ import annotations
 

@@ -16,7 +16,6 @@ runtime's `copy`, `copy_rows`, `add_into` and `scale`; a runtime whose views rem
 """
 from __future__ import annotations
 
-import importlib
 import threading
 import tracemalloc
 
@@ -26,6 +25,7 @@ from tfplus import errors
 from tfplus.framework import Tensor
 from tfplus.planner import chunking
 from tfplus.planner.plan import DeviceFacts, MemoryPlan, plan
+from tfplus.registry import kernel_variant
 
 
 def run_planned(executor, flat: list, feeds: dict, budget: int, graph) -> list:
@@ -267,15 +267,13 @@ class Bound:
 
     def _variant(self, op, kernel):
         """The compact-state kernel variant (planner.compact) that the plan chose for `op`, else `kernel`."""
-        nn = importlib.import_module(_VARIANTS[self.runtime.kernel_device])
         phase = self.plan.phases[self.phase]
         argmax = self.argmax[self.phase].get(op)
-        if argmax is not None and op.type == "MaxPool":
-            return lambda ctx, ins, outs, attrs: nn.max_pool_saving_argmax(ctx, ins, outs, attrs, argmax)
-        if argmax is not None:
-            return lambda ctx, ins, outs, attrs: nn.max_pool_grad_relu_from_argmax(ctx, ins, outs, attrs, argmax)
+        if argmax is not None:  # MaxPool writes it, MaxPoolGrad reads it
+            variant = kernel_variant(op.type, self.runtime.kernel_device, "compact")
+            return lambda ctx, ins, outs, attrs: variant(ctx, ins, outs, attrs, argmax)
         if any(s.relu_grad is op for s in phase.sites):
-            return nn.relu_grad_applied
+            return kernel_variant(op.type, self.runtime.kernel_device, "compact")
         return kernel
 
     def _audited(self, op, kernel):
@@ -332,10 +330,6 @@ class Bound:
         self.phase = i
         prog = self.programs[i]
         return dict(zip(prog.fetches, prog.replay(feeds)))
-
-
-# The kernel variants of planner.compact, per kernel device.
-_VARIANTS = {"cpu": "tfplus.kernels.numpy.nn", "opencl": "tfplus.kernels.opencl.nn"}
 
 
 def _with_attrs(kernel, attrs: dict):

@@ -16,8 +16,7 @@ import numpy as np
 
 from tfplus.framework import Operation, Tensor, _fmt_shape, constant_value
 from tfplus.planner import chunking
-from tfplus.planner.inplace import INPLACE
-from tfplus.registry import WORKSPACES, TensorSpec, find_kernel, kernel_dtype
+from tfplus.registry import WORKSPACES, TensorSpec, find_kernel, inplace_inputs, kernel_dtype
 
 
 class PlanError(ValueError):
@@ -316,8 +315,8 @@ def lifetimes(order: list[Operation], of_tensor: dict[Tensor, Buffer],
               fetched: list[Tensor], inplace_device: str | None = None, unread: set = frozenset(),
               saved: tuple = (), inplace_extra: dict | None = None) -> Lifetimes:
     """Sets each buffer's [start, end] in `order` and the bytes live at every step. `roots` are the ops' input
-    roots (input_roots), `fetched` the roots of the fetched tensors. With `inplace_device`, an elementwise op
-    listed in planner.inplace.INPLACE (or in `inplace_extra`, op -> input indices) writes over an input that
+    roots (input_roots), `fetched` the roots of the fetched tensors. With `inplace_device`, an op whose kernel
+    declares it (tfplus.registry.inplace_inputs, or `inplace_extra`: op -> input indices) writes over an input that
     dies there (same shape and dtype): its output shares that input's buffer. `unread` lists (op, input index)
     pairs whose kernel variant does not read that input; `saved` are (buffer, writer op, last reader op) kept
     beside the outputs (planner.compact). The buffers given are left as they are: the lifetimes go on copies,
@@ -365,7 +364,7 @@ def _in_place(order, pos, of_tensor, roots, device, extra) -> int:
         out = of_tensor.get(op.outputs[0]) if op.outputs else None
         if out is None or out.tensor is not op.outputs[0]:
             continue
-        for i in extra.get(op, INPLACE.get((op.type, device), ())):
+        for i in extra.get(op, inplace_inputs(op.type, device)):
             b = of_tensor.get(roots[op][i]) if i < len(op.inputs) else None
             if b is not None and b is not out and b.end == pos[op] and \
                     (b.shape, b.dtype) == (out.shape, out.dtype):

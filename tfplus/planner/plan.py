@@ -33,10 +33,10 @@ from typing import NamedTuple
 import networkx as nx
 import numpy as np
 
+from tfplus import flops as _flops
 from tfplus.framework import Graph, Operation, Tensor, constant_value, get_default_graph, needed_ops
 from tfplus.planner import chunking, compact
 from tfplus.planner.arena import assign_offsets
-from tfplus.planner.inplace import INPLACE
 from tfplus.planner.liveness import (
     Buffer,
     Lifetimes,
@@ -55,6 +55,7 @@ from tfplus.planner.liveness import (
     static_specs,
     workspace_buffers,
 )
+from tfplus.registry import inplace_inputs
 from tfplus.runtime import size_class
 from tfplus.units import format_size, parse_size
 
@@ -596,7 +597,7 @@ class _Step:
         most = 0
         for op in run.order:
             n = sum(b.size for b in r.uses[op]) + sum(b.size for b in ws.get(op, ()))
-            if op not in overwriting and (op.type, self.kernel_device) not in INPLACE:
+            if op not in overwriting and not inplace_inputs(op.type, self.kernel_device):
                 n += sum(r.outputs[t].size for t in op.outputs if t in r.outputs)
             most = max(most, n)
         if k > 1 and self.kernel_device != "cpu":  # the micro-batch's rows of the fed batches (build)
@@ -800,17 +801,11 @@ class _CostModel:
 
 
 def _matmul_flops(op: Operation, specs) -> float:
-    if op.type in ("Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter"):
-        filt = specs[op.outputs[0]].shape if op.type == "Conv2DBackpropFilter" else specs[op.inputs[1]].shape
-        big = specs[op.inputs[0]].shape if op.type == "Conv2D" else specs[op.inputs[2]].shape
-        per_out = math.prod(filt[:3]) if len(filt) == 4 else 1
-        out = specs[op.outputs[0]].shape if op.type == "Conv2D" else big
-        return 2.0 * math.prod(out) * per_out
-    if op.type in ("MatMul", "BatchMatMul"):
-        a, out = specs[op.inputs[0]].shape, specs[op.outputs[0]].shape
-        inner = a[-2] if op.attrs.get("transpose_a") else a[-1]
-        return 2.0 * math.prod(out) * inner
-    return 0.0
+    """The FLOPs of a matrix product (tfplus.flops.MATRIX_PRODUCTS), else 0: the cost model charges other ops
+    by the elements they write."""
+    if not _flops.is_matrix_product(op.type):
+        return 0.0
+    return _flops.of(op.type, [specs[t].shape for t in op.inputs], [specs[t].shape for t in op.outputs], op.attrs)
 
 
 # -- helpers -------------------------------------------------------------------------------------------------
