@@ -22,7 +22,7 @@ from tfplus.registry import (
     kernel_variant,
     kernels_for,
 )
-from tfplus.runtime import opencl
+from tfplus.runtime import get_runtime, opencl
 
 # Ops checked by dedicated tests instead of the forward/gradient table, and where.
 TESTED_ELSEWHERE = {
@@ -196,7 +196,7 @@ def test_chunk_specs_only_on_kernels_that_accept_slices():
         sizes = None if spec.size is None else chunking.chunk_sizes(values[spec.size], 2)
         halves = np.zeros_like(ref)
         chunking.chunked_kernel(kernel, op, 2, sizes, np.empty_like(ref), lambda: None)(
-            _Ctx(op), values, [halves], op.attrs)
+            _Ctx(op, get_runtime("cpu")), values, [halves], op.attrs)
         np.testing.assert_allclose(halves, ref, rtol=1e-5, atol=1e-5, err_msg=f"{op_type} in two chunks")
         if spec.scratch_divisor:
             divided = np.zeros_like(ref)
