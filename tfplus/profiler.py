@@ -161,10 +161,11 @@ _ELEMENTWISE = {
     "Maximum", "Minimum", "Mul", "Neg", "Pow", "RealDiv", "Reciprocal", "Relu", "Relu6", "Relu6Grad",
     "ReluGrad", "Round", "Rsqrt", "Select", "Sigmoid", "SigmoidGrad", "Sign", "Sin", "Sqrt", "Square",
     "SquaredDifference", "Sub", "Tanh", "TanhGrad", "Equal", "NotEqual", "Greater", "GreaterEqual", "Less",
-    "LessEqual", "LogicalAnd", "LogicalOr", "LogicalNot", "AssignAdd", "AssignSub",
+    "LessEqual", "LogicalAnd", "LogicalOr", "LogicalNot", "AssignAdd", "AssignSub", "_FusedBiasAddRelu",
 }
 # One FLOP per input element (reductions).
-_REDUCTIONS = {"Sum", "Mean", "Max", "Min", "ArgMax", "ArgMin", "All", "Any", "BiasAddGrad", "Cumsum"}
+_REDUCTIONS = {"Sum", "Mean", "Max", "Min", "ArgMax", "ArgMin", "All", "Any", "BiasAddGrad", "Cumsum",
+               "_FusedReluGradBiasAddGrad"}
 _PER_VARIABLE_ELEMENT = {"ApplyGradientDescent": 2, "ApplyMomentum": 4, "ApplyAdam": 12}
 _CONVS = {"Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter"}
 

@@ -35,8 +35,9 @@ def run_planned(session, flat: list, feeds: dict) -> dict:
     with arena.lock:
         bound = session._plans.get(key)
         if bound is None:
+            # The fetches' graph: the session's, or the step's rewritten one (tfplus.optimize).
             p = plan(flat, {t: tuple(v.shape) for t, v in feeds.items()}, session.runtime,
-                     session._memory_budget, graph=session.graph)
+                     session._memory_budget, graph=flat[0].graph if flat else session.graph)
             bound = session._plans[key] = Bound(p, session)
         return bound.run(session, feeds)
 
@@ -45,6 +46,7 @@ def install(session, fetches: list, p: MemoryPlan) -> Bound:
     """Makes `session` (one with a memory budget) run `fetches` (the flat list it will be given) by plan `p`,
     e.g. one made with planner.plan(..., force=(k, c)) for a test or a benchmark."""
     flat = [session.graph.as_graph_element(f) for f in fetches]
+    session._keep_graph(flat, p.feed_shapes)  # `p` plans the graph as built, not the rewritten one
     with _shared(session).lock:
         bound = session._plans[_key(flat, p.feed_shapes)] = Bound(p, session)
     return bound
@@ -258,6 +260,8 @@ class Bound:
         if argmax is not None:
             return lambda ctx, ins, outs, attrs: nn.max_pool_grad_relu_from_argmax(ctx, ins, outs, attrs, argmax)
         if any(s.relu_grad is op for s in phase.sites):
+            if op.type == "_FusedReluGradBiasAddGrad":  # the graph rewrite's (tfplus.optimize)
+                return importlib.import_module(_FUSED[self.runtime.kernel_device]).fused_relu_grad_applied
             return nn.relu_grad_applied
         return kernel
 
@@ -321,6 +325,7 @@ class Bound:
 
 # The kernel variants of planner.compact, per kernel device.
 _VARIANTS = {"cpu": "tfplus.kernels.numpy.nn", "opencl": "tfplus.kernels.opencl.nn"}
+_FUSED = {"cpu": "tfplus.kernels.numpy.fused", "opencl": "tfplus.kernels.opencl.fused"}
 
 
 def _with_attrs(kernel, attrs: dict):

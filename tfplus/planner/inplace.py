@@ -25,4 +25,10 @@ INPLACE: dict[tuple[str, str], tuple[int, ...]] = {
     **{(t, "opencl"): (0,) for t in _UNARY},
     ("AddN", "opencl"): (0,),     # later calls (past four inputs) reread the running sum, not input 0
     ("BiasAdd", "opencl"): (0,),
+    # The graph rewrite's fused ops (tfplus.optimize): the cpu kernels' ufunc chains as above; dx is written
+    # over the features (read first), not over the gradients.
+    ("_FusedBiasAddRelu", "cpu"): (0,),
+    ("_FusedReluGradBiasAddGrad", "cpu"): (1,),
+    ("_FusedBiasAddRelu", "opencl"): (0,),
+    ("_FusedReluGradBiasAddGrad", "opencl"): (0, 1),
 }
