@@ -4,7 +4,7 @@ differentiable; their names start with '_' as TensorFlow's grappler-made `_Fused
 """
 from __future__ import annotations
 
-from tfplus.registry import not_differentiable, register_op
+from tfplus.registry import get_op_def, not_differentiable, register_op
 from tfplus.shapes import check_rank, check_same_dtype, fmt, merge_dim, spec
 
 # The activations a fused bias op may end in; the mask their gradient applies is (0 < f) or (0 < f < 6).
@@ -65,3 +65,52 @@ def _fused_relu_grad_shape(ins, attrs):
 register_op("_FusedReluGradBiasAddGrad", inputs=("gradients", "features"), outputs=("backprops", "bias_backprop"),
             attrs=_ATTRS, shape_fn=_fused_relu_grad_shape)
 not_differentiable("_FusedReluGradBiasAddGrad")
+
+
+# -- _FusedApply: one optimizer update (attr `op`) over `num_vars` variables in one op ---------------------------
+# Inputs: the update's scalar inputs once (in its order), then each variable's other inputs (in its order), so
+# the variables must share their scalar tensors (learning rate, momentum...). The variable and slot inputs are
+# updated in place; which inputs those are depends on num_vars, so the rewrite gives each node its own OpDef
+# (ref_inputs) from `apply_refs`.
+APPLY_SCALARS = {"ApplyGradientDescent": (1,), "ApplyMomentum": (2, 4), "ApplyAdam": (3, 4, 5, 6, 7, 8)}
+
+
+def apply_groups(op_type: str, ins: list) -> list[list]:
+    """Each variable's inputs of a _FusedApply (`ins`: its inputs, or their specs) in `op_type`'s order."""
+    scalars = APPLY_SCALARS[op_type]
+    k = len(get_op_def(op_type).inputs)
+    per_var = k - len(scalars)
+    if (len(ins) - len(scalars)) % per_var:
+        raise ValueError(f"{len(ins)} inputs do not make {op_type} groups of {per_var} after {len(scalars)} "
+                         "scalars")
+    groups = []
+    for j in range(len(scalars), len(ins), per_var):
+        rest = iter(ins[j:j + per_var])
+        shared = iter(ins[:len(scalars)])
+        groups.append([next(shared) if i in scalars else next(rest) for i in range(k)])
+    return groups
+
+
+def apply_refs(op_type: str, num_vars: int) -> tuple:
+    """The input positions of a _FusedApply of `num_vars` variables that its kernel updates in place."""
+    scalars = APPLY_SCALARS[op_type]
+    rest = [i for i in range(len(get_op_def(op_type).inputs)) if i not in scalars]
+    refs = get_op_def(op_type).ref_inputs
+    return tuple(len(scalars) + j * len(rest) + rest.index(r) for j in range(num_vars) for r in refs)
+
+
+def _fused_apply_shape(ins, attrs):
+    op_type = attrs["op"]
+    if op_type not in APPLY_SCALARS:
+        raise ValueError(f"op must be one of {sorted(APPLY_SCALARS)}, got {op_type!r}")
+    groups = apply_groups(op_type, list(ins))
+    if len(groups) != attrs["num_vars"]:
+        raise ValueError(f"num_vars is {attrs['num_vars']} but the inputs make {len(groups)} {op_type} groups")
+    for group in groups:
+        get_op_def(op_type).shape_fn(group, attrs)
+    return []
+
+
+register_op("_FusedApply", inputs=("input*",), outputs=(), stateful=True, shape_fn=_fused_apply_shape,
+            attrs={"T": "type", "op": "string", "num_vars": "int", "use_locking": "bool", "use_nesterov": "bool"})
+not_differentiable("_FusedApply")

@@ -76,13 +76,14 @@ _OFF = tf.ConfigProto(graph_options=tf.GraphOptions(rewrite_options=tf.RewriterC
     remapping=tf.RewriterConfig.OFF)))
 
 
-@pytest.mark.parametrize("data_format", ["NCHW", "NHWC"])
-def test_a_mentee_step_fused_equals_unfused(device, data_format):
-    on, w_on, fused = _steps(device, data_format)
-    off, w_off, none = _steps(device, data_format, config=_OFF)
+@pytest.mark.parametrize("data_format, optimizer", [("NCHW", "momentum"), ("NHWC", "sgd"), ("NCHW", "adam")])
+def test_a_mentee_step_fused_equals_unfused(device, data_format, optimizer):
+    on, w_on, fused = _steps(device, data_format, optimizer=optimizer)
+    off, w_off, none = _steps(device, data_format, config=_OFF, optimizer=optimizer)
     assert not none
     (step,) = [f for f in fused.values() if "_FusedReluGradBiasAddGrad" in f]
-    assert step == {"_FusedBiasAddRelu": 7, "_FusedReluGradBiasAddGrad": 7}
+    # 7 ReLUs after a bias (5 convs, 2 hidden dense layers); the 16 variables' updates as one op
+    assert step == {"_FusedBiasAddRelu": 7, "_FusedReluGradBiasAddGrad": 7, "_FusedApply": 1}
     np.testing.assert_allclose(on, off, rtol=1e-5)
     for name in w_off:
         np.testing.assert_allclose(w_on[name], w_off[name], rtol=1e-5, atol=1e-6, err_msg=name)
@@ -136,3 +137,42 @@ def test_a_budgeted_session_plans_the_rewritten_graph():
         sess.run(tg.init_op)
         plain = [sess.run([tg.train_op, tg.loss], feeds)[1] for _ in range(2)]
     np.testing.assert_allclose(losses, plain, rtol=1e-5)
+
+
+@pytest.mark.parametrize("optimizer", ["momentum", "sgd"])
+def test_fused_updates_of_ten_variables_equal_numpy(device, optimizer):
+    """One _FusedApply over 10 variables (two launches of 8 slots on opencl) updates each as its own op would."""
+    from tfplus.ops.training_ops import apply_gradient_descent, apply_momentum
+    rng = np.random.default_rng(0)
+    sizes = [1, 3, 7, 300, 2, 5, 11, 13, 1, 257]
+    init = [rng.standard_normal(n).astype(np.float32) for n in sizes]
+    grads = [rng.standard_normal(n).astype(np.float32) for n in sizes]
+    g = tf.Graph()
+    with g.as_default():
+        vs = [tf.Variable(v) for v in init]
+        accs = [tf.Variable(np.full(n, 0.5, np.float32)) for n in sizes]
+        lr, mom = tf.constant(0.1), tf.constant(0.9)
+        if optimizer == "momentum":
+            ups = [apply_momentum(v, a, lr, tf.constant(d), mom, use_nesterov=True)
+                   for v, a, d in zip(vs, accs, grads)]
+        else:
+            ups = [apply_gradient_descent(v, lr, tf.constant(d)) for v, d in zip(vs, grads)]
+        step = tf.group(*[u.op for u in ups])
+        init_op = tf.variables_initializer(vs + accs)
+    r = optimize(g, [step], [])
+    assert r.fused == {"_FusedApply": 1}
+    with tf.Session(graph=g, device=device) as sess:
+        sess.run(init_op)
+        for _ in range(2):
+            sess.run(step)
+        got = [sess.run(v) for v in vs]
+    for v0, d, v in zip(init, grads, got):
+        want = v0.copy()
+        if optimizer == "momentum":
+            a = np.full_like(v0, 0.5)
+            for _ in range(2):
+                a = a * np.float32(0.9) + d
+                want -= np.float32(0.1) * (d + np.float32(0.9) * a)
+        else:
+            want -= 2 * np.float32(0.1) * d
+        np.testing.assert_allclose(v, want, rtol=1e-5, atol=1e-6)

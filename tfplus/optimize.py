@@ -28,10 +28,11 @@ remapping=tf.RewriterConfig.OFF)))` turns it off (see `enabled`).
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from tfplus.framework import Graph, Operation, Tensor, needed_ops
+from tfplus.ops.fused_ops import APPLY_SCALARS, apply_refs
 
 _ACTIVATIONS = {"Relu": "Relu", "Relu6": "Relu6"}
 _ACTIVATION_GRADS = {"ReluGrad": "Relu", "Relu6Grad": "Relu6"}
@@ -94,14 +95,51 @@ def optimize(graph: Graph, fetches: list, feeds) -> Rewritten | None:
         elif op.type == "BiasAddGrad":
             q = op.inputs[0].op
             if q.type in _ACTIVATION_GRADS and q in ops and op.inputs[0] not in feeds and q not in fuse \
-                    and q not in absorbed:
+                    and q not in absorbed and all(c._id < q._id for c in op.control_inputs):
                 attrs = {"T": q.attrs["T"], "data_format": op.attrs["data_format"],
                          "activation": _ACTIVATION_GRADS[q.type]}
                 fuse[q] = ("_FusedReluGradBiasAddGrad", list(q.inputs), attrs)
                 absorbed[op] = q
+    for members in _apply_groups(ops, pinned, readers, feeds):
+        last = members[-1]
+        scalars = APPLY_SCALARS[last.type]
+        inputs = [last.inputs[i] for i in scalars] + \
+            [t for m in members for i, t in enumerate(m.inputs) if i not in scalars]
+        attrs = {"T": last.attrs["T"], "op": last.type, "num_vars": len(members),
+                 "use_locking": last.attrs.get("use_locking", False),
+                 "use_nesterov": last.attrs.get("use_nesterov", False)}
+        fuse[last] = ("_FusedApply", inputs, attrs)
+        absorbed.update({m: last for m in members[:-1]})
     if not fuse:
         return None
     return _copy(graph, ops, feeds, fetches, fuse, absorbed)
+
+
+def _apply_groups(ops: set, pinned: set, readers: dict, feeds: set) -> list[list[Operation]]:
+    """The optimizer updates of the step that one _FusedApply can do, in groups of two or more: same update
+    op and attrs, the same scalar tensors (learning rate...), outputs that nothing reads or fetches, and no
+    op ordered between them (control dependents of one update that the others' inputs need)."""
+    by_key: dict[tuple, list[Operation]] = {}
+    for op in sorted(ops, key=lambda o: o._id):
+        if op.type in APPLY_SCALARS and op.outputs[0] not in pinned and not readers.get(op.outputs[0]):
+            key = (op.type, op.attrs.get("T"), op.attrs.get("use_locking", False),
+                   op.attrs.get("use_nesterov", False), *(op.inputs[i] for i in APPLY_SCALARS[op.type]))
+            by_key.setdefault(key, []).append(op)
+    dependents: dict[Operation, list[Operation]] = {}
+    for op in ops:
+        for c in op.control_inputs:
+            dependents.setdefault(c, []).append(op)
+    groups = []
+    for members in by_key.values():
+        if len(members) < 2:
+            continue
+        after = {d for m in members for d in dependents.get(m, ())}
+        needs = needed_ops([t for m in members for t in m.inputs] + [c for m in members for c in m.control_inputs],
+                           feeds)
+        if any(d._id < members[-1]._id for d in after) or needs & (set(members) | after):
+            continue
+        groups.append(members)
+    return groups
 
 
 def _holds_graph(op: Operation) -> bool:
@@ -131,10 +169,14 @@ def _copy(graph: Graph, ops: set, feeds: set, fetches: list, fuse: dict, absorbe
             new = g.create_op(op_type, [tensor[t] for t in inputs], attrs, op.name + "/")
             fused[op_type] = fused.get(op_type, 0) + 1
         else:
+            op_type = None
             new = g.create_op(op.type, [tensor[t] for t in op.inputs], op.attrs, op.name + "/")
             for t, n in zip(op.outputs, new.outputs):
                 n._shape = t._shape  # what set_shape told the original
-        new.control_inputs = [op_of[c] for c in op.control_inputs]
+        controls = op.control_inputs + [c for gone in absorbed_into.get(op, ()) for c in gone.control_inputs]
+        new.control_inputs = list(dict.fromkeys(op_of[c] for c in controls))
+        if op_type == "_FusedApply":  # NOTE: which inputs it updates in place depends on its variable count
+            new.op_def = replace(new.op_def, ref_inputs=apply_refs(attrs["op"], attrs["num_vars"]))
         new.device = op.device
         op_of[op] = new
         for t, n in zip(op.outputs, new.outputs):

@@ -10,7 +10,8 @@ import numpy as np
 
 from tfplus import threads
 from tfplus.dtypes import FLOATS, as_dtype, bool_
-from tfplus.registry import register_kernel, register_workspace
+from tfplus.ops.fused_ops import apply_groups
+from tfplus.registry import WORKSPACES, TensorSpec, find_kernel, get_op_def, register_kernel, register_workspace
 
 
 def _channel_shape(x: np.ndarray, fmt: str) -> tuple:
@@ -112,3 +113,51 @@ def _relu_grad_bias_sums(ctx, ins, outs, attrs, masked: bool):
         np.matmul(ones[lo:hi], dm[lo:hi], out=parts[i])
     threads.run(nhwc, range(len(ranges)))
     np.sum(parts, axis=0, out=db)  # in shard order: deterministic for a thread count
+
+
+# -- _FusedApply -------------------------------------------------------------------------------------------------
+class _SharedScratch:
+    """The context each variable's update kernel sees: its scratch requests are views of one set of buffers
+    sized for the largest variable (the variables update one after another), the rest is the op's context."""
+
+    def __init__(self, ctx, largest: int, dtypes: list):
+        self._ctx, self._i = ctx, 0
+        self._bufs = [ctx.workspace((largest,), dt) for dt in dtypes]
+
+    def restart(self) -> None:
+        self._i = 0
+
+    def workspace(self, shape, dtype):
+        buf = self._bufs[self._i]
+        self._i += 1
+        return buf[:int(np.prod(shape))].reshape(shape)
+
+    def __getattr__(self, name):
+        return getattr(self._ctx, name)
+
+
+def _scratch_dtypes(size: int, attrs) -> list:
+    """The dtypes of the scratch buffers one variable's update (attrs["op"]) asks for."""
+    op_def = get_op_def(attrs["op"])
+    declare = WORKSPACES.get((op_def.name, "cpu"))
+    if declare is None:
+        return []
+    return [dt for _, dt in declare([TensorSpec((size,), attrs["T"])] * len(op_def.inputs), attrs)]
+
+
+@register_workspace("_FusedApply", "cpu")
+def _fused_apply_ws(ins, attrs):
+    """What one variable's update asks for, sized for the largest variable (see _SharedScratch)."""
+    largest = max(int(np.prod(g[0].shape)) for g in apply_groups(attrs["op"], ins))
+    return [((largest,), dt) for dt in _scratch_dtypes(largest, attrs)]
+
+
+@register_kernel("_FusedApply", "cpu", FLOATS)
+def _fused_apply(ctx, ins, outs, attrs):
+    groups = apply_groups(attrs["op"], ins)
+    kernel = find_kernel(attrs["op"], "cpu", as_dtype(ins[0].dtype))
+    largest = max(g[0].size for g in groups)
+    scratch = _SharedScratch(ctx, largest, _scratch_dtypes(largest, attrs))
+    for group in groups:
+        scratch.restart()
+        kernel(scratch, group, [group[0]], attrs)

@@ -6,7 +6,11 @@ import math
 
 import numpy as np
 
+from tfplus.dtypes import as_dtype
 from tfplus.kernels.opencl._common import kernel, plan, register
+from tfplus.ops.fused_ops import apply_groups
+from tfplus.registry import find_kernel
+from tfplus.runtime.opencl import int8
 
 SRC = "fused.cl"
 F = ("float32", "float64")
@@ -57,3 +61,34 @@ def _relu_grad_bias(ctx, ins, outs, attrs, masked: bool) -> None:
     k, gsize, lsize, *scalars = plan(rt, ("fused_relu_grad_bias", g.shape, g.dtype, attrs["data_format"],
                                           attrs["activation"], masked), make)
     rt.run(k, gsize, lsize, dx, db, g, f, *scalars)
+
+
+# -- _FusedApply -------------------------------------------------------------------------------------------------
+_SLOTS = 8  # variables per launch (fused.cl's kernels take 8 sets of buffers)
+# update op -> (packed kernel, its per-variable inputs in the op's order, its scalar inputs, flag attrs)
+_PACKED = {"ApplyGradientDescent": ("multi_gradient_descent", (0, 2), (1,), ()),
+           "ApplyMomentum": ("multi_momentum", (0, 1, 3), (2, 4), ("use_nesterov",))}
+
+
+@register("_FusedApply", F, host=False)
+def _fused_apply(ctx, ins, outs, attrs):
+    op_type = attrs["op"]
+    groups = apply_groups(op_type, ins)
+    if op_type not in _PACKED:  # one launch per variable, by the update's own kernel
+        single = find_kernel(op_type, "opencl", as_dtype(ins[0].dtype))
+        for group in groups:
+            single(ctx, group, [group[0]], attrs)
+        return
+    rt = ctx.runtime
+    name, per_var, scalars, flags = _PACKED[op_type]
+    for lo in range(0, len(groups), _SLOTS):
+        part = groups[lo:lo + _SLOTS]
+
+        def make(part=part):
+            ends = np.cumsum([g[0].size for g in part])
+            ends = np.concatenate([ends, np.full(_SLOTS - len(part), ends[-1])])
+            return (kernel(rt, SRC, name, part[0][0].dtype), *rt.grid1d(int(ends[-1])), int8(ends.tolist()),
+                    *(np.int32(attrs.get(f, False)) for f in flags))
+        k, g, loc, ends, *flag_args = plan(rt, (ctx.op, lo, tuple(g[0].size for g in part)), make)
+        buffers = [grp[i] for grp in part + [part[0]] * (_SLOTS - len(part)) for i in per_var]
+        rt.run(k, g, loc, *buffers, *(part[0][i] for i in scalars), ends, *flag_args)
