@@ -80,7 +80,7 @@ def optimize(graph: Graph, fetches: list, feeds) -> Rewritten | None:
     def only_reader(t: Tensor, op: Operation) -> bool:
         return t not in pinned and readers.get(t) == [op]
 
-    # op -> ("fused type", inputs, attrs, name) for the op that the fused one replaces; absorbed ops vanish.
+    # op -> (fused op type, inputs, attrs) for the op that the fused one replaces; absorbed ops vanish.
     fuse: dict[Operation, tuple] = {}
     absorbed: dict[Operation, Operation] = {}  # vanished op -> the op whose fused replacement does its work
     for op in sorted(ops, key=lambda o: o._id):
@@ -88,7 +88,7 @@ def optimize(graph: Graph, fetches: list, feeds) -> Rewritten | None:
             p = op.inputs[0].op
             if p.type == "BiasAdd" and p in ops and only_reader(op.inputs[0], op) and p not in pinned_ops \
                     and p not in controlled and p not in absorbed:
-                attrs = {"T": op.attrs["T"], "data_format": p.attrs["data_format"],
+                attrs = {"T": op.attrs["T"], "data_format": p.attrs.get("data_format", "NHWC"),
                          "activation": _ACTIVATIONS[op.type]}
                 fuse[op] = ("_FusedBiasAddRelu", list(p.inputs), attrs)
                 absorbed[p] = op
@@ -96,7 +96,7 @@ def optimize(graph: Graph, fetches: list, feeds) -> Rewritten | None:
             q = op.inputs[0].op
             if q.type in _ACTIVATION_GRADS and q in ops and op.inputs[0] not in feeds and q not in fuse \
                     and q not in absorbed and all(c._id < q._id for c in op.control_inputs):
-                attrs = {"T": q.attrs["T"], "data_format": op.attrs["data_format"],
+                attrs = {"T": q.attrs["T"], "data_format": op.attrs.get("data_format", "NHWC"),
                          "activation": _ACTIVATION_GRADS[q.type]}
                 fuse[q] = ("_FusedReluGradBiasAddGrad", list(q.inputs), attrs)
                 absorbed[op] = q
@@ -112,7 +112,11 @@ def optimize(graph: Graph, fetches: list, feeds) -> Rewritten | None:
         absorbed.update({m: last for m in members[:-1]})
     if not fuse:
         return None
-    return _copy(graph, ops, feeds, fetches, fuse, absorbed)
+    r = _copy(graph, ops, feeds, fetches, fuse, absorbed)
+    if os.environ.get("TFPLUS_DEBUG", "0") not in ("", "0"):
+        made = ", ".join(f"{n} {t}" for t, n in sorted(r.fused.items()))
+        print(f"tfplus rewrite: {len(ops)} -> {len(ops) - len(absorbed)} ops ({made})")
+    return r
 
 
 def _apply_groups(ops: set, pinned: set, readers: dict, feeds: set) -> list[list[Operation]]:
@@ -131,7 +135,8 @@ def _apply_groups(ops: set, pinned: set, readers: dict, feeds: set) -> list[list
             dependents.setdefault(c, []).append(op)
     groups = []
     for members in by_key.values():
-        if len(members) < 2:
+        refs = [m.inputs[k] for m in members for k in m.op_def.ref_inputs]
+        if len(members) < 2 or len(set(refs)) < len(refs):  # one variable twice: the updates would race
             continue
         after = {d for m in members for d in dependents.get(m, ())}
         needs = needed_ops([t for m in members for t in m.inputs] + [c for m in members for c in m.control_inputs],
