@@ -205,6 +205,10 @@ def flops(op_type: str, in_shapes: list, out_shapes: list, attrs: dict) -> float
         return float(out0 * max(len(in_shapes) - 1, 0))
     if op_type in _PER_VARIABLE_ELEMENT:
         return float(_PER_VARIABLE_ELEMENT[op_type] * math.prod(in_shapes[0]))
+    if op_type == "_FusedApply":  # the graph rewrite's update of several variables (tfplus.optimize)
+        from tfplus.ops.fused_ops import apply_groups
+        return float(sum(_PER_VARIABLE_ELEMENT.get(attrs["op"], 0) * math.prod(g[0])
+                         for g in apply_groups(attrs["op"], list(in_shapes))))
     return 0.0
 
 
