@@ -176,3 +176,32 @@ def test_fused_updates_of_ten_variables_equal_numpy(device, optimizer):
         else:
             want -= 2 * np.float32(0.1) * d
         np.testing.assert_allclose(v, want, rtol=1e-5, atol=1e-6)
+
+
+def test_gradient_and_update_fusion_refusals():
+    """The backward pair is not fused when dx is fed; an update whose output is fetched or read stays alone, and
+    only updates sharing their scalar tensors group."""
+    from tfplus.ops.training_ops import apply_gradient_descent
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.placeholder(tf.float32, [4, 3])
+        b = tf.Variable(tf.zeros([3]))
+        loss = tf.reduce_sum(tf.nn.relu(tf.nn.bias_add(x, b)))
+        (db,) = tf.gradients(loss, [b])
+        dx = db.op.inputs[0]
+        lr = tf.constant(0.5)
+        vs = [tf.Variable(tf.zeros([2])) for _ in range(4)]
+        ups = [apply_gradient_descent(v, lr, tf.ones([2])) for v in vs[:3]]
+        alone = apply_gradient_descent(vs[3], 0.5, tf.ones([2]))  # its own learning-rate constant
+        read = ups[2] * 2.0
+    assert dx.op.type == "ReluGrad"
+    assert optimize(g, [db], [x]).fused == {"_FusedReluGradBiasAddGrad": 1, "_FusedBiasAddRelu": 1}
+    assert optimize(g, [db], [x, dx]) is None
+    ops = [u.op for u in ups] + [alone.op]
+
+    def members(r):
+        (fused,) = [op for op in r.graph.get_operations() if op.type == "_FusedApply"]
+        return fused.attrs["num_vars"], {op.name for op in r.graph.get_operations() if op.type.startswith("Apply")}
+    assert members(optimize(g, ops, [])) == (3, {alone.op.name})
+    assert members(optimize(g, ops + [ups[0]], [])) == (2, {alone.op.name, ups[0].op.name})
+    assert optimize(g, ops + [read, ups[0]], []) is None
