@@ -5,10 +5,11 @@ the same run its peers when present: PyTorch eager (CUDA) and tinygrad (OpenCL a
     python benchmarks/bench_gpu_step.py --device cpu --batch 32 --steps 3 --no-peers
     TFPLUS_OPENCL_PROFILE=1 python benchmarks/bench_gpu_step.py --profile   # + per-kernel GPU times
     python benchmarks/bench_gpu_step.py --no-peers --budgets 1TB,64MB,32MB,24MB  # planned steps vs plain
+    python benchmarks/bench_gpu_step.py --unfused --no-peers   # the graph rewrite on and off, same run
 
-Reports ms/step (median), GFLOP/s (22.85 GFLOP per step at batch 128, scaled by batch), the forward share
-(a forward-only run fetching the loss), bytes host->device and device->host per step, device allocations in
-the steady state, and the cold start (process start to the end of the first step: imports, OpenCL program
+Reports ms/step (median), kernel launches per step, GFLOP/s (22.85 GFLOP per step at batch 128, scaled by
+batch), the forward share (a forward-only run fetching the loss), bytes host->device and device->host per
+step, device allocations in the steady state, and the cold start (process start to the end of the first step: imports, OpenCL program
 builds or their disk cache, autotuning). With --budgets: the step under each memory budget (1TB: the planned
 arena, unconstrained) against the plain executor, sessions in turns, one step each per round (medians).
 Measurements are recorded in benchmarks/gpu_notes.md.
@@ -38,7 +39,7 @@ def _times(fn, steps: int) -> list[float]:
 
 # -- tfplus --------------------------------------------------------------------------------------------------
 def bench_tfplus(device: str, batch: int, steps: int, warmup: int, profile: bool,
-                 cprofile: bool = False) -> dict:
+                 cprofile: bool = False, rewrite: bool = True) -> dict:
     import numpy as np
 
     import tfplus as tf
@@ -50,7 +51,10 @@ def bench_tfplus(device: str, batch: int, steps: int, warmup: int, profile: bool
     images = rng.standard_normal((batch, 3, 32, 32)).astype(np.float32)
     labels = rng.integers(0, 10, batch).astype(np.int32)
     feed = {tg.images: images, tg.labels: labels}
-    with tf.Session(graph=tg.graph, device=device) as s:
+    # The graph rewrite (tfplus.optimize: fused bias+ReLU, their gradients, one optimizer update) on or off.
+    config = tf.ConfigProto(graph_options=tf.GraphOptions(rewrite_options=tf.RewriterConfig(
+        remapping=tf.RewriterConfig.DEFAULT if rewrite else tf.RewriterConfig.OFF)))
+    with tf.Session(graph=tg.graph, device=device, config=config) as s:
         rt = s.runtime
         s.run(tg.init_op)
         t = time.perf_counter()
@@ -65,6 +69,7 @@ def bench_tfplus(device: str, batch: int, steps: int, warmup: int, profile: bool
                "new_device_allocations": getattr(rt, "device_allocations", 0) - allocs}
         fwd = _times(lambda: s.run(tg.loss, feed), steps)
         host = _host_breakdown(s, lambda: s.run([tg.train_op, tg.loss], feed), steps)
+        launches = _launches(rt, lambda: s.run([tg.train_op, tg.loss], feed), steps)
         if cprofile:
             import cProfile
             import pstats
@@ -81,7 +86,8 @@ def bench_tfplus(device: str, batch: int, steps: int, warmup: int, profile: bool
         desc = rt.describe()
         n_ops = max(len(p.order) for p in s._plans.values())
     ms = statistics.median(step) * 1e3
-    return {"name": f"tfplus {device}", "device": desc, "batch": batch, "ms": ms,
+    name = f"tfplus {device}" + ("" if rewrite else " unfused")
+    return {"name": name, "device": desc, "launches": launches, "batch": batch, "ms": ms,
             "ms_mean": statistics.mean(step) * 1e3,
             "gflops": GFLOP_PER_SAMPLE * batch / (ms * 1e-3), "fwd_ms": statistics.median(fwd) * 1e3,
             "import_s": t_import, "first_step_s": t_first, "cold_start_s": cold, **per,
@@ -117,6 +123,25 @@ def bench_budgets(device: str, batch: int, steps: int, warmup: int, budgets: lis
         for s in sessions.values():
             s.close()
     return {name: statistics.median(t) * 1e3 for name, t in times.items()}
+
+
+def _launches(rt, step, steps: int) -> float | None:
+    """Kernel launches per step (calls of the OpenCL runtime's run(); copies not counted); None on the cpu."""
+    if not hasattr(rt, "run"):
+        return None
+    count = [0]
+    run = rt.run
+
+    def counted(*args):
+        count[0] += 1
+        return run(*args)
+    rt.run = counted  # the launchers and run1d call rt.run through the instance
+    try:
+        for _ in range(steps):
+            step()
+    finally:
+        del rt.run
+    return count[0] / steps
 
 
 def _host_breakdown(session, step, steps: int) -> dict:
@@ -306,6 +331,8 @@ def main() -> None:
     p.add_argument("--budgets", default="", help="comma-separated memory budgets (1TB: the unconstrained "
                    "planned arena) to time against the plain executor, e.g. 1TB,64MB,32MB,24MB")
     p.add_argument("--no-peers", action="store_true")
+    p.add_argument("--unfused", action="store_true",
+                   help="also run tfplus with the graph rewrite off (TFPLUS_REWRITE=0's effect), same process")
     p.add_argument("--peers", default="torch,tinygrad:CL,tinygrad:CUDA")
     p.add_argument("--peer", help=argparse.SUPPRESS)
     p.add_argument("--peer-timeout", type=int, default=240)
@@ -326,6 +353,8 @@ def main() -> None:
         for name, v in ms.items():
             print(f"  {name:8s} {v:8.2f} ms/step  {v / ms['plain'] - 1:+7.1%} vs plain")
     results = [bench_tfplus(args.device, args.batch, args.steps, args.warmup, args.profile, args.cprofile)]
+    if args.unfused:
+        results.append(bench_tfplus(args.device, args.batch, args.steps, args.warmup, False, rewrite=False))
     if not args.no_peers:
         results += [r for r in (_peer(args, w) for w in args.peers.split(",")) if r]
     import platform
@@ -335,7 +364,7 @@ def main() -> None:
                     if line.startswith("model name")), cpu)
     print(f"\nhost CPU: {cpu}, Python {platform.python_version()}")
     print(f"\n{'run':22s} {'ms/step':>8s} {'GFLOP/s':>8s} {'fwd ms':>7s} {'fwd %':>6s} {'first s':>8s} "
-          " device")
+          f"{'launches':>8s}  device")
     for r in results:
         if "error" in r:
             print(f"{r['name']:22s} unavailable: {r['error']}")
@@ -343,7 +372,8 @@ def main() -> None:
         fwd = r.get("fwd_ms")
         print(f"{r['name']:22s} {r['ms']:8.2f} {r['gflops']:8.0f} {fwd or float('nan'):7.2f} "
               f"{100 * fwd / r['ms'] if fwd else float('nan'):6.1f} "
-              f"{r.get('first_step_s', float('nan')):8.2f}  "
+              f"{r.get('first_step_s', float('nan')):8.2f} "
+              f"{r.get('launches') or float('nan'):8.1f}  "
               f"{r['device']}")
     t = results[0]
     print(f"\ntfplus: batch {t['batch']}, h2d {t['h2d_bytes']} B/step, d2h {t['d2h_bytes']} B/step, "

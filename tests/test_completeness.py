@@ -34,6 +34,7 @@ TESTED_ELSEWHERE = {
     "ApplyCenteredRMSProp": "test_tf_train", "ApplyAdagrad": "test_tf_train",
     "ApplyAdadelta": "test_tf_train",
     "Assert": "test_control_flow",
+    "_FusedApply": "test_optimize",
     "SaveV2": "test_tf_checkpoints", "RestoreV2": "test_tf_checkpoints", "MergeV2Checkpoints": "test_tf_checkpoints",
 }
 

@@ -439,27 +439,31 @@ def test_inplace_table_matches_the_kernels(device):
             rt.upload_into(d, a)
             return d
         ctx, get = type("Ctx", (), {"runtime": rt})(), rt.copy_out
-    else:
-        ctx, put, get = None, np.copy, np.asarray
+    else:  # the fused gradient's kernel asks for scratch
+        ctx, put, get = type("Ctx", (), {"workspace": staticmethod(
+            lambda shape, dtype: np.empty(shape, getattr(dtype, "np", dtype)))})(), np.copy, np.asarray
     entries = {op_type: ix for (op_type, dev), ix in INPLACE.items() if dev == device}
     assert {"Add", "Relu", "AddN", "BiasAdd", "ReluGrad"} <= set(entries)
     for op_type, indices in entries.items():
         kernel = find_kernel(op_type, device, tf.float32)
         assert kernel is not None, op_type
-        arity = {"AddN": 5, "BiasAdd": 2, "ReluGrad": 2, "TanhGrad": 2}.get(op_type, 2 if op_type in (
+        arity = {"AddN": 5, "BiasAdd": 2, "ReluGrad": 2, "TanhGrad": 2, "_FusedBiasAddRelu": 2,
+                 "_FusedReluGradBiasAddGrad": 2}.get(op_type, 2 if op_type in (
             "Add", "AddV2", "Sub", "Mul", "RealDiv", "Maximum", "Minimum", "SquaredDifference") else 1)
         ins = [np.abs(rng.standard_normal((2, 3, 4))).astype(np.float32) + 0.5 for _ in range(arity)]
         ins[0] -= 1.0  # both signs where the domain allows (relu, abs, sign, max, ...)
         if op_type in ("Log", "Sqrt", "Rsqrt"):
             ins[0] += 1.0
-        if op_type == "BiasAdd":
+        if op_type in ("BiasAdd", "_FusedBiasAddRelu"):
             ins[1] = ins[1][0, 0]
-        attrs = {"T": tf.float32, "data_format": "NHWC", "N": arity}
+        attrs = {"T": tf.float32, "data_format": "NHWC", "N": arity, "activation": "Relu"}
+        # Outputs past the first (the fused gradient's db) are not written over an input.
+        more = (lambda: [put(np.zeros(4, np.float32))]) if op_type == "_FusedReluGradBiasAddGrad" else list
         want = put(np.zeros_like(ins[0]))
-        kernel(ctx, [put(a) for a in ins], [want], attrs)
+        kernel(ctx, [put(a) for a in ins], [want, *more()], attrs)
         for i in indices:
             args = [put(a) for a in ins]
-            kernel(ctx, args, [args[i]], attrs)
+            kernel(ctx, args, [args[i], *more()], attrs)
             np.testing.assert_allclose(get(args[i]), get(want), rtol=1e-6, err_msg=f"{op_type} over input {i}")
 
 

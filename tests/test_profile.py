@@ -74,7 +74,10 @@ def test_chrome_trace_is_valid_and_has_one_span_per_executed_op(traced):
     assert any(e["ph"] == "X" and e.get("cat") == "transfer" for e in events)
     if device == "opencl":  # kernel spans from OpenCL event profiling, inside their op's span
         kernels = [e for e in events if e.get("cat") == "kernel"]
-        assert {e["args"]["op"] for e in kernels} >= {"conv1/Conv2D", "train_op/update_conv1/weights/ApplyMomentum"}
+        # the graph rewrite (tfplus.optimize) updates all variables in one op, named as the last update
+        (update,) = [s.name for s in md.step_stats if s.type == "_FusedApply"]
+        assert update.startswith("train_op/update_") and update.endswith("/ApplyMomentum")
+        assert {e["args"]["op"] for e in kernels} >= {"conv1/Conv2D", update}
         conv = next(s for s in md.step_stats if s.name == "conv1/Conv2D")
         assert 0 < conv.device_us <= conv.wall_us
 
@@ -108,12 +111,14 @@ def test_phases_of_a_mentee_step(traced):
             assert s.phase == "backward", s
         else:
             assert s.phase != "backward", s
-        if s.type.startswith("Apply"):
+        if s.type.startswith("Apply") or s.type == "_FusedApply":
             assert s.phase == "update", s
     assert phase["conv1/Conv2D"] == phase["fc3/MatMul"] == phase["loss/cross_entropy"] == "forward"
     assert phase["gradients/conv2/Conv2D_grad/Conv2DBackpropFilter"] == "backward"
     assert phase["train_op"] == phase["train_op/update"] == "update"  # global step += 1, the group
-    assert sum(s.type == "ApplyMomentum" for s in md.step_stats) == 16
+    # the graph rewrite (tfplus.optimize) updates the 16 variables in one op
+    (update,) = [s for s in md.step_stats if s.type == "_FusedApply"]
+    assert update.flops == 4 * sum(np.prod(s) for s in update.input_shapes[2::3])  # (var, accum, grad) each
 
 
 def test_layers():

@@ -107,3 +107,8 @@ from tfplus.ops.control_flow_ops import Assert, TensorArray, cond, foldl, foldr,
 # file and tensor names have.
 from tfplus.dtypes import string  # noqa: E402
 from tfplus.ops import io_ops as _io_ops  # noqa: E402,F401
+
+# Fused ops that only the graph rewrite (tfplus.optimize) creates; registered so their kernels and the planner
+# find them.
+from tfplus.ops import fused_ops as _fused_ops  # noqa: E402,F401
+from tfplus.config import RewriterConfig  # noqa: E402,F401

@@ -3,7 +3,8 @@
 TF1 programs build these and pass them to tf.Session(config=...). Every field TF1 code commonly sets is
 accepted; the cpu device honours the thread counts (intra_op_parallelism_threads: tfplus.threads) and
 allow_soft_placement; the others are kept (and printed) but change nothing here: tfplus places every op on
-the session's device, manages device memory itself and does not rewrite graphs.
+the session's device and manages device memory itself; its only graph rewrite is op fusion
+(tfplus.optimize).
 
     >>> import tfplus as tf
     >>> config = tf.ConfigProto(intra_op_parallelism_threads=2, allow_soft_placement=True)
@@ -61,10 +62,21 @@ class OptimizerOptions(_Options):
                "do_function_inlining": False, "global_jit_level": 0, "max_folded_constant_in_bytes": 0}
 
 
-class GraphOptions(_Options):
-    """TF1's GraphOptions. Accepted; tfplus runs graphs as built."""
+class RewriterConfig(_Options):
+    """TF1's RewriterConfig (grappler). `remapping` (op fusion, tfplus.optimize) is honoured: OFF runs graphs
+    as built; the other fields are accepted."""
 
-    _fields = {"optimizer_options": OptimizerOptions, "enable_bfloat16_sendrecv": False, "build_cost_model": 0,
+    DEFAULT, ON, OFF = 0, 1, 2  # Toggle
+    _fields = {"remapping": 0, "constant_folding": 0, "arithmetic_optimization": 0, "layout_optimizer": 0,
+               "memory_optimization": 0, "disable_meta_optimizer": False}
+
+
+class GraphOptions(_Options):
+    """TF1's GraphOptions. rewrite_options.remapping turns the graph rewrite (tfplus.optimize) off; the
+    other fields are accepted."""
+
+    _fields = {"rewrite_options": RewriterConfig,
+               "optimizer_options": OptimizerOptions, "enable_bfloat16_sendrecv": False, "build_cost_model": 0,
                "infer_shapes": False, "place_pruned_graph": False, "enable_recv_scheduling": False,
                "timeline_step": 0}
 

@@ -58,6 +58,9 @@ class Session:
             self._executor.inter_op = threads.parse_threads(inter, "inter_op_parallelism_threads")
         self._vars = self._executor.vars  # VariableV2 node name -> buffer (the profiler counts them)
         self._plans = self._executor.programs  # compiled programs and memory plans (tests, trainer read these)
+        # The graph rewrite (tfplus.optimize): on unless TFPLUS_REWRITE=0 or the config turns the remapper off.
+        self._rewrite = _rewrite_enabled(config)
+        self._rewrites: dict[tuple, Any] = {}  # (fetch ids, feed ids) -> tfplus.optimize.Rewritten or None
         self._closed = False
         self._default_cm = None
 
@@ -94,6 +97,7 @@ class Session:
     def _run(self, fetches, feed_dict):
         flat, rebuild = self._flatten_fetches(fetches)
         feeds = self._prepare_feeds(feed_dict or {})
+        flat, feeds = self._rewritten(flat, feeds)
         if self._memory_budget is not None:
             from tfplus.planner.execute import run_planned
             bufs = iter(run_planned(self._executor, flat, feeds, self._memory_budget, self.graph))
@@ -105,6 +109,7 @@ class Session:
     def close(self) -> None:
         self._closed = True
         self._executor.clear()
+        self._rewrites.clear()
 
     def __enter__(self):
         self._default_cm = self.as_default()
@@ -181,6 +186,34 @@ class Session:
                 raise TypeError(f"cannot feed {t!r}: feed keys must be Tensors (e.g. a placeholder)")
             feeds[t] = self._runtime.copy_in(_check_feed(t, value))
         return feeds
+
+    # -- the graph rewrite ---------------------------------------------------------------------------------------
+    def _rewritten(self, flat: list, feeds: dict) -> tuple[list, dict]:
+        """The step's fetches and feeds in its rewritten graph (tfplus.optimize), made once per (fetches, fed
+        tensors); the given ones when the rewrite is off or fuses nothing."""
+        if not self._rewrite:
+            return flat, feeds
+        key = _rewrite_key(flat, feeds)
+        if key not in self._rewrites:
+            from tfplus.optimize import optimize
+            self._rewrites[key] = optimize(self.graph, flat, feeds)
+        r = self._rewrites[key]
+        if r is None:
+            return flat, feeds
+        return [r.element[f] for f in flat], {r.element[t]: v for t, v in feeds.items()}
+
+    def _keep_graph(self, flat: list, feeds) -> None:
+        """Runs this (fetches, fed tensors) step on the graph as built (a plan made for it was installed)."""
+        self._rewrites[_rewrite_key(flat, feeds)] = None
+
+
+def _rewrite_key(flat: list, feeds) -> tuple:
+    return tuple(id(f) for f in flat), tuple(sorted(id(t) for t in feeds))
+
+
+def _rewrite_enabled(config) -> bool:
+    from tfplus.optimize import enabled
+    return enabled(config)
 
 
 def _check_feed(t: Tensor, value) -> np.ndarray:

@@ -31,7 +31,7 @@ def sites(ops: list[Operation], specs, fetches: list[Tensor]) -> list[Site]:
     found = []
     in_step = set(ops)
     for op in ops:
-        if op.type != "MaxPool" or op.inputs[0].op.type != "Relu" or op.inputs[0] in fetches:
+        if op.type != "MaxPool" or not _is_relu(op.inputs[0].op, "Relu") or op.inputs[0] in fetches:
             continue
         r = op.inputs[0]
         fmt = op.attrs["data_format"]
@@ -44,13 +44,20 @@ def sites(ops: list[Operation], specs, fetches: list[Tensor]) -> list[Site]:
                  and c.attrs == op.attrs]
         if len(grads) != 1:
             continue
-        relu_grads = [c for c in users if c.type == "ReluGrad" and c.inputs[1] is r
+        relu_grads = [c for c in users if _is_relu(c, "ReluGrad") and c.inputs[1] is r
                       and c.inputs[0] is grads[0].outputs[0]]
         if len(relu_grads) != 1 or set(users) != {op, grads[0], relu_grads[0]} or \
                 len([c for c in grads[0].outputs[0].consumers() if c in in_step]) != 1:
             continue
         found.append(Site(op, grads[0], relu_grads[0], specs[op.outputs[0]].shape))
     return found
+
+
+def _is_relu(op: Operation, plain: str) -> bool:
+    """`op` is a `plain` op (Relu, ReluGrad) or the graph rewrite's fused op (tfplus.optimize) ending (for the
+    gradient: starting) in one, whose kernels have the same compact variant."""
+    fused = {"Relu": "_FusedBiasAddRelu", "ReluGrad": "_FusedReluGradBiasAddGrad"}[plain]
+    return op.type == plain or (op.type == fused and op.attrs["activation"] == "Relu")
 
 
 def unread(site_list: list[Site]) -> set[tuple[Operation, int]]:

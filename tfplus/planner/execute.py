@@ -36,8 +36,9 @@ def run_planned(executor, flat: list, feeds: dict, budget: int, graph) -> list:
     with arena.lock:
         bound = executor.programs.get(key)
         if bound is None:
+            # The fetches' graph: the session's, or the step's rewritten one (tfplus.optimize).
             p = plan(flat, {t: tuple(v.shape) for t, v in feeds.items()}, device_facts(executor.runtime), budget,
-                     graph=graph)
+                     graph=flat[0].graph if flat else graph)
             bound = executor.programs[key] = Bound(p, executor)
         values = bound.run(feeds)
     return [values[f] if f in values else executor.read_variable(f.op.name)
@@ -56,6 +57,7 @@ def install(session, fetches: list, p: MemoryPlan) -> Bound:
     """Makes `session` (one with a memory budget) run `fetches` (the flat list it will be given) by plan `p`,
     e.g. one made with planner.plan(..., force=(k, c)) for a test or a benchmark."""
     flat = [session.graph.as_graph_element(f) for f in fetches]
+    session._keep_graph(flat, p.feed_shapes)  # `p` plans the graph as built, not the rewritten one
     ex = session._executor
     with _shared(ex).lock:
         bound = ex.programs[_key(flat, p.feed_shapes)] = Bound(p, ex)

@@ -1,0 +1,172 @@
+"""NumPy kernels for the fused ops of the graph rewrite (tfplus/ops/fused_ops.py, tfplus.optimize).
+
+Each shard of rows does the whole chain while its rows are in cache: the activation right after the bias, and
+the bias gradient's partial sums right after the masked gradient. The partial sums are the ones BiasAddGrad's
+kernel makes (same shards, same order), so a fused step equals the unfused one bit for bit.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from tfplus import threads
+from tfplus.dtypes import FLOATS, as_dtype, bool_
+from tfplus.ops.fused_ops import apply_groups
+from tfplus.registry import (
+    WORKSPACES,
+    TensorSpec,
+    find_kernel,
+    get_op_def,
+    register_kernel,
+    register_variant,
+    register_workspace,
+)
+
+
+def _channel_shape(x: np.ndarray, fmt: str) -> tuple:
+    return (x.shape[1],) + (1,) * (x.ndim - 2) if fmt == "NCHW" else (x.shape[-1],)
+
+
+def _activate(out: np.ndarray, activation: str) -> None:
+    if activation == "Relu":
+        np.maximum(out, 0, out=out)
+    else:
+        np.clip(out, 0, 6, out=out)
+
+
+@register_kernel("_FusedBiasAddRelu", "cpu", FLOATS, inplace=(0,))
+def _fused_bias_add_relu(ctx, ins, outs, attrs):
+    x, b = ins
+    act = attrs["activation"]
+
+    def body(o, a, c):
+        np.add(a, c, out=o)
+        _activate(o, act)
+    threads.sharded(body, outs[0], x, b.reshape(_channel_shape(x, attrs["data_format"])))
+
+
+# -- _FusedReluGradBiasAddGrad -----------------------------------------------------------------------------------
+def _rows(shape, fmt: str) -> tuple[int, int]:
+    """The gradient as a (rows, columns) matrix: NCHW sums each row (image and channel), NHWC each column."""
+    if fmt == "NCHW":
+        return shape[0] * shape[1], int(np.prod(shape[2:]))
+    return int(np.prod(shape[:-1])), shape[-1]
+
+
+def _grain(cols: int) -> int:
+    return max(1, threads.GRAIN // max(cols, 1))
+
+
+@register_workspace("_FusedReluGradBiasAddGrad", "cpu")
+def _fused_relu_grad_ws(ins, attrs):
+    """Relu6: the mask f > 0; then the vector of ones and the partial sums (as BiasAddGrad's kernel)."""
+    shape, dtype = ins[0].shape, ins[0].dtype
+    rows, cols = _rows(shape, attrs["data_format"])
+    mask = [(shape, bool_)] if attrs["activation"] == "Relu6" else []
+    if attrs["data_format"] == "NCHW":
+        return mask + [((cols,), dtype), ((rows,), dtype)]
+    return mask + [((rows,), dtype), ((len(threads.split(rows, _grain(cols))), cols), dtype)]
+
+
+@register_kernel("_FusedReluGradBiasAddGrad", "cpu", FLOATS, inplace=(1,))
+def _fused_relu_grad_bias_add_grad(ctx, ins, outs, attrs):
+    _relu_grad_bias_sums(ctx, ins, outs, attrs, masked=False)
+
+
+@register_variant("_FusedReluGradBiasAddGrad", "cpu", "compact")
+def fused_relu_grad_applied(ctx, ins, outs, attrs):
+    """The kernel when max_pool_grad_relu_from_argmax already applied the ReLU mask (planner.compact): dx is
+    the gradient (a copy, or nothing when written over it) and features are not read."""
+    _relu_grad_bias_sums(ctx, ins, outs, attrs, masked=True)
+
+
+def _relu_grad_bias_sums(ctx, ins, outs, attrs, masked: bool):
+    g, f = ins
+    dx, db = outs
+    fmt, act = attrs["data_format"], attrs["activation"]
+    dtype = as_dtype(g.dtype)
+    rows, cols = _rows(g.shape, fmt)
+    gm, fm, dm = g.reshape(rows, cols), f.reshape(rows, cols), dx.reshape(rows, cols)
+    pos = ctx.workspace(g.shape, bool_).reshape(rows, cols) if act == "Relu6" and not masked else None
+
+    def mask(lo, hi):
+        # NOTE: f is read before dx is written, element by element: dx may share f's buffer (planner.inplace).
+        if masked:
+            if not np.may_share_memory(dm, gm):
+                np.copyto(dm[lo:hi], gm[lo:hi])
+            return
+        if pos is None:
+            np.greater(fm[lo:hi], 0, out=dm[lo:hi])
+        else:
+            np.greater(fm[lo:hi], 0, out=pos[lo:hi])
+            np.less(fm[lo:hi], 6, out=dm[lo:hi])
+            np.multiply(dm[lo:hi], pos[lo:hi], out=dm[lo:hi])
+        np.multiply(dm[lo:hi], gm[lo:hi], out=dm[lo:hi])
+
+    if fmt == "NCHW":
+        ones, per_row = ctx.workspace((cols,), dtype), ctx.workspace((rows,), dtype)
+        ones.fill(1)
+
+        def nchw(lo, hi):
+            mask(lo, hi)
+            np.matmul(dm[lo:hi], ones, out=per_row[lo:hi])
+        threads.parallel_for(rows, nchw, _grain(cols))
+        np.sum(per_row.reshape(g.shape[0], g.shape[1]), axis=0, out=db)
+        return
+    ranges = threads.split(rows, _grain(cols))
+    ones, parts = ctx.workspace((rows,), dtype), ctx.workspace((len(ranges), cols), dtype)
+    ones.fill(1)
+
+    def nhwc(i):
+        lo, hi = ranges[i]
+        mask(lo, hi)
+        np.matmul(ones[lo:hi], dm[lo:hi], out=parts[i])
+    threads.run(nhwc, range(len(ranges)))
+    np.sum(parts, axis=0, out=db)  # in shard order: deterministic for a thread count
+
+
+# -- _FusedApply -------------------------------------------------------------------------------------------------
+class _SharedScratch:
+    """The context each variable's update kernel sees: its scratch requests are views of one set of buffers
+    sized for the largest variable (the variables update one after another), the rest is the op's context."""
+
+    def __init__(self, ctx, largest: int, dtypes: list):
+        self._ctx, self._i = ctx, 0
+        self._bufs = [ctx.workspace((largest,), dt) for dt in dtypes]
+
+    def restart(self) -> None:
+        self._i = 0
+
+    def workspace(self, shape, dtype):
+        buf = self._bufs[self._i]
+        self._i += 1
+        return buf[:int(np.prod(shape))].reshape(shape)
+
+    def __getattr__(self, name):
+        return getattr(self._ctx, name)
+
+
+def _scratch_dtypes(size: int, attrs) -> list:
+    """The dtypes of the scratch buffers one variable's update (attrs["op"]) asks for."""
+    op_def = get_op_def(attrs["op"])
+    declare = WORKSPACES.get((op_def.name, "cpu"))
+    if declare is None:
+        return []
+    return [dt for _, dt in declare([TensorSpec((size,), attrs["T"])] * len(op_def.inputs), attrs)]
+
+
+@register_workspace("_FusedApply", "cpu")
+def _fused_apply_ws(ins, attrs):
+    """What one variable's update asks for, sized for the largest variable (see _SharedScratch)."""
+    largest = max(int(np.prod(g[0].shape)) for g in apply_groups(attrs["op"], ins))
+    return [((largest,), dt) for dt in _scratch_dtypes(largest, attrs)]
+
+
+@register_kernel("_FusedApply", "cpu", FLOATS)
+def _fused_apply(ctx, ins, outs, attrs):
+    groups = apply_groups(attrs["op"], ins)
+    kernel = find_kernel(attrs["op"], "cpu", as_dtype(ins[0].dtype))
+    largest = max(g[0].size for g in groups)
+    scratch = _SharedScratch(ctx, largest, _scratch_dtypes(largest, attrs))
+    for group in groups:
+        scratch.restart()
+        kernel(scratch, group, [group[0]], attrs)

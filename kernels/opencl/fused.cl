@@ -1,0 +1,99 @@
+// Fused ops of the graph rewrite (tfplus.optimize; ops/fused_ops.py). Pointer arguments are plain __global
+// pointers, one per buffer. ACT(v) is the activation the program was built for (-DRELU6=0|1).
+// An element i of a (outer, C, inner) view is in channel (i / inner) % C: NCHW has inner = H*W, NHWC inner = 1.
+
+#if RELU6
+#define ACT(v) clamp((v), (T)0, (T)6)
+#define MASK(f) ((f) > (T)0 && (f) < (T)6)
+#else
+#define ACT(v) fmax((v), (T)0)
+#define MASK(f) ((f) > (T)0)
+#endif
+
+#if WANT_fused_bias_relu
+__kernel void K(fused_bias_relu)(__global T* out, __global const T* x, __global const T* bias, int n, int C,
+                                 int inner) {
+    int i = get_global_id(0);
+    if (i < n) out[i] = ACT(x[i] + bias[(i / inner) % C]);
+}
+#endif
+
+// One work-group of WG items per channel c: each item masks the gradient over its share of the channel's
+// outer * inner elements (writing dx) and sums them; the group then sums the items' partial sums in a fixed
+// tree, so db is deterministic. MASKED=1: the gradient arrives masked already (planner.compact) and the
+// features are not read.
+#if WANT_fused_relu_grad_bias
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void K(fused_relu_grad_bias)(__global T* dx, __global T* db, __global const T* g, __global const T* f,
+                             int outer, int C, int inner) {
+    __local T sh[WG];
+    int lid = get_local_id(0), c = get_group_id(0);
+    int count = outer * inner;
+    T acc = 0;
+    for (int j = lid; j < count; j += WG) {
+        int o = j / inner;
+        int i = (o * C + c) * inner + (j - o * inner);
+#if MASKED
+        T v = g[i];
+#else
+        T v = MASK(f[i]) ? g[i] : (T)0;
+#endif
+        dx[i] = v;
+        acc += v;
+    }
+    sh[lid] = acc;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int s = WG / 2; s > 0; s >>= 1) {
+        if (lid < s) sh[lid] += sh[lid + s];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (lid == 0) db[c] = sh[0];
+}
+#endif
+
+// _FusedApply: one update over up to 8 variables per launch. Work-item i belongs to the first variable s with
+// i < ends[s] (ends: running sizes; unused slots repeat the last end and pass slot 0's buffers) and updates
+// element i - ends[s - 1] of it, with the same arithmetic as training.cl's single-variable kernel.
+#define SLOT_START(ends, s) ((s) == 0 ? 0 : (s) == 1 ? ends.s0 : (s) == 2 ? ends.s1 : (s) == 3 ? ends.s2 : \
+                             (s) == 4 ? ends.s3 : (s) == 5 ? ends.s4 : (s) == 6 ? ends.s5 : ends.s6)
+inline int slot_of(int i, int8 ends) {
+    return (i < ends.s0) ? 0 : (i < ends.s1) ? 1 : (i < ends.s2) ? 2 : (i < ends.s3) ? 3 : (i < ends.s4) ? 4 :
+           (i < ends.s5) ? 5 : (i < ends.s6) ? 6 : 7;
+}
+
+#if WANT_multi_gradient_descent
+#define GD_ARGS(X) __global T* var##X, __global const T* delta##X
+#define GD_PICK(X) case X: var = var##X; delta = delta##X; break;
+__kernel void K(multi_gradient_descent)(GD_ARGS(0), GD_ARGS(1), GD_ARGS(2), GD_ARGS(3), GD_ARGS(4), GD_ARGS(5),
+                                        GD_ARGS(6), GD_ARGS(7), __global const T* alpha, int8 ends) {
+    int i = get_global_id(0);
+    if (i >= ends.s7) return;
+    int s = slot_of(i, ends);
+    __global T* var = var0;
+    __global const T* delta = delta0;
+    switch (s) { GD_PICK(1) GD_PICK(2) GD_PICK(3) GD_PICK(4) GD_PICK(5) GD_PICK(6) GD_PICK(7) }
+    int j = i - SLOT_START(ends, s);
+    var[j] -= alpha[0] * delta[j];
+}
+#endif
+
+#if WANT_multi_momentum
+#define MOM_ARGS(X) __global T* var##X, __global T* accum##X, __global const T* grad##X
+#define MOM_PICK(X) case X: var = var##X; accum = accum##X; grad = grad##X; break;
+__kernel void K(multi_momentum)(MOM_ARGS(0), MOM_ARGS(1), MOM_ARGS(2), MOM_ARGS(3), MOM_ARGS(4), MOM_ARGS(5),
+                                MOM_ARGS(6), MOM_ARGS(7), __global const T* lr, __global const T* momentum,
+                                int8 ends, int nesterov) {
+    int i = get_global_id(0);
+    if (i >= ends.s7) return;
+    int s = slot_of(i, ends);
+    __global T* var = var0;
+    __global T* accum = accum0;
+    __global const T* grad = grad0;
+    switch (s) { MOM_PICK(1) MOM_PICK(2) MOM_PICK(3) MOM_PICK(4) MOM_PICK(5) MOM_PICK(6) MOM_PICK(7) }
+    int j = i - SLOT_START(ends, s);
+    T m = momentum[0], g = grad[j];
+    T a = accum[j] * m + g;
+    accum[j] = a;
+    var[j] -= nesterov ? lr[0] * (g + m * a) : lr[0] * a;
+}
+#endif

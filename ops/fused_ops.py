@@ -1,0 +1,122 @@
+"""Fused ops that only the graph rewrite (tfplus.optimize) creates: each does the work of a chain of ops in one
+kernel launch (one pass over memory on the cpu). They exist only after autodiff, so they are declared not
+differentiable; their names start with '_' as TensorFlow's grappler-made `_Fused*` ops do.
+"""
+from __future__ import annotations
+
+from tfplus import flops
+from tfplus.registry import get_op_def, not_differentiable, register_op
+from tfplus.shapes import check_rank, check_same_dtype, fmt, merge_dim, spec
+
+# The activations a fused bias op may end in; the mask their gradient applies is (0 < f) or (0 < f < 6).
+ACTIVATIONS = ("Relu", "Relu6")
+_ATTRS = {"T": "type", "data_format": "string", "activation": "string"}
+
+
+def _channel_axis(shape: tuple, attrs) -> int:
+    return 1 if attrs["data_format"] == "NCHW" else len(shape) - 1
+
+
+def _check_attrs(attrs) -> None:
+    if attrs.get("activation") not in ACTIVATIONS:
+        raise ValueError(f"activation must be one of {ACTIVATIONS}, got {attrs.get('activation')!r}")
+    if attrs.get("data_format") not in ("NHWC", "NCHW"):
+        raise ValueError(f"data_format must be NHWC or NCHW, got {attrs.get('data_format')!r}")
+
+
+# -- _FusedBiasAddRelu: activation(value + bias) ---------------------------------------------------------------
+def _fused_bias_add_shape(ins, attrs):
+    x, b = ins
+    _check_attrs(attrs)
+    check_same_dtype(ins, "value and bias")
+    check_rank(b, 1, "bias")
+    if x.shape is None:
+        return [spec(None, x.dtype)]
+    if len(x.shape) < (3 if attrs["data_format"] == "NCHW" else 2):
+        raise ValueError(f"value of shape {fmt(x.shape)} is too small for data_format {attrs['data_format']}")
+    axis = _channel_axis(x.shape, attrs)
+    c = merge_dim(x.shape[axis], b.shape[0] if b.shape else None,
+                  f"bias of shape {fmt(b.shape)} must match the channel dimension of value {fmt(x.shape)}")
+    return [spec(x.shape[:axis] + (c,) + x.shape[axis + 1:], x.dtype)]
+
+
+register_op("_FusedBiasAddRelu", inputs=("value", "bias"), outputs=("activations",), attrs=_ATTRS,
+            shape_fn=_fused_bias_add_shape, flops=flops.per_output)
+not_differentiable("_FusedBiasAddRelu")
+
+
+# -- _FusedReluGradBiasAddGrad: dx = gradients * mask(features), db = dx summed over all but the channel axis ------
+# `features` is what the activation's own gradient reads: the Relu output, or the Relu6 input.
+def _fused_relu_grad_shape(ins, attrs):
+    g, f = ins
+    _check_attrs(attrs)
+    check_same_dtype(ins, "gradients and features")
+    shape = g.shape if g.shape is not None else f.shape
+    if g.shape is not None and f.shape is not None:
+        if len(g.shape) != len(f.shape):
+            raise ValueError(f"gradients {fmt(g.shape)} and features {fmt(f.shape)} must have one shape")
+        shape = tuple(merge_dim(a, b, "gradients and features must have one shape") for a, b in zip(g.shape, f.shape))
+    if shape is None:
+        return [spec(None, g.dtype), spec((None,), g.dtype)]
+    if len(shape) < (3 if attrs["data_format"] == "NCHW" else 2):
+        raise ValueError(f"gradients of shape {fmt(shape)} are too small for data_format {attrs['data_format']}")
+    return [spec(shape, g.dtype), spec((shape[_channel_axis(shape, attrs)],), g.dtype)]
+
+
+register_op("_FusedReluGradBiasAddGrad", inputs=("gradients", "features"), outputs=("backprops", "bias_backprop"),
+            attrs=_ATTRS, shape_fn=_fused_relu_grad_shape, flops=flops.per_input)
+not_differentiable("_FusedReluGradBiasAddGrad")
+
+
+# -- _FusedApply: one optimizer update (attr `op`) over `num_vars` variables in one op ---------------------------
+# Inputs: the update's scalar inputs once (in its order), then each variable's other inputs (in its order), so
+# the variables must share their scalar tensors (learning rate, momentum...). The variable and slot inputs are
+# updated in place; which inputs those are depends on num_vars, so the rewrite gives each node its own OpDef
+# (ref_inputs) from `apply_refs`.
+APPLY_SCALARS = {"ApplyGradientDescent": (1,), "ApplyMomentum": (2, 4), "ApplyAdam": (3, 4, 5, 6, 7, 8)}
+
+
+def apply_groups(op_type: str, ins: list) -> list[list]:
+    """Each variable's inputs of a _FusedApply (`ins`: its inputs, or their specs) in `op_type`'s order."""
+    scalars = APPLY_SCALARS[op_type]
+    k = len(get_op_def(op_type).inputs)
+    per_var = k - len(scalars)
+    if (len(ins) - len(scalars)) % per_var:
+        raise ValueError(f"{len(ins)} inputs do not make {op_type} groups of {per_var} after {len(scalars)} "
+                         "scalars")
+    groups = []
+    for j in range(len(scalars), len(ins), per_var):
+        rest = iter(ins[j:j + per_var])
+        shared = iter(ins[:len(scalars)])
+        groups.append([next(shared) if i in scalars else next(rest) for i in range(k)])
+    return groups
+
+
+def apply_refs(op_type: str, num_vars: int) -> tuple:
+    """The input positions of a _FusedApply of `num_vars` variables that its kernel updates in place."""
+    scalars = APPLY_SCALARS[op_type]
+    rest = [i for i in range(len(get_op_def(op_type).inputs)) if i not in scalars]
+    refs = get_op_def(op_type).ref_inputs
+    return tuple(len(scalars) + j * len(rest) + rest.index(r) for j in range(num_vars) for r in refs)
+
+
+def _fused_apply_shape(ins, attrs):
+    op_type = attrs["op"]
+    if op_type not in APPLY_SCALARS:
+        raise ValueError(f"op must be one of {sorted(APPLY_SCALARS)}, got {op_type!r}")
+    groups = apply_groups(op_type, list(ins))
+    if len(groups) != attrs["num_vars"]:
+        raise ValueError(f"num_vars is {attrs['num_vars']} but the inputs make {len(groups)} {op_type} groups")
+    for group in groups:
+        get_op_def(op_type).shape_fn(group, attrs)
+    return []
+
+
+def _fused_apply_flops(ins, outs, attrs) -> float:
+    return sum(flops.of(attrs["op"], group, [], attrs) for group in apply_groups(attrs["op"], list(ins)))
+
+
+register_op("_FusedApply", inputs=("input*",), outputs=(), stateful=True, shape_fn=_fused_apply_shape,
+            flops=_fused_apply_flops,
+            attrs={"T": "type", "op": "string", "num_vars": "int", "use_locking": "bool", "use_nesterov": "bool"})
+not_differentiable("_FusedApply")

@@ -1,0 +1,59 @@
+"""Op-table cases of the fused ops that the graph rewrite makes (tfplus.optimize): each against the NumPy of the
+unfused chain. They are not differentiable (they exist only after autodiff), so no gradient checks."""
+from __future__ import annotations
+
+import numpy as np
+from optable import Case
+
+from tfplus.framework import apply_op
+
+
+def _uniform(shape, lo, hi):
+    return lambda rng, dt: rng.uniform(lo, hi, shape).astype(dt)
+
+
+def _act(v, activation):
+    return np.maximum(v, 0) if activation == "Relu" else np.clip(v, 0, 6)
+
+
+def _mask(f, activation):
+    return (f > 0) if activation == "Relu" else (f > 0) & (f < 6)
+
+
+def _channel(fmt, ndim):
+    """(the channel axis, the other axes) of a tensor of rank ndim."""
+    c = 1 if fmt == "NCHW" else ndim - 1
+    return c, tuple(a for a in range(ndim) if a != c)
+
+
+def _bias_relu(fmt, act, shape, c):
+    def ref(x, b):
+        axis, _ = _channel(fmt, len(shape))
+        return _act(x + b.reshape([-1 if a == axis else 1 for a in range(len(shape))]), act)
+    return Case(f"fused_bias_add_{act.lower()}_{fmt.lower()}_{len(shape)}d",
+                lambda x, b: apply_op("_FusedBiasAddRelu", [x, b], {"data_format": fmt, "activation": act}, "fused"),
+                inputs=[_uniform(shape, -4, 10), (c,)], ref=ref, grad=False)
+
+
+def _relu_grad_bias(fmt, act, shape):
+    def ref(g, f):
+        dx = g * _mask(f, act)
+        return dx, dx.sum(_channel(fmt, len(shape))[1])
+    return Case(f"fused_relu_grad_bias_add_grad_{act.lower()}_{fmt.lower()}_{len(shape)}d",
+                lambda g, f: apply_op("_FusedReluGradBiasAddGrad", [g, f], {"data_format": fmt, "activation": act},
+                                      "fused"),
+                inputs=[shape, _uniform(shape, -3, 9)], ref=ref, grad=False)
+
+
+CASES = [
+    _bias_relu("NHWC", "Relu", (2, 3, 5, 4), 4),
+    _bias_relu("NCHW", "Relu", (2, 3, 4, 5), 3),
+    _bias_relu("NHWC", "Relu", (3, 7), 7),       # after a MatMul
+    _bias_relu("NCHW", "Relu6", (2, 3, 4, 5), 3),
+    _bias_relu("NHWC", "Relu6", (5, 6), 6),
+    _relu_grad_bias("NHWC", "Relu", (2, 3, 5, 4)),
+    _relu_grad_bias("NCHW", "Relu", (2, 3, 4, 5)),
+    _relu_grad_bias("NHWC", "Relu", (300, 7)),   # more rows than a work-group: the strided loop
+    _relu_grad_bias("NCHW", "Relu6", (2, 3, 4, 5)),
+    _relu_grad_bias("NHWC", "Relu6", (5, 6)),
+]

@@ -1,0 +1,207 @@
+"""The graph rewrite (tfplus.optimize): what it fuses, what it refuses, and that a fused training step equals the
+unfused one on every device (the kernels themselves are in the op table: tests/cases_fused.py)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tfplus as tf
+from tfplus.graphs.mentee import mentee, training_graph
+from tfplus.optimize import optimize
+
+_SMALL = {"conv_widths": (4, 4, 8, 8, 8), "fc_widths": (16, 8)}
+
+
+def _types(r) -> list[str]:
+    return sorted(op.type for op in r.graph.get_operations())
+
+
+def _bias_relu():
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.placeholder(tf.float32, [None, 3])
+        z = tf.nn.bias_add(x, tf.constant([1.0, -2.0, 3.0]))
+        y = tf.nn.relu(z)
+    return g, x, z, y
+
+
+def test_bias_relu_fuses_and_the_users_graph_is_untouched():
+    g, x, z, y = _bias_relu()
+    before = g.as_graph_def().SerializeToString(deterministic=True)
+    r = optimize(g, [y], [x])
+    assert _types(r) == ["Const", "Placeholder", "_FusedBiasAddRelu"]
+    assert r.element[y].op.name == y.op.name and r.element[x].op.name == x.op.name
+    assert g.as_graph_def().SerializeToString(deterministic=True) == before
+    with tf.Session(graph=g) as sess:
+        assert np.array_equal(sess.run(y, {x: [[1.0, 1.0, -5.0]]}), [[2.0, 0.0, 0.0]])
+
+
+def test_refuses_when_the_intermediate_is_fetched_fed_or_read_elsewhere():
+    g, x, z, y = _bias_relu()
+    assert optimize(g, [y, z], [x]) is None                     # fetched
+    assert optimize(g, [y], [x, z]) is None                     # fed: the BiasAdd does not even run
+    with g.as_default():
+        w = z * 2.0
+    assert optimize(g, [y, w], [x]) is None                     # another consumer in the step
+    assert optimize(g, [y], [x]) is not None                    # ... which does not count when it does not run
+    assert optimize(g, [y, z.op], [x]) is None                  # the BiasAdd fetched as an op
+
+
+def test_relu6_grad_keeps_the_pre_activation_so_only_the_backward_fuses():
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.placeholder(tf.float32, [4, 3])
+        b = tf.Variable(tf.zeros([3]))
+        loss = tf.reduce_sum(tf.nn.relu6(tf.nn.bias_add(x, b)))
+        (db,) = tf.gradients(loss, [b])
+    r = optimize(g, [db], [x])
+    assert "_FusedBiasAddRelu" not in r.fused and r.fused["_FusedReluGradBiasAddGrad"] == 1
+
+
+def _steps(device, data_format, config=None, n=2, optimizer="momentum"):
+    rng = np.random.default_rng(0)
+    shape = (4, 3, 16, 16) if data_format == "NCHW" else (4, 16, 16, 3)
+    x, y = rng.standard_normal(shape).astype(np.float32), rng.integers(0, 10, 4).astype(np.int32)
+    tg = training_graph(mentee, total_steps=10, seed=0, data_format=data_format, optimizer=optimizer,
+                        image_shape=(3, 16, 16), model_kwargs=_SMALL)
+    with tf.Session(graph=tg.graph, device=device, config=config) as sess:
+        sess.run(tg.init_op)
+        losses = [sess.run([tg.train_op, tg.loss], {tg.images: x, tg.labels: y})[1] for _ in range(n)]
+        weights = {v.op.name: sess.run(v) for v in tg.graph.get_collection("trainable_variables")}
+        fused = {k: r.fused for k, r in sess._rewrites.items() if r is not None}
+    return np.array(losses), weights, fused
+
+
+_OFF = tf.ConfigProto(graph_options=tf.GraphOptions(rewrite_options=tf.RewriterConfig(
+    remapping=tf.RewriterConfig.OFF)))
+
+
+@pytest.mark.parametrize("data_format, optimizer", [("NCHW", "momentum"), ("NHWC", "sgd"), ("NCHW", "adam")])
+def test_a_mentee_step_fused_equals_unfused(device, data_format, optimizer):
+    on, w_on, fused = _steps(device, data_format, optimizer=optimizer)
+    off, w_off, none = _steps(device, data_format, config=_OFF, optimizer=optimizer)
+    assert not none
+    (step,) = [f for f in fused.values() if "_FusedReluGradBiasAddGrad" in f]
+    # 7 ReLUs after a bias (5 convs, 2 hidden dense layers); the 16 variables' updates as one op
+    assert step == {"_FusedBiasAddRelu": 7, "_FusedReluGradBiasAddGrad": 7, "_FusedApply": 1}
+    np.testing.assert_allclose(on, off, rtol=1e-5)
+    for name in w_off:
+        np.testing.assert_allclose(w_on[name], w_off[name], rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+def test_the_env_switch_turns_it_off(monkeypatch):
+    monkeypatch.setenv("TFPLUS_REWRITE", "0")
+    _, _, fused = _steps("cpu", "NCHW", n=1)
+    assert not fused
+
+
+def test_the_planner_plans_the_rewritten_step_and_compacts_its_fused_relus(device):
+    """A memory plan of the rewritten step (compact state forced: ReLU -> 2x2 pool sites end in fused ops)
+    trains as the unfused plain step does."""
+    from tfplus import planner
+    from tfplus.planner.execute import install
+    rng = np.random.default_rng(0)
+    tg = training_graph(mentee, total_steps=10, seed=0, image_shape=(3, 16, 16), model_kwargs=_SMALL)
+    feeds = {tg.images: rng.standard_normal((4, 3, 16, 16)).astype(np.float32),
+             tg.labels: rng.integers(0, 10, 4).astype(np.int32)}
+    fetches = [tg.train_op, tg.loss]
+    r = optimize(tg.graph, fetches + [tg.init_op], list(feeds))
+    new_fetches = [r.element[f] for f in fetches]
+    new_feeds = {r.element[t]: v for t, v in feeds.items()}
+    with tf.Session(graph=r.graph, device=device, memory_budget="1GB") as sess:
+        sess.run(r.element[tg.init_op])
+        p = planner.plan(new_fetches, {t: v.shape for t, v in new_feeds.items()}, sess.runtime, graph=r.graph,
+                         force=(1, 1, True))
+        sites = p.phases[0].sites
+        assert len(sites) == 3 and {s.relu_grad.type for s in sites} == {"_FusedReluGradBiasAddGrad"}
+        install(sess, new_fetches, p)
+        planned = [sess.run(new_fetches, new_feeds)[1] for _ in range(2)]
+    with tf.Session(graph=tg.graph, device=device, config=_OFF) as sess:
+        sess.run(tg.init_op)
+        plain = [sess.run(fetches, feeds)[1] for _ in range(2)]
+    np.testing.assert_allclose(planned, plain, rtol=1e-5)
+
+
+def test_a_budgeted_session_plans_the_rewritten_graph():
+    rng = np.random.default_rng(0)
+    tg = training_graph(mentee, total_steps=10, seed=0, image_shape=(3, 16, 16), model_kwargs=_SMALL)
+    feeds = {tg.images: rng.standard_normal((4, 3, 16, 16)).astype(np.float32),
+             tg.labels: rng.integers(0, 10, 4).astype(np.int32)}
+    with tf.Session(graph=tg.graph, memory_budget="64MB") as sess:
+        sess.run(tg.init_op)
+        losses = [sess.run([tg.train_op, tg.loss], feeds)[1] for _ in range(2)]
+        bounds = [b for b in sess._plans.values() if hasattr(b, "plan")]
+        types = {op.type for b in bounds for ph in b.plan.phases for op in ph.order}
+    assert "_FusedReluGradBiasAddGrad" in types and "ReluGrad" not in types
+    with tf.Session(graph=tg.graph, config=_OFF) as sess:
+        sess.run(tg.init_op)
+        plain = [sess.run([tg.train_op, tg.loss], feeds)[1] for _ in range(2)]
+    np.testing.assert_allclose(losses, plain, rtol=1e-5)
+
+
+@pytest.mark.parametrize("optimizer", ["momentum", "sgd"])
+def test_fused_updates_of_ten_variables_equal_numpy(device, optimizer):
+    """One _FusedApply over 10 variables (two launches of 8 slots on opencl) updates each as its own op would."""
+    from tfplus.ops.training_ops import apply_gradient_descent, apply_momentum
+    rng = np.random.default_rng(0)
+    sizes = [1, 3, 7, 300, 2, 5, 11, 13, 1, 257]
+    init = [rng.standard_normal(n).astype(np.float32) for n in sizes]
+    grads = [rng.standard_normal(n).astype(np.float32) for n in sizes]
+    g = tf.Graph()
+    with g.as_default():
+        vs = [tf.Variable(v) for v in init]
+        accs = [tf.Variable(np.full(n, 0.5, np.float32)) for n in sizes]
+        lr, mom = tf.constant(0.1), tf.constant(0.9)
+        if optimizer == "momentum":
+            ups = [apply_momentum(v, a, lr, tf.constant(d), mom, use_nesterov=True)
+                   for v, a, d in zip(vs, accs, grads)]
+        else:
+            ups = [apply_gradient_descent(v, lr, tf.constant(d)) for v, d in zip(vs, grads)]
+        step = tf.group(*[u.op for u in ups])
+        init_op = tf.variables_initializer(vs + accs)
+    r = optimize(g, [step], [])
+    assert r.fused == {"_FusedApply": 1}
+    with tf.Session(graph=g, device=device) as sess:
+        sess.run(init_op)
+        for _ in range(2):
+            sess.run(step)
+        got = [sess.run(v) for v in vs]
+    for v0, d, v in zip(init, grads, got):
+        want = v0.copy()
+        if optimizer == "momentum":
+            a = np.full_like(v0, 0.5)
+            for _ in range(2):
+                a = a * np.float32(0.9) + d
+                want -= np.float32(0.1) * (d + np.float32(0.9) * a)
+        else:
+            want -= 2 * np.float32(0.1) * d
+        np.testing.assert_allclose(v, want, rtol=1e-5, atol=1e-6)
+
+
+def test_gradient_and_update_fusion_refusals():
+    """The backward pair is not fused when dx is fed; an update whose output is fetched or read stays alone, and
+    only updates sharing their scalar tensors group."""
+    from tfplus.ops.training_ops import apply_gradient_descent
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.placeholder(tf.float32, [4, 3])
+        b = tf.Variable(tf.zeros([3]))
+        loss = tf.reduce_sum(tf.nn.relu(tf.nn.bias_add(x, b)))
+        (db,) = tf.gradients(loss, [b])
+        dx = db.op.inputs[0]
+        lr = tf.constant(0.5)
+        vs = [tf.Variable(tf.zeros([2])) for _ in range(4)]
+        ups = [apply_gradient_descent(v, lr, tf.ones([2])) for v in vs[:3]]
+        alone = apply_gradient_descent(vs[3], 0.5, tf.ones([2]))  # its own learning-rate constant
+        read = ups[2] * 2.0
+    assert dx.op.type == "ReluGrad"
+    assert optimize(g, [db], [x]).fused == {"_FusedReluGradBiasAddGrad": 1, "_FusedBiasAddRelu": 1}
+    assert optimize(g, [db], [x, dx]) is None
+    ops = [u.op for u in ups] + [alone.op]
+
+    def members(r):
+        (fused,) = [op for op in r.graph.get_operations() if op.type == "_FusedApply"]
+        return fused.attrs["num_vars"], {op.name for op in r.graph.get_operations() if op.type.startswith("Apply")}
+    assert members(optimize(g, ops, [])) == (3, {alone.op.name})
+    assert members(optimize(g, ops + [ups[0]], [])) == (2, {alone.op.name, ups[0].op.name})
+    assert optimize(g, ops + [read, ups[0]], []) is None

@@ -1,0 +1,199 @@
+"""The graph rewrite that runs before planning and execution (TensorFlow's grappler remapper): chains of ops that
+one kernel can do are fused into one op of tfplus/ops/fused_ops.py, so a step launches fewer kernels (opencl)
+and makes fewer passes over memory (cpu).
+
+    >>> import tfplus as tf
+    >>> from tfplus.optimize import optimize
+    >>> g = tf.Graph()
+    >>> with g.as_default():
+    ...     x = tf.placeholder(tf.float32, [None, 3])
+    ...     y = tf.nn.relu(tf.nn.bias_add(x, tf.constant([1.0, 2.0, 3.0])))
+    >>> r = optimize(g, [y], [x])
+    >>> r.element[y].op.type
+    '_FusedBiasAddRelu'
+
+The pass is a pure function of (graph, fetches, feeds): it copies the ops the step needs into a private Graph
+and never changes the user's graph, so GraphDef export and autodiff see what the user built. Copies keep their
+names (variables, random streams and profiles find them); a fused op takes the name of the last op it replaces.
+A tensor is fused away only when nothing else in the step reads it and it is neither fetched nor fed.
+
+Patterns:
+- BiasAdd -> Relu / Relu6 becomes _FusedBiasAddRelu (the BiasAdd output is fused away);
+- ReluGrad / Relu6Grad -> BiasAddGrad becomes _FusedReluGradBiasAddGrad, giving dx and db in one pass (dx stays
+  a tensor: the conv / matmul backprops read it).
+
+`TFPLUS_REWRITE=0` or `tf.ConfigProto(graph_options=tf.GraphOptions(rewrite_options=tf.RewriterConfig(
+remapping=tf.RewriterConfig.OFF)))` turns it off (see `enabled`).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+from typing import Any
+
+from tfplus.framework import Graph, Operation, Tensor, needed_ops
+from tfplus.ops.fused_ops import APPLY_SCALARS, apply_refs
+
+_ACTIVATIONS = {"Relu": "Relu", "Relu6": "Relu6"}
+_ACTIVATION_GRADS = {"ReluGrad": "Relu", "Relu6Grad": "Relu6"}
+
+
+@dataclass
+class Rewritten:
+    """A step's rewritten graph: `element` maps each fetch and feed of the original graph to its stand-in."""
+    graph: Graph
+    element: dict
+    fused: dict  # fused op type -> how many the rewrite made (for debugging and benchmarks)
+
+
+def enabled(config: Any = None) -> bool:
+    """Whether sessions rewrite their steps: not when TFPLUS_REWRITE=0, nor when the session's config turns
+    the remapper off (TF1's RewriterConfig.remapping = OFF, or the same fields as a dict)."""
+    if os.environ.get("TFPLUS_REWRITE", "1").strip() == "0":
+        return False
+    options = _field(_field(config, "graph_options"), "rewrite_options")
+    remapping = _field(options, "remapping")
+    return remapping not in (2, "OFF")  # RewriterConfig.Toggle: DEFAULT 0, ON 1, OFF 2
+
+
+def _field(obj, name: str):
+    if obj is None:
+        return None
+    return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
+
+
+def optimize(graph: Graph, fetches: list, feeds) -> Rewritten | None:
+    """The step computing `fetches` (Tensors or Operations of `graph`) from `feeds` (Tensors), rewritten; None
+    when nothing fuses (run the original graph)."""
+    feeds = set(feeds)
+    ops = needed_ops(fetches, feeds)
+    if any(_holds_graph(op) for op in ops):
+        return None  # control-flow sub-graphs capture tensors of this graph: leave such steps alone
+    pinned = set(feeds) | {f for f in fetches if isinstance(f, Tensor)}
+    pinned_ops = {f for f in fetches if isinstance(f, Operation)}
+    readers: dict[Tensor, list[Operation]] = {}
+    for op in ops:
+        for t in op.inputs:
+            readers.setdefault(t, []).append(op)
+    controlled = {c for op in ops for c in op.control_inputs}
+
+    def only_reader(t: Tensor, op: Operation) -> bool:
+        return t not in pinned and readers.get(t) == [op]
+
+    # op -> (fused op type, inputs, attrs) for the op that the fused one replaces; absorbed ops vanish.
+    fuse: dict[Operation, tuple] = {}
+    absorbed: dict[Operation, Operation] = {}  # vanished op -> the op whose fused replacement does its work
+    for op in sorted(ops, key=lambda o: o._id):
+        if op.type in _ACTIVATIONS:
+            p = op.inputs[0].op
+            if p.type == "BiasAdd" and p in ops and only_reader(op.inputs[0], op) and p not in pinned_ops \
+                    and p not in controlled and p not in absorbed:
+                attrs = {"T": op.attrs["T"], "data_format": p.attrs.get("data_format", "NHWC"),
+                         "activation": _ACTIVATIONS[op.type]}
+                fuse[op] = ("_FusedBiasAddRelu", list(p.inputs), attrs)
+                absorbed[p] = op
+        elif op.type == "BiasAddGrad":
+            q = op.inputs[0].op
+            if q.type in _ACTIVATION_GRADS and q in ops and op.inputs[0] not in feeds and q not in fuse \
+                    and q not in absorbed and all(c._id < q._id for c in op.control_inputs):
+                attrs = {"T": q.attrs["T"], "data_format": op.attrs.get("data_format", "NHWC"),
+                         "activation": _ACTIVATION_GRADS[q.type]}
+                fuse[q] = ("_FusedReluGradBiasAddGrad", list(q.inputs), attrs)
+                absorbed[op] = q
+    for members in _apply_groups(ops, pinned, readers, feeds):
+        last = members[-1]
+        scalars = APPLY_SCALARS[last.type]
+        inputs = [last.inputs[i] for i in scalars] + \
+            [t for m in members for i, t in enumerate(m.inputs) if i not in scalars]
+        attrs = {"T": last.attrs["T"], "op": last.type, "num_vars": len(members),
+                 "use_locking": last.attrs.get("use_locking", False),
+                 "use_nesterov": last.attrs.get("use_nesterov", False)}
+        fuse[last] = ("_FusedApply", inputs, attrs)
+        absorbed.update({m: last for m in members[:-1]})
+    if not fuse:
+        return None
+    r = _copy(graph, ops, feeds, fetches, fuse, absorbed)
+    if os.environ.get("TFPLUS_DEBUG", "0") not in ("", "0"):
+        made = ", ".join(f"{n} {t}" for t, n in sorted(r.fused.items()))
+        print(f"tfplus rewrite: {len(ops)} -> {len(ops) - len(absorbed)} ops ({made})")
+    return r
+
+
+def _apply_groups(ops: set, pinned: set, readers: dict, feeds: set) -> list[list[Operation]]:
+    """The optimizer updates of the step that one _FusedApply can do, in groups of two or more: same update
+    op and attrs, the same scalar tensors (learning rate...), outputs that nothing reads or fetches, and no
+    op ordered between them (control dependents of one update that the others' inputs need)."""
+    by_key: dict[tuple, list[Operation]] = {}
+    for op in sorted(ops, key=lambda o: o._id):
+        if op.type in APPLY_SCALARS and op.outputs[0] not in pinned and not readers.get(op.outputs[0]):
+            key = (op.type, op.attrs.get("T"), op.attrs.get("use_locking", False),
+                   op.attrs.get("use_nesterov", False), *(op.inputs[i] for i in APPLY_SCALARS[op.type]))
+            by_key.setdefault(key, []).append(op)
+    dependents: dict[Operation, list[Operation]] = {}
+    for op in ops:
+        for c in op.control_inputs:
+            dependents.setdefault(c, []).append(op)
+    groups = []
+    for members in by_key.values():
+        refs = [m.inputs[k] for m in members for k in m.op_def.ref_inputs]
+        if len(members) < 2 or len(set(refs)) < len(refs):  # one variable twice: the updates would race
+            continue
+        after = {d for m in members for d in dependents.get(m, ())}
+        needs = needed_ops([t for m in members for t in m.inputs] + [c for m in members for c in m.control_inputs],
+                           feeds)
+        if any(d._id < members[-1]._id for d in after) or needs & (set(members) | after):
+            continue
+        groups.append(members)
+    return groups
+
+
+def _holds_graph(op: Operation) -> bool:
+    return any(isinstance(v, Graph) or (isinstance(v, (list, tuple)) and any(isinstance(x, Graph) for x in v))
+               for v in op.attrs.values())
+
+
+def _copy(graph: Graph, ops: set, feeds: set, fetches: list, fuse: dict, absorbed: dict) -> Rewritten:
+    g = Graph()
+    g.seed = graph.seed
+    tensor: dict[Tensor, Tensor] = {}
+    op_of: dict[Operation, Operation] = {}
+    fused: dict[str, int] = {}
+    absorbed_into: dict[Operation, list[Operation]] = {}
+    for gone, by in absorbed.items():
+        absorbed_into.setdefault(by, []).append(gone)
+    for t in sorted(feeds, key=lambda t: (t.op._id, t.value_index)):
+        if t.op not in ops:  # a fed tensor whose producer does not run: a placeholder stands in
+            name = t.op.name + "/" if t.value_index == 0 else f"{t.op.name}_output_{t.value_index}"
+            ph = g.create_op("Placeholder", [], {"dtype": t.dtype, "shape": t._shape}, name)
+            tensor[t] = ph.outputs[0]
+    for op in sorted(ops, key=lambda o: o._id):
+        if op in absorbed:
+            continue
+        if op in fuse:
+            op_type, inputs, attrs = fuse[op]
+            new = g.create_op(op_type, [tensor[t] for t in inputs], attrs, op.name + "/")
+            fused[op_type] = fused.get(op_type, 0) + 1
+        else:
+            op_type = None
+            new = g.create_op(op.type, [tensor[t] for t in op.inputs], op.attrs, op.name + "/")
+            for t, n in zip(op.outputs, new.outputs):
+                n._shape = t._shape  # what set_shape told the original
+        controls = op.control_inputs + [c for gone in absorbed_into.get(op, ()) for c in gone.control_inputs]
+        new.control_inputs = list(dict.fromkeys(op_of[c] for c in controls))
+        if op_type == "_FusedApply":  # NOTE: which inputs it updates in place depends on its variable count
+            new.op_def = replace(new.op_def, ref_inputs=apply_refs(attrs["op"], attrs["num_vars"]))
+        new.device = op.device
+        op_of[op] = new
+        for t, n in zip(op.outputs, new.outputs):
+            tensor.setdefault(t, n)
+        for gone in absorbed_into.get(op, ()):
+            op_of[gone] = new
+            if gone.type == "BiasAddGrad":  # its output is the fused gradient's second
+                tensor[gone.outputs[0]] = new.outputs[1]
+    for v in graph.get_collection("trainable_variables"):
+        var = getattr(v, "op", None)
+        if var in op_of:
+            g.add_to_collection("trainable_variables", op_of[var].outputs[0])
+    element = {f: (op_of[f] if isinstance(f, Operation) else tensor[f]) for f in fetches}
+    element.update({t: tensor[t] for t in feeds if t in tensor})
+    return Rewritten(g, element, fused)
