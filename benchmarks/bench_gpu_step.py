@@ -9,10 +9,10 @@ the same run its peers when present: PyTorch eager (CUDA) and tinygrad (OpenCL a
 
 Reports ms/step (median), kernel launches per step, GFLOP/s (22.85 GFLOP per step at batch 128, scaled by
 batch), the forward share (a forward-only run fetching the loss), bytes host->device and device->host per
-step, device allocations in the steady state, and the cold start (process start to the end of the first step: imports, OpenCL program
-builds or their disk cache, autotuning). With --budgets: the step under each memory budget (1TB: the planned
-arena, unconstrained) against the plain executor, sessions in turns, one step each per round (medians).
-Measurements are recorded in benchmarks/gpu_notes.md.
+step, device allocations in the steady state, and the cold start (process start to the end of the first step:
+imports, OpenCL program builds or their disk cache, autotuning). With --budgets: the step under each memory
+budget (1TB: the planned arena, unconstrained) against the plain executor, sessions in turns, one step each per
+round (medians). Measurements are recorded in benchmarks/gpu_notes.md.
 """
 from __future__ import annotations
 

@@ -164,13 +164,16 @@ def test_inplace_declarations_hold(device):
                        and op.inputs[i].dtype == out.dtype for i in ix)
         op, values = _example(instances, op_type, usable)
         kernel = find_kernel(op_type, device, kernel_dtype(op))
-        ref = np.zeros(op.outputs[0].shape.as_list(), op.outputs[0].dtype.np)
-        find_kernel(op_type, "cpu", kernel_dtype(op))(_Ctx(op), [np.copy(v) for v in values], [ref], op.attrs)
+        # Output 0 is the one written over an input; the others (a fused op's bias gradient) get their own.
+        refs = [np.zeros(t.shape.as_list(), t.dtype.np) for t in op.outputs]
+        find_kernel(op_type, "cpu", kernel_dtype(op))(_Ctx(op), [np.copy(v) for v in values], refs, op.attrs)
         for i in facts.inplace:
             args = [put(np.asarray(v)) for v in values]
-            kernel(_Ctx(op, rt), args, [args[i]], op.attrs)
-            np.testing.assert_allclose(get(args[i]), ref, rtol=1e-5, atol=1e-6,
-                                       err_msg=f"{op_type} on {device} written over input {i} ({op.name})")
+            outs = [args[i]] + [put(np.zeros_like(r)) for r in refs[1:]]
+            kernel(_Ctx(op, rt), args, outs, op.attrs)
+            for k, (out, ref) in enumerate(zip(outs, refs)):
+                np.testing.assert_allclose(get(out), ref, rtol=1e-5, atol=1e-5, err_msg=f"{op_type} on {device} "
+                                           f"written over input {i} ({op.name}): output {k}")
             checked += 1
     assert checked >= 20
 

@@ -1,5 +1,5 @@
-// Fused ops of the graph rewrite (tfplus.optimize; ops/fused_ops.py). Pointer arguments are plain __global
-// pointers, one per buffer. ACT(v) is the activation the program was built for (-DRELU6=0|1).
+// Fused ops of the graph rewrite (tfplus.optimize; ops/fused_ops.py). Pointer arguments follow common.cl's
+// (buffer, offset) convention: GLOBAL(type, p) in the signature, SHIFT(p) first in the body. ACT(v) is the activation the program was built for (-DRELU6=0|1).
 // An element i of a (outer, C, inner) view is in channel (i / inner) % C: NCHW has inner = H*W, NHWC inner = 1.
 
 #if RELU6
@@ -11,8 +11,9 @@
 #endif
 
 #if WANT_fused_bias_relu
-__kernel void K(fused_bias_relu)(__global T* out, __global const T* x, __global const T* bias, int n, int C,
+__kernel void K(fused_bias_relu)(GLOBAL(T, out), GLOBAL(const T, x), GLOBAL(const T, bias), int n, int C,
                                  int inner) {
+    SHIFT(out); SHIFT(x); SHIFT(bias);
     int i = get_global_id(0);
     if (i < n) out[i] = ACT(x[i] + bias[(i / inner) % C]);
 }
@@ -24,8 +25,9 @@ __kernel void K(fused_bias_relu)(__global T* out, __global const T* x, __global 
 // features are not read.
 #if WANT_fused_relu_grad_bias
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
-void K(fused_relu_grad_bias)(__global T* dx, __global T* db, __global const T* g, __global const T* f,
+void K(fused_relu_grad_bias)(GLOBAL(T, dx), GLOBAL(T, db), GLOBAL(const T, g), GLOBAL(const T, f),
                              int outer, int C, int inner) {
+    SHIFT(dx); SHIFT(db); SHIFT(g); SHIFT(f);
     __local T sh[WG];
     int lid = get_local_id(0), c = get_group_id(0);
     int count = outer * inner;
@@ -62,10 +64,12 @@ inline int slot_of(int i, int8 ends) {
 }
 
 #if WANT_multi_gradient_descent
-#define GD_ARGS(X) __global T* var##X, __global const T* delta##X
+#define GD_ARGS(X) GLOBAL(T, var##X), GLOBAL(const T, delta##X)
+#define GD_SHIFT(X) SHIFT(var##X); SHIFT(delta##X);
 #define GD_PICK(X) case X: var = var##X; delta = delta##X; break;
 __kernel void K(multi_gradient_descent)(GD_ARGS(0), GD_ARGS(1), GD_ARGS(2), GD_ARGS(3), GD_ARGS(4), GD_ARGS(5),
-                                        GD_ARGS(6), GD_ARGS(7), __global const T* alpha, int8 ends) {
+                                        GD_ARGS(6), GD_ARGS(7), GLOBAL(const T, alpha), int8 ends) {
+    GD_SHIFT(0) GD_SHIFT(1) GD_SHIFT(2) GD_SHIFT(3) GD_SHIFT(4) GD_SHIFT(5) GD_SHIFT(6) GD_SHIFT(7) SHIFT(alpha);
     int i = get_global_id(0);
     if (i >= ends.s7) return;
     int s = slot_of(i, ends);
@@ -78,11 +82,14 @@ __kernel void K(multi_gradient_descent)(GD_ARGS(0), GD_ARGS(1), GD_ARGS(2), GD_A
 #endif
 
 #if WANT_multi_momentum
-#define MOM_ARGS(X) __global T* var##X, __global T* accum##X, __global const T* grad##X
+#define MOM_ARGS(X) GLOBAL(T, var##X), GLOBAL(T, accum##X), GLOBAL(const T, grad##X)
+#define MOM_SHIFT(X) SHIFT(var##X); SHIFT(accum##X); SHIFT(grad##X);
 #define MOM_PICK(X) case X: var = var##X; accum = accum##X; grad = grad##X; break;
 __kernel void K(multi_momentum)(MOM_ARGS(0), MOM_ARGS(1), MOM_ARGS(2), MOM_ARGS(3), MOM_ARGS(4), MOM_ARGS(5),
-                                MOM_ARGS(6), MOM_ARGS(7), __global const T* lr, __global const T* momentum,
+                                MOM_ARGS(6), MOM_ARGS(7), GLOBAL(const T, lr), GLOBAL(const T, momentum),
                                 int8 ends, int nesterov) {
+    MOM_SHIFT(0) MOM_SHIFT(1) MOM_SHIFT(2) MOM_SHIFT(3) MOM_SHIFT(4) MOM_SHIFT(5) MOM_SHIFT(6) MOM_SHIFT(7)
+    SHIFT(lr); SHIFT(momentum);
     int i = get_global_id(0);
     if (i >= ends.s7) return;
     int s = slot_of(i, ends);
