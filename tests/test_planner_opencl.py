@@ -120,3 +120,15 @@ def test_a_plan_for_a_device_that_is_not_here_counts_its_kernels_scratch(monkeyp
     def scratch(plan):
         return sum(b.nbytes for ws in plan.phases[0].life.workspaces.values() for b in ws)
     assert q.alignment == 256 and 0 <= scratch(q) < scratch(p), "fewer compute units: fewer partial sums"
+
+
+def test_planned_opencl_runs_an_empty_arena_and_top_k_scratch():
+    """A plan with nothing in its arena (a lone Identity) and TopKV2's declared uint8 scratch both run."""
+    x = np.random.default_rng(0).standard_normal((3, 5)).astype(np.float32)
+    g = tf.Graph()
+    with g.as_default():
+        ph = tf.placeholder(tf.float32, x.shape)
+        same, (values, _) = tf.identity(ph), tf.nn.top_k(ph, 2)
+    with tf.Session(graph=g, device="opencl", memory_budget="1GB") as sess:
+        np.testing.assert_array_equal(sess.run(same, {ph: x}), x)
+        np.testing.assert_array_equal(sess.run(values, {ph: x}), -np.sort(-x)[:, :2])

@@ -11,6 +11,7 @@ import math
 
 import numpy as np
 
+from tfplus import dtypes
 from tfplus.kernels.numpy.array import strided_slice_index
 from tfplus.kernels.opencl._common import (
     CTYPE,
@@ -350,4 +351,4 @@ def _top_k(ctx, ins, outs, attrs):
 @register_workspace("TopKV2", "opencl")
 def _top_k_scratch(ins, attrs, compute_units):
     x = ins[0]
-    return [((math.prod(x.shape[:-1]), x.shape[-1]), np.uint8)]
+    return [((math.prod(x.shape[:-1]), x.shape[-1]), dtypes.uint8)]  # a DType, as the planner sizes it

@@ -243,7 +243,8 @@ class _Pool:
             return bufs.pop()
         self.allocations += 1
         self.held_bytes += cap
-        return cl.Buffer(self.ctx, cl.mem_flags.READ_WRITE, cap)
+        # OpenCL has no empty buffers; a plan's arena is empty when no output needs one (a lone Identity).
+        return cl.Buffer(self.ctx, cl.mem_flags.READ_WRITE, max(cap, 1))
 
     def give(self, cap: int, buf) -> None:
         self.in_use_bytes -= cap
