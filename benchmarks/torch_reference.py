@@ -158,6 +158,21 @@ class MobileNet(nn.Module):
         return self.classifier(self.features(x).mean((2, 3)))
 
 
+def make_optimizer(model: nn.Module, decayed: list, name: str, lr: float, momentum: float, weight_decay: float,
+                   total: int, warmup: int):
+    """(optimizer, LambdaLR) as tfplus's training_graph: 'momentum' (SGD, Nesterov) or 'adam'; weight decay on
+    `decayed` only (TF's weight_decay * l2_loss(w) has gradient weight_decay * w, PyTorch's weight_decay); step
+    t (0-based) trains at lr * (1 + cos(pi t / total)) / 2, times min(1, (t + 1) / warmup) (warmup 0: none)."""
+    others = [q for q in model.parameters() if all(q is not w for w in decayed)]
+    groups = [{"params": decayed, "weight_decay": weight_decay}, {"params": others, "weight_decay": 0.0}]
+    opt = torch.optim.Adam(groups, lr=lr) if name == "adam" else \
+        torch.optim.SGD(groups, lr=lr, momentum=momentum, nesterov=True)
+
+    def factor(t: int) -> float:
+        return 0.5 * (1 + math.cos(math.pi * min(t, total) / total)) * min(1.0, (t + 1) / max(warmup, 1))
+    return opt, torch.optim.lr_scheduler.LambdaLR(opt, factor)
+
+
 def evaluate(model, images, labels, device, batch_size=500) -> float:
     model.eval()
     correct = 0
@@ -179,7 +194,7 @@ def main() -> None:
     p.add_argument("--batch-size", type=int, default=128)
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--warmup-steps", type=int,
-                   help="linear warm-up steps (default: one epoch, or half of a shorter run; 0: none)")
+                   help="linear warm-up steps (default: one epoch, as tfplus train, however short the run; 0: none)")
     p.add_argument("--momentum", type=float, default=0.9)
     p.add_argument("--weight-decay", type=float, default=5e-4)
     p.add_argument("--seed", type=int, default=0)
@@ -202,19 +217,11 @@ def main() -> None:
     else:
         model = Mentee().to(device)
         weights = [m.weight for m in model.modules() if isinstance(m, (nn.Conv2d, nn.Linear))]
-    others = [q for q in model.parameters() if all(q is not w for w in weights)]
-    opt = torch.optim.SGD([{"params": weights, "weight_decay": args.weight_decay},
-                           {"params": others, "weight_decay": 0.0}],
-                          lr=args.lr, momentum=args.momentum, nesterov=True)
     steps_per_epoch = len(train_y) // args.batch_size
     total = args.epochs * steps_per_epoch
-    warmup = min(steps_per_epoch, total // 2) if args.warmup_steps is None else args.warmup_steps
-    # LambdaLR multiplies the base lr: step t (0-based) trains at lr * (1 + cos(pi t / total)) / 2, times
-    # (t + 1) / warmup during the warm-up.
-    def factor(t: int) -> float:
-        return 0.5 * (1 + math.cos(math.pi * min(t, total) / total)) * min(1.0, (t + 1) / max(warmup, 1))
-
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, factor)
+    warmup = steps_per_epoch if args.warmup_steps is None else args.warmup_steps
+    opt, sched = make_optimizer(model, weights, "momentum", args.lr, args.momentum, args.weight_decay, total,
+                                warmup)
     loss_fn = nn.CrossEntropyLoss()
     print(f"torch {torch.__version__} on {device}, {torch.get_num_threads()} threads, "
           f"{sum(p.numel() for p in model.parameters())} parameters, {total} steps ({warmup} warm-up)",

@@ -186,14 +186,36 @@ def make_optimizer(name: str, learning_rate, momentum: float = 0.9, nesterov: bo
     raise ValueError(f"unknown optimizer {name!r}; use one of {OPTIMIZERS}")
 
 
-def _model_logits(model: Callable[..., tf.Tensor], images, data_format: str, kwargs: dict):
+def frozen_batch_norm(model: Callable[..., tf.Tensor], images: tf.Tensor, data_format: str, kwargs: dict,
+                      var_list: Callable[[list[tf.Variable]], list[tf.Variable]]) -> frozenset[str]:
+    """The scopes of the batch-norm layers (those with a moving_mean) that have trainable variables of which
+    var_list picks none. Learnt from a build of the model in a scratch graph, as var_list picks by name."""
+    with tf.Graph().as_default():
+        x = tf.placeholder(images.dtype, images.shape.as_list())
+        model(x, data_format=data_format, training=True, **kwargs)
+        every = tf.trainable_variables()
+        chosen = {v.op.name for v in var_list(every)}
+        scopes = [v.op.name[:-len("/moving_mean")] for v in tf.global_variables()
+                  if v.op.name.endswith("/moving_mean")]
+    frozen = []
+    for scope in scopes:
+        own = {v.op.name for v in every if v.op.name.startswith(scope + "/")}
+        if own and not own & chosen:
+            frozen.append(scope)
+    return frozenset(frozen)
+
+
+def _model_logits(model: Callable[..., tf.Tensor], images, data_format: str, kwargs: dict,
+                  frozen: frozenset[str] = frozenset()):
     """(training logits, evaluation logits). A model with a `training` argument (batch norm) is built twice:
-    training=True for the loss, and training=False (moving statistics, shared variables, under name scope
-    'eval') for the predictions; any other model once, for both."""
+    training=True for the loss (False for the batch-norm layers in `frozen`: moving statistics, no updates),
+    and training=False (moving statistics, shared variables, under name scope 'eval') for the predictions; any
+    other model once, for both."""
     if "training" not in inspect.signature(model).parameters:
         logits = model(images, data_format=data_format, **kwargs)
         return logits, logits
-    logits = model(images, data_format=data_format, training=True, **kwargs)
+    training = (lambda scope: scope not in frozen) if frozen else True
+    logits = model(images, data_format=data_format, training=training, **kwargs)
     with tf.variable_scope(tf.get_variable_scope(), reuse=True), tf.name_scope("eval"):
         return logits, model(images, data_format=data_format, training=False, **kwargs)
 
@@ -211,7 +233,9 @@ def training_graph(model: Callable[..., tf.Tensor] = mentee, *, total_steps: int
     weight_decay=weight_decay on the weights only). The learning rate follows `schedule` over total_steps
     after warmup_steps of linear warm-up (learning_rate_schedule); train_op increments global_step. `seed` is
     the graph seed: the same seed gives the same initial weights. `var_list` (fine-tuning) picks the variables
-    to train from the model's trainable ones (e.g. tfplus.finetune.select_trainable); the rest are frozen.
+    to train from the model's trainable ones (e.g. tfplus.finetune.select_trainable); the rest are frozen, and
+    a batch-norm layer none of whose variables trains runs in inference mode (frozen_batch_norm): it normalizes
+    with its moving statistics and does not update them, as Keras's BatchNormalization(trainable=False).
 
         tg = training_graph(mentee, total_steps=100, seed=0, model_kwargs={"conv_widths": (8, 8, 16, 16, 32)})
     """
@@ -227,7 +251,10 @@ def training_graph(model: Callable[..., tf.Tensor] = mentee, *, total_steps: int
         images = tf.placeholder(tf.float32, [None, c, h, w] if data_format == "NCHW" else [None, h, w, c],
                                 name="images")
         labels = tf.placeholder(tf.int32, [None], name="labels")
-        logits, eval_logits = _model_logits(model, images, data_format, model_kwargs or {})
+        kwargs = model_kwargs or {}
+        frozen = frozen_batch_norm(model, images, data_format, kwargs, var_list) \
+            if var_list and "training" in inspect.signature(model).parameters else frozenset()
+        logits, eval_logits = _model_logits(model, images, data_format, kwargs, frozen)
         with tf.name_scope("loss"):
             per_example = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
             xent = tf.reduce_mean(per_example, name="cross_entropy")

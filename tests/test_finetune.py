@@ -318,3 +318,54 @@ def test_a_batch_mean_kept_for_the_rows_blocks_micro_batching():
     tg, feeds = _tiny_step(1)
     p = planner.plan([tg.train_op, tg.loss], {t: v.shape for t, v in feeds.items()}, graph=tg.graph, force=(2, 1))
     assert p.microbatches == 2 and not p.notes
+
+
+# -- frozen batch norm runs in inference mode --------------------------------------------------------------
+def _mobilenet_step(last):
+    from tfplus.graphs.mobilenet import mobilenet
+    tg = training_graph(mobilenet, total_steps=10, seed=0, schedule="const", image_shape=(3, 8, 8),
+                        model_kwargs={"conv_widths": (4, 8, 8)},     # conv0, block1, block2, logits
+                        var_list=lambda vs: finetune.select_trainable(vs, fine_tune_last=last))
+    rng = np.random.default_rng(0)
+    feeds = {tg.images: rng.standard_normal((6, 3, 8, 8)).astype(np.float32),
+             tg.labels: rng.integers(0, 10, 6).astype(np.int32)}
+    return tg, feeds
+
+
+def test_frozen_batch_norm_keeps_its_moving_statistics_and_the_trained_one_updates_them():
+    tg, feeds = _mobilenet_step(2)                                   # block2 and logits train
+    with tg.graph.as_default():
+        moving = {v.op.name: v for v in tf.global_variables() if "/moving_" in v.op.name}
+    with tf.Session(graph=tg.graph) as sess:
+        sess.run(tg.init_op)
+        before = sess.run(moving)
+        sess.run(tg.train_op, feeds)
+        after = sess.run(moving)
+    changed = sorted({n.rsplit("/", 1)[0] for n in moving if not np.array_equal(before[n], after[n])})
+    assert changed == ["block2/dw/bn", "block2/pw/bn"]               # conv0/bn, block1/*/bn are frozen
+
+
+def test_frozen_batch_norm_outputs_equal_inference_mode():
+    from tfplus.graphs.mobilenet import mobilenet
+    tg, feeds = _mobilenet_step(1)                                   # only logits trains: every BN is frozen
+    with tg.graph.as_default():
+        with tf.variable_scope(tf.get_variable_scope(), reuse=True), tf.name_scope("check"):
+            inference = mobilenet(tg.images, conv_widths=(4, 8, 8), training=False)
+            batch_stats = mobilenet(tg.images, conv_widths=(4, 8, 8), training=True)
+        moving = [v for v in tf.global_variables() if v.op.name.startswith("block1/pw/bn/moving_")]
+    with tf.Session(graph=tg.graph) as sess:
+        sess.run(tg.init_op)
+        # Moving statistics that are not the initial (0, 1), so inference mode differs from batch statistics.
+        for v in moving:
+            sess.run(v.assign(np.linspace(0.5, 1.5, v.shape.as_list()[0]).astype(np.float32)))
+        logits, want, other = sess.run([tg.logits, inference, batch_stats], {tg.images: feeds[tg.images]})
+    np.testing.assert_allclose(logits, want, rtol=1e-5, atol=1e-6)
+    assert not np.allclose(logits, other, atol=1e-3)
+
+
+def test_a_fine_tuned_step_with_frozen_batch_norm_may_micro_batch():
+    """Inference-mode batch norm reads no batch statistics: micro-batching the step is exact again."""
+    from tfplus import planner
+    tg, feeds = _mobilenet_step(1)
+    p = planner.plan([tg.train_op, tg.loss], {t: v.shape for t, v in feeds.items()}, graph=tg.graph, force=(2, 1))
+    assert p.microbatches == 2
