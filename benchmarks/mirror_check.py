@@ -72,6 +72,40 @@ def _to_torch(name: str, value: np.ndarray, target: torch.Tensor) -> torch.Tenso
     return torch.from_numpy(np.ascontiguousarray(value))
 
 
+class _Mirror:
+    """The PyTorch mirror from tfplus's initial weights (times 1 + perturb * standard normal noise), with the
+    mirror's optimizer and schedule."""
+
+    def __init__(self, model_name, widths, tf_names, values, cfg, total, perturb):
+        if model_name == "mobilenet":
+            self.model = torch_reference.MobileNet(widths or torch_reference.MobileNet.WIDTHS)
+            keys = _mobilenet_names(self.model)
+        else:
+            self.model = torch_seqnet.SeqNet(widths or (64, 128, 128))
+            keys = _seqnet_names(self.model, tf_names)
+        state = self.model.state_dict()
+        if len(keys) != len(tf_names):
+            raise SystemExit(f"{len(tf_names)} tfplus variables but {len(keys)} mirror tensors: the models differ")
+        rng = np.random.default_rng(1)
+        noisy = [v * (1 + perturb * rng.standard_normal(v.shape)).astype(v.dtype) if perturb else v for v in values]
+        self.model.load_state_dict({**state, **{k: _to_torch(n, v, state[k])
+                                                for k, n, v in zip(keys, tf_names, noisy)}})
+        self.opt, self.sched = torch_reference.make_optimizer(self.model, self.model.decayed(), cfg.optimizer,
+                                                              cfg.lr, cfg.momentum, cfg.weight_decay, total,
+                                                              cfg.warmup_steps)
+
+    def step(self, x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+        """(cross-entropy, learning rate) of one training step."""
+        loss = torch.nn.functional.cross_entropy(self.model(torch.from_numpy(x)),
+                                                 torch.from_numpy(y.astype(np.int64)))
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        lr = self.opt.param_groups[0]["lr"]
+        self.opt.step()
+        self.sched.step()
+        return loss.item(), lr
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--data", required=True, help="the folder of cifar-10-batches-bin")
@@ -83,8 +117,12 @@ def main() -> None:
     p.add_argument("--batch-size", type=int, default=128)
     p.add_argument("--optimizer", choices=("momentum", "adam"), default="momentum")
     p.add_argument("--lr", type=float)
+    p.add_argument("--warmup-steps", type=int, help="default: one epoch, as tfplus train")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="cpu", help="tfplus device: cpu or opencl")
+    p.add_argument("--threads", type=int, default=1, help="torch threads (default 1: a shared machine)")
+    p.add_argument("--perturb", type=float, default=1e-6,
+                   help="relative noise on a second mirror's initial weights (the chaos floor)")
     p.add_argument("--every", type=int, default=25, help="print every this many steps")
     p.add_argument("--test", type=int, default=2000, help="test images evaluated at the end")
     args = p.parse_args()
@@ -96,7 +134,7 @@ def main() -> None:
     dataset, _ = trainer.load_data(args.data)
     spe = len(dataset.train_labels) // cfg.batch_size
     total = cfg.epochs * spe
-    cfg.warmup_steps = trainer.default_warmup(spe)
+    cfg.warmup_steps = trainer.default_warmup(spe) if args.warmup_steps is None else args.warmup_steps
     tg = trainer.build_graph(cfg, total)
     sess = tf.Session(graph=tg.graph, device=args.device)
     sess.run(tg.init_op)
@@ -104,27 +142,19 @@ def main() -> None:
     tf_names = [v.op.name for v in variables]
 
     torch.manual_seed(args.seed)
-    if args.model == "mobilenet":
-        model = torch_reference.MobileNet(widths or torch_reference.MobileNet.WIDTHS)
-        keys = _mobilenet_names(model)
-    else:
-        model = torch_seqnet.SeqNet(widths or (64, 128, 128))
-        keys = _seqnet_names(model, tf_names)
-    state = model.state_dict()
-    if len(keys) != len(tf_names):
-        raise SystemExit(f"{len(tf_names)} tfplus variables but {len(keys)} mirror tensors: the models differ")
+    torch.set_num_threads(args.threads)
     values = sess.run(variables)
-    model.load_state_dict({**state, **{k: _to_torch(n, v, state[k]) for k, n, v in zip(keys, tf_names, values)}})
-    opt, sched = torch_reference.make_optimizer(model, model.decayed(), cfg.optimizer, cfg.lr, cfg.momentum,
-                                                cfg.weight_decay, total, cfg.warmup_steps)
-    loss_fn = torch.nn.CrossEntropyLoss()
+    mirrors = [_Mirror(args.model, widths, tf_names, values, cfg, total, 0.0),
+               _Mirror(args.model, widths, tf_names, values, cfg, total, args.perturb)]
     print(f"{args.model} {widths or 'default widths'}: {len(tf_names)} variables copied into the mirror; "
-          f"{cfg.optimizer} lr {cfg.lr}, {args.steps} of {total} steps, warm-up {cfg.warmup_steps}", flush=True)
+          f"{cfg.optimizer} lr {cfg.lr}, {args.steps} of {total} steps, warm-up {cfg.warmup_steps}, batch "
+          f"{cfg.batch_size}; torch' = the mirror from weights x (1 + {args.perturb:g} noise): the float32 "
+          "chaos floor", flush=True)
 
     mirror_batches = torch_reference.batches(dataset.train_images, dataset.train_labels.astype(np.int64),
                                              cfg.batch_size, cfg.seed, 0)
-    diffs, t_tf, t_torch = [], 0.0, 0.0
-    print(f"{'step':>5} {'lr':>9} {'tfplus xent':>12} {'torch xent':>12} {'|diff|':>9}")
+    diffs, floor, t_tf, t_torch = [], [], 0.0, 0.0
+    print(f"{'step':>5} {'lr':>9} {'tfplus xent':>12} {'torch xent':>12} {'|diff|':>9} {'torch-torch|':>12}")
     with tfdata.train_batches(dataset, cfg.batch_size, seed=cfg.seed, augment=cfg.augment) as batches:
         for step in range(1, args.steps + 1):
             x, y = next(batches)
@@ -135,28 +165,25 @@ def main() -> None:
             t0 = time.perf_counter()
             _, xent, lr = sess.run([tg.train_op, tg.cross_entropy, tg.learning_rate], {tg.images: x, tg.labels: y})
             t1 = time.perf_counter()
-            loss = loss_fn(model(torch.from_numpy(x)), torch.from_numpy(y.astype(np.int64)))
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch_lr = opt.param_groups[0]["lr"]
-            opt.step()
-            sched.step()
-            t_tf, t_torch = t_tf + t1 - t0, t_torch + time.perf_counter() - t1
-            diffs.append(abs(float(xent) - loss.item()))
+            (loss, torch_lr), (other, _) = (m.step(x, y) for m in mirrors)
+            t_tf, t_torch = t_tf + t1 - t0, t_torch + (time.perf_counter() - t1) / 2
+            diffs.append(abs(float(xent) - loss))
+            floor.append(abs(other - loss))
             if abs(torch_lr - float(lr)) > 1e-6 * max(abs(torch_lr), 1e-3):
                 raise SystemExit(f"step {step}: tfplus lr {float(lr):.6g}, the mirror's {torch_lr:.6g}")
             if step % args.every == 0 or step == 1:
-                print(f"{step:5d} {float(lr):9.5f} {float(xent):12.5f} {loss.item():12.5f} {diffs[-1]:9.5f}",
-                      flush=True)
+                print(f"{step:5d} {float(lr):9.5f} {float(xent):12.5f} {loss:12.5f} {diffs[-1]:9.5f} "
+                      f"{floor[-1]:12.5f}", flush=True)
     n = min(args.test, len(dataset.test_labels))
     test_x, labels = tfdata.normalize(dataset.test_images[:n]), dataset.test_labels[:n]
     tf_pred = np.concatenate([sess.run(tg.predictions, {tg.images: test_x[i:i + 500]}) for i in range(0, n, 500)])
-    model.eval()
+    model = mirrors[0].model.eval()
     with torch.no_grad():
         torch_pred = np.concatenate([model(torch.from_numpy(test_x[i:i + 500])).argmax(1).numpy()
                                      for i in range(0, n, 500)])
-    print(f"max |diff| {max(diffs):.5f}; mean |diff| over the last {min(50, len(diffs))} steps "
-          f"{np.mean(diffs[-50:]):.5f}")
+    last = min(50, len(diffs))
+    print(f"|tfplus - torch|: max {max(diffs):.5f}, mean over the last {last} steps {np.mean(diffs[-last:]):.5f}; "
+          f"|torch - torch'|: max {max(floor):.5f}, mean {np.mean(floor[-last:]):.5f}")
     print(f"test accuracy on {len(labels)} images: tfplus {100 * np.mean(tf_pred == labels):.2f}%, "
           f"mirror {100 * np.mean(torch_pred == labels):.2f}%")
     print(f"step time: tfplus {t_tf / args.steps:.3f} s, mirror {t_torch / args.steps:.3f} s")

@@ -23,6 +23,7 @@ from typing import Callable, NamedTuple, Sequence
 
 import tfplus as tf
 import tfplus.train  # noqa: F401  makes tf.train available while tfplus/__init__.py does not import it
+from tfplus import finetune
 
 # TF1's tf.GraphKeys.WEIGHTS: the collection weight decay is applied to (biases are left out).
 WEIGHTS = "weights"
@@ -43,6 +44,16 @@ def _channels(x: tf.Tensor, data_format: str) -> int:
     return c
 
 
+def decay(w: tf.Variable) -> None:
+    """Puts w in the WEIGHTS collection (weight decay) once.
+
+    NOTE: a model with batch norm is built twice on the same variables (training and evaluation logits,
+    training_graph); adding w again would count it twice in the L2 loss, doubling its weight decay.
+    """
+    if all(v is not w for v in tf.get_collection(WEIGHTS)):
+        tf.add_to_collection(WEIGHTS, w)
+
+
 def conv_relu(x: tf.Tensor, name: str, filters: int, ksize: int = 3, padding: str = "SAME",
               data_format: str = "NCHW") -> tf.Tensor:
     """relu(conv2d(x, W) + b) with W (ksize, ksize, in, filters) He-normal and b zero, under scope `name`."""
@@ -50,7 +61,7 @@ def conv_relu(x: tf.Tensor, name: str, filters: int, ksize: int = 3, padding: st
         w = tf.get_variable("weights", [ksize, ksize, _channels(x, data_format), filters],
                             initializer=tf.initializers.he_normal())
         b = tf.get_variable("biases", [filters], initializer=tf.zeros_initializer())
-        tf.add_to_collection(WEIGHTS, w)
+        decay(w)
         y = tf.nn.conv2d(x, w, strides=[1, 1, 1, 1], padding=padding, data_format=data_format)
         return tf.nn.relu(tf.nn.bias_add(y, b, data_format=data_format))
 
@@ -74,7 +85,7 @@ def dense(x: tf.Tensor, name: str, units: int, relu: bool = True) -> tf.Tensor:
     with tf.variable_scope(name):
         w = tf.get_variable("weights", [x.shape.as_list()[1], units], initializer=tf.initializers.he_normal())
         b = tf.get_variable("biases", [units], initializer=tf.zeros_initializer())
-        tf.add_to_collection(WEIGHTS, w)
+        decay(w)
         y = tf.nn.bias_add(tf.matmul(x, w), b)
         return tf.nn.relu(y) if relu else y
 
@@ -235,7 +246,8 @@ def training_graph(model: Callable[..., tf.Tensor] = mentee, *, total_steps: int
     the graph seed: the same seed gives the same initial weights. `var_list` (fine-tuning) picks the variables
     to train from the model's trainable ones (e.g. tfplus.finetune.select_trainable); the rest are frozen, and
     a batch-norm layer none of whose variables trains runs in inference mode (frozen_batch_norm): it normalizes
-    with its moving statistics and does not update them, as Keras's BatchNormalization(trainable=False).
+    with its moving statistics and does not update them, as Keras's BatchNormalization(trainable=False); the
+    convolutions below the trained layers get a smaller cpu scratch (finetune.shrink_forward_scratch).
 
         tg = training_graph(mentee, total_steps=100, seed=0, model_kwargs={"conv_widths": (8, 8, 16, 16, 32)})
     """
@@ -276,6 +288,8 @@ def training_graph(model: Callable[..., tf.Tensor] = mentee, *, total_steps: int
             train_vars = var_list(tf.trainable_variables()) if var_list else None
             train_op = make_optimizer(optimizer, lr, momentum, nesterov).minimize(
                 loss, global_step=global_step, var_list=train_vars, name="train_op")
+        if train_vars is not None:  # frozen layers below the trained ones run forward only
+            finetune.shrink_forward_scratch(graph, train_vars)
         init_op = tf.global_variables_initializer()
     return TrainGraph(graph, images, labels, logits, predictions, xent, loss, accuracy, lr, global_step,
                       train_op, init_op)

@@ -20,7 +20,7 @@ from typing import Callable, Sequence
 
 import tfplus as tf
 from tfplus import layers_ext
-from tfplus.graphs.mentee import WEIGHTS, _channels, _check_data_format, dense
+from tfplus.graphs.mentee import _channels, _check_data_format, decay, dense
 
 # The stem's width, then each depthwise separable block's output width (multiplier 1).
 WIDTHS = (32, 64, 128, 128, 256, 256, 512, 512, 512, 512, 512, 512, 1024, 1024)
@@ -52,7 +52,7 @@ def conv_bn(x, name: str, filters: int, ksize: int, stride: int, training: bool,
     with tf.variable_scope(name):
         w = tf.get_variable("weights", [ksize, ksize, _channels(x, data_format), filters],
                             initializer=tf.initializers.he_normal())
-        tf.add_to_collection(WEIGHTS, w)
+        decay(w)
         y = tf.nn.conv2d(x, w, _strides(stride, data_format), "SAME", data_format=data_format)
         return _bn_relu6(y, "bn", training, data_format)
 

@@ -19,7 +19,7 @@ from typing import Callable, Sequence
 
 import tfplus as tf
 from tfplus import layers_ext
-from tfplus.graphs.mentee import WEIGHTS, _check_data_format
+from tfplus.graphs.mentee import _check_data_format, decay
 
 WIDTHS = (64, 128, 128)  # Conv1D filters, first RNN's units, second RNN's units
 BN_MOMENTUM = 0.9
@@ -76,8 +76,7 @@ def seqnet(images: tf.Tensor, conv_widths: Sequence[int] | None = None, fc_width
     for k, width in enumerate(fc_widths):
         h = tf.layers.dense(h, width, activation=tf.nn.relu, name=f"fc{k + 1}")
     per_step = tf.layers.dense(h, num_classes, name="logits")       # (N, time, classes): time-distributed
-    decayed = {id(v) for v in tf.get_collection(WEIGHTS)}  # the evaluation build finds them there already
     for v in tf.trainable_variables():
-        if v.op.name.endswith("kernel") and id(v) not in decayed:
-            tf.add_to_collection(WEIGHTS, v)
+        if v.op.name.endswith("kernel"):
+            decay(v)
     return tf.reduce_mean(per_step, axis=1)
