@@ -158,6 +158,38 @@ class MobileNet(nn.Module):
         return self.classifier(self.features(x).mean((2, 3)))
 
 
+def strict_fp32(allow_tf32: bool = False) -> None:
+    """float32 arithmetic as tfplus's kernels: PyTorch on CUDA runs cuDNN convolutions in TF32 by default
+    (10-bit mantissas on Ampere and later); off unless allow_tf32."""
+    torch.backends.cudnn.allow_tf32 = allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = allow_tf32
+
+
+class TFAdam(torch.optim.Optimizer):
+    """TF1's AdamOptimizer: w -= lr * sqrt(1 - b2^t) / (1 - b1^t) * m / (sqrt(v) + eps). PyTorch's Adam adds
+    eps to the bias-corrected sqrt(v), i.e. a smaller eps early on; weight decay as PyTorch's (L2 into g)."""
+
+    def __init__(self, params, lr=0.001, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
+        super().__init__(params, {"lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay})
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            b1, b2 = group["betas"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                g = p.grad + group["weight_decay"] * p if group["weight_decay"] else p.grad
+                state = self.state[p]
+                if not state:
+                    state.update(t=0, m=torch.zeros_like(p), v=torch.zeros_like(p))
+                state["t"] += 1
+                state["m"].mul_(b1).add_(g, alpha=1 - b1)
+                state["v"].mul_(b2).addcmul_(g, g, value=1 - b2)
+                lr_t = group["lr"] * math.sqrt(1 - b2 ** state["t"]) / (1 - b1 ** state["t"])
+                p.addcdiv_(state["m"], state["v"].sqrt().add_(group["eps"]), value=-lr_t)
+
+
 def make_optimizer(model: nn.Module, decayed: list, name: str, lr: float, momentum: float, weight_decay: float,
                    total: int, warmup: int):
     """(optimizer, LambdaLR) as tfplus's training_graph: 'momentum' (SGD, Nesterov) or 'adam'; weight decay on
@@ -165,7 +197,7 @@ def make_optimizer(model: nn.Module, decayed: list, name: str, lr: float, moment
     t (0-based) trains at lr * (1 + cos(pi t / total)) / 2, times min(1, (t + 1) / warmup) (warmup 0: none)."""
     others = [q for q in model.parameters() if all(q is not w for w in decayed)]
     groups = [{"params": decayed, "weight_decay": weight_decay}, {"params": others, "weight_decay": 0.0}]
-    opt = torch.optim.Adam(groups, lr=lr) if name == "adam" else \
+    opt = TFAdam(groups, lr=lr) if name == "adam" else \
         torch.optim.SGD(groups, lr=lr, momentum=momentum, nesterov=True)
 
     def factor(t: int) -> float:
@@ -203,7 +235,9 @@ def main() -> None:
     p.add_argument("--device", default="cpu", help="torch device, e.g. cuda (default cpu)")
     p.add_argument("--model", choices=("mentee", "mobilenet"), default="mentee")
     p.add_argument("--widths", help="mobilenet: the stem's and each block's width, as tfplus train --widths")
+    p.add_argument("--tf32", action="store_true", help="let CUDA use TF32 (default: float32, as tfplus)")
     args = p.parse_args()
+    strict_fp32(args.tf32)
 
     torch.manual_seed(args.seed)
     if args.threads:

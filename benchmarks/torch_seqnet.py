@@ -25,7 +25,7 @@ from pathlib import Path
 
 import torch
 from torch import nn
-from torch_reference import _he_normal_, batches, evaluate, make_optimizer, read_cifar
+from torch_reference import _he_normal_, batches, evaluate, make_optimizer, read_cifar, strict_fp32
 
 
 def _glorot(rows: int, cols: int) -> nn.Parameter:
@@ -130,7 +130,9 @@ def main() -> None:
     p.add_argument("--weight-decay", type=float, default=5e-4)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="cpu", help="torch device, e.g. cuda (default cpu)")
+    p.add_argument("--tf32", action="store_true", help="let CUDA use TF32 (default: float32, as tfplus)")
     args = p.parse_args()
+    strict_fp32(args.tf32)
 
     torch.manual_seed(args.seed)
     train_x, train_y, test_x, test_y = read_cifar(Path(args.data).expanduser())
