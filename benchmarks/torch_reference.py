@@ -158,6 +158,53 @@ class MobileNet(nn.Module):
         return self.classifier(self.features(x).mean((2, 3)))
 
 
+def strict_fp32(allow_tf32: bool = False) -> None:
+    """float32 arithmetic as tfplus's kernels: PyTorch on CUDA runs cuDNN convolutions in TF32 by default
+    (10-bit mantissas on Ampere and later); off unless allow_tf32."""
+    torch.backends.cudnn.allow_tf32 = allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = allow_tf32
+
+
+class TFAdam(torch.optim.Optimizer):
+    """TF1's AdamOptimizer: w -= lr * sqrt(1 - b2^t) / (1 - b1^t) * m / (sqrt(v) + eps). PyTorch's Adam adds
+    eps to the bias-corrected sqrt(v), i.e. a smaller eps early on; weight decay as PyTorch's (L2 into g)."""
+
+    def __init__(self, params, lr=0.001, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
+        super().__init__(params, {"lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay})
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            b1, b2 = group["betas"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                g = p.grad + group["weight_decay"] * p if group["weight_decay"] else p.grad
+                state = self.state[p]
+                if not state:
+                    state.update(t=0, m=torch.zeros_like(p), v=torch.zeros_like(p))
+                state["t"] += 1
+                state["m"].mul_(b1).add_(g, alpha=1 - b1)
+                state["v"].mul_(b2).addcmul_(g, g, value=1 - b2)
+                lr_t = group["lr"] * math.sqrt(1 - b2 ** state["t"]) / (1 - b1 ** state["t"])
+                p.addcdiv_(state["m"], state["v"].sqrt().add_(group["eps"]), value=-lr_t)
+
+
+def make_optimizer(model: nn.Module, decayed: list, name: str, lr: float, momentum: float, weight_decay: float,
+                   total: int, warmup: int):
+    """(optimizer, LambdaLR) as tfplus's training_graph: 'momentum' (SGD, Nesterov) or 'adam'; weight decay on
+    `decayed` only (TF's weight_decay * l2_loss(w) has gradient weight_decay * w, PyTorch's weight_decay); step
+    t (0-based) trains at lr * (1 + cos(pi t / total)) / 2, times min(1, (t + 1) / warmup) (warmup 0: none)."""
+    others = [q for q in model.parameters() if all(q is not w for w in decayed)]
+    groups = [{"params": decayed, "weight_decay": weight_decay}, {"params": others, "weight_decay": 0.0}]
+    opt = TFAdam(groups, lr=lr) if name == "adam" else \
+        torch.optim.SGD(groups, lr=lr, momentum=momentum, nesterov=True)
+
+    def factor(t: int) -> float:
+        return 0.5 * (1 + math.cos(math.pi * min(t, total) / total)) * min(1.0, (t + 1) / max(warmup, 1))
+    return opt, torch.optim.lr_scheduler.LambdaLR(opt, factor)
+
+
 def evaluate(model, images, labels, device, batch_size=500) -> float:
     model.eval()
     correct = 0
@@ -179,7 +226,7 @@ def main() -> None:
     p.add_argument("--batch-size", type=int, default=128)
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--warmup-steps", type=int,
-                   help="linear warm-up steps (default: one epoch, or half of a shorter run; 0: none)")
+                   help="linear warm-up steps (default: one epoch, as tfplus train, however short the run; 0: none)")
     p.add_argument("--momentum", type=float, default=0.9)
     p.add_argument("--weight-decay", type=float, default=5e-4)
     p.add_argument("--seed", type=int, default=0)
@@ -188,7 +235,9 @@ def main() -> None:
     p.add_argument("--device", default="cpu", help="torch device, e.g. cuda (default cpu)")
     p.add_argument("--model", choices=("mentee", "mobilenet"), default="mentee")
     p.add_argument("--widths", help="mobilenet: the stem's and each block's width, as tfplus train --widths")
+    p.add_argument("--tf32", action="store_true", help="let CUDA use TF32 (default: float32, as tfplus)")
     args = p.parse_args()
+    strict_fp32(args.tf32)
 
     torch.manual_seed(args.seed)
     if args.threads:
@@ -202,19 +251,11 @@ def main() -> None:
     else:
         model = Mentee().to(device)
         weights = [m.weight for m in model.modules() if isinstance(m, (nn.Conv2d, nn.Linear))]
-    others = [q for q in model.parameters() if all(q is not w for w in weights)]
-    opt = torch.optim.SGD([{"params": weights, "weight_decay": args.weight_decay},
-                           {"params": others, "weight_decay": 0.0}],
-                          lr=args.lr, momentum=args.momentum, nesterov=True)
     steps_per_epoch = len(train_y) // args.batch_size
     total = args.epochs * steps_per_epoch
-    warmup = min(steps_per_epoch, total // 2) if args.warmup_steps is None else args.warmup_steps
-    # LambdaLR multiplies the base lr: step t (0-based) trains at lr * (1 + cos(pi t / total)) / 2, times
-    # (t + 1) / warmup during the warm-up.
-    def factor(t: int) -> float:
-        return 0.5 * (1 + math.cos(math.pi * min(t, total) / total)) * min(1.0, (t + 1) / max(warmup, 1))
-
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, factor)
+    warmup = steps_per_epoch if args.warmup_steps is None else args.warmup_steps
+    opt, sched = make_optimizer(model, weights, "momentum", args.lr, args.momentum, args.weight_decay, total,
+                                warmup)
     loss_fn = nn.CrossEntropyLoss()
     print(f"torch {torch.__version__} on {device}, {torch.get_num_threads()} threads, "
           f"{sum(p.numel() for p in model.parameters())} parameters, {total} steps ({warmup} warm-up)",

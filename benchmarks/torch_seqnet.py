@@ -25,7 +25,7 @@ from pathlib import Path
 
 import torch
 from torch import nn
-from torch_reference import _he_normal_, batches, evaluate, read_cifar
+from torch_reference import _he_normal_, batches, evaluate, make_optimizer, read_cifar, strict_fp32
 
 
 def _glorot(rows: int, cols: int) -> nn.Parameter:
@@ -130,25 +130,20 @@ def main() -> None:
     p.add_argument("--weight-decay", type=float, default=5e-4)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="cpu", help="torch device, e.g. cuda (default cpu)")
+    p.add_argument("--tf32", action="store_true", help="let CUDA use TF32 (default: float32, as tfplus)")
     args = p.parse_args()
+    strict_fp32(args.tf32)
 
     torch.manual_seed(args.seed)
     train_x, train_y, test_x, test_y = read_cifar(Path(args.data).expanduser())
     device = torch.device(args.device)
     model = SeqNet(tuple(int(w) for w in args.widths.split(",")), "lstm" if "lstm" in args.model else "gru",
                    "-bi" in args.model).to(device)
-    weights = model.decayed()
-    others = [q for q in model.parameters() if all(q is not w for w in weights)]
-    groups = [{"params": weights, "weight_decay": args.weight_decay}, {"params": others, "weight_decay": 0.0}]
-    opt = torch.optim.Adam(groups, lr=args.lr) if args.optimizer == "adam" else \
-        torch.optim.SGD(groups, lr=args.lr, momentum=0.9, nesterov=True)
     steps_per_epoch = len(train_y) // args.batch_size
     total = args.steps or args.epochs * steps_per_epoch
-    warmup = min(steps_per_epoch, total // 2)
-
-    def factor(t: int) -> float:  # as torch_reference.py and tfplus's trainer: cosine times a linear warm-up
-        return 0.5 * (1 + math.cos(math.pi * min(t, total) / total)) * min(1.0, (t + 1) / max(warmup, 1))
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, factor)
+    # One epoch of warm-up however short the run, as tfplus train's default.
+    opt, sched = make_optimizer(model, model.decayed(), args.optimizer, args.lr, 0.9, args.weight_decay, total,
+                                steps_per_epoch)
     loss_fn = nn.CrossEntropyLoss()
     print(f"torch {torch.__version__} on {device}: {args.model}, {sum(q.numel() for q in model.parameters())} "
           f"parameters, {total} steps", flush=True)

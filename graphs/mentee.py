@@ -23,6 +23,7 @@ from typing import Callable, NamedTuple, Sequence
 
 import tfplus as tf
 import tfplus.train  # noqa: F401  makes tf.train available while tfplus/__init__.py does not import it
+from tfplus import finetune
 
 # TF1's tf.GraphKeys.WEIGHTS: the collection weight decay is applied to (biases are left out).
 WEIGHTS = "weights"
@@ -43,6 +44,16 @@ def _channels(x: tf.Tensor, data_format: str) -> int:
     return c
 
 
+def decay(w: tf.Variable) -> None:
+    """Puts w in the WEIGHTS collection (weight decay) once.
+
+    NOTE: a model with batch norm is built twice on the same variables (training and evaluation logits,
+    training_graph); adding w again would count it twice in the L2 loss, doubling its weight decay.
+    """
+    if all(v is not w for v in tf.get_collection(WEIGHTS)):
+        tf.add_to_collection(WEIGHTS, w)
+
+
 def conv_relu(x: tf.Tensor, name: str, filters: int, ksize: int = 3, padding: str = "SAME",
               data_format: str = "NCHW") -> tf.Tensor:
     """relu(conv2d(x, W) + b) with W (ksize, ksize, in, filters) He-normal and b zero, under scope `name`."""
@@ -50,7 +61,7 @@ def conv_relu(x: tf.Tensor, name: str, filters: int, ksize: int = 3, padding: st
         w = tf.get_variable("weights", [ksize, ksize, _channels(x, data_format), filters],
                             initializer=tf.initializers.he_normal())
         b = tf.get_variable("biases", [filters], initializer=tf.zeros_initializer())
-        tf.add_to_collection(WEIGHTS, w)
+        decay(w)
         y = tf.nn.conv2d(x, w, strides=[1, 1, 1, 1], padding=padding, data_format=data_format)
         return tf.nn.relu(tf.nn.bias_add(y, b, data_format=data_format))
 
@@ -74,7 +85,7 @@ def dense(x: tf.Tensor, name: str, units: int, relu: bool = True) -> tf.Tensor:
     with tf.variable_scope(name):
         w = tf.get_variable("weights", [x.shape.as_list()[1], units], initializer=tf.initializers.he_normal())
         b = tf.get_variable("biases", [units], initializer=tf.zeros_initializer())
-        tf.add_to_collection(WEIGHTS, w)
+        decay(w)
         y = tf.nn.bias_add(tf.matmul(x, w), b)
         return tf.nn.relu(y) if relu else y
 
@@ -186,14 +197,36 @@ def make_optimizer(name: str, learning_rate, momentum: float = 0.9, nesterov: bo
     raise ValueError(f"unknown optimizer {name!r}; use one of {OPTIMIZERS}")
 
 
-def _model_logits(model: Callable[..., tf.Tensor], images, data_format: str, kwargs: dict):
+def frozen_batch_norm(model: Callable[..., tf.Tensor], images: tf.Tensor, data_format: str, kwargs: dict,
+                      var_list: Callable[[list[tf.Variable]], list[tf.Variable]]) -> frozenset[str]:
+    """The scopes of the batch-norm layers (those with a moving_mean) that have trainable variables of which
+    var_list picks none. Learnt from a build of the model in a scratch graph, as var_list picks by name."""
+    with tf.Graph().as_default():
+        x = tf.placeholder(images.dtype, images.shape.as_list())
+        model(x, data_format=data_format, training=True, **kwargs)
+        every = tf.trainable_variables()
+        chosen = {v.op.name for v in var_list(every)}
+        scopes = [v.op.name[:-len("/moving_mean")] for v in tf.global_variables()
+                  if v.op.name.endswith("/moving_mean")]
+    frozen = []
+    for scope in scopes:
+        own = {v.op.name for v in every if v.op.name.startswith(scope + "/")}
+        if own and not own & chosen:
+            frozen.append(scope)
+    return frozenset(frozen)
+
+
+def _model_logits(model: Callable[..., tf.Tensor], images, data_format: str, kwargs: dict,
+                  frozen: frozenset[str] = frozenset()):
     """(training logits, evaluation logits). A model with a `training` argument (batch norm) is built twice:
-    training=True for the loss, and training=False (moving statistics, shared variables, under name scope
-    'eval') for the predictions; any other model once, for both."""
+    training=True for the loss (False for the batch-norm layers in `frozen`: moving statistics, no updates),
+    and training=False (moving statistics, shared variables, under name scope 'eval') for the predictions; any
+    other model once, for both."""
     if "training" not in inspect.signature(model).parameters:
         logits = model(images, data_format=data_format, **kwargs)
         return logits, logits
-    logits = model(images, data_format=data_format, training=True, **kwargs)
+    training = (lambda scope: scope not in frozen) if frozen else True
+    logits = model(images, data_format=data_format, training=training, **kwargs)
     with tf.variable_scope(tf.get_variable_scope(), reuse=True), tf.name_scope("eval"):
         return logits, model(images, data_format=data_format, training=False, **kwargs)
 
@@ -211,7 +244,10 @@ def training_graph(model: Callable[..., tf.Tensor] = mentee, *, total_steps: int
     weight_decay=weight_decay on the weights only). The learning rate follows `schedule` over total_steps
     after warmup_steps of linear warm-up (learning_rate_schedule); train_op increments global_step. `seed` is
     the graph seed: the same seed gives the same initial weights. `var_list` (fine-tuning) picks the variables
-    to train from the model's trainable ones (e.g. tfplus.finetune.select_trainable); the rest are frozen.
+    to train from the model's trainable ones (e.g. tfplus.finetune.select_trainable); the rest are frozen, and
+    a batch-norm layer none of whose variables trains runs in inference mode (frozen_batch_norm): it normalizes
+    with its moving statistics and does not update them, as Keras's BatchNormalization(trainable=False); the
+    convolutions below the trained layers get a smaller cpu scratch (finetune.shrink_forward_scratch).
 
         tg = training_graph(mentee, total_steps=100, seed=0, model_kwargs={"conv_widths": (8, 8, 16, 16, 32)})
     """
@@ -227,7 +263,10 @@ def training_graph(model: Callable[..., tf.Tensor] = mentee, *, total_steps: int
         images = tf.placeholder(tf.float32, [None, c, h, w] if data_format == "NCHW" else [None, h, w, c],
                                 name="images")
         labels = tf.placeholder(tf.int32, [None], name="labels")
-        logits, eval_logits = _model_logits(model, images, data_format, model_kwargs or {})
+        kwargs = model_kwargs or {}
+        frozen = frozen_batch_norm(model, images, data_format, kwargs, var_list) \
+            if var_list and "training" in inspect.signature(model).parameters else frozenset()
+        logits, eval_logits = _model_logits(model, images, data_format, kwargs, frozen)
         with tf.name_scope("loss"):
             per_example = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
             xent = tf.reduce_mean(per_example, name="cross_entropy")
@@ -249,6 +288,8 @@ def training_graph(model: Callable[..., tf.Tensor] = mentee, *, total_steps: int
             train_vars = var_list(tf.trainable_variables()) if var_list else None
             train_op = make_optimizer(optimizer, lr, momentum, nesterov).minimize(
                 loss, global_step=global_step, var_list=train_vars, name="train_op")
+        if train_vars is not None:  # frozen layers below the trained ones run forward only
+            finetune.shrink_forward_scratch(graph, train_vars)
         init_op = tf.global_variables_initializer()
     return TrainGraph(graph, images, labels, logits, predictions, xent, loss, accuracy, lr, global_step,
                       train_op, init_op)

@@ -16,11 +16,11 @@ block1/pw, ..., logits), so a second build with reuse=True shares all variables.
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import Callable, Sequence
 
 import tfplus as tf
 from tfplus import layers_ext
-from tfplus.graphs.mentee import WEIGHTS, _channels, _check_data_format, dense
+from tfplus.graphs.mentee import _channels, _check_data_format, decay, dense
 
 # The stem's width, then each depthwise separable block's output width (multiplier 1).
 WIDTHS = (32, 64, 128, 128, 256, 256, 512, 512, 512, 512, 512, 512, 1024, 1024)
@@ -39,7 +39,7 @@ def widths(width_multiplier: float = 1.0) -> tuple[int, ...]:
 def _bn_relu6(x, name: str, training: bool, data_format: str):
     axis = 1 if data_format == "NCHW" else -1
     y = layers_ext.batch_normalization(x, axis=axis, momentum=BN_MOMENTUM, epsilon=BN_EPSILON,
-                                       training=training, name=name)
+                                       training=layers_ext.layer_training(training, name), name=name)
     return tf.nn.relu6(y)
 
 
@@ -52,7 +52,7 @@ def conv_bn(x, name: str, filters: int, ksize: int, stride: int, training: bool,
     with tf.variable_scope(name):
         w = tf.get_variable("weights", [ksize, ksize, _channels(x, data_format), filters],
                             initializer=tf.initializers.he_normal())
-        tf.add_to_collection(WEIGHTS, w)
+        decay(w)
         y = tf.nn.conv2d(x, w, _strides(stride, data_format), "SAME", data_format=data_format)
         return _bn_relu6(y, "bn", training, data_format)
 
@@ -68,12 +68,13 @@ def depthwise_bn(x, name: str, stride: int, training: bool, data_format: str):
 
 
 def mobilenet(images: tf.Tensor, conv_widths: Sequence[int] | None = None, fc_widths: Sequence[int] = (),
-              num_classes: int = 10, width_multiplier: float = 1.0, training: bool = True,
+              num_classes: int = 10, width_multiplier: float = 1.0, training: bool | Callable[[str], bool] = True,
               data_format: str = "NCHW") -> tf.Tensor:
     """MobileNet v1 logits (N, num_classes). conv_widths overrides the widths (the stem's, then one per
     block; default widths(width_multiplier)); fc_widths are hidden dense layers before the logits (none by
     default). training=True normalizes with batch statistics and adds the moving-average updates to
-    UPDATE_OPS; False uses the moving statistics.
+    UPDATE_OPS; False uses the moving statistics; a callable decides per batch-norm layer from its scope name
+    (layers_ext.layer_training: fine-tuning runs frozen ones with their moving statistics).
 
         logits = mobilenet(images, conv_widths=(8, 16, 32, 32), training=True)    # a stem and 3 blocks
     """

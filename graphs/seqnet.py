@@ -15,11 +15,11 @@ bidirectional_dynamic_rnn (rnnK/fw/..., rnnK/bw/...), its two directions concate
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
 import tfplus as tf
 from tfplus import layers_ext
-from tfplus.graphs.mentee import WEIGHTS, _check_data_format
+from tfplus.graphs.mentee import _check_data_format, decay
 
 WIDTHS = (64, 128, 128)  # Conv1D filters, first RNN's units, second RNN's units
 BN_MOMENTUM = 0.9
@@ -50,12 +50,14 @@ def _rnn(x, name: str, units: int, cell: str, bidirectional: bool):
 
 
 def seqnet(images: tf.Tensor, conv_widths: Sequence[int] | None = None, fc_widths: Sequence[int] = (),
-           num_classes: int = 10, cell: str = "gru", bidirectional: bool = False, training: bool = True,
+           num_classes: int = 10, cell: str = "gru", bidirectional: bool = False,
+           training: bool | Callable[[str], bool] = True,
            data_format: str = "NCHW") -> tf.Tensor:
     """Logits (N, num_classes). conv_widths: (Conv1D filters, first RNN's units, second RNN's units), default
     WIDTHS; fc_widths: hidden time-distributed dense layers (ReLU) before the logits. cell: 'gru' or 'lstm'.
     training=True normalizes with batch statistics (moving-average updates in UPDATE_OPS); False with the
-    moving ones. Every kernel is in the WEIGHTS collection (weight decay); biases and BN are not."""
+    moving ones; a callable decides per batch-norm layer (layers_ext.layer_training). Every kernel is in the
+    WEIGHTS collection (weight decay); biases and BN are not."""
     _check_data_format(data_format)
     if cell not in CELLS:
         raise ValueError(f"seqnet: cell must be one of {', '.join(CELLS)}, got {cell!r}")
@@ -65,15 +67,16 @@ def seqnet(images: tf.Tensor, conv_widths: Sequence[int] | None = None, fc_width
     x = rows_as_steps(images, data_format)
     h = layers_ext.conv1d(x, widths[0], 3, padding="same", use_bias=False, name="conv1d",
                           kernel_initializer=tf.initializers.he_normal())
-    h = tf.nn.relu(layers_ext.batch_normalization(h, momentum=BN_MOMENTUM, training=training, name="bn1"))
+    h = tf.nn.relu(layers_ext.batch_normalization(h, momentum=BN_MOMENTUM, name="bn1",
+                                                  training=layers_ext.layer_training(training, "bn1")))
     h = _rnn(h, "rnn1", widths[1], cell, bidirectional)
-    h = layers_ext.batch_normalization(h, momentum=BN_MOMENTUM, training=training, name="bn2")
+    h = layers_ext.batch_normalization(h, momentum=BN_MOMENTUM, name="bn2",
+                                       training=layers_ext.layer_training(training, "bn2"))
     h = _rnn(h, "rnn2", widths[2], cell, bidirectional)
     for k, width in enumerate(fc_widths):
         h = tf.layers.dense(h, width, activation=tf.nn.relu, name=f"fc{k + 1}")
     per_step = tf.layers.dense(h, num_classes, name="logits")       # (N, time, classes): time-distributed
-    decayed = {id(v) for v in tf.get_collection(WEIGHTS)}  # the evaluation build finds them there already
     for v in tf.trainable_variables():
-        if v.op.name.endswith("kernel") and id(v) not in decayed:
-            tf.add_to_collection(WEIGHTS, v)
+        if v.op.name.endswith("kernel"):
+            decay(v)
     return tf.reduce_mean(per_step, axis=1)

@@ -318,3 +318,99 @@ def test_a_batch_mean_kept_for_the_rows_blocks_micro_batching():
     tg, feeds = _tiny_step(1)
     p = planner.plan([tg.train_op, tg.loss], {t: v.shape for t, v in feeds.items()}, graph=tg.graph, force=(2, 1))
     assert p.microbatches == 2 and not p.notes
+
+
+# -- frozen batch norm runs in inference mode --------------------------------------------------------------
+def _mobilenet_step(last):
+    from tfplus.graphs.mobilenet import mobilenet
+    tg = training_graph(mobilenet, total_steps=10, seed=0, schedule="const", image_shape=(3, 8, 8),
+                        model_kwargs={"conv_widths": (4, 8, 8)},     # conv0, block1, block2, logits
+                        var_list=lambda vs: finetune.select_trainable(vs, fine_tune_last=last))
+    rng = np.random.default_rng(0)
+    feeds = {tg.images: rng.standard_normal((6, 3, 8, 8)).astype(np.float32),
+             tg.labels: rng.integers(0, 10, 6).astype(np.int32)}
+    return tg, feeds
+
+
+def test_frozen_batch_norm_keeps_its_moving_statistics_and_the_trained_one_updates_them():
+    tg, feeds = _mobilenet_step(2)                                   # block2 and logits train
+    with tg.graph.as_default():
+        moving = {v.op.name: v for v in tf.global_variables() if "/moving_" in v.op.name}
+    with tf.Session(graph=tg.graph) as sess:
+        sess.run(tg.init_op)
+        before = sess.run(moving)
+        sess.run(tg.train_op, feeds)
+        after = sess.run(moving)
+    changed = sorted({n.rsplit("/", 1)[0] for n in moving if not np.array_equal(before[n], after[n])})
+    assert changed == ["block2/dw/bn", "block2/pw/bn"]               # conv0/bn, block1/*/bn are frozen
+
+
+def test_frozen_batch_norm_outputs_equal_inference_mode():
+    from tfplus.graphs.mobilenet import mobilenet
+    tg, feeds = _mobilenet_step(1)                                   # only logits trains: every BN is frozen
+    with tg.graph.as_default():
+        with tf.variable_scope(tf.get_variable_scope(), reuse=True), tf.name_scope("check"):
+            inference = mobilenet(tg.images, conv_widths=(4, 8, 8), training=False)
+            batch_stats = mobilenet(tg.images, conv_widths=(4, 8, 8), training=True)
+        moving = [v for v in tf.global_variables() if v.op.name.startswith("block1/pw/bn/moving_")]
+    with tf.Session(graph=tg.graph) as sess:
+        sess.run(tg.init_op)
+        # Moving statistics that are not the initial (0, 1), so inference mode differs from batch statistics.
+        for v in moving:
+            sess.run(v.assign(np.linspace(0.5, 1.5, v.shape.as_list()[0]).astype(np.float32)))
+        logits, want, other = sess.run([tg.logits, inference, batch_stats], {tg.images: feeds[tg.images]})
+    np.testing.assert_allclose(logits, want, rtol=1e-5, atol=1e-6)
+    assert not np.allclose(logits, other, atol=1e-3)
+
+
+def test_a_fine_tuned_step_with_frozen_batch_norm_may_micro_batch():
+    """Inference-mode batch norm reads no batch statistics: micro-batching the step is exact again."""
+    from tfplus import planner
+    tg, feeds = _mobilenet_step(1)
+    p = planner.plan([tg.train_op, tg.loss], {t: v.shape for t, v in feeds.items()}, graph=tg.graph, force=(2, 1))
+    assert p.microbatches == 2
+
+
+# -- convolutions below the trained layers: smaller scratch, same results ------------------------------------
+def test_forward_only_convolutions_get_the_scratch_divisor():
+    from tfplus.planner.chunking import SCRATCH_ATTR
+    for last, shrunk in [(1, {"conv1", "conv2", "conv3", "conv4", "conv5"}), (4, {"conv1", "conv2", "conv3", "conv4"}),
+                         (None, set())]:
+        tg, _ = _tiny_step(last)
+        marked = {op.name.split("/")[0] for op in tg.graph.get_operations()
+                  if op.type == "Conv2D" and op.attrs.get(SCRATCH_ATTR) == finetune.FORWARD_SCRATCH_DIVISOR}
+        assert marked == shrunk, last
+
+
+def test_fine_tune_plan_without_a_budget_is_at_most_half_of_full_training():
+    """The issue's bar: Mentee, batch 128, --fine-tune-last 1, no budget, on the cpu device."""
+    from tfplus import planner
+    peaks = {}
+    for last in (None, 1):
+        pick = None if last is None else (lambda vs: finetune.select_trainable(vs, fine_tune_last=1))
+        tg = training_graph(get_model("mentee").build, total_steps=10, var_list=pick)
+        peaks[last] = planner.plan([tg.train_op, tg.loss], {tg.images: (128, 3, 32, 32), tg.labels: (128,)},
+                                   "cpu", graph=tg.graph).peak_bytes
+    assert peaks[1] <= peaks[None] / 2, peaks
+
+
+def test_the_scratch_divisor_changes_no_result():
+    """Batch 64: conv1's im2col (64 x 1024 x 27 floats) is cut into more pieces under the divisor."""
+    from tfplus import planner
+    from tfplus.planner.chunking import SCRATCH_ATTR
+    losses, peaks = [], []
+    for keep in (True, False):
+        tg, _ = _tiny_step(1)
+        rng = np.random.default_rng(0)
+        feeds = {tg.images: rng.standard_normal((64, 3, 32, 32)).astype(np.float32),
+                 tg.labels: rng.integers(0, 10, 64).astype(np.int32)}
+        if not keep:
+            for op in tg.graph.get_operations():
+                op.attrs.pop(SCRATCH_ATTR, None)
+        peaks.append(planner.plan([tg.train_op, tg.loss], {t: v.shape for t, v in feeds.items()}, "cpu",
+                                  graph=tg.graph).peak_bytes)
+        with tf.Session(graph=tg.graph, memory_budget="1GB") as sess:
+            sess.run(tg.init_op)
+            losses.append([sess.run([tg.train_op, tg.loss], feeds)[1] for _ in range(2)])
+    assert peaks[0] < peaks[1]
+    np.testing.assert_allclose(losses[0], losses[1], rtol=1e-6)

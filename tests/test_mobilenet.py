@@ -173,3 +173,18 @@ def test_training_graph_graphdef_round_trip():
         graph_io.import_graph_def(graph_def, name="")
     assert copy.as_graph_def().SerializeToString(deterministic=True) == \
         graph_def.SerializeToString(deterministic=True)
+
+
+def test_weight_decay_counts_each_weight_once():
+    """The model is built twice (training and evaluation logits) on the same weights: the L2 term is still
+    weight_decay * sum(w^2) / 2 over each decayed weight once (a doubled one trained with twice the decay)."""
+    tg = training_graph(mobilenet, total_steps=10, seed=0, weight_decay=0.5, image_shape=(3, 16, 16),
+                        model_kwargs=TINY)
+    decayed = tg.graph.get_collection("weights")
+    assert sorted(v.op.name for v in decayed) == \
+        ["block1/pw/weights", "block2/pw/weights", "conv0/weights", "logits/weights"]
+    feeds = _feeds(tg)
+    with tf.Session(graph=tg.graph) as sess:
+        sess.run(tg.init_op)
+        loss, xent, ws = sess.run([tg.loss, tg.cross_entropy, decayed], feeds)
+    np.testing.assert_allclose(loss - xent, 0.5 * sum((w.astype(np.float64) ** 2).sum() / 2 for w in ws), rtol=1e-4)

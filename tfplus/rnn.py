@@ -153,7 +153,8 @@ class GRUCell(RNNCell):
     def call(self, inputs, state):
         r, u = array_ops.split(nn_ops.sigmoid(_linear(inputs, state, self._gate_kernel, self._gate_bias)), 2, 1)
         c = self._activation(_linear(inputs, math_ops.multiply(r, state), self._cand_kernel, self._cand_bias))
-        h = math_ops.add(math_ops.multiply(u, state), math_ops.multiply(math_ops.subtract(1.0, u), c))
+        # u * h + (1 - u) * c written as c + u * (h - c): one op fewer per step, and one Mul gradient fewer.
+        h = math_ops.add(c, math_ops.multiply(u, math_ops.subtract(state, c)))
         return h, h
 
 
