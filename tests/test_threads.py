@@ -68,6 +68,8 @@ def test_blas_is_single_threaded_inside_a_step_and_restored_after():
         with threads.step(3):  # a nested run keeps the limit
             assert set(blas_threads()) <= {1}
         assert set(blas_threads()) <= {1} and threads.current() == 2
+        # The limit is the process's, so the pool's workers see it too (pool x BLAS never oversubscribes).
+        assert threads.run(lambda _: blas_threads(), range(2)) == [[1] * len(before)] * 2
     assert blas_threads() == before
 
 
