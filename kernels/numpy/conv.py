@@ -10,8 +10,9 @@ The input gradient of a SAME 3x3 stride-1 conv is itself such a conv (of dy with
 takes the same paths. Big temporaries come from ctx.workspace in the order the workspace functions list them,
 and are bounded per call (the batch is processed in chunks), whatever the batch size.
 
-The kernels split the batch into one shard of images per intra-op thread (tfplus.threads): each shard runs the
-path above on its images with its own scratch and BLAS on one thread. Filter gradients sum the shards' partial
+The kernels split the batch into at most one shard of images per intra-op thread (tfplus.threads), each of
+~0.5 ms of work at least: each shard runs the path above on its images with its own scratch and BLAS on one
+thread. Filter gradients sum the shards' partial
 gradients in shard order, so they are deterministic for a fixed thread count. NOTE: a shard keeps the whole
 chunk budget, so scratch grows with the thread count (up to the batch's im2col): dividing it would multiply
 the chunks, and each chunk's NumPy calls hold the GIL for a while (~100 us), which the threads share.
