@@ -22,9 +22,14 @@ import threading
 from typing import Callable, Iterable
 
 ENV = "TFPLUS_NUM_THREADS"
-# Elements per shard below which splitting costs more than it saves (a dispatch is ~10-30 us; a NumPy loop
-# over 64K float32 elements takes about as long).
-GRAIN = 1 << 16
+# Elements per shard below which splitting costs more than it saves. A shard costs a dispatch and a wake-up
+# (~10-30 us) plus a GIL hand-off per NumPy call, which grow with the shard count; a NumPy loop over 256K
+# float32 elements takes ~0.1-0.3 ms, so that is the least a shard gets. Kernels whose work is not one pass
+# per element (GEMMs, convolutions) scale it by their operations per element (flop_grain).
+GRAIN = 1 << 18
+# Floating-point operations per shard of a GEMM-like kernel: 64 per GRAIN element, ~16 MFLOP, about 0.5 ms on
+# one core.
+FLOP_SCALE = 64
 
 _local = threading.local()  # the running session's thread count, per Python thread; 1 in pool workers
 _default = {"threads": None}  # the process's default when set (tfplus train/eval/profile --threads)
@@ -90,6 +95,12 @@ def using(n: int):
         yield
     finally:
         _local.threads = previous
+
+
+def flop_grain(flops_per_item: float) -> int:
+    """The grain (items per shard) of a kernel whose items each cost `flops_per_item`: GRAIN * FLOP_SCALE
+    operations per shard at least, so that a shard's compute dwarfs its dispatch and GIL hand-offs."""
+    return max(1, -(-GRAIN * FLOP_SCALE // max(int(flops_per_item), 1)))
 
 
 def split(n: int, grain: int = 1) -> list[tuple[int, int]]:

@@ -10,14 +10,16 @@ The input gradient of a SAME 3x3 stride-1 conv is itself such a conv (of dy with
 takes the same paths. Big temporaries come from ctx.workspace in the order the workspace functions list them,
 and are bounded per call (the batch is processed in chunks), whatever the batch size.
 
-The kernels split the batch into one shard of images per intra-op thread (tfplus.threads): each shard runs the
-path above on its images with its own scratch and BLAS on one thread. Filter gradients sum the shards' partial
+The kernels split the batch into at most one shard of images per intra-op thread (tfplus.threads), each of
+~0.5 ms of work at least: each shard runs the path above on its images with its own scratch and BLAS on one
+thread. Filter gradients sum the shards' partial
 gradients in shard order, so they are deterministic for a fixed thread count. NOTE: a shard keeps the whole
 chunk budget, so scratch grows with the thread count (up to the batch's im2col): dividing it would multiply
 the chunks, and each chunk's NumPy calls hold the GIL for a while (~100 us), which the threads share.
 """
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import numpy as np
@@ -57,7 +59,7 @@ def _flipped(f: np.ndarray) -> np.ndarray:
 
 def _prefix(buf: np.ndarray, shape) -> np.ndarray:
     """The start of a scratch buffer seen as `shape`: a short last chunk keeps a contiguous layout."""
-    return buf.reshape(-1)[:int(np.prod(shape))].reshape(shape)
+    return buf.reshape(-1)[:math.prod(shape)].reshape(shape)
 
 
 # -- generic path: im2col + GEMM -----------------------------------------------------------------------------
@@ -446,12 +448,11 @@ def _input_transform(x: np.ndarray, t: Tiles, xp, tr, v, eye_c) -> np.ndarray:
     np.subtract(d[2], d[1], out=inner[2])
     np.subtract(d[1], d[3], out=inner[3])
     v = _prefix(v, (4, 4, th, tw, m * c))
-    for r in range(4):
-        e = [tr[r, :, q:q + 2 * tw:2] for q in range(4)]
-        np.subtract(e[0], e[2], out=v[r, 0])
-        np.add(e[1], e[2], out=v[r, 1])
-        np.subtract(e[2], e[1], out=v[r, 2])
-        np.subtract(e[1], e[3], out=v[r, 3])
+    e = [tr[:, :, q:q + 2 * tw:2] for q in range(4)]  # all 4 rows of B^T d at once: fewer, longer NumPy calls
+    np.subtract(e[0], e[2], out=v[:, 0])
+    np.add(e[1], e[2], out=v[:, 1])
+    np.subtract(e[2], e[1], out=v[:, 2])
+    np.subtract(e[1], e[3], out=v[:, 3])
     return v.reshape(16, th * tw * m, c)
 
 
@@ -459,7 +460,7 @@ def _identities(*eyes: np.ndarray) -> None:
     """Fills scratch buffers with identity matrices (kept in the plan, not in a module cache)."""
     for e in eyes:
         e.fill(0)
-        np.fill_diagonal(e, 1)
+        e.reshape(-1)[::e.shape[0] + 1] = 1  # the diagonal (np.fill_diagonal costs ~10x more Python)
 
 
 def _wino_conv(ctx, x: np.ndarray, f: np.ndarray, y: np.ndarray, div: int = 1) -> None:
@@ -478,19 +479,18 @@ def _wino_conv(ctx, x: np.ndarray, f: np.ndarray, y: np.ndarray, div: int = 1) -
         prod = _prefix(mm, (16, th * tw * m, k))
         np.matmul(vv, u, out=prod)
         prod = prod.reshape(4, 4, th, tw, m * k)
-        zz = _prefix(z, (4, 2, th, tw, m * k))
-        for r in range(4):
-            np.add(prod[r, 0], prod[r, 1], out=zz[r, 0])
-            zz[r, 0] += prod[r, 2]
-            np.subtract(prod[r, 1], prod[r, 2], out=zz[r, 1])
-            zz[r, 1] -= prod[r, 3]
+        zz = _prefix(z, (4, 2, th, tw, m * k))  # M A per row of tiles, all 4 rows at once
+        np.add(prod[:, 0], prod[:, 1], out=zz[:, 0])
+        zz[:, 0] += prod[:, 2]
+        np.subtract(prod[:, 1], prod[:, 2], out=zz[:, 1])
+        zz[:, 1] -= prod[:, 3]
         out = _prefix(yt, (2 * th, 2 * tw, m, k))
         o = out.reshape(th, 2, tw, 2, m * k)
-        for b in range(2):
-            np.add(zz[0, b], zz[1, b], out=o[:, 0, :, b])
-            o[:, 0, :, b] += zz[2, b]
-            np.subtract(zz[1, b], zz[2, b], out=o[:, 1, :, b])
-            o[:, 1, :, b] -= zz[3, b]
+        zt = zz.transpose(0, 2, 3, 1, 4)  # (row, th, tw, column, m * k): o[:, i]'s layout
+        np.add(zt[0], zt[1], out=o[:, 0])
+        o[:, 0] += zt[2]
+        np.subtract(zt[1], zt[2], out=o[:, 1])
+        o[:, 1] -= zt[3]
         dst = y[n0:n0 + m]
         if t.exact:
             _from_hwnc(out.reshape(h * w, m, k), dst.reshape(m, k, h * w), eye_k)
@@ -534,12 +534,11 @@ def _wino_backprop_filter(ctx, x: np.ndarray, dy: np.ndarray, df: np.ndarray, di
         np.subtract(d0, d1, out=inner[2])
         inner[3] = d1  # negated: see _G_SIGNED
         g = _prefix(dm, (4, 4, th, tw, m * k))
-        for a in range(4):
-            e0, e1 = r[a, :, 0::2], r[a, :, 1::2]
-            g[a, 0] = e0
-            np.add(e0, e1, out=g[a, 1])
-            np.subtract(e0, e1, out=g[a, 2])
-            g[a, 3] = e1
+        e0, e1 = r[:, :, 0::2], r[:, :, 1::2]  # all 4 rows at once
+        g[:, 0] = e0
+        np.add(e0, e1, out=g[:, 1])
+        np.subtract(e0, e1, out=g[:, 2])
+        g[:, 3] = e1
         np.matmul(vv.transpose(0, 2, 1), g.reshape(16, th * tw * m, k), out=acc if i == 0 else part)
         if i:
             acc += part
@@ -599,19 +598,34 @@ class _Scratch:
         return buf
 
 
-def _sharded_workspaces(n: int, shard_ws, partial: tuple | None = None) -> list[tuple]:
-    """The scratch of a kernel split over image shards: shard_ws(m images) for each shard in order,
-    then one `partial` result buffer (shape, dtype) per shard after the first, for a sum over the images."""
-    ranges = threads.split(n)
+def _grain(per_image_flops: int) -> int:
+    """Images per shard at least: a shard computes ~0.5 ms or more (threads.flop_grain), so that small
+    batches or layers are not cut into shards whose dispatch and GIL hand-offs cost more than they save."""
+    return threads.flop_grain(per_image_flops)
+
+
+def _fast_flops(c: int, k: int, h: int, w: int) -> int:
+    return 18 * h * w * c * k
+
+
+def _generic_flops(g: Geometry) -> int:
+    return 2 * g.ho * g.wo * g.kh * g.kw * g.c * g.k
+
+
+def _sharded_workspaces(n: int, grain: int, shard_ws, partial: tuple | None = None) -> list[tuple]:
+    """The scratch of a kernel split over image shards of at least `grain` images: shard_ws(m images) for
+    each shard in order, then one `partial` result buffer (shape, dtype) per shard after the first, for a sum
+    over the images."""
+    ranges = threads.split(n, grain)
     ws = [w for lo, hi in ranges for w in shard_ws(hi - lo)]
     return ws + [partial] * (len(ranges) - 1) if partial else ws
 
 
-def _over_images(ctx, n: int, shard_ws, body, out: np.ndarray, summed: bool = False) -> None:
+def _over_images(ctx, n: int, grain: int, shard_ws, body, out: np.ndarray, summed: bool = False) -> None:
     """body(scratch, lo, hi, dst) for each image shard [lo, hi) on the pool, with the scratch
     _sharded_workspaces declares. dst is `out`; for a sum over the images (summed) it is the shard's partial
     result (out itself for the first), and the partials are added into out in shard order."""
-    ranges = threads.split(n)
+    ranges = threads.split(n, grain)
     s = len(ranges)
     scratch = [[ctx.workspace(*w) for w in shard_ws(hi - lo)] for lo, hi in ranges]
     dst = [out] + [ctx.workspace(out.shape, as_dtype(out.dtype)) if summed else out for _ in ranges[1:]]
@@ -639,11 +653,13 @@ def _conv2d(ctx, ins, outs, attrs):
         y.fill(0)
     elif is_fast(x.shape, f.shape, attrs):
         n, c, h, w = x.shape
-        _over_images(ctx, n, _fast_ws("forward", n, c, f.shape[3], h, w, as_dtype(x.dtype), _divisor(attrs)),
+        _over_images(ctx, n, _grain(_fast_flops(c, f.shape[3], h, w)),
+                     _fast_ws("forward", n, c, f.shape[3], h, w, as_dtype(x.dtype), _divisor(attrs)),
                      lambda sc, lo, hi, out: _fast_conv(sc, x[lo:hi], f, out[lo:hi], _divisor(attrs)), y)
     else:
         g = geometry(x.shape, f.shape, y.shape, attrs)
-        _over_images(ctx, g.n, _generic_ws(g, as_dtype(x.dtype), "forward", attrs["data_format"], _divisor(attrs)),
+        _over_images(ctx, g.n, _grain(_generic_flops(g)),
+                     _generic_ws(g, as_dtype(x.dtype), "forward", attrs["data_format"], _divisor(attrs)),
                      lambda sc, lo, hi, out: _conv2d_generic(sc, x[lo:hi], f, out[lo:hi], attrs), y)
 
 
@@ -652,9 +668,11 @@ def _conv2d_ws(ins, attrs):
     x, f = ins
     if is_fast(x.shape, f.shape, attrs):
         n, c, h, w = x.shape
-        return _sharded_workspaces(n, _fast_ws("forward", n, c, f.shape[3], h, w, x.dtype, _divisor(attrs)))
+        return _sharded_workspaces(n, _grain(_fast_flops(c, f.shape[3], h, w)),
+                                   _fast_ws("forward", n, c, f.shape[3], h, w, x.dtype, _divisor(attrs)))
     g = _specs_geometry(x.shape, f.shape, _out_shape(x.shape, f.shape, attrs), attrs)
-    return _sharded_workspaces(g.n, _generic_ws(g, x.dtype, "forward", attrs["data_format"], _divisor(attrs)))
+    return _sharded_workspaces(g.n, _grain(_generic_flops(g)),
+                               _generic_ws(g, x.dtype, "forward", attrs["data_format"], _divisor(attrs)))
 
 
 @register_kernel("Conv2DBackpropInput", "cpu", FLOATS, chunk=ChunkSpec(batch=(2,), size=0, scratch_divisor=True))
@@ -666,11 +684,13 @@ def _conv2d_backprop_input(ctx, ins, outs, attrs):
     elif is_fast(dx.shape, f.shape, attrs):
         n, c, h, w = dx.shape
         ff = _flipped(f)
-        _over_images(ctx, n, _fast_ws("forward", n, f.shape[3], c, h, w, as_dtype(dy.dtype), _divisor(attrs)),
+        _over_images(ctx, n, _grain(_fast_flops(c, f.shape[3], h, w)),
+                     _fast_ws("forward", n, f.shape[3], c, h, w, as_dtype(dy.dtype), _divisor(attrs)),
                      lambda sc, lo, hi, out: _fast_conv(sc, dy[lo:hi], ff, out[lo:hi], _divisor(attrs)), dx)
     else:
         g = geometry(dx.shape, f.shape, dy.shape, attrs)
-        _over_images(ctx, g.n, _generic_ws(g, as_dtype(dy.dtype), "input", attrs["data_format"], _divisor(attrs)),
+        _over_images(ctx, g.n, _grain(_generic_flops(g)),
+                     _generic_ws(g, as_dtype(dy.dtype), "input", attrs["data_format"], _divisor(attrs)),
                      lambda sc, lo, hi, out: _conv2d_backprop_input_generic(sc, f, dy[lo:hi], out[lo:hi], attrs),
                      dx)
 
@@ -681,9 +701,11 @@ def _conv2d_backprop_input_ws(ins, attrs):
     x_shape = tuple(np.asarray(sizes.value).tolist())
     if is_fast(x_shape, f.shape, attrs):
         n, c, h, w = x_shape
-        return _sharded_workspaces(n, _fast_ws("forward", n, f.shape[3], c, h, w, f.dtype, _divisor(attrs)))
+        return _sharded_workspaces(n, _grain(_fast_flops(c, f.shape[3], h, w)),
+                                   _fast_ws("forward", n, f.shape[3], c, h, w, f.dtype, _divisor(attrs)))
     g = _specs_geometry(x_shape, f.shape, dy.shape, attrs)
-    return _sharded_workspaces(g.n, _generic_ws(g, f.dtype, "input", attrs["data_format"], _divisor(attrs)))
+    return _sharded_workspaces(g.n, _grain(_generic_flops(g)),
+                               _generic_ws(g, f.dtype, "input", attrs["data_format"], _divisor(attrs)))
 
 
 @register_kernel("Conv2DBackpropFilter", "cpu", FLOATS,
@@ -695,12 +717,14 @@ def _conv2d_backprop_filter(ctx, ins, outs, attrs):
         df.fill(0)
     elif is_fast(x.shape, df.shape, attrs):
         n, c, h, w = x.shape
-        _over_images(ctx, n, _fast_ws("filter", n, c, df.shape[3], h, w, as_dtype(x.dtype), _divisor(attrs)),
+        _over_images(ctx, n, _grain(_fast_flops(c, df.shape[3], h, w)),
+                     _fast_ws("filter", n, c, df.shape[3], h, w, as_dtype(x.dtype), _divisor(attrs)),
                      lambda sc, lo, hi, out: _fast_backprop_filter(sc, x[lo:hi], dy[lo:hi], out, _divisor(attrs)),
                      df, summed=True)
     else:
         g = geometry(x.shape, df.shape, dy.shape, attrs)
-        _over_images(ctx, g.n, _generic_ws(g, as_dtype(x.dtype), "filter", attrs["data_format"], _divisor(attrs)),
+        _over_images(ctx, g.n, _grain(_generic_flops(g)),
+                     _generic_ws(g, as_dtype(x.dtype), "filter", attrs["data_format"], _divisor(attrs)),
                      lambda sc, lo, hi, out: _conv2d_backprop_filter_generic(sc, x[lo:hi], dy[lo:hi], out, attrs),
                      df, summed=True)
 
@@ -711,11 +735,13 @@ def _conv2d_backprop_filter_ws(ins, attrs):
     f_shape = tuple(np.asarray(sizes.value).tolist())
     if is_fast(x.shape, f_shape, attrs):
         n, c, h, w = x.shape
-        ws = _fast_ws("filter", n, c, f_shape[3], h, w, x.dtype, _divisor(attrs))
+        grain, ws = _grain(_fast_flops(c, f_shape[3], h, w)), _fast_ws("filter", n, c, f_shape[3], h, w, x.dtype,
+                                                                          _divisor(attrs))
     else:
         g = _specs_geometry(x.shape, f_shape, dy.shape, attrs)
-        n, ws = g.n, _generic_ws(g, x.dtype, "filter", attrs["data_format"], _divisor(attrs))
-    return _sharded_workspaces(n, ws, (f_shape, x.dtype))
+        n, grain, ws = g.n, _grain(_generic_flops(g)), _generic_ws(g, x.dtype, "filter", attrs["data_format"],
+                                                                 _divisor(attrs))
+    return _sharded_workspaces(n, grain, ws, (f_shape, x.dtype))
 
 
 # -- DepthwiseConv2dNative and its backprops -----------------------------------------------------------------

@@ -85,9 +85,8 @@ def _matmul(ctx, ins, outs, attrs):
     b = b.T if attrs["transpose_b"] else b
     out = outs[0]
     # Row blocks of the output, each a GEMM on one BLAS thread; a block's rows are computed as a whole
-    # product's would be. A shard gets at least GRAIN multiply-adds per 64 (GEMMs run ~64x faster per element
-    # than a NumPy loop).
-    grain = max(1, (threads.GRAIN << 6) // max(a.shape[1] * b.shape[1], 1))
+    # product's would be.
+    grain = threads.flop_grain(2 * a.shape[1] * b.shape[1])
     threads.parallel_for(a.shape[0], lambda lo, hi: np.matmul(a[lo:hi], b, out=out[lo:hi]), grain)
 
 

@@ -296,9 +296,11 @@ def _first_max_masks(taps, y):
         yield hit, taken
 
 
-def _pool_shards(n: int) -> tuple[list[tuple[int, int]], int]:
-    """A 2x2 pooling kernel's image shards (one per intra-op thread) and the images of one shard's slice."""
-    ranges = threads.split(n)
+def _pool_shards(x_shape) -> tuple[list[tuple[int, int]], int]:
+    """A 2x2 pooling kernel's image shards of its NCHW input x_shape (at most one per intra-op thread, each
+    of GRAIN input elements at least) and the images of the largest shard."""
+    n, c, h, w = x_shape
+    ranges = threads.split(n, max(1, threads.GRAIN // max(c * h * w, 1)))
     return ranges, max(hi - lo for lo, hi in ranges)
 
 
@@ -306,7 +308,7 @@ def _row_maxima_shape(x_shape, fmt: str, itemsize: int) -> tuple:
     """The 2x2 max-pool's scratch: one slice of the batch per image shard, (images, C, H/2, W), the maxima of
     row pairs."""
     n, c, h, w = _nchw_shape(x_shape, fmt)
-    ranges, most = _pool_shards(n)
+    ranges, most = _pool_shards((n, c, h, w))
     return (len(ranges) * _slice_images(most, c * h // 2 * w * itemsize), c, h // 2, w)
 
 
@@ -334,7 +336,7 @@ def _max_pool(ctx, ins, outs, attrs):
     if _is_2x2(x.shape[2:], attrs):
         # Row pairs first (contiguous inner runs, 2.5x faster than four strided maxima), a slice at a time.
         rows = ctx.workspace(_row_maxima_shape(ins[0].shape, fmt, x.itemsize), as_dtype(x.dtype))
-        ranges, _ = _pool_shards(x.shape[0])
+        ranges, _ = _pool_shards(x.shape)
         m = rows.shape[0] // len(ranges)
 
         def body(shard, lo, hi):
@@ -355,7 +357,7 @@ def _window_masks_shape(x_shape, fmt: str) -> tuple:
     """The 2x2 max-pool gradient's scratch: for one slice of the batch per image shard, two bool masks of the
     output's size."""
     n, c, h, w = _nchw_shape(x_shape, fmt)
-    ranges, most = _pool_shards(n)
+    ranges, most = _pool_shards((n, c, h, w))
     return (2, len(ranges) * _slice_images(most, 2 * c * (h // 2) * (w // 2)), c, h // 2, w // 2)
 
 
@@ -376,7 +378,7 @@ def _max_pool_grad(ctx, ins, outs, attrs):
         # Every element lies in exactly one window; the gradient goes to the first maximum in scan order (TF's
         # rule for ties), so the last quarter takes what the first three did not. A slice of the batch at a time.
         hit, taken = ctx.workspace(_window_masks_shape(ins[0].shape, fmt), bool_)
-        ranges, _ = _pool_shards(x.shape[0])
+        ranges, _ = _pool_shards(x.shape)
         m = hit.shape[0] // len(ranges)
 
         def body(shard, lo, hi):
@@ -460,7 +462,7 @@ def max_pool_saving_argmax(ctx, ins, outs, attrs, argmax):
     fmt = attrs["data_format"]
     x, y, a = _nchw(ins[0], fmt), _nchw(outs[0], fmt), _nchw(argmax, fmt)
     rows = ctx.workspace(_row_maxima_shape(ins[0].shape, fmt, x.itemsize), as_dtype(x.dtype))
-    ranges, _ = _pool_shards(x.shape[0])
+    ranges, _ = _pool_shards(x.shape)
     m = rows.shape[0] // len(ranges)
 
     def body(shard, lo, hi):
@@ -485,7 +487,7 @@ def max_pool_grad_relu_from_argmax(ctx, ins, outs, attrs, argmax):
     y, g, a = _nchw(ins[1], fmt), _nchw(ins[2], fmt), _nchw(argmax, fmt)
     dx = _nchw(outs[0], fmt)
     hit, positive = ctx.workspace(_window_masks_shape(ins[0].shape, fmt), bool_)
-    ranges, _ = _pool_shards(y.shape[0])
+    ranges, _ = _pool_shards(_nchw_shape(ins[0].shape, fmt))
     m = hit.shape[0] // len(ranges)
 
     def body(shard, lo, hi):
