@@ -273,6 +273,13 @@ class Bound:
 
     # -- one step --------------------------------------------------------------------------------------------
     def run(self, session, feeds: dict) -> dict:
+        m = self.plan.tensor_map  # a plan with recomputation runs a planning copy of the graph
+        if not m:
+            return self._run(session, feeds)
+        out = self._run(session, {m[t]: v for t, v in feeds.items()})
+        return {t: out[c] for t, c in m.items() if c in out}
+
+    def _run(self, session, feeds: dict) -> dict:
         p = self.plan
         if p.microbatches == 1:
             return self._phase(session, 0, feeds)
