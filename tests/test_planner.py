@@ -342,7 +342,9 @@ def test_budget_search_shortcuts_change_no_candidate():
         assert step.least_bytes(*kc) <= p.lower_bound_bytes, kc
         assert [(b.name, b.start, b.end, b.size) for b in p.buffers] == \
             [(b.name, b.start, b.end, b.size) for b in alone.buffers], kc
-        assert [ph.order for ph in p.phases] == [ph.order for ph in alone.phases], kc
+        # (by name: a plan with recomputation runs its own planning copy of the graph)
+        assert [[op.name for op in ph.order] for ph in p.phases] == \
+            [[op.name for op in ph.order] for ph in alone.phases], kc
 
 
 def test_memory_plan_json_is_stable():

@@ -85,7 +85,7 @@ def test_opencl_session_fits_a_budget_by_micro_batching():
     fetches = [tg.train_op, tg.loss]
     shapes = {t: v.shape for t, v in feeds.items()}
     free = planner.plan(fetches, shapes, "opencl", graph=tg.graph)
-    budget = int(free.peak_bytes * 0.7)
+    budget = int(free.peak_bytes * 0.5)  # (at 0.7 recomputation fits without micro-batches: test_recompute.py)
     fitted = planner.plan(fetches, shapes, "opencl", budget, graph=tg.graph)
     assert fitted.fits and fitted.peak_bytes <= budget < free.peak_bytes
     # The opencl cost model counts kernel calls (the host launches them): each micro-batch about a step's worth.

@@ -122,7 +122,7 @@ def _chain(t: Tensor, saved: set[Tensor], feeds: set[Tensor], keep: set[Tensor])
 def _recomputable(op: Operation, feeds: set[Tensor]) -> bool:
     d = op.op_def
     return (phase_of(op) == "forward" and executes(op, feeds) and not d.stateful and not d.ref_inputs
-            and not d.allocates_outputs and op.type not in ("Placeholder", "VariableV2"))
+            and not d.allocates_outputs and op.type not in ("Placeholder", "VariableV2", "Const"))
 
 
 def rewrite(order: list[Operation], feeds: set[Tensor], drops: list[Drop]) -> Rewrite:
