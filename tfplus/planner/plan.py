@@ -124,6 +124,7 @@ class MemoryPlan:
     # fetched tensors -> theirs. Empty when the phases run the caller's graph.
     tensor_map: dict[Tensor, Tensor] = field(default_factory=dict)
     recomputed: list[str] = field(default_factory=list)                # the activations recomputed
+    choice: str = ""                                                   # why the budget search chose this plan
 
     @property
     def buffers(self) -> list[Buffer]:
@@ -184,6 +185,8 @@ class MemoryPlan:
             out["max_batch_size"] = self.max_batch_size
         if self.notes:
             out["notes"] = self.notes
+        if self.choice:
+            out["choice"] = self.choice
         return out
 
     def summary(self) -> str:
@@ -201,6 +204,8 @@ class MemoryPlan:
         for t in self.transformations:
             lines.append(f"  + {t['name']}: {t['detail']} "
                          f"(predicted overhead {t['predicted_overhead']:+.1%})")
+        if self.choice:
+            lines.append(f"  chosen: {self.choice}")
         lines += [f"  note: {n}" for n in self.notes]
         return "\n".join(lines)
 
@@ -231,7 +236,7 @@ def plan(fetches, feed_shapes: dict, device="cpu", budget=None, *, graph: Graph 
         best = frugal[1]
     best.budget_bytes = budget
     if best.fits:
-        for kc in cands:
+        for i, kc in enumerate(cands):
             try:
                 if step.least_bytes(*kc) > budget:  # most candidates: no need to order them
                     continue
@@ -243,6 +248,7 @@ def plan(fetches, feed_shapes: dict, device="cpu", budget=None, *, graph: Graph 
             place(p)
             p.budget_bytes = budget
             if p.fits:
+                p.choice = step.why(kc, i)
                 return _debug(p, base)
     if not raise_if_infeasible:
         return _debug(best, base)
@@ -320,11 +326,12 @@ class _Step:
     def candidates(self, allowed: tuple) -> list[tuple[int, int, bool, int, int]]:
         """(micro-batches, conv chunks, compact, scratch divisor, recomputation level) other than
         (1, 1, False, 1, 0), cheapest predicted first."""
-        # Chunking and scratch divisors shrink the cpu conv kernels' im2col/col2im workspaces.
-        scratch = self.kernel_device == "cpu" and self._conv_scratch(1) > 0
+        # Chunking and scratch divisors shrink the cpu conv kernels' im2col/col2im workspaces; on opencl the
+        # divisor shrinks the filter gradients' split-sum partials (chunking there would only add launches).
+        scratch = self._conv_scratch(1) > 0
         batch = self.batch_size() if "microbatch" in allowed else None
         ks = _divisors(batch) if batch else [1]
-        chunk = "chunk" in allowed and scratch
+        chunk = "chunk" in allowed and scratch and self.kernel_device == "cpu"
         divs = chunking.SCRATCH_DIVISORS if "scratch" in allowed and scratch else (1,)
         quads = []
         for k in ks:
@@ -333,6 +340,8 @@ class _Step:
             cs = _divisors(batch // k if batch else self._conv_batch()) if chunk else [1]
             opts = [(self._conv_scratch(k * c, d), self.overhead(k, c, False, d), c, d) for c in cs for d in divs]
             front = [o for o in opts if not any(p[0] <= o[0] and p[1] <= o[1] and p[:2] != o[:2] for p in opts)]
+            if self.kernel_device != "cpu":  # the cost model does not see the divisor there: all, smallest first
+                front = opts
             quads += [(k, c, False, d) for _, _, c, d in sorted(front)]
         quads.remove((1, 1, False, 1))
         if "compact" in allowed and self._sites():
@@ -386,15 +395,14 @@ class _Step:
 
     def _conv_scratch(self, parts: int, div: int = 1) -> int:
         """The most scratch one convolution declares when it runs on 1/parts of the batch with its scratch
-        budget divided by `div` (cpu: the opencl kernels' scratch does not depend on either)."""
-        if self.kernel_device != "cpu":
-            return 0
+        budget divided by `div`."""
         if ("scratch", parts, div) not in self._cache:
             convs = [op for op in self.ops if op.type in chunking.CHUNKABLE
                      and (parts == 1 or chunking.can_chunk(op, self.base_specs, parts))]
             self._cache["scratch", parts, div] = max(
                 (sum(math.prod(s) * d.size
-                     for s, d in declared_workspaces(op, self.base_specs, self.kernel_device, parts, div))
+                     for s, d in declared_workspaces(op, self.base_specs, self.kernel_device, parts, div,
+                                                     self.compute_units))
                  for op in convs), default=0)
         return self._cache["scratch", parts, div]
 
@@ -419,6 +427,14 @@ class _Step:
             except PlanError:
                 self._cache[key] = float("inf")
         return self._cache[key]
+
+    def why(self, kc: tuple, cheaper: int) -> str:
+        """Why the search chose candidate `kc`, the first of the candidates (cheapest predicted first) to fit
+        after `cheaper` others did not."""
+        plain = self.cost.time(self.features(1, 1))
+        return (f"the cheapest of the combinations that fit, by predicted step time on {self.kernel_device} "
+                f"({self.cost.basis}): {plain * 1e3:.3g} ms -> {plain * (1 + self.overhead(*kc)) * 1e3:.3g} ms "
+                f"({self.overhead(*kc):+.1%}); {cheaper} combinations predicted cheaper do not fit")
 
     def features(self, k: int, c: int, z: bool = False, d: int = 1, r: int = 0) -> dict[str, float]:
         """What the step does under (k, c, z, d, r), in the cost model's terms: kernel calls, executor runs,
@@ -859,6 +875,8 @@ class _CostModel:
     def __init__(self, device: str, weights: dict | None = None):
         default = self.OPENCL_WEIGHTS if device == "opencl" else self.WEIGHTS
         self.device, self.weights = device, dict(weights or default)
+        self.basis = (f"host-bound, {self.weights['calls'] * 1e6:.0f} us per kernel launch" if device == "opencl"
+                      else "GEMM FLOPs, elements written and kernel calls, fitted on a 2-core cpu")
 
     def time(self, features: dict) -> float:
         return sum(self.weights[k] * v for k, v in features.items())
