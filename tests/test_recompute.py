@@ -126,12 +126,11 @@ def test_random_ops_are_never_recomputed():
 
 
 @needs_opencl
-@pytest.mark.parametrize("force", [(1, 1, True, 1, 1), (2, 1, True, 1, 1)], ids=["compact_recompute1",
-                                                                                 "compact_micro2_recompute1"])
-def test_recomputation_on_opencl_is_exact_and_measured_to_the_byte(force):
+def test_recomputation_on_opencl_is_exact_and_measured_to_the_byte():
     """On the opencl device (PoCL) recomputation gives the same bits as the plan without it, and the runtime's
     ledger of device memory peaks at the plan's peak, with no device allocation during the step."""
     from test_planner_opencl import _train as train_cl
+    force = (2, 1, True, 1, 1)  # compact state, 2 micro-batches, one activation recomputed
     tg = _small_cnn()
     feeds = _cnn_feeds(tg, batch=16)
     gc.collect()

@@ -13,11 +13,15 @@ a memory-aware greedy order, whichever needs the smaller arena) -> lifetimes of 
 (outputs, aliases sharing them, declared kernel workspaces) -> offsets in one arena. Variables (parameters and
 optimizer slots) and fed arrays are counted apart: they outlive the step. peak = variables + feeds + arena.
 
-If the peak exceeds the budget, transformations are tried cheapest first (by a cost model, see `_CostModel`):
-compact state saved for backward (planner.compact: a ReLU before a 2x2 max-pool keeps a byte per window
-instead of its output), chunking convolutions over the batch (their im2col/col2im scratch shrinks with the
-chunk), then micro-batching with gradient accumulation (forward+backward on k slices of the batch, gradients
-averaged, updates applied once), each combined with the others. No fit raises `BudgetError` naming the smallest budget
+If the peak exceeds the budget, transformations are tried cheapest first (by a cost model per device, see
+`_CostModel`): compact state saved for backward (planner.compact: a ReLU before a 2x2 max-pool keeps a byte per
+window instead of its output), recomputation (planner.recompute: the largest activations saved for backward
+are dropped and recomputed before each backward reader, in a planning copy of the graph), smaller conv
+scratch (cpu: im2col/col2im pieces; opencl: the filter gradients' split-sum partials), chunking convolutions
+over the batch (cpu), then micro-batching with gradient accumulation (forward+backward on k slices of the
+batch, gradients averaged, updates applied once), each combined with the others. On opencl the model counts
+kernel launches (the host is the bottleneck), so recomputing a few ops beats another micro-batch's whole
+step; the plan's `choice` says what was predicted. No fit raises `BudgetError` naming the smallest budget
 that some combination reaches. A candidate is ordered and placed only if a quick lower bound on its peak fits
 (`_Step.least_bytes`); the candidates share what does not depend on their settings (runs, buffers).
 """
@@ -218,7 +222,8 @@ def plan(fetches, feed_shapes: dict, device="cpu", budget=None, *, graph: Graph 
     such as '64MB') the cheapest transformations that make it fit are applied; if none does, BudgetError (or,
     with raise_if_infeasible=False, the smallest plan with fits=False). `force=(micro-batches, conv chunks)`
     skips the search and builds that combination (tests, benchmarks); a third element True adds compact
-    saved state, a fourth divides the conv kernels' scratch budget (planner.chunking.SCRATCH_DIVISORS)."""
+    saved state, a fourth divides the conv kernels' scratch budget (planner.chunking.SCRATCH_DIVISORS), a fifth
+    is the recomputation level (planner.recompute: the r largest recomputable activations are dropped)."""
     step = _Step(fetches, feed_shapes, device, graph, alignment)
     budget = None if budget is None else parse_size(budget, "memory budget")
     if force is not None:
@@ -447,7 +452,7 @@ class _Step:
             f["conv_calls"] += times * n
             key = ("pieces", op, batch // n, d)
             if key not in self._cache:
-                self._cache[key] = chunking.kernel_chunks(batch // n, d, partial(self._scratch_bytes, op, r))
+                self._cache[key] = chunking.kernel_chunks(batch // n, d, partial(self._scratch_bytes, op))
             f["pieces"] += times * n * self._cache[key]
             if n > 1 and chunking.summed(op):
                 f["elements"] += times * (n - 1) * math.prod(specs[op.outputs[0]].shape)
@@ -455,44 +460,58 @@ class _Step:
             f["compact"] = sum(math.prod(self.base_specs[s.pool.inputs[0]].shape) for s in self._sites())
         return f
 
-    def _scratch_bytes(self, op: Operation, r: int, images: int, d: int) -> int | None:
+    def _scratch_bytes(self, op: Operation, images: int, d: int) -> int | None:
         """chunking.scratch_bytes of a convolution, from the step's specs: a conv's geometry per image is the
         same in every run (what makes micro-batching exact)."""
         key = ("scratch bytes", op, images, d)
         if self.kernel_device != "cpu":  # one piece per call
             return None
         if key not in self._cache:
-            self._cache[key] = chunking.scratch_bytes(op, self._specs(r), self.kernel_device, images, d)
+            self._cache[key] = chunking.scratch_bytes(op, self.base_specs, self.kernel_device, images, d)
         return self._cache[key]
 
     def _fixed_features(self, k: int, r: int = 0) -> tuple[dict[str, float], list]:
         """The features of k micro-batches that chunking leaves alone, and the convolutions whose calls it
         cuts: [(runs of them, op, specs, batch)]. Per k, since the candidates differ mostly in c and d. (The
-        features count whole elements and FLOPs: exact in floats, so summing them apart changes nothing.)"""
+        features count whole elements and FLOPs: exact in floats, so summing them apart changes nothing.)
+        Recomputation level r adds its recomputing ops, counted as the ops they copy (same shapes), once per
+        backward reader in every micro-batch run: no planning copy of the graph is needed to price it."""
         if ("fixed features", k, r) in self._cache:
             return self._cache["fixed features", k, r]
+        if r:
+            f0, convs0 = self._fixed_features(k, 0)
+            f, convs = dict(f0), list(convs0)
+            specs = self._runs(k)[0].specs
+            for dr in self.drops(r):
+                for op in dr.ops:
+                    self._count(f, convs, k * len(dr.readers), op, specs)
+            self._cache["fixed features", k, r] = f, convs
+            return f, convs
         f = dict.fromkeys(("calls", "conv_calls", "runs", "flops", "elements", "pieces", "compact"), 0.0)
-        convs = []
-        given = self.view(r).feeds
-        for times, run in zip((k, 1), self._runs(k, r)):  # the micro-batch run k times, the update run once
+        convs: list = []
+        for times, run in zip((k, 1), self._runs(k)):  # the micro-batch run k times, the update run once
             f["runs"] += times
             ops, specs = set(run.order), run.specs
-            feeds = {t for t in specs if t in given or t.op not in ops}
+            feeds = {t for t in specs if t in self.feeds or t.op not in ops}
             for op in run.order:
-                if not executes(op, feeds) or not all(o in specs for o in op.outputs):
-                    continue
-                flops = _matmul_flops(op, specs)
-                f["flops"] += times * flops
-                if not flops:
-                    f["elements"] += times * sum(math.prod(specs[o].shape) for o in op.outputs)
-                if op.type in chunking.CHUNKABLE:
-                    convs.append((times, op, specs, specs[op.inputs[chunking.CHUNKABLE[op.type][0][0]]].shape[0]))
-                else:
-                    f["calls"] += 1 * times
+                if executes(op, feeds) and all(o in specs for o in op.outputs):
+                    self._count(f, convs, times, op, specs)
         if k > 1:
-            f["elements"] += k * sum(math.prod(self._specs(r)[g].shape) for g in self.split(r).grads)
+            f["elements"] += k * sum(math.prod(self.base_specs[g].shape) for g in self.split().grads)
         self._cache["fixed features", k, r] = f, convs
         return f, convs
+
+    @staticmethod
+    def _count(f: dict, convs: list, times: int, op: Operation, specs) -> None:
+        """Adds what `times` calls of `op` do to the features `f`; convolutions go to `convs` (chunking)."""
+        flops = _matmul_flops(op, specs)
+        f["flops"] += times * flops
+        if not flops:
+            f["elements"] += times * sum(math.prod(specs[o].shape) for o in op.outputs)
+        if op.type in chunking.CHUNKABLE:
+            convs.append((times, op, specs, specs[op.inputs[chunking.CHUNKABLE[op.type][0][0]]].shape[0]))
+        else:
+            f["calls"] += times
 
     # -- micro-batching split ----------------------------------------------------------------------------
     def split(self, r: int = 0) -> _Split:

@@ -147,7 +147,8 @@ def rewrite(order: list[Operation], feeds: set[Tensor], drops: list[Drop]) -> Re
         if op.type in SHAPE_ONLY and any(u in dropped_all for u in op.inputs):
             return max([u.op._id for u in op.inputs] + [c._id for c in op.control_inputs]) + 0.5
         return op._id
-    originals = sorted(set(order) | {t.op for t in feeds}, key=position)
+    in_step = set(order)
+    originals = sorted(in_step | {t.op for t in feeds}, key=position)
     n = 0
     for op in originals:
         subst: dict[Tensor, Tensor] = {}
@@ -165,10 +166,10 @@ def rewrite(order: list[Operation], feeds: set[Tensor], drops: list[Drop]) -> Re
                 local.update(zip(c.outputs, new.outputs))
             subst[d.tensor] = local[d.tensor]
             n += 1
-        ins = [subst.get(u, tmap.get(u)) for u in op.inputs]
+        # A fed tensor's op that the step does not run (an intermediate fed) stands in with no inputs.
+        ins = [subst.get(u, tmap.get(u)) for u in op.inputs] if op in in_step else []
         new = op_map[op] = _copy(g, op, ins, op.name, [op_map[c] for c in op.control_inputs if c in op_map])
         tmap.update(zip(op.outputs, new.outputs))
-    in_step = set(order)
     for r in by_reader:
         before = _ancestors(r, in_step)
         others = {u for u in r.inputs if u not in dropped_all and u not in feeds
