@@ -141,3 +141,24 @@ def test_recomputation_on_opencl_is_exact_and_measured_to_the_byte():
     assert m["peak"] == p.peak_bytes, (m, p.peak_bytes)
     assert p.peak_bytes < want[2].peak_bytes
     _same_bits(want, got)
+
+
+def test_plan_cli_says_what_it_chose_and_why(capsys):
+    """`tfplus plan --device opencl` under a budget the plain step exceeds: the summary lists recomputation
+    with its predicted cost and the line saying why this combination was chosen (predicted step time)."""
+    import argparse
+
+    from tfplus import plan_cli
+    parser = argparse.ArgumentParser()
+    plan_cli.add_parser(parser.add_subparsers(dest="command"))
+    base = ["plan", "--batch-size", "16", "--widths", "8,8,16,16,32", "--device", "opencl"]
+    step = plan_cli._TrainStep(parser.parse_args(base))
+    # a budget that compact state alone cannot reach and recomputation can
+    lo, hi = (planner.smallest_plan(step.fetches, step.shapes(16), "opencl", graph=step.tg.graph,
+                                    transformations=t).peak_bytes for t in (("compact", "recompute"), ("compact",)))
+    assert lo < hi
+    args = parser.parse_args(base + ["--memory-budget", str((lo + hi) // 2)])
+    assert args.func(args) == 0
+    out = capsys.readouterr().out
+    assert "+ recompute: " in out and "conv1/Relu:0" in out and "micro-batches" not in out, out
+    assert "chosen: the cheapest of the combinations that fit, by predicted step time on opencl" in out
