@@ -120,9 +120,12 @@ def _chain(t: Tensor, saved: set[Tensor], feeds: set[Tensor], keep: set[Tensor])
 
 
 def _recomputable(op: Operation, feeds: set[Tensor]) -> bool:
+    """Stateless forward ops; none with control inputs (one may order a read after a variable's update, which
+    a copy running later would not see the same way)."""
     d = op.op_def
     return (phase_of(op) == "forward" and executes(op, feeds) and not d.stateful and not d.ref_inputs
-            and not d.allocates_outputs and op.type not in ("Placeholder", "VariableV2", "Const"))
+            and not d.allocates_outputs and not op.control_inputs
+            and op.type not in ("Placeholder", "VariableV2", "Const"))
 
 
 def rewrite(order: list[Operation], feeds: set[Tensor], drops: list[Drop]) -> Rewrite:
