@@ -162,3 +162,24 @@ def test_plan_cli_says_what_it_chose_and_why(capsys):
     out = capsys.readouterr().out
     assert "+ recompute: " in out and "conv1/Relu:0" in out and "micro-batches" not in out, out
     assert "chosen: the cheapest of the combinations that fit, by predicted step time on opencl" in out
+
+
+@needs_opencl
+def test_opencl_scratch_divisor_shrinks_the_filter_gradients_partials():
+    """On opencl the scratch divisor splits the filter gradients' long sums fewer ways (a device of 8 compute
+    units splits them): smaller declared partials, the ledger still at the plan's peak, the same training."""
+    from test_planner_opencl import _train as train_cl
+    tg = _small_cnn()
+    feeds = _cnn_feeds(tg, batch=16)
+    gc.collect()
+    want = train_cl(tg, feeds, (1, 1), compute_units=8)
+    got = train_cl(tg, feeds, (1, 1, False, 16), compute_units=8)
+
+    def partials(p):
+        return sum(b.size for ph in p.phases for op, bs in ph.life.workspaces.items()
+                   if op.type == "Conv2DBackpropFilter" for b in bs)
+    assert 0 <= partials(got[2]) < partials(want[2])
+    assert got[3]["peak"] == got[2].peak_bytes and got[3]["allocations"] == 0
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-5)
+    for name, w in want[1].items():
+        np.testing.assert_allclose(got[1][name], w, rtol=1e-5, atol=1e-6, err_msg=name)
