@@ -4,6 +4,8 @@
     python benchmarks/bench_memory.py --device opencl --max-batch ''   # the GPU (or PoCL)
     python benchmarks/bench_memory.py --steps 5 --budgets none,64MB,32MB,24MB --json out.json
     python benchmarks/bench_memory.py --fine-tune-last 1 --budgets none,16MB --max-batch ''   # fc3 alone trains
+    python benchmarks/bench_memory.py --device opencl --budgets none,64MB,32MB,24MB --without recompute
+        # each budget also planned without recomputation (the planner before it), in the same run
 
 What is measured (tracemalloc traces NumPy's data allocations and Python objects):
 - planned peak: variables + feeds + arena, from the plan; lower bound: variables + feeds + the liveness bound.
@@ -38,7 +40,7 @@ import tfplus as tf
 import tfplus.train  # noqa: F401  (tf.train)
 from tfplus import finetune, planner
 from tfplus.graphs import get_model, training_graph
-from tfplus.planner.execute import audit_step, measure_device_step, measure_step
+from tfplus.planner.execute import audit_step, install, measure_device_step, measure_step
 from tfplus.units import format_size, parse_size
 
 
@@ -49,13 +51,16 @@ def _feeds(tg, batch: int, seed: int = 0) -> dict:
             tg.labels: rng.integers(0, 10, batch).astype(np.int32)}
 
 
-def _session(tg, feeds: dict, budget, device: str) -> tuple:
-    """A warmed-up session and the measured peak bytes of one step (see the module docstring)."""
+def _session(tg, feeds: dict, budget, device: str, plan=None) -> tuple:
+    """A warmed-up session and the measured peak bytes of one step (see the module docstring); the step runs
+    by `plan` if given (planner.execute.install), else by the session's own plan for `budget`."""
     fetches = [tg.train_op, tg.loss]
     if device != "cpu":
         sess = tf.Session(graph=tg.graph, device=device, memory_budget=budget)
         others = sess.runtime.in_use_bytes  # the ledger is the device's: the other sessions' tensors
         sess.run(tg.init_op)
+        if plan is not None:
+            install(sess, fetches, plan)
         sess.run(fetches, feeds)  # plans, allocates the arena, builds the programs
         m = measure_device_step(sess, fetches, feeds)
         if m["allocations"]:
@@ -65,6 +70,8 @@ def _session(tg, feeds: dict, budget, device: str) -> tuple:
     try:
         sess = tf.Session(graph=tg.graph, memory_budget=budget)
         sess.run(tg.init_op)
+        if plan is not None:
+            install(sess, fetches, plan)
         sess.run(fetches, feeds)  # plans and allocates the arena
         return sess, measure_step(sess, fetches, feeds)["peak"]
     finally:
@@ -83,6 +90,8 @@ def main(argv=None) -> None:
     ap.add_argument("--device", default="cpu", help="cpu (default) or opencl[:N]")
     ap.add_argument("--fine-tune-last", type=int, metavar="N", help="train the last N layers only (the rest "
                     "frozen: tfplus.finetune)")
+    ap.add_argument("--without", metavar="NAME", choices=planner.TRANSFORMATIONS,
+                    help="also run each budget planned without this transformation (e.g. recompute)")
     ap.add_argument("--json", metavar="FILE")
     args = ap.parse_args(argv)
     if args.device.partition(":")[0] not in ("cpu", "opencl"):
@@ -112,15 +121,20 @@ def main(argv=None) -> None:
             configs["unconstrained"] = 10**12
         else:
             configs[name] = parse_size(name, "--budgets")
+            if args.without:
+                configs[f"{name} w/o {args.without}"] = configs[name]
     sessions = {}
     for name, budget in configs.items():
         row = report["runs"][name] = {"budget_bytes": budget if name != "unconstrained" else None}
+        q = None
         if budget is not None:
-            q = planner.plan(fetches, shapes, args.device, budget, graph=tg.graph)
+            allowed = tuple(t for t in planner.TRANSFORMATIONS if not name.endswith(f" w/o {t}"))
+            q = planner.plan(fetches, shapes, args.device, budget, graph=tg.graph, transformations=allowed)
             row.update(planned_peak_bytes=q.peak_bytes, lower_bound_bytes=q.lower_bound_bytes,
                        arena_bytes=q.arena_bytes, arena_lower_bound_bytes=q.arena_lower_bound_bytes,
                        transformations=q.transformations, predicted_overhead=q.predicted_overhead)
-        sessions[name], row["measured_peak_bytes"] = _session(tg, feeds, budget, args.device)
+        sessions[name], row["measured_peak_bytes"] = _session(tg, feeds, budget, args.device,
+                                                              q if args.without and budget != 10**12 else None)
         if name == "unconstrained" and on_cpu:
             row["kernel_temporaries"] = audit_step(sessions[name], fetches, feeds)
     times: dict = {name: [] for name in sessions}
@@ -146,7 +160,7 @@ def main(argv=None) -> None:
         head = "" if planned is None else (
             f"planned {format_size(planned)} (bound {format_size(row['lower_bound_bytes'])}, arena "
             f"{format_size(row['arena_bytes'])} / bound {format_size(row['arena_lower_bound_bytes'])}), ")
-        print(f"{name:>13}: " + head
+        print(f"{name:>20}: " + head
               + f"measured {format_size(row['measured_peak_bytes'])}"
               + ("" if planned is None else f" (measured/planned {row['measured_over_planned']:.4f})")
               + f", step {row['cpu_seconds']:.3f} s CPU "

@@ -337,12 +337,16 @@ def test_budget_search_shortcuts_change_no_candidate():
     shapes = {t: v.shape for t, v in _cnn_feeds(tg).items()}
     args = ([tg.train_op, tg.loss], shapes, "cpu", tg.graph, None)
     step = _Step(*args)
-    for kc in step.candidates(planner.TRANSFORMATIONS):
+    cands = step.candidates(planner.TRANSFORMATIONS)
+    # every candidate without recomputation; with it (a planning copy of the graph each), the first few
+    for kc in [kc for kc in cands if not kc[4]] + [kc for kc in cands if kc[4]][:6]:
         p, alone = step.build(*kc, place=False), _Step(*args).build(*kc, place=False)
         assert step.least_bytes(*kc) <= p.lower_bound_bytes, kc
         assert [(b.name, b.start, b.end, b.size) for b in p.buffers] == \
             [(b.name, b.start, b.end, b.size) for b in alone.buffers], kc
-        assert [ph.order for ph in p.phases] == [ph.order for ph in alone.phases], kc
+        # (by name: a plan with recomputation runs its own planning copy of the graph)
+        assert [[op.name for op in ph.order] for ph in p.phases] == \
+            [[op.name for op in ph.order] for ph in alone.phases], kc
 
 
 def test_memory_plan_json_is_stable():

@@ -48,7 +48,17 @@ class _Geom:
 
 
 def _attrs_key(attrs) -> tuple:
-    return tuple(attrs["strides"]), attrs["padding"], attrs.get("data_format", "NHWC")
+    return tuple(attrs["strides"]), attrs["padding"], attrs.get("data_format", "NHWC"), _divisor(attrs)
+
+
+# The memory planner's scratch divisor (tfplus.planner.chunking.SCRATCH_ATTR, the cpu kernels' attr of the same
+# name): the filter gradient splits its long sum over 1/divisor as many work-group columns, so its partial
+# sums, its only scratch, shrink by about that much, at the same number of launches.
+SCRATCH_DIVISOR_ATTR = "_scratch_divisor"
+
+
+def _divisor(attrs) -> int:
+    return int(attrs.get(SCRATCH_DIVISOR_ATTR, 1))
 
 
 def _conv(rt, kind: str, out, x, w, tab, m: int, n: int, k: int, out_hw, in_hw, xs, os_, stride, pad,
@@ -138,7 +148,8 @@ def _wgrad_scratch(ins, attrs, compute_units):
     x, sizes, _ = ins
     g = _Geom(x.shape, [int(d) for d in sizes.value], attrs)
     m, n, p = _wgrad_mnp(g)
-    return split_scratch(_wgrad_splits(m, n, p, compute_units)[0], m * n, x.dtype, compute_units)
+    return split_scratch(_wgrad_splits(m, n, p, compute_units, _divisor(attrs))[0], m * n, x.dtype,
+                         compute_units)
 
 
 def _wgrad_mnp(g: _Geom) -> tuple[int, int, int]:
@@ -146,9 +157,10 @@ def _wgrad_mnp(g: _Geom) -> tuple[int, int, int]:
     return g.kh * g.kw * g.cin, g.cout, g.n * g.oh * g.ow
 
 
-def _wgrad_splits(m: int, n: int, p: int, compute_units: int) -> tuple[int, int]:
-    """Splits of the p range: about four work-groups per compute unit, each at least 16 K slices deep."""
-    return _tune.split_k(m, n, p, compute_units, 4, 16)
+def _wgrad_splits(m: int, n: int, p: int, compute_units: int, divisor: int = 1) -> tuple[int, int]:
+    """Splits of the p range: about four work-groups per compute unit (per `divisor` compute units under a
+    scratch divisor), each at least 16 K slices deep."""
+    return _tune.split_k(m, n, p, max(1, compute_units // divisor), 4, 16)
 
 
 def _wgrad_plan(rt, x, dy, dw, attrs):
@@ -166,7 +178,7 @@ def _wgrad_plan(rt, x, dy, dw, attrs):
     flags = {"A_K_FAST": 1, "B_K_FAST": 1, "STRIDED": 0}
 
     def make(cfg):
-        splits, chunk = _wgrad_splits(m, n, p, rt.info["compute_units"])
+        splits, chunk = _wgrad_splits(m, n, p, rt.info["compute_units"], _divisor(attrs))
         g_, loc = _tune.launch_shape(cfg, m, n, splits)
         scalars = tuple(i32(v) for v in (m, n, p, chunk, g.oh, g.ow, g.h, g.w, xs[0], xs[2], xs[3], *ds, g.sh,
                                           g.sw, g.ph, g.pw))

@@ -213,7 +213,6 @@ class Bound:
             self.workspaces.append(ws)
             self.argmax.append({op: _view(rt, arena, b) for op, b in ph.argmax.items()})
         self.acc = {t: _view(rt, arena, b) for t, b in p.accumulators.items()}
-        self.slices = {t: _view(rt, arena, b) for t, b in p.feed_slices.items()}
 
     # -- hooks the executor calls ----------------------------------------------------------------------------
     def output(self, op, k: int, shape, dtype):
@@ -291,6 +290,13 @@ class Bound:
     # -- one step --------------------------------------------------------------------------------------------
     def run(self, feeds: dict) -> dict:
         """{tensor: buffer} for the plan's tensor fetches, from `feeds` ({Tensor: device buffer})."""
+        m = self.plan.tensor_map  # a plan with recomputation runs a planning copy of the graph
+        if not m:
+            return self._run(feeds)
+        out = self._run({m[t]: v for t, v in feeds.items()})
+        return {t: out[c] for t, c in m.items() if c in out}
+
+    def _run(self, feeds: dict) -> dict:
         p = self.plan
         if p.microbatches == 1:
             return self._phase(0, feeds)
@@ -298,7 +304,8 @@ class Bound:
         m = p.batch_size // k
         batch_feeds = set(p.batch_feeds)
         for j in range(k):
-            part_feeds = {t: self._rows(t, v, j * m, m) if t in batch_feeds else v for t, v in feeds.items()}
+            # a micro-batch's rows of a fed batch are a view of it (opencl: an offset)
+            part_feeds = {t: v[j * m:(j + 1) * m] if t in batch_feeds else v for t, v in feeds.items()}
             values = self._phase(0, part_feeds)
             for t, acc in self.acc.items():
                 src = values[t]
@@ -318,15 +325,6 @@ class Bound:
             rest = {t: v for t, v in feeds.items() if t not in batch_feeds}
             out.update(self._phase(1, {**rest, **grads}))
         return out
-
-    def _rows(self, t: Tensor, fed, start: int, rows: int):
-        """Rows [start, start + rows) of the fed batch `fed`: a view on the cpu; elsewhere a copy made on the
-        device into the plan's slot for them (planner: feed slices)."""
-        slot = self.slices.get(t)
-        if slot is None:
-            return fed[start:start + rows]
-        self.runtime.copy_rows(slot, 0, fed, start, rows)
-        return slot
 
     def _phase(self, i: int, feeds: dict) -> dict:
         self.phase = i

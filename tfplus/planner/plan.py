@@ -13,11 +13,15 @@ a memory-aware greedy order, whichever needs the smaller arena) -> lifetimes of 
 (outputs, aliases sharing them, declared kernel workspaces) -> offsets in one arena. Variables (parameters and
 optimizer slots) and fed arrays are counted apart: they outlive the step. peak = variables + feeds + arena.
 
-If the peak exceeds the budget, transformations are tried cheapest first (by a cost model, see `_CostModel`):
-compact state saved for backward (planner.compact: a ReLU before a 2x2 max-pool keeps a byte per window
-instead of its output), chunking convolutions over the batch (their im2col/col2im scratch shrinks with the
-chunk), then micro-batching with gradient accumulation (forward+backward on k slices of the batch, gradients
-averaged, updates applied once), each combined with the others. No fit raises `BudgetError` naming the smallest budget
+If the peak exceeds the budget, transformations are tried cheapest first (by a cost model per device, see
+`_CostModel`): compact state saved for backward (planner.compact: a ReLU before a 2x2 max-pool keeps a byte per
+window instead of its output), recomputation (planner.recompute: the largest activations saved for backward
+are dropped and recomputed before each backward reader, in a planning copy of the graph), smaller conv
+scratch (cpu: im2col/col2im pieces; opencl: the filter gradients' split-sum partials), chunking convolutions
+over the batch (cpu), then micro-batching with gradient accumulation (forward+backward on k slices of the
+batch, gradients averaged, updates applied once), each combined with the others. On opencl the model counts
+kernel launches (the host is the bottleneck), so recomputing a few ops beats another micro-batch's whole
+step; the plan's `choice` says what was predicted. No fit raises `BudgetError` naming the smallest budget
 that some combination reaches. A candidate is ordered and placed only if a quick lower bound on its peak fits
 (`_Step.least_bytes`); the candidates share what does not depend on their settings (runs, buffers).
 """
@@ -35,7 +39,7 @@ import numpy as np
 
 from tfplus import flops as _flops
 from tfplus.framework import Graph, Operation, Tensor, constant_value, get_default_graph, needed_ops
-from tfplus.planner import chunking, compact
+from tfplus.planner import chunking, compact, recompute
 from tfplus.planner.arena import assign_offsets
 from tfplus.planner.liveness import (
     Buffer,
@@ -59,7 +63,7 @@ from tfplus.registry import inplace_inputs
 from tfplus.runtime import size_class
 from tfplus.units import format_size, parse_size
 
-TRANSFORMATIONS = ("compact", "scratch", "chunk", "microbatch")
+TRANSFORMATIONS = ("compact", "recompute", "scratch", "chunk", "microbatch")
 CPU_ALIGNMENT = 64
 # CL_DEVICE_MEM_BASE_ADDR_ALIGN is 1024 bits on most GPUs and on PoCL; the OpenCL runtime reports the real
 # value as `arena_alignment` when a device is at hand.
@@ -123,8 +127,6 @@ class MemoryPlan:
     batch_feeds: list[Tensor] = field(default_factory=list)
     accumulators: dict[Tensor, Buffer] = field(default_factory=dict)   # averaged gradients / merged fetches
     fetch_merge: dict[Tensor, str] = field(default_factory=dict)       # 'mean', 'concat' or 'last'
-    # A micro-batch's rows of each fed batch, where the device cannot view them in place (not cpu).
-    feed_slices: dict[Tensor, Buffer] = field(default_factory=dict)
     chunks: dict[Operation, int] = field(default_factory=dict)
     budget_bytes: int | None = None
     transformations: list[dict] = field(default_factory=list)
@@ -133,11 +135,15 @@ class MemoryPlan:
     scratch_divisor: int = 1
     feed_shapes: dict = field(default_factory=dict)                    # {fed tensor: shape} of the whole step
     notes: list[str] = field(default_factory=list)                     # what the planner would not do, and why
+    # With recomputation the phases run a planning copy of the graph (planner.recompute): the caller's fed and
+    # fetched tensors -> theirs. Empty when the phases run the caller's graph.
+    tensor_map: dict[Tensor, Tensor] = field(default_factory=dict)
+    recomputed: list[str] = field(default_factory=list)                # the activations recomputed
+    choice: str = ""                                                   # why the budget search chose this plan
 
     @property
     def buffers(self) -> list[Buffer]:
-        return ([b for ph in self.phases for b in ph.life.buffers] + list(self.accumulators.values())
-                + list(self.feed_slices.values()))
+        return [b for ph in self.phases for b in ph.life.buffers] + list(self.accumulators.values())
 
     @property
     def arena_lower_bound_bytes(self) -> int:
@@ -193,6 +199,8 @@ class MemoryPlan:
             out["max_batch_size"] = self.max_batch_size
         if self.notes:
             out["notes"] = self.notes
+        if self.choice:
+            out["choice"] = self.choice
         return out
 
     def summary(self) -> str:
@@ -210,6 +218,8 @@ class MemoryPlan:
         for t in self.transformations:
             lines.append(f"  + {t['name']}: {t['detail']} "
                          f"(predicted overhead {t['predicted_overhead']:+.1%})")
+        if self.choice:
+            lines.append(f"  chosen: {self.choice}")
         lines += [f"  note: {n}" for n in self.notes]
         return "\n".join(lines)
 
@@ -222,7 +232,8 @@ def plan(fetches, feed_shapes: dict, device="cpu", budget=None, *, graph: Graph 
     a size such as '64MB') the cheapest transformations that make it fit are applied; if none does, BudgetError (or,
     with raise_if_infeasible=False, the smallest plan with fits=False). `force=(micro-batches, conv chunks)`
     skips the search and builds that combination (tests, benchmarks); a third element True adds compact
-    saved state, a fourth divides the conv kernels' scratch budget (planner.chunking.SCRATCH_DIVISORS)."""
+    saved state, a fourth divides the conv kernels' scratch budget (planner.chunking.SCRATCH_DIVISORS), a fifth
+    is the recomputation level (planner.recompute: the r largest recomputable activations are dropped)."""
     step = _Step(fetches, feed_shapes, device, graph, alignment)
     budget = None if budget is None else parse_size(budget, "memory budget")
     if force is not None:
@@ -240,7 +251,7 @@ def plan(fetches, feed_shapes: dict, device="cpu", budget=None, *, graph: Graph 
         best = frugal[1]
     best.budget_bytes = budget
     if best.fits:
-        for kc in cands:
+        for i, kc in enumerate(cands):
             try:
                 if step.least_bytes(*kc) > budget:  # most candidates: no need to order them
                     continue
@@ -252,6 +263,7 @@ def plan(fetches, feed_shapes: dict, device="cpu", budget=None, *, graph: Graph 
             place(p)
             p.budget_bytes = budget
             if p.fits:
+                p.choice = step.why(kc, i)
                 return _debug(p, base)
     if not raise_if_infeasible:
         return _debug(best, base)
@@ -280,7 +292,7 @@ def _frugal(step: _Step, cands: list) -> tuple:
     proof."""
     why, found = "", []
     for group in ([kc for kc in cands if kc[0] > 1], [kc for kc in cands if kc[0] == 1]):
-        for kc in sorted(group, key=lambda kc: (-kc[0], step._conv_scratch(kc[0] * kc[1], kc[3]), -kc[2])):
+        for kc in sorted(group, key=lambda kc: (-kc[0], step._conv_scratch(kc[0] * kc[1], kc[3]), -kc[2], -kc[4])):
             try:
                 found.append((kc, step.build(*kc)))
                 break
@@ -326,14 +338,15 @@ class _Step:
         self.inplace = True
 
     # -- candidates ----------------------------------------------------------------------------------------
-    def candidates(self, allowed: tuple) -> list[tuple[int, int, bool, int]]:
-        """(micro-batches, conv chunks, compact, scratch divisor) other than (1, 1, False, 1), cheapest
-        predicted first."""
-        # Chunking and scratch divisors shrink the cpu conv kernels' im2col/col2im workspaces.
-        scratch = self.kernel_device == "cpu" and self._conv_scratch(1) > 0
+    def candidates(self, allowed: tuple) -> list[tuple[int, int, bool, int, int]]:
+        """(micro-batches, conv chunks, compact, scratch divisor, recomputation level) other than
+        (1, 1, False, 1, 0), cheapest predicted first."""
+        # Chunking and scratch divisors shrink the cpu conv kernels' im2col/col2im workspaces; on opencl the
+        # divisor shrinks the filter gradients' split-sum partials (chunking there would only add launches).
+        scratch = self._conv_scratch(1) > 0
         batch = self.batch_size() if "microbatch" in allowed else None
         ks = _divisors(batch) if batch else [1]
-        chunk = "chunk" in allowed and scratch
+        chunk = "chunk" in allowed and scratch and self.kernel_device == "cpu"
         divs = chunking.SCRATCH_DIVISORS if "scratch" in allowed and scratch else (1,)
         quads = []
         for k in ks:
@@ -342,11 +355,52 @@ class _Step:
             cs = _divisors(batch // k if batch else self._conv_batch()) if chunk else [1]
             opts = [(self._conv_scratch(k * c, d), self.overhead(k, c, False, d), c, d) for c in cs for d in divs]
             front = [o for o in opts if not any(p[0] <= o[0] and p[1] <= o[1] and p[:2] != o[:2] for p in opts)]
+            if self.kernel_device != "cpu":  # the cost model does not see the divisor there: all, smallest first
+                front = opts
             quads += [(k, c, False, d) for _, _, c, d in sorted(front)]
         quads.remove((1, 1, False, 1))
         if "compact" in allowed and self._sites():
             quads += [(1, 1, True, 1)] + [(k, c, True, d) for k, c, _, d in quads]
-        return sorted(quads, key=lambda q: (self.overhead(*q), q))
+        levels = self.levels() if "recompute" in allowed else []
+        out = [q + (0,) for q in quads] + [(1, 1, False, 1, r) for r in levels] + \
+            [q + (r,) for q in quads for r in levels]
+        return sorted(out, key=lambda q: (self.overhead(*q), q))
+
+    def levels(self) -> list[int]:
+        """The recomputation levels that drop more activations than the level before (planner.recompute)."""
+        if "levels" not in self._cache:
+            sizes = [len(self.drops(r)) for r in range(recompute.MAX_LEVEL + 1)]
+            self._cache["levels"] = [r for r in range(1, len(sizes)) if sizes[r] > sizes[r - 1]]
+        return self._cache["levels"]
+
+    def drops(self, r: int) -> list[recompute.Drop]:
+        """The activations that recomputation level r drops (the r largest that can be, planner.recompute)."""
+        if "recompute candidates" not in self._cache:
+            keep = {s.pool.inputs[0] for s in self._sites()}  # planner.compact saves those its own way
+            self._cache["recompute candidates"] = recompute.candidates(self.order, self.base_specs, self.feeds,
+                                                                       self.fetches, keep)
+        return recompute.choose(self._cache["recompute candidates"], r, self.feeds)
+
+    def view(self, r: int) -> _View:
+        """The step as a plan at recomputation level r runs it: the caller's graph (r = 0) or a planning copy
+        in which each backward reader of a dropped activation recomputes it (planner.recompute)."""
+        if ("view", r) not in self._cache:
+            if r == 0:
+                v = _View(self.fetches, self.feeds, self.feed_shapes, {}, [])
+            else:
+                drops = self.drops(r)
+                rw = recompute.rewrite(self.order, self.feeds, drops)
+                m = rw.tensor_map
+                fetches = [m[f] if isinstance(f, Tensor) else rw.op_map[f] for f in self.fetches]
+                outer = {t: m[t] for t in list(self.feeds) + [f for f in self.fetches if isinstance(f, Tensor)]}
+                v = _View(fetches, {m[t] for t in self.feeds}, {m[t]: s for t, s in self.feed_shapes.items()},
+                          outer, drops)
+            self._cache["view", r] = v
+        return self._cache["view", r]
+
+    def _specs(self, r: int) -> dict:
+        """Every tensor's spec in the whole step at recomputation level r."""
+        return self._runs(1, r)[0].specs
 
     def _sites(self) -> list:
         if "sites" not in self._cache:
@@ -356,15 +410,14 @@ class _Step:
 
     def _conv_scratch(self, parts: int, div: int = 1) -> int:
         """The most scratch one convolution declares when it runs on 1/parts of the batch with its scratch
-        budget divided by `div` (cpu: the opencl kernels' scratch does not depend on either)."""
-        if self.kernel_device != "cpu":
-            return 0
+        budget divided by `div`."""
         if ("scratch", parts, div) not in self._cache:
             convs = [op for op in self.ops if op.type in chunking.CHUNKABLE
                      and (parts == 1 or chunking.can_chunk(op, self.base_specs, parts))]
             self._cache["scratch", parts, div] = max(
                 (sum(math.prod(s) * d.size
-                     for s, d in declared_workspaces(op, self.base_specs, self.kernel_device, parts, div))
+                     for s, d in declared_workspaces(op, self.base_specs, self.kernel_device, parts, div,
+                                                     self.compute_units))
                  for op in convs), default=0)
         return self._cache["scratch", parts, div]
 
@@ -377,24 +430,32 @@ class _Step:
         dims = [s[0] for t, s in self.feed_shapes.items() if len(s) and t._shape and t._shape[0] is None]
         return max(set(dims), key=dims.count) if dims else None
 
-    def overhead(self, k: int, c: int, z: bool = False, d: int = 1) -> float:
-        """Predicted extra step time of (k micro-batches, c conv chunks, compact or not, scratch divisor d)
-        over the plain step, a fraction (see _CostModel)."""
-        key = ("overhead", k, c, bool(z), d)
+    def overhead(self, k: int, c: int, z: bool = False, d: int = 1, r: int = 0) -> float:
+        """Predicted extra step time of (k micro-batches, c conv chunks, compact or not, scratch divisor d,
+        recomputation level r) over the plain step, a fraction (see _CostModel)."""
+        key = ("overhead", k, c, bool(z), d, r)
         if key not in self._cache:
             try:
                 if "plain time" not in self._cache:
                     self._cache["plain time"] = self.cost.time(self.features(1, 1))
-                self._cache[key] = self.cost.time(self.features(k, c, z, d)) / self._cache["plain time"] - 1
+                self._cache[key] = self.cost.time(self.features(k, c, z, d, r)) / self._cache["plain time"] - 1
             except PlanError:
                 self._cache[key] = float("inf")
         return self._cache[key]
 
-    def features(self, k: int, c: int, z: bool = False, d: int = 1) -> dict[str, float]:
-        """What the step does under (k, c, z, d), in the cost model's terms: kernel calls, executor runs,
+    def why(self, kc: tuple, cheaper: int) -> str:
+        """Why the search chose candidate `kc`, the first of the candidates (cheapest predicted first) to fit
+        after `cheaper` others did not."""
+        plain = self.cost.time(self.features(1, 1))
+        return (f"the cheapest of the combinations that fit, by predicted step time on {self.kernel_device} "
+                f"({self.cost.basis}): {plain * 1e3:.3g} ms -> {plain * (1 + self.overhead(*kc)) * 1e3:.3g} ms "
+                f"({self.overhead(*kc):+.1%}); {cheaper} combinations predicted cheaper do not fit")
+
+    def features(self, k: int, c: int, z: bool = False, d: int = 1, r: int = 0) -> dict[str, float]:
+        """What the step does under (k, c, z, d, r), in the cost model's terms: kernel calls, executor runs,
         GEMM FLOPs, elements other ops write, pieces the conv kernels cut their calls into, elements the
-        compact pools read."""
-        fixed, convs = self._fixed_features(k)
+        compact pools read. Recomputing ops count like any other."""
+        fixed, convs = self._fixed_features(k, r)
         f = dict(fixed)
         for times, op, specs, batch in convs:
             n = c if chunking.can_chunk(op, specs, c) else 1
@@ -419,54 +480,69 @@ class _Step:
             self._cache[key] = chunking.scratch_bytes(op, self.base_specs, self.kernel_device, images, d)
         return self._cache[key]
 
-    def _fixed_features(self, k: int) -> tuple[dict[str, float], list]:
+    def _fixed_features(self, k: int, r: int = 0) -> tuple[dict[str, float], list]:
         """The features of k micro-batches that chunking leaves alone, and the convolutions whose calls it
         cuts: [(runs of them, op, specs, batch)]. Per k, since the candidates differ mostly in c and d. (The
-        features count whole elements and FLOPs: exact in floats, so summing them apart changes nothing.)"""
-        if ("fixed features", k) in self._cache:
-            return self._cache["fixed features", k]
+        features count whole elements and FLOPs: exact in floats, so summing them apart changes nothing.)
+        Recomputation level r adds its recomputing ops, counted as the ops they copy (same shapes), once per
+        backward reader in every micro-batch run: no planning copy of the graph is needed to price it."""
+        if ("fixed features", k, r) in self._cache:
+            return self._cache["fixed features", k, r]
+        if r:
+            f0, convs0 = self._fixed_features(k, 0)
+            f, convs = dict(f0), list(convs0)
+            specs = self._runs(k)[0].specs
+            for dr in self.drops(r):
+                for op in dr.ops:
+                    self._count(f, convs, k * len(dr.readers), op, specs)
+            self._cache["fixed features", k, r] = f, convs
+            return f, convs
         f = dict.fromkeys(("calls", "conv_calls", "runs", "flops", "elements", "pieces", "compact"), 0.0)
-        convs = []
+        convs: list = []
         for times, run in zip((k, 1), self._runs(k)):  # the micro-batch run k times, the update run once
             f["runs"] += times
             ops, specs = set(run.order), run.specs
             feeds = {t for t in specs if t in self.feeds or t.op not in ops}
             for op in run.order:
-                if not executes(op, feeds) or not all(o in specs for o in op.outputs):
-                    continue
-                flops = _matmul_flops(op, specs)
-                f["flops"] += times * flops
-                if not flops:
-                    f["elements"] += times * sum(math.prod(specs[o].shape) for o in op.outputs)
-                if op.type in chunking.CHUNKABLE:
-                    convs.append((times, op, specs, specs[op.inputs[chunking.CHUNKABLE[op.type][0][0]]].shape[0]))
-                else:
-                    f["calls"] += 1 * times
+                if executes(op, feeds) and all(o in specs for o in op.outputs):
+                    self._count(f, convs, times, op, specs)
         if k > 1:
             f["elements"] += k * sum(math.prod(self.base_specs[g].shape) for g in self.split().grads)
-        self._cache["fixed features", k] = f, convs
+        self._cache["fixed features", k, r] = f, convs
         return f, convs
 
+    @staticmethod
+    def _count(f: dict, convs: list, times: int, op: Operation, specs) -> None:
+        """Adds what `times` calls of `op` do to the features `f`; convolutions go to `convs` (chunking)."""
+        flops = _matmul_flops(op, specs)
+        f["flops"] += times * flops
+        if not flops:
+            f["elements"] += times * sum(math.prod(specs[o].shape) for o in op.outputs)
+        if op.type in chunking.CHUNKABLE:
+            convs.append((times, op, specs, specs[op.inputs[chunking.CHUNKABLE[op.type][0][0]]].shape[0]))
+        else:
+            f["calls"] += times
+
     # -- micro-batching split ----------------------------------------------------------------------------
-    def split(self) -> _Split:
-        if "split" not in self._cache:
-            self._cache["split"] = _split(self)
-        s = self._cache["split"]
+    def split(self, r: int = 0) -> _Split:
+        if ("split", r) not in self._cache:
+            self._cache["split", r] = _split(self, r)
+        s = self._cache["split", r]
         if isinstance(s, PlanError):
             raise s
         return s
 
     # -- building one plan ----------------------------------------------------------------------------------
-    def build(self, k: int, c: int, z: bool = False, d: int = 1, place: bool = True) -> MemoryPlan:
-        """The plan with k micro-batches, convolutions in c batch chunks, compact saved state if z, and the
-        conv kernels' scratch budget divided by d; without `place`, only the lifetimes (arena_bytes stays 0
-        until `place(plan)`)."""
-        runs = self._runs(k)
+    def build(self, k: int, c: int, z: bool = False, d: int = 1, r: int = 0, place: bool = True) -> MemoryPlan:
+        """The plan with k micro-batches, convolutions in c batch chunks, compact saved state if z, the
+        conv kernels' scratch budget divided by d, and recomputation level r; without `place`, only the
+        lifetimes (arena_bytes stays 0 until `place(plan)`)."""
+        runs = self._runs(k, r)
         a = self._phase(runs[0], c, 0, z, d)
         phases = [a] + [self._phase(run, 1, a.life.steps) for run in runs[1:]]
         acc, merge = {}, {}
         if k > 1:
-            s = self.split()
+            s = self.split(r)
             batch = self.batch_size()
             end = sum(ph.life.steps for ph in phases) - 1
             for t in s.grads:
@@ -488,20 +564,21 @@ class _Step:
         # A micro-batch's rows of a fed batch are a view of it on every device (opencl: an offset): no slot.
         p = MemoryPlan(self.device, self.alignment, phases, 0, live, self.parameter_bytes, self.slot_bytes,
                        self.feed_bytes, microbatches=k, accumulators=acc, fetch_merge=merge,
-                       feed_shapes=dict(self.feed_shapes))
+                       feed_shapes=dict(self.feed_shapes), tensor_map=self.view(r).outer,
+                       recomputed=[dr.tensor.name for dr in self.view(r).drops])
         if place:
             globals()["place"](p)
         if k > 1:
-            p.batch_size, p.batch_feeds = self.batch_size(), list(self.split().batch_feeds)
+            p.batch_size, p.batch_feeds = self.batch_size(), list(self.split(r).batch_feeds)
         p.chunks = {op: n for ph in phases for op, n in ph.life.chunks.items()}
         p.scratch_divisor = d
         why = batch_statistics(self.order)
         p.notes = [f"micro-batching not applied: {why}"] if why else []
-        p.transformations = self._describe(p, k, c, z, d)
-        p.predicted_overhead = self.overhead(k, c, z, d)
+        p.transformations = self._describe(p, k, c, z, d, r)
+        p.predicted_overhead = self.overhead(k, c, z, d, r)
         return p
 
-    def _describe(self, p: MemoryPlan, k: int, c: int, z: bool = False, d: int = 1) -> list[dict]:
+    def _describe(self, p: MemoryPlan, k: int, c: int, z: bool = False, d: int = 1, r: int = 0) -> list[dict]:
         out = []
         for ph in p.phases:
             if ph.schedule != "creation order":
@@ -519,6 +596,14 @@ class _Step:
                         f"per window for backward instead of the ReLU output ({format_size(saved)} of "
                         "activations not saved per run; exact)",
                         "predicted_overhead": round(self.overhead(1, 1, True), 4)})
+        if r:
+            drops = self.view(r).drops
+            saved = sum(nbytes(self.base_specs[dr.tensor]) for dr in drops)
+            ops = sum(len(dr.ops) * len(dr.readers) for dr in drops)
+            out.append({"name": "recompute", "detail": f"{len(drops)} activations dropped after their forward use "
+                        f"and recomputed before each backward reader ({', '.join(dr.tensor.name for dr in drops)}:"
+                        f" {format_size(saved)} per run not kept across the step; {ops} ops rerun; exact)",
+                        "predicted_overhead": round(self.overhead(1, 1, False, 1, r), 4)})
         if d > 1:
             out.append({"name": "scratch", "detail": f"convolution kernels work through their batch in pieces "
                         f"1/{d} the usual size (scratch {format_size(self._conv_scratch(k * c))} -> "
@@ -536,29 +621,31 @@ class _Step:
                         "predicted_overhead": round(self.overhead(k, 1), 4)})
         return out
 
-    def _runs(self, k: int) -> list[_Run]:
-        """The executor runs of a step in k micro-batches: the step; or the micro-batch run and the update run
-        (when there are fetches after the updates)."""
+    def _runs(self, k: int, r: int = 0) -> list[_Run]:
+        """The executor runs of a step in k micro-batches at recomputation level r: the step; or the
+        micro-batch run and the update run (when there are fetches after the updates)."""
+        v = self.view(r)
         if k == 1:
-            return [self._run("step", self.fetches, self.feeds, self.feed_shapes)]
-        s = self.split()
-        shapes = {t: ((sh[0] // k,) + sh[1:] if t in s.batch_feeds else sh) for t, sh in self.feed_shapes.items()}
-        runs = [self._run("micro-batch", s.a_fetches, self.feeds, shapes)]
+            return [self._run("step", v.fetches, v.feeds, v.feed_shapes, r)]
+        s = self.split(r)
+        shapes = {t: ((sh[0] // k,) + sh[1:] if t in s.batch_feeds else sh) for t, sh in v.feed_shapes.items()}
+        runs = [self._run("micro-batch", s.a_fetches, v.feeds, shapes, r)]
         if s.b_fetches:
-            b_shapes = {t: self.base_specs[t].shape for t in s.grads}
-            b_shapes.update({t: sh for t, sh in self.feed_shapes.items() if t not in s.batch_feeds})
-            runs.append(self._run("update", s.b_fetches, set(b_shapes), b_shapes))
+            b_shapes = {t: self._specs(r)[t].shape for t in s.grads}
+            b_shapes.update({t: sh for t, sh in v.feed_shapes.items() if t not in s.batch_feeds})
+            runs.append(self._run("update", s.b_fetches, set(b_shapes), b_shapes, r))
         return runs
 
-    def _run(self, name, fetches, feeds, feed_shapes) -> _Run:
-        """One executor run of the step (name: 'step', 'micro-batch' or 'update') for these feed shapes."""
-        if ("graph", name) not in self._cache:  # the same for every feed shape (the micro-batch runs of all k)
+    def _run(self, name, fetches, feeds, feed_shapes, r: int = 0) -> _Run:
+        """One executor run of the step (name: 'step', 'micro-batch' or 'update') for these feed shapes, at
+        recomputation level r."""
+        if ("graph", name, r) not in self._cache:  # the same for every feed shape (the micro-batch runs of all k)
             g = dependency_graph(needed_ops(fetches, feeds), feeds)
             order = creation_order(g)
-            self._cache["graph", name] = g, order, input_roots(order, feeds)
-        key = (name, tuple(sorted(s for s in feed_shapes.values())))
+            self._cache["graph", name, r] = g, order, input_roots(order, feeds)
+        key = (name, tuple(sorted(s for s in feed_shapes.values())), r)
         if key not in self._cache:
-            g, order, roots = self._cache["graph", name]
+            g, order, roots = self._cache["graph", name, r]
             self._cache[key] = _Run(key, g, order, static_specs(order, feed_shapes), roots, list(fetches),
                                     set(feeds))
         return self._cache[key]
@@ -586,22 +673,20 @@ class _Step:
         return Phase(run.key[0], order, set(run.feeds), list(run.fetches), run.specs, life, start, schedule,
                      creation_bound, r.sites, argmax)
 
-    def least_bytes(self, k: int, c: int, z: bool = False, d: int = 1) -> int:
-        """A lower bound on the peak of the plan (k, c, z, d), found without ordering it: when an op runs, the
+    def least_bytes(self, k: int, c: int, z: bool = False, d: int = 1, r: int = 0) -> int:
+        """A lower bound on the peak of the plan (k, c, z, d, r), found without ordering it: when an op runs, the
         buffers it reads and its workspaces are live, and so are its outputs unless it may write one over an
         input (planner.inplace). Of a micro-batched step it looks at the micro-batch run only."""
-        run = self._runs(k)[0]
+        run = self._runs(k, r)[0]
         _, ws = self._workspaces(run, c, d)
-        r = self._buffers(run, z)
-        overwriting = {s.relu_grad for s in r.sites}
+        bufs = self._buffers(run, z)
+        overwriting = {s.relu_grad for s in bufs.sites}
         most = 0
         for op in run.order:
-            n = sum(b.size for b in r.uses[op]) + sum(b.size for b in ws.get(op, ()))
+            n = sum(b.size for b in bufs.uses[op]) + sum(b.size for b in ws.get(op, ()))
             if op not in overwriting and not inplace_inputs(op.type, self.kernel_device):
-                n += sum(r.outputs[t].size for t in op.outputs if t in r.outputs)
+                n += sum(bufs.outputs[t].size for t in op.outputs if t in bufs.outputs)
             most = max(most, n)
-        if k > 1 and self.kernel_device != "cpu":  # the micro-batch's rows of the fed batches (build)
-            most += sum(-(-nbytes(run.specs[t]) // self.alignment) * self.alignment for t in self.split().batch_feeds)
         return self.parameter_bytes + self.slot_bytes + self.feed_bytes + most
 
     def _workspaces(self, run: _Run, c: int, d: int) -> tuple[dict, dict]:
@@ -639,6 +724,16 @@ class _Step:
             self._cache["buffers", run.key, compacted] = _Buffers(outputs, sites, unread, saved, fetched, uses,
                                                                   users, pinned)
         return self._cache["buffers", run.key, compacted]
+
+
+class _View(NamedTuple):
+    """The step's fetches and feeds in the graph a plan runs (planner.recompute's planning copy, or the
+    caller's), `outer` mapping the caller's fed and fetched tensors onto them (empty for the caller's graph)."""
+    fetches: list
+    feeds: set[Tensor]
+    feed_shapes: dict[Tensor, tuple]
+    outer: dict[Tensor, Tensor]
+    drops: list
 
 
 class _Run(NamedTuple):
@@ -732,26 +827,28 @@ def _batch_mean_kept(op) -> bool:
     return 0 in {int(a) % len(rank) for a in np.atleast_1d(axes)}
 
 
-def _split(step: _Step) -> _Split | PlanError:
-    """Splits the step into a per-micro-batch run (forward, backward) and an update run (the ops that change
-    variables in place, and everything after them), joined by the update ops' batch-dependent inputs."""
+def _split(step: _Step, r: int = 0) -> _Split | PlanError:
+    """Splits the step (at recomputation level r) into a per-micro-batch run (forward, backward) and an update
+    run (the ops that change variables in place, and everything after them), joined by the update ops'
+    batch-dependent inputs."""
+    v = step.view(r)
     batch = step.batch_size()
     if batch is None:
         return PlanError("cannot micro-batch: no fed tensor has an open batch dimension "
                          "([None, ...] placeholder)")
-    batch_feeds = {t for t, s in step.feed_shapes.items() if len(s) and s[0] == batch and t._shape
+    batch_feeds = {t for t, s in v.feed_shapes.items() if len(s) and s[0] == batch and t._shape
                    and t._shape[0] is None}
-    order = step.order
+    order = step._runs(1, r)[0].order
     batch_dep = set(batch_feeds)
     why = batch_statistics(order)
     if why:
         return PlanError(f"cannot micro-batch: {why}")
     for op in order:
         if any(t in batch_dep for t in op.inputs):
-            batch_dep.update(t for t in op.outputs if t not in step.feeds)
+            batch_dep.update(t for t in op.outputs if t not in v.feeds)
     after: set[Operation] = set()  # the update ops and everything that must run after them
     for op in order:
-        if op.op_def.ref_inputs or any(t.op in after and t not in step.feeds for t in op.inputs) or \
+        if op.op_def.ref_inputs or any(t.op in after and t not in v.feeds for t in op.inputs) or \
                 any(c in after for c in op.control_inputs):
             after.add(op)
     grads = []
@@ -763,8 +860,8 @@ def _split(step: _Step) -> _Split | PlanError:
                 elif t in batch_dep and t.op in after:
                     return PlanError(f"cannot micro-batch: '{t.name}' depends on the batch and on updated "
                                      "variables")
-    fetches_a = [f for f in step.fetches if (f.op if isinstance(f, Tensor) else f) not in after]
-    fetches_b = [f for f in step.fetches if (f.op if isinstance(f, Tensor) else f) in after]
+    fetches_a = [f for f in v.fetches if (f.op if isinstance(f, Tensor) else f) not in after]
+    fetches_b = [f for f in v.fetches if (f.op if isinstance(f, Tensor) else f) in after]
     user = [f for f in fetches_a if isinstance(f, Tensor)]
     a_fetches = grads + [f for f in fetches_a if f not in grads]
     return _Split(batch_feeds, batch_dep, grads, a_fetches, fetches_b, user)
@@ -795,6 +892,8 @@ class _CostModel:
     def __init__(self, device: str, weights: dict | None = None):
         default = self.OPENCL_WEIGHTS if device == "opencl" else self.WEIGHTS
         self.device, self.weights = device, dict(weights or default)
+        self.basis = (f"host-bound, {self.weights['calls'] * 1e6:.0f} us per kernel launch" if device == "opencl"
+                      else "GEMM FLOPs, elements written and kernel calls, fitted on a 2-core cpu")
 
     def time(self, features: dict) -> float:
         return sum(self.weights[k] * v for k, v in features.items())
