@@ -107,3 +107,6 @@ from tfplus.ops.control_flow_ops import Assert, TensorArray, cond, foldl, foldr,
 # file and tensor names have.
 from tfplus.dtypes import string  # noqa: E402
 from tfplus.ops import io_ops as _io_ops  # noqa: E402,F401
+
+# The on-device input op of the trainer (CifarAugment; see tfplus.ops.image_ops).
+from tfplus.ops import image_ops as _image_ops  # noqa: E402,F401
