@@ -666,6 +666,7 @@ def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = No
     Raises UsageError for bad options and tfplus.data.DataError for missing data. On SIGINT/SIGTERM it
     finishes the step, saves a checkpoint (with checkpoint_dir) and returns with exit_code 130/143.
     """
+    started = time.perf_counter()
     out, err = out or sys.stdout, err or sys.stderr
     check_device(cfg.device)
     if cfg.checkpoint_dir:
@@ -798,7 +799,7 @@ def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = No
               f"{100 * row['accuracy']:.2f}% (epoch means){test}  {seconds:.1f} s "
               f"({row['images_per_sec']:.0f} img/s)", file=out, flush=True)
 
-    exit_code, lr = 0, float("nan")
+    exit_code, lr, first_step_said = 0, float("nan"), False
     trace_options = profiler.RunOptions(profiler.RunOptions.FULL_TRACE) if cfg.profile_every else None
     try:
         with _StopRequest() as stop:
@@ -841,6 +842,10 @@ def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = No
                     eta = elapsed / n * (total_steps - step) + evals_left * clock["eval_s"]
                     if step == done_at_start + 1 and cfg.memory_budget:  # the plan is made by now
                         print(_plan_line(sess, cfg.memory_budget), file=err)
+                    if step == done_at_start + 1 and not first_step_said:
+                        first_step_said = True
+                        bar.clear()
+                        print(_first_step_line(sess, time.perf_counter() - started), file=err)
                     bar.update(step - epoch * spe,
                                f"epoch mean loss {s[0] / s[2]:.4f} acc {100 * s[1] / s[2]:.1f}% "
                                f"{n * cfg.batch_size / elapsed:.0f} img/s run ETA {_clock(eta)}")
@@ -918,6 +923,14 @@ def image_feed(tg, images) -> dict:
     if tg.raw_images is None:
         return {tg.images: images}
     return {tg.raw_images: images[0], tg.crops: images[1]}
+
+
+def _first_step_line(sess: tf.Session, seconds: float) -> str:
+    """How long the start took, up to the end of the first step, and what of it compiling OpenCL programs
+    took (the first run on a device; later ones load the built programs from the cache)."""
+    notice = getattr(getattr(sess.runtime, "dev", None), "compiling", None)
+    built = notice.summary() if notice is not None else None
+    return f"first step done {seconds:.1f} s after start" + (f"; {built}" if built else "")
 
 
 def _plan_line(sess: tf.Session, budget) -> str:

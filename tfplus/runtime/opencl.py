@@ -281,6 +281,13 @@ class _CompileNotice:
             print(f"tfplus: compiling OpenCL kernels for {device} (once: later runs load them from "
                   f"{cache_dir()})", file=sys.stderr, flush=True)
 
+    def summary(self) -> str | None:
+        """One line on what compiling cost so far (None if nothing was compiled)."""
+        if not self.count:
+            return None
+        return (f"built {self.count} OpenCL program{'s' * (self.count != 1)} (first run on this device): "
+                f"{self.seconds:.1f} s")
+
     def done(self, seconds: float) -> None:
         self.count += 1
         self.seconds += seconds
@@ -333,7 +340,8 @@ class _Device:
             self.tuning = json.loads(self.tuning_path.read_text())
         except (OSError, ValueError):
             pass
-        self.build_seconds = 0.0
+        self.build_seconds = 0.0  # building programs, from source or from cached binaries
+        self.tune_seconds = 0.0   # choosing tiles (kernels/opencl/_tune.py), compiles included
         self.compiling = _CompileNotice()
         if _debug() >= 1:
             print(f"tfplus: opencl device {self.info['platform']} / {self.info['name']} "
