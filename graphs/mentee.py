@@ -148,6 +148,9 @@ class TrainGraph(NamedTuple):
     global_step: tf.Variable
     train_op: tf.Operation
     init_op: tf.Operation
+    # With device_input: `images` is computed from these by CifarAugment on the session's device.
+    raw_images: tf.Tensor | None = None    # placeholder uint8 (None, 3, 32, 32), the dataset's bytes
+    crops: tf.Tensor | None = None         # placeholder int32 (None, 3): top, left, flip per image
 
 
 def default_warmup(steps_per_epoch: int) -> int:
@@ -231,12 +234,32 @@ def _model_logits(model: Callable[..., tf.Tensor], images, data_format: str, kwa
         return logits, model(images, data_format=data_format, training=False, **kwargs)
 
 
+def _device_input(images: tf.Tensor, data_format: str) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    """(augmented images, raw_images, crops): the readers of the `images` placeholder read CifarAugment's output
+    instead. NOTE: made last, and the readers rewired, because random ops are seeded by the number of ops before
+    them: the model's initial weights stay those of a host-input graph of the same seed."""
+    from tfplus.data import MEAN, STD
+    from tfplus.ops.image_ops import cifar_augment
+    dims = images._shape
+    c, h, w = dims[1:] if data_format == "NCHW" else (dims[3], dims[1], dims[2])
+    raw_images = tf.placeholder(tf.uint8, [None, c, h, w], name="raw_images")
+    crops = tf.placeholder(tf.int32, [None, 3], name="crops")
+    augmented = cifar_augment(raw_images, crops, 1 / (255 * STD), MEAN / STD, data_format=data_format,
+                              name="augmented_images")
+    for op in list(images.consumers()):
+        for i, t in enumerate(op.inputs):
+            if t is images:
+                op._update_input(i, augmented)
+    return augmented, raw_images, crops
+
+
 def training_graph(model: Callable[..., tf.Tensor] = mentee, *, total_steps: int, seed: int = 0,
                    optimizer: str = "momentum", learning_rate: float | None = None, momentum: float = 0.9,
                    nesterov: bool = True, weight_decay: float = 5e-4, schedule: str = "cosine",
                    warmup_steps: int = 0, data_format: str = "NCHW", image_shape: Sequence[int] = (3, 32, 32),
                    model_kwargs: dict | None = None,
-                   var_list: Callable[[list[tf.Variable]], list[tf.Variable]] | None = None) -> TrainGraph:
+                   var_list: Callable[[list[tf.Variable]], list[tf.Variable]] | None = None,
+                   device_input: bool = False) -> TrainGraph:
     """A new graph with placeholders, `model`'s logits, loss, accuracy and an optimizer step.
 
     loss = mean sparse softmax cross-entropy + weight_decay * sum(l2_loss(w)) over the WEIGHTS collection; as
@@ -248,6 +271,8 @@ def training_graph(model: Callable[..., tf.Tensor] = mentee, *, total_steps: int
     a batch-norm layer none of whose variables trains runs in inference mode (frozen_batch_norm): it normalizes
     with its moving statistics and does not update them, as Keras's BatchNormalization(trainable=False); the
     convolutions below the trained layers get a smaller cpu scratch (finetune.shrink_forward_scratch).
+    `device_input` feeds uint8 images and per-image crops instead (raw_images, crops), augmented and normalized
+    in the graph (tfplus.ops.image_ops.cifar_augment, pad 4), so the floats are made where the model runs.
 
         tg = training_graph(mentee, total_steps=100, seed=0, model_kwargs={"conv_widths": (8, 8, 16, 16, 32)})
     """
@@ -291,5 +316,8 @@ def training_graph(model: Callable[..., tf.Tensor] = mentee, *, total_steps: int
         if train_vars is not None:  # frozen layers below the trained ones run forward only
             finetune.shrink_forward_scratch(graph, train_vars)
         init_op = tf.global_variables_initializer()
+        raw_images = crops = None
+        if device_input:
+            images, raw_images, crops = _device_input(images, data_format)
     return TrainGraph(graph, images, labels, logits, predictions, xent, loss, accuracy, lr, global_step,
-                      train_op, init_op)
+                      train_op, init_op, raw_images, crops)

@@ -7,16 +7,19 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from cases_fused import CASES as FUSED_CASES
+from cases_image import CASES as IMAGE_CASES
 from test_op_table import CASES
 from tforacle import import_into_tf, tf_tensors
 
 import tfplus as tf
 
-# The graph rewrite's fused ops (tfplus.optimize) are not TensorFlow ops, so their op-table cases
-# (tests/cases_fused.py) are not collected here: tests/test_optimize.py compares a fused training step with the
-# unfused one, whose ops are compared with TensorFlow here. Any other case whose graph uses an op TensorFlow
-# lacks fails, asking for it to be left out with a reason.
-_REWRITE_ONLY = {c.name for c in FUSED_CASES}
+# Ops that are not TensorFlow's, so their op-table cases are not collected here:
+# - the graph rewrite's fused ops (tfplus.optimize; tests/cases_fused.py): tests/test_optimize.py compares a fused
+#   training step with the unfused one, whose ops are compared with TensorFlow here;
+# - CifarAugment, the trainer's device input (tests/cases_image.py): checked against a per-pixel NumPy reference
+#   and the host pipeline.
+# Any other case whose graph uses an op TensorFlow lacks fails, asking for it to be left out with a reason.
+_TFPLUS_ONLY = {c.name for c in FUSED_CASES + IMAGE_CASES}
 
 # Cases left out on purpose, and why. Each is still checked against NumPy and finite differences by
 # test_op_table.
@@ -82,7 +85,7 @@ def _compare(got, want, what, rtol, atol):
 
 
 @pytest.mark.parametrize("case,dtype", [pytest.param(c, d, id=f"{c.name}-{d}") for c in CASES for d in c.dtypes
-                                        if c.name not in EXCLUDED_FORWARD and c.name not in _REWRITE_ONLY])
+                                        if c.name not in EXCLUDED_FORWARD and c.name not in _TFPLUS_ONLY])
 def test_forward_matches_tensorflow(case, dtype, tf1):
     g, phs, outs, arrays = _build(case, dtype, tf1)
     with tf.Session(graph=g) as sess:
@@ -96,7 +99,7 @@ def test_forward_matches_tensorflow(case, dtype, tf1):
 
 
 @pytest.mark.parametrize("case", [pytest.param(c, id=c.name) for c in CASES
-                                  if c.grad and c.name not in EXCLUDED_GRADIENT and c.name not in _REWRITE_ONLY])
+                                  if c.grad and c.name not in EXCLUDED_GRADIENT and c.name not in _TFPLUS_ONLY])
 def test_gradient_matches_tensorflow(case, tf1):
     """d sum(w * outputs) / d inputs by our tf.gradients and by TensorFlow's, on the same GraphDef."""
     g, phs, outs, arrays = _build(case, "float64", tf1)

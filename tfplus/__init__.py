@@ -112,3 +112,6 @@ from tfplus.ops import io_ops as _io_ops  # noqa: E402,F401
 # find them.
 from tfplus.ops import fused_ops as _fused_ops  # noqa: E402,F401
 from tfplus.config import RewriterConfig  # noqa: E402,F401
+
+# The on-device input op of the trainer (CifarAugment; see tfplus.ops.image_ops).
+from tfplus.ops import image_ops as _image_ops  # noqa: E402,F401

@@ -233,6 +233,9 @@ def build_parser() -> argparse.ArgumentParser:
     g = t.add_argument_group("run")
     g.add_argument("--device", type=_device, default="cpu", help="cpu (default), opencl or opencl:N")
     g.add_argument("--threads", type=_positive_int, metavar="N", help=_THREADS_HELP)
+    g.add_argument("--input", choices=("host", "device"), help="where training batches are augmented and "
+                   "normalized: host (NumPy, floats uploaded) or device (uint8 uploaded, one kernel); the "
+                   "batches are the same. Default: device on opencl, host on cpu")
     g.add_argument("--memory-budget", type=_size, metavar="SIZE",
                    help="plan each step to fit SIZE bytes (e.g. 64MB, 64MiB)")
     g.add_argument("--checkpoint-dir", type=_path, metavar="DIR", help="write checkpoints here")
@@ -388,7 +391,7 @@ def _train(args: argparse.Namespace) -> int:
                       checkpoint_dir=args.checkpoint_dir, checkpoint_every=args.checkpoint_every,
                       resume=args.resume, log=args.log, log_every=args.log_every,
                       profile_every=args.profile_every, eval_every=args.eval_every, logdir=args.logdir,
-                      download=args.download, init_from=args.init_from)
+                      download=args.download, init_from=args.init_from, input=args.input)
     try:
         return train(cfg).exit_code
     except RunError as e:  # diverged, or a checkpoint could not be written

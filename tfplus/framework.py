@@ -334,6 +334,18 @@ class Operation:
         if op not in self.control_inputs:
             self.control_inputs.append(op)
 
+    def _update_input(self, index: int, tensor: Tensor) -> None:
+        """Makes input `index` read `tensor` (TF1's private name), which must have the old input's dtype and
+        shape: shape functions are not run again."""
+        old = self.inputs[index]
+        if tensor.dtype is not old.dtype or tensor._shape != old._shape:
+            raise ValueError(f"{self.type} '{self.name}': input {index} is {old.dtype.name} {old._shape}; cannot "
+                             f"replace it with {tensor.name} ({tensor.dtype.name} {tensor._shape})")
+        consumers = self.graph._consumers
+        consumers[old].remove(self)
+        consumers.setdefault(tensor, []).append(self)
+        self.inputs[index] = tensor
+
     def __repr__(self):
         return f"<tf.Operation '{self.name}' type={self.type}>"
 

@@ -119,6 +119,7 @@ class TrainConfig:
     eval_every: int = 1                          # epochs between test-set evaluations (and the last); 0: none
     download: bool = False                       # fetch CIFAR-10 if absent (never without being asked)
     init_from: str | None = None                 # a checkpoint (file or folder) to start a new run from
+    input: str | None = None                     # "host" or "device" (CifarAugment); None: device on opencl
 
 
 RECIPE = ("model", "conv_widths", "fc_widths", "data_format", "synthetic", "batch_size", "epochs", "steps",
@@ -214,6 +215,7 @@ def _check(cfg: TrainConfig) -> None:
         (cfg.checkpoint_dir != "", "--checkpoint-dir '': give a folder"),
         (cfg.log != "", "--log '': give a file"),
         (cfg.synthetic is False or cfg.data is None, "give --data or --synthetic, not both"),
+        (cfg.input in (None, "host", "device"), f"--input must be host or device, got {cfg.input!r}"),
     ]
     for ok, message in checks:
         if not ok:
@@ -593,14 +595,25 @@ def _select(cfg: TrainConfig):
     return pick
 
 
-def build_graph(cfg: TrainConfig, total_steps: int):
+def device_input(cfg: TrainConfig) -> bool:
+    """Whether batches reach the graph as uint8 bytes and crops (tfplus.ops.image_ops.cifar_augment makes the
+    floats where the model runs): --input, by default on opencl, where it moves a quarter of the bytes and
+    takes the augmentation off the host; the cpu's NumPy pipeline runs in the prefetch thread, beside the step.
+    """
+    if cfg.input is not None:
+        return cfg.input == "device"
+    from tfplus.runtime import parse_device
+    return parse_device(cfg.device)[0] == "opencl"
+
+
+def build_graph(cfg: TrainConfig, total_steps: int, device_input: bool = False):
     """The training graph of a resolved config."""
     try:
         return training_graph(get_model(cfg.model).build, total_steps=total_steps, seed=cfg.seed,
                               optimizer=cfg.optimizer, learning_rate=cfg.lr, momentum=cfg.momentum,
                               nesterov=cfg.nesterov, weight_decay=cfg.weight_decay, schedule=cfg.schedule,
                               warmup_steps=cfg.warmup_steps or 0, data_format=cfg.data_format,
-                              model_kwargs=_model_kwargs(cfg), var_list=_select(cfg))
+                              model_kwargs=_model_kwargs(cfg), var_list=_select(cfg), device_input=device_input)
     except UsageError:
         raise
     except ValueError as e:  # e.g. widths that pool the image away
@@ -653,6 +666,7 @@ def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = No
     Raises UsageError for bad options and tfplus.data.DataError for missing data. On SIGINT/SIGTERM it
     finishes the step, saves a checkpoint (with checkpoint_dir) and returns with exit_code 130/143.
     """
+    started = time.perf_counter()
     out, err = out or sys.stdout, err or sys.stderr
     check_device(cfg.device)
     if cfg.checkpoint_dir:
@@ -681,7 +695,7 @@ def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = No
     n_epochs = math.ceil(total_steps / spe)
     if cfg.warmup_steps is None:  # recorded as a number, so a resumed run need not recompute it
         cfg.warmup_steps = default_warmup(spe)
-    tg = build_graph(cfg, total_steps)
+    tg = build_graph(cfg, total_steps, device_input(cfg))
     with tg.graph.as_default():
         saver = tf.train.Saver(max_to_keep=3)
         init = _init_from(cfg, tg, meta, err)
@@ -722,7 +736,8 @@ def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = No
     start_time, last_ckpt = time.perf_counter(), ckpt
     eval_batch = cfg.batch_size if cfg.memory_budget else max(cfg.batch_size, EVAL_BATCH)
     batches = tfdata.train_batches(dataset, cfg.batch_size, seed=cfg.seed, augment=cfg.augment,
-                                   data_format=cfg.data_format, state=state["data_state"])
+                                   data_format=cfg.data_format, state=state["data_state"],
+                                   raw=tg.raw_images is not None)
 
     def counters() -> dict[str, Any]:
         rt = sess.runtime
@@ -784,7 +799,7 @@ def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = No
               f"{100 * row['accuracy']:.2f}% (epoch means){test}  {seconds:.1f} s "
               f"({row['images_per_sec']:.0f} img/s)", file=out, flush=True)
 
-    exit_code, lr = 0, float("nan")
+    exit_code, lr, first_step_said = 0, float("nan"), False
     trace_options = profiler.RunOptions(profiler.RunOptions.FULL_TRACE) if cfg.profile_every else None
     try:
         with _StopRequest() as stop:
@@ -802,7 +817,7 @@ def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = No
                     if cfg.profile_every and (step + 1) % cfg.profile_every == 0:
                         md = profiler.RunMetadata()
                     _, loss, acc, lr = sess.run([tg.train_op, tg.loss, tg.accuracy, tg.learning_rate],
-                                                {tg.images: x, tg.labels: y}, options=trace_options,
+                                                {**image_feed(tg, x), tg.labels: y}, options=trace_options,
                                                 run_metadata=md)
                     loss, acc, lr = float(loss), float(acc), float(lr)
                     step += 1
@@ -827,6 +842,10 @@ def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = No
                     eta = elapsed / n * (total_steps - step) + evals_left * clock["eval_s"]
                     if step == done_at_start + 1 and cfg.memory_budget:  # the plan is made by now
                         print(_plan_line(sess, cfg.memory_budget), file=err)
+                    if step == done_at_start + 1 and not first_step_said:
+                        first_step_said = True
+                        bar.clear()
+                        print(_first_step_line(sess, time.perf_counter() - started), file=err)
                     bar.update(step - epoch * spe,
                                f"epoch mean loss {s[0] / s[2]:.4f} acc {100 * s[1] / s[2]:.1f}% "
                                f"{n * cfg.batch_size / elapsed:.0f} img/s run ETA {_clock(eta)}")
@@ -887,15 +906,31 @@ def evaluate_predictions(sess: tf.Session, tg, dataset: tfdata.Dataset, batch_si
     confusion = np.zeros((k, k), np.int64)
     n = len(dataset.test_labels)
     bar = Progress(progress, math.ceil(n / batch_size), "test set") if progress else None
-    with tfdata.eval_batches(dataset, batch_size, data_format) as batches:
+    raw = tg.raw_images is not None
+    with tfdata.eval_batches(dataset, batch_size, data_format, raw=raw) as batches:
         for i, (x, y) in enumerate(batches):
-            predicted = sess.run(tg.predictions, {tg.images: x})
+            predicted = sess.run(tg.predictions, image_feed(tg, (x, tfdata.no_crops(len(x))) if raw else x))
             np.add.at(confusion, (y, predicted), 1)
             if bar:
                 bar.update(i + 1, "batches")
     if bar:
         bar.clear()
     return float(np.trace(confusion) / max(confusion.sum(), 1)), confusion
+
+
+def image_feed(tg, images) -> dict:
+    """The feed of a batch's images: floats for tg.images, or (uint8 images, crops) with device input."""
+    if tg.raw_images is None:
+        return {tg.images: images}
+    return {tg.raw_images: images[0], tg.crops: images[1]}
+
+
+def _first_step_line(sess: tf.Session, seconds: float) -> str:
+    """How long the start took, up to the end of the first step, and what of it compiling OpenCL programs
+    took (the first run on a device; later ones load the built programs from the cache)."""
+    notice = getattr(getattr(sess.runtime, "dev", None), "compiling", None)
+    built = notice.summary() if notice is not None else None
+    return f"first step done {seconds:.1f} s after start" + (f"; {built}" if built else "")
 
 
 def _plan_line(sess: tf.Session, budget) -> str:
@@ -952,7 +987,7 @@ def evaluate(checkpoint: str, data: str | None = None, synthetic: bool | None = 
         raise
     if cfg.classes is not None:  # the run's classes: its test images are those
         dataset = only_classes(dataset, cfg.classes)
-    tg = build_graph(cfg, max(meta["step"], 1))
+    tg = build_graph(cfg, max(meta["step"], 1), device_input(dataclasses.replace(cfg, device=device)))
     with tg.graph.as_default():
         saver = tf.train.Saver()
     sess = _session(tg.graph, device, memory_budget)

@@ -1,7 +1,11 @@
 """Tile sizes for the GEMM-based kernels (matmul.cl, conv.cl), chosen per device and problem by timing a few
 candidates on the real buffers at first use; the choice is kept in the device's tuning file (see
 tfplus.runtime.opencl.cache_dir()). CPU devices (PoCL) use one small fixed tile, so tests compile one variant.
-TFPLUS_OPENCL_TUNE=0 skips the timing and takes the default tile."""
+
+Tuning is bounded, so that a fresh machine reaches its first step quickly: each candidate is a program to
+compile, and a step has a dozen problems. A process tunes problems until it has spent TFPLUS_OPENCL_TUNE_S
+seconds on it (default 1; `inf`: no bound); the rest take the device class's default tile this time and are
+tuned by later processes, which find the finished ones in the tuning file. TFPLUS_OPENCL_TUNE=0 never tunes."""
 from __future__ import annotations
 
 import os
@@ -51,6 +55,15 @@ def launch_shape(cfg, m: int, n: int, depth: int = 1) -> tuple[tuple, tuple]:
     return (-(-n // tn) * tx, -(-m // tm) * ty, depth), (tx, ty, 1)
 
 
+def tune_budget() -> float:
+    """Seconds of tuning a process may spend per device (TFPLUS_OPENCL_TUNE_S; see the module's docstring)."""
+    try:
+        return float(os.environ.get("TFPLUS_OPENCL_TUNE_S", "1"))
+    except ValueError:
+        raise ValueError(f"TFPLUS_OPENCL_TUNE_S={os.environ['TFPLUS_OPENCL_TUNE_S']!r}: give seconds, e.g. 1 or "
+                         "inf") from None
+
+
 def choose(rt, key: str, itemsize: int, run) -> tuple:
     """The tile config for `key` on rt's device; `run(cfg)` enqueues the kernel with tile config cfg."""
     dev = rt.dev
@@ -62,8 +75,9 @@ def choose(rt, key: str, itemsize: int, run) -> tuple:
         return tuple(hit)
     local_mem = rt.info["local_mem_bytes"]
     ok = [c for c in GPU_CANDIDATES if valid(c, dev.max_wg, local_mem, itemsize)]
-    if os.environ.get("TFPLUS_OPENCL_TUNE", "1") == "0" or not ok:
+    if os.environ.get("TFPLUS_OPENCL_TUNE", "1") == "0" or not ok or dev.tune_seconds >= tune_budget():
         return GPU_DEFAULT if GPU_DEFAULT in ok else (ok or [CPU_TILE])[0]
+    started = time.perf_counter()
     best, best_t, error = None, None, None
     for cfg in ok:
         try:
@@ -81,6 +95,7 @@ def choose(rt, key: str, itemsize: int, run) -> tuple:
             best, best_t = cfg, t
     if best is None:
         raise RuntimeError(f"no tile configuration of {key} runs on {rt.describe()}; the last error: {error}")
+    dev.tune_seconds += time.perf_counter() - started
     dev.tuning[key] = list(best)
     dev.save_tuning()
     if os.environ.get("TFPLUS_DEBUG", "0") not in ("", "0"):

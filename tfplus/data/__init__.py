@@ -14,8 +14,10 @@ from tfplus.data.cifar10 import (
     eval_batches,
     find_data_dir,
     load,
+    no_crops,
     normalize,
     random_crop_flip,
+    random_crops,
     read_batches,
     synthetic,
     train_batches,
@@ -24,6 +26,6 @@ from tfplus.data.cifar10 import (
 
 __all__ = [
     "CLASSES", "MEAN", "STD", "DataError", "Dataset", "Prefetch", "TrainBatches", "cache_dir", "crop_flip",
-    "data_root", "download", "eval_batches", "find_data_dir", "load", "normalize", "random_crop_flip",
-    "read_batches", "synthetic", "train_batches", "write_binary_batches",
+    "data_root", "download", "eval_batches", "find_data_dir", "load", "no_crops", "normalize", "random_crop_flip",
+    "random_crops", "read_batches", "synthetic", "train_batches", "write_binary_batches",
 ]

@@ -510,14 +510,20 @@ def crop_flip(images: np.ndarray, top: np.ndarray, left: np.ndarray, flip: np.nd
     return out
 
 
+def random_crops(n: int, rng: np.random.Generator, pad: int = 4) -> np.ndarray:
+    """n random crops as int32 (n, 3) rows (top, left, flip): offsets 0..2*pad, a coin flip for the mirror;
+    the draws of random_crop_flip, for tfplus.ops.image_ops.cifar_augment. pad, pad, 0 is no change."""
+    top, left = rng.integers(0, 2 * pad + 1, (2, n))
+    return np.stack([top, left, rng.random(n) < 0.5], 1).astype(np.int32)
+
+
 def random_crop_flip(images: np.ndarray, rng: np.random.Generator, pad: int = 4) -> np.ndarray:
     """The standard CIFAR augmentation: a random crop of the zero-padded image and a coin-flip mirror.
 
     Padding is black pixels (0) before normalization, as in the usual pad-crop-normalize recipe.
     """
-    n = len(images)
-    top, left = rng.integers(0, 2 * pad + 1, (2, n))
-    return crop_flip(images, top, left, rng.random(n) < 0.5, pad)
+    crops = random_crops(len(images), rng, pad)
+    return crop_flip(images, crops[:, 0], crops[:, 1], crops[:, 2] != 0, pad)
 
 
 def normalize(images: np.ndarray, data_format: str = "NCHW") -> np.ndarray:
@@ -632,7 +638,7 @@ class TrainBatches:
     """Endless shuffled, augmented training batches with an exact resume state; see train_batches()."""
 
     def __init__(self, dataset: Dataset, batch_size: int, seed: int, augment: bool, data_format: str,
-                 state: dict[str, int] | None, prefetch: int):
+                 state: dict[str, int] | None, prefetch: int, raw: bool = False):
         _check_format(data_format)
         self.batch_size, self.seed = batch_size, seed
         self.steps_per_epoch = len(dataset.train_labels) // max(batch_size, 1)
@@ -643,7 +649,7 @@ class TrainBatches:
         self._check_state(state)
         self._epoch, self._index = state["epoch"], state["batch_index"]
         self._batches = Prefetch(_train_stream(dataset, batch_size, seed, self._epoch, self._index, augment,
-                                               data_format), prefetch)
+                                               data_format, raw), prefetch)
 
     def _check_state(self, state: dict[str, int]) -> None:
         if set(state) != {"seed", "epoch", "batch_index"}:
@@ -663,7 +669,7 @@ class TrainBatches:
     def __iter__(self) -> TrainBatches:
         return self
 
-    def __next__(self) -> tuple[np.ndarray, np.ndarray]:
+    def __next__(self) -> tuple[Any, np.ndarray]:
         (epoch, index), images, labels = next(self._batches)
         # Track the consumer's position, not the worker's, which runs a few batches ahead.
         self._epoch, self._index = (epoch, index + 1) if index + 1 < self.steps_per_epoch else (epoch + 1, 0)
@@ -687,47 +693,61 @@ def _rng(seed: int, stream: int, epoch: int, batch_index: int) -> np.random.Gene
 
 
 def _train_stream(dataset: Dataset, batch_size: int, seed: int, epoch: int, index: int, augment: bool,
-                  data_format: str) -> Iterator[tuple[tuple[int, int], np.ndarray, np.ndarray]]:
+                  data_format: str, raw: bool) -> Iterator[tuple[tuple[int, int], Any, np.ndarray]]:
     images, labels = dataset.train_images, dataset.train_labels
     steps = len(labels) // batch_size
     while True:
         order = _rng(seed, 0, epoch, 0).permutation(len(labels))
         for i in range(index, steps):
             take = order[i * batch_size:(i + 1) * batch_size]
-            x = random_crop_flip(images[take], _rng(seed, 1, epoch, i)) if augment else images[take]
-            yield (epoch, i), normalize(x, data_format), labels[take]
+            crops = random_crops(batch_size, _rng(seed, 1, epoch, i)) if augment else no_crops(batch_size)
+            if raw:  # the bytes and the crops: cifar_augment makes the very floats of the branch below
+                yield (epoch, i), (images[take], crops), labels[take]
+            else:
+                x = crop_flip(images[take], crops[:, 0], crops[:, 1], crops[:, 2] != 0) if augment else images[take]
+                yield (epoch, i), normalize(x, data_format), labels[take]
         epoch, index = epoch + 1, 0
+
+
+def no_crops(n: int, pad: int = 4) -> np.ndarray:
+    """n crops (top, left, flip) that leave images as they are, for cifar_augment on unaugmented batches."""
+    return np.tile(np.array([[pad, pad, 0]], np.int32), (n, 1))
 
 
 def train_batches(dataset: Dataset, batch_size: int, seed: int = 0, augment: bool = True,
                   data_format: str = "NCHW", state: dict[str, int] | None = None,
-                  prefetch: int = 2) -> TrainBatches:
+                  prefetch: int = 2, raw: bool = False) -> TrainBatches:
     """Endless training batches (float32 images in data_format, int32 labels) made in a background thread.
 
     Each epoch is a fresh permutation of the training set cut into steps_per_epoch batches of exactly
     batch_size; the last partial batch is dropped (a different few examples each epoch). augment applies
     random_crop_flip. .state() gives the position of the next batch; passing it back as state (with the
-    same dataset and batch_size) continues with identical batches.
+    same dataset and batch_size) continues with identical batches. With `raw`, a batch's images are
+    (uint8 images, int32 crops (top, left, flip)) for tfplus.ops.image_ops.cifar_augment, which makes the very
+    floats of the default path (the same random draws) wherever the graph runs.
 
         with train_batches(ds, 128, seed=0) as batches:
             x, y = next(batches)
             saved = batches.state()          # {"seed": 0, "epoch": 0, "batch_index": 1}
     """
-    return TrainBatches(dataset, batch_size, seed, augment, data_format, state, prefetch)
+    return TrainBatches(dataset, batch_size, seed, augment, data_format, state, prefetch, raw)
 
 
-def eval_batches(dataset: Dataset, batch_size: int, data_format: str = "NCHW", prefetch: int = 2) -> Prefetch:
+def eval_batches(dataset: Dataset, batch_size: int, data_format: str = "NCHW", prefetch: int = 2,
+                 raw: bool = False) -> Prefetch:
     """The test set in order, normalized, unaugmented; every example once, so the last batch may be smaller.
+    With `raw`, the images are the uint8 bytes (normalize them with cifar_augment and no_crops).
 
         with eval_batches(ds, 500) as batches:
             correct = sum(int((predict(x) == y).sum()) for x, y in batches)
     """
     _check_format(data_format)
-    return Prefetch(_eval_stream(dataset, batch_size, data_format), prefetch)
+    return Prefetch(_eval_stream(dataset, batch_size, data_format, raw), prefetch)
 
 
-def _eval_stream(dataset: Dataset, batch_size: int,
-                 data_format: str) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+def _eval_stream(dataset: Dataset, batch_size: int, data_format: str,
+                 raw: bool) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     images, labels = dataset.test_images, dataset.test_labels
     for start in range(0, len(labels), batch_size):
-        yield normalize(images[start:start + batch_size], data_format), labels[start:start + batch_size]
+        x = images[start:start + batch_size]
+        yield (x if raw else normalize(x, data_format)), labels[start:start + batch_size]

@@ -30,6 +30,7 @@ a traced Session.run (tfplus.profiler) runs on a queue with profiling on.
 """
 from __future__ import annotations
 
+import collections
 import contextlib
 import hashlib
 import importlib.resources
@@ -315,6 +316,13 @@ class _CompileNotice:
             print(f"tfplus: compiling OpenCL kernels for {device} (once: later runs load them from "
                   f"{cache_dir()})", file=sys.stderr, flush=True)
 
+    def summary(self) -> str | None:
+        """One line on what compiling cost so far (None if nothing was compiled)."""
+        if not self.count:
+            return None
+        return (f"built {self.count} OpenCL program{'s' * (self.count != 1)} (first run on this device): "
+                f"{self.seconds:.1f} s")
+
     def done(self, seconds: float) -> None:
         self.count += 1
         self.seconds += seconds
@@ -362,7 +370,8 @@ class _Device:
             self.tuning = json.loads(self.tuning_path.read_text())
         except (OSError, ValueError):
             pass
-        self.build_seconds = 0.0
+        self.build_seconds = 0.0  # building programs, from source or from cached binaries
+        self.tune_seconds = 0.0   # choosing tiles (kernels/opencl/_tune.py), compiles included
         self.compiling = _CompileNotice()
         if _debug() >= 1:
             print(f"tfplus: opencl device {self.info['platform']} / {self.info['name']} "
@@ -476,6 +485,7 @@ class OpenCLRuntime:
         self.fallbacks: dict[str, dict] = {}   # node name -> {"op", "runs", "h2d_bytes", "d2h_bytes"}
         self._consts: dict[int, tuple] = {}    # id(Const value) -> (value, its block)
         self.plans: dict = {}  # launchers' per-shape launch plans (kernel, sizes, scalar arguments)
+        self._uploads: collections.deque = collections.deque(maxlen=16)  # events of copy_in's uploads
         self.profile: list | None = [] if os.environ.get("TFPLUS_OPENCL_PROFILE") else None
 
     # -- the interface the executor uses ---------------------------------------------------------------------
@@ -494,8 +504,17 @@ class OpenCLRuntime:
     def copy_in(self, array: np.ndarray) -> DeviceArray:
         array = np.asarray(array, order="C")  # NOTE: not ascontiguousarray, which makes 0-d arrays 1-d
         a = self.allocate(array.shape, array.dtype)
-        a.block.host = array
-        self.buffer(a)  # upload now, while the caller's array is certainly unchanged
+        if array.nbytes <= _SMALL_BYTES:
+            a.block.host = array
+            self.buffer(a)  # upload now, while the caller's array is certainly unchanged
+            return a
+        # A batch: uploaded without waiting, so that feeding step k+1 does not wait for step k to finish (a
+        # blocking write on an in-order queue would). Our own copy: the caller may refill its array meanwhile.
+        # NOTE: pyopencl's event holds the host array and waits for the copy when dropped: keep the last few.
+        b = a.block
+        b.host = np.array(array, copy=True)
+        b.buf = self.dev.pool.take(b.cap)
+        self._upload(b.buf, b.host, blocking=False)
         return a
 
     def copy_out(self, buf: DeviceArray) -> np.ndarray:
@@ -638,9 +657,11 @@ class OpenCLRuntime:
             self._upload(buf, host)
         return buf
 
-    def _upload(self, buf, host: np.ndarray, off: int = 0) -> None:
+    def _upload(self, buf, host: np.ndarray, off: int = 0, blocking: bool = True) -> None:
         if host.nbytes:
-            cl.enqueue_copy(self.queue, buf, np.asarray(host, order="C"), dst_offset=off, is_blocking=True)
+            ev = cl.enqueue_copy(self.queue, buf, np.asarray(host, order="C"), dst_offset=off, is_blocking=blocking)
+            if not blocking:
+                self._uploads.append(ev)
             self.h2d_bytes += host.nbytes
 
     def constant(self, value: np.ndarray) -> _Block:

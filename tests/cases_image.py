@@ -1,0 +1,68 @@
+"""Op-table cases for the image input ops (tfplus.ops.image_ops), plus their bit-exactness across devices."""
+import numpy as np
+import pytest
+from optable import Case
+
+import tfplus as tf
+from tfplus import data as tfdata
+from tfplus.ops.image_ops import cifar_augment
+
+
+def _augment_inputs(rng, dt, n=3, pad=2):
+    images = rng.integers(0, 256, (n, 3, 5, 6), dtype=np.uint8)
+    crops = np.stack([rng.integers(0, 2 * pad + 1, n), rng.integers(0, 2 * pad + 1, n), np.arange(n) % 2], 1)
+    return [images, crops.astype(np.int32), rng.uniform(0.5, 2, 3).astype(np.float32),
+            rng.uniform(-1, 1, 3).astype(np.float32)]
+
+
+def _augment_ref(images, crops, scale, shift, pad=2, data_format="NCHW"):
+    """Pixel by pixel, from the definition (not through crop_flip, which the cpu kernel uses)."""
+    n, c, h, w = images.shape
+    out = np.empty(images.shape, np.float32)
+    for i, (top, left, flip) in enumerate(crops):
+        for y in range(h):
+            for x in range(w):
+                sy, sx = top + y - pad, left + (w - 1 - x if flip else x) - pad
+                p = images[i, :, sy, sx] if 0 <= sy < h and 0 <= sx < w else np.zeros(c, np.uint8)
+                out[i, :, y, x] = p.astype(np.float32) * scale - shift
+    return out if data_format == "NCHW" else out.transpose(0, 2, 3, 1)
+
+
+CASES = [
+    Case("cifar_augment", lambda x, k, a, b: cifar_augment(x, k, a, b, pad=2), make=_augment_inputs,
+         ref=_augment_ref, dtypes=("float32",), grad=False),
+    Case("cifar_augment_nhwc", lambda x, k, a, b: cifar_augment(x, k, a, b, pad=2, data_format="NHWC"),
+         make=_augment_inputs, ref=lambda *a: _augment_ref(*a, data_format="NHWC"), dtypes=("float32",),
+         grad=False, static_shapes=False),
+]
+
+
+@pytest.mark.parametrize("data_format", ["NCHW", "NHWC"])
+def test_cifar_augment_equals_the_host_pipeline_bit_for_bit(device, data_format):
+    """The trainer's device input gives the very floats of the host pipeline (crop_flip, then normalize)."""
+    rng = np.random.default_rng(0)
+    images = rng.integers(0, 256, (5, 3, 8, 8), dtype=np.uint8)
+    top, left = rng.integers(0, 9, (2, 5))
+    flip = rng.random(5) < 0.5
+    want = tfdata.normalize(tfdata.crop_flip(images, top, left, flip), data_format)
+    g = tf.Graph()
+    with g.as_default():
+        raw = tf.placeholder(tf.uint8, [None, 3, 8, 8])
+        crops = tf.placeholder(tf.int32, [None, 3])
+        out = cifar_augment(raw, crops, 1 / (255 * tfdata.STD), tfdata.MEAN / tfdata.STD,
+                            data_format=data_format)
+    with tf.Session(graph=g, device=device) as sess:
+        got = sess.run(out, {raw: images, crops: np.stack([top, left, flip], 1).astype(np.int32)})
+    np.testing.assert_array_equal(got, want)
+
+
+def test_cifar_augment_shape_errors():
+    with tf.Graph().as_default():
+        raw = tf.placeholder(tf.uint8, [2, 3, 8, 8])
+        with pytest.raises(ValueError, match="crops"):
+            cifar_augment(raw, tf.placeholder(tf.int32, [2, 2]), [1.0] * 3, [0.0] * 3)
+        with pytest.raises(ValueError, match="channels and scale"):
+            cifar_augment(raw, tf.placeholder(tf.int32, [2, 3]), [1.0] * 4, [0.0] * 3)
+        with pytest.raises(TypeError, match="images must be uint8"):
+            cifar_augment(tf.placeholder(tf.float32, [2, 3, 8, 8]), tf.placeholder(tf.int32, [2, 3]),
+                          [1.0] * 3, [0.0] * 3)
