@@ -3,6 +3,7 @@ on the device next to the model (the opencl trainer uploads bytes, not floats)."
 from __future__ import annotations
 
 from tfplus import dtypes as _dt
+from tfplus import flops
 from tfplus.framework import Tensor, apply_op, convert_to_tensor
 from tfplus.registry import not_differentiable, register_op
 from tfplus.shapes import check_rank, fmt, merge_dim, spec
@@ -37,7 +38,8 @@ def _cifar_augment_shape(ins, attrs):
 
 
 register_op("CifarAugment", inputs=("images", "crops", "scale", "shift"), outputs=("output",),
-            attrs={"pad": "int", "data_format": "string"}, shape_fn=_cifar_augment_shape)
+            attrs={"pad": "int", "data_format": "string"}, shape_fn=_cifar_augment_shape,
+            flops=flops.per_output)  # a multiply-add per pixel, counted once
 not_differentiable("CifarAugment")
 
 
