@@ -31,6 +31,7 @@ import os
 from dataclasses import dataclass, replace
 from typing import Any
 
+from tfplus.executor import topo_order
 from tfplus.framework import Graph, Operation, Tensor, needed_ops
 from tfplus.ops.fused_ops import APPLY_SCALARS, apply_refs
 
@@ -166,7 +167,9 @@ def _copy(graph: Graph, ops: set, feeds: set, fetches: list, fuse: dict, absorbe
             name = t.op.name + "/" if t.value_index == 0 else f"{t.op.name}_output_{t.value_index}"
             ph = g.create_op("Placeholder", [], {"dtype": t.dtype, "shape": t._shape}, name)
             tensor[t] = ph.outputs[0]
-    for op in sorted(ops, key=lambda o: o._id):
+    # NOTE: in dependency order, not creation order: a graph may rewire an op to read one created after it
+    # (the trainer's device input feeds the model from an op built last).
+    for op in topo_order(ops):
         if op in absorbed:
             continue
         if op in fuse:
