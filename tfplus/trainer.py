@@ -119,7 +119,7 @@ class TrainConfig:
     eval_every: int = 1                          # epochs between test-set evaluations (and the last); 0: none
     download: bool = False                       # fetch CIFAR-10 if absent (never without being asked)
     init_from: str | None = None                 # a checkpoint (file or folder) to start a new run from
-    input: str | None = None                     # "host" or "device" (CifarAugment); None: device on opencl
+    input: str | None = None                     # "host" or "device" (CifarAugment); None: host
 
 
 RECIPE = ("model", "conv_widths", "fc_widths", "data_format", "synthetic", "batch_size", "epochs", "steps",
@@ -597,13 +597,10 @@ def _select(cfg: TrainConfig):
 
 def device_input(cfg: TrainConfig) -> bool:
     """Whether batches reach the graph as uint8 bytes and crops (tfplus.ops.image_ops.cifar_augment makes the
-    floats where the model runs): --input, by default on opencl, where it moves a quarter of the bytes and
-    takes the augmentation off the host; the cpu's NumPy pipeline runs in the prefetch thread, beside the step.
-    """
-    if cfg.input is not None:
-        return cfg.input == "device"
-    from tfplus.runtime import parse_device
-    return parse_device(cfg.device)[0] == "opencl"
+    floats where the model runs): only with --input device. It moves a quarter of the bytes and takes the
+    augmentation off the host, but on the H100 host the NumPy pipeline in the prefetch thread kept up and the
+    step ran faster without the extra op (BENCHMARKS.md), so host input is the default on every device."""
+    return cfg.input == "device"
 
 
 def build_graph(cfg: TrainConfig, total_steps: int, device_input: bool = False):
