@@ -1,5 +1,4 @@
-"""Shared fixtures. `device` runs a test on every device present: "cpu" always, "opencl" when the OpenCL
-runtime is part of the build and finds a device (PoCL provides one everywhere)."""
+"""Shared fixtures. `device` runs a test on both devices: "cpu" and "opencl" (PoCL provides one everywhere)."""
 from __future__ import annotations
 
 import importlib
@@ -8,20 +7,28 @@ import os
 
 import pytest
 
+# pyopencl and pocl-binary-distribution are dependencies, so every install has an OpenCL device; a missing one
+# is an error, not a reason to skip half the suite. TFPLUS_TESTS_CPU_ONLY=1 runs the cpu device's tests only
+# (on a machine where the OpenCL runtime cannot load), and says so in each skipped test's reason.
+CPU_ONLY = "TFPLUS_TESTS_CPU_ONLY"
+
 
 def _devices() -> list[str]:
-    devices = ["cpu"]
-    if importlib.util.find_spec("tfplus.runtime.opencl") is not None:
-        try:
-            opencl = importlib.import_module("tfplus.runtime.opencl")
-        except ImportError:  # pyopencl itself missing: this machine has no OpenCL device
-            return devices
-        if opencl.available():
-            devices.append("opencl")
-    return devices
+    if os.environ.get(CPU_ONLY) == "1":
+        return ["cpu"]
+    try:
+        opencl = importlib.import_module("tfplus.runtime.opencl")
+    except ImportError as e:
+        raise pytest.UsageError(f"the OpenCL runtime does not load ({e}): pip install -e '.[test,oracle]', "
+                                f"or set {CPU_ONLY}=1 to test the cpu device only") from None
+    if not opencl.available():
+        raise pytest.UsageError(f"no OpenCL device found (pocl-binary-distribution provides one): reinstall "
+                                f"the project, or set {CPU_ONLY}=1 to test the cpu device only")
+    return ["cpu", "opencl"]
 
 
 DEVICES = _devices()
+needs_opencl = pytest.mark.skipif("opencl" not in DEVICES, reason=f"{CPU_ONLY}=1: cpu device only")
 
 # Tests run tiny shapes, where a CPU OpenCL device's optimizer (PoCL) costs far more than it saves: a cold CI
 # run compiles every kernel source in about a third of the time without it. Set before any program is built;
@@ -38,19 +45,23 @@ def device(request) -> str:
     return request.param
 
 
+def oracle_module(name: str):
+    """A module of the `oracle` extra (TensorFlow, TensorBoard's event reader); missing, the test fails."""
+    try:
+        return importlib.import_module(name)
+    except ImportError as e:
+        pytest.fail(f"{name} (the `oracle` extra) is not installed: pip install -e '.[test,oracle]' ({e})")
+
+
 @pytest.fixture(scope="session")
 def tf1():
     """TensorFlow's TF1 API (tf.compat.v1 in graph mode, reference variables): the oracle for TF1 behaviour.
 
-    Install it with the `oracle` extra. Skipped with the reason where TensorFlow is absent, except under CI
-    (CI=true), where a missing oracle is an error: CI always installs it, so a skip there would hide a hole."""
+    Install it with the `oracle` extra (README's test command does). Missing, it is an error: a skip would hide
+    every comparison with TensorFlow."""
     os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # tf.compat.v1.layers and rnn_cell need Keras 2
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    if importlib.util.find_spec("tensorflow") is None:
-        if os.environ.get("CI"):
-            pytest.fail("TensorFlow (the TF1 oracle) is not installed: pip install -e '.[test,oracle]'")
-        pytest.skip("TensorFlow is not installed (pip install -e '.[test,oracle]'): no TF1 oracle to compare with")
-    import tensorflow as tensorflow
+    tensorflow = oracle_module("tensorflow")
 
     v1 = tensorflow.compat.v1
     v1.disable_eager_execution()

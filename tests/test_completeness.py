@@ -3,6 +3,7 @@ every device, an entry in the op table (or a test of its own, named below), a FL
 declared facts hold: in-place writes, chunk specs, compact variants, scratch."""
 import numpy as np
 import pytest
+from conftest import needs_opencl
 from test_op_table import all_cases
 
 import tfplus as tf
@@ -85,8 +86,7 @@ def test_differentiability_is_declared_not_defaulted():
 
 
 # -- kernel facts (tfplus.registry.KernelFacts, op FLOP formulas) ---------------------------------------------
-DEVICES = ["cpu", pytest.param("opencl", marks=pytest.mark.skipif(
-    not opencl.available(), reason="no OpenCL device (install PoCL)"))]
+DEVICES = ["cpu", pytest.param("opencl", marks=needs_opencl)]
 
 
 def test_every_op_declares_its_flops():

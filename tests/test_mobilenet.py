@@ -6,6 +6,7 @@ import tracemalloc
 
 import numpy as np
 import pytest
+from conftest import needs_opencl
 
 import tfplus as tf
 from tfplus import planner
@@ -149,7 +150,7 @@ def test_model_is_registered():
     assert get_model("mobilenet").build is mobilenet
 
 
-@pytest.mark.skipif("opencl" not in __import__("conftest").DEVICES, reason="no OpenCL device (install PoCL)")
+@needs_opencl
 def test_opencl_ledger_measures_the_planned_peak():
     """On opencl, a planned MobileNet step trains as the plain one, holds exactly the plan's peak and creates
     no device buffer (the batch-norm and depthwise kernels need no scratch)."""

@@ -11,12 +11,13 @@ import itertools
 
 import numpy as np
 import pytest
+from conftest import needs_opencl
 
 import tfplus as tf
 import tfplus.train  # noqa: F401  (tf.train)
 from tfplus.runtime import opencl
 
-pytestmark = pytest.mark.skipif(not opencl.available(), reason="no OpenCL device (install PoCL)")
+pytestmark = needs_opencl
 
 
 def _run_both(build, arrays, tol=(1e-4, 1e-4), fetch_grads=True):

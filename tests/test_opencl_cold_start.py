@@ -6,11 +6,12 @@ import os
 from types import SimpleNamespace
 
 import pytest
+from conftest import needs_opencl
 
 from tfplus.kernels.opencl import _tune
 from tfplus.runtime import opencl
 
-pytestmark = pytest.mark.skipif(not opencl.available(), reason="no OpenCL device")
+pytestmark = needs_opencl
 
 
 def test_a_built_program_is_loaded_from_the_cache_not_compiled(tmp_path, monkeypatch, capfd):

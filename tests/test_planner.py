@@ -5,6 +5,7 @@ import tracemalloc
 
 import numpy as np
 import pytest
+from conftest import needs_opencl
 
 import tfplus as tf
 from tfplus import planner, threads
@@ -426,8 +427,7 @@ def test_planned_arena_is_near_its_bound_and_the_plain_executor_needs_more():
         assert _step_peak(sess, fetches, feeds) > p.arena_lower_bound_bytes
 
 
-@pytest.mark.parametrize("device", ["cpu", pytest.param("opencl", marks=pytest.mark.skipif(
-    not opencl.available(), reason="no OpenCL device (install PoCL)"))])
+@pytest.mark.parametrize("device", ["cpu", pytest.param("opencl", marks=needs_opencl)])
 def test_inplace_table_matches_the_kernels(device):
     """Every (op, device) the planner lets write over an input gives the same result when it does."""
     import tfplus.kernels.numpy  # noqa: F401

@@ -6,6 +6,7 @@ import gc
 
 import numpy as np
 import pytest
+from conftest import needs_opencl
 from test_planner import _cnn_feeds, _small_cnn
 
 import tfplus as tf
@@ -13,7 +14,7 @@ from tfplus import planner
 from tfplus.planner.execute import install, measure_device_step
 from tfplus.runtime import opencl
 
-pytestmark = pytest.mark.skipif(not opencl.available(), reason="no OpenCL device (install PoCL)")
+pytestmark = needs_opencl
 
 FORCED = {"arena": (1, 1), "compact": (1, 1, True), "micro2": (2, 1), "micro4": (4, 1),
           "compact_micro2": (2, 1, True), "micro2_chunk2": (2, 2)}

@@ -44,9 +44,9 @@ def _traced_step(device: str, memory_budget=None):
 
 @pytest.fixture(scope="module", params=["cpu", "opencl"])
 def traced(request):
-    from conftest import DEVICES
+    from conftest import CPU_ONLY, DEVICES
     if request.param not in DEVICES:
-        pytest.skip("no OpenCL device")
+        pytest.skip(f"{CPU_ONLY}=1: cpu device only")
     return request.param, *_traced_step(request.param)
 
 

@@ -3,7 +3,7 @@ opencl (float32 bit for bit; float64 normals within a few ulps of each device's 
 (each run draws anew, a new session starts over, unseeded ops differ between sessions); distributions."""
 import numpy as np
 import pytest
-from conftest import DEVICES
+from conftest import needs_opencl
 
 import tfplus as tf
 from tfplus.graphs.mentee import mentee, training_graph
@@ -27,7 +27,7 @@ def _ulps(a, b):
     return np.abs(a.view(bits).astype(np.int64) - b.view(bits).astype(np.int64))
 
 
-@pytest.mark.skipif("opencl" not in DEVICES, reason="no OpenCL device")
+@needs_opencl
 @pytest.mark.parametrize("dtype", [tf.float32, tf.float64])
 def test_same_seed_same_numbers_on_cpu_and_opencl(dtype):
     cpu, cl = _draws("cpu", dtype), _draws("opencl", dtype)
@@ -42,7 +42,7 @@ def test_same_seed_same_numbers_on_cpu_and_opencl(dtype):
     assert cpu[0]["normal"].tobytes() != cpu[1]["normal"].tobytes()  # each run draws new numbers
 
 
-@pytest.mark.skipif("opencl" not in DEVICES, reason="no OpenCL device")
+@needs_opencl
 def test_seeded_model_starts_from_the_same_weights_and_loss_on_every_device():
     rng = np.random.default_rng(0)
     images = rng.standard_normal((4, 3, 8, 8)).astype(np.float32)

@@ -6,15 +6,13 @@ import gc
 
 import numpy as np
 import pytest
+from conftest import needs_opencl
 from test_planner import _cnn_feeds, _small_cnn, _train
 
 import tfplus as tf
 from tfplus import planner
 from tfplus.planner import recompute
 from tfplus.planner.arena import check_no_overlap
-from tfplus.runtime import opencl
-
-needs_opencl = pytest.mark.skipif(not opencl.available(), reason="no OpenCL device (install PoCL)")
 
 
 @pytest.fixture(autouse=True)

@@ -6,12 +6,12 @@ import zlib
 
 import numpy as np
 import pytest
+from conftest import oracle_module
 
 import tfplus as tf
 from tfplus import summary as summary_module
 
-event_accumulator = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator",
-                                        reason="the tensorboard package (its event reader) is not installed")
+event_accumulator = oracle_module("tensorboard.backend.event_processing.event_accumulator")
 
 
 def _read(logdir):

@@ -63,7 +63,7 @@ def test_default_is_the_affinity_mask_then_the_environment(monkeypatch):
 
 
 def test_blas_is_single_threaded_inside_a_step_and_restored_after():
-    threadpoolctl = pytest.importorskip("threadpoolctl")
+    import threadpoolctl  # a dependency: tfplus.threads sets BLAS threads through it
 
     def blas_threads():
         return [i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"]
