@@ -205,3 +205,9 @@ def test_gradient_and_update_fusion_refusals():
     assert members(optimize(g, ops, [])) == (3, {alone.op.name})
     assert members(optimize(g, ops + [ups[0]], [])) == (2, {alone.op.name, ups[0].op.name})
     assert optimize(g, ops + [read, ups[0]], []) is None
+
+
+def test_a_bad_rewrite_switch_is_an_error_naming_it(monkeypatch):
+    monkeypatch.setenv("TFPLUS_REWRITE", "maybe")
+    with pytest.raises(ValueError, match="TFPLUS_REWRITE='maybe'"):
+        tf.Session(graph=tf.Graph())

@@ -50,7 +50,10 @@ class Rewritten:
 def enabled(config: Any = None) -> bool:
     """Whether sessions rewrite their steps: not when TFPLUS_REWRITE=0, nor when the session's config turns
     the remapper off (TF1's RewriterConfig.remapping = OFF, or the same fields as a dict)."""
-    if os.environ.get("TFPLUS_REWRITE", "1").strip() == "0":
+    value = os.environ.get("TFPLUS_REWRITE", "1").strip()
+    if value not in ("0", "1"):
+        raise ValueError(f"TFPLUS_REWRITE={value!r}: give 0 (no graph rewrite) or 1 (the default)")
+    if value == "0":
         return False
     options = _field(_field(config, "graph_options"), "rewrite_options")
     remapping = _field(options, "remapping")
