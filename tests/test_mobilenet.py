@@ -2,11 +2,11 @@
 (moving averages updated by the train op, evaluation in inference mode), the CLI, and the memory planner
 (planned == measured bytes; no micro-batching of training-mode batch norm)."""
 import math
-import tracemalloc
 
 import numpy as np
 import pytest
 from conftest import needs_opencl
+from modelcheck import assert_fits_a_fixed_batch, assert_planned_bytes_are_measured, random_feeds
 
 import tfplus as tf
 from tfplus import planner
@@ -17,9 +17,7 @@ TINY = {"conv_widths": (8, 8, 16)}  # the stem and two blocks (the second stride
 
 
 def _feeds(tg, batch=8, size=16, seed=0):
-    rng = np.random.default_rng(seed)
-    return {tg.images: rng.standard_normal((batch, 3, size, size)).astype(np.float32),
-            tg.labels: rng.integers(0, 10, batch).astype(np.int32)}
+    return random_feeds(tg, batch, size, seed)
 
 
 def _tiny_graph(**kw):
@@ -78,13 +76,7 @@ def test_training_graph_updates_moving_averages_and_evaluates_in_inference_mode(
 
 def test_training_steps_fit_a_fixed_batch(device):
     tg = _tiny_graph()
-    feeds = _feeds(tg)
-    with tf.Session(graph=tg.graph, device=device) as sess:
-        sess.run(tg.init_op)
-        losses = [float(sess.run([tg.train_op, tg.loss], feeds)[1]) for _ in range(12)]
-        acc = sess.run(tg.predictions, {tg.images: feeds[tg.images]})
-    assert losses[-1] < 0.6 * losses[0], losses
-    assert acc.shape == (8,)
+    assert_fits_a_fixed_batch(tg, _feeds(tg), device)
 
 
 def test_cli_trains_mobilenet(tmp_path, capsys):
@@ -96,28 +88,9 @@ def test_cli_trains_mobilenet(tmp_path, capsys):
 
 
 def test_planned_bytes_are_measured_bytes():
-    """As test_planner's Mentee check: the NumPy data a planned MobileNet step holds and adds is the plan's
-    (every depthwise and batch-norm kernel's scratch is declared)."""
-    from test_planner import _UNPLANNED
-
-    from tfplus.planner.execute import install, measure_step
+    """Every depthwise and batch-norm kernel's scratch is declared."""
     tg = _tiny_graph()
-    feeds = _feeds(tg, batch=16)
-    fetches = [tg.train_op, tg.loss]
-    p = planner.plan(fetches, {t: v.shape for t, v in feeds.items()}, graph=tg.graph)
-    tracemalloc.start()
-    try:
-        with tf.Session(graph=tg.graph, memory_budget="1GB") as sess:
-            sess.run(tg.init_op)
-            install(sess, fetches, p)
-            sess.run(fetches, feeds)
-            m = measure_step(sess, fetches, feeds)
-    finally:
-        tracemalloc.stop()
-    slack = p.alignment + 4096
-    assert 0 <= m["held"] - (p.fixed_bytes - p.feed_bytes + p.arena_bytes) <= slack, m
-    assert m["during"] <= _UNPLANNED, m
-    assert 0 <= m["peak"] - p.peak_bytes <= _UNPLANNED + slack
+    assert_planned_bytes_are_measured(tg, _feeds(tg, batch=16))
 
 
 def test_a_tight_budget_never_micro_batches_training_batch_norm():

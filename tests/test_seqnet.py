@@ -5,6 +5,7 @@ from functools import partial
 
 import numpy as np
 import pytest
+from modelcheck import assert_fits_a_fixed_batch, assert_planned_bytes_are_measured, random_feeds
 
 import tfplus as tf
 from tfplus.graphs import MODELS, get_model, training_graph
@@ -14,9 +15,7 @@ TINY = {"conv_widths": (6, 8, 8)}
 
 
 def _feeds(tg, batch=8, size=8, seed=0):
-    rng = np.random.default_rng(seed)
-    return {tg.images: rng.standard_normal((batch, 3, size, size)).astype(np.float32),
-            tg.labels: rng.integers(0, 10, batch).astype(np.int32)}
+    return random_feeds(tg, batch, size, seed)
 
 
 def test_rows_become_time_steps_in_either_layout():
@@ -58,13 +57,7 @@ def test_variants_are_registered_and_bidirectional_doubles_the_features():
 def test_training_steps_fit_a_fixed_batch(device, variant):
     tg = training_graph(partial(seqnet, **variant), total_steps=100, seed=0, optimizer="adam", learning_rate=0.02,
                         schedule="const", image_shape=(3, 8, 8), model_kwargs=TINY)
-    feeds = _feeds(tg)
-    with tf.Session(graph=tg.graph, device=device) as sess:
-        sess.run(tg.init_op)
-        losses = [float(sess.run([tg.train_op, tg.loss], feeds)[1]) for _ in range(12)]
-        pred = sess.run(tg.predictions, {tg.images: feeds[tg.images]})
-    assert losses[-1] < 0.6 * losses[0], losses
-    assert pred.shape == (8,)
+    assert_fits_a_fixed_batch(tg, _feeds(tg), device)
 
 
 def test_cli_trains_seqnet(tmp_path, capsys):
@@ -76,28 +69,6 @@ def test_cli_trains_seqnet(tmp_path, capsys):
 
 
 def test_planned_bytes_are_measured_bytes():
-    """As test_mobilenet's check: a planned seqnet step (unrolled GRUs, batch norm on sequences) holds and adds
-    the NumPy data its plan says."""
-    import tracemalloc
-
-    from test_planner import _UNPLANNED
-
-    from tfplus import planner
-    from tfplus.planner.execute import install, measure_step
+    """Unrolled GRUs and batch norm on sequences declare their scratch."""
     tg = training_graph(seqnet, total_steps=10, seed=0, image_shape=(3, 8, 8), model_kwargs=TINY)
-    feeds = _feeds(tg, batch=16)
-    fetches = [tg.train_op, tg.loss]
-    p = planner.plan(fetches, {t: v.shape for t, v in feeds.items()}, graph=tg.graph)
-    tracemalloc.start()
-    try:
-        with tf.Session(graph=tg.graph, memory_budget="1GB") as sess:
-            sess.run(tg.init_op)
-            install(sess, fetches, p)
-            sess.run(fetches, feeds)
-            m = measure_step(sess, fetches, feeds)
-    finally:
-        tracemalloc.stop()
-    slack = p.alignment + 4096
-    assert 0 <= m["held"] - (p.fixed_bytes - p.feed_bytes + p.arena_bytes) <= slack, m
-    assert m["during"] <= _UNPLANNED, m
-    assert 0 <= m["peak"] - p.peak_bytes <= _UNPLANNED + slack
+    assert_planned_bytes_are_measured(tg, _feeds(tg, batch=16))

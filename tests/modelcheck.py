@@ -1,0 +1,48 @@
+"""Checks every model builder of graphs/ passes, shared by the model test modules (test_mobilenet, test_seqnet)."""
+from __future__ import annotations
+
+import tracemalloc
+
+import numpy as np
+from test_planner import _UNPLANNED
+
+import tfplus as tf
+from tfplus import planner
+from tfplus.planner.execute import install, measure_step
+
+
+def random_feeds(tg, batch: int, size: int, seed: int = 0) -> dict:
+    """A fixed batch of random NCHW images of size x size and labels for training graph `tg`."""
+    rng = np.random.default_rng(seed)
+    return {tg.images: rng.standard_normal((batch, 3, size, size)).astype(np.float32),
+            tg.labels: rng.integers(0, 10, batch).astype(np.int32)}
+
+
+def assert_fits_a_fixed_batch(tg, feeds: dict, device: str, steps: int = 12) -> None:
+    """Training on one batch brings its loss below 60% of the first; predictions have one label per image."""
+    with tf.Session(graph=tg.graph, device=device) as sess:
+        sess.run(tg.init_op)
+        losses = [float(sess.run([tg.train_op, tg.loss], feeds)[1]) for _ in range(steps)]
+        pred = sess.run(tg.predictions, {tg.images: feeds[tg.images]})
+    assert losses[-1] < 0.6 * losses[0], losses
+    assert pred.shape == (len(feeds[tg.labels]),)
+
+
+def assert_planned_bytes_are_measured(tg, feeds: dict) -> None:
+    """As test_planner's Mentee check: the NumPy data a planned training step holds and adds is its plan's
+    (every kernel's scratch is declared)."""
+    fetches = [tg.train_op, tg.loss]
+    p = planner.plan(fetches, {t: v.shape for t, v in feeds.items()}, graph=tg.graph)
+    tracemalloc.start()
+    try:
+        with tf.Session(graph=tg.graph, memory_budget="1GB") as sess:
+            sess.run(tg.init_op)
+            install(sess, fetches, p)
+            sess.run(fetches, feeds)
+            m = measure_step(sess, fetches, feeds)
+    finally:
+        tracemalloc.stop()
+    slack = p.alignment + 4096
+    assert 0 <= m["held"] - (p.fixed_bytes - p.feed_bytes + p.arena_bytes) <= slack, m
+    assert m["during"] <= _UNPLANNED, m
+    assert 0 <= m["peak"] - p.peak_bytes <= _UNPLANNED + slack
