@@ -46,3 +46,14 @@ def assert_planned_bytes_are_measured(tg, feeds: dict) -> None:
     assert 0 <= m["held"] - (p.fixed_bytes - p.feed_bytes + p.arena_bytes) <= slack, m
     assert m["during"] <= _UNPLANNED, m
     assert 0 <= m["peak"] - p.peak_bytes <= _UNPLANNED + slack
+
+
+def assert_graphdef_round_trips(graph) -> None:
+    """The graph's GraphDef imports into a new graph that exports the very same bytes."""
+    from tfplus import graph_io
+    graph_def = graph.as_graph_def()
+    copy = tf.Graph()
+    with copy.as_default():
+        graph_io.import_graph_def(graph_def, name="")
+    assert copy.as_graph_def().SerializeToString(deterministic=True) == \
+        graph_def.SerializeToString(deterministic=True)

@@ -6,7 +6,12 @@ import math
 import numpy as np
 import pytest
 from conftest import needs_opencl
-from modelcheck import assert_fits_a_fixed_batch, assert_planned_bytes_are_measured, random_feeds
+from modelcheck import (
+    assert_fits_a_fixed_batch,
+    assert_graphdef_round_trips,
+    assert_planned_bytes_are_measured,
+    random_feeds,
+)
 
 import tfplus as tf
 from tfplus import planner
@@ -139,14 +144,7 @@ def test_opencl_ledger_measures_the_planned_peak():
 
 
 def test_training_graph_graphdef_round_trip():
-    from tfplus import graph_io
-    tg = _tiny_graph()
-    graph_def = tg.graph.as_graph_def()
-    copy = tf.Graph()
-    with copy.as_default():
-        graph_io.import_graph_def(graph_def, name="")
-    assert copy.as_graph_def().SerializeToString(deterministic=True) == \
-        graph_def.SerializeToString(deterministic=True)
+    assert_graphdef_round_trips(_tiny_graph().graph)
 
 
 def test_weight_decay_counts_each_weight_once():
