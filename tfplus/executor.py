@@ -517,7 +517,8 @@ class Executor:
     def compile(self, fetches: list, feeds, alloc=None, order: list[Operation] | None = None) -> Program:
         """The program that evaluates `fetches` (Tensors and Operations) from the tensors `feeds`: `order` (by
         default every op they need, in topological order), memory from `alloc` (default: the pool)."""
-        # NOTE: graph rewrites (tfplus.optimize) belong here, on the pruned ops, before the order is fixed.
+        # NOTE: `fetches` are already in the step's rewritten graph (tfplus.optimize, applied by the Session
+        # before the plain and the planned path alike, so that a memory plan is made for the ops that run).
         if order is None:
             order = topo_order(needed_ops(fetches, set(feeds)))
         return Program(self, order, [f for f in fetches if isinstance(f, Tensor)], feeds, alloc or self.pool)
