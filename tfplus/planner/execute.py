@@ -8,9 +8,8 @@ kernels (`kernel`: restarts the workspace cursor, splits chunked convolutions ov
 program; micro-batching replays the phase's program once per micro-batch.
 
 Device runtimes plug in with two optional methods (the cpu device needs neither):
-  `allocate_arena(nbytes) -> arena` and `sub_buffer(arena, offset, shape, dtype, like=None) -> buffer` (`like`:
-  a view of the same buffer, whose device memory object the new view shares),
-and report `arena_alignment` (bytes; OpenCL: CL_DEVICE_MEM_BASE_ADDR_ALIGN / 8). Micro-batching uses the
+  `allocate_arena(nbytes) -> arena` and `sub_buffer(arena, offset, shape, dtype) -> buffer` (a view at a byte
+  offset), and report `arena_alignment` (bytes; OpenCL: CL_DEVICE_MEM_BASE_ADDR_ALIGN / 8). Micro-batching uses the
 runtime's `copy`, `copy_rows`, `add_into` and `scale`; a runtime whose views remember a host value has
 `fresh(view)`, called when a planned output is handed out again.
 """
@@ -193,19 +192,10 @@ class Bound:
         self.tmp: dict = {}
         self.kernels = {}
         self.version += 1
-        first: dict[int, object] = {}
-
-        def view(b):
-            # A view per tensor, even where one writes over another's buffer (a kernel may rebind its output
-            # view: the opencl Const kernel points it at the cached constant, which must not move the other),
-            # but the device memory object of the buffer's first view.
-            v = first.get(id(b))
-            if v is None:
-                v = first[id(b)] = _view(rt, arena, b)
-                return v
-            return _view(rt, arena, b, v)
         for ph in p.phases:
-            self.outputs.append({t: view(b) for t, b in ph.life.of_tensor.items()})
+            # A view per tensor, even where one writes over another's buffer: a kernel may rebind its output
+            # view (the opencl Const kernel points it at the cached constant), which must not move the other.
+            self.outputs.append({t: _view(rt, arena, b) for t, b in ph.life.of_tensor.items()})
             ws = {op: [_view(rt, arena, b) for b in bs] for op, bs in ph.life.workspaces.items()}
             for op, n in ph.life.chunks.items():
                 if chunking.summed(op) and n > 1:
@@ -343,7 +333,7 @@ def _allocate(rt, nbytes: int, align: int):
         return rt.allocate_arena(nbytes)
     if rt.kernel_device != "cpu":
         raise NotImplementedError(f"planned execution on {rt.kernel_device}: its runtime needs "
-                                  "allocate_arena(nbytes) and sub_buffer(arena, offset, shape, dtype, like)")
+                                  "allocate_arena(nbytes) and sub_buffer(arena, offset, shape, dtype)")
     raw = np.empty(nbytes + align, np.uint8)
     shift = (-raw.ctypes.data) % align  # offsets are aligned relative to the arena; align its start too
     if hasattr(rt, "allocated_bytes"):
@@ -351,7 +341,7 @@ def _allocate(rt, nbytes: int, align: int):
     return raw[shift:shift + nbytes]
 
 
-def _view(rt, arena, b, like=None):
+def _view(rt, arena, b):
     if hasattr(rt, "sub_buffer"):
-        return rt.sub_buffer(arena, b.offset, b.shape, b.dtype, like)
+        return rt.sub_buffer(arena, b.offset, b.shape, b.dtype)
     return arena[b.offset:b.offset + b.nbytes].view(b.dtype.np).reshape(b.shape)

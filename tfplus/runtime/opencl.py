@@ -548,12 +548,10 @@ class OpenCLRuntime:
         self.allocated_bytes += nbytes
         return a
 
-    def sub_buffer(self, arena: DeviceArray, offset: int, shape, dtype, like: DeviceArray | None = None
-                   ) -> DeviceArray:
+    def sub_buffer(self, arena: DeviceArray, offset: int, shape, dtype) -> DeviceArray:
         """A view of `arena` at byte `offset`: the arena's buffer and that offset, no cl sub-buffer (NVIDIA
         charges ~87 us per launch on overlapping sub-buffers, and the spec leaves a command using two of
-        them undefined). `like` (another view of the same memory) is accepted for the planner and unused:
-        views at one offset are the same memory anyway."""
+        them undefined)."""
         dt = np.dtype(getattr(dtype, "np", dtype))
         if offset % self.dev.align:
             # The planner aligns every slot to arena_alignment; kernels may rely on it (see common.cl).
