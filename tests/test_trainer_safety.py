@@ -42,7 +42,10 @@ def test_a_diverging_run_stops_with_exit_1_and_keeps_its_finite_checkpoints(tmp_
     assert main(argv) == 1
     err = capsys.readouterr().err
     last = tf.train.latest_checkpoint(str(ckpt))
-    assert f"tfplus train: error: training diverged at step 3/12: the loss is nan (learning rate 933); the last " \
+    # The loss is read at the checkpoints (and log rows, progress lines), not at every step: here the sum of
+    # steps 1-3, read at step 3's checkpoint.
+    assert f"tfplus train: error: training diverged at step 3/12: the mean loss of steps 1-3 is nan (learning " \
+           f"rate 933); the last " \
            f"checkpoint, {last}, holds finite weights. Start a new run with a lower --lr" in err
     assert _checkpoints(ckpt) and all(_finite(p) for p in _checkpoints(ckpt))
     assert "done:" not in capsys.readouterr().out

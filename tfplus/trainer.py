@@ -14,9 +14,10 @@ learning rates of an uninterrupted run and, on the cpu, logs the same losses.
 The --log file gets one JSON object per line (field names are stable):
 - {"kind": "start", "step", "total_steps", "steps_per_epoch", "resumed", "device", "recipe"} per session;
 - {"kind": "step", "step", "epoch", "loss", "accuracy", "lr", "images_per_sec", "peak_bytes", "h2d_bytes",
-  "d2h_bytes"} every log_every steps: `step` counts steps done (1-based), `epoch` is 1-based, loss and
-  accuracy are that step's batch's, images_per_sec is over the steps since the last row, peak_bytes the
-  process's peak RSS, h2d/d2h_bytes the session runtime's transfer counters so far;
+  "d2h_bytes"} every log_every steps and at an epoch's end: `step` counts steps done (1-based), `epoch` is
+  1-based, loss and accuracy are the means over the steps since the last row (with log_every 1, that step's
+  batch's), lr is that step's, images_per_sec is over the steps since the last row, peak_bytes the process's
+  peak RSS, h2d/d2h_bytes the session runtime's transfer counters so far;
 - {"kind": "epoch", ..., "test_accuracy", "epoch_time_s"} after each epoch, with the epoch's mean loss and
   accuracy and its training time (evaluation excluded); test_accuracy is null for an epoch not evaluated
   (eval_every, --no-eval);
@@ -25,6 +26,11 @@ The --log file gets one JSON object per line (field names are stable):
   "peak_live_bytes", "ops", "top_ops"} for every Nth step, traced (tfplus.profiler.RunMetadata.summary; the
   traced step's own times, so its images_per_sec in a step row is a little lower); top_ops lists the five
   costliest op types as [op type, ms].
+
+A training step reads nothing back: the step adds its loss and accuracy to sums kept on the device
+(_RunningSums), which the loop reads only for a log row, a progress line, a checkpoint and an epoch's end.
+So the host queues the next step while the device still runs this one, and a loss that turns NaN or
+infinite is caught at the next read, naming the steps since the previous one.
 """
 from __future__ import annotations
 
@@ -365,6 +371,11 @@ def _list_of(field: tuple) -> tuple:
     return lambda v: isinstance(v, list) and all(map(field[0], v)), f"a list, each item {field[1]}"
 
 
+def _optional(field: tuple) -> tuple:
+    """A field that checkpoints written before it existed lack; checked where present."""
+    return (*field, "optional")
+
+
 def _object(fields: dict[str, tuple]) -> tuple:
     return lambda v: _schema_problem(v, fields) is None, f"an object with {', '.join(fields)}"
 
@@ -372,6 +383,8 @@ def _object(fields: dict[str, tuple]) -> tuple:
 _NUMBER = (lambda v: type(v) in (int, float) and 0 <= v < math.inf, "a finite number >= 0")
 _STR = (lambda v: isinstance(v, str), "a string")
 _BOOL = (lambda v: isinstance(v, bool), "true or false")
+_SUMS = (lambda v: isinstance(v, list) and len(v) == 3 and _NUMBER[0](v[0]) and _NUMBER[0](v[1])
+         and _count()[0](v[2]), "[loss sum, accuracy sum, steps]")
 RECIPE_SCHEMA: dict[str, tuple] = {
     "model": _STR, "conv_widths": _nullable(_list_of(_count(1))), "fc_widths": _nullable(_list_of(_count(1))),
     "data_format": _STR, "synthetic": _BOOL, "batch_size": _count(1), "epochs": _nullable(_count(1)),
@@ -382,8 +395,9 @@ METADATA: dict[str, tuple] = {
     "step": _count(), "recipe": RECIPE_SCHEMA, "data": _nullable(_STR),
     "data_state": {"seed": _count(), "epoch": _count(), "batch_index": _count()},
     "history": _list_of(_object({"epoch": _count(1), "test_accuracy": _nullable(_NUMBER)})),
-    "sums": (lambda v: isinstance(v, list) and len(v) == 3 and _NUMBER[0](v[0]) and _NUMBER[0](v[1])
-             and _count()[0](v[2]), "[loss sum, accuracy sum, steps]"),
+    "sums": _SUMS,
+    # The device's running sums (_RunningSums) of the steps since the last log row, not yet in "sums".
+    "window": _optional(_SUMS),
     "elapsed_s": _NUMBER, "epoch_s": _NUMBER, "h2d_bytes": _count(), "d2h_bytes": _count(),
 }
 
@@ -395,6 +409,8 @@ def _schema_problem(obj: Any, fields: dict[str, Any], where: str = "") -> str | 
     for key, field in fields.items():
         name = f"{where}.{key}" if where else key
         if key not in obj:
+            if isinstance(field, tuple) and field[2:] == ("optional",):
+                continue
             return f"{name} is missing"
         if isinstance(field, dict):
             problem = _schema_problem(obj[key], field, name)
@@ -447,13 +463,17 @@ class Progress:
         self.every = max(1, total // 10)
         self._width = 0
 
+    def prints(self, done: int) -> bool:
+        """Whether update(done) writes a new line (off a terminal); on one, every update redraws the bar."""
+        return not self.tty and (done % self.every == 0 or done == self.total)
+
     def update(self, done: int, text: str) -> None:
         if self.tty:
             filled = 20 * done // self.total
             line = f"{self.label} [{'#' * filled}{'.' * (20 - filled)}] {done}/{self.total} {text}"
             self.stream.write("\r" + line.ljust(self._width))
             self._width = len(line)
-        elif done % self.every == 0 or done == self.total:
+        elif self.prints(done):
             self.stream.write(f"{self.label} {done}/{self.total} {text}\n")
         self.stream.flush()
 
@@ -657,6 +677,37 @@ def _say_trainable(cfg: TrainConfig, tg, err: IO[str]) -> None:
           "the rest frozen", file=err)
 
 
+class _RunningSums:
+    """The loss and accuracy of the steps since the last reset, summed on the device by the training step
+    itself (step_op: train_op and the sum), so that a step copies nothing back and the host can queue the next
+    one at once. A local variable: the Saver leaves it out; a checkpoint's metadata holds its values.
+
+        sums = _RunningSums(tg); sums.start(sess)
+        sess.run(sums.step_op, feed); sums.steps += 1
+        loss_sum, accuracy_sum = sums.read(sess)      # the only copy to the host (a sync)
+    """
+
+    def __init__(self, tg):
+        with tg.graph.as_default(), tf.name_scope("running_sums"):
+            self.var = tf.Variable(tf.zeros([2]), trainable=False, collections=[tf.GraphKeys.LOCAL_VARIABLES],
+                                   name="loss_accuracy")
+            add = self.var.assign_add(tf.stack([tg.loss, tg.accuracy]))
+            self.step_op = tf.group(tg.train_op, add, name="train_step")
+        self.steps = 0  # steps summed since the last reset
+
+    def start(self, sess: tf.Session, window: list | None = None) -> None:
+        """Starts from a checkpoint's [loss sum, accuracy sum, steps] (float32 values, so bit for bit), or 0."""
+        loss, acc, self.steps = window or (0.0, 0.0, 0)
+        self.var.load(np.array([loss, acc], np.float32), sess)
+
+    def read(self, sess: tf.Session) -> tuple[float, float]:
+        loss, acc = sess.run(self.var)
+        return float(loss), float(acc)
+
+    def reset(self, sess: tf.Session) -> None:
+        self.start(sess)
+
+
 def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = None) -> TrainResult:
     """Trains per `cfg`; epoch summaries go to `out` (stdout), the progress bar and notes to `err` (stderr).
 
@@ -696,13 +747,16 @@ def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = No
     with tg.graph.as_default():
         saver = tf.train.Saver(max_to_keep=3)
         init = _init_from(cfg, tg, meta, err)
+    sums = _RunningSums(tg)
     _say_trainable(cfg, tg, err)
     sess = _session(tg.graph, cfg.device, cfg.memory_budget)
 
-    # What a checkpoint carries besides the variables. epoch_s: training seconds of the unfinished epoch
-    # spent before this process; h2d/d2h_bytes: transfer counts so far (a new session starts its own at 0).
-    state: dict[str, Any] = {"history": [], "sums": [0.0, 0.0, 0], "elapsed_s": 0.0, "data_state": None,
-                             "epoch_s": 0.0, "h2d_bytes": 0, "d2h_bytes": 0}
+    # What a checkpoint carries besides the variables. sums: the epoch's loss and accuracy sums and steps up to
+    # the last log row; window: those of the steps since (on the device, in `sums`, while running); epoch_s:
+    # training seconds of the unfinished epoch spent before this process; h2d/d2h_bytes: transfer counts so far
+    # (a new session starts its own at 0).
+    state: dict[str, Any] = {"history": [], "sums": [0.0, 0.0, 0], "window": [0.0, 0.0, 0], "elapsed_s": 0.0,
+                             "data_state": None, "epoch_s": 0.0, "h2d_bytes": 0, "d2h_bytes": 0}
     if meta is not None:
         saver.restore(sess, ckpt)
         # Adopt the earlier session's checkpoints, so max_to_keep also deletes those.
@@ -712,7 +766,7 @@ def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = No
         step = int(sess.run(tg.global_step))
         ds = meta["data_state"]
         if step != meta["step"] or ds["epoch"] * spe + ds["batch_index"] != step or ds["batch_index"] >= spe \
-                or ds["seed"] != cfg.seed or step > total_steps:
+                or ds["seed"] != cfg.seed or step > total_steps or state["window"][2] > ds["batch_index"]:
             raise UsageError(f"{ckpt}: inconsistent checkpoint (global step {step}, metadata step "
                              f"{meta['step']}, data position {ds}); resume from another one")
         print(f"resumed from {ckpt} at step {step}/{total_steps}", file=err)
@@ -721,6 +775,7 @@ def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = No
         if init is not None:
             init.restore(sess)
         step = 0
+    sums.start(sess, state["window"])
 
     log = JsonLog(cfg.log)
     if cfg.logdir:
@@ -753,9 +808,25 @@ def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = No
         return DivergedError(f"training diverged at step {step}/{total_steps}: {what} (learning rate {lr:.4g}); "
                              f"{kept}. Start a new run with a lower --lr or a longer --warmup-steps")
 
+    def learning_rate(done: int) -> float:
+        """The learning rate of (1-based) step `done`: the schedule at the global step it started from."""
+        return float(sess.run(tg.learning_rate, {tg.global_step: np.int64(done - 1)}))
+
+    def window() -> tuple[float, float]:
+        """The device's loss and accuracy sums of the steps since the last log row (the step waits for the
+        device); stops the run if the loss became NaN or infinite at one of them."""
+        nonlocal lr
+        loss, acc = sums.read(sess)
+        if not math.isfinite(loss):
+            lr = learning_rate(step)
+            raise diverged(f"the loss is {loss}" if sums.steps == 1 else
+                           f"the mean loss of steps {step - sums.steps + 1}-{step} is {loss / sums.steps}")
+        return loss, acc
+
     def save() -> str | None:
         if not cfg.checkpoint_dir:
             return None
+        loss, acc = window()
         bad = _non_finite_variables(sess, tg.graph)
         if bad:  # never replace a finite checkpoint with these
             raise diverged(f"variable {bad[0]!r}" + (f" (and {len(bad) - 1} more)" if len(bad) > 1 else "")
@@ -763,7 +834,8 @@ def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = No
         moved = counters()
         meta_out = {"format": CHECKPOINT_FORMAT, "step": step, "recipe": _json_ready(_recipe(cfg)),
                     "data": data_dir, "data_state": batches.state(), "history": state["history"],
-                    "sums": state["sums"], "elapsed_s": state["elapsed_s"] + time.perf_counter() - start_time,
+                    "sums": state["sums"], "window": [loss, acc, sums.steps],
+                    "elapsed_s": state["elapsed_s"] + time.perf_counter() - start_time,
                     "epoch_s": epoch_seconds() if step % spe else 0.0,
                     "h2d_bytes": moved["h2d_bytes"], "d2h_bytes": moved["d2h_bytes"]}
         try:
@@ -808,32 +880,38 @@ def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = No
                 clock.update(t0=t_epoch, before=state["epoch_s"] if step % spe else 0.0)
                 state["epoch_s"] = 0.0
                 done_at_start, row_step = step, step
+                means = ""  # the epoch's means as of the last read, for the progress bar
                 while step < epoch_end and stop.signum is None:
                     x, y = next(batches)
                     md = None
                     if cfg.profile_every and (step + 1) % cfg.profile_every == 0:
                         md = profiler.RunMetadata()
-                    _, loss, acc, lr = sess.run([tg.train_op, tg.loss, tg.accuracy, tg.learning_rate],
-                                                {**image_feed(tg, x), tg.labels: y}, options=trace_options,
-                                                run_metadata=md)
-                    loss, acc, lr = float(loss), float(acc), float(lr)
+                    # NOTE: nothing is read back here (see _RunningSums): the device may still be running this
+                    # step when the next one is queued.
+                    sess.run(sums.step_op, {**image_feed(tg, x), tg.labels: y}, options=trace_options,
+                             run_metadata=md)
                     step += 1
-                    if not math.isfinite(loss):
-                        bar.clear()
-                        raise diverged(f"the loss is {loss}")
-                    sums = state["sums"]
-                    state["sums"] = [sums[0] + loss, sums[1] + acc, sums[2] + 1]
+                    sums.steps += 1
+                    row, done = step % cfg.log_every == 0 or step == epoch_end, step - epoch * spe
+                    if row or bar.prints(done) or not first_step_said:
+                        loss, acc = window()
+                        s = state["sums"]
+                        n = s[2] + sums.steps
+                        means = f"epoch mean loss {(s[0] + loss) / n:.4f} acc {100 * (s[1] + acc) / n:.1f}% "
                     now = time.perf_counter()
                     if md is not None:
                         log.write({"kind": "profile", "step": step, "epoch": epoch + 1, **md.summary(),
                                    "top_ops": profiler.top_op_types(md)})
-                    if step % cfg.log_every == 0 or step == epoch_end:
+                    if row:
+                        lr = learning_rate(step)
                         speed = (step - row_step) * cfg.batch_size / max(now - t_row, 1e-9)
-                        log.write({"kind": "step", "step": step, "epoch": epoch + 1, "loss": loss,
-                                   "accuracy": acc, "lr": lr, "images_per_sec": speed, **counters()})
+                        log.write({"kind": "step", "step": step, "epoch": epoch + 1, "loss": loss / sums.steps,
+                                   "accuracy": acc / sums.steps, "lr": lr, "images_per_sec": speed, **counters()})
+                        s = state["sums"]
+                        state["sums"] = [s[0] + loss, s[1] + acc, s[2] + sums.steps]
+                        sums.reset(sess)
                         t_row, row_step = now, step
                     n, elapsed = step - done_at_start, now - t_epoch
-                    s = state["sums"]
                     # The whole run's: its steps at this epoch's pace, and its evaluations at the last one's.
                     evals_left = sum(map(evaluated, range(epoch + 1, n_epochs + 1)))
                     eta = elapsed / n * (total_steps - step) + evals_left * clock["eval_s"]
@@ -843,9 +921,7 @@ def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = No
                         first_step_said = True
                         bar.clear()
                         print(_first_step_line(sess, time.perf_counter() - started), file=err)
-                    bar.update(step - epoch * spe,
-                               f"epoch mean loss {s[0] / s[2]:.4f} acc {100 * s[1] / s[2]:.1f}% "
-                               f"{n * cfg.batch_size / elapsed:.0f} img/s run ETA {_clock(eta)}")
+                    bar.update(done, f"{means}{n * cfg.batch_size / elapsed:.0f} img/s run ETA {_clock(eta)}")
                     if cfg.checkpoint_every and step % cfg.checkpoint_every == 0 and step != epoch_end:
                         last_ckpt = save() or last_ckpt
                 bar.clear()

@@ -504,12 +504,9 @@ class OpenCLRuntime:
     def copy_in(self, array: np.ndarray) -> DeviceArray:
         array = np.asarray(array, order="C")  # NOTE: not ascontiguousarray, which makes 0-d arrays 1-d
         a = self.allocate(array.shape, array.dtype)
-        if array.nbytes <= _SMALL_BYTES:
-            a.block.host = array
-            self.buffer(a)  # upload now, while the caller's array is certainly unchanged
-            return a
-        # A batch: uploaded without waiting, so that feeding step k+1 does not wait for step k to finish (a
-        # blocking write on an in-order queue would). Our own copy: the caller may refill its array meanwhile.
+        # Uploaded without waiting, so that feeding step k+1 does not wait for step k to finish (a blocking
+        # write on an in-order queue would); small feeds too, or a batch's labels make every step a sync. Our
+        # own copy: the caller may refill its array meanwhile.
         # NOTE: pyopencl's event holds the host array and waits for the copy when dropped: keep the last few.
         b = a.block
         b.host = np.array(array, copy=True)
