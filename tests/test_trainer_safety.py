@@ -215,6 +215,7 @@ ODD_METADATA = [  # (edit: (key, value) or (key, subkey, value), what the error 
     (("history", "x"), 'history must be a list, each item an object with epoch, test_accuracy, got "x"'),
     (("history", [{"epoch": 1}]), "history must be a list, each item an object"),
     (("sums", [1, 2]), "sums must be [loss sum, accuracy sum, steps], got [1, 2]"),
+    (("window", [1, -2, 0]), "window must be [loss sum, accuracy sum, steps], got [1, -2, 0]"),
     (("data", 5), "data must be null or a string, got 5"),
     (("elapsed_s", {"a": [[[[[]]]]]}), 'elapsed_s must be a finite number >= 0, got {"a": [[[[[]]]]]}'),
 ]
