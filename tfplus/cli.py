@@ -38,7 +38,9 @@ latter two if it is absent (never into a --data folder); without it, missing dat
 trains on a small generated dataset instead (offline smoke runs).
 
 output: the console shows running means over the current epoch (loss, accuracy) and an ETA for the whole
-run; the --log file has each logged step's own values.
+run; each --log row has the means over its --log-every steps. A step copies nothing back from the device: its
+loss and accuracy are summed there and read at log rows, progress lines and checkpoints, so a loss that turns
+NaN stops the run at the next of these.
 
 checkpoints: with --checkpoint-dir, written at the end of each epoch (or every --checkpoint-every steps), at
 the end, and on Ctrl-C/SIGTERM; --resume continues the last one exactly (same batches, same learning rates).

@@ -501,8 +501,11 @@ def crop_flip(images: np.ndarray, top: np.ndarray, left: np.ndarray, flip: np.nd
 
         crop_flip(x, np.full(len(x), 4), np.full(len(x), 4), np.zeros(len(x), bool))   # == x
     """
-    n, _, h, w = images.shape
-    padded = np.pad(images, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    n, c, h, w = images.shape
+    # Zeros and a slice copy: a third of np.pad's time, which is general and slow for this (this runs in the
+    # prefetch thread, which shares the GIL with the step's launches).
+    padded = np.zeros((n, c, h + 2 * pad, w + 2 * pad), images.dtype)
+    padded[:, :, pad:pad + h, pad:pad + w] = images
     # A view of every H x W window; picking one per example copies whole windows (5x faster than gathering
     # pixel by pixel). The indices around the channel slice put the batch axis first: (N, C, H, W).
     out = sliding_window_view(padded, (h, w), axis=(2, 3))[np.arange(n), :, top, left]
@@ -532,8 +535,9 @@ def normalize(images: np.ndarray, data_format: str = "NCHW") -> np.ndarray:
     channels_last = data_format == "NHWC"
     x = images.transpose(0, 2, 3, 1) if channels_last else images
     shape = (1, 1, 1, 3) if channels_last else (1, 3, 1, 1)
-    out = x.astype(np.float32, order="C")
-    out *= (1 / (255 * STD)).reshape(shape)
+    out = np.empty(x.shape, np.float32)
+    # The uint8 -> float32 cast inside the multiply: one pass less than astype, the same floats.
+    np.multiply(x, (1 / (255 * STD)).reshape(shape), out=out)
     out -= (MEAN / STD).reshape(shape)
     return out
 
