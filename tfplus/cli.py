@@ -255,7 +255,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--logdir", metavar="DIR", help="write TensorBoard event files here (loss, accuracy, learning "
                    "rate, images/s, memory): tensorboard --logdir DIR")
     g.add_argument("--log-every", type=_positive_int, default=10, metavar="N", help="steps between log rows "
-                   "(default 10)")
+                   "(default 10); a row holds the means of its steps, read from the device then")
     g.add_argument("--profile-every", type=_positive_int, metavar="N",
                    help="trace every Nth step into the --log file as a row {kind: profile, step, epoch, step_ms, "
                    "op_ms, forward_ms, backward_ms, update_ms, device_ms, gflop, gflop_per_s, h2d_bytes, "
