@@ -132,6 +132,8 @@ def test_a_resume_mid_row_logs_the_rows_of_an_unbroken_run(tmp_path, monkeypatch
     monkeypatch.undo()
     meta = tf.train.read_checkpoint_metadata(tf.train.latest_checkpoint(str(tmp_path / "ckpt")))
     assert meta["step"] == 7 and meta["window"][2] == 2 and meta["sums"][2] == 5
+    saved = [name for name, _ in tf.train.list_variables(tf.train.latest_checkpoint(str(tmp_path / "ckpt")))]
+    assert "global_step" in saved and not [n for n in saved if n.startswith("running_sums")]
     assert main([*argv, "--resume"]) == 0
     capsys.readouterr()
 
@@ -139,3 +141,11 @@ def test_a_resume_mid_row_logs_the_rows_of_an_unbroken_run(tmp_path, monkeypatch
         return [(r["kind"], r["step"], r["loss"], r["accuracy"], r["lr"])
                 for r in map(json.loads, open(tmp_path / name)) if r["kind"] in ("step", "epoch")]
     assert rows("log.jsonl") == rows("reference.jsonl")
+
+
+def test_a_diverged_loss_is_caught_at_the_next_read():
+    """At learning rate 1000 without warm-up the loss is NaN by step 3; with rows of 5 steps (and a terminal, so
+    no progress lines), the run stops at the row of step 5 and says which steps the NaN mean covers."""
+    cfg = trainer.TrainConfig(**TINY, steps=12, log_every=5, lr=1000.0, warmup_steps=0)
+    with pytest.raises(trainer.DivergedError, match=r"diverged at step 5/12: the mean loss of steps 1-5 is nan"):
+        trainer.train(cfg, out=io.StringIO(), err=_Terminal())
