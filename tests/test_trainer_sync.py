@@ -57,7 +57,8 @@ def _count_reads(monkeypatch, device: str) -> list[int]:
     return calls
 
 
-def test_no_read_back_between_log_rows(device, monkeypatch):
+@pytest.mark.parametrize("where", ["host", "device"])
+def test_no_read_back_between_log_rows(device, where, monkeypatch):
     calls = _count_reads(monkeypatch, device)
     per_step, seen, _next = [], [], TrainBatches.__next__
 
@@ -66,7 +67,7 @@ def test_no_read_back_between_log_rows(device, monkeypatch):
         return _next(self)
     monkeypatch.setattr(TrainBatches, "__next__", next_and_count)
     # Batches of 4: PoCL's unoptimized kernels on a busy CI box take seconds per step of 16.
-    cfg = trainer.TrainConfig(**dict(TINY, batch_size=4), steps=8, log_every=3, device=device)
+    cfg = trainer.TrainConfig(**dict(TINY, batch_size=4), steps=8, log_every=3, device=device, input=where)
     result = trainer.train(cfg, out=io.StringIO(), err=_Terminal())
     assert result.steps == 8
     per_step = dict(enumerate(np.diff(seen), start=1))  # step -> its reads (steps 1..7)
