@@ -894,7 +894,11 @@ def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = No
                     sums.steps += 1
                     row, done = step % cfg.log_every == 0 or step == epoch_end, step - epoch * spe
                     if row or bar.prints(done) or not first_step_said:
-                        loss, acc = window()
+                        try:
+                            loss, acc = window()
+                        except DivergedError:
+                            bar.clear()
+                            raise
                         s = state["sums"]
                         n = s[2] + sums.steps
                         means = f"epoch mean loss {(s[0] + loss) / n:.4f} acc {100 * (s[1] + acc) / n:.1f}% "
