@@ -592,11 +592,11 @@ class _Step:
                 if batch is None:
                     raise PlanError("cannot stream: no fed tensor has an open batch dimension")
                 t = self.graph.as_graph_element(name)
+                why = batch_statistics(sorted(needed_ops([t], self.feeds), key=lambda op: op._id))
+                if why:
+                    raise PlanError(f"cannot stream the step's prefix up to '{name}': {why}")
                 self._cache["cut", name] = stream.find(self.order, self.feeds, self.fetches, self.batch_feeds(),
                                                         self.major(), t)
-                why = batch_statistics(sorted(self._cache["cut", name].prefix, key=lambda op: op._id))
-                if why:
-                    self._cache["cut", name] = PlanError(f"cannot stream the prefix up to '{name}': {why}")
             except PlanError as e:
                 self._cache["cut", name] = e
         c = self._cache["cut", name]

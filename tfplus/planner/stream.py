@@ -26,7 +26,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from tfplus.framework import Operation, Tensor, needed_ops
-from tfplus.planner.liveness import PlanError
+from tfplus.planner.liveness import PlanError, phase_of
 
 # Backward ops whose output sums its row-major inputs over the rows (a weight gradient): per micro-batch they
 # give partial sums that add up to the full batch's. Any other op that drops the batch axis stops a cut.
@@ -93,6 +93,9 @@ def find(order: list[Operation], feeds: set[Tensor], fetches: list, batch_feeds:
     for op in order:
         if op in prefix or op in after or not any(t in rowed for t in op.inputs):
             continue
+        if phase_of(op) == "forward":
+            read = next(t.name for t in op.inputs if t in rowed)
+            raise no(f"{op.type} '{op.name}' reads '{read}' of the prefix: a path from the batch bypasses the cut")
         backward.add(op)
         for t in op.outputs:
             if op.type in SUM_OVER_ROWS and t not in major and any(u in major for u in op.inputs if u in rowed):
