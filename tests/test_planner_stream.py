@@ -50,21 +50,23 @@ def _train(tg, feeds, device="cpu", force=None, steps=2):
     return losses, weights, p
 
 
-# (fine-tuned layers, cut, micro-batches): the frozen features at a pool or after a frozen dense layer; a full
-# step streamed at the first pool (the prefix trains: boundary gradient, recomputed forward, summed gradients)
-# and after fc1 (two boundary tensors, a MatMul's sum over the rows).
-CASES = {"finetune_pool": (1, "MaxPool:0", 4), "finetune_fc1": (1, "fc1/MatMul:0", 2),
-         "full_pool": (None, "MaxPool:0", 4), "full_fc1": (None, "fc1/MatMul:0", 8)}
+# (fine-tuned layers, cut, micro-batches, compact): the frozen features at a pool or after a frozen dense layer;
+# a full step streamed at the first pool (the prefix trains: boundary gradient, recomputed forward, summed
+# gradients), with compact saved state (the pool's argmax in the prefix backward runs), and after fc1 (two
+# boundary tensors, a MatMul's sum over the rows).
+CASES = {"finetune_pool": (1, "MaxPool:0", 4, False), "finetune_fc1": (1, "fc1/MatMul:0", 2, False),
+         "full_pool": (None, "MaxPool:0", 4, False), "full_pool_compact": (None, "MaxPool:0", 2, True),
+         "full_fc1": (None, "fc1/MatMul:0", 8, False)}
 
 
 @pytest.mark.parametrize("device", ["cpu", pytest.param("opencl", marks=needs_opencl)])
 @pytest.mark.parametrize("case", CASES.values(), ids=CASES.keys())
 def test_streamed_prefix_trains_as_the_plain_step(case, device):
-    last, cut, k = case
+    last, cut, k, z = case
     tg = _cnn(last)
     feeds = _cnn_feeds(tg, batch=8)
     want = _train(tg, feeds, device)
-    losses, weights, p = _train(tg, feeds, device, force=(1, 1, False, 1, 0, (cut, k)))
+    losses, weights, p = _train(tg, feeds, device, force=(1, 1, z, 1, 0, (cut, k)))
     np.testing.assert_allclose(losses, want[0], rtol=1e-5)
     assert not np.allclose(losses[0], losses[1]), "the step trains"
     for name, w in want[1].items():
@@ -77,6 +79,7 @@ def test_streamed_prefix_trains_as_the_plain_step(case, device):
         assert not any(op.type.startswith("Conv2DBackprop") for ph in p.phases for op in ph.order)
     else:
         assert {t.name for t in p.stream.partials} >= {"gradients/conv1/Conv2D_grad/Conv2DBackpropFilter:0"}
+        assert bool(p.phases[2].sites) == z, "compact state in the prefix backward runs"
     (t,) = [t for t in p.transformations if t["name"] == "stream"]
     assert f"{k} micro-batches of {8 // k}" in t["detail"] and cut in t["detail"]
 
@@ -86,7 +89,7 @@ def test_streamed_prefix_planned_bytes_are_measured_bytes(case):
     """As test_planner's check: the NumPy data the step holds is its plan's (the cut's full-batch buffer, the
     summed gradients and the boundary gradient included) and the step adds no more than NumPy's ufunc
     buffers."""
-    last, cut, k = case
+    last, cut, k, _ = case
     tg = _cnn(last)
     feeds = _cnn_feeds(tg, batch=32)
     fetches = [tg.train_op, tg.loss]

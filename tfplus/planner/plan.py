@@ -18,8 +18,10 @@ If the peak exceeds the budget, transformations are tried cheapest first (by a c
 window instead of its output), recomputation (planner.recompute: the largest activations saved for backward
 are dropped and recomputed before each backward reader, in a planning copy of the graph), smaller conv
 scratch (cpu: im2col/col2im pieces; opencl: the filter gradients' split-sum partials), chunking convolutions
-over the batch (cpu), then micro-batching with gradient accumulation (forward+backward on k slices of the
-batch, gradients averaged, updates applied once), each combined with the others. On opencl the model counts
+over the batch (cpu), a streamed prefix (planner.stream: only the layers up to a cut tensor run in
+micro-batches, the rest of the step once at full batch; with compaction and the scratch divisor), then
+micro-batching with gradient accumulation (forward+backward on k slices of the batch, gradients averaged,
+updates applied once), each combined with the others. On opencl the model counts
 kernel launches (the host is the bottleneck), so recomputing a few ops beats another micro-batch's whole
 step; the plan's `choice` says what was predicted. No fit raises `BudgetError` naming the smallest budget
 that some combination reaches. A candidate is ordered and placed only if a quick lower bound on its peak fits
@@ -304,8 +306,8 @@ def _frugal(step: _Step, cands: list) -> tuple:
     groups += [[kc for kc in cands if len(kc) == 6 and kc[5][0] == cut] for cut in step.cuts()]
 
     def frugal_first(kc):
-        parts = kc[0] * kc[1] * (kc[5][1] if len(kc) == 6 else 1)
-        return -parts, step._conv_scratch(parts, kc[3]), -kc[2], -kc[4]
+        k = kc[0] * (kc[5][1] if len(kc) == 6 else 1)
+        return -k, step._conv_scratch(k * kc[1], kc[3]), -kc[2], -kc[4]
     for group in groups:
         for kc in sorted(group, key=frugal_first):
             try:
@@ -381,7 +383,8 @@ class _Step:
         out = [q + (0,) for q in quads] + [(1, 1, False, 1, r) for r in levels] + \
             [q + (r,) for q in quads for r in levels]
         if "stream" in allowed and batch:
-            out += [(1, 1, False, d, 0, (cut, k)) for cut in self.cuts() for k in ks[1:] for d in divs]
+            zs = (False, True) if "compact" in allowed and self._sites() else (False,)
+            out += [(1, 1, z, d, 0, (cut, k)) for cut in self.cuts() for k in ks[1:] for z in zs for d in divs]
         return sorted(out, key=lambda q: (self.overhead(*q), q))
 
     def levels(self) -> list[int]:
@@ -668,18 +671,19 @@ class _Step:
             self._cache[key] = f, convs
         return self._cache[key]
 
-    def _build_stream(self, name: str, k: int, d: int) -> MemoryPlan:
-        """The plan of the step streamed at `name` in k micro-batches (planner.stream), with the conv kernels'
-        scratch divided by d. The cut's full-batch buffer lives from the first prefix run to the end of the
-        rest run, the summed weight gradients through the prefix backward and update runs, and what the rest
-        run hands on (boundary gradients, the updates' other inputs, fetched values) to the end of the step."""
+    def _build_stream(self, name: str, k: int, z: bool, d: int) -> MemoryPlan:
+        """The plan of the step streamed at `name` in k micro-batches (planner.stream), with compact saved state
+        if z and the conv kernels' scratch divided by d. The cut's full-batch buffer lives from the first prefix
+        run to the end of the rest run, the summed weight gradients through the prefix backward and update runs,
+        and what the rest run hands on (boundary gradients, the updates' other inputs, fetched values) to the end
+        of the step."""
         cut = self.cut(name)
         batch = self.batch_size()
         if batch % k:
             raise PlanError(f"cannot stream in {k} micro-batches: the batch of {batch} does not divide")
         phases, start = [], 0
         for run in self._stream_runs(name, k):
-            phases.append(self._phase(run, 1, start, False, d))
+            phases.append(self._phase(run, 1, start, z, d))
             start += phases[-1].life.steps
         end = start - 1
         rest = phases[1]
@@ -701,8 +705,8 @@ class _Step:
         p = MemoryPlan(self.device, self.alignment, phases, 0, np.cumsum(live[:start]), self.parameter_bytes,
                        self.slot_bytes, self.feed_bytes, batch_size=batch, accumulators=acc,
                        feed_shapes=dict(self.feed_shapes), stream=cut, stream_microbatches=k, scratch_divisor=d)
-        p.transformations = self._describe(p, 1, 1, False, d, 0, (name, k))
-        p.predicted_overhead = self.overhead(1, 1, False, d, 0, (name, k))
+        p.transformations = self._describe(p, 1, 1, z, d, 0, (name, k))
+        p.predicted_overhead = self.overhead(1, 1, z, d, 0, (name, k))
         return p
 
     # -- building one plan ----------------------------------------------------------------------------------
@@ -713,9 +717,9 @@ class _Step:
         (cut tensor name, micro-batches) says (planner.stream); without `place`, only the lifetimes
         (arena_bytes stays 0 until `place(plan)`)."""
         if s:
-            if (k, c, bool(z), r) != (1, 1, False, 0):
-                raise PlanError("a streamed prefix combines with a scratch divisor only")
-            p = self._build_stream(s[0], s[1], d)
+            if (k, c, r) != (1, 1, 0):
+                raise PlanError("a streamed prefix combines with compact saved state and a scratch divisor only")
+            p = self._build_stream(s[0], s[1], z, d)
             if place:
                 globals()["place"](p)
             return p
@@ -772,9 +776,9 @@ class _Step:
         if merged:
             out.append({"name": "inplace", "detail": f"{merged} elementwise ops write over an input that "
                         "dies there", "predicted_overhead": 0.0})
-        sites = p.phases[0].sites
+        sites = [(ph, site) for ph in p.phases for site in ph.sites]
         if sites:
-            saved = sum(nbytes(p.phases[0].specs[s.pool.inputs[0]]) for s in sites)
+            saved = sum(nbytes(ph.specs[site.pool.inputs[0]]) for ph, site in sites)
             out.append({"name": "compact", "detail": f"{len(sites)} ReLU -> max-pool pairs keep a uint8 argmax "
                         f"per window for backward instead of the ReLU output ({format_size(saved)} of "
                         "activations not saved per run; exact)",
