@@ -601,10 +601,12 @@ class _Step:
                 self._cache["cut", name] = stream.find(self.order, self.feeds, self.fetches, self.batch_feeds(),
                                                         self.major(), t)
             except PlanError as e:
-                self._cache["cut", name] = e
+                # NOTE: the message, not the exception: a raised one keeps its traceback's frames alive (the
+                # session's fed device arrays among them) for as long as it is cached.
+                self._cache["cut", name] = str(e)
         c = self._cache["cut", name]
-        if isinstance(c, PlanError):
-            raise c
+        if isinstance(c, str):
+            raise PlanError(c)
         return c
 
     def cuts(self) -> list[str]:
