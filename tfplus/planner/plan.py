@@ -297,19 +297,23 @@ def smallest_plan(fetches, feed_shapes: dict, device="cpu", *, graph: Graph | No
 def _frugal(step: _Step, cands: list) -> tuple:
     """((k, c, ...), plan) with the smallest peak among the frugal extremes, and why a more frugal one did not
     apply: the most micro-batches (each with its most chunks), no micro-batching with the most chunks
-    (accumulating gradients costs a copy of them, more than micro-batching saves on small batches), and per
-    streamed cut its most micro-batches. Peaks fall with more chunks and, past that, with more micro-batches:
-    the planner's working assumption, not a proof."""
+    (accumulating gradients costs a copy of them, more than micro-batching saves on small batches), and the
+    streamed cut whose most micro-batches have the smallest lower bound (least_bytes; only that one is built).
+    Peaks fall with more chunks and, past that, with more micro-batches: the planner's working assumption, not
+    a proof."""
     why, found = "", []
-    plain = [kc for kc in cands if len(kc) < 6]
-    groups = [[kc for kc in plain if kc[0] > 1], [kc for kc in plain if kc[0] == 1]]
-    groups += [[kc for kc in cands if len(kc) == 6 and kc[5][0] == cut] for cut in step.cuts()]
 
     def frugal_first(kc):
         k = kc[0] * (kc[5][1] if len(kc) == 6 else 1)
         return -k, step._conv_scratch(k * kc[1], kc[3]), -kc[2], -kc[4]
+    plain = [kc for kc in cands if len(kc) < 6]
+    groups = [sorted(g, key=frugal_first) for g in ([kc for kc in plain if kc[0] > 1],
+                                                   [kc for kc in plain if kc[0] == 1])]
+    streamed = [min((kc for kc in cands if len(kc) == 6 and kc[5][0] == cut), key=frugal_first, default=None)
+                for cut in step.cuts()]
+    groups.append(sorted((kc for kc in streamed if kc is not None), key=lambda kc: step.least_bytes(*kc))[:1])
     for group in groups:
-        for kc in sorted(group, key=frugal_first):
+        for kc in group:
             try:
                 found.append((kc, step.build(*kc)))
                 break
@@ -553,7 +557,7 @@ class _Step:
             self._cache["split", r] = _split(self, r)
         s = self._cache["split", r]
         if isinstance(s, PlanError):
-            raise s
+            raise PlanError(str(s))  # a fresh one: the cached one must not keep a traceback's frames (cut())
         return s
 
     # -- streamed prefix (planner.stream) -------------------------------------------------------------------
