@@ -191,3 +191,24 @@ def test_cuts_that_cannot_stream_exactly_are_refused(kind, match):
     assert "h:0" not in step.cuts()
     with pytest.raises(PlanError, match="h:0"):
         planner.plan([train, loss], {x: (8, 6)}, force=(1, 1, False, 1, 0, ("h:0", 2)))
+
+
+@pytest.mark.parametrize("kernel_device", ["cpu", "opencl"])
+def test_cost_model_prices_the_prefix_per_micro_batch_and_the_rest_once(kernel_device):
+    """Fine-tuning: streaming the frozen prefix costs k prefix runs and the rest once, less than k whole steps;
+    a prefix that trains pays its forward again and its backward per micro-batch (2k + 2 executor runs)."""
+    from tfplus.planner.plan import DeviceFacts
+    device = DeviceFacts(kernel_device, kernel_device)
+    for last, runs in ((1, 4 + 1), (None, 2 * 4 + 2)):
+        tf.reset_default_graph()
+        tg = _cnn(last)
+        step = _Step([tg.train_op, tg.loss], {t: v.shape for t, v in _cnn_feeds(tg, batch=8).items()}, device,
+                     tg.graph, None)
+        s = ("MaxPool:0", 4)
+        f, plain = step.features(1, 1, s=s), step.features(1, 1)
+        assert f["runs"] == runs and f["flops"] >= plain["flops"]
+        prefix = step._stream_runs(*s)[0]
+        calls = sum(op.type != "VariableV2" for op in prefix.order)
+        assert f["calls"] + f["conv_calls"] >= plain["calls"] + plain["conv_calls"] + 3 * calls + 4
+        if last:
+            assert 0 < step.overhead(1, 1, s=s) < step.overhead(4, 1)
