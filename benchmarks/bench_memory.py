@@ -4,6 +4,8 @@
     python benchmarks/bench_memory.py --device opencl --max-batch ''   # the GPU (or PoCL)
     python benchmarks/bench_memory.py --steps 5 --budgets none,64MB,32MB,24MB --json out.json
     python benchmarks/bench_memory.py --fine-tune-last 1 --budgets none,16MB --max-batch ''   # fc3 alone trains
+    python benchmarks/bench_memory.py --fine-tune-last 1 --budgets none,16MB --max-batch '' --without stream
+        # the streamed prefix (frozen features in micro-batches) against whole-step micro-batches, same run
     python benchmarks/bench_memory.py --device opencl --budgets none,64MB,32MB,24MB --without recompute
         # each budget also planned without recomputation (the planner before it), in the same run
 

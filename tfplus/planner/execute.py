@@ -288,6 +288,8 @@ class Bound:
 
     def _run(self, feeds: dict) -> dict:
         p = self.plan
+        if p.stream is not None:
+            return self._streamed(feeds)
         if p.microbatches == 1:
             return self._phase(0, feeds)
         rt, k = self.runtime, p.microbatches
@@ -314,6 +316,32 @@ class Bound:
             grads = {t: acc for t, acc in self.acc.items() if t not in p.fetch_merge}
             rest = {t: v for t, v in feeds.items() if t not in batch_feeds}
             out.update(self._phase(1, {**rest, **grads}))
+        return out
+
+    def _streamed(self, feeds: dict) -> dict:
+        """A step with a streamed prefix (planner.stream): the prefix on each micro-batch's rows, its output's
+        rows copied into the cut's full-batch buffer; the rest at full batch; then, if the prefix trains,
+        its backward on each micro-batch's rows (weight gradients summed) and the updates."""
+        p, rt, cut = self.plan, self.runtime, self.plan.stream
+        k = p.stream_microbatches
+        m = p.batch_size // k
+        known = {**feeds, **self.acc}  # the cut and the summed gradients are fed from their buffers
+
+        def run(i: int, j: int | None = None) -> dict:
+            return self._phase(i, {t: known[t][j * m:(j + 1) * m] if j is not None and t in cut.rows else known[t]
+                                   for t in p.phases[i].feeds})
+        whole = self.acc[cut.tensor]
+        for j in range(k):
+            rt.copy_rows(whole, j * m, run(0, j)[cut.tensor], 0, m)
+        out = run(1)
+        if not cut.backward:
+            return out
+        known.update(out)
+        for j in range(k):
+            sums = run(2, j)
+            for t in cut.partials:
+                (rt.add_into if j else rt.copy)(self.acc[t], sums[t])
+        out.update(run(3))
         return out
 
     def _phase(self, i: int, feeds: dict) -> dict:

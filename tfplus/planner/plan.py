@@ -18,8 +18,10 @@ If the peak exceeds the budget, transformations are tried cheapest first (by a c
 window instead of its output), recomputation (planner.recompute: the largest activations saved for backward
 are dropped and recomputed before each backward reader, in a planning copy of the graph), smaller conv
 scratch (cpu: im2col/col2im pieces; opencl: the filter gradients' split-sum partials), chunking convolutions
-over the batch (cpu), then micro-batching with gradient accumulation (forward+backward on k slices of the
-batch, gradients averaged, updates applied once), each combined with the others. On opencl the model counts
+over the batch (cpu), a streamed prefix (planner.stream: only the layers up to a cut tensor run in
+micro-batches, the rest of the step once at full batch; with compaction and the scratch divisor), then
+micro-batching with gradient accumulation (forward+backward on k slices of the batch, gradients averaged,
+updates applied once), each combined with the others. On opencl the model counts
 kernel launches (the host is the bottleneck), so recomputing a few ops beats another micro-batch's whole
 step; the plan's `choice` says what was predicted. No fit raises `BudgetError` naming the smallest budget
 that some combination reaches. A candidate is ordered and placed only if a quick lower bound on its peak fits
@@ -39,7 +41,7 @@ import numpy as np
 
 from tfplus import flops as _flops
 from tfplus.framework import Graph, Operation, Tensor, constant_value, get_default_graph, needed_ops
-from tfplus.planner import chunking, compact, recompute
+from tfplus.planner import chunking, compact, recompute, stream
 from tfplus.planner.arena import assign_offsets
 from tfplus.planner.liveness import (
     Buffer,
@@ -63,7 +65,7 @@ from tfplus.registry import inplace_inputs
 from tfplus.runtime import size_class
 from tfplus.units import format_size, parse_size
 
-TRANSFORMATIONS = ("compact", "recompute", "scratch", "chunk", "microbatch")
+TRANSFORMATIONS = ("compact", "recompute", "scratch", "chunk", "stream", "microbatch")
 CPU_ALIGNMENT = 64
 # CL_DEVICE_MEM_BASE_ADDR_ALIGN is 1024 bits on most GPUs and on PoCL; the OpenCL runtime reports the real
 # value as `arena_alignment` when a device is at hand.
@@ -140,6 +142,10 @@ class MemoryPlan:
     tensor_map: dict[Tensor, Tensor] = field(default_factory=dict)
     recomputed: list[str] = field(default_factory=list)                # the activations recomputed
     choice: str = ""                                                   # why the budget search chose this plan
+    # A streamed prefix (planner.stream): the cut and its micro-batches; `accumulators` then hold the cut's
+    # full-batch buffer and the prefix's summed weight gradients.
+    stream: stream.Cut | None = None
+    stream_microbatches: int = 1
 
     @property
     def buffers(self) -> list[Buffer]:
@@ -201,6 +207,9 @@ class MemoryPlan:
             out["notes"] = self.notes
         if self.choice:
             out["choice"] = self.choice
+        if self.stream is not None:
+            out["stream"] = {"cut": self.stream.tensor.name, "microbatches": self.stream_microbatches,
+                             "prefix_backward": bool(self.stream.backward)}
         return out
 
     def summary(self) -> str:
@@ -233,7 +242,8 @@ def plan(fetches, feed_shapes: dict, device="cpu", budget=None, *, graph: Graph 
     with raise_if_infeasible=False, the smallest plan with fits=False). `force=(micro-batches, conv chunks)`
     skips the search and builds that combination (tests, benchmarks); a third element True adds compact
     saved state, a fourth divides the conv kernels' scratch budget (planner.chunking.SCRATCH_DIVISORS), a fifth
-    is the recomputation level (planner.recompute: the r largest recomputable activations are dropped)."""
+    is the recomputation level (planner.recompute: the r largest recomputable activations are dropped), a sixth
+    (cut tensor name, micro-batches) streams the prefix up to that tensor (planner.stream)."""
     step = _Step(fetches, feed_shapes, device, graph, alignment)
     budget = None if budget is None else parse_size(budget, "memory budget")
     if force is not None:
@@ -263,7 +273,7 @@ def plan(fetches, feed_shapes: dict, device="cpu", budget=None, *, graph: Graph 
             place(p)
             p.budget_bytes = budget
             if p.fits:
-                p.choice = step.why(kc, i)
+                p.choice = step.why(kc, i, p)
                 return _debug(p, base)
     if not raise_if_infeasible:
         return _debug(best, base)
@@ -285,14 +295,25 @@ def smallest_plan(fetches, feed_shapes: dict, device="cpu", *, graph: Graph | No
 
 
 def _frugal(step: _Step, cands: list) -> tuple:
-    """((k, c), plan) with the smallest peak among the two frugal extremes, and why a more frugal one did not
-    apply: the most micro-batches (each with its most chunks), and no micro-batching with the most chunks
-    (accumulating gradients costs a copy of them, more than micro-batching saves on small batches). Peaks
-    fall with more chunks and, past that, with more micro-batches: the planner's working assumption, not a
-    proof."""
+    """((k, c, ...), plan) with the smallest peak among the frugal extremes, and why a more frugal one did not
+    apply: the most micro-batches (each with its most chunks), no micro-batching with the most chunks
+    (accumulating gradients costs a copy of them, more than micro-batching saves on small batches), and the
+    streamed cut whose most micro-batches have the smallest lower bound (least_bytes; only that one is built).
+    Peaks fall with more chunks and, past that, with more micro-batches: the planner's working assumption, not
+    a proof."""
     why, found = "", []
-    for group in ([kc for kc in cands if kc[0] > 1], [kc for kc in cands if kc[0] == 1]):
-        for kc in sorted(group, key=lambda kc: (-kc[0], step._conv_scratch(kc[0] * kc[1], kc[3]), -kc[2], -kc[4])):
+
+    def frugal_first(kc):
+        k = kc[0] * (kc[5][1] if len(kc) == 6 else 1)
+        return -k, step._conv_scratch(k * kc[1], kc[3]), -kc[2], -kc[4]
+    plain = [kc for kc in cands if len(kc) < 6]
+    groups = [sorted(g, key=frugal_first) for g in ([kc for kc in plain if kc[0] > 1],
+                                                   [kc for kc in plain if kc[0] == 1])]
+    streamed = [min((kc for kc in cands if len(kc) == 6 and kc[5][0] == cut), key=frugal_first, default=None)
+                for cut in step.cuts()]
+    groups.append(sorted((kc for kc in streamed if kc is not None), key=lambda kc: step.least_bytes(*kc))[:1])
+    for group in groups:
+        for kc in group:
             try:
                 found.append((kc, step.build(*kc)))
                 break
@@ -338,9 +359,10 @@ class _Step:
         self.inplace = True
 
     # -- candidates ----------------------------------------------------------------------------------------
-    def candidates(self, allowed: tuple) -> list[tuple[int, int, bool, int, int]]:
-        """(micro-batches, conv chunks, compact, scratch divisor, recomputation level) other than
-        (1, 1, False, 1, 0), cheapest predicted first."""
+    def candidates(self, allowed: tuple) -> list[tuple]:
+        """(micro-batches, conv chunks, compact, scratch divisor, recomputation level[, (cut, micro-batches)])
+        other than (1, 1, False, 1, 0), cheapest predicted first. A sixth element streams the prefix up to a
+        cut tensor (planner.stream), with a scratch divisor only."""
         # Chunking and scratch divisors shrink the cpu conv kernels' im2col/col2im workspaces; on opencl the
         # divisor shrinks the filter gradients' split-sum partials (chunking there would only add launches).
         scratch = self._conv_scratch(1) > 0
@@ -364,6 +386,9 @@ class _Step:
         levels = self.levels() if "recompute" in allowed else []
         out = [q + (0,) for q in quads] + [(1, 1, False, 1, r) for r in levels] + \
             [q + (r,) for q in quads for r in levels]
+        if "stream" in allowed and batch:
+            zs = (False, True) if "compact" in allowed and self._sites() else (False,)
+            out += [(1, 1, z, d, 0, (cut, k)) for cut in self.cuts() for k in ks[1:] for z in zs for d in divs]
         return sorted(out, key=lambda q: (self.overhead(*q), q))
 
     def levels(self) -> list[int]:
@@ -430,32 +455,35 @@ class _Step:
         dims = [s[0] for t, s in self.feed_shapes.items() if len(s) and t._shape and t._shape[0] is None]
         return max(set(dims), key=dims.count) if dims else None
 
-    def overhead(self, k: int, c: int, z: bool = False, d: int = 1, r: int = 0) -> float:
+    def overhead(self, k: int, c: int, z: bool = False, d: int = 1, r: int = 0, s: tuple | None = None) -> float:
         """Predicted extra step time of (k micro-batches, c conv chunks, compact or not, scratch divisor d,
-        recomputation level r) over the plain step, a fraction (see _CostModel)."""
-        key = ("overhead", k, c, bool(z), d, r)
+        recomputation level r, streamed prefix s) over the plain step, a fraction (see _CostModel)."""
+        key = ("overhead", k, c, bool(z), d, r, s)
         if key not in self._cache:
             try:
                 if "plain time" not in self._cache:
                     self._cache["plain time"] = self.cost.time(self.features(1, 1))
-                self._cache[key] = self.cost.time(self.features(k, c, z, d, r)) / self._cache["plain time"] - 1
+                self._cache[key] = self.cost.time(self.features(k, c, z, d, r, s)) / self._cache["plain time"] - 1
             except PlanError:
                 self._cache[key] = float("inf")
         return self._cache[key]
 
-    def why(self, kc: tuple, cheaper: int) -> str:
-        """Why the search chose candidate `kc`, the first of the candidates (cheapest predicted first) to fit
-        after `cheaper` others did not."""
+    def why(self, kc: tuple, cheaper: int, p: MemoryPlan | None = None) -> str:
+        """Why the search chose candidate `kc` (plan `p`), the first of the candidates (cheapest predicted
+        first) to fit after `cheaper` others did not."""
         plain = self.cost.time(self.features(1, 1))
-        return (f"the cheapest of the combinations that fit, by predicted step time on {self.kernel_device} "
+        names = [t["name"] for t in (p.transformations if p else ()) if t["name"] not in ("schedule", "inplace")]
+        return (f"{' + '.join(names) or 'the plain step'}: "
+                f"the cheapest of the combinations that fit, by predicted step time on {self.kernel_device} "
                 f"({self.cost.basis}): {plain * 1e3:.3g} ms -> {plain * (1 + self.overhead(*kc)) * 1e3:.3g} ms "
                 f"({self.overhead(*kc):+.1%}); {cheaper} combinations predicted cheaper do not fit")
 
-    def features(self, k: int, c: int, z: bool = False, d: int = 1, r: int = 0) -> dict[str, float]:
-        """What the step does under (k, c, z, d, r), in the cost model's terms: kernel calls, executor runs,
+    def features(self, k: int, c: int, z: bool = False, d: int = 1, r: int = 0, s: tuple | None = None
+                 ) -> dict[str, float]:
+        """What the step does under (k, c, z, d, r, s), in the cost model's terms: kernel calls, executor runs,
         GEMM FLOPs, elements other ops write, pieces the conv kernels cut their calls into, elements the
         compact pools read. Recomputing ops count like any other."""
-        fixed, convs = self._fixed_features(k, r)
+        fixed, convs = self._stream_features(*s) if s else self._fixed_features(k, r)
         f = dict(fixed)
         for times, op, specs, batch in convs:
             n = c if chunking.can_chunk(op, specs, c) else 1
@@ -529,14 +557,178 @@ class _Step:
             self._cache["split", r] = _split(self, r)
         s = self._cache["split", r]
         if isinstance(s, PlanError):
-            raise s
+            raise PlanError(str(s))  # a fresh one: the cached one must not keep a traceback's frames (cut())
         return s
 
+    # -- streamed prefix (planner.stream) -------------------------------------------------------------------
+    def batch_feeds(self) -> set[Tensor]:
+        """The fed tensors whose open leading dimension is the batch's."""
+        batch = self.batch_size()
+        return {t for t, s in self.feed_shapes.items() if len(s) and s[0] == batch and t._shape
+                and t._shape[0] is None}
+
+    def major(self) -> set[Tensor]:
+        """The tensors whose leading axis is the batch's rows: its length follows the batch size (the step's
+        shapes at the batch size and at the batch over its smallest prime factor)."""
+        if "major" not in self._cache:
+            batch, out = self.batch_size(), set()
+            if batch and batch > 1:
+                other = batch // next(p for p in range(2, batch + 1) if batch % p == 0)
+                try:
+                    specs = self._specs_at(other)
+                except PlanError:  # e.g. a reshape to a fixed batch: nothing streams
+                    specs = {}
+                out = {t for t, sp in self.base_specs.items() if sp.shape[:1] == (batch,)
+                       and t in specs and specs[t].shape[:1] == (other,)}
+            self._cache["major"] = out
+        return self._cache["major"]
+
+    def _specs_at(self, rows: int) -> dict:
+        """Every tensor's spec in the whole step with `rows` rows of the fed batch."""
+        if ("specs at", rows) not in self._cache:
+            batch_feeds = self.batch_feeds()
+            self._cache["specs at", rows] = static_specs(self.order, {
+                t: ((rows,) + s[1:] if t in batch_feeds else s) for t, s in self.feed_shapes.items()})
+        return self._cache["specs at", rows]
+
+    def cut(self, name: str) -> stream.Cut:
+        """The step streamed at the tensor named `name` (planner.stream.find); PlanError if it is no cut."""
+        if ("cut", name) not in self._cache:
+            try:
+                batch = self.batch_size()
+                if batch is None:
+                    raise PlanError("cannot stream: no fed tensor has an open batch dimension")
+                t = self.graph.as_graph_element(name)
+                why = batch_statistics(sorted(needed_ops([t], self.feeds), key=lambda op: op._id))
+                if why:
+                    raise PlanError(f"cannot stream the step's prefix up to '{name}': {why}")
+                self._cache["cut", name] = stream.find(self.order, self.feeds, self.fetches, self.batch_feeds(),
+                                                        self.major(), t)
+            except PlanError as e:
+                # NOTE: the message, not the exception: a raised one keeps its traceback's frames alive (the
+                # session's fed device arrays among them) for as long as it is cached.
+                self._cache["cut", name] = str(e)
+        c = self._cache["cut", name]
+        if isinstance(c, str):
+            raise PlanError(c)
+        return c
+
+    def cuts(self) -> list[str]:
+        """The cut tensors worth streaming up to: outputs of ops that shrink the rows (pools, a narrower layer)
+        below the prefix's largest tensor, at which the step can be cut (planner.stream)."""
+        if "cuts" not in self._cache:
+            out, major, largest = [], self.major(), 0
+            for op in self.order:
+                rows = [self.base_specs[t] for t in op.inputs if t in major]
+                for t in op.outputs:
+                    if t not in major or phase_of(op) != "forward":
+                        continue
+                    size = nbytes(self.base_specs[t])
+                    if rows and size < max(nbytes(sp) for sp in rows) and size < largest:
+                        try:
+                            self.cut(t.name)
+                            out.append(t.name)
+                        except PlanError:
+                            pass
+                    largest = max(largest, size)
+            self._cache["cuts"] = out
+        return self._cache["cuts"]
+
+    def _stream_runs(self, name: str, k: int) -> list[_Run]:
+        """The runs of the step streamed at `name` in k micro-batches: prefix (rows), rest (full batch), and
+        when the prefix has a backward pass, prefix backward (rows) and update (planner.stream)."""
+        key = ("stream runs", name, k)
+        if key not in self._cache:
+            cut = self.cut(name)
+            rows = self.batch_size() // k
+            parts = [("prefix", [cut.tensor], cut.prefix_feeds, rows), ("rest", cut.rest_fetches, cut.rest_feeds, 0)]
+            if cut.backward:
+                parts += [("prefix backward", cut.partials, cut.backward_feeds, rows),
+                          ("update", cut.update_fetches, cut.update_feeds, 0)]
+            runs = []
+            for tag, fetches, feeds, m in parts:
+                if ("stream graph", name, tag) not in self._cache:
+                    g = dependency_graph(needed_ops(fetches, feeds), feeds)
+                    order = creation_order(g)
+                    self._cache["stream graph", name, tag] = g, order, input_roots(order, feeds)
+                g, order, roots = self._cache["stream graph", name, tag]
+                specs = self._specs_at(m) if m else self.base_specs
+                runs.append(_Run((tag, name, m), g, order, specs, roots, list(fetches), set(feeds)))
+            self._cache[key] = runs
+        return self._cache[key]
+
+    def _stream_features(self, name: str, k: int) -> tuple[dict[str, float], list]:
+        """_fixed_features of the step streamed at `name` in k micro-batches: its runs (the per-row ones k
+        times), the copies of the cut's rows and the sums of the prefix's weight gradients."""
+        key = ("stream features", name, k)
+        if key not in self._cache:
+            f = dict.fromkeys(("calls", "conv_calls", "runs", "flops", "elements", "pieces", "compact"), 0.0)
+            convs: list = []
+            for times, run in zip((k, 1, k, 1), self._stream_runs(name, k)):
+                f["runs"] += times
+                for op in run.order:
+                    if executes(op, run.feeds):
+                        self._count(f, convs, times, op, run.specs)
+            cut = self.cut(name)
+            copied = [cut.tensor] + cut.partials
+            f["calls"] += k * len(copied)
+            f["elements"] += sum(math.prod(self.base_specs[t].shape) for t in copied[1:]) * k + \
+                math.prod(self.base_specs[cut.tensor].shape)
+            self._cache[key] = f, convs
+        return self._cache[key]
+
+    def _build_stream(self, name: str, k: int, z: bool, d: int) -> MemoryPlan:
+        """The plan of the step streamed at `name` in k micro-batches (planner.stream), with compact saved state
+        if z and the conv kernels' scratch divided by d. The cut's full-batch buffer lives from the first prefix
+        run to the end of the rest run, the summed weight gradients through the prefix backward and update runs,
+        and what the rest run hands on (boundary gradients, the updates' other inputs, fetched values) to the end
+        of the step."""
+        cut = self.cut(name)
+        batch = self.batch_size()
+        if batch % k:
+            raise PlanError(f"cannot stream in {k} micro-batches: the batch of {batch} does not divide")
+        phases, start = [], 0
+        for run in self._stream_runs(name, k):
+            phases.append(self._phase(run, 1, start, z, d))
+            start += phases[-1].life.steps
+        end = start - 1
+        rest = phases[1]
+        spec = self.base_specs[cut.tensor]
+        acc = {cut.tensor: _acc_buffer(cut.tensor, spec.shape, spec.dtype, rest.start + rest.life.steps - 1,
+                                       self.alignment)}
+        for t in cut.partials:
+            b = acc[t] = _acc_buffer(t, self.base_specs[t].shape, self.base_specs[t].dtype, end, self.alignment)
+            b.start = phases[2].start
+        for t in cut.kept:
+            b = rest.life.of_tensor.get(alias_root(t, rest.feeds))
+            if b is not None:
+                b.end = end
+        bufs = [b for ph in phases for b in ph.life.buffers] + list(acc.values())
+        live = np.zeros(start + 1, np.int64)
+        for b in bufs:
+            live[b.start] += b.size
+            live[b.end + 1] -= b.size
+        p = MemoryPlan(self.device, self.alignment, phases, 0, np.cumsum(live[:start]), self.parameter_bytes,
+                       self.slot_bytes, self.feed_bytes, batch_size=batch, accumulators=acc,
+                       feed_shapes=dict(self.feed_shapes), stream=cut, stream_microbatches=k, scratch_divisor=d)
+        p.transformations = self._describe(p, 1, 1, z, d, 0, (name, k))
+        p.predicted_overhead = self.overhead(1, 1, z, d, 0, (name, k))
+        return p
+
     # -- building one plan ----------------------------------------------------------------------------------
-    def build(self, k: int, c: int, z: bool = False, d: int = 1, r: int = 0, place: bool = True) -> MemoryPlan:
+    def build(self, k: int, c: int, z: bool = False, d: int = 1, r: int = 0, s: tuple | None = None,
+              place: bool = True) -> MemoryPlan:
         """The plan with k micro-batches, convolutions in c batch chunks, compact saved state if z, the
-        conv kernels' scratch budget divided by d, and recomputation level r; without `place`, only the
-        lifetimes (arena_bytes stays 0 until `place(plan)`)."""
+        conv kernels' scratch budget divided by d, recomputation level r, and the prefix streamed as s =
+        (cut tensor name, micro-batches) says (planner.stream); without `place`, only the lifetimes
+        (arena_bytes stays 0 until `place(plan)`)."""
+        if s:
+            if (k, c, r) != (1, 1, 0):
+                raise PlanError("a streamed prefix combines with compact saved state and a scratch divisor only")
+            p = self._build_stream(s[0], s[1], z, d)
+            if place:
+                globals()["place"](p)
+            return p
         runs = self._runs(k, r)
         a = self._phase(runs[0], c, 0, z, d)
         phases = [a] + [self._phase(run, 1, a.life.steps) for run in runs[1:]]
@@ -578,7 +770,8 @@ class _Step:
         p.predicted_overhead = self.overhead(k, c, z, d, r)
         return p
 
-    def _describe(self, p: MemoryPlan, k: int, c: int, z: bool = False, d: int = 1, r: int = 0) -> list[dict]:
+    def _describe(self, p: MemoryPlan, k: int, c: int, z: bool = False, d: int = 1, r: int = 0,
+                  s: tuple | None = None) -> list[dict]:
         out = []
         for ph in p.phases:
             if ph.schedule != "creation order":
@@ -589,9 +782,9 @@ class _Step:
         if merged:
             out.append({"name": "inplace", "detail": f"{merged} elementwise ops write over an input that "
                         "dies there", "predicted_overhead": 0.0})
-        sites = p.phases[0].sites
+        sites = [(ph, site) for ph in p.phases for site in ph.sites]
         if sites:
-            saved = sum(nbytes(p.phases[0].specs[s.pool.inputs[0]]) for s in sites)
+            saved = sum(nbytes(ph.specs[site.pool.inputs[0]]) for ph, site in sites)
             out.append({"name": "compact", "detail": f"{len(sites)} ReLU -> max-pool pairs keep a uint8 argmax "
                         f"per window for backward instead of the ReLU output ({format_size(saved)} of "
                         "activations not saved per run; exact)",
@@ -604,11 +797,15 @@ class _Step:
                         f"and recomputed before each backward reader ({', '.join(dr.tensor.name for dr in drops)}:"
                         f" {format_size(saved)} per run not kept across the step; {ops} ops rerun; exact)",
                         "predicted_overhead": round(self.overhead(1, 1, False, 1, r), 4)})
+        if s:
+            out.append(self._describe_stream(*s))
         if d > 1:
+            parts = k * c * (s[1] if s else 1)
             out.append({"name": "scratch", "detail": f"convolution kernels work through their batch in pieces "
-                        f"1/{d} the usual size (scratch {format_size(self._conv_scratch(k * c))} -> "
-                        f"{format_size(self._conv_scratch(k * c, d))} per call; exact)",
-                        "predicted_overhead": round(self.overhead(k, c, False, d) - self.overhead(k, c), 4)})
+                        f"1/{d} the usual size (scratch {format_size(self._conv_scratch(parts))} -> "
+                        f"{format_size(self._conv_scratch(parts, d))} per call; exact)",
+                        "predicted_overhead": round(self.overhead(k, c, False, d, 0, s) -
+                                                    self.overhead(k, c, False, 1, 0, s), 4)})
         if p.chunks:
             out.append({"name": "chunk", "detail": f"{len(p.chunks)} convolution kernels called on 1/{c} of "
                         "the batch at a time (im2col/col2im scratch shrinks accordingly)",
@@ -620,6 +817,25 @@ class _Step:
                         "norm, see micro-batches)",
                         "predicted_overhead": round(self.overhead(k, 1), 4)})
         return out
+
+    def _describe_stream(self, name: str, k: int) -> dict:
+        cut = self.cut(name)
+        m = self.batch_size() // k
+        prefix = sorted(cut.prefix, key=lambda op: op._id)
+        calls = sum(executes(op, self.feeds) for op in prefix)
+        text = (f"the first {calls} ops (up to '{name}') run in {k} micro-batches of {m}, their output's rows copied "
+                f"into a full-batch buffer ({format_size(nbytes(self.base_specs[cut.tensor]))}); the rest of the "
+                "step runs once at full batch")
+        if cut.backward:
+            grads = ", ".join(t.name for t in cut.boundary)
+            text += (f" down to the boundary gradient ({grads}); then per micro-batch the prefix's forward is "
+                     f"recomputed and its {len(cut.backward)} backward ops read that gradient's rows, their "
+                     f"{len(cut.partials)} weight-gradient sums added up over the micro-batches; updates "
+                     "applied once")
+        else:
+            text += " (the prefix trains nothing: no backward pass below the cut)"
+        return {"name": "stream", "detail": text + "; exact up to summation order",
+                "predicted_overhead": round(self.overhead(1, 1, False, 1, 0, (name, k)), 4)}
 
     def _runs(self, k: int, r: int = 0) -> list[_Run]:
         """The executor runs of a step in k micro-batches at recomputation level r: the step; or the
@@ -673,11 +889,21 @@ class _Step:
         return Phase(run.key[0], order, set(run.feeds), list(run.fetches), run.specs, life, start, schedule,
                      creation_bound, r.sites, argmax)
 
-    def least_bytes(self, k: int, c: int, z: bool = False, d: int = 1, r: int = 0) -> int:
-        """A lower bound on the peak of the plan (k, c, z, d, r), found without ordering it: when an op runs, the
-        buffers it reads and its workspaces are live, and so are its outputs unless it may write one over an
-        input (planner.inplace). Of a micro-batched step it looks at the micro-batch run only."""
-        run = self._runs(k, r)[0]
+    def least_bytes(self, k: int, c: int, z: bool = False, d: int = 1, r: int = 0, s: tuple | None = None) -> int:
+        """A lower bound on the peak of the plan (k, c, z, d, r, s), found without ordering it: when an op runs,
+        the buffers it reads and its workspaces are live, and so are its outputs unless it may write one over an
+        input (planner.inplace). Of a micro-batched step it looks at the micro-batch run only; of a streamed
+        prefix, at each run (the prefix's beside the cut's full-batch buffer)."""
+        fixed = self.parameter_bytes + self.slot_bytes + self.feed_bytes
+        if s:
+            runs = self._stream_runs(*s)
+            cut = self.base_specs[self.cut(s[0]).tensor]
+            return fixed + max(self._least(run, c, z, d) + (nbytes(cut) if i == 0 else 0)
+                               for i, run in enumerate(runs))
+        return fixed + self._least(self._runs(k, r)[0], c, z, d)
+
+    def _least(self, run: _Run, c: int, z: bool, d: int) -> int:
+        """The most bytes one op of `run` needs live at once (least_bytes)."""
         _, ws = self._workspaces(run, c, d)
         bufs = self._buffers(run, z)
         overwriting = {s.relu_grad for s in bufs.sites}
@@ -687,7 +913,7 @@ class _Step:
             if op not in overwriting and not inplace_inputs(op.type, self.kernel_device):
                 n += sum(bufs.outputs[t].size for t in op.outputs if t in bufs.outputs)
             most = max(most, n)
-        return self.parameter_bytes + self.slot_bytes + self.feed_bytes + most
+        return most
 
     def _workspaces(self, run: _Run, c: int, d: int) -> tuple[dict, dict]:
         """(conv chunks, workspace buffers) of a run under (c, d), shared by plans that differ in compaction."""
@@ -839,18 +1065,11 @@ def _split(step: _Step, r: int = 0) -> _Split | PlanError:
     batch_feeds = {t for t, s in v.feed_shapes.items() if len(s) and s[0] == batch and t._shape
                    and t._shape[0] is None}
     order = step._runs(1, r)[0].order
-    batch_dep = set(batch_feeds)
     why = batch_statistics(order)
     if why:
         return PlanError(f"cannot micro-batch: {why}")
-    for op in order:
-        if any(t in batch_dep for t in op.inputs):
-            batch_dep.update(t for t in op.outputs if t not in v.feeds)
-    after: set[Operation] = set()  # the update ops and everything that must run after them
-    for op in order:
-        if op.op_def.ref_inputs or any(t.op in after and t not in v.feeds for t in op.inputs) or \
-                any(c in after for c in op.control_inputs):
-            after.add(op)
+    batch_dep = stream.batch_dependent(order, v.feeds, batch_feeds)
+    after = stream.after_updates(order, v.feeds)  # the update ops and everything that must run after them
     grads = []
     for op in order:
         if op in after:

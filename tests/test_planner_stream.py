@@ -1,0 +1,214 @@
+"""The streamed prefix (planner.stream): the first layers in micro-batches, the rest of the step once at full
+batch. Training by it gives the plain step's losses and weights on every device, its planned bytes are the
+measured ones, the budget search picks it for fine-tuning, and cuts it cannot stream exactly are refused."""
+from __future__ import annotations
+
+import gc
+import tracemalloc
+
+import numpy as np
+import pytest
+from conftest import needs_opencl
+from test_planner import _UNPLANNED, _cnn_feeds
+
+import tfplus as tf
+from tfplus import planner
+from tfplus.planner.execute import install, measure_device_step, measure_step
+from tfplus.planner.liveness import PlanError, alias_root
+from tfplus.planner.plan import _Step
+
+
+@pytest.fixture(autouse=True)
+def fresh_graph():
+    tf.reset_default_graph()
+    yield
+
+
+def _cnn(last: int | None = None):
+    """test_planner's small Mentee; with `last`, only its last `last` layers train (the rest frozen)."""
+    import tfplus.train  # noqa: F401  (tf.train, until tfplus/__init__ imports it)
+    from tfplus.finetune import select_trainable
+    from tfplus.graphs import get_model, training_graph
+    pick = None if last is None else (lambda vs: select_trainable(vs, None, last))
+    return training_graph(get_model("mentee").build, total_steps=10, seed=0, image_shape=(3, 16, 16),
+                          model_kwargs={"conv_widths": (4, 8), "fc_widths": (16,)}, var_list=pick)
+
+
+def _train(tg, feeds, device="cpu", force=None, steps=2):
+    """Losses of `steps` training steps (by the forced plan, if any), the weights after them, and the plan."""
+    fetches = [tg.train_op, tg.loss]
+    p = None
+    gc.collect()
+    with tf.Session(graph=tg.graph, device=device, memory_budget=None if force is None else "1GB") as sess:
+        sess.run(tg.init_op)
+        if force is not None:
+            p = planner.plan(fetches, {t: v.shape for t, v in feeds.items()}, sess.runtime, graph=tg.graph,
+                             force=force)
+            install(sess, fetches, p)
+        losses = [sess.run(fetches, feeds)[1] for _ in range(steps)]
+        weights = {v.op.name: sess.run(v) for v in tg.graph.get_collection("trainable_variables")}
+    return losses, weights, p
+
+
+# (fine-tuned layers, cut, micro-batches, compact): the frozen features at a pool or after a frozen dense layer;
+# a full step streamed at the first pool (the prefix trains: boundary gradient, recomputed forward, summed
+# gradients), with compact saved state (the pool's argmax in the prefix backward runs), and after fc1 (two
+# boundary tensors, a MatMul's sum over the rows).
+CASES = {"finetune_pool": (1, "MaxPool:0", 4, False), "finetune_fc1": (1, "fc1/MatMul:0", 2, False),
+         "full_pool": (None, "MaxPool:0", 4, False), "full_pool_compact": (None, "MaxPool:0", 2, True),
+         "full_fc1": (None, "fc1/MatMul:0", 8, False)}
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("opencl", marks=needs_opencl)])
+@pytest.mark.parametrize("case", CASES.values(), ids=CASES.keys())
+def test_streamed_prefix_trains_as_the_plain_step(case, device):
+    last, cut, k, z = case
+    tg = _cnn(last)
+    feeds = _cnn_feeds(tg, batch=8)
+    want = _train(tg, feeds, device)
+    losses, weights, p = _train(tg, feeds, device, force=(1, 1, z, 1, 0, (cut, k)))
+    np.testing.assert_allclose(losses, want[0], rtol=1e-5)
+    assert not np.allclose(losses[0], losses[1]), "the step trains"
+    for name, w in want[1].items():
+        np.testing.assert_allclose(weights[name], w, rtol=1e-5, atol=1e-6, err_msg=name)
+    names = [ph.name for ph in p.phases]
+    assert names == (["prefix", "rest"] if last else ["prefix", "rest", "prefix backward", "update"])
+    assert p.stream.tensor.name == cut and p.stream_microbatches == k
+    assert p.phases[0].specs[p.stream.tensor].shape[0] == 8 // k, "the prefix runs on a micro-batch's rows"
+    if last:  # frozen below the cut: nothing of the prefix runs backward
+        assert not any(op.type.startswith("Conv2DBackprop") for ph in p.phases for op in ph.order)
+    else:
+        assert {t.name for t in p.stream.partials} >= {"gradients/conv1/Conv2D_grad/Conv2DBackpropFilter:0"}
+        assert bool(p.phases[2].sites) == z, "compact state in the prefix backward runs"
+    (t,) = [t for t in p.transformations if t["name"] == "stream"]
+    assert f"{k} micro-batches of {8 // k}" in t["detail"] and cut in t["detail"]
+
+
+@pytest.mark.parametrize("case", [CASES["finetune_pool"], CASES["full_pool"]], ids=["finetune", "full"])
+def test_streamed_prefix_planned_bytes_are_measured_bytes(case):
+    """As test_planner's check: the NumPy data the step holds is its plan's (the cut's full-batch buffer, the
+    summed gradients and the boundary gradient included) and the step adds no more than NumPy's ufunc
+    buffers."""
+    last, cut, k, _ = case
+    tg = _cnn(last)
+    feeds = _cnn_feeds(tg, batch=32)
+    fetches = [tg.train_op, tg.loss]
+    p = planner.plan(fetches, {t: v.shape for t, v in feeds.items()}, graph=tg.graph,
+                     force=(1, 1, False, 1, 0, (cut, k)))
+    tracemalloc.start()
+    try:
+        with tf.Session(graph=tg.graph, memory_budget="1GB") as sess:
+            sess.run(tg.init_op)
+            install(sess, fetches, p)
+            sess.run(fetches, feeds)
+            m = measure_step(sess, fetches, feeds)
+    finally:
+        tracemalloc.stop()
+    slack = p.alignment + 4096
+    assert 0 <= m["held"] - (p.fixed_bytes - p.feed_bytes + p.arena_bytes) <= slack, m
+    assert m["during"] <= _UNPLANNED, m
+    assert 0 <= m["peak"] - p.peak_bytes <= _UNPLANNED + slack
+
+
+@needs_opencl
+def test_streamed_prefix_opencl_ledger_measures_the_planned_peak():
+    tg = _cnn()
+    feeds = _cnn_feeds(tg, batch=16)
+    fetches = [tg.train_op, tg.loss]
+    gc.collect()
+    with tf.Session(graph=tg.graph, device="opencl", memory_budget="1GB") as sess:
+        sess.run(tg.init_op)
+        p = planner.plan(fetches, {t: v.shape for t, v in feeds.items()}, sess.runtime, graph=tg.graph,
+                         force=(1, 1, False, 1, 0, ("MaxPool:0", 4)))
+        install(sess, fetches, p)
+        sess.run(fetches, feeds)
+        m = measure_device_step(sess, fetches, feeds)
+    assert m["allocations"] == 0 and m["peak"] == p.peak_bytes, (m, p.peak_bytes)
+
+
+def test_cross_phase_buffers_live_as_long_as_they_are_read():
+    """The cut's full-batch buffer lives through the prefix and rest runs; the boundary gradient, written by
+    the rest run, until the prefix backward runs have read it; the summed gradients through the update run;
+    and the arena holds the largest run beside them."""
+    tg = _cnn()
+    shapes = {t: v.shape for t, v in _cnn_feeds(tg, batch=8).items()}
+    p = planner.plan([tg.train_op, tg.loss], shapes, graph=tg.graph, force=(1, 1, False, 1, 0, ("MaxPool:0", 2)))
+    prefix, rest, back, update = p.phases
+    whole = p.accumulators[p.stream.tensor]
+    assert (whole.start, whole.end) == (0, rest.start + rest.life.steps - 1)
+    (grad,) = p.stream.boundary
+    b = rest.life.of_tensor[alias_root(grad, rest.feeds)]  # (a reshape of the gradient it writes)
+    assert b.start < rest.start + rest.life.steps <= back.start + back.life.steps - 1 <= b.end
+    for t in p.stream.partials:
+        assert p.accumulators[t].start == back.start and p.accumulators[t].end == len(p.live) - 1
+    planner.arena.check_no_overlap(p.buffers)
+    assert p.arena_bytes >= p.arena_lower_bound_bytes >= max(ph.life.lower_bound for ph in p.phases)
+
+
+def test_fine_tuning_mentee_under_16mb_streams_its_frozen_features():
+    """Issue 15's case: Mentee at batch 128 training its last layer under 16 MB. The frozen convolutions run
+    forward only, so streaming them is cheaper than micro-batching the whole step; the search picks it."""
+    import argparse
+
+    from tfplus.plan_cli import _TrainStep
+    args = argparse.Namespace(model="mentee", optimizer="momentum", data_format="NCHW", fine_tune_last=1,
+                              trainable=None, device="cpu")
+    step = _TrainStep(args)
+    p = step.plan(128, "16MB")
+    assert p.fits and p.stream is not None and not p.stream.backward, p.summary()
+    assert p.choice.startswith("stream")
+    assert "stream" not in [t["name"] for t in step.plan(128, None).transformations]
+
+
+def _two_path_net(norm: bool = False, dropout: bool = False):
+    """x -> dense -> [batch norm | dropout] -> relu -> h -> dense -> loss, plus (without norm or dropout) a
+    path from x straight to the loss that bypasses h."""
+    import tfplus.train  # noqa: F401
+    x = tf.placeholder(tf.float32, [None, 6], name="x")
+    w = tf.Variable(np.linspace(-1, 1, 24, dtype=np.float32).reshape(6, 4), name="w")
+    v = tf.Variable(np.linspace(1, -1, 4, dtype=np.float32).reshape(4, 1), name="v")
+    h = tf.matmul(x, w)
+    if norm:
+        from tfplus import layers_ext
+        h = layers_ext.batch_normalization(h, training=True)
+    if dropout:
+        h = tf.nn.dropout(h, 0.5)
+    h = tf.nn.relu(h, name="h")
+    out = tf.matmul(h, v)
+    if not (norm or dropout):
+        out = out + tf.reduce_sum(x, axis=1, keepdims=True)
+    loss = tf.reduce_mean(out * out)
+    return x, loss, tf.train.GradientDescentOptimizer(0.1).minimize(loss)
+
+
+@pytest.mark.parametrize("kind, match", [("bypass", "bypasses the cut"), ("norm", "statistics of the whole batch"),
+                                         ("dropout", "random numbers")])
+def test_cuts_that_cannot_stream_exactly_are_refused(kind, match):
+    x, loss, train = _two_path_net(norm=kind == "norm", dropout=kind == "dropout")
+    step = _Step([train, loss], {x: (8, 6)}, "cpu", None, None)
+    with pytest.raises(PlanError, match=match):
+        step.cut("h:0")
+    assert "h:0" not in step.cuts()
+    with pytest.raises(PlanError, match="h:0"):
+        planner.plan([train, loss], {x: (8, 6)}, force=(1, 1, False, 1, 0, ("h:0", 2)))
+
+
+@pytest.mark.parametrize("kernel_device", ["cpu", "opencl"])
+def test_cost_model_prices_the_prefix_per_micro_batch_and_the_rest_once(kernel_device):
+    """Fine-tuning: streaming the frozen prefix costs k prefix runs and the rest once, less than k whole steps;
+    a prefix that trains pays its forward again and its backward per micro-batch (2k + 2 executor runs)."""
+    from tfplus.planner.plan import DeviceFacts
+    device = DeviceFacts(kernel_device, kernel_device)
+    for last, runs in ((1, 4 + 1), (None, 2 * 4 + 2)):
+        tf.reset_default_graph()
+        tg = _cnn(last)
+        step = _Step([tg.train_op, tg.loss], {t: v.shape for t, v in _cnn_feeds(tg, batch=8).items()}, device,
+                     tg.graph, None)
+        s = ("MaxPool:0", 4)
+        f, plain = step.features(1, 1, s=s), step.features(1, 1)
+        assert f["runs"] == runs and f["flops"] >= plain["flops"]
+        prefix = step._stream_runs(*s)[0]
+        calls = sum(op.type != "VariableV2" for op in prefix.order)
+        assert f["calls"] + f["conv_calls"] >= plain["calls"] + plain["conv_calls"] + 3 * calls + 4
+        if last:
+            assert 0 < step.overhead(1, 1, s=s) < step.overhead(4, 1)

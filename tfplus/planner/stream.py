@@ -1,0 +1,165 @@
+"""Streamed prefix: only the first layers of a step run in micro-batches.
+
+A step's largest activations are often those of its first layers (a CNN's first block at full resolution),
+and the rest of the step would fit at full batch. Given a cut tensor B that every path from the fed batch to the
+loss passes through (a pool's output, the frozen features of a fine-tuned network) and k micro-batches of m
+rows, the step runs as:
+
+1. "prefix" (k times, on rows j*m:(j+1)*m of the fed batch): the forward ops from the batch to B; B's rows are
+   copied into a full-batch buffer.
+2. "rest" (once, full batch, B fed): the rest of the forward pass, the loss, the backward pass down to B. When
+   the prefix trains nothing (fine-tuning the last layers) this is the whole rest of the step, updates
+   included, and the step ends here.
+3. "prefix backward" (k times, rows j): the prefix's forward again (recomputed: nothing of phase 1 is kept) and
+   its backward ops, reading rows j of the boundary gradients (the full-batch tensors of phase 2 that they
+   read, e.g. dL/dB). The prefix backward ends in sums over the rows (filter and bias gradients): those are
+   summed over the micro-batches (a mean loss's 1/N is already inside dL/dB).
+4. "update" (once): what the update ops need from those sums (e.g. adding weight decay) and the updates.
+
+Exact up to float summation order, provided the prefix treats rows independently (no batch statistics:
+plan.batch_statistics) and, when it has a backward pass, draws no random numbers (recomputing would draw new
+ones). Ops are assigned to phases structurally (`find`); a tensor that does not fit the scheme (a sum over rows
+that is not a plain sum, a boundary tensor without the batch's rows) makes B no cut: PlanError, saying why.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from tfplus.framework import Operation, Tensor, needed_ops
+from tfplus.planner.liveness import PlanError, phase_of
+
+# Backward ops whose output sums its row-major inputs over the rows (a weight gradient): per micro-batch they
+# give partial sums that add up to the full batch's. Any other op that drops the batch axis stops a cut.
+SUM_OVER_ROWS = ("Conv2DBackpropFilter", "DepthwiseConv2dNativeBackpropFilter", "BiasAddGrad", "MatMul", "Sum")
+
+
+class Cut(NamedTuple):
+    """A step streamed at cut tensor `tensor`: what each phase computes from what (see the module doc)."""
+    tensor: Tensor
+    prefix: set[Operation]          # the forward ops from the batch to the cut that depend on the batch
+    backward: set[Operation]        # the prefix's backward ops (phase 3); empty when the prefix trains nothing
+    prefix_feeds: set[Tensor]       # phase 1: the fed tensors it reads (rows: the fed batch ones)
+    rest_fetches: list              # phase 2
+    rest_feeds: set[Tensor]
+    backward_feeds: set[Tensor]     # phase 3 (rows of the `rows` among them)
+    partials: list[Tensor]          # phase 3's sums over rows, summed over micro-batches
+    update_fetches: list            # phase 4
+    update_feeds: set[Tensor]
+    rows: set[Tensor]               # the tensors phases 1 and 3 read a micro-batch's rows of
+    boundary: list[Tensor]          # the full-batch tensors of phase 2 that phase 3 reads rows of
+    kept: list[Tensor]              # phase 2's fetches that later phases or the caller read
+
+
+def after_updates(order: list[Operation], feeds: set[Tensor]) -> set[Operation]:
+    """The ops that change variables in place, and every op that must run after one of them."""
+    after: set[Operation] = set()
+    for op in order:
+        if op.op_def.ref_inputs or any(t.op in after and t not in feeds for t in op.inputs) or \
+                any(c in after for c in op.control_inputs):
+            after.add(op)
+    return after
+
+
+def batch_dependent(order: list[Operation], feeds: set[Tensor], batch_feeds: set[Tensor]) -> set[Tensor]:
+    """The tensors computed from the fed batch (and the batch feeds themselves)."""
+    dep = set(batch_feeds)
+    for op in order:
+        if any(t in dep for t in op.inputs):
+            dep.update(t for t in op.outputs if t not in feeds)
+    return dep
+
+
+def find(order: list[Operation], feeds: set[Tensor], fetches: list, batch_feeds: set[Tensor],
+         major: set[Tensor], b: Tensor) -> Cut:
+    """The phases of the step (`order`, all its ops in a topological order, run from `feeds` to compute
+    `fetches`) streamed at cut `b`. `major` are the tensors whose leading axis is the batch's rows. Raises
+    PlanError saying why `b` is no cut."""
+    def no(why: str) -> PlanError:
+        return PlanError(f"cannot stream the step's prefix up to '{b.name}': {why}")
+    dep = batch_dependent(order, feeds, batch_feeds)
+    if b not in dep or b not in major or b in feeds:
+        raise no("it is not a tensor computed from the fed batch with the batch's rows as its first axis")
+    in_step = set(order)
+    prefix = {op for op in needed_ops([b], feeds) if op in in_step and any(t in dep for t in op.outputs)}
+    prefix_feeds = {t for op in needed_ops([b], feeds) for t in op.inputs if t in feeds}
+    after = after_updates(order, feeds)
+    if prefix & after:
+        raise no("the prefix reads variables after their update")
+    # The prefix backward: ops outside the prefix reading its rows (its tensors other than the cut, or the batch
+    # it reads), and so on, up to sums over the rows (partials).
+    rowed = {t for op in prefix for t in op.outputs} - {b} | (prefix_feeds & batch_feeds)
+    backward: set[Operation] = set()
+    partials: list[Tensor] = []
+    for op in order:
+        if op in prefix or op in after or not any(t in rowed for t in op.inputs):
+            continue
+        if phase_of(op) == "forward":
+            read = next(t.name for t in op.inputs if t in rowed)
+            raise no(f"{op.type} '{op.name}' reads '{read}' of the prefix: a path from the batch bypasses the cut")
+        backward.add(op)
+        for t in op.outputs:
+            if op.type in SUM_OVER_ROWS and t not in major and any(u in major for u in op.inputs if u in rowed):
+                partials.append(t)
+            else:
+                rowed.add(t)
+    # What turns the partial sums into the updates' inputs (weight decay added, ...) runs in the update phase.
+    finish: set[Operation] = set()
+    made = set(partials)
+    for op in order:
+        if op not in after and op not in backward and any(t in made for t in op.inputs):
+            finish.add(op)
+            made.update(op.outputs)
+    tensor_fetches = [f for f in fetches if isinstance(f, Tensor)]
+    for f in tensor_fetches:
+        if f.op in prefix or f.op in backward:
+            raise no(f"the fetched tensor '{f.name}' is computed per micro-batch")
+    for op in order:
+        if op not in backward and op not in prefix:
+            bad = [t.name for t in op.inputs if t in rowed]
+            if bad:
+                raise no(f"{op.type} '{op.name}' reads {bad}, computed per micro-batch, and is not part of the "
+                         f"prefix's backward pass (only {', '.join(SUM_OVER_ROWS)} may sum over the rows)")
+    others = {t for t in feeds if t not in batch_feeds}
+    if not backward:  # the rest is the whole step after the cut
+        rest_feeds = (feeds - (prefix_feeds & batch_feeds)) | {b}
+        _check_apart(needed_ops(fetches, rest_feeds), prefix, no)
+        return Cut(b, prefix, backward, prefix_feeds, list(fetches), rest_feeds, set(), [], [], set(),
+                   prefix_feeds & batch_feeds, [], [])
+    if any(op.op_def.stateful and op.type != "VariableV2" for op in needed_ops([b], feeds)):
+        raise no("the prefix draws random numbers (dropout?), so its forward pass cannot be recomputed for its "
+                 "backward pass")
+    computed = in_step - prefix - backward - finish - after
+
+    def from_rest(ops):
+        return list(dict.fromkeys(t for op in order if op in ops for t in op.inputs
+                                  if t in dep and t.op in computed and t not in feeds))
+    boundary = from_rest(backward)
+    for t in boundary:
+        if t not in major:
+            raise no(f"the prefix's backward pass reads '{t.name}', which depends on the whole batch and has no "
+                     "row per example")
+    if any(t in batch_feeds for op in finish | after for t in op.inputs):
+        raise no("an update reads the fed batch itself")
+    to_update = from_rest(finish | after)
+    before = [f for f in tensor_fetches if f.op not in after and f.op not in finish]
+    kept = list(dict.fromkeys(boundary + to_update + before))
+    rest_feeds = (feeds - (prefix_feeds & batch_feeds)) | {b}
+    backward_feeds = others | {t for op in backward for t in op.inputs if t in batch_feeds} | \
+        (prefix_feeds & batch_feeds) | set(boundary)
+    update_feeds = others | set(partials) | set(to_update)
+    update_fetches = [f for f in fetches if (f.op if isinstance(f, Tensor) else f) in after | finish]
+    _check_apart(needed_ops(kept, rest_feeds), prefix | backward | finish | after, no)
+    _check_apart({op for op in needed_ops(partials, backward_feeds) if any(t in dep for t in op.outputs)},
+                 computed | finish | after, no)
+    _check_apart({op for op in needed_ops(update_fetches, update_feeds) if any(t in dep for t in op.outputs)},
+                 prefix | backward | computed, no)
+    rows = (backward_feeds | prefix_feeds) & (batch_feeds | set(boundary))
+    return Cut(b, prefix, backward, prefix_feeds, kept, rest_feeds, backward_feeds, partials, update_fetches,
+               update_feeds, rows, boundary, kept)
+
+
+def _check_apart(ops: set[Operation], others: set[Operation], no) -> None:
+    both = sorted(ops & others, key=lambda op: op._id)
+    if both:
+        raise no(f"{both[0].type} '{both[0].name}' would have to run in two phases (another path from the batch "
+                 "bypasses the cut)")
