@@ -1018,9 +1018,12 @@ def _plan_line(sess: tf.Session, budget) -> str:
         return f"--memory-budget {format_size(budget)}: no plan made yet"
     p = max(plans, key=lambda p: p.peak_bytes)
     names = [t["name"] for t in p.transformations]
-    return (f"memory plan for --memory-budget {format_size(budget)}: {p.microbatches} micro-batch"
-            f"{'es' * (p.microbatches > 1)}, " + (", ".join(names) if names else "no transformations") +
-            f"; planned peak {format_size(p.peak_bytes)}")
+    if p.stream is not None:  # only the layers up to the cut run in micro-batches
+        k = f"the layers up to {p.stream.tensor.op.name} in {p.stream_microbatches} micro-batches"
+    else:
+        k = f"{p.microbatches} micro-batch{'es' * (p.microbatches > 1)}"
+    return (f"memory plan for --memory-budget {format_size(budget)}: {k}, "
+            + (", ".join(names) if names else "no transformations") + f"; planned peak {format_size(p.peak_bytes)}")
 
 
 @dataclasses.dataclass
