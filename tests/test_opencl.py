@@ -598,6 +598,8 @@ def test_kernels_ask_for_exactly_the_declared_workspaces(compute_units):
         ("Max", [_rand(rng, 200000), np.array([0], np.int32)], (), {"keep_dims": False, "T": tf.float32}),
         ("L2Loss", [_rand(rng, 300, 700)], (), {"T": tf.float32}),
         ("BiasAddGrad", [dy], (8,), {"data_format": "NCHW", "T": tf.float32}),
+        ("BiasAddGrad", [_rand(rng, 8, 4, 32, 32)], (4,), {"data_format": "NCHW", "T": tf.float32}),
+        ("BiasAddGrad", [_rand(rng, 2048, 6)], (6,), {"data_format": "NHWC", "T": tf.float32}),
     ]
     class Ctx:
         runtime = rt

@@ -19,29 +19,40 @@ __kernel void K(fused_bias_relu)(GLOBAL(T, out), GLOBAL(const T, x), GLOBAL(cons
 }
 #endif
 
-// One work-group of WG items per channel c: each item masks the gradient over its share of the channel's
-// outer * inner elements (writing dx) and sums them; the group then sums the items' partial sums in a fixed
-// tree, so db is deterministic. MASKED=1: the gradient arrives masked already (planner.compact) and the
-// features are not read.
-#if WANT_fused_relu_grad_bias
-__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
-void K(fused_relu_grad_bias)(GLOBAL(T, dx), GLOBAL(T, db), GLOBAL(const T, g), GLOBAL(const T, f),
-                             int outer, int C, int inner) {
-    SHIFT(dx); SHIFT(db); SHIFT(g); SHIFT(f);
-    __local T sh[WG];
-    int lid = get_local_id(0), c = get_group_id(0);
-    int count = outer * inner;
-    T acc = 0;
-    for (int j = lid; j < count; j += WG) {
-        int o = j / inner;
-        int i = (o * C + c) * inner + (j - o * inner);
-#if MASKED
-        T v = g[i];
+// The per-channel sums of the bias gradient, with the activation's gradient dx on the way (MODE 0: dx = g masked
+// by the features f; 1: g arrives masked already (planner.compact), dx = g, f is not read; 2: BiasAddGrad, only
+// the sums: dx and f are not touched). Many work-groups per channel, each reading a contiguous chunk coalesced:
+// group k writes its partial sums to part[k * C + c] (part is db itself when there is one chunk), and the
+// launcher sums the partials over k in a second pass; every sum runs in a fixed order, so db is deterministic.
+#if MODE == 0
+#define GRAD(i) (MASK(f[i]) ? g[i] : (T)0)
 #else
-        T v = MASK(f[i]) ? g[i] : (T)0;
+#define GRAD(i) g[i]
 #endif
-        dx[i] = v;
+#if MODE == 2
+#define STORE(i, v)
+#else
+#define STORE(i, v) dx[i] = (v)
+#endif
+
+// inner > 1 (NCHW): group (k, c) takes elements [k * chunk, (k + 1) * chunk) of channel c's outer * inner, a run
+// of `inner` contiguous elements per image; item lid takes every WG-th, walking (o, r) without a division.
+#if WANT_relu_grad_bias_planes
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void K(relu_grad_bias_planes)(GLOBAL(T, dx), GLOBAL(T, part), GLOBAL(const T, g), GLOBAL(const T, f),
+                              int outer, int C, int inner, int chunk) {
+    SHIFT(dx); SHIFT(part); SHIFT(g); SHIFT(f);
+    __local T sh[WG];
+    int lid = get_local_id(0), k = get_group_id(0), c = get_group_id(1);
+    int j = k * chunk + lid, end = min(outer * inner, (k + 1) * chunk);
+    int o = j / inner, r = j - o * inner;
+    T acc = 0;
+    for (; j < end; j += WG) {
+        int i = (o * C + c) * inner + r;
+        T v = GRAD(i);
+        STORE(i, v);
         acc += v;
+        for (r += WG; r >= inner; r -= inner) o++;
     }
     sh[lid] = acc;
     barrier(CLK_LOCAL_MEM_FENCE);
@@ -49,7 +60,38 @@ void K(fused_relu_grad_bias)(GLOBAL(T, dx), GLOBAL(T, db), GLOBAL(const T, g), G
         if (lid < s) sh[lid] += sh[lid + s];
         barrier(CLK_LOCAL_MEM_FENCE);
     }
-    if (lid == 0) db[c] = sh[0];
+    if (lid == 0) part[k * C + c] = sh[0];
+}
+#endif
+
+// inner == 1 (NHWC, and a MatMul's (N, C)): the gradient is rows x C. Group (k, b) takes rows [k * chunk,
+// (k + 1) * chunk) of columns [b * cw, (b + 1) * cw); its WG items are WG / cw lanes (a power of two) of cw
+// consecutive columns, lane l reading rows l, l + lanes, ... so a lane reads a row's columns contiguously.
+#if WANT_relu_grad_bias_rows
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void K(relu_grad_bias_rows)(GLOBAL(T, dx), GLOBAL(T, part), GLOBAL(const T, g), GLOBAL(const T, f),
+                            int rows, int C, int cw, int chunk) {
+    SHIFT(dx); SHIFT(part); SHIFT(g); SHIFT(f);
+    __local T sh[WG];
+    int lid = get_local_id(0), k = get_group_id(0);
+    int lanes = WG / cw, lane = lid / cw, col = get_group_id(1) * cw + (lid - lane * cw);
+    T acc = 0;
+    if (col < C) {
+        int end = min(rows, (k + 1) * chunk);
+        for (int r = k * chunk + lane; r < end; r += lanes) {
+            int i = r * C + col;
+            T v = GRAD(i);
+            STORE(i, v);
+            acc += v;
+        }
+    }
+    sh[lid] = acc;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int s = lanes / 2; s > 0; s >>= 1) {
+        if (lane < s) sh[lid] += sh[lid + s * cw];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (lane == 0 && col < C) part[k * C + col] = sh[lid];
 }
 #endif
 

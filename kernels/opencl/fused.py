@@ -1,5 +1,6 @@
 """OpenCL kernels for the fused ops of the graph rewrite (tfplus.optimize): bias + activation in one launch,
-and the activation's gradient with the bias gradient in one launch. Source: fused.cl."""
+the activation's gradient with the bias gradient in one pass (BiasAddGrad shares its kernel), and the
+multi-variable optimizer update. Source: fused.cl."""
 from __future__ import annotations
 
 import math
@@ -8,13 +9,14 @@ import numpy as np
 
 from tfplus.dtypes import as_dtype
 from tfplus.kernels.opencl._common import kernel, plan, register
+from tfplus.kernels.opencl.reduce import partials, reduce
 from tfplus.ops.fused_ops import apply_groups
-from tfplus.registry import find_kernel, register_variant
+from tfplus.registry import find_kernel, register_variant, register_workspace
 from tfplus.runtime.opencl import int8
 
 SRC = "fused.cl"
 F = ("float32", "float64")
-# Work-items per channel in the fused gradient (a power of two: the group sums in a tree).
+# Work-items per group of the channel sums (a power of two: the group sums in a tree).
 _WG = 256
 
 
@@ -40,28 +42,91 @@ def _fused_bias_add_relu(ctx, ins, outs, attrs):
 
 @register("_FusedReluGradBiasAddGrad", F, host=False, inplace=(0, 1))
 def _fused_relu_grad_bias_add_grad(ctx, ins, outs, attrs):
-    _relu_grad_bias(ctx, ins, outs, attrs, masked=False)
+    g, f = ins
+    channel_sums(ctx, outs[1], g, attrs["data_format"], f=f, dx=outs[0], activation=attrs["activation"])
 
 
 @register_variant("_FusedReluGradBiasAddGrad", "opencl", "compact")
 def fused_relu_grad_applied(ctx, ins, outs, attrs) -> None:
     """The kernel when max_pool_grad_relu_from_argmax already applied the ReLU mask (planner.compact): dx is
     the gradient and the features are not read."""
-    _relu_grad_bias(ctx, ins, outs, attrs, masked=True)
+    channel_sums(ctx, outs[1], ins[0], attrs["data_format"], dx=outs[0])
 
 
-def _relu_grad_bias(ctx, ins, outs, attrs, masked: bool) -> None:
-    rt, (g, f), (dx, db) = ctx.runtime, ins, outs
+@register_workspace("_FusedReluGradBiasAddGrad", "opencl")
+def _fused_relu_grad_scratch(ins, attrs, compute_units):
+    return channel_scratch(ins[0].shape, attrs["data_format"], ins[0].dtype, compute_units)
+
+
+# -- per-channel sums (fused.cl's relu_grad_bias_*; BiasAddGrad uses them too) ------------------------------------
+# Work-groups in flight per compute unit that the chunks aim for (a bandwidth-bound pass wants the GPU full),
+# and the fewest elements a work-group sums (fewer would leave the partials' second pass doing the work).
+_GROUPS_PER_CU = 8
+_LEAST = 4 * _WG
+
+
+def _chunks(shape, fmt: str, compute_units: int) -> tuple[int, int]:
+    """(chunks, elements or rows per chunk) of the channel sums over a tensor of `shape`; a function of shapes
+    and compute units only, so that the memory planner knows the partials (channel_scratch)."""
+    outer, c, inner = _geometry(shape, fmt)
+    if inner > 1:
+        span, blocks, per_row = outer * inner, c, 1
+    else:
+        span, blocks, per_row = outer, -(-c // _WG), min(c, _WG)
+    chunks = max(1, min(_GROUPS_PER_CU * compute_units // blocks, span * per_row // _LEAST))
+    chunk = max(1, -(-span // chunks))
+    return max(1, -(-span // chunk)), chunk
+
+
+@register("BiasAddGrad", F)
+def _bias_add_grad(ctx, ins, outs, attrs):
+    channel_sums(ctx, outs[0], ins[0], _bias_format(ins[0].shape, attrs))
+
+
+@register_workspace("BiasAddGrad", "opencl")
+def _bias_add_grad_scratch(ins, attrs, compute_units):
+    return channel_scratch(ins[0].shape, _bias_format(ins[0].shape, attrs), ins[0].dtype, compute_units)
+
+
+def _bias_format(shape, attrs) -> str:
+    """BiasAdd's layout: NCHW puts the channel on axis 1 only for a tensor of rank 3 or more."""
+    return "NCHW" if attrs.get("data_format", "NHWC") == "NCHW" and len(shape) > 2 else "NHWC"
+
+
+def channel_scratch(shape, fmt: str, dtype, compute_units: int) -> list[tuple]:
+    """The scratch channel_sums asks for: the partial sums, then what summing them writes."""
+    chunks = _chunks(shape, fmt, compute_units)[0]
+    c = _geometry(shape, fmt)[1]
+    return [] if chunks == 1 else [((chunks, c), dtype)] + [(s, dtype) for s in partials((chunks, c), [0],
+                                                                                         compute_units)]
+
+
+def channel_sums(ctx, db, g, fmt: str, f=None, dx=None, activation: str = "Relu") -> None:
+    """db = g summed over all but the channel axis of `fmt`; with dx, also dx = g masked by the gradient of
+    `activation` at the features f (or dx = g when f is None: the mask was applied already). The partial sums
+    come from ctx.workspace (channel_scratch)."""
+    rt = ctx.runtime
+    mode = 2 if dx is None else 1 if f is None else 0
 
     def make():
-        outer, c, inner = _geometry(g.shape, attrs["data_format"])
+        outer, c, inner = _geometry(g.shape, fmt)
         wg = min(_WG, 1 << (rt.dev.max_wg.bit_length() - 1))
-        k = kernel(rt, SRC, "fused_relu_grad_bias", g.dtype, RELU6=int(attrs["activation"] == "Relu6"),
-                   MASKED=int(masked), WG=wg)
-        return k, (c * wg,), (wg,), np.int32(outer), np.int32(c), np.int32(inner)
-    k, gsize, lsize, *scalars = plan(rt, ("fused_relu_grad_bias", g.shape, g.dtype, attrs["data_format"],
-                                          attrs["activation"], masked), make)
-    rt.run(k, gsize, lsize, dx, db, g, f, *scalars)
+        chunks, chunk = _chunks(g.shape, fmt, rt.info["compute_units"])
+        defines = {"MODE": mode, "WG": wg, "RELU6": int(activation == "Relu6")}
+        if inner > 1:
+            k = kernel(rt, SRC, "relu_grad_bias_planes", g.dtype, **defines)
+            return k, (chunks * wg, c), (wg, 1), chunks, (np.int32(outer), np.int32(c), np.int32(inner),
+                                                          np.int32(chunk))
+        lanes = 1 << max(0, (wg // c).bit_length() - 1)  # a power of two: the group sums its lanes in a tree
+        cw = wg // lanes
+        k = kernel(rt, SRC, "relu_grad_bias_rows", g.dtype, **defines)
+        return k, (chunks * wg, -(-c // cw)), (wg, 1), chunks, (np.int32(outer), np.int32(c), np.int32(cw),
+                                                               np.int32(chunk))
+    k, gsize, lsize, chunks, scalars = plan(rt, ("channel_sums", g.shape, g.dtype, fmt, activation, mode), make)
+    part = db if chunks == 1 else ctx.workspace((chunks, db.size), db.dtype)
+    rt.run(k, gsize, lsize, g if dx is None else dx, part, g, g if f is None else f, *scalars)
+    if chunks > 1:
+        reduce(rt, "sum", db, part, [0], 1, ctx.workspace)
 
 
 # -- _FusedApply -------------------------------------------------------------------------------------------------
