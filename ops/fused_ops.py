@@ -4,6 +4,8 @@ differentiable; their names start with '_' as TensorFlow's grappler-made `_Fused
 """
 from __future__ import annotations
 
+import math
+
 from tfplus import flops
 from tfplus.registry import get_op_def, not_differentiable, register_op
 from tfplus.shapes import check_rank, check_same_dtype, fmt, merge_dim, spec
@@ -66,6 +68,25 @@ def _fused_relu_grad_shape(ins, attrs):
 register_op("_FusedReluGradBiasAddGrad", inputs=("gradients", "features"), outputs=("backprops", "bias_backprop"),
             attrs=_ATTRS, shape_fn=_fused_relu_grad_shape, flops=flops.per_input)
 not_differentiable("_FusedReluGradBiasAddGrad")
+
+
+# -- _FusedL2Loss: sum of L2Loss(t) over its inputs, i.e. (sum of t ** 2 over every input) / 2 -------------------
+# The AddN of weight decay's L2Losses in one op (one or two launches instead of one per weight and the AddN).
+def _fused_l2_loss_shape(ins, attrs):
+    check_same_dtype(ins, "the tensors of _FusedL2Loss")
+    if not ins or ins[0].dtype.name not in ("float32", "float64"):
+        raise TypeError("_FusedL2Loss sums float32 or float64 tensors, got "
+                        + (ins[0].dtype.name if ins else "none"))
+    return [spec((), ins[0].dtype)]
+
+
+def _fused_l2_loss_flops(ins, outs, attrs) -> float:
+    return float(sum(math.prod(shape) for shape in ins))  # one per element of every input, as L2Loss
+
+
+register_op("_FusedL2Loss", inputs=("t*",), outputs=("output",), attrs={"T": "type", "N": "int"},
+            shape_fn=_fused_l2_loss_shape, flops=_fused_l2_loss_flops)
+not_differentiable("_FusedL2Loss")
 
 
 # -- _FusedApply: one optimizer update (attr `op`) over `num_vars` variables in one op ---------------------------

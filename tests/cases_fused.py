@@ -45,6 +45,13 @@ def _relu_grad_bias(fmt, act, shape, tag=""):
                 inputs=[shape, _uniform(shape, -3, 9)], ref=ref, grad=False)
 
 
+def _l2_loss(shapes, tag):
+    def ref(*ts):
+        return sum(np.dot(t.ravel(), t.ravel()) / 2 for t in ts)
+    return Case(f"fused_l2_loss_{tag}", lambda *ts: apply_op("_FusedL2Loss", [list(ts)], name="fused"),
+                inputs=list(shapes), ref=ref, grad=False)
+
+
 CASES = [
     _bias_relu("NHWC", "Relu", (2, 3, 5, 4), 4),
     _bias_relu("NCHW", "Relu", (2, 3, 4, 5), 3),
@@ -62,4 +69,7 @@ CASES = [
     _relu_grad_bias("NCHW", "Relu6", (64, 2, 8, 8), "_short_runs"),
     _relu_grad_bias("NHWC", "Relu", (600, 7), "_chunked_rows"),
     _relu_grad_bias("NHWC", "Relu", (3, 300), "_wide"),
+    _l2_loss([(3, 3, 2, 4), (4,), (5, 7)], "three"),
+    # two launches of 8 tensors or fewer; partial sums of several work-groups
+    _l2_loss([(1,), (40, 50), (2, 3), (7,), (3, 3, 3, 8), (1, 1), (9,), (300,), (2, 2, 2), (1000,)], "ten"),
 ]

@@ -600,6 +600,7 @@ def test_kernels_ask_for_exactly_the_declared_workspaces(compute_units):
         ("BiasAddGrad", [dy], (8,), {"data_format": "NCHW", "T": tf.float32}),
         ("BiasAddGrad", [_rand(rng, 8, 4, 32, 32)], (4,), {"data_format": "NCHW", "T": tf.float32}),
         ("BiasAddGrad", [_rand(rng, 2048, 6)], (6,), {"data_format": "NHWC", "T": tf.float32}),
+        ("_FusedL2Loss", [_rand(rng, 3, 5)] * 4 + [_rand(rng, 9000)] * 5, (), {"N": 9, "T": tf.float32}),
     ]
     class Ctx:
         runtime = rt

@@ -82,8 +82,9 @@ def test_a_mentee_step_fused_equals_unfused(device, data_format, optimizer):
     off, w_off, none = _steps(device, data_format, config=_OFF, optimizer=optimizer)
     assert not none
     (step,) = [f for f in fused.values() if "_FusedReluGradBiasAddGrad" in f]
-    # 7 ReLUs after a bias (5 convs, 2 hidden dense layers); the 16 variables' updates as one op
-    assert step == {"_FusedBiasAddRelu": 7, "_FusedReluGradBiasAddGrad": 7, "_FusedApply": 1}
+    # 7 ReLUs after a bias (5 convs, 2 hidden dense layers); the 16 variables' updates as one op; the 8 weights'
+    # L2Losses and their AddN as one op
+    assert step == {"_FusedBiasAddRelu": 7, "_FusedReluGradBiasAddGrad": 7, "_FusedApply": 1, "_FusedL2Loss": 1}
     np.testing.assert_allclose(on, off, rtol=1e-5)
     for name in w_off:
         np.testing.assert_allclose(w_on[name], w_off[name], rtol=1e-5, atol=1e-6, err_msg=name)
@@ -211,3 +212,28 @@ def test_a_bad_rewrite_switch_is_an_error_naming_it(monkeypatch):
     monkeypatch.setenv("TFPLUS_REWRITE", "maybe")
     with pytest.raises(ValueError, match="TFPLUS_REWRITE='maybe'"):
         tf.Session(graph=tf.Graph())
+
+
+def test_weight_decay_sum_fuses_into_one_l2_loss_op_only_when_nothing_else_reads_the_terms(device):
+    rng = np.random.default_rng(0)
+    g = tf.Graph()
+    with g.as_default():
+        ws = [tf.Variable(rng.standard_normal(s).astype(np.float32)) for s in [(3, 3, 2, 4), (300,), (5, 7)]]
+        terms = [tf.nn.l2_loss(w) for w in ws]
+        total = tf.add_n(terms)
+        init = tf.variables_initializer(ws)
+    r = optimize(g, [total], [])
+    assert r.fused == {"_FusedL2Loss": 1} and r.element[total].op.type == "_FusedL2Loss"
+    assert optimize(g, [total, terms[1]], []) is None       # a term fetched
+    with g.as_default():
+        other = terms[0] * 2.0
+    assert optimize(g, [total, other], []) is None          # a term read elsewhere
+    with tf.Session(graph=g, device=device) as sess:
+        sess.run(init)
+        fused, values = sess.run(total), sess.run(ws)
+        assert any(r is not None and "_FusedL2Loss" in r.fused for r in sess._rewrites.values())
+    with tf.Session(graph=g, device=device, config=_OFF) as sess:
+        sess.run(init)
+        plain = sess.run(total)
+    np.testing.assert_allclose(fused, plain, rtol=1e-6)
+    np.testing.assert_allclose(fused, sum(np.dot(v.ravel(), v.ravel()) / 2 for v in values), rtol=1e-5)

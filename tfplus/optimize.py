@@ -20,7 +20,9 @@ A tensor is fused away only when nothing else in the step reads it and it is nei
 Patterns:
 - BiasAdd -> Relu / Relu6 becomes _FusedBiasAddRelu (the BiasAdd output is fused away);
 - ReluGrad / Relu6Grad -> BiasAddGrad becomes _FusedReluGradBiasAddGrad, giving dx and db in one pass (dx stays
-  a tensor: the conv / matmul backprops read it).
+  a tensor: the conv / matmul backprops read it);
+- AddN of L2Losses only (weight decay's sum) becomes _FusedL2Loss, one multi-tensor sum of squares;
+- optimizer updates sharing their scalar inputs become one _FusedApply (see _apply_groups).
 
 `TFPLUS_REWRITE=0` or `tf.ConfigProto(graph_options=tf.GraphOptions(rewrite_options=tf.RewriterConfig(
 remapping=tf.RewriterConfig.OFF)))` turns it off (see `enabled`).
@@ -104,6 +106,13 @@ def optimize(graph: Graph, fetches: list, feeds) -> Rewritten | None:
                          "activation": _ACTIVATION_GRADS[q.type]}
                 fuse[q] = ("_FusedReluGradBiasAddGrad", list(q.inputs), attrs)
                 absorbed[op] = q
+        elif op.type == "AddN" and len(op.inputs) > 1:
+            losses = [t.op for t in op.inputs]
+            if all(q.type == "L2Loss" and q in ops and only_reader(t, op) and q not in pinned_ops
+                   and q not in controlled and len(q.outputs) == 1 for q, t in zip(losses, op.inputs)) \
+                    and len(set(losses)) == len(losses):
+                fuse[op] = ("_FusedL2Loss", [q.inputs[0] for q in losses], {"T": op.attrs["T"], "N": len(losses)})
+                absorbed.update({q: op for q in losses})
     for members in _apply_groups(ops, pinned, readers, feeds):
         last = members[-1]
         scalars = APPLY_SCALARS[last.type]

@@ -124,6 +124,16 @@ def _relu_grad_bias_sums(ctx, ins, outs, attrs, masked: bool):
     np.sum(parts, axis=0, out=db)  # in shard order: deterministic for a thread count
 
 
+# -- _FusedL2Loss -------------------------------------------------------------------------------------------------
+@register_kernel("_FusedL2Loss", "cpu", FLOATS)
+def _fused_l2_loss(ctx, ins, outs, attrs):
+    total = outs[0].dtype.type(0)
+    for t in ins:  # L2Loss's arithmetic, added up in AddN's order
+        x = t.reshape(-1)
+        total = total + np.dot(x, x) / 2
+    outs[0][...] = total
+
+
 # -- _FusedApply -------------------------------------------------------------------------------------------------
 class _SharedScratch:
     """The context each variable's update kernel sees: its scratch requests are views of one set of buffers

@@ -105,6 +105,37 @@ inline int slot_of(int i, int8 ends) {
            (i < ends.s5) ? 5 : (i < ends.s6) ? 6 : 7;
 }
 
+// _FusedL2Loss: the sums of squares of up to 8 tensors (slots as above) per launch. Group k sums elements
+// [k * chunk, (k + 1) * chunk) of the tensors laid end to end into part[first + k] in a fixed tree; the launcher
+// adds the partials up (and halves the total) in a second pass.
+#if WANT_multi_sumsq
+#define SQ_ARGS(X) GLOBAL(const T, x##X)
+#define SQ_PICK(X) case X: x = x##X; break;
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void K(multi_sumsq)(SQ_ARGS(0), SQ_ARGS(1), SQ_ARGS(2), SQ_ARGS(3), SQ_ARGS(4), SQ_ARGS(5), SQ_ARGS(6),
+                    SQ_ARGS(7), GLOBAL(T, part), int8 ends, int chunk, int first) {
+    SHIFT(x0); SHIFT(x1); SHIFT(x2); SHIFT(x3); SHIFT(x4); SHIFT(x5); SHIFT(x6); SHIFT(x7); SHIFT(part);
+    __local T sh[WG];
+    int lid = get_local_id(0), k = get_group_id(0);
+    int end = min(ends.s7, (k + 1) * chunk);
+    T acc = 0;
+    for (int i = k * chunk + lid; i < end; i += WG) {
+        int s = slot_of(i, ends);
+        __global const T* x = x0;
+        switch (s) { SQ_PICK(1) SQ_PICK(2) SQ_PICK(3) SQ_PICK(4) SQ_PICK(5) SQ_PICK(6) SQ_PICK(7) }
+        T v = x[i - SLOT_START(ends, s)];
+        acc += v * v;
+    }
+    sh[lid] = acc;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int s = WG / 2; s > 0; s >>= 1) {
+        if (lid < s) sh[lid] += sh[lid + s];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (lid == 0) part[first + k] = sh[0];
+}
+#endif
+
 #if WANT_multi_gradient_descent
 #define GD_ARGS(X) GLOBAL(T, var##X), GLOBAL(const T, delta##X)
 #define GD_SHIFT(X) SHIFT(var##X); SHIFT(delta##X);

@@ -18,6 +18,7 @@ SRC = "fused.cl"
 F = ("float32", "float64")
 # Work-items per group of the channel sums (a power of two: the group sums in a tree).
 _WG = 256
+_SLOTS = 8  # tensors per launch of the multi-tensor kernels (fused.cl's take 8 sets of buffers)
 
 
 def _geometry(shape, fmt: str) -> tuple[int, int, int]:
@@ -129,8 +130,50 @@ def channel_sums(ctx, db, g, fmt: str, f=None, dx=None, activation: str = "Relu"
         reduce(rt, "sum", db, part, [0], 1, ctx.workspace)
 
 
+# -- _FusedL2Loss ------------------------------------------------------------------------------------------------
+def _l2_batches(sizes, compute_units: int) -> list[tuple[int, int, int]]:
+    """(first tensor, groups, elements per group) of each launch of _FusedL2Loss: up to _SLOTS tensors each,
+    the groups filling the device (see _GROUPS_PER_CU) but summing at least _LEAST elements."""
+    out = []
+    for lo in range(0, len(sizes), _SLOTS):
+        total = sum(sizes[lo:lo + _SLOTS])
+        groups = max(1, min(_GROUPS_PER_CU * compute_units, -(-total // _LEAST)))
+        chunk = max(1, -(-total // groups))
+        out.append((lo, max(1, -(-total // chunk)), chunk))
+    return out
+
+
+@register("_FusedL2Loss", F, host=False)
+def _fused_l2_loss(ctx, ins, outs, attrs):
+    rt = ctx.runtime
+
+    def make():
+        wg = min(_WG, 1 << (rt.dev.max_wg.bit_length() - 1))
+        k = kernel(rt, SRC, "multi_sumsq", ins[0].dtype, WG=wg)
+        launches = []
+        for lo, groups, chunk in _l2_batches([a.size for a in ins], rt.info["compute_units"]):
+            ends = np.cumsum([a.size for a in ins[lo:lo + _SLOTS]])
+            ends = np.concatenate([ends, np.full(_SLOTS - len(ends), ends[-1])])
+            launches.append((lo, (groups * wg,), int8(ends.tolist()), np.int32(chunk)))
+        return k, (wg,), launches, sum(g[0] // wg for _, g, _, _ in launches)
+    k, loc, launches, total = plan(rt, ("_FusedL2Loss", tuple(a.shape for a in ins), ins[0].dtype), make)
+    part = ctx.workspace((total,), outs[0].dtype)
+    first = 0
+    for lo, g, ends, chunk in launches:
+        xs = ins[lo:lo + _SLOTS]
+        rt.run(k, g, loc, *xs, *[xs[0]] * (_SLOTS - len(xs)), part, ends, chunk, np.int32(first))
+        first += g[0] // loc[0]
+    reduce(rt, "sum", outs[0], part, [0], 2, ctx.workspace)
+
+
+@register_workspace("_FusedL2Loss", "opencl")
+def _fused_l2_loss_scratch(ins, attrs, compute_units):
+    """The partial sums of squares of every launch, then what adding them up writes."""
+    total = sum(groups for _, groups, _ in _l2_batches([math.prod(a.shape) for a in ins], compute_units))
+    return [((total,), ins[0].dtype)] + [(s, ins[0].dtype) for s in partials((total,), [0], compute_units)]
+
+
 # -- _FusedApply -------------------------------------------------------------------------------------------------
-_SLOTS = 8  # variables per launch (fused.cl's kernels take 8 sets of buffers)
 # update op -> (packed kernel, its per-variable inputs in the op's order, its scalar inputs, flag attrs)
 _PACKED = {"ApplyGradientDescent": ("multi_gradient_descent", (0, 2), (1,), ()),
            "ApplyMomentum": ("multi_momentum", (0, 1, 3), (2, 4), ("use_nesterov",))}
