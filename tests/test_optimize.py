@@ -237,3 +237,42 @@ def test_weight_decay_sum_fuses_into_one_l2_loss_op_only_when_nothing_else_reads
         plain = sess.run(total)
     np.testing.assert_allclose(fused, plain, rtol=1e-6)
     np.testing.assert_allclose(fused, sum(np.dot(v.ravel(), v.ravel()) / 2 for v in values), rtol=1e-5)
+
+
+@pytest.mark.parametrize("optimizer", ["momentum", "sgd"])
+def test_weight_decay_folds_into_the_fused_update(device, optimizer):
+    """grad + decay * var (L2Loss's gradient AddN(Mul(var, decay), grad)) becomes the update's own arithmetic for
+    the variables that have it (10 variables: two launches of 8 slots on opencl), and trains as the unfused
+    graph does; a decay term read elsewhere stays an op."""
+    from tfplus.ops.training_ops import apply_gradient_descent, apply_momentum
+    rng = np.random.default_rng(1)
+    sizes = [1, 3, 7, 300, 2, 5, 11, 13, 1, 257]
+    g = tf.Graph()
+    with g.as_default():
+        vs = [tf.Variable(rng.standard_normal(n).astype(np.float32)) for n in sizes]
+        accs = [tf.Variable(np.full(n, 0.5, np.float32)) for n in sizes]
+        lr, mom, wd = tf.constant(0.1), tf.constant(0.9), tf.constant(0.05)
+        terms = [v * wd if i % 3 != 1 else None for i, v in enumerate(vs)]
+        grads = [tf.constant(rng.standard_normal(n).astype(np.float32)) for n in sizes]
+        grads = [tf.add_n([t, d]) if t is not None else d for t, d in zip(terms, grads)]
+        if optimizer == "momentum":
+            ups = [apply_momentum(v, a, lr, d, mom, use_nesterov=True) for v, a, d in zip(vs, accs, grads)]
+        else:
+            ups = [apply_gradient_descent(v, lr, d) for v, d in zip(vs, grads)]
+        step = tf.group(*[u.op for u in ups])
+        init_op = tf.variables_initializer(vs + accs)
+    r = optimize(g, [step], [])
+    (fused,) = [op for op in r.graph.get_operations() if op.type == "_FusedApply"]
+    assert fused.attrs["decayed"] == [int(i % 3 != 1) for i in range(10)]
+    assert not [op for op in r.graph.get_operations() if op.type in ("AddN", "Mul")]
+    (fused,) = [op for op in optimize(g, [step, terms[3]], []).graph.get_operations() if op.type == "_FusedApply"]
+    assert fused.attrs["decayed"][3] == 0 and sum(fused.attrs["decayed"]) == 6   # the fetched term stays
+    got = []
+    for config in (None, _OFF):
+        with tf.Session(graph=g, device=device, config=config) as sess:
+            sess.run(init_op)
+            for _ in range(2):
+                sess.run(step)
+            got.append([sess.run(v) for v in vs])
+    for a, b in zip(*got):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)

@@ -10,7 +10,7 @@ import numpy as np
 
 from tfplus import threads
 from tfplus.dtypes import FLOATS, as_dtype, bool_
-from tfplus.ops.fused_ops import apply_groups
+from tfplus.ops.fused_ops import APPLY_GRAD, apply_groups, split_decay
 from tfplus.registry import (
     WORKSPACES,
     TensorSpec,
@@ -166,17 +166,29 @@ def _scratch_dtypes(size: int, attrs) -> list:
 
 @register_workspace("_FusedApply", "cpu")
 def _fused_apply_ws(ins, attrs):
-    """What one variable's update asks for, sized for the largest variable (see _SharedScratch)."""
+    """The decayed gradient (when a variable is decayed), then what one variable's update asks for; both sized
+    for the largest variable (see _SharedScratch)."""
+    ins, decay = split_decay(ins, attrs)
     largest = max(int(np.prod(g[0].shape)) for g in apply_groups(attrs["op"], ins))
-    return [((largest,), dt) for dt in _scratch_dtypes(largest, attrs)]
+    decayed = [((largest,), ins[0].dtype)] if decay is not None else []
+    return decayed + [((largest,), dt) for dt in _scratch_dtypes(largest, attrs)]
 
 
 @register_kernel("_FusedApply", "cpu", FLOATS)
 def _fused_apply(ctx, ins, outs, attrs):
+    ins, decay = split_decay(ins, attrs)
     groups = apply_groups(attrs["op"], ins)
     kernel = find_kernel(attrs["op"], "cpu", as_dtype(ins[0].dtype))
     largest = max(g[0].size for g in groups)
+    decayed = ctx.workspace((largest,), as_dtype(ins[0].dtype)) if decay is not None else None
     scratch = _SharedScratch(ctx, largest, _scratch_dtypes(largest, attrs))
-    for group in groups:
+    at = APPLY_GRAD[attrs["op"]]
+    for group, decays in zip(groups, attrs.get("decayed") or [0] * len(groups)):
+        if decays:  # grad + decay * var, as the AddN(Mul(var, decay), grad) it replaces
+            var, grad = group[0], group[at]
+            g = decayed[:var.size].reshape(var.shape)
+            np.multiply(var, decay, out=g)
+            np.add(g, grad, out=g)
+            group = group[:at] + [g] + group[at + 1:]
         scratch.restart()
         kernel(scratch, group, [group[0]], attrs)

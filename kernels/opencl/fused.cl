@@ -97,7 +97,10 @@ void K(relu_grad_bias_rows)(GLOBAL(T, dx), GLOBAL(T, part), GLOBAL(const T, g), 
 
 // _FusedApply: one update over up to 8 variables per launch. Work-item i belongs to the first variable s with
 // i < ends[s] (ends: running sizes; unused slots repeat the last end and pass slot 0's buffers) and updates
-// element i - ends[s - 1] of it, with the same arithmetic as training.cl's single-variable kernel.
+// element i - ends[s - 1] of it, with the same arithmetic as training.cl's single-variable kernel. Weight decay:
+// a slot whose bit is set in `decayed` takes var * decay[0] + grad as its gradient (the AddN(Mul(var, decay), grad)
+// that the rewrite folded in).
+#define DECAYED(grad, var, s) (((decayed >> (s)) & 1) ? (var) * decay[0] + (grad) : (grad))
 #define SLOT_START(ends, s) ((s) == 0 ? 0 : (s) == 1 ? ends.s0 : (s) == 2 ? ends.s1 : (s) == 3 ? ends.s2 : \
                              (s) == 4 ? ends.s3 : (s) == 5 ? ends.s4 : (s) == 6 ? ends.s5 : ends.s6)
 inline int slot_of(int i, int8 ends) {
@@ -141,8 +144,10 @@ void K(multi_sumsq)(SQ_ARGS(0), SQ_ARGS(1), SQ_ARGS(2), SQ_ARGS(3), SQ_ARGS(4), 
 #define GD_SHIFT(X) SHIFT(var##X); SHIFT(delta##X);
 #define GD_PICK(X) case X: var = var##X; delta = delta##X; break;
 __kernel void K(multi_gradient_descent)(GD_ARGS(0), GD_ARGS(1), GD_ARGS(2), GD_ARGS(3), GD_ARGS(4), GD_ARGS(5),
-                                        GD_ARGS(6), GD_ARGS(7), GLOBAL(const T, alpha), int8 ends) {
+                                        GD_ARGS(6), GD_ARGS(7), GLOBAL(const T, alpha), GLOBAL(const T, decay),
+                                        int8 ends, int decayed) {
     GD_SHIFT(0) GD_SHIFT(1) GD_SHIFT(2) GD_SHIFT(3) GD_SHIFT(4) GD_SHIFT(5) GD_SHIFT(6) GD_SHIFT(7) SHIFT(alpha);
+    SHIFT(decay);
     int i = get_global_id(0);
     if (i >= ends.s7) return;
     int s = slot_of(i, ends);
@@ -150,7 +155,7 @@ __kernel void K(multi_gradient_descent)(GD_ARGS(0), GD_ARGS(1), GD_ARGS(2), GD_A
     __global const T* delta = delta0;
     switch (s) { GD_PICK(1) GD_PICK(2) GD_PICK(3) GD_PICK(4) GD_PICK(5) GD_PICK(6) GD_PICK(7) }
     int j = i - SLOT_START(ends, s);
-    var[j] -= alpha[0] * delta[j];
+    var[j] -= alpha[0] * DECAYED(delta[j], var[j], s);
 }
 #endif
 
@@ -160,9 +165,9 @@ __kernel void K(multi_gradient_descent)(GD_ARGS(0), GD_ARGS(1), GD_ARGS(2), GD_A
 #define MOM_PICK(X) case X: var = var##X; accum = accum##X; grad = grad##X; break;
 __kernel void K(multi_momentum)(MOM_ARGS(0), MOM_ARGS(1), MOM_ARGS(2), MOM_ARGS(3), MOM_ARGS(4), MOM_ARGS(5),
                                 MOM_ARGS(6), MOM_ARGS(7), GLOBAL(const T, lr), GLOBAL(const T, momentum),
-                                int8 ends, int nesterov) {
+                                GLOBAL(const T, decay), int8 ends, int decayed, int nesterov) {
     MOM_SHIFT(0) MOM_SHIFT(1) MOM_SHIFT(2) MOM_SHIFT(3) MOM_SHIFT(4) MOM_SHIFT(5) MOM_SHIFT(6) MOM_SHIFT(7)
-    SHIFT(lr); SHIFT(momentum);
+    SHIFT(lr); SHIFT(momentum); SHIFT(decay);
     int i = get_global_id(0);
     if (i >= ends.s7) return;
     int s = slot_of(i, ends);
@@ -171,7 +176,7 @@ __kernel void K(multi_momentum)(MOM_ARGS(0), MOM_ARGS(1), MOM_ARGS(2), MOM_ARGS(
     __global const T* grad = grad0;
     switch (s) { MOM_PICK(1) MOM_PICK(2) MOM_PICK(3) MOM_PICK(4) MOM_PICK(5) MOM_PICK(6) MOM_PICK(7) }
     int j = i - SLOT_START(ends, s);
-    T m = momentum[0], g = grad[j];
+    T m = momentum[0], g = DECAYED(grad[j], var[j], s);
     T a = accum[j] * m + g;
     accum[j] = a;
     var[j] -= nesterov ? lr[0] * (g + m * a) : lr[0] * a;

@@ -10,7 +10,7 @@ import numpy as np
 from tfplus.dtypes import as_dtype
 from tfplus.kernels.opencl._common import kernel, plan, register
 from tfplus.kernels.opencl.reduce import partials, reduce
-from tfplus.ops.fused_ops import apply_groups
+from tfplus.ops.fused_ops import apply_groups, split_decay
 from tfplus.registry import find_kernel, register_variant, register_workspace
 from tfplus.runtime.opencl import int8
 
@@ -182,22 +182,31 @@ _PACKED = {"ApplyGradientDescent": ("multi_gradient_descent", (0, 2), (1,), ()),
 @register("_FusedApply", F, host=False)
 def _fused_apply(ctx, ins, outs, attrs):
     op_type = attrs["op"]
+    ins, decay = split_decay(ins, attrs)
     groups = apply_groups(op_type, ins)
     if op_type not in _PACKED:  # one launch per variable, by the update's own kernel
+        if decay is not None:
+            raise ValueError(f"_FusedApply '{ctx.op.name}': {op_type} takes no decay on opencl; only "
+                             f"{sorted(_PACKED)} do")
         single = find_kernel(op_type, "opencl", as_dtype(ins[0].dtype))
         for group in groups:
             single(ctx, group, [group[0]], attrs)
         return
     rt = ctx.runtime
     name, per_var, scalars, flags = _PACKED[op_type]
+    decayed = attrs.get("decayed") or [0] * len(groups)
     for lo in range(0, len(groups), _SLOTS):
         part = groups[lo:lo + _SLOTS]
 
-        def make(part=part):
+        def make(part=part, lo=lo):
             ends = np.cumsum([g[0].size for g in part])
             ends = np.concatenate([ends, np.full(_SLOTS - len(part), ends[-1])])
+            bits = sum(1 << s for s, d in enumerate(decayed[lo:lo + _SLOTS]) if d)
             return (kernel(rt, SRC, name, part[0][0].dtype), *rt.grid1d(int(ends[-1])), int8(ends.tolist()),
-                    *(np.int32(attrs.get(f, False)) for f in flags))
-        k, g, loc, ends, *flag_args = plan(rt, (ctx.op, lo, tuple(g[0].size for g in part)), make)
+                    np.int32(bits), *(np.int32(attrs.get(f, False)) for f in flags))
+        k, g, loc, ends, bits, *flag_args = plan(rt, (ctx.op, lo, tuple(g[0].size for g in part)), make)
         buffers = [grp[i] for grp in part + [part[0]] * (_SLOTS - len(part)) for i in per_var]
-        rt.run(k, g, loc, *buffers, *(part[0][i] for i in scalars), ends, *flag_args)
+        scalar_args = [part[0][i] for i in scalars]
+        # no decay: the kernel reads no decay buffer, any will do
+        rt.run(k, g, loc, *buffers, *scalar_args, scalar_args[0] if decay is None else decay, ends, bits,
+               *flag_args)
