@@ -10,7 +10,7 @@ import numpy as np
 
 from tfplus import threads
 from tfplus.dtypes import FLOATS, as_dtype, bool_
-from tfplus.ops.fused_ops import APPLY_GRAD, apply_groups, split_decay
+from tfplus.ops.fused_ops import apply_groups, split_decay
 from tfplus.registry import (
     WORKSPACES,
     TensorSpec,
@@ -166,12 +166,10 @@ def _scratch_dtypes(size: int, attrs) -> list:
 
 @register_workspace("_FusedApply", "cpu")
 def _fused_apply_ws(ins, attrs):
-    """The decayed gradient (when a variable is decayed), then what one variable's update asks for; both sized
-    for the largest variable (see _SharedScratch)."""
-    ins, decay = split_decay(ins, attrs)
-    largest = max(int(np.prod(g[0].shape)) for g in apply_groups(attrs["op"], ins))
-    decayed = [((largest,), ins[0].dtype)] if decay is not None else []
-    return decayed + [((largest,), dt) for dt in _scratch_dtypes(largest, attrs)]
+    """What one variable's update asks for, sized for the largest variable (see _SharedScratch); a decayed
+    update uses the same one buffer (_decayed_update)."""
+    largest = max(int(np.prod(g[0].shape)) for g in apply_groups(attrs["op"], split_decay(ins, attrs)[0]))
+    return [((largest,), dt) for dt in _scratch_dtypes(largest, attrs)]
 
 
 @register_kernel("_FusedApply", "cpu", FLOATS)
@@ -180,15 +178,44 @@ def _fused_apply(ctx, ins, outs, attrs):
     groups = apply_groups(attrs["op"], ins)
     kernel = find_kernel(attrs["op"], "cpu", as_dtype(ins[0].dtype))
     largest = max(g[0].size for g in groups)
-    decayed = ctx.workspace((largest,), as_dtype(ins[0].dtype)) if decay is not None else None
     scratch = _SharedScratch(ctx, largest, _scratch_dtypes(largest, attrs))
-    at = APPLY_GRAD[attrs["op"]]
     for group, decays in zip(groups, attrs.get("decayed") or [0] * len(groups)):
-        if decays:  # grad + decay * var, as the AddN(Mul(var, decay), grad) it replaces
-            var, grad = group[0], group[at]
-            g = decayed[:var.size].reshape(var.shape)
-            np.multiply(var, decay, out=g)
-            np.add(g, grad, out=g)
-            group = group[:at] + [g] + group[at + 1:]
         scratch.restart()
-        kernel(scratch, group, [group[0]], attrs)
+        if decays:
+            _decayed_update(scratch, group, decay, attrs)
+        else:
+            kernel(scratch, group, [group[0]], attrs)
+
+
+def _decayed_update(ctx, group, decay, attrs) -> None:
+    """The update of one variable whose gradient is var * decay + grad (the AddN(Mul(var, decay), grad) folded
+    in), in the one scratch buffer that the update's own kernel asks for: the decayed gradient lives there."""
+    op = attrs["op"]
+    var = group[0]
+    tmp = ctx.workspace(var.shape, attrs["T"])
+    if op == "ApplyGradientDescent":
+        _, alpha, grad = group
+
+        def sgd(var, grad, tmp):
+            np.multiply(var, decay, out=tmp)
+            tmp += grad
+            tmp *= alpha  # then as ApplyGradientDescent
+            var -= tmp
+        threads.sharded(sgd, var, grad, tmp)
+        return
+    _, accum, lr, grad, momentum = group
+    nesterov = attrs.get("use_nesterov", False)
+
+    def momentum_body(var, accum, grad, tmp):
+        np.multiply(var, decay, out=tmp)
+        tmp += grad
+        accum *= momentum
+        accum += tmp
+        if nesterov:  # lr * (d + momentum * accum) as lr * d + (lr * momentum) * accum: tmp holds d
+            tmp *= lr
+            var -= tmp
+            np.multiply(accum, lr * momentum, out=tmp)
+        else:
+            np.multiply(accum, lr, out=tmp)
+        var -= tmp
+    threads.sharded(momentum_body, var, accum, grad, tmp)
