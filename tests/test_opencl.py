@@ -390,6 +390,30 @@ def test_softmax_and_fused_cross_entropies():
         _run_both(build, [logits, labels, probs], tol=(1e-5, 1e-5))
 
 
+def test_a_mean_loss_gradient_seed_launches_nothing():
+    """ones_like(loss) is a host value derived from a shape, so the seed's scaling by 1 / batch and its broadcast
+    run on the host: the loss and its logits gradient take 3 launches (cross-entropy, mean, the one product)."""
+    rng = np.random.default_rng(7)
+    logits, labels = _rand(rng, 6, 5), rng.integers(0, 5, 6).astype(np.int32)
+
+    def build(x, lab):
+        loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=lab, logits=x))
+        return [loss, *tf.gradients(loss, [x]), tf.zeros_like(x) + 2.0]
+    got = _run_both(build, [logits, labels], tol=(1e-5, 1e-5))
+    np.testing.assert_array_equal(got[2], np.full((6, 5), 2.0, np.float32))
+    g = tf.Graph()
+    with g.as_default():
+        x, lab = tf.placeholder(tf.float32, [6, 5]), tf.placeholder(tf.int32, [6])
+        fetches = build(x, lab)[:2]
+    with tf.Session(graph=g, device="opencl") as s:
+        s.run(fetches, {x: logits, lab: labels})
+        rt, launches = s.runtime, []
+        run = rt.run
+        rt.run = lambda k, *args: (launches.append(k), run(k, *args))
+        s.run(fetches, {x: logits, lab: labels})
+    assert len(launches) == 3, launches
+
+
 def test_elementwise_broadcasting_and_casts():
     rng = np.random.default_rng(7)
     a, b, c = _rand(rng, 4, 1, 6), _rand(rng, 3, 1), _rand(rng, 6)
