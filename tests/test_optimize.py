@@ -276,3 +276,32 @@ def test_weight_decay_folds_into_the_fused_update(device, optimizer):
             got.append([sess.run(v) for v in vs])
     for a, b in zip(*got):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("nesterov", [False, True])
+def test_fused_adam_of_ten_variables_equals_the_unfused_updates(device, nesterov):
+    """One _FusedApply of ApplyAdam over 10 variables (opencl: two launches of 8 slots) updates each as its own
+    ApplyAdam does."""
+    from tfplus.ops.training_ops import apply_adam
+    rng = np.random.default_rng(2)
+    sizes = [1, 3, 7, 300, 2, 5, 11, 13, 1, 257]
+    g = tf.Graph()
+    with g.as_default():
+        vs = [tf.Variable(rng.standard_normal(n).astype(np.float32)) for n in sizes]
+        ms = [tf.Variable(rng.standard_normal(n).astype(np.float32)) for n in sizes]
+        us = [tf.Variable(rng.uniform(0.1, 1, n).astype(np.float32)) for n in sizes]
+        scalars = [tf.constant(c) for c in (0.81, 0.998, 0.01, 0.9, 0.999, 1e-7)]
+        ups = [apply_adam(v, m, u, *scalars[:5], scalars[5], tf.constant(rng.standard_normal(n).astype(np.float32)),
+                          use_nesterov=nesterov) for v, m, u, n in zip(vs, ms, us, sizes)]
+        step = tf.group(*[u.op for u in ups])
+        init_op = tf.variables_initializer(vs + ms + us)
+    assert optimize(g, [step], []).fused == {"_FusedApply": 1}
+    got = []
+    for config in (None, _OFF):
+        with tf.Session(graph=g, device=device, config=config) as sess:
+            sess.run(init_op)
+            for _ in range(2):
+                sess.run(step)
+            got.append(sess.run(vs + ms + us))
+    for a, b in zip(*got):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)

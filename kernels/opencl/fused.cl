@@ -182,3 +182,36 @@ __kernel void K(multi_momentum)(MOM_ARGS(0), MOM_ARGS(1), MOM_ARGS(2), MOM_ARGS(
     var[j] -= nesterov ? lr[0] * (g + m * a) : lr[0] * a;
 }
 #endif
+
+// Adam, as training.cl's apply_adam per element (scalars: beta1_power, beta2_power, lr, beta1, beta2, epsilon).
+#if WANT_multi_adam
+#define ADAM_ARGS(X) GLOBAL(T, var##X), GLOBAL(T, m##X), GLOBAL(T, v##X), GLOBAL(const T, grad##X)
+#define ADAM_SHIFT(X) SHIFT(var##X); SHIFT(m##X); SHIFT(v##X); SHIFT(grad##X);
+#define ADAM_PICK(X) case X: var = var##X; m = m##X; v = v##X; grad = grad##X; break;
+__kernel void K(multi_adam)(ADAM_ARGS(0), ADAM_ARGS(1), ADAM_ARGS(2), ADAM_ARGS(3), ADAM_ARGS(4), ADAM_ARGS(5),
+                            ADAM_ARGS(6), ADAM_ARGS(7), GLOBAL(const T, beta1_power), GLOBAL(const T, beta2_power),
+                            GLOBAL(const T, lr), GLOBAL(const T, beta1), GLOBAL(const T, beta2),
+                            GLOBAL(const T, epsilon), GLOBAL(const T, decay), int8 ends, int decayed,
+                            int nesterov) {
+    ADAM_SHIFT(0) ADAM_SHIFT(1) ADAM_SHIFT(2) ADAM_SHIFT(3) ADAM_SHIFT(4) ADAM_SHIFT(5) ADAM_SHIFT(6)
+    ADAM_SHIFT(7) SHIFT(beta1_power); SHIFT(beta2_power); SHIFT(lr); SHIFT(beta1); SHIFT(beta2); SHIFT(epsilon);
+    SHIFT(decay);
+    int i = get_global_id(0);
+    if (i >= ends.s7) return;
+    int s = slot_of(i, ends);
+    __global T* var = var0;
+    __global T* m = m0;
+    __global T* v = v0;
+    __global const T* grad = grad0;
+    switch (s) { ADAM_PICK(1) ADAM_PICK(2) ADAM_PICK(3) ADAM_PICK(4) ADAM_PICK(5) ADAM_PICK(6) ADAM_PICK(7) }
+    int j = i - SLOT_START(ends, s);
+    T one = 1, b1 = beta1[0], g = DECAYED(grad[j], var[j], s);
+    T alpha = lr[0] * sqrt(one - beta2_power[0]) / (one - beta1_power[0]);
+    T mi = m[j] + (g - m[j]) * (one - b1);
+    T vi = v[j] + (g * g - v[j]) * (one - beta2[0]);
+    m[j] = mi;
+    v[j] = vi;
+    T num = nesterov ? mi + (one - b1) * (g - mi) : mi;
+    var[j] -= alpha * (num / (sqrt(vi) + epsilon[0]));
+}
+#endif

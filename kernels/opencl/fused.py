@@ -176,7 +176,8 @@ def _fused_l2_loss_scratch(ins, attrs, compute_units):
 # -- _FusedApply -------------------------------------------------------------------------------------------------
 # update op -> (packed kernel, its per-variable inputs in the op's order, its scalar inputs, flag attrs)
 _PACKED = {"ApplyGradientDescent": ("multi_gradient_descent", (0, 2), (1,), ()),
-           "ApplyMomentum": ("multi_momentum", (0, 1, 3), (2, 4), ("use_nesterov",))}
+           "ApplyMomentum": ("multi_momentum", (0, 1, 3), (2, 4), ("use_nesterov",)),
+           "ApplyAdam": ("multi_adam", (0, 1, 2, 9), (3, 4, 5, 6, 7, 8), ("use_nesterov",))}
 
 
 @register("_FusedApply", F, host=False)
