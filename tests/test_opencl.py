@@ -390,6 +390,16 @@ def test_softmax_and_fused_cross_entropies():
         _run_both(build, [logits, labels, probs], tol=(1e-5, 1e-5))
 
 
+def test_bias_gradients_of_empty_tensors():
+    """No channels, or no rows: the channel sums launch nothing or sum nothing (zeros)."""
+    from tfplus.framework import apply_op
+    for shape, fmt in [((4, 0, 3, 3), "NCHW"), ((5, 0), "NHWC"), ((0, 3, 2, 2), "NCHW"), ((0, 3), "NHWC")]:
+        attrs = {"data_format": fmt, "activation": "Relu"}
+        _run_both(lambda g, f, fmt=fmt, attrs=attrs: [apply_op("BiasAddGrad", [g], {"data_format": fmt}),
+                                                      *apply_op("_FusedReluGradBiasAddGrad", [g, f], attrs, "fused")],
+                  [np.ones(shape, np.float32), np.ones(shape, np.float32)])
+
+
 def test_a_mean_loss_gradient_seed_launches_nothing():
     """ones_like(loss) is a host value derived from a shape, so the seed's scaling by 1 / batch and its broadcast
     run on the host: the loss and its logits gradient take 3 launches (cross-entropy, mean, the one product)."""

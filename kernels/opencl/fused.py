@@ -71,9 +71,9 @@ def _chunks(shape, fmt: str, compute_units: int) -> tuple[int, int]:
     and compute units only, so that the memory planner knows the partials (channel_scratch)."""
     outer, c, inner = _geometry(shape, fmt)
     if inner > 1:
-        span, blocks, per_row = outer * inner, c, 1
+        span, blocks, per_row = outer * inner, max(c, 1), 1
     else:
-        span, blocks, per_row = outer, -(-c // _WG), min(c, _WG)
+        span, blocks, per_row = outer, max(1, -(-c // _WG)), min(c, _WG)
     chunks = max(1, min(_GROUPS_PER_CU * compute_units // blocks, span * per_row // _LEAST))
     chunk = max(1, -(-span // chunks))
     return max(1, -(-span // chunk)), chunk
@@ -106,6 +106,8 @@ def channel_sums(ctx, db, g, fmt: str, f=None, dx=None, activation: str = "Relu"
     """db = g summed over all but the channel axis of `fmt`; with dx, also dx = g masked by the gradient of
     `activation` at the features f (or dx = g when f is None: the mask was applied already). The partial sums
     come from ctx.workspace (channel_scratch)."""
+    if db.size == 0:  # no channels: nothing to sum, no dx elements
+        return
     rt = ctx.runtime
     mode = 2 if dx is None else 1 if f is None else 0
 
