@@ -390,6 +390,49 @@ def test_softmax_and_fused_cross_entropies():
         _run_both(build, [logits, labels, probs], tol=(1e-5, 1e-5))
 
 
+@pytest.mark.parametrize("compute_units", [2, 64])
+def test_channel_sums_of_multi_output_ops_ask_for_the_declared_workspaces(compute_units):
+    """The fused ReLU + bias gradient and batch norm's gradient sum per channel in chunks: their partials come
+    from ctx.workspace as WORKSPACES declares them, and the results match the cpu kernels."""
+    import importlib
+
+    from tfplus.registry import WORKSPACES, TensorSpec, find_kernel
+    for kernels in ("tfplus.kernels.numpy", "tfplus.kernels.opencl"):
+        importlib.import_module(kernels)
+    rt = opencl.OpenCLRuntime()
+    rt.info = {**rt.info, "compute_units": compute_units}
+    rng = np.random.default_rng(4)
+    x, dy = _rand(rng, 8, 16, 16, 5), _rand(rng, 8, 16, 16, 5)
+    c = np.full(5, 0.5, np.float32)
+    bn = {"epsilon": 1e-3, "data_format": "NHWC", "is_training": True, "T": tf.float32, "U": tf.float32}
+    relu = {"data_format": "NCHW", "activation": "Relu", "T": tf.float32}
+    cases = [("FusedBatchNormGradV3", [dy, x, c, x.mean((0, 1, 2)), x.var((0, 1, 2)), np.zeros((), np.float32)],
+              [x.shape, (5,), (5,), (0,), (0,)], bn),
+             ("_FusedReluGradBiasAddGrad", [dy.transpose(0, 3, 1, 2).copy(), x.transpose(0, 3, 1, 2).copy()],
+              [(8, 5, 16, 16), (5,)], relu)]
+
+    class Ctx:
+        runtime = rt
+
+        def __init__(self):
+            self.asked = []
+
+        def workspace(self, shape, dtype):
+            self.asked.append((tuple(int(d) for d in shape), np.dtype(getattr(dtype, "np", dtype))))
+            return rt.allocate(shape, dtype)
+    for op, ins, out_shapes, attrs in cases:
+        ctx = Ctx()
+        outs = [rt.allocate(s, np.float32) for s in out_shapes]
+        find_kernel(op, "opencl", tf.float32)(ctx, [rt.copy_in(a) for a in ins], outs, attrs)
+        specs = [TensorSpec(a.shape, tf.as_dtype(a.dtype), a) for a in ins]
+        declared = [(tuple(s), np.dtype(d.np)) for s, d in WORKSPACES[(op, "opencl")](specs, attrs, compute_units)]
+        assert ctx.asked == declared and ctx.asked, op
+        want = [np.empty(s, np.float32) for s in out_shapes]
+        find_kernel(op, "cpu", tf.float32)(_KernelContext(), [a.copy() for a in ins], want, attrs)
+        for k in range(min(3, len(outs))):
+            np.testing.assert_allclose(rt.copy_out(outs[k]), want[k], rtol=1e-4, atol=1e-3, err_msg=f"{op} {k}")
+
+
 def test_bias_gradients_of_empty_tensors():
     """No channels, or no rows: the channel sums launch nothing or sum nothing (zeros)."""
     from tfplus.framework import apply_op

@@ -21,37 +21,47 @@ __kernel void K(fused_bias_relu)(GLOBAL(T, out), GLOBAL(const T, x), GLOBAL(cons
 
 // The per-channel sums of the bias gradient, with the activation's gradient dx on the way (MODE 0: dx = g masked
 // by the features f; 1: g arrives masked already (planner.compact), dx = g, f is not read; 2: BiasAddGrad, only
-// the sums: dx and f are not touched). Many work-groups per channel, each reading a contiguous chunk coalesced:
-// group k writes its partial sums to part[k * C + c] (part is db itself when there is one chunk), and the
-// launcher sums the partials over k in a second pass; every sum runs in a fixed order, so db is deterministic.
+// the sums: dx and f are not touched; 3: FusedBatchNormGrad's two sums, d offset = sum(g) into part and
+// d scale = sum(g * (f - mean[c])) / sqrt(var[c] + eps) into part2, f being x; dx is not touched). Many
+// work-groups per channel, each reading a contiguous chunk coalesced: group k writes its partial sums to
+// part[k * C + c] (part is db itself when there is one chunk), and the launcher sums the partials over k in a
+// second pass; every sum runs in a fixed order, so the sums are deterministic.
 #if MODE == 0
 #define GRAD(i) (MASK(f[i]) ? g[i] : (T)0)
 #else
 #define GRAD(i) g[i]
 #endif
-#if MODE == 2
+#if MODE >= 2
 #define STORE(i, v)
 #else
 #define STORE(i, v) dx[i] = (v)
 #endif
+#if MODE == 3
+#define SECOND(i, c, v) acc2 += (v) * (f[i] - mean[c])
+#else
+#define SECOND(i, c, v)
+#endif
+#define CHANNEL_ARGS GLOBAL(T, dx), GLOBAL(T, part), GLOBAL(T, part2), GLOBAL(const T, g), GLOBAL(const T, f), \
+                     GLOBAL(const T, mean), GLOBAL(const T, var)
+#define CHANNEL_SHIFT SHIFT(dx); SHIFT(part); SHIFT(part2); SHIFT(g); SHIFT(f); SHIFT(mean); SHIFT(var);
 
 // inner > 1 (NCHW): group (k, c) takes elements [k * chunk, (k + 1) * chunk) of channel c's outer * inner, a run
 // of `inner` contiguous elements per image; item lid takes every WG-th, walking (o, r) without a division.
 #if WANT_relu_grad_bias_planes
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
-void K(relu_grad_bias_planes)(GLOBAL(T, dx), GLOBAL(T, part), GLOBAL(const T, g), GLOBAL(const T, f),
-                              int outer, int C, int inner, int chunk) {
-    SHIFT(dx); SHIFT(part); SHIFT(g); SHIFT(f);
+void K(relu_grad_bias_planes)(CHANNEL_ARGS, int outer, int C, int inner, int chunk, T eps) {
+    CHANNEL_SHIFT
     __local T sh[WG];
     int lid = get_local_id(0), k = get_group_id(0), c = get_group_id(1);
     int j = k * chunk + lid, end = min(outer * inner, (k + 1) * chunk);
     int o = j / inner, r = j - o * inner;
-    T acc = 0;
+    T acc = 0, acc2 = 0;
     for (; j < end; j += WG) {
         int i = (o * C + c) * inner + r;
         T v = GRAD(i);
         STORE(i, v);
         acc += v;
+        SECOND(i, c, v);
         for (r += WG; r >= inner; r -= inner) o++;
     }
     sh[lid] = acc;
@@ -61,6 +71,16 @@ void K(relu_grad_bias_planes)(GLOBAL(T, dx), GLOBAL(T, part), GLOBAL(const T, g)
         barrier(CLK_LOCAL_MEM_FENCE);
     }
     if (lid == 0) part[k * C + c] = sh[0];
+#if MODE == 3
+    barrier(CLK_LOCAL_MEM_FENCE);
+    sh[lid] = acc2;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int s = WG / 2; s > 0; s >>= 1) {
+        if (lid < s) sh[lid] += sh[lid + s];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (lid == 0) part2[k * C + c] = sh[0] * rsqrt(var[c] + eps);
+#endif
 }
 #endif
 
@@ -69,13 +89,12 @@ void K(relu_grad_bias_planes)(GLOBAL(T, dx), GLOBAL(T, part), GLOBAL(const T, g)
 // consecutive columns, lane l reading rows l, l + lanes, ... so a lane reads a row's columns contiguously.
 #if WANT_relu_grad_bias_rows
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
-void K(relu_grad_bias_rows)(GLOBAL(T, dx), GLOBAL(T, part), GLOBAL(const T, g), GLOBAL(const T, f),
-                            int rows, int C, int cw, int chunk) {
-    SHIFT(dx); SHIFT(part); SHIFT(g); SHIFT(f);
+void K(relu_grad_bias_rows)(CHANNEL_ARGS, int rows, int C, int cw, int chunk, T eps) {
+    CHANNEL_SHIFT
     __local T sh[WG];
     int lid = get_local_id(0), k = get_group_id(0);
     int lanes = WG / cw, lane = lid / cw, col = get_group_id(1) * cw + (lid - lane * cw);
-    T acc = 0;
+    T acc = 0, acc2 = 0;
     if (col < C) {
         int end = min(rows, (k + 1) * chunk);
         for (int r = k * chunk + lane; r < end; r += lanes) {
@@ -83,6 +102,7 @@ void K(relu_grad_bias_rows)(GLOBAL(T, dx), GLOBAL(T, part), GLOBAL(const T, g), 
             T v = GRAD(i);
             STORE(i, v);
             acc += v;
+            SECOND(i, col, v);
         }
     }
     sh[lid] = acc;
@@ -92,6 +112,16 @@ void K(relu_grad_bias_rows)(GLOBAL(T, dx), GLOBAL(T, part), GLOBAL(const T, g), 
         barrier(CLK_LOCAL_MEM_FENCE);
     }
     if (lane == 0 && col < C) part[k * C + col] = sh[lid];
+#if MODE == 3
+    barrier(CLK_LOCAL_MEM_FENCE);
+    sh[lid] = acc2;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int s = lanes / 2; s > 0; s >>= 1) {
+        if (lane < s) sh[lid] += sh[lid + s * cw];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (lane == 0 && col < C) part2[k * C + col] = sh[lid] * rsqrt(var[col] + eps);
+#endif
 }
 #endif
 

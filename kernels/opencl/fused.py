@@ -94,22 +94,25 @@ def _bias_format(shape, attrs) -> str:
     return "NCHW" if attrs.get("data_format", "NHWC") == "NCHW" and len(shape) > 2 else "NHWC"
 
 
-def channel_scratch(shape, fmt: str, dtype, compute_units: int) -> list[tuple]:
-    """The scratch channel_sums asks for: the partial sums, then what summing them writes."""
+def channel_scratch(shape, fmt: str, dtype, compute_units: int, sums: int = 1) -> list[tuple]:
+    """The scratch channel_sums asks for (`sums`: 2 for batch norm's): the partial sums of each, then what
+    summing each of them writes."""
     chunks = _chunks(shape, fmt, compute_units)[0]
     c = _geometry(shape, fmt)[1]
-    return [] if chunks == 1 else [((chunks, c), dtype)] + [(s, dtype) for s in partials((chunks, c), [0],
-                                                                                         compute_units)]
+    if chunks == 1:
+        return []
+    return [((chunks, c), dtype)] * sums + [(s, dtype) for s in partials((chunks, c), [0], compute_units)] * sums
 
 
-def channel_sums(ctx, db, g, fmt: str, f=None, dx=None, activation: str = "Relu") -> None:
+def channel_sums(ctx, db, g, fmt: str, f=None, dx=None, activation: str = "Relu", bn=None) -> None:
     """db = g summed over all but the channel axis of `fmt`; with dx, also dx = g masked by the gradient of
-    `activation` at the features f (or dx = g when f is None: the mask was applied already). The partial sums
-    come from ctx.workspace (channel_scratch)."""
+    `activation` at the features f (or dx = g when f is None: the mask was applied already); with bn =
+    (dscale, mean, var, eps), also dscale = sum(g * (f - mean)) / sqrt(var + eps), f being batch norm's x. The
+    partial sums come from ctx.workspace (channel_scratch)."""
     if db.size == 0:  # no channels: nothing to sum, no dx elements
         return
     rt = ctx.runtime
-    mode = 2 if dx is None else 1 if f is None else 0
+    mode = 3 if bn is not None else 2 if dx is None else 1 if f is None else 0
 
     def make():
         outer, c, inner = _geometry(g.shape, fmt)
@@ -126,10 +129,16 @@ def channel_sums(ctx, db, g, fmt: str, f=None, dx=None, activation: str = "Relu"
         return k, (chunks * wg, -(-c // cw)), (wg, 1), chunks, (np.int32(outer), np.int32(c), np.int32(cw),
                                                                np.int32(chunk))
     k, gsize, lsize, chunks, scalars = plan(rt, ("channel_sums", g.shape, g.dtype, fmt, activation, mode), make)
-    part = db if chunks == 1 else ctx.workspace((chunks, db.size), db.dtype)
-    rt.run(k, gsize, lsize, g if dx is None else dx, part, g, g if f is None else f, *scalars)
+    second, mean, var, eps = bn if bn is not None else (None, g, g, g.dtype.type(0))  # unread unless bn
+    if chunks == 1:
+        parts = [db] if bn is None else [db, second]
+    else:
+        parts = [ctx.workspace((chunks, db.size), db.dtype) for _ in range(1 if bn is None else 2)]
+    rt.run(k, gsize, lsize, g if dx is None else dx, parts[0], parts[-1], g, g if f is None else f, mean, var,
+           *scalars, eps)
     if chunks > 1:
-        reduce(rt, "sum", db, part, [0], 1, ctx.workspace)
+        for total, part in zip([db, second], parts):
+            reduce(rt, "sum", total, part, [0], 1, ctx.workspace)
 
 
 # -- _FusedL2Loss ------------------------------------------------------------------------------------------------

@@ -371,29 +371,6 @@ __kernel void K(bn_apply)(GLOBAL(T, y), GLOBAL(const T, x), GLOBAL(const T, scal
 }
 #endif
 
-// d offset = sum(dy), d scale = sum(dy * (x - mean)) / sqrt(var + eps), per channel.
-#if WANT_bn_grad_sums
-__kernel __attribute__((reqd_work_group_size(BL, 1, 1)))
-void K(bn_grad_sums)(GLOBAL(T, dscale), GLOBAL(T, doffset), GLOBAL(const T, dy), GLOBAL(const T, x),
-                     GLOBAL(const T, mean), GLOBAL(const T, var), int C, int S, int count, T eps) {
-    SHIFT(dscale); SHIFT(doffset); SHIFT(dy); SHIFT(x); SHIFT(mean); SHIFT(var);
-    __local T sh[BL];
-    int lid = get_local_id(0), c = get_group_id(0);
-    T m = mean[c], a = 0, b = 0;
-    for (int i = lid; i < count; i += BL) {
-        int at = BN_AT(i, c, C, S);
-        a += dy[at];
-        b += dy[at] * (x[at] - m);
-    }
-    a = group_sum(sh, a, lid);
-    b = group_sum(sh, b, lid);
-    if (lid == 0) {
-        doffset[c] = a;
-        dscale[c] = b * rsqrt(var[c] + eps);
-    }
-}
-#endif
-
 // Training: dx = scale * inv * (dy - doffset / count - (x - mean) * inv * dscale / count), inv = 1/sqrt(var+eps);
 // inference: dx = dy * scale * inv.
 #if WANT_bn_grad_apply

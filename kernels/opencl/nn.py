@@ -8,7 +8,8 @@ import numpy as np
 import pyopencl.cltypes as cltypes
 
 from tfplus.kernels.opencl._common import CTYPE, contiguous_strides, kernel, plan, register
-from tfplus.registry import register_variant
+from tfplus.kernels.opencl.fused import channel_scratch, channel_sums
+from tfplus.registry import register_variant, register_workspace
 from tfplus.runtime.opencl import int8
 
 SRC = "nn.cl"
@@ -189,7 +190,7 @@ def _lrn_grad(ctx, ins, outs, attrs):
     rt.run1d(kernel(rt, SRC, "lrn_grad", x.dtype), x.size, dx, g, x, y, *_lrn_scalars(x, attrs))
 
 
-_BL = 64  # batch norm's work-group per channel
+_BL = 64  # batch norm's statistics: a work-group per channel
 
 
 def _bn_layout(x, attrs) -> tuple[int, int, int]:
@@ -235,11 +236,19 @@ def _fused_batch_norm_grad(ctx, ins, outs, attrs):
     dx, dscale, doffset = outs[:3]
     c, s, count = _bn_layout(x, attrs)
     eps = _scalar(x.dtype, attrs["epsilon"])
-    rt.run(kernel(rt, SRC, "bn_grad_sums", x.dtype, BL=_BL), (c * _BL,), (_BL,), dscale, doffset, dy, x, m, v,
-           np.int32(c), np.int32(s), np.int32(count), eps)
+    channel_sums(ctx, doffset, dy, attrs["data_format"], f=x, bn=(dscale, m, v, eps))
     rt.run1d(kernel(rt, SRC, "bn_grad_apply", x.dtype), x.size, dx, dy, x, scale, m, v, dscale, doffset,
              np.int32(x.size), np.int32(c), np.int32(s), np.int32(count), eps, np.int32(attrs["is_training"]))
 
 
 register("FusedBatchNormGrad", F)(_fused_batch_norm_grad)
 register("FusedBatchNormGradV3", F)(_fused_batch_norm_grad)
+
+
+def _fused_batch_norm_grad_scratch(ins, attrs, compute_units):
+    """The partials of its two per-channel sums (fused.py channel_sums)."""
+    return channel_scratch(ins[1].shape, attrs["data_format"], ins[1].dtype, compute_units, sums=2)
+
+
+register_workspace("FusedBatchNormGrad", "opencl")(_fused_batch_norm_grad_scratch)
+register_workspace("FusedBatchNormGradV3", "opencl")(_fused_batch_norm_grad_scratch)
