@@ -22,7 +22,8 @@ Patterns:
 - ReluGrad / Relu6Grad -> BiasAddGrad becomes _FusedReluGradBiasAddGrad, giving dx and db in one pass (dx stays
   a tensor: the conv / matmul backprops read it);
 - AddN of L2Losses only (weight decay's sum) becomes _FusedL2Loss, one multi-tensor sum of squares;
-- optimizer updates sharing their scalar inputs become one _FusedApply (see _apply_groups).
+- optimizer updates sharing their scalar inputs become one _FusedApply (see _apply_groups); an SGD or momentum
+  update's weight decay gradient AddN(Mul(var, c), grad) folds into it (see _decay).
 
 `TFPLUS_REWRITE=0` or `tf.ConfigProto(graph_options=tf.GraphOptions(rewrite_options=tf.RewriterConfig(
 remapping=tf.RewriterConfig.OFF)))` turns it off (see `enabled`).
