@@ -392,8 +392,8 @@ def test_softmax_and_fused_cross_entropies():
 
 @pytest.mark.parametrize("compute_units", [2, 64])
 def test_channel_sums_of_multi_output_ops_ask_for_the_declared_workspaces(compute_units):
-    """The fused ReLU + bias gradient and batch norm's gradient sum per channel in chunks: their partials come
-    from ctx.workspace as WORKSPACES declares them, and the results match the cpu kernels."""
+    """The fused ReLU + bias gradient and batch norm's statistics and gradient sum per channel in chunks: their
+    partials come from ctx.workspace as WORKSPACES declares them, and the results match the cpu kernels."""
     import importlib
 
     from tfplus.registry import WORKSPACES, TensorSpec, find_kernel
@@ -408,6 +408,7 @@ def test_channel_sums_of_multi_output_ops_ask_for_the_declared_workspaces(comput
     relu = {"data_format": "NCHW", "activation": "Relu", "T": tf.float32}
     cases = [("FusedBatchNormGradV3", [dy, x, c, x.mean((0, 1, 2)), x.var((0, 1, 2)), np.zeros((), np.float32)],
               [x.shape, (5,), (5,), (0,), (0,)], bn),
+             ("FusedBatchNormV3", [x, c, c, c, c], [x.shape, (5,), (5,), (5,), (5,), ()], bn),
              ("_FusedReluGradBiasAddGrad", [dy.transpose(0, 3, 1, 2).copy(), x.transpose(0, 3, 1, 2).copy()],
               [(8, 5, 16, 16), (5,)], relu)]
 

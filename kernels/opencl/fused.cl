@@ -22,12 +22,15 @@ __kernel void K(fused_bias_relu)(GLOBAL(T, out), GLOBAL(const T, x), GLOBAL(cons
 // The per-channel sums of the bias gradient, with the activation's gradient dx on the way (MODE 0: dx = g masked
 // by the features f; 1: g arrives masked already (planner.compact), dx = g, f is not read; 2: BiasAddGrad, only
 // the sums: dx and f are not touched; 3: FusedBatchNormGrad's two sums, d offset = sum(g) into part and
-// d scale = sum(g * (f - mean[c])) / sqrt(var[c] + eps) into part2, f being x; dx is not touched). Many
+// d scale = sum(g * (f - mean[c])) / sqrt(var[c] + t) into part2, f being x, t eps; dx is not touched; 4:
+// batch norm's statistics, the sum of (g - mean[c] / t)^2, g being x, mean[c] its sum and t its count). Many
 // work-groups per channel, each reading a contiguous chunk coalesced: group k writes its partial sums to
 // part[k * C + c] (part is db itself when there is one chunk), and the launcher sums the partials over k in a
 // second pass; every sum runs in a fixed order, so the sums are deterministic.
 #if MODE == 0
 #define GRAD(i) (MASK(f[i]) ? g[i] : (T)0)
+#elif MODE == 4
+#define GRAD(i) ((g[i] - center) * (g[i] - center))
 #else
 #define GRAD(i) g[i]
 #endif
@@ -49,10 +52,11 @@ __kernel void K(fused_bias_relu)(GLOBAL(T, out), GLOBAL(const T, x), GLOBAL(cons
 // of `inner` contiguous elements per image; item lid takes every WG-th, walking (o, r) without a division.
 #if WANT_relu_grad_bias_planes
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
-void K(relu_grad_bias_planes)(CHANNEL_ARGS, int outer, int C, int inner, int chunk, T eps) {
+void K(relu_grad_bias_planes)(CHANNEL_ARGS, int outer, int C, int inner, int chunk, T t) {
     CHANNEL_SHIFT
     __local T sh[WG];
     int lid = get_local_id(0), k = get_group_id(0), c = get_group_id(1);
+    T center = MODE == 4 ? mean[c] / t : (T)0;
     int j = k * chunk + lid, end = min(outer * inner, (k + 1) * chunk);
     int o = j / inner, r = j - o * inner;
     T acc = 0, acc2 = 0;
@@ -79,7 +83,7 @@ void K(relu_grad_bias_planes)(CHANNEL_ARGS, int outer, int C, int inner, int chu
         if (lid < s) sh[lid] += sh[lid + s];
         barrier(CLK_LOCAL_MEM_FENCE);
     }
-    if (lid == 0) part2[k * C + c] = sh[0] * rsqrt(var[c] + eps);
+    if (lid == 0) part2[k * C + c] = sh[0] * rsqrt(var[c] + t);
 #endif
 }
 #endif
@@ -89,11 +93,12 @@ void K(relu_grad_bias_planes)(CHANNEL_ARGS, int outer, int C, int inner, int chu
 // consecutive columns, lane l reading rows l, l + lanes, ... so a lane reads a row's columns contiguously.
 #if WANT_relu_grad_bias_rows
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
-void K(relu_grad_bias_rows)(CHANNEL_ARGS, int rows, int C, int cw, int chunk, T eps) {
+void K(relu_grad_bias_rows)(CHANNEL_ARGS, int rows, int C, int cw, int chunk, T t) {
     CHANNEL_SHIFT
     __local T sh[WG];
     int lid = get_local_id(0), k = get_group_id(0);
     int lanes = WG / cw, lane = lid / cw, col = get_group_id(1) * cw + (lid - lane * cw);
+    T center = MODE == 4 && col < C ? mean[col] / t : (T)0;
     T acc = 0, acc2 = 0;
     if (col < C) {
         int end = min(rows, (k + 1) * chunk);
@@ -120,7 +125,7 @@ void K(relu_grad_bias_rows)(CHANNEL_ARGS, int rows, int C, int cw, int chunk, T 
         if (lane < s) sh[lid] += sh[lid + s * cw];
         barrier(CLK_LOCAL_MEM_FENCE);
     }
-    if (lane == 0 && col < C) part2[k * C + col] = sh[lid] * rsqrt(var[col] + eps);
+    if (lane == 0 && col < C) part2[k * C + col] = sh[lid] * rsqrt(var[col] + t);
 #endif
 }
 #endif

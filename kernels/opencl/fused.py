@@ -104,15 +104,17 @@ def channel_scratch(shape, fmt: str, dtype, compute_units: int, sums: int = 1) -
     return [((chunks, c), dtype)] * sums + [(s, dtype) for s in partials((chunks, c), [0], compute_units)] * sums
 
 
-def channel_sums(ctx, db, g, fmt: str, f=None, dx=None, activation: str = "Relu", bn=None) -> None:
+def channel_sums(ctx, db, g, fmt: str, f=None, dx=None, activation: str = "Relu", bn=None,
+                 centered=None) -> None:
     """db = g summed over all but the channel axis of `fmt`; with dx, also dx = g masked by the gradient of
     `activation` at the features f (or dx = g when f is None: the mask was applied already); with bn =
-    (dscale, mean, var, eps), also dscale = sum(g * (f - mean)) / sqrt(var + eps), f being batch norm's x. The
-    partial sums come from ctx.workspace (channel_scratch)."""
+    (dscale, mean, var, eps), also dscale = sum(g * (f - mean)) / sqrt(var + eps), f being batch norm's x; with
+    centered = (sums, count), db sums (g - sums / count)^2 instead (batch norm's variance). The partial sums come
+    from ctx.workspace (channel_scratch)."""
     if db.size == 0:  # no channels: nothing to sum, no dx elements
         return
     rt = ctx.runtime
-    mode = 3 if bn is not None else 2 if dx is None else 1 if f is None else 0
+    mode = 4 if centered is not None else 3 if bn is not None else 2 if dx is None else 1 if f is None else 0
 
     def make():
         outer, c, inner = _geometry(g.shape, fmt)
@@ -129,13 +131,15 @@ def channel_sums(ctx, db, g, fmt: str, f=None, dx=None, activation: str = "Relu"
         return k, (chunks * wg, -(-c // cw)), (wg, 1), chunks, (np.int32(outer), np.int32(c), np.int32(cw),
                                                                np.int32(chunk))
     k, gsize, lsize, chunks, scalars = plan(rt, ("channel_sums", g.shape, g.dtype, fmt, activation, mode), make)
-    second, mean, var, eps = bn if bn is not None else (None, g, g, g.dtype.type(0))  # unread unless bn
+    second, mean, var, t = bn if bn is not None else (None, g, g, g.dtype.type(0))  # unread unless bn
+    if centered is not None:
+        mean, t = centered[0], g.dtype.type(centered[1])
     if chunks == 1:
         parts = [db] if bn is None else [db, second]
     else:
         parts = [ctx.workspace((chunks, db.size), db.dtype) for _ in range(1 if bn is None else 2)]
     rt.run(k, gsize, lsize, g if dx is None else dx, parts[0], parts[-1], g, g if f is None else f, mean, var,
-           *scalars, eps)
+           *scalars, t)
     if chunks > 1:
         for total, part in zip([db, second], parts):
             reduce(rt, "sum", total, part, [0], 1, ctx.workspace)

@@ -190,9 +190,6 @@ def _lrn_grad(ctx, ins, outs, attrs):
     rt.run1d(kernel(rt, SRC, "lrn_grad", x.dtype), x.size, dx, g, x, y, *_lrn_scalars(x, attrs))
 
 
-_BL = 64  # batch norm's statistics: a work-group per channel
-
-
 def _bn_layout(x, attrs) -> tuple[int, int, int]:
     """(C, S, count): channels, the stride of a channel in elements, elements per channel."""
     if attrs["data_format"] == "NCHW":
@@ -212,10 +209,12 @@ def _fused_batch_norm(ctx, ins, outs, attrs):
     if attrs["is_training"]:
         f = attrs.get("exponential_avg_factor", 1.0)
         old_mean, old_var = (mean, variance) if f != 1.0 else (saved_mean, saved_var)  # not read when f == 1
-        k = kernel(rt, SRC, "bn_stats", x.dtype, BL=_BL)
-        rt.run(k, (c * _BL,), (_BL,), batch_mean, batch_var, saved_mean, saved_var, x, old_mean, old_var,
-               np.int32(c), np.int32(s), np.int32(count), _scalar(x.dtype, f),
-               _scalar(x.dtype, count / max(count - 1, 1)))
+        fmt = attrs["data_format"]
+        channel_sums(ctx, saved_mean, x, fmt)  # sums, then squares about their mean: two passes, as NumPy's var
+        channel_sums(ctx, saved_var, x, fmt, centered=(saved_mean, count))
+        rt.run1d(kernel(rt, SRC, "bn_stats_finish", x.dtype), c, batch_mean, batch_var, saved_mean, saved_var,
+                 old_mean, old_var, np.int32(c), _scalar(x.dtype, count), _scalar(x.dtype, f),
+                 _scalar(x.dtype, count / max(count - 1, 1)))
         m, v = saved_mean, saved_var
     else:
         for dst in (batch_mean, saved_mean):
@@ -229,6 +228,17 @@ def _fused_batch_norm(ctx, ins, outs, attrs):
 
 register("FusedBatchNorm", F)(_fused_batch_norm)
 register("FusedBatchNormV3", F)(_fused_batch_norm)
+
+
+def _fused_batch_norm_scratch(ins, attrs, compute_units):
+    """Training: the partials of its two per-channel sums, one after the other (fused.py channel_sums)."""
+    if not attrs["is_training"]:
+        return []
+    return channel_scratch(ins[0].shape, attrs["data_format"], ins[0].dtype, compute_units) * 2
+
+
+register_workspace("FusedBatchNorm", "opencl")(_fused_batch_norm_scratch)
+register_workspace("FusedBatchNormV3", "opencl")(_fused_batch_norm_scratch)
 
 
 def _fused_batch_norm_grad(ctx, ins, outs, attrs):
