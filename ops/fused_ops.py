@@ -4,6 +4,8 @@ differentiable; their names start with '_' as TensorFlow's grappler-made `_Fused
 """
 from __future__ import annotations
 
+import math
+
 from tfplus import flops
 from tfplus.registry import get_op_def, not_differentiable, register_op
 from tfplus.shapes import check_rank, check_same_dtype, fmt, merge_dim, spec
@@ -68,12 +70,44 @@ register_op("_FusedReluGradBiasAddGrad", inputs=("gradients", "features"), outpu
 not_differentiable("_FusedReluGradBiasAddGrad")
 
 
+# -- _FusedL2Loss: sum of L2Loss(t) over its inputs, i.e. (sum of t ** 2 over every input) / 2 -------------------
+# The AddN of weight decay's L2Losses in one op (one or two launches instead of one per weight and the AddN).
+def _fused_l2_loss_shape(ins, attrs):
+    check_same_dtype(ins, "the tensors of _FusedL2Loss")
+    if not ins or ins[0].dtype.name not in ("float32", "float64"):
+        raise TypeError("_FusedL2Loss sums float32 or float64 tensors, got "
+                        + (ins[0].dtype.name if ins else "none"))
+    return [spec((), ins[0].dtype)]
+
+
+def _fused_l2_loss_flops(ins, outs, attrs) -> float:
+    return float(sum(math.prod(shape) for shape in ins))  # one per element of every input, as L2Loss
+
+
+register_op("_FusedL2Loss", inputs=("t*",), outputs=("output",), attrs={"T": "type", "N": "int"},
+            shape_fn=_fused_l2_loss_shape, flops=_fused_l2_loss_flops)
+not_differentiable("_FusedL2Loss")
+
+
 # -- _FusedApply: one optimizer update (attr `op`) over `num_vars` variables in one op ---------------------------
 # Inputs: the update's scalar inputs once (in its order), then each variable's other inputs (in its order), so
 # the variables must share their scalar tensors (learning rate, momentum...). The variable and slot inputs are
 # updated in place; which inputs those are depends on num_vars, so the rewrite gives each node its own OpDef
-# (ref_inputs) from `apply_refs`.
+# (ref_inputs) from `apply_refs`. Weight decay: attr `decayed` (one 0/1 per variable) marks the variables whose
+# gradient is grad + decay * var, where `decay`, a scalar, is the last input (present when any is marked): the
+# rewrite folds L2Loss's gradient AddN(Mul(var, decay), grad) into the update.
 APPLY_SCALARS = {"ApplyGradientDescent": (1,), "ApplyMomentum": (2, 4), "ApplyAdam": (3, 4, 5, 6, 7, 8)}
+APPLY_GRAD = {"ApplyGradientDescent": 2, "ApplyMomentum": 3, "ApplyAdam": 9}  # the gradient's input position
+# The updates whose _FusedApply kernels add the decay on both devices (the opencl kernels of the others would
+# need a pass of their own).
+DECAY_FUSES = ("ApplyGradientDescent", "ApplyMomentum")
+
+
+def split_decay(ins: list, attrs) -> tuple[list, object]:
+    """(the inputs less the decay coefficient, the coefficient or None) of a _FusedApply."""
+    if any(attrs.get("decayed") or ()):
+        return ins[:-1], ins[-1]
+    return ins, None
 
 
 def apply_groups(op_type: str, ins: list) -> list[list]:
@@ -104,19 +138,33 @@ def _fused_apply_shape(ins, attrs):
     op_type = attrs["op"]
     if op_type not in APPLY_SCALARS:
         raise ValueError(f"op must be one of {sorted(APPLY_SCALARS)}, got {op_type!r}")
-    groups = apply_groups(op_type, list(ins))
+    ins, decay = split_decay(list(ins), attrs)
+    groups = apply_groups(op_type, ins)
     if len(groups) != attrs["num_vars"]:
         raise ValueError(f"num_vars is {attrs['num_vars']} but the inputs make {len(groups)} {op_type} groups")
+    decayed = attrs.get("decayed") or ()
+    if decayed and len(decayed) != len(groups):
+        raise ValueError(f"decayed has {len(decayed)} entries for {len(groups)} variables; give one per variable")
+    if decay is not None:
+        if op_type not in DECAY_FUSES:
+            raise ValueError(f"{op_type} updates take no decay here; only {DECAY_FUSES} do")
+        check_rank(decay, 0, "decay")
+        check_same_dtype([groups[0][0], decay], "the variables and decay")
     for group in groups:
         get_op_def(op_type).shape_fn(group, attrs)
     return []
 
 
 def _fused_apply_flops(ins, outs, attrs) -> float:
-    return sum(flops.of(attrs["op"], group, [], attrs) for group in apply_groups(attrs["op"], list(ins)))
+    """The updates', plus a multiply and an add per element of a decayed variable (the Mul and AddN folded in)."""
+    groups = apply_groups(attrs["op"], split_decay(list(ins), attrs)[0])
+    decayed = attrs.get("decayed") or [0] * len(groups)
+    return sum(flops.of(attrs["op"], group, [], attrs) + 2 * d * math.prod(group[0])
+               for group, d in zip(groups, decayed))
 
 
 register_op("_FusedApply", inputs=("input*",), outputs=(), stateful=True, shape_fn=_fused_apply_shape,
             flops=_fused_apply_flops,
-            attrs={"T": "type", "op": "string", "num_vars": "int", "use_locking": "bool", "use_nesterov": "bool"})
+            attrs={"T": "type", "op": "string", "num_vars": "int", "use_locking": "bool", "use_nesterov": "bool",
+                   "decayed": "list(int)"})
 not_differentiable("_FusedApply")

@@ -35,14 +35,21 @@ def _bias_relu(fmt, act, shape, c):
                 inputs=[_uniform(shape, -4, 10), (c,)], ref=ref, grad=False)
 
 
-def _relu_grad_bias(fmt, act, shape):
+def _relu_grad_bias(fmt, act, shape, tag=""):
     def ref(g, f):
         dx = g * _mask(f, act)
         return dx, dx.sum(_channel(fmt, len(shape))[1])
-    return Case(f"fused_relu_grad_bias_add_grad_{act.lower()}_{fmt.lower()}_{len(shape)}d",
+    return Case(f"fused_relu_grad_bias_add_grad_{act.lower()}_{fmt.lower()}_{len(shape)}d{tag}",
                 lambda g, f: apply_op("_FusedReluGradBiasAddGrad", [g, f], {"data_format": fmt, "activation": act},
                                       "fused"),
                 inputs=[shape, _uniform(shape, -3, 9)], ref=ref, grad=False)
+
+
+def _l2_loss(shapes, tag):
+    def ref(*ts):
+        return sum(np.dot(t.ravel(), t.ravel()) / 2 for t in ts)
+    return Case(f"fused_l2_loss_{tag}", lambda *ts: apply_op("_FusedL2Loss", [list(ts)], name="fused"),
+                inputs=list(shapes), ref=ref, grad=False)
 
 
 CASES = [
@@ -56,4 +63,13 @@ CASES = [
     _relu_grad_bias("NHWC", "Relu", (300, 7)),   # more rows than a work-group: the strided loop
     _relu_grad_bias("NCHW", "Relu6", (2, 3, 4, 5)),
     _relu_grad_bias("NHWC", "Relu6", (5, 6)),
+    # opencl splits these into chunks whose partial sums a second pass adds: runs longer than a work-group
+    # (inner 1024), shorter ones (inner 64: an item's walk crosses images), rows, and more columns than a group
+    _relu_grad_bias("NCHW", "Relu", (4, 3, 32, 32), "_long_runs"),
+    _relu_grad_bias("NCHW", "Relu6", (64, 2, 8, 8), "_short_runs"),
+    _relu_grad_bias("NHWC", "Relu", (600, 7), "_chunked_rows"),
+    _relu_grad_bias("NHWC", "Relu", (3, 300), "_wide"),
+    _l2_loss([(3, 3, 2, 4), (4,), (5, 7)], "three"),
+    # two launches of 8 tensors or fewer; partial sums of several work-groups
+    _l2_loss([(1,), (40, 50), (2, 3), (7,), (3, 3, 3, 8), (1, 1), (9,), (300,), (2, 2, 2), (1000,)], "ten"),
 ]

@@ -248,6 +248,11 @@ CASES = [
     bn_grad_case("fused_batch_norm_grad_v3_nchw", (2, 3, 2, 3), "NCHW"),
     bn_grad_case("fused_batch_norm_grad_v1_nhwc", (2, 3, 2, 2), "NHWC", "FusedBatchNormGrad"),
     bn_grad_infer_case("fused_batch_norm_grad_v3_infer_nchw", (2, 3, 2, 2), "NCHW"),
+    # opencl sums these in chunks and adds the partial sums in a second pass (fused.py channel_sums)
+    bn_train_stats_case("fused_batch_norm_v3_stats_nchw_chunked", (8, 3, 16, 16), "NCHW", float(np.float32(0.3))),
+    bn_train_stats_case("fused_batch_norm_v3_stats_nhwc_chunked", (8, 16, 16, 3), "NHWC", 1.0),
+    bn_grad_case("fused_batch_norm_grad_v3_nchw_chunked", (8, 3, 16, 16), "NCHW"),
+    bn_grad_case("fused_batch_norm_grad_v3_nhwc_chunked", (8, 16, 16, 3), "NHWC"),
     Case("nn_fused_batch_norm", lambda x, s, o: tf.nn.fused_batch_norm(x, s, o, epsilon=EPS),
          inputs=[(2, 3, 3, 2), positive((2,)), (2,)],
          ref=lambda x, s, o: (lambda y, m, v: (y, m, v * 18 / 17))(*ref_bn_train(x, s, o, EPS, "NHWC")),

@@ -258,12 +258,15 @@ def test_plan_of_a_fine_tuned_step_has_no_backward_below_the_trained_layers():
 def test_fine_tuned_step_under_a_budget_matches_the_unconstrained_one():
     """Micro-batching a fine-tuned step (no batch norm) is exact: same loss and weights as without a budget."""
     from tfplus import planner
+    from tfplus.optimize import optimize
     results = []
     for budget in (None, "smallest"):
         tg, feeds = _tiny_step(1)
-        if budget == "smallest":
-            shapes = {t: v.shape for t, v in feeds.items()}
-            budget = planner.smallest_plan([tg.train_op, tg.loss], shapes, "cpu", graph=tg.graph).peak_bytes
+        if budget == "smallest":  # of the step the session runs: the rewritten one (tfplus.optimize)
+            r = optimize(tg.graph, [tg.train_op, tg.loss], list(feeds))
+            shapes = {r.element[t]: v.shape for t, v in feeds.items()}
+            budget = planner.smallest_plan([r.element[tg.train_op], r.element[tg.loss]], shapes, "cpu",
+                                           graph=r.graph).peak_bytes
         with tf.Session(graph=tg.graph, memory_budget=budget) as sess:
             sess.run(tg.init_op)
             loss = [sess.run([tg.train_op, tg.loss], feeds)[1] for _ in range(2)]

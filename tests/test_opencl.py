@@ -390,6 +390,84 @@ def test_softmax_and_fused_cross_entropies():
         _run_both(build, [logits, labels, probs], tol=(1e-5, 1e-5))
 
 
+@pytest.mark.parametrize("compute_units", [2, 64])
+def test_channel_sums_of_multi_output_ops_ask_for_the_declared_workspaces(compute_units):
+    """The fused ReLU + bias gradient and batch norm's statistics and gradient sum per channel in chunks: their
+    partials come from ctx.workspace as WORKSPACES declares them, and the results match the cpu kernels."""
+    import importlib
+
+    from tfplus.registry import WORKSPACES, TensorSpec, find_kernel
+    for kernels in ("tfplus.kernels.numpy", "tfplus.kernels.opencl"):
+        importlib.import_module(kernels)
+    rt = opencl.OpenCLRuntime()
+    rt.info = {**rt.info, "compute_units": compute_units}
+    rng = np.random.default_rng(4)
+    x, dy = _rand(rng, 8, 16, 16, 5), _rand(rng, 8, 16, 16, 5)
+    c = np.full(5, 0.5, np.float32)
+    bn = {"epsilon": 1e-3, "data_format": "NHWC", "is_training": True, "T": tf.float32, "U": tf.float32}
+    relu = {"data_format": "NCHW", "activation": "Relu", "T": tf.float32}
+    cases = [("FusedBatchNormGradV3", [dy, x, c, x.mean((0, 1, 2)), x.var((0, 1, 2)), np.zeros((), np.float32)],
+              [x.shape, (5,), (5,), (0,), (0,)], bn),
+             ("FusedBatchNormV3", [x, c, c, c, c], [x.shape, (5,), (5,), (5,), (5,), ()], bn),
+             ("_FusedReluGradBiasAddGrad", [dy.transpose(0, 3, 1, 2).copy(), x.transpose(0, 3, 1, 2).copy()],
+              [(8, 5, 16, 16), (5,)], relu)]
+
+    class Ctx:
+        runtime = rt
+
+        def __init__(self):
+            self.asked = []
+
+        def workspace(self, shape, dtype):
+            self.asked.append((tuple(int(d) for d in shape), np.dtype(getattr(dtype, "np", dtype))))
+            return rt.allocate(shape, dtype)
+    for op, ins, out_shapes, attrs in cases:
+        ctx = Ctx()
+        outs = [rt.allocate(s, np.float32) for s in out_shapes]
+        find_kernel(op, "opencl", tf.float32)(ctx, [rt.copy_in(a) for a in ins], outs, attrs)
+        specs = [TensorSpec(a.shape, tf.as_dtype(a.dtype), a) for a in ins]
+        declared = [(tuple(s), np.dtype(d.np)) for s, d in WORKSPACES[(op, "opencl")](specs, attrs, compute_units)]
+        assert ctx.asked == declared and ctx.asked, op
+        want = [np.empty(s, np.float32) for s in out_shapes]
+        find_kernel(op, "cpu", tf.float32)(_KernelContext(), [a.copy() for a in ins], want, attrs)
+        for k in range(min(3, len(outs))):
+            np.testing.assert_allclose(rt.copy_out(outs[k]), want[k], rtol=1e-4, atol=1e-3, err_msg=f"{op} {k}")
+
+
+def test_bias_gradients_of_empty_tensors():
+    """No channels, or no rows: the channel sums launch nothing or sum nothing (zeros)."""
+    from tfplus.framework import apply_op
+    for shape, fmt in [((4, 0, 3, 3), "NCHW"), ((5, 0), "NHWC"), ((0, 3, 2, 2), "NCHW"), ((0, 3), "NHWC")]:
+        attrs = {"data_format": fmt, "activation": "Relu"}
+        _run_both(lambda g, f, fmt=fmt, attrs=attrs: [apply_op("BiasAddGrad", [g], {"data_format": fmt}),
+                                                      *apply_op("_FusedReluGradBiasAddGrad", [g, f], attrs, "fused")],
+                  [np.ones(shape, np.float32), np.ones(shape, np.float32)])
+
+
+def test_a_mean_loss_gradient_seed_launches_nothing():
+    """ones_like(loss) is a host value derived from a shape, so the seed's scaling by 1 / batch and its broadcast
+    run on the host: the loss and its logits gradient take 3 launches (cross-entropy, mean, the one product)."""
+    rng = np.random.default_rng(7)
+    logits, labels = _rand(rng, 6, 5), rng.integers(0, 5, 6).astype(np.int32)
+
+    def build(x, lab):
+        loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=lab, logits=x))
+        return [loss, *tf.gradients(loss, [x]), tf.zeros_like(x) + 2.0]
+    got = _run_both(build, [logits, labels], tol=(1e-5, 1e-5))
+    np.testing.assert_array_equal(got[2], np.full((6, 5), 2.0, np.float32))
+    g = tf.Graph()
+    with g.as_default():
+        x, lab = tf.placeholder(tf.float32, [6, 5]), tf.placeholder(tf.int32, [6])
+        fetches = build(x, lab)[:2]
+    with tf.Session(graph=g, device="opencl") as s:
+        s.run(fetches, {x: logits, lab: labels})
+        rt, launches = s.runtime, []
+        run = rt.run
+        rt.run = lambda k, *args: (launches.append(k), run(k, *args))
+        s.run(fetches, {x: logits, lab: labels})
+    assert len(launches) == 3, launches
+
+
 def test_elementwise_broadcasting_and_casts():
     rng = np.random.default_rng(7)
     a, b, c = _rand(rng, 4, 1, 6), _rand(rng, 3, 1), _rand(rng, 6)
@@ -598,6 +676,9 @@ def test_kernels_ask_for_exactly_the_declared_workspaces(compute_units):
         ("Max", [_rand(rng, 200000), np.array([0], np.int32)], (), {"keep_dims": False, "T": tf.float32}),
         ("L2Loss", [_rand(rng, 300, 700)], (), {"T": tf.float32}),
         ("BiasAddGrad", [dy], (8,), {"data_format": "NCHW", "T": tf.float32}),
+        ("BiasAddGrad", [_rand(rng, 8, 4, 32, 32)], (4,), {"data_format": "NCHW", "T": tf.float32}),
+        ("BiasAddGrad", [_rand(rng, 2048, 6)], (6,), {"data_format": "NHWC", "T": tf.float32}),
+        ("_FusedL2Loss", [_rand(rng, 3, 5)] * 4 + [_rand(rng, 9000)] * 5, (), {"N": 9, "T": tf.float32}),
     ]
     class Ctx:
         runtime = rt

@@ -82,8 +82,9 @@ def test_a_mentee_step_fused_equals_unfused(device, data_format, optimizer):
     off, w_off, none = _steps(device, data_format, config=_OFF, optimizer=optimizer)
     assert not none
     (step,) = [f for f in fused.values() if "_FusedReluGradBiasAddGrad" in f]
-    # 7 ReLUs after a bias (5 convs, 2 hidden dense layers); the 16 variables' updates as one op
-    assert step == {"_FusedBiasAddRelu": 7, "_FusedReluGradBiasAddGrad": 7, "_FusedApply": 1}
+    # 7 ReLUs after a bias (5 convs, 2 hidden dense layers); the 16 variables' updates as one op; the 8 weights'
+    # L2Losses and their AddN as one op
+    assert step == {"_FusedBiasAddRelu": 7, "_FusedReluGradBiasAddGrad": 7, "_FusedApply": 1, "_FusedL2Loss": 1}
     np.testing.assert_allclose(on, off, rtol=1e-5)
     for name in w_off:
         np.testing.assert_allclose(w_on[name], w_off[name], rtol=1e-5, atol=1e-6, err_msg=name)
@@ -211,3 +212,96 @@ def test_a_bad_rewrite_switch_is_an_error_naming_it(monkeypatch):
     monkeypatch.setenv("TFPLUS_REWRITE", "maybe")
     with pytest.raises(ValueError, match="TFPLUS_REWRITE='maybe'"):
         tf.Session(graph=tf.Graph())
+
+
+def test_weight_decay_sum_fuses_into_one_l2_loss_op_only_when_nothing_else_reads_the_terms(device):
+    rng = np.random.default_rng(0)
+    g = tf.Graph()
+    with g.as_default():
+        ws = [tf.Variable(rng.standard_normal(s).astype(np.float32)) for s in [(3, 3, 2, 4), (300,), (5, 7)]]
+        terms = [tf.nn.l2_loss(w) for w in ws]
+        total = tf.add_n(terms)
+        init = tf.variables_initializer(ws)
+    r = optimize(g, [total], [])
+    assert r.fused == {"_FusedL2Loss": 1} and r.element[total].op.type == "_FusedL2Loss"
+    assert optimize(g, [total, terms[1]], []) is None       # a term fetched
+    with g.as_default():
+        other = terms[0] * 2.0
+    assert optimize(g, [total, other], []) is None          # a term read elsewhere
+    with tf.Session(graph=g, device=device) as sess:
+        sess.run(init)
+        fused, values = sess.run(total), sess.run(ws)
+        assert any(r is not None and "_FusedL2Loss" in r.fused for r in sess._rewrites.values())
+    with tf.Session(graph=g, device=device, config=_OFF) as sess:
+        sess.run(init)
+        plain = sess.run(total)
+    np.testing.assert_allclose(fused, plain, rtol=1e-6)
+    np.testing.assert_allclose(fused, sum(np.dot(v.ravel(), v.ravel()) / 2 for v in values), rtol=1e-5)
+
+
+@pytest.mark.parametrize("optimizer", ["momentum", "sgd"])
+def test_weight_decay_folds_into_the_fused_update(device, optimizer):
+    """grad + decay * var (L2Loss's gradient AddN(Mul(var, decay), grad)) becomes the update's own arithmetic for
+    the variables that have it (10 variables: two launches of 8 slots on opencl), and trains as the unfused
+    graph does; a decay term read elsewhere stays an op."""
+    from tfplus.ops.training_ops import apply_gradient_descent, apply_momentum
+    rng = np.random.default_rng(1)
+    sizes = [1, 3, 7, 300, 2, 5, 11, 13, 1, 257]
+    g = tf.Graph()
+    with g.as_default():
+        vs = [tf.Variable(rng.standard_normal(n).astype(np.float32)) for n in sizes]
+        accs = [tf.Variable(np.full(n, 0.5, np.float32)) for n in sizes]
+        lr, mom, wd = tf.constant(0.1), tf.constant(0.9), tf.constant(0.05)
+        terms = [v * wd if i % 3 != 1 else None for i, v in enumerate(vs)]
+        grads = [tf.constant(rng.standard_normal(n).astype(np.float32)) for n in sizes]
+        grads = [tf.add_n([t, d]) if t is not None else d for t, d in zip(terms, grads)]
+        if optimizer == "momentum":
+            ups = [apply_momentum(v, a, lr, d, mom, use_nesterov=True) for v, a, d in zip(vs, accs, grads)]
+        else:
+            ups = [apply_gradient_descent(v, lr, d) for v, d in zip(vs, grads)]
+        step = tf.group(*[u.op for u in ups])
+        init_op = tf.variables_initializer(vs + accs)
+    r = optimize(g, [step], [])
+    (fused,) = [op for op in r.graph.get_operations() if op.type == "_FusedApply"]
+    assert fused.attrs["decayed"] == [int(i % 3 != 1) for i in range(10)]
+    assert not [op for op in r.graph.get_operations() if op.type in ("AddN", "Mul")]
+    (fused,) = [op for op in optimize(g, [step, terms[3]], []).graph.get_operations() if op.type == "_FusedApply"]
+    assert fused.attrs["decayed"][3] == 0 and sum(fused.attrs["decayed"]) == 6   # the fetched term stays
+    got = []
+    for config in (None, _OFF):
+        with tf.Session(graph=g, device=device, config=config) as sess:
+            sess.run(init_op)
+            for _ in range(2):
+                sess.run(step)
+            got.append([sess.run(v) for v in vs])
+    for a, b in zip(*got):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("nesterov", [False, True])
+def test_fused_adam_of_ten_variables_equals_the_unfused_updates(device, nesterov):
+    """One _FusedApply of ApplyAdam over 10 variables (opencl: two launches of 8 slots) updates each as its own
+    ApplyAdam does."""
+    from tfplus.ops.training_ops import apply_adam
+    rng = np.random.default_rng(2)
+    sizes = [1, 3, 7, 300, 2, 5, 11, 13, 1, 257]
+    g = tf.Graph()
+    with g.as_default():
+        vs = [tf.Variable(rng.standard_normal(n).astype(np.float32)) for n in sizes]
+        ms = [tf.Variable(rng.standard_normal(n).astype(np.float32)) for n in sizes]
+        us = [tf.Variable(rng.uniform(0.1, 1, n).astype(np.float32)) for n in sizes]
+        scalars = [tf.constant(c) for c in (0.81, 0.998, 0.01, 0.9, 0.999, 1e-7)]
+        ups = [apply_adam(v, m, u, *scalars[:5], scalars[5], tf.constant(rng.standard_normal(n).astype(np.float32)),
+                          use_nesterov=nesterov) for v, m, u, n in zip(vs, ms, us, sizes)]
+        step = tf.group(*[u.op for u in ups])
+        init_op = tf.variables_initializer(vs + ms + us)
+    assert optimize(g, [step], []).fused == {"_FusedApply": 1}
+    got = []
+    for config in (None, _OFF):
+        with tf.Session(graph=g, device=device, config=config) as sess:
+            sess.run(init_op)
+            for _ in range(2):
+                sess.run(step)
+            got.append(sess.run(vs + ms + us))
+    for a, b in zip(*got):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)

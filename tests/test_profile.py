@@ -116,9 +116,12 @@ def test_phases_of_a_mentee_step(traced):
     assert phase["conv1/Conv2D"] == phase["fc3/MatMul"] == phase["loss/cross_entropy"] == "forward"
     assert phase["gradients/conv2/Conv2D_grad/Conv2DBackpropFilter"] == "backward"
     assert phase["train_op"] == phase["train_op/update"] == "update"  # global step += 1, the group
-    # the graph rewrite (tfplus.optimize) updates the 16 variables in one op
+    # the graph rewrite (tfplus.optimize) updates the 16 variables in one op, adding the 8 weights' decay
     (update,) = [s for s in md.step_stats if s.type == "_FusedApply"]
-    assert update.flops == 4 * sum(np.prod(s) for s in update.input_shapes[2::3])  # (var, accum, grad) each
+    variables = update.input_shapes[2:-1:3]  # (var, accum, grad) each; the decay coefficient last
+    assert len(variables) == 16
+    assert update.flops == 4 * sum(np.prod(s) for s in variables) + 2 * sum(np.prod(s) for s in variables
+                                                                            if len(s) > 1)
 
 
 def test_layers():

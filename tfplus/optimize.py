@@ -20,7 +20,10 @@ A tensor is fused away only when nothing else in the step reads it and it is nei
 Patterns:
 - BiasAdd -> Relu / Relu6 becomes _FusedBiasAddRelu (the BiasAdd output is fused away);
 - ReluGrad / Relu6Grad -> BiasAddGrad becomes _FusedReluGradBiasAddGrad, giving dx and db in one pass (dx stays
-  a tensor: the conv / matmul backprops read it).
+  a tensor: the conv / matmul backprops read it);
+- AddN of L2Losses only (weight decay's sum) becomes _FusedL2Loss, one multi-tensor sum of squares;
+- optimizer updates sharing their scalar inputs become one _FusedApply (see _apply_groups); an SGD or momentum
+  update's weight decay gradient AddN(Mul(var, c), grad) folds into it (see _decay).
 
 `TFPLUS_REWRITE=0` or `tf.ConfigProto(graph_options=tf.GraphOptions(rewrite_options=tf.RewriterConfig(
 remapping=tf.RewriterConfig.OFF)))` turns it off (see `enabled`).
@@ -33,7 +36,7 @@ from typing import Any
 
 from tfplus.executor import topo_order
 from tfplus.framework import Graph, Operation, Tensor, needed_ops
-from tfplus.ops.fused_ops import APPLY_SCALARS, apply_refs
+from tfplus.ops.fused_ops import APPLY_GRAD, APPLY_SCALARS, DECAY_FUSES, apply_refs
 
 _ACTIVATIONS = {"Relu": "Relu", "Relu6": "Relu6"}
 _ACTIVATION_GRADS = {"ReluGrad": "Relu", "Relu6Grad": "Relu6"}
@@ -104,16 +107,36 @@ def optimize(graph: Graph, fetches: list, feeds) -> Rewritten | None:
                          "activation": _ACTIVATION_GRADS[q.type]}
                 fuse[q] = ("_FusedReluGradBiasAddGrad", list(q.inputs), attrs)
                 absorbed[op] = q
+        elif op.type == "AddN" and len(op.inputs) > 1:
+            losses = [t.op for t in op.inputs]
+            if all(q.type == "L2Loss" and q in ops and only_reader(t, op) and q not in pinned_ops
+                   and q not in controlled and len(q.outputs) == 1 for q, t in zip(losses, op.inputs)) \
+                    and len(set(losses)) == len(losses):
+                fuse[op] = ("_FusedL2Loss", [q.inputs[0] for q in losses], {"T": op.attrs["T"], "N": len(losses)})
+                absorbed.update({q: op for q in losses})
     for members in _apply_groups(ops, pinned, readers, feeds):
         last = members[-1]
         scalars = APPLY_SCALARS[last.type]
+        decays = {}  # member -> (its gradient without the decay, the ops folded into the update)
+        coefficient = None
+        if last.type in DECAY_FUSES:
+            for m in members:
+                found = _decay(m, readers, pinned | set(pinned_ops), controlled)
+                if found is not None and (coefficient is None or found[1] is coefficient) \
+                        and not any(op in fuse or op in absorbed for op in found[2]):
+                    coefficient = found[1]
+                    decays[m] = (found[0], found[2])
+        at = APPLY_GRAD[last.type]
         inputs = [last.inputs[i] for i in scalars] + \
-            [t for m in members for i, t in enumerate(m.inputs) if i not in scalars]
+            [decays[m][0] if m in decays and i == at else t
+             for m in members for i, t in enumerate(m.inputs) if i not in scalars]
         attrs = {"T": last.attrs["T"], "op": last.type, "num_vars": len(members),
                  "use_locking": last.attrs.get("use_locking", False),
-                 "use_nesterov": last.attrs.get("use_nesterov", False)}
-        fuse[last] = ("_FusedApply", inputs, attrs)
+                 "use_nesterov": last.attrs.get("use_nesterov", False),
+                 "decayed": [int(m in decays) for m in members]}
+        fuse[last] = ("_FusedApply", inputs + ([coefficient] if decays else []), attrs)
         absorbed.update({m: last for m in members[:-1]})
+        absorbed.update({gone: last for _, folded in decays.values() for gone in folded})
     if not fuse:
         return None
     r = _copy(graph, ops, feeds, fetches, fuse, absorbed)
@@ -149,6 +172,32 @@ def _apply_groups(ops: set, pinned: set, readers: dict, feeds: set) -> list[list
             continue
         groups.append(members)
     return groups
+
+
+def _decay(update: Operation, readers: dict, pinned: set, controlled: set) -> tuple | None:
+    """(gradient, decay coefficient, [AddN, Mul]) when `update`'s gradient is exactly weight decay's
+    AddN(Mul(var, c), gradient) (or Mul(c, var)) with a scalar c, var the updated variable or an Identity read
+    of it, and neither the AddN nor the Mul read by anything else, fetched or ordered; else None."""
+    total = update.inputs[APPLY_GRAD[update.type]]
+    add = total.op
+
+    def alone(t: Tensor, reader: Operation) -> bool:
+        return readers.get(t) == [reader] and t not in pinned and t.op not in pinned and t.op not in controlled \
+            and not t.op.control_inputs
+
+    if add.type != "AddN" or len(add.inputs) != 2 or not alone(total, update):
+        return None
+    var = update.inputs[0]
+    for k in (0, 1):
+        product, grad = add.inputs[k], add.inputs[1 - k]
+        mul = product.op
+        if mul.type != "Mul" or not alone(product, add):
+            continue
+        for a, c in (mul.inputs, mul.inputs[::-1]):
+            reads_var = a is var or (a.op.type == "Identity" and a.op.inputs[0] is var)
+            if reads_var and c._shape == () and c.dtype == var.dtype.base_dtype and a._shape == grad._shape:
+                return grad, c, [add, mul]
+    return None
 
 
 def _holds_graph(op: Operation) -> bool:

@@ -10,7 +10,7 @@ import numpy as np
 
 from tfplus import threads
 from tfplus.dtypes import FLOATS, as_dtype, bool_
-from tfplus.ops.fused_ops import apply_groups
+from tfplus.ops.fused_ops import apply_groups, split_decay
 from tfplus.registry import (
     WORKSPACES,
     TensorSpec,
@@ -124,6 +124,16 @@ def _relu_grad_bias_sums(ctx, ins, outs, attrs, masked: bool):
     np.sum(parts, axis=0, out=db)  # in shard order: deterministic for a thread count
 
 
+# -- _FusedL2Loss -------------------------------------------------------------------------------------------------
+@register_kernel("_FusedL2Loss", "cpu", FLOATS)
+def _fused_l2_loss(ctx, ins, outs, attrs):
+    total = outs[0].dtype.type(0)
+    for t in ins:  # L2Loss's arithmetic, added up in AddN's order
+        x = t.reshape(-1)
+        total = total + np.dot(x, x) / 2
+    outs[0][...] = total
+
+
 # -- _FusedApply -------------------------------------------------------------------------------------------------
 class _SharedScratch:
     """The context each variable's update kernel sees: its scratch requests are views of one set of buffers
@@ -156,17 +166,56 @@ def _scratch_dtypes(size: int, attrs) -> list:
 
 @register_workspace("_FusedApply", "cpu")
 def _fused_apply_ws(ins, attrs):
-    """What one variable's update asks for, sized for the largest variable (see _SharedScratch)."""
-    largest = max(int(np.prod(g[0].shape)) for g in apply_groups(attrs["op"], ins))
+    """What one variable's update asks for, sized for the largest variable (see _SharedScratch); a decayed
+    update uses the same one buffer (_decayed_update)."""
+    largest = max(int(np.prod(g[0].shape)) for g in apply_groups(attrs["op"], split_decay(ins, attrs)[0]))
     return [((largest,), dt) for dt in _scratch_dtypes(largest, attrs)]
 
 
 @register_kernel("_FusedApply", "cpu", FLOATS)
 def _fused_apply(ctx, ins, outs, attrs):
+    ins, decay = split_decay(ins, attrs)
     groups = apply_groups(attrs["op"], ins)
     kernel = find_kernel(attrs["op"], "cpu", as_dtype(ins[0].dtype))
     largest = max(g[0].size for g in groups)
     scratch = _SharedScratch(ctx, largest, _scratch_dtypes(largest, attrs))
-    for group in groups:
+    for group, decays in zip(groups, attrs.get("decayed") or [0] * len(groups)):
         scratch.restart()
-        kernel(scratch, group, [group[0]], attrs)
+        if decays:
+            _decayed_update(scratch, group, decay, attrs)
+        else:
+            kernel(scratch, group, [group[0]], attrs)
+
+
+def _decayed_update(ctx, group, decay, attrs) -> None:
+    """The update of one variable whose gradient is var * decay + grad (the AddN(Mul(var, decay), grad) folded
+    in), in the one scratch buffer that the update's own kernel asks for: the decayed gradient lives there."""
+    op = attrs["op"]
+    var = group[0]
+    tmp = ctx.workspace(var.shape, attrs["T"])
+    if op == "ApplyGradientDescent":
+        _, alpha, grad = group
+
+        def sgd(var, grad, tmp):
+            np.multiply(var, decay, out=tmp)
+            tmp += grad
+            tmp *= alpha  # then as ApplyGradientDescent
+            var -= tmp
+        threads.sharded(sgd, var, grad, tmp)
+        return
+    _, accum, lr, grad, momentum = group
+    nesterov = attrs.get("use_nesterov", False)
+
+    def momentum_body(var, accum, grad, tmp):
+        np.multiply(var, decay, out=tmp)
+        tmp += grad
+        accum *= momentum
+        accum += tmp
+        if nesterov:  # lr * (d + momentum * accum) as lr * d + (lr * momentum) * accum: tmp holds d
+            tmp *= lr
+            var -= tmp
+            np.multiply(accum, lr * momentum, out=tmp)
+        else:
+            np.multiply(accum, lr, out=tmp)
+        var -= tmp
+    threads.sharded(momentum_body, var, accum, grad, tmp)

@@ -86,11 +86,12 @@ __kernel GEMM_ATTR void K(conv_wgrad)(GLOBAL(T, out), GLOBAL(const T, x), GLOBAL
         int m = m0 + mm;
         at[r] = m < M ? tab[m] : (int4)(0, 0, -(1 << 28), 0);
     }
-    for (int k0 = p_begin; k0 < p_end; k0 += TK) {
-        // K fast for both operands: this thread's p is the same for all its loads of this slice.
-        int p = k0 + tid % TK;
+    // K fast for both operands: this thread's p is the same for all its loads of a slice, and moves TK on per
+    // slice; (b, oh, ow) follow it without a division per slice.
+    int p = p_begin + tid % TK;
+    int ow = p % OW, q = p / OW, oh = q % OH, b = q / OH;
+    for (int k0 = p_begin; k0 < p_end; k0 += TK, p += TK) {
         bool live = p < p_end;
-        int ow = p % OW, q = p / OW, oh = q % OH, b = q / OH;
         int ih0 = oh * sh - ph, iw0 = ow * sw - pw;
         int xpos = b * xN + ih0 * xH + iw0 * xW, dpos = b * dN + oh * dH + ow * dW;
         for (int r = 0; r < A_LOADS; r++) {
@@ -106,6 +107,12 @@ __kernel GEMM_ATTR void K(conv_wgrad)(GLOBAL(T, out), GLOBAL(const T, x), GLOBAL
         barrier(CLK_LOCAL_MEM_FENCE);
         GEMM_TILE
         barrier(CLK_LOCAL_MEM_FENCE);
+        for (ow += TK; ow >= OW; ow -= OW) {
+            if (++oh == OH) {
+                oh = 0;
+                b++;
+            }
+        }
     }
     __global T* part = out + get_group_id(2) * M * N;
     for (int i = 0; i < WM; i++) {

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from tfplus.kernels.opencl._common import SUFFIX, broadcast_strides, geometry, kernel, plan, register
+from tfplus.kernels.opencl._common import (
+    HOST_MAX_ELEMENTS,
+    SUFFIX,
+    broadcast_strides,
+    geometry,
+    kernel,
+    plan,
+    register,
+)
 
 SRC = "elementwise.cl"
 F = ("float32", "float64")
@@ -142,12 +150,22 @@ def _fill(ctx, ins, outs, attrs):
 
 @register("ZerosLike", NUM + B)
 def _zeros_like(ctx, ins, outs, attrs):
-    fill(ctx.runtime, outs[0], 0)
+    _fill_like(ctx.runtime, outs[0], 0)
 
 
 @register("OnesLike", NUM + B)
 def _ones_like(ctx, ins, outs, attrs):
-    fill(ctx.runtime, outs[0], 1)
+    _fill_like(ctx.runtime, outs[0], 1)
+
+
+def _fill_like(rt, out, value) -> None:
+    """A small result is a host value derived from the input's shape alone, as Shape's: the ops computing on it
+    (a loss's gradient seed ones_like(loss) scaled by 1 / batch, broadcast) then run on the host too, and a
+    device kernel reads the result from the runtime's cached copy, so a step launches nothing for them."""
+    if out.size <= HOST_MAX_ELEMENTS:
+        rt.set_host(out, np.full(out.shape, value, out.dtype))
+    else:
+        fill(rt, out, value)
 
 
 @register("Range", NUM)

@@ -19,29 +19,54 @@ __kernel void K(fused_bias_relu)(GLOBAL(T, out), GLOBAL(const T, x), GLOBAL(cons
 }
 #endif
 
-// One work-group of WG items per channel c: each item masks the gradient over its share of the channel's
-// outer * inner elements (writing dx) and sums them; the group then sums the items' partial sums in a fixed
-// tree, so db is deterministic. MASKED=1: the gradient arrives masked already (planner.compact) and the
-// features are not read.
-#if WANT_fused_relu_grad_bias
-__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
-void K(fused_relu_grad_bias)(GLOBAL(T, dx), GLOBAL(T, db), GLOBAL(const T, g), GLOBAL(const T, f),
-                             int outer, int C, int inner) {
-    SHIFT(dx); SHIFT(db); SHIFT(g); SHIFT(f);
-    __local T sh[WG];
-    int lid = get_local_id(0), c = get_group_id(0);
-    int count = outer * inner;
-    T acc = 0;
-    for (int j = lid; j < count; j += WG) {
-        int o = j / inner;
-        int i = (o * C + c) * inner + (j - o * inner);
-#if MASKED
-        T v = g[i];
+// The per-channel sums of the bias gradient, with the activation's gradient dx on the way (MODE 0: dx = g masked
+// by the features f; 1: g arrives masked already (planner.compact), dx = g, f is not read; 2: BiasAddGrad, only
+// the sums: dx and f are not touched; 3: FusedBatchNormGrad's two sums, d offset = sum(g) into part and
+// d scale = sum(g * (f - mean[c])) / sqrt(var[c] + t) into part2, f being x, t eps; dx is not touched; 4:
+// batch norm's statistics, the sum of (g - mean[c] / t)^2, g being x, mean[c] its sum and t its count). Many
+// work-groups per channel, each reading a contiguous chunk coalesced: group k writes its partial sums to
+// part[k * C + c] (part is db itself when there is one chunk), and the launcher sums the partials over k in a
+// second pass; every sum runs in a fixed order, so the sums are deterministic.
+#if MODE == 0
+#define GRAD(i) (MASK(f[i]) ? g[i] : (T)0)
+#elif MODE == 4
+#define GRAD(i) ((g[i] - center) * (g[i] - center))
 #else
-        T v = MASK(f[i]) ? g[i] : (T)0;
+#define GRAD(i) g[i]
 #endif
-        dx[i] = v;
+#if MODE >= 2
+#define STORE(i, v)
+#else
+#define STORE(i, v) dx[i] = (v)
+#endif
+#if MODE == 3
+#define SECOND(i, c, v) acc2 += (v) * (f[i] - mean[c])
+#else
+#define SECOND(i, c, v)
+#endif
+#define CHANNEL_ARGS GLOBAL(T, dx), GLOBAL(T, part), GLOBAL(T, part2), GLOBAL(const T, g), GLOBAL(const T, f), \
+                     GLOBAL(const T, mean), GLOBAL(const T, var)
+#define CHANNEL_SHIFT SHIFT(dx); SHIFT(part); SHIFT(part2); SHIFT(g); SHIFT(f); SHIFT(mean); SHIFT(var);
+
+// inner > 1 (NCHW): group (k, c) takes elements [k * chunk, (k + 1) * chunk) of channel c's outer * inner, a run
+// of `inner` contiguous elements per image; item lid takes every WG-th, walking (o, r) without a division.
+#if WANT_relu_grad_bias_planes
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void K(relu_grad_bias_planes)(CHANNEL_ARGS, int outer, int C, int inner, int chunk, T t) {
+    CHANNEL_SHIFT
+    __local T sh[WG];
+    int lid = get_local_id(0), k = get_group_id(0), c = get_group_id(1);
+    T center = MODE == 4 ? mean[c] / t : (T)0;
+    int j = k * chunk + lid, end = min(outer * inner, (k + 1) * chunk);
+    int o = j / inner, r = j - o * inner;
+    T acc = 0, acc2 = 0;
+    for (; j < end; j += WG) {
+        int i = (o * C + c) * inner + r;
+        T v = GRAD(i);
+        STORE(i, v);
         acc += v;
+        SECOND(i, c, v);
+        for (r += WG; r >= inner; r -= inner) o++;
     }
     sh[lid] = acc;
     barrier(CLK_LOCAL_MEM_FENCE);
@@ -49,13 +74,68 @@ void K(fused_relu_grad_bias)(GLOBAL(T, dx), GLOBAL(T, db), GLOBAL(const T, g), G
         if (lid < s) sh[lid] += sh[lid + s];
         barrier(CLK_LOCAL_MEM_FENCE);
     }
-    if (lid == 0) db[c] = sh[0];
+    if (lid == 0) part[k * C + c] = sh[0];
+#if MODE == 3
+    barrier(CLK_LOCAL_MEM_FENCE);
+    sh[lid] = acc2;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int s = WG / 2; s > 0; s >>= 1) {
+        if (lid < s) sh[lid] += sh[lid + s];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (lid == 0) part2[k * C + c] = sh[0] * rsqrt(var[c] + t);
+#endif
+}
+#endif
+
+// inner == 1 (NHWC, and a MatMul's (N, C)): the gradient is rows x C. Group (k, b) takes rows [k * chunk,
+// (k + 1) * chunk) of columns [b * cw, (b + 1) * cw); its WG items are WG / cw lanes (a power of two) of cw
+// consecutive columns, lane l reading rows l, l + lanes, ... so a lane reads a row's columns contiguously.
+#if WANT_relu_grad_bias_rows
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void K(relu_grad_bias_rows)(CHANNEL_ARGS, int rows, int C, int cw, int chunk, T t) {
+    CHANNEL_SHIFT
+    __local T sh[WG];
+    int lid = get_local_id(0), k = get_group_id(0);
+    int lanes = WG / cw, lane = lid / cw, col = get_group_id(1) * cw + (lid - lane * cw);
+    T center = MODE == 4 && col < C ? mean[col] / t : (T)0;
+    T acc = 0, acc2 = 0;
+    if (col < C) {
+        int end = min(rows, (k + 1) * chunk);
+        for (int r = k * chunk + lane; r < end; r += lanes) {
+            int i = r * C + col;
+            T v = GRAD(i);
+            STORE(i, v);
+            acc += v;
+            SECOND(i, col, v);
+        }
+    }
+    sh[lid] = acc;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int s = lanes / 2; s > 0; s >>= 1) {
+        if (lane < s) sh[lid] += sh[lid + s * cw];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (lane == 0 && col < C) part[k * C + col] = sh[lid];
+#if MODE == 3
+    barrier(CLK_LOCAL_MEM_FENCE);
+    sh[lid] = acc2;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int s = lanes / 2; s > 0; s >>= 1) {
+        if (lane < s) sh[lid] += sh[lid + s * cw];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (lane == 0 && col < C) part2[k * C + col] = sh[lid] * rsqrt(var[col] + t);
+#endif
 }
 #endif
 
 // _FusedApply: one update over up to 8 variables per launch. Work-item i belongs to the first variable s with
 // i < ends[s] (ends: running sizes; unused slots repeat the last end and pass slot 0's buffers) and updates
-// element i - ends[s - 1] of it, with the same arithmetic as training.cl's single-variable kernel.
+// element i - ends[s - 1] of it, with the same arithmetic as training.cl's single-variable kernel. Weight decay:
+// a slot whose bit is set in `decayed` takes var * decay[0] + grad as its gradient (the AddN(Mul(var, decay), grad)
+// that the rewrite folded in).
+#define DECAYED(grad, var, s) (((decayed >> (s)) & 1) ? (var) * decay[0] + (grad) : (grad))
 #define SLOT_START(ends, s) ((s) == 0 ? 0 : (s) == 1 ? ends.s0 : (s) == 2 ? ends.s1 : (s) == 3 ? ends.s2 : \
                              (s) == 4 ? ends.s3 : (s) == 5 ? ends.s4 : (s) == 6 ? ends.s5 : ends.s6)
 inline int slot_of(int i, int8 ends) {
@@ -63,13 +143,46 @@ inline int slot_of(int i, int8 ends) {
            (i < ends.s5) ? 5 : (i < ends.s6) ? 6 : 7;
 }
 
+// _FusedL2Loss: the sums of squares of up to 8 tensors (slots as above) per launch. Group k sums elements
+// [k * chunk, (k + 1) * chunk) of the tensors laid end to end into part[first + k] in a fixed tree; the launcher
+// adds the partials up (and halves the total) in a second pass.
+#if WANT_multi_sumsq
+#define SQ_ARGS(X) GLOBAL(const T, x##X)
+#define SQ_PICK(X) case X: x = x##X; break;
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void K(multi_sumsq)(SQ_ARGS(0), SQ_ARGS(1), SQ_ARGS(2), SQ_ARGS(3), SQ_ARGS(4), SQ_ARGS(5), SQ_ARGS(6),
+                    SQ_ARGS(7), GLOBAL(T, part), int8 ends, int chunk, int first) {
+    SHIFT(x0); SHIFT(x1); SHIFT(x2); SHIFT(x3); SHIFT(x4); SHIFT(x5); SHIFT(x6); SHIFT(x7); SHIFT(part);
+    __local T sh[WG];
+    int lid = get_local_id(0), k = get_group_id(0);
+    int end = min(ends.s7, (k + 1) * chunk);
+    T acc = 0;
+    for (int i = k * chunk + lid; i < end; i += WG) {
+        int s = slot_of(i, ends);
+        __global const T* x = x0;
+        switch (s) { SQ_PICK(1) SQ_PICK(2) SQ_PICK(3) SQ_PICK(4) SQ_PICK(5) SQ_PICK(6) SQ_PICK(7) }
+        T v = x[i - SLOT_START(ends, s)];
+        acc += v * v;
+    }
+    sh[lid] = acc;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int s = WG / 2; s > 0; s >>= 1) {
+        if (lid < s) sh[lid] += sh[lid + s];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (lid == 0) part[first + k] = sh[0];
+}
+#endif
+
 #if WANT_multi_gradient_descent
 #define GD_ARGS(X) GLOBAL(T, var##X), GLOBAL(const T, delta##X)
 #define GD_SHIFT(X) SHIFT(var##X); SHIFT(delta##X);
 #define GD_PICK(X) case X: var = var##X; delta = delta##X; break;
 __kernel void K(multi_gradient_descent)(GD_ARGS(0), GD_ARGS(1), GD_ARGS(2), GD_ARGS(3), GD_ARGS(4), GD_ARGS(5),
-                                        GD_ARGS(6), GD_ARGS(7), GLOBAL(const T, alpha), int8 ends) {
+                                        GD_ARGS(6), GD_ARGS(7), GLOBAL(const T, alpha), GLOBAL(const T, decay),
+                                        int8 ends, int decayed) {
     GD_SHIFT(0) GD_SHIFT(1) GD_SHIFT(2) GD_SHIFT(3) GD_SHIFT(4) GD_SHIFT(5) GD_SHIFT(6) GD_SHIFT(7) SHIFT(alpha);
+    SHIFT(decay);
     int i = get_global_id(0);
     if (i >= ends.s7) return;
     int s = slot_of(i, ends);
@@ -77,7 +190,7 @@ __kernel void K(multi_gradient_descent)(GD_ARGS(0), GD_ARGS(1), GD_ARGS(2), GD_A
     __global const T* delta = delta0;
     switch (s) { GD_PICK(1) GD_PICK(2) GD_PICK(3) GD_PICK(4) GD_PICK(5) GD_PICK(6) GD_PICK(7) }
     int j = i - SLOT_START(ends, s);
-    var[j] -= alpha[0] * delta[j];
+    var[j] -= alpha[0] * DECAYED(delta[j], var[j], s);
 }
 #endif
 
@@ -87,9 +200,9 @@ __kernel void K(multi_gradient_descent)(GD_ARGS(0), GD_ARGS(1), GD_ARGS(2), GD_A
 #define MOM_PICK(X) case X: var = var##X; accum = accum##X; grad = grad##X; break;
 __kernel void K(multi_momentum)(MOM_ARGS(0), MOM_ARGS(1), MOM_ARGS(2), MOM_ARGS(3), MOM_ARGS(4), MOM_ARGS(5),
                                 MOM_ARGS(6), MOM_ARGS(7), GLOBAL(const T, lr), GLOBAL(const T, momentum),
-                                int8 ends, int nesterov) {
+                                GLOBAL(const T, decay), int8 ends, int decayed, int nesterov) {
     MOM_SHIFT(0) MOM_SHIFT(1) MOM_SHIFT(2) MOM_SHIFT(3) MOM_SHIFT(4) MOM_SHIFT(5) MOM_SHIFT(6) MOM_SHIFT(7)
-    SHIFT(lr); SHIFT(momentum);
+    SHIFT(lr); SHIFT(momentum); SHIFT(decay);
     int i = get_global_id(0);
     if (i >= ends.s7) return;
     int s = slot_of(i, ends);
@@ -98,9 +211,42 @@ __kernel void K(multi_momentum)(MOM_ARGS(0), MOM_ARGS(1), MOM_ARGS(2), MOM_ARGS(
     __global const T* grad = grad0;
     switch (s) { MOM_PICK(1) MOM_PICK(2) MOM_PICK(3) MOM_PICK(4) MOM_PICK(5) MOM_PICK(6) MOM_PICK(7) }
     int j = i - SLOT_START(ends, s);
-    T m = momentum[0], g = grad[j];
+    T m = momentum[0], g = DECAYED(grad[j], var[j], s);
     T a = accum[j] * m + g;
     accum[j] = a;
     var[j] -= nesterov ? lr[0] * (g + m * a) : lr[0] * a;
+}
+#endif
+
+// Adam, as training.cl's apply_adam per element (scalars: beta1_power, beta2_power, lr, beta1, beta2, epsilon).
+#if WANT_multi_adam
+#define ADAM_ARGS(X) GLOBAL(T, var##X), GLOBAL(T, m##X), GLOBAL(T, v##X), GLOBAL(const T, grad##X)
+#define ADAM_SHIFT(X) SHIFT(var##X); SHIFT(m##X); SHIFT(v##X); SHIFT(grad##X);
+#define ADAM_PICK(X) case X: var = var##X; m = m##X; v = v##X; grad = grad##X; break;
+__kernel void K(multi_adam)(ADAM_ARGS(0), ADAM_ARGS(1), ADAM_ARGS(2), ADAM_ARGS(3), ADAM_ARGS(4), ADAM_ARGS(5),
+                            ADAM_ARGS(6), ADAM_ARGS(7), GLOBAL(const T, beta1_power), GLOBAL(const T, beta2_power),
+                            GLOBAL(const T, lr), GLOBAL(const T, beta1), GLOBAL(const T, beta2),
+                            GLOBAL(const T, epsilon), GLOBAL(const T, decay), int8 ends, int decayed,
+                            int nesterov) {
+    ADAM_SHIFT(0) ADAM_SHIFT(1) ADAM_SHIFT(2) ADAM_SHIFT(3) ADAM_SHIFT(4) ADAM_SHIFT(5) ADAM_SHIFT(6)
+    ADAM_SHIFT(7) SHIFT(beta1_power); SHIFT(beta2_power); SHIFT(lr); SHIFT(beta1); SHIFT(beta2); SHIFT(epsilon);
+    SHIFT(decay);
+    int i = get_global_id(0);
+    if (i >= ends.s7) return;
+    int s = slot_of(i, ends);
+    __global T* var = var0;
+    __global T* m = m0;
+    __global T* v = v0;
+    __global const T* grad = grad0;
+    switch (s) { ADAM_PICK(1) ADAM_PICK(2) ADAM_PICK(3) ADAM_PICK(4) ADAM_PICK(5) ADAM_PICK(6) ADAM_PICK(7) }
+    int j = i - SLOT_START(ends, s);
+    T one = 1, b1 = beta1[0], g = DECAYED(grad[j], var[j], s);
+    T alpha = lr[0] * sqrt(one - beta2_power[0]) / (one - beta1_power[0]);
+    T mi = m[j] + (g - m[j]) * (one - b1);
+    T vi = v[j] + (g * g - v[j]) * (one - beta2[0]);
+    m[j] = mi;
+    v[j] = vi;
+    T num = nesterov ? mi + (one - b1) * (g - mi) : mi;
+    var[j] -= alpha * (num / (sqrt(vi) + epsilon[0]));
 }
 #endif

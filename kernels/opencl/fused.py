@@ -1,5 +1,6 @@
 """OpenCL kernels for the fused ops of the graph rewrite (tfplus.optimize): bias + activation in one launch,
-and the activation's gradient with the bias gradient in one launch. Source: fused.cl."""
+the activation's gradient with the bias gradient in one pass (BiasAddGrad shares its kernel), and the
+multi-variable optimizer update. Source: fused.cl."""
 from __future__ import annotations
 
 import math
@@ -8,14 +9,16 @@ import numpy as np
 
 from tfplus.dtypes import as_dtype
 from tfplus.kernels.opencl._common import kernel, plan, register
-from tfplus.ops.fused_ops import apply_groups
-from tfplus.registry import find_kernel, register_variant
+from tfplus.kernels.opencl.reduce import partials, reduce
+from tfplus.ops.fused_ops import apply_groups, split_decay
+from tfplus.registry import find_kernel, register_variant, register_workspace
 from tfplus.runtime.opencl import int8
 
 SRC = "fused.cl"
 F = ("float32", "float64")
-# Work-items per channel in the fused gradient (a power of two: the group sums in a tree).
+# Work-items per group of the channel sums (a power of two: the group sums in a tree).
 _WG = 256
+_SLOTS = 8  # tensors per launch of the multi-tensor kernels (fused.cl's take 8 sets of buffers)
 
 
 def _geometry(shape, fmt: str) -> tuple[int, int, int]:
@@ -40,56 +43,186 @@ def _fused_bias_add_relu(ctx, ins, outs, attrs):
 
 @register("_FusedReluGradBiasAddGrad", F, host=False, inplace=(0, 1))
 def _fused_relu_grad_bias_add_grad(ctx, ins, outs, attrs):
-    _relu_grad_bias(ctx, ins, outs, attrs, masked=False)
+    g, f = ins
+    channel_sums(ctx, outs[1], g, attrs["data_format"], f=f, dx=outs[0], activation=attrs["activation"])
 
 
 @register_variant("_FusedReluGradBiasAddGrad", "opencl", "compact")
 def fused_relu_grad_applied(ctx, ins, outs, attrs) -> None:
     """The kernel when max_pool_grad_relu_from_argmax already applied the ReLU mask (planner.compact): dx is
     the gradient and the features are not read."""
-    _relu_grad_bias(ctx, ins, outs, attrs, masked=True)
+    channel_sums(ctx, outs[1], ins[0], attrs["data_format"], dx=outs[0])
 
 
-def _relu_grad_bias(ctx, ins, outs, attrs, masked: bool) -> None:
-    rt, (g, f), (dx, db) = ctx.runtime, ins, outs
+@register_workspace("_FusedReluGradBiasAddGrad", "opencl")
+def _fused_relu_grad_scratch(ins, attrs, compute_units):
+    return channel_scratch(ins[0].shape, attrs["data_format"], ins[0].dtype, compute_units)
+
+
+# -- per-channel sums (fused.cl's relu_grad_bias_*; BiasAddGrad uses them too) ------------------------------------
+# Work-groups in flight per compute unit that the chunks aim for (a bandwidth-bound pass wants the GPU full),
+# and the fewest elements a work-group sums (fewer would leave the partials' second pass doing the work).
+_GROUPS_PER_CU = 8
+_LEAST = 4 * _WG
+
+
+def _chunks(shape, fmt: str, compute_units: int) -> tuple[int, int]:
+    """(chunks, elements or rows per chunk) of the channel sums over a tensor of `shape`; a function of shapes
+    and compute units only, so that the memory planner knows the partials (channel_scratch)."""
+    outer, c, inner = _geometry(shape, fmt)
+    if inner > 1:
+        span, blocks, per_row = outer * inner, max(c, 1), 1
+    else:
+        span, blocks, per_row = outer, max(1, -(-c // _WG)), min(c, _WG)
+    chunks = max(1, min(_GROUPS_PER_CU * compute_units // blocks, span * per_row // _LEAST))
+    chunk = max(1, -(-span // chunks))
+    return max(1, -(-span // chunk)), chunk
+
+
+@register("BiasAddGrad", F)
+def _bias_add_grad(ctx, ins, outs, attrs):
+    channel_sums(ctx, outs[0], ins[0], _bias_format(ins[0].shape, attrs))
+
+
+@register_workspace("BiasAddGrad", "opencl")
+def _bias_add_grad_scratch(ins, attrs, compute_units):
+    return channel_scratch(ins[0].shape, _bias_format(ins[0].shape, attrs), ins[0].dtype, compute_units)
+
+
+def _bias_format(shape, attrs) -> str:
+    """BiasAdd's layout: NCHW puts the channel on axis 1 only for a tensor of rank 3 or more."""
+    return "NCHW" if attrs.get("data_format", "NHWC") == "NCHW" and len(shape) > 2 else "NHWC"
+
+
+def channel_scratch(shape, fmt: str, dtype, compute_units: int, sums: int = 1) -> list[tuple]:
+    """The scratch channel_sums asks for (`sums`: 2 for batch norm's): the partial sums of each, then what
+    summing each of them writes."""
+    chunks = _chunks(shape, fmt, compute_units)[0]
+    c = _geometry(shape, fmt)[1]
+    if chunks == 1:
+        return []
+    return [((chunks, c), dtype)] * sums + [(s, dtype) for s in partials((chunks, c), [0], compute_units)] * sums
+
+
+def channel_sums(ctx, db, g, fmt: str, f=None, dx=None, activation: str = "Relu", bn=None,
+                 centered=None) -> None:
+    """db = g summed over all but the channel axis of `fmt`; with dx, also dx = g masked by the gradient of
+    `activation` at the features f (or dx = g when f is None: the mask was applied already); with bn =
+    (dscale, mean, var, eps), also dscale = sum(g * (f - mean)) / sqrt(var + eps), f being batch norm's x; with
+    centered = (sums, count), db sums (g - sums / count)^2 instead (batch norm's variance). The partial sums come
+    from ctx.workspace (channel_scratch)."""
+    if db.size == 0:  # no channels: nothing to sum, no dx elements
+        return
+    rt = ctx.runtime
+    mode = 4 if centered is not None else 3 if bn is not None else 2 if dx is None else 1 if f is None else 0
 
     def make():
-        outer, c, inner = _geometry(g.shape, attrs["data_format"])
+        outer, c, inner = _geometry(g.shape, fmt)
         wg = min(_WG, 1 << (rt.dev.max_wg.bit_length() - 1))
-        k = kernel(rt, SRC, "fused_relu_grad_bias", g.dtype, RELU6=int(attrs["activation"] == "Relu6"),
-                   MASKED=int(masked), WG=wg)
-        return k, (c * wg,), (wg,), np.int32(outer), np.int32(c), np.int32(inner)
-    k, gsize, lsize, *scalars = plan(rt, ("fused_relu_grad_bias", g.shape, g.dtype, attrs["data_format"],
-                                          attrs["activation"], masked), make)
-    rt.run(k, gsize, lsize, dx, db, g, f, *scalars)
+        chunks, chunk = _chunks(g.shape, fmt, rt.info["compute_units"])
+        defines = {"MODE": mode, "WG": wg, "RELU6": int(activation == "Relu6")}
+        if inner > 1:
+            k = kernel(rt, SRC, "relu_grad_bias_planes", g.dtype, **defines)
+            return k, (chunks * wg, c), (wg, 1), chunks, (np.int32(outer), np.int32(c), np.int32(inner),
+                                                          np.int32(chunk))
+        lanes = 1 << max(0, (wg // c).bit_length() - 1)  # a power of two: the group sums its lanes in a tree
+        cw = wg // lanes
+        k = kernel(rt, SRC, "relu_grad_bias_rows", g.dtype, **defines)
+        return k, (chunks * wg, -(-c // cw)), (wg, 1), chunks, (np.int32(outer), np.int32(c), np.int32(cw),
+                                                               np.int32(chunk))
+    k, gsize, lsize, chunks, scalars = plan(rt, ("channel_sums", g.shape, g.dtype, fmt, activation, mode), make)
+    second, mean, var, t = bn if bn is not None else (None, g, g, g.dtype.type(0))  # unread unless bn
+    if centered is not None:
+        mean, t = centered[0], g.dtype.type(centered[1])
+    if chunks == 1:
+        parts = [db] if bn is None else [db, second]
+    else:
+        parts = [ctx.workspace((chunks, db.size), db.dtype) for _ in range(1 if bn is None else 2)]
+    rt.run(k, gsize, lsize, g if dx is None else dx, parts[0], parts[-1], g, g if f is None else f, mean, var,
+           *scalars, t)
+    if chunks > 1:
+        for total, part in zip([db, second], parts):
+            reduce(rt, "sum", total, part, [0], 1, ctx.workspace)
+
+
+# -- _FusedL2Loss ------------------------------------------------------------------------------------------------
+def _l2_batches(sizes, compute_units: int) -> list[tuple[int, int, int]]:
+    """(first tensor, groups, elements per group) of each launch of _FusedL2Loss: up to _SLOTS tensors each,
+    the groups filling the device (see _GROUPS_PER_CU) but summing at least _LEAST elements."""
+    out = []
+    for lo in range(0, len(sizes), _SLOTS):
+        total = sum(sizes[lo:lo + _SLOTS])
+        groups = max(1, min(_GROUPS_PER_CU * compute_units, -(-total // _LEAST)))
+        chunk = max(1, -(-total // groups))
+        out.append((lo, max(1, -(-total // chunk)), chunk))
+    return out
+
+
+@register("_FusedL2Loss", F, host=False)
+def _fused_l2_loss(ctx, ins, outs, attrs):
+    rt = ctx.runtime
+
+    def make():
+        wg = min(_WG, 1 << (rt.dev.max_wg.bit_length() - 1))
+        k = kernel(rt, SRC, "multi_sumsq", ins[0].dtype, WG=wg)
+        launches = []
+        for lo, groups, chunk in _l2_batches([a.size for a in ins], rt.info["compute_units"]):
+            ends = np.cumsum([a.size for a in ins[lo:lo + _SLOTS]])
+            ends = np.concatenate([ends, np.full(_SLOTS - len(ends), ends[-1])])
+            launches.append((lo, (groups * wg,), int8(ends.tolist()), np.int32(chunk)))
+        return k, (wg,), launches, sum(g[0] // wg for _, g, _, _ in launches)
+    k, loc, launches, total = plan(rt, ("_FusedL2Loss", tuple(a.shape for a in ins), ins[0].dtype), make)
+    part = ctx.workspace((total,), outs[0].dtype)
+    first = 0
+    for lo, g, ends, chunk in launches:
+        xs = ins[lo:lo + _SLOTS]
+        rt.run(k, g, loc, *xs, *[xs[0]] * (_SLOTS - len(xs)), part, ends, chunk, np.int32(first))
+        first += g[0] // loc[0]
+    reduce(rt, "sum", outs[0], part, [0], 2, ctx.workspace)
+
+
+@register_workspace("_FusedL2Loss", "opencl")
+def _fused_l2_loss_scratch(ins, attrs, compute_units):
+    """The partial sums of squares of every launch, then what adding them up writes."""
+    total = sum(groups for _, groups, _ in _l2_batches([math.prod(a.shape) for a in ins], compute_units))
+    return [((total,), ins[0].dtype)] + [(s, ins[0].dtype) for s in partials((total,), [0], compute_units)]
 
 
 # -- _FusedApply -------------------------------------------------------------------------------------------------
-_SLOTS = 8  # variables per launch (fused.cl's kernels take 8 sets of buffers)
 # update op -> (packed kernel, its per-variable inputs in the op's order, its scalar inputs, flag attrs)
 _PACKED = {"ApplyGradientDescent": ("multi_gradient_descent", (0, 2), (1,), ()),
-           "ApplyMomentum": ("multi_momentum", (0, 1, 3), (2, 4), ("use_nesterov",))}
+           "ApplyMomentum": ("multi_momentum", (0, 1, 3), (2, 4), ("use_nesterov",)),
+           "ApplyAdam": ("multi_adam", (0, 1, 2, 9), (3, 4, 5, 6, 7, 8), ("use_nesterov",))}
 
 
 @register("_FusedApply", F, host=False)
 def _fused_apply(ctx, ins, outs, attrs):
     op_type = attrs["op"]
+    ins, decay = split_decay(ins, attrs)
     groups = apply_groups(op_type, ins)
     if op_type not in _PACKED:  # one launch per variable, by the update's own kernel
+        if decay is not None:
+            raise ValueError(f"_FusedApply '{ctx.op.name}': {op_type} takes no decay on opencl; only "
+                             f"{sorted(_PACKED)} do")
         single = find_kernel(op_type, "opencl", as_dtype(ins[0].dtype))
         for group in groups:
             single(ctx, group, [group[0]], attrs)
         return
     rt = ctx.runtime
     name, per_var, scalars, flags = _PACKED[op_type]
+    decayed = attrs.get("decayed") or [0] * len(groups)
     for lo in range(0, len(groups), _SLOTS):
         part = groups[lo:lo + _SLOTS]
 
-        def make(part=part):
+        def make(part=part, lo=lo):
             ends = np.cumsum([g[0].size for g in part])
             ends = np.concatenate([ends, np.full(_SLOTS - len(part), ends[-1])])
+            bits = sum(1 << s for s, d in enumerate(decayed[lo:lo + _SLOTS]) if d)
             return (kernel(rt, SRC, name, part[0][0].dtype), *rt.grid1d(int(ends[-1])), int8(ends.tolist()),
-                    *(np.int32(attrs.get(f, False)) for f in flags))
-        k, g, loc, ends, *flag_args = plan(rt, (ctx.op, lo, tuple(g[0].size for g in part)), make)
+                    np.int32(bits), *(np.int32(attrs.get(f, False)) for f in flags))
+        k, g, loc, ends, bits, *flag_args = plan(rt, (ctx.op, lo, tuple(g[0].size for g in part)), make)
         buffers = [grp[i] for grp in part + [part[0]] * (_SLOTS - len(part)) for i in per_var]
-        rt.run(k, g, loc, *buffers, *(part[0][i] for i in scalars), ends, *flag_args)
+        scalar_args = [part[0][i] for i in scalars]
+        # no decay: the kernel reads no decay buffer, any will do
+        rt.run(k, g, loc, *buffers, *scalar_args, scalar_args[0] if decay is None else decay, ends, bits,
+               *flag_args)

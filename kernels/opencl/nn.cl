@@ -312,50 +312,21 @@ __kernel void K(lrn_grad)(GLOBAL(T, dx), GLOBAL(const T, g), GLOBAL(const T, x),
 }
 #endif
 
-// Batch norm: element i (0..count) of channel c lies at (i / S) * C * S + c * S + i % S (S = H*W for NCHW, 1
-// for NHWC). Per-channel sums use one work-group of BL items per channel.
-#define BN_AT(i, c, C, S) (((i) / (S)) * (C) * (S) + (c) * (S) + (i) % (S))
-
-#ifdef BL
-// The sum of v over the work-group, returned to every item.
-inline T group_sum(__local T* sh, T v, int lid) {
-    sh[lid] = v;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (int s = BL / 2; s > 0; s >>= 1) {
-        if (lid < s) sh[lid] += sh[lid + s];
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    T total = sh[0];
-    barrier(CLK_LOCAL_MEM_FENCE);
-    return total;
-}
-#endif
-
-// Training statistics: saved mean and biased variance (two passes), and the moving averages
-// (1 - f) * old + f * batch (the variance Bessel-corrected); old is not read when f == 1.
-#if WANT_bn_stats
-__kernel __attribute__((reqd_work_group_size(BL, 1, 1)))
-void K(bn_stats)(GLOBAL(T, batch_mean), GLOBAL(T, batch_var), GLOBAL(T, saved_mean), GLOBAL(T, saved_var),
-                 GLOBAL(const T, x), GLOBAL(const T, old_mean), GLOBAL(const T, old_var), int C, int S,
-                 int count, T f, T bessel) {
-    SHIFT(batch_mean); SHIFT(batch_var); SHIFT(saved_mean); SHIFT(saved_var); SHIFT(x); SHIFT(old_mean); SHIFT(old_var);
-    __local T sh[BL];
-    int lid = get_local_id(0), c = get_group_id(0);
-    T acc = 0;
-    for (int i = lid; i < count; i += BL) acc += x[BN_AT(i, c, C, S)];
-    T m = group_sum(sh, acc, lid) / count;
-    acc = 0;
-    for (int i = lid; i < count; i += BL) {
-        T d = x[BN_AT(i, c, C, S)] - m;
-        acc += d * d;
-    }
-    T v = group_sum(sh, acc, lid) / count;
-    if (lid == 0) {
-        saved_mean[c] = m;
-        saved_var[c] = v;
-        batch_mean[c] = f == 1 ? m : (1 - f) * old_mean[c] + f * m;
-        batch_var[c] = f == 1 ? v * bessel : (1 - f) * old_var[c] + f * bessel * v;
-    }
+// Training statistics, from the per-channel sums of x and of (x - mean)^2 (fused.cl's channel sums, in
+// saved_mean and saved_var): saved mean and biased variance, and the moving averages (1 - f) * old + f * batch
+// (the variance Bessel-corrected); old is not read when f == 1. One work-item per channel.
+#if WANT_bn_stats_finish
+__kernel void K(bn_stats_finish)(GLOBAL(T, batch_mean), GLOBAL(T, batch_var), GLOBAL(T, saved_mean),
+                                 GLOBAL(T, saved_var), GLOBAL(const T, old_mean), GLOBAL(const T, old_var), int C,
+                                 T count, T f, T bessel) {
+    SHIFT(batch_mean); SHIFT(batch_var); SHIFT(saved_mean); SHIFT(saved_var); SHIFT(old_mean); SHIFT(old_var);
+    int c = get_global_id(0);
+    if (c >= C) return;
+    T m = saved_mean[c] / count, v = saved_var[c] / count;
+    saved_mean[c] = m;
+    saved_var[c] = v;
+    batch_mean[c] = f == 1 ? m : (1 - f) * old_mean[c] + f * m;
+    batch_var[c] = f == 1 ? v * bessel : (1 - f) * old_var[c] + f * bessel * v;
 }
 #endif
 
@@ -368,29 +339,6 @@ __kernel void K(bn_apply)(GLOBAL(T, y), GLOBAL(const T, x), GLOBAL(const T, scal
     if (i >= n) return;
     int c = (i / S) % C;
     y[i] = (x[i] - mean[c]) * (scale[c] * rsqrt(var[c] + eps)) + offset[c];
-}
-#endif
-
-// d offset = sum(dy), d scale = sum(dy * (x - mean)) / sqrt(var + eps), per channel.
-#if WANT_bn_grad_sums
-__kernel __attribute__((reqd_work_group_size(BL, 1, 1)))
-void K(bn_grad_sums)(GLOBAL(T, dscale), GLOBAL(T, doffset), GLOBAL(const T, dy), GLOBAL(const T, x),
-                     GLOBAL(const T, mean), GLOBAL(const T, var), int C, int S, int count, T eps) {
-    SHIFT(dscale); SHIFT(doffset); SHIFT(dy); SHIFT(x); SHIFT(mean); SHIFT(var);
-    __local T sh[BL];
-    int lid = get_local_id(0), c = get_group_id(0);
-    T m = mean[c], a = 0, b = 0;
-    for (int i = lid; i < count; i += BL) {
-        int at = BN_AT(i, c, C, S);
-        a += dy[at];
-        b += dy[at] * (x[at] - m);
-    }
-    a = group_sum(sh, a, lid);
-    b = group_sum(sh, b, lid);
-    if (lid == 0) {
-        doffset[c] = a;
-        dscale[c] = b * rsqrt(var[c] + eps);
-    }
 }
 #endif
 

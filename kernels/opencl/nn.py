@@ -8,7 +8,8 @@ import numpy as np
 import pyopencl.cltypes as cltypes
 
 from tfplus.kernels.opencl._common import CTYPE, contiguous_strides, kernel, plan, register
-from tfplus.registry import register_variant
+from tfplus.kernels.opencl.fused import channel_scratch, channel_sums
+from tfplus.registry import register_variant, register_workspace
 from tfplus.runtime.opencl import int8
 
 SRC = "nn.cl"
@@ -189,9 +190,6 @@ def _lrn_grad(ctx, ins, outs, attrs):
     rt.run1d(kernel(rt, SRC, "lrn_grad", x.dtype), x.size, dx, g, x, y, *_lrn_scalars(x, attrs))
 
 
-_BL = 64  # batch norm's work-group per channel
-
-
 def _bn_layout(x, attrs) -> tuple[int, int, int]:
     """(C, S, count): channels, the stride of a channel in elements, elements per channel."""
     if attrs["data_format"] == "NCHW":
@@ -211,10 +209,12 @@ def _fused_batch_norm(ctx, ins, outs, attrs):
     if attrs["is_training"]:
         f = attrs.get("exponential_avg_factor", 1.0)
         old_mean, old_var = (mean, variance) if f != 1.0 else (saved_mean, saved_var)  # not read when f == 1
-        k = kernel(rt, SRC, "bn_stats", x.dtype, BL=_BL)
-        rt.run(k, (c * _BL,), (_BL,), batch_mean, batch_var, saved_mean, saved_var, x, old_mean, old_var,
-               np.int32(c), np.int32(s), np.int32(count), _scalar(x.dtype, f),
-               _scalar(x.dtype, count / max(count - 1, 1)))
+        fmt = attrs["data_format"]
+        channel_sums(ctx, saved_mean, x, fmt)  # sums, then squares about their mean: two passes, as NumPy's var
+        channel_sums(ctx, saved_var, x, fmt, centered=(saved_mean, count))
+        rt.run1d(kernel(rt, SRC, "bn_stats_finish", x.dtype), c, batch_mean, batch_var, saved_mean, saved_var,
+                 old_mean, old_var, np.int32(c), _scalar(x.dtype, count), _scalar(x.dtype, f),
+                 _scalar(x.dtype, count / max(count - 1, 1)))
         m, v = saved_mean, saved_var
     else:
         for dst in (batch_mean, saved_mean):
@@ -230,16 +230,35 @@ register("FusedBatchNorm", F)(_fused_batch_norm)
 register("FusedBatchNormV3", F)(_fused_batch_norm)
 
 
+def _fused_batch_norm_scratch(ins, attrs, compute_units):
+    """Training: the partials of its two per-channel sums, one after the other (fused.py channel_sums)."""
+    if not attrs["is_training"]:
+        return []
+    return channel_scratch(ins[0].shape, attrs["data_format"], ins[0].dtype, compute_units) * 2
+
+
+register_workspace("FusedBatchNorm", "opencl")(_fused_batch_norm_scratch)
+register_workspace("FusedBatchNormV3", "opencl")(_fused_batch_norm_scratch)
+
+
 def _fused_batch_norm_grad(ctx, ins, outs, attrs):
     rt, (dy, x, scale, m, v) = ctx.runtime, ins[:5]
     dx, dscale, doffset = outs[:3]
     c, s, count = _bn_layout(x, attrs)
     eps = _scalar(x.dtype, attrs["epsilon"])
-    rt.run(kernel(rt, SRC, "bn_grad_sums", x.dtype, BL=_BL), (c * _BL,), (_BL,), dscale, doffset, dy, x, m, v,
-           np.int32(c), np.int32(s), np.int32(count), eps)
+    channel_sums(ctx, doffset, dy, attrs["data_format"], f=x, bn=(dscale, m, v, eps))
     rt.run1d(kernel(rt, SRC, "bn_grad_apply", x.dtype), x.size, dx, dy, x, scale, m, v, dscale, doffset,
              np.int32(x.size), np.int32(c), np.int32(s), np.int32(count), eps, np.int32(attrs["is_training"]))
 
 
 register("FusedBatchNormGrad", F)(_fused_batch_norm_grad)
 register("FusedBatchNormGradV3", F)(_fused_batch_norm_grad)
+
+
+def _fused_batch_norm_grad_scratch(ins, attrs, compute_units):
+    """The partials of its two per-channel sums (fused.py channel_sums)."""
+    return channel_scratch(ins[1].shape, attrs["data_format"], ins[1].dtype, compute_units, sums=2)
+
+
+register_workspace("FusedBatchNormGrad", "opencl")(_fused_batch_norm_grad_scratch)
+register_workspace("FusedBatchNormGradV3", "opencl")(_fused_batch_norm_grad_scratch)

@@ -1,5 +1,5 @@
-"""OpenCL kernels for reductions: Sum, Mean, Max, Min, Prod, All, Any, ArgMax, ArgMin, and the sums of L2Loss and
-BiasAddGrad. Source: reduce.cl.
+"""OpenCL kernels for reductions: Sum, Mean, Max, Min, Prod, All, Any, ArgMax, ArgMin, and the sum of L2Loss
+(BiasAddGrad's per-channel sums are in fused.py, with the fused activation gradient's). Source: reduce.cl.
 
 A long reduction runs in passes: work-groups write partial results, which the next pass reduces. The partials
 are kernel scratch (ctx.workspace), declared for the memory planner by `partials` from shapes and the device's
@@ -161,26 +161,6 @@ def _l2_loss(ctx, ins, outs, attrs):
 @register_workspace("L2Loss", "opencl")
 def _l2_loss_scratch(ins, attrs, compute_units):
     return [(s, ins[0].dtype) for s in partials(ins[0].shape, range(len(ins[0].shape)), compute_units)]
-
-
-@register("BiasAddGrad", F)
-def _bias_add_grad(ctx, ins, outs, attrs):
-    dy = ins[0]
-    reduce(ctx.runtime, "sum", outs[0], dy, _bias_axes(dy.ndim, attrs), 1, ctx.workspace)
-
-
-@register_workspace("BiasAddGrad", "opencl")
-def _bias_add_grad_scratch(ins, attrs, compute_units):
-    dy = ins[0]
-    return [(s, dy.dtype) for s in partials(dy.shape, _bias_axes(len(dy.shape), attrs), compute_units)]
-
-
-def _bias_axes(ndim: int, attrs) -> tuple:
-    c = 1 if attrs.get("data_format", "NHWC") == "NCHW" and ndim > 2 else ndim - 1
-    return _ALL_BUT[ndim, c]
-
-
-_ALL_BUT = {(n, c): tuple(a for a in range(n) if a != c) for n in range(1, 9) for c in range(n)}
 
 
 def _register_arg(op_type: str, name: str) -> None:
