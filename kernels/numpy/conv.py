@@ -586,50 +586,59 @@ def _fast_backprop_filter(ctx, x: np.ndarray, dy: np.ndarray, df: np.ndarray, di
 
 # -- image shards: one per intra-op thread ---------------------------------------------------------------------
 class _Scratch:
-    """A shard's kernel context: hands out, in order, the scratch the calling thread requested for it (the
-    executor's workspace cursor is per kernel call, so the requests cannot come from the shards' threads)."""
+    """A task's kernel context: hands out, in order, its thread's scratch (requested by the calling thread: the
+    executor's workspace cursor is per kernel call). A thread's buffers are flat and sized for the largest
+    request of any task (tasks differ by an image at most), and a request gets their start."""
 
     def __init__(self, bufs: list[np.ndarray]):
         self._bufs = iter(bufs)
 
     def workspace(self, shape, dtype) -> np.ndarray:
-        buf = next(self._bufs)
-        assert buf.shape == tuple(shape), (buf.shape, shape)
-        return buf
+        return _prefix(next(self._bufs), shape)
 
 
-def _grain(per_image_flops: int) -> int:
-    """Images per shard at least: a shard computes ~0.5 ms or more (threads.flop_grain), so that small
-    batches or layers are not cut into shards whose dispatch and GIL hand-offs cost more than they save."""
-    return threads.flop_grain(per_image_flops)
+def _grain(per_image_flops: int, least: int = 1) -> int:
+    """Images per task at least: a task computes ~0.5 ms or more (threads.flop_grain), so that small batches or
+    layers are not cut into tasks whose dispatch and GIL hand-offs cost more than they save; and `least`."""
+    return max(least, threads.flop_grain(per_image_flops))
 
 
-def _fast_flops(c: int, k: int, h: int, w: int) -> int:
-    return 18 * h * w * c * k
+def _fast_grain(c: int, k: int, h: int, w: int) -> int:
+    """The fast paths' grain. Winograd's per-chunk transforms and its 16 GEMMs of (tiles x images) rows want a
+    few images per task: 2 cost 1.4x as much per image as 8 do (conv4 of Mentee, one thread)."""
+    return _grain(18 * h * w * c * k, 4 if _path(c, k) == "winograd" else 1)
 
 
 def _generic_flops(g: Geometry) -> int:
     return 2 * g.ho * g.wo * g.kh * g.kw * g.c * g.k
 
 
+def _thread_workspaces(ranges, shard_ws) -> list[tuple]:
+    """One thread's scratch: flat buffers as long as the longest request of a task of any length in `ranges`."""
+    per_length = [shard_ws(m) for m in sorted({hi - lo for lo, hi in ranges})]
+    return [((max(math.prod(ws[i][0]) for ws in per_length),), per_length[0][i][1])
+            for i in range(len(per_length[0]))]
+
+
 def _sharded_workspaces(n: int, grain: int, shard_ws, partial: tuple | None = None) -> list[tuple]:
-    """The scratch of a kernel split over image shards of at least `grain` images: shard_ws(m images) for
-    each shard in order, then one `partial` result buffer (shape, dtype) per shard after the first, for a sum
-    over the images."""
-    ranges = threads.split(n, grain)
-    ws = [w for lo, hi in ranges for w in shard_ws(hi - lo)]
+    """The scratch of a kernel over image tasks of at least `grain` images (threads.tasks): one set per thread
+    that runs them (_thread_workspaces), then for a sum over the images one `partial` result buffer (shape,
+    dtype) per task after the first."""
+    ranges = threads.tasks(n, grain)
+    ws = _thread_workspaces(ranges, shard_ws) * threads.slots(len(ranges))
     return ws + [partial] * (len(ranges) - 1) if partial else ws
 
 
 def _over_images(ctx, n: int, grain: int, shard_ws, body, out: np.ndarray, summed: bool = False) -> None:
-    """body(scratch, lo, hi, dst) for each image shard [lo, hi) on the pool, with the scratch
-    _sharded_workspaces declares. dst is `out`; for a sum over the images (summed) it is the shard's partial
-    result (out itself for the first), and the partials are added into out in shard order."""
-    ranges = threads.split(n, grain)
-    s = len(ranges)
-    scratch = [[ctx.workspace(*w) for w in shard_ws(hi - lo)] for lo, hi in ranges]
+    """body(scratch, lo, hi, dst) for each image task [lo, hi), shared out over the threads (threads.run_shared),
+    with the scratch _sharded_workspaces declares. dst is `out`; for a sum over the images (summed) it is the
+    task's partial result (out itself for the first), and the partials are added into out in task order, so
+    that the sum does not depend on which thread ran which task."""
+    ranges = threads.tasks(n, grain)
+    per_thread = _thread_workspaces(ranges, shard_ws)
+    scratch = [[ctx.workspace(*w) for w in per_thread] for _ in range(threads.slots(len(ranges)))]
     dst = [out] + [ctx.workspace(out.shape, as_dtype(out.dtype)) if summed else out for _ in ranges[1:]]
-    threads.run(lambda i: body(_Scratch(scratch[i]), *ranges[i], dst[i]), range(s))
+    threads.run_shared(lambda slot, i: body(_Scratch(scratch[slot]), *ranges[i], dst[i]), range(len(ranges)))
     if summed:
         for part in dst[1:]:
             out += part
@@ -653,7 +662,7 @@ def _conv2d(ctx, ins, outs, attrs):
         y.fill(0)
     elif is_fast(x.shape, f.shape, attrs):
         n, c, h, w = x.shape
-        _over_images(ctx, n, _grain(_fast_flops(c, f.shape[3], h, w)),
+        _over_images(ctx, n, _fast_grain(c, f.shape[3], h, w),
                      _fast_ws("forward", n, c, f.shape[3], h, w, as_dtype(x.dtype), _divisor(attrs)),
                      lambda sc, lo, hi, out: _fast_conv(sc, x[lo:hi], f, out[lo:hi], _divisor(attrs)), y)
     else:
@@ -668,7 +677,7 @@ def _conv2d_ws(ins, attrs):
     x, f = ins
     if is_fast(x.shape, f.shape, attrs):
         n, c, h, w = x.shape
-        return _sharded_workspaces(n, _grain(_fast_flops(c, f.shape[3], h, w)),
+        return _sharded_workspaces(n, _fast_grain(c, f.shape[3], h, w),
                                    _fast_ws("forward", n, c, f.shape[3], h, w, x.dtype, _divisor(attrs)))
     g = _specs_geometry(x.shape, f.shape, _out_shape(x.shape, f.shape, attrs), attrs)
     return _sharded_workspaces(g.n, _grain(_generic_flops(g)),
@@ -684,7 +693,7 @@ def _conv2d_backprop_input(ctx, ins, outs, attrs):
     elif is_fast(dx.shape, f.shape, attrs):
         n, c, h, w = dx.shape
         ff = _flipped(f)
-        _over_images(ctx, n, _grain(_fast_flops(c, f.shape[3], h, w)),
+        _over_images(ctx, n, _fast_grain(c, f.shape[3], h, w),
                      _fast_ws("forward", n, f.shape[3], c, h, w, as_dtype(dy.dtype), _divisor(attrs)),
                      lambda sc, lo, hi, out: _fast_conv(sc, dy[lo:hi], ff, out[lo:hi], _divisor(attrs)), dx)
     else:
@@ -701,7 +710,7 @@ def _conv2d_backprop_input_ws(ins, attrs):
     x_shape = tuple(np.asarray(sizes.value).tolist())
     if is_fast(x_shape, f.shape, attrs):
         n, c, h, w = x_shape
-        return _sharded_workspaces(n, _grain(_fast_flops(c, f.shape[3], h, w)),
+        return _sharded_workspaces(n, _fast_grain(c, f.shape[3], h, w),
                                    _fast_ws("forward", n, f.shape[3], c, h, w, f.dtype, _divisor(attrs)))
     g = _specs_geometry(x_shape, f.shape, dy.shape, attrs)
     return _sharded_workspaces(g.n, _grain(_generic_flops(g)),
@@ -717,7 +726,7 @@ def _conv2d_backprop_filter(ctx, ins, outs, attrs):
         df.fill(0)
     elif is_fast(x.shape, df.shape, attrs):
         n, c, h, w = x.shape
-        _over_images(ctx, n, _grain(_fast_flops(c, df.shape[3], h, w)),
+        _over_images(ctx, n, _fast_grain(c, df.shape[3], h, w),
                      _fast_ws("filter", n, c, df.shape[3], h, w, as_dtype(x.dtype), _divisor(attrs)),
                      lambda sc, lo, hi, out: _fast_backprop_filter(sc, x[lo:hi], dy[lo:hi], out, _divisor(attrs)),
                      df, summed=True)
@@ -735,7 +744,7 @@ def _conv2d_backprop_filter_ws(ins, attrs):
     f_shape = tuple(np.asarray(sizes.value).tolist())
     if is_fast(x.shape, f_shape, attrs):
         n, c, h, w = x.shape
-        grain, ws = _grain(_fast_flops(c, f_shape[3], h, w)), _fast_ws("filter", n, c, f_shape[3], h, w, x.dtype,
+        grain, ws = _fast_grain(c, f_shape[3], h, w), _fast_ws("filter", n, c, f_shape[3], h, w, x.dtype,
                                                                           _divisor(attrs))
     else:
         g = _specs_geometry(x.shape, f_shape, dy.shape, attrs)
