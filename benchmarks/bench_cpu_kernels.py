@@ -8,13 +8,14 @@ pools and the fused bias+ReLU ops) is called directly, as the executor calls it,
 tfplus.threads.step(N). Columns:
 - ms: median wall time of one call; GF/s its GFLOP/s (convolutions);
 - cores: process CPU time / wall time during the calls (N would be perfect scaling);
-- serial%: the share of the wall time outside threads.run (set-up, weight transforms, partial-sum reductions);
-- oncpu%: the shards' thread CPU time / their wall time: below 100 a shard waited (for the GIL, a lock, a
-  page fault); near 100 with few cores busy means the shards were short and the pool idle in between;
-- imbal: the slowest shard's wall time / the mean shard's (1.0: balanced);
-- wait/sh, preempt/sh: the voluntary and involuntary context switches of a shard's thread while it ran the
-  shard: a voluntary one inside a shard is a wait for the GIL (or a lock), an involuntary one a preemption
-  by another thread or process (a busy machine).
+- serial%: the share of the wall time outside threads.run / run_shared (set-up, weight transforms,
+  partial-sum reductions);
+- oncpu%: the tasks' thread CPU time / their wall time: below 100 a task waited (for the GIL, a lock, a
+  page fault, a core); near 100 with few cores busy means the tasks were short and the pool idle in between;
+- imbal: the busiest thread's time in tasks / the mean thread's (1.0: balanced);
+- wait/sh, preempt/sh: the voluntary and involuntary context switches of a task's thread while it ran the
+  task: a voluntary one is a wait for the GIL (or a lock), an involuntary one a preemption by another thread
+  or process (a busy machine).
 """
 from __future__ import annotations
 
@@ -69,38 +70,45 @@ class _Ctx:
 
 
 class _Probe:
-    """Wraps tfplus.threads.run to add up the time in parallel sections and each shard's wall and CPU time."""
+    """Wraps tfplus.threads.run and run_shared to add up the time in parallel sections and each task's wall and
+    CPU time, context switches and thread."""
 
     def __init__(self, threads):
-        self.threads, self.real = threads, threads.run
+        self.threads, self.real = threads, (threads.run, threads.run_shared)
         self.parallel = self.shard_wall = self.shard_cpu = 0.0
         self.shards = self.waits = self.preemptions = 0
         self.imbalance = []
 
+    def _timed(self, call, fn, items) -> list:
+        def timed(slot, item):
+            u, w, c = resource.getrusage(resource.RUSAGE_THREAD), time.perf_counter(), time.thread_time()
+            r = fn(item) if slot is None else fn(slot, item)
+            w, c, v = time.perf_counter() - w, time.thread_time() - c, resource.getrusage(resource.RUSAGE_THREAD)
+            return r, w, c, v.ru_nvcsw - u.ru_nvcsw, v.ru_nivcsw - u.ru_nivcsw, slot
+        t = time.perf_counter()
+        results = call(timed)
+        self.parallel += time.perf_counter() - t
+        busy: dict = {}  # per thread (slot; a shard of run is its own)
+        for i, (_, w, c, vol, invol, slot) in enumerate(results):
+            busy[i if slot is None else slot] = busy.get(i if slot is None else slot, 0.0) + w
+            self.shard_wall += w
+            self.shard_cpu += c
+            self.waits += vol
+            self.preemptions += invol
+        self.shards += len(results)
+        if busy:
+            self.imbalance.append(max(busy.values()) / max(statistics.mean(busy.values()), 1e-9))
+        return [r[0] for r in results]
+
     def __enter__(self):
-        def run(fn, items):
-            def timed(item):
-                u, w, c = resource.getrusage(resource.RUSAGE_THREAD), time.perf_counter(), time.thread_time()
-                r = fn(item)
-                w, c, v = time.perf_counter() - w, time.thread_time() - c, resource.getrusage(resource.RUSAGE_THREAD)
-                return r, w, c, v.ru_nvcsw - u.ru_nvcsw, v.ru_nivcsw - u.ru_nivcsw
-            t = time.perf_counter()
-            results = self.real(timed, items)
-            self.parallel += time.perf_counter() - t
-            walls = [r[1] for r in results]
-            self.shard_wall += sum(walls)
-            self.shard_cpu += sum(r[2] for r in results)
-            self.waits += sum(r[3] for r in results)
-            self.preemptions += sum(r[4] for r in results)
-            self.shards += len(results)
-            if walls:
-                self.imbalance.append(max(walls) / max(statistics.mean(walls), 1e-9))
-            return [r[0] for r in results]
-        self.threads.run = run
+        run, run_shared = self.real
+        self.threads.run = lambda fn, items: self._timed(
+            lambda timed: run(lambda item: timed(None, item), items), fn, items)
+        self.threads.run_shared = lambda fn, items: self._timed(lambda timed: run_shared(timed, items), fn, items)
         return self
 
     def __exit__(self, *exc):
-        self.threads.run = self.real
+        self.threads.run, self.threads.run_shared = self.real
 
 
 def main() -> None:
