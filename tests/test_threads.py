@@ -52,7 +52,7 @@ def test_run_uses_the_pool_and_waits_for_every_shard_when_one_raises():
 
 def test_tasks_are_a_few_per_thread_even_bounded_and_cover():
     with threads.using(3):
-        assert threads.tasks(24) == [(2 * i, 2 * i + 2) for i in range(12)]  # OVERSPLIT (4) per thread
+        assert threads.tasks(24) == [(4 * i, 4 * i + 4) for i in range(6)]  # OVERSPLIT (2) per thread
         assert threads.tasks(10, grain=4) == [(0, 5), (5, 10)]
         assert threads.tasks(7, grain=4) == [(0, 7)]
         assert threads.slots(12) == 3 and threads.slots(2) == 2

@@ -32,8 +32,10 @@ ENV = "TFPLUS_NUM_THREADS"
 GRAIN = 1 << 18
 # Tasks per thread of the kernels that share their work out (run_shared): on a busy machine (another process on
 # some cores, or cores of different speeds) one equal shard per thread makes every call as slow as its slowest
-# thread, and the others idle meanwhile; with 4 smaller tasks each, the held-back thread takes fewer of them.
-OVERSPLIT = 4
+# thread, and the others idle meanwhile; with 2 tasks each, a held-back thread can leave half its work to the
+# others. Not more: a task costs its thread ~50-150 us of Python and NumPy dispatch holding the GIL (a
+# convolution's), which at 16 threads is already a good part of a layer's wall time.
+OVERSPLIT = 2
 # Floating-point operations per shard of a GEMM-like kernel: 64 per GRAIN element, ~16 MFLOP, about 0.5 ms on
 # one core.
 FLOP_SCALE = 64
