@@ -162,6 +162,15 @@ class _Pool:
             if e is not None:
                 raise e
 
+    def run(self, fn: Callable, items: list) -> list:
+        """[fn(item) for item in items] (at most n items), item i on slot i."""
+        results: list = [None] * len(items)
+
+        def job(i: int) -> None:
+            results[i] = fn(items[i])
+        self.spread(job, len(items))
+        return results
+
 
 def _pool(n: int) -> _Pool:
     with _pools_lock:
@@ -184,12 +193,7 @@ def run(fn: Callable, items: Iterable) -> list:
     n = current()
     if len(items) > n:
         raise ValueError(f"{len(items)} shards for {n} threads: use threads.split")
-    results: list = [None] * len(items)
-
-    def job(i: int) -> None:
-        results[i] = fn(items[i])
-    _pool(n).spread(job, len(items))
-    return results
+    return _pool(n).run(fn, items)
 
 
 def tasks(n: int, grain: int = 1) -> list[tuple[int, int]]:
