@@ -665,9 +665,13 @@ def _over_images(ctx, n: int, grain: int, shard_ws, body, out: np.ndarray, summe
     scratch = [[ctx.workspace(*w) for w in per_thread] for _ in range(threads.slots(len(ranges)))]
     dst = [out] + [ctx.workspace(out.shape, as_dtype(out.dtype)) if summed else out for _ in ranges[1:]]
     threads.run_shared(lambda slot, i: body(_Scratch(scratch[slot]), *ranges[i], dst[i]), range(len(ranges)))
-    if summed:
-        for part in dst[1:]:
-            out += part
+    if summed and len(dst) > 1:
+        flat = [d.reshape(-1) for d in dst]  # NOTE: views: outputs are contiguous, as the paths' out= assume
+
+        def add(lo: int, hi: int) -> None:  # each element sums the partials in task order, whatever the split
+            for part in flat[1:]:
+                flat[0][lo:hi] += part[lo:hi]
+        threads.parallel_for(out.size, add, max(1, threads.GRAIN // (len(dst) - 1)))
 
 
 def _fast_ws(kind: str, n: int, c: int, k: int, h: int, w: int, dtype, div: int):
