@@ -9,6 +9,8 @@ The step: NCHW float32 batch 128, conv3x3 SAME 32, 32, [pool], 64, 64, [pool], 1
 tfplus runs with tf.ConfigProto(intra_op_parallelism_threads=N) and PyTorch with torch.set_num_threads(N). The
 two frameworks alternate in rounds (`--steps` steps each per round) so that load from other processes falls on
 both alike; the figure per framework is the median step over all rounds, and the ratio is tfplus / PyTorch.
+Beside it, tfplus's median process CPU time per step (all threads; on a busy machine the steadier figure, and
+CPU / wall is the cores it kept busy).
 With --contended every thread count is measured twice, quiet and while another process keeps one core busy,
 and the slowdown (contended / quiet) of each framework is printed beside.
 """
@@ -115,38 +117,40 @@ def main() -> None:
                 torch_step()
             return step
 
-    def measure(n: int) -> dict[str, float]:
+    def measure(n: int) -> tuple[dict[str, float], float]:
         runners = {"tfplus": tfplus_runner(n)}
         if torch_runner is not None:
             runners["torch"] = torch_runner(n)
         for run in runners.values():  # warm-up: first-step allocations, kernel selection, pool start
             run()
             run()
-        times = {name: [] for name in runners}
+        times, cpu = {name: [] for name in runners}, []
         for _ in range(args.rounds):
             for name, run in runners.items():
                 for _ in range(args.steps):
-                    t = time.perf_counter()
+                    t, c = time.perf_counter(), time.process_time()
                     run()
                     times[name].append(time.perf_counter() - t)
-        return {name: statistics.median(ts) * 1e3 for name, ts in times.items()}
+                    if name == "tfplus":
+                        cpu.append(time.process_time() - c)
+        return {name: statistics.median(ts) * 1e3 for name, ts in times.items()}, statistics.median(cpu) * 1e3
 
     peer = f"PyTorch {torch.__version__}" if torch_runner is not None else "(no PyTorch)"
     print(f"Mentee training step, batch {args.batch}, median of {args.rounds} rounds x {args.steps} steps; "
           f"tfplus vs {peer}")
     print(f"machine: {_cpu_model()}, {cores} cores available to this process ({os.cpu_count()} in the host), "
           f"load average {os.getloadavg()[0]:.1f} at start")
-    head = f"{'threads':>7} {'tfplus ms':>10} {'torch ms':>9} {'ratio':>6}"
+    head = f"{'threads':>7} {'tfplus ms':>10} {'cpu ms':>7} {'torch ms':>9} {'ratio':>6}"
     if args.contended:
         head += f" | {'contended: tfplus ms':>20} {'torch ms':>9} {'ratio':>6} {'slowdown tfplus':>15} {'torch':>6}"
     print(head)
     for n in counts:
-        quiet = measure(n)
-        row = f"{n:>7} {quiet['tfplus']:>10.1f} {quiet.get('torch', float('nan')):>9.1f} " \
+        quiet, cpu = measure(n)
+        row = f"{n:>7} {quiet['tfplus']:>10.1f} {cpu:>7.1f} {quiet.get('torch', float('nan')):>9.1f} " \
               f"{quiet['tfplus'] / quiet.get('torch', float('nan')):>6.2f}"
         if args.contended:
             with _Burner():
-                busy = measure(n)
+                busy, _ = measure(n)
             row += (f" | {busy['tfplus']:>20.1f} {busy.get('torch', float('nan')):>9.1f} "
                     f"{busy['tfplus'] / busy.get('torch', float('nan')):>6.2f} "
                     f"{busy['tfplus'] / quiet['tfplus']:>15.2f} "

@@ -33,14 +33,18 @@ def _passes(path, x, f, dy):
     """(forward, input gradient, filter gradient) computed by one path: 'winograd', 'shift' or 'generic'."""
     y, dx, df = np.empty_like(dy), np.empty_like(x), np.empty_like(f)
     ctx = RecordingCtx()
+    (_, c, h, w), k, dtype = x.shape, f.shape[3], tf.as_dtype(x.dtype)
+    forward = conv._shared(ctx, path, "forward", f, c, k, h, w, dtype) if path != "generic" else None
+    backward = conv._shared(ctx, path, "forward", conv._flipped(f), k, c, h, w, dtype) if path != "generic" else None
+    filter_grad = conv._shared(ctx, path, "filter", None, c, k, h, w, dtype) if path != "generic" else None
     if path == "winograd":
-        conv._wino_conv(ctx, x, f, y)
-        conv._wino_conv(ctx, dy, conv._flipped(f), dx)
-        conv._wino_backprop_filter(ctx, x, dy, df)
+        conv._wino_conv(ctx, x, forward, y)
+        conv._wino_conv(ctx, dy, backward, dx)
+        conv._wino_backprop_filter(ctx, x, dy, df, filter_grad)
     elif path == "shift":
-        conv._shift_conv(ctx, x, f, y)
-        conv._shift_conv(ctx, dy, conv._flipped(f), dx)
-        conv._shift_backprop_filter(ctx, x, dy, df)
+        conv._shift_conv(ctx, x, forward, y)
+        conv._shift_conv(ctx, dy, backward, dx)
+        conv._shift_backprop_filter(ctx, x, dy, df, filter_grad)
     else:
         conv._conv2d_generic(ctx, x, f, y, NCHW_SAME)
         conv._conv2d_backprop_input_generic(ctx, f, dy, dx, NCHW_SAME)
@@ -75,7 +79,9 @@ def test_fast_conv_float64_is_exact(path):
 
 def test_fast_path_choice():
     assert conv._path(64, 128) == "winograd" and conv._path(128, 64) == "winograd"
-    assert conv._path(3, 32) == "shift" and conv._path(32, 64) == "shift"
+    assert conv._path(3, 32) == "shift" and conv._path(32, 32) == "shift"
+    assert conv._path(32, 64) == "winograd" and conv._path(32, 64, "filter") == "shift"
+    assert conv._path(64, 64, "filter") == "winograd"
     assert conv.Shift.of(32, 32, 3).taps == 9 and conv.Shift.of(32, 32, 32).taps == 3
 
 

@@ -7,6 +7,7 @@ import platform
 import subprocess
 import sys
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -47,6 +48,48 @@ def test_run_uses_the_pool_and_waits_for_every_shard_when_one_raises():
         # Inside a shard, kernels run whole (no nested pools).
         assert threads.run(lambda _: threads.current(), range(2)) == [1, 1]
         assert threads.current() == 4
+
+
+def test_tasks_are_a_few_per_thread_even_bounded_and_cover():
+    with threads.using(3):
+        assert threads.tasks(24) == [(4 * i, 4 * i + 4) for i in range(6)]  # OVERSPLIT (2) per thread
+        assert threads.tasks(10, grain=4) == [(0, 5), (5, 10)]
+        assert threads.tasks(7, grain=4) == [(0, 7)]
+        assert threads.slots(12) == 3 and threads.slots(2) == 2
+    with threads.using(1):
+        assert threads.tasks(100) == [(0, 100)]  # one thread: one task, the whole work
+
+
+def test_run_shared_gives_a_held_back_thread_fewer_tasks():
+    """What one equal shard per thread cannot do: the thread held up by its first task (as another process on
+    its core would) takes no more, the other takes the rest; results stay in item order."""
+    ran, lock = [], threading.Lock()
+
+    def work(slot, i):
+        with lock:
+            ran.append(slot)
+            first = len(ran) == 1
+        time.sleep(0.3 if first else 0.002)  # the first task taken holds its thread back
+        return i * i
+
+    with threads.using(2):
+        assert threads.run_shared(work, range(8)) == [i * i for i in range(8)]
+        assert len(ran) == 8 and ran.count(ran[0]) == 1 and set(ran) == {0, 1}  # the held-back thread: 1 task
+        assert threads.run_shared(lambda slot, _: threads.current(), range(3)) == [1, 1, 1]  # no nested pools
+
+
+def test_run_shared_finishes_every_task_when_one_raises():
+    done = []
+
+    def work(slot, i):
+        if i == 2:
+            raise KeyError("task 2")
+        done.append(i)
+
+    with threads.using(2):
+        with pytest.raises(KeyError, match="task 2"):
+            threads.run_shared(work, range(6))
+    assert sorted(done) == [0, 1, 3, 4, 5]
 
 
 def test_default_is_the_affinity_mask_then_the_environment(monkeypatch):

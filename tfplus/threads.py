@@ -1,12 +1,15 @@
 """The cpu device's threads: TensorFlow's intra-op pool, and BLAS held to one thread while a step runs.
 
 A cpu kernel splits its work (images, rows, elements) into at most `current()` shards and runs them with `run`:
-the calling thread takes the first shard, a pool of `current() - 1` workers the rest. NumPy releases the GIL in
-its loops and in BLAS, so plain threads run in parallel. The pool owns every thread: while a session runs, BLAS
-is set to one thread (threadpoolctl), so pool x BLAS never exceeds the thread count.
+the calling thread takes the first shard, a pool of `current() - 1` workers the rest. Kernels whose shards'
+results do not depend on the thread running them split into a few tasks per thread instead (`tasks`) and share
+them out (`run_shared`): each thread takes the next task when it is free, so a thread slowed by another process
+does not hold up the call. NumPy releases the GIL in its loops and in BLAS, so plain threads run in parallel.
+The pool owns every thread: while a session runs, BLAS is set to one thread (threadpoolctl), so pool x BLAS
+never exceeds the thread count.
 
-Shards depend only on the work's size and the thread count, and kernels combine partial results in a fixed
-order, so a result is bit-for-bit the same for a fixed thread count (and equal within rounding across counts).
+Shards and tasks depend only on the work's size and the thread count, and kernels combine partial results in a
+fixed order, so a result is bit-for-bit the same for a fixed thread count (and equal within rounding across counts).
 
     >>> from tfplus import threads
     >>> with threads.using(2):
@@ -27,6 +30,12 @@ ENV = "TFPLUS_NUM_THREADS"
 # float32 elements takes ~0.1-0.3 ms, so that is the least a shard gets. Kernels whose work is not one pass
 # per element (GEMMs, convolutions) scale it by their operations per element (flop_grain).
 GRAIN = 1 << 18
+# Tasks per thread of the kernels that share their work out (run_shared): on a busy machine (another process on
+# some cores, or cores of different speeds) one equal shard per thread makes every call as slow as its slowest
+# thread, and the others idle meanwhile; with 2 tasks each, a held-back thread can leave half its work to the
+# others. Not more: a task costs its thread ~50-150 us of Python and NumPy dispatch holding the GIL (a
+# convolution's), which at 16 threads is already a good part of a layer's wall time.
+OVERSPLIT = 2
 # Floating-point operations per shard of a GEMM-like kernel: 64 per GRAIN element, ~16 MFLOP, about 0.5 ms on
 # one core.
 FLOP_SCALE = 64
@@ -111,9 +120,9 @@ def split(n: int, grain: int = 1) -> list[tuple[int, int]]:
 
 
 class _Pool:
-    """n - 1 daemon workers, each with its own queue; a call puts shard i on worker i's queue and takes shard 0
-    itself, then collects one completion per shard. C-level queues (SimpleQueue) keep the caller's dispatch,
-    which holds the GIL, to a few microseconds per shard."""
+    """n - 1 daemon workers, each with its own queue; a call puts a job on the queues of the workers it needs and
+    runs the job itself as slot 0, then collects one completion per worker. C-level queues (SimpleQueue) keep the
+    caller's dispatch, which holds the GIL, to a few microseconds per worker."""
 
     def __init__(self, n: int):
         self._call = threading.Lock()  # one call at a time (sessions in two Python threads take turns)
@@ -126,36 +135,41 @@ class _Pool:
     def _work(self, inbox: queue.SimpleQueue) -> None:
         _local.threads = 1  # a kernel called inside a shard runs whole: no nested pools
         while True:
-            fn, item, results, i = inbox.get()
+            job, slot, errors = inbox.get()
             try:
-                results[i] = fn(item)
+                job(slot)
             except BaseException as e:  # re-raised by the caller
-                results[i] = _Failed(e)
-            self._done.put(i)
+                errors[slot] = e
+            self._done.put(slot)
 
-    def run(self, fn: Callable, items: list) -> list:
-        results: list = [None] * len(items)
+    def spread(self, job: Callable[[int], None], slots: int) -> None:
+        """job(slot) for slot in range(slots), slot 0 on this thread; returns when all are done, raising the
+        lowest slot's error if any raised."""
+        errors: list = [None] * slots
         with self._call:
-            for i in range(1, len(items)):
-                self._inboxes[i - 1].put((fn, items[i], results, i))
-            previous, _local.threads = getattr(_local, "threads", None), 1  # shard 0 runs whole too
+            for slot in range(1, slots):
+                self._inboxes[slot - 1].put((job, slot, errors))
+            previous, _local.threads = getattr(_local, "threads", None), 1  # slot 0 runs whole too
             try:
-                results[0] = fn(items[0])
+                job(0)
             except BaseException as e:
-                results[0] = _Failed(e)
+                errors[0] = e
             finally:
                 _local.threads = previous
-                for _ in range(1, len(items)):
+                for _ in range(1, slots):
                     self._done.get()
-        for r in results:
-            if isinstance(r, _Failed):
-                raise r.error
+        for e in errors:
+            if e is not None:
+                raise e
+
+    def run(self, fn: Callable, items: list) -> list:
+        """[fn(item) for item in items] (at most n items), item i on slot i."""
+        results: list = [None] * len(items)
+
+        def job(i: int) -> None:
+            results[i] = fn(items[i])
+        self.spread(job, len(items))
         return results
-
-
-class _Failed:
-    def __init__(self, error: BaseException):
-        self.error = error
 
 
 def _pool(n: int) -> _Pool:
@@ -182,9 +196,42 @@ def run(fn: Callable, items: Iterable) -> list:
     return _pool(n).run(fn, items)
 
 
+def tasks(n: int, grain: int = 1) -> list[tuple[int, int]]:
+    """[lo, hi) ranges covering range(n) for run_shared: OVERSPLIT per thread (one range on one thread), each at
+    least `grain` long, as equal as can be (so at most two lengths)."""
+    t = current()
+    shards = max(1, min(t if t == 1 else OVERSPLIT * t, n // max(grain, 1)))
+    return [(n * i // shards, n * (i + 1) // shards) for i in range(shards)]
+
+
+def slots(items: int) -> int:
+    """The threads run_shared runs `items` items on (a kernel's per-thread scratch sets)."""
+    return max(1, min(current(), items))
+
+
+def run_shared(fn: Callable[[int, object], object], items: Iterable) -> list:
+    """[fn(slot, item) for item in items] on slots(len(items)) threads, this one and the pool's, each taking the
+    next item when it gets free: a thread that another process or a slower core holds back takes fewer items
+    instead of holding up the call, as one equal shard per thread would. `slot` (0 <= slot < slots) names the
+    thread running the item, for its scratch; which thread runs which item varies, so an item's result must
+    depend on the item alone. Every call has finished when this returns, also when one raised."""
+    items = list(items)
+    k = slots(len(items))
+    if k == 1:
+        return [fn(0, item) for item in items]
+    results: list = [None] * len(items)
+    order = iter(range(len(items)))  # shared by the threads: next() on it is atomic under the GIL
+
+    def job(slot: int) -> None:
+        for i in order:
+            results[i] = fn(slot, items[i])
+    _pool(current()).spread(job, k)
+    return results
+
+
 def parallel_for(n: int, body: Callable[[int, int], None], grain: int | None = None) -> None:
-    """body(lo, hi) over the ranges of split(n, grain) (grain: GRAIN by default)."""
-    run(lambda r: body(*r), split(n, GRAIN if grain is None else grain))
+    """body(lo, hi) over the ranges of tasks(n, grain) (grain: GRAIN by default), shared out by run_shared."""
+    run_shared(lambda _, r: body(*r), tasks(n, GRAIN if grain is None else grain))
 
 
 def sharded(body: Callable, out, *ins) -> None:

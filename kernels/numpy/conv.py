@@ -45,10 +45,15 @@ def is_fast(x_shape, f_shape, attrs) -> bool:
             and tuple(attrs["strides"]) == (1, 1, 1, 1))
 
 
-def _path(c_in: int, c_out: int) -> str:
-    """The fast path for a conv of c_in into c_out channels. Winograd's transforms cost NumPy passes over the
-    data that its saved multiplies repay only with 64 or more channels in and out (measured on Mentee)."""
-    return "winograd" if min(c_in, c_out) >= 64 else "shift"
+def _path(c_in: int, c_out: int, kind: str = "forward") -> str:
+    """The fast path for a conv of c_in into c_out channels (kind 'forward', also the input gradient's) or its
+    filter gradient ('filter'). Winograd's transforms cost NumPy passes over the data that its saved multiplies
+    repay with 64 or more channels in and out; a conv also with 32 one way and 64 the other (Mentee's conv3,
+    one thread: forward and input gradient 10-25% faster, filter gradient 10% slower than the shift path)."""
+    fewer, more = sorted((c_in, c_out))
+    if kind == "filter":
+        return "winograd" if fewer >= 64 else "shift"
+    return "winograd" if fewer >= 32 and more >= 64 else "shift"
 
 
 def _flipped(f: np.ndarray) -> np.ndarray:
@@ -283,12 +288,12 @@ class Shift(NamedTuple):
 
     def workspaces(self, kind: str, n: int, c: int, k: int, dtype, div: int = 1) -> list[tuple]:
         """Scratch in request order; kind 'forward' (a conv, also used for the input gradient) or 'filter':
-        padded images, columns, then the GEMM result and the filter as the GEMM's left matrix (forward) or dy
-        in the columns' layout and the summed and this chunk's filter gradient (filter)."""
+        padded images, columns, then the GEMM result (forward) or dy in the columns' layout and the summed and
+        this chunk's filter gradient (filter). The filter as the GEMM's left matrix is shared (_shared)."""
         nb = self.chunk(n, c, dtype.size, div)
         ws = [((nb, c, self.lq + 2), dtype), ((self.taps * c, nb * self.seg + self.tail), dtype)]
         if kind == "forward":
-            return ws + [((self.groups * k, nb * self.seg), dtype), ((self.groups * k, self.taps * c), dtype)]
+            return ws + [((self.groups * k, nb * self.seg), dtype)]
         return ws + [((k, nb * self.seg), dtype), ((self.groups, k, self.taps * c), dtype),
                      ((k, self.taps * c), dtype)]
 
@@ -305,15 +310,15 @@ class Shift(NamedTuple):
         return a
 
 
-def _shift_conv(ctx, x: np.ndarray, f: np.ndarray, y: np.ndarray, div: int = 1) -> None:
-    """y (N, K, H, W) = the SAME 3x3 convolution of x (N, C, H, W) with f (3, 3, C, K)."""
+def _shift_conv(ctx, x: np.ndarray, shared: list, y: np.ndarray, div: int = 1) -> None:
+    """y (N, K, H, W) = the SAME 3x3 convolution of x (N, C, H, W) with the filter f (3, 3, C, K) that
+    shared holds as the GEMM's left matrix (_shared)."""
     n, c, h, w = x.shape
     k = y.shape[1]
     sh = Shift.of(h, w, c)
-    xp, cols, zbuf, wbuf = (ctx.workspace(s, d) for s, d in sh.workspaces("forward", n, c, k,
-                                                                         as_dtype(x.dtype), div))
+    xp, cols, zbuf = (ctx.workspace(s, d) for s, d in sh.workspaces("forward", n, c, k, as_dtype(x.dtype), div))
     xp.fill(0)  # the border stays zero: chunks overwrite only the interior
-    wmat = sh.weights(f, wbuf)
+    wmat = shared[0]
     nb = xp.shape[0]
     for n0 in range(0, n, nb):
         m = min(nb, n - n0)
@@ -329,7 +334,7 @@ def _shift_conv(ctx, x: np.ndarray, f: np.ndarray, y: np.ndarray, div: int = 1) 
             out += parts[2]
 
 
-def _shift_backprop_filter(ctx, x: np.ndarray, dy: np.ndarray, df: np.ndarray, div: int = 1) -> None:
+def _shift_backprop_filter(ctx, x: np.ndarray, dy: np.ndarray, df: np.ndarray, shared: list, div: int = 1) -> None:
     """df[g + dy, dx] = dy (K, positions) @ the columns shifted by g rows (positions, taps * C), summed over
     the chunks."""
     n, c, h, w = x.shape
@@ -405,8 +410,7 @@ class Tiles(NamedTuple):
               ((4, th, 2 * tw + 2, nb * c), dtype),            # row-transformed, a zero column each side
               ((16, th * tw * nb, c), dtype)]                  # V: transformed input
         if kind == "forward":
-            ws += [((16, c, k), dtype),                        # U: transformed filter
-                   ((16, th * tw * nb, k), dtype),             # M = V @ U
+            ws += [((16, th * tw * nb, k), dtype),             # M = V @ U (U, the filter's, is shared)
                    ((4, 2, th, tw, nb * k), dtype),            # column-transformed M
                    ((2 * th, 2 * tw, nb, k), dtype)]           # y, HWNC, whole tiles
             if not self.exact:
@@ -416,7 +420,7 @@ class Tiles(NamedTuple):
                    ((4, th, 2 * tw, nb * k), dtype),           # row-transformed dy, a zero column if W is odd
                    ((16, th * tw * nb, k), dtype),             # transformed dy
                    ((16, c, k), dtype), ((16, c, k), dtype)]   # this chunk's and the summed V^T @ dM
-        return ws + [((c, c), dtype), ((k, k), dtype)]         # identities for the layout-changing GEMMs
+        return ws  # the identities of the layout-changing GEMMs are shared (_shared)
 
 
 def _to_hwnc(src: np.ndarray, dst: np.ndarray, eye: np.ndarray) -> None:
@@ -463,16 +467,15 @@ def _identities(*eyes: np.ndarray) -> None:
         e.reshape(-1)[::e.shape[0] + 1] = 1  # the diagonal (np.fill_diagonal costs ~10x more Python)
 
 
-def _wino_conv(ctx, x: np.ndarray, f: np.ndarray, y: np.ndarray, div: int = 1) -> None:
-    """y (N, K, H, W) = the SAME 3x3 conv of x (N, C, H, W) with f (3, 3, C, K)."""
+def _wino_conv(ctx, x: np.ndarray, shared: list, y: np.ndarray, div: int = 1) -> None:
+    """y (N, K, H, W) = the SAME 3x3 conv of x (N, C, H, W) with the filter f (3, 3, C, K) whose transform U
+    shared holds, with the identities (_shared)."""
     n, c, h, w = x.shape
     k = y.shape[1]
     t = Tiles.of(n, c, k, h, w, x.itemsize, div)
     bufs = [ctx.workspace(s, d) for s, d in t.workspaces("forward", as_dtype(x.dtype))]
-    xp, tr, v, u, mm, z, yt = bufs[:7]
-    eye_c, eye_k = bufs[-2:]
-    _identities(eye_c, eye_k)
-    _wino_filter(f, u)
+    xp, tr, v, mm, z, yt = bufs[:6]
+    u, eye_c, eye_k = shared
     th, tw = t.th, t.tw
     for n0, m in t.chunks():
         vv = _input_transform(x[n0:n0 + m], t, xp, tr, v, eye_c)
@@ -495,7 +498,7 @@ def _wino_conv(ctx, x: np.ndarray, f: np.ndarray, y: np.ndarray, div: int = 1) -
         if t.exact:
             _from_hwnc(out.reshape(h * w, m, k), dst.reshape(m, k, h * w), eye_k)
         else:
-            stage = _prefix(bufs[7], (m, k, 4 * th * tw))
+            stage = _prefix(bufs[6], (m, k, 4 * th * tw))
             _from_hwnc(out.reshape(4 * th * tw, m, k), stage, eye_k)
             dst[...] = stage.reshape(m, k, 2 * th, 2 * tw)[:, :, :h, :w]
 
@@ -511,15 +514,15 @@ def _wino_filter(f: np.ndarray, u: np.ndarray) -> np.ndarray:
     return np.matmul(_GG.astype(f.dtype), f.reshape(9, -1), out=u.reshape(16, -1))
 
 
-def _wino_backprop_filter(ctx, x: np.ndarray, dy: np.ndarray, df: np.ndarray, div: int = 1) -> None:
+def _wino_backprop_filter(ctx, x: np.ndarray, dy: np.ndarray, df: np.ndarray, shared: list, div: int = 1) -> None:
     """df = G'^T (sum over tiles of V^T dM) G', dM = A dy A^T per 2x2 tile of dy (the output transform's
-    adjoint), V the input transform of x."""
+    adjoint), V the input transform of x; shared holds the identities (_shared)."""
     n, c, h, w = x.shape
     k = dy.shape[1]
     t = Tiles.of(n, c, k, h, w, x.itemsize, div)
     bufs = [ctx.workspace(s, d) for s, d in t.workspaces("filter", as_dtype(x.dtype))]
-    xp, tr, v, dyt, rt, dm, part, acc, eye_c, eye_k = bufs
-    _identities(eye_c, eye_k)
+    xp, tr, v, dyt, rt, dm, part, acc = bufs
+    eye_c, eye_k = shared
     th, tw = t.th, t.tw
     for i, (n0, m) in enumerate(t.chunks()):
         vv = _input_transform(x[n0:n0 + m], t, xp, tr, v, eye_c)
@@ -565,74 +568,110 @@ def _out_shape(x_shape, f_shape, attrs) -> tuple:
 
 def _fast_shard_workspaces(kind: str, n: int, c: int, k: int, h: int, w: int, dtype, div: int = 1) -> list:
     """Scratch of the fast path for a conv of c into k channels on n images; kind 'forward' or 'filter'."""
-    if _path(c, k) == "winograd":
+    if _path(c, k, kind) == "winograd":
         return Tiles.of(n, c, k, h, w, dtype.size, div).workspaces(kind, dtype)
     return Shift.of(h, w, c).workspaces(kind, n, c, k, dtype, div)
 
 
-def _fast_conv(ctx, x: np.ndarray, f: np.ndarray, y: np.ndarray, div: int = 1) -> None:
+def _shared_workspaces(path: str, kind: str, c: int, k: int, h: int, w: int, dtype) -> list[tuple]:
+    """What a fast-path call's image tasks share, read-only, in request order (before theirs): the filter as
+    Winograd's U (forward) and the identities of its layout-changing GEMMs, or the filter as the shift path's
+    GEMM left matrix (forward). Made once per call (_shared) instead of once per task."""
+    if path == "winograd":
+        return ([((16, c, k), dtype)] if kind == "forward" else []) + [((c, c), dtype), ((k, k), dtype)]
+    sh = Shift.of(h, w, c)
+    return [((sh.groups * k, sh.taps * c), dtype)] if kind == "forward" else []
+
+
+def _shared(ctx, path: str, kind: str, f, c: int, k: int, h: int, w: int, dtype) -> list[np.ndarray]:
+    """The buffers of _shared_workspaces, filled (f: the forward conv's filter (3, 3, c, k); None for 'filter')."""
+    bufs = [ctx.workspace(s, d) for s, d in _shared_workspaces(path, kind, c, k, h, w, dtype)]
+    if path == "winograd":
+        _identities(*bufs[-2:])
+        if kind == "forward":
+            _wino_filter(f, bufs[0])
+    elif kind == "forward":
+        Shift.of(h, w, c).weights(f, bufs[0])
+    return bufs
+
+
+def _fast_conv(ctx, x: np.ndarray, shared: list, y: np.ndarray, div: int = 1) -> None:
     if _path(x.shape[1], y.shape[1]) == "winograd":
-        _wino_conv(ctx, x, f, y, div)
+        _wino_conv(ctx, x, shared, y, div)
     else:
-        _shift_conv(ctx, x, f, y, div)
+        _shift_conv(ctx, x, shared, y, div)
 
 
-def _fast_backprop_filter(ctx, x: np.ndarray, dy: np.ndarray, df: np.ndarray, div: int = 1) -> None:
-    if _path(x.shape[1], dy.shape[1]) == "winograd":
-        _wino_backprop_filter(ctx, x, dy, df, div)
+def _fast_backprop_filter(ctx, x: np.ndarray, dy: np.ndarray, df: np.ndarray, shared: list, div: int = 1) -> None:
+    if _path(x.shape[1], dy.shape[1], "filter") == "winograd":
+        _wino_backprop_filter(ctx, x, dy, df, shared, div)
     else:
-        _shift_backprop_filter(ctx, x, dy, df, div)
+        _shift_backprop_filter(ctx, x, dy, df, shared, div)
 
 
 # -- image shards: one per intra-op thread ---------------------------------------------------------------------
 class _Scratch:
-    """A shard's kernel context: hands out, in order, the scratch the calling thread requested for it (the
-    executor's workspace cursor is per kernel call, so the requests cannot come from the shards' threads)."""
+    """A task's kernel context: hands out, in order, its thread's scratch (requested by the calling thread: the
+    executor's workspace cursor is per kernel call). A thread's buffers are flat and sized for the largest
+    request of any task (tasks differ by an image at most), and a request gets their start."""
 
     def __init__(self, bufs: list[np.ndarray]):
         self._bufs = iter(bufs)
 
     def workspace(self, shape, dtype) -> np.ndarray:
-        buf = next(self._bufs)
-        assert buf.shape == tuple(shape), (buf.shape, shape)
-        return buf
+        return _prefix(next(self._bufs), shape)
 
 
-def _grain(per_image_flops: int) -> int:
-    """Images per shard at least: a shard computes ~0.5 ms or more (threads.flop_grain), so that small
-    batches or layers are not cut into shards whose dispatch and GIL hand-offs cost more than they save."""
-    return threads.flop_grain(per_image_flops)
+def _grain(per_image_flops: int, least: int = 1) -> int:
+    """Images per task at least: a task computes ~0.5 ms or more (threads.flop_grain), so that small batches or
+    layers are not cut into tasks whose dispatch and GIL hand-offs cost more than they save; and `least`."""
+    return max(least, threads.flop_grain(per_image_flops))
 
 
-def _fast_flops(c: int, k: int, h: int, w: int) -> int:
-    return 18 * h * w * c * k
+def _fast_grain(c: int, k: int, h: int, w: int, kind: str = "forward") -> int:
+    """The fast paths' grain. A Winograd task's chunk transforms and 16 GEMMs of (tiles x images) rows cost
+    ~120 us of Python and dispatch (holding the GIL) whatever its size, and 2 images cost 1.4x as much per image
+    as 8 (conv4 of Mentee, one thread): 8 images at least."""
+    return _grain(18 * h * w * c * k, 8 if _path(c, k, kind) == "winograd" else 1)
 
 
 def _generic_flops(g: Geometry) -> int:
     return 2 * g.ho * g.wo * g.kh * g.kw * g.c * g.k
 
 
+def _thread_workspaces(ranges, shard_ws) -> list[tuple]:
+    """One thread's scratch: flat buffers as long as the longest request of a task of any length in `ranges`."""
+    per_length = [shard_ws(m) for m in sorted({hi - lo for lo, hi in ranges})]
+    return [((max(math.prod(ws[i][0]) for ws in per_length),), per_length[0][i][1])
+            for i in range(len(per_length[0]))]
+
+
 def _sharded_workspaces(n: int, grain: int, shard_ws, partial: tuple | None = None) -> list[tuple]:
-    """The scratch of a kernel split over image shards of at least `grain` images: shard_ws(m images) for
-    each shard in order, then one `partial` result buffer (shape, dtype) per shard after the first, for a sum
-    over the images."""
-    ranges = threads.split(n, grain)
-    ws = [w for lo, hi in ranges for w in shard_ws(hi - lo)]
+    """The scratch of a kernel over image tasks of at least `grain` images (threads.tasks): one set per thread
+    that runs them (_thread_workspaces), then for a sum over the images one `partial` result buffer (shape,
+    dtype) per task after the first."""
+    ranges = threads.tasks(n, grain)
+    ws = _thread_workspaces(ranges, shard_ws) * threads.slots(len(ranges))
     return ws + [partial] * (len(ranges) - 1) if partial else ws
 
 
 def _over_images(ctx, n: int, grain: int, shard_ws, body, out: np.ndarray, summed: bool = False) -> None:
-    """body(scratch, lo, hi, dst) for each image shard [lo, hi) on the pool, with the scratch
-    _sharded_workspaces declares. dst is `out`; for a sum over the images (summed) it is the shard's partial
-    result (out itself for the first), and the partials are added into out in shard order."""
-    ranges = threads.split(n, grain)
-    s = len(ranges)
-    scratch = [[ctx.workspace(*w) for w in shard_ws(hi - lo)] for lo, hi in ranges]
+    """body(scratch, lo, hi, dst) for each image task [lo, hi), shared out over the threads (threads.run_shared),
+    with the scratch _sharded_workspaces declares. dst is `out`; for a sum over the images (summed) it is the
+    task's partial result (out itself for the first), and the partials are added into out in task order, so
+    that the sum does not depend on which thread ran which task."""
+    ranges = threads.tasks(n, grain)
+    per_thread = _thread_workspaces(ranges, shard_ws)
+    scratch = [[ctx.workspace(*w) for w in per_thread] for _ in range(threads.slots(len(ranges)))]
     dst = [out] + [ctx.workspace(out.shape, as_dtype(out.dtype)) if summed else out for _ in ranges[1:]]
-    threads.run(lambda i: body(_Scratch(scratch[i]), *ranges[i], dst[i]), range(s))
-    if summed:
-        for part in dst[1:]:
-            out += part
+    threads.run_shared(lambda slot, i: body(_Scratch(scratch[slot]), *ranges[i], dst[i]), range(len(ranges)))
+    if summed and len(dst) > 1:
+        flat = [d.reshape(-1) for d in dst]  # NOTE: views: outputs are contiguous, as the paths' out= assume
+
+        def add(lo: int, hi: int) -> None:  # each element sums the partials in task order, whatever the split
+            for part in flat[1:]:
+                flat[0][lo:hi] += part[lo:hi]
+        threads.parallel_for(out.size, add, max(1, threads.GRAIN // (len(dst) - 1)))
 
 
 def _fast_ws(kind: str, n: int, c: int, k: int, h: int, w: int, dtype, div: int):
@@ -653,9 +692,10 @@ def _conv2d(ctx, ins, outs, attrs):
         y.fill(0)
     elif is_fast(x.shape, f.shape, attrs):
         n, c, h, w = x.shape
-        _over_images(ctx, n, _grain(_fast_flops(c, f.shape[3], h, w)),
-                     _fast_ws("forward", n, c, f.shape[3], h, w, as_dtype(x.dtype), _divisor(attrs)),
-                     lambda sc, lo, hi, out: _fast_conv(sc, x[lo:hi], f, out[lo:hi], _divisor(attrs)), y)
+        k, dtype = f.shape[3], as_dtype(x.dtype)
+        shared = _shared(ctx, _path(c, k), "forward", f, c, k, h, w, dtype)
+        _over_images(ctx, n, _fast_grain(c, k, h, w), _fast_ws("forward", n, c, k, h, w, dtype, _divisor(attrs)),
+                     lambda sc, lo, hi, out: _fast_conv(sc, x[lo:hi], shared, out[lo:hi], _divisor(attrs)), y)
     else:
         g = geometry(x.shape, f.shape, y.shape, attrs)
         _over_images(ctx, g.n, _grain(_generic_flops(g)),
@@ -668,8 +708,10 @@ def _conv2d_ws(ins, attrs):
     x, f = ins
     if is_fast(x.shape, f.shape, attrs):
         n, c, h, w = x.shape
-        return _sharded_workspaces(n, _grain(_fast_flops(c, f.shape[3], h, w)),
-                                   _fast_ws("forward", n, c, f.shape[3], h, w, x.dtype, _divisor(attrs)))
+        k = f.shape[3]
+        return (_shared_workspaces(_path(c, k), "forward", c, k, h, w, x.dtype)
+                + _sharded_workspaces(n, _fast_grain(c, k, h, w), _fast_ws("forward", n, c, k, h, w, x.dtype,
+                                                                           _divisor(attrs))))
     g = _specs_geometry(x.shape, f.shape, _out_shape(x.shape, f.shape, attrs), attrs)
     return _sharded_workspaces(g.n, _grain(_generic_flops(g)),
                                _generic_ws(g, x.dtype, "forward", attrs["data_format"], _divisor(attrs)))
@@ -683,10 +725,10 @@ def _conv2d_backprop_input(ctx, ins, outs, attrs):
         dx.fill(0)
     elif is_fast(dx.shape, f.shape, attrs):
         n, c, h, w = dx.shape
-        ff = _flipped(f)
-        _over_images(ctx, n, _grain(_fast_flops(c, f.shape[3], h, w)),
-                     _fast_ws("forward", n, f.shape[3], c, h, w, as_dtype(dy.dtype), _divisor(attrs)),
-                     lambda sc, lo, hi, out: _fast_conv(sc, dy[lo:hi], ff, out[lo:hi], _divisor(attrs)), dx)
+        k, dtype = f.shape[3], as_dtype(dy.dtype)  # a conv of dy's k channels into c
+        shared = _shared(ctx, _path(k, c), "forward", _flipped(f), k, c, h, w, dtype)
+        _over_images(ctx, n, _fast_grain(k, c, h, w), _fast_ws("forward", n, k, c, h, w, dtype, _divisor(attrs)),
+                     lambda sc, lo, hi, out: _fast_conv(sc, dy[lo:hi], shared, out[lo:hi], _divisor(attrs)), dx)
     else:
         g = geometry(dx.shape, f.shape, dy.shape, attrs)
         _over_images(ctx, g.n, _grain(_generic_flops(g)),
@@ -701,8 +743,10 @@ def _conv2d_backprop_input_ws(ins, attrs):
     x_shape = tuple(np.asarray(sizes.value).tolist())
     if is_fast(x_shape, f.shape, attrs):
         n, c, h, w = x_shape
-        return _sharded_workspaces(n, _grain(_fast_flops(c, f.shape[3], h, w)),
-                                   _fast_ws("forward", n, f.shape[3], c, h, w, f.dtype, _divisor(attrs)))
+        k = f.shape[3]
+        return (_shared_workspaces(_path(k, c), "forward", k, c, h, w, f.dtype)
+                + _sharded_workspaces(n, _fast_grain(k, c, h, w), _fast_ws("forward", n, k, c, h, w, f.dtype,
+                                                                           _divisor(attrs))))
     g = _specs_geometry(x_shape, f.shape, dy.shape, attrs)
     return _sharded_workspaces(g.n, _grain(_generic_flops(g)),
                                _generic_ws(g, f.dtype, "input", attrs["data_format"], _divisor(attrs)))
@@ -717,9 +761,12 @@ def _conv2d_backprop_filter(ctx, ins, outs, attrs):
         df.fill(0)
     elif is_fast(x.shape, df.shape, attrs):
         n, c, h, w = x.shape
-        _over_images(ctx, n, _grain(_fast_flops(c, df.shape[3], h, w)),
-                     _fast_ws("filter", n, c, df.shape[3], h, w, as_dtype(x.dtype), _divisor(attrs)),
-                     lambda sc, lo, hi, out: _fast_backprop_filter(sc, x[lo:hi], dy[lo:hi], out, _divisor(attrs)),
+        k, dtype = df.shape[3], as_dtype(x.dtype)
+        shared = _shared(ctx, _path(c, k, "filter"), "filter", None, c, k, h, w, dtype)
+        _over_images(ctx, n, _fast_grain(c, k, h, w, "filter"),
+                     _fast_ws("filter", n, c, k, h, w, dtype, _divisor(attrs)),
+                     lambda sc, lo, hi, out: _fast_backprop_filter(sc, x[lo:hi], dy[lo:hi], out, shared,
+                                                                   _divisor(attrs)),
                      df, summed=True)
     else:
         g = geometry(x.shape, df.shape, dy.shape, attrs)
@@ -735,13 +782,14 @@ def _conv2d_backprop_filter_ws(ins, attrs):
     f_shape = tuple(np.asarray(sizes.value).tolist())
     if is_fast(x.shape, f_shape, attrs):
         n, c, h, w = x.shape
-        grain, ws = _grain(_fast_flops(c, f_shape[3], h, w)), _fast_ws("filter", n, c, f_shape[3], h, w, x.dtype,
-                                                                          _divisor(attrs))
-    else:
-        g = _specs_geometry(x.shape, f_shape, dy.shape, attrs)
-        n, grain, ws = g.n, _grain(_generic_flops(g)), _generic_ws(g, x.dtype, "filter", attrs["data_format"],
-                                                                 _divisor(attrs))
-    return _sharded_workspaces(n, grain, ws, (f_shape, x.dtype))
+        k = f_shape[3]
+        return (_shared_workspaces(_path(c, k, "filter"), "filter", c, k, h, w, x.dtype)
+                + _sharded_workspaces(n, _fast_grain(c, k, h, w, "filter"),
+                                      _fast_ws("filter", n, c, k, h, w, x.dtype, _divisor(attrs)), (f_shape, x.dtype)))
+    g = _specs_geometry(x.shape, f_shape, dy.shape, attrs)
+    return _sharded_workspaces(g.n, _grain(_generic_flops(g)),
+                               _generic_ws(g, x.dtype, "filter", attrs["data_format"], _divisor(attrs)),
+                               (f_shape, x.dtype))
 
 
 # -- DepthwiseConv2dNative and its backprops -----------------------------------------------------------------

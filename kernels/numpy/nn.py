@@ -9,7 +9,8 @@ bounded per call (pooling runs over slices of the batch), and NumPy is left only
 np.getbufsize() elements per operand).
 
 Kernels split their work over the intra-op threads (tfplus.threads): elementwise ones by elements or rows,
-pooling by images (each shard with its own slice of the scratch), bias gradients by rows of partial sums.
+pooling by image tasks shared out over the threads (each thread with its own slice of the scratch), bias
+gradients by rows of partial sums.
 """
 from __future__ import annotations
 
@@ -297,28 +298,29 @@ def _first_max_masks(taps, y):
 
 
 def _pool_shards(x_shape) -> tuple[list[tuple[int, int]], int]:
-    """A 2x2 pooling kernel's image shards of its NCHW input x_shape (at most one per intra-op thread, each
-    of GRAIN input elements at least) and the images of the largest shard."""
+    """A 2x2 pooling kernel's image tasks of its NCHW input x_shape (threads.tasks, each of GRAIN input
+    elements at least) and the images of the largest one."""
     n, c, h, w = x_shape
-    ranges = threads.split(n, max(1, threads.GRAIN // max(c * h * w, 1)))
+    ranges = threads.tasks(n, max(1, threads.GRAIN // max(c * h * w, 1)))
     return ranges, max(hi - lo for lo, hi in ranges)
 
 
 def _row_maxima_shape(x_shape, fmt: str, itemsize: int) -> tuple:
-    """The 2x2 max-pool's scratch: one slice of the batch per image shard, (images, C, H/2, W), the maxima of
-    row pairs."""
+    """The 2x2 max-pool's scratch: one slice of the batch per thread, (images, C, H/2, W), the maxima of row
+    pairs."""
     n, c, h, w = _nchw_shape(x_shape, fmt)
     ranges, most = _pool_shards((n, c, h, w))
-    return (len(ranges) * _slice_images(most, c * h // 2 * w * itemsize), c, h // 2, w)
+    return (threads.slots(len(ranges)) * _slice_images(most, c * h // 2 * w * itemsize), c, h // 2, w)
 
 
-def _over_slices(ranges, per_shard: int, body) -> None:
-    """body(shard, lo, hi) for slices [lo, hi) of at most per_shard images, each image shard on its thread."""
-    def shard(i):
+def _over_slices(ranges, per_slice: int, body) -> None:
+    """body(slot, lo, hi) for slices [lo, hi) of at most per_slice images of each image task, the tasks shared
+    out over the threads (threads.run_shared; slot names the thread, whose scratch slice the body uses)."""
+    def task(slot, i):
         lo, hi = ranges[i]
-        for j in range(lo, hi, per_shard):
-            body(i, j, min(j + per_shard, hi))
-    threads.run(shard, range(len(ranges)))
+        for j in range(lo, hi, per_slice):
+            body(slot, j, min(j + per_slice, hi))
+    threads.run_shared(task, range(len(ranges)))
 
 
 @register_workspace("MaxPool", "cpu")
@@ -337,10 +339,10 @@ def _max_pool(ctx, ins, outs, attrs):
         # Row pairs first (contiguous inner runs, 2.5x faster than four strided maxima), a slice at a time.
         rows = ctx.workspace(_row_maxima_shape(ins[0].shape, fmt, x.itemsize), as_dtype(x.dtype))
         ranges, _ = _pool_shards(x.shape)
-        m = rows.shape[0] // len(ranges)
+        m = rows.shape[0] // threads.slots(len(ranges))
 
-        def body(shard, lo, hi):
-            xs, r = x[lo:hi], rows[shard * m:shard * m + hi - lo]
+        def body(slot, lo, hi):
+            xs, r = x[lo:hi], rows[slot * m:slot * m + hi - lo]
             np.maximum(xs[:, :, 0::2], xs[:, :, 1::2], out=r)
             np.maximum(r[..., 0::2], r[..., 1::2], out=y[lo:hi])
         _over_slices(ranges, m, body)
@@ -354,11 +356,11 @@ def _max_pool(ctx, ins, outs, attrs):
 
 
 def _window_masks_shape(x_shape, fmt: str) -> tuple:
-    """The 2x2 max-pool gradient's scratch: for one slice of the batch per image shard, two bool masks of the
+    """The 2x2 max-pool gradient's scratch: for one slice of the batch per thread, two bool masks of the
     output's size."""
     n, c, h, w = _nchw_shape(x_shape, fmt)
     ranges, most = _pool_shards((n, c, h, w))
-    return (2, len(ranges) * _slice_images(most, 2 * c * (h // 2) * (w // 2)), c, h // 2, w // 2)
+    return (2, threads.slots(len(ranges)) * _slice_images(most, 2 * c * (h // 2) * (w // 2)), c, h // 2, w // 2)
 
 
 @register_workspace("MaxPoolGrad", "cpu")
@@ -379,11 +381,11 @@ def _max_pool_grad(ctx, ins, outs, attrs):
         # rule for ties), so the last quarter takes what the first three did not. A slice of the batch at a time.
         hit, taken = ctx.workspace(_window_masks_shape(ins[0].shape, fmt), bool_)
         ranges, _ = _pool_shards(x.shape)
-        m = hit.shape[0] // len(ranges)
+        m = hit.shape[0] // threads.slots(len(ranges))
 
-        def body(shard, lo, hi):
+        def body(slot, lo, hi):
             xq, dq, ys, gs = _quarters(x[lo:hi]), _quarters(dx[lo:hi]), y[lo:hi], g[lo:hi]
-            h, t = hit[shard * m:shard * m + hi - lo], taken[shard * m:shard * m + hi - lo]
+            h, t = hit[slot * m:slot * m + hi - lo], taken[slot * m:slot * m + hi - lo]
             np.equal(xq[0], ys, out=t)
             np.multiply(gs, t, out=dq[0], dtype=gs.dtype)
             for j in (1, 2):
@@ -463,11 +465,11 @@ def max_pool_saving_argmax(ctx, ins, outs, attrs, argmax):
     x, y, a = _nchw(ins[0], fmt), _nchw(outs[0], fmt), _nchw(argmax, fmt)
     rows = ctx.workspace(_row_maxima_shape(ins[0].shape, fmt, x.itemsize), as_dtype(x.dtype))
     ranges, _ = _pool_shards(x.shape)
-    m = rows.shape[0] // len(ranges)
+    m = rows.shape[0] // threads.slots(len(ranges))
 
-    def body(shard, lo, hi):
+    def body(slot, lo, hi):
         xs, ys, s = x[lo:hi], y[lo:hi], a[lo:hi]
-        r = rows[shard * m:shard * m + hi - lo]
+        r = rows[slot * m:slot * m + hi - lo]
         np.maximum(xs[:, :, 0::2], xs[:, :, 1::2], out=r)
         np.maximum(r[..., 0::2], r[..., 1::2], out=ys)
         hit = r.reshape(-1).view(np.bool_)[:ys.size].reshape(ys.shape)
@@ -488,10 +490,10 @@ def max_pool_grad_relu_from_argmax(ctx, ins, outs, attrs, argmax):
     dx = _nchw(outs[0], fmt)
     hit, positive = ctx.workspace(_window_masks_shape(ins[0].shape, fmt), bool_)
     ranges, _ = _pool_shards(_nchw_shape(ins[0].shape, fmt))
-    m = hit.shape[0] // len(ranges)
+    m = hit.shape[0] // threads.slots(len(ranges))
 
-    def body(shard, lo, hi):
-        h, p = hit[shard * m:shard * m + hi - lo], positive[shard * m:shard * m + hi - lo]
+    def body(slot, lo, hi):
+        h, p = hit[slot * m:slot * m + hi - lo], positive[slot * m:slot * m + hi - lo]
         gs, s = g[lo:hi], a[lo:hi]
         np.greater(y[lo:hi], 0, out=p)
         for t, d in enumerate(_quarters(dx[lo:hi])):
