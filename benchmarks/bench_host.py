@@ -9,10 +9,11 @@ the device is swapped for one that does nothing (the registry's table; the ops c
 so a step costs only the host work around the kernels: feeds, the executor's per-op loop, output allocation,
 shape handling, the fetch. Rows: the plain executor (the runtime's pool) and the planned arena (a memory
 budget, micro-batching forced to 1 and to 2), each the median over `--steps` steps after a warm-up, in
-microseconds per step and per executed op, and the ops the executor's fast loop ran per step (`loop`: the rest
-are computed once per signature, or ran the careful way). On an OpenCL device the swapped kernels enqueue
+microseconds per step and per executed op, the ops the executor's fast loop ran per step (`loop`: the rest
+are computed once per signature, or ran the careful way) and that loop's own time (`loop us`: no feeding, no
+fetching). On an OpenCL device the swapped kernels enqueue
 nothing, so the figure is the host's share of a GPU step. `--kernels launch` (OpenCL) keeps the launchers and
-stubs only the enqueue (pyopencl's kernel call: the arguments are not set either), so it adds their Python;
+the setting of kernel arguments and stubs only the enqueue, so it adds their host time;
 `--kernels real` runs everything (on PoCL the kernels' CPU time is in it).
 """
 from __future__ import annotations
@@ -44,22 +45,32 @@ def _null_kernels(device: str) -> dict:
     return saved
 
 
-def _stub_enqueue(runtime) -> None:
-    """Makes every built kernel of an OpenCL runtime enqueue nothing (kernels built later enqueue for real)."""
-    for k in runtime.dev.kernels.values():
-        k.k = lambda *args: None
+def _stub_enqueue() -> None:
+    """Makes OpenCL launches enqueue nothing: pyopencl's bare enqueue, which its kernel call makes after setting
+    the arguments, and the runtime's own reference to it (runtime.run, when it has one)."""
+    import pyopencl
+
+    from tfplus.runtime import opencl
+    pyopencl._cl.enqueue_nd_range_kernel = lambda *args: None
+    if hasattr(opencl, "_enqueue"):
+        opencl._enqueue = pyopencl._cl.enqueue_nd_range_kernel
 
 
-def _loop_counter() -> tuple[list, object]:
-    """Counts the ops the fast loop runs (executor.Program._fast): ([count], the original to put back)."""
+def _loop_counter() -> tuple[list, list, object]:
+    """Counts the ops the fast loop runs (executor.Program._fast) and times it: ([count], [seconds per call],
+    the original to put back)."""
     from tfplus import executor
-    count, fast = [0], executor.Program._fast
+    count, spent, fast = [0], [], executor.Program._fast
 
     def counted(self, slots, steps):
         count[0] += len(steps)
-        return fast(self, slots, steps)
+        t = time.perf_counter()
+        try:
+            return fast(self, slots, steps)
+        finally:
+            spent.append(time.perf_counter() - t)
     executor.Program._fast = counted
-    return count, fast
+    return count, spent, fast
 
 
 def _step(device: str, steps: int, budget, force, kernels: str = "null") -> tuple[float, int, float]:
@@ -86,9 +97,9 @@ def _step(device: str, steps: int, budget, force, kernels: str = "null") -> tupl
             s.run(fetches, feed)
         if kernels == "launch":
             s.runtime.synchronize()
-            _stub_enqueue(s.runtime)
+            _stub_enqueue()
         times = []
-        count, fast = _loop_counter()
+        count, spent, fast = _loop_counter()
         try:
             for _ in range(steps):
                 t = time.perf_counter()
@@ -101,7 +112,9 @@ def _step(device: str, steps: int, budget, force, kernels: str = "null") -> tupl
         registry.KERNELS.update(saved)
     n_ops = len(planner.plan(fetches, {t: v.shape for t, v in feed.items()}, device, graph=tg.graph)
                 .phases[0].order)
-    return statistics.median(times) * 1e6, n_ops, count[0] / steps
+    per_step = len(spent) // steps  # fast loops per step (a micro-batched plan runs one per phase and batch)
+    loops = [sum(spent[i:i + per_step]) for i in range(0, per_step * steps, per_step)] if per_step else [0.0]
+    return statistics.median(times) * 1e6, n_ops, count[0] / steps, statistics.median(loops) * 1e6
 
 
 _ROWS = [("plain (runtime pool)", False, None), ("planned arena", True, (1, 1)),
@@ -157,12 +170,12 @@ def main(argv=None) -> None:
         results = {"this tree": _measure(args.device, args.steps, args.budget, args.kernels)}
     what = {"null": "kernels do nothing", "launch": "launchers run, nothing enqueued", "real": "kernels run"}
     print(f"host time per Mentee step (batch 4, {what[args.kernels]}) on {args.device}")
-    print(f"{'executor':<34} {'tree':<12} {'us/step':>9} {'ops':>5} {'us/op':>7} {'loop':>5}")
+    print(f"{'executor':<34} {'tree':<12} {'us/step':>9} {'ops':>5} {'us/op':>7} {'loop':>5} {'loop us':>8}")
     for name, _, force in _ROWS:
         for who, rows in results.items():
-            us, n, loop = rows[name]
+            us, n, loop, loop_us = rows[name]
             n *= force[0] if force else 1
-            print(f"{name:<34} {who[:12]:<12} {us:9.0f} {n:5d} {us / n:7.1f} {loop:5.0f}")
+            print(f"{name:<34} {who[:12]:<12} {us:9.0f} {n:5d} {us / n:7.1f} {loop:5.0f} {loop_us:8.0f}")
 
 
 if __name__ == "__main__":
