@@ -15,6 +15,10 @@ time (data-dependent outputs, shapes computed from fed values), which keep doing
 Memory comes from an allocator: `Pool` (the runtime's own buffers, freed after their last use) or a memory
 plan's arena (tfplus.planner.execute.Bound), whose outputs are fixed views bound once per program.
 
+The fast loop of a pool program runs no static op (stateless, its value fixed per signature: constants, shapes,
+arithmetic on them): the first run of a signature keeps their small outputs, later runs take them as they are
+(`Program._specialize`); ops that only make views call no kernel.
+
 A run takes the fast loop unless something needs the careful one (run first for a new signature, and for
 programs that (re)create variables, read one before it exists, trace the step, or must raise at an op): the
 careful loop does every check per op, as TF1's executor does, and is the reference for the fast one.
