@@ -57,6 +57,54 @@ def test_shapes_are_found_once_per_signature_and_the_fast_loop_matches_the_caref
     np.testing.assert_array_equal(careful, fast)
 
 
+def _step_programs(sess) -> list:
+    """(program, steps, kept) of every signature the session's plain programs specialized."""
+    return [(p, steps, kept) for p in sess._plans.values() if isinstance(p, executor.Program)
+            for steps, kept in p._specialized.values()]
+
+
+def test_static_ops_run_once_per_signature_and_give_every_run_the_same_results(device):
+    x, labels, w, loss, train = _train_graph()
+    shape, size = tf.shape(x), tf.size(x) * 2 + tf.constant(1)  # shape arithmetic, kept per signature
+    big = tf.reduce_sum(tf.zeros([200, 200]) + 1.0)  # a static op too large to keep (executor._KEEP_BYTES)
+    rng = np.random.default_rng(0)
+    batches = [(rng.standard_normal((n, 3)).astype(np.float32), rng.integers(0, 4, n)) for n in (2, 5, 2, 5, 2)]
+    fetches = [train, loss, shape, size, big]
+    with tf.Session(device=device) as sess:
+        sess.run(tf.global_variables_initializer())
+        fast = [sess.run(fetches, {x: a, labels: b})[1:] for a, b in batches]
+        fast_w = sess.run(w)
+        programs = _step_programs(sess)
+    options, metadata = tf.RunOptions(trace_level=tf.RunOptions.FULL_TRACE), tf.RunMetadata()
+    with tf.Session(device=device) as sess:  # the careful loop runs every op every time
+        sess.run(tf.global_variables_initializer())
+        careful = [sess.run(fetches, {x: a, labels: b}, options=options, run_metadata=metadata)[1:]
+                   for a, b in batches]
+        np.testing.assert_allclose(sess.run(w), fast_w, rtol=1e-6)
+    for (a, _), f, c in zip(batches, fast, careful):
+        np.testing.assert_allclose(f[0], c[0], rtol=1e-6)
+        assert list(f[1]) == list(c[1]) == list(a.shape)
+        assert f[2] == c[2] == 2 * a.size + 1
+        assert f[3] == c[3] == 40000.0
+    step = [(prog, steps, kept) for prog, steps, kept in programs if len(steps) > 5]
+    assert len(step) == 2  # one per batch size
+    for prog, steps, kept in step:
+        looped = {prog.ops[st[0]].op for st in steps}
+        assert kept and all(prog.ops[i].op not in looped for i, r in enumerate(prog.ops) if r.static and
+                            r.op.type in ("Const", "Shape", "Size"))
+        assert {"Shape", "Size", "Const"}.isdisjoint(op.type for op in looped)
+        assert any(op.type == "Fill" for op in looped)  # 160 kB: run every time, not held
+
+
+def test_a_fed_tensor_makes_the_ops_after_it_not_static(device):
+    c = tf.constant([1.0, 2.0]) + 1.0
+    d = c * 3.0 + tf.cast(tf.size(c), tf.float32)
+    with tf.Session(device=device) as sess:
+        for v in ([None] * 3 + [[0.0, 1.0], [4.0, -1.0], [2.0, 2.0]]) * 2:
+            got = sess.run(d) if v is None else sess.run(d, {c: v})
+            np.testing.assert_allclose(got, np.multiply([2.0, 3.0] if v is None else v, 3.0) + 2.0)
+
+
 def test_shapes_from_fed_values_are_found_every_run():
     x = tf.placeholder(tf.float32, [6])
     shape = tf.placeholder(tf.int32, [2])
@@ -135,7 +183,7 @@ def test_inter_op_parallelism_gives_the_sequential_results_bit_for_bit():
         with tf.Session(config=config) as sess:
             sess.run(init)
             losses = [sess.run([train, loss], feeds)[1] for _ in range(4)]
-            waves = [s for p in sess._plans.values() for s in p._specialized.values()]
+            waves = [s for p in sess._plans.values() for s, _ in p._specialized.values()]
             return losses, sess.run(tf.trainable_variables()), waves
     losses, weights, _ = train_steps(1)
     again, weights_again, waves = train_steps(3)

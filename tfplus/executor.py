@@ -15,6 +15,10 @@ time (data-dependent outputs, shapes computed from fed values), which keep doing
 Memory comes from an allocator: `Pool` (the runtime's own buffers, freed after their last use) or a memory
 plan's arena (tfplus.planner.execute.Bound), whose outputs are fixed views bound once per program.
 
+The fast loop of a pool program runs no static op (stateless, its value fixed per signature: constants, shapes,
+arithmetic on them): the first run of a signature keeps their small outputs, later runs take them as they are
+(`Program._specialize`); ops that only make views call no kernel.
+
 A run takes the fast loop unless something needs the careful one (run first for a new signature, and for
 programs that (re)create variables, read one before it exists, trace the step, or must raise at an op): the
 careful loop does every check per op, as TF1's executor does, and is the reference for the fast one.
@@ -30,8 +34,8 @@ from tfplus.framework import Graph, Operation, Tensor, _fmt_shape, constant_valu
 from tfplus.registry import TensorSpec, devices_with_kernel, find_kernel, kernel_dtype
 
 # Ops whose output values depend only on their inputs' shapes (a shape function reading them is safe to run
-# once per signature).
-_SHAPE_OPS = frozenset({"Shape", "ShapeN", "Size", "Rank"})
+# once per signature; the fast loop keeps them).
+_SHAPE_OPS = frozenset({"Shape", "ShapeN", "Size", "Rank", "OnesLike", "ZerosLike"})
 
 
 class KernelContext:
@@ -123,6 +127,12 @@ def topo_order(needed: set[Operation]) -> list[Operation]:
 # The most signatures (fed shapes, variable shapes) a program keeps its fast loop for.
 _SIGNATURES = 16
 
+# Ops whose kernels do nothing on every device: their outputs are views of their inputs (op_def.aliases).
+_VIEW_OPS = frozenset({"Identity", "Reshape", "Squeeze", "ExpandDims", "StopGradient", "PlaceholderWithDefault"})
+
+# The most bytes a static op's outputs may take to be kept from run to run (shapes, small constants).
+_KEEP_BYTES = 1 << 16
+
 # What the careful loop does with an op.
 _RUN, _SKIP, _VARIABLE, _UNFED = range(4)
 
@@ -130,7 +140,7 @@ _RUN, _SKIP, _VARIABLE, _UNFED = range(4)
 class _Op:
     """One op of a program: its kernel and context, and its inputs and outputs as slot indices."""
 
-    __slots__ = ("op", "kind", "kernel", "ctx", "ins", "outs", "release", "refs", "reads", "dynamic")
+    __slots__ = ("op", "kind", "kernel", "ctx", "ins", "outs", "release", "refs", "reads", "dynamic", "static")
 
 
 class Program:
@@ -173,7 +183,7 @@ class Program:
         for op in order:
             r = _Op()
             r.op, r.kernel, r.ctx, r.dynamic = op, None, None, False
-            r.refs, r.reads, r.release = (), (), ()
+            r.refs, r.reads, r.release, r.static = (), (), (), False
             if op.outputs and all(t in fed for t in op.outputs):
                 r.kind, r.ins, r.outs = _SKIP, (), ()
                 self.ops.append(r)
@@ -218,6 +228,9 @@ class Program:
                                                for t in op.inputs)
             for t in op.outputs:
                 determined[t] = constant_value(t) is not None or shape_only or pure
+            # Its outputs are the same every run of a signature: the fast loop keeps them (_specialize).
+            r.static = (bool(op.outputs) and not r.dynamic and not op_def.stateful and not refs
+                        and all(determined[t] for t in op.outputs) and 0 not in r.outs)
             self.ops.append(r)
         # Release points: a tensor's slot is emptied after its last reader, unless it is fetched.
         keep = set(fetches)
@@ -309,24 +322,65 @@ class Program:
             present = present and buf is not None
         if ex.trace is None and self.fast and present:
             key = (ex.var_epoch, *[slots[s].shape for s in self.feed_slots])
-            steps = self._specialized.get(key)
-            if steps is None:
+            hit = self._specialized.get(key)
+            if hit is None:
                 self._careful(slots, None, record := [])
-                steps = [(i, self._dynamic_maker(r) if r.dynamic else self._maker(r, specs), r.kernel, r.ctx,
-                          r.op.attrs, r.ins, r.outs, r.release)
-                         for i, (r, specs) in enumerate(zip(self.ops, record)) if r.kind == _RUN]
+                steps, kept = self._specialize(record)
                 if ex.inter_op > 1 and not self.alloc.fixed:
                     steps = self._waves(steps, ex.inter_op)
                 if len(self._specialized) >= _SIGNATURES:  # e.g. a variable reshaped every run
                     self._specialized.clear()
-                self._specialized[key] = steps
-            elif ex.inter_op > 1 and not self.alloc.fixed:
-                self._fast_waves(slots, steps, ex.inter_op)
+                self._specialized[key] = steps, kept
             else:
-                self._fast(slots, steps)
+                steps, kept = hit
+                for s, buf in kept:
+                    slots[s] = buf
+                if ex.inter_op > 1 and not self.alloc.fixed:
+                    self._fast_waves(slots, steps, ex.inter_op)
+                else:
+                    self._fast(slots, steps)
         else:
             self._careful(slots, ex.trace, None)
         return [slots[s] if name is None else ex.read_variable(name) for s, name in self.fetch_slots]
+
+    def _specialize(self, record: list) -> tuple[list, list]:
+        """The fast loop's steps for a signature from its careful run's `record` [(output specs, outputs) per
+        op], and the outputs it keeps [(slot, buffer)]: those of the static ops (r.static) whose outputs are
+        small (an alias holds its input), which later runs take as they are instead of running the op.
+        NOTE: only from the pool, whose buffers nobody else writes while the program holds them; a memory
+        plan's arena hands the same memory to later ops (and counts it as theirs)."""
+        keep_static = not self.alloc.fixed
+        kept: list = []
+        steps: list = []
+        carried: tuple = ()  # slots a skipped op released, released by the step before it (or after it)
+        for i, (r, rec) in enumerate(zip(self.ops, record)):
+            if r.kind != _RUN:
+                continue
+            specs, outs = rec
+            if (keep_static and r.static and specs is not None
+                    and sum(_nbytes(shape, dtype) for shape, dtype in specs) <= _KEEP_BYTES):
+                kept += zip(r.outs, outs)
+                if steps:
+                    steps[-1] = (*steps[-1][:7], steps[-1][7] + r.release)
+                else:
+                    carried += r.release
+                continue
+            make, kernel = self._dynamic_maker(r) if r.dynamic else self._maker(r, specs), r.kernel
+            if (keep_static and not r.dynamic and r.op.type in _VIEW_OPS
+                    and len(specs) == len(r.op.op_def.aliases)):
+                make, kernel = self._view_maker(r, specs), None  # the views are all there is to do
+            steps.append((i, make, kernel, r.ctx, r.op.attrs, r.ins, r.outs, r.release + carried))
+            carried = ()
+        return steps, kept
+
+    def _view_maker(self, r: _Op, specs: list[tuple]):
+        """_maker for an op whose outputs are all views of its inputs."""
+        view, aliases = self.executor.runtime.view, r.op.op_def.aliases
+        if len(specs) == 1:
+            (shape, _), a = specs[0], aliases[0]
+            return lambda ins: [view(ins[a], shape)]
+        parts = [(aliases[k], shape) for k, (shape, _) in enumerate(specs)]
+        return lambda ins: [view(ins[a], shape) for a, shape in parts]
 
     def _dynamic_maker(self, r: _Op):
         ex = self.executor
@@ -339,7 +393,8 @@ class Program:
             for i, make, kernel, ctx, attrs, ins_at, outs_at, release in steps:  # noqa: B007  i: the except
                 ins = [slots[s] for s in ins_at]
                 outs = make(ins)
-                kernel(ctx, ins, outs, attrs)
+                if kernel is not None:  # None: an op of views only (_specialize)
+                    kernel(ctx, ins, outs, attrs)
                 for s, buf in zip(outs_at, outs):
                     slots[s] = buf
                 for s in release:
@@ -425,7 +480,8 @@ class Program:
                 try:
                     ins = [slots[s] for s in ins_at]
                     outs = make(ins)
-                    kernel(ctx, ins, outs, attrs)
+                    if kernel is not None:
+                        kernel(ctx, ins, outs, attrs)
                 except errors.OpError as e:
                     if e.node_name is None:
                         raise type(e)(ops[i].op.name, ops[i].op.type, e.message) from None
@@ -446,7 +502,7 @@ class Program:
 
     def _careful(self, slots: list, trace, record: list | None) -> None:
         """The loop that checks everything per op (see the module doc); with `record`, appends each op's
-        output (shape, dtype)s (None for the ops that run nothing) for the fast loop."""
+        output (shape, dtype)s and output buffers (None for the ops that run nothing) for the fast loop."""
         ex = self.executor
         rt = ex.runtime
         if trace is not None:
@@ -472,7 +528,7 @@ class Program:
                 specs = ex.output_specs(op, ins)
                 outs = ex.allocate_outputs(op, specs, ins, self.alloc)
             if record is not None:
-                record.append(specs)
+                record.append((specs, outs))
             if r.kernel is None:
                 kd = rt.kernel_device
                 raise NotImplementedError(
@@ -640,6 +696,13 @@ def _inter_pool(n: int) -> threads._Pool:
 
 if hasattr(os, "register_at_fork"):  # a forked child has none of the parent's workers
     os.register_at_fork(after_in_child=_inter_pools.clear)
+
+
+def _nbytes(shape: tuple, dtype) -> int:
+    n = dtype.size  # a tfplus DType (the output specs')
+    for d in shape:
+        n *= d
+    return n
 
 
 def _infer_outputs(op: Operation, ins, given) -> list[tuple]:
