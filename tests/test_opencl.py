@@ -703,36 +703,3 @@ def test_kernels_ask_for_exactly_the_declared_workspaces(compute_units):
         find_kernel(op, "cpu", tf.float32)(_KernelContext(), [a.copy() for a in ins], [want], attrs)
         np.testing.assert_allclose(rt.copy_out(out), want, rtol=1e-4, atol=1e-3, err_msg=op)
     assert split >= 4, "the cases exercise split reductions"
-
-
-def test_a_kernel_relaunched_with_set_arguments_computes_with_the_right_buffers():
-    """runtime.run enqueues a kernel whose arguments an earlier launch set (Kernel.site): launch sites past the
-    number of copies, revisited in turn, each still read and write their own buffers; a kernel whose arguments
-    change at every launch goes back to setting them each time."""
-    from tfplus.kernels.opencl.elementwise import binary
-    rt = opencl.OpenCLRuntime()
-    rng = np.random.default_rng(0)
-    n_sites = opencl._SITES + 3
-    xs = [rng.standard_normal(37).astype(np.float32) for _ in range(n_sites)]
-    ins = [rt.copy_in(x) for x in xs]
-    outs = [rt.allocate((37,), np.float32) for _ in xs]
-    binary(rt, "mul", outs[0], ins[0], ins[0])
-    k = next(k for k in rt.dev.kernels.values() if k.name == "mul_f32")
-    k.sites, k._hits, k._misses = [], 0, 0  # as built (other tests' launches may have dropped its copies)
-    for site in (0, 1, 2, 0, 1, 2) + tuple(range(n_sites)):  # more sites than copies: the oldest is set again
-        binary(rt, "mul", outs[site], ins[site], ins[site])
-        np.testing.assert_array_equal(rt.copy_out(outs[site]), xs[site] * xs[site])
-    assert k._hits == 6 and len(k.sites) == opencl._SITES
-    for site in (3, 4, 5):
-        rt.upload_into(outs[site], np.zeros(37, np.float32))
-    for _ in range(3):  # a step's three sites, replayed: only enqueued after the first round
-        for site in (3, 4, 5):
-            binary(rt, "mul", outs[site], ins[site], ins[site])
-    assert k._hits == 6 + 9
-    for site in (3, 4, 5):
-        np.testing.assert_array_equal(rt.copy_out(outs[site]), xs[site] * xs[site])
-    for i in range(8 * opencl._SITES):  # new buffers every launch: the copies are dropped
-        out = rt.allocate((37,), np.float32)
-        binary(rt, "mul", out, ins[i % n_sites], ins[0])
-        np.testing.assert_array_equal(rt.copy_out(out), xs[i % n_sites] * xs[0])
-    assert k.sites is None

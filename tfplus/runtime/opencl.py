@@ -56,10 +56,6 @@ except ImportError:  # no pyopencl: available() is False and OpenCLRuntime() exp
 # Values at most this big reach the device through the content cache: one device copy per distinct value.
 _SMALL_BYTES = 1024
 _INT8 = None if cl is None else cltypes.int8
-# The launch of a kernel whose arguments are set (Kernel.site): the bare enqueue under pyopencl's kernel call
-# (positional arguments: queue, kernel, global size, local size, global offset, wait_for, g_times_l,
-# allow_empty_ndrange).
-_enqueue = None if cl is None else cl._cl.enqueue_nd_range_kernel
 
 
 def _debug() -> int:
@@ -266,23 +262,12 @@ class _Pool:
 # -- programs ------------------------------------------------------------------------------------------------
 class Kernel:
     """One kernel of a built program. Scalar argument types are taken from the first call's NumPy scalars
-    (launchers always pass the same types), after which pyopencl's generated argument setter does the work.
+    (launchers always pass the same types), after which pyopencl's generated invoker does the work."""
 
-    A kernel launched with the same arguments as before (the same op of a replayed step: same buffers, same
-    sizes) is only enqueued: OpenCL keeps a kernel's arguments until they are set again. Since one kernel
-    serves many ops of a step (every convolution of a tile shape), it keeps up to _SITES copies of the
-    cl.Kernel, each with the arguments of one launch site. That pays where buffers stay put (a memory plan's
-    arena); where they do not (the runtime's pool hands buffers back in another order every step), a kernel
-    that mostly misses drops its copies (sites None) and sets its arguments at every launch."""
-
-    __slots__ = ("name", "k", "typed", "types", "sites", "_next", "_hits", "_misses")
+    __slots__ = ("name", "k", "typed")
 
     def __init__(self, name: str, k):
-        self.name, self.k, self.typed, self.types = name, k, False, None
-        # [arguments, cl.Kernel with them set]; NOTE: holds those buffers until the copy is set again.
-        self.sites: list[list] | None = []
-        self._next = 0  # the copy set next once all _SITES exist
-        self._hits = self._misses = 0
+        self.name, self.k, self.typed = name, k, False
 
     def type_args(self, args) -> None:
         """`args` as launchers pass them: a DeviceArray (or None, no buffer) is two kernel arguments, the
@@ -291,36 +276,7 @@ class Kernel:
         for a in args:
             types += [None, np.uint64] if isinstance(a, DeviceArray) or a is None else [a.dtype]
         self.k.set_scalar_arg_dtypes(types)
-        self.types, self.typed = types, True
-
-    def site(self, flat: list):
-        """A cl.Kernel of this kernel with arguments `flat` set: one set by an earlier launch, else a copy
-        set now (a new one, or the least recently set of _SITES)."""
-        for s in self.sites:
-            if s[0] == flat:
-                self._hits += 1
-                return s[1]
-        self._misses += 1
-        if self._misses > 4 * _SITES and self._misses > self._hits:
-            self.sites = None  # arguments change at every launch: the copies save nothing
-            self.k.set_args(*flat)
-            return self.k
-        if len(self.sites) < _SITES:
-            k = self.k
-            if self.sites:
-                k = cl.Kernel(self.k.get_info(cl.kernel_info.PROGRAM), self.k.function_name)
-                k.set_scalar_arg_dtypes(self.types)
-            self.sites.append([flat, k])
-        else:
-            s = self.sites[self._next]
-            self._next = (self._next + 1) % _SITES
-            s[0], k = flat, s[1]
-        k.set_args(*flat)
-        return k
-
-
-# Copies of one kernel kept with their own arguments (Kernel.site): a step's launch sites of one kernel.
-_SITES = 8
+        self.typed = True
 
 
 @contextlib.contextmanager
@@ -644,10 +600,7 @@ class OpenCLRuntime:
                 add(0)
             else:
                 add(a)
-        if k.sites is None:
-            ev = k.k(self.queue, gsize, lsize, *flat)  # pyopencl's call: sets the arguments and enqueues
-        else:
-            ev = _enqueue(self.queue, k.site(flat), gsize, lsize, None, None, False, False)
+        ev = k.k(self.queue, gsize, lsize, *flat)
         if self.profile is not None:
             self.profile.append((k.name, ev))
 
