@@ -377,7 +377,7 @@ class _Step:
             cs = _divisors(batch // k if batch else self._conv_batch()) if chunk else [1]
             opts = [(self._conv_scratch(k * c, d), self.overhead(k, c, False, d), c, d) for c in cs for d in divs]
             front = [o for o in opts if not any(p[0] <= o[0] and p[1] <= o[1] and p[:2] != o[:2] for p in opts)]
-            if self.kernel_device != "cpu":  # the cost model does not see the divisor there: all, smallest first
+            if self.kernel_device != "cpu":  # few options there: all of them, smallest scratch first
                 front = opts
             quads += [(k, c, False, d) for _, _, c, d in sorted(front)]
         quads.remove((1, 1, False, 1))
@@ -492,6 +492,10 @@ class _Step:
             if key not in self._cache:
                 self._cache[key] = chunking.kernel_chunks(batch // n, d, partial(self._scratch_bytes, op))
             f["pieces"] += times * n * self._cache[key]
+            if d > 1 and self.kernel_device == "opencl" and op.type == "Conv2DBackpropFilter":
+                # The divisor takes the filter gradient's split sum down to 1/d as many work-group columns: on a
+                # big GPU the kernel runs with that much less of the device busy.
+                f["divided"] += times * _matmul_flops(op, specs) * (1 - 1 / d)
             if n > 1 and chunking.summed(op):
                 f["elements"] += times * (n - 1) * math.prod(specs[op.outputs[0]].shape)
         if z:
@@ -525,7 +529,7 @@ class _Step:
                     self._count(f, convs, k * len(dr.readers), op, specs)
             self._cache["fixed features", k, r] = f, convs
             return f, convs
-        f = dict.fromkeys(("calls", "conv_calls", "runs", "flops", "elements", "pieces", "compact"), 0.0)
+        f = dict.fromkeys(("calls", "conv_calls", "runs", "flops", "elements", "pieces", "compact", "divided"), 0.0)
         convs: list = []
         for times, run in zip((k, 1), self._runs(k)):  # the micro-batch run k times, the update run once
             f["runs"] += times
@@ -662,7 +666,7 @@ class _Step:
         times), the copies of the cut's rows and the sums of the prefix's weight gradients."""
         key = ("stream features", name, k)
         if key not in self._cache:
-            f = dict.fromkeys(("calls", "conv_calls", "runs", "flops", "elements", "pieces", "compact"), 0.0)
+            f = dict.fromkeys(("calls", "conv_calls", "runs", "flops", "elements", "pieces", "compact", "divided"), 0.0)
             convs: list = []
             for times, run in zip((k, 1, k, 1), self._stream_runs(name, k)):
                 f["runs"] += times
@@ -1101,12 +1105,16 @@ class _CostModel:
 
     On opencl the executor is host-bound (a GPU finishes a kernel before Python has launched the next), so a
     step costs its kernel calls (OPENCL_WEIGHTS): on the H100 that predicts +233% / +544% where 32MB / 24MB
-    (4 / 8 micro-batches) measured +231% / +574% over the unconstrained plan."""
+    (4 / 8 micro-batches) measured +231% / +574% over the unconstrained plan. Once the GPU's kernel time
+    matched the host's (2026-11-24), the scratch divisor showed a GPU cost the launch count misses: at divisor 4
+    the filter gradients took 1.00 ms instead of 0.50 ms a step (H100, `tfplus profile --memory-budget 64MB
+    --trace`), so on opencl `divided` (the filter gradients' FLOPs times 1 - 1/divisor) prices it at 1e-13 s
+    per FLOP, 0.56 ms for Mentee at divisor 4. (The cpu's divisor cost is in `pieces`.)"""
 
     WEIGHTS = {"calls": 1.2e-4, "conv_calls": 9.5e-4, "runs": 0.0, "flops": 2.2e-11, "elements": 1.5e-9,
-               "pieces": 1.5e-4, "compact": 0.0}
+               "pieces": 1.5e-4, "compact": 0.0, "divided": 0.0}
     OPENCL_WEIGHTS = {"calls": 5e-5, "conv_calls": 5e-5, "runs": 0.0, "flops": 0.0, "elements": 0.0,
-                      "pieces": 0.0, "compact": 0.0}
+                      "pieces": 0.0, "compact": 0.0, "divided": 1e-13}
 
     def __init__(self, device: str, weights: dict | None = None):
         default = self.OPENCL_WEIGHTS if device == "opencl" else self.WEIGHTS
