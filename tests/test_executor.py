@@ -4,9 +4,11 @@ import pathlib
 
 import numpy as np
 import pytest
+from conftest import needs_opencl
 
 import tfplus as tf
 from tfplus import executor, planner
+from tfplus.planner import execute
 
 
 @pytest.fixture(autouse=True)
@@ -94,6 +96,35 @@ def test_static_ops_run_once_per_signature_and_give_every_run_the_same_results(d
                             r.op.type in ("Const", "Shape", "Size"))
         assert {"Shape", "Size", "Const"}.isdisjoint(op.type for op in looped)
         assert any(op.type == "Fill" for op in looped)  # 160 kB: run every time, not held
+
+
+@needs_opencl
+def test_static_ops_under_a_memory_plan_keep_only_values_held_apart_from_the_arena():
+    """On opencl a planned step keeps its static ops' host values from run to run (later ops reuse the arena
+    memory, not those values); the results are the careful loop's."""
+    x, labels, w, loss, train = _train_graph()
+    size = tf.size(x) * 2 + tf.constant(1)
+    scaled = loss * tf.cast(size, tf.float32)  # a device op reading a kept value after the arena was reused
+    rng = np.random.default_rng(1)
+    batches = [(rng.standard_normal((4, 3)).astype(np.float32), rng.integers(0, 4, 4)) for _ in range(4)]
+    fetches = [train, loss, size, scaled]
+    runs = []
+    for options in (None, tf.RunOptions(trace_level=tf.RunOptions.FULL_TRACE)):
+        with tf.Session(device="opencl", memory_budget="1GB") as sess:
+            sess.run(tf.global_variables_initializer())
+            got = [sess.run(fetches, {x: a, labels: b}, options=options,
+                            run_metadata=None if options is None else tf.RunMetadata())[1:] for a, b in batches]
+            runs.append((got, sess.run(w)))
+            if options is None:
+                bound = [b for b in sess._plans.values() if isinstance(b, execute.Bound)]
+                kept = [k for b in bound for prog in b.programs for _, k in prog._specialized.values()]
+    (fast, fast_w), (careful, careful_w) = runs
+    np.testing.assert_allclose(fast_w, careful_w, rtol=1e-6)
+    for f, c in zip(fast, careful):
+        np.testing.assert_allclose(f[0], c[0], rtol=1e-6)
+        assert f[1] == c[1] == 2 * 12 + 1
+        np.testing.assert_allclose(f[2], c[2], rtol=1e-6)
+    assert any(kept)
 
 
 def test_a_fed_tensor_makes_the_ops_after_it_not_static(device):

@@ -347,9 +347,11 @@ class Program:
         """The fast loop's steps for a signature from its careful run's `record` [(output specs, outputs) per
         op], and the outputs it keeps [(slot, buffer)]: those of the static ops (r.static) whose outputs are
         small (an alias holds its input), which later runs take as they are instead of running the op.
-        NOTE: only from the pool, whose buffers nobody else writes while the program holds them; a memory
-        plan's arena hands the same memory to later ops (and counts it as theirs)."""
-        keep_static = not self.alloc.fixed
+        NOTE: from the pool, whose buffers nobody else writes while the program holds them; a memory plan's
+        arena hands the same memory to later ops (and counts it as theirs), so there only outputs whose value
+        the runtime holds apart from the arena are kept (runtime.held_apart: OpenCL's host values)."""
+        pooled = not self.alloc.fixed
+        apart = getattr(self.executor.runtime, "held_apart", None)
         kept: list = []
         steps: list = []
         carried: tuple = ()  # slots a skipped op released, released by the step before it (or after it)
@@ -357,7 +359,7 @@ class Program:
             if r.kind != _RUN:
                 continue
             specs, outs = rec
-            if (keep_static and r.static and specs is not None
+            if (r.static and specs is not None and (pooled or (apart and all(map(apart, outs))))
                     and sum(_nbytes(shape, dtype) for shape, dtype in specs) <= _KEEP_BYTES):
                 kept += zip(r.outs, outs)
                 if steps:
@@ -366,7 +368,7 @@ class Program:
                     carried += r.release
                 continue
             make, kernel = self._dynamic_maker(r) if r.dynamic else self._maker(r, specs), r.kernel
-            if (keep_static and not r.dynamic and r.op.type in _VIEW_OPS
+            if (pooled and not r.dynamic and r.op.type in _VIEW_OPS
                     and len(specs) == len(r.op.op_def.aliases)):
                 make, kernel = self._view_maker(r, specs), None  # the views are all there is to do
             steps.append((i, make, kernel, r.ctx, r.op.attrs, r.ins, r.outs, r.release + carried))

@@ -690,6 +690,14 @@ class OpenCLRuntime:
         a.block = _Block(b.cap, self.dev.pool, host=value, derived=derived)
 
     @staticmethod
+    def held_apart(a: DeviceArray) -> bool:
+        """Whether `a`'s value lives apart from any planned arena, so that later ops writing the arena leave it
+        alone: a block of its own (a constant), or a small host value, which kernels read through the content
+        cache (_materialize), never from the arena slot."""
+        b = a.block
+        return b.parent is None or (b.host is not None and b.derived and b.host.nbytes <= _SMALL_BYTES)
+
+    @staticmethod
     def fresh(a: DeviceArray) -> DeviceArray:
         """A planned arena slot about to be written again (planner.execute): what it held is forgotten."""
         b = a.block
