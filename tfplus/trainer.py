@@ -676,6 +676,7 @@ def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = No
                              "pass --resume to continue it, or choose another directory")
         meta = read_metadata(ckpt)
     cfg = resolve(cfg, meta["recipe"] if meta else None)
+    _prebuild_opencl(cfg)
     if cfg.resume and ckpt is None:
         print(f"no checkpoint in {cfg.checkpoint_dir}: starting a new run", file=err)
 
@@ -920,6 +921,16 @@ def image_feed(tg, images) -> dict:
     if tg.raw_images is None:
         return {tg.images: images}
     return {tg.raw_images: images[0], tg.crops: images[1]}
+
+
+def _prebuild_opencl(cfg: TrainConfig) -> None:
+    """On an opencl device, starts building the programs this model's run used last time (or the package's
+    list for it) on background threads, while the data and the graph are made."""
+    from tfplus.runtime import parse_device
+    kind, selector = parse_device(cfg.device)
+    if kind == "opencl":
+        from tfplus.runtime import opencl
+        opencl.prebuild(selector, f"train-{cfg.model}")
 
 
 def _first_step_line(sess: tf.Session, seconds: float) -> str:
