@@ -22,7 +22,9 @@ one buffer: no copies, no cl sub-buffers.
 
 Programs are built once per context and kept; built binaries are also cached on disk
 ($XDG_CACHE_HOME/tfplus/opencl, else ~/.cache/tfplus/opencl), keyed by the sha256 of the source, build
-options, device and driver; TFPLUS_OPENCL_BUILD_OPTIONS adds compiler options. Ops with no OpenCL kernel raise
+options, device and driver; TFPLUS_OPENCL_BUILD_OPTIONS adds compiler options. prebuild() starts building a
+listed set of programs on background threads (`tfplus train` does, before it makes its graph), so a step's
+launchers find them built or building; TFPLUS_OPENCL_PREBUILD=0 turns it off. Ops with no OpenCL kernel raise
 NotImplementedError unless TFPLUS_OPENCL_FALLBACK=1, Session(config={"allow_soft_placement": True}) or
 `runtime.allow_fallback = True`: then they run their NumPy kernel on copies, and `placement_report()` lists
 each such op with the bytes it moved. TFPLUS_OPENCL_PROFILE=1 records kernel times (`profile_report()`);
@@ -264,10 +266,10 @@ class _Pool:
 
 # -- programs ------------------------------------------------------------------------------------------------
 class Kernel:
-    """One kernel of a program. Made before its program is built (which may be under way on a background
-    thread: _Device.prebuild); the program is waited for and the cl.Kernel made at the first launch, when the
-    scalar argument types are taken from that call's NumPy scalars (launchers always pass the same types), after
-    which pyopencl's generated invoker does the work."""
+    """One kernel of a program: its program is built (or, when a build thread has it under way, waited for) when
+    the kernel is asked for, or at its first launch when it was asked for under _Device.programs_of, which
+    builds nothing. Scalar argument types are taken from the first call's NumPy scalars (launchers always pass
+    the same types), after which pyopencl's generated invoker does the work."""
 
     __slots__ = ("name", "k", "typed", "dev", "program_key")
 
@@ -282,17 +284,21 @@ class Kernel:
             dev.recording.append(self.program_key)
             raise _Recorded
         if self.k is None:
-            prg = dev.program(*self.program_key)
-            try:
-                self.k = cl.Kernel(prg, self.name)
-            except cl.Error:
-                raise RuntimeError(f"OpenCL program {'+'.join(self.program_key[0])} has no kernel "
-                                   f"{self.name!r}") from None
+            self.resolve()
         types: list = []
         for a in args:
             types += [None, np.uint64] if isinstance(a, DeviceArray) or a is None else [a.dtype]
         self.k.set_scalar_arg_dtypes(types)
         self.typed = True
+
+    def resolve(self) -> None:
+        """Makes the cl.Kernel, building its program first if needed."""
+        prg = self.dev.program(*self.program_key)
+        try:
+            self.k = cl.Kernel(prg, self.name)
+        except cl.Error:
+            raise RuntimeError(f"OpenCL program {'+'.join(self.program_key[0])} has no kernel "
+                               f"{self.name!r}") from None
 
 
 class _Recorded(Exception):
@@ -450,8 +456,9 @@ class _Builds:
             t.join()
 
 
-# A program list's options are -D defines only: nothing read from a list file reaches the compiler but macros.
-_DEFINE = re.compile(r"-D[A-Za-z_]\w*=[\w.]+\Z")
+# A program list's options are -D defines only (values such as 64, float, -INFINITY, (-2147483647-1)): nothing
+# read from a list file reaches the compiler but macros.
+_DEFINE = re.compile(r"-D[A-Za-z_]\w*=[\w.()+-]+\Z")
 
 
 def _cl_files() -> frozenset:
@@ -666,11 +673,14 @@ class _Device:
         return prg
 
     def kernel(self, files: tuple[str, ...], name: str, options: str) -> Kernel:
-        """Kernel `name` of program (files, options); the program is built (or waited for) at its first launch."""
+        """Kernel `name` of program (files, options), built now (at its first launch under programs_of)."""
         key = (files, name, options)
         k = self.kernels.get(key)
         if k is None:
-            k = self.kernels[key] = Kernel(name, self, (files, options))
+            k = Kernel(name, self, (files, options))
+            if self.recording is None:
+                k.resolve()
+            self.kernels[key] = k
         return k
 
     def save_tuning(self) -> None:
