@@ -2,13 +2,15 @@
 launcher asking for them does) and on the runtime's background build threads (prebuild), on one device.
 
     python benchmarks/bench_opencl_build.py                          # the default device, model mentee
-    CUDA_CACHE_DISABLE=1 python benchmarks/bench_opencl_build.py --device opencl:0 --threads 1 4 16
+    python benchmarks/bench_opencl_build.py --device opencl:0 --threads 1 4 16
 
-Each way gets a new context and an empty tfplus cache (NVIDIA's own cache: set CUDA_CACHE_DISABLE=1), and
-builds the programs of the package's list for `train-<model>` (kernels/opencl/programs-<cpu|gpu>.json; the
-cpu list where the device's kind has none). Whether the driver builds programs of one context concurrently
-is the driver's choice (PoCL does not: its compiler takes a process-wide lock), so the threaded figures say
-how much of the list's build time can leave the first step on this device.
+Each way gets a new context and an empty tfplus cache, with the drivers' own caches off (CUDA_CACHE_DISABLE,
+POCL_KERNEL_CACHE: read once per process, so set here before the driver loads), and builds the programs of
+the package's list for `train-<model>` (kernels/opencl/programs-<cpu|gpu>.json; the cpu list where the
+device's kind has none). Whether the driver builds programs of one context concurrently is the driver's
+choice (PoCL 3.0 on a 2-core box did not: 8 builds took 1.6 s on 1, 2 or 4 threads, though pyopencl releases
+the GIL meanwhile), so the threaded figures say how much of the list's build time threads save here; what they
+cannot save still runs beside the work before the first step (data, graph, plan).
 """
 from __future__ import annotations
 
@@ -18,7 +20,9 @@ import os
 import tempfile
 import time
 
-from tfplus.runtime import opencl
+os.environ.setdefault("CUDA_CACHE_DISABLE", "1")
+os.environ.setdefault("POCL_KERNEL_CACHE", "0")
+from tfplus.runtime import opencl  # noqa: E402  after the drivers' cache switches
 
 
 def fresh_device(selector):

@@ -140,14 +140,16 @@ def test_program_lists_round_trip_and_a_bad_list_is_ignored(tmp_path, monkeypatc
 
 def test_prebuild_named_reads_this_devices_list_else_the_packages(tmp_path, monkeypatch):
     dev, builds = _fresh_device(monkeypatch, tmp_path)
-    monkeypatch.setattr(opencl.atexit, "register", lambda *a: None)
     monkeypatch.setattr(opencl._Device, "prebuild", lambda self, keys: len(keys))
     lists = opencl.importlib.resources.files("tfplus.kernels.opencl")
     assert opencl.read_program_list(lists / "programs-cpu.json", "train-mentee")  # shipped, and valid
     shipped = opencl.read_program_list(lists / f"programs-{'gpu' if dev.is_gpu else 'cpu'}.json", "train-mentee")
+    before, after = (("elementwise.cl",), "-DT=float -DWANT_add=1"), (("nn.cl",), "-DT=float -DWANT_relu=1")
+    dev.used = [before]  # asked for by something the process ran earlier: not the named work's
     assert dev.prebuild_named("train-mentee") == len(shipped)
-    dev.used = [(("elementwise.cl",), "-DT=float -DWANT_add=1")]
-    dev.record_programs("train-mentee")
+    dev.used.append(after)
+    opencl.record(SimpleNamespace(dev=dev), "train-mentee")
+    assert opencl.read_program_list(dev.programs_path, "train-mentee") == [after]
     assert dev.prebuild_named("train-mentee") == 1 and dev.prebuild_named("train-nothing") == 0
     monkeypatch.setenv("TFPLUS_OPENCL_PREBUILD", "0")
     assert opencl.prebuild(None, "train-mentee") == 0
@@ -168,3 +170,15 @@ def test_compile_time_counts_overlapping_builds_once(monkeypatch):
     now[0] = 10.0
     assert notice.count == 2 and notice.seconds == 3.0
     assert notice.summary() == "built 2 OpenCL programs (first run on this device): 3.0 s"
+
+
+def test_a_build_thread_keeps_compiler_warnings_off_stderr(tmp_path, monkeypatch, capfd):
+    dev, _ = _fresh_device(monkeypatch, tmp_path)
+    capfd.readouterr()
+    # Casting uchar compares it with -1: PoCL's compiler warns "always false" on fd 2, past any Python redirect.
+    key = (("elementwise.cl",), f"-DT=uchar -DSFX=b8 -DIS_FLOAT=0 -DIS_SIGNED=0 -DWANT_cast_f32=1 -DN={os.getpid()}")
+    dev._build(*key, background=True)
+    assert "warning" not in capfd.readouterr().err
+    assert len(list((tmp_path / "tfplus" / "opencl").glob("*.bin"))) == 1
+    dev._build(*key)  # the main thread's build finds the same binary: -w is not in the digest
+    assert dev.compiling.count == 1

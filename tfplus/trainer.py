@@ -844,6 +844,7 @@ def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = No
                         first_step_said = True
                         bar.clear()
                         print(_first_step_line(sess, time.perf_counter() - started), file=err)
+                        _prebuild_opencl(cfg, sess)
                     bar.update(step - epoch * spe,
                                f"epoch mean loss {s[0] / s[2]:.4f} acc {100 * s[1] / s[2]:.1f}% "
                                f"{n * cfg.batch_size / elapsed:.0f} img/s run ETA {_clock(eta)}")
@@ -923,14 +924,18 @@ def image_feed(tg, images) -> dict:
     return {tg.raw_images: images[0], tg.crops: images[1]}
 
 
-def _prebuild_opencl(cfg: TrainConfig) -> None:
-    """On an opencl device, starts building the programs this model's run used last time (or the package's
-    list for it) on background threads, while the data and the graph are made."""
+def _prebuild_opencl(cfg: TrainConfig, sess: tf.Session | None = None) -> None:
+    """On an opencl device: without `sess`, starts building the programs this model's first step used last time
+    (or the package's list for it) on background threads, while the data and the graph are made; with it (after
+    the first step), records the programs this run's first step used, for the next run."""
     from tfplus.runtime import parse_device
     kind, selector = parse_device(cfg.device)
     if kind == "opencl":
         from tfplus.runtime import opencl
-        opencl.prebuild(selector, f"train-{cfg.model}")
+        if sess is None:
+            opencl.prebuild(selector, f"train-{cfg.model}")
+        else:
+            opencl.record(sess.runtime, f"train-{cfg.model}")
 
 
 def _first_step_line(sess: tf.Session, seconds: float) -> str:

@@ -503,11 +503,11 @@ def write_program_list(path, name: str, keys) -> None:
 
 def prebuild(selector: str | None, name: str) -> int:
     """Starts building, on background threads, the OpenCL programs that the work called `name` (e.g.
-    "train-mentee") used the last time it ran on this device (a list kept in cache_dir()), else those the
-    package lists for `name` on this kind of device (kernels/opencl/programs-<cpu|gpu>.json, made by
-    tools/gen_program_lists.py); at exit, records what this process used under `name`. Launchers then find
-    their programs built or building. Returns how many builds were started; 0 with TFPLUS_OPENCL_PREBUILD=0,
-    or with no OpenCL device (the runtime reports that when it is made).
+    "train-mentee") used the last time it ran on this device (the list record() kept in cache_dir()), else
+    those the package lists for `name` on this kind of device (kernels/opencl/programs-<cpu|gpu>.json, made by
+    tools/gen_program_lists.py). Launchers then find their programs built or building. Returns how many builds
+    were started; 0 with TFPLUS_OPENCL_PREBUILD=0, or with no OpenCL device (the runtime reports that when it
+    is made).
 
         >>> opencl.prebuild(None, "train-mentee")     # doctest: +SKIP
         30
@@ -519,6 +519,13 @@ def prebuild(selector: str | None, name: str) -> int:
     except (RuntimeError, ValueError, cl.Error):
         return 0
     return dev.prebuild_named(name)
+
+
+def record(runtime: OpenCLRuntime, name: str) -> None:
+    """Keeps the programs `runtime`'s device was first asked for since prebuild(..., name) as `name`'s list in
+    cache_dir(), for the next prebuild of `name` (`tfplus train` records after its first step: what the first
+    step needs, not what evaluation adds later)."""
+    runtime.dev.record_programs(name)
 
 
 class _Device:
@@ -564,6 +571,7 @@ class _Device:
         named = hashlib.sha256(f"{d.platform.name}|{d.name}".encode()).hexdigest()[:16]
         self.programs_path = cache_dir() / f"programs-{named}.json"
         self.used: list = []      # (files, options) keys in the order this process first asked for them
+        self.listed_from: dict = {}  # name -> len(used) when prebuild_named(name) was called
         self.builds = _Builds(self._build)
         self.recording: list | None = None  # programs_of() collects program keys here
         self.tune_seconds = 0.0   # choosing tiles (kernels/opencl/_tune.py), compiles included
@@ -594,14 +602,16 @@ class _Device:
             kind = "gpu" if self.is_gpu else "cpu"
             keys = read_program_list(importlib.resources.files("tfplus.kernels.opencl") / f"programs-{kind}.json",
                                      name)
-        atexit.register(self.record_programs, name)
+        self.listed_from[name] = len(self.used)
         return self.prebuild(keys)
 
     def record_programs(self, name: str) -> None:
-        """Keeps the programs this process used as `name`'s list in the cache directory (read by prebuild)."""
-        if self.used:
+        """Keeps the programs first asked for since prebuild_named(name) as `name`'s list in the cache directory
+        (not those of anything the process ran before)."""
+        keys = self.used[self.listed_from.get(name, 0):]
+        if keys:
             try:
-                write_program_list(self.programs_path, name, self.used)
+                write_program_list(self.programs_path, name, keys)
             except OSError:  # a read-only cache directory: no list, programs are built as asked for
                 pass
 
@@ -644,12 +654,15 @@ class _Device:
             print(f"tfplus: building {what}\n{src}", file=sys.stderr)
         prg = cl._cl._Program(self.ctx, src)
         self.compiling.start(self.info["name"])
+        # NOTE: a build thread cannot catch what PoCL's compiler prints on fd 2 (the process's, not the
+        # thread's), so it builds with warnings off; the code is the same, so the digest above leaves -w out.
+        build_opts = f"{opts} -w" if background and _debug() < 3 else opts
         try:
             # Compiler chatter (e.g. always-false compares in an int build) goes to the build log, which
             # TFPLUS_DEBUG=3 shows: not the Python warnings, nor what PoCL's compiler prints on stderr.
             with warnings.catch_warnings(), _quiet(background) as chatter:
                 warnings.simplefilter("ignore", cl.CompilerWarning)
-                prg.build(opts.encode(), [d])
+                prg.build(build_opts.encode(), [d])
         except cl.Error as e:
             self.compiling.done(built=False)
             try:
