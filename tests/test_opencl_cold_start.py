@@ -182,3 +182,21 @@ def test_a_build_thread_keeps_compiler_warnings_off_stderr(tmp_path, monkeypatch
     assert len(list((tmp_path / "tfplus" / "opencl").glob("*.bin"))) == 1
     dev._build(*key)  # the main thread's build finds the same binary: -w is not in the digest
     assert dev.compiling.count == 1
+
+
+def test_train_prebuilds_its_list_and_records_its_first_steps_programs(monkeypatch, capsys):
+    from tfplus.cli import main
+    monkeypatch.setattr(opencl._Device, "_all", {})  # a device that has built nothing in this process
+    lists, started = {}, []
+    monkeypatch.setattr(opencl, "read_program_list", lambda path, name: lists.get(name, []))
+    monkeypatch.setattr(opencl, "write_program_list", lambda path, name, keys: lists.update({name: list(keys)}))
+    monkeypatch.setattr(opencl._Device, "prebuild", lambda self, keys: started.append(keys) or len(keys))
+    argv = ["train", "--synthetic", "--model", "lenet", "--batch-size", "8", "--steps", "1", "--no-eval",
+            "--device", "opencl"]
+    assert main(argv) == 0
+    dev = opencl.OpenCLRuntime().dev
+    assert started == [[]] and lists["train-lenet"] == dev.used  # nothing listed yet; the first step's programs
+    monkeypatch.setattr(opencl._Device, "_all", {})
+    assert main(argv) == 0
+    assert started[1] == dev.used  # the next run starts building them all
+    capsys.readouterr()
