@@ -1,13 +1,16 @@
 """OpenCL cold start: built programs come back from the disk cache without compiling, the first-step line says
-what compiling cost, and GEMM tuning stops at its time budget (TFPLUS_OPENCL_TUNE_S)."""
+what compiling cost, GEMM tuning stops at its time budget (TFPLUS_OPENCL_TUNE_S), and programs built ahead on
+background threads (prebuild, program lists) give what building them when asked for gives."""
 from __future__ import annotations
 
 import os
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 from conftest import needs_opencl
 
+import tfplus as tf
 from tfplus.kernels.opencl import _tune
 from tfplus.runtime import opencl
 
@@ -28,7 +31,8 @@ def test_a_built_program_is_loaded_from_the_cache_not_compiled(tmp_path, monkeyp
 
 
 def _gpu_runtime():
-    dev = SimpleNamespace(is_gpu=True, tuning={}, max_wg=1024, tune_seconds=0.0, save_tuning=lambda: None)
+    dev = SimpleNamespace(is_gpu=True, tuning={}, max_wg=1024, tune_seconds=0.0, save_tuning=lambda: None,
+                          programs_of=lambda run, cfg: [], prebuild=lambda keys: 0)
     return SimpleNamespace(dev=dev, info={"local_mem_bytes": 49152}, synchronize=lambda: None,
                            describe=lambda: "a GPU")
 
@@ -46,3 +50,153 @@ def test_tuning_stops_at_its_budget(monkeypatch):
     monkeypatch.setenv("TFPLUS_OPENCL_TUNE_S", "soon")
     with pytest.raises(ValueError, match="TFPLUS_OPENCL_TUNE_S='soon'"):
         _tune.choose(rt, "gemm|c", 4, tried.append)
+
+
+# -- programs built ahead (prebuild): background threads, program lists ------------------------------------
+def _fresh_device(monkeypatch, tmp_path):
+    """A new _Device (own context, no programs) with an empty cache, counting _build calls."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(opencl._Device, "_all", {})
+    builds = []
+    build = opencl._Device._build
+
+    def counted(self, files, options, background=False):
+        builds.append((files, options))
+        return build(self, files, options, background)
+    monkeypatch.setattr(opencl._Device, "_build", counted)
+    dev = opencl.OpenCLRuntime().dev
+    monkeypatch.setattr(dev, "compiling", opencl._CompileNotice())
+    return dev, builds
+
+
+def _relu_affine():
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.placeholder(tf.float32, (3, 5))
+        y = tf.nn.relu(x * 2.0 - 1.0)
+    return g, x, y
+
+
+def test_prebuilt_programs_give_the_same_results_and_are_built_once(tmp_path, monkeypatch):
+    g, x, y = _relu_affine()
+    feed = {x: np.linspace(-1, 1, 15, dtype=np.float32).reshape(3, 5)}
+    dev, builds = _fresh_device(monkeypatch, tmp_path / "a")
+    with tf.Session(graph=g, device="opencl") as s:
+        want = s.run(y, feed)
+    used = list(dev.used)  # what a run asks for, in order: the list prebuild reads next time
+    assert used and builds == used
+    dev, builds = _fresh_device(monkeypatch, tmp_path / "b")  # a fresh machine: nothing cached
+    assert dev.prebuild(used) == len(used) and dev.prebuild(used) == 0  # queued once
+    with tf.Session(graph=g, device="opencl") as s:
+        got = s.run(y, feed)
+    np.testing.assert_array_equal(got, want)
+    assert sorted(builds) == sorted(used) and dev.used == used  # each built once, on whichever thread
+    assert not dev.builds.queue and not dev.builds.done and dev.compiling.count == len(used)
+
+
+def test_a_failed_prebuild_is_built_again_when_asked_for_and_named(tmp_path, monkeypatch):
+    dev, builds = _fresh_device(monkeypatch, tmp_path)
+    bad = (("elementwise.cl",), "-DT=no_such_type -DSFX=f32 -DIS_FLOAT=1 -DIS_SIGNED=1 -DWANT_add=1")
+    dev.prebuild([bad])
+    for t in list(dev.builds.threads):
+        t.join()
+    assert isinstance(dev.builds.done[bad], RuntimeError)
+    with pytest.raises(RuntimeError, match=r"OpenCL build of elementwise\.cl \[.*-DT=no_such_type.*\] .*failed"):
+        dev.program(*bad)
+    assert builds == [bad, bad] and dev.compiling.count == 0
+
+
+def test_programs_of_lists_a_launchers_programs_without_building_or_launching(tmp_path, monkeypatch):
+    from tfplus.kernels.opencl.elementwise import binary
+    dev, builds = _fresh_device(monkeypatch, tmp_path)
+    rt = opencl.OpenCLRuntime()
+    a = rt.copy_in(np.arange(6, dtype=np.float32))
+    out = rt.allocate((6,), np.float32)
+    keys = dev.programs_of(binary, rt, "add", out, a, a)
+    assert len(keys) == 1 and keys[0][0] == ("elementwise.cl",) and "-DWANT_add=1" in keys[0][1]
+    assert not builds and not dev.programs
+    binary(rt, "add", out, a, a)  # the kernel the listing made is a real one
+    np.testing.assert_array_equal(rt.copy_out(out), np.arange(6) * 2.0)
+    assert builds == keys
+
+
+def test_program_lists_round_trip_and_a_bad_list_is_ignored(tmp_path, monkeypatch):
+    path = tmp_path / "programs.json"
+    keys = [(("elementwise.cl",), "-DT=float -DWANT_add=1"),
+            (("conv.cl", "gemm.cl"), "-DTM=64 -DX=1.5 -DLO=-INFINITY -DMIN=(-2147483647-1) -DL=9L")]
+    opencl.write_program_list(path, "train-a", keys)
+    opencl.write_program_list(path, "train-b", keys[:1])
+    assert opencl.read_program_list(path, "train-a") == keys
+    assert opencl.read_program_list(path, "train-b") == keys[:1]
+    assert opencl.read_program_list(path, "train-c") == [] and opencl.read_program_list(tmp_path / "no", "a") == []
+    for text in ("{not json", "[1, 2]", '{"a": 3}', '{"a": [["elementwise.cl", "-DT=float"]]}',
+                 '{"a": [[["../../etc/passwd"], "-DT=float"]]}', '{"a": [[["elementwise.cl"], "-Xclang -load"]]}',
+                 '{"a": [[["elementwise.cl"], "-DT=float;rm"]]}', '{"a": [[[], "-DT=float"]]}'):
+        path.write_text(text)
+        assert opencl.read_program_list(path, "a") == [], text
+    opencl.write_program_list(path, "a", keys)  # a corrupt file is replaced, not a crash
+    assert opencl.read_program_list(path, "a") == keys
+
+
+def test_prebuild_named_reads_this_devices_list_else_the_packages(tmp_path, monkeypatch):
+    dev, builds = _fresh_device(monkeypatch, tmp_path)
+    monkeypatch.setattr(opencl._Device, "prebuild", lambda self, keys: len(keys))
+    lists = opencl.importlib.resources.files("tfplus.kernels.opencl")
+    assert opencl.read_program_list(lists / "programs-cpu.json", "train-mentee")  # shipped, and valid
+    shipped = opencl.read_program_list(lists / f"programs-{'gpu' if dev.is_gpu else 'cpu'}.json", "train-mentee")
+    before, after = (("elementwise.cl",), "-DT=float -DWANT_add=1"), (("nn.cl",), "-DT=float -DWANT_relu=1")
+    dev.used = [before]  # asked for by something the process ran earlier: not the named work's
+    assert dev.prebuild_named("train-mentee") == len(shipped)
+    dev.used.append(after)
+    opencl.record(SimpleNamespace(dev=dev), "train-mentee")
+    assert opencl.read_program_list(dev.programs_path, "train-mentee") == [after]
+    assert dev.prebuild_named("train-mentee") == 1 and dev.prebuild_named("train-nothing") == 0
+    monkeypatch.setenv("TFPLUS_OPENCL_PREBUILD", "0")
+    assert opencl.prebuild(None, "train-mentee") == 0
+
+
+def test_compile_time_counts_overlapping_builds_once(monkeypatch):
+    now = [0.0]
+    monkeypatch.setattr(opencl.time, "perf_counter", lambda: now[0])
+    monkeypatch.setattr(opencl, "print", lambda *a, **k: None, raising=False)
+    notice = opencl._CompileNotice()
+    notice.start("d")       # t=0: one build
+    now[0] = 1.0
+    notice.start("d")       # t=1: two at once
+    now[0] = 2.0
+    notice.done()           # t=2
+    now[0] = 3.0
+    notice.done()           # t=3: none since
+    now[0] = 10.0
+    assert notice.count == 2 and notice.seconds == 3.0
+    assert notice.summary() == "built 2 OpenCL programs (first run on this device): 3.0 s"
+
+
+def test_a_build_thread_keeps_compiler_warnings_off_stderr(tmp_path, monkeypatch, capfd):
+    dev, _ = _fresh_device(monkeypatch, tmp_path)
+    capfd.readouterr()
+    # Casting uchar compares it with -1: PoCL's compiler warns "always false" on fd 2, past any Python redirect.
+    key = (("elementwise.cl",), f"-DT=uchar -DSFX=b8 -DIS_FLOAT=0 -DIS_SIGNED=0 -DWANT_cast_f32=1 -DN={os.getpid()}")
+    dev._build(*key, background=True)
+    assert "warning" not in capfd.readouterr().err
+    assert len(list((tmp_path / "tfplus" / "opencl").glob("*.bin"))) == 1
+    dev._build(*key)  # the main thread's build finds the same binary: -w is not in the digest
+    assert dev.compiling.count == 1
+
+
+def test_train_prebuilds_its_list_and_records_its_first_steps_programs(monkeypatch, capsys):
+    from tfplus.cli import main
+    monkeypatch.setattr(opencl._Device, "_all", {})  # a device that has built nothing in this process
+    lists, started = {}, []
+    monkeypatch.setattr(opencl, "read_program_list", lambda path, name: lists.get(name, []))
+    monkeypatch.setattr(opencl, "write_program_list", lambda path, name, keys: lists.update({name: list(keys)}))
+    monkeypatch.setattr(opencl._Device, "prebuild", lambda self, keys: started.append(keys) or len(keys))
+    argv = ["train", "--synthetic", "--model", "lenet", "--batch-size", "8", "--steps", "1", "--no-eval",
+            "--device", "opencl"]
+    assert main(argv) == 0
+    dev = opencl.OpenCLRuntime().dev
+    assert started == [[]] and lists["train-lenet"] == dev.used  # nothing listed yet; the first step's programs
+    monkeypatch.setattr(opencl._Device, "_all", {})
+    assert main(argv) == 0
+    assert started[1] == dev.used  # the next run starts building them all
+    capsys.readouterr()

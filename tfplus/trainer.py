@@ -727,6 +727,7 @@ def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = No
                              "pass --resume to continue it, or choose another directory")
         meta = read_metadata(ckpt)
     cfg = resolve(cfg, meta["recipe"] if meta else None)
+    _prebuild_opencl(cfg)
     if cfg.resume and ckpt is None:
         print(f"no checkpoint in {cfg.checkpoint_dir}: starting a new run", file=err)
 
@@ -925,6 +926,7 @@ def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = No
                         first_step_said = True
                         bar.clear()
                         print(_first_step_line(sess, time.perf_counter() - started), file=err)
+                        _prebuild_opencl(cfg, sess)
                     bar.update(done, f"{means}{n * cfg.batch_size / elapsed:.0f} img/s run ETA {_clock(eta)}")
                     if cfg.checkpoint_every and step % cfg.checkpoint_every == 0 and step != epoch_end:
                         last_ckpt = save() or last_ckpt
@@ -1000,6 +1002,20 @@ def image_feed(tg, images) -> dict:
     if tg.raw_images is None:
         return {tg.images: images}
     return {tg.raw_images: images[0], tg.crops: images[1]}
+
+
+def _prebuild_opencl(cfg: TrainConfig, sess: tf.Session | None = None) -> None:
+    """On an opencl device: without `sess`, starts building the programs this model's first step used last time
+    (or the package's list for it) on background threads, while the data and the graph are made; with it (after
+    the first step), records the programs this run's first step used, for the next run."""
+    from tfplus.runtime import parse_device
+    kind, selector = parse_device(cfg.device)
+    if kind == "opencl":
+        from tfplus.runtime import opencl
+        if sess is None:
+            opencl.prebuild(selector, f"train-{cfg.model}")
+        else:
+            opencl.record(sess.runtime, f"train-{cfg.model}")
 
 
 def _first_step_line(sess: tf.Session, seconds: float) -> str:

@@ -5,7 +5,8 @@ tfplus.runtime.opencl.cache_dir()). CPU devices (PoCL) use one small fixed tile,
 Tuning is bounded, so that a fresh machine reaches its first step quickly: each candidate is a program to
 compile, and a step has a dozen problems. A process tunes problems until it has spent TFPLUS_OPENCL_TUNE_S
 seconds on it (default 1; `inf`: no bound); the rest take the device class's default tile this time and are
-tuned by later processes, which find the finished ones in the tuning file. TFPLUS_OPENCL_TUNE=0 never tunes."""
+tuned by later processes, which find the finished ones in the tuning file. TFPLUS_OPENCL_TUNE=0 never tunes.
+A problem's candidates are built all at once on the runtime's build threads before any is timed."""
 from __future__ import annotations
 
 import os
@@ -78,6 +79,14 @@ def choose(rt, key: str, itemsize: int, run) -> tuple:
     if os.environ.get("TFPLUS_OPENCL_TUNE", "1") == "0" or not ok or dev.tune_seconds >= tune_budget():
         return GPU_DEFAULT if GPU_DEFAULT in ok else (ok or [CPU_TILE])[0]
     started = time.perf_counter()
+    # Each candidate is a program to build: start them all on the build threads, then time them in turn.
+    programs = []
+    for cfg in ok:
+        try:
+            programs += dev.programs_of(run, cfg)
+        except Exception:  # noqa: BLE001  the timing below meets the error again and skips the candidate
+            pass
+    dev.prebuild(programs)
     best, best_t, error = None, None, None
     for cfg in ok:
         try:

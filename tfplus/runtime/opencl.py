@@ -22,7 +22,9 @@ one buffer: no copies, no cl sub-buffers.
 
 Programs are built once per context and kept; built binaries are also cached on disk
 ($XDG_CACHE_HOME/tfplus/opencl, else ~/.cache/tfplus/opencl), keyed by the sha256 of the source, build
-options, device and driver; TFPLUS_OPENCL_BUILD_OPTIONS adds compiler options. Ops with no OpenCL kernel raise
+options, device and driver; TFPLUS_OPENCL_BUILD_OPTIONS adds compiler options. prebuild() starts building a
+listed set of programs on background threads (`tfplus train` does, before it makes its graph), so a step's
+launchers find them built or building; TFPLUS_OPENCL_PREBUILD=0 turns it off. Ops with no OpenCL kernel raise
 NotImplementedError unless TFPLUS_OPENCL_FALLBACK=1, Session(config={"allow_soft_placement": True}) or
 `runtime.allow_fallback = True`: then they run their NumPy kernel on copies, and `placement_report()` lists
 each such op with the bytes it moved. TFPLUS_OPENCL_PROFILE=1 records kernel times (`profile_report()`);
@@ -30,14 +32,17 @@ a traced Session.run (tfplus.profiler) runs on a queue with profiling on.
 """
 from __future__ import annotations
 
+import atexit
 import collections
 import contextlib
 import hashlib
 import importlib.resources
 import json
 import os
+import re
 import sys
 import tempfile
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -261,22 +266,48 @@ class _Pool:
 
 # -- programs ------------------------------------------------------------------------------------------------
 class Kernel:
-    """One kernel of a built program. Scalar argument types are taken from the first call's NumPy scalars
-    (launchers always pass the same types), after which pyopencl's generated invoker does the work."""
+    """One kernel of a program: its program is built (or, when a build thread has it under way, waited for) when
+    the kernel is asked for, or at its first launch when it was asked for under _Device.programs_of, which
+    builds nothing. Scalar argument types are taken from the first call's NumPy scalars (launchers always pass
+    the same types), after which pyopencl's generated invoker does the work."""
 
-    __slots__ = ("name", "k", "typed")
+    __slots__ = ("name", "k", "typed", "dev", "program_key")
 
-    def __init__(self, name: str, k):
-        self.name, self.k, self.typed = name, k, False
+    def __init__(self, name: str, dev: _Device, program_key: tuple):
+        self.name, self.k, self.typed, self.dev, self.program_key = name, None, False, dev, program_key
 
     def type_args(self, args) -> None:
         """`args` as launchers pass them: a DeviceArray (or None, no buffer) is two kernel arguments, the
         buffer and its byte offset (common.cl: GLOBAL)."""
+        dev = self.dev
+        if dev.recording is not None:  # _Device.programs_of: note the program, launch nothing
+            dev.recording.append(self.program_key)
+            raise _Recorded
+        if self.k is None:
+            self.resolve()
         types: list = []
         for a in args:
             types += [None, np.uint64] if isinstance(a, DeviceArray) or a is None else [a.dtype]
         self.k.set_scalar_arg_dtypes(types)
         self.typed = True
+
+    def resolve(self) -> None:
+        """Makes the cl.Kernel, building its program first if needed."""
+        prg = self.dev.program(*self.program_key)
+        try:
+            self.k = cl.Kernel(prg, self.name)
+        except cl.Error:
+            raise RuntimeError(f"OpenCL program {'+'.join(self.program_key[0])} has no kernel "
+                               f"{self.name!r}") from None
+
+
+class _Recorded(Exception):
+    """Ends a launcher run under _Device.programs_of at its first launch of a kernel not launched before."""
+
+
+# Held while file descriptor 2 is redirected (_native_stderr) and while a build thread prints, so that a line
+# printed by one thread is never swallowed by another thread's redirect.
+_STDERR = threading.RLock()
 
 
 @contextlib.contextmanager
@@ -290,7 +321,7 @@ def _native_stderr():
     except (OSError, ValueError, AttributeError):  # no descriptor 2 to redirect (an embedded interpreter)
         yield out
         return
-    with tempfile.TemporaryFile() as tmp:
+    with _STDERR, tempfile.TemporaryFile() as tmp:
         os.dup2(tmp.fileno(), 2)
         try:
             yield out
@@ -301,20 +332,39 @@ def _native_stderr():
             out[0] = tmp.read().decode(errors="replace")
 
 
+def _quiet(background: bool):
+    """_native_stderr() on the main thread; on a build thread nothing (fd 2 is the process's, not the thread's)."""
+    return contextlib.nullcontext([""]) if background else _native_stderr()
+
+
 class _CompileNotice:
     """Says on stderr that OpenCL programs are being compiled, how many and for how long: a first run on PoCL
     compiles dozens of programs for tens of seconds, which would otherwise look like a hang. A line when
-    compiling starts, then the count and the time so far every few seconds of compiling."""
+    compiling starts, then the count and the time so far every few seconds of compiling. Builds run on
+    several threads at once (_Device.prebuild): `seconds` is the wall-clock time during which at least one
+    was compiling, not the sum of their times."""
 
     EVERY_S = 5.0
 
     def __init__(self):
-        self.count, self.seconds, self._shown = 0, 0.0, 0.0
+        self.count, self._busy, self._shown = 0, 0.0, 0.0
+        self._active, self._since, self._lock = 0, 0.0, threading.Lock()
+
+    @property
+    def seconds(self) -> float:
+        with self._lock:
+            return self._busy + (time.perf_counter() - self._since if self._active else 0.0)
 
     def start(self, device: str) -> None:
-        if self.count == 0:
-            print(f"tfplus: compiling OpenCL kernels for {device} (once: later runs load them from "
-                  f"{cache_dir()})", file=sys.stderr, flush=True)
+        with self._lock:
+            first = self.count == 0 and self._active == 0 and self._busy == 0.0
+            self._active += 1
+            if self._active == 1:
+                self._since = time.perf_counter()
+        if first:
+            with _STDERR:
+                print(f"tfplus: compiling OpenCL kernels for {device} (once: later runs load them from "
+                      f"{cache_dir()})", file=sys.stderr, flush=True)
 
     def summary(self) -> str | None:
         """One line on what compiling cost so far (None if nothing was compiled)."""
@@ -323,13 +373,159 @@ class _CompileNotice:
         return (f"built {self.count} OpenCL program{'s' * (self.count != 1)} (first run on this device): "
                 f"{self.seconds:.1f} s")
 
-    def done(self, seconds: float) -> None:
-        self.count += 1
-        self.seconds += seconds
-        if self.seconds - self._shown >= self.EVERY_S:
-            self._shown = self.seconds
-            print(f"tfplus: compiled {self.count} OpenCL program{'s' * (self.count != 1)} in {self.seconds:.1f} s",
-                  file=sys.stderr, flush=True)
+    def done(self, built: bool = True) -> None:
+        with self._lock:
+            self.count += built
+            self._active -= 1
+            if self._active == 0:
+                self._busy += time.perf_counter() - self._since
+            count = self.count
+        seconds = self.seconds
+        if seconds - self._shown >= self.EVERY_S:
+            self._shown = seconds
+            with _STDERR:
+                print(f"tfplus: compiled {count} OpenCL program{'s' * (count != 1)} in {seconds:.1f} s",
+                      file=sys.stderr, flush=True)
+
+
+class _Builds:
+    """Programs being built on background threads, in the order they were asked for: clBuildProgram releases
+    the GIL, and OpenCL lets threads build different programs of one context at once. Threads are daemons that
+    end when the queue is empty; at exit, queued builds are dropped and running ones waited for, so that no
+    thread is inside the driver while the process ends."""
+
+    THREADS = min(8, os.cpu_count() or 1)
+
+    def __init__(self, build):
+        self.build = build                   # (files, options) -> program
+        self.lock = threading.Lock()
+        self.queue: dict = {}                # key -> True, in order: not started
+        self.running: dict = {}              # key -> threading.Event, set when its build ends
+        self.done: dict = {}                 # key -> program, or the exception its build raised
+        self.threads: list = []
+        atexit.register(self.stop)
+
+    def start(self, keys) -> int:
+        """Queues the builds of `keys` (those not already queued, running or done); returns how many."""
+        with self.lock:
+            new = [k for k in keys if k not in self.queue and k not in self.running and k not in self.done]
+            self.queue.update(dict.fromkeys(new, True))
+            while len(self.threads) < min(self.THREADS, len(self.queue)):
+                t = threading.Thread(target=self._work, name="tfplus-opencl-build", daemon=True)
+                self.threads.append(t)
+                t.start()
+        return len(new)
+
+    def take(self, key):
+        """The program of `key` built here (waiting for it if its build is running); None if none was
+        started (it is dropped from the queue: the caller builds it now) or its build failed (the caller
+        builds it again, which raises with the build log)."""
+        with self.lock:
+            if self.queue.pop(key, False):
+                return None
+            ev = self.running.get(key)
+        if ev is not None:
+            ev.wait()
+        with self.lock:
+            out = self.done.pop(key, None)
+        return None if isinstance(out, Exception) else out
+
+    def _work(self) -> None:
+        while True:
+            with self.lock:
+                if not self.queue:
+                    self.threads.remove(threading.current_thread())
+                    return
+                key = next(iter(self.queue))
+                del self.queue[key]
+                ev = self.running[key] = threading.Event()
+            try:
+                out = self.build(*key, background=True)
+            except Exception as e:  # noqa: BLE001  kept for take(): the caller's own build reports it
+                out = e
+            with self.lock:
+                self.done[key] = out
+                del self.running[key]
+            ev.set()
+
+    def stop(self) -> None:
+        with self.lock:
+            self.queue.clear()
+            threads = list(self.threads)
+        for t in threads:
+            t.join()
+
+
+# A program list's options are -D defines only (values such as 64, float, -INFINITY, (-2147483647-1)): nothing
+# read from a list file reaches the compiler but macros.
+_DEFINE = re.compile(r"-D[A-Za-z_]\w*=[\w.()+-]+\Z")
+
+
+def _cl_files() -> frozenset:
+    pkg = importlib.resources.files("tfplus.kernels.opencl")
+    return frozenset(p.name for p in pkg.iterdir() if p.name.endswith(".cl"))
+
+
+def read_program_list(path, name: str) -> list[tuple[tuple[str, ...], str]]:
+    """The (files, options) program keys listed under `name` in the JSON file at `path` (a dict: name -> list
+    of [[.cl file, ...], options]); [] when the file is missing or unreadable, or when anything in it is not
+    such a key: files must be the package's .cl files and options -DNAME=VALUE defines."""
+    try:
+        data = json.loads(Path(path).read_text())
+        entries = data.get(name, []) if isinstance(data, dict) else None
+        known, keys = _cl_files(), []
+        for files, options in entries:
+            if not (isinstance(files, list) and files and all(f in known for f in files)
+                    and isinstance(options, str) and all(_DEFINE.match(o) for o in options.split())):
+                raise ValueError(f"not a program key: {[files, options]!r}")
+            keys.append((tuple(files), options))
+        return keys
+    except (OSError, ValueError, TypeError, AttributeError) as e:
+        if _debug() >= 1 and not isinstance(e, FileNotFoundError):
+            print(f"tfplus: ignoring the OpenCL program list {path}: {e}", file=sys.stderr)
+        return []
+
+
+def write_program_list(path, name: str, keys) -> None:
+    """Sets `name`'s list in the JSON file at `path` to `keys` (other names' lists are kept); atomic."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+        data = data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        data = {}
+    data[name] = [[list(files), options] for files, options in keys]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=0, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+
+
+def prebuild(selector: str | None, name: str) -> int:
+    """Starts building, on background threads, the OpenCL programs that the work called `name` (e.g.
+    "train-mentee") used the last time it ran on this device (the list record() kept in cache_dir()), else
+    those the package lists for `name` on this kind of device (kernels/opencl/programs-<cpu|gpu>.json, made by
+    tools/gen_program_lists.py). Launchers then find their programs built or building. Returns how many builds
+    were started; 0 with TFPLUS_OPENCL_PREBUILD=0, or with no OpenCL device (the runtime reports that when it
+    is made).
+
+        >>> opencl.prebuild(None, "train-mentee")     # doctest: +SKIP
+        30
+    """
+    if os.environ.get("TFPLUS_OPENCL_PREBUILD", "1") == "0" or cl is None:
+        return 0
+    try:
+        dev = _Device.get(_select(selector))
+    except (RuntimeError, ValueError, cl.Error):
+        return 0
+    return dev.prebuild_named(name)
+
+
+def record(runtime: OpenCLRuntime, name: str) -> None:
+    """Keeps the programs `runtime`'s device was first asked for since prebuild(..., name) as `name`'s list in
+    cache_dir(), for the next prebuild of `name` (`tfplus train` records after its first step: what the first
+    step needs, not what evaluation adds later)."""
+    runtime.dev.record_programs(name)
 
 
 class _Device:
@@ -370,7 +566,14 @@ class _Device:
             self.tuning = json.loads(self.tuning_path.read_text())
         except (OSError, ValueError):
             pass
-        self.build_seconds = 0.0  # building programs, from source or from cached binaries
+        # Program lists (prebuild): keyed by platform and device name, not driver, so that a new driver (whose
+        # cached binaries no longer load) still finds what to build.
+        named = hashlib.sha256(f"{d.platform.name}|{d.name}".encode()).hexdigest()[:16]
+        self.programs_path = cache_dir() / f"programs-{named}.json"
+        self.used: list = []      # (files, options) keys in the order this process first asked for them
+        self.listed_from: dict = {}  # name -> len(used) when prebuild_named(name) was called
+        self.builds = _Builds(self._build)
+        self.recording: list | None = None  # programs_of() collects program keys here
         self.tune_seconds = 0.0   # choosing tiles (kernels/opencl/_tune.py), compiles included
         self.compiling = _CompileNotice()
         if _debug() >= 1:
@@ -382,10 +585,53 @@ class _Device:
         key = (files, options)
         prg = self.programs.get(key)
         if prg is None:
-            prg = self.programs[key] = self._build(files, options)
+            self.used.append(key)
+            prg = self.programs[key] = self.builds.take(key) or self._build(files, options)
         return prg
 
-    def _build(self, files: tuple[str, ...], options: str):
+    def prebuild(self, keys) -> int:
+        """Starts building programs `keys` ((files, options) as program() takes them) on background threads;
+        program() waits for one that is building, and builds one that has not started itself. Returns how
+        many builds were started."""
+        return self.builds.start([k for k in keys if k not in self.programs])
+
+    def prebuild_named(self, name: str) -> int:
+        """prebuild() of the programs listed under `name` (see the module function prebuild)."""
+        keys = read_program_list(self.programs_path, name)
+        if not keys:
+            kind = "gpu" if self.is_gpu else "cpu"
+            keys = read_program_list(importlib.resources.files("tfplus.kernels.opencl") / f"programs-{kind}.json",
+                                     name)
+        self.listed_from[name] = len(self.used)
+        return self.prebuild(keys)
+
+    def record_programs(self, name: str) -> None:
+        """Keeps the programs first asked for since prebuild_named(name) as `name`'s list in the cache directory
+        (not those of anything the process ran before)."""
+        keys = self.used[self.listed_from.get(name, 0):]
+        if keys:
+            try:
+                write_program_list(self.programs_path, name, keys)
+            except OSError:  # a read-only cache directory: no list, programs are built as asked for
+                pass
+
+    def programs_of(self, fn, *args) -> list:
+        """The programs whose kernels `fn(*args)` launches, up to its first launch of a kernel not launched
+        before: that launch and what follows it are skipped, and nothing is built (the tuner lists its
+        candidates' programs this way, to build them all at once)."""
+        self.recording = []
+        try:
+            fn(*args)
+        except _Recorded:
+            pass
+        finally:
+            keys, self.recording = self.recording, None
+        return keys
+
+    def _build(self, files: tuple[str, ...], options: str, background: bool = False):
+        """The program of `files` (after common.cl) built with `options`: from the disk cache's binary, else
+        from source (cached). `background`: on a build thread, where file descriptor 2 is left alone (the
+        main thread's output would go with the compiler's)."""
         pkg = importlib.resources.files("tfplus.kernels.opencl")
         src = "".join(f"// ---- {f}\n{pkg.joinpath(f).read_text()}\n" for f in ("common.cl",) + files)
         extra = os.environ.get("TFPLUS_OPENCL_BUILD_OPTIONS", "")
@@ -395,14 +641,12 @@ class _Device:
                                            cl.VERSION_TEXT]).encode()).hexdigest()
         path = cache_dir() / f"{digest}.bin"
         what = f"{'+'.join(files)} [{opts}] for {self.info['name']}"
-        t0 = time.perf_counter()
         if path.exists():
             try:
                 prg = cl._cl._Program(self.ctx, [d], [path.read_bytes()])
-                with warnings.catch_warnings(), _native_stderr():
+                with warnings.catch_warnings(), _quiet(background):
                     warnings.simplefilter("ignore", cl.CompilerWarning)
                     prg.build(opts.encode(), [d])
-                self.build_seconds += time.perf_counter() - t0
                 return prg
             except cl.Error:  # a stale or foreign binary: rebuild from source below
                 pass
@@ -410,13 +654,17 @@ class _Device:
             print(f"tfplus: building {what}\n{src}", file=sys.stderr)
         prg = cl._cl._Program(self.ctx, src)
         self.compiling.start(self.info["name"])
+        # NOTE: a build thread cannot catch what PoCL's compiler prints on fd 2 (the process's, not the
+        # thread's), so it builds with warnings off; the code is the same, so the digest above leaves -w out.
+        build_opts = f"{opts} -w" if background and _debug() < 3 else opts
         try:
             # Compiler chatter (e.g. always-false compares in an int build) goes to the build log, which
             # TFPLUS_DEBUG=3 shows: not the Python warnings, nor what PoCL's compiler prints on stderr.
-            with warnings.catch_warnings(), _native_stderr() as chatter:
+            with warnings.catch_warnings(), _quiet(background) as chatter:
                 warnings.simplefilter("ignore", cl.CompilerWarning)
-                prg.build(opts.encode(), [d])
+                prg.build(build_opts.encode(), [d])
         except cl.Error as e:
+            self.compiling.done(built=False)
             try:
                 log = prg.get_build_info(d, cl.program_build_info.LOG)
             except cl.Error:
@@ -425,13 +673,12 @@ class _Device:
         if _debug() >= 3:
             print(f"tfplus: build log of {what}:\n{prg.get_build_info(d, cl.program_build_info.LOG)}"
                   f"{chatter[0]}", file=sys.stderr)
-        self.build_seconds += time.perf_counter() - t0
-        self.compiling.done(time.perf_counter() - t0)
+        self.compiling.done()
         try:
             binary = prg.get_info(cl.program_info.BINARIES)[0]
             if binary:
                 path.parent.mkdir(parents=True, exist_ok=True)
-                tmp = path.with_suffix(f".{os.getpid()}.tmp")
+                tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")  # builds run on threads
                 tmp.write_bytes(binary)
                 os.replace(tmp, path)  # atomic: a concurrent reader sees the whole file or none
         except (OSError, cl.Error):  # a read-only home or a device that gives no binaries: memory cache only
@@ -439,14 +686,14 @@ class _Device:
         return prg
 
     def kernel(self, files: tuple[str, ...], name: str, options: str) -> Kernel:
+        """Kernel `name` of program (files, options), built now (at its first launch under programs_of)."""
         key = (files, name, options)
         k = self.kernels.get(key)
         if k is None:
-            prg = self.program(files, options)
-            try:
-                k = self.kernels[key] = Kernel(name, cl.Kernel(prg, name))
-            except cl.Error:
-                raise RuntimeError(f"OpenCL program {'+'.join(files)} has no kernel {name!r}") from None
+            k = Kernel(name, self, (files, options))
+            if self.recording is None:
+                k.resolve()
+            self.kernels[key] = k
         return k
 
     def save_tuning(self) -> None:

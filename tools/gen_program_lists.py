@@ -1,0 +1,54 @@
+"""Regenerates the OpenCL program lists shipped with the package, kernels/opencl/programs-<cpu|gpu>.json: per
+model, the programs that `tfplus train --model M --device opencl` builds on a fresh machine, which
+tfplus.runtime.opencl.prebuild starts building in the background when no list of this machine's own exists.
+
+    python tools/gen_program_lists.py                       # every model, on the default OpenCL device
+    python tools/gen_program_lists.py --device opencl:0 --models mentee lenet
+
+Run it on a machine of the kind the list is for (a GPU for programs-gpu.json: its tile sizes differ from a
+CPU's). Each model trains one step on synthetic data with an empty cache; the list is what that run recorded.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+LISTS = ROOT / "kernels" / "opencl"
+
+
+def recorded(model: str, device: str) -> list:
+    """The program list one step of training `model` on `device` records, with an empty cache."""
+    with tempfile.TemporaryDirectory() as cache:
+        cmd = [sys.executable, "-m", "tfplus", "train", "--model", model, "--device", device, "--synthetic",
+               "--steps", "1", "--no-eval"]
+        env = {**os.environ, "XDG_CACHE_HOME": cache, "TFPLUS_OPENCL_PREBUILD": "1"}
+        subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL)
+        (path,) = (Path(cache) / "tfplus" / "opencl").glob("programs-*.json")
+        return json.loads(path.read_text())[f"train-{model}"]
+
+
+def main() -> None:
+    from tfplus.graphs import MODELS
+    from tfplus.runtime import get_runtime
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--device", default="opencl")
+    p.add_argument("--models", nargs="+", default=sorted(MODELS), choices=sorted(MODELS))
+    args = p.parse_args()
+    kind = "gpu" if get_runtime(args.device).dev.is_gpu else "cpu"
+    out = LISTS / f"programs-{kind}.json"
+    lists = json.loads(out.read_text()) if out.exists() else {}
+    for model in args.models:
+        lists[f"train-{model}"] = recorded(model, args.device)
+        print(f"{model}: {len(lists[f'train-{model}'])} programs", file=sys.stderr)
+    out.write_text(json.dumps(lists, indent=0, sort_keys=True) + "\n")
+    print(f"wrote {out}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
