@@ -237,7 +237,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--threads", type=_positive_int, metavar="N", help=_THREADS_HELP)
     g.add_argument("--input", choices=("host", "device"), help="where training batches are augmented and "
                    "normalized: host (NumPy, floats uploaded) or device (uint8 uploaded, one kernel); the "
-                   "batches are the same. Default: host")
+                   "batches are the same. Default: device on opencl, host on cpu")
     g.add_argument("--memory-budget", type=_size, metavar="SIZE",
                    help="plan each step to fit SIZE bytes (e.g. 64MB, 64MiB)")
     g.add_argument("--checkpoint-dir", type=_path, metavar="DIR", help="write checkpoints here")

@@ -125,7 +125,7 @@ class TrainConfig:
     eval_every: int = 1                          # epochs between test-set evaluations (and the last); 0: none
     download: bool = False                       # fetch CIFAR-10 if absent (never without being asked)
     init_from: str | None = None                 # a checkpoint (file or folder) to start a new run from
-    input: str | None = None                     # "host" or "device" (CifarAugment); None: host
+    input: str | None = None                     # "host" or "device" (CifarAugment); None: device_input()
 
 
 RECIPE = ("model", "conv_widths", "fc_widths", "data_format", "synthetic", "batch_size", "epochs", "steps",
@@ -617,9 +617,12 @@ def _select(cfg: TrainConfig):
 
 def device_input(cfg: TrainConfig) -> bool:
     """Whether batches reach the graph as uint8 bytes and crops (tfplus.ops.image_ops.cifar_augment makes the
-    floats where the model runs): only with --input device. It moves a quarter of the bytes and takes the
-    augmentation off the host, but on the H100 host the NumPy pipeline in the prefetch thread kept up and the
-    step ran faster without the extra op (BENCHMARKS.md), so host input is the default on every device."""
+    floats where the model runs): --input device, and by default on opencl. It moves a quarter of the bytes and
+    takes the augmentation off the host, whose Python shares the GIL with the step's launches: on the H100, 15
+    epochs took 24.6 s with it and 33.3 s with host input (BENCHMARKS.md). The cpu device augments on the host
+    (the kernel would run on the same cores)."""
+    if cfg.input is None:
+        return cfg.device.startswith("opencl")
     return cfg.input == "device"
 
 
