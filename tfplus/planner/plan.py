@@ -74,6 +74,9 @@ OPENCL_DEFAULT_ALIGNMENT = 128
 # OpenCL device that is not at hand assumes this many (phone GPUs report a few to a dozen).
 OPENCL_DEFAULT_COMPUTE_UNITS = 8
 _KERNELS = {"cpu": "tfplus.kernels.numpy", "opencl": "tfplus.kernels.opencl"}
+# A conv kernel call on fewer images than this leaves the cpu kernels' fast paths (their tasks take 8 images at
+# least): the cost model prices such calls apart (_CostModel, `small_calls`).
+SMALL_CALL_IMAGES = 8
 
 
 @dataclass(frozen=True)
@@ -380,7 +383,7 @@ class _Step:
             if self.kernel_device != "cpu":  # few options there: all of them, smallest scratch first
                 front = opts
             quads += [(k, c, False, d) for _, _, c, d in sorted(front)]
-        quads.remove((1, 1, False, 1))
+        quads = [q for q in quads if q != (1, 1, False, 1)]  # the plain step (a cheaper pair may hide it)
         if "compact" in allowed and self._sites():
             quads += [(1, 1, True, 1)] + [(k, c, True, d) for k, c, _, d in quads]
         levels = self.levels() if "recompute" in allowed else []
@@ -491,7 +494,9 @@ class _Step:
             key = ("pieces", op, batch // n, d)
             if key not in self._cache:
                 self._cache[key] = chunking.kernel_chunks(batch // n, d, partial(self._scratch_bytes, op))
-            f["pieces"] += times * n * self._cache[key]
+            f["pieces"] += times * n * (self._cache[key] - 1)  # cuts beyond one piece per call
+            if batch // n < SMALL_CALL_IMAGES:
+                f["small_calls"] += times * n
             if d > 1 and self.kernel_device == "opencl" and op.type == "Conv2DBackpropFilter":
                 # The divisor takes the filter gradient's split sum down to 1/d as many work-group columns: on a
                 # big GPU the kernel runs with that much less of the device busy.
@@ -529,7 +534,8 @@ class _Step:
                     self._count(f, convs, k * len(dr.readers), op, specs)
             self._cache["fixed features", k, r] = f, convs
             return f, convs
-        f = dict.fromkeys(("calls", "conv_calls", "runs", "flops", "elements", "pieces", "compact", "divided"), 0.0)
+        f = dict.fromkeys(("calls", "conv_calls", "small_calls", "runs", "flops", "elements", "pieces", "compact",
+                               "divided"), 0.0)
         convs: list = []
         for times, run in zip((k, 1), self._runs(k)):  # the micro-batch run k times, the update run once
             f["runs"] += times
@@ -666,7 +672,8 @@ class _Step:
         times), the copies of the cut's rows and the sums of the prefix's weight gradients."""
         key = ("stream features", name, k)
         if key not in self._cache:
-            f = dict.fromkeys(("calls", "conv_calls", "runs", "flops", "elements", "pieces", "compact", "divided"), 0.0)
+            f = dict.fromkeys(("calls", "conv_calls", "small_calls", "runs", "flops", "elements", "pieces", "compact",
+                               "divided"), 0.0)
             convs: list = []
             for times, run in zip((k, 1, k, 1), self._stream_runs(name, k)):
                 f["runs"] += times
@@ -1101,7 +1108,13 @@ class _CostModel:
     chunks, compact or not, scratch divisors 1-16; the free fit put negative weights on executor runs and
     compaction (collinear with calls), so both are 0, and the per-call weight was then lowered by hand. The
     model ranks plans well but overstates overheads: predicted +21% / +42% where 32MB / 24MB measured +3% /
-    +11% (benchmarks/bench_memory.py).
+    +11% (benchmarks/bench_memory.py). Refitted by hand on 2026-11-24, once the compiled executor had cut the
+    host cost of a call and the streamed prefix had brought plans of many calls (Mentee fine-tuning step, batch
+    128, one thread, 16 MB; `tfplus plan`'s candidates forced and timed in turns): 16 micro-batches of 8 images
+    cost +2.5-3.9% for 441 more calls (so ~14 us a call, 50 us a conv call, not 120 / 950 us); a conv call on
+    fewer than SMALL_CALL_IMAGES images leaves the cpu kernels' fast paths (their tasks take 8 images at least:
+    kernels/numpy/conv.py `_fast_grain`; chunks of 2 images cost +35%): `small_calls`, 300 us each; `pieces`
+    counts the cuts a kernel makes beyond one piece per call (scratch divisor 16: +37%), 300 us each.
 
     On opencl the executor is host-bound (a GPU finishes a kernel before Python has launched the next), so a
     step costs its kernel calls (OPENCL_WEIGHTS): on the H100 that predicts +233% / +544% where 32MB / 24MB
@@ -1111,10 +1124,10 @@ class _CostModel:
     --trace`), so on opencl `divided` (the filter gradients' FLOPs times 1 - 1/divisor) prices it at 1e-13 s
     per FLOP, 0.56 ms for Mentee at divisor 4. (The cpu's divisor cost is in `pieces`.)"""
 
-    WEIGHTS = {"calls": 1.2e-4, "conv_calls": 9.5e-4, "runs": 0.0, "flops": 2.2e-11, "elements": 1.5e-9,
-               "pieces": 1.5e-4, "compact": 0.0, "divided": 0.0}
-    OPENCL_WEIGHTS = {"calls": 5e-5, "conv_calls": 5e-5, "runs": 0.0, "flops": 0.0, "elements": 0.0,
-                      "pieces": 0.0, "compact": 0.0, "divided": 1e-13}
+    WEIGHTS = {"calls": 1.4e-5, "conv_calls": 5e-5, "small_calls": 3e-4, "runs": 0.0, "flops": 2.2e-11,
+               "elements": 1.5e-9, "pieces": 3e-4, "compact": 0.0, "divided": 0.0}
+    OPENCL_WEIGHTS = {"calls": 5e-5, "conv_calls": 5e-5, "small_calls": 0.0, "runs": 0.0, "flops": 0.0,
+                      "elements": 0.0, "pieces": 0.0, "compact": 0.0, "divided": 1e-13}
 
     def __init__(self, device: str, weights: dict | None = None):
         default = self.OPENCL_WEIGHTS if device == "opencl" else self.WEIGHTS
