@@ -3,6 +3,7 @@ what compiling cost, GEMM tuning stops at its time budget (TFPLUS_OPENCL_TUNE_S)
 background threads (prebuild, program lists) give what building them when asked for gives."""
 from __future__ import annotations
 
+import json
 import os
 from types import SimpleNamespace
 
@@ -200,3 +201,13 @@ def test_train_prebuilds_its_list_and_records_its_first_steps_programs(monkeypat
     assert main(argv) == 0
     assert started[1] == dev.used  # the next run starts building them all
     capsys.readouterr()
+
+
+def test_shipped_tuning_is_read_for_its_device_name_only_and_a_bad_file_is_ignored():
+    from tfplus.runtime.opencl import parse_tuning
+    good = json.dumps({"GPU A": {"gemm|float32|64x64x64|": [16, 64, 64, 4, 4]}, "GPU B": {}})
+    assert parse_tuning(good, "GPU A") == {"gemm|float32|64x64x64|": [16, 64, 64, 4, 4]}
+    assert parse_tuning(good, "GPU C") == {}
+    for bad in ("not json", "[1, 2]", json.dumps({"GPU A": {"k": "__import__('os')"}}),
+                json.dumps({"GPU A": {"k": [1.5]}}), json.dumps({"GPU A": {"k": []}}), json.dumps({"GPU A": [1]})):
+        assert parse_tuning(bad, "GPU A") == {}

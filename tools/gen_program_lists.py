@@ -7,6 +7,11 @@ tfplus.runtime.opencl.prebuild starts building in the background when no list of
 
 Run it on a machine of the kind the list is for (a GPU for programs-gpu.json: its tile sizes differ from a
 CPU's). Each model trains one step on synthetic data with an empty cache; the list is what that run recorded.
+
+On a GPU, --tuning first tunes every model's GEMM tiles without a time bound and writes them to
+kernels/opencl/tuning-gpu.json under the device's name (tfplus.runtime.opencl.shipped_tuning), so that a fresh
+machine with that GPU spends no time tuning. The program lists are recorded by the installed package, so
+install it editable (`pip install -e .`) for them to use the new tiles, or run the tool again without --tuning.
 """
 from __future__ import annotations
 
@@ -33,14 +38,34 @@ def recorded(model: str, device: str) -> list:
         return json.loads(path.read_text())[f"train-{model}"]
 
 
+def tuned(models: list, device: str, name: str) -> None:
+    """Tunes `models`' tiles on `device` (no time bound) and merges them into tuning-gpu.json under `name`."""
+    with tempfile.TemporaryDirectory() as cache:
+        env = {**os.environ, "XDG_CACHE_HOME": cache, "TFPLUS_OPENCL_TUNE_S": "inf", "TFPLUS_OPENCL_PREBUILD": "0"}
+        for model in models:
+            subprocess.run([sys.executable, "-m", "tfplus", "train", "--model", model, "--device", device,
+                            "--synthetic", "--steps", "1", "--no-eval"], env=env, check=True, stdout=subprocess.DEVNULL)
+        (path,) = (Path(cache) / "tfplus" / "opencl").glob("tuning-*.json")
+        table = json.loads(path.read_text())
+    out = LISTS / "tuning-gpu.json"
+    shipped = json.loads(out.read_text()) if out.exists() else {}
+    shipped[name] = {**shipped.get(name, {}), **table}
+    out.write_text(json.dumps(shipped, indent=0, sort_keys=True) + "\n")
+    print(f"wrote {out}: {len(table)} tiles for {name}", file=sys.stderr)
+
+
 def main() -> None:
     from tfplus.graphs import MODELS
     from tfplus.runtime import get_runtime
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--device", default="opencl")
     p.add_argument("--models", nargs="+", default=sorted(MODELS), choices=sorted(MODELS))
+    p.add_argument("--tuning", action="store_true", help="also ship this GPU's tuned tiles (tuning-gpu.json)")
     args = p.parse_args()
-    kind = "gpu" if get_runtime(args.device).dev.is_gpu else "cpu"
+    dev = get_runtime(args.device).dev
+    kind = "gpu" if dev.is_gpu else "cpu"
+    if args.tuning and dev.is_gpu:
+        tuned(args.models, args.device, dev.device.name)
     out = LISTS / f"programs-{kind}.json"
     lists = json.loads(out.read_text()) if out.exists() else {}
     for model in args.models:

@@ -63,6 +63,29 @@ _SMALL_BYTES = 1024
 _INT8 = None if cl is None else cltypes.int8
 
 
+def shipped_tuning(device_name: str) -> dict:
+    """The GEMM tiles the package ships for an OpenCL device of this name (kernels/opencl/tuning-gpu.json,
+    written by tools/gen_program_lists.py --tuning on such a device): {problem key: tile}. JSON only; a file
+    that is not {name: {str: [int, ...]}} is ignored."""
+    try:
+        text = importlib.resources.files("tfplus.kernels.opencl").joinpath("tuning-gpu.json").read_text()
+    except OSError:
+        return {}
+    return parse_tuning(text, device_name)
+
+
+def parse_tuning(text: str, device_name: str) -> dict:
+    """shipped_tuning's reading of a tuning-gpu.json text: {} unless it is valid."""
+    try:
+        table = json.loads(text)
+        table = table.get(device_name, {}) if isinstance(table, dict) else None
+    except ValueError:
+        return {}
+    ok = isinstance(table, dict) and all(
+        isinstance(k, str) and isinstance(v, list) and v and all(type(x) is int for x in v) for k, v in table.items())
+    return dict(table) if ok else {}
+
+
 def _debug() -> int:
     try:
         return int(os.environ.get("TFPLUS_DEBUG", "0") or 0)
@@ -565,7 +588,9 @@ class _Device:
         try:
             self.tuning = json.loads(self.tuning_path.read_text())
         except (OSError, ValueError):
-            pass
+            # A fresh machine: the tiles shipped for this device's name, if any (a first step need not spend
+            # TFPLUS_OPENCL_TUNE_S timing candidates); what it tunes beyond them is saved as its own.
+            self.tuning = shipped_tuning(d.name) if self.is_gpu else {}
         # Program lists (prebuild): keyed by platform and device name, not driver, so that a new driver (whose
         # cached binaries no longer load) still finds what to build.
         named = hashlib.sha256(f"{d.platform.name}|{d.name}".encode()).hexdigest()[:16]
