@@ -211,29 +211,3 @@ def test_shipped_tuning_is_read_for_its_device_name_only_and_a_bad_file_is_ignor
     for bad in ("not json", "[1, 2]", json.dumps({"GPU A": {"k": "__import__('os')"}}),
                 json.dumps({"GPU A": {"k": [1.5]}}), json.dumps({"GPU A": {"k": []}}), json.dumps({"GPU A": [1]})):
         assert parse_tuning(bad, "GPU A") == {}
-
-
-def test_build_processes_fill_the_binary_cache_that_the_run_then_loads(tmp_path, monkeypatch):
-    g, x, y = _relu_affine()
-    feed = {x: np.linspace(-1, 1, 15, dtype=np.float32).reshape(3, 5)}
-    dev, _ = _fresh_device(monkeypatch, tmp_path / "a")
-    with tf.Session(graph=g, device="opencl") as s:
-        want = s.run(y, feed)
-    used = list(dev.used)
-    bad = (("elementwise.cl",), "-DT=no_such_type -DSFX=f32 -DIS_FLOAT=1 -DIS_SIGNED=1 -DWANT_add=1")
-    monkeypatch.setenv("TFPLUS_OPENCL_BUILD_PROCESSES", "2")
-    dev, _ = _fresh_device(monkeypatch, tmp_path / "b")
-    dev._spawn_builders(used + [bad])
-    workers = set(dev.workers.values())
-    assert workers and set(dev.workers) == set(used + [bad])  # about 4 programs a process
-    for proc in workers:
-        assert proc.wait(timeout=300) == 0
-    assert len(list((tmp_path / "b" / "tfplus" / "opencl").glob("*.bin"))) == len(used)  # not the bad one
-    with tf.Session(graph=g, device="opencl") as s:
-        np.testing.assert_array_equal(s.run(y, feed), want)
-    assert dev.compiling.count == 0  # every program came from the processes' binaries
-    with pytest.raises(RuntimeError, match=r"OpenCL build of elementwise\.cl \[.*-DT=no_such_type.*\] .*failed"):
-        dev.program(*bad)  # the process left it: built here, and its log reported
-    monkeypatch.setenv("TFPLUS_OPENCL_BUILD_PROCESSES", "many")
-    with pytest.raises(ValueError, match="TFPLUS_OPENCL_BUILD_PROCESSES"):
-        dev._spawn_builders([(("elementwise.cl",), "-DT=float -DWANT_mul=1"), bad])

@@ -40,7 +40,6 @@ import importlib.resources
 import json
 import os
 import re
-import subprocess
 import sys
 import tempfile
 import threading
@@ -51,7 +50,7 @@ from typing import Any
 
 import numpy as np
 
-from tfplus.runtime import _clbuild, size_class
+from tfplus.runtime import size_class
 
 try:
     import pyopencl as cl
@@ -552,17 +551,6 @@ def record(runtime: OpenCLRuntime, name: str) -> None:
     runtime.dev.record_programs(name)
 
 
-# Build processes still running at exit are stopped: their programs are not needed any more.
-_WORKERS: list = []
-
-
-@atexit.register
-def _stop_workers() -> None:
-    for proc in _WORKERS:
-        if proc.poll() is None:
-            proc.kill()
-
-
 class _Device:
     """What all runtimes of one OpenCL device share: context, queue, buffer pool, built programs, tuning."""
 
@@ -610,7 +598,6 @@ class _Device:
         self.used: list = []      # (files, options) keys in the order this process first asked for them
         self.listed_from: dict = {}  # name -> len(used) when prebuild_named(name) was called
         self.builds = _Builds(self._build)
-        self.workers: dict = {}  # program key -> the build process (_clbuild) that has it
         self.recording: list | None = None  # programs_of() collects program keys here
         self.tune_seconds = 0.0   # choosing tiles (kernels/opencl/_tune.py), compiles included
         self.compiling = _CompileNotice()
@@ -641,39 +628,7 @@ class _Device:
             keys = read_program_list(importlib.resources.files("tfplus.kernels.opencl") / f"programs-{kind}.json",
                                      name)
         self.listed_from[name] = len(self.used)
-        self._spawn_builders(keys)
         return self.prebuild(keys)
-
-    def _spawn_builders(self, keys) -> None:
-        """Hands `keys` to build processes (_clbuild), TFPLUS_OPENCL_BUILD_PROCESSES of them (default: up to 8 on
-        a GPU, none on a CPU device, whose compiler uses every core already), about 4 programs each; _build
-        then waits for their binaries instead of compiling in this process."""
-        default = min(8, os.cpu_count() or 1) if self.is_gpu else 0
-        try:
-            n = int(os.environ.get("TFPLUS_OPENCL_BUILD_PROCESSES", default))
-        except ValueError:
-            raise ValueError("TFPLUS_OPENCL_BUILD_PROCESSES must be a whole number of processes (0: none), got "
-                             f"{os.environ['TFPLUS_OPENCL_BUILD_PROCESSES']!r}") from None
-        kernels = importlib.resources.files("tfplus.kernels.opencl")
-        todo = [k for k in keys if k not in self.programs and k not in self.workers]
-        if n <= 0 or len(todo) < 2 or not isinstance(kernels, Path):
-            return
-        n = min(n, -(-len(todo) // 4))
-        spec = {"platform": self.device.platform.name, "device": self.device.name, "cache": str(cache_dir()),
-                "kernels": str(kernels), "std": self.std, "extra": os.environ.get("TFPLUS_OPENCL_BUILD_OPTIONS", "")}
-        for i in range(n):
-            share = todo[i::n]
-            fd, job = tempfile.mkstemp(prefix="tfplus-build-", suffix=".json")
-            with os.fdopen(fd, "w") as f:
-                json.dump({**spec, "programs": [[list(files), opts] for files, opts in share]}, f)
-            try:
-                proc = subprocess.Popen([sys.executable, "-P", _clbuild.__file__, job], stdin=subprocess.DEVNULL,
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            except OSError:
-                os.unlink(job)
-                return
-            self.workers.update(dict.fromkeys(share, proc))
-            _WORKERS.append(proc)
 
     def record_programs(self, name: str) -> None:
         """Keeps the programs first asked for since prebuild_named(name) as `name`'s list in the cache directory
@@ -702,18 +657,15 @@ class _Device:
         """The program of `files` (after common.cl) built with `options`: from the disk cache's binary, else
         from source (cached). `background`: on a build thread, where file descriptor 2 is left alone (the
         main thread's output would go with the compiler's)."""
-        src = _clbuild.source(files, importlib.resources.files("tfplus.kernels.opencl"))
+        pkg = importlib.resources.files("tfplus.kernels.opencl")
+        src = "".join(f"// ---- {f}\n{pkg.joinpath(f).read_text()}\n" for f in ("common.cl",) + files)
         extra = os.environ.get("TFPLUS_OPENCL_BUILD_OPTIONS", "")
         opts = " ".join(x for x in (self.std, options, extra) if x)
         d = self.device
-        path = _clbuild.binary_path(cache_dir(), src, opts, d, cl.VERSION_TEXT)
+        digest = hashlib.sha256("\0".join([src, opts, d.platform.name, d.name, d.version, d.driver_version,
+                                           cl.VERSION_TEXT]).encode()).hexdigest()
+        path = cache_dir() / f"{digest}.bin"
         what = f"{'+'.join(files)} [{opts}] for {self.info['name']}"
-        worker = self.workers.get((files, options))
-        if worker is not None and not path.exists():  # a build process has it: wait for its binary
-            self.compiling.start(self.info["name"])
-            while worker.poll() is None and not path.exists():
-                time.sleep(0.002)
-            self.compiling.done(built=path.exists())
         if path.exists():
             try:
                 prg = cl._cl._Program(self.ctx, [d], [path.read_bytes()])
@@ -747,7 +699,15 @@ class _Device:
             print(f"tfplus: build log of {what}:\n{prg.get_build_info(d, cl.program_build_info.LOG)}"
                   f"{chatter[0]}", file=sys.stderr)
         self.compiling.done()
-        _clbuild.save_binary(prg, path, cl)
+        try:
+            binary = prg.get_info(cl.program_info.BINARIES)[0]
+            if binary:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")  # builds run on threads
+                tmp.write_bytes(binary)
+                os.replace(tmp, path)  # atomic: a concurrent reader sees the whole file or none
+        except (OSError, cl.Error):  # a read-only home or a device that gives no binaries: memory cache only
+            pass
         return prg
 
     def kernel(self, files: tuple[str, ...], name: str, options: str) -> Kernel:
