@@ -28,11 +28,11 @@ def assert_fits_a_fixed_batch(tg, feeds: dict, device: str, steps: int = 12) -> 
     assert pred.shape == (len(feeds[tg.labels]),)
 
 
-def assert_planned_bytes_are_measured(tg, feeds: dict) -> None:
+def assert_planned_bytes_are_measured(tg, feeds: dict, force: tuple | None = None) -> None:
     """As test_planner's Mentee check: the NumPy data a planned training step holds and adds is its plan's
-    (every kernel's scratch is declared)."""
+    (every kernel's scratch is declared); `force`: planner.plan's, a given combination of transformations."""
     fetches = [tg.train_op, tg.loss]
-    p = planner.plan(fetches, {t: v.shape for t, v in feeds.items()}, graph=tg.graph)
+    p = planner.plan(fetches, {t: v.shape for t, v in feeds.items()}, graph=tg.graph, force=force)
     tracemalloc.start()
     try:
         with tf.Session(graph=tg.graph, memory_budget="1GB") as sess:

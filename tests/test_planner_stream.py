@@ -4,16 +4,16 @@ measured ones, the budget search picks it for fine-tuning, and cuts it cannot st
 from __future__ import annotations
 
 import gc
-import tracemalloc
 
 import numpy as np
 import pytest
 from conftest import needs_opencl
-from test_planner import _UNPLANNED, _cnn_feeds
+from modelcheck import assert_planned_bytes_are_measured
+from test_planner import _cnn_feeds
 
 import tfplus as tf
 from tfplus import planner
-from tfplus.planner.execute import install, measure_device_step, measure_step
+from tfplus.planner.execute import install, measure_device_step
 from tfplus.planner.liveness import PlanError, alias_root
 from tfplus.planner.plan import _Step
 
@@ -91,23 +91,7 @@ def test_streamed_prefix_planned_bytes_are_measured_bytes(case):
     buffers."""
     last, cut, k, _ = case
     tg = _cnn(last)
-    feeds = _cnn_feeds(tg, batch=32)
-    fetches = [tg.train_op, tg.loss]
-    p = planner.plan(fetches, {t: v.shape for t, v in feeds.items()}, graph=tg.graph,
-                     force=(1, 1, False, 1, 0, (cut, k)))
-    tracemalloc.start()
-    try:
-        with tf.Session(graph=tg.graph, memory_budget="1GB") as sess:
-            sess.run(tg.init_op)
-            install(sess, fetches, p)
-            sess.run(fetches, feeds)
-            m = measure_step(sess, fetches, feeds)
-    finally:
-        tracemalloc.stop()
-    slack = p.alignment + 4096
-    assert 0 <= m["held"] - (p.fixed_bytes - p.feed_bytes + p.arena_bytes) <= slack, m
-    assert m["during"] <= _UNPLANNED, m
-    assert 0 <= m["peak"] - p.peak_bytes <= _UNPLANNED + slack
+    assert_planned_bytes_are_measured(tg, _cnn_feeds(tg, batch=32), force=(1, 1, False, 1, 0, (cut, k)))
 
 
 @needs_opencl
