@@ -390,6 +390,17 @@ def test_softmax_and_fused_cross_entropies():
         _run_both(build, [logits, labels, probs], tol=(1e-5, 1e-5))
 
 
+class _Asking:
+    """A kernel context that records the workspaces its kernel asks for (and hands them out)."""
+
+    def __init__(self, rt):
+        self.runtime, self.asked = rt, []
+
+    def workspace(self, shape, dtype):
+        self.asked.append((tuple(int(d) for d in shape), np.dtype(getattr(dtype, "np", dtype))))
+        return self.runtime.allocate(shape, dtype)
+
+
 @pytest.mark.parametrize("compute_units", [2, 64])
 def test_channel_sums_of_multi_output_ops_ask_for_the_declared_workspaces(compute_units):
     """The fused ReLU + bias gradient and batch norm's statistics and gradient sum per channel in chunks: their
@@ -412,17 +423,8 @@ def test_channel_sums_of_multi_output_ops_ask_for_the_declared_workspaces(comput
              ("_FusedReluGradBiasAddGrad", [dy.transpose(0, 3, 1, 2).copy(), x.transpose(0, 3, 1, 2).copy()],
               [(8, 5, 16, 16), (5,)], relu)]
 
-    class Ctx:
-        runtime = rt
-
-        def __init__(self):
-            self.asked = []
-
-        def workspace(self, shape, dtype):
-            self.asked.append((tuple(int(d) for d in shape), np.dtype(getattr(dtype, "np", dtype))))
-            return rt.allocate(shape, dtype)
     for op, ins, out_shapes, attrs in cases:
-        ctx = Ctx()
+        ctx = _Asking(rt)
         outs = [rt.allocate(s, np.float32) for s in out_shapes]
         find_kernel(op, "opencl", tf.float32)(ctx, [rt.copy_in(a) for a in ins], outs, attrs)
         specs = [TensorSpec(a.shape, tf.as_dtype(a.dtype), a) for a in ins]
@@ -680,18 +682,9 @@ def test_kernels_ask_for_exactly_the_declared_workspaces(compute_units):
         ("BiasAddGrad", [_rand(rng, 2048, 6)], (6,), {"data_format": "NHWC", "T": tf.float32}),
         ("_FusedL2Loss", [_rand(rng, 3, 5)] * 4 + [_rand(rng, 9000)] * 5, (), {"N": 9, "T": tf.float32}),
     ]
-    class Ctx:
-        runtime = rt
-
-        def __init__(self):
-            self.asked = []
-
-        def workspace(self, shape, dtype):
-            self.asked.append((tuple(int(d) for d in shape), np.dtype(getattr(dtype, "np", dtype))))
-            return rt.allocate(shape, dtype)
     split = 0
     for op, ins, out_shape, attrs in cases:
-        ctx = Ctx()
+        ctx = _Asking(rt)
         out = rt.allocate(out_shape, np.float32)
         find_kernel(op, "opencl", tf.float32)(ctx, [rt.copy_in(a) for a in ins], [out], attrs)
         asked = ctx.asked
