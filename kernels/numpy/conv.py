@@ -628,11 +628,14 @@ def _grain(per_image_flops: int, least: int = 1) -> int:
     return max(least, threads.flop_grain(per_image_flops))
 
 
-def _fast_grain(c: int, k: int, h: int, w: int, kind: str = "forward") -> int:
-    """The fast paths' grain. A Winograd task's chunk transforms and 16 GEMMs of (tiles x images) rows cost
-    ~120 us of Python and dispatch (holding the GIL) whatever its size, and 2 images cost 1.4x as much per image
-    as 8 (conv4 of Mentee, one thread): 8 images at least."""
-    return _grain(18 * h * w * c * k, 8 if _path(c, k, kind) == "winograd" else 1)
+def _fast_grain(n: int, c: int, k: int, h: int, w: int, kind: str = "forward") -> int:
+    """The fast paths' grain for a call on n images. A Winograd task's chunk transforms and 16 GEMMs of (tiles x
+    images) rows cost ~120 us of Python and dispatch (holding the GIL) whatever its size, and 2 images cost 1.4x
+    as much per image as 8 (conv4 of Mentee, one thread): 8 images at least, unless the call has fewer than 8
+    per thread (a micro-batch of a streamed prefix: 8 images in one task left the second core idle, +73% wall
+    time), where smaller tasks beat idle threads."""
+    least = 8 if _path(c, k, kind) == "winograd" else 1
+    return _grain(18 * h * w * c * k, min(least, max(1, n // threads.current())))
 
 
 def _generic_flops(g: Geometry) -> int:
@@ -694,7 +697,7 @@ def _conv2d(ctx, ins, outs, attrs):
         n, c, h, w = x.shape
         k, dtype = f.shape[3], as_dtype(x.dtype)
         shared = _shared(ctx, _path(c, k), "forward", f, c, k, h, w, dtype)
-        _over_images(ctx, n, _fast_grain(c, k, h, w), _fast_ws("forward", n, c, k, h, w, dtype, _divisor(attrs)),
+        _over_images(ctx, n, _fast_grain(n, c, k, h, w), _fast_ws("forward", n, c, k, h, w, dtype, _divisor(attrs)),
                      lambda sc, lo, hi, out: _fast_conv(sc, x[lo:hi], shared, out[lo:hi], _divisor(attrs)), y)
     else:
         g = geometry(x.shape, f.shape, y.shape, attrs)
@@ -710,7 +713,7 @@ def _conv2d_ws(ins, attrs):
         n, c, h, w = x.shape
         k = f.shape[3]
         return (_shared_workspaces(_path(c, k), "forward", c, k, h, w, x.dtype)
-                + _sharded_workspaces(n, _fast_grain(c, k, h, w), _fast_ws("forward", n, c, k, h, w, x.dtype,
+                + _sharded_workspaces(n, _fast_grain(n, c, k, h, w), _fast_ws("forward", n, c, k, h, w, x.dtype,
                                                                            _divisor(attrs))))
     g = _specs_geometry(x.shape, f.shape, _out_shape(x.shape, f.shape, attrs), attrs)
     return _sharded_workspaces(g.n, _grain(_generic_flops(g)),
@@ -727,7 +730,7 @@ def _conv2d_backprop_input(ctx, ins, outs, attrs):
         n, c, h, w = dx.shape
         k, dtype = f.shape[3], as_dtype(dy.dtype)  # a conv of dy's k channels into c
         shared = _shared(ctx, _path(k, c), "forward", _flipped(f), k, c, h, w, dtype)
-        _over_images(ctx, n, _fast_grain(k, c, h, w), _fast_ws("forward", n, k, c, h, w, dtype, _divisor(attrs)),
+        _over_images(ctx, n, _fast_grain(n, k, c, h, w), _fast_ws("forward", n, k, c, h, w, dtype, _divisor(attrs)),
                      lambda sc, lo, hi, out: _fast_conv(sc, dy[lo:hi], shared, out[lo:hi], _divisor(attrs)), dx)
     else:
         g = geometry(dx.shape, f.shape, dy.shape, attrs)
@@ -745,7 +748,7 @@ def _conv2d_backprop_input_ws(ins, attrs):
         n, c, h, w = x_shape
         k = f.shape[3]
         return (_shared_workspaces(_path(k, c), "forward", k, c, h, w, f.dtype)
-                + _sharded_workspaces(n, _fast_grain(k, c, h, w), _fast_ws("forward", n, k, c, h, w, f.dtype,
+                + _sharded_workspaces(n, _fast_grain(n, k, c, h, w), _fast_ws("forward", n, k, c, h, w, f.dtype,
                                                                            _divisor(attrs))))
     g = _specs_geometry(x_shape, f.shape, dy.shape, attrs)
     return _sharded_workspaces(g.n, _grain(_generic_flops(g)),
@@ -763,7 +766,7 @@ def _conv2d_backprop_filter(ctx, ins, outs, attrs):
         n, c, h, w = x.shape
         k, dtype = df.shape[3], as_dtype(x.dtype)
         shared = _shared(ctx, _path(c, k, "filter"), "filter", None, c, k, h, w, dtype)
-        _over_images(ctx, n, _fast_grain(c, k, h, w, "filter"),
+        _over_images(ctx, n, _fast_grain(n, c, k, h, w, "filter"),
                      _fast_ws("filter", n, c, k, h, w, dtype, _divisor(attrs)),
                      lambda sc, lo, hi, out: _fast_backprop_filter(sc, x[lo:hi], dy[lo:hi], out, shared,
                                                                    _divisor(attrs)),
@@ -784,7 +787,7 @@ def _conv2d_backprop_filter_ws(ins, attrs):
         n, c, h, w = x.shape
         k = f_shape[3]
         return (_shared_workspaces(_path(c, k, "filter"), "filter", c, k, h, w, x.dtype)
-                + _sharded_workspaces(n, _fast_grain(c, k, h, w, "filter"),
+                + _sharded_workspaces(n, _fast_grain(n, c, k, h, w, "filter"),
                                       _fast_ws("filter", n, c, k, h, w, x.dtype, _divisor(attrs)), (f_shape, x.dtype)))
     g = _specs_geometry(x.shape, f_shape, dy.shape, attrs)
     return _sharded_workspaces(g.n, _grain(_generic_flops(g)),
