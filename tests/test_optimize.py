@@ -25,6 +25,16 @@ def _bias_relu():
     return g, x, z, y
 
 
+def _bias_grad(activation):
+    """(graph, x, the bias's gradient) of sum(activation(x + b))."""
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.placeholder(tf.float32, [4, 3])
+        b = tf.Variable(tf.zeros([3]))
+        (db,) = tf.gradients(tf.reduce_sum(activation(tf.nn.bias_add(x, b))), [b])
+    return g, x, db
+
+
 def test_bias_relu_fuses_and_the_users_graph_is_untouched():
     g, x, z, y = _bias_relu()
     before = g.as_graph_def().SerializeToString(deterministic=True)
@@ -48,12 +58,7 @@ def test_refuses_when_the_intermediate_is_fetched_fed_or_read_elsewhere():
 
 
 def test_relu6_grad_keeps_the_pre_activation_so_only_the_backward_fuses():
-    g = tf.Graph()
-    with g.as_default():
-        x = tf.placeholder(tf.float32, [4, 3])
-        b = tf.Variable(tf.zeros([3]))
-        loss = tf.reduce_sum(tf.nn.relu6(tf.nn.bias_add(x, b)))
-        (db,) = tf.gradients(loss, [b])
+    g, x, db = _bias_grad(tf.nn.relu6)
     r = optimize(g, [db], [x])
     assert "_FusedBiasAddRelu" not in r.fused and r.fused["_FusedReluGradBiasAddGrad"] == 1
 
@@ -183,12 +188,8 @@ def test_gradient_and_update_fusion_refusals():
     """The backward pair is not fused when dx is fed; an update whose output is fetched or read stays alone, and
     only updates sharing their scalar tensors group."""
     from tfplus.ops.training_ops import apply_gradient_descent
-    g = tf.Graph()
+    g, x, db = _bias_grad(tf.nn.relu)
     with g.as_default():
-        x = tf.placeholder(tf.float32, [4, 3])
-        b = tf.Variable(tf.zeros([3]))
-        loss = tf.reduce_sum(tf.nn.relu(tf.nn.bias_add(x, b)))
-        (db,) = tf.gradients(loss, [b])
         dx = db.op.inputs[0]
         lr = tf.constant(0.5)
         vs = [tf.Variable(tf.zeros([2])) for _ in range(4)]
