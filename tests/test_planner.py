@@ -492,3 +492,13 @@ def test_plan_cli_json_schema(tmp_path, capsys):
     with pytest.raises(SystemExit):
         parser.parse_args(["plan", "--memory-budget", "64M"])
     assert "--memory-budget: '64M' is ambiguous" in capsys.readouterr().err
+
+
+def test_a_run_of_no_kernel_calls_runs_under_a_budget():
+    """Fetching a variable under a memory budget plans a step that calls no kernel (no cost to compare
+    transformations against)."""
+    tf.reset_default_graph()
+    v = tf.Variable(np.arange(3, dtype=np.float32), name="v")
+    with tf.Session(memory_budget="1MB") as sess:
+        sess.run(v.initializer)
+        np.testing.assert_array_equal(sess.run(v), [0, 1, 2])

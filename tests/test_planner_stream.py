@@ -3,6 +3,7 @@ batch. Training by it gives the plain step's losses and weights on every device,
 measured ones, the budget search picks it for fine-tuning, and cuts it cannot stream exactly are refused."""
 from __future__ import annotations
 
+import dataclasses
 import gc
 
 import numpy as np
@@ -12,10 +13,12 @@ from modelcheck import assert_planned_bytes_are_measured
 from test_planner import _cnn_feeds
 
 import tfplus as tf
-from tfplus import planner
+from tfplus import planner, threads
+from tfplus.planner.chunking import SCRATCH_DIVISORS
 from tfplus.planner.execute import install, measure_device_step
 from tfplus.planner.liveness import PlanError, alias_root
 from tfplus.planner.plan import _Step
+from tfplus.registry import SCRATCH_ATTR
 
 
 @pytest.fixture(autouse=True)
@@ -196,3 +199,94 @@ def test_cost_model_prices_the_prefix_per_micro_batch_and_the_rest_once(kernel_d
         assert f["calls"] + f["conv_calls"] >= plain["calls"] + plain["conv_calls"] + 3 * calls + 4
         if last:
             assert 0 < step.overhead(1, 1, s=s) < step.overhead(4, 1)
+
+
+# -- lanes: the prefix's micro-batches at once on a cpu of several threads ------------------------------------
+@pytest.mark.parametrize("case", [CASES["finetune_pool"], CASES["full_pool"]], ids=["finetune", "full"])
+def test_streamed_prefix_in_lanes_trains_as_the_plain_step(case):
+    """On 2 threads the prefix's micro-batches run in 2 lanes at once (after a first step in turns), each on
+    one thread and its own copy of the prefix run's buffers: the plain step's losses and weights, the same
+    bits run after run whichever lane takes which micro-batch, and no lane's copy overlaps a buffer alive
+    beside it."""
+    last, cut, k, _ = case
+    tg = _cnn(last)
+    feeds = _cnn_feeds(tg, batch=8)
+    with threads.default(2):
+        want = _train(tg, feeds, steps=3)
+        runs = [_train(tg, feeds, force=(1, 1, False, 1, 0, (cut, k, 2, 0)), steps=3) for _ in range(2)]
+    losses, weights, p = runs[0]
+    np.testing.assert_allclose(losses, want[0], rtol=1e-5)
+    for name, w in want[1].items():
+        np.testing.assert_allclose(weights[name], w, rtol=1e-5, atol=1e-6, err_msg=name)
+        assert np.array_equal(runs[1][1][name], weights[name]), name
+    assert runs[1][0] == losses
+    assert p.stream_lanes == 2 and p.lane_block.size == 2 * p.lane_bytes > 0
+    lane = p.phases[0].life.buffers
+    assert all(p.lane_block.offset <= b.offset and b.offset + b.size <= p.lane_block.offset + p.lane_bytes
+               for b in lane)
+    copies = [dataclasses.replace(b, offset=b.offset + p.lane_bytes, name=b.name + "@1") for b in lane]
+    planner.arena.check_no_overlap(p.buffers + copies)
+    assert p.arena_bytes >= p.lane_block.offset + p.lane_block.size
+    assert "2 lanes at once" in next(t["detail"] for t in p.transformations if t["name"] == "stream")
+
+
+def test_streamed_prefix_in_lanes_planned_bytes_are_measured_bytes():
+    tg = _cnn(1)
+    with threads.default(2):
+        assert_planned_bytes_are_measured(tg, _cnn_feeds(tg, batch=32),
+                                          force=(1, 1, False, 1, 0, ("MaxPool:0", 4, 2, 1)))
+
+
+def test_lanes_divide_the_scratch_where_the_prefix_peaks():
+    """Balancing rounds give the convolution the prefix run needs most bytes for the next scratch divisor,
+    one op a round, and lower a lane's copy of the run; the cost model counts their extra pieces. A lane's
+    kernels ask for what their declarations say (the executor checks every request), and train as the plain
+    step."""
+    tg = _cnn(1)
+    feeds = _cnn_feeds(tg, batch=128)  # micro-batches of 64 images: enough for a divisor to shrink scratch
+    shapes = {t: v.shape for t, v in feeds.items()}
+    with threads.default(2):
+        step = _Step([tg.train_op, tg.loss], shapes, "cpu", tg.graph, None)
+        rounds = step.rounds("MaxPool:0", 2, 1)
+        assert rounds[:2] == [0, 1]
+        run = step._stream_runs("MaxPool:0", 2)[0]
+        one = step._balanced(run, 1, 1)
+        (op, div), = one.items()
+        with threads.using(1):
+            needs = step._needs(run, 1)
+        assert op is max(needs, key=needs.get) and op.type == "Conv2D"
+        frozen = op.attrs.get(SCRATCH_ATTR, 1)  # finetune.shrink_forward_scratch's, which it divides further
+        assert div == min(d for d in SCRATCH_DIVISORS if d > frozen)
+        plans = [step.build(1, 1, False, 1, 0, ("MaxPool:0", 2, 2, b)) for b in rounds]
+        assert plans[1].phases[0].life.scratch_ops == {op: div}
+        assert plans[1].lane_bytes < plans[0].lane_bytes
+        pieces = [step.features(1, 1, s=("MaxPool:0", 2, 2, b))["pieces"] for b in (0, 1)]
+        assert pieces[1] > pieces[0]
+        losses, _, p = _train(tg, feeds, force=(1, 1, False, 1, 0, ("MaxPool:0", 2, 2, 1)), steps=2)
+        want = _train(tg, feeds, steps=2)[0]
+    np.testing.assert_allclose(losses, want, rtol=1e-5)
+
+
+def test_lanes_need_threads_and_a_prefix_without_random_numbers():
+    tg = _cnn(1)
+    shapes = {t: v.shape for t, v in _cnn_feeds(tg, batch=8).items()}
+    with threads.default(1):
+        step = _Step([tg.train_op, tg.loss], shapes, "cpu", tg.graph, None)
+        assert step.lanes("MaxPool:0", 4) == 1
+        assert all(len(kc) < 6 or len(kc[5]) == 2 for kc in step.candidates(planner.TRANSFORMATIONS))
+    with threads.default(4):
+        step = _Step([tg.train_op, tg.loss], shapes, "cpu", tg.graph, None)
+        assert step.lanes("MaxPool:0", 4) == 4 and step.lanes("MaxPool:0", 2) == 2
+        with pytest.raises(PlanError, match="at most 2"):
+            step.build(1, 1, False, 1, 0, ("MaxPool:0", 2, 4, 0))
+    tf.reset_default_graph()
+    x = tf.placeholder(tf.float32, [None, 6], name="x")
+    w = tf.Variable(np.ones((6, 4), np.float32), name="w", trainable=False)
+    v = tf.Variable(np.ones((4, 1), np.float32), name="v")
+    h = tf.nn.relu(tf.matmul(tf.nn.dropout(x, 0.5), w), name="h")
+    loss = tf.reduce_mean(tf.matmul(h, v))
+    train = tf.train.GradientDescentOptimizer(0.1).minimize(loss, var_list=[v])
+    with threads.default(2):
+        step = _Step([train, loss], {x: (8, 6)}, "cpu", None, None)
+        step.cut("h:0")  # streams: the prefix has no backward pass
+        assert step.lanes("h:0", 4) == 1, "lanes would draw the dropout's numbers in a varying order"

@@ -1039,6 +1039,8 @@ def _plan_line(sess: tf.Session, budget) -> str:
     names = [t["name"] for t in p.transformations]
     if p.stream is not None:  # only the layers up to the cut run in micro-batches
         k = f"the layers up to {p.stream.tensor.op.name} in {p.stream_microbatches} micro-batches"
+        if p.stream_lanes > 1:
+            k += f" ({p.stream_lanes} at once)"
     else:
         k = f"{p.microbatches} micro-batch{'es' * (p.microbatches > 1)}"
     return (f"memory plan for --memory-budget {format_size(budget)}: {k}, "

@@ -28,8 +28,9 @@ _DIVISIBLE = FactsView(lambda: {op: True for (op, _dev), f in FACTS.items() if f
 
 
 def attrs(op: Operation, scratch: int) -> dict:
-    """The attrs a convolution's kernel and workspace declaration see under scratch divisor `scratch`."""
-    if scratch == 1 or op.type not in _DIVISIBLE:
+    """The attrs a convolution's kernel and workspace declaration see under scratch divisor `scratch` (a conv
+    whose graph already divides its scratch more, finetune.shrink_forward_scratch, keeps its own)."""
+    if scratch <= op.attrs.get(SCRATCH_ATTR, 1) or op.type not in _DIVISIBLE:
         return op.attrs
     return {**op.attrs, SCRATCH_ATTR: scratch}
 

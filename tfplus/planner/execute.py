@@ -15,12 +15,13 @@ runtime's `copy`, `copy_rows`, `add_into` and `scale`; a runtime whose views rem
 """
 from __future__ import annotations
 
+import contextlib
 import threading
 import tracemalloc
 
 import numpy as np
 
-from tfplus import errors
+from tfplus import errors, threads
 from tfplus.framework import Tensor
 from tfplus.planner import chunking
 from tfplus.planner.plan import DeviceFacts, MemoryPlan, plan
@@ -169,18 +170,22 @@ class Bound:
     allocator of the programs that run the plan's phases."""
 
     fixed = True  # outputs are fixed views: a program binds them once
+    lane = 0  # the copy of the streamed prefix's buffers it runs on (MemoryPlan.stream_lanes)
+    lanes: list = []
 
     def __init__(self, p: MemoryPlan, executor):
         self.runtime, self.plan = executor.runtime, p
         self.kernels: dict = {}
         self.cursor: dict = {}
         self.version = 0  # bumped when the views or the kernel wrappers change: programs bind again
-        _shared(executor).fit(p, self)
-        self.programs = [executor.compile(ph.fetches, ph.feeds, self, ph.order) for ph in p.phases]
         # A device runtime's views may remember the host value last written to them (OpenCL set_host).
         self.fresh = getattr(self.runtime, "fresh", None)
         self.phase = 0
         self.audit: dict[str, int] | None = None  # op name -> bytes its kernel allocated, when auditing
+        self.lanes = [_Lane(self, i, executor) for i in range(1, p.stream_lanes)]
+        self.warm = False  # whether each lane has run once (their first runs record their fast loops in turn)
+        _shared(executor).fit(p, self)
+        self.programs = [executor.compile(ph.fetches, ph.feeds, self, ph.order) for ph in p.phases]
 
     def bind(self, arena) -> None:
         """Makes a view of `arena` for every buffer of the plan."""
@@ -192,17 +197,20 @@ class Bound:
         self.tmp: dict = {}
         self.kernels = {}
         self.version += 1
-        for ph in p.phases:
+        shift = self.lane * p.lane_bytes
+        for ph in p.phases[:1] if self.lane else p.phases:  # another lane runs the prefix only
             # A view per tensor, even where one writes over another's buffer: a kernel may rebind its output
             # view (the opencl Const kernel points it at the cached constant), which must not move the other.
-            self.outputs.append({t: _view(rt, arena, b) for t, b in ph.life.of_tensor.items()})
-            ws = {op: [_view(rt, arena, b) for b in bs] for op, bs in ph.life.workspaces.items()}
+            self.outputs.append({t: _view(rt, arena, b, shift) for t, b in ph.life.of_tensor.items()})
+            ws = {op: [_view(rt, arena, b, shift) for b in bs] for op, bs in ph.life.workspaces.items()}
             for op, n in ph.life.chunks.items():
                 if chunking.summed(op) and n > 1:
                     self.tmp[op] = ws[op].pop()
             self.workspaces.append(ws)
-            self.argmax.append({op: _view(rt, arena, b) for op, b in ph.argmax.items()})
+            self.argmax.append({op: _view(rt, arena, b, shift) for op, b in ph.argmax.items()})
         self.acc = {t: _view(rt, arena, b) for t, b in p.accumulators.items()}
+        for lane in self.lanes:
+            lane.bind(arena)
 
     # -- hooks the executor calls ----------------------------------------------------------------------------
     def output(self, op, k: int, shape, dtype):
@@ -232,7 +240,7 @@ class Bound:
 
     def kernel(self, op, kernel):
         """`kernel`, restarting the op's workspace cursor per call and split over the batch if planned so."""
-        key = (self.phase, op)
+        key = (self.phase, op, self.version)  # a new version wraps again (audit_step)
         wrapped = self.kernels.get(key)
         if wrapped is None:
             def restart():
@@ -240,8 +248,9 @@ class Bound:
             life = self.plan.phases[self.phase].life
             n = life.chunks.get(op, 1)
             kernel = self._variant(op, kernel)
-            if life.scratch > 1 and op.type in chunking.CHUNKABLE:  # smaller chunks inside the kernel
-                kernel = _with_attrs(kernel, chunking.attrs(op, life.scratch))
+            div = life.scratch_ops.get(op, life.scratch)
+            if div > 1 and op.type in chunking.CHUNKABLE:  # smaller chunks inside the kernel
+                kernel = _with_attrs(kernel, chunking.attrs(op, div))
             if n > 1:
                 spec = self.plan.phases[self.phase].specs
                 size_in = chunking.CHUNKABLE[op.type][1]
@@ -327,12 +336,27 @@ class Bound:
         m = p.batch_size // k
         known = {**feeds, **self.acc}  # the cut and the summed gradients are fed from their buffers
 
-        def run(i: int, j: int | None = None) -> dict:
-            return self._phase(i, {t: known[t][j * m:(j + 1) * m] if j is not None and t in cut.rows else known[t]
+        def run(i: int, j: int | None = None, lane: Bound = self) -> dict:
+            return lane._phase(i, {t: known[t][j * m:(j + 1) * m] if j is not None and t in cut.rows else known[t]
                                    for t in p.phases[i].feeds})
         whole = self.acc[cut.tensor]
-        for j in range(k):
-            rt.copy_rows(whole, j * m, run(0, j)[cut.tensor], 0, m)
+        lanes = [self] + self.lanes
+
+        def prefix(i: int, js) -> None:  # lane i runs micro-batches js on its own buffers
+            with threads.using(1) if self.lanes else contextlib.nullcontext():
+                for j in js:
+                    rt.copy_rows(whole, j * m, run(0, j, lanes[i])[cut.tensor], 0, m)
+        # Lanes run at once on the intra-op threads, each taking the next micro-batch when it gets free (a
+        # micro-batch's result does not depend on its lane), once each has recorded its fast loop; the first run,
+        # an audited or a traced one runs them in turn.
+        if self.lanes and self.warm and self.audit is None and self.programs[0].executor.trace is None \
+                and len(lanes) <= threads.current():
+            shared = iter(range(k))  # next() on it is atomic under the GIL
+            threads.run(lambda i: prefix(i, shared), range(len(lanes)))
+        else:
+            for i in range(len(lanes)):
+                prefix(i, range(i, k, len(lanes)))
+            self.warm = bool(self.lanes)
         out = run(1)
         if not cut.backward:
             return out
@@ -348,6 +372,33 @@ class Bound:
         self.phase = i
         prog = self.programs[i]
         return dict(zip(prog.fetches, prog.replay(feeds)))
+
+
+class _Lane(Bound):
+    """Lane `lane` >= 1 of a plan whose streamed prefix runs in lanes (MemoryPlan.stream_lanes): the allocator
+    of its own program of the prefix run, on its own copy of that run's buffers (lane * plan.lane_bytes further
+    into the arena) and with its own workspace cursor, so that the lanes can run at once."""
+
+    def __init__(self, bound: Bound, lane: int, executor):
+        self.runtime, self.plan, self.lane, self.bound = bound.runtime, bound.plan, lane, bound
+        self.kernels, self.cursor, self.phase, self.fresh = {}, {}, 0, bound.fresh
+        ph = self.plan.phases[0]
+        self.program = executor.compile(ph.fetches, ph.feeds, self, ph.order)
+
+    @property
+    def version(self) -> int:  # bumped with its bound's (Bound.bind binds the lanes; audit_step)
+        return self.bound.version
+
+    @version.setter
+    def version(self, _) -> None:
+        pass
+
+    @property
+    def audit(self):
+        return self.bound.audit
+
+    def _phase(self, i: int, feeds: dict) -> dict:
+        return dict(zip(self.program.fetches, self.program.replay(feeds)))
 
 
 def _with_attrs(kernel, attrs: dict):
@@ -369,7 +420,9 @@ def _allocate(rt, nbytes: int, align: int):
     return raw[shift:shift + nbytes]
 
 
-def _view(rt, arena, b):
+def _view(rt, arena, b, shift: int = 0):
+    """The view of buffer `b` (of a lane's copy `shift` bytes further, MemoryPlan.stream_lanes)."""
+    at = b.offset + shift
     if hasattr(rt, "sub_buffer"):
-        return rt.sub_buffer(arena, b.offset, b.shape, b.dtype)
-    return arena[b.offset:b.offset + b.nbytes].view(b.dtype.np).reshape(b.shape)
+        return rt.sub_buffer(arena, at, b.shape, b.dtype)
+    return arena[at:at + b.nbytes].view(b.dtype.np).reshape(b.shape)

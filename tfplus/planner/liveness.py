@@ -51,6 +51,7 @@ class Lifetimes:
     live: np.ndarray = field(default=None)   # bytes live at each step
     chunks: dict = field(default_factory=dict)  # op -> batch chunks its kernel runs in
     scratch: int = 1                            # conv kernels' chunk budgets divided by this (planner.chunking)
+    scratch_ops: dict = field(default_factory=dict)  # op -> its own divisor, where it divides more
     inplace: int = 0                            # outputs written over a dying input
     saved: list = field(default_factory=list)   # (buffer, writer op, last reader op) of compact state
 
@@ -278,14 +279,17 @@ def output_buffers(ops: list[Operation], specs: dict[Tensor, TensorSpec], feeds:
 
 def workspace_buffers(ops: list[Operation], specs: dict[Tensor, TensorSpec], feeds: set[Tensor], device: str,
                       align: int, chunks: dict[Operation, int] | None = None, scratch: int = 1,
-                      compute_units: int | None = None) -> dict[Operation, list[Buffer]]:
-    """The workspaces the ops' kernels declare (no lifetimes yet), op -> its buffers."""
+                      compute_units: int | None = None, scratch_ops: dict | None = None
+                      ) -> dict[Operation, list[Buffer]]:
+    """The workspaces the ops' kernels declare (no lifetimes yet), op -> its buffers; `scratch_ops` gives some
+    ops a scratch divisor of their own instead of `scratch`."""
     workspaces: dict[Operation, list[Buffer]] = {}
     for op in ops:
         if not executes(op, feeds):
             continue
+        div = (scratch_ops or {}).get(op, scratch)
         for i, (shape, dtype) in enumerate(declared_workspaces(op, specs, device, (chunks or {}).get(op, 1),
-                                                                        scratch, compute_units)):
+                                                                        div, compute_units)):
             n = math.prod(shape) * dtype.size
             workspaces.setdefault(op, []).append(Buffer(f"{op.name}/workspace:{i}", n, _round(n, align), 0, 0,
                                                         "workspace", op=op, shape=shape, dtype=dtype))

@@ -19,7 +19,8 @@ window instead of its output), recomputation (planner.recompute: the largest act
 are dropped and recomputed before each backward reader, in a planning copy of the graph), smaller conv
 scratch (cpu: im2col/col2im pieces; opencl: the filter gradients' split-sum partials), chunking convolutions
 over the batch (cpu), a streamed prefix (planner.stream: only the layers up to a cut tensor run in
-micro-batches, the rest of the step once at full batch; with compaction and the scratch divisor), then
+micro-batches, the rest of the step once at full batch, on a cpu of several threads its micro-batches in lanes at
+once; with compaction and the scratch divisor), then
 micro-batching with gradient accumulation (forward+backward on k slices of the batch, gradients averaged,
 updates applied once), each combined with the others. On opencl the model counts
 kernel launches (the host is the bottleneck), so recomputing a few ops beats another micro-batch's whole
@@ -40,6 +41,7 @@ import networkx as nx
 import numpy as np
 
 from tfplus import flops as _flops
+from tfplus import threads
 from tfplus.framework import Graph, Operation, Tensor, constant_value, get_default_graph, needed_ops
 from tfplus.planner import chunking, compact, recompute, stream
 from tfplus.planner.arena import assign_offsets
@@ -61,7 +63,7 @@ from tfplus.planner.liveness import (
     static_specs,
     workspace_buffers,
 )
-from tfplus.registry import inplace_inputs
+from tfplus.registry import SCRATCH_ATTR, inplace_inputs
 from tfplus.runtime import size_class
 from tfplus.units import format_size, parse_size
 
@@ -74,9 +76,13 @@ OPENCL_DEFAULT_ALIGNMENT = 128
 # OpenCL device that is not at hand assumes this many (phone GPUs report a few to a dozen).
 OPENCL_DEFAULT_COMPUTE_UNITS = 8
 _KERNELS = {"cpu": "tfplus.kernels.numpy", "opencl": "tfplus.kernels.opencl"}
-# A conv kernel call on fewer images than this leaves the cpu kernels' fast paths (their tasks take 8 images at
-# least): the cost model prices such calls apart (_CostModel, `small_calls`).
+# A conv kernel call on fewer images than this per thread leaves the cpu kernels' fast paths (their tasks take 8
+# images at least): the cost model prices such calls apart (_CostModel, `small_calls`).
 SMALL_CALL_IMAGES = 8
+# A streamed prefix in lanes holds a copy of its run's buffers per lane: up to this many rounds divide the
+# scratch of the convolution where the run peaks only (_Step._balanced), a few more pieces in one conv instead of
+# in all of them.
+BALANCE_ROUNDS = 3
 
 
 @dataclass(frozen=True)
@@ -149,10 +155,21 @@ class MemoryPlan:
     # full-batch buffer and the prefix's summed weight gradients.
     stream: stream.Cut | None = None
     stream_microbatches: int = 1
+    # On a cpu of several threads the prefix's micro-batches may run in lanes at once, one thread each
+    # (planner.stream, "Lanes"), each on its own copy of the prefix run's buffers: `lane_block` holds the copies
+    # (each `lane_bytes`), and `lane_offsets` are the prefix buffers' offsets within a copy.
+    stream_lanes: int = 1
+    lane_block: Buffer | None = None
+    lane_offsets: dict = field(default_factory=dict)
 
     @property
     def buffers(self) -> list[Buffer]:
         return [b for ph in self.phases for b in ph.life.buffers] + list(self.accumulators.values())
+
+    @property
+    def lane_bytes(self) -> int:
+        """The bytes of one lane's copy of the prefix run's buffers (0 without lanes)."""
+        return self.lane_block.size // self.stream_lanes if self.lane_block is not None else 0
 
     @property
     def arena_lower_bound_bytes(self) -> int:
@@ -187,9 +204,17 @@ class MemoryPlan:
         """Bytes by role at the step where the most transient bytes are live."""
         peak = int(np.argmax(self.live)) if len(self.live) else 0
         by = {"forward": 0, "saved": 0, "backward": 0, "update": 0, "workspace": 0, "accumulator": 0, "feed": 0}
+        lane = self.lane_offsets
         for b in self.buffers:
-            if b.start <= peak <= b.end:
+            if b.start <= peak <= b.end and b not in lane:
                 by[b.kind] += b.size
+        block = self.lane_block
+        if block is not None and block.start <= peak <= block.end:  # each lane's copy at its own peak
+            at = max(range(block.start, block.end + 1),
+                     key=lambda i: sum(b.size for b in lane if b.start <= i <= b.end))
+            for b in lane:
+                if b.start <= at <= b.end:
+                    by[b.kind] += b.size * self.stream_lanes
         return {"parameters": self.parameter_bytes, "optimizer_slots": self.slot_bytes,
                 "feeds": self.feed_bytes + by["feed"],
                 "saved_activations": by["forward"] + by["saved"], "gradients": by["backward"] + by["update"],
@@ -212,7 +237,7 @@ class MemoryPlan:
             out["choice"] = self.choice
         if self.stream is not None:
             out["stream"] = {"cut": self.stream.tensor.name, "microbatches": self.stream_microbatches,
-                             "prefix_backward": bool(self.stream.backward)}
+                             "lanes": self.stream_lanes, "prefix_backward": bool(self.stream.backward)}
         return out
 
     def summary(self) -> str:
@@ -246,7 +271,7 @@ def plan(fetches, feed_shapes: dict, device="cpu", budget=None, *, graph: Graph 
     skips the search and builds that combination (tests, benchmarks); a third element True adds compact
     saved state, a fourth divides the conv kernels' scratch budget (planner.chunking.SCRATCH_DIVISORS), a fifth
     is the recomputation level (planner.recompute: the r largest recomputable activations are dropped), a sixth
-    (cut tensor name, micro-batches) streams the prefix up to that tensor (planner.stream)."""
+    (cut tensor name, micro-batches[, lanes]) streams the prefix up to that tensor (planner.stream)."""
     step = _Step(fetches, feed_shapes, device, graph, alignment)
     budget = None if budget is None else parse_size(budget, "memory budget")
     if force is not None:
@@ -308,7 +333,8 @@ def _frugal(step: _Step, cands: list) -> tuple:
 
     def frugal_first(kc):
         k = kc[0] * (kc[5][1] if len(kc) == 6 else 1)
-        return -k, step._conv_scratch(k * kc[1], kc[3]), -kc[2], -kc[4]
+        lanes, rounds = kc[5][2:] if len(kc) == 6 and len(kc[5]) > 2 else (1, 0)  # a lane: a copy of the prefix
+        return -k, step._conv_scratch(k * kc[1], kc[3]), -kc[2], -kc[4], lanes, -rounds
     plain = [kc for kc in cands if len(kc) < 6]
     groups = [sorted(g, key=frugal_first) for g in ([kc for kc in plain if kc[0] > 1],
                                                    [kc for kc in plain if kc[0] == 1])]
@@ -365,7 +391,8 @@ class _Step:
     def candidates(self, allowed: tuple) -> list[tuple]:
         """(micro-batches, conv chunks, compact, scratch divisor, recomputation level[, (cut, micro-batches)])
         other than (1, 1, False, 1, 0), cheapest predicted first. A sixth element streams the prefix up to a
-        cut tensor (planner.stream), with a scratch divisor only."""
+        cut tensor (planner.stream), with a scratch divisor only: (cut, micro-batches) or, in lanes on a cpu of
+        several threads, (cut, micro-batches, lanes, balancing rounds: _balanced)."""
         # Chunking and scratch divisors shrink the cpu conv kernels' im2col/col2im workspaces; on opencl the
         # divisor shrinks the filter gradients' split-sum partials (chunking there would only add launches).
         scratch = self._conv_scratch(1) > 0
@@ -392,6 +419,8 @@ class _Step:
         if "stream" in allowed and batch:
             zs = (False, True) if "compact" in allowed and self._sites() else (False,)
             out += [(1, 1, z, d, 0, (cut, k)) for cut in self.cuts() for k in ks[1:] for z in zs for d in divs]
+            out += [(1, 1, z, d, 0, (cut, k, n, b)) for cut in self.cuts() for k in ks[1:]
+                    if (n := self.lanes(cut, k)) > 1 for z in zs for d in divs for b in self.rounds(cut, k, d)]
         return sorted(out, key=lambda q: (self.overhead(*q), q))
 
     def levels(self) -> list[int]:
@@ -439,15 +468,16 @@ class _Step:
     def _conv_scratch(self, parts: int, div: int = 1) -> int:
         """The most scratch one convolution declares when it runs on 1/parts of the batch with its scratch
         budget divided by `div`."""
-        if ("scratch", parts, div) not in self._cache:
+        key = ("scratch", parts, div, threads.current())
+        if key not in self._cache:
             convs = [op for op in self.ops if op.type in chunking.CHUNKABLE
                      and (parts == 1 or chunking.can_chunk(op, self.base_specs, parts))]
-            self._cache["scratch", parts, div] = max(
+            self._cache[key] = max(
                 (sum(math.prod(s) * d.size
                      for s, d in declared_workspaces(op, self.base_specs, self.kernel_device, parts, div,
                                                      self.compute_units))
                  for op in convs), default=0)
-        return self._cache["scratch", parts, div]
+        return self._cache[key]
 
     def _conv_batch(self) -> int:
         return max((self.base_specs[op.inputs[chunking.CHUNKABLE[op.type][0][0]]].shape[0]
@@ -466,7 +496,8 @@ class _Step:
             try:
                 if "plain time" not in self._cache:
                     self._cache["plain time"] = self.cost.time(self.features(1, 1))
-                self._cache[key] = self.cost.time(self.features(k, c, z, d, r, s)) / self._cache["plain time"] - 1
+                plain = max(self._cache["plain time"], 1e-9)  # a step of no kernel calls (fetching a variable)
+                self._cache[key] = self.cost.time(self.features(k, c, z, d, r, s)) / plain - 1
             except PlanError:
                 self._cache[key] = float("inf")
         return self._cache[key]
@@ -486,16 +517,22 @@ class _Step:
         """What the step does under (k, c, z, d, r, s), in the cost model's terms: kernel calls, executor runs,
         GEMM FLOPs, elements other ops write, pieces the conv kernels cut their calls into, elements the
         compact pools read. Recomputing ops count like any other."""
-        fixed, convs = self._stream_features(*s) if s else self._fixed_features(k, r)
+        fixed, convs = self._stream_features(*s[:3]) if s else self._fixed_features(k, r)
         f = dict(fixed)
-        for times, op, specs, batch in convs:
+        lanes = len(s) > 2 if s else False
+        own = self._balanced(self._stream_runs(*s[:2])[0], d, s[3]) if lanes else {}
+        for times, op, specs, batch, *laned in convs:  # laned: in a lane, on one thread
             n = c if chunking.can_chunk(op, specs, c) else 1
             f["conv_calls"] += times * n
-            key = ("pieces", op, batch // n, d)
+            div = own.get(op, d) if laned else d
+            key = ("pieces", op, batch // n, div, bool(laned))
             if key not in self._cache:
-                self._cache[key] = chunking.kernel_chunks(batch // n, d, partial(self._scratch_bytes, op))
+                with threads.using(1 if laned else threads.current()):
+                    self._cache[key] = chunking.kernel_chunks(batch // n, div, partial(self._scratch_bytes, op))
             f["pieces"] += times * n * (self._cache[key] - 1)  # cuts beyond one piece per call
-            if batch // n < SMALL_CALL_IMAGES:
+            # The kernels share a call's images out over the threads: fewer than SMALL_CALL_IMAGES a thread
+            # leaves the fast paths' tasks small (a lane's calls run on one thread).
+            if batch // n < SMALL_CALL_IMAGES * (1 if laned else threads.current()):
                 f["small_calls"] += times * n
             if d > 1 and self.kernel_device == "opencl" and op.type == "Conv2DBackpropFilter":
                 # The divisor takes the filter gradient's split sum down to 1/d as many work-group columns: on a
@@ -510,7 +547,7 @@ class _Step:
     def _scratch_bytes(self, op: Operation, images: int, d: int) -> int | None:
         """chunking.scratch_bytes of a convolution, from the step's specs: a conv's geometry per image is the
         same in every run (what makes micro-batching exact)."""
-        key = ("scratch bytes", op, images, d)
+        key = ("scratch bytes", op, images, d, threads.current())
         if self.kernel_device != "cpu":  # one piece per call
             return None
         if key not in self._cache:
@@ -644,6 +681,59 @@ class _Step:
             self._cache["cuts"] = out
         return self._cache["cuts"]
 
+    def lanes(self, name: str, k: int) -> int:
+        """How many lanes the prefix up to `name` may run its k micro-batches in at once: on the cpu, one per
+        thread kernels split their work for (each lane's kernels then run on one thread); elsewhere, or when the
+        prefix draws random numbers (lanes would draw them in a varying order), one."""
+        if self.kernel_device != "cpu":
+            return 1
+        if any(op.op_def.stateful and op.type != "VariableV2" for op in self.cut(name).prefix):
+            return 1
+        return min(threads.current(), k)
+
+    def rounds(self, name: str, k: int, d: int) -> list[int]:
+        """The balancing rounds (_balanced) worth trying for the prefix up to `name` in k micro-batches in lanes
+        under scratch divisor d: those that divide one more convolution's scratch than the round before."""
+        run = self._stream_runs(name, k)[0]
+        out = [0]
+        for b in range(1, BALANCE_ROUNDS + 1):
+            if self._balanced(run, d, b) == self._balanced(run, d, b - 1):
+                break
+            out.append(b)
+        return out
+
+    def _balanced(self, run: _Run, d: int, rounds: int) -> dict[Operation, int]:
+        """Scratch divisors of their own for some convolutions of `run`, on one thread (a lane's), after `rounds`
+        rounds: each round, the op that needs the most bytes while it runs (its inputs, outputs and scratch:
+        where the run peaks), if a convolution, gets the next larger divisor that shrinks its scratch."""
+        key = ("balanced", run.key, d, rounds)
+        if key not in self._cache:
+            own = dict(self._balanced(run, d, rounds - 1)) if rounds else {}
+            with threads.using(1):
+                top = max(self._needs(run, d, own).items(), key=lambda kv: kv[1])[0] if rounds else None
+                if top is not None and top.type in chunking.CHUNKABLE:
+                    now = max(own.get(top, d), top.attrs.get(SCRATCH_ATTR, 1))
+                    images = run.specs[top.inputs[chunking.CHUNKABLE[top.type][0][0]]].shape[0]
+                    scratch = self._scratch_bytes(top, images, now)
+                    own[top] = next((x for x in chunking.SCRATCH_DIVISORS
+                                     if x > now and self._scratch_bytes(top, images, x) < scratch), own.get(top, d))
+            self._cache[key] = {op: v for op, v in own.items() if v != d}
+        return self._cache[key]
+
+    def _needs(self, run: _Run, d: int, own: dict | None = None, z: bool = False, c: int = 1) -> dict:
+        """op -> the bytes it needs live while it runs: the buffers it reads, its workspaces, and its outputs
+        unless it may write one over an input (planner.inplace)."""
+        _, ws = self._workspaces(run, c, d, own)
+        bufs = self._buffers(run, z)
+        overwriting = {s.relu_grad for s in bufs.sites}
+        need = {}
+        for op in run.order:
+            n = sum(b.size for b in bufs.uses[op]) + sum(b.size for b in ws.get(op, ()))
+            if op not in overwriting and not inplace_inputs(op.type, self.kernel_device):
+                n += sum(bufs.outputs[t].size for t in op.outputs if t in bufs.outputs)
+            need[op] = n
+        return need
+
     def _stream_runs(self, name: str, k: int) -> list[_Run]:
         """The runs of the step streamed at `name` in k micro-batches: prefix (rows), rest (full batch), and
         when the prefix has a backward pass, prefix backward (rows) and update (planner.stream)."""
@@ -667,19 +757,27 @@ class _Step:
             self._cache[key] = runs
         return self._cache[key]
 
-    def _stream_features(self, name: str, k: int) -> tuple[dict[str, float], list]:
+    def _stream_features(self, name: str, k: int, lanes: int = 1) -> tuple[dict[str, float], list]:
         """_fixed_features of the step streamed at `name` in k micro-batches: its runs (the per-row ones k
-        times), the copies of the cut's rows and the sums of the prefix's weight gradients."""
-        key = ("stream features", name, k)
+        times), the copies of the cut's rows and the sums of the prefix's weight gradients. In lanes, the prefix
+        run's calls count 1 / lanes each (their FLOPs and elements in full): a lane's calls (their dispatch, the
+        GIL hand-offs that a call's small tasks cost the threads of one call) run beside the other lanes' (a
+        Mentee prefix of 8-image micro-batches on 2 threads: 4% faster than the same layers at full batch)."""
+        key = ("stream features", name, k, lanes)
         if key not in self._cache:
             f = dict.fromkeys(("calls", "conv_calls", "small_calls", "runs", "flops", "elements", "pieces", "compact",
                                "divided"), 0.0)
             convs: list = []
-            for times, run in zip((k, 1, k, 1), self._stream_runs(name, k)):
+            for i, (times, run) in enumerate(zip((k, 1, k, 1), self._stream_runs(name, k))):
                 f["runs"] += times
+                g, run_convs = dict.fromkeys(f, 0.0), []
                 for op in run.order:
                     if executes(op, run.feeds):
-                        self._count(f, convs, times, op, run.specs)
+                        self._count(g, run_convs, times, op, run.specs)
+                share = lanes if i == 0 else 1  # the lanes' calls run side by side; their FLOPs still add up
+                for feature, v in g.items():
+                    f[feature] += v if feature in ("flops", "elements") else v / share
+                convs += [(n / share, *rest, True) if share > 1 else (n, *rest) for n, *rest in run_convs]
             cut = self.cut(name)
             copied = [cut.tensor] + cut.partials
             f["calls"] += k * len(copied)
@@ -688,19 +786,25 @@ class _Step:
             self._cache[key] = f, convs
         return self._cache[key]
 
-    def _build_stream(self, name: str, k: int, z: bool, d: int) -> MemoryPlan:
+    def _build_stream(self, name: str, k: int, z: bool, d: int, lanes: int = 1, rounds: int = 0) -> MemoryPlan:
         """The plan of the step streamed at `name` in k micro-batches (planner.stream), with compact saved state
         if z and the conv kernels' scratch divided by d. The cut's full-batch buffer lives from the first prefix
         run to the end of the rest run, the summed weight gradients through the prefix backward and update runs,
         and what the rest run hands on (boundary gradients, the updates' other inputs, fetched values) to the end
-        of the step."""
+        of the step. In lanes, the prefix run's buffers (their workspaces declared for one thread, some convs'
+        scratch divided further by `rounds` of _balanced) are placed within one lane's copy, and the copies, one
+        per lane, in one block live through the prefix run."""
         cut = self.cut(name)
         batch = self.batch_size()
         if batch % k:
             raise PlanError(f"cannot stream in {k} micro-batches: the batch of {batch} does not divide")
+        if lanes > self.lanes(name, k):
+            raise PlanError(f"cannot stream in {lanes} lanes: at most {self.lanes(name, k)} here")
         phases, start = [], 0
-        for run in self._stream_runs(name, k):
-            phases.append(self._phase(run, 1, start, z, d))
+        for i, run in enumerate(self._stream_runs(name, k)):
+            laned = i == 0 and lanes > 1
+            with threads.using(1 if laned else threads.current()):
+                phases.append(self._phase(run, 1, start, z, d, self._balanced(run, d, rounds) if laned else None))
             start += phases[-1].life.steps
         end = start - 1
         rest = phases[1]
@@ -714,16 +818,26 @@ class _Step:
             b = rest.life.of_tensor.get(alias_root(t, rest.feeds))
             if b is not None:
                 b.end = end
-        bufs = [b for ph in phases for b in ph.life.buffers] + list(acc.values())
+        block, offsets = None, {}
+        if lanes > 1:
+            first = phases[0]
+            size = assign_offsets(first.life.buffers)
+            offsets = {b: b.offset for b in first.life.buffers}
+            block = Buffer(f"{name}/lanes", lanes * size, lanes * size, first.start,
+                           first.start + first.life.steps - 1, "forward")
+        bufs = [b for ph in phases for b in ph.life.buffers if b not in offsets] + list(acc.values()) + \
+            ([block] if block else [])
         live = np.zeros(start + 1, np.int64)
         for b in bufs:
             live[b.start] += b.size
             live[b.end + 1] -= b.size
         p = MemoryPlan(self.device, self.alignment, phases, 0, np.cumsum(live[:start]), self.parameter_bytes,
                        self.slot_bytes, self.feed_bytes, batch_size=batch, accumulators=acc,
-                       feed_shapes=dict(self.feed_shapes), stream=cut, stream_microbatches=k, scratch_divisor=d)
-        p.transformations = self._describe(p, 1, 1, z, d, 0, (name, k))
-        p.predicted_overhead = self.overhead(1, 1, z, d, 0, (name, k))
+                       feed_shapes=dict(self.feed_shapes), stream=cut, stream_microbatches=k, scratch_divisor=d,
+                       stream_lanes=lanes, lane_block=block, lane_offsets=offsets)
+        s = (name, k, lanes, rounds) if lanes > 1 else (name, k)
+        p.transformations = self._describe(p, 1, 1, z, d, 0, s)
+        p.predicted_overhead = self.overhead(1, 1, z, d, 0, s)
         return p
 
     # -- building one plan ----------------------------------------------------------------------------------
@@ -731,12 +845,12 @@ class _Step:
               place: bool = True) -> MemoryPlan:
         """The plan with k micro-batches, convolutions in c batch chunks, compact saved state if z, the
         conv kernels' scratch budget divided by d, recomputation level r, and the prefix streamed as s =
-        (cut tensor name, micro-batches) says (planner.stream); without `place`, only the lifetimes
+        (cut tensor name, micro-batches[, lanes]) says (planner.stream); without `place`, only the lifetimes
         (arena_bytes stays 0 until `place(plan)`)."""
         if s:
             if (k, c, r) != (1, 1, 0):
                 raise PlanError("a streamed prefix combines with compact saved state and a scratch divisor only")
-            p = self._build_stream(s[0], s[1], z, d)
+            p = self._build_stream(*s[:2], z, d, *s[2:])
             if place:
                 globals()["place"](p)
             return p
@@ -809,12 +923,14 @@ class _Step:
                         f" {format_size(saved)} per run not kept across the step; {ops} ops rerun; exact)",
                         "predicted_overhead": round(self.overhead(1, 1, False, 1, r), 4)})
         if s:
-            out.append(self._describe_stream(*s))
+            out.append(self._describe_stream(p, *s))
         if d > 1:
             parts = k * c * (s[1] if s else 1)
+            with threads.using(1 if s and len(s) > 2 else threads.current()):  # a lane's kernels: one thread
+                before, after = self._conv_scratch(parts), self._conv_scratch(parts, d)
             out.append({"name": "scratch", "detail": f"convolution kernels work through their batch in pieces "
-                        f"1/{d} the usual size (scratch {format_size(self._conv_scratch(parts))} -> "
-                        f"{format_size(self._conv_scratch(parts, d))} per call; exact)",
+                        f"1/{d} the usual size (scratch {format_size(before)} -> {format_size(after)} per call; "
+                        "exact)",
                         "predicted_overhead": round(self.overhead(k, c, False, d, 0, s) -
                                                     self.overhead(k, c, False, 1, 0, s), 4)})
         if p.chunks:
@@ -829,7 +945,7 @@ class _Step:
                         "predicted_overhead": round(self.overhead(k, 1), 4)})
         return out
 
-    def _describe_stream(self, name: str, k: int) -> dict:
+    def _describe_stream(self, p: MemoryPlan, name: str, k: int, lanes: int = 1, rounds: int = 0) -> dict:
         cut = self.cut(name)
         m = self.batch_size() // k
         prefix = sorted(cut.prefix, key=lambda op: op._id)
@@ -845,8 +961,15 @@ class _Step:
                      "applied once")
         else:
             text += " (the prefix trains nothing: no backward pass below the cut)"
+        if lanes > 1:
+            text += (f"; the prefix's micro-batches run in {lanes} lanes at once, each on one thread and its own "
+                     f"copy of the prefix's buffers ({format_size(p.lane_bytes)})")
+            own = p.phases[0].life.scratch_ops
+            if own:
+                text += " where " + ", ".join(f"{op.name} divides its scratch by {v}" for op, v in own.items())
+        s = (name, k, lanes, rounds) if lanes > 1 else (name, k)
         return {"name": "stream", "detail": text + "; exact up to summation order",
-                "predicted_overhead": round(self.overhead(1, 1, False, 1, 0, (name, k)), 4)}
+                "predicted_overhead": round(self.overhead(1, 1, False, 1, 0, s), 4)}
 
     def _runs(self, k: int, r: int = 0) -> list[_Run]:
         """The executor runs of a step in k micro-batches at recomputation level r: the step; or the
@@ -877,8 +1000,8 @@ class _Step:
                                     set(feeds))
         return self._cache[key]
 
-    def _phase(self, run: _Run, c, start, z=False, d=1) -> Phase:
-        chunks, ws = self._workspaces(run, c, d)
+    def _phase(self, run: _Run, c, start, z=False, d=1, own: dict | None = None) -> Phase:
+        chunks, ws = self._workspaces(run, c, d, own)
         r = self._buffers(run, z)
 
         def live_in(order):
@@ -892,7 +1015,7 @@ class _Step:
         aware = live_in(greedy)
         if aware.lower_bound < creation_bound:
             schedule, order, life = "memory-aware", greedy, aware
-        life.chunks, life.scratch = dict(chunks), d
+        life.chunks, life.scratch, life.scratch_ops = dict(chunks), d, dict(own or {})
         for b in life.buffers:
             b.start += start
             b.end += start
@@ -907,35 +1030,33 @@ class _Step:
         prefix, at each run (the prefix's beside the cut's full-batch buffer)."""
         fixed = self.parameter_bytes + self.slot_bytes + self.feed_bytes
         if s:
-            runs = self._stream_runs(*s)
+            lanes, rounds = s[2:] if len(s) > 2 else (1, 0)
+            runs = self._stream_runs(*s[:2])
             cut = self.base_specs[self.cut(s[0]).tensor]
-            return fixed + max(self._least(run, c, z, d) + (nbytes(cut) if i == 0 else 0)
-                               for i, run in enumerate(runs))
+            with threads.using(1 if lanes > 1 else threads.current()):
+                own = self._balanced(runs[0], d, rounds) if lanes > 1 else None
+                first = lanes * self._least(runs[0], c, z, d, own) + nbytes(cut)
+            return fixed + max([first] + [self._least(run, c, z, d) for run in runs[1:]])
         return fixed + self._least(self._runs(k, r)[0], c, z, d)
 
-    def _least(self, run: _Run, c: int, z: bool, d: int) -> int:
+    def _least(self, run: _Run, c: int, z: bool, d: int, own: dict | None = None) -> int:
         """The most bytes one op of `run` needs live at once (least_bytes)."""
-        _, ws = self._workspaces(run, c, d)
-        bufs = self._buffers(run, z)
-        overwriting = {s.relu_grad for s in bufs.sites}
-        most = 0
-        for op in run.order:
-            n = sum(b.size for b in bufs.uses[op]) + sum(b.size for b in ws.get(op, ()))
-            if op not in overwriting and not inplace_inputs(op.type, self.kernel_device):
-                n += sum(bufs.outputs[t].size for t in op.outputs if t in bufs.outputs)
-            most = max(most, n)
-        return most
+        return max(self._needs(run, d, own, z, c).values(), default=0)
 
-    def _workspaces(self, run: _Run, c: int, d: int) -> tuple[dict, dict]:
-        """(conv chunks, workspace buffers) of a run under (c, d), shared by plans that differ in compaction."""
-        if ("workspaces", run.key, c, d) not in self._cache:
+    def _workspaces(self, run: _Run, c: int, d: int, own: dict | None = None) -> tuple[dict, dict]:
+        """(conv chunks, workspace buffers) of a run under (c, d), some ops with scratch divisors of their own
+        (`own`), shared by plans that differ in compaction."""
+        key = ("workspaces", run.key, c, d, threads.current(),  # kernels declare scratch per thread
+               tuple(sorted((op._id, v) for op, v in (own or {}).items())))
+        if key not in self._cache:
             chunks = {}
             if c > 1:
                 chunks = {op: c for op in run.order if chunking.can_chunk(op, run.specs, c)
                           and declared_workspaces(op, run.specs, self.kernel_device, 1, 1, self.compute_units)}
-            self._cache["workspaces", run.key, c, d] = chunks, workspace_buffers(
-                run.order, run.specs, run.feeds, self.kernel_device, self.alignment, chunks, d, self.compute_units)
-        return self._cache["workspaces", run.key, c, d]
+            self._cache[key] = chunks, workspace_buffers(
+                run.order, run.specs, run.feeds, self.kernel_device, self.alignment, chunks, d, self.compute_units,
+                own)
+        return self._cache[key]
 
     def _buffers(self, run: _Run, z: bool) -> _Buffers:
         compacted = bool(z)
@@ -998,8 +1119,14 @@ class _Buffers(NamedTuple):
 
 
 def place(p: MemoryPlan) -> MemoryPlan:
-    """Assigns every buffer of `p` its arena offset and sets `p.arena_bytes`."""
-    p.arena_bytes = assign_offsets(p.buffers)
+    """Assigns every buffer of `p` its arena offset and sets `p.arena_bytes`. With lanes, the block of the
+    prefix's copies is placed like a buffer, and the prefix buffers go at their offsets in its first copy."""
+    if p.lane_block is None:
+        p.arena_bytes = assign_offsets(p.buffers)
+        return p
+    p.arena_bytes = assign_offsets([b for b in p.buffers if b not in p.lane_offsets] + [p.lane_block])
+    for b, offset in p.lane_offsets.items():
+        b.offset = p.lane_block.offset + offset
     return p
 
 

@@ -18,8 +18,18 @@ rows, the step runs as:
 
 Exact up to float summation order, provided the prefix treats rows independently (no batch statistics:
 plan.batch_statistics) and, when it has a backward pass, draws no random numbers (recomputing would draw new
-ones). Ops are assigned to phases structurally (`find`); a tensor that does not fit the scheme (a sum over rows
-that is not a plain sum, a boundary tensor without the batch's rows) makes B no cut: PlanError, saying why.
+ones).
+
+Lanes (cpu, several threads): small micro-batches leave a kernel's threads little to share (a conv call on 8
+images in 2 threads runs 4-image tasks, and the threads meet at every op), so phase 1 may instead run in
+`lanes` at once, one thread each: lane i has its own copy of the prefix run's buffers (its kernels' scratch
+declared for one thread) and takes the next micro-batch whenever it gets free. A micro-batch's result does not
+depend on its lane, so the step is as deterministic as without lanes. A prefix that draws random numbers runs
+without lanes (the draws would come in a varying order). The copies cost memory; the planner may divide the
+scratch of the convolution where the prefix run peaks further (plan._Step._balanced) to pay for them.
+
+Ops are assigned to phases structurally (`find`); a tensor that does not fit the scheme (a sum over rows that is
+not a plain sum, a boundary tensor without the batch's rows) makes B no cut: PlanError, saying why.
 """
 from __future__ import annotations
 
