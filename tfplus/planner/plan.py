@@ -521,7 +521,8 @@ class _Step:
         f = dict(fixed)
         lanes = len(s) > 2 if s else False
         own = self._balanced(self._stream_runs(*s[:2])[0], d, s[3]) if lanes else {}
-        for times, op, specs, batch, *laned in convs:  # laned: in a lane, on one thread
+        for times, op, specs, batch, *where in convs:  # where: ("prefix",) or ("lane",) for a streamed prefix
+            laned = where == ["lane"]  # in a lane, on one thread
             n = c if chunking.can_chunk(op, specs, c) else 1
             f["conv_calls"] += times * n
             div = own.get(op, d) if laned else d
@@ -530,9 +531,11 @@ class _Step:
                 with threads.using(1 if laned else threads.current()):
                     self._cache[key] = chunking.kernel_chunks(batch // n, div, partial(self._scratch_bytes, op))
             f["pieces"] += times * n * (self._cache[key] - 1)  # cuts beyond one piece per call
-            # The kernels share a call's images out over the threads: fewer than SMALL_CALL_IMAGES a thread
-            # leaves the fast paths' tasks small (a lane's calls run on one thread).
-            if batch // n < SMALL_CALL_IMAGES * (1 if laned else threads.current()):
+            # A streamed prefix's calls (forward only) share their few images out over the threads: fewer than
+            # SMALL_CALL_IMAGES a thread leaves the fast paths' tasks small and the threads idle at each of its
+            # ops (Mentee's fine-tuning prefix in 8-image micro-batches on 2 threads: +43-50% wall time where
+            # lanes took +4-9%); a lane's run on one thread.
+            if batch // n < SMALL_CALL_IMAGES * (threads.current() if where == ["prefix"] else 1):
                 f["small_calls"] += times * n
             if d > 1 and self.kernel_device == "opencl" and op.type == "Conv2DBackpropFilter":
                 # The divisor takes the filter gradient's split sum down to 1/d as many work-group columns: on a
@@ -777,7 +780,8 @@ class _Step:
                 share = lanes if i == 0 else 1  # the lanes' calls run side by side; their FLOPs still add up
                 for feature, v in g.items():
                     f[feature] += v if feature in ("flops", "elements") else v / share
-                convs += [(n / share, *rest, True) if share > 1 else (n, *rest) for n, *rest in run_convs]
+                where = ("lane" if share > 1 else "prefix",) if i == 0 else ()
+                convs += [(n / share, *rest, *where) for n, *rest in run_convs]
             cut = self.cut(name)
             copied = [cut.tensor] + cut.partials
             f["calls"] += k * len(copied)
