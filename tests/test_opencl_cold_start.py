@@ -87,12 +87,36 @@ def test_prebuilt_programs_give_the_same_results_and_are_built_once(tmp_path, mo
     used = list(dev.used)  # what a run asks for, in order: the list prebuild reads next time
     assert used and builds == used
     dev, builds = _fresh_device(monkeypatch, tmp_path / "b")  # a fresh machine: nothing cached
-    assert dev.prebuild(used) == len(used) and dev.prebuild(used) == 0  # queued once
+    # The float elementwise programs differ only in their -DWANT_ flags: one build holds all their kernels.
+    assert len(used) == 3 and dev.prebuild(used) == 1 and dev.prebuild(used) == 0  # queued once
     with tf.Session(graph=g, device="opencl") as s:
         got = s.run(y, feed)
     np.testing.assert_array_equal(got, want)
-    assert sorted(builds) == sorted(used) and dev.used == used  # each built once, on whichever thread
-    assert not dev.builds.queue and not dev.builds.done and dev.compiling.count == len(used)
+    (files, options), = builds
+    assert all(files == f and set(o.split()) <= set(options.split()) for f, o in used)
+    assert dev.used == used  # the list the next run records keeps each program's own key
+    assert not dev.builds.queue and not dev.builds.done and dev.compiling.count == 1
+
+
+def test_a_failed_merged_prebuild_builds_each_program_alone(tmp_path, monkeypatch):
+    g, x, y = _relu_affine()
+    feed = {x: np.linspace(-1, 1, 15, dtype=np.float32).reshape(3, 5)}
+    dev, builds = _fresh_device(monkeypatch, tmp_path / "a")
+    with tf.Session(graph=g, device="opencl") as s:
+        want = s.run(y, feed)
+    used = list(dev.used)
+    build = opencl._Device._build
+
+    def no_merges(self, files, options, background=False):  # as if two kernels clashed in one program
+        if options.count("-DWANT_") > 1:
+            raise RuntimeError("clash")
+        return build(self, files, options, background)
+    monkeypatch.setattr(opencl._Device, "_build", no_merges)
+    dev, builds = _fresh_device(monkeypatch, tmp_path / "b")
+    assert dev.prebuild(used) == 1
+    with tf.Session(graph=g, device="opencl") as s:
+        np.testing.assert_array_equal(s.run(y, feed), want)
+    assert builds[0][1].count("-DWANT_") == 3 and sorted(builds[1:]) == sorted(used)
 
 
 def test_a_failed_prebuild_is_built_again_when_asked_for_and_named(tmp_path, monkeypatch):
@@ -211,3 +235,15 @@ def test_shipped_tuning_is_read_for_its_device_name_only_and_a_bad_file_is_ignor
     for bad in ("not json", "[1, 2]", json.dumps({"GPU A": {"k": "__import__('os')"}}),
                 json.dumps({"GPU A": {"k": [1.5]}}), json.dumps({"GPU A": {"k": []}}), json.dumps({"GPU A": [1]})):
         assert parse_tuning(bad, "GPU A") == {}
+
+
+def test_prebuild_soon_makes_the_device_that_a_runtime_made_meanwhile_shares(tmp_path, monkeypatch):
+    """The context is made on prebuild_soon's thread while the caller goes on; a runtime made meanwhile waits
+    for it instead of making a second one, and record() keeps what the caller used before the listing."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(opencl._Device, "_all", {})
+    t = opencl.prebuild_soon(None, "nothing-listed")
+    rt = opencl.OpenCLRuntime()
+    t.join()
+    assert list(opencl._Device._all.values()) == [rt.dev]
+    assert rt.dev.listed_from == {"nothing-listed": 0}

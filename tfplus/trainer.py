@@ -1016,7 +1016,7 @@ def _prebuild_opencl(cfg: TrainConfig, sess: tf.Session | None = None) -> None:
     if kind == "opencl":
         from tfplus.runtime import opencl
         if sess is None:
-            opencl.prebuild(selector, f"train-{cfg.model}")
+            opencl.prebuild_soon(selector, f"train-{cfg.model}")
         else:
             opencl.record(sess.runtime, f"train-{cfg.model}")
 

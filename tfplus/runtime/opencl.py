@@ -524,7 +524,7 @@ def write_program_list(path, name: str, keys) -> None:
     os.replace(tmp, path)
 
 
-def prebuild(selector: str | None, name: str) -> int:
+def prebuild(selector: str | None, name: str, from_start: bool = False) -> int:
     """Starts building, on background threads, the OpenCL programs that the work called `name` (e.g.
     "train-mentee") used the last time it ran on this device (the list record() kept in cache_dir()), else
     those the package lists for `name` on this kind of device (kernels/opencl/programs-<cpu|gpu>.json, made by
@@ -537,11 +537,22 @@ def prebuild(selector: str | None, name: str) -> int:
     """
     if os.environ.get("TFPLUS_OPENCL_PREBUILD", "1") == "0" or cl is None:
         return 0
-    try:
-        dev = _Device.get(_select(selector))
-    except (RuntimeError, ValueError, cl.Error):
-        return 0
-    return dev.prebuild_named(name)
+    with _Device._making:
+        try:
+            dev = _Device.get(_select(selector))
+        except (RuntimeError, ValueError, cl.Error):
+            return 0
+        return dev.prebuild_named(name, from_start)
+
+
+def prebuild_soon(selector: str | None, name: str) -> threading.Thread:
+    """prebuild() on a daemon thread, so that making the device's context (~2 s on an H100: CUDA's start) and
+    queueing the builds overlap what the caller does meanwhile (loading data, building a graph); a runtime
+    made meanwhile waits for that context rather than making another. Returns the thread."""
+    # from_start: the caller may use programs before this thread lists `name`; record() keeps those too.
+    t = threading.Thread(target=prebuild, args=(selector, name, True), name="tfplus-opencl-prebuild", daemon=True)
+    t.start()
+    return t
 
 
 def record(runtime: OpenCLRuntime, name: str) -> None:
@@ -555,12 +566,16 @@ class _Device:
     """What all runtimes of one OpenCL device share: context, queue, buffer pool, built programs, tuning."""
 
     _all: dict = {}
+    # One context per device, also when prebuild_soon's thread is making it (held until its builds are queued,
+    # so that a runtime made meanwhile finds them queued).
+    _making = threading.RLock()
 
     @classmethod
     def get(cls, cl_device) -> _Device:
         key = cl_device.int_ptr
-        if key not in cls._all:
-            cls._all[key] = cls(cl_device)
+        with cls._making:
+            if key not in cls._all:
+                cls._all[key] = cls(cl_device)
         return cls._all[key]
 
     def __init__(self, d):
@@ -597,6 +612,7 @@ class _Device:
         self.programs_path = cache_dir() / f"programs-{named}.json"
         self.used: list = []      # (files, options) keys in the order this process first asked for them
         self.listed_from: dict = {}  # name -> len(used) when prebuild_named(name) was called
+        self.merged: dict = {}    # (files, options) -> the key of the prebuilt program that also holds its kernels
         self.builds = _Builds(self._build)
         self.recording: list | None = None  # programs_of() collects program keys here
         self.tune_seconds = 0.0   # choosing tiles (kernels/opencl/_tune.py), compiles included
@@ -611,23 +627,48 @@ class _Device:
         prg = self.programs.get(key)
         if prg is None:
             self.used.append(key)
-            prg = self.programs[key] = self.builds.take(key) or self._build(files, options)
+            merged = self.merged.get(key)
+            if merged is not None:  # a failed merged build (None) falls back to this key's own
+                prg = self.programs.get(merged) or self.builds.take(merged)
+                if prg is not None:
+                    self.programs[merged] = prg
+            prg = self.programs[key] = prg or self.builds.take(key) or self._build(files, options)
         return prg
 
     def prebuild(self, keys) -> int:
         """Starts building programs `keys` ((files, options) as program() takes them) on background threads;
         program() waits for one that is building, and builds one that has not started itself. Returns how
-        many builds were started."""
-        return self.builds.start([k for k in keys if k not in self.programs])
+        many builds were started. Keys that differ only in their -DWANT_ flags (kernels of one .cl file for
+        one dtype and defines) are built as one program with all their flags: a build has a fixed cost (NVIDIA
+        H100: ~60 ms for a one-line kernel), and 40 programs of Mentee's step become 30. The GEMM-based ones
+        (the longest builds) go first, so that no long build starts last."""
+        groups: dict = {}
+        for files, options in keys:
+            if (files, options) in self.programs:
+                continue
+            base = " ".join(o for o in options.split() if not o.startswith("-DWANT_"))
+            groups.setdefault((files, base), []).append(options)
+        todo = []
+        for (files, base), members in groups.items():
+            if len(members) == 1:
+                todo.append((files, members[0]))
+                continue
+            wants = sorted({o for m in members for o in m.split() if o.startswith("-DWANT_")})
+            merged = (files, " ".join([base] + wants))
+            self.merged.update({(files, m): merged for m in members})
+            todo.append(merged)
+        todo.sort(key=lambda k: "gemm.cl" not in k[0])  # stable: first use order otherwise
+        return self.builds.start(todo)
 
-    def prebuild_named(self, name: str) -> int:
-        """prebuild() of the programs listed under `name` (see the module function prebuild)."""
+    def prebuild_named(self, name: str, from_start: bool = False) -> int:
+        """prebuild() of the programs listed under `name` (see the module function prebuild); record_programs(name)
+        later keeps the programs used since now, or since the device was made if `from_start`."""
         keys = read_program_list(self.programs_path, name)
         if not keys:
             kind = "gpu" if self.is_gpu else "cpu"
             keys = read_program_list(importlib.resources.files("tfplus.kernels.opencl") / f"programs-{kind}.json",
                                      name)
-        self.listed_from[name] = len(self.used)
+        self.listed_from[name] = 0 if from_start else len(self.used)
         return self.prebuild(keys)
 
     def record_programs(self, name: str) -> None:
