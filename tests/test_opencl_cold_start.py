@@ -78,20 +78,27 @@ def _relu_affine():
     return g, x, y
 
 
-def test_prebuilt_programs_give_the_same_results_and_are_built_once(tmp_path, monkeypatch):
+def _first_run(monkeypatch, tmp_path):
+    """_relu_affine's graph run once on a fresh device: (run(): its result on the current device, that result,
+    the programs it asked for in order: the list prebuild reads next time)."""
     g, x, y = _relu_affine()
     feed = {x: np.linspace(-1, 1, 15, dtype=np.float32).reshape(3, 5)}
-    dev, builds = _fresh_device(monkeypatch, tmp_path / "a")
-    with tf.Session(graph=g, device="opencl") as s:
-        want = s.run(y, feed)
-    used = list(dev.used)  # what a run asks for, in order: the list prebuild reads next time
-    assert used and builds == used
+
+    def run():
+        with tf.Session(graph=g, device="opencl") as s:
+            return s.run(y, feed)
+    dev, builds = _fresh_device(monkeypatch, tmp_path / "first")
+    want = run()
+    assert dev.used and builds == dev.used
+    return run, want, list(dev.used)
+
+
+def test_prebuilt_programs_give_the_same_results_and_are_built_once(tmp_path, monkeypatch):
+    run, want, used = _first_run(monkeypatch, tmp_path)
     dev, builds = _fresh_device(monkeypatch, tmp_path / "b")  # a fresh machine: nothing cached
     # The float elementwise programs differ only in their -DWANT_ flags: one build holds all their kernels.
     assert len(used) == 3 and dev.prebuild(used) == 1 and dev.prebuild(used) == 0  # queued once
-    with tf.Session(graph=g, device="opencl") as s:
-        got = s.run(y, feed)
-    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(run(), want)
     (files, options), = builds
     assert all(files == f and set(o.split()) <= set(options.split()) for f, o in used)
     assert dev.used == used  # the list the next run records keeps each program's own key
@@ -99,12 +106,7 @@ def test_prebuilt_programs_give_the_same_results_and_are_built_once(tmp_path, mo
 
 
 def test_a_failed_merged_prebuild_builds_each_program_alone(tmp_path, monkeypatch):
-    g, x, y = _relu_affine()
-    feed = {x: np.linspace(-1, 1, 15, dtype=np.float32).reshape(3, 5)}
-    dev, builds = _fresh_device(monkeypatch, tmp_path / "a")
-    with tf.Session(graph=g, device="opencl") as s:
-        want = s.run(y, feed)
-    used = list(dev.used)
+    run, want, used = _first_run(monkeypatch, tmp_path)
     build = opencl._Device._build
 
     def no_merges(self, files, options, background=False):  # as if two kernels clashed in one program
@@ -114,8 +116,7 @@ def test_a_failed_merged_prebuild_builds_each_program_alone(tmp_path, monkeypatc
     monkeypatch.setattr(opencl._Device, "_build", no_merges)
     dev, builds = _fresh_device(monkeypatch, tmp_path / "b")
     assert dev.prebuild(used) == 1
-    with tf.Session(graph=g, device="opencl") as s:
-        np.testing.assert_array_equal(s.run(y, feed), want)
+    np.testing.assert_array_equal(run(), want)
     assert builds[0][1].count("-DWANT_") == 3 and sorted(builds[1:]) == sorted(used)
 
 
