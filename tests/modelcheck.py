@@ -4,11 +4,10 @@ from __future__ import annotations
 import tracemalloc
 
 import numpy as np
-from test_planner import _UNPLANNED
 
 import tfplus as tf
-from tfplus import planner
-from tfplus.planner.execute import install, measure_step
+from tfplus import planner, threads
+from tfplus.planner.execute import Bound, install, measure_step
 
 
 def random_feeds(tg, batch: int, size: int, seed: int = 0) -> dict:
@@ -28,9 +27,17 @@ def assert_fits_a_fixed_batch(tg, feeds: dict, device: str, steps: int = 12) -> 
     assert pred.shape == (len(feeds[tg.labels]),)
 
 
+# What a planned step may allocate beyond its plan: NumPy's ufunc buffers (np.getbufsize() elements for each of
+# up to 3 float32 operands, when a ufunc cannot stream its operands as one run), in each of the intra-op
+# threads at once, the fetched loss and a few KiB of the executor's Python objects (views, dicts).
+_UNPLANNED = 3 * np.getbufsize() * 4 * threads.default_threads() + 16 * 1024
+
+
 def assert_planned_bytes_are_measured(tg, feeds: dict, force: tuple | None = None) -> None:
-    """As test_planner's Mentee check: the NumPy data a planned training step holds and adds is its plan's
-    (every kernel's scratch is declared); `force`: planner.plan's, a given combination of transformations."""
+    """The NumPy data a planned training step holds and adds is its plan's
+    (every kernel's scratch is declared), it allocates nothing through the runtime, and the session's plans (the
+    step's and the initializer's) share one arena; `force`: planner.plan's, a given combination of
+    transformations."""
     fetches = [tg.train_op, tg.loss]
     p = planner.plan(fetches, {t: v.shape for t, v in feeds.items()}, graph=tg.graph, force=force)
     tracemalloc.start()
@@ -38,11 +45,16 @@ def assert_planned_bytes_are_measured(tg, feeds: dict, force: tuple | None = Non
         with tf.Session(graph=tg.graph, memory_budget="1GB") as sess:
             sess.run(tg.init_op)
             install(sess, fetches, p)
-            sess.run(fetches, feeds)
+            sess.run(fetches, feeds)  # allocates the arena
+            allocated = sess.runtime.allocated_bytes
             m = measure_step(sess, fetches, feeds)
+            assert sess.runtime.allocated_bytes == allocated, "a planned step allocates nothing via the runtime"
+            bounds = [b for b in sess._plans.values() if isinstance(b, Bound)]  # the step's and the initializer's
+            assert bounds[0].arena.nbytes == max(b.plan.arena_bytes for b in bounds), "one arena: the biggest"
     finally:
         tracemalloc.stop()
-    slack = p.alignment + 4096
+    slack = p.alignment + 4096  # the arena's alignment; the plan's own small arrays (its live-bytes timeline)
+    assert m["feeds"] == p.feed_bytes
     assert 0 <= m["held"] - (p.fixed_bytes - p.feed_bytes + p.arena_bytes) <= slack, m
     assert m["during"] <= _UNPLANNED, m
     assert 0 <= m["peak"] - p.peak_bytes <= _UNPLANNED + slack

@@ -268,13 +268,18 @@ def test_weight_decay_folds_into_the_fused_update(device, optimizer):
     assert not [op for op in r.graph.get_operations() if op.type in ("AddN", "Mul")]
     (fused,) = [op for op in optimize(g, [step, terms[3]], []).graph.get_operations() if op.type == "_FusedApply"]
     assert fused.attrs["decayed"][3] == 0 and sum(fused.attrs["decayed"]) == 6   # the fetched term stays
+    _assert_two_steps_match_unfused(g, device, init_op, step, vs)
+
+
+def _assert_two_steps_match_unfused(g, device, init_op, step, variables) -> None:
+    """Two runs of `step` leave `variables` as they leave them with the graph rewrites off."""
     got = []
     for config in (None, _OFF):
         with tf.Session(graph=g, device=device, config=config) as sess:
             sess.run(init_op)
             for _ in range(2):
                 sess.run(step)
-            got.append([sess.run(v) for v in vs])
+            got.append(sess.run(variables))
     for a, b in zip(*got):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
@@ -297,12 +302,4 @@ def test_fused_adam_of_ten_variables_equals_the_unfused_updates(device, nesterov
         step = tf.group(*[u.op for u in ups])
         init_op = tf.variables_initializer(vs + ms + us)
     assert optimize(g, [step], []).fused == {"_FusedApply": 1}
-    got = []
-    for config in (None, _OFF):
-        with tf.Session(graph=g, device=device, config=config) as sess:
-            sess.run(init_op)
-            for _ in range(2):
-                sess.run(step)
-            got.append(sess.run(vs + ms + us))
-    for a, b in zip(*got):
-        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    _assert_two_steps_match_unfused(g, device, init_op, step, vs + ms + us)

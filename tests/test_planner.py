@@ -6,9 +6,10 @@ import tracemalloc
 import numpy as np
 import pytest
 from conftest import needs_opencl
+from modelcheck import assert_planned_bytes_are_measured
 
 import tfplus as tf
-from tfplus import planner, threads
+from tfplus import planner
 from tfplus.framework import apply_op
 from tfplus.planner.arena import assign_offsets, check_no_overlap
 from tfplus.planner.liveness import Buffer
@@ -376,12 +377,6 @@ def _step_peak(sess, fetches, feeds) -> int:
         tracemalloc.stop()
 
 
-# What a planned step may allocate beyond its plan: NumPy's ufunc buffers (np.getbufsize() elements for each of
-# up to 3 float32 operands, when a ufunc cannot stream its operands as one run), in each of the intra-op
-# threads at once, the fetched loss and a few KiB of the executor's Python objects (views, dicts).
-_UNPLANNED = 3 * np.getbufsize() * 4 * threads.default_threads() + 16 * 1024
-
-
 @pytest.mark.parametrize("force", [(1, 1), (1, 4), (2, 1), (4, 2), (2, 2, True), (1, 1, False, 16),
                                    (4, 1, True, 8)],
                          ids=["arena", "chunks4", "micro2", "micro4_chunks2", "compact_micro2_chunks2", "scratch16",
@@ -391,29 +386,8 @@ def test_planned_bytes_are_measured_bytes(force):
     tracemalloc (planner.execute.measure_step) finds the NumPy data held at the step's start (variables,
     slots, the arena) equal to the plan's to within the arena's alignment slack, and the step itself adds
     no more than NumPy's ufunc buffers: every kernel's scratch is a declared, planned workspace."""
-    from tfplus.planner.execute import Bound, install, measure_step
     tg = _small_cnn()
-    feeds = _cnn_feeds(tg, batch=32)
-    fetches = [tg.train_op, tg.loss]
-    p = planner.plan(fetches, {t: v.shape for t, v in feeds.items()}, graph=tg.graph, force=force)
-    tracemalloc.start()
-    try:
-        with tf.Session(graph=tg.graph, memory_budget="1GB") as sess:
-            sess.run(tg.init_op)
-            install(sess, fetches, p)
-            sess.run(fetches, feeds)  # allocates the arena
-            allocated = sess.runtime.allocated_bytes
-            m = measure_step(sess, fetches, feeds)
-            assert sess.runtime.allocated_bytes == allocated, "a planned step allocates nothing via the runtime"
-            bounds = [b for b in sess._plans.values() if isinstance(b, Bound)]  # the step's and the initializer's
-            assert bounds[0].arena.nbytes == max(b.plan.arena_bytes for b in bounds), "one arena: the biggest"
-    finally:
-        tracemalloc.stop()
-    slack = p.alignment + 4096  # the arena's alignment; the plan's own small arrays (its live-bytes timeline)
-    assert m["feeds"] == p.feed_bytes
-    assert 0 <= m["held"] - (p.fixed_bytes - p.feed_bytes + p.arena_bytes) <= slack, m
-    assert m["during"] <= _UNPLANNED, m
-    assert 0 <= m["peak"] - p.peak_bytes <= _UNPLANNED + slack
+    assert_planned_bytes_are_measured(tg, _cnn_feeds(tg, batch=32), force)
 
 
 def test_planned_arena_is_near_its_bound_and_the_plain_executor_needs_more():
