@@ -135,7 +135,8 @@ def _device(text: str) -> str:
 
 
 _THREADS_HELP = ("cpu threads per step (default $TFPLUS_NUM_THREADS, else every core this process may use; "
-                 "`tfplus devices` shows it)")
+                 "from 8, a training step splits its batch over as many worker processes, $TFPLUS_WORKERS; "
+                 "`tfplus devices` shows both)")
 
 
 def _model(text: str) -> str:
@@ -282,11 +283,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _devices(out) -> int:
-    from tfplus import threads
+    from tfplus import threads, workers
     from tfplus.units import format_size
-    print(f"cpu        NumPy, {threads.default_threads()} threads ({threads.available_cores()} cores available to "
+    n = threads.default_threads()
+    print(f"cpu        NumPy, {n} threads ({threads.available_cores()} cores available to "
           f"this process, {os.cpu_count()} in the host; set by --threads, ${threads.ENV} or "
           "ConfigProto.intra_op_parallelism_threads)", file=out)
+    w = workers.resolve(None, n)
+    print(f"{'':10} training steps: " + (f"the batch split over {w} worker processes" if w > 1 else
+                                         "in this process") +
+          f" (${workers.ENV}; by default one per thread from {workers.AUTO_FROM} threads)", file=out)
     try:
         from tfplus.runtime import opencl
     except ImportError as e:
@@ -320,8 +326,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     from tfplus import threads
     prog = f"tfplus {args.command}"
+    from tfplus import workers
     try:  # --threads, else $TFPLUS_NUM_THREADS, else the cores this process may use
         nthreads = getattr(args, "threads", None) or threads.default_threads()
+        workers.resolve(None, nthreads)  # $TFPLUS_WORKERS, checked before any work
     except ValueError as e:
         print(f"{prog}: error: {e}", file=sys.stderr)
         return EXIT_USAGE

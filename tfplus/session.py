@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import weakref
 from typing import Any
 
 import numpy as np
 
 from tfplus import errors, threads
+from tfplus import workers as workers_mod
 from tfplus.config import field as _config_field
 from tfplus.executor import Executor, KernelContext  # noqa: F401  KernelContext: kernels' documented home
 from tfplus.framework import Graph, Operation, Tensor, _fmt_shape, get_default_graph
@@ -38,7 +40,7 @@ class Session:
     """Runs graphs. `device` is 'cpu' (NumPy) or 'opencl[:N]'. Variables live in the session."""
 
     def __init__(self, target: str = "", graph: Graph | None = None, config: Any = None, device: str = "cpu",
-                 memory_budget=None):
+                 memory_budget=None, workers: int | None = None):
         self.graph = graph or get_default_graph()
         # With a budget ('64MB', '64MiB', bytes) every step runs by a memory plan (tfplus.planner).
         self._memory_budget = None if memory_budget is None else parse_size(memory_budget, "memory_budget")
@@ -56,6 +58,13 @@ class Session:
         inter = _config_field(config, "inter_op_parallelism_threads")
         if inter and self._runtime.kernel_device == "cpu" and memory_budget is None:
             self._executor.inter_op = threads.parse_threads(inter, "inter_op_parallelism_threads")
+        # Training steps on the cpu split their batch over worker processes (tfplus.workers): `workers`, else
+        # $TFPLUS_WORKERS, else one per thread from workers.AUTO_FROM threads on.
+        self._workers = None
+        n_workers = workers_mod.resolve(workers, self._threads)
+        if n_workers > 1 and self._runtime.kernel_device == "cpu" and memory_budget is None:
+            self._workers = workers_mod.Workers(self._executor, n_workers)
+            weakref.finalize(self, self._workers.close)  # a session dropped unclosed lets its workers go
         self._vars = self._executor.vars  # VariableV2 node name -> buffer (the profiler counts them)
         self._plans = self._executor.programs  # compiled programs and memory plans (tests, trainer read these)
         # The graph rewrite (tfplus.optimize): on unless TFPLUS_REWRITE=0 or the config turns the remapper off.
@@ -102,12 +111,17 @@ class Session:
             from tfplus.planner.execute import run_planned
             bufs = iter(run_planned(self._executor, flat, feeds, self._memory_budget, self.graph))
         else:
-            bufs = iter(self._executor.run(flat, feeds))
+            parallel = None
+            if self._workers is not None and self._executor.trace is None:
+                parallel = self._workers.run(flat, feeds)
+            bufs = iter(self._executor.run(flat, feeds) if parallel is None else parallel)
         copy_out = self._runtime.copy_out
         return rebuild([None if isinstance(f, Operation) else copy_out(next(bufs)) for f in flat])
 
     def close(self) -> None:
         self._closed = True
+        if self._workers is not None:
+            self._workers.close()
         self._executor.clear()
         self._rewrites.clear()
 

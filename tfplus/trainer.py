@@ -1026,7 +1026,8 @@ def _first_step_line(sess: tf.Session, seconds: float) -> str:
     took (the first run on a device; later ones load the built programs from the cache)."""
     notice = getattr(getattr(sess.runtime, "dev", None), "compiling", None)
     built = notice.summary() if notice is not None else None
-    return f"first step done {seconds:.1f} s after start" + (f"; {built}" if built else "")
+    where = sess._workers.summary() if sess._workers is not None else ""
+    return f"first step done {seconds:.1f} s after start" + "".join(f"; {s}" for s in (built, where) if s)
 
 
 def _plan_line(sess: tf.Session, budget) -> str:

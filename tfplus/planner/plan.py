@@ -484,9 +484,7 @@ class _Step:
                     for op in self.ops if op.type in chunking.CHUNKABLE), default=1)
 
     def batch_size(self) -> int | None:
-        """The batch size: the leading dimension of the fed tensors whose placeholders leave it open."""
-        dims = [s[0] for t, s in self.feed_shapes.items() if len(s) and t._shape and t._shape[0] is None]
-        return max(set(dims), key=dims.count) if dims else None
+        return batch_size(self.feed_shapes)
 
     def overhead(self, k: int, c: int, z: bool = False, d: int = 1, r: int = 0, s: tuple | None = None) -> float:
         """Predicted extra step time of (k micro-batches, c conv chunks, compact or not, scratch divisor d,
@@ -1195,23 +1193,33 @@ def _batch_mean_kept(op) -> bool:
     return 0 in {int(a) % len(rank) for a in np.atleast_1d(axes)}
 
 
+def batch_size(feed_shapes: dict) -> int | None:
+    """The batch size: the leading dimension of the fed tensors whose placeholders leave it open."""
+    dims = [s[0] for t, s in feed_shapes.items() if len(s) and t._shape and t._shape[0] is None]
+    return max(set(dims), key=dims.count) if dims else None
+
+
 def _split(step: _Step, r: int = 0) -> _Split | PlanError:
-    """Splits the step (at recomputation level r) into a per-micro-batch run (forward, backward) and an update
-    run (the ops that change variables in place, and everything after them), joined by the update ops'
-    batch-dependent inputs."""
+    """Splits the step (at recomputation level r) into a per-micro-batch run and an update run (split_step)."""
     v = step.view(r)
-    batch = step.batch_size()
+    return split_step(step._runs(1, r)[0].order, v.fetches, v.feeds, v.feed_shapes, step.batch_size())
+
+
+def split_step(order: list[Operation], fetches: list, feeds: set, feed_shapes: dict, batch: int | None
+               ) -> _Split | PlanError:
+    """Splits a step (its ops in `order`) into a per-micro-batch run (forward, backward) and an update run (the
+    ops that change variables in place, and everything after them), joined by the update ops' batch-dependent
+    inputs. `batch`: the leading dimension of the fed tensors whose placeholders leave it open."""
     if batch is None:
         return PlanError("cannot micro-batch: no fed tensor has an open batch dimension "
                          "([None, ...] placeholder)")
-    batch_feeds = {t for t, s in v.feed_shapes.items() if len(s) and s[0] == batch and t._shape
+    batch_feeds = {t for t, s in feed_shapes.items() if len(s) and s[0] == batch and t._shape
                    and t._shape[0] is None}
-    order = step._runs(1, r)[0].order
     why = batch_statistics(order)
     if why:
         return PlanError(f"cannot micro-batch: {why}")
-    batch_dep = stream.batch_dependent(order, v.feeds, batch_feeds)
-    after = stream.after_updates(order, v.feeds)  # the update ops and everything that must run after them
+    batch_dep = stream.batch_dependent(order, feeds, batch_feeds)
+    after = stream.after_updates(order, feeds)  # the update ops and everything that must run after them
     grads = []
     for op in order:
         if op in after:
@@ -1221,8 +1229,8 @@ def _split(step: _Step, r: int = 0) -> _Split | PlanError:
                 elif t in batch_dep and t.op in after:
                     return PlanError(f"cannot micro-batch: '{t.name}' depends on the batch and on updated "
                                      "variables")
-    fetches_a = [f for f in v.fetches if (f.op if isinstance(f, Tensor) else f) not in after]
-    fetches_b = [f for f in v.fetches if (f.op if isinstance(f, Tensor) else f) in after]
+    fetches_a = [f for f in fetches if (f.op if isinstance(f, Tensor) else f) not in after]
+    fetches_b = [f for f in fetches if (f.op if isinstance(f, Tensor) else f) in after]
     user = [f for f in fetches_a if isinstance(f, Tensor)]
     a_fetches = grads + [f for f in fetches_a if f not in grads]
     return _Split(batch_feeds, batch_dep, grads, a_fetches, fetches_b, user)

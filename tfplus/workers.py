@@ -1,0 +1,453 @@
+"""Data-parallel worker processes for the cpu device: a training step's batch split over forked processes.
+
+NumPy kernels hold the GIL between their loops (dispatch, slicing, the kernels' own Python), so the intra-op
+threads of one process stop scaling past 4-8 threads (BENCHMARKS.md, issue 13). Each process has its own GIL.
+With P workers (P > 1), a training step, one whose variable updates read a fed batch, runs on P slices of
+the batch at once, one per forked worker process, each on one thread:
+
+1. the parent copies the fed tensors into shared memory and wakes the workers;
+2. worker i runs the forward and backward ops on rows [i*m, (i+1)*m) of the batch (m = batch / P) and writes
+   what the updates read of the batch (the gradients) and the fetched tensors into its own shared slot;
+3. the parent averages the gradients over the slices (summed in worker order), merges the fetches (a scalar
+   is averaged, a batch-major tensor concatenated, one that does not depend on the batch taken from slice
+   0) and runs the updates on its own intra-op threads.
+
+These are the planner's micro-batches (plan.split_step) run side by side, exact under the same condition: a
+loss that averages over the batch, whose full-batch gradient is the slices' average (up to float rounding).
+A summed loss's is their sum. So the first run of a step runs the P slices in this process, one after another,
+and the whole batch as well, and compares them. The step goes to the workers only if every merged value
+matches the whole batch's; otherwise it stays in this process (`why` says so). A slice's result does not
+depend on the process that runs it, so a step is bit-for-bit the same for a fixed P.
+
+The variables the slices read are moved into shared memory (MAP_SHARED, made before the fork), where the
+parent's updates change them in place, so the workers read them without a copy. The workers are forked after
+that first run, so they inherit the session's graph and compiled programs. A worker exits when the session
+closes or its parent dies: its end of the socket then closes.
+
+Other steps run in the parent as before:
+- no fed batch that P divides into slices of MIN_ROWS rows or more;
+- training-mode batch norm (batch statistics);
+- random or other stateful ops before the updates (every worker would draw the same numbers);
+- a memory budget (the plan's arena), a traced run (the profiler), or a device other than the cpu.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import mmap
+import os
+import signal
+import socket
+import struct
+import threading
+import time
+import warnings
+
+import numpy as np
+
+from tfplus import errors, threads
+from tfplus.framework import Tensor, needed_ops
+
+ENV = "TFPLUS_WORKERS"
+# Thread counts from which a session splits training steps over worker processes by default (one thread
+# each). Below it the intra-op threads of one process do as well: on the 16-core Xeon, 4 processes and 4
+# threads both took ~180 ms a Mentee step; at 8 and 16, processes took 97 and 58 ms, threads 140-170 and
+# 140-190 ms (BENCHMARKS.md, issue 13).
+AUTO_FROM = 8
+# A slice's least rows: the conv kernels' fast paths take 8 images a task (kernels/numpy/conv.py).
+MIN_ROWS = 8
+# Steps whose workers stay alive at once (a loop that also fetches a summary every 100 steps, say): more would
+# leave processes idle; fewer would fork anew at each switch.
+MAX_GROUPS = 2
+_ALIGN = 64  # bytes: a cache line, so that no two workers' slots share one
+# Ops that may run in a slice although stateful: reading a variable, checking a value.
+_SLICE_STATEFUL = ("VariableV2", "Assert")
+_NO_BATCH = "no fed tensor has an open batch dimension"
+_live_sockets: set = set()  # every group's parent ends: a forked worker closes its copies (see _Group.fork)
+
+
+def resolve(requested, n_threads: int) -> int:
+    """A session's worker count: `requested` (Session(workers=)), else $TFPLUS_WORKERS, else one per thread
+    from AUTO_FROM threads on; 1 means none."""
+    where = "workers"
+    if requested is None:
+        value = os.environ.get(ENV, "").strip()
+        if not value:
+            return n_threads if n_threads >= AUTO_FROM else 1
+        requested, where = value, ENV
+    try:
+        n = int(str(requested).strip())
+    except ValueError:
+        n = 0
+    if n < 1 or isinstance(requested, bool):
+        raise ValueError(f"{where}={requested!r}: the number of worker processes must be a positive integer "
+                         "(1: training steps run in this process)")
+    return n
+
+
+class Workers:
+    """A session's worker processes and the steps it has looked at: run(flat, feeds) -> buffers, or None for a
+    step that runs in the parent."""
+
+    def __init__(self, executor, n: int):
+        self.executor, self.n = executor, n
+        self.steps: dict[tuple, _Step | str] = {}  # step key -> _Step, or why it runs in the parent
+        self.groups: dict[tuple, _Group] = {}  # step key -> its live workers, least recently used first
+        self.lock = threading.Lock()
+
+    def why(self, flat: list, feeds: dict) -> str | None:
+        """Why the step (as the session runs it) does not run on the workers, or None if it does."""
+        st = self.steps.get(_key(flat, feeds))
+        return st if isinstance(st, str) else None if st is not None else "not run yet"
+
+    def summary(self) -> str:
+        """Where the training steps run so far, for a progress line."""
+        if self.groups:
+            return f"training steps on {self.n} worker processes"
+        whys = [s for s in self.steps.values() if isinstance(s, str) and s != _NO_BATCH]
+        return f"training steps in this process: {whys[-1]}" if whys else ""
+
+    def run(self, flat: list, feeds: dict) -> list | None:
+        key = _key(flat, feeds)
+        with self.lock:
+            st = self.steps.get(key)
+            if st is None:
+                st = self.steps[key] = _prepare(self.executor, self.n, flat, feeds)
+            if isinstance(st, str):
+                return None
+            group = self.groups.pop(key, None)
+            if group is not None and group.ready(feeds):
+                self.groups[key] = group
+                return group.run(feeds)
+            if group is not None:
+                group.close()
+            values, parts = st.first(feeds)
+            if parts is None:  # the slices do not add up to the batch: the parent runs it from now on
+                self.steps[key] = st.why
+                return values
+            while len(self.groups) >= MAX_GROUPS:
+                self.groups.pop(next(iter(self.groups))).close()
+            self.groups[key] = _Group(st, feeds, parts)
+            return values
+
+    def close(self) -> None:
+        with self.lock:
+            for group in self.groups.values():
+                group.close()
+            self.groups.clear()
+
+
+def _key(flat: list, feeds: dict) -> tuple:
+    return tuple(id(f) for f in flat), tuple(sorted((id(t), v.shape) for t, v in feeds.items()))
+
+
+def _prepare(executor, n: int, flat: list, feeds: dict):
+    """The step's _Step, or why it cannot run on n workers."""
+    from tfplus.executor import topo_order
+    from tfplus.planner.liveness import PlanError
+    from tfplus.planner.plan import batch_size, split_step
+
+    shapes = {t: tuple(v.shape) for t, v in feeds.items()}
+    batch = batch_size(shapes)
+    if batch is None:
+        return _NO_BATCH
+    if batch % n or batch // n < MIN_ROWS:
+        return f"{n} workers do not divide the batch of {batch} into slices of {MIN_ROWS} rows or more"
+    order = topo_order(needed_ops(flat, set(feeds)))
+    s = split_step(order, flat, set(feeds), shapes, batch)
+    if isinstance(s, PlanError):
+        return str(s)
+    if not s.grads:
+        return "no variable update reads the batch (not a training step)"
+    a_ops = needed_ops(s.a_fetches, set(feeds))
+    for op in sorted(a_ops, key=lambda op: op._id):
+        if op.op_def.stateful and op.type not in _SLICE_STATEFUL:
+            return (f"{op.type} '{op.name}' runs before the updates and is stateful (each worker would draw the "
+                    "same random numbers)")
+    merges = []
+    for t in [f for f in s.a_fetches if isinstance(f, Tensor)]:
+        if t in s.grads:
+            merges.append("mean")
+        elif t not in s.batch_dep:
+            merges.append("last")
+        elif t._shape is not None and len(t._shape) == 0:
+            merges.append("mean")
+        elif t._shape and t._shape[0] is None:
+            merges.append("concat")
+        else:
+            return f"fetched tensor '{t.name}' depends on the batch but is neither a scalar nor batch-major"
+    variables = sorted({op.name for op in a_ops if op.type == "VariableV2"})
+    return _Step(executor, n, batch // n, s, merges, variables, [f for f in flat if isinstance(f, Tensor)])
+
+
+class _Step:
+    """One step signature that may run on the workers: its split (plan.split_step) and how to merge."""
+
+    def __init__(self, executor, n: int, rows: int, split, merges: list[str], variables: list[str],
+                 fetched: list[Tensor]):
+        self.executor, self.n, self.rows, self.fetched = executor, n, rows, fetched
+        self.batch_feeds = split.batch_feeds
+        self.grads = split.grads
+        self.a_fetches = split.a_fetches
+        self.a_tensors = [f for f in split.a_fetches if isinstance(f, Tensor)]
+        self.b_fetches = split.b_fetches
+        self.merges = merges
+        self.variables = variables
+        self.why = ""
+
+    def part(self, feeds: dict, i: int) -> dict:
+        m = self.rows
+        return {t: v[i * m:(i + 1) * m] if t in self.batch_feeds else v for t, v in feeds.items()}
+
+    def slice_run(self, feeds: dict) -> list:
+        """The slice's values, as a worker computes them: on one thread."""
+        with threads.using(1):
+            return self.executor.run(self.a_fetches, feeds)
+
+    def first(self, feeds: dict) -> tuple[list, list | None]:
+        """Runs the step in this process: the slices one after another, and, to check that they add up, the
+        whole batch. Returns the step's buffers and the slices' values, or None for those if they do not add
+        up (`why` then says which value differed)."""
+        parts = [[np.array(b) for b in self.slice_run(self.part(feeds, i))] for i in range(self.n)]
+        merged = self.merge(parts)
+        whole = self.executor.run(self.a_fetches, feeds)
+        for t, a, b in zip(self.a_tensors, merged, whole):
+            if not _close(a, b):
+                self.why = (f"the {self.n} slices' merged '{t.name}' differs from the whole batch's (a loss "
+                            "summed over the batch instead of averaged?)")
+                return self.finish(feeds, whole), None
+        return self.finish(feeds, merged), parts
+
+    def merge(self, parts: list[list], done: dict | None = None) -> list:
+        """The step's values of the a-fetches from the slices' (parts[i][j]: slice i's of a_tensors[j]);
+        `done`: {j: value} of those merged already (the workers' averages)."""
+        out = []
+        for j, how in enumerate(self.merges):
+            pieces = [p[j] for p in parts]
+            if done and j in done:
+                out.append(done[j])
+            elif how == "concat":
+                out.append(np.concatenate(pieces))
+            elif how == "last":
+                out.append(np.array(pieces[0]))
+            else:
+                acc = np.empty_like(pieces[0])
+                threads.sharded(_mean_of(len(pieces)), acc, *pieces)
+                out.append(acc)
+        return out
+
+    def finish(self, feeds: dict, values: list) -> list:
+        """Runs the updates from the merged values; the buffers of the step's tensor fetches."""
+        known = dict(zip(self.a_tensors, values))
+        rest = {t: v for t, v in feeds.items() if t not in self.batch_feeds}
+        b_values = self.executor.run(self.b_fetches, {**rest, **{g: known[g] for g in self.grads}})
+        known.update(zip([f for f in self.b_fetches if isinstance(f, Tensor)], b_values))
+        return [known[t] for t in self.fetched]
+
+
+def _mean_of(n: int):
+    """The merge of n slices' values: summed in slice order, then scaled, element by element (so sharding the
+    elements over threads changes nothing)."""
+    def body(out, *pieces):
+        np.add(pieces[0], pieces[1], out=out)
+        for p in pieces[2:]:
+            np.add(out, p, out=out)
+        np.multiply(out, 1.0 / n, out=out, dtype=out.dtype)
+    return body
+
+
+def _close(a: np.ndarray, b: np.ndarray) -> bool:
+    """Equal up to the rounding of summing in another order (relative to the tensor's norm: elements near zero
+    are sums that cancel)."""
+    if a.shape != b.shape:
+        return False
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return bool(np.linalg.norm(a - b) <= 1e-3 * np.linalg.norm(b) + 1e-30)
+
+
+class _Group:
+    """The worker processes of one step, and the shared memory they work in."""
+
+    def __init__(self, st: _Step, feeds: dict, parts: list[list]):
+        self.step, ex = st, st.executor
+        # The averaged values of each dtype lie end to end, in each worker's slot and in the merged block, so
+        # that worker i averages its 1/P of every slot's in a few NumPy calls (reduce).
+        means = [j for j, how in enumerate(st.merges) if how == "mean"]
+        self.dtypes = sorted({parts[0][j].dtype.str for j in means})
+        flat = {d: sum(parts[0][j].size for j in means if parts[0][j].dtype.str == d) for d in self.dtypes}
+        arrays = {("in", t): v for t, v in feeds.items()}
+        arrays.update((("var", name), ex.vars[name]) for name in st.variables)
+        arrays.update((("merged", d), np.empty(flat[d], d)) for d in self.dtypes)
+        arrays.update((("flat", i, d), np.empty(flat[d], d)) for i in range(st.n) for d in self.dtypes)
+        arrays.update((("out", i, j), v) for i, p in enumerate(parts) for j, v in enumerate(p) if j not in means)
+        size = sum(_padded(v.nbytes) for v in arrays.values())
+        self.memory = mmap.mmap(-1, max(size, 1))  # anonymous and MAP_SHARED: the forked workers see it
+        self.shared, at = {}, 0
+        for key, v in arrays.items():
+            self.shared[key] = np.frombuffer(self.memory, v.dtype, v.size, at).reshape(v.shape)
+            np.copyto(self.shared[key], v)
+            at += _padded(v.nbytes)
+        at = dict.fromkeys(self.dtypes, 0)
+        for j in means:  # views of the flat blocks
+            v = parts[0][j]
+            d, lo, hi = v.dtype.str, at[v.dtype.str], at[v.dtype.str] + v.size
+            self.shared["mean", j] = self.shared["merged", d][lo:hi].reshape(v.shape)
+            for i in range(st.n):
+                self.shared["out", i, j] = self.shared["flat", i, d][lo:hi].reshape(v.shape)
+            at[d] = hi
+        for name in st.variables:  # the parent's updates now write where the workers read
+            ex.vars[name] = self.shared["var", name]
+        self.shapes = {t: v.shape for t, v in feeds.items()}
+        self.sockets: list[socket.socket] = []
+        self.pids: list[int] = []
+        self.fork()
+
+    def fork(self) -> None:
+        for i in range(self.step.n):
+            parent, child = socket.socketpair()
+            with warnings.catch_warnings():
+                # Python 3.12 warns on fork() in a process with threads: the parent's are the intra-op pool's
+                # (parked on their queues; a worker makes none of its own: threads.using(1)) and the trainer's
+                # input thread, whose locks a worker never takes.
+                warnings.simplefilter("ignore", DeprecationWarning)
+                pid = os.fork()
+            if pid == 0:
+                code = 1
+                try:
+                    parent.close()
+                    for s in list(_live_sockets):  # other workers' parent ends: they must see EOF when it dies
+                        s.close()
+                    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+                    self.serve(i, child)
+                    code = 0
+                finally:
+                    os._exit(code)
+            child.close()
+            self.sockets.append(parent)
+            _live_sockets.add(parent)
+            self.pids.append(pid)
+
+    def serve(self, i: int, sock: socket.socket) -> None:
+        """A worker's loop: on b"r", slice i of the shared feeds into its shared slot; on b"m", its part of the
+        average over the slots (reduce)."""
+        st = self.step
+        st.executor.inter_op, st.executor.trace = 1, None
+        feeds = st.part({t: self.shared["in", t] for t in self.shapes}, i)
+        slots = [self.shared["out", i, j] for j in range(len(st.a_tensors))]
+        while (command := sock.recv(1)) in (b"r", b"m"):
+            try:
+                if command == b"r":
+                    for slot, value in zip(slots, st.slice_run(feeds)):
+                        np.copyto(slot, value)
+                else:
+                    self.reduce(i)
+                reply = b"k"
+            except Exception as e:  # noqa: BLE001  sent to the parent, which raises it
+                text = json.dumps([type(e).__name__, getattr(e, "node_name", None), getattr(e, "op_type", None),
+                                   getattr(e, "message", str(e))]).encode()
+                reply = b"e" + struct.pack("<I", len(text)) + text
+            sock.sendall(reply)
+
+    def reduce(self, i: int) -> None:
+        """Averages elements [i/P, (i+1)/P) of every slot's flat blocks into the merged ones (as _mean_of)."""
+        n = self.step.n
+        for d in self.dtypes:
+            merged = self.shared["merged", d]
+            lo, hi = len(merged) * i // n, len(merged) * (i + 1) // n
+            if hi > lo:
+                _mean_of(n)(merged[lo:hi], *[self.shared["flat", k, d][lo:hi] for k in range(n)])
+
+    def ready(self, feeds: dict) -> bool:
+        """Whether the workers can run this step: same feed shapes, and the variables still the shared ones (a
+        variable replaced by another buffer is copied back in; one of a new shape needs new workers)."""
+        if {t: v.shape for t, v in feeds.items()} != self.shapes or not self.pids:
+            return False
+        ex = self.step.executor
+        for name in self.step.variables:
+            view, buf = self.shared["var", name], ex.vars.get(name)
+            if buf is view:
+                continue
+            if buf is None or buf.shape != view.shape or buf.dtype != view.dtype:
+                return False
+            np.copyto(view, buf)
+            ex.vars[name] = view
+        return True
+
+    def run(self, feeds: dict) -> list:
+        st = self.step
+        for t, v in feeds.items():
+            np.copyto(self.shared["in", t], v)
+        self.call(b"r")
+        self.call(b"m")
+        parts = [[self.shared["out", i, j] for j in range(len(st.a_tensors))] for i in range(st.n)]
+        merged = st.merge(parts, done={j: self.shared["mean", j] for j in range(len(st.merges))
+                                       if st.merges[j] == "mean"})
+        return st.finish(feeds, merged)
+
+    def call(self, command: bytes) -> None:
+        """Sends `command` to every worker and waits for all; raises the first worker's error."""
+        try:
+            for s in self.sockets:
+                with contextlib.suppress(OSError):  # a dead worker's: its reply says so
+                    s.sendall(command)
+            replies = [_reply(s, i) for i, s in enumerate(self.sockets)]
+        except BaseException:  # e.g. Ctrl-C while waiting: replies would be left unread
+            self.close()
+            raise
+        failed = next((e for e in replies if e is not None), None)
+        if failed is not None:
+            if isinstance(failed, RuntimeError):  # a worker died: the next run starts new ones
+                self.close()
+            raise failed
+
+    def close(self) -> None:
+        for s in self.sockets:
+            _live_sockets.discard(s)
+            s.close()
+        for pid in self.pids:  # each sees its socket close once done with what it was running
+            _reap(pid)
+        self.sockets, self.pids = [], []
+
+
+def _reply(sock: socket.socket, i: int) -> Exception | None:
+    """Worker i's answer to a run: None when done, else the error it raised (or a RuntimeError if it died)."""
+    try:
+        head = sock.recv(1)
+    except OSError:  # reset: the worker died
+        head = b""
+    if head == b"k":
+        return None
+    if head == b"e":
+        n = struct.unpack("<I", _recv_exact(sock, 4))[0]
+        kind, node, op_type, message = json.loads(_recv_exact(sock, n))
+        cls = getattr(errors, kind, None)
+        if isinstance(cls, type) and issubclass(cls, errors.OpError):
+            return cls(node, op_type, message)
+        return RuntimeError(f"worker process {i}: {kind}: {message}")
+    return RuntimeError(f"worker process {i} of the cpu device's data-parallel step died (exit status: see the "
+                        f"system log); run with {ENV}=1 to keep every step in this process")
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            raise RuntimeError("a worker process closed its socket mid-reply")
+        data += chunk
+    return data
+
+
+def _reap(pid: int, patience: float = 30.0) -> None:
+    """Waits for a worker to exit; kills it if it has not within `patience` seconds."""
+    deadline = time.monotonic() + patience
+    while time.monotonic() < deadline:
+        if os.waitpid(pid, os.WNOHANG)[0]:
+            return
+        time.sleep(0.001)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+
+
+def _padded(n: int) -> int:
+    return -(-n // _ALIGN) * _ALIGN
