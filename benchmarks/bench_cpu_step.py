@@ -9,7 +9,8 @@ The step: NCHW float32 batch 128, conv3x3 SAME 32, 32, [pool], 64, 64, [pool], 1
 tfplus runs with tf.ConfigProto(intra_op_parallelism_threads=N) and PyTorch with torch.set_num_threads(N). The
 two frameworks alternate in rounds (`--steps` steps each per round) so that load from other processes falls on
 both alike; the figure per framework is the median step over all rounds, and the ratio is tfplus / PyTorch.
-Beside it, tfplus's median process CPU time per step (all threads; on a busy machine the steadier figure, and
+Beside it, tfplus's median CPU time per step (all threads, and the worker processes' from 4 threads on:
+tfplus.workers; on a busy machine the steadier figure, and
 CPU / wall is the cores it kept busy).
 With --contended every thread count is measured twice, quiet and while another process keeps one core busy,
 and the slowdown (contended / quiet) of each framework is printed beside.
@@ -59,6 +60,19 @@ class _Burner:
         self.proc.wait()
 
 
+def _children_cpu(pids: list[int]) -> float:
+    """CPU seconds (user + system) the live processes `pids` have used, from /proc (0 where it is missing)."""
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat(5))
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--threads", type=_thread_counts, help="thread counts, e.g. 1,2,4,8,16 (default: 1 and "
@@ -84,10 +98,18 @@ def main() -> None:
                         schedule="const", learning_rate=0.01)
     feed = {tg.images: images, tg.labels: labels}
 
+    sessions = {}
+
     def tfplus_runner(n: int):
-        sess = tf.Session(graph=tg.graph, device="cpu", config=tf.ConfigProto(intra_op_parallelism_threads=n))
+        sess = sessions[n] = tf.Session(graph=tg.graph, device="cpu",
+                                        config=tf.ConfigProto(intra_op_parallelism_threads=n))
         sess.run(tg.init_op)
         return lambda: sess.run([tg.train_op, tg.loss], feed)
+
+    def cpu_seconds(n: int) -> float:
+        """This process's CPU time and its session's worker processes' (tfplus.workers), if any."""
+        w = sessions[n]._workers
+        return time.process_time() + (_children_cpu(w.pids()) if w is not None else 0.0)
 
     torch_runner = None
     try:
@@ -128,11 +150,11 @@ def main() -> None:
         for _ in range(args.rounds):
             for name, run in runners.items():
                 for _ in range(args.steps):
-                    t, c = time.perf_counter(), time.process_time()
+                    t, c = time.perf_counter(), cpu_seconds(n) if name == "tfplus" else 0.0
                     run()
                     times[name].append(time.perf_counter() - t)
                     if name == "tfplus":
-                        cpu.append(time.process_time() - c)
+                        cpu.append(cpu_seconds(n) - c)
         return {name: statistics.median(ts) * 1e3 for name, ts in times.items()}, statistics.median(cpu) * 1e3
 
     peer = f"PyTorch {torch.__version__}" if torch_runner is not None else "(no PyTorch)"
@@ -155,7 +177,9 @@ def main() -> None:
                     f"{busy['tfplus'] / busy.get('torch', float('nan')):>6.2f} "
                     f"{busy['tfplus'] / quiet['tfplus']:>15.2f} "
                     f"{busy.get('torch', float('nan')) / quiet.get('torch', float('nan')):>6.2f}")
-        print(row + ("  (more threads than cores)" if n > cores else ""), flush=True)
+        w = sessions[n]._workers
+        where = f"  ({w.summary()})" if w is not None else ""
+        print(row + ("  (more threads than cores)" if n > cores else "") + where, flush=True)
 
 
 if __name__ == "__main__":

@@ -396,7 +396,8 @@ def test_planned_arena_is_near_its_bound_and_the_plain_executor_needs_more():
     fetches = [tg.train_op, tg.loss]
     p = planner.plan(fetches, {t: v.shape for t, v in feeds.items()}, graph=tg.graph)
     assert p.arena_bytes <= 1.02 * p.arena_lower_bound_bytes
-    with tf.Session(graph=tg.graph) as sess:  # every output a fresh array, freed after its last use
+    # every output a fresh array, freed after its last use (in this process: no worker processes)
+    with tf.Session(graph=tg.graph, workers=1) as sess:
         sess.run(tg.init_op)
         assert _step_peak(sess, fetches, feeds) > p.arena_lower_bound_bytes
 

@@ -134,14 +134,17 @@ def test_cross_phase_buffers_live_as_long_as_they_are_read():
 
 def test_fine_tuning_mentee_under_16mb_streams_its_frozen_features():
     """Issue 15's case: Mentee at batch 128 training its last layer under 16 MB. The frozen convolutions run
-    forward only, so streaming them is cheaper than micro-batching the whole step; the search picks it."""
+    forward only, so streaming them is cheaper than micro-batching the whole step; the search picks it (on 2
+    threads, the issue's box: the lanes' copies, one per thread, cost memory)."""
     import argparse
 
+    from tfplus import threads
     from tfplus.plan_cli import _TrainStep
     args = argparse.Namespace(model="mentee", optimizer="momentum", data_format="NCHW", fine_tune_last=1,
                               trainable=None, device="cpu")
     step = _TrainStep(args)
-    p = step.plan(128, "16MB")
+    with threads.using(2):
+        p = step.plan(128, "16MB")
     assert p.fits and p.stream is not None and not p.stream.backward, p.summary()
     assert p.choice.startswith("stream")
     assert "stream" not in [t["name"] for t in step.plan(128, None).transformations]

@@ -113,6 +113,12 @@ def test_steps_that_cannot_be_split_run_in_the_parent():
         sess.run(tg.train_op, _feeds(tg, 0, batch=10))  # 2 slices of 5 rows: under MIN_ROWS
         assert not sess._workers.groups
         assert any("slices of 8 rows" in s for s in sess._workers.steps.values() if isinstance(s, str))
+        with tg.graph.as_default():
+            right = tf.reduce_sum(tf.cast(tf.equal(tf.argmax(tg.logits, 1, output_type=tf.int32), tg.labels),
+                                          tf.int32))
+        sess.run([tg.train_op, right], _feeds(tg, 0))  # a count: no average of the slices' gives it
+        assert not sess._workers.groups
+        assert any("(int32) depends on the batch" in s for s in sess._workers.steps.values() if isinstance(s, str))
     g = tf.Graph()
     with g.as_default():
         x = tf.placeholder(tf.float32, [None, 4])

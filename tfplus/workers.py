@@ -1,7 +1,7 @@
 """Data-parallel worker processes for the cpu device: a training step's batch split over forked processes.
 
 NumPy kernels hold the GIL between their loops (dispatch, slicing, the kernels' own Python), so the intra-op
-threads of one process stop scaling past 4-8 threads (BENCHMARKS.md, issue 13). Each process has its own GIL.
+threads of one process stop scaling past a few threads (BENCHMARKS.md, issue 13). Each process has its own GIL.
 With P workers (P > 1), a training step, one whose variable updates read a fed batch, runs on P slices of
 the batch at once, one per forked worker process, each on one thread:
 
@@ -50,10 +50,9 @@ from tfplus.framework import Tensor, needed_ops
 
 ENV = "TFPLUS_WORKERS"
 # Thread counts from which a session splits training steps over worker processes by default (one thread
-# each). Below it the intra-op threads of one process do as well: on the 16-core Xeon, 4 processes and 4
-# threads both took ~180 ms a Mentee step; at 8 and 16, processes took 97 and 58 ms, threads 140-170 and
-# 140-190 ms (BENCHMARKS.md, issue 13).
-AUTO_FROM = 8
+# each). Mentee's step on the 16-core Xeon, same run (BENCHMARKS.md, issue 13): 2 threads 386 ms, 2 workers
+# 352; 4: 227 and 181; 8: 190 and 111. On the 2-core EPYC 2 workers were within 2% of 2 threads, so from 4.
+AUTO_FROM = 4
 # A slice's least rows: the conv kernels' fast paths take 8 images a task (kernels/numpy/conv.py).
 MIN_ROWS = 8
 # Steps whose workers stay alive at once (a loop that also fetches a summary every 100 steps, say): more would
@@ -99,6 +98,10 @@ class Workers:
         """Why the step (as the session runs it) does not run on the workers, or None if it does."""
         st = self.steps.get(_key(flat, feeds))
         return st if isinstance(st, str) else None if st is not None else "not run yet"
+
+    def pids(self) -> list[int]:
+        """The live worker processes' ids."""
+        return [pid for g in self.groups.values() for pid in g.pids]
 
     def summary(self) -> str:
         """Where the training steps run so far, for a progress line."""
@@ -166,16 +169,15 @@ def _prepare(executor, n: int, flat: list, feeds: dict):
                     "same random numbers)")
     merges = []
     for t in [f for f in s.a_fetches if isinstance(f, Tensor)]:
-        if t in s.grads:
-            merges.append("mean")
-        elif t not in s.batch_dep:
+        if t not in s.batch_dep:
             merges.append("last")
-        elif t._shape is not None and len(t._shape) == 0:
-            merges.append("mean")
-        elif t._shape and t._shape[0] is None:
+        elif t._shape and t._shape[0] is None and t not in s.grads:
             merges.append("concat")
+        elif t.dtype.is_floating and (t in s.grads or (t._shape is not None and len(t._shape) == 0)):
+            merges.append("mean")
         else:
-            return f"fetched tensor '{t.name}' depends on the batch but is neither a scalar nor batch-major"
+            return (f"'{t.name}' ({t.dtype.name}) depends on the batch but is neither a floating-point value to "
+                    "average nor batch-major")
     variables = sorted({op.name for op in a_ops if op.type == "VariableV2"})
     return _Step(executor, n, batch // n, s, merges, variables, [f for f in flat if isinstance(f, Tensor)])
 
