@@ -55,6 +55,8 @@ ENV = "TFPLUS_WORKERS"
 AUTO_FROM = 4
 # A slice's least rows: the conv kernels' fast paths take 8 images a task (kernels/numpy/conv.py).
 MIN_ROWS = 8
+# The conv kernels' chunk budgets are divided by this in a slice (kernels/numpy/conv.py smaller_chunks).
+CHUNK_DIVISOR = 2
 # Steps whose workers stay alive at once (a loop that also fetches a summary every 100 steps, say): more would
 # leave processes idle; fewer would fork anew at each switch.
 MAX_GROUPS = 2
@@ -202,8 +204,10 @@ class _Step:
         return {t: v[i * m:(i + 1) * m] if t in self.batch_feeds else v for t, v in feeds.items()}
 
     def slice_run(self, feeds: dict) -> list:
-        """The slice's values, as a worker computes them: on one thread."""
-        with threads.using(1):
+        """The slice's values, as a worker computes them: on one thread, the conv kernels' scratch in smaller
+        chunks (the workers share the caches)."""
+        from tfplus.kernels.numpy.conv import smaller_chunks
+        with threads.using(1), smaller_chunks(CHUNK_DIVISOR):
             return self.executor.run(self.a_fetches, feeds)
 
     def first(self, feeds: dict) -> tuple[list, list | None]:
