@@ -9,7 +9,7 @@ The step: NCHW float32 batch 128, conv3x3 SAME 32, 32, [pool], 64, 64, [pool], 1
 tfplus runs with tf.ConfigProto(intra_op_parallelism_threads=N) and PyTorch with torch.set_num_threads(N). The
 two frameworks alternate in rounds (`--steps` steps each per round) so that load from other processes falls on
 both alike; the figure per framework is the median step over all rounds, and the ratio is tfplus / PyTorch.
-Beside it, tfplus's median CPU time per step (all threads, and the worker processes' from 4 threads on:
+Beside it, tfplus's median CPU time per step (all threads, and the worker processes' from 2 threads on:
 tfplus.workers; on a busy machine the steadier figure, and
 CPU / wall is the cores it kept busy).
 With --contended every thread count is measured twice, quiet and while another process keeps one core busy,

@@ -135,7 +135,7 @@ def _device(text: str) -> str:
 
 
 _THREADS_HELP = ("cpu threads per step (default $TFPLUS_NUM_THREADS, else every core this process may use; "
-                 "from 4, a training step splits its batch over as many worker processes, $TFPLUS_WORKERS; "
+                 "from 2, a training step splits its batch over as many worker processes, $TFPLUS_WORKERS; "
                  "`tfplus devices` shows both)")
 
 

@@ -51,9 +51,9 @@ from tfplus.framework import Tensor, needed_ops
 
 ENV = "TFPLUS_WORKERS"
 # Thread counts from which a session splits training steps over worker processes by default (one thread
-# each). Mentee's step on the 16-core Xeon, same run (BENCHMARKS.md, issue 13): 2 threads 386 ms, 2 workers
-# 352; 4: 227 and 181; 8: 190 and 111. On the 2-core EPYC 2 workers were within 2% of 2 threads, so from 4.
-AUTO_FROM = 4
+# each). Mentee's step in turns (BENCHMARKS.md, issue 13): 2-core EPYC, 2 threads 252-255 ms, 2 workers
+# 217-221; 16-core Xeon, 2 threads 386, 2 workers 352; 4: 227 and 181; 8: 190 and 111.
+AUTO_FROM = 2
 # A slice's least rows: the conv kernels' fast paths take 8 images a task (kernels/numpy/conv.py).
 MIN_ROWS = 8
 # The conv kernels' chunk budgets are divided by this in a slice (kernels/numpy/conv.py smaller_chunks).
