@@ -217,3 +217,28 @@ def test_devices_shows_the_workers_and_a_bad_count_is_a_usage_error(monkeypatch,
     monkeypatch.setenv(workers.ENV, "-3")
     assert main(["devices"]) == 2
     assert "TFPLUS_WORKERS='-3': the number of worker processes" in capsys.readouterr().err
+
+
+def test_a_process_forked_from_the_session_trains_without_the_parents_workers():
+    tg = _graph()
+    with tf.Session(graph=tg.graph, workers=2) as sess:
+        sess.run(tg.init_op)
+        for i in range(2):
+            sess.run(tg.train_op, _feeds(tg, i))
+        (group,) = sess._workers.groups.values()
+        pid = os.fork()
+        if pid == 0:  # the user's own child: its steps must not talk to the parent's workers
+            code = 1
+            try:
+                signal.alarm(60)
+                for i in range(3):
+                    sess.run(tg.train_op, _feeds(tg, i))
+                (mine,) = sess._workers.groups.values()
+                code = 0 if mine is not group and set(mine.pids).isdisjoint(group.pids) else 2
+                sess.close()
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        loss = sess.run([tg.train_op, tg.loss], _feeds(tg, 5))[1]  # the parent's workers are still its own
+        assert np.isfinite(loss) and sess._workers.groups[next(iter(sess._workers.groups))] is group

@@ -65,7 +65,20 @@ _ALIGN = 64  # bytes: a cache line, so that no two workers' slots share one
 # Ops that may run in a slice although stateful: reading a variable, checking a value.
 _SLICE_STATEFUL = ("VariableV2", "Assert")
 _NO_BATCH = "no fed tensor has an open batch dimension"
-_live_sockets: set = set()  # every group's parent ends: a forked worker closes its copies (see _Group.fork)
+_live_sockets: set = set()  # every group's parent ends in this process
+
+
+def _forget_inherited() -> None:
+    """In any forked child (a worker, or a process the user forks): the parent's sockets to its workers are
+    not this process's to use, and a worker must see EOF when its parent dies, so the copies close here; the
+    groups they belong to then count as gone (_Group.owner)."""
+    for s in list(_live_sockets):
+        s.close()
+    _live_sockets.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_inherited)
 
 
 def resolve(requested, n_threads: int) -> int:
@@ -162,7 +175,7 @@ def _prepare(executor, n: int, flat: list, feeds: dict):
     order = topo_order(needed_ops(flat, set(feeds)))
     s = split_step(order, flat, set(feeds), shapes, batch)
     if isinstance(s, PlanError):
-        return str(s)
+        return str(s).removeprefix("cannot micro-batch: ")
     if not s.grads:
         return "no variable update reads the batch (not a training step)"
     a_ops = needed_ops(s.a_fetches, set(feeds))
@@ -307,6 +320,7 @@ class _Group:
         self.shapes = {t: v.shape for t, v in feeds.items()}
         self.sockets: list[socket.socket] = []
         self.pids: list[int] = []
+        self.owner = os.getpid()  # a process forked from the owner inherits this group but cannot use it
         self.fork()
 
     def fork(self) -> None:
@@ -321,9 +335,7 @@ class _Group:
             if pid == 0:
                 code = 1
                 try:
-                    parent.close()
-                    for s in list(_live_sockets):  # other workers' parent ends: they must see EOF when it dies
-                        s.close()
+                    parent.close()  # (the other groups' and workers' parent ends closed at the fork)
                     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
                     # What the worker inherited lives as long as it does: out of the collector's sight, whose
                     # passes would write to (and so copy) pages it shares with the parent (2 Mentee workers: 16
@@ -371,7 +383,7 @@ class _Group:
     def ready(self, feeds: dict) -> bool:
         """Whether the workers can run this step: same feed shapes, and the variables still the shared ones (a
         variable replaced by another buffer is copied back in; one of a new shape needs new workers)."""
-        if {t: v.shape for t, v in feeds.items()} != self.shapes or not self.pids:
+        if {t: v.shape for t, v in feeds.items()} != self.shapes or not self.pids or self.owner != os.getpid():
             return False
         ex = self.step.executor
         for name in self.step.variables:
@@ -412,6 +424,9 @@ class _Group:
             raise failed
 
     def close(self) -> None:
+        if self.owner != os.getpid():  # inherited: the workers are another process's children
+            self.sockets, self.pids = [], []
+            return
         for s in self.sockets:
             _live_sockets.discard(s)
             s.close()
