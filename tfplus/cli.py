@@ -324,9 +324,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
-    from tfplus import threads
+    from tfplus import threads, workers
     prog = f"tfplus {args.command}"
-    from tfplus import workers
     try:  # --threads, else $TFPLUS_NUM_THREADS, else the cores this process may use
         nthreads = getattr(args, "threads", None) or threads.default_threads()
         workers.resolve(None, nthreads)  # $TFPLUS_WORKERS, checked before any work

@@ -37,7 +37,9 @@ def get_default_session():
 
 
 class Session:
-    """Runs graphs. `device` is 'cpu' (NumPy) or 'opencl[:N]'. Variables live in the session."""
+    """Runs graphs. `device` is 'cpu' (NumPy) or 'opencl[:N]'. Variables live in the session. On the cpu, a
+    training step's batch is split over `workers` forked processes (tfplus.workers; default: one per thread
+    when there are 2 or more, 1 for none)."""
 
     def __init__(self, target: str = "", graph: Graph | None = None, config: Any = None, device: str = "cpu",
                  memory_budget=None, workers: int | None = None):

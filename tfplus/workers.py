@@ -110,11 +110,6 @@ class Workers:
         self.groups: dict[tuple, _Group] = {}  # step key -> its live workers, least recently used first
         self.lock = threading.Lock()
 
-    def why(self, flat: list, feeds: dict) -> str | None:
-        """Why the step (as the session runs it) does not run on the workers, or None if it does."""
-        st = self.steps.get(_key(flat, feeds))
-        return st if isinstance(st, str) else None if st is not None else "not run yet"
-
     def pids(self) -> list[int]:
         """The live worker processes' ids."""
         return [pid for g in self.groups.values() for pid in g.pids]
