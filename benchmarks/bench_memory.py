@@ -70,7 +70,7 @@ def _session(tg, feeds: dict, budget, device: str, plan=None) -> tuple:
         return sess, m["peak"] - others
     tracemalloc.start()
     try:
-        sess = tf.Session(graph=tg.graph, memory_budget=budget)
+        sess = tf.Session(graph=tg.graph, memory_budget=budget, workers=1)  # this process's memory: no workers
         sess.run(tg.init_op)
         if plan is not None:
             install(sess, fetches, plan)

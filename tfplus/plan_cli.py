@@ -205,7 +205,8 @@ class _TrainStep:
         shapes = self.shapes(batch)
         feeds = {self.tg.images: rng.standard_normal(shapes[self.tg.images]).astype(np.float32),
                  self.tg.labels: rng.integers(0, 10, batch).astype(np.int32)}
-        with tf.Session(graph=self.tg.graph, device=self.args.device, memory_budget=budget) as sess:
+        # one step: no worker processes to fork and check (tfplus.workers)
+        with tf.Session(graph=self.tg.graph, device=self.args.device, memory_budget=budget, workers=1) as sess:
             sess.run(self.tg.init_op)
             loss = sess.run(self.fetches, feeds)[1]
         return bool(np.isfinite(loss))

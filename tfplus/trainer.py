@@ -17,7 +17,8 @@ The --log file gets one JSON object per line (field names are stable):
   "d2h_bytes"} every log_every steps and at an epoch's end: `step` counts steps done (1-based), `epoch` is
   1-based, loss and accuracy are the means over the steps since the last row (with log_every 1, that step's
   batch's), lr is that step's, images_per_sec is over the steps since the last row, peak_bytes the process's
-  peak RSS, h2d/d2h_bytes the session runtime's transfer counters so far;
+  peak RSS (plus the memory its worker processes do not share with it, tfplus.workers), h2d/d2h_bytes the
+  session runtime's transfer counters so far;
 - {"kind": "epoch", ..., "test_accuracy", "epoch_time_s"} after each epoch, with the epoch's mean loss and
   accuracy and its training time (evaluation excluded); test_accuracy is null for an epoch not evaluated
   (eval_every, --no-eval);
@@ -534,14 +535,30 @@ class TensorBoardLog:
         self._writer.close()
 
 
-def peak_rss_bytes() -> int:
-    """The process's peak resident set size (0 where the platform does not report it)."""
+def peak_rss_bytes(sess: tf.Session | None = None) -> int:
+    """The process's peak resident set size, plus the memory of `sess`'s live worker processes (tfplus.workers)
+    that is their own, not shared with this one (/proc's smaps_rollup) (0 where the platform does not report
+    it)."""
     try:
         import resource
     except ImportError:  # Windows
         return 0
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return int(peak) if sys.platform == "darwin" else int(peak) * 1024  # macOS reports bytes, Linux KiB
+    own = int(peak) if sys.platform == "darwin" else int(peak) * 1024  # macOS reports bytes, Linux KiB
+    pids = sess._workers.pids() if sess is not None and sess._workers is not None else []
+    return own + sum(map(_private_bytes, pids))
+
+
+def _private_bytes(pid: int) -> int:
+    total = 0
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith(("Private_Clean:", "Private_Dirty:")):
+                    total += int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return total
 
 
 def _clock(seconds: float) -> str:
@@ -797,7 +814,7 @@ def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = No
 
     def counters() -> dict[str, Any]:
         rt = sess.runtime
-        return {"peak_bytes": peak_rss_bytes(),
+        return {"peak_bytes": peak_rss_bytes(sess),
                 "h2d_bytes": state["h2d_bytes"] + int(getattr(rt, "h2d_bytes", 0)),
                 "d2h_bytes": state["d2h_bytes"] + int(getattr(rt, "d2h_bytes", 0))}
 
@@ -950,6 +967,8 @@ def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = No
     finally:
         batches.close()
         log.close()
+        state["peak_bytes"] = peak_rss_bytes(sess)  # while its workers live
+        workers = len(sess._workers.pids()) if sess._workers is not None else 0
         sess.close()
 
     history = state["history"]
@@ -957,13 +976,14 @@ def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = No
     accs = [(r["test_accuracy"], r["epoch"]) for r in history if r["test_accuracy"] is not None]
     best = max(accs, key=lambda a: a[0]) if accs else (None, None)
     final = history[-1]["test_accuracy"] if history and step == total_steps else None
-    result = TrainResult(step, total_steps, history, final, best[0], best[1], total_time, peak_rss_bytes(),
+    result = TrainResult(step, total_steps, history, final, best[0], best[1], total_time, state["peak_bytes"],
                          last_ckpt, exit_code)
     if exit_code == 0:
         tested = "no test evaluation" if final is None else \
             f"test accuracy final {100 * final:.2f}%, best {100 * best[0]:.2f}% (epoch {best[1]})"
+        rss = f"RSS, and what its {workers} worker processes add" if workers else "RSS"
         print(f"done: {step} steps in {_clock(total_time)}; {tested}; peak memory "
-              f"{format_size(result.peak_bytes)} (RSS)", file=out, flush=True)
+              f"{format_size(result.peak_bytes)} ({rss})", file=out, flush=True)
     return result
 
 
