@@ -77,7 +77,9 @@ def main(args: argparse.Namespace) -> int:
         tg = training_graph(get_model(args.model).build, total_steps=1000, optimizer=args.optimizer,
                             learning_rate=1e-4, schedule="const", data_format=args.data_format,
                             model_kwargs=_model_kwargs(args))
-        sess = tf.Session(graph=tg.graph, device=args.device, memory_budget=args.memory_budget)
+        # In one process (no tfplus.workers): the traced steps, which the untraced ones are compared with, run
+        # their ops here.
+        sess = tf.Session(graph=tg.graph, device=args.device, memory_budget=args.memory_budget, workers=1)
     except (ImportError, RuntimeError, ValueError) as e:
         raise UsageError(str(e)) from None
     rng = np.random.default_rng(0)
