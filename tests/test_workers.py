@@ -172,6 +172,9 @@ def test_a_workers_error_names_the_node_and_a_dead_worker_is_replaced():
         with pytest.raises(tf.errors.InvalidArgumentError, match="check"):
             sess.run(step, {x: bad})
         assert sess.run(loss, {x: good}) > 0  # the same workers go on
+        os.kill(group.pids[0], signal.SIGTERM)  # a group-wide SIGTERM is the parent's to handle
+        sess.run(step, {x: good})
+        assert sess._workers.groups[next(iter(sess._workers.groups))] is group
         os.kill(group.pids[1], signal.SIGKILL)
         with pytest.raises(RuntimeError, match="worker process 1 .* died"):
             sess.run(step, {x: good})

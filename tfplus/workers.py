@@ -331,7 +331,10 @@ class _Group:
                 code = 1
                 try:
                     parent.close()  # (the other groups' and workers' parent ends closed at the fork)
-                    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+                    # Ctrl-C, and a SIGTERM or SIGHUP sent to the process group, are the parent's to handle (the
+                    # trainer finishes its step and saves); a worker lives as long as its socket to the parent.
+                    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+                        signal.signal(sig, signal.SIG_IGN)
                     # What the worker inherited lives as long as it does: out of the collector's sight, whose
                     # passes would write to (and so copy) pages it shares with the parent (2 Mentee workers: 16
                     # MB less in all).
