@@ -186,8 +186,11 @@ def test_a_workers_error_names_the_node_and_a_dead_worker_is_replaced():
 
 def test_resolve_counts_from_the_argument_the_environment_or_the_threads(monkeypatch):
     monkeypatch.delenv(workers.ENV, raising=False)
+    monkeypatch.setattr(workers.sys, "platform", "linux")
     assert workers.resolve(None, workers.AUTO_FROM - 1) == 1
     assert workers.resolve(None, workers.AUTO_FROM) == workers.AUTO_FROM
+    monkeypatch.setattr(workers.sys, "platform", "darwin")  # Accelerate is not fork-safe: asked for only
+    assert workers.resolve(None, 16) == 1 and workers.resolve(4, 16) == 4
     assert workers.resolve(3, 16) == 3
     monkeypatch.setenv(workers.ENV, "1")
     assert workers.resolve(None, 16) == 1

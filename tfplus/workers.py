@@ -2,8 +2,9 @@
 
 NumPy kernels hold the GIL between their loops (dispatch, slicing, the kernels' own Python), so the intra-op
 threads of one process stop scaling past a few threads (BENCHMARKS.md, issue 13). Each process has its own GIL.
-With P workers (P > 1), a training step, one whose variable updates read a fed batch, runs on P slices of
-the batch at once, one per forked worker process, each on one thread:
+With P workers (P > 1; by default one per thread on Linux: resolve), a training step, one whose variable
+updates read a fed batch, runs on P slices of the batch at once, one per forked worker process, each on one
+thread:
 
 1. the parent copies the fed tensors into shared memory and wakes the workers;
 2. worker i runs the forward and backward ops on rows [i*m, (i+1)*m) of the batch (m = batch / P) and writes
@@ -40,6 +41,7 @@ import os
 import signal
 import socket
 import struct
+import sys
 import threading
 import time
 import warnings
@@ -88,7 +90,9 @@ def resolve(requested, n_threads: int) -> int:
     if requested is None:
         value = os.environ.get(ENV, "").strip()
         if not value:
-            return n_threads if n_threads >= AUTO_FROM else 1
+            # Only where forking a process that has loaded NumPy's BLAS and made threads is known to be safe:
+            # macOS's Accelerate is not fork-safe, and Windows has no fork.
+            return n_threads if n_threads >= AUTO_FROM and sys.platform.startswith("linux") else 1
         requested, where = value, ENV
     try:
         n = int(str(requested).strip())
@@ -97,6 +101,9 @@ def resolve(requested, n_threads: int) -> int:
     if n < 1 or isinstance(requested, bool):
         raise ValueError(f"{where}={requested!r}: the number of worker processes must be a positive integer "
                          "(1: training steps run in this process)")
+    if n > 1 and not hasattr(os, "fork"):
+        raise ValueError(f"{where}={requested!r}: worker processes are forked, and this platform cannot fork; "
+                         "use 1")
     return n
 
 
