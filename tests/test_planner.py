@@ -477,3 +477,18 @@ def test_a_run_of_no_kernel_calls_runs_under_a_budget():
     with tf.Session(memory_budget="1MB") as sess:
         sess.run(v.initializer)
         np.testing.assert_array_equal(sess.run(v), [0, 1, 2])
+
+
+def test_micro_batches_merge_fetches_by_kind_and_refuse_an_integer_count():
+    """A fetched float scalar is averaged over the micro-batches, batch-major rows concatenated; an integer
+    count depends on the batch in a way no average gives (plan.fetch_merge, shared with tfplus.workers)."""
+    tg = _small_cnn()
+    feeds = _cnn_feeds(tg, batch=8)
+    with tg.graph.as_default():
+        rows = tf.argmax(tg.logits, axis=1)
+        right = tf.reduce_sum(tf.cast(tf.equal(tf.argmax(tg.logits, 1, output_type=tf.int32), tg.labels), tf.int32))
+    shapes = {t: v.shape for t, v in feeds.items()}
+    p = planner.plan([tg.train_op, tg.loss, rows], shapes, graph=tg.graph, force=(2, 1))
+    assert p.fetch_merge[tg.loss] == "mean" and p.fetch_merge[rows] == "concat"
+    with pytest.raises(planner.PlanError, match=r"'Sum[^']*' \(int32, shape \(\)\) depends on the batch"):
+        planner.plan([tg.train_op, right], shapes, graph=tg.graph, force=(2, 1))

@@ -118,7 +118,8 @@ def test_steps_that_cannot_be_split_run_in_the_parent():
                                           tf.int32))
         sess.run([tg.train_op, right], _feeds(tg, 0))  # a count: no average of the slices' gives it
         assert not sess._workers.groups
-        assert any("(int32) depends on the batch" in s for s in sess._workers.steps.values() if isinstance(s, str))
+        assert any("(int32, shape ()) depends on the batch" in s
+                   for s in sess._workers.steps.values() if isinstance(s, str))
     g = tf.Graph()
     with g.as_default():
         x = tf.placeholder(tf.float32, [None, 4])

@@ -185,33 +185,22 @@ def _prepare(executor, n: int, flat: list, feeds: dict):
         if op.op_def.stateful and op.type not in _SLICE_STATEFUL:
             return (f"{op.type} '{op.name}' runs before the updates and is stateful (each worker would draw the "
                     "same random numbers)")
-    merges = []
-    for t in [f for f in s.a_fetches if isinstance(f, Tensor)]:
-        if t not in s.batch_dep:
-            merges.append("last")
-        elif t._shape and t._shape[0] is None and t not in s.grads:
-            merges.append("concat")
-        elif t.dtype.is_floating and (t in s.grads or (t._shape is not None and len(t._shape) == 0)):
-            merges.append("mean")
-        else:
-            return (f"'{t.name}' ({t.dtype.name}) depends on the batch but is neither a floating-point value to "
-                    "average nor batch-major")
     variables = sorted({op.name for op in a_ops if op.type == "VariableV2"})
-    return _Step(executor, n, batch // n, s, merges, variables, [f for f in flat if isinstance(f, Tensor)])
+    return _Step(executor, n, batch // n, s, variables, [f for f in flat if isinstance(f, Tensor)])
 
 
 class _Step:
     """One step signature that may run on the workers: its split (plan.split_step) and how to merge."""
 
-    def __init__(self, executor, n: int, rows: int, split, merges: list[str], variables: list[str],
-                 fetched: list[Tensor]):
+    def __init__(self, executor, n: int, rows: int, split, variables: list[str], fetched: list[Tensor]):
         self.executor, self.n, self.rows, self.fetched = executor, n, rows, fetched
         self.batch_feeds = split.batch_feeds
         self.grads = split.grads
         self.a_fetches = split.a_fetches
         self.a_tensors = [f for f in split.a_fetches if isinstance(f, Tensor)]
         self.b_fetches = split.b_fetches
-        self.merges = merges
+        self.batch_dep = split.batch_dep
+        self.merges: list[str] = []  # per a-tensor: 'mean', 'concat' or 'last' (plan.fetch_merge), from a run
         self.variables = variables
         self.why = ""
 
@@ -230,9 +219,17 @@ class _Step:
         """Runs the step in this process: the slices one after another, and, to check that they add up, the
         whole batch. Returns the step's buffers and the slices' values, or None for those if they do not add
         up (`why` then says which value differed)."""
+        from tfplus.planner.liveness import PlanError
+        from tfplus.planner.plan import fetch_merge
         parts = [[np.array(b) for b in self.slice_run(self.part(feeds, i))] for i in range(self.n)]
-        merged = self.merge(parts)
         whole = self.executor.run(self.a_fetches, feeds)
+        try:  # floating-point gradients are averaged (right for a loss averaged over the batch: checked below)
+            self.merges = ["mean" if t in self.grads and t.dtype.is_floating else
+                           fetch_merge(t, v.shape, self.batch_dep, self.rows) for t, v in zip(self.a_tensors, parts[0])]
+        except PlanError as e:
+            self.why = str(e)
+            return self.finish(feeds, whole), None
+        merged = self.merge(parts)
         for t, a, b in zip(self.a_tensors, merged, whole):
             if not _close(a, b):
                 self.why = (f"the {self.n} slices' merged '{t.name}' differs from the whole batch's (a loss "

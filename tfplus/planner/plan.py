@@ -868,15 +868,10 @@ class _Step:
                 acc[t] = _acc_buffer(t, a.specs[t].shape, a.specs[t].dtype, end, self.alignment)
             for t in s.user_fetches:
                 spec = a.specs[t]
-                if t not in s.batch_dep:
-                    merge[t] = "last"
-                elif spec.shape == ():
-                    merge[t] = "mean"
-                elif spec.shape[0] == batch // k:
-                    merge[t] = "concat"
-                else:
-                    raise PlanError(f"cannot micro-batch: fetched tensor '{t.name}' of shape {spec.shape} "
-                                    "depends on the batch but is neither a scalar nor batch-major")
+                try:
+                    merge[t] = fetch_merge(t, spec.shape, s.batch_dep, batch // k)
+                except PlanError as e:
+                    raise PlanError(f"cannot micro-batch: {e}") from None
                 shape = (batch,) + spec.shape[1:] if merge[t] == "concat" else spec.shape
                 acc.setdefault(t, _acc_buffer(t, shape, spec.dtype, end, self.alignment))
         live = np.concatenate([ph.life.live for ph in phases]) + sum(b.size for b in acc.values())
@@ -1197,6 +1192,20 @@ def batch_size(feed_shapes: dict) -> int | None:
     """The batch size: the leading dimension of the fed tensors whose placeholders leave it open."""
     dims = [s[0] for t, s in feed_shapes.items() if len(s) and t._shape and t._shape[0] is None]
     return max(set(dims), key=dims.count) if dims else None
+
+
+def fetch_merge(t: Tensor, shape: tuple, batch_dep: set, rows: int) -> str:
+    """How the values of fetched tensor `t` (`shape`: a micro-batch's) on micro-batches of `rows` rows make the
+    step's: 'last' (it does not depend on the batch), 'mean' (a floating-point scalar: a loss averaged over the
+    batch) or 'concat' (rows of the batch). PlanError for anything else (an integer count, a batch statistic)."""
+    if t not in batch_dep:
+        return "last"
+    if shape == () and t.dtype.is_floating:
+        return "mean"
+    if shape[:1] == (rows,):
+        return "concat"
+    raise PlanError(f"fetched tensor '{t.name}' ({t.dtype.name}, shape {tuple(shape)}) depends on the batch but "
+                    "is neither a floating-point scalar to average nor batch-major")
 
 
 def _split(step: _Step, r: int = 0) -> _Split | PlanError:
