@@ -198,11 +198,13 @@ def _ancestors(op: Operation, ops: set[Operation]) -> set[Operation]:
 
 
 def _copy(g: Graph, op: Operation, inputs: list[Tensor], name: str, control: list[Operation]) -> Operation:
-    """`op` in graph `g` with these inputs; its outputs keep the original's static shapes and folded values."""
+    """`op` in graph `g` with these inputs and its op_def; its outputs keep the original's static shapes and
+    folded values."""
     if any(t is None for t in inputs):
         missing = [t.name for t, c in zip(op.inputs, inputs) if c is None]
         raise ValueError(f"{op.type} '{op.name}': the planning copy lacks its inputs {missing}")
     new = Operation(g, op.type, name, inputs, op.attrs, list(dict.fromkeys(control)), op.device)
+    new.op_def = op.op_def  # an op's own (tfplus.optimize gives _FusedApply the ref inputs of its variables)
     new.outputs = [Tensor(new, i, t.dtype, t._shape) for i, t in enumerate(op.outputs)]
     for t, c in zip(op.outputs, new.outputs):
         c._const = getattr(t, "_const", None)
