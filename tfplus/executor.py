@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import heapq
 import os
+import sys
 import threading
 
 from tfplus import errors, threads
@@ -65,6 +66,9 @@ class KernelContext:
             state = streams[self.op.name] = [(seed ^ (seed >> 32)) & 0xFFFFFFFF,
                                              (seed2 ^ (seed2 >> 32)) & 0xFFFFFFFF, 0]
         state[2] += 1
+        refuse = getattr(self.runtime, "tape_refuse", None)
+        if refuse is not None:
+            refuse(f"random op '{self.op.name}' draws anew each run")
         return (state[0], state[1]), state[2] - 1
 
     def workspace(self, shape, dtype):
@@ -141,6 +145,22 @@ class _Op:
     """One op of a program: its kernel and context, and its inputs and outputs as slot indices."""
 
     __slots__ = ("op", "kind", "kernel", "ctx", "ins", "outs", "release", "refs", "reads", "dynamic", "static")
+
+
+class _Taped:
+    """A signature's tape (Program._taped): the replayable one, the last recording, and why there is none."""
+
+    __slots__ = ("tape", "fetched", "last", "misses", "why")
+
+    def __init__(self):
+        self.tape = self.last = self.why = None
+        self.fetched: list = []  # (slot, buffer) the recorded run returned
+        self.misses = 0  # recordings that could not be replayed
+
+
+# Recordings a signature gets before it runs without a tape for good.
+_TAPE_TRIES = 4
+_DEBUG = os.environ.get("TFPLUS_DEBUG", "0") not in ("", "0")
 
 
 class Program:
@@ -250,6 +270,7 @@ class Program:
         self.bound = alloc if alloc.fixed else None  # the memory plan the profiler reports
         self._version = None
         self._specialized: dict[tuple, list] = {}  # signature -> the fast loop's steps, one per op run
+        self.tapes: dict[tuple, _Taped] = {}  # signature -> its recorded launches (a planned program's)
 
     # -- compiling what depends on the allocator ----------------------------------------------------------------
     def _bind(self) -> None:
@@ -271,6 +292,7 @@ class Program:
             r.ctx = KernelContext(ex, op, alloc)
         self._version = alloc.version
         self._specialized.clear()
+        self.tapes.clear()
 
     def _maker(self, r: _Op, specs: list[tuple]):
         """A function of an op's inputs that returns its output buffers, for outputs of `specs` [(shape,
@@ -337,11 +359,52 @@ class Program:
                     slots[s] = buf
                 if ex.inter_op > 1 and not self.alloc.fixed:
                     self._fast_waves(slots, steps, ex.inter_op)
-                else:
+                elif not (self.alloc.fixed and self._taped(key, slots, steps)):
                     self._fast(slots, steps)
         else:
             self._careful(slots, ex.trace, None)
         return [slots[s] if name is None else ex.read_variable(name) for s, name in self.fetch_slots]
+
+    def _taped(self, key: tuple, slots: list, steps: list) -> bool:
+        """Runs a planned program's signature by replaying its launches (a device runtime's tape: see
+        tfplus.runtime.opencl._Tape) once two runs of the fast loop recorded the same ones; until then runs
+        the fast loop, recording it. False: no tape for this run (the caller runs the fast loop)."""
+        rt = self.executor.runtime
+        t = self.tapes.get(key)
+        if t is None:
+            if not hasattr(rt, "tape_begin"):
+                return False
+            t = self.tapes[key] = _Taped()
+        if t.why is not None and t.misses >= _TAPE_TRIES:
+            return False
+        feeds = [slots[s] for s in self.feed_slots]
+        fixed = [slots[s] for s in self.var_slots.values()]
+        if t.tape is not None:
+            if rt.tape_play(t.tape, feeds, fixed):
+                for s, buf in t.fetched:
+                    slots[s] = buf
+                return True
+            t.tape = None  # a variable was made anew: record again
+        if not rt.tape_begin(feeds, fixed):
+            return False
+        try:
+            self._fast(slots, steps)
+        except BaseException:
+            rt.tape_end([])
+            raise
+        given = set(self.feed_slots)
+        fetched = [(s, slots[s]) for s, name in self.fetch_slots if name is None and s not in given]
+        tape = rt.tape_end([b for _, b in fetched])
+        if isinstance(tape, str):  # what it did cannot be replayed: it will not be next time either
+            t.why, t.misses = tape, _TAPE_TRIES
+        elif t.last is not None and t.last.same(tape):
+            rt.tape_ready(tape)
+            t.tape, t.fetched, t.last, t.why = tape, fetched, None, None
+        else:
+            t.last, t.misses, t.why = tape, t.misses + 1, "two runs launched different kernels or arguments"
+        if t.why is not None and t.misses >= _TAPE_TRIES and _DEBUG:
+            print(f"tfplus: a step of {len(self.order)} ops runs without a tape: {t.why}", file=sys.stderr)
+        return True
 
     def _specialize(self, record: list) -> tuple[list, list]:
         """The fast loop's steps for a signature from its careful run's `record` [(output specs, outputs) per
@@ -564,6 +627,7 @@ class Executor:
         self.var_epoch = 0  # bumped when a variable is made or changes shape: programs re-find their shapes
         self.rngs: dict[str, list[int]] = {}  # random node -> [key word 0, key word 1, runs so far]
         self.programs: dict = {}  # key -> Program (and the memory plans, tfplus.planner.execute)
+        self.plain_runs: dict = {}  # plan key -> plain runs so far, -1: never planned (planner.execute)
         # (op, input shapes[, value inputs' values]) -> output (shape, dtype)s, for the careful loop
         self.out_specs: dict[tuple, list[tuple]] = {}
         self.pool = Pool(runtime)
@@ -606,6 +670,7 @@ class Executor:
     def clear(self) -> None:
         self.vars.clear()
         self.programs.clear()
+        self.plain_runs.clear()
         self.out_specs.clear()
 
     # -- variables ----------------------------------------------------------------------------------------------

@@ -67,6 +67,9 @@ class Session:
         if n_workers > 1 and self._runtime.kernel_device == "cpu" and memory_budget is None:
             self._workers = workers_mod.Workers(self._executor, n_workers)
             weakref.finalize(self, self._workers.close)  # a session dropped unclosed lets its workers go
+        # A device that replays recorded launches (OpenCL) runs repeated steps by an unconstrained memory plan,
+        # whose buffers stay put from run to run (tfplus.planner.execute.run_replayed).
+        self._replay = memory_budget is None and getattr(self._runtime, "replay", False)
         self._vars = self._executor.vars  # VariableV2 node name -> buffer (the profiler counts them)
         self._plans = self._executor.programs  # compiled programs and memory plans (tests, trainer read these)
         # The graph rewrite (tfplus.optimize): on unless TFPLUS_REWRITE=0 or the config turns the remapper off.
@@ -116,6 +119,9 @@ class Session:
             parallel = None
             if self._workers is not None and self._executor.trace is None:
                 parallel = self._workers.run(flat, feeds)
+            elif self._replay:
+                from tfplus.planner.execute import run_replayed
+                parallel = run_replayed(self._executor, flat, feeds, self.graph)
             bufs = iter(self._executor.run(flat, feeds) if parallel is None else parallel)
         copy_out = self._runtime.copy_out
         return rebuild([None if isinstance(f, Operation) else copy_out(next(bufs)) for f in flat])

@@ -24,6 +24,7 @@ import numpy as np
 from tfplus import errors, threads
 from tfplus.framework import Tensor
 from tfplus.planner import chunking
+from tfplus.planner.liveness import PlanError
 from tfplus.planner.plan import DeviceFacts, MemoryPlan, plan
 from tfplus.registry import kernel_variant
 
@@ -43,6 +44,36 @@ def run_planned(executor, flat: list, feeds: dict, budget: int, graph) -> list:
         values = bound.run(feeds)
     return [values[f] if f in values else executor.read_variable(f.op.name)
             for f in flat if isinstance(f, Tensor)]
+
+
+# Plain runs of a (fetches, feed shapes) pair before run_replayed gives it a plan.
+PLAIN_RUNS = 1
+
+
+def run_replayed(executor, flat: list, feeds: dict, graph) -> list | None:
+    """Runs the fetches `flat` by an unconstrained memory plan once they have run PLAIN_RUNS times the plain
+    way, so that their steps replay recorded launches (tfplus.executor: a planned arena's buffers stay put; the
+    OpenCL runtime's tapes). None: run them the plain way (not yet; a traced run; a step the planner cannot plan,
+    e.g. control flow, which stays plain)."""
+    key = _key(flat, {t: v.shape for t, v in feeds.items()})
+    seen = executor.plain_runs
+    n = seen.get(key, 0)
+    if n == -1 or executor.trace is not None and key not in executor.programs:
+        return None
+    if n < PLAIN_RUNS:
+        seen[key] = n + 1
+        return None
+    if key not in executor.programs:
+        try:
+            p = plan(flat, {t: tuple(v.shape) for t, v in feeds.items()}, device_facts(executor.runtime), None,
+                     graph=flat[0].graph if flat else graph)
+        except PlanError:
+            seen[key] = -1
+            return None
+        arena = _shared(executor)
+        with arena.lock:
+            executor.programs[key] = Bound(p, executor)
+    return run_planned(executor, flat, feeds, None, graph)
 
 
 def device_facts(runtime) -> DeviceFacts:

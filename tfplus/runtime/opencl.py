@@ -222,7 +222,10 @@ class DeviceArray:
     @property
     def host(self) -> np.ndarray | None:
         """The host copy of the contents, when they were computed on the host; else None."""
-        h = self.block.host
+        b = self.block
+        h = b.host
+        if h is not None and not b.derived and _taping.tape is not None:
+            _taping.tape.refuse("a kernel read a fed or computed value on the host")  # it may differ next run
         return None if h is None else h.reshape(self.shape)
 
     def __array__(self, dtype=None, copy=None):
@@ -285,6 +288,106 @@ class _Pool:
         self.free.clear()
         self.held_bytes -= n
         return n
+
+
+# -- tapes: a program's launches, recorded once and replayed ------------------------------------------------
+class _Taping(threading.local):
+    tape: _Tape | None = None  # the tape this thread's launches are recorded on
+
+
+_taping = _Taping()
+
+
+class _Tape:
+    """The kernel launches and device copies of one run of a compiled program (tfplus.executor), recorded by
+    the runtime as the launchers make them, to be replayed without the launchers: each launch gets a kernel
+    object of its own whose arguments are set once, so a replay is one enqueue per launch.
+
+    A replay is right only if the next run would launch the same kernels on the same memory with the same
+    scalars. The executor replays a tape only after two runs recorded the same one, and only for a planned
+    arena (fixed buffers); recording refuses what a replay could not repeat (`refuse`): host reads of values
+    that can change from run to run, device reads, host values written into planned buffers, random draws.
+    The program's fed buffers may move between runs (each step's batch; micro-batches' rows): a launch
+    argument inside a feed is recorded relative to it, and `play` points it at the feed's current place."""
+
+    __slots__ = ("feeds", "fixed", "at", "items", "sig", "subs", "why", "launches")
+
+    def __init__(self, feeds: list):
+        self.feeds = feeds  # (buffer, offset, nbytes) of each feed while recording
+        self.fixed: list = []  # where the buffers that must not move were (OpenCLRuntime.tape_begin)
+        self.at = [(b, o) for b, o, _ in feeds]  # where the launches' feed arguments point now
+        self.items: list = []  # ("k", Kernel, gsize, lsize, flat args) or ("c", dst, dst_off, src, src_off, n)
+        self.sig: list = []  # what two recordings must agree on
+        self.subs: list = []  # (item, argument position, feed, byte offset in the feed)
+        self.why: str | None = None  # why it cannot be replayed
+        self.launches = 0
+
+    def refuse(self, why: str) -> None:
+        if self.why is None:
+            self.why = why
+
+    def _where(self, item: int, pos: int, buf, off: int):
+        """A buffer argument for the signature: (feed, offset in it), noted for `play`; else the buffer."""
+        for i, (fb, fo, n) in enumerate(self.feeds):
+            if buf is fb and fo <= off < fo + max(n, 1):
+                self.subs.append((item, pos, i, off - fo))
+                return ("feed", i, off - fo)
+        return (id(buf), off)
+
+    def launch(self, k, gsize, lsize, flat: list) -> None:
+        item, sig = len(self.items), [k.name, gsize, lsize]
+        pos = 0
+        while pos < len(flat):
+            a = flat[pos]
+            if a is None or isinstance(a, cl.Buffer):  # a buffer and its byte offset: one entry
+                sig.append(None if a is None else self._where(item, pos, a, flat[pos + 1]))
+                pos += 2
+                continue
+            sig.append((a.dtype.str, a.tobytes()))
+            pos += 1
+        self.items.append(("k", k, gsize, lsize, list(flat)))
+        self.sig.append(tuple(sig))
+        self.launches += 1
+
+    def copy(self, dst, dst_off: int, src, src_off: int, n: int) -> None:
+        item = len(self.items)
+        self.sig.append(("copy", self._where(item, 1, dst, dst_off), self._where(item, 3, src, src_off), n))
+        self.items.append(["c", dst, dst_off, src, src_off, n])
+
+    def same(self, other: _Tape) -> bool:
+        return self.sig == other.sig
+
+    def compile(self, queue) -> None:
+        """Turns the recorded items into enqueue calls: kernels get a clone each, arguments set once."""
+        calls = []
+        for it in self.items:
+            if it[0] == "k":
+                _, k, gsize, lsize, flat = it
+                kc = k.k.clone()
+                for pos, a in enumerate(flat):
+                    if type(a) is int:
+                        a = np.uint64(a)  # a buffer's byte offset (common.cl: GLOBAL)
+                    kc.set_arg(pos, a)
+                calls.append([cl._cl.enqueue_nd_range_kernel, queue, kc, gsize, lsize])
+            else:
+                _, dst, dst_off, src, src_off, n = it
+                calls.append([cl._cl._enqueue_copy_buffer, queue, src, dst, n, src_off, dst_off])
+        self.items = calls
+
+    def play(self, feeds: list) -> None:
+        """Enqueues the recorded launches, with the feeds' arguments pointed at `feeds` (buffer, offset)."""
+        if feeds != self.at:
+            for item, pos, i, rel in self.subs:
+                buf, off = feeds[i]
+                call = self.items[item]
+                if call[0] is cl._cl._enqueue_copy_buffer:  # pos 1: dst, 3: src, as recorded
+                    call[3 if pos == 1 else 2], call[6 if pos == 1 else 5] = buf, off + rel
+                else:
+                    call[2].set_arg(pos, buf)
+                    call[2].set_arg(pos + 1, np.uint64(off + rel))
+            self.at = list(feeds)
+        for call in self.items:
+            call[0](*call[1:])
 
 
 # -- programs ------------------------------------------------------------------------------------------------
@@ -800,6 +903,7 @@ class OpenCLRuntime:
         self.plans: dict = {}  # launchers' per-shape launch plans (kernel, sizes, scalar arguments)
         self._uploads: collections.deque = collections.deque(maxlen=16)  # events of copy_in's uploads
         self.profile: list | None = [] if os.environ.get("TFPLUS_OPENCL_PROFILE") else None
+        self.replay = os.environ.get("TFPLUS_OPENCL_REPLAY", "1") not in ("", "0")  # see _Tape
 
     # -- the interface the executor uses ---------------------------------------------------------------------
     def allocate(self, shape, dtype) -> DeviceArray:
@@ -831,6 +935,8 @@ class OpenCLRuntime:
         if buf.block.host is not None:
             return np.array(buf.host, copy=True)
         out = np.empty(buf.shape, buf.dtype)
+        if _taping.tape is not None:
+            _taping.tape.refuse("a kernel read a device value on the host")
         if out.nbytes:
             cl.enqueue_copy(self.queue, out, self.buffer(buf), src_offset=buf.block.off, is_blocking=True)
             self.d2h_bytes += out.nbytes
@@ -887,6 +993,46 @@ class OpenCLRuntime:
         from tfplus.kernels.opencl.elementwise import scale
         scale(self, acc, factor)
 
+    # -- tapes (tfplus.executor replays a planned program's launches) -----------------------------------------
+    def tape_begin(self, feeds: list, fixed: list) -> bool:
+        """Starts recording this thread's launches on a tape; `feeds`: the run's fed buffers, `fixed`: buffers
+        that must stay where they are for a replay (variables). False when this runtime does not record now
+        (a profiled queue, TFPLUS_OPENCL_REPLAY=0, a tape already recording)."""
+        if self.profile is not None or not self.replay or _taping.tape is not None:
+            return False
+        tape = _taping.tape = _Tape([(self.buffer(f), f.block.off, f.nbytes) for f in feeds])
+        tape.fixed = self._places(fixed)
+        return True
+
+    def tape_end(self, fetched: list) -> _Tape | str:
+        """The tape recorded since tape_begin, or why it cannot be replayed. `fetched`: the buffers the run
+        returns, which must not be fed ones (a replay returns the recorded buffers)."""
+        tape, _taping.tape = _taping.tape, None
+        fed = {id(b) for b, _, _ in tape.feeds}
+        if any(f is not None and id(f.block.buf) in fed for f in fetched):
+            tape.refuse("the run returns a fed value")
+        return tape if tape.why is None else tape.why
+
+    @staticmethod
+    def tape_refuse(why: str) -> None:
+        """Marks the tape being recorded (if any) as not replayable, e.g. for a random op's draw."""
+        if _taping.tape is not None:
+            _taping.tape.refuse(why)
+
+    def tape_ready(self, tape: _Tape) -> None:
+        """Makes `tape` replayable (a kernel object per launch, its arguments set)."""
+        tape.compile(self.queue)
+
+    def tape_play(self, tape: _Tape, feeds: list, fixed: list) -> bool:
+        """Replays a ready `tape` with the run's `feeds`; False (nothing done) when a `fixed` buffer moved."""
+        if self._places(fixed) != tape.fixed:
+            return False
+        tape.play([(self.buffer(f), f.block.off) for f in feeds])
+        return True
+
+    def _places(self, arrays: list) -> list:
+        return [(id(self.buffer(a)), a.block.off) for a in arrays]
+
     # -- kernels ---------------------------------------------------------------------------------------------
     def kernel(self, files, name: str, options: str = "") -> Kernel:
         """Kernel `name` of the program built from `files` (a .cl name or a tuple, after common.cl)."""
@@ -914,6 +1060,9 @@ class OpenCLRuntime:
             else:
                 add(a)
         ev = k.k(self.queue, gsize, lsize, *flat)
+        tape = _taping.tape
+        if tape is not None:
+            tape.launch(k, gsize, lsize, flat)
         if self.profile is not None:
             self.profile.append((k.name, ev))
 
@@ -945,6 +1094,8 @@ class OpenCLRuntime:
                 self._materialize(p)
             b.buf, b.off = p.buf, p.off + b.offset
             if host is not None:
+                if _taping.tape is not None:  # a replay would not write it, and later ops reuse the slot
+                    _taping.tape.refuse("a host value was written into a planned buffer")
                 self._upload(b.buf, host, b.off)
             return
         if host is None:
@@ -994,6 +1145,8 @@ class OpenCLRuntime:
         """Makes `a` hold `value`, computed on the host (from constants and shapes alone if `derived`); it
         goes to the device only if a device kernel reads it."""
         value = np.asarray(value, a.dtype, order="C").reshape(a.shape)
+        if not derived and _taping.tape is not None:
+            _taping.tape.refuse("a kernel computed a value on the host")
         b = a.block
         if b.parent is not None:
             # A planned arena slot stays where the plan put it; like any host value, it is written to the
@@ -1026,6 +1179,9 @@ class OpenCLRuntime:
             d, s = self.buffer(dst), self.buffer(src)
             cl.enqueue_copy(self.queue, d, s, byte_count=src.nbytes, src_offset=src.block.off,
                             dst_offset=dst.block.off)
+            tape = _taping.tape
+            if tape is not None:
+                tape.copy(d, dst.block.off, s, src.block.off, src.nbytes)
 
     @staticmethod
     def same_memory(a: DeviceArray, b: DeviceArray) -> bool:
@@ -1036,6 +1192,8 @@ class OpenCLRuntime:
 
     def upload_into(self, a: DeviceArray, value: np.ndarray) -> None:
         """Writes host `value` into `a`'s device buffer now (counted in h2d_bytes)."""
+        if _taping.tape is not None:
+            _taping.tape.refuse("a host value was written into a device buffer")
         self._upload(self.buffer(a), np.asarray(value, a.dtype, order="C"), a.block.off)
 
     # -- fallback to the NumPy kernels ----------------------------------------------------------------------

@@ -1,0 +1,167 @@
+"""Replayed launches on the opencl device (PoCL in CI): a step whose launches were recorded (tfplus.runtime.opencl
+_Tape) gives the bits of the same step launched op by op, follows its feeds and variables when they move, and
+is not replayed when a run could differ from the recorded one (random draws, values read on the host)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import needs_opencl
+from test_planner import _cnn_feeds, _small_cnn
+
+import tfplus as tf
+from tfplus import planner
+from tfplus.planner.execute import Bound, install
+
+pytestmark = needs_opencl
+
+
+def _tapes(sess) -> list:
+    """The tape records (tfplus.executor._Taped) of the session's planned programs."""
+    return [t for b in sess._plans.values() if isinstance(b, Bound)
+            for prog in b.programs + [lane.program for lane in b.lanes] for t in prog.tapes.values()]
+
+
+def _replaying(sess) -> bool:
+    return any(t.tape is not None for t in _tapes(sess))
+
+
+def _batches(tg, n: int, batch: int = 8) -> list[dict]:
+    rng = np.random.default_rng(1)
+    return [{tg.images: rng.standard_normal((batch, 3, 16, 16)).astype(np.float32),
+             tg.labels: rng.integers(0, 10, batch).astype(np.int32)} for _ in range(n)]
+
+
+def _train(monkeypatch, replay: bool, budget=None, force=None, steps: int = 7):
+    """Losses of `steps` steps on new batches, the weights after them, and whether the session replayed."""
+    monkeypatch.setenv("TFPLUS_OPENCL_REPLAY", "1" if replay else "0")
+    tg = _small_cnn()
+    fetches = [tg.train_op, tg.loss]
+    with tf.Session(graph=tg.graph, device="opencl", memory_budget=budget) as sess:
+        sess.run(tg.init_op)
+        if force is not None:
+            feeds = _cnn_feeds(tg)
+            install(sess, fetches, planner.plan(fetches, {t: v.shape for t, v in feeds.items()}, sess.runtime,
+                                                graph=tg.graph, force=force))
+        losses = [sess.run(fetches, feed)[1] for feed in _batches(tg, steps)]
+        weights = {v.op.name: sess.run(v) for v in tg.graph.get_collection("trainable_variables")}
+        return losses, weights, _replaying(sess)
+
+
+@pytest.mark.parametrize("budget, force", [(None, None), ("1GB", (1, 1)), ("1GB", (2, 1)),
+                                           ("1GB", (2, 1, True, 1, 1))],
+                         ids=["default", "arena", "micro2", "compact_recompute_micro2"])
+def test_replayed_steps_are_the_launched_steps_bit_for_bit(monkeypatch, budget, force):
+    """Without a budget the session moves a repeated step onto an unconstrained plan and replays it; under a
+    plan (micro-batches: the feeds move by rows) it replays too. Both give the op-by-op launches' bits."""
+    want = _train(monkeypatch, False, budget, force)
+    got = _train(monkeypatch, True, budget, force)
+    assert got[2] and not want[2]
+    assert got[0] == want[0]
+    for name, w in want[1].items():
+        np.testing.assert_array_equal(got[1][name], w, err_msg=name)
+
+
+def test_fed_scalars_and_fetched_feeds_follow_each_run(monkeypatch):
+    """A fed scalar that stays the same for a few runs and then changes, read by a kernel from its buffer, and
+    a fetched fed tensor: each run sees its own values."""
+    monkeypatch.setenv("TFPLUS_OPENCL_REPLAY", "1")
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.placeholder(tf.float32, [None, 4])
+        s = tf.placeholder(tf.float32, [])
+        w = tf.Variable(np.arange(4, dtype=np.float32))
+        y = tf.reduce_sum(tf.nn.relu(x * s + w), axis=1)
+        x_back = tf.identity(x)
+        init = tf.variables_initializer([w])
+    with tf.Session(graph=g, device="opencl") as sess:
+        sess.run(init)
+        rng = np.random.default_rng(0)
+        for i, scale in enumerate([1, 1, 1, 1, 2, 2, -3, 1]):
+            xv = rng.standard_normal((5, 4)).astype(np.float32)
+            got, back = sess.run([y, x_back], {x: xv, s: scale})
+            want = np.maximum(xv * np.float32(scale) + np.arange(4, dtype=np.float32), 0).sum(1)
+            np.testing.assert_allclose(got, want, rtol=1e-6, err_msg=f"run {i}")
+            np.testing.assert_array_equal(back, xv)
+        assert _tapes(sess), "the repeated run is planned"
+
+
+def test_a_fill_of_a_fed_value_is_not_replayed(monkeypatch):
+    """tf.fill of a fed scalar takes the value on the host (a kernel argument): such a run is never replayed,
+    and each run fills with its own value."""
+    monkeypatch.setenv("TFPLUS_OPENCL_REPLAY", "1")
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.placeholder(tf.float32, [None, 3])
+        v = tf.placeholder(tf.float32, [])
+        y = x + tf.fill([3], v)
+    with tf.Session(graph=g, device="opencl") as sess:
+        for value in [1.0, 1.0, 1.0, 1.0, 5.0, -2.0]:
+            np.testing.assert_allclose(sess.run(y, {x: np.zeros((2, 3), np.float32), v: value}),
+                                       np.full((2, 3), value, np.float32))
+        tapes = _tapes(sess)
+        assert tapes and not _replaying(sess)
+        assert "host" in tapes[0].why
+
+
+def test_random_ops_are_not_replayed(monkeypatch):
+    """Dropout draws new numbers each run (its stream's counter), which a replay would repeat: the step runs
+    op by op, drawing as the cpu-exact stream says."""
+    def run(replay):
+        monkeypatch.setenv("TFPLUS_OPENCL_REPLAY", "1" if replay else "0")
+        g = tf.Graph()
+        with g.as_default():
+            x = tf.placeholder(tf.float32, [None, 64])
+            y = tf.nn.dropout(x, keep_prob=0.5, seed=3)
+        with tf.Session(graph=g, device="opencl") as sess:
+            outs = [sess.run(y, {x: np.ones((4, 64), np.float32)}) for _ in range(6)]
+            return outs, _tapes(sess)
+    want, _ = run(False)
+    got, tapes = run(True)
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(a, b)
+    assert len({a.tobytes() for a in got}) == len(got), "each run draws anew"
+    assert tapes and tapes[0].tape is None and "random" in tapes[0].why
+
+
+def test_a_restored_variable_is_read_by_the_next_replay(monkeypatch, tmp_path):
+    """Variables written between steps (a restore, an assign from the host) are what the next step reads."""
+    def run(replay):
+        monkeypatch.setenv("TFPLUS_OPENCL_REPLAY", "1" if replay else "0")
+        tg = _small_cnn()
+        fetches = [tg.train_op, tg.loss]
+        batches = _batches(tg, 12)
+        with tg.graph.as_default():
+            saver = tf.train.Saver()
+            w = tg.graph.get_collection("trainable_variables")[0]
+            assign = w.assign(np.full(w.shape.as_list(), 0.01, np.float32))
+        with tf.Session(graph=tg.graph, device="opencl") as sess:
+            sess.run(tg.init_op)
+            losses = [sess.run(fetches, b)[1] for b in batches[:5]]
+            path = saver.save(sess, str(tmp_path / f"ckpt{int(replay)}"))
+            losses += [sess.run(fetches, b)[1] for b in batches[5:8]]
+            replayed = _replaying(sess)
+            saver.restore(sess, path)
+            losses += [sess.run(fetches, b)[1] for b in batches[8:10]]
+            sess.run(assign)
+            losses += [sess.run(fetches, b)[1] for b in batches[10:]]
+        return losses, replayed
+    want, _ = run(False)
+    got, replayed = run(True)
+    assert replayed
+    assert got == want
+
+
+def test_the_recompute_copy_keeps_the_fused_update_s_variables():
+    """The planning copy of a rewritten step (tfplus.optimize's one _FusedApply for all variables) keeps that
+    op's ref inputs, so the step micro-batches with recomputation: its gradients are accumulated."""
+    from tfplus.optimize import optimize
+    tg = _small_cnn()
+    feeds = _cnn_feeds(tg)
+    rw = optimize(tg.graph, [tg.train_op, tg.loss], set(feeds))
+    assert rw is not None and rw.fused.get("_FusedApply")
+    fetches = [rw.element[tg.train_op], rw.element[tg.loss]]
+    shapes = {rw.element[t]: v.shape for t, v in feeds.items()}
+    p = planner.plan(fetches, shapes, "cpu", graph=rw.graph, force=(2, 1, False, 1, 1))
+    assert p.recomputed and p.microbatches == 2
+    # a gradient per variable (the update's inputs) and the loss are summed over the micro-batches
+    assert len(p.accumulators) >= len(tg.graph.get_collection("trainable_variables")) + 1
