@@ -84,7 +84,8 @@ def bench_tfplus(device: str, batch: int, steps: int, warmup: int, profile: bool
             kernels = {k: (n / steps, ms / steps) for k, (n, ms) in rt.profile_report().items()}
         last_loss = s.run(tg.loss, feed)
         desc = rt.describe()
-        n_ops = max(len(p.order) for p in s._plans.values())
+        n_ops = max(len(p.order) for b in s._plans.values() for p in getattr(b, "programs", [b])
+                    if hasattr(p, "order"))
     ms = statistics.median(step) * 1e3
     name = f"tfplus {device}" + ("" if rewrite else " unfused")
     return {"name": name, "device": desc, "launches": launches, "batch": batch, "ms": ms,
@@ -126,21 +127,26 @@ def bench_budgets(device: str, batch: int, steps: int, warmup: int, budgets: lis
 
 
 def _launches(rt, step, steps: int) -> float | None:
-    """Kernel launches per step (calls of the OpenCL runtime's run(); copies not counted); None on the cpu."""
+    """Kernel launches per step (calls of the OpenCL runtime's run(), and the launches of replayed tapes; copies
+    not counted); None on the cpu."""
     if not hasattr(rt, "run"):
         return None
     count = [0]
-    run = rt.run
+    run, play = rt.run, rt.tape_play
 
     def counted(*args):
         count[0] += 1
         return run(*args)
-    rt.run = counted  # the launchers and run1d call rt.run through the instance
+
+    def played(tape, *args):
+        count[0] += tape.launches
+        return play(tape, *args)
+    rt.run, rt.tape_play = counted, played  # the launchers and the executor call them through the instance
     try:
         for _ in range(steps):
             step()
     finally:
-        del rt.run
+        del rt.run, rt.tape_play
     return count[0] / steps
 
 
