@@ -19,6 +19,10 @@ The fast loop of a pool program runs no static op (stateless, its value fixed pe
 arithmetic on them): the first run of a signature keeps their small outputs, later runs take them as they are
 (`Program._specialize`); ops that only make views call no kernel.
 
+A planned program (fixed buffers) on a runtime that records launches (OpenCL: tfplus.runtime.opencl._Tape) runs
+its fast loop recording them, and once two runs of a signature recorded the same launches, replays them instead
+of running the loop (`Program._taped`): the launchers' Python is paid twice per signature, not per run.
+
 A run takes the fast loop unless something needs the careful one (run first for a new signature, and for
 programs that (re)create variables, read one before it exists, trace the step, or must raise at an op): the
 careful loop does every check per op, as TF1's executor does, and is the reference for the fast one.

@@ -2,10 +2,11 @@
 
 A session has one arena, as big as its biggest plan needs, shared by all its plans (a training step and the
 initializer, say); planned runs of one session therefore take turns (a lock). The Session calls
-`run_planned` when it has a memory budget. A `Bound` plan is the allocator of the executor's programs
-(tfplus.executor) for its phases: it hands out outputs (`output`), kernel scratch (`workspace`) and wraps
-kernels (`kernel`: restarts the workspace cursor, splits chunked convolutions over the batch), once per
-program; micro-batching replays the phase's program once per micro-batch.
+`run_planned` when it has a memory budget, and `run_replayed` without one on a device that replays recorded
+launches (a planned arena's buffers stay put from run to run, which a replay needs). A `Bound` plan is the
+allocator of the executor's programs (tfplus.executor) for its phases: it hands out outputs (`output`), kernel
+scratch (`workspace`) and wraps kernels (`kernel`: restarts the workspace cursor, splits chunked convolutions
+over the batch), once per program; micro-batching replays the phase's program once per micro-batch.
 
 Device runtimes plug in with two optional methods (the cpu device needs neither):
   `allocate_arena(nbytes) -> arena` and `sub_buffer(arena, offset, shape, dtype) -> buffer` (a view at a byte
