@@ -3,8 +3,7 @@ truth for the planner's cost model (tfplus.planner.plan._CostModel). Not a test.
 
 The step is the Mentee training step of bench_gpu_step.py (momentum, batch 128), as the session runs it (the
 graph rewrite on); a candidate is (micro-batches, conv chunks, compact, scratch divisor, recomputation level
-[, streamed prefix]), and "+relaxed" is it with the filter gradients away from the peak given their whole split
-back (plan._relaxed), which the planner does to the candidate it picks. Sessions run one step each in turns.
+[, streamed prefix]). Sessions run one step each in turns.
 
     python benchmarks/bench_plan_candidates.py --device opencl --budgets 32MB,24MB --limit 8
 """
@@ -61,22 +60,19 @@ def main() -> None:
                 continue
             p.budget_bytes = budget
             if p.fits:
-                fit += [(kc, False)] + ([(kc, True)] if plan._relaxed(step, kc, p, budget) is not p else [])
+                fit.append(kc)
             if len(fit) >= args.limit:
                 break
         runs = []
-        for kc, relaxed in fit:  # each session plans its own rewritten graph
+        for kc in fit:  # each session plans its own rewritten graph
             s, st, flat, feeds = session(budget_name)
             p = st.build(*kc)
-            p.budget_bytes = budget
-            if relaxed:
-                p = plan._relaxed(st, kc, p, budget)
             ex = s._executor
             with execute._shared(ex).lock:
                 ex.programs[execute._key(flat, {t: v.shape for t, v in feeds.items()})] = execute.Bound(p, ex)
             for _ in range(8):
                 s.run(fetches, feed)
-            runs.append((f"{kc}{' +relaxed' if relaxed else ''}", p, s, []))
+            runs.append((str(kc), p, s, []))
         plain = []
         for _ in range(args.rounds):
             for s, times in [(base, plain)] + [(r[2], r[3]) for r in runs]:

@@ -133,31 +133,3 @@ def test_planned_opencl_runs_an_empty_arena_and_top_k_scratch():
         np.testing.assert_array_equal(sess.run(same, {ph: x}), x)
         np.testing.assert_array_equal(sess.run(values, {ph: x}), -np.sort(-x)[:, :2])
 
-
-def test_filter_gradients_away_from_the_peak_keep_their_whole_split():
-    """A scratch divisor makes the opencl filter gradients split their sum fewer ways (slower on a big GPU); the
-    planner gives the whole split back to those whose partials are not at the peak while the plan still fits,
-    and the step by that plan measures its planned peak and gives the plain step's results."""
-    from tfplus.planner.plan import _relaxed, _Step
-    tg = _small_cnn()
-    feeds = _cnn_feeds(tg, batch=32)
-    fetches = [tg.train_op, tg.loss]
-    want = _train(tg, feeds, steps=2)
-    gc.collect()
-    with tf.Session(graph=tg.graph, device="opencl", memory_budget="1GB") as sess:
-        sess.runtime.info = {**sess.runtime.info, "compute_units": 132}  # splits as on an H100
-        sess.run(tg.init_op)
-        step = _Step(fetches, {t: v.shape for t, v in feeds.items()}, sess.runtime, tg.graph, None)
-        divided = step.build(1, 1, False, 16)
-        relaxed = _relaxed(step, (1, 1, False, 16), divided, divided.peak_bytes)
-        own = relaxed.phases[0].life.scratch_ops
-        assert own and set(own.values()) == {1} and all(op.type == "Conv2DBackpropFilter" for op in own)
-        assert relaxed.peak_bytes <= divided.peak_bytes
-        assert relaxed.predicted_overhead < divided.predicted_overhead
-        assert "not at the peak" in next(t["detail"] for t in relaxed.transformations if t["name"] == "scratch")
-        install(sess, fetches, relaxed)
-        losses = [sess.run(fetches, feeds)[1]]
-        m = measure_device_step(sess, fetches, feeds)
-        losses.append(sess.run(fetches, feeds)[1])
-    assert m["peak"] == relaxed.peak_bytes and m["allocations"] == 0
-    np.testing.assert_allclose(losses, want[0], rtol=1e-5)

@@ -301,7 +301,6 @@ def plan(fetches, feed_shapes: dict, device="cpu", budget=None, *, graph: Graph 
             place(p)
             p.budget_bytes = budget
             if p.fits:
-                p = _relaxed(step, kc, p, budget)
                 p.choice = step.why(kc, i, p)
                 return _debug(p, base)
     if not raise_if_infeasible:
@@ -311,26 +310,6 @@ def plan(fetches, feed_shapes: dict, device="cpu", budget=None, *, graph: Graph 
         f"the step needs at least {format_size(best.peak_bytes)} ({best.peak_bytes} bytes) but the memory "
         f"budget is {format_size(budget)} ({budget} bytes) (smallest plan: {done}{why}); use a budget of at "
         f"least {format_size(best.peak_bytes)} or a smaller batch", best)
-
-
-def _relaxed(step: _Step, kc: tuple, p: MemoryPlan, budget: int) -> MemoryPlan:
-    """Plan `p` of candidate `kc` with the opencl filter gradients that can do without its scratch divisor
-    given back their full split (a divisor of 1), the costliest first, as long as the plan still fits: the
-    divisor makes a filter gradient about d times as slow on a big GPU, and only the ones near the peak
-    need it."""
-    k, c, z, d, r = (tuple(kc) + (False, 1, 0))[:5]
-    if step.kernel_device != "opencl" or d == 1 or len(kc) > 5:
-        return p
-    ph = p.phases[0]
-    wgrads = sorted((op for op in ph.order if op.type == "Conv2DBackpropFilter"),
-                    key=lambda op: -_matmul_flops(op, ph.specs))
-    own: dict = {}
-    for op in wgrads:
-        trial = step.build(k, c, z, d, r, own={**own, op: 1})
-        trial.budget_bytes = budget
-        if trial.fits:
-            own[op], p = 1, trial
-    return p
 
 
 def smallest_plan(fetches, feed_shapes: dict, device="cpu", *, graph: Graph | None = None,
@@ -507,18 +486,16 @@ class _Step:
     def batch_size(self) -> int | None:
         return batch_size(self.feed_shapes)
 
-    def overhead(self, k: int, c: int, z: bool = False, d: int = 1, r: int = 0, s: tuple | None = None,
-                 own: dict | None = None) -> float:
+    def overhead(self, k: int, c: int, z: bool = False, d: int = 1, r: int = 0, s: tuple | None = None) -> float:
         """Predicted extra step time of (k micro-batches, c conv chunks, compact or not, scratch divisor d,
-        recomputation level r, streamed prefix s; `own`: convolutions with a divisor of their own) over the
-        plain step, a fraction (see _CostModel)."""
-        key = ("overhead", k, c, bool(z), d, r, s, tuple(sorted((op._id, v) for op, v in (own or {}).items())))
+        recomputation level r, streamed prefix s) over the plain step, a fraction (see _CostModel)."""
+        key = ("overhead", k, c, bool(z), d, r, s)
         if key not in self._cache:
             try:
                 if "plain time" not in self._cache:
                     self._cache["plain time"] = self.cost.time(self.features(1, 1))
                 plain = max(self._cache["plain time"], 1e-9)  # a step of no kernel calls (fetching a variable)
-                self._cache[key] = self.cost.time(self.features(k, c, z, d, r, s, own)) / plain - 1
+                self._cache[key] = self.cost.time(self.features(k, c, z, d, r, s)) / plain - 1
             except PlanError:
                 self._cache[key] = float("inf")
         return self._cache[key]
@@ -533,23 +510,20 @@ class _Step:
                 f"({self.cost.basis}): {plain * 1e3:.3g} ms -> {plain * (1 + self.overhead(*kc)) * 1e3:.3g} ms "
                 f"({self.overhead(*kc):+.1%}); {cheaper} combinations predicted cheaper do not fit")
 
-    def features(self, k: int, c: int, z: bool = False, d: int = 1, r: int = 0, s: tuple | None = None,
-                 own: dict | None = None) -> dict[str, float]:
+    def features(self, k: int, c: int, z: bool = False, d: int = 1, r: int = 0, s: tuple | None = None
+                 ) -> dict[str, float]:
         """What the step does under (k, c, z, d, r, s), in the cost model's terms: kernel calls, executor runs,
         GEMM FLOPs, elements other ops write, pieces the conv kernels cut their calls into, elements the
         compact pools read. Recomputing ops count like any other."""
         fixed, convs = self._stream_features(*s[:3]) if s else self._fixed_features(k, r)
         f = dict(fixed)
         lanes = len(s) > 2 if s else False
-        if lanes:
-            own = self._balanced(self._stream_runs(*s[:2])[0], d, s[3])
-        # by name: `own` may hold a recomputing plan's copies of the ops (planner.recompute keeps the names)
-        named = {op.name: v for op, v in (own or {}).items()}
+        own = self._balanced(self._stream_runs(*s[:2])[0], d, s[3]) if lanes else {}
         for times, op, specs, batch, *where in convs:  # where: ("prefix",) or ("lane",) for a streamed prefix
             laned = where == ["lane"]  # in a lane, on one thread
             n = c if chunking.can_chunk(op, specs, c) else 1
             f["conv_calls"] += times * n
-            div = named.get(op.name, d) if laned or not lanes else d
+            div = own.get(op, d) if laned else d
             key = ("pieces", op, batch // n, div, bool(laned))
             if key not in self._cache:
                 with threads.using(1 if laned else threads.current()):
@@ -561,10 +535,10 @@ class _Step:
             # lanes took +4-9%); a lane's run on one thread.
             if batch // n < SMALL_CALL_IMAGES * (threads.current() if where == ["prefix"] else 1):
                 f["small_calls"] += times * n
-            if div > 1 and self.kernel_device == "opencl" and op.type == "Conv2DBackpropFilter":
+            if d > 1 and self.kernel_device == "opencl" and op.type == "Conv2DBackpropFilter":
                 # The divisor takes the filter gradient's split sum down to 1/d as many work-groups, each d times
                 # as deep: on a big GPU the kernel takes about d times as long.
-                f["divided"] += times * _matmul_flops(op, specs) * (div - 1)
+                f["divided"] += times * _matmul_flops(op, specs) * (d - 1)
             if n > 1 and chunking.summed(op):
                 f["elements"] += times * (n - 1) * math.prod(specs[op.outputs[0]].shape)
         if z:
@@ -870,11 +844,11 @@ class _Step:
 
     # -- building one plan ----------------------------------------------------------------------------------
     def build(self, k: int, c: int, z: bool = False, d: int = 1, r: int = 0, s: tuple | None = None,
-              place: bool = True, own: dict | None = None) -> MemoryPlan:
+              place: bool = True) -> MemoryPlan:
         """The plan with k micro-batches, convolutions in c batch chunks, compact saved state if z, the
-        conv kernels' scratch budget divided by d (by own[op] for the convolutions in `own`), recomputation
-        level r, and the prefix streamed as s = (cut tensor name, micro-batches[, lanes]) says (planner.stream);
-        without `place`, only the lifetimes (arena_bytes stays 0 until `place(plan)`)."""
+        conv kernels' scratch budget divided by d, recomputation level r, and the prefix streamed as s =
+        (cut tensor name, micro-batches[, lanes]) says (planner.stream); without `place`, only the lifetimes
+        (arena_bytes stays 0 until `place(plan)`)."""
         if s:
             if (k, c, r) != (1, 1, 0):
                 raise PlanError("a streamed prefix combines with compact saved state and a scratch divisor only")
@@ -883,7 +857,7 @@ class _Step:
                 globals()["place"](p)
             return p
         runs = self._runs(k, r)
-        a = self._phase(runs[0], c, 0, z, d, own)
+        a = self._phase(runs[0], c, 0, z, d)
         phases = [a] + [self._phase(run, 1, a.life.steps) for run in runs[1:]]
         acc, merge = {}, {}
         if k > 1:
@@ -914,12 +888,12 @@ class _Step:
         p.scratch_divisor = d
         why = batch_statistics(self.order)
         p.notes = [f"micro-batching not applied: {why}"] if why else []
-        p.transformations = self._describe(p, k, c, z, d, r, own=own)
-        p.predicted_overhead = self.overhead(k, c, z, d, r, own=own)
+        p.transformations = self._describe(p, k, c, z, d, r)
+        p.predicted_overhead = self.overhead(k, c, z, d, r)
         return p
 
     def _describe(self, p: MemoryPlan, k: int, c: int, z: bool = False, d: int = 1, r: int = 0,
-                  s: tuple | None = None, own: dict | None = None) -> list[dict]:
+                  s: tuple | None = None) -> list[dict]:
         out = []
         for ph in p.phases:
             if ph.schedule != "creation order":
@@ -951,11 +925,10 @@ class _Step:
             parts = k * c * (s[1] if s else 1)
             with threads.using(1 if s and len(s) > 2 else threads.current()):  # a lane's kernels: one thread
                 before, after = self._conv_scratch(parts), self._conv_scratch(parts, d)
-            kept = (f"; {', '.join(op.name for op in own)} not at the peak: undivided" if own else "")
             out.append({"name": "scratch", "detail": f"convolution kernels work through their batch in pieces "
-                        f"1/{d} the usual size (scratch {format_size(before)} -> {format_size(after)} per call"
-                        f"{kept}; exact)",
-                        "predicted_overhead": round(self.overhead(k, c, False, d, 0, s, own) -
+                        f"1/{d} the usual size (scratch {format_size(before)} -> {format_size(after)} per call; "
+                        "exact)",
+                        "predicted_overhead": round(self.overhead(k, c, False, d, 0, s) -
                                                     self.overhead(k, c, False, 1, 0, s), 4)})
         if p.chunks:
             out.append({"name": "chunk", "detail": f"{len(p.chunks)} convolution kernels called on 1/{c} of "
@@ -1305,7 +1278,9 @@ class _CostModel:
     in turns) the unconstrained step took 2.5 ms (1.9 ms of kernels), 2 micro-batches +46-51%, 4 micro-batches
     +115-148%, and a divisor d made the filter gradients about d times as slow (d 4 -> 8 -> 16: +0.77 / +1.72
     ms), so `divided` counts their FLOPs times d - 1: 12 us a launch, 7e-14 s per GEMM FLOP, 2.6e-14 s per
-    divided FLOP. Predicted +66% / +149% for the plans chosen at 32MB / 24MB, measured +46-51% / +115-148%."""
+    divided FLOP. Predicted +66% / +149% for the plans chosen at 32MB / 24MB, measured +46-55% / +115-151%.
+    Giving the filter gradients away from the peak their whole split back (a divisor of their own) was tried:
+    predicted 7% cheaper, measured -2.5% to +5.7%, so it was left out."""
 
     WEIGHTS = {"calls": 1.4e-5, "conv_calls": 5e-5, "small_calls": 3e-4, "runs": 0.0, "flops": 2.2e-11,
                "elements": 1.5e-9, "pieces": 3e-4, "compact": 0.0, "divided": 0.0}
