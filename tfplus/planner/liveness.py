@@ -10,13 +10,16 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-import networkx as nx
 import numpy as np
 
 from tfplus.framework import Operation, Tensor, _fmt_shape, constant_value
 from tfplus.planner import chunking
 from tfplus.registry import WORKSPACES, TensorSpec, find_kernel, inplace_inputs, kernel_dtype
+
+if TYPE_CHECKING:  # networkx is imported when a step is first planned: it is a fifth of `import tfplus`
+    import networkx as nx
 
 
 class PlanError(ValueError):
@@ -157,6 +160,7 @@ def phase_of(op: Operation) -> str:
 def dependency_graph(ops: set[Operation], feeds: set[Tensor]) -> nx.DiGraph:
     """Data and control edges, plus the edges that keep every read of a variable before its in-place update
     (a memory-aware order must not apply a gradient while the backward pass still reads the old weights)."""
+    import networkx as nx
     g = nx.DiGraph()
     g.add_nodes_from(ops)
     for op in ops:
@@ -203,6 +207,7 @@ def _readers(var: Tensor, ops: set[Operation]) -> set[Operation]:
 
 def creation_order(g: nx.DiGraph) -> list[Operation]:
     """The executor's order: topological, ties broken by creation order."""
+    import networkx as nx
     return list(nx.lexicographical_topological_sort(g, key=lambda op: op._id))
 
 

@@ -35,9 +35,8 @@ import math
 import os
 from dataclasses import dataclass, field
 from functools import partial
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
-import networkx as nx
 import numpy as np
 
 from tfplus import flops as _flops
@@ -66,6 +65,9 @@ from tfplus.planner.liveness import (
 from tfplus.registry import SCRATCH_ATTR, inplace_inputs
 from tfplus.runtime import size_class
 from tfplus.units import format_size, parse_size
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 TRANSFORMATIONS = ("compact", "recompute", "scratch", "chunk", "stream", "microbatch")
 CPU_ALIGNMENT = 64
