@@ -17,6 +17,8 @@ runtime's `copy`, `copy_rows`, `add_into` and `scale`; a runtime whose views rem
 from __future__ import annotations
 
 import contextlib
+import os
+import sys
 import threading
 import tracemalloc
 
@@ -25,7 +27,6 @@ import numpy as np
 from tfplus import errors, threads
 from tfplus.framework import Tensor
 from tfplus.planner import chunking
-from tfplus.planner.liveness import PlanError
 from tfplus.planner.plan import DeviceFacts, MemoryPlan, plan
 from tfplus.registry import kernel_variant
 
@@ -55,7 +56,7 @@ def run_replayed(executor, flat: list, feeds: dict, graph) -> list | None:
     """Runs the fetches `flat` by an unconstrained memory plan once they have run PLAIN_RUNS times the plain
     way, so that their steps replay recorded launches (tfplus.executor: a planned arena's buffers stay put; the
     OpenCL runtime's tapes). None: run them the plain way (not yet; a traced run; a step the planner cannot plan,
-    e.g. control flow, which stays plain)."""
+    e.g. control flow, which stays plain; TFPLUS_DEBUG=1 says why)."""
     key = _key(flat, {t: v.shape for t, v in feeds.items()})
     seen = executor.plain_runs
     n = seen.get(key, 0)
@@ -68,13 +69,20 @@ def run_replayed(executor, flat: list, feeds: dict, graph) -> list | None:
         try:
             p = plan(flat, {t: tuple(v.shape) for t, v in feeds.items()}, device_facts(executor.runtime), None,
                      graph=flat[0].graph if flat else graph)
-        except PlanError:
+        except Exception as e:  # noqa: BLE001  a step that runs plainly must not fail for want of a plan
             seen[key] = -1
+            if _debug():
+                print(f"tfplus: a step of {len(flat)} fetches runs without a plan (no replay): {e}",
+                      file=sys.stderr)
             return None
         arena = _shared(executor)
         with arena.lock:
             executor.programs[key] = Bound(p, executor)
     return run_planned(executor, flat, feeds, None, graph)
+
+
+def _debug() -> bool:
+    return os.environ.get("TFPLUS_DEBUG", "0") not in ("", "0")
 
 
 def device_facts(runtime) -> DeviceFacts:
