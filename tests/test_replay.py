@@ -165,3 +165,19 @@ def test_the_recompute_copy_keeps_the_fused_update_s_variables():
     assert p.recomputed and p.microbatches == 2
     # a gradient per variable (the update's inputs) and the loss are summed over the micro-batches
     assert len(p.accumulators) >= len(tg.graph.get_collection("trainable_variables")) + 1
+
+
+def test_a_step_the_planner_cannot_plan_runs_plainly_every_time(monkeypatch):
+    """Control flow sizes its outputs at run time, which no memory plan can: the repeated run stays on the plain
+    executor and gives the same answers."""
+    monkeypatch.setenv("TFPLUS_OPENCL_REPLAY", "1")
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.placeholder(tf.float32, [None, 3])
+        p = tf.placeholder(tf.bool, [])
+        y = tf.cond(p, lambda: x * 2.0, lambda: x - 1.0)
+    with tf.Session(graph=g, device="opencl") as sess:
+        for i in range(6):
+            xv = np.full((2, 3), float(i), np.float32)
+            np.testing.assert_allclose(sess.run(y, {x: xv, p: i % 2 == 0}), xv * 2 if i % 2 == 0 else xv - 1)
+        assert -1 in sess._executor.plain_runs.values() and not _tapes(sess)
