@@ -382,6 +382,30 @@ def test_batches_go_up_through_pinned_staging_buffers_and_arrive_whole():
     assert small.host is not None  # small feeds keep theirs (shape functions read them)
 
 
+def test_accumulate_of_many_tensors_is_copy_add_and_scale_bit_for_bit():
+    """Micro-batching's merge, eight tensors a launch (runtime.accumulate), gives what copy, add_into and scale
+    give one tensor at a time; more tensors than a launch takes, two dtypes, an empty one."""
+    rt = opencl.OpenCLRuntime()
+    rng = np.random.default_rng(0)
+    shapes = [(3, 5), (7,), (0,), (2, 2, 3), (1,), (33,), (4, 4), (9,), (5, 1), (2,), (300,)]
+    dtypes = [np.float32] * 8 + [np.float64] * 3 if rt.info["fp64"] else [np.float32] * len(shapes)
+    xs = [rng.standard_normal(sh).astype(dt) for sh, dt in zip(shapes, dtypes)]
+    ys = [rng.standard_normal(sh).astype(dt) for sh, dt in zip(shapes, dtypes)]
+    one = [rt.allocate(x.shape, x.dtype) for x in xs]  # device-written (a fed value keeps its host copy)
+    many = [rt.allocate(x.shape, x.dtype) for x in xs]
+    dx, dy = [rt.copy_in(x) for x in xs], [rt.copy_in(y) for y in ys]
+    for acc, x, y in zip(one, dx, dy):
+        rt.copy(acc, x)
+        rt.add_into(acc, y)
+        rt.scale(acc, 1 / 3)
+    rt.accumulate(many, dx, "copy")
+    rt.accumulate(many, dy, "add")
+    rt.accumulate(many, None, "scale", 1 / 3)
+    for a, b, x, y in zip(one, many, xs, ys):
+        np.testing.assert_array_equal(rt.copy_out(b), rt.copy_out(a))
+        np.testing.assert_allclose(rt.copy_out(b), (x + y) / 3, rtol=1e-6)
+
+
 def test_reductions_short_long_and_split():
     rng = np.random.default_rng(5)
     x, big, wide = _rand(rng, 3, 700, 5), _rand(rng, 40000), _rand(rng, 30, 5, 40)

@@ -174,6 +174,32 @@ void K(multi_sumsq)(SQ_ARGS(0), SQ_ARGS(1), SQ_ARGS(2), SQ_ARGS(3), SQ_ARGS(4), 
 }
 #endif
 
+// Micro-batching's merge of up to 8 accumulators per launch (slots as above): MODE 0 acc = x, 1 acc += x,
+// 2 acc *= factor (x unread); the same arithmetic as a copy, elementwise.cl's add and its scale_const.
+#if WANT_multi_accumulate
+#define ACC_ARGS(X) GLOBAL(T, acc##X), GLOBAL(const T, x##X)
+#define ACC_SHIFT(X) SHIFT(acc##X); SHIFT(x##X);
+#define ACC_PICK(X) case X: acc = acc##X; x = x##X; break;
+__kernel void K(multi_accumulate)(ACC_ARGS(0), ACC_ARGS(1), ACC_ARGS(2), ACC_ARGS(3), ACC_ARGS(4), ACC_ARGS(5),
+                                  ACC_ARGS(6), ACC_ARGS(7), int8 ends, T factor) {
+    ACC_SHIFT(0) ACC_SHIFT(1) ACC_SHIFT(2) ACC_SHIFT(3) ACC_SHIFT(4) ACC_SHIFT(5) ACC_SHIFT(6) ACC_SHIFT(7)
+    int i = get_global_id(0);
+    if (i >= ends.s7) return;
+    int s = slot_of(i, ends);
+    __global T* acc = acc0;
+    __global const T* x = x0;
+    switch (s) { ACC_PICK(1) ACC_PICK(2) ACC_PICK(3) ACC_PICK(4) ACC_PICK(5) ACC_PICK(6) ACC_PICK(7) }
+    int j = i - SLOT_START(ends, s);
+#if MODE == 0
+    acc[j] = x[j];
+#elif MODE == 1
+    acc[j] += x[j];
+#else
+    acc[j] *= factor;
+#endif
+}
+#endif
+
 #if WANT_multi_gradient_descent
 #define GD_ARGS(X) GLOBAL(T, var##X), GLOBAL(const T, delta##X)
 #define GD_SHIFT(X) SHIFT(var##X); SHIFT(delta##X);

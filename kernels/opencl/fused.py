@@ -226,3 +226,25 @@ def _fused_apply(ctx, ins, outs, attrs):
         # no decay: the kernel reads no decay buffer, any will do
         rt.run(k, g, loc, *buffers, *scalar_args, scalar_args[0] if decay is None else decay, ends, bits,
                *flag_args)
+
+
+# -- micro-batching's merge (tfplus.planner.execute) ------------------------------------------------------------
+_MODES = {"copy": 0, "add": 1, "scale": 2}
+
+
+def multi_accumulate(rt, accs: list, xs: list | None, how: str, factor: float = 1.0) -> None:
+    """For each i: accs[i] = xs[i] ("copy"), accs[i] += xs[i] ("add") or accs[i] *= factor ("scale", xs None),
+    eight tensors of one dtype per launch instead of a launch each."""
+    xs = accs if xs is None else xs
+    by_dtype: dict = {}
+    for a, x in zip(accs, xs):
+        if a.size:
+            by_dtype.setdefault(a.dtype, []).append((a, x))
+    for dt, pairs in by_dtype.items():
+        k = kernel(rt, SRC, "multi_accumulate", dt, MODE=_MODES[how])
+        for lo in range(0, len(pairs), _SLOTS):
+            part = pairs[lo:lo + _SLOTS]
+            ends = np.cumsum([a.size for a, _ in part])
+            ends = np.concatenate([ends, np.full(_SLOTS - len(part), ends[-1])])
+            buffers = [b for a, x in part + [part[0]] * (_SLOTS - len(part)) for b in (a, x)]
+            rt.run(k, *rt.grid1d(int(ends[-1])), *buffers, int8(ends.tolist()), dt.type(factor))

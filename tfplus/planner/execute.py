@@ -11,8 +11,8 @@ over the batch), once per program; micro-batching replays the phase's program on
 Device runtimes plug in with two optional methods (the cpu device needs neither):
   `allocate_arena(nbytes) -> arena` and `sub_buffer(arena, offset, shape, dtype) -> buffer` (a view at a byte
   offset), and report `arena_alignment` (bytes; OpenCL: CL_DEVICE_MEM_BASE_ADDR_ALIGN / 8). Micro-batching uses the
-runtime's `copy`, `copy_rows`, `add_into` and `scale`; a runtime whose views remember a host value has
-`fresh(view)`, called when a planned output is handed out again.
+runtime's `copy`, `copy_rows`, `add_into` and `scale` (or `accumulate`, the three over many tensors at once); a
+runtime whose views remember a host value has `fresh(view)`, called when a planned output is handed out again.
 """
 from __future__ import annotations
 
@@ -348,18 +348,18 @@ class Bound:
             # a micro-batch's rows of a fed batch are a view of it (opencl: an offset)
             part_feeds = {t: v[j * m:(j + 1) * m] if t in batch_feeds else v for t, v in feeds.items()}
             values = self._phase(0, part_feeds)
+            merge: dict[str, list] = {"copy": [], "add": []}
             for t, acc in self.acc.items():
                 src = values[t]
                 how = p.fetch_merge.get(t, "mean")
                 if how == "concat":
                     rt.copy_rows(acc, j * m, src, 0, m)
-                elif how == "last" or j == 0:
-                    rt.copy(acc, src)
                 else:
-                    rt.add_into(acc, src)
-        for t, acc in self.acc.items():
-            if p.fetch_merge.get(t, "mean") == "mean":
-                rt.scale(acc, 1.0 / k)
+                    merge["copy" if how == "last" or j == 0 else "add"].append((acc, src))
+            for how, pairs in merge.items():
+                _accumulate(rt, how, pairs)
+        _accumulate(rt, "scale", [(acc, None) for t, acc in self.acc.items()
+                                  if p.fetch_merge.get(t, "mean") == "mean"], 1.0 / k)
         out = dict(self.acc)
         if len(p.phases) > 1:
             grads = {t: acc for t, acc in self.acc.items() if t not in p.fetch_merge}
@@ -403,8 +403,7 @@ class Bound:
         known.update(out)
         for j in range(k):
             sums = run(2, j)
-            for t in cut.partials:
-                (rt.add_into if j else rt.copy)(self.acc[t], sums[t])
+            _accumulate(rt, "add" if j else "copy", [(self.acc[t], sums[t]) for t in cut.partials])
         out.update(run(3))
         return out
 
@@ -439,6 +438,22 @@ class _Lane(Bound):
 
     def _phase(self, i: int, feeds: dict) -> dict:
         return dict(zip(self.program.fetches, self.program.replay(feeds)))
+
+
+def _accumulate(rt, how: str, pairs: list, factor: float = 1.0) -> None:
+    """(acc, x) pairs: acc = x ("copy"), acc += x ("add") or acc *= factor ("scale"); in a few launches on a
+    runtime that merges many tensors at once (OpenCL: `accumulate`), else one call per tensor."""
+    if not pairs:
+        return
+    many = getattr(rt, "accumulate", None)
+    if many is not None:
+        many([a for a, _ in pairs], None if how == "scale" else [x for _, x in pairs], how, factor)
+        return
+    for acc, x in pairs:
+        if how == "scale":
+            rt.scale(acc, factor)
+        else:
+            (rt.copy if how == "copy" else rt.add_into)(acc, x)
 
 
 def _with_attrs(kernel, attrs: dict):

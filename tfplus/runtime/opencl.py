@@ -1024,6 +1024,11 @@ class OpenCLRuntime:
         from tfplus.kernels.opencl.elementwise import scale
         scale(self, acc, factor)
 
+    def accumulate(self, accs: list, xs: list | None, how: str, factor: float = 1.0) -> None:
+        """copy / add_into / scale ("copy", "add", "scale") of many tensors at once: a launch per eight."""
+        from tfplus.kernels.opencl.fused import multi_accumulate
+        multi_accumulate(self, accs, xs, how, factor)
+
     # -- tapes (tfplus.executor replays a planned program's launches) -----------------------------------------
     def tape_begin(self, feeds: list, fixed: list) -> bool:
         """Starts recording this thread's launches on a tape; `feeds`: the run's fed buffers, `fixed`: buffers
