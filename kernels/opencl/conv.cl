@@ -107,29 +107,45 @@ __kernel GEMM_ATTR void K(conv_wgrad)(GLOBAL(T, out), GLOBAL(const T, x), GLOBAL
     // slice; (b, oh, ow) follow it without a division per slice.
     int p = p_begin + tid % TK;
     int ow = p % OW, q = p / OW, oh = q % OH, b = q / OH;
-    for (int k0 = p_begin; k0 < p_end; k0 += TK, p += TK) {
-        bool live = p < p_end;
-        int ih0 = oh * sh - ph, iw0 = ow * sw - pw;
-        int xpos = b * xN + ih0 * xH + iw0 * xW, dpos = b * dN + oh * dH + ow * dW;
+    // As in conv: the next slice is read into registers while this one is multiplied. A load reads at this
+    // thread's p and then moves p, and (b, oh, ow) with it, TK on.
+    T ra[A_LOADS], rb[B_LOADS];
+#define WGRAD_LOAD \
+    { \
+        bool live = p < p_end; \
+        int ih0 = oh * sh - ph, iw0 = ow * sw - pw; \
+        int xpos = b * xN + ih0 * xH + iw0 * xW, dpos = b * dN + oh * dH + ow * dW; \
+        for (int r = 0; r < A_LOADS; r++) { \
+            int ih = ih0 + at[r].z, iw = iw0 + at[r].w; \
+            ra[r] = (live && (uint)ih < (uint)H && (uint)iw < (uint)W) ? x[xpos + at[r].y] : (T)0; \
+        } \
+        for (int r = 0; r < B_LOADS; r++) { \
+            B_POS(r, nn, kk); \
+            int n = n0 + nn; \
+            rb[r] = (live && n < N) ? dy[dpos + n * dC] : (T)0; \
+        } \
+        p += TK; \
+        for (ow += TK; ow >= OW; ow -= OW) { \
+            if (++oh == OH) { \
+                oh = 0; \
+                b++; \
+            } \
+        } \
+    }
+    WGRAD_LOAD
+    for (int k0 = p_begin; k0 < p_end; k0 += TK) {
         for (int r = 0; r < A_LOADS; r++) {
             A_POS(r, mm, kk);
-            int ih = ih0 + at[r].z, iw = iw0 + at[r].w;
-            As[kk][mm] = (live && (uint)ih < (uint)H && (uint)iw < (uint)W) ? x[xpos + at[r].y] : (T)0;
+            As[kk][mm] = ra[r];
         }
         for (int r = 0; r < B_LOADS; r++) {
             B_POS(r, nn, kk);
-            int n = n0 + nn;
-            Bs[kk][nn] = (live && n < N) ? dy[dpos + n * dC] : (T)0;
+            Bs[kk][nn] = rb[r];
         }
         barrier(CLK_LOCAL_MEM_FENCE);
+        if (k0 + TK < p_end) WGRAD_LOAD
         GEMM_TILE
         barrier(CLK_LOCAL_MEM_FENCE);
-        for (ow += TK; ow >= OW; ow -= OW) {
-            if (++oh == OH) {
-                oh = 0;
-                b++;
-            }
-        }
     }
     __global T* part = out + get_group_id(2) * M * N;
     for (int i = 0; i < WM; i++) {
