@@ -181,3 +181,22 @@ def test_a_step_the_planner_cannot_plan_runs_plainly_every_time(monkeypatch):
             xv = np.full((2, 3), float(i), np.float32)
             np.testing.assert_allclose(sess.run(y, {x: xv, p: i % 2 == 0}), xv * 2 if i % 2 == 0 else xv - 1)
         assert -1 in sess._executor.plain_runs.values() and not _tapes(sess)
+
+
+def test_a_step_moved_onto_a_plan_holds_one_step_s_memory(monkeypatch):
+    """The plain run's buffers go back to the driver when the plan's arena takes over: the device holds the
+    variables, slots and the arena, not also a pool of the plain run's buffers."""
+    monkeypatch.setenv("TFPLUS_OPENCL_REPLAY", "1")
+    tg = _small_cnn()
+    fetches = [tg.train_op, tg.loss]
+    feeds = _batches(tg, 4)
+    with tf.Session(graph=tg.graph, device="opencl") as sess:
+        rt = sess.runtime
+        sess.run(tg.init_op)
+        sess.run(fetches, feeds[0])  # plain: its temporaries end up in the pool's free lists
+        free = rt.pool_bytes - rt.in_use_bytes
+        for feed in feeds[1:]:
+            sess.run(fetches, feed)
+        bound = next(b for b in sess._plans.values() if isinstance(b, Bound))
+        assert rt.in_use_bytes >= bound.plan.arena_bytes
+        assert rt.pool_bytes - rt.in_use_bytes < free / 4, (free, rt.pool_bytes - rt.in_use_bytes)

@@ -78,6 +78,11 @@ def run_replayed(executor, flat: list, feeds: dict, graph) -> list | None:
         arena = _shared(executor)
         with arena.lock:
             executor.programs[key] = Bound(p, executor)
+        # The plain run's buffers went back to the runtime's pool; the plan's arena replaces them, so that a
+        # device holds one step's memory, not two.
+        trim = getattr(executor.runtime, "trim", None)
+        if trim is not None:
+            trim()
     return run_planned(executor, flat, feeds, None, graph)
 
 
