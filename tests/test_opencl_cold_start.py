@@ -105,6 +105,18 @@ def test_prebuilt_programs_give_the_same_results_and_are_built_once(tmp_path, mo
     assert not dev.builds.queue and not dev.builds.done and dev.compiling.count == 1
 
 
+def test_a_merged_prebuild_not_started_yet_is_built_when_asked_for(tmp_path, monkeypatch):
+    """A step that needs a kernel before the build threads got to its merged program builds that program, with
+    all its kernels, instead of one program per kernel."""
+    run, want, used = _first_run(monkeypatch, tmp_path)
+    dev, builds = _fresh_device(monkeypatch, tmp_path / "b")
+    monkeypatch.setattr(opencl._Builds, "THREADS", 0)  # queued, never started
+    assert dev.prebuild(used) == 1 and dev.builds.queue
+    np.testing.assert_array_equal(run(), want)
+    (files, options), = builds
+    assert options.count("-DWANT_") == 3 and not dev.builds.queue
+
+
 def test_a_failed_merged_prebuild_builds_each_program_alone(tmp_path, monkeypatch):
     run, want, used = _first_run(monkeypatch, tmp_path)
     build = opencl._Device._build

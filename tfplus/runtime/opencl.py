@@ -738,7 +738,15 @@ class _Device:
             self.used.append(key)
             merged = self.merged.get(key)
             if merged is not None:  # a failed merged build (None) falls back to this key's own
+                queued = merged in self.builds.queue
                 prg = self.programs.get(merged) or self.builds.take(merged)
+                if prg is None and queued:
+                    # Not started yet: built here with all its kernels, not as this key's own (its other
+                    # kernels would each need a build of their own, which the driver does one at a time).
+                    try:
+                        prg = self._build(*merged)
+                    except Exception:  # noqa: BLE001  kernels that clash in one program: each builds alone
+                        prg = None
                 if prg is not None:
                     self.programs[merged] = prg
             prg = self.programs[key] = prg or self.builds.take(key) or self._build(files, options)
