@@ -547,6 +547,11 @@ class _Builds:
                 t.start()
         return len(new)
 
+    def claim(self, key) -> bool:
+        """Whether `key` was queued and not started: it is dropped from the queue, for the caller to build."""
+        with self.lock:
+            return bool(self.queue.pop(key, False))
+
     def take(self, key):
         """The program of `key` built here (waiting for it if its build is running); None if none was
         started (it is dropped from the queue: the caller builds it now) or its build failed (the caller
@@ -738,15 +743,16 @@ class _Device:
             self.used.append(key)
             merged = self.merged.get(key)
             if merged is not None:  # a failed merged build (None) falls back to this key's own
-                queued = merged in self.builds.queue
-                prg = self.programs.get(merged) or self.builds.take(merged)
-                if prg is None and queued:
+                prg = self.programs.get(merged)
+                if prg is None and self.builds.claim(merged):
                     # Not started yet: built here with all its kernels, not as this key's own (its other
                     # kernels would each need a build of their own, which the driver does one at a time).
                     try:
                         prg = self._build(*merged)
                     except Exception:  # noqa: BLE001  kernels that clash in one program: each builds alone
                         prg = None
+                elif prg is None:
+                    prg = self.builds.take(merged)
                 if prg is not None:
                     self.programs[merged] = prg
             prg = self.programs[key] = prg or self.builds.take(key) or self._build(files, options)
