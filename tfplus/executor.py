@@ -164,7 +164,6 @@ class _Taped:
 
 # Recordings a signature gets before it runs without a tape for good.
 _TAPE_TRIES = 4
-_DEBUG = os.environ.get("TFPLUS_DEBUG", "0") not in ("", "0")
 
 
 class Program:
@@ -406,7 +405,7 @@ class Program:
             t.tape, t.fetched, t.last, t.why = tape, fetched, None, None
         else:
             t.last, t.misses, t.why = tape, t.misses + 1, "two runs launched different kernels or arguments"
-        if t.why is not None and t.misses >= _TAPE_TRIES and _DEBUG:
+        if t.why is not None and t.misses >= _TAPE_TRIES and os.environ.get("TFPLUS_DEBUG", "0") not in ("", "0"):
             print(f"tfplus: a step of {len(self.order)} ops runs without a tape: {t.why}", file=sys.stderr)
         return True
 

@@ -31,10 +31,11 @@ from tfplus.planner.plan import DeviceFacts, MemoryPlan, plan
 from tfplus.registry import kernel_variant
 
 
-def run_planned(executor, flat: list, feeds: dict, budget: int, graph) -> list:
+def run_planned(executor, flat: list, feeds: dict, budget: int, graph, key: tuple | None = None) -> list:
     """Runs the fetches `flat` with `feeds` ({Tensor: device buffer}) within `budget` bytes on the executor's
-    device. Plans once per (fetches, feed shapes); returns the buffers of the tensor fetches, in order."""
-    key = _key(flat, {t: v.shape for t, v in feeds.items()})
+    device. Plans once per (fetches, feed shapes) (`key`, when the caller has made it); returns the buffers of
+    the tensor fetches, in order."""
+    key = key or _key(flat, {t: v.shape for t, v in feeds.items()})
     arena = _shared(executor)
     with arena.lock:
         bound = executor.programs.get(key)
@@ -71,7 +72,7 @@ def run_replayed(executor, flat: list, feeds: dict, graph) -> list | None:
                      graph=flat[0].graph if flat else graph)
         except Exception as e:  # noqa: BLE001  a step that runs plainly must not fail for want of a plan
             seen[key] = -1
-            if _debug():
+            if os.environ.get("TFPLUS_DEBUG", "0") not in ("", "0"):
                 print(f"tfplus: a step of {len(flat)} fetches runs without a plan (no replay): {e}",
                       file=sys.stderr)
             return None
@@ -83,11 +84,7 @@ def run_replayed(executor, flat: list, feeds: dict, graph) -> list | None:
         trim = getattr(executor.runtime, "trim", None)
         if trim is not None:
             trim()
-    return run_planned(executor, flat, feeds, None, graph)
-
-
-def _debug() -> bool:
-    return os.environ.get("TFPLUS_DEBUG", "0") not in ("", "0")
+    return run_planned(executor, flat, feeds, None, graph, key)
 
 
 def device_facts(runtime) -> DeviceFacts:
