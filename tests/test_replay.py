@@ -207,3 +207,24 @@ def test_a_step_moved_onto_a_plan_holds_one_step_s_memory(monkeypatch):
         assert rt.in_use_bytes >= bound.plan.arena_bytes
         after = rt.pool_bytes - rt.in_use_bytes - base  # the last run's fed batch
         assert after < free / 4, (free, after)
+
+
+def test_a_recorded_copy_and_launch_follow_their_feed_when_it_moves():
+    """The runtime's tape on its own: a device copy out of a feed and a kernel reading it, recorded twice with the
+    feed in two places, replayed with it in a third: both read the third."""
+    from tfplus.kernels.opencl.elementwise import scale
+    from tfplus.runtime import opencl
+    rt = opencl.OpenCLRuntime()
+    batch = rt.copy_in(np.arange(24, dtype=np.float32).reshape(6, 4))
+    out = rt.allocate((2, 4), np.float32)
+
+    def record(feed):
+        assert rt.tape_begin([feed], [])
+        rt.copy(out, feed)
+        scale(rt, out, 2.0)  # a launch on a fixed buffer, after the copy
+        return rt.tape_end([])
+    first, second = record(batch[0:2]), record(batch[2:4])
+    assert first.same(second) and [s[2] for s in second.subs] == [0]
+    rt.tape_ready(second)
+    assert rt.tape_play(second, [batch[4:6]], [])
+    np.testing.assert_array_equal(rt.copy_out(out), 2 * np.arange(16, 24, dtype=np.float32).reshape(2, 4))

@@ -373,10 +373,10 @@ class _Tape:
                     if type(a) is int:
                         a = np.uint64(a)  # a buffer's byte offset (common.cl: GLOBAL)
                     kc.set_arg(pos, a)
-                calls.append([cl._cl.enqueue_nd_range_kernel, queue, kc, gsize, lsize])
+                calls.append((cl._cl.enqueue_nd_range_kernel, [queue, kc, gsize, lsize]))
             else:
                 _, dst, dst_off, src, src_off, n = it
-                calls.append([cl._cl._enqueue_copy_buffer, queue, src, dst, n, src_off, dst_off])
+                calls.append((cl._cl._enqueue_copy_buffer, [queue, src, dst, n, src_off, dst_off]))
         self.items = calls
 
     def play(self, feeds: list) -> None:
@@ -384,15 +384,15 @@ class _Tape:
         if feeds != self.at:
             for item, pos, i, rel in self.subs:
                 buf, off = feeds[i]
-                call = self.items[item]
-                if call[0] is cl._cl._enqueue_copy_buffer:  # pos 1: dst, 3: src, as recorded
-                    call[3 if pos == 1 else 2], call[6 if pos == 1 else 5] = buf, off + rel
+                fn, args = self.items[item]
+                if fn is cl._cl._enqueue_copy_buffer:  # pos 1: dst, 3: src, as recorded
+                    args[2 if pos == 1 else 1], args[5 if pos == 1 else 4] = buf, off + rel
                 else:
-                    call[2].set_arg(pos, buf)
-                    call[2].set_arg(pos + 1, np.uint64(off + rel))
+                    args[1].set_arg(pos, buf)
+                    args[1].set_arg(pos + 1, np.uint64(off + rel))
             self.at = list(feeds)
-        for call in self.items:
-            call[0](*call[1:])
+        for fn, args in self.items:
+            fn(*args)
 
 
 # -- programs ------------------------------------------------------------------------------------------------
