@@ -228,3 +228,13 @@ def test_a_recorded_copy_and_launch_follow_their_feed_when_it_moves():
     rt.tape_ready(second)
     assert rt.tape_play(second, [batch[4:6]], [])
     np.testing.assert_array_equal(rt.copy_out(out), 2 * np.arange(16, 24, dtype=np.float32).reshape(2, 4))
+
+
+def test_devices_says_whether_steps_replay(monkeypatch, capsys):
+    from tfplus.cli import main
+    monkeypatch.delenv("TFPLUS_OPENCL_REPLAY", raising=False)
+    assert main(["devices"]) == 0
+    assert "repeated steps: replay their recorded kernel launches" in capsys.readouterr().out
+    monkeypatch.setenv("TFPLUS_OPENCL_REPLAY", "0")
+    assert main(["devices"]) == 0
+    assert "repeated steps: launched op by op" in capsys.readouterr().out

@@ -311,6 +311,10 @@ def _devices(out) -> int:
         print(f"{'opencl:%d' % d['index']:<10} {d['name'].strip()} ({d['platform'].strip()}), {d['type']}, "
               f"{d['compute_units']} compute units, {format_size(d['global_mem_bytes'])}, "
               f"{d['opencl_version'].strip()}", file=out)
+    if devices:
+        print(f"{'':10} repeated steps: " + ("replay their recorded kernel launches" if opencl.replay_enabled()
+                                              else "launched op by op") + " ($TFPLUS_OPENCL_REPLAY=0: op by op)",
+              file=out)
     return 0
 
 

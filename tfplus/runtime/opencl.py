@@ -91,6 +91,11 @@ def parse_tuning(text: str, device_name: str) -> dict:
     return dict(table) if ok else {}
 
 
+def replay_enabled() -> bool:
+    """Whether planned steps replay their recorded launches (see _Tape): unless TFPLUS_OPENCL_REPLAY=0."""
+    return os.environ.get("TFPLUS_OPENCL_REPLAY", "1") not in ("", "0")
+
+
 def _debug() -> int:
     try:
         return int(os.environ.get("TFPLUS_DEBUG", "0") or 0)
@@ -923,7 +928,7 @@ class OpenCLRuntime:
         self.plans: dict = {}  # launchers' per-shape launch plans (kernel, sizes, scalar arguments)
         self._uploads: collections.deque = collections.deque(maxlen=16)  # events of copy_in's uploads
         self.profile: list | None = [] if os.environ.get("TFPLUS_OPENCL_PROFILE") else None
-        self.replay = os.environ.get("TFPLUS_OPENCL_REPLAY", "1") not in ("", "0")  # see _Tape
+        self.replay = replay_enabled()
 
     # -- the interface the executor uses ---------------------------------------------------------------------
     def allocate(self, shape, dtype) -> DeviceArray:
