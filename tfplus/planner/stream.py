@@ -38,9 +38,11 @@ from typing import NamedTuple
 from tfplus.framework import Operation, Tensor, needed_ops
 from tfplus.planner.liveness import PlanError, phase_of
 
-# Backward ops whose output sums its row-major inputs over the rows (a weight gradient): per micro-batch they
-# give partial sums that add up to the full batch's. Any other op that drops the batch axis stops a cut.
-SUM_OVER_ROWS = ("Conv2DBackpropFilter", "DepthwiseConv2dNativeBackpropFilter", "BiasAddGrad", "MatMul", "Sum")
+# Backward ops whose outputs without the batch axis sum their row-major inputs over the rows (a weight gradient;
+# the graph rewrite's ReLU gradient also gives its bias gradient): per micro-batch they give partial sums that add
+# up to the full batch's. Any other op that drops the batch axis stops a cut.
+SUM_OVER_ROWS = ("Conv2DBackpropFilter", "DepthwiseConv2dNativeBackpropFilter", "BiasAddGrad", "MatMul", "Sum",
+                 "_FusedReluGradBiasAddGrad")
 
 
 class Cut(NamedTuple):
