@@ -38,13 +38,22 @@ def recorded(model: str, device: str) -> list:
         return json.loads(path.read_text())[f"train-{model}"]
 
 
-def tuned(models: list, device: str, name: str) -> None:
-    """Tunes `models`' tiles on `device` (no time bound) and merges them into tuning-gpu.json under `name`."""
+def tuned(models: list, device: str, name: str, budgets: list) -> None:
+    """Tunes `models`' tiles on `device` (no time bound), without a memory budget and under each of `budgets`
+    (their micro-batches and scratch divisors are other problems), and merges them into tuning-gpu.json under
+    `name`."""
     with tempfile.TemporaryDirectory() as cache:
         env = {**os.environ, "XDG_CACHE_HOME": cache, "TFPLUS_OPENCL_TUNE_S": "inf", "TFPLUS_OPENCL_PREBUILD": "0"}
         for model in models:
-            subprocess.run([sys.executable, "-m", "tfplus", "train", "--model", model, "--device", device,
-                            "--synthetic", "--steps", "1", "--no-eval"], env=env, check=True, stdout=subprocess.DEVNULL)
+            for budget in [None, *budgets]:
+                more = [] if budget is None else ["--memory-budget", budget]
+                done = subprocess.run([sys.executable, "-m", "tfplus", "train", "--model", model, "--device",
+                                       device, "--synthetic", "--steps", "1", "--no-eval", *more], env=env,
+                                      stdout=subprocess.DEVNULL)
+                if done.returncode:  # a budget too small for this model: its message is on stderr
+                    if budget is None:
+                        raise SystemExit(f"training {model} failed")
+                    print(f"{model} under {budget}: not tuned", file=sys.stderr)
         (path,) = (Path(cache) / "tfplus" / "opencl").glob("tuning-*.json")
         table = json.loads(path.read_text())
     out = LISTS / "tuning-gpu.json"
@@ -61,11 +70,13 @@ def main() -> None:
     p.add_argument("--device", default="opencl")
     p.add_argument("--models", nargs="+", default=sorted(MODELS), choices=sorted(MODELS))
     p.add_argument("--tuning", action="store_true", help="also ship this GPU's tuned tiles (tuning-gpu.json)")
+    p.add_argument("--budgets", nargs="*", default=["64MB", "32MB", "24MB", "16MB"],
+                   help="with --tuning, also tune the steps planned for these memory budgets")
     args = p.parse_args()
     dev = get_runtime(args.device).dev
     kind = "gpu" if dev.is_gpu else "cpu"
     if args.tuning and dev.is_gpu:
-        tuned(args.models, args.device, dev.device.name)
+        tuned(args.models, args.device, dev.device.name, args.budgets)
     out = LISTS / f"programs-{kind}.json"
     lists = json.loads(out.read_text()) if out.exists() else {}
     for model in args.models:

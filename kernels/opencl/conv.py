@@ -185,7 +185,9 @@ def _wgrad_plan(rt, x, dy, dw, attrs):
         kern = kernel(rt, SRC, "conv_wgrad", dw.dtype, **flags, **_tune.defines(cfg))
         return kern, g_, loc, tab, scalars, splits
 
-    cfg = _tune.choose(rt, f"conv_dw|{dw.dtype.name}|{m}x{n}x{p}", dw.dtype.itemsize,
+    # A scratch divisor leaves fewer work-groups (splits), where smaller tiles may win: tuned apart.
+    d = _divisor(attrs)
+    cfg = _tune.choose(rt, f"conv_dw|{dw.dtype.name}|{m}x{n}x{p}" + (f"/{d}" if d > 1 else ""), dw.dtype.itemsize,
                        lambda cfg: _run_wgrad(rt, make(cfg), x, dy, dw, rt.allocate))
     return make(cfg)
 
