@@ -3,6 +3,7 @@ what compiling cost, GEMM tuning stops at its time budget (TFPLUS_OPENCL_TUNE_S)
 background threads (prebuild, program lists) give what building them when asked for gives."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from types import SimpleNamespace
@@ -35,7 +36,7 @@ def _gpu_runtime():
     dev = SimpleNamespace(is_gpu=True, tuning={}, max_wg=1024, tune_seconds=0.0, save_tuning=lambda: None,
                           programs_of=lambda run, cfg: [], prebuild=lambda keys: 0)
     return SimpleNamespace(dev=dev, info={"local_mem_bytes": 49152}, synchronize=lambda: None,
-                           describe=lambda: "a GPU")
+                           describe=lambda: "a GPU", timing=lambda: contextlib.nullcontext([]))
 
 
 def test_tuning_stops_at_its_budget(monkeypatch):

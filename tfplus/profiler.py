@@ -322,15 +322,10 @@ def _hook_runtime(rt, tracer: StepTracer):
     # Every upload goes through _upload on OpenCL (feeds, constants, fallbacks); the cpu has only copy_in.
     timed("_upload" if hasattr(rt, "_upload") else "copy_in", "h2d", "h2d_bytes")
     timed("copy_out", "d2h", "d2h_bytes")
-    if hasattr(rt, "profiling_queue"):
-        queue, profile = rt.queue, rt.profile
-        rt.synchronize()  # the work queued before the run finishes on the old queue first
-        rt.queue, rt.profile = rt.profiling_queue(), []
-
-        def back():
-            rt.synchronize()
-            rt.queue, rt.profile = queue, profile
-        undo.append(back)
+    if hasattr(rt, "timing"):
+        kernels = rt.timing()
+        kernels.__enter__()
+        undo.append(lambda: kernels.__exit__(None, None, None))
 
     def undo_all():
         for f in reversed(undo):

@@ -38,11 +38,15 @@ def recorded(model: str, device: str) -> list:
         return json.loads(path.read_text())[f"train-{model}"]
 
 
-def tuned(models: list, device: str, name: str, budgets: list) -> None:
+def tuned(models: list, device: str, name: str, budgets: list, fresh: str | None = None) -> None:
     """Tunes `models`' tiles on `device` (no time bound), without a memory budget and under each of `budgets`
     (their micro-batches and scratch divisors are other problems), and merges them into tuning-gpu.json under
-    `name`."""
+    `name`. With `fresh` (the device's tuning file name in the cache) every problem is tuned again, also those
+    the package ships tiles for."""
     with tempfile.TemporaryDirectory() as cache:
+        if fresh:  # an empty tuning file of the device's own: the shipped tiles are not read
+            (Path(cache) / "tfplus" / "opencl").mkdir(parents=True)
+            (Path(cache) / "tfplus" / "opencl" / fresh).write_text("{}")
         env = {**os.environ, "XDG_CACHE_HOME": cache, "TFPLUS_OPENCL_TUNE_S": "inf", "TFPLUS_OPENCL_PREBUILD": "0"}
         for model in models:
             for budget in [None, *budgets]:
@@ -70,13 +74,14 @@ def main() -> None:
     p.add_argument("--device", default="opencl")
     p.add_argument("--models", nargs="+", default=sorted(MODELS), choices=sorted(MODELS))
     p.add_argument("--tuning", action="store_true", help="also ship this GPU's tuned tiles (tuning-gpu.json)")
+    p.add_argument("--retune", action="store_true", help="with --tuning, tune again the problems already shipped")
     p.add_argument("--budgets", nargs="*", default=["64MB", "32MB", "24MB", "16MB"],
                    help="with --tuning, also tune the steps planned for these memory budgets")
     args = p.parse_args()
     dev = get_runtime(args.device).dev
     kind = "gpu" if dev.is_gpu else "cpu"
     if args.tuning and dev.is_gpu:
-        tuned(args.models, args.device, dev.device.name, args.budgets)
+        tuned(args.models, args.device, dev.device.name, args.budgets, dev.tuning_path.name if args.retune else None)
     out = LISTS / f"programs-{kind}.json"
     lists = json.loads(out.read_text()) if out.exists() else {}
     for model in args.models:

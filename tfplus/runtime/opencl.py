@@ -1003,6 +1003,20 @@ class OpenCLRuntime:
             dev.profiling_queue = cl.CommandQueue(dev.ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
         return dev.profiling_queue
 
+    @contextlib.contextmanager
+    def timing(self):
+        """Launches inside the block go to the profiling queue; yields the list of (kernel name, event) they
+        add, all complete when the block ends (autotuning times by the GPU's clock: the host's would time the
+        launches of a short kernel)."""
+        queue, profile = self.queue, self.profile
+        self.synchronize()  # the work queued before finishes on the old queue first
+        self.queue, self.profile = self.profiling_queue(), []
+        try:
+            yield self.profile
+        finally:
+            self.synchronize()
+            self.queue, self.profile = queue, profile
+
     def describe(self) -> str:
         i = self.info
         return f"opencl ({i['platform']} / {i['name']}, {i['opencl_version']}, driver {i['driver_version']})"
