@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 from tfplus import flops
+from tfplus.ops import nn_ops  # noqa: F401  (Conv2D's OpDef, which _FusedConv2DBiasRelu extends)
 from tfplus.registry import get_op_def, not_differentiable, register_op
 from tfplus.shapes import check_rank, check_same_dtype, fmt, merge_dim, spec
 
@@ -45,6 +46,28 @@ def _fused_bias_add_shape(ins, attrs):
 register_op("_FusedBiasAddRelu", inputs=("value", "bias"), outputs=("activations",), attrs=_ATTRS,
             shape_fn=_fused_bias_add_shape, flops=flops.per_output)
 not_differentiable("_FusedBiasAddRelu")
+
+
+# -- _FusedConv2DBiasRelu: activation(conv2d(input, filter) + bias) -------------------------------------------------
+# Conv2D's attrs plus `activation`; the bias is added in the conv's output format (data_format).
+def _fused_conv_shape(ins, attrs):
+    x, f, b = ins
+    _check_attrs(attrs)
+    check_same_dtype(ins, "input, filter and bias")
+    check_rank(b, 1, "bias")
+    (y,) = get_op_def("Conv2D").shape_fn([x, f], attrs)
+    if y.shape is None:
+        return [y]
+    axis = _channel_axis(y.shape, attrs)
+    c = merge_dim(y.shape[axis], b.shape[0] if b.shape else None,
+                  f"bias of shape {fmt(b.shape)} must match the output channels of the convolution {fmt(y.shape)}")
+    return [spec(y.shape[:axis] + (c,) + y.shape[axis + 1:], y.dtype)]
+
+
+register_op("_FusedConv2DBiasRelu", inputs=("input", "filter", "bias"), outputs=("activations",),
+            attrs={**get_op_def("Conv2D").attrs, "activation": "string"}, shape_fn=_fused_conv_shape,
+            flops=flops.conv2d)
+not_differentiable("_FusedConv2DBiasRelu")
 
 
 # -- _FusedReluGradBiasAddGrad: dx = gradients * mask(features), db = dx summed over all but the channel axis ------

@@ -3,6 +3,7 @@ unfused chain. They are not differentiable (they exist only after autodiff), so 
 from __future__ import annotations
 
 import numpy as np
+from cases_nn import conv_attrs, ref_conv
 from optable import Case
 
 from tfplus.framework import apply_op
@@ -35,6 +36,17 @@ def _bias_relu(fmt, act, shape, c):
                 inputs=[_uniform(shape, -4, 10), (c,)], ref=ref, grad=False)
 
 
+def _conv_bias_relu(fmt, act, x_shape, f_shape, strides, padding):
+    def ref(x, f, b):
+        y = ref_conv(x, f, strides, padding, fmt)
+        axis, _ = _channel(fmt, 4)
+        return _act(y + b.reshape([-1 if a == axis else 1 for a in range(4)]), act)
+    attrs = {**conv_attrs(strides, padding, fmt), "activation": act}
+    return Case(f"fused_conv2d_bias_{act.lower()}_{fmt.lower()}_{padding.lower()}_s{strides[0]}",
+                lambda x, f, b: apply_op("_FusedConv2DBiasRelu", [x, f, b], attrs, "fused"),
+                inputs=[x_shape, f_shape, _uniform((f_shape[3],), -1, 2)], ref=ref, grad=False)
+
+
 def _relu_grad_bias(fmt, act, shape, tag=""):
     def ref(g, f):
         dx = g * _mask(f, act)
@@ -58,6 +70,9 @@ CASES = [
     _bias_relu("NHWC", "Relu", (3, 7), 7),       # after a MatMul
     _bias_relu("NCHW", "Relu6", (2, 3, 4, 5), 3),
     _bias_relu("NHWC", "Relu6", (5, 6), 6),
+    _conv_bias_relu("NCHW", "Relu", (2, 3, 5, 5), (3, 3, 3, 4), (1, 1), "SAME"),
+    _conv_bias_relu("NHWC", "Relu", (2, 6, 5, 3), (3, 3, 3, 5), (2, 2), "VALID"),
+    _conv_bias_relu("NCHW", "Relu6", (1, 12, 4, 4), (3, 3, 12, 7), (1, 1), "SAME"),
     _relu_grad_bias("NHWC", "Relu", (2, 3, 5, 4)),
     _relu_grad_bias("NCHW", "Relu", (2, 3, 4, 5)),
     _relu_grad_bias("NHWC", "Relu", (300, 7)),   # more rows than a work-group: the strided loop

@@ -87,9 +87,10 @@ def test_a_mentee_step_fused_equals_unfused(device, data_format, optimizer):
     off, w_off, none = _steps(device, data_format, config=_OFF, optimizer=optimizer)
     assert not none
     (step,) = [f for f in fused.values() if "_FusedReluGradBiasAddGrad" in f]
-    # 7 ReLUs after a bias (5 convs, 2 hidden dense layers); the 16 variables' updates as one op; the 8 weights'
-    # L2Losses and their AddN as one op
-    assert step == {"_FusedBiasAddRelu": 7, "_FusedReluGradBiasAddGrad": 7, "_FusedApply": 1, "_FusedL2Loss": 1}
+    # 7 ReLUs after a bias: 5 with their conv, 2 after hidden dense layers; the 16 variables' updates as one op;
+    # the 8 weights' L2Losses and their AddN as one op
+    assert step == {"_FusedConv2DBiasRelu": 5, "_FusedBiasAddRelu": 2, "_FusedReluGradBiasAddGrad": 7,
+                    "_FusedApply": 1, "_FusedL2Loss": 1}
     np.testing.assert_allclose(on, off, rtol=1e-5)
     for name in w_off:
         np.testing.assert_allclose(w_on[name], w_off[name], rtol=1e-5, atol=1e-6, err_msg=name)

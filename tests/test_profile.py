@@ -66,7 +66,8 @@ def test_chrome_trace_is_valid_and_has_one_span_per_executed_op(traced):
     assert [e["name"] for e in ops] == executed
     names = {op.name for op in tg.graph.get_operations()}
     assert set(executed) <= names
-    assert "conv1/Conv2D" in executed and "train_op" in executed
+    # the graph rewrite (tfplus.optimize) runs conv1's Conv2D, BiasAdd and Relu as one op, named as the Relu
+    assert "conv1/Relu" in executed and "train_op" in executed
     assert not any(n in executed for n in ("images", "labels", "conv1/weights"))
     assert len([e for e in events if e["ph"] == "C"]) == len(ops)  # the memory counter, after each op
     feeds_in = [t for t in md.transfers if t.op == "feed"]
@@ -77,8 +78,8 @@ def test_chrome_trace_is_valid_and_has_one_span_per_executed_op(traced):
         # the graph rewrite (tfplus.optimize) updates all variables in one op, named as the last update
         (update,) = [s.name for s in md.step_stats if s.type == "_FusedApply"]
         assert update.startswith("train_op/update_") and update.endswith("/ApplyMomentum")
-        assert {e["args"]["op"] for e in kernels} >= {"conv1/Conv2D", update}
-        conv = next(s for s in md.step_stats if s.name == "conv1/Conv2D")
+        assert {e["args"]["op"] for e in kernels} >= {"conv1/Relu", update}
+        conv = next(s for s in md.step_stats if s.name == "conv1/Relu")
         assert 0 < conv.device_us <= conv.wall_us
 
 
@@ -93,8 +94,9 @@ def test_op_times_add_up_to_the_step_time(traced):
 
 def test_live_bytes_and_flops_recorded(traced):
     _, _, feeds, md, _ = traced
-    conv = next(s for s in md.step_stats if s.name == "conv1/Conv2D")
-    assert conv.input_shapes == [(BATCH, 3, 32, 32), (3, 3, 3, 4)] and conv.output_shapes == [(BATCH, 4, 32, 32)]
+    conv = next(s for s in md.step_stats if s.name == "conv1/Relu")  # Conv2D, BiasAdd and Relu as one op
+    assert conv.type == "_FusedConv2DBiasRelu"
+    assert conv.input_shapes == [(BATCH, 3, 32, 32), (3, 3, 3, 4), (4,)] and conv.output_shapes == [(BATCH, 4, 32, 32)]
     assert conv.flops == 2 * BATCH * 4 * 32 * 32 * 3 * 3 * 3
     assert conv.bytes_written == BATCH * 4 * 32 * 32 * 4
     # Live bytes hold at least the conv's output and the fed images.
@@ -113,7 +115,7 @@ def test_phases_of_a_mentee_step(traced):
             assert s.phase != "backward", s
         if s.type.startswith("Apply") or s.type == "_FusedApply":
             assert s.phase == "update", s
-    assert phase["conv1/Conv2D"] == phase["fc3/MatMul"] == phase["loss/cross_entropy"] == "forward"
+    assert phase["conv1/Relu"] == phase["fc3/MatMul"] == phase["loss/cross_entropy"] == "forward"
     assert phase["gradients/conv2/Conv2D_grad/Conv2DBackpropFilter"] == "backward"
     assert phase["train_op"] == phase["train_op/update"] == "update"  # global step += 1, the group
     # the graph rewrite (tfplus.optimize) updates the 16 variables in one op, adding the 8 weights' decay

@@ -18,7 +18,9 @@ names (variables, random streams and profiles find them); a fused op takes the n
 A tensor is fused away only when nothing else in the step reads it and it is neither fetched nor fed.
 
 Patterns:
-- BiasAdd -> Relu / Relu6 becomes _FusedBiasAddRelu (the BiasAdd output is fused away);
+- BiasAdd -> Relu / Relu6 becomes _FusedBiasAddRelu (the BiasAdd output is fused away), and with the Conv2D
+  before it (its output read by the BiasAdd alone) _FusedConv2DBiasRelu: the conv kernel adds the bias and
+  applies the activation as it writes its output, so the step makes one pass less over the conv's output;
 - ReluGrad / Relu6Grad -> BiasAddGrad becomes _FusedReluGradBiasAddGrad, giving dx and db in one pass (dx stays
   a tensor: the conv / matmul backprops read it);
 - AddN of L2Losses only (weight decay's sum) becomes _FusedL2Loss, one multi-tensor sum of squares;
@@ -99,6 +101,12 @@ def optimize(graph: Graph, fetches: list, feeds) -> Rewritten | None:
                          "activation": _ACTIVATIONS[op.type]}
                 fuse[op] = ("_FusedBiasAddRelu", list(p.inputs), attrs)
                 absorbed[p] = op
+                c = p.inputs[0].op
+                if c.type == "Conv2D" and c in ops and only_reader(p.inputs[0], p) and c not in pinned_ops \
+                        and c not in controlled and c not in absorbed \
+                        and c.attrs.get("data_format", "NHWC") == attrs["data_format"]:
+                    fuse[op] = ("_FusedConv2DBiasRelu", [*c.inputs, p.inputs[1]], {**c.attrs, **attrs})
+                    absorbed[c] = op
         elif op.type == "BiasAddGrad":
             q = op.inputs[0].op
             if q.type in _ACTIVATION_GRADS and q in ops and op.inputs[0] not in feeds and q not in fuse \

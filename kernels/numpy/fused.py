@@ -13,6 +13,7 @@ from tfplus.dtypes import FLOATS, as_dtype, bool_
 from tfplus.ops.fused_ops import apply_groups, split_decay
 from tfplus.registry import (
     WORKSPACES,
+    ChunkSpec,
     TensorSpec,
     find_kernel,
     get_op_def,
@@ -42,6 +43,19 @@ def _fused_bias_add_relu(ctx, ins, outs, attrs):
         np.add(a, c, out=o)
         _activate(o, act)
     threads.sharded(body, outs[0], x, b.reshape(_channel_shape(x, attrs["data_format"])))
+
+
+# -- _FusedConv2DBiasRelu: the Conv2D kernel, then the bias and the activation over its output in place ----------
+@register_kernel("_FusedConv2DBiasRelu", "cpu", FLOATS, chunk=ChunkSpec(batch=(0,), scratch_divisor=True))
+def _fused_conv2d_bias_relu(ctx, ins, outs, attrs):
+    x, f, b = ins
+    find_kernel("Conv2D", "cpu", as_dtype(x.dtype))(ctx, [x, f], outs, attrs)
+    _fused_bias_add_relu(ctx, [outs[0], b], outs, attrs)
+
+
+@register_workspace("_FusedConv2DBiasRelu", "cpu")
+def _fused_conv2d_bias_relu_ws(ins, attrs):
+    return WORKSPACES[("Conv2D", "cpu")](ins[:2], attrs)
 
 
 # -- _FusedReluGradBiasAddGrad -----------------------------------------------------------------------------------

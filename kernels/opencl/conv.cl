@@ -11,11 +11,16 @@
 //   p range (get_group_id(2)) writing its own partial sum.
 
 #if WANT_conv
+// EPILOGUE (_FusedConv2DBiasRelu): 1 writes max(acc + bias[m], 0), 2 clamps it to [0, 6] (Relu6); the same
+// arithmetic as fused.cl's fused_bias_relu over the conv's output. Without it, `bias` is not read.
+#ifndef EPILOGUE
+#define EPILOGUE 0
+#endif
 __kernel GEMM_ATTR void K(conv)(GLOBAL(T, out), GLOBAL(const T, x), GLOBAL(const T, w),
-                                GLOBAL(const int4, tab), int M, int N, int Kd, int OH, int OW, int H, int W,
-                                int xN, int xH, int xW, int oN, int oC, int oH, int oW, int sh, int sw, int ph,
-                                int pw, int sam, int SH, int SW) {
-    SHIFT(out); SHIFT(x); SHIFT(w); SHIFT(tab);
+                                GLOBAL(const int4, tab), GLOBAL(const T, bias), int M, int N, int Kd, int OH,
+                                int OW, int H, int W, int xN, int xH, int xW, int oN, int oC, int oH, int oW,
+                                int sh, int sw, int ph, int pw, int sam, int SH, int SW) {
+    SHIFT(out); SHIFT(x); SHIFT(w); SHIFT(tab); SHIFT(bias);
     GEMM_BEGIN
     // This thread's B columns are fixed: find their image positions once.
     int bpos[B_LOADS], bih[B_LOADS], biw[B_LOADS];
@@ -82,7 +87,13 @@ __kernel GEMM_ATTR void K(conv)(GLOBAL(T, out), GLOBAL(const T, x), GLOBAL(const
         int base = b * oN + oh * oH + ow * oW;
         for (int i = 0; i < WM; i++) {
             int m = m0 + ty + i * TY;
+#if EPILOGUE == 1
+            if (m < M) out[base + m * oC] = fmax(acc[i][j] + bias[m], (T)0);
+#elif EPILOGUE == 2
+            if (m < M) out[base + m * oC] = clamp(acc[i][j] + bias[m], (T)0, (T)6);
+#else
             if (m < M) out[base + m * oC] = acc[i][j];
+#endif
         }
     }
 }

@@ -62,34 +62,48 @@ def _divisor(attrs) -> int:
 
 
 def _conv(rt, kind: str, out, x, w, tab, m: int, n: int, k: int, out_hw, in_hw, xs, os_, stride, pad,
-          sam: int, divisors, a_k_fast: bool, b_k_fast: bool, strided: bool):
-    """The launch plan (kernel, global, local, scalar arguments) of one conv.cl `conv` call, tuned."""
+          sam: int, divisors, a_k_fast: bool, b_k_fast: bool, strided: bool, epilogue: int = 0, bias=None):
+    """The launch plan (kernel, global, local, scalar arguments) of one conv.cl `conv` call, tuned; `epilogue`
+    1 / 2 adds `bias` and applies Relu / Relu6 (conv.cl EPILOGUE)."""
     flags = {"A_K_FAST": int(a_k_fast), "B_K_FAST": int(b_k_fast), "STRIDED": int(strided)}
+    # The epilogue costs next to nothing beside the GEMM: the plain conv's tiles serve (one tuning key).
+    more = {"EPILOGUE": epilogue} if epilogue else {}
     i32 = np.int32
     scalars = tuple(i32(v) for v in (m, n, k, *out_hw, *in_hw, xs[0], xs[2], xs[3], *os_, *stride, *pad, sam,
                                       *divisors))
 
     def make(cfg):
         g, loc = _tune.launch_shape(cfg, m, n)
-        return kernel(rt, SRC, "conv", out.dtype, **flags, **_tune.defines(cfg)), g[:2], loc[:2], tab, scalars
+        return kernel(rt, SRC, "conv", out.dtype, **flags, **more, **_tune.defines(cfg)), g[:2], loc[:2], tab, \
+            scalars
 
     def run(cfg):
         kern, g, loc, _, _ = make(cfg)
-        rt.run(kern, g, loc, out, x, w, tab, *scalars)
+        rt.run(kern, g, loc, out, x, w, tab, bias, *scalars)
 
     key = f"{kind}|{out.dtype.name}|{''.join(str(v) for v in flags.values())}|{m}x{n}x{k}"
     return make(_tune.choose(rt, key, out.dtype.itemsize, run))
 
 
-def _run_conv(rt, plan, out, x, w) -> None:
+def _run_conv(rt, plan, out, x, w, bias=None) -> None:
     kern, g, loc, tab, scalars = plan
-    rt.run(kern, g, loc, out, x, w, tab, *scalars)
+    rt.run(kern, g, loc, out, x, w, tab, bias, *scalars)
 
 
 @register("Conv2D", F)
 def _conv2d(ctx, ins, outs, attrs):
-    rt, (x, f), out = ctx.runtime, ins, outs[0]
-    key = ("Conv2D", x.shape, f.shape, x.dtype, _attrs_key(attrs))
+    _forward(ctx.runtime, *ins, outs[0], attrs)
+
+
+@register("_FusedConv2DBiasRelu", F)
+def _fused_conv2d_bias_relu(ctx, ins, outs, attrs):
+    x, f, b = ins
+    _forward(ctx.runtime, x, f, outs[0], attrs, b, 1 if attrs["activation"] == "Relu" else 2)
+
+
+def _forward(rt, x, f, out, attrs, bias=None, epilogue: int = 0) -> None:
+    """Conv2D, or with `epilogue` (conv.cl EPILOGUE) the bias and activation added as the output is written."""
+    key = ("Conv2D", x.shape, f.shape, x.dtype, _attrs_key(attrs), epilogue)
     plan = rt.plans.get(key)
     if plan is None:
         g = _Geom(x.shape, f.shape, attrs)
@@ -103,8 +117,8 @@ def _conv2d(ctx, ins, outs, attrs):
         tab = rt.table(("conv", g.kh, g.kw, g.cin, g.cout, xs[1:]), lambda: table().astype(np.int32))
         plan = rt.plans[key] = _conv(
             rt, "conv_fwd", out, x, f, tab, g.cout, g.n * g.oh * g.ow, g.kh * g.kw * g.cin, (g.oh, g.ow),
-            (g.h, g.w), xs, os_, (g.sh, g.sw), (g.ph, g.pw), 1, (1, 1), False, xs[1] == 1, False)
-    _run_conv(rt, plan, out, x, f)
+            (g.h, g.w), xs, os_, (g.sh, g.sw), (g.ph, g.pw), 1, (1, 1), False, xs[1] == 1, False, epilogue, bias)
+    _run_conv(rt, plan, out, x, f, bias)
 
 
 @register("Conv2DBackpropInput", F)
