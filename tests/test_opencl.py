@@ -384,7 +384,8 @@ def test_batches_go_up_through_pinned_staging_buffers_and_arrive_whole():
 
 def test_accumulate_of_many_tensors_is_copy_add_and_scale_bit_for_bit():
     """Micro-batching's merge, eight tensors a launch (runtime.accumulate), gives what copy, add_into and scale
-    give one tensor at a time; more tensors than a launch takes, two dtypes, an empty one."""
+    give one tensor at a time, also with the add and the scale in one pass; more tensors than a launch takes,
+    two dtypes, an empty one."""
     rt = opencl.OpenCLRuntime()
     rng = np.random.default_rng(0)
     shapes = [(3, 5), (7,), (0,), (2, 2, 3), (1,), (33,), (4, 4), (9,), (5, 1), (2,), (300,)]
@@ -401,8 +402,12 @@ def test_accumulate_of_many_tensors_is_copy_add_and_scale_bit_for_bit():
     rt.accumulate(many, dx, "copy")
     rt.accumulate(many, dy, "add")
     rt.accumulate(many, None, "scale", 1 / 3)
-    for a, b, x, y in zip(one, many, xs, ys):
+    fused = [rt.allocate(x.shape, x.dtype) for x in xs]  # the last micro-batch's add and scale in one pass
+    rt.accumulate(fused, dx, "copy")
+    rt.accumulate(fused, dy, "add_scale", 1 / 3)
+    for a, b, c, x, y in zip(one, many, fused, xs, ys):
         np.testing.assert_array_equal(rt.copy_out(b), rt.copy_out(a))
+        np.testing.assert_array_equal(rt.copy_out(c), rt.copy_out(a))
         np.testing.assert_allclose(rt.copy_out(b), (x + y) / 3, rtol=1e-6)
 
 

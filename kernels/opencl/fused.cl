@@ -175,7 +175,8 @@ void K(multi_sumsq)(SQ_ARGS(0), SQ_ARGS(1), SQ_ARGS(2), SQ_ARGS(3), SQ_ARGS(4), 
 #endif
 
 // Micro-batching's merge of up to 8 accumulators per launch (slots as above): MODE 0 acc = x, 1 acc += x,
-// 2 acc *= factor (x unread); the same arithmetic as a copy, elementwise.cl's add and its scale_const.
+// 2 acc *= factor (x unread), 3 acc = (acc + x) * factor (the last micro-batch of a mean); the same arithmetic
+// as a copy, elementwise.cl's add and its scale_const.
 #if WANT_multi_accumulate
 #define ACC_ARGS(X) GLOBAL(T, acc##X), GLOBAL(const T, x##X)
 #define ACC_SHIFT(X) SHIFT(acc##X); SHIFT(x##X);
@@ -194,6 +195,8 @@ __kernel void K(multi_accumulate)(ACC_ARGS(0), ACC_ARGS(1), ACC_ARGS(2), ACC_ARG
     acc[j] = x[j];
 #elif MODE == 1
     acc[j] += x[j];
+#elif MODE == 3
+    acc[j] = (acc[j] + x[j]) * factor;
 #else
     acc[j] *= factor;
 #endif

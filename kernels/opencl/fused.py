@@ -229,12 +229,13 @@ def _fused_apply(ctx, ins, outs, attrs):
 
 
 # -- micro-batching's merge (tfplus.planner.execute) ------------------------------------------------------------
-_MODES = {"copy": 0, "add": 1, "scale": 2}
+_MODES = {"copy": 0, "add": 1, "scale": 2, "add_scale": 3}
 
 
 def multi_accumulate(rt, accs: list, xs: list | None, how: str, factor: float = 1.0) -> None:
-    """For each i: accs[i] = xs[i] ("copy"), accs[i] += xs[i] ("add") or accs[i] *= factor ("scale", xs None),
-    eight tensors of one dtype per launch instead of a launch each."""
+    """For each i: accs[i] = xs[i] ("copy"), accs[i] += xs[i] ("add"), accs[i] *= factor ("scale", xs None)
+    or accs[i] = (accs[i] + xs[i]) * factor ("add_scale"), eight tensors of one dtype per launch instead of a
+    launch each."""
     xs = accs if xs is None else xs
     by_dtype: dict = {}
     for a, x in zip(accs, xs):

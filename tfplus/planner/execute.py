@@ -350,18 +350,18 @@ class Bound:
             # a micro-batch's rows of a fed batch are a view of it (opencl: an offset)
             part_feeds = {t: v[j * m:(j + 1) * m] if t in batch_feeds else v for t, v in feeds.items()}
             values = self._phase(0, part_feeds)
-            merge: dict[str, list] = {"copy": [], "add": []}
+            merge: dict[str, list] = {"copy": [], "add": [], "add_scale": []}
             for t, acc in self.acc.items():
                 src = values[t]
-                how = p.fetch_merge.get(t, "mean")
-                if how == "concat":
+                way = p.fetch_merge.get(t, "mean")
+                if way == "concat":
                     rt.copy_rows(acc, j * m, src, 0, m)
-                else:
-                    merge["copy" if how == "last" or j == 0 else "add"].append((acc, src))
+                elif way == "last" or j == 0:
+                    merge["copy"].append((acc, src))
+                else:  # a mean: summed over the micro-batches (k >= 2), divided by k with the last
+                    merge["add_scale" if j == k - 1 else "add"].append((acc, src))
             for how, pairs in merge.items():
-                _accumulate(rt, how, pairs)
-        _accumulate(rt, "scale", [(acc, None) for t, acc in self.acc.items()
-                                  if p.fetch_merge.get(t, "mean") == "mean"], 1.0 / k)
+                _accumulate(rt, how, pairs, 1.0 / k)
         out = dict(self.acc)
         if len(p.phases) > 1:
             grads = {t: acc for t, acc in self.acc.items() if t not in p.fetch_merge}
@@ -443,8 +443,9 @@ class _Lane(Bound):
 
 
 def _accumulate(rt, how: str, pairs: list, factor: float = 1.0) -> None:
-    """(acc, x) pairs: acc = x ("copy"), acc += x ("add") or acc *= factor ("scale"); in a few launches on a
-    runtime that merges many tensors at once (OpenCL: `accumulate`), else one call per tensor."""
+    """(acc, x) pairs: acc = x ("copy"), acc += x ("add"), acc *= factor ("scale") or acc = (acc + x) * factor
+    ("add_scale"); in a few launches on a runtime that merges many tensors at once (OpenCL: `accumulate`), else
+    one call per tensor and step."""
     if not pairs:
         return
     many = getattr(rt, "accumulate", None)
@@ -452,10 +453,10 @@ def _accumulate(rt, how: str, pairs: list, factor: float = 1.0) -> None:
         many([a for a, _ in pairs], None if how == "scale" else [x for _, x in pairs], how, factor)
         return
     for acc, x in pairs:
-        if how == "scale":
-            rt.scale(acc, factor)
-        else:
+        if how != "scale":
             (rt.copy if how == "copy" else rt.add_into)(acc, x)
+        if how in ("scale", "add_scale"):
+            rt.scale(acc, factor)
 
 
 def _with_attrs(kernel, attrs: dict):

@@ -1058,7 +1058,8 @@ class OpenCLRuntime:
         scale(self, acc, factor)
 
     def accumulate(self, accs: list, xs: list | None, how: str, factor: float = 1.0) -> None:
-        """copy / add_into / scale ("copy", "add", "scale") of many tensors at once: a launch per eight."""
+        """copy / add_into / scale / add_into then scale ("copy", "add", "scale", "add_scale") of many tensors
+        at once: a launch per eight."""
         from tfplus.kernels.opencl.fused import multi_accumulate
         multi_accumulate(self, accs, xs, how, factor)
 
