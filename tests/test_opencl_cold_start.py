@@ -54,6 +54,38 @@ def test_tuning_stops_at_its_budget(monkeypatch):
         _tune.choose(rt, "gemm|c", 4, tried.append)
 
 
+class _Clock:
+    """A fake GPU clock for _tune.choose: each launch of tile `cfg` takes times[cfg] ns (rt.timing's events)."""
+
+    def __init__(self, times: dict):
+        self.times, self.events = times, None
+
+    @contextlib.contextmanager
+    def timing(self):
+        self.events = []
+        yield self.events
+        self.events = None
+
+    def run(self, cfg):
+        if self.events is not None:
+            ns = self.times.get(cfg, 200)
+            self.events.append(("k", SimpleNamespace(profile=SimpleNamespace(start=0, end=ns))))
+
+
+@pytest.mark.parametrize("used_ns, family, wins", [(104, "00", True), (110, "00", False), (104, "01", False)])
+def test_tuning_takes_a_tile_its_kernel_already_uses_when_near_the_best(monkeypatch, used_ns, family, wins):
+    """A tile that a problem of the same kernel and flags already uses is a program less to build on a fresh
+    machine: it wins within NEAR (5%) of the best, not further, and not for another family of flags."""
+    monkeypatch.setenv("TFPLUS_OPENCL_TUNE_S", "inf")
+    best, used = _tune.GPU_CANDIDATES[0], _tune.GPU_CANDIDATES[1]
+    clock = _Clock({best: 100, used: used_ns})
+    rt = _gpu_runtime()
+    rt.timing = clock.timing
+    suffix = "|" + os.environ.get("TFPLUS_OPENCL_BUILD_OPTIONS", "")
+    rt.dev.tuning[f"matmul|float32|{family}|7x7x7" + suffix] = list(used)
+    assert _tune.choose(rt, "matmul|float32|00|9x9x9", 4, clock.run) == (used if wins else best)
+
+
 # -- programs built ahead (prebuild): background threads, program lists ------------------------------------
 def _fresh_device(monkeypatch, tmp_path):
     """A new _Device (own context, no programs) with an empty cache, counting _build calls."""
