@@ -63,6 +63,36 @@ def test_replayed_steps_are_the_launched_steps_bit_for_bit(monkeypatch, budget, 
         np.testing.assert_array_equal(got[1][name], w, err_msg=name)
 
 
+def test_micro_batches_merges_are_replayed_and_follow_a_new_arena(monkeypatch):
+    """A micro-batched step merges its gradients between its runs (copy, add, add and divide): once recorded,
+    a merge of the same buffers replays its launches instead of setting them up again; when the arena moves
+    (a plan that needs more binds every plan again), the merges are recorded anew. The losses are those of
+    launching op by op (test_replayed_steps_are_the_launched_steps_bit_for_bit checks the weights)."""
+    from tfplus.kernels.opencl import fused
+    want = _train(monkeypatch, False, "1GB", (4, 1), steps=5)[0]
+    monkeypatch.setenv("TFPLUS_OPENCL_REPLAY", "1")
+    calls = []
+    real = fused.multi_accumulate
+    monkeypatch.setattr(fused, "multi_accumulate", lambda *a, **k: (calls.append(a[3]), real(*a, **k)))
+    tg = _small_cnn()
+    fetches = [tg.train_op, tg.loss]
+    with tf.Session(graph=tg.graph, device="opencl", memory_budget="1GB") as sess:
+        sess.run(tg.init_op)
+        feeds = _cnn_feeds(tg)
+        bound = install(sess, fetches, planner.plan(fetches, {t: v.shape for t, v in feeds.items()},
+                                                    sess.runtime, graph=tg.graph, force=(4, 1)))
+        batches = _batches(tg, 5)
+        losses = [sess.run(fetches, batches[0])[1]]
+        assert sorted(set(calls)) == ["add", "add_scale", "copy"]
+        calls.clear()
+        losses += [sess.run(fetches, feed)[1] for feed in batches[1:4]]
+        assert calls == [], "merges of the same buffers replay"
+        bound.bind(sess.runtime.allocate_arena(bound.arena.nbytes))  # as when the session's arena grows
+        losses.append(sess.run(fetches, batches[4])[1])
+        assert sorted(set(calls)) == ["add", "add_scale", "copy"], "a new arena: recorded again"
+    assert losses == want
+
+
 def test_fed_scalars_and_fetched_feeds_follow_each_run(monkeypatch):
     """A fed scalar that stays the same for a few runs and then changes, read by a kernel from its buffer, and
     a fetched fed tensor: each run sees its own values."""

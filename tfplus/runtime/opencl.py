@@ -1063,6 +1063,23 @@ class OpenCLRuntime:
         from tfplus.kernels.opencl.fused import multi_accumulate
         multi_accumulate(self, accs, xs, how, factor)
 
+    def accumulation(self, accs: list, xs: list | None, how: str, factor: float = 1.0):
+        """accumulate(...) now, recorded: the callable it returns repeats it on the same buffers with a bare
+        enqueue per launch (a micro-batched step's merges, tfplus.planner.execute); None when this runtime does
+        not record now (as tape_begin)."""
+        if self.profile is not None or not self.replay or _taping.tape is not None:
+            self.accumulate(accs, xs, how, factor)
+            return None
+        tape = _taping.tape = _Tape([])
+        try:
+            self.accumulate(accs, xs, how, factor)
+        finally:
+            _taping.tape = None
+        if tape.why is not None:
+            return None
+        tape.compile(self.queue)
+        return lambda: tape.play([])
+
     # -- tapes (tfplus.executor replays a planned program's launches) -----------------------------------------
     def tape_begin(self, feeds: list, fixed: list) -> bool:
         """Starts recording this thread's launches on a tape; `feeds`: the run's fed buffers, `fixed`: buffers
