@@ -183,6 +183,33 @@ def test_a_restored_variable_is_read_by_the_next_replay(monkeypatch, tmp_path):
     assert got == want
 
 
+def test_a_variable_given_another_buffer_is_what_the_next_step_reads(monkeypatch):
+    """A replayed step looks at where the variables are only after one got another buffer (the executor's
+    var_version); then it records again, and reads and updates the new buffer, not the old one, as a step
+    launched op by op does."""
+    def run(replay):
+        monkeypatch.setenv("TFPLUS_OPENCL_REPLAY", "1" if replay else "0")
+        tg = _small_cnn()
+        fetches = [tg.train_op, tg.loss]
+        batches = _batches(tg, 8)
+        with tf.Session(graph=tg.graph, device="opencl") as sess:
+            sess.run(tg.init_op)
+            losses = [sess.run(fetches, b)[1] for b in batches[:6]]
+            assert _replaying(sess) == replay
+            ex, rt = sess._executor, sess.runtime
+            name = tg.graph.get_collection("trainable_variables")[0].op.name
+            old = ex.vars[name]
+            new = rt.allocate(old.shape, old.dtype)
+            rt.copy(new, old)
+            before = rt.copy_out(old)
+            ex.assigned(name, new)
+            losses += [sess.run(fetches, b)[1] for b in batches[6:]]
+            np.testing.assert_array_equal(rt.copy_out(old), before)  # no longer the variable: left alone
+            assert not np.array_equal(rt.copy_out(new), before), "the steps updated the variable's new buffer"
+        return losses
+    assert run(True) == run(False)
+
+
 def test_the_recompute_copy_keeps_the_fused_update_s_variables():
     """The planning copy of a rewritten step (tfplus.optimize's one _FusedApply for all variables) keeps that
     op's ref inputs, so the step micro-batches with recomputation: its gradients are accumulated."""

@@ -154,12 +154,13 @@ class _Op:
 class _Taped:
     """A signature's tape (Program._taped): the replayable one, the last recording, and why there is none."""
 
-    __slots__ = ("tape", "fetched", "last", "misses", "why")
+    __slots__ = ("tape", "fetched", "last", "misses", "why", "vars_at")
 
     def __init__(self):
         self.tape = self.last = self.why = None
         self.fetched: list = []  # (slot, buffer) the recorded run returned
         self.misses = 0  # recordings that could not be replayed
+        self.vars_at = -1  # the executor's var_version when the variables were last where the tape has them
 
 
 # Recordings a signature gets before it runs without a tape for good.
@@ -381,13 +382,17 @@ class Program:
         if t.why is not None and t.misses >= _TAPE_TRIES:
             return False
         feeds = [slots[s] for s in self.feed_slots]
-        fixed = [slots[s] for s in self.var_slots.values()]
+        version = self.executor.var_version
         if t.tape is not None:
+            # The variables' places are checked only when one was made anew since they last matched.
+            fixed = None if t.vars_at == version else [slots[s] for s in self.var_slots.values()]
             if rt.tape_play(t.tape, feeds, fixed):
+                t.vars_at = version
                 for s, buf in t.fetched:
                     slots[s] = buf
                 return True
             t.tape = None  # a variable was made anew: record again
+        fixed = [slots[s] for s in self.var_slots.values()]
         if not rt.tape_begin(feeds, fixed):
             return False
         try:
@@ -402,7 +407,7 @@ class Program:
             t.why, t.misses = tape, _TAPE_TRIES
         elif t.last is not None and t.last.same(tape):
             rt.tape_ready(tape)
-            t.tape, t.fetched, t.last, t.why = tape, fetched, None, None
+            t.tape, t.fetched, t.last, t.why, t.vars_at = tape, fetched, None, None, version
         else:
             t.last, t.misses, t.why = tape, t.misses + 1, "two runs launched different kernels or arguments"
         if t.why is not None and t.misses >= _TAPE_TRIES and os.environ.get("TFPLUS_DEBUG", "0") not in ("", "0"):
@@ -628,6 +633,7 @@ class Executor:
         self.runtime = runtime
         self.vars: dict[str, object] = {}  # VariableV2 node name -> buffer
         self.var_epoch = 0  # bumped when a variable is made or changes shape: programs re-find their shapes
+        self.var_version = 0  # bumped when a variable gets another buffer: replayed tapes check their places
         self.rngs: dict[str, list[int]] = {}  # random node -> [key word 0, key word 1, runs so far]
         self.programs: dict = {}  # key -> Program (and the memory plans, tfplus.planner.execute)
         self.plain_runs: dict = {}  # plan key -> plain runs so far, -1: never planned (planner.execute)
@@ -672,6 +678,7 @@ class Executor:
 
     def clear(self) -> None:
         self.vars.clear()
+        self.var_version += 1
         self.programs.clear()
         self.plain_runs.clear()
         self.out_specs.clear()
@@ -708,6 +715,8 @@ class Executor:
         old = self.vars.get(name)
         if old is None or tuple(old.shape) != tuple(buf.shape):
             self.var_epoch += 1
+        if old is not buf:
+            self.var_version += 1
         self.vars[name] = buf
 
     # -- output shapes ------------------------------------------------------------------------------------------

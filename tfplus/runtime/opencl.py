@@ -1110,9 +1110,10 @@ class OpenCLRuntime:
         """Makes `tape` replayable (a kernel object per launch, its arguments set)."""
         tape.compile(self.queue)
 
-    def tape_play(self, tape: _Tape, feeds: list, fixed: list) -> bool:
-        """Replays a ready `tape` with the run's `feeds`; False (nothing done) when a `fixed` buffer moved."""
-        if self._places(fixed) != tape.fixed:
+    def tape_play(self, tape: _Tape, feeds: list, fixed: list | None) -> bool:
+        """Replays a ready `tape` with the run's `feeds`; False (nothing done) when a `fixed` buffer moved
+        (None: the caller knows none did)."""
+        if fixed is not None and self._places(fixed) != tape.fixed:
             return False
         tape.play([(self.buffer(f), f.block.off) for f in feeds])
         return True
