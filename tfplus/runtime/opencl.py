@@ -1067,17 +1067,16 @@ class OpenCLRuntime:
         """accumulate(...) now, recorded: the callable it returns repeats it on the same buffers with a bare
         enqueue per launch (a micro-batched step's merges, tfplus.planner.execute); None when this runtime does
         not record now (as tape_begin)."""
-        if self.profile is not None or not self.replay or _taping.tape is not None:
+        if not self.tape_begin([], []):
             self.accumulate(accs, xs, how, factor)
             return None
-        tape = _taping.tape = _Tape([])
         try:
             self.accumulate(accs, xs, how, factor)
         finally:
-            _taping.tape = None
-        if tape.why is not None:
+            tape = self.tape_end([])
+        if isinstance(tape, str):
             return None
-        tape.compile(self.queue)
+        self.tape_ready(tape)
         return lambda: tape.play([])
 
     # -- tapes (tfplus.executor replays a planned program's launches) -----------------------------------------
