@@ -242,6 +242,22 @@ def test_a_step_the_planner_cannot_plan_runs_plainly_every_time(monkeypatch):
         assert -1 in sess._executor.plain_runs.values() and not _tapes(sess)
 
 
+def test_a_value_computed_on_the_host_is_what_every_planned_run_returns(monkeypatch):
+    """An op of constants with a small output runs its cpu kernel on the host (the opencl host path), whose value
+    the planned slot holds until a kernel reads it. The first planned run once returned the arena's bytes instead:
+    compiling its fast loop after the run forgot the slot's host value before the fetches were read."""
+    monkeypatch.setenv("TFPLUS_OPENCL_REPLAY", "1")
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((32, 16)).astype(np.float32), rng.standard_normal((16, 32)).astype(np.float32)
+    g = tf.Graph()
+    with g.as_default():
+        y = tf.matmul(tf.constant(a), tf.constant(b))
+    with tf.Session(graph=g, device="opencl") as sess:
+        for _ in range(4):
+            np.testing.assert_allclose(sess.run(y), a @ b, rtol=1e-4, atol=1e-4)
+        assert any(isinstance(p, Bound) for p in sess._plans.values())
+
+
 def test_a_step_moved_onto_a_plan_holds_one_step_s_memory(monkeypatch):
     """The plain run's buffers go back to the driver when the plan's arena takes over: the device holds the
     variables, slots and the arena, not also a pool of the plain run's buffers."""

@@ -317,7 +317,9 @@ class Program:
             if k in aliases:
                 parts.append((aliases[k], shape, None))
             else:
-                buf = alloc.output(op, k, shape, dtype) if alloc.fixed else None
+                # slot(), not output(): the run whose record this is has not handed its fetches over yet, and
+                # output() would make a host-held value among them (OpenCL set_host) read as the arena's bytes.
+                buf = alloc.slot(op, k, shape, dtype) if alloc.fixed else None
                 parts.append((None, (shape, dtype), buf))
         allocate = alloc.output
 

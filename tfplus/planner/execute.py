@@ -257,6 +257,12 @@ class Bound:
 
     # -- hooks the executor calls ----------------------------------------------------------------------------
     def output(self, op, k: int, shape, dtype):
+        v = self.slot(op, k, shape, dtype)
+        return v if self.fresh is None else self.fresh(v)
+
+    def slot(self, op, k: int, shape, dtype):
+        """The planned view of op's output k, as it is: output() also forgets what it held (runtime.fresh), which
+        a program compiled after a run must not do before that run's fetches are read."""
         t = op.outputs[k]
         v = self.outputs[self.phase].get(t)
         if v is None or tuple(v.shape) != tuple(shape):
@@ -264,7 +270,7 @@ class Bound:
             raise errors.InvalidArgumentError(
                 op.name, op.type, f"output {k} has shape {tuple(shape)} at run time but the memory plan has "
                 f"{planned}; the planner's shape propagation and the executor disagree")
-        return v if self.fresh is None else self.fresh(v)
+        return v
 
     def workspace(self, op, shape, dtype):
         bufs = self.workspaces[self.phase].get(op, ())
