@@ -744,3 +744,58 @@ def test_kernels_ask_for_exactly_the_declared_workspaces(compute_units):
         find_kernel(op, "cpu", tf.float32)(_KernelContext(), [a.copy() for a in ins], [want], attrs)
         np.testing.assert_allclose(rt.copy_out(out), want, rtol=1e-4, atol=1e-3, err_msg=op)
     assert split >= 4, "the cases exercise split reductions"
+
+
+@pytest.mark.parametrize("compute_units", [8, 64])
+def test_split_sums_finished_by_the_last_group_are_the_second_pass_bit_for_bit(monkeypatch, compute_units):
+    """Filter gradients, split matmuls and per-channel sums (bias gradients, batch norm's) add their partial sums
+    up in the kernel's last work-group (gemm.cl's GEMM_SPLIT_FINISH, fused.cl's CHANNEL_FINISH) instead of in a
+    second launch: the same sums in the same order, so the same bits, whichever group comes last; and every
+    finishing kernel leaves its counters at zero for the next launch."""
+    import importlib
+
+    import pyopencl as cl
+
+    from tfplus.registry import find_kernel
+    importlib.import_module("tfplus.kernels.opencl")
+    from tfplus.kernels.opencl import conv, fused, matmul, reduce
+    rng = np.random.default_rng(5)
+    x, dy = _rand(rng, 8, 16, 12, 12), _rand(rng, 8, 24, 12, 12)
+    conv_attrs = {"strides": [1, 1, 1, 1], "padding": "SAME", "data_format": "NCHW", "T": tf.float32}
+    bn = {"epsilon": 1e-3, "data_format": "NCHW", "is_training": True, "T": tf.float32, "U": tf.float32}
+    xb, c = _rand(rng, 16, 3, 24, 24), np.full(3, 0.5, np.float32)
+    cases = [
+        ("Conv2DBackpropFilter", [x, np.array([3, 3, 16, 24], np.int32), dy], [(3, 3, 16, 24)], conv_attrs),
+        ("MatMul", [_rand(rng, 6, 3000), _rand(rng, 3000, 40)], [(6, 40)],
+         {"transpose_a": False, "transpose_b": False, "T": tf.float32}),
+        ("BiasAddGrad", [_rand(rng, 16, 3, 32, 32)], [(3,)], {"data_format": "NCHW", "T": tf.float32}),
+        ("BiasAddGrad", [_rand(rng, 1000, 40)], [(40,)], {"data_format": "NHWC", "T": tf.float32}),
+        ("_FusedReluGradBiasAddGrad", [_rand(rng, 16, 3, 32, 32), _rand(rng, 16, 3, 32, 32)],
+         [(16, 3, 32, 32), (3,)], {"data_format": "NCHW", "activation": "Relu", "T": tf.float32}),
+        ("FusedBatchNormGradV3", [xb, xb, c, xb.mean((0, 2, 3)), xb.var((0, 2, 3)), np.zeros((), np.float32)],
+         [xb.shape, (3,), (3,), (0,), (0,)], bn),
+    ]
+    got, second_passes = {}, {}
+    for finish in (False, True):
+        for mod in (conv, matmul):
+            monkeypatch.setattr(mod, "FINISH_LAYERS", reduce.FINISH_LAYERS if finish else 0)
+        monkeypatch.setattr(fused, "FINISH_CHUNKS", reduce.FINISH_CHUNKS if finish else 0)
+        rt = opencl.OpenCLRuntime()
+        rt.info = {**rt.info, "compute_units": compute_units}  # this runtime only: its launch plans follow it
+        launched = []
+        run = rt.run
+        rt.run = lambda k, *a: launched.append(k.name) or run(k, *a)
+        for op, ins, shapes, attrs in cases:
+            outs = [rt.allocate(s, np.float32) for s in shapes]
+            find_kernel(op, "opencl", tf.float32)(_Asking(rt), [rt.copy_in(a) for a in ins], outs, attrs)
+            got.setdefault(op + str(shapes), []).append([rt.copy_out(o) for o in outs[:3]])
+        second_passes[finish] = sum(name.startswith(("sum_rows", "sum_wg")) for name in launched)
+        for key, t in rt.dev.tables.items():  # the device's copies (copy_out would give the host's zeros)
+            if key[0] == "split-counters":
+                on_device = np.empty(t.shape, t.dtype)
+                cl.enqueue_copy(rt.queue, on_device, rt.buffer(t), src_offset=t.block.off, is_blocking=True)
+                assert not on_device.any(), key
+    assert second_passes[False] >= len(cases) + 1 and second_passes[True] == 0, second_passes
+    for name, (two_pass, finished) in got.items():
+        for a, b in zip(two_pass, finished):
+            assert np.array_equal(a, b), name

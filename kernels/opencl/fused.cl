@@ -26,7 +26,8 @@ __kernel void K(fused_bias_relu)(GLOBAL(T, out), GLOBAL(const T, x), GLOBAL(cons
 // batch norm's statistics, the sum of (g - mean[c] / t)^2, g being x, mean[c] its sum and t its count). Many
 // work-groups per channel, each reading a contiguous chunk coalesced: group k writes its partial sums to
 // part[k * C + c] (part is db itself when there is one chunk), and the launcher sums the partials over k in a
-// second pass; every sum runs in a fixed order, so the sums are deterministic.
+// second pass, or the last group does (CHANNEL_FINISH); every sum runs in a fixed order, so the sums are
+// deterministic.
 #if MODE == 0
 #define GRAD(i) (MASK(f[i]) ? g[i] : (T)0)
 #elif MODE == 4
@@ -45,14 +46,50 @@ __kernel void K(fused_bias_relu)(GLOBAL(T, out), GLOBAL(const T, x), GLOBAL(cons
 #define SECOND(i, c, v)
 #endif
 #define CHANNEL_ARGS GLOBAL(T, dx), GLOBAL(T, part), GLOBAL(T, part2), GLOBAL(const T, g), GLOBAL(const T, f), \
-                     GLOBAL(const T, mean), GLOBAL(const T, var)
-#define CHANNEL_SHIFT SHIFT(dx); SHIFT(part); SHIFT(part2); SHIFT(g); SHIFT(f); SHIFT(mean); SHIFT(var);
+                     GLOBAL(const T, mean), GLOBAL(const T, var), GLOBAL(T, db), GLOBAL(T, db2), GLOBAL(int, done)
+#define CHANNEL_SHIFT SHIFT(dx); SHIFT(part); SHIFT(part2); SHIFT(g); SHIFT(f); SHIFT(mean); SHIFT(var); SHIFT(db); \
+                      SHIFT(db2); SHIFT(done); __local int last_;
+
+// With `finish`, the last of the chunks' groups of a block of columns (counted in done[block], a zeroed table, set
+// back to 0 after) adds the partial sums up into db (and db2), in chunk order as the second pass it replaces
+// (reduce.cl's sum_rows), so the sums do not depend on which group came last: as gemm.cl's GEMM_SPLIT_FINISH.
+// The group reads `lanes` chunks of its cw columns at a time past the caches (volatile) into sh, and lane 0 of
+// each column adds them up.
+#define CHANNEL_FINISH(block, col0, cw) \
+    if (finish) { \
+        mem_fence(CLK_GLOBAL_MEM_FENCE); \
+        barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE); \
+        if (lid == 0) last_ = atomic_inc(done + (block)) == get_num_groups(0) - 1; \
+        barrier(CLK_LOCAL_MEM_FENCE); \
+        if (last_) { \
+            mem_fence(CLK_GLOBAL_MEM_FENCE); \
+            finish_columns(part, db, sh, C, col0, cw, get_num_groups(0)); \
+            if (MODE == 3) finish_columns(part2, db2, sh, C, col0, cw, get_num_groups(0)); \
+            if (lid == 0) done[block] = 0; \
+        } \
+    }
+inline void finish_columns(volatile __global const T* part, __global T* db, __local T* sh, int C, int col0, int cw,
+                           int chunks) {
+    int lid = get_local_id(0), lanes = get_local_size(0) / cw, lane = lid / cw, ci = lid - lane * cw;
+    int col = col0 + ci;
+    T s = 0;
+    for (int k0 = 0; k0 < chunks; k0 += lanes) {
+        int k = k0 + lane;
+        sh[lid] = (k < chunks && col < C) ? part[k * C + col] : (T)0;
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (lane == 0) {
+            for (int l = 0; l < lanes && k0 + l < chunks; l++) s += sh[l * cw + ci];
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (lane == 0 && col < C) db[col] = s;
+}
 
 // inner > 1 (NCHW): group (k, c) takes elements [k * chunk, (k + 1) * chunk) of channel c's outer * inner, a run
 // of `inner` contiguous elements per image; item lid takes every WG-th, walking (o, r) without a division.
 #if WANT_relu_grad_bias_planes
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
-void K(relu_grad_bias_planes)(CHANNEL_ARGS, int outer, int C, int inner, int chunk, T t) {
+void K(relu_grad_bias_planes)(CHANNEL_ARGS, int outer, int C, int inner, int chunk, T t, int finish) {
     CHANNEL_SHIFT
     __local T sh[WG];
     int lid = get_local_id(0), k = get_group_id(0), c = get_group_id(1);
@@ -85,6 +122,7 @@ void K(relu_grad_bias_planes)(CHANNEL_ARGS, int outer, int C, int inner, int chu
     }
     if (lid == 0) part2[k * C + c] = sh[0] * rsqrt(var[c] + t);
 #endif
+    CHANNEL_FINISH(c, c, 1)
 }
 #endif
 
@@ -93,7 +131,7 @@ void K(relu_grad_bias_planes)(CHANNEL_ARGS, int outer, int C, int inner, int chu
 // consecutive columns, lane l reading rows l, l + lanes, ... so a lane reads a row's columns contiguously.
 #if WANT_relu_grad_bias_rows
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
-void K(relu_grad_bias_rows)(CHANNEL_ARGS, int rows, int C, int cw, int chunk, T t) {
+void K(relu_grad_bias_rows)(CHANNEL_ARGS, int rows, int C, int cw, int chunk, T t, int finish) {
     CHANNEL_SHIFT
     __local T sh[WG];
     int lid = get_local_id(0), k = get_group_id(0);
@@ -127,6 +165,7 @@ void K(relu_grad_bias_rows)(CHANNEL_ARGS, int rows, int C, int cw, int chunk, T 
     }
     if (lane == 0 && col < C) part2[k * C + col] = sh[lid] * rsqrt(var[col] + t);
 #endif
+    CHANNEL_FINISH(get_group_id(1), get_group_id(1) * cw, cw)
 }
 #endif
 

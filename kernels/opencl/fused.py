@@ -9,7 +9,7 @@ import numpy as np
 
 from tfplus.dtypes import as_dtype
 from tfplus.kernels.opencl._common import kernel, plan, register
-from tfplus.kernels.opencl.reduce import partials, reduce
+from tfplus.kernels.opencl.reduce import FINISH_CHUNKS, done_counters, partials, reduce
 from tfplus.ops.fused_ops import apply_groups, split_decay
 from tfplus.registry import find_kernel, register_variant, register_workspace
 from tfplus.runtime.opencl import int8
@@ -134,13 +134,15 @@ def channel_sums(ctx, db, g, fmt: str, f=None, dx=None, activation: str = "Relu"
     second, mean, var, t = bn if bn is not None else (None, g, g, g.dtype.type(0))  # unread unless bn
     if centered is not None:
         mean, t = centered[0], g.dtype.type(centered[1])
+    finish = 1 < chunks <= FINISH_CHUNKS  # the last group of each column block adds the partials up
     if chunks == 1:
         parts = [db] if bn is None else [db, second]
     else:
         parts = [ctx.workspace((chunks, db.size), db.dtype) for _ in range(1 if bn is None else 2)]
+    sums = (db, second, done_counters(rt, gsize[1] // lsize[1])) if finish else (None, None, None)
     rt.run(k, gsize, lsize, g if dx is None else dx, parts[0], parts[-1], g, g if f is None else f, mean, var,
-           *scalars, t)
-    if chunks > 1:
+           *sums, *scalars, t, np.int32(finish))
+    if chunks > 1 and not finish:
         for total, part in zip([db, second], parts):
             reduce(rt, "sum", total, part, [0], 1, ctx.workspace)
 

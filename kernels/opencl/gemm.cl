@@ -16,7 +16,8 @@
     T acc[WM][WN]; \
     for (int i = 0; i < WM; i++) for (int j = 0; j < WN; j++) acc[i][j] = 0; \
     const int tx = get_local_id(0), ty = get_local_id(1), tid = ty * TX + tx; \
-    const int m0 = get_group_id(1) * TM, n0 = get_group_id(0) * TN;
+    const int m0 = get_group_id(1) * TM, n0 = get_group_id(0) * TN; \
+    __local int last_;
 
 // Row (mm) and depth (kk) within the tile of this thread's r-th A load; likewise B.
 #if A_K_FAST
@@ -40,3 +41,48 @@
     }
 
 #define GEMM_ATTR __attribute__((reqd_work_group_size(TX, TY, 1)))
+
+// Split sums finished in the kernel. A GEMM that splits its sum over work-group layers (get_group_id(2)) writes
+// layer z of its M x N output (row stride ld) at part + z * M * ld. With `finish`, the group that writes the last
+// layer of a tile (counted in done[tile], a zeroed table) adds the tile's layers up, in layer order, into `out`
+// and sets done[tile] back to 0 for the next launch: no second launch. The order is fixed, so the sums do not
+// depend on which group came last; it is the order of the pass it replaces (reduce.cl's sum_rows). Each group
+// fences its writes before it counts itself; the last one reads the layers past the caches (volatile), two layers
+// of all its outputs at a time so that the loads are in flight together, into the accumulators (free by then).
+#define GEMM_SPLIT_FINISH(part, out, done, M, N, ld) \
+    if (finish) { \
+        mem_fence(CLK_GLOBAL_MEM_FENCE); \
+        barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE); \
+        const int tile_ = get_group_id(1) * get_num_groups(0) + get_group_id(0), layers_ = get_num_groups(2); \
+        if (tid == 0) last_ = atomic_inc(done + tile_) == layers_ - 1; \
+        barrier(CLK_LOCAL_MEM_FENCE); \
+        if (last_) { \
+            mem_fence(CLK_GLOBAL_MEM_FENCE); \
+            volatile __global const T* p_ = part; \
+            for (int i = 0; i < WM; i++) for (int j = 0; j < WN; j++) acc[i][j] = 0; \
+            for (int z = 0; z < layers_; z += 2) { \
+                T a[WM][WN], b[WM][WN]; \
+                const bool two = z + 1 < layers_; \
+                for (int i = 0; i < WM; i++) { \
+                    int m = m0 + ty + i * TY; \
+                    for (int j = 0; j < WN; j++) { \
+                        int n = n0 + tx + j * TX, at = (z * M + m) * ld + n; \
+                        a[i][j] = (m < M && n < N) ? p_[at] : (T)0; \
+                        b[i][j] = (two && m < M && n < N) ? p_[at + M * ld] : (T)0; \
+                    } \
+                } \
+                for (int i = 0; i < WM; i++) for (int j = 0; j < WN; j++) { \
+                    acc[i][j] += a[i][j]; \
+                    if (two) acc[i][j] += b[i][j]; \
+                } \
+            } \
+            for (int i = 0; i < WM; i++) { \
+                int m = m0 + ty + i * TY; \
+                for (int j = 0; j < WN; j++) { \
+                    int n = n0 + tx + j * TX; \
+                    if (m < M && n < N) out[m * ld + n] = acc[i][j]; \
+                } \
+            } \
+            if (tid == 0) done[tile_] = 0; \
+        } \
+    }

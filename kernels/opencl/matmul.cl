@@ -1,12 +1,15 @@
 // MatMul: C (M x N, row stride ldc) = A (M x K) B (K x N), A and B read through strides, so transposes are free.
 // Split K: work-group layer z sums k in [z * chunk, (z + 1) * chunk) into its own C (C + z * M * ldc); the
-// caller adds the layers up (small outputs with long sums would otherwise leave most of the device idle).
+// caller adds the layers up (small outputs with long sums would otherwise leave most of the device idle), or with
+// `finish` the last layer of each tile does, into `out` (gemm.cl's GEMM_SPLIT_FINISH).
 #if WANT_matmul
-__kernel GEMM_ATTR void K(matmul)(GLOBAL(T, C), GLOBAL(const T, A), GLOBAL(const T, B), int M, int N,
-                                  int Kd, int sam, int sak, int sbk, int sbn, int ldc, int chunk) {
-    SHIFT(C); SHIFT(A); SHIFT(B);
+__kernel GEMM_ATTR void K(matmul)(GLOBAL(T, C), GLOBAL(const T, A), GLOBAL(const T, B), GLOBAL(T, out),
+                                  GLOBAL(int, done), int M, int N, int Kd, int sam, int sak, int sbk, int sbn,
+                                  int ldc, int chunk, int finish) {
+    SHIFT(C); SHIFT(A); SHIFT(B); SHIFT(out); SHIFT(done);
     GEMM_BEGIN
     const int kb = get_group_id(2) * chunk, ke = min(Kd, kb + chunk);
+    __global T* layers = C;
     C += get_group_id(2) * M * ldc;
     for (int k0 = kb; k0 < ke; k0 += TK) {
         for (int r = 0; r < A_LOADS; r++) {
@@ -30,5 +33,6 @@ __kernel GEMM_ATTR void K(matmul)(GLOBAL(T, C), GLOBAL(const T, A), GLOBAL(const
             if (m < M && n < N) C[m * ldc + n] = acc[i][j];
         }
     }
+    GEMM_SPLIT_FINISH(layers, out, done, M, N, ldc)
 }
 #endif

@@ -9,7 +9,7 @@ import numpy as np
 from tfplus.kernels.opencl import _tune
 from tfplus.kernels.opencl._common import kernel, register
 from tfplus.kernels.opencl.elementwise import fill
-from tfplus.kernels.opencl.reduce import reduce, split_scratch
+from tfplus.kernels.opencl.reduce import FINISH_LAYERS, done_counters, reduce, split_scratch
 from tfplus.registry import register_workspace
 
 SRC = ("gemm.cl", "matmul.cl")
@@ -56,10 +56,14 @@ def matmul(rt, c, a, b, m: int, n: int, k: int, sam: int, sak: int, sbk: int, sb
 def _launch(rt, plan, c, a, b, workspace) -> None:
     k, g, loc, scalars, splits = plan
     if splits == 1:
-        rt.run(k, g, loc, c, a, b, *scalars)
+        rt.run(k, g, loc, c, a, b, None, None, *scalars, np.int32(0))
         return
     layers = workspace((splits, c.size), c.dtype)
-    rt.run(k, g, loc, layers, a, b, *scalars)
+    if splits <= FINISH_LAYERS:  # the last layer of each tile adds them up (gemm.cl's GEMM_SPLIT_FINISH)
+        done = done_counters(rt, (g[0] // loc[0]) * (g[1] // loc[1]))
+        rt.run(k, g, loc, layers, a, b, c, done, *scalars, np.int32(1))
+        return
+    rt.run(k, g, loc, layers, a, b, None, None, *scalars, np.int32(0))
     reduce(rt, "sum", c, layers, [0], 1, workspace)
 
 

@@ -104,6 +104,23 @@ def split_scratch(splits: int, size: int, dtype, compute_units: int) -> list[tup
     return [((splits, size), dtype)] + [(s, dtype) for s in partials((splits, size), [0], compute_units)]
 
 
+# Split sums that the splitting kernel finishes itself (gemm.cl's GEMM_SPLIT_FINISH, fused.cl's CHANNEL_FINISH):
+# the last work-group of each tile adds the partial sums up, which saves the second pass's launch (~5 us of GPU
+# time each on the H100 whatever its size) but leaves that group a serial tail as long as the partials are many.
+# Up to these counts of partials per output the kernel finishes (below 2 * RL, where the second pass would be one
+# sum_rows launch: the same sums in the same order, and no scratch beyond the partials either way).
+FINISH_LAYERS = 32   # a GEMM's layers (each finishing thread reads its outputs' layers two at a time)
+FINISH_CHUNKS = 64   # the channel sums' chunks (the finishing group stages them through local memory)
+
+
+def done_counters(rt, n: int):
+    """A zeroed table of at least n int counters for the kernels that finish their split sums (each sets its
+    counters back to 0). One per device serves them all: a device's kernels run one after another on its
+    in-order queue (rt.timing() waits for that queue before it launches on its own)."""
+    size = max(1024, 1 << max(0, n - 1).bit_length())
+    return rt.table(("split-counters", size), lambda: np.zeros(size, np.int32))
+
+
 class DeviceShape:
     """Shape and dtype of a scratch buffer, standing in for it while a plan is made."""
 
