@@ -784,7 +784,7 @@ def test_split_sums_finished_by_the_last_group_are_the_second_pass_bit_for_bit(m
         rt.info = {**rt.info, "compute_units": compute_units}  # this runtime only: its launch plans follow it
         launched = []
         run = rt.run
-        rt.run = lambda k, *a: launched.append(k.name) or run(k, *a)
+        rt.run = lambda k, *a, launched=launched, run=run: launched.append(k.name) or run(k, *a)
         for op, ins, shapes, attrs in cases:
             outs = [rt.allocate(s, np.float32) for s in shapes]
             find_kernel(op, "opencl", tf.float32)(_Asking(rt), [rt.copy_in(a) for a in ins], outs, attrs)
