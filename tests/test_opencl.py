@@ -411,6 +411,45 @@ def test_accumulate_of_many_tensors_is_copy_add_and_scale_bit_for_bit():
         np.testing.assert_allclose(rt.copy_out(b), (x + y) / 3, rtol=1e-6)
 
 
+def test_accumulate_of_tensors_in_one_arena_is_one_launch_bit_for_bit():
+    """A memory plan's accumulators and gradients share its arena: the merge is then one launch however many
+    tensors (fused.cl's accumulate_table), with the bits of the tensor-at-a-time path, and touches nothing
+    between them."""
+    rt = opencl.OpenCLRuntime()
+    rng = np.random.default_rng(1)
+    shapes = [(3, 5), (7,), (0,), (2, 2, 3), (1,), (33,), (4, 4), (9,), (5, 1), (2,), (300,), (6, 6)]
+    xs = [rng.standard_normal(sh).astype(np.float32) for sh in shapes]
+    ys = [rng.standard_normal(sh).astype(np.float32) for sh in shapes]
+    align = rt.arena_alignment
+    offs = np.cumsum([0] + [-(-(4 * x.size + 256) // align) * align for x in xs] * 3)  # gaps between tensors
+    arena = rt.allocate_arena(int(offs[-1]))
+    rt.upload_into(arena, np.full(arena.shape, 0xAB, np.uint8))
+    views = [rt.sub_buffer(arena, int(o), x.shape, np.float32) for o, x in zip(offs, xs * 3)]
+    accs, dx, dy = views[:len(xs)], views[len(xs):2 * len(xs)], views[2 * len(xs):]
+    for d, h in zip(dx + dy, xs + ys):
+        rt.upload_into(d, h)
+    launched = []
+    run = rt.run
+    rt.run = lambda k, *a: launched.append(k.name) or run(k, *a)
+    rt.accumulate(accs, dx, "copy")
+    rt.accumulate(accs, dy, "add")
+    rt.accumulate(accs, None, "scale", 1 / 3)
+    assert launched == ["accumulate_table_f32"] * 3
+    for acc, x, y in zip(accs, xs, ys):
+        one = rt.allocate(x.shape, x.dtype)  # device-written (a fed value keeps its host copy)
+        rt.copy(one, rt.copy_in(x))
+        rt.add_into(one, rt.copy_in(y))
+        rt.scale(one, 1 / 3)
+        np.testing.assert_array_equal(rt.copy_out(acc), rt.copy_out(one))
+    rt.accumulate(accs, dx, "copy")
+    rt.accumulate(accs, dy, "add_scale", 1 / 3)
+    for acc, x, y in zip(accs, xs, ys):
+        np.testing.assert_allclose(rt.copy_out(acc), (x + y) / 3, rtol=1e-6)
+    raw = rt.copy_out(arena)
+    for o, end, x in zip(offs, offs[1:], xs * 3):  # the gaps still hold the fill
+        assert (raw[int(o) + 4 * x.size:int(end)] == 0xAB).all()
+
+
 def test_reductions_short_long_and_split():
     rng = np.random.default_rng(5)
     x, big, wide = _rand(rng, 3, 700, 5), _rand(rng, 40000), _rand(rng, 30, 5, 40)

@@ -242,6 +242,31 @@ __kernel void K(multi_accumulate)(ACC_ARGS(0), ACC_ARGS(1), ACC_ARGS(2), ACC_ARG
 }
 #endif
 
+// The same merge in one launch for any number of tensors, when they all live in one buffer (a memory plan's arena):
+// tab[s] = (acc offset, x offset, end) in elements from `base`, the ends running; work-item i takes element
+// i - (the end before) of the first tensor s with i < its end.
+#if WANT_accumulate_table
+__kernel void K(accumulate_table)(GLOBAL(T, base), GLOBAL(const int4, tab), int total, T factor) {
+    SHIFT(base); SHIFT(tab);
+    int i = get_global_id(0);
+    if (i >= total) return;
+    int s = 0;
+    while (i >= tab[s].z) s++;
+    int j = i - (s ? tab[s - 1].z : 0);
+    __global T* acc = base + tab[s].x;
+    __global const T* x = base + tab[s].y;
+#if MODE == 0
+    acc[j] = x[j];
+#elif MODE == 1
+    acc[j] += x[j];
+#elif MODE == 3
+    acc[j] = (acc[j] + x[j]) * factor;
+#else
+    acc[j] *= factor;
+#endif
+}
+#endif
+
 #if WANT_multi_gradient_descent
 #define GD_ARGS(X) GLOBAL(T, var##X), GLOBAL(const T, delta##X)
 #define GD_SHIFT(X) SHIFT(var##X); SHIFT(delta##X);
