@@ -787,8 +787,8 @@ def test_kernels_ask_for_exactly_the_declared_workspaces(compute_units):
 
 @pytest.mark.parametrize("compute_units", [8, 64])
 def test_split_sums_finished_by_the_last_group_are_the_second_pass_bit_for_bit(monkeypatch, compute_units):
-    """Filter gradients, split matmuls and per-channel sums (bias gradients, batch norm's) add their partial sums
-    up in the kernel's last work-group (gemm.cl's GEMM_SPLIT_FINISH, fused.cl's CHANNEL_FINISH) instead of in a
+    """Split matmuls and per-channel sums (bias gradients, batch norm's) add their partial sums up in the
+    kernel's last work-group (gemm.cl's GEMM_SPLIT_FINISH, fused.cl's CHANNEL_FINISH) instead of in a
     second launch: the same sums in the same order, so the same bits, whichever group comes last; and every
     finishing kernel leaves its counters at zero for the next launch."""
     import importlib
@@ -797,15 +797,12 @@ def test_split_sums_finished_by_the_last_group_are_the_second_pass_bit_for_bit(m
 
     from tfplus.registry import find_kernel
     importlib.import_module("tfplus.kernels.opencl")
-    from tfplus.kernels.opencl import conv, fused, matmul, reduce
+    from tfplus.kernels.opencl import fused, matmul, reduce
     rng = np.random.default_rng(5)
-    x, dy = _rand(rng, 8, 16, 12, 12), _rand(rng, 8, 24, 12, 12)
-    conv_attrs = {"strides": [1, 1, 1, 1], "padding": "SAME", "data_format": "NCHW", "T": tf.float32}
     bn = {"epsilon": 1e-3, "data_format": "NCHW", "is_training": True, "T": tf.float32, "U": tf.float32}
     xb, c = _rand(rng, 16, 3, 24, 24), np.full(3, 0.5, np.float32)
     cases = [
-        ("Conv2DBackpropFilter", [x, np.array([3, 3, 16, 24], np.int32), dy], [(3, 3, 16, 24)], conv_attrs),
-        ("MatMul", [_rand(rng, 6, 3000), _rand(rng, 3000, 40)], [(6, 40)],
+        ("MatMul", [_rand(rng, 6, 1000), _rand(rng, 1000, 40)], [(6, 40)],
          {"transpose_a": False, "transpose_b": False, "T": tf.float32}),
         ("BiasAddGrad", [_rand(rng, 16, 3, 32, 32)], [(3,)], {"data_format": "NCHW", "T": tf.float32}),
         ("BiasAddGrad", [_rand(rng, 1000, 40)], [(40,)], {"data_format": "NHWC", "T": tf.float32}),
@@ -816,8 +813,7 @@ def test_split_sums_finished_by_the_last_group_are_the_second_pass_bit_for_bit(m
     ]
     got, second_passes = {}, {}
     for finish in (False, True):
-        for mod in (conv, matmul):
-            monkeypatch.setattr(mod, "FINISH_LAYERS", reduce.FINISH_LAYERS if finish else 0)
+        monkeypatch.setattr(matmul, "FINISH_LOADS", reduce.FINISH_LOADS if finish else 0)
         monkeypatch.setattr(fused, "FINISH_CHUNKS", reduce.FINISH_CHUNKS if finish else 0)
         rt = opencl.OpenCLRuntime()
         rt.info = {**rt.info, "compute_units": compute_units}  # this runtime only: its launch plans follow it

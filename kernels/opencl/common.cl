@@ -46,3 +46,15 @@ inline int strided_offset(int i, int rank, int8 shape, int8 st) {
     }
     return off;
 }
+
+// A fence after which this work-item's global writes are visible to the whole device, not only to its work-group
+// (kernels that finish split sums in their last work-group: gemm.cl's GEMM_SPLIT_FINISH, fused.cl's
+// CHANNEL_FINISH). OpenCL 1.2's mem_fence promises the work-group only, and NVIDIA's compiler makes it membar.cta;
+// membar.gl is the device-wide one. A CPU device's work-groups share coherent memory. The launchers finish split
+// sums in the kernel on those two kinds of device only (reduce.finishes_splits).
+#ifdef __NV_CL_C_VERSION
+#define DEVICE_FENCE() asm volatile("membar.gl;" ::: "memory")
+#else
+#define DEVICE_FENCE() mem_fence(CLK_GLOBAL_MEM_FENCE)
+#endif
+

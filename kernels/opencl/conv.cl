@@ -8,8 +8,7 @@
 //   with the flipped filter; with STRIDED (dx of a strided conv) tab[k].y holds only the channel offset and
 //   the row is (ih0 + tab[k].z) / SH when that divides exactly.
 // conv_wgrad: dw[m = (kh, kw, ci), n = co] = sum over p = (b, oh, ow) of x[...] * dy[...], each split of the
-//   p range (get_group_id(2)) writing its own partial sum to out; with `finish` the last split of a tile adds
-//   them up into dw (gemm.cl's GEMM_SPLIT_FINISH).
+//   p range (get_group_id(2)) writing its own partial sum.
 
 #if WANT_conv
 // EPILOGUE (_FusedConv2DBiasRelu): 1 writes max(acc + bias[m], 0), 2 clamps it to [0, 6] (Relu6); the same
@@ -102,11 +101,10 @@ __kernel GEMM_ATTR void K(conv)(GLOBAL(T, out), GLOBAL(const T, x), GLOBAL(const
 
 #if WANT_conv_wgrad
 __kernel GEMM_ATTR void K(conv_wgrad)(GLOBAL(T, out), GLOBAL(const T, x), GLOBAL(const T, dy),
-                                      GLOBAL(const int4, tab), GLOBAL(T, dw), GLOBAL(int, done), int M, int N,
-                                      int P, int chunk, int OH, int OW, int H, int W, int xN, int xH, int xW,
-                                      int dN, int dC, int dH, int dW, int sh, int sw, int ph, int pw,
-                                      int finish) {
-    SHIFT(out); SHIFT(x); SHIFT(dy); SHIFT(tab); SHIFT(dw); SHIFT(done);
+                                      GLOBAL(const int4, tab), int M, int N, int P, int chunk, int OH, int OW,
+                                      int H, int W, int xN, int xH, int xW, int dN, int dC, int dH, int dW,
+                                      int sh, int sw, int ph, int pw) {
+    SHIFT(out); SHIFT(x); SHIFT(dy); SHIFT(tab);
     GEMM_BEGIN
     const int p_begin = get_group_id(2) * chunk, p_end = min(P, p_begin + chunk);
     // The filter taps of this thread's A rows are fixed: read their table entries once.
@@ -168,7 +166,6 @@ __kernel GEMM_ATTR void K(conv_wgrad)(GLOBAL(T, out), GLOBAL(const T, x), GLOBAL
             if (m < M && n < N) part[m * N + n] = acc[i][j];
         }
     }
-    GEMM_SPLIT_FINISH(out, dw, done, M, N, N)
 }
 #endif
 

@@ -14,7 +14,7 @@ import pyopencl.cltypes as cltypes
 
 from tfplus.kernels.opencl import _tune
 from tfplus.kernels.opencl._common import contiguous_strides, kernel, register
-from tfplus.kernels.opencl.reduce import FINISH_LAYERS, done_counters, reduce, split_scratch
+from tfplus.kernels.opencl.reduce import reduce, split_scratch
 from tfplus.registry import register_workspace
 from tfplus.runtime.opencl import int8
 
@@ -208,16 +208,10 @@ def _wgrad_plan(rt, x, dy, dw, attrs):
 
 def _run_wgrad(rt, plan, x, dy, dw, workspace) -> None:
     kern, g, loc, tab, scalars, splits = plan
-    if splits == 1:
-        rt.run(kern, g, loc, dw, x, dy, tab, None, None, *scalars, np.int32(0))
-        return
-    part = workspace((splits, dw.size), dw.dtype)
-    if splits <= FINISH_LAYERS:  # the last split of each tile adds the partials up (gemm.cl's GEMM_SPLIT_FINISH)
-        done = done_counters(rt, (g[0] // loc[0]) * (g[1] // loc[1]))
-        rt.run(kern, g, loc, part, x, dy, tab, dw, done, *scalars, np.int32(1))
-        return
-    rt.run(kern, g, loc, part, x, dy, tab, None, None, *scalars, np.int32(0))
-    reduce(rt, "sum", dw, part, [0], 1, workspace)
+    target = dw if splits == 1 else workspace((splits, dw.size), dw.dtype)
+    rt.run(kern, g, loc, target, x, dy, tab, *scalars)
+    if splits > 1:
+        reduce(rt, "sum", dw, target, [0], 1, workspace)
 
 
 # -- DepthwiseConv2dNative and its backprops (conv.cl: one work-item per output element; the filter gradient, a

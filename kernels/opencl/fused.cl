@@ -52,17 +52,20 @@ __kernel void K(fused_bias_relu)(GLOBAL(T, out), GLOBAL(const T, x), GLOBAL(cons
 
 // With `finish`, the last of the chunks' groups of a block of columns (counted in done[block], a zeroed table, set
 // back to 0 after) adds the partial sums up into db (and db2), in chunk order as the second pass it replaces
-// (reduce.cl's sum_rows), so the sums do not depend on which group came last: as gemm.cl's GEMM_SPLIT_FINISH.
+// (reduce.cl's sum_rows), so the sums do not depend on which group came last: as gemm.cl's GEMM_SPLIT_FINISH,
+// with the same device-wide fences.
 // The group reads `lanes` chunks of its cw columns at a time past the caches (volatile) into sh, and lane 0 of
 // each column adds them up.
 #define CHANNEL_FINISH(block, col0, cw) \
     if (finish) { \
-        mem_fence(CLK_GLOBAL_MEM_FENCE); \
         barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE); \
-        if (lid == 0) last_ = atomic_inc(done + (block)) == get_num_groups(0) - 1; \
+        if (lid == 0) { \
+            DEVICE_FENCE(); \
+            last_ = atomic_inc(done + (block)) == get_num_groups(0) - 1; \
+            DEVICE_FENCE(); \
+        } \
         barrier(CLK_LOCAL_MEM_FENCE); \
         if (last_) { \
-            mem_fence(CLK_GLOBAL_MEM_FENCE); \
             finish_columns(part, db, sh, C, col0, cw, get_num_groups(0)); \
             if (MODE == 3) finish_columns(part2, db2, sh, C, col0, cw, get_num_groups(0)); \
             if (lid == 0) done[block] = 0; \

@@ -9,7 +9,7 @@ import numpy as np
 
 from tfplus.dtypes import as_dtype
 from tfplus.kernels.opencl._common import kernel, plan, register
-from tfplus.kernels.opencl.reduce import FINISH_CHUNKS, done_counters, partials, reduce
+from tfplus.kernels.opencl.reduce import FINISH_CHUNKS, done_counters, finishes_splits, partials, reduce
 from tfplus.ops.fused_ops import apply_groups, split_decay
 from tfplus.registry import find_kernel, register_variant, register_workspace
 from tfplus.runtime.opencl import int8
@@ -134,7 +134,7 @@ def channel_sums(ctx, db, g, fmt: str, f=None, dx=None, activation: str = "Relu"
     second, mean, var, t = bn if bn is not None else (None, g, g, g.dtype.type(0))  # unread unless bn
     if centered is not None:
         mean, t = centered[0], g.dtype.type(centered[1])
-    finish = 1 < chunks <= FINISH_CHUNKS  # the last group of each column block adds the partials up
+    finish = 1 < chunks <= FINISH_CHUNKS and finishes_splits(rt)  # the last group of each column block adds them up
     if chunks == 1:
         parts = [db] if bn is None else [db, second]
     else:

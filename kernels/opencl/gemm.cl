@@ -46,34 +46,27 @@
 // layer z of its M x N output (row stride ld) at part + z * M * ld. With `finish`, the group that writes the last
 // layer of a tile (counted in done[tile], a zeroed table) adds the tile's layers up, in layer order, into `out`
 // and sets done[tile] back to 0 for the next launch: no second launch. The order is fixed, so the sums do not
-// depend on which group came last; it is the order of the pass it replaces (reduce.cl's sum_rows). Each group
-// fences its writes before it counts itself; the last one reads the layers past the caches (volatile), two layers
-// of all its outputs at a time so that the loads are in flight together, into the accumulators (free by then).
+// depend on which group came last; it is the order of the pass it replaces (reduce.cl's sum_rows). The group's
+// writes reach the device before its count does: the barrier orders them before item 0's device-wide fence
+// (DEVICE_FENCE; fences are cumulative), which orders them before the atomic count; the last group reads the
+// layers past the caches (volatile), layer by layer, all its outputs' loads of a layer in flight together.
 #define GEMM_SPLIT_FINISH(part, out, done, M, N, ld) \
     if (finish) { \
-        mem_fence(CLK_GLOBAL_MEM_FENCE); \
         barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE); \
         const int tile_ = get_group_id(1) * get_num_groups(0) + get_group_id(0), layers_ = get_num_groups(2); \
-        if (tid == 0) last_ = atomic_inc(done + tile_) == layers_ - 1; \
+        if (tid == 0) { \
+            DEVICE_FENCE(); \
+            last_ = atomic_inc(done + tile_) == layers_ - 1; \
+            DEVICE_FENCE(); \
+        } \
         barrier(CLK_LOCAL_MEM_FENCE); \
         if (last_) { \
-            mem_fence(CLK_GLOBAL_MEM_FENCE); \
             volatile __global const T* p_ = part; \
             for (int i = 0; i < WM; i++) for (int j = 0; j < WN; j++) acc[i][j] = 0; \
-            for (int z = 0; z < layers_; z += 2) { \
-                T a[WM][WN], b[WM][WN]; \
-                const bool two = z + 1 < layers_; \
+            for (int z = 0; z < layers_; z++, p_ += M * ld) { \
                 for (int i = 0; i < WM; i++) { \
-                    int m = m0 + ty + i * TY; \
-                    for (int j = 0; j < WN; j++) { \
-                        int n = n0 + tx + j * TX, at = (z * M + m) * ld + n; \
-                        a[i][j] = (m < M && n < N) ? p_[at] : (T)0; \
-                        b[i][j] = (two && m < M && n < N) ? p_[at + M * ld] : (T)0; \
-                    } \
-                } \
-                for (int i = 0; i < WM; i++) for (int j = 0; j < WN; j++) { \
-                    acc[i][j] += a[i][j]; \
-                    if (two) acc[i][j] += b[i][j]; \
+                    int m = min(m0 + ty + i * TY, M - 1); \
+                    for (int j = 0; j < WN; j++) acc[i][j] += p_[m * ld + min(n0 + tx + j * TX, N - 1)]; \
                 } \
             } \
             for (int i = 0; i < WM; i++) { \

@@ -9,7 +9,7 @@ import numpy as np
 from tfplus.kernels.opencl import _tune
 from tfplus.kernels.opencl._common import kernel, register
 from tfplus.kernels.opencl.elementwise import fill
-from tfplus.kernels.opencl.reduce import FINISH_LAYERS, done_counters, reduce, split_scratch
+from tfplus.kernels.opencl.reduce import FINISH_LOADS, done_counters, finishes_splits, reduce, split_scratch
 from tfplus.registry import register_workspace
 
 SRC = ("gemm.cl", "matmul.cl")
@@ -43,7 +43,9 @@ def matmul(rt, c, a, b, m: int, n: int, k: int, sam: int, sak: int, sbk: int, sb
             splits, chunk = _splits(m, n, k, rt.info["compute_units"])
             g, loc = _tune.launch_shape(cfg, m, n, splits)
             scalars = (i32(m), i32(n), i32(k), i32(sam), i32(sak), i32(sbk), i32(sbn), i32(n), i32(chunk))
-            return kernel(rt, SRC, "matmul", c.dtype, **fast, **_tune.defines(cfg)), g, loc, scalars, splits
+            # the last layer of each tile adds the layers up (gemm.cl's GEMM_SPLIT_FINISH) when they are few
+            finish = splits > 1 and splits * cfg[3] * cfg[4] <= FINISH_LOADS and finishes_splits(rt)
+            return kernel(rt, SRC, "matmul", c.dtype, **fast, **_tune.defines(cfg)), g, loc, scalars, splits, finish
 
         def run(cfg):
             _launch(rt, make(cfg), c, a, b, rt.allocate)
@@ -54,12 +56,12 @@ def matmul(rt, c, a, b, m: int, n: int, k: int, sam: int, sak: int, sbk: int, sb
 
 
 def _launch(rt, plan, c, a, b, workspace) -> None:
-    k, g, loc, scalars, splits = plan
+    k, g, loc, scalars, splits, finish = plan
     if splits == 1:
         rt.run(k, g, loc, c, a, b, None, None, *scalars, np.int32(0))
         return
     layers = workspace((splits, c.size), c.dtype)
-    if splits <= FINISH_LAYERS:  # the last layer of each tile adds them up (gemm.cl's GEMM_SPLIT_FINISH)
+    if finish:
         done = done_counters(rt, (g[0] // loc[0]) * (g[1] // loc[1]))
         rt.run(k, g, loc, layers, a, b, c, done, *scalars, np.int32(1))
         return

@@ -104,13 +104,20 @@ def split_scratch(splits: int, size: int, dtype, compute_units: int) -> list[tup
     return [((splits, size), dtype)] + [(s, dtype) for s in partials((splits, size), [0], compute_units)]
 
 
-# Split sums that the splitting kernel finishes itself (gemm.cl's GEMM_SPLIT_FINISH, fused.cl's CHANNEL_FINISH):
-# the last work-group of each tile adds the partial sums up, which saves the second pass's launch (~5 us of GPU
-# time each on the H100 whatever its size) but leaves that group a serial tail as long as the partials are many.
-# Up to these counts of partials per output the kernel finishes (below 2 * RL, where the second pass would be one
-# sum_rows launch: the same sums in the same order, and no scratch beyond the partials either way).
-FINISH_LAYERS = 32   # a GEMM's layers (each finishing thread reads its outputs' layers two at a time)
+# Split sums that the splitting kernel finishes itself (matmul.cl by gemm.cl's GEMM_SPLIT_FINISH, fused.cl's
+# CHANNEL_FINISH; on the devices of finishes_splits): the last work-group of each tile adds the partial sums up,
+# which saves the second pass's launch (~5 us of GPU time on the H100 however small) but gives that group a serial
+# tail as long as its partials are many. So a kernel finishes only short sums (below 2 * RL, where the second pass
+# would be one sum_rows launch: the same sums in the same order, and no scratch beyond the partials either way).
+# The filter gradients do not: their tiles' partials are many (an H100 measured their tails as long as the pass).
+FINISH_LOADS = 128   # a GEMM's partials read per finishing thread (layers x its WM x WN outputs)
 FINISH_CHUNKS = 64   # the channel sums' chunks (the finishing group stages them through local memory)
+
+
+def finishes_splits(rt) -> bool:
+    """Whether rt's kernels may finish their split sums themselves: that needs a device-wide fence, which OpenCL
+    1.2 C does not have (common.cl's DEVICE_FENCE: NVIDIA's inline membar.gl; a CPU's coherent memory)."""
+    return not rt.dev.is_gpu or rt.info["platform"].startswith("NVIDIA")
 
 
 def done_counters(rt, n: int):
