@@ -16,8 +16,7 @@
     T acc[WM][WN]; \
     for (int i = 0; i < WM; i++) for (int j = 0; j < WN; j++) acc[i][j] = 0; \
     const int tx = get_local_id(0), ty = get_local_id(1), tid = ty * TX + tx; \
-    const int m0 = get_group_id(1) * TM, n0 = get_group_id(0) * TN; \
-    __local int last_;
+    const int m0 = get_group_id(1) * TM, n0 = get_group_id(0) * TN;
 
 // Row (mm) and depth (kk) within the tile of this thread's r-th A load; likewise B.
 #if A_K_FAST
@@ -42,14 +41,14 @@
 
 #define GEMM_ATTR __attribute__((reqd_work_group_size(TX, TY, 1)))
 
-// Split sums finished in the kernel. A GEMM that splits its sum over work-group layers (get_group_id(2)) writes
-// layer z of its M x N output (row stride ld) at part + z * M * ld. With `finish`, the group that writes the last
-// layer of a tile (counted in done[tile], a zeroed table) adds the tile's layers up, in layer order, into `out`
-// and sets done[tile] back to 0 for the next launch: no second launch. The order is fixed, so the sums do not
-// depend on which group came last; it is the order of the pass it replaces (reduce.cl's sum_rows). The group's
-// writes reach the device before its count does: the barrier orders them before item 0's device-wide fence
-// (DEVICE_FENCE; fences are cumulative), which orders them before the atomic count; the last group reads the
-// layers past the caches (volatile), layer by layer, all its outputs' loads of a layer in flight together.
+// Split sums finished in the kernel (which declares `__local int last_`). A GEMM that splits its sum over work-group
+// layers (get_group_id(2)) writes layer z of its M x N output (row stride ld) at part + z * M * ld. With `finish`,
+// the group that writes the last layer of a tile (counted in done[tile], a zeroed table) adds the tile's layers up,
+// in layer order, into `out` and sets done[tile] back to 0 for the next launch: no second launch. The order is
+// fixed, so the sums do not depend on which group came last; it is the order of the pass it replaces (reduce.cl's
+// sum_rows). The group's writes reach the device before its count does: the barrier orders them before item 0's
+// device-wide fence (DEVICE_FENCE; fences are cumulative), which orders them before the atomic count; the last group
+// reads the layers past the caches (volatile), layer by layer, all its outputs' loads of a layer in flight together.
 #define GEMM_SPLIT_FINISH(part, out, done, M, N, ld) \
     if (finish) { \
         barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE); \

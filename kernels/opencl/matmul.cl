@@ -7,6 +7,7 @@ __kernel GEMM_ATTR void K(matmul)(GLOBAL(T, C), GLOBAL(const T, A), GLOBAL(const
                                   GLOBAL(int, done), int M, int N, int Kd, int sam, int sak, int sbk, int sbn,
                                   int ldc, int chunk, int finish) {
     SHIFT(C); SHIFT(A); SHIFT(B); SHIFT(out); SHIFT(done);
+    __local int last_;  // GEMM_SPLIT_FINISH's
     GEMM_BEGIN
     const int kb = get_group_id(2) * chunk, ke = min(Kd, kb + chunk);
     __global T* layers = C;
