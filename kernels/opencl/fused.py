@@ -236,8 +236,8 @@ _MODES = {"copy": 0, "add": 1, "scale": 2, "add_scale": 3}
 
 def multi_accumulate(rt, accs: list, xs: list | None, how: str, factor: float = 1.0) -> None:
     """For each i: accs[i] = xs[i] ("copy"), accs[i] += xs[i] ("add"), accs[i] *= factor ("scale", xs None)
-    or accs[i] = (accs[i] + xs[i]) * factor ("add_scale"), eight tensors of one dtype per launch instead of a
-    launch each."""
+    or accs[i] = (accs[i] + xs[i]) * factor ("add_scale"): the tensors of one dtype in one launch when they share a
+    buffer (_accumulate_in_one), else eight per launch instead of a launch each."""
     xs = accs if xs is None else xs
     by_dtype: dict = {}
     for a, x in zip(accs, xs):

@@ -1059,7 +1059,7 @@ class OpenCLRuntime:
 
     def accumulate(self, accs: list, xs: list | None, how: str, factor: float = 1.0) -> None:
         """copy / add_into / scale / add_into then scale ("copy", "add", "scale", "add_scale") of many tensors
-        at once: a launch per eight."""
+        at once: one launch when they share a buffer (a plan's arena), else a launch per eight."""
         from tfplus.kernels.opencl.fused import multi_accumulate
         multi_accumulate(self, accs, xs, how, factor)
 
