@@ -219,6 +219,15 @@ void K(multi_sumsq)(SQ_ARGS(0), SQ_ARGS(1), SQ_ARGS(2), SQ_ARGS(3), SQ_ARGS(4), 
 // Micro-batching's merge of up to 8 accumulators per launch (slots as above): MODE 0 acc = x, 1 acc += x,
 // 2 acc *= factor (x unread), 3 acc = (acc + x) * factor (the last micro-batch of a mean); the same arithmetic
 // as a copy, elementwise.cl's add and its scale_const.
+#if MODE == 0
+#define MERGE(a, x) a = (x)
+#elif MODE == 1
+#define MERGE(a, x) a += (x)
+#elif MODE == 3
+#define MERGE(a, x) a = (a + (x)) * factor
+#else
+#define MERGE(a, x) a *= factor
+#endif
 #if WANT_multi_accumulate
 #define ACC_ARGS(X) GLOBAL(T, acc##X), GLOBAL(const T, x##X)
 #define ACC_SHIFT(X) SHIFT(acc##X); SHIFT(x##X);
@@ -233,15 +242,7 @@ __kernel void K(multi_accumulate)(ACC_ARGS(0), ACC_ARGS(1), ACC_ARGS(2), ACC_ARG
     __global const T* x = x0;
     switch (s) { ACC_PICK(1) ACC_PICK(2) ACC_PICK(3) ACC_PICK(4) ACC_PICK(5) ACC_PICK(6) ACC_PICK(7) }
     int j = i - SLOT_START(ends, s);
-#if MODE == 0
-    acc[j] = x[j];
-#elif MODE == 1
-    acc[j] += x[j];
-#elif MODE == 3
-    acc[j] = (acc[j] + x[j]) * factor;
-#else
-    acc[j] *= factor;
-#endif
+    MERGE(acc[j], x[j]);
 }
 #endif
 
@@ -258,15 +259,7 @@ __kernel void K(accumulate_table)(GLOBAL(T, base), GLOBAL(const int4, tab), int 
     int j = i - (s ? tab[s - 1].z : 0);
     __global T* acc = base + tab[s].x;
     __global const T* x = base + tab[s].y;
-#if MODE == 0
-    acc[j] = x[j];
-#elif MODE == 1
-    acc[j] += x[j];
-#elif MODE == 3
-    acc[j] = (acc[j] + x[j]) * factor;
-#else
-    acc[j] *= factor;
-#endif
+    MERGE(acc[j], x[j]);
 }
 #endif
 
