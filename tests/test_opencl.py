@@ -88,7 +88,10 @@ def test_programs_are_cached_on_disk(tmp_path, monkeypatch):
 
 
 # -- kernels vs NumPy ----------------------------------------------------------------------------------------
-CONV_SHAPES = [(2, 9, 7, 5, 6, 3), (3, 12, 12, 19, 37, 3), (4, 12, 12, 1, 8, 3), (2, 6, 5, 4, 3, 1)]
+# (n, h, w, cin, cout, kernel size); a reduction of at most conv.SMALL_K taps (the last three) runs conv_small,
+# the third in two groups of output channels, the second partly filled.
+CONV_SHAPES = [(2, 9, 7, 5, 6, 3), (3, 12, 12, 19, 37, 3), (2, 8, 7, 3, 40, 3), (4, 12, 12, 1, 8, 3),
+               (2, 6, 5, 4, 3, 1)]
 
 
 @pytest.mark.parametrize("fmt,stride,padding",
@@ -108,8 +111,9 @@ def test_conv2d_and_both_backprops(fmt, stride, padding):
 
 def test_conv2d_float64():
     rng = np.random.default_rng(1)
-    x, f = _rand(rng, 2, 4, 7, 6, dtype=np.float64), _rand(rng, 3, 3, 4, 5, dtype=np.float64)
-    _run_both(lambda x, f: [tf.nn.conv2d(x, f, strides=1, padding="SAME", data_format="NCHW")], [x, f])
+    for cin in (4, 3):  # the GEMM, conv_small
+        x, f = _rand(rng, 2, cin, 7, 6, dtype=np.float64), _rand(rng, 3, 3, cin, 5, dtype=np.float64)
+        _run_both(lambda x, f: [tf.nn.conv2d(x, f, strides=1, padding="SAME", data_format="NCHW")], [x, f])
 
 
 @pytest.mark.parametrize("ta,tb", list(itertools.product([False, True], repeat=2)))

@@ -10,12 +10,13 @@
 // conv_wgrad: dw[m = (kh, kw, ci), n = co] = sum over p = (b, oh, ow) of x[...] * dy[...], each split of the
 //   p range (get_group_id(2)) writing its own partial sum.
 
-#if WANT_conv
 // EPILOGUE (_FusedConv2DBiasRelu): 1 writes max(acc + bias[m], 0), 2 clamps it to [0, 6] (Relu6); the same
 // arithmetic as fused.cl's fused_bias_relu over the conv's output. Without it, `bias` is not read.
 #ifndef EPILOGUE
 #define EPILOGUE 0
 #endif
+
+#if WANT_conv
 __kernel GEMM_ATTR void K(conv)(GLOBAL(T, out), GLOBAL(const T, x), GLOBAL(const T, w),
                                 GLOBAL(const int4, tab), GLOBAL(const T, bias), int M, int N, int Kd, int OH,
                                 int OW, int H, int W, int xN, int xH, int xW, int oN, int oC, int oH, int oW,
@@ -93,6 +94,66 @@ __kernel GEMM_ATTR void K(conv)(GLOBAL(T, out), GLOBAL(const T, x), GLOBAL(const
             if (m < M) out[base + m * oC] = clamp(acc[i][j] + bias[m], (T)0, (T)6);
 #else
             if (m < M) out[base + m * oC] = acc[i][j];
+#endif
+        }
+    }
+}
+#endif
+
+#if WANT_conv_small
+// conv for a short reduction (KH * KW * CIN taps, at most conv.py's SMALL_K: an image's first layer, 27 for 3x3
+// RGB). As a GEMM its tiles idle on so short a K; here each work-item reads its taps once, into registers, and
+// adds each into CB output channels, the group's slice of the filter staged in local memory. Sizes are
+// compile-time and loops unrolled, so taps and sums stay in registers and each stage's loads are in flight
+// together (with a loop of dependent loads staging the filter, this kernel was slower than the GEMM). The
+// filter is HWIO: tap k = (kh * KW + kw) * CIN + ci is row k. Same order of the sum (k ascending) and EPILOGUE
+// as conv.
+#define KD (KH * KW * CIN)
+__kernel __attribute__((reqd_work_group_size(LOCAL, 1, 1)))
+void K(conv_small)(GLOBAL(T, out), GLOBAL(const T, x), GLOBAL(const T, w), GLOBAL(const T, bias), int M, int N,
+                   int OH, int OW, int H, int W, int xN, int xC, int xH, int xW, int oN, int oC, int oH, int oW,
+                   int sh, int sw, int ph, int pw) {
+    SHIFT(out); SHIFT(x); SHIFT(w); SHIFT(bias);
+    __local T ws[KD][CB];
+    const int m0 = get_group_id(1) * CB;
+#pragma unroll
+    for (int r = 0; r < (KD * CB + LOCAL - 1) / LOCAL; r++) {
+        int i = r * LOCAL + get_local_id(0), m = m0 + i % CB;
+        if (i < KD * CB) ws[i / CB][i % CB] = m < M ? w[i / CB * M + m] : (T)0;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    const int n = get_global_id(0);
+    if (n >= N) return;
+    const int ow = n % OW, t = n / OW, oh = t % OH, b = t / OH;
+    const int ih0 = oh * sh - ph, iw0 = ow * sw - pw, pos = b * xN + ih0 * xH + iw0 * xW;
+    T in[KD];
+#pragma unroll
+    for (int kh = 0; kh < KH; kh++)
+#pragma unroll
+        for (int kw = 0; kw < KW; kw++)
+#pragma unroll
+            for (int ci = 0; ci < CIN; ci++) {
+                bool inside = (uint)(ih0 + kh) < (uint)H && (uint)(iw0 + kw) < (uint)W;
+                in[(kh * KW + kw) * CIN + ci] = inside ? x[pos + ci * xC + kh * xH + kw * xW] : (T)0;
+            }
+    T acc[CB];
+#pragma unroll
+    for (int i = 0; i < CB; i++) acc[i] = 0;
+#pragma unroll
+    for (int k = 0; k < KD; k++)
+#pragma unroll
+        for (int i = 0; i < CB; i++) acc[i] += ws[k][i] * in[k];
+    const int base = b * oN + oh * oH + ow * oW;
+#pragma unroll
+    for (int i = 0; i < CB; i++) {
+        int m = m0 + i;
+        if (m < M) {
+#if EPILOGUE == 1
+            out[base + m * oC] = fmax(acc[i] + bias[m], (T)0);
+#elif EPILOGUE == 2
+            out[base + m * oC] = clamp(acc[i] + bias[m], (T)0, (T)6);
+#else
+            out[base + m * oC] = acc[i];
 #endif
         }
     }

@@ -85,6 +85,29 @@ def _conv(rt, kind: str, out, x, w, tab, m: int, n: int, k: int, out_hw, in_hw, 
     return make(_tune.choose(rt, key, out.dtype.itemsize, run))
 
 
+# Forward convs whose reduction (kh * kw * cin) is at most this run conv.cl's conv_small, not the GEMM: its taps
+# fit a work-item's registers. On the H100, Mentee's first layer (3x3 RGB -> 32, bias and ReLU) took 36-39 us as
+# the tuned GEMM and 23-26 us so at batch 128, 22-25 / 14-16 us at 64, 14-18 / 11-13 us at 32. No tuning: a
+# work-item per output position; two per item, or groups of 64 or 256, were no better at 64 and 32.
+SMALL_K = 32
+SMALL_LOCAL = 128
+
+
+def _small(rt, dt, g: _Geom, xs, os_, epilogue: int):
+    """The launch plan of conv.cl's conv_small: work-items over output positions, CB output channels each."""
+    cb = min(g.cout, 32)
+    more = {"EPILOGUE": epilogue} if epilogue else {}
+    kern = kernel(rt, SRC, "conv_small", dt, KH=g.kh, KW=g.kw, CIN=g.cin, CB=cb, LOCAL=SMALL_LOCAL, **more)
+    n = g.n * g.oh * g.ow
+    scalars = tuple(np.int32(v) for v in (g.cout, n, g.oh, g.ow, g.h, g.w, *xs, *os_, g.sh, g.sw, g.ph, g.pw))
+    return kern, (-(-n // SMALL_LOCAL) * SMALL_LOCAL, -(-g.cout // cb)), (SMALL_LOCAL, 1), scalars
+
+
+def _run_small(rt, plan, out, x, w, bias=None) -> None:
+    kern, g, loc, scalars = plan
+    rt.run(kern, g, loc, out, x, w, bias, *scalars)
+
+
 def _run_conv(rt, plan, out, x, w, bias=None) -> None:
     kern, g, loc, tab, scalars = plan
     rt.run(kern, g, loc, out, x, w, tab, bias, *scalars)
@@ -114,11 +137,16 @@ def _forward(rt, x, f, out, attrs, bias=None, epilogue: int = 0) -> None:
             k = (kh * g.kw + kw) * g.cin + ci
             return np.stack([k * g.cout, ci * xs[1] + kh * xs[2] + kw * xs[3], kh, kw], -1).reshape(-1, 4)
 
-        tab = rt.table(("conv", g.kh, g.kw, g.cin, g.cout, xs[1:]), lambda: table().astype(np.int32))
-        plan = rt.plans[key] = _conv(
-            rt, "conv_fwd", out, x, f, tab, g.cout, g.n * g.oh * g.ow, g.kh * g.kw * g.cin, (g.oh, g.ow),
-            (g.h, g.w), xs, os_, (g.sh, g.sw), (g.ph, g.pw), 1, (1, 1), False, xs[1] == 1, False, epilogue, bias)
-    _run_conv(rt, plan, out, x, f, bias)
+        kd = g.kh * g.kw * g.cin
+        if kd <= SMALL_K:
+            plan = rt.plans[key] = (_run_small, _small(rt, out.dtype, g, xs, os_, epilogue))
+        else:
+            tab = rt.table(("conv", g.kh, g.kw, g.cin, g.cout, xs[1:]), lambda: table().astype(np.int32))
+            plan = rt.plans[key] = (_run_conv, _conv(
+                rt, "conv_fwd", out, x, f, tab, g.cout, g.n * g.oh * g.ow, kd, (g.oh, g.ow), (g.h, g.w), xs, os_,
+                (g.sh, g.sw), (g.ph, g.pw), 1, (1, 1), False, xs[1] == 1, False, epilogue, bias))
+    run, launch = plan
+    run(rt, launch, out, x, f, bias)
 
 
 @register("Conv2DBackpropInput", F)
