@@ -70,6 +70,34 @@ register_op("_FusedConv2DBiasRelu", inputs=("input", "filter", "bias"), outputs=
 not_differentiable("_FusedConv2DBiasRelu")
 
 
+# -- _FusedMatMul: activation(matmul(a, b) + bias) ------------------------------------------------------------
+# MatMul's attrs (written out: math_ops is not imported yet when this module is) plus `activation`: Relu, Relu6,
+# or "" (the bias alone: a logits layer). TensorFlow's remapper makes the same op (its attr fused_ops lists
+# BiasAdd and the activation).
+MATMUL_ACTIVATIONS = ("", *ACTIVATIONS)
+
+
+def _fused_matmul_shape(ins, attrs):
+    a, b, bias = ins
+    if attrs.get("activation") not in MATMUL_ACTIVATIONS:
+        raise ValueError(f"activation must be one of {MATMUL_ACTIVATIONS}, got {attrs.get('activation')!r}")
+    check_same_dtype(ins, "a, b and bias")
+    check_rank(bias, 1, "bias")
+    (y,) = get_op_def("MatMul").shape_fn([a, b], attrs)
+    if y.shape is None:
+        return [y]
+    n = merge_dim(y.shape[1], bias.shape[0] if bias.shape else None,
+                  f"bias of shape {fmt(bias.shape)} must match the columns of the product {fmt(y.shape)}")
+    return [spec((y.shape[0], n), y.dtype)]
+
+
+register_op("_FusedMatMul", inputs=("a", "b", "bias"), outputs=("product",),
+            attrs={"T": "type", "transpose_a": "bool", "transpose_b": "bool", "activation": "string"},
+            shape_fn=_fused_matmul_shape,
+            flops=flops.matmul)
+not_differentiable("_FusedMatMul")
+
+
 # -- _FusedReluGradBiasAddGrad: dx = gradients * mask(features), db = dx summed over all but the channel axis ------
 # `features` is what the activation's own gradient reads: the Relu output, or the Relu6 input.
 def _fused_relu_grad_shape(ins, attrs):

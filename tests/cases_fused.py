@@ -47,6 +47,17 @@ def _conv_bias_relu(fmt, act, x_shape, f_shape, strides, padding):
                 inputs=[x_shape, f_shape, _uniform((f_shape[3],), -1, 2)], ref=ref, grad=False)
 
 
+def _matmul_bias(act, m, k, n, ta=False, tb=False, tag=""):
+    def ref(a, b, bias):
+        y = (a.T if ta else a) @ (b.T if tb else b) + bias
+        return _act(y, act) if act else y
+    attrs = {"transpose_a": ta, "transpose_b": tb, "activation": act}
+    return Case(f"fused_matmul_{act.lower() or 'bias'}{tag}",
+                lambda a, b, bias: apply_op("_FusedMatMul", [a, b, bias], attrs, "fused"),
+                inputs=[(k, m) if ta else (m, k), (n, k) if tb else (k, n), _uniform((n,), -1, 2)], ref=ref,
+                grad=False)
+
+
 def _relu_grad_bias(fmt, act, shape, tag=""):
     def ref(g, f):
         dx = g * _mask(f, act)
@@ -73,6 +84,10 @@ CASES = [
     _conv_bias_relu("NCHW", "Relu", (2, 3, 5, 5), (3, 3, 3, 4), (1, 1), "SAME"),
     _conv_bias_relu("NHWC", "Relu", (2, 6, 5, 3), (3, 3, 3, 5), (2, 2), "VALID"),
     _conv_bias_relu("NCHW", "Relu6", (1, 12, 4, 4), (3, 3, 12, 7), (1, 1), "SAME"),
+    _matmul_bias("Relu", 5, 7, 6),
+    _matmul_bias("Relu6", 4, 9, 3, ta=True, tag="_ta"),
+    _matmul_bias("", 3, 8, 10, tb=True, tag="_tb"),
+    _matmul_bias("Relu", 3, 600, 4, tag="_split_k"),  # K split over work-group layers
     _relu_grad_bias("NHWC", "Relu", (2, 3, 5, 4)),
     _relu_grad_bias("NCHW", "Relu", (2, 3, 4, 5)),
     _relu_grad_bias("NHWC", "Relu", (300, 7)),   # more rows than a work-group: the strided loop

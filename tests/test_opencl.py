@@ -125,6 +125,22 @@ def test_matmul_odd_sizes_and_transposes(ta, tb):
         _run_both(lambda a, b: [tf.matmul(a, b, transpose_a=ta, transpose_b=tb)], [a, b])
 
 
+@pytest.mark.parametrize("activation", ["", "Relu", "Relu6"])
+def test_fused_matmul_adds_bias_and_activation_after_a_second_pass_too(monkeypatch, activation):
+    """Split K layers added up by a second pass (a device that does not finish them in the kernel): the bias and
+    activation then come in a launch of their own."""
+    from tfplus.framework import apply_op
+    from tfplus.kernels.opencl import matmul
+    monkeypatch.setattr(matmul, "finishes_splits", lambda rt: False)
+    epilogues, epilogue = [], matmul._epilogue
+    monkeypatch.setattr(matmul, "_epilogue", lambda *args: epilogues.append(epilogue(*args)))
+    rng = np.random.default_rng(3)
+    a, b, bias = _rand(rng, 3, 777), _rand(rng, 777, 5), _rand(rng, 5)
+    attrs = {"transpose_a": False, "transpose_b": False, "activation": activation}
+    _run_both(lambda a, b, bias: [apply_op("_FusedMatMul", [a, b, bias], attrs, "fused")], [a, b, bias])
+    assert len(epilogues) == 1
+
+
 def test_matmul_int32():
     rng = np.random.default_rng(2)
     a, b = rng.integers(-9, 9, (13, 17)).astype(np.int32), rng.integers(-9, 9, (17, 5)).astype(np.int32)

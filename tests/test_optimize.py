@@ -57,6 +57,27 @@ def test_refuses_when_the_intermediate_is_fetched_fed_or_read_elsewhere():
     assert optimize(g, [y, z.op], [x]) is None                  # the BiasAdd fetched as an op
 
 
+@pytest.mark.parametrize("activation, name", [(tf.nn.relu, "Relu"), (tf.nn.relu6, "Relu6"), (None, "")])
+def test_a_dense_layer_fuses_into_one_matmul_op_that_computes_what_the_chain_did(device, activation, name):
+    rng = np.random.default_rng(0)
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.placeholder(tf.float32, [5, 40])
+        w = tf.constant(rng.standard_normal((40, 6)).astype(np.float32))
+        p = tf.matmul(x, w)
+        z = tf.nn.bias_add(p, tf.constant(rng.standard_normal(6).astype(np.float32)))
+        y = activation(z) if activation else z
+    r = optimize(g, [y], [x])
+    fused = [op for op in r.graph.get_operations() if op.type == "_FusedMatMul"]
+    assert len(fused) == 1 and fused[0].attrs["activation"] == name
+    assert "MatMul" not in _types(r) and "BiasAdd" not in _types(r)
+    kept = optimize(g, [y, p], [x])  # the product fetched: the MatMul stays
+    assert kept is None or "_FusedMatMul" not in kept.fused
+    feed = {x: rng.standard_normal((5, 40)).astype(np.float32) * 3}
+    with tf.Session(graph=g, device=device) as on, tf.Session(graph=g, device=device, config=_OFF) as off:
+        np.testing.assert_allclose(on.run(y, feed), off.run(y, feed), rtol=1e-5, atol=1e-6)
+
+
 def test_relu6_grad_keeps_the_pre_activation_so_only_the_backward_fuses():
     g, x, db = _bias_grad(tf.nn.relu6)
     r = optimize(g, [db], [x])
@@ -87,9 +108,9 @@ def test_a_mentee_step_fused_equals_unfused(device, data_format, optimizer):
     off, w_off, none = _steps(device, data_format, config=_OFF, optimizer=optimizer)
     assert not none
     (step,) = [f for f in fused.values() if "_FusedReluGradBiasAddGrad" in f]
-    # 7 ReLUs after a bias: 5 with their conv, 2 after hidden dense layers; the 16 variables' updates as one op;
-    # the 8 weights' L2Losses and their AddN as one op
-    assert step == {"_FusedConv2DBiasRelu": 5, "_FusedBiasAddRelu": 2, "_FusedReluGradBiasAddGrad": 7,
+    # 7 ReLUs after a bias: 5 with their conv, 2 with their dense layer's MatMul, and the logits' MatMul and bias;
+    # the 16 variables' updates as one op; the 8 weights' L2Losses and their AddN as one op
+    assert step == {"_FusedConv2DBiasRelu": 5, "_FusedMatMul": 3, "_FusedReluGradBiasAddGrad": 7,
                     "_FusedApply": 1, "_FusedL2Loss": 1}
     np.testing.assert_allclose(on, off, rtol=1e-5)
     for name in w_off:

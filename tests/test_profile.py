@@ -115,7 +115,7 @@ def test_phases_of_a_mentee_step(traced):
             assert s.phase != "backward", s
         if s.type.startswith("Apply") or s.type == "_FusedApply":
             assert s.phase == "update", s
-    assert phase["conv1/Relu"] == phase["fc3/MatMul"] == phase["loss/cross_entropy"] == "forward"
+    assert phase["conv1/Relu"] == phase["fc3/BiasAdd"] == phase["loss/cross_entropy"] == "forward"
     assert phase["gradients/conv2/Conv2D_grad/Conv2DBackpropFilter"] == "backward"
     assert phase["train_op"] == phase["train_op/update"] == "update"  # global step += 1, the group
     # the graph rewrite (tfplus.optimize) updates the 16 variables in one op, adding the 8 weights' decay

@@ -21,6 +21,7 @@ Patterns:
 - BiasAdd -> Relu / Relu6 becomes _FusedBiasAddRelu (the BiasAdd output is fused away), and with the Conv2D
   before it (its output read by the BiasAdd alone) _FusedConv2DBiasRelu: the conv kernel adds the bias and
   applies the activation as it writes its output, so the step makes one pass less over the conv's output;
+  with a MatMul before it instead, _FusedMatMul (as with a BiasAdd that no activation follows: a logits layer);
 - ReluGrad / Relu6Grad -> BiasAddGrad becomes _FusedReluGradBiasAddGrad, giving dx and db in one pass (dx stays
   a tensor: the conv / matmul backprops read it);
 - AddN of L2Losses only (weight decay's sum) becomes _FusedL2Loss, one multi-tensor sum of squares;
@@ -107,6 +108,10 @@ def optimize(graph: Graph, fetches: list, feeds) -> Rewritten | None:
                         and c.attrs.get("data_format", "NHWC") == attrs["data_format"]:
                     fuse[op] = ("_FusedConv2DBiasRelu", [*c.inputs, p.inputs[1]], {**c.attrs, **attrs})
                     absorbed[c] = op
+                elif _fusable_matmul(c, p, ops, only_reader, pinned_ops, controlled, absorbed):
+                    fuse[op] = ("_FusedMatMul", [*c.inputs, p.inputs[1]],
+                                {**c.attrs, "activation": attrs["activation"]})
+                    absorbed[c] = op
         elif op.type == "BiasAddGrad":
             q = op.inputs[0].op
             if q.type in _ACTIVATION_GRADS and q in ops and op.inputs[0] not in feeds and q not in fuse \
@@ -122,6 +127,12 @@ def optimize(graph: Graph, fetches: list, feeds) -> Rewritten | None:
                     and len(set(losses)) == len(losses):
                 fuse[op] = ("_FusedL2Loss", [q.inputs[0] for q in losses], {"T": op.attrs["T"], "N": len(losses)})
                 absorbed.update({q: op for q in losses})
+    for op in sorted(ops, key=lambda o: o._id):  # a BiasAdd no activation follows (a logits layer)
+        if op.type == "BiasAdd" and op not in absorbed and op not in fuse:
+            c = op.inputs[0].op
+            if _fusable_matmul(c, op, ops, only_reader, pinned_ops, controlled, absorbed):
+                fuse[op] = ("_FusedMatMul", [*c.inputs, op.inputs[1]], {**c.attrs, "activation": ""})
+                absorbed[c] = op
     for members in _apply_groups(ops, pinned, readers, feeds):
         last = members[-1]
         scalars = APPLY_SCALARS[last.type]
@@ -152,6 +163,14 @@ def optimize(graph: Graph, fetches: list, feeds) -> Rewritten | None:
         made = ", ".join(f"{n} {t}" for t, n in sorted(r.fused.items()))
         print(f"tfplus rewrite: {len(ops)} -> {len(ops) - len(absorbed)} ops ({made})")
     return r
+
+
+def _fusable_matmul(c: Operation, bias_add: Operation, ops: set, only_reader, pinned_ops: set, controlled: set,
+                    absorbed: dict) -> bool:
+    """`c`, the op before `bias_add`, is a MatMul (2-D: BiasAdd's data_format names the last axis either way)
+    that a _FusedMatMul may absorb: in the step, its product read by the BiasAdd alone, not fetched or ordered."""
+    return c.type == "MatMul" and c in ops and only_reader(bias_add.inputs[0], bias_add) and c not in pinned_ops \
+        and c not in controlled and c not in absorbed
 
 
 def _apply_groups(ops: set, pinned: set, readers: dict, feeds: set) -> list[list[Operation]]:

@@ -58,6 +58,19 @@ def _fused_conv2d_bias_relu_ws(ins, attrs):
     return WORKSPACES[("Conv2D", "cpu")](ins[:2], attrs)
 
 
+# -- _FusedMatMul: the MatMul kernel, then the bias and the activation over its output in place ----------------
+@register_kernel("_FusedMatMul", "cpu", FLOATS)
+def _fused_matmul(ctx, ins, outs, attrs):
+    a, b, bias = ins
+    find_kernel("MatMul", "cpu", as_dtype(a.dtype))(ctx, [a, b], outs, attrs)
+
+    def body(o, c):
+        np.add(o, c, out=o)
+        if attrs["activation"]:
+            _activate(o, attrs["activation"])
+    threads.sharded(body, outs[0], bias)
+
+
 # -- _FusedReluGradBiasAddGrad -----------------------------------------------------------------------------------
 def _rows(shape, fmt: str) -> tuple[int, int]:
     """The gradient as a (rows, columns) matrix: NCHW sums each row (image and channel), NHWC each column."""

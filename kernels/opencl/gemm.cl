@@ -44,7 +44,8 @@
 // Split sums finished in the kernel (which declares `__local int last_`). A GEMM that splits its sum over work-group
 // layers (get_group_id(2)) writes layer z of its M x N output (row stride ld) at part + z * M * ld. With `finish`,
 // the group that writes the last layer of a tile (counted in done[tile], a zeroed table) adds the tile's layers up,
-// in layer order, into `out` and sets done[tile] back to 0 for the next launch: no second launch. The order is
+// in layer order, into `out` (as GEMM_EPI(sum, column): the kernel's epilogue, which it defines) and sets
+// done[tile] back to 0 for the next launch: no second launch. The order is
 // fixed, so the sums do not depend on which group came last; it is the order of the pass it replaces (reduce.cl's
 // sum_rows). The group's writes reach the device before its count does: the barrier orders them before item 0's
 // device-wide fence (DEVICE_FENCE; fences are cumulative), which orders them before the atomic count; the last group
@@ -72,7 +73,7 @@
                 int m = m0 + ty + i * TY; \
                 for (int j = 0; j < WN; j++) { \
                     int n = n0 + tx + j * TX; \
-                    if (m < M && n < N) out[m * ld + n] = acc[i][j]; \
+                    if (m < M && n < N) out[m * ld + n] = GEMM_EPI(acc[i][j], n); \
                 } \
             } \
             if (tid == 0) done[tile_] = 0; \

@@ -2,11 +2,21 @@
 // Split K: work-group layer z sums k in [z * chunk, (z + 1) * chunk) into its own C (C + z * M * ldc); the
 // caller adds the layers up (small outputs with long sums would otherwise leave most of the device idle), or with
 // `finish` the last layer of each tile does, into `out` (gemm.cl's GEMM_SPLIT_FINISH).
+// `act` (_FusedMatMul; float builds): 0 writes the product, 1 adds bias[n], 2 then applies Relu, 3 Relu6, as the
+// product is written: by the only layer, or by the finishing one (the split layers themselves write plain sums).
+// A uniform branch, not a build define, so that the fused op shares MatMul's programs. The same arithmetic as
+// fused.cl's fused_bias_relu and nn.cl's bias_add over the product.
 #if WANT_matmul
+#if IS_FLOAT
+#define GEMM_EPI(v, n) (act == 0 ? (v) : act == 1 ? (v) + bias[n] : act == 2 ? fmax((v) + bias[n], (T)0) \
+                        : clamp((v) + bias[n], (T)0, (T)6))
+#else
+#define GEMM_EPI(v, n) (v)
+#endif
 __kernel GEMM_ATTR void K(matmul)(GLOBAL(T, C), GLOBAL(const T, A), GLOBAL(const T, B), GLOBAL(T, out),
-                                  GLOBAL(int, done), int M, int N, int Kd, int sam, int sak, int sbk, int sbn,
-                                  int ldc, int chunk, int finish) {
-    SHIFT(C); SHIFT(A); SHIFT(B); SHIFT(out); SHIFT(done);
+                                  GLOBAL(int, done), GLOBAL(const T, bias), int M, int N, int Kd, int sam,
+                                  int sak, int sbk, int sbn, int ldc, int chunk, int finish, int act) {
+    SHIFT(C); SHIFT(A); SHIFT(B); SHIFT(out); SHIFT(done); SHIFT(bias);
     __local int last_;  // GEMM_SPLIT_FINISH's
     GEMM_BEGIN
     const int kb = get_group_id(2) * chunk, ke = min(Kd, kb + chunk);
@@ -31,7 +41,7 @@ __kernel GEMM_ATTR void K(matmul)(GLOBAL(T, C), GLOBAL(const T, A), GLOBAL(const
         int m = m0 + ty + i * TY;
         for (int j = 0; j < WN; j++) {
             int n = n0 + tx + j * TX;
-            if (m < M && n < N) C[m * ldc + n] = acc[i][j];
+            if (m < M && n < N) C[m * ldc + n] = get_num_groups(2) > 1 ? acc[i][j] : GEMM_EPI(acc[i][j], n);
         }
     }
     GEMM_SPLIT_FINISH(layers, out, done, M, N, ldc)

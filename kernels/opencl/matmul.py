@@ -26,12 +26,20 @@ def scratch(m: int, n: int, k: int, dtype, compute_units: int) -> list[tuple]:
     return split_scratch(_splits(m, n, k, compute_units)[0] if k else 1, m * n, dtype, compute_units)
 
 
-def matmul(rt, c, a, b, m: int, n: int, k: int, sam: int, sak: int, sbk: int, sbn: int, workspace=None) -> None:
-    """c (m x n, contiguous) = sum_k a[m*sam + k*sak] * b[k*sbk + n*sbn]; scratch from `workspace(shape,
-    dtype)` (a kernel's ctx.workspace), else rt.allocate."""
+# _FusedMatMul's activation -> matmul.cl's `act`
+ACTS = {"": 1, "Relu": 2, "Relu6": 3}
+
+
+def matmul(rt, c, a, b, m: int, n: int, k: int, sam: int, sak: int, sbk: int, sbn: int, workspace=None,
+           bias=None, act: int = 0) -> None:
+    """c (m x n, contiguous) = sum_k a[m*sam + k*sak] * b[k*sbk + n*sbn], with `act` (matmul.cl) 1-3 plus
+    bias[n] and its activation; scratch from `workspace(shape, dtype)` (a kernel's ctx.workspace), else
+    rt.allocate."""
     workspace = workspace or rt.allocate
     if k == 0:
         fill(rt, c, 0)
+        if act:
+            _epilogue(rt, c, bias, act)
         return
     key = ("matmul", c.dtype, m, n, k, sam, sak, sbk, sbn)
     plan = rt.plans.get(key)
@@ -52,38 +60,57 @@ def matmul(rt, c, a, b, m: int, n: int, k: int, sam: int, sak: int, sbk: int, sb
         cfg = _tune.choose(rt, f"matmul|{c.dtype.name}|{fast['A_K_FAST']}{fast['B_K_FAST']}|{m}x{n}x{k}",
                            c.dtype.itemsize, run)
         plan = rt.plans[key] = make(cfg)
-    _launch(rt, plan, c, a, b, workspace)
+    _launch(rt, plan, c, a, b, workspace, bias, act)
 
 
-def _launch(rt, plan, c, a, b, workspace) -> None:
+def _launch(rt, plan, c, a, b, workspace, bias=None, act: int = 0) -> None:
     k, g, loc, scalars, splits, finish = plan
+    i32 = np.int32
     if splits == 1:
-        rt.run(k, g, loc, c, a, b, None, None, *scalars, np.int32(0))
+        rt.run(k, g, loc, c, a, b, None, None, bias, *scalars, i32(0), i32(act))
         return
     layers = workspace((splits, c.size), c.dtype)
     if finish:
         done = done_counters(rt, (g[0] // loc[0]) * (g[1] // loc[1]))
-        rt.run(k, g, loc, layers, a, b, c, done, *scalars, np.int32(1))
+        rt.run(k, g, loc, layers, a, b, c, done, bias, *scalars, i32(1), i32(act))
         return
-    rt.run(k, g, loc, layers, a, b, None, None, *scalars, np.int32(0))
+    rt.run(k, g, loc, layers, a, b, None, None, None, *scalars, i32(0), i32(0))
     reduce(rt, "sum", c, layers, [0], 1, workspace)
+    if act:
+        _epilogue(rt, c, bias, act)
+
+
+def _epilogue(rt, c, bias, act: int) -> None:
+    """matmul.cl's `act` over c in place, for a product the kernel did not write itself (split layers added up
+    by a second pass): the kernels of BiasAdd and of _FusedBiasAddRelu."""
+    k = kernel(rt, "nn.cl", "bias_add", c.dtype) if act == 1 else \
+        kernel(rt, "fused.cl", "fused_bias_relu", c.dtype, RELU6=int(act == 3))
+    rt.run(k, *rt.grid1d(c.size), c, c, bias, np.int32(c.size), np.int32(bias.size), np.int32(1))
 
 
 @register("MatMul", NUM)
 def _matmul(ctx, ins, outs, attrs):
-    a, b = ins
-    out = outs[0]
+    _product(ctx, *ins, outs[0], attrs)
+
+
+def _product(ctx, a, b, out, attrs, bias=None, act: int = 0) -> None:
     m, n = out.shape
     ta, tb = attrs["transpose_a"], attrs["transpose_b"]
     k = a.shape[0] if ta else a.shape[1]
     sam, sak = (1, m) if ta else (k, 1)
     sbk, sbn = (1, k) if tb else (n, 1)
-    matmul(ctx.runtime, out, a, b, m, n, k, sam, sak, sbk, sbn, ctx.workspace)
+    matmul(ctx.runtime, out, a, b, m, n, k, sam, sak, sbk, sbn, ctx.workspace, bias, act)
 
 
+@register("_FusedMatMul", ("float32", "float64"))
+def _fused_matmul(ctx, ins, outs, attrs):
+    _product(ctx, *ins[:2], outs[0], attrs, ins[2], ACTS[attrs["activation"]])
+
+
+@register_workspace("_FusedMatMul", "opencl")
 @register_workspace("MatMul", "opencl")
 def _matmul_scratch(ins, attrs, compute_units):
-    a, b = ins
+    a, b = ins[:2]
     m = a.shape[1] if attrs["transpose_a"] else a.shape[0]
     n = b.shape[0] if attrs["transpose_b"] else b.shape[1]
     k = a.shape[0] if attrs["transpose_a"] else a.shape[1]

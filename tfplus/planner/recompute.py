@@ -24,7 +24,7 @@ from tfplus.planner.liveness import alias_root, executes, phase_of
 # At most this many ops recompute one activation, and at most one of them a GEMM (convolution or matmul): more
 # would cost a large part of a forward pass per reader.
 MAX_OPS = 4
-_GEMM = ("Conv2D", "MatMul", "BatchMatMul", "DepthwiseConv2dNative", "_FusedConv2DBiasRelu")
+_GEMM = ("Conv2D", "MatMul", "BatchMatMul", "DepthwiseConv2dNative", "_FusedConv2DBiasRelu", "_FusedMatMul")
 # A recomputation level r drops the r largest activations that can be recomputed (the planner tries r = 1..).
 MAX_LEVEL = 4
 # Readers that need only a tensor's shape: they read the original right after it is made, never a copy.
