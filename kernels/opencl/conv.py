@@ -86,9 +86,9 @@ def _conv(rt, kind: str, out, x, w, tab, m: int, n: int, k: int, out_hw, in_hw, 
 
 
 # Forward convs whose reduction (kh * kw * cin) is at most this run conv.cl's conv_small, not the GEMM: its taps
-# fit a work-item's registers. On the H100, Mentee's first layer (3x3 RGB -> 32, bias and ReLU) took 36-39 us as
-# the tuned GEMM and 23-26 us so at batch 128, 22-25 / 14-16 us at 64, 14-18 / 11-13 us at 32. No tuning: a
-# work-item per output position; two per item, or groups of 64 or 256, were no better at 64 and 32.
+# fit a work-item's registers. On the H100, Mentee's first layer (3x3 RGB -> 32, bias and ReLU) took 38-41 us as
+# the tuned GEMM and 31-32 us so at batch 128, 25-27 / 21-22 us at 64, 19 / 15 us at 32, and its program builds
+# no slower. No tuning: a work-item per output position; two per item, or groups of 64 or 256, did no better.
 SMALL_K = 32
 SMALL_LOCAL = 128
 
