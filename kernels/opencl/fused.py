@@ -269,5 +269,5 @@ def _accumulate_in_one(rt, pairs: list, dt, how: str, factor: float) -> bool:
             for (a, x), e in zip(pairs, ends)]
     tab = rt.table(("accumulate", tuple(rows)), lambda: np.array(rows, np.int32))
     k = kernel(rt, SRC, "accumulate_table", dt, MODE=_MODES[how])
-    rt.run(k, *rt.grid1d(int(ends[-1])), views[0], tab, np.int32(ends[-1]), dt.type(factor))
+    rt.run(k, *rt.grid1d(int(ends[-1])), views[0], tab, np.int32(len(rows)), dt.type(factor))
     return True
