@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import time
 from types import SimpleNamespace
 
 import numpy as np
@@ -94,9 +95,9 @@ def _fresh_device(monkeypatch, tmp_path):
     builds = []
     build = opencl._Device._build
 
-    def counted(self, files, options, background=False):
+    def counted(self, files, options, background=False, builder=None):
         builds.append((files, options))
-        return build(self, files, options, background)
+        return build(self, files, options, background, builder)
     monkeypatch.setattr(opencl._Device, "_build", counted)
     dev = opencl.OpenCLRuntime().dev
     monkeypatch.setattr(dev, "compiling", opencl._CompileNotice())
@@ -150,14 +151,64 @@ def test_a_merged_prebuild_not_started_yet_is_built_when_asked_for(tmp_path, mon
     assert options.count("-DWANT_") == 3 and not dev.builds.queue
 
 
+def _parent_compiles(monkeypatch) -> list:
+    """What this process makes its programs from, in order: "source" (it compiles) or "binary" (a built one)."""
+    made = []
+
+    class Program(opencl.cl._cl._Program):
+        def __init__(self, ctx, *args):
+            made.append("source" if isinstance(args[0], str) else "binary")
+            super().__init__(ctx, *args)
+    monkeypatch.setattr(opencl.cl._cl, "_Program", Program)
+    return made
+
+
+@pytest.mark.parametrize("starts", [True, False])
+def test_a_child_process_builds_what_the_parent_loads_else_the_parent_builds(tmp_path, monkeypatch, starts):
+    run, want, used = _first_run(monkeypatch, tmp_path)
+    dev, builds = _fresh_device(monkeypatch, tmp_path / "b")
+    monkeypatch.setattr(opencl._Builds, "THREADS", 0)  # no build thread of this process: only the child's
+    made = _parent_compiles(monkeypatch)
+    # A child given a device index that does not exist makes no context: its thread hands it nothing.
+    index = [x.int_ptr for x in opencl._cl_devices()].index(dev.device.int_ptr) if starts else 99
+    child = opencl._Builder(index)
+    assert dev.prebuild(used, [child]) == 1
+    while starts and dev.builds.queue:  # taken by the child's thread (else the step would build it itself)
+        time.sleep(0.01)
+    np.testing.assert_array_equal(run(), want)
+    assert made == (["binary"] if starts else ["source"]) and len(builds) == 1
+    assert dev.compiling.count == 1 and child.proc.wait(timeout=30) == 0
+
+
+def test_build_processes_start_for_uncached_programs_only_and_a_bad_count_is_named(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    started = []
+    monkeypatch.setattr(opencl, "_Builder", lambda index: started.append(index) or SimpleNamespace())
+    d = opencl._select(None)
+    keys = [(("elementwise.cl",), f"-DT=float -DWANT_add=1 -DN={i}") for i in range(9)]
+    monkeypatch.setenv("TFPLUS_OPENCL_BUILD_PROCESSES", "3")
+    assert len(opencl._start_builders(d, keys)) == 2  # one per four programs to build
+    assert started == [[x.int_ptr for x in opencl._cl_devices()].index(d.int_ptr)] * 2
+    for k in keys[1:]:  # all but one in the disk cache: nothing for a child to do
+        path = opencl._program_source(d, *k)[2]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"built")
+    assert opencl._start_builders(d, keys) == []
+    monkeypatch.setenv("TFPLUS_OPENCL_BUILD_PROCESSES", "four")
+    with pytest.raises(ValueError, match="TFPLUS_OPENCL_BUILD_PROCESSES='four'"):
+        opencl._build_processes(d)
+    monkeypatch.delenv("TFPLUS_OPENCL_BUILD_PROCESSES")
+    assert opencl._build_processes(d) == (min(4, os.cpu_count() // 4) if d.type & opencl.cl.device_type.GPU else 0)
+
+
 def test_a_failed_merged_prebuild_builds_each_program_alone(tmp_path, monkeypatch):
     run, want, used = _first_run(monkeypatch, tmp_path)
     build = opencl._Device._build
 
-    def no_merges(self, files, options, background=False):  # as if two kernels clashed in one program
+    def no_merges(self, files, options, background=False, builder=None):  # as if two kernels clashed
         if options.count("-DWANT_") > 1:
             raise RuntimeError("clash")
-        return build(self, files, options, background)
+        return build(self, files, options, background, builder)
     monkeypatch.setattr(opencl._Device, "_build", no_merges)
     dev, builds = _fresh_device(monkeypatch, tmp_path / "b")
     assert dev.prebuild(used) == 1
@@ -211,7 +262,7 @@ def test_program_lists_round_trip_and_a_bad_list_is_ignored(tmp_path, monkeypatc
 
 def test_prebuild_named_reads_this_devices_list_else_the_packages(tmp_path, monkeypatch):
     dev, builds = _fresh_device(monkeypatch, tmp_path)
-    monkeypatch.setattr(opencl._Device, "prebuild", lambda self, keys: len(keys))
+    monkeypatch.setattr(opencl._Device, "prebuild", lambda self, keys, builders=(): len(keys))
     lists = opencl.importlib.resources.files("tfplus.kernels.opencl")
     assert opencl.read_program_list(lists / "programs-cpu.json", "train-mentee")  # shipped, and valid
     shipped = opencl.read_program_list(lists / f"programs-{'gpu' if dev.is_gpu else 'cpu'}.json", "train-mentee")
@@ -261,7 +312,7 @@ def test_train_prebuilds_its_list_and_records_its_first_steps_programs(monkeypat
     lists, started = {}, []
     monkeypatch.setattr(opencl, "read_program_list", lambda path, name: lists.get(name, []))
     monkeypatch.setattr(opencl, "write_program_list", lambda path, name, keys: lists.update({name: list(keys)}))
-    monkeypatch.setattr(opencl._Device, "prebuild", lambda self, keys: started.append(keys) or len(keys))
+    monkeypatch.setattr(opencl._Device, "prebuild", lambda self, keys, builders=(): started.append(keys) or len(keys))
     argv = ["train", "--synthetic", "--model", "lenet", "--batch-size", "8", "--steps", "1", "--no-eval",
             "--device", "opencl"]
     assert main(argv) == 0

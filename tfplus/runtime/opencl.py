@@ -25,7 +25,9 @@ Programs are built once per context and kept; built binaries are also cached on 
 ($XDG_CACHE_HOME/tfplus/opencl, else ~/.cache/tfplus/opencl), keyed by the sha256 of the source, build
 options, device and driver; TFPLUS_OPENCL_BUILD_OPTIONS adds compiler options. prebuild() starts building a
 listed set of programs on background threads (`tfplus train` does, before it makes its graph), so a step's
-launchers find them built or building; TFPLUS_OPENCL_PREBUILD=0 turns it off. Ops with no OpenCL kernel raise
+launchers find them built or building; TFPLUS_OPENCL_PREBUILD=0 turns it off. On a GPU whose programs are not
+cached yet, the threads hand most builds to child processes (TFPLUS_OPENCL_BUILD_PROCESSES, default up to 4):
+NVIDIA's driver builds one program at a time per process. Ops with no OpenCL kernel raise
 NotImplementedError unless TFPLUS_OPENCL_FALLBACK=1, Session(config={"allow_soft_placement": True}) or
 `runtime.allow_fallback = True`: then they run their NumPy kernel on copies, and `placement_report()` lists
 each such op with the bytes it moved. TFPLUS_OPENCL_PROFILE=1 records kernel times (`profile_report()`);
@@ -41,6 +43,7 @@ import importlib.resources
 import json
 import os
 import re
+import subprocess
 import sys
 import tempfile
 import threading
@@ -524,6 +527,111 @@ class _CompileNotice:
                       file=sys.stderr, flush=True)
 
 
+def _std(d) -> str:
+    """The -cl-std option of device `d`: OpenCL C 1.2 where the device has it."""
+    ver = d.version.split()[1] if len(d.version.split()) > 1 else "1.1"
+    c_ver = d.opencl_c_version.split()[2] if hasattr(d, "opencl_c_version") else ver
+    return "-cl-std=CL1.2" if tuple(int(x) for x in c_ver.split(".")[:2]) >= (1, 2) else ""
+
+
+def _program_source(d, files: tuple[str, ...], options: str) -> tuple[str, str, Path]:
+    """The source of program (files, options) on device `d` (common.cl first), its build options, and where
+    its built binary is cached: a file named by the sha256 of source, options, device and driver."""
+    pkg = importlib.resources.files("tfplus.kernels.opencl")
+    src = "".join(f"// ---- {f}\n{pkg.joinpath(f).read_text()}\n" for f in ("common.cl",) + files)
+    extra = os.environ.get("TFPLUS_OPENCL_BUILD_OPTIONS", "")
+    opts = " ".join(x for x in (_std(d), options, extra) if x)
+    digest = hashlib.sha256("\0".join([src, opts, d.platform.name, d.name, d.version, d.driver_version,
+                                       cl.VERSION_TEXT]).encode()).hexdigest()
+    return src, opts, cache_dir() / f"{digest}.bin"
+
+
+def _merge_wants(keys, built) -> tuple[list, dict]:
+    """The programs to build for `keys` (less those in `built`), where keys that differ only in their -DWANT_
+    flags (kernels of one .cl file for one dtype and defines) become one program with all their flags: a build
+    has a fixed cost (NVIDIA H100: ~60 ms for a one-line kernel), and 40 programs of Mentee's step become 30.
+    Returns (programs, {key: the merged program that holds its kernels})."""
+    groups: dict = {}
+    for files, options in keys:
+        if (files, options) in built:
+            continue
+        base = " ".join(o for o in options.split() if not o.startswith("-DWANT_"))
+        groups.setdefault((files, base), []).append(options)
+    todo, merged = [], {}
+    for (files, base), members in groups.items():
+        if len(members) == 1:
+            todo.append((files, members[0]))
+            continue
+        wants = sorted({o for m in members for o in m.split() if o.startswith("-DWANT_")})
+        key = (files, " ".join([base] + wants))
+        merged.update({(files, m): key for m in members})
+        todo.append(key)
+    return todo, merged
+
+
+def _build_processes(d) -> int:
+    """How many child processes may build programs for device `d` at once: NVIDIA's driver builds one program
+    at a time per process (threads add ~1.3x), so a GPU's first run builds in children, each with its own
+    context (TFPLUS_OPENCL_BUILD_PROCESSES; default: a quarter of the cores, at most 4, on a GPU; none on a
+    CPU device, whose compiler would take the cores the step needs)."""
+    env = os.environ.get("TFPLUS_OPENCL_BUILD_PROCESSES", "")
+    if env.strip():
+        try:
+            return max(0, int(env))
+        except ValueError:
+            raise ValueError(f"TFPLUS_OPENCL_BUILD_PROCESSES={env!r}: expected a count of processes, e.g. 4 "
+                             "(0: build on threads of this process)") from None
+    return min(4, (os.cpu_count() or 1) // 4) if d.type & cl.device_type.GPU else 0
+
+
+class _Builder:
+    """A child process (tfplus.runtime._opencl_build) that builds programs of one device into the disk cache
+    when asked: the parent then loads each binary, which on NVIDIA also finds the driver's JIT of it in the
+    driver's own cache (CUDA_CACHE_PATH), so a program's build costs the parent ~1 ms. Started before the
+    parent makes its context, so that the child's (~0.3-2 s) overlaps it."""
+
+    def __init__(self, index: int):
+        cmd = [sys.executable] + ["-P"] * bool(sys.flags.safe_path) + ["-m", "tfplus.runtime._opencl_build",
+                                                                       str(index)]
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL, text=True)
+        self.ready: bool | None = None  # None until the child says whether it made its context
+
+    def wait_ready(self) -> bool:
+        """Whether the child made its context (waits for it to say so)."""
+        if self.ready is None:
+            try:
+                self.ready = self.proc.stdout.readline().strip() == "ready"
+            except (OSError, ValueError):
+                self.ready = False
+        return self.ready
+
+    def build(self, files: tuple[str, ...], options: str) -> bool:
+        """Whether the child built (files, options) into the cache; False once it failed or ended."""
+        try:
+            if not self.wait_ready():
+                return False
+            self.proc.stdin.write(json.dumps([list(files), options]) + "\n")
+            self.proc.stdin.flush()
+            if self.proc.stdout.readline().strip() == "ok":
+                return True
+        except (OSError, ValueError):  # the child ended: a broken pipe, or a closed file
+            pass
+        self.ready = False
+        return False
+
+    def close(self) -> None:
+        """Ends the child (it exits when its input ends) and waits for it."""
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
 class _Builds:
     """Programs being built on background threads, in the order they were asked for: clBuildProgram releases
     the GIL, and OpenCL lets threads build different programs of one context at once. Threads are daemons that
@@ -533,7 +641,7 @@ class _Builds:
     THREADS = min(8, os.cpu_count() or 1)
 
     def __init__(self, build):
-        self.build = build                   # (files, options) -> program
+        self.build = build                   # (files, options, background, builder) -> program
         self.lock = threading.Lock()
         self.queue: dict = {}                # key -> True, in order: not started
         self.running: dict = {}              # key -> threading.Event, set when its build ends
@@ -541,16 +649,26 @@ class _Builds:
         self.threads: list = []
         atexit.register(self.stop)
 
-    def start(self, keys) -> int:
-        """Queues the builds of `keys` (those not already queued, running or done); returns how many."""
+    def start(self, keys, builders=()) -> int:
+        """Queues the builds of `keys` (those not already queued, running or done); returns how many. Each of
+        `builders` (child processes, _Builder) gets a thread that hands it queued builds once it is ready;
+        beside them, threads of this process build (two: the driver builds one program at a time per process
+        anyway, and they load what the children built)."""
         with self.lock:
             new = [k for k in keys if k not in self.queue and k not in self.running and k not in self.done]
             self.queue.update(dict.fromkeys(new, True))
-            while len(self.threads) < min(self.THREADS, len(self.queue)):
-                t = threading.Thread(target=self._work, name="tfplus-opencl-build", daemon=True)
-                self.threads.append(t)
-                t.start()
+            local = min(self.THREADS, len(self.queue), 2 if builders else self.THREADS)
+            for b in builders:
+                self._thread(b)
+            while sum(t.name == "tfplus-opencl-build" for t in self.threads) < local:
+                self._thread(None)
         return len(new)
+
+    def _thread(self, builder) -> None:
+        t = threading.Thread(target=self._work, args=(builder,), daemon=True,
+                             name="tfplus-opencl-build" + ("-child" if builder else ""))
+        self.threads.append(t)
+        t.start()
 
     def claim(self, key) -> bool:
         """Whether `key` was queued and not started: it is dropped from the queue, for the caller to build."""
@@ -571,23 +689,27 @@ class _Builds:
             out = self.done.pop(key, None)
         return None if isinstance(out, Exception) else out
 
-    def _work(self) -> None:
+    def _work(self, builder) -> None:
+        # A child takes no build before its context is made: threads of this process take them meanwhile.
+        ready = builder is None or builder.wait_ready()
         while True:
             with self.lock:
-                if not self.queue:
+                if not self.queue or not ready:
                     self.threads.remove(threading.current_thread())
-                    return
+                    break
                 key = next(iter(self.queue))
                 del self.queue[key]
                 ev = self.running[key] = threading.Event()
             try:
-                out = self.build(*key, background=True)
+                out = self.build(*key, background=True, builder=builder)
             except Exception as e:  # noqa: BLE001  kept for take(): the caller's own build reports it
                 out = e
             with self.lock:
                 self.done[key] = out
                 del self.running[key]
             ev.set()
+        if builder is not None:
+            builder.close()
 
     def stop(self) -> None:
         with self.lock:
@@ -656,11 +778,47 @@ def prebuild(selector: str | None, name: str, from_start: bool = False) -> int:
     if os.environ.get("TFPLUS_OPENCL_PREBUILD", "1") == "0" or cl is None:
         return 0
     with _Device._making:
+        builders = []
         try:
-            dev = _Device.get(_select(selector))
+            d = _select(selector)
+            builders = [] if d.int_ptr in _Device._all else _start_builders(d, _program_list(d, name))
+            dev = _Device.get(d)
         except (RuntimeError, ValueError, cl.Error):
+            for b in builders:
+                b.close()
             return 0
-        return dev.prebuild_named(name, from_start)
+        return dev.prebuild_named(name, from_start, builders)
+
+
+def _program_list(d, name: str) -> list:
+    """The programs `name` used last time on device `d` (record()), else the package's list for its kind."""
+    keys = read_program_list(_programs_path(d), name)
+    if not keys:
+        kind = "gpu" if d.type & cl.device_type.GPU else "cpu"
+        keys = read_program_list(importlib.resources.files("tfplus.kernels.opencl") / f"programs-{kind}.json",
+                                 name)
+    return keys
+
+
+def _programs_path(d) -> Path:
+    """Where record() keeps device `d`'s program lists: keyed by platform and device name, not driver, so that a
+    new driver (whose cached binaries no longer load) still finds what to build."""
+    return cache_dir() / f"programs-{hashlib.sha256(f'{d.platform.name}|{d.name}'.encode()).hexdigest()[:16]}.json"
+
+
+def _start_builders(d, keys) -> list:
+    """Child processes (_Builder) for device `d`, one per four of `keys`' programs not in the disk cache, up to
+    _build_processes(d); [] when they cannot start."""
+    todo, _ = _merge_wants(keys, ())
+    missing = sum(not _program_source(d, *k)[2].exists() for k in todo)
+    n = min(_build_processes(d), missing // 4)
+    if n == 0:
+        return []
+    index = [x.int_ptr for x in _cl_devices()].index(d.int_ptr)
+    try:
+        return [_Builder(index) for _ in range(n)]
+    except OSError:  # no interpreter to start (a frozen app): threads of this process build
+        return []
 
 
 def prebuild_soon(selector: str | None, name: str) -> threading.Thread:
@@ -712,9 +870,6 @@ class _Device:
         self.is_gpu = bool(d.type & cl.device_type.GPU)
         self.max_wg = int(d.max_work_group_size)
         self.align = max(1, int(d.mem_base_addr_align) // 8)
-        ver = d.version.split()[1] if len(d.version.split()) > 1 else "1.1"
-        c_ver = d.opencl_c_version.split()[2] if hasattr(d, "opencl_c_version") else ver
-        self.std = "-cl-std=CL1.2" if tuple(int(x) for x in c_ver.split(".")[:2]) >= (1, 2) else ""
         ident = "|".join([d.platform.name, d.platform.version, d.name, d.version, d.driver_version])
         self.key = hashlib.sha256(ident.encode()).hexdigest()[:16]
         self.tuning_path = cache_dir() / f"tuning-{self.key}.json"
@@ -725,10 +880,7 @@ class _Device:
             # A fresh machine: the tiles shipped for this device's name, if any (a first step need not spend
             # TFPLUS_OPENCL_TUNE_S timing candidates); what it tunes beyond them is saved as its own.
             self.tuning = shipped_tuning(d.name) if self.is_gpu else {}
-        # Program lists (prebuild): keyed by platform and device name, not driver, so that a new driver (whose
-        # cached binaries no longer load) still finds what to build.
-        named = hashlib.sha256(f"{d.platform.name}|{d.name}".encode()).hexdigest()[:16]
-        self.programs_path = cache_dir() / f"programs-{named}.json"
+        self.programs_path = _programs_path(d)
         self.used: list = []      # (files, options) keys in the order this process first asked for them
         self.listed_from: dict = {}  # name -> len(used) when prebuild_named(name) was called
         self.merged: dict = {}    # (files, options) -> the key of the prebuilt program that also holds its kernels
@@ -763,41 +915,22 @@ class _Device:
             prg = self.programs[key] = prg or self.builds.take(key) or self._build(files, options)
         return prg
 
-    def prebuild(self, keys) -> int:
-        """Starts building programs `keys` ((files, options) as program() takes them) on background threads;
-        program() waits for one that is building, and builds one that has not started itself. Returns how
-        many builds were started. Keys that differ only in their -DWANT_ flags (kernels of one .cl file for
-        one dtype and defines) are built as one program with all their flags: a build has a fixed cost (NVIDIA
-        H100: ~60 ms for a one-line kernel), and 40 programs of Mentee's step become 30. The GEMM-based ones
-        (the longest builds) go first, so that no long build starts last."""
-        groups: dict = {}
-        for files, options in keys:
-            if (files, options) in self.programs:
-                continue
-            base = " ".join(o for o in options.split() if not o.startswith("-DWANT_"))
-            groups.setdefault((files, base), []).append(options)
-        todo = []
-        for (files, base), members in groups.items():
-            if len(members) == 1:
-                todo.append((files, members[0]))
-                continue
-            wants = sorted({o for m in members for o in m.split() if o.startswith("-DWANT_")})
-            merged = (files, " ".join([base] + wants))
-            self.merged.update({(files, m): merged for m in members})
-            todo.append(merged)
+    def prebuild(self, keys, builders=()) -> int:
+        """Starts building programs `keys` ((files, options) as program() takes them) on background threads,
+        and in `builders` (child processes, _Builder) if given; program() waits for one that is building, and
+        builds one that has not started itself. Returns how many builds were started. Keys that differ only
+        in their -DWANT_ flags are built as one program (_merge_wants); the GEMM-based ones (the longest
+        builds) go first, so that no long build starts last."""
+        todo, merged = _merge_wants(keys, self.programs)
+        self.merged.update(merged)
         todo.sort(key=lambda k: "gemm.cl" not in k[0])  # stable: first use order otherwise
-        return self.builds.start(todo)
+        return self.builds.start(todo, builders)
 
-    def prebuild_named(self, name: str, from_start: bool = False) -> int:
+    def prebuild_named(self, name: str, from_start: bool = False, builders=()) -> int:
         """prebuild() of the programs listed under `name` (see the module function prebuild); record_programs(name)
         later keeps the programs used since now, or since the device was made if `from_start`."""
-        keys = read_program_list(self.programs_path, name)
-        if not keys:
-            kind = "gpu" if self.is_gpu else "cpu"
-            keys = read_program_list(importlib.resources.files("tfplus.kernels.opencl") / f"programs-{kind}.json",
-                                     name)
         self.listed_from[name] = 0 if from_start else len(self.used)
-        return self.prebuild(keys)
+        return self.prebuild(_program_list(self.device, name), builders)
 
     def record_programs(self, name: str) -> None:
         """Keeps the programs first asked for since prebuild_named(name) as `name`'s list in the cache directory
@@ -822,19 +955,17 @@ class _Device:
             keys, self.recording = self.recording, None
         return keys
 
-    def _build(self, files: tuple[str, ...], options: str, background: bool = False):
+    def _build(self, files: tuple[str, ...], options: str, background: bool = False, builder=None):
         """The program of `files` (after common.cl) built with `options`: from the disk cache's binary, else
         from source (cached). `background`: on a build thread, where file descriptor 2 is left alone (the
-        main thread's output would go with the compiler's)."""
-        pkg = importlib.resources.files("tfplus.kernels.opencl")
-        src = "".join(f"// ---- {f}\n{pkg.joinpath(f).read_text()}\n" for f in ("common.cl",) + files)
-        extra = os.environ.get("TFPLUS_OPENCL_BUILD_OPTIONS", "")
-        opts = " ".join(x for x in (self.std, options, extra) if x)
+        main thread's output would go with the compiler's). `builder`: a child process (_Builder) asked to
+        build it into the cache first."""
         d = self.device
-        digest = hashlib.sha256("\0".join([src, opts, d.platform.name, d.name, d.version, d.driver_version,
-                                           cl.VERSION_TEXT]).encode()).hexdigest()
-        path = cache_dir() / f"{digest}.bin"
+        src, opts, path = _program_source(d, files, options)
         what = f"{'+'.join(files)} [{opts}] for {self.info['name']}"
+        if builder is not None and not path.exists():
+            self.compiling.start(self.info["name"])
+            self.compiling.done(built=builder.build(files, options))
         if path.exists():
             try:
                 prg = cl._cl._Program(self.ctx, [d], [path.read_bytes()])
