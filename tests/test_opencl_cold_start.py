@@ -180,7 +180,8 @@ def test_a_child_process_builds_what_the_parent_loads_else_the_parent_builds(tmp
     assert dev.compiling.count == 1 and child.proc.wait(timeout=30) == 0
 
 
-def test_build_processes_start_for_uncached_programs_only_and_a_bad_count_is_named(tmp_path, monkeypatch):
+def test_build_processes_start_for_uncached_programs_only_and_a_bad_count_is_named(tmp_path, monkeypatch,
+                                                                                   capsys):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     started = []
     monkeypatch.setattr(opencl, "_Builder", lambda index: started.append(index) or SimpleNamespace())
@@ -197,6 +198,8 @@ def test_build_processes_start_for_uncached_programs_only_and_a_bad_count_is_nam
     monkeypatch.setenv("TFPLUS_OPENCL_BUILD_PROCESSES", "four")
     with pytest.raises(ValueError, match="TFPLUS_OPENCL_BUILD_PROCESSES='four'"):
         opencl._build_processes(d)
+    assert opencl._start_builders(d, keys[:1] * 8) == []  # prebuild's thread says so and builds on threads
+    assert "TFPLUS_OPENCL_BUILD_PROCESSES='four': expected a count" in capsys.readouterr().err
     monkeypatch.delenv("TFPLUS_OPENCL_BUILD_PROCESSES")
     assert opencl._build_processes(d) == (min(4, os.cpu_count() // 4) if d.type & opencl.cl.device_type.GPU else 0)
 

@@ -809,9 +809,13 @@ def _programs_path(d) -> Path:
 def _start_builders(d, keys) -> list:
     """Child processes (_Builder) for device `d`, one per four of `keys`' programs not in the disk cache, up to
     _build_processes(d); [] when they cannot start."""
+    try:
+        most = _build_processes(d)
+    except ValueError as e:  # on prebuild's thread: said, not raised, and the threads build
+        print(f"tfplus: {e}; building on threads", file=sys.stderr, flush=True)
+        return []
     todo, _ = _merge_wants(keys, ())
-    missing = sum(not _program_source(d, *k)[2].exists() for k in todo)
-    n = min(_build_processes(d), missing // 4)
+    n = min(most, sum(not _program_source(d, *k)[2].exists() for k in todo) // 4)
     if n == 0:
         return []
     index = [x.int_ptr for x in _cl_devices()].index(d.int_ptr)
