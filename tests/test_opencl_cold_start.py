@@ -195,9 +195,10 @@ def test_build_processes_start_for_uncached_programs_only_and_a_bad_count_is_nam
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(b"built")
     assert opencl._start_builders(d, keys) == []
-    monkeypatch.setenv("TFPLUS_OPENCL_BUILD_PROCESSES", "four")
-    with pytest.raises(ValueError, match="TFPLUS_OPENCL_BUILD_PROCESSES='four'"):
-        opencl._build_processes(d)
+    for bad in ("-3", "four"):
+        monkeypatch.setenv("TFPLUS_OPENCL_BUILD_PROCESSES", bad)
+        with pytest.raises(ValueError, match=f"TFPLUS_OPENCL_BUILD_PROCESSES='{bad}'"):
+            opencl._build_processes(d)
     assert opencl._start_builders(d, keys[:1] * 8) == []  # prebuild's thread says so and builds on threads
     assert "TFPLUS_OPENCL_BUILD_PROCESSES='four': expected a count" in capsys.readouterr().err
     monkeypatch.delenv("TFPLUS_OPENCL_BUILD_PROCESSES")

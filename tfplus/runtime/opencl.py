@@ -575,12 +575,11 @@ def _build_processes(d) -> int:
     context (TFPLUS_OPENCL_BUILD_PROCESSES; default: a quarter of the cores, at most 4, on a GPU; none on a
     CPU device, whose compiler would take the cores the step needs)."""
     env = os.environ.get("TFPLUS_OPENCL_BUILD_PROCESSES", "")
+    if env.strip().isdigit():
+        return int(env)
     if env.strip():
-        try:
-            return max(0, int(env))
-        except ValueError:
-            raise ValueError(f"TFPLUS_OPENCL_BUILD_PROCESSES={env!r}: expected a count of processes, e.g. 4 "
-                             "(0: build on threads of this process)") from None
+        raise ValueError(f"TFPLUS_OPENCL_BUILD_PROCESSES={env!r}: expected a count of processes, e.g. 4 "
+                         "(0: build on threads of this process)")
     return min(4, (os.cpu_count() or 1) // 4) if d.type & cl.device_type.GPU else 0
 
 
@@ -781,13 +780,14 @@ def prebuild(selector: str | None, name: str, from_start: bool = False) -> int:
         builders = []
         try:
             d = _select(selector)
-            builders = [] if d.int_ptr in _Device._all else _start_builders(d, _program_list(d, name))
+            keys = _program_list(d, name)
+            builders = [] if d.int_ptr in _Device._all else _start_builders(d, keys)
             dev = _Device.get(d)
         except (RuntimeError, ValueError, cl.Error):
             for b in builders:
                 b.close()
             return 0
-        return dev.prebuild_named(name, from_start, builders)
+        return dev.prebuild_named(name, from_start, builders, keys)
 
 
 def _program_list(d, name: str) -> list:
@@ -930,11 +930,12 @@ class _Device:
         todo.sort(key=lambda k: "gemm.cl" not in k[0])  # stable: first use order otherwise
         return self.builds.start(todo, builders)
 
-    def prebuild_named(self, name: str, from_start: bool = False, builders=()) -> int:
-        """prebuild() of the programs listed under `name` (see the module function prebuild); record_programs(name)
-        later keeps the programs used since now, or since the device was made if `from_start`."""
+    def prebuild_named(self, name: str, from_start: bool = False, builders=(), keys=None) -> int:
+        """prebuild() of the programs listed under `name` (see the module function prebuild; `keys`: that list,
+        if read already); record_programs(name) later keeps the programs used since now, or since the device
+        was made if `from_start`."""
         self.listed_from[name] = 0 if from_start else len(self.used)
-        return self.prebuild(_program_list(self.device, name), builders)
+        return self.prebuild(_program_list(self.device, name) if keys is None else keys, builders)
 
     def record_programs(self, name: str) -> None:
         """Keeps the programs first asked for since prebuild_named(name) as `name`'s list in the cache directory
