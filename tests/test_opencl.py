@@ -109,6 +109,28 @@ def test_conv2d_and_both_backprops(fmt, stride, padding):
         _run_both(build, [x, f])
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_small_convs_split_their_sum_and_finish_it_in_the_kernel(monkeypatch, dtype):
+    """An output of fewer tiles than compute units splits its sum over work-group layers (conv.py `_splits`),
+    forward (with the fused bias and ReLU) and input gradient, strided or not: same values as NumPy. The device
+    is made to look wide, so that these small shapes split on any machine."""
+    from tfplus.kernels.opencl import conv
+    split, run, layers = conv._splits, conv._run_conv, []
+    monkeypatch.setattr(conv, "_splits", lambda m, n, k, cu: split(m, n, k, 48))
+    monkeypatch.setattr(conv, "_run_conv", lambda rt, plan, *a: layers.append(plan[5]) or run(rt, plan, *a))
+    rng = np.random.default_rng(5)
+    for stride in (1, 2):
+        x, f, b = _rand(rng, 2, 64, 5, 5, dtype=dtype), _rand(rng, 3, 3, 64, 48, dtype=dtype), _rand(rng, 48)
+
+        def build(x, f, stride=stride, b=b):
+            y = tf.nn.conv2d(x, f, strides=stride, padding="SAME", data_format="NCHW")
+            z = tf.nn.relu(tf.nn.bias_add(y, tf.constant(b.astype(dtype)), data_format="NCHW"))
+            dy = tf.constant(rng.standard_normal(y.shape.as_list()).astype(dtype))
+            return [y, z, *tf.gradients(y, [x], grad_ys=dy)]
+        _run_both(build, [x, f])
+    assert sorted(set(layers)) == [3, 4]  # forward 4 (fused or not), input gradients (strided or not) 3
+
+
 def test_conv2d_float64():
     rng = np.random.default_rng(1)
     for cin in (4, 3):  # the GEMM, conv_small
@@ -234,6 +256,19 @@ def test_compact_state_variants_match_numpy_bit_for_bit(fmt, dtype):
     np.testing.assert_array_equal(rt.copy_out(d_a), a)
     np.testing.assert_array_equal(_bits(rt.copy_out(d_y)), _bits(y))
     np.testing.assert_array_equal(_bits(rt.copy_out(d_dx)), _bits(dx))
+
+    # The pooled ReLU gradient (planner.compact.pooled): the same dx from y, g and the argmax, and the bias
+    # gradient of the two launches it replaces, bit for bit.
+    from tfplus.kernels.opencl import fused as cl_fused
+    ctx.workspace = lambda shape, dt: rt.allocate(shape, getattr(dt, "np", dt))
+    bias_attrs = {"data_format": fmt, "activation": "Relu"}
+    want_dx, want_db = rt.allocate(shape, dtype), rt.allocate((shape[1 if fmt == "NCHW" else 3],), dtype)
+    cl_fused.fused_relu_grad_applied(ctx, [d_dx, d_x], [want_dx, want_db], bias_attrs)
+    got_dx, got_db = rt.allocate(shape, dtype), rt.allocate(want_db.shape, dtype)
+    rt.upload_into(got_dx, np.full(shape, 7, dtype))
+    cl_fused.fused_relu_grad_pooled(ctx, [d_dx, d_x], [got_dx, got_db], bias_attrs, d_y, rt.copy_in(g), d_a)
+    np.testing.assert_array_equal(_bits(rt.copy_out(got_dx)), _bits(dx))
+    np.testing.assert_array_equal(_bits(rt.copy_out(got_db)), _bits(rt.copy_out(want_db)))
 
 
 def test_relu_grad_applied_copies_unless_written_in_place(monkeypatch):

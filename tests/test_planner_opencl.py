@@ -133,3 +133,41 @@ def test_planned_opencl_runs_an_empty_arena_and_top_k_scratch():
         np.testing.assert_array_equal(sess.run(same, {ph: x}), x)
         np.testing.assert_array_equal(sess.run(values, {ph: x}), -np.sort(-x)[:, :2])
 
+
+
+def test_pooled_compact_state_launches_less_and_trains_as_the_plain_step(monkeypatch):
+    """Under a budget the opencl session plans its rewritten step (fused ReLU and bias gradients), where compact
+    state is "pooled" (planner.compact): each MaxPoolGrad launches nothing and the ReLU gradient routes the pool
+    gradient itself. The losses and weights are the plain step's; the pooled kernel ran for every pool."""
+    from tfplus.kernels.opencl import fused
+    from tfplus.optimize import optimize
+    from tfplus.planner import compact
+    tg = _small_cnn()
+    feeds = _cnn_feeds(tg, batch=8)
+    fetches = [tg.train_op, tg.loss]
+    r = optimize(tg.graph, fetches, list(feeds))
+    shapes = {r.element[t]: v.shape for t, v in feeds.items()}
+    step = [r.element[f] for f in fetches]
+    free = planner.plan(step, shapes, "opencl", graph=r.graph)
+    pooled = planner.plan(step, shapes, "opencl", graph=r.graph, force=(1, 1, True))
+    sites = pooled.phases[0].sites
+    assert sites and all(compact.pooled(s, "opencl") for s in sites)
+    assert pooled.predicted_overhead < 0  # a launch less per pool: the cost model's cheapest plan
+    budget = (pooled.peak_bytes + free.peak_bytes) // 2
+    assert pooled.peak_bytes < budget < free.peak_bytes
+    calls = []
+    sums = fused.channel_sums
+    monkeypatch.setattr(fused, "channel_sums", lambda *a, **kw: calls.append(kw.get("pooled")) or sums(*a, **kw))
+    runs = {}
+    for b in (None, budget):
+        with tf.Session(graph=tg.graph, device="opencl", memory_budget=b) as sess:
+            sess.run(tg.init_op)
+            losses = [sess.run(fetches, feeds)[1] for _ in range(3)]
+            runs[b] = losses, {v.op.name: sess.run(v) for v in tg.graph.get_collection("trainable_variables")}
+            chosen = [[t["name"] for t in p.plan.transformations if t["name"] not in ("inplace", "schedule")]
+                      for p in sess._plans.values() if getattr(p, "plan", None) is not None]
+    assert ["compact"] in chosen, chosen  # the training step's plan (the initializer's needs none)
+    assert sum(c is not None for c in calls) >= 3 * len(sites)  # each pool, in each of the three steps
+    np.testing.assert_allclose(runs[budget][0], runs[None][0], rtol=1e-5)
+    for name, w in runs[None][1].items():
+        np.testing.assert_allclose(runs[budget][1][name], w, rtol=1e-5, atol=1e-6, err_msg=name)

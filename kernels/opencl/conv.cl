@@ -15,13 +15,28 @@
 #ifndef EPILOGUE
 #define EPILOGUE 0
 #endif
+#if EPILOGUE == 1
+#define CONV_EPI(v, m) fmax((v) + bias[m], (T)0)
+#elif EPILOGUE == 2
+#define CONV_EPI(v, m) clamp((v) + bias[m], (T)0, (T)6)
+#else
+#define CONV_EPI(v, m) (v)
+#endif
+
+// Split K (conv.py: a small output, e.g. the last layers' at a small batch, leaves most of the device idle over
+// a long sum): work-group layer z sums k in [z * chunk, (z + 1) * chunk) into layers + z * M * N (row m, column n)
+// and the last layer of each tile adds them up into `out` (gemm.cl's GEMM_SPLIT_FINISH), with the epilogue.
 
 #if WANT_conv
 __kernel GEMM_ATTR void K(conv)(GLOBAL(T, out), GLOBAL(const T, x), GLOBAL(const T, w),
-                                GLOBAL(const int4, tab), GLOBAL(const T, bias), int M, int N, int Kd, int OH,
+                                GLOBAL(const int4, tab), GLOBAL(const T, bias), GLOBAL(T, layers),
+                                GLOBAL(int, done), int M, int N, int Kd, int OH,
                                 int OW, int H, int W, int xN, int xH, int xW, int oN, int oC, int oH, int oW,
-                                int sh, int sw, int ph, int pw, int sam, int SH, int SW) {
-    SHIFT(out); SHIFT(x); SHIFT(w); SHIFT(tab); SHIFT(bias);
+                                int sh, int sw, int ph, int pw, int sam, int SH, int SW, int chunk) {
+    SHIFT(out); SHIFT(x); SHIFT(w); SHIFT(tab); SHIFT(bias); SHIFT(layers); SHIFT(done);
+    __local int last_;  // GEMM_SPLIT_FINISH's
+    const int finish = get_num_groups(2) > 1;
+    const int kb = get_group_id(2) * chunk, ke = min(Kd, kb + chunk);
     GEMM_BEGIN
     // This thread's B columns are fixed: find their image positions once.
     int bpos[B_LOADS], bih[B_LOADS], biw[B_LOADS];
@@ -55,17 +70,17 @@ __kernel GEMM_ATTR void K(conv)(GLOBAL(T, out), GLOBAL(const T, x), GLOBAL(const
     for (int r = 0; r < A_LOADS; r++) { \
         A_POS(r, mm, kk); \
         int m = m0 + mm, k = (k0) + kk; \
-        ra[r] = (m < M && k < Kd) ? w[tab[k].x + m * sam] : (T)0; \
+        ra[r] = (m < M && k < ke) ? w[tab[k].x + m * sam] : (T)0; \
     } \
     for (int r = 0; r < B_LOADS; r++) { \
         B_POS(r, nn, kk); \
         int k = (k0) + kk; \
-        int4 t = k < Kd ? tab[k] : (int4)(0, 0, -(1 << 28), 0); \
+        int4 t = k < ke ? tab[k] : (int4)(0, 0, -(1 << 28), 0); \
         int ih = bih[r] + t.z, iw = biw[r] + t.w; \
         rb[r] = CONV_B(ih, iw, t); \
     }
-    CONV_LOAD(0)
-    for (int k0 = 0; k0 < Kd; k0 += TK) {
+    CONV_LOAD(kb)
+    for (int k0 = kb; k0 < ke; k0 += TK) {
         for (int r = 0; r < A_LOADS; r++) {
             A_POS(r, mm, kk);
             As[kk][mm] = ra[r];
@@ -75,28 +90,39 @@ __kernel GEMM_ATTR void K(conv)(GLOBAL(T, out), GLOBAL(const T, x), GLOBAL(const
             Bs[kk][nn] = rb[r];
         }
         barrier(CLK_LOCAL_MEM_FENCE);
-        if (k0 + TK < Kd) {
+        if (k0 + TK < ke) {
             CONV_LOAD(k0 + TK)
         }
         GEMM_TILE
         barrier(CLK_LOCAL_MEM_FENCE);
     }
-    for (int j = 0; j < WN; j++) {
-        int n = n0 + tx + j * TX;
-        if (n >= N) continue;
-        int ow = n % OW, t = n / OW, oh = t % OH, b = t / OH;
-        int base = b * oN + oh * oH + ow * oW;
+#define GEMM_STORE(m, n, v) { \
+        int ow_ = (n) % OW, t_ = (n) / OW; \
+        out[(t_ / OH) * oN + (t_ % OH) * oH + ow_ * oW + (m) * oC] = CONV_EPI(v, m); \
+    }
+    if (finish) {
+        __global T* layer = layers + get_group_id(2) * M * N;
         for (int i = 0; i < WM; i++) {
             int m = m0 + ty + i * TY;
-#if EPILOGUE == 1
-            if (m < M) out[base + m * oC] = fmax(acc[i][j] + bias[m], (T)0);
-#elif EPILOGUE == 2
-            if (m < M) out[base + m * oC] = clamp(acc[i][j] + bias[m], (T)0, (T)6);
-#else
-            if (m < M) out[base + m * oC] = acc[i][j];
-#endif
+            for (int j = 0; j < WN; j++) {
+                int n = n0 + tx + j * TX;
+                if (m < M && n < N) layer[m * N + n] = acc[i][j];
+            }
+        }
+    } else {
+        for (int j = 0; j < WN; j++) {
+            int n = n0 + tx + j * TX;
+            if (n >= N) continue;
+            int ow = n % OW, t = n / OW, oh = t % OH, b = t / OH;
+            int base = b * oN + oh * oH + ow * oW;
+            for (int i = 0; i < WM; i++) {
+                int m = m0 + ty + i * TY;
+                if (m < M) out[base + m * oC] = CONV_EPI(acc[i][j], m);
+            }
         }
     }
+    GEMM_SPLIT_FINISH(layers, done, M, N, N)
+#undef GEMM_STORE
 }
 #endif
 

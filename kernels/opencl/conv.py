@@ -14,7 +14,7 @@ import pyopencl.cltypes as cltypes
 
 from tfplus.kernels.opencl import _tune
 from tfplus.kernels.opencl._common import contiguous_strides, kernel, register
-from tfplus.kernels.opencl.reduce import reduce, split_scratch
+from tfplus.kernels.opencl.reduce import FINISH_LOADS, done_counters, finishes_splits, reduce, split_scratch
 from tfplus.registry import register_workspace
 from tfplus.runtime.opencl import int8
 
@@ -61,10 +61,23 @@ def _divisor(attrs) -> int:
     return int(attrs.get(SCRATCH_DIVISOR_ATTR, 1))
 
 
+def _splits(m: int, n: int, k: int, compute_units: int) -> tuple[int, int]:
+    """(layers, k per layer) of a conv.cl `conv` GEMM: an output of fewer tiles than the device has compute
+    units (Mentee's last conv at a micro-batch of 32 or 64: 32-64 tiles for 132 on the H100, each 1152 taps
+    deep) splits its sum to fill them, each layer at least 8 K slices deep; larger ones do not split."""
+    return _tune.split_k(m, n, k, compute_units, 1, 8)
+
+
+def _split_scratch(m: int, n: int, k: int, dtype, compute_units: int) -> list[tuple]:
+    """The layers a split `conv` asks for (the last layer of each tile adds them up: no second pass)."""
+    splits = _splits(m, n, k, compute_units)[0]
+    return [((splits, m * n), dtype)] if splits > 1 else []
+
+
 def _conv(rt, kind: str, out, x, w, tab, m: int, n: int, k: int, out_hw, in_hw, xs, os_, stride, pad,
           sam: int, divisors, a_k_fast: bool, b_k_fast: bool, strided: bool, epilogue: int = 0, bias=None):
-    """The launch plan (kernel, global, local, scalar arguments) of one conv.cl `conv` call, tuned; `epilogue`
-    1 / 2 adds `bias` and applies Relu / Relu6 (conv.cl EPILOGUE)."""
+    """The launch plan (kernel, global, local, scalar arguments, layers) of one conv.cl `conv` call, tuned;
+    `epilogue` 1 / 2 adds `bias` and applies Relu / Relu6 (conv.cl EPILOGUE)."""
     flags = {"A_K_FAST": int(a_k_fast), "B_K_FAST": int(b_k_fast), "STRIDED": int(strided)}
     # The epilogue costs next to nothing beside the GEMM: the plain conv's tiles serve (one tuning key).
     more = {"EPILOGUE": epilogue} if epilogue else {}
@@ -73,13 +86,17 @@ def _conv(rt, kind: str, out, x, w, tab, m: int, n: int, k: int, out_hw, in_hw, 
                                       *divisors))
 
     def make(cfg):
-        g, loc = _tune.launch_shape(cfg, m, n)
-        return kernel(rt, SRC, "conv", out.dtype, **flags, **more, **_tune.defines(cfg)), g[:2], loc[:2], tab, \
-            scalars
+        # Split only where the last group of a tile can finish the sums (a device fence; each finishing thread
+        # reading at most FINISH_LOADS partials).
+        splits, chunk = _splits(m, n, k, rt.info["compute_units"]) if finishes_splits(rt) else (1, k)
+        if splits * cfg[3] * cfg[4] > FINISH_LOADS:
+            splits, chunk = 1, k
+        g, loc = _tune.launch_shape(cfg, m, n, splits)
+        return kernel(rt, SRC, "conv", out.dtype, **flags, **more, **_tune.defines(cfg)), g, loc, tab, \
+            scalars + (i32(chunk),), splits
 
     def run(cfg):
-        kern, g, loc, _, _ = make(cfg)
-        rt.run(kern, g, loc, out, x, w, tab, bias, *scalars)
+        _run_conv(rt, make(cfg), out, x, w, bias)
 
     key = f"{kind}|{out.dtype.name}|{''.join(str(v) for v in flags.values())}|{m}x{n}x{k}"
     return make(_tune.choose(rt, key, out.dtype.itemsize, run))
@@ -103,28 +120,42 @@ def _small(rt, dt, g: _Geom, xs, os_, epilogue: int):
     return kern, (-(-n // SMALL_LOCAL) * SMALL_LOCAL, -(-g.cout // cb)), (SMALL_LOCAL, 1), scalars
 
 
-def _run_small(rt, plan, out, x, w, bias=None) -> None:
+def _run_small(rt, plan, out, x, w, bias=None, workspace=None) -> None:
     kern, g, loc, scalars = plan
     rt.run(kern, g, loc, out, x, w, bias, *scalars)
 
 
-def _run_conv(rt, plan, out, x, w, bias=None) -> None:
-    kern, g, loc, tab, scalars = plan
-    rt.run(kern, g, loc, out, x, w, tab, bias, *scalars)
+def _run_conv(rt, plan, out, x, w, bias=None, workspace=None) -> None:
+    kern, g, loc, tab, scalars, splits = plan
+    layers = done = None
+    if splits > 1:
+        layers = (workspace or rt.allocate)((splits, out.size), out.dtype)
+        done = done_counters(rt, (g[0] // loc[0]) * (g[1] // loc[1]))
+    rt.run(kern, g, loc, out, x, w, tab, bias, layers, done, *scalars)
 
 
 @register("Conv2D", F)
 def _conv2d(ctx, ins, outs, attrs):
-    _forward(ctx.runtime, *ins, outs[0], attrs)
+    _forward(ctx.runtime, *ins, outs[0], attrs, workspace=ctx.workspace)
 
 
 @register("_FusedConv2DBiasRelu", F)
 def _fused_conv2d_bias_relu(ctx, ins, outs, attrs):
     x, f, b = ins
-    _forward(ctx.runtime, x, f, outs[0], attrs, b, 1 if attrs["activation"] == "Relu" else 2)
+    _forward(ctx.runtime, x, f, outs[0], attrs, b, 1 if attrs["activation"] == "Relu" else 2, ctx.workspace)
 
 
-def _forward(rt, x, f, out, attrs, bias=None, epilogue: int = 0) -> None:
+@register_workspace("_FusedConv2DBiasRelu", "opencl")
+@register_workspace("Conv2D", "opencl")
+def _forward_scratch(ins, attrs, compute_units):
+    """A forward conv's split layers (conv_small does not split)."""
+    x, f = ins[:2]
+    g = _Geom(x.shape, f.shape, attrs)
+    kd = g.kh * g.kw * g.cin
+    return [] if kd <= SMALL_K else _split_scratch(g.cout, g.n * g.oh * g.ow, kd, x.dtype, compute_units)
+
+
+def _forward(rt, x, f, out, attrs, bias=None, epilogue: int = 0, workspace=None) -> None:
     """Conv2D, or with `epilogue` (conv.cl EPILOGUE) the bias and activation added as the output is written."""
     key = ("Conv2D", x.shape, f.shape, x.dtype, _attrs_key(attrs), epilogue)
     plan = rt.plans.get(key)
@@ -146,7 +177,7 @@ def _forward(rt, x, f, out, attrs, bias=None, epilogue: int = 0) -> None:
                 rt, "conv_fwd", out, x, f, tab, g.cout, g.n * g.oh * g.ow, kd, (g.oh, g.ow), (g.h, g.w), xs, os_,
                 (g.sh, g.sw), (g.ph, g.pw), 1, (1, 1), False, xs[1] == 1, False, epilogue, bias))
     run, launch = plan
-    run(rt, launch, out, x, f, bias)
+    run(rt, launch, out, x, f, bias, workspace)
 
 
 @register("Conv2DBackpropInput", F)
@@ -171,7 +202,15 @@ def _conv2d_backprop_input(ctx, ins, outs, attrs):
         plan = rt.plans[key] = _conv(
             rt, "conv_dx", dx, dy, f, tab, g.cin, g.n * g.h * g.w, g.kh * g.kw * g.cout, (g.h, g.w),
             (g.oh, g.ow), ds, xs, (1, 1), pad, g.cout, (g.sh, g.sw), True, ds[1] == 1, strided)
-    _run_conv(rt, plan, dx, dy, f)
+    _run_conv(rt, plan, dx, dy, f, None, ctx.workspace)
+
+
+@register_workspace("Conv2DBackpropInput", "opencl")
+def _dx_scratch(ins, attrs, compute_units):
+    """The input gradient's split layers."""
+    sizes, f = ins[:2]
+    g = _Geom([int(d) for d in sizes.value], f.shape, attrs)
+    return _split_scratch(g.cin, g.n * g.h * g.w, g.kh * g.kw * g.cout, f.dtype, compute_units)
 
 
 @register("Conv2DBackpropFilter", F)

@@ -23,7 +23,11 @@ __kernel void K(fused_bias_relu)(GLOBAL(T, out), GLOBAL(const T, x), GLOBAL(cons
 // by the features f; 1: g arrives masked already (planner.compact), dx = g, f is not read; 2: BiasAddGrad, only
 // the sums: dx and f are not touched; 3: FusedBatchNormGrad's two sums, d offset = sum(g) into part and
 // d scale = sum(g * (f - mean[c])) / sqrt(var[c] + t) into part2, f being x, t eps; dx is not touched; 4:
-// batch norm's statistics, the sum of (g - mean[c] / t)^2, g being x, mean[c] its sum and t its count). Many
+// batch norm's statistics, the sum of (g - mean[c] / t)^2, g being x, mean[c] its sum and t its count; 5: the
+// ReLU gradient of a ReLU -> 2x2 max-pool pair kept compact (planner.compact), straight from the pool: g is the
+// pool output's gradient, f the pool output and am its argmax, so each element of dx is g at its window when it is
+// the window's first maximum and the window's maximum is > 0, else 0 (nn.cl's max_pool_grad_2x2_argmax, here in
+// the same pass as the sums; pw is dx's width)). Many
 // work-groups per channel, each reading a contiguous chunk coalesced: group k writes its partial sums to
 // part[k * C + c] (part is db itself when there is one chunk), and the launcher sums the partials over k in a
 // second pass, or the last group does (CHANNEL_FINISH); every sum runs in a fixed order, so the sums are
@@ -32,10 +36,12 @@ __kernel void K(fused_bias_relu)(GLOBAL(T, out), GLOBAL(const T, x), GLOBAL(cons
 #define GRAD(i) (MASK(f[i]) ? g[i] : (T)0)
 #elif MODE == 4
 #define GRAD(i) ((g[i] - center) * (g[i] - center))
+#elif MODE == 5
+#define GRAD(i) POOLED(i)
 #else
 #define GRAD(i) g[i]
 #endif
-#if MODE >= 2
+#if MODE == 2 || MODE == 3 || MODE == 4
 #define STORE(i, v)
 #else
 #define STORE(i, v) dx[i] = (v)
@@ -46,9 +52,15 @@ __kernel void K(fused_bias_relu)(GLOBAL(T, out), GLOBAL(const T, x), GLOBAL(cons
 #define SECOND(i, c, v)
 #endif
 #define CHANNEL_ARGS GLOBAL(T, dx), GLOBAL(T, part), GLOBAL(T, part2), GLOBAL(const T, g), GLOBAL(const T, f), \
-                     GLOBAL(const T, mean), GLOBAL(const T, var), GLOBAL(T, db), GLOBAL(T, db2), GLOBAL(int, done)
+                     GLOBAL(const T, mean), GLOBAL(const T, var), GLOBAL(T, db), GLOBAL(T, db2), GLOBAL(int, done), \
+                     GLOBAL(const uchar, am)
 #define CHANNEL_SHIFT SHIFT(dx); SHIFT(part); SHIFT(part2); SHIFT(g); SHIFT(f); SHIFT(mean); SHIFT(var); SHIFT(db); \
-                      SHIFT(db2); SHIFT(done); __local int last_;
+                      SHIFT(db2); SHIFT(done); SHIFT(am); __local int last_;
+// MODE 5: the pool gradient at pooled element p for the window's tap tp (0..3, scan order); a multiply, not a
+// select, as max_pool_grad_2x2_argmax (a negative g gives -0. off the maximum, a NaN g NaN).
+inline T pooled_grad(__global const T* g, __global const T* y, __global const uchar* am, int p, int tp) {
+    return g[p] * (T)(tp == (y[p] > 0 ? (int)am[p] : -1));
+}
 
 // With `finish`, the last of the chunks' groups of a block of columns (counted in done[block], a zeroed table, set
 // back to 0 after) adds the partial sums up into db (and db2), in chunk order as the second pass it replaces
@@ -92,8 +104,11 @@ inline void finish_columns(volatile __global const T* part, __global T* db, __lo
 // of `inner` contiguous elements per image; item lid takes every WG-th, walking (o, r) without a division.
 #if WANT_relu_grad_bias_planes
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
-void K(relu_grad_bias_planes)(CHANNEL_ARGS, int outer, int C, int inner, int chunk, T t, int finish) {
+void K(relu_grad_bias_planes)(CHANNEL_ARGS, int outer, int C, int inner, int chunk, T t, int finish, int pw) {
     CHANNEL_SHIFT
+    // MODE 5: element r = (h, w) of plane (o, c) is tap (h & 1, w & 1) of pooled element (h / 2, w / 2).
+#define POOLED(i) pooled_grad(g, f, am, (o * C + c) * (inner >> 2) + ((r / pw) >> 1) * (pw >> 1) + ((r % pw) >> 1), \
+                              ((r / pw) & 1) * 2 + ((r % pw) & 1))
     __local T sh[WG];
     int lid = get_local_id(0), k = get_group_id(0), c = get_group_id(1);
     T center = MODE == 4 ? mean[c] / t : (T)0;
@@ -126,6 +141,7 @@ void K(relu_grad_bias_planes)(CHANNEL_ARGS, int outer, int C, int inner, int chu
     if (lid == 0) part2[k * C + c] = sh[0] * rsqrt(var[c] + t);
 #endif
     CHANNEL_FINISH(c, c, 1)
+#undef POOLED
 }
 #endif
 
@@ -134,8 +150,11 @@ void K(relu_grad_bias_planes)(CHANNEL_ARGS, int outer, int C, int inner, int chu
 // consecutive columns, lane l reading rows l, l + lanes, ... so a lane reads a row's columns contiguously.
 #if WANT_relu_grad_bias_rows
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
-void K(relu_grad_bias_rows)(CHANNEL_ARGS, int rows, int C, int cw, int chunk, T t, int finish) {
+void K(relu_grad_bias_rows)(CHANNEL_ARGS, int rows, int C, int cw, int chunk, T t, int finish, int pw) {
     CHANNEL_SHIFT
+    // MODE 5: row r = (q = n * H + h, w) is tap (h & 1, w & 1) of pooled row (q / 2, w / 2) (H is even).
+#define POOLED(i) pooled_grad(g, f, am, (((r / pw) >> 1) * (pw >> 1) + ((r % pw) >> 1)) * C + col, \
+                              ((r / pw) & 1) * 2 + ((r % pw) & 1))
     __local T sh[WG];
     int lid = get_local_id(0), k = get_group_id(0);
     int lanes = WG / cw, lane = lid / cw, col = get_group_id(1) * cw + (lid - lane * cw);
@@ -169,6 +188,7 @@ void K(relu_grad_bias_rows)(CHANNEL_ARGS, int rows, int C, int cw, int chunk, T 
     if (lane == 0 && col < C) part2[k * C + col] = sh[lid] * rsqrt(var[col] + t);
 #endif
     CHANNEL_FINISH(get_group_id(1), get_group_id(1) * cw, cw)
+#undef POOLED
 }
 #endif
 

@@ -54,6 +54,14 @@ def fused_relu_grad_applied(ctx, ins, outs, attrs) -> None:
     channel_sums(ctx, outs[1], ins[0], attrs["data_format"], dx=outs[0])
 
 
+@register_variant("_FusedReluGradBiasAddGrad", "opencl", "pooled")
+def fused_relu_grad_pooled(ctx, ins, outs, attrs, y, g, argmax) -> None:
+    """The kernel of a compact ReLU -> 2x2 max-pool pair whose MaxPoolGrad launches nothing (planner.compact,
+    `pooled`): dx and db straight from the pool output y, its gradient g and its argmax, one pass instead of
+    max_pool_grad_relu_from_argmax and then this op. Same values, bit for bit (the same sums in the same order)."""
+    channel_sums(ctx, outs[1], g, attrs["data_format"], dx=outs[0], pooled=(y, argmax))
+
+
 @register_workspace("_FusedReluGradBiasAddGrad", "opencl")
 def _fused_relu_grad_scratch(ins, attrs, compute_units):
     return channel_scratch(ins[0].shape, attrs["data_format"], ins[0].dtype, compute_units)
@@ -105,33 +113,42 @@ def channel_scratch(shape, fmt: str, dtype, compute_units: int, sums: int = 1) -
 
 
 def channel_sums(ctx, db, g, fmt: str, f=None, dx=None, activation: str = "Relu", bn=None,
-                 centered=None) -> None:
+                 centered=None, pooled=None) -> None:
     """db = g summed over all but the channel axis of `fmt`; with dx, also dx = g masked by the gradient of
     `activation` at the features f (or dx = g when f is None: the mask was applied already); with bn =
     (dscale, mean, var, eps), also dscale = sum(g * (f - mean)) / sqrt(var + eps), f being batch norm's x; with
-    centered = (sums, count), db sums (g - sums / count)^2 instead (batch norm's variance). The partial sums come
-    from ctx.workspace (channel_scratch)."""
+    centered = (sums, count), db sums (g - sums / count)^2 instead (batch norm's variance); with pooled = (y,
+    argmax), g is the gradient of y, a 2x2 max-pool of dx's shape whose windows' first maxima `argmax` holds, and
+    dx and db are those of the ReLU before the pool (fused.cl MODE 5). The partial sums come from ctx.workspace
+    (channel_scratch)."""
     if db.size == 0:  # no channels: nothing to sum, no dx elements
         return
     rt = ctx.runtime
-    mode = 4 if centered is not None else 3 if bn is not None else 2 if dx is None else 1 if f is None else 0
+    mode = 5 if pooled is not None else 4 if centered is not None else 3 if bn is not None else \
+        2 if dx is None else 1 if f is None else 0
+    shape = dx.shape if pooled is not None else g.shape  # the elements summed
 
     def make():
-        outer, c, inner = _geometry(g.shape, fmt)
+        outer, c, inner = _geometry(shape, fmt)
         wg = min(_WG, 1 << (rt.dev.max_wg.bit_length() - 1))
-        chunks, chunk = _chunks(g.shape, fmt, rt.info["compute_units"])
+        chunks, chunk = _chunks(shape, fmt, rt.info["compute_units"])
+        width = np.int32(shape[-1] if fmt == "NCHW" else shape[-2])
         defines = {"MODE": mode, "WG": wg, "RELU6": int(activation == "Relu6")}
         if inner > 1:
             k = kernel(rt, SRC, "relu_grad_bias_planes", g.dtype, **defines)
             return k, (chunks * wg, c), (wg, 1), chunks, (np.int32(outer), np.int32(c), np.int32(inner),
-                                                          np.int32(chunk))
+                                                          np.int32(chunk)), width
         lanes = 1 << max(0, (wg // c).bit_length() - 1)  # a power of two: the group sums its lanes in a tree
         cw = wg // lanes
         k = kernel(rt, SRC, "relu_grad_bias_rows", g.dtype, **defines)
         return k, (chunks * wg, -(-c // cw)), (wg, 1), chunks, (np.int32(outer), np.int32(c), np.int32(cw),
-                                                               np.int32(chunk))
-    k, gsize, lsize, chunks, scalars = plan(rt, ("channel_sums", g.shape, g.dtype, fmt, activation, mode), make)
+                                                               np.int32(chunk)), width
+    k, gsize, lsize, chunks, scalars, width = plan(rt, ("channel_sums", shape, g.dtype, fmt, activation, mode), make)
     second, mean, var, t = bn if bn is not None else (None, g, g, g.dtype.type(0))  # unread unless bn
+    if pooled is not None:
+        f, argmax = pooled
+    else:
+        argmax = g  # unread: any buffer
     if centered is not None:
         mean, t = centered[0], g.dtype.type(centered[1])
     finish = 1 < chunks <= FINISH_CHUNKS and finishes_splits(rt)  # the last group of each column block adds them up
@@ -141,7 +158,7 @@ def channel_sums(ctx, db, g, fmt: str, f=None, dx=None, activation: str = "Relu"
         parts = [ctx.workspace((chunks, db.size), db.dtype) for _ in range(1 if bn is None else 2)]
     sums = (db, second, done_counters(rt, gsize[1] // lsize[1])) if finish else (None, None, None)
     rt.run(k, gsize, lsize, g if dx is None else dx, parts[0], parts[-1], g, g if f is None else f, mean, var,
-           *sums, *scalars, t, np.int32(finish))
+           *sums, argmax, *scalars, t, np.int32(finish), width)
     if chunks > 1 and not finish:
         for total, part in zip([db, second], parts):
             reduce(rt, "sum", total, part, [0], 1, ctx.workspace)

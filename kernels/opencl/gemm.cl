@@ -44,13 +44,13 @@
 // Split sums finished in the kernel (which declares `__local int last_`). A GEMM that splits its sum over work-group
 // layers (get_group_id(2)) writes layer z of its M x N output (row stride ld) at part + z * M * ld. With `finish`,
 // the group that writes the last layer of a tile (counted in done[tile], a zeroed table) adds the tile's layers up,
-// in layer order, into `out` (as GEMM_EPI(sum, column): the kernel's epilogue, which it defines) and sets
-// done[tile] back to 0 for the next launch: no second launch. The order is
+// in layer order, and stores each sum v of row m, column n by GEMM_STORE(m, n, v) (the kernel defines it: where its
+// output goes, with its epilogue) and sets done[tile] back to 0 for the next launch: no second launch. The order is
 // fixed, so the sums do not depend on which group came last; it is the order of the pass it replaces (reduce.cl's
 // sum_rows). The group's writes reach the device before its count does: the barrier orders them before item 0's
 // device-wide fence (DEVICE_FENCE; fences are cumulative), which orders them before the atomic count; the last group
 // reads the layers past the caches (volatile), layer by layer, all its outputs' loads of a layer in flight together.
-#define GEMM_SPLIT_FINISH(part, out, done, M, N, ld) \
+#define GEMM_SPLIT_FINISH(part, done, M, N, ld) \
     if (finish) { \
         barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE); \
         const int tile_ = get_group_id(1) * get_num_groups(0) + get_group_id(0), layers_ = get_num_groups(2); \
@@ -73,7 +73,7 @@
                 int m = m0 + ty + i * TY; \
                 for (int j = 0; j < WN; j++) { \
                     int n = n0 + tx + j * TX; \
-                    if (m < M && n < N) out[m * ld + n] = GEMM_EPI(acc[i][j], n); \
+                    if (m < M && n < N) GEMM_STORE(m, n, acc[i][j]); \
                 } \
             } \
             if (tid == 0) done[tile_] = 0; \

@@ -52,6 +52,7 @@ __kernel GEMM_ATTR void K(matmul)(GLOBAL(T, C), GLOBAL(const T, A), GLOBAL(const
             if (m < M && n < N) C[m * ldc + n] = get_num_groups(2) > 1 ? acc[i][j] : GEMM_EPI(acc[i][j], n);
         }
     }
-    GEMM_SPLIT_FINISH(layers, out, done, M, N, ldc)
+#define GEMM_STORE(m, n, v) out[(m) * ldc + (n)] = GEMM_EPI(v, n)
+    GEMM_SPLIT_FINISH(layers, done, M, N, ldc)
 }
 #endif

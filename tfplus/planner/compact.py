@@ -8,12 +8,18 @@ and there r > 0 exactly when the pooled value p > 0, which MaxPoolGrad already r
 the mask and ReluGrad becomes a copy (none when it writes in place): r dies right after the pool. Exact, the
 same ties rule (first maximum in scan order). The kernels are the "compact" variants each device declares
 (tfplus.registry.register_variant, in kernels/numpy/nn.py and kernels/opencl/nn.py).
+
+Pooled: where the device's ReLU-gradient kernel declares a "pooled" variant (the opencl _FusedReluGradBiasAddGrad),
+MaxPoolGrad launches nothing and that variant routes the pool gradient itself, from MaxPoolGrad's inputs (the pool
+output and its gradient) and the argmax, in the pass that sums the bias gradient: one launch less per pair and
+run. The plan keeps those inputs and the argmax alive until the ReLU gradient (liveness.lifetimes' `reads`).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from tfplus.framework import Operation, Tensor
+from tfplus.registry import kernel_facts
 
 
 @dataclass(eq=False)
@@ -58,6 +64,11 @@ def _is_relu(op: Operation, plain: str) -> bool:
     gradient: starting) in one, whose kernels have the same compact variant."""
     fused = {"Relu": ("_FusedBiasAddRelu", "_FusedConv2DBiasRelu"), "ReluGrad": ("_FusedReluGradBiasAddGrad",)}
     return op.type == plain or (op.type in fused[plain] and op.attrs["activation"] == "Relu")
+
+
+def pooled(s: Site, device: str) -> bool:
+    """Whether `device`'s ReLU-gradient kernel of site `s` routes the pool gradient itself (see the module)."""
+    return "pooled" in kernel_facts(s.relu_grad.type, device).variants
 
 
 def unread(site_list: list[Site]) -> set[tuple[Operation, int]]:

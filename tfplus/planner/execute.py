@@ -26,7 +26,7 @@ import numpy as np
 
 from tfplus import errors, threads
 from tfplus.framework import Tensor
-from tfplus.planner import chunking
+from tfplus.planner import chunking, compact
 from tfplus.planner.plan import DeviceFacts, MemoryPlan, plan
 from tfplus.registry import kernel_variant
 
@@ -235,7 +235,8 @@ class Bound:
         self.arena = arena
         self.outputs: list[dict[Tensor, object]] = []
         self.workspaces: list[dict] = []
-        self.argmax: list[dict] = []  # per phase: pool / pool-gradient op -> their argmax view (compact)
+        self.argmax: list[dict] = []  # per phase: pool and its argmax's last reader -> the argmax view (compact)
+        self.pool_inputs: dict = {}  # pooled compact site -> its MaxPoolGrad's (pool output, gradient): _pooled
         self.tmp: dict = {}
         self.kernels = {}
         self.merges: dict = {}  # (how, factor) -> (the buffers merged last, its replay): _merge
@@ -316,14 +317,29 @@ class Bound:
 
     def _variant(self, op, kernel):
         """The compact-state kernel variant (planner.compact) that the plan chose for `op`, else `kernel`."""
-        phase = self.plan.phases[self.phase]
-        argmax = self.argmax[self.phase].get(op)
-        if argmax is not None:  # MaxPool writes it, MaxPoolGrad reads it
-            variant = kernel_variant(op.type, self.runtime.kernel_device, "compact")
-            return lambda ctx, ins, outs, attrs: variant(ctx, ins, outs, attrs, argmax)
-        if any(s.relu_grad is op for s in phase.sites):
-            return kernel_variant(op.type, self.runtime.kernel_device, "compact")
+        device = self.runtime.kernel_device
+        for s in self.plan.phases[self.phase].sites:
+            if op not in (s.pool, s.pool_grad, s.relu_grad):
+                continue
+            argmax = self.argmax[self.phase][s.pool]
+            if compact.pooled(s, device) and op is not s.pool:
+                return self._pooled(s, op, argmax)
+            variant = kernel_variant(op.type, device, "compact")
+            if op is s.relu_grad:
+                return variant
+            return lambda ctx, ins, outs, attrs: variant(ctx, ins, outs, attrs, argmax)  # writes / reads argmax
         return kernel
+
+    def _pooled(self, s, op, argmax):
+        """A pooled site's kernels (planner.compact.pooled): MaxPoolGrad launches nothing but hands its inputs
+        (the pool output and its gradient, alive until the ReLU gradient by the plan) to the ReLU gradient's
+        "pooled" variant, which writes what both would have."""
+        if op is s.pool_grad:
+            def hand_over(ctx, ins, outs, attrs):
+                self.pool_inputs[s] = ins[1], ins[2]
+            return hand_over
+        variant = kernel_variant(op.type, self.runtime.kernel_device, "pooled")
+        return lambda ctx, ins, outs, attrs: variant(ctx, ins, outs, attrs, *self.pool_inputs[s], argmax)
 
     def _audited(self, op, kernel):
         """`kernel`, recording the most memory it allocated beyond its planned buffers (tracemalloc)."""

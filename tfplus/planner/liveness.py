@@ -322,13 +322,14 @@ def declared_workspaces(op: Operation, specs, device: str, chunks: int = 1, scra
 def lifetimes(order: list[Operation], of_tensor: dict[Tensor, Buffer],
               workspaces: dict[Operation, list[Buffer]], roots: dict[Operation, list[Tensor]],
               fetched: list[Tensor], inplace_device: str | None = None, unread: set = frozenset(),
-              saved: tuple = (), inplace_extra: dict | None = None) -> Lifetimes:
+              saved: tuple = (), inplace_extra: dict | None = None, reads: dict | None = None) -> Lifetimes:
     """Sets each buffer's [start, end] in `order` and the bytes live at every step. `roots` are the ops' input
     roots (input_roots), `fetched` the roots of the fetched tensors. With `inplace_device`, an op whose kernel
     declares it (tfplus.registry.inplace_inputs, or `inplace_extra`: op -> input indices) writes over an input that
     dies there (same shape and dtype): its output shares that input's buffer. `unread` lists (op, input index)
     pairs whose kernel variant does not read that input; `saved` are (buffer, writer op, last reader op) kept
-    beside the outputs (planner.compact). The buffers given are left as they are: the lifetimes go on copies,
+    beside the outputs (planner.compact), and `reads` (op -> tensors) what a kernel variant reads beyond its
+    inputs (planner.compact's pooled sites). The buffers given are left as they are: the lifetimes go on copies,
     so one set of buffers serves several orders and plans."""
     given = [*of_tensor.values(), *(b for bs in workspaces.values() for b in bs), *(b for b, _, _ in saved)]
     copies = {id(b): Buffer(**vars(b)) for b in given}
@@ -345,6 +346,10 @@ def lifetimes(order: list[Operation], of_tensor: dict[Tensor, Buffer],
         for k, t in enumerate(roots[op]):
             if (op, k) in unread:
                 continue
+            b = of_tensor.get(t)
+            if b is not None:
+                b.end = max(b.end, i)
+        for t in (reads or {}).get(op, ()):
             b = of_tensor.get(t)
             if b is not None:
                 b.end = max(b.end, i)

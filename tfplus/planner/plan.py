@@ -544,7 +544,9 @@ class _Step:
             if n > 1 and chunking.summed(op):
                 f["elements"] += times * (n - 1) * math.prod(specs[op.outputs[0]].shape)
         if z:
-            f["compact"] = sum(math.prod(self.base_specs[s.pool.inputs[0]].shape) for s in self._sites())
+            f["compact"] = sum(math.prod(self.base_specs[x.pool.inputs[0]].shape) for x in self._sites())
+            if not s:  # a pooled site's MaxPoolGrad launches nothing, in each of the k micro-batch runs
+                f["calls"] -= k * sum(compact.pooled(x, self.kernel_device) for x in self._sites())
         return f
 
     def _scratch_bytes(self, op: Operation, images: int, d: int) -> int | None:
@@ -1006,7 +1008,7 @@ class _Step:
         def live_in(order):
             return lifetimes(order, r.outputs, ws, run.roots, r.fetched,
                              self.kernel_device if self.inplace else None, r.unread, r.saved,
-                             {s.relu_grad: (0,) for s in r.sites})
+                             {s.relu_grad: (0,) for s in r.sites}, r.reads)
         # The order with the lower liveness bound wins (the arena lands within a few percent of its bound).
         schedule, order, life = "creation order", run.order, live_in(run.order)
         creation_bound = life.lower_bound
@@ -1066,20 +1068,25 @@ class _Step:
             fetch_t = [f for f in run.fetches if isinstance(f, Tensor)]
             sites = compact.sites(run.order, run.specs, fetch_t) if compacted else []
             unread = compact.unread(sites)
-            saved = [(_argmax_buffer(s, self.alignment), s.pool, s.pool_grad) for s in sites]
+            pooled = [s for s in sites if compact.pooled(s, self.kernel_device)]
+            # A pooled site's ReLU gradient reads the argmax and MaxPoolGrad's pool output and its gradient.
+            reads = {s.relu_grad: [run.roots[s.pool_grad][i] for i in (1, 2)] for s in pooled}
+            saved = [(_argmax_buffer(s, self.alignment), s.pool, s.relu_grad if s in pooled else s.pool_grad)
+                     for s in sites]
             uses: dict[Operation, list[Buffer]] = {op: [] for op in run.order}
             users: dict[Buffer, int] = {}
             for b, _, last in saved:
                 uses[last].append(b)
                 users[b] = 1
             for op in run.order:
-                for b in {outputs.get(t) for k, t in enumerate(run.roots[op]) if (op, k) not in unread} - {None}:
+                read = [t for k, t in enumerate(run.roots[op]) if (op, k) not in unread] + reads.get(op, [])
+                for b in {outputs.get(t) for t in read} - {None}:
                     uses[op].append(b)
                     users[b] = users.get(b, 0) + 1
             fetched = [alias_root(t, run.feeds) for t in fetch_t]
             pinned = {outputs.get(t) for t in fetched} - {None}
             self._cache["buffers", run.key, compacted] = _Buffers(outputs, sites, unread, saved, fetched, uses,
-                                                                  users, pinned)
+                                                                  users, pinned, reads)
         return self._cache["buffers", run.key, compacted]
 
 
@@ -1110,11 +1117,12 @@ class _Buffers(NamedTuple):
     outputs: dict[Tensor, Buffer]
     sites: list[compact.Site]
     unread: set                      # (op, input index) the compact kernels do not read
-    saved: list                      # (argmax buffer, MaxPool, MaxPoolGrad)
+    saved: list                      # (argmax buffer, MaxPool, its last reader: MaxPoolGrad or a pooled ReluGrad)
     fetched: list[Tensor]            # the fetched tensors' roots
     uses: dict[Operation, list[Buffer]]
     users: dict[Buffer, int]         # how many ops read each buffer
     pinned: set[Buffer]              # fetched: never freed during the run
+    reads: dict                      # op -> tensors its kernel variant reads beyond its inputs (compact.pooled)
 
 
 def place(p: MemoryPlan) -> MemoryPlan:
