@@ -109,7 +109,7 @@ __kernel GEMM_ATTR void K(conv)(GLOBAL(T, out), GLOBAL(const T, x), GLOBAL(const
                 if (m < M && n < N) layer[m * N + n] = acc[i][j];
             }
         }
-    } else {
+    } else {  // each column's output position found once (GEMM_STORE, for the finishing tail, finds it per element)
         for (int j = 0; j < WN; j++) {
             int n = n0 + tx + j * TX;
             if (n >= N) continue;
