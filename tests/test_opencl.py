@@ -131,6 +131,28 @@ def test_small_convs_split_their_sum_and_finish_it_in_the_kernel(monkeypatch, dt
     assert sorted(set(layers)) == [3, 4]  # forward 4 (fused or not), input gradients (strided or not) 3
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("finish", [True, False])
+def test_filter_gradients_finish_their_split_sums_in_the_kernel_or_in_a_pass(monkeypatch, dtype, finish):
+    """A filter gradient splits its long sum over work-group layers; the last layer of each tile adds them up
+    (conv.py WGRAD_FINISH_LOADS) or a second pass does: same values as NumPy either way, strided or not."""
+    from tfplus.kernels.opencl import conv
+    split, run, plans = conv._wgrad_splits, conv._run_wgrad, []
+    monkeypatch.setattr(conv, "_wgrad_splits", lambda m, n, p, cu, d=1: split(m, n, p, 48, d))
+    monkeypatch.setattr(conv, "WGRAD_FINISH_LOADS", 10 ** 6 if finish else 0)
+    monkeypatch.setattr(conv, "_run_wgrad", lambda rt, plan, *a: plans.append(plan[5:]) or run(rt, plan, *a))
+    rng = np.random.default_rng(6)
+    for stride in (1, 2):
+        x, f = _rand(rng, 8, 8, 16, 16, dtype=dtype), _rand(rng, 3, 3, 8, 6, dtype=dtype)
+
+        def build(x, f, stride=stride):
+            y = tf.nn.conv2d(x, f, strides=stride, padding="SAME", data_format="NCHW")
+            dy = tf.constant(rng.standard_normal(y.shape.as_list()).astype(dtype))
+            return tf.gradients(y, [f], grad_ys=dy)
+        _run_both(build, [x, f])
+    assert plans and all(splits > 1 and done == finish for splits, done in plans), plans
+
+
 def test_conv2d_float64():
     rng = np.random.default_rng(1)
     for cin in (4, 3):  # the GEMM, conv_small

@@ -8,7 +8,8 @@
 //   with the flipped filter; with STRIDED (dx of a strided conv) tab[k].y holds only the channel offset and
 //   the row is (ih0 + tab[k].z) / SH when that divides exactly.
 // conv_wgrad: dw[m = (kh, kw, ci), n = co] = sum over p = (b, oh, ow) of x[...] * dy[...], each split of the
-//   p range (get_group_id(2)) writing its own partial sum.
+//   p range (get_group_id(2)) writing its own partial sum into `out`; with `finish`, the last split of each tile
+//   adds them up into dw (gemm.cl's GEMM_SPLIT_FINISH), else a second pass does (conv.py).
 
 // EPILOGUE (_FusedConv2DBiasRelu): 1 writes max(acc + bias[m], 0), 2 clamps it to [0, 6] (Relu6); the same
 // arithmetic as fused.cl's fused_bias_relu over the conv's output. Without it, `bias` is not read.
@@ -189,10 +190,11 @@ void K(conv_small)(GLOBAL(T, out), GLOBAL(const T, x), GLOBAL(const T, w), GLOBA
 
 #if WANT_conv_wgrad
 __kernel GEMM_ATTR void K(conv_wgrad)(GLOBAL(T, out), GLOBAL(const T, x), GLOBAL(const T, dy),
-                                      GLOBAL(const int4, tab), int M, int N, int P, int chunk, int OH, int OW,
-                                      int H, int W, int xN, int xH, int xW, int dN, int dC, int dH, int dW,
-                                      int sh, int sw, int ph, int pw) {
-    SHIFT(out); SHIFT(x); SHIFT(dy); SHIFT(tab);
+                                      GLOBAL(const int4, tab), GLOBAL(T, dw), GLOBAL(int, done), int M, int N,
+                                      int P, int chunk, int OH, int OW, int H, int W, int xN, int xH, int xW,
+                                      int dN, int dC, int dH, int dW, int sh, int sw, int ph, int pw, int finish) {
+    SHIFT(out); SHIFT(x); SHIFT(dy); SHIFT(tab); SHIFT(dw); SHIFT(done);
+    __local int last_;  // GEMM_SPLIT_FINISH's
     GEMM_BEGIN
     const int p_begin = get_group_id(2) * chunk, p_end = min(P, p_begin + chunk);
     // The filter taps of this thread's A rows are fixed: read their table entries once.
@@ -254,6 +256,9 @@ __kernel GEMM_ATTR void K(conv_wgrad)(GLOBAL(T, out), GLOBAL(const T, x), GLOBAL
             if (m < M && n < N) part[m * N + n] = acc[i][j];
         }
     }
+#define GEMM_STORE(m, n, v) dw[(m) * N + (n)] = (v)
+    GEMM_SPLIT_FINISH(out, done, M, N, N)
+#undef GEMM_STORE
 }
 #endif
 

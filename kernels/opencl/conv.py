@@ -238,6 +238,14 @@ def _wgrad_mnp(g: _Geom) -> tuple[int, int, int]:
     return g.kh * g.kw * g.cin, g.cout, g.n * g.oh * g.ow
 
 
+# A filter gradient's split sums are finished by the last split of each tile (no second pass: a launch less, ~15
+# us of the host's time on the H100) when each finishing work-item reads at most this many partials (layers x its
+# WM x WN outputs, in rounds of gemm.cl's FINISH_BATCH layers). Mentee's at 32 images all do: their tails cost
+# 0-7 us of GPU time over the pass, and such micro-batches are bound by the host's launches. At batch 128 the
+# longest keep the pass, whose work-items share them out (finished, conv2's and conv4's took 10 us more).
+WGRAD_FINISH_LOADS = 512
+
+
 def _wgrad_splits(m: int, n: int, p: int, compute_units: int, divisor: int = 1) -> tuple[int, int]:
     """Splits of the p range: about four work-groups per compute unit (per `divisor` compute units under a
     scratch divisor), each at least 16 K slices deep."""
@@ -264,7 +272,8 @@ def _wgrad_plan(rt, x, dy, dw, attrs):
         scalars = tuple(i32(v) for v in (m, n, p, chunk, g.oh, g.ow, g.h, g.w, xs[0], xs[2], xs[3], *ds, g.sh,
                                           g.sw, g.ph, g.pw))
         kern = kernel(rt, SRC, "conv_wgrad", dw.dtype, **flags, **_tune.defines(cfg))
-        return kern, g_, loc, tab, scalars, splits
+        finish = 1 < splits and splits * cfg[3] * cfg[4] <= WGRAD_FINISH_LOADS and finishes_splits(rt)
+        return kern, g_, loc, tab, scalars, splits, finish
 
     # A scratch divisor leaves fewer work-groups (splits), where smaller tiles may win: tuned apart.
     d = _divisor(attrs)
@@ -274,11 +283,17 @@ def _wgrad_plan(rt, x, dy, dw, attrs):
 
 
 def _run_wgrad(rt, plan, x, dy, dw, workspace) -> None:
-    kern, g, loc, tab, scalars, splits = plan
-    target = dw if splits == 1 else workspace((splits, dw.size), dw.dtype)
-    rt.run(kern, g, loc, target, x, dy, tab, *scalars)
-    if splits > 1:
-        reduce(rt, "sum", dw, target, [0], 1, workspace)
+    kern, g, loc, tab, scalars, splits, finish = plan
+    if splits == 1:
+        rt.run(kern, g, loc, dw, x, dy, tab, None, None, *scalars, np.int32(0))
+        return
+    layers = workspace((splits, dw.size), dw.dtype)
+    if finish:
+        done = done_counters(rt, (g[0] // loc[0]) * (g[1] // loc[1]))
+        rt.run(kern, g, loc, layers, x, dy, tab, dw, done, *scalars, np.int32(1))
+        return
+    rt.run(kern, g, loc, layers, x, dy, tab, None, None, *scalars, np.int32(0))
+    reduce(rt, "sum", dw, layers, [0], 1, workspace)
 
 
 # -- DepthwiseConv2dNative and its backprops (conv.cl: one work-item per output element; the filter gradient, a

@@ -49,7 +49,10 @@
 // fixed, so the sums do not depend on which group came last; it is the order of the pass it replaces (reduce.cl's
 // sum_rows). The group's writes reach the device before its count does: the barrier orders them before item 0's
 // device-wide fence (DEVICE_FENCE; fences are cumulative), which orders them before the atomic count; the last group
-// reads the layers past the caches (volatile), layer by layer, all its outputs' loads of a layer in flight together.
+// reads the layers past the caches (volatile), FINISH_BATCH layers at a time, all their loads in flight together
+// (one layer at a time, a long sum's tail waited out a round trip per layer), and adds them in layer order. At most
+// 32 loads at once: more registers there would be the whole kernel's, the GEMM loop's occupancy with them.
+#define FINISH_BATCH (WM * WN >= 32 ? 1 : 32 / (WM * WN))
 #define GEMM_SPLIT_FINISH(part, done, M, N, ld) \
     if (finish) { \
         barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE); \
@@ -63,11 +66,18 @@
         if (last_) { \
             volatile __global const T* p_ = part; \
             for (int i = 0; i < WM; i++) for (int j = 0; j < WN; j++) acc[i][j] = 0; \
-            for (int z = 0; z < layers_; z++, p_ += M * ld) { \
-                for (int i = 0; i < WM; i++) { \
-                    int m = min(m0 + ty + i * TY, M - 1); \
-                    for (int j = 0; j < WN; j++) acc[i][j] += p_[m * ld + min(n0 + tx + j * TX, N - 1)]; \
-                } \
+            for (int z = 0; z < layers_; z += FINISH_BATCH, p_ += FINISH_BATCH * M * ld) { \
+                T v_[FINISH_BATCH][WM][WN]; \
+                for (int u = 0; u < FINISH_BATCH; u++) \
+                    for (int i = 0; i < WM; i++) { \
+                        int m = min(m0 + ty + i * TY, M - 1); \
+                        for (int j = 0; j < WN; j++) \
+                            v_[u][i][j] = z + u < layers_ ? p_[u * M * ld + m * ld + min(n0 + tx + j * TX, N - 1)] \
+                                                          : (T)0; \
+                    } \
+                for (int u = 0; u < FINISH_BATCH; u++) \
+                    for (int i = 0; i < WM; i++) for (int j = 0; j < WN; j++) \
+                        if (z + u < layers_) acc[i][j] += v_[u][i][j]; \
             } \
             for (int i = 0; i < WM; i++) { \
                 int m = m0 + ty + i * TY; \
