@@ -240,9 +240,10 @@ def _wgrad_mnp(g: _Geom) -> tuple[int, int, int]:
 
 # A filter gradient's split sums are finished by the last split of each tile (no second pass: a launch less, ~15
 # us of the host's time on the H100) when each finishing work-item reads at most this many partials (layers x its
-# WM x WN outputs, in rounds of gemm.cl's FINISH_BATCH layers). Mentee's at 32 images all do: their tails cost
-# 0-7 us of GPU time over the pass, and such micro-batches are bound by the host's launches. At batch 128 the
-# longest keep the pass, whose work-items share them out (finished, conv2's and conv4's took 10 us more).
+# WM x WN outputs, in rounds of gemm.cl's FINISH_BATCH layers). Mentee's at 32 images do, but the first layer's:
+# their tails cost up to 8 us of GPU time over the pass (conv3's 26 layers), and such micro-batches are bound by
+# the host's launches. At batch 128 the longest keep the pass, whose work-items share them out (finished, conv2's
+# and conv4's took 10 us more).
 WGRAD_FINISH_LOADS = 512
 
 
