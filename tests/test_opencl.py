@@ -174,8 +174,8 @@ def test_fused_matmul_adds_bias_and_activation_after_a_second_pass_too(monkeypat
     """Split K layers added up by a second pass (a device that does not finish them in the kernel): the bias and
     activation then come in a launch of their own."""
     from tfplus.framework import apply_op
-    from tfplus.kernels.opencl import matmul
-    monkeypatch.setattr(matmul, "finishes_splits", lambda rt: False)
+    from tfplus.kernels.opencl import matmul, reduce
+    monkeypatch.setattr(reduce, "finishes_splits", lambda rt: False)
     epilogues, epilogue = [], matmul._epilogue
     monkeypatch.setattr(matmul, "_epilogue", lambda *args: epilogues.append(epilogue(*args)))
     rng = np.random.default_rng(3)

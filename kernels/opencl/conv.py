@@ -14,7 +14,7 @@ import pyopencl.cltypes as cltypes
 
 from tfplus.kernels.opencl import _tune
 from tfplus.kernels.opencl._common import contiguous_strides, kernel, register
-from tfplus.kernels.opencl.reduce import FINISH_LOADS, done_counters, finishes_splits, reduce, split_scratch
+from tfplus.kernels.opencl.reduce import finishes, reduce, split_scratch, tile_counters
 from tfplus.registry import register_workspace
 from tfplus.runtime.opencl import int8
 
@@ -86,10 +86,9 @@ def _conv(rt, kind: str, out, x, w, tab, m: int, n: int, k: int, out_hw, in_hw, 
                                       *divisors))
 
     def make(cfg):
-        # Split only where the last group of a tile can finish the sums (a device fence; each finishing thread
-        # reading at most FINISH_LOADS partials).
-        splits, chunk = _splits(m, n, k, rt.info["compute_units"]) if finishes_splits(rt) else (1, k)
-        if splits * cfg[3] * cfg[4] > FINISH_LOADS:
+        # Split only where the last group of a tile can finish the sums (reduce.finishes).
+        splits, chunk = _splits(m, n, k, rt.info["compute_units"])
+        if not finishes(rt, splits, cfg):
             splits, chunk = 1, k
         g, loc = _tune.launch_shape(cfg, m, n, splits)
         return kernel(rt, SRC, "conv", out.dtype, **flags, **more, **_tune.defines(cfg)), g, loc, tab, \
@@ -130,7 +129,7 @@ def _run_conv(rt, plan, out, x, w, bias=None, workspace=None) -> None:
     layers = done = None
     if splits > 1:
         layers = (workspace or rt.allocate)((splits, out.size), out.dtype)
-        done = done_counters(rt, (g[0] // loc[0]) * (g[1] // loc[1]))
+        done = tile_counters(rt, g, loc)
     rt.run(kern, g, loc, out, x, w, tab, bias, layers, done, *scalars)
 
 
@@ -273,7 +272,7 @@ def _wgrad_plan(rt, x, dy, dw, attrs):
         scalars = tuple(i32(v) for v in (m, n, p, chunk, g.oh, g.ow, g.h, g.w, xs[0], xs[2], xs[3], *ds, g.sh,
                                           g.sw, g.ph, g.pw))
         kern = kernel(rt, SRC, "conv_wgrad", dw.dtype, **flags, **_tune.defines(cfg))
-        finish = 1 < splits and splits * cfg[3] * cfg[4] <= WGRAD_FINISH_LOADS and finishes_splits(rt)
+        finish = finishes(rt, splits, cfg, WGRAD_FINISH_LOADS)
         return kern, g_, loc, tab, scalars, splits, finish
 
     # A scratch divisor leaves fewer work-groups (splits), where smaller tiles may win: tuned apart.
@@ -290,8 +289,7 @@ def _run_wgrad(rt, plan, x, dy, dw, workspace) -> None:
         return
     layers = workspace((splits, dw.size), dw.dtype)
     if finish:
-        done = done_counters(rt, (g[0] // loc[0]) * (g[1] // loc[1]))
-        rt.run(kern, g, loc, layers, x, dy, tab, dw, done, *scalars, np.int32(1))
+        rt.run(kern, g, loc, layers, x, dy, tab, dw, tile_counters(rt, g, loc), *scalars, np.int32(1))
         return
     rt.run(kern, g, loc, layers, x, dy, tab, None, None, *scalars, np.int32(0))
     reduce(rt, "sum", dw, layers, [0], 1, workspace)

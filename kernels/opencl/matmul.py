@@ -9,7 +9,7 @@ import numpy as np
 from tfplus.kernels.opencl import _tune
 from tfplus.kernels.opencl._common import kernel, register
 from tfplus.kernels.opencl.elementwise import fill
-from tfplus.kernels.opencl.reduce import FINISH_LOADS, done_counters, finishes_splits, reduce, split_scratch
+from tfplus.kernels.opencl.reduce import FINISH_LOADS, finishes, reduce, split_scratch, tile_counters
 from tfplus.registry import register_workspace
 
 SRC = ("gemm.cl", "matmul.cl")
@@ -52,7 +52,7 @@ def matmul(rt, c, a, b, m: int, n: int, k: int, sam: int, sak: int, sbk: int, sb
             g, loc = _tune.launch_shape(cfg, m, n, splits)
             scalars = (i32(m), i32(n), i32(k), i32(sam), i32(sak), i32(sbk), i32(sbn), i32(n), i32(chunk))
             # the last layer of each tile adds the layers up (gemm.cl's GEMM_SPLIT_FINISH) when they are few
-            finish = splits > 1 and splits * cfg[3] * cfg[4] <= FINISH_LOADS and finishes_splits(rt)
+            finish = finishes(rt, splits, cfg, FINISH_LOADS)
             return kernel(rt, SRC, "matmul", c.dtype, **fast, **_tune.defines(cfg)), g, loc, scalars, splits, finish
 
         def run(cfg):
@@ -71,7 +71,7 @@ def _launch(rt, plan, c, a, b, workspace, bias=None, act: int = 0) -> None:
         return
     layers = workspace((splits, c.size), c.dtype)
     if finish:
-        done = done_counters(rt, (g[0] // loc[0]) * (g[1] // loc[1]))
+        done = tile_counters(rt, g, loc)
         rt.run(k, g, loc, layers, a, b, c, done, bias, *scalars, i32(1), i32(act))
         return
     rt.run(k, g, loc, layers, a, b, None, None, None, *scalars, i32(0), i32(0))

@@ -109,7 +109,7 @@ def split_scratch(splits: int, size: int, dtype, compute_units: int) -> list[tup
 # which saves the second pass's launch (~5 us of GPU time on the H100 however small) but gives that group a serial
 # tail as long as its partials are many. So a kernel finishes only short sums (below 2 * RL, where the second pass
 # would be one sum_rows launch: the same sums in the same order, and no scratch beyond the partials either way).
-# The filter gradients do not: their tiles' partials are many (an H100 measured their tails as long as the pass).
+# The filter gradients allow longer tails (conv.py WGRAD_FINISH_LOADS): their launches are the ones to save.
 FINISH_LOADS = 128   # a GEMM's partials read per finishing thread (layers x its WM x WN outputs)
 FINISH_CHUNKS = 64   # the channel sums' chunks (the finishing group stages them through local memory)
 
@@ -118,6 +118,18 @@ def finishes_splits(rt) -> bool:
     """Whether rt's kernels may finish their split sums themselves: that needs a device-wide fence, which OpenCL
     1.2 C does not have (common.cl's DEVICE_FENCE: NVIDIA's inline membar.gl; a CPU's coherent memory)."""
     return not rt.dev.is_gpu or rt.info["platform"].startswith("NVIDIA")
+
+
+def finishes(rt, splits: int, cfg, most: int = FINISH_LOADS) -> bool:
+    """Whether a GEMM of tiles `cfg` (_tune: TM, TN, TK, WM, WN) split `splits` ways finishes its sums in the
+    kernel: it splits, rt's kernels may (finishes_splits), and each finishing thread reads at most `most`
+    partials."""
+    return 1 < splits and splits * cfg[3] * cfg[4] <= most and finishes_splits(rt)
+
+
+def tile_counters(rt, gsize, lsize):
+    """done_counters for the tiles of a GEMM launch (its first two grid dimensions; the third: its layers)."""
+    return done_counters(rt, (gsize[0] // lsize[0]) * (gsize[1] // lsize[1]))
 
 
 def done_counters(rt, n: int):
