@@ -140,6 +140,22 @@ register_op("_FusedL2Loss", inputs=("t*",), outputs=("output",), attrs={"T": "ty
 not_differentiable("_FusedL2Loss")
 
 
+# -- _FusedSparseXentMean: a mean sparse cross-entropy loss and its gradient w.r.t. the logits, in one op ---------
+# outputs: loss = mean over the rows of -log(softmax(logits)[label]); backprop = (softmax(logits) - onehot(label))
+# / max(rows, 1), the logits' gradient when the loss is what tf.gradients differentiates (its grad_ys: ones). The
+# rewrite replaces SparseSoftmaxCrossEntropyWithLogits, the Mean and Mean's and the cross-entropy's gradient chain
+# (tfplus.optimize._fused_loss), three launches on opencl, with it. The scale is 1 / rows in T, as RealDiv over
+# the casts of the sizes makes it, so the gradient keeps its bits.
+def _fused_xent_mean_shape(ins, attrs):
+    loss, backprop = get_op_def("SparseSoftmaxCrossEntropyWithLogits").shape_fn(ins, attrs)
+    return [spec((), loss.dtype), backprop]
+
+
+register_op("_FusedSparseXentMean", inputs=("features", "labels"), outputs=("loss", "backprop"),
+            attrs={"T": "type", "Tlabels": "type"}, shape_fn=_fused_xent_mean_shape, flops=flops.times_input(6))
+not_differentiable("_FusedSparseXentMean")
+
+
 # -- _FusedApply: one optimizer update (attr `op`) over `num_vars` variables in one op ---------------------------
 # Inputs: the update's scalar inputs once (in its order), then each variable's other inputs (in its order), so
 # the variables must share their scalar tensors (learning rate, momentum...). The variable and slot inputs are

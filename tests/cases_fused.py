@@ -3,7 +3,7 @@ unfused chain. They are not differentiable (they exist only after autodiff), so 
 from __future__ import annotations
 
 import numpy as np
-from cases_nn import conv_attrs, ref_conv
+from cases_nn import conv_attrs, labels, ref_conv, ref_sparse_xent
 from optable import Case
 
 from tfplus.framework import apply_op
@@ -75,6 +75,15 @@ def _l2_loss(shapes, tag):
                 inputs=list(shapes), ref=ref, grad=False)
 
 
+def _xent_mean(rows, cols, label_dtype, tag):
+    def ref(x, y):
+        loss, backprop = ref_sparse_xent(x, y)
+        return loss.mean(), backprop / max(rows, 1)
+    return Case(f"fused_sparse_xent_mean_{tag}",
+                lambda x, y: apply_op("_FusedSparseXentMean", [x, y], {"Tlabels": y.dtype}, "fused"),
+                inputs=[_uniform((rows, cols), -30, 30), labels(rows, cols, label_dtype)], ref=ref, grad=False)
+
+
 CASES = [
     _bias_relu("NHWC", "Relu", (2, 3, 5, 4), 4),
     _bias_relu("NCHW", "Relu", (2, 3, 4, 5), 3),
@@ -99,6 +108,8 @@ CASES = [
     _relu_grad_bias("NCHW", "Relu6", (64, 2, 8, 8), "_short_runs"),
     _relu_grad_bias("NHWC", "Relu", (600, 7), "_chunked_rows"),
     _relu_grad_bias("NHWC", "Relu", (3, 300), "_wide"),
+    _xent_mean(4, 5, np.int32, "small"),
+    _xent_mean(600, 10, np.int64, "rows_past_a_work_group"),  # opencl: items take several rows, a tree adds them
     _l2_loss([(3, 3, 2, 4), (4,), (5, 7)], "three"),
     # two launches of 8 tensors or fewer; partial sums of several work-groups
     _l2_loss([(1,), (40, 50), (2, 3), (7,), (3, 3, 3, 8), (1, 1), (9,), (300,), (2, 2, 2), (1000,)], "ten"),

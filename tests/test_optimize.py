@@ -109,9 +109,10 @@ def test_a_mentee_step_fused_equals_unfused(device, data_format, optimizer):
     assert not none
     (step,) = [f for f in fused.values() if "_FusedReluGradBiasAddGrad" in f]
     # 7 ReLUs after a bias: 5 with their conv, 2 with their dense layer's MatMul, and the logits' MatMul and bias;
-    # the 16 variables' updates as one op; the 8 weights' L2Losses and their AddN as one op
+    # the 16 variables' updates as one op; the 8 weights' L2Losses and their AddN as one op; the cross-entropy,
+    # its mean and their gradient as one op
     assert step == {"_FusedConv2DBiasRelu": 5, "_FusedMatMul": 3, "_FusedReluGradBiasAddGrad": 7,
-                    "_FusedApply": 1, "_FusedL2Loss": 1}
+                    "_FusedApply": 1, "_FusedL2Loss": 1, "_FusedSparseXentMean": 1}
     np.testing.assert_allclose(on, off, rtol=1e-5)
     for name in w_off:
         np.testing.assert_allclose(w_on[name], w_off[name], rtol=1e-5, atol=1e-6, err_msg=name)
@@ -325,3 +326,104 @@ def test_fused_adam_of_ten_variables_equals_the_unfused_updates(device, nesterov
         init_op = tf.variables_initializer(vs + ms + us)
     assert optimize(g, [step], []).fused == {"_FusedApply": 1}
     _assert_two_steps_match_unfused(g, device, init_op, step, vs + ms + us)
+
+
+def _xent_mean(batch, **kw):
+    """(graph, logits, labels, loss, d loss / d logits) of a mean sparse cross-entropy over a batch of 6 x 5
+    logits (`batch`: the placeholders' leading dimension, None or 6); `kw` goes to tf.gradients."""
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.placeholder(tf.float32, [batch, 5])
+        y = tf.placeholder(tf.int32, [batch])
+        rows = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=x)
+        loss = tf.reduce_mean(rows)
+        (dx,) = tf.gradients(loss, [x], **kw)
+    return g, x, y, rows, loss, dx
+
+
+@pytest.mark.parametrize("batch", [None, 6])
+def test_a_mean_cross_entropy_and_its_gradient_fuse_into_one_op_with_the_same_bits(device, batch, monkeypatch):
+    """The loss, its mean and the gradient chain through both become one _FusedSparseXentMean named as the Mean;
+    the logits' gradient keeps its bits (the same 1 / N in the same precision) and the loss its value, on each
+    device, with the batch open (the sizes' RealDiv) or known (a constant scale)."""
+    import tfplus.optimize as rewrite
+    g, x, y, rows, loss, dx = _xent_mean(batch)
+    r = optimize(g, [loss, dx], [x, y])
+    assert r.fused == {"_FusedSparseXentMean": 1}
+    fused = r.element[loss].op
+    assert fused.type == "_FusedSparseXentMean" and fused.name == loss.op.name and r.element[dx].op is fused
+    assert not {"Mean", "SparseSoftmaxCrossEntropyWithLogits", "BroadcastTo", "Size"} & set(_types(r))
+    rng = np.random.default_rng(0)
+    feed = {x: rng.standard_normal((6, 5)).astype(np.float32) * 4, y: rng.integers(0, 5, 6).astype(np.int32)}
+    with tf.Session(graph=g, device=device) as sess:
+        on = sess.run([loss, dx], feed)
+    monkeypatch.setattr(rewrite, "_fused_loss", lambda *a: None)
+    assert optimize(g, [loss, dx], [x, y]) is None
+    with tf.Session(graph=g, device=device) as sess:
+        off = sess.run([loss, dx], feed)
+    np.testing.assert_array_equal(on[1], off[1])
+    np.testing.assert_allclose(on[0], off[0], rtol=1e-6)
+    z = feed[x] - feed[x].max(1, keepdims=True)
+    p = np.exp(z) / np.exp(z).sum(1, keepdims=True)
+    np.testing.assert_allclose(on[0], np.mean(-np.log(p[np.arange(6), feed[y]])), rtol=1e-5)
+    np.testing.assert_allclose(on[1], (p - np.eye(5)[feed[y]]) / 6, rtol=1e-5, atol=1e-7)
+
+
+def test_the_fused_loss_is_refused_unless_the_chain_is_the_mean_losss_own():
+    g, x, y, rows, loss, dx = _xent_mean(None)
+    assert "_FusedSparseXentMean" in optimize(g, [loss, dx], [x, y]).fused
+    assert optimize(g, [loss, dx, rows], [x, y]) is None                   # the rows' losses fetched
+    assert optimize(g, [dx], [x, y]).fused == {"_FusedSparseXentMean": 1}  # the loss itself need not be
+    g, x, y, rows, loss, dx = _xent_mean(None, grad_ys=2.0)
+    assert optimize(g, [loss, dx], [x, y]) is None                         # not differentiated from ones
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.placeholder(tf.float32, [None, 5])
+        y = tf.placeholder(tf.int32, [None])
+        loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=x))
+        (twice,) = tf.gradients(2.0 * loss, [x])
+        (plain,) = tf.gradients(loss, [x])
+    assert optimize(g, [loss, twice], [x, y]) is None                      # a scaled loss: no ones into the Mean
+    assert optimize(g, [loss, twice, plain], [x, y]) is None               # two chains read the backprop
+    assert optimize(g, [loss, plain], [x, y]).fused == {"_FusedSparseXentMean": 1}
+
+
+def test_a_total_losss_ones_reach_the_fused_mean_through_its_sum(device):
+    """A loss plus a penalty (tf.add_n): the gradient into the Mean is the total's grad_ys, ones, so the mean
+    cross-entropy still fuses, and the step computes what the unfused one does."""
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.placeholder(tf.float32, [None, 5])
+        y = tf.placeholder(tf.int32, [None])
+        w = tf.Variable(tf.ones([5, 5]))
+        logits = tf.matmul(x, w)
+        xent = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits))
+        total = tf.add_n([xent, 0.01 * tf.reduce_sum(w * w)])
+        (dw,) = tf.gradients(total, [w])
+        init = tf.global_variables_initializer()
+    assert optimize(g, [total, dw], [x, y]).fused.get("_FusedSparseXentMean") == 1
+    rng = np.random.default_rng(1)
+    feed = {x: rng.standard_normal((7, 5)).astype(np.float32), y: rng.integers(0, 5, 7).astype(np.int32)}
+    out = {}
+    for config in (None, _OFF):
+        with tf.Session(graph=g, device=device, config=config) as sess:
+            sess.run(init)
+            out[config is None] = sess.run([total, dw], feed)
+    np.testing.assert_allclose(out[True][0], out[False][0], rtol=1e-6)
+    np.testing.assert_allclose(out[True][1], out[False][1], rtol=1e-6, atol=1e-7)
+
+
+def test_a_label_out_of_range_in_the_fused_loss(device):
+    """As the cross-entropy alone: the cpu kernel raises naming the label and the node (the fused op, named as
+    the Mean), the opencl one gives a nan loss and nan gradients (TF's GPU kernel)."""
+    from tfplus import errors
+    g, x, y, rows, loss, dx = _xent_mean(None)
+    assert "_FusedSparseXentMean" in optimize(g, [loss, dx], [x, y]).fused
+    feed = {x: np.zeros((2, 5), np.float32), y: [0, 5]}
+    with tf.Session(graph=g, device=device) as sess:
+        if device == "cpu":
+            with pytest.raises(errors.InvalidArgumentError, match=r"Mean.*labels\[1\] = 5 is not a class index"):
+                sess.run([loss, dx], feed)
+        else:
+            out = sess.run([loss, dx], feed)
+            assert np.isnan(out[0]) and np.isnan(out[1][1]).all() and np.isfinite(out[1][0]).all()

@@ -25,6 +25,9 @@ Patterns:
 - ReluGrad / Relu6Grad -> BiasAddGrad becomes _FusedReluGradBiasAddGrad, giving dx and db in one pass (dx stays
   a tensor: the conv / matmul backprops read it);
 - AddN of L2Losses only (weight decay's sum) becomes _FusedL2Loss, one multi-tensor sum of squares;
+- SparseSoftmaxCrossEntropyWithLogits averaged by a Mean, with the gradient chain tf.gradients builds through both
+  from ones (the loss's grad_ys, or a total loss's that adds it), becomes _FusedSparseXentMean: the loss and the
+  logits' gradient in one op, named as the Mean (see _fused_loss);
 - optimizer updates sharing their scalar inputs become one _FusedApply (see _apply_groups); an SGD or momentum
   update's weight decay gradient AddN(Mul(var, c), grad) folds into it (see _decay).
 
@@ -37,8 +40,10 @@ import os
 from dataclasses import dataclass, replace
 from typing import Any
 
+import numpy as np
+
 from tfplus.executor import topo_order
-from tfplus.framework import Graph, Operation, Tensor, needed_ops
+from tfplus.framework import Graph, Operation, Tensor, constant_value, needed_ops
 from tfplus.ops.fused_ops import APPLY_GRAD, APPLY_SCALARS, DECAY_FUSES, apply_refs
 
 _ACTIVATIONS = {"Relu": "Relu", "Relu6": "Relu6"}
@@ -90,7 +95,8 @@ def optimize(graph: Graph, fetches: list, feeds) -> Rewritten | None:
     def only_reader(t: Tensor, op: Operation) -> bool:
         return t not in pinned and readers.get(t) == [op]
 
-    # op -> (fused op type, inputs, attrs) for the op that the fused one replaces; absorbed ops vanish.
+    # op -> (fused op type, inputs, attrs[, name, {tensor of the step: output of the fused op}]) for the op that the
+    # fused one replaces (by default it takes that op's name and stands in for its outputs); absorbed ops vanish.
     fuse: dict[Operation, tuple] = {}
     absorbed: dict[Operation, Operation] = {}  # vanished op -> the op whose fused replacement does its work
     for op in sorted(ops, key=lambda o: o._id):
@@ -118,8 +124,16 @@ def optimize(graph: Graph, fetches: list, feeds) -> Rewritten | None:
                     and q not in absorbed and all(c._id < q._id for c in op.control_inputs):
                 attrs = {"T": q.attrs["T"], "data_format": op.attrs.get("data_format", "NHWC"),
                          "activation": _ACTIVATION_GRADS[q.type]}
-                fuse[q] = ("_FusedReluGradBiasAddGrad", list(q.inputs), attrs)
+                fuse[q] = ("_FusedReluGradBiasAddGrad", list(q.inputs), attrs, q.name,
+                           {q.outputs[0]: 0, op.outputs[0]: 1})
                 absorbed[op] = q
+        elif op.type == "SparseSoftmaxCrossEntropyWithLogits" and op not in pinned_ops and op not in controlled:
+            found = _fused_loss(op, ops, readers, pinned, pinned_ops, controlled)
+            if found and not any(o in fuse or o in absorbed for o in found[2]):
+                mean, grad, chain = found
+                fuse[op] = ("_FusedSparseXentMean", list(op.inputs), dict(op.attrs), mean.name,
+                            {mean.outputs[0]: 0, grad.outputs[0]: 1})
+                absorbed.update({o: op for o in chain})
         elif op.type == "AddN" and len(op.inputs) > 1:
             losses = [t.op for t in op.inputs]
             if all(q.type == "L2Loss" and q in ops and only_reader(t, op) and q not in pinned_ops
@@ -171,6 +185,88 @@ def _fusable_matmul(c: Operation, bias_add: Operation, ops: set, only_reader, pi
     that a _FusedMatMul may absorb: in the step, its product read by the BiasAdd alone, not fetched or ordered."""
     return c.type == "MatMul" and c in ops and only_reader(bias_add.inputs[0], bias_add) and c not in pinned_ops \
         and c not in controlled and c not in absorbed
+
+
+def _fused_loss(x: Operation, ops: set, readers: dict, pinned: set, pinned_ops: set, controlled: set
+                ) -> tuple[Operation, Operation, set] | None:
+    """(the Mean, the Mul giving the logits' gradient, every op the fused loss replaces) when `x`, a
+    SparseSoftmaxCrossEntropyWithLogits, is averaged by a Mean that tf.gradients differentiates from ones, through
+    the chain _mean_grad and _sparse_xent_grad build: grad = ExpandDims(BroadcastTo(ExpandDims(OnesLike(s)) *
+    scale, shape of the rows), -1) * backprop, scale = 1 / N (a constant when N is known, else the sizes' RealDiv).
+    Nothing but the chain may read the rows' losses or the backprop, nor any tensor inside it; else None."""
+    loss, backprop = x.outputs
+
+    def made(t: Tensor, op_type: str) -> Operation | None:
+        o = t.op
+        ok = o.type == op_type and o in ops and o not in pinned_ops and o not in controlled
+        return o if ok else None
+
+    def value(t: Tensor):
+        v = constant_value(t)
+        return None if v is None else np.asarray(v)
+
+    means = [r for r in readers.get(loss, []) if r.type == "Mean"]
+    grads = readers.get(backprop, [])
+    if len(means) != 1 or len(grads) != 1 or grads[0].type != "Mul" or backprop in pinned:
+        return None
+    (mean,), (grad,) = means, grads
+    axes = value(mean.inputs[1])
+    if mean in pinned_ops or mean in controlled or mean.attrs.get("keep_dims") or mean.inputs[0] is not loss \
+            or axes is None or axes.size == 0 or {int(a) for a in axes.ravel()} - {0, -1} or grad in pinned_ops \
+            or grad in controlled or loss._shape is None:
+        return None
+    chain = {mean, grad}
+    e = made(grad.inputs[0] if grad.inputs[1] is backprop else grad.inputs[1], "ExpandDims")
+    b = e and made(e.inputs[0], "BroadcastTo")
+    if b is None or value(e.inputs[1]) is None or int(value(e.inputs[1])) not in (-1, 1):
+        return None
+    chain |= {e, b}
+    shape = b.inputs[1]
+    if shape.op.type == "Shape" and shape.op.inputs[0] is loss and made(shape, "Shape"):
+        chain.add(shape.op)
+    elif value(shape) is None or None in loss._shape or tuple(value(shape).ravel()) != tuple(loss._shape):
+        return None
+    m = made(b.inputs[0], "Mul")
+    if m is None:
+        return None
+    chain.add(m)
+    def ones_at(t: Tensor) -> Operation | None:  # ExpandDims(OnesLike(a scalar), 0)
+        d = made(t, "ExpandDims")
+        ones = d and made(d.inputs[0], "OnesLike")
+        ok = ones is not None and ones.outputs[0]._shape == () and value(d.inputs[1]) is not None \
+            and int(value(d.inputs[1])) == 0
+        return d if ok else None
+
+    d, scale = (ones_at(m.inputs[0]), m.inputs[1]) if ones_at(m.inputs[0]) else (ones_at(m.inputs[1]), m.inputs[0])
+    if d is None:
+        return None
+    ones = d.inputs[0].op
+    chain.add(d)
+    if readers.get(ones.outputs[0]) == [d] and ones.outputs[0] not in pinned:
+        chain.add(ones)
+    t = np.dtype(loss.dtype.name).type
+    if value(scale) is not None:  # N known when the graph was built: Mean's gradient made 1 / N in Python
+        if None in loss._shape or value(scale).shape != () \
+                or t(value(scale)) != t(1) / t(max(loss._shape[0], 1)):
+            return None
+    else:  # RealDiv(Cast(Size(mean)), Cast(Maximum(Size(rows' losses), 1)))
+        div = made(scale, "RealDiv")
+        top, bottom = (div and made(div.inputs[0], "Cast")), (div and made(div.inputs[1], "Cast"))
+        size_y = top and made(top.inputs[0], "Size")
+        most = bottom and made(bottom.inputs[0], "Maximum")
+        size_x = most and made(most.inputs[0], "Size")
+        if size_y is None or size_x is None or size_y.inputs[0] is not mean.outputs[0] \
+                or size_x.inputs[0] is not loss or value(most.inputs[1]) is None or int(value(most.inputs[1])) != 1:
+            return None
+        chain |= {div, top, bottom, size_y, most, size_x}
+    # The chain's tensors vanish: nothing outside it may read them (the Mean's output becomes the fused op's).
+    for o in chain - {mean, grad}:
+        for out in o.outputs:
+            if out in pinned or any(r not in chain for r in readers.get(out, [])):
+                return None
+    if any(r not in chain for r in readers.get(loss, [])) or loss in pinned:
+        return None
+    return mean, grad, chain
 
 
 def _apply_groups(ops: set, pinned: set, readers: dict, feeds: set) -> list[list[Operation]]:
@@ -252,11 +348,12 @@ def _copy(graph: Graph, ops: set, feeds: set, fetches: list, fuse: dict, absorbe
         if op in absorbed:
             continue
         if op in fuse:
-            op_type, inputs, attrs = fuse[op]
-            new = g.create_op(op_type, [tensor[t] for t in inputs], attrs, op.name + "/")
+            op_type, inputs, attrs, *named = fuse[op]
+            name, outputs = named or (op.name, None)
+            new = g.create_op(op_type, [tensor[t] for t in inputs], attrs, name + "/")
             fused[op_type] = fused.get(op_type, 0) + 1
         else:
-            op_type = None
+            op_type, outputs = None, None
             new = g.create_op(op.type, [tensor[t] for t in op.inputs], op.attrs, op.name + "/")
             for t, n in zip(op.outputs, new.outputs):
                 n._shape = t._shape  # what set_shape told the original
@@ -266,12 +363,12 @@ def _copy(graph: Graph, ops: set, feeds: set, fetches: list, fuse: dict, absorbe
             new.op_def = replace(new.op_def, ref_inputs=apply_refs(attrs["op"], attrs["num_vars"]))
         new.device = op.device
         op_of[op] = new
-        for t, n in zip(op.outputs, new.outputs):
-            tensor.setdefault(t, n)
+        if outputs is None:
+            outputs = {t: i for i, t in enumerate(op.outputs[:len(new.outputs)])}
+        for t, i in outputs.items():
+            tensor[t] = new.outputs[i]
         for gone in absorbed_into.get(op, ()):
             op_of[gone] = new
-            if gone.type == "BiasAddGrad":  # its output is the fused gradient's second
-                tensor[gone.outputs[0]] = new.outputs[1]
     for v in graph.get_collection("trainable_variables"):
         var = getattr(v, "op", None)
         if var in op_of:

@@ -161,6 +161,24 @@ def _fused_l2_loss(ctx, ins, outs, attrs):
     outs[0][...] = total
 
 
+# -- _FusedSparseXentMean: the cross-entropy kernel, the Mean kernel's mean of its rows, the backprop scaled ------
+@register_workspace("_FusedSparseXentMean", "cpu")
+def _fused_xent_mean_ws(ins, attrs):
+    return [((ins[0].shape[0],), ins[0].dtype)]  # the rows' losses
+
+
+@register_kernel("_FusedSparseXentMean", "cpu", FLOATS)
+def _fused_xent_mean(ctx, ins, outs, attrs):
+    logits, _ = ins
+    loss, backprop = outs
+    rows = ctx.workspace((logits.shape[0],), as_dtype(logits.dtype))
+    find_kernel("SparseSoftmaxCrossEntropyWithLogits", "cpu", as_dtype(logits.dtype))(ctx, ins, [rows, backprop],
+                                                                                       attrs)
+    np.mean(rows, axis=(0,), out=loss)
+    t = backprop.dtype.type
+    np.multiply(backprop, t(1) / t(max(len(rows), 1)), out=backprop)  # Mean's gradient scale, in T
+
+
 # -- _FusedApply -------------------------------------------------------------------------------------------------
 class _SharedScratch:
     """The context each variable's update kernel sees: its scratch requests are views of one set of buffers

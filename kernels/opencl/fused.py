@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from tfplus.dtypes import as_dtype
-from tfplus.kernels.opencl._common import kernel, plan, register
+from tfplus.kernels.opencl._common import CTYPE, kernel, plan, register
 from tfplus.kernels.opencl.reduce import FINISH_CHUNKS, done_counters, finishes_splits, partials, reduce
 from tfplus.ops.fused_ops import apply_groups, split_decay
 from tfplus.registry import find_kernel, register_variant, register_workspace
@@ -65,6 +65,16 @@ def fused_relu_grad_pooled(ctx, ins, outs, attrs, y, g, argmax) -> None:
 @register_workspace("_FusedReluGradBiasAddGrad", "opencl")
 def _fused_relu_grad_scratch(ins, attrs, compute_units):
     return channel_scratch(ins[0].shape, attrs["data_format"], ins[0].dtype, compute_units)
+
+
+@register("_FusedSparseXentMean", F, host=False)
+def _fused_xent_mean(ctx, ins, outs, attrs):
+    rt, (x, labels), (loss, backprop) = ctx.runtime, ins, outs
+    rows, cols = x.shape
+    wg = 1 << (min(_WG, rt.dev.max_wg).bit_length() - 1)  # one group of a power of two (nn.cl's tree)
+    k = kernel(rt, "nn.cl", "sparse_xent_mean", x.dtype, TI=CTYPE[labels.dtype.name], XM_WG=wg)
+    t = x.dtype.type
+    rt.run(k, (wg,), (wg,), loss, backprop, x, labels, np.int32(rows), np.int32(cols), t(1) / t(max(rows, 1)))
 
 
 # -- per-channel sums (fused.cl's relu_grad_bias_*; BiasAddGrad uses them too) ------------------------------------

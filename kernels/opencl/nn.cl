@@ -242,6 +242,37 @@ __kernel void K(sparse_xent)(GLOBAL(T, loss), GLOBAL(T, backprop), GLOBAL(const 
 }
 #endif
 
+// _FusedSparseXentMean: sparse_xent's rows, their mean and the backprop scaled by inv (1 / max(rows, 1), the
+// Mean gradient's scale, made on the host in T) in one launch of one work-group of XM_WG items (a power of two):
+// item t takes rows t, t + XM_WG, ..., the group adds the items' sums in a fixed tree, and the mean is the sum
+// over rows (as the Mean kernel: no rows give 0 / 0, a nan).
+#if WANT_sparse_xent_mean
+__kernel __attribute__((reqd_work_group_size(XM_WG, 1, 1)))
+void K(sparse_xent_mean)(GLOBAL(T, loss), GLOBAL(T, backprop), GLOBAL(const T, x), GLOBAL(const TI, labels),
+                         int rows, int cols, T inv) {
+    SHIFT(loss); SHIFT(backprop); SHIFT(x); SHIFT(labels);
+    __local T sums[XM_WG];
+    const int t = get_local_id(0);
+    T s = 0;
+    for (int r = t; r < rows; r += XM_WG) {
+        __global const T* xr = x + r * cols;
+        __global T* br = backprop + r * cols;
+        TI label = labels[r];
+        bool ok = label >= 0 && label < cols;
+        T mx, lse = row_lse(xr, cols, &mx);
+        for (int j = 0; j < cols; j++) br[j] = (ok ? exp(xr[j] - mx - lse) - (j == label ? (T)1 : (T)0) : NAN) * inv;
+        s += ok ? lse - (xr[label] - mx) : NAN;
+    }
+    sums[t] = s;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int h = XM_WG / 2; h > 0; h >>= 1) {
+        if (t < h) sums[t] += sums[t + h];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (t == 0) loss[0] = sums[0] / (T)rows;
+}
+#endif
+
 // loss[r] = -sum labels * log_softmax(x); backprop[r] = softmax(x) - labels.
 #if WANT_xent
 __kernel void K(xent)(GLOBAL(T, loss), GLOBAL(T, backprop), GLOBAL(const T, x), GLOBAL(const T, labels),
