@@ -244,8 +244,8 @@ __kernel void K(sparse_xent)(GLOBAL(T, loss), GLOBAL(T, backprop), GLOBAL(const 
 
 // _FusedSparseXentMean: sparse_xent's rows, their mean and the backprop scaled by inv (1 / max(rows, 1), the
 // Mean gradient's scale, made on the host in T) in one launch of one work-group of XM_WG items (a power of two):
-// item t takes rows t, t + XM_WG, ..., the group adds the items' sums in a fixed tree, and the mean is the sum
-// over rows (as the Mean kernel: no rows give 0 / 0, a nan).
+// item t takes rows t, t + XM_WG, ..., the group adds the items' sums in a fixed tree, and the mean is that sum
+// over `rows` (as the Mean kernel: no rows give 0 / 0, a nan).
 #if WANT_sparse_xent_mean
 __kernel __attribute__((reqd_work_group_size(XM_WG, 1, 1)))
 void K(sparse_xent_mean)(GLOBAL(T, loss), GLOBAL(T, backprop), GLOBAL(const T, x), GLOBAL(const TI, labels),
@@ -260,7 +260,8 @@ void K(sparse_xent_mean)(GLOBAL(T, loss), GLOBAL(T, backprop), GLOBAL(const T, x
         TI label = labels[r];
         bool ok = label >= 0 && label < cols;
         T mx, lse = row_lse(xr, cols, &mx);
-        for (int j = 0; j < cols; j++) br[j] = (ok ? exp(xr[j] - mx - lse) - (j == label ? (T)1 : (T)0) : NAN) * inv;
+        for (int j = 0; j < cols; j++)
+            br[j] = (ok ? exp(xr[j] - mx - lse) - (j == label ? (T)1 : (T)0) : NAN) * inv;
         s += ok ? lse - (xr[label] - mx) : NAN;
     }
     sums[t] = s;
