@@ -610,9 +610,12 @@ def test_bias_gradients_of_empty_tensors():
                   [np.ones(shape, np.float32), np.ones(shape, np.float32)])
 
 
-def test_a_mean_loss_gradient_seed_launches_nothing():
+@pytest.mark.parametrize("rewrite, expected", [("0", 3), ("1", 1)])
+def test_a_mean_loss_gradient_seed_launches_nothing(monkeypatch, rewrite, expected):
     """ones_like(loss) is a host value derived from a shape, so the seed's scaling by 1 / batch and its broadcast
-    run on the host: the loss and its logits gradient take 3 launches (cross-entropy, mean, the one product)."""
+    run on the host: unfused, the loss and its logits gradient take 3 launches (cross-entropy, mean, the one
+    product); the graph rewrite makes them one (_FusedSparseXentMean)."""
+    monkeypatch.setenv("TFPLUS_REWRITE", rewrite)
     rng = np.random.default_rng(7)
     logits, labels = _rand(rng, 6, 5), rng.integers(0, 5, 6).astype(np.int32)
 
@@ -631,7 +634,7 @@ def test_a_mean_loss_gradient_seed_launches_nothing():
         run = rt.run
         rt.run = lambda k, *args: (launches.append(k), run(k, *args))
         s.run(fetches, {x: logits, lab: labels})
-    assert len(launches) == 3, launches
+    assert len(launches) == expected, launches
 
 
 def test_elementwise_broadcasting_and_casts():
