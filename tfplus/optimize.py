@@ -237,7 +237,9 @@ def _fused_loss(x: Operation, ops: set, readers: dict, pinned: set, pinned_ops: 
             and int(value(d.inputs[1])) == 0
         return d if ok else None
 
-    d, scale = (ones_at(m.inputs[0]), m.inputs[1]) if ones_at(m.inputs[0]) else (ones_at(m.inputs[1]), m.inputs[0])
+    d, scale = ones_at(m.inputs[0]), m.inputs[1]
+    if d is None:
+        d, scale = ones_at(m.inputs[1]), m.inputs[0]
     if d is None:
         return None
     ones = d.inputs[0].op

@@ -226,19 +226,24 @@ __kernel void K(softmax)(GLOBAL(T, out), GLOBAL(const T, x), int rows, int cols,
 
 // loss[r] = -log_softmax(x)[label]; backprop[r] = softmax(x) - onehot(label). A label outside [0, cols) gives a
 // nan loss and nan gradients (as TF's GPU kernel; the cpu kernel raises).
+#if WANT_sparse_xent || WANT_sparse_xent_mean
+// One row: its backprop times `scale` (1 leaves the bits as they are), and its loss.
+inline T sparse_xent_row(__global const T* x, __global T* backprop, long label, int cols, T scale) {
+    bool ok = label >= 0 && label < cols;
+    T mx, lse = row_lse(x, cols, &mx);
+    for (int j = 0; j < cols; j++)
+        backprop[j] = (ok ? exp(x[j] - mx - lse) - (j == label ? (T)1 : (T)0) : NAN) * scale;
+    return ok ? lse - (x[label] - mx) : NAN;
+}
+#endif
+
 #if WANT_sparse_xent
 __kernel void K(sparse_xent)(GLOBAL(T, loss), GLOBAL(T, backprop), GLOBAL(const T, x), GLOBAL(const TI, labels),
                              int rows, int cols) {
     SHIFT(loss); SHIFT(backprop); SHIFT(x); SHIFT(labels);
     int r = get_global_id(0);
     if (r >= rows) return;
-    x += r * cols;
-    backprop += r * cols;
-    TI label = labels[r];
-    bool ok = label >= 0 && label < cols;
-    T mx, lse = row_lse(x, cols, &mx);
-    for (int j = 0; j < cols; j++) backprop[j] = ok ? exp(x[j] - mx - lse) - (j == label ? (T)1 : (T)0) : NAN;
-    loss[r] = ok ? lse - (x[label] - mx) : NAN;
+    loss[r] = sparse_xent_row(x + r * cols, backprop + r * cols, labels[r], cols, (T)1);
 }
 #endif
 
@@ -254,16 +259,7 @@ void K(sparse_xent_mean)(GLOBAL(T, loss), GLOBAL(T, backprop), GLOBAL(const T, x
     __local T sums[XM_WG];
     const int t = get_local_id(0);
     T s = 0;
-    for (int r = t; r < rows; r += XM_WG) {
-        __global const T* xr = x + r * cols;
-        __global T* br = backprop + r * cols;
-        TI label = labels[r];
-        bool ok = label >= 0 && label < cols;
-        T mx, lse = row_lse(xr, cols, &mx);
-        for (int j = 0; j < cols; j++)
-            br[j] = (ok ? exp(xr[j] - mx - lse) - (j == label ? (T)1 : (T)0) : NAN) * inv;
-        s += ok ? lse - (xr[label] - mx) : NAN;
-    }
+    for (int r = t; r < rows; r += XM_WG) s += sparse_xent_row(x + r * cols, backprop + r * cols, labels[r], cols, inv);
     sums[t] = s;
     barrier(CLK_LOCAL_MEM_FENCE);
     for (int h = XM_WG / 2; h > 0; h >>= 1) {
