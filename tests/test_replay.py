@@ -18,9 +18,10 @@ pytestmark = needs_opencl
 
 
 def _tapes(sess) -> list:
-    """The tape records (tfplus.executor._Taped) of the session's planned programs."""
-    return [t for b in sess._plans.values() if isinstance(b, Bound)
-            for prog in b.programs + [lane.program for lane in b.lanes] for t in prog.tapes.values()]
+    """The tape records (tfplus.runtime.Taped) of the session's planned programs and micro-batched steps."""
+    bounds = [b for b in sess._plans.values() if isinstance(b, Bound)]
+    return [t for b in bounds for prog in b.programs + [lane.program for lane in b.lanes]
+            for t in prog.tapes.values()] + [b.whole for b in bounds]
 
 
 def _replaying(sess) -> bool:
@@ -33,6 +34,13 @@ def _batches(tg, n: int, batch: int = 8) -> list[dict]:
              tg.labels: rng.integers(0, 10, batch).astype(np.int32)} for _ in range(n)]
 
 
+def _force(sess, tg, force) -> Bound:
+    """Makes `sess` (one with a memory budget) run tg's training step by the plan of transformations `force`."""
+    fetches, feeds = [tg.train_op, tg.loss], _cnn_feeds(tg)
+    return install(sess, fetches, planner.plan(fetches, {t: v.shape for t, v in feeds.items()}, sess.runtime,
+                                               graph=tg.graph, force=force))
+
+
 def _train(monkeypatch, replay: bool, budget=None, force=None, steps: int = 7):
     """Losses of `steps` steps on new batches, the weights after them, and whether the session replayed."""
     monkeypatch.setenv("TFPLUS_OPENCL_REPLAY", "1" if replay else "0")
@@ -41,9 +49,7 @@ def _train(monkeypatch, replay: bool, budget=None, force=None, steps: int = 7):
     with tf.Session(graph=tg.graph, device="opencl", memory_budget=budget) as sess:
         sess.run(tg.init_op)
         if force is not None:
-            feeds = _cnn_feeds(tg)
-            install(sess, fetches, planner.plan(fetches, {t: v.shape for t, v in feeds.items()}, sess.runtime,
-                                                graph=tg.graph, force=force))
+            _force(sess, tg, force)
         losses = [sess.run(fetches, feed)[1] for feed in _batches(tg, steps)]
         weights = {v.op.name: sess.run(v) for v in tg.graph.get_collection("trainable_variables")}
         return losses, weights, _replaying(sess)
@@ -63,13 +69,14 @@ def test_replayed_steps_are_the_launched_steps_bit_for_bit(monkeypatch, budget, 
         np.testing.assert_array_equal(got[1][name], w, err_msg=name)
 
 
-def test_micro_batches_merges_are_replayed_and_follow_a_new_arena(monkeypatch):
-    """A micro-batched step merges its gradients between its runs (copy, add, add and divide): once recorded,
-    a merge of the same buffers replays its launches instead of setting them up again; when the arena moves
-    (a plan that needs more binds every plan again), the merges are recorded anew. The losses are those of
-    launching op by op (test_replayed_steps_are_the_launched_steps_bit_for_bit checks the weights)."""
+def test_a_micro_batched_step_replays_as_one_tape_and_follows_a_new_arena(monkeypatch):
+    """A micro-batched step runs a program per micro-batch and merges their gradients (copy, add, add and
+    divide); once two steps recorded the same launches, all of it replays as one tape: nothing is set up per
+    micro-batch. When the arena moves (a plan that needs more binds every plan again), the step runs and records
+    anew. The losses are those of launching op by op (test_replayed_steps_are_the_launched_steps_bit_for_bit
+    checks the weights)."""
     from tfplus.kernels.opencl import fused
-    want = _train(monkeypatch, False, "1GB", (4, 1), steps=5)[0]
+    want = _train(monkeypatch, False, "1GB", (4, 1), steps=6)[0]
     monkeypatch.setenv("TFPLUS_OPENCL_REPLAY", "1")
     calls = []
     real = fused.multi_accumulate
@@ -78,18 +85,23 @@ def test_micro_batches_merges_are_replayed_and_follow_a_new_arena(monkeypatch):
     fetches = [tg.train_op, tg.loss]
     with tf.Session(graph=tg.graph, device="opencl", memory_budget="1GB") as sess:
         sess.run(tg.init_op)
-        feeds = _cnn_feeds(tg)
-        bound = install(sess, fetches, planner.plan(fetches, {t: v.shape for t, v in feeds.items()},
-                                                    sess.runtime, graph=tg.graph, force=(4, 1)))
-        batches = _batches(tg, 5)
-        losses = [sess.run(fetches, batches[0])[1]]
+        bound = _force(sess, tg, (4, 1))
+        replays = []
+        real_replay = type(bound.programs[0]).replay
+        monkeypatch.setattr(type(bound.programs[0]), "replay", lambda self, f: (replays.append(self),
+                                                                                 real_replay(self, f))[1])
+        batches = _batches(tg, 6)
+        losses = [sess.run(fetches, b)[1] for b in batches[:3]]  # the first runs, the next two record
         assert sorted(set(calls)) == ["add", "add_scale", "copy"]
+        assert bound.whole.tape is not None
         calls.clear()
-        losses += [sess.run(fetches, feed)[1] for feed in batches[1:4]]
-        assert calls == [], "merges of the same buffers replay"
+        replays.clear()
+        losses += [sess.run(fetches, b)[1] for b in batches[3:5]]
+        assert calls == [] and replays == [], "the step replays as one tape"
         bound.bind(sess.runtime.allocate_arena(bound.arena.nbytes))  # as when the session's arena grows
-        losses.append(sess.run(fetches, batches[4])[1])
-        assert sorted(set(calls)) == ["add", "add_scale", "copy"], "a new arena: recorded again"
+        assert bound.whole.tape is None
+        losses.append(sess.run(fetches, batches[5])[1])
+        assert sorted(set(calls)) == ["add", "add_scale", "copy"], "a new arena: run and recorded again"
     assert losses == want
 
 
@@ -155,8 +167,10 @@ def test_random_ops_are_not_replayed(monkeypatch):
     assert tapes and tapes[0].tape is None and "random" in tapes[0].why
 
 
-def test_a_restored_variable_is_read_by_the_next_replay(monkeypatch, tmp_path):
-    """Variables written between steps (a restore, an assign from the host) are what the next step reads."""
+@pytest.mark.parametrize("force", [None, (2, 1)], ids=["default", "micro2"])
+def test_a_restored_variable_is_read_by_the_next_replay(monkeypatch, tmp_path, force):
+    """Variables written between steps (a restore, an assign from the host) are what the next step reads, also
+    in a micro-batched step replayed whole."""
     def run(replay):
         monkeypatch.setenv("TFPLUS_OPENCL_REPLAY", "1" if replay else "0")
         tg = _small_cnn()
@@ -166,8 +180,10 @@ def test_a_restored_variable_is_read_by_the_next_replay(monkeypatch, tmp_path):
             saver = tf.train.Saver()
             w = tg.graph.get_collection("trainable_variables")[0]
             assign = w.assign(np.full(w.shape.as_list(), 0.01, np.float32))
-        with tf.Session(graph=tg.graph, device="opencl") as sess:
+        with tf.Session(graph=tg.graph, device="opencl", memory_budget=force and "1GB") as sess:
             sess.run(tg.init_op)
+            if force:
+                _force(sess, tg, force)
             losses = [sess.run(fetches, b)[1] for b in batches[:5]]
             path = saver.save(sess, str(tmp_path / f"ckpt{int(replay)}"))
             losses += [sess.run(fetches, b)[1] for b in batches[5:8]]
@@ -183,19 +199,24 @@ def test_a_restored_variable_is_read_by_the_next_replay(monkeypatch, tmp_path):
     assert got == want
 
 
-def test_a_variable_given_another_buffer_is_what_the_next_step_reads(monkeypatch):
+@pytest.mark.parametrize("force", [None, (2, 1)], ids=["default", "micro2"])
+def test_a_variable_given_another_buffer_is_what_the_next_step_reads(monkeypatch, force):
     """A replayed step looks at where the variables are only after one got another buffer (the executor's
     var_version); then it records again, and reads and updates the new buffer, not the old one, as a step
-    launched op by op does."""
+    launched op by op does; a micro-batched step replayed whole too."""
     def run(replay):
         monkeypatch.setenv("TFPLUS_OPENCL_REPLAY", "1" if replay else "0")
         tg = _small_cnn()
         fetches = [tg.train_op, tg.loss]
         batches = _batches(tg, 8)
-        with tf.Session(graph=tg.graph, device="opencl") as sess:
+        with tf.Session(graph=tg.graph, device="opencl", memory_budget=force and "1GB") as sess:
             sess.run(tg.init_op)
+            if force:
+                whole = _force(sess, tg, force).whole
             losses = [sess.run(fetches, b)[1] for b in batches[:6]]
             assert _replaying(sess) == replay
+            if force:
+                assert (whole.tape is not None) == replay
             ex, rt = sess._executor, sess.runtime
             name = tg.graph.get_collection("trainable_variables")[0].op.name
             old = ex.vars[name]

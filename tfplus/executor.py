@@ -37,6 +37,7 @@ import threading
 from tfplus import errors, threads
 from tfplus.framework import Graph, Operation, Tensor, _fmt_shape, constant_value, needed_ops
 from tfplus.registry import TensorSpec, devices_with_kernel, find_kernel, kernel_dtype
+from tfplus.runtime import TAPE_TRIES, Taped
 
 # Ops whose output values depend only on their inputs' shapes (a shape function reading them is safe to run
 # once per signature; the fast loop keeps them).
@@ -151,20 +152,6 @@ class _Op:
     __slots__ = ("op", "kind", "kernel", "ctx", "ins", "outs", "release", "refs", "reads", "dynamic", "static")
 
 
-class _Taped:
-    """A signature's tape (Program._taped): the replayable one, the last recording, and why there is none."""
-
-    __slots__ = ("tape", "fetched", "last", "misses", "why", "vars_at")
-
-    def __init__(self):
-        self.tape = self.last = self.why = None
-        self.fetched: list = []  # (slot, buffer) the recorded run returned
-        self.misses = 0  # recordings that could not be replayed
-        self.vars_at = -1  # the executor's var_version when the variables were last where the tape has them
-
-
-# Recordings a signature gets before it runs without a tape for good.
-_TAPE_TRIES = 4
 
 
 class Program:
@@ -274,7 +261,7 @@ class Program:
         self.bound = alloc if alloc.fixed else None  # the memory plan the profiler reports
         self._version = None
         self._specialized: dict[tuple, list] = {}  # signature -> the fast loop's steps, one per op run
-        self.tapes: dict[tuple, _Taped] = {}  # signature -> its recorded launches (a planned program's)
+        self.tapes: dict[tuple, Taped] = {}  # signature -> its recorded launches (a planned program's)
 
     # -- compiling what depends on the allocator ----------------------------------------------------------------
     def _bind(self) -> None:
@@ -380,41 +367,22 @@ class Program:
         if t is None:
             if not hasattr(rt, "tape_begin"):
                 return False
-            t = self.tapes[key] = _Taped()
-        if t.why is not None and t.misses >= _TAPE_TRIES:
-            return False
-        feeds = [slots[s] for s in self.feed_slots]
-        version = self.executor.var_version
-        if t.tape is not None:
-            # The variables' places are checked only when one was made anew since they last matched.
-            fixed = None if t.vars_at == version else [slots[s] for s in self.var_slots.values()]
-            if rt.tape_play(t.tape, feeds, fixed):
-                t.vars_at = version
-                for s, buf in t.fetched:
-                    slots[s] = buf
-                return True
-            t.tape = None  # a variable was made anew: record again
-        fixed = [slots[s] for s in self.var_slots.values()]
-        if not rt.tape_begin(feeds, fixed):
-            return False
-        try:
+            t = self.tapes[key] = Taped()
+
+        def record():
             self._fast(slots, steps)
-        except BaseException:
-            rt.tape_end([])
-            raise
-        given = set(self.feed_slots)
-        fetched = [(s, slots[s]) for s, name in self.fetch_slots if name is None and s not in given]
-        tape = rt.tape_end([b for _, b in fetched])
-        if isinstance(tape, str):  # what it did cannot be replayed: it will not be next time either
-            t.why, t.misses = tape, _TAPE_TRIES
-        elif t.last is not None and t.last.same(tape):
-            rt.tape_ready(tape)
-            t.tape, t.fetched, t.last, t.why, t.vars_at = tape, fetched, None, None, version
-        else:
-            t.last, t.misses, t.why = tape, t.misses + 1, "two runs launched different kernels or arguments"
-        if t.why is not None and t.misses >= _TAPE_TRIES and os.environ.get("TFPLUS_DEBUG", "0") not in ("", "0"):
+            given = set(self.feed_slots)
+            fetched = [(s, slots[s]) for s, name in self.fetch_slots if name is None and s not in given]
+            return fetched, [b for _, b in fetched]
+        ran = t.run(rt, [slots[s] for s in self.feed_slots], lambda: [slots[s] for s in self.var_slots.values()],
+                    self.executor.var_version, record)
+        if ran and t.tape is not None:
+            for s, buf in t.fetched:
+                slots[s] = buf
+        if ran and t.why is not None and t.misses >= TAPE_TRIES \
+                and os.environ.get("TFPLUS_DEBUG", "0") not in ("", "0"):
             print(f"tfplus: a step of {len(self.order)} ops runs without a tape: {t.why}", file=sys.stderr)
-        return True
+        return ran
 
     def _specialize(self, record: list) -> tuple[list, list]:
         """The fast loop's steps for a signature from its careful run's `record` [(output specs, outputs) per

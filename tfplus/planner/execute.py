@@ -6,7 +6,8 @@ initializer, say); planned runs of one session therefore take turns (a lock). Th
 launches (a planned arena's buffers stay put from run to run, which a replay needs). A `Bound` plan is the
 allocator of the executor's programs (tfplus.executor) for its phases: it hands out outputs (`output`), kernel
 scratch (`workspace`) and wraps kernels (`kernel`: restarts the workspace cursor, splits chunked convolutions
-over the batch), once per program; micro-batching replays the phase's program once per micro-batch.
+over the batch), once per program; micro-batching replays the phase's program once per micro-batch, and on a
+runtime that records launches replays the whole step's launches as one tape (`Bound._microbatched`).
 
 Device runtimes plug in with two optional methods (the cpu device needs neither):
   `allocate_arena(nbytes) -> arena` and `sub_buffer(arena, offset, shape, dtype) -> buffer` (a view at a byte
@@ -29,6 +30,7 @@ from tfplus.framework import Tensor
 from tfplus.planner import chunking, compact
 from tfplus.planner.plan import DeviceFacts, MemoryPlan, plan
 from tfplus.registry import kernel_variant
+from tfplus.runtime import Taped
 
 
 def run_planned(executor, flat: list, feeds: dict, budget: int, graph, key: tuple | None = None) -> list:
@@ -240,6 +242,8 @@ class Bound:
         self.tmp: dict = {}
         self.kernels = {}
         self.merges: dict = {}  # (how, factor) -> (the buffers merged last, its replay): _merge
+        self.whole = Taped()  # the micro-batched step's launches, all its runs' (_microbatched)
+        self.ran = False  # whether the micro-batched step ran on these views (its first run is not recorded)
         self.version += 1
         shift = self.lane * p.lane_bytes
         for ph in p.phases[:1] if self.lane else p.phases:  # another lane runs the prefix only
@@ -366,7 +370,34 @@ class Bound:
             return self._streamed(feeds)
         if p.microbatches == 1:
             return self._phase(0, feeds)
-        rt, k = self.runtime, p.microbatches
+        return self._microbatched(feeds)
+
+    def _microbatched(self, feeds: dict) -> dict:
+        """A micro-batched step; on a runtime that records launches (OpenCL), replayed as one tape of all its
+        micro-batches' runs, merges and updates once two steps recorded the same launches: the Python between
+        them (a program's replay and the merges' bookkeeping each micro-batch, ~60 us) would otherwise be host
+        time of every micro-batch, on a step that a slow host's launches already bound. Not on the first step
+        (the programs' first runs find their shapes), nor an audited or a traced one."""
+        ex, rt = self.programs[0].executor, self.runtime
+        names = [n for prog in self.programs for n in prog.var_slots]
+        if not self.ran or self.audit is not None or ex.trace is not None or not hasattr(rt, "tape_begin") \
+                or any(ex.vars.get(n) is None for n in names):
+            self.ran = True
+            return self._passes(feeds)
+
+        ran: list = []
+
+        def record():
+            ran.append(self._passes(feeds))
+            return ran[0], list(ran[0].values())
+        order = sorted(feeds, key=lambda t: t.name)
+        if self.whole.run(rt, [feeds[t] for t in order], lambda: [ex.vars[n] for n in names], ex.var_version,
+                          record):
+            return ran[0] if ran else self.whole.fetched
+        return self._passes(feeds)
+
+    def _passes(self, feeds: dict) -> dict:
+        p, rt, k = self.plan, self.runtime, self.plan.microbatches
         m = p.batch_size // k
         batch_feeds = set(p.batch_feeds)
         for j in range(k):
@@ -443,7 +474,7 @@ class Bound:
         micro-batched step spends between its runs)."""
         rt = self.runtime
         record = getattr(rt, "accumulation", None)
-        if record is None or not pairs:
+        if record is None or not pairs or rt.tape_recording():  # recording a step (_microbatched): launch
             _accumulate(rt, how, pairs, factor)
             return
 

@@ -43,3 +43,50 @@ def size_class(nbytes: int) -> int:
     batch) in these units on opencl, as the device holds them."""
     step = 1 << max(8, nbytes.bit_length() - 4)
     return max(step, -(-nbytes // step) * step)
+
+
+# Recordings a kind of run gets before it runs without a tape for good.
+TAPE_TRIES = 4
+
+
+class Taped:
+    """The recorded launches of one kind of run (a planned program's signature, Program._taped; a micro-batched
+    step, planner.execute.Bound): the replayable tape, the last recording, and why there is none."""
+
+    __slots__ = ("tape", "fetched", "last", "misses", "why", "vars_at")
+
+    def __init__(self):
+        self.tape = self.last = self.why = None
+        self.fetched = None  # what the recorded run returned (its caller's to keep)
+        self.misses = 0  # recordings that could not be replayed
+        self.vars_at = -1  # the executor's var_version when the variables were last where the tape has them
+
+    def run(self, rt, feeds: list, fixed, version: int, record) -> bool:
+        """Replays the tape with the run's fed buffers `feeds`, or runs `record()` while recording it: a tape
+        is ready once two runs recorded the same launches. `fixed()`: the buffers that must stay where they
+        were (the variables, whose places are checked only when `version`, the executor's var_version, moved
+        since they last matched); `record()` returns (what the caller keeps in `fetched`, the buffers the run
+        returns). False: neither (no tape to be had now; the caller runs without one)."""
+        if self.why is not None and self.misses >= TAPE_TRIES or rt.tape_recording():
+            return False  # under another recording, the launches must go on that tape
+        if self.tape is not None:
+            if rt.tape_play(self.tape, feeds, None if self.vars_at == version else fixed()):
+                self.vars_at = version
+                return True
+            self.tape = None  # a variable was made anew: record again
+        if not rt.tape_begin(feeds, fixed()):
+            return False
+        try:
+            kept, returned = record()
+        except BaseException:
+            rt.tape_end([])
+            raise
+        tape = rt.tape_end(returned)
+        if isinstance(tape, str):  # what it did cannot be replayed: it will not be next time either
+            self.why, self.misses = tape, TAPE_TRIES
+        elif self.last is not None and self.last.same(tape):
+            rt.tape_ready(tape)
+            self.tape, self.fetched, self.last, self.why, self.vars_at = tape, kept, None, None, version
+        else:
+            self.last, self.misses, self.why = tape, self.misses + 1, "two runs launched different kernels or arguments"
+        return True

@@ -1236,6 +1236,11 @@ class OpenCLRuntime:
         return tape if tape.why is None else tape.why
 
     @staticmethod
+    def tape_recording() -> bool:
+        """Whether this thread's launches go on a tape now (a replay then would enqueue past it)."""
+        return _taping.tape is not None
+
+    @staticmethod
     def tape_refuse(why: str) -> None:
         """Marks the tape being recorded (if any) as not replayable, e.g. for a random op's draw."""
         if _taping.tape is not None:
