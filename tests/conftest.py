@@ -61,6 +61,9 @@ def tf1():
     every comparison with TensorFlow."""
     os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # tf.compat.v1.layers and rnn_cell need Keras 2
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    # The oracle's own kernels, not oneDNN's: which of those run depends on the machine's CPU, and they differ
+    # (FusedBatchNormV3's unused reserve_space_3 is an empty vector there, TF's kernel gives a scalar).
+    os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
     tensorflow = oracle_module("tensorflow")
 
     v1 = tensorflow.compat.v1
