@@ -180,6 +180,21 @@ def test_a_child_process_builds_what_the_parent_loads_else_the_parent_builds(tmp
     assert dev.compiling.count == 1 and child.proc.wait(timeout=30) == 0
 
 
+def test_a_child_process_imports_the_parent_s_tfplus_whatever_the_working_folder(tmp_path, monkeypatch):
+    """Started from a folder holding another tfplus/ (a source checkout, whose package lacks the installed ops
+    and kernels), the child still imports this process's tfplus and makes its context."""
+    decoy = tmp_path / "tfplus"
+    decoy.mkdir()
+    (decoy / "__init__.py").write_text("raise ImportError('the decoy tfplus was imported')\n")
+    monkeypatch.chdir(tmp_path)
+    dev = opencl._Device.get(opencl._select("0"))
+    index = [x.int_ptr for x in opencl._cl_devices()].index(dev.device.int_ptr)
+    child = opencl._Builder(index)
+    assert child.wait_ready()
+    child.close()
+    assert child.proc.returncode == 0
+
+
 def test_build_processes_start_for_uncached_programs_only_and_a_bad_count_is_named(tmp_path, monkeypatch,
                                                                                    capsys):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
