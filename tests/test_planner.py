@@ -469,6 +469,29 @@ def test_plan_cli_json_schema(tmp_path, capsys):
     assert "--memory-budget: '64M' is ambiguous" in capsys.readouterr().err
 
 
+def test_plan_cli_plans_the_step_a_session_with_that_budget_runs():
+    """`tfplus plan` plans the step as a session runs it, rewritten (tfplus.optimize's fused ops): its plan is
+    the one a session with the same budget runs, byte for byte."""
+    import argparse
+
+    from tfplus import plan_cli
+    from tfplus.planner.execute import Bound
+    parser = argparse.ArgumentParser()
+    plan_cli.add_parser(parser.add_subparsers(dest="command"))
+    step = plan_cli._TrainStep(parser.parse_args(["plan", "--batch-size", "8", "--memory-budget", "13MB"]))
+    assert step.graph is not step.tg.graph, "the step is rewritten"
+    want = step.plan(8, 13_000_000)
+    rng = np.random.default_rng(0)
+    feeds = {step.tg.images: rng.standard_normal((8, 3, 32, 32)).astype(np.float32),
+             step.tg.labels: rng.integers(0, 10, 8).astype(np.int32)}
+    with tf.Session(graph=step.tg.graph, memory_budget="13MB") as sess:
+        sess.run(step.tg.init_op)
+        sess.run(step.fetches, feeds)
+        ran = [b.plan for b in sess._plans.values() if isinstance(b, Bound) and b.plan.feed_shapes]  # not the init
+    assert len(ran) == 1 and ran[0].peak_bytes == want.peak_bytes
+    assert ran[0].summary() == want.summary()
+
+
 def test_a_run_of_no_kernel_calls_runs_under_a_budget():
     """Fetching a variable under a memory budget plans a step that calls no kernel (no cost to compare
     transformations against)."""

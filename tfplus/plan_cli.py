@@ -160,18 +160,27 @@ class _TrainStep:
         except ValueError as e:  # e.g. widths that pool the image away
             raise UsageError(f"cannot build model {args.model!r} with these options: {e}") from None
         self.fetches = [self.tg.train_op, self.tg.loss]
+        # Planned as a session runs it: rewritten (tfplus.optimize: fused ops, their own memory), so that the
+        # plan is the one `tfplus train --memory-budget` runs.
+        from tfplus.optimize import enabled, optimize
+        fed = (self.tg.images, self.tg.labels)
+        rw = optimize(self.tg.graph, self.fetches, set(fed)) if enabled() else None
+        self.graph, self.planned, self.fed = self.tg.graph, self.fetches, fed
+        if rw is not None:
+            self.graph, self.planned, self.fed = rw.graph, [rw.element[f] for f in self.fetches], \
+                tuple(rw.element[t] for t in fed)
 
-    def shapes(self, batch: int) -> dict:
-        image = tuple(self.tg.images.shape.as_list()[1:])
-        return {self.tg.images: (batch,) + image, self.tg.labels: (batch,)}
+    def shapes(self, batch: int, fed=None) -> dict:
+        images, labels = fed or self.fed
+        return {images: (batch,) + tuple(self.tg.images.shape.as_list()[1:]), labels: (batch,)}
 
     def plan(self, batch: int, budget):
-        return _plan(self.fetches, self.shapes(batch), self.args.device, budget, graph=self.tg.graph,
+        return _plan(self.planned, self.shapes(batch), self.args.device, budget, graph=self.graph,
                      raise_if_infeasible=False)
 
     def smallest(self, batch: int, transformations=TRANSFORMATIONS) -> int:
         """The smallest budget a step of `batch` fits in."""
-        return smallest_plan(self.fetches, self.shapes(batch), self.args.device, graph=self.tg.graph,
+        return smallest_plan(self.planned, self.shapes(batch), self.args.device, graph=self.graph,
                              transformations=transformations).peak_bytes
 
     def max_batch(self, budget: int, transformations=TRANSFORMATIONS) -> int:
@@ -202,7 +211,7 @@ class _TrainStep:
 
         import tfplus as tf
         rng = np.random.default_rng(0)
-        shapes = self.shapes(batch)
+        shapes = self.shapes(batch, (self.tg.images, self.tg.labels))
         feeds = {self.tg.images: rng.standard_normal(shapes[self.tg.images]).astype(np.float32),
                  self.tg.labels: rng.integers(0, 10, batch).astype(np.int32)}
         # one step: no worker processes to fork and check (tfplus.workers)
