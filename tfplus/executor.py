@@ -152,8 +152,6 @@ class _Op:
     __slots__ = ("op", "kind", "kernel", "ctx", "ins", "outs", "release", "refs", "reads", "dynamic", "static")
 
 
-
-
 class Program:
     """The ops that `fetches` need given `feeds`, in `order`, compiled for `alloc` (see the module doc).
     `replay(feeds)` runs them and returns the fetched tensors' buffers, in the order of `fetches`."""
