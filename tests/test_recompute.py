@@ -153,7 +153,7 @@ def test_plan_cli_says_what_it_chose_and_why(capsys):
     base = ["plan", "--batch-size", "16", "--widths", "8,8,16,16,32", "--device", "opencl"]
     step = plan_cli._TrainStep(parser.parse_args(base))
     # a budget that compact state alone cannot reach and recomputation can
-    lo, hi = (planner.smallest_plan(step.fetches, step.shapes(16), "opencl", graph=step.tg.graph,
+    lo, hi = (planner.smallest_plan(step.planned, step.shapes(16), "opencl", graph=step.graph,
                                     transformations=t).peak_bytes for t in (("compact", "recompute"), ("compact",)))
     assert lo < hi
     args = parser.parse_args(base + ["--memory-budget", str((lo + hi) // 2)])
