@@ -343,6 +343,36 @@ def test_train_prebuilds_its_list_and_records_its_first_steps_programs(monkeypat
     capsys.readouterr()
 
 
+def test_train_prebuilds_its_evaluation_s_programs_after_its_first_step_and_records_them(monkeypatch, capsys):
+    """The evaluation's programs (other shapes: the test set's batches) are listed after a run's first
+    evaluation, and the next run starts building them after its first step, while its first epoch trains."""
+    from tfplus.cli import main
+    monkeypatch.setattr(opencl._Device, "_all", {})
+    lists, started = {}, []
+    monkeypatch.setattr(opencl, "read_program_list", lambda path, name: lists.get(name, []))
+    monkeypatch.setattr(opencl, "write_program_list", lambda path, name, keys: lists.update({name: list(keys)}))
+    monkeypatch.setattr(opencl._Device, "prebuild", lambda self, keys, builders=(): started.append(keys) or len(keys))
+    from tfplus import trainer
+    from tfplus.kernels.opencl.elementwise import fill
+    real = trainer.evaluate_predictions
+
+    def evaluate(sess, *args, **kwargs):  # one program the training step does not use (on PoCL, whose tiles are
+        fill(sess.runtime, sess.runtime.allocate((3,), np.float64), 1.0)  # fixed, the test batch's are the step's)
+        return real(sess, *args, **kwargs)
+    monkeypatch.setattr(trainer, "evaluate_predictions", evaluate)
+    argv = ["train", "--synthetic", "--model", "lenet", "--batch-size", "8", "--steps", "1", "--device", "opencl"]
+    assert main(argv) == 0
+    dev = opencl.OpenCLRuntime().dev
+    train, evaluation = lists["train-lenet"], lists["eval-lenet"]
+    assert started == [[], []] and evaluation and not set(evaluation) & set(train)
+    assert train + evaluation == dev.used  # the first step's programs, then what the evaluation added
+    assert any("-DT=double" in options for _, options in evaluation)
+    monkeypatch.setattr(opencl._Device, "_all", {})
+    assert main(argv) == 0
+    assert started[2:] == [train, evaluation]
+    capsys.readouterr()
+
+
 def test_shipped_tuning_is_read_for_its_device_name_only_and_a_bad_file_is_ignored():
     from tfplus.runtime.opencl import parse_tuning
     good = json.dumps({"GPU A": {"gemm|float32|64x64x64|": [16, 64, 64, 4, 4]}, "GPU B": {}})

@@ -877,6 +877,9 @@ def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = No
         if evaluated(epoch):
             t0 = time.perf_counter()
             test_acc, _ = evaluate_predictions(sess, tg, dataset, eval_batch, cfg.data_format, progress=err)
+            if not clock.get("evaluated"):  # this process's first evaluation
+                _record_eval_programs(cfg, sess)
+                clock["evaluated"] = True
             clock["eval_s"] = time.perf_counter() - t0
         row = {"kind": "epoch", "step": step, "epoch": epoch, "loss": loss_sum / max(n, 1),
                "accuracy": acc_sum / max(n, 1), "lr": lr, "images_per_sec": images / max(seconds, 1e-9),
@@ -1039,6 +1042,19 @@ def _prebuild_opencl(cfg: TrainConfig, sess: tf.Session | None = None) -> None:
             opencl.prebuild_soon(selector, f"train-{cfg.model}")
         else:
             opencl.record(sess.runtime, f"train-{cfg.model}")
+            if cfg.eval_every > 0:
+                # The evaluation's programs (its batch's shapes have tiles and programs of their own), built on
+                # background threads while the first epoch trains, not at its end; listed by _record_eval_programs.
+                opencl.prebuild(selector, f"eval-{cfg.model}")
+
+
+def _record_eval_programs(cfg: TrainConfig, sess: tf.Session) -> None:
+    """On an opencl device, after the run's first evaluation: keeps the programs it was first to use as the
+    model's evaluation list, which the next run starts building after its first step (_prebuild_opencl)."""
+    from tfplus.runtime import parse_device
+    if parse_device(cfg.device)[0] == "opencl":
+        from tfplus.runtime import opencl
+        opencl.record(sess.runtime, f"eval-{cfg.model}")
 
 
 def _first_step_line(sess: tf.Session, seconds: float) -> str:

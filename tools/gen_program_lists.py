@@ -6,7 +6,9 @@ tfplus.runtime.opencl.prebuild starts building in the background when no list of
     python tools/gen_program_lists.py --device opencl:0 --models mentee lenet
 
 Run it on a machine of the kind the list is for (a GPU for programs-gpu.json: its tile sizes differ from a
-CPU's). Each model trains one step on synthetic data with an empty cache; the list is what that run recorded.
+CPU's). Each model trains one step on synthetic data with an empty cache and evaluates; the lists are what that
+run recorded: the first step's programs ("train-<model>") and those the evaluation added ("eval-<model>", which
+`tfplus train` starts building after its first step).
 
 On a GPU, --tuning first tunes every model's GEMM tiles without a time bound and writes them to
 kernels/opencl/tuning-gpu.json under the device's name (tfplus.runtime.opencl.shipped_tuning), so that a fresh
@@ -27,15 +29,19 @@ ROOT = Path(__file__).resolve().parent.parent
 LISTS = ROOT / "kernels" / "opencl"
 
 
-def recorded(model: str, device: str) -> list:
-    """The program list one step of training `model` on `device` records, with an empty cache."""
+def recorded(model: str, device: str) -> dict:
+    """The program lists one step of training `model` on `device` and its evaluation record, with an empty cache:
+    {"train-<model>": the first step's, "eval-<model>": what the evaluation added (absent when nothing)}. Run
+    from the cache folder: from the project's root, `-m tfplus` would import the checkout's tfplus/, not the
+    installed package."""
     with tempfile.TemporaryDirectory() as cache:
         cmd = [sys.executable, "-m", "tfplus", "train", "--model", model, "--device", device, "--synthetic",
-               "--steps", "1", "--no-eval"]
+               "--steps", "1"]
         env = {**os.environ, "XDG_CACHE_HOME": cache, "TFPLUS_OPENCL_PREBUILD": "1"}
-        subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL, cwd=cache)
         (path,) = (Path(cache) / "tfplus" / "opencl").glob("programs-*.json")
-        return json.loads(path.read_text())[f"train-{model}"]
+        lists = json.loads(path.read_text())
+        return {name: lists[name] for name in (f"train-{model}", f"eval-{model}") if name in lists}
 
 
 def tuned(models: list, device: str, name: str, budgets: list, fresh: str | None = None) -> None:
@@ -50,10 +56,12 @@ def tuned(models: list, device: str, name: str, budgets: list, fresh: str | None
         env = {**os.environ, "XDG_CACHE_HOME": cache, "TFPLUS_OPENCL_TUNE_S": "inf", "TFPLUS_OPENCL_PREBUILD": "0"}
         for model in models:
             for budget in [None, *budgets]:
-                more = [] if budget is None else ["--memory-budget", budget]
+                # Without a budget, the evaluation's batches too (their own shapes); under one, it evaluates at
+                # the training batch, whose shapes the step has.
+                more = ["--memory-budget", budget, "--no-eval"] if budget else []
                 done = subprocess.run([sys.executable, "-m", "tfplus", "train", "--model", model, "--device",
-                                       device, "--synthetic", "--steps", "1", "--no-eval", *more], env=env,
-                                      stdout=subprocess.DEVNULL)
+                                       device, "--synthetic", "--steps", "1", *more], env=env,
+                                      stdout=subprocess.DEVNULL, cwd=cache)
                 if done.returncode:  # a budget too small for this model: its message is on stderr
                     if budget is None:
                         raise SystemExit(f"training {model} failed")
@@ -85,8 +93,11 @@ def main() -> None:
     out = LISTS / f"programs-{kind}.json"
     lists = json.loads(out.read_text()) if out.exists() else {}
     for model in args.models:
-        lists[f"train-{model}"] = recorded(model, args.device)
-        print(f"{model}: {len(lists[f'train-{model}'])} programs", file=sys.stderr)
+        made = recorded(model, args.device)
+        lists.pop(f"eval-{model}", None)
+        lists.update(made)
+        print(f"{model}: {len(made[f'train-{model}'])} programs, evaluation {len(made.get(f'eval-{model}', []))} "
+              "more", file=sys.stderr)
     out.write_text(json.dumps(lists, indent=0, sort_keys=True) + "\n")
     print(f"wrote {out}", file=sys.stderr)
 
