@@ -1033,7 +1033,8 @@ def image_feed(tg, images) -> dict:
 def _prebuild_opencl(cfg: TrainConfig, sess: tf.Session | None = None) -> None:
     """On an opencl device: without `sess`, starts building the programs this model's first step used last time
     (or the package's list for it) on background threads, while the data and the graph are made; with it (after
-    the first step), records the programs this run's first step used, for the next run."""
+    the first step), records the programs this run's first step used, for the next run, and starts building the
+    evaluation's (eval-<model>)."""
     from tfplus.runtime import parse_device
     kind, selector = parse_device(cfg.device)
     if kind == "opencl":
@@ -1043,8 +1044,8 @@ def _prebuild_opencl(cfg: TrainConfig, sess: tf.Session | None = None) -> None:
         else:
             opencl.record(sess.runtime, f"train-{cfg.model}")
             if cfg.eval_every > 0:
-                # The evaluation's programs (its batch's shapes have tiles and programs of their own), built on
-                # background threads while the first epoch trains, not at its end; listed by _record_eval_programs.
+                # Its batches' shapes have tiles and programs of their own: built while the first epoch trains,
+                # not at its end; listed by _record_eval_programs.
                 opencl.prebuild(selector, f"eval-{cfg.model}")
 
 

@@ -840,8 +840,8 @@ def prebuild_soon(selector: str | None, name: str) -> threading.Thread:
 
 def record(runtime: OpenCLRuntime, name: str) -> None:
     """Keeps the programs `runtime`'s device was first asked for since prebuild(..., name) as `name`'s list in
-    cache_dir(), for the next prebuild of `name` (`tfplus train` records after its first step: what the first
-    step needs, not what evaluation adds later)."""
+    cache_dir(), for the next prebuild of `name` (`tfplus train` records "train-<model>" after its first step, what
+    that step needs, and "eval-<model>" after its first evaluation, what the evaluation added)."""
     runtime.dev.record_programs(name)
 
 
