@@ -1043,9 +1043,10 @@ def _prebuild_opencl(cfg: TrainConfig, sess: tf.Session | None = None) -> None:
             opencl.prebuild_soon(selector, f"train-{cfg.model}")
         else:
             opencl.record(sess.runtime, f"train-{cfg.model}")
-            if cfg.eval_every > 0:
+            if cfg.eval_every > 0 and not cfg.memory_budget:
                 # Its batches' shapes have tiles and programs of their own: built while the first epoch trains,
-                # not at its end; listed by _record_eval_programs.
+                # not at its end; listed by _record_eval_programs. (Under a budget it evaluates at the training
+                # batch, whose programs the step built.)
                 opencl.prebuild(selector, f"eval-{cfg.model}")
 
 
