@@ -230,6 +230,7 @@ def _fused_loss(x: Operation, ops: set, readers: dict, pinned: set, pinned_ops: 
     if m is None:
         return None
     chain.add(m)
+
     def ones_at(t: Tensor) -> Operation | None:  # ExpandDims(OnesLike(a scalar), 0)
         d = made(t, "ExpandDims")
         ones = d and made(d.inputs[0], "OnesLike")

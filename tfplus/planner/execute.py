@@ -214,6 +214,7 @@ class Bound:
     allocator of the programs that run the plan's phases."""
 
     fixed = True  # outputs are fixed views: a program binds them once
+    feed_order: list | None = None  # the fed tensors in the order a whole-step tape takes them (_microbatched)
     lane = 0  # the copy of the streamed prefix's buffers it runs on (MemoryPlan.stream_lanes)
     lanes: list = []
 
@@ -230,6 +231,7 @@ class Bound:
         self.warm = False  # whether each lane has run once (their first runs record their fast loops in turn)
         _shared(executor).fit(p, self)
         self.programs = [executor.compile(ph.fetches, ph.feeds, self, ph.order) for ph in p.phases]
+        self.var_names = [n for prog in self.programs for n in prog.var_slots]  # what a whole-step tape fixes
 
     def bind(self, arena) -> None:
         """Makes a view of `arena` for every buffer of the plan."""
@@ -378,10 +380,9 @@ class Bound:
         them (a program's replay and the merges' bookkeeping each micro-batch, ~60 us) would otherwise be host
         time of every micro-batch, on a step that a slow host's launches already bound. Not on the first step
         (the programs' first runs find their shapes), nor an audited or a traced one."""
-        ex, rt = self.programs[0].executor, self.runtime
-        names = [n for prog in self.programs for n in prog.var_slots]
+        ex, rt, names, whole = self.programs[0].executor, self.runtime, self.var_names, self.whole
         if not self.ran or self.audit is not None or ex.trace is not None or not hasattr(rt, "tape_begin") \
-                or any(ex.vars.get(n) is None for n in names):
+                or whole.vars_at != ex.var_version and any(ex.vars.get(n) is None for n in names):
             self.ran = True
             return self._passes(feeds)
 
@@ -390,10 +391,11 @@ class Bound:
         def record():
             ran.append(self._passes(feeds))
             return ran[0], list(ran[0].values())
-        order = sorted(feeds, key=lambda t: t.name)
-        if self.whole.run(rt, [feeds[t] for t in order], lambda: [ex.vars[n] for n in names], ex.var_version,
-                          record):
-            return ran[0] if ran else self.whole.fetched
+        if self.feed_order is None:  # the plan's feeds, in an order of their own (a caller's dict may reorder)
+            self.feed_order = sorted(feeds, key=lambda t: t.name)
+        if whole.run(rt, [feeds[t] for t in self.feed_order], lambda: [ex.vars[n] for n in names], ex.var_version,
+                     record):
+            return ran[0] if ran else whole.fetched
         return self._passes(feeds)
 
     def _passes(self, feeds: dict) -> dict:
