@@ -3,7 +3,9 @@ from __future__ import annotations
 
 
 class OpError(Exception):
-    """An error raised while running a graph; `.node_name` and `.op_type` say where."""
+    """An error raised while running a graph; `.node_name` and `.op_type` say where, `.error_code` is TF's code."""
+
+    error_code = 2  # UNKNOWN
 
     def __init__(self, node_name: str | None, op_type: str | None, message: str):
         self.node_name, self.op_type, self.message = node_name, op_type, message
@@ -12,24 +14,30 @@ class OpError(Exception):
 
 
 class InvalidArgumentError(OpError, ValueError):
-    pass
+    error_code = 3
 
 
 class FailedPreconditionError(OpError):
-    pass
+    error_code = 9
 
 
 class NotFoundError(OpError):
-    pass
+    error_code = 5
 
 
 class ResourceExhaustedError(OpError, MemoryError):
-    pass
+    error_code = 8
 
 
 class DataLossError(OpError):
-    pass
+    error_code = 15
 
 
 class AlreadyExistsError(OpError, FileExistsError):
-    pass
+    error_code = 6
+
+
+class UnavailableError(OpError):
+    """The runtime cannot serve the step now (a worker process died or stopped); the session can still be saved."""
+
+    error_code = 14
