@@ -43,14 +43,21 @@ def test_committed_pb2_modules_match_a_fresh_protoc_run():
                 "`python tools/gen_protos.py` (with the grpcio-tools version the `test` extra pins)")
 
 
-def test_gencode_needs_no_newer_protobuf_runtime_than_installed():
+def _version(text: str) -> tuple:
+    return tuple(int(x) for x in re.findall(r"\d+", text)[:3])
+
+
+def test_gencode_is_the_declared_protobuf_floor_and_loads_on_the_installed_runtime():
+    # protobuf refuses gencode newer than its runtime and accepts older gencode, so the gencode's version is the
+    # lowest runtime tfplus can declare: pinned to it, tfplus installs beside Flower (protobuf<7) and protobuf 7.
     from google.protobuf import __version__ as runtime
+    floor = re.search(r'"protobuf>=([\d.]+),', (ROOT / "pyproject.toml").read_text())
+    assert floor, "pyproject.toml declares no protobuf lower bound"
     for path in sorted((ROOT / "tfplus" / "proto").glob("*_pb2.py")):
         m = re.search(r"ValidateProtobufRuntimeVersion\(\s*\S+,\s*(\d+),\s*(\d+),\s*(\d+),", path.read_text())
         assert m, f"{path.name}: no runtime version check found"
         gencode = tuple(int(x) for x in m.groups())
-        installed = tuple(int(x) for x in re.findall(r"\d+", runtime)[:3])
-        assert gencode[0] == installed[0] and gencode <= installed, (path.name, gencode, runtime)
+        assert gencode == _version(floor.group(1)) <= _version(runtime), (path.name, gencode, floor.group(1), runtime)
 
 
 def _fields(message_cls) -> dict:
@@ -58,7 +65,11 @@ def _fields(message_cls) -> dict:
 
 
 def test_field_numbers_are_tensorflows():
-    assert _fields(graph_pb2.GraphDef) == {"node": 1, "versions": 4, "version": 3}
+    assert _fields(graph_pb2.GraphDef) == {"node": 1, "versions": 4, "version": 3, "library": 2}
+    assert _fields(graph_pb2.FunctionDefLibrary) == {"function": 1}
+    assert _fields(graph_pb2.FunctionDef) == {"signature": 1, "attr": 5, "node_def": 3, "ret": 4}
+    assert _fields(graph_pb2.OpDef) == {"name": 1, "input_arg": 2, "output_arg": 3, "is_stateful": 17}
+    assert _fields(graph_pb2.OpDef.ArgDef) == {"name": 1, "description": 2, "type": 3}
     assert _fields(graph_pb2.NodeDef) == {"name": 1, "op": 2, "input": 3, "device": 4, "attr": 5}
     assert _fields(graph_pb2.VersionDef) == {"producer": 1, "min_consumer": 2, "bad_consumers": 3}
     assert _fields(attr_value_pb2.AttrValue) == {"s": 2, "i": 3, "f": 4, "b": 5, "type": 6, "shape": 7,

@@ -53,9 +53,9 @@ __all__ = ["as_graph_def", "import_graph_def", "parse_graph_def", "read_graph_de
 # GraphDef.versions.producer: a TensorFlow-1.x-era GraphDef version (our ops have TF1 semantics). TensorFlow
 # accepts any producer at or above its min_producer (0); min_consumer stays 0, so every consumer may read it.
 PRODUCER = 134
-# Fields of TensorFlow's GraphDef that tfplus does not model (library, debug_info): a GraphDef that TensorFlow
+# The field of TensorFlow's GraphDef that tfplus does not model (debug_info): a GraphDef that TensorFlow
 # wrote may carry them. Any other unknown top-level field means the bytes are not a GraphDef.
-_TF_ONLY_GRAPH_FIELDS = {2, 5}
+_TF_ONLY_GRAPH_FIELDS = {5}
 # Attrs TensorFlow writes that do not change the result where tfplus lacks them: kernel-choice hints (cuDNN;
 # MatMul's grad_a/grad_b mark a gradient's matmul), and
 # explicit paddings left empty (they apply only to padding="EXPLICIT"). Dropped on import when the op does not
