@@ -1,10 +1,17 @@
-"""Packaging and project layout: the license as an SPDX expression with its file; every test module collected."""
+"""Packaging and project layout: the license as an SPDX expression with its file; every test module collected;
+tfplus imports whole from any folder, a source checkout's or an install's."""
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import site
+import subprocess
+import sys
 import warnings
 from pathlib import Path
 
+import pytest
 from setuptools.config.pyprojecttoml import apply_configuration
 from setuptools.dist import Distribution
 
@@ -40,3 +47,59 @@ def test_docs_cite_commands_not_paths_of_the_machine_they_ran_on():
     found = [f"{p.name}:{n}: {line.strip()}" for p in docs
              for n, line in enumerate(p.read_text().splitlines(), 1) if machine_paths.search(line)]
     assert found == []
+
+
+# What an import saw, printed as lines "name path" (or "name ExceptionType") for the tests below.
+_PROBE = """
+import importlib
+for name in ("tfplus", "tfplus.ops", "tfplus.kernels", "tfplus.graphs", "tfplus.kernels.opencl",
+             "ops", "kernels", "graphs", "tfplus.tests", "tfplus.tools", "tfplus.tfplus"):
+    try:
+        print(name, importlib.import_module(name).__file__)
+    except ImportError as e:
+        print(name, type(e).__name__)
+"""
+
+
+def _imports(cwd: Path, install: Path, *flags: str) -> dict[str, str]:
+    """What `python [flags] -c PROBE` run in `cwd` imports, with `install` on its path and the dependencies, but
+    no editable install's finder (-S skips the .pth files that install one), as after a plain `pip install .`."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(install), *site.getsitepackages(),
+                                                        site.getusersitepackages()])}
+    out = subprocess.run([sys.executable, "-S", *flags, "-c", _PROBE], cwd=cwd, env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return dict(line.split(" ", 1) for line in out.stdout.splitlines())
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory) -> Path:
+    """A folder laid out as `pip install .` lays out site-packages (pyproject's package-dir): ops, kernels and
+    graphs inside tfplus/."""
+    site_dir = tmp_path_factory.mktemp("site-packages")
+    skip = shutil.ignore_patterns("__pycache__")
+    shutil.copytree(ROOT / "tfplus", site_dir / "tfplus", ignore=skip)
+    for sub in ("ops", "kernels", "graphs"):
+        shutil.copytree(ROOT / sub, site_dir / "tfplus" / sub, ignore=skip)
+    return site_dir
+
+
+def test_from_the_checkout_s_root_its_tfplus_imports_whole(installed):
+    """Run from the root, Python puts the working folder first, so the checkout's tfplus/ is imported even over
+    an install: its ops, kernels and graphs (beside it, not inside) were a ModuleNotFoundError."""
+    seen = _imports(ROOT, installed)
+    assert seen["tfplus"] == str(ROOT / "tfplus" / "__init__.py")
+    for sub in ("ops", "kernels", "graphs"):  # the checkout's own, never the install's half of a package
+        assert seen[f"tfplus.{sub}"] == str(ROOT / sub / "__init__.py")
+    assert seen["tfplus.kernels.opencl"] == str(ROOT / "kernels" / "opencl" / "__init__.py")
+    # Bare names still refuse, and the root's other folders (and tfplus/ a second time) are not subpackages.
+    assert [seen[n] for n in ("ops", "kernels", "graphs", "tfplus.tests", "tfplus.tools", "tfplus.tfplus")] == \
+        ["ImportError"] * 3 + ["ModuleNotFoundError"] * 3
+
+
+@pytest.mark.parametrize("where", ["root with -P", "another folder"])
+def test_elsewhere_the_installed_tfplus_is_imported(installed, tmp_path, where):
+    seen = _imports(ROOT, installed, "-P") if where == "root with -P" else _imports(tmp_path, installed)
+    for name in ("tfplus", "tfplus.ops", "tfplus.kernels", "tfplus.graphs"):
+        assert seen[name] == str(installed / Path(*name.split(".")) / "__init__.py")
+    assert seen["tfplus.tools"] == "ModuleNotFoundError"

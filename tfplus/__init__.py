@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import types as _types
 
-from tfplus import errors, nn, train
+# NOTE: _layout first (names import left to right), before any import of tfplus.ops, .kernels or .graphs: a
+# source checkout keeps them beside tfplus/ (tfplus._layout).
+from tfplus import _layout, errors, nn, train
 from tfplus import init_ops as _init
 
 # TF1's session configuration (tfplus.config).
