@@ -215,8 +215,23 @@ def test_interactive_session_initialize_all_variables_and_graph_def():
         assert (v * 2.0).eval() == 6.0
         assert {n.name for n in sess.graph_def.node} >= {"Variable", "init"}
         sess.close()
-    with pytest.raises(ValueError, match="no default session"):
-        tf.get_default_session()
+        assert tf.get_default_session() is None  # as TF1's (test_get_default_session_is_none_without_one)
+
+
+def test_get_default_session_is_none_without_one():
+    import tensorflow as real_tf
+    with real_tf.Graph().as_default():
+        assert real_tf.compat.v1.get_default_session() is None
+    with tf.Graph().as_default():
+        t = tf.constant(1.0)
+        assert tf.get_default_session() is None
+        with pytest.raises(ValueError, match=r"Cannot evaluate tensor using `eval\(\)`: no default session"):
+            t.eval()
+        with pytest.raises(ValueError, match=r"Cannot execute operation using `run\(\)`: no default session"):
+            t.op.run()
+        with tf.Session() as sess:
+            assert tf.get_default_session() is sess and t.eval() == 1.0
+        assert tf.get_default_session() is None
 
 
 # -- tf.contrib.layers (TF1 names: TensorFlow 2 has no contrib) -----------------------------------------------

@@ -232,8 +232,8 @@ class Tensor:
         return self.consumers_list
 
     def eval(self, feed_dict=None, session=None):
-        from tfplus.session import get_default_session
-        return (session or get_default_session()).run(self, feed_dict)
+        from tfplus.session import _session_for
+        return _session_for(session, "evaluate tensor", "eval").run(self, feed_dict)
 
     def __repr__(self):
         return f"<tf.Tensor '{self.name}' shape={self.shape} dtype={self.dtype.name}>"
@@ -327,8 +327,8 @@ class Operation:
         return graph_io.node_to_proto(self)
 
     def run(self, feed_dict=None, session=None):
-        from tfplus.session import get_default_session
-        (session or get_default_session()).run(self, feed_dict)
+        from tfplus.session import _session_for
+        _session_for(session, "execute operation", "run").run(self, feed_dict)
 
     def _add_control_input(self, op: Operation) -> None:
         if op not in self.control_inputs:

@@ -30,10 +30,21 @@ _local = threading.local()
 
 
 def get_default_session():
-    stack = getattr(_local, "stack", [])
-    if not stack:
-        raise ValueError("no default session: use `with tf.Session() as sess:` or pass session=")
-    return stack[-1]
+    """The innermost session made the default in this thread (`with tf.Session() as sess:`, `sess.as_default()`,
+    an InteractiveSession); None when there is none, as TF1's."""
+    stack = getattr(_local, "stack", None)
+    return stack[-1] if stack else None
+
+
+def _session_for(session, what: str, call: str):
+    """`session`, else the default session; `what` and `call` name the caller in the error when there is none
+    (Tensor.eval, Operation.run)."""
+    session = session or get_default_session()
+    if session is None:
+        raise ValueError(f"Cannot {what} using `{call}()`: no default session is registered. Use `with "
+                         f"sess.as_default():` (or `with tf.Session() as sess:`) or pass a session: "
+                         f"`{call}(session=sess)`")
+    return session
 
 
 class Session:
