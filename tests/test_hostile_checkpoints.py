@@ -289,17 +289,24 @@ def test_fuzzed_state_files_delete_nothing_outside_and_no_good_checkpoint(seed, 
     ("{victim}", "lies outside the folder"), ("../victim", "lies outside the folder"),
     ("link", "lies outside the folder"), ("linkdir/victim", "lies outside the folder"),
     ("adir", "is a folder"), (".", "is a folder"), ("", "names no checkpoint"),
-    ("missing", "which does not exist"), ("notes.txt", "is not a tfplus checkpoint"),
+    ("missing", "does not exist"), ("notes.txt", "is not a tfplus checkpoint"),
 ])
 def test_a_hostile_newest_checkpoint_is_a_clear_error_in_the_cli(latest, message, tmp_path, capsys):
+    """A state file that cannot be trusted is an error; a newest checkpoint that is not whole is skipped, saying
+    why, for the next one listed (here m-1, which is no `tfplus train` checkpoint: an error of its own)."""
     run, victim, _, _ = _hostile_state_folder(tmp_path, ["m-1"], latest=latest.replace("{victim}",
                                                                                          str(tmp_path / "victim")))
     shas = {p: _sha(run / p) for p in ("m-1", "m-2")}
     for argv in (["eval", "--checkpoint", str(run)], ["train", *SMALL, "--checkpoint-dir", str(run),
                                                       "--resume"]):
         assert main(argv) in (1, 2)
-        err = capsys.readouterr().err.strip()
-        assert err.startswith(f"tfplus {argv[0]}: error: ") and message in err and len(err.splitlines()) == 1
+        lines = capsys.readouterr().err.strip().splitlines()
+        assert lines[-1].startswith(f"tfplus {argv[0]}: error: ")
+        if latest in ("missing", "notes.txt"):
+            assert lines[0].startswith(f"skipped checkpoint {run / latest}: ") and message in lines[0]
+            assert len(lines) == 2 and "m-1: not a checkpoint of `tfplus train`" in lines[1]
+        else:
+            assert message in lines[0] and len(lines) == 1
     assert victim.read_text() == "precious" and {p: _sha(run / p) for p in shas} == shas
 
 

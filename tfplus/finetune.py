@@ -18,6 +18,81 @@ import re
 
 from tfplus import errors
 
+try:  # NOTE: the regex parser is private to `re`; it is what tells a pattern's structure reliably
+    from re import _constants as _sre
+    from re import _parser as _sre_parse
+except ImportError:  # Python 3.10
+    import sre_constants as _sre  # type: ignore[no-redef]
+    import sre_parse as _sre_parse  # type: ignore[no-redef]
+
+# A --trainable pattern (also read back from a checkpoint's recipe, which may come from elsewhere) is matched
+# against every variable name by Python's backtracking engine, which has no time limit: a repeat around something
+# that itself repeats or has alternatives, e.g. (a+)+$ or (ab|a)*$, takes exponential time, many repeats in a row
+# a high power of the name's length, and back references are harder still. Names need none of these.
+MAX_PATTERN_CHARS = 256
+MAX_PATTERN_REPEATS = 3
+_REPEATS = {_sre.MAX_REPEAT, _sre.MIN_REPEAT, getattr(_sre, "POSSESSIVE_REPEAT", _sre.MAX_REPEAT)}
+
+
+def check_pattern(pattern: str | None) -> None:
+    """ValueError unless `pattern` (a --trainable regex; None: none) is valid and safe to match: at most
+    MAX_PATTERN_CHARS characters and MAX_PATTERN_REPEATS repeats (*, +, {m,n}), none around a group that repeats
+    or has alternatives (a character class is fine: ([a-z]|_)+ parses as one), no back reference.
+
+        >>> check_pattern("^(fc3|logits)/")
+        >>> check_pattern("(a+)+$")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ValueError: --trainable '(a+)+$' repeats a group that itself repeats: matching it could take hours; ...
+    """
+    if pattern is None:
+        return
+    if not isinstance(pattern, str):
+        raise ValueError(f"--trainable must be a regular expression, got {type(pattern).__name__}")
+    if len(pattern) > MAX_PATTERN_CHARS:
+        raise ValueError(f"--trainable is {len(pattern)} characters long; at most {MAX_PATTERN_CHARS} are allowed")
+    try:
+        parsed = _sre_parse.parse(pattern)
+    except (re.error, RecursionError, OverflowError) as e:
+        raise ValueError(f"--trainable {pattern!r} is not a valid regular expression ({e})") from None
+    repeats: list = []
+    problem = _unsafe(parsed, False, repeats)
+    if problem is None and len(repeats) > MAX_PATTERN_REPEATS:
+        problem = f"has {len(repeats)} repeats (*, +, {{m,n}}), more than {MAX_PATTERN_REPEATS}"
+    if problem is not None:
+        raise ValueError(f"--trainable {pattern!r} {problem}: matching it could take hours; name the variables "
+                         "more simply, e.g. '^(conv3|fc)'")
+
+
+def _unsafe(sub, in_repeat: bool, repeats: list) -> str | None:
+    """What makes the parsed pattern `sub` unsafe to match (None if nothing); counts its repeats into `repeats`."""
+    for op, av in sub:
+        if op in _REPEATS:
+            low, high, body = av
+            if high > 1:
+                if in_repeat:
+                    return "repeats a group that itself repeats"
+                repeats.append(op)
+            inner = [body]
+        elif op is _sre.BRANCH:
+            if in_repeat:
+                return "repeats a group with alternatives"
+            inner = av[1]
+        elif op in (_sre.GROUPREF, _sre.GROUPREF_EXISTS):
+            return "uses a back reference"
+        elif op is _sre.SUBPATTERN:
+            inner = [av[-1]]
+        elif op in (_sre.ASSERT, _sre.ASSERT_NOT):
+            inner = [av[1]]
+        elif op is getattr(_sre, "ATOMIC_GROUP", None):
+            inner = [av]
+        else:
+            continue
+        for part in inner:
+            problem = _unsafe(part, in_repeat or op in _REPEATS and av[1] > 1, repeats)
+            if problem is not None:
+                return problem
+    return None
+
 
 def model_layers(variables) -> list[tuple[str, list]]:
     """[(layer name, its variables)] in creation order: the variables grouped by the first part of their name."""
@@ -29,16 +104,14 @@ def model_layers(variables) -> list[tuple[str, list]]:
 
 def select_trainable(variables, trainable: str | None = None, fine_tune_last: int | None = None) -> list:
     """The variables to train: those whose name matches the regex `trainable` (re.search), or those of the last
-    `fine_tune_last` layers (model_layers), or all if neither is given. ValueError for a regex that is invalid or
-    matches nothing, for N out of range, or for both options at once."""
+    `fine_tune_last` layers (model_layers), or all if neither is given. ValueError for a regex that is invalid,
+    unsafe (check_pattern) or matches nothing, for N out of range, or for both options at once."""
     variables = list(variables)
     if trainable is not None and fine_tune_last is not None:
         raise ValueError("give --trainable or --fine-tune-last, not both")
     if trainable is not None:
-        try:
-            pattern = re.compile(trainable)
-        except re.error as e:
-            raise ValueError(f"--trainable {trainable!r} is not a valid regular expression ({e})") from None
+        check_pattern(trainable)
+        pattern = re.compile(trainable)
         chosen = [v for v in variables if pattern.search(v.op.name)]
         if not chosen:
             names = ", ".join(v.op.name for v in variables[:12]) + (", ..." if len(variables) > 12 else "")

@@ -12,11 +12,12 @@ from __future__ import annotations
 import glob as _glob
 import os
 import shutil
+import stat
 
 from tfplus import errors
 
 __all__ = ["GFile", "Open", "FastGFile", "Exists", "MakeDirs", "MkDir", "Glob", "ListDirectory", "IsDirectory",
-           "Remove", "Rename", "Copy", "DeleteRecursively", "Walk", "Stat"]
+           "Remove", "Rename", "Copy", "DeleteRecursively", "Walk", "Stat", "open_regular", "read_regular"]
 
 
 def _not_found(path, what: str):
@@ -76,6 +77,51 @@ class GFile:
 
 
 Open = FastGFile = GFile
+
+
+_KINDS = {stat.S_IFDIR: "a folder", stat.S_IFIFO: "a FIFO", stat.S_IFCHR: "a character device",
+          stat.S_IFBLK: "a block device", stat.S_IFSOCK: "a socket"}
+
+
+def open_regular(path, what: str, max_bytes: int):
+    """`path` opened for binary reading once it is known to be a regular file of at most `max_bytes` (links
+    followed): for files of folders that may come from elsewhere (checkpoints), where a FIFO would block a
+    plain open() forever and /dev/zero or a sparse file would read without end. NotFoundError if it is
+    missing, DataLossError naming `what` and the path otherwise.
+
+        >>> with open_regular("run/checkpoint", "checkpoint state file", 1 << 20) as f:  # doctest: +SKIP
+        ...     text = f.read()
+    """
+    path = os.fspath(path)
+    try:
+        # O_NONBLOCK: opening a FIFO that no one writes returns at once (and fstat then refuses it).
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0))
+    except FileNotFoundError:
+        raise _not_found(path, what) from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            kind = _KINDS.get(stat.S_IFMT(st.st_mode), "not a regular file")
+            raise errors.DataLossError(None, None, f"{what} {path!r} is {kind}, not a regular file; replace it "
+                                       "with the real file")
+        if st.st_size > max_bytes:
+            raise errors.DataLossError(None, None, f"{what} {path!r} has {st.st_size} bytes, more than the "
+                                       f"{max_bytes} such a file may have (damaged or not what it claims)")
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_regular(path, what: str, max_bytes: int) -> bytes:
+    """The bytes of `path`, read through open_regular (so at most `max_bytes`, even if the file grows)."""
+    with open_regular(path, what, max_bytes) as f:
+        # NOTE: read(n) allocates n bytes first: ask for what the file has (one more shows that it grew).
+        data = f.read(os.fstat(f.fileno()).st_size + 1)
+    if len(data) > max_bytes:
+        raise errors.DataLossError(None, None, f"{what} {os.fspath(path)!r} grew past {max_bytes} bytes while "
+                                   "being read")
+    return data
 
 
 def Exists(filename) -> bool:  # noqa: N802 (TF1's names)

@@ -336,11 +336,27 @@ def latest_checkpoint(checkpoint_dir: str | os.PathLike) -> str | None:
     return tf.train.latest_checkpoint(str(checkpoint_dir))
 
 
-def read_metadata(path: str) -> dict[str, Any]:
-    """The JSON metadata stored with checkpoint `path` (checksummed by the Saver), checked against what
-    `tfplus train` writes (METADATA); a checkpoint that is not one of ours, or whose metadata is odd, is a
-    UsageError naming the file and the first bad field."""
-    meta = tf.train.read_checkpoint_metadata(path)
+def newest_checkpoint(checkpoint_dir: str | os.PathLike, err: IO[str]):
+    """The newest checkpoint of `checkpoint_dir` that verifies, opened (a CheckpointReader: its files stay
+    readable if another process's Saver deletes them meanwhile), after saying on `err` which newer ones were
+    skipped and why; None if the folder holds none. UsageError if it holds some but none verifies."""
+    reader, skipped = tf.train.newest_valid_checkpoint(str(checkpoint_dir))
+    for path, why in skipped:
+        print(f"skipped checkpoint {path}: {why}", file=err)
+    if reader is None and skipped:
+        raise UsageError(f"no checkpoint in {checkpoint_dir} is whole ({len(skipped)} damaged, see above); "
+                         "move them away to start a new run there")
+    return reader
+
+
+def read_metadata(path) -> dict[str, Any]:
+    """The JSON metadata stored with checkpoint `path` (a path or an open CheckpointReader; checksummed by the
+    Saver), checked against what `tfplus train` writes (METADATA); a checkpoint that is not one of ours, or
+    whose metadata is odd, is a UsageError naming the file and the first bad field."""
+    if isinstance(path, str):
+        meta = tf.train.read_checkpoint_metadata(path)
+    else:
+        path, meta = path.path, path.metadata()
     if not isinstance(meta, dict) or "recipe" not in meta:
         raise UsageError(f"{path}: not a checkpoint of `tfplus train` (no run recipe in its metadata)")
     if meta.get("format") != CHECKPOINT_FORMAT:
@@ -350,7 +366,8 @@ def read_metadata(path: str) -> dict[str, Any]:
     if problem is None:
         try:
             resolve(TrainConfig(), meta["recipe"])
-        except UsageError as e:
+            finetune.check_pattern(meta["recipe"].get("trainable"))  # matching an unsafe one could hang
+        except (UsageError, ValueError) as e:
             problem = f"its recipe is invalid: {e}"
     if problem is not None:
         raise UsageError(f"{path}: not a valid `tfplus train` checkpoint: {problem}")
@@ -739,13 +756,13 @@ def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = No
     check_device(cfg.device)
     if cfg.checkpoint_dir:
         prepare_checkpoint_dir(cfg.checkpoint_dir, err)
-    ckpt = latest_checkpoint(cfg.checkpoint_dir) if cfg.checkpoint_dir else None
-    meta = None
+    reader = newest_checkpoint(cfg.checkpoint_dir, err) if cfg.checkpoint_dir else None
+    ckpt, meta = reader and reader.path, None
     if ckpt is not None:
         if not cfg.resume:
             raise UsageError(f"--checkpoint-dir {cfg.checkpoint_dir} already holds a checkpoint ({ckpt}); "
                              "pass --resume to continue it, or choose another directory")
-        meta = read_metadata(ckpt)
+        meta = read_metadata(reader)
     cfg = resolve(cfg, meta["recipe"] if meta else None)
     _prebuild_opencl(cfg)
     if cfg.resume and ckpt is None:
@@ -779,10 +796,13 @@ def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = No
     state: dict[str, Any] = {"history": [], "sums": [0.0, 0.0, 0], "window": [0.0, 0.0, 0], "elapsed_s": 0.0,
                              "data_state": None, "epoch_s": 0.0, "h2d_bytes": 0, "d2h_bytes": 0}
     if meta is not None:
-        saver.restore(sess, ckpt)
-        # Adopt the earlier session's checkpoints, so max_to_keep also deletes those.
-        kept = tf.train.get_checkpoint_state(cfg.checkpoint_dir).all_model_checkpoint_paths
-        saver.recover_last_checkpoints(list(kept))
+        with reader:
+            saver.restore(sess, reader)
+        # Adopt the earlier session's checkpoints (and the one resumed, if the state file did not list it), so
+        # max_to_keep also deletes those.
+        state_file = tf.train.get_checkpoint_state(cfg.checkpoint_dir)  # None: a first save killed unlisted
+        kept = list(state_file.all_model_checkpoint_paths) if state_file else []
+        saver.recover_last_checkpoints(kept + [ckpt] * (ckpt not in kept))
         state.update({k: meta.get(k, v) for k, v in state.items()})
         step = int(sess.run(tg.global_step))
         ds = meta["data_state"]
@@ -1105,10 +1125,13 @@ def evaluate(checkpoint: str, data: str | None = None, synthetic: bool | None = 
     """
     out, err = out or sys.stdout, err or sys.stderr
     check_device(device)
-    path = latest_checkpoint(checkpoint) if os.path.isdir(checkpoint) else checkpoint
-    if path is None:
+    # Opened once, here: a live run's Saver may delete it (max_to_keep) before the restore below.
+    reader = newest_checkpoint(checkpoint, err) if os.path.isdir(checkpoint) else tf.train.NewCheckpointReader(
+        checkpoint)
+    if reader is None:
         raise UsageError(f"--checkpoint {checkpoint}: no checkpoint in this directory")
-    meta = read_metadata(path)
+    path = reader.path
+    meta = read_metadata(reader)
     cfg = resolve(TrainConfig(), meta["recipe"])
     if synthetic is None:
         synthetic = bool(cfg.synthetic) and data is None
@@ -1132,7 +1155,8 @@ def evaluate(checkpoint: str, data: str | None = None, synthetic: bool | None = 
         saver = tf.train.Saver()
     sess = _session(tg.graph, device, memory_budget)
     try:
-        saver.restore(sess, path)
+        with reader:
+            saver.restore(sess, reader)
         step = int(sess.run(tg.global_step))
         if batch_size is None:
             batch_size = cfg.batch_size if memory_budget else max(cfg.batch_size, EVAL_BATCH)

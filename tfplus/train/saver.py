@@ -33,7 +33,9 @@ import json
 import math
 import os
 import re
+import shutil
 import stat
+import uuid
 import warnings
 
 import numpy as np
@@ -44,6 +46,7 @@ from tfplus import dtypes as _dt
 from tfplus import errors
 from tfplus.dtypes import as_dtype
 from tfplus.framework import GraphKeys, Operation, Tensor, _fmt_shape, get_default_graph, shapes_compatible
+from tfplus.gfile import read_regular
 from tfplus.graph_io import atomic_write, make_ndarray, make_tensor_proto
 from tfplus.ops.array_ops import placeholder
 from tfplus.ops.control_flow_ops import group
@@ -52,9 +55,15 @@ from tfplus.proto import checkpoint_pb2
 from tfplus.train import tensor_bundle
 
 __all__ = ["Saver", "latest_checkpoint", "get_checkpoint_state", "list_variables", "load_variable",
-           "read_checkpoint_metadata", "NewCheckpointReader", "load_checkpoint", "checkpoint_exists"]
+           "read_checkpoint_metadata", "NewCheckpointReader", "load_checkpoint", "checkpoint_exists",
+           "newest_valid_checkpoint"]
 
 MAGIC = b"TFPCKPT1"
+# Bounds on what is read from a checkpoint folder (which may come from elsewhere): a larger file is refused before
+# it is read. A state file lists names; metadata is a small JSON object; a one-file checkpoint holds a model.
+_MAX_STATE_BYTES = 4 << 20
+_MAX_METADATA_BYTES = 16 << 20
+_MAX_ONE_FILE_BYTES = 4 << 30
 _HEADER = len(MAGIC) + hashlib.sha256().digest_size
 FORMATS = ("tensorflow", "tfplus")
 # The bundle entry holding Saver.save's `metadata` (JSON, UTF-8). Not a variable: the listing functions and
@@ -139,6 +148,7 @@ class Saver:
         if not self._vars:  # allow_empty
             return None
         self._check_session(sess)
+        backup = None
         if metadata is not None and not isinstance(metadata, dict):
             raise TypeError(f"Saver.save: metadata must be a dict (saved as JSON), not "
                             f"{type(metadata).__name__}")
@@ -151,7 +161,10 @@ class Saver:
         if self._format == "tensorflow":
             if meta_json:
                 values[METADATA_KEY] = np.array(meta_json.encode(), dtype=object)
-            tensor_bundle.write_bundle(save_path, values)
+            if write_state and self._listed(save_path, latest_filename) and tensor_bundle.is_bundle(save_path):
+                backup = self._replace_listed(save_path, values, latest_filename)
+            else:
+                tensor_bundle.write_bundle(save_path, values)
         else:
             ckpt = checkpoint_pb2.Checkpoint(meta_json=meta_json)
             for key, value in values.items():
@@ -163,17 +176,24 @@ class Saver:
         self._written.add(os.path.abspath(save_path))
         if write_state:
             self._record(save_path, latest_filename)
+        if backup is not None:  # only now that the state file lists save_path again
+            _remove_checkpoint(backup, "tensorflow")
+            self._written.discard(os.path.abspath(backup))
         return save_path
 
-    def restore(self, sess, save_path: str) -> None:
-        """Loads every variable from the checkpoint. Everything is checked (checksum, each variable present
-        with the graph's dtype and shape) before any variable changes: on error the session is unchanged."""
+    def restore(self, sess, save_path) -> None:
+        """Loads every variable from the checkpoint `save_path` (a path, or a CheckpointReader already open,
+        e.g. newest_valid_checkpoint's). Everything is checked (checksum, each variable present with the graph's
+        dtype and shape) before any variable changes: on error the session is unchanged."""
         if save_path is None:
             raise ValueError("Saver.restore: save_path is None (tf.train.latest_checkpoint found nothing?)")
         if not self._vars:  # allow_empty
             return
         self._check_session(sess)
-        reader = CheckpointReader(save_path)
+        if isinstance(save_path, CheckpointReader):
+            reader, save_path = save_path, save_path.path
+        else:
+            reader = CheckpointReader(save_path)
         shapes, dtypes = reader.get_variable_to_shape_map(), reader.get_variable_to_dtype_map()
         for key, ref in self._vars.items():  # names, dtypes and shapes first: nothing is read yet
             var = ref.op.name
@@ -190,6 +210,51 @@ class Saver:
                     f"{_fmt_shape(tuple(shapes[key]))} but the graph's variable has shape {ref.shape}")
         feeds = {self._feeds[key]: reader.get_tensor(key) for key in self._vars}  # each checksum verified
         sess.run(self._restore_op, feeds)
+
+    def _listed(self, path: str, latest_filename: str | None) -> bool:
+        """Whether `path` is one of this Saver's checkpoints or listed in the state file it writes to."""
+        if path in self._last:
+            return True
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                state = get_checkpoint_state(os.path.dirname(os.path.abspath(path)), latest_filename)
+            except errors.OpError:  # a damaged state file lists nothing that can be relied on
+                return False
+        return state is not None and os.path.abspath(path) in map(os.path.abspath,
+                                                                   state.all_model_checkpoint_paths)
+
+    def _replace_listed(self, path: str, values: dict, latest_filename: str | None) -> str:
+        """Writes `values` over the listed TensorFlow-format checkpoint `path` (e.g. the same step saved again)
+        so that the state file lists a whole checkpoint at every moment. The bundle's two files cannot be
+        replaced at once, so: the new bundle is written whole under a temporary name (a failure there changes
+        nothing); the old one is linked under a backup name, which the state file lists in its place; the new
+        files are renamed over the old ones; then save() lists `path` again and deletes the backup, whose
+        prefix this returns."""
+        tag = uuid.uuid4().hex[:12]
+        new, backup = f"{path}.new-{tag}", f"{path}.previous-{tag}"
+        tensor_bundle.write_bundle(new, values)
+        folder = os.path.dirname(os.path.abspath(path))
+        listed = [backup if p == path else p for p in self._last] + ([] if path in self._last else [backup])
+        try:
+            for f in _checkpoint_files(path, "tensorflow"):  # the index first: a partial backup is removable
+                _link_or_copy(f, backup + f[len(path):])
+            _write_state(folder, listed, latest_filename)
+        except BaseException:  # the state file still lists `path`, untouched
+            _remove_checkpoint(new, "tensorflow")
+            _remove_checkpoint(backup, "tensorflow")
+            raise
+        # The state file lists the backup now; `path` is torn between the two renames. Should they fail, the
+        # backup stays listed (and max_to_keep deletes it in time).
+        self._last = listed
+        self._written.add(os.path.abspath(backup))
+        try:
+            os.replace(tensor_bundle.data_path(new), tensor_bundle.data_path(path))
+            os.replace(tensor_bundle.index_path(new), tensor_bundle.index_path(path))
+        finally:
+            _remove_checkpoint(new, "tensorflow")
+        self._last = [path if p == backup else p for p in listed]
+        return backup
 
     @staticmethod
     def read_meta(save_path: str) -> dict:
@@ -262,17 +327,36 @@ class CheckpointReader:
         self.path = path
         if tensor_bundle.is_bundle(path):
             self._bundle: tensor_bundle.BundleReader | None = tensor_bundle.BundleReader(path)
+            keys = [k for k in self._bundle.keys() if k != METADATA_KEY]
         else:
             self._bundle = None
             self._tensors, self._meta = _read(path)
+            keys = list(self._tensors)
+        self._key_list, self._key_set = keys, set(keys)
+
+    def close(self) -> None:
+        """Closes the checkpoint's files (a reader holds them open, so that a Saver deleting the checkpoint
+        meanwhile does not take them away)."""
+        if self._bundle is not None:
+            self._bundle.close()
+
+    def __enter__(self) -> CheckpointReader:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def verify(self) -> None:
+        """Checks every tensor's checksum: DataLossError (or NotFoundError for a missing file) if the
+        checkpoint is not whole. (A one-file checkpoint was checked whole when opened.)"""
+        if self._bundle is not None:
+            self._bundle.verify()
 
     def _keys(self) -> list[str]:
-        if self._bundle is None:
-            return list(self._tensors)
-        return [k for k in self._bundle.keys() if k != METADATA_KEY]
+        return self._key_list
 
     def has_tensor(self, name: str) -> bool:
-        return name in self._keys()
+        return name in self._key_set
 
     def get_tensor(self, name: str) -> np.ndarray:
         if not self.has_tensor(name):
@@ -297,10 +381,14 @@ class CheckpointReader:
             return self._meta
         if METADATA_KEY not in self._bundle:
             return {}
-        raw = self._bundle.read(METADATA_KEY)
-        if raw.shape != ():
+        dtype, shape = self._bundle.dtype(METADATA_KEY), self._bundle.shape(METADATA_KEY)
+        size = self._bundle.entries[METADATA_KEY].size
+        if dtype is not _dt.string or shape != () or size > _MAX_METADATA_BYTES:
+            what = f"{getattr(dtype, 'name', dtype)} tensor of shape {list(shape)} ({size} bytes)"
             raise errors.DataLossError(None, None, f"checkpoint {self.path!r} cannot be decoded: its "
-                                       f"{METADATA_KEY!r} entry has shape {list(raw.shape)}, not a scalar")
+                                       f"{METADATA_KEY!r} entry is a {what}, not a string scalar (JSON) of at "
+                                       f"most {_MAX_METADATA_BYTES} bytes")
+        raw = self._bundle.read(METADATA_KEY)
         try:  # any JSON value, as the one-file format gives: its user checks what it needs
             return json.loads(raw.item())
         except RecursionError:
@@ -316,21 +404,100 @@ def NewCheckpointReader(filepattern: str) -> CheckpointReader:  # noqa: N802 (Te
 
 
 def load_checkpoint(ckpt_dir_or_file: str) -> CheckpointReader:
-    """tf.train.load_checkpoint: a CheckpointReader of a checkpoint or of a folder's latest one."""
-    return CheckpointReader(_resolve(ckpt_dir_or_file))
+    """tf.train.load_checkpoint: a CheckpointReader of a checkpoint or of a folder's latest one. A folder's
+    latest checkpoint that disappears while it is being opened (another process saving with max_to_keep) is
+    followed to the state file's new latest one."""
+    if not os.path.isdir(ckpt_dir_or_file):
+        return CheckpointReader(ckpt_dir_or_file)
+    state_path = os.path.join(ckpt_dir_or_file, "checkpoint")
+    for attempt in range(_ATTEMPTS):
+        before = _state_bytes(state_path)
+        try:
+            return CheckpointReader(_resolve(ckpt_dir_or_file))
+        except (errors.NotFoundError, errors.DataLossError):
+            if attempt + 1 == _ATTEMPTS or _state_bytes(state_path) == before:
+                raise
+
+
+# How often a reader starts again when the state file changes under it (another process saving).
+_ATTEMPTS = 5
+
+
+def _state_bytes(path: str) -> bytes | None:
+    """The state file's bytes (None if unreadable): to tell whether another process rewrote it."""
+    try:
+        return read_regular(path, "checkpoint state file", _MAX_STATE_BYTES)
+    except (OSError, errors.OpError):
+        return None
+
+
+def newest_valid_checkpoint(checkpoint_dir: str, latest_filename: str | None = None
+                            ) -> tuple[CheckpointReader | None, list[tuple[str, str]]]:
+    """The newest checkpoint of `checkpoint_dir` that verifies (its files are there and match their checksums),
+    opened (its `.path` says which), and [(path, why)] for the newer ones it skipped. It walks the state file's
+    checkpoints newest first, then the checkpoints in the folder that the state file does not list (a save
+    killed before listing it), newest index file first; (None, skipped) if none verifies or there is none. A
+    state file that cannot be trusted raises, as in get_checkpoint_state. If the state file changes during the
+    walk (another process saving, whose max_to_keep deletes what it listed), the walk starts again, a few times
+    at most. Close the reader when done.
+
+        >>> reader, skipped = newest_valid_checkpoint("/tmp/run")  # doctest: +SKIP
+        >>> with reader:  # doctest: +SKIP
+        ...     saver.restore(sess, reader)
+    """
+    state_path = os.path.join(checkpoint_dir, latest_filename or "checkpoint")
+    for attempt in range(_ATTEMPTS):
+        before, skipped = _state_bytes(state_path), []
+        for path in _candidates(checkpoint_dir, latest_filename):
+            try:
+                reader = CheckpointReader(path)
+            except errors.OpError as e:
+                skipped.append((path, e.message))
+                continue
+            try:
+                reader.verify()
+            except errors.OpError as e:
+                reader.close()
+                skipped.append((path, e.message))
+                continue
+            if skipped and attempt + 1 < _ATTEMPTS and _state_bytes(state_path) != before:
+                reader.close()  # what was skipped may have been replaced meanwhile: look again
+                break
+            return reader, skipped
+        else:
+            if attempt + 1 == _ATTEMPTS or _state_bytes(state_path) == before:
+                return None, skipped
+
+
+def _candidates(folder: str, latest_filename: str | None) -> list[str]:
+    """newest_valid_checkpoint's checkpoints to try, in order."""
+    listed: list[str] = []
+    with warnings.catch_warnings():  # the entries it leaves out are not candidates
+        warnings.simplefilter("ignore")
+        state = get_checkpoint_state(folder, latest_filename)
+    if state is not None:
+        for p in [state.model_checkpoint_path, *reversed(state.all_model_checkpoint_paths)]:
+            if p not in listed:
+                listed.append(p)
+    unlisted = []
+    for entry in os.scandir(folder):
+        name = entry.name[:-len(".index")]
+        if entry.name.endswith(".index") and os.path.join(folder, name) not in listed \
+                and _outside_reason(folder, name) is None:
+            unlisted.append((entry.stat(follow_symlinks=False).st_mtime_ns, os.path.join(folder, name)))
+    return listed + [p for _, p in sorted(unlisted, reverse=True)]
 
 
 def _read(path: str) -> tuple[dict[str, np.ndarray], dict]:
     """Verifies and decodes one tfplus-format checkpoint file: ({key: array}, meta)."""
+    if os.path.isdir(path):
+        raise errors.NotFoundError(None, None, f"{path!r} is a folder, not a checkpoint; pass "
+                                   "tf.train.latest_checkpoint(folder)")
     try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except FileNotFoundError:
+        data = read_regular(path, "checkpoint", _MAX_ONE_FILE_BYTES)
+    except errors.NotFoundError:
         raise errors.NotFoundError(None, None, f"checkpoint {path!r} does not exist (neither a TensorFlow "
                                    f"checkpoint, {tensor_bundle.index_path(path)!r}, nor a tfplus one)") from None
-    except IsADirectoryError:
-        raise errors.NotFoundError(None, None, f"{path!r} is a folder, not a checkpoint; pass "
-                                   "tf.train.latest_checkpoint(folder)") from None
     if data[:len(MAGIC)] != MAGIC:
         raise errors.DataLossError(None, None, f"{path!r} is not a tfplus checkpoint: it does not start with "
                                    f"{MAGIC!r}")
@@ -383,18 +550,21 @@ def _summary(tensors) -> str:
 
 def read_checkpoint_metadata(save_path: str) -> dict:
     """The `metadata` dict saved with a checkpoint ({} if none), after verifying its checksum."""
-    return CheckpointReader(save_path).metadata()
+    with CheckpointReader(save_path) as reader:
+        return reader.metadata()
 
 
 def list_variables(ckpt_dir_or_file: str) -> list[tuple[str, list[int]]]:
     """tf.train.list_variables: [(key, shape)] of a checkpoint or a folder's latest checkpoint."""
-    shapes = load_checkpoint(ckpt_dir_or_file).get_variable_to_shape_map()
+    with load_checkpoint(ckpt_dir_or_file) as reader:
+        shapes = reader.get_variable_to_shape_map()
     return [(k, shapes[k]) for k in sorted(shapes)]
 
 
 def load_variable(ckpt_dir_or_file: str, name: str) -> np.ndarray:
     """tf.train.load_variable: one saved value, e.g. `load_variable(dir, "conv1/weights")`."""
-    return load_checkpoint(ckpt_dir_or_file).get_tensor(name)
+    with load_checkpoint(ckpt_dir_or_file) as reader:
+        return reader.get_tensor(name)
 
 
 def checkpoint_exists(checkpoint_prefix: str) -> bool:
@@ -442,6 +612,16 @@ def _checkpoint_files(prefix: str, fmt: str | None = None) -> list[str]:
     return files
 
 
+def _link_or_copy(src: str, dst: str) -> None:
+    """`dst` as a second name of the file `src` (a durable copy where the file system has no hard links)."""
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copyfile(src, dst)
+        with open(dst, "rb+") as f:
+            os.fsync(f.fileno())
+
+
 def _remove_checkpoint(prefix: str, fmt: str | None = None) -> None:
     """Deletes the checkpoint `prefix` (index first, so that no index outlives its data)."""
     for path in _checkpoint_files(prefix, fmt):
@@ -466,10 +646,11 @@ def get_checkpoint_state(checkpoint_dir: str, latest_filename: str | None = None
     do are left out, with a warning."""
     path = os.path.join(checkpoint_dir, latest_filename or "checkpoint")
     try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except FileNotFoundError:
+        text = read_regular(path, "checkpoint state file", _MAX_STATE_BYTES).decode("utf-8")
+    except errors.NotFoundError:
         return None
+    except UnicodeDecodeError as e:
+        raise errors.DataLossError(None, None, f"checkpoint state file {path!r} is corrupted: {e}") from e
     try:
         state = text_format.Parse(text, checkpoint_pb2.CheckpointState())
     except (text_format.ParseError, UnicodeDecodeError) as e:

@@ -16,10 +16,14 @@ What TensorFlow's BundleWriter writes (tensorflow/core/util/tensor_bundle), and 
   >= its last key -> the block's varint offset and size) and a 48-byte footer (the metaindex and index
   handles, zeros up to 40 bytes, the 8-byte magic number).
 
-Reading trusts nothing in the files: every offset, size and shape is checked against the files' real sizes
-before anything is read or allocated, every block's and tensor's checksum is verified, and a bad file gives a
-DataLossError naming the file and the entry. Nothing is executed. Writing goes through temporary files renamed
-into place, the data file first and the index last, so an index on disk always describes complete data.
+Reading trusts nothing in the files: each is opened only as a regular file of bounded size (never a FIFO, a
+device or a folder; an index of at most MAX_INDEX_BYTES), every offset, size and shape is checked against the
+files' real sizes before anything is read or allocated, the index's keys may not decode to much more than the
+file holds, every block's and tensor's checksum is verified, and a bad file gives a DataLossError naming the file
+and the entry. Nothing is executed. A reader opens the index and every data file at once, so a checkpoint deleted
+by another process's Saver (max_to_keep) while it is being read stays readable. Writing goes through temporary
+files, fsynced and renamed into place, the data file first and the index last, so a new index on disk always
+describes complete data (replacing a bundle that exists is not atomic: tfplus.train.saver takes care of that).
 """
 from __future__ import annotations
 
@@ -33,6 +37,7 @@ from google.protobuf import message as _message
 from tfplus import crc32c
 from tfplus import dtypes as _dt
 from tfplus.errors import DataLossError, InvalidArgumentError, NotFoundError
+from tfplus.gfile import open_regular, read_regular
 from tfplus.graph_io import atomic_open, shape_to_proto
 from tfplus.proto import graph_pb2, tensor_bundle_pb2, types_pb2
 
@@ -46,6 +51,12 @@ _BLOCK_SIZE = 256 << 10  # TensorFlow's table block size: a block is closed once
 _RESTART_INTERVAL = 16  # entries between two full (unshared) keys in a data block
 _FORMAT_VERSION = 1  # TensorFlow's kTensorBundleVersion
 _DT_STRING = types_pb2.DT_STRING
+# The largest index read. An entry takes tens of bytes: a checkpoint of a million tensors has an index of a few
+# tens of MB; a larger (e.g. sparse) file is refused before it is read.
+MAX_INDEX_BYTES = 256 << 20
+# The keys of an index share prefixes with the keys before them, so a small file could describe huge keys: their
+# decoded bytes may be at most this multiple of the file's size (real ones, restarted every 16 keys, stay < 16).
+_KEY_EXPANSION = 32
 
 
 def index_path(prefix: str) -> str:
@@ -170,6 +181,7 @@ def write_bundle(prefix: str, tensors: dict) -> None:
     """Writes {name: array} as a one-shard TensorFlow checkpoint `prefix`.index/.data-00000-of-00001,
     atomically file by file (the data first, the index last). Arrays of bytes or str are string tensors."""
     entries = {}
+    existed = os.path.lexists(data_path(prefix))
     with atomic_open(data_path(prefix)) as f:
         offset = 0
         for name in sorted(tensors, key=lambda k: k.encode()):
@@ -187,9 +199,10 @@ def write_bundle(prefix: str, tensors: dict) -> None:
             offset += size
     try:
         _write_index(prefix, entries, 1)
-    except BaseException:  # e.g. a full disk: no data file without its index is left behind
-        with contextlib.suppress(OSError):
-            os.remove(data_path(prefix))
+    except BaseException:  # e.g. a full disk: no data file of this write is left without its index
+        if not existed:  # NOTE: one that was there before stays: its old index without it would hold no data
+            with contextlib.suppress(OSError):
+                os.remove(data_path(prefix))
         raise
 
 
@@ -237,14 +250,14 @@ class BundleReader:
     and verifies one tensor.
 
     `keys()` lists the tensors (not the slices of partitioned ones); `shape(key)` and `dtype(key)` describe one
-    without reading it."""
+    without reading it; `verify()` checks every tensor's checksum. The data files are opened here too (those that
+    exist: an index alone can still be listed) and stay open until `close()`."""
 
     def __init__(self, prefix: str):
         self.prefix, self.index = prefix, index_path(prefix)
         try:
-            with open(self.index, "rb") as f:
-                data = f.read()
-        except FileNotFoundError:
+            data = read_regular(self.index, "checkpoint index", MAX_INDEX_BYTES)
+        except NotFoundError:
             raise NotFoundError(None, None, f"checkpoint {prefix!r} does not exist (no file {self.index!r})") \
                 from None
         table = _read_table(data, self._error)
@@ -256,18 +269,41 @@ class BundleReader:
         if header.version.min_consumer > _FORMAT_VERSION or _FORMAT_VERSION in header.version.bad_consumers:
             self._fail(f"its format version (producer {header.version.producer}, min_consumer "
                        f"{header.version.min_consumer}) is newer than this reader's ({_FORMAT_VERSION})")
-        if header.num_shards < 1:
-            self._fail(f"its header says {header.num_shards} data files")
+        if not 1 <= header.num_shards <= len(table):  # each data file holds an entry's bytes
+            self._fail(f"its header says {header.num_shards} data files for {len(table) - 1} entries")
         self.num_shards = header.num_shards
         self.entries: dict[str, tensor_bundle_pb2.BundleEntryProto] = {}
         for key, value in table[1:]:
             # A partitioned variable's slices have binary keys: kept byte for byte (for merging).
             name = key.decode("utf-8", "surrogateescape")
             self.entries[name] = self._parse(tensor_bundle_pb2.BundleEntryProto, value, f"entry {name!r}")
+        self._keys = [k for k in self.entries if not k.startswith("\0")]
+        self._files: list = []
+        try:
+            for shard in range(self.num_shards):
+                try:  # the entries bound the reads: a data file may have any size
+                    self._files.append(open_regular(data_path(prefix, shard, self.num_shards),
+                                                    "checkpoint data file", 1 << 62))
+                except NotFoundError:
+                    self._files.append(None)
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        for f in self._files:
+            if f is not None:
+                f.close()
+
+    def __enter__(self) -> BundleReader:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
     def keys(self) -> list[str]:
         # Slices of a partitioned variable live under keys starting with a NUL byte (TensorFlow's encoding).
-        return [k for k in self.entries if not k.startswith("\0")]
+        return list(self._keys)
 
     def __contains__(self, key: str) -> bool:
         return key in self.entries and not key.startswith("\0")
@@ -298,9 +334,6 @@ class BundleReader:
             raise InvalidArgumentError(None, None, f"checkpoint {self.prefix!r}: {key!r} is saved in "
                                        f"{len(entry.slices)} slices (a partitioned variable); tfplus does not "
                                        "support partitioned variables: save it unpartitioned in TensorFlow")
-        if not 0 <= entry.shard_id < self.num_shards:
-            self._fail(f"entry {key!r} names data file {entry.shard_id} of {self.num_shards}")
-        path = data_path(self.prefix, entry.shard_id, self.num_shards)
         count = int(np.prod(shape, dtype=object))
         if dtype is _dt.string:
             if count > entry.size:  # every element takes at least a one-byte length
@@ -308,24 +341,48 @@ class BundleReader:
         elif entry.size != count * dtype.size:
             self._fail(f"entry {key!r} says {entry.size} bytes but a {dtype.name} tensor of shape "
                        f"{list(shape)} has {count * dtype.size}")
-        try:
-            with open(path, "rb") as f:
-                file_size = os.fstat(f.fileno()).st_size
-                if entry.offset < 0 or entry.offset + entry.size > file_size:
-                    self._fail(f"entry {key!r} spans bytes [{entry.offset}, {entry.offset + entry.size}) of "
-                               f"{path!r}, which has {file_size} (truncated?)")
-                f.seek(entry.offset)
-                buf = bytearray(entry.size)
-                if f.readinto(buf) != entry.size:
-                    self._fail(f"{path!r} ended while reading {key!r}")
-        except FileNotFoundError:
-            raise DataLossError(None, None, f"checkpoint {self.prefix!r}: its data file {path!r} is "
-                                "missing") from None
+        buf, path = self._bytes(key, entry)
         if dtype is _dt.string:
             return self._strings(key, buf, count, shape, entry.crc32c)
         if crc32c.mask(crc32c.value(buf)) != entry.crc32c:
             self._fail(f"tensor {key!r} does not match its checksum (the data file {path!r} is corrupted)")
         return np.frombuffer(buf, dtype.np.newbyteorder("<")).astype(dtype.np, copy=False).reshape(shape)
+
+    def verify(self) -> None:
+        """Checks every stored tensor's checksum (whatever its dtype) without decoding it: DataLossError if one
+        is missing, truncated or corrupted."""
+        for key, entry in self.entries.items():
+            if entry.slices:  # a partitioned variable's entry: its slices hold the bytes
+                continue
+            buf, path = self._bytes(key, entry)
+            if entry.dtype == _DT_STRING:
+                dims = [d.size for d in entry.shape.dim]
+                count = int(np.prod(dims, dtype=object))
+                if entry.shape.unknown_rank or min(dims, default=0) < 0 or count > entry.size:
+                    self._fail(f"entry {key!r} has a shape {dims} that its {entry.size} bytes cannot hold")
+                self._strings(key, buf, count, dims, entry.crc32c)
+            elif crc32c.mask(crc32c.value(buf)) != entry.crc32c:
+                self._fail(f"tensor {key!r} does not match its checksum (the data file {path!r} is corrupted)")
+
+    def _bytes(self, key: str, entry) -> tuple[bytearray, str]:
+        """The stored bytes of `entry` (not yet checked) and the data file's path."""
+        if not 0 <= entry.shard_id < self.num_shards:
+            self._fail(f"entry {key!r} names data file {entry.shard_id} of {self.num_shards}")
+        path, f = data_path(self.prefix, entry.shard_id, self.num_shards), self._files[entry.shard_id]
+        if f is None:
+            raise DataLossError(None, None, f"checkpoint {self.prefix!r}: its data file {path!r} is missing")
+        file_size = os.fstat(f.fileno()).st_size
+        if entry.offset < 0 or entry.offset + entry.size > file_size:
+            self._fail(f"entry {key!r} spans bytes [{entry.offset}, {entry.offset + entry.size}) of {path!r}, "
+                       f"which has {file_size} (truncated?)")
+        buf = bytearray(entry.size)
+        view, done = memoryview(buf), 0
+        while done < entry.size:  # pread: readers in several threads share the file
+            n = os.preadv(f.fileno(), [view[done:]], entry.offset + done)
+            if n <= 0:
+                self._fail(f"{path!r} ended while reading {key!r}")
+            done += n
+        return buf, path
 
     def _strings(self, key, buf: bytearray, count: int, shape, masked_crc: int) -> np.ndarray:
         lengths, pos = [], 0
@@ -373,11 +430,16 @@ def _read_table(data: bytes, error) -> list[tuple[bytes, bytes]]:
     _block(data, *metaindex, error)  # it lists no meta blocks, but damage to it is damage all the same
     index = _block(data, *_handle(footer, pos, _HANDLES, error)[0], error)
     out: list[tuple[bytes, bytes]] = []
+    key_bytes, most = 0, _KEY_EXPANSION * len(data)
     for _, handle in _entries(index, error):
         (offset, size), _ = _handle(handle, 0, len(handle), error)
         for key, value in _entries(_block(data, offset, size, error), error):
             if out and key <= out[-1][0]:
                 raise error(f"its keys are out of order ({out[-1][0]!r} then {key!r})")
+            key_bytes += len(key)
+            if key_bytes > most:  # checked as they grow: a crafted file must not expand to gigabytes
+                raise error(f"its keys decode to more than {most} bytes, {_KEY_EXPANSION} times the index file's "
+                            f"{len(data)} (crafted prefix sharing)")
             out.append((key, value))
     return out
 
