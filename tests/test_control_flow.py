@@ -1,5 +1,6 @@
 """tf.cond, tf.while_loop and tf.TensorArray against TensorFlow's TF1 control flow: values, static shapes,
-structures and gradients, on every device."""
+structures and gradients, on every device; a MonitoredTrainingSession training a graph with all of them.
+`control_flow_model` is the control-flow graph the GraphDef, summary and TensorFlow-import tests share."""
 from __future__ import annotations
 
 import collections
@@ -34,6 +35,52 @@ def _check_against_tf(tf1, build, feed_values):
 
 RNG = np.random.default_rng(5)
 X, W = RNG.standard_normal((2, 3)), RNG.standard_normal((3, 3)) * 0.5
+CF_FEEDS = {"x:0": X.astype(np.float32), "seq:0": RNG.standard_normal((2, 5, 3)).astype(np.float32)}
+
+
+def control_flow_model(train: bool = True):
+    """In the default graph: tf.cond, tf.while_loop, a tf.cond inside a tf.while_loop and a GRU's dynamic_rnn over a
+    run-time number of steps (a tf.while_loop over TensorArrays); with `train`, their gradients and a global step.
+    Feed CF_FEEDS; fetch "loss:0", "acc:0", "rnn_out:0", "train", "init"."""
+    tf.set_random_seed(3)
+    x = tf.placeholder(tf.float32, [2, 3], name="x")
+    seq = tf.placeholder(tf.float32, [2, None, 3], name="seq")
+    w = tf.Variable(np.linspace(-1, 1, 9, dtype=np.float32).reshape(3, 3), name="w")
+    y = tf.matmul(x, w)
+    c = tf.cond(tf.reduce_sum(y) > 0, lambda: y * 2.0, lambda: y - 1.0, name="branch")
+
+    def body(i, a):
+        return i + 1, tf.cond(i > 1, lambda: a * 0.5, lambda: tf.tanh(a + c))
+    acc = tf.identity(tf.while_loop(lambda i, a: i < 4, body, [0, c], name="loop")[1], name="acc")
+    out = tf.identity(tf.nn.dynamic_rnn(tf.nn.rnn_cell.GRUCell(4), seq, dtype=tf.float32)[0], name="rnn_out")
+    loss = tf.add(tf.reduce_mean(acc * acc), tf.reduce_mean(out * out), name="loss")
+    if train:
+        step = tf.train.get_or_create_global_step()
+        tf.train.GradientDescentOptimizer(0.5).minimize(loss, global_step=step, name="train")
+    tf.global_variables_initializer()
+
+
+def test_monitored_training_session_trains_saves_and_restores_a_control_flow_graph(tmp_path):
+    from tfplus.graph_io import read_graph_def
+    losses = []
+    for run in range(2):
+        with tf.Graph().as_default() as g:
+            control_flow_model()
+            with tf.train.MonitoredTrainingSession(checkpoint_dir=str(tmp_path), save_checkpoint_steps=2,
+                                                   save_summaries_steps=1) as sess:
+                for _ in range(3):
+                    losses.append(sess.run(["loss:0", "train"], CF_FEEDS)[0])
+                if run == 0:
+                    after = sess.run("loss:0", CF_FEEDS)
+                else:
+                    assert sess.run(tf.train.get_global_step()) == 6
+        if run == 0:
+            assert losses[2] < losses[0]
+            assert tf.train.latest_checkpoint(str(tmp_path)).endswith("model.ckpt-3")
+    assert losses[3] == after  # the second run starts from the first run's checkpoint
+    written = read_graph_def(str(tmp_path / "graph.pbtxt"))  # the graph beside the checkpoints, as in TF1
+    assert {n.op for n in written.node} >= {"If", "While"} and len(written.library.function) >= 8
+    assert written == g.as_graph_def(add_shapes=True)
 
 
 def test_while_loop_several_vars_structures_and_gradients(tf1):
@@ -178,11 +225,6 @@ def test_errors_are_clear():
         tf.while_loop(lambda v: True, lambda v: tf.constant([1, 2]), [x])
     with pytest.raises(NotImplementedError, match="dynamic_size=True"):
         tf.TensorArray(tf.float32, size=0, dynamic_size=True)
-    from tfplus.graph_io import as_graph_def
-    with tf.Graph().as_default() as g:
-        tf.while_loop(lambda v: tf.reduce_sum(v) < 3.0, lambda v: v + 1.0, [tf.zeros([2])])
-        with pytest.raises(ValueError, match="While 'while/While'.*control-flow sub-graph"):
-            as_graph_def(g)
 
 
 def test_assert_fails_the_run_with_its_data(device):
@@ -220,10 +262,23 @@ def test_map_fn_scan_and_folds(tf1):
     _check_against_tf(tf1, build, [X, W])
 
 
-def test_tensorflow_control_flow_graph_def_fails_clearly(tf1):
+def test_tensorflow_control_flow_graph_defs_import_or_fail_clearly(tf1):
+    """TF1's tf.while_loop / tf.cond in TensorFlow 2 (functional While/If, a function library) import and give
+    TensorFlow's values; TF1's dataflow control flow (Switch, Merge, ...) fails naming the node and the fix."""
     g = tf1.Graph()
     with g.as_default():
-        x = tf1.placeholder(tf1.float32, [2])
-        tf1.while_loop(lambda v: tf1.reduce_sum(v) < 10.0, lambda v: v * 2.0, [x])
-    with tf.Graph().as_default(), pytest.raises(ValueError, match="TensorFlow control flow.*tf.while_loop"):
-        tf.import_graph_def(g.as_graph_def(), name="")
+        x = tf1.placeholder(tf1.float32, [2], name="x")
+        v = tf1.while_loop(lambda v: tf1.reduce_sum(v) < 10.0, lambda v: v * 2.0, [x])
+        y = tf1.identity(tf1.cond(v[0] > v[1], lambda: v - 1.0, lambda: v * 3.0), name="y")
+    graph_def = g.as_graph_def()
+    assert {"StatelessWhile", "StatelessIf"} <= {n.op for n in graph_def.node} and graph_def.library.function
+    with tf1.Session(graph=g) as sess:
+        want = sess.run(y, {x: [1.0, 0.5]})
+    with tf.Graph().as_default(), tf.Session() as sess:
+        tf.import_graph_def(graph_def, name="")
+        np.testing.assert_allclose(sess.run("y:0", {"x:0": [1.0, 0.5]}), want)
+    switch = tf1.GraphDef()
+    switch.node.add(name="p", op="Placeholder").attr["dtype"].type = 10
+    switch.node.add(name="s", op="Switch", input=["p", "p"])
+    with tf.Graph().as_default(), pytest.raises(ValueError, match="'s' is TensorFlow control flow.*tf.while_loop"):
+        tf.import_graph_def(switch, name="")

@@ -1,7 +1,8 @@
 """GraphDef round trips (same bytes, same outputs bit for bit), attrs of every type, TensorProto decoding,
-import_graph_def's options and its errors, write_graph / read_graph_def."""
+import_graph_def's options and its errors, write_graph / read_graph_def; control flow's function library."""
 import numpy as np
 import pytest
+from test_control_flow import CF_FEEDS, control_flow_model
 
 import tfplus as tf
 from tfplus import graph_io, registry
@@ -284,3 +285,67 @@ def test_typed_val_fields_and_tensorflows_fill_rule():
     strings = make_ndarray(proto(tf.string, (3,), string_val=[b"a", b"bc"]))  # the checkpoint ops' names
     assert strings.dtype == object and strings.tolist() == [b"a", b"bc", b"bc"]
     assert make_ndarray(graph_io.make_tensor_proto(np.array(["x", "yz"]))).tolist() == [b"x", b"yz"]
+
+
+def _train_twice(graph) -> list:
+    with tf.Session(graph=graph) as sess:
+        sess.run("init")
+        return [sess.run(["loss:0", "train"], CF_FEEDS)[0] for _ in range(2)] + [sess.run("rnn_out:0", CF_FEEDS)]
+
+
+def test_control_flow_graph_round_trips_bytes_and_training(tmp_path):
+    """cond, while_loop, cond in while_loop, a GRU's dynamic_rnn and their gradients: sub-graphs become functions
+    of the GraphDef's library; imported, the graph is the same bytes again and trains bit for bit the same."""
+    with tf.Graph().as_default() as g:
+        control_flow_model()
+    gd = parse_graph_def(g.as_graph_def().SerializeToString())
+    functions = {f.signature.name for f in gd.library.function}
+    calls = [(n.op, av.func.name) for n in gd.node for av in n.attr.values() if av.WhichOneof("value") == "func"]
+    assert {op for op, _ in calls} == {"If", "While"} and {name for _, name in calls} <= functions
+    g2 = tf.Graph()
+    with g2.as_default():
+        import_graph_def(gd, name="")
+    assert g2.as_graph_def().SerializeToString(deterministic=True) == gd.SerializeToString(deterministic=True)
+    for a, b in zip(_train_twice(g), _train_twice(g2)):
+        assert a.tobytes() == b.tobytes()
+    # write_graph, text and binary, and one node's NodeDef
+    for path in (tf.train.write_graph(g, str(tmp_path), "cf.pbtxt"),
+                 graph_io.write_graph(g, str(tmp_path), "cf.pb", as_text=False)):
+        assert graph_io.read_graph_def(path) == gd
+    assert g.get_operation_by_name("branch/If").node_def.attr["then_branch"].func.name == "branch_If_then"
+
+
+def test_control_flow_functions_errors_are_clear():
+    with tf.Graph().as_default() as g:
+        x = tf.placeholder(tf.float32, [2], name="x")
+        tf.while_loop(lambda v: tf.reduce_sum(v) < 10.0, lambda v: tf.cond(v[0] > 0, lambda: v * 2.0,
+                                                                           lambda: v + 1.0), [x], name="loop")
+    gd = g.as_graph_def()
+
+    def fails(edit, error, match):
+        bad = graph_pb2.GraphDef()
+        bad.CopyFrom(gd)
+        edit(bad)
+        with tf.Graph().as_default(), pytest.raises(error, match=match):
+            import_graph_def(bad)
+    body = next(f for f in gd.library.function if f.signature.name == "loop_While_body")
+    fails(lambda b: b.node[1].attr["body"].func.__setattr__("name", "nope"), ValueError,
+          r"node 'loop/While' \(While\) calls function 'nope', which the GraphDef's library does not define")
+    fails(lambda b: b.library.function.remove(next(f for f in b.library.function if f.signature.name ==
+                                                   body.signature.name)), ValueError, "does not define")
+
+    def recurse(b):  # the body's If calls the body again
+        f = next(f for f in b.library.function if f.signature.name == "loop_While_body")
+        next(n for n in f.node_def if n.op == "If").attr["then_branch"].func.name = "loop_While_body"
+    fails(recurse, ValueError, "calls itself")
+    fails(lambda b: b.library.function[0].signature.input_arg[0].__setattr__("type", 3), TypeError,
+          r"takes \(int32\) but the node passes \(float32\)")
+    fails(lambda b: b.node[1].attr["_tfplus_n_loop_vars"].__setattr__("i", 5), ValueError,
+          r"attr '_tfplus_n_loop_vars' is 5, outside \[0, 1\]")
+    fails(lambda b: b.library.function.add().CopyFrom(b.library.function[0]), ValueError, "twice")
+    with tf.Graph().as_default() as deep:  # 65 conds, each inside the last
+        def nest(v, depth):
+            return v if depth == 0 else tf.cond(v[0] > 0, lambda: nest(v * 2.0, depth - 1), lambda: v)
+        nest(tf.placeholder(tf.float32, [2]), 65)
+    with tf.Graph().as_default(), pytest.raises(ValueError, match="functions nest more than 64 deep"):
+        import_graph_def(deep.as_graph_def())

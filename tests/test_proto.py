@@ -67,7 +67,8 @@ def _fields(message_cls) -> dict:
 def test_field_numbers_are_tensorflows():
     assert _fields(graph_pb2.GraphDef) == {"node": 1, "versions": 4, "version": 3, "library": 2}
     assert _fields(graph_pb2.FunctionDefLibrary) == {"function": 1}
-    assert _fields(graph_pb2.FunctionDef) == {"signature": 1, "attr": 5, "node_def": 3, "ret": 4}
+    assert _fields(graph_pb2.FunctionDef) == {"signature": 1, "attr": 5, "arg_attr": 7, "node_def": 3, "ret": 4}
+    assert _fields(graph_pb2.FunctionDef.ArgAttrs) == {"attr": 1}
     assert _fields(graph_pb2.OpDef) == {"name": 1, "input_arg": 2, "output_arg": 3, "is_stateful": 17}
     assert _fields(graph_pb2.OpDef.ArgDef) == {"name": 1, "description": 2, "type": 3}
     assert _fields(graph_pb2.NodeDef) == {"name": 1, "op": 2, "input": 3, "device": 4, "attr": 5}

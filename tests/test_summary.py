@@ -1,5 +1,6 @@
 """tf.summary writes event files that TensorBoard's own reader (EventAccumulator) reads: scalars, histograms,
-images, merged summaries, the graph; the TFRecord framing's CRC-32C; `tfplus train --logdir`."""
+images, merged summaries, the graph (control flow's functions too); the TFRecord framing's CRC-32C;
+`tfplus train --logdir`."""
 from __future__ import annotations
 
 import zlib
@@ -7,8 +8,10 @@ import zlib
 import numpy as np
 import pytest
 from conftest import oracle_module
+from test_control_flow import control_flow_model
 
 import tfplus as tf
+from tfplus import graph_io
 from tfplus import summary as summary_module
 
 event_accumulator = oracle_module("tensorboard.backend.event_processing.event_accumulator")
@@ -118,3 +121,23 @@ def test_train_logdir_writes_tensorboard_scalars(tmp_path):
                 "epoch/test_accuracy"):
         assert tag in tags, tags
     assert [e.step for e in _read(tmp_path).Scalars("train/loss")] == [2, 4]
+
+
+def test_control_flow_graph_read_by_tensorboard(tmp_path):
+    """FileWriter(logdir, graph) and add_graph with cond, while_loop, cond in while_loop and a GRU's dynamic_rnn:
+    TensorBoard reads the graph and its function library, and the graph it reads imports into tfplus again."""
+    with tf.Graph().as_default() as g:
+        control_flow_model()
+        with tf.summary.FileWriter(str(tmp_path / "a"), g):
+            pass
+        writer = tf.summary.FileWriter(str(tmp_path / "b"))
+        writer.add_graph(g)
+        writer.close()
+    want = g.as_graph_def().SerializeToString(deterministic=True)
+    for run in ("a", "b"):
+        graph = _read(tmp_path / run).Graph()
+        assert {"If", "While"} <= {n.op for n in graph.node}
+        assert {f.signature.name for f in graph.library.function} >= {"branch_If_then", "loop_While_body"}
+        with tf.Graph().as_default() as back:
+            tf.import_graph_def(graph_io.parse_graph_def(graph.SerializeToString()), name="")
+        assert back.as_graph_def().SerializeToString(deterministic=True) == want

@@ -3,12 +3,14 @@
 TensorFlow (the tf1 fixture) builds a small CNN + MLP head with variables, `Optimizer.minimize` and
 `global_variables_initializer`; its GraphDef is imported with tf.import_graph_def, and both run the init op and
 the same training steps. The model is shaped so that TF's gradient code emits the bookkeeping ops it uses for
-run-time shapes (Shape, ShapeN, Prod, BroadcastGradientArgs, ConcatOffset, DynamicStitch, GatherV2 ...)."""
+run-time shapes (Shape, ShapeN, Prod, BroadcastGradientArgs, ConcatOffset, DynamicStitch, GatherV2 ...).
+Control flow both ways: tfplus's If/While import and run in TensorFlow, TensorFlow 2's functional ones in tfplus."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 from conftest import DEVICES
+from test_control_flow import CF_FEEDS, control_flow_model
 
 import tfplus as tf
 
@@ -94,3 +96,53 @@ def test_tf_built_training_graph_trains_the_same(tf1, opt):
             got = sess.run([n + ":0" for n in names])
         for name, a, b in zip(names, got, want):
             np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-6, err_msg=f"{opt} on {device}: variable {name}")
+
+
+def test_tfplus_control_flow_graph_imports_and_runs_in_tensorflow(tf1):
+    """cond, while_loop, cond in while_loop and a GRU's dynamic_rnn: tfplus writes TensorFlow's functional
+    If/While with a function library, which TensorFlow imports and runs to the same values."""
+    with tf.Graph().as_default() as g:
+        control_flow_model(train=False)
+        variables = tf.global_variables()
+        with tf.Session() as sess:
+            sess.run("init")
+            values = sess.run(variables)
+            want = sess.run(["acc:0", "rnn_out:0", "loss:0"], CF_FEEDS)
+    theirs = tf1.Graph()
+    with theirs.as_default():
+        tf1.import_graph_def(tf1.GraphDef.FromString(g.as_graph_def().SerializeToString()), name="")
+        load = [tf1.assign(theirs.get_tensor_by_name(v.name), value) for v, value in zip(variables, values)]
+    with tf1.Session(graph=theirs) as sess:
+        sess.run(load)
+        got = sess.run(["acc:0", "rnn_out:0", "loss:0"], CF_FEEDS)
+    for name, a, b in zip(["acc", "rnn_out", "loss"], got, want):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+def test_tensorflow_functional_control_flow_imports_and_runs(tf1):
+    """What TensorFlow 2 writes for tf.cond / tf.while_loop in a tf.function (StatelessIf, StatelessWhile with a
+    loop counter, a function library) imports into tfplus and gives TensorFlow's values."""
+    import tensorflow
+
+    def f(x):
+        def body(i, v):
+            return i + 1, tensorflow.cond(tensorflow.reduce_sum(v) > 0, lambda: v * 0.5, lambda: v - x)
+        i, v = tensorflow.while_loop(lambda i, v: i < 3, body, [tensorflow.constant(0), x])
+        return tensorflow.cond(i > 2, lambda: v + 1.0, lambda: v), i
+    fn = tensorflow.function(f).get_concrete_function(tensorflow.TensorSpec([2], tensorflow.float32))
+    graph_def = fn.graph.as_graph_def()
+    assert {"StatelessWhile", "StatelessIf"} <= {n.op for n in graph_def.node}
+    fetches, feed = [t.name for t in fn.outputs], fn.inputs[0].name
+    theirs = tf1.Graph()
+    with theirs.as_default():
+        tf1.import_graph_def(graph_def, name="")
+    mine = tf.Graph()
+    with mine.as_default():
+        tf.import_graph_def(graph_def, name="")
+    for x in ([1.5, -0.5], [-2.0, 0.5]):
+        with tf1.Session(graph=theirs) as sess:
+            want = sess.run(fetches, {feed: x})
+        with tf.Session(graph=mine) as sess:
+            got = sess.run(fetches, {feed: x})
+        for a, b in zip(got, want):
+            np.testing.assert_allclose(a, b, rtol=1e-6)

@@ -60,11 +60,13 @@ _TF_ONLY_GRAPH_FIELDS = {5}
 # MatMul's grad_a/grad_b mark a gradient's matmul), and
 # explicit paddings left empty (they apply only to padding="EXPLICIT"). Dropped on import when the op does not
 # declare them; any other undeclared attr is an error, as it may change what the op computes.
-# TensorFlow's control-flow ops: TF1's dataflow ones and TF2's functional ones (with a function library).
-# tfplus's own If/While hold Python-side sub-graphs instead (see tfplus.ops.control_flow_ops).
+# TensorFlow's control-flow ops that tfplus does not import: TF1's dataflow ones, and of TF2's functional ones
+# (with a function library) all but If and While, which tfplus's own If/While are (see "Graph -> GraphDef").
 _TF_CONTROL_FLOW = {"Switch", "Merge", "Enter", "Exit", "NextIteration", "LoopCond", "RefSwitch", "RefMerge",
-                    "RefEnter", "RefExit", "RefNextIteration", "StatelessWhile", "While", "StatelessIf", "If",
-                    "StatelessCase", "Case", "PartitionedCall", "StatefulPartitionedCall"}
+                    "RefEnter", "RefExit", "RefNextIteration", "StatelessCase", "Case", "PartitionedCall",
+                    "StatefulPartitionedCall"}
+# TensorFlow's functional If/While op types -> tfplus's.
+_FUNCTIONAL = {"If": "If", "StatelessIf": "If", "While": "While", "StatelessWhile": "While"}
 _TF_NO_EFFECT_ATTRS = {
     "use_cudnn_on_gpu": lambda av: True,
     "grad_a": lambda av: True,
@@ -246,9 +248,9 @@ def _attr_kind(kind: str):
     """(AttrValue field, converters, is a list) for a declared attr type such as 'int' or 'list(shape)'."""
     is_list = kind.startswith("list(") and kind.endswith(")")
     base = kind[5:-1] if is_list else kind
-    if base == "func":
-        raise ValueError("it holds a control-flow sub-graph (tf.cond / tf.while_loop), which tfplus does not "
-                         "write to or read from a GraphDef (TensorFlow's function library is not supported)")
+    if base == "func":  # NOTE: only If and While have one; node_to_proto writes their sub-graphs as functions
+        raise ValueError("a func attr is a control-flow sub-graph, written as a function of the GraphDef's library "
+                         "by the If/While export (_control_flow_attrs), not as a plain attr")
     if base not in _ATTR_KINDS:
         raise ValueError(f"attr type {kind!r} is not supported; supported: {sorted(_ATTR_KINDS)}, list(...)")
     return (*_ATTR_KINDS[base], is_list)
@@ -280,14 +282,155 @@ def attr_from_proto(kind: str, av: attr_value_pb2.AttrValue):
 
 
 # -- Graph -> GraphDef ---------------------------------------------------------------------------------------
+# NOTE (control flow): tfplus's If and While hold their sub-graphs (FuncGraph) as attrs. A GraphDef holds them as
+# FunctionDefs in its library, called by name, in TensorFlow's functional form (TF2's If/While), so TensorFlow
+# imports and runs what tfplus writes:
+# - If: both branches take every input (Tin); tfplus's then branch uses the first n_then, the else branch the rest.
+# - While: TensorFlow's loop carries every input (the loop variables, then cond's and body's captures, which its
+#   body returns unchanged) and has one output per input. tfplus's other outputs (each loop variable's history and
+#   the iteration count, which only its gradient reads) are numbered after those; TensorFlow's While has no such
+#   outputs, so a graph that reads them (a gradient through a loop) round-trips in tfplus and TensorBoard shows it,
+#   but TensorFlow refuses to import it ("invalid output").
+# The attrs _tfplus_n_then, _tfplus_n_loop_vars and _tfplus_n_cond (TensorFlow ignores attrs named "_...") keep
+# the split, so a round trip is exact; an If or While that TensorFlow wrote imports with every input used by both
+# branches, or carried as a loop variable.
+def _output_number(t: Tensor) -> int:
+    """`t`'s output index in a GraphDef: a While's history and count come after the captures it passes through."""
+    op, i = t.op, t.value_index
+    if op.type != "While" or i < len(op.attrs["T"]):
+        return i
+    return i + len(op.inputs) - len(op.attrs["T"])
+
+
 def _input_name(t: Tensor) -> str:
-    return t.op.name if t.value_index == 0 else f"{t.op.name}:{t.value_index}"
+    i = _output_number(t)
+    return t.op.name if i == 0 else f"{t.op.name}:{i}"
 
 
-def node_to_proto(op: Operation) -> graph_pb2.NodeDef:
-    """One Operation as a NodeDef: inputs "node[:idx]" then control inputs "^node", attrs by declared type."""
+def _output_arg(op_type: str, n_outputs: int, i: int) -> tuple[str, int]:
+    """Output `i` of an op as (output arg name, index in that arg), how a FunctionDef names it: one name per
+    output, or one list-valued arg (Split's `output`, a While's `output`)."""
+    names = OPS[op_type].outputs
+    if len(names) == n_outputs:
+        return names[i], 0
+    if len(names) == 1:
+        return names[0], i
+    raise ValueError(f"{op_type} declares outputs {names} but has {n_outputs}; a function cannot name them")
+
+
+class _Library:
+    """The FunctionDefs of a graph's control-flow sub-graphs, named once each, in the order they are met."""
+
+    def __init__(self):
+        self.functions: list[graph_pb2.FunctionDef] = []
+        self._names: dict[tuple, str] = {}
+        self._taken: set[str] = set()
+
+    def function(self, sub, what: str, layout: tuple) -> graph_pb2.NameAttrList:
+        """`sub` as a function taking the args `layout` describes (see _function_def); what calls it by name."""
+        key = (id(sub), layout)
+        if key not in self._names:
+            name = base = re.sub(r"[^A-Za-z0-9_]", "_", what)
+            k = 0
+            while name in self._taken:
+                k += 1
+                name = f"{base}_{k}"
+            self._taken.add(name)
+            self._names[key] = name
+            self.functions.append(_function_def(sub, name, *layout, self))
+        return attr_value_pb2.NameAttrList(name=self._names[key])
+
+
+def _function_def(sub, name: str, arg_types: tuple, owned: tuple, n_passed: int, library: _Library):
+    """A FunctionDef of `sub` whose args have `arg_types`; sub.all_inputs are the args at indices `owned` (the
+    others are unused); it returns sub.outputs, then the last `n_passed` args unchanged (a While's captures)."""
+    fdef = graph_pb2.FunctionDef()
+    fdef.signature.name = name
+    args = set(sub.all_inputs)
+    ops = [op for op in sub.get_operations() if not (op.type == "Placeholder" and op.outputs[0] in args)]
+    taken = {op.name for op in ops}
+    by_index = dict(zip(owned, sub.all_inputs))
+    arg_names, refs = [], {}
+    for i, dtype in enumerate(arg_types):
+        ph = by_index.get(i)
+        # NOTE: TensorFlow wants argument names to be lowercase identifiers, unique among the body's nodes.
+        arg = base = re.sub(r"[^a-z0-9_]", "_", ph.op.name.lower()) if ph is not None else f"unused{i}"
+        if not base[0].isalpha():
+            arg = base = f"arg_{base}"
+        k = 0
+        while arg in taken:
+            k += 1
+            arg = f"{base}_{k}"
+        taken.add(arg)
+        arg_names.append(arg)
+        fdef.signature.input_arg.add(name=arg, type=_dt.as_dtype(dtype).as_datatype_enum)
+        if ph is not None:
+            refs[ph] = arg
+            fdef.arg_attr[i].attr["_output_shapes"].CopyFrom(attr_to_proto("list(shape)", [ph._shape]))
+
+    def ref(t: Tensor) -> str:
+        if t in refs:
+            return refs[t]
+        out, k = _output_arg(t.op.type, len(t.op.outputs), _output_number(t))
+        return f"{t.op.name}:{out}:{k}"
+    fdef.node_def.extend(_node_def(op, library, ref, f"{name}/") for op in ops)
+    passed = range(len(arg_types) - n_passed, len(arg_types))
+    returns = [ref(t) for t in sub.outputs] + [arg_names[i] for i in passed]
+    for k, (r, dtype) in enumerate(zip(returns, [t.dtype for t in sub.outputs] + [arg_types[i] for i in passed])):
+        fdef.signature.output_arg.add(name=f"output_{k}", type=dtype.as_datatype_enum)
+        fdef.ret[f"output_{k}"] = r
+    fdef.signature.is_stateful = any(op.op_def.stateful for op in ops)
+    return fdef
+
+
+def _control_flow_attrs(op: Operation, library: _Library, prefix: str) -> dict:
+    """A tfplus If or While's attrs in TensorFlow's functional form, its sub-graphs added to `library`."""
+    a, where = op.attrs, f"{prefix}{op.name}"
+    types = tuple(t.dtype for t in op.inputs[op.type == "If":])
+    if op.type == "If":
+        n = a["n_then"]
+        then = library.function(a["then_branch"], f"{where}_then", (types, tuple(range(n)), 0))
+        other = library.function(a["else_branch"], f"{where}_else", (types, tuple(range(n, len(types))), 0))
+        return {"Tcond": attr_to_proto("type", a["Tcond"]), "Tin": attr_to_proto("list(type)", types),
+                "Tout": attr_to_proto("list(type)", a["Tout"]), "then_branch": attr_value_pb2.AttrValue(func=then),
+                "else_branch": attr_value_pb2.AttrValue(func=other),
+                "output_shapes": attr_to_proto("list(shape)", a["output_shapes"]),
+                "_tfplus_n_then": attr_to_proto("int", n)}
+    n, n_cond = len(a["T"]), a["n_cond"]
+    loop, caps = tuple(range(n)), len(types) - n
+    cond = library.function(a["cond"], f"{where}_cond", (types, loop + tuple(range(n, n + n_cond)), 0))
+    body = library.function(a["body"], f"{where}_body", (types, loop + tuple(range(n + n_cond, len(types))), caps))
+    return {"T": attr_to_proto("list(type)", types), "cond": attr_value_pb2.AttrValue(func=cond),
+            "body": attr_value_pb2.AttrValue(func=body),
+            "output_shapes": attr_to_proto("list(shape)", list(a["output_shapes"]) +
+                                           [t._shape for t in op.inputs[n:]]),
+            "parallel_iterations": attr_to_proto("int", a["parallel_iterations"]),
+            "_tfplus_n_loop_vars": attr_to_proto("int", n), "_tfplus_n_cond": attr_to_proto("int", n_cond)}
+
+
+def _gd_output_shapes(op: Operation) -> list:
+    """`op`'s output shapes in GraphDef order (a While's passed-through captures among them, see _output_number)."""
+    shapes = [t._shape for t in op.outputs]
+    if op.type == "While":
+        n = len(op.attrs["T"])
+        shapes[n:n] = [t._shape for t in op.inputs[n:]]
+    return shapes
+
+
+def node_to_proto(op: Operation, library: _Library | None = None, ref=_input_name,
+                  prefix: str = "") -> graph_pb2.NodeDef:
+    """One Operation as a NodeDef: inputs "node[:idx]" then control inputs "^node", attrs by declared type. An If
+    or While adds its sub-graphs to `library` as functions (named after `prefix` and the node)."""
+    return _node_def(op, _Library() if library is None else library, ref, prefix)
+
+
+def _node_def(op: Operation, library: _Library, ref, prefix: str) -> graph_pb2.NodeDef:
     node = graph_pb2.NodeDef(name=op.name, op=op.type, device=op.device or "")
-    node.input.extend([_input_name(t) for t in op.inputs] + ["^" + c.name for c in op.control_inputs])
+    node.input.extend([ref(t) for t in op.inputs] + ["^" + c.name for c in op.control_inputs])
+    if op.type in ("If", "While"):
+        for key, av in _control_flow_attrs(op, library, prefix).items():
+            node.attr[key].CopyFrom(av)
+        return node
     declared = op.op_def.attrs
     for key, value in sorted(op.attrs.items()):
         if key not in declared:
@@ -304,18 +447,22 @@ def node_to_proto(op: Operation) -> graph_pb2.NodeDef:
 
 
 def as_graph_def(graph: Graph | None = None, add_shapes: bool = False) -> graph_pb2.GraphDef:
-    """The graph as a GraphDef, nodes in creation order. `add_shapes` adds TensorFlow's `_output_shapes` attr.
+    """The graph as a GraphDef, nodes in creation order; tf.cond / tf.while_loop sub-graphs as functions of its
+    library (see the NOTE above). `add_shapes` adds TensorFlow's `_output_shapes` attr.
 
         >>> as_graph_def(Graph()).versions.producer
         134
     """
     graph = graph or get_default_graph()
     gd = graph_pb2.GraphDef(versions=graph_pb2.VersionDef(producer=PRODUCER, min_consumer=0))
+    library = _Library()
     for op in graph.get_operations():
-        node = node_to_proto(op)
+        node = _node_def(op, library, _input_name, "")
         if add_shapes and op.outputs:
-            node.attr["_output_shapes"].CopyFrom(attr_to_proto("list(shape)", [t._shape for t in op.outputs]))
+            node.attr["_output_shapes"].CopyFrom(attr_to_proto("list(shape)", _gd_output_shapes(op)))
         gd.node.append(node)
+    if library.functions:
+        gd.library.function.extend(library.functions)
     return gd
 
 
@@ -437,12 +584,13 @@ def _canonical(key: str) -> str:
 
 class _Node:
     """What import needs of one NodeDef, read once: protobuf field access is slow."""
-    __slots__ = ("name", "op", "device", "inputs", "controls", "attrs")
+    __slots__ = ("name", "op", "device", "inputs", "controls", "attrs", "calls")
 
     def __init__(self, node: graph_pb2.NodeDef):
         self.name, self.op, self.device = node.name, node.op, node.device
         self.inputs: list[tuple[str, int, str]] = []  # (source node, output index, as written)
         self.controls: list[str] = []
+        self.calls: list[tuple] = []  # an If's or While's sub-graphs (see _functional_attrs)
         for s in node.input:
             src, idx, control = _split_input(s)
             if control:
@@ -582,9 +730,49 @@ def _import(graph_def, input_map, return_elements, name):
                             "parse bytes with tfplus.graph_io.parse_graph_def")
         graph_def = parse_graph_def(graph_def.SerializeToString(), source=type(graph_def).__name__)
     graph = get_default_graph()
+    library: dict[str, graph_pb2.FunctionDef] = {}
+    for fdef in graph_def.library.function:
+        if fdef.signature.name in library:
+            raise ValueError(f"import_graph_def: the GraphDef's library defines function "
+                             f"{fdef.signature.name!r} twice")
+        library[fdef.signature.name] = fdef
+    nodes, by_name = _parse(graph_def.node)
+
+    mapped: dict[str, Tensor | Operation] = {}
+    for key, value in (input_map or {}).items():
+        value = value._as_tensor() if hasattr(value, "_as_tensor") else value
+        wanted = Operation if key.startswith("^") else Tensor
+        if not isinstance(value, wanted) or value.graph is not graph:
+            raise ValueError(f"import_graph_def: input_map[{key!r}] must be a {wanted.__name__} of the "
+                             f"default graph, got {value!r}")
+        mapped[_canonical(key)] = value
+    deps, used = _dependencies(nodes, by_name, mapped)
+    unused = sorted(set(mapped) - used)
+    if unused:
+        raise ValueError(f"import_graph_def: input_map names inputs that no node of the GraphDef uses: "
+                         f"{unused}")
+    wanted_elements = []
+    for elem in return_elements or ():
+        src, idx, control = _split_input(elem) if isinstance(elem, str) else ("", 0, True)
+        if control or src not in by_name:
+            raise ValueError(f"import_graph_def: return element {elem!r} names no node of the GraphDef "
+                             "(write 'node' for an operation, 'node:i' for its i-th output)")
+        wanted_elements.append((elem, src, idx if ":" in elem else None))
+    order = _topological(nodes, deps)
+
+    with _all_or_nothing(graph), graph.name_scope("import" if name is None else name) as scope:
+        created = _create(graph, order, mapped, scope, (library, {}), ())
+        result = [created[src] if idx is None else
+                  _output(created[src], idx, f"return element {elem!r} names output {idx}")
+                  for elem, src, idx in wanted_elements]
+    return None if return_elements is None else result
+
+
+def _parse(protos) -> tuple[list[_Node], dict[str, _Node]]:
+    """The NodeDefs read and checked as far as they can be before anything is created."""
     nodes: list[_Node] = []
     by_name: dict[str, _Node] = {}
-    for proto in graph_def.node:
+    for proto in protos:
         node = _Node(proto)
         if not _VALID_NAME.match(node.name):
             raise ValueError(f"import_graph_def: {node.name!r} is not a valid node name (letters, digits, "
@@ -595,22 +783,23 @@ def _import(graph_def, input_map, return_elements, name):
             raise ValueError(f"import_graph_def: node {node.name!r} is TensorFlow control flow ({node.op}), which "
                              "tfplus does not import; build the loop or branch in tfplus with tf.while_loop / "
                              "tf.cond instead")
-        if node.op not in OPS:
+        if node.op in _FUNCTIONAL:
+            node.attrs = _functional_attrs(node, proto)
+            node.op = _FUNCTIONAL[node.op]
+        elif node.op not in OPS:
             raise ValueError(f"import_graph_def: node {node.name!r} has op type {node.op!r}, which is not "
                              f"registered in tfplus; registered op types: {', '.join(sorted(OPS))}")
-        node.attrs = _node_attrs(proto)
+        else:
+            node.attrs = _node_attrs(proto)
         _check_node(node)
         by_name[node.name] = node
         nodes.append(node)
+    return nodes, by_name
 
-    mapped: dict[str, Tensor | Operation] = {}
-    for key, value in (input_map or {}).items():
-        value = value._as_tensor() if hasattr(value, "_as_tensor") else value
-        wanted = Operation if key.startswith("^") else Tensor
-        if not isinstance(value, wanted) or value.graph is not graph:
-            raise ValueError(f"import_graph_def: input_map[{key!r}] must be a {wanted.__name__} of the "
-                             f"default graph, got {value!r}")
-        mapped[_canonical(key)] = value
+
+def _dependencies(nodes, by_name, mapped) -> tuple[dict[str, list[str]], set[str]]:
+    """Each node's sources among `nodes`, and the keys of `mapped` that nodes use; an input that is neither
+    fails, naming it."""
     used: set[str] = set()
     deps: dict[str, list[str]] = {}
     for node in nodes:
@@ -633,51 +822,203 @@ def _import(graph_def, input_map, return_elements, name):
                 raise ValueError(f"import_graph_def: node {node.name!r} ({node.op}) has control input "
                                  f"'^{src}', but the GraphDef has no node {src!r} and input_map does not "
                                  "provide it")
-    unused = sorted(set(mapped) - used)
-    if unused:
-        raise ValueError(f"import_graph_def: input_map names inputs that no node of the GraphDef uses: "
-                         f"{unused}")
-    wanted_elements = []
-    for elem in return_elements or ():
-        src, idx, control = _split_input(elem) if isinstance(elem, str) else ("", 0, True)
-        if control or src not in by_name:
-            raise ValueError(f"import_graph_def: return element {elem!r} names no node of the GraphDef "
-                             "(write 'node' for an operation, 'node:i' for its i-th output)")
-        wanted_elements.append((elem, src, idx if ":" in elem else None))
-    order = _topological(nodes, deps)
+    return deps, used
 
-    with _all_or_nothing(graph), graph.name_scope("import" if name is None else name) as scope:
-        created: dict[str, Operation] = {}
-        for node in order:
-            inputs = []
-            for src, idx, s in node.inputs:
-                target = mapped.get(f"{src}:{idx}")
-                if target is None:
-                    target = _output(created[src], idx, f"node {node.name!r} has input {s!r}")
-                inputs.append(target)
-            try:
-                op = graph.create_op(node.op, inputs, node.attrs, name=f"{scope}{node.name}/")
-            except (TypeError, ValueError) as e:
-                raise type(e)(f"import_graph_def: node {node.name!r}: {e}") from None
-            _check_type_attr(node, op)
-            if node.controls:
-                have = set(op.control_inputs)
-                for src in dict.fromkeys(node.controls):
-                    c = mapped.get("^" + src) or created[src]
-                    if c not in have:
-                        op.control_inputs.append(c)
-                        have.add(c)
-            if node.device:
-                op.device = node.device
-            created[node.name] = op
-        result = [created[src] if idx is None else
-                  _output(created[src], idx, f"return element {elem!r} names output {idx}")
-                  for elem, src, idx in wanted_elements]
-    return None if return_elements is None else result
+
+def _create(graph: Graph, order: list[_Node], mapped: dict, scope: str, functions: tuple, stack: tuple) -> dict:
+    """Creates the sorted nodes in `graph` (an If's or While's functions built as sub-graphs first); returns
+    name -> Operation. `functions`: the library by name, and the sub-graphs built from it so far."""
+    created: dict[str, Operation] = {}
+    for node in order:
+        inputs = []
+        for src, idx, s in node.inputs:
+            target = mapped.get(f"{src}:{idx}")
+            if target is None:
+                target = _output(created[src], idx, f"node {node.name!r} has input {s!r}")
+            inputs.append(target)
+        attrs = node.attrs
+        if node.calls:
+            attrs = dict(attrs)
+            where = f"import_graph_def: node {node.name!r} ({node.op})"
+            for key, fname, loop, caps, lo, hi, n_out in node.calls:
+                args = inputs[lo:hi]
+                attrs[key] = _function_graph(graph, functions, fname, where, [t.dtype for t in args], loop, caps,
+                                             args[caps.start:caps.stop], n_out, stack)
+            if attrs.get("output_shapes") is None:  # TensorFlow's If may leave them out: what both branches give
+                from tfplus.ops.control_flow_ops import _merge_shapes
+                attrs["output_shapes"] = [_merge_shapes(a._shape, b._shape) for a, b in
+                                          zip(attrs["then_branch"].outputs, attrs["else_branch"].outputs)]
+        try:
+            op = graph.create_op(node.op, inputs, attrs, name=f"{scope}{node.name}/")
+        except (TypeError, ValueError) as e:
+            raise type(e)(f"import_graph_def: node {node.name!r}: {e}") from None
+        _check_type_attr(node, op)
+        if node.controls:
+            have = set(op.control_inputs)
+            for src in dict.fromkeys(node.controls):
+                c = mapped.get("^" + src) or created[src]
+                if c not in have:
+                    op.control_inputs.append(c)
+                    have.add(c)
+        if node.device:
+            op.device = node.device
+        created[node.name] = op
+    return created
 
 
 def _output(op: Operation, idx: int, what: str) -> Tensor:
+    """Output `idx` of `op` as a GraphDef numbers it: a While's passed-through captures (see _output_number) are
+    its inputs, unchanged."""
+    if op.type == "While":
+        n, passed = len(op.attrs["T"]), len(op.inputs) - len(op.attrs["T"])
+        if n <= idx < n + passed:
+            return op.inputs[idx]
+        idx -= passed if idx >= n + passed else 0
     if idx >= len(op.outputs):
         raise ValueError(f"import_graph_def: {what}, but {op.type} '{op.name}' has {len(op.outputs)} "
                          f"output{'' if len(op.outputs) == 1 else 's'}")
     return op.outputs[idx]
+
+
+# -- GraphDef -> Graph: functional control flow --------------------------------------------------------------
+_REQUIRED = object()  # an attr without a default
+_MAX_NESTING = 64  # functions calling functions: deeper is not a graph anyone built, and would exhaust the stack
+
+
+def _functional_attrs(node: _Node, proto: graph_pb2.NodeDef) -> dict:
+    """A functional If or While (tfplus's or TensorFlow's, see the NOTE at "Graph -> GraphDef") as tfplus's attrs;
+    its functions, listed in node.calls as (attr, function, loop-variable args, captured args, the node's inputs
+    [lo, hi) that are the args, outputs used), become sub-graphs in _create. TensorFlow's If shares its inputs
+    between the branches, tfplus's takes each branch's own: those inputs are passed twice."""
+    where = f"import_graph_def: node {node.name!r} ({proto.op})"
+
+    def get(key, kind, default):
+        if key not in proto.attr:
+            if default is _REQUIRED:
+                raise ValueError(f"{where} lacks attr {key!r}")
+            return default
+        try:
+            return attr_from_proto(kind, proto.attr[key])
+        except (TypeError, ValueError) as e:
+            raise type(e)(f"{where}, attr {key!r}: {e}") from None
+
+    def func(key) -> str:
+        if key not in proto.attr or proto.attr[key].WhichOneof("value") != "func":
+            raise ValueError(f"{where}: attr {key!r} must name a function of the GraphDef's library")
+        return proto.attr[key].func.name
+
+    def split(key, lo, hi, total) -> int:
+        k = get(key, "int", None)
+        if k is not None and not lo <= k <= hi:
+            raise ValueError(f"{where}: attr {key!r} is {k}, outside [{lo}, {hi}] for {total} inputs")
+        return k
+    if _FUNCTIONAL[proto.op] == "If":
+        n_in = len(node.inputs) - 1
+        tin, tout = get("Tin", "list(type)", _REQUIRED), get("Tout", "list(type)", _REQUIRED)
+        if n_in < 0 or len(tin) != n_in:
+            raise ValueError(f"{where} has {n_in} inputs after its predicate but attr Tin lists {len(tin)}")
+        n_then = split("_tfplus_n_then", 0, n_in, n_in)
+        if n_then is None:
+            node.inputs = node.inputs + node.inputs[1:]
+            node.calls = [("then_branch", func("then_branch"), range(0), range(n_in), 1, 1 + n_in, len(tout)),
+                          ("else_branch", func("else_branch"), range(0), range(n_in), 1 + n_in, 1 + 2 * n_in,
+                           len(tout))]
+            n_then, tin = n_in, tin + tin
+        else:
+            node.calls = [("then_branch", func("then_branch"), range(0), range(n_then), 1, 1 + n_in, len(tout)),
+                          ("else_branch", func("else_branch"), range(0), range(n_then, n_in), 1, 1 + n_in,
+                           len(tout))]
+        shapes = get("output_shapes", "list(shape)", [])
+        return {"Tcond": get("Tcond", "type", _dt.bool_), "Tin": tin, "Tout": tout, "n_then": n_then,
+                "output_shapes": shapes if len(shapes) == len(tout) else None}
+    types = get("T", "list(type)", _REQUIRED)
+    if len(types) != len(node.inputs):
+        raise ValueError(f"{where} has {len(node.inputs)} inputs but attr T lists {len(types)}")
+    n = split("_tfplus_n_loop_vars", 0, len(types), len(types))
+    n = len(types) if n is None else n
+    n_cond = split("_tfplus_n_cond", 0, len(types) - n, len(types)) or 0
+    node.calls = [("cond", func("cond"), range(n), range(n, n + n_cond), 0, len(types), 1),
+                  ("body", func("body"), range(n), range(n + n_cond, len(types)), 0, len(types), n)]
+    shapes = get("output_shapes", "list(shape)", [])
+    return {"T": types[:n], "n_cond": n_cond, "parallel_iterations": get("parallel_iterations", "int", 10),
+            "output_shapes": shapes[:n] if len(shapes) == len(types) else [None] * n}
+
+
+def _function_graph(outer: Graph, functions: tuple, name: str, where: str, arg_types: list, loop: range,
+                    caps: range, captured: list, n_out: int, stack: tuple):
+    """Function `name` of the library as a sub-graph of `outer`: args `loop` become its loop-variable
+    placeholders, args `caps` its capture placeholders (of the outer tensors `captured`), the others are unused
+    and must stay so; its first `n_out` results are its outputs. Built once for each such use, and then shared,
+    as tfplus shares a sub-graph between an op and its copies (a loop body inlined into its gradient)."""
+    from tfplus.ops.control_flow_ops import FuncGraph
+    library, built = functions
+    if (name, loop, caps, n_out) in built:
+        return built[name, loop, caps, n_out]
+    fdef = library.get(name)
+    if fdef is None:
+        raise ValueError(f"{where} calls function {name!r}, which the GraphDef's library does not define")
+    if name in stack:
+        raise ValueError(f"{where}: function {name!r} calls itself ({' -> '.join(stack + (name,))}); functions "
+                         "cannot recurse")
+    if len(stack) >= _MAX_NESTING:
+        raise ValueError(f"{where}: functions nest more than {_MAX_NESTING} deep ({' -> '.join(stack[:3])} ...)")
+    sig = fdef.signature
+    have = [_dtype_from_enum(a.type) for a in sig.input_arg]
+    if have != list(arg_types):
+        raise TypeError(f"{where}: function {name!r} takes ({', '.join(d.name for d in have)}) but the node "
+                        f"passes ({', '.join(d.name for d in arg_types)})")
+    if len(sig.output_arg) < n_out:
+        raise ValueError(f"{where}: function {name!r} returns {len(sig.output_arg)} values, the node needs {n_out}")
+    g = FuncGraph(outer, name)
+    args = {a.name: i for i, a in enumerate(sig.input_arg)}
+    mapped = {}
+    with g.as_default():
+        for i in [*loop, *caps]:
+            arg = sig.input_arg[i].name
+            if not _VALID_NAME.match(arg) or arg in mapped:
+                raise ValueError(f"{where}: function {name!r} has argument name {arg!r}: invalid or repeated")
+            av = fdef.arg_attr[i].attr.get("_output_shapes") if i in fdef.arg_attr else None
+            shapes = attr_from_proto("list(shape)", av) if av is not None else []
+            ph = g.create_op("Placeholder", [], {"dtype": have[i], "shape": shapes[0] if shapes else None},
+                             name=f"{arg}/")
+            mapped[f"{arg}:0"] = ph.outputs[0]
+    phs = list(mapped.values())
+    g.inputs, g.capture_placeholders, g.captured = phs[:len(loop)], phs[len(loop):], list(captured)
+    g._captures = dict(zip(g.captured, g.capture_placeholders))
+    op_types = {n.name: _FUNCTIONAL.get(n.op, n.op) for n in fdef.node_def}
+
+    def graph_input(s: str) -> str:
+        """A function's input ("arg", "node:output_arg:i" or "^node") as a GraphDef writes it."""
+        if s.startswith("^"):
+            return s
+        if s in args:
+            if f"{s}:0" not in mapped:
+                raise ValueError(f"{where}: function {name!r} reads argument {s!r}, which this node does not "
+                                 "pass to it")
+            return s
+        src, out, k = (s.split(":") + ["0"])[:3] if s.count(":") in (1, 2) else (s, None, None)
+        names = OPS[op_types[src]].outputs if src in op_types and op_types[src] in OPS else ()
+        if out not in names or not k.isdigit():
+            raise ValueError(f"{where}: function {name!r} has input {s!r}, which names no argument and no "
+                             "node output ('node:output_arg:index')")
+        return f"{src}:{names.index(out) + int(k)}"
+    body = []
+    for proto in fdef.node_def:
+        node = graph_pb2.NodeDef()
+        node.CopyFrom(proto)
+        node.input[:] = [graph_input(s) for s in proto.input]
+        body.append(node)
+    nodes, by_name = _parse(body)
+    deps, _ = _dependencies(nodes, by_name, mapped)
+    with g.as_default():
+        created = _create(g, _topological(nodes, deps), mapped, "", functions, stack + (name,))
+    outputs = []
+    for out in sig.output_arg[:n_out]:
+        if out.name not in fdef.ret:
+            raise ValueError(f"{where}: function {name!r} does not say what its result {out.name!r} is (ret)")
+        src, idx, _ = _split_input(graph_input(fdef.ret[out.name]))
+        outputs.append(mapped[f"{src}:0"] if src in args else
+                       _output(created[src], idx, f"function {name!r}'s result {out.name!r}"))
+    g.outputs = outputs
+    built[name, loop, caps, n_out] = g
+    return g

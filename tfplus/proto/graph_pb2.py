@@ -26,7 +26,7 @@ from tfplus.proto import attr_value_pb2 as tfplus_dot_proto_dot_attr__value__pb2
 from tfplus.proto import types_pb2 as tfplus_dot_proto_dot_types__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18tfplus/proto/graph.proto\x12\x06tfplus\x1a\x1dtfplus/proto/attr_value.proto\x1a\x18tfplus/proto/types.proto\"K\n\nVersionDef\x12\x10\n\x08producer\x18\x01 \x01(\x05\x12\x14\n\x0cmin_consumer\x18\x02 \x01(\x05\x12\x15\n\rbad_consumers\x18\x03 \x03(\x05\"\xab\x01\n\x07NodeDef\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\n\n\x02op\x18\x02 \x01(\t\x12\r\n\x05input\x18\x03 \x03(\t\x12\x0e\n\x06\x64\x65vice\x18\x04 \x01(\t\x12\'\n\x04\x61ttr\x18\x05 \x03(\x0b\x32\x19.tfplus.NodeDef.AttrEntry\x1a>\n\tAttrEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12 \n\x05value\x18\x02 \x01(\x0b\x32\x11.tfplus.AttrValue:\x02\x38\x01\"\x91\x01\n\x08GraphDef\x12\x1d\n\x04node\x18\x01 \x03(\x0b\x32\x0f.tfplus.NodeDef\x12$\n\x08versions\x18\x04 \x01(\x0b\x32\x12.tfplus.VersionDef\x12+\n\x07library\x18\x02 \x01(\x0b\x32\x1a.tfplus.FunctionDefLibrary\x12\x13\n\x07version\x18\x03 \x01(\x05\x42\x02\x18\x01\";\n\x12\x46unctionDefLibrary\x12%\n\x08\x66unction\x18\x01 \x03(\x0b\x32\x13.tfplus.FunctionDef\"\x96\x02\n\x0b\x46unctionDef\x12 \n\tsignature\x18\x01 \x01(\x0b\x32\r.tfplus.OpDef\x12+\n\x04\x61ttr\x18\x05 \x03(\x0b\x32\x1d.tfplus.FunctionDef.AttrEntry\x12!\n\x08node_def\x18\x03 \x03(\x0b\x32\x0f.tfplus.NodeDef\x12)\n\x03ret\x18\x04 \x03(\x0b\x32\x1c.tfplus.FunctionDef.RetEntry\x1a>\n\tAttrEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12 \n\x05value\x18\x02 \x01(\x0b\x32\x11.tfplus.AttrValue:\x02\x38\x01\x1a*\n\x08RetEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xca\x01\n\x05OpDef\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\'\n\tinput_arg\x18\x02 \x03(\x0b\x32\x14.tfplus.OpDef.ArgDef\x12(\n\noutput_arg\x18\x03 \x03(\x0b\x32\x14.tfplus.OpDef.ArgDef\x12\x13\n\x0bis_stateful\x18\x11 \x01(\x08\x1aK\n\x06\x41rgDef\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12\x1e\n\x04type\x18\x03 \x01(\x0e\x32\x10.tfplus.DataTypeb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18tfplus/proto/graph.proto\x12\x06tfplus\x1a\x1dtfplus/proto/attr_value.proto\x1a\x18tfplus/proto/types.proto\"K\n\nVersionDef\x12\x10\n\x08producer\x18\x01 \x01(\x05\x12\x14\n\x0cmin_consumer\x18\x02 \x01(\x05\x12\x15\n\rbad_consumers\x18\x03 \x03(\x05\"\xab\x01\n\x07NodeDef\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\n\n\x02op\x18\x02 \x01(\t\x12\r\n\x05input\x18\x03 \x03(\t\x12\x0e\n\x06\x64\x65vice\x18\x04 \x01(\t\x12\'\n\x04\x61ttr\x18\x05 \x03(\x0b\x32\x19.tfplus.NodeDef.AttrEntry\x1a>\n\tAttrEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12 \n\x05value\x18\x02 \x01(\x0b\x32\x11.tfplus.AttrValue:\x02\x38\x01\"\x91\x01\n\x08GraphDef\x12\x1d\n\x04node\x18\x01 \x03(\x0b\x32\x0f.tfplus.NodeDef\x12$\n\x08versions\x18\x04 \x01(\x0b\x32\x12.tfplus.VersionDef\x12+\n\x07library\x18\x02 \x01(\x0b\x32\x1a.tfplus.FunctionDefLibrary\x12\x13\n\x07version\x18\x03 \x01(\x05\x42\x02\x18\x01\";\n\x12\x46unctionDefLibrary\x12%\n\x08\x66unction\x18\x01 \x03(\x0b\x32\x13.tfplus.FunctionDef\"\x9b\x04\n\x0b\x46unctionDef\x12 \n\tsignature\x18\x01 \x01(\x0b\x32\r.tfplus.OpDef\x12+\n\x04\x61ttr\x18\x05 \x03(\x0b\x32\x1d.tfplus.FunctionDef.AttrEntry\x12\x32\n\x08\x61rg_attr\x18\x07 \x03(\x0b\x32 .tfplus.FunctionDef.ArgAttrEntry\x12!\n\x08node_def\x18\x03 \x03(\x0b\x32\x0f.tfplus.NodeDef\x12)\n\x03ret\x18\x04 \x03(\x0b\x32\x1c.tfplus.FunctionDef.RetEntry\x1a>\n\tAttrEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12 \n\x05value\x18\x02 \x01(\x0b\x32\x11.tfplus.AttrValue:\x02\x38\x01\x1aL\n\x0c\x41rgAttrEntry\x12\x0b\n\x03key\x18\x01 \x01(\r\x12+\n\x05value\x18\x02 \x01(\x0b\x32\x1c.tfplus.FunctionDef.ArgAttrs:\x02\x38\x01\x1a\x80\x01\n\x08\x41rgAttrs\x12\x34\n\x04\x61ttr\x18\x01 \x03(\x0b\x32&.tfplus.FunctionDef.ArgAttrs.AttrEntry\x1a>\n\tAttrEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12 \n\x05value\x18\x02 \x01(\x0b\x32\x11.tfplus.AttrValue:\x02\x38\x01\x1a*\n\x08RetEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xca\x01\n\x05OpDef\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\'\n\tinput_arg\x18\x02 \x03(\x0b\x32\x14.tfplus.OpDef.ArgDef\x12(\n\noutput_arg\x18\x03 \x03(\x0b\x32\x14.tfplus.OpDef.ArgDef\x12\x13\n\x0bis_stateful\x18\x11 \x01(\x08\x1aK\n\x06\x41rgDef\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12\x1e\n\x04type\x18\x03 \x01(\x0e\x32\x10.tfplus.DataTypeb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -39,6 +39,10 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_GRAPHDEF'].fields_by_name['version']._serialized_options = b'\030\001'
   _globals['_FUNCTIONDEF_ATTRENTRY']._loaded_options = None
   _globals['_FUNCTIONDEF_ATTRENTRY']._serialized_options = b'8\001'
+  _globals['_FUNCTIONDEF_ARGATTRENTRY']._loaded_options = None
+  _globals['_FUNCTIONDEF_ARGATTRENTRY']._serialized_options = b'8\001'
+  _globals['_FUNCTIONDEF_ARGATTRS_ATTRENTRY']._loaded_options = None
+  _globals['_FUNCTIONDEF_ARGATTRS_ATTRENTRY']._serialized_options = b'8\001'
   _globals['_FUNCTIONDEF_RETENTRY']._loaded_options = None
   _globals['_FUNCTIONDEF_RETENTRY']._serialized_options = b'8\001'
   _globals['_VERSIONDEF']._serialized_start=93
@@ -52,13 +56,19 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_FUNCTIONDEFLIBRARY']._serialized_start=492
   _globals['_FUNCTIONDEFLIBRARY']._serialized_end=551
   _globals['_FUNCTIONDEF']._serialized_start=554
-  _globals['_FUNCTIONDEF']._serialized_end=832
+  _globals['_FUNCTIONDEF']._serialized_end=1093
   _globals['_FUNCTIONDEF_ATTRENTRY']._serialized_start=280
   _globals['_FUNCTIONDEF_ATTRENTRY']._serialized_end=342
-  _globals['_FUNCTIONDEF_RETENTRY']._serialized_start=790
-  _globals['_FUNCTIONDEF_RETENTRY']._serialized_end=832
-  _globals['_OPDEF']._serialized_start=835
-  _globals['_OPDEF']._serialized_end=1037
-  _globals['_OPDEF_ARGDEF']._serialized_start=962
-  _globals['_OPDEF_ARGDEF']._serialized_end=1037
+  _globals['_FUNCTIONDEF_ARGATTRENTRY']._serialized_start=842
+  _globals['_FUNCTIONDEF_ARGATTRENTRY']._serialized_end=918
+  _globals['_FUNCTIONDEF_ARGATTRS']._serialized_start=921
+  _globals['_FUNCTIONDEF_ARGATTRS']._serialized_end=1049
+  _globals['_FUNCTIONDEF_ARGATTRS_ATTRENTRY']._serialized_start=280
+  _globals['_FUNCTIONDEF_ARGATTRS_ATTRENTRY']._serialized_end=342
+  _globals['_FUNCTIONDEF_RETENTRY']._serialized_start=1051
+  _globals['_FUNCTIONDEF_RETENTRY']._serialized_end=1093
+  _globals['_OPDEF']._serialized_start=1096
+  _globals['_OPDEF']._serialized_end=1298
+  _globals['_OPDEF_ARGDEF']._serialized_start=1223
+  _globals['_OPDEF_ARGDEF']._serialized_end=1298
 # @@protoc_insertion_point(module_scope)

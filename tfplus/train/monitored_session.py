@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from tfplus import logging
+from tfplus import graph_io, logging
 from tfplus.framework import GraphKeys, get_default_graph
 from tfplus.session import Session
 from tfplus.train.saver import Saver, latest_checkpoint
@@ -207,6 +207,8 @@ class CheckpointSaverHook(SessionRunHook):
             listener.after_save(session, step)
 
     def after_create_session(self, session, coord):
+        # As TF1's hook: the graph beside its checkpoints, written once every hook's begin() has added its ops.
+        graph_io.write_graph(session.graph.as_graph_def(add_shapes=True), self._dir, "graph.pbtxt")
         step = int(session.run(self._step))
         self._save(session, step)
         self._timer.update_last_triggered_step(step)
