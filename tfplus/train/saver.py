@@ -352,6 +352,10 @@ class CheckpointReader:
         if self._bundle is not None:
             self._bundle.verify()
 
+    def missing_files(self) -> list[str]:
+        """The checkpoint's data files that were not there when it was opened."""
+        return [] if self._bundle is None else self._bundle.missing_files()
+
     def _keys(self) -> list[str]:
         return self._key_list
 
@@ -411,12 +415,17 @@ def load_checkpoint(ckpt_dir_or_file: str) -> CheckpointReader:
         return CheckpointReader(ckpt_dir_or_file)
     state_path = os.path.join(ckpt_dir_or_file, "checkpoint")
     for attempt in range(_ATTEMPTS):
-        before = _state_bytes(state_path)
+        last, before = attempt + 1 == _ATTEMPTS, _state_bytes(state_path)
         try:
-            return CheckpointReader(_resolve(ckpt_dir_or_file))
+            reader = CheckpointReader(_resolve(ckpt_dir_or_file))
         except (errors.NotFoundError, errors.DataLossError):
-            if attempt + 1 == _ATTEMPTS or _state_bytes(state_path) == before:
+            if last or _state_bytes(state_path) == before:
                 raise
+            continue
+        # A data file deleted between the index's opening and its own: look again if the state file changed.
+        if not reader.missing_files() or last or _state_bytes(state_path) == before:
+            return reader
+        reader.close()
 
 
 # How often a reader starts again when the state file changes under it (another process saving).
@@ -484,7 +493,10 @@ def _candidates(folder: str, latest_filename: str | None) -> list[str]:
         name = entry.name[:-len(".index")]
         if entry.name.endswith(".index") and os.path.join(folder, name) not in listed \
                 and _outside_reason(folder, name) is None:
-            unlisted.append((entry.stat(follow_symlinks=False).st_mtime_ns, os.path.join(folder, name)))
+            try:
+                unlisted.append((entry.stat(follow_symlinks=False).st_mtime_ns, os.path.join(folder, name)))
+            except FileNotFoundError:  # renamed or deleted meanwhile by a process saving there
+                pass
     return listed + [p for _, p in sorted(unlisted, reverse=True)]
 
 
