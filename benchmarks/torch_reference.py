@@ -194,14 +194,17 @@ def make_optimizer(model: nn.Module, decayed: list, name: str, lr: float, moment
                    total: int, warmup: int):
     """(optimizer, LambdaLR) as tfplus's training_graph: 'momentum' (SGD, Nesterov) or 'adam'; weight decay on
     `decayed` only (TF's weight_decay * l2_loss(w) has gradient weight_decay * w, PyTorch's weight_decay); step
-    t (0-based) trains at lr * (1 + cos(pi t / total)) / 2, times min(1, (t + 1) / warmup) (warmup 0: none)."""
+    t (0-based) trains at lr * (t + 1) / warmup during the warm-up, then at lr * (1 + cos(pi (t - warmup) /
+    (total - warmup))) / 2 (warmup 0: none), as tfplus.graphs.mentee.learning_rate_schedule."""
     others = [q for q in model.parameters() if all(q is not w for w in decayed)]
     groups = [{"params": decayed, "weight_decay": weight_decay}, {"params": others, "weight_decay": 0.0}]
     opt = TFAdam(groups, lr=lr) if name == "adam" else \
         torch.optim.SGD(groups, lr=lr, momentum=momentum, nesterov=True)
 
     def factor(t: int) -> float:
-        return 0.5 * (1 + math.cos(math.pi * min(t, total) / total)) * min(1.0, (t + 1) / max(warmup, 1))
+        decay = max(total - warmup, 1)
+        return 0.5 * (1 + math.cos(math.pi * min(max(t - warmup, 0), decay) / decay)) * \
+            min(1.0, (t + 1) / max(warmup, 1))
     return opt, torch.optim.lr_scheduler.LambdaLR(opt, factor)
 
 

@@ -165,16 +165,20 @@ def default_warmup(steps_per_epoch: int) -> int:
 
 def learning_rate_schedule(schedule: str, learning_rate: float, global_step, total_steps: int,
                            warmup_steps: int = 0):
-    """The learning rate as a function of global_step: 'cosine' decays to 0 at total_steps, 'step' divides it
-    by 10 at 50% and again at 75% of the run, 'const' keeps it; over the first warmup_steps steps it is also
-    scaled by (step + 1) / warmup_steps.
+    """The learning rate as a function of global_step: over the first warmup_steps steps it rises linearly,
+    learning_rate * (step + 1) / warmup_steps, to the peak; then 'cosine' decays it to 0 over the remaining
+    steps (to total_steps), as Keras's CosineDecay(warmup_steps=...) and PyTorch's warm-up-then-cosine
+    schedules do, 'step' divides it by 10 at 50% and again at 75% of the run, 'const' keeps it.
 
     NOTE: without a warm-up, Mentee's He-normal start at learning rate 0.05 diverges or dies (all ReLUs off,
     loss stuck) within its first ~10 steps for most seeds, and so does a 6-step warm-up; one epoch of warm-up
     (390 steps) trains every seed tried.
     """
     if schedule == "cosine":
-        lr = tf.train.cosine_decay(learning_rate, global_step, total_steps, alpha=0.0)
+        # NOTE: after the warm-up, not over the whole run: a cosine scaled by the ramp peaked at 26% of the rate
+        # in a one-epoch run (warm-up one epoch). The ramp below leaves it unchanged from warmup_steps on.
+        decay_steps = max(total_steps - warmup_steps, 1)
+        lr = tf.train.cosine_decay(learning_rate, tf.maximum(global_step - warmup_steps, 0), decay_steps)
     elif schedule == "step":
         boundaries = [max(1, total_steps // 2), max(2, 3 * total_steps // 4)]
         lr = tf.train.piecewise_constant(global_step, boundaries,

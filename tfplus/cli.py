@@ -43,7 +43,10 @@ loss and accuracy are summed there and read at log rows, progress lines and chec
 NaN stops the run at the next of these.
 
 checkpoints: with --checkpoint-dir, written at the end of each epoch (or every --checkpoint-every steps), at
-the end, and on Ctrl-C/SIGTERM; --resume continues the last one exactly (same batches, same learning rates).
+the end, on Ctrl-C/SIGTERM/SIGHUP, and before stopping when a worker process dies or a log cannot be written;
+--resume continues the last one exactly (same batches, same learning rates): the run options not given again
+(--memory-budget, --threads, --device, --log, --logdir, --checkpoint-every, --eval-every/--no-eval, ...) are the
+checkpoint's, and one that would change the weights (--memory-budget, --threads) is refused.
 
 fine-tuning: --init-from CKPT starts a new run from another run's checkpoint (the variables that match by name
 and shape; its global step and optimizer slots are not taken); --fine-tune-last N or --trainable REGEX trains
@@ -234,8 +237,12 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--classes", type=_classes, metavar="LIST", help="train and test on these classes only, "
                    "e.g. 0-4 or 5,7,9; labels keep their numbers (the model keeps its 10 outputs)")
     g = t.add_argument_group("run")
-    g.add_argument("--device", type=_device, default="cpu", help="cpu (default), opencl or opencl:N")
+    # Run options default to None too: on --resume the trainer takes the checkpoint's (tfplus.trainer.RUN_OPTIONS)
+    # and refuses a value that would change the run's weights (a memory budget, the thread count).
+    g.add_argument("--device", type=_device, help="cpu (default), opencl or opencl:N")
     g.add_argument("--threads", type=_positive_int, metavar="N", help=_THREADS_HELP)
+    g.add_argument("--workers", type=_positive_int, metavar="N", help="worker processes a cpu training step "
+                   "splits its batch over (default $TFPLUS_WORKERS, else one per --threads thread from 2; 1: none)")
     g.add_argument("--input", choices=("host", "device"), help="where training batches are augmented and "
                    "normalized: host (NumPy, floats uploaded) or device (uint8 uploaded, one kernel); the "
                    "batches are the same. Default: device on opencl, host on cpu")
@@ -249,13 +256,14 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--log", type=_output_file(make_folders=True), metavar="FILE.jsonl",
                    help="append one JSON object per logged step and per epoch")
     evals = g.add_mutually_exclusive_group()
-    evals.add_argument("--eval-every", type=_positive_int, default=1, metavar="N",
+    evals.add_argument("--eval-every", type=_positive_int, metavar="N",
                        help="evaluate on the test set every N epochs and at the end (default 1)")
     evals.add_argument("--no-eval", dest="eval_every", action="store_const", const=0,
                        help="never evaluate on the test set")
-    g.add_argument("--logdir", metavar="DIR", help="write TensorBoard event files here (loss, accuracy, learning "
-                   "rate, images/s, memory): tensorboard --logdir DIR")
-    g.add_argument("--log-every", type=_positive_int, default=10, metavar="N", help="steps between log rows "
+    g.add_argument("--logdir", type=_path, metavar="DIR", help="write TensorBoard event files here (the graph; "
+                   "loss, accuracy, learning rate, images/s, memory; the test set's accuracy and loss under "
+                   "DIR/validation): tensorboard --logdir DIR")
+    g.add_argument("--log-every", type=_positive_int, metavar="N", help="steps between log rows "
                    "(default 10); a row holds the means of its steps, read from the device then")
     g.add_argument("--profile-every", type=_positive_int, metavar="N",
                    help="trace every Nth step into the --log file as a row {kind: profile, step, epoch, step_ms, "
@@ -401,6 +409,7 @@ def _train(args: argparse.Namespace) -> int:
     from tfplus.trainer import RECIPE, RunError, TrainConfig, train
     options = {k: getattr(args, k) for k in RECIPE}
     cfg = TrainConfig(**options, data=args.data, device=args.device, memory_budget=args.memory_budget,
+                      threads=args.threads, workers=args.workers,
                       checkpoint_dir=args.checkpoint_dir, checkpoint_every=args.checkpoint_every,
                       resume=args.resume, log=args.log, log_every=args.log_every,
                       profile_every=args.profile_every, eval_every=args.eval_every, logdir=args.logdir,

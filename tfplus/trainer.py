@@ -39,6 +39,7 @@ import dataclasses
 import json
 import math
 import os
+import re
 import signal
 import sys
 import tempfile
@@ -51,7 +52,7 @@ import numpy as np
 
 import tfplus as tf
 from tfplus import data as tfdata
-from tfplus import finetune, profiler
+from tfplus import errors, finetune, profiler
 from tfplus.graph_io import remove_orphan_temps
 from tfplus.graphs import get_model, training_graph
 from tfplus.graphs.mentee import DATA_FORMATS, DEFAULT_LR, OPTIMIZERS, SCHEDULES, default_warmup
@@ -64,7 +65,12 @@ SYNTHETIC_TRAIN, SYNTHETIC_TEST, SYNTHETIC_SEED = 5000, 1000, 0
 EVAL_BATCH = 500
 CHECKPOINT_PREFIX = "model.ckpt"
 CHECKPOINT_FORMAT = 1
+MAX_STEPS = 2**63 - 1  # a run's steps: the global step is an int64
+# The stop requests the loop honours by saving, then exiting 128 + the signal's number. SIGHUP: the terminal
+# closed (an ssh session dropped): the run is saved as for SIGTERM, not lost.
 _EXIT_ON_SIGNAL = {signal.SIGINT: 130, signal.SIGTERM: 143}
+if hasattr(signal, "SIGHUP"):  # not on Windows
+    _EXIT_ON_SIGNAL[signal.SIGHUP] = 129
 
 
 class UsageError(ValueError):
@@ -74,6 +80,13 @@ class UsageError(ValueError):
 class RunError(RuntimeError):
     """The run failed and stopped (e.g. a checkpoint could not be written); the CLI prints it as one line and
     exits with code 1."""
+
+
+class LogError(RunError):
+    """A --log or --logdir file could not be written (a full disk, say): the run saves, then stops with it.
+
+    Stopping, rather than training on without the log: a full disk fails the next checkpoint too, and a log
+    with a hole in it misleads; after the save, --resume continues the run and its log once there is space."""
 
 
 class DivergedError(RunError):
@@ -112,18 +125,20 @@ class TrainConfig:
     trainable: str | None = None                 # regex over variable names (tfplus.finetune.select_trainable)
     fine_tune_last: int | None = None            # train the last N layers only
     classes: tuple[int, ...] | None = None       # train and test on these classes only (labels kept as they are)
-    # run
+    # run: the fields of RUN_OPTIONS left None take RUN_DEFAULTS, or on --resume the checkpoint's values
     data: str | None = None
-    device: str = "cpu"
+    device: str | None = None                    # None: cpu
     memory_budget: int | str | None = None
+    threads: int | None = None                   # cpu threads (None: $TFPLUS_NUM_THREADS, else the cores)
+    workers: int | None = None                   # worker processes (None: $TFPLUS_WORKERS, else tfplus.workers)
     checkpoint_dir: str | None = None
     checkpoint_every: int | None = None          # steps; None: at the end of each epoch
     resume: bool = False
     log: str | None = None
-    log_every: int = 10
-    logdir: str | None = None                    # TensorBoard event files: the step and epoch rows' scalars
+    log_every: int | None = None                 # None: 10
+    logdir: str | None = None                    # TensorBoard event files: the graph, scalars, the test set's
     profile_every: int | None = None             # steps between traced steps (rows of kind "profile")
-    eval_every: int = 1                          # epochs between test-set evaluations (and the last); 0: none
+    eval_every: int | None = None                # epochs between test-set evaluations (and the last); 0: none
     download: bool = False                       # fetch CIFAR-10 if absent (never without being asked)
     init_from: str | None = None                 # a checkpoint (file or folder) to start a new run from
     input: str | None = None                     # "host" or "device" (CifarAugment); None: device_input()
@@ -138,6 +153,98 @@ RECIPE_DEFAULTS: dict[str, Any] = {
     "nesterov": True, "weight_decay": 5e-4, "schedule": "cosine", "warmup_steps": None, "augment": True,
     "seed": 0, "trainable": None, "fine_tune_last": None, "classes": None,
 }
+
+
+# The options besides the recipe that a checkpoint keeps ("options" in its metadata), so that `--resume` with
+# only --checkpoint-dir runs on as the run did: where it runs, its memory, what it writes where.
+RUN_OPTIONS = ("device", "memory_budget", "threads", "workers", "input", "checkpoint_every", "eval_every", "log",
+               "log_every", "logdir", "profile_every")
+RUN_DEFAULTS: dict[str, Any] = {
+    "device": "cpu", "memory_budget": None, "threads": None, "workers": None, "input": None,
+    "checkpoint_every": None, "eval_every": 1, "log": None, "log_every": 10, "logdir": None, "profile_every": None,
+}
+# Of those, the ones that change the weights a cpu step computes: its thread count (its kernels' shards, so the
+# rounding), its batch split over worker processes, and a memory plan's micro-batches. A resumed run that changes
+# one is refused, as a recipe change is; a changed device is taken (a run may move), with a note.
+RESULT_OPTIONS = ("memory_budget", "threads", "workers")
+_MAX_PROCESSES = 4096  # threads and worker processes a checkpoint may ask for
+
+
+def _option_flag(key: str) -> str:
+    return "--" + key.replace("_", "-")
+
+
+def _given_options(cfg: TrainConfig) -> dict[str, Any]:
+    """The run options this run sets: its fields that are not None, and the thread and worker counts the
+    environment sets ($TFPLUS_NUM_THREADS, $TFPLUS_WORKERS), each as the value a checkpoint keeps."""
+    from tfplus import threads, workers
+    from tfplus.units import parse_size
+    given = {k: getattr(cfg, k) for k in RUN_OPTIONS if getattr(cfg, k) is not None}
+    try:
+        if "memory_budget" in given:
+            given["memory_budget"] = parse_size(given["memory_budget"], "--memory-budget")
+        if "threads" not in given and os.environ.get(threads.ENV, "").strip():
+            given["threads"] = threads.default_threads()
+        if "threads" in given:
+            given["threads"] = threads.parse_threads(given["threads"], "--threads")
+        if "workers" in given or os.environ.get(workers.ENV, "").strip():
+            given["workers"] = workers.resolve(given.get("workers"), given.get("threads", 1))
+    except (ValueError, TypeError) as e:
+        raise UsageError(str(e)) from None
+    for k in ("log", "logdir"):  # kept absolute: a resumed run from another folder writes to the same files
+        if k in given:
+            given[k] = os.path.abspath(os.path.expanduser(given[k]))
+    return given
+
+
+def resolve_options(cfg: TrainConfig, saved: dict[str, Any] | None = None) -> tuple[TrainConfig, list[str]]:
+    """(cfg with its run options filled, the options taken from `saved`): the options this run sets, else
+    `saved` (a checkpoint's "options"), else RUN_DEFAULTS; the thread and worker counts are resolved to numbers
+    (threads.default_threads, workers.resolve), so a checkpoint records what ran.
+
+    A run that sets a RESULT_OPTIONS value other than `saved`'s is a UsageError: it would not give the
+    uninterrupted run's weights."""
+    from tfplus import threads, workers
+    given, saved = _given_options(cfg), saved or {}
+    device = given.get("device", saved.get("device", RUN_DEFAULTS["device"]))
+    check_device(device)
+    # A memory plan changes the numbers on every device; the thread count only the cpu's; the worker count only
+    # an unbudgeted cpu run's (tf.Session starts no workers elsewhere).
+    budget = given.get("memory_budget", saved.get("memory_budget"))
+    checked = ("memory_budget",) + (("threads",) if device.startswith("cpu") else ()) + \
+        (("workers",) if device.startswith("cpu") and budget is None else ())
+    for k in checked:
+        if saved and k in given and given[k] != saved.get(k):
+            raise UsageError(f"{_option_flag(k)} {_fmt_option(k, given[k])} differs from the checkpoint's "
+                             f"{_fmt_option(k, saved.get(k))}: a resumed run keeps the options that change its "
+                             "weights (drop the option, or start a new run in another --checkpoint-dir)")
+    values = {k: given[k] if k in given else saved.get(k, RUN_DEFAULTS[k]) for k in RUN_OPTIONS}
+    taken = [k for k in RUN_OPTIONS if k not in given and saved.get(k) is not None]
+    try:
+        values["threads"] = threads.parse_threads(values["threads"] or threads.default_threads(), "--threads")
+        values["workers"] = workers.resolve(values["workers"], values["threads"]) \
+            if device.startswith("cpu") and budget is None else 1  # what runs
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    return dataclasses.replace(cfg, **values), taken
+
+
+def _fmt_option(key: str, value: Any) -> str:
+    if key == "memory_budget":
+        return "none" if value is None else format_size(value)
+    return "none" if value is None else str(value)
+
+
+def _describe_option(key: str, value: Any) -> str:
+    """An option as the flag that sets it: '--threads 2', '--no-eval', '--memory-budget 12.0 MB'."""
+    if key == "eval_every" and value == 0:
+        return "--no-eval"
+    return f"{_option_flag(key)} {_fmt_option(key, value)}"
+
+
+def _options(cfg: TrainConfig) -> dict[str, Any]:
+    """The run options a checkpoint keeps (as resolve_options left them: numbers and absolute paths)."""
+    return {k: getattr(cfg, k) for k in RUN_OPTIONS}
 
 
 def _recipe(cfg: TrainConfig) -> dict[str, Any]:
@@ -209,8 +316,8 @@ def _check(cfg: TrainConfig) -> None:
         (0 <= cfg.weight_decay < math.inf, f"--weight-decay must be a finite number >= 0, got {cfg.weight_decay}"),
         (0 <= cfg.momentum < 1, f"--momentum must be in [0, 1), got {cfg.momentum}"),
         (0 <= cfg.seed < 2**63, f"--seed must be in [0, 2**63), got {cfg.seed}"),
-        (cfg.log_every >= 1, f"--log-every must be >= 1, got {cfg.log_every}"),
-        (cfg.eval_every >= 0, f"--eval-every must be >= 1, got {cfg.eval_every}"),
+        (cfg.log_every is None or cfg.log_every >= 1, f"--log-every must be >= 1, got {cfg.log_every}"),
+        (cfg.eval_every is None or cfg.eval_every >= 0, f"--eval-every must be >= 1, got {cfg.eval_every}"),
         (cfg.profile_every is None or cfg.profile_every >= 1,
          f"--profile-every must be >= 1, got {cfg.profile_every}"),
         (cfg.profile_every is None or cfg.log is not None, "--profile-every needs --log"),
@@ -249,10 +356,14 @@ def _check_fine_tuning(cfg: TrainConfig) -> None:
 def parse_classes(text: str) -> tuple[int, ...]:
     """'0-4' -> (0, 1, 2, 3, 4); '5,7' -> (5, 7); '0-2,9' -> (0, 1, 2, 9). ValueError if malformed."""
     out: list[int] = []
+    n = len(tfdata.CLASSES)
     for part in text.split(","):
         lo, dash, hi = part.strip().partition("-")
-        if not lo.isdigit() or dash and not hi.isdigit() or dash and int(hi) < int(lo):
+        if not re.fullmatch("[0-9]{1,3}", lo) or dash and not re.fullmatch("[0-9]{1,3}", hi) or \
+                dash and int(hi) < int(lo):
             raise ValueError(f"{text!r}: give class numbers and ranges, e.g. 0-4 or 5,7,9")
+        if int(hi if dash else lo) >= n:  # checked before a range is made: 0-99999999999 would fill the memory
+            raise ValueError(f"{text!r}: the classes are numbered 0..{n - 1}")
         out += range(int(lo), int(hi if dash else lo) + 1)
     return tuple(out)
 
@@ -275,11 +386,14 @@ def check_device(device: str) -> None:
         raise UsageError(str(e)) from None
 
 
-def _session(graph: tf.Graph, device: str, memory_budget) -> tf.Session:
-    """A Session on `device`; a device or budget the runtime cannot provide is a UsageError."""
+def _session(graph: tf.Graph, device: str, memory_budget, threads: int | None = None,
+             workers: int | None = None) -> tf.Session:
+    """A Session on `device` (threads, workers: None for the defaults); a device or budget the runtime cannot
+    provide is a UsageError."""
     check_device(device)
     try:
-        return tf.Session(graph=graph, device=device, memory_budget=memory_budget)
+        return tf.Session(graph=graph, device=device, memory_budget=memory_budget, workers=workers,
+                          config=tf.ConfigProto(intra_op_parallelism_threads=threads or 0))
     except ImportError as e:
         raise UsageError(f"--device {device}: the OpenCL runtime is not available ({e})") from None
     except NotImplementedError as e:
@@ -409,6 +523,12 @@ RECIPE_SCHEMA: dict[str, tuple] = {
     "steps": _nullable(_count(1)), "optimizer": _STR, "lr": _NUMBER, "momentum": _NUMBER, "nesterov": _BOOL,
     "weight_decay": _NUMBER, "schedule": _STR, "warmup_steps": _count(), "augment": _BOOL, "seed": _count(),
 }
+_PROCESSES = (lambda v: type(v) is int and 1 <= v <= _MAX_PROCESSES, f"a whole number 1..{_MAX_PROCESSES}")
+OPTIONS_SCHEMA: dict[str, tuple] = {
+    "device": _STR, "memory_budget": _nullable(_count(1)), "threads": _PROCESSES, "workers": _PROCESSES,
+    "input": _nullable(_STR), "checkpoint_every": _nullable(_count(1)), "eval_every": _count(), "log": _nullable(_STR),
+    "log_every": _count(1), "logdir": _nullable(_STR), "profile_every": _nullable(_count(1)),
+}
 METADATA: dict[str, tuple] = {
     "step": _count(), "recipe": RECIPE_SCHEMA, "data": _nullable(_STR),
     "data_state": {"seed": _count(), "epoch": _count(), "batch_index": _count()},
@@ -417,6 +537,7 @@ METADATA: dict[str, tuple] = {
     # The device's running sums (_RunningSums) of the steps since the last log row, not yet in "sums".
     "window": _optional(_SUMS),
     "elapsed_s": _NUMBER, "epoch_s": _NUMBER, "h2d_bytes": _count(), "d2h_bytes": _count(),
+    "options": _optional(_object(OPTIONS_SCHEMA)),
 }
 
 
@@ -473,17 +594,28 @@ def prepare_checkpoint_dir(folder: str, err: IO[str]) -> None:
 # Output: progress bar, JSON lines log
 
 class Progress:
-    """One epoch's progress bar: redrawn in place (\\r) on a terminal, else a plain line every ~10%."""
+    """One epoch's progress bar: redrawn in place (\\r) on a terminal, else a plain line at its first update,
+    then every PRINT_EVERY_S seconds, and at the epoch's end (as tqdm does off a terminal: a log shows progress
+    every few seconds however long an epoch is, and not a line per step however short)."""
+
+    PRINT_EVERY_S = 10.0
 
     def __init__(self, stream: IO[str], total: int, label: str):
         self.stream, self.total, self.label = stream, total, label
         self.tty = bool(getattr(stream, "isatty", lambda: False)())
-        self.every = max(1, total // 10)
         self._width = 0
+        self._printed: float | None = None  # when the last line was printed
+        self._due: tuple[int, bool] = (-1, False)  # (done, whether update(done) prints a line)
 
     def prints(self, done: int) -> bool:
-        """Whether update(done) writes a new line (off a terminal); on one, every update redraws the bar."""
-        return not self.tty and (done % self.every == 0 or done == self.total)
+        """Whether update(done) writes a new line (off a terminal); on one, every update redraws the bar. The
+        answer for `done` is kept, so that update(done) prints the line the caller has read its numbers for."""
+        if self.tty:
+            return False
+        if self._due[0] != done:
+            self._due = (done, self._printed is None or done == self.total or
+                         time.monotonic() - self._printed >= self.PRINT_EVERY_S)
+        return self._due[1]
 
     def update(self, done: int, text: str) -> None:
         if self.tty:
@@ -493,6 +625,7 @@ class Progress:
             self._width = len(line)
         elif self.prints(done):
             self.stream.write(f"{self.label} {done}/{self.total} {text}\n")
+            self._printed = time.monotonic()
         self.stream.flush()
 
     def clear(self) -> None:
@@ -503,10 +636,11 @@ class Progress:
 
 
 class JsonLog:
-    """Appends one JSON object per line and flushes it, so a killed run loses no logged row."""
+    """Appends one JSON object per line and flushes it, so a killed run loses no logged row. A row that cannot
+    be written is a LogError naming the file."""
 
     def __init__(self, path: str | None):
-        self._file = None
+        self._file, self._path, self._failed = None, path, False
         if path:
             try:
                 os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
@@ -516,40 +650,75 @@ class JsonLog:
 
     def write(self, row: dict[str, Any]) -> None:
         if self._file is not None:
-            self._file.write(json.dumps(row) + "\n")
-            self._file.flush()
+            try:
+                self._file.write(json.dumps(row) + "\n")
+                self._file.flush()
+            except OSError as e:
+                self._failed = True
+                raise LogError(f"cannot write --log {self._path} ({e.strerror or e})") from None
 
     def close(self) -> None:
         if self._file is not None:
-            self._file.close()
+            try:
+                self._file.close()
+            except OSError:
+                if not self._failed:  # after a failed write, its unwritten row fails again here: said already
+                    raise
 
 
 class TensorBoardLog:
-    """Passes rows on to a JsonLog and writes their numbers as TensorBoard scalars (train/loss, train/accuracy,
-    train/lr, train/images_per_sec, train/peak_bytes, ...; epoch/... for epoch rows) to an event file."""
+    """Passes rows on to a JsonLog and writes them to TensorBoard event files in `logdir`: the training graph
+    (the GRAPHS tab), the numbers of step rows as train/loss, train/accuracy, train/lr, train/images_per_sec,
+    train/peak_bytes, ..., of epoch rows as epoch/...; and, in `logdir`/validation (a run of its own, as
+    Keras's TensorBoard callback writes), the test set's epoch/accuracy and epoch/loss, drawn over the
+    training's in the same charts. A file that cannot be written is a LogError naming it."""
 
     SCALARS = ("loss", "accuracy", "lr", "images_per_sec", "peak_bytes", "test_accuracy", "epoch_time_s")
+    VALIDATION = {"test_accuracy": "accuracy", "test_loss": "loss"}  # epoch row field -> validation tag
 
-    def __init__(self, log: JsonLog, logdir: str):
+    def __init__(self, log: JsonLog, logdir: str, graph: tf.Graph):
         from tfplus import summary
-        self._log, self._summary = log, summary
+        self._log, self._summary, self._failed = log, summary, False
+        self._writer = self._validation = None
         try:
             self._writer = summary.FileWriter(logdir)
+            self._validation = summary.FileWriter(os.path.join(logdir, "validation"))
         except OSError as e:
+            self.close()
             raise UsageError(f"--logdir {logdir}: cannot write there ({e.strerror})") from None
+        self._guarded(self._writer, lambda: self._writer.add_graph(graph))
+
+    def _guarded(self, writer, add) -> None:
+        try:
+            add()
+            writer.flush()
+        except OSError as e:
+            self._failed = True
+            raise LogError(f"cannot write --logdir event file {writer.path} ({e.strerror or e})") from None
+
+    def _add(self, writer, tags: dict[str, str], row: dict[str, Any], prefix: str) -> None:
+        values = [self._summary.Summary.Value(tag=f"{prefix}/{tag}", simple_value=float(row[k]))
+                  for k, tag in tags.items() if isinstance(row.get(k), (int, float))]
+        if values:
+            self._guarded(writer, lambda: writer.add_summary(self._summary.Summary(value=values), row["step"]))
 
     def write(self, row: dict[str, Any]) -> None:
         self._log.write(row)
         if row.get("kind") in ("step", "epoch"):
-            values = [self._summary.Summary.Value(tag=f"{'train' if row['kind'] == 'step' else 'epoch'}/{k}",
-                                                  simple_value=float(row[k]))
-                      for k in self.SCALARS if isinstance(row.get(k), (int, float))]
-            self._writer.add_summary(self._summary.Summary(value=values), row["step"])
-            self._writer.flush()
+            prefix = "train" if row["kind"] == "step" else "epoch"
+            self._add(self._writer, {k: k for k in self.SCALARS}, row, prefix)
+        if row.get("kind") == "epoch":
+            self._add(self._validation, self.VALIDATION, row, "epoch")
 
     def close(self) -> None:
         self._log.close()
-        self._writer.close()
+        for writer in (self._writer, self._validation):
+            try:
+                if writer is not None:
+                    writer.close()
+            except OSError:
+                if not self._failed:  # after a failed write, its unwritten events fail again here: said already
+                    raise
 
 
 def peak_rss_bytes(sess: tf.Session | None = None) -> int:
@@ -584,11 +753,11 @@ def _clock(seconds: float) -> str:
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Signals: Ctrl-C / SIGTERM finish the running step, then the loop saves and stops.
+# Signals: Ctrl-C / SIGTERM / SIGHUP finish the running step, then the loop saves and stops.
 
 class _StopRequest:
-    """Catches SIGINT and SIGTERM while training: the first asks the loop to stop after the current step (so
-    the checkpoint is consistent); a second SIGINT interrupts at once."""
+    """Catches SIGINT, SIGTERM and SIGHUP while training: the first asks the loop to stop after the current step
+    (so the checkpoint is consistent); a second SIGINT interrupts at once."""
 
     def __init__(self):
         self.signum: int | None = None
@@ -624,7 +793,7 @@ class TrainResult:
     total_time_s: float                          # over all sessions of a resumed run
     peak_bytes: int
     checkpoint: str | None                       # the last checkpoint written, if any
-    exit_code: int = 0                           # 130 / 143 when stopped by SIGINT / SIGTERM
+    exit_code: int = 0                           # 130 / 143 / 129 when stopped by SIGINT / SIGTERM / SIGHUP
 
 
 def _model_kwargs(cfg: TrainConfig) -> dict[str, Any]:
@@ -748,12 +917,15 @@ class _RunningSums:
 def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = None) -> TrainResult:
     """Trains per `cfg`; epoch summaries go to `out` (stdout), the progress bar and notes to `err` (stderr).
 
-    Raises UsageError for bad options and tfplus.data.DataError for missing data. On SIGINT/SIGTERM it
-    finishes the step, saves a checkpoint (with checkpoint_dir) and returns with exit_code 130/143.
+    Raises UsageError for bad options and tfplus.data.DataError for missing data. On SIGINT/SIGTERM/SIGHUP it
+    finishes the step, saves a checkpoint (with checkpoint_dir) and returns with exit_code 130/143/129. A
+    worker process that dies or stops (tfplus.errors.UnavailableError) or a log file that cannot be written
+    (a full disk) is a RunError, raised after saving the last completed step.
     """
     started = time.perf_counter()
     out, err = out or sys.stdout, err or sys.stderr
-    check_device(cfg.device)
+    if cfg.device is not None:
+        check_device(cfg.device)
     if cfg.checkpoint_dir:
         prepare_checkpoint_dir(cfg.checkpoint_dir, err)
     reader = newest_checkpoint(cfg.checkpoint_dir, err) if cfg.checkpoint_dir else None
@@ -763,7 +935,15 @@ def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = No
             raise UsageError(f"--checkpoint-dir {cfg.checkpoint_dir} already holds a checkpoint ({ckpt}); "
                              "pass --resume to continue it, or choose another directory")
         meta = read_metadata(reader)
+    cfg, taken = resolve_options(cfg, meta.get("options") if meta else None)
     cfg = resolve(cfg, meta["recipe"] if meta else None)
+    said = [_describe_option(k, getattr(cfg, k)) for k in taken
+            if k in RESULT_OPTIONS or getattr(cfg, k) != RUN_DEFAULTS[k]]
+    if said:
+        print(f"options from the checkpoint: {', '.join(said)}", file=err)
+    if meta and meta.get("options") and cfg.device != meta["options"]["device"]:
+        print(f"--device {cfg.device}: the checkpoint's run was on {meta['options']['device']}; the weights will "
+              "differ from its uninterrupted run's within rounding", file=err)
     _prebuild_opencl(cfg)
     if cfg.resume and ckpt is None:
         print(f"no checkpoint in {cfg.checkpoint_dir}: starting a new run", file=err)
@@ -778,7 +958,11 @@ def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = No
         raise UsageError(f"--batch-size {cfg.batch_size} exceeds the {n_train} training images")
     spe = n_train // cfg.batch_size
     total_steps = cfg.steps if cfg.steps is not None else cfg.epochs * spe
-    n_epochs = math.ceil(total_steps / spe)
+    if total_steps > MAX_STEPS:  # the global step is an int64
+        raise UsageError(f"{_length(_recipe(cfg))} at {spe} steps per epoch" * (cfg.steps is None) +
+                         f"{cfg.steps} steps" * (cfg.steps is not None) +
+                         f" is more than the global step can count ({MAX_STEPS}); give fewer")
+    n_epochs = -(-total_steps // spe)  # in integers: exact for any length
     if cfg.warmup_steps is None:  # recorded as a number, so a resumed run need not recompute it
         cfg.warmup_steps = default_warmup(spe)
     tg = build_graph(cfg, total_steps, device_input(cfg))
@@ -787,7 +971,7 @@ def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = No
         init = _init_from(cfg, tg, meta, err)
     sums = _RunningSums(tg)
     _say_trainable(cfg, tg, err)
-    sess = _session(tg.graph, cfg.device, cfg.memory_budget)
+    sess = _session(tg.graph, cfg.device, cfg.memory_budget, cfg.threads, cfg.workers)
 
     # What a checkpoint carries besides the variables. sums: the epoch's loss and accuracy sums and steps up to
     # the last log row; window: those of the steps since (on the device, in `sums`, while running); epoch_s:
@@ -820,13 +1004,14 @@ def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = No
 
     log = JsonLog(cfg.log)
     if cfg.logdir:
-        log = TensorBoardLog(log, cfg.logdir)
+        log = TensorBoardLog(log, cfg.logdir, tg.graph)
     log.write({"kind": "start", "step": step, "total_steps": total_steps, "steps_per_epoch": spe,
                "resumed": meta is not None, "device": cfg.device, "recipe": _json_ready(_recipe(cfg))})
     print(f"{cfg.model} on {cfg.device}: {total_steps} steps ({n_epochs} epoch{'s' * (n_epochs > 1)} of "
           f"{spe}) at batch {cfg.batch_size}, {n_train} training / {len(dataset.test_labels)} test images",
           file=err)
     start_time, last_ckpt = time.perf_counter(), ckpt
+    saved_step = step if ckpt is not None else None  # the step of last_ckpt
     eval_batch = cfg.batch_size if cfg.memory_budget else max(cfg.batch_size, EVAL_BATCH)
     batches = tfdata.train_batches(dataset, cfg.batch_size, seed=cfg.seed, augment=cfg.augment,
                                    data_format=cfg.data_format, state=state["data_state"],
@@ -865,8 +1050,14 @@ def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = No
         return loss, acc
 
     def save() -> str | None:
+        """Saves this step (unless saved already: a stop right after a periodic save) and returns its path."""
+        nonlocal saved_step
         if not cfg.checkpoint_dir:
             return None
+        if last_ckpt is not None and step == saved_step:
+            # NOTE: never rewritten: a checkpoint once listed stays as it was (a kill while rewriting its files
+            # would leave an index over other data).
+            return last_ckpt
         loss, acc = window()
         bad = _non_finite_variables(sess, tg.graph)
         if bad:  # never replace a finite checkpoint with these
@@ -875,20 +1066,29 @@ def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = No
         moved = counters()
         meta_out = {"format": CHECKPOINT_FORMAT, "step": step, "recipe": _json_ready(_recipe(cfg)),
                     "data": data_dir, "data_state": batches.state(), "history": state["history"],
-                    "sums": state["sums"], "window": [loss, acc, sums.steps],
+                    "sums": state["sums"], "window": [loss, acc, sums.steps], "options": _options(cfg),
                     "elapsed_s": state["elapsed_s"] + time.perf_counter() - start_time,
                     "epoch_s": epoch_seconds() if step % spe else 0.0,
                     "h2d_bytes": moved["h2d_bytes"], "d2h_bytes": moved["d2h_bytes"]}
         try:
-            return _save(saver, sess, cfg.checkpoint_dir, step, meta_out)
+            path = _save(saver, sess, cfg.checkpoint_dir, step, meta_out)
         except OSError as e:  # e.g. a full disk; the Saver leaves the earlier checkpoints as they were
             kept = f"the last checkpoint, {last_ckpt}, is intact" if last_ckpt else "nothing was saved"
             raise RunError(f"cannot write the checkpoint of step {step} into {cfg.checkpoint_dir} "
                            f"({e.strerror or e}); {kept}. Free some space, then continue with --resume") from e
+        saved_step = step
+        return path
 
     def evaluated(epoch: int) -> bool:
         """Whether the test set is evaluated after (1-based) `epoch`: every eval_every, and the last."""
         return cfg.eval_every > 0 and (epoch % cfg.eval_every == 0 or epoch == n_epochs)
+
+    def evaluations_after(epoch: int) -> int:
+        """How many of the epochs after (1-based) `epoch` are evaluated: counted, not listed (a run may declare
+        10**18 epochs)."""
+        if cfg.eval_every == 0 or epoch >= n_epochs:
+            return 0
+        return n_epochs // cfg.eval_every - epoch // cfg.eval_every + (n_epochs % cfg.eval_every != 0)
 
     def finish_epoch(epoch: int, seconds: float, images: int) -> None:
         """Evaluates (if its turn), logs and prints the epoch that just ended (1-based `epoch`)."""
@@ -912,73 +1112,88 @@ def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = No
               f"{100 * row['accuracy']:.2f}% (epoch means){test}  {seconds:.1f} s "
               f"({row['images_per_sec']:.0f} img/s)", file=out, flush=True)
 
+    def stopped(e: Exception) -> RunError:
+        """The RunError of a failure that ends the run (a worker's death, a log that cannot be written), after
+        saving the last completed step: the session still reads its variables."""
+        try:
+            saved = save()
+        except (RunError, errors.OpError, OSError) as failed:
+            return RunError(f"{e}; stopped at step {step}/{total_steps}, and its checkpoint could not be written: "
+                            f"{failed}")
+        return RunError(f"{e}; stopped at step {step}/{total_steps}; " +
+                        (f"saved {saved}; continue with --checkpoint-dir {cfg.checkpoint_dir} --resume" if saved
+                         else "nothing saved (no --checkpoint-dir)"))
+
     exit_code, lr, first_step_said = 0, float("nan"), False
     trace_options = profiler.RunOptions(profiler.RunOptions.FULL_TRACE) if cfg.profile_every else None
     try:
         with _StopRequest() as stop:
-            while step < total_steps and stop.signum is None:
-                epoch = step // spe
-                epoch_end = min((epoch + 1) * spe, total_steps)
-                bar = Progress(err, epoch_end - epoch * spe, f"epoch {epoch + 1}/{n_epochs}")
-                t_epoch = t_row = time.perf_counter()
-                clock.update(t0=t_epoch, before=state["epoch_s"] if step % spe else 0.0)
-                state["epoch_s"] = 0.0
-                done_at_start, row_step = step, step
-                means = ""  # the epoch's means as of the last read, for the progress bar
-                while step < epoch_end and stop.signum is None:
-                    x, y = next(batches)
-                    md = None
-                    if cfg.profile_every and (step + 1) % cfg.profile_every == 0:
-                        md = profiler.RunMetadata()
-                    # NOTE: nothing is read back here (see _RunningSums): the device may still be running this
-                    # step when the next one is queued.
-                    sess.run(sums.step_op, {**image_feed(tg, x), tg.labels: y}, options=trace_options,
-                             run_metadata=md)
-                    step += 1
-                    sums.steps += 1
-                    row, done = step % cfg.log_every == 0 or step == epoch_end, step - epoch * spe
-                    if row or bar.prints(done) or not first_step_said:
-                        try:
-                            loss, acc = window()
-                        except DivergedError:
+            try:
+                while step < total_steps and stop.signum is None:
+                    epoch = step // spe
+                    epoch_end = min((epoch + 1) * spe, total_steps)
+                    bar = Progress(err, epoch_end - epoch * spe, f"epoch {epoch + 1}/{n_epochs}")
+                    t_epoch = t_row = time.perf_counter()
+                    clock.update(t0=t_epoch, before=state["epoch_s"] if step % spe else 0.0)
+                    state["epoch_s"] = 0.0
+                    done_at_start, row_step = step, step
+                    means = ""  # the epoch's means as of the last read, for the progress bar
+                    while step < epoch_end and stop.signum is None:
+                        x, y = next(batches)
+                        md = None
+                        if cfg.profile_every and (step + 1) % cfg.profile_every == 0:
+                            md = profiler.RunMetadata()
+                        # NOTE: nothing is read back here (see _RunningSums): the device may still be running this
+                        # step when the next one is queued.
+                        sess.run(sums.step_op, {**image_feed(tg, x), tg.labels: y}, options=trace_options,
+                                 run_metadata=md)
+                        step += 1
+                        sums.steps += 1
+                        row, done = step % cfg.log_every == 0 or step == epoch_end, step - epoch * spe
+                        if row or bar.prints(done) or not first_step_said:
+                            try:
+                                loss, acc = window()
+                            except DivergedError:
+                                bar.clear()
+                                raise
+                            s = state["sums"]
+                            n = s[2] + sums.steps
+                            means = f"epoch mean loss {(s[0] + loss) / n:.4f} acc {100 * (s[1] + acc) / n:.1f}% "
+                        now = time.perf_counter()
+                        if md is not None:
+                            log.write({"kind": "profile", "step": step, "epoch": epoch + 1, **md.summary(),
+                                       "top_ops": profiler.top_op_types(md)})
+                        if row:
+                            lr = learning_rate(step)
+                            speed = (step - row_step) * cfg.batch_size / max(now - t_row, 1e-9)
+                            log.write({"kind": "step", "step": step, "epoch": epoch + 1, "loss": loss / sums.steps,
+                                       "accuracy": acc / sums.steps, "lr": lr, "images_per_sec": speed, **counters()})
+                            s = state["sums"]
+                            state["sums"] = [s[0] + loss, s[1] + acc, s[2] + sums.steps]
+                            sums.reset(sess)
+                            t_row, row_step = now, step
+                        n, elapsed = step - done_at_start, now - t_epoch
+                        # The whole run's: its steps at this epoch's pace, and its evaluations at the last one's.
+                        eta = elapsed / n * (total_steps - step) + evaluations_after(epoch + 1) * clock["eval_s"]
+                        if step == done_at_start + 1 and cfg.memory_budget:  # the plan is made by now
+                            print(_plan_line(sess, cfg.memory_budget), file=err)
+                        if step == done_at_start + 1 and not first_step_said:
+                            first_step_said = True
                             bar.clear()
-                            raise
-                        s = state["sums"]
-                        n = s[2] + sums.steps
-                        means = f"epoch mean loss {(s[0] + loss) / n:.4f} acc {100 * (s[1] + acc) / n:.1f}% "
-                    now = time.perf_counter()
-                    if md is not None:
-                        log.write({"kind": "profile", "step": step, "epoch": epoch + 1, **md.summary(),
-                                   "top_ops": profiler.top_op_types(md)})
-                    if row:
-                        lr = learning_rate(step)
-                        speed = (step - row_step) * cfg.batch_size / max(now - t_row, 1e-9)
-                        log.write({"kind": "step", "step": step, "epoch": epoch + 1, "loss": loss / sums.steps,
-                                   "accuracy": acc / sums.steps, "lr": lr, "images_per_sec": speed, **counters()})
-                        s = state["sums"]
-                        state["sums"] = [s[0] + loss, s[1] + acc, s[2] + sums.steps]
-                        sums.reset(sess)
-                        t_row, row_step = now, step
-                    n, elapsed = step - done_at_start, now - t_epoch
-                    # The whole run's: its steps at this epoch's pace, and its evaluations at the last one's.
-                    evals_left = sum(map(evaluated, range(epoch + 1, n_epochs + 1)))
-                    eta = elapsed / n * (total_steps - step) + evals_left * clock["eval_s"]
-                    if step == done_at_start + 1 and cfg.memory_budget:  # the plan is made by now
-                        print(_plan_line(sess, cfg.memory_budget), file=err)
-                    if step == done_at_start + 1 and not first_step_said:
-                        first_step_said = True
-                        bar.clear()
-                        print(_first_step_line(sess, time.perf_counter() - started), file=err)
-                        _prebuild_opencl(cfg, sess)
-                    bar.update(done, f"{means}{n * cfg.batch_size / elapsed:.0f} img/s run ETA {_clock(eta)}")
-                    if cfg.checkpoint_every and step % cfg.checkpoint_every == 0 and step != epoch_end:
-                        last_ckpt = save() or last_ckpt
+                            print(_first_step_line(sess, time.perf_counter() - started), file=err)
+                            _prebuild_opencl(cfg, sess)
+                        bar.update(done, f"{means}{n * cfg.batch_size / elapsed:.0f} img/s run ETA {_clock(eta)}")
+                        if cfg.checkpoint_every and step % cfg.checkpoint_every == 0 and step != epoch_end:
+                            last_ckpt = save() or last_ckpt
+                    bar.clear()
+                    if step == epoch_end:
+                        finish_epoch(epoch + 1, epoch_seconds(), (step - epoch * spe) * cfg.batch_size)
+                        every = cfg.checkpoint_every
+                        if every is None or step % every == 0 or step == total_steps:
+                            last_ckpt = save() or last_ckpt
+            except (errors.UnavailableError, LogError) as e:
                 bar.clear()
-                if step == epoch_end:
-                    finish_epoch(epoch + 1, epoch_seconds(), (step - epoch * spe) * cfg.batch_size)
-                    every = cfg.checkpoint_every
-                    if every is None or step % every == 0 or step == total_steps:
-                        last_ckpt = save() or last_ckpt
+                raise stopped(e) from e
             if stop.signum is not None:
                 exit_code = _EXIT_ON_SIGNAL[stop.signum]
                 saved = save()
