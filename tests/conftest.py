@@ -1,6 +1,7 @@
 """Shared fixtures. `device` runs a test on both devices: "cpu" and "opencl" (PoCL provides one everywhere)."""
 from __future__ import annotations
 
+import fnmatch
 import importlib
 import importlib.util
 import os
@@ -38,6 +39,22 @@ if "opencl" in DEVICES:
     _opencl = importlib.import_module("tfplus.runtime.opencl")
     if not any("GPU" in d["type"] for d in _opencl.list_devices()):
         os.environ.setdefault("TFPLUS_OPENCL_BUILD_OPTIONS", "-cl-opt-disable")
+
+
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook
+def pytest_xdist_auto_num_workers(config) -> int:
+    """How many test processes `-n auto` (pyproject's addopts) starts: one per core, at most 4 (each holds
+    TensorFlow, the oracle, ~1.5 GB) and one per test file asked for, since each process takes whole files. One
+    file (`pytest tests/test_x.py -k name`) runs in this process: 0 starts none."""
+    patterns = config.getini("python_files")
+    files = set()
+    for arg in config.args:
+        path = config.invocation_params.dir / arg.split("::")[0]
+        found = path.rglob("*.py") if path.is_dir() else [path]
+        files |= {f for f in found if any(fnmatch.fnmatch(f.name, p) for p in patterns)}
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    n = min(cores, 4, len(files))
+    return n if n > 1 else 0
 
 
 @pytest.fixture(params=DEVICES)

@@ -103,3 +103,22 @@ def test_elsewhere_the_installed_tfplus_is_imported(installed, tmp_path, where):
     for name in ("tfplus", "tfplus.ops", "tfplus.kernels", "tfplus.graphs"):
         assert seen[name] == str(installed / Path(*name.split(".")) / "__init__.py")
     assert seen["tfplus.tools"] == "ModuleNotFoundError"
+
+
+def test_pytest_runs_the_suite_s_files_in_parallel_and_one_file_in_this_process(pytestconfig):
+    """The README's plain `pytest` takes its options from pyproject: test processes by file (-n auto, whose count
+    conftest decides), the skips' reasons and the slowest tests; a single file starts no processes."""
+    from types import SimpleNamespace
+
+    from conftest import pytest_xdist_auto_num_workers as workers
+    addopts = " ".join(pytestconfig.getini("addopts"))
+    assert "-n auto" in addopts and "--dist loadfile" in addopts and "-ra" in addopts and "--durations" in addopts
+
+    def count(*args):
+        return workers(SimpleNamespace(args=list(args), invocation_params=SimpleNamespace(dir=ROOT),
+                                       getini=pytestconfig.getini))
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    parallel = min(cores, 4)
+    assert count("tests") == (parallel if parallel > 1 else 0)
+    assert count("tests/test_api.py") == count("tests/test_api.py::test_x", "tests/test_api.py") == 0
+    assert count("tests/test_api.py", "tests/cases_math.py") == (2 if cores > 1 else 0)
