@@ -71,5 +71,5 @@ def test_cli_trains_seqnet(tmp_path, capsys):
 
 def test_planned_bytes_are_measured_bytes():
     """Unrolled GRUs and batch norm on sequences declare their scratch."""
-    tg = training_graph(seqnet, total_steps=10, seed=0, image_shape=(3, 8, 8), model_kwargs=TINY)
-    assert_planned_bytes_are_measured(tg, _feeds(tg, batch=16))
+    tg = training_graph(seqnet, total_steps=10, seed=0, image_shape=(3, 4, 4), model_kwargs=TINY)  # 4 time steps
+    assert_planned_bytes_are_measured(tg, _feeds(tg, batch=16, size=4))
