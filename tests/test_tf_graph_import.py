@@ -98,24 +98,29 @@ def test_tf_built_training_graph_trains_the_same(tf1, opt):
             np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-6, err_msg=f"{opt} on {device}: variable {name}")
 
 
-def test_tfplus_control_flow_graph_imports_and_runs_in_tensorflow(tf1):
-    """cond, while_loop, cond in while_loop and a GRU's dynamic_rnn: tfplus writes TensorFlow's functional
-    If/While with a function library, which TensorFlow imports and runs to the same values."""
+def test_tfplus_control_flow_training_graph_imports_and_trains_in_tensorflow(tf1):
+    """cond, while_loop, cond and while_loop in while_loop, a GRU's dynamic_rnn and their gradients: tfplus writes TF's
+    functional If/While with a function library (and, for the gradients, TensorList accumulators of the loops'
+    histories), which TensorFlow imports and trains to tfplus's values."""
     with tf.Graph().as_default() as g:
-        control_flow_model(train=False)
+        control_flow_model()
         variables = tf.global_variables()
         with tf.Session() as sess:
             sess.run("init")
-            values = sess.run(variables)
-            want = sess.run(["acc:0", "rnn_out:0", "loss:0"], CF_FEEDS)
+            start = sess.run(variables)
+            want = [sess.run(["loss:0", "train"], CF_FEEDS)[0] for _ in range(3)] + sess.run(variables)
+    graph_def = g.as_graph_def()
+    written = {n.op for n in graph_def.node} | {n.op for f in graph_def.library.function for n in f.node_def}
+    assert {"If", "While", "EmptyTensorList", "TensorListPushBack", "TensorListStack"} <= written
     theirs = tf1.Graph()
     with theirs.as_default():
-        tf1.import_graph_def(tf1.GraphDef.FromString(g.as_graph_def().SerializeToString()), name="")
-        load = [tf1.assign(theirs.get_tensor_by_name(v.name), value) for v, value in zip(variables, values)]
+        tf1.import_graph_def(tf1.GraphDef.FromString(graph_def.SerializeToString()), name="")
+        load = [tf1.assign(theirs.get_tensor_by_name(v.name), value) for v, value in zip(variables, start)]
     with tf1.Session(graph=theirs) as sess:
         sess.run(load)
-        got = sess.run(["acc:0", "rnn_out:0", "loss:0"], CF_FEEDS)
-    for name, a, b in zip(["acc", "rnn_out", "loss"], got, want):
+        got = [sess.run(["loss:0", "train"], CF_FEEDS)[0] for _ in range(3)] + sess.run([v.name for v in variables])
+    assert want[2] < want[0]
+    for name, a, b in zip(["loss 0", "loss 1", "loss 2"] + [v.name for v in variables], got, want):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6, err_msg=name)
 
 

@@ -287,24 +287,40 @@ def attr_from_proto(kind: str, av: attr_value_pb2.AttrValue):
 # imports and runs what tfplus writes:
 # - If: both branches take every input (Tin); tfplus's then branch uses the first n_then, the else branch the rest.
 # - While: TensorFlow's loop carries every input (the loop variables, then cond's and body's captures, which its
-#   body returns unchanged) and has one output per input. tfplus's other outputs (each loop variable's history and
-#   the iteration count, which only its gradient reads) are numbered after those; TensorFlow's While has no such
-#   outputs, so a graph that reads them (a gradient through a loop) round-trips in tfplus and TensorBoard shows it,
-#   but TensorFlow refuses to import it ("invalid output").
+#   body returns unchanged) and has one output per input. tfplus's While also outputs each loop variable's history
+#   and the iteration count (what its gradient reads); where the graph reads them, the loop also carries what
+#   TensorFlow's while_v2 carries for that: one TensorList per loop variable (EmptyTensorList before the loop,
+#   TensorListPushBack in the body, TensorListStack after it gives the history) and a counter. Those nodes have the
+#   attr _tfplus_accumulator: tfplus's import drops them and reads the history and count from its While again.
 # The attrs _tfplus_n_then, _tfplus_n_loop_vars and _tfplus_n_cond (TensorFlow ignores attrs named "_...") keep
 # the split, so a round trip is exact; an If or While that TensorFlow wrote imports with every input used by both
 # branches, or carried as a loop variable.
+_ACC, _ACC_SCOPE = "_tfplus_accumulator", "tfplus_accumulator"  # the nodes' marking attr, their names' scope
+_VARIANT, _INT32 = types_pb2.DT_VARIANT, types_pb2.DT_INT32
+
+
+def _accumulates(op: Operation) -> bool:
+    """Whether a While's history or count is read, so that its GraphDef form carries the accumulators."""
+    return op.type == "While" and any(t.consumers() for t in op.outputs[len(op.attrs["T"]):])
+
+
 def _output_number(t: Tensor) -> int:
-    """`t`'s output index in a GraphDef: a While's history and count come after the captures it passes through."""
+    """`t`'s output index in a GraphDef: a While's TensorLists and count come after the captures it passes on."""
     op, i = t.op, t.value_index
     if op.type != "While" or i < len(op.attrs["T"]):
         return i
     return i + len(op.inputs) - len(op.attrs["T"])
 
 
+def _history_node(t: Tensor) -> str | None:
+    """The name of the TensorListStack node that gives a While's history output `t` (None for other tensors)."""
+    op, n = t.op, len(t.op.attrs["T"]) if t.op.type == "While" else 0
+    return f"{op.name}/{_ACC_SCOPE}/history_{t.value_index - n}" if n <= t.value_index < 2 * n else None
+
+
 def _input_name(t: Tensor) -> str:
     i = _output_number(t)
-    return t.op.name if i == 0 else f"{t.op.name}:{i}"
+    return _history_node(t) or (t.op.name if i == 0 else f"{t.op.name}:{i}")
 
 
 def _output_arg(op_type: str, n_outputs: int, i: int) -> tuple[str, int]:
@@ -341,9 +357,26 @@ class _Library:
         return attr_value_pb2.NameAttrList(name=self._names[key])
 
 
-def _function_def(sub, name: str, arg_types: tuple, owned: tuple, n_passed: int, library: _Library):
+def _acc_node(name: str, op: str, inputs: list, **attrs) -> graph_pb2.NodeDef:
+    """A node of a While's accumulators (see the NOTE above); attrs are AttrValue keyword arguments."""
+    node = graph_pb2.NodeDef(name=name, op=op, input=inputs)
+    for key, value in {**attrs, _ACC: attr_value_pb2.AttrValue(b=True)}.items():
+        node.attr[key].CopyFrom(value if isinstance(value, attr_value_pb2.AttrValue) else
+                                attr_value_pb2.AttrValue(**value))
+    return node
+
+
+def _int32_const(name: str, values) -> graph_pb2.NodeDef:
+    return _acc_node(name, "Const", [], dtype={"type": _INT32},
+                     value={"tensor": make_tensor_proto(np.int32(values))})
+
+
+def _function_def(sub, name: str, arg_types: tuple, owned: tuple, n_passed: int, n_acc: int, push: bool,
+                  library: _Library):
     """A FunctionDef of `sub` whose args have `arg_types`; sub.all_inputs are the args at indices `owned` (the
-    others are unused); it returns sub.outputs, then the last `n_passed` args unchanged (a While's captures)."""
+    others are unused); it returns sub.outputs, then the last `n_passed` args unchanged (a While's captures).
+    With `n_acc`, n_acc TensorLists and a counter follow those args; with `push` (a While's body), the first n_acc
+    args are pushed onto the lists and the counter counts (see the NOTE above), returned after the rest."""
     fdef = graph_pb2.FunctionDef()
     fdef.signature.name = name
     args = set(sub.all_inputs)
@@ -351,19 +384,23 @@ def _function_def(sub, name: str, arg_types: tuple, owned: tuple, n_passed: int,
     taken = {op.name for op in ops}
     by_index = dict(zip(owned, sub.all_inputs))
     arg_names, refs = [], {}
-    for i, dtype in enumerate(arg_types):
+    acc_args = [(f"{_ACC_SCOPE}_list_{k}", _VARIANT) for k in range(n_acc)] + [(f"{_ACC_SCOPE}_count", _INT32)]
+    acc_args = acc_args if n_acc else []
+    for i, dtype in enumerate([_dt.as_dtype(d).as_datatype_enum for d in arg_types] + [t for _, t in acc_args]):
         ph = by_index.get(i)
         # NOTE: TensorFlow wants argument names to be lowercase identifiers, unique among the body's nodes.
-        arg = base = re.sub(r"[^a-z0-9_]", "_", ph.op.name.lower()) if ph is not None else f"unused{i}"
-        if not base[0].isalpha():
-            arg = base = f"arg_{base}"
+        if i >= len(arg_types):
+            base = acc_args[i - len(arg_types)][0]
+        else:
+            base = re.sub(r"[^a-z0-9_]", "_", ph.op.name.lower()) if ph is not None else f"unused{i}"
+        arg = base = base if base[0].isalpha() else f"arg_{base}"
         k = 0
         while arg in taken:
             k += 1
             arg = f"{base}_{k}"
         taken.add(arg)
         arg_names.append(arg)
-        fdef.signature.input_arg.add(name=arg, type=_dt.as_dtype(dtype).as_datatype_enum)
+        fdef.signature.input_arg.add(name=arg, type=dtype)
         if ph is not None:
             refs[ph] = arg
             fdef.arg_attr[i].attr["_output_shapes"].CopyFrom(attr_to_proto("list(shape)", [ph._shape]))
@@ -371,26 +408,42 @@ def _function_def(sub, name: str, arg_types: tuple, owned: tuple, n_passed: int,
     def ref(t: Tensor) -> str:
         if t in refs:
             return refs[t]
+        history = _history_node(t)
+        if history:
+            return f"{history}:tensor:0"
         out, k = _output_arg(t.op.type, len(t.op.outputs), _output_number(t))
         return f"{t.op.name}:{out}:{k}"
-    fdef.node_def.extend(_node_def(op, library, ref, f"{name}/") for op in ops)
+    for op in ops:
+        fdef.node_def.extend(_node_defs(op, library, ref, f"{name}/"))
     passed = range(len(arg_types) - n_passed, len(arg_types))
-    returns = [ref(t) for t in sub.outputs] + [arg_names[i] for i in passed]
-    for k, (r, dtype) in enumerate(zip(returns, [t.dtype for t in sub.outputs] + [arg_types[i] for i in passed])):
-        fdef.signature.output_arg.add(name=f"output_{k}", type=dtype.as_datatype_enum)
+    returns = [(ref(t), t.dtype.as_datatype_enum) for t in sub.outputs]
+    returns += [(arg_names[i], _dt.as_dtype(arg_types[i]).as_datatype_enum) for i in passed]
+    if push and n_acc:
+        lists, count = arg_names[len(arg_types):-1], arg_names[-1]
+        for k, lst in enumerate(lists):
+            fdef.node_def.append(_acc_node(f"{_ACC_SCOPE}/push_{k}", "TensorListPushBack", [lst, arg_names[k]],
+                                           element_dtype={"type": _dt.as_dtype(arg_types[k]).as_datatype_enum}))
+            returns.append((f"{_ACC_SCOPE}/push_{k}:output_handle:0", _VARIANT))
+        fdef.node_def.append(_int32_const(f"{_ACC_SCOPE}/one", 1))
+        fdef.node_def.append(_acc_node(f"{_ACC_SCOPE}/count", "AddV2", [count, f"{_ACC_SCOPE}/one:output:0"],
+                                       T={"type": _INT32}))
+        returns.append((f"{_ACC_SCOPE}/count:z:0", _INT32))
+    for k, (r, dtype) in enumerate(returns):
+        fdef.signature.output_arg.add(name=f"output_{k}", type=dtype)
         fdef.ret[f"output_{k}"] = r
     fdef.signature.is_stateful = any(op.op_def.stateful for op in ops)
     return fdef
 
 
-def _control_flow_attrs(op: Operation, library: _Library, prefix: str) -> dict:
-    """A tfplus If or While's attrs in TensorFlow's functional form, its sub-graphs added to `library`."""
+def _control_flow_attrs(op: Operation, library: _Library, prefix: str, n_acc: int) -> dict:
+    """A tfplus If or While's attrs in TensorFlow's functional form, its sub-graphs added to `library`; a While
+    with `n_acc` carries that many TensorLists and a counter after its inputs."""
     a, where = op.attrs, f"{prefix}{op.name}"
     types = tuple(t.dtype for t in op.inputs[op.type == "If":])
     if op.type == "If":
         n = a["n_then"]
-        then = library.function(a["then_branch"], f"{where}_then", (types, tuple(range(n)), 0))
-        other = library.function(a["else_branch"], f"{where}_else", (types, tuple(range(n, len(types))), 0))
+        then = library.function(a["then_branch"], f"{where}_then", (types, tuple(range(n)), 0, 0, False))
+        other = library.function(a["else_branch"], f"{where}_else", (types, tuple(range(n, len(types))), 0, 0, False))
         return {"Tcond": attr_to_proto("type", a["Tcond"]), "Tin": attr_to_proto("list(type)", types),
                 "Tout": attr_to_proto("list(type)", a["Tout"]), "then_branch": attr_value_pb2.AttrValue(func=then),
                 "else_branch": attr_value_pb2.AttrValue(func=other),
@@ -398,39 +451,67 @@ def _control_flow_attrs(op: Operation, library: _Library, prefix: str) -> dict:
                 "_tfplus_n_then": attr_to_proto("int", n)}
     n, n_cond = len(a["T"]), a["n_cond"]
     loop, caps = tuple(range(n)), len(types) - n
-    cond = library.function(a["cond"], f"{where}_cond", (types, loop + tuple(range(n, n + n_cond)), 0))
-    body = library.function(a["body"], f"{where}_body", (types, loop + tuple(range(n + n_cond, len(types))), caps))
-    return {"T": attr_to_proto("list(type)", types), "cond": attr_value_pb2.AttrValue(func=cond),
-            "body": attr_value_pb2.AttrValue(func=body),
-            "output_shapes": attr_to_proto("list(shape)", list(a["output_shapes"]) +
-                                           [t._shape for t in op.inputs[n:]]),
-            "parallel_iterations": attr_to_proto("int", a["parallel_iterations"]),
-            "_tfplus_n_loop_vars": attr_to_proto("int", n), "_tfplus_n_cond": attr_to_proto("int", n_cond)}
+    cond = library.function(a["cond"], f"{where}_cond", (types, loop + tuple(range(n, n + n_cond)), 0, n_acc, False))
+    body = library.function(a["body"], f"{where}_body",
+                            (types, loop + tuple(range(n + n_cond, len(types))), caps, n_acc, True))
+    carried = attr_to_proto("list(type)", types)
+    carried.list.type.extend([_VARIANT] * n_acc + [_INT32] * bool(n_acc))
+    attrs = {"T": carried, "cond": attr_value_pb2.AttrValue(func=cond), "body": attr_value_pb2.AttrValue(func=body),
+             "output_shapes": attr_to_proto("list(shape)", _gd_output_shapes(op)),
+             "parallel_iterations": attr_to_proto("int", a["parallel_iterations"]),
+             "_tfplus_n_loop_vars": attr_to_proto("int", n), "_tfplus_n_cond": attr_to_proto("int", n_cond)}
+    return attrs
 
 
 def _gd_output_shapes(op: Operation) -> list:
-    """`op`'s output shapes in GraphDef order (a While's passed-through captures among them, see _output_number)."""
-    shapes = [t._shape for t in op.outputs]
-    if op.type == "While":
-        n = len(op.attrs["T"])
-        shapes[n:n] = [t._shape for t in op.inputs[n:]]
-    return shapes
+    """`op`'s output shapes in GraphDef order: a While's are what TensorFlow's While carries (see the NOTE above)."""
+    if op.type != "While":
+        return [t._shape for t in op.outputs]
+    n = len(op.attrs["T"])
+    return [t._shape for t in op.outputs[:n] + op.inputs[n:]] + [()] * (n + 1) * _accumulates(op)
 
 
 def node_to_proto(op: Operation, library: _Library | None = None, ref=_input_name,
                   prefix: str = "") -> graph_pb2.NodeDef:
     """One Operation as a NodeDef: inputs "node[:idx]" then control inputs "^node", attrs by declared type. An If
     or While adds its sub-graphs to `library` as functions (named after `prefix` and the node)."""
-    return _node_def(op, _Library() if library is None else library, ref, prefix)
+    return next(node for node in _node_defs(op, _Library() if library is None else library, ref, prefix)
+                if node.name == op.name)
 
 
-def _node_def(op: Operation, library: _Library, ref, prefix: str) -> graph_pb2.NodeDef:
+def _node_defs(op: Operation, library: _Library, ref, prefix: str) -> list[graph_pb2.NodeDef]:
+    """`op` as a NodeDef; a While whose history or count is read comes with its accumulators' nodes (see the
+    NOTE above), written where `ref` names them (a GraphDef's or a function's inputs)."""
     node = graph_pb2.NodeDef(name=op.name, op=op.type, device=op.device or "")
     node.input.extend([ref(t) for t in op.inputs] + ["^" + c.name for c in op.control_inputs])
     if op.type in ("If", "While"):
-        for key, av in _control_flow_attrs(op, library, prefix).items():
+        n_acc = len(op.attrs["T"]) if _accumulates(op) else 0
+        for key, av in _control_flow_attrs(op, library, prefix, n_acc).items():
             node.attr[key].CopyFrom(av)
-        return node
+        if not n_acc:
+            return [node]
+        function = ref is not _input_name  # NOTE: a function's inputs name the output arg too
+        before, after = [], []
+        for k in range(n_acc):
+            base = f"{op.name}/{_ACC_SCOPE}/"
+            shape = op.attrs["output_shapes"][k]
+            dtype = {"type": op.attrs["T"][k].as_datatype_enum}
+            before.append(_int32_const(f"{base}shape_{k}", -1 if shape is None else
+                                       [-1 if d is None else d for d in shape]))
+            before.append(_acc_node(f"{base}list_{k}", "EmptyTensorList",
+                                    [f"{base}shape_{k}" + (":output:0" if function else ""),
+                                     f"{base}max_size" + (":output:0" if function else "")],
+                                    element_dtype=dtype, shape_type={"type": _INT32}))
+            node.input.insert(len(op.inputs) + k, f"{base}list_{k}" + (":handle:0" if function else ""))
+            lst = f"{op.name}:output:{len(op.inputs) + k}" if function else f"{op.name}:{len(op.inputs) + k}"
+            if op.outputs[n_acc + k].consumers():
+                after.append(_acc_node(f"{base}history_{k}", "TensorListStack",
+                                       [lst, f"{base}shape_{k}" + (":output:0" if function else "")],
+                                       element_dtype=dtype, num_elements={"i": -1}))
+        base = f"{op.name}/{_ACC_SCOPE}/"
+        before += [_int32_const(f"{base}max_size", -1), _int32_const(f"{base}count0", 0)]
+        node.input.insert(len(op.inputs) + n_acc, f"{base}count0" + (":output:0" if function else ""))
+        return before + [node] + after
     declared = op.op_def.attrs
     for key, value in sorted(op.attrs.items()):
         if key not in declared:
@@ -443,7 +524,7 @@ def _node_def(op: Operation, library: _Library, ref, prefix: str) -> graph_pb2.N
         except (TypeError, ValueError) as e:
             raise type(e)(f"{op.type} '{op.name}': cannot serialize attr {key!r} = {value!r} as "
                           f"{declared[key]!r}: {e}") from None
-    return node
+    return [node]
 
 
 def as_graph_def(graph: Graph | None = None, add_shapes: bool = False) -> graph_pb2.GraphDef:
@@ -457,10 +538,11 @@ def as_graph_def(graph: Graph | None = None, add_shapes: bool = False) -> graph_
     gd = graph_pb2.GraphDef(versions=graph_pb2.VersionDef(producer=PRODUCER, min_consumer=0))
     library = _Library()
     for op in graph.get_operations():
-        node = _node_def(op, library, _input_name, "")
+        nodes = _node_defs(op, library, _input_name, "")
         if add_shapes and op.outputs:
+            node = next(node for node in nodes if node.name == op.name)
             node.attr["_output_shapes"].CopyFrom(attr_to_proto("list(shape)", _gd_output_shapes(op)))
-        gd.node.append(node)
+        gd.node.extend(nodes)
     if library.functions:
         gd.library.function.extend(library.functions)
     return gd
@@ -769,11 +851,18 @@ def _import(graph_def, input_map, return_elements, name):
 
 
 def _parse(protos) -> tuple[list[_Node], dict[str, _Node]]:
-    """The NodeDefs read and checked as far as they can be before anything is created."""
+    """The NodeDefs read and checked as far as they can be before anything is created. A While's accumulators
+    (see the NOTE at "Graph -> GraphDef") are dropped: what reads a history reads the While's output again."""
     nodes: list[_Node] = []
     by_name: dict[str, _Node] = {}
+    history = {p.name: _split_input(p.input[0])[:2] for p in protos
+               if _ACC in p.attr and p.op == "TensorListStack" and p.input}
     for proto in protos:
+        if _ACC in proto.attr:
+            continue
         node = _Node(proto)
+        node.inputs = [(*history[src], s) if src in history and idx == 0 else (src, idx, s)
+                       for src, idx, s in node.inputs]
         if not _VALID_NAME.match(node.name):
             raise ValueError(f"import_graph_def: {node.name!r} is not a valid node name (letters, digits, "
                              "'.', '_', '-', '/')")
@@ -931,9 +1020,12 @@ def _functional_attrs(node: _Node, proto: graph_pb2.NodeDef) -> dict:
         shapes = get("output_shapes", "list(shape)", [])
         return {"Tcond": get("Tcond", "type", _dt.bool_), "Tin": tin, "Tout": tout, "n_then": n_then,
                 "output_shapes": shapes if len(shapes) == len(tout) else None}
-    types = get("T", "list(type)", _REQUIRED)
-    if len(types) != len(node.inputs):
-        raise ValueError(f"{where} has {len(node.inputs)} inputs but attr T lists {len(types)}")
+    n_acc = _accumulators(proto, where)
+    types = get("T", "list(type)", _REQUIRED) if not n_acc else \
+        attr_from_proto("list(type)", attr_value_pb2.AttrValue(list={"type": proto.attr["T"].list.type[:-n_acc - 1]}))
+    if len(types) + n_acc + bool(n_acc) != len(node.inputs):
+        raise ValueError(f"{where} has {len(node.inputs)} inputs but attr T lists {len(types) + n_acc + bool(n_acc)}")
+    node.inputs = node.inputs[:len(types)]
     n = split("_tfplus_n_loop_vars", 0, len(types), len(types))
     n = len(types) if n is None else n
     n_cond = split("_tfplus_n_cond", 0, len(types) - n, len(types)) or 0
@@ -941,7 +1033,21 @@ def _functional_attrs(node: _Node, proto: graph_pb2.NodeDef) -> dict:
                   ("body", func("body"), range(n), range(n + n_cond, len(types)), 0, len(types), n)]
     shapes = get("output_shapes", "list(shape)", [])
     return {"T": types[:n], "n_cond": n_cond, "parallel_iterations": get("parallel_iterations", "int", 10),
-            "output_shapes": shapes[:n] if len(shapes) == len(types) else [None] * n}
+            "output_shapes": shapes[:n] if len(shapes) >= len(types) else [None] * n}
+
+
+def _accumulators(proto: graph_pb2.NodeDef, where: str) -> int:
+    """How many TensorLists a While that tfplus wrote carries for its loop variables' histories (then a counter,
+    see the NOTE at "Graph -> GraphDef"); 0 for any other While."""
+    types = list(proto.attr["T"].list.type) if "T" in proto.attr else []
+    n_acc = types.count(_VARIANT)
+    if n_acc == 0:
+        return 0
+    n = proto.attr["_tfplus_n_loop_vars"].i if "_tfplus_n_loop_vars" in proto.attr else None
+    if n != n_acc or types[-n_acc - 1:] != [_VARIANT] * n_acc + [_INT32]:
+        raise TypeError(f"{where} carries DT_VARIANT values, which tfplus has no dtype for (only the TensorLists "
+                        "that tfplus writes after a loop's inputs, one per loop variable, then an int32 count)")
+    return n_acc
 
 
 def _function_graph(outer: Graph, functions: tuple, name: str, where: str, arg_types: list, loop: range,
@@ -963,8 +1069,9 @@ def _function_graph(outer: Graph, functions: tuple, name: str, where: str, arg_t
     if len(stack) >= _MAX_NESTING:
         raise ValueError(f"{where}: functions nest more than {_MAX_NESTING} deep ({' -> '.join(stack[:3])} ...)")
     sig = fdef.signature
-    have = [_dtype_from_enum(a.type) for a in sig.input_arg]
-    if have != list(arg_types):
+    # NOTE: a loop body tfplus wrote takes its accumulators after the args the node passes (never read here).
+    have = [_dtype_from_enum(a.type) for a in sig.input_arg[:len(arg_types)]]
+    if have != list(arg_types) or any(a.type != _VARIANT for a in sig.input_arg[len(arg_types):-1]):
         raise TypeError(f"{where}: function {name!r} takes ({', '.join(d.name for d in have)}) but the node "
                         f"passes ({', '.join(d.name for d in arg_types)})")
     if len(sig.output_arg) < n_out:
@@ -986,6 +1093,8 @@ def _function_graph(outer: Graph, functions: tuple, name: str, where: str, arg_t
     g.inputs, g.capture_placeholders, g.captured = phs[:len(loop)], phs[len(loop):], list(captured)
     g._captures = dict(zip(g.captured, g.capture_placeholders))
     op_types = {n.name: _FUNCTIONAL.get(n.op, n.op) for n in fdef.node_def}
+    accumulators = {n.name for n in fdef.node_def if _ACC in n.attr and n.op != "TensorListStack"}
+    outputs_of = {**{op: OPS[op].outputs for op in set(op_types.values()) if op in OPS}, "TensorListStack": ("tensor",)}
 
     def graph_input(s: str) -> str:
         """A function's input ("arg", "node:output_arg:i" or "^node") as a GraphDef writes it."""
@@ -997,7 +1106,9 @@ def _function_graph(outer: Graph, functions: tuple, name: str, where: str, arg_t
                                  "pass to it")
             return s
         src, out, k = (s.split(":") + ["0"])[:3] if s.count(":") in (1, 2) else (s, None, None)
-        names = OPS[op_types[src]].outputs if src in op_types and op_types[src] in OPS else ()
+        if src in accumulators:  # a loop's TensorList or count, which _functional_attrs drops with them
+            return s
+        names = outputs_of.get(op_types.get(src), ())
         if out not in names or not k.isdigit():
             raise ValueError(f"{where}: function {name!r} has input {s!r}, which names no argument and no "
                              "node output ('node:output_arg:index')")
@@ -1006,7 +1117,8 @@ def _function_graph(outer: Graph, functions: tuple, name: str, where: str, arg_t
     for proto in fdef.node_def:
         node = graph_pb2.NodeDef()
         node.CopyFrom(proto)
-        node.input[:] = [graph_input(s) for s in proto.input]
+        if _ACC not in proto.attr or proto.op == "TensorListStack":  # the others are dropped unread
+            node.input[:] = [graph_input(s) for s in proto.input[:1 if _ACC in proto.attr else None]]
         body.append(node)
     nodes, by_name = _parse(body)
     deps, _ = _dependencies(nodes, by_name, mapped)
