@@ -349,3 +349,51 @@ def test_control_flow_functions_errors_are_clear():
         nest(tf.placeholder(tf.float32, [2]), 65)
     with tf.Graph().as_default(), pytest.raises(ValueError, match="functions nest more than 64 deep"):
         import_graph_def(deep.as_graph_def())
+
+
+def test_mangled_control_flow_graph_defs_fail_with_clear_errors():
+    """A few hundred random edits of a GraphDef with loops, branches and gradients (inputs, op types, attrs,
+    names, dropped nodes, in the graph and in its functions): each imports or fails with ValueError / TypeError
+    naming what is wrong, and a failed import adds nothing to the graph."""
+    with tf.Graph().as_default() as g:
+        x = tf.placeholder(tf.float32, [2], name="x")
+        v = tf.while_loop(lambda i, v: i < 3, lambda i, v: (i + 1, tf.cond(v[0] > 0, lambda: v * 0.5,
+                                                                            lambda: tf.sin(v))), [0, x])[1]
+        tf.gradients(tf.reduce_sum(v * v), [x])
+    gd = g.as_graph_def()
+    rng = np.random.default_rng(11)
+    names = [n.name for n in gd.node] + [n.name for f in gd.library.function for n in f.node_def] + ["nope"]
+    ops = sorted({n.op for n in gd.node} | {"While", "If", "TensorListStack", "Switch"})
+
+    def some_node(d):
+        if rng.random() < 0.5 or not d.library.function:
+            return d.node, d.node[int(rng.integers(len(d.node)))]
+        f = d.library.function[int(rng.integers(len(d.library.function)))]
+        return f.node_def, f.node_def[int(rng.integers(len(f.node_def)))] if f.node_def else f.node_def.add()
+    for trial in range(300):
+        bad = graph_pb2.GraphDef()
+        bad.CopyFrom(gd)
+        for _ in range(int(rng.integers(1, 3))):
+            nodes, node = some_node(bad)
+            kind = rng.integers(6)
+            if kind == 0 and node.input:
+                node.input[int(rng.integers(len(node.input)))] = str(rng.choice(names)) + str(
+                    rng.choice(["", ":1", ":output:0", ":z:7", ":0"]))
+            elif kind == 1:
+                node.op = str(rng.choice(ops))
+            elif kind == 2 and node.attr:
+                av = node.attr[str(rng.choice(sorted(node.attr)))]
+                av.i = int(rng.integers(-3, 9))
+            elif kind == 3:
+                nodes.remove(node)
+            elif kind == 4:
+                node.name = str(rng.choice(names))
+            elif bad.library.function:
+                f = bad.library.function[int(rng.integers(len(bad.library.function)))]
+                f.signature.name = str(rng.choice([f.signature.name + "x", bad.library.function[0].signature.name]))
+        with tf.Graph().as_default() as target:
+            try:
+                import_graph_def(bad)
+            except (ValueError, TypeError) as e:
+                assert "import_graph_def" in str(e) or "function" in str(e), (trial, e)
+                assert not target.get_operations(), trial

@@ -1070,7 +1070,10 @@ def _function_graph(outer: Graph, functions: tuple, name: str, where: str, arg_t
         raise ValueError(f"{where}: functions nest more than {_MAX_NESTING} deep ({' -> '.join(stack[:3])} ...)")
     sig = fdef.signature
     # NOTE: a loop body tfplus wrote takes its accumulators after the args the node passes (never read here).
-    have = [_dtype_from_enum(a.type) for a in sig.input_arg[:len(arg_types)]]
+    try:
+        have = [_dtype_from_enum(a.type) for a in sig.input_arg[:len(arg_types)]]
+    except TypeError as e:
+        raise TypeError(f"{where}: function {name!r}: {e}") from None
     if have != list(arg_types) or any(a.type != _VARIANT for a in sig.input_arg[len(arg_types):-1]):
         raise TypeError(f"{where}: function {name!r} takes ({', '.join(d.name for d in have)}) but the node "
                         f"passes ({', '.join(d.name for d in arg_types)})")
@@ -1085,7 +1088,10 @@ def _function_graph(outer: Graph, functions: tuple, name: str, where: str, arg_t
             if not _VALID_NAME.match(arg) or arg in mapped:
                 raise ValueError(f"{where}: function {name!r} has argument name {arg!r}: invalid or repeated")
             av = fdef.arg_attr[i].attr.get("_output_shapes") if i in fdef.arg_attr else None
-            shapes = attr_from_proto("list(shape)", av) if av is not None else []
+            try:
+                shapes = attr_from_proto("list(shape)", av) if av is not None else []
+            except (TypeError, ValueError) as e:
+                raise type(e)(f"{where}: function {name!r}, argument {arg!r}'s _output_shapes: {e}") from None
             ph = g.create_op("Placeholder", [], {"dtype": have[i], "shape": shapes[0] if shapes else None},
                              name=f"{arg}/")
             mapped[f"{arg}:0"] = ph.outputs[0]
@@ -1113,12 +1119,14 @@ def _function_graph(outer: Graph, functions: tuple, name: str, where: str, arg_t
             raise ValueError(f"{where}: function {name!r} has input {s!r}, which names no argument and no "
                              "node output ('node:output_arg:index')")
         return f"{src}:{names.index(out) + int(k)}"
-    body = []
+    body, history = [], {}
     for proto in fdef.node_def:
         node = graph_pb2.NodeDef()
         node.CopyFrom(proto)
         if _ACC not in proto.attr or proto.op == "TensorListStack":  # the others are dropped unread
             node.input[:] = [graph_input(s) for s in proto.input[:1 if _ACC in proto.attr else None]]
+        if _ACC in proto.attr and proto.op == "TensorListStack" and node.input:
+            history[node.name] = node.input[0]
         body.append(node)
     nodes, by_name = _parse(body)
     deps, _ = _dependencies(nodes, by_name, mapped)
@@ -1129,8 +1137,15 @@ def _function_graph(outer: Graph, functions: tuple, name: str, where: str, arg_t
         if out.name not in fdef.ret:
             raise ValueError(f"{where}: function {name!r} does not say what its result {out.name!r} is (ret)")
         src, idx, _ = _split_input(graph_input(fdef.ret[out.name]))
-        outputs.append(mapped[f"{src}:0"] if src in args else
-                       _output(created[src], idx, f"function {name!r}'s result {out.name!r}"))
+        if src in history and idx == 0:
+            src, idx, _ = _split_input(history[src])
+        if src in args:
+            outputs.append(mapped[f"{src}:0"])
+        elif src in created:
+            outputs.append(_output(created[src], idx, f"function {name!r}'s result {out.name!r}"))
+        else:
+            raise ValueError(f"{where}: function {name!r}'s result {out.name!r} is {fdef.ret[out.name]!r}, which "
+                             "names no node of the function")
     g.outputs = outputs
     built[name, loop, caps, n_out] = g
     return g
