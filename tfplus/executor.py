@@ -334,7 +334,8 @@ class Program:
             buf = slots[s] = variables.get(name)
             present = present and buf is not None
         if ex.trace is None and self.fast and present:
-            key = (ex.var_epoch, *[slots[s].shape for s in self.feed_slots])
+            # inter_op: its fast loop is in waves (a forked worker runs the parent's programs on one thread)
+            key = (ex.var_epoch, ex.inter_op, *[slots[s].shape for s in self.feed_slots])
             hit = self._specialized.get(key)
             if hit is None:
                 self._careful(slots, None, record := [])

@@ -88,6 +88,10 @@ class Session:
         self._rewrites: dict[tuple, Any] = {}  # (fetch ids, feed ids) -> tfplus.optimize.Rewritten or None
         self._closed = False
         self._default_cm = None
+        # Steps take turns: a step's caches, arena, variables and workers' shared memory are the session's, and
+        # an OpenCL device's kernels and tapes are its sessions' (the runtime's step_lock). A step's outputs are
+        # copied out before the lock is released (_run).
+        self._lock = self._runtime.step_lock
 
     # -- public API -----------------------------------------------------------------------------------------
     def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
@@ -95,10 +99,12 @@ class Session:
 
         With options=tf.RunOptions(trace_level=tf.RunOptions.FULL_TRACE) and run_metadata=tf.RunMetadata(),
         the run is traced into run_metadata (per-op times, FLOPs, bytes, transfers: tfplus.profiler)."""
-        if self._closed:
-            raise RuntimeError("Attempted to use a closed Session")
-        with threads.step(self._threads):
-            return self._run_options(fetches, feed_dict, options, run_metadata)
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("Attempted to use a closed Session")
+            # No process is forked while a step runs (tfplus.workers.stepping), in this thread or another.
+            with workers_mod.stepping(), threads.step(self._threads):
+                return self._run_options(fetches, feed_dict, options, run_metadata)
 
     def _run_options(self, fetches, feed_dict, options, run_metadata):
         if options is None or run_metadata is None:  # the untraced path: no profiler import, no hooks
@@ -123,26 +129,31 @@ class Session:
         flat, rebuild = self._flatten_fetches(fetches)
         feeds = self._prepare_feeds(feed_dict or {})
         flat, feeds = self._rewritten(flat, feeds)
+        # The tensor fetches' values, copied to the host: the planned paths copy them out of their arena before
+        # they let another step in; the others return buffers that no later step writes.
+        copy_out, values = self._runtime.copy_out, None
         if self._memory_budget is not None:
             from tfplus.planner.execute import run_planned
-            bufs = iter(run_planned(self._executor, flat, feeds, self._memory_budget, self.graph))
+            values = run_planned(self._executor, flat, feeds, self._memory_budget, self.graph, copy_out)
         else:
-            parallel = None
+            bufs = None
             if self._workers is not None and self._executor.trace is None:
-                parallel = self._workers.run(flat, feeds)
+                bufs = self._workers.run(flat, feeds)
             elif self._replay:
                 from tfplus.planner.execute import run_replayed
-                parallel = run_replayed(self._executor, flat, feeds, self.graph)
-            bufs = iter(self._executor.run(flat, feeds) if parallel is None else parallel)
-        copy_out = self._runtime.copy_out
-        return rebuild([None if isinstance(f, Operation) else copy_out(next(bufs)) for f in flat])
+                values = run_replayed(self._executor, flat, feeds, self.graph, copy_out)
+            if values is None:
+                values = [copy_out(b) for b in (self._executor.run(flat, feeds) if bufs is None else bufs)]
+        values = iter(values)
+        return rebuild([None if isinstance(f, Operation) else next(values) for f in flat])
 
     def close(self) -> None:
-        self._closed = True
-        if self._workers is not None:
-            self._workers.close()
-        self._executor.clear()
-        self._rewrites.clear()
+        with self._lock, workers_mod.stepping():  # after a running step; no fork meanwhile (Workers.close)
+            self._closed = True
+            if self._workers is not None:
+                self._workers.close()
+            self._executor.clear()
+            self._rewrites.clear()
 
     def __enter__(self):
         self._default_cm = self.as_default()
@@ -174,9 +185,10 @@ class Session:
 
     def variable_value(self, name: str) -> np.ndarray:
         """A copy of variable `name`'s current value (the VariableV2 node name)."""
-        if name not in self._vars:
-            raise errors.FailedPreconditionError(name, "VariableV2", "Attempting to use uninitialized value")
-        return self._runtime.copy_out(self._vars[name])
+        with self._lock:  # not halfway through another thread's update
+            if name not in self._vars:
+                raise errors.FailedPreconditionError(name, "VariableV2", "Attempting to use uninitialized value")
+            return self._runtime.copy_out(self._vars[name])
 
     # -- fetches and feeds -----------------------------------------------------------------------------------
     def _flatten_fetches(self, fetches):

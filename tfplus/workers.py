@@ -25,6 +25,13 @@ parent's updates change them in place, so the workers read them without a copy. 
 that first run, so they inherit the session's graph and compiled programs. A worker exits when the session
 closes or its parent dies: its end of the socket then closes.
 
+Forks and threads: no process is forked while a thread is inside a step of any session (`stepping`: steps hold a
+process-wide gate shared, os.fork's hooks hold it alone), so a child never inherits a lock or a BLAS call held
+halfway. Any other process forked from one with workers (os.fork, multiprocessing) gets private copies of the
+shared variables before it can run a step (`_after_fork`): the parent's memory is never written by a process that
+did not make it. The parent waits on its workers in short polls that let signal handlers run, and a worker that
+dies or stays stopped (SIGSTOP) for STOPPED_SECONDS is an errors.UnavailableError; its step then runs in the parent.
+
 Other steps run in the parent as before:
 - no fed batch that P divides into slices of MIN_ROWS rows or more;
 - training-mode batch norm (batch statistics);
@@ -38,6 +45,7 @@ import gc
 import json
 import mmap
 import os
+import select
 import signal
 import socket
 import struct
@@ -45,6 +53,7 @@ import sys
 import threading
 import time
 import warnings
+import weakref
 
 import numpy as np
 
@@ -67,20 +76,95 @@ _ALIGN = 64  # bytes: a cache line, so that no two workers' slots share one
 # Ops that may run in a slice although stateful: reading a variable, checking a value.
 _SLICE_STATEFUL = ("VariableV2", "Assert")
 _NO_BATCH = "no fed tensor has an open batch dimension"
-_live_sockets: set = set()  # every group's parent ends in this process
+# The parent's waits on its workers return to Python this often (seconds), so that signal handlers run (the
+# trainer's SIGTERM handler sets its stop flag) and a dead or stopped worker is noticed.
+POLL_SECONDS = 0.2
+# A worker stopped (SIGSTOP, SIGTSTP: state T) for this long while its parent waits is an error, not a wait.
+STOPPED_SECONDS = 10.0
+_live_sockets: set = set()  # the groups' parent ends in this process (and a forking worker's ends: _Group.fork)
+_all: weakref.WeakSet = weakref.WeakSet()  # every session's Workers in this process
 
 
-def _forget_inherited() -> None:
+class _Gate:
+    """Process-wide, entered by every step (`with _gate:`, any number at once) and held alone by a fork (os.fork's
+    hooks). A thread's own steps do not hold up its fork (a step forks its workers); a thread already inside a
+    step enters another at once."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.cond = threading.Condition(self.lock)
+        self.inside = 0  # steps running, in all threads
+        self.forks = 0  # forks waiting or under way (steps wait for them: a fork is not starved)
+        self.forking = False
+        self.mine = threading.local()  # .depth: this thread's steps; .own: those its fork set aside
+
+    def __enter__(self):
+        mine = self.mine
+        depth = getattr(mine, "depth", 0)
+        with self.lock:
+            while self.forks and not depth:
+                self.cond.wait()
+            self.inside += 1
+        mine.depth = depth + 1
+
+    def __exit__(self, *exc):
+        self.mine.depth -= 1
+        with self.lock:
+            self.inside -= 1
+            if self.forks and not self.inside:
+                self.cond.notify_all()
+
+    def before_fork(self) -> None:
+        own = self.mine.own = getattr(self.mine, "depth", 0)
+        with self.lock:
+            self.forks += 1
+            self.inside -= own
+            while self.inside or self.forking:
+                self.cond.wait()
+            self.forking = True
+
+    def after_fork_in_parent(self) -> None:
+        with self.lock:
+            self.forking = False
+            self.forks -= 1
+            self.inside += self.mine.own
+            self.cond.notify_all()
+
+    def after_fork_in_child(self) -> None:
+        # The only thread now is the one that forked: its steps are the only ones inside.
+        self.lock = threading.Lock()
+        self.cond = threading.Condition(self.lock)
+        self.inside, self.forks, self.forking = self.mine.own, 0, False
+
+
+_gate = _Gate()
+_forking = threading.local()  # .worker: the socket of the worker this thread is forking (_Group.fork)
+
+
+def stepping() -> _Gate:
+    """What a session's step (and its close) holds: no process is forked meanwhile, from any thread."""
+    return _gate
+
+
+def _after_fork() -> None:
     """In any forked child (a worker, or a process the user forks): the parent's sockets to its workers are
     not this process's to use, and a worker must see EOF when its parent dies, so the copies close here; the
-    groups they belong to then count as gone (_Group.owner)."""
+    groups they belong to then count as gone (_Group.owner). A child that is not a worker gets private copies
+    of the variables in its parent's shared memory (Workers.disown)."""
+    _gate.after_fork_in_child()
+    mine = getattr(_forking, "worker", None)  # a worker's own socket to its parent
     for s in list(_live_sockets):
-        s.close()
+        if s is not mine:
+            s.close()
     _live_sockets.clear()
+    if mine is None:
+        for w in list(_all):
+            w.disown()
 
 
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_inherited)
+    os.register_at_fork(before=_gate.before_fork, after_in_parent=_gate.after_fork_in_parent,
+                        after_in_child=_after_fork)
 
 
 def resolve(requested, n_threads: int) -> int:
@@ -116,6 +200,7 @@ class Workers:
         self.steps: dict[tuple, _Step | str] = {}  # step key -> _Step, or why it runs in the parent
         self.groups: dict[tuple, _Group] = {}  # step key -> its live workers, least recently used first
         self.lock = threading.Lock()
+        _all.add(self)
 
     def pids(self) -> list[int]:
         """The live worker processes' ids."""
@@ -139,7 +224,12 @@ class Workers:
             group = self.groups.pop(key, None)
             if group is not None and group.ready(feeds):
                 self.groups[key] = group
-                return group.run(feeds)
+                try:
+                    return group.run(feeds)
+                except errors.UnavailableError as e:  # the group has closed: the parent runs the step from now on
+                    del self.groups[key], self.steps[key]  # (summary() tells the latest why)
+                    self.steps[key] = f"a worker process failed ({e.message.split(';')[0]})"
+                    raise
             if group is not None:
                 group.close()
             values, parts = st.first(feeds)
@@ -156,6 +246,20 @@ class Workers:
             for group in self.groups.values():
                 group.close()
             self.groups.clear()
+
+    def disown(self) -> None:
+        """In a process forked from this one's (not a worker): the workers are the parent's, and so is the shared
+        memory their variables live in; the session's variables become private copies. (Its lock is free: no
+        fork happens while a thread is in a step.)"""
+        ex = self.executor
+        for group in self.groups.values():
+            for name in group.step.variables:
+                view = group.shared["var", name]
+                if ex.vars.get(name) is view:
+                    ex.vars[name] = np.array(view)
+                    ex.var_version += 1
+            group.sockets, group.pids = [], []
+        self.groups.clear()
 
 
 def _key(flat: list, feeds: dict) -> tuple:
@@ -325,16 +429,24 @@ class _Group:
     def fork(self) -> None:
         for i in range(self.step.n):
             parent, child = socket.socketpair()
+            # Both ends are closed in any other child forked before this fork is done (another thread's fork of
+            # its own workers may come first): a copy there would keep the other end from seeing this end close.
+            _live_sockets.update((parent, child))
             with warnings.catch_warnings():
                 # Python 3.12 warns on fork() in a process with threads: the parent's are the intra-op pool's
-                # (parked on their queues; a worker makes none of its own: threads.using(1)) and the trainer's
-                # input thread, whose locks a worker never takes.
+                # (parked on their queues; a worker makes none of its own: threads.using(1)), other sessions'
+                # threads (outside their steps: the fork waits for them, _Gate) and the trainer's input thread,
+                # whose locks a worker never takes.
                 warnings.simplefilter("ignore", DeprecationWarning)
-                pid = os.fork()
+                _forking.worker = child
+                try:
+                    pid = os.fork()
+                finally:
+                    _forking.worker = None
             if pid == 0:
                 code = 1
                 try:
-                    parent.close()  # (the other groups' and workers' parent ends closed at the fork)
+                    # (every inherited socket but `child` closed at the fork: _after_fork)
                     # Ctrl-C, and a SIGTERM or SIGHUP sent to the process group, are the parent's to handle (the
                     # trainer finishes its step and saves); a worker lives as long as its socket to the parent.
                     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
@@ -347,9 +459,9 @@ class _Group:
                     code = 0
                 finally:
                     os._exit(code)
+            _live_sockets.discard(child)
             child.close()
             self.sockets.append(parent)
-            _live_sockets.add(parent)
             self.pids.append(pid)
 
     def serve(self, i: int, sock: socket.socket) -> None:
@@ -410,22 +522,56 @@ class _Group:
         return st.finish(feeds, merged)
 
     def call(self, command: bytes) -> None:
-        """Sends `command` to every worker and waits for all; raises the first worker's error."""
+        """Sends `command` to every worker and waits for all; raises the first worker's error, or an
+        UnavailableError when a worker died or stays stopped (the group is closed then)."""
         try:
             for s in self.sockets:
                 with contextlib.suppress(OSError):  # a dead worker's: its reply says so
                     s.sendall(command)
-            replies = [_reply(s, i) for i, s in enumerate(self.sockets)]
-        except BaseException:  # e.g. Ctrl-C while waiting: replies would be left unread
-            self.close()
+            replies = self.replies()
+        except BaseException:  # a worker's end, or e.g. Ctrl-C while waiting: replies would be left unread
+            self.close(kill=True)
             raise
         failed = next((e for e in replies if e is not None), None)
         if failed is not None:
-            if isinstance(failed, RuntimeError):  # a worker died: the next run starts new ones
-                self.close()
             raise failed
 
-    def close(self) -> None:
+    def replies(self) -> list:
+        """Each worker's answer to the command sent (None: done; else the error it raised), waited for in polls
+        of POLL_SECONDS: between them signal handlers run, and the workers not done yet are looked at."""
+        replies: list = [None] * len(self.sockets)
+        waiting = dict(enumerate(self.sockets))
+        stopped: dict[int, float] = {}  # worker -> since when it has been seen stopped, poll after poll
+        while waiting:
+            ready, _, _ = select.select(list(waiting.values()), [], [], POLL_SECONDS)
+            for i in [i for i, s in waiting.items() if s in ready]:
+                reply = _reply(waiting.pop(i), i)
+                if reply is _ENDED:
+                    raise self.unavailable(i, _ended(self.pids[i], wait=1.0))
+                replies[i] = reply
+            if ready:
+                continue
+            now = time.monotonic()
+            for i in waiting:
+                how = _ended(self.pids[i])
+                if how is not None:
+                    raise self.unavailable(i, how)
+                if _state(self.pids[i]) not in ("T", "t"):
+                    stopped.pop(i, None)
+                elif now - stopped.setdefault(i, now) >= STOPPED_SECONDS:
+                    raise self.unavailable(i, f"has been stopped (state T: SIGSTOP or SIGTSTP) for "
+                                              f"{now - stopped[i]:.1f} s")
+        return replies
+
+    def unavailable(self, i: int, how: str) -> errors.UnavailableError:
+        return errors.UnavailableError(
+            None, None, f"worker process {self.pids[i]} ({i + 1} of {self.step.n}) of the cpu device's "
+            f"data-parallel training step {how}; the step did not run (the variables hold the previous step's "
+            f"values) and the session runs this step in this process from now on. Save and resume, and to keep "
+            f"every step in this process use Session(workers=1) or {ENV}=1 (tfplus train --workers 1)")
+
+    def close(self, kill: bool = False) -> None:
+        """Lets the workers go (`kill`: at once, also a stopped one)."""
         if self.owner != os.getpid():  # inherited: the workers are another process's children
             self.sockets, self.pids = [], []
             return
@@ -433,27 +579,33 @@ class _Group:
             _live_sockets.discard(s)
             s.close()
         for pid in self.pids:  # each sees its socket close once done with what it was running
+            if kill:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
             _reap(pid)
         self.sockets, self.pids = [], []
 
 
-def _reply(sock: socket.socket, i: int) -> Exception | None:
-    """Worker i's answer to a run: None when done, else the error it raised (or a RuntimeError if it died)."""
+_ENDED = object()  # _reply: the worker's socket closed (it ended)
+
+
+def _reply(sock: socket.socket, i: int):
+    """Worker i's answer to a run: None when done, the error it raised, or _ENDED if its socket closed."""
     try:
         head = sock.recv(1)
-    except OSError:  # reset: the worker died
-        head = b""
+        if head == b"e":
+            n = struct.unpack("<I", _recv_exact(sock, 4))[0]
+            kind, node, op_type, message = json.loads(_recv_exact(sock, n))
+    except (OSError, EOFError):  # reset, or closed mid-reply: the worker ended
+        return _ENDED
     if head == b"k":
         return None
-    if head == b"e":
-        n = struct.unpack("<I", _recv_exact(sock, 4))[0]
-        kind, node, op_type, message = json.loads(_recv_exact(sock, n))
-        cls = getattr(errors, kind, None)
-        if isinstance(cls, type) and issubclass(cls, errors.OpError):
-            return cls(node, op_type, message)
-        return RuntimeError(f"worker process {i}: {kind}: {message}")
-    return RuntimeError(f"worker process {i} of the cpu device's data-parallel step died (exit status: see the "
-                        f"system log); run with {ENV}=1 to keep every step in this process")
+    if head != b"e":
+        return _ENDED
+    cls = getattr(errors, kind, None)
+    if isinstance(cls, type) and issubclass(cls, errors.OpError):
+        return cls(node, op_type, message)
+    return RuntimeError(f"worker process {i}: {kind}: {message}")
 
 
 def _recv_exact(sock: socket.socket, n: int) -> bytes:
@@ -461,16 +613,50 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes:
     while len(data) < n:
         chunk = sock.recv(n - len(data))
         if not chunk:
-            raise RuntimeError("a worker process closed its socket mid-reply")
+            raise EOFError("a worker process closed its socket mid-reply")
         data += chunk
     return data
+
+
+def _ended(pid: int, wait: float = 0.0) -> str | None:
+    """How worker `pid` ended ("was killed by SIGKILL", "exited with code 1"), reaping it; None while it runs.
+    `wait`: seconds to give a worker whose socket closed to become a zombie."""
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            done, status = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            return "ended (reaped elsewhere: its exit status is unknown)"
+        if done:
+            if os.WIFSIGNALED(status):
+                sig = os.WTERMSIG(status)
+                try:
+                    return f"was killed by {signal.Signals(sig).name}"
+                except ValueError:  # a real-time signal
+                    return f"was killed by signal {sig}"
+            return f"exited with code {os.waitstatus_to_exitcode(status)}"
+        if time.monotonic() >= deadline:
+            return None if wait == 0 else "closed its socket without exiting"
+        time.sleep(0.01)
+
+
+def _state(pid: int) -> str:
+    """The process state letter of /proc/<pid>/stat (R, S, D, T: stopped, ...); "" where there is none."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0].decode()
+    except (OSError, IndexError):
+        return ""
 
 
 def _reap(pid: int, patience: float = 30.0) -> None:
     """Waits for a worker to exit; kills it if it has not within `patience` seconds."""
     deadline = time.monotonic() + patience
     while time.monotonic() < deadline:
-        if os.waitpid(pid, os.WNOHANG)[0]:
+        try:
+            if os.waitpid(pid, os.WNOHANG)[0]:
+                return
+        except ChildProcessError:  # reaped already (_ended)
             return
         time.sleep(0.001)
     os.kill(pid, signal.SIGKILL)

@@ -1,7 +1,8 @@
 """The arena allocator: runs a step by its MemoryPlan, every output and workspace a view of one arena.
 
 A session has one arena, as big as its biggest plan needs, shared by all its plans (a training step and the
-initializer, say); planned runs of one session therefore take turns (a lock). The Session calls
+initializer, say); planned runs of one session therefore take turns (a lock), and a run's fetched values are
+copied out of the arena before the next may start. The Session calls
 `run_planned` when it has a memory budget, and `run_replayed` without one on a device that replays recorded
 launches (a planned arena's buffers stay put from run to run, which a replay needs). A `Bound` plan is the
 allocator of the executor's programs (tfplus.executor) for its phases: it hands out outputs (`output`), kernel
@@ -33,10 +34,10 @@ from tfplus.registry import kernel_variant
 from tfplus.runtime import Taped
 
 
-def run_planned(executor, flat: list, feeds: dict, budget: int, graph, key: tuple | None = None) -> list:
+def run_planned(executor, flat: list, feeds: dict, budget: int, graph, copy_out, key: tuple | None = None) -> list:
     """Runs the fetches `flat` with `feeds` ({Tensor: device buffer}) within `budget` bytes on the executor's
-    device. Plans once per (fetches, feed shapes) (`key`, when the caller has made it); returns the buffers of
-    the tensor fetches, in order."""
+    device. Plans once per (fetches, feed shapes) (`key`, when the caller has made it); returns the values of
+    the tensor fetches, in order, as `copy_out` (the runtime's) makes them of their buffers."""
     key = key or _key(flat, {t: v.shape for t, v in feeds.items()})
     arena = _shared(executor)
     with arena.lock:
@@ -47,19 +48,21 @@ def run_planned(executor, flat: list, feeds: dict, budget: int, graph, key: tupl
                      graph=flat[0].graph if flat else graph)
             bound = executor.programs[key] = Bound(p, executor)
         values = bound.run(feeds)
-    return [values[f] if f in values else executor.read_variable(f.op.name)
-            for f in flat if isinstance(f, Tensor)]
+        # NOTE: copied out before the lock is released: the buffers are views of the arena, which the next
+        # planned run writes over (a fetched variable too: the next step may update it).
+        return [copy_out(values[f] if f in values else executor.read_variable(f.op.name))
+                for f in flat if isinstance(f, Tensor)]
 
 
 # Plain runs of a (fetches, feed shapes) pair before run_replayed gives it a plan.
 PLAIN_RUNS = 1
 
 
-def run_replayed(executor, flat: list, feeds: dict, graph) -> list | None:
+def run_replayed(executor, flat: list, feeds: dict, graph, copy_out) -> list | None:
     """Runs the fetches `flat` by an unconstrained memory plan once they have run PLAIN_RUNS times the plain
     way, so that their steps replay recorded launches (tfplus.executor: a planned arena's buffers stay put; the
-    OpenCL runtime's tapes). None: run them the plain way (not yet; a traced run; a step the planner cannot plan,
-    e.g. control flow, which stays plain; TFPLUS_DEBUG=1 says why)."""
+    OpenCL runtime's tapes); returns their values as run_planned does. None: run them the plain way (not yet; a
+    traced run; a step the planner cannot plan, e.g. control flow, which stays plain; TFPLUS_DEBUG=1 says why)."""
     key = _key(flat, {t: v.shape for t, v in feeds.items()})
     seen = executor.plain_runs
     n = seen.get(key, 0)
@@ -86,7 +89,7 @@ def run_replayed(executor, flat: list, feeds: dict, graph) -> list | None:
         trim = getattr(executor.runtime, "trim", None)
         if trim is not None:
             trim()
-    return run_planned(executor, flat, feeds, None, graph, key)
+    return run_planned(executor, flat, feeds, None, graph, copy_out, key)
 
 
 def device_facts(runtime) -> DeviceFacts:

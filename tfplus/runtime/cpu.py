@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import threading
 
 import numpy as np
 
@@ -11,7 +12,8 @@ class CPURuntime:
     """The device runtime interface: allocate, view, copy in, copy out, synchronize.
 
     Every runtime counts what it moves between host and device (`h2d_bytes`, `d2h_bytes`) and what it
-    allocates (`allocated_bytes`), so run metadata and the memory planner can report them.
+    allocates (`allocated_bytes`), so run metadata and the memory planner can report them. `step_lock` is what
+    a session's steps hold (tfplus.session): one per runtime here, one per device where runtimes share state.
     """
 
     name = "cpu"
@@ -21,6 +23,7 @@ class CPURuntime:
         import tfplus.kernels.numpy  # noqa: F401  registers the NumPy kernels
         _keep_freed_memory()
         self.h2d_bytes = self.d2h_bytes = self.allocated_bytes = 0
+        self.step_lock = threading.RLock()
 
     def allocate(self, shape, dtype) -> np.ndarray:
         buf = np.empty(shape, dtype=dtype.np)

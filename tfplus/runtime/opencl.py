@@ -868,6 +868,9 @@ class _Device:
         self.queue = cl.CommandQueue(self.ctx, properties=(
             cl.command_queue_properties.PROFILING_ENABLE if os.environ.get("TFPLUS_OPENCL_PROFILE") else 0))
         self.pool = _Pool(self.ctx)
+        # Its sessions' steps take turns: a launch sets its kernel object's arguments, shared by the device's
+        # runtimes, and a tape records the launches of this thread's step alone.
+        self.step_lock = threading.RLock()
         self.profiling_queue = None  # made on the first traced run (tfplus.profiler)
         self.programs: dict = {}
         self.kernels: dict = {}
@@ -1068,6 +1071,7 @@ class OpenCLRuntime:
         self._uploads: collections.deque = collections.deque(maxlen=16)  # events of copy_in's uploads
         self.profile: list | None = [] if os.environ.get("TFPLUS_OPENCL_PROFILE") else None
         self.replay = replay_enabled()
+        self.step_lock = self.dev.step_lock  # (the runtime interface: see cpu.py)
 
     # -- the interface the executor uses ---------------------------------------------------------------------
     def allocate(self, shape, dtype) -> DeviceArray:

@@ -1,0 +1,237 @@
+"""Sessions under threads and forks (issue 32): Session.run from many threads at once gives every thread its own
+step's values on every path (plain, inter-op threads, a memory budget, OpenCL replay, worker processes); a child
+forked from a process whose session has workers never writes the parent's variables; two sessions with workers
+in two threads do not deadlock; a worker that dies or stops is a clear error, never a hang."""
+from __future__ import annotations
+
+import contextlib
+import os
+import pickle
+import signal
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import tfplus as tf
+from tfplus import errors, workers
+
+BATCH = 16  # two slices of workers.MIN_ROWS
+THREADS, RUNS = 4, 12
+
+
+def _linear():
+    """A step whose fetched values depend on its feed alone and whose update commutes: loss = mean(h * w) with
+    h = 2x + 1, so the gradient, mean_rows(h) / 4, does not depend on w. Integer-valued feeds keep every value
+    exact in float32, so any serial order of the updates gives the same bits."""
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.placeholder(tf.float32, [None, 4], name="x")
+        w = tf.Variable(tf.zeros([4]), name="w")
+        h = x * 2.0 + 1.0
+        s = tf.reduce_sum(h, axis=1)
+        loss = tf.reduce_mean(h * w)
+        train = tf.train.GradientDescentOptimizer(1.0).minimize(loss)
+        init = tf.global_variables_initializer()
+    return g, x, w, h, s, train, init
+
+
+def _feed(thread: int, run: int) -> np.ndarray:
+    return np.random.default_rng(1000 * thread + run).integers(0, 8, (BATCH, 4)).astype(np.float32)
+
+
+def _grad(x: np.ndarray) -> np.ndarray:
+    return (2.0 * x.astype(np.float64) + 1.0).sum(axis=0) / (4 * len(x))
+
+
+def _in_threads(body, n: int = THREADS, limit: float = 120.0) -> list:
+    """body(i) on n threads started together; their results in order. Fails if one is still running after
+    `limit` seconds (a deadlock) or raised."""
+    results: list = [None] * n
+    failed: list = []
+    start = threading.Barrier(n)
+
+    def run(i):
+        try:
+            start.wait()
+            results[i] = body(i)
+        except BaseException as e:  # noqa: BLE001  reported by the test
+            failed.append(e)
+    ts = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(n)]
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)  # threads take turns often, as on a busy machine with bigger steps
+    try:
+        for t in ts:
+            t.start()
+        deadline = time.monotonic() + limit
+        for t in ts:
+            t.join(max(0.0, deadline - time.monotonic()))
+    finally:
+        sys.setswitchinterval(switch)
+    assert not any(t.is_alive() for t in ts), f"threads still running after {limit} s: a deadlock"
+    if failed:
+        raise failed[0]
+    return results
+
+
+# Every way a session runs a step: (device, Session keyword arguments, config).
+PATHS = {
+    "plain": ({"workers": 1}, None),
+    "budget": ({"memory_budget": "64MB"}, None),
+    "inter-op": ({"workers": 1}, tf.ConfigProto(inter_op_parallelism_threads=2)),
+    "workers": ({"workers": 2}, tf.ConfigProto(intra_op_parallelism_threads=2)),
+    "workers-inter-op": ({"workers": 2}, tf.ConfigProto(inter_op_parallelism_threads=2)),
+}
+
+
+def _session(g, device: str, path: str):
+    kwargs, config = PATHS[path]
+    if device != "cpu" and path != "budget" and path != "plain":
+        pytest.skip(f"{path} runs on the cpu device only")
+    return tf.Session(graph=g, device=device, config=config, **kwargs)
+
+
+@pytest.mark.parametrize("path", list(PATHS))
+def test_threads_running_one_session_each_get_their_own_values(device, path):
+    # opencl "plain" replays its steps from an arena (run_replayed); "budget" runs every step by a memory plan.
+    g, x, w, h, s, train, init = _linear()
+    with _session(g, device, path) as sess:
+        sess.run(init)
+
+        def infer(i):
+            wrong = 0
+            for r in range(RUNS):
+                xv = _feed(i, r)
+                hv, sv = sess.run([h, s], {x: xv})
+                wrong += int(not (np.array_equal(hv, 2 * xv + 1) and np.array_equal(sv, (2 * xv + 1).sum(1))))
+            return wrong
+        assert sum(_in_threads(infer)) == 0
+
+
+@pytest.mark.parametrize("path", list(PATHS))
+def test_training_steps_from_threads_are_those_of_some_serial_order(device, path):
+    g, x, w, h, s, train, init = _linear()
+    with _session(g, device, path) as sess:
+        sess.run(init)
+
+        def step(i):
+            wrong = 0
+            for r in range(RUNS):
+                xv = _feed(i, r)
+                _, hv = sess.run([train, h], {x: xv})
+                wrong += int(not np.array_equal(hv, 2 * xv + 1))
+            return wrong
+        assert sum(_in_threads(step)) == 0
+        final = sess.run(w)
+    expected = -sum(_grad(_feed(i, r)) for i in range(THREADS) for r in range(RUNS))
+    np.testing.assert_array_equal(final, expected.astype(np.float32))  # exact: no update lost or torn
+
+
+def _trained(sess, train, x, steps: range):
+    for r in steps:
+        sess.run(train, {x: _feed(0, r)})
+
+
+def test_a_forked_child_never_writes_the_parents_variables():
+    g, x, w, h, s, train, init = _linear()
+    with tf.Session(graph=g, workers=2, config=PATHS["workers"][1]) as sess:
+        sess.run(init)
+        _trained(sess, train, x, range(3))  # the first step forks the workers; the next ones run on them
+        assert len(sess._workers.pids()) == 2
+        before = sess.run(w)
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: trains three steps of its own, sends what it got, and exits
+            code = 1
+            try:
+                os.close(read)
+                got = [sess.run([train, h], {x: _feed(7, r)})[1] for r in range(3)]
+                with os.fdopen(write, "wb") as f:
+                    pickle.dump((got, sess.run(w)), f)
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(write)
+        with os.fdopen(read, "rb") as f:
+            data = f.read()
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        got, child_w = pickle.loads(data)  # noqa: S301  our own child's bytes
+        for r, hv in enumerate(got):
+            np.testing.assert_array_equal(hv, 2 * _feed(7, r) + 1)
+        np.testing.assert_array_equal(child_w, before - sum(_grad(_feed(7, r)) for r in range(3)).astype(np.float32))
+        np.testing.assert_array_equal(sess.run(w), before)  # the parent's variables are untouched
+        _trained(sess, train, x, range(3, 4))  # and its own workers still serve it
+        np.testing.assert_array_equal(sess.run(w), before - _grad(_feed(0, 3)).astype(np.float32))
+
+
+def _blas_training():
+    """A training step with GEMMs (OpenBLAS), on workers."""
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.placeholder(tf.float32, [None, 256], name="x")
+        v = tf.Variable(tf.random_normal([256, 256], seed=1), name="v")
+        loss = tf.reduce_mean(tf.square(tf.matmul(tf.matmul(x, v), v)))
+        train = tf.train.GradientDescentOptimizer(1e-4).minimize(loss)
+        init = tf.global_variables_initializer()
+    return g, x, v, train, init
+
+
+def test_two_sessions_with_workers_train_in_two_threads_without_deadlock():
+    graphs = [_blas_training() for _ in range(2)]
+
+    def train(i, steps=6):
+        g, x, v, step, init = graphs[i]
+        with tf.Session(graph=g, workers=2, config=PATHS["workers"][1]) as sess:
+            sess.run(init)
+            for r in range(steps):
+                sess.run(step, {x: np.random.default_rng(100 * i + r).standard_normal((BATCH, 256), np.float32)})
+            return sess.run(v), len(sess._workers.pids())
+    # (a worker kept alive by a socket another worker inherited made the sessions' close wait 30 s, then kill it)
+    together = _in_threads(train, n=2, limit=20.0)
+    for i in range(2):
+        alone, n = train(i)
+        assert together[i][1] == n == 2
+        np.testing.assert_array_equal(together[i][0], alone)  # the serial result, bit for bit
+
+
+def _on_workers(sess, train, x):
+    sess.run(sess.graph.get_operation_by_name("init"))
+    _trained(sess, train, x, range(2))
+    pids = sess._workers.pids()
+    assert len(pids) == 2
+    return pids
+
+
+def test_a_killed_worker_is_an_unavailable_error_and_the_session_can_still_save():
+    g, x, w, h, s, train, init = _linear()
+    with tf.Session(graph=g, workers=2, config=PATHS["workers"][1]) as sess:
+        pid = _on_workers(sess, train, x)[1]
+        before = sess.run(w)
+        os.kill(pid, signal.SIGKILL)
+        with pytest.raises(errors.UnavailableError, match=rf"worker process {pid} .*SIGKILL.*workers=1"):
+            sess.run(train, {x: _feed(0, 2)})
+        np.testing.assert_array_equal(sess.run(w), before)  # the failed step changed nothing; still readable
+        _trained(sess, train, x, range(3, 4))  # later steps run in this process
+        np.testing.assert_array_equal(sess.run(w), before - _grad(_feed(0, 3)).astype(np.float32))
+        assert sess._workers.pids() == []
+
+
+def test_a_stopped_worker_is_an_unavailable_error_within_a_bound(monkeypatch):
+    monkeypatch.setattr(workers, "STOPPED_SECONDS", 0.5)
+    g, x, w, h, s, train, init = _linear()
+    with tf.Session(graph=g, workers=2, config=PATHS["workers"][1]) as sess:
+        pid = _on_workers(sess, train, x)[0]
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            t = time.monotonic()
+            with pytest.raises(errors.UnavailableError, match=rf"worker process {pid} .*stopped"):
+                sess.run(train, {x: _feed(0, 2)})
+            assert time.monotonic() - t < 10
+        finally:
+            with contextlib.suppress(ProcessLookupError):  # (the error killed and reaped it)
+                os.kill(pid, signal.SIGCONT)
+        assert sess.run(w).shape == (4,)
+
