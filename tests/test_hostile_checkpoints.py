@@ -16,6 +16,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 import warnings
 
@@ -352,3 +353,187 @@ def test_kill_9_then_resume(tiny_set, tmp_path):
     assert sorted(resumed) == list(range(step + 1, 13))
     assert resumed == {s: want[s] for s in resumed} and killed == {s: want[s] for s in killed}
     assert not [n for n in os.listdir(ckpt) if n.endswith(".tmp")]  # a write killed midway was cleaned up
+
+
+# -- hostile files in a checkpoint folder: FIFOs, devices, huge or crafted indexes (each read in a child process
+# with a time and memory limit, so that a regression fails the test instead of hanging or swapping the suite) --
+def _hostile_folder(root, case: str) -> str:
+    """A folder with a good checkpoint m-1 (w: 3 floats), then made hostile per `case`."""
+    folder = root / case
+    g = tf.Graph()
+    with g.as_default():
+        tf.Variable(np.float32([1, 2, 3]), name="w")
+        tf.global_variables_initializer()
+        saver = tf.train.Saver()
+    sess = tf.Session(graph=g)
+    sess.run("init")
+    prefix = saver.save(sess, str(folder / "m"), global_step=1, metadata={"c": 1})
+    target = {"state": folder / "checkpoint", "index": tensor_bundle.index_path(prefix),
+              "data": tensor_bundle.data_path(prefix)}
+    what, _, which = case.partition("-")
+    if what in ("fifo", "zero", "dir"):
+        os.remove(target[which])
+        {"fifo": os.mkfifo, "zero": lambda p: os.symlink("/dev/zero", p), "dir": os.mkdir}[what](target[which])
+    elif what == "sparse":  # 6 GB of nothing, as the index
+        with open(target["index"], "r+b") as f:
+            f.truncate(6 << 30)
+    elif what == "bomb":  # 120 MB of keys sharing a 4 KB prefix, in a 450 KB index
+        entry = tensor_bundle.BundleReader(prefix).entries["w"].SerializeToString()
+        header = tensor_bundle.tensor_bundle_pb2.BundleHeaderProto(num_shards=1).SerializeToString()
+        keys = [b"w" * 4096 + i.to_bytes(3, "big") for i in range(30000)]
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(tensor_bundle, "_RESTART_INTERVAL", 1 << 30)  # every key shares all it can
+            table = tensor_bundle._table_bytes([(b"", header), *((k, entry) for k in keys)])
+        open(target["index"], "wb").write(table)
+    elif what == "huge":  # an entry declaring 2**34 floats (64 GB) in a data file of 12 bytes
+        reader = tensor_bundle.BundleReader(prefix)
+        entry = reader.entries["w"]
+        entry.shape.dim[0].size, entry.size = 2**34, 2**36
+        tensor_bundle._write_index(prefix, dict(reader.entries), 1)
+    elif what == "dtype":  # the metadata tensor as a float, not a JSON string
+        tensor_bundle.write_bundle(prefix, {"w": np.float32([1, 2, 3]), saver_lib.METADATA_KEY: np.float32(7)})
+    return str(folder)
+
+
+HOSTILE_FILES = {  # case: what the refusal says
+    "fifo-state": "is a FIFO", "zero-state": "is a character device", "dir-state": "is a folder",
+    "fifo-index": "is a FIFO", "zero-index": "lies outside the folder", "dir-index": "is a folder",
+    "fifo-data": "is a FIFO", "zero-data": "lies outside the folder",
+    "sparse-index": "has 6442450944 bytes", "bomb-index": "keys decode to more than",
+    "huge-data": "spans bytes [13, 68719476749) of", "dtype-meta": "is a float32 tensor",
+}
+
+MAY_RETURN = {  # by case, else by the kind of file: the readers that do not read it
+    "state": ("NewCheckpointReader", "read_checkpoint_metadata", "Saver.restore"),
+    "index": ("latest_checkpoint",), "data": ("latest_checkpoint",),
+    "huge-data": ("latest_checkpoint", "read_checkpoint_metadata"),
+    "dtype-meta": ("latest_checkpoint", "Saver.restore", "newest_valid_checkpoint", "MonitoredTrainingSession"),
+}
+
+_READERS = r'''
+import contextlib, io, json, resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))  # a read without bound fails instead of swapping
+import numpy as np
+import tfplus as tf
+from tfplus.cli import main
+
+def restore(folder, direct):
+    g = tf.Graph()
+    with g.as_default():
+        tf.Variable(np.zeros(3, np.float32), name="w")
+        tf.train.get_or_create_global_step()
+        saver = tf.train.Saver(var_list=[v for v in tf.global_variables() if v.op.name == "w"])
+    sess = tf.Session(graph=g)
+    saver.restore(sess, direct)
+
+def monitored(folder):
+    with tf.Graph().as_default():
+        tf.Variable(np.zeros(3, np.float32), name="w")
+        tf.train.get_or_create_global_step()
+        with tf.train.MonitoredTrainingSession(checkpoint_dir=folder, save_checkpoint_secs=None,
+                                               save_summaries_steps=None, log_step_count_steps=None):
+            pass
+
+def newest(folder):
+    reader, skipped = tf.train.newest_valid_checkpoint(folder)
+    if reader is None:
+        raise tf.errors.DataLossError(None, None, " / ".join(why for _, why in skipped))
+    return reader.path
+
+def everything(reader):
+    return [reader.get_tensor(k) for k in reader.get_variable_to_shape_map()], reader.metadata()
+
+def cli(folder):
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        code = main(["eval", "--checkpoint", folder])
+    lines = err.getvalue().strip().splitlines()
+    if code in (1, 2) and lines and lines[-1].startswith("tfplus eval: error: ") and len(lines) <= 2:
+        raise tf.errors.DataLossError(None, None, " / ".join(lines))
+    raise AssertionError(f"eval: exit {code}, {lines}")
+
+for folder in sys.argv[1:]:
+    direct = folder + "/m-1"
+    readers = {
+        "latest_checkpoint": lambda: tf.train.latest_checkpoint(folder),
+        "NewCheckpointReader": lambda: everything(tf.train.NewCheckpointReader(direct)),
+        "load_checkpoint": lambda: everything(tf.train.load_checkpoint(folder)),
+        "read_checkpoint_metadata": lambda: tf.train.read_checkpoint_metadata(direct),
+        "Saver.restore": lambda: restore(folder, direct),
+        "newest_valid_checkpoint": lambda: newest(folder),
+        "MonitoredTrainingSession": lambda: monitored(folder),
+        "tfplus eval": lambda: cli(folder),
+    }
+    for name, read in readers.items():
+        try:
+            out = read()
+            result = ["returned", repr(out)[:200]]
+        except tf.errors.OpError as e:
+            result = [type(e).__name__, str(e)]
+        except BaseException as e:
+            result = ["raw " + type(e).__name__, str(e)[:300]]
+        print(json.dumps([folder, name, *result]), flush=True)
+'''
+
+
+def test_hostile_files_are_refused_by_every_reader_without_hanging_or_allocating(tmp_path):
+    folders = {case: _hostile_folder(tmp_path, case) for case in HOSTILE_FILES}
+    proc = subprocess.run([sys.executable, "-c", _READERS, *folders.values()], capture_output=True, text=True,
+                          timeout=120, cwd=tmp_path)
+    results = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert len(results) == 8 * len(folders), proc.stderr[-2000:]
+    by_case = {v: k for k, v in folders.items()}
+    for folder, reader, outcome, message in results:
+        case = by_case[folder]
+        assert not outcome.startswith("raw "), (case, reader, outcome, message)
+        if outcome == "returned":  # only what never reads the hostile file (or entry) may succeed
+            allowed = MAY_RETURN[case] if case in MAY_RETURN else MAY_RETURN[case.rpartition("-")[2]]
+            assert reader in allowed, (case, reader, message)
+    refusals = {(by_case[f], r): m for f, r, o, m in results if o != "returned"}
+    for case, says in HOSTILE_FILES.items():
+        assert any(says in m for (c, _), m in refusals.items() if c == case), (case, says, refusals)
+
+
+def test_a_200k_entry_index_loads_in_linear_time(tmp_path):
+    """A legitimate big index (200k tensors): opened, listed and looked up in one pass each (it took 38 s)."""
+    entry = tensor_bundle.tensor_bundle_pb2.BundleEntryProto(
+        dtype=1, shape=tensor_bundle.shape_to_proto((0,)), crc32c=tensor_bundle.crc32c.mask(0)).SerializeToString()
+    header = tensor_bundle.tensor_bundle_pb2.BundleHeaderProto(num_shards=1).SerializeToString()
+    keys = [f"layer{i:06d}/w" for i in range(200_000)]
+    prefix = str(tmp_path / "big")
+    open(tensor_bundle.index_path(prefix), "wb").write(
+        tensor_bundle._table_bytes([(b"", header), *((k.encode(), entry) for k in keys)]))
+    open(tensor_bundle.data_path(prefix), "wb").close()
+    done = {}
+
+    def work():
+        reader = tf.train.NewCheckpointReader(prefix)
+        done["listed"] = len(reader.get_variable_to_shape_map())
+        done["found"] = sum(map(reader.has_tensor, keys))
+        done["read"] = sum(reader.get_tensor(k).size == 0 for k in keys[::100])
+    thread = threading.Thread(target=work, daemon=True)
+    thread.start()
+    thread.join(60)  # generous: the work is linear (a few seconds); quadratic work would take hours
+    assert done == {"listed": 200_000, "found": 200_000, "read": 2000}
+
+
+def test_a_redos_pattern_in_a_checkpoints_recipe_is_refused(finished, tmp_path):
+    """recipe.trainable is a regex matched against every variable name: one that backtracks exponentially is
+    refused before it is matched (in a child process: a regression hangs it, not the suite)."""
+    folder = tmp_path / "ckpt"
+    shutil.copytree(finished, folder)
+    path = tf.train.latest_checkpoint(str(folder))
+    reader = tensor_bundle.BundleReader(path)
+    tensors = {k: reader.read(k) for k in reader.keys()}
+    meta = json.loads(tensors[saver_lib.METADATA_KEY].item())
+    meta["recipe"]["trainable"] = "^(([a-z0-9_/]+)+)+!"
+    tensors[saver_lib.METADATA_KEY] = np.array(json.dumps(meta).encode(), dtype=object)
+    tensor_bundle.write_bundle(path, tensors)
+    script = ("import sys\nfrom tfplus import trainer\nfrom tfplus.cli import main\n"
+              + "".join(f"trainer.{k} = {v}\n" for k, v in TINY.items()) + "sys.exit(main(sys.argv[1:]))\n")
+    for argv in (["eval", "--checkpoint", str(folder)], ["train", "--checkpoint-dir", str(folder), "--resume"]):
+        proc = subprocess.run([sys.executable, "-c", script, *argv], capture_output=True, text=True, timeout=60,
+                              cwd=tmp_path)
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+        assert lines[0].startswith(f"tfplus {argv[0]}: error: ") and "repeats a group that itself repeats" in lines[0]

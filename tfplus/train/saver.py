@@ -161,7 +161,8 @@ class Saver:
         if self._format == "tensorflow":
             if meta_json:
                 values[METADATA_KEY] = np.array(meta_json.encode(), dtype=object)
-            if write_state and self._listed(save_path, latest_filename) and tensor_bundle.is_bundle(save_path):
+            if write_state and self._listed(save_path, latest_filename) and _checkpoint_files(save_path,
+                                                                                               "tensorflow"):
                 backup = self._replace_listed(save_path, values, latest_filename)
             else:
                 tensor_bundle.write_bundle(save_path, values)

@@ -68,8 +68,9 @@ def data_path(prefix: str, shard: int = 0, num_shards: int = 1) -> str:
 
 
 def is_bundle(prefix: str) -> bool:
-    """Whether `prefix` names a TensorFlow-format checkpoint (its index file exists)."""
-    return os.path.isfile(index_path(prefix))
+    """Whether `prefix` names a TensorFlow-format checkpoint: its index exists (whatever it is: the reader says
+    what is wrong with one that is not a regular file)."""
+    return os.path.lexists(index_path(prefix))
 
 
 # -- varints -------------------------------------------------------------------------------------------------
@@ -132,10 +133,14 @@ class _BlockBuilder:
 
     def add(self, key: bytes, value: bytes) -> None:
         shared = 0
-        if self.count % self.interval:
-            n = min(len(key), len(self.last))
-            while shared < n and key[shared] == self.last[shared]:
-                shared += 1
+        if self.count % self.interval:  # the common prefix's length, by halving: slices compare in C
+            high = min(len(key), len(self.last))
+            while shared < high:
+                mid = (shared + high + 1) // 2
+                if key[:mid] == self.last[:mid]:
+                    shared = mid
+                else:
+                    high = mid - 1
         elif self.count:
             self.restarts.append(len(self.buf))
         for v in (shared, len(key) - shared, len(value)):
