@@ -12,7 +12,7 @@ from tfplus import data as tfdata
 from tfplus.cli import main
 from tfplus.ops.image_ops import cifar_augment
 
-SMALL = ["--synthetic", "--model", "lenet", "--batch-size", "16", "--log-every", "1", "--no-eval"]
+SMALL = ["--synthetic", "--model", "lenet", "--batch-size", "8", "--log-every", "1", "--no-eval"]
 
 
 def _losses(path) -> list[float]:
