@@ -456,11 +456,10 @@ def _control_flow_attrs(op: Operation, library: _Library, prefix: str, n_acc: in
                             (types, loop + tuple(range(n + n_cond, len(types))), caps, n_acc, True))
     carried = attr_to_proto("list(type)", types)
     carried.list.type.extend([_VARIANT] * n_acc + [_INT32] * bool(n_acc))
-    attrs = {"T": carried, "cond": attr_value_pb2.AttrValue(func=cond), "body": attr_value_pb2.AttrValue(func=body),
-             "output_shapes": attr_to_proto("list(shape)", _gd_output_shapes(op)),
-             "parallel_iterations": attr_to_proto("int", a["parallel_iterations"]),
-             "_tfplus_n_loop_vars": attr_to_proto("int", n), "_tfplus_n_cond": attr_to_proto("int", n_cond)}
-    return attrs
+    return {"T": carried, "cond": attr_value_pb2.AttrValue(func=cond), "body": attr_value_pb2.AttrValue(func=body),
+            "output_shapes": attr_to_proto("list(shape)", _gd_output_shapes(op)),
+            "parallel_iterations": attr_to_proto("int", a["parallel_iterations"]),
+            "_tfplus_n_loop_vars": attr_to_proto("int", n), "_tfplus_n_cond": attr_to_proto("int", n_cond)}
 
 
 def _gd_output_shapes(op: Operation) -> list:
@@ -488,30 +487,7 @@ def _node_defs(op: Operation, library: _Library, ref, prefix: str) -> list[graph
         n_acc = len(op.attrs["T"]) if _accumulates(op) else 0
         for key, av in _control_flow_attrs(op, library, prefix, n_acc).items():
             node.attr[key].CopyFrom(av)
-        if not n_acc:
-            return [node]
-        function = ref is not _input_name  # NOTE: a function's inputs name the output arg too
-        before, after = [], []
-        for k in range(n_acc):
-            base = f"{op.name}/{_ACC_SCOPE}/"
-            shape = op.attrs["output_shapes"][k]
-            dtype = {"type": op.attrs["T"][k].as_datatype_enum}
-            before.append(_int32_const(f"{base}shape_{k}", -1 if shape is None else
-                                       [-1 if d is None else d for d in shape]))
-            before.append(_acc_node(f"{base}list_{k}", "EmptyTensorList",
-                                    [f"{base}shape_{k}" + (":output:0" if function else ""),
-                                     f"{base}max_size" + (":output:0" if function else "")],
-                                    element_dtype=dtype, shape_type={"type": _INT32}))
-            node.input.insert(len(op.inputs) + k, f"{base}list_{k}" + (":handle:0" if function else ""))
-            lst = f"{op.name}:output:{len(op.inputs) + k}" if function else f"{op.name}:{len(op.inputs) + k}"
-            if op.outputs[n_acc + k].consumers():
-                after.append(_acc_node(f"{base}history_{k}", "TensorListStack",
-                                       [lst, f"{base}shape_{k}" + (":output:0" if function else "")],
-                                       element_dtype=dtype, num_elements={"i": -1}))
-        base = f"{op.name}/{_ACC_SCOPE}/"
-        before += [_int32_const(f"{base}max_size", -1), _int32_const(f"{base}count0", 0)]
-        node.input.insert(len(op.inputs) + n_acc, f"{base}count0" + (":output:0" if function else ""))
-        return before + [node] + after
+        return _with_accumulators(op, node, function=ref is not _input_name) if n_acc else [node]
     declared = op.op_def.attrs
     for key, value in sorted(op.attrs.items()):
         if key not in declared:
@@ -525,6 +501,31 @@ def _node_defs(op: Operation, library: _Library, ref, prefix: str) -> list[graph
             raise type(e)(f"{op.type} '{op.name}': cannot serialize attr {key!r} = {value!r} as "
                           f"{declared[key]!r}: {e}") from None
     return [node]
+
+
+def _with_accumulators(op: Operation, node: graph_pb2.NodeDef, function: bool) -> list[graph_pb2.NodeDef]:
+    """A While's NodeDef carrying its accumulators (see the NOTE above): their nodes before it, then it, then the
+    TensorListStack of each history that is read. `function`: the nodes are a function's (inputs name output args)."""
+    base, n = f"{op.name}/{_ACC_SCOPE}/", len(op.attrs["T"])
+
+    def out(name: str, arg: str, i: int = 0) -> str:
+        return f"{name}:{arg}:{i}" if function else (name if i == 0 else f"{name}:{i}")
+    before, after = [_int32_const(f"{base}max_size", -1), _int32_const(f"{base}count0", 0)], []
+    for k in range(n):
+        shape, dtype = op.attrs["output_shapes"][k], {"type": op.attrs["T"][k].as_datatype_enum}
+        dims = -1 if shape is None else [-1 if d is None else d for d in shape]  # TensorFlow's -1: unknown
+        before.append(_int32_const(f"{base}shape_{k}", dims))
+        before.append(_acc_node(f"{base}list_{k}", "EmptyTensorList", [out(f"{base}shape_{k}", "output"),
+                                out(f"{base}max_size", "output")], element_dtype=dtype, shape_type={"type": _INT32}))
+        if op.outputs[n + k].consumers():
+            after.append(_acc_node(f"{base}history_{k}", "TensorListStack",
+                                   [out(op.name, "output", len(op.inputs) + k), out(f"{base}shape_{k}", "output")],
+                                   element_dtype=dtype, num_elements={"i": -1}))
+    controls = list(node.input[len(op.inputs):])
+    del node.input[len(op.inputs):]
+    node.input.extend([out(f"{base}list_{k}", "handle") for k in range(n)] + [out(f"{base}count0", "output")] +
+                      controls)
+    return before + [node] + after
 
 
 def as_graph_def(graph: Graph | None = None, add_shapes: bool = False) -> graph_pb2.GraphDef:
