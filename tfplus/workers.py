@@ -119,11 +119,20 @@ class _Gate:
         with self.lock:
             self.forks += 1
             self.inside -= own
-            while self.inside or self.forking:
-                self.cond.wait()
+            try:
+                while self.inside or self.forking:
+                    self.cond.wait()
+            except BaseException:  # a signal handler raised: os.fork goes on (it ignores the hook's errors)
+                self.mine.own = None
+                self.forks -= 1
+                self.inside += own
+                self.cond.notify_all()
+                raise
             self.forking = True
 
     def after_fork_in_parent(self) -> None:
+        if self.mine.own is None:  # before_fork gave up
+            return
         with self.lock:
             self.forking = False
             self.forks -= 1
@@ -134,7 +143,7 @@ class _Gate:
         # The only thread now is the one that forked: its steps are the only ones inside.
         self.lock = threading.Lock()
         self.cond = threading.Condition(self.lock)
-        self.inside, self.forks, self.forking = self.mine.own, 0, False
+        self.inside, self.forks, self.forking = self.mine.own or getattr(self.mine, "depth", 0), 0, False
 
 
 _gate = _Gate()
@@ -650,17 +659,20 @@ def _state(pid: int) -> str:
 
 
 def _reap(pid: int, patience: float = 30.0) -> None:
-    """Waits for a worker to exit; kills it if it has not within `patience` seconds."""
+    """Waits for a worker to exit; kills it if it has not within `patience` seconds, or at once if it is
+    stopped (it would not see its socket close)."""
     deadline = time.monotonic() + patience
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and _state(pid) not in ("T", "t"):
         try:
             if os.waitpid(pid, os.WNOHANG)[0]:
                 return
         except ChildProcessError:  # reaped already (_ended)
             return
         time.sleep(0.001)
-    os.kill(pid, signal.SIGKILL)
-    os.waitpid(pid, 0)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, 0)
 
 
 def _padded(n: int) -> int:
