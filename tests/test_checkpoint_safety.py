@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import signal
 import threading
 import time
@@ -15,6 +16,7 @@ import pytest
 import tfplus as tf
 from tfplus import trainer
 from tfplus.cli import main
+from tfplus.graph_io import remove_orphan_temps
 from tfplus.train import saver as saver_lib
 from tfplus.train import tensor_bundle
 
@@ -141,6 +143,11 @@ def test_sigkill_in_the_middle_of_saves_never_leaves_a_torn_listed_checkpoint(tm
         with reader:
             assert reader.path == tf.train.latest_checkpoint(folder) and not skipped
         newest.append(_whole(reader.path))
+        remove_orphan_temps(folder)  # as `tfplus train` does at its start
+        saver_lib.remove_interrupted_saves(folder)
+        assert _listed_are_whole(folder) and not [n for n in os.listdir(folder) if ".new-" in n]
+        listed = {os.path.basename(p) for p in tf.train.get_checkpoint_state(folder).all_model_checkpoint_paths}
+        assert {re.sub(r"\.(index|data-.*)$", "", n) for n in os.listdir(folder) if ".previous-" in n} <= listed
     assert all(c % 1000 for c in newest)  # each child saved before it was killed
 
 

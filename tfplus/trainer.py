@@ -56,6 +56,7 @@ from tfplus import errors, finetune, profiler
 from tfplus.graph_io import remove_orphan_temps
 from tfplus.graphs import get_model, training_graph
 from tfplus.graphs.mentee import DATA_FORMATS, DEFAULT_LR, OPTIMIZERS, SCHEDULES, default_warmup
+from tfplus.train.saver import remove_interrupted_saves
 from tfplus.units import format_size
 
 # The synthetic dataset (tfplus.data.synthetic): small enough that an epoch takes seconds.
@@ -580,7 +581,7 @@ def prepare_checkpoint_dir(folder: str, err: IO[str]) -> None:
         os.makedirs(folder, exist_ok=True)
         with tempfile.TemporaryFile(dir=folder):
             pass
-        removed = remove_orphan_temps(folder)
+        removed = remove_orphan_temps(folder) + remove_interrupted_saves(folder)
     except OSError as e:
         why = "it is a file, not a folder" if os.path.exists(folder) and not os.path.isdir(folder) else \
             e.strerror or str(e)

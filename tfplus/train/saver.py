@@ -625,6 +625,30 @@ def _checkpoint_files(prefix: str, fmt: str | None = None) -> list[str]:
     return files
 
 
+# The files a same-path save killed midway leaves: its new bundle, or its backup (see Saver._replace_listed).
+_INTERRUPTED = re.compile(r".+\.(?:new|previous)-[0-9a-f]{12}(\.index|\.data-\d{5}-of-\d{5})")
+
+
+def remove_interrupted_saves(folder: str, latest_filename: str | None = None) -> list[str]:
+    """Deletes what saves killed while replacing a listed checkpoint left in `folder` (the new bundle; the
+    backup, unless the state file lists it), regular files only; returns their names. Call it only while no
+    other process saves into `folder`."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            state = get_checkpoint_state(folder, latest_filename)
+        except errors.OpError:  # nothing can be known to be unlisted
+            return []
+    listed = {os.path.basename(p) for p in state.all_model_checkpoint_paths} if state else set()
+    removed = []
+    for entry in os.scandir(folder):
+        match = _INTERRUPTED.fullmatch(entry.name)
+        if match and entry.name[:match.start(1)] not in listed and entry.is_file(follow_symlinks=False):
+            os.remove(entry.path)
+            removed.append(entry.name)
+    return sorted(removed)
+
+
 def _link_or_copy(src: str, dst: str) -> None:
     """`dst` as a second name of the file `src` (a durable copy where the file system has no hard links)."""
     try:
