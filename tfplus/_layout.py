@@ -1,9 +1,9 @@
 """Where tfplus.ops, tfplus.kernels and tfplus.graphs live when this tfplus/ is a source checkout's.
 
-An install (pyproject's package-dir) puts the top-level ops/, kernels/ and graphs/ inside tfplus/. The checkout
-keeps them beside it, so a tfplus/ imported from the checkout's root (python -m tfplus or a script run there,
-which put the working folder first on sys.path ahead of any install, or a strict editable install's link tree
-seen from there) would have no tfplus.ops. This finds those three, and no other folder of the checkout's root, there.
+An install (pyproject's package-dir) puts the top-level ops/, kernels/ and graphs/ inside tfplus/; the checkout
+keeps them beside it. Run from the checkout's root (python -m tfplus, python -c, a script there), Python puts the
+working folder first on sys.path, ahead of any install, plain or editable: the checkout's tfplus/ is imported,
+and had no tfplus.ops. This finds those three in the root, and nothing else there (no tfplus.tests).
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import sys
 from importlib.machinery import ModuleSpec, PathFinder
 from pathlib import Path
 
-_TFPLUS = Path(__file__).resolve().parent
+_TFPLUS = Path(__file__).absolute().parent  # not resolved: a strict editable install's link tree has its own ops/
 _ROOT = _TFPLUS.parent
 _SUBPACKAGES = {f"tfplus.{name}" for name in ("ops", "kernels", "graphs")}
 
