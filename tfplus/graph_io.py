@@ -1021,11 +1021,11 @@ def _functional_attrs(node: _Node, proto: graph_pb2.NodeDef) -> dict:
         shapes = get("output_shapes", "list(shape)", [])
         return {"Tcond": get("Tcond", "type", _dt.bool_), "Tin": tin, "Tout": tout, "n_then": n_then,
                 "output_shapes": shapes if len(shapes) == len(tout) else None}
-    n_acc = _accumulators(proto, where)
-    types = get("T", "list(type)", _REQUIRED) if not n_acc else \
-        attr_from_proto("list(type)", attr_value_pb2.AttrValue(list={"type": proto.attr["T"].list.type[:-n_acc - 1]}))
-    if len(types) + n_acc + bool(n_acc) != len(node.inputs):
-        raise ValueError(f"{where} has {len(node.inputs)} inputs but attr T lists {len(types) + n_acc + bool(n_acc)}")
+    n_extra = _accumulators(proto, where)  # carried after the inputs of tfplus's While; dropped here
+    types = get("T", "list(type)", _REQUIRED) if not n_extra else \
+        attr_from_proto("list(type)", attr_value_pb2.AttrValue(list={"type": proto.attr["T"].list.type[:-n_extra]}))
+    if len(types) + n_extra != len(node.inputs):
+        raise ValueError(f"{where} has {len(node.inputs)} inputs but attr T lists {len(types) + n_extra}")
     node.inputs = node.inputs[:len(types)]
     n = split("_tfplus_n_loop_vars", 0, len(types), len(types))
     n = len(types) if n is None else n
@@ -1038,8 +1038,8 @@ def _functional_attrs(node: _Node, proto: graph_pb2.NodeDef) -> dict:
 
 
 def _accumulators(proto: graph_pb2.NodeDef, where: str) -> int:
-    """How many TensorLists a While that tfplus wrote carries for its loop variables' histories (then a counter,
-    see the NOTE at "Graph -> GraphDef"); 0 for any other While."""
+    """How many values a While that tfplus wrote carries for its gradient (a TensorList per loop variable, then a
+    counter, see the NOTE at "Graph -> GraphDef"); 0 for any other While."""
     types = list(proto.attr["T"].list.type) if "T" in proto.attr else []
     n_acc = types.count(_VARIANT)
     if n_acc == 0:
@@ -1048,7 +1048,7 @@ def _accumulators(proto: graph_pb2.NodeDef, where: str) -> int:
     if n != n_acc or types[-n_acc - 1:] != [_VARIANT] * n_acc + [_INT32]:
         raise TypeError(f"{where} carries DT_VARIANT values, which tfplus has no dtype for (only the TensorLists "
                         "that tfplus writes after a loop's inputs, one per loop variable, then an int32 count)")
-    return n_acc
+    return n_acc + 1
 
 
 def _function_graph(outer: Graph, functions: tuple, name: str, where: str, arg_types: list, loop: range,
