@@ -151,6 +151,7 @@ class TrainGraph(NamedTuple):
     # With device_input: `images` is computed from these by CifarAugment on the session's device.
     raw_images: tf.Tensor | None = None    # placeholder uint8 (None, 3, 32, 32), the dataset's bytes
     crops: tf.Tensor | None = None         # placeholder int32 (None, 3): top, left, flip per image
+    eval_logits: tf.Tensor | None = None   # the predictions' logits (evaluation mode for batch norm)
 
 
 def default_warmup(steps_per_epoch: int) -> int:
@@ -324,4 +325,4 @@ def training_graph(model: Callable[..., tf.Tensor] = mentee, *, total_steps: int
         if device_input:
             images, raw_images, crops = _device_input(images, data_format)
     return TrainGraph(graph, images, labels, logits, predictions, xent, loss, accuracy, lr, global_step,
-                      train_op, init_op, raw_images, crops)
+                      train_op, init_op, raw_images, crops, eval_logits)

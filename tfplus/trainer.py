@@ -21,7 +21,7 @@ The --log file gets one JSON object per line (field names are stable):
   session runtime's transfer counters so far;
 - {"kind": "epoch", ..., "test_accuracy", "epoch_time_s"} after each epoch, with the epoch's mean loss and
   accuracy and its training time (evaluation excluded); test_accuracy is null for an epoch not evaluated
-  (eval_every, --no-eval);
+  (eval_every, --no-eval); with --logdir, also "test_loss" (the test set's mean cross-entropy, null likewise);
 - with profile_every N, {"kind": "profile", "step", "epoch", "step_ms", "op_ms", "forward_ms", "backward_ms",
   "update_ms", "device_ms", "gflop", "gflop_per_s", "h2d_bytes", "d2h_bytes", "transfer_ms",
   "peak_live_bytes", "ops", "top_ops"} for every Nth step, traced (tfplus.profiler.RunMetadata.summary; the
@@ -67,6 +67,9 @@ EVAL_BATCH = 500
 CHECKPOINT_PREFIX = "model.ckpt"
 CHECKPOINT_FORMAT = 1
 MAX_STEPS = 2**63 - 1  # a run's steps: the global step is an int64
+# Epoch rows a run keeps (with its best): each checkpoint's metadata carries them, so they may not grow with a
+# run of a billion one-step epochs (the Saver reads at most 16 MB of metadata).
+HISTORY_KEPT = 1000
 # The stop requests the loop honours by saving, then exiting 128 + the signal's number. SIGHUP: the terminal
 # closed (an ssh session dropped): the run is saved as for SIGTERM, not lost.
 _EXIT_ON_SIGNAL = {signal.SIGINT: 130, signal.SIGTERM: 143}
@@ -787,7 +790,8 @@ class _StopRequest:
 class TrainResult:
     steps: int                                   # global step reached
     total_steps: int
-    history: list[dict[str, Any]]                # one dict per finished epoch (the epoch rows of the log)
+    history: list[dict[str, Any]]                # one dict per finished epoch (the epoch rows of the log): the
+                                                 # last HISTORY_KEPT, and the best evaluated one
     final_test_accuracy: float | None
     best_test_accuracy: float | None
     best_epoch: int | None
@@ -971,6 +975,8 @@ def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = No
         saver = tf.train.Saver(max_to_keep=3)
         init = _init_from(cfg, tg, meta, err)
     sums = _RunningSums(tg)
+    # The test set's loss, for TensorBoard's validation run (the --log file's epoch rows then carry it too).
+    loss_sum = eval_loss_sum(tg) if cfg.logdir and tg.eval_logits is not None else None
     _say_trainable(cfg, tg, err)
     sess = _session(tg.graph, cfg.device, cfg.memory_budget, cfg.threads, cfg.workers)
 
@@ -1093,19 +1099,22 @@ def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = No
 
     def finish_epoch(epoch: int, seconds: float, images: int) -> None:
         """Evaluates (if its turn), logs and prints the epoch that just ended (1-based `epoch`)."""
-        loss_sum, acc_sum, n = state["sums"]
-        test_acc = None
+        train_loss, acc_sum, n = state["sums"]
+        test_acc = test_loss = None
         if evaluated(epoch):
             t0 = time.perf_counter()
-            test_acc, _ = evaluate_predictions(sess, tg, dataset, eval_batch, cfg.data_format, progress=err)
+            test_acc, _, test_loss = evaluate_predictions(sess, tg, dataset, eval_batch, cfg.data_format,
+                                                          progress=err, loss_sum=loss_sum)
             if not clock.get("evaluated"):  # this process's first evaluation
                 _record_eval_programs(cfg, sess)
                 clock["evaluated"] = True
             clock["eval_s"] = time.perf_counter() - t0
-        row = {"kind": "epoch", "step": step, "epoch": epoch, "loss": loss_sum / max(n, 1),
+        row = {"kind": "epoch", "step": step, "epoch": epoch, "loss": train_loss / max(n, 1),
                "accuracy": acc_sum / max(n, 1), "lr": lr, "images_per_sec": images / max(seconds, 1e-9),
                "test_accuracy": test_acc, "epoch_time_s": seconds, **counters()}
-        state["history"].append(row)
+        if loss_sum is not None:
+            row["test_loss"] = test_loss
+        state["history"] = _kept_history(state["history"] + [row])
         state["sums"] = [0.0, 0.0, 0]
         log.write(row)
         test = "" if test_acc is None else f"  test acc {100 * test_acc:.2f}%"
@@ -1226,6 +1235,20 @@ def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = No
     return result
 
 
+def _kept_history(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The epoch rows a run keeps (and its checkpoints carry): the last HISTORY_KEPT, and the best evaluated one
+    before them (TrainResult's best), so a checkpoint's metadata stays small however many epochs a run has."""
+    if len(history) <= HISTORY_KEPT:
+        return history
+    recent, older = history[-HISTORY_KEPT:], history[:-HISTORY_KEPT]
+    tested = [r for r in older if r["test_accuracy"] is not None]
+    best = max(tested, key=lambda r: r["test_accuracy"], default=None)
+    if best is None or any(r["test_accuracy"] is not None and r["test_accuracy"] > best["test_accuracy"]
+                           for r in recent):
+        return recent
+    return [best, *recent]
+
+
 def _non_finite_variables(sess: tf.Session, graph: tf.Graph) -> list[str]:
     """The floating-point variables (weights, optimizer slots) holding a NaN or an infinity."""
     bad = []
@@ -1240,23 +1263,38 @@ def _non_finite_variables(sess: tf.Session, graph: tf.Graph) -> list[str]:
 # Evaluation
 
 def evaluate_predictions(sess: tf.Session, tg, dataset: tfdata.Dataset, batch_size: int,
-                         data_format: str = "NCHW", progress: IO[str] | None = None) -> tuple[float, np.ndarray]:
-    """(test accuracy, confusion counts (true class, predicted class)) over the whole test set, with a
-    progress bar on `progress` if given."""
+                         data_format: str = "NCHW", progress: IO[str] | None = None,
+                         loss_sum: tf.Tensor | None = None) -> tuple[float, np.ndarray, float | None]:
+    """(test accuracy, confusion counts (true class, predicted class), mean test loss) over the whole test set,
+    with a progress bar on `progress` if given. The loss is `loss_sum`'s (a batch's summed loss, eval_loss_sum)
+    mean over the images, if given, else None."""
     k = len(dataset.classes)
     confusion = np.zeros((k, k), np.int64)
     n = len(dataset.test_labels)
     bar = Progress(progress, math.ceil(n / batch_size), "test set") if progress else None
     raw = tg.raw_images is not None
+    total = 0.0
     with tfdata.eval_batches(dataset, batch_size, data_format, raw=raw) as batches:
         for i, (x, y) in enumerate(batches):
-            predicted = sess.run(tg.predictions, image_feed(tg, (x, tfdata.no_crops(len(x))) if raw else x))
+            feed = image_feed(tg, (x, tfdata.no_crops(len(x))) if raw else x)
+            if loss_sum is None:
+                predicted = sess.run(tg.predictions, feed)
+            else:
+                predicted, summed = sess.run([tg.predictions, loss_sum], {**feed, tg.labels: y})
+                total += float(summed)
             np.add.at(confusion, (y, predicted), 1)
             if bar:
                 bar.update(i + 1, "batches")
     if bar:
         bar.clear()
-    return float(np.trace(confusion) / max(confusion.sum(), 1)), confusion
+    count = max(int(confusion.sum()), 1)
+    return float(np.trace(confusion) / count), confusion, None if loss_sum is None else total / count
+
+
+def eval_loss_sum(tg) -> tf.Tensor:
+    """A batch's summed cross-entropy of the predictions' logits (evaluation mode), added to tg's graph."""
+    with tg.graph.as_default(), tf.name_scope("test_loss"):
+        return tf.reduce_sum(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=tg.labels, logits=tg.eval_logits))
 
 
 def image_feed(tg, images) -> dict:
@@ -1376,7 +1414,7 @@ def evaluate(checkpoint: str, data: str | None = None, synthetic: bool | None = 
         step = int(sess.run(tg.global_step))
         if batch_size is None:
             batch_size = cfg.batch_size if memory_budget else max(cfg.batch_size, EVAL_BATCH)
-        acc, confusion = evaluate_predictions(sess, tg, dataset, batch_size, cfg.data_format, progress=err)
+        acc, confusion, _ = evaluate_predictions(sess, tg, dataset, batch_size, cfg.data_format, progress=err)
         if memory_budget:
             print(_plan_line(sess, memory_budget), file=err)
     finally:
