@@ -470,12 +470,10 @@ def _gd_output_shapes(op: Operation) -> list:
     return [t._shape for t in op.outputs[:n] + op.inputs[n:]] + [()] * (n + 1) * _accumulates(op)
 
 
-def node_to_proto(op: Operation, library: _Library | None = None, ref=_input_name,
-                  prefix: str = "") -> graph_pb2.NodeDef:
-    """One Operation as a NodeDef: inputs "node[:idx]" then control inputs "^node", attrs by declared type. An If
-    or While adds its sub-graphs to `library` as functions (named after `prefix` and the node)."""
-    return next(node for node in _node_defs(op, _Library() if library is None else library, ref, prefix)
-                if node.name == op.name)
+def node_to_proto(op: Operation) -> graph_pb2.NodeDef:
+    """One Operation as a NodeDef: inputs "node[:idx]" then control inputs "^node", attrs by declared type (an If's
+    or While's sub-graphs as calls of functions named after the node, which as_graph_def writes to its library)."""
+    return next(node for node in _node_defs(op, _Library(), _input_name, "") if node.name == op.name)
 
 
 def _node_defs(op: Operation, library: _Library, ref, prefix: str) -> list[graph_pb2.NodeDef]:
