@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 import tfplus as tf
-from tfplus import trainer
+from tfplus import finetune, trainer
 from tfplus.cli import main
 from tfplus.data import TrainBatches
 from tfplus.proto import checkpoint_pb2
@@ -517,21 +517,38 @@ def test_a_200k_entry_index_loads_in_linear_time(tmp_path):
     assert done == {"listed": 200_000, "found": 200_000, "read": 2000}
 
 
-def test_a_redos_pattern_in_a_checkpoints_recipe_is_refused(finished, tmp_path):
-    """recipe.trainable is a regex matched against every variable name: one that backtracks exponentially is
-    refused before it is matched (in a child process: a regression hangs it, not the suite)."""
+REDOS = "^((([a-z0-9_/]+)+)+)+!"  # 4 s on one of lenet's 10 names (13 letters) before check_pattern
+
+
+@pytest.mark.parametrize("pattern,safe", [
+    ("^(fc3|logits)/", True), ("conv.*/weights", True), ("fc[12]/.*", True), ("([a-z]|_)+", True),
+    ("(a+)+$", False), ("(ab|a)*$", False), ("(?:x{2,3})+", False), ("a*b*c*d*", False), (r"(\w)\1", False),
+    ("x" * 300, False), ("(", False), (REDOS, False),
+])
+def test_trainable_patterns_are_checked_before_they_are_matched(pattern, safe):
+    if safe:
+        finetune.check_pattern(pattern)
+    else:
+        with pytest.raises(ValueError, match="^--trainable "):
+            finetune.check_pattern(pattern)
+
+
+def test_a_redos_pattern_in_a_checkpoints_recipe_or_the_flag_is_refused(finished, tmp_path):
+    """recipe.trainable (and --trainable) is a regex matched against every variable name: one that backtracks
+    exponentially is refused before it is matched (in a child process: a regression hangs it, not the suite)."""
     folder = tmp_path / "ckpt"
     shutil.copytree(finished, folder)
     path = tf.train.latest_checkpoint(str(folder))
     reader = tensor_bundle.BundleReader(path)
     tensors = {k: reader.read(k) for k in reader.keys()}
     meta = json.loads(tensors[saver_lib.METADATA_KEY].item())
-    meta["recipe"]["trainable"] = "^(([a-z0-9_/]+)+)+!"
+    meta["recipe"]["trainable"] = REDOS
     tensors[saver_lib.METADATA_KEY] = np.array(json.dumps(meta).encode(), dtype=object)
     tensor_bundle.write_bundle(path, tensors)
     script = ("import sys\nfrom tfplus import trainer\nfrom tfplus.cli import main\n"
               + "".join(f"trainer.{k} = {v}\n" for k, v in TINY.items()) + "sys.exit(main(sys.argv[1:]))\n")
-    for argv in (["eval", "--checkpoint", str(folder)], ["train", "--checkpoint-dir", str(folder), "--resume"]):
+    for argv in (["eval", "--checkpoint", str(folder)], ["train", "--checkpoint-dir", str(folder), "--resume"],
+                 ["train", *SMALL, "--steps", "1", "--trainable", REDOS]):
         proc = subprocess.run([sys.executable, "-c", script, *argv], capture_output=True, text=True, timeout=60,
                               cwd=tmp_path)
         lines = proc.stderr.strip().splitlines()

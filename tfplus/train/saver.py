@@ -19,6 +19,13 @@ protobuf (tfplus/proto/checkpoint.proto) with one TensorProto per variable and t
 function here reads both formats. Loading runs no code and verifies every checksum before any variable changes.
 Beside the checkpoints, the text file `checkpoint` (TensorFlow's CheckpointState) lists the kept ones.
 
+A listed checkpoint is never torn: each file is written to a temporary name, fsynced and renamed, the data before
+the index, and the state file last (max_to_keep deletes only after it); saving again to a listed checkpoint's path
+(the same step twice) lists a backup of the old one while its files are replaced. A failed save changes no file a
+listed checkpoint needs. Readers hold a checkpoint's files open from the start, so a process saving beside them
+(max_to_keep) cannot take them away; newest_valid_checkpoint finds the newest checkpoint that verifies, for
+resuming after a crash.
+
 NOTE: a checkpoint folder may come from elsewhere (shared, downloaded), so its state file is not trusted: an
 entry that resolves outside the folder (an absolute path elsewhere, `..`, a symlink out) or names a folder is
 ignored with a warning (for TensorFlow-format checkpoints, also when its `.index` or data files are links out of

@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import os
 import struct
+import threading
 
 import numpy as np
 from google.protobuf import message as _message
@@ -284,6 +285,7 @@ class BundleReader:
             self.entries[name] = self._parse(tensor_bundle_pb2.BundleEntryProto, value, f"entry {name!r}")
         self._keys = [k for k in self.entries if not k.startswith("\0")]
         self._files: list = []
+        self._lock = threading.Lock()
         try:
             for shard in range(self.num_shards):
                 try:  # the entries bound the reads: a data file may have any size
@@ -385,12 +387,10 @@ class BundleReader:
             self._fail(f"entry {key!r} spans bytes [{entry.offset}, {entry.offset + entry.size}) of {path!r}, "
                        f"which has {file_size} (truncated?)")
         buf = bytearray(entry.size)
-        view, done = memoryview(buf), 0
-        while done < entry.size:  # pread: readers in several threads share the file
-            n = os.preadv(f.fileno(), [view[done:]], entry.offset + done)
-            if n <= 0:
+        with self._lock:  # threads reading this checkpoint share its files' positions
+            f.seek(entry.offset)
+            if f.readinto(buf) != entry.size:
                 self._fail(f"{path!r} ended while reading {key!r}")
-            done += n
         return buf, path
 
     def _strings(self, key, buf: bytearray, count: int, shape, masked_crc: int) -> np.ndarray:
