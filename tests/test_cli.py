@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -177,7 +178,6 @@ def test_existing_checkpoint_needs_resume_and_the_same_recipe(reference, capsys)
     (["train", "--data", "{tmp}/file"], "not a directory"),
     (["train", "--synthetic", "--widths", "8,8,8,8,8,8,8,8,8,8,8,8"], "cannot build model"),
     (["train", *SMALL, "--steps", "2", "--device", "opencl:9"], "--device opencl:9: "),
-    (["train", *SMALL, "--steps", "2", "--memory-budget", "10kB"], "the step needs at least"),
     (["eval"], "--checkpoint"),
     (["eval", "--checkpoint", "{tmp}"], "no checkpoint"),
 ])
@@ -273,6 +273,27 @@ def test_plan_max_batch_reports_progress(capsys):
     assert len(probes) >= 5 and "batch 1 needs" in probes[0] and "confirming batch" in captured.err
     out = json.loads(captured.out)
     assert out["max_batch_size"] >= 8 and out["max_batch_confirmed"]
+
+
+def test_train_and_plan_advise_the_same_budget_and_it_runs(capsys):
+    """Issue 32, item 14: `tfplus train` named the initializer's need (7.7 MB), then at 10 MB the step's (12.8 MB),
+    and exited 2 where `tfplus plan` exited 1. Now both name the run's smallest budget, exit 1, and a budget of
+    exactly that figure (or the rounded figure the advice names) trains."""
+    from tfplus.units import parse_size
+    model = ["--model", "lenet", "--batch-size", "8"]
+    assert main(["plan", *model, "--memory-budget", "100kB"]) == 1
+    err = capsys.readouterr().err
+    need = int(re.search(r"needs at least [\d.]+ \w+ \((\d+) bytes\)", err).group(1))
+    run = ["train", "--synthetic", *model, "--steps", "1", "--no-eval"]
+    for too_small in ("100kB", str(need - 1)):
+        assert main([*run, "--memory-budget", too_small]) == 1
+        err = capsys.readouterr().err.strip()
+        assert "--memory-budget: the step needs at least" in err and f"({need} bytes)" in err, err
+        assert len(err.splitlines()) == 1
+    advised = re.search(r"use a budget of at least ([\d.]+) (\w+)", err)
+    assert need <= parse_size(advised.group(1) + advised.group(2)) < need * 1.1
+    assert main([*run, "--memory-budget", str(need)]) == 0
+    assert main(["plan", *model, "--memory-budget", str(need)]) == 0
 
 
 @pytest.fixture

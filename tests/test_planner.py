@@ -486,10 +486,35 @@ def test_plan_cli_plans_the_step_a_session_with_that_budget_runs():
              step.tg.labels: rng.integers(0, 10, 8).astype(np.int32)}
     with tf.Session(graph=step.tg.graph, memory_budget="13MB") as sess:
         sess.run(step.tg.init_op)
+        step.sums.start(sess)
         sess.run(step.fetches, feeds)
-        ran = [b.plan for b in sess._plans.values() if isinstance(b, Bound) and b.plan.feed_shapes]  # not the init
+        ran = [b.plan for b in sess._plans.values()  # the step's: fed a batch of images
+               if isinstance(b, Bound) and (8, 3, 32, 32) in b.plan.feed_shapes.values()]
     assert len(ran) == 1 and ran[0].peak_bytes == want.peak_bytes
     assert ran[0].summary() == want.summary()
+
+
+def test_plan_max_batch_is_exact_in_a_few_plans():
+    """`tfplus plan --max-batch` (issue 32, item 14: ten minutes on Mentee): the largest multiple of 8 that fits,
+    with and without micro-batching, found by a secant search in a dozen plans or fewer (doubling and bisection
+    planned 15 batches here, and dozens of big ones for Mentee)."""
+    import argparse
+
+    from tfplus import plan_cli
+    parser = argparse.ArgumentParser()
+    plan_cli.add_parser(parser.add_subparsers(dest="command"))
+    step = plan_cli._TrainStep(parser.parse_args(["plan", "--model", "lenet", "--batch-size", "8"]))
+    planned, smallest = [], step.smallest
+    step.smallest = lambda b, t=planner.TRANSFORMATIONS: planned.append(b) or smallest(b, t)
+    budget = 4_000_000
+    plain = step.max_batch(budget, ("chunk",))
+    assert len(set(planned)) <= 12
+    planned.clear()
+    micro = step.max_batch(budget, at_least=plain)
+    assert len(set(planned)) <= 12
+    for b, t in ((plain, ("chunk",)), (micro, planner.TRANSFORMATIONS)):
+        assert b % 8 == 0 and smallest(b, t) <= budget < smallest(b + 8, t), (b, t)
+    assert micro > plain >= 16
 
 
 def test_a_run_of_no_kernel_calls_runs_under_a_budget():

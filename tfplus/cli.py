@@ -7,15 +7,18 @@
     tfplus plan --model mentee --batch-size 128 --memory-budget 64MB   # the memory of a step (tfplus.plan_cli)
     tfplus profile --model mentee --trace step.json            # where a step's time goes (tfplus.profile_cli)
 
-Exit codes: 0 done, 1 failed (missing data, a diverged run, a full disk, a runtime error, a plan that does
-not fit its budget), 2 bad options, 130 / 143 stopped by Ctrl-C / SIGTERM (after saving a checkpoint when
---checkpoint-dir is given). No command prints a Python traceback: an unexpected error is one line saying what
-failed and where; set TFPLUS_DEBUG=1 for the traceback.
+Exit codes: 0 done, 1 failed (missing data, a diverged run, a full disk, a runtime error, a --memory-budget
+too small for the step: train, eval, plan and profile alike), 2 bad options, 130 / 143 stopped by Ctrl-C /
+SIGTERM (after saving a checkpoint when --checkpoint-dir is given). No command prints a Python traceback: an
+unexpected error is one line saying what failed and where; set TFPLUS_DEBUG=1 for the traceback.
 """
 from __future__ import annotations
 
 import argparse
+import math
 import os
+import re
+import stat
 import sys
 import traceback
 from pathlib import Path
@@ -27,6 +30,17 @@ EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 1, 2, 130
 # micro-batch counts).
 MAX_BATCH_SIZE = 1 << 16
 MAX_SEED = 2**31 - 1
+# Counts of steps (--steps, --checkpoint-every, ...) up to 2^53 stay exact in a float64, which the schedule and the
+# ETA compute with; an epoch of CIFAR-10 is at most 50,000 steps, so --epochs stays within that too.
+MAX_COUNT = 2**53
+MAX_EPOCHS = MAX_COUNT // 50_000
+# --threads / --workers: a training step forks one worker process per thread from 2.
+MAX_THREADS = 256
+# Layer widths: a 4096-wide 3x3 conv holds 604 MB of float32 weights (and as much again per gradient and slot),
+# beyond the devices tfplus is for; wider would allocate tens of gigabytes before the first step.
+MAX_WIDTH, MAX_LAYERS = 4096, 64
+# Linux's PATH_MAX (with its terminating NUL) and NAME_MAX: a longer name fails in the kernel (ENAMETOOLONG).
+MAX_PATH, MAX_NAME = 4096, 255
 
 _TRAIN_EPILOG = """\
 default recipe: Mentee, SGD with Nesterov momentum 0.9, learning rate 0.05 (Adam: 0.001) decayed to 0 by a
@@ -61,10 +75,40 @@ _DOWNLOAD_HELP = "download CIFAR-10 (~170 MB) into $TFPLUS_DATA or ~/.cache/tfpl
 
 
 class _Parser(argparse.ArgumentParser):
-    """Reports a bad option as one line, `tfplus train: error: ...`, and exits with code 2."""
+    """Reports a bad option as one line, `tfplus train: error: ...`, and exits with code 2. Long options are
+    spelled out (an abbreviation such as --epoch is refused, not taken for --epochs), and a misspelt option or
+    choice gets a suggestion ("did you mean --epochs?")."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+    def parse_known_args(self, args=None, namespace=None):
+        # A subcommand's parser reports what it does not know itself, so that the message names the subcommand
+        # and the suggestion comes from its options (argparse would leave them to the top-level parser).
+        namespace, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return namespace, extras
 
     def error(self, message: str):
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}{self._suggestion(message)}\n")
+
+    def _suggestion(self, message: str) -> str:
+        """'; did you mean --epochs?' for the first unknown option or choice that resembles a known one."""
+        import difflib
+        import re
+        if message.startswith("unrecognized arguments:"):
+            known = [s for a in self._actions for s in a.option_strings]
+            words = [w.partition("=")[0] for w in message.split(":", 1)[1].split() if w.startswith("-")]
+        else:
+            m = re.search(r"invalid choice: '(.*?)' \(choose from (.*)\)$", message)
+            known, words = (re.findall(r"'(.*?)'", m.group(2)), [m.group(1)]) if m else ([], [])
+        for word in words:
+            close = difflib.get_close_matches(word, known, n=1, cutoff=0.6)
+            if close:
+                return f"; did you mean {close[0]}?"
+        return ""
 
 
 def _classes(text: str) -> tuple[int, ...]:
@@ -75,49 +119,68 @@ def _classes(text: str) -> tuple[int, ...]:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+def _whole(text: str, low: int, high: int) -> int:
+    """An integer in [low, high]; refused before Python builds a huge integer from thousands of digits."""
+    text = text.strip()
+    if not re.fullmatch(r"[+-]?[0-9]{1,30}", text):
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}")
+    value = int(text)
+    if value < low:
+        raise argparse.ArgumentTypeError(f"must be >= {low}, got {value}")
+    if value > high:
+        raise argparse.ArgumentTypeError(f"must be at most {high}, got {value}")
     return value
+
+
+def _positive_int(text: str) -> int:
+    return _whole(text, 1, MAX_COUNT)
 
 
 def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
+    return _whole(text, 0, MAX_COUNT)
+
+
+def _epochs(text: str) -> int:
+    return _whole(text, 1, MAX_EPOCHS)
+
+
+def _threads(text: str) -> int:
+    return _whole(text, 1, MAX_THREADS)
 
 
 def _batch_size(text: str) -> int:
-    value = _positive_int(text)
-    if value > MAX_BATCH_SIZE:
-        raise argparse.ArgumentTypeError(f"must be at most {MAX_BATCH_SIZE}, got {value}")
-    return value
+    return _whole(text, 1, MAX_BATCH_SIZE)
 
 
 def _seed(text: str) -> int:
-    value = _count(text)
-    if value > MAX_SEED:
-        raise argparse.ArgumentTypeError(f"must be at most {MAX_SEED}, got {value}")
-    return value
+    return _whole(text, 0, MAX_SEED)
+
+
+def _real(low: float, high: float = math.inf, low_open: bool = False, high_open: bool = True):
+    """An argparse type for a finite number in the interval from low to high (open or closed at each end)."""
+    interval = f"{'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
+
+    def check(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        inside = (low < value if low_open else low <= value) and (value < high if high_open else value <= high)
+        if not (math.isfinite(value) and inside):
+            raise argparse.ArgumentTypeError(f"must be a finite number in {interval}, got {text!r}")
+        return value
+    return check
 
 
 def _widths(text: str) -> tuple[int, ...]:
+    parts = text.split(",")
+    if len(parts) > MAX_LAYERS:
+        raise argparse.ArgumentTypeError(f"at most {MAX_LAYERS} layers, got {len(parts)}")
     try:
-        values = tuple(int(w) for w in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated widths such as 32,32,64, got {text!r}") \
-            from None
-    if not values or min(values) < 1:
-        raise argparse.ArgumentTypeError(f"layer widths must be >= 1, got {text!r}")
-    return values
+        return tuple(_whole(w, 1, MAX_WIDTH) for w in parts)
+    except argparse.ArgumentTypeError as e:
+        raise argparse.ArgumentTypeError(f"layer widths are whole numbers 1..{MAX_WIDTH}, comma-separated such "
+                                         f"as 32,32,64 ({e}); got {text!r}") from None
 
 
 def _size(text: str) -> int:
@@ -152,29 +215,65 @@ def _model(text: str) -> str:
 
 
 def _path(text: str) -> str:
-    """A file or folder name that is not empty ('' would silently mean no file, or the current folder)."""
+    """A file or folder name: not empty ('' would silently mean no file, or the current folder), no NUL byte,
+    within the system's length limits, and a leading ~ or ~user expanded here (a ~user that does not exist is an
+    error, not a folder named '~user' made in the current one)."""
     if not text.strip():
         raise argparse.ArgumentTypeError("empty path; give a file or folder name")
-    return text
+    if "\0" in text:
+        raise argparse.ArgumentTypeError(f"{text!r} contains a NUL byte, which no file name can hold")
+    path = os.path.expanduser(text)
+    if path.startswith("~"):
+        user = path[1:].partition("/")[0]
+        raise argparse.ArgumentTypeError(f"{text}: " + (f"no user {user!r} to expand ~{user}" if user else
+                                         "no home folder to expand ~ ($HOME is not set)") + "; give the path in full")
+    try:
+        encoded = os.fsencode(path)
+    except UnicodeError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a valid file name here") from None
+    longest = max(map(len, encoded.split(b"/")))
+    if len(encoded) >= MAX_PATH or longest > MAX_NAME:
+        raise argparse.ArgumentTypeError(f"{text[:40]}...: too long ({len(encoded)} bytes; a path holds at most "
+                                         f"{MAX_PATH - 1}, a name in it {MAX_NAME})")
+    return path
 
 
-def _output_file(make_folders: bool = False) -> Callable[[str], str]:
-    """An argparse type for a file a command writes at its end: checked writable before the work starts."""
+def _output_file(make_folders: bool = False, json: bool = False) -> Callable[[str], str]:
+    """An argparse type for a file a command writes: checked writable before the work starts. An existing file
+    must be a regular file (a FIFO would block the writer) or a device such as /dev/null; with `json`, one that
+    holds a JSON object or lines of them (a log is appended to: a mistyped name must not grow an unrelated file)."""
     def check(text: str) -> str:
-        path = Path(_path(text)).expanduser()
-        if path.is_dir():
-            raise argparse.ArgumentTypeError(f"{text} is a folder; give a file name")
-        folder = path.parent
-        while make_folders and not folder.exists() and folder != folder.parent:
-            folder = folder.parent  # the writer creates the missing folders below the nearest existing one
-        if not folder.is_dir():
-            raise argparse.ArgumentTypeError(
-                f"cannot write {text}: {folder} " + ("is not a folder" if folder.exists() else
-                                                     "does not exist; create it first"))
-        if not os.access(path if path.exists() else folder, os.W_OK):
-            raise argparse.ArgumentTypeError(f"cannot write {text}: permission denied")
-        return text
+        path = Path(_path(text))
+        try:
+            return _writable(path, text, make_folders, json)
+        except OSError as e:  # e.g. a folder on the way that this user may not search
+            raise argparse.ArgumentTypeError(f"cannot write {text}: {e.strerror or e}") from None
     return check
+
+
+def _writable(path: Path, text: str, make_folders: bool, json: bool) -> str:
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a folder; give a file name")
+    if path.exists():
+        mode = path.stat().st_mode
+        if not (stat.S_ISREG(mode) or stat.S_ISCHR(mode)):
+            raise argparse.ArgumentTypeError(f"{text} is not a regular file; give a file name")
+        if json and stat.S_ISREG(mode):
+            with open(path, "rb") as f:
+                head = f.read(64).lstrip()
+            if head and not head.startswith(b"{"):
+                raise argparse.ArgumentTypeError(f"{text} exists and is not JSON (it does not start with '{{'); "
+                                                 "give a new file name or one this command wrote")
+    folder = path.parent
+    while make_folders and not folder.exists() and folder != folder.parent:
+        folder = folder.parent  # the writer creates the missing folders below the nearest existing one
+    if not folder.is_dir():
+        raise argparse.ArgumentTypeError(
+            f"cannot write {text}: {folder} " + ("is not a folder" if folder.exists() else
+                                                 "does not exist; create it first"))
+    if not os.access(path if path.exists() else folder, os.W_OK):
+        raise argparse.ArgumentTypeError(f"cannot write {text}: permission denied")
+    return str(path)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -211,23 +310,23 @@ def build_parser() -> argparse.ArgumentParser:
     g = t.add_argument_group("recipe")
     g.add_argument("--batch-size", type=_batch_size, metavar="N", help="default 128")
     length = g.add_mutually_exclusive_group()
-    length.add_argument("--epochs", type=_positive_int, metavar="N", help="default 15")
+    length.add_argument("--epochs", type=_epochs, metavar="N", help="default 15")
     length.add_argument("--steps", type=_positive_int, metavar="N", help="train N steps, not whole epochs")
     g.add_argument("--optimizer", choices=OPTIMIZERS, help="default momentum (Nesterov)")
-    g.add_argument("--lr", "--learning-rate", dest="lr", type=float,
+    g.add_argument("--lr", "--learning-rate", dest="lr", type=_real(0, low_open=True),
                    help="peak learning rate (default 0.05; adam 0.001)")
-    g.add_argument("--momentum", type=float, metavar="M", help="default 0.9")
+    g.add_argument("--momentum", type=_real(0, 1), metavar="M", help="default 0.9")
     g.add_argument("--no-nesterov", dest="nesterov", action="store_const", const=False,
                    help="classical momentum instead of Nesterov's")
-    g.add_argument("--weight-decay", type=float, metavar="WD", help="L2 factor on the weights (default 5e-4)")
+    g.add_argument("--weight-decay", type=_real(0), metavar="WD", help="L2 factor on the weights (default 5e-4)")
     g.add_argument("--schedule", choices=SCHEDULES,
                    help="cosine: to 0 over the run (default); step: /10 at 50%% and 75%%; const")
     g.add_argument("--warmup-steps", type=_count, metavar="N",
                    help="linear learning-rate warm-up (default: one epoch; a shorter run stays in it)")
     g.add_argument("--seed", type=_seed, metavar="S", help="initial weights and data order (default 0)")
     g = t.add_argument_group("fine-tuning")
-    g.add_argument("--init-from", metavar="CKPT", help="start from a checkpoint (file or folder): every variable "
-                   "whose name and shape match is restored; the others are listed, with the reason")
+    g.add_argument("--init-from", type=_path, metavar="CKPT", help="start from a checkpoint (file or folder): every "
+                   "variable whose name and shape match is restored; the others are listed, with the reason")
     which = g.add_mutually_exclusive_group()
     which.add_argument("--trainable", metavar="REGEX", help="train only the variables whose name matches "
                        "(re.search); the rest are frozen (no gradient, no optimizer slot; batch norm with all its "
@@ -240,8 +339,8 @@ def build_parser() -> argparse.ArgumentParser:
     # Run options default to None too: on --resume the trainer takes the checkpoint's (tfplus.trainer.RUN_OPTIONS)
     # and refuses a value that would change the run's weights (a memory budget, the thread count).
     g.add_argument("--device", type=_device, help="cpu (default), opencl or opencl:N")
-    g.add_argument("--threads", type=_positive_int, metavar="N", help=_THREADS_HELP)
-    g.add_argument("--workers", type=_positive_int, metavar="N", help="worker processes a cpu training step "
+    g.add_argument("--threads", type=_threads, metavar="N", help=_THREADS_HELP)
+    g.add_argument("--workers", type=_threads, metavar="N", help="worker processes a cpu training step "
                    "splits its batch over (default $TFPLUS_WORKERS, else one per --threads thread from 2; 1: none)")
     g.add_argument("--input", choices=("host", "device"), help="where training batches are augmented and "
                    "normalized: host (NumPy, floats uploaded) or device (uint8 uploaded, one kernel); the "
@@ -253,7 +352,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="steps between checkpoints (default: each epoch)")
     g.add_argument("--resume", action="store_true",
                    help="continue from the last checkpoint in --checkpoint-dir")
-    g.add_argument("--log", type=_output_file(make_folders=True), metavar="FILE.jsonl",
+    g.add_argument("--log", type=_output_file(make_folders=True, json=True), metavar="FILE.jsonl",
                    help="append one JSON object per logged step and per epoch")
     evals = g.add_mutually_exclusive_group()
     evals.add_argument("--eval-every", type=_positive_int, metavar="N",
@@ -280,7 +379,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="evaluate on the synthetic dataset (default: what the checkpoint was trained on)")
     e.add_argument("--device", type=_device, default="cpu", help="cpu (default), opencl or opencl:N")
     e.add_argument("--memory-budget", type=_size, metavar="SIZE", help="plan each step to fit SIZE bytes")
-    e.add_argument("--threads", type=_positive_int, metavar="N", help=_THREADS_HELP)
+    e.add_argument("--threads", type=_threads, metavar="N", help=_THREADS_HELP)
     e.add_argument("--batch-size", type=_batch_size,
                    help="default 500 (under a memory budget: the training batch size)")
 
@@ -333,6 +432,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as e:  # --help, --version, or a bad option (already reported)
         return int(e.code or 0)
+    except Exception as e:  # an argument check that broke: a bug, reported as one line too
+        if _debug():
+            raise
+        return _internal("tfplus", e)
     if args.command is None:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
@@ -353,7 +456,7 @@ def _dispatch(args: argparse.Namespace, prog: str) -> int:
     from tfplus.data import DataError
     from tfplus.planner import BudgetError
     from tfplus.trainer import UsageError
-    debug = os.environ.get("TFPLUS_DEBUG", "") not in ("", "0")
+    debug = _debug()
     try:
         if args.command == "devices":
             return _devices(sys.stdout)
@@ -365,9 +468,9 @@ def _dispatch(args: argparse.Namespace, prog: str) -> int:
     except UsageError as e:
         print(f"{prog}: error: {e}", file=sys.stderr)
         return EXIT_USAGE
-    except BudgetError as e:  # no plan of a step fits --memory-budget
+    except BudgetError as e:  # no plan of a step fits --memory-budget: as `tfplus plan` says it, exit 1
         print(f"{prog}: error: --memory-budget: {e}", file=sys.stderr)
-        return EXIT_USAGE
+        return EXIT_FAILED
     except KeyboardInterrupt:
         print(f"\n{prog}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -379,11 +482,19 @@ def _dispatch(args: argparse.Namespace, prog: str) -> int:
     except Exception as e:  # a bug in tfplus: say what and where, in one line
         if debug:
             raise
-        text = " ".join(str(e).split())
-        print(f"{prog}: internal error: {type(e).__name__}{': ' * bool(text)}{text} (at {_where(e)}). This is "
-              "a bug in tfplus; please report it to the tfplus issue tracker with this command line and the "
-              "traceback that TFPLUS_DEBUG=1 prints.", file=sys.stderr)
-        return EXIT_FAILED
+        return _internal(prog, e)
+
+
+def _debug() -> bool:
+    return os.environ.get("TFPLUS_DEBUG", "") not in ("", "0")
+
+
+def _internal(prog: str, e: Exception) -> int:
+    text = " ".join(str(e).split())
+    print(f"{prog}: internal error: {type(e).__name__}{': ' * bool(text)}{text} (at {_where(e)}). This is "
+          "a bug in tfplus; please report it to the tfplus issue tracker with this command line and the "
+          "traceback that TFPLUS_DEBUG=1 prints.", file=sys.stderr)
+    return EXIT_FAILED
 
 
 def _message(e: BaseException) -> str:

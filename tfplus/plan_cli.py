@@ -21,7 +21,7 @@ from tfplus.units import format_size
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     """Adds the `plan` subcommand to an argparse subparsers object; its handler is `main` (set as `func`)."""
-    from tfplus.cli import _batch_size, _device, _model, _output_file, _size, _widths
+    from tfplus.cli import _batch_size, _device, _model, _output_file, _positive_int, _size, _widths
     from tfplus.graphs.mentee import DATA_FORMATS, OPTIMIZERS
     p = subparsers.add_parser(
         "plan", help="plan the memory of one training step (breakdown, budget fit, max batch)",
@@ -47,8 +47,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--data-format", choices=DATA_FORMATS, default="NCHW", help="activation layout (default "
                    "NCHW)")
     which = p.add_mutually_exclusive_group()
-    which.add_argument("--fine-tune-last", type=int, metavar="N", help="plan a step that trains only the last N "
-                       "layers (frozen layers: no weight gradient, no slot; nothing below the lowest trained "
+    which.add_argument("--fine-tune-last", type=_positive_int, metavar="N", help="plan a step that trains only the "
+                       "last N layers (frozen layers: no weight gradient, no slot; nothing below the lowest trained "
                        "layer runs backward or keeps activations)")
     which.add_argument("--trainable", metavar="REGEX", help="plan a step that trains only the variables whose "
                        "name matches")
@@ -110,11 +110,11 @@ def main(args: argparse.Namespace) -> int:
         if n:
             _note(f"confirming batch {n} by running one training step under {format_size(budget)}")
         out["max_batch_confirmed"] = step.confirm(n, budget) if n else False
-        out["max_batch_size_with_microbatching"] = step.max_batch(budget)
+        out["max_batch_size_with_microbatching"] = step.max_batch(budget, at_least=n)
     if args.plot:
         from tfplus.planner.plot import write_plot
         write_plot(p, args.plot, f"{args.model}, batch {args.batch_size}, {args.optimizer} on {args.device}")
-    status = 0 if budget is None or p.fits else EXIT_FAILED
+    status = 0 if budget is None or smallest <= budget else EXIT_FAILED
     if args.json:
         print(json.dumps(out, indent=2, sort_keys=True))
     else:
@@ -124,7 +124,7 @@ def main(args: argparse.Namespace) -> int:
         if source:
             print(f"budget from {source}")
         print(p.summary())
-        print(f"  smallest feasible budget {format_size(smallest)} ({smallest} bytes)")
+        print(f"  smallest feasible budget {format_size(smallest, up=True)} ({smallest} bytes)")
         if args.max_batch:
             ok = "confirmed by running one step" if out["max_batch_confirmed"] else "NOT confirmed"
             print(f"  max batch size     {out['max_batch_size']} ({ok}); "
@@ -133,7 +133,8 @@ def main(args: argparse.Namespace) -> int:
             print(f"  plot written to {args.plot}")
     if status:
         print(f"tfplus plan: the step does not fit the budget of {format_size(budget)}: it needs at least "
-              f"{format_size(smallest)}; use a larger budget or a smaller --batch-size", file=sys.stderr)
+              f"{format_size(smallest, up=True)} ({smallest} bytes); use a larger budget or a smaller --batch-size",
+              file=sys.stderr)
     return status
 
 
@@ -142,66 +143,127 @@ def _note(text: str) -> None:
     print(f"tfplus plan: {text}", file=sys.stderr, flush=True)
 
 
+def smallest_budget(graph, runs: list, device, transformations=TRANSFORMATIONS) -> int:
+    """The smallest memory budget in which a session on `device` runs every one of `runs` ([(fetches,
+    {fed tensor: shape})]), each planned as the session plans it (rewritten by tfplus.optimize): the largest of
+    their smallest plans' peaks (each run is planned to fit the budget on its own). `tfplus plan` reports it and
+    `tfplus train` checks it before its first run, so both name the same figure, and a budget of exactly that
+    figure plans every run."""
+    return _neediest(graph, runs, device, transformations).peak_bytes
+
+
+def check_budget(graph, runs: list, device, budget: int) -> None:
+    """Raises planner.BudgetError naming smallest_budget(graph, runs, device) when `budget` is below it."""
+    from tfplus.planner import BudgetError
+    p = _neediest(graph, runs, device)
+    if budget < p.peak_bytes:
+        need = format_size(p.peak_bytes, up=True)
+        raise BudgetError(f"the step needs at least {need} ({p.peak_bytes} bytes) but the memory budget is "
+                          f"{format_size(budget)} ({budget} bytes); use a budget of at least {need} or a "
+                          "smaller --batch-size", p)
+
+
+def _neediest(graph, runs: list, device, transformations=TRANSFORMATIONS):
+    """The smallest plan of the run in `runs` whose smallest plan is the largest."""
+    from tfplus.optimize import enabled, optimize
+    plans = []
+    for fetches, shapes in runs:
+        fetches = fetches if isinstance(fetches, list) else [fetches]
+        rw = optimize(graph, fetches, set(shapes)) if enabled() else None
+        g, planned = (graph, fetches) if rw is None else (rw.graph, [rw.element[f] for f in fetches])
+        fed = shapes if rw is None else {rw.element[t]: s for t, s in shapes.items()}
+        plans.append(smallest_plan(planned, fed, device, graph=g, transformations=transformations))
+    return max(plans, key=lambda p: p.peak_bytes)
+
+
+def training_feeds(tg) -> tuple:
+    """The tensors a training step of `tg` (graphs.TrainingGraph) is fed: its images (or, with device input, the
+    dataset's bytes and the crops) and labels."""
+    images = (tg.images,) if tg.raw_images is None else (tg.raw_images, tg.crops)
+    return images + (tg.labels,)
+
+
+def training_runs(tg, step_op, batch: int) -> list:
+    """The runs of a training session whose needs decide its budget: the step `step_op` at `batch`, and the
+    initializer (a session's other runs, reading values or evaluating at the training batch, need less)."""
+    shapes = {t: (batch,) + tuple(t.shape.as_list()[1:]) for t in training_feeds(tg)}
+    return [([step_op], shapes), (tg.init_op, {})]
+
+
 class _TrainStep:
-    """The model's training graph, planned at any batch size."""
+    """The training step `tfplus train` runs (tfplus.trainer's graph and running sums), planned at any batch."""
 
     def __init__(self, args):
-        from tfplus.graphs import get_model, training_graph
-        from tfplus.trainer import UsageError
+        from tfplus.trainer import TrainConfig, _RunningSums, build_graph, device_input, resolve
         self.args = args
-        from tfplus.finetune import select_trainable
-        trainable, last = getattr(args, "trainable", None), getattr(args, "fine_tune_last", None)
-        pick = None if trainable is None and last is None else \
-            (lambda vs: select_trainable(vs, trainable, last))
-        kwargs = {k: getattr(args, k) for k in ("conv_widths", "fc_widths") if getattr(args, k, None) is not None}
-        try:
-            self.tg = training_graph(get_model(args.model).build, total_steps=1000, optimizer=args.optimizer,
-                                     data_format=args.data_format, model_kwargs=kwargs, var_list=pick)
-        except ValueError as e:  # e.g. widths that pool the image away
-            raise UsageError(f"cannot build model {args.model!r} with these options: {e}") from None
-        self.fetches = [self.tg.train_op, self.tg.loss]
-        # Planned as a session runs it: rewritten (tfplus.optimize: fused ops, their own memory), so that the
-        # plan is the one `tfplus train --memory-budget` runs.
+        given = {k: getattr(args, k, None) for k in ("model", "conv_widths", "fc_widths", "optimizer",
+                                                     "data_format", "trainable", "fine_tune_last")}
+        cfg = resolve(TrainConfig(**given, batch_size=getattr(args, "batch_size", None), synthetic=True,
+                                  device=args.device))
+        cfg.warmup_steps = cfg.warmup_steps or 0
+        self.tg = build_graph(cfg, 1000, device_input(cfg))
+        self.sums = _RunningSums(self.tg)  # the step the trainer runs sums its loss and accuracy on the device
+        self.fed = training_feeds(self.tg)
+        self.fetches = [self.sums.step_op]
         from tfplus.optimize import enabled, optimize
-        fed = (self.tg.images, self.tg.labels)
-        rw = optimize(self.tg.graph, self.fetches, set(fed)) if enabled() else None
-        self.graph, self.planned, self.fed = self.tg.graph, self.fetches, fed
+        rw = optimize(self.tg.graph, self.fetches, set(self.fed)) if enabled() else None
+        self.graph, self.planned, self.planned_fed = self.tg.graph, self.fetches, self.fed
         if rw is not None:
-            self.graph, self.planned, self.fed = rw.graph, [rw.element[f] for f in self.fetches], \
-                tuple(rw.element[t] for t in fed)
+            self.graph, self.planned = rw.graph, [rw.element[f] for f in self.fetches]
+            self.planned_fed = tuple(rw.element[t] for t in self.fed)
+        self._needs: dict = {}
 
     def shapes(self, batch: int, fed=None) -> dict:
-        images, labels = fed or self.fed
-        return {images: (batch,) + tuple(self.tg.images.shape.as_list()[1:]), labels: (batch,)}
+        return {t: (batch,) + tuple(t.shape.as_list()[1:]) for t in fed or self.planned_fed}
 
     def plan(self, batch: int, budget):
         return _plan(self.planned, self.shapes(batch), self.args.device, budget, graph=self.graph,
                      raise_if_infeasible=False)
 
     def smallest(self, batch: int, transformations=TRANSFORMATIONS) -> int:
-        """The smallest budget a step of `batch` fits in."""
-        return smallest_plan(self.planned, self.shapes(batch), self.args.device, graph=self.graph,
-                             transformations=transformations).peak_bytes
+        """The smallest budget a run of `batch` fits in (smallest_budget of training_runs), remembered per batch."""
+        key = (batch, tuple(transformations))
+        if key not in self._needs:
+            runs = training_runs(self.tg, self.sums.step_op, batch)
+            self._needs[key] = smallest_budget(self.tg.graph, runs, self.args.device, transformations)
+        return self._needs[key]
 
-    def max_batch(self, budget: int, transformations=TRANSFORMATIONS) -> int:
-        """The largest batch up to tfplus.cli.MAX_BATCH_SIZE that fits: doubling, then bisection over multiples of 8
-        (micro-batching needs a batch with divisors; this assumes bigger batches never need less memory).
-        Each probe is reported on stderr: a search takes dozens of plans."""
+    def max_batch(self, budget: int, transformations=TRANSFORMATIONS, at_least: int = 0) -> int:
+        """The largest batch up to tfplus.cli.MAX_BATCH_SIZE that fits (a multiple of 8 from 8 on: micro-batching
+        needs a batch with divisors), `at_least` known to fit. Past a few examples a step's need grows about
+        linearly with its batch (without micro-batching its activations, with it the fed images), so each probe
+        is where the line through the last two probes reaches the budget (a secant search), every other one the
+        middle of what is left once the answer is bracketed: a dozen plans where doubling and bisection made
+        dozens of plans of big batches. Each probe is reported on stderr."""
         from tfplus.cli import MAX_BATCH_SIZE as limit
         what = "with micro-batching" if "microbatch" in transformations else "without micro-batching"
         t0 = time.perf_counter()
+        probes: list[tuple[int, int]] = []
 
         def fits(b):
             need = self.smallest(b, transformations)
+            probes.append((b, need))
             _note(f"max batch {what}: batch {b} needs {format_size(need)}"
                   f" ({'fits' if need <= budget else 'too big'}; {time.perf_counter() - t0:.1f} s)")
             return need <= budget
-        lo, hi = 0, 1
-        while hi <= limit and fits(hi):
+        lo, hi = 0, 1  # lo fits (0: nothing does), hi does not or is past the limit
+        while hi <= min(16, limit) and fits(hi):  # the smallest batches, where the line does not hold yet
             lo, hi = hi, hi * 2
-        hi = min(hi, limit + 1)
-        while hi - lo > (8 if lo >= 8 else 1):
-            mid = (lo + hi) // 2 // 8 * 8 if lo >= 8 else (lo + hi) // 2
+        if lo == 16:
+            lo, hi, top, bisect, gallop = max(lo, at_least // 8 * 8), None, limit // 8 * 8, False, 8
+            while lo < top and (hi is None or hi - lo > 8):
+                (b1, n1), (b2, n2) = sorted(probes[-2:])
+                guess = int(b2 + (budget - n2) / max((n2 - n1) / max(b2 - b1, 1), 1.0)) // 8 * 8
+                if hi is None:  # not bracketed yet: at least a growing step past the last fit
+                    b = min(max(guess, lo + gallop), top)
+                    gallop *= 2
+                else:
+                    b = (lo + hi) // 2 // 8 * 8 if bisect else min(max(guess, lo + 8), hi - 8)
+                    bisect = not bisect
+                lo, hi = (b, hi) if fits(b) else (lo, b)
+            return lo
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
             lo, hi = (mid, hi) if fits(mid) else (lo, mid)
         return lo
 
@@ -211,11 +273,17 @@ class _TrainStep:
 
         import tfplus as tf
         rng = np.random.default_rng(0)
-        shapes = self.shapes(batch, (self.tg.images, self.tg.labels))
-        feeds = {self.tg.images: rng.standard_normal(shapes[self.tg.images]).astype(np.float32),
-                 self.tg.labels: rng.integers(0, 10, batch).astype(np.int32)}
+        shapes = self.shapes(batch, self.fed)
+        feeds = {t: rng.integers(0, 10, shapes[t]).astype(t.dtype.as_numpy_dtype) for t in self.fed}
+        if self.tg.raw_images is None:
+            feeds[self.tg.images] = rng.standard_normal(shapes[self.tg.images]).astype(np.float32)
+        else:  # device input: the dataset's bytes, and crops at the top left without a flip
+            feeds[self.tg.raw_images] = rng.integers(0, 256, shapes[self.tg.raw_images]).astype(np.uint8)
+            feeds[self.tg.crops] = np.zeros(shapes[self.tg.crops], np.int32)
         # one step: no worker processes to fork and check (tfplus.workers)
         with tf.Session(graph=self.tg.graph, device=self.args.device, memory_budget=budget, workers=1) as sess:
             sess.run(self.tg.init_op)
-            loss = sess.run(self.fetches, feeds)[1]
+            self.sums.start(sess)
+            sess.run(self.fetches, feeds)
+            loss = self.sums.read(sess)[0]
         return bool(np.isfinite(loss))

@@ -21,11 +21,23 @@ from collections import defaultdict
 from tfplus.units import format_size
 
 WARMUP_STEPS = 2  # plans, programs, buffer pools, the allocator's first pages
+# Each traced step's metadata is kept for the tables: a profile of more steps would only grow the memory.
+MAX_STEPS = 1000
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     """Adds the `profile` subcommand to an argparse subparsers object; its handler is `main` (set as `func`)."""
-    from tfplus.cli import _THREADS_HELP, _batch_size, _device, _model, _output_file, _positive_int, _size, _widths
+    from tfplus.cli import (
+        _THREADS_HELP,
+        _batch_size,
+        _device,
+        _model,
+        _output_file,
+        _positive_int,
+        _size,
+        _threads,
+        _widths,
+    )
     from tfplus.graphs.mentee import DATA_FORMATS, OPTIMIZERS
     p = subparsers.add_parser(
         "profile", help="time, FLOPs, memory and transfers of a training step, by op type and by layer",
@@ -42,10 +54,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--steps", type=_profile_steps, default=12, metavar="N",
                    help=f"training steps to run (default 12): {WARMUP_STEPS} warm-up, then untraced and traced "
                    f"ones in turn; at least {WARMUP_STEPS + 2}")
-    p.add_argument("--trace", type=_output_file(), metavar="FILE.json",
+    p.add_argument("--trace", type=_output_file(json=True), metavar="FILE.json",
                    help="write the traced steps as Chrome trace JSON")
     p.add_argument("--memory-budget", type=_size, metavar="SIZE", help="run each step by a memory plan of SIZE")
-    p.add_argument("--threads", type=_positive_int, metavar="N", help=_THREADS_HELP)
+    p.add_argument("--threads", type=_threads, metavar="N", help=_THREADS_HELP)
     p.add_argument("--optimizer", choices=OPTIMIZERS, default="momentum", help="default momentum (Nesterov)")
     p.add_argument("--data-format", choices=DATA_FORMATS, default="NCHW", help="activation layout (default "
                    "NCHW)")
@@ -55,8 +67,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def _profile_steps(text: str) -> int:
-    from tfplus.cli import _positive_int
-    value = _positive_int(text)
+    from tfplus.cli import _whole
+    value = _whole(text, 1, MAX_STEPS)
     if value < WARMUP_STEPS + 2:
         raise argparse.ArgumentTypeError(f"must be >= {WARMUP_STEPS + 2} ({WARMUP_STEPS} warm-up steps, then at "
                                          f"least one untraced and one traced step), got {value}")

@@ -57,7 +57,7 @@ from tfplus.graph_io import remove_orphan_temps
 from tfplus.graphs import get_model, training_graph
 from tfplus.graphs.mentee import DATA_FORMATS, DEFAULT_LR, OPTIMIZERS, SCHEDULES, default_warmup
 from tfplus.train.saver import remove_interrupted_saves
-from tfplus.units import format_size
+from tfplus.units import format_size, parse_size
 
 # The synthetic dataset (tfplus.data.synthetic): small enough that an epoch takes seconds.
 SYNTHETIC_TRAIN, SYNTHETIC_TEST, SYNTHETIC_SEED = 5000, 1000, 0
@@ -979,6 +979,10 @@ def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = No
     loss_sum = eval_loss_sum(tg) if cfg.logdir and tg.eval_logits is not None else None
     _say_trainable(cfg, tg, err)
     sess = _session(tg.graph, cfg.device, cfg.memory_budget, cfg.threads, cfg.workers)
+    if cfg.memory_budget is not None:  # the run's smallest budget, named as `tfplus plan` names it, before any run
+        from tfplus.plan_cli import check_budget, training_runs
+        check_budget(tg.graph, training_runs(tg, sums.step_op, cfg.batch_size), cfg.device,
+                     parse_size(cfg.memory_budget, "--memory-budget"))
 
     # What a checkpoint carries besides the variables. sums: the epoch's loss and accuracy sums and steps up to
     # the last log row; window: those of the steps since (on the device, in `sums`, while running); epoch_s:

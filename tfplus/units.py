@@ -50,14 +50,16 @@ def parse_size(text: str | int, what: str = "size") -> int:
     return int(value)
 
 
-def format_size(n: int, iec: bool = False) -> str:
-    """'67.1 MB' (SI) or, with iec=True, '64.0 MiB'; plain bytes below one kilobyte."""
+def format_size(n: int, iec: bool = False, up: bool = False) -> str:
+    """'67.1 MB' (SI) or, with iec=True, '64.0 MiB'; plain bytes below one kilobyte. With up=True the figure is
+    rounded up, never down, so that a size advised as "at least" it is one that suffices when typed back."""
     base, units = (1024, ("KiB", "MiB", "GiB", "TiB")) if iec else (1000, ("kB", "MB", "GB", "TB"))
     if abs(n) < base:
         return f"{n} B"
-    value = float(n)
+    scale = 1
     for unit in units:
-        value /= base
-        if abs(value) < base or unit == units[-1]:
-            return f"{value:.1f} {unit}"
+        scale *= base
+        if abs(n) < scale * base or unit == units[-1]:
+            tenths = -(-n * 10 // scale) if up else round(n * 10 / scale)  # integers: exact for any n
+            return f"{tenths // 10}.{tenths % 10} {unit}" if tenths >= 0 else f"{n / scale:.1f} {unit}"
     raise AssertionError("unreachable")

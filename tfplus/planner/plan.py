@@ -309,9 +309,9 @@ def plan(fetches, feed_shapes: dict, device="cpu", budget=None, *, graph: Graph 
         return _debug(best, base)
     done = ", ".join(t["name"] for t in best.transformations) or "no transformation applies"
     raise BudgetError(
-        f"the step needs at least {format_size(best.peak_bytes)} ({best.peak_bytes} bytes) but the memory "
-        f"budget is {format_size(budget)} ({budget} bytes) (smallest plan: {done}{why}); use a budget of at "
-        f"least {format_size(best.peak_bytes)} or a smaller batch", best)
+        f"the step needs at least {format_size(best.peak_bytes, up=True)} ({best.peak_bytes} bytes) but the "
+        f"memory budget is {format_size(budget)} ({budget} bytes) (smallest plan: {done}{why}); use a budget of "
+        f"at least {format_size(best.peak_bytes, up=True)} or a smaller batch", best)
 
 
 def smallest_plan(fetches, feed_shapes: dict, device="cpu", *, graph: Graph | None = None,
