@@ -245,3 +245,24 @@ def test_a_stopped_worker_is_an_unavailable_error_within_a_bound(monkeypatch):
                 os.kill(pid, signal.SIGCONT)
         assert sess.run(w).shape == (4,)
 
+
+
+def test_a_hung_worker_is_an_unavailable_error_within_a_bound(monkeypatch):
+    monkeypatch.setattr(workers, "HUNG_SECONDS", 0.6)
+    parent, slice_run = os.getpid(), workers._Step.slice_run
+
+    def hanging(self, feeds):  # in a worker: blocked for good, using no CPU time (as in a deadlock)
+        if os.getpid() != parent:
+            time.sleep(3600)
+        return slice_run(self, feeds)
+    monkeypatch.setattr(workers._Step, "slice_run", hanging)
+    g, x, w, h, s, train, init = _linear()
+    with tf.Session(graph=g, workers=2, config=PATHS["workers"][1]) as sess:
+        sess.run(init)
+        _trained(sess, train, x, range(1))  # in this process; then the workers are forked
+        pid = sess._workers.pids()[0]
+        t = time.monotonic()
+        with pytest.raises(errors.UnavailableError, match=rf"worker process {pid} .*no CPU time .*hung"):
+            sess.run(train, {x: _feed(0, 1)})
+        assert time.monotonic() - t < 10
+        np.testing.assert_array_equal(sess.run(w), -_grad(_feed(0, 0)).astype(np.float32))

@@ -30,7 +30,8 @@ process-wide gate shared, os.fork's hooks hold it alone), so a child never inher
 halfway. Any other process forked from one with workers (os.fork, multiprocessing) gets private copies of the
 shared variables before it can run a step (`_after_fork`): the parent's memory is never written by a process that
 did not make it. The parent waits on its workers in short polls that let signal handlers run, and a worker that
-dies or stays stopped (SIGSTOP) for STOPPED_SECONDS is an errors.UnavailableError; its step then runs in the parent.
+dies, stays stopped (SIGSTOP) for STOPPED_SECONDS or hangs (no CPU time used for HUNG_SECONDS) is an
+errors.UnavailableError; its step then runs in the parent.
 
 Other steps run in the parent as before:
 - no fed batch that P divides into slices of MIN_ROWS rows or more;
@@ -79,8 +80,10 @@ _NO_BATCH = "no fed tensor has an open batch dimension"
 # The parent's waits on its workers return to Python this often (seconds), so that signal handlers run (the
 # trainer's SIGTERM handler sets its stop flag) and a dead or stopped worker is noticed.
 POLL_SECONDS = 0.2
-# A worker stopped (SIGSTOP, SIGTSTP: state T) for this long while its parent waits is an error, not a wait.
+# A worker stopped (SIGSTOP, SIGTSTP: state T) for this long while its parent waits is an error, not a wait; so is
+# one that used no CPU time for HUNG_SECONDS while it had work (a worker only sleeps between commands: a deadlock).
 STOPPED_SECONDS = 10.0
+HUNG_SECONDS = 120.0
 _live_sockets: set = set()  # the groups' parent ends in this process (and a forking worker's ends: _Group.fork)
 _all: weakref.WeakSet = weakref.WeakSet()  # every session's Workers in this process
 
@@ -551,6 +554,7 @@ class _Group:
         replies: list = [None] * len(self.sockets)
         waiting = dict(enumerate(self.sockets))
         stopped: dict[int, float] = {}  # worker -> since when it has been seen stopped, poll after poll
+        idle: dict[int, tuple] = {}  # worker -> (its CPU time, since when it has not changed)
         while waiting:
             ready, _, _ = select.select(list(waiting.values()), [], [], POLL_SECONDS)
             for i in [i for i, s in waiting.items() if s in ready]:
@@ -565,11 +569,17 @@ class _Group:
                 how = _ended(self.pids[i])
                 if how is not None:
                     raise self.unavailable(i, how)
-                if _state(self.pids[i]) not in ("T", "t"):
+                state, ticks = _stat(self.pids[i])
+                if state not in ("T", "t"):
                     stopped.pop(i, None)
                 elif now - stopped.setdefault(i, now) >= STOPPED_SECONDS:
                     raise self.unavailable(i, f"has been stopped (state T: SIGSTOP or SIGTSTP) for "
                                               f"{now - stopped[i]:.1f} s")
+                if ticks < 0 or idle.get(i, (None,))[0] != ticks:  # (< 0: no /proc to read)
+                    idle[i] = ticks, now
+                elif now - idle[i][1] >= HUNG_SECONDS:
+                    raise self.unavailable(i, f"has used no CPU time for {now - idle[i][1]:.0f} s while running "
+                                              f"its part of the step (hung; state {state})")
         return replies
 
     def unavailable(self, i: int, how: str) -> errors.UnavailableError:
@@ -649,20 +659,22 @@ def _ended(pid: int, wait: float = 0.0) -> str | None:
         time.sleep(0.01)
 
 
-def _state(pid: int) -> str:
-    """The process state letter of /proc/<pid>/stat (R, S, D, T: stopped, ...); "" where there is none."""
+def _stat(pid: int) -> tuple[str, int]:
+    """The process state letter of /proc/<pid>/stat (R, S, D, T: stopped, ...) and the CPU time it has used
+    (clock ticks); ("", -1) where there is none to read."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0].decode()
-    except (OSError, IndexError):
-        return ""
+            fields = f.read().rsplit(b")", 1)[1].split()  # after the name, which may hold spaces
+        return fields[0].decode(), int(fields[11]) + int(fields[12])  # state, utime + stime
+    except (OSError, IndexError, ValueError):
+        return "", -1
 
 
 def _reap(pid: int, patience: float = 30.0) -> None:
     """Waits for a worker to exit; kills it if it has not within `patience` seconds, or at once if it is
     stopped (it would not see its socket close)."""
     deadline = time.monotonic() + patience
-    while time.monotonic() < deadline and _state(pid) not in ("T", "t"):
+    while time.monotonic() < deadline and _stat(pid)[0] not in ("T", "t"):
         try:
             if os.waitpid(pid, os.WNOHANG)[0]:
                 return
