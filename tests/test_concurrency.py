@@ -266,3 +266,20 @@ def test_a_hung_worker_is_an_unavailable_error_within_a_bound(monkeypatch):
             sess.run(train, {x: _feed(0, 1)})
         assert time.monotonic() - t < 10
         np.testing.assert_array_equal(sess.run(w), -_grad(_feed(0, 0)).astype(np.float32))
+
+
+def test_a_worker_out_of_memory_is_a_resource_exhausted_error_naming_it(monkeypatch):
+    parent, slice_run = os.getpid(), workers._Step.slice_run
+
+    def short_of_memory(self, feeds):
+        if os.getpid() != parent:
+            raise MemoryError("Unable to allocate 64.0 MiB")
+        return slice_run(self, feeds)
+    monkeypatch.setattr(workers._Step, "slice_run", short_of_memory)
+    g, x, w, h, s, train, init = _linear()
+    with tf.Session(graph=g, workers=2, config=PATHS["workers"][1]) as sess:
+        sess.run(init)
+        _trained(sess, train, x, range(1))
+        pid = sess._workers.pids()[0]
+        with pytest.raises(errors.ResourceExhaustedError, match=rf"worker process {pid} ran out of memory .*64.0 MiB"):
+            sess.run(train, {x: _feed(0, 1)})

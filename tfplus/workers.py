@@ -558,7 +558,7 @@ class _Group:
         while waiting:
             ready, _, _ = select.select(list(waiting.values()), [], [], POLL_SECONDS)
             for i in [i for i, s in waiting.items() if s in ready]:
-                reply = _reply(waiting.pop(i), i)
+                reply = _reply(waiting.pop(i), self.pids[i])
                 if reply is _ENDED:
                     raise self.unavailable(i, _ended(self.pids[i], wait=1.0))
                 replies[i] = reply
@@ -608,8 +608,8 @@ class _Group:
 _ENDED = object()  # _reply: the worker's socket closed (it ended)
 
 
-def _reply(sock: socket.socket, i: int):
-    """Worker i's answer to a run: None when done, the error it raised, or _ENDED if its socket closed."""
+def _reply(sock: socket.socket, pid: int):
+    """Worker `pid`'s answer to a run: None when done, the error it raised, or _ENDED if its socket closed."""
     try:
         head = sock.recv(1)
         if head == b"e":
@@ -624,7 +624,10 @@ def _reply(sock: socket.socket, i: int):
     cls = getattr(errors, kind, None)
     if isinstance(cls, type) and issubclass(cls, errors.OpError):
         return cls(node, op_type, message)
-    return RuntimeError(f"worker process {i}: {kind}: {message}")
+    if kind == "MemoryError":
+        return errors.ResourceExhaustedError(None, None, f"worker process {pid} ran out of memory ({message}); "
+                                             f"use fewer workers (Session(workers=1) or {ENV}=1) or a smaller batch")
+    return RuntimeError(f"worker process {pid}: {kind}: {message}")
 
 
 def _recv_exact(sock: socket.socket, n: int) -> bytes:
