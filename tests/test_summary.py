@@ -131,12 +131,16 @@ def test_control_flow_graph_read_by_tensorboard(tmp_path):
         with tf.summary.FileWriter(str(tmp_path / "a"), g):
             pass
         writer = tf.summary.FileWriter(str(tmp_path / "b"))
-        writer.add_graph(g)
+        writer.add_graph(g.as_graph_def())  # a GraphDef as `graph`, as TF1 takes it
+        with pytest.raises(TypeError, match="pass a tf.Graph .* got str"):
+            writer.add_graph("graph.pbtxt")
         writer.close()
     want = g.as_graph_def().SerializeToString(deterministic=True)
     for run in ("a", "b"):
         graph = _read(tmp_path / run).Graph()
         assert {"If", "While"} <= {n.op for n in graph.node}
+        # a tf.Graph is written with its tensors' shapes, which TensorBoard shows on the edges (as TF1 writes it)
+        assert ("_output_shapes" in graph.node[0].attr) == (run == "a")
         assert {f.signature.name for f in graph.library.function} >= {"branch_If_then", "loop_While_body"}
         with tf.Graph().as_default() as back:
             tf.import_graph_def(graph_io.parse_graph_def(graph.SerializeToString()), name="")

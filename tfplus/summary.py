@@ -27,7 +27,7 @@ import zlib
 import numpy as np
 
 from tfplus import crc32c
-from tfplus.framework import GraphKeys, add_to_collection, convert_to_tensor, get_collection, get_default_graph
+from tfplus.framework import Graph, GraphKeys, add_to_collection, convert_to_tensor, get_collection, get_default_graph
 from tfplus.proto import event_pb2, summary_pb2
 
 Summary = summary_pb2.Summary
@@ -285,11 +285,18 @@ class FileWriter:
         self.add_event(Event(wall_time=time.time(), step=int(global_step or 0), summary=summary))
 
     def add_graph(self, graph=None, global_step=None, graph_def=None) -> None:
-        """The graph TensorBoard's Graphs tab shows (a tf.Graph or a GraphDef)."""
+        """The graph TensorBoard's Graphs tab shows: a tf.Graph, with its tensors' shapes as TF1 writes them, or a
+        GraphDef (tfplus's or TensorFlow's), as given."""
         if graph is not None and graph_def is not None:
             raise ValueError("add_graph: give graph or graph_def, not both")
-        gd = graph_def if graph_def is not None else graph.as_graph_def()
-        self.add_event(Event(wall_time=time.time(), step=int(global_step or 0), graph_def=gd.SerializeToString()))
+        given = graph if graph is not None else graph_def
+        if isinstance(given, Graph):
+            data = given.as_graph_def(add_shapes=True).SerializeToString()
+        elif hasattr(given, "SerializeToString"):
+            data = given.SerializeToString()
+        else:
+            raise TypeError(f"add_graph: pass a tf.Graph (e.g. sess.graph) or a GraphDef, got {type(given).__name__}")
+        self.add_event(Event(wall_time=time.time(), step=int(global_step or 0), graph_def=data))
 
     def add_session_log(self, session_log, global_step=None) -> None:
         self.add_event(Event(wall_time=time.time(), step=int(global_step or 0), session_log=session_log))
