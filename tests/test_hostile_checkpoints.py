@@ -554,3 +554,20 @@ def test_a_redos_pattern_in_a_checkpoints_recipe_or_the_flag_is_refused(finished
         lines = proc.stderr.strip().splitlines()
         assert proc.returncode == 2 and len(lines) == 1, proc.stderr
         assert lines[0].startswith(f"tfplus {argv[0]}: error: ") and "repeats a group that itself repeats" in lines[0]
+
+
+def test_a_state_file_listing_20k_checkpoints_in_a_full_folder_is_read_in_linear_time(tmp_path):
+    """Each entry's data files were found by listing the folder again: 20k entries over 20k files took hours."""
+    n = 20_000
+    for i in range(n):
+        (tmp_path / f"m-{i}.data-00000-of-00001").touch()
+    (tmp_path / "checkpoint").write_text(f'model_checkpoint_path: "m-{n - 1}"\n'
+                                         + "".join(f'all_model_checkpoint_paths: "m-{i}"\n' for i in range(n)))
+    done = {}
+
+    def work():
+        done["listed"] = len(tf.train.get_checkpoint_state(str(tmp_path)).all_model_checkpoint_paths)
+    thread = threading.Thread(target=work, daemon=True)
+    thread.start()
+    thread.join(60)  # generous: linear work takes a second or two
+    assert done == {"listed": n}

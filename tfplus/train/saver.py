@@ -436,8 +436,10 @@ def load_checkpoint(ckpt_dir_or_file: str) -> CheckpointReader:
         reader.close()
 
 
-# How often a reader starts again when the state file changes under it (another process saving).
+# How often a reader starts again when the state file changes under it (another process saving), and how many
+# checkpoints the state file does not list it tries (the newest).
 _ATTEMPTS = 5
+_MAX_UNLISTED = 100
 
 
 def _state_bytes(path: str) -> bytes | None:
@@ -498,14 +500,15 @@ def _candidates(folder: str, latest_filename: str | None) -> list[str]:
                 listed.append(p)
     unlisted = []
     for entry in os.scandir(folder):
-        name = entry.name[:-len(".index")]
-        if entry.name.endswith(".index") and os.path.join(folder, name) not in listed \
-                and _outside_reason(folder, name) is None:
+        prefix = os.path.join(folder, entry.name[:-len(".index")])
+        if entry.name.endswith(".index") and prefix not in listed:
             try:
-                unlisted.append((entry.stat(follow_symlinks=False).st_mtime_ns, os.path.join(folder, name)))
+                unlisted.append((entry.stat(follow_symlinks=False).st_mtime_ns, prefix))
             except FileNotFoundError:  # renamed or deleted meanwhile by a process saving there
                 pass
-    return listed + [p for _, p in sorted(unlisted, reverse=True)]
+    listings: dict = {}
+    newest = [p for _, p in sorted(unlisted, reverse=True)[:_MAX_UNLISTED]]
+    return listed + [p for p in newest if _outside_reason(folder, os.path.basename(p), listings) is None]
 
 
 def _read(path: str) -> tuple[dict[str, np.ndarray], dict]:
@@ -701,7 +704,8 @@ def get_checkpoint_state(checkpoint_dir: str, latest_filename: str | None = None
         raise errors.DataLossError(None, None, f"checkpoint state file {path!r} is corrupted: {e}") from e
     if not state.model_checkpoint_path:
         raise errors.DataLossError(None, None, f"checkpoint state file {path!r} names no checkpoint")
-    why = _outside_reason(checkpoint_dir, state.model_checkpoint_path)
+    listings: dict = {}
+    why = _outside_reason(checkpoint_dir, state.model_checkpoint_path, listings)
     if why:
         raise errors.DataLossError(None, None, f"checkpoint state file {path!r} names "
                                    f"{state.model_checkpoint_path!r}, which {why}; a state file may only name "
@@ -709,7 +713,7 @@ def get_checkpoint_state(checkpoint_dir: str, latest_filename: str | None = None
     state.model_checkpoint_path = os.path.join(checkpoint_dir, state.model_checkpoint_path)
     kept = []
     for p in state.all_model_checkpoint_paths:
-        why = _outside_reason(checkpoint_dir, p)
+        why = _outside_reason(checkpoint_dir, p, listings)
         if why:
             warnings.warn(f"checkpoint state file {path!r}: ignoring {p!r}, which {why} (a state file may only "
                           "name checkpoint files in its own folder)", stacklevel=2)
@@ -719,10 +723,11 @@ def get_checkpoint_state(checkpoint_dir: str, latest_filename: str | None = None
     return state
 
 
-def _outside_reason(folder: str, entry: str) -> str | None:
+def _outside_reason(folder: str, entry: str, listings: dict) -> str | None:
     """Why a state file in `folder` may not name `entry` (None if it may): the entry, and for a TensorFlow
     checkpoint its index and data files, must resolve (links followed) to paths inside the folder, and the
-    entry must not be a folder."""
+    entry must not be a folder. `listings` caches the folders' data files across calls (a state file may name
+    thousands)."""
     if "\0" in entry:
         return "holds a NUL character"
     path = os.path.join(folder, entry)
@@ -730,12 +735,27 @@ def _outside_reason(folder: str, entry: str) -> str | None:
     head, base = os.path.split(path)
     files = [path, tensor_bundle.index_path(path)]
     if os.path.isdir(head):
-        files += [os.path.join(head, n) for n in os.listdir(head) if n.startswith(base + ".data-")]
-    if any(os.path.commonpath([root, os.path.realpath(f)]) != root for f in files):
+        if head not in listings:  # {prefix: its data files' names}
+            listings[head] = {}
+            for n in os.listdir(head):
+                at = n.find(".data-")
+                while at >= 0:
+                    listings[head].setdefault(n[:at], []).append(n)
+                    at = n.find(".data-", at + 1)
+        files += [os.path.join(head, n) for n in listings[head].get(base, [])]
+    if not all(_inside(root, folder, f) for f in files):
         return "lies outside the folder"
     if os.path.isdir(path):
         return "is a folder"
     return None
+
+
+def _inside(root: str, folder: str, path: str) -> bool:
+    """Whether `path` resolves (links followed) to a path inside `folder`, whose realpath is `root`."""
+    if os.path.dirname(path) == folder and os.path.basename(path) not in ("", ".", "..") \
+            and not os.path.islink(path):  # the common case, in one lstat rather than realpath's one a component
+        return True
+    return os.path.commonpath([root, os.path.realpath(path)]) == root
 
 
 def latest_checkpoint(checkpoint_dir: str, latest_filename: str | None = None) -> str | None:
