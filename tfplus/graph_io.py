@@ -323,15 +323,16 @@ def _input_name(t: Tensor) -> str:
     return _history_node(t) or (t.op.name if i == 0 else f"{t.op.name}:{i}")
 
 
-def _output_arg(op_type: str, n_outputs: int, i: int) -> tuple[str, int]:
-    """Output `i` of an op as (output arg name, index in that arg), how a FunctionDef names it: one name per
-    output, or one list-valued arg (Split's `output`, a While's `output`)."""
-    names = OPS[op_type].outputs
-    if len(names) == n_outputs:
+def _output_arg(op: Operation, i: int) -> tuple[str, int]:
+    """Output `i` (GraphDef numbering) of `op` as (output arg name, index in that arg), how a FunctionDef names it:
+    one name per output, or one list-valued arg (Split's `output`, a While's `output`)."""
+    names = op.op_def.outputs
+    if len(names) == len(op.outputs):
         return names[i], 0
     if len(names) == 1:
         return names[0], i
-    raise ValueError(f"{op_type} declares outputs {names} but has {n_outputs}; a function cannot name them")
+    raise ValueError(f"{op.type} '{op.name}': its registration names outputs {names} but it has {len(op.outputs)}, "
+                     "so a function cannot refer to them; give each output a name in register_op(outputs=...)")
 
 
 class _Library:
@@ -411,7 +412,7 @@ def _function_def(sub, name: str, arg_types: tuple, owned: tuple, n_passed: int,
         history = _history_node(t)
         if history:
             return f"{history}:tensor:0"
-        out, k = _output_arg(t.op.type, len(t.op.outputs), _output_number(t))
+        out, k = _output_arg(t.op, _output_number(t))
         return f"{t.op.name}:{out}:{k}"
     for op in ops:
         fdef.node_def.extend(_node_defs(op, library, ref, f"{name}/"))
