@@ -104,10 +104,11 @@ def install(session, fetches: list, p: MemoryPlan) -> Bound:
     """Makes `session` (one with a memory budget) run `fetches` (the flat list it will be given) by plan `p`,
     e.g. one made with planner.plan(..., force=(k, c)) for a test or a benchmark."""
     flat = [session.graph.as_graph_element(f) for f in fetches]
-    session._keep_graph(flat, p.feed_shapes)  # `p` plans the graph as built, not the rewritten one
     ex = session._executor
-    with _shared(ex).lock:
-        bound = ex.programs[_key(flat, p.feed_shapes)] = Bound(p, ex)
+    with session._lock:  # not while a step of the session runs (it reads these caches)
+        session._keep_graph(flat, p.feed_shapes)  # `p` plans the graph as built, not the rewritten one
+        with _shared(ex).lock:
+            bound = ex.programs[_key(flat, p.feed_shapes)] = Bound(p, ex)
     return bound
 
 
