@@ -377,6 +377,41 @@ def test_opencl_compiling_is_announced_and_compiler_chatter_kept_out(tmp_path, m
     assert err[1].startswith("tfplus: compiled 1 OpenCL program in ") and len(err) == 2
 
 
+def test_an_opencl_device_on_the_cpu_is_named_with_the_faster_choice(tmp_path, monkeypatch, capsys):
+    """Issue 32, item 13: PoCL runs OpenCL on the machine's own cores, where --device cpu is faster and a cold
+    cache builds programs for minutes: `tfplus devices` says so of each such device, and `tfplus train --device
+    opencl` warns first (naming the device), then goes on as asked."""
+    from tfplus.runtime import opencl
+    cpus = [d for d in opencl.list_devices() if "CPU" in d["type"].split(" | ")]
+    assert cpus, "PoCL gives every machine an OpenCL CPU device"
+    assert main(["devices"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("a CPU device (OpenCL on this machine's cores): --device cpu is faster here") == len(cpus)
+    monkeypatch.setenv("TFPLUS_DATA", str(tmp_path))  # no data: the run stops after its warning
+    assert main(["train", "--device", f"opencl:{cpus[0]['index']}", "--model", "lenet"]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == f"tfplus train: warning: --device opencl:{cpus[0]['index']} is {cpus[0]['name'].strip()}, an " \
+        "OpenCL device on this machine's CPU: --device cpu is faster here, and a first run builds the step's " \
+        "OpenCL programs (minutes on a cold cache)"
+    assert "CIFAR-10 not found" in err[1]
+
+
+def test_progress_claims_no_pace_before_a_step_is_timed_and_the_end_names_the_builds(monkeypatch, capsys):
+    """The first step of a process builds its programs (29 minutes on PoCL from a cold cache): its time is no
+    pace ("0 img/s", an ETA of hours), so progress says what is happening until a later step is timed, and the
+    closing line says what the builds took."""
+    from tfplus import trainer
+    built = "built 3 OpenCL programs (first run on this device): 12.0 s"
+    monkeypatch.setattr(trainer, "_built", lambda sess: built, raising=False)
+    assert main(["train", *SMALL, "--steps", "3", "--no-eval", "--log-every", "100"]) == 0
+    captured = capsys.readouterr()
+    bars = [line for line in captured.err.splitlines() if line.startswith("epoch 1/1 ")]
+    assert bars[0].startswith("epoch 1/1 1/") and bars[0].endswith("building OpenCL programs..."), bars
+    assert "img/s" not in bars[0] and "ETA" not in bars[0]
+    assert "img/s run ETA" in bars[-1]
+    assert captured.out.splitlines()[-1].startswith("done: 3 steps in ") and captured.out.endswith(f"; {built}\n")
+
+
 def test_profile_steps_means_steps_run_and_reports_progress(monkeypatch, capsys):
     from tfplus import profile_cli
     monkeypatch.setattr(profile_cli._Progress, "EVERY_S", 0.0)

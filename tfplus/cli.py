@@ -418,6 +418,9 @@ def _devices(out) -> int:
         print(f"{'opencl:%d' % d['index']:<10} {d['name'].strip()} ({d['platform'].strip()}), {d['type']}, "
               f"{d['compute_units']} compute units, {format_size(d['global_mem_bytes'])}, "
               f"{d['opencl_version'].strip()}", file=out)
+        if "CPU" in d["type"].split(" | "):
+            print(f"{'':10} a CPU device (OpenCL on this machine's cores): --device cpu is faster here, and a "
+                  "first run on it builds its OpenCL programs for minutes", file=out)
     if devices:
         print(f"{'':10} repeated steps: " + ("replay their recorded kernel launches" if opencl.replay_enabled()
                                               else "launched op by op") + " ($TFPLUS_OPENCL_REPLAY=0: op by op)",
@@ -516,8 +519,33 @@ def _where(e: BaseException) -> str:
     return f"{short}:{f.lineno} in {f.name}"
 
 
+def _opencl_cpu_warning(device: str | None) -> str | None:
+    """A warning when `device` is an OpenCL device that is a CPU (PoCL): the NumPy cpu device is faster on the
+    same cores, and a cold cache builds the step's programs for minutes (29 on a 2-core box)."""
+    from tfplus.runtime import parse_device
+    kind, selector = parse_device(device or "cpu")
+    try:
+        from tfplus.runtime import opencl
+    except ImportError:  # no pyopencl: the trainer says so
+        return None
+    if kind != "opencl" or not opencl.available():
+        return None
+    try:
+        # NOTE: the runtime's own choice (a GPU first, else the first device), so that the warning names it.
+        d = opencl._select(selector)
+    except (ValueError, RuntimeError):  # no such device: the trainer says so
+        return None
+    if not d.type & opencl.cl.device_type.CPU:
+        return None
+    return (f"warning: --device {device} is {d.name.strip()}, an OpenCL device on this machine's CPU: --device "
+            "cpu is faster here, and a first run builds the step's OpenCL programs (minutes on a cold cache)")
+
+
 def _train(args: argparse.Namespace) -> int:
     from tfplus.trainer import RECIPE, RunError, TrainConfig, train
+    warning = _opencl_cpu_warning(args.device)
+    if warning:
+        print(f"tfplus train: {warning}", file=sys.stderr, flush=True)
     options = {k: getattr(args, k) for k in RECIPE}
     cfg = TrainConfig(**options, data=args.data, device=args.device, memory_budget=args.memory_budget,
                       threads=args.threads, workers=args.workers,

@@ -1151,6 +1151,9 @@ def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = No
                     clock.update(t0=t_epoch, before=state["epoch_s"] if step % spe else 0.0)
                     state["epoch_s"] = 0.0
                     done_at_start, row_step = step, step
+                    # The pace (img/s, ETA) is timed from here, or from the end of this process's first step, which
+                    # builds the step's programs (minutes on PoCL from a cold cache) and would claim "0 img/s".
+                    t_pace, paced_from = t_epoch, step
                     means = ""  # the epoch's means as of the last read, for the progress bar
                     while step < epoch_end and stop.signum is None:
                         x, y = next(batches)
@@ -1186,9 +1189,7 @@ def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = No
                             state["sums"] = [s[0] + loss, s[1] + acc, s[2] + sums.steps]
                             sums.reset(sess)
                             t_row, row_step = now, step
-                        n, elapsed = step - done_at_start, now - t_epoch
-                        # The whole run's: its steps at this epoch's pace, and its evaluations at the last one's.
-                        eta = elapsed / n * (total_steps - step) + evaluations_after(epoch + 1) * clock["eval_s"]
+                        n, elapsed = step - paced_from, now - t_pace
                         if step == done_at_start + 1 and cfg.memory_budget:  # the plan is made by now
                             print(_plan_line(sess, cfg.memory_budget), file=err)
                         if step == done_at_start + 1 and not first_step_said:
@@ -1196,7 +1197,14 @@ def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = No
                             bar.clear()
                             print(_first_step_line(sess, time.perf_counter() - started), file=err)
                             _prebuild_opencl(cfg, sess)
-                        bar.update(done, f"{means}{n * cfg.batch_size / elapsed:.0f} img/s run ETA {_clock(eta)}")
+                            t_pace, paced_from = time.perf_counter(), step
+                            n = 0
+                        if n:  # the whole run's ETA: its steps at this pace, its evaluations at the last one's
+                            eta = elapsed / n * (total_steps - step) + evaluations_after(epoch + 1) * clock["eval_s"]
+                            bar.update(done, f"{means}{n * cfg.batch_size / elapsed:.0f} img/s run ETA {_clock(eta)}")
+                        else:
+                            bar.update(done, means + ("building OpenCL programs..." if _building(sess) else
+                                                      "timing the steps..."))
                         if cfg.checkpoint_every and step % cfg.checkpoint_every == 0 and step != epoch_end:
                             last_ckpt = save() or last_ckpt
                     bar.clear()
@@ -1234,8 +1242,9 @@ def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = No
         tested = "no test evaluation" if final is None else \
             f"test accuracy final {100 * final:.2f}%, best {100 * best[0]:.2f}% (epoch {best[1]})"
         rss = f"RSS, and what its {workers} worker processes add" if workers else "RSS"
+        built = _built(sess)
         print(f"done: {step} steps in {_clock(total_time)}; {tested}; peak memory "
-              f"{format_size(result.peak_bytes)} ({rss})", file=out, flush=True)
+              f"{format_size(result.peak_bytes)} ({rss})" + (f"; {built}" if built else ""), file=out, flush=True)
     return result
 
 
@@ -1337,11 +1346,21 @@ def _record_eval_programs(cfg: TrainConfig, sess: tf.Session) -> None:
         opencl.record(sess.runtime, f"eval-{cfg.model}")
 
 
+def _built(sess: tf.Session) -> str | None:
+    """What compiling OpenCL programs took in this process (None: nothing was compiled, or not on opencl)."""
+    notice = getattr(getattr(sess.runtime, "dev", None), "compiling", None)
+    return notice.summary() if notice is not None else None
+
+
+def _building(sess: tf.Session) -> bool:
+    """Whether OpenCL programs were compiled in this process (the first steps' times are the builds')."""
+    return _built(sess) is not None
+
+
 def _first_step_line(sess: tf.Session, seconds: float) -> str:
     """How long the start took, up to the end of the first step, and what of it compiling OpenCL programs
     took (the first run on a device; later ones load the built programs from the cache)."""
-    notice = getattr(getattr(sess.runtime, "dev", None), "compiling", None)
-    built = notice.summary() if notice is not None else None
+    built = _built(sess)
     where = sess._workers.summary() if sess._workers is not None else ""
     return f"first step done {seconds:.1f} s after start" + "".join(f"; {s}" for s in (built, where) if s)
 
