@@ -1,7 +1,13 @@
 """Offsets in one arena for buffers with lifetimes: no two buffers alive at the same step may overlap.
 
 Greedy by size (the largest buffer first, each at the best-fitting gap among the buffers it overlaps in
-time, TFLite's arena planner does the same), tried over a few orderings; the smallest arena wins.
+time, TFLite's arena planner does the same), tried over a few orderings; the smallest arena wins. A sweep over
+the steps (each buffer, as it starts, into the best-fitting gap the buffers ended so far left) is tried first:
+O(n log n), and on recurrent steps (thousands of buffers) often smaller than every greedy ordering.
+
+A greedy pass finds the gaps with a segment tree over the steps whose nodes keep the offsets taken under them
+as sorted disjoint intervals (a placement reads and updates O(log steps) small sets, where walking every placed
+buffer made a pass quadratic), and stops as soon as its arena reaches the best one so far: it cannot win.
 """
 from __future__ import annotations
 
@@ -20,6 +26,8 @@ _ORDERINGS = (
     lambda b: (-b.size, -(b.end - b.start)),
 )
 _TRIES = 24  # randomly perturbed orders tried when no ordering above reaches the liveness bound
+# Sweeps tried first; each sorts the buffers that start at one step (largest first, longest-lived first).
+_SWEEPS = (lambda b: (b.start, -b.size), lambda b: (b.start, b.start - b.end, -b.size))
 
 
 def assign_offsets(buffers: list[Buffer], seed: int = 0) -> int:
@@ -28,17 +36,23 @@ def assign_offsets(buffers: list[Buffer], seed: int = 0) -> int:
     if not buffers:
         return 0
     bound = lower_bound(buffers)
-    rng = random.Random(seed)
-    keys = list(_ORDERINGS) + [_jittered(rng) for _ in range(_TRIES)]
+    steps = max(b.end for b in buffers) + 1
     best_size, best = None, None
-    for key in keys:
+    for key in _SWEEPS:
         ordered = sorted(buffers, key=key)
-        offsets = _greedy(ordered)
+        offsets = _sweep(ordered)
         size = max(o + b.size for o, b in zip(offsets, ordered))
         if best_size is None or size < best_size:
             best_size, best = size, (ordered, offsets)
+    rng = random.Random(seed)
+    keys = list(_ORDERINGS) + [_jittered(rng) for _ in range(_TRIES)]
+    for key in keys:
         if best_size <= bound:
             break
+        ordered = sorted(buffers, key=key)
+        offsets = _greedy(ordered, steps, best_size)
+        if offsets is not None:
+            best_size, best = max(o + b.size for o, b in zip(offsets, ordered)), (ordered, offsets)
     for b, o in zip(*best):
         b.offset = o
     return best_size
@@ -70,21 +84,120 @@ def lower_bound(buffers: list[Buffer]) -> int:
     return peak
 
 
-def _greedy(ordered: list[Buffer]) -> list[int]:
-    placed: list[tuple[int, int, int, int]] = []  # (offset, size, start, end), kept sorted by offset
+def _greedy(ordered: list[Buffer], steps: int, stop: int) -> list[int] | None:
+    """Each buffer in turn at the smallest gap that holds it (the lowest of equal ones; else on top) among the
+    offsets taken by the buffers placed before it and alive at one of its steps; None once the arena reaches
+    `stop`. Buffers of no bytes take offset 0: every ordering puts them last, where they change no gap."""
+    leaves = 1 << (steps - 1).bit_length()
+    own: dict[int, tuple[list, list]] = {}    # node -> offsets of the buffers stored at it (alive at all its steps)
+    under: dict[int, tuple[list, list]] = {}  # node -> offsets of the buffers stored at it or below it
     offsets = []
     for b in ordered:
+        if not b.size:
+            offsets.append(0)
+            continue
+        nodes, above = _cover(b.start, b.end, leaves)
+        taken = [iv for n in nodes if n in under for iv in zip(*under[n])]
+        taken += [iv for n in above if n in own for iv in zip(*own[n])]
+        taken.sort()
         lo, best, best_gap = 0, None, None
-        for o, s, st, en in placed:  # the gaps between placed buffers alive at some step b is alive
-            if st > b.end or en < b.start:
-                continue
+        for o, end in taken:
             gap = o - lo
             if gap >= b.size and (best_gap is None or gap < best_gap):
                 best, best_gap = lo, gap
-            lo = max(lo, o + s)
+            lo = max(lo, end)
         off = lo if best is None else best
+        if off + b.size >= stop:
+            return None
         offsets.append(off)
-        bisect.insort(placed, (off, b.size, b.start, b.end))
+        for n in nodes:
+            _take(own.setdefault(n, ([], [])), off, off + b.size)
+            _take(under.setdefault(n, ([], [])), off, off + b.size)
+        for n in above:
+            _take(under.setdefault(n, ([], [])), off, off + b.size)
+    return offsets
+
+
+def _cover(start: int, end: int, leaves: int) -> tuple[list[int], set[int]]:
+    """The segment tree's nodes that together are steps start..end, and the nodes above them."""
+    nodes, lo, hi = [], start + leaves, end + leaves + 1
+    while lo < hi:
+        if lo & 1:
+            nodes.append(lo)
+            lo += 1
+        if hi & 1:
+            hi -= 1
+            nodes.append(hi)
+        lo, hi = lo >> 1, hi >> 1
+    above: set[int] = set()
+    for n in nodes:
+        n >>= 1
+        while n and n not in above:
+            above.add(n)
+            n >>= 1
+    return nodes, above
+
+
+def _take(intervals: tuple[list, list], lo: int, hi: int) -> None:
+    """Adds [lo, hi) to sorted disjoint intervals (starts, ends), merging those it overlaps or touches."""
+    starts, ends = intervals
+    i = bisect.bisect_left(ends, lo)
+    j = bisect.bisect_right(starts, hi, i)
+    if i < j:
+        lo, hi = min(lo, starts[i]), max(hi, ends[j - 1])
+    starts[i:j], ends[i:j] = [lo], [hi]
+
+
+def _sweep(ordered: list[Buffer]) -> list[int]:
+    """Offsets for buffers sorted by start: before a buffer starts, the buffers that ended free their bytes
+    (merged with free neighbours); it takes the smallest free gap that holds it (the lowest of equal ones), else
+    the free gap under the top grown, else the top."""
+    by_end = sorted(range(len(ordered)), key=lambda i: ordered[i].end)
+    offsets = [0] * len(ordered)
+    starts: list[int] = []                     # free gaps below the top, by offset
+    length: dict[int, int] = {}                # gap offset -> its length
+    by_size: list[tuple[int, int]] = []        # (length, offset) of the same gaps
+    top, k = 0, 0
+
+    def drop(i):
+        o = starts.pop(i)
+        del by_size[bisect.bisect_left(by_size, (length[o], o))]
+        return o, length.pop(o)
+    for i, b in enumerate(ordered):
+        while k < len(by_end) and ordered[by_end[k]].end < b.start:
+            o, n = offsets[by_end[k]], ordered[by_end[k]].size
+            k += 1
+            if not n:
+                continue
+            j = bisect.bisect_left(starts, o)
+            if j and starts[j - 1] + length[starts[j - 1]] == o:
+                j -= 1
+                o, m = drop(j)
+                n += m
+            if j < len(starts) and starts[j] == o + n:
+                n += drop(j)[1]
+            if o + n == top:
+                top = o
+            else:
+                starts.insert(j, o)
+                length[o] = n
+                bisect.insort(by_size, (n, o))
+        if not b.size:
+            continue
+        j = bisect.bisect_left(by_size, (b.size, -1))
+        if j < len(by_size):
+            n, o = by_size[j]
+            drop(bisect.bisect_left(starts, o))
+            if n > b.size:
+                starts.insert(bisect.bisect_left(starts, o), o + b.size)
+                length[o + b.size] = n - b.size
+                bisect.insort(by_size, (n - b.size, o + b.size))
+        elif starts and starts[-1] + length[starts[-1]] == top:
+            o = drop(len(starts) - 1)[0]
+            top = o + b.size
+        else:
+            o, top = top, top + b.size
+        offsets[i] = o
     return offsets
 
 
