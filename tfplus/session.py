@@ -130,8 +130,8 @@ class Session:
         flat, rebuild = self._flatten_fetches(fetches)
         feeds = self._prepare_feeds(feed_dict or {})
         flat, feeds = self._rewritten(flat, feeds)
-        # The tensor fetches' values, copied to the host: the planned paths copy them out of their arena before
-        # they let another step in; the others return buffers that no later step writes.
+        # The tensor fetches' values, copied to the host while the step lock is held (a worker's shared slot is
+        # the next step's too); the planned paths copy theirs before they release their arena's lock.
         copy_out, values = self._runtime.copy_out, None
         if self._memory_budget is not None:
             from tfplus.planner.execute import run_planned
