@@ -159,7 +159,7 @@ def test_a_forked_child_never_writes_the_parents_variables():
                 os.close(read)
                 got = [sess.run([train, h], {x: _feed(7, r)})[1] for r in range(3)]
                 with os.fdopen(write, "wb") as f:
-                    pickle.dump((got, sess.run(w)), f)
+                    pickle.dump((got, sess.run(w), sess._workers.pids()), f)
                 code = 0
             finally:
                 os._exit(code)
@@ -168,7 +168,8 @@ def test_a_forked_child_never_writes_the_parents_variables():
             data = f.read()
         _, status = os.waitpid(pid, 0)
         assert os.waitstatus_to_exitcode(status) == 0
-        got, child_w = pickle.loads(data)  # noqa: S301  our own child's bytes
+        got, child_w, child_workers = pickle.loads(data)  # noqa: S301  our own child's bytes
+        assert not set(child_workers) & set(sess._workers.pids())  # its own workers, none of the parent's
         for r, hv in enumerate(got):
             np.testing.assert_array_equal(hv, 2 * _feed(7, r) + 1)
         np.testing.assert_array_equal(child_w, before - sum(_grad(_feed(7, r)) for r in range(3)).astype(np.float32))
