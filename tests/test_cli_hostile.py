@@ -143,6 +143,15 @@ def test_hostile_arguments_get_one_line_naming_the_flag(argv, code, message, fol
     assert not os.listdir(folders / "cwd"), "a path option made something in the working folder"
 
 
+@pytest.mark.parametrize("variable", ["TFPLUS_NUM_THREADS", "TFPLUS_WORKERS"])
+def test_a_huge_thread_or_worker_count_in_the_environment_is_refused(variable, monkeypatch, capsys):
+    """A worker process per thread: $TFPLUS_NUM_THREADS=100000 would fork 100,000 of them at the first step."""
+    monkeypatch.setenv(variable, "100000")
+    assert main(["devices"]) == 2
+    assert capsys.readouterr().err.strip() == f"tfplus devices: error: ${variable}=100000: at most 256; set a " \
+        "smaller number or unset it"
+
+
 def test_every_long_option_must_be_spelled_out(folders):
     """An abbreviation (a prefix of one long option) is refused with a suggestion, in every subcommand: argparse
     would take --check for --checkpoint-dir, or --b for --batch-size."""

@@ -446,7 +446,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     prog = f"tfplus {args.command}"
     try:  # --threads, else $TFPLUS_NUM_THREADS, else the cores this process may use
         nthreads = getattr(args, "threads", None) or threads.default_threads()
-        workers.resolve(None, nthreads)  # $TFPLUS_WORKERS, checked before any work
+        nworkers = workers.resolve(None, nthreads)  # $TFPLUS_WORKERS, checked before any work
+        # The variables get the flags' bound too: a step forks a worker process per thread from 2.
+        for n, name in ((nthreads, f"${threads.ENV}"), (nworkers, f"${workers.ENV}")):
+            if n > MAX_THREADS:
+                raise ValueError(f"{name}={n}: at most {MAX_THREADS}; set a smaller number or unset it")
     except ValueError as e:
         print(f"{prog}: error: {e}", file=sys.stderr)
         return EXIT_USAGE
