@@ -555,8 +555,14 @@ class _Group:
         waiting = dict(enumerate(self.sockets))
         stopped: dict[int, float] = {}  # worker -> since when it has been seen stopped, poll after poll
         idle: dict[int, tuple] = {}  # worker -> (its CPU time, since when it has not changed)
+        last = time.monotonic()
         while waiting:
             ready, _, _ = select.select(list(waiting.values()), [], [], POLL_SECONDS)
+            now = time.monotonic()
+            if now - last > 10 * POLL_SECONDS:  # this process did not run meanwhile (Ctrl-Z stops the whole
+                stopped.clear()                 # process group): what it saw before tells nothing
+                idle.clear()
+            last = now
             for i in [i for i, s in waiting.items() if s in ready]:
                 reply = _reply(waiting.pop(i), self.pids[i])
                 if reply is _ENDED:
@@ -564,7 +570,6 @@ class _Group:
                 replies[i] = reply
             if ready:
                 continue
-            now = time.monotonic()
             for i in waiting:
                 how = _ended(self.pids[i])
                 if how is not None:
