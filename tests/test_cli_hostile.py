@@ -22,7 +22,7 @@ DEADLINE_S = 60  # generous for a loaded 2-core machine: each run below takes we
 # Values that are wrong for most options; the few options that accept one (a path named '0', a budget of 0)
 # run up to the base command line's quick failure (no CIFAR-10 in an empty folder, no checkpoint in it).
 HOSTILE = ["", " ", "0", "-1", "nan", "inf", "1e309", "2147483648", "99999999999999999999999", "9" * 5000,
-           "0x10", "1,,2", "x\0y", "~nosuchuser/x", "/" + "a" * 5000, "a/" * 3000, "\udcff", "+-5"]
+           "0x10", "1,,2", "x\0y", "~nosuchuser/x", "/" + "a" * 5000, "a/" * 3000, "\udcff", "+-5", "line\nbreak"]
 
 
 def _run(argv: list[str]) -> tuple[int, str, str]:

@@ -92,12 +92,13 @@ class _Parser(argparse.ArgumentParser):
         return namespace, extras
 
     def error(self, message: str):
+        # One line even when a value holds a line break (a hostile --model or path would start a line of its own).
+        message = message.replace("\r", "\\r").replace("\n", "\\n")
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}{self._suggestion(message)}\n")
 
     def _suggestion(self, message: str) -> str:
         """'; did you mean --epochs?' for the first unknown option or choice that resembles a known one."""
         import difflib
-        import re
         if message.startswith("unrecognized arguments:"):
             known = [s for a in self._actions for s in a.option_strings]
             words = [w.partition("=")[0] for w in message.split(":", 1)[1].split() if w.startswith("-")]
