@@ -177,3 +177,15 @@ def test_hostile_command_lines_in_a_process_print_no_traceback(tmp_path):
         assert p.returncode == 2 and "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) == 1, \
             (argv, p.stderr)
         assert p.stderr.startswith(f"tfplus {argv[0]}: error: argument {argv[1]}"), p.stderr
+
+
+def test_a_misspelt_tf_app_flag_gets_a_suggestion():
+    """tf.app.flags, as absl's: an unknown flag in a strict parse names the one it resembles."""
+    from tfplus import flags
+    fv = flags.FlagValues()
+    flags.DEFINE_integer("batch_size", 32, "examples per step", flag_values=fv)
+    with pytest.raises(flags.UnrecognizedFlagError, match=r"unknown command line flag '--batch_sise=8'; did you "
+                                                           r"mean --batch_size\?"):
+        fv(["prog", "--batch_sise=8"])
+    with pytest.raises(flags.UnrecognizedFlagError, match=r"'--zzz'$"):
+        fv(["prog", "--zzz"])

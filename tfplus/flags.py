@@ -12,6 +12,7 @@ before tf.app.run parses sys.argv first (unknown arguments are left alone), as T
 """
 from __future__ import annotations
 
+import difflib
 import sys
 from typing import Any, Callable
 
@@ -140,7 +141,9 @@ class FlagValues:
                 if known_only:
                     rest.append(arg)
                     continue
-                raise UnrecognizedFlagError(f"unknown command line flag {arg!r}")
+                close = difflib.get_close_matches(name, list(self._flags), n=1, cutoff=0.6)
+                raise UnrecognizedFlagError(f"unknown command line flag {arg!r}"
+                                            + (f"; did you mean --{close[0]}?" if close else ""))
             if not has_value:
                 if flag.is_bool:
                     flag.set(True)
