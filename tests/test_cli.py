@@ -394,6 +394,8 @@ def test_an_opencl_device_on_the_cpu_is_named_with_the_faster_choice(tmp_path, m
         "OpenCL device on this machine's CPU: --device cpu is faster here, and a first run builds the step's " \
         "OpenCL programs (minutes on a cold cache)"
     assert "CIFAR-10 not found" in err[1]
+    assert main(["eval", "--device", f"opencl:{cpus[0]['index']}", "--checkpoint", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.startswith(f"tfplus eval: warning: --device opencl:{cpus[0]['index']} is ")
 
 
 def test_progress_claims_no_pace_before_a_step_is_timed_and_the_end_names_the_builds(monkeypatch, capsys):

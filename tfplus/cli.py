@@ -466,6 +466,10 @@ def _dispatch(args: argparse.Namespace, prog: str) -> int:
     from tfplus.trainer import UsageError
     debug = _debug()
     try:
+        if args.command in ("train", "eval", "profile"):  # the commands that run steps on the device
+            warning = _opencl_cpu_warning(args.device)
+            if warning:
+                print(f"{prog}: {warning}", file=sys.stderr, flush=True)
         if args.command == "devices":
             return _devices(sys.stdout)
         if args.command == "train":
@@ -548,9 +552,6 @@ def _opencl_cpu_warning(device: str | None) -> str | None:
 
 def _train(args: argparse.Namespace) -> int:
     from tfplus.trainer import RECIPE, RunError, TrainConfig, train
-    warning = _opencl_cpu_warning(args.device)
-    if warning:
-        print(f"tfplus train: {warning}", file=sys.stderr, flush=True)
     options = {k: getattr(args, k) for k in RECIPE}
     cfg = TrainConfig(**options, data=args.data, device=args.device, memory_budget=args.memory_budget,
                       threads=args.threads, workers=args.workers,
