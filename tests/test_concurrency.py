@@ -284,3 +284,28 @@ def test_a_worker_out_of_memory_is_a_resource_exhausted_error_naming_it(monkeypa
         pid = sess._workers.pids()[0]
         with pytest.raises(errors.ResourceExhaustedError, match=rf"worker process {pid} ran out of memory .*64.0 MiB"):
             sess.run(train, {x: _feed(0, 1)})
+
+
+def test_a_fork_waits_for_the_steps_running_in_other_threads():
+    g, x, w, h, s, train, init = _linear()
+    inside, left = threading.Event(), []
+    with tf.Session(graph=g, workers=1) as sess:
+        sess.run(init)
+        copy_out = sess.runtime.copy_out
+
+        def slow_copy_out(buf):  # the step of the thread below lasts 0.5 s
+            inside.set()
+            time.sleep(0.5)
+            left.append(time.monotonic())
+            return copy_out(buf)
+        sess.runtime.copy_out = slow_copy_out
+        t = threading.Thread(target=sess.run, args=(h, {x: _feed(0, 0)}))
+        t.start()
+        inside.wait()
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0)
+        forked = time.monotonic()
+        os.waitpid(pid, 0)
+        t.join()
+    assert left and forked >= left[0]  # the fork came after the step, not in the middle of it
