@@ -244,3 +244,19 @@ def test_a_failed_index_write_leaves_nothing_behind(tmp_path, monkeypatch):
     with pytest.raises(OSError, match="No space"):
         tb.write_bundle(str(tmp_path / "m"), {"a": np.float32([1])})
     assert os.listdir(tmp_path) == []
+
+
+def test_verify_checks_every_tensor_and_read_gives_the_same_values_after_it(tmp_path):
+    prefix = str(tmp_path / "m")
+    values = {"a": np.arange(6, dtype=np.float32).reshape(2, 3), "s": np.array([b"x", b"yz"], dtype=object),
+              "h": np.float16([1.5])}
+    tb.write_bundle(prefix, values)
+    with tb.BundleReader(prefix) as reader:
+        reader.verify()
+        for _ in range(2):  # from what verify() read, then from the file again
+            assert all(np.array_equal(reader.read(k), v) for k, v in values.items())
+    data = bytearray(open(tb.data_path(prefix), "rb").read())
+    data[-1] ^= 1
+    open(tb.data_path(prefix), "wb").write(bytes(data))
+    with pytest.raises(tf.errors.DataLossError, match="'s' does not match its checksum"):
+        tb.BundleReader(prefix).verify()

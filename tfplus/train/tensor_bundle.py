@@ -285,6 +285,7 @@ class BundleReader:
             self.entries[name] = self._parse(tensor_bundle_pb2.BundleEntryProto, value, f"entry {name!r}")
         self._keys = [k for k in self.entries if not k.startswith("\0")]
         self._files: list = []
+        self._checked: dict[str, bytearray] = {}
         self._lock = threading.Lock()
         try:
             for shard in range(self.num_shards):
@@ -302,6 +303,7 @@ class BundleReader:
         return [data_path(self.prefix, i, self.num_shards) for i, f in enumerate(self._files) if f is None]
 
     def close(self) -> None:
+        self._checked.clear()
         for f in self._files:
             if f is not None:
                 f.close()
@@ -352,16 +354,20 @@ class BundleReader:
         elif entry.size != count * dtype.size:
             self._fail(f"entry {key!r} says {entry.size} bytes but a {dtype.name} tensor of shape "
                        f"{list(shape)} has {count * dtype.size}")
-        buf, path = self._bytes(key, entry)
+        buf = self._checked.pop(key, None)  # verify()'s bytes, checked already
+        crc = None if buf is not None else entry.crc32c
+        if buf is None:
+            buf, path = self._bytes(key, entry)
         if dtype is _dt.string:
-            return self._strings(key, buf, count, shape, entry.crc32c)
-        if crc32c.mask(crc32c.value(buf)) != entry.crc32c:
+            return self._strings(key, buf, count, shape, crc)
+        if crc is not None and crc32c.mask(crc32c.value(buf)) != crc:
             self._fail(f"tensor {key!r} does not match its checksum (the data file {path!r} is corrupted)")
         return np.frombuffer(buf, dtype.np.newbyteorder("<")).astype(dtype.np, copy=False).reshape(shape)
 
     def verify(self) -> None:
         """Checks every stored tensor's checksum (whatever its dtype) without decoding it: DataLossError if one
-        is missing, truncated or corrupted."""
+        is missing, truncated or corrupted. The bytes checked are kept for read() (a restore reads them all next)
+        until then or close()."""
         for key, entry in self.entries.items():
             if entry.slices:  # a partitioned variable's entry: its slices hold the bytes
                 continue
@@ -374,6 +380,7 @@ class BundleReader:
                 self._strings(key, buf, count, dims, entry.crc32c)
             elif crc32c.mask(crc32c.value(buf)) != entry.crc32c:
                 self._fail(f"tensor {key!r} does not match its checksum (the data file {path!r} is corrupted)")
+            self._checked[key] = buf
 
     def _bytes(self, key: str, entry) -> tuple[bytearray, str]:
         """The stored bytes of `entry` (not yet checked) and the data file's path."""
@@ -393,7 +400,8 @@ class BundleReader:
                 self._fail(f"{path!r} ended while reading {key!r}")
         return buf, path
 
-    def _strings(self, key, buf: bytearray, count: int, shape, masked_crc: int) -> np.ndarray:
+    def _strings(self, key, buf: bytearray, count: int, shape, masked_crc: int | None) -> np.ndarray:
+        """A string tensor's elements from its stored bytes (their checksum: masked_crc; None: checked)."""
         lengths, pos = [], 0
         for _ in range(count):
             n, pos = _get_varint(buf, pos, len(buf), lambda m: self._error(f"tensor {key!r}: {m}"))
@@ -403,7 +411,7 @@ class BundleReader:
         elems, start = np.empty(count, dtype=object), pos + 4
         for i, n in enumerate(lengths):
             elems[i], start = bytes(buf[start:start + n]), start + n
-        if crc32c.mask(_string_crc([bytes(buf[:pos]), bytes(buf[pos:])])) != masked_crc:
+        if masked_crc is not None and crc32c.mask(_string_crc([bytes(buf[:pos]), bytes(buf[pos:])])) != masked_crc:
             self._fail(f"tensor {key!r} does not match its checksum (the data file is corrupted)")
         return elems.reshape(shape)
 
