@@ -204,12 +204,12 @@ def test_resume_with_only_the_folder_gives_the_unbroken_runs_weights(options, en
     capsys.readouterr()
 
     assert main(["train", "--checkpoint-dir", str(ckpt), "--resume"]) == 0
+    want, got = _weights(tmp_path / "unbroken"), _weights(ckpt)
+    assert want.keys() == got.keys() and all(np.array_equal(want[k], got[k]) for k in want)
     captured = capsys.readouterr()
     said = next(line for line in captured.err.splitlines() if line.startswith("options from the checkpoint: "))
     assert f"--log {log}" in said and "--checkpoint-every 2" in said and "--no-eval" in said
     assert ("--memory-budget 1.5 MB" in said) == ("--memory-budget" in options)
-    want, got = _weights(tmp_path / "unbroken"), _weights(ckpt)
-    assert want.keys() == got.keys() and all(np.array_equal(want[k], got[k]) for k in want)
     assert os.path.exists(ckpt / "model.ckpt-4.index")  # every 2 steps, not only at the end
     assert [r["step"] for r in map(json.loads, open(log)) if r["kind"] == "step"] == [1, 2, 3, 4, 5, 6]
     assert "test acc" not in captured.out
@@ -234,3 +234,16 @@ def test_resume_refuses_options_that_change_the_weights_and_takes_the_others(tmp
     assert main(["train", "--checkpoint-dir", ckpt, "--resume", "--threads", "2", "--log", str(log)]) == 0
     assert "options from the checkpoint: --workers 1, --no-eval\n" in capsys.readouterr().err
     assert [r["kind"] for r in map(json.loads, open(log))] == ["start"]
+
+
+def test_resume_after_kill_9_with_only_the_folder_gives_the_unbroken_runs_weights(tmp_path):
+    """The README's resume line after a SIGKILL (nothing saved at the kill: the periodic checkpoint of step 4),
+    on a run with a memory budget and every 2 steps a checkpoint."""
+    argv = ["train", *SMALL, "--steps", "6", "--checkpoint-every", "2", "--memory-budget", "1.5MB"]
+    assert main([*argv, "--checkpoint-dir", str(tmp_path / "unbroken")]) == 0
+    ckpt = tmp_path / "ckpt"
+    proc = _run_stopped([*argv, "--checkpoint-dir", str(ckpt)], 5, "SIGKILL", tmp_path)
+    assert proc.returncode == -signal.SIGKILL and _step_of(ckpt) == 4, proc.stderr
+    assert main(["train", "--checkpoint-dir", str(ckpt), "--resume"]) == 0
+    want, got = _weights(tmp_path / "unbroken"), _weights(ckpt)
+    assert want.keys() == got.keys() and all(np.array_equal(want[k], got[k]) for k in want)
