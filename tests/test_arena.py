@@ -64,10 +64,11 @@ def _random_buffers(rng: random.Random, zeros: bool = False) -> list[Buffer]:
 def test_greedy_pass_places_every_buffer_where_the_quadratic_one_did(seed):
     rng = random.Random(seed)
     bufs = _random_buffers(rng)
+    leaves = 1 << max(b.end for b in bufs).bit_length()
+    cover = {id(b): arena._cover(b.start, b.end, leaves) for b in bufs}
     for key in arena._ORDERINGS:
         ordered = sorted(bufs, key=key)
-        steps = max(b.end for b in bufs) + 1
-        assert arena._greedy(ordered, steps, 1 << 62) == _reference_greedy(ordered)
+        assert arena._greedy(ordered, cover, 1 << 62) == _reference_greedy(ordered)
 
 
 @pytest.mark.parametrize("seed", range(40))
@@ -95,5 +96,6 @@ def test_sweep_packs_nested_lifetimes_at_the_liveness_bound():
 
 def test_an_ordering_that_cannot_win_stops_early():
     bufs = [Buffer(f"b{i}", ALIGN, ALIGN, 0, 0, "forward") for i in range(4)]
-    assert arena._greedy(bufs, 1, 3 * ALIGN) is None
-    assert arena._greedy(bufs, 1, 4 * ALIGN + 1) == [0, ALIGN, 2 * ALIGN, 3 * ALIGN]
+    cover = {id(b): arena._cover(0, 0, 1) for b in bufs}
+    assert arena._greedy(bufs, cover, 3 * ALIGN) is None
+    assert arena._greedy(bufs, cover, 4 * ALIGN + 1) == [0, ALIGN, 2 * ALIGN, 3 * ALIGN]

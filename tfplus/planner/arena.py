@@ -46,11 +46,18 @@ def assign_offsets(buffers: list[Buffer], seed: int = 0) -> int:
             best_size, best = size, (ordered, offsets)
     rng = random.Random(seed)
     keys = list(_ORDERINGS) + [_jittered(rng) for _ in range(_TRIES)]
+    leaves = 1 << (steps - 1).bit_length()
+    cover = {id(b): _cover(b.start, b.end, leaves) for b in buffers}  # the same in every ordering
+    tried = set()
     for key in keys:
         if best_size <= bound:
             break
         ordered = sorted(buffers, key=key)
-        offsets = _greedy(ordered, steps, best_size)
+        order = tuple(id(b) for b in ordered)
+        if order in tried:  # perturbed keys often sort alike
+            continue
+        tried.add(order)
+        offsets = _greedy(ordered, cover, best_size)
         if offsets is not None:
             best_size, best = max(o + b.size for o, b in zip(offsets, ordered)), (ordered, offsets)
     for b, o in zip(*best):
@@ -84,42 +91,48 @@ def lower_bound(buffers: list[Buffer]) -> int:
     return peak
 
 
-def _greedy(ordered: list[Buffer], steps: int, stop: int) -> list[int] | None:
+def _greedy(ordered: list[Buffer], cover: dict, stop: int) -> list[int] | None:
     """Each buffer in turn at the smallest gap that holds it (the lowest of equal ones; else on top) among the
     offsets taken by the buffers placed before it and alive at one of its steps; None once the arena reaches
-    `stop`. Buffers of no bytes take offset 0: every ordering puts them last, where they change no gap."""
-    leaves = 1 << (steps - 1).bit_length()
+    `stop`. `cover`: id(buffer) -> its steps' nodes (_cover). Buffers of no bytes take offset 0: every ordering
+    puts them last, where they change no gap."""
     own: dict[int, tuple[list, list]] = {}    # node -> offsets of the buffers stored at it (alive at all its steps)
     under: dict[int, tuple[list, list]] = {}  # node -> offsets of the buffers stored at it or below it
     offsets = []
     for b in ordered:
-        if not b.size:
+        size = b.size
+        if not size:
             offsets.append(0)
             continue
-        nodes, above = _cover(b.start, b.end, leaves)
-        taken = [iv for n in nodes if n in under for iv in zip(*under[n])]
-        taken += [iv for n in above if n in own for iv in zip(*own[n])]
-        taken.sort()
+        nodes, above = cover[id(b)]
+        sets = [under[n] for n in nodes if n in under] + [own[n] for n in above if n in own]
+        taken = sorted(iv for starts, ends in sets for iv in zip(starts, ends))
         lo, best, best_gap = 0, None, None
         for o, end in taken:
             gap = o - lo
-            if gap >= b.size and (best_gap is None or gap < best_gap):
+            if gap >= size and (best_gap is None or gap < best_gap):
                 best, best_gap = lo, gap
-            lo = max(lo, end)
+            if end > lo:
+                lo = end
         off = lo if best is None else best
-        if off + b.size >= stop:
+        hi = off + size
+        if hi >= stop:
             return None
         offsets.append(off)
         for n in nodes:
-            _take(own.setdefault(n, ([], [])), off, off + b.size)
-            _take(under.setdefault(n, ([], [])), off, off + b.size)
-        for n in above:
-            _take(under.setdefault(n, ([], [])), off, off + b.size)
+            if n not in own:
+                own[n] = ([], [])
+            _take(own[n], off, hi)
+        for n in (*nodes, *above):
+            if n not in under:
+                under[n] = ([], [])
+            _take(under[n], off, hi)
     return offsets
 
 
 def _cover(start: int, end: int, leaves: int) -> tuple[list[int], set[int]]:
-    """The segment tree's nodes that together are steps start..end, and the nodes above them."""
+    """The nodes of a segment tree over `leaves` steps that together are steps start..end, and the nodes above
+    them."""
     nodes, lo, hi = [], start + leaves, end + leaves + 1
     while lo < hi:
         if lo & 1:
@@ -143,6 +156,8 @@ def _take(intervals: tuple[list, list], lo: int, hi: int) -> None:
     starts, ends = intervals
     i = bisect.bisect_left(ends, lo)
     j = bisect.bisect_right(starts, hi, i)
+    if i + 1 == j and starts[i] <= lo and hi <= ends[i]:  # often: already inside one interval
+        return
     if i < j:
         lo, hi = min(lo, starts[i]), max(hi, ends[j - 1])
     starts[i:j], ends[i:j] = [lo], [hi]
