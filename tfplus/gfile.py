@@ -95,7 +95,8 @@ def open_regular(path, what: str, max_bytes: int):
     path = os.fspath(path)
     try:
         # O_NONBLOCK: opening a FIFO that no one writes returns at once (and fstat then refuses it).
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0))
+        flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
+        fd = os.open(path, flags)
     except FileNotFoundError:
         raise _not_found(path, what) from None
     try:
