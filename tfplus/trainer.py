@@ -7,9 +7,10 @@
 
 A run is exactly repeatable: the weights come from the graph seed, the batches are a pure function of
 (seed, epoch, batch) (tfplus.data.train_batches), and a training step draws no random numbers. A checkpoint
-holds the variables (optimizer slots and global step included) and, as JSON metadata, the recipe, the data
-iterator's position and the epoch history, so `--resume` after a crash continues with the very batches and
-learning rates of an uninterrupted run and, on the cpu, logs the same losses.
+holds the variables (optimizer slots and global step included) and, as JSON metadata, the recipe, the run's
+options (RUN_OPTIONS: its memory budget, thread and worker counts, device, logs, ...), the data iterator's
+position and the epoch history, so `--resume` after a crash continues with the very batches, learning rates
+and options of an uninterrupted run and, on the cpu, gives its losses and weights bit for bit.
 
 The --log file gets one JSON object per line (field names are stable):
 - {"kind": "start", "step", "total_steps", "steps_per_epoch", "resumed", "device", "recipe"} per session;
