@@ -1,0 +1,101 @@
+"""Planning time of one training step per model (batch 128, momentum), for cpu and opencl device facts (no device
+needed: the planner reasons about sizes), as `tfplus plan` and a session plan it (the graph rewritten). Not a test.
+
+    python benchmarks/plan_time.py                                   # every model in tfplus.graphs, both kinds
+    python benchmarks/plan_time.py --models seqnet,seqnet-bi --before seqnet   # and the quadratic arena, in turns
+
+Each plan is made afresh (a new planner step: orders, lifetimes, arena) after one untimed plan has loaded the
+kernels' declarations and networkx. Printed: wall and process CPU time of the plan (CPU time is the work done,
+robust on a shared machine), the arena and its liveness bound. `--before MODELS` also plans those models with the
+arena placement this tree replaced (every placed buffer walked for every buffer, all 29 orderings; kept below),
+right after the same plan with the current one.
+"""
+from __future__ import annotations
+
+import argparse
+import bisect
+import importlib
+import random
+import time
+
+
+def _quadratic_offsets(buffers, seed=0):
+    """The arena placement before the segment tree (tfplus/planner/arena.py as of cac2588)."""
+    from tfplus.planner import arena
+    if not buffers:
+        return 0
+    bound = arena.lower_bound(buffers)
+    rng = random.Random(seed)
+    best_size, best = None, None
+    for key in list(arena._ORDERINGS) + [arena._jittered(rng) for _ in range(arena._TRIES)]:
+        ordered = sorted(buffers, key=key)
+        placed, offsets = [], []
+        for b in ordered:
+            lo, at, best_gap = 0, None, None
+            for o, s, st, en in placed:
+                if st > b.end or en < b.start:
+                    continue
+                gap = o - lo
+                if gap >= b.size and (best_gap is None or gap < best_gap):
+                    at, best_gap = lo, gap
+                lo = max(lo, o + s)
+            off = lo if at is None else at
+            offsets.append(off)
+            bisect.insort(placed, (off, b.size, b.start, b.end))
+        size = max(o + b.size for o, b in zip(offsets, ordered))
+        if best_size is None or size < best_size:
+            best_size, best = size, (ordered, offsets)
+        if best_size <= bound:
+            break
+    for b, o in zip(*best):
+        b.offset = o
+    return best_size
+
+
+def main() -> None:
+    from tfplus.graphs import MODELS
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--devices", default="cpu,opencl")
+    ap.add_argument("--before", default="", help="models also planned with the quadratic arena placement")
+    ap.add_argument("--batch-size", type=int, default=128)
+    args = ap.parse_args()
+
+    from tfplus.graphs import get_model, training_graph
+    from tfplus.optimize import optimize
+    from tfplus.planner import DeviceFacts
+    from tfplus.units import format_size
+    plan_module = importlib.import_module("tfplus.planner.plan")  # the module (tfplus.planner.plan is the function)
+    current = plan_module.assign_offsets
+
+    def planned(model, device, offsets):
+        tg = training_graph(get_model(model).build, total_steps=1000, optimizer="momentum")
+        fetches, fed = [tg.train_op, tg.loss], (tg.images, tg.labels)
+        rw = optimize(tg.graph, fetches, set(fed))
+        shapes = {rw.element[tg.images]: (args.batch_size,) + tuple(tg.images.shape.as_list()[1:]),
+                  rw.element[tg.labels]: (args.batch_size,)}
+        plan_module.assign_offsets = offsets
+        try:
+            w, c = time.perf_counter(), time.process_time()
+            p = plan_module.plan([rw.element[f] for f in fetches], shapes, DeviceFacts(device, device),
+                                 graph=rw.graph)
+            return time.perf_counter() - w, time.process_time() - c, p
+        finally:
+            plan_module.assign_offsets = current
+
+    planned("lenet", "cpu", current)  # loads the kernels' declarations and networkx
+    before = set(filter(None, args.before.split(",")))
+    print(f"{'model':14s} {'device':7s} {'arena':>9s} {'wall s':>8s} {'cpu s':>8s}  {'buffers':>7s} "
+          f"{'arena':>10s} {'bound':>10s}")
+    for model in args.models.split(","):
+        for device in args.devices.split(","):
+            for name, offsets in [("segment", current)] + ([("quadratic", _quadratic_offsets)]
+                                                          if model in before else []):
+                wall, cpu, p = planned(model, device, offsets)
+                print(f"{model:14s} {device:7s} {name:>9s} {wall:8.2f} {cpu:8.2f}  {len(p.buffers):7d} "
+                      f"{format_size(p.arena_bytes):>10s} {format_size(p.arena_lower_bound_bytes):>10s}",
+                      flush=True)
+
+
+if __name__ == "__main__":
+    main()
