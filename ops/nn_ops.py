@@ -913,6 +913,65 @@ def _leaky_relu_grad_grad(op, grad):
     return [apply_op("LeakyReluGrad", [grad, x], {"alpha": op.attrs["alpha"]}), zeros_like(x)]
 
 
+# -- Elu / EluGrad, Softplus / SoftplusGrad ------------------------------------------------------------------
+__all__ += ["elu", "softplus"]
+
+register_op("Elu", inputs=("features",), outputs=("activations",), attrs={"T": "type"},
+            shape_fn=_float_unary_shape, flops=_flops.per_output)
+
+
+@register_gradient("Elu")
+def _elu_grad(op, grad):
+    """dx = dy * (y > 0 ? 1 : y + 1), from the output y as TensorFlow does"""
+    return [apply_op("EluGrad", [grad, op.outputs[0]])]
+
+
+def elu(features, name=None) -> Tensor:
+    """x where x > 0, exp(x) - 1 elsewhere: `tf.nn.elu(x)`."""
+    return apply_op("Elu", [features], name=name or "Elu")
+
+
+register_op("EluGrad", inputs=("gradients", "outputs"), outputs=("backprops",), attrs={"T": "type"},
+            shape_fn=_grad_shape, flops=_flops.per_output)
+
+
+@register_gradient("EluGrad")
+def _elu_grad_grad(op, grad):
+    """z = g * (y > 0 ? 1 : y + 1): d g = EluGrad(grad, y), d y = y < 0 ? grad * g : 0"""
+    from tfplus.ops.array_ops import zeros_like
+    from tfplus.ops.math_ops import less, multiply, where
+    g, y = op.inputs
+    return [apply_op("EluGrad", [grad, y]), where(less(y, 0.0), multiply(grad, g), zeros_like(y))]
+
+
+register_op("Softplus", inputs=("features",), outputs=("activations",), attrs={"T": "type"},
+            shape_fn=_float_unary_shape, flops=_flops.per_output)
+
+
+@register_gradient("Softplus")
+def _softplus_grad(op, grad):
+    """dx = dy * sigmoid(x)"""
+    return [apply_op("SoftplusGrad", [grad, op.inputs[0]])]
+
+
+def softplus(features, name=None) -> Tensor:
+    """log(1 + exp(x)), without overflow: `tf.nn.softplus(x)`."""
+    return apply_op("Softplus", [features], name=name or "Softplus")
+
+
+register_op("SoftplusGrad", inputs=("gradients", "features"), outputs=("backprops",), attrs={"T": "type"},
+            shape_fn=_grad_shape, flops=_flops.per_output)
+
+
+@register_gradient("SoftplusGrad")
+def _softplus_grad_grad(op, grad):
+    """z = g * sigmoid(x): d g = SoftplusGrad(grad, x), d x = grad * g / (exp(-x) + 2 + exp(x))"""
+    from tfplus.ops.math_ops import add, exp, multiply, negative, realdiv
+    g, x = op.inputs
+    return [apply_op("SoftplusGrad", [grad, x]),
+            realdiv(multiply(grad, g), add(add(exp(negative(x)), 2.0), exp(x)))]
+
+
 # -- LRN / LRNGrad -------------------------------------------------------------------------------------------
 _LRN_ATTRS = {"T": "type", "depth_radius": "int", "bias": "float", "alpha": "float", "beta": "float"}
 

@@ -530,6 +530,47 @@ def _leaky_relu_grad(ctx, ins, outs, attrs):
     np.multiply(out, g, out=out)
 
 
+# -- Elu, Softplus -------------------------------------------------------------------------------------------
+@register_kernel("Elu", "cpu", FLOATS)
+def _elu(ctx, ins, outs, attrs):
+    x, out = ins[0], outs[0]
+    np.minimum(x, 0, out=out)  # expm1 of the negative part only: no overflow for large x
+    np.expm1(out, out=out)
+    np.add(out, np.maximum(x, 0), out=out)
+
+
+@register_kernel("EluGrad", "cpu", FLOATS)
+def _elu_grad(ctx, ins, outs, attrs):
+    g, y = ins
+    out = outs[0]
+    np.minimum(y, 0, out=out)  # y > 0: 1, else y + 1
+    np.add(out, 1, out=out)
+    np.multiply(out, g, out=out)
+
+
+@register_kernel("Softplus", "cpu", FLOATS)
+def _softplus(ctx, ins, outs, attrs):
+    # log(1 + exp(x)) = max(x, 0) + log1p(exp(-|x|)), which cannot overflow.
+    x, out = ins[0], outs[0]
+    np.abs(x, out=out)
+    np.negative(out, out=out)
+    np.exp(out, out=out)
+    np.log1p(out, out=out)
+    np.add(out, np.maximum(x, 0), out=out)
+
+
+@register_kernel("SoftplusGrad", "cpu", FLOATS)
+def _softplus_grad(ctx, ins, outs, attrs):
+    g, x = ins
+    out = outs[0]
+    # sigmoid(x) = (1 + tanh(x/2)) / 2, which cannot overflow.
+    np.multiply(x, 0.5, out=out)
+    np.tanh(out, out=out)
+    np.multiply(out, 0.5, out=out)
+    np.add(out, 0.5, out=out)
+    np.multiply(out, g, out=out)
+
+
 # -- LRN (NHWC, across the channel axis) ---------------------------------------------------------------------
 def _window_sum(a: np.ndarray, r: int, out: np.ndarray) -> None:
     """out[..., d] = sum of a[..., d - r .. d + r] (clipped to the channel range)."""

@@ -154,6 +154,12 @@ UNARY(sigmoid, T, (T)1 / ((T)1 + exp(-x)))
 #if WANT_tanh
 UNARY(tanh, T, tanh(x))
 #endif
+#if WANT_elu
+UNARY(elu, T, x > 0 ? x : expm1(x))
+#endif
+#if WANT_softplus
+UNARY(softplus, T, fmax(x, (T)0) + log1p(exp(-fabs(x))))
+#endif
 #if WANT_relu_grad
 BINARY(relu_grad, T, y > 0 ? x : (T)0)                      // x: gradients, y: features
 #endif
@@ -165,6 +171,12 @@ BINARY(sigmoid_grad, T, y * x * ((T)1 - x))                 // x: y = sigmoid, y
 #endif
 #if WANT_tanh_grad
 BINARY(tanh_grad, T, y * ((T)1 - x * x))                    // x: y = tanh, y: dy
+#endif
+#if WANT_elu_grad
+BINARY(elu_grad, T, y > 0 ? x : x * (y + (T)1))             // x: gradients, y: outputs
+#endif
+#if WANT_softplus_grad
+BINARY(softplus_grad, T, x / ((T)1 + exp(-y)))              // x: gradients, y: features
 #endif
 #if WANT_rsqrt_grad
 BINARY(rsqrt_grad, T, (T)(-0.5) * y * x * x * x)            // x: y = rsqrt, y: dy

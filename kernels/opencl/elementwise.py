@@ -30,6 +30,7 @@ BINARY = {
     "ReluGrad": ("relu_grad", F), "Relu6Grad": ("relu6_grad", F), "SigmoidGrad": ("sigmoid_grad", F),
     "TanhGrad": ("tanh_grad", F), "RsqrtGrad": ("rsqrt_grad", F), "SqrtGrad": ("sqrt_grad", F),
     "ReciprocalGrad": ("reciprocal_grad", F), "DivNoNan": ("div_no_nan", F),
+    "EluGrad": ("elu_grad", F), "SoftplusGrad": ("softplus_grad", F),
 }
 UNARY = {
     "Neg": ("neg", NUM), "Abs": ("abs", NUM), "Sign": ("sign", NUM), "Square": ("square", NUM),
@@ -37,6 +38,7 @@ UNARY = {
     "Reciprocal": ("reciprocal", F), "Sin": ("sin", F), "Cos": ("cos", F), "Floor": ("floor", F),
     "Ceil": ("ceil", F), "Round": ("round", NUM), "LogicalNot": ("logical_not", B),
     "Relu": ("relu", F), "Relu6": ("relu6", F), "Sigmoid": ("sigmoid", F), "Tanh": ("tanh", F),
+    "Elu": ("elu", F), "Softplus": ("softplus", F),
 }
 # One work-item per element reads element i of every input, then writes element i: the output may be written
 # over an input (KernelFacts.inplace), declared for these (and tested with aliased buffers).
