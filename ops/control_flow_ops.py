@@ -60,8 +60,9 @@ def tuple_(tensors, name=None):
 # TF1 control flow import, but needs an executor with frames, dead tensors and cycles, a planner that reasons
 # about them, and TF1's stack-based gradient machinery. Sub-graphs keep the executor and planner acyclic and
 # straight-line (each op still runs once per step) and make gradients plain graph building: the gradient of a
-# While is another While whose body is the original body inlined plus tf.gradients. The cost: TF1-exported
-# GraphDefs that contain control flow do not import, and graphs with these ops do not serialize to GraphDef.
+# While is another While whose body is the original body inlined plus tf.gradients. GraphDefs carry them as
+# TensorFlow 2 does (functional If/While, the sub-graphs in the function library: tfplus.graph_io), which
+# TensorFlow imports and runs; the cost is that TF1-exported GraphDefs with Switch/Merge/Enter/Exit do not import.
 
 
 class FuncGraph(Graph):
