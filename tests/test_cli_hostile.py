@@ -109,10 +109,10 @@ def test_every_option_of_every_subcommand_refuses_hostile_values_in_one_line(com
     (["train", "--workers", "100000"], 2, "argument --workers: must be at most 256"),
     (["train", "--steps", "9" * 5000], 2, "argument --steps: expected a whole number"),
     (["train", "--epochs", str(2**53)], 2, "argument --epochs: must be at most"),
-    (["train", "--lr", "nan"], 2, "argument --lr/--learning-rate: must be a finite number in (0, inf)"),
-    (["train", "--momentum", "1"], 2, "argument --momentum: must be a finite number in [0, 1)"),
+    (["train", "--lr", "nan"], 2, "--lr must be a finite number > 0, got nan"),
+    (["train", "--momentum", "1"], 2, "--momentum must be in [0, 1), got 1.0"),
     (["train", "--weight-decay", "-inf"], 2, "argument --weight-decay: expected one argument"),
-    (["train", "--weight-decay", "1e309"], 2, "argument --weight-decay: must be a finite number"),
+    (["train", "--weight-decay", "1e309"], 2, "--weight-decay must be a finite number >= 0, got inf"),
     (["plan", "--fine-tune-last", "-3"], 2, "argument --fine-tune-last: must be >= 1"),
     # files where folders are expected and folders where files are
     (["train", "--data", "{d}/text"], 2, "--data {d}/text: not a directory"),

@@ -192,7 +192,7 @@ def test_classes_filter_keeps_labels():
     (["--init-from", "{tmp}/corrupt"], "--init-from {tmp}/corrupt: cannot read the checkpoint"),
     (["--init-from", "{tmp}"], "the folder holds no checkpoint"),
     (["--classes", "3-1"], "argument --classes: '3-1'"),
-    (["--classes", "7-12"], "--classes must list distinct class numbers 0..9"),
+    (["--classes", "7-12"], "argument --classes: '7-12': the classes are numbered 0..9"),
     (["--trainable", "fc", "--fine-tune-last", "1"], "not allowed with argument"),
 ])
 def test_bad_fine_tuning_options_are_one_clear_line(argv, message, tmp_path, capsys):

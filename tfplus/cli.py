@@ -15,7 +15,6 @@ unexpected error is one line saying what failed and where; set TFPLUS_DEBUG=1 fo
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import re
 import stat
@@ -155,22 +154,6 @@ def _batch_size(text: str) -> int:
 
 def _seed(text: str) -> int:
     return _whole(text, 0, MAX_SEED)
-
-
-def _real(low: float, high: float = math.inf, low_open: bool = False, high_open: bool = True):
-    """An argparse type for a finite number in the interval from low to high (open or closed at each end)."""
-    interval = f"{'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
-
-    def check(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-        inside = (low < value if low_open else low <= value) and (value < high if high_open else value <= high)
-        if not (math.isfinite(value) and inside):
-            raise argparse.ArgumentTypeError(f"must be a finite number in {interval}, got {text!r}")
-        return value
-    return check
 
 
 def _widths(text: str) -> tuple[int, ...]:
@@ -314,12 +297,12 @@ def build_parser() -> argparse.ArgumentParser:
     length.add_argument("--epochs", type=_epochs, metavar="N", help="default 15")
     length.add_argument("--steps", type=_positive_int, metavar="N", help="train N steps, not whole epochs")
     g.add_argument("--optimizer", choices=OPTIMIZERS, help="default momentum (Nesterov)")
-    g.add_argument("--lr", "--learning-rate", dest="lr", type=_real(0, low_open=True),
+    g.add_argument("--lr", "--learning-rate", dest="lr", type=float,
                    help="peak learning rate (default 0.05; adam 0.001)")
-    g.add_argument("--momentum", type=_real(0, 1), metavar="M", help="default 0.9")
+    g.add_argument("--momentum", type=float, metavar="M", help="default 0.9")
     g.add_argument("--no-nesterov", dest="nesterov", action="store_const", const=False,
                    help="classical momentum instead of Nesterov's")
-    g.add_argument("--weight-decay", type=_real(0), metavar="WD", help="L2 factor on the weights (default 5e-4)")
+    g.add_argument("--weight-decay", type=float, metavar="WD", help="L2 factor on the weights (default 5e-4)")
     g.add_argument("--schedule", choices=SCHEDULES,
                    help="cosine: to 0 over the run (default); step: /10 at 50%% and 75%%; const")
     g.add_argument("--warmup-steps", type=_count, metavar="N",
