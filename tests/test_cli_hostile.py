@@ -189,3 +189,21 @@ def test_a_misspelt_tf_app_flag_gets_a_suggestion():
         fv(["prog", "--batch_sise=8"])
     with pytest.raises(flags.UnrecognizedFlagError, match=r"'--zzz'$"):
         fv(["prog", "--zzz"])
+
+
+def test_a_folder_this_user_may_not_search_is_one_line(folders, monkeypatch):
+    """As a user other than root meets it (these tests may run as root, whom no mode stops): looking at a path
+    under a folder of mode 000 raises PermissionError, which the option's check reports in one line."""
+    import pathlib
+    real = pathlib.Path.stat
+
+    def stat(self, *args, **kwargs):
+        if "locked" in self.parts:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real(self, *args, **kwargs)
+    monkeypatch.setattr(pathlib.Path, "stat", stat)
+    for argv in (["train", "--log", "{d}/locked/run.jsonl"], ["profile", "--trace", "{d}/locked/t.json"]):
+        argv = [a.format(d=folders) for a in argv]
+        rc, _, err = _run(argv)
+        assert rc == 2 and err == f"tfplus {argv[0]}: error: argument {argv[1]}: cannot write {argv[2]}: " \
+            "Permission denied\n", err
