@@ -137,3 +137,17 @@ def test_cells_errors_name_the_problem():
         with pytest.raises(ValueError, match="rank 3"):
             tf.nn.dynamic_rnn(tf.nn.rnn_cell.GRUCell(3), tf.placeholder(tf.float32, [2, 3]), dtype=tf.float32)
         assert tf.contrib.rnn.GRUCell is tf.nn.rnn_cell.GRUCell
+
+
+@pytest.mark.parametrize("kind", ["basic_rnn", "gru", "multi"])
+def test_while_loop_rnn_keeps_the_static_batch_size(tf1, kind):
+    """Time unknown, batch known: the while-loop dynamic_rnn's outputs and final state have TensorFlow's static
+    shapes (the batch size included), for plain, gated and nested LSTM state."""
+    def shapes(mod):
+        with mod.Graph().as_default():
+            x = mod.placeholder(mod.float32, [B, None, D])
+            out, state = mod.nn.dynamic_rnn(_cells(mod, kind), x, dtype=mod.float32)
+            return [t.shape.as_list() for t in [out] + _nested(state)]
+    ours = shapes(tf)
+    assert ours == shapes(tf1)
+    assert all(s[0] == B for s in ours)

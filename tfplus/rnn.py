@@ -313,8 +313,8 @@ def _current_scope():
 
 
 def _while_rnn(cell, xt, initial_state, dtype, sequence_length):
-    batch = array_ops.shape(xt)[1]
-    state = _initial_state(cell, initial_state, batch, dtype)
+    batch = xt.shape.as_list()[1]  # static when known: the zero state, and so the final one, keep it (as TF1's)
+    state = _initial_state(cell, initial_state, array_ops.shape(xt)[1] if batch is None else batch, dtype)
     seq = None if sequence_length is None else math_ops.cast(sequence_length, _dt.int32)
     steps = array_ops.shape(xt)[0]
     # Build the variables outside the loop (one step on the first input), so the loop body only reads them.
