@@ -120,7 +120,7 @@ def test_every_option_of_every_subcommand_refuses_hostile_values_in_one_line(com
     (["train", "--log", "{d}/empty"], 2, "argument --log: {d}/empty is a folder"),
     (["profile", "--trace", "{d}"], 2, "argument --trace: {d} is a folder"),
     # a FIFO would block its writer; a file that is not a log is not appended to (nor a trace overwritten)
-    (["train", "--log", "{d}/fifo"], 2, "argument --log: {d}/fifo is not a regular file"),
+    (["train", "--log", "{d}/fifo"], 2, "argument --log: {d}/fifo is a FIFO that no process reads"),
     (["train", "--log", "{d}/text"], 2, "argument --log: {d}/text exists and is not JSON"),
     (["profile", "--trace", "{d}/text"], 2, "argument --trace: {d}/text exists and is not JSON"),
     # typos and abbreviations (item 16)
@@ -207,3 +207,14 @@ def test_a_folder_this_user_may_not_search_is_one_line(folders, monkeypatch):
         rc, _, err = _run(argv)
         assert rc == 2 and err == f"tfplus {argv[0]}: error: argument {argv[1]}: cannot write {argv[2]}: " \
             "Permission denied\n", err
+
+
+def test_a_log_into_a_pipe_that_is_read_is_written(folders):
+    """`--log /dev/stdout | jq` and the like: a FIFO with a reader takes the log (one without waits forever)."""
+    fifo = str(folders / "fifo")
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        rc, _, err = _run(["train", "--model", "lenet", "--log", fifo])
+        assert rc == 1 and "CIFAR-10 not found" in err  # the option was taken; the run stops for want of data
+    finally:
+        os.close(reader)

@@ -240,7 +240,13 @@ def _writable(path: Path, text: str, make_folders: bool, json: bool) -> str:
         raise argparse.ArgumentTypeError(f"{text} is a folder; give a file name")
     if path.exists():
         mode = path.stat().st_mode
-        if not (stat.S_ISREG(mode) or stat.S_ISCHR(mode)):
+        if stat.S_ISFIFO(mode):  # a pipe someone reads (/dev/stdout into `| jq`) is fine; one nobody reads is not
+            try:
+                os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+            except OSError:  # ENXIO: no reader, and a writer's open would wait for one forever
+                raise argparse.ArgumentTypeError(f"{text} is a FIFO that no process reads (writing it would wait "
+                                                 "forever); give a file name") from None
+        elif not (stat.S_ISREG(mode) or stat.S_ISCHR(mode)):
             raise argparse.ArgumentTypeError(f"{text} is not a regular file; give a file name")
         if json and stat.S_ISREG(mode):
             with open(path, "rb") as f:
