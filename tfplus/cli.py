@@ -225,8 +225,8 @@ def _path(text: str) -> str:
 def _output_file(make_folders: bool = False, json: bool = False) -> Callable[[str], str]:
     """An argparse type for a file a command writes: checked writable before the work starts. An existing file
     must be a regular file, a device such as /dev/null or a FIFO some process reads (one nobody reads would block
-    the writer forever); with `json`, one that
-    holds a JSON object or lines of them (a log is appended to: a mistyped name must not grow an unrelated file)."""
+    the writer forever); with `json`, one that holds a JSON object or lines of them (a log is appended to: a
+    mistyped name must not grow an unrelated file)."""
     def check(text: str) -> str:
         path = Path(_path(text))
         try:
