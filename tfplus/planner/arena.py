@@ -12,6 +12,7 @@ buffer made a pass quadratic), and stops as soon as its arena reaches the best o
 from __future__ import annotations
 
 import bisect
+import operator
 import random
 
 from tfplus.planner.liveness import Buffer
@@ -25,6 +26,7 @@ _ORDERINGS = (
     lambda b: (-(b.size.bit_length() // 3), -(b.end - b.start), -b.size),
     lambda b: (-b.size, -(b.end - b.start)),
 )
+_START, _END = operator.itemgetter(0), operator.itemgetter(1)
 _TRIES = 24  # randomly perturbed orders tried when no ordering above reaches the liveness bound
 # Sweeps tried first; each sorts the buffers that start at one step (largest first, longest-lived first).
 _SWEEPS = (lambda b: (b.start, -b.size), lambda b: (b.start, b.start - b.end, -b.size))
@@ -96,8 +98,8 @@ def _greedy(ordered: list[Buffer], cover: dict, stop: int) -> list[int] | None:
     offsets taken by the buffers placed before it and alive at one of its steps; None once the arena reaches
     `stop`. `cover`: id(buffer) -> its steps' nodes (_cover). Buffers of no bytes take offset 0: every ordering
     puts them last, where they change no gap."""
-    own: dict[int, tuple[list, list]] = {}    # node -> offsets of the buffers stored at it (alive at all its steps)
-    under: dict[int, tuple[list, list]] = {}  # node -> offsets of the buffers stored at it or below it
+    own: dict[int, list] = {}    # node -> offsets [lo, hi) of the buffers stored at it (alive at all its steps)
+    under: dict[int, list] = {}  # node -> offsets of the buffers stored at it or below it
     offsets = []
     for b in ordered:
         size = b.size
@@ -105,8 +107,14 @@ def _greedy(ordered: list[Buffer], cover: dict, stop: int) -> list[int] | None:
             offsets.append(0)
             continue
         nodes, above = cover[id(b)]
-        sets = [under[n] for n in nodes if n in under] + [own[n] for n in above if n in own]
-        taken = sorted(iv for starts, ends in sets for iv in zip(starts, ends))
+        taken = []
+        for n in nodes:
+            if n in under:
+                taken += under[n]
+        for n in above:
+            if n in own:
+                taken += own[n]
+        taken.sort()
         lo, best, best_gap = 0, None, None
         for o, end in taken:
             gap = o - lo
@@ -120,13 +128,10 @@ def _greedy(ordered: list[Buffer], cover: dict, stop: int) -> list[int] | None:
             return None
         offsets.append(off)
         for n in nodes:
-            if n not in own:
-                own[n] = ([], [])
-            _take(own[n], off, hi)
-        for n in (*nodes, *above):
-            if n not in under:
-                under[n] = ([], [])
-            _take(under[n], off, hi)
+            _take(own, n, off, hi)
+            _take(under, n, off, hi)
+        for n in above:
+            _take(under, n, off, hi)
     return offsets
 
 
@@ -151,16 +156,20 @@ def _cover(start: int, end: int, leaves: int) -> tuple[list[int], set[int]]:
     return nodes, above
 
 
-def _take(intervals: tuple[list, list], lo: int, hi: int) -> None:
-    """Adds [lo, hi) to sorted disjoint intervals (starts, ends), merging those it overlaps or touches."""
-    starts, ends = intervals
-    i = bisect.bisect_left(ends, lo)
-    j = bisect.bisect_right(starts, hi, i)
-    if i + 1 == j and starts[i] <= lo and hi <= ends[i]:  # often: already inside one interval
+def _take(sets: dict[int, list], node: int, lo: int, hi: int) -> None:
+    """Adds [lo, hi) to a node's sorted disjoint intervals, merging those it overlaps or touches."""
+    intervals = sets.get(node)
+    if intervals is None:
+        sets[node] = [(lo, hi)]
         return
+    i = bisect.bisect_left(intervals, lo, key=_END)
+    j = bisect.bisect_right(intervals, hi, i, key=_START)
     if i < j:
-        lo, hi = min(lo, starts[i]), max(hi, ends[j - 1])
-    starts[i:j], ends[i:j] = [lo], [hi]
+        first, last = intervals[i], intervals[j - 1]
+        if i + 1 == j and first[0] <= lo and hi <= first[1]:  # often: inside one already
+            return
+        lo, hi = min(lo, first[0]), max(hi, last[1])
+    intervals[i:j] = [(lo, hi)]
 
 
 def _sweep(ordered: list[Buffer]) -> list[int]:
