@@ -40,40 +40,38 @@ def test_one_epoch_warms_up_to_the_full_learning_rate(tiny_set, tmp_path):
     assert [r["lr"] for r in _rows(log, "step")] == pytest.approx([0.0125, 0.025, 0.0375, 0.05], rel=1e-6)
 
 
-def test_the_cosine_decays_over_the_steps_after_the_warm_up(tiny_set, tmp_path):
-    """Three epochs of 4 steps, warm-up 4: steps 0-3 ramp to 0.05, steps 4-11 follow Keras's CosineDecay over
-    the 8 steps after the warm-up (as CosineDecay(warmup_steps=4) does from its step 4 on)."""
-    from tensorflow import keras
+def test_the_cosine_decays_over_the_steps_after_the_warm_up(tiny_set, tmp_path, tf1):
+    """Three epochs of 4 steps, warm-up 4: steps 0-3 ramp to 0.05, steps 4-11 follow TensorFlow's cosine_decay
+    over the 8 steps after the warm-up (Keras's CosineDecay(warmup_steps=4) from its step 4 on)."""
     log = tmp_path / "log.jsonl"
     assert main(["train", *SMALL, "--epochs", "3", "--no-eval", "--log", str(log), "--log-every", "1"]) == 0
     lrs = [r["lr"] for r in _rows(log, "step")]
-    schedule = keras.optimizers.schedules.CosineDecay(0.0, decay_steps=8, warmup_target=0.05, warmup_steps=4)
+    with tf1.Graph().as_default(), tf1.Session() as sess:
+        want = sess.run([tf1.train.cosine_decay(0.05, t - 4, 8) for t in range(4, 12)])
     assert lrs[:4] == pytest.approx([0.05 * (t + 1) / 4 for t in range(4)], rel=1e-6)
-    assert lrs[4:] == pytest.approx([float(schedule(t)) for t in range(4, 12)], rel=1e-5, abs=1e-9)
+    assert lrs[4:] == pytest.approx(want, rel=1e-5, abs=1e-9)
     assert lrs[4] == pytest.approx(0.05) and max(lrs) == lrs[4]
 
 
 # -- TensorBoard ---------------------------------------------------------------------------------------------
-def _events(folder) -> list:
-    import tensorflow as tf_oracle
+def _events(tf1, folder) -> list:
     [path] = glob.glob(str(Path(folder) / "events.out.tfevents.*"))
-    return list(tf_oracle.compat.v1.train.summary_iterator(path))
+    return list(tf1.train.summary_iterator(path))
 
 
-def test_logdir_holds_the_graph_and_a_validation_run(tiny_set, tmp_path):
+def test_logdir_holds_the_graph_and_a_validation_run(tiny_set, tmp_path, tf1):
     """Read back with TensorFlow: the training run's event file has the graph (TensorBoard's GRAPHS tab) and its
     scalars; logdir/validation has the test set's epoch/accuracy and epoch/loss at each evaluated epoch, the tags
     of the training's epoch means, so TensorBoard draws them in the same charts."""
-    import tensorflow as tf_oracle
     logdir, log = tmp_path / "tb", tmp_path / "log.jsonl"
     assert main(["train", *SMALL, "--epochs", "2", "--logdir", str(logdir), "--log", str(log)]) == 0
-    train = _events(logdir)
+    train = _events(tf1, logdir)
     [graph] = [e.graph_def for e in train if e.graph_def]
-    names = {n.name for n in tf_oracle.compat.v1.GraphDef.FromString(graph).node}
+    names = {n.name for n in tf1.GraphDef.FromString(graph).node}
     assert "train_op" in names and "images" in names
     tags = {v.tag for e in train for v in e.summary.value}
     assert {"train/loss", "train/lr", "epoch/loss", "epoch/accuracy", "epoch/test_accuracy"} <= tags
-    validation = {(e.step, v.tag): v.simple_value for e in _events(logdir / "validation") for v in e.summary.value}
+    validation = {(e.step, v.tag): v.simple_value for e in _events(tf1, logdir / "validation") for v in e.summary.value}
     epochs = _rows(log, "epoch")
     assert validation == pytest.approx({(r["step"], f"epoch/{k}"): r[f"test_{k}"] for r in epochs
                                         for k in ("accuracy", "loss")})
