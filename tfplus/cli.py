@@ -8,8 +8,9 @@
     tfplus profile --model mentee --trace step.json            # where a step's time goes (tfplus.profile_cli)
 
 Exit codes: 0 done, 1 failed (missing data, a diverged run, a full disk, a runtime error, a --memory-budget
-too small for the step: train, eval, plan and profile alike), 2 bad options, 130 / 143 stopped by Ctrl-C /
-SIGTERM (after saving a checkpoint when --checkpoint-dir is given). No command prints a Python traceback: an
+too small for the step: train, eval, plan and profile alike; a worker process that died or a log that cannot be
+written, after saving), 2 bad options, 130 / 143 / 129 stopped by Ctrl-C / SIGTERM / SIGHUP (after saving a
+checkpoint when --checkpoint-dir is given). No command prints a Python traceback: an
 unexpected error is one line saying what failed and where; set TFPLUS_DEBUG=1 for the traceback.
 """
 from __future__ import annotations
