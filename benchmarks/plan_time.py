@@ -83,7 +83,8 @@ def main() -> None:
         finally:
             plan_module.assign_offsets = current
 
-    planned("lenet", "cpu", current)  # loads the kernels' declarations and networkx
+    for device in args.devices.split(","):  # loads the kernels' declarations and networkx
+        planned("lenet", device, current)
     before = set(filter(None, args.before.split(",")))
     print(f"{'model':14s} {'device':7s} {'arena':>9s} {'wall s':>8s} {'cpu s':>8s}  {'buffers':>7s} "
           f"{'arena':>10s} {'bound':>10s}")
