@@ -97,7 +97,7 @@ def _greedy(ordered: list[Buffer], cover: dict, stop: int) -> list[int] | None:
     """Each buffer in turn at the smallest gap that holds it (the lowest of equal ones; else on top) among the
     offsets taken by the buffers placed before it and alive at one of its steps; None once the arena reaches
     `stop`. `cover`: id(buffer) -> its steps' nodes (_cover). Buffers of no bytes take offset 0: every ordering
-    puts them last, where they change no gap."""
+    puts them last (a buffer of aligned bytes is never in size class 0), where they change no gap."""
     own: dict[int, list] = {}    # node -> offsets [lo, hi) of the buffers stored at it (alive at all its steps)
     under: dict[int, list] = {}  # node -> offsets of the buffers stored at it or below it
     offsets = []
