@@ -186,7 +186,7 @@ def test_profile_cli_smoke(device, tmp_path, capsys):
     out = tmp_path / "out.json"
     # PoCL's unoptimized test builds take seconds per full-width Mentee step: narrow layers there.
     narrow = ["--widths", "4,4,8,8,8", "--fc-widths", "8,8"] if device == "opencl" else []
-    code = main(["profile", "--model", "mentee", "--device", device, "--batch-size", "8", "--steps", "6",
+    code = main(["profile", "--model", "mentee", "--device", device, "--batch-size", "2", "--steps", "6",
                  "--trace", str(out), *narrow])
     text = capsys.readouterr().out
     assert code == 0, text
