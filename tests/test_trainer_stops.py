@@ -17,6 +17,8 @@ import tfplus as tf
 from tfplus import trainer, workers
 from tfplus.cli import main
 from tfplus.data import TrainBatches
+from tfplus.train import saver as saver_lib
+from tfplus.train import tensor_bundle
 
 SMALL = ["--synthetic", "--model", "lenet", "--batch-size", "16", "--no-eval"]
 # `python -c` this, then the command line: main(argv) with a signal sent to the process itself as the
@@ -260,3 +262,31 @@ def test_resume_options_of_an_opencl_run():
     assert cfg.threads == 1 and "threads" not in taken
     with pytest.raises(trainer.UsageError, match="--memory-budget 16.8 MB differs from the checkpoint's 8.4 MB"):
         trainer.resolve_options(trainer.TrainConfig(memory_budget="16MiB"), saved)
+
+
+@pytest.mark.parametrize("kind", ["file", "fifo"])
+def test_resume_appends_only_to_a_log_that_a_run_wrote(kind, tmp_path, capsys):
+    """A checkpoint folder from elsewhere names the files its run logged to: --resume takes a --log that is a
+    run's log (its first line a start row) and a --logdir holding event files, not any file it names (a
+    ~/.bashrc would run a recipe's "$(...)" strings at the next login; a FIFO would hang)."""
+    ckpt = tmp_path / "ckpt"
+    assert main(["train", *SMALL, "--steps", "2", "--checkpoint-dir", str(ckpt), "--log", str(tmp_path / "l")]) == 0
+    victim, folder = tmp_path / "victim", tmp_path / "folder"
+    if kind == "fifo":
+        os.mkfifo(victim)
+    else:
+        victim.write_text("echo hello\n")
+    folder.mkdir()
+    path = tf.train.latest_checkpoint(str(ckpt))
+    meta = tf.train.read_checkpoint_metadata(path)
+    meta["options"].update(log=str(victim), logdir=str(folder))
+    reader = tensor_bundle.BundleReader(path)
+    tensors = {k: reader.read(k) for k in reader.keys()}
+    tensors[saver_lib.METADATA_KEY] = np.array(json.dumps(meta).encode(), dtype=object)
+    tensor_bundle.write_bundle(path, tensors)
+    capsys.readouterr()
+    assert main(["train", "--checkpoint-dir", str(ckpt), "--resume"]) == 0
+    err = capsys.readouterr().err
+    assert f"the checkpoint's --log {victim} is not a tfplus log (any more): not written" in err
+    assert f"the checkpoint's --logdir {folder} is not a tfplus logdir (any more): not written" in err
+    assert os.listdir(folder) == [] and (kind == "fifo" or victim.read_text() == "echo hello\n")

@@ -42,6 +42,7 @@ import math
 import os
 import re
 import signal
+import stat
 import sys
 import tempfile
 import threading
@@ -202,13 +203,15 @@ def _given_options(cfg: TrainConfig) -> dict[str, Any]:
     return given
 
 
-def resolve_options(cfg: TrainConfig, saved: dict[str, Any] | None = None) -> tuple[TrainConfig, list[str]]:
+def resolve_options(cfg: TrainConfig, saved: dict[str, Any] | None = None,
+                    err: IO[str] | None = None) -> tuple[TrainConfig, list[str]]:
     """(cfg with its run options filled, the options taken from `saved`): the options this run sets, else
     `saved` (a checkpoint's "options"), else RUN_DEFAULTS; the thread and worker counts are resolved to numbers
     (threads.default_threads, workers.resolve), so a checkpoint records what ran.
 
     A run that sets a RESULT_OPTIONS value other than `saved`'s is a UsageError: it would not give the
-    uninterrupted run's weights."""
+    uninterrupted run's weights. A saved --log or --logdir that is not a run's log (any more) is not taken (a
+    note on `err` says so)."""
     from tfplus import threads, workers
     given, saved = _given_options(cfg), saved or {}
     device = given.get("device", saved.get("device", RUN_DEFAULTS["device"]))
@@ -224,7 +227,15 @@ def resolve_options(cfg: TrainConfig, saved: dict[str, Any] | None = None) -> tu
                              f"{_fmt_option(k, saved.get(k))}: a resumed run keeps the options that change its "
                              "weights (drop the option, or start a new run in another --checkpoint-dir)")
     values = {k: given[k] if k in given else saved.get(k, RUN_DEFAULTS[k]) for k in RUN_OPTIONS}
-    taken = [k for k in RUN_OPTIONS if k not in given and saved.get(k) is not None]
+    for k, is_ours in (("log", _is_our_log), ("logdir", _is_our_logdir)):
+        # NOTE: a checkpoint folder may come from elsewhere: it names files to append to, so only what a run
+        # already wrote is taken (not ~/.bashrc, which would run a recipe's "$(...)" strings at the next login).
+        if k not in given and values[k] is not None and not is_ours(values[k]):
+            if err is not None:
+                print(f"the checkpoint's {_option_flag(k)} {values[k]} is not a tfplus {k} (any more): not written; "
+                      f"give {_option_flag(k)} to write one", file=err)
+            values[k] = None
+    taken = [k for k in RUN_OPTIONS if k not in given and values[k] is not None and saved.get(k) is not None]
     try:
         values["threads"] = threads.parse_threads(values["threads"] or threads.default_threads(), "--threads")
         values["workers"] = workers.resolve(values["workers"], values["threads"]) \
@@ -232,6 +243,23 @@ def resolve_options(cfg: TrainConfig, saved: dict[str, Any] | None = None) -> tu
     except ValueError as e:
         raise UsageError(str(e)) from None
     return dataclasses.replace(cfg, **values), taken
+
+
+def _is_our_log(path: str) -> bool:
+    """Whether `path` is a --log file of `tfplus train`: a regular file whose first line is a "start" row."""
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO or a device would hang or never end
+            return False
+        with open(path, encoding="utf-8", errors="replace") as f:
+            first = json.loads(f.readline(1 << 16))
+    except (OSError, ValueError):
+        return False
+    return isinstance(first, dict) and first.get("kind") == "start"
+
+
+def _is_our_logdir(path: str) -> bool:
+    """Whether `path` is a --logdir folder: a folder holding TensorBoard event files."""
+    return os.path.isdir(path) and any(name.startswith("events.out.tfevents.") for name in os.listdir(path))
 
 
 def _fmt_option(key: str, value: Any) -> str:
@@ -941,7 +969,7 @@ def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = No
             raise UsageError(f"--checkpoint-dir {cfg.checkpoint_dir} already holds a checkpoint ({ckpt}); "
                              "pass --resume to continue it, or choose another directory")
         meta = read_metadata(reader)
-    cfg, taken = resolve_options(cfg, meta.get("options") if meta else None)
+    cfg, taken = resolve_options(cfg, meta.get("options") if meta else None, err)
     cfg = resolve(cfg, meta["recipe"] if meta else None)
     said = [_describe_option(k, getattr(cfg, k)) for k in taken
             if k in RESULT_OPTIONS or getattr(cfg, k) != RUN_DEFAULTS[k]]
