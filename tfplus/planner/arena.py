@@ -129,9 +129,8 @@ def _greedy(ordered: list[Buffer], cover: dict, stop: int) -> list[int] | None:
         offsets.append(off)
         for n in nodes:
             _take(own, n, off, hi)
-            _take(under, n, off, hi)
-        for n in above:
-            _take(under, n, off, hi)
+            while n and _take(under, n, off, hi):  # a node's set holds its children's: the ones above hold it too
+                n >>= 1
     return offsets
 
 
@@ -156,20 +155,22 @@ def _cover(start: int, end: int, leaves: int) -> tuple[list[int], set[int]]:
     return nodes, above
 
 
-def _take(sets: dict[int, list], node: int, lo: int, hi: int) -> None:
-    """Adds [lo, hi) to a node's sorted disjoint intervals, merging those it overlaps or touches."""
+def _take(sets: dict[int, list], node: int, lo: int, hi: int) -> bool:
+    """Adds [lo, hi) to a node's sorted disjoint intervals, merging those it overlaps or touches; False if they
+    held it already."""
     intervals = sets.get(node)
     if intervals is None:
         sets[node] = [(lo, hi)]
-        return
+        return True
     i = bisect.bisect_left(intervals, lo, key=_END)
     j = bisect.bisect_right(intervals, hi, i, key=_START)
     if i < j:
         first, last = intervals[i], intervals[j - 1]
         if i + 1 == j and first[0] <= lo and hi <= first[1]:  # often: inside one already
-            return
+            return False
         lo, hi = min(lo, first[0]), max(hi, last[1])
     intervals[i:j] = [(lo, hi)]
+    return True
 
 
 def _sweep(ordered: list[Buffer]) -> list[int]:
