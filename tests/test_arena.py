@@ -99,3 +99,14 @@ def test_an_ordering_that_cannot_win_stops_early():
     cover = {id(b): arena._cover(0, 0, 1) for b in bufs}
     assert arena._greedy(bufs, cover, 3 * ALIGN) is None
     assert arena._greedy(bufs, cover, 4 * ALIGN + 1) == [0, ALIGN, 2 * ALIGN, 3 * ALIGN]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_sweep_alone_is_valid(seed):
+    bufs = _random_buffers(random.Random(2000 + seed), zeros=seed % 2 == 0)
+    for key in arena._SWEEPS:
+        ordered = sorted(bufs, key=key)
+        for b, o in zip(ordered, arena._sweep(ordered)):
+            b.offset = o
+        check_no_overlap(bufs)
+        assert all(b.offset % ALIGN == 0 for b in bufs)
