@@ -254,10 +254,11 @@ def test_resume_after_kill_9_with_only_the_folder_gives_the_unbroken_runs_weight
 def test_resume_options_of_an_opencl_run():
     """An opencl run's options come back with the README's resume line (its device too: it resumed on the cpu);
     the thread and worker counts change no opencl numbers, so they may differ; a memory budget may not."""
-    saved = dict(trainer.RUN_DEFAULTS, device="opencl:0", memory_budget=8 << 20, threads=2, workers=1, log="/l")
+    saved = dict(trainer.RUN_DEFAULTS, device="opencl:0", memory_budget=8 << 20, threads=2, workers=1,
+                 checkpoint_every=5)
     cfg, taken = trainer.resolve_options(trainer.TrainConfig(), saved)
-    assert (cfg.device, cfg.memory_budget, cfg.log, cfg.workers) == ("opencl:0", 8 << 20, "/l", 1)
-    assert {"device", "memory_budget", "log"} <= set(taken)
+    assert (cfg.device, cfg.memory_budget, cfg.checkpoint_every, cfg.workers) == ("opencl:0", 8 << 20, 5, 1)
+    assert {"device", "memory_budget", "checkpoint_every"} <= set(taken)
     cfg, taken = trainer.resolve_options(trainer.TrainConfig(threads=1), saved)
     assert cfg.threads == 1 and "threads" not in taken
     with pytest.raises(trainer.UsageError, match="--memory-budget 16.8 MB differs from the checkpoint's 8.4 MB"):
