@@ -343,7 +343,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--checkpoint-every", type=_positive_int, metavar="N",
                    help="steps between checkpoints (default: each epoch)")
     g.add_argument("--resume", action="store_true",
-                   help="continue from the last checkpoint in --checkpoint-dir")
+                   help="continue from the last checkpoint in --checkpoint-dir, with the run's options (those not "
+                   "given again: memory budget, threads, workers, device, logs, ...)")
     g.add_argument("--log", type=_output_file(make_folders=True, json=True), metavar="FILE.jsonl",
                    help="append one JSON object per logged step and per epoch")
     evals = g.add_mutually_exclusive_group()
