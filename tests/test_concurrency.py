@@ -309,3 +309,58 @@ def test_a_fork_waits_for_the_steps_running_in_other_threads():
         os.waitpid(pid, 0)
         t.join()
     assert left and forked >= left[0]  # the fork came after the step, not in the middle of it
+
+
+
+_hook_lock, _hook_active, _hook_holds, _hook_held = threading.Lock(), threading.Event(), threading.Event(), \
+    threading.local()
+
+
+def _other_library_before_fork():  # as h5py's and logging's hooks: a lock of theirs held over the fork
+    if _hook_active.is_set() and not getattr(_hook_held, "yes", False):
+        _hook_lock.acquire()
+        _hook_held.yes = True
+        _hook_holds.set()
+
+
+def _other_library_after_fork():
+    if getattr(_hook_held, "yes", False):
+        _hook_held.yes = False
+        _hook_lock.release()
+
+
+# Registered after tfplus's, so it runs before tfplus's hook (os.fork runs its `before` hooks newest first).
+os.register_at_fork(before=_other_library_before_fork, after_in_parent=_other_library_after_fork,
+                    after_in_child=_other_library_after_fork)
+
+
+def test_a_fork_whose_other_hooks_hold_a_lock_that_a_step_needs_does_not_deadlock(monkeypatch):
+    """A fork from outside tfplus holds another library's lock while tfplus's hook waits for a step that needs that
+    lock to fork its workers: the wait is bounded (it hung for good in a suite that had imported h5py)."""
+    monkeypatch.setattr(workers, "FOREIGN_FORK_SECONDS", 0.5)
+    g, x, w, h, s, train, init = _linear()
+    in_fork = threading.Event()
+    real_fork = workers._Group.fork
+
+    def fork_when_the_lock_is_held(group):
+        in_fork.set()
+        assert _hook_holds.wait(10)
+        real_fork(group)
+    monkeypatch.setattr(workers._Group, "fork", fork_when_the_lock_is_held)
+    with tf.Session(graph=g, workers=2, config=PATHS["workers"][1]) as sess:
+        sess.run(init)
+        t = threading.Thread(target=_trained, args=(sess, train, x, range(2)), daemon=True)
+        t.start()
+        assert in_fork.wait(30)  # the step is inside, about to fork its workers
+        _hook_active.set()
+        try:
+            pid = os.fork()
+            if pid == 0:
+                os._exit(0)
+            os.waitpid(pid, 0)
+        finally:
+            _hook_active.clear()
+            _hook_holds.clear()
+        t.join(30)
+        assert not t.is_alive(), "the step's worker fork is still waiting: a deadlock"
+        assert len(sess._workers.pids()) == 2

@@ -84,14 +84,21 @@ POLL_SECONDS = 0.2
 # one that used no CPU time for HUNG_SECONDS while it had work (a worker only sleeps between commands: a deadlock).
 STOPPED_SECONDS = 10.0
 HUNG_SECONDS = 120.0
+# How long a fork from outside tfplus waits for the steps running in other threads (_Gate).
+FOREIGN_FORK_SECONDS = 10.0
 _live_sockets: set = set()  # the groups' parent ends in this process (and a forking worker's ends: _Group.fork)
 _all: weakref.WeakSet = weakref.WeakSet()  # every session's Workers in this process
 
 
 class _Gate:
-    """Process-wide, entered by every step (`with _gate:`, any number at once) and held alone by a fork (os.fork's
-    hooks). A thread's own steps do not hold up its fork (a step forks its workers); a thread already inside a
-    step enters another at once."""
+    """Process-wide, entered by every step (`with _gate:`, any number at once) and held alone by a fork. A thread's
+    own steps do not hold up its fork (a step forks its workers); a thread already inside a step enters another at
+    once.
+
+    tfplus forks its workers holding the gate (`exclusive`, outside os.fork). Other forks (os.fork,
+    multiprocessing) wait for the running steps in os.fork's hook, for FOREIGN_FORK_SECONDS at most.
+    NOTE: a bounded wait, because other libraries' fork hooks (h5py's, logging's) hold their locks while ours runs:
+    a step that needs such a lock (to fork its workers, say) cannot finish while the hook waits for it."""
 
     def __init__(self):
         self.lock = threading.Lock()
@@ -99,7 +106,7 @@ class _Gate:
         self.inside = 0  # steps running, in all threads
         self.forks = 0  # forks waiting or under way (steps wait for them: a fork is not starved)
         self.forking = False
-        self.mine = threading.local()  # .depth: this thread's steps; .own: those its fork set aside
+        self.mine = threading.local()  # .depth: this thread's steps; .own: those its fork set aside; .hooked
 
     def __enter__(self):
         mine = self.mine
@@ -117,36 +124,63 @@ class _Gate:
             if self.forks and not self.inside:
                 self.cond.notify_all()
 
-    def before_fork(self) -> None:
-        own = self.mine.own = getattr(self.mine, "depth", 0)
+    def _acquire(self, timeout: float | None) -> bool:
+        """Holds the gate alone once no other thread is in a step or a fork; False if `timeout` passed first."""
+        own = getattr(self.mine, "depth", 0)
+        deadline = None if timeout is None else time.monotonic() + timeout
         with self.lock:
             self.forks += 1
             self.inside -= own
             try:
                 while self.inside or self.forking:
-                    self.cond.wait()
-            except BaseException:  # a signal handler raised: os.fork goes on (it ignores the hook's errors)
-                self.mine.own = None
+                    left = None if deadline is None else deadline - time.monotonic()
+                    if left is not None and left <= 0:
+                        raise TimeoutError
+                    self.cond.wait(left)
+            except BaseException as e:  # the wait ran out, or a signal handler raised
                 self.forks -= 1
                 self.inside += own
                 self.cond.notify_all()
+                if isinstance(e, TimeoutError):
+                    return False
                 raise
             self.forking = True
+        self.mine.own = own
+        return True
 
-    def after_fork_in_parent(self) -> None:
-        if self.mine.own is None:  # before_fork gave up
-            return
+    def _release(self) -> None:
         with self.lock:
             self.forking = False
             self.forks -= 1
             self.inside += self.mine.own
             self.cond.notify_all()
+        self.mine.own = None
+
+    @contextlib.contextmanager
+    def exclusive(self):
+        """Held by tfplus's own forks (_Group.fork) around os.fork."""
+        self._acquire(None)
+        try:
+            yield
+        finally:
+            self._release()
+
+    def before_fork(self) -> None:
+        self.mine.hooked = False
+        if getattr(self.mine, "own", None) is None:  # not tfplus's own fork, which holds the gate already
+            self.mine.hooked = self._acquire(FOREIGN_FORK_SECONDS)
+
+    def after_fork_in_parent(self) -> None:
+        if getattr(self.mine, "hooked", False):
+            self.mine.hooked = False
+            self._release()
 
     def after_fork_in_child(self) -> None:
         # The only thread now is the one that forked: its steps are the only ones inside.
         self.lock = threading.Lock()
         self.cond = threading.Condition(self.lock)
-        self.inside, self.forks, self.forking = self.mine.own or getattr(self.mine, "depth", 0), 0, False
+        self.inside, self.forks, self.forking = getattr(self.mine, "depth", 0), 0, False
+        self.mine.own, self.mine.hooked = None, False
 
 
 _gate = _Gate()
@@ -439,6 +473,10 @@ class _Group:
         self.fork()
 
     def fork(self) -> None:
+        with _gate.exclusive():  # no other thread in a step (in OpenBLAS, say) while the workers are forked
+            self._fork()
+
+    def _fork(self) -> None:
         for i in range(self.step.n):
             parent, child = socket.socketpair()
             # Both ends are closed in any other child forked before this fork is done (another thread's fork of
