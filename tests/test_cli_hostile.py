@@ -143,6 +143,19 @@ def test_hostile_arguments_get_one_line_naming_the_flag(argv, code, message, fol
     assert not os.listdir(folders / "cwd"), "a path option made something in the working folder"
 
 
+@pytest.mark.parametrize("text, value", [("1e6", 10**6), ("1E9", 10**9), ("2.5e3", 2500), (".5e1", 5), ("+7", 7)])
+def test_counts_in_scientific_notation_are_taken_when_whole(text, value):
+    """`--epochs 1e6` ran before the CLI's bounds; a whole number written so still does."""
+    assert build_parser().parse_args(["train", "--epochs", text]).epochs == value
+
+
+@pytest.mark.parametrize("text, message", [("1.5", "expected a whole number"), ("1e-3", "expected a whole number"),
+                                           ("1e30", "must be at most"), ("1e", "expected a whole number")])
+def test_counts_that_are_not_whole_or_too_large_are_refused(text, message, folders):
+    rc, _, err = _run(["train", "--steps", text])
+    assert rc == 2 and "argument --steps" in err and message in err, err
+
+
 @pytest.mark.parametrize("variable", ["TFPLUS_NUM_THREADS", "TFPLUS_WORKERS"])
 def test_a_huge_thread_or_worker_count_in_the_environment_is_refused(variable, monkeypatch, capsys):
     """A worker process per thread: $TFPLUS_NUM_THREADS=100000 would fork 100,000 of them at the first step."""

@@ -16,6 +16,7 @@ unexpected error is one line saying what failed and where; set TFPLUS_DEBUG=1 fo
 from __future__ import annotations
 
 import argparse
+import decimal
 import os
 import re
 import stat
@@ -121,11 +122,17 @@ def _classes(text: str) -> tuple[int, ...]:
 
 
 def _whole(text: str, low: int, high: int) -> int:
-    """An integer in [low, high]; refused before Python builds a huge integer from thousands of digits."""
+    """An integer in [low, high], also written as a whole number in scientific notation (1e6, 2.5e3); refused before
+    Python builds a huge integer from thousands of digits or a large exponent."""
     text = text.strip()
-    if not re.fullmatch(r"[+-]?[0-9]{1,30}", text):
+    if not re.fullmatch(r"[+-]?([0-9]{1,30}(\.[0-9]{0,30})?|\.[0-9]{1,30})([eE][+-]?[0-9]{1,4})?", text):
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}")
-    value = int(text)
+    number = decimal.Decimal(text)
+    if number.adjusted() > 30:  # more digits than any bound here
+        raise argparse.ArgumentTypeError(f"must be at most {high}, got {text}")
+    if number != number.to_integral_value():
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}")
+    value = int(number)
     if value < low:
         raise argparse.ArgumentTypeError(f"must be >= {low}, got {value}")
     if value > high:
