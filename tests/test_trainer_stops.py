@@ -291,3 +291,26 @@ def test_resume_appends_only_to_a_log_that_a_run_wrote(kind, tmp_path, capsys):
     assert f"the checkpoint's --log {victim} is not a tfplus log (any more): not written" in err
     assert f"the checkpoint's --logdir {folder} is not a tfplus logdir (any more): not written" in err
     assert os.listdir(folder) == [] and (kind == "fifo" or victim.read_text() == "echo hello\n")
+
+
+@pytest.mark.parametrize("stream", ["stdout", "stderr"])
+def test_a_closed_output_pipe_saves_then_stops(stream, tmp_path):
+    """`tfplus train | head` (and `2>&1 | head`): the pipe's close ended the run with what it had saved at the last
+    --checkpoint-every, or at no step at all; now the last completed step is saved first."""
+    ckpt = tmp_path / "ckpt"
+    argv = [sys.executable, "-m", "tfplus", "train", *SMALL, "--epochs", "3", "--checkpoint-every", "1000",
+            "--checkpoint-dir", str(ckpt)]
+    if stream == "stdout":  # the epoch lines go to stdout: the first ends the pipe's reader
+        proc = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc.stdout.readline()
+        proc.stdout.close()
+        err = proc.stderr.read()
+    else:  # the progress lines go to stderr
+        proc = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        proc.stderr.readline()
+        proc.stderr.close()
+        err = ""
+    assert proc.wait(timeout=120) == 1, err
+    if stream == "stdout":
+        assert "error: cannot write to standard output (Broken pipe); stopped at step" in err and "saved" in err
+    assert 0 < _step_of(ckpt) < 3 * 312  # a step of the run's, saved although no --checkpoint-every came due

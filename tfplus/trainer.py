@@ -626,6 +626,33 @@ def prepare_checkpoint_dir(folder: str, err: IO[str]) -> None:
 # ---------------------------------------------------------------------------------------------------------
 # Output: progress bar, JSON lines log
 
+class _Console:
+    """stdout or stderr for the run's lines. The first write that fails (a closed pipe: `tfplus train | head`; a
+    full disk under a redirection) is a LogError, so that the run saves before it stops, as for --log; later
+    writes are dropped, so that nothing on the way to the save (a progress bar's clear) fails again."""
+
+    def __init__(self, stream: IO[str], name: str):
+        self._stream, self._name, self.broken = stream, name, False
+
+    def _do(self, method: str, *args):
+        if self.broken:
+            return None
+        try:
+            return getattr(self._stream, method)(*args)
+        except OSError as e:
+            self.broken = True
+            raise LogError(f"cannot write to {self._name} ({e.strerror or e})") from None
+
+    def write(self, text: str):
+        return self._do("write", text)
+
+    def flush(self) -> None:
+        self._do("flush")
+
+    def isatty(self) -> bool:
+        return self._stream.isatty()
+
+
 class Progress:
     """One epoch's progress bar: redrawn in place (\\r) on a terminal, else a plain line at its first update,
     then every PRINT_EVERY_S seconds, and at the epoch's end (as tqdm does off a terminal: a log shows progress
@@ -957,7 +984,7 @@ def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = No
     (a full disk) is a RunError, raised after saving the last completed step.
     """
     started = time.perf_counter()
-    out, err = out or sys.stdout, err or sys.stderr
+    out, err = _Console(out or sys.stdout, "standard output"), _Console(err or sys.stderr, "standard error")
     if cfg.device is not None:
         check_device(cfg.device)
     if cfg.checkpoint_dir:
