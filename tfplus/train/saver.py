@@ -42,6 +42,7 @@ import os
 import re
 import shutil
 import stat
+import time
 import uuid
 import warnings
 
@@ -423,6 +424,7 @@ def load_checkpoint(ckpt_dir_or_file: str) -> CheckpointReader:
         return CheckpointReader(ckpt_dir_or_file)
     state_path = os.path.join(ckpt_dir_or_file, "checkpoint")
     for attempt in range(_ATTEMPTS):
+        _pause(attempt)
         last, before = attempt + 1 == _ATTEMPTS, _state_bytes(state_path)
         try:
             reader = CheckpointReader(_resolve(ckpt_dir_or_file))
@@ -437,8 +439,14 @@ def load_checkpoint(ckpt_dir_or_file: str) -> CheckpointReader:
 
 
 # How often a reader starts again when the state file changes under it (another process saving), and how many
-# checkpoints the state file does not list it tries (the newest).
-_ATTEMPTS = 5
+# checkpoints the state file does not list it tries (the newest). Between tries it waits a little longer each time
+# (1 ms doubling to 100 ms: about 1.4 s in all), so that a saver writing in a tight loop does not outrun it.
+_ATTEMPTS = 20
+
+
+def _pause(attempt: int) -> None:
+    if attempt:
+        time.sleep(min(0.1, 0.001 * 2 ** (attempt - 1)))
 _MAX_UNLISTED = 100
 
 
@@ -466,6 +474,7 @@ def newest_valid_checkpoint(checkpoint_dir: str, latest_filename: str | None = N
     """
     state_path = os.path.join(checkpoint_dir, latest_filename or "checkpoint")
     for attempt in range(_ATTEMPTS):
+        _pause(attempt)
         before, skipped = _state_bytes(state_path), []
         for path in _candidates(checkpoint_dir, latest_filename):
             try:
