@@ -12,9 +12,9 @@ Matches `tfplus train`'s defaults:
   tfplus.data, so both frameworks see the very same batches for the same seed.
 - model: Mentee, conv3x3 pad 1: 32, 32, pool, 64, 64, pool, 128, pool; FC 2048-256-128-10; ReLU; NCHW.
   Weights He-normal truncated at 2 std as TF's he_normal (std sqrt(2/fan_in)/0.8796), biases zero.
-- recipe: SGD, momentum 0.9, Nesterov, lr 0.05 decayed per step by a cosine to 0 over the run and scaled by
-  a linear warm-up min(1, (t + 1) / W) with W = one epoch (390 steps; without it most seeds diverge or die
-  within ten steps, as in tfplus); weight decay 5e-4 on conv/FC weights only (TF's weight_decay *
+- recipe: SGD, momentum 0.9, Nesterov, lr 0.05 reached by a linear warm-up (t + 1) / W over W = one epoch
+  (390 steps; without it most seeds diverge or die within ten steps, as in tfplus), then decayed per step by a
+  cosine to 0 over the remaining steps; weight decay 5e-4 on conv/FC weights only (TF's weight_decay *
   l2_loss(w) = wd * sum(w^2) / 2 has gradient wd * w, as PyTorch's weight_decay=wd); mean cross-entropy;
   15 epochs.
 Prints the test accuracy and seconds per epoch (training only) after each epoch.
