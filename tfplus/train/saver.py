@@ -54,7 +54,7 @@ from tfplus import dtypes as _dt
 from tfplus import errors
 from tfplus.dtypes import as_dtype
 from tfplus.framework import GraphKeys, Operation, Tensor, _fmt_shape, get_default_graph, shapes_compatible
-from tfplus.gfile import read_regular
+from tfplus.gfile import open_regular, read_regular
 from tfplus.graph_io import atomic_write, make_ndarray, make_tensor_proto
 from tfplus.ops.array_ops import placeholder
 from tfplus.ops.control_flow_ops import group
@@ -425,15 +425,15 @@ def load_checkpoint(ckpt_dir_or_file: str) -> CheckpointReader:
     state_path = os.path.join(ckpt_dir_or_file, "checkpoint")
     for attempt in range(_ATTEMPTS):
         _pause(attempt)
-        last, before = attempt + 1 == _ATTEMPTS, _state_bytes(state_path)
+        last, before = attempt + 1 == _ATTEMPTS, _state_mark(state_path)
         try:
             reader = CheckpointReader(_resolve(ckpt_dir_or_file))
         except (errors.NotFoundError, errors.DataLossError):
-            if last or _state_bytes(state_path) == before:
+            if last or _state_mark(state_path) == before:
                 raise
             continue
         # A data file deleted between the index's opening and its own: look again if the state file changed.
-        if not reader.missing_files() or last or _state_bytes(state_path) == before:
+        if not reader.missing_files() or last or _state_mark(state_path) == before:
             return reader
         reader.close()
 
@@ -450,10 +450,14 @@ def _pause(attempt: int) -> None:
 _MAX_UNLISTED = 100
 
 
-def _state_bytes(path: str) -> bytes | None:
-    """The state file's bytes (None if unreadable): to tell whether another process rewrote it."""
+def _state_mark(path: str) -> tuple | None:
+    """Which write of the state file is there now (None if unreadable): to tell whether another process rewrote
+    it. The file's identity with its bytes: a listed step saved again writes the same bytes back (after listing
+    its backup meanwhile), and every write is a new file renamed in."""
     try:
-        return read_regular(path, "checkpoint state file", _MAX_STATE_BYTES)
+        with open_regular(path, "checkpoint state file", _MAX_STATE_BYTES) as f:
+            st = os.fstat(f.fileno())
+            return st.st_ino, st.st_mtime_ns, st.st_ctime_ns, f.read(st.st_size + 1)
     except (OSError, errors.OpError):
         return None
 
@@ -475,12 +479,13 @@ def newest_valid_checkpoint(checkpoint_dir: str, latest_filename: str | None = N
     state_path = os.path.join(checkpoint_dir, latest_filename or "checkpoint")
     for attempt in range(_ATTEMPTS):
         _pause(attempt)
-        before, skipped = _state_bytes(state_path), []
+        before, skipped, vanished = _state_mark(state_path), [], False
         for path in _candidates(checkpoint_dir, latest_filename):
             try:
                 reader = CheckpointReader(path)
             except errors.OpError as e:
                 skipped.append((path, e.message))
+                vanished |= isinstance(e, errors.NotFoundError)  # deleted meanwhile by a saver, most likely
                 continue
             try:
                 reader.verify()
@@ -488,12 +493,12 @@ def newest_valid_checkpoint(checkpoint_dir: str, latest_filename: str | None = N
                 reader.close()
                 skipped.append((path, e.message))
                 continue
-            if skipped and attempt + 1 < _ATTEMPTS and _state_bytes(state_path) != before:
+            if skipped and attempt + 1 < _ATTEMPTS and _state_mark(state_path) != before:
                 reader.close()  # what was skipped may have been replaced meanwhile: look again
                 break
             return reader, skipped
         else:
-            if attempt + 1 == _ATTEMPTS or _state_bytes(state_path) == before:
+            if attempt + 1 == _ATTEMPTS or _state_mark(state_path) == before and not vanished:
                 return None, skipped
 
 
