@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import decimal
+import json
 import os
 import re
 import stat
@@ -64,10 +65,12 @@ the end, on Ctrl-C/SIGTERM/SIGHUP, and before stopping when a worker process die
 checkpoint's, and one that would change the weights (--memory-budget, --threads) is refused.
 
 fine-tuning: --init-from CKPT starts a new run from another run's checkpoint (the variables that match by name
-and shape; its global step and optimizer slots are not taken); --fine-tune-last N or --trainable REGEX trains
-only those variables (the others get no gradient and no optimizer slot; a batch-norm layer whose variables are
-all frozen runs in inference mode: it normalizes with its moving statistics and does not update them, as Keras's
-BatchNormalization(trainable=False)); --classes 5-9 trains and tests on those classes, labels unchanged.
+and shape; its global step and optimizer slots are not taken; --init-map OLD=NEW takes checkpoint names or
+scopes under other names, by tf.train.init_from_checkpoint's rules, and leaves those whose shapes differ fresh);
+--fine-tune-last N or --trainable REGEX trains only those variables (the others get no gradient and no optimizer
+slot; a batch-norm layer whose variables are all frozen runs in inference mode: it normalizes with its moving
+statistics and does not update them, as Keras's BatchNormalization(trainable=False)); --classes 5-9 trains and
+tests on those classes, labels unchanged.
 E.g. tfplus train --classes 5-9 --init-from runs/pre --fine-tune-last 1
 """
 
@@ -206,6 +209,42 @@ def _model(text: str) -> str:
     return text
 
 
+# Variable names and scopes as TensorFlow allows them (and '/' for the root); anything else is a typo or worse.
+_VARIABLE_NAME = re.compile(r"[A-Za-z0-9_.\-/]+")
+MAX_MAP_BYTES = 1 << 20  # an --init-map file: a map of every variable of a large model is a few dozen KB
+
+
+def _init_map(text: str) -> list[tuple[str, str]]:
+    """An --init-map value: OLD=NEW (a value with '=' is a pair), else a JSON file of {OLD: NEW}."""
+    if "=" in text:
+        pairs = [tuple(text.split("=", 1))]
+    else:
+        path = _path(text)
+        if not os.path.isfile(path):  # NOTE: a FIFO would block the open; a map is a regular file
+            raise argparse.ArgumentTypeError(f"{text}: neither OLD=NEW nor a JSON file")
+        try:
+            with open(path, "rb") as f:
+                raw = f.read(MAX_MAP_BYTES + 1)
+        except OSError as e:
+            raise argparse.ArgumentTypeError(f"{text}: cannot read it ({e.strerror})") from None
+        if len(raw) > MAX_MAP_BYTES:
+            raise argparse.ArgumentTypeError(f"{text}: larger than {MAX_MAP_BYTES} bytes; a name map is smaller")
+        try:
+            mapping = json.loads(raw)
+        except (ValueError, RecursionError) as e:
+            raise argparse.ArgumentTypeError(f"{text}: not JSON ({e})") from None
+        if not isinstance(mapping, dict):
+            raise argparse.ArgumentTypeError(f"{text}: the JSON must be an object {{OLD: NEW}}, got "
+                                             f"{type(mapping).__name__}")
+        pairs = list(mapping.items())
+    for old, new in pairs:
+        for name in (old, new):
+            if not isinstance(name, str) or not _VARIABLE_NAME.fullmatch(name):
+                raise argparse.ArgumentTypeError(f"{old!r}={new!r}: {name!r} is not a variable name or scope "
+                                                 "(letters, digits, _ . - and /; a scope ends with /)")
+    return pairs
+
+
 def _path(text: str) -> str:
     """A file or folder name: not empty ('' would silently mean no file, or the current folder), no NUL byte,
     within the system's length limits, and a leading ~ or ~user expanded here (a ~user that does not exist is an
@@ -326,6 +365,10 @@ def build_parser() -> argparse.ArgumentParser:
     g = t.add_argument_group("fine-tuning")
     g.add_argument("--init-from", type=_path, metavar="CKPT", help="start from a checkpoint (file or folder): every "
                    "variable whose name and shape match is restored; the others are listed, with the reason")
+    g.add_argument("--init-map", type=_init_map, action="append", metavar="OLD=NEW|FILE.json",
+                   help="restore checkpoint name or scope OLD (e.g. keras/conv1/ or /) into model name or scope NEW, "
+                   "by tf.train.init_from_checkpoint's rules; repeatable, or a JSON file of {OLD: NEW}. Variables "
+                   "whose shapes differ (a new head) stay freshly initialized")
     which = g.add_mutually_exclusive_group()
     which.add_argument("--trainable", metavar="REGEX", help="train only the variables whose name matches "
                        "(re.search); the rest are frozen (no gradient, no optimizer slot; batch norm with all its "
@@ -557,7 +600,8 @@ def _train(args: argparse.Namespace) -> int:
                       checkpoint_dir=args.checkpoint_dir, checkpoint_every=args.checkpoint_every,
                       resume=args.resume, log=args.log, log_every=args.log_every,
                       profile_every=args.profile_every, eval_every=args.eval_every, logdir=args.logdir,
-                      download=args.download, init_from=args.init_from, input=args.input)
+                      download=args.download, init_from=args.init_from, input=args.input,
+                      init_map=[p for pairs in args.init_map or [] for p in pairs] or None)
     try:
         return train(cfg).exit_code
     except RunError as e:  # diverged, or a checkpoint could not be written

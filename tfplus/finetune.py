@@ -5,6 +5,7 @@
     train_vars = finetune.select_trainable(tf.trainable_variables(), fine_tune_last=1)   # fc3's
     opt.minimize(loss, var_list=train_vars)         # the rest is frozen: no gradient, no optimizer slot
     init = finetune.init_from(model_vars, "runs/pretrained")   # made before the session
+    init = finetune.init_from(model_vars, "runs/keras", {"keras_scope/": "/"})   # names mapped, as TF1's
     init.restore(sess)                              # after the initializer; init.skipped says what was not
 
 A layer is a top-level variable scope of the model builders in tfplus.graphs (conv1 .. fc3 in Mentee; conv0,
@@ -129,11 +130,13 @@ def select_trainable(variables, trainable: str | None = None, fine_tune_last: in
 @dataclasses.dataclass
 class InitFrom:
     """What init_from found: a Saver over the matching variables (None if none match), the checkpoint file,
-    the names restored, and [(name, reason)] for the variables left at their initial values."""
+    the names restored, [(name, reason)] for the variables left at their initial values, and {name: checkpoint
+    name} for those restored from another name (the assignment map's)."""
     saver: object
     path: str
     restored: list[str]
     skipped: list[tuple[str, str]]
+    renamed: dict[str, str] = dataclasses.field(default_factory=dict)
 
     def restore(self, sess) -> None:
         """Loads the matching variables (run it after the initializer, which sets the others)."""
@@ -141,14 +144,18 @@ class InitFrom:
             self.saver.restore(sess, self.path)
 
 
-def init_from(variables, ckpt_dir_or_file: str) -> InitFrom:
+def init_from(variables, ckpt_dir_or_file: str, assignment_map: dict[str, str] | None = None) -> InitFrom:
     """Matches `variables` (in the default graph) against a tfplus checkpoint file, or a folder's latest one, by
-    name and shape, and builds the Saver that restores those that match. Reasons for the others: 'missing' (not
-    in the checkpoint) or 'shape mismatch: checkpoint [..], model [..]'. ValueError naming the path for a
-    checkpoint that is missing, unreadable or corrupt."""
+    name and shape, and builds the Saver that restores those that match. `assignment_map` ({checkpoint name or
+    scope: variable name or scope}, tf.train.init_from_checkpoint's rules) names where the variables it covers
+    come from; the others keep their own names. Reasons for the variables not restored: 'missing' (not in the
+    checkpoint) or 'shape mismatch: checkpoint [..], model [..]' (they keep their initial values, as a new head
+    should). ValueError naming the path for a checkpoint that is missing, unreadable or corrupt, and naming the
+    entry for a map entry that names a missing checkpoint tensor or no variable."""
     import os
 
     from tfplus import train
+    from tfplus.train.warm_start import assignment_pairs
     path = train.latest_checkpoint(ckpt_dir_or_file) if os.path.isdir(ckpt_dir_or_file) else ckpt_dir_or_file
     if path is None:
         raise ValueError(f"--init-from {ckpt_dir_or_file}: the folder holds no checkpoint")
@@ -156,18 +163,31 @@ def init_from(variables, ckpt_dir_or_file: str) -> InitFrom:
         saved = dict(train.list_variables(path))
     except (OSError, errors.OpError, ValueError) as e:
         raise ValueError(f"--init-from {ckpt_dir_or_file}: cannot read the checkpoint: {e}") from None
+    variables = list(variables)
+    source = {}  # variable name -> checkpoint name, for the variables the map covers
+    try:
+        pairs = assignment_pairs(assignment_map or {}, {v.op.name: v for v in variables}, saved, ckpt_dir_or_file)
+    except ValueError as e:  # TensorFlow's words, e.g. "Tensor old/w is not found in ... checkpoint"
+        raise ValueError(f"--init-map: {e}") from None
+    for key, found in pairs:
+        if not found:
+            raise ValueError(f"--init-map {key}={assignment_map[key]}: no model variable is under "
+                             f"{assignment_map[key]!r}")
+        source.update({v.op.name: name for name, v in found.items()})
     matched, restored, skipped = {}, [], []
     for v in variables:
         name, shape = v.op.name, v.shape.as_list()
-        if name not in saved:
+        key = source.get(name, name)
+        what = "checkpoint" if key == name else f"checkpoint {key}"
+        if key not in saved:
             skipped.append((name, "missing"))
-        elif list(saved[name]) != shape:
-            skipped.append((name, f"shape mismatch: checkpoint {list(saved[name])}, model {shape}"))
+        elif list(saved[key]) != shape:
+            skipped.append((name, f"shape mismatch: {what} {list(saved[key])}, model {shape}"))
         else:
-            matched[name] = v
+            matched[key] = v
             restored.append(name)
     saver = train.Saver(var_list=matched, max_to_keep=None) if matched else None
-    return InitFrom(saver, path, restored, skipped)
+    return InitFrom(saver, path, restored, skipped, {n: k for n, k in source.items() if k != n and n in restored})
 
 
 # The cpu conv kernels' scratch divisor for convolutions that run forward only. The kernels then fill their

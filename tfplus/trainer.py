@@ -147,6 +147,7 @@ class TrainConfig:
     eval_every: int | None = None                # epochs between test-set evaluations (and the last); 0: none
     download: bool = False                       # fetch CIFAR-10 if absent (never without being asked)
     init_from: str | None = None                 # a checkpoint (file or folder) to start a new run from
+    init_map: list[tuple[str, str]] | None = None   # (checkpoint name or scope, model name or scope) pairs
     input: str | None = None                     # "host" or "device" (CifarAugment); None: device_input()
 
 
@@ -911,8 +912,20 @@ def model_variables(tg) -> list:
             if v.op._id < tg.global_step.op._id]
 
 
+def _init_map(pairs: list[tuple[str, str]]) -> dict[str, str]:
+    """--init-map's pairs as tf.train.init_from_checkpoint's map; UsageError for a name mapped two ways."""
+    mapping: dict[str, str] = {}
+    for old, new in pairs:
+        if mapping.setdefault(old, new) != new:
+            raise UsageError(f"--init-map maps {old} twice ({old}={mapping[old]} and {old}={new}); keep one")
+    return mapping
+
+
 def _init_from(cfg: TrainConfig, tg, meta: dict[str, Any] | None, err: IO[str]):
-    """The InitFrom of --init-from (in tg's graph, before the session), after saying what it restores."""
+    """The InitFrom of --init-from and --init-map (in tg's graph, before the session), after one line saying how
+    many variables it restores, how many of them under another name, and which it leaves fresh."""
+    if cfg.init_map and cfg.init_from is None:
+        raise UsageError("--init-map needs --init-from CKPT, the checkpoint whose names it maps")
     if cfg.init_from is None:
         return None
     if meta is not None:
@@ -920,14 +933,16 @@ def _init_from(cfg: TrainConfig, tg, meta: dict[str, Any] | None, err: IO[str]):
               file=err)
         return None
     try:
-        init = finetune.init_from(model_variables(tg), cfg.init_from)
+        init = finetune.init_from(model_variables(tg), cfg.init_from, _init_map(cfg.init_map or []))
     except ValueError as e:
         raise UsageError(str(e)) from None
     if not init.restored:
         raise UsageError(f"--init-from {cfg.init_from}: no variable of model {cfg.model!r} matches the "
                          f"checkpoint by name and shape ({init.skipped[0][0]}: {init.skipped[0][1]}, ...)")
+    fresh = list(dict.fromkeys(name.split("/", 1)[0] for name, _ in init.skipped))  # top-level scopes, in order
     print(f"init from {init.path}: restored {len(init.restored)} of {len(init.restored) + len(init.skipped)} "
-          "model variables", file=err)
+          f"model variables ({len(init.renamed)} renamed), left {len(init.skipped)} fresh"
+          + (f" (scopes {', '.join(fresh)})" if fresh else ""), file=err)
     for name, why in init.skipped:
         print(f"  not restored: {name} ({why})", file=err)
     return init
