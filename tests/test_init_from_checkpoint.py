@@ -77,6 +77,19 @@ def test_bad_maps_raise_as_tensorflow(tf1, tmp_path, form):
     assert raised[1] is raised[0] is ValueError
 
 
+def test_the_checkpoint_initializer_runs_on_every_device(tmp_path, device):
+    """RestoreV2 reads files on the host: an OpenCL session runs it there under allow_soft_placement, as
+    TensorFlow pins it to /cpu:0."""
+    ckpt = _save(tfplus, tmp_path)
+    with tfplus.Graph().as_default():
+        w = tfplus.get_variable("new/w", (2, 3), initializer=tfplus.zeros_initializer())
+        doubled = w * 2.0
+        tfplus.train.init_from_checkpoint(ckpt, {"old/": "new/"})
+        with tfplus.Session(device=device, config={"allow_soft_placement": True}) as sess:
+            sess.run(tfplus.global_variables_initializer())
+            np.testing.assert_array_equal(sess.run(doubled), 2 * SAVED["old/w"])
+
+
 def test_a_folder_without_checkpoint_is_a_value_error(tmp_path):
     with tfplus.Graph().as_default(), pytest.raises(ValueError, match="Couldn't find 'checkpoint' file"):
         tfplus.train.init_from_checkpoint(str(tmp_path), {"old/": "new/"})
