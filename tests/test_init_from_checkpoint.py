@@ -90,9 +90,16 @@ def test_the_checkpoint_initializer_runs_on_every_device(tmp_path, device):
             np.testing.assert_array_equal(sess.run(doubled), 2 * SAVED["old/w"])
 
 
-def test_a_folder_without_checkpoint_is_a_value_error(tmp_path):
-    with tfplus.Graph().as_default(), pytest.raises(ValueError, match="Couldn't find 'checkpoint' file"):
-        tfplus.train.init_from_checkpoint(str(tmp_path), {"old/": "new/"})
+def test_a_missing_checkpoint_raises_as_tensorflow(tf1, tmp_path):
+    """A folder without a checkpoint is a ValueError, a checkpoint file that is not there a NotFoundError."""
+    for where, kind in ((str(tmp_path), "ValueError"), (str(tmp_path / "m"), "NotFoundError")):
+        raised = []
+        for tf in (tf1, tfplus):
+            with tf.Graph().as_default(), pytest.raises(Exception) as e:
+                tf.get_variable("new/w", (2,))
+                tf.train.init_from_checkpoint(where, {"old/": "new/"})
+            raised.append(e.type.__name__)
+        assert raised == [kind, kind], where
 
 
 # -- tfplus train --init-map ---------------------------------------------------------------------------------
@@ -151,3 +158,22 @@ def test_bad_init_map_is_one_clear_line(renamed, argv, message, tmp_path, capsys
 def test_init_map_needs_init_from(capsys):
     assert main(["train", *SMALL, "--steps", "1", "--init-map", "a/=b/"]) == 2
     assert "--init-map needs --init-from CKPT" in capsys.readouterr().err
+
+
+def test_a_partial_map_renames_what_it_covers_and_the_rest_keeps_its_names(tmp_path):
+    from tfplus import finetune
+    tensor_bundle.write_bundle(str(tmp_path / "m"), {"pretrained/conv1/w": np.ones((2, 2), np.float32),
+                                                     "fc/b": np.full(3, 2, np.float32),
+                                                     "fc/w": np.ones((4, 3), np.float32)})
+    with tfplus.Graph().as_default():
+        mine = [tfplus.Variable(np.zeros(shape, np.float32), name=name)
+                for name, shape in (("conv1/w", (2, 2)), ("fc/b", (3,)), ("fc/w", (5, 3)), ("fc/extra", (1,)))]
+        found = finetune.init_from(mine, str(tmp_path / "m"), {"pretrained/conv1/": "conv1/"})
+        init = tfplus.global_variables_initializer()
+        with tfplus.Session() as sess:
+            sess.run(init)
+            found.restore(sess)
+            values = sess.run(mine)
+    assert found.restored == ["conv1/w", "fc/b"] and found.renamed == {"conv1/w": "pretrained/conv1/w"}
+    assert found.skipped == [("fc/w", "shape mismatch: checkpoint [4, 3], model [5, 3]"), ("fc/extra", "missing")]
+    assert values[0].tolist() == [[1, 1], [1, 1]] and values[1].tolist() == [2, 2, 2] and not values[2].any()
