@@ -69,7 +69,8 @@ def main() -> None:
     current = plan_module.assign_offsets
 
     def planned(model, device, offsets):
-        tg = training_graph(get_model(model).build, total_steps=1000, optimizer="momentum")
+        tg = training_graph(get_model(model).build, total_steps=1000, optimizer="momentum",
+                            image_shape=get_model(model).image_shape)
         fetches, fed = [tg.train_op, tg.loss], (tg.images, tg.labels)
         rw = optimize(tg.graph, fetches, set(fed))
         shapes = {rw.element[tg.images]: (args.batch_size,) + tuple(tg.images.shape.as_list()[1:]),

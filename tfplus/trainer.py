@@ -894,7 +894,8 @@ def device_input(cfg: TrainConfig) -> bool:
 def build_graph(cfg: TrainConfig, total_steps: int, device_input: bool = False):
     """The training graph of a resolved config."""
     try:
-        return training_graph(get_model(cfg.model).build, total_steps=total_steps, seed=cfg.seed,
+        model = get_model(cfg.model)
+        return training_graph(model.build, total_steps=total_steps, seed=cfg.seed, image_shape=model.image_shape,
                               optimizer=cfg.optimizer, learning_rate=cfg.lr, momentum=cfg.momentum,
                               nesterov=cfg.nesterov, weight_decay=cfg.weight_decay, schedule=cfg.schedule,
                               warmup_steps=cfg.warmup_steps or 0, data_format=cfg.data_format,
@@ -1030,6 +1031,10 @@ def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = No
     if cfg.classes is not None:
         dataset = only_classes(dataset, cfg.classes)
     n_train = len(dataset.train_labels)
+    if tuple(dataset.train_images.shape[1:]) != get_model(cfg.model).image_shape:
+        raise UsageError(f"model {cfg.model!r} takes {'x'.join(map(str, get_model(cfg.model).image_shape))} images "
+                         f"but the data's are {'x'.join(map(str, dataset.train_images.shape[1:]))}; plan it with "
+                         f"tfplus plan --model {cfg.model}, or build it in Python for your own images")
     if cfg.batch_size > n_train:
         raise UsageError(f"--batch-size {cfg.batch_size} exceeds the {n_train} training images")
     spe = n_train // cfg.batch_size
