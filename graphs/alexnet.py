@@ -12,7 +12,7 @@ out)).
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Sequence
 
 import tfplus as tf
 from tfplus import layers_ext
@@ -48,18 +48,25 @@ def _pool(x, data_format: str):
     return tf.nn.max_pool(x, ksize=window, strides=strides, padding="VALID", data_format=data_format)
 
 
-def alexnet(images: tf.Tensor, num_classes: int = 10, training: bool | Callable[[str], bool] = True,
-            dropout: float = 0.5, data_format: str = "NCHW") -> tf.Tensor:
+def alexnet(images: tf.Tensor, conv_widths: Sequence[int] = (96, 256, 384, 384, 256),
+            fc_widths: Sequence[int] = (4096, 4096), num_classes: int = 10,
+            training: bool | Callable[[str], bool] = True, dropout: float = 0.5,
+            data_format: str = "NCHW") -> tf.Tensor:
     """AlexNet logits (N, num_classes) for 227x227 images (fc6 reads 6x6x256; its size follows the image's).
+    conv_widths are conv1..conv5's filters, fc_widths fc6's and fc7's units (the paper's by default).
     training=True drops a `dropout` fraction of fc6's and fc7's outputs; False (evaluation) keeps all."""
     _check_data_format(data_format)
-    x = _pool(_lrn(_conv(images, "conv1", 96, 11, 4, "VALID", data_format), data_format), data_format)
-    x = _pool(_lrn(_conv(x, "conv2", 256, 5, 1, "SAME", data_format), data_format), data_format)
-    x = _conv(x, "conv3", 384, 3, 1, "SAME", data_format)
-    x = _conv(x, "conv4", 384, 3, 1, "SAME", data_format)
-    x = flatten(_pool(_conv(x, "conv5", 256, 3, 1, "SAME", data_format), data_format))
-    for name in ("fc6", "fc7"):
-        x = dense(x, name, 4096)
+    if len(conv_widths) != 5 or len(fc_widths) != 2:
+        raise ValueError(f"alexnet: conv_widths needs 5 widths and fc_widths 2, got {tuple(conv_widths)} and "
+                         f"{tuple(fc_widths)}")
+    c1, c2, c3, c4, c5 = conv_widths
+    x = _pool(_lrn(_conv(images, "conv1", c1, 11, 4, "VALID", data_format), data_format), data_format)
+    x = _pool(_lrn(_conv(x, "conv2", c2, 5, 1, "SAME", data_format), data_format), data_format)
+    x = _conv(x, "conv3", c3, 3, 1, "SAME", data_format)
+    x = _conv(x, "conv4", c4, 3, 1, "SAME", data_format)
+    x = flatten(_pool(_conv(x, "conv5", c5, 3, 1, "SAME", data_format), data_format))
+    for name, width in zip(("fc6", "fc7"), fc_widths):
+        x = dense(x, name, width)
         if layers_ext.layer_training(training, name) and dropout:
             x = tf.nn.dropout(x, rate=dropout)
     return dense(x, "fc8", num_classes, relu=False)

@@ -89,6 +89,38 @@ def test_alexnet_has_the_originals_shapes():
     assert sum(int(np.prod(s)) for s in shapes.values()) == 62_378_344  # single-tower AlexNet's 62.4M
 
 
+@pytest.mark.parametrize("data_format", ["NHWC", "NCHW"])
+def test_alexnet_computes_tensorflows_logits(tf1, data_format):
+    """The same weights through TensorFlow's ops in NHWC (flattened in NCHW's order for the NCHW build); narrow
+    layers keep it quick."""
+    rng = np.random.default_rng(1)
+    images = rng.uniform(0, 1, (2, 227, 227, 3)).astype(np.float32)
+    feed = images if data_format == "NHWC" else images.transpose(0, 3, 1, 2)
+    with tf.Graph().as_default():
+        x = tf.placeholder(tf.float32, [None, *feed.shape[1:]])
+        logits = alexnet.alexnet(x, conv_widths=(8, 12, 16, 16, 12), fc_widths=(32, 24), num_classes=5,
+                                 training=False, data_format=data_format)
+        with tf.Session() as sess:
+            weights = {}
+            for v in tf.global_variables():
+                shape = v.shape.as_list()
+                weights[v.op.name] = (rng.standard_normal(shape) * np.sqrt(2 / np.prod(shape[:-1]))).astype(np.float32)
+                v.load(weights[v.op.name], sess)
+            got = sess.run(logits, {x: feed})
+    with tf1.Graph().as_default(), tf1.Session() as sess:
+        h = tf1.constant(images)
+        for i, (stride, padding) in enumerate([(4, "VALID"), (1, "SAME"), (1, "SAME"), (1, "SAME"), (1, "SAME")], 1):
+            h = tf1.nn.relu(tf1.nn.conv2d(h, weights[f"conv{i}/weights"], stride, padding) + weights[f"conv{i}/biases"])
+            h = tf1.nn.lrn(h, **alexnet.LRN) if i <= 2 else h
+            h = tf1.nn.max_pool2d(h, 3, 2, "VALID") if i in (1, 2, 5) else h
+        h = tf1.reshape(h if data_format == "NHWC" else tf1.transpose(h, [0, 3, 1, 2]), [2, -1])
+        for name in ("fc6", "fc7", "fc8"):
+            h = tf1.matmul(h, weights[f"{name}/weights"]) + weights[f"{name}/biases"]
+            h = tf1.nn.relu(h) if name != "fc8" else h
+        expected = sess.run(h)
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4 * np.abs(expected).max())
+
+
 def test_registered_models_take_their_image_size():
     assert get_model("alexnet").image_shape == (3, 227, 227)
     assert get_model("mobilenet224").image_shape == (3, 224, 224)
