@@ -1,7 +1,7 @@
 """tfplus.graphs: model builders and the registry the CLI picks them from (`tfplus train --model NAME`).
 
     from tfplus.graphs import MODELS, get_model
-    sorted(MODELS)                      # ['lenet', 'mentee']
+    get_model("alexnet").image_shape    # (3, 227, 227); CIFAR's models take (3, 32, 32)
     logits = get_model("mentee").build(images, conv_widths=(16, 16, 32, 32, 64))
 
 Installed only as a subpackage of tfplus (a PyPI package named `graphs` exists).
