@@ -80,7 +80,9 @@ def main() -> None:
     from tfplus.runtime import get_runtime
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--device", default="opencl")
-    p.add_argument("--models", nargs="+", default=sorted(MODELS), choices=sorted(MODELS))
+    # tfplus train runs the models of CIFAR's image size only (alexnet and mobilenet224 take ImageNet's)
+    trained = sorted(name for name, m in MODELS.items() if m.image_shape == (3, 32, 32))
+    p.add_argument("--models", nargs="+", default=trained, choices=trained)
     p.add_argument("--tuning", action="store_true", help="also ship this GPU's tuned tiles (tuning-gpu.json)")
     p.add_argument("--retune", action="store_true", help="with --tuning, tune again the problems already shipped")
     p.add_argument("--budgets", nargs="*", default=["64MB", "32MB", "24MB", "16MB"],
