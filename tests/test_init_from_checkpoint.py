@@ -78,14 +78,14 @@ def test_bad_maps_raise_as_tensorflow(tf1, tmp_path, form):
 
 
 def test_the_checkpoint_initializer_runs_on_every_device(tmp_path, device):
-    """RestoreV2 reads files on the host: an OpenCL session runs it there under allow_soft_placement, as
-    TensorFlow pins it to /cpu:0."""
+    """RestoreV2 reads files on the host: an OpenCL session runs it there, as TensorFlow pins it to /cpu:0 (it
+    needed allow_soft_placement)."""
     ckpt = _save(tfplus, tmp_path)
     with tfplus.Graph().as_default():
         w = tfplus.get_variable("new/w", (2, 3), initializer=tfplus.zeros_initializer())
         doubled = w * 2.0
         tfplus.train.init_from_checkpoint(ckpt, {"old/": "new/"})
-        with tfplus.Session(device=device, config={"allow_soft_placement": True}) as sess:
+        with tfplus.Session(device=device) as sess:
             sess.run(tfplus.global_variables_initializer())
             np.testing.assert_array_equal(sess.run(doubled), 2 * SAVED["old/w"])
 

@@ -89,8 +89,10 @@ def _rank(ctx, ins, outs, attrs):
 
 
 # Index arithmetic on shapes: always tiny, so it runs on the host (its inputs are read back if they were not
-# computed there).
-for _t in ("ConcatOffset", "BroadcastGradientArgs", "InvertPermutation", "Where"):
+# computed there). So do the checkpoint ops, which read and write files (TensorFlow pins them to /cpu:0): a
+# TensorFlow-built graph's Saver and tf.train.init_from_checkpoint's initializers run on an OpenCL session as they are.
+for _t in ("ConcatOffset", "BroadcastGradientArgs", "InvertPermutation", "Where", "SaveV2", "RestoreV2",
+           "MergeV2Checkpoints"):
     def _on_host(ctx, ins, outs, attrs, _t=_t):
         run_on_host(ctx, find_kernel(_t, "cpu", None), ins, outs, attrs, upload=False)
     register_kernel(_t, "opencl")(_on_host)

@@ -76,8 +76,8 @@ def init_from_checkpoint(ckpt_dir_or_file: str, assignment_map) -> None:
     {"/": "new_scope/"} or {"old_scope/": "/"} (the checkpoint's or the graph's root). Variables made by
     tf.Variable are not in the store: map them as objects. ValueError for a checkpoint name that is missing, a
     shape that differs, or a folder without a checkpoint; NotFoundError for a missing checkpoint file. The new
-    initializers read the file with a RestoreV2 op, which runs on the host: an OpenCL session needs
-    `config={"allow_soft_placement": True}` (TensorFlow pins the op to /cpu:0).
+    initializers read the file with a RestoreV2 op, which runs on the host on every device (TensorFlow pins it to
+    /cpu:0).
 
         >>> import tfplus as tf
         >>> with tf.Graph().as_default():
