@@ -361,10 +361,6 @@ class CheckpointReader:
         if self._bundle is not None:
             self._bundle.verify()
 
-    def missing_files(self) -> list[str]:
-        """The checkpoint's data files that were not there when it was opened."""
-        return [] if self._bundle is None else self._bundle.missing_files()
-
     def _keys(self) -> list[str]:
         return self._key_list
 
@@ -418,7 +414,7 @@ def NewCheckpointReader(filepattern: str) -> CheckpointReader:  # noqa: N802 (Te
 
 def load_checkpoint(ckpt_dir_or_file: str) -> CheckpointReader:
     """tf.train.load_checkpoint: a CheckpointReader of a checkpoint or of a folder's latest one. A folder's
-    latest checkpoint that disappears while it is being opened (another process saving with max_to_keep) is
+    latest checkpoint that is deleted or saved again while it is being opened (another process saving) is
     followed to the state file's new latest one."""
     if not os.path.isdir(ckpt_dir_or_file):
         return CheckpointReader(ckpt_dir_or_file)
@@ -432,8 +428,11 @@ def load_checkpoint(ckpt_dir_or_file: str) -> CheckpointReader:
             if last or _state_mark(state_path) == before:
                 raise
             continue
-        # A data file deleted between the index's opening and its own: look again if the state file changed.
-        if not reader.missing_files() or last or _state_mark(state_path) == before:
+        # The files opened are one checkpoint's, whole, if the state file did not change meanwhile: a saver lists
+        # a backup before it renames a listed checkpoint's new files in (one at a time), and deletes with
+        # max_to_keep only after listing the new one. Else look again (the index may be the old one, a data
+        # file the new one, or deleted).
+        if last or _state_mark(state_path) == before:
             return reader
         reader.close()
 

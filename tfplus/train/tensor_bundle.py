@@ -298,10 +298,6 @@ class BundleReader:
             self.close()
             raise
 
-    def missing_files(self) -> list[str]:
-        """The data files that were not there when the reader opened them."""
-        return [data_path(self.prefix, i, self.num_shards) for i, f in enumerate(self._files) if f is None]
-
     def close(self) -> None:
         self._checked.clear()
         for f in self._files:
