@@ -26,6 +26,8 @@ import traceback
 from pathlib import Path
 from typing import Callable, Sequence
 
+from tfplus import debug
+
 EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 1, 2, 130
 # The largest --batch-size of any command: 2^16 CIFAR images are 805 MB of float32 input alone, beyond the
 # devices tfplus is for, and planning stays within seconds below it (a batch's divisors are its candidate
@@ -540,7 +542,7 @@ def _dispatch(args: argparse.Namespace, prog: str) -> int:
 
 
 def _debug() -> bool:
-    return os.environ.get("TFPLUS_DEBUG", "") not in ("", "0")
+    return debug.on()
 
 
 def _internal(prog: str, e: Exception) -> int:

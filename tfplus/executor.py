@@ -34,7 +34,7 @@ import os
 import sys
 import threading
 
-from tfplus import errors, threads
+from tfplus import debug, errors, threads
 from tfplus.framework import Graph, Operation, Tensor, _fmt_shape, constant_value, needed_ops
 from tfplus.registry import TensorSpec, devices_with_kernel, find_kernel, kernel_dtype
 from tfplus.runtime import TAPE_TRIES, Taped
@@ -364,7 +364,7 @@ class Program:
         rt = self.executor.runtime
         t = self.tapes.get(key)
         if t is None:
-            if not hasattr(rt, "tape_begin"):
+            if not rt.records_launches:
                 return False
             t = self.tapes[key] = Taped()
 
@@ -379,7 +379,7 @@ class Program:
             for s, buf in t.fetched:
                 slots[s] = buf
         if ran and t.why is not None and t.misses >= TAPE_TRIES \
-                and os.environ.get("TFPLUS_DEBUG", "0") not in ("", "0"):
+                and debug.on():
             print(f"tfplus: a step of {len(self.order)} ops runs without a tape: {t.why}", file=sys.stderr)
         return ran
 

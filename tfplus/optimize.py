@@ -42,6 +42,7 @@ from typing import Any
 
 import numpy as np
 
+from tfplus import debug
 from tfplus.executor import topo_order
 from tfplus.framework import Graph, Operation, Tensor, constant_value, needed_ops
 from tfplus.ops.fused_ops import APPLY_GRAD, APPLY_SCALARS, DECAY_FUSES, apply_refs
@@ -173,7 +174,7 @@ def optimize(graph: Graph, fetches: list, feeds) -> Rewritten | None:
     if not fuse:
         return None
     r = _copy(graph, ops, feeds, fetches, fuse, absorbed)
-    if os.environ.get("TFPLUS_DEBUG", "0") not in ("", "0"):
+    if debug.on():
         made = ", ".join(f"{n} {t}" for t, n in sorted(r.fused.items()))
         print(f"tfplus rewrite: {len(ops)} -> {len(ops) - len(absorbed)} ops ({made})")
     return r

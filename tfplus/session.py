@@ -180,6 +180,17 @@ class Session:
         return self._runtime
 
     @property
+    def workers(self):
+        """The cpu worker processes its training steps' batches are split over (tfplus.workers.Workers), or
+        None when its steps run in this process."""
+        return self._workers
+
+    @property
+    def memory_plans(self) -> list:
+        """The memory plans (tfplus.planner.MemoryPlan) its steps have run by so far, oldest first."""
+        return [b.plan for b in self._plans.values() if hasattr(b, "plan")]
+
+    @property
     def graph_def(self):
         """The session's graph as a GraphDef proto (TF1's Session.graph_def)."""
         return self.graph.as_graph_def()

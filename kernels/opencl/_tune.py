@@ -14,6 +14,8 @@ import re
 import sys
 import time
 
+from tfplus import debug
+
 # (TM, TN, TK, WM, WN): a TM x TN tile of C per work-group of (TN/WN) x (TM/WM) threads, TK deep.
 GPU_CANDIDATES = [(64, 64, 16, 4, 4), (128, 64, 16, 8, 4), (64, 128, 16, 8, 8), (128, 128, 16, 8, 8),
                   (32, 128, 16, 4, 8), (32, 64, 16, 2, 4), (64, 32, 16, 4, 2), (128, 32, 16, 8, 2)]
@@ -124,7 +126,7 @@ def choose(rt, key: str, itemsize: int, run) -> tuple:
     dev.tune_seconds += time.perf_counter() - started
     dev.tuning[key] = list(best)
     dev.save_tuning()
-    if os.environ.get("TFPLUS_DEBUG", "0") not in ("", "0"):
+    if debug.on():
         print(f"tfplus: tuned {key}: tile {best} ({best_t[best] * 1e3:.3f} ms)", file=sys.stderr)
     return best
 

@@ -19,14 +19,13 @@ runtime whose views remember a host value has `fresh(view)`, called when a plann
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
 import threading
 import tracemalloc
 
 import numpy as np
 
-from tfplus import errors, threads
+from tfplus import debug, errors, threads
 from tfplus.framework import Tensor
 from tfplus.planner import chunking, compact
 from tfplus.planner.plan import DeviceFacts, MemoryPlan, plan
@@ -77,7 +76,7 @@ def run_replayed(executor, flat: list, feeds: dict, graph, copy_out) -> list | N
                      graph=flat[0].graph if flat else graph)
         except Exception as e:  # noqa: BLE001  a step that runs plainly must not fail for want of a plan
             seen[key] = -1
-            if os.environ.get("TFPLUS_DEBUG", "0") not in ("", "0"):
+            if debug.on():
                 print(f"tfplus: a step of {len(flat)} fetches runs without a plan (no replay): {e}",
                       file=sys.stderr)
             return None
@@ -385,7 +384,7 @@ class Bound:
         time of every micro-batch, on a step that a slow host's launches already bound. Not on the first step
         (the programs' first runs find their shapes), nor an audited or a traced one."""
         ex, rt, names, whole = self.programs[0].executor, self.runtime, self.var_names, self.whole
-        if not self.ran or self.audit is not None or ex.trace is not None or not hasattr(rt, "tape_begin") \
+        if not self.ran or self.audit is not None or ex.trace is not None or not rt.records_launches \
                 or whole.vars_at != ex.var_version and any(ex.vars.get(n) is None for n in names):
             self.ran = True
             return self._passes(feeds)
@@ -525,20 +524,9 @@ class _Lane(Bound):
 
 
 def _accumulate(rt, how: str, pairs: list, factor: float = 1.0) -> None:
-    """(acc, x) pairs: acc = x ("copy"), acc += x ("add"), acc *= factor ("scale") or acc = (acc + x) * factor
-    ("add_scale"); in a few launches on a runtime that merges many tensors at once (OpenCL: `accumulate`), else
-    one call per tensor and step."""
-    if not pairs:
-        return
-    many = getattr(rt, "accumulate", None)
-    if many is not None:
-        many([a for a, _ in pairs], None if how == "scale" else [x for _, x in pairs], how, factor)
-        return
-    for acc, x in pairs:
-        if how != "scale":
-            (rt.copy if how == "copy" else rt.add_into)(acc, x)
-        if how in ("scale", "add_scale"):
-            rt.scale(acc, factor)
+    """(acc, x) pairs merged as runtime.accumulate says (copy, add, scale, add_scale)."""
+    if pairs:
+        rt.accumulate([a for a, _ in pairs], None if how == "scale" else [x for _, x in pairs], how, factor)
 
 
 def _with_attrs(kernel, attrs: dict):
@@ -548,21 +536,9 @@ def _with_attrs(kernel, attrs: dict):
 
 
 def _allocate(rt, nbytes: int, align: int):
-    if hasattr(rt, "allocate_arena"):
-        return rt.allocate_arena(nbytes)
-    if rt.kernel_device != "cpu":
-        raise NotImplementedError(f"planned execution on {rt.kernel_device}: its runtime needs "
-                                  "allocate_arena(nbytes) and sub_buffer(arena, offset, shape, dtype)")
-    raw = np.empty(nbytes + align, np.uint8)
-    shift = (-raw.ctypes.data) % align  # offsets are aligned relative to the arena; align its start too
-    if hasattr(rt, "allocated_bytes"):
-        rt.allocated_bytes += raw.nbytes
-    return raw[shift:shift + nbytes]
+    return rt.allocate_arena(nbytes, align)
 
 
 def _view(rt, arena, b, shift: int = 0):
     """The view of buffer `b` (of a lane's copy `shift` bytes further, MemoryPlan.stream_lanes)."""
-    at = b.offset + shift
-    if hasattr(rt, "sub_buffer"):
-        return rt.sub_buffer(arena, at, b.shape, b.dtype)
-    return arena[at:at + b.nbytes].view(b.dtype.np).reshape(b.shape)
+    return rt.sub_buffer(arena, b.offset + shift, b.shape, b.dtype)

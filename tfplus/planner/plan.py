@@ -32,15 +32,14 @@ from __future__ import annotations
 
 import importlib
 import math
-import os
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
+from tfplus import debug, threads
 from tfplus import flops as _flops
-from tfplus import threads
 from tfplus.framework import Graph, Operation, Tensor, constant_value, get_default_graph, needed_ops
 from tfplus.planner import chunking, compact, recompute, stream
 from tfplus.planner.arena import assign_offsets
@@ -354,7 +353,7 @@ def _frugal(step: _Step, cands: list) -> tuple:
 
 
 def _debug(p: MemoryPlan, base: MemoryPlan) -> MemoryPlan:
-    if os.environ.get("TFPLUS_DEBUG", "0") not in ("", "0"):
+    if debug.on():
         print(f"tfplus planner: memory {format_size(base.peak_bytes)} -> {format_size(p.peak_bytes)} "
               f"(arena {format_size(p.arena_bytes)}, lower bound {format_size(p.arena_lower_bound_bytes)})")
     return p

@@ -3,18 +3,15 @@ from __future__ import annotations
 
 import ctypes
 import os
-import threading
 
 import numpy as np
 
+from tfplus.runtime.base import Runtime
 
-class CPURuntime:
-    """The device runtime interface: allocate, view, copy in, copy out, synchronize.
 
-    Every runtime counts what it moves between host and device (`h2d_bytes`, `d2h_bytes`) and what it
-    allocates (`allocated_bytes`), so run metadata and the memory planner can report them. `step_lock` is what
-    a session's steps hold (tfplus.session): one per runtime here, one per device where runtimes share state.
-    """
+class CPURuntime(Runtime):
+    """The host as a device (tfplus.runtime.base.Runtime): buffers are NumPy arrays, a memory plan's arena one
+    byte array viewed at its offsets."""
 
     name = "cpu"
     kernel_device = "cpu"
@@ -22,8 +19,7 @@ class CPURuntime:
     def __init__(self):
         import tfplus.kernels.numpy  # noqa: F401  registers the NumPy kernels
         _keep_freed_memory()
-        self.h2d_bytes = self.d2h_bytes = self.allocated_bytes = 0
-        self.step_lock = threading.RLock()
+        super().__init__()
 
     def allocate(self, shape, dtype) -> np.ndarray:
         buf = np.empty(shape, dtype=dtype.np)
@@ -46,6 +42,20 @@ class CPURuntime:
 
     def describe(self) -> str:
         return "cpu (NumPy)"
+
+    # -- memory plans: one arena, tensors at aligned offsets in it ----------------------------------------------
+    def allocate_arena(self, nbytes: int, alignment: int | None = None) -> np.ndarray:
+        alignment = alignment or self.arena_alignment
+        raw = np.empty(nbytes + alignment, np.uint8)
+        shift = (-raw.ctypes.data) % alignment  # offsets are aligned relative to the arena; align its start too
+        self.allocated_bytes += raw.nbytes
+        return raw[shift:shift + nbytes]
+
+    def sub_buffer(self, arena: np.ndarray, offset: int, shape, dtype) -> np.ndarray:
+        n = dtype.size
+        for d in shape:
+            n *= d
+        return arena[offset:offset + n].view(dtype.np).reshape(shape)
 
     # -- micro-batching (tfplus.planner.execute) --------------------------------------------------------------
     def copy(self, dst: np.ndarray, src: np.ndarray) -> None:

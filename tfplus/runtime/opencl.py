@@ -54,7 +54,9 @@ from typing import Any
 
 import numpy as np
 
+from tfplus import debug
 from tfplus.runtime import size_class
+from tfplus.runtime.base import Runtime
 
 try:
     import pyopencl as cl
@@ -97,13 +99,6 @@ def parse_tuning(text: str, device_name: str) -> dict:
 def replay_enabled() -> bool:
     """Whether planned steps replay their recorded launches (see _Tape): unless TFPLUS_OPENCL_REPLAY=0."""
     return os.environ.get("TFPLUS_OPENCL_REPLAY", "1") not in ("", "0")
-
-
-def _debug() -> int:
-    try:
-        return int(os.environ.get("TFPLUS_DEBUG", "0") or 0)
-    except ValueError:
-        return 0
 
 
 def cache_dir() -> Path:
@@ -746,7 +741,7 @@ def read_program_list(path, name: str) -> list[tuple[tuple[str, ...], str]]:
             keys.append((tuple(files), options))
         return keys
     except (OSError, ValueError, TypeError, AttributeError) as e:
-        if _debug() >= 1 and not isinstance(e, FileNotFoundError):
+        if debug.level() >= 1 and not isinstance(e, FileNotFoundError):
             print(f"tfplus: ignoring the OpenCL program list {path}: {e}", file=sys.stderr)
         return []
 
@@ -898,7 +893,7 @@ class _Device:
         self.recording: list | None = None  # programs_of() collects program keys here
         self.tune_seconds = 0.0   # choosing tiles (kernels/opencl/_tune.py), compiles included
         self.compiling = _CompileNotice()
-        if _debug() >= 1:
+        if debug.level() >= 1:
             print(f"tfplus: opencl device {self.info['platform']} / {self.info['name']} "
                   f"({self.info['opencl_version']}, driver {self.info['driver_version']})", file=sys.stderr)
 
@@ -986,13 +981,13 @@ class _Device:
                 return prg
             except cl.Error:  # a stale or foreign binary: rebuild from source below
                 pass
-        if _debug() >= 3:
+        if debug.level() >= 3:
             print(f"tfplus: building {what}\n{src}", file=sys.stderr)
         prg = cl._cl._Program(self.ctx, src)
         self.compiling.start(self.info["name"])
         # NOTE: a build thread cannot catch what PoCL's compiler prints on fd 2 (the process's, not the
         # thread's), so it builds with warnings off; the code is the same, so the digest above leaves -w out.
-        build_opts = f"{opts} -w" if background and _debug() < 3 else opts
+        build_opts = f"{opts} -w" if background and debug.level() < 3 else opts
         try:
             # Compiler chatter (e.g. always-false compares in an int build) goes to the build log, which
             # TFPLUS_DEBUG=3 shows: not the Python warnings, nor what PoCL's compiler prints on stderr.
@@ -1006,7 +1001,7 @@ class _Device:
             except cl.Error:
                 log = str(e)
             raise RuntimeError(f"OpenCL build of {what} failed:\n{log.strip() or e}") from None
-        if _debug() >= 3:
+        if debug.level() >= 3:
             print(f"tfplus: build log of {what}:\n{prg.get_build_info(d, cl.program_build_info.LOG)}"
                   f"{chatter[0]}", file=sys.stderr)
         self.compiling.done()
@@ -1043,8 +1038,8 @@ class _Device:
 
 
 # -- the runtime ---------------------------------------------------------------------------------------------
-class OpenCLRuntime:
-    """The device runtime interface (allocate, view, copy in, copy out, synchronize) for one OpenCL device.
+class OpenCLRuntime(Runtime):
+    """One OpenCL device (tfplus.runtime.base.Runtime).
 
     Runtimes of one device share its context, queue, buffer pool and programs; each counts its own traffic:
     `h2d_bytes`, `d2h_bytes` (bytes moved), `allocated_bytes` (bytes handed out by allocate).
@@ -1052,6 +1047,7 @@ class OpenCLRuntime:
 
     name = "opencl"
     kernel_device = "opencl"
+    records_launches = True
 
     def __init__(self, selector: str | None = None):
         if cl is None:
@@ -1165,7 +1161,7 @@ class OpenCLRuntime:
         return f"opencl ({i['platform']} / {i['name']}, {i['opencl_version']}, driver {i['driver_version']})"
 
     # -- planner hooks: one arena, tensors at aligned offsets in it ------------------------------------------
-    def allocate_arena(self, nbytes: int) -> DeviceArray:
+    def allocate_arena(self, nbytes: int, alignment: int | None = None) -> DeviceArray:  # starts aligned
         a = DeviceArray((nbytes,), np.uint8, _Block(nbytes, self.dev.pool))  # its exact size: no size class
         self.buffer(a)
         self.allocated_bytes += nbytes
@@ -1447,7 +1443,7 @@ class OpenCLRuntime:
             run_on_host(ctx, cpu, ins, outs, attrs, upload=True)
             rec = self.fallbacks.setdefault(ctx.op.name, {"op": op_type, "runs": 0, "h2d_bytes": 0,
                                                           "d2h_bytes": 0})
-            if rec["runs"] == 0 and _debug() >= 1:
+            if rec["runs"] == 0 and debug.level() >= 1:
                 print(f"tfplus: {op_type} '{ctx.op.name}' has no opencl kernel: running its cpu kernel",
                       file=sys.stderr)
             rec["runs"] += 1
