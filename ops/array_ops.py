@@ -8,10 +8,27 @@ import numpy as np
 
 from tfplus import dtypes as _dt
 from tfplus import flops as _flops
-from tfplus.framework import Tensor, TensorShape, apply_op, convert_to_tensor, get_default_graph
-from tfplus.kernels.numpy.array import broadcast_gradient_args_value, strided_slice_index
+from tfplus.framework import (
+    Tensor,
+    apply_op,
+    convert_to_tensor,
+    get_default_graph,
+    register_tensor_conversion_function,
+)
 from tfplus.registry import not_differentiable, register_gradient, register_op
-from tfplus.shapes import broadcast, check_same_dtype, fmt, merge_dim, num_elements, same_as_input, spec
+from tfplus.tensor_shape import (
+    TensorShape,
+    broadcast,
+    broadcast_gradient_args_value,
+    check_same_dtype,
+    fmt,
+    merge_dim,
+    num_elements,
+    same_as_input,
+    spec,
+    strided_slice_index,
+)
+from tfplus.tensor_util import infer_dtype
 
 __all__ = ["constant", "placeholder", "placeholder_with_default", "identity", "fill", "zeros", "ones",
            "zeros_like", "ones_like", "reshape", "transpose", "concat", "squeeze", "expand_dims", "pad",
@@ -34,8 +51,7 @@ def constant(value, dtype=None, shape=None, name="Const"):
     dtype = _dt.as_dtype(dtype) if dtype is not None else None
     arr = np.asarray(value, dtype=dtype.np if dtype is not None else None)
     if dtype is None:
-        from tfplus.framework import _infer_dtype
-        dtype = _infer_dtype(value)
+        dtype = infer_dtype(value)
         arr = arr.astype(dtype.np, copy=False)
     if shape is not None:
         shape = tuple(int(d) for d in shape)
@@ -49,6 +65,16 @@ def constant(value, dtype=None, shape=None, name="Const"):
     arr.flags.writeable = False  # the graph owns it; kernels copy out of it
     op = get_default_graph().create_op("Const", [], {"value": arr, "dtype": dtype}, name)
     return op.outputs[0]
+
+
+def _constant_conversion(value, dtype=None, name=None, preferred_dtype=None):
+    """convert_to_tensor of a Python or NumPy value: a Const, its dtype by TensorFlow's rules (tensor_util's
+    infer_dtype) unless given; `preferred_dtype` is taken by a value that is not a NumPy array or scalar."""
+    return constant(value, dtype=dtype or infer_dtype(value, preferred_dtype), name=name or "Const")
+
+
+# Below any conversion registered for a particular type (priority 200: TensorFlow's for `object`).
+register_tensor_conversion_function(object, _constant_conversion, priority=200)
 
 
 # -- Placeholder -------------------------------------------------------------------------------------------
@@ -838,6 +864,9 @@ def _slice_helper(tensor, key):
             begin.append(k), end.append(k + 1), strides.append(1)
             masks["shrink_axis_mask"] |= bit
     return strided_slice(tensor, begin, end, strides, name="strided_slice", **masks)
+
+
+Tensor._override_operator("__getitem__", _slice_helper)  # `x[1:, None]`, as TensorFlow's array_ops installs it
 
 
 def _slice_index(k):

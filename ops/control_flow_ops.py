@@ -16,7 +16,7 @@ from tfplus.framework import (
 )
 from tfplus.ops.array_ops import gather
 from tfplus.registry import not_differentiable, register_gradient, register_op
-from tfplus.shapes import fmt, spec
+from tfplus.tensor_shape import fmt, spec
 
 __all__ = ["cond", "while_loop", "TensorArray", "Assert", "map_fn", "scan", "foldl", "foldr"]
 
@@ -414,7 +414,7 @@ def _normalize(loop_vars, result):
 
 
 def _invariant(t: Tensor, s):
-    from tfplus.framework import TensorShape
+    from tfplus.tensor_shape import TensorShape
     shape = TensorShape(s).dims_tuple if s is not None else None
     if not _fits(t._shape, shape):
         raise ValueError(f"tf.while_loop: shape invariant {fmt(shape)} is not compatible with loop variable "
@@ -445,8 +445,8 @@ class TensorArray:
     def __init__(self, dtype, size=None, dynamic_size=None, clear_after_read=None, tensor_array_name=None,
                  handle=None, flow=None, infer_shape=True, element_shape=None, colocate_with_first_write_call=True,
                  name=None):
-        from tfplus.framework import TensorShape
         from tfplus.ops.array_ops import _index_tensor, concat, zeros
+        from tfplus.tensor_shape import TensorShape
         self._dtype = _dt.as_dtype(dtype)
         if dynamic_size:
             raise NotImplementedError("tf.TensorArray(dynamic_size=True) is not supported by tfplus; give the "

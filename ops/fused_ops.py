@@ -9,7 +9,7 @@ import math
 from tfplus import flops
 from tfplus.ops import nn_ops  # noqa: F401  (Conv2D's OpDef, which _FusedConv2DBiasRelu extends)
 from tfplus.registry import get_op_def, not_differentiable, register_op
-from tfplus.shapes import check_rank, check_same_dtype, fmt, merge_dim, spec
+from tfplus.tensor_shape import check_rank, check_same_dtype, fmt, merge_dim, spec
 
 # The activations a fused bias op may end in; the mask their gradient applies is (0 < f) or (0 < f < 6).
 ACTIVATIONS = ("Relu", "Relu6")

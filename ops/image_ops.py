@@ -6,7 +6,7 @@ from tfplus import dtypes as _dt
 from tfplus import flops
 from tfplus.framework import Tensor, apply_op, convert_to_tensor
 from tfplus.registry import not_differentiable, register_op
-from tfplus.shapes import check_rank, fmt, merge_dim, spec
+from tfplus.tensor_shape import check_rank, fmt, merge_dim, spec
 
 
 # -- CifarAugment --------------------------------------------------------------------------------------------

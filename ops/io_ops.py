@@ -16,7 +16,7 @@ from tfplus import flops as _flops
 from tfplus.framework import convert_to_tensor, get_default_graph
 from tfplus.ops.array_ops import placeholder_with_default
 from tfplus.registry import not_differentiable, register_op
-from tfplus.shapes import spec
+from tfplus.tensor_shape import spec
 
 __all__: list[str] = []  # reached as tfplus.ops.io_ops.save_v2 etc., as TensorFlow's raw ops
 

@@ -13,7 +13,7 @@ from tfplus.framework import Tensor, apply_op, constant_value, convert_to_tensor
 from tfplus.ops import array_ops
 from tfplus.ops.array_ops import _index_tensor, _shape_of, reshape
 from tfplus.registry import not_differentiable, register_gradient, register_op
-from tfplus.shapes import broadcast, check_same_dtype, fmt, spec
+from tfplus.tensor_shape import broadcast, check_same_dtype, fmt, spec
 
 __all__ = ["add", "subtract", "multiply", "divide", "truediv", "realdiv", "div", "floordiv", "floor_div",
            "floormod", "mod", "add_n", "matmul", "pow", "maximum", "minimum", "squared_difference",
@@ -1158,3 +1158,23 @@ def _reciprocal_grad_grad(op, grad):
 def _fused_grad(op_type: str, y, dy, name=None) -> Tensor:
     """RsqrtGrad/SqrtGrad/ReciprocalGrad(y, dy): the gradient of the op that produced y, given dy."""
     return apply_op(op_type, [convert_to_tensor(y), convert_to_tensor(dy)], name=name)
+
+
+# -- Tensor operators ------------------------------------------------------------------------------------------
+# `a + b`, `2 * t`, `x < y`, `-t` build these ops: installed on Tensor here, as TensorFlow's math_ops does, so the
+# graph core needs no op module. The reflected form (`__radd__`) gets the tensor second.
+def _binary_operator(fn, reflected: bool = False):
+    if reflected:
+        return lambda self, other: fn(other, self)
+    return lambda self, other: fn(self, other)
+
+
+for _name, _fn in {"add": add, "sub": subtract, "mul": multiply, "truediv": divide, "matmul": matmul, "pow": pow,
+                   "floordiv": floordiv, "mod": floormod, "and": logical_and, "or": logical_or,
+                   "xor": logical_xor}.items():
+    Tensor._override_operator(f"__{_name}__", _binary_operator(_fn))
+    Tensor._override_operator(f"__r{_name}__", _binary_operator(_fn, reflected=True))
+for _name, _fn in {"lt": less, "le": less_equal, "gt": greater, "ge": greater_equal}.items():
+    Tensor._override_operator(f"__{_name}__", _binary_operator(_fn))
+for _name, _fn in {"neg": negative, "abs": abs, "invert": logical_not}.items():
+    Tensor._override_operator(f"__{_name}__", lambda self, fn=_fn: fn(self))

@@ -18,7 +18,7 @@ from tfplus import dtypes as _dt
 from tfplus import flops as _flops
 from tfplus.framework import Tensor, apply_op, constant_value, convert_to_tensor, name_scope
 from tfplus.registry import not_differentiable, register_gradient, register_op
-from tfplus.shapes import check_rank, check_same_dtype, merge_dim, spec
+from tfplus.tensor_shape import check_rank, check_same_dtype, merge_dim, spec
 
 __all__ = ["conv2d", "conv2d_backprop_input", "conv2d_backprop_filter", "conv2d_transpose", "bias_add",
            "relu", "relu6", "sigmoid", "tanh", "softmax", "log_softmax", "max_pool", "avg_pool",

@@ -5,7 +5,7 @@ from tfplus import dtypes as _dt
 from tfplus import flops as _flops
 from tfplus.framework import apply_op, convert_to_tensor, get_default_graph
 from tfplus.registry import not_differentiable, register_op
-from tfplus.shapes import spec
+from tfplus.tensor_shape import spec
 
 _DEFAULT_GRAPH_SEED = 87654321
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 from tfplus import flops as _flops
 from tfplus.framework import apply_op, get_default_graph
 from tfplus.registry import not_differentiable, register_gradient, register_op
-from tfplus.shapes import merge_dim, spec
+from tfplus.tensor_shape import merge_dim, spec
 
 # -- VariableV2 ------------------------------------------------------------------------------------------
 # Its output is the session-held buffer itself; consumers read the current value.

@@ -8,7 +8,7 @@ from __future__ import annotations
 from tfplus import flops as _flops
 from tfplus.framework import Tensor, apply_op
 from tfplus.registry import not_differentiable, register_op
-from tfplus.shapes import check_same_dtype, fmt, merge_dim, spec
+from tfplus.tensor_shape import check_same_dtype, fmt, merge_dim, spec
 
 __all__ = ["apply_gradient_descent", "apply_momentum", "apply_adam", "apply_rms_prop", "apply_adagrad",
            "apply_adadelta", "apply_centered_rms_prop"]

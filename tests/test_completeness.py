@@ -244,7 +244,7 @@ def test_kernel_facts_are_one_per_op_and_device():
     facts, or a missing variant, raise naming the op."""
     from tfplus.planner.inplace import INPLACE
     from tfplus.registry import register_kernel, register_op
-    from tfplus.shapes import same_as_input
+    from tfplus.tensor_shape import same_as_input
 
     register_op("TestFactsNeg", inputs=("x",), attrs={"T": "type"}, shape_fn=same_as_input(), flops=tf_flops.zero)
 

@@ -161,7 +161,7 @@ def test_gradients_sum_consumers_and_unconnected():
 
 def test_missing_gradient_raises_naming_the_node():
     from tfplus import registry
-    from tfplus.shapes import same_as_input
+    from tfplus.tensor_shape import same_as_input
     if "TestNoGrad" not in registry.OPS:
         registry.register_op("TestNoGrad", inputs=("x",), attrs={"T": "type"}, shape_fn=same_as_input(0))
     x = tf.placeholder(tf.float32, [2])
@@ -172,7 +172,7 @@ def test_missing_gradient_raises_naming_the_node():
 
 def test_missing_kernel_lists_devices():
     from tfplus import registry
-    from tfplus.shapes import same_as_input
+    from tfplus.tensor_shape import same_as_input
     if "TestNoKernel" not in registry.OPS:
         registry.register_op("TestNoKernel", inputs=("x",), attrs={"T": "type"}, shape_fn=same_as_input(0))
     x = tf.constant([1.0])

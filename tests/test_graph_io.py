@@ -5,10 +5,11 @@ import pytest
 from test_control_flow import CF_FEEDS, control_flow_model
 
 import tfplus as tf
-from tfplus import graph_io, registry
-from tfplus.graph_io import attr_from_proto, attr_to_proto, import_graph_def, make_ndarray, parse_graph_def
+from tfplus import graph_io, registry, tensor_util
+from tfplus.graph_io import import_graph_def, parse_graph_def
 from tfplus.proto import graph_pb2, tensor_pb2
-from tfplus.shapes import spec
+from tfplus.tensor_shape import spec
+from tfplus.tensor_util import attr_from_proto, attr_to_proto, make_ndarray
 from tfplus.train.saver import Saver
 
 XS = np.arange(6, dtype=np.float32).reshape(3, 2) - 2.5
@@ -259,7 +260,7 @@ def test_tensor_content_round_trips_every_dtype(dtype):
     rng = np.random.default_rng(0)
     for shape in [(), (0,), (2, 3, 1)]:
         value = np.asarray(rng.normal(size=shape) * 50).astype(dtype)
-        data = graph_io.make_tensor_proto(value).SerializeToString()
+        data = tensor_util.make_tensor_proto(value).SerializeToString()
         back = make_ndarray(tensor_pb2.TensorProto.FromString(data))
         assert _same(value, back)
 
@@ -267,7 +268,7 @@ def test_tensor_content_round_trips_every_dtype(dtype):
 def test_typed_val_fields_and_tensorflows_fill_rule():
     def proto(dtype, shape, **vals):
         return tensor_pb2.TensorProto(dtype=dtype.as_datatype_enum,
-                                      tensor_shape=graph_io.shape_to_proto(shape), **vals)
+                                      tensor_shape=tensor_util.shape_to_proto(shape), **vals)
     assert _same(make_ndarray(proto(tf.float32, (2, 2), float_val=[1.5])), np.full((2, 2), 1.5, np.float32))
     assert _same(make_ndarray(proto(tf.int32, (4,), int_val=[1, 2])), np.int32([1, 2, 2, 2]))
     assert _same(make_ndarray(proto(tf.uint8, (2,), int_val=[7, 255])), np.uint8([7, 255]))
@@ -284,7 +285,7 @@ def test_typed_val_fields_and_tensorflows_fill_rule():
         make_ndarray(tensor_pb2.TensorProto(dtype=8))
     strings = make_ndarray(proto(tf.string, (3,), string_val=[b"a", b"bc"]))  # the checkpoint ops' names
     assert strings.dtype == object and strings.tolist() == [b"a", b"bc", b"bc"]
-    assert make_ndarray(graph_io.make_tensor_proto(np.array(["x", "yz"]))).tolist() == [b"x", b"yz"]
+    assert make_ndarray(tensor_util.make_tensor_proto(np.array(["x", "yz"]))).tolist() == [b"x", b"yz"]
 
 
 def _train_twice(graph) -> list:

@@ -8,8 +8,9 @@ import pytest
 
 import tfplus as tf
 from tfplus import errors, registry
-from tfplus.graph_io import attr_to_proto, import_graph_def, make_tensor_proto, parse_graph_def
+from tfplus.graph_io import import_graph_def, parse_graph_def
 from tfplus.proto import graph_pb2, tensor_pb2, tensor_shape_pb2
+from tfplus.tensor_util import attr_to_proto, make_tensor_proto
 
 CLEAR = (ValueError, TypeError, errors.OpError)
 

@@ -785,7 +785,7 @@ def test_shape_arithmetic_runs_on_the_host():
 # -- missing kernels -----------------------------------------------------------------------------------------
 def _cpu_only_op():
     from tfplus.registry import OPS, register_kernel, register_op
-    from tfplus.shapes import same_as_input
+    from tfplus.tensor_shape import same_as_input
     if "TestCpuOnly" not in OPS:
         register_op("TestCpuOnly", inputs=("x",), attrs={"T": "type"}, shape_fn=same_as_input(0))
 

@@ -15,7 +15,7 @@ from tfplus.planner.arena import assign_offsets, check_no_overlap
 from tfplus.planner.liveness import Buffer
 from tfplus.registry import register_kernel, register_op, register_workspace
 from tfplus.runtime import opencl
-from tfplus.shapes import same_as_input
+from tfplus.tensor_shape import same_as_input
 from tfplus.units import format_size, parse_size
 
 

@@ -8,7 +8,6 @@ from pathlib import Path
 import numpy as np
 
 import tfplus as tf
-from tfplus.graph_io import attr_to_proto, make_tensor_proto
 from tfplus.proto import (
     attr_value_pb2,
     checkpoint_pb2,
@@ -18,6 +17,7 @@ from tfplus.proto import (
     tensor_shape_pb2,
     types_pb2,
 )
+from tfplus.tensor_util import attr_to_proto, make_tensor_proto
 
 ROOT = Path(__file__).resolve().parent.parent
 

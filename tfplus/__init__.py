@@ -23,12 +23,10 @@ from tfplus.config import ConfigProto, GPUOptions, GraphOptions, OptimizerOption
 from tfplus.dtypes import DType, as_dtype, double, float16, float32, float64, half, int8, int16, int32, int64, uint8
 from tfplus.dtypes import bool_ as bool
 from tfplus.framework import (
-    Dimension,
     Graph,
     GraphKeys,
     Operation,
     Tensor,
-    TensorShape,
     add_to_collection,
     control_dependencies,
     convert_to_tensor,
@@ -36,7 +34,9 @@ from tfplus.framework import (
     get_collection,
     get_collection_ref,
     get_default_graph,
+    get_default_session,
     name_scope,
+    register_tensor_conversion_function,
     reset_default_graph,
 )
 from tfplus.gradients import gradients
@@ -59,7 +59,8 @@ from tfplus.ops.control_flow_ops import tuple_ as tuple
 from tfplus.ops.random_ops import random_normal, random_uniform, set_random_seed, truncated_normal
 from tfplus.ops.state_ops import assign, assign_add, assign_sub
 from tfplus.profiler import RunMetadata, RunOptions
-from tfplus.session import Session, get_default_session
+from tfplus.session import Session
+from tfplus.tensor_shape import Dimension, TensorShape
 from tfplus.variables import (
     AUTO_REUSE,
     Variable,

@@ -29,13 +29,12 @@ careful loop does every check per op, as TF1's executor does, and is the referen
 """
 from __future__ import annotations
 
-import heapq
 import os
 import sys
 import threading
 
 from tfplus import debug, errors, threads
-from tfplus.framework import Graph, Operation, Tensor, _fmt_shape, constant_value, needed_ops
+from tfplus.framework import Graph, Operation, Tensor, _fmt_shape, constant_value, needed_ops, topo_order
 from tfplus.registry import TensorSpec, devices_with_kernel, find_kernel, kernel_dtype
 from tfplus.runtime import TAPE_TRIES, Taped
 
@@ -104,33 +103,6 @@ class Pool:
 
     def kernel(self, op, kernel):
         return kernel
-
-
-def topo_order(needed: set[Operation]) -> list[Operation]:
-    """Kahn's algorithm over data and control edges, breaking ties by creation order (deterministic, and
-    it keeps TF1's habit of running optimizer updates after the reads created before them)."""
-    indeg = {op: 0 for op in needed}
-    succ: dict[Operation, list[Operation]] = {op: [] for op in needed}
-    for op in needed:
-        preds = {t.op for t in op.inputs} | set(op.control_inputs)
-        for p in preds:
-            if p in needed:
-                indeg[op] += 1
-                succ[p].append(op)
-    heap = [(op._id, op) for op, d in indeg.items() if d == 0]
-    heapq.heapify(heap)
-    order = []
-    while heap:
-        _, op = heapq.heappop(heap)
-        order.append(op)
-        for s in succ[op]:
-            indeg[s] -= 1
-            if indeg[s] == 0:
-                heapq.heappush(heap, (s._id, s))
-    if len(order) != len(needed):
-        stuck = sorted(op.name for op in needed if indeg[op] > 0)[:5]
-        raise ValueError(f"the graph has a cycle through {stuck}")
-    return order
 
 
 # The most signatures (fed shapes, variable shapes) a program keeps its fast loop for.

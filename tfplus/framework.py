@@ -1,147 +1,30 @@
-"""Graph, Operation and Tensor: the TF1 dataflow graph. Building a graph touches no device."""
+"""Graph, Operation and Tensor: the TF1 dataflow graph, and the stacks of default graphs and sessions. Building a
+graph touches no device.
+
+The graph core (TensorFlow's python/framework): this module imports no op, session, kernel or graph_io module.
+Below it are tfplus.tensor_shape (static shapes), tfplus.tensor_util (TensorProto and AttrValue encoding) and
+tfplus.graph_export (GraphDef writing). What the layers above provide they install here, as TensorFlow's do:
+tfplus.ops.math_ops and array_ops put the operators on Tensor (Tensor._override_operator), array_ops registers the
+conversion of Python and NumPy values (register_tensor_conversion_function), and a Session pushes itself onto the
+default-session stack (default_session).
+"""
 from __future__ import annotations
 
 import contextlib
-import math
+import heapq
 import re
 import threading
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import numpy as np
 
 from tfplus import dtypes as _dt
+from tfplus import graph_export
 from tfplus.registry import TensorSpec, get_op_def
+from tfplus.tensor_shape import TensorShape, shape_error, shapes_compatible
+from tfplus.tensor_shape import fmt as _fmt_shape
 
 _VALID_NAME = re.compile(r"^[A-Za-z0-9.][A-Za-z0-9_.\-/>]*$")
-
-
-class Dimension:
-    """One dimension of a TensorShape (TF1 style): `.value` is an int or None."""
-
-    def __init__(self, value):
-        self.value = None if value is None else int(value)
-
-    def __int__(self):
-        if self.value is None:
-            raise ValueError("cannot convert an unknown Dimension to int")
-        return self.value
-
-    __index__ = __int__
-
-    def __eq__(self, other):
-        other = other.value if isinstance(other, Dimension) else other
-        return self.value == other
-
-    def __hash__(self):
-        return hash(self.value)
-
-    def _op(self, other, fn):
-        other = other.value if isinstance(other, Dimension) else other
-        return Dimension(None if self.value is None or other is None else fn(self.value, other))
-
-    def __add__(self, o): return self._op(o, lambda a, b: a + b)
-    def __sub__(self, o): return self._op(o, lambda a, b: a - b)
-    def __mul__(self, o): return self._op(o, lambda a, b: a * b)
-    def __floordiv__(self, o): return self._op(o, lambda a, b: a // b)
-    __radd__, __rmul__ = __add__, __mul__
-
-    def __repr__(self):
-        return f"Dimension({self.value})"
-
-    def __str__(self):
-        return "?" if self.value is None else str(self.value)
-
-
-class TensorShape:
-    """A possibly partially known shape. `TensorShape([None, 3]).as_list() == [None, 3]`."""
-
-    def __init__(self, dims):
-        if isinstance(dims, TensorShape):
-            dims = dims.dims_tuple
-        self.dims_tuple = None if dims is None else tuple(
-            None if (d is None or (isinstance(d, Dimension) and d.value is None)) else int(d) for d in dims)
-
-    @property
-    def ndims(self):
-        return None if self.dims_tuple is None else len(self.dims_tuple)
-
-    rank = ndims
-
-    @property
-    def dims(self):
-        return None if self.dims_tuple is None else [Dimension(d) for d in self.dims_tuple]
-
-    def as_list(self) -> list:
-        if self.dims_tuple is None:
-            raise ValueError("as_list() is not defined on an unknown TensorShape")
-        return list(self.dims_tuple)
-
-    def is_fully_defined(self) -> bool:
-        return self.dims_tuple is not None and None not in self.dims_tuple
-
-    def num_elements(self):
-        return int(np.prod(self.dims_tuple, dtype=np.int64)) if self.is_fully_defined() else None
-
-    def is_compatible_with(self, other) -> bool:
-        return shapes_compatible(self.dims_tuple, TensorShape(other).dims_tuple)
-
-    def __len__(self):
-        if self.dims_tuple is None:
-            raise ValueError("len() of an unknown TensorShape")
-        return len(self.dims_tuple)
-
-    def __iter__(self):
-        return iter(self.dims)
-
-    def __getitem__(self, i):
-        if isinstance(i, slice):
-            return TensorShape(self.dims_tuple[i])
-        return Dimension(self.dims_tuple[i])
-
-    def __eq__(self, other):
-        try:
-            return self.dims_tuple == TensorShape(other).dims_tuple
-        except TypeError:
-            return NotImplemented
-
-    def __hash__(self):
-        return hash(self.dims_tuple)
-
-    def __repr__(self):
-        return f"TensorShape({None if self.dims_tuple is None else list(self.dims_tuple)})"
-
-    def __str__(self):
-        if self.dims_tuple is None:
-            return "<unknown>"
-        return "(" + ", ".join("?" if d is None else str(d) for d in self.dims_tuple) + \
-            ("," if len(self.dims_tuple) == 1 else "") + ")"
-
-
-def shapes_compatible(a, b) -> bool:
-    if a is None or b is None:
-        return True
-    return len(a) == len(b) and all(x is None or y is None or x == y for x, y in zip(a, b))
-
-
-def _fmt_shape(s) -> str:
-    return str(TensorShape(s))
-
-
-# The most elements one tensor may have: its element count must fit in int64 (as TensorFlow's).
-MAX_ELEMENTS = 2**63 - 1
-
-
-def shape_error(shape) -> str | None:
-    """Why a static shape (None for unknown dims) is not a valid tensor shape, or None: a negative size,
-    or more elements than int64 can count."""
-    if shape is None:
-        return None
-    for i, d in enumerate(shape):
-        if d is not None and d < 0:
-            return f"dimension {i} is {d}; sizes must be >= 0 (None for unknown)"
-    if None not in shape and math.prod(shape) > MAX_ELEMENTS:
-        return f"{math.prod(shape):.3g} elements, more than a tensor can hold ({MAX_ELEMENTS})"
-    return None
 
 
 def input_count_error(op_def, attrs: dict, n: int) -> str | None:
@@ -232,8 +115,7 @@ class Tensor:
         return self.consumers_list
 
     def eval(self, feed_dict=None, session=None):
-        from tfplus.session import _session_for
-        return _session_for(session, "evaluate tensor", "eval").run(self, feed_dict)
+        return _session_or_default(session, "evaluate tensor", "eval").run(self, feed_dict)
 
     def __repr__(self):
         return f"<tf.Tensor '{self.name}' shape={self.shape} dtype={self.dtype.name}>"
@@ -258,46 +140,22 @@ class Tensor:
         raise TypeError(f"cannot convert the symbolic tf.Tensor '{self.name}' to a NumPy array; "
                         "fetch it with Session.run")
 
+    # The operators the op modules define (TensorFlow's list): tfplus.ops.math_ops installs the arithmetic,
+    # comparison and logical ones, tfplus.ops.array_ops __getitem__ (slicing).
+    OVERLOADABLE_OPERATORS = frozenset({
+        "__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__", "__rtruediv__",
+        "__matmul__", "__rmatmul__", "__pow__", "__rpow__", "__lt__", "__le__", "__gt__", "__ge__",
+        "__floordiv__", "__rfloordiv__", "__mod__", "__rmod__", "__and__", "__rand__", "__or__", "__ror__",
+        "__xor__", "__rxor__", "__neg__", "__abs__", "__invert__", "__getitem__"})
 
-def _binary(opname, reverse=False):
-    def method(self, other):
-        from tfplus.ops import math_ops
-        fn = getattr(math_ops, opname)
-        return fn(other, self) if reverse else fn(self, other)
-    return method
-
-
-def _unary(opname):
-    def method(self):
-        from tfplus.ops import math_ops
-        return getattr(math_ops, opname)(self)
-    return method
-
-
-def _getitem(self, key):
-    from tfplus.ops import array_ops
-    return array_ops._slice_helper(self, key)
-
-
-_OPERATORS = {
-    "__add__": _binary("add"), "__radd__": _binary("add", True),
-    "__sub__": _binary("subtract"), "__rsub__": _binary("subtract", True),
-    "__mul__": _binary("multiply"), "__rmul__": _binary("multiply", True),
-    "__truediv__": _binary("divide"), "__rtruediv__": _binary("divide", True),
-    "__matmul__": _binary("matmul"), "__rmatmul__": _binary("matmul", True),
-    "__pow__": _binary("pow"), "__rpow__": _binary("pow", True),
-    "__lt__": _binary("less"), "__le__": _binary("less_equal"),
-    "__gt__": _binary("greater"), "__ge__": _binary("greater_equal"),
-    "__floordiv__": _binary("floordiv"), "__rfloordiv__": _binary("floordiv", True),
-    "__mod__": _binary("floormod"), "__rmod__": _binary("floormod", True),
-    "__and__": _binary("logical_and"), "__rand__": _binary("logical_and", True),
-    "__or__": _binary("logical_or"), "__ror__": _binary("logical_or", True),
-    "__xor__": _binary("logical_xor"), "__rxor__": _binary("logical_xor", True),
-    "__neg__": _unary("negative"), "__abs__": _unary("abs"), "__invert__": _unary("logical_not"),
-    "__getitem__": _getitem,
-}
-for _name, _fn in _OPERATORS.items():
-    setattr(Tensor, _name, _fn)
+    @classmethod
+    def _override_operator(cls, operator: str, func: Callable) -> None:
+        """Makes `func` Tensor's `operator` (TensorFlow's private name); only OVERLOADABLE_OPERATORS, once each."""
+        if operator not in cls.OVERLOADABLE_OPERATORS:
+            raise ValueError(f"Tensor._override_operator: {operator!r} is not one of Tensor.OVERLOADABLE_OPERATORS")
+        if operator in cls.__dict__:
+            raise ValueError(f"Tensor._override_operator: {operator} is already {cls.__dict__[operator]!r}")
+        setattr(cls, operator, func)
 
 
 class Operation:
@@ -323,12 +181,10 @@ class Operation:
 
     @property
     def node_def(self):
-        from tfplus import graph_io
-        return graph_io.node_to_proto(self)
+        return graph_export.node_to_proto(self)
 
     def run(self, feed_dict=None, session=None):
-        from tfplus.session import _session_for
-        _session_for(session, "execute operation", "run").run(self, feed_dict)
+        _session_or_default(session, "execute operation", "run").run(self, feed_dict)
 
     def _add_control_input(self, op: Operation) -> None:
         if op not in self.control_inputs:
@@ -570,8 +426,8 @@ class Graph:
         return len(self._ops)
 
     def as_graph_def(self, add_shapes: bool = False):
-        from tfplus import graph_io
-        return graph_io.as_graph_def(self, add_shapes=add_shapes)
+        """The graph as a GraphDef (tfplus.graph_export); `add_shapes` adds TensorFlow's `_output_shapes` attr."""
+        return graph_export.as_graph_def(self, add_shapes=add_shapes)
 
 
 class GraphKeys:
@@ -614,6 +470,37 @@ def reset_default_graph() -> None:
     _global_default[0] = Graph()
 
 
+# -- the default session ----------------------------------------------------------------------------------------
+def get_default_session():
+    """The innermost session made the default in this thread (`with tf.Session() as sess:`, `sess.as_default()`,
+    an InteractiveSession); None when there is none, as TF1's."""
+    stack = getattr(_local, "sessions", None)
+    return stack[-1] if stack else None
+
+
+@contextlib.contextmanager
+def default_session(session):
+    """Makes `session` the default in this thread inside the block (Session.as_default)."""
+    if not hasattr(_local, "sessions"):
+        _local.sessions = []
+    _local.sessions.append(session)
+    try:
+        yield session
+    finally:
+        _local.sessions.pop()
+
+
+def _session_or_default(session, what: str, call: str):
+    """`session`, else the default session; `what` and `call` name the caller in the error when there is none
+    (Tensor.eval, Operation.run)."""
+    session = session or get_default_session()
+    if session is None:
+        raise ValueError(f"Cannot {what} using `{call}()`: no default session is registered. Use `with "
+                         f"sess.as_default():` (or `with tf.Session() as sess:`) or pass a session: "
+                         f"`{call}(session=sess)`")
+    return session
+
+
 def constant_value(t: Tensor):
     """The value of `t` if it is known when the graph is built (a Const, or a folded Shape), else None."""
     if t.op.type == "Const":
@@ -621,8 +508,34 @@ def constant_value(t: Tensor):
     return getattr(t, "_const", None)
 
 
+# -- conversion to tensors -----------------------------------------------------------------------------------
+# priority -> [(base type, conversion function)], in registration order; lower priorities are tried first.
+_CONVERSIONS: dict[int, list[tuple[type, Callable]]] = {}
+
+
+def register_tensor_conversion_function(base_type, conversion_func: Callable, priority: int = 100) -> None:
+    """Makes convert_to_tensor convert instances of `base_type` (a type or a tuple of types) with
+    `conversion_func(value, dtype=None, name=None, preferred_dtype=None) -> Tensor`, as TensorFlow's (which passes
+    as_ref where tfplus passes preferred_dtype, the dtype to give a value that does not decide its own).
+    Functions are tried by priority, lowest first, then in registration order: tfplus.ops.array_ops registers
+    the constant conversion of Python and NumPy values for `object` at priority 200.
+
+        >>> register_tensor_conversion_function(Fraction, lambda v, dtype=None, name=None, preferred_dtype=None:
+        ...     tf.constant(float(v), dtype=dtype, name=name or "Const"))  # doctest: +SKIP
+    """
+    types = base_type if isinstance(base_type, tuple) else (base_type,)
+    if not all(isinstance(t, type) for t in types):
+        raise TypeError(f"register_tensor_conversion_function: base_type must be a type or a tuple of types, "
+                        f"got {base_type!r}")
+    if any(issubclass(t, Tensor) for t in types):
+        raise TypeError("register_tensor_conversion_function: Tensors convert to themselves; cannot register a "
+                        f"conversion for {base_type!r}")
+    _CONVERSIONS.setdefault(priority, []).append((base_type, conversion_func))
+
+
 def convert_to_tensor(value, dtype=None, name=None, preferred_dtype=None) -> Tensor:
-    """Tensors pass through; Variables give their value; Python and NumPy values become Const ops."""
+    """Tensors pass through; Variables give their value; other values go through the conversion function
+    registered for their type (register_tensor_conversion_function): Python and NumPy values become Const ops."""
     if hasattr(value, "_as_tensor"):
         value = value._as_tensor()
     if isinstance(value, Tensor):
@@ -630,24 +543,13 @@ def convert_to_tensor(value, dtype=None, name=None, preferred_dtype=None) -> Ten
             raise TypeError(f"Tensor '{value.name}' has dtype {value.dtype.name} where {_dt.as_dtype(dtype).name} "
                             "is required; use tf.cast")
         return value
-    from tfplus.ops.array_ops import constant
-    return constant(value, dtype=dtype or _infer_dtype(value, preferred_dtype), name=name or "Const")
-
-
-def _infer_dtype(value, preferred=None):
-    """TF's rules: Python floats are float32, Python ints int32, NumPy arrays keep their dtype."""
-    if isinstance(value, (np.ndarray, np.generic)):
-        return _dt.as_dtype(value.dtype)
-    arr = np.asarray(value)
-    if preferred is not None:
-        return _dt.as_dtype(preferred)
-    if arr.dtype.kind == "f":
-        return _dt.float32
-    if arr.dtype.kind in "iu":
-        return _dt.int32
-    if arr.dtype.kind == "b":
-        return _dt.bool_
-    raise TypeError(f"cannot convert {value!r} to a tensor")
+    for priority in sorted(_CONVERSIONS):
+        for base_type, func in _CONVERSIONS[priority]:
+            if isinstance(value, base_type):
+                return func(value, dtype=dtype, name=name, preferred_dtype=preferred_dtype)
+    raise TypeError(f"cannot convert {value!r} ({type(value).__name__}) to a tensor: no conversion function is "
+                    "registered for it (import tfplus, whose ops register the conversion of Python and NumPy "
+                    "values, or register one with register_tensor_conversion_function)")
 
 
 def name_scope(name, default_name=None, values=None):
@@ -699,6 +601,42 @@ def needed_ops(fetches: list, feeds: set) -> set[Operation]:
         stack.extend(t.op for t in op.inputs if t not in feeds)
         stack.extend(op.control_inputs)
     return needed
+
+
+def _op_inputs(op: Operation) -> list[Operation]:
+    return [t.op for t in op.inputs] + op.control_inputs
+
+
+def topo_order(nodes: Iterable, inputs_of: Callable = _op_inputs, key: Callable = lambda op: op._id,
+               what: str = "the graph") -> list:
+    """`nodes` in topological order by Kahn's algorithm: each after what `inputs_of(node)` lists of `nodes`, ties
+    broken by the smallest `key` (unique per node). For Operations (the default): their data and control inputs,
+    ties in creation order (deterministic, and it keeps TF1's habit of running optimizer updates after the reads
+    created before them). A cycle raises ValueError naming `what` and up to five of its nodes.
+
+        >>> [op.name for op in topo_order(needed_ops([loss], set()))]  # doctest: +SKIP
+    """
+    indeg = {n: 0 for n in nodes}
+    succ: dict[Any, list] = {n: [] for n in indeg}
+    for n in indeg:
+        for p in inputs_of(n):
+            if p in indeg:
+                indeg[n] += 1
+                succ[p].append(n)
+    heap = [(key(n), n) for n, d in indeg.items() if d == 0]
+    heapq.heapify(heap)
+    order = []
+    while heap:
+        _, n = heapq.heappop(heap)
+        order.append(n)
+        for s in succ[n]:
+            indeg[s] -= 1
+            if indeg[s] == 0:
+                heapq.heappush(heap, (key(s), s))
+    if len(order) != len(indeg):
+        stuck = sorted(n.name for n, d in indeg.items() if d > 0)[:5]
+        raise ValueError(f"{what} has a cycle through {stuck}")
+    return order
 
 
 def apply_op(op_type: str, inputs=(), attrs: dict | None = None, name: str | None = None):

@@ -1,4 +1,5 @@
-"""GraphDef serialization: Graph -> GraphDef, GraphDef -> nodes of a Graph, and reading/writing graph files.
+"""GraphDef serialization: GraphDef -> nodes of a Graph, and reading/writing graph files. Graph -> GraphDef
+(Graph.as_graph_def) is tfplus.graph_export's, below the graph; tensor and attr values are tfplus.tensor_util's.
 
 The messages (tfplus/proto/*.proto) use TensorFlow's field numbers, so TensorFlow parses what we write and we
 parse what it writes (for the op types tfplus registers). Attrs are serialized by the type the op registration
@@ -21,38 +22,24 @@ declares for them (`tfplus.registry.OPS[op_type].attrs`).
 from __future__ import annotations
 
 import contextlib
-import functools
 import gc
-import heapq
-import math
 import os
 import re
 import stat
 import uuid
 
-import numpy as np
 from google.protobuf import message as _message
 from google.protobuf import text_format, unknown_fields
 
 from tfplus import dtypes as _dt
-from tfplus.framework import (
-    _VALID_NAME,
-    Graph,
-    Operation,
-    Tensor,
-    TensorShape,
-    get_default_graph,
-    input_count_error,
-)
-from tfplus.proto import attr_value_pb2, graph_pb2, tensor_pb2, tensor_shape_pb2, types_pb2
+from tfplus.framework import _VALID_NAME, Graph, Operation, Tensor, get_default_graph, input_count_error, topo_order
+from tfplus.graph_export import _ACC, _INT32, _VARIANT
+from tfplus.proto import attr_value_pb2, graph_pb2
 from tfplus.registry import OPS
+from tfplus.tensor_util import attr_from_proto, dtype_from_enum
 
-__all__ = ["as_graph_def", "import_graph_def", "parse_graph_def", "read_graph_def", "write_graph",
-           "make_tensor_proto", "make_ndarray", "node_to_proto", "atomic_write"]
+__all__ = ["import_graph_def", "parse_graph_def", "read_graph_def", "write_graph", "atomic_write"]
 
-# GraphDef.versions.producer: a TensorFlow-1.x-era GraphDef version (our ops have TF1 semantics). TensorFlow
-# accepts any producer at or above its min_producer (0); min_consumer stays 0, so every consumer may read it.
-PRODUCER = 134
 # The field of TensorFlow's GraphDef that tfplus does not model (debug_info): a GraphDef that TensorFlow
 # wrote may carry them. Any other unknown top-level field means the bytes are not a GraphDef.
 _TF_ONLY_GRAPH_FIELDS = {5}
@@ -73,479 +60,6 @@ _TF_NO_EFFECT_ATTRS = {
     "grad_b": lambda av: True,
     "explicit_paddings": lambda av: not av.list.i,
 }
-
-
-# -- shapes and tensors --------------------------------------------------------------------------------------
-def shape_to_proto(shape) -> tensor_shape_pb2.TensorShapeProto:
-    """None -> unknown rank; a None dimension -> size -1 (TensorFlow's 'unknown')."""
-    dims = TensorShape(shape).dims_tuple
-    if dims is None:
-        return tensor_shape_pb2.TensorShapeProto(unknown_rank=True)
-    return tensor_shape_pb2.TensorShapeProto(
-        dim=[tensor_shape_pb2.TensorShapeProto.Dim(size=-1 if d is None else d) for d in dims])
-
-
-def shape_from_proto(proto: tensor_shape_pb2.TensorShapeProto) -> tuple | None:
-    """The shape a TensorShapeProto holds; -1 is an unknown dimension, any other negative size an error."""
-    if proto.unknown_rank:
-        if proto.dim:
-            raise ValueError(f"a shape of unknown rank cannot list dimensions, got {len(proto.dim)}")
-        return None
-    dims = tuple(d.size for d in proto.dim)
-    for i, d in enumerate(dims):
-        if d < -1:
-            raise ValueError(f"dimension {i} of shape {list(dims)} is {d}; a size must be >= 0 (-1: unknown)")
-    return tuple(None if d == -1 else d for d in dims)
-
-
-def _dtype_from_enum(enum: int) -> _dt.DType:
-    try:
-        return _dt.as_dtype(int(enum))
-    except TypeError:
-        name = types_pb2.DataType.Name(enum) if enum in types_pb2.DataType.values() else f"DataType {enum}"
-        raise TypeError(f"{name} is not supported by tfplus; supported: "
-                        f"{', '.join(d.name for d in _dt.ALL)}") from None
-
-
-def make_tensor_proto(values, dtype=None, shape=None) -> tensor_pb2.TensorProto:
-    """An array as a TensorProto with `tensor_content` (raw little-endian bytes, row-major), as TensorFlow
-    writes NumPy arrays. A single value is broadcast to `shape` if given.
-
-        >>> make_tensor_proto(np.float32([1, 2])).tensor_content
-        b'\\x00\\x00\\x80?\\x00\\x00\\x00@'
-    """
-    dtype = None if dtype is None else _dt.as_dtype(dtype)
-    arr = np.asarray(values, dtype=None if dtype is None else dtype.np)
-    if arr.dtype.kind in "SU":  # bytes or str: a string tensor
-        arr = arr.astype(object)
-    dtype = dtype or _dt.as_dtype(arr.dtype)
-    if shape is not None:
-        shape = tuple(int(d) for d in shape)
-        arr = np.broadcast_to(arr.reshape(()), shape) if arr.size == 1 else arr.reshape(shape)
-    if dtype is _dt.string:  # string_val, one bytes value per element
-        return tensor_pb2.TensorProto(dtype=dtype.as_datatype_enum, tensor_shape=shape_to_proto(arr.shape),
-                                      string_val=[_to_bytes(v) for v in arr.reshape(-1)])
-    proto = tensor_pb2.TensorProto(dtype=dtype.as_datatype_enum, tensor_shape=shape_to_proto(arr.shape))
-    if arr.size > 1 and not any(arr.strides):  # one value broadcast (a fill): one value, TensorFlow's rule
-        field, raw = _VAL_FIELDS[dtype.name]
-        first = arr.reshape(-1)[:1]
-        getattr(proto, field).extend((first.view(np.uint16) if dtype is _dt.float16 else first.astype(raw)).tolist())
-        return proto
-    proto.tensor_content = arr.astype(arr.dtype.newbyteorder("<"), copy=False).tobytes()
-    return proto
-
-
-# The typed field TensorFlow uses for each dtype when `tensor_content` is empty, and the NumPy type its
-# values arrive in (half_val holds float16 bit patterns, read as int64 to check their range).
-_VAL_FIELDS = {
-    "float16": ("half_val", np.int64), "float32": ("float_val", np.float32),
-    "float64": ("double_val", np.float64), "int32": ("int_val", np.int64), "int16": ("int_val", np.int64),
-    "int8": ("int_val", np.int64), "uint8": ("int_val", np.int64), "int64": ("int64_val", np.int64),
-    "bool": ("bool_val", np.bool_),
-}
-
-
-def _max_tensor_bytes() -> int:
-    """The largest tensor value a file may declare: this machine's physical memory (2^48 where unknown)."""
-    try:
-        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (AttributeError, ValueError, OSError):
-        return 1 << 48
-
-
-def make_ndarray(proto: tensor_pb2.TensorProto) -> np.ndarray:
-    """A TensorProto's value as a new array. Reads `tensor_content` or the typed `*_val` field; with fewer
-    values than elements the last value fills the rest (TensorFlow's rule: one value fills everything).
-    Sizes are checked against the bytes present, and values against the dtype's range, before allocating."""
-    return _decode_tensor(proto, fill_view=False)
-
-
-def _decode_tensor(proto: tensor_pb2.TensorProto, fill_view: bool) -> np.ndarray:
-    """make_ndarray; with `fill_view`, a tensor filled from one value is a read-only broadcast of it, so a
-    small file cannot make us allocate a large array before anything runs."""
-    dtype = _dtype_from_enum(proto.dtype)
-    shape = shape_from_proto(proto.tensor_shape)
-    if shape is None or None in shape:
-        raise ValueError(f"a tensor value must have a fully known shape, got {TensorShape(shape)}")
-    n = math.prod(shape)  # NOTE: Python ints: np.prod in int64 wraps for huge declared shapes
-    if n * dtype.size > _max_tensor_bytes():
-        raise ValueError(f"a {dtype.name} tensor of shape {TensorShape(shape)} needs {n * dtype.size:.3g} bytes, "
-                         f"more than this machine's memory ({_max_tensor_bytes():.3g} bytes)")
-    if dtype is _dt.string:
-        if len(proto.string_val) > n or (len(proto.string_val) < n and n > 1 << 16):  # no huge fills
-            raise ValueError(f"string_val has {len(proto.string_val)} values but shape {TensorShape(shape)} has "
-                             f"{n} elements")
-        out = np.empty(n, object)
-        out[:] = list(proto.string_val) + [proto.string_val[-1] if proto.string_val else b""] * (
-            n - len(proto.string_val))
-        return out.reshape(shape)
-    if proto.tensor_content:
-        if len(proto.tensor_content) != n * dtype.size:
-            raise ValueError(f"tensor_content has {len(proto.tensor_content)} bytes but a {dtype.name} "
-                             f"tensor of shape {TensorShape(shape)} needs {n * dtype.size}")
-        if dtype is _dt.bool_:  # NOTE: a byte other than 0 or 1 is not a valid NumPy bool
-            return (np.frombuffer(proto.tensor_content, np.uint8) != 0).reshape(shape)
-        return np.frombuffer(proto.tensor_content, dtype.np.newbyteorder("<")).astype(dtype.np).reshape(shape)
-    field, raw = _VAL_FIELDS[dtype.name]
-    vals = np.array(getattr(proto, field), dtype=raw)
-    if vals.size > n:
-        raise ValueError(f"{field} has {vals.size} values but shape {TensorShape(shape)} has {n} elements")
-    _check_range(vals, np.uint16 if dtype is _dt.float16 else dtype.np, field)
-    vals = vals.astype(np.uint16).view(np.float16) if dtype is _dt.float16 else vals.astype(dtype.np)
-    if vals.size == n:
-        return vals.reshape(shape)
-    if vals.size <= 1:
-        filled = np.broadcast_to(vals.reshape(()) if vals.size else np.zeros((), dtype.np), shape)
-        return filled if fill_view else filled.copy()
-    return np.concatenate([vals, np.full(n - vals.size, vals[-1], dtype.np)]).reshape(shape)
-
-
-def _check_range(vals: np.ndarray, target: np.dtype, field: str) -> None:
-    """Integer values must fit the dtype they are read as (TensorFlow stores uint8/int8/int16 in int_val)."""
-    target = np.dtype(target)
-    if target.kind not in "iu" or vals.size == 0:
-        return
-    info = np.iinfo(target)
-    lo, hi = int(vals.min()), int(vals.max())
-    if lo < info.min or hi > info.max:
-        bad = lo if lo < info.min else hi
-        raise ValueError(f"{field} holds {bad}, out of range for {target.name} [{info.min}, {info.max}]")
-
-
-def _frozen_ndarray(proto):
-    arr = _decode_tensor(proto, fill_view=True)
-    arr.flags.writeable = False  # like tf.constant's value: the graph owns it
-    return arr
-
-
-# -- attrs ---------------------------------------------------------------------------------------------------
-def _to_bytes(v) -> bytes:
-    return v.encode() if isinstance(v, str) else bytes(v)
-
-
-def _from_bytes(b: bytes):
-    try:
-        return b.decode()
-    except UnicodeDecodeError:
-        return b
-
-
-# attr type -> (AttrValue field, Python value -> proto value, proto value -> Python value)
-_ATTR_KINDS = {
-    "string": ("s", _to_bytes, _from_bytes),
-    "int": ("i", int, int),
-    "float": ("f", float, float),
-    "bool": ("b", bool, bool),
-    "type": ("type", lambda v: _dt.as_dtype(v).as_datatype_enum, _dtype_from_enum),
-    "shape": ("shape", shape_to_proto, shape_from_proto),
-    "tensor": ("tensor", make_tensor_proto, _frozen_ndarray),
-}
-_MESSAGE_FIELDS = ("shape", "tensor")
-
-
-@functools.lru_cache(maxsize=None)
-def _attr_kind(kind: str):
-    """(AttrValue field, converters, is a list) for a declared attr type such as 'int' or 'list(shape)'."""
-    is_list = kind.startswith("list(") and kind.endswith(")")
-    base = kind[5:-1] if is_list else kind
-    if base == "func":  # NOTE: only If and While have one; node_to_proto writes their sub-graphs as functions
-        raise ValueError("a func attr is a control-flow sub-graph, written as a function of the GraphDef's library "
-                         "by the If/While export (_control_flow_attrs), not as a plain attr")
-    if base not in _ATTR_KINDS:
-        raise ValueError(f"attr type {kind!r} is not supported; supported: {sorted(_ATTR_KINDS)}, list(...)")
-    return (*_ATTR_KINDS[base], is_list)
-
-
-def attr_to_proto(kind: str, value) -> attr_value_pb2.AttrValue:
-    """A Python attr value as an AttrValue, by its declared type: `attr_to_proto("list(int)", [1, 2])`."""
-    field, to_proto, _, is_list = _attr_kind(kind)
-    av = attr_value_pb2.AttrValue()
-    if is_list:
-        av.list.SetInParent()  # an empty list is still a list (TensorFlow writes `list {}`)
-        getattr(av.list, field).extend([to_proto(v) for v in value])
-    elif field in _MESSAGE_FIELDS:
-        getattr(av, field).CopyFrom(to_proto(value))
-    else:
-        setattr(av, field, to_proto(value))
-    return av
-
-
-def attr_from_proto(kind: str, av: attr_value_pb2.AttrValue):
-    """The Python value of an AttrValue whose declared type is `kind` (lists come back as lists)."""
-    field, _, from_proto, is_list = _attr_kind(kind)
-    which = av.WhichOneof("value")
-    if which != ("list" if is_list else field):
-        raise ValueError(f"the AttrValue holds {which or 'nothing'} where the op declares {kind!r}")
-    if is_list:
-        return [from_proto(v) for v in getattr(av.list, field)]
-    return from_proto(getattr(av, field))
-
-
-# -- Graph -> GraphDef ---------------------------------------------------------------------------------------
-# NOTE (control flow): tfplus's If and While hold their sub-graphs (FuncGraph) as attrs. A GraphDef holds them as
-# FunctionDefs in its library, called by name, in TensorFlow's functional form (TF2's If/While), so TensorFlow
-# imports and runs what tfplus writes:
-# - If: both branches take every input (Tin); tfplus's then branch uses the first n_then, the else branch the rest.
-# - While: TensorFlow's loop carries every input (the loop variables, then cond's and body's captures, which its
-#   body returns unchanged) and has one output per input. tfplus's While also outputs each loop variable's history
-#   and the iteration count (what its gradient reads); where the graph reads them, the loop also carries what
-#   TensorFlow's while_v2 carries for that: one TensorList per loop variable (EmptyTensorList before the loop,
-#   TensorListPushBack in the body, TensorListStack after it gives the history) and a counter. Those nodes have the
-#   attr _tfplus_accumulator: tfplus's import drops them and reads the history and count from its While again.
-# The attrs _tfplus_n_then, _tfplus_n_loop_vars and _tfplus_n_cond (TensorFlow ignores attrs named "_...") keep
-# the split, so a round trip is exact; an If or While that TensorFlow wrote imports with every input used by both
-# branches, or carried as a loop variable.
-_ACC, _ACC_SCOPE = "_tfplus_accumulator", "tfplus_accumulator"  # the nodes' marking attr, their names' scope
-_VARIANT, _INT32 = types_pb2.DT_VARIANT, types_pb2.DT_INT32
-
-
-def _accumulates(op: Operation) -> bool:
-    """Whether a While's history or count is read, so that its GraphDef form carries the accumulators."""
-    return op.type == "While" and any(t.consumers() for t in op.outputs[len(op.attrs["T"]):])
-
-
-def _output_number(t: Tensor) -> int:
-    """`t`'s output index in a GraphDef: a While's TensorLists and count come after the captures it passes on."""
-    op, i = t.op, t.value_index
-    if op.type != "While" or i < len(op.attrs["T"]):
-        return i
-    return i + len(op.inputs) - len(op.attrs["T"])
-
-
-def _history_node(t: Tensor) -> str | None:
-    """The name of the TensorListStack node that gives a While's history output `t` (None for other tensors)."""
-    op, n = t.op, len(t.op.attrs["T"]) if t.op.type == "While" else 0
-    return f"{op.name}/{_ACC_SCOPE}/history_{t.value_index - n}" if n <= t.value_index < 2 * n else None
-
-
-def _input_name(t: Tensor) -> str:
-    i = _output_number(t)
-    return _history_node(t) or (t.op.name if i == 0 else f"{t.op.name}:{i}")
-
-
-def _output_arg(op: Operation, i: int) -> tuple[str, int]:
-    """Output `i` (GraphDef numbering) of `op` as (output arg name, index in that arg), how a FunctionDef names it:
-    one name per output, or one list-valued arg (Split's `output`, a While's `output`)."""
-    names = op.op_def.outputs
-    if len(names) == len(op.outputs):
-        return names[i], 0
-    if len(names) == 1:
-        return names[0], i
-    raise ValueError(f"{op.type} '{op.name}': its registration names outputs {names} but it has {len(op.outputs)}, "
-                     "so a function cannot refer to them; give each output a name in register_op(outputs=...)")
-
-
-class _Library:
-    """The FunctionDefs of a graph's control-flow sub-graphs, named once each, in the order they are met."""
-
-    def __init__(self):
-        self.functions: list[graph_pb2.FunctionDef] = []
-        self._names: dict[tuple, str] = {}
-        self._taken: set[str] = set()
-
-    def function(self, sub, what: str, layout: tuple) -> graph_pb2.NameAttrList:
-        """`sub` as a function taking the args `layout` describes (see _function_def); what calls it by name."""
-        key = (id(sub), layout)
-        if key not in self._names:
-            name = base = re.sub(r"[^A-Za-z0-9_]", "_", what)
-            k = 0
-            while name in self._taken:
-                k += 1
-                name = f"{base}_{k}"
-            self._taken.add(name)
-            self._names[key] = name
-            self.functions.append(_function_def(sub, name, *layout, self))
-        return attr_value_pb2.NameAttrList(name=self._names[key])
-
-
-def _acc_node(name: str, op: str, inputs: list, **attrs) -> graph_pb2.NodeDef:
-    """A node of a While's accumulators (see the NOTE above); attrs are AttrValue keyword arguments."""
-    node = graph_pb2.NodeDef(name=name, op=op, input=inputs)
-    for key, value in {**attrs, _ACC: attr_value_pb2.AttrValue(b=True)}.items():
-        node.attr[key].CopyFrom(value if isinstance(value, attr_value_pb2.AttrValue) else
-                                attr_value_pb2.AttrValue(**value))
-    return node
-
-
-def _int32_const(name: str, values) -> graph_pb2.NodeDef:
-    return _acc_node(name, "Const", [], dtype={"type": _INT32},
-                     value={"tensor": make_tensor_proto(np.int32(values))})
-
-
-def _function_def(sub, name: str, arg_types: tuple, owned: tuple, n_passed: int, n_acc: int, push: bool,
-                  library: _Library):
-    """A FunctionDef of `sub` whose args have `arg_types`; sub.all_inputs are the args at indices `owned` (the
-    others are unused); it returns sub.outputs, then the last `n_passed` args unchanged (a While's captures).
-    With `n_acc`, n_acc TensorLists and a counter follow those args; with `push` (a While's body), the first n_acc
-    args are pushed onto the lists and the counter counts (see the NOTE above), returned after the rest."""
-    fdef = graph_pb2.FunctionDef()
-    fdef.signature.name = name
-    args = set(sub.all_inputs)
-    ops = [op for op in sub.get_operations() if not (op.type == "Placeholder" and op.outputs[0] in args)]
-    taken = {op.name for op in ops}
-    by_index = dict(zip(owned, sub.all_inputs))
-    arg_names, refs = [], {}
-    acc_args = [(f"{_ACC_SCOPE}_list_{k}", _VARIANT) for k in range(n_acc)] + [(f"{_ACC_SCOPE}_count", _INT32)]
-    acc_args = acc_args if n_acc else []
-    for i, dtype in enumerate([_dt.as_dtype(d).as_datatype_enum for d in arg_types] + [t for _, t in acc_args]):
-        ph = by_index.get(i)
-        # NOTE: TensorFlow wants argument names to be lowercase identifiers, unique among the body's nodes.
-        if i >= len(arg_types):
-            base = acc_args[i - len(arg_types)][0]
-        else:
-            base = re.sub(r"[^a-z0-9_]", "_", ph.op.name.lower()) if ph is not None else f"unused{i}"
-        arg = base = base if base[0].isalpha() else f"arg_{base}"
-        k = 0
-        while arg in taken:
-            k += 1
-            arg = f"{base}_{k}"
-        taken.add(arg)
-        arg_names.append(arg)
-        fdef.signature.input_arg.add(name=arg, type=dtype)
-        if ph is not None:
-            refs[ph] = arg
-            fdef.arg_attr[i].attr["_output_shapes"].CopyFrom(attr_to_proto("list(shape)", [ph._shape]))
-
-    def ref(t: Tensor) -> str:
-        if t in refs:
-            return refs[t]
-        history = _history_node(t)
-        if history:
-            return f"{history}:tensor:0"
-        out, k = _output_arg(t.op, _output_number(t))
-        return f"{t.op.name}:{out}:{k}"
-    for op in ops:
-        fdef.node_def.extend(_node_defs(op, library, ref, f"{name}/"))
-    passed = range(len(arg_types) - n_passed, len(arg_types))
-    returns = [(ref(t), t.dtype.as_datatype_enum) for t in sub.outputs]
-    returns += [(arg_names[i], _dt.as_dtype(arg_types[i]).as_datatype_enum) for i in passed]
-    if push and n_acc:
-        lists, count = arg_names[len(arg_types):-1], arg_names[-1]
-        for k, lst in enumerate(lists):
-            fdef.node_def.append(_acc_node(f"{_ACC_SCOPE}/push_{k}", "TensorListPushBack", [lst, arg_names[k]],
-                                           element_dtype={"type": _dt.as_dtype(arg_types[k]).as_datatype_enum}))
-            returns.append((f"{_ACC_SCOPE}/push_{k}:output_handle:0", _VARIANT))
-        fdef.node_def.append(_int32_const(f"{_ACC_SCOPE}/one", 1))
-        fdef.node_def.append(_acc_node(f"{_ACC_SCOPE}/count", "AddV2", [count, f"{_ACC_SCOPE}/one:output:0"],
-                                       T={"type": _INT32}))
-        returns.append((f"{_ACC_SCOPE}/count:z:0", _INT32))
-    for k, (r, dtype) in enumerate(returns):
-        fdef.signature.output_arg.add(name=f"output_{k}", type=dtype)
-        fdef.ret[f"output_{k}"] = r
-    fdef.signature.is_stateful = any(op.op_def.stateful for op in ops)
-    return fdef
-
-
-def _control_flow_attrs(op: Operation, library: _Library, prefix: str, n_acc: int) -> dict:
-    """A tfplus If or While's attrs in TensorFlow's functional form, its sub-graphs added to `library`; a While
-    with `n_acc` carries that many TensorLists and a counter after its inputs."""
-    a, where = op.attrs, f"{prefix}{op.name}"
-    types = tuple(t.dtype for t in op.inputs[op.type == "If":])
-    if op.type == "If":
-        n = a["n_then"]
-        then = library.function(a["then_branch"], f"{where}_then", (types, tuple(range(n)), 0, 0, False))
-        other = library.function(a["else_branch"], f"{where}_else", (types, tuple(range(n, len(types))), 0, 0, False))
-        return {"Tcond": attr_to_proto("type", a["Tcond"]), "Tin": attr_to_proto("list(type)", types),
-                "Tout": attr_to_proto("list(type)", a["Tout"]), "then_branch": attr_value_pb2.AttrValue(func=then),
-                "else_branch": attr_value_pb2.AttrValue(func=other),
-                "output_shapes": attr_to_proto("list(shape)", a["output_shapes"]),
-                "_tfplus_n_then": attr_to_proto("int", n)}
-    n, n_cond = len(a["T"]), a["n_cond"]
-    loop, caps = tuple(range(n)), len(types) - n
-    cond = library.function(a["cond"], f"{where}_cond", (types, loop + tuple(range(n, n + n_cond)), 0, n_acc, False))
-    body = library.function(a["body"], f"{where}_body",
-                            (types, loop + tuple(range(n + n_cond, len(types))), caps, n_acc, True))
-    carried = attr_to_proto("list(type)", types)
-    carried.list.type.extend([_VARIANT] * n_acc + [_INT32] * bool(n_acc))
-    return {"T": carried, "cond": attr_value_pb2.AttrValue(func=cond), "body": attr_value_pb2.AttrValue(func=body),
-            "output_shapes": attr_to_proto("list(shape)", _gd_output_shapes(op)),
-            "parallel_iterations": attr_to_proto("int", a["parallel_iterations"]),
-            "_tfplus_n_loop_vars": attr_to_proto("int", n), "_tfplus_n_cond": attr_to_proto("int", n_cond)}
-
-
-def _gd_output_shapes(op: Operation) -> list:
-    """`op`'s output shapes in GraphDef order: a While's are what TensorFlow's While carries (see the NOTE above)."""
-    if op.type != "While":
-        return [t._shape for t in op.outputs]
-    n = len(op.attrs["T"])
-    return [t._shape for t in op.outputs[:n] + op.inputs[n:]] + [()] * (n + 1) * _accumulates(op)
-
-
-def node_to_proto(op: Operation) -> graph_pb2.NodeDef:
-    """One Operation as a NodeDef: inputs "node[:idx]" then control inputs "^node", attrs by declared type (an If's
-    or While's sub-graphs as calls of functions named after the node, which as_graph_def writes to its library)."""
-    return next(node for node in _node_defs(op, _Library(), _input_name, "") if node.name == op.name)
-
-
-def _node_defs(op: Operation, library: _Library, ref, prefix: str) -> list[graph_pb2.NodeDef]:
-    """`op` as a NodeDef; a While whose history or count is read comes with its accumulators' nodes (see the
-    NOTE above), written where `ref` names them (a GraphDef's or a function's inputs)."""
-    node = graph_pb2.NodeDef(name=op.name, op=op.type, device=op.device or "")
-    node.input.extend([ref(t) for t in op.inputs] + ["^" + c.name for c in op.control_inputs])
-    if op.type in ("If", "While"):
-        n_acc = len(op.attrs["T"]) if _accumulates(op) else 0
-        for key, av in _control_flow_attrs(op, library, prefix, n_acc).items():
-            node.attr[key].CopyFrom(av)
-        return _with_accumulators(op, node, function=ref is not _input_name) if n_acc else [node]
-    declared = op.op_def.attrs
-    for key, value in sorted(op.attrs.items()):
-        if key not in declared:
-            raise ValueError(f"{op.type} '{op.name}': attr {key!r} is not declared by the op registration "
-                             f"(declared: {sorted(declared)}); add it to register_op({op.type!r}, attrs=...)")
-        if value is None and declared[key] != "shape":  # NOTE: None is a shape (unknown rank), else "unset"
-            continue
-        try:
-            node.attr[key].CopyFrom(attr_to_proto(declared[key], value))
-        except (TypeError, ValueError) as e:
-            raise type(e)(f"{op.type} '{op.name}': cannot serialize attr {key!r} = {value!r} as "
-                          f"{declared[key]!r}: {e}") from None
-    return [node]
-
-
-def _with_accumulators(op: Operation, node: graph_pb2.NodeDef, function: bool) -> list[graph_pb2.NodeDef]:
-    """A While's NodeDef carrying its accumulators (see the NOTE above): their nodes before it, then it, then the
-    TensorListStack of each history that is read. `function`: the nodes are a function's (inputs name output args)."""
-    base, n = f"{op.name}/{_ACC_SCOPE}/", len(op.attrs["T"])
-
-    def out(name: str, arg: str, i: int = 0) -> str:
-        return f"{name}:{arg}:{i}" if function else (name if i == 0 else f"{name}:{i}")
-    before, after = [_int32_const(f"{base}max_size", -1), _int32_const(f"{base}count0", 0)], []
-    for k in range(n):
-        shape, dtype = op.attrs["output_shapes"][k], {"type": op.attrs["T"][k].as_datatype_enum}
-        dims = -1 if shape is None else [-1 if d is None else d for d in shape]  # TensorFlow's -1: unknown
-        before.append(_int32_const(f"{base}shape_{k}", dims))
-        before.append(_acc_node(f"{base}list_{k}", "EmptyTensorList", [out(f"{base}shape_{k}", "output"),
-                                out(f"{base}max_size", "output")], element_dtype=dtype, shape_type={"type": _INT32}))
-        if op.outputs[n + k].consumers():
-            after.append(_acc_node(f"{base}history_{k}", "TensorListStack",
-                                   [out(op.name, "output", len(op.inputs) + k), out(f"{base}shape_{k}", "output")],
-                                   element_dtype=dtype, num_elements={"i": -1}))
-    controls = list(node.input[len(op.inputs):])
-    del node.input[len(op.inputs):]
-    node.input.extend([out(f"{base}list_{k}", "handle") for k in range(n)] + [out(f"{base}count0", "output")] +
-                      controls)
-    return before + [node] + after
-
-
-def as_graph_def(graph: Graph | None = None, add_shapes: bool = False) -> graph_pb2.GraphDef:
-    """The graph as a GraphDef, nodes in creation order; tf.cond / tf.while_loop sub-graphs as functions of its
-    library (see the NOTE above). `add_shapes` adds TensorFlow's `_output_shapes` attr.
-
-        >>> as_graph_def(Graph()).versions.producer
-        134
-    """
-    graph = graph or get_default_graph()
-    gd = graph_pb2.GraphDef(versions=graph_pb2.VersionDef(producer=PRODUCER, min_consumer=0))
-    library = _Library()
-    for op in graph.get_operations():
-        nodes = _node_defs(op, library, _input_name, "")
-        if add_shapes and op.outputs:
-            node = next(node for node in nodes if node.name == op.name)
-            node.attr["_output_shapes"].CopyFrom(attr_to_proto("list(shape)", _gd_output_shapes(op)))
-        gd.node.extend(nodes)
-    if library.functions:
-        gd.library.function.extend(library.functions)
-    return gd
 
 
 # -- bytes and files -----------------------------------------------------------------------------------------
@@ -730,28 +244,10 @@ def _check_type_attr(node: _Node, op: Operation) -> None:
                         f"has that dtype (inputs: {have}); fix attr T or the inputs")
 
 
-def _topological(nodes: list[_Node], deps: dict[str, list[str]]) -> list[_Node]:
-    """Kahn's algorithm; ties keep GraphDef order (a GraphDef need not be sorted)."""
-    index = {n.name: i for i, n in enumerate(nodes)}
-    waiting = {name: len(ds) for name, ds in deps.items()}
-    users: dict[str, list[str]] = {n.name: [] for n in nodes}
-    for name, ds in deps.items():
-        for d in ds:
-            users[d].append(name)
-    ready = [index[name] for name, k in waiting.items() if k == 0]
-    heapq.heapify(ready)
-    order = []
-    while ready:
-        node = nodes[heapq.heappop(ready)]
-        order.append(node)
-        for u in users[node.name]:
-            waiting[u] -= 1
-            if waiting[u] == 0:
-                heapq.heappush(ready, index[u])
-    if len(order) != len(nodes):
-        stuck = sorted(name for name, k in waiting.items() if k > 0)[:5]
-        raise ValueError(f"import_graph_def: the GraphDef has a cycle through {stuck}")
-    return order
+def _topological(nodes: list[_Node], deps: dict[_Node, list[_Node]]) -> list[_Node]:
+    """tfplus.framework.topo_order of the nodes; ties keep GraphDef order (a GraphDef need not be sorted)."""
+    position = {node: i for i, node in enumerate(nodes)}
+    return topo_order(nodes, deps.__getitem__, position.__getitem__, "import_graph_def: the GraphDef")
 
 
 @contextlib.contextmanager
@@ -886,19 +382,19 @@ def _parse(protos) -> tuple[list[_Node], dict[str, _Node]]:
     return nodes, by_name
 
 
-def _dependencies(nodes, by_name, mapped) -> tuple[dict[str, list[str]], set[str]]:
+def _dependencies(nodes, by_name, mapped) -> tuple[dict[_Node, list[_Node]], set[str]]:
     """Each node's sources among `nodes`, and the keys of `mapped` that nodes use; an input that is neither
     fails, naming it."""
     used: set[str] = set()
-    deps: dict[str, list[str]] = {}
+    deps: dict[_Node, list[_Node]] = {}
     for node in nodes:
-        ds = deps[node.name] = []
+        ds = deps[node] = []
         for src, idx, s in node.inputs:
             key = f"{src}:{idx}"
             if key in mapped:
                 used.add(key)
             elif src in by_name:
-                ds.append(src)
+                ds.append(by_name[src])
             else:
                 raise ValueError(f"import_graph_def: node {node.name!r} ({node.op}) has input {s!r}, but the "
                                  f"GraphDef has no node {src!r} and input_map does not provide it")
@@ -906,7 +402,7 @@ def _dependencies(nodes, by_name, mapped) -> tuple[dict[str, list[str]], set[str
             if "^" + src in mapped:
                 used.add("^" + src)
             elif src in by_name:
-                ds.append(src)
+                ds.append(by_name[src])
             else:
                 raise ValueError(f"import_graph_def: node {node.name!r} ({node.op}) has control input "
                                  f"'^{src}', but the GraphDef has no node {src!r} and input_map does not "
@@ -1071,7 +567,7 @@ def _function_graph(outer: Graph, functions: tuple, name: str, where: str, arg_t
     sig = fdef.signature
     # NOTE: a loop body tfplus wrote takes its accumulators after the args the node passes (never read here).
     try:
-        have = [_dtype_from_enum(a.type) for a in sig.input_arg[:len(arg_types)]]
+        have = [dtype_from_enum(a.type) for a in sig.input_arg[:len(arg_types)]]
     except TypeError as e:
         raise TypeError(f"{where}: function {name!r}: {e}") from None
     if have != list(arg_types) or any(a.type != _VARIANT for a in sig.input_arg[len(arg_types):-1]):

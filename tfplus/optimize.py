@@ -43,8 +43,7 @@ from typing import Any
 import numpy as np
 
 from tfplus import debug
-from tfplus.executor import topo_order
-from tfplus.framework import Graph, Operation, Tensor, constant_value, needed_ops
+from tfplus.framework import Graph, Operation, Tensor, constant_value, needed_ops, topo_order
 from tfplus.ops.fused_ops import APPLY_GRAD, APPLY_SCALARS, DECAY_FUSES, apply_refs
 
 _ACTIVATIONS = {"Relu": "Relu", "Relu6": "Relu6"}

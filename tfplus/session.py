@@ -11,8 +11,6 @@
 """
 from __future__ import annotations
 
-import contextlib
-import threading
 import weakref
 from typing import Any
 
@@ -22,29 +20,9 @@ from tfplus import errors, threads
 from tfplus import workers as workers_mod
 from tfplus.config import field as _config_field
 from tfplus.executor import Executor, KernelContext  # noqa: F401  KernelContext: kernels' documented home
-from tfplus.framework import Graph, Operation, Tensor, _fmt_shape, get_default_graph
+from tfplus.framework import Graph, Operation, Tensor, _fmt_shape, default_session, get_default_graph
 from tfplus.runtime import get_runtime
 from tfplus.units import parse_size
-
-_local = threading.local()
-
-
-def get_default_session():
-    """The innermost session made the default in this thread (`with tf.Session() as sess:`, `sess.as_default()`,
-    an InteractiveSession); None when there is none, as TF1's."""
-    stack = getattr(_local, "stack", None)
-    return stack[-1] if stack else None
-
-
-def _session_for(session, what: str, call: str):
-    """`session`, else the default session; `what` and `call` name the caller in the error when there is none
-    (Tensor.eval, Operation.run)."""
-    session = session or get_default_session()
-    if session is None:
-        raise ValueError(f"Cannot {what} using `{call}()`: no default session is registered. Use `with "
-                         f"sess.as_default():` (or `with tf.Session() as sess:`) or pass a session: "
-                         f"`{call}(session=sess)`")
-    return session
 
 
 class Session:
@@ -165,15 +143,8 @@ class Session:
         self._default_cm.__exit__(*exc)
         self.close()
 
-    @contextlib.contextmanager
     def as_default(self):
-        if not hasattr(_local, "stack"):
-            _local.stack = []
-        _local.stack.append(self)
-        try:
-            yield self
-        finally:
-            _local.stack.pop()
+        return default_session(self)
 
     @property
     def runtime(self):

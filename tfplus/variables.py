@@ -4,7 +4,7 @@ from __future__ import annotations
 import contextlib
 
 from tfplus import dtypes as _dt
-from tfplus.framework import _OPERATORS, GraphKeys, Tensor, convert_to_tensor, get_default_graph, name_scope
+from tfplus.framework import GraphKeys, Tensor, convert_to_tensor, get_default_graph, get_default_session, name_scope
 
 
 class Variable:
@@ -119,7 +119,6 @@ class Variable:
 
     def load(self, value, session=None):
         """Writes `value` into the variable through a feed (no new graph nodes after the first call)."""
-        from tfplus.session import get_default_session
         session = session or get_default_session()
         if not hasattr(self, "_load_ph"):
             from tfplus.ops.array_ops import placeholder
@@ -139,14 +138,12 @@ class Variable:
 
 
 def _variable_operator(name):
-    tensor_method = _OPERATORS[name]
-
     def method(self, *args):
-        return tensor_method(self._snapshot, *args)
+        return getattr(Tensor, name)(self._snapshot, *args)  # installed by the op modules (math_ops, array_ops)
     return method
 
 
-for _name in _OPERATORS:
+for _name in Tensor.OVERLOADABLE_OPERATORS:
     setattr(Variable, _name, _variable_operator(_name))
 
 

@@ -59,7 +59,7 @@ import weakref
 import numpy as np
 
 from tfplus import errors, threads
-from tfplus.framework import Tensor, needed_ops
+from tfplus.framework import Tensor, needed_ops, topo_order
 
 ENV = "TFPLUS_WORKERS"
 # Thread counts from which a session splits training steps over worker processes by default (one thread
@@ -314,7 +314,6 @@ def _key(flat: list, feeds: dict) -> tuple:
 
 def _prepare(executor, n: int, flat: list, feeds: dict):
     """The step's _Step, or why it cannot run on n workers."""
-    from tfplus.executor import topo_order
     from tfplus.planner.liveness import PlanError
     from tfplus.planner.plan import batch_size, split_step
 

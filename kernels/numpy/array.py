@@ -7,39 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from tfplus.registry import register_kernel
-
-
-def strided_slice_index(begin, end, strides, masks) -> tuple:
-    """StridedSlice's (begin, end, strides, *_mask attrs) as a NumPy basic index (ints, slices, None, ...)."""
-    index = []
-    for i, (b, e, s) in enumerate(zip(begin, end, strides)):
-        bit = 1 << i
-        if masks["ellipsis_mask"] & bit:
-            index.append(Ellipsis)
-        elif masks["new_axis_mask"] & bit:
-            index.append(None)
-        elif masks["shrink_axis_mask"] & bit:
-            index.append(int(b))
-        else:
-            index.append(slice(None if masks["begin_mask"] & bit else int(b),
-                               None if masks["end_mask"] & bit else int(e), int(s)))
-    return tuple(index)
-
-
-def broadcast_gradient_args_value(s0, s1) -> tuple[list[int], list[int]]:
-    """Axes of broadcast(s0, s1) that a gradient must be summed over to get back to s0, and to s1."""
-    n = max(len(s0), len(s1))
-    a, b = [1] * (n - len(s0)) + list(s0), [1] * (n - len(s1)) + list(s1)
-    r0, r1 = [], []
-    for i, (x, y) in enumerate(zip(a, b)):
-        if x != y and 1 not in (x, y):
-            raise ValueError(f"shapes {list(s0)} and {list(s1)} are not broadcastable")
-        if x == 1 and y != 1:
-            r0.append(i)
-        if y == 1 and x != 1:
-            r1.append(i)
-    return r0, r1
-
+from tfplus.tensor_shape import broadcast_gradient_args_value, strided_slice_index
 
 _MASKS = ("begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask", "shrink_axis_mask")
 

@@ -12,7 +12,6 @@ import math
 import numpy as np
 
 from tfplus import dtypes
-from tfplus.kernels.numpy.array import strided_slice_index
 from tfplus.kernels.opencl._common import (
     CTYPE,
     broadcast_strides,
@@ -24,6 +23,7 @@ from tfplus.kernels.opencl._common import (
 )
 from tfplus.kernels.opencl.elementwise import binary, fill
 from tfplus.registry import find_kernel, register_kernel, register_workspace
+from tfplus.tensor_shape import strided_slice_index
 
 SRC = "array.cl"
 _BITS = {1: "int8", 2: "int16", 4: "int32", 8: "int64"}  # copies move elements of this size as is

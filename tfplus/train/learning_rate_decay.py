@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import math
 
-from tfplus.framework import Tensor, _infer_dtype, convert_to_tensor, name_scope
+from tfplus.framework import Tensor, convert_to_tensor, name_scope
 from tfplus.ops import math_ops
 from tfplus.ops.array_ops import constant, identity
+from tfplus.tensor_util import infer_dtype
 
 __all__ = ["exponential_decay", "natural_exp_decay", "inverse_time_decay", "polynomial_decay", "cosine_decay",
            "piecewise_constant"]
@@ -172,7 +173,7 @@ def _boundary(b, x: Tensor):
 def _same_dtype_values(values) -> list[Tensor]:
     """The values as tensors of one dtype: the first tensor's, else float32/int32 as for Python numbers."""
     tensors = [convert_to_tensor(v) for v in values if _is_tensor(v)]
-    dtype = tensors[0].dtype if tensors else _infer_dtype(values[0])
+    dtype = tensors[0].dtype if tensors else infer_dtype(values[0])
     out = [convert_to_tensor(v) if _is_tensor(v) else constant(v, dtype=dtype) for v in values]
     for v in out:
         if v.dtype is not dtype:

@@ -55,11 +55,12 @@ from tfplus import errors
 from tfplus.dtypes import as_dtype
 from tfplus.framework import GraphKeys, Operation, Tensor, _fmt_shape, get_default_graph, shapes_compatible
 from tfplus.gfile import open_regular, read_regular
-from tfplus.graph_io import atomic_write, make_ndarray, make_tensor_proto
+from tfplus.graph_io import atomic_write
 from tfplus.ops.array_ops import placeholder
 from tfplus.ops.control_flow_ops import group
 from tfplus.ops.state_ops import assign
 from tfplus.proto import checkpoint_pb2
+from tfplus.tensor_util import make_ndarray, make_tensor_proto
 from tfplus.train import tensor_bundle
 
 __all__ = ["Saver", "latest_checkpoint", "get_checkpoint_state", "list_variables", "load_variable",
