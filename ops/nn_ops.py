@@ -18,7 +18,7 @@ from tfplus import dtypes as _dt
 from tfplus import flops as _flops
 from tfplus.framework import Tensor, apply_op, constant_value, convert_to_tensor, name_scope
 from tfplus.registry import not_differentiable, register_gradient, register_op
-from tfplus.tensor_shape import check_rank, check_same_dtype, merge_dim, spec
+from tfplus.tensor_shape import check_rank, check_same_dtype, conv_output, merge_dim, spec
 
 __all__ = ["conv2d", "conv2d_backprop_input", "conv2d_backprop_filter", "conv2d_transpose", "bias_add",
            "relu", "relu6", "sigmoid", "tanh", "softmax", "log_softmax", "max_pool", "avg_pool",
@@ -71,26 +71,12 @@ def _window_attr(values, fmt: str, what: str) -> tuple[int, int]:
     return h, w
 
 
-def _out_size(size, k, stride, padding: str):
-    """TensorFlow's output size: SAME = ceil(in / stride), VALID = ceil((in - k + 1) / stride)."""
-    if size is None or k is None:
-        return None
-    if padding == "SAME":
-        return -(-size // stride)
-    if padding == "VALID":
-        if size < k:
-            raise ValueError(f"VALID padding needs every input dimension >= the window, got {size} < {k}; "
-                             "use padding='SAME' or a smaller window")
-        return (size - k) // stride + 1
-    raise ValueError(f"padding must be 'SAME' or 'VALID', got {padding!r}")
-
-
 def _window_shape(x_shape, kh, kw, attrs) -> tuple:
     """(N, H, W, C) out of a sliding-window op (conv or pool) on input `x_shape`, C left as the input's."""
     fmt = _format(attrs)
     sh, sw = _window_attr(attrs["strides"], fmt, "strides")
     n, h, w, c = _nhwc(x_shape, fmt)
-    return n, _out_size(h, kh, sh, attrs["padding"]), _out_size(w, kw, sw, attrs["padding"]), c
+    return n, conv_output(h, kh, sh, attrs["padding"])[0], conv_output(w, kw, sw, attrs["padding"])[0], c
 
 
 def _check_dilations(attrs) -> None:

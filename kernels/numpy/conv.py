@@ -29,6 +29,7 @@ import numpy as np
 from tfplus import threads
 from tfplus.dtypes import FLOATS, as_dtype
 from tfplus.registry import SCRATCH_ATTR, ChunkSpec, register_kernel, register_workspace
+from tfplus.tensor_shape import conv_output
 
 _CHUNK_BYTES = 8 << 20  # im2col columns per chunk: big enough for an efficient GEMM, small enough for cache
 # A memory plan may ask for smaller chunks (tfplus.planner's 'scratch' transformation): this attr, when the
@@ -128,10 +129,7 @@ def geometry(x_shape, f_shape, y_shape, attrs) -> Geometry:
     _, ho, wo, k = _nhwc_shape(y_shape, fmt)
     kh, kw = int(f_shape[0]), int(f_shape[1])
     _, sh, sw, _ = _nhwc_shape(attrs["strides"], fmt)
-    pt = pl = 0
-    if attrs["padding"] == "SAME":
-        pt = max((ho - 1) * sh + kh - h, 0) // 2
-        pl = max((wo - 1) * sw + kw - w, 0) // 2
+    pt, pl = conv_output(h, kh, sh, attrs["padding"])[1], conv_output(w, kw, sw, attrs["padding"])[1]
     hp = max((ho - 1) * sh + kh, h + pt)
     wp = max((wo - 1) * sw + kw, w + pl)
     return Geometry(n, h, w, c, kh, kw, k, ho, wo, sh, sw, pt, pl, hp, wp)
@@ -580,10 +578,7 @@ def _out_shape(x_shape, f_shape, attrs) -> tuple:
     n, h, w, _ = _nhwc_shape(x_shape, fmt)
     _, sh, sw, _ = _nhwc_shape(attrs["strides"], fmt)
     kh, kw, _, k = f_shape
-    if attrs["padding"] == "SAME":
-        ho, wo = -(-h // sh), -(-w // sw)
-    else:
-        ho, wo = (h - kh) // sh + 1, (w - kw) // sw + 1
+    ho, wo = conv_output(h, kh, sh, attrs["padding"])[0], conv_output(w, kw, sw, attrs["padding"])[0]
     return (n, ho, wo, k) if fmt == "NHWC" else (n, k, ho, wo)
 
 

@@ -19,6 +19,7 @@ import numpy as np
 from tfplus import threads
 from tfplus.dtypes import FLOATS, as_dtype, bool_
 from tfplus.registry import register_kernel, register_variant, register_workspace
+from tfplus.tensor_shape import conv_output
 
 _SLICE_BYTES = 256 << 10  # a pooling kernel's scratch per slice of the batch: small, and still long ufunc runs
 
@@ -237,13 +238,11 @@ def _hw(values, fmt: str) -> tuple[int, int]:
     return (values[2], values[3]) if fmt == "NCHW" else (values[1], values[2])
 
 
-def _geometry(x_hw, y_hw, attrs):
-    """Window, strides and (top, left) padding of a pool with input size x_hw and output size y_hw."""
+def _geometry(x_hw, attrs):
+    """Window, strides and (top, left) padding of a pool with input size x_hw."""
     fmt = attrs["data_format"]
     (kh, kw), (sh, sw) = _hw(attrs["ksize"], fmt), _hw(attrs["strides"], fmt)
-    pads = [0, 0]
-    if attrs["padding"] == "SAME":
-        pads = [max((o - 1) * s + k - i, 0) // 2 for i, o, s, k in zip(x_hw, y_hw, (sh, sw), (kh, kw))]
+    pads = [conv_output(i, k, s, attrs["padding"])[1] for i, s, k in zip(x_hw, (sh, sw), (kh, kw))]
     return (kh, kw), (sh, sw), pads
 
 
@@ -347,7 +346,7 @@ def _max_pool(ctx, ins, outs, attrs):
             np.maximum(r[..., 0::2], r[..., 1::2], out=y[lo:hi])
         _over_slices(ranges, m, body)
         return
-    ksize, strides, pads = _geometry(x.shape[2:], y.shape[2:], attrs)
+    ksize, strides, pads = _geometry(x.shape[2:], attrs)
     xp = _padded(x, pads, ksize, strides, y.shape[2:], -np.inf)
     taps = _taps(xp, ksize, strides, y.shape[2:])
     np.copyto(y, next(taps))
@@ -397,7 +396,7 @@ def _max_pool_grad(ctx, ins, outs, attrs):
             np.multiply(gs, t, out=dq[3], dtype=gs.dtype)
         _over_slices(ranges, m, body)
         return
-    ksize, strides, pads = _geometry(x.shape[2:], y.shape[2:], attrs)
+    ksize, strides, pads = _geometry(x.shape[2:], attrs)
     xp = _padded(x, pads, ksize, strides, y.shape[2:], -np.inf)
     dxp = np.zeros(xp.shape, dx.dtype)
     for (hit, _), d in zip(_first_max_masks(_taps(xp, ksize, strides, y.shape[2:]), y),
@@ -411,7 +410,7 @@ def _max_pool_grad_grad(ctx, ins, outs, attrs):
     fmt = attrs["data_format"]
     x, y, g = (_nchw(a, fmt) for a in ins)
     out = _nchw(outs[0], fmt)
-    ksize, strides, pads = _geometry(x.shape[2:], y.shape[2:], attrs)
+    ksize, strides, pads = _geometry(x.shape[2:], attrs)
     xp = _padded(x, pads, ksize, strides, y.shape[2:], -np.inf)
     gp = _padded(g, pads, ksize, strides, y.shape[2:], 0)
     out.fill(0)
@@ -434,7 +433,7 @@ def _window_counts(x_hw, y_hw, ksize, strides, pads) -> np.ndarray:
 def _avg_pool(ctx, ins, outs, attrs):
     fmt = attrs["data_format"]
     x, y = _nchw(ins[0], fmt), _nchw(outs[0], fmt)
-    ksize, strides, pads = _geometry(x.shape[2:], y.shape[2:], attrs)
+    ksize, strides, pads = _geometry(x.shape[2:], attrs)
     xp = _padded(x, pads, ksize, strides, y.shape[2:], 0)
     taps = _taps(xp, ksize, strides, y.shape[2:])
     np.copyto(y, next(taps))
@@ -447,7 +446,7 @@ def _avg_pool(ctx, ins, outs, attrs):
 def _avg_pool_grad(ctx, ins, outs, attrs):
     fmt = attrs["data_format"]
     g, dx = _nchw(ins[1], fmt), _nchw(outs[0], fmt)
-    ksize, strides, pads = _geometry(dx.shape[2:], g.shape[2:], attrs)
+    ksize, strides, pads = _geometry(dx.shape[2:], attrs)
     share = g / _window_counts(dx.shape[2:], g.shape[2:], ksize, strides, pads).astype(g.dtype)
     dxp = _padded(np.zeros(dx.shape, dx.dtype), pads, ksize, strides, g.shape[2:], 0)
     for view in _taps(dxp, ksize, strides, g.shape[2:]):

@@ -17,6 +17,7 @@ from tfplus.kernels.opencl._common import contiguous_strides, kernel, register
 from tfplus.kernels.opencl.reduce import finishes, reduce, split_scratch, tile_counters
 from tfplus.registry import register_workspace
 from tfplus.runtime.opencl import int8
+from tfplus.tensor_shape import conv_output
 
 SRC = ("gemm.cl", "conv.cl")
 F = ("float32", "float64")
@@ -32,11 +33,8 @@ class _Geom:
         self.kh, self.kw, _, self.cout = (int(d) for d in f_shape)
         st = list(attrs["strides"])
         self.sh, self.sw = (st[2], st[3]) if self.nchw else (st[1], st[2])
-        same = attrs["padding"] == "SAME"
-        self.oh = -(-h // self.sh) if same else (h - self.kh) // self.sh + 1
-        self.ow = -(-w // self.sw) if same else (w - self.kw) // self.sw + 1
-        self.ph = max((self.oh - 1) * self.sh + self.kh - h, 0) // 2 if same else 0
-        self.pw = max((self.ow - 1) * self.sw + self.kw - w, 0) // 2 if same else 0
+        self.oh, self.ph, _ = conv_output(h, self.kh, self.sh, attrs["padding"])
+        self.ow, self.pw, _ = conv_output(w, self.kw, self.sw, attrs["padding"])
 
     def nhwc(self, shape):
         return (shape[0], shape[2], shape[3], shape[1]) if self.nchw else tuple(shape)

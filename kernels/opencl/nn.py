@@ -11,6 +11,7 @@ from tfplus.kernels.opencl._common import CTYPE, contiguous_strides, kernel, pla
 from tfplus.kernels.opencl.fused import channel_scratch, channel_sums
 from tfplus.registry import register_variant, register_workspace
 from tfplus.runtime.opencl import int8
+from tfplus.tensor_shape import conv_output
 
 SRC = "nn.cl"
 F = ("float32", "float64")
@@ -36,10 +37,7 @@ def _pool_geometry(x_shape, y_shape, attrs):
     hw = (lambda v: (v[2], v[3])) if nchw else (lambda v: (v[1], v[2]))
     (h, w), (oh, ow) = hw(x_shape), hw(y_shape)
     (kh, kw), (sh, sw) = hw(attrs["ksize"]), hw(attrs["strides"])
-    ph = pw = 0
-    if attrs["padding"] == "SAME":
-        ph = max((oh - 1) * sh + kh - h, 0) // 2
-        pw = max((ow - 1) * sw + kw - w, 0) // 2
+    ph, pw = conv_output(h, kh, sh, attrs["padding"])[1], conv_output(w, kw, sw, attrs["padding"])[1]
 
     def strides(shape):
         s = contiguous_strides(shape)
