@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tfplus import flops as _flops
-from tfplus.planner.liveness import phase_of
 
 __all__ = ["RunOptions", "RunMetadata"]  # tf.<name>; chrome_trace and flops: tfplus.profiler
 
@@ -138,6 +137,7 @@ def phases(ops: list) -> list[str]:
     forward op whose every consumer in the step is an update op (its learning rate, momentum constant), and
     one whose every input is (the group that is train_op).
     """
+    from tfplus.planner.liveness import phase_of  # here: `import tfplus` loads this module, not the planner
     phase = {op: phase_of(op) for op in ops}
     users: dict = {op: [] for op in ops}
     for op in ops:

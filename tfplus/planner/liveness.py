@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from tfplus.framework import Operation, Tensor, _fmt_shape, constant_value
+from tfplus.framework import Operation, Tensor, _fmt_shape, constant_value, topo_order
 from tfplus.planner import chunking
 from tfplus.registry import WORKSPACES, TensorSpec, find_kernel, inplace_inputs, kernel_dtype
 
@@ -206,9 +206,8 @@ def _readers(var: Tensor, ops: set[Operation]) -> set[Operation]:
 
 
 def creation_order(g: nx.DiGraph) -> list[Operation]:
-    """The executor's order: topological, ties broken by creation order."""
-    import networkx as nx
-    return list(nx.lexicographical_topological_sort(g, key=lambda op: op._id))
+    """The executor's order: topological, ties broken by creation order (framework.topo_order)."""
+    return topo_order(g.nodes, g.predecessors)
 
 
 def greedy_order(g: nx.DiGraph, alloc: dict[Operation, int], uses: dict[Operation, list[Buffer]],
