@@ -1,8 +1,9 @@
 """tf.gradients: symbolic reverse mode. Adds gradient nodes (built from registered ops) to the graph."""
 from __future__ import annotations
 
-from tfplus.framework import Operation, Tensor, convert_to_tensor, name_scope, shapes_compatible
+from tfplus.framework import Operation, Tensor, convert_to_tensor, name_scope
 from tfplus.registry import NOT_DIFFERENTIABLE
+from tfplus.tensor_shape import shapes_compatible
 
 
 def _as_tensor_for_grad(x) -> Tensor:

@@ -48,7 +48,7 @@ _TF_ONLY_GRAPH_FIELDS = {5}
 # explicit paddings left empty (they apply only to padding="EXPLICIT"). Dropped on import when the op does not
 # declare them; any other undeclared attr is an error, as it may change what the op computes.
 # TensorFlow's control-flow ops that tfplus does not import: TF1's dataflow ones, and of TF2's functional ones
-# (with a function library) all but If and While, which tfplus's own If/While are (see "Graph -> GraphDef").
+# (with a function library) all but If and While, which tfplus's own If/While are (see the NOTE in tfplus.graph_export).
 _TF_CONTROL_FLOW = {"Switch", "Merge", "Enter", "Exit", "NextIteration", "LoopCond", "RefSwitch", "RefMerge",
                     "RefEnter", "RefExit", "RefNextIteration", "StatelessCase", "Case", "PartitionedCall",
                     "StatefulPartitionedCall"}
@@ -348,7 +348,7 @@ def _import(graph_def, input_map, return_elements, name):
 
 def _parse(protos) -> tuple[list[_Node], dict[str, _Node]]:
     """The NodeDefs read and checked as far as they can be before anything is created. A While's accumulators
-    (see the NOTE at "Graph -> GraphDef") are dropped: what reads a history reads the While's output again."""
+    (see the NOTE in tfplus.graph_export) are dropped: what reads a history reads the While's output again."""
     nodes: list[_Node] = []
     by_name: dict[str, _Node] = {}
     history = {p.name: _split_input(p.input[0])[:2] for p in protos
@@ -471,7 +471,7 @@ _MAX_NESTING = 64  # functions calling functions: deeper is not a graph anyone b
 
 
 def _functional_attrs(node: _Node, proto: graph_pb2.NodeDef) -> dict:
-    """A functional If or While (tfplus's or TensorFlow's, see the NOTE at "Graph -> GraphDef") as tfplus's attrs;
+    """A functional If or While (tfplus's or TensorFlow's, see the NOTE in tfplus.graph_export) as tfplus's attrs;
     its functions, listed in node.calls as (attr, function, loop-variable args, captured args, the node's inputs
     [lo, hi) that are the args, outputs used), become sub-graphs in _create. TensorFlow's If shares its inputs
     between the branches, tfplus's takes each branch's own: those inputs are passed twice."""
@@ -534,7 +534,7 @@ def _functional_attrs(node: _Node, proto: graph_pb2.NodeDef) -> dict:
 
 def _accumulators(proto: graph_pb2.NodeDef, where: str) -> int:
     """How many values a While that tfplus wrote carries for its gradient (a TensorList per loop variable, then a
-    counter, see the NOTE at "Graph -> GraphDef"); 0 for any other While."""
+    counter, see the NOTE in tfplus.graph_export); 0 for any other While."""
     types = list(proto.attr["T"].list.type) if "T" in proto.attr else []
     n_acc = types.count(_VARIANT)
     if n_acc == 0:

@@ -207,9 +207,9 @@ def _attr_kind(kind: str):
     """(AttrValue field, converters, is a list) for a declared attr type such as 'int' or 'list(shape)'."""
     is_list = kind.startswith("list(") and kind.endswith(")")
     base = kind[5:-1] if is_list else kind
-    if base == "func":  # NOTE: only If and While have one; node_to_proto writes their sub-graphs as functions
+    if base == "func":  # NOTE: only If and While have one; graph_export writes their sub-graphs as functions
         raise ValueError("a func attr is a control-flow sub-graph, written as a function of the GraphDef's library "
-                         "by the If/While export (_control_flow_attrs), not as a plain attr")
+                         "by the If/While export (graph_export._control_flow_attrs), not as a plain attr")
     if base not in _ATTR_KINDS:
         raise ValueError(f"attr type {kind!r} is not supported; supported: {sorted(_ATTR_KINDS)}, list(...)")
     return (*_ATTR_KINDS[base], is_list)
