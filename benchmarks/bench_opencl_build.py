@@ -28,7 +28,7 @@ from tfplus.runtime import opencl  # noqa: E402  after the drivers' cache switch
 def fresh_device(selector):
     """A _Device with its own context, empty program tables and an empty cache directory."""
     os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="tfplus-bench-")
-    opencl._Device._all.clear()
+    opencl.device.Device._all.clear()
     return opencl.OpenCLRuntime(selector).dev
 
 
@@ -53,7 +53,7 @@ def main() -> None:
     serial = time.perf_counter() - t
     print(f"one after another      {serial:7.2f} s")
     for n in args.threads:
-        opencl._Builds.THREADS = n
+        opencl.build.Builds.THREADS = n
         dev = fresh_device(selector)
         t = time.perf_counter()
         dev.prebuild(keys)

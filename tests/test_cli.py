@@ -362,11 +362,11 @@ def test_opencl_compiling_is_announced_and_compiler_chatter_kept_out(tmp_path, m
     from tfplus.runtime import opencl
     assert opencl.available()  # PoCL gives every machine an OpenCL device
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # nothing built before
-    monkeypatch.setattr(opencl._CompileNotice, "EVERY_S", 0.0)
+    monkeypatch.setattr(opencl.build.CompileNotice, "EVERY_S", 0.0)
     dev = opencl.OpenCLRuntime().dev
-    monkeypatch.setattr(dev, "compiling", opencl._CompileNotice())
+    monkeypatch.setattr(dev, "compiling", opencl.build.CompileNotice())
     capfd.readouterr()
-    with opencl._native_stderr() as chatter:  # what native code writes to fd 2, e.g. "1 warning generated."
+    with opencl.build.native_stderr() as chatter:  # what native code writes to fd 2, e.g. "1 warning generated."
         os.write(2, b"1 warning generated.\n")
     assert chatter == ["1 warning generated.\n"] and capfd.readouterr().err == ""
     # A program no earlier build made (its options differ), compiled from source: announced with count and time.

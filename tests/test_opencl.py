@@ -445,9 +445,9 @@ def test_batches_go_up_through_pinned_staging_buffers_and_arrive_whole():
     ring holds arrive intact, whatever the caller does to its array afterwards, and keep no host copy."""
     rt = opencl.OpenCLRuntime()
     rng = np.random.default_rng(0)
-    n = opencl._STAGED_BYTES // 4 + 3  # float32 elements: just over the threshold, not a size class's size
+    n = opencl.runtime._STAGED_BYTES // 4 + 3  # float32 elements: just over the threshold, not a size class's size
     sent, bufs = [], []
-    for _ in range(2 * opencl._STAGING_RING + 1):
+    for _ in range(2 * opencl.runtime._STAGING_RING + 1):
         x = rng.standard_normal(n).astype(np.float32)
         sent.append(x.copy())
         bufs.append(rt.copy_in(x))

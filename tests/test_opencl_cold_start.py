@@ -4,6 +4,7 @@ background threads (prebuild, program lists) give what building them when asked 
 from __future__ import annotations
 
 import contextlib
+import importlib.resources
 import json
 import os
 import time
@@ -16,6 +17,8 @@ from conftest import needs_opencl
 import tfplus as tf
 from tfplus.kernels.opencl import _tune
 from tfplus.runtime import opencl
+from tfplus.runtime.opencl import build, device, discovery
+from tfplus.runtime.opencl.device import Device
 
 pytestmark = needs_opencl
 
@@ -23,7 +26,7 @@ pytestmark = needs_opencl
 def test_a_built_program_is_loaded_from_the_cache_not_compiled(tmp_path, monkeypatch, capfd):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     dev = opencl.OpenCLRuntime().dev
-    monkeypatch.setattr(dev, "compiling", opencl._CompileNotice())
+    monkeypatch.setattr(dev, "compiling", build.CompileNotice())
     options = f"-DT=float -DSFX=f32 -DIS_FLOAT=1 -DIS_SIGNED=1 -DWANT_cifar_augment=1 -DNONCE={os.getpid()}"
     dev._build(("image.cl",), options)
     assert dev.compiling.count == 1 and len(list((tmp_path / "tfplus" / "opencl").glob("*.bin"))) == 1
@@ -91,16 +94,16 @@ def test_tuning_takes_a_tile_its_kernel_already_uses_when_near_the_best(monkeypa
 def _fresh_device(monkeypatch, tmp_path):
     """A new _Device (own context, no programs) with an empty cache, counting _build calls."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    monkeypatch.setattr(opencl._Device, "_all", {})
+    monkeypatch.setattr(Device, "_all", {})
     builds = []
-    build = opencl._Device._build
+    real_build = Device._build
 
     def counted(self, files, options, background=False, builder=None):
         builds.append((files, options))
-        return build(self, files, options, background, builder)
-    monkeypatch.setattr(opencl._Device, "_build", counted)
+        return real_build(self, files, options, background, builder)
+    monkeypatch.setattr(Device, "_build", counted)
     dev = opencl.OpenCLRuntime().dev
-    monkeypatch.setattr(dev, "compiling", opencl._CompileNotice())
+    monkeypatch.setattr(dev, "compiling", build.CompileNotice())
     return dev, builds
 
 
@@ -144,7 +147,7 @@ def test_a_merged_prebuild_not_started_yet_is_built_when_asked_for(tmp_path, mon
     all its kernels, instead of one program per kernel."""
     run, want, used = _first_run(monkeypatch, tmp_path)
     dev, builds = _fresh_device(monkeypatch, tmp_path / "b")
-    monkeypatch.setattr(opencl._Builds, "THREADS", 0)  # queued, never started
+    monkeypatch.setattr(build.Builds, "THREADS", 0)  # queued, never started
     assert dev.prebuild(used) == 1 and dev.builds.queue
     np.testing.assert_array_equal(run(), want)
     (files, options), = builds
@@ -167,11 +170,11 @@ def _parent_compiles(monkeypatch) -> list:
 def test_a_child_process_builds_what_the_parent_loads_else_the_parent_builds(tmp_path, monkeypatch, starts):
     run, want, used = _first_run(monkeypatch, tmp_path)
     dev, builds = _fresh_device(monkeypatch, tmp_path / "b")
-    monkeypatch.setattr(opencl._Builds, "THREADS", 0)  # no build thread of this process: only the child's
+    monkeypatch.setattr(build.Builds, "THREADS", 0)  # no build thread of this process: only the child's
     made = _parent_compiles(monkeypatch)
     # A child given a device index that does not exist makes no context: its thread hands it nothing.
-    index = [x.int_ptr for x in opencl._cl_devices()].index(dev.device.int_ptr) if starts else 99
-    child = opencl._Builder(index)
+    index = [x.int_ptr for x in discovery.cl_devices()].index(dev.device.int_ptr) if starts else 99
+    child = build.Builder(index)
     assert dev.prebuild(used, [child]) == 1
     while starts and dev.builds.queue:  # taken by the child's thread (else the step would build it itself)
         time.sleep(0.01)
@@ -187,9 +190,9 @@ def test_a_child_process_imports_the_parent_s_tfplus_whatever_the_working_folder
     decoy.mkdir()
     (decoy / "__init__.py").write_text("raise ImportError('the decoy tfplus was imported')\n")
     monkeypatch.chdir(tmp_path)
-    dev = opencl._Device.get(opencl._select("0"))
-    index = [x.int_ptr for x in opencl._cl_devices()].index(dev.device.int_ptr)
-    child = opencl._Builder(index)
+    dev = Device.get(opencl.select("0"))
+    index = [x.int_ptr for x in discovery.cl_devices()].index(dev.device.int_ptr)
+    child = build.Builder(index)
     assert child.wait_ready()
     child.close()
     assert child.proc.returncode == 0
@@ -199,36 +202,36 @@ def test_build_processes_start_for_uncached_programs_only_and_a_bad_count_is_nam
                                                                                    capsys):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     started = []
-    monkeypatch.setattr(opencl, "_Builder", lambda index: started.append(index) or SimpleNamespace())
-    d = opencl._select(None)
+    monkeypatch.setattr(build, "Builder", lambda index: started.append(index) or SimpleNamespace())
+    d = opencl.select(None)
     keys = [(("elementwise.cl",), f"-DT=float -DWANT_add=1 -DN={i}") for i in range(9)]
     monkeypatch.setenv("TFPLUS_OPENCL_BUILD_PROCESSES", "3")
-    assert len(opencl._start_builders(d, keys)) == 2  # one per four programs to build
-    assert started == [[x.int_ptr for x in opencl._cl_devices()].index(d.int_ptr)] * 2
+    assert len(build.start_builders(d, keys)) == 2  # one per four programs to build
+    assert started == [[x.int_ptr for x in discovery.cl_devices()].index(d.int_ptr)] * 2
     for k in keys[1:]:  # all but one in the disk cache: nothing for a child to do
-        path = opencl._program_source(d, *k)[2]
+        path = build.program_source(d, *k)[2]
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(b"built")
-    assert opencl._start_builders(d, keys) == []
+    assert build.start_builders(d, keys) == []
     for bad in ("-3", "four"):
         monkeypatch.setenv("TFPLUS_OPENCL_BUILD_PROCESSES", bad)
         with pytest.raises(ValueError, match=f"TFPLUS_OPENCL_BUILD_PROCESSES='{bad}'"):
-            opencl._build_processes(d)
-    assert opencl._start_builders(d, keys[:1] * 8) == []  # prebuild's thread says so and builds on threads
+            build.build_processes(d)
+    assert build.start_builders(d, keys[:1] * 8) == []  # prebuild's thread says so and builds on threads
     assert "TFPLUS_OPENCL_BUILD_PROCESSES='four': expected a count" in capsys.readouterr().err
     monkeypatch.delenv("TFPLUS_OPENCL_BUILD_PROCESSES")
-    assert opencl._build_processes(d) == (min(4, os.cpu_count() // 4) if d.type & opencl.cl.device_type.GPU else 0)
+    assert build.build_processes(d) == (min(4, os.cpu_count() // 4) if d.type & opencl.cl.device_type.GPU else 0)
 
 
 def test_a_failed_merged_prebuild_builds_each_program_alone(tmp_path, monkeypatch):
     run, want, used = _first_run(monkeypatch, tmp_path)
-    build = opencl._Device._build
+    real_build = Device._build
 
     def no_merges(self, files, options, background=False, builder=None):  # as if two kernels clashed
         if options.count("-DWANT_") > 1:
             raise RuntimeError("clash")
-        return build(self, files, options, background, builder)
-    monkeypatch.setattr(opencl._Device, "_build", no_merges)
+        return real_build(self, files, options, background, builder)
+    monkeypatch.setattr(Device, "_build", no_merges)
     dev, builds = _fresh_device(monkeypatch, tmp_path / "b")
     assert dev.prebuild(used) == 1
     np.testing.assert_array_equal(run(), want)
@@ -281,8 +284,8 @@ def test_program_lists_round_trip_and_a_bad_list_is_ignored(tmp_path, monkeypatc
 
 def test_prebuild_named_reads_this_devices_list_else_the_packages(tmp_path, monkeypatch):
     dev, builds = _fresh_device(monkeypatch, tmp_path)
-    monkeypatch.setattr(opencl._Device, "prebuild", lambda self, keys, builders=(): len(keys))
-    lists = opencl.importlib.resources.files("tfplus.kernels.opencl")
+    monkeypatch.setattr(Device, "prebuild", lambda self, keys, builders=(): len(keys))
+    lists = importlib.resources.files("tfplus.kernels.opencl")
     assert opencl.read_program_list(lists / "programs-cpu.json", "train-mentee")  # shipped, and valid
     shipped = opencl.read_program_list(lists / f"programs-{'gpu' if dev.is_gpu else 'cpu'}.json", "train-mentee")
     before, after = (("elementwise.cl",), "-DT=float -DWANT_add=1"), (("nn.cl",), "-DT=float -DWANT_relu=1")
@@ -298,9 +301,9 @@ def test_prebuild_named_reads_this_devices_list_else_the_packages(tmp_path, monk
 
 def test_compile_time_counts_overlapping_builds_once(monkeypatch):
     now = [0.0]
-    monkeypatch.setattr(opencl.time, "perf_counter", lambda: now[0])
-    monkeypatch.setattr(opencl, "print", lambda *a, **k: None, raising=False)
-    notice = opencl._CompileNotice()
+    monkeypatch.setattr(build.time, "perf_counter", lambda: now[0])
+    monkeypatch.setattr(build, "print", lambda *a, **k: None, raising=False)
+    notice = build.CompileNotice()
     notice.start("d")       # t=0: one build
     now[0] = 1.0
     notice.start("d")       # t=1: two at once
@@ -327,17 +330,17 @@ def test_a_build_thread_keeps_compiler_warnings_off_stderr(tmp_path, monkeypatch
 
 def test_train_prebuilds_its_list_and_records_its_first_steps_programs(monkeypatch, capsys):
     from tfplus.cli import main
-    monkeypatch.setattr(opencl._Device, "_all", {})  # a device that has built nothing in this process
+    monkeypatch.setattr(Device, "_all", {})  # a device that has built nothing in this process
     lists, started = {}, []
-    monkeypatch.setattr(opencl, "read_program_list", lambda path, name: lists.get(name, []))
-    monkeypatch.setattr(opencl, "write_program_list", lambda path, name, keys: lists.update({name: list(keys)}))
-    monkeypatch.setattr(opencl._Device, "prebuild", lambda self, keys, builders=(): started.append(keys) or len(keys))
+    monkeypatch.setattr(build, "read_program_list", lambda path, name: lists.get(name, []))
+    monkeypatch.setattr(device, "write_program_list", lambda path, name, keys: lists.update({name: list(keys)}))
+    monkeypatch.setattr(Device, "prebuild", lambda self, keys, builders=(): started.append(keys) or len(keys))
     argv = ["train", "--synthetic", "--model", "lenet", "--batch-size", "8", "--steps", "1", "--no-eval",
             "--device", "opencl"]
     assert main(argv) == 0
     dev = opencl.OpenCLRuntime().dev
     assert started == [[]] and lists["train-lenet"] == dev.used  # nothing listed yet; the first step's programs
-    monkeypatch.setattr(opencl._Device, "_all", {})
+    monkeypatch.setattr(Device, "_all", {})
     assert main(argv) == 0
     assert started[1] == dev.used  # the next run starts building them all
     capsys.readouterr()
@@ -347,11 +350,11 @@ def test_train_prebuilds_its_evaluation_s_programs_after_its_first_step_and_reco
     """The evaluation's programs (other shapes: the test set's batches) are listed after a run's first
     evaluation, and the next run starts building them after its first step, while its first epoch trains."""
     from tfplus.cli import main
-    monkeypatch.setattr(opencl._Device, "_all", {})
+    monkeypatch.setattr(Device, "_all", {})
     lists, started = {}, []
-    monkeypatch.setattr(opencl, "read_program_list", lambda path, name: lists.get(name, []))
-    monkeypatch.setattr(opencl, "write_program_list", lambda path, name, keys: lists.update({name: list(keys)}))
-    monkeypatch.setattr(opencl._Device, "prebuild", lambda self, keys, builders=(): started.append(keys) or len(keys))
+    monkeypatch.setattr(build, "read_program_list", lambda path, name: lists.get(name, []))
+    monkeypatch.setattr(device, "write_program_list", lambda path, name, keys: lists.update({name: list(keys)}))
+    monkeypatch.setattr(Device, "prebuild", lambda self, keys, builders=(): started.append(keys) or len(keys))
     from tfplus import trainer
     from tfplus.kernels.opencl.elementwise import fill
     real = trainer.evaluate_predictions
@@ -369,7 +372,7 @@ def test_train_prebuilds_its_evaluation_s_programs_after_its_first_step_and_reco
     assert started == [[], []] and evaluation and not set(evaluation) & set(train)
     assert train + evaluation == dev.used  # the first step's programs, then what the evaluation added
     assert any("-DT=double" in options for _, options in evaluation)
-    monkeypatch.setattr(opencl._Device, "_all", {})
+    monkeypatch.setattr(Device, "_all", {})
     assert main(argv) == 0
     assert started[2:] == [train, evaluation]
     capsys.readouterr()
@@ -389,9 +392,9 @@ def test_prebuild_soon_makes_the_device_that_a_runtime_made_meanwhile_shares(tmp
     """The context is made on prebuild_soon's thread while the caller goes on; a runtime made meanwhile waits
     for it instead of making a second one, and record() keeps what the caller used before the listing."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    monkeypatch.setattr(opencl._Device, "_all", {})
+    monkeypatch.setattr(Device, "_all", {})
     t = opencl.prebuild_soon(None, "nothing-listed")
     rt = opencl.OpenCLRuntime()
     t.join()
-    assert list(opencl._Device._all.values()) == [rt.dev]
+    assert list(Device._all.values()) == [rt.dev]
     assert rt.dev.listed_from == {"nothing-listed": 0}

@@ -31,6 +31,17 @@ def test_license_is_spdx_with_its_file_and_no_deprecation_warning(monkeypatch):
     assert re.search(r'requires = \["setuptools>=(\d+)"\]', build).group(1) == "77"
 
 
+def test_every_package_folder_is_in_the_package_list():
+    """setuptools installs only the packages pyproject lists: a subpackage left out (tfplus.runtime.opencl) is
+    missing from the wheel, and importing tfplus's opencl device fails in an install."""
+    from setuptools.config.pyprojecttoml import load_file  # the TOML as it is (tomllib is Python 3.11's)
+    listed = load_file(ROOT / "pyproject.toml")["tool"]["setuptools"]["packages"]
+    homes = {"tfplus": ROOT / "tfplus", **{f"tfplus.{d}": ROOT / d for d in ("ops", "kernels", "graphs")}}
+    found = {".".join((name, *p.parent.relative_to(home).parts))
+             for name, home in homes.items() for p in home.rglob("__init__.py")}
+    assert found == set(listed)
+
+
 def test_every_module_with_tests_is_collected(pytestconfig):
     """A test function in a file pytest does not collect never runs (tests/cases_*.py held 16 such)."""
     import fnmatch

@@ -585,7 +585,7 @@ def _opencl_cpu_warning(device: str | None) -> str | None:
         return None
     try:
         # NOTE: the runtime's own choice (a GPU first, else the first device), so that the warning names it.
-        d = opencl._select(selector)
+        d = opencl.select(selector)
     except (ValueError, RuntimeError):  # no such device: the trainer says so
         return None
     if not d.type & opencl.cl.device_type.CPU:

@@ -120,7 +120,7 @@ def main(args: argparse.Namespace) -> int:
                 cpu_s += (c1.user - c0.user) + (c1.system - c0.system)
                 wall_s += t1 - t0
             progress.step()
-        pool = getattr(sess.runtime, "pool_bytes", None)
+        pool = sess.runtime.pool_bytes or None  # 0: a device with no buffer pool (the cpu)
         describe = sess.runtime.describe()
     out = sys.stdout
     print(f"{args.model}, batch {args.batch_size}, {args.optimizer}, on {describe}"

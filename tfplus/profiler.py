@@ -182,7 +182,8 @@ class StepTracer:
         self.last = self.t0
         self.events: list[list] = []      # per op: the OpenCL events of its kernels
         self.ops: list = []               # the executed Operations, in order
-        self._undo = _hook_runtime(self.rt, self)
+        # (kernel name, event) of each launch not yet drained by op_done; None: the device has no clock of its own
+        self.kernel_events, self._undo = _hook_runtime(self.rt, self)
 
     def mark(self, plan, values: dict) -> None:
         """The executor starts `plan` (a tfplus.executor.Program) with `values` (the feeds): the next op's time
@@ -226,7 +227,7 @@ class StepTracer:
         self.md.transfers.append(Transfer(direction, nbytes, (t0 - self.t0) * 1e6, (t1 - t0) * 1e6, ""))
 
     def op_done(self, i: int, op, ins, outs) -> None:
-        profile = getattr(self.rt, "profile", None)
+        profile = self.kernel_events
         if profile is not None:
             # NOTE: drained per op so that the op's wall time covers its kernels and transfers are not
             # charged for the queue's backlog.
@@ -301,36 +302,17 @@ def _storage(buf) -> int:
 
 
 def _hook_runtime(rt, tracer: StepTracer):
-    """Times the runtime's host<->device copies and, on OpenCL, moves it to a profiling queue for the run;
-    returns the function that undoes it. NOTE: instance attributes shadow the class's methods only while the
-    run is traced, so an untraced run pays nothing."""
-    undo = []
+    """Has the runtime tell `tracer` of its host<->device copies and time its kernels by the device's clock (on
+    OpenCL, a profiling queue) for the run; returns the list of its launches' (kernel name, event) (None on the
+    cpu) and the function that undoes it."""
+    rt.on_transfer = tracer.transfer
+    kernels = rt.timing()
+    events = kernels.__enter__()
 
-    def timed(name: str, direction: str, counter: str):
-        original = getattr(rt, name)
-
-        def wrapper(*args, **kwargs):
-            before, t0 = getattr(rt, counter), time.perf_counter()
-            result = original(*args, **kwargs)
-            moved = getattr(rt, counter) - before
-            if moved:
-                tracer.transfer(direction, moved, t0, time.perf_counter())
-            return result
-        setattr(rt, name, wrapper)
-        undo.append(lambda: delattr(rt, name))
-
-    # Every upload goes through _upload on OpenCL (feeds, constants, fallbacks); the cpu has only copy_in.
-    timed("_upload" if hasattr(rt, "_upload") else "copy_in", "h2d", "h2d_bytes")
-    timed("copy_out", "d2h", "d2h_bytes")
-    if hasattr(rt, "timing"):
-        kernels = rt.timing()
-        kernels.__enter__()
-        undo.append(lambda: kernels.__exit__(None, None, None))
-
-    def undo_all():
-        for f in reversed(undo):
-            f()
-    return undo_all
+    def undo():
+        kernels.__exit__(None, None, None)
+        rt.on_transfer = None
+    return events, undo
 
 
 # -- Chrome trace ----------------------------------------------------------------------------------------------

@@ -1107,8 +1107,8 @@ def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = No
     def counters() -> dict[str, Any]:
         rt = sess.runtime
         return {"peak_bytes": peak_rss_bytes(sess),
-                "h2d_bytes": state["h2d_bytes"] + int(getattr(rt, "h2d_bytes", 0)),
-                "d2h_bytes": state["d2h_bytes"] + int(getattr(rt, "d2h_bytes", 0))}
+                "h2d_bytes": state["h2d_bytes"] + rt.h2d_bytes,
+                "d2h_bytes": state["d2h_bytes"] + rt.d2h_bytes}
 
     # The running epoch's clock: when this process started on it, plus what earlier processes spent on it.
     clock = {"t0": time.perf_counter(), "before": 0.0, "eval_s": 0.0}  # eval_s: the last evaluation's
@@ -1424,7 +1424,7 @@ def _record_eval_programs(cfg: TrainConfig, sess: tf.Session) -> None:
 
 def _built(sess: tf.Session) -> str | None:
     """What compiling OpenCL programs took in this process (None: nothing was compiled, or not on opencl)."""
-    notice = getattr(getattr(sess.runtime, "dev", None), "compiling", None)
+    notice = sess.runtime.compiling
     return notice.summary() if notice is not None else None
 
 

@@ -119,7 +119,7 @@ class _HostContext:
 def run_on_host(ctx, cpu_kernel, ins, outs, attrs, upload: bool) -> None:
     """Runs `cpu_kernel` on host copies of `ins`; outputs get host copies (and device copies now if `upload`);
     variables the kernel updated in place are written back to the device. Outputs count as `derived` (see
-    tfplus.runtime.opencl._Block) when every input was."""
+    tfplus.runtime.opencl.memory.Block) when every input was."""
     rt, op_def = ctx.runtime, ctx.op.op_def
     h_ins = [rt.copy_out(a) for a in ins]
     h_outs = []

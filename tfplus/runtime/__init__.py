@@ -1,4 +1,4 @@
-"""Device runtimes. Each is one file behind one small interface (see cpu.py's CPURuntime)."""
+"""Device runtimes behind one declared interface (base.py's Runtime): cpu.py, and the opencl package."""
 from __future__ import annotations
 
 DEVICE_FORMS = "cpu, opencl, opencl:N (`tfplus devices` lists them) or opencl:NAME (part of a device's name)"

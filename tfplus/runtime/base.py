@@ -7,6 +7,7 @@ nothing), so the engine calls and reads these names as they are and never probes
 from __future__ import annotations
 
 import abc
+import contextlib
 import threading
 
 import numpy as np
@@ -147,3 +148,21 @@ class Runtime(abc.ABC):
     def tape_play(self, tape, feeds: list, fixed: list | None) -> bool:
         """Replays a ready tape with the run's fed buffers; False when `fixed` buffers moved (record again)."""
         raise NotImplementedError(f"{self.name} records no launches")
+
+    # -- tracing (tfplus.profiler) --------------------------------------------------------------------------------
+    # (direction "h2d" or "d2h", bytes, start, end in time.perf_counter() seconds) -> None: told of each copy
+    # between host and device while set (a traced run sets it, and sets it back to None after).
+    on_transfer = None
+
+    @contextlib.contextmanager
+    def timing(self):
+        """Times the kernels launched inside the block by the device's clock: yields the list that gets a (kernel
+        name, event) per launch, all complete when the block ends; None on a device that times no kernels apart
+        from the host's clock (the cpu)."""
+        yield None
+
+    @property
+    def compiling(self):
+        """What compiling kernels cost this process (`.summary()`: one line, or None when nothing was compiled);
+        None on a device that compiles nothing."""
+        return None

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import time
 
 import numpy as np
 
@@ -31,11 +32,18 @@ class CPURuntime(Runtime):
 
     def copy_in(self, array: np.ndarray) -> np.ndarray:
         self.h2d_bytes += array.nbytes
+        if self.on_transfer is not None and array.nbytes:
+            now = time.perf_counter()
+            self.on_transfer("h2d", array.nbytes, now, now)
         return array
 
     def copy_out(self, buf: np.ndarray) -> np.ndarray:
+        t0 = time.perf_counter()
+        out = np.array(buf, copy=True)
         self.d2h_bytes += buf.nbytes
-        return np.array(buf, copy=True)
+        if self.on_transfer is not None and buf.nbytes:
+            self.on_transfer("d2h", buf.nbytes, t0, time.perf_counter())
+        return out
 
     def synchronize(self) -> None:
         pass

@@ -1,0 +1,111 @@
+"""Finding OpenCL devices: pyopencl's import, the devices of every platform, choosing one by a selector, what a
+device says of itself, and the settings read from the environment and the package (cache folder, replay,
+shipped GEMM tiles)."""
+from __future__ import annotations
+
+import importlib.resources
+import json
+import os
+from pathlib import Path
+
+try:
+    import pyopencl as cl
+    import pyopencl.cltypes as cltypes
+except ImportError:  # no pyopencl: available() is False and OpenCLRuntime() explains
+    cl = cltypes = None
+
+
+def shipped_tuning(device_name: str) -> dict:
+    """The GEMM tiles the package ships for an OpenCL device of this name (kernels/opencl/tuning-gpu.json,
+    written by tools/gen_program_lists.py --tuning on such a device): {problem key: tile}. JSON only; a file
+    that is not {name: {str: [int, ...]}} is ignored."""
+    try:
+        text = importlib.resources.files("tfplus.kernels.opencl").joinpath("tuning-gpu.json").read_text()
+    except OSError:
+        return {}
+    return parse_tuning(text, device_name)
+
+
+def parse_tuning(text: str, device_name: str) -> dict:
+    """shipped_tuning's reading of a tuning-gpu.json text: {} unless it is valid."""
+    try:
+        table = json.loads(text)
+        table = table.get(device_name, {}) if isinstance(table, dict) else None
+    except ValueError:
+        return {}
+    ok = isinstance(table, dict) and all(
+        isinstance(k, str) and isinstance(v, list) and v and all(type(x) is int for x in v) for k, v in table.items())
+    return dict(table) if ok else {}
+
+
+def replay_enabled() -> bool:
+    """Whether planned steps replay their recorded launches (see Tape): unless TFPLUS_OPENCL_REPLAY=0."""
+    return os.environ.get("TFPLUS_OPENCL_REPLAY", "1") not in ("", "0")
+
+
+def cache_dir() -> Path:
+    """Where built programs and autotuning choices are kept."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "tfplus" / "opencl"
+
+
+# -- devices -------------------------------------------------------------------------------------------------
+def cl_devices() -> list:
+    """Every OpenCL device of every platform, in platform order (the order of list_devices())."""
+    if cl is None:
+        return []
+    try:
+        platforms = cl.get_platforms()
+    except cl.Error:  # no ICD / no platform installed
+        return []
+    out = []
+    for p in platforms:
+        try:
+            out.extend(p.get_devices())
+        except cl.Error:  # a platform with no devices raises DEVICE_NOT_FOUND
+            continue
+    return out
+
+
+def device_info(d) -> dict:
+    fp16 = "cl_khr_fp16" in d.extensions.split()
+    return {
+        "platform": d.platform.name.strip(), "name": d.name.strip(),
+        "type": cl.device_type.to_string(d.type), "global_mem_bytes": int(d.global_mem_size),
+        "compute_units": int(d.max_compute_units), "max_work_group_size": int(d.max_work_group_size),
+        "local_mem_bytes": int(d.local_mem_size), "fp16": fp16, "fp64": "cl_khr_fp64" in d.extensions.split(),
+        "opencl_version": d.version.strip(), "driver_version": d.driver_version.strip(),
+    }
+
+
+def list_devices() -> list[dict]:
+    """One dict per OpenCL device: index, platform, name, type, global_mem_bytes, compute_units,
+    max_work_group_size, local_mem_bytes, fp16, fp64, opencl_version, driver_version."""
+    return [{"index": i, **device_info(d)} for i, d in enumerate(cl_devices())]
+
+
+def available() -> bool:
+    """True when pyopencl is installed and at least one OpenCL device is present."""
+    return bool(cl_devices())
+
+
+def select(selector: str | None):
+    devices = cl_devices()
+    if not devices:
+        raise RuntimeError("no OpenCL device found: install a GPU driver's OpenCL ICD, or PoCL for a CPU "
+                           "device (pip install pocl-binary-distribution)")
+    selector = selector or os.environ.get("TFPLUS_OPENCL_DEVICE") or None
+    listing = "; ".join(f"{i}: {d.platform.name.strip()} / {d.name.strip()}" for i, d in enumerate(devices))
+    if selector is None:
+        gpus = [d for d in devices if d.type & cl.device_type.GPU]
+        return (gpus or devices)[0]
+    selector = str(selector).strip()
+    if selector.isdigit():
+        i = int(selector)
+        if i >= len(devices):
+            raise ValueError(f"OpenCL device {i} does not exist; devices: {listing}")
+        return devices[i]
+    for d in devices:
+        if selector.lower() in f"{d.platform.name} {d.name}".lower():
+            return d
+    raise ValueError(f"no OpenCL device matches {selector!r}; devices: {listing}")

@@ -1,0 +1,108 @@
+"""Tapes: the kernel launches and device copies of one run of a planned program, recorded as the launchers make
+them and replayed without the launchers (OpenCLRuntime.tape_begin ... tape_play)."""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from tfplus.runtime.opencl.discovery import cl
+
+
+class _Taping(threading.local):
+    tape: Tape | None = None  # the tape this thread's launches are recorded on
+
+
+taping = _Taping()
+
+
+class Tape:
+    """The kernel launches and device copies of one run of a compiled program (tfplus.executor), recorded by
+    the runtime as the launchers make them, to be replayed without the launchers: each launch gets a kernel
+    object of its own whose arguments are set once, so a replay is one enqueue per launch.
+
+    A replay is right only if the next run would launch the same kernels on the same memory with the same
+    scalars. The executor replays a tape only after two runs recorded the same one, and only for a planned
+    arena (fixed buffers); recording refuses what a replay could not repeat (`refuse`): host reads of values
+    that can change from run to run, device reads, host values written into planned buffers, random draws.
+    The program's fed buffers may move between runs (each step's batch; micro-batches' rows): a launch
+    argument inside a feed is recorded relative to it, and `play` points it at the feed's current place."""
+
+    __slots__ = ("feeds", "fixed", "at", "items", "sig", "subs", "why", "launches")
+
+    def __init__(self, feeds: list):
+        self.feeds = feeds  # (buffer, offset, nbytes) of each feed while recording
+        self.fixed: list = []  # where the buffers that must not move were (OpenCLRuntime.tape_begin)
+        self.at = [(b, o) for b, o, _ in feeds]  # where the launches' feed arguments point now
+        self.items: list = []  # ("k", Kernel, gsize, lsize, flat args) or ("c", dst, dst_off, src, src_off, n)
+        self.sig: list = []  # what two recordings must agree on
+        self.subs: list = []  # (item, argument position, feed, byte offset in the feed)
+        self.why: str | None = None  # why it cannot be replayed
+        self.launches = 0
+
+    def refuse(self, why: str) -> None:
+        if self.why is None:
+            self.why = why
+
+    def _where(self, item: int, pos: int, buf, off: int):
+        """A buffer argument for the signature: (feed, offset in it), noted for `play`; else the buffer."""
+        for i, (fb, fo, n) in enumerate(self.feeds):
+            if buf is fb and fo <= off < fo + max(n, 1):
+                self.subs.append((item, pos, i, off - fo))
+                return ("feed", i, off - fo)
+        return (id(buf), off)
+
+    def launch(self, k, gsize, lsize, flat: list) -> None:
+        item, sig = len(self.items), [k.name, gsize, lsize]
+        pos = 0
+        while pos < len(flat):
+            a = flat[pos]
+            if a is None or isinstance(a, cl.Buffer):  # a buffer and its byte offset: one entry
+                sig.append(None if a is None else self._where(item, pos, a, flat[pos + 1]))
+                pos += 2
+                continue
+            sig.append((a.dtype.str, a.tobytes()))
+            pos += 1
+        self.items.append(("k", k, gsize, lsize, list(flat)))
+        self.sig.append(tuple(sig))
+        self.launches += 1
+
+    def copy(self, dst, dst_off: int, src, src_off: int, n: int) -> None:
+        item = len(self.items)
+        self.sig.append(("copy", self._where(item, 1, dst, dst_off), self._where(item, 3, src, src_off), n))
+        self.items.append(["c", dst, dst_off, src, src_off, n])
+
+    def same(self, other: Tape) -> bool:
+        return self.sig == other.sig
+
+    def compile(self, queue) -> None:
+        """Turns the recorded items into enqueue calls: kernels get a clone each, arguments set once."""
+        calls = []
+        for it in self.items:
+            if it[0] == "k":
+                _, k, gsize, lsize, flat = it
+                kc = k.k.clone()
+                for pos, a in enumerate(flat):
+                    if type(a) is int:
+                        a = np.uint64(a)  # a buffer's byte offset (common.cl: GLOBAL)
+                    kc.set_arg(pos, a)
+                calls.append((cl._cl.enqueue_nd_range_kernel, [queue, kc, gsize, lsize]))
+            else:
+                _, dst, dst_off, src, src_off, n = it
+                calls.append((cl._cl._enqueue_copy_buffer, [queue, src, dst, n, src_off, dst_off]))
+        self.items = calls
+
+    def play(self, feeds: list) -> None:
+        """Enqueues the recorded launches, with the feeds' arguments pointed at `feeds` (buffer, offset)."""
+        if feeds != self.at:
+            for item, pos, i, rel in self.subs:
+                buf, off = feeds[i]
+                fn, args = self.items[item]
+                if fn is cl._cl._enqueue_copy_buffer:  # pos 1: dst, 3: src, as recorded
+                    args[2 if pos == 1 else 1], args[5 if pos == 1 else 4] = buf, off + rel
+                else:
+                    args[1].set_arg(pos, buf)
+                    args[1].set_arg(pos + 1, np.uint64(off + rel))
+            self.at = list(feeds)
+        for fn, args in self.items:
+            fn(*args)
