@@ -30,7 +30,7 @@ The --log file gets one JSON object per line (field names are stable):
   costliest op types as [op type, ms].
 
 A training step reads nothing back: the step adds its loss and accuracy to sums kept on the device
-(_RunningSums), which the loop reads only for a log row, a progress line, a checkpoint and an epoch's end.
+(RunningSums), which the loop reads only for a log row, a progress line, a checkpoint and an epoch's end.
 So the host queues the next step while the device still runs this one, and a loss that turns NaN or
 infinite is caught at the next read, naming the steps since the previous one.
 """
@@ -568,7 +568,7 @@ METADATA: dict[str, tuple] = {
     "data_state": {"seed": _count(), "epoch": _count(), "batch_index": _count()},
     "history": _list_of(_object({"epoch": _count(1), "test_accuracy": _nullable(_NUMBER)})),
     "sums": _SUMS,
-    # The device's running sums (_RunningSums) of the steps since the last log row, not yet in "sums".
+    # The device's running sums (RunningSums) of the steps since the last log row, not yet in "sums".
     "window": _optional(_SUMS),
     "elapsed_s": _NUMBER, "epoch_s": _NUMBER, "h2d_bytes": _count(), "d2h_bytes": _count(),
     "options": _optional(_object(OPTIONS_SCHEMA)),
@@ -792,7 +792,7 @@ def peak_rss_bytes(sess: tf.Session | None = None) -> int:
         return 0
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     own = int(peak) if sys.platform == "darwin" else int(peak) * 1024  # macOS reports bytes, Linux KiB
-    pids = sess._workers.pids() if sess is not None and sess._workers is not None else []
+    pids = sess.workers.pids() if sess is not None and sess.workers is not None else []
     return own + sum(map(_private_bytes, pids))
 
 
@@ -960,12 +960,12 @@ def _say_trainable(cfg: TrainConfig, tg, err: IO[str]) -> None:
           "the rest frozen", file=err)
 
 
-class _RunningSums:
+class RunningSums:
     """The loss and accuracy of the steps since the last reset, summed on the device by the training step
     itself (step_op: train_op and the sum), so that a step copies nothing back and the host can queue the next
     one at once. A local variable: the Saver leaves it out; a checkpoint's metadata holds its values.
 
-        sums = _RunningSums(tg); sums.start(sess)
+        sums = RunningSums(tg); sums.start(sess)
         sess.run(sums.step_op, feed); sums.steps += 1
         loss_sum, accuracy_sum = sums.read(sess)      # the only copy to the host (a sync)
     """
@@ -1050,13 +1050,13 @@ def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = No
     with tg.graph.as_default():
         saver = tf.train.Saver(max_to_keep=3)
         init = _init_from(cfg, tg, meta, err)
-    sums = _RunningSums(tg)
+    sums = RunningSums(tg)
     # The test set's loss, for TensorBoard's validation run (the --log file's epoch rows then carry it too).
     loss_sum = eval_loss_sum(tg) if cfg.logdir and tg.eval_logits is not None else None
     _say_trainable(cfg, tg, err)
     sess = _session(tg.graph, cfg.device, cfg.memory_budget, cfg.threads, cfg.workers)
     if cfg.memory_budget is not None:  # the run's smallest budget, named as `tfplus plan` names it, before any run
-        from tfplus.plan_cli import check_budget, training_runs
+        from tfplus.step_budget import check_budget, training_runs
         check_budget(tg.graph, training_runs(tg, sums.step_op, cfg.batch_size), cfg.device,
                      parse_size(cfg.memory_budget, "--memory-budget"))
 
@@ -1236,7 +1236,7 @@ def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = No
                         md = None
                         if cfg.profile_every and (step + 1) % cfg.profile_every == 0:
                             md = profiler.RunMetadata()
-                        # NOTE: nothing is read back here (see _RunningSums): the device may still be running this
+                        # NOTE: nothing is read back here (see RunningSums): the device may still be running this
                         # step when the next one is queued.
                         sess.run(sums.step_op, {**image_feed(tg, x), tg.labels: y}, options=trace_options,
                                  run_metadata=md)
@@ -1304,7 +1304,7 @@ def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = No
         batches.close()
         log.close()
         state["peak_bytes"] = peak_rss_bytes(sess)  # while its workers live
-        workers = len(sess._workers.pids()) if sess._workers is not None else 0
+        workers = len(sess.workers.pids()) if sess.workers is not None else 0
         sess.close()
 
     history = state["history"]
@@ -1437,14 +1437,14 @@ def _first_step_line(sess: tf.Session, seconds: float) -> str:
     """How long the start took, up to the end of the first step, and what of it compiling OpenCL programs
     took (the first run on a device; later ones load the built programs from the cache)."""
     built = _built(sess)
-    where = sess._workers.summary() if sess._workers is not None else ""
+    where = sess.workers.summary() if sess.workers is not None else ""
     return f"first step done {seconds:.1f} s after start" + "".join(f"; {s}" for s in (built, where) if s)
 
 
 def _plan_line(sess: tf.Session, budget) -> str:
     """What the memory plan of a session with a budget does (after its first run): micro-batches,
     transformations, planned bytes."""
-    plans = [b.plan for b in getattr(sess, "_plans", {}).values() if hasattr(b, "plan")]
+    plans = sess.memory_plans
     if not plans:
         return f"--memory-budget {format_size(budget)}: no plan made yet"
     p = max(plans, key=lambda p: p.peak_bytes)
