@@ -1105,7 +1105,7 @@ class _Run:
         self.step, self.lr = 0, float("nan")
         self.last_ckpt: str | None = None
         self.saved_step: int | None = None  # the step of last_ckpt
-        self.start_time = time.perf_counter()
+        self.start_time = time.perf_counter()  # this process's training time counts from here (set as the steps begin)
         # What a checkpoint carries besides the variables. sums: the epoch's loss and accuracy sums and steps up to
         # the last log row; window: those of the steps since (on the device, in `sums`, while running); epoch_s:
         # training seconds of the unfinished epoch spent before this process; h2d/d2h_bytes: transfer counts so far
