@@ -439,3 +439,30 @@ def test_download_only_when_asked_and_into_the_data_root(tiny_cifar, monkeypatch
     assert main([*argv, "--download"]) == 0 and calls == [None]
     assert (tiny_cifar / "empty" / "cifar-10-batches-bin" / "test_batch.bin").exists()  # $TFPLUS_DATA
     assert "downloading it there" in capsys.readouterr().err
+
+
+# The command line's modules, lowest first: each may import only those before it (and the core below them all).
+TOOLS = ("step_budget", "trainer", "cli_args", "plan_cli", "profile_cli", "cli")
+
+
+def _tfplus_imports(module: str) -> set[str]:
+    """The tfplus modules `module` imports, at its top or inside a function (tfplus.x for `from tfplus import x`
+    as well as `import tfplus.x` and `from tfplus.x import y`)."""
+    import ast
+    import importlib.util
+    tree = ast.parse(open(importlib.util.find_spec(f"tfplus.{module}").origin).read())
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module == "tfplus":
+            found |= {f"tfplus.{a.name}" for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+    return {name.split(".")[1] for name in found if name.startswith("tfplus.")}
+
+
+def test_the_command_line_modules_import_only_downwards():
+    for i, module in enumerate(TOOLS):
+        above = set(TOOLS[i + 1:]) & _tfplus_imports(module)
+        assert not above, f"tfplus.{module} imports {sorted(above)}, which sit above it (or import it back)"

@@ -163,3 +163,49 @@ def test_training_graph_exported_to_tensorflow_trains_there_the_same(name, tf1):
         theirs = sess.run([tg.get_tensor_by_name(v.name) for v in variables])
     for v, a, b in zip(variables, mine, theirs):
         np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12, err_msg=v.op.name)
+
+
+def test_monitored_session_runs_a_creators_session_and_stops_on_a_coordinators_request():
+    """TF1's MonitoredSession(session_creator=...): the creator's session, hooks given the coordinator in
+    after_create_session (a stop requested there or between runs is seen before the next run), and, after an
+    error, no hook's end() (no checkpoint of what the error left)."""
+    class Creator(tf.train.SessionCreator):
+        def create_session(self):
+            sess = tf.Session()
+            sess.run(tf.global_variables_initializer())
+            return sess
+
+    class Hook(tf.train.SessionRunHook):
+        def __init__(self, stop_after):
+            self.stop_after, self.runs, self.ended = stop_after, 0, False
+
+        def after_create_session(self, session, coord):
+            self.coord = coord
+            if self.stop_after == 0:
+                coord.request_stop()
+
+        def after_run(self, run_context, run_values):
+            self.runs += 1
+            if self.runs == self.stop_after:
+                self.coord.request_stop()
+
+        def end(self, session):
+            self.ended = True
+
+    with tf.Graph().as_default():
+        v = tf.Variable(0.0)
+        add = v.assign_add(1.0)
+        for stop_after in (0, 2):
+            hook = Hook(stop_after)
+            with tf.train.MonitoredSession([hook], session_creator=Creator()) as sess:
+                while not sess.should_stop():
+                    sess.run(add)
+            assert (hook.runs, hook.ended) == (stop_after, True)
+        hook = Hook(None)
+        with pytest.raises(RuntimeError, match="a failure"):
+            with tf.train.MonitoredSession([hook], session_creator=Creator()) as sess:
+                sess.run(add)
+                raise RuntimeError("a failure")
+        assert hook.runs == 1 and not hook.ended
+        with pytest.raises(ValueError, match="not both"):
+            tf.train.MonitoredSession(checkpoint_dir="x", session_creator=Creator())

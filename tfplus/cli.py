@@ -16,35 +16,13 @@ unexpected error is one line saying what failed and where; set TFPLUS_DEBUG=1 fo
 from __future__ import annotations
 
 import argparse
-import decimal
-import json
 import os
-import re
-import stat
 import sys
 import traceback
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Sequence
 
-from tfplus import debug
-
-EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 1, 2, 130
-# The largest --batch-size of any command: 2^16 CIFAR images are 805 MB of float32 input alone, beyond the
-# devices tfplus is for, and planning stays within seconds below it (a batch's divisors are its candidate
-# micro-batch counts).
-MAX_BATCH_SIZE = 1 << 16
-MAX_SEED = 2**31 - 1
-# Counts of steps (--steps, --checkpoint-every, ...) up to 2^53 stay exact in a float64, which the schedule and the
-# ETA compute with; an epoch of CIFAR-10 is at most 50,000 steps, so --epochs stays within that too.
-MAX_COUNT = 2**53
-MAX_EPOCHS = MAX_COUNT // 50_000
-# --threads / --workers: a training step forks one worker process per thread from 2.
-MAX_THREADS = 256
-# Layer widths: a 4096-wide 3x3 conv holds 604 MB of float32 weights (and as much again per gradient and slot),
-# beyond the devices tfplus is for; wider would allocate tens of gigabytes before the first step.
-MAX_WIDTH, MAX_LAYERS = 4096, 64
-# Linux's PATH_MAX (with its terminating NUL) and NAME_MAX: a longer name fails in the kernel (ENAMETOOLONG).
-MAX_PATH, MAX_NAME = 4096, 255
+from tfplus import cli_args, debug
 
 _TRAIN_EPILOG = """\
 default recipe: Mentee, SGD with Nesterov momentum 0.9, learning rate 0.05 (Adam: 0.001) decayed to 0 by a
@@ -80,251 +58,16 @@ E.g. tfplus train --classes 5-9 --init-from runs/pre --fine-tune-last 1
 _DOWNLOAD_HELP = "download CIFAR-10 (~170 MB) into $TFPLUS_DATA or ~/.cache/tfplus if it is not there"
 
 
-class _Parser(argparse.ArgumentParser):
-    """Reports a bad option as one line, `tfplus train: error: ...`, and exits with code 2. Long options are
-    spelled out (an abbreviation such as --epoch is refused, not taken for --epochs), and a misspelt option or
-    choice gets a suggestion ("did you mean --epochs?")."""
-
-    def __init__(self, *args, **kwargs):
-        kwargs.setdefault("allow_abbrev", False)
-        super().__init__(*args, **kwargs)
-
-    def parse_known_args(self, args=None, namespace=None):
-        # A subcommand's parser reports what it does not know itself, so that the message names the subcommand
-        # and the suggestion comes from its options (argparse would leave them to the top-level parser).
-        namespace, extras = super().parse_known_args(args, namespace)
-        if extras:
-            self.error(f"unrecognized arguments: {' '.join(extras)}")
-        return namespace, extras
-
-    def error(self, message: str):
-        # One line even when a value holds a line break (a hostile --model or path would start a line of its own).
-        message = message.replace("\r", "\\r").replace("\n", "\\n")
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}{self._suggestion(message)}\n")
-
-    def _suggestion(self, message: str) -> str:
-        """'; did you mean --epochs?' for the first unknown option or choice that resembles a known one."""
-        import difflib
-        if message.startswith("unrecognized arguments:"):
-            known = [s for a in self._actions for s in a.option_strings]
-            words = [w.partition("=")[0] for w in message.split(":", 1)[1].split() if w.startswith("-")]
-        else:
-            m = re.search(r"invalid choice: '(.*?)' \(choose from (.*)\)$", message)
-            known, words = (re.findall(r"'(.*?)'", m.group(2)), [m.group(1)]) if m else ([], [])
-        for word in words:
-            close = difflib.get_close_matches(word, known, n=1, cutoff=0.6)
-            if close:
-                return f"; did you mean {close[0]}?"
-        return ""
-
-
-def _classes(text: str) -> tuple[int, ...]:
-    from tfplus.trainer import parse_classes
-    try:
-        return parse_classes(text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-
-
-def _whole(text: str, low: int, high: int) -> int:
-    """An integer in [low, high], also written as a whole number in scientific notation (1e6, 2.5e3); refused before
-    Python builds a huge integer from thousands of digits or a large exponent."""
-    text = text.strip()
-    if not re.fullmatch(r"[+-]?([0-9]{1,30}(\.[0-9]{0,30})?|\.[0-9]{1,30})([eE][+-]?[0-9]{1,4})?", text):
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}")
-    number = decimal.Decimal(text)
-    if number.adjusted() > 30:  # more digits than any bound here
-        raise argparse.ArgumentTypeError(f"must be at most {high}, got {text}")
-    if number != number.to_integral_value():
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}")
-    value = int(number)
-    if value < low:
-        raise argparse.ArgumentTypeError(f"must be >= {low}, got {value}")
-    if value > high:
-        raise argparse.ArgumentTypeError(f"must be at most {high}, got {value}")
-    return value
-
-
-def _positive_int(text: str) -> int:
-    return _whole(text, 1, MAX_COUNT)
-
-
-def _count(text: str) -> int:
-    return _whole(text, 0, MAX_COUNT)
-
-
-def _epochs(text: str) -> int:
-    return _whole(text, 1, MAX_EPOCHS)
-
-
-def _threads(text: str) -> int:
-    return _whole(text, 1, MAX_THREADS)
-
-
-def _batch_size(text: str) -> int:
-    return _whole(text, 1, MAX_BATCH_SIZE)
-
-
-def _seed(text: str) -> int:
-    return _whole(text, 0, MAX_SEED)
-
-
-def _widths(text: str) -> tuple[int, ...]:
-    parts = text.split(",")
-    if len(parts) > MAX_LAYERS:
-        raise argparse.ArgumentTypeError(f"at most {MAX_LAYERS} layers, got {len(parts)}")
-    try:
-        return tuple(_whole(w, 1, MAX_WIDTH) for w in parts)
-    except argparse.ArgumentTypeError as e:
-        raise argparse.ArgumentTypeError(f"layer widths are whole numbers 1..{MAX_WIDTH}, comma-separated such "
-                                         f"as 32,32,64 ({e}); got {text!r}") from None
-
-
-def _size(text: str) -> int:
-    from tfplus.units import parse_size
-    try:
-        return parse_size(text, "--memory-budget")
-    except (ValueError, TypeError) as e:
-        raise argparse.ArgumentTypeError(str(e).removeprefix("--memory-budget: ")) from None
-
-
-def _device(text: str) -> str:
-    from tfplus.runtime import parse_device
-    try:
-        parse_device(text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-    return text
-
-
-_THREADS_HELP = ("cpu threads per step (default $TFPLUS_NUM_THREADS, else every core this process may use; "
-                 "from 2, a training step splits its batch over as many worker processes, $TFPLUS_WORKERS; "
-                 "`tfplus devices` shows both)")
-
-
-def _model(text: str) -> str:
-    from tfplus.graphs import get_model
-    try:
-        get_model(text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-    return text
-
-
-# Variable names and scopes as TensorFlow allows them (and '/' for the root); anything else is a typo or worse.
-_VARIABLE_NAME = re.compile(r"[A-Za-z0-9_.\-/]+")
-MAX_MAP_BYTES = 1 << 20  # an --init-map file: a map of every variable of a large model is a few dozen KB
-
-
-def _init_map(text: str) -> list[tuple[str, str]]:
-    """An --init-map value: OLD=NEW (a value with '=' is a pair), else a JSON file of {OLD: NEW}."""
-    if "=" in text:
-        pairs = [tuple(text.split("=", 1))]
-    else:
-        path = _path(text)
-        if not os.path.isfile(path):  # NOTE: a FIFO would block the open; a map is a regular file
-            raise argparse.ArgumentTypeError(f"{text}: neither OLD=NEW nor a JSON file")
-        try:
-            with open(path, "rb") as f:
-                raw = f.read(MAX_MAP_BYTES + 1)
-        except OSError as e:
-            raise argparse.ArgumentTypeError(f"{text}: cannot read it ({e.strerror})") from None
-        if len(raw) > MAX_MAP_BYTES:
-            raise argparse.ArgumentTypeError(f"{text}: larger than {MAX_MAP_BYTES} bytes; a name map is smaller")
-        try:
-            mapping = json.loads(raw)
-        except (ValueError, RecursionError) as e:
-            raise argparse.ArgumentTypeError(f"{text}: not JSON ({e})") from None
-        if not isinstance(mapping, dict):
-            raise argparse.ArgumentTypeError(f"{text}: the JSON must be an object {{OLD: NEW}}, got "
-                                             f"{type(mapping).__name__}")
-        pairs = list(mapping.items())
-    for old, new in pairs:
-        for name in (old, new):
-            if not isinstance(name, str) or not _VARIABLE_NAME.fullmatch(name):
-                raise argparse.ArgumentTypeError(f"{old!r}={new!r}: {name!r} is not a variable name or scope "
-                                                 "(letters, digits, _ . - and /; a scope ends with /)")
-    return pairs
-
-
-def _path(text: str) -> str:
-    """A file or folder name: not empty ('' would silently mean no file, or the current folder), no NUL byte,
-    within the system's length limits, and a leading ~ or ~user expanded here (a ~user that does not exist is an
-    error, not a folder named '~user' made in the current one)."""
-    if not text.strip():
-        raise argparse.ArgumentTypeError("empty path; give a file or folder name")
-    if "\0" in text:
-        raise argparse.ArgumentTypeError(f"{text!r} contains a NUL byte, which no file name can hold")
-    path = os.path.expanduser(text)
-    if path.startswith("~"):
-        user = path[1:].partition("/")[0]
-        raise argparse.ArgumentTypeError(f"{text}: " + (f"no user {user!r} to expand ~{user}" if user else
-                                         "no home folder to expand ~ ($HOME is not set)") + "; give the path in full")
-    try:
-        encoded = os.fsencode(path)
-    except UnicodeError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a valid file name here") from None
-    longest = max(map(len, encoded.split(b"/")))
-    if len(encoded) >= MAX_PATH or longest > MAX_NAME:
-        raise argparse.ArgumentTypeError(f"{text[:40]}...: too long ({len(encoded)} bytes; a path holds at most "
-                                         f"{MAX_PATH - 1}, a name in it {MAX_NAME})")
-    return path
-
-
-def _output_file(make_folders: bool = False, json: bool = False) -> Callable[[str], str]:
-    """An argparse type for a file a command writes: checked writable before the work starts. An existing file
-    must be a regular file, a device such as /dev/null or a FIFO some process reads (one nobody reads would block
-    the writer forever); with `json`, one that holds a JSON object or lines of them (a log is appended to: a
-    mistyped name must not grow an unrelated file)."""
-    def check(text: str) -> str:
-        path = Path(_path(text))
-        try:
-            return _writable(path, text, make_folders, json)
-        except OSError as e:  # e.g. a folder on the way that this user may not search
-            raise argparse.ArgumentTypeError(f"cannot write {text}: {e.strerror or e}") from None
-    return check
-
-
-def _writable(path: Path, text: str, make_folders: bool, json: bool) -> str:
-    if path.is_dir():
-        raise argparse.ArgumentTypeError(f"{text} is a folder; give a file name")
-    if path.exists():
-        mode = path.stat().st_mode
-        if stat.S_ISFIFO(mode):  # a pipe someone reads (/dev/stdout into `| jq`) is fine; one nobody reads is not
-            try:
-                os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
-            except OSError:  # ENXIO: no reader, and a writer's open would wait for one forever
-                raise argparse.ArgumentTypeError(f"{text} is a FIFO that no process reads (writing it would wait "
-                                                 "forever); give a file name") from None
-        elif not (stat.S_ISREG(mode) or stat.S_ISCHR(mode)):
-            raise argparse.ArgumentTypeError(f"{text} is not a regular file; give a file name")
-        if json and stat.S_ISREG(mode):
-            with open(path, "rb") as f:
-                head = f.read(64).lstrip()
-            if head and not head.startswith(b"{"):
-                raise argparse.ArgumentTypeError(f"{text} exists and is not JSON (it does not start with '{{'); "
-                                                 "give a new file name or one this command wrote")
-    folder = path.parent
-    while make_folders and not folder.exists() and folder != folder.parent:
-        folder = folder.parent  # the writer creates the missing folders below the nearest existing one
-    if not folder.is_dir():
-        raise argparse.ArgumentTypeError(
-            f"cannot write {text}: {folder} " + ("is not a folder" if folder.exists() else
-                                                 "does not exist; create it first"))
-    if not os.access(path if path.exists() else folder, os.W_OK):
-        raise argparse.ArgumentTypeError(f"cannot write {text}: permission denied")
-    return str(path)
-
 
 def build_parser() -> argparse.ArgumentParser:
     from tfplus import __version__
     from tfplus.graphs import MODELS
     from tfplus.graphs.mentee import DATA_FORMATS, OPTIMIZERS, SCHEDULES
 
-    parser = _Parser(prog="tfplus", description="Train and evaluate CNNs with tfplus, a TensorFlow-1-style "
+    parser = cli_args.Parser(prog="tfplus", description="Train and evaluate CNNs with tfplus, a TensorFlow-1-style "
                      "graph runtime for memory-constrained devices.")
     parser.add_argument("--version", action="version", version=f"tfplus {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=cli_args.Parser)
 
     sub.add_parser("devices", help="list the devices tfplus can run on")
 
@@ -333,14 +76,14 @@ def build_parser() -> argparse.ArgumentParser:
     # Recipe options default to None: the trainer fills them from its defaults, or on --resume from the
     # checkpoint, and refuses a resumed run whose explicit options change the recipe.
     g = t.add_argument_group("model")
-    g.add_argument("--model", type=_model, help=f"one of {', '.join(sorted(MODELS))} (default mentee)")
-    g.add_argument("--widths", dest="conv_widths", type=_widths, metavar="W,W,..",
+    g.add_argument("--model", type=cli_args.model, help=f"one of {', '.join(sorted(MODELS))} (default mentee)")
+    g.add_argument("--widths", dest="conv_widths", type=cli_args.widths, metavar="W,W,..",
                    help="conv layer widths; their number sets the depth (mentee default 32,32,64,64,128)")
-    g.add_argument("--fc-widths", type=_widths, metavar="W,W,..",
+    g.add_argument("--fc-widths", type=cli_args.widths, metavar="W,W,..",
                    help="hidden FC widths (mentee default 256,128)")
     g.add_argument("--data-format", choices=DATA_FORMATS, help="activation layout (default NCHW)")
     g = t.add_argument_group("data")
-    g.add_argument("--data", type=_path, metavar="DIR",
+    g.add_argument("--data", type=cli_args.path, metavar="DIR",
                    help="CIFAR-10 folder (default $TFPLUS_DATA or ~/.cache/tfplus)")
     g.add_argument("--download", action="store_true", help=_DOWNLOAD_HELP)
     g.add_argument("--synthetic", action="store_const", const=True,
@@ -348,10 +91,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--no-augment", dest="augment", action="store_const", const=False,
                    help="no random crop and flip")
     g = t.add_argument_group("recipe")
-    g.add_argument("--batch-size", type=_batch_size, metavar="N", help="default 128")
+    g.add_argument("--batch-size", type=cli_args.batch_size, metavar="N", help="default 128")
     length = g.add_mutually_exclusive_group()
-    length.add_argument("--epochs", type=_epochs, metavar="N", help="default 15")
-    length.add_argument("--steps", type=_positive_int, metavar="N", help="train N steps, not whole epochs")
+    length.add_argument("--epochs", type=cli_args.epochs, metavar="N", help="default 15")
+    length.add_argument("--steps", type=cli_args.positive_int, metavar="N", help="train N steps, not whole epochs")
     g.add_argument("--optimizer", choices=OPTIMIZERS, help="default momentum (Nesterov)")
     g.add_argument("--lr", "--learning-rate", dest="lr", type=float,
                    help="peak learning rate (default 0.05; adam 0.001)")
@@ -361,13 +104,14 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--weight-decay", type=float, metavar="WD", help="L2 factor on the weights (default 5e-4)")
     g.add_argument("--schedule", choices=SCHEDULES,
                    help="cosine: to 0 over the run (default); step: /10 at 50%% and 75%%; const")
-    g.add_argument("--warmup-steps", type=_count, metavar="N",
+    g.add_argument("--warmup-steps", type=cli_args.count, metavar="N",
                    help="linear learning-rate warm-up (default: one epoch; a shorter run stays in it)")
-    g.add_argument("--seed", type=_seed, metavar="S", help="initial weights and data order (default 0)")
+    g.add_argument("--seed", type=cli_args.seed, metavar="S", help="initial weights and data order (default 0)")
     g = t.add_argument_group("fine-tuning")
-    g.add_argument("--init-from", type=_path, metavar="CKPT", help="start from a checkpoint (file or folder): every "
-                   "variable whose name and shape match is restored; the others are listed, with the reason")
-    g.add_argument("--init-map", type=_init_map, action="append", metavar="OLD=NEW|FILE.json",
+    g.add_argument("--init-from", type=cli_args.path, metavar="CKPT", help="start from a checkpoint (file or "
+                   "folder): every variable whose name and shape match is restored; the others are listed, with the "
+                   "reason")
+    g.add_argument("--init-map", type=cli_args.init_map, action="append", metavar="OLD=NEW|FILE.json",
                    help="restore checkpoint name or scope OLD (e.g. keras/conv1/ or /) into model name or scope NEW, "
                    "by tf.train.init_from_checkpoint's rules; repeatable, or a JSON file of {OLD: NEW}. Variables "
                    "whose shapes differ (a new head) stay freshly initialized")
@@ -375,57 +119,57 @@ def build_parser() -> argparse.ArgumentParser:
     which.add_argument("--trainable", metavar="REGEX", help="train only the variables whose name matches "
                        "(re.search); the rest are frozen (no gradient, no optimizer slot; batch norm with all its "
                        "variables frozen runs in inference mode: moving statistics, not updated)")
-    which.add_argument("--fine-tune-last", type=_positive_int, metavar="N",
+    which.add_argument("--fine-tune-last", type=cli_args.positive_int, metavar="N",
                        help="train only the last N layers (top-level variable scopes: conv1 .. fc3 in mentee)")
-    g.add_argument("--classes", type=_classes, metavar="LIST", help="train and test on these classes only, "
+    g.add_argument("--classes", type=cli_args.classes, metavar="LIST", help="train and test on these classes only, "
                    "e.g. 0-4 or 5,7,9; labels keep their numbers (the model keeps its 10 outputs)")
     g = t.add_argument_group("run")
     # Run options default to None too: on --resume the trainer takes the checkpoint's (tfplus.trainer.RUN_OPTIONS)
     # and refuses a value that would change the run's weights (a memory budget, the thread count).
-    g.add_argument("--device", type=_device, help="cpu (default), opencl or opencl:N")
-    g.add_argument("--threads", type=_threads, metavar="N", help=_THREADS_HELP)
-    g.add_argument("--workers", type=_threads, metavar="N", help="worker processes a cpu training step "
+    g.add_argument("--device", type=cli_args.device, help="cpu (default), opencl or opencl:N")
+    g.add_argument("--threads", type=cli_args.threads, metavar="N", help=cli_args.THREADS_HELP)
+    g.add_argument("--workers", type=cli_args.threads, metavar="N", help="worker processes a cpu training step "
                    "splits its batch over (default $TFPLUS_WORKERS, else one per --threads thread from 2; 1: none)")
     g.add_argument("--input", choices=("host", "device"), help="where training batches are augmented and "
                    "normalized: host (NumPy, floats uploaded) or device (uint8 uploaded, one kernel); the "
                    "batches are the same. Default: device on opencl, host on cpu")
-    g.add_argument("--memory-budget", type=_size, metavar="SIZE",
+    g.add_argument("--memory-budget", type=cli_args.size, metavar="SIZE",
                    help="plan each step to fit SIZE bytes (e.g. 64MB, 64MiB)")
-    g.add_argument("--checkpoint-dir", type=_path, metavar="DIR", help="write checkpoints here")
-    g.add_argument("--checkpoint-every", type=_positive_int, metavar="N",
+    g.add_argument("--checkpoint-dir", type=cli_args.path, metavar="DIR", help="write checkpoints here")
+    g.add_argument("--checkpoint-every", type=cli_args.positive_int, metavar="N",
                    help="steps between checkpoints (default: each epoch)")
     g.add_argument("--resume", action="store_true",
                    help="continue from the last checkpoint in --checkpoint-dir, with the run's options (those not "
                    "given again: memory budget, threads, workers, device, logs, ...)")
-    g.add_argument("--log", type=_output_file(make_folders=True, json=True), metavar="FILE.jsonl",
+    g.add_argument("--log", type=cli_args.output_file(make_folders=True, json=True), metavar="FILE.jsonl",
                    help="append one JSON object per logged step and per epoch")
     evals = g.add_mutually_exclusive_group()
-    evals.add_argument("--eval-every", type=_positive_int, metavar="N",
+    evals.add_argument("--eval-every", type=cli_args.positive_int, metavar="N",
                        help="evaluate on the test set every N epochs and at the end (default 1)")
     evals.add_argument("--no-eval", dest="eval_every", action="store_const", const=0,
                        help="never evaluate on the test set")
-    g.add_argument("--logdir", type=_path, metavar="DIR", help="write TensorBoard event files here (the graph; "
+    g.add_argument("--logdir", type=cli_args.path, metavar="DIR", help="write TensorBoard event files here (the graph; "
                    "loss, accuracy, learning rate, images/s, memory; the test set's accuracy and loss under "
                    "DIR/validation): tensorboard --logdir DIR")
-    g.add_argument("--log-every", type=_positive_int, metavar="N", help="steps between log rows "
+    g.add_argument("--log-every", type=cli_args.positive_int, metavar="N", help="steps between log rows "
                    "(default 10); a row holds the means of its steps, read from the device then")
-    g.add_argument("--profile-every", type=_positive_int, metavar="N",
+    g.add_argument("--profile-every", type=cli_args.positive_int, metavar="N",
                    help="trace every Nth step into the --log file as a row {kind: profile, step, epoch, step_ms, "
                    "op_ms, forward_ms, backward_ms, update_ms, device_ms, gflop, gflop_per_s, h2d_bytes, "
                    "d2h_bytes, transfer_ms, peak_live_bytes, ops, top_ops} (tfplus.trainer)")
 
     e = sub.add_parser("eval", help="test accuracy of a checkpoint, per class")
-    e.add_argument("--checkpoint", type=_path, required=True, metavar="PATH",
+    e.add_argument("--checkpoint", type=cli_args.path, required=True, metavar="PATH",
                    help="a checkpoint directory or file prefix")
-    e.add_argument("--data", type=_path, metavar="DIR",
+    e.add_argument("--data", type=cli_args.path, metavar="DIR",
                    help="CIFAR-10 folder (default: the checkpoint's, else $TFPLUS_DATA or ~/.cache/tfplus)")
     e.add_argument("--download", action="store_true", help=_DOWNLOAD_HELP)
     e.add_argument("--synthetic", action="store_const", const=True,
                    help="evaluate on the synthetic dataset (default: what the checkpoint was trained on)")
-    e.add_argument("--device", type=_device, default="cpu", help="cpu (default), opencl or opencl:N")
-    e.add_argument("--memory-budget", type=_size, metavar="SIZE", help="plan each step to fit SIZE bytes")
-    e.add_argument("--threads", type=_threads, metavar="N", help=_THREADS_HELP)
-    e.add_argument("--batch-size", type=_batch_size,
+    e.add_argument("--device", type=cli_args.device, default="cpu", help="cpu (default), opencl or opencl:N")
+    e.add_argument("--memory-budget", type=cli_args.size, metavar="SIZE", help="plan each step to fit SIZE bytes")
+    e.add_argument("--threads", type=cli_args.threads, metavar="N", help=cli_args.THREADS_HELP)
+    e.add_argument("--batch-size", type=cli_args.batch_size,
                    help="default 500 (under a memory budget: the training batch size)")
 
     from tfplus import plan_cli, profile_cli
@@ -486,7 +230,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _internal("tfplus", e)
     if args.command is None:
         parser.print_help(sys.stderr)
-        return EXIT_USAGE
+        return cli_args.EXIT_USAGE
     from tfplus import threads, workers
     prog = f"tfplus {args.command}"
     try:  # --threads, else $TFPLUS_NUM_THREADS, else the cores this process may use
@@ -494,11 +238,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         nworkers = workers.resolve(None, nthreads)  # $TFPLUS_WORKERS, checked before any work
         # The variables get the flags' bound too: a step forks a worker process per thread from 2.
         for n, name in ((nthreads, f"${threads.ENV}"), (nworkers, f"${workers.ENV}")):
-            if n > MAX_THREADS:
-                raise ValueError(f"{name}={n}: at most {MAX_THREADS}; set a smaller number or unset it")
+            if n > cli_args.MAX_THREADS:
+                raise ValueError(f"{name}={n}: at most {cli_args.MAX_THREADS}; set a smaller number or unset it")
     except ValueError as e:
         print(f"{prog}: error: {e}", file=sys.stderr)
-        return EXIT_USAGE
+        return cli_args.EXIT_USAGE
     with threads.default(nthreads):
         return _dispatch(args, prog)
 
@@ -523,18 +267,18 @@ def _dispatch(args: argparse.Namespace, prog: str) -> int:
         return args.func(args)
     except UsageError as e:
         print(f"{prog}: error: {e}", file=sys.stderr)
-        return EXIT_USAGE
+        return cli_args.EXIT_USAGE
     except BudgetError as e:  # no plan of a step fits --memory-budget: as `tfplus plan` says it, exit 1
         print(f"{prog}: error: --memory-budget: {e}", file=sys.stderr)
-        return EXIT_FAILED
+        return cli_args.EXIT_FAILED
     except KeyboardInterrupt:
         print(f"\n{prog}: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return cli_args.EXIT_INTERRUPTED
     except (DataError, errors.OpError, NotImplementedError, MemoryError, OSError) as e:
         if debug:
             raise
         print(f"{prog}: error: {_message(e)}", file=sys.stderr)
-        return EXIT_FAILED
+        return cli_args.EXIT_FAILED
     except Exception as e:  # a bug in tfplus: say what and where, in one line
         if debug:
             raise
@@ -550,7 +294,7 @@ def _internal(prog: str, e: Exception) -> int:
     print(f"{prog}: internal error: {type(e).__name__}{': ' * bool(text)}{text} (at {_where(e)}). This is "
           "a bug in tfplus; please report it to the tfplus issue tracker with this command line and the "
           "traceback that TFPLUS_DEBUG=1 prints.", file=sys.stderr)
-    return EXIT_FAILED
+    return cli_args.EXIT_FAILED
 
 
 def _message(e: BaseException) -> str:
@@ -608,7 +352,7 @@ def _train(args: argparse.Namespace) -> int:
         return train(cfg).exit_code
     except RunError as e:  # diverged, or a checkpoint could not be written
         print(f"tfplus train: error: {e}", file=sys.stderr)
-        return EXIT_FAILED
+        return cli_args.EXIT_FAILED
 
 
 def _eval(args: argparse.Namespace) -> int:

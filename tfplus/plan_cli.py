@@ -13,47 +13,48 @@ import json
 import sys
 import time
 
-from tfplus.planner import TRANSFORMATIONS, smallest_plan
+from tfplus import cli_args
+from tfplus.planner import TRANSFORMATIONS
 from tfplus.planner import plan as _plan
 from tfplus.planner.profiles import PROFILES, get_profile
+from tfplus.step_budget import smallest_budget, training_feeds, training_runs
 from tfplus.units import format_size
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     """Adds the `plan` subcommand to an argparse subparsers object; its handler is `main` (set as `func`)."""
-    from tfplus.cli import _batch_size, _device, _model, _output_file, _positive_int, _size, _widths
     from tfplus.graphs.mentee import DATA_FORMATS, OPTIMIZERS
     p = subparsers.add_parser(
         "plan", help="plan the memory of one training step (breakdown, budget fit, max batch)",
         description="Plans one training step of a model (forward, backward, optimizer update): memory by "
                     "role, the liveness lower bound, and, given a budget, the cheapest transformations that "
                     "fit it. Exit status 1 when the step does not fit the budget.")
-    p.add_argument("--model", type=_model, default="mentee", help="registered model (tfplus.graphs.MODELS); "
+    p.add_argument("--model", type=cli_args.model, default="mentee", help="registered model (tfplus.graphs.MODELS); "
                    "default mentee")
-    p.add_argument("--widths", dest="conv_widths", type=_widths, metavar="W,W,..",
+    p.add_argument("--widths", dest="conv_widths", type=cli_args.widths, metavar="W,W,..",
                    help="conv layer widths (default: the model's, mentee 32,32,64,64,128)")
-    p.add_argument("--fc-widths", type=_widths, metavar="W,W,..", help="hidden FC widths (mentee 256,128)")
-    p.add_argument("--batch-size", type=_batch_size, default=128, help="examples per step (default 128)")
-    p.add_argument("--device", type=_device, default="cpu", help="cpu or opencl[:N]: its kernels' scratch, "
+    p.add_argument("--fc-widths", type=cli_args.widths, metavar="W,W,..", help="hidden FC widths (mentee 256,128)")
+    p.add_argument("--batch-size", type=cli_args.batch_size, default=128, help="examples per step (default 128)")
+    p.add_argument("--device", type=cli_args.device, default="cpu", help="cpu or opencl[:N]: its kernels' scratch, "
                    "which transformations apply, and (the OpenCL device when it is here) alignment and compute "
                    "units; default cpu")
     budget = p.add_mutually_exclusive_group()
-    budget.add_argument("--memory-budget", type=_size, metavar="SIZE",
+    budget.add_argument("--memory-budget", type=cli_args.size, metavar="SIZE",
                         help="memory budget, e.g. 64MB (10^6 bytes) or 64MiB (2^20)")
-    budget.add_argument("--budget", type=_size, metavar="SIZE", help="deprecated spelling of --memory-budget")
+    budget.add_argument("--budget", type=cli_args.size, metavar="SIZE", help="deprecated spelling of --memory-budget")
     budget.add_argument("--device-profile", type=str.lower, choices=sorted(PROFILES), metavar="NAME",
                         help=f"budget of a phone-class device: {', '.join(PROFILES)}")
     p.add_argument("--optimizer", choices=OPTIMIZERS, default="momentum", help="default momentum (Nesterov)")
     p.add_argument("--data-format", choices=DATA_FORMATS, default="NCHW", help="activation layout (default "
                    "NCHW)")
     which = p.add_mutually_exclusive_group()
-    which.add_argument("--fine-tune-last", type=_positive_int, metavar="N", help="plan a step that trains only the "
-                       "last N layers (frozen layers: no weight gradient, no slot; nothing below the lowest trained "
-                       "layer runs backward or keeps activations)")
+    which.add_argument("--fine-tune-last", type=cli_args.positive_int, metavar="N", help="plan a step that trains "
+                       "only the last N layers (frozen layers: no weight gradient, no slot; nothing below the lowest "
+                       "trained layer runs backward or keeps activations)")
     which.add_argument("--trainable", metavar="REGEX", help="plan a step that trains only the variables whose "
                        "name matches")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
-    p.add_argument("--plot", type=_plot_file(_output_file()), metavar="FILE",
+    p.add_argument("--plot", type=_plot_file(cli_args.output_file()), metavar="FILE",
                    help="write memory over the step to FILE (.svg; .png with matplotlib)")
     p.add_argument("--max-batch", action="store_true",
                    help="find the largest batch that fits the budget (binary search, confirmed by one step)")
@@ -78,7 +79,6 @@ def _plot_file(writable):
 
 def main(args: argparse.Namespace) -> int:
     """Runs `tfplus plan`; returns the exit status: 0, or 1 when the step does not fit the budget."""
-    from tfplus.cli import EXIT_FAILED
     from tfplus.runtime import get_runtime, opencl, parse_device
     from tfplus.trainer import UsageError
     if parse_device(args.device)[0] == "opencl" and opencl.available():  # else plans for assumed defaults
@@ -114,7 +114,7 @@ def main(args: argparse.Namespace) -> int:
     if args.plot:
         from tfplus.planner.plot import write_plot
         write_plot(p, args.plot, f"{args.model}, batch {args.batch_size}, {args.optimizer} on {args.device}")
-    status = 0 if budget is None or smallest <= budget else EXIT_FAILED
+    status = 0 if budget is None or smallest <= budget else cli_args.EXIT_FAILED
     if args.json:
         print(json.dumps(out, indent=2, sort_keys=True))
     else:
@@ -143,58 +143,11 @@ def _note(text: str) -> None:
     print(f"tfplus plan: {text}", file=sys.stderr, flush=True)
 
 
-def smallest_budget(graph, runs: list, device, transformations=TRANSFORMATIONS) -> int:
-    """The smallest memory budget in which a session on `device` runs every one of `runs` ([(fetches,
-    {fed tensor: shape})]), each planned as the session plans it (rewritten by tfplus.optimize): the largest of
-    their smallest plans' peaks (each run is planned to fit the budget on its own). `tfplus plan` reports it and
-    `tfplus train` checks it before its first run, so both name the same figure, and a budget of exactly that
-    figure plans every run."""
-    return _neediest(graph, runs, device, transformations).peak_bytes
-
-
-def check_budget(graph, runs: list, device, budget: int) -> None:
-    """Raises planner.BudgetError naming smallest_budget(graph, runs, device) when `budget` is below it."""
-    from tfplus.planner import BudgetError
-    p = _neediest(graph, runs, device)
-    if budget < p.peak_bytes:
-        need = format_size(p.peak_bytes, up=True)
-        raise BudgetError(f"the step needs at least {need} ({p.peak_bytes} bytes) but the memory budget is "
-                          f"{format_size(budget)} ({budget} bytes); use a budget of at least {need} or a "
-                          "smaller --batch-size", p)
-
-
-def _neediest(graph, runs: list, device, transformations=TRANSFORMATIONS):
-    """The smallest plan of the run in `runs` whose smallest plan is the largest."""
-    from tfplus.optimize import enabled, optimize
-    plans = []
-    for fetches, shapes in runs:
-        fetches = fetches if isinstance(fetches, list) else [fetches]
-        rw = optimize(graph, fetches, set(shapes)) if enabled() else None
-        g, planned = (graph, fetches) if rw is None else (rw.graph, [rw.element[f] for f in fetches])
-        fed = shapes if rw is None else {rw.element[t]: s for t, s in shapes.items()}
-        plans.append(smallest_plan(planned, fed, device, graph=g, transformations=transformations))
-    return max(plans, key=lambda p: p.peak_bytes)
-
-
-def training_feeds(tg) -> tuple:
-    """The tensors a training step of `tg` (graphs.TrainingGraph) is fed: its images (or, with device input, the
-    dataset's bytes and the crops) and labels."""
-    images = (tg.images,) if tg.raw_images is None else (tg.raw_images, tg.crops)
-    return images + (tg.labels,)
-
-
-def training_runs(tg, step_op, batch: int) -> list:
-    """The runs of a training session whose needs decide its budget: the step `step_op` at `batch`, and the
-    initializer (a session's other runs, reading values or evaluating at the training batch, need less)."""
-    shapes = {t: (batch,) + tuple(t.shape.as_list()[1:]) for t in training_feeds(tg)}
-    return [([step_op], shapes), (tg.init_op, {})]
-
-
 class _TrainStep:
     """The training step `tfplus train` runs (tfplus.trainer's graph and running sums), planned at any batch."""
 
     def __init__(self, args):
-        from tfplus.trainer import TrainConfig, _RunningSums, build_graph, device_input, resolve
+        from tfplus.trainer import RunningSums, TrainConfig, build_graph, device_input, resolve
         self.args = args
         given = {k: getattr(args, k, None) for k in ("model", "conv_widths", "fc_widths", "optimizer",
                                                      "data_format", "trainable", "fine_tune_last")}
@@ -202,7 +155,7 @@ class _TrainStep:
                                   device=args.device))
         cfg.warmup_steps = cfg.warmup_steps or 0
         self.tg = build_graph(cfg, 1000, device_input(cfg))
-        self.sums = _RunningSums(self.tg)  # the step the trainer runs sums its loss and accuracy on the device
+        self.sums = RunningSums(self.tg)  # the step the trainer runs sums its loss and accuracy on the device
         self.fed = training_feeds(self.tg)
         self.fetches = [self.sums.step_op]
         from tfplus.optimize import enabled, optimize
@@ -229,13 +182,13 @@ class _TrainStep:
         return self._needs[key]
 
     def max_batch(self, budget: int, transformations=TRANSFORMATIONS, at_least: int = 0) -> int:
-        """The largest batch up to tfplus.cli.MAX_BATCH_SIZE that fits (a multiple of 8 from 8 on: micro-batching
+        """The largest batch up to tfplus.cli_args.MAX_BATCH_SIZE that fits (a multiple of 8 from 8 on: micro-batching
         needs a batch with divisors), `at_least` known to fit. Past a few examples a step's need grows about
         linearly with its batch (without micro-batching its activations, with it the fed images), so each probe
         is where the line through the last two probes reaches the budget (a secant search), every other one the
         middle of what is left once the answer is bracketed: a dozen plans where doubling and bisection made
         dozens of plans of big batches. Each probe is reported on stderr."""
-        from tfplus.cli import MAX_BATCH_SIZE as limit
+        limit = cli_args.MAX_BATCH_SIZE
         what = "with micro-batching" if "microbatch" in transformations else "without micro-batching"
         t0 = time.perf_counter()
         probes: list[tuple[int, int]] = []

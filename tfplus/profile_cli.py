@@ -18,6 +18,7 @@ import sys
 import time
 from collections import defaultdict
 
+from tfplus import cli_args
 from tfplus.units import format_size
 
 WARMUP_STEPS = 2  # plans, programs, buffer pools, the allocator's first pages
@@ -27,48 +28,36 @@ MAX_STEPS = 1000
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     """Adds the `profile` subcommand to an argparse subparsers object; its handler is `main` (set as `func`)."""
-    from tfplus.cli import (
-        _THREADS_HELP,
-        _batch_size,
-        _device,
-        _model,
-        _output_file,
-        _positive_int,
-        _size,
-        _threads,
-        _widths,
-    )
     from tfplus.graphs.mentee import DATA_FORMATS, OPTIMIZERS
     p = subparsers.add_parser(
         "profile", help="time, FLOPs, memory and transfers of a training step, by op type and by layer",
         description="Profiles training steps of a model on random data: tables by op type and by layer (time, "
                     "%% of the step, GFLOP/s, forward/backward/update split), the step time distribution, CPU "
                     "utilization, peak memory and bytes moved; --trace writes a Chrome trace / Perfetto JSON.")
-    p.add_argument("--model", type=_model, default="mentee",
+    p.add_argument("--model", type=cli_args.model, default="mentee",
                    help="registered model (tfplus.graphs.MODELS); default mentee")
-    p.add_argument("--widths", dest="conv_widths", type=_widths, metavar="W,W,..",
+    p.add_argument("--widths", dest="conv_widths", type=cli_args.widths, metavar="W,W,..",
                    help="conv layer widths (default: the model's, mentee 32,32,64,64,128)")
-    p.add_argument("--fc-widths", type=_widths, metavar="W,W,..", help="hidden FC widths (mentee 256,128)")
-    p.add_argument("--device", type=_device, default="cpu", help="cpu (default), opencl or opencl:N")
-    p.add_argument("--batch-size", type=_batch_size, default=128, help="examples per step (default 128)")
+    p.add_argument("--fc-widths", type=cli_args.widths, metavar="W,W,..", help="hidden FC widths (mentee 256,128)")
+    p.add_argument("--device", type=cli_args.device, default="cpu", help="cpu (default), opencl or opencl:N")
+    p.add_argument("--batch-size", type=cli_args.batch_size, default=128, help="examples per step (default 128)")
     p.add_argument("--steps", type=_profile_steps, default=12, metavar="N",
                    help=f"training steps to run (default 12): {WARMUP_STEPS} warm-up, then untraced and traced "
                    f"ones in turn; at least {WARMUP_STEPS + 2}")
-    p.add_argument("--trace", type=_output_file(json=True), metavar="FILE.json",
+    p.add_argument("--trace", type=cli_args.output_file(json=True), metavar="FILE.json",
                    help="write the traced steps as Chrome trace JSON")
-    p.add_argument("--memory-budget", type=_size, metavar="SIZE", help="run each step by a memory plan of SIZE")
-    p.add_argument("--threads", type=_threads, metavar="N", help=_THREADS_HELP)
+    p.add_argument("--memory-budget", type=cli_args.size, metavar="SIZE", help="run each step by a memory plan of SIZE")
+    p.add_argument("--threads", type=cli_args.threads, metavar="N", help=cli_args.THREADS_HELP)
     p.add_argument("--optimizer", choices=OPTIMIZERS, default="momentum", help="default momentum (Nesterov)")
     p.add_argument("--data-format", choices=DATA_FORMATS, default="NCHW", help="activation layout (default "
                    "NCHW)")
-    p.add_argument("--top", type=_positive_int, default=15, metavar="N", help="rows per table (default 15)")
+    p.add_argument("--top", type=cli_args.positive_int, default=15, metavar="N", help="rows per table (default 15)")
     p.set_defaults(func=main)
     return p
 
 
 def _profile_steps(text: str) -> int:
-    from tfplus.cli import _whole
-    value = _whole(text, 1, MAX_STEPS)
+    value = cli_args.whole(text, 1, MAX_STEPS)
     if value < WARMUP_STEPS + 2:
         raise argparse.ArgumentTypeError(f"must be >= {WARMUP_STEPS + 2} ({WARMUP_STEPS} warm-up steps, then at "
                                          f"least one untraced and one traced step), got {value}")

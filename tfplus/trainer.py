@@ -30,7 +30,7 @@ The --log file gets one JSON object per line (field names are stable):
   costliest op types as [op type, ms].
 
 A training step reads nothing back: the step adds its loss and accuracy to sums kept on the device
-(_RunningSums), which the loop reads only for a log row, a progress line, a checkpoint and an epoch's end.
+(RunningSums), which the loop reads only for a log row, a progress line, a checkpoint and an epoch's end.
 So the host queues the next step while the device still runs this one, and a loss that turns NaN or
 infinite is caught at the next read, naming the steps since the previous one.
 """
@@ -568,7 +568,7 @@ METADATA: dict[str, tuple] = {
     "data_state": {"seed": _count(), "epoch": _count(), "batch_index": _count()},
     "history": _list_of(_object({"epoch": _count(1), "test_accuracy": _nullable(_NUMBER)})),
     "sums": _SUMS,
-    # The device's running sums (_RunningSums) of the steps since the last log row, not yet in "sums".
+    # The device's running sums (RunningSums) of the steps since the last log row, not yet in "sums".
     "window": _optional(_SUMS),
     "elapsed_s": _NUMBER, "epoch_s": _NUMBER, "h2d_bytes": _count(), "d2h_bytes": _count(),
     "options": _optional(_object(OPTIONS_SCHEMA)),
@@ -792,7 +792,7 @@ def peak_rss_bytes(sess: tf.Session | None = None) -> int:
         return 0
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     own = int(peak) if sys.platform == "darwin" else int(peak) * 1024  # macOS reports bytes, Linux KiB
-    pids = sess._workers.pids() if sess is not None and sess._workers is not None else []
+    pids = sess.workers.pids() if sess is not None and sess.workers is not None else []
     return own + sum(map(_private_bytes, pids))
 
 
@@ -811,33 +811,6 @@ def _private_bytes(pid: int) -> int:
 def _clock(seconds: float) -> str:
     s = int(round(seconds))
     return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Signals: Ctrl-C / SIGTERM / SIGHUP finish the running step, then the loop saves and stops.
-
-class _StopRequest:
-    """Catches SIGINT, SIGTERM and SIGHUP while training: the first asks the loop to stop after the current step
-    (so the checkpoint is consistent); a second SIGINT interrupts at once."""
-
-    def __init__(self):
-        self.signum: int | None = None
-        self._old: dict[int, Any] = {}
-
-    def _handle(self, signum, frame):
-        if self.signum is not None and signum == signal.SIGINT:
-            raise KeyboardInterrupt
-        self.signum = signum
-
-    def __enter__(self) -> _StopRequest:
-        if threading.current_thread() is threading.main_thread():  # signal handlers live in the main thread
-            for s in _EXIT_ON_SIGNAL:
-                self._old[s] = signal.signal(s, self._handle)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        for s, handler in self._old.items():
-            signal.signal(s, handler)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -960,12 +933,12 @@ def _say_trainable(cfg: TrainConfig, tg, err: IO[str]) -> None:
           "the rest frozen", file=err)
 
 
-class _RunningSums:
+class RunningSums:
     """The loss and accuracy of the steps since the last reset, summed on the device by the training step
     itself (step_op: train_op and the sum), so that a step copies nothing back and the host can queue the next
     one at once. A local variable: the Saver leaves it out; a checkpoint's metadata holds its values.
 
-        sums = _RunningSums(tg); sums.start(sess)
+        sums = RunningSums(tg); sums.start(sess)
         sess.run(sums.step_op, feed); sums.steps += 1
         loss_sum, accuracy_sum = sums.read(sess)      # the only copy to the host (a sync)
     """
@@ -998,6 +971,10 @@ def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = No
     finishes the step, saves a checkpoint (with checkpoint_dir) and returns with exit_code 130/143/129. A
     worker process that dies or stops (tfplus.errors.UnavailableError) or a log file that cannot be written
     (a full disk) is a RunError, raised after saving the last completed step.
+
+    The steps run in a tf.train.MonitoredSession whose hooks do the rest: _ProgressHook counts and shows them,
+    _EpochHook evaluates and reports each epoch, _CheckpointHook saves, _StopHook stops at the last step or on a
+    signal, _PeakMemoryHook measures the run's memory before the session closes.
     """
     started = time.perf_counter()
     out, err = _Console(out or sys.stdout, "standard output"), _Console(err or sys.stderr, "standard error")
@@ -1043,285 +1020,452 @@ def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = No
         raise UsageError(f"{_length(_recipe(cfg))} at {spe} steps per epoch" * (cfg.steps is None) +
                          f"{cfg.steps} steps" * (cfg.steps is not None) +
                          f" is more than the global step can count ({MAX_STEPS}); give fewer")
-    n_epochs = -(-total_steps // spe)  # in integers: exact for any length
     if cfg.warmup_steps is None:  # recorded as a number, so a resumed run need not recompute it
         cfg.warmup_steps = default_warmup(spe)
     tg = build_graph(cfg, total_steps, device_input(cfg))
     with tg.graph.as_default():
         saver = tf.train.Saver(max_to_keep=3)
         init = _init_from(cfg, tg, meta, err)
-    sums = _RunningSums(tg)
+    sums = RunningSums(tg)
     # The test set's loss, for TensorBoard's validation run (the --log file's epoch rows then carry it too).
     loss_sum = eval_loss_sum(tg) if cfg.logdir and tg.eval_logits is not None else None
     _say_trainable(cfg, tg, err)
-    sess = _session(tg.graph, cfg.device, cfg.memory_budget, cfg.threads, cfg.workers)
-    if cfg.memory_budget is not None:  # the run's smallest budget, named as `tfplus plan` names it, before any run
-        from tfplus.plan_cli import check_budget, training_runs
-        check_budget(tg.graph, training_runs(tg, sums.step_op, cfg.batch_size), cfg.device,
-                     parse_size(cfg.memory_budget, "--memory-budget"))
 
-    # What a checkpoint carries besides the variables. sums: the epoch's loss and accuracy sums and steps up to
-    # the last log row; window: those of the steps since (on the device, in `sums`, while running); epoch_s:
-    # training seconds of the unfinished epoch spent before this process; h2d/d2h_bytes: transfer counts so far
-    # (a new session starts its own at 0).
-    state: dict[str, Any] = {"history": [], "sums": [0.0, 0.0, 0], "window": [0.0, 0.0, 0], "elapsed_s": 0.0,
-                             "data_state": None, "epoch_s": 0.0, "h2d_bytes": 0, "d2h_bytes": 0}
-    if meta is not None:
-        with reader:
-            saver.restore(sess, reader)
-        # Adopt the earlier session's checkpoints (and the one resumed, if the state file did not list it), so
-        # max_to_keep also deletes those.
-        state_file = tf.train.get_checkpoint_state(cfg.checkpoint_dir)  # None: a first save killed unlisted
-        kept = list(state_file.all_model_checkpoint_paths) if state_file else []
-        saver.recover_last_checkpoints(kept + [ckpt] * (ckpt not in kept))
-        state.update({k: meta.get(k, v) for k, v in state.items()})
-        step = int(sess.run(tg.global_step))
-        ds = meta["data_state"]
-        if step != meta["step"] or ds["epoch"] * spe + ds["batch_index"] != step or ds["batch_index"] >= spe \
-                or ds["seed"] != cfg.seed or step > total_steps or state["window"][2] > ds["batch_index"]:
-            raise UsageError(f"{ckpt}: inconsistent checkpoint (global step {step}, metadata step "
-                             f"{meta['step']}, data position {ds}); resume from another one")
-        print(f"resumed from {ckpt} at step {step}/{total_steps}", file=err)
-    else:
-        sess.run(tg.init_op)
-        if init is not None:
-            init.restore(sess)
-        step = 0
-    sums.start(sess, state["window"])
-
-    log = JsonLog(cfg.log)
-    if cfg.logdir:
-        log = TensorBoardLog(log, cfg.logdir, tg.graph)
-    log.write({"kind": "start", "step": step, "total_steps": total_steps, "steps_per_epoch": spe,
-               "resumed": meta is not None, "device": cfg.device, "recipe": _json_ready(_recipe(cfg))})
-    print(f"{cfg.model} on {cfg.device}: {total_steps} steps ({n_epochs} epoch{'s' * (n_epochs > 1)} of "
-          f"{spe}) at batch {cfg.batch_size}, {n_train} training / {len(dataset.test_labels)} test images",
-          file=err)
-    start_time, last_ckpt = time.perf_counter(), ckpt
-    saved_step = step if ckpt is not None else None  # the step of last_ckpt
-    eval_batch = cfg.batch_size if cfg.memory_budget else max(cfg.batch_size, EVAL_BATCH)
-    batches = tfdata.train_batches(dataset, cfg.batch_size, seed=cfg.seed, augment=cfg.augment,
-                                   data_format=cfg.data_format, state=state["data_state"],
-                                   raw=tg.raw_images is not None)
-
-    def counters() -> dict[str, Any]:
-        rt = sess.runtime
-        return {"peak_bytes": peak_rss_bytes(sess),
-                "h2d_bytes": state["h2d_bytes"] + rt.h2d_bytes,
-                "d2h_bytes": state["d2h_bytes"] + rt.d2h_bytes}
-
-    # The running epoch's clock: when this process started on it, plus what earlier processes spent on it.
-    clock = {"t0": time.perf_counter(), "before": 0.0, "eval_s": 0.0}  # eval_s: the last evaluation's
-
-    def epoch_seconds() -> float:
-        return clock["before"] + time.perf_counter() - clock["t0"]
-
-    def diverged(what: str) -> DivergedError:
-        kept = f"the last checkpoint, {last_ckpt}, holds finite weights" if last_ckpt else "nothing was saved"
-        return DivergedError(f"training diverged at step {step}/{total_steps}: {what} (learning rate {lr:.4g}); "
-                             f"{kept}. Start a new run with a lower --lr or a longer --warmup-steps")
-
-    def learning_rate(done: int) -> float:
-        """The learning rate of (1-based) step `done`: the schedule at the global step it started from."""
-        return float(sess.run(tg.learning_rate, {tg.global_step: np.int64(done - 1)}))
-
-    def window() -> tuple[float, float]:
-        """The device's loss and accuracy sums of the steps since the last log row (the step waits for the
-        device); stops the run if the loss became NaN or infinite at one of them."""
-        nonlocal lr
-        loss, acc = sums.read(sess)
-        if not math.isfinite(loss):
-            lr = learning_rate(step)
-            raise diverged(f"the loss is {loss}" if sums.steps == 1 else
-                           f"the mean loss of steps {step - sums.steps + 1}-{step} is {loss / sums.steps}")
-        return loss, acc
-
-    def save() -> str | None:
-        """Saves this step (unless saved already: a stop right after a periodic save) and returns its path."""
-        nonlocal saved_step
-        if not cfg.checkpoint_dir:
-            return None
-        if last_ckpt is not None and step == saved_step:
-            # NOTE: never rewritten: a checkpoint once listed stays as it was (a kill while rewriting its files
-            # would leave an index over other data).
-            return last_ckpt
-        loss, acc = window()
-        bad = _non_finite_variables(sess, tg.graph)
-        if bad:  # never replace a finite checkpoint with these
-            raise diverged(f"variable {bad[0]!r}" + (f" (and {len(bad) - 1} more)" if len(bad) > 1 else "")
-                           + " holds NaN or infinite values")
-        moved = counters()
-        meta_out = {"format": CHECKPOINT_FORMAT, "step": step, "recipe": _json_ready(_recipe(cfg)),
-                    "data": data_dir, "data_state": batches.state(), "history": state["history"],
-                    "sums": state["sums"], "window": [loss, acc, sums.steps], "options": _options(cfg),
-                    "elapsed_s": state["elapsed_s"] + time.perf_counter() - start_time,
-                    "epoch_s": epoch_seconds() if step % spe else 0.0,
-                    "h2d_bytes": moved["h2d_bytes"], "d2h_bytes": moved["d2h_bytes"]}
-        try:
-            path = _save(saver, sess, cfg.checkpoint_dir, step, meta_out)
-        except OSError as e:  # e.g. a full disk; the Saver leaves the earlier checkpoints as they were
-            kept = f"the last checkpoint, {last_ckpt}, is intact" if last_ckpt else "nothing was saved"
-            raise RunError(f"cannot write the checkpoint of step {step} into {cfg.checkpoint_dir} "
-                           f"({e.strerror or e}); {kept}. Free some space, then continue with --resume") from e
-        saved_step = step
-        return path
-
-    def evaluated(epoch: int) -> bool:
-        """Whether the test set is evaluated after (1-based) `epoch`: every eval_every, and the last."""
-        return cfg.eval_every > 0 and (epoch % cfg.eval_every == 0 or epoch == n_epochs)
-
-    def evaluations_after(epoch: int) -> int:
-        """How many of the epochs after (1-based) `epoch` are evaluated: counted, not listed (a run may declare
-        10**18 epochs)."""
-        if cfg.eval_every == 0 or epoch >= n_epochs:
-            return 0
-        return n_epochs // cfg.eval_every - epoch // cfg.eval_every + (n_epochs % cfg.eval_every != 0)
-
-    def finish_epoch(epoch: int, seconds: float, images: int) -> None:
-        """Evaluates (if its turn), logs and prints the epoch that just ended (1-based `epoch`)."""
-        train_loss, acc_sum, n = state["sums"]
-        test_acc = test_loss = None
-        if evaluated(epoch):
-            t0 = time.perf_counter()
-            test_acc, _, test_loss = evaluate_predictions(sess, tg, dataset, eval_batch, cfg.data_format,
-                                                          progress=err, loss_sum=loss_sum)
-            if not clock.get("evaluated"):  # this process's first evaluation
-                _record_eval_programs(cfg, sess)
-                clock["evaluated"] = True
-            clock["eval_s"] = time.perf_counter() - t0
-        row = {"kind": "epoch", "step": step, "epoch": epoch, "loss": train_loss / max(n, 1),
-               "accuracy": acc_sum / max(n, 1), "lr": lr, "images_per_sec": images / max(seconds, 1e-9),
-               "test_accuracy": test_acc, "epoch_time_s": seconds, **counters()}
-        if loss_sum is not None:
-            row["test_loss"] = test_loss
-        state["history"] = _kept_history(state["history"] + [row])
-        state["sums"] = [0.0, 0.0, 0]
-        log.write(row)
-        test = "" if test_acc is None else f"  test acc {100 * test_acc:.2f}%"
-        print(f"epoch {epoch:>{len(str(n_epochs))}}/{n_epochs}  train loss {row['loss']:.4f} acc "
-              f"{100 * row['accuracy']:.2f}% (epoch means){test}  {seconds:.1f} s "
-              f"({row['images_per_sec']:.0f} img/s)", file=out, flush=True)
-
-    def stopped(e: Exception) -> RunError:
-        """The RunError of a failure that ends the run (a worker's death, a log that cannot be written), after
-        saving the last completed step: the session still reads its variables."""
-        try:
-            saved = save()
-        except (RunError, errors.OpError, OSError) as failed:
-            return RunError(f"{e}; stopped at step {step}/{total_steps}, and its checkpoint could not be written: "
-                            f"{failed}")
-        return RunError(f"{e}; stopped at step {step}/{total_steps}; " +
-                        (f"saved {saved}; continue with --checkpoint-dir {cfg.checkpoint_dir} --resume" if saved
-                         else "nothing saved (no --checkpoint-dir)"))
-
-    exit_code, lr, first_step_said = 0, float("nan"), False
+    run = _Run(cfg, tg, sums, dataset, data_dir, spe, total_steps, started, out, err)
+    progress, checkpoints, stop, peak = _ProgressHook(run), _CheckpointHook(run, saver), _StopHook(run), \
+        _PeakMemoryHook(run)
+    # after_run in this order: a step is counted and shown, its epoch ended, saved, then the run may stop.
+    hooks = [progress, _FeedHook(run), _EpochHook(run, loss_sum), checkpoints, stop, peak]
     trace_options = profiler.RunOptions(profiler.RunOptions.FULL_TRACE) if cfg.profile_every else None
-    try:
-        with _StopRequest() as stop:
-            try:
-                while step < total_steps and stop.signum is None:
-                    epoch = step // spe
-                    epoch_end = min((epoch + 1) * spe, total_steps)
-                    bar = Progress(err, epoch_end - epoch * spe, f"epoch {epoch + 1}/{n_epochs}")
-                    t_epoch = t_row = time.perf_counter()
-                    clock.update(t0=t_epoch, before=state["epoch_s"] if step % spe else 0.0)
-                    state["epoch_s"] = 0.0
-                    done_at_start, row_step = step, step
-                    # The pace (img/s, ETA) is timed from here, or from the end of this process's first step, which
-                    # builds the step's programs (minutes on PoCL from a cold cache) and would claim "0 img/s".
-                    t_pace, paced_from = t_epoch, step
-                    means = ""  # the epoch's means as of the last read, for the progress bar
-                    while step < epoch_end and stop.signum is None:
-                        x, y = next(batches)
+    with tg.graph.as_default(), \
+            tf.train.MonitoredSession(hooks, session_creator=_SessionCreator(run, saver, reader, meta, init)) as mon:
+        try:
+            run.log = JsonLog(cfg.log)
+            if cfg.logdir:
+                run.log = TensorBoardLog(run.log, cfg.logdir, tg.graph)
+            run.log.write({"kind": "start", "step": run.step, "total_steps": total_steps, "steps_per_epoch": spe,
+                           "resumed": meta is not None, "device": cfg.device, "recipe": _json_ready(_recipe(cfg))})
+            print(f"{cfg.model} on {cfg.device}: {total_steps} steps ({run.n_epochs} epoch{'s' * (run.n_epochs > 1)} "
+                  f"of {spe}) at batch {cfg.batch_size}, {n_train} training / {len(dataset.test_labels)} test images",
+                  file=err)
+            run.start_time = time.perf_counter()
+            run.batches = tfdata.train_batches(dataset, cfg.batch_size, seed=cfg.seed, augment=cfg.augment,
+                                               data_format=cfg.data_format, state=run.state["data_state"],
+                                               raw=tg.raw_images is not None)
+            with stop:
+                try:
+                    while not mon.should_stop():
                         md = None
-                        if cfg.profile_every and (step + 1) % cfg.profile_every == 0:
+                        if cfg.profile_every and (run.step + 1) % cfg.profile_every == 0:
                             md = profiler.RunMetadata()
-                        # NOTE: nothing is read back here (see _RunningSums): the device may still be running this
+                        # NOTE: nothing is read back here (see RunningSums): the device may still be running this
                         # step when the next one is queued.
-                        sess.run(sums.step_op, {**image_feed(tg, x), tg.labels: y}, options=trace_options,
-                                 run_metadata=md)
-                        step += 1
-                        sums.steps += 1
-                        row, done = step % cfg.log_every == 0 or step == epoch_end, step - epoch * spe
-                        if row or bar.prints(done) or not first_step_said:
-                            try:
-                                loss, acc = window()
-                            except DivergedError:
-                                bar.clear()
-                                raise
-                            s = state["sums"]
-                            n = s[2] + sums.steps
-                            means = f"epoch mean loss {(s[0] + loss) / n:.4f} acc {100 * (s[1] + acc) / n:.1f}% "
-                        now = time.perf_counter()
-                        if md is not None:
-                            log.write({"kind": "profile", "step": step, "epoch": epoch + 1, **md.summary(),
-                                       "top_ops": profiler.top_op_types(md)})
-                        if row:
-                            lr = learning_rate(step)
-                            speed = (step - row_step) * cfg.batch_size / max(now - t_row, 1e-9)
-                            log.write({"kind": "step", "step": step, "epoch": epoch + 1, "loss": loss / sums.steps,
-                                       "accuracy": acc / sums.steps, "lr": lr, "images_per_sec": speed, **counters()})
-                            s = state["sums"]
-                            state["sums"] = [s[0] + loss, s[1] + acc, s[2] + sums.steps]
-                            sums.reset(sess)
-                            t_row, row_step = now, step
-                        n, elapsed = step - paced_from, now - t_pace
-                        if step == done_at_start + 1 and cfg.memory_budget:  # the plan is made by now
-                            print(_plan_line(sess, cfg.memory_budget), file=err)
-                        if step == done_at_start + 1 and not first_step_said:
-                            first_step_said = True
-                            bar.clear()
-                            print(_first_step_line(sess, time.perf_counter() - started), file=err)
-                            _prebuild_opencl(cfg, sess)
-                            t_pace, paced_from = time.perf_counter(), step
-                            n = 0
-                        if n:  # the whole run's ETA: its steps at this pace, its evaluations at the last one's
-                            eta = elapsed / n * (total_steps - step) + evaluations_after(epoch + 1) * clock["eval_s"]
-                            bar.update(done, f"{means}{n * cfg.batch_size / elapsed:.0f} img/s run ETA {_clock(eta)}")
-                        else:
-                            bar.update(done, means + ("building OpenCL programs..." if _building(sess) else
-                                                      "timing the steps..."))
-                        if cfg.checkpoint_every and step % cfg.checkpoint_every == 0 and step != epoch_end:
-                            last_ckpt = save() or last_ckpt
-                    bar.clear()
-                    if step == epoch_end:
-                        finish_epoch(epoch + 1, epoch_seconds(), (step - epoch * spe) * cfg.batch_size)
-                        every = cfg.checkpoint_every
-                        if every is None or step % every == 0 or step == total_steps:
-                            last_ckpt = save() or last_ckpt
-            except (errors.UnavailableError, LogError) as e:
-                bar.clear()
-                raise stopped(e) from e
-            if stop.signum is not None:
-                exit_code = _EXIT_ON_SIGNAL[stop.signum]
-                saved = save()
-                last_ckpt = saved or last_ckpt
-                name = signal.Signals(stop.signum).name
-                print(f"\n{name}: stopped at step {step}/{total_steps}; " +
-                      (f"saved {saved}; continue with --checkpoint-dir {cfg.checkpoint_dir} --resume"
-                       if saved else "nothing saved (no --checkpoint-dir)"), file=err, flush=True)
-    finally:
-        batches.close()
-        log.close()
-        state["peak_bytes"] = peak_rss_bytes(sess)  # while its workers live
-        workers = len(sess._workers.pids()) if sess._workers is not None else 0
-        sess.close()
+                        mon.run(sums.step_op, options=trace_options, run_metadata=md)
+                except (errors.UnavailableError, LogError) as e:
+                    progress.clear()
+                    raise checkpoints.stopped(e) from e
+                mon.close()  # the hooks' end() (a stop's save, said) while a second signal is still caught
+        finally:
+            if run.batches is not None:
+                run.batches.close()
+            if run.log is not None:
+                run.log.close()
 
-    history = state["history"]
-    total_time = state["elapsed_s"] + time.perf_counter() - start_time
+    step, history = run.step, run.state["history"]
+    exit_code = _EXIT_ON_SIGNAL[stop.signum] if stop.signum is not None else 0
+    total_time = run.state["elapsed_s"] + time.perf_counter() - run.start_time
     accs = [(r["test_accuracy"], r["epoch"]) for r in history if r["test_accuracy"] is not None]
     best = max(accs, key=lambda a: a[0]) if accs else (None, None)
     final = history[-1]["test_accuracy"] if history and step == total_steps else None
-    result = TrainResult(step, total_steps, history, final, best[0], best[1], total_time, state["peak_bytes"],
-                         last_ckpt, exit_code)
+    result = TrainResult(step, total_steps, history, final, best[0], best[1], total_time, peak.peak_bytes,
+                         run.last_ckpt, exit_code)
     if exit_code == 0:
         tested = "no test evaluation" if final is None else \
             f"test accuracy final {100 * final:.2f}%, best {100 * best[0]:.2f}% (epoch {best[1]})"
-        rss = f"RSS, and what its {workers} worker processes add" if workers else "RSS"
-        built = _built(sess)
+        rss = f"RSS, and what its {peak.workers} worker processes add" if peak.workers else "RSS"
+        built = _built(run.sess)
         print(f"done: {step} steps in {_clock(total_time)}; {tested}; peak memory "
               f"{format_size(result.peak_bytes)} ({rss})" + (f"; {built}" if built else ""), file=out, flush=True)
     return result
+
+
+class _Run:
+    """What the hooks of one `tfplus train` session share: the steps done (`step`, this process's count: a step
+    reads nothing back, so nobody reads the global step), the session's state that a checkpoint carries besides
+    the variables, its clocks and its last checkpoint; and what several hooks do with them."""
+
+    def __init__(self, cfg: TrainConfig, tg, sums: RunningSums, dataset: tfdata.Dataset, data_dir: str | None,
+                 spe: int, total_steps: int, started: float, out: _Console, err: _Console):
+        self.cfg, self.tg, self.sums, self.dataset, self.data_dir = cfg, tg, sums, dataset, data_dir
+        self.spe, self.total_steps, self.started, self.out, self.err = spe, total_steps, started, out, err
+        self.n_epochs = -(-total_steps // spe)  # in integers: exact for any length
+        self.sess: tf.Session | None = None
+        self.log: JsonLog | TensorBoardLog | None = None
+        self.batches = None
+        self.step, self.lr = 0, float("nan")
+        self.last_ckpt: str | None = None
+        self.saved_step: int | None = None  # the step of last_ckpt
+        self.start_time = time.perf_counter()  # this process's training time counts from here (set as the steps begin)
+        # What a checkpoint carries besides the variables. sums: the epoch's loss and accuracy sums and steps up to
+        # the last log row; window: those of the steps since (on the device, in `sums`, while running); epoch_s:
+        # training seconds of the unfinished epoch spent before this process; h2d/d2h_bytes: transfer counts so far
+        # (a new session starts its own at 0).
+        self.state: dict[str, Any] = {"history": [], "sums": [0.0, 0.0, 0], "window": [0.0, 0.0, 0],
+                                      "elapsed_s": 0.0, "data_state": None, "epoch_s": 0.0, "h2d_bytes": 0,
+                                      "d2h_bytes": 0}
+        # The running epoch's clock: when this process started on it, plus what earlier processes spent on it.
+        self.clock = {"t0": time.perf_counter(), "before": 0.0, "eval_s": 0.0}  # eval_s: the last evaluation's
+
+    def epoch_end(self, epoch: int) -> int:
+        """The step that ends (0-based) `epoch`."""
+        return min((epoch + 1) * self.spe, self.total_steps)
+
+    def counters(self) -> dict[str, Any]:
+        rt = self.sess.runtime
+        return {"peak_bytes": peak_rss_bytes(self.sess),
+                "h2d_bytes": self.state["h2d_bytes"] + rt.h2d_bytes,
+                "d2h_bytes": self.state["d2h_bytes"] + rt.d2h_bytes}
+
+    def epoch_seconds(self) -> float:
+        return self.clock["before"] + time.perf_counter() - self.clock["t0"]
+
+    def diverged(self, what: str) -> DivergedError:
+        kept = f"the last checkpoint, {self.last_ckpt}, holds finite weights" if self.last_ckpt else \
+            "nothing was saved"
+        return DivergedError(f"training diverged at step {self.step}/{self.total_steps}: {what} (learning rate "
+                             f"{self.lr:.4g}); {kept}. Start a new run with a lower --lr or a longer --warmup-steps")
+
+    def learning_rate(self, done: int) -> float:
+        """The learning rate of (1-based) step `done`: the schedule at the global step it started from."""
+        return float(self.sess.run(self.tg.learning_rate, {self.tg.global_step: np.int64(done - 1)}))
+
+    def window(self) -> tuple[float, float]:
+        """The device's loss and accuracy sums of the steps since the last log row (the step waits for the
+        device); stops the run if the loss became NaN or infinite at one of them."""
+        loss, acc = self.sums.read(self.sess)
+        if not math.isfinite(loss):
+            self.lr = self.learning_rate(self.step)
+            n, step = self.sums.steps, self.step
+            raise self.diverged(f"the loss is {loss}" if n == 1 else
+                                f"the mean loss of steps {step - n + 1}-{step} is {loss / n}")
+        return loss, acc
+
+    def evaluations_after(self, epoch: int) -> int:
+        """How many of the epochs after (1-based) `epoch` are evaluated: counted, not listed (a run may declare
+        10**18 epochs)."""
+        every, n_epochs = self.cfg.eval_every, self.n_epochs
+        if every == 0 or epoch >= n_epochs:
+            return 0
+        return n_epochs // every - epoch // every + (n_epochs % every != 0)
+
+
+class _SessionCreator(tf.train.SessionCreator):
+    """The training session: on the run's device, its budget checked as `tfplus plan` names it (before any run),
+    then restored from the checkpoint resumed (its metadata into the run's state) or initialized (and
+    --init-from's variables restored)."""
+
+    def __init__(self, run: _Run, saver, reader, meta: dict[str, Any] | None, init):
+        self._run, self._saver, self._reader, self._meta, self._init = run, saver, reader, meta, init
+
+    def create_session(self) -> tf.Session:
+        run, cfg, tg, meta = self._run, self._run.cfg, self._run.tg, self._meta
+        sess = _session(tg.graph, cfg.device, cfg.memory_budget, cfg.threads, cfg.workers)
+        if cfg.memory_budget is not None:  # the run's smallest budget, named as `tfplus plan` names it
+            from tfplus.step_budget import check_budget, training_runs
+            check_budget(tg.graph, training_runs(tg, run.sums.step_op, cfg.batch_size), cfg.device,
+                         parse_size(cfg.memory_budget, "--memory-budget"))
+        if meta is not None:
+            ckpt = self._reader.path
+            with self._reader:
+                self._saver.restore(sess, self._reader)
+            # Adopt the earlier session's checkpoints (and the one resumed, if the state file did not list it), so
+            # max_to_keep also deletes those.
+            state_file = tf.train.get_checkpoint_state(cfg.checkpoint_dir)  # None: a first save killed unlisted
+            kept = list(state_file.all_model_checkpoint_paths) if state_file else []
+            self._saver.recover_last_checkpoints(kept + [ckpt] * (ckpt not in kept))
+            run.state.update({k: meta.get(k, v) for k, v in run.state.items()})
+            step = int(sess.run(tg.global_step))
+            ds, spe = meta["data_state"], run.spe
+            if step != meta["step"] or ds["epoch"] * spe + ds["batch_index"] != step or ds["batch_index"] >= spe \
+                    or ds["seed"] != cfg.seed or step > run.total_steps or run.state["window"][2] > ds["batch_index"]:
+                raise UsageError(f"{ckpt}: inconsistent checkpoint (global step {step}, metadata step "
+                                 f"{meta['step']}, data position {ds}); resume from another one")
+            print(f"resumed from {ckpt} at step {step}/{run.total_steps}", file=run.err)
+            run.last_ckpt, run.saved_step = ckpt, step
+        else:
+            sess.run(tg.init_op)
+            if self._init is not None:
+                self._init.restore(sess)
+            step = 0
+        run.sums.start(sess, run.state["window"])
+        run.sess, run.step = sess, step
+        return sess
+
+
+class _ProgressHook(tf.train.SessionRunHook):
+    """Counts the steps and shows them: each epoch's progress bar with the epoch's running means and the run's
+    ETA, the --log's step and profile rows, the first step's line (and the memory plan's). It reads the device's
+    running sums only when one of these needs them (RunningSums), and so finds a NaN or infinite loss then."""
+
+    def __init__(self, run: _Run):
+        self._run, self._bar, self._first_said = run, None, False
+
+    def before_run(self, run_context):
+        if self._bar is None:  # an epoch starts, or this process's part of one
+            run = self._run
+            step, spe = run.step, run.spe
+            epoch = step // spe
+            self._bar = Progress(run.err, run.epoch_end(epoch) - epoch * spe, f"epoch {epoch + 1}/{run.n_epochs}")
+            t_epoch = time.perf_counter()
+            run.clock.update(t0=t_epoch, before=run.state["epoch_s"] if step % spe else 0.0)
+            run.state["epoch_s"] = 0.0
+            self._t_row, self._row_step, self._done_at_start = t_epoch, step, step
+            # The pace (img/s, ETA) is timed from here, or from the end of this process's first step, which builds
+            # the step's programs (minutes on PoCL from a cold cache) and would claim "0 img/s".
+            self._t_pace, self._paced_from = t_epoch, step
+            self._means = ""  # the epoch's means as of the last read, for the progress bar
+        return None
+
+    def after_run(self, run_context, run_values):
+        run, cfg, bar = self._run, self._run.cfg, self._bar
+        run.step += 1
+        run.sums.steps += 1
+        step = run.step
+        epoch = (step - 1) // run.spe
+        epoch_end = run.epoch_end(epoch)
+        row, done = step % cfg.log_every == 0 or step == epoch_end, step - epoch * run.spe
+        if row or bar.prints(done) or not self._first_said:
+            try:
+                loss, acc = run.window()
+            except DivergedError:
+                bar.clear()
+                raise
+            s = run.state["sums"]
+            n = s[2] + run.sums.steps
+            self._means = f"epoch mean loss {(s[0] + loss) / n:.4f} acc {100 * (s[1] + acc) / n:.1f}% "
+        now = time.perf_counter()
+        md = run_values.run_metadata
+        if md is not None:
+            run.log.write({"kind": "profile", "step": step, "epoch": epoch + 1, **md.summary(),
+                           "top_ops": profiler.top_op_types(md)})
+        if row:
+            run.lr = run.learning_rate(step)
+            speed = (step - self._row_step) * cfg.batch_size / max(now - self._t_row, 1e-9)
+            run.log.write({"kind": "step", "step": step, "epoch": epoch + 1, "loss": loss / run.sums.steps,
+                           "accuracy": acc / run.sums.steps, "lr": run.lr, "images_per_sec": speed,
+                           **run.counters()})
+            s = run.state["sums"]
+            run.state["sums"] = [s[0] + loss, s[1] + acc, s[2] + run.sums.steps]
+            run.sums.reset(run.sess)
+            self._t_row, self._row_step = now, step
+        n, elapsed = step - self._paced_from, now - self._t_pace
+        if step == self._done_at_start + 1 and cfg.memory_budget:  # the plan is made by now
+            print(_plan_line(run.sess, cfg.memory_budget), file=run.err)
+        if step == self._done_at_start + 1 and not self._first_said:
+            self._first_said = True
+            bar.clear()
+            print(_first_step_line(run.sess, time.perf_counter() - run.started), file=run.err)
+            _prebuild_opencl(cfg, run.sess)
+            self._t_pace, self._paced_from = time.perf_counter(), step
+            n = 0
+        if n:  # the whole run's ETA: its steps at this pace, its evaluations at the last one's
+            eta = elapsed / n * (run.total_steps - step) + run.evaluations_after(epoch + 1) * run.clock["eval_s"]
+            bar.update(done, f"{self._means}{n * cfg.batch_size / elapsed:.0f} img/s run ETA {_clock(eta)}")
+        else:
+            bar.update(done, self._means + ("building OpenCL programs..." if _building(run.sess) else
+                                            "timing the steps..."))
+        if step == epoch_end:
+            self.clear()
+
+    def clear(self) -> None:
+        """Clears the epoch's bar, which the next step's epoch draws anew."""
+        if self._bar is not None:
+            self._bar.clear()
+            self._bar = None
+
+    def end(self, session):
+        self.clear()  # a stop within an epoch: its line comes next
+
+
+class _FeedHook(tf.train.SessionRunHook):
+    """Feeds each step the run's next batch (tfplus.data.train_batches: a pure function of the seed and the
+    position that a checkpoint keeps)."""
+
+    def __init__(self, run: _Run):
+        self._run = run
+
+    def before_run(self, run_context):
+        x, y = next(self._run.batches)
+        tg = self._run.tg
+        return tf.train.SessionRunArgs(None, {**image_feed(tg, x), tg.labels: y})
+
+
+class _EpochHook(tf.train.SessionRunHook):
+    """At each epoch's end: the test set's evaluation (every eval_every epochs, and the last), the epoch's row in
+    the logs and its line on stdout."""
+
+    def __init__(self, run: _Run, loss_sum: tf.Tensor | None):
+        self._run, self._loss_sum, self._evaluated = run, loss_sum, False
+
+    def after_run(self, run_context, run_values):
+        run = self._run
+        epoch = (run.step - 1) // run.spe
+        if run.step == run.epoch_end(epoch):
+            self._finish(epoch + 1, run.epoch_seconds(), (run.step - epoch * run.spe) * run.cfg.batch_size)
+
+    def _evaluated_after(self, epoch: int) -> bool:
+        """Whether the test set is evaluated after (1-based) `epoch`: every eval_every, and the last."""
+        every = self._run.cfg.eval_every
+        return every > 0 and (epoch % every == 0 or epoch == self._run.n_epochs)
+
+    def _finish(self, epoch: int, seconds: float, images: int) -> None:
+        """Evaluates (if its turn), logs and prints the epoch that just ended (1-based `epoch`)."""
+        run, cfg = self._run, self._run.cfg
+        train_loss, acc_sum, n = run.state["sums"]
+        test_acc = test_loss = None
+        if self._evaluated_after(epoch):
+            t0 = time.perf_counter()
+            eval_batch = cfg.batch_size if cfg.memory_budget else max(cfg.batch_size, EVAL_BATCH)
+            test_acc, _, test_loss = evaluate_predictions(run.sess, run.tg, run.dataset, eval_batch, cfg.data_format,
+                                                          progress=run.err, loss_sum=self._loss_sum)
+            if not self._evaluated:  # this process's first evaluation
+                _record_eval_programs(cfg, run.sess)
+                self._evaluated = True
+            run.clock["eval_s"] = time.perf_counter() - t0
+        row = {"kind": "epoch", "step": run.step, "epoch": epoch, "loss": train_loss / max(n, 1),
+               "accuracy": acc_sum / max(n, 1), "lr": run.lr, "images_per_sec": images / max(seconds, 1e-9),
+               "test_accuracy": test_acc, "epoch_time_s": seconds, **run.counters()}
+        if self._loss_sum is not None:
+            row["test_loss"] = test_loss
+        run.state["history"] = _kept_history(run.state["history"] + [row])
+        run.state["sums"] = [0.0, 0.0, 0]
+        run.log.write(row)
+        test = "" if test_acc is None else f"  test acc {100 * test_acc:.2f}%"
+        print(f"epoch {epoch:>{len(str(run.n_epochs))}}/{run.n_epochs}  train loss {row['loss']:.4f} acc "
+              f"{100 * row['accuracy']:.2f}% (epoch means){test}  {seconds:.1f} s "
+              f"({row['images_per_sec']:.0f} img/s)", file=run.out, flush=True)
+
+
+class _CheckpointHook(tf.train.SessionRunHook):
+    """Saves the run (with --checkpoint-dir): every checkpoint_every steps, else at each epoch's end; at the last
+    step; at the end of the session (a stop: where it left the run); and before a failure ends it (stopped()).
+    Each save is atomic (the Saver's), and a step is saved once."""
+
+    def __init__(self, run: _Run, saver):
+        self._run, self._saver = run, saver
+
+    def after_run(self, run_context, run_values):
+        run, every = self._run, self._run.cfg.checkpoint_every
+        step = run.step
+        if step == run.epoch_end((step - 1) // run.spe):
+            due = every is None or step % every == 0 or step == run.total_steps
+        else:
+            due = bool(every) and step % every == 0
+        if due:
+            self.save()
+
+    def end(self, session):
+        self.save()  # nothing new after a finished run: its last step is saved
+
+    def save(self) -> str | None:
+        """Saves this step (unless saved already: a stop right after a periodic save) and returns its path."""
+        run, cfg = self._run, self._run.cfg
+        if not cfg.checkpoint_dir:
+            return None
+        if run.last_ckpt is not None and run.step == run.saved_step:
+            # NOTE: never rewritten: a checkpoint once listed stays as it was (a kill while rewriting its files
+            # would leave an index over other data).
+            return run.last_ckpt
+        loss, acc = run.window()
+        bad = _non_finite_variables(run.sess, run.tg.graph)
+        if bad:  # never replace a finite checkpoint with these
+            raise run.diverged(f"variable {bad[0]!r}" + (f" (and {len(bad) - 1} more)" if len(bad) > 1 else "")
+                               + " holds NaN or infinite values")
+        moved, state, step = run.counters(), run.state, run.step
+        meta_out = {"format": CHECKPOINT_FORMAT, "step": step, "recipe": _json_ready(_recipe(cfg)),
+                    "data": run.data_dir, "data_state": run.batches.state(), "history": state["history"],
+                    "sums": state["sums"], "window": [loss, acc, run.sums.steps], "options": _options(cfg),
+                    "elapsed_s": state["elapsed_s"] + time.perf_counter() - run.start_time,
+                    "epoch_s": run.epoch_seconds() if step % run.spe else 0.0,
+                    "h2d_bytes": moved["h2d_bytes"], "d2h_bytes": moved["d2h_bytes"]}
+        try:
+            path = _save(self._saver, run.sess, cfg.checkpoint_dir, step, meta_out)
+        except OSError as e:  # e.g. a full disk; the Saver leaves the earlier checkpoints as they were
+            kept = f"the last checkpoint, {run.last_ckpt}, is intact" if run.last_ckpt else "nothing was saved"
+            raise RunError(f"cannot write the checkpoint of step {step} into {cfg.checkpoint_dir} "
+                           f"({e.strerror or e}); {kept}. Free some space, then continue with --resume") from e
+        run.last_ckpt, run.saved_step = path, step
+        return path
+
+    def stopped(self, e: Exception) -> RunError:
+        """The RunError of a failure that ends the run (a worker's death, a log that cannot be written), after
+        saving the last completed step: the session still reads its variables."""
+        run = self._run
+        where = f"stopped at step {run.step}/{run.total_steps}"
+        try:
+            saved = self.save()
+        except (RunError, errors.OpError, OSError) as failed:
+            return RunError(f"{e}; {where}, and its checkpoint could not be written: {failed}")
+        return RunError(f"{e}; {where}; " +
+                        (f"saved {saved}; continue with --checkpoint-dir {run.cfg.checkpoint_dir} --resume" if saved
+                         else "nothing saved (no --checkpoint-dir)"))
+
+
+class _StopHook(tf.train.SessionRunHook):
+    """Stops the session at the run's last step, or after the step during which SIGINT, SIGTERM or SIGHUP came
+    (caught while entered, `with hook:` around the steps; a second SIGINT interrupts at once), so that the
+    checkpoint is consistent: the handler asks the session's coordinator, as a TF1 hook stops a session from
+    outside its runs. end() says where a signal stopped the run (after _CheckpointHook's save)."""
+
+    def __init__(self, run: _Run):
+        self._run, self._coord = run, None
+        self.signum: int | None = None
+        self._old: dict[int, Any] = {}
+
+    def after_create_session(self, session, coord):
+        self._coord = coord
+        if self._run.step >= self._run.total_steps:  # a finished run resumed
+            coord.request_stop()
+
+    def after_run(self, run_context, run_values):
+        if self._run.step >= self._run.total_steps:
+            run_context.request_stop()
+
+    def _handle(self, signum, frame):
+        if self.signum is not None and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        self.signum = signum
+        self._coord.request_stop()
+
+    def __enter__(self) -> _StopHook:
+        if threading.current_thread() is threading.main_thread():  # signal handlers live in the main thread
+            for s in _EXIT_ON_SIGNAL:
+                self._old[s] = signal.signal(s, self._handle)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for s, handler in self._old.items():
+            signal.signal(s, handler)
+
+    def end(self, session):
+        if self.signum is None:
+            return
+        run = self._run
+        saved = run.last_ckpt if run.cfg.checkpoint_dir else None
+        print(f"\n{signal.Signals(self.signum).name}: stopped at step {run.step}/{run.total_steps}; " +
+              (f"saved {saved}; continue with --checkpoint-dir {run.cfg.checkpoint_dir} --resume"
+               if saved else "nothing saved (no --checkpoint-dir)"), file=run.err, flush=True)
+
+
+class _PeakMemoryHook(tf.train.SessionRunHook):
+    """Measures the run's peak memory and counts its worker processes at the end, while they live."""
+
+    def __init__(self, run: _Run):
+        self._run, self.peak_bytes, self.workers = run, 0, 0
+
+    def end(self, session):
+        self.peak_bytes = peak_rss_bytes(session)
+        self.workers = len(session.workers.pids()) if session.workers is not None else 0
 
 
 def _kept_history(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -1437,14 +1581,14 @@ def _first_step_line(sess: tf.Session, seconds: float) -> str:
     """How long the start took, up to the end of the first step, and what of it compiling OpenCL programs
     took (the first run on a device; later ones load the built programs from the cache)."""
     built = _built(sess)
-    where = sess._workers.summary() if sess._workers is not None else ""
+    where = sess.workers.summary() if sess.workers is not None else ""
     return f"first step done {seconds:.1f} s after start" + "".join(f"; {s}" for s in (built, where) if s)
 
 
 def _plan_line(sess: tf.Session, budget) -> str:
     """What the memory plan of a session with a budget does (after its first run): micro-batches,
     transformations, planned bytes."""
-    plans = [b.plan for b in getattr(sess, "_plans", {}).values() if hasattr(b, "plan")]
+    plans = sess.memory_plans
     if not plans:
         return f"--memory-budget {format_size(budget)}: no plan made yet"
     p = max(plans, key=lambda p: p.peak_bytes)

@@ -8,8 +8,8 @@
         while not sess.should_stop():
             sess.run(train_op, feeds)
 
-The session initializes the variables or restores the newest checkpoint in checkpoint_dir, saves checkpoints
-and summaries there, and runs each hook's before_run/after_run around every run call.
+The session initializes the variables or restores the newest checkpoint in checkpoint_dir (or a SessionCreator
+makes it), saves checkpoints and summaries there, and runs each hook's before_run/after_run around every run call.
 """
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from tfplus.train.saver import Saver, latest_checkpoint
 from tfplus.train.training_util import get_global_step
 from tfplus.variables import global_variables_initializer, local_variables_initializer
 
-__all__ = ["SessionRunHook", "SessionRunArgs", "SessionRunContext", "SessionRunValues", "Scaffold",
+__all__ = ["SessionRunHook", "SessionRunArgs", "SessionRunContext", "SessionRunValues", "Scaffold", "SessionCreator",
            "MonitoredTrainingSession", "MonitoredSession", "SingularMonitoredSession", "StopAtStepHook",
            "LoggingTensorHook", "CheckpointSaverHook", "SummarySaverHook", "NanTensorHook", "StepCounterHook",
            "NanLossDuringTrainingError", "SecondOrStepTimer"]
@@ -344,66 +344,108 @@ class Scaffold:
         return self
 
 
+class SessionCreator:
+    """Makes the session a MonitoredSession runs (TF1's): override create_session, which returns it initialized
+    or restored."""
+
+    def create_session(self):
+        raise NotImplementedError(f"{type(self).__name__}.create_session: a SessionCreator returns the session")
+
+
+class _Coordinator:
+    """The stop flag a monitored session shares with its hooks: the part of TF1's tf.train.Coordinator that one
+    process needs. A hook given it in after_create_session may request a stop at any time (from a signal
+    handler, say); the session's should_stop() then says so, before the next run."""
+
+    def __init__(self):
+        self._stop = False
+
+    def request_stop(self, ex=None) -> None:
+        self._stop = True
+
+    def should_stop(self) -> bool:
+        return self._stop
+
+
 class MonitoredSession:
     """A session with hooks: run() = before_run of every hook, one Session.run with their fetches merged in,
-    after_run of every hook. Initializes, or restores the newest checkpoint in checkpoint_dir."""
+    after_run of every hook. Initializes, or restores the newest checkpoint in checkpoint_dir; or, given a
+    session_creator (TF1's), runs the session it makes (scaffold, checkpoint_dir, config and device are then the
+    creator's business)."""
 
     def __init__(self, hooks=None, scaffold=None, checkpoint_dir=None, config=None, device: str = "cpu",
-                 stop_grace_period_secs=120):
+                 stop_grace_period_secs=120, session_creator=None):
+        if session_creator is not None and (scaffold, checkpoint_dir, config) != (None, None, None):
+            raise ValueError("MonitoredSession: give session_creator, or scaffold/checkpoint_dir/config, not both "
+                             "(the creator makes and restores the session)")
         self._hooks = list(hooks or ())
-        self._scaffold = scaffold or Scaffold()
         self._graph = get_default_graph()
         for hook in self._hooks:
             hook.begin()
-        self._scaffold.finalize()
-        self._sess = Session(graph=self._graph, config=config, device=device)
-        path = latest_checkpoint(checkpoint_dir) if checkpoint_dir else None
-        if path is not None:
-            self._scaffold.saver.restore(self._sess, path)
-            logging.info("Restored from %s", path)
-        else:
-            self._sess.run(self._scaffold.init_op, self._scaffold.init_feed_dict)
-            if self._scaffold.init_fn is not None:
-                self._scaffold.init_fn(self._scaffold, self._sess)
-        self._sess.run(self._scaffold.local_init_op)
-        self._stop = False
+        self._sess = session_creator.create_session() if session_creator is not None else \
+            self._create_session(scaffold or Scaffold(), checkpoint_dir, config, device)
+        self._stop, self._coord = False, _Coordinator()
         self._default = self._sess.as_default()
         self._default.__enter__()
         for hook in self._hooks:
-            hook.after_create_session(self._sess, None)
+            hook.after_create_session(self._sess, self._coord)
+
+    def _create_session(self, scaffold: Scaffold, checkpoint_dir, config, device: str) -> Session:
+        """TF1's ChiefSessionCreator: the scaffold's variables initialized, or the newest checkpoint restored."""
+        scaffold.finalize()
+        sess = Session(graph=self._graph, config=config, device=device)
+        path = latest_checkpoint(checkpoint_dir) if checkpoint_dir else None
+        if path is not None:
+            scaffold.saver.restore(sess, path)
+            logging.info("Restored from %s", path)
+        else:
+            sess.run(scaffold.init_op, scaffold.init_feed_dict)
+            if scaffold.init_fn is not None:
+                scaffold.init_fn(scaffold, sess)
+        sess.run(scaffold.local_init_op)
+        return sess
 
     @property
     def graph(self):
         return self._graph
 
     def should_stop(self) -> bool:
-        return self._stop
+        return self._stop or self._coord.should_stop()
 
     def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
-        if self._stop:
+        if self.should_stop():
             raise RuntimeError("Run called even after should_stop requested.")
         context = SessionRunContext(SessionRunArgs(fetches, feed_dict), self._sess)
         extra, feeds = {}, dict(feed_dict or {})
         for hook in self._hooks:
             args = hook.before_run(context)
-            if args is not None:
+            if args is None:
+                continue
+            if args.fetches is not None:
                 extra[hook] = args.fetches
-                for key, value in (args.feed_dict or {}).items():
-                    if key in feeds:
-                        raise RuntimeError(f"the feed of {key} is given twice (by the caller and by a hook)")
-                    feeds[key] = value
-        results = self._sess.run({"caller": fetches, "hooks": extra}, feeds, options, run_metadata)
+            for key, value in (args.feed_dict or {}).items():
+                if key in feeds:
+                    raise RuntimeError(f"the feed of {key} is given twice (by the caller and by a hook)")
+                feeds[key] = value
+        # A run that no hook adds to is the caller's as it is (the same fetches, so the same plans as without hooks).
+        results = self._sess.run({"caller": fetches, "hooks": extra}, feeds, options, run_metadata) if extra else \
+            {"caller": self._sess.run(fetches, feeds, options, run_metadata), "hooks": {}}
         for hook in self._hooks:
             hook.after_run(context, SessionRunValues(results["hooks"].get(hook), options, run_metadata))
         self._stop = self._stop or context.stop_requested
         return results["caller"]
 
     def close(self) -> None:
+        """Ends every hook (end(): a last checkpoint, say), then closes the session."""
+        self._close(ended=True)
+
+    def _close(self, ended: bool) -> None:
         if self._sess is None:
             return
         try:
-            for hook in self._hooks:
-                hook.end(self._sess)
+            if ended:
+                for hook in self._hooks:
+                    hook.end(self._sess)
         finally:
             self._default.__exit__(None, None, None)
             self._sess.close()
@@ -413,13 +455,9 @@ class MonitoredSession:
         return self
 
     def __exit__(self, exc_type, exc, tb):
-        if exc_type is None:
-            self.close()
-        else:  # still end the hooks' work and free the session, without hiding the error
-            try:
-                self.close()
-            except Exception:  # noqa: BLE001 (the original error is the one to see)
-                pass
+        # As TF1's: after an error the hooks are not ended (no checkpoint of the state the error left); the
+        # session is closed all the same.
+        self._close(ended=exc_type is None)
         return False
 
 
