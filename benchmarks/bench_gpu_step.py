@@ -51,7 +51,7 @@ def bench_tfplus(device: str, batch: int, steps: int, warmup: int, profile: bool
     images = rng.standard_normal((batch, 3, 32, 32)).astype(np.float32)
     labels = rng.integers(0, 10, batch).astype(np.int32)
     feed = {tg.images: images, tg.labels: labels}
-    # The graph rewrite (tfplus.optimize: fused bias+ReLU, their gradients, one optimizer update) on or off.
+    # The graph rewrite (tfplus.engine.rewrite: fused bias+ReLU, their gradients, one optimizer update) on or off.
     config = tf.ConfigProto(graph_options=tf.GraphOptions(rewrite_options=tf.RewriterConfig(
         remapping=tf.RewriterConfig.DEFAULT if rewrite else tf.RewriterConfig.OFF)))
     with tf.Session(graph=tg.graph, device=device, config=config) as s:
@@ -151,10 +151,10 @@ def _launches(rt, step, steps: int) -> float | None:
 
 
 def _host_breakdown(session, step, steps: int) -> dict:
-    """Host milliseconds per step in the executor: all of it (tfplus.executor.Program.replay), in kernels
+    """Host milliseconds per step in the executor: all of it (tfplus.engine.executor.Program.replay), in kernels
     (launchers and enqueueing), and the rest (the executor's own loop, output allocation). Wraps the
     executor's internals and has the session's programs bind their kernels again (benchmark only)."""
-    from tfplus import executor as E
+    from tfplus.engine import executor as E
     spent = {"execute": 0.0, "kernels": 0.0}
     by_type: dict = {}
 

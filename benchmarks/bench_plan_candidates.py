@@ -26,8 +26,8 @@ def main() -> None:
     import numpy as np
 
     import tfplus as tf
+    from tfplus.engine import memory as execute
     from tfplus.graphs.mentee import training_graph
-    from tfplus.planner import execute
     plan = importlib.import_module("tfplus.planner.plan")  # the module (tfplus.planner.plan is also the function)
     tg = training_graph(total_steps=10 ** 6, seed=0, optimizer="momentum", nesterov=False, weight_decay=0.0,
                         schedule="const", learning_rate=0.01)

@@ -1,4 +1,4 @@
-"""The graph rewrite (tfplus.optimize) on and off, in one run: a Mentee training step (NCHW float32, momentum
+"""The graph rewrite (tfplus.engine.rewrite) on and off, in one run: a Mentee training step (NCHW float32, momentum
 SGD, the loss fetched) on one device, with ops per step and, on opencl, kernel launches per step. Not a test.
 
     python benchmarks/bench_rewrite.py                          # cpu, batch 128

@@ -7,7 +7,7 @@ import numpy as np
 
 import tfplus as tf
 from tfplus import planner, threads
-from tfplus.planner.execute import Bound, install, measure_step
+from tfplus.engine.memory import Bound, install, measure_step
 
 
 def random_feeds(tg, batch: int, size: int, seed: int = 0) -> dict:

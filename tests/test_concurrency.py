@@ -17,7 +17,8 @@ import pytest
 from conftest import DEVICES
 
 import tfplus as tf
-from tfplus import errors, workers
+from tfplus import errors
+from tfplus.engine import workers
 
 BATCH = 16  # two slices of workers.MIN_ROWS
 THREADS, RUNS = 4, 12
@@ -88,7 +89,7 @@ PATHS = {
 
 
 # Inter-op threads and worker processes are the cpu device's; on opencl, "plain" replays its steps from an arena
-# (planner.execute.run_replayed) and "budget" runs each by a memory plan.
+# (engine.memory.run_replayed) and "budget" runs each by a memory plan.
 CASES = [(d, p) for d in DEVICES for p in PATHS if d == "cpu" or p in ("plain", "budget")]
 
 

@@ -1,4 +1,4 @@
-"""The executor: a step compiled once and replayed (tfplus.executor), the fast loop against the careful one."""
+"""The executor: a step compiled once and replayed (tfplus.engine.executor), the fast loop against the careful one."""
 import ast
 import pathlib
 
@@ -7,8 +7,9 @@ import pytest
 from conftest import needs_opencl
 
 import tfplus as tf
-from tfplus import executor, planner
-from tfplus.planner import execute
+from tfplus import planner
+from tfplus.engine import executor
+from tfplus.engine import memory as execute
 
 
 @pytest.fixture(autouse=True)
@@ -193,7 +194,7 @@ def test_the_planner_takes_device_facts_and_imports_no_session():
         for node in ast.walk(ast.parse(path.read_text())):
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
                 [node.module] if isinstance(node, ast.ImportFrom) else []
-            assert not any(n and n.startswith(("tfplus.session", "tfplus.executor")) for n in names), path
+            assert not any(n and n.startswith("tfplus.engine") for n in names), path
 
 
 def test_inter_op_parallelism_gives_the_sequential_results_bit_for_bit():

@@ -1,4 +1,4 @@
-"""The graph rewrite (tfplus.optimize): what it fuses, what it refuses, and that a fused training step equals the
+"""The graph rewrite (tfplus.engine.rewrite): what it fuses, what it refuses, and that a fused training step equals the
 unfused one on every device (the kernels themselves are in the op table: tests/cases_fused.py)."""
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 import tfplus as tf
+from tfplus.engine.rewrite import optimize
 from tfplus.graphs.mentee import mentee, training_graph
-from tfplus.optimize import optimize
 
 _SMALL = {"conv_widths": (4, 4, 8, 8, 8), "fc_widths": (16, 8)}
 
@@ -128,7 +128,7 @@ def test_the_planner_plans_the_rewritten_step_and_compacts_its_fused_relus(devic
     """A memory plan of the rewritten step (compact state forced: ReLU -> 2x2 pool sites end in fused ops)
     trains as the unfused plain step does."""
     from tfplus import planner
-    from tfplus.planner.execute import install
+    from tfplus.engine.memory import install
     rng = np.random.default_rng(0)
     tg = training_graph(mentee, total_steps=10, seed=0, image_shape=(3, 16, 16), model_kwargs=_SMALL)
     feeds = {tg.images: rng.standard_normal((4, 3, 16, 16)).astype(np.float32),
@@ -346,7 +346,7 @@ def test_a_mean_cross_entropy_and_its_gradient_fuse_into_one_op_with_the_same_bi
     """The loss, its mean and the gradient chain through both become one _FusedSparseXentMean named as the Mean;
     the logits' gradient keeps its bits (the same 1 / N in the same precision) and the loss its value, on each
     device, with the batch open (the sizes' RealDiv) or known (a constant scale)."""
-    import tfplus.optimize as rewrite
+    import tfplus.engine.rewrite as rewrite
     g, x, y, rows, loss, dx = _xent_mean(batch)
     r = optimize(g, [loss, dx], [x, y])
     assert r.fused == {"_FusedSparseXentMean": 1}

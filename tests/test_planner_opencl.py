@@ -11,7 +11,7 @@ from test_planner import _cnn_feeds, _small_cnn
 
 import tfplus as tf
 from tfplus import planner
-from tfplus.planner.execute import install, measure_device_step
+from tfplus.engine.memory import install, measure_device_step
 from tfplus.runtime import opencl
 
 pytestmark = needs_opencl
@@ -139,8 +139,8 @@ def test_pooled_compact_state_launches_less_and_trains_as_the_plain_step(monkeyp
     """Under a budget the opencl session plans its rewritten step (fused ReLU and bias gradients), where compact
     state is "pooled" (planner.compact): each MaxPoolGrad launches nothing and the ReLU gradient routes the pool
     gradient itself. The losses and weights are the plain step's; the pooled kernel ran for every pool."""
+    from tfplus.engine.rewrite import optimize
     from tfplus.kernels.opencl import fused
-    from tfplus.optimize import optimize
     from tfplus.planner import compact
     tg = _small_cnn()
     feeds = _cnn_feeds(tg, batch=8)

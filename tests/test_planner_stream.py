@@ -14,8 +14,8 @@ from test_planner import _cnn_feeds
 
 import tfplus as tf
 from tfplus import planner, threads
+from tfplus.engine.memory import install, measure_device_step
 from tfplus.planner.chunking import SCRATCH_DIVISORS
-from tfplus.planner.execute import install, measure_device_step
 from tfplus.planner.liveness import PlanError, alias_root
 from tfplus.planner.plan import _Step
 from tfplus.registry import SCRATCH_ATTR
@@ -89,9 +89,9 @@ def test_streamed_prefix_trains_as_the_plain_step(case, device):
 
 @pytest.mark.parametrize("device", ["cpu", pytest.param("opencl", marks=needs_opencl)])
 def test_the_sessions_rewritten_step_streams(device):
-    """A session runs the rewritten step (tfplus.optimize), whose fused ReLU gradient also gives the bias
+    """A session runs the rewritten step (tfplus.engine.rewrite), whose fused ReLU gradient also gives the bias
     gradient, a sum over the rows: that step streams too, and trains as the plain step."""
-    from tfplus.planner import execute
+    from tfplus.engine import memory as execute
     tg = _cnn()
     feeds = _cnn_feeds(tg, batch=8)
     want = _train(tg, feeds, device)

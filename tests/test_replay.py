@@ -12,7 +12,7 @@ from test_planner import _cnn_feeds, _small_cnn
 
 import tfplus as tf
 from tfplus import planner
-from tfplus.planner.execute import Bound, install
+from tfplus.engine.memory import Bound, install
 
 pytestmark = needs_opencl
 
@@ -232,9 +232,9 @@ def test_a_variable_given_another_buffer_is_what_the_next_step_reads(monkeypatch
 
 
 def test_the_recompute_copy_keeps_the_fused_update_s_variables():
-    """The planning copy of a rewritten step (tfplus.optimize's one _FusedApply for all variables) keeps that
+    """The planning copy of a rewritten step (tfplus.engine.rewrite's one _FusedApply for all variables) keeps that
     op's ref inputs, so the step micro-batches with recomputation: its gradients are accumulated."""
-    from tfplus.optimize import optimize
+    from tfplus.engine.rewrite import optimize
     tg = _small_cnn()
     feeds = _cnn_feeds(tg)
     rw = optimize(tg.graph, [tg.train_op, tg.loss], set(feeds))

@@ -1,4 +1,4 @@
-"""The cpu device's data-parallel worker processes (tfplus.workers): a training step's batch split over forked
+"""The cpu device's data-parallel worker processes (tfplus.engine.workers): a training step's batch split over forked
 processes, checked against the same step in one process."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import tfplus as tf
-from tfplus import workers
+from tfplus.engine import workers
 from tfplus.graphs import training_graph
 from tfplus.graphs.lenet import lenet
 

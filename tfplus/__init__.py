@@ -22,6 +22,7 @@ from tfplus import init_ops as _init
 from tfplus.config import ConfigProto, GPUOptions, GraphOptions, OptimizerOptions
 from tfplus.dtypes import DType, as_dtype, double, float16, float32, float64, half, int8, int16, int32, int64, uint8
 from tfplus.dtypes import bool_ as bool
+from tfplus.engine.session import Session, get_default_session
 from tfplus.framework import (
     Dimension,
     Graph,
@@ -59,7 +60,6 @@ from tfplus.ops.control_flow_ops import tuple_ as tuple
 from tfplus.ops.random_ops import random_normal, random_uniform, set_random_seed, truncated_normal
 from tfplus.ops.state_ops import assign, assign_add, assign_sub
 from tfplus.profiler import RunMetadata, RunOptions
-from tfplus.session import Session, get_default_session
 from tfplus.variables import (
     AUTO_REUSE,
     Variable,
@@ -93,8 +93,8 @@ keras = _types.SimpleNamespace(initializers=initializers)
 # -- TF1's module layout for scripts (tf.app, tf.flags, tf.logging, tf.gfile, tf.layers, tf.losses, tf.contrib,
 # tf.summary) and top-level names they use; a name tfplus lacks raises UnsupportedError (tfplus.unsupported).
 from tfplus import app, contrib, flags, gfile, layers, logging, losses, summary  # noqa: E402
+from tfplus.engine.session import InteractiveSession  # noqa: E402
 from tfplus.nn_impl import clip_by_global_norm, clip_by_norm, global_norm  # noqa: E402
-from tfplus.session import InteractiveSession  # noqa: E402
 from tfplus.summary import Event, SessionLog, Summary  # noqa: E402 (TF1 has the protos at the top level too)
 from tfplus.unsupported import module_getattr as _module_getattr  # noqa: E402
 from tfplus.variables import global_variables_initializer as initialize_all_variables  # noqa: E402

@@ -232,7 +232,7 @@ class Tensor:
         return self.consumers_list
 
     def eval(self, feed_dict=None, session=None):
-        from tfplus.session import _session_for
+        from tfplus.engine.session import _session_for
         return _session_for(session, "evaluate tensor", "eval").run(self, feed_dict)
 
     def __repr__(self):
@@ -327,7 +327,7 @@ class Operation:
         return graph_io.node_to_proto(self)
 
     def run(self, feed_dict=None, session=None):
-        from tfplus.session import _session_for
+        from tfplus.engine.session import _session_for
         _session_for(session, "execute operation", "run").run(self, feed_dict)
 
     def _add_control_input(self, op: Operation) -> None:

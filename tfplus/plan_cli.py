@@ -165,7 +165,7 @@ def check_budget(graph, runs: list, device, budget: int) -> None:
 
 def _neediest(graph, runs: list, device, transformations=TRANSFORMATIONS):
     """The smallest plan of the run in `runs` whose smallest plan is the largest."""
-    from tfplus.optimize import enabled, optimize
+    from tfplus.engine.rewrite import enabled, optimize
     plans = []
     for fetches, shapes in runs:
         fetches = fetches if isinstance(fetches, list) else [fetches]
@@ -205,7 +205,7 @@ class _TrainStep:
         self.sums = _RunningSums(self.tg)  # the step the trainer runs sums its loss and accuracy on the device
         self.fed = training_feeds(self.tg)
         self.fetches = [self.sums.step_op]
-        from tfplus.optimize import enabled, optimize
+        from tfplus.engine.rewrite import enabled, optimize
         rw = optimize(self.tg.graph, self.fetches, set(self.fed)) if enabled() else None
         self.graph, self.planned, self.planned_fed = self.tg.graph, self.fetches, self.fed
         if rw is not None:

@@ -184,7 +184,8 @@ def _option_flag(key: str) -> str:
 def _given_options(cfg: TrainConfig) -> dict[str, Any]:
     """The run options this run sets: its fields that are not None, and the thread and worker counts the
     environment sets ($TFPLUS_NUM_THREADS, $TFPLUS_WORKERS), each as the value a checkpoint keeps."""
-    from tfplus import threads, workers
+    from tfplus import threads
+    from tfplus.engine import workers
     from tfplus.units import parse_size
     given = {k: getattr(cfg, k) for k in RUN_OPTIONS if getattr(cfg, k) is not None}
     try:
@@ -213,7 +214,8 @@ def resolve_options(cfg: TrainConfig, saved: dict[str, Any] | None = None,
     A run that sets a RESULT_OPTIONS value other than `saved`'s is a UsageError: it would not give the
     uninterrupted run's weights. A saved --log or --logdir that is not a run's log (any more) is not taken (a
     note on `err` says so)."""
-    from tfplus import threads, workers
+    from tfplus import threads
+    from tfplus.engine import workers
     given, saved = _given_options(cfg), saved or {}
     device = given.get("device", saved.get("device", RUN_DEFAULTS["device"]))
     check_device(device)

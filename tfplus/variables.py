@@ -119,7 +119,7 @@ class Variable:
 
     def load(self, value, session=None):
         """Writes `value` into the variable through a feed (no new graph nodes after the first call)."""
-        from tfplus.session import get_default_session
+        from tfplus.engine.session import get_default_session
         session = session or get_default_session()
         if not hasattr(self, "_load_ph"):
             from tfplus.ops.array_ops import placeholder

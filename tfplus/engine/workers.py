@@ -314,7 +314,7 @@ def _key(flat: list, feeds: dict) -> tuple:
 
 def _prepare(executor, n: int, flat: list, feeds: dict):
     """The step's _Step, or why it cannot run on n workers."""
-    from tfplus.executor import topo_order
+    from tfplus.engine.executor import topo_order
     from tfplus.planner.liveness import PlanError
     from tfplus.planner.plan import batch_size, split_step
 

@@ -5,7 +5,7 @@ initializer, say); planned runs of one session therefore take turns (a lock), an
 copied out of the arena before the next may start. The Session calls
 `run_planned` when it has a memory budget, and `run_replayed` without one on a device that replays recorded
 launches (a planned arena's buffers stay put from run to run, which a replay needs). A `Bound` plan is the
-allocator of the executor's programs (tfplus.executor) for its phases: it hands out outputs (`output`), kernel
+allocator of the executor's programs (tfplus.engine.executor) for its phases: it hands out outputs (`output`), kernel
 scratch (`workspace`) and wraps kernels (`kernel`: restarts the workspace cursor, splits chunked convolutions
 over the batch), once per program; micro-batching replays the phase's program once per micro-batch, and on a
 runtime that records launches replays the whole step's launches as one tape (`Bound._microbatched`).
@@ -42,7 +42,7 @@ def run_planned(executor, flat: list, feeds: dict, budget: int, graph, copy_out,
     with arena.lock:
         bound = executor.programs.get(key)
         if bound is None:
-            # The fetches' graph: the session's, or the step's rewritten one (tfplus.optimize).
+            # The fetches' graph: the session's, or the step's rewritten one (tfplus.engine.rewrite).
             p = plan(flat, {t: tuple(v.shape) for t, v in feeds.items()}, device_facts(executor.runtime), budget,
                      graph=flat[0].graph if flat else graph)
             bound = executor.programs[key] = Bound(p, executor)
@@ -59,7 +59,7 @@ PLAIN_RUNS = 1
 
 def run_replayed(executor, flat: list, feeds: dict, graph, copy_out) -> list | None:
     """Runs the fetches `flat` by an unconstrained memory plan once they have run PLAIN_RUNS times the plain
-    way, so that their steps replay recorded launches (tfplus.executor: a planned arena's buffers stay put; the
+    way, so that their steps replay recorded launches (tfplus.engine.executor: a planned arena's buffers stay put; the
     OpenCL runtime's tapes); returns their values as run_planned does. None: run them the plain way (not yet; a
     traced run; a step the planner cannot plan, e.g. control flow, which stays plain; TFPLUS_DEBUG=1 says why)."""
     key = _key(flat, {t: v.shape for t, v in feeds.items()})

@@ -3,7 +3,7 @@ one kernel can do are fused into one op of tfplus/ops/fused_ops.py, so a step la
 and makes fewer passes over memory (cpu).
 
     >>> import tfplus as tf
-    >>> from tfplus.optimize import optimize
+    >>> from tfplus.engine.rewrite import optimize
     >>> g = tf.Graph()
     >>> with g.as_default():
     ...     x = tf.placeholder(tf.float32, [None, 3])
@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 
 from tfplus import debug
-from tfplus.executor import topo_order
+from tfplus.engine.executor import topo_order
 from tfplus.framework import Graph, Operation, Tensor, constant_value, needed_ops
 from tfplus.ops.fused_ops import APPLY_GRAD, APPLY_SCALARS, DECAY_FUSES, apply_refs
 

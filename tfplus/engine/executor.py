@@ -13,7 +13,7 @@ without running a shape function, except for the ops whose shapes depend on valu
 time (data-dependent outputs, shapes computed from fed values), which keep doing so.
 
 Memory comes from an allocator: `Pool` (the runtime's own buffers, freed after their last use) or a memory
-plan's arena (tfplus.planner.execute.Bound), whose outputs are fixed views bound once per program.
+plan's arena (tfplus.engine.memory.Bound), whose outputs are fixed views bound once per program.
 
 The fast loop of a pool program runs no static op (stateless, its value fixed per signature: constants, shapes,
 arithmetic on them): the first run of a signature keeps their small outputs, later runs take them as they are
@@ -604,8 +604,8 @@ class Executor:
         self.var_epoch = 0  # bumped when a variable is made or changes shape: programs re-find their shapes
         self.var_version = 0  # bumped when a variable gets another buffer: replayed tapes check their places
         self.rngs: dict[str, list[int]] = {}  # random node -> [key word 0, key word 1, runs so far]
-        self.programs: dict = {}  # key -> Program (and the memory plans, tfplus.planner.execute)
-        self.plain_runs: dict = {}  # plan key -> plain runs so far, -1: never planned (planner.execute)
+        self.programs: dict = {}  # key -> Program (and the memory plans, tfplus.engine.memory)
+        self.plain_runs: dict = {}  # plan key -> plain runs so far, -1: never planned (engine.memory)
         # (op, input shapes[, value inputs' values]) -> output (shape, dtype)s, for the careful loop
         self.out_specs: dict[tuple, list[tuple]] = {}
         self.pool = Pool(runtime)
@@ -617,7 +617,7 @@ class Executor:
     def compile(self, fetches: list, feeds, alloc=None, order: list[Operation] | None = None) -> Program:
         """The program that evaluates `fetches` (Tensors and Operations) from the tensors `feeds`: `order` (by
         default every op they need, in topological order), memory from `alloc` (default: the pool)."""
-        # NOTE: `fetches` are already in the step's rewritten graph (tfplus.optimize, applied by the Session
+        # NOTE: `fetches` are already in the step's rewritten graph (tfplus.engine.rewrite, applied by the Session
         # before the plain and the planned path alike, so that a memory plan is made for the ops that run).
         if order is None:
             order = topo_order(needed_ops(fetches, set(feeds)))

@@ -1,4 +1,4 @@
-"""Session: converts fetches and feeds, and has its executor (tfplus.executor) run the step on a device runtime.
+"""Session: converts fetches and feeds, and has its executor (tfplus.engine.executor) run the step on a device runtime.
 
     >>> import tfplus as tf
     >>> g = tf.Graph()
@@ -19,9 +19,9 @@ from typing import Any
 import numpy as np
 
 from tfplus import errors, threads
-from tfplus import workers as workers_mod
 from tfplus.config import field as _config_field
-from tfplus.executor import Executor, KernelContext  # noqa: F401  KernelContext: kernels' documented home
+from tfplus.engine import workers as workers_mod
+from tfplus.engine.executor import Executor
 from tfplus.framework import Graph, Operation, Tensor, _fmt_shape, get_default_graph
 from tfplus.runtime import get_runtime
 from tfplus.units import parse_size
@@ -49,7 +49,7 @@ def _session_for(session, what: str, call: str):
 
 class Session:
     """Runs graphs. `device` is 'cpu' (NumPy) or 'opencl[:N]'. Variables live in the session. On the cpu, a
-    training step's batch is split over `workers` forked processes (tfplus.workers; default: one per thread
+    training step's batch is split over `workers` forked processes (tfplus.engine.workers; default: one per thread
     when there are 2 or more, 1 for none). `run` may be called from many threads: their steps run one at a
     time (also those of sessions sharing an OpenCL device), each returning its own values."""
 
@@ -72,7 +72,7 @@ class Session:
         inter = _config_field(config, "inter_op_parallelism_threads")
         if inter and self._runtime.kernel_device == "cpu" and memory_budget is None:
             self._executor.inter_op = threads.parse_threads(inter, "inter_op_parallelism_threads")
-        # Training steps on the cpu split their batch over worker processes (tfplus.workers): `workers`, else
+        # Training steps on the cpu split their batch over worker processes (tfplus.engine.workers): `workers`, else
         # $TFPLUS_WORKERS, else one per thread from workers.AUTO_FROM threads on.
         self._workers = None
         n_workers = workers_mod.resolve(workers, self._threads)
@@ -80,13 +80,13 @@ class Session:
             self._workers = workers_mod.Workers(self._executor, n_workers)
             weakref.finalize(self, self._workers.close)  # a session dropped unclosed lets its workers go
         # A device that replays recorded launches (OpenCL) runs repeated steps by an unconstrained memory plan,
-        # whose buffers stay put from run to run (tfplus.planner.execute.run_replayed).
+        # whose buffers stay put from run to run (tfplus.engine.memory.run_replayed).
         self._replay = memory_budget is None and getattr(self._runtime, "replay", False)
         self._vars = self._executor.vars  # VariableV2 node name -> buffer (the profiler counts them)
         self._plans = self._executor.programs  # compiled programs and memory plans (tests, trainer read these)
-        # The graph rewrite (tfplus.optimize): on unless TFPLUS_REWRITE=0 or the config turns the remapper off.
+        # The graph rewrite (tfplus.engine.rewrite): on unless TFPLUS_REWRITE=0 or the config turns the remapper off.
         self._rewrite = _rewrite_enabled(config)
-        self._rewrites: dict[tuple, Any] = {}  # (fetch ids, feed ids) -> tfplus.optimize.Rewritten or None
+        self._rewrites: dict[tuple, Any] = {}  # (fetch ids, feed ids) -> tfplus.engine.rewrite.Rewritten or None
         self._closed = False
         self._default_cm = None
         # Steps take turns: a step's caches, arena, variables and workers' shared memory are the session's, and
@@ -103,7 +103,7 @@ class Session:
         with self._lock:
             if self._closed:
                 raise RuntimeError("Attempted to use a closed Session")
-            # No process is forked while a step runs (tfplus.workers.stepping), in this thread or another.
+            # No process is forked while a step runs (tfplus.engine.workers.stepping), in this thread or another.
             with workers_mod.stepping(), threads.step(self._threads):
                 return self._run_options(fetches, feed_dict, options, run_metadata)
 
@@ -134,14 +134,14 @@ class Session:
         # the next step's too); the planned paths copy theirs before they release their arena's lock.
         copy_out, values = self._runtime.copy_out, None
         if self._memory_budget is not None:
-            from tfplus.planner.execute import run_planned
+            from tfplus.engine.memory import run_planned
             values = run_planned(self._executor, flat, feeds, self._memory_budget, self.graph, copy_out)
         else:
             bufs = None
             if self._workers is not None and self._executor.trace is None:
                 bufs = self._workers.run(flat, feeds)
             elif self._replay:
-                from tfplus.planner.execute import run_replayed
+                from tfplus.engine.memory import run_replayed
                 values = run_replayed(self._executor, flat, feeds, self.graph, copy_out)
             if values is None:
                 values = [copy_out(b) for b in (self._executor.run(flat, feeds) if bufs is None else bufs)]
@@ -181,7 +181,7 @@ class Session:
 
     @property
     def workers(self):
-        """The cpu worker processes its training steps' batches are split over (tfplus.workers.Workers), or
+        """The cpu worker processes its training steps' batches are split over (tfplus.engine.workers.Workers), or
         None when its steps run in this process."""
         return self._workers
 
@@ -246,13 +246,13 @@ class Session:
 
     # -- the graph rewrite ---------------------------------------------------------------------------------------
     def _rewritten(self, flat: list, feeds: dict) -> tuple[list, dict]:
-        """The step's fetches and feeds in its rewritten graph (tfplus.optimize), made once per (fetches, fed
+        """The step's fetches and feeds in its rewritten graph (tfplus.engine.rewrite), made once per (fetches, fed
         tensors); the given ones when the rewrite is off or fuses nothing."""
         if not self._rewrite:
             return flat, feeds
         key = _rewrite_key(flat, feeds)
         if key not in self._rewrites:
-            from tfplus.optimize import optimize
+            from tfplus.engine.rewrite import optimize
             self._rewrites[key] = optimize(self.graph, flat, feeds)
         r = self._rewrites[key]
         if r is None:
@@ -269,7 +269,7 @@ def _rewrite_key(flat: list, feeds) -> tuple:
 
 
 def _rewrite_enabled(config) -> bool:
-    from tfplus.optimize import enabled
+    from tfplus.engine.rewrite import enabled
     return enabled(config)
 
 
