@@ -71,9 +71,7 @@ class KernelContext:
             state = streams[self.op.name] = [(seed ^ (seed >> 32)) & 0xFFFFFFFF,
                                              (seed2 ^ (seed2 >> 32)) & 0xFFFFFFFF, 0]
         state[2] += 1
-        refuse = getattr(self.runtime, "tape_refuse", None)
-        if refuse is not None:
-            refuse(f"random op '{self.op.name}' draws anew each run")
+        self.runtime.tape_refuse(f"random op '{self.op.name}' draws anew each run")
         return (state[0], state[1]), state[2] - 1
 
     def workspace(self, shape, dtype):
@@ -271,7 +269,7 @@ class Program:
                 continue
             op = r.op
             kernel = find_kernel(op.type, rt.kernel_device, kernel_dtype(op))
-            if kernel is None and hasattr(rt, "fallback_kernel"):  # opt-in: the cpu kernel on host copies
+            if kernel is None:  # opt-in: the cpu kernel on host copies
                 kernel = rt.fallback_kernel(op.type, kernel_dtype(op))
             if kernel is None:
                 r.kernel = None
@@ -296,7 +294,7 @@ class Program:
                 return lambda ins: [allocate(shape, dtype)]
             return lambda ins: [allocate(s, d) for s, d in specs]
         view = rt.view
-        fresh = getattr(rt, "fresh", None) if alloc.fixed else None
+        fresh = rt.fresh if alloc.fixed else None
         parts = []
         for k, (shape, dtype) in enumerate(specs):
             if k in aliases:
@@ -391,7 +389,7 @@ class Program:
         arena hands the same memory to later ops (and counts it as theirs), so there only outputs whose value
         the runtime holds apart from the arena are kept (runtime.held_apart: OpenCL's host values)."""
         pooled = not self.alloc.fixed
-        apart = getattr(self.executor.runtime, "held_apart", None)
+        apart = self.executor.runtime.held_apart
         kept: list = []
         steps: list = []
         carried: tuple = ()  # slots a skipped op released, released by the step before it (or after it)

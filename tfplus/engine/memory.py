@@ -10,11 +10,10 @@ scratch (`workspace`) and wraps kernels (`kernel`: restarts the workspace cursor
 over the batch), once per program; micro-batching replays the phase's program once per micro-batch, and on a
 runtime that records launches replays the whole step's launches as one tape (`Bound._microbatched`).
 
-Device runtimes plug in with two optional methods (the cpu device needs neither):
-  `allocate_arena(nbytes) -> arena` and `sub_buffer(arena, offset, shape, dtype) -> buffer` (a view at a byte
-  offset), and report `arena_alignment` (bytes; OpenCL: CL_DEVICE_MEM_BASE_ADDR_ALIGN / 8). Micro-batching uses the
-runtime's `copy`, `copy_rows`, `add_into` and `scale` (or `accumulate`, the three over many tensors at once); a
-runtime whose views remember a host value has `fresh(view)`, called when a planned output is handed out again.
+What it asks of a device runtime is declared by tfplus.runtime.base.Runtime: `allocate_arena(nbytes, alignment)`,
+`sub_buffer(arena, offset, shape, dtype)` (a view at a byte offset) and `arena_alignment`; micro-batching's
+`copy_rows` and `accumulate`/`accumulation` (copy, add, scale over many tensors at once); and `fresh`, which a
+runtime whose views remember a host value has, called when a planned output is handed out again.
 """
 from __future__ import annotations
 
@@ -85,18 +84,15 @@ def run_replayed(executor, flat: list, feeds: dict, graph, copy_out) -> list | N
             executor.programs[key] = Bound(p, executor)
         # The plain run's buffers went back to the runtime's pool; the plan's arena replaces them, so that a
         # device holds one step's memory, not two.
-        trim = getattr(executor.runtime, "trim", None)
-        if trim is not None:
-            trim()
+        executor.runtime.trim()
     return run_planned(executor, flat, feeds, None, graph, copy_out, key)
 
 
 def device_facts(runtime) -> DeviceFacts:
     """What the planner needs to know of a device runtime (the planner never sees the runtime itself)."""
-    info = getattr(runtime, "info", {})
     kd = runtime.kernel_device
-    return DeviceFacts(getattr(runtime, "name", kd), kd, getattr(runtime, "arena_alignment", None),
-                       info.get("compute_units") if kd == "opencl" else None)
+    return DeviceFacts(runtime.name, kd, runtime.arena_alignment,
+                       runtime.info.get("compute_units") if kd == "opencl" else None)
 
 
 def install(session, fetches: list, p: MemoryPlan) -> Bound:
@@ -227,7 +223,7 @@ class Bound:
         self.cursor: dict = {}
         self.version = 0  # bumped when the views or the kernel wrappers change: programs bind again
         # A device runtime's views may remember the host value last written to them (OpenCL set_host).
-        self.fresh = getattr(self.runtime, "fresh", None)
+        self.fresh = self.runtime.fresh
         self.phase = 0
         self.audit: dict[str, int] | None = None  # op name -> bytes its kernel allocated, when auditing
         self.lanes = [_Lane(self, i, executor) for i in range(1, p.stream_lanes)]
@@ -474,12 +470,11 @@ class Bound:
         return dict(zip(prog.fetches, prog.replay(feeds)))
 
     def _merge(self, how: str, pairs: list, factor: float) -> None:
-        """_accumulate; on a runtime that records launches (OpenCL `accumulation`), a merge of the buffers the
-        same merge took last time replays its launches (~60 us of Python a merge less: it is host time that a
-        micro-batched step spends between its runs)."""
+        """_accumulate by the runtime's `accumulation`: on a runtime that records launches (OpenCL), a merge of
+        the buffers the same merge took last time replays its launches (~60 us of Python a merge less: it is host
+        time that a micro-batched step spends between its runs)."""
         rt = self.runtime
-        record = getattr(rt, "accumulation", None)
-        if record is None or not pairs or rt.tape_recording():  # recording a step (_microbatched): launch
+        if not pairs or rt.tape_recording():  # recording a step (_microbatched): launch
             _accumulate(rt, how, pairs, factor)
             return
 
@@ -492,7 +487,8 @@ class Bound:
                                                 in zip(now, last[0])):
                 last[1]()
                 return
-        again = record([a for a, _ in pairs], None if how == "scale" else [x for _, x in pairs], how, factor)
+        xs = None if how == "scale" else [x for _, x in pairs]
+        again = rt.accumulation([a for a, _ in pairs], xs, how, factor)
         self.merges[(how, factor)] = None if again is None else (places(), again)
 
 

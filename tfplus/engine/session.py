@@ -64,7 +64,7 @@ class Session:
         # run on the cpu instead of raising (the OpenCL runtime's placement_report() lists them).
         soft = config.get("allow_soft_placement") if isinstance(config, dict) else \
             getattr(config, "allow_soft_placement", False)
-        if soft and hasattr(self._runtime, "allow_fallback"):
+        if soft:
             self._runtime.allow_fallback = True
         self.device = device
         # The cpu device's intra-op threads (TF1's ConfigProto.intra_op_parallelism_threads; 0 = the default).
@@ -81,7 +81,7 @@ class Session:
             weakref.finalize(self, self._workers.close)  # a session dropped unclosed lets its workers go
         # A device that replays recorded launches (OpenCL) runs repeated steps by an unconstrained memory plan,
         # whose buffers stay put from run to run (tfplus.engine.memory.run_replayed).
-        self._replay = memory_budget is None and getattr(self._runtime, "replay", False)
+        self._replay = memory_budget is None and self._runtime.replay
         self._vars = self._executor.vars  # VariableV2 node name -> buffer (the profiler counts them)
         self._plans = self._executor.programs  # compiled programs and memory plans (tests, trainer read these)
         # The graph rewrite (tfplus.engine.rewrite): on unless TFPLUS_REWRITE=0 or the config turns the remapper off.
