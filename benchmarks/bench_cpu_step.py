@@ -108,7 +108,7 @@ def main() -> None:
 
     def cpu_seconds(n: int) -> float:
         """This process's CPU time and its session's worker processes' (tfplus.engine.workers), if any."""
-        w = sessions[n]._workers
+        w = sessions[n].workers
         return time.process_time() + (_children_cpu(w.pids()) if w is not None else 0.0)
 
     torch_runner = None
@@ -177,7 +177,7 @@ def main() -> None:
                     f"{busy['tfplus'] / busy.get('torch', float('nan')):>6.2f} "
                     f"{busy['tfplus'] / quiet['tfplus']:>15.2f} "
                     f"{busy.get('torch', float('nan')) / quiet.get('torch', float('nan')):>6.2f}")
-        w = sessions[n]._workers
+        w = sessions[n].workers
         where = f"  ({w.summary()})" if w is not None else ""
         print(row + ("  (more threads than cores)" if n > cores else "") + where, flush=True)
 

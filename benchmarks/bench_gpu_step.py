@@ -84,8 +84,7 @@ def bench_tfplus(device: str, batch: int, steps: int, warmup: int, profile: bool
             kernels = {k: (n / steps, ms / steps) for k, (n, ms) in rt.profile_report().items()}
         last_loss = s.run(tg.loss, feed)
         desc = rt.describe()
-        n_ops = max(len(p.order) for b in s._plans.values() for p in getattr(b, "programs", [b])
-                    if hasattr(p, "order"))
+        n_ops = max(len(p.order) for p in [*s.programs, *(p for st in s.steps for p in st.programs)])
     ms = statistics.median(step) * 1e3
     name = f"tfplus {device}" + ("" if rewrite else " unfused")
     return {"name": name, "device": desc, "launches": launches, "batch": batch, "ms": ms,
@@ -181,10 +180,8 @@ def _host_breakdown(session, step, steps: int) -> dict:
         return kernel
 
     def rebind():
-        for prog in session._plans.values():
-            for p in getattr(prog, "programs", [prog]):  # a memory plan's phases, or a program
-                if isinstance(p, E.Program):
-                    p._version = None
+        for p in [*session.programs, *(p for st in session.steps for p in st.programs)]:
+            p._version = None
     saved = E.Program.replay, E.find_kernel
     E.Program.replay, E.find_kernel = replay, find
     rebind()

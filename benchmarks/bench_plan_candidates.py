@@ -39,10 +39,10 @@ def main() -> None:
     def session(budget=None):
         s = tf.Session(graph=tg.graph, device=args.device, memory_budget=budget)
         s.run(tg.init_op)
-        flat, feeds = s._rewritten([tg.graph.as_graph_element(f) for f in fetches], s._prepare_feeds(feed))
-        step = plan._Step(flat, {t: tuple(v.shape) for t, v in feeds.items()}, execute.device_facts(s.runtime),
-                          flat[0].graph, None)
-        return s, step, flat, feeds
+        compiled = s.step(fetches, feed)  # the rewritten step the session runs
+        step = plan._Step(compiled.fetches, compiled.feed_shapes, execute.device_facts(s.runtime), compiled.graph,
+                          None)
+        return s, step, compiled
 
     base, step, *_ = session()
     for budget_name in args.budgets.split(","):
@@ -65,11 +65,9 @@ def main() -> None:
                 break
         runs = []
         for kc in fit:  # each session plans its own rewritten graph
-            s, st, flat, feeds = session(budget_name)
+            s, st, compiled = session(budget_name)
             p = st.build(*kc)
-            ex = s._executor
-            with execute._shared(ex).lock:
-                ex.programs[execute._key(flat, {t: v.shape for t, v in feeds.items()})] = execute.Bound(p, ex)
+            compiled.use_plan(p)
             for _ in range(8):
                 s.run(fetches, feed)
             runs.append((str(kc), p, s, []))

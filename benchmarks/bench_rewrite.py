@@ -51,7 +51,7 @@ def main() -> None:
     print(f"{'':12s} {'ms/step':>9s} {'ops/step':>9s} {'launches':>9s}  loss after the run")
     for name, side in sides.items():
         sess = side["sess"]
-        ops = max(len(p.order) for p in sess._plans.values() if hasattr(p, "order"))
+        ops = max(len(p.order) for p in [*sess.programs, *(p for s in sess.steps for p in s.programs)])
         launches = side["launches"]
         print(f"{name:12s} {statistics.median(side['times']) * 1e3:9.1f} {ops:9d} "
               f"{'-' if launches is None else f'{launches:.0f}':>9s}  {side['loss']:.6f}")

@@ -62,7 +62,7 @@ def test_shapes_are_found_once_per_signature_and_the_fast_loop_matches_the_caref
 
 def _step_programs(sess) -> list:
     """(program, steps, kept) of every signature the session's plain programs specialized."""
-    return [(p, steps, kept) for p in sess._plans.values() if isinstance(p, executor.Program)
+    return [(p, steps, kept) for p in sess.programs if isinstance(p, executor.Program)
             for steps, kept in p._specialized.values()]
 
 
@@ -117,7 +117,7 @@ def test_static_ops_under_a_memory_plan_keep_only_values_held_apart_from_the_are
                             run_metadata=None if options is None else tf.RunMetadata())[1:] for a, b in batches]
             runs.append((got, sess.run(w)))
             if options is None:
-                bound = [b for b in sess._plans.values() if isinstance(b, execute.Bound)]
+                bound = [s.bound for s in sess.steps if isinstance(s.bound, execute.Bound)]
                 kept = [k for b in bound for prog in b.programs for _, k in prog._specialized.values()]
     (fast, fast_w), (careful, careful_w) = runs
     np.testing.assert_allclose(fast_w, careful_w, rtol=1e-6)
@@ -178,9 +178,9 @@ def test_control_flow_subgraphs_are_compiled_once():
                              (tf.constant(0), tf.constant(0.0)))
     with tf.Session() as sess:
         assert sess.run(total, {n: 4}) == 6.0
-        compiled = len(sess._plans)
+        compiled = len(sess.programs)
         assert sess.run(total, {n: 5}) == 10.0
-        assert len(sess._plans) == compiled
+        assert len(sess.programs) == compiled
 
 
 def test_the_planner_takes_device_facts_and_imports_no_session():
@@ -215,7 +215,7 @@ def test_inter_op_parallelism_gives_the_sequential_results_bit_for_bit():
         with tf.Session(config=config) as sess:
             sess.run(init)
             losses = [sess.run([train, loss], feeds)[1] for _ in range(4)]
-            waves = [s for p in sess._plans.values() for s, _ in p._specialized.values()]
+            waves = [s for p in sess.programs for s, _ in p._specialized.values()]
             return losses, sess.run(tf.trainable_variables()), waves
     losses, weights, _ = train_steps(1)
     again, weights_again, waves = train_steps(3)

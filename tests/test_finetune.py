@@ -272,7 +272,7 @@ def test_fine_tuned_step_under_a_budget_matches_the_unconstrained_one():
             loss = [sess.run([tg.train_op, tg.loss], feeds)[1] for _ in range(2)]
             with tg.graph.as_default():
                 w = sess.run(tf.trainable_variables())
-            plans = [r.plan for r in sess._plans.values() if hasattr(r, "plan")]
+            plans = sess.memory_plans
             # (whole-step micro-batches, or those of a streamed prefix: planner.stream)
             results.append((loss, w, max(max(p.microbatches, p.stream_microbatches) for p in plans) if plans else 1))
     assert results[0][2] == 1 and results[1][2] > 1   # the budget micro-batched the step

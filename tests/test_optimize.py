@@ -94,7 +94,7 @@ def _steps(device, data_format, config=None, n=2, optimizer="momentum"):
         sess.run(tg.init_op)
         losses = [sess.run([tg.train_op, tg.loss], {tg.images: x, tg.labels: y})[1] for _ in range(n)]
         weights = {v.op.name: sess.run(v) for v in tg.graph.get_collection("trainable_variables")}
-        fused = {k: r.fused for k, r in sess._rewrites.items() if r is not None}
+        fused = {id(s.rewrite): s.rewrite.fused for s in sess.steps if s.rewrite is not None}  # one per rewrite
     return np.array(losses), weights, fused
 
 
@@ -159,8 +159,7 @@ def test_a_budgeted_session_plans_the_rewritten_graph():
     with tf.Session(graph=tg.graph, memory_budget="64MB") as sess:
         sess.run(tg.init_op)
         losses = [sess.run([tg.train_op, tg.loss], feeds)[1] for _ in range(2)]
-        bounds = [b for b in sess._plans.values() if hasattr(b, "plan")]
-        types = {op.type for b in bounds for ph in b.plan.phases for op in ph.order}
+        types = {op.type for p in sess.memory_plans for ph in p.phases for op in ph.order}
     assert "_FusedReluGradBiasAddGrad" in types and "ReluGrad" not in types
     with tf.Session(graph=tg.graph, config=_OFF) as sess:
         sess.run(tg.init_op)
@@ -255,7 +254,7 @@ def test_weight_decay_sum_fuses_into_one_l2_loss_op_only_when_nothing_else_reads
     with tf.Session(graph=g, device=device) as sess:
         sess.run(init)
         fused, values = sess.run(total), sess.run(ws)
-        assert any(r is not None and "_FusedL2Loss" in r.fused for r in sess._rewrites.values())
+        assert any(s.rewrite is not None and "_FusedL2Loss" in s.rewrite.fused for s in sess.steps)
     with tf.Session(graph=g, device=device, config=_OFF) as sess:
         sess.run(init)
         plain = sess.run(total)

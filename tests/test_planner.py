@@ -475,7 +475,6 @@ def test_plan_cli_plans_the_step_a_session_with_that_budget_runs():
     import argparse
 
     from tfplus import plan_cli
-    from tfplus.engine.memory import Bound
     parser = argparse.ArgumentParser()
     plan_cli.add_parser(parser.add_subparsers(dest="command"))
     step = plan_cli._TrainStep(parser.parse_args(["plan", "--batch-size", "8", "--memory-budget", "13MB"]))
@@ -488,8 +487,8 @@ def test_plan_cli_plans_the_step_a_session_with_that_budget_runs():
         sess.run(step.tg.init_op)
         step.sums.start(sess)
         sess.run(step.fetches, feeds)
-        ran = [b.plan for b in sess._plans.values()  # the step's: fed a batch of images
-               if isinstance(b, Bound) and (8, 3, 32, 32) in b.plan.feed_shapes.values()]
+        ran = [p for p in sess.memory_plans  # the step's: fed a batch of images
+               if (8, 3, 32, 32) in p.feed_shapes.values()]
     assert len(ran) == 1 and ran[0].peak_bytes == want.peak_bytes
     assert ran[0].summary() == want.summary()
 

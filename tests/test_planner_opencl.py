@@ -165,7 +165,7 @@ def test_pooled_compact_state_launches_less_and_trains_as_the_plain_step(monkeyp
             losses = [sess.run(fetches, feeds)[1] for _ in range(3)]
             runs[b] = losses, {v.op.name: sess.run(v) for v in tg.graph.get_collection("trainable_variables")}
             chosen = [[t["name"] for t in p.plan.transformations if t["name"] not in ("inplace", "schedule")]
-                      for p in sess._plans.values() if getattr(p, "plan", None) is not None]
+                      for p in sess.steps if p.plan is not None]
     assert ["compact"] in chosen, chosen  # the training step's plan (the initializer's needs none)
     assert sum(c is not None for c in calls) >= 3 * len(sites)  # each pool, in each of the three steps
     np.testing.assert_allclose(runs[budget][0], runs[None][0], rtol=1e-5)

@@ -108,7 +108,7 @@ def test_a_worker_that_dies_or_stops_ends_the_run_after_saving(how, tmp_path, mo
     pids = []
 
     def hit_a_worker():
-        pids.extend(sessions[0]._workers.pids())
+        pids.extend(sessions[0].workers.pids())
         os.kill(pids[-1], getattr(signal, how))
     _stop_at(monkeypatch, 4, then=hit_a_worker)
     ckpt = tmp_path / "ckpt"

@@ -198,7 +198,7 @@ class StepTracer:
         self.last = time.perf_counter()
 
     def _count_variables(self) -> None:
-        bufs = list(self.session._vars.values())
+        bufs = list(self.session.variables.values())
         self.var_keys = {_storage(b) for b in bufs}
         self.var_bytes = sum(b.nbytes for b in bufs)
 

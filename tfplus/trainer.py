@@ -794,7 +794,7 @@ def peak_rss_bytes(sess: tf.Session | None = None) -> int:
         return 0
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     own = int(peak) if sys.platform == "darwin" else int(peak) * 1024  # macOS reports bytes, Linux KiB
-    pids = sess._workers.pids() if sess is not None and sess._workers is not None else []
+    pids = sess.workers.pids() if sess is not None and sess.workers is not None else []
     return own + sum(map(_private_bytes, pids))
 
 
@@ -1306,7 +1306,7 @@ def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = No
         batches.close()
         log.close()
         state["peak_bytes"] = peak_rss_bytes(sess)  # while its workers live
-        workers = len(sess._workers.pids()) if sess._workers is not None else 0
+        workers = len(sess.workers.pids()) if sess.workers is not None else 0
         sess.close()
 
     history = state["history"]
@@ -1439,14 +1439,14 @@ def _first_step_line(sess: tf.Session, seconds: float) -> str:
     """How long the start took, up to the end of the first step, and what of it compiling OpenCL programs
     took (the first run on a device; later ones load the built programs from the cache)."""
     built = _built(sess)
-    where = sess._workers.summary() if sess._workers is not None else ""
+    where = sess.workers.summary() if sess.workers is not None else ""
     return f"first step done {seconds:.1f} s after start" + "".join(f"; {s}" for s in (built, where) if s)
 
 
 def _plan_line(sess: tf.Session, budget) -> str:
     """What the memory plan of a session with a budget does (after its first run): micro-batches,
     transformations, planned bytes."""
-    plans = [b.plan for b in getattr(sess, "_plans", {}).values() if hasattr(b, "plan")]
+    plans = sess.memory_plans
     if not plans:
         return f"--memory-budget {format_size(budget)}: no plan made yet"
     p = max(plans, key=lambda p: p.peak_bytes)

@@ -602,8 +602,10 @@ class Executor:
         self.var_epoch = 0  # bumped when a variable is made or changes shape: programs re-find their shapes
         self.var_version = 0  # bumped when a variable gets another buffer: replayed tapes check their places
         self.rngs: dict[str, list[int]] = {}  # random node -> [key word 0, key word 1, runs so far]
-        self.programs: dict = {}  # key -> Program (and the memory plans, tfplus.engine.memory)
-        self.plain_runs: dict = {}  # plan key -> plain runs so far, -1: never planned (engine.memory)
+        self.programs: dict[tuple, Program] = {}  # (fetch ids, fed tensor ids[, sub-graph id]) -> Program
+        # The memory plans' arena (engine.memory._Arena), made when a first plan is bound: shared by the session's
+        # planned steps and released with its programs.
+        self.arena = None
         # (op, input shapes[, value inputs' values]) -> output (shape, dtype)s, for the careful loop
         self.out_specs: dict[tuple, list[tuple]] = {}
         self.pool = Pool(runtime)
@@ -623,11 +625,15 @@ class Executor:
 
     def run(self, fetches: list, feeds: dict) -> list:
         """Buffers of the Tensors among `fetches`, in order, from `feeds` ({Tensor: device buffer})."""
+        return self.program(fetches, feeds).replay(feeds)
+
+    def program(self, fetches: list, feeds) -> Program:
+        """The pool program of `fetches` given the tensors `feeds`, compiled once for any fed shapes."""
         key = (tuple(id(f) for f in fetches), tuple(sorted(id(t) for t in feeds)))
         prog = self.programs.get(key)
         if prog is None:
             prog = self.programs[key] = self.compile(fetches, feeds)
-        return prog.replay(feeds)
+        return prog
 
     def run_subgraph(self, graph: Graph, feeds: dict, fetches: list) -> list:
         """Executes the ops of `graph` that `fetches` need, from device-buffer `feeds` (see KernelContext).
@@ -647,7 +653,7 @@ class Executor:
         self.vars.clear()
         self.var_version += 1
         self.programs.clear()
-        self.plain_runs.clear()
+        self.arena = None
         self.out_specs.clear()
 
     # -- variables ----------------------------------------------------------------------------------------------

@@ -1,14 +1,14 @@
 """The arena allocator: runs a step by its MemoryPlan, every output and workspace a view of one arena.
 
-A session has one arena, as big as its biggest plan needs, shared by all its plans (a training step and the
-initializer, say); planned runs of one session therefore take turns (a lock), and a run's fetched values are
-copied out of the arena before the next may start. The Session calls
-`run_planned` when it has a memory budget, and `run_replayed` without one on a device that replays recorded
-launches (a planned arena's buffers stay put from run to run, which a replay needs). A `Bound` plan is the
-allocator of the executor's programs (tfplus.engine.executor) for its phases: it hands out outputs (`output`), kernel
-scratch (`workspace`) and wraps kernels (`kernel`: restarts the workspace cursor, splits chunked convolutions
-over the batch), once per program; micro-batching replays the phase's program once per micro-batch, and on a
-runtime that records launches replays the whole step's launches as one tape (`Bound._microbatched`).
+A session has one arena (the executor's `arena`), as big as its biggest plan needs, shared by all its plans (a
+training step and the initializer, say); planned runs of one session therefore take turns (a lock), and a run's
+fetched values are copied out of the arena before the next may start (engine.step: the steps driven by a plan,
+with a memory budget, or replayed, without one, on a device that replays recorded launches, since a planned
+arena's buffers stay put from run to run, which a replay needs). A `Bound` plan is the allocator of the
+executor's programs (tfplus.engine.executor) for its phases: it hands out outputs (`output`), kernel scratch
+(`workspace`) and wraps kernels (`kernel`: restarts the workspace cursor, splits chunked convolutions over the
+batch), once per program; micro-batching replays the phase's program once per micro-batch, and on a runtime
+that records launches replays the whole step's launches as one tape (`Bound._microbatched`).
 
 What it asks of a device runtime is declared by tfplus.runtime.base.Runtime: `allocate_arena(nbytes, alignment)`,
 `sub_buffer(arena, offset, shape, dtype)` (a view at a byte offset) and `arena_alignment`; micro-batching's
@@ -18,74 +18,17 @@ runtime whose views remember a host value has, called when a planned output is h
 from __future__ import annotations
 
 import contextlib
-import sys
 import threading
 import tracemalloc
 
 import numpy as np
 
-from tfplus import debug, errors, threads
+from tfplus import errors, threads
 from tfplus.framework import Tensor
 from tfplus.planner import chunking, compact
-from tfplus.planner.plan import DeviceFacts, MemoryPlan, plan
+from tfplus.planner.plan import DeviceFacts, MemoryPlan
 from tfplus.registry import kernel_variant
 from tfplus.runtime import Taped
-
-
-def run_planned(executor, flat: list, feeds: dict, budget: int, graph, copy_out, key: tuple | None = None) -> list:
-    """Runs the fetches `flat` with `feeds` ({Tensor: device buffer}) within `budget` bytes on the executor's
-    device. Plans once per (fetches, feed shapes) (`key`, when the caller has made it); returns the values of
-    the tensor fetches, in order, as `copy_out` (the runtime's) makes them of their buffers."""
-    key = key or _key(flat, {t: v.shape for t, v in feeds.items()})
-    arena = _shared(executor)
-    with arena.lock:
-        bound = executor.programs.get(key)
-        if bound is None:
-            # The fetches' graph: the session's, or the step's rewritten one (tfplus.engine.rewrite).
-            p = plan(flat, {t: tuple(v.shape) for t, v in feeds.items()}, device_facts(executor.runtime), budget,
-                     graph=flat[0].graph if flat else graph)
-            bound = executor.programs[key] = Bound(p, executor)
-        values = bound.run(feeds)
-        # NOTE: copied out before the lock is released: the buffers are views of the arena, which the next
-        # planned run writes over (a fetched variable too: the next step may update it).
-        return [copy_out(values[f] if f in values else executor.read_variable(f.op.name))
-                for f in flat if isinstance(f, Tensor)]
-
-
-# Plain runs of a (fetches, feed shapes) pair before run_replayed gives it a plan.
-PLAIN_RUNS = 1
-
-
-def run_replayed(executor, flat: list, feeds: dict, graph, copy_out) -> list | None:
-    """Runs the fetches `flat` by an unconstrained memory plan once they have run PLAIN_RUNS times the plain
-    way, so that their steps replay recorded launches (tfplus.engine.executor: a planned arena's buffers stay put; the
-    OpenCL runtime's tapes); returns their values as run_planned does. None: run them the plain way (not yet; a
-    traced run; a step the planner cannot plan, e.g. control flow, which stays plain; TFPLUS_DEBUG=1 says why)."""
-    key = _key(flat, {t: v.shape for t, v in feeds.items()})
-    seen = executor.plain_runs
-    n = seen.get(key, 0)
-    if n == -1 or executor.trace is not None and key not in executor.programs:
-        return None
-    if n < PLAIN_RUNS:
-        seen[key] = n + 1
-        return None
-    if key not in executor.programs:
-        try:
-            p = plan(flat, {t: tuple(v.shape) for t, v in feeds.items()}, device_facts(executor.runtime), None,
-                     graph=flat[0].graph if flat else graph)
-        except Exception as e:  # noqa: BLE001  a step that runs plainly must not fail for want of a plan
-            seen[key] = -1
-            if debug.on():
-                print(f"tfplus: a step of {len(flat)} fetches runs without a plan (no replay): {e}",
-                      file=sys.stderr)
-            return None
-        arena = _shared(executor)
-        with arena.lock:
-            executor.programs[key] = Bound(p, executor)
-        # The plain run's buffers went back to the runtime's pool; the plan's arena replaces them, so that a
-        # device holds one step's memory, not two.
-        executor.runtime.trim()
-    return run_planned(executor, flat, feeds, None, graph, copy_out, key)
 
 
 def device_facts(runtime) -> DeviceFacts:
@@ -96,15 +39,9 @@ def device_facts(runtime) -> DeviceFacts:
 
 
 def install(session, fetches: list, p: MemoryPlan) -> Bound:
-    """Makes `session` (one with a memory budget) run `fetches` (the flat list it will be given) by plan `p`,
-    e.g. one made with planner.plan(..., force=(k, c)) for a test or a benchmark."""
-    flat = [session.graph.as_graph_element(f) for f in fetches]
-    ex = session._executor
-    with session._lock:  # not while a step of the session runs (it reads these caches)
-        session._keep_graph(flat, p.feed_shapes)  # `p` plans the graph as built, not the rewritten one
-        with _shared(ex).lock:
-            bound = ex.programs[_key(flat, p.feed_shapes)] = Bound(p, ex)
-    return bound
+    """Makes `session` run `fetches` (the flat list it will be given) by plan `p` of the graph as built (not
+    rewritten), e.g. one made with planner.plan(..., force=(k, c)) for a test or a benchmark."""
+    return session._install([session.graph.as_graph_element(f) for f in fetches], p).bound
 
 
 class _Arena:
@@ -124,17 +61,11 @@ class _Arena:
         bound.bind(self.buffer)
 
 
-def _shared(executor) -> _Arena:
-    # NOTE: kept in the executor's program cache so that Session.close() releases it with the programs.
-    arena = executor.programs.get("memory-arena")
-    if arena is None:
-        arena = executor.programs["memory-arena"] = _Arena(executor.runtime)
-    return arena
-
-
-def _key(flat: list, shapes: dict) -> tuple:
-    return ("memory-plan", tuple(id(f) for f in flat),
-            tuple(sorted((id(t), tuple(s)) for t, s in shapes.items())))
+def arena_of(executor) -> _Arena:
+    """The executor's arena, made when its first plan is bound (Executor.clear, at Session.close, lets it go)."""
+    if executor.arena is None:
+        executor.arena = _Arena(executor.runtime)
+    return executor.arena
 
 
 def audit_step(session, fetches, feed_dict=None) -> dict[str, int]:
@@ -146,7 +77,7 @@ def audit_step(session, fetches, feed_dict=None) -> dict[str, int]:
         ...     sess.run(init); print(audit_step(sess, [train_op, loss], feeds))
     """
     session.run(fetches, feed_dict)  # plan (and allocate the arena) outside the measurement
-    bounds = [b for b in session._plans.values() if isinstance(b, Bound)]
+    bounds = [s.bound for s in session.steps if s.bound is not None]
     for b in bounds:
         b.audit, b.kernels = {}, {}
         b.version += 1  # the programs wrap their kernels again, audited
@@ -228,7 +159,7 @@ class Bound:
         self.audit: dict[str, int] | None = None  # op name -> bytes its kernel allocated, when auditing
         self.lanes = [_Lane(self, i, executor) for i in range(1, p.stream_lanes)]
         self.warm = False  # whether each lane has run once (their first runs record their fast loops in turn)
-        _shared(executor).fit(p, self)
+        arena_of(executor).fit(p, self)
         self.programs = [executor.compile(ph.fetches, ph.feeds, self, ph.order) for ph in p.phases]
         self.var_names = [n for prog in self.programs for n in prog.var_slots]  # what a whole-step tape fixes
 
