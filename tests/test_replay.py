@@ -18,7 +18,7 @@ pytestmark = needs_opencl
 
 
 def _tapes(sess) -> list:
-    """The tape records (tfplus.runtime.Taped) of the session's planned programs and micro-batched steps."""
+    """The tape records (tfplus.engine.replay.Recording) of the session's planned programs and micro-batched steps."""
     steps = [s for s in sess.steps if s.bound is not None]
     return [t for s in steps for prog in s.programs for t in prog.tapes.values()] + [s.bound.whole for s in steps]
 

@@ -19,9 +19,9 @@ The fast loop of a pool program runs no static op (stateless, its value fixed pe
 arithmetic on them): the first run of a signature keeps their small outputs, later runs take them as they are
 (`Program._specialize`); ops that only make views call no kernel.
 
-A planned program (fixed buffers) on a runtime that records launches (OpenCL: tfplus.runtime.opencl._Tape) runs
-its fast loop recording them, and once two runs of a signature recorded the same launches, replays them instead
-of running the loop (`Program._taped`): the launchers' Python is paid twice per signature, not per run.
+A planned program (fixed buffers) on a runtime that records launches (OpenCL) runs its fast loop recording them,
+and once two runs of a signature recorded the same launches, replays them instead of running the loop
+(`Program._taped`, by engine.replay's rule): the launchers' Python is paid twice per signature, not per run.
 
 A run takes the fast loop unless something needs the careful one (run first for a new signature, and for
 programs that (re)create variables, read one before it exists, trace the step, or must raise at an op): the
@@ -35,9 +35,9 @@ import sys
 import threading
 
 from tfplus import debug, errors, threads
+from tfplus.engine.replay import Recording
 from tfplus.framework import Graph, Operation, Tensor, _fmt_shape, constant_value, needed_ops
 from tfplus.registry import TensorSpec, devices_with_kernel, find_kernel, kernel_dtype
-from tfplus.runtime import TAPE_TRIES, Taped
 
 # Ops whose output values depend only on their inputs' shapes (a shape function reading them is safe to run
 # once per signature; the fast loop keeps them).
@@ -257,7 +257,7 @@ class Program:
         self.bound = alloc if alloc.fixed else None  # the memory plan the profiler reports
         self._version = None
         self._specialized: dict[tuple, list] = {}  # signature -> the fast loop's steps, one per op run
-        self.tapes: dict[tuple, Taped] = {}  # signature -> its recorded launches (a planned program's)
+        self.tapes: dict[tuple, Recording] = {}  # signature -> its recorded launches (a planned program's)
 
     # -- compiling what depends on the allocator ----------------------------------------------------------------
     def _bind(self) -> None:
@@ -356,15 +356,15 @@ class Program:
         return [slots[s] if name is None else ex.read_variable(name) for s, name in self.fetch_slots]
 
     def _taped(self, key: tuple, slots: list, steps: list) -> bool:
-        """Runs a planned program's signature by replaying its launches (a device runtime's tape: see
-        tfplus.runtime.opencl._Tape) once two runs of the fast loop recorded the same ones; until then runs
-        the fast loop, recording it. False: no tape for this run (the caller runs the fast loop)."""
+        """Runs a planned program's signature by replaying its launches (a device runtime's tape, by the rule of
+        engine.replay.Recording) once runs of the fast loop recorded the same ones; until then runs the fast
+        loop, recording it. False: no tape for this run (the caller runs the fast loop)."""
         rt = self.executor.runtime
         t = self.tapes.get(key)
         if t is None:
             if not rt.records_launches:
                 return False
-            t = self.tapes[key] = Taped()
+            t = self.tapes[key] = Recording()
 
         def record():
             self._fast(slots, steps)
@@ -376,8 +376,7 @@ class Program:
         if ran and t.tape is not None:
             for s, buf in t.fetched:
                 slots[s] = buf
-        if ran and t.why is not None and t.misses >= TAPE_TRIES \
-                and debug.on():
+        if ran and t.given_up and debug.on():
             print(f"tfplus: a step of {len(self.order)} ops runs without a tape: {t.why}", file=sys.stderr)
         return ran
 

@@ -24,11 +24,11 @@ import tracemalloc
 import numpy as np
 
 from tfplus import errors, threads
+from tfplus.engine.replay import Merges, Recording
 from tfplus.framework import Tensor
 from tfplus.planner import chunking, compact
 from tfplus.planner.plan import DeviceFacts, MemoryPlan
 from tfplus.registry import kernel_variant
-from tfplus.runtime import Taped
 
 
 def device_facts(runtime) -> DeviceFacts:
@@ -173,8 +173,8 @@ class Bound:
         self.pool_inputs: dict = {}  # pooled compact site -> its MaxPoolGrad's (pool output, gradient): _pooled
         self.tmp: dict = {}
         self.kernels = {}
-        self.merges: dict = {}  # (how, factor) -> (the buffers merged last, its replay): _merge
-        self.whole = Taped()  # the micro-batched step's launches, all its runs' (_microbatched)
+        self.merges = Merges()  # the micro-batches' merges, replayed when they take the same buffers
+        self.whole = Recording()  # the micro-batched step's launches, all its runs' (_microbatched)
         self.ran = False  # whether the micro-batched step ran on these views (its first run is not recorded)
         self.version += 1
         shift = self.lane * p.lane_bytes
@@ -347,7 +347,7 @@ class Bound:
                 else:  # a mean: summed over the micro-batches (k >= 2), divided by k with the last
                     merge["add_scale" if j == k - 1 else "add"].append((acc, src))
             for how, pairs in merge.items():
-                self._merge(how, pairs, 1.0 / k)
+                self.merges.run(rt, how, pairs, 1.0 / k)
         out = dict(self.acc)
         if len(p.phases) > 1:
             grads = {t: acc for t, acc in self.acc.items() if t not in p.fetch_merge}
@@ -391,7 +391,7 @@ class Bound:
         known.update(out)
         for j in range(k):
             sums = run(2, j)
-            self._merge("add" if j else "copy", [(self.acc[t], sums[t]) for t in cut.partials], 1.0)
+            self.merges.run(rt, "add" if j else "copy", [(self.acc[t], sums[t]) for t in cut.partials], 1.0)
         out.update(run(3))
         return out
 
@@ -399,29 +399,6 @@ class Bound:
         self.phase = i
         prog = self.programs[i]
         return dict(zip(prog.fetches, prog.replay(feeds)))
-
-    def _merge(self, how: str, pairs: list, factor: float) -> None:
-        """_accumulate by the runtime's `accumulation`: on a runtime that records launches (OpenCL), a merge of
-        the buffers the same merge took last time replays its launches (~60 us of Python a merge less: it is host
-        time that a micro-batched step spends between its runs)."""
-        rt = self.runtime
-        if not pairs or rt.tape_recording():  # recording a step (_microbatched): launch
-            _accumulate(rt, how, pairs, factor)
-            return
-
-        def places():
-            return [(v.block.buf, v.block.off, v.size) for pair in pairs for v in pair if v is not None]
-        last = self.merges.get((how, factor))
-        if last is not None:
-            now = places()
-            if len(now) == len(last[0]) and all(b is c and o == p and n == q for (b, o, n), (c, p, q)
-                                                in zip(now, last[0])):
-                last[1]()
-                return
-        xs = None if how == "scale" else [x for _, x in pairs]
-        again = rt.accumulation([a for a, _ in pairs], xs, how, factor)
-        self.merges[(how, factor)] = None if again is None else (places(), again)
-
 
 class _Lane(Bound):
     """Lane `lane` >= 1 of a plan whose streamed prefix runs in lanes (MemoryPlan.stream_lanes): the allocator
@@ -448,12 +425,6 @@ class _Lane(Bound):
 
     def _phase(self, i: int, feeds: dict) -> dict:
         return dict(zip(self.program.fetches, self.program.replay(feeds)))
-
-
-def _accumulate(rt, how: str, pairs: list, factor: float = 1.0) -> None:
-    """(acc, x) pairs merged as runtime.accumulate says (copy, add, scale, add_scale)."""
-    if pairs:
-        rt.accumulate([a for a, _ in pairs], None if how == "scale" else [x for _, x in pairs], how, factor)
 
 
 def _with_attrs(kernel, attrs: dict):
