@@ -684,6 +684,7 @@ class Executor:
         return buf
 
     def assigned(self, name: str, buf) -> None:
+        """Variable `name` lives in `buf` from now on (an Assign's output, the workers' shared memory)."""
         old = self.vars.get(name)
         if old is None or tuple(old.shape) != tuple(buf.shape):
             self.var_epoch += 1
