@@ -8,6 +8,7 @@
   may ask of it (kernels' documented home for the name).
 - `rewrite`: the graph rewrite (fused ops) applied to a step before it is planned or run.
 - `memory`: a memory plan's arena and its allocator (`Bound`), and the measuring helpers of planned steps.
+- `replay`: record, then replay: the one rule by which programs and micro-batched steps replay recorded launches.
 - `workers`: the cpu device's data-parallel worker processes.
 
 Layers: the graph core and ops below, the planner beside (the engine imports it; it imports no engine module).

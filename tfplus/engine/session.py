@@ -140,7 +140,7 @@ class Session:
         return rebuild([None if isinstance(f, Operation) else next(values) for f in flat])
 
     def _step(self, flat: list, feeds: dict) -> Step:
-        key = (tuple(id(f) for f in flat), tuple(sorted((id(t), v.shape) for t, v in feeds.items())))
+        key = _step_key(flat, ((t, v.shape) for t, v in feeds.items()))
         step = self._steps.get(key)
         if step is None:
             shapes = {t: v.shape for t, v in feeds.items()}
@@ -164,8 +164,8 @@ class Session:
         with self._lock:  # not while a step of the session runs (it reads these caches)
             shapes = {t: tuple(s) for t, s in p.feed_shapes.items()}
             self._rewrites[_rewrite_key(flat, shapes)] = None
-            key = (tuple(id(f) for f in flat), tuple(sorted((id(t), s) for t, s in shapes.items())))
-            step = self._steps[key] = Step(self._executor, flat, shapes, None, "plan", self.graph)
+            step = Step(self._executor, flat, shapes, None, "plan", self.graph)
+            self._steps[_step_key(flat, shapes.items())] = step
             step.use_plan(p)
         return step
 
@@ -299,6 +299,12 @@ class Session:
             from tfplus.engine.rewrite import optimize
             self._rewrites[key] = optimize(self.graph, flat, shapes)
         return self._rewrites[key]
+
+
+def _step_key(flat: list, shapes) -> tuple:
+    """A compiled step's key: the ids of its fetches and fed tensors (the Step holds them, so they stay theirs) and
+    the fed shapes, from (tensor, shape) pairs."""
+    return tuple(id(f) for f in flat), tuple(sorted((id(t), tuple(s)) for t, s in shapes))
 
 
 def _rewrite_key(flat: list, feeds) -> tuple:
