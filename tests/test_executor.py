@@ -241,3 +241,24 @@ def test_a_planned_step_binds_its_arena_once_and_replays_fast(monkeypatch):
         sess.run(tf.global_variables_initializer())
         plain = [sess.run([train, loss], feeds)[1] for _ in range(4)]
     np.testing.assert_allclose([first, *later], plain, rtol=1e-6)
+
+
+@pytest.mark.parametrize("kind", ["plain", "plan", pytest.param("replay", marks=needs_opencl)])
+def test_a_session_compiles_a_step_once_per_fed_shapes_and_its_driver_with_it(kind):
+    """Session.run looks up the step compiled for its (fetches, fed tensors, fed shapes): the driver is chosen
+    when it is compiled; the executor's caches hold programs only, the memory plans' arena is its own."""
+    x = tf.placeholder(tf.float32, [None, 3])
+    y = x * 2.0
+    kwargs = {"plain": {"workers": 1}, "plan": {"memory_budget": "1MB"}, "replay": {"device": "opencl"}}[kind]
+    with tf.Session(**kwargs) as sess:
+        for _ in range(3):
+            np.testing.assert_array_equal(sess.run(y, {x: np.ones((2, 3), np.float32)}), np.full((2, 3), 2.0))
+        (step,) = sess.steps
+        assert step.driver == kind and sess.step(y, {x: np.ones((2, 3), np.float32)}) is step
+        assert (step.plan is not None) == (kind != "plain") and sess.memory_plans == ([] if kind == "plain" else
+                                                                                      [step.plan])
+        assert (sess.executor.arena is None) == (kind == "plain")
+        sess.run(y, {x: np.ones((4, 3), np.float32)})  # another batch: another step
+        assert len(sess.steps) == 2
+        assert all(isinstance(p, executor.Program) for p in sess.programs)
+        assert all(isinstance(p, executor.Program) for s in sess.steps for p in s.programs)
