@@ -10,7 +10,7 @@ tfplus runs with tf.ConfigProto(intra_op_parallelism_threads=N) and PyTorch with
 two frameworks alternate in rounds (`--steps` steps each per round) so that load from other processes falls on
 both alike; the figure per framework is the median step over all rounds, and the ratio is tfplus / PyTorch.
 Beside it, tfplus's median CPU time per step (all threads, and the worker processes' from 2 threads on:
-tfplus.workers; on a busy machine the steadier figure, and
+tfplus.engine.workers; on a busy machine the steadier figure, and
 CPU / wall is the cores it kept busy).
 With --contended every thread count is measured twice, quiet and while another process keeps one core busy,
 and the slowdown (contended / quiet) of each framework is printed beside.
@@ -107,8 +107,8 @@ def main() -> None:
         return lambda: sess.run([tg.train_op, tg.loss], feed)
 
     def cpu_seconds(n: int) -> float:
-        """This process's CPU time and its session's worker processes' (tfplus.workers), if any."""
-        w = sessions[n]._workers
+        """This process's CPU time and its session's worker processes' (tfplus.engine.workers), if any."""
+        w = sessions[n].workers
         return time.process_time() + (_children_cpu(w.pids()) if w is not None else 0.0)
 
     torch_runner = None
@@ -177,7 +177,7 @@ def main() -> None:
                     f"{busy['tfplus'] / busy.get('torch', float('nan')):>6.2f} "
                     f"{busy['tfplus'] / quiet['tfplus']:>15.2f} "
                     f"{busy.get('torch', float('nan')) / quiet.get('torch', float('nan')):>6.2f}")
-        w = sessions[n]._workers
+        w = sessions[n].workers
         where = f"  ({w.summary()})" if w is not None else ""
         print(row + ("  (more threads than cores)" if n > cores else "") + where, flush=True)
 

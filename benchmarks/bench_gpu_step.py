@@ -51,7 +51,7 @@ def bench_tfplus(device: str, batch: int, steps: int, warmup: int, profile: bool
     images = rng.standard_normal((batch, 3, 32, 32)).astype(np.float32)
     labels = rng.integers(0, 10, batch).astype(np.int32)
     feed = {tg.images: images, tg.labels: labels}
-    # The graph rewrite (tfplus.optimize: fused bias+ReLU, their gradients, one optimizer update) on or off.
+    # The graph rewrite (tfplus.engine.rewrite: fused bias+ReLU, their gradients, one optimizer update) on or off.
     config = tf.ConfigProto(graph_options=tf.GraphOptions(rewrite_options=tf.RewriterConfig(
         remapping=tf.RewriterConfig.DEFAULT if rewrite else tf.RewriterConfig.OFF)))
     with tf.Session(graph=tg.graph, device=device, config=config) as s:
@@ -84,8 +84,7 @@ def bench_tfplus(device: str, batch: int, steps: int, warmup: int, profile: bool
             kernels = {k: (n / steps, ms / steps) for k, (n, ms) in rt.profile_report().items()}
         last_loss = s.run(tg.loss, feed)
         desc = rt.describe()
-        n_ops = max(len(p.order) for b in s._plans.values() for p in getattr(b, "programs", [b])
-                    if hasattr(p, "order"))
+        n_ops = max(len(p.order) for p in [*s.programs, *(p for st in s.steps for p in st.programs)])
     ms = statistics.median(step) * 1e3
     name = f"tfplus {device}" + ("" if rewrite else " unfused")
     return {"name": name, "device": desc, "launches": launches, "batch": batch, "ms": ms,
@@ -151,10 +150,10 @@ def _launches(rt, step, steps: int) -> float | None:
 
 
 def _host_breakdown(session, step, steps: int) -> dict:
-    """Host milliseconds per step in the executor: all of it (tfplus.executor.Program.replay), in kernels
+    """Host milliseconds per step in the executor: all of it (tfplus.engine.executor.Program.replay), in kernels
     (launchers and enqueueing), and the rest (the executor's own loop, output allocation). Wraps the
     executor's internals and has the session's programs bind their kernels again (benchmark only)."""
-    from tfplus import executor as E
+    from tfplus.engine import executor as E
     spent = {"execute": 0.0, "kernels": 0.0}
     by_type: dict = {}
 
@@ -181,10 +180,8 @@ def _host_breakdown(session, step, steps: int) -> dict:
         return kernel
 
     def rebind():
-        for prog in session._plans.values():
-            for p in getattr(prog, "programs", [prog]):  # a memory plan's phases, or a program
-                if isinstance(p, E.Program):
-                    p._version = None
+        for p in [*session.programs, *(p for st in session.steps for p in st.programs)]:
+            p._version = None
     saved = E.Program.replay, E.find_kernel
     E.Program.replay, E.find_kernel = replay, find
     rebind()

@@ -55,7 +55,7 @@ def _stub_enqueue() -> None:
 def _loop_counter() -> tuple[list, list, object]:
     """Counts the ops the fast loop runs (executor.Program._fast) and times it: ([count], [seconds per call],
     the original to put back)."""
-    from tfplus import executor
+    from tfplus.engine import executor
     count, spent, fast = [0], [], executor.Program._fast
 
     def counted(self, slots, steps):
@@ -85,7 +85,7 @@ def _step(device: str, steps: int, budget, force, kernels: str = "null") -> tupl
         s.run(tg.init_op)  # with the real kernels: the variables get their values
         saved = _null_kernels(parse_device(device)[0]) if kernels == "null" else {}
         if force is not None:
-            from tfplus.planner.execute import install
+            from tfplus.engine.memory import install
             p = planner.plan(fetches, {t: v.shape for t, v in feed.items()}, s.runtime, graph=tg.graph,
                              force=force)
             install(s, fetches, p)
@@ -102,7 +102,7 @@ def _step(device: str, steps: int, budget, force, kernels: str = "null") -> tupl
                 s.run(fetches, feed)
                 times.append(time.perf_counter() - t)
         finally:
-            from tfplus import executor
+            from tfplus.engine import executor
             executor.Program._fast = fast
         s.runtime.synchronize()
         registry.KERNELS.update(saved)

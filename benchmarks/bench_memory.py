@@ -11,7 +11,7 @@
 
 What is measured (tracemalloc traces NumPy's data allocations and Python objects):
 - planned peak: variables + feeds + arena, from the plan; lower bound: variables + feeds + the liveness bound.
-- measured peak (planner.execute.measure_step, tracing from the Session's creation): the NumPy data alive
+- measured peak (engine.memory.measure_step, tracing from the Session's creation): the NumPy data alive
   when a steady-state step starts (variables, slots, the arena, kernels' caches), plus the most tracemalloc
   saw allocated on top during the step (kernel temporaries, NumPy's ufunc buffers, fetch copies, the
   executor's Python objects), plus the fed arrays. The planner's own Python objects are not step memory.
@@ -25,7 +25,7 @@ What is measured (tracemalloc traces NumPy's data allocations and Python objects
   --max-batch`), and the largest with micro-batching too (limited mostly by the fed images).
 - opencl: measured from the runtime's own ledger of device memory (OpenCLRuntime.peak_bytes: the buffers the
   device's tensors hold, in the pool's size classes; the arena at its exact size), its most during a
-  steady-state step, fed batch included (planner.execute.measure_device_step). Times are wall times.
+  steady-state step, fed batch included (engine.memory.measure_device_step). Times are wall times.
 References: PyTorch CPU needs ~207 MB transient per step (522 MB RSS); a plain NumPy step ~450 MB.
 """
 from __future__ import annotations
@@ -41,8 +41,8 @@ import numpy as np
 import tfplus as tf
 import tfplus.train  # noqa: F401  (tf.train)
 from tfplus import finetune, planner
+from tfplus.engine.memory import audit_step, install, measure_device_step, measure_step
 from tfplus.graphs import get_model, training_graph
-from tfplus.planner.execute import audit_step, install, measure_device_step, measure_step
 from tfplus.units import format_size, parse_size
 
 
@@ -55,7 +55,7 @@ def _feeds(tg, batch: int, seed: int = 0) -> dict:
 
 def _session(tg, feeds: dict, budget, device: str, plan=None) -> tuple:
     """A warmed-up session and the measured peak bytes of one step (see the module docstring); the step runs
-    by `plan` if given (planner.execute.install), else by the session's own plan for `budget`."""
+    by `plan` if given (engine.memory.install), else by the session's own plan for `budget`."""
     fetches = [tg.train_op, tg.loss]
     if device != "cpu":
         sess = tf.Session(graph=tg.graph, device=device, memory_budget=budget)

@@ -26,8 +26,8 @@ def main() -> None:
     import numpy as np
 
     import tfplus as tf
+    from tfplus.engine import memory as execute
     from tfplus.graphs.mentee import training_graph
-    from tfplus.planner import execute
     plan = importlib.import_module("tfplus.planner.plan")  # the module (tfplus.planner.plan is also the function)
     tg = training_graph(total_steps=10 ** 6, seed=0, optimizer="momentum", nesterov=False, weight_decay=0.0,
                         schedule="const", learning_rate=0.01)
@@ -39,10 +39,10 @@ def main() -> None:
     def session(budget=None):
         s = tf.Session(graph=tg.graph, device=args.device, memory_budget=budget)
         s.run(tg.init_op)
-        flat, feeds = s._rewritten([tg.graph.as_graph_element(f) for f in fetches], s._prepare_feeds(feed))
-        step = plan._Step(flat, {t: tuple(v.shape) for t, v in feeds.items()}, execute.device_facts(s.runtime),
-                          flat[0].graph, None)
-        return s, step, flat, feeds
+        compiled = s.step(fetches, feed)  # the rewritten step the session runs
+        step = plan._Step(compiled.fetches, compiled.feed_shapes, execute.device_facts(s.runtime), compiled.graph,
+                          None)
+        return s, step, compiled
 
     base, step, *_ = session()
     for budget_name in args.budgets.split(","):
@@ -65,11 +65,9 @@ def main() -> None:
                 break
         runs = []
         for kc in fit:  # each session plans its own rewritten graph
-            s, st, flat, feeds = session(budget_name)
+            s, st, compiled = session(budget_name)
             p = st.build(*kc)
-            ex = s._executor
-            with execute._shared(ex).lock:
-                ex.programs[execute._key(flat, {t: v.shape for t, v in feeds.items()})] = execute.Bound(p, ex)
+            compiled.use_plan(p)
             for _ in range(8):
                 s.run(fetches, feed)
             runs.append((str(kc), p, s, []))

@@ -1,4 +1,4 @@
-"""The graph rewrite (tfplus.optimize) on and off, in one run: a Mentee training step (NCHW float32, momentum
+"""The graph rewrite (tfplus.engine.rewrite) on and off, in one run: a Mentee training step (NCHW float32, momentum
 SGD, the loss fetched) on one device, with ops per step and, on opencl, kernel launches per step. Not a test.
 
     python benchmarks/bench_rewrite.py                          # cpu, batch 128
@@ -51,7 +51,7 @@ def main() -> None:
     print(f"{'':12s} {'ms/step':>9s} {'ops/step':>9s} {'launches':>9s}  loss after the run")
     for name, side in sides.items():
         sess = side["sess"]
-        ops = max(len(p.order) for p in sess._plans.values() if hasattr(p, "order"))
+        ops = max(len(p.order) for p in [*sess.programs, *(p for s in sess.steps for p in s.programs)])
         launches = side["launches"]
         print(f"{name:12s} {statistics.median(side['times']) * 1e3:9.1f} {ops:9d} "
               f"{'-' if launches is None else f'{launches:.0f}':>9s}  {side['loss']:.6f}")

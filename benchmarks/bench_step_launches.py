@@ -1,5 +1,5 @@
 """Kernel launches of one Mentee training step on the opencl device, by op type, with the graph rewrite
-(tfplus.optimize) on and off in the same run; and the launch geometry of the per-channel bias-gradient sums
+(tfplus.engine.rewrite) on and off in the same run; and the launch geometry of the per-channel bias-gradient sums
 (kernels/opencl/fused.py channel_sums) for the step's shapes. Not a test.
 
 The step is training_graph's default (momentum with Nesterov, weight decay 5e-4 on the 8 weights, cosine

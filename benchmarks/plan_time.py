@@ -84,8 +84,8 @@ def main() -> None:
     ap.add_argument("--orderings", action="store_true", help="each ordering's arena above the bound, and its time")
     args = ap.parse_args()
 
+    from tfplus.engine.rewrite import optimize
     from tfplus.graphs import get_model, training_graph
-    from tfplus.optimize import optimize
     from tfplus.planner import DeviceFacts
     from tfplus.units import format_size
     plan_module = importlib.import_module("tfplus.planner.plan")  # the module (tfplus.planner.plan is the function)

@@ -1,4 +1,4 @@
-"""Fused ops that only the graph rewrite (tfplus.optimize) creates: each does the work of a chain of ops in one
+"""Fused ops that only the graph rewrite (tfplus.engine.rewrite) creates: each does the work of a chain of ops in one
 kernel launch (one pass over memory on the cpu). They exist only after autodiff, so they are declared not
 differentiable; their names start with '_' as TensorFlow's grappler-made `_Fused*` ops do.
 """
@@ -144,7 +144,7 @@ not_differentiable("_FusedL2Loss")
 # outputs: loss = mean over the rows of -log(softmax(logits)[label]); backprop = (softmax(logits) - onehot(label))
 # / max(rows, 1), the logits' gradient when the loss is what tf.gradients differentiates (its grad_ys: ones). The
 # rewrite replaces SparseSoftmaxCrossEntropyWithLogits, the Mean and Mean's and the cross-entropy's gradient chain
-# (tfplus.optimize._fused_loss), three launches on opencl, with it. The scale is 1 / rows in T, as RealDiv over
+# (tfplus.engine.rewrite._fused_loss), three launches on opencl, with it. The scale is 1 / rows in T, as RealDiv over
 # the casts of the sizes makes it, so the gradient keeps its bits.
 def _fused_xent_mean_shape(ins, attrs):
     loss, backprop = get_op_def("SparseSoftmaxCrossEntropyWithLogits").shape_fn(ins, attrs)

@@ -1,4 +1,4 @@
-"""Op-table cases of the fused ops that the graph rewrite makes (tfplus.optimize): each against the NumPy of the
+"""Op-table cases of the fused ops that the graph rewrite makes (tfplus.engine.rewrite): each against the NumPy of the
 unfused chain. They are not differentiable (they exist only after autodiff), so no gradient checks."""
 from __future__ import annotations
 

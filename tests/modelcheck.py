@@ -7,7 +7,7 @@ import numpy as np
 
 import tfplus as tf
 from tfplus import planner, threads
-from tfplus.planner.execute import Bound, install, measure_step
+from tfplus.engine.memory import Bound, install, measure_step
 
 
 def random_feeds(tg, batch: int, size: int, seed: int = 0) -> dict:
@@ -49,7 +49,7 @@ def assert_planned_bytes_are_measured(tg, feeds: dict, force: tuple | None = Non
             allocated = sess.runtime.allocated_bytes
             m = measure_step(sess, fetches, feeds)
             assert sess.runtime.allocated_bytes == allocated, "a planned step allocates nothing via the runtime"
-            bounds = [b for b in sess._plans.values() if isinstance(b, Bound)]  # the step's and the initializer's
+            bounds = [s.bound for s in sess.steps if isinstance(s.bound, Bound)]  # the step's and the initializer's
             assert bounds[0].arena.nbytes == max(b.plan.arena_bytes for b in bounds), "one arena: the biggest"
     finally:
         tracemalloc.stop()

@@ -210,11 +210,11 @@ def test_chunk_specs_only_on_kernels_that_accept_slices():
 
 def test_training_path_kernels_declare_their_scratch(monkeypatch):
     """What the kernels of a training step allocate beyond their planned buffers and declared workspaces
-    (planner.execute.audit_step) does not grow with the batch: only NumPy's fixed-size ufunc buffers and
+    (engine.memory.audit_step) does not grow with the batch: only NumPy's fixed-size ufunc buffers and
     Python objects, no undeclared batch-sized temporaries."""
     monkeypatch.setenv("TFPLUS_NUM_THREADS", "1")  # more images, more shards: each with its own ufunc buffers
+    from tfplus.engine.memory import audit_step
     from tfplus.graphs import get_model, training_graph
-    from tfplus.planner.execute import audit_step
     tg = training_graph(get_model("mentee").build, total_steps=10, seed=0, image_shape=(3, 32, 32),
                         model_kwargs={"conv_widths": (8, 16), "fc_widths": (16,)})
     rng = np.random.default_rng(0)

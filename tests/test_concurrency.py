@@ -17,7 +17,8 @@ import pytest
 from conftest import DEVICES
 
 import tfplus as tf
-from tfplus import errors, workers
+from tfplus import errors
+from tfplus.engine import workers
 
 BATCH = 16  # two slices of workers.MIN_ROWS
 THREADS, RUNS = 4, 12
@@ -88,7 +89,7 @@ PATHS = {
 
 
 # Inter-op threads and worker processes are the cpu device's; on opencl, "plain" replays its steps from an arena
-# (planner.execute.run_replayed) and "budget" runs each by a memory plan.
+# (engine.memory.run_replayed) and "budget" runs each by a memory plan.
 CASES = [(d, p) for d in DEVICES for p in PATHS if d == "cpu" or p in ("plain", "budget")]
 
 
@@ -149,7 +150,7 @@ def test_a_forked_child_never_writes_the_parents_variables():
     with tf.Session(graph=g, workers=2, config=PATHS["workers"][1]) as sess:
         sess.run(init)
         _trained(sess, train, x, range(3))  # the first step forks the workers; the next ones run on them
-        assert len(sess._workers.pids()) == 2
+        assert len(sess.workers.pids()) == 2
         before = sess.run(w)
         read, write = os.pipe()
         pid = os.fork()
@@ -159,7 +160,7 @@ def test_a_forked_child_never_writes_the_parents_variables():
                 os.close(read)
                 got = [sess.run([train, h], {x: _feed(7, r)})[1] for r in range(3)]
                 with os.fdopen(write, "wb") as f:
-                    pickle.dump((got, sess.run(w), sess._workers.pids()), f)
+                    pickle.dump((got, sess.run(w), sess.workers.pids()), f)
                 code = 0
             finally:
                 os._exit(code)
@@ -169,7 +170,7 @@ def test_a_forked_child_never_writes_the_parents_variables():
         _, status = os.waitpid(pid, 0)
         assert os.waitstatus_to_exitcode(status) == 0
         got, child_w, child_workers = pickle.loads(data)  # noqa: S301  our own child's bytes
-        assert not set(child_workers) & set(sess._workers.pids())  # its own workers, none of the parent's
+        assert not set(child_workers) & set(sess.workers.pids())  # its own workers, none of the parent's
         for r, hv in enumerate(got):
             np.testing.assert_array_equal(hv, 2 * _feed(7, r) + 1)
         np.testing.assert_array_equal(child_w, before - sum(_grad(_feed(7, r)) for r in range(3)).astype(np.float32))
@@ -199,7 +200,7 @@ def test_two_sessions_with_workers_train_in_two_threads_without_deadlock():
             sess.run(init)
             for r in range(steps):
                 sess.run(step, {x: np.random.default_rng(100 * i + r).standard_normal((BATCH, 256), np.float32)})
-            return sess.run(v), len(sess._workers.pids())
+            return sess.run(v), len(sess.workers.pids())
     # (a worker kept alive by a socket another worker inherited made the sessions' close wait 30 s, then kill it)
     together = _in_threads(train, n=2, limit=20.0)
     for i in range(2):
@@ -211,7 +212,7 @@ def test_two_sessions_with_workers_train_in_two_threads_without_deadlock():
 def _on_workers(sess, train, x):
     sess.run(sess.graph.get_operation_by_name("init"))
     _trained(sess, train, x, range(2))
-    pids = sess._workers.pids()
+    pids = sess.workers.pids()
     assert len(pids) == 2
     return pids
 
@@ -227,7 +228,7 @@ def test_a_killed_worker_is_an_unavailable_error_and_the_session_can_still_save(
         np.testing.assert_array_equal(sess.run(w), before)  # the failed step changed nothing; still readable
         _trained(sess, train, x, range(3, 4))  # later steps run in this process
         np.testing.assert_array_equal(sess.run(w), before - _grad(_feed(0, 3)).astype(np.float32))
-        assert sess._workers.pids() == []
+        assert sess.workers.pids() == []
 
 
 def test_a_stopped_worker_is_an_unavailable_error_within_a_bound(monkeypatch):
@@ -261,7 +262,7 @@ def test_a_hung_worker_is_an_unavailable_error_within_a_bound(monkeypatch):
     with tf.Session(graph=g, workers=2, config=PATHS["workers"][1]) as sess:
         sess.run(init)
         _trained(sess, train, x, range(1))  # in this process; then the workers are forked
-        pid = sess._workers.pids()[0]
+        pid = sess.workers.pids()[0]
         t = time.monotonic()
         with pytest.raises(errors.UnavailableError, match=rf"worker process {pid} .*no CPU time .*hung"):
             sess.run(train, {x: _feed(0, 1)})
@@ -281,7 +282,7 @@ def test_a_worker_out_of_memory_is_a_resource_exhausted_error_naming_it(monkeypa
     with tf.Session(graph=g, workers=2, config=PATHS["workers"][1]) as sess:
         sess.run(init)
         _trained(sess, train, x, range(1))
-        pid = sess._workers.pids()[0]
+        pid = sess.workers.pids()[0]
         with pytest.raises(errors.ResourceExhaustedError, match=rf"worker process {pid} ran out of memory .*64.0 MiB"):
             sess.run(train, {x: _feed(0, 1)})
 
@@ -363,4 +364,4 @@ def test_a_fork_whose_other_hooks_hold_a_lock_that_a_step_needs_does_not_deadloc
             _hook_holds.clear()
         t.join(30)
         assert not t.is_alive(), "the step's worker fork is still waiting: a deadlock"
-        assert len(sess._workers.pids()) == 2
+        assert len(sess.workers.pids()) == 2

@@ -1,4 +1,4 @@
-"""The executor: a step compiled once and replayed (tfplus.executor), the fast loop against the careful one."""
+"""The executor: a step compiled once and replayed (tfplus.engine.executor), the fast loop against the careful one."""
 import ast
 import pathlib
 
@@ -7,8 +7,9 @@ import pytest
 from conftest import needs_opencl
 
 import tfplus as tf
-from tfplus import executor, planner
-from tfplus.planner import execute
+from tfplus import planner
+from tfplus.engine import executor
+from tfplus.engine import memory as execute
 
 
 @pytest.fixture(autouse=True)
@@ -61,7 +62,7 @@ def test_shapes_are_found_once_per_signature_and_the_fast_loop_matches_the_caref
 
 def _step_programs(sess) -> list:
     """(program, steps, kept) of every signature the session's plain programs specialized."""
-    return [(p, steps, kept) for p in sess._plans.values() if isinstance(p, executor.Program)
+    return [(p, steps, kept) for p in sess.programs if isinstance(p, executor.Program)
             for steps, kept in p._specialized.values()]
 
 
@@ -116,7 +117,7 @@ def test_static_ops_under_a_memory_plan_keep_only_values_held_apart_from_the_are
                             run_metadata=None if options is None else tf.RunMetadata())[1:] for a, b in batches]
             runs.append((got, sess.run(w)))
             if options is None:
-                bound = [b for b in sess._plans.values() if isinstance(b, execute.Bound)]
+                bound = [s.bound for s in sess.steps if isinstance(s.bound, execute.Bound)]
                 kept = [k for b in bound for prog in b.programs for _, k in prog._specialized.values()]
     (fast, fast_w), (careful, careful_w) = runs
     np.testing.assert_allclose(fast_w, careful_w, rtol=1e-6)
@@ -177,9 +178,9 @@ def test_control_flow_subgraphs_are_compiled_once():
                              (tf.constant(0), tf.constant(0.0)))
     with tf.Session() as sess:
         assert sess.run(total, {n: 4}) == 6.0
-        compiled = len(sess._plans)
+        compiled = len(sess.programs)
         assert sess.run(total, {n: 5}) == 10.0
-        assert len(sess._plans) == compiled
+        assert len(sess.programs) == compiled
 
 
 def test_the_planner_takes_device_facts_and_imports_no_session():
@@ -193,7 +194,7 @@ def test_the_planner_takes_device_facts_and_imports_no_session():
         for node in ast.walk(ast.parse(path.read_text())):
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
                 [node.module] if isinstance(node, ast.ImportFrom) else []
-            assert not any(n and n.startswith(("tfplus.session", "tfplus.executor")) for n in names), path
+            assert not any(n and n.startswith("tfplus.engine") for n in names), path
 
 
 def test_inter_op_parallelism_gives_the_sequential_results_bit_for_bit():
@@ -214,7 +215,7 @@ def test_inter_op_parallelism_gives_the_sequential_results_bit_for_bit():
         with tf.Session(config=config) as sess:
             sess.run(init)
             losses = [sess.run([train, loss], feeds)[1] for _ in range(4)]
-            waves = [s for p in sess._plans.values() for s, _ in p._specialized.values()]
+            waves = [s for p in sess.programs for s, _ in p._specialized.values()]
             return losses, sess.run(tf.trainable_variables()), waves
     losses, weights, _ = train_steps(1)
     again, weights_again, waves = train_steps(3)
@@ -240,3 +241,24 @@ def test_a_planned_step_binds_its_arena_once_and_replays_fast(monkeypatch):
         sess.run(tf.global_variables_initializer())
         plain = [sess.run([train, loss], feeds)[1] for _ in range(4)]
     np.testing.assert_allclose([first, *later], plain, rtol=1e-6)
+
+
+@pytest.mark.parametrize("kind", ["plain", "plan", pytest.param("replay", marks=needs_opencl)])
+def test_a_session_compiles_a_step_once_per_fed_shapes_and_its_driver_with_it(kind):
+    """Session.run looks up the step compiled for its (fetches, fed tensors, fed shapes): the driver is chosen
+    when it is compiled; the executor's caches hold programs only, the memory plans' arena is its own."""
+    x = tf.placeholder(tf.float32, [None, 3])
+    y = x * 2.0
+    kwargs = {"plain": {"workers": 1}, "plan": {"memory_budget": "1MB"}, "replay": {"device": "opencl"}}[kind]
+    with tf.Session(**kwargs) as sess:
+        for _ in range(3):
+            np.testing.assert_array_equal(sess.run(y, {x: np.ones((2, 3), np.float32)}), np.full((2, 3), 2.0))
+        (step,) = sess.steps
+        assert step.driver == kind and sess.step(y, {x: np.ones((2, 3), np.float32)}) is step
+        assert (step.plan is not None) == (kind != "plain") and sess.memory_plans == ([] if kind == "plain" else
+                                                                                      [step.plan])
+        assert (sess.executor.arena is None) == (kind == "plain")
+        sess.run(y, {x: np.ones((4, 3), np.float32)})  # another batch: another step
+        assert len(sess.steps) == 2
+        assert all(isinstance(p, executor.Program) for p in sess.programs)
+        assert all(isinstance(p, executor.Program) for s in sess.steps for p in s.programs)

@@ -258,11 +258,11 @@ def test_plan_of_a_fine_tuned_step_has_no_backward_below_the_trained_layers():
 def test_fine_tuned_step_under_a_budget_matches_the_unconstrained_one():
     """Micro-batching a fine-tuned step (no batch norm) is exact: same loss and weights as without a budget."""
     from tfplus import planner
-    from tfplus.optimize import optimize
+    from tfplus.engine.rewrite import optimize
     results = []
     for budget in (None, "smallest"):
         tg, feeds = _tiny_step(1)
-        if budget == "smallest":  # of the step the session runs: the rewritten one (tfplus.optimize)
+        if budget == "smallest":  # of the step the session runs: the rewritten one (tfplus.engine.rewrite)
             r = optimize(tg.graph, [tg.train_op, tg.loss], list(feeds))
             shapes = {r.element[t]: v.shape for t, v in feeds.items()}
             budget = planner.smallest_plan([r.element[tg.train_op], r.element[tg.loss]], shapes, "cpu",

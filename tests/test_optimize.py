@@ -1,4 +1,4 @@
-"""The graph rewrite (tfplus.optimize): what it fuses, what it refuses, and that a fused training step equals the
+"""The graph rewrite (tfplus.engine.rewrite): what it fuses, what it refuses, and that a fused training step equals the
 unfused one on every device (the kernels themselves are in the op table: tests/cases_fused.py)."""
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 import tfplus as tf
+from tfplus.engine.rewrite import optimize
 from tfplus.graphs.mentee import mentee, training_graph
-from tfplus.optimize import optimize
 
 _SMALL = {"conv_widths": (4, 4, 8, 8, 8), "fc_widths": (16, 8)}
 
@@ -94,7 +94,7 @@ def _steps(device, data_format, config=None, n=2, optimizer="momentum"):
         sess.run(tg.init_op)
         losses = [sess.run([tg.train_op, tg.loss], {tg.images: x, tg.labels: y})[1] for _ in range(n)]
         weights = {v.op.name: sess.run(v) for v in tg.graph.get_collection("trainable_variables")}
-        fused = {k: r.fused for k, r in sess._rewrites.items() if r is not None}
+        fused = {id(s.rewrite): s.rewrite.fused for s in sess.steps if s.rewrite is not None}  # one per rewrite
     return np.array(losses), weights, fused
 
 
@@ -128,7 +128,7 @@ def test_the_planner_plans_the_rewritten_step_and_compacts_its_fused_relus(devic
     """A memory plan of the rewritten step (compact state forced: ReLU -> 2x2 pool sites end in fused ops)
     trains as the unfused plain step does."""
     from tfplus import planner
-    from tfplus.planner.execute import install
+    from tfplus.engine.memory import install
     rng = np.random.default_rng(0)
     tg = training_graph(mentee, total_steps=10, seed=0, image_shape=(3, 16, 16), model_kwargs=_SMALL)
     feeds = {tg.images: rng.standard_normal((4, 3, 16, 16)).astype(np.float32),
@@ -159,8 +159,7 @@ def test_a_budgeted_session_plans_the_rewritten_graph():
     with tf.Session(graph=tg.graph, memory_budget="64MB") as sess:
         sess.run(tg.init_op)
         losses = [sess.run([tg.train_op, tg.loss], feeds)[1] for _ in range(2)]
-        bounds = [b for b in sess._plans.values() if hasattr(b, "plan")]
-        types = {op.type for b in bounds for ph in b.plan.phases for op in ph.order}
+        types = {op.type for p in sess.memory_plans for ph in p.phases for op in ph.order}
     assert "_FusedReluGradBiasAddGrad" in types and "ReluGrad" not in types
     with tf.Session(graph=tg.graph, config=_OFF) as sess:
         sess.run(tg.init_op)
@@ -255,7 +254,7 @@ def test_weight_decay_sum_fuses_into_one_l2_loss_op_only_when_nothing_else_reads
     with tf.Session(graph=g, device=device) as sess:
         sess.run(init)
         fused, values = sess.run(total), sess.run(ws)
-        assert any(r is not None and "_FusedL2Loss" in r.fused for r in sess._rewrites.values())
+        assert any(s.rewrite is not None and "_FusedL2Loss" in s.rewrite.fused for s in sess.steps)
     with tf.Session(graph=g, device=device, config=_OFF) as sess:
         sess.run(init)
         plain = sess.run(total)
@@ -346,7 +345,7 @@ def test_a_mean_cross_entropy_and_its_gradient_fuse_into_one_op_with_the_same_bi
     """The loss, its mean and the gradient chain through both become one _FusedSparseXentMean named as the Mean;
     the logits' gradient keeps its bits (the same 1 / N in the same precision) and the loss its value, on each
     device, with the batch open (the sizes' RealDiv) or known (a constant scale)."""
-    import tfplus.optimize as rewrite
+    import tfplus.engine.rewrite as rewrite
     g, x, y, rows, loss, dx = _xent_mean(batch)
     r = optimize(g, [loss, dx], [x, y])
     assert r.fused == {"_FusedSparseXentMean": 1}

@@ -248,7 +248,7 @@ def _cnn_feeds(tg, batch=8):
 
 def _train(tg, feeds, budget=None, force=None, steps=2):
     """Losses of `steps` training steps and the weights after them."""
-    from tfplus.planner.execute import install
+    from tfplus.engine.memory import install
     fetches = [tg.train_op, tg.loss]
     with tf.Session(graph=tg.graph, memory_budget=budget) as sess:
         sess.run(tg.init_op)
@@ -383,7 +383,7 @@ def _step_peak(sess, fetches, feeds) -> int:
                               "compact_micro4_scratch8"])
 def test_planned_bytes_are_measured_bytes(force):
     """A CNN step with conv, bias, ReLU, max-pool, dense, cross-entropy and momentum, by a forced plan:
-    tracemalloc (planner.execute.measure_step) finds the NumPy data held at the step's start (variables,
+    tracemalloc (engine.memory.measure_step) finds the NumPy data held at the step's start (variables,
     slots, the arena) equal to the plan's to within the arena's alignment slack, and the step itself adds
     no more than NumPy's ufunc buffers: every kernel's scratch is a declared, planned workspace."""
     tg = _small_cnn()
@@ -470,12 +470,11 @@ def test_plan_cli_json_schema(tmp_path, capsys):
 
 
 def test_plan_cli_plans_the_step_a_session_with_that_budget_runs():
-    """`tfplus plan` plans the step as a session runs it, rewritten (tfplus.optimize's fused ops): its plan is
+    """`tfplus plan` plans the step as a session runs it, rewritten (tfplus.engine.rewrite's fused ops): its plan is
     the one a session with the same budget runs, byte for byte."""
     import argparse
 
     from tfplus import plan_cli
-    from tfplus.planner.execute import Bound
     parser = argparse.ArgumentParser()
     plan_cli.add_parser(parser.add_subparsers(dest="command"))
     step = plan_cli._TrainStep(parser.parse_args(["plan", "--batch-size", "8", "--memory-budget", "13MB"]))
@@ -488,8 +487,8 @@ def test_plan_cli_plans_the_step_a_session_with_that_budget_runs():
         sess.run(step.tg.init_op)
         step.sums.start(sess)
         sess.run(step.fetches, feeds)
-        ran = [b.plan for b in sess._plans.values()  # the step's: fed a batch of images
-               if isinstance(b, Bound) and (8, 3, 32, 32) in b.plan.feed_shapes.values()]
+        ran = [p for p in sess.memory_plans  # the step's: fed a batch of images
+               if (8, 3, 32, 32) in p.feed_shapes.values()]
     assert len(ran) == 1 and ran[0].peak_bytes == want.peak_bytes
     assert ran[0].summary() == want.summary()
 
@@ -529,7 +528,7 @@ def test_a_run_of_no_kernel_calls_runs_under_a_budget():
 
 def test_micro_batches_merge_fetches_by_kind_and_refuse_an_integer_count():
     """A fetched float scalar is averaged over the micro-batches, batch-major rows concatenated; an integer
-    count depends on the batch in a way no average gives (plan.fetch_merge, shared with tfplus.workers)."""
+    count depends on the batch in a way no average gives (plan.fetch_merge, shared with tfplus.engine.workers)."""
     tg = _small_cnn()
     feeds = _cnn_feeds(tg, batch=8)
     with tg.graph.as_default():

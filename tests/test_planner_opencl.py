@@ -11,7 +11,7 @@ from test_planner import _cnn_feeds, _small_cnn
 
 import tfplus as tf
 from tfplus import planner
-from tfplus.planner.execute import install, measure_device_step
+from tfplus.engine.memory import install, measure_device_step
 from tfplus.runtime import opencl
 
 pytestmark = needs_opencl
@@ -139,8 +139,8 @@ def test_pooled_compact_state_launches_less_and_trains_as_the_plain_step(monkeyp
     """Under a budget the opencl session plans its rewritten step (fused ReLU and bias gradients), where compact
     state is "pooled" (planner.compact): each MaxPoolGrad launches nothing and the ReLU gradient routes the pool
     gradient itself. The losses and weights are the plain step's; the pooled kernel ran for every pool."""
+    from tfplus.engine.rewrite import optimize
     from tfplus.kernels.opencl import fused
-    from tfplus.optimize import optimize
     from tfplus.planner import compact
     tg = _small_cnn()
     feeds = _cnn_feeds(tg, batch=8)
@@ -165,7 +165,7 @@ def test_pooled_compact_state_launches_less_and_trains_as_the_plain_step(monkeyp
             losses = [sess.run(fetches, feeds)[1] for _ in range(3)]
             runs[b] = losses, {v.op.name: sess.run(v) for v in tg.graph.get_collection("trainable_variables")}
             chosen = [[t["name"] for t in p.plan.transformations if t["name"] not in ("inplace", "schedule")]
-                      for p in sess._plans.values() if getattr(p, "plan", None) is not None]
+                      for p in sess.steps if p.plan is not None]
     assert ["compact"] in chosen, chosen  # the training step's plan (the initializer's needs none)
     assert sum(c is not None for c in calls) >= 3 * len(sites)  # each pool, in each of the three steps
     np.testing.assert_allclose(runs[budget][0], runs[None][0], rtol=1e-5)

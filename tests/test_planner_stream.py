@@ -14,8 +14,8 @@ from test_planner import _cnn_feeds
 
 import tfplus as tf
 from tfplus import planner, threads
+from tfplus.engine.memory import install, measure_device_step
 from tfplus.planner.chunking import SCRATCH_DIVISORS
-from tfplus.planner.execute import install, measure_device_step
 from tfplus.planner.liveness import PlanError, alias_root
 from tfplus.planner.plan import _Step
 from tfplus.registry import SCRATCH_ATTR
@@ -89,22 +89,19 @@ def test_streamed_prefix_trains_as_the_plain_step(case, device):
 
 @pytest.mark.parametrize("device", ["cpu", pytest.param("opencl", marks=needs_opencl)])
 def test_the_sessions_rewritten_step_streams(device):
-    """A session runs the rewritten step (tfplus.optimize), whose fused ReLU gradient also gives the bias
+    """A session runs the rewritten step (tfplus.engine.rewrite), whose fused ReLU gradient also gives the bias
     gradient, a sum over the rows: that step streams too, and trains as the plain step."""
-    from tfplus.planner import execute
     tg = _cnn()
     feeds = _cnn_feeds(tg, batch=8)
     want = _train(tg, feeds, device)
     fetches = [tg.train_op, tg.loss]
     with tf.Session(graph=tg.graph, device=device, memory_budget="1GB") as sess:
         sess.run(tg.init_op)
-        flat, fed = sess._rewritten([tg.graph.as_graph_element(f) for f in fetches], sess._prepare_feeds(feeds))
-        shapes = {t: v.shape for t, v in fed.items()}
-        p = planner.plan(flat, shapes, sess.runtime, graph=flat[0].graph, force=(1, 1, False, 1, 0, ("MaxPool:0", 4)))
+        step = sess.step(fetches, feeds)
+        p = planner.plan(step.fetches, step.feed_shapes, sess.runtime, graph=step.graph,
+                         force=(1, 1, False, 1, 0, ("MaxPool:0", 4)))
         assert "_FusedReluGradBiasAddGrad" in {t.op.type for t in p.stream.partials}
-        ex = sess._executor
-        with execute._shared(ex).lock:
-            ex.programs[execute._key(flat, shapes)] = execute.Bound(p, ex)
+        step.use_plan(p)
         losses = [sess.run(fetches, feeds)[1] for _ in range(2)]
         weights = {v.op.name: sess.run(v) for v in tg.graph.get_collection("trainable_variables")}
     np.testing.assert_allclose(losses, want[0], rtol=1e-5)

@@ -65,7 +65,7 @@ def test_chrome_trace_is_valid_and_has_one_span_per_executed_op(traced):
     assert [e["name"] for e in ops] == executed
     names = {op.name for op in tg.graph.get_operations()}
     assert set(executed) <= names
-    # the graph rewrite (tfplus.optimize) runs conv1's Conv2D, BiasAdd and Relu as one op, named as the Relu
+    # the graph rewrite (tfplus.engine.rewrite) runs conv1's Conv2D, BiasAdd and Relu as one op, named as the Relu
     assert "conv1/Relu" in executed and "train_op" in executed
     assert not any(n in executed for n in ("images", "labels", "conv1/weights"))
     assert len([e for e in events if e["ph"] == "C"]) == len(ops)  # the memory counter, after each op
@@ -74,7 +74,7 @@ def test_chrome_trace_is_valid_and_has_one_span_per_executed_op(traced):
     assert any(e["ph"] == "X" and e.get("cat") == "transfer" for e in events)
     if device == "opencl":  # kernel spans from OpenCL event profiling, inside their op's span
         kernels = [e for e in events if e.get("cat") == "kernel"]
-        # the graph rewrite (tfplus.optimize) updates all variables in one op, named as the last update
+        # the graph rewrite (tfplus.engine.rewrite) updates all variables in one op, named as the last update
         (update,) = [s.name for s in md.step_stats if s.type == "_FusedApply"]
         assert update.startswith("train_op/update_") and update.endswith("/ApplyMomentum")
         assert {e["args"]["op"] for e in kernels} >= {"conv1/Relu", update}
@@ -117,7 +117,7 @@ def test_phases_of_a_mentee_step(traced):
     assert phase["conv1/Relu"] == phase["fc3/BiasAdd"] == phase["loss/cross_entropy"] == "forward"
     assert phase["gradients/conv2/Conv2D_grad/Conv2DBackpropFilter"] == "backward"
     assert phase["train_op"] == phase["train_op/update"] == "update"  # global step += 1, the group
-    # the graph rewrite (tfplus.optimize) updates the 16 variables in one op, adding the 8 weights' decay
+    # the graph rewrite (tfplus.engine.rewrite) updates the 16 variables in one op, adding the 8 weights' decay
     (update,) = [s for s in md.step_stats if s.type == "_FusedApply"]
     variables = update.input_shapes[2:-1:3]  # (var, accum, grad) each; the decay coefficient last
     assert len(variables) == 16

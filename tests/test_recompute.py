@@ -115,7 +115,7 @@ def test_random_ops_are_never_recomputed():
     assert copies and not any(op.op_def.stateful for op in copies)
 
     def run(force):
-        from tfplus.planner.execute import install
+        from tfplus.engine.memory import install
         with tf.Session(graph=g, memory_budget="1GB") as sess:
             sess.run(init)
             install(sess, [train, loss], planner.plan([train, loss], _shapes(feeds), graph=g, force=force))

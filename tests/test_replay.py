@@ -12,16 +12,15 @@ from test_planner import _cnn_feeds, _small_cnn
 
 import tfplus as tf
 from tfplus import planner
-from tfplus.planner.execute import Bound, install
+from tfplus.engine.memory import Bound, install
 
 pytestmark = needs_opencl
 
 
 def _tapes(sess) -> list:
-    """The tape records (tfplus.runtime.Taped) of the session's planned programs and micro-batched steps."""
-    bounds = [b for b in sess._plans.values() if isinstance(b, Bound)]
-    return [t for b in bounds for prog in b.programs + [lane.program for lane in b.lanes]
-            for t in prog.tapes.values()] + [b.whole for b in bounds]
+    """The tape records (tfplus.engine.replay.Recording) of the session's planned programs and micro-batched steps."""
+    steps = [s for s in sess.steps if s.bound is not None]
+    return [t for s in steps for prog in s.programs for t in prog.tapes.values()] + [s.bound.whole for s in steps]
 
 
 def _replaying(sess) -> bool:
@@ -217,7 +216,7 @@ def test_a_variable_given_another_buffer_is_what_the_next_step_reads(monkeypatch
             assert _replaying(sess) == replay
             if force:
                 assert (whole.tape is not None) == replay
-            ex, rt = sess._executor, sess.runtime
+            ex, rt = sess.executor, sess.runtime
             name = tg.graph.get_collection("trainable_variables")[0].op.name
             old = ex.vars[name]
             new = rt.allocate(old.shape, old.dtype)
@@ -232,9 +231,9 @@ def test_a_variable_given_another_buffer_is_what_the_next_step_reads(monkeypatch
 
 
 def test_the_recompute_copy_keeps_the_fused_update_s_variables():
-    """The planning copy of a rewritten step (tfplus.optimize's one _FusedApply for all variables) keeps that
+    """The planning copy of a rewritten step (tfplus.engine.rewrite's one _FusedApply for all variables) keeps that
     op's ref inputs, so the step micro-batches with recomputation: its gradients are accumulated."""
-    from tfplus.optimize import optimize
+    from tfplus.engine.rewrite import optimize
     tg = _small_cnn()
     feeds = _cnn_feeds(tg)
     rw = optimize(tg.graph, [tg.train_op, tg.loss], set(feeds))
@@ -260,7 +259,7 @@ def test_a_step_the_planner_cannot_plan_runs_plainly_every_time(monkeypatch):
         for i in range(6):
             xv = np.full((2, 3), float(i), np.float32)
             np.testing.assert_allclose(sess.run(y, {x: xv, p: i % 2 == 0}), xv * 2 if i % 2 == 0 else xv - 1)
-        assert -1 in sess._executor.plain_runs.values() and not _tapes(sess)
+        assert any(s.plain_runs == -1 for s in sess.steps) and not _tapes(sess)
 
 
 def test_a_value_computed_on_the_host_is_what_every_planned_run_returns(monkeypatch):
@@ -276,7 +275,7 @@ def test_a_value_computed_on_the_host_is_what_every_planned_run_returns(monkeypa
     with tf.Session(graph=g, device="opencl") as sess:
         for _ in range(4):
             np.testing.assert_allclose(sess.run(y), a @ b, rtol=1e-4, atol=1e-4)
-        assert any(isinstance(p, Bound) for p in sess._plans.values())
+        assert any(isinstance(s.bound, Bound) for s in sess.steps)
 
 
 def test_a_step_moved_onto_a_plan_holds_one_step_s_memory(monkeypatch):
@@ -297,7 +296,7 @@ def test_a_step_moved_onto_a_plan_holds_one_step_s_memory(monkeypatch):
         for feed in feeds[1:]:
             sess.run(fetches, feed)
         gc.collect()
-        bound = next(b for b in sess._plans.values() if isinstance(b, Bound))
+        bound = next(s.bound for s in sess.steps if isinstance(s.bound, Bound))
         assert rt.in_use_bytes >= bound.plan.arena_bytes
         after = rt.pool_bytes - rt.in_use_bytes - base  # the last run's fed batch
         assert after < free / 4, (free, after)

@@ -17,11 +17,6 @@ ROOT = Path(__file__).resolve().parents[1]
 # An expression naming a runtime or a device: `rt`, `runtime`, `sess.runtime`, `self._runtime`, `rt.dev`.
 _RUNTIME = re.compile(r"(?:^|\.)_?(runtime|rt|dev)$")
 
-# Engine files that still probe their runtime: issue 33's engine branch moves them into tfplus/engine/ and drops
-# their probes. NOTE: empty this set when the branches are merged (the test below fails until it is).
-_ENGINE_PENDING = {"tfplus/session.py", "tfplus/executor.py", "tfplus/planner/execute.py"}
-
-
 def _probes(source: str, where: str) -> list[str]:
     """'where:line: call' of each hasattr/getattr in `source` whose object is a runtime or a device."""
     return [f"{where}:{node.lineno}: {ast.unparse(node)}" for node in ast.walk(ast.parse(source, where))
@@ -51,9 +46,7 @@ def test_no_code_outside_the_runtime_package_probes_a_runtime():
     files = [p for folder in ("tfplus", "kernels") for p in (ROOT / folder).rglob("*.py")
              if (ROOT / "tfplus" / "runtime") not in p.parents]
     probes = [f for p in files for f in _probes(p.read_text(), str(p.relative_to(ROOT)))]
-    assert [f for f in probes if f.split(":")[0] not in _ENGINE_PENDING] == []
-    still = {f.split(":")[0] for f in probes}
-    assert _ENGINE_PENDING <= still, f"no probes left in {sorted(_ENGINE_PENDING - still)}: remove from _ENGINE_PENDING"
+    assert probes == []
 
 
 def test_the_scan_finds_probes_of_runtimes_and_devices_only():

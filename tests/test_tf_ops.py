@@ -14,7 +14,7 @@ from tforacle import import_into_tf, tf_tensors
 import tfplus as tf
 
 # Ops that are not TensorFlow's, so their op-table cases are not collected here:
-# - the graph rewrite's fused ops (tfplus.optimize; tests/cases_fused.py): tests/test_optimize.py compares a fused
+# - the graph rewrite's fused ops (tfplus.engine.rewrite; tests/cases_fused.py): tests/test_optimize.py compares a fused
 #   training step with the unfused one, whose ops are compared with TensorFlow here;
 # - CifarAugment, the trainer's device input (tests/cases_image.py): checked against a per-pixel NumPy reference
 #   and the host pipeline.

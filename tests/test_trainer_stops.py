@@ -14,9 +14,10 @@ import numpy as np
 import pytest
 
 import tfplus as tf
-from tfplus import trainer, workers
+from tfplus import trainer
 from tfplus.cli import main
 from tfplus.data import TrainBatches
+from tfplus.engine import workers
 from tfplus.train import saver as saver_lib
 from tfplus.train import tensor_bundle
 

@@ -1,4 +1,4 @@
-"""The cpu device's data-parallel worker processes (tfplus.workers): a training step's batch split over forked
+"""The cpu device's data-parallel worker processes (tfplus.engine.workers): a training step's batch split over forked
 processes, checked against the same step in one process."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import tfplus as tf
-from tfplus import workers
+from tfplus.engine import workers
 from tfplus.graphs import training_graph
 from tfplus.graphs.lenet import lenet
 
@@ -41,7 +41,7 @@ def _train(tg, n_workers: int, steps: int = 4, between=None, fetch=None):
             if between is not None:
                 between(sess, i)
         variables = sess.run(tg.graph.get_collection(tf.GraphKeys.TRAINABLE_VARIABLES))
-        state = sess._workers
+        state = sess.workers
         pids = [pid for g in state.groups.values() for pid in g.pids] if state else []
         whys = [s for s in state.steps.values() if isinstance(s, str)] if state else []
     return np.array(losses), variables, pids, whys
@@ -74,7 +74,7 @@ def test_fetched_rows_are_concatenated_and_batch_independent_values_kept():
         with tf.Session(graph=tg.graph, workers=n) as sess:
             sess.run(tg.init_op)
             got = [sess.run([tg.train_op, rows, twice, tg.loss], {**_feeds(tg, i), k: i})[1:] for i in range(3)]
-            assert bool(sess._workers and sess._workers.groups) == (n == 2)
+            assert bool(sess.workers and sess.workers.groups) == (n == 2)
         if n == 1:
             ref = got
     for (r, v, loss), (r0, v0, loss0) in zip(got, ref):
@@ -99,8 +99,8 @@ def test_a_summed_loss_stays_in_the_parent_and_says_why():
             sess.run(init)
             results.append([sess.run([step, loss], feed)[1] for _ in range(3)] + [sess.run(w)])
             if n == 2:
-                assert not sess._workers.groups
-                assert any("differs from the whole batch" in s for s in sess._workers.steps.values()
+                assert not sess.workers.groups
+                assert any("differs from the whole batch" in s for s in sess.workers.steps.values()
                            if isinstance(s, str))
     for a, b in zip(*results):
         np.testing.assert_array_equal(a, b)
@@ -111,15 +111,15 @@ def test_steps_that_cannot_be_split_run_in_the_parent():
     with tf.Session(graph=tg.graph, workers=2) as sess:
         sess.run(tg.init_op)
         sess.run(tg.train_op, _feeds(tg, 0, batch=10))  # 2 slices of 5 rows: under MIN_ROWS
-        assert not sess._workers.groups
-        assert any("slices of 8 rows" in s for s in sess._workers.steps.values() if isinstance(s, str))
+        assert not sess.workers.groups
+        assert any("slices of 8 rows" in s for s in sess.workers.steps.values() if isinstance(s, str))
         with tg.graph.as_default():
             right = tf.reduce_sum(tf.cast(tf.equal(tf.argmax(tg.logits, 1, output_type=tf.int32), tg.labels),
                                           tf.int32))
         sess.run([tg.train_op, right], _feeds(tg, 0))  # a count: no average of the slices' gives it
-        assert not sess._workers.groups
+        assert not sess.workers.groups
         assert any("(int32, shape ()) depends on the batch" in s
-                   for s in sess._workers.steps.values() if isinstance(s, str))
+                   for s in sess.workers.steps.values() if isinstance(s, str))
     g = tf.Graph()
     with g.as_default():
         x = tf.placeholder(tf.float32, [None, 4])
@@ -130,8 +130,8 @@ def test_steps_that_cannot_be_split_run_in_the_parent():
     with tf.Session(graph=g, workers=2) as sess:
         sess.run(init)
         sess.run(step, {x: np.ones((BATCH, 4), np.float32)})
-        assert not sess._workers.groups
-        assert any("stateful" in s and "Random" in s for s in sess._workers.steps.values() if isinstance(s, str))
+        assert not sess.workers.groups
+        assert any("stateful" in s and "Random" in s for s in sess.workers.steps.values() if isinstance(s, str))
 
 
 def test_the_workers_see_variables_the_parent_assigns_between_steps():
@@ -169,20 +169,20 @@ def test_a_workers_error_names_the_node_and_a_dead_workers_step_runs_in_this_pro
         sess.run(init)
         sess.run(step, {x: good})
         sess.run(step, {x: good})
-        (group,) = sess._workers.groups.values()
+        (group,) = sess.workers.groups.values()
         with pytest.raises(tf.errors.InvalidArgumentError, match="check"):
             sess.run(step, {x: bad})
         assert sess.run(loss, {x: good}) > 0  # the same workers go on
         os.kill(group.pids[0], signal.SIGTERM)  # a group-wide SIGTERM is the parent's to handle
         sess.run(step, {x: good})
-        assert sess._workers.groups[next(iter(sess._workers.groups))] is group
+        assert sess.workers.groups[next(iter(sess.workers.groups))] is group
         pid = group.pids[1]
         os.kill(pid, signal.SIGKILL)
         with pytest.raises(tf.errors.UnavailableError, match=f"worker process {pid} .2 of 2.* killed by SIGKILL"):
             sess.run(step, {x: good})
         sess.run(step, {x: good})  # in this process from now on: a worker killed for memory would be again
         sess.run(step, {x: good})
-        assert not sess._workers.groups and "a worker process failed" in sess._workers.summary()
+        assert not sess.workers.groups and "a worker process failed" in sess.workers.summary()
 
 
 def test_resolve_counts_from_the_argument_the_environment_or_the_threads(monkeypatch):
@@ -232,7 +232,7 @@ def test_a_process_forked_from_the_session_trains_without_the_parents_workers():
         sess.run(tg.init_op)
         for i in range(2):
             sess.run(tg.train_op, _feeds(tg, i))
-        (group,) = sess._workers.groups.values()
+        (group,) = sess.workers.groups.values()
         pid = os.fork()
         if pid == 0:  # the user's own child: its steps must not talk to the parent's workers
             code = 1
@@ -240,7 +240,7 @@ def test_a_process_forked_from_the_session_trains_without_the_parents_workers():
                 signal.alarm(60)
                 for i in range(3):
                     sess.run(tg.train_op, _feeds(tg, i))
-                (mine,) = sess._workers.groups.values()
+                (mine,) = sess.workers.groups.values()
                 code = 0 if mine is not group and set(mine.pids).isdisjoint(group.pids) else 2
                 sess.close()
             finally:
@@ -248,4 +248,4 @@ def test_a_process_forked_from_the_session_trains_without_the_parents_workers():
         _, status = os.waitpid(pid, 0)
         assert os.waitstatus_to_exitcode(status) == 0
         loss = sess.run([tg.train_op, tg.loss], _feeds(tg, 5))[1]  # the parent's workers are still its own
-        assert np.isfinite(loss) and sess._workers.groups[next(iter(sess._workers.groups))] is group
+        assert np.isfinite(loss) and sess.workers.groups[next(iter(sess.workers.groups))] is group

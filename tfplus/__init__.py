@@ -22,6 +22,7 @@ from tfplus import init_ops as _init
 from tfplus.config import ConfigProto, GPUOptions, GraphOptions, OptimizerOptions
 from tfplus.dtypes import DType, as_dtype, double, float16, float32, float64, half, int8, int16, int32, int64, uint8
 from tfplus.dtypes import bool_ as bool
+from tfplus.engine.session import Session
 from tfplus.framework import (
     Graph,
     GraphKeys,
@@ -59,7 +60,6 @@ from tfplus.ops.control_flow_ops import tuple_ as tuple
 from tfplus.ops.random_ops import random_normal, random_uniform, set_random_seed, truncated_normal
 from tfplus.ops.state_ops import assign, assign_add, assign_sub
 from tfplus.profiler import RunMetadata, RunOptions
-from tfplus.session import Session
 from tfplus.tensor_shape import Dimension, TensorShape
 from tfplus.variables import (
     AUTO_REUSE,
@@ -94,8 +94,8 @@ keras = _types.SimpleNamespace(initializers=initializers)
 # -- TF1's module layout for scripts (tf.app, tf.flags, tf.logging, tf.gfile, tf.layers, tf.losses, tf.contrib,
 # tf.summary) and top-level names they use; a name tfplus lacks raises UnsupportedError (tfplus.unsupported).
 from tfplus import app, contrib, flags, gfile, layers, logging, losses, summary  # noqa: E402
+from tfplus.engine.session import InteractiveSession  # noqa: E402
 from tfplus.nn_impl import clip_by_global_norm, clip_by_norm, global_norm  # noqa: E402
-from tfplus.session import InteractiveSession  # noqa: E402
 from tfplus.summary import Event, SessionLog, Summary  # noqa: E402 (TF1 has the protos at the top level too)
 from tfplus.unsupported import module_getattr as _module_getattr  # noqa: E402
 from tfplus.variables import global_variables_initializer as initialize_all_variables  # noqa: E402
@@ -111,7 +111,7 @@ from tfplus.ops.control_flow_ops import Assert, TensorArray, cond, foldl, foldr,
 from tfplus.dtypes import string  # noqa: E402
 from tfplus.ops import io_ops as _io_ops  # noqa: E402,F401
 
-# Fused ops that only the graph rewrite (tfplus.optimize) creates; registered so their kernels and the planner
+# Fused ops that only the graph rewrite (tfplus.engine.rewrite) creates; registered so their kernels and the planner
 # find them.
 from tfplus.ops import fused_ops as _fused_ops  # noqa: E402,F401
 from tfplus.config import RewriterConfig  # noqa: E402,F401

@@ -179,7 +179,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _devices(out) -> int:
-    from tfplus import threads, workers
+    from tfplus import threads
+    from tfplus.engine import workers
     from tfplus.units import format_size
     n = threads.default_threads()
     print(f"cpu        NumPy, {n} threads ({threads.available_cores()} cores available to "
@@ -231,7 +232,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help(sys.stderr)
         return cli_args.EXIT_USAGE
-    from tfplus import threads, workers
+    from tfplus import threads
+    from tfplus.engine import workers
     prog = f"tfplus {args.command}"
     try:  # --threads, else $TFPLUS_NUM_THREADS, else the cores this process may use
         nthreads = getattr(args, "threads", None) or threads.default_threads()

@@ -4,7 +4,7 @@ TF1 programs build these and pass them to tf.Session(config=...). Every field TF
 accepted; the cpu device honours the thread counts (intra_op_parallelism_threads: tfplus.threads) and
 allow_soft_placement; the others are kept (and printed) but change nothing here: tfplus places every op on
 the session's device and manages device memory itself; its only graph rewrite is op fusion
-(tfplus.optimize).
+(tfplus.engine.rewrite).
 
     >>> import tfplus as tf
     >>> config = tf.ConfigProto(intra_op_parallelism_threads=2, allow_soft_placement=True)
@@ -63,7 +63,7 @@ class OptimizerOptions(_Options):
 
 
 class RewriterConfig(_Options):
-    """TF1's RewriterConfig (grappler). `remapping` (op fusion, tfplus.optimize) is honoured: OFF runs graphs
+    """TF1's RewriterConfig (grappler). `remapping` (op fusion, tfplus.engine.rewrite) is honoured: OFF runs graphs
     as built; the other fields are accepted."""
 
     DEFAULT, ON, OFF = 0, 1, 2  # Toggle
@@ -72,7 +72,7 @@ class RewriterConfig(_Options):
 
 
 class GraphOptions(_Options):
-    """TF1's GraphOptions. rewrite_options.remapping turns the graph rewrite (tfplus.optimize) off; the
+    """TF1's GraphOptions. rewrite_options.remapping turns the graph rewrite (tfplus.engine.rewrite) off; the
     other fields are accepted."""
 
     _fields = {"rewrite_options": RewriterConfig,

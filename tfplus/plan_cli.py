@@ -158,7 +158,7 @@ class _TrainStep:
         self.sums = RunningSums(self.tg)  # the step the trainer runs sums its loss and accuracy on the device
         self.fed = training_feeds(self.tg)
         self.fetches = [self.sums.step_op]
-        from tfplus.optimize import enabled, optimize
+        from tfplus.engine.rewrite import enabled, optimize
         rw = optimize(self.tg.graph, self.fetches, set(self.fed)) if enabled() else None
         self.graph, self.planned, self.planned_fed = self.tg.graph, self.fetches, self.fed
         if rw is not None:
@@ -233,7 +233,7 @@ class _TrainStep:
         else:  # device input: the dataset's bytes, and crops at the top left without a flip
             feeds[self.tg.raw_images] = rng.integers(0, 256, shapes[self.tg.raw_images]).astype(np.uint8)
             feeds[self.tg.crops] = np.zeros(shapes[self.tg.crops], np.int32)
-        # one step: no worker processes to fork and check (tfplus.workers)
+        # one step: no worker processes to fork and check (tfplus.engine.workers)
         with tf.Session(graph=self.tg.graph, device=self.args.device, memory_budget=budget, workers=1) as sess:
             sess.run(self.tg.init_op)
             self.sums.start(sess)

@@ -78,7 +78,7 @@ def main(args: argparse.Namespace) -> int:
         tg = training_graph(get_model(args.model).build, total_steps=1000, optimizer=args.optimizer,
                             learning_rate=1e-4, schedule="const", data_format=args.data_format,
                             model_kwargs=_model_kwargs(args), image_shape=get_model(args.model).image_shape)
-        # In one process (no tfplus.workers): the traced steps, which the untraced ones are compared with, run
+        # In one process (no tfplus.engine.workers): the traced steps, which the untraced ones are compared with, run
         # their ops here.
         sess = tf.Session(graph=tg.graph, device=args.device, memory_budget=args.memory_budget, workers=1)
     except (ImportError, RuntimeError, ValueError) as e:

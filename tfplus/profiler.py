@@ -186,7 +186,7 @@ class StepTracer:
         self.kernel_events, self._undo = _hook_runtime(self.rt, self)
 
     def mark(self, plan, values: dict) -> None:
-        """The executor starts `plan` (a tfplus.executor.Program) with `values` (the feeds): the next op's time
+        """The executor starts `plan` (a tfplus.engine.executor.Program) with `values` (the feeds): the next op's time
         starts now, and the count of the buffers it holds starts from the feeds and the variables."""
         self.plan = plan
         self.refs: dict[int, int] = {}     # storage -> tensors holding it (views share one)
@@ -199,7 +199,7 @@ class StepTracer:
         self.last = time.perf_counter()
 
     def _count_variables(self) -> None:
-        bufs = list(self.session._vars.values())
+        bufs = list(self.session.variables.values())
         self.var_keys = {_storage(b) for b in bufs}
         self.var_bytes = sum(b.nbytes for b in bufs)
 

@@ -12,7 +12,7 @@ from tfplus.units import format_size
 
 def smallest_budget(graph, runs: list, device, transformations=TRANSFORMATIONS) -> int:
     """The smallest memory budget in which a session on `device` runs every one of `runs` ([(fetches,
-    {fed tensor: shape})]), each planned as the session plans it (rewritten by tfplus.optimize): the largest of
+    {fed tensor: shape})]), each planned as the session plans it (rewritten by tfplus.engine.rewrite): the largest of
     their smallest plans' peaks (each run is planned to fit the budget on its own). `tfplus plan` reports it and
     `tfplus train` checks it before its first run, so both name the same figure, and a budget of exactly that
     figure plans every run."""
@@ -32,7 +32,7 @@ def check_budget(graph, runs: list, device, budget: int) -> None:
 
 def _neediest(graph, runs: list, device, transformations=TRANSFORMATIONS):
     """The smallest plan of the run in `runs` whose smallest plan is the largest."""
-    from tfplus.optimize import enabled, optimize
+    from tfplus.engine.rewrite import enabled, optimize
     plans = []
     for fetches, shapes in runs:
         fetches = fetches if isinstance(fetches, list) else [fetches]

@@ -18,7 +18,7 @@ The --log file gets one JSON object per line (field names are stable):
   "d2h_bytes"} every log_every steps and at an epoch's end: `step` counts steps done (1-based), `epoch` is
   1-based, loss and accuracy are the means over the steps since the last row (with log_every 1, that step's
   batch's), lr is that step's, images_per_sec is over the steps since the last row, peak_bytes the process's
-  peak RSS (plus the memory its worker processes do not share with it, tfplus.workers), h2d/d2h_bytes the
+  peak RSS (plus the memory its worker processes do not share with it, tfplus.engine.workers), h2d/d2h_bytes the
   session runtime's transfer counters so far;
 - {"kind": "epoch", ..., "test_accuracy", "epoch_time_s"} after each epoch, with the epoch's mean loss and
   accuracy and its training time (evaluation excluded); test_accuracy is null for an epoch not evaluated
@@ -136,7 +136,7 @@ class TrainConfig:
     device: str | None = None                    # None: cpu
     memory_budget: int | str | None = None
     threads: int | None = None                   # cpu threads (None: $TFPLUS_NUM_THREADS, else the cores)
-    workers: int | None = None                   # worker processes (None: $TFPLUS_WORKERS, else tfplus.workers)
+    workers: int | None = None                   # worker processes (None: $TFPLUS_WORKERS, else tfplus.engine.workers)
     checkpoint_dir: str | None = None
     checkpoint_every: int | None = None          # steps; None: at the end of each epoch
     resume: bool = False
@@ -184,7 +184,8 @@ def _option_flag(key: str) -> str:
 def _given_options(cfg: TrainConfig) -> dict[str, Any]:
     """The run options this run sets: its fields that are not None, and the thread and worker counts the
     environment sets ($TFPLUS_NUM_THREADS, $TFPLUS_WORKERS), each as the value a checkpoint keeps."""
-    from tfplus import threads, workers
+    from tfplus import threads
+    from tfplus.engine import workers
     from tfplus.units import parse_size
     given = {k: getattr(cfg, k) for k in RUN_OPTIONS if getattr(cfg, k) is not None}
     try:
@@ -213,7 +214,8 @@ def resolve_options(cfg: TrainConfig, saved: dict[str, Any] | None = None,
     A run that sets a RESULT_OPTIONS value other than `saved`'s is a UsageError: it would not give the
     uninterrupted run's weights. A saved --log or --logdir that is not a run's log (any more) is not taken (a
     note on `err` says so)."""
-    from tfplus import threads, workers
+    from tfplus import threads
+    from tfplus.engine import workers
     given, saved = _given_options(cfg), saved or {}
     device = given.get("device", saved.get("device", RUN_DEFAULTS["device"]))
     check_device(device)
@@ -783,7 +785,7 @@ class TensorBoardLog:
 
 
 def peak_rss_bytes(sess: tf.Session | None = None) -> int:
-    """The process's peak resident set size, plus the memory of `sess`'s live worker processes (tfplus.workers)
+    """The process's peak resident set size, plus the memory of `sess`'s live worker processes (tfplus.engine.workers)
     that is their own, not shared with this one (/proc's smaps_rollup) (0 where the platform does not report
     it)."""
     try:

@@ -48,7 +48,7 @@ def _divisor(attrs) -> int:
 @contextlib.contextmanager
 def smaller_chunks(factor: int):
     """Convolutions called in this thread inside divide both chunk budgets by `factor` as well. For a process
-    that is one of several sharing the caches (tfplus.workers): on the 16-core Xeon 8 worker processes (16
+    that is one of several sharing the caches (tfplus.engine.workers): on the 16-core Xeon 8 worker processes (16
     images each) took 88-103 ms a Mentee step with half the budgets against 111-121 ms with the whole (three
     machines, in turns); one process on its own gained nothing consistent (1 thread: -10% / +2%; 4 threads
     -1.5%), and the 64MB memory plan, which divides them further, measured a few % slower. NOTE: not under a

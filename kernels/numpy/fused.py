@@ -1,4 +1,4 @@
-"""NumPy kernels for the fused ops of the graph rewrite (tfplus/ops/fused_ops.py, tfplus.optimize).
+"""NumPy kernels for the fused ops of the graph rewrite (tfplus/ops/fused_ops.py, tfplus.engine.rewrite).
 
 Each shard of rows does the whole chain while its rows are in cache: the activation right after the bias, and
 the bias gradient's partial sums right after the masked gradient. The partial sums are the ones BiasAddGrad's

@@ -1,4 +1,4 @@
-// Fused ops of the graph rewrite (tfplus.optimize; ops/fused_ops.py). Pointer arguments follow common.cl's
+// Fused ops of the graph rewrite (tfplus.engine.rewrite; ops/fused_ops.py). Pointer arguments follow common.cl's
 // (buffer, offset) convention: GLOBAL(type, p) in the signature, SHIFT(p) first in the body. ACT(v) is the activation the program was built for (-DRELU6=0|1).
 // An element i of a (outer, C, inner) view is in channel (i / inner) % C: NCHW has inner = H*W, NHWC inner = 1.
 

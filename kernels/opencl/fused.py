@@ -1,4 +1,4 @@
-"""OpenCL kernels for the fused ops of the graph rewrite (tfplus.optimize): bias + activation in one launch,
+"""OpenCL kernels for the fused ops of the graph rewrite (tfplus.engine.rewrite): bias + activation in one launch,
 the activation's gradient with the bias gradient in one pass (BiasAddGrad shares its kernel), and the
 multi-variable optimizer update. Source: fused.cl."""
 from __future__ import annotations
@@ -257,7 +257,7 @@ def _fused_apply(ctx, ins, outs, attrs):
                *flag_args)
 
 
-# -- micro-batching's merge (tfplus.planner.execute) ------------------------------------------------------------
+# -- micro-batching's merge (tfplus.engine.memory) ------------------------------------------------------------
 _MODES = {"copy": 0, "add": 1, "scale": 2, "add_scale": 3}
 
 

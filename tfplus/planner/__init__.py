@@ -5,7 +5,7 @@
     ...                  device="cpu", budget="64MB")                       # doctest: +SKIP
     >>> print(p.summary())                                                 # doctest: +SKIP
 
-`tf.Session(memory_budget="64MB")` plans and runs every step this way (tfplus.planner.execute).
+`tf.Session(memory_budget="64MB")` plans and runs every step this way (tfplus.engine.memory).
 """
 from tfplus.planner.liveness import Buffer, PlanError
 from tfplus.planner.plan import TRANSFORMATIONS, BudgetError, DeviceFacts, MemoryPlan, plan, smallest_plan

@@ -60,7 +60,7 @@ def sites(ops: list[Operation], specs, fetches: list[Tensor]) -> list[Site]:
 
 
 def _is_relu(op: Operation, plain: str) -> bool:
-    """`op` is a `plain` op (Relu, ReluGrad) or the graph rewrite's fused op (tfplus.optimize) ending (for the
+    """`op` is a `plain` op (Relu, ReluGrad) or the graph rewrite's fused op (tfplus.engine.rewrite) ending (for the
     gradient: starting) in one, whose kernels have the same compact variant."""
     fused = {"Relu": ("_FusedBiasAddRelu", "_FusedConv2DBiasRelu"), "ReluGrad": ("_FusedReluGradBiasAddGrad",)}
     return op.type == plain or (op.type in fused[plain] and op.attrs["activation"] == "Relu")

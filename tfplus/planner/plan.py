@@ -90,7 +90,7 @@ BALANCE_ROUNDS = 3
 class DeviceFacts:
     """What a plan needs to know of a device, as data (the planner never touches a runtime or a session):
     its name, kernel device ('cpu' or 'opencl'), arena alignment in bytes (None: the kind's default) and
-    compute units (opencl's split reductions; None: the default). tfplus.planner.execute.device_facts
+    compute units (opencl's split reductions; None: the default). tfplus.engine.memory.device_facts
     reads them off a runtime."""
     name: str
     kernel_device: str

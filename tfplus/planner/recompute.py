@@ -204,7 +204,7 @@ def _copy(g: Graph, op: Operation, inputs: list[Tensor], name: str, control: lis
         missing = [t.name for t, c in zip(op.inputs, inputs) if c is None]
         raise ValueError(f"{op.type} '{op.name}': the planning copy lacks its inputs {missing}")
     new = Operation(g, op.type, name, inputs, op.attrs, list(dict.fromkeys(control)), op.device)
-    new.op_def = op.op_def  # an op's own (tfplus.optimize gives _FusedApply the ref inputs of its variables)
+    new.op_def = op.op_def  # an op's own (tfplus.engine.rewrite gives _FusedApply the ref inputs of its variables)
     new.outputs = [Tensor(new, i, t.dtype, t._shape) for i, t in enumerate(op.outputs)]
     for t, c in zip(op.outputs, new.outputs):
         c._const = getattr(t, "_const", None)

@@ -65,7 +65,7 @@ class CPURuntime(Runtime):
             n *= d
         return arena[offset:offset + n].view(dtype.np).reshape(shape)
 
-    # -- micro-batching (tfplus.planner.execute) --------------------------------------------------------------
+    # -- micro-batching (tfplus.engine.memory) --------------------------------------------------------------
     def copy(self, dst: np.ndarray, src: np.ndarray) -> None:
         np.copyto(dst, src)
 

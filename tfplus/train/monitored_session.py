@@ -20,8 +20,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from tfplus import graph_io, logging
+from tfplus.engine.session import Session
 from tfplus.framework import GraphKeys, get_default_graph
-from tfplus.session import Session
 from tfplus.train.saver import Saver, latest_checkpoint
 from tfplus.train.training_util import get_global_step
 from tfplus.variables import global_variables_initializer, local_variables_initializer

@@ -179,7 +179,7 @@ class OpenCLRuntime(Runtime):
         a.block = Block(a.nbytes, parent=arena.block, offset=offset)
         return a
 
-    # -- micro-batching (tfplus.planner.execute) --------------------------------------------------------------
+    # -- micro-batching (tfplus.engine.memory) --------------------------------------------------------------
     def copy_rows(self, dst: DeviceArray, dst_row: int, src: DeviceArray, src_row: int, rows: int) -> None:
         """dst[dst_row:dst_row + rows] = src[src_row:src_row + rows] on the device (same row size)."""
         if rows:
@@ -203,7 +203,7 @@ class OpenCLRuntime(Runtime):
 
     def accumulation(self, accs: list, xs: list | None, how: str, factor: float = 1.0):
         """accumulate(...) now, recorded: the callable it returns repeats it on the same buffers with a bare
-        enqueue per launch (a micro-batched step's merges, tfplus.planner.execute); None when this runtime does
+        enqueue per launch (a micro-batched step's merges, tfplus.engine.memory); None when this runtime does
         not record now (as tape_begin)."""
         if not self.tape_begin([], []):
             self.accumulate(accs, xs, how, factor)
@@ -217,7 +217,7 @@ class OpenCLRuntime(Runtime):
         self.tape_ready(tape)
         return lambda: tape.play([])
 
-    # -- tapes (tfplus.executor replays a planned program's launches) -----------------------------------------
+    # -- tapes (tfplus.engine.executor replays a planned program's launches) -----------------------------------------
     def tape_begin(self, feeds: list, fixed: list) -> bool:
         """Starts recording this thread's launches on a tape; `feeds`: the run's fed buffers, `fixed`: buffers
         that must stay where they are for a replay (variables). False when this runtime does not record now
@@ -398,7 +398,7 @@ class OpenCLRuntime(Runtime):
 
     @staticmethod
     def fresh(a: DeviceArray) -> DeviceArray:
-        """A planned arena slot about to be written again (planner.execute): what it held is forgotten."""
+        """A planned arena slot about to be written again (tfplus.engine.memory): what it held is forgotten."""
         b = a.block
         p = b.parent
         if p is not None:

@@ -17,7 +17,7 @@ taping = _Taping()
 
 
 class Tape:
-    """The kernel launches and device copies of one run of a compiled program (tfplus.executor), recorded by
+    """The kernel launches and device copies of one run of a compiled program (tfplus.engine.executor), recorded by
     the runtime as the launchers make them, to be replayed without the launchers: each launch gets a kernel
     object of its own whose arguments are set once, so a replay is one enqueue per launch.
 

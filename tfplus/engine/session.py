@@ -1,4 +1,4 @@
-"""Session: converts fetches and feeds, and has its executor (tfplus.executor) run the step on a device runtime.
+"""Session: converts fetches and feeds, and runs the step compiled for them (tfplus.engine.step) on a device runtime.
 
     >>> import tfplus as tf
     >>> g = tf.Graph()
@@ -12,14 +12,16 @@
 from __future__ import annotations
 
 import weakref
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
 
 from tfplus import errors, threads
-from tfplus import workers as workers_mod
 from tfplus.config import field as _config_field
-from tfplus.executor import Executor, KernelContext  # noqa: F401  KernelContext: kernels' documented home
+from tfplus.engine import workers as workers_mod
+from tfplus.engine.executor import Executor
+from tfplus.engine.step import Step
 from tfplus.framework import Graph, Operation, Tensor, _fmt_shape, default_session, get_default_graph
 from tfplus.runtime import get_runtime
 from tfplus.units import parse_size
@@ -27,7 +29,7 @@ from tfplus.units import parse_size
 
 class Session:
     """Runs graphs. `device` is 'cpu' (NumPy) or 'opencl[:N]'. Variables live in the session. On the cpu, a
-    training step's batch is split over `workers` forked processes (tfplus.workers; default: one per thread
+    training step's batch is split over `workers` forked processes (tfplus.engine.workers; default: one per thread
     when there are 2 or more, 1 for none). `run` may be called from many threads: their steps run one at a
     time (also those of sessions sharing an OpenCL device), each returning its own values."""
 
@@ -42,7 +44,7 @@ class Session:
         # run on the cpu instead of raising (the OpenCL runtime's placement_report() lists them).
         soft = config.get("allow_soft_placement") if isinstance(config, dict) else \
             getattr(config, "allow_soft_placement", False)
-        if soft and hasattr(self._runtime, "allow_fallback"):
+        if soft:
             self._runtime.allow_fallback = True
         self.device = device
         # The cpu device's intra-op threads (TF1's ConfigProto.intra_op_parallelism_threads; 0 = the default).
@@ -50,21 +52,24 @@ class Session:
         inter = _config_field(config, "inter_op_parallelism_threads")
         if inter and self._runtime.kernel_device == "cpu" and memory_budget is None:
             self._executor.inter_op = threads.parse_threads(inter, "inter_op_parallelism_threads")
-        # Training steps on the cpu split their batch over worker processes (tfplus.workers): `workers`, else
+        # Training steps on the cpu split their batch over worker processes (tfplus.engine.workers): `workers`, else
         # $TFPLUS_WORKERS, else one per thread from workers.AUTO_FROM threads on.
         self._workers = None
         n_workers = workers_mod.resolve(workers, self._threads)
         if n_workers > 1 and self._runtime.kernel_device == "cpu" and memory_budget is None:
             self._workers = workers_mod.Workers(self._executor, n_workers)
             weakref.finalize(self, self._workers.close)  # a session dropped unclosed lets its workers go
-        # A device that replays recorded launches (OpenCL) runs repeated steps by an unconstrained memory plan,
-        # whose buffers stay put from run to run (tfplus.planner.execute.run_replayed).
-        self._replay = memory_budget is None and getattr(self._runtime, "replay", False)
-        self._vars = self._executor.vars  # VariableV2 node name -> buffer (the profiler counts them)
-        self._plans = self._executor.programs  # compiled programs and memory plans (tests, trainer read these)
-        # The graph rewrite (tfplus.optimize): on unless TFPLUS_REWRITE=0 or the config turns the remapper off.
+        # What runs its steps (engine.step): a memory plan within the budget; the workers; on a device that
+        # replays recorded launches (OpenCL), an unconstrained memory plan, whose buffers stay put from run to
+        # run; else the plain executor.
+        self._driver = "plan" if memory_budget is not None else "workers" if self._workers is not None else \
+            "replay" if self._runtime.replay else "plain"
+        self._steps: dict[tuple, Step] = {}  # (fetch ids, (fed tensor id, shape)s) -> its compiled step
+        self._variables = MappingProxyType(self._executor.vars)
+        # The graph rewrite (tfplus.engine.rewrite): on unless TFPLUS_REWRITE=0 or the config turns the remapper
+        # off.
         self._rewrite = _rewrite_enabled(config)
-        self._rewrites: dict[tuple, Any] = {}  # (fetch ids, feed ids) -> tfplus.optimize.Rewritten or None
+        self._rewrites: dict[tuple, Any] = {}  # (fetch ids, feed ids) -> tfplus.engine.rewrite.Rewritten or None
         self._closed = False
         self._default_cm = None
         # Steps take turns: a step's caches, arena, variables and workers' shared memory are the session's, and
@@ -81,7 +86,7 @@ class Session:
         with self._lock:
             if self._closed:
                 raise RuntimeError("Attempted to use a closed Session")
-            # No process is forked while a step runs (tfplus.workers.stepping), in this thread or another.
+            # No process is forked while a step runs (tfplus.engine.workers.stepping), in this thread or another.
             with workers_mod.stepping(), threads.step(self._threads):
                 return self._run_options(fetches, feed_dict, options, run_metadata)
 
@@ -107,30 +112,47 @@ class Session:
     def _run(self, fetches, feed_dict):
         flat, rebuild = self._flatten_fetches(fetches)
         feeds = self._prepare_feeds(feed_dict or {})
-        flat, feeds = self._rewritten(flat, feeds)
         # The tensor fetches' values, copied to the host while the step lock is held (a worker's shared slot is
-        # the next step's too); the planned paths copy theirs before they release their arena's lock.
-        copy_out, values = self._runtime.copy_out, None
-        if self._memory_budget is not None:
-            from tfplus.planner.execute import run_planned
-            values = run_planned(self._executor, flat, feeds, self._memory_budget, self.graph, copy_out)
-        else:
-            bufs = None
-            if self._workers is not None and self._executor.trace is None:
-                bufs = self._workers.run(flat, feeds)
-            elif self._replay:
-                from tfplus.planner.execute import run_replayed
-                values = run_replayed(self._executor, flat, feeds, self.graph, copy_out)
-            if values is None:
-                values = [copy_out(b) for b in (self._executor.run(flat, feeds) if bufs is None else bufs)]
-        values = iter(values)
+        # the next step's too; a planned step copies its values before it releases the arena's lock).
+        values = iter(self._step(flat, feeds).run(feeds))
         return rebuild([None if isinstance(f, Operation) else next(values) for f in flat])
+
+    def _step(self, flat: list, feeds: dict) -> Step:
+        key = _step_key(flat, ((t, v.shape) for t, v in feeds.items()))
+        step = self._steps.get(key)
+        if step is None:
+            shapes = {t: v.shape for t, v in feeds.items()}
+            step = self._steps[key] = Step(self._executor, flat, shapes, self._rewritten(flat, shapes), self._driver,
+                                           self.graph, self._memory_budget, self._workers)
+        return step
+
+    def step(self, fetches, feed_dict=None) -> Step:
+        """The compiled step (tfplus.engine.step.Step) that run(fetches, feed_dict) runs, compiled now if new;
+        nothing runs."""
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("Attempted to use a closed Session")
+            flat, _ = self._flatten_fetches(fetches)
+            feeds = self._prepare_feeds(feed_dict or {})
+            return self._step(flat, feeds)
+
+    def _install(self, flat: list, p) -> Step:
+        """Runs the step of `flat` fed p.feed_shapes by MemoryPlan `p` of the graph as built (engine.memory.install):
+        those fetches and fed tensors are not rewritten from now on, whatever the fed shapes."""
+        with self._lock:  # not while a step of the session runs (it reads these caches)
+            shapes = {t: tuple(s) for t, s in p.feed_shapes.items()}
+            self._rewrites[_rewrite_key(flat, shapes)] = None
+            step = Step(self._executor, flat, shapes, None, "plan", self.graph)
+            self._steps[_step_key(flat, shapes.items())] = step
+            step.use_plan(p)
+        return step
 
     def close(self) -> None:
         with self._lock, workers_mod.stepping():  # after a running step; no fork meanwhile (Workers.close)
             self._closed = True
             if self._workers is not None:
                 self._workers.close()
+            self._steps.clear()
             self._executor.clear()
             self._rewrites.clear()
 
@@ -152,14 +174,35 @@ class Session:
 
     @property
     def workers(self):
-        """The cpu worker processes its training steps' batches are split over (tfplus.workers.Workers), or
+        """The cpu worker processes its training steps' batches are split over (tfplus.engine.workers.Workers), or
         None when its steps run in this process."""
         return self._workers
 
     @property
     def memory_plans(self) -> list:
         """The memory plans (tfplus.planner.MemoryPlan) its steps have run by so far, oldest first."""
-        return [b.plan for b in self._plans.values() if hasattr(b, "plan")]
+        return [s.plan for s in self._steps.values() if s.plan is not None]
+
+    @property
+    def steps(self):
+        """Its compiled steps (tfplus.engine.step.Step), oldest first: a read-only view."""
+        return self._steps.values()
+
+    @property
+    def variables(self):
+        """{VariableV2 node name: device buffer}, a read-only view (variable_value copies one to the host)."""
+        return self._variables
+
+    @property
+    def programs(self):
+        """The executor's pool programs (tfplus.engine.executor.Program) of its steps and control-flow sub-graphs,
+        a read-only view; a memory plan's programs are its step's (Step.programs)."""
+        return self._executor.programs.values()
+
+    @property
+    def executor(self):
+        """Its tfplus.engine.executor.Executor: the device state (variables, random streams) and programs."""
+        return self._executor
 
     @property
     def graph_def(self):
@@ -169,9 +212,10 @@ class Session:
     def variable_value(self, name: str) -> np.ndarray:
         """A copy of variable `name`'s current value (the VariableV2 node name)."""
         with self._lock:  # not halfway through another thread's update
-            if name not in self._vars:
+            buf = self._executor.vars.get(name)
+            if buf is None:
                 raise errors.FailedPreconditionError(name, "VariableV2", "Attempting to use uninitialized value")
-            return self._runtime.copy_out(self._vars[name])
+            return self._runtime.copy_out(buf)
 
     # -- fetches and feeds -----------------------------------------------------------------------------------
     def _flatten_fetches(self, fetches):
@@ -216,23 +260,22 @@ class Session:
         return feeds
 
     # -- the graph rewrite ---------------------------------------------------------------------------------------
-    def _rewritten(self, flat: list, feeds: dict) -> tuple[list, dict]:
-        """The step's fetches and feeds in its rewritten graph (tfplus.optimize), made once per (fetches, fed
-        tensors); the given ones when the rewrite is off or fuses nothing."""
+    def _rewritten(self, flat: list, shapes: dict):
+        """The step's rewritten graph (tfplus.engine.rewrite.Rewritten), made once per (fetches, fed tensors); None
+        when the rewrite is off or fuses nothing."""
         if not self._rewrite:
-            return flat, feeds
-        key = _rewrite_key(flat, feeds)
+            return None
+        key = _rewrite_key(flat, shapes)
         if key not in self._rewrites:
-            from tfplus.optimize import optimize
-            self._rewrites[key] = optimize(self.graph, flat, feeds)
-        r = self._rewrites[key]
-        if r is None:
-            return flat, feeds
-        return [r.element[f] for f in flat], {r.element[t]: v for t, v in feeds.items()}
+            from tfplus.engine.rewrite import optimize
+            self._rewrites[key] = optimize(self.graph, flat, shapes)
+        return self._rewrites[key]
 
-    def _keep_graph(self, flat: list, feeds) -> None:
-        """Runs this (fetches, fed tensors) step on the graph as built (a plan made for it was installed)."""
-        self._rewrites[_rewrite_key(flat, feeds)] = None
+
+def _step_key(flat: list, shapes) -> tuple:
+    """A compiled step's key: the ids of its fetches and fed tensors (the Step holds them, so they stay theirs) and
+    the fed shapes, from (tensor, shape) pairs."""
+    return tuple(id(f) for f in flat), tuple(sorted((id(t), tuple(s)) for t, s in shapes))
 
 
 def _rewrite_key(flat: list, feeds) -> tuple:
@@ -240,7 +283,7 @@ def _rewrite_key(flat: list, feeds) -> tuple:
 
 
 def _rewrite_enabled(config) -> bool:
-    from tfplus.optimize import enabled
+    from tfplus.engine.rewrite import enabled
     return enabled(config)
 
 

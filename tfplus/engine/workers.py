@@ -302,8 +302,7 @@ class Workers:
             for name in group.step.variables:
                 view = group.shared["var", name]
                 if ex.vars.get(name) is view:
-                    ex.vars[name] = np.array(view)
-                    ex.var_version += 1
+                    ex.assigned(name, np.array(view))
             group.sockets, group.pids = [], []
         self.groups.clear()
 
@@ -464,7 +463,7 @@ class _Group:
                 self.shared["out", i, j] = self.shared["flat", i, d][lo:hi].reshape(v.shape)
             at[d] = hi
         for name in st.variables:  # the parent's updates now write where the workers read
-            ex.vars[name] = self.shared["var", name]
+            ex.assigned(name, self.shared["var", name])
         self.shapes = {t: v.shape for t, v in feeds.items()}
         self.sockets: list[socket.socket] = []
         self.pids: list[int] = []
@@ -556,7 +555,7 @@ class _Group:
             if buf is None or buf.shape != view.shape or buf.dtype != view.dtype:
                 return False
             np.copyto(view, buf)
-            ex.vars[name] = view
+            ex.assigned(name, view)
         return True
 
     def run(self, feeds: dict) -> list:

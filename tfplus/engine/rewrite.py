@@ -3,7 +3,7 @@ one kernel can do are fused into one op of tfplus/ops/fused_ops.py, so a step la
 and makes fewer passes over memory (cpu).
 
     >>> import tfplus as tf
-    >>> from tfplus.optimize import optimize
+    >>> from tfplus.engine.rewrite import optimize
     >>> g = tf.Graph()
     >>> with g.as_default():
     ...     x = tf.placeholder(tf.float32, [None, 3])

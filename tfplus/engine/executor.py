@@ -13,15 +13,15 @@ without running a shape function, except for the ops whose shapes depend on valu
 time (data-dependent outputs, shapes computed from fed values), which keep doing so.
 
 Memory comes from an allocator: `Pool` (the runtime's own buffers, freed after their last use) or a memory
-plan's arena (tfplus.planner.execute.Bound), whose outputs are fixed views bound once per program.
+plan's arena (tfplus.engine.memory.Bound), whose outputs are fixed views bound once per program.
 
 The fast loop of a pool program runs no static op (stateless, its value fixed per signature: constants, shapes,
 arithmetic on them): the first run of a signature keeps their small outputs, later runs take them as they are
 (`Program._specialize`); ops that only make views call no kernel.
 
-A planned program (fixed buffers) on a runtime that records launches (OpenCL: tfplus.runtime.opencl._Tape) runs
-its fast loop recording them, and once two runs of a signature recorded the same launches, replays them instead
-of running the loop (`Program._taped`): the launchers' Python is paid twice per signature, not per run.
+A planned program (fixed buffers) on a runtime that records launches (OpenCL) runs its fast loop recording them,
+and once two runs of a signature recorded the same launches, replays them instead of running the loop
+(`Program._taped`, by engine.replay's rule): the launchers' Python is paid twice per signature, not per run.
 
 A run takes the fast loop unless something needs the careful one (run first for a new signature, and for
 programs that (re)create variables, read one before it exists, trace the step, or must raise at an op): the
@@ -34,9 +34,9 @@ import sys
 import threading
 
 from tfplus import debug, errors, threads
+from tfplus.engine.replay import Recording
 from tfplus.framework import Graph, Operation, Tensor, _fmt_shape, constant_value, needed_ops, topo_order
 from tfplus.registry import TensorSpec, devices_with_kernel, find_kernel, kernel_dtype
-from tfplus.runtime import TAPE_TRIES, Taped
 
 # Ops whose output values depend only on their inputs' shapes (a shape function reading them is safe to run
 # once per signature; the fast loop keeps them).
@@ -70,9 +70,7 @@ class KernelContext:
             state = streams[self.op.name] = [(seed ^ (seed >> 32)) & 0xFFFFFFFF,
                                              (seed2 ^ (seed2 >> 32)) & 0xFFFFFFFF, 0]
         state[2] += 1
-        refuse = getattr(self.runtime, "tape_refuse", None)
-        if refuse is not None:
-            refuse(f"random op '{self.op.name}' draws anew each run")
+        self.runtime.tape_refuse(f"random op '{self.op.name}' draws anew each run")
         return (state[0], state[1]), state[2] - 1
 
     def workspace(self, shape, dtype):
@@ -231,7 +229,7 @@ class Program:
         self.bound = alloc if alloc.fixed else None  # the memory plan the profiler reports
         self._version = None
         self._specialized: dict[tuple, list] = {}  # signature -> the fast loop's steps, one per op run
-        self.tapes: dict[tuple, Taped] = {}  # signature -> its recorded launches (a planned program's)
+        self.tapes: dict[tuple, Recording] = {}  # signature -> its recorded launches (a planned program's)
 
     # -- compiling what depends on the allocator ----------------------------------------------------------------
     def _bind(self) -> None:
@@ -243,7 +241,7 @@ class Program:
                 continue
             op = r.op
             kernel = find_kernel(op.type, rt.kernel_device, kernel_dtype(op))
-            if kernel is None and hasattr(rt, "fallback_kernel"):  # opt-in: the cpu kernel on host copies
+            if kernel is None:  # opt-in: the cpu kernel on host copies
                 kernel = rt.fallback_kernel(op.type, kernel_dtype(op))
             if kernel is None:
                 r.kernel = None
@@ -268,7 +266,7 @@ class Program:
                 return lambda ins: [allocate(shape, dtype)]
             return lambda ins: [allocate(s, d) for s, d in specs]
         view = rt.view
-        fresh = getattr(rt, "fresh", None) if alloc.fixed else None
+        fresh = rt.fresh if alloc.fixed else None
         parts = []
         for k, (shape, dtype) in enumerate(specs):
             if k in aliases:
@@ -330,15 +328,15 @@ class Program:
         return [slots[s] if name is None else ex.read_variable(name) for s, name in self.fetch_slots]
 
     def _taped(self, key: tuple, slots: list, steps: list) -> bool:
-        """Runs a planned program's signature by replaying its launches (a device runtime's tape: see
-        tfplus.runtime.opencl._Tape) once two runs of the fast loop recorded the same ones; until then runs
-        the fast loop, recording it. False: no tape for this run (the caller runs the fast loop)."""
+        """Runs a planned program's signature by replaying its launches (a device runtime's tape, by the rule of
+        engine.replay.Recording) once runs of the fast loop recorded the same ones; until then runs the fast
+        loop, recording it. False: no tape for this run (the caller runs the fast loop)."""
         rt = self.executor.runtime
         t = self.tapes.get(key)
         if t is None:
             if not rt.records_launches:
                 return False
-            t = self.tapes[key] = Taped()
+            t = self.tapes[key] = Recording()
 
         def record():
             self._fast(slots, steps)
@@ -350,8 +348,7 @@ class Program:
         if ran and t.tape is not None:
             for s, buf in t.fetched:
                 slots[s] = buf
-        if ran and t.why is not None and t.misses >= TAPE_TRIES \
-                and debug.on():
+        if ran and t.given_up and debug.on():
             print(f"tfplus: a step of {len(self.order)} ops runs without a tape: {t.why}", file=sys.stderr)
         return ran
 
@@ -363,7 +360,7 @@ class Program:
         arena hands the same memory to later ops (and counts it as theirs), so there only outputs whose value
         the runtime holds apart from the arena are kept (runtime.held_apart: OpenCL's host values)."""
         pooled = not self.alloc.fixed
-        apart = getattr(self.executor.runtime, "held_apart", None)
+        apart = self.executor.runtime.held_apart
         kept: list = []
         steps: list = []
         carried: tuple = ()  # slots a skipped op released, released by the step before it (or after it)
@@ -576,8 +573,10 @@ class Executor:
         self.var_epoch = 0  # bumped when a variable is made or changes shape: programs re-find their shapes
         self.var_version = 0  # bumped when a variable gets another buffer: replayed tapes check their places
         self.rngs: dict[str, list[int]] = {}  # random node -> [key word 0, key word 1, runs so far]
-        self.programs: dict = {}  # key -> Program (and the memory plans, tfplus.planner.execute)
-        self.plain_runs: dict = {}  # plan key -> plain runs so far, -1: never planned (planner.execute)
+        self.programs: dict[tuple, Program] = {}  # (fetch ids, fed tensor ids[, sub-graph id]) -> Program
+        # The memory plans' arena (engine.memory._Arena), made when a first plan is bound: shared by the session's
+        # planned steps and released with its programs.
+        self.arena = None
         # (op, input shapes[, value inputs' values]) -> output (shape, dtype)s, for the careful loop
         self.out_specs: dict[tuple, list[tuple]] = {}
         self.pool = Pool(runtime)
@@ -589,7 +588,7 @@ class Executor:
     def compile(self, fetches: list, feeds, alloc=None, order: list[Operation] | None = None) -> Program:
         """The program that evaluates `fetches` (Tensors and Operations) from the tensors `feeds`: `order` (by
         default every op they need, in topological order), memory from `alloc` (default: the pool)."""
-        # NOTE: `fetches` are already in the step's rewritten graph (tfplus.optimize, applied by the Session
+        # NOTE: `fetches` are already in the step's rewritten graph (tfplus.engine.rewrite, applied by the Session
         # before the plain and the planned path alike, so that a memory plan is made for the ops that run).
         if order is None:
             order = topo_order(needed_ops(fetches, set(feeds)))
@@ -597,11 +596,15 @@ class Executor:
 
     def run(self, fetches: list, feeds: dict) -> list:
         """Buffers of the Tensors among `fetches`, in order, from `feeds` ({Tensor: device buffer})."""
+        return self.program(fetches, feeds).replay(feeds)
+
+    def program(self, fetches: list, feeds) -> Program:
+        """The pool program of `fetches` given the tensors `feeds`, compiled once for any fed shapes."""
         key = (tuple(id(f) for f in fetches), tuple(sorted(id(t) for t in feeds)))
         prog = self.programs.get(key)
         if prog is None:
             prog = self.programs[key] = self.compile(fetches, feeds)
-        return prog.replay(feeds)
+        return prog
 
     def run_subgraph(self, graph: Graph, feeds: dict, fetches: list) -> list:
         """Executes the ops of `graph` that `fetches` need, from device-buffer `feeds` (see KernelContext).
@@ -621,7 +624,7 @@ class Executor:
         self.vars.clear()
         self.var_version += 1
         self.programs.clear()
-        self.plain_runs.clear()
+        self.arena = None
         self.out_specs.clear()
 
     # -- variables ----------------------------------------------------------------------------------------------
@@ -653,6 +656,7 @@ class Executor:
         return buf
 
     def assigned(self, name: str, buf) -> None:
+        """Variable `name` lives in `buf` from now on (an Assign's output, the workers' shared memory)."""
         old = self.vars.get(name)
         if old is None or tuple(old.shape) != tuple(buf.shape):
             self.var_epoch += 1

@@ -1,114 +1,47 @@
 """The arena allocator: runs a step by its MemoryPlan, every output and workspace a view of one arena.
 
-A session has one arena, as big as its biggest plan needs, shared by all its plans (a training step and the
-initializer, say); planned runs of one session therefore take turns (a lock), and a run's fetched values are
-copied out of the arena before the next may start. The Session calls
-`run_planned` when it has a memory budget, and `run_replayed` without one on a device that replays recorded
-launches (a planned arena's buffers stay put from run to run, which a replay needs). A `Bound` plan is the
-allocator of the executor's programs (tfplus.executor) for its phases: it hands out outputs (`output`), kernel
-scratch (`workspace`) and wraps kernels (`kernel`: restarts the workspace cursor, splits chunked convolutions
-over the batch), once per program; micro-batching replays the phase's program once per micro-batch, and on a
-runtime that records launches replays the whole step's launches as one tape (`Bound._microbatched`).
+A session has one arena (the executor's `arena`), as big as its biggest plan needs, shared by all its plans (a
+training step and the initializer, say); planned runs of one session therefore take turns (a lock), and a run's
+fetched values are copied out of the arena before the next may start (engine.step: the steps driven by a plan,
+with a memory budget, or replayed, without one, on a device that replays recorded launches, since a planned
+arena's buffers stay put from run to run, which a replay needs). A `Bound` plan is the allocator of the
+executor's programs (tfplus.engine.executor) for its phases: it hands out outputs (`output`), kernel scratch
+(`workspace`) and wraps kernels (`kernel`: restarts the workspace cursor, splits chunked convolutions over the
+batch), once per program; micro-batching replays the phase's program once per micro-batch, and on a runtime
+that records launches replays the whole step's launches as one tape (`Bound._microbatched`).
 
-Device runtimes plug in with two optional methods (the cpu device needs neither):
-  `allocate_arena(nbytes) -> arena` and `sub_buffer(arena, offset, shape, dtype) -> buffer` (a view at a byte
-  offset), and report `arena_alignment` (bytes; OpenCL: CL_DEVICE_MEM_BASE_ADDR_ALIGN / 8). Micro-batching uses the
-runtime's `copy`, `copy_rows`, `add_into` and `scale` (or `accumulate`, the three over many tensors at once); a
-runtime whose views remember a host value has `fresh(view)`, called when a planned output is handed out again.
+What it asks of a device runtime is declared by tfplus.runtime.base.Runtime: `allocate_arena(nbytes, alignment)`,
+`sub_buffer(arena, offset, shape, dtype)` (a view at a byte offset) and `arena_alignment`; micro-batching's
+`copy_rows` and `accumulate`/`accumulation` (copy, add, scale over many tensors at once); and `fresh`, which a
+runtime whose views remember a host value has, called when a planned output is handed out again.
 """
 from __future__ import annotations
 
 import contextlib
-import sys
 import threading
 import tracemalloc
 
 import numpy as np
 
-from tfplus import debug, errors, threads
+from tfplus import errors, threads
+from tfplus.engine.replay import Merges, Recording
 from tfplus.framework import Tensor
 from tfplus.planner import chunking, compact
-from tfplus.planner.plan import DeviceFacts, MemoryPlan, plan
+from tfplus.planner.plan import DeviceFacts, MemoryPlan
 from tfplus.registry import kernel_variant
-from tfplus.runtime import Taped
-
-
-def run_planned(executor, flat: list, feeds: dict, budget: int, graph, copy_out, key: tuple | None = None) -> list:
-    """Runs the fetches `flat` with `feeds` ({Tensor: device buffer}) within `budget` bytes on the executor's
-    device. Plans once per (fetches, feed shapes) (`key`, when the caller has made it); returns the values of
-    the tensor fetches, in order, as `copy_out` (the runtime's) makes them of their buffers."""
-    key = key or _key(flat, {t: v.shape for t, v in feeds.items()})
-    arena = _shared(executor)
-    with arena.lock:
-        bound = executor.programs.get(key)
-        if bound is None:
-            # The fetches' graph: the session's, or the step's rewritten one (tfplus.optimize).
-            p = plan(flat, {t: tuple(v.shape) for t, v in feeds.items()}, device_facts(executor.runtime), budget,
-                     graph=flat[0].graph if flat else graph)
-            bound = executor.programs[key] = Bound(p, executor)
-        values = bound.run(feeds)
-        # NOTE: copied out before the lock is released: the buffers are views of the arena, which the next
-        # planned run writes over (a fetched variable too: the next step may update it).
-        return [copy_out(values[f] if f in values else executor.read_variable(f.op.name))
-                for f in flat if isinstance(f, Tensor)]
-
-
-# Plain runs of a (fetches, feed shapes) pair before run_replayed gives it a plan.
-PLAIN_RUNS = 1
-
-
-def run_replayed(executor, flat: list, feeds: dict, graph, copy_out) -> list | None:
-    """Runs the fetches `flat` by an unconstrained memory plan once they have run PLAIN_RUNS times the plain
-    way, so that their steps replay recorded launches (tfplus.executor: a planned arena's buffers stay put; the
-    OpenCL runtime's tapes); returns their values as run_planned does. None: run them the plain way (not yet; a
-    traced run; a step the planner cannot plan, e.g. control flow, which stays plain; TFPLUS_DEBUG=1 says why)."""
-    key = _key(flat, {t: v.shape for t, v in feeds.items()})
-    seen = executor.plain_runs
-    n = seen.get(key, 0)
-    if n == -1 or executor.trace is not None and key not in executor.programs:
-        return None
-    if n < PLAIN_RUNS:
-        seen[key] = n + 1
-        return None
-    if key not in executor.programs:
-        try:
-            p = plan(flat, {t: tuple(v.shape) for t, v in feeds.items()}, device_facts(executor.runtime), None,
-                     graph=flat[0].graph if flat else graph)
-        except Exception as e:  # noqa: BLE001  a step that runs plainly must not fail for want of a plan
-            seen[key] = -1
-            if debug.on():
-                print(f"tfplus: a step of {len(flat)} fetches runs without a plan (no replay): {e}",
-                      file=sys.stderr)
-            return None
-        arena = _shared(executor)
-        with arena.lock:
-            executor.programs[key] = Bound(p, executor)
-        # The plain run's buffers went back to the runtime's pool; the plan's arena replaces them, so that a
-        # device holds one step's memory, not two.
-        trim = getattr(executor.runtime, "trim", None)
-        if trim is not None:
-            trim()
-    return run_planned(executor, flat, feeds, None, graph, copy_out, key)
 
 
 def device_facts(runtime) -> DeviceFacts:
     """What the planner needs to know of a device runtime (the planner never sees the runtime itself)."""
-    info = getattr(runtime, "info", {})
     kd = runtime.kernel_device
-    return DeviceFacts(getattr(runtime, "name", kd), kd, getattr(runtime, "arena_alignment", None),
-                       info.get("compute_units") if kd == "opencl" else None)
+    return DeviceFacts(runtime.name, kd, runtime.arena_alignment,
+                       runtime.info.get("compute_units") if kd == "opencl" else None)
 
 
 def install(session, fetches: list, p: MemoryPlan) -> Bound:
-    """Makes `session` (one with a memory budget) run `fetches` (the flat list it will be given) by plan `p`,
-    e.g. one made with planner.plan(..., force=(k, c)) for a test or a benchmark."""
-    flat = [session.graph.as_graph_element(f) for f in fetches]
-    ex = session._executor
-    with session._lock:  # not while a step of the session runs (it reads these caches)
-        session._keep_graph(flat, p.feed_shapes)  # `p` plans the graph as built, not the rewritten one
-        with _shared(ex).lock:
-            bound = ex.programs[_key(flat, p.feed_shapes)] = Bound(p, ex)
-    return bound
+    """Makes `session` run `fetches` (the flat list it will be given) by plan `p` of the graph as built (not
+    rewritten), e.g. one made with planner.plan(..., force=(k, c)) for a test or a benchmark."""
+    return session._install([session.graph.as_graph_element(f) for f in fetches], p).bound
 
 
 class _Arena:
@@ -128,17 +61,11 @@ class _Arena:
         bound.bind(self.buffer)
 
 
-def _shared(executor) -> _Arena:
-    # NOTE: kept in the executor's program cache so that Session.close() releases it with the programs.
-    arena = executor.programs.get("memory-arena")
-    if arena is None:
-        arena = executor.programs["memory-arena"] = _Arena(executor.runtime)
-    return arena
-
-
-def _key(flat: list, shapes: dict) -> tuple:
-    return ("memory-plan", tuple(id(f) for f in flat),
-            tuple(sorted((id(t), tuple(s)) for t, s in shapes.items())))
+def arena_of(executor) -> _Arena:
+    """The executor's arena, made when its first plan is bound (Executor.clear, at Session.close, lets it go)."""
+    if executor.arena is None:
+        executor.arena = _Arena(executor.runtime)
+    return executor.arena
 
 
 def audit_step(session, fetches, feed_dict=None) -> dict[str, int]:
@@ -150,7 +77,7 @@ def audit_step(session, fetches, feed_dict=None) -> dict[str, int]:
         ...     sess.run(init); print(audit_step(sess, [train_op, loss], feeds))
     """
     session.run(fetches, feed_dict)  # plan (and allocate the arena) outside the measurement
-    bounds = [b for b in session._plans.values() if isinstance(b, Bound)]
+    bounds = [s.bound for s in session.steps if s.bound is not None]
     for b in bounds:
         b.audit, b.kernels = {}, {}
         b.version += 1  # the programs wrap their kernels again, audited
@@ -227,12 +154,12 @@ class Bound:
         self.cursor: dict = {}
         self.version = 0  # bumped when the views or the kernel wrappers change: programs bind again
         # A device runtime's views may remember the host value last written to them (OpenCL set_host).
-        self.fresh = getattr(self.runtime, "fresh", None)
+        self.fresh = self.runtime.fresh
         self.phase = 0
         self.audit: dict[str, int] | None = None  # op name -> bytes its kernel allocated, when auditing
         self.lanes = [_Lane(self, i, executor) for i in range(1, p.stream_lanes)]
         self.warm = False  # whether each lane has run once (their first runs record their fast loops in turn)
-        _shared(executor).fit(p, self)
+        arena_of(executor).fit(p, self)
         self.programs = [executor.compile(ph.fetches, ph.feeds, self, ph.order) for ph in p.phases]
         self.var_names = [n for prog in self.programs for n in prog.var_slots]  # what a whole-step tape fixes
 
@@ -246,8 +173,8 @@ class Bound:
         self.pool_inputs: dict = {}  # pooled compact site -> its MaxPoolGrad's (pool output, gradient): _pooled
         self.tmp: dict = {}
         self.kernels = {}
-        self.merges: dict = {}  # (how, factor) -> (the buffers merged last, its replay): _merge
-        self.whole = Taped()  # the micro-batched step's launches, all its runs' (_microbatched)
+        self.merges = Merges()  # the micro-batches' merges, replayed when they take the same buffers
+        self.whole = Recording()  # the micro-batched step's launches, all its runs' (_microbatched)
         self.ran = False  # whether the micro-batched step ran on these views (its first run is not recorded)
         self.version += 1
         shift = self.lane * p.lane_bytes
@@ -420,7 +347,7 @@ class Bound:
                 else:  # a mean: summed over the micro-batches (k >= 2), divided by k with the last
                     merge["add_scale" if j == k - 1 else "add"].append((acc, src))
             for how, pairs in merge.items():
-                self._merge(how, pairs, 1.0 / k)
+                self.merges.run(rt, how, pairs, 1.0 / k)
         out = dict(self.acc)
         if len(p.phases) > 1:
             grads = {t: acc for t, acc in self.acc.items() if t not in p.fetch_merge}
@@ -464,7 +391,7 @@ class Bound:
         known.update(out)
         for j in range(k):
             sums = run(2, j)
-            self._merge("add" if j else "copy", [(self.acc[t], sums[t]) for t in cut.partials], 1.0)
+            self.merges.run(rt, "add" if j else "copy", [(self.acc[t], sums[t]) for t in cut.partials], 1.0)
         out.update(run(3))
         return out
 
@@ -472,29 +399,6 @@ class Bound:
         self.phase = i
         prog = self.programs[i]
         return dict(zip(prog.fetches, prog.replay(feeds)))
-
-    def _merge(self, how: str, pairs: list, factor: float) -> None:
-        """_accumulate; on a runtime that records launches (OpenCL `accumulation`), a merge of the buffers the
-        same merge took last time replays its launches (~60 us of Python a merge less: it is host time that a
-        micro-batched step spends between its runs)."""
-        rt = self.runtime
-        record = getattr(rt, "accumulation", None)
-        if record is None or not pairs or rt.tape_recording():  # recording a step (_microbatched): launch
-            _accumulate(rt, how, pairs, factor)
-            return
-
-        def places():
-            return [(v.block.buf, v.block.off, v.size) for pair in pairs for v in pair if v is not None]
-        last = self.merges.get((how, factor))
-        if last is not None:
-            now = places()
-            if len(now) == len(last[0]) and all(b is c and o == p and n == q for (b, o, n), (c, p, q)
-                                                in zip(now, last[0])):
-                last[1]()
-                return
-        again = record([a for a, _ in pairs], None if how == "scale" else [x for _, x in pairs], how, factor)
-        self.merges[(how, factor)] = None if again is None else (places(), again)
-
 
 class _Lane(Bound):
     """Lane `lane` >= 1 of a plan whose streamed prefix runs in lanes (MemoryPlan.stream_lanes): the allocator
@@ -521,12 +425,6 @@ class _Lane(Bound):
 
     def _phase(self, i: int, feeds: dict) -> dict:
         return dict(zip(self.program.fetches, self.program.replay(feeds)))
-
-
-def _accumulate(rt, how: str, pairs: list, factor: float = 1.0) -> None:
-    """(acc, x) pairs merged as runtime.accumulate says (copy, add, scale, add_scale)."""
-    if pairs:
-        rt.accumulate([a for a, _ in pairs], None if how == "scale" else [x for _, x in pairs], how, factor)
 
 
 def _with_attrs(kernel, attrs: dict):

@@ -1,0 +1,133 @@
+"""A compiled step: what a Session runs for one (fetches, fed tensors, fed shapes), decided once.
+
+    >>> with tf.Session() as sess:                                          # doctest: +SKIP
+    ...     sess.run(y, {x: [1.0]}); [s.driver for s in sess.steps]
+    ['plain']
+
+The session compiles a step the first time it sees its fetches, fed tensors and their shapes: the graph rewrite
+(engine.rewrite) gives the fetches and feeds it runs, and the session's configuration the driver that runs them:
+- "plan": by a memory plan within the session's budget (engine.memory.Bound on the executor's arena);
+- "workers": split over the cpu worker processes (engine.workers) when they take the step, else plainly;
+- "replay": plainly PLAIN_RUNS times, then by an unconstrained plan, whose buffers stay put from run to run so
+  that the device replays its recorded launches; a step the planner cannot plan (control flow) stays plain
+  (TFPLUS_DEBUG=1 says why);
+- "plain": the executor's program, its memory from the runtime's pool.
+A traced run (tfplus.profiler) runs plainly where the workers would take it or no plan is bound yet.
+
+`run(feeds)` returns the tensor fetches' values copied to the host: a planned step's before the arena's lock is
+released (the next planned run writes over them), the others' while the session holds the runtime's step lock.
+"""
+from __future__ import annotations
+
+import sys
+
+from tfplus import debug
+from tfplus.framework import Tensor
+
+# Plain runs of a step before the "replay" driver gives it a plan.
+PLAIN_RUNS = 1
+
+
+class Step:
+    """One compiled (fetches, fed tensors, fed shapes) of a session: `fetches` and `feed_shapes` are the rewritten
+    step's (`rewrite`: the engine.rewrite.Rewritten, None when the graph runs as built), `driver` runs it, `bound`
+    is its memory plan bound to the arena (None until planned; `plan` its MemoryPlan), `program` its pool program
+    (None until it runs plainly) and `plain_runs` its plain runs before the "replay" driver planned it (-1: the
+    planner could not plan it, it runs plainly for good)."""
+
+    def __init__(self, executor, flat: list, shapes: dict, rewrite, driver: str, graph, budget=None, workers=None):
+        self.executor, self.rewrite, self.driver = executor, rewrite, driver
+        element = None if rewrite is None else rewrite.element
+        self._element = element
+        self.fetches = flat if element is None else [element[f] for f in flat]
+        self.feed_shapes = {t if element is None else element[t]: tuple(s) for t, s in shapes.items()}
+        # NOTE: holds the given tensors, whose ids key the step in the session's cache, so no other takes them.
+        self._given = flat, list(shapes)
+        self.tensors = [f for f in self.fetches if isinstance(f, Tensor)]
+        self.graph = self.fetches[0].graph if self.fetches else graph
+        self.budget, self.workers = budget, workers
+        self.bound = self.program = None
+        self.plain_runs = 0
+        self._copy_out = executor.runtime.copy_out
+        self._drive = {"plan": self._planned, "workers": self._on_workers, "replay": self._replayed,
+                       "plain": self._plain}[driver]
+
+    @property
+    def plan(self):
+        """The MemoryPlan it runs by (tfplus.planner), or None."""
+        return None if self.bound is None else self.bound.plan
+
+    @property
+    def programs(self) -> list:
+        """The executor programs it has run: its memory plan's phases (and lanes), its pool program."""
+        progs = [] if self.bound is None else self.bound.programs + [lane.program for lane in self.bound.lanes]
+        return progs if self.program is None else progs + [self.program]
+
+    def run(self, feeds: dict) -> list:
+        """The values of its tensor fetches, in order, from `feeds` ({given Tensor: device buffer})."""
+        if self._element is not None:
+            feeds = {self._element[t]: v for t, v in feeds.items()}
+        return self._drive(feeds)
+
+    def use_plan(self, p):
+        """Runs the step by MemoryPlan `p` (made for its fetches and feed shapes) from now on; its Bound."""
+        from tfplus.engine import memory
+        ex = self.executor
+        with memory.arena_of(ex).lock:
+            self.bound = memory.Bound(p, ex)
+        return self.bound
+
+    # -- the drivers -----------------------------------------------------------------------------------------
+    def _plain(self, feeds: dict) -> list:
+        prog = self.program
+        if prog is None:
+            prog = self.program = self.executor.program(self.fetches, feeds)
+        copy_out = self._copy_out
+        return [copy_out(b) for b in prog.replay(feeds)]
+
+    def _on_workers(self, feeds: dict) -> list:
+        if self.executor.trace is None:
+            bufs = self.workers.run(self.fetches, feeds)
+            if bufs is not None:  # None: the step runs in this process
+                copy_out = self._copy_out
+                return [copy_out(b) for b in bufs]
+        return self._plain(feeds)
+
+    def _planned(self, feeds: dict) -> list:
+        bound = self.bound
+        if bound is None:
+            bound = self.use_plan(self._make_plan(self.budget))
+        ex = self.executor
+        with ex.arena.lock:
+            values = bound.run(feeds)
+            # NOTE: copied out before the lock is released: the buffers are views of the arena, which the next
+            # planned run writes over (a fetched variable too: the next step may update it).
+            copy_out = self._copy_out
+            return [copy_out(values[f] if f in values else ex.read_variable(f.op.name)) for f in self.tensors]
+
+    def _replayed(self, feeds: dict) -> list:
+        if self.bound is None:
+            n = self.plain_runs
+            if n == -1 or self.executor.trace is not None:
+                return self._plain(feeds)
+            if n < PLAIN_RUNS:
+                self.plain_runs = n + 1
+                return self._plain(feeds)
+            try:
+                p = self._make_plan(None)
+            except Exception as e:  # noqa: BLE001  a step that runs plainly must not fail for want of a plan
+                self.plain_runs = -1
+                if debug.on():
+                    print(f"tfplus: a step of {len(self.fetches)} fetches runs without a plan (no replay): {e}",
+                          file=sys.stderr)
+                return self._plain(feeds)
+            self.use_plan(p)
+            # The plain run's buffers went back to the runtime's pool; the plan's arena replaces them, so that a
+            # device holds one step's memory, not two.
+            self.executor.runtime.trim()
+        return self._planned(feeds)
+
+    def _make_plan(self, budget):
+        from tfplus.engine.memory import device_facts
+        from tfplus.planner.plan import plan
+        return plan(self.fetches, self.feed_shapes, device_facts(self.executor.runtime), budget, graph=self.graph)
