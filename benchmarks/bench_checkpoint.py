@@ -17,12 +17,11 @@ import time
 
 import numpy as np
 
-from tfplus import crc32c
-from tfplus.graph_io import atomic_write
+from tfplus import crc32c, tensor_bundle
+from tfplus.gfile import atomic_write
 from tfplus.proto import checkpoint_pb2
 from tfplus.tensor_util import make_tensor_proto
 from tfplus.train import saver as saver_lib
-from tfplus.train import tensor_bundle
 
 
 def _tensors(mb: int) -> dict[str, np.ndarray]:

@@ -2,7 +2,7 @@
 
 TensorFlow's Saver puts them in the graphs it exports (`save/SaveV2`, `save/RestoreV2`, `save/restore_all`), so
 that `sess.run(saver_def.restore_op_name, {saver_def.filename_tensor_name: path})` restores. tfplus's own
-tf.train.Saver reads and writes the same files in Python (tfplus/train/tensor_bundle.py) and needs none of them.
+tf.train.Saver reads and writes the same files in Python (tfplus/tensor_bundle.py) and needs none of them.
 They read and write files: host only, a cpu kernel and no OpenCL kernel, by design.
 """
 from __future__ import annotations
@@ -65,7 +65,7 @@ def _restore_v2_shape(ins, attrs):
     prefix, names = ins[0].value, ins[1].value
     if prefix is None or names is None:
         return [spec(None, d) for d in kinds]
-    from tfplus.train import tensor_bundle  # the file format lives with the Saver
+    from tfplus import tensor_bundle
     path = _names(prefix)[0]
     if not tensor_bundle.is_bundle(path):
         raise ValueError(f"checkpoint {path!r} does not exist (no file {tensor_bundle.index_path(path)!r})")

@@ -14,11 +14,10 @@ import numpy as np
 import pytest
 
 import tfplus as tf
-from tfplus import trainer
+from tfplus import tensor_bundle, trainer
 from tfplus.cli import main
-from tfplus.graph_io import remove_orphan_temps
+from tfplus.gfile import remove_orphan_temps
 from tfplus.train import saver as saver_lib
-from tfplus.train import tensor_bundle
 
 N = 20_000  # floats per checkpoint: big enough for a write to take a while, small enough to be quick
 

@@ -24,12 +24,11 @@ import numpy as np
 import pytest
 
 import tfplus as tf
-from tfplus import finetune, trainer
+from tfplus import finetune, tensor_bundle, trainer
 from tfplus.cli import main
 from tfplus.data import TrainBatches
 from tfplus.proto import checkpoint_pb2
 from tfplus.train import saver as saver_lib
-from tfplus.train import tensor_bundle
 
 SMALL = ["--synthetic", "--model", "lenet", "--batch-size", "16"]
 # A synthetic set of 64 training / 32 test images: 4 steps an epoch at batch 16 (as trainer globals, so that

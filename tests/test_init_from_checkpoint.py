@@ -8,8 +8,8 @@ import pytest
 
 import tfplus
 import tfplus.train  # noqa: F401
+from tfplus import tensor_bundle
 from tfplus.cli import main
-from tfplus.train import tensor_bundle
 
 # The checkpoint's tensors: a scope, a root-level name and a tensor of another shape.
 SAVED = {name: np.random.default_rng(i).standard_normal(shape).astype(np.float32) for i, (name, shape) in

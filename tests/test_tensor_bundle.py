@@ -1,4 +1,4 @@
-"""TensorFlow's checkpoint format (tfplus/train/tensor_bundle.py) and CRC32C: bundles written here read in
+"""TensorFlow's checkpoint format (tfplus/tensor_bundle.py) and CRC32C: bundles written here read in
 TensorFlow and the other way round, and damaged or hostile files fail with a clear DataLossError."""
 import os
 import struct
@@ -9,8 +9,8 @@ import pytest
 
 import tfplus as tf
 from tfplus import crc32c
+from tfplus import tensor_bundle as tb
 from tfplus.proto import tensor_bundle_pb2
-from tfplus.train import tensor_bundle as tb
 
 
 def _values():

@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 
 import tfplus as tf
+from tfplus import tensor_bundle
 from tfplus.cli import main
 from tfplus.data import TrainBatches
 from tfplus.train import saver as saver_lib
-from tfplus.train import tensor_bundle
 
 SMALL = ["--synthetic", "--model", "lenet", "--batch-size", "16"]
 

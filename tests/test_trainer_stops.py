@@ -14,12 +14,11 @@ import numpy as np
 import pytest
 
 import tfplus as tf
-from tfplus import trainer
+from tfplus import tensor_bundle, trainer
 from tfplus.cli import main
 from tfplus.data import TrainBatches
 from tfplus.engine import workers
 from tfplus.train import saver as saver_lib
-from tfplus.train import tensor_bundle
 
 SMALL = ["--synthetic", "--model", "lenet", "--batch-size", "16", "--no-eval"]
 # `python -c` this, then the command line: main(argv) with a signal sent to the process itself as the

@@ -9,10 +9,13 @@ missing path).
 """
 from __future__ import annotations
 
+import contextlib
 import glob as _glob
 import os
+import re
 import shutil
 import stat
+import uuid
 
 from tfplus import errors
 
@@ -205,6 +208,61 @@ def Stat(filename) -> os.stat_result:  # noqa: N802
         return os.stat(filename)
     except FileNotFoundError:
         raise _not_found(filename, "Stat") from None
+
+
+# -- atomic writes ----------------------------------------------------------------------------------------------
+def atomic_write(path: str, data: bytes) -> None:
+    """Writes `data` to `path` so that readers (and a crash) see the old file or the new one, never a torn
+    one (see atomic_open)."""
+    with atomic_open(path) as f:
+        f.write(data)
+
+
+@contextlib.contextmanager
+def atomic_open(path: str):
+    """A binary file to write `path` through: a temporary file in the same folder that on a clean exit is
+    fsynced, renamed onto `path` and the rename made durable; on an error it is removed and `path` is as it
+    was. For files too large to hold in memory at once (checkpoint data).
+
+        >>> with atomic_open("/tmp/x.bin") as f:  # doctest: +SKIP
+        ...     f.write(b"...")
+    """
+    folder = os.path.dirname(os.path.abspath(path))
+    tmp = os.path.join(folder, f".{os.path.basename(path)}.{uuid.uuid4().hex[:12]}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    if os.name == "posix":  # make the rename itself durable
+        dir_fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+
+# The temporary files atomic_write names: `.<name>.<12 hex digits>.tmp`.
+_ATOMIC_TEMP = re.compile(r"\..+\.[0-9a-f]{12}\.tmp")
+
+
+def remove_orphan_temps(folder: str) -> list[str]:
+    """Deletes the temporary files that atomic_write left in `folder` when its process was killed mid-write
+    (regular files named as atomic_write names them, nothing else); returns their names. Call it only while no
+    other process writes into `folder`."""
+    removed = []
+    for entry in os.scandir(folder):
+        if _ATOMIC_TEMP.fullmatch(entry.name) and stat.S_ISREG(entry.stat(follow_symlinks=False).st_mode):
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(entry.path)
+                removed.append(entry.name)
+    return sorted(removed)
 
 
 from tfplus.unsupported import module_getattr as _module_getattr  # noqa: E402

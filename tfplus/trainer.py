@@ -55,7 +55,7 @@ import numpy as np
 import tfplus as tf
 from tfplus import data as tfdata
 from tfplus import errors, finetune, profiler
-from tfplus.graph_io import remove_orphan_temps
+from tfplus.gfile import remove_orphan_temps
 from tfplus.graphs import get_model, training_graph
 from tfplus.graphs.mentee import DATA_FORMATS, DEFAULT_LR, OPTIMIZERS, SCHEDULES, default_warmup
 from tfplus.train.saver import remove_interrupted_saves

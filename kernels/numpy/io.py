@@ -1,5 +1,5 @@
 """Checkpoint ops on the host: SaveV2, RestoreV2, MergeV2Checkpoints read and write TensorFlow's checkpoint
-files through tfplus.train.tensor_bundle (which checks every size and checksum)."""
+files through tfplus.tensor_bundle (which checks every size and checksum)."""
 from __future__ import annotations
 
 import numpy as np
@@ -11,7 +11,7 @@ from tfplus.registry import register_kernel
 def _bundle():
     # NOTE: imported when a kernel runs, not with the kernels: tfplus.train (the Saver) builds graph ops, and
     # ops modules import kernel helpers, so importing it here would be circular.
-    from tfplus.train import tensor_bundle
+    from tfplus import tensor_bundle
     return tensor_bundle
 
 

@@ -9,7 +9,7 @@
     ...     saver.restore(sess, tf.train.latest_checkpoint("/tmp/run"))   # '/tmp/run/model.ckpt-100'
 
 Checkpoints are written in TensorFlow's format by default (format="tensorflow"): the returned path is a prefix,
-the files are `<path>.index` and `<path>.data-00000-of-00001` (tfplus/train/tensor_bundle.py), keyed by the
+the files are `<path>.index` and `<path>.data-00000-of-00001` (tfplus/tensor_bundle.py), keyed by the
 variables' node names, so TensorFlow's Saver, tf.train.load_variable and NewCheckpointReader read them and
 TensorFlow's checkpoints restore here. The `metadata` JSON (the trainer's input-pipeline position, recipe, ...)
 is one more entry of the bundle, the string scalar METADATA_KEY: checksummed and written with the variables,
@@ -51,17 +51,15 @@ from google.protobuf import message as _message
 from google.protobuf import text_format
 
 from tfplus import dtypes as _dt
-from tfplus import errors
+from tfplus import errors, tensor_bundle
 from tfplus.dtypes import as_dtype
 from tfplus.framework import GraphKeys, Operation, Tensor, _fmt_shape, get_default_graph, shapes_compatible
-from tfplus.gfile import open_regular, read_regular
-from tfplus.graph_io import atomic_write
+from tfplus.gfile import atomic_write, open_regular, read_regular
 from tfplus.ops.array_ops import placeholder
 from tfplus.ops.control_flow_ops import group
 from tfplus.ops.state_ops import assign
 from tfplus.proto import checkpoint_pb2
 from tfplus.tensor_util import make_ndarray, make_tensor_proto
-from tfplus.train import tensor_bundle
 
 __all__ = ["Saver", "latest_checkpoint", "get_checkpoint_state", "list_variables", "load_variable",
            "read_checkpoint_metadata", "NewCheckpointReader", "load_checkpoint", "checkpoint_exists",

@@ -84,8 +84,9 @@ def init_from_checkpoint(ckpt_dir_or_file: str, assignment_map) -> None:
         ...     w = tf.get_variable("new/w", [2], initializer=tf.zeros_initializer())
         ...     tf.train.init_from_checkpoint("runs/pre", {"old/": "new/"})  # doctest: +SKIP
     """
+    from tfplus import tensor_bundle
     from tfplus.ops import io_ops, state_ops
-    from tfplus.train import saver, tensor_bundle
+    from tfplus.train import saver
     path = ckpt_dir_or_file
     if os.path.isdir(ckpt_dir_or_file):
         path = saver.latest_checkpoint(ckpt_dir_or_file)

@@ -38,8 +38,7 @@ from google.protobuf import message as _message
 from tfplus import crc32c
 from tfplus import dtypes as _dt
 from tfplus.errors import DataLossError, InvalidArgumentError, NotFoundError
-from tfplus.gfile import open_regular, read_regular
-from tfplus.graph_io import atomic_open
+from tfplus.gfile import atomic_open, open_regular, read_regular
 from tfplus.proto import graph_pb2, tensor_bundle_pb2, types_pb2
 from tfplus.tensor_util import shape_to_proto
 
