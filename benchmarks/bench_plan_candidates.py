@@ -1,5 +1,5 @@
 """Each candidate plan that fits a memory budget, timed on this device against the session's own step: the ground
-truth for the planner's cost model (tfplus.planner.plan._CostModel). Not a test.
+truth for the planner's cost model (tfplus.planner.cost.CostModel). Not a test.
 
 The step is the Mentee training step of bench_gpu_step.py (momentum, batch 128), as the session runs it (the
 graph rewrite on); a candidate is (micro-batches, conv chunks, compact, scratch divisor, recomputation level

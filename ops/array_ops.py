@@ -69,7 +69,7 @@ def placeholder(dtype, shape=None, name=None):
 
 register_op("PlaceholderWithDefault", inputs=("input",), outputs=("output",),
             attrs={"dtype": "type", "shape": "shape"}, aliases={0: 0},
-            shape_fn=lambda ins, attrs: [spec(attrs["shape"], ins[0].dtype)], flops=_flops.zero)
+            shape_fn=lambda ins, attrs: [spec(attrs["shape"], ins[0].dtype)], flops=_flops.zero, tags=("view",))
 not_differentiable("PlaceholderWithDefault")
 
 
@@ -83,7 +83,7 @@ def placeholder_with_default(input, shape, name=None):
 
 # -- Identity ------------------------------------------------------------------------------------------------
 register_op("Identity", inputs=("input",), outputs=("output",), attrs={"T": "type"},
-            shape_fn=same_as_input(0), aliases={0: 0}, flops=_flops.zero)
+            shape_fn=same_as_input(0), aliases={0: 0}, flops=_flops.zero, tags=("view",))
 
 
 @register_gradient("Identity")
@@ -138,9 +138,9 @@ def ones(shape, dtype=_dt.float32, name=None):
 
 # -- ZerosLike / OnesLike ---------------------------------------------------------------------------------
 register_op("ZerosLike", inputs=("x",), outputs=("y",), attrs={"T": "type"}, shape_fn=same_as_input(0),
-            flops=_flops.zero)
+            flops=_flops.zero, tags=("shape_only",))
 register_op("OnesLike", inputs=("x",), outputs=("y",), attrs={"T": "type"}, shape_fn=same_as_input(0),
-            flops=_flops.zero)
+            flops=_flops.zero, tags=("shape_only",))
 not_differentiable("ZerosLike", "OnesLike")
 
 
@@ -244,7 +244,7 @@ def _reshape_shape(ins, attrs):
 
 
 register_op("Reshape", inputs=("tensor", "shape"), outputs=("output",), attrs={"T": "type", "Tshape": "type"},
-            shape_fn=_reshape_shape, value_inputs=(1,), aliases={0: 0}, flops=_flops.zero)
+            shape_fn=_reshape_shape, value_inputs=(1,), aliases={0: 0}, flops=_flops.zero, tags=("view",))
 
 
 @register_gradient("Reshape")
@@ -419,7 +419,7 @@ def _squeeze_shape(ins, attrs):
 
 register_op("Squeeze", inputs=("input",), outputs=("output",),
             attrs={"T": "type", "squeeze_dims": "list(int)"}, shape_fn=_squeeze_shape, aliases={0: 0},
-            flops=_flops.zero)
+            flops=_flops.zero, tags=("view",))
 
 
 @register_gradient("Squeeze")
@@ -450,7 +450,7 @@ def _expand_dims_shape(ins, attrs):
 
 
 register_op("ExpandDims", inputs=("input", "dim"), outputs=("output",), attrs={"T": "type", "Tdim": "type"},
-            shape_fn=_expand_dims_shape, value_inputs=(1,), aliases={0: 0}, flops=_flops.zero)
+            shape_fn=_expand_dims_shape, value_inputs=(1,), aliases={0: 0}, flops=_flops.zero, tags=("view",))
 
 
 @register_gradient("ExpandDims")
@@ -521,7 +521,7 @@ def pad(tensor, paddings, mode="CONSTANT", name=None, constant_values=0) -> Tens
 
 # -- StopGradient --------------------------------------------------------------------------------------------
 register_op("StopGradient", inputs=("input",), outputs=("output",), attrs={"T": "type"},
-            shape_fn=same_as_input(0), aliases={0: 0}, flops=_flops.zero)
+            shape_fn=same_as_input(0), aliases={0: 0}, flops=_flops.zero, tags=("view",))
 not_differentiable("StopGradient")
 
 
@@ -542,7 +542,7 @@ def _shape_shape(ins, attrs):
 
 
 register_op("Shape", inputs=("input",), outputs=("output",), attrs={"T": "type", "out_type": "type"},
-            shape_fn=_shape_shape, flops=_flops.zero)
+            shape_fn=_shape_shape, flops=_flops.zero, tags=("shape_only",))
 not_differentiable("Shape")
 
 
@@ -560,7 +560,7 @@ def _size_shape(ins, attrs):
 
 
 register_op("Size", inputs=("input",), outputs=("output",), attrs={"T": "type", "out_type": "type"},
-            shape_fn=_size_shape, flops=_flops.zero)
+            shape_fn=_size_shape, flops=_flops.zero, tags=("shape_only",))
 not_differentiable("Size")
 
 
@@ -575,7 +575,7 @@ def _rank_shape(ins, attrs):
 
 
 register_op("Rank", inputs=("input",), outputs=("output",), attrs={"T": "type"}, shape_fn=_rank_shape,
-            flops=_flops.zero)
+            flops=_flops.zero, tags=("shape_only",))
 not_differentiable("Rank")
 
 
@@ -1091,7 +1091,8 @@ def gather(params, indices, validate_indices=None, name=None, axis=None, batch_d
 
 # -- ShapeN --------------------------------------------------------------------------------------------------
 register_op("ShapeN", inputs=("input*",), outputs=("output",), attrs={"N": "int", "T": "type", "out_type": "type"},
-            shape_fn=lambda ins, attrs: [_shape_shape([s], attrs)[0] for s in ins], flops=_flops.zero)
+            shape_fn=lambda ins, attrs: [_shape_shape([s], attrs)[0] for s in ins], flops=_flops.zero,
+            tags=("shape_only",))
 not_differentiable("ShapeN")
 
 

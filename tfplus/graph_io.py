@@ -633,6 +633,8 @@ def atomic_open(path: str):
 
 # The temporary files atomic_write names: `.<name>.<12 hex digits>.tmp`.
 _ATOMIC_TEMP = re.compile(r"\..+\.[0-9a-f]{12}\.tmp")
+# The name scope tf.gradients gives the ops it adds, by default: an imported graph's backward pass (Operation.backward).
+_TF_GRADIENTS = re.compile(r"(^|/)gradients(_\d+)?/")
 
 
 def remove_orphan_temps(folder: str) -> list[str]:
@@ -942,6 +944,7 @@ def _create(graph: Graph, order: list[_Node], mapped: dict, scope: str, function
         except (TypeError, ValueError) as e:
             raise type(e)(f"import_graph_def: node {node.name!r}: {e}") from None
         _check_type_attr(node, op)
+        op.backward = bool(_TF_GRADIENTS.search(op.name))  # a GraphDef carries no marks: TF's gradient scope
         if node.controls:
             have = set(op.control_inputs)
             for src in dict.fromkeys(node.controls):

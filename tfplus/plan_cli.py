@@ -16,6 +16,7 @@ import time
 from tfplus.planner import TRANSFORMATIONS, smallest_plan
 from tfplus.planner import plan as _plan
 from tfplus.planner.profiles import PROFILES, get_profile
+from tfplus.runtime.facts import device_facts
 from tfplus.units import format_size
 
 
@@ -172,7 +173,7 @@ def _neediest(graph, runs: list, device, transformations=TRANSFORMATIONS):
         rw = optimize(graph, fetches, set(shapes)) if enabled() else None
         g, planned = (graph, fetches) if rw is None else (rw.graph, [rw.element[f] for f in fetches])
         fed = shapes if rw is None else {rw.element[t]: s for t, s in shapes.items()}
-        plans.append(smallest_plan(planned, fed, device, graph=g, transformations=transformations))
+        plans.append(smallest_plan(planned, fed, device_facts(device), graph=g, transformations=transformations))
     return max(plans, key=lambda p: p.peak_bytes)
 
 
@@ -217,7 +218,7 @@ class _TrainStep:
         return {t: (batch,) + tuple(t.shape.as_list()[1:]) for t in fed or self.planned_fed}
 
     def plan(self, batch: int, budget):
-        return _plan(self.planned, self.shapes(batch), self.args.device, budget, graph=self.graph,
+        return _plan(self.planned, self.shapes(batch), device_facts(self.args.device), budget, graph=self.graph,
                      raise_if_infeasible=False)
 
     def smallest(self, batch: int, transformations=TRANSFORMATIONS) -> int:

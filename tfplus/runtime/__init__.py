@@ -1,6 +1,8 @@
 """Device runtimes. Each is one file behind one small interface (see cpu.py's CPURuntime)."""
 from __future__ import annotations
 
+from tfplus.units import size_class  # noqa: F401  runtime.opencl sizes its pool so (home: tfplus.units)
+
 DEVICE_FORMS = "cpu, opencl, opencl:N (`tfplus devices` lists them) or opencl:NAME (part of a device's name)"
 
 
@@ -35,14 +37,6 @@ def get_runtime(device: str):
         return CPURuntime()
     from tfplus.runtime.opencl import OpenCLRuntime
     return OpenCLRuntime(selector)
-
-
-def size_class(nbytes: int) -> int:
-    """The opencl buffer pool's size class of a request: a multiple of 256 bytes at most 1/8 above it, so like
-    sizes share buffers. The memory planner counts tensors held outside its arena (variables, slots, the fed
-    batch) in these units on opencl, as the device holds them."""
-    step = 1 << max(8, nbytes.bit_length() - 4)
-    return max(step, -(-nbytes // step) * step)
 
 
 # Recordings a kind of run gets before it runs without a tape for good.
