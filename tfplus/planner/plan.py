@@ -44,27 +44,25 @@ from tfplus.planner.arena import assign_offsets
 from tfplus.planner.batch import Split, batch_feeds, batch_size, batch_statistics, fetch_merge, slice_shapes, split_step
 from tfplus.planner.liveness import (
     Buffer,
-    Lifetimes,
     PlanError,
     alias_root,
     creation_order,
     declared_workspaces,
     dependency_graph,
     executes,
-    greedy_order,
     input_roots,
-    lifetimes,
     nbytes,
     output_buffers,
     phase_of,
     static_specs,
     workspace_buffers,
 )
-from tfplus.registry import SCRATCH_ATTR, has_kernels, inplace_inputs
+from tfplus.planner.runs import Phase, Run, RunBuffers, acc_buffer, run_buffers, run_needs, run_phase
+from tfplus.registry import SCRATCH_ATTR, has_kernels
 from tfplus.units import format_size, parse_size, size_class
 
 if TYPE_CHECKING:
-    import networkx as nx
+    pass
 
 TRANSFORMATIONS = ("compact", "recompute", "scratch", "chunk", "stream", "microbatch")
 CPU_ALIGNMENT = 64
@@ -134,23 +132,6 @@ class BudgetError(ValueError):
     def __init__(self, message: str, plan: MemoryPlan):
         super().__init__(message)
         self.plan, self.smallest_bytes = plan, plan.peak_bytes
-
-
-@dataclass(eq=False)
-class Phase:
-    """One executor run inside a step: the whole step, or the micro-batch run / the update run of a
-    micro-batched step. Its buffers' steps are on the plan's timeline, starting at `start`."""
-    name: str
-    order: list[Operation]
-    feeds: set[Tensor]
-    fetches: list
-    specs: dict
-    life: Lifetimes
-    start: int
-    schedule: str
-    creation_order_bound: int   # the liveness bound in the executor's creation order, for comparison
-    sites: list = field(default_factory=list)      # planner.compact sites
-    argmax: dict = field(default_factory=dict)     # pool and pool-gradient op -> the argmax Buffer they share
 
 
 @dataclass(eq=False)
@@ -736,7 +717,7 @@ class _Step:
             out.append(b)
         return out
 
-    def _balanced(self, run: _Run, d: int, rounds: int) -> dict[Operation, int]:
+    def _balanced(self, run: Run, d: int, rounds: int) -> dict[Operation, int]:
         """Scratch divisors of their own for some convolutions of `run`, on one thread (a lane's), after `rounds`
         rounds: each round, the op that needs the most bytes while it runs (its inputs, outputs and scratch:
         where the run peaks), if a convolution, gets the next larger divisor that shrinks its scratch."""
@@ -754,22 +735,13 @@ class _Step:
             self._cache[key] = {op: v for op, v in own.items() if v != d}
         return self._cache[key]
 
-    def _needs(self, run: _Run, d: int, own: dict | None = None, z: bool = False, c: int = 1, lane: bool = False
+    def _needs(self, run: Run, d: int, own: dict | None = None, z: bool = False, c: int = 1, lane: bool = False
                ) -> dict:
-        """op -> the bytes it needs live while it runs: the buffers it reads, its workspaces, and its outputs
-        unless it may write one over an input (planner.inplace)."""
-        _, ws = self._workspaces(run, c, d, own, lane)
-        bufs = self._buffers(run, z)
-        overwriting = {s.relu_grad for s in bufs.sites}
-        need = {}
-        for op in run.order:
-            n = sum(b.size for b in bufs.uses[op]) + sum(b.size for b in ws.get(op, ()))
-            if op not in overwriting and not inplace_inputs(op.type, self.kernel_device):
-                n += sum(bufs.outputs[t].size for t in op.outputs if t in bufs.outputs)
-            need[op] = n
-        return need
+        """planner.runs.run_needs of `run` under (z, c, d), some ops with scratch divisors of their own (`own`)."""
+        ws = self._workspaces(run, c, d, own, lane)[1]
+        return run_needs(run, self._buffers(run, z), ws, self.kernel_device)
 
-    def _stream_runs(self, name: str, k: int) -> list[_Run]:
+    def _stream_runs(self, name: str, k: int) -> list[Run]:
         """The runs of the step streamed at `name` in k micro-batches: prefix (rows), rest (full batch), and
         when the prefix has a backward pass, prefix backward (rows) and update (planner.stream)."""
         key = ("stream runs", name, k)
@@ -788,7 +760,7 @@ class _Step:
                     self._cache["stream graph", name, tag] = g, order, input_roots(order, feeds)
                 g, order, roots = self._cache["stream graph", name, tag]
                 specs = self._specs_at(m) if m else self.base_specs
-                runs.append(_Run((tag, name, m), g, order, specs, roots, list(fetches), set(feeds)))
+                runs.append(Run((tag, name, m), g, order, specs, roots, list(fetches), set(feeds)))
             self._cache[key] = runs
         return self._cache[key]
 
@@ -843,10 +815,10 @@ class _Step:
         end = start - 1
         rest = phases[1]
         spec = self.base_specs[cut.tensor]
-        acc = {cut.tensor: _acc_buffer(cut.tensor, spec.shape, spec.dtype, rest.start + rest.life.steps - 1,
+        acc = {cut.tensor: acc_buffer(cut.tensor, spec.shape, spec.dtype, rest.start + rest.life.steps - 1,
                                        self.alignment)}
         for t in cut.partials:
-            b = acc[t] = _acc_buffer(t, self.base_specs[t].shape, self.base_specs[t].dtype, end, self.alignment)
+            b = acc[t] = acc_buffer(t, self.base_specs[t].shape, self.base_specs[t].dtype, end, self.alignment)
             b.start = phases[2].start
         for t in cut.kept:
             b = rest.life.of_tensor.get(alias_root(t, rest.feeds))
@@ -898,7 +870,7 @@ class _Step:
             batch = self.batch_size()
             end = sum(ph.life.steps for ph in phases) - 1
             for t in s.grads:
-                acc[t] = _acc_buffer(t, a.specs[t].shape, a.specs[t].dtype, end, self.alignment)
+                acc[t] = acc_buffer(t, a.specs[t].shape, a.specs[t].dtype, end, self.alignment)
             for t in s.user_fetches:
                 spec = a.specs[t]
                 try:
@@ -906,7 +878,7 @@ class _Step:
                 except PlanError as e:
                     raise PlanError(f"cannot micro-batch: {e}") from None
                 shape = (batch,) + spec.shape[1:] if merge[t] == "concat" else spec.shape
-                acc.setdefault(t, _acc_buffer(t, shape, spec.dtype, end, self.alignment))
+                acc.setdefault(t, acc_buffer(t, shape, spec.dtype, end, self.alignment))
         live = np.concatenate([ph.life.live for ph in phases]) + sum(b.size for b in acc.values())
         # A micro-batch's rows of a fed batch are a view of it on every device (opencl: an offset): no slot.
         p = MemoryPlan(self.device, self.alignment, phases, 0, live, self.parameter_bytes, self.slot_bytes,
@@ -1001,7 +973,7 @@ class _Step:
         return {"name": "stream", "detail": text + "; exact up to summation order",
                 "predicted_overhead": round(self.overhead(1, 1, False, 1, 0, s), 4)}
 
-    def _runs(self, k: int, r: int = 0) -> list[_Run]:
+    def _runs(self, k: int, r: int = 0) -> list[Run]:
         """The executor runs of a step in k micro-batches at recomputation level r: the step; or the
         micro-batch run and the update run (when there are fetches after the updates)."""
         v = self.view(r)
@@ -1016,7 +988,7 @@ class _Step:
             runs.append(self._run("update", s.b_fetches, set(b_shapes), b_shapes, r))
         return runs
 
-    def _run(self, name, fetches, feeds, feed_shapes, r: int = 0) -> _Run:
+    def _run(self, name, fetches, feeds, feed_shapes, r: int = 0) -> Run:
         """One executor run of the step (name: 'step', 'micro-batch' or 'update') for these feed shapes, at
         recomputation level r."""
         if ("graph", name, r) not in self._cache:  # the same for every feed shape (the micro-batch runs of all k)
@@ -1026,32 +998,14 @@ class _Step:
         key = (name, tuple(sorted(s for s in feed_shapes.values())), r)
         if key not in self._cache:
             g, order, roots = self._cache["graph", name, r]
-            self._cache[key] = _Run(key, g, order, static_specs(order, feed_shapes), roots, list(fetches),
+            self._cache[key] = Run(key, g, order, static_specs(order, feed_shapes), roots, list(fetches),
                                     set(feeds))
         return self._cache[key]
 
-    def _phase(self, run: _Run, c, start, z=False, d=1, own: dict | None = None, lane: bool = False) -> Phase:
+    def _phase(self, run: Run, c, start, z=False, d=1, own: dict | None = None, lane: bool = False) -> Phase:
         chunks, ws = self._workspaces(run, c, d, own, lane)
-        r = self._buffers(run, z)
-
-        def live_in(order):
-            return lifetimes(order, r.outputs, ws, run.roots, r.fetched,
-                             self.kernel_device if self.inplace else None, r.unread, r.saved,
-                             {s.relu_grad: (0,) for s in r.sites}, r.reads)
-        # The order with the lower liveness bound wins (the arena lands within a few percent of its bound).
-        schedule, order, life = "creation order", run.order, live_in(run.order)
-        creation_bound = life.lower_bound
-        greedy = _greedy(run, r, ws)
-        aware = live_in(greedy)
-        if aware.lower_bound < creation_bound:
-            schedule, order, life = "memory-aware", greedy, aware
-        life.chunks, life.scratch, life.scratch_ops = dict(chunks), d, dict(own or {})
-        for b in life.buffers:
-            b.start += start
-            b.end += start
-        argmax = {op: b for b, first, last in life.saved for op in (first, last)}
-        return Phase(run.key[0], order, set(run.feeds), list(run.fetches), run.specs, life, start, schedule,
-                     creation_bound, r.sites, argmax)
+        return run_phase(run, self._buffers(run, z), chunks, ws, start, d, own,
+                          self.kernel_device if self.inplace else None)
 
     def least_bytes(self, k: int, c: int, z: bool = False, d: int = 1, r: int = 0, s: Prefix | None = None) -> int:
         """A lower bound on the peak of the plan (k, c, z, d, r, s), found without ordering it: when an op runs,
@@ -1069,11 +1023,11 @@ class _Step:
             return fixed + max([first] + [self._least(run, c, z, d) for run in runs[1:]])
         return fixed + self._least(self._runs(k, r)[0], c, z, d)
 
-    def _least(self, run: _Run, c: int, z: bool, d: int, own: dict | None = None, lane: bool = False) -> int:
+    def _least(self, run: Run, c: int, z: bool, d: int, own: dict | None = None, lane: bool = False) -> int:
         """The most bytes one op of `run` needs live at once (least_bytes)."""
         return max(self._needs(run, d, own, z, c, lane).values(), default=0)
 
-    def _workspaces(self, run: _Run, c: int, d: int, own: dict | None = None, lane: bool = False
+    def _workspaces(self, run: Run, c: int, d: int, own: dict | None = None, lane: bool = False
                     ) -> tuple[dict, dict]:
         """(conv chunks, workspace buffers) of a run under (c, d), some ops with scratch divisors of their own
         (`own`), shared by plans that differ in compaction; in a lane, on one thread."""
@@ -1090,35 +1044,14 @@ class _Step:
                 own, self._on(lane))
         return self._cache[key]
 
-    def _buffers(self, run: _Run, z: bool) -> _Buffers:
-        compacted = bool(z)
+    def _buffers(self, run: Run, z: bool) -> RunBuffers:
         if ("outputs", run.key) not in self._cache:
             self._cache["outputs", run.key] = output_buffers(run.order, run.specs, run.feeds, self.alignment)
-        if ("buffers", run.key, compacted) not in self._cache:
-            outputs = self._cache["outputs", run.key]
-            fetch_t = [f for f in run.fetches if isinstance(f, Tensor)]
-            sites = compact.sites(run.order, run.specs, fetch_t) if compacted else []
-            unread = compact.unread(sites)
-            pooled = [s for s in sites if compact.pooled(s, self.kernel_device)]
-            # A pooled site's ReLU gradient reads the argmax and MaxPoolGrad's pool output and its gradient.
-            reads = {s.relu_grad: [run.roots[s.pool_grad][i] for i in (1, 2)] for s in pooled}
-            saved = [(_argmax_buffer(s, self.alignment), s.pool, s.relu_grad if s in pooled else s.pool_grad)
-                     for s in sites]
-            uses: dict[Operation, list[Buffer]] = {op: [] for op in run.order}
-            users: dict[Buffer, int] = {}
-            for b, _, last in saved:
-                uses[last].append(b)
-                users[b] = 1
-            for op in run.order:
-                read = [t for k, t in enumerate(run.roots[op]) if (op, k) not in unread] + reads.get(op, [])
-                for b in {outputs.get(t) for t in read} - {None}:
-                    uses[op].append(b)
-                    users[b] = users.get(b, 0) + 1
-            fetched = [alias_root(t, run.feeds) for t in fetch_t]
-            pinned = {outputs.get(t) for t in fetched} - {None}
-            self._cache["buffers", run.key, compacted] = _Buffers(outputs, sites, unread, saved, fetched, uses,
-                                                                  users, pinned, reads)
-        return self._cache["buffers", run.key, compacted]
+        key = ("buffers", run.key, bool(z))
+        if key not in self._cache:
+            self._cache[key] = run_buffers(run, self._cache["outputs", run.key], bool(z), self.kernel_device,
+                                            self.alignment)
+        return self._cache[key]
 
 
 class _View(NamedTuple):
@@ -1131,31 +1064,6 @@ class _View(NamedTuple):
     drops: list
 
 
-class _Run(NamedTuple):
-    """One executor run of the step for given feed shapes."""
-    key: tuple                       # (name, feed shapes)
-    graph: nx.DiGraph
-    order: list[Operation]           # creation order
-    specs: dict
-    roots: dict[Operation, list]     # liveness.input_roots
-    fetches: list                    # what the run computes
-    feeds: set[Tensor]               # what it is given
-
-
-class _Buffers(NamedTuple):
-    """The buffers one run writes, and which of them each op reads, with or without compact saved state. The
-    same for every conv setting: the plans that differ only in those share them (lifetimes() works on copies)."""
-    outputs: dict[Tensor, Buffer]
-    sites: list[compact.Site]
-    unread: set                      # (op, input index) the compact kernels do not read
-    saved: list                      # (argmax buffer, MaxPool, its last reader: MaxPoolGrad or a pooled ReluGrad)
-    fetched: list[Tensor]            # the fetched tensors' roots
-    uses: dict[Operation, list[Buffer]]
-    users: dict[Buffer, int]         # how many ops read each buffer
-    pinned: set[Buffer]              # fetched: never freed during the run
-    reads: dict                      # op -> tensors its kernel variant reads beyond its inputs (compact.pooled)
-
-
 def place(p: MemoryPlan) -> MemoryPlan:
     """Assigns every buffer of `p` its arena offset and sets `p.arena_bytes`. With lanes, the block of the
     prefix's copies is placed like a buffer, and the prefix buffers go at their offsets in its first copy."""
@@ -1166,30 +1074,6 @@ def place(p: MemoryPlan) -> MemoryPlan:
     for b, offset in p.lane_offsets.items():
         b.offset = p.lane_block.offset + offset
     return p
-
-
-def _greedy(run: _Run, r: _Buffers, ws) -> list[Operation]:
-    alloc = {op: 0 for op in run.order}
-    for t, b in r.outputs.items():
-        alloc[t.op] += b.size
-    for op, bs in ws.items():
-        alloc[op] += sum(b.size for b in bs)
-    for b, first, _ in r.saved:
-        alloc[first] += b.size
-    return greedy_order(run.graph, alloc, r.uses, r.users, r.pinned)
-
-
-def _argmax_buffer(s: compact.Site, align: int) -> Buffer:
-    from tfplus.dtypes import uint8
-    n = math.prod(s.argmax_shape)
-    return Buffer(f"{s.pool.name}/argmax", n, -(-n // align) * align, 0, 0, "saved", op=s.pool,
-                  shape=tuple(s.argmax_shape), dtype=uint8)
-
-
-def _acc_buffer(t: Tensor, shape, dtype, end: int, align: int) -> Buffer:
-    n = math.prod(shape) * dtype.size
-    return Buffer(f"{t.name}/accumulator", n, -(-n // align) * align, 0, end, "accumulator", tensor=t,
-                  shape=tuple(shape), dtype=dtype)
 
 
 # -- micro-batching ------------------------------------------------------------------------------------------
