@@ -28,6 +28,7 @@ def main() -> None:
     import tfplus as tf
     from tfplus.graphs.mentee import training_graph
     from tfplus.planner import execute
+    from tfplus.runtime.facts import device_facts
     plan = importlib.import_module("tfplus.planner.plan")  # the module (tfplus.planner.plan is also the function)
     tg = training_graph(total_steps=10 ** 6, seed=0, optimizer="momentum", nesterov=False, weight_decay=0.0,
                         schedule="const", learning_rate=0.01)
@@ -40,7 +41,7 @@ def main() -> None:
         s = tf.Session(graph=tg.graph, device=args.device, memory_budget=budget)
         s.run(tg.init_op)
         flat, feeds = s._rewritten([tg.graph.as_graph_element(f) for f in fetches], s._prepare_feeds(feed))
-        step = plan._Step(flat, {t: tuple(v.shape) for t, v in feeds.items()}, execute.device_facts(s.runtime),
+        step = plan._Step(flat, {t: tuple(v.shape) for t, v in feeds.items()}, device_facts(s.runtime),
                           flat[0].graph, None)
         return s, step, flat, feeds
 

@@ -529,7 +529,7 @@ def test_a_run_of_no_kernel_calls_runs_under_a_budget():
 
 def test_micro_batches_merge_fetches_by_kind_and_refuse_an_integer_count():
     """A fetched float scalar is averaged over the micro-batches, batch-major rows concatenated; an integer
-    count depends on the batch in a way no average gives (plan.fetch_merge, shared with tfplus.workers)."""
+    count depends on the batch in a way no average gives (planner.batch.fetch_merge, shared with tfplus.workers)."""
     tg = _small_cnn()
     feeds = _cnn_feeds(tg, batch=8)
     with tg.graph.as_default():
