@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 
@@ -60,9 +60,6 @@ from tfplus.planner.liveness import (
 from tfplus.planner.runs import Phase, Run, RunBuffers, acc_buffer, run_buffers, run_needs, run_phase
 from tfplus.registry import SCRATCH_ATTR, has_kernels
 from tfplus.units import format_size, parse_size, size_class
-
-if TYPE_CHECKING:
-    pass
 
 TRANSFORMATIONS = ("compact", "recompute", "scratch", "chunk", "stream", "microbatch")
 CPU_ALIGNMENT = 64
@@ -94,7 +91,7 @@ class DeviceFacts:
 
 
 class Prefix(NamedTuple):
-    """A streamed prefix (planner.stream): the steps's ops up to the tensor named `cut` run in `microbatches`; on
+    """A streamed prefix (planner.stream): the step's ops up to the tensor named `cut` run in `microbatches`; on
     a cpu of several threads in `lanes` at once (one thread each), `rounds` of _Step._balanced dividing the
     scratch of the convolution where a lane's run peaks."""
     cut: str
