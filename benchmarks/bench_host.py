@@ -76,6 +76,7 @@ def _step(device: str, steps: int, budget, force, kernels: str = "null") -> tupl
     from tfplus import planner, registry
     from tfplus.graphs.mentee import training_graph
     from tfplus.runtime import parse_device
+    from tfplus.runtime.facts import device_facts
     tg = training_graph(total_steps=10 ** 6, seed=0, optimizer="momentum", nesterov=False, weight_decay=0.0,
                         schedule="const", learning_rate=0.01)
     batch = 4
@@ -86,7 +87,7 @@ def _step(device: str, steps: int, budget, force, kernels: str = "null") -> tupl
         saved = _null_kernels(parse_device(device)[0]) if kernels == "null" else {}
         if force is not None:
             from tfplus.engine.memory import install
-            p = planner.plan(fetches, {t: v.shape for t, v in feed.items()}, s.runtime, graph=tg.graph,
+            p = planner.plan(fetches, {t: v.shape for t, v in feed.items()}, device_facts(s.runtime), graph=tg.graph,
                              force=force)
             install(s, fetches, p)
         for _ in range(5):
@@ -106,7 +107,7 @@ def _step(device: str, steps: int, budget, force, kernels: str = "null") -> tupl
             executor.Program._fast = fast
         s.runtime.synchronize()
         registry.KERNELS.update(saved)
-    n_ops = len(planner.plan(fetches, {t: v.shape for t, v in feed.items()}, device, graph=tg.graph)
+    n_ops = len(planner.plan(fetches, {t: v.shape for t, v in feed.items()}, device_facts(device), graph=tg.graph)
                 .phases[0].order)
     per_step = len(spent) // steps  # fast loops per step (a micro-batched plan runs one per phase and batch)
     loops = [sum(spent[i:i + per_step]) for i in range(0, per_step * steps, per_step)] if per_step else [0.0]

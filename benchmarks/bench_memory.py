@@ -43,6 +43,7 @@ import tfplus.train  # noqa: F401  (tf.train)
 from tfplus import finetune, planner
 from tfplus.engine.memory import audit_step, install, measure_device_step, measure_step
 from tfplus.graphs import get_model, training_graph
+from tfplus.runtime.facts import device_facts
 from tfplus.units import format_size, parse_size
 
 
@@ -111,7 +112,7 @@ def main(argv=None) -> None:
                     "max_batch": {}}
 
     t0 = time.perf_counter()
-    free = planner.plan(fetches, shapes, args.device, graph=tg.graph)
+    free = planner.plan(fetches, shapes, device_facts(args.device), graph=tg.graph)
     report["plan_seconds"] = time.perf_counter() - t0
     print(f"{args.model} batch {args.batch_size}: planned in {report['plan_seconds'] * 1e3:.0f} ms")
     print(free.summary())
@@ -131,7 +132,8 @@ def main(argv=None) -> None:
         q = None
         if budget is not None:
             allowed = tuple(t for t in planner.TRANSFORMATIONS if not name.endswith(f" w/o {t}"))
-            q = planner.plan(fetches, shapes, args.device, budget, graph=tg.graph, transformations=allowed)
+            q = planner.plan(fetches, shapes, device_facts(args.device), budget, graph=tg.graph,
+                             transformations=allowed)
             row.update(planned_peak_bytes=q.peak_bytes, lower_bound_bytes=q.lower_bound_bytes,
                        arena_bytes=q.arena_bytes, arena_lower_bound_bytes=q.arena_lower_bound_bytes,
                        transformations=q.transformations, predicted_overhead=q.predicted_overhead)

@@ -1,5 +1,5 @@
 """Each candidate plan that fits a memory budget, timed on this device against the session's own step: the ground
-truth for the planner's cost model (tfplus.planner.plan._CostModel). Not a test.
+truth for the planner's cost model (tfplus.planner.cost.CostModel). Not a test.
 
 The step is the Mentee training step of bench_gpu_step.py (momentum, batch 128), as the session runs it (the
 graph rewrite on); a candidate is (micro-batches, conv chunks, compact, scratch divisor, recomputation level
@@ -26,8 +26,8 @@ def main() -> None:
     import numpy as np
 
     import tfplus as tf
-    from tfplus.engine import memory as execute
     from tfplus.graphs.mentee import training_graph
+    from tfplus.runtime.facts import device_facts
     plan = importlib.import_module("tfplus.planner.plan")  # the module (tfplus.planner.plan is also the function)
     tg = training_graph(total_steps=10 ** 6, seed=0, optimizer="momentum", nesterov=False, weight_decay=0.0,
                         schedule="const", learning_rate=0.01)
@@ -40,7 +40,7 @@ def main() -> None:
         s = tf.Session(graph=tg.graph, device=args.device, memory_budget=budget)
         s.run(tg.init_op)
         compiled = s.step(fetches, feed)  # the rewritten step the session runs
-        step = plan._Step(compiled.fetches, compiled.feed_shapes, execute.device_facts(s.runtime), compiled.graph,
+        step = plan._Step(compiled.fetches, compiled.feed_shapes, device_facts(s.runtime), compiled.graph,
                           None)
         return s, step, compiled
 

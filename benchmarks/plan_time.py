@@ -108,6 +108,7 @@ def main() -> None:
             plan_module.assign_offsets = current
 
     for device in args.devices.split(","):  # loads the kernels' declarations and networkx
+        importlib.import_module({"cpu": "tfplus.kernels.numpy", "opencl": "tfplus.kernels.opencl"}[device])
         planned("lenet", device, current)
     before = set(filter(None, args.before.split(",")))
     print(f"{'model':14s} {'device':7s} {'arena':>9s} {'wall s':>8s} {'cpu s':>8s}  {'buffers':>7s} "

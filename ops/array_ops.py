@@ -95,7 +95,7 @@ def placeholder(dtype, shape=None, name=None):
 
 register_op("PlaceholderWithDefault", inputs=("input",), outputs=("output",),
             attrs={"dtype": "type", "shape": "shape"}, aliases={0: 0},
-            shape_fn=lambda ins, attrs: [spec(attrs["shape"], ins[0].dtype)], flops=_flops.zero)
+            shape_fn=lambda ins, attrs: [spec(attrs["shape"], ins[0].dtype)], flops=_flops.zero, tags=("view",))
 not_differentiable("PlaceholderWithDefault")
 
 
@@ -109,7 +109,7 @@ def placeholder_with_default(input, shape, name=None):
 
 # -- Identity ------------------------------------------------------------------------------------------------
 register_op("Identity", inputs=("input",), outputs=("output",), attrs={"T": "type"},
-            shape_fn=same_as_input(0), aliases={0: 0}, flops=_flops.zero)
+            shape_fn=same_as_input(0), aliases={0: 0}, flops=_flops.zero, tags=("view",))
 
 
 @register_gradient("Identity")
@@ -164,9 +164,9 @@ def ones(shape, dtype=_dt.float32, name=None):
 
 # -- ZerosLike / OnesLike ---------------------------------------------------------------------------------
 register_op("ZerosLike", inputs=("x",), outputs=("y",), attrs={"T": "type"}, shape_fn=same_as_input(0),
-            flops=_flops.zero)
+            flops=_flops.zero, tags=("shape_only",))
 register_op("OnesLike", inputs=("x",), outputs=("y",), attrs={"T": "type"}, shape_fn=same_as_input(0),
-            flops=_flops.zero)
+            flops=_flops.zero, tags=("shape_only",))
 not_differentiable("ZerosLike", "OnesLike")
 
 
@@ -270,7 +270,7 @@ def _reshape_shape(ins, attrs):
 
 
 register_op("Reshape", inputs=("tensor", "shape"), outputs=("output",), attrs={"T": "type", "Tshape": "type"},
-            shape_fn=_reshape_shape, value_inputs=(1,), aliases={0: 0}, flops=_flops.zero)
+            shape_fn=_reshape_shape, value_inputs=(1,), aliases={0: 0}, flops=_flops.zero, tags=("view",))
 
 
 @register_gradient("Reshape")
@@ -445,7 +445,7 @@ def _squeeze_shape(ins, attrs):
 
 register_op("Squeeze", inputs=("input",), outputs=("output",),
             attrs={"T": "type", "squeeze_dims": "list(int)"}, shape_fn=_squeeze_shape, aliases={0: 0},
-            flops=_flops.zero)
+            flops=_flops.zero, tags=("view",))
 
 
 @register_gradient("Squeeze")
@@ -476,7 +476,7 @@ def _expand_dims_shape(ins, attrs):
 
 
 register_op("ExpandDims", inputs=("input", "dim"), outputs=("output",), attrs={"T": "type", "Tdim": "type"},
-            shape_fn=_expand_dims_shape, value_inputs=(1,), aliases={0: 0}, flops=_flops.zero)
+            shape_fn=_expand_dims_shape, value_inputs=(1,), aliases={0: 0}, flops=_flops.zero, tags=("view",))
 
 
 @register_gradient("ExpandDims")
@@ -547,7 +547,7 @@ def pad(tensor, paddings, mode="CONSTANT", name=None, constant_values=0) -> Tens
 
 # -- StopGradient --------------------------------------------------------------------------------------------
 register_op("StopGradient", inputs=("input",), outputs=("output",), attrs={"T": "type"},
-            shape_fn=same_as_input(0), aliases={0: 0}, flops=_flops.zero)
+            shape_fn=same_as_input(0), aliases={0: 0}, flops=_flops.zero, tags=("view",))
 not_differentiable("StopGradient")
 
 
@@ -568,7 +568,7 @@ def _shape_shape(ins, attrs):
 
 
 register_op("Shape", inputs=("input",), outputs=("output",), attrs={"T": "type", "out_type": "type"},
-            shape_fn=_shape_shape, flops=_flops.zero)
+            shape_fn=_shape_shape, flops=_flops.zero, tags=("shape_only",))
 not_differentiable("Shape")
 
 
@@ -586,7 +586,7 @@ def _size_shape(ins, attrs):
 
 
 register_op("Size", inputs=("input",), outputs=("output",), attrs={"T": "type", "out_type": "type"},
-            shape_fn=_size_shape, flops=_flops.zero)
+            shape_fn=_size_shape, flops=_flops.zero, tags=("shape_only",))
 not_differentiable("Size")
 
 
@@ -601,7 +601,7 @@ def _rank_shape(ins, attrs):
 
 
 register_op("Rank", inputs=("input",), outputs=("output",), attrs={"T": "type"}, shape_fn=_rank_shape,
-            flops=_flops.zero)
+            flops=_flops.zero, tags=("shape_only",))
 not_differentiable("Rank")
 
 
@@ -1120,7 +1120,8 @@ def gather(params, indices, validate_indices=None, name=None, axis=None, batch_d
 
 # -- ShapeN --------------------------------------------------------------------------------------------------
 register_op("ShapeN", inputs=("input*",), outputs=("output",), attrs={"N": "int", "T": "type", "out_type": "type"},
-            shape_fn=lambda ins, attrs: [_shape_shape([s], attrs)[0] for s in ins], flops=_flops.zero)
+            shape_fn=lambda ins, attrs: [_shape_shape([s], attrs)[0] for s in ins], flops=_flops.zero,
+            tags=("shape_only",))
 not_differentiable("ShapeN")
 
 

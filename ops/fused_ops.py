@@ -44,7 +44,7 @@ def _fused_bias_add_shape(ins, attrs):
 
 
 register_op("_FusedBiasAddRelu", inputs=("value", "bias"), outputs=("activations",), attrs=_ATTRS,
-            shape_fn=_fused_bias_add_shape, flops=flops.per_output)
+            shape_fn=_fused_bias_add_shape, flops=flops.per_output, tags=("activation_last",))
 not_differentiable("_FusedBiasAddRelu")
 
 
@@ -66,7 +66,7 @@ def _fused_conv_shape(ins, attrs):
 
 register_op("_FusedConv2DBiasRelu", inputs=("input", "filter", "bias"), outputs=("activations",),
             attrs={**get_op_def("Conv2D").attrs, "activation": "string"}, shape_fn=_fused_conv_shape,
-            flops=flops.conv2d)
+            flops=flops.conv2d, tags=("gemm", "activation_last"))
 not_differentiable("_FusedConv2DBiasRelu")
 
 
@@ -94,7 +94,7 @@ def _fused_matmul_shape(ins, attrs):
 register_op("_FusedMatMul", inputs=("a", "b", "bias"), outputs=("product",),
             attrs={"T": "type", "transpose_a": "bool", "transpose_b": "bool", "activation": "string"},
             shape_fn=_fused_matmul_shape,
-            flops=flops.matmul)
+            flops=flops.matmul, tags=("gemm",))
 not_differentiable("_FusedMatMul")
 
 
@@ -117,7 +117,8 @@ def _fused_relu_grad_shape(ins, attrs):
 
 
 register_op("_FusedReluGradBiasAddGrad", inputs=("gradients", "features"), outputs=("backprops", "bias_backprop"),
-            attrs=_ATTRS, shape_fn=_fused_relu_grad_shape, flops=flops.per_input)
+            attrs=_ATTRS, shape_fn=_fused_relu_grad_shape, flops=flops.per_input,
+            tags=("row_sums", "activation_grad_first"))
 not_differentiable("_FusedReluGradBiasAddGrad")
 
 

@@ -358,7 +358,7 @@ def _matmul_shape(ins, attrs):
 
 register_op("MatMul", inputs=("a", "b"), outputs=("product",),
             attrs={"T": "type", "transpose_a": "bool", "transpose_b": "bool"}, shape_fn=_matmul_shape,
-            flops=_flops.matmul)
+            flops=_flops.matmul, tags=("gemm", "row_sums"))
 
 
 @register_gradient("MatMul")
@@ -779,7 +779,8 @@ def _reduce_shape(allowed, out_dtype=None):
 _REDUCE_ATTRS = {"keep_dims": "bool", "T": "type", "Tidx": "type"}
 for _t, _allowed in (("Sum", _NUMERIC), ("Mean", _NUMERIC), ("Max", _NUMERIC), ("Min", _NUMERIC)):
     register_op(_t, inputs=("input", "reduction_indices"), outputs=("output",), attrs=_REDUCE_ATTRS,
-                shape_fn=_reduce_shape(_allowed), value_inputs=(1,), flops=_flops.per_input)
+                shape_fn=_reduce_shape(_allowed), value_inputs=(1,), flops=_flops.per_input,
+                tags=("row_sums",) if _t == "Sum" else ())
 for _t in ("Any", "All"):
     register_op(_t, inputs=("input", "reduction_indices"), outputs=("output",),
                 attrs={"keep_dims": "bool", "Tidx": "type"}, shape_fn=_reduce_shape((_dt.bool_,)),

@@ -165,7 +165,7 @@ def _conv2d_shape(ins, attrs):
 _CONV_ATTRS = {"T": "type", "strides": "list(int)", "padding": "string", "data_format": "string",
                "dilations": "list(int)"}
 register_op("Conv2D", inputs=("input", "filter"), outputs=("output",), attrs=_CONV_ATTRS,
-            shape_fn=_conv2d_shape, flops=_flops.conv2d)
+            shape_fn=_conv2d_shape, flops=_flops.conv2d, tags=("gemm",))
 
 
 @register_gradient("Conv2D")
@@ -212,7 +212,7 @@ def _conv2d_backprop_input_shape(ins, attrs):
 
 register_op("Conv2DBackpropInput", inputs=("input_sizes", "filter", "out_backprop"), outputs=("output",),
             attrs=_CONV_ATTRS, shape_fn=_conv2d_backprop_input_shape, value_inputs=(0,),
-            flops=_flops.conv2d_backprop_input)
+            flops=_flops.conv2d_backprop_input, tags=("gemm",))
 
 
 @register_gradient("Conv2DBackpropInput")
@@ -264,7 +264,7 @@ def _conv2d_backprop_filter_shape(ins, attrs):
 
 register_op("Conv2DBackpropFilter", inputs=("input", "filter_sizes", "out_backprop"), outputs=("output",),
             attrs=_CONV_ATTRS, shape_fn=_conv2d_backprop_filter_shape, value_inputs=(1,),
-            flops=_flops.conv2d_backprop_filter)
+            flops=_flops.conv2d_backprop_filter, tags=("gemm", "row_sums"))
 
 
 @register_gradient("Conv2DBackpropFilter")
@@ -334,7 +334,8 @@ def _bias_add_grad_shape(ins, attrs):
 
 
 register_op("BiasAddGrad", inputs=("out_backprop",), outputs=("output",),
-            attrs={"T": "type", "data_format": "string"}, shape_fn=_bias_add_grad_shape, flops=_flops.per_input)
+            attrs={"T": "type", "data_format": "string"}, shape_fn=_bias_add_grad_shape, flops=_flops.per_input,
+            tags=("row_sums",))
 
 
 @register_gradient("BiasAddGrad")
@@ -1073,11 +1074,11 @@ def _fused_batch_norm_grad_shape(version: int):
 
 register_op("FusedBatchNorm", inputs=("x", "scale", "offset", "mean", "variance"),
             outputs=("y", "batch_mean", "batch_variance", "reserve_space_1", "reserve_space_2"),
-            attrs=_BN_ATTRS, shape_fn=_fused_batch_norm_shape(1), flops=_flops.times_input(7))
+            attrs=_BN_ATTRS, shape_fn=_fused_batch_norm_shape(1), flops=_flops.times_input(7), tags=("cross_batch",))
 register_op("FusedBatchNormV3", inputs=("x", "scale", "offset", "mean", "variance"),
             outputs=("y", "batch_mean", "batch_variance", "reserve_space_1", "reserve_space_2",
                      "reserve_space_3"),
-            attrs=_BN_ATTRS, shape_fn=_fused_batch_norm_shape(3), flops=_flops.times_input(7))
+            attrs=_BN_ATTRS, shape_fn=_fused_batch_norm_shape(3), flops=_flops.times_input(7), tags=("cross_batch",))
 _BN_GRAD_ATTRS = {k: _BN_ATTRS[k] for k in ("T", "U", "epsilon", "data_format", "is_training")}
 register_op("FusedBatchNormGrad", inputs=("y_backprop", "x", "scale", "reserve_space_1", "reserve_space_2"),
             outputs=("x_backprop", "scale_backprop", "offset_backprop", "reserve_space_3", "reserve_space_4"),
@@ -1176,7 +1177,7 @@ def _check_no_explicit_paddings(attrs) -> None:
 
 
 register_op("DepthwiseConv2dNative", inputs=("input", "filter"), outputs=("output",), attrs=_DEPTHWISE_ATTRS,
-            shape_fn=_depthwise_shape, flops=_flops.depthwise_conv2d)
+            shape_fn=_depthwise_shape, flops=_flops.depthwise_conv2d, tags=("gemm",))
 
 
 @register_gradient("DepthwiseConv2dNative")
@@ -1217,10 +1218,10 @@ def _depthwise_backprop_filter_shape(ins, attrs):
 
 register_op("DepthwiseConv2dNativeBackpropInput", inputs=("input_sizes", "filter", "out_backprop"),
             outputs=("output",), attrs=_DEPTHWISE_ATTRS, shape_fn=_depthwise_backprop_input_shape,
-            value_inputs=(0,), flops=_flops.depthwise_conv2d_backprop_input)
+            value_inputs=(0,), flops=_flops.depthwise_conv2d_backprop_input, tags=("gemm",))
 register_op("DepthwiseConv2dNativeBackpropFilter", inputs=("input", "filter_sizes", "out_backprop"),
             outputs=("output",), attrs=_DEPTHWISE_ATTRS, shape_fn=_depthwise_backprop_filter_shape,
-            value_inputs=(1,), flops=_flops.depthwise_conv2d_backprop_filter)
+            value_inputs=(1,), flops=_flops.depthwise_conv2d_backprop_filter, tags=("gemm", "row_sums"))
 
 
 @register_gradient("DepthwiseConv2dNativeBackpropInput")

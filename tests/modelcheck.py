@@ -8,6 +8,7 @@ import numpy as np
 import tfplus as tf
 from tfplus import planner, threads
 from tfplus.engine.memory import Bound, install, measure_step
+from tfplus.runtime.facts import device_facts
 
 
 def random_feeds(tg, batch: int, size: int, seed: int = 0) -> dict:
@@ -39,7 +40,8 @@ def assert_planned_bytes_are_measured(tg, feeds: dict, force: tuple | None = Non
     step's and the initializer's) share one arena; `force`: planner.plan's, a given combination of
     transformations."""
     fetches = [tg.train_op, tg.loss]
-    p = planner.plan(fetches, {t: v.shape for t, v in feeds.items()}, graph=tg.graph, force=force)
+    p = planner.plan(fetches, {t: v.shape for t, v in feeds.items()}, device_facts("cpu"), graph=tg.graph,
+                     force=force)
     tracemalloc.start()
     try:
         with tf.Session(graph=tg.graph, memory_budget="1GB") as sess:

@@ -8,6 +8,7 @@ import pytest
 import tfplus as tf
 from tfplus.engine.rewrite import optimize
 from tfplus.graphs.mentee import mentee, training_graph
+from tfplus.runtime.facts import device_facts
 
 _SMALL = {"conv_widths": (4, 4, 8, 8, 8), "fc_widths": (16, 8)}
 
@@ -139,8 +140,8 @@ def test_the_planner_plans_the_rewritten_step_and_compacts_its_fused_relus(devic
     new_feeds = {r.element[t]: v for t, v in feeds.items()}
     with tf.Session(graph=r.graph, device=device, memory_budget="1GB") as sess:
         sess.run(r.element[tg.init_op])
-        p = planner.plan(new_fetches, {t: v.shape for t, v in new_feeds.items()}, sess.runtime, graph=r.graph,
-                         force=(1, 1, True))
+        p = planner.plan(new_fetches, {t: v.shape for t, v in new_feeds.items()}, device_facts(sess.runtime),
+                         graph=r.graph, force=(1, 1, True))
         sites = p.phases[0].sites
         assert len(sites) == 3 and {s.relu_grad.type for s in sites} == {"_FusedReluGradBiasAddGrad"}
         install(sess, new_fetches, p)

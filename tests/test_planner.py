@@ -341,7 +341,7 @@ def test_budget_search_shortcuts_change_no_candidate():
     step = _Step(*args)
     cands = step.candidates(planner.TRANSFORMATIONS)
     # every candidate without recomputation; with it (a planning copy of the graph each), the first few
-    for kc in [kc for kc in cands if not kc[4]] + [kc for kc in cands if kc[4]][:6]:
+    for kc in [kc for kc in cands if not kc.recompute] + [kc for kc in cands if kc.recompute][:6]:
         p, alone = step.build(*kc, place=False), _Step(*args).build(*kc, place=False)
         assert step.least_bytes(*kc) <= p.lower_bound_bytes, kc
         assert [(b.name, b.start, b.end, b.size) for b in p.buffers] == \
@@ -528,7 +528,8 @@ def test_a_run_of_no_kernel_calls_runs_under_a_budget():
 
 def test_micro_batches_merge_fetches_by_kind_and_refuse_an_integer_count():
     """A fetched float scalar is averaged over the micro-batches, batch-major rows concatenated; an integer
-    count depends on the batch in a way no average gives (plan.fetch_merge, shared with tfplus.engine.workers)."""
+    count depends on the batch in a way no average gives (planner.batch.fetch_merge, shared with
+    tfplus.engine.workers)."""
     tg = _small_cnn()
     feeds = _cnn_feeds(tg, batch=8)
     with tg.graph.as_default():
@@ -539,3 +540,76 @@ def test_micro_batches_merge_fetches_by_kind_and_refuse_an_integer_count():
     assert p.fetch_merge[tg.loss] == "mean" and p.fetch_merge[rows] == "concat"
     with pytest.raises(planner.PlanError, match=r"'Sum[^']*' \(int32, shape \(\)\) depends on the batch"):
         planner.plan([tg.train_op, right], shapes, graph=tg.graph, force=(2, 1))
+
+
+def test_the_planner_reads_no_runtime_thread_count_or_kernel_module():
+    """The planner is a function of (graph, DeviceFacts, budget): none of its modules imports a device runtime,
+    tfplus.threads or a kernel package, by name or through importlib (planner/execute.py is the engine's)."""
+    import ast
+    import pathlib
+
+    folder = pathlib.Path(planner.__file__).parent
+    for path in sorted(folder.glob("*.py")):
+        if path.name == "execute.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] + [f"{node.module}.{a.name}" for a in node.names] \
+                if isinstance(node, ast.ImportFrom) else []
+            for name in names:
+                assert not name.startswith(("tfplus.runtime", "tfplus.threads", "tfplus.kernels", "importlib")), \
+                    f"{path.name}:{node.lineno} imports {name}"
+
+
+def test_the_planner_takes_the_thread_count_as_a_device_fact():
+    """The cpu kernels' scratch is per thread: a plan on 2 threads declares what they ask for on 2, whatever
+    thread count the planning thread runs kernels with."""
+    from tfplus import threads
+    from tfplus.graphs import get_model, training_graph
+    from tfplus.planner import DeviceFacts
+    tg = training_graph(get_model("mentee").build, total_steps=10)
+    shapes = {tg.images: (64, 3, 32, 32), tg.labels: (64,)}
+
+    def scratch(n):
+        p = planner.plan([tg.train_op, tg.loss], shapes, DeviceFacts("cpu", "cpu", threads=n), graph=tg.graph)
+        return [b.size for ws in p.phases[0].life.workspaces.values() for b in ws]
+    with threads.using(1):
+        two = scratch(2)
+    with threads.using(2):
+        assert scratch(2) == two
+        assert scratch(1) != two
+    with pytest.raises(ValueError, match="device_facts"):
+        planner.plan([tg.train_op, tg.loss], shapes, "opencl:0", graph=tg.graph)
+
+
+def test_backward_is_what_autodiff_added_whatever_its_scope():
+    """A gradient built in a scope of the caller's naming is backward: autodiff marks the ops it adds (the
+    planner's phases, the profiler's), and a GraphDef import marks TensorFlow's `gradients/` scope."""
+    from tfplus.planner.liveness import phase_of
+    x = tf.placeholder(tf.float32, [None, 4], name="x")
+    w = tf.Variable(np.ones((4, 3), np.float32), name="w")
+    loss = tf.reduce_sum(tf.matmul(x, w))
+    grads = tf.gradients(loss, [w], name="grads")
+    matmuls = [op for op in tf.get_default_graph().get_operations() if op.type == "MatMul"]
+    assert [phase_of(op) for op in matmuls] == ["forward"] + ["backward"] * (len(matmuls) - 1)
+    assert phase_of(grads[0].op) == "backward" and phase_of(x.op) == phase_of(w.op) == "forward"
+    tf.gradients(loss, [w])
+    graph_def, g = tf.get_default_graph().as_graph_def(), tf.Graph()
+    with g.as_default():
+        tf.import_graph_def(graph_def, name="")
+    imported = {op.name: phase_of(op) for op in g.get_operations()}
+    assert imported["gradients/MatMul_grad/MatMul_1"] == "backward" and imported["MatMul"] == "forward"
+
+
+def test_op_tags_are_declared_where_the_ops_are_registered():
+    """The planner and the executor read op facts from the registry (register_op(tags=...)), not from lists of
+    op types of their own; an unknown tag is refused, naming the known ones."""
+    from tfplus import registry
+    assert registry.tagged("view") == sorted(["Identity", "Reshape", "Squeeze", "ExpandDims", "StopGradient",
+                                              "PlaceholderWithDefault"])
+    assert registry.tagged("shape_only") == sorted(["Shape", "ShapeN", "Size", "Rank", "OnesLike", "ZerosLike"])
+    assert {"Conv2D", "MatMul", "_FusedConv2DBiasRelu"} <= set(registry.tagged("gemm"))
+    assert registry.has_tag("Conv2DBackpropFilter", "row_sums") and not registry.has_tag("Relu", "row_sums")
+    assert registry.tagged("cross_batch") == ["FusedBatchNorm", "FusedBatchNormV3"]
+    with pytest.raises(ValueError, match="unknown tags"):
+        register_op("TestBadTag", shape_fn=same_as_input(0), tags=("fast",))

@@ -13,6 +13,7 @@ import tfplus as tf
 from tfplus import planner
 from tfplus.engine.memory import install, measure_device_step
 from tfplus.runtime import opencl
+from tfplus.runtime.facts import device_facts
 
 pytestmark = needs_opencl
 
@@ -32,7 +33,8 @@ def _train(tg, feeds, force=None, steps=2, compute_units=None):
             sess.runtime.info = {**sess.runtime.info, "compute_units": compute_units}
         sess.run(tg.init_op)
         if force is not None:
-            p = planner.plan(fetches, {t: v.shape for t, v in feeds.items()}, sess.runtime, graph=tg.graph,
+            p = planner.plan(fetches, {t: v.shape for t, v in feeds.items()}, device_facts(sess.runtime),
+                             graph=tg.graph,
                              force=force)
             install(sess, fetches, p)
         losses = [sess.run(fetches, feeds)[1] for _ in range(steps - 1)]
@@ -82,9 +84,9 @@ def test_opencl_session_fits_a_budget_by_micro_batching():
     feeds = _cnn_feeds(tg, batch=32)
     fetches = [tg.train_op, tg.loss]
     shapes = {t: v.shape for t, v in feeds.items()}
-    free = planner.plan(fetches, shapes, "opencl", graph=tg.graph)
+    free = planner.plan(fetches, shapes, device_facts("opencl"), graph=tg.graph)
     budget = int(free.peak_bytes * 0.5)  # (at 0.7 recomputation fits without micro-batches: test_recompute.py)
-    fitted = planner.plan(fetches, shapes, "opencl", budget, graph=tg.graph)
+    fitted = planner.plan(fetches, shapes, device_facts("opencl"), budget, graph=tg.graph)
     assert fitted.fits and fitted.peak_bytes <= budget < free.peak_bytes
     # The opencl cost model counts kernel launches (~12 us each, replayed) and GEMM FLOPs: a micro-batch repeats the
     # step's launches on fewer images.
@@ -107,15 +109,15 @@ def test_a_plan_for_a_device_that_is_not_here_counts_its_kernels_scratch(monkeyp
     tg = _small_cnn()
     shapes = {t: v.shape for t, v in _cnn_feeds(tg, batch=64).items()}
     with pytest.raises(ValueError, match="OpenCL device 99 does not exist"):
-        planner.plan([tg.train_op, tg.loss], shapes, "opencl:99", graph=tg.graph)
+        device_facts("opencl:99")
     monkeypatch.setattr(opencl, "available", lambda: False)
-    p = planner.plan([tg.train_op, tg.loss], shapes, "opencl", graph=tg.graph)
+    p = planner.plan([tg.train_op, tg.loss], shapes, device_facts("opencl"), graph=tg.graph)
     assert p.alignment == plan_mod.OPENCL_DEFAULT_ALIGNMENT and "assumed" in p.device
     assert any(op.type == "Conv2DBackpropFilter" for op in p.phases[0].life.workspaces)
 
     class Phone:  # a runtime object: its own alignment and compute units
         kernel_device, name, arena_alignment, info = "opencl", "phone", 256, {"compute_units": 2}
-    q = planner.plan([tg.train_op, tg.loss], shapes, Phone(), graph=tg.graph)
+    q = planner.plan([tg.train_op, tg.loss], shapes, device_facts(Phone()), graph=tg.graph)
 
     def scratch(plan):
         return sum(b.nbytes for ws in plan.phases[0].life.workspaces.values() for b in ws)

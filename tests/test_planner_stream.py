@@ -17,8 +17,9 @@ from tfplus import planner, threads
 from tfplus.engine.memory import install, measure_device_step
 from tfplus.planner.chunking import SCRATCH_DIVISORS
 from tfplus.planner.liveness import PlanError, alias_root
-from tfplus.planner.plan import _Step
+from tfplus.planner.plan import DeviceFacts, _Step
 from tfplus.registry import SCRATCH_ATTR
+from tfplus.runtime.facts import device_facts
 
 
 @pytest.fixture(autouse=True)
@@ -45,7 +46,8 @@ def _train(tg, feeds, device="cpu", force=None, steps=2):
     with tf.Session(graph=tg.graph, device=device, memory_budget=None if force is None else "1GB") as sess:
         sess.run(tg.init_op)
         if force is not None:
-            p = planner.plan(fetches, {t: v.shape for t, v in feeds.items()}, sess.runtime, graph=tg.graph,
+            p = planner.plan(fetches, {t: v.shape for t, v in feeds.items()}, device_facts(sess.runtime),
+                             graph=tg.graph,
                              force=force)
             install(sess, fetches, p)
         losses = [sess.run(fetches, feeds)[1] for _ in range(steps)]
@@ -98,7 +100,7 @@ def test_the_sessions_rewritten_step_streams(device):
     with tf.Session(graph=tg.graph, device=device, memory_budget="1GB") as sess:
         sess.run(tg.init_op)
         step = sess.step(fetches, feeds)
-        p = planner.plan(step.fetches, step.feed_shapes, sess.runtime, graph=step.graph,
+        p = planner.plan(step.fetches, step.feed_shapes, device_facts(sess.runtime), graph=step.graph,
                          force=(1, 1, False, 1, 0, ("MaxPool:0", 4)))
         assert "_FusedReluGradBiasAddGrad" in {t.op.type for t in p.stream.partials}
         step.use_plan(p)
@@ -127,7 +129,8 @@ def test_streamed_prefix_opencl_ledger_measures_the_planned_peak():
     gc.collect()
     with tf.Session(graph=tg.graph, device="opencl", memory_budget="1GB") as sess:
         sess.run(tg.init_op)
-        p = planner.plan(fetches, {t: v.shape for t, v in feeds.items()}, sess.runtime, graph=tg.graph,
+        p = planner.plan(fetches, {t: v.shape for t, v in feeds.items()}, device_facts(sess.runtime),
+                             graph=tg.graph,
                          force=(1, 1, False, 1, 0, ("MaxPool:0", 4)))
         install(sess, fetches, p)
         sess.run(fetches, feeds)
@@ -209,7 +212,6 @@ def test_cuts_that_cannot_stream_exactly_are_refused(kind, match):
 def test_cost_model_prices_the_prefix_per_micro_batch_and_the_rest_once(kernel_device):
     """Fine-tuning: streaming the frozen prefix costs k prefix runs and the rest once, less than k whole steps;
     a prefix that trains pays its forward again and its backward per micro-batch (2k + 2 executor runs)."""
-    from tfplus.planner.plan import DeviceFacts
     device = DeviceFacts(kernel_device, kernel_device)
     for last, runs in ((1, 4 + 1), (None, 2 * 4 + 2)):
         tf.reset_default_graph()
@@ -271,14 +273,13 @@ def test_lanes_divide_the_scratch_where_the_prefix_peaks():
     feeds = _cnn_feeds(tg, batch=128)  # micro-batches of 64 images: enough for a divisor to shrink scratch
     shapes = {t: v.shape for t, v in feeds.items()}
     with threads.default(2):
-        step = _Step([tg.train_op, tg.loss], shapes, "cpu", tg.graph, None)
+        step = _Step([tg.train_op, tg.loss], shapes, DeviceFacts("cpu", "cpu", threads=2), tg.graph, None)
         rounds = step.rounds("MaxPool:0", 2, 1)
         assert rounds[:2] == [0, 1]
         run = step._stream_runs("MaxPool:0", 2)[0]
         one = step._balanced(run, 1, 1)
         (op, div), = one.items()
-        with threads.using(1):
-            needs = step._needs(run, 1)
+        needs = step._needs(run, 1, lane=True)
         assert op is max(needs, key=needs.get) and op.type == "Conv2D"
         frozen = op.attrs.get(SCRATCH_ATTR, 1)  # finetune.shrink_forward_scratch's, which it divides further
         assert div == min(d for d in SCRATCH_DIVISORS if d > frozen)
@@ -295,15 +296,13 @@ def test_lanes_divide_the_scratch_where_the_prefix_peaks():
 def test_lanes_need_threads_and_a_prefix_without_random_numbers():
     tg = _cnn(1)
     shapes = {t: v.shape for t, v in _cnn_feeds(tg, batch=8).items()}
-    with threads.default(1):
-        step = _Step([tg.train_op, tg.loss], shapes, "cpu", tg.graph, None)
-        assert step.lanes("MaxPool:0", 4) == 1
-        assert all(len(kc) < 6 or len(kc[5]) == 2 for kc in step.candidates(planner.TRANSFORMATIONS))
-    with threads.default(4):
-        step = _Step([tg.train_op, tg.loss], shapes, "cpu", tg.graph, None)
-        assert step.lanes("MaxPool:0", 4) == 4 and step.lanes("MaxPool:0", 2) == 2
-        with pytest.raises(PlanError, match="at most 2"):
-            step.build(1, 1, False, 1, 0, ("MaxPool:0", 2, 4, 0))
+    step = _Step([tg.train_op, tg.loss], shapes, DeviceFacts("cpu", "cpu", threads=1), tg.graph, None)
+    assert step.lanes("MaxPool:0", 4) == 1
+    assert all(kc.stream is None or kc.stream.lanes == 1 for kc in step.candidates(planner.TRANSFORMATIONS))
+    step = _Step([tg.train_op, tg.loss], shapes, DeviceFacts("cpu", "cpu", threads=4), tg.graph, None)
+    assert step.lanes("MaxPool:0", 4) == 4 and step.lanes("MaxPool:0", 2) == 2
+    with pytest.raises(PlanError, match="at most 2"):
+        step.build(1, 1, False, 1, 0, ("MaxPool:0", 2, 4, 0))
     tf.reset_default_graph()
     x = tf.placeholder(tf.float32, [None, 6], name="x")
     w = tf.Variable(np.ones((6, 4), np.float32), name="w", trainable=False)
@@ -311,7 +310,6 @@ def test_lanes_need_threads_and_a_prefix_without_random_numbers():
     h = tf.nn.relu(tf.matmul(tf.nn.dropout(x, 0.5), w), name="h")
     loss = tf.reduce_mean(tf.matmul(h, v))
     train = tf.train.GradientDescentOptimizer(0.1).minimize(loss, var_list=[v])
-    with threads.default(2):
-        step = _Step([train, loss], {x: (8, 6)}, "cpu", None, None)
-        step.cut("h:0")  # streams: the prefix has no backward pass
-        assert step.lanes("h:0", 4) == 1, "lanes would draw the dropout's numbers in a varying order"
+    step = _Step([train, loss], {x: (8, 6)}, DeviceFacts("cpu", "cpu", threads=2), None, None)
+    step.cut("h:0")  # streams: the prefix has no backward pass
+    assert step.lanes("h:0", 4) == 1, "lanes would draw the dropout's numbers in a varying order"

@@ -14,6 +14,8 @@ import tfplus as tf
 from tfplus import planner
 from tfplus.planner import recompute
 from tfplus.planner.arena import check_no_overlap
+from tfplus.registry import has_tag
+from tfplus.runtime.facts import device_facts
 
 
 @pytest.fixture(autouse=True)
@@ -58,7 +60,7 @@ def test_recomputed_activation_lives_only_beside_its_reader():
     pos = {op: i for i, op in enumerate(ph.order)}
     relu = next(op for op in ph.order if op.name == "conv1/Relu")
     readers = [op for op in ph.order if relu.outputs[0] in op.inputs]
-    assert all(not op.name.startswith("gradients/") or op.type in recompute.SHAPE_ONLY for op in readers)
+    assert all(not op.name.startswith("gradients/") or has_tag(op.type, "shape_only") for op in readers)
     copies = [op for op in ph.order if op.name.startswith("conv1/Relu/recompute_")]
     assert len(copies) == 2  # the next conv's filter gradient and the ReLU's own gradient
     for c in copies:
@@ -153,7 +155,7 @@ def test_plan_cli_says_what_it_chose_and_why(capsys):
     base = ["plan", "--batch-size", "16", "--widths", "8,8,16,16,32", "--device", "opencl"]
     step = plan_cli._TrainStep(parser.parse_args(base))
     # a budget that compact state alone cannot reach and recomputation can
-    lo, hi = (planner.smallest_plan(step.planned, step.shapes(16), "opencl", graph=step.graph,
+    lo, hi = (planner.smallest_plan(step.planned, step.shapes(16), device_facts("opencl"), graph=step.graph,
                                     transformations=t).peak_bytes for t in (("compact", "recompute"), ("compact",)))
     assert lo < hi
     args = parser.parse_args(base + ["--memory-budget", str((lo + hi) // 2)])

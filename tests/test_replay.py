@@ -13,6 +13,7 @@ from test_planner import _cnn_feeds, _small_cnn
 import tfplus as tf
 from tfplus import planner
 from tfplus.engine.memory import Bound, install
+from tfplus.runtime.facts import device_facts
 
 pytestmark = needs_opencl
 
@@ -36,8 +37,9 @@ def _batches(tg, n: int, batch: int = 8) -> list[dict]:
 def _force(sess, tg, force) -> Bound:
     """Makes `sess` (one with a memory budget) run tg's training step by the plan of transformations `force`."""
     fetches, feeds = [tg.train_op, tg.loss], _cnn_feeds(tg)
-    return install(sess, fetches, planner.plan(fetches, {t: v.shape for t, v in feeds.items()}, sess.runtime,
-                                               graph=tg.graph, force=force))
+    shapes = {t: v.shape for t, v in feeds.items()}
+    return install(sess, fetches, planner.plan(fetches, shapes, device_facts(sess.runtime), graph=tg.graph,
+                                               force=force))
 
 
 def _train(monkeypatch, replay: bool, budget=None, force=None, steps: int = 7):

@@ -171,6 +171,7 @@ class Operation:
         self.op_def = get_op_def(op_type)
         self.outputs: list[Tensor] = []
         self._id = len(graph._ops)
+        self.backward = False  # tf.gradients added it (tfplus.gradients sets it; planner.liveness.phase_of reads it)
 
     def get_attr(self, name: str):
         try:

@@ -1,7 +1,7 @@
 """tf.gradients: symbolic reverse mode. Adds gradient nodes (built from registered ops) to the graph."""
 from __future__ import annotations
 
-from tfplus.framework import Operation, Tensor, convert_to_tensor, name_scope
+from tfplus.framework import Operation, Tensor, convert_to_tensor, get_default_graph, name_scope
 from tfplus.registry import NOT_DIFFERENTIABLE
 from tfplus.tensor_shape import shapes_compatible
 
@@ -15,7 +15,8 @@ def _as_tensor_for_grad(x) -> Tensor:
 
 def gradients(ys, xs, grad_ys=None, name="gradients", stop_gradients=None, colocate_gradients_with_ops=False,
               gate_gradients=False, aggregation_method=None):
-    """Returns d(sum ys)/dx for each x in xs; None where x does not affect ys.
+    """Returns d(sum ys)/dx for each x in xs; None where x does not affect ys. Every op it adds is marked
+    `backward` (what the memory planner and the profiler call the backward pass, whatever the scope's `name`).
 
         >>> import tfplus as tf
         >>> x = tf.constant(3.0); y = x * x
@@ -34,6 +35,8 @@ def gradients(ys, xs, grad_ys=None, name="gradients", stop_gradients=None, coloc
 
     from tfplus.ops import array_ops, math_ops
     between = _ops_between(ys, xs_t, stop)
+    graph = ys[0].graph if ys else get_default_graph()
+    first = graph.version  # the ops created from here on are the gradient's
     grads: dict[Tensor, list[Tensor]] = {}
     with name_scope(name):
         for y, gy in zip(ys, grad_ys):
@@ -59,7 +62,10 @@ def gradients(ys, xs, grad_ys=None, name="gradients", stop_gradients=None, coloc
                     if isinstance(g, Tensor) and shapes_compatible(g._shape, t._shape):
                         g.set_shape(t._shape)  # dx has x's shape: keep what is known of it (loop invariants)
                     grads.setdefault(t, []).append(g)
-        return [_aggregate(grads.get(x), math_ops) if x in grads else None for x in xs_t]
+        out = [_aggregate(grads.get(x), math_ops) if x in grads else None for x in xs_t]
+    for op in graph.get_operations()[first:]:
+        op.backward = True
+    return out
 
 
 def _aggregate(parts, math_ops):

@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
+import re
 
 from google.protobuf import message as _message
 from google.protobuf import text_format, unknown_fields
@@ -104,6 +105,10 @@ def write_graph(graph_or_graph_def, logdir: str, name: str, as_text: bool = True
     data = text_format.MessageToString(gd).encode() if as_text else gd.SerializeToString(deterministic=True)
     atomic_write(path, data)
     return path
+
+
+# The name scope tf.gradients gives the ops it adds, by default: an imported graph's backward pass (Operation.backward).
+_TF_GRADIENTS = re.compile(r"(^|/)gradients(_\d+)?/")
 
 
 # -- GraphDef -> Graph ---------------------------------------------------------------------------------------
@@ -382,6 +387,7 @@ def _create(graph: Graph, order: list[_Node], mapped: dict, scope: str, function
         except (TypeError, ValueError) as e:
             raise type(e)(f"import_graph_def: node {node.name!r}: {e}") from None
         _check_type_attr(node, op)
+        op.backward = bool(_TF_GRADIENTS.search(op.name))  # a GraphDef carries no marks: TF's gradient scope
         if node.controls:
             have = set(op.control_inputs)
             for src in dict.fromkeys(node.controls):

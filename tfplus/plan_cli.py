@@ -17,6 +17,7 @@ from tfplus import cli_args
 from tfplus.planner import TRANSFORMATIONS
 from tfplus.planner import plan as _plan
 from tfplus.planner.profiles import PROFILES, get_profile
+from tfplus.runtime.facts import device_facts
 from tfplus.step_budget import smallest_budget, training_feeds, training_runs
 from tfplus.units import format_size
 
@@ -170,7 +171,7 @@ class _TrainStep:
         return {t: (batch,) + tuple(t.shape.as_list()[1:]) for t in fed or self.planned_fed}
 
     def plan(self, batch: int, budget):
-        return _plan(self.planned, self.shapes(batch), self.args.device, budget, graph=self.graph,
+        return _plan(self.planned, self.shapes(batch), device_facts(self.args.device), budget, graph=self.graph,
                      raise_if_infeasible=False)
 
     def smallest(self, batch: int, transformations=TRANSFORMATIONS) -> int:

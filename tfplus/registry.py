@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Callable, NamedTuple
 
+from tfplus import threads as _threads
 from tfplus.dtypes import DType
 
 
@@ -37,7 +38,8 @@ class OpDef:
     `ref_inputs` are inputs that must come straight from a VariableV2 and are updated in place.
     `allocates_outputs`: the kernel makes its own output buffers (their shapes are known only once it has run,
     e.g. a while loop's); the executor passes it a list of None to fill. `flops(in_shapes, out_shapes, attrs)`
-    counts the op's arithmetic (tfplus.flops: its formulas, `flops.zero` for data movement)."""
+    counts the op's arithmetic (tfplus.flops: its formulas, `flops.zero` for data movement). `tags`: facts of
+    TAGS that the planner and the executor read (has_tag) instead of lists of op types."""
     name: str
     inputs: tuple
     outputs: tuple
@@ -51,10 +53,24 @@ class OpDef:
     where: str = ""
     allocates_outputs: bool = False
     flops: Callable | None = None
+    tags: frozenset = frozenset()
 
+
+# The facts an op may declare with register_op(tags=...): tag -> what it says of the op.
+TAGS = {
+    "gemm": "a matrix product (a convolution or matmul): recomputing one costs a large part of a layer",
+    "view": "its outputs are views of its inputs (reshape-like): the executor makes them without a kernel",
+    "shape_only": "its value depends on its inputs' shapes only, never on their values",
+    "row_sums": "an output without the batch axis is a sum over the rows of its batch-major inputs (a weight "
+                "gradient): micro-batches' partial sums add up to the batch's",
+    "cross_batch": "in training mode (attr is_training) it mixes the rows of the batch (batch statistics)",
+    "activation_last": "its output is its attr `activation` applied last (a fused op ending in a ReLU)",
+    "activation_grad_first": "it starts with the gradient of its attr `activation` (a fused ReLU gradient)",
+}
 
 OPS: dict[str, OpDef] = {}
 KERNELS: dict[tuple[str, str, str | None], Callable] = {}
+_KERNEL_DEVICES: set[str] = set()  # devices with a kernel registered (has_kernels)
 _KERNEL_WHERE: dict[tuple, str] = {}
 # (op type, device) -> fn(input specs, attrs) -> [(shape, dtype), ...]: the scratch buffers that device's
 # kernel asks for with ctx.workspace, in request order. The memory planner preallocates exactly these.
@@ -68,15 +84,29 @@ def _caller(depth: int = 2) -> str:
 
 
 def register_op(name: str, *, inputs=(), outputs=("y",), attrs=None, shape_fn, value_inputs=(),
-                aliases=None, ref_inputs=(), stateful=False, allocates_outputs=False, flops=None) -> OpDef:
+                aliases=None, ref_inputs=(), stateful=False, allocates_outputs=False, flops=None, tags=()) -> OpDef:
     """Declares op type `name`. Registering a name twice raises and names both places."""
     where = _caller()
     if name in OPS:
         raise ValueError(f"op type {name!r} registered twice: at {OPS[name].where} and at {where}")
+    unknown = set(tags) - set(TAGS)
+    if unknown:
+        raise ValueError(f"op type {name!r} at {where}: unknown tags {sorted(unknown)}; tags are {sorted(TAGS)}")
     OPS[name] = op = OpDef(name, tuple(inputs), tuple(outputs), dict(attrs or {}), shape_fn,
                            tuple(value_inputs), dict(aliases or {}), tuple(ref_inputs), stateful, None, where,
-                           allocates_outputs, flops)
+                           allocates_outputs, flops, frozenset(tags))
     return op
+
+
+def has_tag(op_type: str, tag: str) -> bool:
+    """Whether op type `op_type` declared `tag` (TAGS) at register_op: `has_tag("Reshape", "view")`."""
+    op = OPS.get(op_type)
+    return op is not None and tag in op.tags
+
+
+def tagged(tag: str) -> list[str]:
+    """The op types that declared `tag`, sorted (for messages that list them)."""
+    return sorted(name for name, op in OPS.items() if tag in op.tags)
 
 
 def register_gradient(op_type: str):
@@ -154,6 +184,7 @@ def register_kernel(op_type: str, device: str, dtypes=(None,), *, inplace=(), ch
                 raise ValueError(f"kernel {key} registered twice: at {_KERNEL_WHERE[key]} and at {where}")
             KERNELS[key] = fn
             _KERNEL_WHERE[key] = where
+        _KERNEL_DEVICES.add(device)
         if inplace or chunk is not None:
             facts = _facts(op_type, device, where)
             facts.inplace, facts.chunk, facts.where = tuple(inplace), chunk, where
@@ -240,6 +271,27 @@ def register_workspace(op_type: str, device: str):
         _KERNEL_WHERE[key] = _caller()
         return fn
     return deco
+
+
+def declared_scratch(op_type: str, device: str, ins: list[TensorSpec], attrs: dict, *, threads: int | None = None,
+                     compute_units: int | None = None) -> list | None:
+    """The [(shape, dtype)] scratch (op type, device)'s kernel declares (register_workspace) for inputs `ins` and
+    `attrs`, None when it declares none. The cpu kernels cut their work into tasks per thread and ask for scratch
+    per thread: the declaration runs on `threads` threads as the kernel would (None: the count the calling thread
+    runs kernels with). An opencl declaration is given the device's compute units."""
+    fn = WORKSPACES.get((op_type, device))
+    if fn is None:
+        return None
+    args = (ins, attrs) + ((compute_units,) if device == "opencl" else ())
+    if threads is None:
+        return fn(*args)
+    with _threads.using(threads):
+        return fn(*args)
+
+
+def has_kernels(device: str) -> bool:
+    """Whether any kernel of `device` is registered (its kernel package imported: a runtime imports its own)."""
+    return device in _KERNEL_DEVICES
 
 
 def _dtype_name(dt) -> str:

@@ -7,6 +7,7 @@ before its first run, so both name the same figure.
 from __future__ import annotations
 
 from tfplus.planner import TRANSFORMATIONS, smallest_plan
+from tfplus.runtime.facts import device_facts
 from tfplus.units import format_size
 
 
@@ -39,7 +40,7 @@ def _neediest(graph, runs: list, device, transformations=TRANSFORMATIONS):
         rw = optimize(graph, fetches, set(shapes)) if enabled() else None
         g, planned = (graph, fetches) if rw is None else (rw.graph, [rw.element[f] for f in fetches])
         fed = shapes if rw is None else {rw.element[t]: s for t, s in shapes.items()}
-        plans.append(smallest_plan(planned, fed, device, graph=g, transformations=transformations))
+        plans.append(smallest_plan(planned, fed, device_facts(device), graph=g, transformations=transformations))
     return max(plans, key=lambda p: p.peak_bytes)
 
 

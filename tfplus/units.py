@@ -63,3 +63,11 @@ def format_size(n: int, iec: bool = False, up: bool = False) -> str:
             tenths = -(-n * 10 // scale) if up else round(n * 10 / scale)  # integers: exact for any n
             return f"{tenths // 10}.{tenths % 10} {unit}" if tenths >= 0 else f"{n / scale:.1f} {unit}"
     raise AssertionError("unreachable")
+
+
+def size_class(nbytes: int) -> int:
+    """The opencl buffer pool's size class of a request: a multiple of 256 bytes at most 1/8 above it, so like
+    sizes share buffers. The memory planner counts tensors held outside its arena (variables, slots, the fed
+    batch) in these units on opencl, as the device holds them."""
+    step = 1 << max(8, nbytes.bit_length() - 4)
+    return max(step, -(-nbytes // step) * step)

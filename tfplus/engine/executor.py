@@ -38,10 +38,6 @@ from tfplus.engine.replay import Recording
 from tfplus.framework import Graph, Operation, Tensor, _fmt_shape, constant_value, needed_ops, topo_order
 from tfplus.registry import TensorSpec, devices_with_kernel, find_kernel, kernel_dtype
 
-# Ops whose output values depend only on their inputs' shapes (a shape function reading them is safe to run
-# once per signature; the fast loop keeps them).
-_SHAPE_OPS = frozenset({"Shape", "ShapeN", "Size", "Rank", "OnesLike", "ZerosLike"})
-
 
 class KernelContext:
     """What a kernel may ask of the executor: its node, the runtime, a per-node random stream, scratch space.
@@ -105,9 +101,6 @@ class Pool:
 
 # The most signatures (fed shapes, variable shapes) a program keeps its fast loop for.
 _SIGNATURES = 16
-
-# Ops whose kernels do nothing on every device: their outputs are views of their inputs (op_def.aliases).
-_VIEW_OPS = frozenset({"Identity", "Reshape", "Squeeze", "ExpandDims", "StopGradient", "PlaceholderWithDefault"})
 
 # The most bytes a static op's outputs may take to be kept from run to run (shapes, small constants).
 _KEEP_BYTES = 1 << 16
@@ -202,7 +195,7 @@ class Program:
                          or any(t.op in dynamic for t in op.inputs))
             if r.dynamic:
                 dynamic.add(op)
-            shape_only = op.type in _SHAPE_OPS and not r.dynamic
+            shape_only = "shape_only" in op_def.tags and not r.dynamic
             pure = not op_def.stateful and all(determined.get(t, constant_value(t) is not None)
                                                for t in op.inputs)
             for t in op.outputs:
@@ -377,7 +370,7 @@ class Program:
                     carried += r.release
                 continue
             make, kernel = self._dynamic_maker(r) if r.dynamic else self._maker(r, specs), r.kernel
-            if (pooled and not r.dynamic and r.op.type in _VIEW_OPS
+            if (pooled and not r.dynamic and "view" in r.op.op_def.tags
                     and len(specs) == len(r.op.op_def.aliases)):
                 make, kernel = self._view_maker(r, specs), None  # the views are all there is to do
             steps.append((i, make, kernel, r.ctx, r.op.attrs, r.ins, r.outs, r.release + carried))

@@ -27,15 +27,8 @@ from tfplus import errors, threads
 from tfplus.engine.replay import Merges, Recording
 from tfplus.framework import Tensor
 from tfplus.planner import chunking, compact
-from tfplus.planner.plan import DeviceFacts, MemoryPlan
+from tfplus.planner.plan import MemoryPlan
 from tfplus.registry import kernel_variant
-
-
-def device_facts(runtime) -> DeviceFacts:
-    """What the planner needs to know of a device runtime (the planner never sees the runtime itself)."""
-    kd = runtime.kernel_device
-    return DeviceFacts(runtime.name, kd, runtime.arena_alignment,
-                       runtime.info.get("compute_units") if kd == "opencl" else None)
 
 
 def install(session, fetches: list, p: MemoryPlan) -> Bound:

@@ -364,7 +364,7 @@ def _copy(graph: Graph, ops: set, feeds: set, fetches: list, fuse: dict, absorbe
         new.control_inputs = list(dict.fromkeys(op_of[c] for c in controls))
         if op_type == "_FusedApply":  # NOTE: which inputs it updates in place depends on its variable count
             new.op_def = replace(new.op_def, ref_inputs=apply_refs(attrs["op"], attrs["num_vars"]))
-        new.device = op.device
+        new.device, new.backward = op.device, op.backward
         op_of[op] = new
         if outputs is None:
             outputs = {t: i for i, t in enumerate(op.outputs[:len(new.outputs)])}

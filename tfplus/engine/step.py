@@ -128,6 +128,6 @@ class Step:
         return self._planned(feeds)
 
     def _make_plan(self, budget):
-        from tfplus.engine.memory import device_facts
         from tfplus.planner.plan import plan
+        from tfplus.runtime.facts import device_facts  # in the step: the thread count is the step's
         return plan(self.fetches, self.feed_shapes, device_facts(self.executor.runtime), budget, graph=self.graph)

@@ -313,8 +313,8 @@ def _key(flat: list, feeds: dict) -> tuple:
 
 def _prepare(executor, n: int, flat: list, feeds: dict):
     """The step's _Step, or why it cannot run on n workers."""
+    from tfplus.planner.batch import batch_size, split_step
     from tfplus.planner.liveness import PlanError
-    from tfplus.planner.plan import batch_size, split_step
 
     shapes = {t: tuple(v.shape) for t, v in feeds.items()}
     batch = batch_size(shapes)
@@ -367,8 +367,8 @@ class _Step:
         """Runs the step in this process: the slices one after another, and, to check that they add up, the
         whole batch. Returns the step's buffers and the slices' values, or None for those if they do not add
         up (`why` then says which value differed)."""
+        from tfplus.planner.batch import fetch_merge
         from tfplus.planner.liveness import PlanError
-        from tfplus.planner.plan import fetch_merge
         parts = [[np.array(b) for b in self.slice_run(self.part(feeds, i))] for i in range(self.n)]
         whole = self.executor.run(self.a_fetches, feeds)
         try:  # floating-point gradients are averaged (right for a loss averaged over the batch: checked below)

@@ -16,7 +16,7 @@ import math
 import numpy as np
 
 from tfplus.framework import Operation
-from tfplus.registry import FACTS, SCRATCH_ATTR, FactsView, TensorSpec
+from tfplus.registry import FACTS, SCRATCH_ATTR, FactsView, TensorSpec, declared_scratch
 
 SCRATCH_DIVISORS = (1, 4, 8, 16)
 
@@ -35,16 +35,16 @@ def attrs(op: Operation, scratch: int) -> dict:
     return {**op.attrs, SCRATCH_ATTR: scratch}
 
 
-def scratch_bytes(op: Operation, specs, device: str, images: int, scratch: int) -> int | None:
-    """The bytes of scratch `op`'s kernel on `device` declares for one call on `images` images of the batch in
-    `specs` under scratch divisor `scratch`, None if it declares none."""
-    from tfplus.registry import WORKSPACES
-    fn = WORKSPACES.get((op.type, device))
-    if fn is None:
-        return None
+def scratch_bytes(op: Operation, specs, device: str, images: int, scratch: int, threads: int | None = None
+                  ) -> int | None:
+    """The bytes of scratch `op`'s kernel on `device` declares on `threads` threads for one call on `images` images
+    of the batch in `specs` under scratch divisor `scratch`, None if it declares none."""
     ins = [specs[t] for t in op.inputs]
     batch = ins[CHUNKABLE[op.type][0][0]].shape[0]
-    decl = fn(chunk_specs(op, ins, batch / images) if images != batch else ins, attrs(op, scratch))
+    decl = declared_scratch(op.type, device, chunk_specs(op, ins, batch / images) if images != batch else ins,
+                            attrs(op, scratch), threads=threads)
+    if decl is None:
+        return None
     return sum(math.prod(sh) * dt.size for sh, dt in decl)
 
 

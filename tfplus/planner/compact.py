@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tfplus.framework import Operation, Tensor
-from tfplus.registry import kernel_facts
+from tfplus.registry import has_tag, kernel_facts
 
 
 @dataclass(eq=False)
@@ -62,8 +62,8 @@ def sites(ops: list[Operation], specs, fetches: list[Tensor]) -> list[Site]:
 def _is_relu(op: Operation, plain: str) -> bool:
     """`op` is a `plain` op (Relu, ReluGrad) or the graph rewrite's fused op (tfplus.engine.rewrite) ending (for the
     gradient: starting) in one, whose kernels have the same compact variant."""
-    fused = {"Relu": ("_FusedBiasAddRelu", "_FusedConv2DBiasRelu"), "ReluGrad": ("_FusedReluGradBiasAddGrad",)}
-    return op.type == plain or (op.type in fused[plain] and op.attrs["activation"] == "Relu")
+    fused = "activation_last" if plain == "Relu" else "activation_grad_first"  # registry.TAGS
+    return op.type == plain or (has_tag(op.type, fused) and op.attrs["activation"] == "Relu")
 
 
 def pooled(s: Site, device: str) -> bool:

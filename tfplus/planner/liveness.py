@@ -8,7 +8,6 @@ of that order.
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -16,7 +15,15 @@ import numpy as np
 
 from tfplus.framework import Operation, Tensor, _fmt_shape, constant_value, topo_order
 from tfplus.planner import chunking
-from tfplus.registry import WORKSPACES, TensorSpec, find_kernel, inplace_inputs, kernel_dtype
+from tfplus.registry import (
+    WORKSPACES,
+    TensorSpec,
+    declared_scratch,
+    find_kernel,
+    has_kernels,
+    inplace_inputs,
+    kernel_dtype,
+)
 
 if TYPE_CHECKING:  # networkx is imported when a step is first planned: it is a fifth of `import tfplus`
     import networkx as nx
@@ -115,7 +122,9 @@ def _fold(t: Tensor, specs: dict[Tensor, TensorSpec]):
     values = [_fold(i, specs) for i in op.inputs]
     if any(v is None for v in values):
         return None
-    import tfplus.kernels.numpy  # noqa: F401  registers the cpu kernels used to fold
+    if not has_kernels("cpu"):
+        raise PlanError(f"{op.type} '{op.name}': the planner folds shape arithmetic on the cpu kernels, and none "
+                        "is registered; import tfplus.kernels.numpy (tfplus.runtime.facts.device_facts does)")
     kernel = find_kernel(op.type, "cpu", kernel_dtype(op))
     if kernel is None:
         return None
@@ -146,14 +155,13 @@ def nbytes(spec: TensorSpec) -> int:
 
 
 # -- phases -------------------------------------------------------------------------------------------------
-_GRAD_SCOPE = re.compile(r"(^|/)gradients(_\d+)?/")
-
-
 def phase_of(op: Operation) -> str:
-    """'update' for ops that change state in place, 'backward' for ops tf.gradients built, else 'forward'."""
+    """'update' for ops that change state in place, 'backward' for ops tf.gradients added (Operation.backward,
+    which autodiff sets, graph copies keep and GraphDef import sets for TensorFlow's gradient scope), else
+    'forward'."""
     if op.op_def.ref_inputs:
         return "update"
-    return "backward" if _GRAD_SCOPE.search(op.name) else "forward"
+    return "backward" if op.backward else "forward"
 
 
 # -- order ---------------------------------------------------------------------------------------------------
@@ -283,17 +291,17 @@ def output_buffers(ops: list[Operation], specs: dict[Tensor, TensorSpec], feeds:
 
 def workspace_buffers(ops: list[Operation], specs: dict[Tensor, TensorSpec], feeds: set[Tensor], device: str,
                       align: int, chunks: dict[Operation, int] | None = None, scratch: int = 1,
-                      compute_units: int | None = None, scratch_ops: dict | None = None
+                      compute_units: int | None = None, scratch_ops: dict | None = None, threads: int | None = None
                       ) -> dict[Operation, list[Buffer]]:
-    """The workspaces the ops' kernels declare (no lifetimes yet), op -> its buffers; `scratch_ops` gives some
-    ops a scratch divisor of their own instead of `scratch`."""
+    """The workspaces the ops' kernels declare on `threads` threads (no lifetimes yet), op -> its buffers;
+    `scratch_ops` gives some ops a scratch divisor of their own instead of `scratch`."""
     workspaces: dict[Operation, list[Buffer]] = {}
     for op in ops:
         if not executes(op, feeds):
             continue
         div = (scratch_ops or {}).get(op, scratch)
         for i, (shape, dtype) in enumerate(declared_workspaces(op, specs, device, (chunks or {}).get(op, 1),
-                                                                        div, compute_units)):
+                                                                        div, compute_units, threads)):
             n = math.prod(shape) * dtype.size
             workspaces.setdefault(op, []).append(Buffer(f"{op.name}/workspace:{i}", n, _round(n, align), 0, 0,
                                                         "workspace", op=op, shape=shape, dtype=dtype))
@@ -301,18 +309,19 @@ def workspace_buffers(ops: list[Operation], specs: dict[Tensor, TensorSpec], fee
 
 
 def declared_workspaces(op: Operation, specs, device: str, chunks: int = 1, scratch: int = 1,
-                        compute_units: int | None = None) -> list[tuple]:
-    """The scratch buffers `op`'s kernel on `device` declares (tfplus.registry.WORKSPACES) for one call on a
-    1/`chunks` slice of the batch with its chunk budget divided by `scratch` (planner.chunking), then the
-    chunking's own partial-sum buffer if it needs one. Opencl declarations need the device's compute units."""
-    fn = WORKSPACES.get((op.type, device))
-    if fn is None:
+                        compute_units: int | None = None, threads: int | None = None) -> list[tuple]:
+    """The scratch buffers `op`'s kernel on `device` declares (tfplus.registry.declared_scratch) on `threads`
+    threads for one call on a 1/`chunks` slice of the batch with its chunk budget divided by `scratch`
+    (planner.chunking), then the chunking's own partial-sum buffer if it needs one. Opencl declarations need the
+    device's compute units."""
+    if (op.type, device) not in WORKSPACES:
         return []
     ins = [specs[t] for t in op.inputs]
     if chunks > 1:
         ins = chunking.chunk_specs(op, ins, chunks)
-    args = (ins, chunking.attrs(op, scratch)) + ((compute_units,) if device == "opencl" else ())
-    decl = [(tuple(int(d) for d in shape), dtype) for shape, dtype in fn(*args)]
+    found = declared_scratch(op.type, device, ins, chunking.attrs(op, scratch), threads=threads,
+                             compute_units=compute_units)
+    decl = [(tuple(int(d) for d in shape), dtype) for shape, dtype in found]
     if chunks > 1 and chunking.summed(op):  # the slices' partial sums land here before being added up
         decl.append((specs[op.outputs[0]].shape, specs[op.outputs[0]].dtype))
     return decl

@@ -14,7 +14,7 @@ a memory-aware greedy order, whichever needs the smaller arena) -> lifetimes of 
 optimizer slots) and fed arrays are counted apart: they outlive the step. peak = variables + feeds + arena.
 
 If the peak exceeds the budget, transformations are tried cheapest first (by a cost model per device, see
-`_CostModel`): compact state saved for backward (planner.compact: a ReLU before a 2x2 max-pool keeps a byte per
+planner.cost): compact state saved for backward (planner.compact: a ReLU before a 2x2 max-pool keeps a byte per
 window instead of its output), recomputation (planner.recompute: the largest activations saved for backward
 are dropped and recomputed before each backward reader, in a planning copy of the graph), smaller conv
 scratch (cpu: im2col/col2im pieces; opencl: the filter gradients' split-sum partials), chunking convolutions
@@ -30,43 +30,36 @@ that some combination reaches. A candidate is ordered and placed only if a quick
 """
 from __future__ import annotations
 
-import importlib
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 
-from tfplus import debug, threads
-from tfplus import flops as _flops
-from tfplus.framework import Graph, Operation, Tensor, constant_value, get_default_graph, needed_ops
-from tfplus.planner import chunking, compact, recompute, stream
+from tfplus import debug
+from tfplus.framework import Graph, Operation, Tensor, get_default_graph, needed_ops
+from tfplus.planner import chunking, compact, cost, recompute, stream
 from tfplus.planner.arena import assign_offsets
+from tfplus.planner.batch import Split, batch_feeds, batch_size, batch_statistics, fetch_merge, slice_shapes, split_step
 from tfplus.planner.liveness import (
     Buffer,
-    Lifetimes,
     PlanError,
     alias_root,
     creation_order,
     declared_workspaces,
     dependency_graph,
     executes,
-    greedy_order,
     input_roots,
-    lifetimes,
     nbytes,
     output_buffers,
     phase_of,
     static_specs,
     workspace_buffers,
 )
-from tfplus.registry import SCRATCH_ATTR, inplace_inputs
-from tfplus.runtime import size_class
-from tfplus.units import format_size, parse_size
-
-if TYPE_CHECKING:
-    import networkx as nx
+from tfplus.planner.runs import Phase, Run, RunBuffers, acc_buffer, run_buffers, run_needs, run_phase
+from tfplus.registry import SCRATCH_ATTR, has_kernels
+from tfplus.units import format_size, parse_size, size_class
 
 TRANSFORMATIONS = ("compact", "recompute", "scratch", "chunk", "stream", "microbatch")
 CPU_ALIGNMENT = 64
@@ -76,10 +69,6 @@ OPENCL_DEFAULT_ALIGNMENT = 128
 # The opencl kernels' partial sums (split reductions) grow with the device's compute units; a plan for an
 # OpenCL device that is not at hand assumes this many (phone GPUs report a few to a dozen).
 OPENCL_DEFAULT_COMPUTE_UNITS = 8
-_KERNELS = {"cpu": "tfplus.kernels.numpy", "opencl": "tfplus.kernels.opencl"}
-# A conv kernel call on fewer images than this per thread leaves the cpu kernels' fast paths (their tasks take 8
-# images at least): the cost model prices such calls apart (_CostModel, `small_calls`).
-SMALL_CALL_IMAGES = 8
 # A streamed prefix in lanes holds a copy of its run's buffers per lane: up to this many rounds divide the
 # scratch of the convolution where the run peaks only (_Step._balanced), a few more pieces in one conv instead of
 # in all of them.
@@ -88,14 +77,50 @@ BALANCE_ROUNDS = 3
 
 @dataclass(frozen=True)
 class DeviceFacts:
-    """What a plan needs to know of a device, as data (the planner never touches a runtime or a session):
-    its name, kernel device ('cpu' or 'opencl'), arena alignment in bytes (None: the kind's default) and
-    compute units (opencl's split reductions; None: the default). tfplus.engine.memory.device_facts
-    reads them off a runtime."""
+    """What a plan needs to know of a device, as data (the planner never touches a runtime, a session or the
+    process's threads): its name, kernel device ('cpu' or 'opencl'), arena alignment in bytes (None: the kind's
+    default), compute units (opencl's split reductions; None: the default) and the cpu kernels' threads (their
+    scratch is per thread, and a streamed prefix runs in lanes up to one per thread; None: not stated, so the
+    kernels' declarations read the count the planning thread runs kernels with, and no lanes).
+    tfplus.runtime.facts.device_facts reads them off a device of this machine."""
     name: str
     kernel_device: str
     alignment: int | None = None
     compute_units: int | None = None
+    threads: int | None = None
+
+
+class Prefix(NamedTuple):
+    """A streamed prefix (planner.stream): the step's ops up to the tensor named `cut` run in `microbatches`; on
+    a cpu of several threads in `lanes` at once (one thread each), `rounds` of _Step._balanced dividing the
+    scratch of the convolution where a lane's run peaks."""
+    cut: str
+    microbatches: int
+    lanes: int = 1
+    rounds: int = 0
+
+
+class Candidate(NamedTuple):
+    """One combination of transformations the search may build (_Step.build takes its fields in this order)."""
+    microbatches: int = 1      # forward and backward on slices of the batch, gradients averaged
+    chunks: int = 1            # convolution kernels called on 1/chunks of the batch at a time
+    compact: bool = False      # planner.compact's saved state
+    scratch: int = 1           # the conv kernels' scratch budget divided by this (chunking.SCRATCH_DIVISORS)
+    recompute: int = 0         # planner.recompute's level
+    stream: Prefix | None = None
+
+    def order_key(self) -> tuple:
+        """What breaks a tie in predicted time (the order of the search's tuples before they had names)."""
+        plain = tuple(self[:5])
+        if self.stream is None:
+            return plain
+        s = self.stream
+        return plain + ((s.cut, s.microbatches) if s.lanes == 1 else tuple(s),)
+
+
+def _prefix(s) -> Prefix | None:
+    """A Prefix of `s`: one, or its fields (cut name, micro-batches[, lanes, rounds]) as `force` gives them."""
+    return None if not s else s if isinstance(s, Prefix) else Prefix(*s)
 
 
 class BudgetError(ValueError):
@@ -104,23 +129,6 @@ class BudgetError(ValueError):
     def __init__(self, message: str, plan: MemoryPlan):
         super().__init__(message)
         self.plan, self.smallest_bytes = plan, plan.peak_bytes
-
-
-@dataclass(eq=False)
-class Phase:
-    """One executor run inside a step: the whole step, or the micro-batch run / the update run of a
-    micro-batched step. Its buffers' steps are on the plan's timeline, starting at `start`."""
-    name: str
-    order: list[Operation]
-    feeds: set[Tensor]
-    fetches: list
-    specs: dict
-    life: Lifetimes
-    start: int
-    schedule: str
-    creation_order_bound: int   # the liveness bound in the executor's creation order, for comparison
-    sites: list = field(default_factory=list)      # planner.compact sites
-    argmax: dict = field(default_factory=dict)     # pool and pool-gradient op -> the argmax Buffer they share
 
 
 @dataclass(eq=False)
@@ -266,13 +274,16 @@ def plan(fetches, feed_shapes: dict, device="cpu", budget=None, *, graph: Graph 
          transformations=TRANSFORMATIONS, alignment: int | None = None, raise_if_infeasible: bool = True,
          force: tuple | None = None) -> MemoryPlan:
     """Plans the step that runs `fetches` (Tensors/Operations/names) with feeds of `feed_shapes`
-    ({tensor or name: shape}) on `device` ('cpu', 'opencl', DeviceFacts, or a runtime). With a `budget` (bytes or
+    ({tensor or name: shape}) on `device`: DeviceFacts, or 'cpu' / 'opencl' for a device of the documented defaults
+    (CPU_ALIGNMENT; OPENCL_DEFAULT_*; threads not stated), whose kernels must be registered (a device of this machine:
+    tfplus.runtime.facts.device_facts(device), which registers them). With a `budget` (bytes or
     a size such as '64MB') the cheapest transformations that make it fit are applied; if none does, BudgetError (or,
     with raise_if_infeasible=False, the smallest plan with fits=False). `force=(micro-batches, conv chunks)`
     skips the search and builds that combination (tests, benchmarks); a third element True adds compact
     saved state, a fourth divides the conv kernels' scratch budget (planner.chunking.SCRATCH_DIVISORS), a fifth
     is the recomputation level (planner.recompute: the r largest recomputable activations are dropped), a sixth
-    (cut tensor name, micro-batches[, lanes]) streams the prefix up to that tensor (planner.stream)."""
+    (a Prefix, or its fields: cut tensor name, micro-batches[, lanes, balancing rounds]) streams the prefix up to
+    that tensor (planner.stream): the fields of a Candidate."""
     step = _Step(fetches, feed_shapes, device, graph, alignment)
     budget = None if budget is None else parse_size(budget, "memory budget")
     if force is not None:
@@ -323,8 +334,8 @@ def smallest_plan(fetches, feed_shapes: dict, device="cpu", *, graph: Graph | No
     return frugal[1] if frugal is not None and frugal[1].peak_bytes < base.peak_bytes else base
 
 
-def _frugal(step: _Step, cands: list) -> tuple:
-    """((k, c, ...), plan) with the smallest peak among the frugal extremes, and why a more frugal one did not
+def _frugal(step: _Step, cands: list[Candidate]) -> tuple:
+    """(Candidate, plan) with the smallest peak among the frugal extremes, and why a more frugal one did not
     apply: the most micro-batches (each with its most chunks), no micro-batching with the most chunks
     (accumulating gradients costs a copy of them, more than micro-batching saves on small batches), and the
     streamed cut whose most micro-batches have the smallest lower bound (least_bytes; only that one is built).
@@ -332,14 +343,15 @@ def _frugal(step: _Step, cands: list) -> tuple:
     a proof."""
     why, found = "", []
 
-    def frugal_first(kc):
-        k = kc[0] * (kc[5][1] if len(kc) == 6 else 1)
-        lanes, rounds = kc[5][2:] if len(kc) == 6 and len(kc[5]) > 2 else (1, 0)  # a lane: a copy of the prefix
-        return -k, step._conv_scratch(k * kc[1], kc[3]), -kc[2], -kc[4], lanes, -rounds
-    plain = [kc for kc in cands if len(kc) < 6]
-    groups = [sorted(g, key=frugal_first) for g in ([kc for kc in plain if kc[0] > 1],
-                                                   [kc for kc in plain if kc[0] == 1])]
-    streamed = [min((kc for kc in cands if len(kc) == 6 and kc[5][0] == cut), key=frugal_first, default=None)
+    def frugal_first(kc: Candidate):
+        s = kc.stream
+        k = kc.microbatches * (s.microbatches if s else 1)
+        lanes, rounds = (s.lanes, s.rounds) if s else (1, 0)  # a lane: a copy of the prefix
+        return -k, step._conv_scratch(k * kc.chunks, kc.scratch), -kc.compact, -kc.recompute, lanes, -rounds
+    plain = [kc for kc in cands if kc.stream is None]
+    groups = [sorted(g, key=frugal_first) for g in ([kc for kc in plain if kc.microbatches > 1],
+                                                   [kc for kc in plain if kc.microbatches == 1])]
+    streamed = [min((kc for kc in cands if kc.stream and kc.stream.cut == cut), key=frugal_first, default=None)
                 for cut in step.cuts()]
     groups.append(sorted((kc for kc in streamed if kc is not None), key=lambda kc: step.least_bytes(*kc))[:1])
     for group in groups:
@@ -370,13 +382,18 @@ class _Step:
         self.feed_shapes = {self.graph.as_graph_element(t): tuple(int(d) for d in s)
                             for t, s in feed_shapes.items()}
         self.feeds = set(self.feed_shapes)
-        self.device, self.kernel_device, self.alignment, self.compute_units = _device(device, alignment)
-        importlib.import_module(_KERNELS[self.kernel_device])  # their workspace declarations, device or not
+        facts = _device(device, alignment)
+        self.device, self.kernel_device, self.alignment = facts.name, facts.kernel_device, facts.alignment
+        self.compute_units, self.threads = facts.compute_units, facts.threads
+        if not has_kernels(self.kernel_device):  # their workspace declarations are the plan's scratch
+            raise ValueError(f"no {self.kernel_device} kernels are registered, so a plan would miss their scratch: "
+                             f"plan with tfplus.runtime.facts.device_facts({self.kernel_device!r}), which registers "
+                             "them, or make a runtime of that device first")
         self.ops = needed_ops(self.fetches, self.feeds)
         self._cache: dict = {}
         run = self._run("step", self.fetches, self.feeds, self.feed_shapes)
         self.order, self.base_specs = run.order, run.specs
-        self.cost = _CostModel(self.kernel_device)
+        self.cost = cost.CostModel(self.kernel_device)
         trainable = {v.op for v in self.graph.get_collection("trainable_variables") if hasattr(v, "op")}
         variables = [op for op in self.graph.get_operations() if op.type == "VariableV2"]
         size = {op: nbytes(self.base_specs.get(op.outputs[0]) or _var_spec(op)) for op in variables}
@@ -389,11 +406,9 @@ class _Step:
         self.inplace = True
 
     # -- candidates ----------------------------------------------------------------------------------------
-    def candidates(self, allowed: tuple) -> list[tuple]:
-        """(micro-batches, conv chunks, compact, scratch divisor, recomputation level[, (cut, micro-batches)])
-        other than (1, 1, False, 1, 0), cheapest predicted first. A sixth element streams the prefix up to a
-        cut tensor (planner.stream), with a scratch divisor only: (cut, micro-batches) or, in lanes on a cpu of
-        several threads, (cut, micro-batches, lanes, balancing rounds: _balanced)."""
+    def candidates(self, allowed: tuple) -> list[Candidate]:
+        """The Candidates other than the plain step, cheapest predicted first. A streamed prefix (planner.stream)
+        combines with compact saved state and a scratch divisor only; lanes need a cpu of several threads."""
         # Chunking and scratch divisors shrink the cpu conv kernels' im2col/col2im workspaces; on opencl the
         # divisor shrinks the filter gradients' split-sum partials (chunking there would only add launches).
         scratch = self._conv_scratch(1) > 0
@@ -415,14 +430,15 @@ class _Step:
         if "compact" in allowed and self._sites():
             quads += [(1, 1, True, 1)] + [(k, c, True, d) for k, c, _, d in quads]
         levels = self.levels() if "recompute" in allowed else []
-        out = [q + (0,) for q in quads] + [(1, 1, False, 1, r) for r in levels] + \
-            [q + (r,) for q in quads for r in levels]
+        out = [Candidate(*q) for q in quads] + [Candidate(recompute=r) for r in levels] + \
+            [Candidate(*q, r) for q in quads for r in levels]
         if "stream" in allowed and batch:
             zs = (False, True) if "compact" in allowed and self._sites() else (False,)
-            out += [(1, 1, z, d, 0, (cut, k)) for cut in self.cuts() for k in ks[1:] for z in zs for d in divs]
-            out += [(1, 1, z, d, 0, (cut, k, n, b)) for cut in self.cuts() for k in ks[1:]
+            out += [Candidate(1, 1, z, d, 0, Prefix(cut, k)) for cut in self.cuts() for k in ks[1:] for z in zs
+                    for d in divs]
+            out += [Candidate(1, 1, z, d, 0, Prefix(cut, k, n, b)) for cut in self.cuts() for k in ks[1:]
                     if (n := self.lanes(cut, k)) > 1 for z in zs for d in divs for b in self.rounds(cut, k, d)]
-        return sorted(out, key=lambda q: (self.overhead(*q), q))
+        return sorted(out, key=lambda q: (self.overhead(*q), q.order_key()))
 
     def levels(self) -> list[int]:
         """The recomputation levels that drop more activations than the level before (planner.recompute)."""
@@ -466,17 +482,21 @@ class _Step:
                                                  [f for f in self.fetches if isinstance(f, Tensor)])
         return self._cache["sites"]
 
-    def _conv_scratch(self, parts: int, div: int = 1) -> int:
+    def _on(self, lane: bool) -> int | None:
+        """The threads the kernels run on: one in a lane of a streamed prefix, else the device's."""
+        return 1 if lane else self.threads
+
+    def _conv_scratch(self, parts: int, div: int = 1, lane: bool = False) -> int:
         """The most scratch one convolution declares when it runs on 1/parts of the batch with its scratch
-        budget divided by `div`."""
-        key = ("scratch", parts, div, threads.current())
+        budget divided by `div` (in a lane: on one thread)."""
+        key = ("scratch", parts, div, self._on(lane))
         if key not in self._cache:
             convs = [op for op in self.ops if op.type in chunking.CHUNKABLE
                      and (parts == 1 or chunking.can_chunk(op, self.base_specs, parts))]
             self._cache[key] = max(
                 (sum(math.prod(s) * d.size
                      for s, d in declared_workspaces(op, self.base_specs, self.kernel_device, parts, div,
-                                                     self.compute_units))
+                                                     self.compute_units, self._on(lane)))
                  for op in convs), default=0)
         return self._cache[key]
 
@@ -489,7 +509,8 @@ class _Step:
 
     def overhead(self, k: int, c: int, z: bool = False, d: int = 1, r: int = 0, s: tuple | None = None) -> float:
         """Predicted extra step time of (k micro-batches, c conv chunks, compact or not, scratch divisor d,
-        recomputation level r, streamed prefix s) over the plain step, a fraction (see _CostModel)."""
+        recomputation level r, streamed prefix s) over the plain step, a fraction (see planner.cost)."""
+        s = _prefix(s)
         key = ("overhead", k, c, bool(z), d, r, s)
         if key not in self._cache:
             try:
@@ -501,7 +522,7 @@ class _Step:
                 self._cache[key] = float("inf")
         return self._cache[key]
 
-    def why(self, kc: tuple, cheaper: int, p: MemoryPlan | None = None) -> str:
+    def why(self, kc: Candidate, cheaper: int, p: MemoryPlan | None = None) -> str:
         """Why the search chose candidate `kc` (plan `p`), the first of the candidates (cheapest predicted
         first) to fit after `cheaper` others did not."""
         plain = self.cost.time(self.features(1, 1))
@@ -511,15 +532,16 @@ class _Step:
                 f"({self.cost.basis}): {plain * 1e3:.3g} ms -> {plain * (1 + self.overhead(*kc)) * 1e3:.3g} ms "
                 f"({self.overhead(*kc):+.1%}); {cheaper} combinations predicted cheaper do not fit")
 
-    def features(self, k: int, c: int, z: bool = False, d: int = 1, r: int = 0, s: tuple | None = None
+    def features(self, k: int, c: int, z: bool = False, d: int = 1, r: int = 0, s: Prefix | None = None
                  ) -> dict[str, float]:
         """What the step does under (k, c, z, d, r, s), in the cost model's terms: kernel calls, executor runs,
         GEMM FLOPs, elements other ops write, pieces the conv kernels cut their calls into, elements the
         compact pools read. Recomputing ops count like any other."""
-        fixed, convs = self._stream_features(*s[:3]) if s else self._fixed_features(k, r)
+        s = _prefix(s)
+        fixed, convs = self._stream_features(s.cut, s.microbatches, s.lanes) if s else self._fixed_features(k, r)
         f = dict(fixed)
-        lanes = len(s) > 2 if s else False
-        own = self._balanced(self._stream_runs(*s[:2])[0], d, s[3]) if lanes else {}
+        lanes = bool(s) and s.lanes > 1
+        own = self._balanced(self._stream_runs(s.cut, s.microbatches)[0], d, s.rounds) if lanes else {}
         for times, op, specs, batch, *where in convs:  # where: ("prefix",) or ("lane",) for a streamed prefix
             laned = where == ["lane"]  # in a lane, on one thread
             n = c if chunking.can_chunk(op, specs, c) else 1
@@ -527,19 +549,19 @@ class _Step:
             div = own.get(op, d) if laned else d
             key = ("pieces", op, batch // n, div, bool(laned))
             if key not in self._cache:
-                with threads.using(1 if laned else threads.current()):
-                    self._cache[key] = chunking.kernel_chunks(batch // n, div, partial(self._scratch_bytes, op))
+                self._cache[key] = chunking.kernel_chunks(batch // n, div, partial(self._scratch_bytes, op,
+                                                                                   lane=bool(laned)))
             f["pieces"] += times * n * (self._cache[key] - 1)  # cuts beyond one piece per call
             # A streamed prefix's calls (forward only) share their few images out over the threads: fewer than
-            # SMALL_CALL_IMAGES a thread leaves the fast paths' tasks small and the threads idle at each of its
+            # cost.SMALL_CALL_IMAGES a thread leaves the fast paths' tasks small and the threads idle at each of its
             # ops (Mentee's fine-tuning prefix in 8-image micro-batches on 2 threads: +43-50% wall time where
             # lanes took +4-9%); a lane's run on one thread.
-            if batch // n < SMALL_CALL_IMAGES * (threads.current() if where == ["prefix"] else 1):
+            if batch // n < cost.SMALL_CALL_IMAGES * ((self.threads or 1) if where == ["prefix"] else 1):
                 f["small_calls"] += times * n
             if d > 1 and self.kernel_device == "opencl" and op.type == "Conv2DBackpropFilter":
                 # The divisor takes the filter gradient's split sum down to 1/d as many work-groups, each d times
                 # as deep: on a big GPU the kernel takes about d times as long.
-                f["divided"] += times * _matmul_flops(op, specs) * (d - 1)
+                f["divided"] += times * cost.matmul_flops(op, specs) * (d - 1)
             if n > 1 and chunking.summed(op):
                 f["elements"] += times * (n - 1) * math.prod(specs[op.outputs[0]].shape)
         if z:
@@ -548,14 +570,15 @@ class _Step:
                 f["calls"] -= k * sum(compact.pooled(x, self.kernel_device) for x in self._sites())
         return f
 
-    def _scratch_bytes(self, op: Operation, images: int, d: int) -> int | None:
+    def _scratch_bytes(self, op: Operation, images: int, d: int, lane: bool = False) -> int | None:
         """chunking.scratch_bytes of a convolution, from the step's specs: a conv's geometry per image is the
         same in every run (what makes micro-batching exact)."""
-        key = ("scratch bytes", op, images, d, threads.current())
+        key = ("scratch bytes", op, images, d, self._on(lane))
         if self.kernel_device != "cpu":  # one piece per call
             return None
         if key not in self._cache:
-            self._cache[key] = chunking.scratch_bytes(op, self.base_specs, self.kernel_device, images, d)
+            self._cache[key] = chunking.scratch_bytes(op, self.base_specs, self.kernel_device, images, d,
+                                                      self._on(lane))
         return self._cache[key]
 
     def _fixed_features(self, k: int, r: int = 0) -> tuple[dict[str, float], list]:
@@ -572,11 +595,10 @@ class _Step:
             specs = self._runs(k)[0].specs
             for dr in self.drops(r):
                 for op in dr.ops:
-                    self._count(f, convs, k * len(dr.readers), op, specs)
+                    cost.count(f, convs, k * len(dr.readers), op, specs)
             self._cache["fixed features", k, r] = f, convs
             return f, convs
-        f = dict.fromkeys(("calls", "conv_calls", "small_calls", "runs", "flops", "elements", "pieces", "compact",
-                               "divided"), 0.0)
+        f = dict.fromkeys(cost.FEATURES, 0.0)
         convs: list = []
         for times, run in zip((k, 1), self._runs(k)):  # the micro-batch run k times, the update run once
             f["runs"] += times
@@ -584,26 +606,14 @@ class _Step:
             feeds = {t for t in specs if t in self.feeds or t.op not in ops}
             for op in run.order:
                 if executes(op, feeds) and all(o in specs for o in op.outputs):
-                    self._count(f, convs, times, op, specs)
+                    cost.count(f, convs, times, op, specs)
         if k > 1:
             f["elements"] += k * sum(math.prod(self.base_specs[g].shape) for g in self.split().grads)
         self._cache["fixed features", k, r] = f, convs
         return f, convs
 
-    @staticmethod
-    def _count(f: dict, convs: list, times: int, op: Operation, specs) -> None:
-        """Adds what `times` calls of `op` do to the features `f`; convolutions go to `convs` (chunking)."""
-        flops = _matmul_flops(op, specs)
-        f["flops"] += times * flops
-        if not flops:
-            f["elements"] += times * sum(math.prod(specs[o].shape) for o in op.outputs)
-        if op.type in chunking.CHUNKABLE:
-            convs.append((times, op, specs, specs[op.inputs[chunking.CHUNKABLE[op.type][0][0]]].shape[0]))
-        else:
-            f["calls"] += times
-
     # -- micro-batching split ----------------------------------------------------------------------------
-    def split(self, r: int = 0) -> _Split:
+    def split(self, r: int = 0) -> Split:
         if ("split", r) not in self._cache:
             self._cache["split", r] = _split(self, r)
         s = self._cache["split", r]
@@ -614,9 +624,7 @@ class _Step:
     # -- streamed prefix (planner.stream) -------------------------------------------------------------------
     def batch_feeds(self) -> set[Tensor]:
         """The fed tensors whose open leading dimension is the batch's."""
-        batch = self.batch_size()
-        return {t for t, s in self.feed_shapes.items() if len(s) and s[0] == batch and t._shape
-                and t._shape[0] is None}
+        return batch_feeds(self.feed_shapes, self.batch_size())
 
     def major(self) -> set[Tensor]:
         """The tensors whose leading axis is the batch's rows: its length follows the batch size (the step's
@@ -693,7 +701,7 @@ class _Step:
             return 1
         if any(op.op_def.stateful and op.type != "VariableV2" for op in self.cut(name).prefix):
             return 1
-        return min(threads.current(), k)
+        return min(self.threads or 1, k)
 
     def rounds(self, name: str, k: int, d: int) -> list[int]:
         """The balancing rounds (_balanced) worth trying for the prefix up to `name` in k micro-batches in lanes
@@ -706,39 +714,31 @@ class _Step:
             out.append(b)
         return out
 
-    def _balanced(self, run: _Run, d: int, rounds: int) -> dict[Operation, int]:
+    def _balanced(self, run: Run, d: int, rounds: int) -> dict[Operation, int]:
         """Scratch divisors of their own for some convolutions of `run`, on one thread (a lane's), after `rounds`
         rounds: each round, the op that needs the most bytes while it runs (its inputs, outputs and scratch:
         where the run peaks), if a convolution, gets the next larger divisor that shrinks its scratch."""
         key = ("balanced", run.key, d, rounds)
         if key not in self._cache:
             own = dict(self._balanced(run, d, rounds - 1)) if rounds else {}
-            with threads.using(1):
-                top = max(self._needs(run, d, own).items(), key=lambda kv: kv[1])[0] if rounds else None
-                if top is not None and top.type in chunking.CHUNKABLE:
-                    now = max(own.get(top, d), top.attrs.get(SCRATCH_ATTR, 1))
-                    images = run.specs[top.inputs[chunking.CHUNKABLE[top.type][0][0]]].shape[0]
-                    scratch = self._scratch_bytes(top, images, now)
-                    own[top] = next((x for x in chunking.SCRATCH_DIVISORS
-                                     if x > now and self._scratch_bytes(top, images, x) < scratch), own.get(top, d))
+            top = max(self._needs(run, d, own, lane=True).items(), key=lambda kv: kv[1])[0] if rounds else None
+            if top is not None and top.type in chunking.CHUNKABLE:
+                now = max(own.get(top, d), top.attrs.get(SCRATCH_ATTR, 1))
+                images = run.specs[top.inputs[chunking.CHUNKABLE[top.type][0][0]]].shape[0]
+                scratch = self._scratch_bytes(top, images, now, lane=True)
+                own[top] = next((x for x in chunking.SCRATCH_DIVISORS
+                                 if x > now and self._scratch_bytes(top, images, x, lane=True) < scratch),
+                                own.get(top, d))
             self._cache[key] = {op: v for op, v in own.items() if v != d}
         return self._cache[key]
 
-    def _needs(self, run: _Run, d: int, own: dict | None = None, z: bool = False, c: int = 1) -> dict:
-        """op -> the bytes it needs live while it runs: the buffers it reads, its workspaces, and its outputs
-        unless it may write one over an input (planner.inplace)."""
-        _, ws = self._workspaces(run, c, d, own)
-        bufs = self._buffers(run, z)
-        overwriting = {s.relu_grad for s in bufs.sites}
-        need = {}
-        for op in run.order:
-            n = sum(b.size for b in bufs.uses[op]) + sum(b.size for b in ws.get(op, ()))
-            if op not in overwriting and not inplace_inputs(op.type, self.kernel_device):
-                n += sum(bufs.outputs[t].size for t in op.outputs if t in bufs.outputs)
-            need[op] = n
-        return need
+    def _needs(self, run: Run, d: int, own: dict | None = None, z: bool = False, c: int = 1, lane: bool = False
+               ) -> dict:
+        """planner.runs.run_needs of `run` under (z, c, d), some ops with scratch divisors of their own (`own`)."""
+        ws = self._workspaces(run, c, d, own, lane)[1]
+        return run_needs(run, self._buffers(run, z), ws, self.kernel_device)
 
-    def _stream_runs(self, name: str, k: int) -> list[_Run]:
+    def _stream_runs(self, name: str, k: int) -> list[Run]:
         """The runs of the step streamed at `name` in k micro-batches: prefix (rows), rest (full batch), and
         when the prefix has a backward pass, prefix backward (rows) and update (planner.stream)."""
         key = ("stream runs", name, k)
@@ -757,7 +757,7 @@ class _Step:
                     self._cache["stream graph", name, tag] = g, order, input_roots(order, feeds)
                 g, order, roots = self._cache["stream graph", name, tag]
                 specs = self._specs_at(m) if m else self.base_specs
-                runs.append(_Run((tag, name, m), g, order, specs, roots, list(fetches), set(feeds)))
+                runs.append(Run((tag, name, m), g, order, specs, roots, list(fetches), set(feeds)))
             self._cache[key] = runs
         return self._cache[key]
 
@@ -769,15 +769,14 @@ class _Step:
         Mentee prefix of 8-image micro-batches on 2 threads: 4% faster than the same layers at full batch)."""
         key = ("stream features", name, k, lanes)
         if key not in self._cache:
-            f = dict.fromkeys(("calls", "conv_calls", "small_calls", "runs", "flops", "elements", "pieces", "compact",
-                               "divided"), 0.0)
+            f = dict.fromkeys(cost.FEATURES, 0.0)
             convs: list = []
             for i, (times, run) in enumerate(zip((k, 1, k, 1), self._stream_runs(name, k))):
                 f["runs"] += times
                 g, run_convs = dict.fromkeys(f, 0.0), []
                 for op in run.order:
                     if executes(op, run.feeds):
-                        self._count(g, run_convs, times, op, run.specs)
+                        cost.count(g, run_convs, times, op, run.specs)
                 share = lanes if i == 0 else 1  # the lanes' calls run side by side; their FLOPs still add up
                 for feature, v in g.items():
                     f[feature] += v if feature in ("flops", "elements") else v / share
@@ -808,16 +807,15 @@ class _Step:
         phases, start = [], 0
         for i, run in enumerate(self._stream_runs(name, k)):
             laned = i == 0 and lanes > 1
-            with threads.using(1 if laned else threads.current()):
-                phases.append(self._phase(run, 1, start, z, d, self._balanced(run, d, rounds) if laned else None))
+            phases.append(self._phase(run, 1, start, z, d, self._balanced(run, d, rounds) if laned else None, laned))
             start += phases[-1].life.steps
         end = start - 1
         rest = phases[1]
         spec = self.base_specs[cut.tensor]
-        acc = {cut.tensor: _acc_buffer(cut.tensor, spec.shape, spec.dtype, rest.start + rest.life.steps - 1,
+        acc = {cut.tensor: acc_buffer(cut.tensor, spec.shape, spec.dtype, rest.start + rest.life.steps - 1,
                                        self.alignment)}
         for t in cut.partials:
-            b = acc[t] = _acc_buffer(t, self.base_specs[t].shape, self.base_specs[t].dtype, end, self.alignment)
+            b = acc[t] = acc_buffer(t, self.base_specs[t].shape, self.base_specs[t].dtype, end, self.alignment)
             b.start = phases[2].start
         for t in cut.kept:
             b = rest.life.of_tensor.get(alias_root(t, rest.feeds))
@@ -840,22 +838,23 @@ class _Step:
                        self.slot_bytes, self.feed_bytes, batch_size=batch, accumulators=acc,
                        feed_shapes=dict(self.feed_shapes), stream=cut, stream_microbatches=k, scratch_divisor=d,
                        stream_lanes=lanes, lane_block=block, lane_offsets=offsets)
-        s = (name, k, lanes, rounds) if lanes > 1 else (name, k)
+        s = Prefix(name, k, lanes, rounds)
         p.transformations = self._describe(p, 1, 1, z, d, 0, s)
         p.predicted_overhead = self.overhead(1, 1, z, d, 0, s)
         return p
 
     # -- building one plan ----------------------------------------------------------------------------------
-    def build(self, k: int, c: int, z: bool = False, d: int = 1, r: int = 0, s: tuple | None = None,
+    def build(self, k: int, c: int, z: bool = False, d: int = 1, r: int = 0, s: Prefix | None = None,
               place: bool = True) -> MemoryPlan:
-        """The plan with k micro-batches, convolutions in c batch chunks, compact saved state if z, the
-        conv kernels' scratch budget divided by d, recomputation level r, and the prefix streamed as s =
-        (cut tensor name, micro-batches[, lanes]) says (planner.stream); without `place`, only the lifetimes
-        (arena_bytes stays 0 until `place(plan)`)."""
+        """The plan of Candidate(k, c, z, d, r, s): k micro-batches, convolutions in c batch chunks, compact
+        saved state if z, the conv kernels' scratch budget divided by d, recomputation level r, and the prefix
+        streamed as Prefix s says (planner.stream); without `place`, only the lifetimes (arena_bytes stays 0
+        until `place(plan)`)."""
+        s = _prefix(s)
         if s:
             if (k, c, r) != (1, 1, 0):
                 raise PlanError("a streamed prefix combines with compact saved state and a scratch divisor only")
-            p = self._build_stream(*s[:2], z, d, *s[2:])
+            p = self._build_stream(s.cut, s.microbatches, z, d, s.lanes, s.rounds)
             if place:
                 globals()["place"](p)
             return p
@@ -868,7 +867,7 @@ class _Step:
             batch = self.batch_size()
             end = sum(ph.life.steps for ph in phases) - 1
             for t in s.grads:
-                acc[t] = _acc_buffer(t, a.specs[t].shape, a.specs[t].dtype, end, self.alignment)
+                acc[t] = acc_buffer(t, a.specs[t].shape, a.specs[t].dtype, end, self.alignment)
             for t in s.user_fetches:
                 spec = a.specs[t]
                 try:
@@ -876,7 +875,7 @@ class _Step:
                 except PlanError as e:
                     raise PlanError(f"cannot micro-batch: {e}") from None
                 shape = (batch,) + spec.shape[1:] if merge[t] == "concat" else spec.shape
-                acc.setdefault(t, _acc_buffer(t, shape, spec.dtype, end, self.alignment))
+                acc.setdefault(t, acc_buffer(t, shape, spec.dtype, end, self.alignment))
         live = np.concatenate([ph.life.live for ph in phases]) + sum(b.size for b in acc.values())
         # A micro-batch's rows of a fed batch are a view of it on every device (opencl: an offset): no slot.
         p = MemoryPlan(self.device, self.alignment, phases, 0, live, self.parameter_bytes, self.slot_bytes,
@@ -896,7 +895,7 @@ class _Step:
         return p
 
     def _describe(self, p: MemoryPlan, k: int, c: int, z: bool = False, d: int = 1, r: int = 0,
-                  s: tuple | None = None) -> list[dict]:
+                  s: Prefix | None = None) -> list[dict]:
         out = []
         for ph in p.phases:
             if ph.schedule != "creation order":
@@ -923,11 +922,11 @@ class _Step:
                         f" {format_size(saved)} per run not kept across the step; {ops} ops rerun; exact)",
                         "predicted_overhead": round(self.overhead(1, 1, False, 1, r), 4)})
         if s:
-            out.append(self._describe_stream(p, *s))
+            out.append(self._describe_stream(p, s))
         if d > 1:
-            parts = k * c * (s[1] if s else 1)
-            with threads.using(1 if s and len(s) > 2 else threads.current()):  # a lane's kernels: one thread
-                before, after = self._conv_scratch(parts), self._conv_scratch(parts, d)
+            parts = k * c * (s.microbatches if s else 1)
+            lane = bool(s) and s.lanes > 1  # a lane's kernels: one thread
+            before, after = self._conv_scratch(parts, lane=lane), self._conv_scratch(parts, d, lane)
             out.append({"name": "scratch", "detail": f"convolution kernels work through their batch in pieces "
                         f"1/{d} the usual size (scratch {format_size(before)} -> {format_size(after)} per call; "
                         "exact)",
@@ -945,7 +944,8 @@ class _Step:
                         "predicted_overhead": round(self.overhead(k, 1), 4)})
         return out
 
-    def _describe_stream(self, p: MemoryPlan, name: str, k: int, lanes: int = 1, rounds: int = 0) -> dict:
+    def _describe_stream(self, p: MemoryPlan, s: Prefix) -> dict:
+        name, k, lanes = s.cut, s.microbatches, s.lanes
         cut = self.cut(name)
         m = self.batch_size() // k
         prefix = sorted(cut.prefix, key=lambda op: op._id)
@@ -967,18 +967,17 @@ class _Step:
             own = p.phases[0].life.scratch_ops
             if own:
                 text += " where " + ", ".join(f"{op.name} divides its scratch by {v}" for op, v in own.items())
-        s = (name, k, lanes, rounds) if lanes > 1 else (name, k)
         return {"name": "stream", "detail": text + "; exact up to summation order",
                 "predicted_overhead": round(self.overhead(1, 1, False, 1, 0, s), 4)}
 
-    def _runs(self, k: int, r: int = 0) -> list[_Run]:
+    def _runs(self, k: int, r: int = 0) -> list[Run]:
         """The executor runs of a step in k micro-batches at recomputation level r: the step; or the
         micro-batch run and the update run (when there are fetches after the updates)."""
         v = self.view(r)
         if k == 1:
             return [self._run("step", v.fetches, v.feeds, v.feed_shapes, r)]
         s = self.split(r)
-        shapes = {t: ((sh[0] // k,) + sh[1:] if t in s.batch_feeds else sh) for t, sh in v.feed_shapes.items()}
+        shapes = slice_shapes(v.feed_shapes, s.batch_feeds, k)
         runs = [self._run("micro-batch", s.a_fetches, v.feeds, shapes, r)]
         if s.b_fetches:
             b_shapes = {t: self._specs(r)[t].shape for t in s.grads}
@@ -986,7 +985,7 @@ class _Step:
             runs.append(self._run("update", s.b_fetches, set(b_shapes), b_shapes, r))
         return runs
 
-    def _run(self, name, fetches, feeds, feed_shapes, r: int = 0) -> _Run:
+    def _run(self, name, fetches, feeds, feed_shapes, r: int = 0) -> Run:
         """One executor run of the step (name: 'step', 'micro-batch' or 'update') for these feed shapes, at
         recomputation level r."""
         if ("graph", name, r) not in self._cache:  # the same for every feed shape (the micro-batch runs of all k)
@@ -996,97 +995,60 @@ class _Step:
         key = (name, tuple(sorted(s for s in feed_shapes.values())), r)
         if key not in self._cache:
             g, order, roots = self._cache["graph", name, r]
-            self._cache[key] = _Run(key, g, order, static_specs(order, feed_shapes), roots, list(fetches),
+            self._cache[key] = Run(key, g, order, static_specs(order, feed_shapes), roots, list(fetches),
                                     set(feeds))
         return self._cache[key]
 
-    def _phase(self, run: _Run, c, start, z=False, d=1, own: dict | None = None) -> Phase:
-        chunks, ws = self._workspaces(run, c, d, own)
-        r = self._buffers(run, z)
+    def _phase(self, run: Run, c, start, z=False, d=1, own: dict | None = None, lane: bool = False) -> Phase:
+        chunks, ws = self._workspaces(run, c, d, own, lane)
+        return run_phase(run, self._buffers(run, z), chunks, ws, start, d, own,
+                          self.kernel_device if self.inplace else None)
 
-        def live_in(order):
-            return lifetimes(order, r.outputs, ws, run.roots, r.fetched,
-                             self.kernel_device if self.inplace else None, r.unread, r.saved,
-                             {s.relu_grad: (0,) for s in r.sites}, r.reads)
-        # The order with the lower liveness bound wins (the arena lands within a few percent of its bound).
-        schedule, order, life = "creation order", run.order, live_in(run.order)
-        creation_bound = life.lower_bound
-        greedy = _greedy(run, r, ws)
-        aware = live_in(greedy)
-        if aware.lower_bound < creation_bound:
-            schedule, order, life = "memory-aware", greedy, aware
-        life.chunks, life.scratch, life.scratch_ops = dict(chunks), d, dict(own or {})
-        for b in life.buffers:
-            b.start += start
-            b.end += start
-        argmax = {op: b for b, first, last in life.saved for op in (first, last)}
-        return Phase(run.key[0], order, set(run.feeds), list(run.fetches), run.specs, life, start, schedule,
-                     creation_bound, r.sites, argmax)
-
-    def least_bytes(self, k: int, c: int, z: bool = False, d: int = 1, r: int = 0, s: tuple | None = None) -> int:
+    def least_bytes(self, k: int, c: int, z: bool = False, d: int = 1, r: int = 0, s: Prefix | None = None) -> int:
         """A lower bound on the peak of the plan (k, c, z, d, r, s), found without ordering it: when an op runs,
         the buffers it reads and its workspaces are live, and so are its outputs unless it may write one over an
         input (planner.inplace). Of a micro-batched step it looks at the micro-batch run only; of a streamed
         prefix, at each run (the prefix's beside the cut's full-batch buffer)."""
         fixed = self.parameter_bytes + self.slot_bytes + self.feed_bytes
+        s = _prefix(s)
         if s:
-            lanes, rounds = s[2:] if len(s) > 2 else (1, 0)
-            runs = self._stream_runs(*s[:2])
-            cut = self.base_specs[self.cut(s[0]).tensor]
-            with threads.using(1 if lanes > 1 else threads.current()):
-                own = self._balanced(runs[0], d, rounds) if lanes > 1 else None
-                first = lanes * self._least(runs[0], c, z, d, own) + nbytes(cut)
+            lanes, rounds = s.lanes, s.rounds
+            runs = self._stream_runs(s.cut, s.microbatches)
+            cut = self.base_specs[self.cut(s.cut).tensor]
+            own = self._balanced(runs[0], d, rounds) if lanes > 1 else None
+            first = lanes * self._least(runs[0], c, z, d, own, lanes > 1) + nbytes(cut)
             return fixed + max([first] + [self._least(run, c, z, d) for run in runs[1:]])
         return fixed + self._least(self._runs(k, r)[0], c, z, d)
 
-    def _least(self, run: _Run, c: int, z: bool, d: int, own: dict | None = None) -> int:
+    def _least(self, run: Run, c: int, z: bool, d: int, own: dict | None = None, lane: bool = False) -> int:
         """The most bytes one op of `run` needs live at once (least_bytes)."""
-        return max(self._needs(run, d, own, z, c).values(), default=0)
+        return max(self._needs(run, d, own, z, c, lane).values(), default=0)
 
-    def _workspaces(self, run: _Run, c: int, d: int, own: dict | None = None) -> tuple[dict, dict]:
+    def _workspaces(self, run: Run, c: int, d: int, own: dict | None = None, lane: bool = False
+                    ) -> tuple[dict, dict]:
         """(conv chunks, workspace buffers) of a run under (c, d), some ops with scratch divisors of their own
-        (`own`), shared by plans that differ in compaction."""
-        key = ("workspaces", run.key, c, d, threads.current(),  # kernels declare scratch per thread
+        (`own`), shared by plans that differ in compaction; in a lane, on one thread."""
+        key = ("workspaces", run.key, c, d, self._on(lane),  # kernels declare scratch per thread
                tuple(sorted((op._id, v) for op, v in (own or {}).items())))
         if key not in self._cache:
             chunks = {}
             if c > 1:
                 chunks = {op: c for op in run.order if chunking.can_chunk(op, run.specs, c)
-                          and declared_workspaces(op, run.specs, self.kernel_device, 1, 1, self.compute_units)}
+                          and declared_workspaces(op, run.specs, self.kernel_device, 1, 1, self.compute_units,
+                                                  self._on(lane))}
             self._cache[key] = chunks, workspace_buffers(
                 run.order, run.specs, run.feeds, self.kernel_device, self.alignment, chunks, d, self.compute_units,
-                own)
+                own, self._on(lane))
         return self._cache[key]
 
-    def _buffers(self, run: _Run, z: bool) -> _Buffers:
-        compacted = bool(z)
+    def _buffers(self, run: Run, z: bool) -> RunBuffers:
         if ("outputs", run.key) not in self._cache:
             self._cache["outputs", run.key] = output_buffers(run.order, run.specs, run.feeds, self.alignment)
-        if ("buffers", run.key, compacted) not in self._cache:
-            outputs = self._cache["outputs", run.key]
-            fetch_t = [f for f in run.fetches if isinstance(f, Tensor)]
-            sites = compact.sites(run.order, run.specs, fetch_t) if compacted else []
-            unread = compact.unread(sites)
-            pooled = [s for s in sites if compact.pooled(s, self.kernel_device)]
-            # A pooled site's ReLU gradient reads the argmax and MaxPoolGrad's pool output and its gradient.
-            reads = {s.relu_grad: [run.roots[s.pool_grad][i] for i in (1, 2)] for s in pooled}
-            saved = [(_argmax_buffer(s, self.alignment), s.pool, s.relu_grad if s in pooled else s.pool_grad)
-                     for s in sites]
-            uses: dict[Operation, list[Buffer]] = {op: [] for op in run.order}
-            users: dict[Buffer, int] = {}
-            for b, _, last in saved:
-                uses[last].append(b)
-                users[b] = 1
-            for op in run.order:
-                read = [t for k, t in enumerate(run.roots[op]) if (op, k) not in unread] + reads.get(op, [])
-                for b in {outputs.get(t) for t in read} - {None}:
-                    uses[op].append(b)
-                    users[b] = users.get(b, 0) + 1
-            fetched = [alias_root(t, run.feeds) for t in fetch_t]
-            pinned = {outputs.get(t) for t in fetched} - {None}
-            self._cache["buffers", run.key, compacted] = _Buffers(outputs, sites, unread, saved, fetched, uses,
-                                                                  users, pinned, reads)
-        return self._cache["buffers", run.key, compacted]
+        key = ("buffers", run.key, bool(z))
+        if key not in self._cache:
+            self._cache[key] = run_buffers(run, self._cache["outputs", run.key], bool(z), self.kernel_device,
+                                            self.alignment)
+        return self._cache[key]
 
 
 class _View(NamedTuple):
@@ -1097,31 +1059,6 @@ class _View(NamedTuple):
     feed_shapes: dict[Tensor, tuple]
     outer: dict[Tensor, Tensor]
     drops: list
-
-
-class _Run(NamedTuple):
-    """One executor run of the step for given feed shapes."""
-    key: tuple                       # (name, feed shapes)
-    graph: nx.DiGraph
-    order: list[Operation]           # creation order
-    specs: dict
-    roots: dict[Operation, list]     # liveness.input_roots
-    fetches: list                    # what the run computes
-    feeds: set[Tensor]               # what it is given
-
-
-class _Buffers(NamedTuple):
-    """The buffers one run writes, and which of them each op reads, with or without compact saved state. The
-    same for every conv setting: the plans that differ only in those share them (lifetimes() works on copies)."""
-    outputs: dict[Tensor, Buffer]
-    sites: list[compact.Site]
-    unread: set                      # (op, input index) the compact kernels do not read
-    saved: list                      # (argmax buffer, MaxPool, its last reader: MaxPoolGrad or a pooled ReluGrad)
-    fetched: list[Tensor]            # the fetched tensors' roots
-    uses: dict[Operation, list[Buffer]]
-    users: dict[Buffer, int]         # how many ops read each buffer
-    pinned: set[Buffer]              # fetched: never freed during the run
-    reads: dict                      # op -> tensors its kernel variant reads beyond its inputs (compact.pooled)
 
 
 def place(p: MemoryPlan) -> MemoryPlan:
@@ -1136,208 +1073,30 @@ def place(p: MemoryPlan) -> MemoryPlan:
     return p
 
 
-def _greedy(run: _Run, r: _Buffers, ws) -> list[Operation]:
-    alloc = {op: 0 for op in run.order}
-    for t, b in r.outputs.items():
-        alloc[t.op] += b.size
-    for op, bs in ws.items():
-        alloc[op] += sum(b.size for b in bs)
-    for b, first, _ in r.saved:
-        alloc[first] += b.size
-    return greedy_order(run.graph, alloc, r.uses, r.users, r.pinned)
-
-
-def _argmax_buffer(s: compact.Site, align: int) -> Buffer:
-    from tfplus.dtypes import uint8
-    n = math.prod(s.argmax_shape)
-    return Buffer(f"{s.pool.name}/argmax", n, -(-n // align) * align, 0, 0, "saved", op=s.pool,
-                  shape=tuple(s.argmax_shape), dtype=uint8)
-
-
-def _acc_buffer(t: Tensor, shape, dtype, end: int, align: int) -> Buffer:
-    n = math.prod(shape) * dtype.size
-    return Buffer(f"{t.name}/accumulator", n, -(-n // align) * align, 0, end, "accumulator", tensor=t,
-                  shape=tuple(shape), dtype=dtype)
-
-
 # -- micro-batching ------------------------------------------------------------------------------------------
-@dataclass
-class _Split:
-    batch_feeds: set[Tensor]
-    batch_dep: set[Tensor]
-    grads: list[Tensor]          # batch-dependent inputs of the update ops: accumulated over micro-batches
-    a_fetches: list              # each micro-batch run computes: grads + the user's fetches before updates
-    b_fetches: list              # what the update run computes: the user's fetches from the updates on
-    user_fetches: list[Tensor]   # the user's tensor fetches computed per micro-batch (merged after)
-
-
-def batch_statistics(order) -> str | None:
-    """Why these ops cannot run on micro-batches exactly, if one computes statistics of the whole batch:
-    training-mode batch norm. (Inference-mode batch norm reads fixed statistics: row by row like any op.)"""
-    for op in order:
-        if op.type in ("FusedBatchNorm", "FusedBatchNormV3") and op.attrs.get("is_training", True):
-            return (f"{op.type} '{op.name}' normalizes with the statistics of the whole batch (training mode); "
-                    "micro-batches would use each slice's own and update the moving averages once per slice, "
-                    "changing the results")
-        if _batch_mean_kept(op):
-            return (f"Mean '{op.name}' averages its input over the batch and keeps the result broadcastable "
-                    "onto the rows (a batch statistic, e.g. tf.nn.moments in a hand-written batch norm); "
-                    "micro-batches would each use their own slice's, changing the results")
-    return None
-
-
-def _batch_mean_kept(op) -> bool:
-    """A Mean over axis 0 with keep_dims (what tf.nn.moments does): a batch statistic meant to be broadcast back
-    onto the rows. (A loss's mean over the batch drops the axis; a micro-batched step averages those exactly.)"""
-    if op.type != "Mean" or not op.attrs.get("keep_dims") or len(op.inputs) < 2:
-        return False
-    rank, axes = op.inputs[0]._shape, constant_value(op.inputs[1])
-    if rank is None or len(rank) < 2 or axes is None:
-        return False
-    return 0 in {int(a) % len(rank) for a in np.atleast_1d(axes)}
-
-
-def batch_size(feed_shapes: dict) -> int | None:
-    """The batch size: the leading dimension of the fed tensors whose placeholders leave it open."""
-    dims = [s[0] for t, s in feed_shapes.items() if len(s) and t._shape and t._shape[0] is None]
-    return max(set(dims), key=dims.count) if dims else None
-
-
-def fetch_merge(t: Tensor, shape: tuple, batch_dep: set, rows: int) -> str:
-    """How the values of fetched tensor `t` (`shape`: a micro-batch's) on micro-batches of `rows` rows make the
-    step's: 'last' (it does not depend on the batch), 'mean' (a floating-point scalar: a loss averaged over the
-    batch) or 'concat' (rows of the batch). PlanError for anything else (an integer count, a batch statistic)."""
-    if t not in batch_dep:
-        return "last"
-    if shape == () and t.dtype.is_floating:
-        return "mean"
-    if shape[:1] == (rows,):
-        return "concat"
-    raise PlanError(f"fetched tensor '{t.name}' ({t.dtype.name}, shape {tuple(shape)}) depends on the batch but "
-                    "is neither a floating-point scalar to average nor batch-major")
-
-
-def _split(step: _Step, r: int = 0) -> _Split | PlanError:
+def _split(step: _Step, r: int = 0) -> Split | PlanError:
     """Splits the step (at recomputation level r) into a per-micro-batch run and an update run (split_step)."""
     v = step.view(r)
     return split_step(step._runs(1, r)[0].order, v.fetches, v.feeds, v.feed_shapes, step.batch_size())
 
 
-def split_step(order: list[Operation], fetches: list, feeds: set, feed_shapes: dict, batch: int | None
-               ) -> _Split | PlanError:
-    """Splits a step (its ops in `order`) into a per-micro-batch run (forward, backward) and an update run (the
-    ops that change variables in place, and everything after them), joined by the update ops' batch-dependent
-    inputs. `batch`: the leading dimension of the fed tensors whose placeholders leave it open."""
-    if batch is None:
-        return PlanError("cannot micro-batch: no fed tensor has an open batch dimension "
-                         "([None, ...] placeholder)")
-    batch_feeds = {t for t, s in feed_shapes.items() if len(s) and s[0] == batch and t._shape
-                   and t._shape[0] is None}
-    why = batch_statistics(order)
-    if why:
-        return PlanError(f"cannot micro-batch: {why}")
-    batch_dep = stream.batch_dependent(order, feeds, batch_feeds)
-    after = stream.after_updates(order, feeds)  # the update ops and everything that must run after them
-    grads = []
-    for op in order:
-        if op in after:
-            for t in op.inputs:
-                if t in batch_dep and t.op not in after and t not in grads:
-                    grads.append(t)
-                elif t in batch_dep and t.op in after:
-                    return PlanError(f"cannot micro-batch: '{t.name}' depends on the batch and on updated "
-                                     "variables")
-    fetches_a = [f for f in fetches if (f.op if isinstance(f, Tensor) else f) not in after]
-    fetches_b = [f for f in fetches if (f.op if isinstance(f, Tensor) else f) in after]
-    user = [f for f in fetches_a if isinstance(f, Tensor)]
-    a_fetches = grads + [f for f in fetches_a if f not in grads]
-    return _Split(batch_feeds, batch_dep, grads, a_fetches, fetches_b, user)
-
-
-# -- cost model ----------------------------------------------------------------------------------------------
-class _CostModel:
-    """Predicts step time as a weighted sum of what the step does (`_Step.features`): seconds per kernel call,
-    per executor run (a micro-batch or the update run), per GEMM FLOP (convolutions and matmuls), per element
-    other ops write, per piece the conv kernels cut a call into (set-up, padding, transforms and a smaller
-    GEMM per piece), per element a compact max-pool reads (its argmax pass, less what MaxPoolGrad and ReluGrad
-    then save). Fitted by least squares (flops and elements fixed from the unconstrained step) to 14 Mentee
-    steps on the 2-core box (NumPy on OpenBLAS, one thread), batch 128 under 1-16 micro-batches, 1-2 conv
-    chunks, compact or not, scratch divisors 1-16; the free fit put negative weights on executor runs and
-    compaction (collinear with calls), so both are 0, and the per-call weight was then lowered by hand. The
-    model ranks plans well but overstates overheads: predicted +21% / +42% where 32MB / 24MB measured +3% /
-    +11% (benchmarks/bench_memory.py). Refitted by hand on 2026-11-24, once the compiled executor had cut the
-    host cost of a call and the streamed prefix had brought plans of many calls (Mentee fine-tuning step, batch
-    128, one thread, 16 MB; `tfplus plan`'s candidates forced and timed in turns): 16 micro-batches of 8 images
-    cost +2.5-3.9% for 441 more calls (so ~14 us a call, 50 us a conv call, not 120 / 950 us); a conv call on
-    fewer than SMALL_CALL_IMAGES images leaves the cpu kernels' fast paths (their tasks take 8 images at least:
-    kernels/numpy/conv.py `_fast_grain`; chunks of 2 images cost +35%): `small_calls`, 300 us each; `pieces`
-    counts the cuts a kernel makes beyond one piece per call (scratch divisor 16: +37%), 300 us each.
-
-    On opencl the executor was host-bound (a GPU finishes a kernel before Python has launched the next), so a
-    step cost its kernel calls: on the H100 that predicts +233% / +544% where 32MB / 24MB
-    (4 / 8 micro-batches) measured +231% / +574% over the unconstrained plan. Once the GPU's kernel time
-    matched the host's (2026-11-24), the scratch divisor showed a GPU cost the launch count misses: at divisor 4
-    the filter gradients took 1.00 ms instead of 0.50 ms a step (H100, `tfplus profile --memory-budget 64MB
-    --trace`), hence `divided`, the filter gradients' FLOPs under a divisor. (The cpu's divisor cost is in
-    `pieces`.)
-
-    Refitted on 2026-11-24 once planned steps replayed their recorded launches (tfplus.runtime.opencl._Tape): a
-    launch costs the host ~12 us, so a step is about its GPU time and a micro-batch adds its launches. On the H100
-    (Mentee, batch 128, `benchmarks/bench_plan_candidates.py --budgets 32MB,24MB`: each fitting candidate timed
-    in turns) the unconstrained step took 2.5 ms (1.9 ms of kernels), 2 micro-batches +46-51%, 4 micro-batches
-    +115-148%, and a divisor d made the filter gradients about d times as slow (d 4 -> 8 -> 16: +0.77 / +1.72
-    ms), so `divided` counts their FLOPs times d - 1: 12 us a launch, 7e-14 s per GEMM FLOP, 2.6e-14 s per
-    divided FLOP. Predicted +66% / +149% for the plans chosen at 32MB / 24MB, measured +46-55% / +115-151%.
-    Giving the filter gradients away from the peak their whole split back (a divisor of their own) was tried:
-    predicted 7% cheaper, measured -2.5% to +5.7%, so it was left out."""
-
-    WEIGHTS = {"calls": 1.4e-5, "conv_calls": 5e-5, "small_calls": 3e-4, "runs": 0.0, "flops": 2.2e-11,
-               "elements": 1.5e-9, "pieces": 3e-4, "compact": 0.0, "divided": 0.0}
-    OPENCL_WEIGHTS = {"calls": 1.2e-5, "conv_calls": 1.2e-5, "small_calls": 0.0, "runs": 0.0, "flops": 7e-14,
-                      "elements": 0.0, "pieces": 0.0, "compact": 0.0, "divided": 2.6e-14}
-
-    def __init__(self, device: str, weights: dict | None = None):
-        default = self.OPENCL_WEIGHTS if device == "opencl" else self.WEIGHTS
-        self.device, self.weights = device, dict(weights or default)
-        self.basis = (f"{self.weights['calls'] * 1e6:.0f} us per replayed kernel launch and the GPU's GEMM FLOPs"
-                      if device == "opencl"
-                      else "GEMM FLOPs, elements written and kernel calls, fitted on a 2-core cpu")
-
-    def time(self, features: dict) -> float:
-        return sum(self.weights[k] * v for k, v in features.items())
-
-
-def _matmul_flops(op: Operation, specs) -> float:
-    """The FLOPs of a matrix product (tfplus.flops.MATRIX_PRODUCTS), else 0: the cost model charges other ops
-    by the elements they write."""
-    if not _flops.is_matrix_product(op.type):
-        return 0.0
-    return _flops.of(op.type, [specs[t].shape for t in op.inputs], [specs[t].shape for t in op.outputs], op.attrs)
-
-
 # -- helpers -------------------------------------------------------------------------------------------------
-def _device(device, alignment):
-    """(name, kernel device, alignment, compute units) for 'cpu', 'opencl[:N]' (the device itself when there is
-    one here, else OPENCL_DEFAULT_*), DeviceFacts, or a runtime object."""
-    if isinstance(device, DeviceFacts):
-        default = CPU_ALIGNMENT if device.kernel_device == "cpu" else OPENCL_DEFAULT_ALIGNMENT
-        units = device.compute_units
-        if device.kernel_device == "opencl" and units is None:
-            units = OPENCL_DEFAULT_COMPUTE_UNITS
-        return device.name, device.kernel_device, alignment or device.alignment or default, units
+def _device(device, alignment: int | None) -> DeviceFacts:
+    """The DeviceFacts of `device` ('cpu', 'opencl' or DeviceFacts), defaults filled in and `alignment` (when
+    given) in place of the device's."""
     if isinstance(device, str):
-        from tfplus.runtime import get_runtime, opencl, parse_device
-        if parse_device(device)[0] == "cpu":
-            return device, "cpu", alignment or CPU_ALIGNMENT, None
-        if not opencl.available():  # no OpenCL here at all: plan for the documented defaults, and say so
-            return (f"{device} (not here: {OPENCL_DEFAULT_COMPUTE_UNITS} compute units assumed)", "opencl",
-                    alignment or OPENCL_DEFAULT_ALIGNMENT, OPENCL_DEFAULT_COMPUTE_UNITS)
-        rt = get_runtime(device)  # a wrong index raises, naming the devices there are
-        return device, "opencl", alignment or rt.arena_alignment, rt.info["compute_units"]
-    kd = device.kernel_device
-    info = getattr(device, "info", {})
-    return (getattr(device, "name", kd), kd, alignment or getattr(device, "arena_alignment", CPU_ALIGNMENT),
-            info.get("compute_units") if kd == "opencl" else None)
+        if device not in ("cpu", "opencl"):
+            raise ValueError(f"the planner takes DeviceFacts or 'cpu' / 'opencl' (the documented defaults), not "
+                             f"{device!r}; for a device of this machine plan with "
+                             f"tfplus.runtime.facts.device_facts({device!r})")
+        device = DeviceFacts(device, device)
+    if not isinstance(device, DeviceFacts):
+        raise TypeError(f"the planner takes DeviceFacts or 'cpu' / 'opencl', not {type(device).__name__}; for a "
+                        "runtime use tfplus.runtime.facts.device_facts(runtime)")
+    cl = device.kernel_device == "opencl"
+    default = OPENCL_DEFAULT_ALIGNMENT if cl else CPU_ALIGNMENT
+    return replace(device, alignment=alignment or device.alignment or default,
+                   compute_units=device.compute_units or (OPENCL_DEFAULT_COMPUTE_UNITS if cl else None))
 
 
 def _graph_of(fetches, feed_shapes):

@@ -20,15 +20,13 @@ from typing import NamedTuple
 
 from tfplus.framework import Graph, Operation, Tensor
 from tfplus.planner.liveness import alias_root, executes, phase_of
+from tfplus.registry import has_tag
 
-# At most this many ops recompute one activation, and at most one of them a GEMM (convolution or matmul): more
-# would cost a large part of a forward pass per reader.
+# At most this many ops recompute one activation, and at most one of them a GEMM (registry tag "gemm": a
+# convolution or matmul): more would cost a large part of a forward pass per reader.
 MAX_OPS = 4
-_GEMM = ("Conv2D", "MatMul", "BatchMatMul", "DepthwiseConv2dNative", "_FusedConv2DBiasRelu", "_FusedMatMul")
 # A recomputation level r drops the r largest activations that can be recomputed (the planner tries r = 1..).
 MAX_LEVEL = 4
-# Readers that need only a tensor's shape: they read the original right after it is made, never a copy.
-SHAPE_ONLY = ("Shape", "ShapeN", "Size", "Rank")
 
 
 class Drop(NamedTuple):
@@ -55,7 +53,7 @@ def candidates(order: list[Operation], specs, feeds: set[Tensor], fetches: list,
     readers: dict[Tensor, list[Operation]] = {}
     aliased: set[Tensor] = set()
     for op in order:
-        if phase_of(op) != "backward" or op.type in SHAPE_ONLY:
+        if phase_of(op) != "backward" or _shape_only(op):
             continue
         for t in op.inputs:
             r = alias_root(t, feeds)
@@ -114,7 +112,7 @@ def _chain(t: Tensor, saved: set[Tensor], feeds: set[Tensor], keep: set[Tensor])
             if r in feeds or r.op.type in ("VariableV2", "Const") or r in saved:
                 continue  # a leaf, or an alias of one (a variable's read): the copy reads it as is
             stack.append(u.op)
-    if sum(op.type in _GEMM for op in chain) > 1:
+    if sum(has_tag(op.type, "gemm") for op in chain) > 1:
         return None
     return sorted(chain, key=lambda op: op._id)
 
@@ -147,7 +145,7 @@ def rewrite(order: list[Operation], feeds: set[Tensor], drops: list[Drop]) -> Re
     dropped_all = {d.tensor for d in drops}
 
     def position(op):
-        if op.type in SHAPE_ONLY and any(u in dropped_all for u in op.inputs):
+        if _shape_only(op) and any(u in dropped_all for u in op.inputs):
             return max([u.op._id for u in op.inputs] + [c._id for c in op.control_inputs]) + 0.5
         return op._id
     in_step = set(order)
@@ -180,7 +178,7 @@ def rewrite(order: list[Operation], feeds: set[Tensor], drops: list[Drop]) -> Re
         for u in others:
             for s in u.consumers():
                 if s in in_step and s is not r and s not in by_reader and s not in before and \
-                        phase_of(s) == "backward" and s.type not in SHAPE_ONLY:
+                        phase_of(s) == "backward" and not _shape_only(s):
                     op_map[s]._add_control_input(op_map[r])
     return Rewrite(g, tmap, op_map, clones)
 
@@ -197,6 +195,12 @@ def _ancestors(op: Operation, ops: set[Operation]) -> set[Operation]:
     return seen
 
 
+def _shape_only(op: Operation) -> bool:
+    """A reader that needs only a tensor's shape (registry tag "shape_only"): it reads the original right after it
+    is made, never a copy."""
+    return has_tag(op.type, "shape_only")
+
+
 def _copy(g: Graph, op: Operation, inputs: list[Tensor], name: str, control: list[Operation]) -> Operation:
     """`op` in graph `g` with these inputs and its op_def; its outputs keep the original's static shapes and
     folded values."""
@@ -205,6 +209,7 @@ def _copy(g: Graph, op: Operation, inputs: list[Tensor], name: str, control: lis
         raise ValueError(f"{op.type} '{op.name}': the planning copy lacks its inputs {missing}")
     new = Operation(g, op.type, name, inputs, op.attrs, list(dict.fromkeys(control)), op.device)
     new.op_def = op.op_def  # an op's own (tfplus.engine.rewrite gives _FusedApply the ref inputs of its variables)
+    new.backward = op.backward
     new.outputs = [Tensor(new, i, t.dtype, t._shape) for i, t in enumerate(op.outputs)]
     for t, c in zip(op.outputs, new.outputs):
         c._const = getattr(t, "_const", None)

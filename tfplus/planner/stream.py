@@ -17,7 +17,7 @@ rows, the step runs as:
 4. "update" (once): what the update ops need from those sums (e.g. adding weight decay) and the updates.
 
 Exact up to float summation order, provided the prefix treats rows independently (no batch statistics:
-plan.batch_statistics) and, when it has a backward pass, draws no random numbers (recomputing would draw new
+batch.batch_statistics) and, when it has a backward pass, draws no random numbers (recomputing would draw new
 ones).
 
 Lanes (cpu, several threads): small micro-batches leave a kernel's threads little to share (a conv call on 8
@@ -37,12 +37,7 @@ from typing import NamedTuple
 
 from tfplus.framework import Operation, Tensor, needed_ops
 from tfplus.planner.liveness import PlanError, phase_of
-
-# Backward ops whose outputs without the batch axis sum their row-major inputs over the rows (a weight gradient;
-# the graph rewrite's ReLU gradient also gives its bias gradient): per micro-batch they give partial sums that add
-# up to the full batch's. Any other op that drops the batch axis stops a cut.
-SUM_OVER_ROWS = ("Conv2DBackpropFilter", "DepthwiseConv2dNativeBackpropFilter", "BiasAddGrad", "MatMul", "Sum",
-                 "_FusedReluGradBiasAddGrad")
+from tfplus.registry import has_tag, tagged
 
 
 class Cut(NamedTuple):
@@ -110,7 +105,10 @@ def find(order: list[Operation], feeds: set[Tensor], fetches: list, batch_feeds:
             raise no(f"{op.type} '{op.name}' reads '{read}' of the prefix: a path from the batch bypasses the cut")
         backward.add(op)
         for t in op.outputs:
-            if op.type in SUM_OVER_ROWS and t not in major and any(u in major for u in op.inputs if u in rowed):
+            # A backward op tagged "row_sums" (a weight gradient; the graph rewrite's ReLU gradient also gives its
+            # bias gradient) gives per micro-batch partial sums that add up to the full batch's. Any other op that
+            # drops the batch axis stops a cut.
+            if has_tag(op.type, "row_sums") and t not in major and any(u in major for u in op.inputs if u in rowed):
                 partials.append(t)
             else:
                 rowed.add(t)
@@ -130,7 +128,7 @@ def find(order: list[Operation], feeds: set[Tensor], fetches: list, batch_feeds:
             bad = [t.name for t in op.inputs if t in rowed]
             if bad:
                 raise no(f"{op.type} '{op.name}' reads {bad}, computed per micro-batch, and is not part of the "
-                         f"prefix's backward pass (only {', '.join(SUM_OVER_ROWS)} may sum over the rows)")
+                         f"prefix's backward pass (only {', '.join(tagged('row_sums'))} may sum over the rows)")
     others = {t for t in feeds if t not in batch_feeds}
     if not backward:  # the rest is the whole step after the cut
         rest_feeds = (feeds - (prefix_feeds & batch_feeds)) | {b}

@@ -37,9 +37,3 @@ def get_runtime(device: str):
     return OpenCLRuntime(selector)
 
 
-def size_class(nbytes: int) -> int:
-    """The opencl buffer pool's size class of a request: a multiple of 256 bytes at most 1/8 above it, so like
-    sizes share buffers. The memory planner counts tensors held outside its arena (variables, slots, the fed
-    batch) in these units on opencl, as the device holds them."""
-    step = 1 << max(8, nbytes.bit_length() - 4)
-    return max(step, -(-nbytes // step) * step)

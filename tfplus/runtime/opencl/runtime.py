@@ -12,13 +12,13 @@ from typing import Any
 import numpy as np
 
 from tfplus import debug
-from tfplus.runtime import size_class
 from tfplus.runtime.base import Runtime
 from tfplus.runtime.opencl.build import CompileNotice
 from tfplus.runtime.opencl.device import Device, Kernel
 from tfplus.runtime.opencl.discovery import cl, cltypes, replay_enabled, select
 from tfplus.runtime.opencl.memory import Block, DeviceArray, home
 from tfplus.runtime.opencl.tape import Tape, taping
+from tfplus.units import size_class
 
 # Values at most this big reach the device through the content cache: one device copy per distinct value.
 _SMALL_BYTES = 1024
