@@ -1,13 +1,15 @@
-"""Checks every model builder of graphs/ passes, shared by the model test modules (test_mobilenet, test_seqnet)."""
+"""Models and checks the test modules share: the checks every model builder of graphs/ passes (test_mobilenet,
+test_seqnet), and a small CNN trained by forced plans on each device (the planner, replay and recompute tests)."""
 from __future__ import annotations
 
+import gc
 import tracemalloc
 
 import numpy as np
 
 import tfplus as tf
 from tfplus import planner, threads
-from tfplus.engine.memory import Bound, install, measure_step
+from tfplus.engine.memory import Bound, install, measure_device_step, measure_step
 from tfplus.runtime.facts import device_facts
 
 
@@ -71,3 +73,52 @@ def assert_graphdef_round_trips(graph) -> None:
         graph_io.import_graph_def(graph_def, name="")
     assert copy.as_graph_def().SerializeToString(deterministic=True) == \
         graph_def.SerializeToString(deterministic=True)
+
+
+# -- a small CNN, trained by forced plans ------------------------------------------------------------------------
+def small_cnn():
+    from tfplus.graphs import get_model, training_graph
+    return training_graph(get_model("mentee").build, total_steps=10, seed=0, image_shape=(3, 16, 16),
+                          model_kwargs={"conv_widths": (4, 8), "fc_widths": (16,)})
+
+
+def cnn_feeds(tg, batch=8):
+    rng = np.random.default_rng(0)
+    return {tg.images: rng.standard_normal((batch, 3, 16, 16)).astype(np.float32),
+            tg.labels: rng.integers(0, 10, batch).astype(np.int32)}
+
+
+def train_steps(tg, feeds, budget=None, force=None, steps=2):
+    """Losses of `steps` training steps and the weights after them."""
+    fetches = [tg.train_op, tg.loss]
+    with tf.Session(graph=tg.graph, memory_budget=budget) as sess:
+        sess.run(tg.init_op)
+        if force is not None:
+            p = planner.plan(fetches, {t: v.shape for t, v in feeds.items()}, graph=tg.graph, force=force)
+            install(sess, fetches, p)
+        losses = [sess.run(fetches, feeds)[1] for _ in range(steps)]
+        weights = {v.op.name: sess.run(v) for v in tg.graph.get_collection("trainable_variables")}
+    return losses, weights
+
+
+def train_opencl(tg, feeds, force=None, steps=2, compute_units=None):
+    """Losses of `steps` training steps on opencl (by the forced plan, if any), the weights after them, the
+    plan and the ledger's measurement of the last step. `compute_units` overrides the device's count (which
+    sets how the kernels split long reductions, and so their scratch)."""
+    fetches = [tg.train_op, tg.loss]
+    p = m = None
+    gc.collect()  # other tests' device buffers go back to the pool before the ledger is read
+    with tf.Session(graph=tg.graph, device="opencl", memory_budget=None if force is None else "1GB") as sess:
+        if compute_units:
+            sess.runtime.info = {**sess.runtime.info, "compute_units": compute_units}
+        sess.run(tg.init_op)
+        if force is not None:
+            p = planner.plan(fetches, {t: v.shape for t, v in feeds.items()}, device_facts(sess.runtime),
+                             graph=tg.graph,
+                             force=force)
+            install(sess, fetches, p)
+        losses = [sess.run(fetches, feeds)[1] for _ in range(steps - 1)]
+        m = measure_device_step(sess, fetches, feeds)
+        losses.append(sess.run(fetches, feeds)[1])
+        weights = {v.op.name: sess.run(v) for v in tg.graph.get_collection("trainable_variables")}
+    return losses, weights, p, m

@@ -11,6 +11,8 @@ test_op_table.py collects `CASES` from every tests/cases_*.py module.
 """
 from __future__ import annotations
 
+import importlib
+import pathlib
 import zlib
 from typing import Callable, Sequence
 
@@ -175,3 +177,18 @@ def _numeric_grad(sess, loss, feeds, ph, array):
     base = abs(float(sess.run(loss, feeds)))
     # Rounding in the loss (~1e-16 |loss|) becomes ~1e-10 |loss| in a difference quotient: scale atol with it.
     return out.reshape(array.shape), max(1.0, base, float(np.abs(out).max(initial=0.0)))
+
+
+def all_cases() -> list[Case]:
+    """CASES of every tests/cases_*.py module, in file order; case names must be unique."""
+    cases: list[Case] = []
+    where: dict[str, str] = {}
+    for path in sorted(pathlib.Path(__file__).parent.glob("cases_*.py")):
+        module = importlib.import_module(path.stem)  # tests/ is on sys.path (pytest's rootdir insertion)
+        for case in module.CASES:
+            if case.name in where:
+                raise ValueError(f"op-table case {case.name!r} defined in {where[case.name]} and {path.name}")
+            where[case.name] = path.name
+            cases.append(case)
+    return cases
+

@@ -1,6 +1,6 @@
 """tf.layers functions for MobileNet-style and sequence models: batch_normalization, conv1d, separable_conv2d.
 
-TF1's variable names, shapes, collections and update ops (checked against TensorFlow in tests/test_layers_ext.py):
+TF1's variable names, shapes, collections and update ops (checked against TensorFlow in tests/ops/test_layers_ext.py):
 
     import tfplus as tf
     from tfplus import layers_ext as layers

@@ -151,7 +151,7 @@ SCRATCH_ATTR = "_scratch_divisor"
 class KernelFacts:
     """What the planner and profiler may assume of one (op type, device)'s kernel, declared where it is
     registered. `inplace`: input indices whose buffer the output may be (the kernel reads each element of
-    that input before it writes the same element of the output); tests/test_completeness.py runs every one
+    that input before it writes the same element of the output); tests/ops/test_completeness.py runs every one
     both ways. `chunk`: a ChunkSpec. `variants`: name -> another kernel for the same op that the planned
     executor calls in its place (tfplus.planner.compact's are named "compact" and "pooled"). Facts are per op
     type and device: a kernel registered for some dtypes of that pair vouches for all of them."""

@@ -8,7 +8,7 @@ their gradients, kernels and plans come for free.
     outputs, state = tf.nn.dynamic_rnn(cell, x, dtype=tf.float32)   # (batch, 32, 64), (batch, 64)
     # variables rnn/gru_cell/gates/kernel (96 + 64, 128), gates/bias, candidate/kernel (160, 64), candidate/bias
 
-Variable names, shapes and weight layouts are TF1's (tests/test_rnn.py checks them, the outputs and the
+Variable names, shapes and weight layouts are TF1's (tests/ops/test_rnn.py checks them, the outputs and the
 gradients against TensorFlow). A cell creates its variables on its first call, under the variable scope it is
 called in plus its own name (`gru_cell`, `gru_cell_1`, ... as TF1 numbers them); later calls share them.
 

@@ -5,7 +5,7 @@
 Needs grpcio-tools (the `test` extra), which carries protoc. The generated code pins the protobuf runtime it
 needs (see the ValidateProtobufRuntimeVersion call at the top of each _pb2 module), so keep the `protobuf`
 lower bound in pyproject.toml and the grpcio-tools pin of the `test` extra in step with the protoc used here.
-tests/test_proto.py calls `generate` into a temporary folder and compares the output with the committed files.
+tests/core/test_proto.py calls `generate` into a temporary folder and compares the output with the committed files.
 """
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ cost. Each kernel declares it where it is registered (`register_kernel(..., inpl
 tfplus.registry.KernelFacts); INPLACE is the table of those declarations, derived as kernels are imported.
 An entry is a promise about the kernel: it reads every element of that input before writing the same
 element of the output (a single ufunc call with out=, or a chain of them that only rereads `out`).
-tests/test_completeness.py checks every entry by running the kernel both ways.
+tests/ops/test_completeness.py checks every entry by running the kernel both ways.
 """
 from __future__ import annotations
 

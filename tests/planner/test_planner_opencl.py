@@ -7,11 +7,11 @@ import gc
 import numpy as np
 import pytest
 from conftest import needs_opencl
-from test_planner import _cnn_feeds, _small_cnn
+from modelcheck import cnn_feeds, small_cnn, train_opencl
 
 import tfplus as tf
 from tfplus import planner
-from tfplus.engine.memory import install, measure_device_step
+from tfplus.engine.memory import measure_device_step
 from tfplus.runtime import opencl
 from tfplus.runtime.facts import device_facts
 
@@ -21,37 +21,14 @@ FORCED = {"arena": (1, 1), "compact": (1, 1, True), "micro2": (2, 1), "micro4": 
           "compact_micro2": (2, 1, True), "micro2_chunk2": (2, 2)}
 
 
-def _train(tg, feeds, force=None, steps=2, compute_units=None):
-    """Losses of `steps` training steps on opencl (by the forced plan, if any), the weights after them, the
-    plan and the ledger's measurement of the last step. `compute_units` overrides the device's count (which
-    sets how the kernels split long reductions, and so their scratch)."""
-    fetches = [tg.train_op, tg.loss]
-    p = m = None
-    gc.collect()  # other tests' device buffers go back to the pool before the ledger is read
-    with tf.Session(graph=tg.graph, device="opencl", memory_budget=None if force is None else "1GB") as sess:
-        if compute_units:
-            sess.runtime.info = {**sess.runtime.info, "compute_units": compute_units}
-        sess.run(tg.init_op)
-        if force is not None:
-            p = planner.plan(fetches, {t: v.shape for t, v in feeds.items()}, device_facts(sess.runtime),
-                             graph=tg.graph,
-                             force=force)
-            install(sess, fetches, p)
-        losses = [sess.run(fetches, feeds)[1] for _ in range(steps - 1)]
-        m = measure_device_step(sess, fetches, feeds)
-        losses.append(sess.run(fetches, feeds)[1])
-        weights = {v.op.name: sess.run(v) for v in tg.graph.get_collection("trainable_variables")}
-    return losses, weights, p, m
-
-
 @pytest.mark.parametrize("force", FORCED.values(), ids=FORCED.keys())
 def test_planned_opencl_step_equals_the_plain_step(force):
     """Training by a forced plan on opencl gives the plain executor's losses and weights (the random
     initializers are the device's own, so the reference is the same device without a plan)."""
-    tg = _small_cnn()
-    feeds = _cnn_feeds(tg, batch=8)
-    want = _train(tg, feeds)
-    got = _train(tg, feeds, force)
+    tg = small_cnn()
+    feeds = cnn_feeds(tg, batch=8)
+    want = train_opencl(tg, feeds)
+    got = train_opencl(tg, feeds, force)
     np.testing.assert_allclose(got[0], want[0], rtol=1e-5)
     for name, w in want[1].items():
         np.testing.assert_allclose(got[1][name], w, rtol=1e-5, atol=1e-6, err_msg=name)
@@ -68,9 +45,9 @@ def test_opencl_ledger_measures_the_planned_peak(force, compute_units):
     """The most device memory the tensors hold during a step is the plan's peak, to the byte: variables, slots
     and the fed batch in the pool's size classes, the arena (outputs, the kernels' split-reduction partials)
     exactly; the device creates no buffer during the step."""
-    tg = _small_cnn()
-    feeds = _cnn_feeds(tg, batch=16)
-    *_, p, m = _train(tg, feeds, force, compute_units=compute_units)
+    tg = small_cnn()
+    feeds = cnn_feeds(tg, batch=16)
+    *_, p, m = train_opencl(tg, feeds, force, compute_units=compute_units)
     assert m["allocations"] == 0, "a planned step creates no device buffer"
     assert m["peak"] == p.peak_bytes, (m, p.peak_bytes)
     assert m["held"] + p.feed_bytes == m["peak"], "held at the start: variables, slots, arena"
@@ -80,8 +57,8 @@ def test_opencl_ledger_measures_the_planned_peak(force, compute_units):
 
 def test_opencl_session_fits_a_budget_by_micro_batching():
     """A budget the plain plan exceeds: the opencl session plans micro-batches and its steps stay within it."""
-    tg = _small_cnn()
-    feeds = _cnn_feeds(tg, batch=32)
+    tg = small_cnn()
+    feeds = cnn_feeds(tg, batch=32)
     fetches = [tg.train_op, tg.loss]
     shapes = {t: v.shape for t, v in feeds.items()}
     free = planner.plan(fetches, shapes, device_facts("opencl"), graph=tg.graph)
@@ -106,8 +83,8 @@ def test_a_plan_for_a_device_that_is_not_here_counts_its_kernels_scratch(monkeyp
     import importlib
 
     plan_mod = importlib.import_module("tfplus.planner.plan")  # the module (tfplus.planner.plan is a function)
-    tg = _small_cnn()
-    shapes = {t: v.shape for t, v in _cnn_feeds(tg, batch=64).items()}
+    tg = small_cnn()
+    shapes = {t: v.shape for t, v in cnn_feeds(tg, batch=64).items()}
     with pytest.raises(ValueError, match="OpenCL device 99 does not exist"):
         device_facts("opencl:99")
     monkeypatch.setattr(opencl, "available", lambda: False)
@@ -136,7 +113,6 @@ def test_planned_opencl_runs_an_empty_arena_and_top_k_scratch():
         np.testing.assert_array_equal(sess.run(values, {ph: x}), -np.sort(-x)[:, :2])
 
 
-
 def test_pooled_compact_state_launches_less_and_trains_as_the_plain_step(monkeypatch):
     """Under a budget the opencl session plans its rewritten step (fused ReLU and bias gradients), where compact
     state is "pooled" (planner.compact): each MaxPoolGrad launches nothing and the ReLU gradient routes the pool
@@ -144,8 +120,8 @@ def test_pooled_compact_state_launches_less_and_trains_as_the_plain_step(monkeyp
     from tfplus.engine.rewrite import optimize
     from tfplus.kernels.opencl import fused
     from tfplus.planner import compact
-    tg = _small_cnn()
-    feeds = _cnn_feeds(tg, batch=8)
+    tg = small_cnn()
+    feeds = cnn_feeds(tg, batch=8)
     fetches = [tg.train_op, tg.loss]
     r = optimize(tg.graph, fetches, list(feeds))
     shapes = {r.element[t]: v.shape for t, v in feeds.items()}

@@ -8,14 +8,16 @@ import numpy as np
 import pytest
 from cases_fused import CASES as FUSED_CASES
 from cases_image import CASES as IMAGE_CASES
-from test_op_table import CASES
+from optable import all_cases
 from tforacle import import_into_tf, tf_tensors
 
 import tfplus as tf
 
+CASES = all_cases()
+
 # Ops that are not TensorFlow's, so their op-table cases are not collected here:
-# - the graph rewrite's fused ops (tfplus.engine.rewrite; tests/cases_fused.py): tests/test_optimize.py compares a fused
-#   training step with the unfused one, whose ops are compared with TensorFlow here;
+# - the graph rewrite's fused ops (tfplus.engine.rewrite; tests/cases_fused.py): tests/engine/test_optimize.py
+#   compares a fused training step with the unfused one, whose ops are compared with TensorFlow here;
 # - CifarAugment, the trainer's device input (tests/cases_image.py): checked against a per-pixel NumPy reference
 #   and the host pipeline.
 # Any other case whose graph uses an op TensorFlow lacks fails, asking for it to be left out with a reason.

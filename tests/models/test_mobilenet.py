@@ -132,11 +132,11 @@ def test_model_is_registered():
 def test_opencl_ledger_measures_the_planned_peak():
     """On opencl, a planned MobileNet step trains as the plain one, holds exactly the plan's peak and creates
     no device buffer (the batch-norm and depthwise kernels need no scratch)."""
-    from test_planner_opencl import _train
+    from modelcheck import train_opencl
     tg = _tiny_graph()
     feeds = _feeds(tg, batch=8)
-    want = _train(tg, feeds)
-    losses, weights, p, m = _train(tg, feeds, (1, 1))
+    want = train_opencl(tg, feeds)
+    losses, weights, p, m = train_opencl(tg, feeds, (1, 1))
     np.testing.assert_allclose(losses, want[0], rtol=1e-5)
     for name, w in want[1].items():
         np.testing.assert_allclose(weights[name], w, rtol=1e-4, atol=1e-6, err_msg=name)

@@ -19,7 +19,7 @@ from tfplus.proto import (
 )
 from tfplus.tensor_util import attr_to_proto, make_tensor_proto
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _gen_protos():

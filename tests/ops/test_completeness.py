@@ -4,7 +4,7 @@ declared facts hold: in-place writes, chunk specs, compact variants, scratch."""
 import numpy as np
 import pytest
 from conftest import needs_opencl
-from test_op_table import all_cases
+from optable import all_cases
 
 import tfplus as tf
 import tfplus.kernels.numpy  # noqa: F401

@@ -8,7 +8,7 @@ import re
 import numpy as np
 import pytest
 from conftest import needs_opencl
-from test_planner import _cnn_feeds, _small_cnn, _train
+from modelcheck import cnn_feeds, small_cnn, train_opencl, train_steps
 
 import tfplus as tf
 from tfplus import planner
@@ -39,20 +39,20 @@ def _same_bits(a, b):
                          ids=["recompute1", "compact_recompute2", "compact_micro2_recompute1", "chunks2_scratch4"])
 def test_recomputation_trains_bit_identically_on_cpu(force):
     """Two training steps with activations recomputed give the same bits as the same plan without."""
-    tg = _small_cnn()
-    feeds = _cnn_feeds(tg)
+    tg = small_cnn()
+    feeds = cnn_feeds(tg)
     p = planner.plan([tg.train_op, tg.loss], _shapes(feeds), graph=tg.graph, force=force)
     assert p.recomputed and p.recomputed[0] == "conv1/Relu:0", p.recomputed
     assert any(t["name"] == "recompute" for t in p.transformations)
     check_no_overlap(p.buffers)
-    _same_bits(_train(tg, feeds, budget="1GB", force=force[:4]), _train(tg, feeds, budget="1GB", force=force))
+    _same_bits(train_steps(tg, feeds, budget="1GB", force=force[:4]), train_steps(tg, feeds, budget="1GB", force=force))
 
 
 def test_recomputed_activation_lives_only_beside_its_reader():
     """The dropped ReLU output dies at its forward reader; each backward reader gets its own copy, made right
     before it, and the saved bytes lower the liveness bound."""
-    tg = _small_cnn()
-    shapes = _shapes(_cnn_feeds(tg, batch=32))
+    tg = small_cnn()
+    shapes = _shapes(cnn_feeds(tg, batch=32))
     fetches = [tg.train_op, tg.loss]
     plain = planner.plan(fetches, shapes, graph=tg.graph, force=(1, 1, True, 1, 0))
     p = planner.plan(fetches, shapes, graph=tg.graph, force=(1, 1, True, 1, 1))
@@ -77,8 +77,8 @@ def test_planner_picks_recomputation_before_micro_batching():
     """A budget between the recomputed step's peak and the plain step's: recomputation fits it without
     micro-batches (predicted far cheaper on opencl, where each micro-batch costs a step's kernel launches), and
     a tighter budget needs fewer micro-batches with recomputation than without."""
-    tg = _small_cnn()
-    shapes = _shapes(_cnn_feeds(tg, batch=32))
+    tg = small_cnn()
+    shapes = _shapes(cnn_feeds(tg, batch=32))
     fetches = [tg.train_op, tg.loss]
     free = planner.plan(fetches, shapes, "opencl", graph=tg.graph)  # (a plan needs no device at hand)
     budget = int(free.peak_bytes * 0.7)
@@ -130,13 +130,12 @@ def test_random_ops_are_never_recomputed():
 def test_recomputation_on_opencl_is_exact_and_measured_to_the_byte():
     """On the opencl device (PoCL) recomputation gives the same bits as the plan without it, and the runtime's
     ledger of device memory peaks at the plan's peak, with no device allocation during the step."""
-    from test_planner_opencl import _train as train_cl
     force = (2, 1, True, 1, 1)  # compact state, 2 micro-batches, one activation recomputed
-    tg = _small_cnn()
-    feeds = _cnn_feeds(tg, batch=16)
+    tg = small_cnn()
+    feeds = cnn_feeds(tg, batch=16)
     gc.collect()
-    want = train_cl(tg, feeds, force[:4])
-    got = train_cl(tg, feeds, force)
+    want = train_opencl(tg, feeds, force[:4])
+    got = train_opencl(tg, feeds, force)
     p, m = got[2], got[3]
     assert p.recomputed and m["allocations"] == 0
     assert m["peak"] == p.peak_bytes, (m, p.peak_bytes)
@@ -170,12 +169,11 @@ def test_plan_cli_says_what_it_chose_and_why(capsys):
 def test_opencl_scratch_divisor_shrinks_the_filter_gradients_partials():
     """On opencl the scratch divisor splits the filter gradients' long sums fewer ways (a device of 8 compute
     units splits them): smaller declared partials, the ledger still at the plan's peak, the same training."""
-    from test_planner_opencl import _train as train_cl
-    tg = _small_cnn()
-    feeds = _cnn_feeds(tg, batch=16)
+    tg = small_cnn()
+    feeds = cnn_feeds(tg, batch=16)
     gc.collect()
-    want = train_cl(tg, feeds, (1, 1), compute_units=8)
-    got = train_cl(tg, feeds, (1, 1, False, 16), compute_units=8)
+    want = train_opencl(tg, feeds, (1, 1), compute_units=8)
+    got = train_opencl(tg, feeds, (1, 1, False, 16), compute_units=8)
 
     def partials(p):
         return sum(b.size for ph in p.phases for op, bs in ph.life.workspaces.items()

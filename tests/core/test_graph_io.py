@@ -2,7 +2,7 @@
 import_graph_def's options and its errors, write_graph / read_graph_def; control flow's function library."""
 import numpy as np
 import pytest
-from test_control_flow import CF_FEEDS, control_flow_model
+from controlflow import CF_FEEDS, control_flow_model
 
 import tfplus as tf
 from tfplus import graph_io, registry, tensor_util

@@ -9,8 +9,7 @@ import gc
 import numpy as np
 import pytest
 from conftest import needs_opencl
-from modelcheck import assert_planned_bytes_are_measured
-from test_planner import _cnn_feeds
+from modelcheck import assert_planned_bytes_are_measured, cnn_feeds
 
 import tfplus as tf
 from tfplus import planner, threads
@@ -38,7 +37,7 @@ def _cnn(last: int | None = None):
                           model_kwargs={"conv_widths": (4, 8), "fc_widths": (16,)}, var_list=pick)
 
 
-def _train(tg, feeds, device="cpu", force=None, steps=2):
+def train_steps(tg, feeds, device="cpu", force=None, steps=2):
     """Losses of `steps` training steps (by the forced plan, if any), the weights after them, and the plan."""
     fetches = [tg.train_op, tg.loss]
     p = None
@@ -69,9 +68,9 @@ CASES = {"finetune_pool": (1, "MaxPool:0", 4, False), "finetune_fc1": (1, "fc1/M
 def test_streamed_prefix_trains_as_the_plain_step(case, device):
     last, cut, k, z = case
     tg = _cnn(last)
-    feeds = _cnn_feeds(tg, batch=8)
-    want = _train(tg, feeds, device)
-    losses, weights, p = _train(tg, feeds, device, force=(1, 1, z, 1, 0, (cut, k)))
+    feeds = cnn_feeds(tg, batch=8)
+    want = train_steps(tg, feeds, device)
+    losses, weights, p = train_steps(tg, feeds, device, force=(1, 1, z, 1, 0, (cut, k)))
     np.testing.assert_allclose(losses, want[0], rtol=1e-5)
     assert not np.allclose(losses[0], losses[1]), "the step trains"
     for name, w in want[1].items():
@@ -94,8 +93,8 @@ def test_the_sessions_rewritten_step_streams(device):
     """A session runs the rewritten step (tfplus.engine.rewrite), whose fused ReLU gradient also gives the bias
     gradient, a sum over the rows: that step streams too, and trains as the plain step."""
     tg = _cnn()
-    feeds = _cnn_feeds(tg, batch=8)
-    want = _train(tg, feeds, device)
+    feeds = cnn_feeds(tg, batch=8)
+    want = train_steps(tg, feeds, device)
     fetches = [tg.train_op, tg.loss]
     with tf.Session(graph=tg.graph, device=device, memory_budget="1GB") as sess:
         sess.run(tg.init_op)
@@ -118,13 +117,13 @@ def test_streamed_prefix_planned_bytes_are_measured_bytes(case):
     buffers."""
     last, cut, k, _ = case
     tg = _cnn(last)
-    assert_planned_bytes_are_measured(tg, _cnn_feeds(tg, batch=32), force=(1, 1, False, 1, 0, (cut, k)))
+    assert_planned_bytes_are_measured(tg, cnn_feeds(tg, batch=32), force=(1, 1, False, 1, 0, (cut, k)))
 
 
 @needs_opencl
 def test_streamed_prefix_opencl_ledger_measures_the_planned_peak():
     tg = _cnn()
-    feeds = _cnn_feeds(tg, batch=16)
+    feeds = cnn_feeds(tg, batch=16)
     fetches = [tg.train_op, tg.loss]
     gc.collect()
     with tf.Session(graph=tg.graph, device="opencl", memory_budget="1GB") as sess:
@@ -143,7 +142,7 @@ def test_cross_phase_buffers_live_as_long_as_they_are_read():
     the rest run, until the prefix backward runs have read it; the summed gradients through the update run;
     and the arena holds the largest run beside them."""
     tg = _cnn()
-    shapes = {t: v.shape for t, v in _cnn_feeds(tg, batch=8).items()}
+    shapes = {t: v.shape for t, v in cnn_feeds(tg, batch=8).items()}
     p = planner.plan([tg.train_op, tg.loss], shapes, graph=tg.graph, force=(1, 1, False, 1, 0, ("MaxPool:0", 2)))
     prefix, rest, back, update = p.phases
     whole = p.accumulators[p.stream.tensor]
@@ -216,7 +215,7 @@ def test_cost_model_prices_the_prefix_per_micro_batch_and_the_rest_once(kernel_d
     for last, runs in ((1, 4 + 1), (None, 2 * 4 + 2)):
         tf.reset_default_graph()
         tg = _cnn(last)
-        step = _Step([tg.train_op, tg.loss], {t: v.shape for t, v in _cnn_feeds(tg, batch=8).items()}, device,
+        step = _Step([tg.train_op, tg.loss], {t: v.shape for t, v in cnn_feeds(tg, batch=8).items()}, device,
                      tg.graph, None)
         s = ("MaxPool:0", 4)
         f, plain = step.features(1, 1, s=s), step.features(1, 1)
@@ -237,10 +236,10 @@ def test_streamed_prefix_in_lanes_trains_as_the_plain_step(case):
     beside it."""
     last, cut, k, _ = case
     tg = _cnn(last)
-    feeds = _cnn_feeds(tg, batch=8)
+    feeds = cnn_feeds(tg, batch=8)
     with threads.default(2):
-        want = _train(tg, feeds, steps=3)
-        runs = [_train(tg, feeds, force=(1, 1, False, 1, 0, (cut, k, 2, 0)), steps=3) for _ in range(2)]
+        want = train_steps(tg, feeds, steps=3)
+        runs = [train_steps(tg, feeds, force=(1, 1, False, 1, 0, (cut, k, 2, 0)), steps=3) for _ in range(2)]
     losses, weights, p = runs[0]
     np.testing.assert_allclose(losses, want[0], rtol=1e-5)
     for name, w in want[1].items():
@@ -260,7 +259,7 @@ def test_streamed_prefix_in_lanes_trains_as_the_plain_step(case):
 def test_streamed_prefix_in_lanes_planned_bytes_are_measured_bytes():
     tg = _cnn(1)
     with threads.default(2):
-        assert_planned_bytes_are_measured(tg, _cnn_feeds(tg, batch=32),
+        assert_planned_bytes_are_measured(tg, cnn_feeds(tg, batch=32),
                                           force=(1, 1, False, 1, 0, ("MaxPool:0", 4, 2, 1)))
 
 
@@ -270,7 +269,7 @@ def test_lanes_divide_the_scratch_where_the_prefix_peaks():
     kernels ask for what their declarations say (the executor checks every request), and train as the plain
     step."""
     tg = _cnn(1)
-    feeds = _cnn_feeds(tg, batch=128)  # micro-batches of 64 images: enough for a divisor to shrink scratch
+    feeds = cnn_feeds(tg, batch=128)  # micro-batches of 64 images: enough for a divisor to shrink scratch
     shapes = {t: v.shape for t, v in feeds.items()}
     with threads.default(2):
         step = _Step([tg.train_op, tg.loss], shapes, DeviceFacts("cpu", "cpu", threads=2), tg.graph, None)
@@ -288,14 +287,14 @@ def test_lanes_divide_the_scratch_where_the_prefix_peaks():
         assert plans[1].lane_bytes < plans[0].lane_bytes
         pieces = [step.features(1, 1, s=("MaxPool:0", 2, 2, b))["pieces"] for b in (0, 1)]
         assert pieces[1] > pieces[0]
-        losses, _, p = _train(tg, feeds, force=(1, 1, False, 1, 0, ("MaxPool:0", 2, 2, 1)), steps=2)
-        want = _train(tg, feeds, steps=2)[0]
+        losses, _, p = train_steps(tg, feeds, force=(1, 1, False, 1, 0, ("MaxPool:0", 2, 2, 1)), steps=2)
+        want = train_steps(tg, feeds, steps=2)[0]
     np.testing.assert_allclose(losses, want, rtol=1e-5)
 
 
 def test_lanes_need_threads_and_a_prefix_without_random_numbers():
     tg = _cnn(1)
-    shapes = {t: v.shape for t, v in _cnn_feeds(tg, batch=8).items()}
+    shapes = {t: v.shape for t, v in cnn_feeds(tg, batch=8).items()}
     step = _Step([tg.train_op, tg.loss], shapes, DeviceFacts("cpu", "cpu", threads=1), tg.graph, None)
     assert step.lanes("MaxPool:0", 4) == 1
     assert all(kc.stream is None or kc.stream.lanes == 1 for kc in step.candidates(planner.TRANSFORMATIONS))

@@ -8,7 +8,7 @@ import zlib
 import numpy as np
 import pytest
 from conftest import oracle_module
-from test_control_flow import control_flow_model
+from controlflow import control_flow_model
 
 import tfplus as tf
 from tfplus import graph_io

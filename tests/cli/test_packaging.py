@@ -15,7 +15,7 @@ import pytest
 from setuptools.config.pyprojecttoml import apply_configuration
 from setuptools.dist import Distribution
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_license_is_spdx_with_its_file_and_no_deprecation_warning(monkeypatch):
@@ -131,5 +131,5 @@ def test_pytest_runs_the_suite_s_files_in_parallel_and_one_file_in_this_process(
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     parallel = min(cores, 4)
     assert count("tests") == (parallel if parallel > 1 else 0)
-    assert count("tests/test_api.py") == count("tests/test_api.py::test_x", "tests/test_api.py") == 0
-    assert count("tests/test_api.py", "tests/cases_math.py") == (2 if cores > 1 else 0)
+    assert count("tests/core/test_api.py") == count("tests/core/test_api.py::test_x", "tests/core/test_api.py") == 0
+    assert count("tests/core/test_api.py", "tests/cases_math.py") == (2 if cores > 1 else 0)

@@ -16,7 +16,7 @@ from tfplus import trainer
 from tfplus.cli import main
 
 SMALL = ["--synthetic", "--model", "lenet", "--batch-size", "16"]
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 @pytest.fixture

@@ -1,6 +1,7 @@
 """Saver: round trip, metadata, checksum, validation before any assignment, atomic writes, max_to_keep and the
 `checkpoint` state file. Every test runs for both formats the Saver writes (TensorFlow's, the default, and
-tfplus's earlier one-file format); tests/test_tf_checkpoints.py checks TensorFlow reads ours and we read its."""
+tfplus's earlier one-file format); tests/tf_oracle/test_tf_checkpoints.py checks TensorFlow reads ours and we
+read its."""
 import hashlib
 import os
 import shutil

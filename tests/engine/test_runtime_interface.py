@@ -12,7 +12,7 @@ import pytest
 from tfplus.runtime.base import Runtime
 from tfplus.runtime.cpu import CPURuntime
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 # An expression naming a runtime or a device: `rt`, `runtime`, `sess.runtime`, `self._runtime`, `rt.dev`.
 _RUNTIME = re.compile(r"(?:^|\.)_?(runtime|rt|dev)$")

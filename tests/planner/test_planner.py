@@ -6,7 +6,7 @@ import tracemalloc
 import numpy as np
 import pytest
 from conftest import needs_opencl
-from modelcheck import assert_planned_bytes_are_measured
+from modelcheck import assert_planned_bytes_are_measured, cnn_feeds, small_cnn, train_steps
 
 import tfplus as tf
 from tfplus import planner
@@ -233,33 +233,6 @@ def test_infeasible_budget_raises_before_running_anything():
 
 
 # -- a training step of a small CNN under budgets ------------------------------------------------------------
-def _small_cnn():
-    import tfplus.train  # noqa: F401  (tf.train, until tfplus/__init__ imports it)
-    from tfplus.graphs import get_model, training_graph
-    return training_graph(get_model("mentee").build, total_steps=10, seed=0, image_shape=(3, 16, 16),
-                          model_kwargs={"conv_widths": (4, 8), "fc_widths": (16,)})
-
-
-def _cnn_feeds(tg, batch=8):
-    rng = np.random.default_rng(0)
-    return {tg.images: rng.standard_normal((batch, 3, 16, 16)).astype(np.float32),
-            tg.labels: rng.integers(0, 10, batch).astype(np.int32)}
-
-
-def _train(tg, feeds, budget=None, force=None, steps=2):
-    """Losses of `steps` training steps and the weights after them."""
-    from tfplus.engine.memory import install
-    fetches = [tg.train_op, tg.loss]
-    with tf.Session(graph=tg.graph, memory_budget=budget) as sess:
-        sess.run(tg.init_op)
-        if force is not None:
-            p = planner.plan(fetches, {t: v.shape for t, v in feeds.items()}, graph=tg.graph, force=force)
-            install(sess, fetches, p)
-        losses = [sess.run(fetches, feeds)[1] for _ in range(steps)]
-        weights = {v.op.name: sess.run(v) for v in tg.graph.get_collection("trainable_variables")}
-    return losses, weights
-
-
 def _assert_same_training(a, b, rtol=2e-5):
     np.testing.assert_allclose(a[0], b[0], rtol=rtol)
     for name in a[1]:
@@ -272,10 +245,10 @@ def _assert_same_training(a, b, rtol=2e-5):
                               "compact_micro2_chunks2", "scratch4", "scratch16",
                               "compact_micro4_scratch8", "micro2_chunks2_scratch8"])
 def test_transformations_preserve_the_training_step(force):
-    tg = _small_cnn()
-    feeds = _cnn_feeds(tg)
-    plain = _train(tg, feeds)
-    planned = _train(tg, feeds, budget="1GB", force=force)
+    tg = small_cnn()
+    feeds = cnn_feeds(tg)
+    plain = train_steps(tg, feeds)
+    planned = train_steps(tg, feeds, budget="1GB", force=force)
     _assert_same_training(plain, planned)
 
 
@@ -283,8 +256,8 @@ def test_compact_saved_state_frees_the_relu_output_before_a_pool_and_trains_the_
     """The ReLU output before a 2x2 max-pool is not saved for backward (a uint8 argmax per window is): the
     arena's liveness bound drops when that output was live at the peak, the overhead is reported, and two
     training steps give bit-identical losses and weights."""
-    tg = _small_cnn()
-    feeds = _cnn_feeds(tg)
+    tg = small_cnn()
+    feeds = cnn_feeds(tg)
     shapes = {t: v.shape for t, v in feeds.items()}
     fetches = [tg.train_op, tg.loss]
     plain, small = (planner.plan(fetches, shapes, graph=tg.graph, force=(1, 1, z)) for z in (False, True))
@@ -299,15 +272,15 @@ def test_compact_saved_state_frees_the_relu_output_before_a_pool_and_trains_the_
     (t,) = [t for t in small.transformations if t["name"] == "compact"]
     assert t["predicted_overhead"] >= 0  # measured about 0: the argmax pass repays itself in the backward pass
     check_no_overlap(small.buffers)
-    a, b = _train(tg, feeds, budget="1GB", force=(1, 1)), _train(tg, feeds, budget="1GB", force=(1, 1, True))
+    a, b = train_steps(tg, feeds, budget="1GB", force=(1, 1)), train_steps(tg, feeds, budget="1GB", force=(1, 1, True))
     np.testing.assert_array_equal(a[0], b[0])
     for name in a[1]:
         np.testing.assert_array_equal(a[1][name], b[1][name], err_msg=name)
 
 
 def test_a_tight_budget_picks_transformations_that_fit_and_train_the_same():
-    tg = _small_cnn()
-    feeds = _cnn_feeds(tg)
+    tg = small_cnn()
+    feeds = cnn_feeds(tg)
     fetches = [tg.train_op, tg.loss]
     shapes = {t: v.shape for t, v in feeds.items()}
     free = planner.plan(fetches, shapes, graph=tg.graph)
@@ -316,12 +289,12 @@ def test_a_tight_budget_picks_transformations_that_fit_and_train_the_same():
     assert p.fits and p.peak_bytes <= budget < free.peak_bytes
     assert {t["name"] for t in p.transformations} & {"microbatch", "chunk"}
     check_no_overlap(p.buffers)
-    _assert_same_training(_train(tg, feeds), _train(tg, feeds, budget=budget))
+    _assert_same_training(train_steps(tg, feeds), train_steps(tg, feeds, budget=budget))
 
 
 def test_infeasible_budget_names_the_smallest_that_fits():
-    tg = _small_cnn()
-    feeds = _cnn_feeds(tg)
+    tg = small_cnn()
+    feeds = cnn_feeds(tg)
     shapes = {t: v.shape for t, v in feeds.items()}
     with pytest.raises(planner.BudgetError, match="use a budget of at least") as e:
         planner.plan([tg.train_op, tg.loss], shapes, graph=tg.graph, budget="100kB")
@@ -335,8 +308,8 @@ def test_budget_search_shortcuts_change_no_candidate():
     must never exceed the candidate's liveness bound; and candidates built one after another (sharing runs
     and buffers) come out as each does alone."""
     from tfplus.planner.plan import _Step
-    tg = _small_cnn()
-    shapes = {t: v.shape for t, v in _cnn_feeds(tg).items()}
+    tg = small_cnn()
+    shapes = {t: v.shape for t, v in cnn_feeds(tg).items()}
     args = ([tg.train_op, tg.loss], shapes, "cpu", tg.graph, None)
     step = _Step(*args)
     cands = step.candidates(planner.TRANSFORMATIONS)
@@ -352,8 +325,8 @@ def test_budget_search_shortcuts_change_no_candidate():
 
 
 def test_memory_plan_json_is_stable():
-    tg = _small_cnn()
-    shapes = {t: v.shape for t, v in _cnn_feeds(tg).items()}
+    tg = small_cnn()
+    shapes = {t: v.shape for t, v in cnn_feeds(tg).items()}
     out = planner.plan([tg.train_op, tg.loss], shapes, graph=tg.graph, budget="10MB").to_json()
     json.dumps(out)
     assert {"peak_bytes", "lower_bound_bytes", "budget_bytes", "fits", "transformations", "breakdown",
@@ -386,13 +359,13 @@ def test_planned_bytes_are_measured_bytes(force):
     tracemalloc (engine.memory.measure_step) finds the NumPy data held at the step's start (variables,
     slots, the arena) equal to the plan's to within the arena's alignment slack, and the step itself adds
     no more than NumPy's ufunc buffers: every kernel's scratch is a declared, planned workspace."""
-    tg = _small_cnn()
-    assert_planned_bytes_are_measured(tg, _cnn_feeds(tg, batch=32), force)
+    tg = small_cnn()
+    assert_planned_bytes_are_measured(tg, cnn_feeds(tg, batch=32), force)
 
 
 def test_planned_arena_is_near_its_bound_and_the_plain_executor_needs_more():
-    tg = _small_cnn()
-    feeds = _cnn_feeds(tg, batch=32)
+    tg = small_cnn()
+    feeds = cnn_feeds(tg, batch=32)
     fetches = [tg.train_op, tg.loss]
     p = planner.plan(fetches, {t: v.shape for t, v in feeds.items()}, graph=tg.graph)
     assert p.arena_bytes <= 1.02 * p.arena_lower_bound_bytes
@@ -530,8 +503,8 @@ def test_micro_batches_merge_fetches_by_kind_and_refuse_an_integer_count():
     """A fetched float scalar is averaged over the micro-batches, batch-major rows concatenated; an integer
     count depends on the batch in a way no average gives (planner.batch.fetch_merge, shared with
     tfplus.engine.workers)."""
-    tg = _small_cnn()
-    feeds = _cnn_feeds(tg, batch=8)
+    tg = small_cnn()
+    feeds = cnn_feeds(tg, batch=8)
     with tg.graph.as_default():
         rows = tf.argmax(tg.logits, axis=1)
         right = tf.reduce_sum(tf.cast(tf.equal(tf.argmax(tg.logits, 1, output_type=tf.int32), tg.labels), tf.int32))

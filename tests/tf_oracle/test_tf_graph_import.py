@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from conftest import DEVICES
-from test_control_flow import CF_FEEDS, control_flow_model
+from controlflow import CF_FEEDS, control_flow_model
 
 import tfplus as tf
 

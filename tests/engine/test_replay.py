@@ -8,7 +8,7 @@ import gc
 import numpy as np
 import pytest
 from conftest import needs_opencl
-from test_planner import _cnn_feeds, _small_cnn
+from modelcheck import cnn_feeds, small_cnn
 
 import tfplus as tf
 from tfplus import planner
@@ -36,16 +36,16 @@ def _batches(tg, n: int, batch: int = 8) -> list[dict]:
 
 def _force(sess, tg, force) -> Bound:
     """Makes `sess` (one with a memory budget) run tg's training step by the plan of transformations `force`."""
-    fetches, feeds = [tg.train_op, tg.loss], _cnn_feeds(tg)
+    fetches, feeds = [tg.train_op, tg.loss], cnn_feeds(tg)
     shapes = {t: v.shape for t, v in feeds.items()}
     return install(sess, fetches, planner.plan(fetches, shapes, device_facts(sess.runtime), graph=tg.graph,
                                                force=force))
 
 
-def _train(monkeypatch, replay: bool, budget=None, force=None, steps: int = 7):
+def train_steps(monkeypatch, replay: bool, budget=None, force=None, steps: int = 7):
     """Losses of `steps` steps on new batches, the weights after them, and whether the session replayed."""
     monkeypatch.setenv("TFPLUS_OPENCL_REPLAY", "1" if replay else "0")
-    tg = _small_cnn()
+    tg = small_cnn()
     fetches = [tg.train_op, tg.loss]
     with tf.Session(graph=tg.graph, device="opencl", memory_budget=budget) as sess:
         sess.run(tg.init_op)
@@ -62,8 +62,8 @@ def _train(monkeypatch, replay: bool, budget=None, force=None, steps: int = 7):
 def test_replayed_steps_are_the_launched_steps_bit_for_bit(monkeypatch, budget, force):
     """Without a budget the session moves a repeated step onto an unconstrained plan and replays it; under a
     plan (micro-batches: the feeds move by rows) it replays too. Both give the op-by-op launches' bits."""
-    want = _train(monkeypatch, False, budget, force)
-    got = _train(monkeypatch, True, budget, force)
+    want = train_steps(monkeypatch, False, budget, force)
+    got = train_steps(monkeypatch, True, budget, force)
     assert got[2] and not want[2]
     assert got[0] == want[0]
     for name, w in want[1].items():
@@ -77,12 +77,12 @@ def test_a_micro_batched_step_replays_as_one_tape_and_follows_a_new_arena(monkey
     anew. The losses are those of launching op by op (test_replayed_steps_are_the_launched_steps_bit_for_bit
     checks the weights)."""
     from tfplus.kernels.opencl import fused
-    want = _train(monkeypatch, False, "1GB", (4, 1), steps=6)[0]
+    want = train_steps(monkeypatch, False, "1GB", (4, 1), steps=6)[0]
     monkeypatch.setenv("TFPLUS_OPENCL_REPLAY", "1")
     calls = []
     real = fused.multi_accumulate
     monkeypatch.setattr(fused, "multi_accumulate", lambda *a, **k: (calls.append(a[3]), real(*a, **k)))
-    tg = _small_cnn()
+    tg = small_cnn()
     fetches = [tg.train_op, tg.loss]
     with tf.Session(graph=tg.graph, device="opencl", memory_budget="1GB") as sess:
         sess.run(tg.init_op)
@@ -174,7 +174,7 @@ def test_a_restored_variable_is_read_by_the_next_replay(monkeypatch, tmp_path, f
     in a micro-batched step replayed whole."""
     def run(replay):
         monkeypatch.setenv("TFPLUS_OPENCL_REPLAY", "1" if replay else "0")
-        tg = _small_cnn()
+        tg = small_cnn()
         fetches = [tg.train_op, tg.loss]
         batches = _batches(tg, 12)
         with tg.graph.as_default():
@@ -207,7 +207,7 @@ def test_a_variable_given_another_buffer_is_what_the_next_step_reads(monkeypatch
     launched op by op does; a micro-batched step replayed whole too."""
     def run(replay):
         monkeypatch.setenv("TFPLUS_OPENCL_REPLAY", "1" if replay else "0")
-        tg = _small_cnn()
+        tg = small_cnn()
         fetches = [tg.train_op, tg.loss]
         batches = _batches(tg, 8)
         with tf.Session(graph=tg.graph, device="opencl", memory_budget=force and "1GB") as sess:
@@ -236,8 +236,8 @@ def test_the_recompute_copy_keeps_the_fused_update_s_variables():
     """The planning copy of a rewritten step (tfplus.engine.rewrite's one _FusedApply for all variables) keeps that
     op's ref inputs, so the step micro-batches with recomputation: its gradients are accumulated."""
     from tfplus.engine.rewrite import optimize
-    tg = _small_cnn()
-    feeds = _cnn_feeds(tg)
+    tg = small_cnn()
+    feeds = cnn_feeds(tg)
     rw = optimize(tg.graph, [tg.train_op, tg.loss], set(feeds))
     assert rw is not None and rw.fused.get("_FusedApply")
     fetches = [rw.element[tg.train_op], rw.element[tg.loss]]
@@ -284,7 +284,7 @@ def test_a_step_moved_onto_a_plan_holds_one_step_s_memory(monkeypatch):
     """The plain run's buffers go back to the driver when the plan's arena takes over: the device holds the
     variables, slots and the arena, not also a pool of the plain run's buffers."""
     monkeypatch.setenv("TFPLUS_OPENCL_REPLAY", "1")
-    tg = _small_cnn()
+    tg = small_cnn()
     fetches = [tg.train_op, tg.loss]
     feeds = _batches(tg, 4)
     with tf.Session(graph=tg.graph, device="opencl") as sess:

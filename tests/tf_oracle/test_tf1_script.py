@@ -7,7 +7,7 @@ import sys
 
 from conftest import oracle_module
 
-SCRIPT = pathlib.Path(__file__).parent / "scripts" / "tf1_mlp.py"
+SCRIPT = pathlib.Path(__file__).parents[1] / "scripts" / "tf1_mlp.py"
 
 
 def test_tf1_script_runs_unchanged(tmp_path):
