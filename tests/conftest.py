@@ -8,6 +8,10 @@ import os
 
 import pytest
 
+import tfplus.kernels.numpy  # noqa: F401  the cpu kernels, as any session registers them: tests that plan
+
+# without a session (planner.plan(..., "cpu")) then see every kernel's facts whichever test ran first
+
 # pyopencl and pocl-binary-distribution are dependencies, so every install has an OpenCL device; a missing one
 # is an error, not a reason to skip half the suite. TFPLUS_TESTS_CPU_ONLY=1 runs the cpu device's tests only
 # (on a machine where the OpenCL runtime cannot load), and says so in each skipped test's reason.

@@ -70,7 +70,7 @@ TAGS = {
 
 OPS: dict[str, OpDef] = {}
 KERNELS: dict[tuple[str, str, str | None], Callable] = {}
-_KERNEL_DEVICES: set[str] = set()  # devices with a kernel registered (has_kernels)
+_KERNEL_PACKAGES: set[str] = set()  # devices whose kernel package registered all its kernels (has_kernels)
 _KERNEL_WHERE: dict[tuple, str] = {}
 # (op type, device) -> fn(input specs, attrs) -> [(shape, dtype), ...]: the scratch buffers that device's
 # kernel asks for with ctx.workspace, in request order. The memory planner preallocates exactly these.
@@ -184,7 +184,6 @@ def register_kernel(op_type: str, device: str, dtypes=(None,), *, inplace=(), ch
                 raise ValueError(f"kernel {key} registered twice: at {_KERNEL_WHERE[key]} and at {where}")
             KERNELS[key] = fn
             _KERNEL_WHERE[key] = where
-        _KERNEL_DEVICES.add(device)
         if inplace or chunk is not None:
             facts = _facts(op_type, device, where)
             facts.inplace, facts.chunk, facts.where = tuple(inplace), chunk, where
@@ -289,9 +288,15 @@ def declared_scratch(op_type: str, device: str, ins: list[TensorSpec], attrs: di
         return fn(*args)
 
 
+def kernels_registered(device: str) -> None:
+    """Said by a device's kernel package once it has registered all its kernels (has_kernels)."""
+    _KERNEL_PACKAGES.add(device)
+
+
 def has_kernels(device: str) -> bool:
-    """Whether any kernel of `device` is registered (its kernel package imported: a runtime imports its own)."""
-    return device in _KERNEL_DEVICES
+    """Whether `device`'s kernel package has registered its kernels (a runtime imports its own): one kernel
+    registered elsewhere, e.g. by a test, does not count, since a plan needs every kernel's facts."""
+    return device in _KERNEL_PACKAGES
 
 
 def _dtype_name(dt) -> str:

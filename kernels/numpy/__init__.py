@@ -2,5 +2,8 @@
 import importlib
 import pkgutil
 
+from tfplus.registry import kernels_registered
+
 for _m in pkgutil.iter_modules(__path__):
     importlib.import_module(f"{__name__}.{_m.name}")
+kernels_registered("cpu")

@@ -1,6 +1,9 @@
 """The memory planner: sizes, lifetimes, arena offsets, planned execution, budget transformations, CLI."""
 import json
+import os
 import random
+import subprocess
+import sys
 import tracemalloc
 
 import numpy as np
@@ -586,3 +589,15 @@ def test_op_tags_are_declared_where_the_ops_are_registered():
     assert registry.tagged("cross_batch") == ["FusedBatchNorm", "FusedBatchNormV3"]
     with pytest.raises(ValueError, match="unknown tags"):
         register_op("TestBadTag", shape_fn=same_as_input(0), tags=("fast",))
+
+
+def test_a_plan_needs_its_device_kernels_registered():
+    """A plan made before any kernel package of its device is loaded would miss their scratch and in-place facts:
+    it is refused, naming the fix (a kernel a test registers does not count)."""
+    code = ("import tfplus as tf\nfrom tfplus import planner\nfrom tfplus.registry import register_kernel\n"
+            "register_kernel('Mul', 'cpu', ['float32'])(lambda ctx, ins, outs, attrs: None)\n"
+            "x = tf.placeholder(tf.float32, [None, 4])\n"
+            "try:\n    planner.plan([x * 2.0], {x: (2, 4)}, 'cpu')\nexcept ValueError as e:\n    print(e)\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert "no cpu kernels are registered" in out.stdout and "device_facts('cpu')" in out.stdout, out.stdout

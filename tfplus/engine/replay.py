@@ -74,28 +74,20 @@ class Recording:
 
 class Merges:
     """A plan's micro-batch merges (acc = x, acc += x, acc *= factor, over many buffers at once) by the runtime's
-    `accumulation`, which returns a function repeating a merge's launches (None: nothing to save): a merge of the
-    buffers the same merge took last time calls it (~60 us of Python a merge less: host time that a micro-batched
+    `accumulation`, which returns a function repeating a merge's launches on the same buffers (None: nothing to
+    save): the next merge of that kind calls it (~60 us of Python a merge less: host time that a micro-batched
     step spends between its runs)."""
 
     def __init__(self):
-        self.last: dict = {}  # (how, factor) -> (the buffers merged last, its replay)
+        self.last: dict = {}  # (how, factor) -> the runtime's repeat of its last merge, or None
 
     def run(self, rt, how: str, pairs: list, factor: float) -> None:
-        accs, xs = [a for a, _ in pairs], None if how == "scale" else [x for _, x in pairs]
-        if not pairs or rt.tape_recording():  # recording a step (Bound._microbatched): launch
-            if pairs:
-                rt.accumulate(accs, xs, how, factor)
+        if not pairs:
             return
-
-        def places():
-            return [(v.block.buf, v.block.off, v.size) for pair in pairs for v in pair if v is not None]
-        last = self.last.get((how, factor))
-        if last is not None:
-            now = places()
-            if len(now) == len(last[0]) and all(b is c and o == p and n == q for (b, o, n), (c, p, q)
-                                                in zip(now, last[0])):
-                last[1]()
-                return
-        again = rt.accumulation(accs, xs, how, factor)
-        self.last[(how, factor)] = None if again is None else (places(), again)
+        accs, xs = [a for a, _ in pairs], None if how == "scale" else [x for _, x in pairs]
+        if rt.tape_recording():  # recording a step (Bound._microbatched): its launches go on that tape
+            rt.accumulate(accs, xs, how, factor)
+            return
+        again = self.last.get((how, factor))
+        if again is None or not again(accs, xs):
+            self.last[(how, factor)] = rt.accumulation(accs, xs, how, factor)

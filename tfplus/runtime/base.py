@@ -105,8 +105,9 @@ class Runtime(abc.ABC):
                 self.scale(acc, factor)
 
     def accumulation(self, accs: list, xs: list | None, how: str, factor: float = 1.0):
-        """accumulate(), returning a function that repeats it on the same buffers without the host work of
-        finding its launches again; None where there is nothing to save."""
+        """accumulate(), returning a function `again(accs, xs) -> bool` that repeats it without the host work of
+        finding its launches again when the next merge's buffers are where these were (False: they are not, and
+        it did nothing); None where there is nothing to save."""
         self.accumulate(accs, xs, how, factor)
         return None
 

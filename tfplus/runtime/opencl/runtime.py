@@ -202,9 +202,10 @@ class OpenCLRuntime(Runtime):
         multi_accumulate(self, accs, xs, how, factor)
 
     def accumulation(self, accs: list, xs: list | None, how: str, factor: float = 1.0):
-        """accumulate(...) now, recorded: the callable it returns repeats it on the same buffers with a bare
-        enqueue per launch (a micro-batched step's merges, tfplus.engine.memory); None when this runtime does
-        not record now (as tape_begin)."""
+        """accumulate(...) now, recorded: the callable it returns, given the next merge's (accs, xs), repeats the
+        launches with a bare enqueue each when those are views of the same memory, and says whether it did (a
+        micro-batched step's merges, tfplus.engine.replay.Merges); None when this runtime does not record now
+        (as tape_begin)."""
         if not self.tape_begin([], []):
             self.accumulate(accs, xs, how, factor)
             return None
@@ -215,7 +216,14 @@ class OpenCLRuntime(Runtime):
         if isinstance(tape, str):
             return None
         self.tape_ready(tape)
-        return lambda: tape.play([])
+        where = _places(accs, xs)
+
+        def again(accs: list, xs: list | None) -> bool:
+            if _places(accs, xs) != where:
+                return False
+            tape.play([])
+            return True
+        return again
 
     # -- tapes (tfplus.engine.executor replays a planned program's launches) -----------------------------------------
     def tape_begin(self, feeds: list, fixed: list) -> bool:
@@ -528,3 +536,8 @@ def int8(values) -> Any:
     if len(v) > 8:
         raise ValueError(f"at most 8 dims after merging, got {len(values)}")
     return np.array(tuple(v), _INT8)
+
+
+def _places(accs: list, xs: list | None) -> list:
+    """Where a merge's buffers are (device buffer, offset, size): a recorded merge repeats only on the same."""
+    return [(v.block.buf, v.block.off, v.size) for v in accs + (xs or []) if v is not None]
