@@ -586,3 +586,21 @@ def test_op_tags_are_declared_where_the_ops_are_registered():
     assert registry.tagged("cross_batch") == ["FusedBatchNorm", "FusedBatchNormV3"]
     with pytest.raises(ValueError, match="unknown tags"):
         register_op("TestBadTag", shape_fn=same_as_input(0), tags=("fast",))
+
+
+def test_seqnet_bi_arena_is_at_the_liveness_bound():
+    """The bidirectional recurrent model (10K buffers) at a small batch: the placement packs its arena into the
+    most bytes alive at one step, as it did when the arena search was made faster (issue 38). A search of one sweep
+    and one ordering lands 1088 bytes over at this batch."""
+    import tfplus.kernels.numpy  # noqa: F401  (the rewrite folds the GRU's zero state with the cpu kernels)
+    from tfplus.engine.rewrite import optimize
+    from tfplus.graphs import get_model, training_graph
+    from tfplus.planner import DeviceFacts
+    model = get_model("seqnet-bi")
+    tg = training_graph(model.build, total_steps=10, optimizer="momentum", image_shape=model.image_shape)
+    fetches = [tg.train_op, tg.loss]
+    rw = optimize(tg.graph, fetches, {tg.images, tg.labels})
+    shapes = {rw.element[tg.images]: (4,) + tuple(tg.images.shape.as_list()[1:]), rw.element[tg.labels]: (4,)}
+    p = planner.plan([rw.element[f] for f in fetches], shapes, DeviceFacts("cpu", "cpu"), graph=rw.graph)
+    assert len(p.buffers) > 10000
+    assert p.arena_bytes == p.arena_lower_bound_bytes
