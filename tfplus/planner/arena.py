@@ -25,6 +25,7 @@ _ORDERINGS = (
     lambda b: (-(b.size.bit_length() // 3), -(b.end - b.start), -b.size),
     lambda b: (-b.size, -(b.end - b.start)),
 )
+_NO_GAP = float("inf")  # a gap larger than every gap
 _TRIES = 24  # randomly perturbed orders tried when no ordering above reaches the liveness bound
 # Sweeps tried first; each sorts the buffers that start at one step (largest first, longest-lived first).
 _SWEEPS = (lambda b: (b.start, -b.size), lambda b: (b.start, b.start - b.end, -b.size))
@@ -115,11 +116,12 @@ def _greedy(ordered: list[Buffer], cover: dict, stop: int) -> list[int] | None:
                 it = iter(own[n])
                 taken += zip(it, it)
         taken.sort()
-        lo, best, best_gap = 0, None, None
+        lo, best, best_gap = 0, None, _NO_GAP
         for o, end in taken:
-            gap = o - lo
-            if gap >= size and (best_gap is None or gap < best_gap):
-                best, best_gap = lo, gap
+            if size <= o - lo < best_gap:
+                best, best_gap = lo, o - lo
+                if best_gap == size:  # no gap fits better, and this is the lowest of the exact fits
+                    break
             if end > lo:
                 lo = end
         off = lo if best is None else best
