@@ -110,3 +110,43 @@ def test_sweep_alone_is_valid(seed):
             b.offset = o
         check_no_overlap(bufs)
         assert all(b.offset % ALIGN == 0 for b in bufs)
+
+
+def _unrolled_recurrence(cells: int) -> list[Buffer]:
+    """An RNN unrolled over `cells` time steps with its backward: per cell a state and a saved gate alive until the
+    cell's backward step (mirrored after the forward), and two gate temporaries; the backward's state gradient."""
+    out, last = [], 6 * cells
+    for t in range(cells):
+        fwd, bwd = 3 * t, last - 3 * t
+        out += [Buffer(f"h{t}", ALIGN * 4, ALIGN * 4, fwd, bwd, "forward"),
+                Buffer(f"gate{t}", ALIGN * 3, ALIGN * 3, fwd + 1, bwd - 1, "forward"),
+                Buffer(f"z{t}", ALIGN * 8, ALIGN * 8, fwd, fwd + 1, "forward"),
+                Buffer(f"r{t}", ALIGN * 2, ALIGN * 2, fwd + 1, fwd + 2, "forward"),
+                Buffer(f"dh{t}", ALIGN * 4, ALIGN * 4, bwd - 2, bwd, "backward")]
+    return out
+
+
+def test_greedy_placement_work_grows_about_linearly_with_the_time_steps(monkeypatch):
+    """Placement work is counted as interval-set updates (arena._take: a pass stores each buffer at O(log steps)
+    tree nodes), not time: 8x the time steps cost under 8 * 1.6x the updates; quadratic work would be 64x."""
+    count = [0]
+    take = arena._take
+
+    def counted(*args):
+        count[0] += 1
+        return take(*args)
+    monkeypatch.setattr(arena, "_take", counted)
+
+    def work(cells):
+        bufs = _unrolled_recurrence(cells)
+        leaves = 1 << max(b.end for b in bufs).bit_length()
+        cover = {id(b): arena._cover(b.start, b.end, leaves) for b in bufs}
+        count[0] = 0
+        for key in arena._ORDERINGS:
+            offsets = arena._greedy(sorted(bufs, key=key), cover, 1 << 62)
+            for b, o in zip(sorted(bufs, key=key), offsets):
+                b.offset = o
+            check_no_overlap(bufs)
+        return count[0]
+    small, large = work(32), work(256)
+    assert 8 * small <= large * 1.2 and large <= 8 * 1.6 * small, (small, large)

@@ -12,7 +12,6 @@ buffer made a pass quadratic), and stops as soon as its arena reaches the best o
 from __future__ import annotations
 
 import bisect
-import operator
 import random
 
 from tfplus.planner.liveness import Buffer
@@ -26,7 +25,7 @@ _ORDERINGS = (
     lambda b: (-(b.size.bit_length() // 3), -(b.end - b.start), -b.size),
     lambda b: (-b.size, -(b.end - b.start)),
 )
-_START, _END = operator.itemgetter(0), operator.itemgetter(1)
+_NO_GAP = float("inf")  # a gap larger than every gap
 _TRIES = 24  # randomly perturbed orders tried when no ordering above reaches the liveness bound
 # Sweeps tried first; each sorts the buffers that start at one step (largest first, longest-lived first).
 _SWEEPS = (lambda b: (b.start, -b.size), lambda b: (b.start, b.start - b.end, -b.size))
@@ -98,7 +97,7 @@ def _greedy(ordered: list[Buffer], cover: dict, stop: int) -> list[int] | None:
     offsets taken by the buffers placed before it and alive at one of its steps; None once the arena reaches
     `stop`. `cover`: id(buffer) -> its steps' nodes (_cover). Buffers of no bytes take offset 0: every ordering
     puts them last (a buffer of aligned bytes is never in size class 0), where they change no gap."""
-    own: dict[int, list] = {}    # node -> offsets [lo, hi) of the buffers stored at it (alive at all its steps)
+    own: dict[int, list] = {}    # node -> offsets of the buffers stored at it (alive at all its steps), as _take
     under: dict[int, list] = {}  # node -> offsets of the buffers stored at it or below it
     offsets = []
     for b in ordered:
@@ -110,16 +109,19 @@ def _greedy(ordered: list[Buffer], cover: dict, stop: int) -> list[int] | None:
         taken = []
         for n in nodes:
             if n in under:
-                taken += under[n]
+                it = iter(under[n])
+                taken += zip(it, it)  # (lo, hi) pairs from the flat intervals
         for n in above:
             if n in own:
-                taken += own[n]
+                it = iter(own[n])
+                taken += zip(it, it)
         taken.sort()
-        lo, best, best_gap = 0, None, None
+        lo, best, best_gap = 0, None, _NO_GAP
         for o, end in taken:
-            gap = o - lo
-            if gap >= size and (best_gap is None or gap < best_gap):
-                best, best_gap = lo, gap
+            if size <= o - lo < best_gap:
+                best, best_gap = lo, o - lo
+                if best_gap == size:  # no gap fits better, and this is the lowest of the exact fits
+                    break
             if end > lo:
                 lo = end
         off = lo if best is None else best
@@ -157,19 +159,20 @@ def _cover(start: int, end: int, leaves: int) -> tuple[list[int], set[int]]:
 
 def _take(sets: dict[int, list], node: int, lo: int, hi: int) -> bool:
     """Adds [lo, hi) to a node's sorted disjoint intervals, merging those it overlaps or touches; False if they
-    held it already."""
-    intervals = sets.get(node)
-    if intervals is None:
-        sets[node] = [(lo, hi)]
+    held it already. The intervals are kept flat, [lo0, hi0, lo1, hi1, ...] (strictly increasing: touching ones
+    are merged), so plain bisects find them (a key per probe cost a third of a pass) and an index's parity says
+    whether a point is inside one."""
+    bounds = sets.get(node)
+    if bounds is None:
+        sets[node] = [lo, hi]
         return True
-    i = bisect.bisect_left(intervals, lo, key=_END)
-    j = bisect.bisect_right(intervals, hi, i, key=_START)
-    if i < j:
-        first, last = intervals[i], intervals[j - 1]
-        if i + 1 == j and first[0] <= lo and hi <= first[1]:  # often: inside one already
-            return False
-        lo, hi = min(lo, first[0]), max(hi, last[1])
-    intervals[i:j] = [(lo, hi)]
+    i = bisect.bisect_right(bounds, lo)
+    if i & 1 and hi <= bounds[i]:  # often: inside one already
+        return False
+    i = bisect.bisect_left(bounds, lo, 0, i)
+    j = bisect.bisect_right(bounds, hi, i)
+    # Boundaries within [lo, hi] go; lo (hi) stays a boundary unless it falls inside an interval kept.
+    bounds[i:j] = ([] if i & 1 else [lo]) + ([] if j & 1 else [hi])
     return True
 
 
