@@ -38,7 +38,7 @@ from tfplus.train.optimizer import Optimizer
 from tfplus.variables import global_variables
 
 __all__ = ["init", "rank", "size", "local_rank", "local_size", "allreduce", "DistributedOptimizer",
-           "broadcast_global_variables", "BroadcastGlobalVariablesHook"]
+           "broadcast_global_variables", "BroadcastGlobalVariablesHook", "max_over_ranks", "barrier", "abort"]
 
 _state: dict = {}  # "MPI": the mpi4py module, "local": the communicator of this host's ranks (set by init)
 
@@ -93,6 +93,25 @@ def local_size() -> int:
     """The number of the job's processes on this host."""
     _mpi()
     return _state["local"].Get_size()
+
+
+def max_over_ranks(value: int) -> int:
+    """The largest `value` that any rank passes, now, in Python (every rank must call it): e.g. whether any rank
+    was asked to stop."""
+    buf = np.array([value], np.int64)
+    _mpi().COMM_WORLD.Allreduce(_mpi().IN_PLACE, buf, op=_mpi().MAX)
+    return int(buf[0])
+
+
+def barrier() -> None:
+    """Returns once every rank has called it."""
+    _mpi().COMM_WORLD.Barrier()
+
+
+def abort(code: int = 1) -> None:
+    """Ends every rank of the job now (MPI_Abort): what a rank that cannot go on calls, so none waits for it."""
+    sys.stderr.flush()
+    _mpi().COMM_WORLD.Abort(code)
 
 
 def allreduce(tensor, average: bool = True, name: str | None = None):
