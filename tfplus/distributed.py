@@ -26,6 +26,7 @@ A failed rank ends the job: an exception that nothing catches calls MPI_Abort (i
 """
 from __future__ import annotations
 
+import math
 import sys
 
 import numpy as np
@@ -55,15 +56,14 @@ def init() -> None:
     _state["MPI"] = MPI
     _state["local"] = MPI.COMM_WORLD.Split_type(MPI.COMM_TYPE_SHARED)
     if MPI.COMM_WORLD.Get_size() > 1:
-        sys.excepthook = _abort_on_uncaught(sys.excepthook, MPI.COMM_WORLD)
+        sys.excepthook = _abort_on_uncaught(sys.excepthook)
 
 
-def _abort_on_uncaught(previous, comm):
+def _abort_on_uncaught(previous):
     def hook(kind, value, tb):
         previous(kind, value, tb)
-        sys.stderr.flush()
-        # NOTE: a rank that exits normally would wait in MPI_Finalize while the others wait in the step's allreduce.
-        comm.Abort(1)
+        # NOTE: a rank that exited normally would wait in MPI_Finalize while the others wait in the step's allreduce.
+        abort(1)
     return hook
 
 
@@ -150,7 +150,7 @@ class DistributedOptimizer(Optimizer):
             flat = array_ops.concat([array_ops.reshape(g, [-1]) for g, _ in live], 0) if len(live) > 1 \
                 else array_ops.reshape(live[0][0], [-1])
             mean = allreduce(flat)
-            pieces = array_ops.split(mean, [_count(s) for s in shapes], 0) if len(live) > 1 else [mean]
+            pieces = array_ops.split(mean, [math.prod(s) for s in shapes], 0) if len(live) > 1 else [mean]
             averaged = {v: array_ops.reshape(p, s) for p, s, (_, v) in zip(pieces, shapes, live)}
         return [(averaged.get(v), v) for _, v in pairs]
 
@@ -165,13 +165,6 @@ class DistributedOptimizer(Optimizer):
 
     def variables(self):
         return self._optimizer.variables()
-
-
-def _count(shape: list) -> int:
-    n = 1
-    for d in shape:
-        n *= d
-    return n
 
 
 class _Broadcast:

@@ -986,7 +986,10 @@ def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = No
     if not cfg.distributed:
         return _train(cfg, out, err)
     dist = _distributed()
-    dist.init()
+    try:
+        dist.init()
+    except ImportError as e:
+        raise UsageError(f"--distributed: {e}") from None
     if cfg.workers not in (None, 1):
         raise UsageError(f"--workers {cfg.workers} with --distributed: each rank is one process; start more ranks "
                          "(mpiexec -n N) instead")

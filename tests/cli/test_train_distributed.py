@@ -93,3 +93,11 @@ def test_a_killed_rank_ends_the_job_and_resume_continues_it(one_process, tmp_pat
     run = _mpiexec(*RUN, "--checkpoint-dir", ckpt, "--resume")
     assert run.returncode == 0, run.stderr
     _assert_close(_variables(tf.train.latest_checkpoint(ckpt)), one_process)
+
+
+def test_without_the_mpi_extra_distributed_says_what_to_install(tmp_path):
+    code = "import sys; sys.modules['mpi4py'] = None; from tfplus.cli import main; sys.exit(main(sys.argv[1:]))"
+    run = subprocess.run([sys.executable, "-c", code, *RUN, "--distributed"], env=ENV, capture_output=True,
+                         text=True, timeout=120, cwd=tmp_path)
+    assert run.returncode == 2, run.stderr
+    assert "--distributed: tfplus.distributed needs mpi4py" in run.stderr and "tfplus[mpi]" in run.stderr

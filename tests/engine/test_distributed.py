@@ -86,3 +86,10 @@ def test_an_exception_on_one_rank_aborts_the_job_instead_of_hanging():
     run = _mpiexec("-c", RAISES, timeout=60)
     assert run.returncode != 0
     assert "rank 1 failed on purpose" in run.stderr
+
+
+def test_the_api_refuses_to_build_before_init():
+    import tfplus as tf
+    from tfplus import distributed
+    with pytest.raises(RuntimeError, match=r"call tfplus.distributed.init\(\)"):
+        distributed.DistributedOptimizer(tf.train.GradientDescentOptimizer(0.1))
