@@ -264,7 +264,8 @@ def training_graph(model: Callable[..., tf.Tensor] = mentee, *, total_steps: int
                    warmup_steps: int = 0, data_format: str = "NCHW", image_shape: Sequence[int] = (3, 32, 32),
                    model_kwargs: dict | None = None,
                    var_list: Callable[[list[tf.Variable]], list[tf.Variable]] | None = None,
-                   device_input: bool = False) -> TrainGraph:
+                   device_input: bool = False,
+                   wrap_optimizer: Callable[[tf.train.Optimizer], tf.train.Optimizer] | None = None) -> TrainGraph:
     """A new graph with placeholders, `model`'s logits, loss, accuracy and an optimizer step.
 
     loss = mean sparse softmax cross-entropy + weight_decay * sum(l2_loss(w)) over the WEIGHTS collection; as
@@ -278,6 +279,7 @@ def training_graph(model: Callable[..., tf.Tensor] = mentee, *, total_steps: int
     convolutions below the trained layers get a smaller cpu scratch (finetune.shrink_forward_scratch).
     `device_input` feeds uint8 images and per-image crops instead (raw_images, crops), augmented and normalized
     in the graph (tfplus.ops.image_ops.cifar_augment, pad 4), so the floats are made where the model runs.
+    `wrap_optimizer` wraps the optimizer (tfplus.distributed.DistributedOptimizer).
 
         tg = training_graph(mentee, total_steps=100, seed=0, model_kwargs={"conv_widths": (8, 8, 16, 16, 32)})
     """
@@ -316,7 +318,8 @@ def training_graph(model: Callable[..., tf.Tensor] = mentee, *, total_steps: int
         # The model's UPDATE_OPS (batch norm's moving averages) run with every training step, as in TF1.
         with tf.control_dependencies(tf.get_collection(tf.GraphKeys.UPDATE_OPS)):
             train_vars = var_list(tf.trainable_variables()) if var_list else None
-            train_op = make_optimizer(optimizer, lr, momentum, nesterov).minimize(
+            opt = make_optimizer(optimizer, lr, momentum, nesterov)
+            train_op = (wrap_optimizer(opt) if wrap_optimizer else opt).minimize(
                 loss, global_step=global_step, var_list=train_vars, name="train_op")
         if train_vars is not None:  # frozen layers below the trained ones run forward only
             finetune.shrink_forward_scratch(graph, train_vars)

@@ -135,6 +135,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "batches are the same. Default: device on opencl, host on cpu")
     g.add_argument("--memory-budget", type=cli_args.size, metavar="SIZE",
                    help="plan each step to fit SIZE bytes (e.g. 64MB, 64MiB)")
+    g.add_argument("--distributed", action="store_true", help="one rank of an MPI job, `mpiexec -n N tfplus train "
+                   "--distributed ...`: N processes train one model, each on 1/N of every batch (pip install "
+                   "'tfplus[mpi]'; README: data-parallel training with MPI)")
     g.add_argument("--checkpoint-dir", type=cli_args.path, metavar="DIR", help="write checkpoints here")
     g.add_argument("--checkpoint-every", type=cli_args.positive_int, metavar="N",
                    help="steps between checkpoints (default: each epoch)")
@@ -349,7 +352,8 @@ def _train(args: argparse.Namespace) -> int:
                       resume=args.resume, log=args.log, log_every=args.log_every,
                       profile_every=args.profile_every, eval_every=args.eval_every, logdir=args.logdir,
                       download=args.download, init_from=args.init_from, input=args.input,
-                      init_map=[p for pairs in args.init_map or [] for p in pairs] or None)
+                      init_map=[p for pairs in args.init_map or [] for p in pairs] or None,
+                      distributed=args.distributed)
     try:
         return train(cfg).exit_code
     except RunError as e:  # diverged, or a checkpoint could not be written

@@ -149,6 +149,7 @@ class TrainConfig:
     init_from: str | None = None                 # a checkpoint (file or folder) to start a new run from
     init_map: list[tuple[str, str]] | None = None   # (checkpoint name or scope, model name or scope) pairs
     input: str | None = None                     # "host" or "device" (CifarAugment); None: device_input()
+    distributed: bool = False                    # one rank of an `mpiexec -n N` job (train: tfplus.distributed)
 
 
 RECIPE = ("model", "conv_widths", "fc_widths", "data_format", "synthetic", "batch_size", "epochs", "steps",
@@ -874,7 +875,8 @@ def build_graph(cfg: TrainConfig, total_steps: int, device_input: bool = False):
                               optimizer=cfg.optimizer, learning_rate=cfg.lr, momentum=cfg.momentum,
                               nesterov=cfg.nesterov, weight_decay=cfg.weight_decay, schedule=cfg.schedule,
                               warmup_steps=cfg.warmup_steps or 0, data_format=cfg.data_format,
-                              model_kwargs=_model_kwargs(cfg), var_list=_select(cfg), device_input=device_input)
+                              model_kwargs=_model_kwargs(cfg), var_list=_select(cfg), device_input=device_input,
+                              wrap_optimizer=_distributed().DistributedOptimizer if cfg.distributed else None)
     except UsageError:
         raise
     except ValueError as e:  # e.g. widths that pool the image away
@@ -977,13 +979,69 @@ def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = No
     The steps run in a tf.train.MonitoredSession whose hooks do the rest: _ProgressHook counts and shows them,
     _EpochHook evaluates and reports each epoch, _CheckpointHook saves, _StopHook stops at the last step or on a
     signal, _PeakMemoryHook measures the run's memory before the session closes.
+
+    With `distributed`, this process is one rank of an `mpiexec -n N` job (see _for_this_rank): the ranks train
+    one model on disjoint shards of each batch; a rank that fails ends the job (MPI_Abort), so none waits forever.
     """
+    if not cfg.distributed:
+        return _train(cfg, out, err)
+    dist = _distributed()
+    try:
+        dist.init()
+    except ImportError as e:
+        raise UsageError(f"--distributed: {e}") from None
+    if cfg.workers not in (None, 1):
+        raise UsageError(f"--workers {cfg.workers} with --distributed: each rank is one process; start more ranks "
+                         "(mpiexec -n N) instead")
+    # Each rank takes its share of this host's cores, and forks no workers.
+    cfg = dataclasses.replace(cfg, workers=1, threads=cfg.threads or max(1, _threads().default_threads()
+                                                                         // dist.local_size()))
+    try:
+        if dist.rank() == 0:
+            return _train(cfg, out, err)
+        with open(os.devnull, "w") as quiet:  # rank 0 reports for the job
+            return _train(cfg, quiet, quiet)
+    except BaseException as e:
+        if dist.size() > 1:
+            print(f"tfplus train --distributed: rank {dist.rank()} of {dist.size()} failed "
+                  f"({type(e).__name__}: {e}); ending every rank", file=sys.stderr, flush=True)
+            dist.abort()
+        raise
+
+
+def _distributed():
+    from tfplus import distributed  # NOTE: imported for --distributed only: it loads the MPI extra's modules
+    return distributed
+
+
+def _threads():
+    from tfplus import threads
+    return threads
+
+
+def _for_this_rank(cfg: TrainConfig, dist) -> TrainConfig:
+    """A --distributed rank's options: opencl:K by local rank (one device per process); rank 0 alone logs and
+    evaluates (every rank has the same weights)."""
+    if cfg.batch_size % dist.size():
+        raise UsageError(f"--batch-size {cfg.batch_size} is not a multiple of the {dist.size()} ranks "
+                         "(mpiexec -n): each rank takes an equal shard of every batch")
+    if cfg.device.startswith("opencl"):
+        cfg = dataclasses.replace(cfg, device=f"opencl:{dist.local_rank()}")
+    if dist.rank() != 0:
+        cfg = dataclasses.replace(cfg, log=None, logdir=None, profile_every=None, eval_every=0)
+    return cfg
+
+
+def _train(cfg: TrainConfig, out: IO[str] | None, err: IO[str] | None) -> TrainResult:
     started = time.perf_counter()
     out, err = _Console(out or sys.stdout, "standard output"), _Console(err or sys.stderr, "standard error")
     if cfg.device is not None:
         check_device(cfg.device)
-    if cfg.checkpoint_dir:
+    rank = _distributed().rank() if cfg.distributed else 0
+    if cfg.checkpoint_dir and rank == 0:  # rank 0 alone writes checkpoints; every rank reads them on --resume
         prepare_checkpoint_dir(cfg.checkpoint_dir, err)
+    if cfg.distributed:
+        _distributed().barrier()  # the others read the folder once rank 0 has made it
     reader = newest_checkpoint(cfg.checkpoint_dir, err) if cfg.checkpoint_dir else None
     ckpt, meta = reader and reader.path, None
     if ckpt is not None:
@@ -993,6 +1051,8 @@ def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = No
         meta = read_metadata(reader)
     cfg, taken = resolve_options(cfg, meta.get("options") if meta else None, err)
     cfg = resolve(cfg, meta["recipe"] if meta else None)
+    if cfg.distributed:
+        cfg = _for_this_rank(cfg, _distributed())
     said = [_describe_option(k, getattr(cfg, k)) for k in taken
             if k in RESULT_OPTIONS or getattr(cfg, k) != RUN_DEFAULTS[k]]
     if said:
@@ -1034,10 +1094,14 @@ def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = No
     _say_trainable(cfg, tg, err)
 
     run = _Run(cfg, tg, sums, dataset, data_dir, spe, total_steps, started, out, err)
+    if cfg.distributed:
+        run.rank, run.ranks = rank, _distributed().size()
     progress, checkpoints, stop, peak = _ProgressHook(run), _CheckpointHook(run, saver), _StopHook(run), \
         _PeakMemoryHook(run)
     # after_run in this order: a step is counted and shown, its epoch ended, saved, then the run may stop.
     hooks = [progress, _FeedHook(run), _EpochHook(run, loss_sum), checkpoints, stop, peak]
+    if cfg.distributed:  # the ranks start from rank 0's variables, however each initialized or restored them
+        hooks.append(_distributed().BroadcastGlobalVariablesHook(0))
     trace_options = profiler.RunOptions(profiler.RunOptions.FULL_TRACE) if cfg.profile_every else None
     with tg.graph.as_default(), \
             tf.train.MonitoredSession(hooks, session_creator=_SessionCreator(run, saver, reader, meta, init)) as mon:
@@ -1106,6 +1170,7 @@ class _Run:
         self.batches = None
         self.step, self.lr = 0, float("nan")
         self.last_ckpt: str | None = None
+        self.rank, self.ranks = 0, 1  # --distributed: this process's rank, and how many train together
         self.saved_step: int | None = None  # the step of last_ckpt
         self.start_time = time.perf_counter()  # this process's training time counts from here (set as the steps begin)
         # What a checkpoint carries besides the variables. sums: the epoch's loss and accuracy sums and steps up to
@@ -1298,7 +1363,10 @@ class _FeedHook(tf.train.SessionRunHook):
 
     def before_run(self, run_context):
         x, y = next(self._run.batches)
-        tg = self._run.tg
+        tg, run = self._run.tg, self._run
+        if run.ranks > 1:  # rank r of N trains on rows [r*m, (r+1)*m) of the global batch, m = batch / N
+            rows = slice(run.rank * len(y) // run.ranks, (run.rank + 1) * len(y) // run.ranks)
+            x, y = tuple(a[rows] for a in x) if isinstance(x, tuple) else x[rows], y[rows]
         return tf.train.SessionRunArgs(None, {**image_feed(tg, x), tg.labels: y})
 
 
@@ -1372,7 +1440,7 @@ class _CheckpointHook(tf.train.SessionRunHook):
     def save(self) -> str | None:
         """Saves this step (unless saved already: a stop right after a periodic save) and returns its path."""
         run, cfg = self._run, self._run.cfg
-        if not cfg.checkpoint_dir:
+        if not cfg.checkpoint_dir or run.rank != 0:
             return None
         if run.last_ckpt is not None and run.step == run.saved_step:
             # NOTE: never rewritten: a checkpoint once listed stays as it was (a kill while rewriting its files
@@ -1430,6 +1498,13 @@ class _StopHook(tf.train.SessionRunHook):
             coord.request_stop()
 
     def after_run(self, run_context, run_values):
+        if self._run.ranks > 1:
+            # NOTE: the ranks stop after the same step, the one during which any of them got a signal: a rank that
+            # stopped alone would leave the others waiting in the next step's all-reduce.
+            signum = _distributed().max_over_ranks(self.signum or 0)
+            if signum:
+                self.signum = self.signum or signum
+                run_context.request_stop()
         if self._run.step >= self._run.total_steps:
             run_context.request_stop()
 
@@ -1437,7 +1512,8 @@ class _StopHook(tf.train.SessionRunHook):
         if self.signum is not None and signum == signal.SIGINT:
             raise KeyboardInterrupt
         self.signum = signum
-        self._coord.request_stop()
+        if self._run.ranks == 1:  # a rank of several waits for after_run, where the ranks agree
+            self._coord.request_stop()
 
     def __enter__(self) -> _StopHook:
         if threading.current_thread() is threading.main_thread():  # signal handlers live in the main thread

@@ -1,0 +1,103 @@
+"""`mpiexec -n 2 tfplus train --distributed` (the mpich wheel's mpiexec, beside this Python): two ranks at half the
+batch end where one process at the whole batch does; rank 0 alone logs and writes checkpoints; a signal to one rank
+stops every rank after the same step; a killed rank ends the job with an error, and --resume continues it."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("mpi4py", reason="the mpi extra is not installed: pip install -e '.[mpi]'")
+
+import tfplus as tf  # noqa: E402
+
+MPIEXEC = Path(sys.executable).parent / "mpiexec"  # the mpich wheel installs it beside the interpreter
+# One thread and no forked workers per process (two ranks share the CI's two cores), in both runs compared.
+ENV = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p), TFPLUS_NUM_THREADS="1",
+           TFPLUS_WORKERS="1")
+RUN = ["train", "--synthetic", "--model", "lenet", "--batch-size", "16", "--steps", "8", "--checkpoint-every", "2",
+       "--no-eval"]
+# `python -c` this, then the command line: main(argv), where rank $STOP_RANK sends itself $STOP_WITH as it draws
+# its $STOP_AT-th batch (so the step that batch feeds is its last, or never runs after a SIGKILL).
+STOPPER = ("import os, signal, sys\n"
+           "from tfplus.data import TrainBatches\n"
+           "from tfplus.cli import main\n"
+           "_next, seen = TrainBatches.__next__, [0]\n"
+           "def next_then_stop(self):\n"
+           "    seen[0] += 1\n"
+           "    if seen[0] == int(os.environ['STOP_AT']) and os.environ['PMI_RANK'] == os.environ['STOP_RANK']:\n"
+           "        os.kill(os.getpid(), getattr(signal, os.environ['STOP_WITH']))\n"
+           "    return _next(self)\n"
+           "TrainBatches.__next__ = next_then_stop\n"
+           "sys.exit(main(sys.argv[1:]))\n")
+
+
+def _mpiexec(*argv, stop=None, timeout=120):
+    if not MPIEXEC.exists():
+        pytest.fail(f"{MPIEXEC} is missing: the mpich wheel (the mpi extra) brings it")
+    env = dict(ENV, STOP_AT=str(stop[1]), STOP_WITH=stop[0], STOP_RANK="1") if stop else ENV
+    cmd = [sys.executable, "-c", STOPPER] if stop else [sys.executable, "-m", "tfplus"]
+    return subprocess.run([str(MPIEXEC), "-n", "2", *cmd, *argv, "--distributed"], env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def _variables(path) -> dict:
+    reader = tf.train.load_checkpoint(str(path))
+    return {k: reader.get_tensor(k) for k in reader.get_variable_to_shape_map()}
+
+
+def _assert_close(got: dict, want: dict) -> None:
+    assert set(got) == set(want)
+    for name in want:
+        np.testing.assert_allclose(got[name], want[name], rtol=0, atol=1e-5, err_msg=name)
+
+
+@pytest.fixture(scope="module")
+def one_process(tmp_path_factory):
+    """The variables of one process that trained at the whole batch (16) for 8 steps."""
+    folder = tmp_path_factory.mktemp("one")
+    subprocess.run([sys.executable, "-m", "tfplus", *RUN, "--checkpoint-dir", str(folder)], env=ENV, check=True,
+                   capture_output=True, timeout=120)
+    return _variables(folder / "model.ckpt-8")
+
+
+def test_two_ranks_train_as_one_process_and_rank_0_alone_logs(one_process, tmp_path):
+    run = _mpiexec(*RUN, "--checkpoint-dir", str(tmp_path / "ckpt"), "--log", str(tmp_path / "log.jsonl"))
+    assert run.returncode == 0, run.stderr
+    _assert_close(_variables(tmp_path / "ckpt" / "model.ckpt-8"), one_process)
+    rows = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
+    assert [r["kind"] for r in rows].count("start") == 1  # rank 1 wrote nothing there
+    assert run.stdout.count("done: 8 steps") == 1
+
+
+def test_a_signal_to_one_rank_stops_every_rank_after_the_same_step(one_process, tmp_path):
+    ckpt = str(tmp_path / "ckpt")
+    run = _mpiexec(*RUN, "--checkpoint-dir", ckpt, stop=("SIGTERM", 5))
+    assert run.returncode != 0
+    assert "SIGTERM: stopped at step 5/8" in run.stderr, run.stderr  # rank 0's report: it stopped with rank 1
+    assert tf.train.latest_checkpoint(ckpt).endswith("model.ckpt-5")
+    run = _mpiexec(*RUN, "--checkpoint-dir", ckpt, "--resume")
+    assert run.returncode == 0, run.stderr
+    _assert_close(_variables(tf.train.latest_checkpoint(ckpt)), one_process)
+
+
+def test_a_killed_rank_ends_the_job_and_resume_continues_it(one_process, tmp_path):
+    ckpt = str(tmp_path / "ckpt")
+    run = _mpiexec(*RUN, "--checkpoint-dir", ckpt, stop=("SIGKILL", 5))
+    assert run.returncode != 0
+    assert "BAD TERMINATION" in run.stdout + run.stderr
+    assert tf.train.latest_checkpoint(ckpt).endswith("model.ckpt-4")  # the last one before rank 1 died
+    run = _mpiexec(*RUN, "--checkpoint-dir", ckpt, "--resume")
+    assert run.returncode == 0, run.stderr
+    _assert_close(_variables(tf.train.latest_checkpoint(ckpt)), one_process)
+
+
+def test_without_the_mpi_extra_distributed_says_what_to_install(tmp_path):
+    code = "import sys; sys.modules['mpi4py'] = None; from tfplus.cli import main; sys.exit(main(sys.argv[1:]))"
+    run = subprocess.run([sys.executable, "-c", code, *RUN, "--distributed"], env=ENV, capture_output=True,
+                         text=True, timeout=120, cwd=tmp_path)
+    assert run.returncode == 2, run.stderr
+    assert "--distributed: tfplus.distributed needs mpi4py" in run.stderr and "tfplus[mpi]" in run.stderr

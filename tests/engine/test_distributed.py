@@ -1,0 +1,98 @@
+"""tfplus.distributed under `mpiexec -n 2` (the mpich wheel's, beside this Python): two ranks at half the batch
+train to one process's weights at the whole batch, the broadcast makes ranks equal, rank 0 alone writes
+checkpoints, and a rank that dies or raises ends the job with an error instead of a hang."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("mpi4py", reason="the mpi extra is not installed: pip install -e '.[mpi]'")
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "mpi_train.py"
+MPIEXEC = Path(sys.executable).parent / "mpiexec"  # the mpich wheel installs it beside the interpreter
+# One thread and no forked workers per process: two ranks share the CI's two cores.
+ENV = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p), TFPLUS_NUM_THREADS="1",
+           TFPLUS_WORKERS="1")
+
+
+def _mpiexec(*args, n=2, timeout=120):
+    if not MPIEXEC.exists():
+        pytest.fail(f"{MPIEXEC} is missing: the mpich wheel (the mpi extra) brings it")
+    return subprocess.run([str(MPIEXEC), "-n", str(n), sys.executable, *map(str, args)], env=ENV,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def _weights(path):
+    with np.load(path) as f:
+        return {k: f[k] for k in f.files}
+
+
+def test_two_ranks_at_half_the_batch_train_as_one_process_at_the_whole_batch(tmp_path):
+    one, two = tmp_path / "one", tmp_path / "two"
+    one.mkdir(), two.mkdir()
+    subprocess.run([sys.executable, *map(str, (SCRIPT, one, 4, 16, "cpu", "single"))], env=ENV, check=True, timeout=120)
+    run = _mpiexec(SCRIPT, two, 4, 16, "cpu", "distributed")
+    assert run.returncode == 0, run.stdout + run.stderr
+    want, got0, got1 = _weights(one / "rank0.npz"), _weights(two / "rank0.npz"), _weights(two / "rank1.npz")
+    assert set(got0) == set(want) and int(got0["global_step"]) == 4
+    for name in want:
+        np.testing.assert_allclose(got0[name], want[name], rtol=0, atol=1e-5, err_msg=name)
+        np.testing.assert_array_equal(got1[name], got0[name], err_msg=name)  # same update on every rank
+    # Rank 0 alone writes checkpoints (rank 1 was given no checkpoint_dir).
+    assert (two / "ckpt" / "model.ckpt-4.index").exists() and not (two / "rank1").exists()
+
+
+# Each rank writes what it holds to its own file (their shared stdout may interleave the lines).
+BROADCAST = """
+import os, sys, numpy as np, tfplus as tf, tfplus.distributed as dist
+dist.init()
+v = tf.Variable(np.full((2, 3), dist.rank(), np.float32))
+s = tf.Variable(10 * dist.rank(), dtype=tf.int64)
+with tf.Session() as sess:
+    sess.run(tf.global_variables_initializer())
+    dist.broadcast_global_variables(1, sess)
+    np.savez(os.path.join(sys.argv[1], f"rank{dist.rank()}.npz"), v=sess.run(v), s=sess.run(s))
+"""
+
+
+def test_broadcast_sets_every_rank_to_the_roots_variables(tmp_path):
+    run = _mpiexec("-c", BROADCAST, tmp_path)
+    assert run.returncode == 0, run.stdout + run.stderr
+    for r in (0, 1):
+        got = _weights(tmp_path / f"rank{r}.npz")
+        np.testing.assert_array_equal(got["v"], np.ones((2, 3), np.float32))
+        assert int(got["s"]) == 10
+
+
+def test_a_killed_rank_ends_the_job_with_an_error(tmp_path):
+    run = _mpiexec(SCRIPT, tmp_path, 6, 16, "cpu", "distributed", 1, 2, timeout=60)
+    assert run.returncode != 0
+    assert "BAD TERMINATION" in run.stdout + run.stderr and "Killed" in run.stdout + run.stderr
+    assert not (tmp_path / "rank0.npz").exists()  # rank 0 did not finish alone
+
+
+RAISES = """
+import numpy as np, tfplus as tf, tfplus.distributed as dist
+dist.init()
+if dist.rank() == 1:
+    raise ValueError("rank 1 failed on purpose")
+x = dist.allreduce(tf.constant(np.ones(3, np.float32)))  # rank 0 waits here for rank 1
+with tf.Session() as sess:
+    sess.run(x)
+"""
+
+
+def test_an_exception_on_one_rank_aborts_the_job_instead_of_hanging():
+    run = _mpiexec("-c", RAISES, timeout=60)
+    assert run.returncode != 0
+    assert "rank 1 failed on purpose" in run.stderr
+
+
+def test_the_api_refuses_to_build_before_init():
+    import tfplus as tf
+    from tfplus import distributed
+    with pytest.raises(RuntimeError, match=r"call tfplus.distributed.init\(\)"):
+        distributed.DistributedOptimizer(tf.train.GradientDescentOptimizer(0.1))

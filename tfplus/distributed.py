@@ -1,0 +1,215 @@
+"""Data-parallel training over MPI, shaped like Horovod's TensorFlow 1 API (`pip install 'tfplus[mpi]'`).
+
+Each process (rank) of an `mpiexec -n N` job builds the same graph, reads its own shard of every global batch and
+runs the same steps; DistributedOptimizer averages the gradients over the ranks inside the step, so every rank
+applies the same update and the variables stay equal. N ranks at batch B/N compute what one process computes at
+batch B (a loss that averages over the batch), up to float rounding.
+
+    import tfplus as tf
+    import tfplus.distributed as dist
+
+    dist.init()
+    opt = dist.DistributedOptimizer(tf.train.MomentumOptimizer(0.01 * dist.size(), 0.9))
+    train_op = opt.minimize(loss, global_step=tf.train.get_or_create_global_step())
+    hooks = [dist.BroadcastGlobalVariablesHook(0)]
+    ckpt = "runs/a" if dist.rank() == 0 else None          # rank 0 alone writes checkpoints
+    with tf.train.MonitoredTrainingSession(checkpoint_dir=ckpt, hooks=hooks) as sess: ...
+
+Why an op in the step and not a hook between two runs: the all-reduce is MpiAllreduce (tfplus/ops/collective_ops.py),
+a host kernel on both devices, so a training step stays one Session.run (the planner plans it, the updates run in
+the same step, nothing goes through Python feeds) and the step works unchanged on cpu and opencl. All gradients
+are packed into one contiguous buffer first: one MPI call per step, not one per variable (latency dominates small
+messages).
+
+A failed rank ends the job: an exception that nothing catches calls MPI_Abort (init installs the hook, as
+`python -m mpi4py` does), and mpiexec ends every rank when one dies, so the others never wait forever in a step.
+"""
+from __future__ import annotations
+
+import math
+import sys
+
+import numpy as np
+
+from tfplus.framework import get_default_graph, get_default_session, name_scope
+from tfplus.ops import array_ops, state_ops
+from tfplus.ops.collective_ops import mpi_allreduce
+from tfplus.train.monitored_session import SessionRunHook
+from tfplus.train.optimizer import Optimizer
+from tfplus.variables import global_variables
+
+__all__ = ["init", "rank", "size", "local_rank", "local_size", "allreduce", "DistributedOptimizer",
+           "broadcast_global_variables", "BroadcastGlobalVariablesHook", "max_over_ranks", "barrier", "abort"]
+
+_state: dict = {}  # "MPI": the mpi4py module, "local": the communicator of this host's ranks (set by init)
+
+
+def init() -> None:
+    """Initializes MPI (once; later calls do nothing) and makes an uncaught exception abort the whole job."""
+    if _state:
+        return
+    try:
+        from mpi4py import MPI
+    except ImportError as e:
+        raise ImportError(f"tfplus.distributed needs mpi4py and an MPI library ({e}): "
+                          "pip install 'tfplus[mpi]' (mpi4py and the mpich wheel, which brings mpiexec)") from None
+    _state["MPI"] = MPI
+    _state["local"] = MPI.COMM_WORLD.Split_type(MPI.COMM_TYPE_SHARED)
+    if MPI.COMM_WORLD.Get_size() > 1:
+        sys.excepthook = _abort_on_uncaught(sys.excepthook)
+
+
+def _abort_on_uncaught(previous):
+    def hook(kind, value, tb):
+        previous(kind, value, tb)
+        # NOTE: a rank that exited normally would wait in MPI_Finalize while the others wait in the step's allreduce.
+        abort(1)
+    return hook
+
+
+def _mpi():
+    if not _state:
+        raise RuntimeError("call tfplus.distributed.init() before rank(), size() or building distributed ops")
+    return _state["MPI"]
+
+
+def rank() -> int:
+    """This process's rank in the job, 0 .. size()-1."""
+    return _mpi().COMM_WORLD.Get_rank()
+
+
+def size() -> int:
+    """The number of processes in the job."""
+    return _mpi().COMM_WORLD.Get_size()
+
+
+def local_rank() -> int:
+    """This process's rank among the job's processes on this host (which device or cores it takes)."""
+    _mpi()
+    return _state["local"].Get_rank()
+
+
+def local_size() -> int:
+    """The number of the job's processes on this host."""
+    _mpi()
+    return _state["local"].Get_size()
+
+
+def max_over_ranks(value: int) -> int:
+    """The largest `value` that any rank passes, now, in Python (every rank must call it): e.g. whether any rank
+    was asked to stop."""
+    buf = np.array([value], np.int64)
+    _mpi().COMM_WORLD.Allreduce(_mpi().IN_PLACE, buf, op=_mpi().MAX)
+    return int(buf[0])
+
+
+def barrier() -> None:
+    """Returns once every rank has called it."""
+    _mpi().COMM_WORLD.Barrier()
+
+
+def abort(code: int = 1) -> None:
+    """Ends every rank of the job now (MPI_Abort): what a rank that cannot go on calls, so none waits for it."""
+    sys.stderr.flush()
+    _mpi().COMM_WORLD.Abort(code)
+
+
+def allreduce(tensor, average: bool = True, name: str | None = None):
+    """`tensor` summed (or averaged) over the ranks, computed when the step runs (the MpiAllreduce op)."""
+    n = size()
+    with name_scope(name, "DistributedAllreduce"):
+        total = mpi_allreduce(tensor)
+        return total * (1.0 / n) if average and n > 1 else total
+
+
+class DistributedOptimizer(Optimizer):
+    """Wraps `optimizer`: compute_gradients averages the gradients over the ranks in one fused all-reduce (all of
+    them packed into one contiguous buffer); apply_gradients and the slots are `optimizer`'s.
+
+        >>> opt = DistributedOptimizer(tf.train.GradientDescentOptimizer(0.1))  # after init()
+    """
+
+    def __init__(self, optimizer: Optimizer, name: str | None = None):
+        if not isinstance(optimizer, Optimizer):
+            raise TypeError(f"DistributedOptimizer wraps a tf.train.Optimizer, not {optimizer!r}")
+        size()  # refuses before init()
+        super().__init__(use_locking=False, name=name or f"Distributed{optimizer.get_name()}")
+        self._optimizer = optimizer
+
+    def compute_gradients(self, *args, **kwargs) -> list[tuple]:
+        pairs = self._optimizer.compute_gradients(*args, **kwargs)
+        live = [(g, v) for g, v in pairs if g is not None]
+        if not live:
+            return pairs
+        kinds = {g.dtype for g, _ in live}
+        if len(kinds) > 1:
+            raise TypeError(f"DistributedOptimizer packs all gradients into one buffer, but they have dtypes "
+                            f"{sorted(k.name for k in kinds)}: {[(v.name, g.dtype.name) for g, v in live]}")
+        shapes = [v.get_shape().as_list() for _, v in live]
+        with name_scope(f"{self._name}_Allreduce"):
+            flat = array_ops.concat([array_ops.reshape(g, [-1]) for g, _ in live], 0) if len(live) > 1 \
+                else array_ops.reshape(live[0][0], [-1])
+            mean = allreduce(flat)
+            pieces = array_ops.split(mean, [math.prod(s) for s in shapes], 0) if len(live) > 1 else [mean]
+            averaged = {v: array_ops.reshape(p, s) for p, s, (_, v) in zip(pieces, shapes, live)}
+        return [(averaged.get(v), v) for _, v in pairs]
+
+    def apply_gradients(self, grads_and_vars, global_step=None, name=None):
+        return self._optimizer.apply_gradients(grads_and_vars, global_step=global_step, name=name)
+
+    def get_slot(self, var, name):
+        return self._optimizer.get_slot(var, name)
+
+    def get_slot_names(self):
+        return self._optimizer.get_slot_names()
+
+    def variables(self):
+        return self._optimizer.variables()
+
+
+class _Broadcast:
+    """Sets the global variables of every rank to rank `root`'s values: each array sent with MPI_Bcast as raw
+    buffer (never a pickled object), then written through a placeholder and an assign made here, at build time."""
+
+    def __init__(self, root: int):
+        if not 0 <= root < size():
+            raise ValueError(f"broadcast root rank {root} is not a rank of this job (0 .. {size() - 1})")
+        self.root, self.graph, self.variables = root, get_default_graph(), global_variables()
+        with name_scope("DistributedBroadcast"):
+            self.feeds = [array_ops.placeholder(v.dtype, v.get_shape(), name="value") for v in self.variables]
+            self.assign = [state_ops.assign(v, p).op for v, p in zip(self.variables, self.feeds)]
+
+    def run(self, session) -> None:
+        comm = _mpi().COMM_WORLD
+        values = [np.array(v, order="C") for v in session.run(self.variables)]  # writable, contiguous
+        for v in values:
+            comm.Bcast(v, root=self.root)
+        if comm.Get_rank() != self.root:
+            session.run(self.assign, dict(zip(self.feeds, values)))
+
+
+def broadcast_global_variables(root_rank: int, session=None) -> None:
+    """Copies rank `root_rank`'s global variables (weights, optimizer slots, the global step) to every rank, in
+    `session` (default: the default session); every rank must call it. Run it once, after initialization or a
+    restore, so that the ranks start equal. Builds nodes: call it before the graph is finalized, or use
+    BroadcastGlobalVariablesHook with a MonitoredSession.
+
+        >>> sess.run(tf.global_variables_initializer()); broadcast_global_variables(0, sess)
+    """
+    _Broadcast(root_rank).run(session or get_default_session())
+
+
+class BroadcastGlobalVariablesHook(SessionRunHook):
+    """A MonitoredSession hook that broadcasts rank `root_rank`'s global variables once the session is created
+    (initialized or restored from a checkpoint), as Horovod's hook of the same name."""
+
+    def __init__(self, root_rank: int = 0):
+        self.root_rank = root_rank
+        self._broadcast = None
+
+    def begin(self):
+        if self._broadcast is None or self._broadcast.graph is not get_default_graph():
+            self._broadcast = _Broadcast(self.root_rank)
+
+    def after_create_session(self, session, coord):
+        self._broadcast.run(session)
