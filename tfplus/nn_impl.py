@@ -78,3 +78,57 @@ def clip_by_norm(t, clip_norm, axes=None, name=None) -> Tensor:
         safe = math_ops.where(nonzero, squares, ones_like(squares))
         norm = math_ops.where(nonzero, math_ops.sqrt(safe), squares)
         return identity(t * clip_norm / math_ops.maximum(norm, clip_norm))
+
+
+def xw_plus_b(x, weights, biases, name=None) -> Tensor:
+    """matmul(x, weights) + biases (a BiasAdd)."""
+    from tfplus.ops.nn_ops import bias_add
+    with name_scope(name, "xw_plus_b"):
+        return bias_add(math_ops.matmul(x, weights), biases, name="xw_plus_b")
+
+
+def relu_layer(x, weights, biases, name=None) -> Tensor:
+    """relu(matmul(x, weights) + biases)."""
+    with name_scope(name, "relu_layer"):
+        return relu(xw_plus_b(x, weights, biases), name="relu_layer")
+
+
+def l2_normalize(x, axis=None, epsilon=1e-12, name=None, dim=None) -> Tensor:
+    """x / sqrt(max(sum(x ** 2, axis), epsilon)), as TF1 computes it (x * rsqrt(max(...)))."""
+    axis = dim if axis is None else axis
+    with name_scope(name, "l2_normalize"):
+        x = convert_to_tensor(x)
+        square_sum = math_ops.reduce_sum(math_ops.square(x), axis, keepdims=True)
+        return math_ops.multiply(x, math_ops.rsqrt(math_ops.maximum(square_sum, epsilon)), name=name)
+
+
+def log_sigmoid(x, name=None) -> Tensor:
+    """log(sigmoid(x)) = -softplus(-x), which neither overflows nor underflows."""
+    from tfplus.ops.nn_ops import softplus
+    with name_scope(name, "LogSigmoid"):
+        return math_ops.negative(softplus(math_ops.negative(convert_to_tensor(x))))
+
+
+def softsign(features, name=None) -> Tensor:
+    """x / (1 + |x|)."""
+    with name_scope(name, "Softsign"):
+        x = convert_to_tensor(features)
+        return math_ops.divide(x, math_ops.add(math_ops.abs(x), 1.0))
+
+
+def swish(features, beta=1.0, name=None) -> Tensor:
+    """x * sigmoid(beta * x) (also tf.nn.silu)."""
+    from tfplus.ops.nn_ops import sigmoid
+    with name_scope(name, "swish"):
+        x = convert_to_tensor(features)
+        return math_ops.multiply(x, sigmoid(x if beta == 1.0 else math_ops.multiply(x, beta)))
+
+
+def selu(features, name=None) -> Tensor:
+    """scale * (x if x > 0 else alpha * (exp(x) - 1)), TF's constants."""
+    from tfplus.ops.nn_ops import elu
+    with name_scope(name, "Selu"):
+        x = convert_to_tensor(features)
+        scale, alpha = 1.0507009873554805, 1.6732632423543772
+        return math_ops.multiply(math_ops.where(math_ops.greater(x, 0.0), x, math_ops.multiply(elu(x), alpha)),
+                                 scale)
