@@ -103,11 +103,15 @@ _TOP_LEVEL_ONLY = {"cast", "clip_by_value", "div", "div_no_nan", "floor_div", "m
 math = _namespace("tf.math", **{n: getattr(math_ops, n) for n in math_ops.__all__ if n not in _TOP_LEVEL_ONLY},
                   **{n: getattr(nn, n) for n in ("in_top_k", "log_softmax", "sigmoid", "softmax", "softplus", "tanh",
                                                  "zero_fraction", "l2_normalize", "softsign")},
-                  invert_permutation=array_ops.invert_permutation, divide_no_nan=math_ops.div_no_nan,
-                  log_sigmoid=_nn_impl.log_sigmoid)
+                  **{n: getattr(_nn_impl, n) for n in ("log_sigmoid", "reduce_logsumexp", "reduce_std",
+                                                       "reduce_variance", "is_nan", "is_inf", "is_finite",
+                                                       "scalar_mul")},
+                  invert_permutation=array_ops.invert_permutation, divide_no_nan=math_ops.div_no_nan)
 random = _namespace("tf.random", normal=random_normal, uniform=random_uniform, truncated_normal=truncated_normal,
                     set_random_seed=set_random_seed, categorical=_categorical, multinomial=multinomial)
-log_sigmoid = _nn_impl.log_sigmoid
+from tfplus.nn_impl import is_finite, is_inf, is_nan, log_sigmoid, reduce_logsumexp, scalar_mul, sequence_mask  # noqa: E402,I001,F401
+from tfplus import image  # noqa: E402
+from tfplus.image import random_crop  # noqa: E402
 
 # -- TF1's module layout for scripts (tf.app, tf.flags, tf.logging, tf.gfile, tf.layers, tf.losses, tf.contrib,
 # tf.summary) and top-level names they use; a name tfplus lacks raises UnsupportedError (tfplus.unsupported).

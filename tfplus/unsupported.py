@@ -45,7 +45,11 @@ ALTERNATIVES = {
     "tf.py_function": "computing the value in NumPy and feeding it through a tf.placeholder",
     "tf.sparse_placeholder": "a dense tf.placeholder",
     "tf.SparseTensor": "dense tensors",
-    "tf.image": "preprocessing the images in NumPy before feeding them",
+    "tf.image.resize_images": "resizing the images in NumPy before feeding them",
+    "tf.image.resize_bilinear": "resizing the images in NumPy before feeding them",
+    "tf.image.resize_nearest_neighbor": "resizing the images in NumPy before feeding them",
+    "tf.image.decode_jpeg": "decoding the images in Python (e.g. PIL) and feeding them",
+    "tf.image.decode_png": "decoding the images in Python (e.g. PIL) and feeding them",
     "tf.nn.atrous_conv2d": "tf.nn.conv2d (dilation 1 only)",
     "tf.nn.conv3d": "tf.nn.conv2d",
     "tf.nn.fractional_max_pool": "tf.nn.max_pool",
@@ -134,11 +138,11 @@ def namespace(public_name: str, **members):
 
 
 
-def resolve(full_name: str) -> bool:
-    """True where tfplus implements the TF1 name `full_name` (e.g. 'tf.nn.relu'), False where it refuses it with
-    UnsupportedError. A plain AttributeError (a name neither implemented nor refused) propagates."""
-    import tfplus
-    obj = tfplus
+def resolve(root, full_name: str) -> bool:
+    """True where `root` (the tfplus module) implements the TF1 name `full_name` (e.g. 'tf.nn.relu'), False where
+    it refuses it with UnsupportedError. A plain AttributeError (a name neither implemented nor refused)
+    propagates."""
+    obj = root
     try:
         for part in full_name.split(".")[1:]:
             obj = getattr(obj, part)

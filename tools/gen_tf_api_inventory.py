@@ -18,6 +18,7 @@ import types
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # tfplus from this checkout
 INVENTORY = ROOT / "tools" / "tf1_api.txt"
 
 # tf.compat.v1's namespaces that TF1 training scripts use (tf.metrics and tf.summary included).
@@ -80,11 +81,13 @@ def namespace_of(full_name: str) -> str:
 
 
 def table() -> str:
-    """README's coverage table: per namespace, the names tfplus implements and those it refuses."""
+    """README's coverage table: per namespace, the names tfplus implements and those it refuses, as a script
+    sees them right after `import tfplus` (run it in a fresh process: importing tfplus.data makes it tf.data)."""
+    import tfplus
     from tfplus.unsupported import resolve
     counts: dict[str, list[int]] = {}
     for name in read_inventory():
-        counts.setdefault(namespace_of(name), [0, 0])[0 if resolve(name) else 1] += 1
+        counts.setdefault(namespace_of(name), [0, 0])[0 if resolve(tfplus, name) else 1] += 1
     rows = ["| namespace | TF1 names | implemented | refused (UnsupportedError) |", "|---|---:|---:|---:|"]
     for ns, (done, refused) in counts.items():
         rows.append(f"| `{ns}` | {done + refused} | {done} | {refused} |")

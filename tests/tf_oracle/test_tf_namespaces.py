@@ -72,3 +72,27 @@ def test_sequence_loss_reduces_as_contrib(tf1, kw):
     got = tf.Session().run(tf.contrib.seq2seq.sequence_loss(tf.constant(logits), tf.constant(targets),
                                                             tf.constant(weights), **kw))
     np.testing.assert_allclose(got, want, rtol=1e-5)
+
+
+@pytest.mark.parametrize("fn", [
+    lambda m, x: m.reduce_logsumexp(x * 40.0), lambda m, x: m.reduce_logsumexp(x, 1),
+    lambda m, x: m.math.reduce_logsumexp(x, [0, 1], keepdims=True), lambda m, x: m.math.reduce_std(x, 0),
+    lambda m, x: m.math.reduce_variance(x, keepdims=True), lambda m, x: m.scalar_mul(2.5, x),
+])
+def test_math_reductions_match_tf(tf1, fn):
+    test_composites_match_tf(tf1, fn)
+
+
+def test_predicates_and_sequence_mask_match_tf(tf1):
+    value = np.array([1.0, np.nan, np.inf, -np.inf, 0.0], np.float32)
+    got = []
+    for m in (tf1, tf):
+        with m.Graph().as_default():
+            x, lengths = m.constant(value), m.placeholder(m.int32, [None])
+            outs = [m.is_nan(x), m.math.is_inf(x), m.is_finite(x), m.sequence_mask(lengths),
+                    m.sequence_mask(lengths, 5, dtype=m.float32)]
+            with m.Session() as s:
+                got.append(([o.shape.as_list() for o in outs], s.run(outs, {lengths: [2, 0, 3]})))
+    assert got[1][0] == got[0][0]
+    for a, b in zip(got[1][1], got[0][1]):
+        np.testing.assert_array_equal(a, b)
