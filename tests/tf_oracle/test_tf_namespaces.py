@@ -96,3 +96,21 @@ def test_predicates_and_sequence_mask_match_tf(tf1):
     assert got[1][0] == got[0][0]
     for a, b in zip(got[1][1], got[0][1]):
         np.testing.assert_array_equal(a, b)
+
+
+def test_contrib_pooling_and_dropout_as_contrib_defines_them(tf1):
+    value = _x(2, 6, 6, 3)
+    x = tf.constant(value)
+    outs = [tf.contrib.layers.max_pool2d(x, 2, outputs_collections=["pooled"]),
+            tf.contrib.layers.avg_pool2d(x, [3, 3], stride=1, padding="SAME"),
+            tf.contrib.layers.dropout(x, is_training=False), tf.contrib.layers.dropout(x, 0.5, seed=1)]
+    with tf1.Graph().as_default(), tf1.Session() as s:
+        want = s.run([tf1.nn.max_pool(value, [1, 2, 2, 1], [1, 2, 2, 1], "VALID"),
+                      tf1.nn.avg_pool(value, [1, 3, 3, 1], [1, 1, 1, 1], "SAME")])
+    with tf.Session() as s:
+        got = s.run(outs)
+    for a, b in zip(got, want + [value]):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    kept = got[3] != 0
+    np.testing.assert_allclose(got[3][kept], value[kept] * 2, rtol=1e-6)
+    assert 0.35 < kept.mean() < 0.65 and tf.get_collection("pooled") == [outs[0]]
