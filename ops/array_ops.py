@@ -11,8 +11,10 @@ from tfplus import flops as _flops
 from tfplus.framework import (
     Tensor,
     apply_op,
+    constant_value,
     convert_to_tensor,
     get_default_graph,
+    name_scope,
     register_tensor_conversion_function,
 )
 from tfplus.registry import not_differentiable, register_gradient, register_op
@@ -77,6 +79,37 @@ def _constant_conversion(value, dtype=None, name=None, preferred_dtype=None):
 register_tensor_conversion_function(object, _constant_conversion, priority=200)
 
 
+def _has_tensor(value) -> bool:
+    if isinstance(value, (list, tuple)):
+        return builtins.any(_has_tensor(v) for v in value)
+    return isinstance(value, Tensor) or hasattr(value, "_as_tensor")
+
+
+def _first_dtype(value):
+    if isinstance(value, (list, tuple)):
+        return next((d for d in map(_first_dtype, value) if d is not None), None)
+    return convert_to_tensor(value).dtype if _has_tensor(value) else None
+
+
+def _autopacking_conversion(value, dtype=None, name=None, preferred_dtype=None):
+    """TF's auto-packing: a (nested) list or tuple holding Tensors becomes a Pack of its elements
+    (tf.stop_gradient([t, u]) is tf.stop_gradient(tf.stack([t, u]))); Python numbers in it take the first
+    Tensor's dtype. A list of plain values stays a Const."""
+    if not _has_tensor(value):
+        return _constant_conversion(value, dtype, name, preferred_dtype)
+    dtype = dtype or _first_dtype(value)
+
+    def pack(v):
+        if isinstance(v, (list, tuple)):
+            return stack([pack(e) for e in v])
+        return convert_to_tensor(v, dtype=dtype)
+    with name_scope(name, "packed"):
+        return pack(value)
+
+
+register_tensor_conversion_function((list, tuple), _autopacking_conversion, priority=99)
+
+
 # -- Placeholder -------------------------------------------------------------------------------------------
 register_op("Placeholder", outputs=("output",), attrs={"dtype": "type", "shape": "shape"},
             shape_fn=lambda ins, attrs: [spec(attrs["shape"], attrs["dtype"])], flops=_flops.zero)
@@ -95,16 +128,32 @@ def placeholder(dtype, shape=None, name=None):
 
 register_op("PlaceholderWithDefault", inputs=("input",), outputs=("output",),
             attrs={"dtype": "type", "shape": "shape"}, aliases={0: 0},
-            shape_fn=lambda ins, attrs: [spec(attrs["shape"], ins[0].dtype)], flops=_flops.zero, tags=("view",))
+            shape_fn=lambda ins, attrs: [spec(_default_shape(attrs["shape"], ins[0].shape), ins[0].dtype)],
+            flops=_flops.zero, tags=("view",))
 not_differentiable("PlaceholderWithDefault")
+
+
+def _default_shape(declared, given):
+    """The declared shape, its unknown dimensions taken from the default (or fed) value's: at run time the
+    value decides them, so an unfed `placeholder_with_default(x, [None, 7])` has x's batch size."""
+    if declared is None or given is None:
+        return declared if given is None else given
+    if len(declared) != len(given) or any(d is not None and g is not None and d != g
+                                           for d, g in zip(declared, given)):
+        raise ValueError(f"the value's shape {fmt(given)} does not match the declared shape {fmt(declared)}")
+    return tuple(g if d is None else d for d, g in zip(declared, given))
 
 
 def placeholder_with_default(input, shape, name=None):
     """A placeholder that takes `input`'s value when not fed."""
     from tfplus.framework import convert_to_tensor
     input = convert_to_tensor(input)
-    return apply_op("PlaceholderWithDefault", [input],
-                    {"shape": None if shape is None else tuple(shape), "dtype": input.dtype}, name)
+    declared = None if shape is None else TensorShape(shape).dims_tuple
+    out = apply_op("PlaceholderWithDefault", [input], {"shape": declared, "dtype": input.dtype}, name)
+    # NOTE: the shape function gives the value's shape (what the kernel makes when nothing is fed); the static
+    # shape is the declared one, as TF's, so a feed may give the unknown dimensions another size.
+    out._shape = declared
+    return out
 
 
 # -- Identity ------------------------------------------------------------------------------------------------
@@ -281,8 +330,22 @@ def _reshape_grad(op, grad):
 
 def reshape(tensor, shape, name=None) -> Tensor:
     """`tf.reshape(x, [-1, 784])`: same values, new shape (one dim may be -1). Shares x's buffer."""
+    listed = shape if isinstance(shape, (list, tuple)) else None
     tensor, shape = convert_to_tensor(tensor), _index_tensor(shape)
-    return apply_op("Reshape", [tensor, shape], {"Tshape": shape.dtype}, name)
+    out = apply_op("Reshape", [tensor, shape], {"Tshape": shape.dtype}, name)
+    if listed is not None and out.shape.ndims == len(listed):
+        # A list holding Tensors (tf.reshape(x, [tf.shape(x)[0], 3])) is packed: its known entries are still
+        # static dimensions, as TF's constant_value_as_shape finds them.
+        out.set_shape([_static_dim(d) for d in listed])
+    return out
+
+
+def _static_dim(d):
+    value = constant_value(d) if isinstance(d, Tensor) else getattr(d, "value", d)  # a Dimension: its value
+    if value is None or isinstance(value, Tensor) or hasattr(value, "_as_tensor"):
+        return None
+    value = int(np.asarray(value))
+    return value if value >= 0 else None
 
 
 # -- Transpose -----------------------------------------------------------------------------------------------

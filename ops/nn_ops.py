@@ -691,9 +691,24 @@ def sparse_softmax_cross_entropy_with_logits(_sentinel=None, labels=None, logits
         raise ValueError("sparse_softmax_cross_entropy_with_logits takes named arguments: "
                          "labels=..., logits=...")
     with name_scope(name, "SparseSoftmaxCrossEntropyWithLogits"):
-        labels = convert_to_tensor(labels)
-        loss, _ = apply_op("SparseSoftmaxCrossEntropyWithLogits", [logits, labels], {"Tlabels": labels.dtype})
-    return loss
+        labels, logits = convert_to_tensor(labels), convert_to_tensor(logits)
+        loss_of = lambda lab, lgt: apply_op("SparseSoftmaxCrossEntropyWithLogits", [lgt, lab],  # noqa: E731
+                                            {"Tlabels": lab.dtype})[0]
+        return _rows(loss_of, labels, logits, sparse=True)
+
+
+def _rows(loss_of, labels, logits, sparse: bool):
+    """TF's cross-entropies on logits of rank other than 2: the loss of the logits flattened to [-1, classes]
+    (labels alike), reshaped back to the outer dimensions (the sparse labels' shape, the logits' but the last)."""
+    if logits.shape.ndims == 2 or logits.shape.ndims is None:
+        return loss_of(labels, logits)
+    from tfplus.ops.array_ops import reshape, shape
+    classes = logits.shape.as_list()[-1]
+    classes = -1 if classes is None else classes
+    loss = loss_of(reshape(labels, [-1] if sparse else [-1, classes]), reshape(logits, [-1, classes]))
+    out = reshape(loss, shape(labels) if sparse else shape(logits)[:-1])
+    out.set_shape(labels.shape.as_list() if sparse else logits.shape.as_list()[:-1])
+    return out
 
 
 # -- SoftmaxCrossEntropyWithLogits ---------------------------------------------------------------------------
@@ -746,8 +761,8 @@ def softmax_cross_entropy_with_logits_v2(_sentinel=None, labels=None, logits=Non
         if labels.dtype is not logits.dtype:  # TF1 casts labels of any dtype (e.g. int one-hot) to the logits'
             from tfplus.ops.math_ops import cast
             labels = cast(labels, logits.dtype)
-        loss, _ = apply_op("SoftmaxCrossEntropyWithLogits", [logits, labels])
-    return loss
+        loss_of = lambda lab, lgt: apply_op("SoftmaxCrossEntropyWithLogits", [lgt, lab])[0]  # noqa: E731
+        return _rows(loss_of, labels, logits, sparse=False)
 
 
 def softmax_cross_entropy_with_logits(_sentinel=None, labels=None, logits=None, dim=-1, name=None,

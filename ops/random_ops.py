@@ -84,3 +84,30 @@ def _affine(x, shift, scale):
 def set_random_seed(seed: int) -> None:
     """Sets the graph-level seed of the default graph: random ops become repeatable."""
     get_default_graph().seed = seed
+
+
+def multinomial(logits, num_samples, seed=None, name=None, output_dtype=None):
+    """[batch, num_samples] class indices drawn from the categorical distributions of the rows of `logits`
+    ([batch, classes], unnormalized log-probabilities), as tf.multinomial / tf.random.categorical. Drawn with
+    the Gumbel-max trick (argmax(logits - log(-log(U)))) from RandomUniform: TF's distribution, not TF's
+    stream of numbers."""
+    from tfplus.framework import name_scope
+    from tfplus.ops import array_ops, math_ops
+    with name_scope(name, "multinomial"):
+        logits = convert_to_tensor(logits)
+        if logits.shape.ndims not in (None, 2):
+            raise ValueError(f"multinomial: logits '{logits.name}' must be [batch, classes], got {logits.shape}")
+        dims = array_ops.shape(logits)
+        u = random_uniform(array_ops.stack([dims[0], num_samples, dims[1]]), minval=1e-20, maxval=1.0,
+                           dtype=logits.dtype, seed=seed)
+        gumbel = math_ops.negative(math_ops.log(math_ops.negative(math_ops.log(u))))
+        scores = math_ops.add(array_ops.expand_dims(logits, 1), gumbel)
+        samples = math_ops.argmax(scores, 2, output_type=_dt.as_dtype(output_dtype or _dt.int64))
+        samples.set_shape([logits.shape.as_list()[0] if logits.shape.ndims else None,
+                           num_samples if isinstance(num_samples, int) else None])
+        return samples
+
+
+def categorical(logits, num_samples, dtype=None, seed=None, name=None):
+    """tf.random.categorical: tf.multinomial with `dtype` for the indices."""
+    return multinomial(logits, num_samples, seed, name, dtype)

@@ -11,8 +11,6 @@
 """
 from __future__ import annotations
 
-import types as _types
-
 # NOTE: _layout first (names import left to right), before any import of tfplus.ops, .kernels or .graphs: a
 # source checkout keeps them beside tfplus/ (tfplus._layout).
 from tfplus import _layout, errors, nn, train
@@ -83,13 +81,37 @@ for _m in (array_ops, math_ops, random_ops, state_ops):
     for _n in getattr(_m, "__all__", ()):
         globals()[_n] = getattr(_m, _n)
 
-initializers = _types.SimpleNamespace(
-    zeros=_init.Zeros, ones=_init.Ones, constant=_init.Constant, random_normal=_init.RandomNormal,
+from tfplus.unsupported import namespace as _namespace  # noqa: E402
+
+initializers = _namespace(
+    "tf.initializers", zeros=_init.Zeros, ones=_init.Ones, constant=_init.Constant, random_normal=_init.RandomNormal,
     truncated_normal=_init.TruncatedNormal, random_uniform=_init.RandomUniform,
     variance_scaling=_init.VarianceScaling, glorot_uniform=_init.glorot_uniform_initializer,
     glorot_normal=_init.glorot_normal_initializer, he_normal=_init.he_normal, he_uniform=_init.he_uniform,
-    global_variables=global_variables_initializer, variables=variables_initializer)
-keras = _types.SimpleNamespace(initializers=initializers)
+    global_variables=global_variables_initializer, variables=variables_initializer,
+    local_variables=local_variables_initializer)
+keras = _namespace("tf.keras", initializers=initializers)
+
+# tf.math and tf.random: the same functions under TF's newer names (math_ops's wrappers less the ones TF keeps
+# only at the top level).
+from tfplus import nn_impl as _nn_impl  # noqa: E402
+from tfplus.ops.random_ops import categorical as _categorical  # noqa: E402
+from tfplus.ops.random_ops import multinomial  # noqa: E402
+
+_TOP_LEVEL_ONLY = {"cast", "clip_by_value", "div", "div_no_nan", "floor_div", "matmul", "range", "realdiv",
+                   "saturate_cast", "to_double", "to_float", "to_int32", "to_int64", "where", "where_v2"}
+math = _namespace("tf.math", **{n: getattr(math_ops, n) for n in math_ops.__all__ if n not in _TOP_LEVEL_ONLY},
+                  **{n: getattr(nn, n) for n in ("in_top_k", "log_softmax", "sigmoid", "softmax", "softplus", "tanh",
+                                                 "zero_fraction", "l2_normalize", "softsign")},
+                  **{n: getattr(_nn_impl, n) for n in ("log_sigmoid", "reduce_logsumexp", "reduce_std",
+                                                       "reduce_variance", "is_nan", "is_inf", "is_finite",
+                                                       "scalar_mul")},
+                  invert_permutation=array_ops.invert_permutation, divide_no_nan=math_ops.div_no_nan)
+random = _namespace("tf.random", normal=random_normal, uniform=random_uniform, truncated_normal=truncated_normal,
+                    set_random_seed=set_random_seed, categorical=_categorical, multinomial=multinomial)
+from tfplus.nn_impl import is_finite, is_inf, is_nan, log_sigmoid, reduce_logsumexp, scalar_mul, sequence_mask  # noqa: E402,I001,F401
+from tfplus import image  # noqa: E402
+from tfplus.image import random_crop  # noqa: E402
 
 # -- TF1's module layout for scripts (tf.app, tf.flags, tf.logging, tf.gfile, tf.layers, tf.losses, tf.contrib,
 # tf.summary) and top-level names they use; a name tfplus lacks raises UnsupportedError (tfplus.unsupported).

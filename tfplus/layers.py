@@ -6,19 +6,29 @@ checkpoints and variable lists line up with TensorFlow's.
     h = tf.layers.conv2d(x, 16, 3, padding="same", activation=tf.nn.relu)   # conv2d/kernel, conv2d/bias
     h = tf.layers.max_pooling2d(h, 2, 2)
     logits = tf.layers.dense(tf.layers.flatten(h), 10)                       # dense/kernel, dense/bias
+
+The classes (tf.layers.Dense, Conv2D, ..., BatchNormalization) make their variables on the first call, in a scope
+named as TF1 names it (`dense`, `dense_1`, ... or `<name>`, `<name>_1`), and share them on every later call.
+Checked against TensorFlow in tests/tf_oracle/test_tf_layers.py.
 """
 from __future__ import annotations
+
+import inspect
 
 import numpy as np
 
 from tfplus import dtypes as _dt
 from tfplus.framework import GraphKeys, Tensor, add_to_collection, convert_to_tensor, name_scope
 from tfplus.init_ops import zeros_initializer
+from tfplus.layers_ext import batch_normalization, conv1d, separable_conv2d
 from tfplus.ops import math_ops, nn_ops
-from tfplus.ops.array_ops import identity, reshape
-from tfplus.variables import get_variable, variable_scope
+from tfplus.ops.array_ops import concat, expand_dims, identity, reshape, shape, squeeze, stack
+from tfplus.variables import VariableScope, get_variable, global_variables, variable_scope
 
-__all__ = ["dense", "conv2d", "max_pooling2d", "average_pooling2d", "flatten", "dropout"]
+__all__ = ["dense", "conv1d", "conv2d", "conv2d_transpose", "separable_conv2d", "max_pooling1d", "max_pooling2d",
+           "average_pooling1d", "average_pooling2d", "flatten", "dropout", "batch_normalization", "Dense", "Conv1D",
+           "Conv2D", "Conv2DTranspose", "SeparableConv2D", "MaxPooling1D", "MaxPooling2D", "AveragePooling1D",
+           "AveragePooling2D", "Flatten", "Dropout", "BatchNormalization"]
 
 
 def _pair(value, what: str) -> tuple[int, int]:
@@ -80,9 +90,12 @@ def dense(inputs, units, activation=None, use_bias=True, kernel_initializer=None
                                 kernel_regularizer, bias_regularizer, use_bias, trainable, units)
         if inputs.shape.ndims == 2:
             y = math_ops.matmul(inputs, kernel)
-        else:  # [..., in] -> [..., units]
+        else:  # [..., in] -> [..., units]; outer dimensions unknown until run time come from tf.shape
             flat = math_ops.matmul(reshape(inputs, [-1, n_in]), kernel)
-            y = reshape(flat, [-1 if d is None else d for d in inputs.shape.as_list()[:-1]] + [units])
+            outer = inputs.shape.as_list()[:-1]
+            y = reshape(flat, [-1] + outer[1:] + [units] if None not in outer[1:] else
+                        concat([shape(inputs)[:-1], [units]], 0))
+            y.set_shape(outer + [units])
         return _finish(y, bias, activation, activity_regularizer)
 
 
@@ -109,6 +122,42 @@ def conv2d(inputs, filters, kernel_size, strides=(1, 1), padding="valid", data_f
         return _finish(y, bias, activation, activity_regularizer, fmt)
 
 
+def conv2d_transpose(inputs, filters, kernel_size, strides=(1, 1), padding="valid", data_format="channels_last",
+                     activation=None, use_bias=True, kernel_initializer=None, bias_initializer=None,
+                     kernel_regularizer=None, bias_regularizer=None, activity_regularizer=None, kernel_constraint=None,
+                     bias_constraint=None, trainable=True, name=None, reuse=None) -> Tensor:
+    """The transpose of conv2d; variables `<name>/kernel` [kh, kw, filters, in] and `<name>/bias` [filters].
+    Output size per spatial dim: in * stride ('same'), in * stride + max(kernel - stride, 0) ('valid')."""
+    inputs = convert_to_tensor(inputs)
+    fmt = _data_format(data_format)
+    h_ax, w_ax, c_ax = (1, 2, 3) if fmt == "NHWC" else (2, 3, 1)
+    n_in = inputs.shape[c_ax].value
+    if n_in is None:
+        raise ValueError(f"conv2d_transpose: the channel dimension of the inputs ({inputs.name}, shape "
+                         f"{inputs.shape}) must be known")
+    kh, kw = _pair(kernel_size, "kernel_size")
+    sh, sw = _pair(strides, "strides")
+    pad = _padding(padding)
+
+    def out_size(n, k, s):
+        return n * s if pad == "SAME" else n * s + max(k - s, 0)
+    with variable_scope(name, default_name="conv2d_transpose", reuse=reuse):
+        kernel, bias = _weights([kh, kw, filters, n_in], inputs.dtype, kernel_initializer, bias_initializer,
+                                kernel_regularizer, bias_regularizer, use_bias, trainable, filters)
+        static = inputs.shape.as_list()
+        static[c_ax] = filters
+        for ax, k, s in ((h_ax, kh, sh), (w_ax, kw, sw)):
+            static[ax] = None if static[ax] is None else out_size(static[ax], k, s)
+        # The output's size, from tf.shape where the input's is unknown until run time (the batch, usually).
+        dyn = shape(inputs)
+        sizes = [d if d is not None else out_size(dyn[ax], *{h_ax: (kh, sh), w_ax: (kw, sw)}[ax])
+                 if ax in (h_ax, w_ax) else dyn[ax] for ax, d in enumerate(static)]
+        stride4 = [1, sh, sw, 1] if fmt == "NHWC" else [1, 1, sh, sw]
+        y = nn_ops.conv2d_transpose(inputs, kernel, stack(sizes), stride4, pad, data_format=fmt)
+        y.set_shape(static)
+        return _finish(y, bias, activation, activity_regularizer, fmt)
+
+
 def _pool(fn, default_name, inputs, pool_size, strides, padding, data_format, name):
     fmt = _data_format(data_format)
     ph, pw = _pair(pool_size, "pool_size")
@@ -129,14 +178,41 @@ def average_pooling2d(inputs, pool_size, strides, padding="valid", data_format="
     return _pool(nn_ops.avg_pool, "average_pooling2d", inputs, pool_size, strides, padding, data_format, name)
 
 
+def _pool1d(fn, default_name, inputs, pool_size, strides, padding, data_format, name):
+    """A 1-D pooling as the 2-D one over [batch, 1, width, channels] (TF1 does the same)."""
+    first = _data_format(data_format) == "NCHW"
+    with name_scope(name, default_name):
+        x = expand_dims(convert_to_tensor(inputs), 2 if first else 1)
+        (p,), (s,) = (_ints1(pool_size, "pool_size"), _ints1(strides, "strides"))
+        y = _pool(fn, None, x, (1, p), (1, s), padding, data_format, "pool")
+        return squeeze(y, [2 if first else 1])
+
+
+def _ints1(value, what: str) -> tuple[int]:
+    value = (value,) if isinstance(value, int) else tuple(value)
+    if len(value) != 1:
+        raise ValueError(f"{what} must be an int or one int, got {value}")
+    return (int(value[0]),)
+
+
+def max_pooling1d(inputs, pool_size, strides, padding="valid", data_format="channels_last", name=None) -> Tensor:
+    """Max over pool_size windows of [batch, width, channels]."""
+    return _pool1d(nn_ops.max_pool, "max_pooling1d", inputs, pool_size, strides, padding, data_format, name)
+
+
+def average_pooling1d(inputs, pool_size, strides, padding="valid", data_format="channels_last",
+                      name=None) -> Tensor:
+    """Mean over pool_size windows of [batch, width, channels]."""
+    return _pool1d(nn_ops.avg_pool, "average_pooling1d", inputs, pool_size, strides, padding, data_format, name)
+
+
 def flatten(inputs, name=None, data_format="channels_last") -> Tensor:
-    """[batch, d1, d2, ...] -> [batch, d1 * d2 * ...]."""
+    """[batch, d1, d2, ...] -> [batch, d1 * d2 * ...] (computed at run time where a dimension is unknown)."""
     inputs = convert_to_tensor(inputs)
     with name_scope(name, "flatten"):
         dims = inputs.shape.as_list()
         if inputs.shape.ndims is None or any(d is None for d in dims[1:]):
-            raise ValueError(f"flatten: all but the first dimension of {inputs.name} (shape {inputs.shape}) must "
-                             "be known")
+            return reshape(inputs, stack([shape(inputs)[0], -1]))
         return reshape(inputs, [-1, int(np.prod(dims[1:]))])
 
 
@@ -154,6 +230,96 @@ def dropout(inputs, rate=0.5, noise_shape=None, seed=None, training=False, name=
         dropped = nn_ops.dropout(inputs, keep_prob=1.0 - rate, noise_shape=noise_shape, seed=seed)
         return on * dropped + (1.0 - on) * inputs
 
+
+# -- The classes (TF1's tf.layers.Dense, ...): the functional forms, bound to one variable scope --------------
+class _Layer:
+    """A TF1 layer object: `Dense(10)(x)`. Constructor arguments are the functional form's (less inputs and
+    reuse); the first call opens a scope named as TF1 names a layer object (unique: `<name>`, `<name>_1`, ...)
+    and every later call reuses its variables."""
+    _fn = staticmethod(dense)
+    _base_name = "dense"
+    _has_variables = True
+
+    def __init__(self, *args, **kwargs):
+        params = list(inspect.signature(self._fn).parameters)[1:]  # after inputs
+        bound = dict(zip(params, args), **kwargs)
+        self.name = bound.pop("name", None) or self._base_name
+        bound.pop("reuse", None)
+        unknown = set(bound) - set(params) - {"dtype", "_reuse", "_scope"}
+        if unknown:
+            raise TypeError(f"tf.layers.{type(self).__name__}: unknown arguments {sorted(unknown)}")
+        self._config = {k: v for k, v in bound.items() if k in params}
+        self.trainable = self._config.get("trainable", True)
+        self._scope: VariableScope | None = None
+        self.built = False
+
+    def __call__(self, inputs, *args, **kwargs):
+        if not self._has_variables:
+            return type(self)._fn(inputs, *args, **kwargs, **self._config, name=self.name)
+        if self._scope is None:  # TF1's Layer._set_scope: a unique scope, captured once
+            with variable_scope(None, default_name=self.name) as scope:
+                self._scope = scope
+        out = type(self)._fn(inputs, *args, **kwargs, **self._config, name=self._scope,
+                             reuse=True if self.built else None)
+        self.built = True
+        return out
+
+    apply = __call__
+
+    @property
+    def variables(self) -> list:
+        if self._scope is None:
+            return []
+        return [v for v in global_variables() if v.op.name.startswith(self._scope.name + "/")]
+
+    weights = variables
+
+    @property
+    def trainable_variables(self) -> list:
+        trainable = {id(v) for v in _trainable()}
+        return [v for v in self.variables if id(v) in trainable]
+
+    trainable_weights = trainable_variables
+
+    @property
+    def non_trainable_variables(self) -> list:
+        trainable = {id(v) for v in _trainable()}
+        return [v for v in self.variables if id(v) not in trainable]
+
+    non_trainable_weights = non_trainable_variables
+
+    def __getattr__(self, attr):  # layer.kernel, layer.bias, layer.gamma, layer.moving_mean, ...
+        if not attr.startswith("_") and self.__dict__.get("_scope") is not None:
+            for v in self.variables:
+                if v.op.name == f"{self._scope.name}/{attr}":
+                    return v
+        raise AttributeError(f"tf.layers.{type(self).__name__} '{self.name}' has no attribute {attr!r}"
+                             + ("" if self.__dict__.get("built") else " (its variables exist after its first call)"))
+
+
+def _trainable() -> list:
+    from tfplus.variables import trainable_variables
+    return trainable_variables()
+
+
+def _layer_class(class_name: str, fn, base_name: str, has_variables: bool = True) -> type:
+    doc = f"tf.layers.{class_name}: the object form of tf.layers.{fn.__name__}; {_Layer.__doc__.split(': ', 1)[1]}"
+    return type(class_name, (_Layer,), {"_fn": staticmethod(fn), "_base_name": base_name,
+                                        "_has_variables": has_variables, "__doc__": doc, "__module__": __name__})
+
+
+Dense = _layer_class("Dense", dense, "dense")
+Conv1D = _layer_class("Conv1D", conv1d, "conv1d")
+Conv2D = _layer_class("Conv2D", conv2d, "conv2d")
+Conv2DTranspose = _layer_class("Conv2DTranspose", conv2d_transpose, "conv2d_transpose")
+SeparableConv2D = _layer_class("SeparableConv2D", separable_conv2d, "separable_conv2d")
+BatchNormalization = _layer_class("BatchNormalization", batch_normalization, "batch_normalization")
+MaxPooling1D = _layer_class("MaxPooling1D", max_pooling1d, "max_pooling1d", False)
+MaxPooling2D = _layer_class("MaxPooling2D", max_pooling2d, "max_pooling2d", False)
+AveragePooling1D = _layer_class("AveragePooling1D", average_pooling1d, "average_pooling1d", False)
+AveragePooling2D = _layer_class("AveragePooling2D", average_pooling2d, "average_pooling2d", False)
+Flatten = _layer_class("Flatten", flatten, "flatten", False)
+Dropout = _layer_class("Dropout", dropout, "dropout", False)
 
 from tfplus.unsupported import module_getattr as _module_getattr  # noqa: E402
 

@@ -10,9 +10,8 @@ TF1's variable names, shapes, collections and update ops (checked against Tensor
     with tf.control_dependencies(update_ops):
         train_op = tf.train.AdamOptimizer().minimize(loss)
 
-NOTE: `training` must be a Python bool (or a constant tensor): tfplus has no tf.cond yet, so a graph cannot
-switch between batch and moving statistics at run time. Build the evaluation graph with training=False and
-reuse=True (it shares the variables), as graphs/mobilenet.py does.
+`training` is a Python bool or a boolean tensor (e.g. a placeholder); a tensor switches between the batch and the
+moving statistics at run time with tf.cond, as TF1 does, and the moving averages move only when it is True.
 
 TF1 has no tf.layers.depthwise_conv2d; use tf.nn.depthwise_conv2d with a variable of your own.
 """
@@ -24,7 +23,7 @@ import numpy as np
 
 from tfplus.framework import GraphKeys, Tensor, add_to_collection, constant_value, convert_to_tensor, name_scope
 from tfplus.init_ops import ones_initializer, zeros_initializer
-from tfplus.ops import array_ops, math_ops, nn_ops, state_ops
+from tfplus.ops import array_ops, control_flow_ops, math_ops, nn_ops, state_ops
 from tfplus.variables import get_variable, get_variable_scope, variable_scope
 
 __all__ = ["batch_normalization", "conv1d", "layer_training", "separable_conv2d"]
@@ -36,17 +35,14 @@ def _unsupported(what: str, **given) -> None:
         raise NotImplementedError(f"{what}: {', '.join(bad)} not supported by tfplus")
 
 
-def _training_flag(training) -> bool:
+def _training_flag(training):
+    """A Python bool, or a boolean Tensor whose value is known only at run time (a constant one is a bool)."""
     if isinstance(training, (bool, np.bool_)):
         return bool(training)
     if isinstance(training, Tensor):
         value = constant_value(training)
-        if value is not None:
-            return bool(value)
-        raise TypeError(f"batch_normalization: training is the tensor '{training.name}', whose value is only known "
-                        "at run time; tfplus has no tf.cond yet, so pass a Python bool and build the evaluation "
-                        "graph with training=False and reuse=True")
-    raise TypeError(f"batch_normalization: training must be a bool, got {type(training).__name__}")
+        return training if value is None else bool(value)
+    raise TypeError(f"batch_normalization: training must be a bool or a bool Tensor, got {type(training).__name__}")
 
 
 def layer_training(training, name: str) -> bool:
@@ -112,19 +108,28 @@ def batch_normalization(inputs, axis=-1, momentum=0.99, epsilon=1e-3, center=Tru
         spatial = [1, 2][:4 - rank]
         x4 = array_ops.expand_dims(x, 1) if rank == 3 else x
         x4 = array_ops.reshape(x, [-1, 1, 1, channels]) if rank == 2 else x4
-        if training:
+        def batch_stats():
             y, mean, variance = nn_ops.fused_batch_norm(x4, gamma, beta, epsilon=epsilon, data_format=fmt)
             if rank != 4:  # TF1's non-fused path averages the biased variance: (n - 1) / n of this one
                 n = math_ops.cast(array_ops.size(x), dtype) / float(channels)
                 variance = math_ops.multiply(variance, math_ops.divide(math_ops.subtract(n, 1.0), n))
+            return y, mean, variance
+
+        def moving_stats():  # the moving statistics as the "batch" ones: their update below moves nothing
+            y, _, _ = nn_ops.fused_batch_norm(x4, gamma, beta, moving_mean, moving_variance, epsilon=epsilon,
+                                              data_format=fmt, is_training=False)
+            return y, array_ops.identity(moving_mean), array_ops.identity(moving_variance)
+
+        if training is False:
+            y = moving_stats()[0]
+        else:
+            y, mean, variance = batch_stats() if training is True else \
+                control_flow_ops.cond(training, batch_stats, moving_stats)
             for moving, value in ((moving_mean, mean), (moving_variance, variance)):
                 with name_scope("AssignMovingAvg"):
                     delta = math_ops.multiply(math_ops.subtract(moving, value),
                                               convert_to_tensor(1.0 - momentum, dtype=dtype, name="decay"))
                     add_to_collection(GraphKeys.UPDATE_OPS, state_ops.assign_sub(moving, delta))
-        else:
-            y, _, _ = nn_ops.fused_batch_norm(x4, gamma, beta, moving_mean, moving_variance, epsilon=epsilon,
-                                              data_format=fmt, is_training=False)
         return y if rank == 4 else array_ops.squeeze(y, spatial)
 
 

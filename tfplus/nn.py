@@ -5,7 +5,17 @@ for _n in _nn_ops.__all__:
     globals()[_n] = getattr(_nn_ops, _n)
 
 # TF1's composites (nn_impl.py), built from the registered ops above; missing names raise UnsupportedError.
-from tfplus.nn_impl import batch_normalization, sigmoid_cross_entropy_with_logits  # noqa: E402,F401
+from tfplus.nn_impl import (  # noqa: E402,F401
+    batch_normalization,
+    l2_normalize,
+    relu_layer,
+    selu,
+    sigmoid_cross_entropy_with_logits,
+    softsign,
+    swish,
+    xw_plus_b,
+)
+from tfplus.nn_impl import swish as silu  # noqa: E402,F401
 from tfplus.unsupported import module_getattr as _module_getattr  # noqa: E402
 
 __getattr__ = _module_getattr(__name__, "tf.nn")

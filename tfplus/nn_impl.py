@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from tfplus.framework import Tensor, convert_to_tensor, name_scope
 from tfplus.ops import math_ops
-from tfplus.ops.array_ops import identity, ones_like, zeros_like
+from tfplus.ops.array_ops import identity, ones_like, stop_gradient, zeros_like
 from tfplus.ops.nn_ops import l2_loss, relu
 
 
@@ -78,3 +78,134 @@ def clip_by_norm(t, clip_norm, axes=None, name=None) -> Tensor:
         safe = math_ops.where(nonzero, squares, ones_like(squares))
         norm = math_ops.where(nonzero, math_ops.sqrt(safe), squares)
         return identity(t * clip_norm / math_ops.maximum(norm, clip_norm))
+
+
+def xw_plus_b(x, weights, biases, name=None) -> Tensor:
+    """matmul(x, weights) + biases (a BiasAdd)."""
+    from tfplus.ops.nn_ops import bias_add
+    with name_scope(name, "xw_plus_b"):
+        return bias_add(math_ops.matmul(x, weights), biases, name="xw_plus_b")
+
+
+def relu_layer(x, weights, biases, name=None) -> Tensor:
+    """relu(matmul(x, weights) + biases)."""
+    with name_scope(name, "relu_layer"):
+        return relu(xw_plus_b(x, weights, biases), name="relu_layer")
+
+
+def l2_normalize(x, axis=None, epsilon=1e-12, name=None, dim=None) -> Tensor:
+    """x / sqrt(max(sum(x ** 2, axis), epsilon)), as TF1 computes it (x * rsqrt(max(...)))."""
+    axis = dim if axis is None else axis
+    with name_scope(name, "l2_normalize"):
+        x = convert_to_tensor(x)
+        square_sum = math_ops.reduce_sum(math_ops.square(x), axis, keepdims=True)
+        return math_ops.multiply(x, math_ops.rsqrt(math_ops.maximum(square_sum, epsilon)), name=name)
+
+
+def log_sigmoid(x, name=None) -> Tensor:
+    """log(sigmoid(x)) = -softplus(-x), which neither overflows nor underflows."""
+    from tfplus.ops.nn_ops import softplus
+    with name_scope(name, "LogSigmoid"):
+        return math_ops.negative(softplus(math_ops.negative(convert_to_tensor(x))))
+
+
+def softsign(features, name=None) -> Tensor:
+    """x / (1 + |x|)."""
+    with name_scope(name, "Softsign"):
+        x = convert_to_tensor(features)
+        return math_ops.divide(x, math_ops.add(math_ops.abs(x), 1.0))
+
+
+def swish(features, beta=1.0, name=None) -> Tensor:
+    """x * sigmoid(beta * x) (also tf.nn.silu)."""
+    from tfplus.ops.nn_ops import sigmoid
+    with name_scope(name, "swish"):
+        x = convert_to_tensor(features)
+        return math_ops.multiply(x, sigmoid(x if beta == 1.0 else math_ops.multiply(x, beta)))
+
+
+def selu(features, name=None) -> Tensor:
+    """scale * (x if x > 0 else alpha * (exp(x) - 1)), TF's constants."""
+    from tfplus.ops.nn_ops import elu
+    with name_scope(name, "Selu"):
+        x = convert_to_tensor(features)
+        scale, alpha = 1.0507009873554805, 1.6732632423543772
+        return math_ops.multiply(math_ops.where(math_ops.greater(x, 0.0), x, math_ops.multiply(elu(x), alpha)),
+                                 scale)
+
+
+# -- tf.math composites (TF1's math_ops.py builds these from other ops too) ----------------------------------
+def reduce_logsumexp(input_tensor, axis=None, keepdims=False, name=None, reduction_indices=None,
+                     keep_dims=None) -> Tensor:
+    """log(sum(exp(x))) over `axis`, computed as max + log(sum(exp(x - max))) so it does not overflow."""
+    axis = reduction_indices if axis is None else axis
+    keepdims = bool(keep_dims) if keep_dims is not None else bool(keepdims)
+    with name_scope(name, "ReduceLogSumExp"):
+        x = convert_to_tensor(input_tensor)
+        top = stop_gradient(math_ops.reduce_max(x, axis, keepdims=True))
+        out = math_ops.log(math_ops.reduce_sum(math_ops.exp(x - top), axis, keepdims=True)) + top
+        return out if keepdims else _squeeze_axes(out, axis, x)
+
+
+def reduce_variance(input_tensor, axis=None, keepdims=False, name=None) -> Tensor:
+    """mean((x - mean(x)) ** 2) over `axis`."""
+    with name_scope(name, "reduce_variance"):
+        x = convert_to_tensor(input_tensor)
+        mean = math_ops.reduce_mean(x, axis, keepdims=True)
+        return math_ops.reduce_mean(math_ops.squared_difference(x, mean), axis, keepdims=keepdims)
+
+
+def reduce_std(input_tensor, axis=None, keepdims=False, name=None) -> Tensor:
+    """sqrt(reduce_variance)."""
+    with name_scope(name, "reduce_std"):
+        return math_ops.sqrt(reduce_variance(input_tensor, axis, keepdims))
+
+
+def _squeeze_axes(t: Tensor, axis, like: Tensor) -> Tensor:
+    """`t` (reduced with keepdims) without the reduced axes of `like`."""
+    from tfplus.ops.array_ops import reshape
+    if axis is None:
+        return reshape(t, [])
+    from tfplus.ops.array_ops import squeeze
+    return squeeze(t, [axis] if isinstance(axis, int) else list(axis))
+
+
+def is_nan(x, name=None) -> Tensor:
+    """x != x, elementwise."""
+    with name_scope(name, "IsNan"):
+        x = convert_to_tensor(x)
+        return math_ops.not_equal(x, x)
+
+
+def is_inf(x, name=None) -> Tensor:
+    """|x| == inf, elementwise."""
+    with name_scope(name, "IsInf"):
+        return math_ops.equal(math_ops.abs(convert_to_tensor(x)), float("inf"))
+
+
+def is_finite(x, name=None) -> Tensor:
+    """Neither NaN nor infinite, elementwise."""
+    with name_scope(name, "IsFinite"):
+        return math_ops.logical_not(math_ops.logical_or(is_nan(x), is_inf(x)))
+
+
+def scalar_mul(scalar, x, name=None) -> Tensor:
+    """scalar * x."""
+    with name_scope(name, "scalar_mul"):
+        return math_ops.multiply(scalar, x)
+
+
+def sequence_mask(lengths, maxlen=None, dtype=None, name=None) -> Tensor:
+    """mask[..., j] = j < lengths[...]: [*lengths.shape, maxlen] (maxlen = max(lengths) when not given), bool or
+    `dtype`."""
+    from tfplus import dtypes as _dt
+    from tfplus.ops.array_ops import expand_dims
+    with name_scope(name, "SequenceMask"):
+        lengths = convert_to_tensor(lengths)
+        if maxlen is None:
+            maxlen = math_ops.reduce_max(lengths)
+        steps = math_ops.range(0, maxlen, 1, dtype=lengths.dtype)
+        mask = math_ops.less(steps, expand_dims(lengths, -1))
+        if isinstance(maxlen, int):
+            mask.set_shape(lengths.shape.as_list() + [maxlen] if lengths.shape.ndims is not None else None)
+        return mask if dtype is None else math_ops.cast(mask, _dt.as_dtype(dtype))

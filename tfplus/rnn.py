@@ -28,7 +28,8 @@ from tfplus.ops.control_flow_ops import TensorArray, while_loop
 from tfplus.variables import get_variable, variable_scope
 
 __all__ = ["RNNCell", "BasicRNNCell", "GRUCell", "BasicLSTMCell", "LSTMCell", "LSTMStateTuple", "MultiRNNCell",
-           "static_rnn", "dynamic_rnn", "bidirectional_dynamic_rnn"]
+           "DropoutWrapper", "ResidualWrapper", "DeviceWrapper", "static_rnn", "dynamic_rnn",
+           "bidirectional_dynamic_rnn"]
 
 
 class LSTMStateTuple(NamedTuple):
@@ -244,6 +245,88 @@ class MultiRNNCell(RNNCell):
         return x, tuple(new)
 
 
+class _Wrapper(RNNCell):
+    """A cell around a cell, which it calls in the caller's scope (its variables keep the wrapped cell's names, as
+    TF1's wrappers do); its state and output are the wrapped cell's."""
+
+    def __init__(self, cell):
+        super().__init__()
+        self.cell = cell
+
+    state_size = property(lambda self: self.cell.state_size)
+    output_size = property(lambda self: self.cell.output_size)
+
+    def zero_state(self, batch_size, dtype):
+        return self.cell.zero_state(batch_size, dtype)
+
+
+def _keep(p, what: str):
+    """A keep probability: None where it is the Python number 1 (no dropout), else the number or tensor."""
+    if isinstance(p, (int, float)):
+        if not 0.0 < p <= 1.0:
+            raise ValueError(f"DropoutWrapper: {what} must be in (0, 1], got {p}")
+        return None if p == 1 else float(p)
+    return p
+
+
+class DropoutWrapper(_Wrapper):
+    """TF1's tf.nn.rnn_cell.DropoutWrapper: dropout on the cell's inputs, outputs and state, each with its keep
+    probability (a number or a scalar tensor, e.g. a placeholder fed 1.0 at evaluation). As TF1, state dropout
+    leaves an LSTMStateTuple's c alone; a fresh mask is drawn at every step (variational_recurrent=False)."""
+
+    def __init__(self, cell, input_keep_prob=1.0, output_keep_prob=1.0, state_keep_prob=1.0,
+                 variational_recurrent=False, input_size=None, dtype=None, seed=None,
+                 dropout_state_filter_visitor=None):
+        if variational_recurrent or dropout_state_filter_visitor is not None:
+            raise NotImplementedError("DropoutWrapper: variational_recurrent and dropout_state_filter_visitor are "
+                                      "not supported by tfplus; use the default per-step masks")
+        super().__init__(cell)
+        self._in, self._out = _keep(input_keep_prob, "input_keep_prob"), _keep(output_keep_prob, "output_keep_prob")
+        self._state, self._seed = _keep(state_keep_prob, "state_keep_prob"), seed
+
+    def _drop(self, x, keep):
+        return x if keep is None else nn_ops.dropout(x, keep_prob=keep, seed=self._seed)
+
+    def __call__(self, inputs, state, scope=None):
+        output, new_state = self.cell(self._drop(convert_to_tensor(inputs), self._in), state, scope=scope)
+        if self._state is not None:
+            new_state = self._drop_state(new_state)
+        return self._drop(output, self._out), new_state
+
+    def _drop_state(self, state):
+        if isinstance(state, LSTMStateTuple):
+            return LSTMStateTuple(state.c, self._drop(state.h, self._state))
+        if isinstance(state, (tuple, list)):
+            return type(state)(self._drop_state(s) for s in state)
+        return self._drop(state, self._state)
+
+
+class ResidualWrapper(_Wrapper):
+    """TF1's tf.nn.rnn_cell.ResidualWrapper: output = inputs + cell output (or residual_fn(inputs, output))."""
+
+    def __init__(self, cell, residual_fn=None):
+        super().__init__(cell)
+        self._residual_fn = residual_fn or math_ops.add
+
+    def __call__(self, inputs, state, scope=None):
+        inputs = convert_to_tensor(inputs)
+        output, new_state = self.cell(inputs, state, scope=scope)
+        return self._residual_fn(inputs, output), new_state
+
+
+class DeviceWrapper(_Wrapper):
+    """TF1's tf.nn.rnn_cell.DeviceWrapper: the cell's ops on `device`."""
+
+    def __init__(self, cell, device):
+        super().__init__(cell)
+        self._device = device
+
+    def __call__(self, inputs, state, scope=None):
+        from tfplus.framework import device
+        with device(self._device):
+            return self.cell(inputs, state, scope=scope)
+
+
 def _initial_state(cell, initial_state, batch_size, dtype):
     if initial_state is not None:
         return initial_state
@@ -375,3 +458,8 @@ def bidirectional_dynamic_rnn(cell_fw, cell_bw, inputs, sequence_length=None, in
             out_bw = _reverse_time(rev, sequence_length)
             out_bw = out_bw if time_major else array_ops.transpose(out_bw, [1, 0, 2])
     return (out_fw, out_bw), (st_fw, st_bw)
+
+
+from tfplus.unsupported import module_getattr as _module_getattr  # noqa: E402
+
+__getattr__ = _module_getattr(__name__, "tf.nn.rnn_cell")

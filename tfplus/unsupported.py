@@ -20,14 +20,17 @@ ALTERNATIVES = {
     "tf.contrib.slim": "tf.layers / tf.contrib.layers (fully_connected, conv2d, flatten)",
     "tf.contrib.learn": "tf.layers with tf.train.MonitoredTrainingSession",
     "tf.estimator": "a tf.Session loop, or tf.train.MonitoredTrainingSession with hooks",
-    "tf.keras.layers": "tf.layers (dense, conv2d, max_pooling2d, flatten, dropout)",
+    "tf.keras.layers": "tf.layers (dense, conv2d, max_pooling2d, flatten, dropout, and their classes)",
+    "tf.layers.Layer": "tf.layers' functions or classes (Dense, Conv2D, ...), or variables of your own with "
+                       "tf.get_variable",
+    "tf.layers.conv3d": "tf.layers.conv2d",
+    "tf.layers.separable_conv1d": "tf.layers.conv1d",
+    "tf.nn.max_pool2d": "tf.nn.max_pool",
+    "tf.nn.avg_pool2d": "tf.nn.avg_pool",
+    "tf.contrib.seq2seq.dynamic_decode": "a tf.while_loop over an RNN cell, or tf.nn.dynamic_rnn",
+    "tf.random.shuffle": "shuffling the batch in NumPy before feeding it",
+    "tf.train.piecewise_constant_decay": "tf.train.piecewise_constant",
     "tf.keras.Model": "a graph built with tf.layers and a tf.Session",
-    "tf.layers.Dense": "tf.layers.dense (the functional form)",
-    "tf.layers.Conv2D": "tf.layers.conv2d (the functional form)",
-    "tf.layers.MaxPooling2D": "tf.layers.max_pooling2d (the functional form)",
-    "tf.layers.AveragePooling2D": "tf.layers.average_pooling2d (the functional form)",
-    "tf.layers.Flatten": "tf.layers.flatten (the functional form)",
-    "tf.layers.Dropout": "tf.layers.dropout (the functional form)",
     "tf.metrics": "computing the metric from fetched values (e.g. tf.reduce_mean(tf.cast(tf.equal(...))))",
     "tf.train.SummaryWriter": "tf.summary.FileWriter",
     "tf.merge_all_summaries": "tf.summary.merge_all",
@@ -42,12 +45,14 @@ ALTERNATIVES = {
     "tf.py_function": "computing the value in NumPy and feeding it through a tf.placeholder",
     "tf.sparse_placeholder": "a dense tf.placeholder",
     "tf.SparseTensor": "dense tensors",
-    "tf.image": "preprocessing the images in NumPy before feeding them",
-    "tf.nn.separable_conv2d": "tf.nn.conv2d",
+    "tf.image.resize_images": "resizing the images in NumPy before feeding them",
+    "tf.image.resize_bilinear": "resizing the images in NumPy before feeding them",
+    "tf.image.resize_nearest_neighbor": "resizing the images in NumPy before feeding them",
+    "tf.image.decode_jpeg": "decoding the images in Python (e.g. PIL) and feeding them",
+    "tf.image.decode_png": "decoding the images in Python (e.g. PIL) and feeding them",
     "tf.nn.atrous_conv2d": "tf.nn.conv2d (dilation 1 only)",
     "tf.nn.conv3d": "tf.nn.conv2d",
     "tf.nn.fractional_max_pool": "tf.nn.max_pool",
-    "tf.nn.selu": "tf.nn.relu",
     "tf.nn.weighted_cross_entropy_with_logits": "tf.nn.sigmoid_cross_entropy_with_logits times weights",
     "tf.nn.ctc_loss": None,
     "tf.nn.nce_loss": "tf.nn.sparse_softmax_cross_entropy_with_logits",
@@ -85,7 +90,6 @@ ALTERNATIVES = {
     "tf.GradientTape": "tf.gradients",
     "tf.complex64": "float32 tensors (tfplus has no complex dtypes)",
     "tf.complex128": "float64 tensors (tfplus has no complex dtypes)",
-    "tf.string": "Python strings outside the graph (tfplus has no string dtype)",
     "tf.fft": None,
     "tf.svd": None,
     "tf.matrix_inverse": None,
@@ -132,3 +136,16 @@ def namespace(public_name: str, **members):
             return f"<tfplus namespace {public_name}>"
     return _Namespace()
 
+
+
+def resolve(root, full_name: str) -> bool:
+    """True where `root` (the tfplus module) implements the TF1 name `full_name` (e.g. 'tf.nn.relu'), False where
+    it refuses it with UnsupportedError. A plain AttributeError (a name neither implemented nor refused)
+    propagates."""
+    obj = root
+    try:
+        for part in full_name.split(".")[1:]:
+            obj = getattr(obj, part)
+    except UnsupportedError:
+        return False
+    return True

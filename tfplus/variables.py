@@ -217,6 +217,9 @@ def variable_scope(name_or_scope, default_name=None, values=None, initializer=No
                           regularizer or base.regularizer or outer.regularizer,
                           dtype or base.dtype)
     graph._var_scope_stack.append(scope)
+    counts = _scope_counts()
+    saved = dict(counts) if isinstance(name_or_scope, VariableScope) else None
+    counts[full] = counts.get(full, 0) + 1
     try:
         if auxiliary_name_scope:
             short = full.rsplit("/", 1)[-1]
@@ -227,16 +230,32 @@ def variable_scope(name_or_scope, default_name=None, values=None, initializer=No
             yield scope
     finally:
         graph._var_scope_stack.pop()
+        # As TF1: leaving a scope entered by name forgets the default names used inside it, so re-entering it
+        # (e.g. with reuse=True) names unnamed layers conv2d, conv2d_1, ... again and finds their variables.
+        if saved is not None:
+            counts.clear()
+            counts.update(saved)
+        else:
+            for key in [k for k in counts if k.startswith(full + "/")]:
+                del counts[key]
+
+
+def _scope_counts() -> dict:
+    """Full variable-scope name -> how many times it was opened (TF1's variable_scopes_count)."""
+    return get_default_graph()._var_store.setdefault("__scope_counts__", {})
 
 
 def _unique_scope(outer: VariableScope, default_name):
     if default_name is None:
         return None
-    counts = get_default_graph()._var_store.setdefault("__scope_counts__", {})
-    key = f"{outer.name}/{default_name}"
-    n = counts.get(key, 0)
-    counts[key] = n + 1
-    return default_name if n == 0 else f"{default_name}_{n}"
+    counts = _scope_counts()
+    prefix = f"{outer.name}/{default_name}" if outer.name else default_name
+    if not counts.get(prefix):
+        return default_name
+    n = 1
+    while counts.get(f"{prefix}_{n}"):
+        n += 1
+    return f"{default_name}_{n}"
 
 
 def get_variable(name, shape=None, dtype=None, initializer=None, regularizer=None, trainable=True,

@@ -86,13 +86,6 @@ def test_batch_normalization_names_scopes_like_tf1(tf1):
                          "batch_normalization_1/moving_mean", "batch_normalization_1/moving_variance"], mod
 
 
-def test_batch_normalization_rejects_a_run_time_training_flag():
-    with tf.Graph().as_default():
-        flag = tf.placeholder(tf.bool, [])
-        with pytest.raises(TypeError, match="no tf.cond"):
-            layers_ext.batch_normalization(tf.zeros([2, 3]), training=flag)
-
-
 @pytest.mark.parametrize("kw", [dict(filters=4, kernel_size=3), dict(filters=2, kernel_size=2, strides=2,
                                                                         padding="same", activation="relu")])
 def test_conv1d_matches_tf1(tf1, kw):

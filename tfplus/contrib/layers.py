@@ -1,5 +1,6 @@
-"""tf.contrib.layers (TF1): fully_connected, conv2d, flatten, regularizers and initializers, with contrib's
-defaults (ReLU activation, `weights`/`biases` variables under `fully_connected`, `Conv`, ...).
+"""tf.contrib.layers (TF1): fully_connected, conv2d, flatten, max_pool2d, avg_pool2d, dropout, regularizers and
+initializers, with contrib's defaults (ReLU activation, `weights`/`biases` variables under `fully_connected`,
+`Conv`, ...).
 
     import tfplus as tf
     h = tf.contrib.layers.conv2d(x, 16, 3)                 # Conv/weights, Conv/biases; SAME, ReLU
@@ -19,7 +20,8 @@ from tfplus.ops.random_ops import truncated_normal
 from tfplus.unsupported import module_getattr
 from tfplus.variables import get_variable, variable_scope
 
-__all__ = ["flatten", "fully_connected", "conv2d", "l1_regularizer", "l2_regularizer", "sum_regularizer",
+__all__ = ["flatten", "max_pool2d", "avg_pool2d", "dropout",
+           "fully_connected", "conv2d", "l1_regularizer", "l2_regularizer", "sum_regularizer",
            "apply_regularization", "xavier_initializer", "xavier_initializer_conv2d",
            "variance_scaling_initializer"]
 
@@ -113,6 +115,43 @@ def flatten(inputs, outputs_collections=None, scope=None) -> Tensor:
         return _layers.flatten(inputs)
 
 
+def _collect(y, outputs_collections):
+    for name in outputs_collections or ():
+        add_to_collection(name, y)
+    return y
+
+
+def _pool2d(pool, default_name, inputs, kernel_size, stride, padding, data_format, outputs_collections, scope):
+    if data_format not in ("NHWC", "NCHW"):
+        raise ValueError(f"{default_name}: data_format must be 'NHWC' or 'NCHW', got {data_format!r}")
+    layout = "channels_last" if data_format == "NHWC" else "channels_first"
+    with name_scope(scope, default_name):
+        return _collect(pool(inputs, kernel_size, stride, padding.lower(), layout), outputs_collections)
+
+
+def max_pool2d(inputs, kernel_size, stride=2, padding="VALID", data_format="NHWC", outputs_collections=None,
+               scope=None) -> Tensor:
+    """contrib's max pooling: tf.layers.max_pooling2d with contrib's defaults (stride 2, VALID)."""
+    return _pool2d(_layers.max_pooling2d, "MaxPool2D", inputs, kernel_size, stride, padding, data_format,
+                   outputs_collections, scope)
+
+
+def avg_pool2d(inputs, kernel_size, stride=2, padding="VALID", data_format="NHWC", outputs_collections=None,
+               scope=None) -> Tensor:
+    """contrib's average pooling: tf.layers.average_pooling2d with contrib's defaults (stride 2, VALID)."""
+    return _pool2d(_layers.average_pooling2d, "AvgPool2D", inputs, kernel_size, stride, padding, data_format,
+                   outputs_collections, scope)
+
+
+def dropout(inputs, keep_prob=0.5, noise_shape=None, is_training=True, outputs_collections=None, scope=None,
+            seed=None) -> Tensor:
+    """contrib's dropout: keeps each element with probability keep_prob (scaled by 1 / keep_prob) while
+    is_training (a bool or a bool Tensor); the identity otherwise."""
+    with name_scope(scope, "Dropout"):
+        y = _layers.dropout(inputs, rate=1.0 - keep_prob, noise_shape=noise_shape, seed=seed, training=is_training)
+        return _collect(y, outputs_collections)
+
+
 def _weights_and_biases(shape, units, dtype, weights_initializer, weights_regularizer, biases_initializer,
                         biases_regularizer, trainable, variables_collections):
     weights = get_variable("weights", shape, dtype, initializer=weights_initializer,
@@ -139,9 +178,7 @@ def _finish(y, biases, normalizer_fn, normalizer_params, activation_fn, outputs_
         y = nn_ops.bias_add(y, biases, data_format=data_format)
     if activation_fn is not None:
         y = activation_fn(y)
-    for name in outputs_collections or ():
-        add_to_collection(name, y)
-    return y
+    return _collect(y, outputs_collections)
 
 
 def fully_connected(inputs, num_outputs, activation_fn=nn_ops.relu, normalizer_fn=None, normalizer_params=None,

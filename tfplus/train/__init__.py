@@ -24,12 +24,14 @@ from tfplus.train.training_util import (
     create_global_step,
     get_global_step,
     get_or_create_global_step,
+    global_step,
 )
 from tfplus.train.warm_start import init_from_checkpoint
 
 __all__ = ["Optimizer", "GradientDescentOptimizer", "MomentumOptimizer", "AdamOptimizer", "RMSPropOptimizer",
            "AdagradOptimizer", "AdadeltaOptimizer",
            "assert_global_step", "create_global_step", "get_global_step", "get_or_create_global_step",
+           "global_step",
            "exponential_decay", "natural_exp_decay", "inverse_time_decay", "polynomial_decay", "cosine_decay",
            "piecewise_constant", "Saver", "latest_checkpoint", "write_graph", "init_from_checkpoint"]
 

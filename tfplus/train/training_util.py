@@ -75,3 +75,8 @@ def get_or_create_global_step(graph: Graph | None = None):
     graph = graph or get_default_graph()
     step = get_global_step(graph)
     return create_global_step(graph) if step is None else step
+
+
+def global_step(sess, global_step_tensor) -> int:
+    """TF1's tf.train.global_step: the value of the global step, fetched with `sess`, as a Python int."""
+    return int(sess.run(global_step_tensor))

@@ -1,0 +1,213 @@
+"""tf.image's basics for graph-mode input pipelines, as TF1 computes them, built from registered ops: dtype
+conversion, standardization, flips, crops and pads, grayscale, brightness and contrast. Images are [height, width,
+channels] or batches [batch, height, width, channels]; crops and pads need the sizes known when the graph is built.
+The resizing ops (resize_images, resize_bilinear, ...) are not implemented; they raise UnsupportedError.
+
+    import tfplus as tf
+    img = tf.image.convert_image_dtype(raw_uint8, tf.float32)           # [0, 255] -> [0, 1]
+    img = tf.image.random_flip_left_right(tf.image.per_image_standardization(img))
+"""
+from __future__ import annotations
+
+from tfplus import dtypes as _dt
+from tfplus.framework import Tensor, convert_to_tensor, name_scope
+from tfplus.ops import array_ops, math_ops, random_ops
+
+__all__ = ["convert_image_dtype", "per_image_standardization", "flip_left_right", "flip_up_down",
+           "random_flip_left_right", "random_flip_up_down", "crop_to_bounding_box", "pad_to_bounding_box",
+           "central_crop", "resize_image_with_crop_or_pad", "rgb_to_grayscale", "grayscale_to_rgb",
+           "adjust_brightness", "random_brightness", "adjust_contrast", "random_contrast", "random_crop"]
+
+
+def _image(image, what: str) -> Tensor:
+    image = convert_to_tensor(image)
+    if image.shape.ndims not in (3, 4):
+        raise ValueError(f"tf.image.{what}: '{image.name}' must be [height, width, channels] or a batch of them, "
+                         f"got shape {image.shape}")
+    return image
+
+
+def _max(dtype) -> float:
+    """The largest value of an integer image dtype (uint8: 255): what 1.0 of a float image becomes."""
+    return float(2 ** (dtype.size * 8 - (0 if dtype.name.startswith("uint") else 1)) - 1)
+
+
+def convert_image_dtype(image, dtype, saturate=False, name=None) -> Tensor:
+    """Integer images scale to [0, 1] floats; floats in [0, 1] scale to the integer range (rounded, as TF1)."""
+    dtype = _dt.as_dtype(dtype)
+    with name_scope(name, "convert_image"):
+        image = convert_to_tensor(image)
+        if image.dtype is dtype:
+            return array_ops.identity(image)
+        if image.dtype.is_floating and dtype.is_floating:
+            return math_ops.cast(image, dtype)
+        if dtype.is_floating:  # int -> float
+            return math_ops.multiply(math_ops.cast(image, dtype), 1.0 / _max(image.dtype))
+        if image.dtype.is_floating:  # float -> int: x * (max + 0.5), truncated
+            scaled = math_ops.multiply(image, _max(dtype) + 0.5)
+            if saturate:
+                scaled = math_ops.clip_by_value(scaled, 0.0, _max(dtype))
+            return math_ops.cast(scaled, dtype)
+        raise NotImplementedError(f"convert_image_dtype: {image.dtype.name} -> {dtype.name} is not supported by "
+                                  "tfplus; convert through float32")
+
+
+def per_image_standardization(image) -> Tensor:
+    """(x - mean) / max(stddev, 1 / sqrt(number of elements)) per image, in float32."""
+    with name_scope(None, "per_image_standardization"):
+        image = _image(image, "per_image_standardization")
+        x = image if image.dtype is _dt.float32 else math_ops.cast(image, _dt.float32)
+        axes = [-1, -2, -3]
+        n = math_ops.cast(math_ops.reduce_prod(array_ops.shape(x)[-3:]), _dt.float32)
+        mean = math_ops.reduce_mean(x, axes, keepdims=True)
+        variance = math_ops.reduce_mean(math_ops.square(x), axes, keepdims=True) - math_ops.square(mean)
+        stddev = math_ops.sqrt(math_ops.maximum(variance, 0.0))
+        return math_ops.divide(x - mean, math_ops.maximum(stddev, math_ops.rsqrt(n)))
+
+
+def flip_left_right(image) -> Tensor:
+    """The image mirrored along its width."""
+    return _image(image, "flip_left_right")[..., ::-1, :]
+
+
+def flip_up_down(image) -> Tensor:
+    """The image mirrored along its height."""
+    return _image(image, "flip_up_down")[..., ::-1, :, :]
+
+
+def _random_flip(image, flip, seed, what):
+    image = _image(image, what)
+    with name_scope(None, what):
+        shape = [array_ops.shape(image)[0], 1, 1, 1] if image.shape.ndims == 4 else []
+        mask = math_ops.less(random_ops.random_uniform(shape, seed=seed), 0.5)  # per image in a batch, as TF
+        return math_ops.where_v2(mask, flip(image), image)
+
+
+def random_flip_left_right(image, seed=None) -> Tensor:
+    """Each image mirrored along its width with probability 1/2."""
+    return _random_flip(image, flip_left_right, seed, "random_flip_left_right")
+
+
+def random_flip_up_down(image, seed=None) -> Tensor:
+    """Each image mirrored along its height with probability 1/2."""
+    return _random_flip(image, flip_up_down, seed, "random_flip_up_down")
+
+
+def _hw(image, what) -> tuple[int, int]:
+    h, w = image.shape.as_list()[-3:-1]
+    if h is None or w is None:
+        raise ValueError(f"tf.image.{what}: the height and width of '{image.name}' (shape {image.shape}) must be "
+                         "known when the graph is built")
+    return h, w
+
+
+def crop_to_bounding_box(image, offset_height, offset_width, target_height, target_width) -> Tensor:
+    """image[..., offset_height:offset_height + target_height, offset_width:offset_width + target_width, :]."""
+    image = _image(image, "crop_to_bounding_box")
+    h, w = _hw(image, "crop_to_bounding_box")
+    if offset_height + target_height > h or offset_width + target_width > w or min(offset_height, offset_width) < 0:
+        raise ValueError(f"crop_to_bounding_box: the box ({offset_height}, {offset_width}) + ({target_height}, "
+                         f"{target_width}) does not fit in {h}x{w}")
+    return image[..., offset_height:offset_height + target_height, offset_width:offset_width + target_width, :]
+
+
+def pad_to_bounding_box(image, offset_height, offset_width, target_height, target_width) -> Tensor:
+    """The image placed at (offset_height, offset_width) in zeros of target_height x target_width."""
+    image = _image(image, "pad_to_bounding_box")
+    h, w = _hw(image, "pad_to_bounding_box")
+    bottom, right = target_height - offset_height - h, target_width - offset_width - w
+    if min(offset_height, offset_width, bottom, right) < 0:
+        raise ValueError(f"pad_to_bounding_box: a {h}x{w} image at ({offset_height}, {offset_width}) does not fit "
+                         f"in {target_height}x{target_width}")
+    pads = [[offset_height, bottom], [offset_width, right], [0, 0]]
+    return array_ops.pad(image, [[0, 0]] + pads if image.shape.ndims == 4 else pads)
+
+
+def central_crop(image, central_fraction) -> Tensor:
+    """The central `central_fraction` (0, 1] of the height and width."""
+    if not 0.0 < central_fraction <= 1.0:
+        raise ValueError(f"central_crop: central_fraction must be in (0, 1], got {central_fraction}")
+    image = _image(image, "central_crop")
+    if central_fraction == 1.0:
+        return image
+    h, w = _hw(image, "central_crop")
+    top, left = int((h - h * central_fraction) / 2), int((w - w * central_fraction) / 2)
+    return crop_to_bounding_box(image, top, left, h - 2 * top, w - 2 * left)
+
+
+def resize_image_with_crop_or_pad(image, target_height, target_width) -> Tensor:
+    """Centrally cropped and/or zero-padded to target_height x target_width."""
+    image = _image(image, "resize_image_with_crop_or_pad")
+    h, w = _hw(image, "resize_image_with_crop_or_pad")
+    cropped = crop_to_bounding_box(image, max(h - target_height, 0) // 2, max(w - target_width, 0) // 2,
+                                   min(target_height, h), min(target_width, w))
+    return pad_to_bounding_box(cropped, max(target_height - h, 0) // 2, max(target_width - w, 0) // 2,
+                               target_height, target_width)
+
+
+def rgb_to_grayscale(images, name=None) -> Tensor:
+    """0.2989 R + 0.5870 G + 0.1140 B, keeping a channel axis of 1 (computed in float, in the input's dtype)."""
+    with name_scope(name, "rgb_to_grayscale"):
+        images = _image(images, "rgb_to_grayscale")
+        flt = convert_image_dtype(images, _dt.float32)
+        gray = math_ops.reduce_sum(math_ops.multiply(flt, [0.2989, 0.5870, 0.1140]), -1, keepdims=True)
+        return convert_image_dtype(gray, images.dtype)
+
+
+def grayscale_to_rgb(images, name=None) -> Tensor:
+    """The one channel repeated three times."""
+    with name_scope(name, "grayscale_to_rgb"):
+        images = _image(images, "grayscale_to_rgb")
+        return array_ops.concat([images] * 3, -1)
+
+
+def adjust_brightness(image, delta) -> Tensor:
+    """image + delta (in float; an integer image is converted there and back, as TF1)."""
+    image = _image(image, "adjust_brightness")
+    with name_scope(None, "adjust_brightness"):
+        return convert_image_dtype(math_ops.add(convert_image_dtype(image, _dt.float32), delta), image.dtype)
+
+
+def random_brightness(image, max_delta, seed=None) -> Tensor:
+    """adjust_brightness by a delta drawn from [-max_delta, max_delta)."""
+    if max_delta < 0:
+        raise ValueError(f"random_brightness: max_delta must be non-negative, got {max_delta}")
+    return adjust_brightness(image, random_ops.random_uniform([], -max_delta, max_delta, seed=seed))
+
+
+def adjust_contrast(images, contrast_factor) -> Tensor:
+    """(x - mean) * contrast_factor + mean, the mean per image and channel."""
+    images = _image(images, "adjust_contrast")
+    with name_scope(None, "adjust_contrast"):
+        x = convert_image_dtype(images, _dt.float32)
+        mean = math_ops.reduce_mean(x, [-3, -2], keepdims=True)
+        return convert_image_dtype(math_ops.add(math_ops.multiply(x - mean, contrast_factor), mean), images.dtype)
+
+
+def random_contrast(image, lower, upper, seed=None) -> Tensor:
+    """adjust_contrast by a factor drawn from [lower, upper)."""
+    if not 0 <= lower < upper:
+        raise ValueError(f"random_contrast: need 0 <= lower < upper, got {lower}, {upper}")
+    return adjust_contrast(image, random_ops.random_uniform([], lower, upper, seed=seed))
+
+
+def random_crop(value, size, seed=None, name=None) -> Tensor:
+    """A slice of shape `size` at a uniformly random offset (every dimension of `value` known)."""
+    with name_scope(name, "random_crop"):
+        value = convert_to_tensor(value)
+        shape = value.shape.as_list()
+        size = [int(s) for s in size]
+        if None in shape or len(size) != len(shape) or any(s > d for s, d in zip(size, shape)):
+            raise ValueError(f"random_crop: size {size} must fit in the known shape of '{value.name}' "
+                             f"({value.shape})")
+        limit = [float(d - s + 1) for d, s in zip(shape, size)]
+        offset = math_ops.cast(math_ops.floor(math_ops.multiply(random_ops.random_uniform([len(shape)], seed=seed),
+                                                                limit)), _dt.int32)
+        out = array_ops.slice(value, offset, size)
+        out.set_shape(size)
+        return out
+
+
+from tfplus.unsupported import module_getattr as _module_getattr  # noqa: E402
+
+__getattr__ = _module_getattr(__name__, "tf.image")
