@@ -38,6 +38,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import numbers
 import os
 import re
 import shutil
@@ -160,7 +161,11 @@ class Saver:
             raise TypeError(f"Saver.save: metadata must be a dict (saved as JSON), not "
                             f"{type(metadata).__name__}")
         if global_step is not None:
-            step = global_step if isinstance(global_step, (int, np.integer)) else sess.run(global_step)
+            # TF1 takes an integer (Python's, NumPy's: what Session.run fetched) or a tensor / variable / name
+            # to fetch; a 0-d integer array (an older fetch) is an integer too.
+            integral = isinstance(global_step, numbers.Integral) or \
+                (isinstance(global_step, np.ndarray) and global_step.ndim == 0 and global_step.dtype.kind in "iu")
+            step = global_step if integral else sess.run(global_step)
             save_path = f"{save_path}-{int(step):08d}" if self._pad_step_number else f"{save_path}-{int(step)}"
         meta_json = "" if metadata is None else json.dumps(metadata, sort_keys=True)
         values = {key: sess.variable_value(ref.op.name) for key, ref in self._vars.items()}
