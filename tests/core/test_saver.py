@@ -29,11 +29,13 @@ def fmt(request, monkeypatch):
     return request.param
 
 
-def _files(fmt, *names):
-    """What os.listdir shows for checkpoints `names` of format `fmt`, sorted, with a "checkpoint" state file."""
+def _files(fmt, *names, meta=True):
+    """What os.listdir shows for checkpoints `names` of format `fmt`, sorted, with a "checkpoint" state file (and
+    each one's MetaGraphDef `.meta`, which Saver.save writes unless write_meta_graph=False)."""
+    metas = [n + ".meta" for n in names] if meta else []
     if fmt == "tensorflow":
         names = [f for n in names for f in (n + ".data-00000-of-00001", n + ".index")]
-    return sorted(["checkpoint", *names])
+    return sorted(["checkpoint", *names, *metas])
 
 
 def _exists(path) -> bool:
@@ -426,7 +428,7 @@ def test_tensorflows_saver_arguments(tmp_path, fmt):
     saver = _saver(g, pad_step_number=True, sharded=True, save_relative_paths=True)
     path = saver.save(sess, str(tmp_path / "m"), 100, None, "meta", False)  # TF's positional order
     assert path == str(tmp_path / "m-00000100") and latest_checkpoint(str(tmp_path)) == path
-    assert sorted(os.listdir(tmp_path)) == _files(fmt, "m-00000100")  # no .meta file
+    assert sorted(os.listdir(tmp_path)) == _files(fmt, "m-00000100", meta=False)  # write_meta_graph=False
     with pytest.warns(UserWarning, match="keep_checkpoint_every_n_hours is not implemented"):
         _saver(g, keep_checkpoint_every_n_hours=2)
     with pytest.raises(ValueError, match="V2 checkpoints only"):
