@@ -1,10 +1,14 @@
 """TF1 behaviours that scripts rely on, against TensorFlow: Session.run's 0-d fetches are NumPy scalars (and
-Saver.save takes a fetched global step), ExponentialMovingAverage averages tensors (losses) too, and summary names
-TF1 cleans ('W1:0', 'loss (raw)') are cleaned the same way."""
+Saver.save takes a fetched global step), ExponentialMovingAverage averages tensors (losses) too, summary names
+TF1 cleans ('W1:0', 'loss (raw)') are cleaned the same way, and FileWriter(logdir, graph) writes a graph with while
+loops that TensorFlow imports and runs."""
 from __future__ import annotations
+
+import glob
 
 import numpy as np
 import pytest
+from controlflow import CF_FEEDS, control_flow_model
 
 import tfplus as tf
 
@@ -86,3 +90,20 @@ def test_summary_names_are_cleaned_as_tf1_cleans_them(tf1, caplog):
     assert _summary_tags(tf, caplog) == _summary_tags(tf1, caplog) == \
         ["W1_0", "loss__raw_", "lead_ing", "fam_ily/fam_ily/ok"]
     assert "Summary name loss (raw) is illegal; using loss__raw_ instead." in caplog.text
+
+
+def test_file_writer_graph_with_while_loops_runs_in_tensorflow(tf1, tmp_path):
+    with tf.Graph().as_default() as g:
+        control_flow_model(train=False)
+        tf.summary.FileWriter(str(tmp_path), g).close()
+        with tf.Session() as sess:
+            sess.run("init")
+            want = sess.run("acc:0", CF_FEEDS)  # (not the GRU: its initializers draw from TF's own generator)
+    (events,) = glob.glob(str(tmp_path / "events.out.tfevents.*"))
+    (graph_def,) = [e.graph_def for e in tf1.train.summary_iterator(events) if e.graph_def]
+    with tf1.Graph().as_default() as tg:
+        tf1.import_graph_def(tf1.GraphDef.FromString(graph_def), name="")
+        with tf1.Session(graph=tg) as sess:
+            sess.run("init")
+            got = sess.run("acc:0", CF_FEEDS)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)

@@ -15,7 +15,10 @@ and makes fewer passes over memory (cpu).
 The pass is a pure function of (graph, fetches, feeds): it copies the ops the step needs into a private Graph
 and never changes the user's graph, so GraphDef export and autodiff see what the user built. Copies keep their
 names (variables, random streams and profiles find them); a fused op takes the name of the last op it replaces.
-A tensor is fused away only when nothing else in the step reads it and it is neither fetched nor fed.
+A tensor is fused away only when nothing else in the step reads it and it is neither fetched nor fed. A fused op
+runs where all of its ops' inputs and control inputs are ready; a fusion that would have to run both before and
+after some op (a loss's gradient under control_dependencies on an op that reads the loss, as TensorFlow's CIFAR-10
+tutorial builds it) is not made: that part of the step runs as built (see _fused_order).
 
 Patterns:
 - BiasAdd -> Relu / Relu6 becomes _FusedBiasAddRelu (the BiasAdd output is fused away), and with the Conv2D
