@@ -435,6 +435,8 @@ class GraphKeys:
     GLOBAL_VARIABLES = "variables"
     TRAINABLE_VARIABLES = "trainable_variables"
     LOCAL_VARIABLES = "local_variables"
+    METRIC_VARIABLES = "metric_variables"
+    MOVING_AVERAGE_VARIABLES = "moving_average_variables"
     MODEL_VARIABLES = "model_variables"
     GLOBAL_STEP = "global_step"
     LOSSES = "losses"

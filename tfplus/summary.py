@@ -18,6 +18,7 @@ Event protobufs, the first one saying the file version, named events.out.tfevent
 from __future__ import annotations
 
 import os
+import re
 import socket
 import struct
 import threading
@@ -26,7 +27,7 @@ import zlib
 
 import numpy as np
 
-from tfplus import crc32c
+from tfplus import crc32c, logging
 from tfplus.framework import Graph, GraphKeys, add_to_collection, convert_to_tensor, get_collection, get_default_graph
 from tfplus.proto import event_pb2, summary_pb2
 
@@ -70,10 +71,28 @@ def _add(handle: SummaryHandle, collections) -> SummaryHandle:
     return handle
 
 
+_INVALID_TAG_CHARACTERS = re.compile(r"[^-/\w.]")
+
+
+def clean_tag(name: str) -> str:
+    """`name` as TF1's summary ops clean it before using it as a tag and name scope: each character other than
+    letters, digits, '_', '-', '/', '.' becomes '_' and leading '/' go ('W1:0' -> 'W1_0'), with a warning."""
+    if name is None:
+        return None
+    new = _INVALID_TAG_CHARACTERS.sub("_", name).lstrip("/")
+    if new != name:
+        logging.warning("Summary name %s is illegal; using %s instead.", name, new)
+    return new
+
+
 def _tag(name: str, family=None) -> str:
-    """The summary's tag: its name inside the current name scope, made unique ('loss', 'loss_1'), like the
-    name scope TF1's summary ops take their tag from."""
-    return get_default_graph().unique_name(f"{family}/{name}" if family else name)
+    """The summary's tag: its name (cleaned) inside the current name scope, made unique ('loss', 'loss_1'), like
+    the name scope TF1's summary ops take their tag from; with a family, the scope is family/name and the tag
+    family/<scope>, as TF1 prefixes it again so that TensorBoard shows it in the family's tab."""
+    name, family = clean_tag(name), clean_tag(family)
+    if not family:
+        return get_default_graph().unique_name(name)
+    return f"{family}/{get_default_graph().unique_name(f'{family}/{name}')}"
 
 
 def _one_value(**fields) -> bytes:

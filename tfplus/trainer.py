@@ -606,7 +606,9 @@ def _short(v: Any) -> str:
 
 
 def _save(saver, sess: tf.Session, checkpoint_dir: str, step: int, meta: dict[str, Any]) -> str:
-    return saver.save(sess, os.path.join(checkpoint_dir, CHECKPOINT_PREFIX), global_step=step, metadata=meta)
+    # No .meta: the trainer rebuilds its graph from the model, and exporting it at every checkpoint costs time.
+    return saver.save(sess, os.path.join(checkpoint_dir, CHECKPOINT_PREFIX), global_step=step, metadata=meta,
+                      write_meta_graph=False)
 
 
 def prepare_checkpoint_dir(folder: str, err: IO[str]) -> None:

@@ -51,6 +51,16 @@ class Variable:
         for c in collections:
             graph.add_to_collection(c, self)
 
+    @classmethod
+    def from_nodes(cls, variable: Tensor, initializer, snapshot: Tensor, initial_value: Tensor | None,
+                   trainable: bool) -> Variable:
+        """A Variable over nodes already in a graph (an imported MetaGraphDef's VariableDef: TF1's
+        Variable(variable_def=...)); joins no collection."""
+        self = cls.__new__(cls)
+        self._variable, self._initializer_op, self._snapshot = variable, initializer, snapshot
+        self._initial_value, self._trainable = initial_value, trainable
+        return self
+
     # -- TF1 attributes -----------------------------------------------------------------------------------
     @property
     def name(self) -> str:

@@ -29,11 +29,13 @@ def fmt(request, monkeypatch):
     return request.param
 
 
-def _files(fmt, *names):
-    """What os.listdir shows for checkpoints `names` of format `fmt`, sorted, with a "checkpoint" state file."""
+def _files(fmt, *names, meta=True):
+    """What os.listdir shows for checkpoints `names` of format `fmt`, sorted, with a "checkpoint" state file (and
+    each one's MetaGraphDef `.meta`, which Saver.save writes unless write_meta_graph=False)."""
+    metas = [n + ".meta" for n in names] if meta else []
     if fmt == "tensorflow":
         names = [f for n in names for f in (n + ".data-00000-of-00001", n + ".index")]
-    return sorted(["checkpoint", *names])
+    return sorted(["checkpoint", *names, *metas])
 
 
 def _exists(path) -> bool:
@@ -426,7 +428,7 @@ def test_tensorflows_saver_arguments(tmp_path, fmt):
     saver = _saver(g, pad_step_number=True, sharded=True, save_relative_paths=True)
     path = saver.save(sess, str(tmp_path / "m"), 100, None, "meta", False)  # TF's positional order
     assert path == str(tmp_path / "m-00000100") and latest_checkpoint(str(tmp_path)) == path
-    assert sorted(os.listdir(tmp_path)) == _files(fmt, "m-00000100")  # no .meta file
+    assert sorted(os.listdir(tmp_path)) == _files(fmt, "m-00000100", meta=False)  # write_meta_graph=False
     with pytest.warns(UserWarning, match="keep_checkpoint_every_n_hours is not implemented"):
         _saver(g, keep_checkpoint_every_n_hours=2)
     with pytest.raises(ValueError, match="V2 checkpoints only"):
@@ -457,3 +459,27 @@ def test_a_run_folder_continues_in_the_other_format(tmp_path, fmt):
     assert latest_checkpoint(str(tmp_path)) == third and new.last_checkpoints == [second, third]
     new.restore(sess, second)
     assert list_variables(second) == list_variables(third)
+
+
+def test_meta_graph_as_text_and_a_damaged_meta_file(tmp_path):
+    """export_meta_graph(as_text=True) imports like the binary one; a file that is neither raises DataLossError
+    naming it; a collection of Python objects is left out with a warning."""
+    with tf.Graph().as_default():
+        w = tf.Variable([1.0, 2.0], name="w")
+        tf.add_to_collection("objects", object())
+        tf.add_to_collection("sizes", 3)
+        saver = Saver()
+        with tf.Session() as sess:
+            sess.run(w.initializer)
+            path = saver.save(sess, str(tmp_path / "m"), write_meta_graph=False)
+        meta = saver.export_meta_graph(str(tmp_path / "m.pbtxt"), as_text=True)
+    assert "objects" not in meta.collection_def and list(meta.collection_def["sizes"].int64_list.value) == [3]
+    with tf.Graph().as_default():
+        restored = tf.train.import_meta_graph(str(tmp_path / "m.pbtxt"))
+        assert tf.get_collection("sizes") == [3] and [v.name for v in tf.trainable_variables()] == ["w:0"]
+        with tf.Session() as sess:
+            restored.restore(sess, path)
+            assert sess.run("w:0").tolist() == [1.0, 2.0]
+    (tmp_path / "bad.meta").write_bytes(b"\xff\x00not a proto")
+    with pytest.raises(tf.errors.DataLossError, match="bad.meta.* is not a MetaGraphDef"):
+        tf.train.import_meta_graph(str(tmp_path / "bad.meta"))

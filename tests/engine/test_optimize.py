@@ -427,3 +427,106 @@ def test_a_label_out_of_range_in_the_fused_loss(device):
         else:
             out = sess.run([loss, dx], feed)
             assert np.isnan(out[0]) and np.isnan(out[1][1]).all() and np.isfinite(out[1][0]).all()
+
+
+def _cifar10_tutorial_step():
+    """(graph, x, y, init op, train op, total loss) shaped as TensorFlow's CIFAR-10 tutorial's train(): a moving
+    average of the losses (which reads the cross-entropy), and the gradients computed under control_dependencies
+    on it, so the loss's gradient chain must run after an op that reads the loss."""
+    g = tf.Graph()
+    with g.as_default():
+        rng = np.random.default_rng(7)
+        x, y = tf.placeholder(tf.float32, [4, 6], name="x"), tf.placeholder(tf.int32, [4], name="y")
+        step = tf.train.get_or_create_global_step()
+        w1 = tf.Variable(rng.standard_normal((6, 5)).astype(np.float32), name="w1")
+        b1 = tf.Variable(np.zeros(5, np.float32), name="b1")
+        w2 = tf.Variable(rng.standard_normal((5, 3)).astype(np.float32), name="w2")
+        hidden = tf.nn.relu(tf.nn.bias_add(tf.matmul(x, w1), b1))
+        logits = tf.matmul(hidden, w2)
+        xent = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits)
+        tf.add_to_collection("losses", tf.reduce_mean(xent, name="cross_entropy"))
+        tf.add_to_collection("losses", tf.multiply(tf.nn.l2_loss(w1), 0.004, name="weight_loss"))
+        total = tf.add_n(tf.get_collection("losses"), name="total_loss")
+        loss_averages = tf.train.ExponentialMovingAverage(0.9, name="avg")
+        loss_averages_op = loss_averages.apply(tf.get_collection("losses") + [total])
+        with tf.control_dependencies([loss_averages_op]):
+            opt = tf.train.GradientDescentOptimizer(0.1)
+            grads = opt.compute_gradients(total)
+        apply_op = opt.apply_gradients(grads, global_step=step)
+        variable_averages = tf.train.ExponentialMovingAverage(0.99, step)
+        with tf.control_dependencies([apply_op]):
+            train = variable_averages.apply(tf.trainable_variables())
+        init = tf.global_variables_initializer()
+    return g, x, y, init, train, total
+
+
+def test_cifar10_tutorial_gradients_under_control_dependencies_run_as_unfused():
+    """The rewrite leaves the loss unfused (its gradient is ordered after an op reading the loss: fusing them
+    would close a cycle) and fuses the rest; two steps give what they give with the rewrite off."""
+    g, x, y, init, train, total = _cifar10_tutorial_step()
+    variables = g.get_collection("variables")
+    feeds = {x: np.linspace(-1, 1, 24, dtype=np.float32).reshape(4, 6), y: [0, 2, 1, 0]}
+    r = optimize(g, [train, total], [x, y])
+    assert "_FusedSparseXentMean" not in r.fused and r.fused.get("_FusedMatMul") == 1
+    got = []
+    for config in (None, _OFF):
+        with tf.Session(graph=g, config=config) as sess:
+            sess.run(init)
+            got.append([sess.run([train, total], feeds)[1] for _ in range(2)] + sess.run(variables))
+    for a, b in zip(*got):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def _varied_step(seed: int):
+    """A small training step drawn by `seed`: one or two dense layers (relu, relu6 or none after a bias), a mean
+    sparse cross-entropy, maybe weight decay, an SGD or momentum update, control dependencies drawn among a
+    counter's increment, a moving average of the loss and the step's own ops, and extra fetches of
+    intermediates. Returns (graph, fetches, feeds)."""
+    rng = np.random.default_rng(seed)
+    g = tf.Graph()
+    with g.as_default():
+        x, y = tf.placeholder(tf.float32, [4, 6]), tf.placeholder(tf.int32, [4])
+        counter = tf.Variable(0.0, trainable=False)
+        h, width, weights, inner = x, 6, [], []
+        for _ in range(int(rng.integers(1, 3))):
+            w = tf.Variable(rng.standard_normal((width, 5)).astype(np.float32))
+            b = tf.Variable(rng.standard_normal(5).astype(np.float32))
+            pre = tf.nn.bias_add(tf.matmul(h, w), b)
+            act = [tf.nn.relu, tf.nn.relu6, tf.identity][int(rng.integers(3))]
+            if rng.random() < 0.3:
+                with tf.control_dependencies([counter.assign_add(1.0)]):
+                    h = act(pre)
+            else:
+                h = act(pre)
+            weights, width = weights + [w], 5
+            inner += [pre, h]
+        logits = tf.nn.bias_add(tf.matmul(h, tf.Variable(rng.standard_normal((5, 3)).astype(np.float32))),
+                                tf.Variable(np.zeros(3, np.float32)))
+        loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits))
+        if rng.random() < 0.5:
+            loss = tf.add_n([loss, 0.01 * tf.add_n([tf.nn.l2_loss(w) for w in weights])])
+        before = [tf.train.ExponentialMovingAverage(0.5).apply([loss]), counter.assign_add(2.0), loss.op]
+        chosen = [before[i] for i in rng.permutation(3)[:int(rng.integers(0, 3))]]
+        opt = tf.train.GradientDescentOptimizer(0.1) if rng.random() < 0.5 else tf.train.MomentumOptimizer(0.1, 0.9)
+        with tf.control_dependencies(chosen):
+            grads = opt.compute_gradients(loss)
+        train = opt.apply_gradients(grads)
+        extra = [inner[i] for i in rng.permutation(len(inner))[:int(rng.integers(0, 2))]]
+        init = tf.global_variables_initializer()
+    feeds = {x: rng.standard_normal((4, 6)).astype(np.float32), y: rng.integers(0, 3, 4)}
+    return g, init, [train, loss, *extra], feeds
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_rewrite_of_varied_steps_computes_what_the_graph_as_built_does(seed):
+    """Property: for each drawn step (fusable or not, ordered or not), two runs with the rewrite on fetch what
+    they fetch with it off, and leave the same variables."""
+    g, init, fetches, feeds = _varied_step(seed)
+    got = []
+    for config in (None, _OFF):
+        with tf.Session(graph=g, config=config) as sess:
+            sess.run(init)
+            runs = [sess.run(fetches, feeds)[1:] for _ in range(2)]
+            got.append([v for run in runs for v in run] + sess.run(g.get_collection("variables")))
+    for a, b in zip(*got):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)

@@ -220,5 +220,5 @@ def test_a_checkpoint_saved_again_at_its_path_restores_the_new_values(tmp_path, 
         w.load(np.full(3, c, np.float32), session=sess)
         assert saver.save(sess, path) == path
         assert tf.train.load_variable(path, "w").tolist() == [c] * 3
-    assert sorted(os.listdir(tmp_path)) == sorted(["checkpoint", *(
+    assert sorted(os.listdir(tmp_path)) == sorted(["checkpoint", "model.ckpt.meta", *(
         ["model.ckpt.index", "model.ckpt.data-00000-of-00001"] if fmt == "tensorflow" else ["model.ckpt"])])

@@ -15,7 +15,10 @@ and makes fewer passes over memory (cpu).
 The pass is a pure function of (graph, fetches, feeds): it copies the ops the step needs into a private Graph
 and never changes the user's graph, so GraphDef export and autodiff see what the user built. Copies keep their
 names (variables, random streams and profiles find them); a fused op takes the name of the last op it replaces.
-A tensor is fused away only when nothing else in the step reads it and it is neither fetched nor fed.
+A tensor is fused away only when nothing else in the step reads it and it is neither fetched nor fed. A fused op
+runs where all of its ops' inputs and control inputs are ready; a fusion that would have to run both before and
+after some op (a loss's gradient under control_dependencies on an op that reads the loss, as TensorFlow's CIFAR-10
+tutorial builds it) is not made: that part of the step runs as built (see _fused_order).
 
 Patterns:
 - BiasAdd -> Relu / Relu6 becomes _FusedBiasAddRelu (the BiasAdd output is fused away), and with the Conv2D
@@ -43,7 +46,7 @@ from typing import Any
 import numpy as np
 
 from tfplus import debug
-from tfplus.framework import Graph, Operation, Tensor, constant_value, needed_ops, topo_order
+from tfplus.framework import Graph, Operation, Tensor, _op_inputs, constant_value, needed_ops, topo_order
 from tfplus.ops.fused_ops import APPLY_GRAD, APPLY_SCALARS, DECAY_FUSES, apply_refs
 
 _ACTIVATIONS = {"Relu": "Relu", "Relu6": "Relu6"}
@@ -170,9 +173,10 @@ def optimize(graph: Graph, fetches: list, feeds) -> Rewritten | None:
         fuse[last] = ("_FusedApply", inputs + ([coefficient] if decays else []), attrs)
         absorbed.update({m: last for m in members[:-1]})
         absorbed.update({gone: last for _, folded in decays.values() for gone in folded})
+    order = _fused_order(ops, fuse, absorbed) if fuse else []
     if not fuse:
         return None
-    r = _copy(graph, ops, feeds, fetches, fuse, absorbed)
+    r = _copy(graph, order, feeds, fetches, fuse, absorbed)
     if debug.on():
         made = ", ".join(f"{n} {t}" for t, n in sorted(r.fused.items()))
         print(f"tfplus rewrite: {len(ops)} -> {len(ops) - len(absorbed)} ops ({made})")
@@ -326,12 +330,52 @@ def _decay(update: Operation, readers: dict, pinned: set, controlled: set) -> tu
     return None
 
 
+def _fused_order(ops: set, fuse: dict, absorbed: dict) -> list[Operation]:
+    """The ops that the rewritten step creates (fused ops and the ops kept) in an order that respects every data
+    and control input, each fused op standing for all the ops it replaces. A fusion that would close a cycle (its
+    ops ordered around another op: say a loss's gradient under control_dependencies on an op reading the loss) is
+    undone, in `fuse` and `absorbed`, and its ops copied as built: the rewrite never makes a valid graph fail."""
+    def order() -> list[Operation]:
+        def inputs_of(op: Operation) -> list[Operation]:
+            if op not in fuse:
+                found = [absorbed.get(p, p) for p in _op_inputs(op)]
+            else:  # what the fused op reads (not what the ops it replaces read: a loss's OnesLike its loss), and
+                # every control input of those ops
+                found = [absorbed.get(t.op, t.op) for t in fuse[op][1]] + \
+                    [absorbed.get(c, c) for m in members[op] for c in m.control_inputs]
+            return [p for p in found if p is not op]
+
+        members: dict[Operation, list[Operation]] = {op: [op] for op in fuse}
+        for gone, by in absorbed.items():
+            members[by].append(gone)
+        return topo_order([op for op in ops if op not in absorbed], inputs_of, what="the rewritten step")
+
+    try:
+        return order()
+    except ValueError:  # rare: find the fusions at fault by adding them one at a time
+        pass
+    wanted, taken = dict(fuse), dict(absorbed)
+    fuse.clear()
+    absorbed.clear()
+    for op in sorted(wanted, key=lambda o: o._id):
+        fuse[op] = wanted[op]
+        group = {gone: by for gone, by in taken.items() if by is op}
+        absorbed.update(group)
+        try:
+            order()
+        except ValueError:
+            del fuse[op]
+            for gone in group:
+                del absorbed[gone]
+    return order()
+
+
 def _holds_graph(op: Operation) -> bool:
     return any(isinstance(v, Graph) or (isinstance(v, (list, tuple)) and any(isinstance(x, Graph) for x in v))
                for v in op.attrs.values())
 
 
-def _copy(graph: Graph, ops: set, feeds: set, fetches: list, fuse: dict, absorbed: dict) -> Rewritten:
+def _copy(graph: Graph, order: list, feeds: set, fetches: list, fuse: dict, absorbed: dict) -> Rewritten:
     g = Graph()
     g.seed = graph.seed
     tensor: dict[Tensor, Tensor] = {}
@@ -340,6 +384,7 @@ def _copy(graph: Graph, ops: set, feeds: set, fetches: list, fuse: dict, absorbe
     absorbed_into: dict[Operation, list[Operation]] = {}
     for gone, by in absorbed.items():
         absorbed_into.setdefault(by, []).append(gone)
+    ops = set(order) | set(absorbed)
     for t in sorted(feeds, key=lambda t: (t.op._id, t.value_index)):
         if t.op not in ops:  # a fed tensor whose producer does not run: a placeholder stands in
             name = t.op.name + "/" if t.value_index == 0 else f"{t.op.name}_output_{t.value_index}"
@@ -347,9 +392,7 @@ def _copy(graph: Graph, ops: set, feeds: set, fetches: list, fuse: dict, absorbe
             tensor[t] = ph.outputs[0]
     # NOTE: in dependency order, not creation order: a graph may rewire an op to read one created after it
     # (the trainer's device input feeds the model from an op built last).
-    for op in topo_order(ops):
-        if op in absorbed:
-            continue
+    for op in order:
         if op in fuse:
             op_type, inputs, attrs, *named = fuse[op]
             name, outputs = named or (op.name, None)

@@ -115,7 +115,7 @@ class Session:
         # The tensor fetches' values, copied to the host while the step lock is held (a worker's shared slot is
         # the next step's too; a planned step copies its values before it releases the arena's lock).
         values = iter(self._step(flat, feeds).run(feeds))
-        return rebuild([None if isinstance(f, Operation) else next(values) for f in flat])
+        return rebuild([None if isinstance(f, Operation) else _fetched(next(values)) for f in flat])
 
     def _step(self, flat: list, feeds: dict) -> Step:
         key = _step_key(flat, ((t, v.shape) for t, v in feeds.items()))
@@ -285,6 +285,14 @@ def _rewrite_key(flat: list, feeds) -> tuple:
 def _rewrite_enabled(config) -> bool:
     from tfplus.engine.rewrite import enabled
     return enabled(config)
+
+
+def _fetched(value):
+    """A fetched value as TF1's Session.run gives it: a 0-d result is a NumPy scalar (np.float32, np.int64...;
+    bytes for a string), so that int(step), '%d' % step and Saver.save(global_step=step) behave as in TF."""
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        return value[()]
+    return value
 
 
 def _check_feed(t: Tensor, value) -> np.ndarray:

@@ -9,6 +9,7 @@ from tfplus.train.learning_rate_decay import (
     piecewise_constant,
     polynomial_decay,
 )
+from tfplus.train.meta_graph import export_meta_graph, import_meta_graph
 from tfplus.train.optimizer import (
     AdadeltaOptimizer,
     AdagradOptimizer,
@@ -33,7 +34,8 @@ __all__ = ["Optimizer", "GradientDescentOptimizer", "MomentumOptimizer", "AdamOp
            "assert_global_step", "create_global_step", "get_global_step", "get_or_create_global_step",
            "global_step",
            "exponential_decay", "natural_exp_decay", "inverse_time_decay", "polynomial_decay", "cosine_decay",
-           "piecewise_constant", "Saver", "latest_checkpoint", "write_graph", "init_from_checkpoint"]
+           "piecewise_constant", "Saver", "latest_checkpoint",
+           "export_meta_graph", "import_meta_graph", "write_graph", "init_from_checkpoint"]
 
 # The rest of the checkpoint API (get_checkpoint_state, list_variables, ...): whatever saver.py lists.
 for _name in _saver.__all__:

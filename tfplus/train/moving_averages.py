@@ -1,4 +1,5 @@
-"""tf.train.ExponentialMovingAverage (TF1): shadow copies of variables that track their moving average.
+"""tf.train.ExponentialMovingAverage (TF1): shadow copies of variables (or tensors: losses) that track their moving
+average.
 
     import tfplus as tf
     ema = tf.train.ExponentialMovingAverage(decay=0.99)
@@ -8,12 +9,12 @@
 """
 from __future__ import annotations
 
-from tfplus.framework import Tensor, convert_to_tensor, get_collection, get_default_graph, name_scope
-from tfplus.ops import math_ops
+from tfplus.framework import GraphKeys, Tensor, convert_to_tensor, get_collection, get_default_graph, name_scope
+from tfplus.ops import array_ops, math_ops
 from tfplus.ops.control_flow_ops import group
 from tfplus.variables import Variable, global_variables, trainable_variables
 
-MOVING_AVERAGE_VARIABLES = "moving_average_variables"
+MOVING_AVERAGE_VARIABLES = GraphKeys.MOVING_AVERAGE_VARIABLES
 
 
 class ExponentialMovingAverage:
@@ -27,22 +28,33 @@ class ExponentialMovingAverage:
         self._averages: dict[Variable, Variable] = {}
 
     def apply(self, var_list=None):
-        """Creates the shadow variables (first call) and returns the op that updates them all."""
+        """Creates the shadow variables (first call) and returns the op that updates them all. `var_list` holds
+        variables and tensors (TF1's loss averages): a variable's shadow starts at its initial value, a tensor's
+        at zeros."""
         var_list = trainable_variables() if var_list is None else list(var_list)
         graph = get_default_graph()
         for var in var_list:
-            if not isinstance(var, Variable):
-                raise TypeError(f"ExponentialMovingAverage.apply: {var!r} is not a tf.Variable (tfplus averages "
-                                "variables only)")
+            if not isinstance(var, (Variable, Tensor)):
+                raise TypeError(f"ExponentialMovingAverage.apply: {var!r} is neither a tf.Variable nor a tf.Tensor")
             if not var.dtype.is_floating:
-                raise TypeError(f"ExponentialMovingAverage.apply: variable {var.op.name} has dtype "
-                                f"{var.dtype.name}; a float dtype is needed")
+                raise TypeError(f"ExponentialMovingAverage.apply: {var.op.name} has dtype {var.dtype.name}; a float "
+                                "dtype is needed")
             if var in self._averages:
                 continue
-            # TF1: the shadow starts at the variable's initial value and lives outside the caller's scopes.
+            if isinstance(var, Variable):
+                start = var.initial_value
+            else:
+                shape = var.shape.as_list() if var.shape.ndims is not None else None
+                if shape is None or None in shape:
+                    raise ValueError(f"ExponentialMovingAverage.apply: tensor {var.name} has shape {var.shape}; its "
+                                     "shadow variable needs a fully known shape (set_shape it first)")
+            # TF1: the shadow lives outside the caller's scopes and control dependencies.
             with graph.as_default(), graph.name_scope(None), graph.control_dependencies(None):
-                shadow = Variable(var.initial_value, trainable=False, name=self.average_name(var))
-            graph.add_to_collection(MOVING_AVERAGE_VARIABLES, var)
+                if isinstance(var, Tensor):
+                    start = array_ops.zeros(shape, var.dtype.base_dtype)
+                shadow = Variable(start, trainable=False, name=self.average_name(var))
+            if isinstance(var, Variable):  # TF1 lists variables only there
+                graph.add_to_collection(MOVING_AVERAGE_VARIABLES, var)
             self._averages[var] = shadow
         with name_scope(self.name) as scope:
             decay = convert_to_tensor(self._decay, name="decay")
@@ -55,11 +67,12 @@ class ExponentialMovingAverage:
                 with name_scope(var.op.name):
                     one_minus = 1.0 - math_ops.cast(decay, var.dtype)
                     # read_value(): a fresh read under the caller's control dependencies (after a train step)
-                    updates.append(shadow.assign_sub((shadow - var.read_value()) * one_minus))
+                    value = var.read_value() if isinstance(var, Variable) else var
+                    updates.append(shadow.assign_sub((shadow - value) * one_minus))
             return group(*updates, name=scope.rstrip("/"))
 
     def average(self, var) -> Variable | None:
-        """The shadow variable of `var` (None before apply)."""
+        """The shadow variable of `var`, a variable or tensor (None before apply)."""
         return self._averages.get(var)
 
     def average_name(self, var) -> str:

@@ -38,6 +38,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import numbers
 import os
 import re
 import shutil
@@ -53,12 +54,21 @@ from google.protobuf import text_format
 from tfplus import dtypes as _dt
 from tfplus import errors, tensor_bundle
 from tfplus.dtypes import as_dtype
-from tfplus.framework import GraphKeys, Operation, Tensor, _fmt_shape, get_default_graph, shapes_compatible
+from tfplus.framework import (
+    GraphKeys,
+    Operation,
+    Tensor,
+    _fmt_shape,
+    convert_to_tensor,
+    get_default_graph,
+    shapes_compatible,
+)
 from tfplus.gfile import atomic_write, open_regular, read_regular
-from tfplus.ops.array_ops import placeholder
+from tfplus.ops import io_ops
+from tfplus.ops.array_ops import identity, placeholder, placeholder_with_default
 from tfplus.ops.control_flow_ops import group
 from tfplus.ops.state_ops import assign
-from tfplus.proto import checkpoint_pb2
+from tfplus.proto import checkpoint_pb2, saver_pb2
 from tfplus.tensor_util import make_ndarray, make_tensor_proto
 
 __all__ = ["Saver", "latest_checkpoint", "get_checkpoint_state", "list_variables", "load_variable",
@@ -128,11 +138,14 @@ class Saver:
         self._written: set[str] = set()  # absolute paths of the checkpoints this Saver wrote
         self._feeds: dict[str, Tensor] = {}
         with graph.as_default(), graph.control_dependencies(None), graph.name_scope(name or "save"):
+            self.saver_def = _tf_save_ops(self._vars)
             assigns = []
             for key, ref in self._vars.items():
                 self._feeds[key] = placeholder(ref.dtype, ref._shape, name="restore_value")
                 assigns.append(assign(ref, self._feeds[key], validate_shape=ref._shape is not None))
-            self._restore_op = group(*assigns, name="restore_all")
+            self._restore_op = group(*assigns, name="restore_fed")
+        self.saver_def.max_to_keep = max_to_keep or 0
+        self.saver_def.keep_checkpoint_every_n_hours = keep_checkpoint_every_n_hours
 
     @property
     def last_checkpoints(self) -> list[str]:
@@ -150,8 +163,9 @@ class Saver:
              metadata: dict | None = None) -> str | None:
         """Writes the variables' values (and the JSON object `metadata`, e.g. the input pipeline's position)
         to `save_path` or `save_path-<step>`; returns that path. Updates the state file and deletes the
-        checkpoints beyond max_to_keep. TensorFlow's signature; no `.meta` file (MetaGraphDef) is written,
-        whatever `write_meta_graph` says: tf.train.write_graph exports the graph."""
+        checkpoints beyond max_to_keep. With `write_meta_graph` (TF1's default), `<path>.<meta_graph_suffix>`
+        holds the graph's MetaGraphDef (tfplus.train.meta_graph: what tf.train.import_meta_graph reads, here or
+        in TensorFlow)."""
         if not self._vars:  # allow_empty
             return None
         self._check_session(sess)
@@ -160,7 +174,11 @@ class Saver:
             raise TypeError(f"Saver.save: metadata must be a dict (saved as JSON), not "
                             f"{type(metadata).__name__}")
         if global_step is not None:
-            step = global_step if isinstance(global_step, (int, np.integer)) else sess.run(global_step)
+            # TF1 takes an integer (Python's, NumPy's: what Session.run fetched) or a tensor / variable / name
+            # to fetch; a 0-d integer array (an older fetch) is an integer too.
+            integral = isinstance(global_step, numbers.Integral) or \
+                (isinstance(global_step, np.ndarray) and global_step.ndim == 0 and global_step.dtype.kind in "iu")
+            step = global_step if integral else sess.run(global_step)
             save_path = f"{save_path}-{int(step):08d}" if self._pad_step_number else f"{save_path}-{int(step)}"
         meta_json = "" if metadata is None else json.dumps(metadata, sort_keys=True)
         values = {key: sess.variable_value(ref.op.name) for key, ref in self._vars.items()}
@@ -182,12 +200,23 @@ class Saver:
         # A checkpoint of the other format at the same path would be stale (and the bundle is read first).
         _remove_checkpoint(save_path, "tfplus" if self._format == "tensorflow" else "tensorflow")
         self._written.add(os.path.abspath(save_path))
+        if write_meta_graph:
+            self.export_meta_graph(f"{save_path}.{meta_graph_suffix}")
         if write_state:
             self._record(save_path, latest_filename)
         if backup is not None:  # only now that the state file lists save_path again
             _remove_checkpoint(backup, "tensorflow")
             self._written.discard(os.path.abspath(backup))
         return save_path
+
+    def export_meta_graph(self, filename: str | None = None, collection_list=None, as_text: bool = False,
+                          **_ignored):
+        """The MetaGraphDef of this Saver's graph with its SaverDef (written to `filename` when given)."""
+        from tfplus.train.meta_graph import export_meta_graph
+        return export_meta_graph(filename, self._graph, self.saver_def, collection_list, as_text)
+
+    def as_saver_def(self) -> saver_pb2.SaverDef:
+        return self.saver_def
 
     def restore(self, sess, save_path) -> None:
         """Loads every variable from the checkpoint `save_path` (a path, or a CheckpointReader already open,
@@ -287,9 +316,32 @@ class Saver:
             if (p in self._written or os.path.dirname(p) == folder) and _checkpoint_files(p):
                 _remove_checkpoint(p)
                 self._written.discard(p)
+                if os.path.isfile(f"{p}.meta") and not os.path.islink(f"{p}.meta"):  # its MetaGraphDef
+                    os.remove(f"{p}.meta")
             elif os.path.lexists(p) or os.path.lexists(tensor_bundle.index_path(p)):
                 warnings.warn(f"Saver: not deleting {p!r}: it is not a tfplus checkpoint that this Saver wrote "
                               f"or that lies in {folder!r}", stacklevel=3)
+
+
+def _tf_save_ops(variables: dict) -> saver_pb2.SaverDef:
+    """TensorFlow's save and restore ops for `variables` ({key: VariableV2 tensor}), named as TF1's Saver names
+    them in the current name scope, and the SaverDef naming them: what a `.meta` file needs so that TensorFlow's
+    Saver (and import_meta_graph here) can save and restore with the graph alone, feeding the path to
+    `<scope>/Const:0`. tfplus's own save and restore read the variables in Python and run none of them."""
+    keys = sorted(variables)  # TF1's order
+    default = convert_to_tensor(np.array(b"model", object), dtype=_dt.string, name="filename/input")
+    filename = placeholder_with_default(default, (), name="filename")
+    filename = placeholder_with_default(filename, (), name="Const")  # TF1 keeps the name "Const"
+    refs = [variables[k] for k in keys]
+    save = io_ops.save_v2(filename, keys, [""] * len(keys), refs)
+    with get_default_graph().control_dependencies([save]):
+        saved = identity(filename, name="control_dependency")
+    restored = io_ops.restore_v2(filename, keys, [""] * len(keys), [r.dtype.base_dtype for r in refs]) if keys \
+        else []
+    restore = group(*[assign(r, t, validate_shape=r._shape is not None) for r, t in zip(refs, restored)],
+                    name="restore_all")
+    return saver_pb2.SaverDef(filename_tensor_name=filename.name, save_tensor_name=saved.name,
+                              restore_op_name=restore.name, version=saver_pb2.SaverDef.V2)
 
 
 # -- which variables -----------------------------------------------------------------------------------------
