@@ -190,3 +190,8 @@ def auc(labels, predictions, weights=None, num_thresholds: int = 200, metrics_co
             return math_ops.reduce_sum((x[: n - 1] - x[1:]) * height, name=op_name)
         value, update_op = area(counts, "value"), area(updates, "update_op")
     return _collect(value, update_op, metrics_collections, updates_collections)
+
+
+from tfplus.unsupported import module_getattr as _module_getattr  # noqa: E402
+
+__getattr__ = _module_getattr(__name__, "tf.metrics")  # TF1's other metrics: UnsupportedError, not AttributeError

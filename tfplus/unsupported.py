@@ -31,7 +31,6 @@ ALTERNATIVES = {
     "tf.random.shuffle": "shuffling the batch in NumPy before feeding it",
     "tf.train.piecewise_constant_decay": "tf.train.piecewise_constant",
     "tf.keras.Model": "a graph built with tf.layers and a tf.Session",
-    "tf.metrics": "computing the metric from fetched values (e.g. tf.reduce_mean(tf.cast(tf.equal(...))))",
     "tf.train.SummaryWriter": "tf.summary.FileWriter",
     "tf.merge_all_summaries": "tf.summary.merge_all",
     "tf.merge_summary": "tf.summary.merge",
