@@ -160,6 +160,63 @@ def read_batches(batches_dir: PathArg, records_per_file: int = RECORDS_PER_FILE)
                    *parts[-1])
 
 
+def _binary_records(batches_dir: PathArg) -> list[np.memmap]:
+    """The binary release's files as read-only (records, 3073) memory maps: data_batch_1..5, then test_batch.
+    NOTE: a map reads only the pages touched, so a shard's images cost their own bytes, not the whole set's."""
+    folder = Path(batches_dir)
+    maps = []
+    for name in (*_TRAIN_FILES, _TEST_FILE):
+        path = folder / f"{name}.bin"
+        if not path.is_file():
+            raise DataError(f"{path} is missing; sharded reading needs the binary release (cifar-10-batches-bin/, "
+                            "data_batch_1.bin .. data_batch_5.bin and test_batch.bin). Download the data again.")
+        size = path.stat().st_size
+        if size == 0 or size % _RECORD_BYTES:
+            raise DataError(f"{path}: {size} bytes is not a whole number of {_RECORD_BYTES}-byte records; the file "
+                            "is truncated or not a CIFAR-10 binary batch. Delete it and download the data again.")
+        maps.append(np.memmap(path, np.uint8, "r", shape=(size // _RECORD_BYTES, _RECORD_BYTES)))
+    return maps
+
+
+def read_labels(batches_dir: PathArg) -> tuple[np.ndarray, np.ndarray]:
+    """(training labels, test labels) of a binary release, without reading its images (a partition of the
+    training set needs only these).
+
+        train_labels, test_labels = read_labels("/data/cifar-10-batches-bin")
+    """
+    *train, test = _binary_records(batches_dir)
+    return (np.concatenate([_checked_labels(Path(m.filename), np.array(m[:, 0])) for m in train]),
+            _checked_labels(Path(test.filename), np.array(test[:, 0])))
+
+
+def read_shard(batches_dir: PathArg, train_index: np.ndarray, test_index: np.ndarray | None = None) -> Dataset:
+    """The training examples at `train_index` (positions in data_batch_1..5 read as one set, as read_batches
+    orders them) and the test examples at `test_index` (default: none), reading only those records from disk:
+    a federated client holds its shard, not CIFAR-10.
+
+        shard = read_shard("/data/cifar-10-batches-bin", np.arange(0, 50000, 10))
+    """
+    *train, test = _binary_records(batches_dir)
+    starts = np.cumsum([0] + [len(m) for m in train])
+
+    def take(index: np.ndarray) -> np.ndarray:
+        index = np.asarray(index, np.int64)
+        if index.size and (index.min() < 0 or index.max() >= starts[-1]):
+            raise ValueError(f"read_shard: training index out of range 0..{starts[-1] - 1}")
+        file_of = np.searchsorted(starts, index, side="right") - 1
+        rows = np.empty((len(index), _RECORD_BYTES), np.uint8)
+        for f, m in enumerate(train):
+            here = file_of == f
+            rows[here] = m[index[here] - starts[f]]
+        return rows
+
+    def split(rows: np.ndarray, path: str) -> tuple[np.ndarray, np.ndarray]:
+        return rows[:, 1:].reshape(len(rows), *IMAGE_SHAPE), _checked_labels(Path(path), rows[:, 0])
+
+    test_rows = np.array(test[np.asarray(test_index if test_index is not None else [], np.int64)])
+    return Dataset(*split(take(train_index), str(batches_dir)), *split(test_rows, test.filename))
+
+
 def _open(path: Path) -> io.BufferedReader:
     """`path` opened for reading; a file that cannot be opened is a DataError that says why."""
     try:

@@ -1,0 +1,230 @@
+"""tfplus.federated: the weights API, partitions, sharded reading, and the Flower apps run in this process (a
+Grid that calls the ClientApp directly: Flower's server and client logic without a Ray cluster, which takes longer
+to start on CI's 2 cores than these tests take to run)."""
+import functools
+import json
+import time
+
+import numpy as np
+import pytest
+
+import tfplus as tf
+from tfplus import data as tfdata
+from tfplus import trainer
+from tfplus.data import cifar10
+from tfplus.federated import FederatedModel, partition
+
+flwr = pytest.importorskip("flwr", reason="Flower is not installed: pip install \"tfplus[federated]\"")
+from flwr.app import Context, Error, Message, RecordDict  # noqa: E402
+from flwr.serverapp import Grid  # noqa: E402
+
+from tfplus.federated import flower  # noqa: E402
+
+N_TRAIN, N_TEST = 200, 40  # a small synthetic CIFAR-10 in the binary format: 5 files of 40, a test file of 40
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    return cifar10.write_binary_batches(tmp_path_factory.mktemp("data"), tfdata.synthetic(N_TRAIN, N_TEST, seed=3))
+
+
+def _model(**kw):
+    cfg = trainer.TrainConfig(model="lenet", batch_size=16, **kw)
+    return FederatedModel(cfg, steps_per_round=5, rounds=2, cpus=1)
+
+
+# -- the framework side --------------------------------------------------------------------------------------
+def test_weights_round_trip_exactly_in_one_run_each():
+    m = _model(synthetic=True)
+    rng = np.random.default_rng(0)
+    sent = {k: rng.standard_normal(v.shape).astype(v.dtype) for k, v in m.get_weights().items()}
+    runs, run = [], m.sess.run
+    m.sess.run = lambda *a, **k: runs.append(a) or run(*a, **k)
+    m.set_weights(sent)
+    got = m.get_weights()
+    assert got.keys() == sent.keys() and all(np.array_equal(got[k], sent[k]) for k in sent)
+    assert len(runs) == 2  # one session run assigns them all, one reads them all
+    with pytest.raises(ValueError, match="conv1/weights"):
+        m.set_weights({**sent, "conv1/weights": sent["conv1/weights"][:1]})
+    with pytest.raises(ValueError, match="missing"):
+        m.set_weights({k: v for k, v in sent.items() if k != "fc3/biases"})
+
+
+def test_reset_optimizer_keeps_weights_and_sets_the_step():
+    m = _model(synthetic=True)
+    ds = tfdata.synthetic(64, 16)
+    m.train(ds, steps=3, server_round=1)
+    before = m.get_weights()
+    m.reset_optimizer(global_step=7)
+    after = m.get_weights()
+    assert all(np.array_equal(before[k], after[k]) for k in before)
+    assert int(m.sess.run(m.tg.global_step)) == 7
+    slots = [v for v in m.tg.graph.get_collection(tf.GraphKeys.GLOBAL_VARIABLES) if "Momentum" in v.op.name]
+    assert slots and all(not np.any(s) for s in m.sess.run(slots))
+
+
+def test_learning_rate_follows_the_server_round():
+    m = _model(synthetic=True, warmup_steps=0, schedule="cosine", lr=0.05)
+    m.reset_optimizer((1 - 1) * 5)
+    first = float(m.sess.run(m.tg.learning_rate))
+    m.reset_optimizer((2 - 1) * 5)
+    second = float(m.sess.run(m.tg.learning_rate))
+    assert first == pytest.approx(0.05) and second < first  # round 2 goes on down the cosine, not from its top
+
+
+def test_partitions_are_deterministic_disjoint_and_whole():
+    labels = np.repeat(np.arange(10), 30)
+    for spec in ("iid", "dirichlet:0.5", "classes:2"):
+        parts = partition(labels, 5, spec, seed=1)
+        again = partition(labels, 5, spec, seed=1)
+        assert all(np.array_equal(a, b) for a, b in zip(parts, again)), spec
+        joined = np.concatenate(parts)
+        assert len(joined) == len(np.unique(joined)) == len(labels), spec
+    assert [len(np.unique(labels[p])) for p in partition(labels, 5, "classes:2", 0)] == [2] * 5
+    assert not all(np.array_equal(a, b) for a, b in zip(partition(labels, 4, "iid", 1),
+                                                         partition(labels, 4, "iid", 2)))
+    with pytest.raises(ValueError, match="dirichlet:ALPHA"):
+        partition(labels, 4, "dirichlet:-1")
+
+
+def test_a_shard_reads_only_its_records(data_dir):
+    full = tfdata.read_batches(data_dir, records_per_file=N_TEST)
+    train_labels, test_labels = cifar10.read_labels(data_dir)
+    assert np.array_equal(train_labels, full.train_labels) and np.array_equal(test_labels, full.test_labels)
+    idx = np.array([0, 39, 40, 123, 199])
+    shard = cifar10.read_shard(data_dir, idx, np.array([5]))
+    assert np.array_equal(shard.train_images, full.train_images[idx])
+    assert np.array_equal(shard.train_labels, full.train_labels[idx])
+    assert np.array_equal(shard.test_images, full.test_images[[5]])
+
+
+# -- Flower's pieces, in this process -------------------------------------------------------------------------
+@pytest.fixture(autouse=True)
+def task_identity(monkeypatch):
+    """Flower's messages take the run's id from the process's task identity, which its runtimes set."""
+    from flwr.supercore.task_identity import TaskIdentity
+    monkeypatch.setattr(TaskIdentity, "_run_id", 1)
+    monkeypatch.setattr(TaskIdentity, "_node_id", 1)
+    monkeypatch.setattr(TaskIdentity, "_task_id", 1)
+
+
+class InProcessGrid(Grid):
+    """Flower's Grid with the ClientApp called in this process: node i is the client of partition i.
+    `fail(node, message)` may raise to stand for a client that crashes."""
+
+    def __init__(self, app, n: int, fail=None):
+        self.app, self.fail = app, fail
+        self.nodes = {1000 + i: Context(run_id=1, node_id=1000 + i, state=RecordDict(), run_config={},
+                                        node_config={"partition-id": i, "num-partitions": n}) for i in range(n)}
+
+    def set_run(self, run):
+        pass
+
+    @property
+    def run(self):
+        return None
+
+    def create_message(self, content, message_type, dst_node_id, group_id, ttl=None):
+        return Message(content, dst_node_id, message_type)
+
+    def get_node_ids(self):
+        return list(self.nodes)
+
+    def push_messages(self, messages):
+        raise NotImplementedError
+
+    def pull_messages(self, message_ids):
+        raise NotImplementedError
+
+    def send_and_receive(self, messages, *, timeout=None):
+        replies = []
+        for m in messages:
+            node = m.metadata.dst_node_id
+            m.metadata.__dict__["_message_id"] = f"m{node}"  # reply_to needs an id
+            try:
+                if self.fail:
+                    self.fail(node, m)
+                replies.append(self.app(m, self.nodes[node]))
+            except Exception as e:
+                replies.append(Message(Error(code=1, reason=str(e)), reply_to=m))
+        return replies
+
+
+def _federation(data_dir, out, **kw):
+    return flower.Federation(**{"model": "lenet", "clients": 2, "rounds": 2, "local_steps": 8, "batch_size": 16,
+                                "data": str(data_dir.parent), "out": str(out), "lr": 0.02, **kw})
+
+
+def _rows(out):
+    return [json.loads(line) for line in (out / "rounds.jsonl").read_text().splitlines()]
+
+
+def test_two_clients_two_rounds_learn_and_the_checkpoint_restores(data_dir, tmp_path, monkeypatch):
+    fed = _federation(data_dir, tmp_path / "fl")
+    start = time.perf_counter()
+    flower.run_server(fed, InProcessGrid(flower.client_app(fed), 2))
+    rows = _rows(tmp_path / "fl")
+    assert [r["round"] for r in rows] == [0, 1, 2]
+    assert rows[2]["clients"] == [0, 1] and rows[2]["failed"] == [] and rows[2]["timed_out"] == []
+    assert rows[2]["test_loss"] < rows[0]["test_loss"]
+    assert rows[2]["train_loss"] < rows[1]["train_loss"]
+    assert time.perf_counter() - start < 60
+    # The global model restores in tfplus: `tfplus eval` reads the last round's checkpoint and its accuracy.
+    monkeypatch.setattr(tfdata, "read_batches", functools.partial(tfdata.read_batches, records_per_file=N_TEST))
+    result = trainer.evaluate(str(tmp_path / "fl"), data=str(data_dir.parent), batch_size=20)
+    assert result.accuracy == pytest.approx(rows[2]["test_accuracy"])
+    assert list((tmp_path / "fl").glob("events.out.tfevents.*"))
+
+
+def test_a_failed_client_is_reported_and_the_round_goes_on(data_dir, tmp_path):
+    fed = _federation(data_dir, tmp_path / "fl", rounds=1, local_steps=2)
+
+    def crash(node, message):
+        if node == 1001:
+            raise RuntimeError("client 1: out of memory (injected)")
+    flower.run_server(fed, InProcessGrid(flower.client_app(fed), 2, fail=crash))
+    row = _rows(tmp_path / "fl")[1]
+    assert row["clients"] == [0]
+    assert row["failed"] == [{"node": 1001, "reason": "client 1: out of memory (injected)"}]
+
+
+def test_a_client_error_names_the_client(data_dir, tmp_path):
+    fed = _federation(data_dir, tmp_path / "fl", clients=2, partition="classes:1", rounds=1)
+    bad = flower.Federation(**{**fed.__dict__, "model": "mentee"})  # its weights do not fit lenet's clients
+    flower.run_server(bad, InProcessGrid(flower.client_app(fed), 2))
+    row = _rows(tmp_path / "fl")[1]
+    assert row["clients"] == [] and len(row["failed"]) == 2
+    assert all(f["reason"].startswith(f"client {i}: ValueError: set_weights") for i, f in enumerate(row["failed"]))
+
+
+def test_a_budgeted_client_stays_within_its_budget(data_dir, tmp_path):
+    budget = 2_000_000
+    fed = _federation(data_dir, tmp_path / "fl", rounds=1, local_steps=2, client_budget=budget)
+    flower.run_server(fed, InProcessGrid(flower.client_app(fed), 2))
+    row = _rows(tmp_path / "fl")[1]
+    assert row["clients"] == [0, 1] and 0 < row["peak_bytes"] <= budget
+
+
+@pytest.mark.parametrize("name", ["fedprox", "fedadam", "fedavgm"])
+def test_every_strategy_runs_a_round(data_dir, tmp_path, name):
+    fed = _federation(data_dir, tmp_path / "fl", rounds=1, local_steps=2, strategy=name)
+    flower.run_server(fed, InProcessGrid(flower.client_app(fed), 2))
+    row = _rows(tmp_path / "fl")[1]
+    assert row["clients"] == [0, 1] and np.isfinite(row["test_loss"])
+
+
+def test_an_opencl_client_on_a_cpu_opencl_device_refuses(monkeypatch):
+    opencl = pytest.importorskip("tfplus.runtime.opencl")
+    if not opencl.available() or not opencl.select(None).type & opencl.cl.device_type.CPU:
+        pytest.skip("needs an OpenCL CPU device (PoCL) as the only one")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    with pytest.raises(RuntimeError, match="CUDA_VISIBLE_DEVICES=''.*--client-gpus"):
+        flower.check_opencl_gpu("opencl")
+
+
+def test_tfplus_and_flower_import_together():
+    import google.protobuf
+
+    from tfplus.proto import graph_pb2  # noqa: F401  tfplus's generated modules load under Flower's protobuf
+    major = int(google.protobuf.__version__.split(".")[0])
+    assert 6 <= major < 8 and flwr.__version__
