@@ -109,8 +109,9 @@ def task_identity(monkeypatch):
 
 
 class InProcessGrid(Grid):
-    """Flower's Grid with the ClientApp called in this process: node i is the client of partition i.
-    `fail(node, message)` may raise to stand for a client that crashes."""
+    """Flower's Grid with the ClientApp called in this process: node 1000+i is the client of partition i.
+    `fail(node, message)` may raise, standing for a client that crashes, or return True for one that never
+    replies (the round's timeout passes)."""
 
     def __init__(self, app, n: int, fail=None):
         self.app, self.fail = app, fail
@@ -142,8 +143,8 @@ class InProcessGrid(Grid):
             node = m.metadata.dst_node_id
             m.metadata.__dict__["_message_id"] = f"m{node}"  # reply_to needs an id
             try:
-                if self.fail:
-                    self.fail(node, m)
+                if self.fail and self.fail(node, m):
+                    continue
                 replies.append(self.app(m, self.nodes[node]))
             except Exception as e:
                 replies.append(Message(Error(code=1, reason=str(e)), reply_to=m))
@@ -176,16 +177,18 @@ def test_two_clients_two_rounds_learn_and_the_checkpoint_restores(data_dir, tmp_
     assert list((tmp_path / "fl").glob("events.out.tfevents.*"))
 
 
-def test_a_failed_client_is_reported_and_the_round_goes_on(data_dir, tmp_path):
-    fed = _federation(data_dir, tmp_path / "fl", rounds=1, local_steps=2)
+def test_failed_and_timed_out_clients_are_reported_and_the_round_goes_on(data_dir, tmp_path):
+    fed = _federation(data_dir, tmp_path / "fl", clients=3, rounds=1, local_steps=2)
 
     def crash(node, message):
         if node == 1001:
             raise RuntimeError("client 1: out of memory (injected)")
-    flower.run_server(fed, InProcessGrid(flower.client_app(fed), 2, fail=crash))
+        return node == 1002
+    flower.run_server(fed, InProcessGrid(flower.client_app(fed), 3, fail=crash))
     row = _rows(tmp_path / "fl")[1]
-    assert row["clients"] == [0]
+    assert row["clients"] == [0] and row["timed_out"] == [1002]
     assert row["failed"] == [{"node": 1001, "reason": "client 1: out of memory (injected)"}]
+    assert row["test_loss"] < _rows(tmp_path / "fl")[0]["test_loss"]  # client 0's update was taken
 
 
 def test_a_client_error_names_the_client(data_dir, tmp_path):
@@ -194,7 +197,9 @@ def test_a_client_error_names_the_client(data_dir, tmp_path):
     flower.run_server(bad, InProcessGrid(flower.client_app(fed), 2))
     row = _rows(tmp_path / "fl")[1]
     assert row["clients"] == [] and len(row["failed"]) == 2
-    assert all(f["reason"].startswith(f"client {i}: ValueError: set_weights") for i, f in enumerate(row["failed"]))
+    assert [f["node"] for f in row["failed"]] == [1000, 1001]
+    assert all(f["reason"].startswith(f"client {i}: ValueError: set_weights: the weights do not match model "
+                                      "'lenet' (unexpected conv3/biases") for i, f in enumerate(row["failed"]))
 
 
 def test_a_budgeted_client_stays_within_its_budget(data_dir, tmp_path):
@@ -220,6 +225,14 @@ def test_an_opencl_client_on_a_cpu_opencl_device_refuses(monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     with pytest.raises(RuntimeError, match="CUDA_VISIBLE_DEVICES=''.*--client-gpus"):
         flower.check_opencl_gpu("opencl")
+
+
+def test_the_run_config_gives_the_deployment_apps_their_settings():
+    fed = flower.Federation.from_run_config({"model": "lenet", "clients": 4, "local-steps": 3, "client-budget": ""})
+    assert (fed.clients, fed.local_steps, fed.client_budget) == (4, 3, None)
+    with pytest.raises(ValueError, match="'local-step'.*local-steps"):
+        flower.Federation.from_run_config({"local-step": 3})
+    assert isinstance(flower.clientapp, flwr.clientapp.ClientApp)
 
 
 def test_tfplus_and_flower_import_together():

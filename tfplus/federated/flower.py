@@ -249,7 +249,8 @@ class _Reporting:
 
     def aggregate_train(self, server_round, replies):
         replies = list(replies)
-        self.failed = [{"node": m.metadata.src_node_id, "reason": m.error.reason} for m in replies if m.has_error()]
+        self.failed = sorted(({"node": m.metadata.src_node_id, "reason": m.error.reason} for m in replies
+                              if m.has_error()), key=lambda f: f["node"])
         ok = [m for m in replies if not m.has_error()]
         self.clients = sorted(int(m.content["metrics"]["client"]) for m in ok)
         self.peak_bytes = max((int(m.content["metrics"].get("peak_bytes", 0)) for m in ok), default=None) or None
@@ -342,3 +343,9 @@ def simulate(fed: Federation, log=None) -> None:
     resources = {"num_cpus": fed.client_cpus, "num_gpus": fed.client_gpus}
     run_simulation(server_app(fed, log), client_app(fed), num_supernodes=fed.clients,
                    backend_config={"client_resources": resources})
+
+
+# The Deployment Engine's entry points (a Flower app's pyproject.toml names them, README.md "Federated training"):
+# every setting comes from the run config.
+clientapp = client_app()
+serverapp = server_app()

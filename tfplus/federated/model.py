@@ -78,9 +78,10 @@ class FederatedModel:
         a missing, extra or misshapen array is a ValueError naming the variable."""
         missing, extra = set(self.names) - set(weights), set(weights) - set(self.names)
         if missing or extra:
-            raise ValueError(f"set_weights: the weights do not match model {self.cfg.model!r}: missing "
-                             f"{sorted(missing)[:3]}, unexpected {sorted(extra)[:3]}; send weights of the same "
-                             "model and widths")
+            what = [f"{label} {', '.join(sorted(names)[:3])}{', ...' * (len(names) > 3)}"
+                    for label, names in (("missing", missing), ("unexpected", extra)) if names]
+            raise ValueError(f"set_weights: the weights do not match model {self.cfg.model!r} ({'; '.join(what)}); "
+                             "send weights of the same model and widths")
         feed = {}
         for name, v, p in zip(self.names, self.variables, self._feeds):
             value = np.asarray(weights[name])
