@@ -230,9 +230,28 @@ def test_an_opencl_client_on_a_cpu_opencl_device_refuses(monkeypatch):
 def test_the_run_config_gives_the_deployment_apps_their_settings():
     fed = flower.Federation.from_run_config({"model": "lenet", "clients": 4, "local-steps": 3, "client-budget": ""})
     assert (fed.clients, fed.local_steps, fed.client_budget) == (4, 3, None)
+    assert flower.Federation.from_run_config({"client-budget": "32MB"}).client_budget == 32_000_000
     with pytest.raises(ValueError, match="'local-step'.*local-steps"):
         flower.Federation.from_run_config({"local-step": 3})
     assert isinstance(flower.clientapp, flwr.clientapp.ClientApp)
+
+
+def test_a_client_evaluates_on_its_slice_of_the_test_set(data_dir):
+    fed = _federation(data_dir, "unused", clients=4)
+    grid = InProcessGrid(flower.client_app(fed), 4)
+    model = FederatedModel(fed.train_config(), fed.local_steps, fed.rounds)
+    ask = Message(RecordDict({"arrays": flower._record(model.get_weights())}), 1002, "evaluate")
+    [reply] = grid.send_and_receive([ask])
+    metrics = reply.content["metrics"]
+    assert metrics["num-examples"] == N_TEST // 4 and 0 <= metrics["eval_accuracy"] <= 1
+
+
+def test_the_command_line_refuses_bad_settings_before_starting(capsys):
+    from tfplus import cli
+    assert cli.main(["federated", "simulate", "--partition", "dirichlet:0"]) == 2
+    assert "dirichlet:ALPHA" in capsys.readouterr().err
+    assert cli.main(["federated", "simulate", "--clients", "2", "--min-clients", "3", "--synthetic"]) == 2
+    assert "(--min-clients) 3 is more than clients 2" in capsys.readouterr().err
 
 
 def test_tfplus_and_flower_import_together():

@@ -70,7 +70,8 @@ class Federation:
         if min(self.clients, self.rounds, self.local_steps, self.batch_size, self.client_cpus, self.min_train) < 1:
             raise ValueError("clients, rounds, local_steps, batch_size, client_cpus and min_train must be >= 1")
         if self.min_train > self.clients:
-            raise ValueError(f"min_train {self.min_train} > clients {self.clients}: a round could never start")
+            raise ValueError(f"min_train (--min-clients) {self.min_train} is more than clients {self.clients}: a "
+                             "round could never start; lower it")
 
     @classmethod
     def from_run_config(cls, config: dict[str, Any]) -> Federation:
@@ -84,6 +85,9 @@ class Federation:
                 raise ValueError(f"run config key {key!r}: not a tfplus federated setting; known: "
                                  f"{', '.join(k.replace('_', '-') for k in fields)}")
             kwargs[name] = None if value == "" else value
+        if isinstance(kwargs.get("client_budget"), str):  # "32MB", as --client-budget takes it
+            from tfplus.units import parse_size
+            kwargs["client_budget"] = parse_size(kwargs["client_budget"], "client-budget")
         return cls(**kwargs)
 
     def train_config(self) -> trainer.TrainConfig:
@@ -188,6 +192,9 @@ def client_app(fed: Federation | None = None) -> ClientApp:
     def setup(msg: Message, context: Context) -> tuple[Federation, int, FederatedModel, tfdata.Dataset]:
         f = fed or Federation.from_run_config(dict(context.run_config))
         client = int(context.node_config["partition-id"])
+        if not 0 <= client < f.clients:
+            raise ValueError(f"client {client}: node config partition-id={client} is outside 0..{f.clients - 1} "
+                             f"(clients={f.clients}); number the SuperNodes' partitions from 0")
         if "num-partitions" in context.node_config and int(context.node_config["num-partitions"]) != f.clients:
             raise ValueError(f"client {client}: node config num-partitions={context.node_config['num-partitions']} "
                              f"but the run has clients={f.clients}; make them equal")
