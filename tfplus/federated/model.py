@@ -45,9 +45,19 @@ class FederatedModel:
             self._anchors = [tf.Variable(tf.zeros(v.shape, v.dtype.base_dtype), trainable=False,
                                          collections=[tf.GraphKeys.LOCAL_VARIABLES], name="anchor")
                              for v in self.variables]
-            self._feeds = [tf.placeholder(v.dtype.base_dtype, v.shape, name="weights") for v in self.variables]
-            self._assign = tf.group(*[v.assign(p) for v, p in zip(self.variables, self._feeds)],
-                                    *[a.assign(p) for a, p in zip(self._anchors, self._feeds)], name="set_weights")
+            # The weights travel as one float32 vector, split and reshaped in the graph: one feed (one upload on
+            # OpenCL) and one fetch (one download), not one per variable.
+            for v in self.variables:
+                if v.dtype.base_dtype != tf.float32:
+                    raise TypeError(f"FederatedModel: variable {v.op.name!r} is {v.dtype.base_dtype.name}; the "
+                                    "weights travel as one float32 vector, so every model variable must be float32")
+            self.shapes = [tuple(v.shape.as_list()) for v in self.variables]
+            self._sizes = [int(np.prod(shape)) for shape in self.shapes]
+            self._flat = tf.placeholder(tf.float32, [sum(self._sizes)], name="weights")
+            parts = [tf.reshape(p, shape) for p, shape in zip(tf.split(self._flat, self._sizes), self.shapes)]
+            self._assign = tf.group(*[v.assign(p) for v, p in zip(self.variables, parts)],
+                                    *[a.assign(p) for a, p in zip(self._anchors, parts)], name="set_weights")
+            self._read = tf.concat([tf.reshape(v, [-1]) for v in self.variables], 0, name="get_weights")
             # Optimizer slots and the global step: everything the optimizer made, never the model's weights.
             model = set(map(id, self.variables))
             slots = [v for v in tf.global_variables() if id(v) not in model and v is not tg.global_step]
@@ -70,8 +80,10 @@ class FederatedModel:
 
     def get_weights(self) -> dict[str, np.ndarray]:
         """{variable name: value} of the model's variables (weights, batch norm's moving statistics), read in one
-        session run."""
-        return dict(zip(self.names, self.sess.run(self.variables)))
+        session run as one vector."""
+        flat = self.sess.run(self._read)
+        return {name: part.reshape(shape) for name, part, shape in
+                zip(self.names, np.split(flat, np.cumsum(self._sizes)[:-1]), self.shapes)}
 
     def set_weights(self, weights: dict[str, np.ndarray]) -> None:
         """Assigns every model variable from `weights` ({name: array}, e.g. get_weights()'s) in one session run;
@@ -82,14 +94,12 @@ class FederatedModel:
                     for label, names in (("missing", missing), ("unexpected", extra)) if names]
             raise ValueError(f"set_weights: the weights do not match model {self.cfg.model!r} ({'; '.join(what)}); "
                              "send weights of the same model and widths")
-        feed = {}
-        for name, v, p in zip(self.names, self.variables, self._feeds):
-            value = np.asarray(weights[name])
-            if value.shape != tuple(v.shape.as_list()):
-                raise ValueError(f"set_weights: variable {name!r} has shape {tuple(v.shape.as_list())}, the weights "
-                                 f"give {value.shape}; send weights of the same model and widths")
-            feed[p] = value
-        self.sess.run(self._assign, feed)
+        for name, shape in zip(self.names, self.shapes):
+            if np.shape(weights[name]) != shape:
+                raise ValueError(f"set_weights: variable {name!r} has shape {shape}, the weights give "
+                                 f"{np.shape(weights[name])}; send weights of the same model and widths")
+        flat = np.concatenate([np.asarray(weights[name], np.float32).reshape(-1) for name in self.names])
+        self.sess.run(self._assign, {self._flat: flat})
 
     def reset_optimizer(self, global_step: int = 0) -> None:
         """Zeroes the optimizer's slots (momentum, Adam's moments) and sets the global step, in one run; the
