@@ -24,7 +24,7 @@ from tfplus.federated.model import FederatedModel
 from tfplus.federated.partition import parse_spec, partition
 
 try:
-    from flwr.app import Array, ArrayRecord, Context, Message, MetricRecord, RecordDict
+    from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
     from flwr.clientapp import ClientApp
     from flwr.serverapp import Grid, ServerApp
     from flwr.serverapp import strategy as flwr_strategy
@@ -185,7 +185,7 @@ def _record(weights: dict[str, np.ndarray]) -> ArrayRecord:
 def client_app(fed: Federation | None = None) -> ClientApp:
     """The ClientApp: on "train", loads the global weights, trains fed.local_steps steps on its shard (client
     = node_config's partition-id, of num-partitions) and replies with its weights and {num-examples, train_loss,
-    train_accuracy, client, peak_bytes}; on "evaluate", tests the weights on its slice of the test set. An
+    train_accuracy} and {client, peak_bytes}; on "evaluate", tests the weights on its slice of the test set. An
     error names the client."""
     app = ClientApp()
 
@@ -214,12 +214,11 @@ def client_app(fed: Federation | None = None) -> ClientApp:
         except Exception as e:
             raise RuntimeError(f"client {client}: {type(e).__name__}: {e}") from e
         metrics = {"num-examples": len(shard.train_labels), "train_loss": out["loss"],
-                   "train_accuracy": out["accuracy"], "client": client}
-        peak = model.peak_bytes()
-        if peak is not None:
-            metrics["peak_bytes"] = peak
-        return Message(RecordDict({"arrays": _record(model.get_weights()), "metrics": MetricRecord(metrics)}),
-                       reply_to=msg)
+                   "train_accuracy": out["accuracy"]}
+        # Who replied and its memory plan's peak: reported as they are, not averaged with the metrics.
+        about = {"client": client, "peak_bytes": model.peak_bytes() or 0}
+        return Message(RecordDict({"arrays": _record(model.get_weights()), "metrics": MetricRecord(metrics),
+                                   "client": ConfigRecord(about)}), reply_to=msg)
 
     @app.evaluate()
     def evaluate(msg: Message, context: Context) -> Message:
@@ -259,8 +258,8 @@ class _Reporting:
         self.failed = sorted(({"node": m.metadata.src_node_id, "reason": m.error.reason} for m in replies
                               if m.has_error()), key=lambda f: f["node"])
         ok = [m for m in replies if not m.has_error()]
-        self.clients = sorted(int(m.content["metrics"]["client"]) for m in ok)
-        self.peak_bytes = max((int(m.content["metrics"].get("peak_bytes", 0)) for m in ok), default=None) or None
+        self.clients = sorted(int(m.content["client"]["client"]) for m in ok)
+        self.peak_bytes = max((int(m.content["client"]["peak_bytes"]) for m in ok), default=0) or None
         self.timed_out = sorted(self.sent - {m.metadata.src_node_id for m in replies})
         arrays, self.train_metrics = super().aggregate_train(server_round, replies)
         return arrays, self.train_metrics
