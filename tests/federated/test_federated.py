@@ -72,6 +72,18 @@ def test_learning_rate_follows_the_server_round():
     assert first == pytest.approx(0.05) and second < first  # round 2 goes on down the cosine, not from its top
 
 
+def test_fedprox_pulls_the_local_model_toward_the_global_one():
+    ds, moved = tfdata.synthetic(64, 16), []
+    for mu in (0.0, 5.0):
+        m = _model(synthetic=True)
+        start = m.get_weights()
+        m.set_weights(start)  # the round's global weights: the proximal term's anchor
+        m.train(ds, steps=5, server_round=2, proximal_mu=mu)
+        end = m.get_weights()
+        moved.append(sum(float(np.sum((end[k] - start[k]) ** 2)) for k in start))
+    assert 0 < moved[1] < moved[0]
+
+
 def test_partitions_are_deterministic_disjoint_and_whole():
     labels = np.repeat(np.arange(10), 30)
     for spec in ("iid", "dirichlet:0.5", "classes:2"):

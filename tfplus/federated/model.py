@@ -40,7 +40,7 @@ class FederatedModel:
         with tg.graph.as_default(), tf.name_scope("federated"):
             self.variables = trainer.model_variables(tg)
             self.names = [v.op.name for v in self.variables]
-            # The global weights as the round began: set with the weights (the same placeholders, the same run),
+            # The global weights as the round began: set with the weights (from the same vector, in the same run),
             # read by FedProx's proximal step.
             self._anchors = [tf.Variable(tf.zeros(v.shape, v.dtype.base_dtype), trainable=False,
                                          collections=[tf.GraphKeys.LOCAL_VARIABLES], name="anchor")
@@ -67,10 +67,11 @@ class FederatedModel:
             # FedProx (Li et al. 2020) as a proximal step after each optimizer step: w -= lr * mu * (w - w_global),
             # the gradient of mu/2 * ||w - w_global||^2 taken at the learning rate.
             self._mu = tf.placeholder(tf.float32, [], name="proximal_mu")
+            trained = {id(v) for v in tf.trainable_variables()}
             with tf.control_dependencies([tg.train_op]):
                 self._prox_step = tf.group(*[v.assign_sub(tg.learning_rate * self._mu * (v - a))
                                              for v, a in zip(self.variables, self._anchors)
-                                             if v in tf.trainable_variables()], name="proximal_step")
+                                             if id(v) in trained], name="proximal_step")
             self._eval_loss = trainer.eval_loss_sum(tg)
             self._local_init = tf.variables_initializer(self._anchors)
             self.saver = tf.train.Saver(max_to_keep=None)
