@@ -96,3 +96,10 @@ def test_a_shard_reads_only_its_records(data_dir):
     assert np.array_equal(shard.train_images, full.train_images[idx])
     assert np.array_equal(shard.train_labels, full.train_labels[idx])
     assert np.array_equal(shard.test_images, full.test_images[[5]])
+
+
+def test_a_client_forks_no_more_step_workers_than_its_cpus(monkeypatch):
+    monkeypatch.setenv("TFPLUS_WORKERS", "4")
+    monkeypatch.setenv("TFPLUS_NUM_THREADS", "4")
+    m = _model(synthetic=True)  # cpus=1
+    assert (m.cfg.threads, m.cfg.workers, m.sess.workers) == (1, 1, None)
