@@ -176,8 +176,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="default 500 (under a memory budget: the training batch size)")
 
     from tfplus import plan_cli, profile_cli
+    from tfplus.federated import cli as federated_cli
     plan_cli.add_parser(sub)
     profile_cli.add_parser(sub)
+    federated_cli.add_parser(sub)
     return parser
 
 

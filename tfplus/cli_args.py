@@ -152,6 +152,16 @@ def device(text: str) -> str:
     return text
 
 
+def partition(text: str) -> str:
+    """A federated partition of the training set: iid, dirichlet:ALPHA or classes:K (tfplus.federated.partition)."""
+    from tfplus.federated.partition import parse_spec
+    try:
+        parse_spec(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return text
+
+
 THREADS_HELP = ("cpu threads per step (default $TFPLUS_NUM_THREADS, else every core this process may use; "
                  "from 2, a training step splits its batch over as many worker processes, $TFPLUS_WORKERS; "
                  "`tfplus devices` shows both)")

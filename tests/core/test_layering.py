@@ -82,7 +82,7 @@ LAYERS = {
     "API": ("tfplus", "tfplus.variables", "tfplus.layers", "tfplus.layers_ext", "tfplus.nn", "tfplus.rnn",
             "tfplus.losses", "tfplus.summary", "tfplus.train", "tfplus.contrib"),
     "tools": ("tfplus.graphs", "tfplus.trainer", "tfplus.cli", "tfplus.cli_args", "tfplus.plan_cli",
-              "tfplus.profile_cli", "tfplus.step_budget", "tfplus.finetune", "tfplus.__main__"),
+              "tfplus.profile_cli", "tfplus.step_budget", "tfplus.finetune", "tfplus.__main__", "tfplus.federated"),
 }
 # The planner is a pure function of (graph, device facts, budget): no device, kernel, engine or thread state.
 PLANNER_NEVER = ("tfplus.runtime", "tfplus.kernels", "tfplus.engine", "tfplus.threads")

@@ -124,8 +124,8 @@ def test_every_option_of_every_subcommand_refuses_hostile_values_in_one_line(com
     (["train", "--log", "{d}/text"], 2, "argument --log: {d}/text exists and is not JSON"),
     (["profile", "--trace", "{d}/text"], 2, "argument --trace: {d}/text exists and is not JSON"),
     # typos and abbreviations (item 16)
-    (["trian"], 2, "invalid choice: 'trian' (choose from 'devices', 'train', 'eval', 'plan', 'profile'); "
-                   "did you mean train?"),
+    (["trian"], 2, "invalid choice: 'trian' (choose from 'devices', 'train', 'eval', 'plan', 'profile', "
+                   "'federated'); did you mean train?"),
     (["train", "--epocs", "3"], 2, "tfplus train: error: unrecognized arguments: --epocs 3; did you mean --epochs?"),
     (["train", "--epoch", "3"], 2, "unrecognized arguments: --epoch 3; did you mean --epochs?"),
     (["plan", "--memory-budge=5MB"], 2, "tfplus plan: error: unrecognized arguments: --memory-budge=5MB; did you "

@@ -160,6 +160,83 @@ def read_batches(batches_dir: PathArg, records_per_file: int = RECORDS_PER_FILE)
                    *parts[-1])
 
 
+def _binary_files(batches_dir: PathArg) -> list[tuple[Path, int]]:
+    """(path, records) of the binary release's files: data_batch_1..5, then test_batch."""
+    folder = Path(batches_dir)
+    files = []
+    for name in (*_TRAIN_FILES, _TEST_FILE):
+        path = folder / f"{name}.bin"
+        if not path.is_file():
+            raise DataError(f"{path} is missing; sharded reading needs the binary release (cifar-10-batches-bin/, "
+                            "data_batch_1.bin .. data_batch_5.bin and test_batch.bin). Download the data again.")
+        size = path.stat().st_size
+        if size == 0 or size % _RECORD_BYTES:
+            raise DataError(f"{path}: {size} bytes is not a whole number of {_RECORD_BYTES}-byte records; the file "
+                            "is truncated or not a CIFAR-10 binary batch. Delete it and download the data again.")
+        files.append((path, size // _RECORD_BYTES))
+    return files
+
+
+def read_labels(batches_dir: PathArg) -> tuple[np.ndarray, np.ndarray]:
+    """(training labels, test labels) of a binary release, without keeping its images (a partition of the
+    training set needs only these).
+
+        train_labels, test_labels = read_labels("/data/cifar-10-batches-bin")
+    """
+    labels = [_labels_of(path, records) for path, records in _binary_files(batches_dir)]
+    return np.concatenate(labels[:-1]), labels[-1]
+
+
+def _labels_of(path: Path, records: int, chunk: int = 1024) -> np.ndarray:
+    """The label bytes of a binary batch, read a chunk of records at a time."""
+    out = np.empty(records, np.uint8)
+    with _open(path) as f:
+        for start in range(0, records, chunk):
+            n = min(chunk, records - start)
+            block = np.frombuffer(f.read(n * _RECORD_BYTES), np.uint8)
+            if block.size != n * _RECORD_BYTES:
+                raise DataError(f"{path}: the file changed while being read")
+            out[start:start + n] = block.reshape(n, _RECORD_BYTES)[:, 0]
+    return _checked_labels(path, out)
+
+
+def _records_at(path: Path, index: np.ndarray) -> np.ndarray:
+    """The records at `index` of a binary batch, each read on its own. NOTE: not through a memory map, whose
+    page faults map 64 KB around each record (fault-around): a tenth of the records mapped the whole file."""
+    rows = np.empty((len(index), _RECORD_BYTES), np.uint8)
+    with _open(path) as f:
+        for i, record in enumerate(index):
+            data = os.pread(f.fileno(), _RECORD_BYTES, int(record) * _RECORD_BYTES)
+            if len(data) != _RECORD_BYTES:
+                raise DataError(f"{path}: record {record} is cut short; the file changed while being read")
+            rows[i] = np.frombuffer(data, np.uint8)
+    return rows
+
+
+def read_shard(batches_dir: PathArg, train_index: np.ndarray, test_index: np.ndarray | None = None) -> Dataset:
+    """The training examples at `train_index` (positions in data_batch_1..5 read as one set, as read_batches
+    orders them) and the test examples at `test_index` (default: none), reading only those records from disk:
+    a federated client holds its shard, not CIFAR-10.
+
+        shard = read_shard("/data/cifar-10-batches-bin", np.arange(0, 50000, 10))
+    """
+    *train, (test_path, test_records) = _binary_files(batches_dir)
+    starts = np.cumsum([0] + [records for _, records in train])
+    index = np.asarray(train_index, np.int64)
+    tests = np.asarray(test_index if test_index is not None else [], np.int64)
+    for what, idx, n in (("training", index, starts[-1]), ("test", tests, test_records)):
+        if idx.size and (idx.min() < 0 or idx.max() >= n):
+            raise ValueError(f"read_shard: a {what} index is outside 0..{n - 1}")
+    file_of = np.searchsorted(starts, index, side="right") - 1
+    rows = np.empty((len(index), _RECORD_BYTES), np.uint8)
+    for f, (path, _) in enumerate(train):
+        here = file_of == f
+        rows[here] = _records_at(path, index[here] - starts[f])
+    test_rows = _records_at(test_path, tests)
+    return Dataset(rows[:, 1:].reshape(len(rows), *IMAGE_SHAPE), _checked_labels(Path(batches_dir), rows[:, 0]),
+                   test_rows[:, 1:].reshape(len(test_rows), *IMAGE_SHAPE), _checked_labels(test_path, test_rows[:, 0]))
+
+
 def _open(path: Path) -> io.BufferedReader:
     """`path` opened for reading; a file that cannot be opened is a DataError that says why."""
     try:

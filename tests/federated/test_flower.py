@@ -1,0 +1,190 @@
+"""tfplus.federated.flower: the Flower apps run in this process (a Grid that calls the ClientApp directly: Flower's
+server and client logic without a Ray cluster, which takes longer to start on CI's 2 cores than these tests take to
+run), the CLI's refusals, and tfplus and Flower in one environment."""
+import functools
+import json
+import time
+
+import numpy as np
+import pytest
+
+from tfplus import data as tfdata
+from tfplus import trainer
+from tfplus.data import cifar10
+from tfplus.federated import FederatedModel
+
+flwr = pytest.importorskip("flwr", reason="Flower is not installed: pip install \"tfplus[federated]\"")
+from flwr.app import Context, Error, Message, RecordDict  # noqa: E402
+from flwr.serverapp import Grid  # noqa: E402
+
+from tfplus.federated import flower  # noqa: E402
+
+N_TRAIN, N_TEST = 200, 40  # a small synthetic CIFAR-10 in the binary format: 5 files of 40, a test file of 40
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    return cifar10.write_binary_batches(tmp_path_factory.mktemp("data"), tfdata.synthetic(N_TRAIN, N_TEST, seed=3))
+
+
+@pytest.fixture(autouse=True)
+def task_identity(monkeypatch):
+    """Flower's messages take the run's id from the process's task identity, which its runtimes set."""
+    from flwr.supercore.task_identity import TaskIdentity
+    monkeypatch.setattr(TaskIdentity, "_run_id", 1)
+    monkeypatch.setattr(TaskIdentity, "_node_id", 1)
+    monkeypatch.setattr(TaskIdentity, "_task_id", 1)
+
+
+class InProcessGrid(Grid):
+    """Flower's Grid with the ClientApp called in this process: node 1000+i is the client of partition i.
+    `fail(node, message)` may raise, standing for a client that crashes, or return True for one that never
+    replies (the round's timeout passes)."""
+
+    def __init__(self, app, n: int, fail=None):
+        self.app, self.fail = app, fail
+        self.nodes = {1000 + i: Context(run_id=1, node_id=1000 + i, state=RecordDict(), run_config={},
+                                        node_config={"partition-id": i, "num-partitions": n}) for i in range(n)}
+
+    def set_run(self, run):
+        pass
+
+    @property
+    def run(self):
+        return None
+
+    def create_message(self, content, message_type, dst_node_id, group_id, ttl=None):
+        return Message(content, dst_node_id, message_type)
+
+    def get_node_ids(self):
+        return list(self.nodes)
+
+    def push_messages(self, messages):
+        raise NotImplementedError
+
+    def pull_messages(self, message_ids):
+        raise NotImplementedError
+
+    def send_and_receive(self, messages, *, timeout=None):
+        replies = []
+        for m in messages:
+            node = m.metadata.dst_node_id
+            m.metadata.__dict__["_message_id"] = f"m{node}"  # reply_to needs an id
+            try:
+                if self.fail and self.fail(node, m):
+                    continue
+                replies.append(self.app(m, self.nodes[node]))
+            except Exception as e:
+                replies.append(Message(Error(code=1, reason=str(e)), reply_to=m))
+        return replies
+
+
+def _federation(data_dir, out, **kw):
+    return flower.Federation(**{"model": "lenet", "clients": 2, "rounds": 2, "local_steps": 8, "batch_size": 16,
+                                "data": str(data_dir.parent), "out": str(out), "lr": 0.02, **kw})
+
+
+def _rows(out):
+    return [json.loads(line) for line in (out / "rounds.jsonl").read_text().splitlines()]
+
+
+def test_two_clients_two_rounds_learn_and_the_checkpoint_restores(data_dir, tmp_path, monkeypatch):
+    fed = _federation(data_dir, tmp_path / "fl")
+    start = time.perf_counter()
+    flower.run_server(fed, InProcessGrid(flower.client_app(fed), 2))
+    rows = _rows(tmp_path / "fl")
+    assert [r["round"] for r in rows] == [0, 1, 2]
+    assert rows[2]["clients"] == [0, 1] and rows[2]["failed"] == [] and rows[2]["timed_out"] == []
+    assert rows[2]["test_loss"] < rows[0]["test_loss"]
+    assert rows[2]["train_loss"] < rows[1]["train_loss"]
+    assert time.perf_counter() - start < 60
+    # The global model restores in tfplus: `tfplus eval` reads the last round's checkpoint and its accuracy.
+    monkeypatch.setattr(tfdata, "read_batches", functools.partial(tfdata.read_batches, records_per_file=N_TEST))
+    result = trainer.evaluate(str(tmp_path / "fl"), data=str(data_dir.parent), batch_size=20)
+    assert result.accuracy == pytest.approx(rows[2]["test_accuracy"])
+    assert list((tmp_path / "fl").glob("events.out.tfevents.*"))
+
+
+def test_failed_and_timed_out_clients_are_reported_and_the_round_goes_on(data_dir, tmp_path):
+    fed = _federation(data_dir, tmp_path / "fl", clients=3, rounds=1, local_steps=2)
+
+    def crash(node, message):
+        if node == 1001:
+            raise RuntimeError("client 1: out of memory (injected)")
+        return node == 1002
+    flower.run_server(fed, InProcessGrid(flower.client_app(fed), 3, fail=crash))
+    row = _rows(tmp_path / "fl")[1]
+    assert row["clients"] == [0] and row["timed_out"] == [1002]
+    assert row["failed"] == [{"node": 1001, "reason": "client 1: out of memory (injected)"}]
+    assert row["test_loss"] < _rows(tmp_path / "fl")[0]["test_loss"]  # client 0's update was taken
+
+
+def test_a_client_error_names_the_client(data_dir, tmp_path):
+    fed = _federation(data_dir, tmp_path / "fl", clients=2, partition="classes:1", rounds=1)
+    bad = flower.Federation(**{**fed.__dict__, "model": "mentee"})  # its weights do not fit lenet's clients
+    flower.run_server(bad, InProcessGrid(flower.client_app(fed), 2))
+    row = _rows(tmp_path / "fl")[1]
+    assert row["clients"] == [] and len(row["failed"]) == 2
+    assert [f["node"] for f in row["failed"]] == [1000, 1001]
+    assert all(f["reason"].startswith(f"client {i}: ValueError: set_weights: the weights do not match model "
+                                      "'lenet' (unexpected conv3/biases") for i, f in enumerate(row["failed"]))
+
+
+def test_a_budgeted_client_stays_within_its_budget(data_dir, tmp_path):
+    budget = 2_000_000
+    fed = _federation(data_dir, tmp_path / "fl", rounds=1, local_steps=2, client_budget=budget)
+    flower.run_server(fed, InProcessGrid(flower.client_app(fed), 2))
+    row = _rows(tmp_path / "fl")[1]
+    assert row["clients"] == [0, 1] and 0 < row["peak_bytes"] <= budget
+
+
+@pytest.mark.parametrize("name", ["fedprox", "fedadam", "fedavgm"])
+def test_every_strategy_runs_a_round(data_dir, tmp_path, name):
+    fed = _federation(data_dir, tmp_path / "fl", rounds=1, local_steps=2, strategy=name)
+    flower.run_server(fed, InProcessGrid(flower.client_app(fed), 2))
+    row = _rows(tmp_path / "fl")[1]
+    assert row["clients"] == [0, 1] and np.isfinite(row["test_loss"])
+
+
+def test_an_opencl_client_on_a_cpu_opencl_device_refuses(monkeypatch):
+    opencl = pytest.importorskip("tfplus.runtime.opencl")
+    if not opencl.available() or not opencl.select(None).type & opencl.cl.device_type.CPU:
+        pytest.skip("needs an OpenCL CPU device (PoCL) as the only one")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    with pytest.raises(RuntimeError, match="CUDA_VISIBLE_DEVICES=''.*--client-gpus"):
+        flower.check_opencl_gpu("opencl")
+
+
+def test_the_run_config_gives_the_deployment_apps_their_settings():
+    fed = flower.Federation.from_run_config({"model": "lenet", "clients": 4, "local-steps": 3, "client-budget": ""})
+    assert (fed.clients, fed.local_steps, fed.client_budget) == (4, 3, None)
+    assert flower.Federation.from_run_config({"client-budget": "32MB"}).client_budget == 32_000_000
+    with pytest.raises(ValueError, match="'local-step'.*local-steps"):
+        flower.Federation.from_run_config({"local-step": 3})
+    assert isinstance(flower.clientapp, flwr.clientapp.ClientApp)
+
+
+def test_a_client_evaluates_on_its_slice_of_the_test_set(data_dir):
+    fed = _federation(data_dir, "unused", clients=4)
+    grid = InProcessGrid(flower.client_app(fed), 4)
+    model = FederatedModel(fed.train_config(), fed.local_steps, fed.rounds)
+    ask = Message(RecordDict({"arrays": flower._record(model.get_weights())}), 1002, "evaluate")
+    [reply] = grid.send_and_receive([ask])
+    metrics = reply.content["metrics"]
+    assert metrics["num-examples"] == N_TEST // 4 and 0 <= metrics["eval_accuracy"] <= 1
+
+
+def test_the_command_line_refuses_bad_settings_before_starting(capsys):
+    from tfplus import cli
+    assert cli.main(["federated", "simulate", "--partition", "dirichlet:0"]) == 2
+    assert "dirichlet:ALPHA" in capsys.readouterr().err
+    assert cli.main(["federated", "simulate", "--clients", "2", "--min-clients", "3", "--synthetic"]) == 2
+    assert "(--min-clients) 3 is more than clients 2" in capsys.readouterr().err
+
+
+def test_tfplus_and_flower_import_together():
+    import google.protobuf
+
+    from tfplus.proto import graph_pb2  # noqa: F401  tfplus's generated modules load under Flower's protobuf
+    major = int(google.protobuf.__version__.split(".")[0])
+    assert 6 <= major < 8 and flwr.__version__

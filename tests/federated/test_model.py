@@ -1,0 +1,105 @@
+"""tfplus.federated's framework side, without Flower: the weights API (one session run each way), the optimizer
+reset, the round-driven learning rate, FedProx's proximal step, partitions, and sharded CIFAR-10 reading."""
+import numpy as np
+import pytest
+
+import tfplus as tf
+from tfplus import data as tfdata
+from tfplus import trainer
+from tfplus.data import cifar10
+from tfplus.federated import FederatedModel, partition
+
+N_TRAIN, N_TEST = 200, 40  # a small synthetic CIFAR-10 in the binary format: 5 files of 40, a test file of 40
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    return cifar10.write_binary_batches(tmp_path_factory.mktemp("data"), tfdata.synthetic(N_TRAIN, N_TEST, seed=3))
+
+
+def _model(**kw):
+    cfg = trainer.TrainConfig(model="lenet", batch_size=16, **kw)
+    return FederatedModel(cfg, steps_per_round=5, rounds=2, cpus=1)
+
+
+def test_weights_round_trip_exactly_in_one_run_each():
+    m = _model(synthetic=True)
+    rng = np.random.default_rng(0)
+    sent = {k: rng.standard_normal(v.shape).astype(v.dtype) for k, v in m.get_weights().items()}
+    runs, run = [], m.sess.run
+    m.sess.run = lambda *a, **k: runs.append(a) or run(*a, **k)
+    m.set_weights(sent)
+    got = m.get_weights()
+    assert got.keys() == sent.keys() and all(np.array_equal(got[k], sent[k]) for k in sent)
+    assert len(runs) == 2  # one session run assigns them all, one reads them all
+    with pytest.raises(ValueError, match="conv1/weights"):
+        m.set_weights({**sent, "conv1/weights": sent["conv1/weights"][:1]})
+    with pytest.raises(ValueError, match="missing"):
+        m.set_weights({k: v for k, v in sent.items() if k != "fc3/biases"})
+
+
+def test_reset_optimizer_keeps_weights_and_sets_the_step():
+    m = _model(synthetic=True)
+    ds = tfdata.synthetic(64, 16)
+    m.train(ds, steps=3, server_round=1)
+    before = m.get_weights()
+    m.reset_optimizer(global_step=7)
+    after = m.get_weights()
+    assert all(np.array_equal(before[k], after[k]) for k in before)
+    assert int(m.sess.run(m.tg.global_step)) == 7
+    slots = [v for v in m.tg.graph.get_collection(tf.GraphKeys.GLOBAL_VARIABLES) if "Momentum" in v.op.name]
+    assert slots and all(not np.any(s) for s in m.sess.run(slots))
+
+
+def test_learning_rate_follows_the_server_round():
+    m = _model(synthetic=True, warmup_steps=0, schedule="cosine", lr=0.05)
+    m.reset_optimizer((1 - 1) * 5)
+    first = float(m.sess.run(m.tg.learning_rate))
+    m.reset_optimizer((2 - 1) * 5)
+    second = float(m.sess.run(m.tg.learning_rate))
+    assert first == pytest.approx(0.05) and second < first  # round 2 goes on down the cosine, not from its top
+
+
+def test_fedprox_pulls_the_local_model_toward_the_global_one():
+    ds, moved = tfdata.synthetic(64, 16), []
+    for mu in (0.0, 5.0):
+        m = _model(synthetic=True)
+        start = m.get_weights()
+        m.set_weights(start)  # the round's global weights: the proximal term's anchor
+        m.train(ds, steps=5, server_round=2, proximal_mu=mu)
+        end = m.get_weights()
+        moved.append(sum(float(np.sum((end[k] - start[k]) ** 2)) for k in start))
+    assert 0 < moved[1] < moved[0]
+
+
+def test_partitions_are_deterministic_disjoint_and_whole():
+    labels = np.repeat(np.arange(10), 30)
+    for spec in ("iid", "dirichlet:0.5", "classes:2"):
+        parts = partition(labels, 5, spec, seed=1)
+        again = partition(labels, 5, spec, seed=1)
+        assert all(np.array_equal(a, b) for a, b in zip(parts, again)), spec
+        joined = np.concatenate(parts)
+        assert len(joined) == len(np.unique(joined)) == len(labels), spec
+    assert [len(np.unique(labels[p])) for p in partition(labels, 5, "classes:2", 0)] == [2] * 5
+    assert not all(np.array_equal(a, b) for a, b in zip(partition(labels, 4, "iid", 1),
+                                                         partition(labels, 4, "iid", 2)))
+    with pytest.raises(ValueError, match="dirichlet:ALPHA"):
+        partition(labels, 4, "dirichlet:-1")
+
+
+def test_a_shard_reads_only_its_records(data_dir):
+    full = tfdata.read_batches(data_dir, records_per_file=N_TEST)
+    train_labels, test_labels = cifar10.read_labels(data_dir)
+    assert np.array_equal(train_labels, full.train_labels) and np.array_equal(test_labels, full.test_labels)
+    idx = np.array([0, 39, 40, 123, 199])
+    shard = cifar10.read_shard(data_dir, idx, np.array([5]))
+    assert np.array_equal(shard.train_images, full.train_images[idx])
+    assert np.array_equal(shard.train_labels, full.train_labels[idx])
+    assert np.array_equal(shard.test_images, full.test_images[[5]])
+
+
+def test_a_client_forks_no_more_step_workers_than_its_cpus(monkeypatch):
+    monkeypatch.setenv("TFPLUS_WORKERS", "4")
+    monkeypatch.setenv("TFPLUS_NUM_THREADS", "4")
+    m = _model(synthetic=True)  # cpus=1
+    assert (m.cfg.threads, m.cfg.workers, m.sess.workers) == (1, 1, None)

@@ -1,0 +1,78 @@
+"""`tfplus federated simulate`: federated training of a model on CIFAR-10 shards, in Flower's Simulation Engine.
+
+    tfplus federated simulate --model lenet --clients 8 --rounds 5 --local-steps 50 --partition dirichlet:0.5 \\
+        --out fl/
+    tfplus eval fl/          # the global model of the last round
+
+Each round's row (test accuracy and loss of the global model, the clients that replied, failed or timed out, the
+seconds it took) is printed and appended to OUT/rounds.jsonl; OUT also gets the global model's checkpoints and
+TensorBoard scalars (federated/*).
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+
+from tfplus import cli_args
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    """Adds `federated simulate` to an argparse subparsers object; its handler is `main` (set as `func`)."""
+    from tfplus.federated.partition import SPECS
+    f = subparsers.add_parser("federated", help="federated training on Flower (pip install \"tfplus[federated]\")",
+                              description=__doc__.split("\n\n")[0])
+    sub = f.add_subparsers(dest="federated_command", metavar="COMMAND", parser_class=cli_args.Parser, required=True)
+    s = sub.add_parser("simulate", help="N clients and a server in Flower's Simulation Engine on this machine",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    s.add_argument("--model", type=cli_args.model, default="lenet", help="registered model; default lenet")
+    s.add_argument("--clients", type=cli_args.positive_int, default=8, help="simulated clients (default 8)")
+    s.add_argument("--rounds", type=cli_args.positive_int, default=5, help="federated rounds (default 5)")
+    s.add_argument("--local-steps", type=cli_args.positive_int, default=50,
+                   help="optimizer steps each client takes per round (default 50)")
+    s.add_argument("--batch-size", type=cli_args.batch_size, default=32, help="client batch size (default 32)")
+    s.add_argument("--lr", type=float, help="peak learning rate (default: the optimizer's, 0.05 for momentum); the "
+                   "schedule warms up over round 1 and decays over all rounds' steps")
+    s.add_argument("--partition", type=cli_args.partition, default="iid", help=f"{SPECS}; default iid")
+    s.add_argument("--strategy", choices=("fedavg", "fedprox", "fedadam", "fedavgm"), default="fedavg",
+                   help="Flower strategy (default fedavg)")
+    s.add_argument("--proximal-mu", type=float, default=0.01, help="fedprox's mu (default 0.01)")
+    s.add_argument("--min-clients", type=cli_args.positive_int, default=1, dest="min_train",
+                   help="replies a round needs to go on (Flower's min_train_nodes; default 1): a failed or timed-out "
+                   "client is reported by id and the round goes on with the rest")
+    s.add_argument("--round-timeout", type=float, default=600.0, metavar="SECONDS",
+                   help="how long a round waits for replies (default 600)")
+    s.add_argument("--client-budget", type=cli_args.size, metavar="SIZE",
+                   help="plan each client's training step to fit SIZE bytes (e.g. 32MB)")
+    s.add_argument("--device", type=cli_args.device, default="cpu", help="each client's device: cpu or opencl[:N] "
+                   "(an OpenCL GPU: a client that finds only a CPU OpenCL device fails, naming why)")
+    s.add_argument("--client-cpus", type=cli_args.positive_int, default=1,
+                   help="CPUs per client (Ray's num_cpus): its threads and at most as many step workers (default 1)")
+    s.add_argument("--client-gpus", type=float, default=0.0, help="GPUs per client (Ray's num_gpus; a fraction "
+                   "shares one); needed for --device opencl on NVIDIA GPUs")
+    s.add_argument("--seed", type=cli_args.seed, default=0, help="the partition, the initial weights, the batches")
+    data = s.add_mutually_exclusive_group()
+    data.add_argument("--data", type=cli_args.path, metavar="DIR", help="the folder of cifar-10-batches-bin/ "
+                      "(default $TFPLUS_DATA, else the cache); each client reads only its shard")
+    data.add_argument("--synthetic", action="store_true", help="tfplus's small synthetic set (a demo)")
+    s.add_argument("--out", metavar="DIR", help="rounds.jsonl, the global model's checkpoints, TensorBoard events")
+    s.set_defaults(func=main)
+    return f
+
+
+def main(args: argparse.Namespace) -> int:
+    from tfplus.trainer import UsageError
+    try:
+        from tfplus.federated import flower
+    except ImportError as e:
+        raise UsageError(str(e)) from None
+    names = {f.name for f in dataclasses.fields(flower.Federation)}
+    try:
+        fed = flower.Federation(**{k: v for k, v in vars(args).items() if k in names})
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    flower.simulate(fed, log=lambda row: print(json.dumps(row), flush=True))
+    if fed.out is None:
+        print("tfplus federated simulate: note: no --out, so the global model was not saved", file=sys.stderr)
+    return 0

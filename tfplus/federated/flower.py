@@ -1,0 +1,357 @@
+"""tfplus on Flower (https://flower.ai): the ClientApp, the ServerApp and the simulation behind `tfplus federated`.
+
+Needs the extra: pip install "tfplus[federated]". One Federation (the settings) drives both apps; in the
+Simulation Engine it is passed in, in the Deployment Engine (`flwr run`) it comes from the app's run config
+(tool.flwr.app.config in its pyproject.toml, keys as the CLI's flags: clients, rounds, local-steps, ...).
+
+    fed = Federation(model="lenet", clients=8, rounds=5, local_steps=50, partition="dirichlet:0.5", out="fl")
+    simulate(fed)          # fl/rounds.jsonl, fl/model.ckpt-*, TensorBoard events in fl/
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tfplus import data as tfdata
+from tfplus import summary, trainer
+from tfplus.data import cifar10
+from tfplus.federated.model import FederatedModel
+from tfplus.federated.partition import parse_spec, partition
+
+try:
+    from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
+    from flwr.clientapp import ClientApp
+    from flwr.serverapp import Grid, ServerApp
+    from flwr.serverapp import strategy as flwr_strategy
+except ImportError as e:  # the extra is optional: say how to get it
+    raise ImportError(f"tfplus.federated.flower needs Flower ({e}); install it with pip install "
+                      "\"tfplus[federated]\"") from None
+
+STRATEGIES = ("fedavg", "fedprox", "fedadam", "fedavgm")
+_SCALARS = ("test_accuracy", "test_loss", "train_loss", "train_accuracy", "round_s")  # TensorBoard, per round
+
+
+@dataclasses.dataclass(frozen=True)
+class Federation:
+    """A federated run: the model and recipe every client trains, how CIFAR-10 is split, the server's strategy,
+    and where the global model's checkpoints and the per-round log go (`out`)."""
+    model: str = "lenet"
+    clients: int = 2
+    rounds: int = 3
+    local_steps: int = 50
+    batch_size: int = 32
+    lr: float | None = None
+    optimizer: str = "momentum"
+    partition: str = "iid"
+    seed: int = 0
+    strategy: str = "fedavg"
+    proximal_mu: float = 0.01          # fedprox
+    server_lr: float = 1.0             # fedavgm's server learning rate, fedadam's eta (0.1 is Flower's default)
+    fraction_train: float = 1.0
+    min_train: int = 1                 # Flower's min_train_nodes: a round goes on with this many replies
+    round_timeout: float = 600.0       # seconds a round waits for its clients' replies
+    device: str = "cpu"
+    client_budget: int | None = None   # bytes: each client's training step is planned to fit
+    client_cpus: int = 1
+    client_gpus: float = 0.0
+    data: str | None = None            # the folder of cifar-10-batches-bin (or its parent); None: $TFPLUS_DATA, cache
+    synthetic: bool = False            # tfplus's synthetic set (tests, demos): each client computes its shard of it
+    out: str | None = None
+
+    def __post_init__(self) -> None:
+        parse_spec(self.partition)
+        if self.strategy not in STRATEGIES:
+            raise ValueError(f"strategy {self.strategy!r}: use one of {', '.join(STRATEGIES)}")
+        if min(self.clients, self.rounds, self.local_steps, self.batch_size, self.client_cpus, self.min_train) < 1:
+            raise ValueError("clients, rounds, local_steps, batch_size, client_cpus and min_train must be >= 1")
+        if self.min_train > self.clients:
+            raise ValueError(f"min_train (--min-clients) {self.min_train} is more than clients {self.clients}: a "
+                             "round could never start; lower it")
+
+    @classmethod
+    def from_run_config(cls, config: dict[str, Any]) -> Federation:
+        """From a Flower run config ({"local-steps": 50, ...}; an empty string for None); an unknown key is a
+        ValueError listing the known ones."""
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        kwargs = {}
+        for key, value in config.items():
+            name = key.replace("-", "_")
+            if name not in fields:
+                raise ValueError(f"run config key {key!r}: not a tfplus federated setting; known: "
+                                 f"{', '.join(k.replace('_', '-') for k in fields)}")
+            kwargs[name] = None if value == "" else value
+        if isinstance(kwargs.get("client_budget"), str):  # "32MB", as --client-budget takes it
+            from tfplus.units import parse_size
+            kwargs["client_budget"] = parse_size(kwargs["client_budget"], "client-budget")
+        return cls(**kwargs)
+
+    def train_config(self) -> trainer.TrainConfig:
+        return trainer.TrainConfig(model=self.model, batch_size=self.batch_size, lr=self.lr, optimizer=self.optimizer,
+                                   seed=self.seed, synthetic=self.synthetic, device=self.device,
+                                   memory_budget=self.client_budget, data=self.data)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Data: each process reads only what it uses
+
+def _batches_dir(fed: Federation) -> Path:
+    found = tfdata.find_data_dir(fed.data)
+    if found is None:
+        tfdata.load(fed.data)  # raises DataError naming the folder and the fixes
+    return found
+
+
+def client_shard(fed: Federation, client: int) -> tfdata.Dataset:
+    """Client `client`'s training shard (and an equal slice of the test set, for client-side evaluation): its
+    partition of the training labels, its images alone read from disk."""
+    if fed.synthetic:
+        full = tfdata.synthetic(trainer.SYNTHETIC_TRAIN, trainer.SYNTHETIC_TEST, seed=trainer.SYNTHETIC_SEED)
+        train_labels, test_labels = full.train_labels, full.test_labels
+    else:
+        folder = _batches_dir(fed)
+        train_labels, test_labels = cifar10.read_labels(folder)
+    mine = partition(train_labels, fed.clients, fed.partition, fed.seed)[client]
+    test = np.array_split(np.arange(len(test_labels)), fed.clients)[client]
+    if fed.synthetic:
+        return tfdata.Dataset(full.train_images[mine], full.train_labels[mine], full.test_images[test],
+                              full.test_labels[test])
+    return cifar10.read_shard(folder, mine, test)
+
+
+def test_set(fed: Federation) -> tfdata.Dataset:
+    """The whole test set and no training examples: what the server's central evaluation reads."""
+    if fed.synthetic:
+        full = tfdata.synthetic(trainer.SYNTHETIC_TRAIN, trainer.SYNTHETIC_TEST, seed=trainer.SYNTHETIC_SEED)
+        return tfdata.Dataset(full.train_images[:0], full.train_labels[:0], full.test_images, full.test_labels)
+    folder = _batches_dir(fed)
+    return cifar10.read_shard(folder, np.zeros(0, np.int64), np.arange(len(cifar10.read_labels(folder)[1])))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The client
+
+def check_opencl_gpu(device: str) -> None:
+    """On an `opencl` device: refuses to run when the OpenCL device found is a CPU (PoCL), as happens when a
+    client's GPU is hidden (Ray gives a client without GPUs CUDA_VISIBLE_DEVICES=""), instead of silently
+    training on the CPU through OpenCL."""
+    from tfplus.runtime import parse_device
+    kind, selector = parse_device(device)
+    if kind != "opencl":
+        return
+    from tfplus.runtime import opencl
+    d = opencl.select(selector)
+    if d.type & opencl.cl.device_type.CPU:
+        hidden = os.environ.get("CUDA_VISIBLE_DEVICES")
+        why = (f" (CUDA_VISIBLE_DEVICES={hidden!r} hides NVIDIA's OpenCL platform: give each client a GPU, "
+               "--client-gpus 1 or a fraction)" if hidden is not None else "")
+        raise RuntimeError(f"--device {device}: the only OpenCL device here is {d.name.strip()}, a CPU{why}; "
+                           "use --device cpu to train on the CPU")
+
+
+class _Cache:
+    """A process's model and its last shard: a simulation runs many clients one after another in a few worker
+    processes, which keep the graph and session (set_weights replaces the weights) and reread only shards."""
+    model: FederatedModel | None = None
+    fed: Federation | None = None
+    shard: tuple[int, tfdata.Dataset] | None = None
+
+
+def _client_model(fed: Federation, client: int) -> tuple[FederatedModel, tfdata.Dataset]:
+    c = _Cache
+    if c.fed != fed:
+        check_opencl_gpu(fed.device)
+        if c.model is not None:
+            c.model.close()
+        c.model, c.fed, c.shard = FederatedModel(fed.train_config(), fed.local_steps, fed.rounds,
+                                                 cpus=fed.client_cpus), fed, None
+    if c.shard is None or c.shard[0] != client:
+        c.shard = (client, client_shard(fed, client))
+    return c.model, c.shard[1]
+
+
+def _weights(record: ArrayRecord) -> dict[str, np.ndarray]:
+    return {name: array.numpy() for name, array in record.items()}
+
+
+def _record(weights: dict[str, np.ndarray]) -> ArrayRecord:
+    return ArrayRecord(array_dict={name: Array(np.ascontiguousarray(w)) for name, w in weights.items()})
+
+
+def client_app(fed: Federation | None = None) -> ClientApp:
+    """The ClientApp: on "train", loads the global weights, trains fed.local_steps steps on its shard (client
+    = node_config's partition-id, of num-partitions) and replies with its weights and {num-examples, train_loss,
+    train_accuracy} and {client, peak_bytes}; on "evaluate", tests the weights on its slice of the test set. An
+    error names the client."""
+    app = ClientApp()
+
+    def setup(msg: Message, context: Context) -> tuple[Federation, int, FederatedModel, tfdata.Dataset]:
+        f = fed or Federation.from_run_config(dict(context.run_config))
+        client = int(context.node_config["partition-id"])
+        if not 0 <= client < f.clients:
+            raise ValueError(f"client {client}: node config partition-id={client} is outside 0..{f.clients - 1} "
+                             f"(clients={f.clients}); number the SuperNodes' partitions from 0")
+        if "num-partitions" in context.node_config and int(context.node_config["num-partitions"]) != f.clients:
+            raise ValueError(f"client {client}: node config num-partitions={context.node_config['num-partitions']} "
+                             f"but the run has clients={f.clients}; make them equal")
+        model, shard = _client_model(f, client)
+        model.set_weights(_weights(msg.content["arrays"]))
+        return f, client, model, shard
+
+    @app.train()
+    def train(msg: Message, context: Context) -> Message:
+        client = context.node_config.get("partition-id")
+        try:
+            f, client, model, shard = setup(msg, context)
+            config = msg.content["config"]
+            out = model.train(shard, f.local_steps, int(config["server-round"]),
+                              float(config.get("proximal-mu", 0.0)), seed=f.seed * 1_000_003 + client * 1009
+                              + int(config["server-round"]))
+        except Exception as e:
+            raise RuntimeError(f"client {client}: {type(e).__name__}: {e}") from e
+        metrics = {"num-examples": len(shard.train_labels), "train_loss": out["loss"],
+                   "train_accuracy": out["accuracy"]}
+        # Who replied and its memory plan's peak: reported as they are, not averaged with the metrics.
+        about = {"client": client, "peak_bytes": model.peak_bytes() or 0}
+        return Message(RecordDict({"arrays": _record(model.get_weights()), "metrics": MetricRecord(metrics),
+                                   "client": ConfigRecord(about)}), reply_to=msg)
+
+    @app.evaluate()
+    def evaluate(msg: Message, context: Context) -> Message:
+        client = context.node_config.get("partition-id")
+        try:
+            _, client, model, shard = setup(msg, context)
+            accuracy, loss = model.evaluate(shard)
+        except Exception as e:
+            raise RuntimeError(f"client {client}: {type(e).__name__}: {e}") from e
+        return Message(RecordDict({"metrics": MetricRecord({"num-examples": len(shard.test_labels),
+                                                            "eval_loss": loss, "eval_accuracy": accuracy})}),
+                       reply_to=msg)
+
+    return app
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The server
+
+class _Reporting:
+    """Mixed into a Flower strategy: remembers which nodes each training round sent to, which replied, which
+    failed (Flower's error reason names the client) and which timed out, for the round's log row."""
+    sent: set[int] = set()
+    failed: list[dict[str, Any]] = []
+    clients: list[int] = []
+    timed_out: list[int] = []
+    peak_bytes: int | None = None
+    train_metrics: MetricRecord | None = None
+
+    def configure_train(self, server_round, arrays, config, grid):
+        messages = list(super().configure_train(server_round, arrays, config, grid))
+        self.sent = {m.metadata.dst_node_id for m in messages}
+        return messages
+
+    def aggregate_train(self, server_round, replies):
+        replies = list(replies)
+        self.failed = sorted(({"node": m.metadata.src_node_id, "reason": m.error.reason} for m in replies
+                              if m.has_error()), key=lambda f: f["node"])
+        ok = [m for m in replies if not m.has_error()]
+        self.clients = sorted(int(m.content["client"]["client"]) for m in ok)
+        self.peak_bytes = max((int(m.content["client"]["peak_bytes"]) for m in ok), default=0) or None
+        self.timed_out = sorted(self.sent - {m.metadata.src_node_id for m in replies})
+        arrays, self.train_metrics = super().aggregate_train(server_round, replies)
+        return arrays, self.train_metrics
+
+
+def make_strategy(fed: Federation):
+    """The Flower strategy fed.strategy names, central evaluation only (clients evaluate when asked by a
+    strategy with fraction_evaluate > 0), reporting failed and timed-out clients (_Reporting)."""
+    base = {"fedavg": flwr_strategy.FedAvg, "fedprox": flwr_strategy.FedProx, "fedadam": flwr_strategy.FedAdam,
+            "fedavgm": flwr_strategy.FedAvgM}[fed.strategy]
+    extra = {"fedprox": {"proximal_mu": fed.proximal_mu}, "fedadam": {"eta": fed.server_lr * 0.1},
+             "fedavgm": {"server_learning_rate": fed.server_lr, "server_momentum": 0.9}}.get(fed.strategy, {})
+    cls = type(f"Reporting{base.__name__}", (_Reporting, base), {})
+    return cls(fraction_train=fed.fraction_train, fraction_evaluate=0.0, min_train_nodes=fed.min_train,
+               min_available_nodes=fed.min_train, **extra)
+
+
+def run_server(fed: Federation, grid: Grid, log=None):
+    """Runs fed.rounds rounds of the strategy on `grid`. After each round (and before the first): the global model
+    is evaluated on the whole test set, saved as a checkpoint in fed.out (tfplus eval reads it), and a row
+    {round, test_accuracy, test_loss, train_loss, clients, failed, timed_out, round_s, checkpoint} goes to
+    fed.out/rounds.jsonl and, as scalars federated/*, to TensorBoard event files in fed.out. Returns Flower's
+    Result."""
+    model = FederatedModel(fed.train_config(), fed.local_steps, fed.rounds)
+    test = test_set(fed)
+    strategy = make_strategy(fed)
+    history: list[dict[str, Any]] = []
+    out = fed.out
+    jsonl = events = None
+    if out:
+        os.makedirs(out, exist_ok=True)
+        jsonl = trainer.JsonLog(os.path.join(out, "rounds.jsonl"))
+        events = summary.FileWriter(out)
+    clock = [time.perf_counter()]
+    data_dir = None if fed.synthetic else str(_batches_dir(fed).resolve())
+
+    def evaluate(server_round: int, arrays: ArrayRecord) -> MetricRecord:
+        model.set_weights(_weights(arrays))
+        accuracy, loss = model.evaluate(test)
+        now = time.perf_counter()
+        row: dict[str, Any] = {"kind": "round", "round": server_round, "step": server_round * fed.local_steps,
+                               "test_accuracy": accuracy, "test_loss": loss, "round_s": now - clock[0]}
+        clock[0] = now
+        if server_round > 0:
+            row.update(clients=strategy.clients, failed=strategy.failed, timed_out=strategy.timed_out,
+                       peak_bytes=strategy.peak_bytes)
+            if strategy.train_metrics is not None:
+                row.update(train_loss=strategy.train_metrics["train_loss"],
+                           train_accuracy=strategy.train_metrics["train_accuracy"])
+        history.append({"epoch": server_round or 1, "test_accuracy": accuracy})
+        if out:
+            row["checkpoint"] = model.save(out, server_round, data_dir, history)
+            jsonl.write(row)
+            events.add_summary(summary.Summary(value=[summary.Summary.Value(tag=f"federated/{k}",
+                                                                            simple_value=float(row[k]))
+                                                      for k in _SCALARS if k in row]), server_round)
+            events.flush()
+        if log is not None:
+            log(row)
+        return MetricRecord({"test_accuracy": accuracy, "test_loss": loss})
+
+    try:
+        return strategy.start(grid, _record(model.get_weights()), num_rounds=fed.rounds, timeout=fed.round_timeout,
+                              evaluate_fn=evaluate)
+    finally:
+        if out:
+            jsonl.close()
+            events.close()
+        model.close()
+
+
+def server_app(fed: Federation | None = None, log=None) -> ServerApp:
+    """The ServerApp: run_server with `fed`, or the Federation of the run config (Deployment Engine)."""
+    app = ServerApp()
+
+    @app.main()
+    def main(grid: Grid, context: Context) -> None:
+        run_server(fed or Federation.from_run_config(dict(context.run_config)), grid, log)
+
+    return app
+
+
+def simulate(fed: Federation, log=None) -> None:
+    """fed.clients clients in Flower's Simulation Engine (Ray) on this machine, each given fed.client_cpus CPUs
+    and fed.client_gpus GPUs; the rows go to fed.out and `log`."""
+    from flwr.simulation import run_simulation
+    resources = {"num_cpus": fed.client_cpus, "num_gpus": fed.client_gpus}
+    run_simulation(server_app(fed, log), client_app(fed), num_supernodes=fed.clients,
+                   backend_config={"client_resources": resources})
+
+
+# The Deployment Engine's entry points (a Flower app's pyproject.toml names them, README.md "Federated training"):
+# every setting comes from the run config.
+clientapp = client_app()
+serverapp = server_app()

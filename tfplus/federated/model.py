@@ -1,0 +1,163 @@
+"""A tfplus model as a federated client or server holds it: weights in and out as NumPy arrays in one session run
+each, optimizer state reset between rounds, local training on a shard with the trainer's pipeline, evaluation.
+
+    m = FederatedModel(TrainConfig(model="lenet", batch_size=32), steps_per_round=50, rounds=5)
+    w = m.get_weights()                  # {"conv1/weights": ndarray, ...}: one run
+    m.set_weights(w)                     # one run of one grouped assign
+    m.train(shard, steps=50, server_round=2)   # the schedule goes on from step 50, the global step's
+    accuracy, loss = m.evaluate(test_set)
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from typing import Any
+
+import numpy as np
+
+import tfplus as tf
+from tfplus import data as tfdata
+from tfplus import trainer
+
+
+class FederatedModel:
+    """One training graph and its session. The learning-rate schedule spans `rounds` x `steps_per_round` steps
+    and is driven by the server's round: round r trains global steps (r-1)*steps_per_round onwards, so the warm-up
+    happens once (round 1) and the decay goes on across rounds, instead of restarting in every round. `cpus`
+    caps the session's threads and its forked worker processes (a simulated client's share of the machine)."""
+
+    def __init__(self, cfg: trainer.TrainConfig, steps_per_round: int, rounds: int, cpus: int | None = None):
+        cfg = dataclasses.replace(cfg, warmup_steps=cfg.warmup_steps if cfg.warmup_steps is not None
+                                  else steps_per_round, steps=steps_per_round * rounds, epochs=None)
+        if cpus is not None:  # a client's share of the machine: its threads, and no more forked step workers
+            cfg = dataclasses.replace(cfg, threads=min(cfg.threads or cpus, cpus),
+                                      workers=min(cfg.workers or cpus, cpus))
+        self.cfg = cfg = trainer.resolve(trainer.resolve_options(cfg)[0])
+        self.steps_per_round = steps_per_round
+        self.tg = tg = trainer.build_graph(cfg, total_steps=steps_per_round * rounds,
+                                           device_input=trainer.device_input(cfg))
+        with tg.graph.as_default(), tf.name_scope("federated"):
+            self.variables = trainer.model_variables(tg)
+            self.names = [v.op.name for v in self.variables]
+            # The global weights as the round began: set with the weights (from the same vector, in the same run),
+            # read by FedProx's proximal step.
+            self._anchors = [tf.Variable(tf.zeros(v.shape, v.dtype.base_dtype), trainable=False,
+                                         collections=[tf.GraphKeys.LOCAL_VARIABLES], name="anchor")
+                             for v in self.variables]
+            # The weights travel as one float32 vector, split and reshaped in the graph: one feed (one upload on
+            # OpenCL) and one fetch (one download), not one per variable.
+            for v in self.variables:
+                if v.dtype.base_dtype != tf.float32:
+                    raise TypeError(f"FederatedModel: variable {v.op.name!r} is {v.dtype.base_dtype.name}; the "
+                                    "weights travel as one float32 vector, so every model variable must be float32")
+            self.shapes = [tuple(v.shape.as_list()) for v in self.variables]
+            self._sizes = [int(np.prod(shape)) for shape in self.shapes]
+            self._flat = tf.placeholder(tf.float32, [sum(self._sizes)], name="weights")
+            parts = [tf.reshape(p, shape) for p, shape in zip(tf.split(self._flat, self._sizes), self.shapes)]
+            self._assign = tf.group(*[v.assign(p) for v, p in zip(self.variables, parts)],
+                                    *[a.assign(p) for a, p in zip(self._anchors, parts)], name="set_weights")
+            self._read = tf.concat([tf.reshape(v, [-1]) for v in self.variables], 0, name="get_weights")
+            # Optimizer slots and the global step: everything the optimizer made, never the model's weights.
+            model = set(map(id, self.variables))
+            slots = [v for v in tf.global_variables() if id(v) not in model and v is not tg.global_step]
+            self._step_value = tf.placeholder(tf.int64, [], name="global_step")
+            self._reset = tf.group(tf.variables_initializer(slots), tg.global_step.assign(self._step_value),
+                                   name="reset_optimizer")
+            # FedProx (Li et al. 2020) as a proximal step after each optimizer step: w -= lr * mu * (w - w_global),
+            # the gradient of mu/2 * ||w - w_global||^2 taken at the learning rate.
+            self._mu = tf.placeholder(tf.float32, [], name="proximal_mu")
+            trained = {id(v) for v in tf.trainable_variables()}
+            with tf.control_dependencies([tg.train_op]):
+                self._prox_step = tf.group(*[v.assign_sub(tg.learning_rate * self._mu * (v - a))
+                                             for v, a in zip(self.variables, self._anchors)
+                                             if id(v) in trained], name="proximal_step")
+            self._eval_loss = trainer.eval_loss_sum(tg)
+            self._local_init = tf.variables_initializer(self._anchors)
+            self.saver = tf.train.Saver(max_to_keep=None)
+        self.sess = tf.Session(graph=tg.graph, device=cfg.device, memory_budget=cfg.memory_budget,
+                               workers=cfg.workers, config=tf.ConfigProto(intra_op_parallelism_threads=cfg.threads))
+        self.sess.run([tg.init_op, self._local_init])
+
+    def get_weights(self) -> dict[str, np.ndarray]:
+        """{variable name: value} of the model's variables (weights, batch norm's moving statistics), read in one
+        session run as one vector."""
+        flat = self.sess.run(self._read)
+        return {name: part.reshape(shape) for name, part, shape in
+                zip(self.names, np.split(flat, np.cumsum(self._sizes)[:-1]), self.shapes)}
+
+    def set_weights(self, weights: dict[str, np.ndarray]) -> None:
+        """Assigns every model variable from `weights` ({name: array}, e.g. get_weights()'s) in one session run;
+        a missing, extra or misshapen array is a ValueError naming the variable."""
+        missing, extra = set(self.names) - set(weights), set(weights) - set(self.names)
+        if missing or extra:
+            what = [f"{label} {', '.join(sorted(names)[:3])}{', ...' * (len(names) > 3)}"
+                    for label, names in (("missing", missing), ("unexpected", extra)) if names]
+            raise ValueError(f"set_weights: the weights do not match model {self.cfg.model!r} ({'; '.join(what)}); "
+                             "send weights of the same model and widths")
+        for name, shape in zip(self.names, self.shapes):
+            if np.shape(weights[name]) != shape:
+                raise ValueError(f"set_weights: variable {name!r} has shape {shape}, the weights give "
+                                 f"{np.shape(weights[name])}; send weights of the same model and widths")
+        flat = np.concatenate([np.asarray(weights[name], np.float32).reshape(-1) for name in self.names])
+        self.sess.run(self._assign, {self._flat: flat})
+
+    def reset_optimizer(self, global_step: int = 0) -> None:
+        """Zeroes the optimizer's slots (momentum, Adam's moments) and sets the global step, in one run; the
+        weights stay as they are."""
+        self.sess.run(self._reset, {self._step_value: global_step})
+
+    def train(self, dataset: tfdata.Dataset, steps: int, server_round: int = 1, proximal_mu: float = 0.0,
+              seed: int | None = None) -> dict[str, float]:
+        """`steps` optimizer steps on `dataset`'s training set (the trainer's shuffling, augmentation and
+        normalization, batch size cfg.batch_size or the shard's size if smaller), from a fresh optimizer at global
+        step (server_round-1)*steps_per_round. Returns {"loss", "accuracy"}: the means over the steps."""
+        tg, n = self.tg, len(dataset.train_labels)
+        if n == 0:
+            raise ValueError("train: the client's shard holds no training examples (a skewed partition); give "
+                             "fewer clients or a larger Dirichlet alpha")
+        self.reset_optimizer((server_round - 1) * self.steps_per_round)
+        step_op = self._prox_step if proximal_mu else tg.train_op
+        raw = tg.raw_images is not None
+        losses = np.zeros((steps, 2))
+        seed = self.cfg.seed * 1_000_003 + server_round if seed is None else seed
+        with tfdata.train_batches(dataset, min(self.cfg.batch_size, n), seed=seed, augment=self.cfg.augment,
+                                  data_format=self.cfg.data_format, raw=raw) as batches:
+            for i, (x, y) in zip(range(steps), batches):
+                feed = {**trainer.image_feed(tg, x), tg.labels: y, self._mu: proximal_mu}
+                _, losses[i, 0], losses[i, 1] = self.sess.run([step_op, tg.loss, tg.accuracy], feed)
+        if not np.isfinite(losses[:, 0]).all():
+            raise trainer.DivergedError(f"train: the loss became {losses[-1, 0]} in round {server_round}; lower "
+                                        "the learning rate (--lr)")
+        return {"loss": float(losses[:, 0].mean()), "accuracy": float(losses[:, 1].mean())}
+
+    def evaluate(self, dataset: tfdata.Dataset, batch_size: int = 500) -> tuple[float, float]:
+        """(accuracy, mean cross-entropy) of the evaluation-mode model on `dataset`'s test set."""
+        if self.cfg.memory_budget:  # a plan was made for the training batch; evaluate at that size
+            batch_size = self.cfg.batch_size
+        accuracy, _, loss = trainer.evaluate_predictions(self.sess, self.tg, dataset, batch_size,
+                                                         self.cfg.data_format, loss_sum=self._eval_loss)
+        return accuracy, float(loss)
+
+    def peak_bytes(self) -> int | None:
+        """The largest memory plan's peak of the steps run so far (None without a memory budget)."""
+        plans = self.sess.memory_plans
+        return max(p.peak_bytes for p in plans) if plans else None
+
+    def save(self, checkpoint_dir: str, server_round: int, data_dir: str | None,
+             history: list[dict[str, Any]]) -> str:
+        """Writes the model as a TensorFlow-format checkpoint `tfplus eval` reads (a `tfplus train` checkpoint's
+        metadata, its step the rounds' steps so far) and returns its path."""
+        step = server_round * self.steps_per_round
+        self.reset_optimizer(step)
+        recipe = {k: list(v) if isinstance(v, tuple) else v for k, v in
+                  ((k, getattr(self.cfg, k)) for k in trainer.RECIPE)}
+        meta = {"format": trainer.CHECKPOINT_FORMAT, "step": step, "recipe": recipe, "data": data_dir,
+                "data_state": {"seed": self.cfg.seed, "epoch": 0, "batch_index": 0}, "history": history[-100:],
+                "sums": [0.0, 0.0, 0], "elapsed_s": 0.0, "epoch_s": 0.0, "h2d_bytes": 0, "d2h_bytes": 0}
+        json.dumps(meta)  # fails here, naming the value, rather than inside the Saver
+        return self.saver.save(self.sess, os.path.join(checkpoint_dir, trainer.CHECKPOINT_PREFIX),
+                               global_step=step, metadata=meta)
+
+    def close(self) -> None:
+        self.sess.close()
