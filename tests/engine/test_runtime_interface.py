@@ -7,8 +7,6 @@ import ast
 import re
 from pathlib import Path
 
-import pytest
-
 from tfplus.runtime.base import Runtime
 from tfplus.runtime.cpu import CPURuntime
 
@@ -25,7 +23,6 @@ def _probes(source: str, where: str) -> list[str]:
 
 
 def test_every_runtime_is_a_runtime_with_nothing_abstract_left():
-    pytest.importorskip("pyopencl")
     from tfplus.runtime.opencl import OpenCLRuntime
     for cls in (CPURuntime, OpenCLRuntime):
         assert issubclass(cls, Runtime) and not cls.__abstractmethods__, cls
