@@ -182,6 +182,22 @@ def test_the_command_line_refuses_bad_settings_before_starting(capsys):
     assert "(--min-clients) 3 is more than clients 2" in capsys.readouterr().err
 
 
+def test_download_fetches_the_data_only_where_it_is_missing(tmp_path, monkeypatch, data_dir):
+    from tfplus import cli
+    fetched = []
+
+    def download(root):
+        fetched.append(root)
+        raise SystemExit(7)  # stands in for the network: the run stops here
+    monkeypatch.setattr(tfdata, "download", download)
+    with pytest.raises(SystemExit):
+        cli.main(["federated", "simulate", "--download", "--data", str(tmp_path)])
+    assert fetched == [tfdata.data_root(str(tmp_path))]
+    monkeypatch.setattr(flower, "simulate", lambda fed, log: None)  # data present: no download, the run starts
+    assert cli.main(["federated", "simulate", "--download", "--data", str(data_dir)]) == 0
+    assert len(fetched) == 1
+
+
 def test_tfplus_and_flower_import_together():
     import google.protobuf
 

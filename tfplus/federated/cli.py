@@ -56,12 +56,15 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     data.add_argument("--data", type=cli_args.path, metavar="DIR", help="the folder of cifar-10-batches-bin/ "
                       "(default $TFPLUS_DATA, else the cache); each client reads only its shard")
     data.add_argument("--synthetic", action="store_true", help="tfplus's small synthetic set (a demo)")
+    s.add_argument("--download", action="store_true", help="download CIFAR-10 (about 170 MB, md5-checked) into --data "
+                   "or the cache first, if it is not there")
     s.add_argument("--out", metavar="DIR", help="rounds.jsonl, the global model's checkpoints, TensorBoard events")
     s.set_defaults(func=main)
     return f
 
 
 def main(args: argparse.Namespace) -> int:
+    from tfplus import data as tfdata
     from tfplus.trainer import UsageError
     try:
         from tfplus.federated import flower
@@ -72,6 +75,8 @@ def main(args: argparse.Namespace) -> int:
         fed = flower.Federation(**{k: v for k, v in vars(args).items() if k in names})
     except ValueError as e:
         raise UsageError(str(e)) from None
+    if args.download and not args.synthetic and tfdata.find_data_dir(args.data) is None:
+        tfdata.download(tfdata.data_root(args.data))
     flower.simulate(fed, log=lambda row: print(json.dumps(row), flush=True))
     if fed.out is None:
         print("tfplus federated simulate: note: no --out, so the global model was not saved", file=sys.stderr)
