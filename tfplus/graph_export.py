@@ -227,7 +227,7 @@ def _node_defs(op, library: _Library, ref, prefix: str) -> list[graph_pb2.NodeDe
     declared = op.op_def.attrs
     for key, value in sorted(op.attrs.items()):
         if key not in declared and key.startswith("_"):
-            continue  # an annotation the runtime put on a built graph (the planner's _scratch_divisor), not the graph
+            continue  # an internal annotation, as TF's '_' attrs are (finetune's _scratch_divisor for the planner)
         if key not in declared:
             raise ValueError(f"{op.type} '{op.name}': attr {key!r} is not declared by the op registration "
                              f"(declared: {sorted(declared)}); add it to register_op({op.type!r}, attrs=...)")
