@@ -78,6 +78,7 @@ def tuned(models: list, device: str, name: str, budgets: list, fresh: str | None
 def main() -> None:
     from tfplus.graphs import MODELS
     from tfplus.runtime import get_runtime
+    from tfplus.runtime.opencl import shipped_tuning
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--device", default="opencl")
     # tfplus train runs the models of CIFAR's image size only (alexnet and mobilenet224 take ImageNet's)
@@ -91,7 +92,9 @@ def main() -> None:
     dev = get_runtime(args.device).dev
     kind = "gpu" if dev.is_gpu else "cpu"
     if args.tuning and dev.is_gpu:
-        tuned(args.models, args.device, dev.device.name, args.budgets, dev.tuning_path.name if args.retune else None)
+        # A GPU the package ships no tiles for starts from another's (shipped_tuning): tune its own afresh.
+        fresh = args.retune or shipped_tuning(dev.device.name)[1] != dev.device.name
+        tuned(args.models, args.device, dev.device.name, args.budgets, dev.tuning_path.name if fresh else None)
     out = LISTS / f"programs-{kind}.json"
     lists = json.loads(out.read_text()) if out.exists() else {}
     for model in args.models:

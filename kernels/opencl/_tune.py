@@ -79,9 +79,9 @@ def choose(rt, key: str, itemsize: int, run) -> tuple:
         return CPU_TILE
     key += "|" + os.environ.get("TFPLUS_OPENCL_BUILD_OPTIONS", "")  # e.g. -cl-opt-disable: other timings
     hit = dev.tuning.get(key)
-    if hit is not None:
-        return tuple(hit)
     local_mem = rt.info["local_mem_bytes"]
+    if hit is not None and valid(tuple(hit), dev.max_wg, local_mem, itemsize):  # tiles borrowed from another GPU
+        return tuple(hit)                                                      # may not fit this one
     ok = [c for c in GPU_CANDIDATES if valid(c, dev.max_wg, local_mem, itemsize)]
     if os.environ.get("TFPLUS_OPENCL_TUNE", "1") == "0" or not ok or dev.tune_seconds >= tune_budget():
         return GPU_DEFAULT if GPU_DEFAULT in ok else (ok or [CPU_TILE])[0]

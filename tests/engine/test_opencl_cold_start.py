@@ -378,14 +378,37 @@ def test_train_prebuilds_its_evaluation_s_programs_after_its_first_step_and_reco
     capsys.readouterr()
 
 
-def test_shipped_tuning_is_read_for_its_device_name_only_and_a_bad_file_is_ignored():
+def test_shipped_tuning_is_read_for_its_device_name_and_a_bad_file_is_ignored():
     from tfplus.runtime.opencl import parse_tuning
     good = json.dumps({"GPU A": {"gemm|float32|64x64x64|": [16, 64, 64, 4, 4]}, "GPU B": {}})
-    assert parse_tuning(good, "GPU A") == {"gemm|float32|64x64x64|": [16, 64, 64, 4, 4]}
-    assert parse_tuning(good, "GPU C") == {}
+    assert parse_tuning(good, "GPU A") == ({"gemm|float32|64x64x64|": [16, 64, 64, 4, 4]}, "GPU A")
+    assert parse_tuning(good, "GPU B") == ({}, None)
     for bad in ("not json", "[1, 2]", json.dumps({"GPU A": {"k": "__import__('os')"}}),
                 json.dumps({"GPU A": {"k": [1.5]}}), json.dumps({"GPU A": {"k": []}}), json.dumps({"GPU A": [1]})):
-        assert parse_tuning(bad, "GPU A") == {}
+        assert parse_tuning(bad, "GPU A") == ({}, None)
+
+
+def test_a_gpu_with_no_shipped_tiles_borrows_those_of_its_vendor_s_nearest_name():
+    """A fresh H200 takes the H100's tiles (the shipped program lists were recorded with them) instead of
+    tuning during its first step; another vendor's tiles are never taken."""
+    from tfplus.runtime.opencl import parse_tuning
+    h100, a100 = {"gemm|float32|1x1x1|": [64, 64, 16, 4, 4]}, {"gemm|float32|1x1x1|": [32, 32, 16, 2, 2]}
+    text = json.dumps({"NVIDIA H100 80GB HBM3": h100, "NVIDIA A100-SXM4-80GB": a100,
+                       "AMD Radeon RX 7900 XTX": {"k": [1]}})
+    assert parse_tuning(text, "NVIDIA H200") == (h100, "NVIDIA H100 80GB HBM3")
+    assert parse_tuning(text, "NVIDIA A100 80GB PCIe") == (a100, "NVIDIA A100-SXM4-80GB")
+    assert parse_tuning(text, "Intel(R) Arc(TM) A770 Graphics") == ({}, None)
+
+
+def test_a_borrowed_tile_the_device_cannot_run_is_tuned_afresh(monkeypatch):
+    monkeypatch.setenv("TFPLUS_OPENCL_TUNE_S", "inf")
+    suffix = "|" + os.environ.get("TFPLUS_OPENCL_BUILD_OPTIONS", "")
+    rt, tried = _gpu_runtime(), []
+    big = (128, 128, 64, 8, 8)  # 64 * (128 + 128 + 2) * 4 bytes of local memory: more than this GPU's 48 KB
+    rt.dev.tuning["gemm|a" + suffix] = list(big)
+    assert not _tune.valid(big, rt.dev.max_wg, rt.info["local_mem_bytes"], 4)
+    best = _tune.choose(rt, "gemm|a", 4, tried.append)
+    assert tried and best != big and _tune.valid(best, rt.dev.max_wg, rt.info["local_mem_bytes"], 4)
 
 
 def test_prebuild_soon_makes_the_device_that_a_runtime_made_meanwhile_shares(tmp_path, monkeypatch):

@@ -111,7 +111,12 @@ class Device:
         except (OSError, ValueError):
             # A fresh machine: the tiles shipped for this device's name, if any (a first step need not spend
             # TFPLUS_OPENCL_TUNE_S timing candidates); what it tunes beyond them is saved as its own.
-            self.tuning = shipped_tuning(d.name) if self.is_gpu else {}
+            self.tuning, tuned_on = shipped_tuning(d.name) if self.is_gpu else ({}, None)
+            if tuned_on not in (None, d.name):
+                print(f"tfplus: no GEMM tiles are shipped for {d.name}; using those tuned on {tuned_on} "
+                      "(a source checkout's tools/gen_program_lists.py --tuning tunes and ships its own)",
+                      file=sys.stderr)
+                self.save_tuning()  # this device's own from now on: said once
         self.programs_path = programs_path(d)
         self.used: list = []      # (files, options) keys in the order this process first asked for them
         self.listed_from: dict = {}  # name -> len(used) when prebuild_named(name) was called

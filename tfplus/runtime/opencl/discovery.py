@@ -15,27 +15,42 @@ except ImportError:  # no pyopencl: available() is False and OpenCLRuntime() exp
     cl = cltypes = None
 
 
-def shipped_tuning(device_name: str) -> dict:
+def shipped_tuning(device_name: str) -> tuple[dict, str | None]:
     """The GEMM tiles the package ships for an OpenCL device of this name (kernels/opencl/tuning-gpu.json,
-    written by tools/gen_program_lists.py --tuning on such a device): {problem key: tile}. JSON only; a file
-    that is not {name: {str: [int, ...]}} is ignored."""
+    written by tools/gen_program_lists.py --tuning on such a device) as {problem key: tile}, and the name of the
+    device they were tuned on (None: nothing shipped). JSON only; a file that is not {name: {str: [int, ...]}}
+    is ignored."""
     try:
         text = importlib.resources.files("tfplus.kernels.opencl").joinpath("tuning-gpu.json").read_text()
     except OSError:
-        return {}
+        return {}, None
     return parse_tuning(text, device_name)
 
 
-def parse_tuning(text: str, device_name: str) -> dict:
-    """shipped_tuning's reading of a tuning-gpu.json text: {} unless it is valid."""
+def parse_tuning(text: str, device_name: str) -> tuple[dict, str | None]:
+    """shipped_tuning's reading of a tuning-gpu.json text: ({}, None) unless it is valid. A GPU it has no tiles
+    for borrows those of the listed GPU of the same vendor whose name shares the longest start with its own
+    (an H200 takes the H100's: one architecture, and the shipped program lists were recorded with those tiles).
+    Tuning at the first step instead costs a fresh H200 ~2.5 s of its cold start (BENCHMARKS.md); a tile the
+    device cannot run is tuned afresh when asked for (kernels/opencl/_tune.choose)."""
     try:
         table = json.loads(text)
-        table = table.get(device_name, {}) if isinstance(table, dict) else None
     except ValueError:
-        return {}
-    ok = isinstance(table, dict) and all(
-        isinstance(k, str) and isinstance(v, list) and v and all(type(x) is int for x in v) for k, v in table.items())
-    return dict(table) if ok else {}
+        return {}, None
+    if not isinstance(table, dict):
+        return {}, None
+    name = device_name if device_name in table else _nearest(list(table), device_name)
+    tiles = table.get(name)
+    ok = isinstance(tiles, dict) and all(
+        isinstance(k, str) and isinstance(v, list) and v and all(type(x) is int for x in v) for k, v in tiles.items())
+    return (dict(tiles), name) if ok and tiles else ({}, None)
+
+
+def _nearest(names: list, device_name: str) -> str | None:
+    """The name among `names` of the same vendor (first word) sharing the longest start with `device_name`."""
+    vendor = device_name.split(" ", 1)[0]
+    same = [n for n in names if isinstance(n, str) and n.split(" ", 1)[0] == vendor]
+    return max(same, key=lambda n: (len(os.path.commonprefix([n, device_name])), n), default=None)
 
 
 def replay_enabled() -> bool:
