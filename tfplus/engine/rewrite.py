@@ -31,6 +31,8 @@ Patterns:
 - SparseSoftmaxCrossEntropyWithLogits averaged by a Mean, with the gradient chain tf.gradients builds through both
   from ones (the loss's grad_ys, or a total loss's that adds it), becomes _FusedSparseXentMean: the loss and the
   logits' gradient in one op, named as the Mean (see _fused_loss);
+- each time step of a GRU or LSTM cell that dynamic_rnn / static_rnn unrolled becomes one _FusedGRUCell /
+  _FusedLSTMCell, and its gradient one _FusedGRUCellGrad / _FusedLSTMCellGrad (tfplus/engine/rewrite_rnn.py);
 - optimizer updates sharing their scalar inputs become one _FusedApply (see _apply_groups); an SGD or momentum
   update's weight decay gradient AddN(Mul(var, c), grad) folds into it (see _decay).
 
@@ -46,6 +48,7 @@ from typing import Any
 import numpy as np
 
 from tfplus import debug
+from tfplus.engine.rewrite_rnn import fuse_cells
 from tfplus.framework import Graph, Operation, Tensor, _op_inputs, constant_value, needed_ops, topo_order
 from tfplus.ops.fused_ops import APPLY_GRAD, APPLY_SCALARS, DECAY_FUSES, apply_refs
 
@@ -102,6 +105,13 @@ def optimize(graph: Graph, fetches: list, feeds) -> Rewritten | None:
     # fused one replaces (by default it takes that op's name and stands in for its outputs); absorbed ops vanish.
     fuse: dict[Operation, tuple] = {}
     absorbed: dict[Operation, Operation] = {}  # vanished op -> the op whose fused replacement does its work
+    # Recurrent cells first: their MatMul -> BiasAdd pairs are theirs, not _FusedMatMul's.
+    cells = fuse_cells(ops, {t: sorted(rs, key=lambda o: o._id) for t, rs in readers.items()}, pinned, pinned_ops,
+                       controlled)
+    fuse.update(cells.fuse)
+    absorbed.update(cells.absorbed)
+    for op, inputs in cells.rewired.items():  # an AddN that summed a cell's gradient parts reads their sum
+        fuse[op] = ("AddN", inputs, {"T": op.attrs["T"], "N": len(inputs)})
     for op in sorted(ops, key=lambda o: o._id):
         if op.type in _ACTIVATIONS:
             p = op.inputs[0].op
@@ -397,7 +407,8 @@ def _copy(graph: Graph, order: list, feeds: set, fetches: list, fuse: dict, abso
             op_type, inputs, attrs, *named = fuse[op]
             name, outputs = named or (op.name, None)
             new = g.create_op(op_type, [tensor[t] for t in inputs], attrs, name + "/")
-            fused[op_type] = fused.get(op_type, 0) + 1
+            if op_type != op.type:  # not a rewired op (an AddN reading a fused cell's gradient)
+                fused[op_type] = fused.get(op_type, 0) + 1
         else:
             op_type, outputs = None, None
             new = g.create_op(op.type, [tensor[t] for t in op.inputs], op.attrs, op.name + "/")
