@@ -174,8 +174,15 @@ def _same_attrs(q: Operation, r: Operation) -> bool:
 
 def _match_backward(m: _Match, pattern: _Pattern, readers: dict) -> bool:
     """Extends `m` (the forward matched) over the pattern's backward: each op found among the readers of a tensor
-    already matched, then checked with all its inputs. False when the gradient's input or gates are not found."""
+    already matched, then checked with all its inputs. Where several readers fit (a Shape of h that the masking's
+    gradient takes too), the one that a reader of the op's output confirms; only when nothing else progresses,
+    the first. False when the gradient's input or gates are not found."""
+    consumers: dict = {}
+    for q in pattern.backward:
+        for t in q.inputs:
+            consumers.setdefault(t, []).append(q)
     pending = [q for q in pattern.backward if q.type != "Const"]
+    force = False
     while pending:
         progress = False
         for q in list(pending):
@@ -187,19 +194,36 @@ def _match_backward(m: _Match, pattern: _Pattern, readers: dict) -> bool:
             if at is None:
                 continue
             i, rt = at
+            fits = []
             for r in readers.get(rt, ()):
                 if r.type == q.type and len(r.inputs) > i and r.inputs[i] is rt:
                     trial = m.copy()
                     if trial.op(q, r):
-                        m.adopt(trial)
-                        pending.remove(q)
-                        progress = True
-                        break
+                        fits.append(trial)
+            if len(fits) > 1 and not force:
+                fits = [t for t in fits if _confirmed(t, q, consumers, readers)]
+            if len(fits) == 1 or (fits and force):
+                m.adopt(fits[0])
+                pending.remove(q)
+                progress, force = True, False
         if not progress:
-            break
+            if force:
+                break
+            force = True
     # What is left is what the step does not compute (pruned: nothing it fetches needs it); a left op's readers are
     # left too, since matching an op matches its inputs. The fused gradient needs its input and its gates.
     return pattern.free["d_new_h"] in m.known and pattern.tensors["d_gates"] in m.known
+
+
+def _confirmed(m: _Match, q: Operation, consumers: dict, readers: dict) -> bool:
+    """Whether some pattern op reading `q`'s outputs matches a reader of its match's outputs in `m`."""
+    r = m.ops[q]
+    for p, t in zip(q.outputs, r.outputs):
+        for q2 in consumers.get(p, ()):
+            for r2 in readers.get(t, ()):
+                if r2.type == q2.type and m.copy().op(q2, r2):
+                    return True
+    return False
 
 
 @dataclass
@@ -304,7 +328,8 @@ def _try(kind: str, pat: _Pattern, anchor: Operation, bound: dict, ops: set, rea
     summed = {t for a in rewired for t in a.inputs if t.op in forward | backward}  # rewired AddNs read the Slot
     for o in forward | backward:
         for t in o.outputs:
-            if t not in outputs and t not in summed and (t in pinned or any(r not in whole for r in readers.get(t, ()))):
+            if t not in outputs and t not in summed and \
+                    (t in pinned or any(r not in whole for r in readers.get(t, ()))):
                 return False
     inputs = [bound[r] for r in _ROLES[kind] if r != "forget_bias"]
     if any(t.op in whole for t in inputs):
