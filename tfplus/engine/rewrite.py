@@ -183,7 +183,7 @@ def optimize(graph: Graph, fetches: list, feeds) -> Rewritten | None:
         fuse[last] = ("_FusedApply", inputs + ([coefficient] if decays else []), attrs)
         absorbed.update({m: last for m in members[:-1]})
         absorbed.update({gone: last for _, folded in decays.values() for gone in folded})
-    order = _fused_order(ops, fuse, absorbed) if fuse else []
+    order = _fused_order(ops, fuse, absorbed, cells.units) if fuse else []
     if not fuse:
         return None
     r = _copy(graph, order, feeds, fetches, fuse, absorbed)
@@ -340,11 +340,13 @@ def _decay(update: Operation, readers: dict, pinned: set, controlled: set) -> tu
     return None
 
 
-def _fused_order(ops: set, fuse: dict, absorbed: dict) -> list[Operation]:
+def _fused_order(ops: set, fuse: dict, absorbed: dict, units: list = ()) -> list[Operation]:
     """The ops that the rewritten step creates (fused ops and the ops kept) in an order that respects every data
     and control input, each fused op standing for all the ops it replaces. A fusion that would close a cycle (its
     ops ordered around another op: say a loss's gradient under control_dependencies on an op reading the loss) is
-    undone, in `fuse` and `absorbed`, and its ops copied as built: the rewrite never makes a valid graph fail."""
+    undone, in `fuse` and `absorbed`, and its ops copied as built: the rewrite never makes a valid graph fail. The
+    fused ops of one of `units` (sets of ops of `fuse`: a recurrent cell's step, whose ops read each other's Slots)
+    are made or undone together."""
     def order() -> list[Operation]:
         def inputs_of(op: Operation) -> list[Operation]:
             if op not in fuse:
@@ -367,14 +369,19 @@ def _fused_order(ops: set, fuse: dict, absorbed: dict) -> list[Operation]:
     wanted, taken = dict(fuse), dict(absorbed)
     fuse.clear()
     absorbed.clear()
+    unit_of = {op: sorted(unit, key=lambda o: o._id) for unit in units for op in unit}
     for op in sorted(wanted, key=lambda o: o._id):
-        fuse[op] = wanted[op]
-        group = {gone: by for gone, by in taken.items() if by is op}
+        if op in fuse or op in absorbed:
+            continue
+        members = [m for m in unit_of.get(op, [op]) if m in wanted]
+        fuse.update({m: wanted[m] for m in members})
+        group = {gone: by for gone, by in taken.items() if by in members}
         absorbed.update(group)
         try:
             order()
         except ValueError:
-            del fuse[op]
+            for m in members:
+                del fuse[m]
             for gone in group:
                 del absorbed[gone]
     return order()

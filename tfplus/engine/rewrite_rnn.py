@@ -15,10 +15,13 @@ several uses (a GRU reads h three times) arrives as one tensor: the AddN that su
 it, or dropped when it summed nothing else.
 
 A step is left as built (correctness first) unless every tensor its ops make that something else reads, fetches
-or feeds is an output of the fused ops; unless none of its ops is ordered by control dependencies; and unless its
-backward, when it has one, matches whole. Cells with other activations, peepholes, projections or dropout inside
-the cell do not match and run as built. sequence_length masking (tfplus/rnn.py's _masked) runs outside the cell:
-it stays as built and the cell inside it fuses.
+or feeds is an output of the fused ops, and unless its backward, when it has one, matches whole. A fused op waits
+for the control inputs of all the ops it replaces (the trainer builds the gradient under control_dependencies on
+batch norm's updates); the rewrite makes or undoes a step's fused ops together (`Cells.units`).
+
+Cells with other activations, peepholes, projections or dropout inside the cell do not match and run as built.
+sequence_length masking (tfplus/rnn.py's _masked) runs outside the cell: it stays as built and the cell inside it
+fuses. A tf.while_loop RNN (unknown time dimension) is not rewritten (optimize leaves control flow alone).
 """
 from __future__ import annotations
 
@@ -151,7 +154,7 @@ class _Match:
     def op(self, q: Operation, r: Operation) -> bool:
         if q in self.ops:
             return self.ops[q] is r
-        if r in self.taken or q.type != r.type or len(q.inputs) != len(r.inputs) or r.control_inputs \
+        if r in self.taken or q.type != r.type or len(q.inputs) != len(r.inputs) \
                 or len(q.outputs) != len(r.outputs) or not _same_attrs(q, r):
             return False
         self.ops[q] = r
@@ -233,6 +236,7 @@ class Cells:
     fuse: dict = field(default_factory=dict)
     absorbed: dict = field(default_factory=dict)
     rewired: dict = field(default_factory=dict)
+    units: list = field(default_factory=list)  # per step, the ops of `fuse` and `rewired` made or undone together
 
 
 def fuse_cells(ops: set, readers: dict, pinned: set, pinned_ops: set, controlled: set) -> Cells:
@@ -296,7 +300,7 @@ def _try(kind: str, pat: _Pattern, anchor: Operation, bound: dict, ops: set, rea
         return False
     backward = {m.ops[q] for q in pat.backward if q in m.ops}
     busy = set(found.fuse) | set(found.absorbed) | set(found.rewired)
-    if any(o not in ops or o in pinned_ops or o in controlled or o.control_inputs or o in busy
+    if any(o not in ops or o in pinned_ops or o in controlled or o in busy
            for o in forward | backward):
         return False
     # Constants that only the step's ops read go with them.
@@ -304,7 +308,7 @@ def _try(kind: str, pat: _Pattern, anchor: Operation, bound: dict, ops: set, rea
         for t in q.inputs:
             c = m.known.get(t).op if t.op.type == "Const" and t in m.known else None
             if c is not None and c.outputs[0] not in pinned and c not in pinned_ops and c not in controlled \
-                    and not c.control_inputs and c not in busy \
+                    and c not in busy \
                     and all(r in forward or r in backward for r in readers.get(c.outputs[0], ())):
                 (backward if c.backward else forward).add(c)
     outputs = {}  # a tensor of the step (or a Slot) -> (the op whose fused op makes it, output index)
@@ -345,6 +349,7 @@ def _try(kind: str, pat: _Pattern, anchor: Operation, bound: dict, ops: set, rea
         found.fuse[anchor] = ("_FusedLSTMCell", inputs, attrs, anchor.name, made_by(anchor))
     found.absorbed.update({o: anchor for o in forward if o is not anchor})
     if rep is None:
+        found.units.append({anchor})
         return True
 
     def out(role):
@@ -360,6 +365,7 @@ def _try(kind: str, pat: _Pattern, anchor: Operation, bound: dict, ops: set, rea
     found.fuse[rep] = (*grad, rep.name, made_by(rep))
     found.absorbed.update({o: rep for o in backward | set(sums) if o is not rep})
     found.rewired.update(rewired)
+    found.units.append({anchor, rep, *rewired})
     return True
 
 
@@ -379,7 +385,7 @@ def _sum_parts(parts: list, slot: Slot, made: tuple, group: set, readers: dict, 
     if len(users) != 1:
         return False
     (a,) = users
-    if a.type != "AddN" or a in pinned_ops or a in controlled or a.control_inputs or a in busy or a in rewired \
+    if a.type != "AddN" or a in pinned_ops or a in controlled or a in busy or a in rewired \
             or any(sum(t is p for t in a.inputs) != 1 for p in parts):
         return False
     rest = [t for t in a.inputs if not any(t is p for p in parts)]
