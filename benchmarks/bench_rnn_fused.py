@@ -69,9 +69,13 @@ def _launches(sess, fetches, feed) -> int | None:
 def _torch_step(model_name: str, widths, batch: int, images: np.ndarray, labels: np.ndarray):
     """One training step of benchmarks/torch_seqnet.py's model (Adam, weight decay as its recipe), as a
     function; torch runs on the cpu with tfplus's intra-op thread count."""
+    import os
     import sys
     from pathlib import Path
 
+    # NOTE: OpenMP's busy-waiting threads make torch's cpu step 30-60x slower on a loaded machine (measured on a
+    # shared 2-core box); tfplus's threads sleep when idle, so the mirror's do too.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     import torch
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from torch_seqnet import SeqNet
@@ -90,7 +94,7 @@ def _torch_step(model_name: str, widths, batch: int, images: np.ndarray, labels:
         loss.backward()
         opt.step()
         return float(loss)
-    return step, f"torch {torch.__version__}, {torch.get_num_threads()} threads"
+    return step, f"torch {torch.__version__}, {torch.get_num_threads()} threads, {os.environ['OMP_WAIT_POLICY']}"
 
 
 def main() -> None:
