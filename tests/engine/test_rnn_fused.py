@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from cases_rnn_fused import CASES
+from conftest import needs_opencl
+from optable import check_forward
 
 import tfplus as tf
 from tfplus.engine.rewrite import optimize
@@ -76,6 +79,15 @@ def test_every_step_fuses_and_the_step_equals_the_unfused_one(device, name):
             runs.append(sess.run(fetches, feed))
     for fused, plain in zip(*runs):
         np.testing.assert_allclose(fused, plain, rtol=2e-5, atol=2e-6)
+
+
+@needs_opencl
+def test_rows_too_big_for_local_memory_go_through_the_outputs(monkeypatch):
+    """The opencl kernels keep a row's vectors in the outputs where local memory is too small for them."""
+    from tfplus.runtime import get_runtime
+    monkeypatch.setitem(get_runtime("opencl").info, "local_mem_bytes", 16)
+    for case in CASES:
+        check_forward(case, "float32", "opencl")
 
 
 def test_a_fetched_inner_tensor_keeps_its_step_as_built():
