@@ -3,6 +3,16 @@ of a GRUCell or BasicLSTMCell / LSTMCell that dynamic_rnn or static_rnn unrolled
 _FusedGRUCell / _FusedLSTMCell (tfplus/ops/rnn_fused_ops.py), and the gradient tf.gradients built for that step
 one _FusedGRUCellGrad / _FusedLSTMCellGrad: ~13 forward and ~80 backward ops per step become two.
 
+    >>> import tfplus as tf
+    >>> from tfplus.engine.rewrite import optimize
+    >>> g = tf.Graph()
+    >>> with g.as_default():
+    ...     x = tf.placeholder(tf.float32, [None, 4, 3])
+    ...     y, _ = tf.nn.dynamic_rnn(tf.nn.rnn_cell.GRUCell(5), x, dtype=tf.float32)
+    ...     grads = tf.gradients(tf.reduce_sum(y), tf.trainable_variables())
+    >>> sorted(optimize(g, grads, [x]).fused.items())
+    [('_FusedGRUCell', 4), ('_FusedGRUCellGrad', 4)]
+
 How a step is recognized: the cell is built again from the same ops in a scratch graph (the pattern: `_build`),
 its inputs placeholders, with tf.gradients from a placeholder output gradient; then the step's graph is matched
 against it op by op (types, attrs, constants and wiring, never names: `_Match`). The forward is matched from the
