@@ -135,11 +135,11 @@ def main() -> None:
         runtime = sides["cells fused"]["sess"].runtime.describe()
         print(f"{name} {widths}, batch {args.batch}, device {args.device} ({runtime}), {args.rounds} rounds x "
               f"{args.steps} steps")
-        print(f"  {'':34s} {'ms/step':>9s} {'ops/step':>9s} {'launches':>9s}  loss after the run")
+        print(f"  {'':40s} {'ms/step':>9s} {'ops/step':>9s} {'launches':>9s}  loss after the run")
         for what, side in sides.items():
             ops = "-" if side["ops"] is None else str(side["ops"])
             launches = "-" if side["launches"] is None else str(side["launches"])
-            print(f"  {what:34s} {statistics.median(side['times']) * 1e3:9.1f} {ops:>9s} {launches:>9s}  "
+            print(f"  {what:40s} {statistics.median(side['times']) * 1e3:9.1f} {ops:>9s} {launches:>9s}  "
                   f"{side['loss']:.6f}")
             if side["sess"] is not None:
                 side["sess"].close()
