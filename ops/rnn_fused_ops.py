@@ -139,3 +139,33 @@ register_op("_FusedLSTMCellGrad", inputs=("new_h_backprop", "c", "acts", "tanh_c
             outputs=("gates_backprop", "x_backprop", "h_backprop", "c_backprop"), attrs={"T": "type", "N": "int"},
             shape_fn=_lstm_grad_shape, flops=_lstm_grad_flops, tags=("gemm",))
 not_differentiable("_FusedLSTMCellGrad")
+
+
+# -- _FusedMatMulSum: a kernel's and a bias's gradients summed over the MatMuls that share them ---------------
+# Inputs t: a_1..a_n (rows, k) then g_1..g_n (rows, m) (attr N = 2n). Outputs sum_i a_i^T @ g_i (k, m), what n
+# MatMul(a_i, g_i, transpose_a=True) and their AddN give (an unrolled RNN's weight gradient, one MatMul per step),
+# and sum_i of g_i's column sums (m,), what n BiasAddGrad(g_i) and their AddN give.
+def _matmul_sum_shape(ins, attrs):
+    check_same_dtype(ins, "the inputs of _FusedMatMulSum")
+    if len(ins) != attrs.get("N") or len(ins) < 2 or len(ins) % 2:
+        raise ValueError(f"_FusedMatMulSum takes pairs: a_1..a_n then g_1..g_n (attr N = 2n), got {len(ins)}")
+    for s in ins:
+        check_rank(s, 2, "each input of _FusedMatMulSum")
+    n = len(ins) // 2
+    k = m = None
+    for a, g in zip(ins[:n], ins[n:]):
+        rows = (a.shape[0] if a.shape else None, g.shape[0] if g.shape else None)
+        merge_dim(*rows, f"_FusedMatMulSum: a {fmt(a.shape)} and g {fmt(g.shape)} must have one number of rows")
+        k = merge_dim(k, a.shape[1] if a.shape else None, "_FusedMatMulSum: every a must have one number of columns")
+        m = merge_dim(m, g.shape[1] if g.shape else None, "_FusedMatMulSum: every g must have one number of columns")
+    return [spec((k, m), ins[0].dtype), spec((m,), ins[0].dtype)]
+
+
+def _matmul_sum_flops(ins, outs, attrs) -> float:
+    n = len(ins) // 2
+    return float(sum(2 * a[0] * a[1] * g[1] + a[0] * g[1] for a, g in zip(ins[:n], ins[n:])))
+
+
+register_op("_FusedMatMulSum", inputs=("t*",), outputs=("product_sum", "column_sum"), attrs={"T": "type", "N": "int"},
+            shape_fn=_matmul_sum_shape, flops=_matmul_sum_flops, tags=("gemm",))
+not_differentiable("_FusedMatMulSum")

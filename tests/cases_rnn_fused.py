@@ -94,6 +94,17 @@ def _lstm_grad(b, d, n, with_dc, tag):
                 ref=ref_lstm_grad, grad=False)
 
 
+def _matmul_sum(rows, k, m, tag):
+    """Pairs (rows[i], k) and (rows[i], m)."""
+    pairs = len(rows)
+
+    def ref(*ts):
+        a, g = ts[:pairs], ts[pairs:]
+        return sum(x.T @ y for x, y in zip(a, g)), sum(y.sum(0) for y in g)
+    return Case(f"fused_matmul_sum_{tag}", lambda *ts: apply_op("_FusedMatMulSum", [list(ts)], name="fused"),
+                inputs=[(r, k) for r in rows] + [(r, m) for r in rows], ref=ref, grad=False)
+
+
 CASES = [
     _gru(3, 5, 4, "small"),
     _gru(2, 7, 150, "wide"),            # more gate columns than a work-group (opencl): the strided loop
@@ -103,4 +114,8 @@ CASES = [
     _lstm(2, 4, 70, 0.5, "wide_forget_bias"),
     _lstm_grad(3, 5, 4, True, "small"),
     _lstm_grad(2, 3, 70, False, "wide_no_dc"),
+    _matmul_sum([4, 4, 4], 5, 6, "three"),
+    _matmul_sum([3] * 11, 4, 70, "eleven"),          # opencl: two launches of up to 8 pairs, the second adding
+    _matmul_sum([2, 2, 5, 1, 1] + [3] * 9, 3, 4, "uneven_rows"),  # cpu: stacks of uneven rows; opencl: one
+    # launch per run of one number of rows
 ]

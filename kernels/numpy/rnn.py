@@ -161,3 +161,50 @@ def _lstm_cell_grad(ctx, ins, outs, attrs):
 def _lstm_cell_grad_ws(ins, attrs):
     batch, n = ins[0].shape
     return [((batch, ins[4].shape[0]), ins[0].dtype), ((batch, n), ins[0].dtype)]
+
+
+# -- _FusedMatMulSum: _SUM_CHUNK pairs stacked a GEMM at a time, so that BLAS sees tall products ------------------
+_SUM_CHUNK = 8
+
+
+def _sum_chunks(shapes) -> list[range]:
+    """The pairs' indices, _SUM_CHUNK at a time."""
+    n = len(shapes) // 2
+    return [range(i, min(i + _SUM_CHUNK, n)) for i in range(0, n, _SUM_CHUNK)]
+
+
+def _stacked_rows(shapes) -> int:
+    """The most rows a chunk stacks (the pairs may differ in rows)."""
+    return max(sum(shapes[i][0] for i in chunk) for chunk in _sum_chunks(shapes))
+
+
+@register_kernel("_FusedMatMulSum", "cpu", FLOATS)
+def _matmul_sum(ctx, ins, outs, attrs):
+    total, columns = outs
+    n = len(ins) // 2
+    k, m = total.shape
+    most = _stacked_rows([t.shape for t in ins])
+    dt = as_dtype(total.dtype)
+    a_all, g_all, part = ctx.workspace((most, k), dt), ctx.workspace((most, m), dt), ctx.workspace((k, m), dt)
+    for c, chunk in enumerate(_sum_chunks([t.shape for t in ins])):
+        at = 0
+        for i in chunk:
+            rows = ins[i].shape[0]
+            a_all[at:at + rows], g_all[at:at + rows] = ins[i], ins[n + i]
+            at += rows
+        a, g = a_all[:at], g_all[:at]
+        out = total if c == 0 else part
+        threads.parallel_for(k, lambda lo, hi, a=a, g=g, out=out: np.matmul(a[:, lo:hi].T, g, out=out[lo:hi]),
+                             threads.flop_grain(2 * at * m))
+        if c == 0:
+            np.sum(g, 0, out=columns)
+        else:
+            np.add(total, part, out=total)
+            np.add(columns, g.sum(0), out=columns)
+
+
+@register_workspace("_FusedMatMulSum", "cpu")
+def _matmul_sum_ws(ins, attrs):
+    shapes = [t.shape for t in ins]
+    most, k, m = _stacked_rows(shapes), shapes[0][1], shapes[-1][1]
+    return [((most, k), ins[0].dtype), ((most, m), ins[0].dtype), ((k, m), ins[0].dtype)]

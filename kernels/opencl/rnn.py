@@ -2,6 +2,8 @@
 direction of the forward and one of the backward, one work-group per row of the batch. Source: rnn.cl."""
 from __future__ import annotations
 
+import numpy as np
+
 from tfplus.kernels.opencl._common import kernel, register
 from tfplus.ops import rnn_fused_ops  # noqa: F401  (the ops these kernels are registered for)
 
@@ -48,3 +50,27 @@ def _lstm_cell_grad(ctx, ins, outs, attrs):
     n = dh_new.shape[1]
     _launch(ctx, "lstm_cell_grad", dh_new.shape[0], w.shape[0] - n, n, 4 * n, *outs, dh_new, c, acts, tanh_c, w,
             dc[0] if dc else None, HAS_DC=int(bool(dc)))
+
+
+_SLOTS = 8  # pairs per launch of matmul_sum (rnn.cl takes 8 sets of buffers)
+
+
+@register("_FusedMatMulSum", F, host=False)
+def _matmul_sum(ctx, ins, outs, attrs):
+    """Launches of up to _SLOTS pairs of one number of rows, the first writing the sums, the others adding."""
+    rt, n = ctx.runtime, len(ins) // 2
+    k, m = outs[0].shape
+    kern = kernel(rt, SRC, "matmul_sum", outs[0].dtype)
+    wg = 64
+    launches, at = [], 0
+    while at < n:
+        end = at + 1
+        while end < n and end - at < _SLOTS and ins[end].shape[0] == ins[at].shape[0]:
+            end += 1
+        launches.append((at, end))
+        at = end
+    for first, end in launches:
+        a, g = list(ins[first:end]), list(ins[n + first:n + end])
+        pad = [None] * (_SLOTS - len(a))
+        rt.run(kern, (-(-m // wg) * wg, k), (wg, 1), *outs, *a, *pad, *g, *pad, np.int32(len(a)),
+               np.int32(ins[first].shape[0]), np.int32(k), np.int32(m), np.int32(first == 0))

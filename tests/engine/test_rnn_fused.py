@@ -132,7 +132,33 @@ def test_a_seqnet_training_step_runs_far_fewer_ops():
         r = optimize(tg.graph, fetches, feeds)
         kind = "GRU" if cell == "gru" else "LSTM"
         assert _fused(r) == {f"_Fused{kind}Cell": 4 * 32, f"_Fused{kind}CellGrad": 4 * 32}  # 2 layers x 2 ways
+        assert r.fused["_FusedMatMulSum"] == 4 * (2 if cell == "gru" else 1)  # one per kernel
         assert len(r.graph.get_operations()) < len(needed_ops(fetches, set(feeds))) / 6
+
+
+def test_a_kernel_shared_by_matmuls_of_other_batch_sizes_gets_one_summed_gradient(device):
+    """Two products of one kernel (rows 2 and 5) and weight decay: the kernel's and the bias's gradients each
+    from one _FusedMatMulSum, the decay added to its sum; the same values as the unfused step."""
+    rng = np.random.default_rng(4)
+    g = tf.Graph()
+    with g.as_default():
+        x1, x2 = tf.placeholder(tf.float32, [2, 3]), tf.placeholder(tf.float32, [None, 3])
+        w, b = tf.Variable(rng.standard_normal((3, 4)).astype(np.float32)), tf.Variable(tf.zeros([4]))
+        loss = tf.reduce_sum(tf.tanh(tf.nn.bias_add(tf.matmul(x1, w), b))) + \
+            tf.reduce_sum(tf.square(tf.nn.bias_add(tf.matmul(x2, w), b))) + 0.1 * tf.nn.l2_loss(w)
+        grads = tf.gradients(loss, [w, b])
+        init = tf.global_variables_initializer()
+    r = optimize(g, grads, [x1, x2])
+    assert r.fused["_FusedMatMulSum"] == 1
+    assert not [op for op in r.graph.get_operations() if op.type in ("MatMul", "BiasAddGrad")]
+    feed = {x1: rng.standard_normal((2, 3)).astype(np.float32), x2: rng.standard_normal((5, 3)).astype(np.float32)}
+    runs = []
+    for config in (None, OFF):
+        with tf.Session(graph=g, device=device, config=config) as sess:
+            sess.run(init)
+            runs.append(sess.run(grads, feed))
+    for fused, plain in zip(*runs):
+        np.testing.assert_allclose(fused, plain, rtol=1e-5, atol=1e-6)
 
 
 # -- the gradient ops against finite differences of the fused cells (float64, the cpu's NumPy kernels) -------

@@ -33,6 +33,8 @@ Patterns:
   logits' gradient in one op, named as the Mean (see _fused_loss);
 - each time step of a GRU or LSTM cell that dynamic_rnn / static_rnn unrolled becomes one _FusedGRUCell /
   _FusedLSTMCell, and its gradient one _FusedGRUCellGrad / _FusedLSTMCellGrad (tfplus/engine/rewrite_rnn.py);
+- an AddN of MatMul(a_i, g_i, transpose_a=True) (a kernel's gradient over the steps that share it), with the AddN
+  of the BiasAddGrad(g_i), becomes one _FusedMatMulSum (rewrite_rnn.fuse_weight_sums);
 - optimizer updates sharing their scalar inputs become one _FusedApply (see _apply_groups); an SGD or momentum
   update's weight decay gradient AddN(Mul(var, c), grad) folds into it (see _decay).
 
@@ -48,7 +50,7 @@ from typing import Any
 import numpy as np
 
 from tfplus import debug
-from tfplus.engine.rewrite_rnn import fuse_cells
+from tfplus.engine.rewrite_rnn import fuse_cells, fuse_weight_sums
 from tfplus.framework import Graph, Operation, Tensor, _op_inputs, constant_value, needed_ops, topo_order
 from tfplus.ops.fused_ops import APPLY_GRAD, APPLY_SCALARS, DECAY_FUSES, apply_refs
 
@@ -108,11 +110,17 @@ def optimize(graph: Graph, fetches: list, feeds) -> Rewritten | None:
     # Recurrent cells first: their MatMul -> BiasAdd pairs are theirs, not _FusedMatMul's.
     cells = fuse_cells(ops, {t: sorted(rs, key=lambda o: o._id) for t, rs in readers.items()}, pinned, pinned_ops,
                        controlled)
-    fuse.update(cells.fuse)
-    absorbed.update(cells.absorbed)
-    for op, inputs in cells.rewired.items():  # an AddN that summed a cell's gradient parts reads their sum
-        fuse[op] = ("AddN", inputs, {"T": op.attrs["T"], "N": len(inputs)})
+    sums = fuse_weight_sums(ops, readers, pinned, pinned_ops, controlled,
+                            set(cells.fuse) | set(cells.absorbed) | set(cells.rewired))
+    units = cells.units + sums.units
+    for found in (cells, sums):
+        fuse.update(found.fuse)
+        absorbed.update(found.absorbed)
+        for op, inputs in found.rewired.items():  # an AddN that summed fused parts reads their sum
+            fuse[op] = ("AddN", inputs, {"T": op.attrs["T"], "N": len(inputs)})
     for op in sorted(ops, key=lambda o: o._id):
+        if op in fuse or op in absorbed:
+            continue
         if op.type in _ACTIVATIONS:
             p = op.inputs[0].op
             if p.type == "BiasAdd" and p in ops and only_reader(op.inputs[0], op) and p not in pinned_ops \
@@ -183,7 +191,7 @@ def optimize(graph: Graph, fetches: list, feeds) -> Rewritten | None:
         fuse[last] = ("_FusedApply", inputs + ([coefficient] if decays else []), attrs)
         absorbed.update({m: last for m in members[:-1]})
         absorbed.update({gone: last for _, folded in decays.values() for gone in folded})
-    order = _fused_order(ops, fuse, absorbed, cells.units) if fuse else []
+    order = _fused_order(ops, fuse, absorbed, units) if fuse else []
     if not fuse:
         return None
     r = _copy(graph, order, feeds, fetches, fuse, absorbed)

@@ -406,3 +406,53 @@ def _sum_parts(parts: list, slot: Slot, made: tuple, group: set, readers: dict, 
     rewired[a] = [slot] + rest
     outputs[slot] = made
     return True
+
+
+def fuse_weight_sums(ops: set, readers: dict, pinned: set, pinned_ops: set, controlled: set, busy: set) -> Cells:
+    """Each AddN that sums two or more MatMul(a_i, g_i, transpose_a=True) outputs (the gradient of a kernel that
+    unrolled steps share: one product per step) becomes one _FusedMatMulSum, and so does the AddN of the
+    BiasAddGrad(g_i) of the same g_i where there is one: a few launches per weight instead of two per step. What
+    else the AddN adds (weight decay's gradient) it adds to the sum; ops of `busy` are another pass's."""
+    found = Cells()
+
+    def free(op: Operation) -> bool:
+        return op in ops and op not in pinned_ops and op not in controlled and op not in busy \
+            and op not in found.fuse and op not in found.absorbed
+
+    def alone(t: Tensor, reader: Operation) -> bool:
+        return t not in pinned and readers.get(t) == [reader]
+
+    bias_sums = {}  # the g tensors (as a frozenset) -> the AddN of their BiasAddGrads
+    for op in sorted(ops, key=lambda o: o._id):
+        grads = [t.op for t in op.inputs]
+        if op.type == "AddN" and len(grads) > 1 and free(op) and len(set(grads)) == len(grads) and all(
+                b.type == "BiasAddGrad" and free(b) and alone(t, op) and b.inputs[0]._shape is not None
+                and len(b.inputs[0]._shape) == 2 for b, t in zip(grads, op.inputs)):
+            bias_sums[frozenset(b.inputs[0] for b in grads)] = op
+    for add in sorted(ops, key=lambda o: o._id):
+        if add.type != "AddN" or not free(add):
+            continue
+        products = [t for t in add.inputs if t.op.type == "MatMul" and t.op.attrs.get("transpose_a")
+                    and not t.op.attrs.get("transpose_b") and free(t.op) and alone(t, add)]
+        if len(products) < 2 or len({t.op for t in products}) < len(products):
+            continue
+        a = [t.op.inputs[0] for t in products]
+        g = [t.op.inputs[1] for t in products]
+        bias = bias_sums.get(frozenset(g)) if len(set(g)) == len(g) else None
+        if bias is not None and not free(bias):
+            bias = None
+        rest = [t for t in add.inputs if not any(t is p for p in products)]
+        rep = products[-1].op
+        made = {add.outputs[0] if not rest else Slot(rep, "sum"): 0}
+        if bias is not None:
+            made[bias.outputs[0]] = 1
+            found.absorbed.update({o: rep for o in [bias, *(t.op for t in bias.inputs)]})
+        found.fuse[rep] = ("_FusedMatMulSum", a + g, {"T": add.attrs["T"], "N": 2 * len(a)}, rep.name, made)
+        found.absorbed.update({t.op: rep for t in products[:-1]})
+        if rest:
+            found.rewired[add] = [Slot(rep, "sum"), *rest]
+            found.units.append({rep, add})
+        else:
+            found.absorbed[add] = rep
+            found.units.append({rep})
+    return found
