@@ -1,6 +1,6 @@
 """The fused recurrent cells (tfplus.engine.rewrite_rnn) on and off, in one run: a seqnet training step (Adam,
-the trainer's graph: tfplus.graphs.mentee.training_graph) with the cell pass on and with it off (every other
-fusion of the rewrite on in both), in turns; optionally the PyTorch mirror's step (benchmarks/torch_seqnet.py,
+the trainer's graph: tfplus.graphs.mentee.training_graph) with rewrite_rnn's passes on and with them off (every
+other fusion of the rewrite on in both), in turns; optionally the PyTorch mirror's step (benchmarks/torch_seqnet.py,
 TF's cells written out) at the same thread count. Not a test.
 
     python benchmarks/bench_rnn_fused.py                                  # seqnet, seqnet-lstm, seqnet-bi on cpu
@@ -30,16 +30,17 @@ MODELS = {"seqnet": {}, "seqnet-lstm": {"cell": "lstm"}, "seqnet-bi": {"bidirect
 
 
 def _session(tg, device: str, cells: bool, fetches, feed):
-    """A session of `tg` whose first step (where the rewrite is made) runs with the cell pass on or off."""
+    """A session of `tg` whose first step (where the rewrite is made) runs with the passes of
+    tfplus.engine.rewrite_rnn (the cells, the weight gradients summed over the steps) on or off."""
     sess = tf.Session(graph=tg.graph, device=device)
     sess.run(tg.init_op)
-    real = rewrite.fuse_cells
+    real = rewrite.fuse_cells, rewrite.fuse_weight_sums
     if not cells:
-        rewrite.fuse_cells = lambda *a, **k: rewrite_rnn.Cells()
+        rewrite.fuse_cells = rewrite.fuse_weight_sums = lambda *a, **k: rewrite_rnn.Cells()
     try:
         sess.run(fetches, feed)  # plan, rewrite, build kernels
     finally:
-        rewrite.fuse_cells = real
+        rewrite.fuse_cells, rewrite.fuse_weight_sums = real
     return sess
 
 
