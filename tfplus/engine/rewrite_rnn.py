@@ -1,4 +1,5 @@
-"""The recurrent-cell pass of the graph rewrite (tfplus.engine.rewrite.optimize calls `fuse_cells`): each time step
+"""The recurrent-cell passes of the graph rewrite (tfplus.engine.rewrite.optimize calls `fuse_cells` and
+`fuse_weight_sums`): each time step
 of a GRUCell or BasicLSTMCell / LSTMCell that dynamic_rnn or static_rnn unrolled (tfplus/rnn.py) becomes one
 _FusedGRUCell / _FusedLSTMCell (tfplus/ops/rnn_fused_ops.py), and the gradient tf.gradients built for that step
 one _FusedGRUCellGrad / _FusedLSTMCellGrad: ~13 forward and ~80 backward ops per step become two.
@@ -19,10 +20,10 @@ against it op by op (types, attrs, constants and wiring, never names: `_Match`).
 new state back to the inputs; the backward op by op from the tensors already matched, through their readers. A
 match is a proof that the ops compute what the fused kernels compute, whatever produced them.
 
-What stays: the weight gradients (the MatMul and BiasAddGrad of each step that the steps' AddN sums) read the
-fused ops' outputs ([x, h] and the gates' gradient). A gradient that the cell sends to x or to its state from
-several uses (a GRU reads h three times) arrives as one tensor: the AddN that summed the uses is rewired to read
-it, or dropped when it summed nothing else.
+The weight gradients (a MatMul and a BiasAddGrad per step, that the steps' AddNs sum) read the fused ops' outputs
+([x, h] and the gates' gradient); `fuse_weight_sums` makes each of those sums one _FusedMatMulSum. A gradient
+that the cell sends to x or to its state from several uses (a GRU reads h three times) arrives as one tensor: the
+AddN that summed the uses is rewired to read it, or dropped when it summed nothing else.
 
 A step is left as built (correctness first) unless every tensor its ops make that something else reads, fetches
 or feeds is an output of the fused ops, and unless its backward, when it has one, matches whole. A fused op waits
