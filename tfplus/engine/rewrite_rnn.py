@@ -1,8 +1,8 @@
-"""The recurrent-cell passes of the graph rewrite (tfplus.engine.rewrite.optimize calls `fuse_cells` and
-`fuse_weight_sums`): each time step
-of a GRUCell or BasicLSTMCell / LSTMCell that dynamic_rnn or static_rnn unrolled (tfplus/rnn.py) becomes one
-_FusedGRUCell / _FusedLSTMCell (tfplus/ops/rnn_fused_ops.py), and the gradient tf.gradients built for that step
-one _FusedGRUCellGrad / _FusedLSTMCellGrad: ~13 forward and ~80 backward ops per step become two.
+"""The recurrent-cell passes of the graph rewrite (tfplus.engine.rewrite.optimize calls `fuse_cells`, then
+`fuse_weight_sums`): each time step of a GRUCell or BasicLSTMCell / LSTMCell that dynamic_rnn or static_rnn unrolled
+(tfplus/rnn.py) becomes one _FusedGRUCell / _FusedLSTMCell (tfplus/ops/rnn_fused_ops.py), and the gradient
+tf.gradients built for that step one _FusedGRUCellGrad / _FusedLSTMCellGrad: ~13 forward and ~80 backward ops per
+step become two; each kernel's gradient over the steps one _FusedMatMulSum.
 
     >>> import tfplus as tf
     >>> from tfplus.engine.rewrite import optimize
@@ -12,7 +12,7 @@ one _FusedGRUCellGrad / _FusedLSTMCellGrad: ~13 forward and ~80 backward ops per
     ...     y, _ = tf.nn.dynamic_rnn(tf.nn.rnn_cell.GRUCell(5), x, dtype=tf.float32)
     ...     grads = tf.gradients(tf.reduce_sum(y), tf.trainable_variables())
     >>> sorted(optimize(g, grads, [x]).fused.items())
-    [('_FusedGRUCell', 4), ('_FusedGRUCellGrad', 4)]
+    [('_FusedGRUCell', 4), ('_FusedGRUCellGrad', 4), ('_FusedMatMulSum', 2)]
 
 How a step is recognized: the cell is built again from the same ops in a scratch graph (the pattern: `_build`),
 its inputs placeholders, with tf.gradients from a placeholder output gradient; then the step's graph is matched
