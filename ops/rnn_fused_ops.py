@@ -4,9 +4,9 @@ the ~13 forward and ~80 backward ops the unrolled cell is built from. Like the o
 after autodiff, so they are declared not differentiable.
 
 Each forward op also outputs what the backward reads: the concatenated [x, h] the weight gradients multiply by
-(the rewrite keeps those MatMuls and BiasAddGrads: they are wide products that the other steps' add up to) and the
-gate activations. Each gradient op outputs the gates' pre-activation gradient (what the weight gradients read)
-and the gradients of the step's input x and previous state, each already summed over the cell's uses of it.
+and the gate activations. Each gradient op outputs the gates' pre-activation gradient (what the weight gradients
+read) and the gradients of the step's input x and previous state, each already summed over the cell's uses of it.
+The weight gradients of all the steps are one _FusedMatMulSum per kernel (and its bias).
 """
 from __future__ import annotations
 
