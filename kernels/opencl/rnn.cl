@@ -173,8 +173,9 @@ __kernel void K(lstm_cell_grad)(GLOBAL(T, d_gates), GLOBAL(T, dx), GLOBAL(T, dh)
 #endif
 
 // _FusedMatMulSum over up to 8 pairs per launch: out[k, m] (+)= sum over the pairs s and rows r of a_s[r, k] *
-// g_s[r, m], and (the work-items of k = 0) colsum[m] (+)= sum of g_s[r, m]; FIRST: write, else add to what the
-// previous launch wrote. Work-items over (m, k): a warp reads a row of g coalesced and one a element.
+// g_s[r, m], and (the work-groups of the first row of k tiles) colsum[m] (+)= sum of g_s[r, m]; FIRST: write,
+// else add to what the previous launch wrote. TILE x TILE work-groups, each an output tile, stage TILE rows of
+// a and of g in local memory at a time (both read coalesced along their rows).
 #if WANT_matmul_sum
 __kernel void K(matmul_sum)(GLOBAL(T, out), GLOBAL(T, colsum),
                             GLOBAL(const T, a0), GLOBAL(const T, a1), GLOBAL(const T, a2), GLOBAL(const T, a3),
@@ -185,22 +186,32 @@ __kernel void K(matmul_sum)(GLOBAL(T, out), GLOBAL(T, colsum),
     SHIFT(out); SHIFT(colsum);
     SHIFT(a0); SHIFT(a1); SHIFT(a2); SHIFT(a3); SHIFT(a4); SHIFT(a5); SHIFT(a6); SHIFT(a7);
     SHIFT(g0); SHIFT(g1); SHIFT(g2); SHIFT(g3); SHIFT(g4); SHIFT(g5); SHIFT(g6); SHIFT(g7);
-    const int m = get_global_id(0), k = get_global_id(1);
-    if (m >= MG || k >= KA) return;
+    __local T ta[TILE][TILE + 1], tg[TILE][TILE + 1];
+    const int l0 = get_local_id(0), l1 = get_local_id(1);
+    const int m0 = get_group_id(0) * TILE, k0 = get_group_id(1) * TILE;
     __global const T* as[8] = {a0, a1, a2, a3, a4, a5, a6, a7};
     __global const T* gs[8] = {g0, g1, g2, g3, g4, g5, g6, g7};
     T acc = 0, cs = 0;
     for (int s = 0; s < pairs; ++s) {
         __global const T* a = as[s];
         __global const T* g = gs[s];
-        for (int r = 0; r < rows; ++r) {
-            const T v = g[(long)r * MG + m];
-            acc += a[(long)r * KA + k] * v;
-            cs += v;
+        for (int r0 = 0; r0 < rows; r0 += TILE) {
+            const int r = r0 + l1;
+            ta[l1][l0] = r < rows && k0 + l0 < KA ? a[(long)r * KA + k0 + l0] : (T)0;
+            tg[l1][l0] = r < rows && m0 + l0 < MG ? g[(long)r * MG + m0 + l0] : (T)0;
+            barrier(CLK_LOCAL_MEM_FENCE);
+            for (int i = 0; i < TILE; ++i) {
+                acc += ta[i][l1] * tg[i][l0];
+                cs += tg[i][l0];
+            }
+            barrier(CLK_LOCAL_MEM_FENCE);
         }
     }
-    const long o = (long)k * MG + m;
-    out[o] = first ? acc : out[o] + acc;
-    if (k == 0) colsum[m] = first ? cs : colsum[m] + cs;
+    const int k = k0 + l1, m = m0 + l0;
+    if (k < KA && m < MG) {
+        const long o = (long)k * MG + m;
+        out[o] = first ? acc : out[o] + acc;
+        if (k == 0) colsum[m] = first ? cs : colsum[m] + cs;
+    }
 }
 #endif

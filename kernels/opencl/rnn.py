@@ -60,8 +60,8 @@ def _matmul_sum(ctx, ins, outs, attrs):
     """Launches of up to _SLOTS pairs of one number of rows, the first writing the sums, the others adding."""
     rt, n = ctx.runtime, len(ins) // 2
     k, m = outs[0].shape
-    kern = kernel(rt, SRC, "matmul_sum", outs[0].dtype)
-    wg = 64
+    tile = 16 if rt.dev.max_wg >= 256 else 8
+    kern = kernel(rt, SRC, "matmul_sum", outs[0].dtype, TILE=tile)
     launches, at = [], 0
     while at < n:
         end = at + 1
@@ -72,5 +72,5 @@ def _matmul_sum(ctx, ins, outs, attrs):
     for first, end in launches:
         a, g = list(ins[first:end]), list(ins[n + first:n + end])
         pad = [None] * (_SLOTS - len(a))
-        rt.run(kern, (-(-m // wg) * wg, k), (wg, 1), *outs, *a, *pad, *g, *pad, np.int32(len(a)),
-               np.int32(ins[first].shape[0]), np.int32(k), np.int32(m), np.int32(first == 0))
+        rt.run(kern, (-(-m // tile) * tile, -(-k // tile) * tile), (tile, tile), *outs, *a, *pad, *g, *pad,
+               np.int32(len(a)), np.int32(ins[first].shape[0]), np.int32(k), np.int32(m), np.int32(first == 0))
