@@ -5,7 +5,8 @@ TF's cells written out) at the same thread count. Not a test.
 
     python benchmarks/bench_rnn_fused.py                                  # seqnet, seqnet-lstm, seqnet-bi on cpu
     python benchmarks/bench_rnn_fused.py --models seqnet --torch          # and torch's step (pip install torch)
-    python benchmarks/bench_rnn_fused.py --device opencl --models seqnet,seqnet-lstm,seqnet-bi,seqnet-bilstm
+    python benchmarks/bench_rnn_fused.py --device opencl --models seqnet,seqnet-lstm,seqnet-bi,seqnet-bilstm \
+        --sums-apart
 
 The sides alternate in rounds (`--steps` steps each per round) so that load from other processes falls on all
 alike; the figure per side is the median step. Both tfplus sessions start from the same weights; their losses
@@ -29,14 +30,16 @@ MODELS = {"seqnet": {}, "seqnet-lstm": {"cell": "lstm"}, "seqnet-bi": {"bidirect
           "seqnet-bilstm": {"cell": "lstm", "bidirectional": True}}
 
 
-def _session(tg, device: str, cells: bool, fetches, feed):
+def _session(tg, device: str, cells: bool, sums: bool, fetches, feed):
     """A session of `tg` whose first step (where the rewrite is made) runs with the passes of
-    tfplus.engine.rewrite_rnn (the cells, the weight gradients summed over the steps) on or off."""
+    tfplus.engine.rewrite_rnn on or off: the cells', and the weight gradients summed over the steps."""
     sess = tf.Session(graph=tg.graph, device=device)
     sess.run(tg.init_op)
     real = rewrite.fuse_cells, rewrite.fuse_weight_sums
     if not cells:
-        rewrite.fuse_cells = rewrite.fuse_weight_sums = lambda *a, **k: rewrite_rnn.Cells()
+        rewrite.fuse_cells = lambda *a, **k: rewrite_rnn.Cells()
+    if not sums:
+        rewrite.fuse_weight_sums = lambda *a, **k: rewrite_rnn.Cells()
     try:
         sess.run(fetches, feed)  # plan, rewrite, build kernels
     finally:
@@ -107,6 +110,8 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--steps", type=int, default=2, help="steps per side per round")
     p.add_argument("--torch", action="store_true", help="also time the PyTorch mirror's step (cpu)")
+    p.add_argument("--sums-apart", action="store_true",
+                   help="also time the fused cells without _FusedMatMulSum (the steps' weight gradients apart)")
     args = p.parse_args()
     widths = tuple(int(w) for w in args.widths.split(","))
     rng = np.random.default_rng(0)
@@ -119,8 +124,11 @@ def main() -> None:
         feed = {tg.images: images, tg.labels: labels}
         fetches = [tg.train_op, tg.loss]
         sides = {}
-        for side, cells in (("cells fused", True), ("cells unfused", False)):
-            sess = _session(tg, args.device, cells, fetches, feed)
+        variants = [("cells fused", True, True), ("cells unfused", False, False)]
+        if args.sums_apart:
+            variants.insert(1, ("cells fused, weight grads per step", True, False))
+        for side, cells, sums in variants:
+            sess = _session(tg, args.device, cells, sums, fetches, feed)
             sides[side] = {"run": lambda s=sess, f=fetches, d=feed: s.run(f, d)[1], "sess": sess, "times": [],
                            "ops": _ops(sess), "launches": _launches(sess, fetches, feed)}
         if args.torch:
