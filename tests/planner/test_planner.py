@@ -605,16 +605,15 @@ def test_a_plan_needs_its_device_kernels_registered():
 
 def test_seqnet_bi_arena_is_at_the_liveness_bound():
     """The bidirectional recurrent model (10K buffers) at a small batch: the placement packs its arena into the
-    most bytes alive at one step, as it did when the arena search was made faster (issue 38). A search of one sweep
-    and one ordering lands 1088 bytes over at this batch."""
-    from tfplus.engine.rewrite import optimize
+    most bytes alive at one step, as it did when the arena search was made faster (issue 38). Planned as built: the
+    rewrite's fused recurrent cells (tfplus.engine.rewrite_rnn) leave ~3K buffers, too few to test the search at
+    scale."""
     from tfplus.graphs import get_model, training_graph
     from tfplus.planner import DeviceFacts
     model = get_model("seqnet-bi")
     tg = training_graph(model.build, total_steps=10, optimizer="momentum", image_shape=model.image_shape)
     fetches = [tg.train_op, tg.loss]
-    rw = optimize(tg.graph, fetches, {tg.images, tg.labels})
-    shapes = {rw.element[tg.images]: (4,) + tuple(tg.images.shape.as_list()[1:]), rw.element[tg.labels]: (4,)}
-    p = planner.plan([rw.element[f] for f in fetches], shapes, DeviceFacts("cpu", "cpu"), graph=rw.graph)
+    shapes = {tg.images: (4,) + tuple(tg.images.shape.as_list()[1:]), tg.labels: (4,)}
+    p = planner.plan(fetches, shapes, DeviceFacts("cpu", "cpu"), graph=tg.graph)
     assert len(p.buffers) > 10000
     assert p.arena_bytes == p.arena_lower_bound_bytes

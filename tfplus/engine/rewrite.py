@@ -31,6 +31,10 @@ Patterns:
 - SparseSoftmaxCrossEntropyWithLogits averaged by a Mean, with the gradient chain tf.gradients builds through both
   from ones (the loss's grad_ys, or a total loss's that adds it), becomes _FusedSparseXentMean: the loss and the
   logits' gradient in one op, named as the Mean (see _fused_loss);
+- each time step of a GRU or LSTM cell that dynamic_rnn / static_rnn unrolled becomes one _FusedGRUCell /
+  _FusedLSTMCell, and its gradient one _FusedGRUCellGrad / _FusedLSTMCellGrad (tfplus/engine/rewrite_rnn.py);
+- an AddN of MatMul(a_i, g_i, transpose_a=True) (a kernel's gradient over the steps that share it), with the AddN
+  of the BiasAddGrad(g_i), becomes one _FusedMatMulSum (rewrite_rnn.fuse_weight_sums);
 - optimizer updates sharing their scalar inputs become one _FusedApply (see _apply_groups); an SGD or momentum
   update's weight decay gradient AddN(Mul(var, c), grad) folds into it (see _decay).
 
@@ -46,6 +50,7 @@ from typing import Any
 import numpy as np
 
 from tfplus import debug
+from tfplus.engine.rewrite_rnn import fuse_cells, fuse_weight_sums
 from tfplus.framework import Graph, Operation, Tensor, _op_inputs, constant_value, needed_ops, topo_order
 from tfplus.ops.fused_ops import APPLY_GRAD, APPLY_SCALARS, DECAY_FUSES, apply_refs
 
@@ -102,7 +107,20 @@ def optimize(graph: Graph, fetches: list, feeds) -> Rewritten | None:
     # fused one replaces (by default it takes that op's name and stands in for its outputs); absorbed ops vanish.
     fuse: dict[Operation, tuple] = {}
     absorbed: dict[Operation, Operation] = {}  # vanished op -> the op whose fused replacement does its work
+    # Recurrent cells first: their MatMul -> BiasAdd pairs are theirs, not _FusedMatMul's.
+    cells = fuse_cells(ops, {t: sorted(rs, key=lambda o: o._id) for t, rs in readers.items()}, pinned, pinned_ops,
+                       controlled)
+    sums = fuse_weight_sums(ops, readers, pinned, pinned_ops, controlled,
+                            set(cells.fuse) | set(cells.absorbed) | set(cells.rewired))
+    units = cells.units + sums.units
+    for found in (cells, sums):
+        fuse.update(found.fuse)
+        absorbed.update(found.absorbed)
+        for op, inputs in found.rewired.items():  # an AddN that summed fused parts reads their sum
+            fuse[op] = ("AddN", inputs, {"T": op.attrs["T"], "N": len(inputs)})
     for op in sorted(ops, key=lambda o: o._id):
+        if op in fuse or op in absorbed:
+            continue
         if op.type in _ACTIVATIONS:
             p = op.inputs[0].op
             if p.type == "BiasAdd" and p in ops and only_reader(op.inputs[0], op) and p not in pinned_ops \
@@ -173,7 +191,7 @@ def optimize(graph: Graph, fetches: list, feeds) -> Rewritten | None:
         fuse[last] = ("_FusedApply", inputs + ([coefficient] if decays else []), attrs)
         absorbed.update({m: last for m in members[:-1]})
         absorbed.update({gone: last for _, folded in decays.values() for gone in folded})
-    order = _fused_order(ops, fuse, absorbed) if fuse else []
+    order = _fused_order(ops, fuse, absorbed, units) if fuse else []
     if not fuse:
         return None
     r = _copy(graph, order, feeds, fetches, fuse, absorbed)
@@ -330,11 +348,13 @@ def _decay(update: Operation, readers: dict, pinned: set, controlled: set) -> tu
     return None
 
 
-def _fused_order(ops: set, fuse: dict, absorbed: dict) -> list[Operation]:
+def _fused_order(ops: set, fuse: dict, absorbed: dict, units: list = ()) -> list[Operation]:
     """The ops that the rewritten step creates (fused ops and the ops kept) in an order that respects every data
     and control input, each fused op standing for all the ops it replaces. A fusion that would close a cycle (its
     ops ordered around another op: say a loss's gradient under control_dependencies on an op reading the loss) is
-    undone, in `fuse` and `absorbed`, and its ops copied as built: the rewrite never makes a valid graph fail."""
+    undone, in `fuse` and `absorbed`, and its ops copied as built: the rewrite never makes a valid graph fail. The
+    fused ops of one of `units` (sets of ops of `fuse`: a recurrent cell's step, whose ops read each other's Slots)
+    are made or undone together."""
     def order() -> list[Operation]:
         def inputs_of(op: Operation) -> list[Operation]:
             if op not in fuse:
@@ -357,14 +377,19 @@ def _fused_order(ops: set, fuse: dict, absorbed: dict) -> list[Operation]:
     wanted, taken = dict(fuse), dict(absorbed)
     fuse.clear()
     absorbed.clear()
+    unit_of = {op: sorted(unit, key=lambda o: o._id) for unit in units for op in unit}
     for op in sorted(wanted, key=lambda o: o._id):
-        fuse[op] = wanted[op]
-        group = {gone: by for gone, by in taken.items() if by is op}
+        if op in fuse or op in absorbed:
+            continue
+        members = [m for m in unit_of.get(op, [op]) if m in wanted]
+        fuse.update({m: wanted[m] for m in members})
+        group = {gone: by for gone, by in taken.items() if by in members}
         absorbed.update(group)
         try:
             order()
         except ValueError:
-            del fuse[op]
+            for m in members:
+                del fuse[m]
             for gone in group:
                 del absorbed[gone]
     return order()
@@ -397,7 +422,8 @@ def _copy(graph: Graph, order: list, feeds: set, fetches: list, fuse: dict, abso
             op_type, inputs, attrs, *named = fuse[op]
             name, outputs = named or (op.name, None)
             new = g.create_op(op_type, [tensor[t] for t in inputs], attrs, name + "/")
-            fused[op_type] = fused.get(op_type, 0) + 1
+            if op_type != op.type:  # not a rewired op (an AddN reading a fused cell's gradient)
+                fused[op_type] = fused.get(op_type, 0) + 1
         else:
             op_type, outputs = None, None
             new = g.create_op(op.type, [tensor[t] for t in op.inputs], op.attrs, op.name + "/")
