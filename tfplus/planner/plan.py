@@ -595,6 +595,8 @@ class _Step:
         if ("fixed features", k, r) in self._cache:
             return self._cache["fixed features", k, r]
         if r:
+            if k > 1:
+                self.split(r)  # PlanError where micro-batches do not combine with recomputation (batch statistics)
             f0, convs0 = self._fixed_features(k, 0)
             f, convs = dict(f0), list(convs0)
             specs = self._runs(k)[0].specs
