@@ -92,9 +92,10 @@ def _statistic(t: Tensor) -> str:
             f"'{t.name}' again (a batch statistic, e.g. tf.nn.moments written by hand)")
 
 
-def rewrite(order: list[Operation], feeds: set[Tensor], batch_feeds: set[Tensor], rowed: set[Tensor],
-            specs: dict) -> Statistics:
-    """The planning copy of the step (`order`, run from `feeds`; `specs` its tensors' at the whole batch) in which
+def rewrite(order: list[Operation], feeds: set[Tensor], fetches: list, batch_feeds: set[Tensor],
+            rowed: set[Tensor], specs: dict) -> Statistics:
+    """The planning copy of the step (`order`, run from `feeds` to compute `fetches`; `specs` its tensors' at the
+    whole batch) in which
     the batch statistics are tensors of their own, computed in passes (see the module doc). Raises PlanError for
     a statistic it cannot compute in passes (one written by hand: its gradient's batch size is the slice's)."""
     norms = fused_norms(order)
@@ -108,6 +109,7 @@ def rewrite(order: list[Operation], feeds: set[Tensor], batch_feeds: set[Tensor]
                     raise PlanError(f"cannot micro-batch: {c.type} '{c.name}' reads the reserve space of "
                                     f"{bn.type} '{bn.name}'; only its gradient may")
     fold = _foldable(order, feeds, batch_feeds, rowed, norms, specs)
+    fetched = {f.op if isinstance(f, Tensor) else f for f in fetches}
     g = Graph()
     tmap: dict[Tensor, Tensor] = {}
     op_map: dict[Operation, Operation] = {}
@@ -138,7 +140,7 @@ def rewrite(order: list[Operation], feeds: set[Tensor], batch_feeds: set[Tensor]
             new_rowed.update(t for new in g._ops[start:] for t in new.outputs if _open(t))
             continue
         ins = [tmap[t] for t in op.inputs] if op in in_step else []
-        new = op_map[op] = copy_op(g, op, ins, op.name, [op_map[c] for c in _control(op) if c in op_map])
+        new = op_map[op] = copy_op(g, op, ins, op.name, [op_map[c] for c in _control(op, fetched) if c in op_map])
         tmap.update(zip(op.outputs, new.outputs))
     copy_order = [op for op in g._ops]
     copy_feeds = {tmap[t] for t in feeds}
@@ -152,13 +154,13 @@ def rewrite(order: list[Operation], feeds: set[Tensor], batch_feeds: set[Tensor]
     return Statistics(g, tmap, op_map, _levels(copy_order, mine), rows, [bn.name for bn in norms])
 
 
-def _control(op: Operation) -> list[Operation]:
-    """op's control inputs in the copy. An op that computes a tensor and changes no variable does not wait for an
-    op that does (the moving averages' updates: TF1's training op runs under control_dependencies(UPDATE_OPS),
-    which puts them before the whole backward pass) unless it reads that variable: in micro-batches the updates
-    run once, in the update run after them, which changes no value the other ops read. (The training op itself,
-    a NoOp, still waits for them all.)"""
-    if op.op_def.ref_inputs or not op.outputs:
+def _control(op: Operation, fetched: set[Operation]) -> list[Operation]:
+    """op's control inputs in the copy. An op that changes no variable does not wait for an op that does (the
+    moving averages' updates: TF1's training op runs under control_dependencies(UPDATE_OPS), which puts them
+    before the whole backward pass) unless it reads that variable: in micro-batches the updates run once, in the
+    update run after them, which changes no value the other ops read. A fetched op (the training op) still
+    waits for them all."""
+    if op.op_def.ref_inputs or op in fetched:
         return list(op.control_inputs)
     reads = {t.op for t in op.inputs}
     return [c for c in op.control_inputs if not c.op_def.ref_inputs or c.inputs[0].op in reads]

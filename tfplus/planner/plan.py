@@ -665,8 +665,8 @@ class _Step:
             value: crossbatch.Statistics | str | None = None
             if crossbatch.fused_norms(self.order):
                 try:
-                    value = crossbatch.rewrite(self.order, self.feeds, self.batch_feeds(), self.rowed(),
-                                               self.base_specs)
+                    value = crossbatch.rewrite(self.order, self.feeds, self.fetches, self.batch_feeds(),
+                                               self.rowed(), self.base_specs)
                 except PlanError as e:
                     value = str(e)  # the message, not the exception (cut())
             self._cache["stats"] = value
