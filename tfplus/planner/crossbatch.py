@@ -108,7 +108,9 @@ def rewrite(order: list[Operation], feeds: set[Tensor], fetches: list, batch_fee
                 elif c in set(order):
                     raise PlanError(f"cannot micro-batch: {c.type} '{c.name}' reads the reserve space of "
                                     f"{bn.type} '{bn.name}'; only its gradient may")
-    fold = _foldable(order, feeds, batch_feeds, rowed, norms, specs)
+    value = _values(order, feeds, batch_feeds, norms)
+    fold = _foldable(order, rowed, value, specs)
+    moving = {op for op in order if op.op_def.ref_inputs and not any(t in value for t in op.inputs)}
     fetched = {f.op if isinstance(f, Tensor) else f for f in fetches}
     g = Graph()
     tmap: dict[Tensor, Tensor] = {}
@@ -140,7 +142,8 @@ def rewrite(order: list[Operation], feeds: set[Tensor], fetches: list, batch_fee
             new_rowed.update(t for new in g._ops[start:] for t in new.outputs if _open(t))
             continue
         ins = [tmap[t] for t in op.inputs] if op in in_step else []
-        new = op_map[op] = copy_op(g, op, ins, op.name, [op_map[c] for c in _control(op, fetched) if c in op_map])
+        control = [op_map[c] for c in _control(op, fetched, moving) if c in op_map]
+        new = op_map[op] = copy_op(g, op, ins, op.name, control)
         tmap.update(zip(op.outputs, new.outputs))
     copy_order = [op for op in g._ops]
     copy_feeds = {tmap[t] for t in feeds}
@@ -154,16 +157,16 @@ def rewrite(order: list[Operation], feeds: set[Tensor], fetches: list, batch_fee
     return Statistics(g, tmap, op_map, _levels(copy_order, mine), rows, [bn.name for bn in norms])
 
 
-def _control(op: Operation, fetched: set[Operation]) -> list[Operation]:
-    """op's control inputs in the copy. An op that changes no variable does not wait for an op that does (the
-    moving averages' updates: TF1's training op runs under control_dependencies(UPDATE_OPS), which puts them
-    before the whole backward pass) unless it reads that variable: in micro-batches the updates run once, in the
-    update run after them, which changes no value the other ops read. A fetched op (the training op) still
-    waits for them all."""
+def _control(op: Operation, fetched: set[Operation], moving: set[Operation]) -> list[Operation]:
+    """op's control inputs in the copy. An op that changes no variable does not wait for an update that reads
+    no value of the batch's rows but its statistics (`moving`: the moving averages' updates, which TF1's training
+    op runs under control_dependencies(UPDATE_OPS), before the whole backward pass) unless it reads that
+    variable: in micro-batches those run once, in the update run after them, which changes no value the other
+    ops read. A fetched op (the training op) still waits for them all."""
     if op.op_def.ref_inputs or op in fetched:
         return list(op.control_inputs)
     reads = {t.op for t in op.inputs}
-    return [c for c in op.control_inputs if not c.op_def.ref_inputs or c.inputs[0].op in reads]
+    return [c for c in op.control_inputs if c not in moving or c.inputs[0].op in reads]
 
 
 def _levels(order: list[Operation], stats: list[Tensor]) -> list[list[Tensor]]:
@@ -246,16 +249,20 @@ def _open(t: Tensor) -> bool:
     return t._shape is None or any(d is None for d in t._shape)
 
 
-def _foldable(order, feeds, batch_feeds, rowed, norms, specs) -> dict[Operation, object]:
-    """Shape-only ops reading rows whose numbers meet only the statistics (and no row, and no per-micro-batch
-    value) on their way: {op: its whole-batch value}, as the planner's shape propagation folds it."""
+def _values(order, feeds, batch_feeds, norms) -> set[Tensor]:
+    """The tensors computed from the values of the batch's rows other than through the batch norms' statistics
+    (their batch mean and variance outputs) or the rows' shapes (shape-only ops)."""
     stat_outs = {t for bn in norms for t in bn.outputs[1:]}
-    value: set[Tensor] = set(batch_feeds)  # computed from the values of the batch's rows
+    value: set[Tensor] = set(batch_feeds)
     for op in order:
-        if has_tag(op.type, "shape_only"):
-            continue
-        if any(t in value for t in op.inputs):
+        if not has_tag(op.type, "shape_only") and any(t in value for t in op.inputs):
             value.update(t for t in op.outputs if t not in feeds and t not in stat_outs)
+    return value
+
+
+def _foldable(order, rowed, value, specs) -> dict[Operation, object]:
+    """Shape-only ops reading rows whose numbers meet only the statistics (and no row, and no per-micro-batch
+    `value`) on their way: {op: its whole-batch value}, as the planner's shape propagation folds it."""
     out = {}
     for op in order:
         if not has_tag(op.type, "shape_only") or not any(t in rowed for t in op.inputs):
