@@ -211,6 +211,7 @@ def test_the_budget_search_prices_the_statistics_passes():
     detail = next(t["detail"] for t in p.transformations if t["name"] == "microbatch")
     assert f"first {len(p.statistics)} statistics passes" in detail and "5 training-mode batch norms" in detail
     assert p.predicted_overhead > len(p.statistics)  # each pass reruns a part of the step, k micro-batches
+    assert p.to_json()["statistics_passes"] == len(p.statistics) and "statistics_passes" not in plain.to_json()
 
 
 @pytest.mark.parametrize("model", ["mobilenet", "seqnet"])
@@ -224,10 +225,11 @@ def test_batch_norm_split_plans_are_measured(model):
 
 @needs_opencl
 def test_batch_norm_split_step_runs_on_opencl():
-    """The OpenCL executor runs the statistics passes: the unsplit opencl step's results, and the device
-    ledger finds the planned peak with no allocation during the step."""
+    """The OpenCL executor runs the statistics passes (from the fourth step on as one recorded tape): the
+    unsplit opencl step's results, and the device ledger finds the planned peak with no allocation during the
+    step."""
     tg, feeds = _bn_net(4, "NCHW")
-    _assert_same(_train(tg, feeds, force=(2, 1), device="opencl"), _train(tg, feeds, device="opencl"))
+    _assert_same(_train(tg, feeds, force=(2, 1), device="opencl", steps=5), _train(tg, feeds, device="opencl", steps=5))
     fetches = [tg.train_op, tg.loss]
     gc.collect()  # the sessions' device buffers go back to the pool before the ledger is read
     with tf.Session(graph=tg.graph, device="opencl", memory_budget="1GB") as sess:

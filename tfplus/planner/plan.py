@@ -248,6 +248,8 @@ class MemoryPlan:
             out["notes"] = self.notes
         if self.choice:
             out["choice"] = self.choice
+        if self.statistics:
+            out["statistics_passes"] = len(self.statistics)
         if self.stream is not None:
             out["stream"] = {"cut": self.stream.tensor.name, "microbatches": self.stream_microbatches,
                              "lanes": self.stream_lanes, "prefix_backward": bool(self.stream.backward)}
