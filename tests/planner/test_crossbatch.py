@@ -92,14 +92,19 @@ def _rows_net(stat):
     """x (N, 6) -> dense -> stat(h) -> dense -> mean cross-entropy; `stat` returns rows computed from h."""
     g = tf.Graph()
     with g.as_default():
-        x = tf.placeholder(tf.float32, [None, 6])
-        y = tf.placeholder(tf.int32, [None])
-        h = tf.matmul(x, tf.Variable(np.ones((6, 8), np.float32) / 6))
+        x = tf.placeholder(tf.float32, [None, 6], name="x")
+        y = tf.placeholder(tf.int32, [None], name="y")
+        h = tf.matmul(x, tf.Variable(np.linspace(-1, 1, 48).reshape(6, 8).astype(np.float32)))
         h = stat(h)
-        logits = tf.matmul(h, tf.Variable(np.ones((8, 3), np.float32) / 8))
+        logits = tf.matmul(h, tf.Variable(np.linspace(1, -1, 24).reshape(8, 3).astype(np.float32)))
         loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits))
-        train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss)
-    return g, {x: (8, 6), y: (8,)}, [train_op, loss]
+        with tf.control_dependencies(tf.get_collection(tf.GraphKeys.UPDATE_OPS)):
+            train_op = tf.train.GradientDescentOptimizer(0.5).minimize(loss)
+        init_op = tf.global_variables_initializer()
+    data = np.random.default_rng(2)
+    feeds = {x: (data.standard_normal((BATCH, 6)) * 2 + 1).astype(np.float32),
+             y: data.integers(0, 3, BATCH).astype(np.int32)}
+    return SimpleNamespace(graph=g, train_op=train_op, loss=loss, init_op=init_op), feeds
 
 
 def _moments_over_batch(h):
@@ -116,34 +121,64 @@ def _share_of_batch(h):  # a sum over the batch, broadcast back onto the rows
     return h / tf.reduce_sum(tf.abs(h), 0)
 
 
-@pytest.mark.parametrize("stat, found", [(_moments_over_batch, "Mean 'moments/Mean' averages"),
-                                         (_share_of_batch, "Sum 'Sum' sums"), (_layer_norm, None),
-                                         (tf.nn.relu, None)], ids=["moments", "share", "layer_norm", "relu"])
-def test_batch_statistics_are_found_from_the_dataflow(stat, found):
-    """A reduction over the batch whose result is broadcast back onto the rows is found whatever ops compute
-    it; a layer norm over the features, the loss's mean and the weight gradients (sums over the batch that only
-    the fetches and updates read) are not batch statistics: those steps micro-batch as before."""
-    g, shapes, fetches = _rows_net(stat)
-    if found:
-        with pytest.raises(planner.PlanError, match=f"cannot micro-batch: {found} its input over the batch"):
-            planner.plan(fetches, shapes, graph=g, force=(2, 1))
-        assert found in planner.plan(fetches, shapes, graph=g).notes[0]
-    else:
-        p = planner.plan(fetches, shapes, graph=g, force=(2, 1))
-        assert p.microbatches == 2 and not p.statistics and not p.notes
+def _over_batch_max(h):  # a max over the batch: no pass combines slices' maxima into the gradient's ties
+    return h / tf.reduce_max(tf.abs(h), 0)
+
+
+def _norm_and_moments(h):  # a fused batch norm, then a hand-written one
+    h = tf.reshape(tf.layers.batch_normalization(tf.reshape(h, [-1, 1, 1, 8]), training=True), [-1, 8])
+    return _moments_over_batch(h)
+
+
+def _fetches_and_shapes(tg, feeds):
+    return [tg.train_op, tg.loss], {t: v.shape for t, v in feeds.items()}
+
+
+@pytest.mark.parametrize("stat, passes", [(_moments_over_batch, 3), (_share_of_batch, 2), (_layer_norm, 0),
+                                          (tf.nn.relu, 0)], ids=["moments", "share", "layer_norm", "relu"])
+def test_batch_statistics_are_found_from_the_dataflow(stat, passes):
+    """A reduction over the batch whose result is broadcast back onto the rows is found whatever ops compute it
+    (hand-written moments: a pass for the mean, one for the variance about it, one for their gradients' sums
+    over the batch); a layer norm over the features, the loss's mean and the weight gradients (sums over the batch that
+    only the fetches and updates read) are not batch statistics: those steps micro-batch as before."""
+    tg, feeds = _rows_net(stat)
+    p = planner.plan(*_fetches_and_shapes(tg, feeds), graph=tg.graph, force=(2, 1))
+    assert p.microbatches == 2 and len(p.statistics) == passes and not p.notes
 
 
 def test_statistics_are_tensors_that_rows_are_computed_from_again():
     """planner.crossbatch.statistics on its own: of hand-written moments, the kept batch mean and the variance
     (which reads it), and the backward's sums over the batch that reach the rows through their gradients; not
     the loss's mean over the batch, nor the weight gradients."""
-    g, shapes, fetches = _rows_net(_moments_over_batch)
+    tg, feeds = _rows_net(_moments_over_batch)
+    fetches, shapes = _fetches_and_shapes(tg, feeds)
     order = sorted(tf.framework.needed_ops(fetches, set(shapes)), key=lambda op: op._id)
     found = crossbatch.statistics(order, set(shapes), set(shapes), crossbatch.open_rows(order, set(shapes)))
     forward = [t.op for t in found if not t.op.backward]
     assert [(op.type, op.name) for op in forward] == [("Mean", "moments/Mean"), ("Mean", "moments/Mean_1")]
-    assert all(t.op.type == "Sum" and t.op.name.startswith("gradients/") for t in found[2:])
+    assert found[2:] and all(t.op.type == "Sum" and t.op.name.startswith("gradients/") for t in found[2:])
     assert not any(t.op.name.startswith(("Mean", "gradients/MatMul")) for t in found)
+
+
+@pytest.mark.parametrize("stat, k", [(_moments_over_batch, 2), (_moments_over_batch, 8), (_share_of_batch, 4),
+                                     (_norm_and_moments, 4)], ids=["moments-k2", "moments-k8", "share-k4", "both-k4"])
+def test_hand_written_statistics_split_step_equals_the_unsplit_step(stat, k):
+    """Statistics written by hand run in passes too: a mean's gradient divides by the whole batch's size (its
+    Size folded), a sum's partials add up; beside a fused batch norm as well."""
+    tg, feeds = _rows_net(stat)
+    got = _train(tg, feeds, force=(k, 1), steps=3)
+    _assert_same(got, _train(tg, feeds, steps=3))
+    assert got[2].statistics
+
+
+def test_a_statistic_no_pass_can_combine_is_refused_by_name():
+    """A max over the batch broadcast onto the rows: the slices' maxima do not make the gradient's; refused,
+    naming the op."""
+    tg, feeds = _rows_net(_over_batch_max)
+    fetches, shapes = _fetches_and_shapes(tg, feeds)
+    with pytest.raises(planner.PlanError, match="Max 'Max' reduces its input over the batch .* not a Max's"):
+        planner.plan(fetches, shapes, graph=tg.graph, force=(2, 1))
+    assert "Max 'Max'" in planner.plan(fetches, shapes, graph=tg.graph).notes[0]
 
 
 # -- batch norm in statistics passes: equal to the unsplit step -----------------------------------------------
@@ -179,17 +214,6 @@ def test_batch_norm_split_step_matches_tensorflow(tf1):
     np.testing.assert_allclose(losses, theirs, rtol=1e-5)
     for name, v in values.items():
         np.testing.assert_allclose(mine[name], v, rtol=1e-4, atol=1e-5, err_msg=name)
-
-
-def test_a_hand_written_statistic_beside_batch_norm_is_refused_by_name():
-    """Batch norm's statistics run in passes; one written by hand (its gradient divides by the slice's size) is
-    refused, naming its op and what to use instead."""
-    def both(h):
-        h = tf.reshape(tf.layers.batch_normalization(tf.reshape(h, [-1, 1, 1, 8]), training=True), [-1, 8])
-        return _moments_over_batch(h)
-    g, shapes, fetches = _rows_net(both)
-    with pytest.raises(planner.PlanError, match="Mean 'moments/Mean' averages .* not one written by hand"):
-        planner.plan(fetches, shapes, graph=g, force=(2, 1))
 
 
 def test_the_budget_search_prices_the_statistics_passes():

@@ -323,7 +323,7 @@ class Bound:
 
     def _passes(self, feeds: dict) -> dict:
         """The micro-batched step's runs: its statistics passes (planner.crossbatch: each over the micro-batches,
-        their means summed in micro-batch order and divided by k into the whole batch's, fed to the later runs),
+        their values summed in micro-batch order, means divided by k, into the whole batch's, fed to the later runs),
         the micro-batch run k times (gradients and fetches merged) and the update run."""
         p, rt, k = self.plan, self.runtime, self.plan.microbatches
         m = p.batch_size // k
@@ -336,8 +336,12 @@ class Bound:
         for i, level in enumerate(p.statistics):
             for j in range(k):
                 values = run(i, j)
-                how = "copy" if j == 0 else "add_scale" if j == k - 1 else "add"
-                self.merges.run(rt, how, [(self.acc[t], values[t]) for t in level], 1.0 / k)
+                sums: dict[str, list] = {"copy": [], "add": [], "add_scale": []}
+                for t in level:  # a mean's sum divided by k with the last micro-batch; a sum's as it is
+                    last = "add_scale" if p.fetch_merge[t] == "mean" else "add"
+                    sums["copy" if j == 0 else last if j == k - 1 else "add"].append((self.acc[t], values[t]))
+                for how, pairs in sums.items():
+                    self.merges.run(rt, how, pairs, 1.0 / k)
         a = len(p.statistics)
         fetched = {f for f in p.phases[a].fetches if isinstance(f, Tensor)}
         merged = [(t, acc) for t, acc in self.acc.items() if t in fetched]

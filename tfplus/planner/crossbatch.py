@@ -49,7 +49,8 @@ class Statistics(NamedTuple):
     graph: Graph
     tensor_map: dict[Tensor, Tensor]     # the step's tensors -> the copy's
     op_map: dict[Operation, Operation]
-    levels: list[list[Tensor]]           # the statistics each pass computes (per-channel means), pass by pass
+    levels: list[list[Tensor]]           # the statistics each pass computes, pass by pass
+    merges: dict[Tensor, str]            # how a statistic's micro-batch values make the batch's: 'mean' or 'sum'
     rowed: set[Tensor]                   # the copy's tensors with rows of the batch
     norms: list[str]                     # the batch-norm ops rewritten
 
@@ -108,8 +109,11 @@ def rewrite(order: list[Operation], feeds: set[Tensor], fetches: list, batch_fee
                 elif c in set(order):
                     raise PlanError(f"cannot micro-batch: {c.type} '{c.name}' reads the reserve space of "
                                     f"{bn.type} '{bn.name}'; only its gradient may")
-    value = _values(order, feeds, batch_feeds, norms)
-    fold = _foldable(order, rowed, value, specs)
+    own = set(norms) | set(grads)
+    merges = {t: _merge(t) for t in statistics(order, feeds, batch_feeds, rowed) if t.op not in own}
+    fed = set(merges) | {t for bn in norms for t in bn.outputs[1:]}  # whole-batch values in the micro-batch run
+    value = _values(order, feeds, batch_feeds, fed)
+    fold = _foldable(order, rowed, value, fed, specs)
     moving = {op for op in order if op.op_def.ref_inputs and not any(t in value for t in op.inputs)}
     fetched = {f.op if isinstance(f, Tensor) else f for f in fetches}
     g = Graph()
@@ -118,6 +122,7 @@ def rewrite(order: list[Operation], feeds: set[Tensor], fetches: list, batch_fee
     new_rowed: set[Tensor] = set()  # the rewritten norms' tensors with rows: their static shapes leave the batch open
     made: dict[Operation, dict] = {}  # a rewritten norm's tensors its gradient reads
     mine: list[Tensor] = []
+    mean: dict[Tensor, str] = {}
     in_step = set(order)
     for op in sorted(in_step | {t.op for t in feeds}, key=lambda op: op._id):
         if op in fold:
@@ -138,23 +143,39 @@ def rewrite(order: list[Operation], feeds: set[Tensor], fetches: list, batch_fee
                     new.backward = op.backward
             for t, c in zip(op.outputs, outs):
                 tmap[t] = c
-            mine += [made[op]["mean"], made[op]["variance"]] if op in norms else outs[-2:]
+            made_stats = [made[op]["mean"], made[op]["variance"]] if op in norms else outs[-2:]
+            mine += made_stats
+            mean.update(dict.fromkeys(made_stats, "mean"))
             new_rowed.update(t for new in g._ops[start:] for t in new.outputs if _open(t))
             continue
         ins = [tmap[t] for t in op.inputs] if op in in_step else []
         control = [op_map[c] for c in _control(op, fetched, moving) if c in op_map]
         new = op_map[op] = copy_op(g, op, ins, op.name, control)
         tmap.update(zip(op.outputs, new.outputs))
+        for t in op.outputs:
+            if t in merges:
+                mine.append(tmap[t])
+                mean[tmap[t]] = merges[t]
     copy_order = [op for op in g._ops]
     copy_feeds = {tmap[t] for t in feeds}
     rows = {tmap[t] for t in rowed if t in tmap} | new_rowed
     found = statistics(copy_order, copy_feeds, {tmap[t] for t in batch_feeds}, rows)
     for t in found:
-        if t not in mine:
-            raise PlanError(f"cannot micro-batch: {_statistic(t)}; micro-batches compute the statistics of "
-                            "FusedBatchNorm(V3) in passes (tf.layers.batch_normalization, tf.nn.fused_batch_norm) "
-                            "but not one written by hand: use those, or a budget that fits without micro-batching")
-    return Statistics(g, tmap, op_map, _levels(copy_order, mine), rows, [bn.name for bn in norms])
+        if t not in mine:  # NOTE: a bug in the rewrite, not in the step: every statistic it leaves is one of these
+            raise PlanError(f"cannot micro-batch: {_statistic(t)}, which the statistics passes' copy misses")
+    return Statistics(g, tmap, op_map, _levels(copy_order, mine), mean, rows, [bn.name for bn in norms])
+
+
+def _merge(t: Tensor) -> str:
+    """How the micro-batches' values of statistic `t` make the batch's, from its op's registration: a sum over
+    the rows adds up (tag row_sums), a mean over them averages (row_means, equal micro-batches); PlanError for
+    any other reduction over the batch (a max, say: no pass computes it from slices)."""
+    if has_tag(t.op.type, "row_sums"):
+        return "sum"
+    if has_tag(t.op.type, "row_means"):
+        return "mean"
+    raise PlanError(f"cannot micro-batch: {_statistic(t)}; statistics passes combine the micro-batches' sums "
+                    f"and means over the rows (ops tagged row_sums or row_means), not a {t.op.type}'s")
 
 
 def _control(op: Operation, fetched: set[Operation], moving: set[Operation]) -> list[Operation]:
@@ -249,33 +270,45 @@ def _open(t: Tensor) -> bool:
     return t._shape is None or any(d is None for d in t._shape)
 
 
-def _values(order, feeds, batch_feeds, norms) -> set[Tensor]:
-    """The tensors computed from the values of the batch's rows other than through the batch norms' statistics
-    (their batch mean and variance outputs) or the rows' shapes (shape-only ops)."""
-    stat_outs = {t for bn in norms for t in bn.outputs[1:]}
+def _values(order, feeds, batch_feeds, fed) -> set[Tensor]:
+    """The tensors a micro-batch computes from its own rows' values: not the statistics and batch norms'
+    statistics outputs (`fed`: the whole batch's, from the passes), nor the rows' shapes (shape-only ops)."""
     value: set[Tensor] = set(batch_feeds)
     for op in order:
         if not has_tag(op.type, "shape_only") and any(t in value for t in op.inputs):
-            value.update(t for t in op.outputs if t not in feeds and t not in stat_outs)
+            value.update(t for t in op.outputs if t not in feeds and t not in fed)
     return value
 
 
-def _foldable(order, rowed, value, specs) -> dict[Operation, object]:
-    """Shape-only ops reading rows whose numbers meet only the statistics (and no row, and no per-micro-batch
-    `value`) on their way: {op: its whole-batch value}, as the planner's shape propagation folds it."""
+def _foldable(order, rowed, value, fed, specs) -> dict[Operation, object]:
+    """Shape-only ops reading rows whose number meets a statistic (`fed`, or a number computed from one), and no
+    value of a micro-batch's rows, before it reaches rows: {op: its whole-batch value}, as the planner's shape
+    propagation folds it. (A mean's gradient divides a statistic's gradient by the batch's size; the Bessel factor
+    of tf.layers.batch_normalization's rank-3 variance. A mean loss's gradient meets a constant: the micro-batch's
+    size, its own mean.)"""
+    derived = set(fed)
+    for op in order:
+        if any(t in derived for t in op.inputs):
+            derived.update(t for t in op.outputs if t not in rowed)
     out = {}
     for op in order:
-        if not has_tag(op.type, "shape_only") or not any(t in rowed for t in op.inputs):
+        if not has_tag(op.type, "shape_only") or not any(t in rowed for t in op.inputs) or len(op.outputs) != 1:
             continue
-        cone, clean = set(op.outputs), True
+        cone, clean, meets = set(op.outputs), True, False
         for c in order:
             if c._id <= op._id or not any(t in cone for t in c.inputs):
                 continue
-            if any(t in value and t not in cone for t in c.inputs) or any(t in rowed for t in c.outputs):
+            if any(t in value and t not in cone for t in c.inputs):
                 clean = False
                 break
+            if any(t in rowed for t in c.outputs):  # rows from the number: scaled by it after a statistic did, fine;
+                clean = meets                       # shaped or scaled by it alone, the micro-batch's
+                if not clean:
+                    break
+                continue
+            meets = meets or any(t in derived and t not in cone for t in c.inputs)
             cone.update(c.outputs)
         spec = specs.get(op.outputs[0])
-        if clean and len(op.outputs) == 1 and spec is not None and spec.value is not None:
+        if clean and meets and spec is not None and spec.value is not None:
             out[op] = spec.value
     return out

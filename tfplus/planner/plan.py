@@ -146,7 +146,7 @@ class MemoryPlan:
     batch_size: int | None = None
     batch_feeds: list[Tensor] = field(default_factory=list)
     accumulators: dict[Tensor, Buffer] = field(default_factory=dict)   # averaged gradients / merged fetches
-    fetch_merge: dict[Tensor, str] = field(default_factory=dict)       # 'mean', 'concat' or 'last'
+    fetch_merge: dict[Tensor, str] = field(default_factory=dict)       # 'mean', 'concat', 'last' ('sum': statistics)
     chunks: dict[Operation, int] = field(default_factory=dict)
     budget_bytes: int | None = None
     transformations: list[dict] = field(default_factory=list)
@@ -661,11 +661,11 @@ class _Step:
 
     def stats(self) -> crossbatch.Statistics | None:
         """The planning copy of the step whose batch statistics micro-batches compute in passes
-        (planner.crossbatch), None when the step has no op that mixes the rows; PlanError for one that passes
-        cannot compute."""
+        (planner.crossbatch), None when the step has none; PlanError for one that passes cannot compute."""
         if "stats" not in self._cache:
             value: crossbatch.Statistics | str | None = None
-            if crossbatch.fused_norms(self.order):
+            if crossbatch.fused_norms(self.order) or \
+                    crossbatch.statistics(self.order, self.feeds, self.batch_feeds(), self.rowed()):
                 try:
                     value = crossbatch.rewrite(self.order, self.feeds, self.fetches, self.batch_feeds(),
                                                self.rowed(), self.base_specs)
@@ -975,6 +975,7 @@ class _Step:
             live[b.start:b.end + 1] += b.size
         # A micro-batch's rows of a fed batch are a view of it on every device (opencl: an offset): no slot.
         v = self._stats_view() if levels else self.view(r)
+        merge.update({t: self.stats().merges[t] for level in levels for t in level})
         p = MemoryPlan(self.device, self.alignment, phases, 0, live, self.parameter_bytes, self.slot_bytes,
                        self.feed_bytes, microbatches=k, accumulators=acc, fetch_merge=merge,
                        feed_shapes=dict(self.feed_shapes), tensor_map=v.outer,
@@ -1039,10 +1040,10 @@ class _Step:
             if p.statistics:
                 n = sum(len(level) for level in p.statistics)
                 detail += (f"; first {len(p.statistics)} statistics passes over the micro-batches compute the "
-                           f"{n} batch statistics of {len(self.stats().norms)} training-mode batch norms (per-channel "
-                           "means, summed in micro-batch order; each pass reruns the step up to its statistics, "
-                           "the ones below fed), so they normalize with the whole batch's and the moving averages "
-                           "update once (exact up to summation order)")
+                           f"{n} batch statistics ({len(self.stats().norms)} training-mode batch norms': per-channel "
+                           "means; sums and means over the batch; summed in micro-batch order; each pass reruns the "
+                           "step up to its statistics, the ones below fed), so the rows are computed from the whole "
+                           "batch's and moving averages update once (exact up to summation order)")
             out.append({"name": "microbatch", "detail": detail,
                         "predicted_overhead": round(self.overhead(k, 1), 4)})
         return out
