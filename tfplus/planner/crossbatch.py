@@ -13,22 +13,25 @@ the batch axis and is row by row. An op that mixes the rows inside itself declar
 FusedBatchNorm(V3) becomes its statistics (per-channel means over the batch: mean, then the variance about it)
 and a normalization that reads them, and its gradient becomes the two per-channel means its input gradient needs
 (of dy and of dy * x_hat) and the row-by-row rest: dx = scale / sigma * (dy - mean(dy) - x_hat * mean(dy * x_hat)),
-d scale = sum(dy * x_hat), d offset = sum(dy). A statistic that reads another is one pass later (the variance
-reads the mean; a layer's reads the layers' below; the backward's read all of the forward's), so the step runs as:
+d scale = sum(dy * x_hat), d offset = sum(dy). A statistic written by hand stays as it is, provided its op says
+how slices combine (a Sum's partial sums add up: tag row_sums; a Mean's average: row_means); another reduction
+(a Max over the batch) is refused, naming it. A statistic that reads another is one pass later (the variance reads
+the mean; a layer's reads the layers' below; the backward's read all of the forward's), so the step runs as:
 
-1. pass i = 1..L (each over the k micro-batches): the ops up to the statistics of level i, the levels below fed;
-   each micro-batch's means summed in micro-batch order and divided by k: the whole batch's (equal slices).
+1. pass i = 1..P (each over the k micro-batches): the ops up to the statistics of level i, the levels below fed;
+   each micro-batch's values summed in micro-batch order, a mean's divided by k: the whole batch's.
 2. the micro-batched step (forward and backward per micro-batch, gradients averaged) with every statistic fed,
    then the update run: the moving averages read the fed statistics, so they update once, with the whole batch's.
 
-Each pass recomputes the forward (and for the backward's statistics the backward) up to its statistics: about
-2L + L' extra partial steps for L batch-norm layers of which L' train, priced by the cost model like any run.
+Each pass recomputes the forward (and for the backward's statistics the backward) up to its statistics: 3L passes
+for L training batch norms (mean, variance, backward), priced by the cost model like any run.
 
 Scaling: a micro-batch's loss is its slice's mean, so its gradients are k times the whole batch's share; the
-backward's statistics are means of those (k times the whole batch's too), so the input gradients stay consistent
-and the averaged weight gradients are the whole batch's. A shape-derived number (Size, Shape) that only meets the
-statistics on its way to an update (the Bessel factor tf.layers.batch_normalization applies to a rank-3 input's
-variance) is folded to its whole-batch value; one that meets the rows keeps the micro-batch's (a loss's 1/m).
+backward's statistics are sums or means of those (k times the whole batch's too), so the input gradients stay
+consistent and the averaged weight gradients are the whole batch's. A shape-derived number (Size) that meets a
+statistic, and no value of the micro-batch's rows, before it reaches rows takes its whole-batch value (a mean's
+gradient divides by the batch's size; the Bessel factor tf.layers.batch_normalization applies to a rank-3 input's
+variance); one that shapes rows, or scales them alone, keeps the micro-batch's (a mean loss's 1/m).
 """
 from __future__ import annotations
 
@@ -96,9 +99,8 @@ def _statistic(t: Tensor) -> str:
 def rewrite(order: list[Operation], feeds: set[Tensor], fetches: list, batch_feeds: set[Tensor],
             rowed: set[Tensor], specs: dict) -> Statistics:
     """The planning copy of the step (`order`, run from `feeds` to compute `fetches`; `specs` its tensors' at the
-    whole batch) in which
-    the batch statistics are tensors of their own, computed in passes (see the module doc). Raises PlanError for
-    a statistic it cannot compute in passes (one written by hand: its gradient's batch size is the slice's)."""
+    whole batch) in which the batch statistics are tensors of their own, computed in passes (see the module
+    doc). Raises PlanError for a statistic no pass computes from slices."""
     norms = fused_norms(order)
     grads: dict[Operation, Operation] = {}
     for bn in norms:
