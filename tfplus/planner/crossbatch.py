@@ -56,6 +56,7 @@ class Statistics(NamedTuple):
     merges: dict[Tensor, str]            # how a statistic's micro-batch values make the batch's: 'mean' or 'sum'
     rowed: set[Tensor]                   # the copy's tensors with rows of the batch
     norms: list[str]                     # the batch-norm ops rewritten
+    by_hand: int                         # the statistics the step computes with ops of its own (not a norm's)
 
 
 def fused_norms(order: list[Operation]) -> list[Operation]:
@@ -165,7 +166,8 @@ def rewrite(order: list[Operation], feeds: set[Tensor], fetches: list, batch_fee
     for t in found:
         if t not in mine:  # NOTE: a bug in the rewrite, not in the step: every statistic it leaves is one of these
             raise PlanError(f"cannot micro-batch: {_statistic(t)}, which the statistics passes' copy misses")
-    return Statistics(g, tmap, op_map, _levels(copy_order, mine), mean, rows, [bn.name for bn in norms])
+    return Statistics(g, tmap, op_map, _levels(copy_order, mine), mean, rows, [bn.name for bn in norms],
+                      len(merges))
 
 
 def _merge(t: Tensor) -> str:

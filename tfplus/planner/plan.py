@@ -619,7 +619,7 @@ class _Step:
                 if executes(op, feeds) and all(o in specs for o in op.outputs):
                     cost.count(f, convs, times, op, specs)
         if k > 1:
-            specs = runs[passes].specs
+            specs = self._stats_specs() if passes else self.base_specs
             merged = self.split().grads + [t for level in self._levels(k) for t in level]
             f["elements"] += k * sum(math.prod(specs[g].shape) for g in merged)
         self._cache["fixed features", k, r] = f, convs
@@ -1038,12 +1038,15 @@ class _Step:
             detail = (f"{k} micro-batches of {self.batch_size() // k}: forward and backward per micro-batch, "
                       "gradients averaged, updates applied once (exact for losses that are means over the batch)")
             if p.statistics:
+                st = self.stats()
                 n = sum(len(level) for level in p.statistics)
-                detail += (f"; first {len(p.statistics)} statistics passes over the micro-batches compute the "
-                           f"{n} batch statistics ({len(self.stats().norms)} training-mode batch norms': per-channel "
-                           "means; sums and means over the batch; summed in micro-batch order; each pass reruns the "
-                           "step up to its statistics, the ones below fed), so the rows are computed from the whole "
-                           "batch's and moving averages update once (exact up to summation order)")
+                norms = f"the per-channel means of {len(st.norms)} training-mode batch norms" if st.norms else ""
+                by_hand = f"{st.by_hand} sums or means over the batch written by hand" if st.by_hand else ""
+                detail += (f"; first {len(p.statistics)} statistics passes over the micro-batches compute the step's "
+                           f"{n} batch statistics ({' and '.join(x for x in (norms, by_hand) if x)}) in micro-batch "
+                           "order, each pass rerunning the step up to its statistics with the ones below fed, so "
+                           "that rows are computed from the whole batch's and moving averages update once (exact "
+                           "up to summation order)")
             out.append({"name": "microbatch", "detail": detail,
                         "predicted_overhead": round(self.overhead(k, 1), 4)})
         return out
