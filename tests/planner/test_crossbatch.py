@@ -199,6 +199,35 @@ def test_batch_norm_split_step_equals_the_unsplit_step(rank, fmt, k):
         assert not np.allclose(start[name], want[1][name]), name
 
 
+def test_a_norm_of_the_fed_batch_and_a_forward_only_step():
+    """A batch norm of the fed batch itself: its input gradient is not needed, nor its statistics (2 passes, not
+    3); a step that only evaluates the loss in training mode: the forward passes only, the same loss."""
+    g = tf.Graph()
+    with g.as_default():
+        x, y = tf.placeholder(tf.float32, [None, 6]), tf.placeholder(tf.int32, [None])
+        h = tf.layers.batch_normalization(x, training=True, name="first")
+        logits = tf.matmul(h, tf.Variable(np.linspace(1, -1, 18).reshape(6, 3).astype(np.float32)))
+        loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits))
+        with tf.control_dependencies(tf.get_collection(tf.GraphKeys.UPDATE_OPS)):
+            train_op = tf.train.GradientDescentOptimizer(0.5).minimize(loss)
+        init_op = tf.global_variables_initializer()
+    tg = SimpleNamespace(graph=g, train_op=train_op, loss=loss, init_op=init_op)
+    rng = np.random.default_rng(0)
+    feeds = {x: (rng.standard_normal((BATCH, 6)) * 3 + 2).astype(np.float32),
+             y: rng.integers(0, 3, BATCH).astype(np.int32)}
+    got = _train(tg, feeds, force=(4, 1), steps=3)
+    _assert_same(got, _train(tg, feeds, steps=3))
+    assert len(got[2].statistics) == 2
+    tg, feeds = _bn_net(4, "NHWC")
+    p = planner.plan([tg.loss], {t: v.shape for t, v in feeds.items()}, graph=tg.graph, force=(2, 1))
+    assert len(p.statistics) == 4 and [ph.name for ph in p.phases][-1] == "micro-batch"
+    with tf.Session(graph=tg.graph, memory_budget="1GB") as sess:
+        sess.run(tg.init_op)
+        want = sess.run(tg.loss, feeds)
+        install(sess, [tg.loss], p)
+        np.testing.assert_allclose(sess.run(tg.loss, feeds), want, rtol=1e-5)
+
+
 def test_batch_norm_split_step_matches_tensorflow(tf1):
     """Our micro-batched step (statistics passes) against TensorFlow running the same GraphDef unsplit."""
     from tforacle import import_into_tf

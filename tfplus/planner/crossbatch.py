@@ -40,7 +40,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from tfplus.framework import Graph, Operation, Tensor
+from tfplus.framework import Graph, Operation, Tensor, needed_ops
 from tfplus.planner.liveness import PlanError
 from tfplus.planner.recompute import _copy as copy_op
 from tfplus.planner.stream import batch_dependent
@@ -161,8 +161,12 @@ def rewrite(order: list[Operation], feeds: set[Tensor], fetches: list, batch_fee
                 mean[tmap[t]] = merges[t]
     copy_order = [op for op in g._ops]
     copy_feeds = {tmap[t] for t in feeds}
+    # a norm's statistic that the step does not need (the input gradient of a norm on the fed batch) has no pass
+    needed = needed_ops([tmap[f] if isinstance(f, Tensor) else op_map[f] if f in op_map else tmap[f.outputs[0]]
+                         for f in fetches], copy_feeds)
+    mine = [t for t in mine if t.op in needed]
     rows = {tmap[t] for t in rowed if t in tmap} | new_rowed
-    found = statistics(copy_order, copy_feeds, {tmap[t] for t in batch_feeds}, rows)
+    found = statistics([op for op in copy_order if op in needed], copy_feeds, {tmap[t] for t in batch_feeds}, rows)
     for t in found:
         if t not in mine:  # NOTE: a bug in the rewrite, not in the step: every statistic it leaves is one of these
             raise PlanError(f"cannot micro-batch: {_statistic(t)}, which the statistics passes' copy misses")
