@@ -41,6 +41,7 @@ from typing import NamedTuple
 import numpy as np
 
 from tfplus.framework import Graph, Operation, Tensor, needed_ops
+from tfplus.ops import array_ops, math_ops
 from tfplus.planner.liveness import PlanError
 from tfplus.planner.recompute import _copy as copy_op
 from tfplus.planner.stream import batch_dependent
@@ -130,7 +131,6 @@ def rewrite(order: list[Operation], feeds: set[Tensor], fetches: list, batch_fee
     for op in sorted(in_step | {t.op for t in feeds}, key=lambda op: op._id):
         if op in fold:
             with g.as_default():
-                from tfplus.ops import array_ops
                 const = array_ops.constant(np.asarray(fold[op]), dtype=op.outputs[0].dtype, name=op.name)
             tmap[op.outputs[0]] = const
             continue
@@ -219,7 +219,6 @@ def _axes(op: Operation) -> tuple[list[int], int]:
 
 def _norm(op: Operation, ins: list[Tensor], specs: dict) -> tuple[list[Tensor], dict]:
     """A training-mode FusedBatchNorm(V3) from its statistics: its outputs, and what its gradient reads."""
-    from tfplus.ops import array_ops, math_ops
     x, scale, offset, mean_in, var_in = ins
     axes, ch = _axes(op)
     shape = specs[op.inputs[0]].shape
@@ -253,7 +252,6 @@ def _norm(op: Operation, ins: list[Tensor], specs: dict) -> tuple[list[Tensor], 
 def _norm_grad(op: Operation, ins: list[Tensor], norm: dict) -> list[Tensor]:
     """A training-mode FusedBatchNormGrad(V3) whose batch reductions are statistics: its outputs, the last two
     the statistics (the means of dy and dy * x_hat)."""
-    from tfplus.ops import array_ops, math_ops
     dy, x, scale = ins[:3]
     axes, keep = norm["axes"], norm["keep"]
     x_hat = math_ops.multiply(math_ops.subtract(x, norm["mean"]), norm["rstd"])
