@@ -780,7 +780,7 @@ _REDUCE_ATTRS = {"keep_dims": "bool", "T": "type", "Tidx": "type"}
 for _t, _allowed in (("Sum", _NUMERIC), ("Mean", _NUMERIC), ("Max", _NUMERIC), ("Min", _NUMERIC)):
     register_op(_t, inputs=("input", "reduction_indices"), outputs=("output",), attrs=_REDUCE_ATTRS,
                 shape_fn=_reduce_shape(_allowed), value_inputs=(1,), flops=_flops.per_input,
-                tags=("row_sums",) if _t == "Sum" else ())
+                tags={"Sum": ("row_sums",), "Mean": ("row_means",)}.get(_t, ()))
 for _t in ("Any", "All"):
     register_op(_t, inputs=("input", "reduction_indices"), outputs=("output",),
                 attrs={"keep_dims": "bool", "Tidx": "type"}, shape_fn=_reduce_shape((_dt.bool_,)),

@@ -63,6 +63,8 @@ TAGS = {
     "shape_only": "its value depends on its inputs' shapes only, never on their values",
     "row_sums": "an output without the batch axis is a sum over the rows of its batch-major inputs (a weight "
                 "gradient): micro-batches' partial sums add up to the batch's",
+    "row_means": "an output without the batch axis is a mean over the rows of its batch-major inputs: equal "
+                 "micro-batches' partial means average to the batch's",
     "cross_batch": "in training mode (attr is_training) it mixes the rows of the batch (batch statistics)",
     "activation_last": "its output is its attr `activation` applied last (a fused op ending in a ReLU)",
     "activation_grad_first": "it starts with the gradient of its attr `activation` (a fused ReLU gradient)",

@@ -310,14 +310,13 @@ def _moments_net():
     return g, x, y, [train_op, loss]
 
 
-def test_a_batch_mean_kept_for_the_rows_blocks_micro_batching():
+def test_a_batch_mean_kept_for_the_rows_micro_batches_in_statistics_passes():
     from tfplus import planner
     g, x, y, fetches = _moments_net()
     shapes = {x: (16, 6), y: (16,)}
-    with pytest.raises(planner.PlanError, match="averages its input over the batch"):
-        planner.plan(fetches, shapes, graph=g, force=(2, 1))
-    free = planner.plan(fetches, shapes, graph=g)
-    assert free.notes and "Mean 'moments/Mean'" in free.notes[0]
+    split = planner.plan(fetches, shapes, graph=g, force=(2, 1))  # planner.crossbatch: the mean, then the rest
+    assert split.statistics and split.statistics[0][0].name == "moments/Mean:0"
+    assert not planner.plan(fetches, shapes, graph=g).notes
     # The loss's own mean over the batch (no kept axis) is what micro-batching averages exactly.
     tg, feeds = _tiny_step(1)
     p = planner.plan([tg.train_op, tg.loss], {t: v.shape for t, v in feeds.items()}, graph=tg.graph, force=(2, 1))

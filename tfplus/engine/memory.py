@@ -322,15 +322,33 @@ class Bound:
         return self._passes(feeds)
 
     def _passes(self, feeds: dict) -> dict:
+        """The micro-batched step's runs: its statistics passes (planner.crossbatch: each over the micro-batches,
+        their values summed in micro-batch order, means divided by k, into the whole batch's, fed to the later runs),
+        the micro-batch run k times (gradients and fetches merged) and the update run."""
         p, rt, k = self.plan, self.runtime, self.plan.microbatches
         m = p.batch_size // k
         batch_feeds = set(p.batch_feeds)
+        known = {**feeds, **self.acc}
+
+        def run(i: int, j: int) -> dict:  # phase i on micro-batch j: its rows of a fed batch are a view of it
+            return self._phase(i, {t: known[t][j * m:(j + 1) * m] if t in batch_feeds else known[t]
+                                   for t in p.phases[i].feeds})
+        for i, level in enumerate(p.statistics):
+            for j in range(k):
+                values = run(i, j)
+                sums: dict[str, list] = {"copy": [], "add": [], "add_scale": []}
+                for t in level:  # a mean's sum divided by k with the last micro-batch; a sum's as it is
+                    last = "add_scale" if p.fetch_merge[t] == "mean" else "add"
+                    sums["copy" if j == 0 else last if j == k - 1 else "add"].append((self.acc[t], values[t]))
+                for how, pairs in sums.items():
+                    self.merges.run(rt, how, pairs, 1.0 / k)
+        a = len(p.statistics)
+        fetched = {f for f in p.phases[a].fetches if isinstance(f, Tensor)}
+        merged = [(t, acc) for t, acc in self.acc.items() if t in fetched]
         for j in range(k):
-            # a micro-batch's rows of a fed batch are a view of it (opencl: an offset)
-            part_feeds = {t: v[j * m:(j + 1) * m] if t in batch_feeds else v for t, v in feeds.items()}
-            values = self._phase(0, part_feeds)
+            values = run(a, j)
             merge: dict[str, list] = {"copy": [], "add": [], "add_scale": []}
-            for t, acc in self.acc.items():
+            for t, acc in merged:
                 src = values[t]
                 way = p.fetch_merge.get(t, "mean")
                 if way == "concat":
@@ -341,11 +359,9 @@ class Bound:
                     merge["add_scale" if j == k - 1 else "add"].append((acc, src))
             for how, pairs in merge.items():
                 self.merges.run(rt, how, pairs, 1.0 / k)
-        out = dict(self.acc)
-        if len(p.phases) > 1:
-            grads = {t: acc for t, acc in self.acc.items() if t not in p.fetch_merge}
-            rest = {t: v for t, v in feeds.items() if t not in batch_feeds}
-            out.update(self._phase(1, {**rest, **grads}))
+        out = {t: acc for t, acc in merged}
+        if len(p.phases) > a + 1:
+            out.update(self._phase(a + 1, {t: known[t] for t in p.phases[a + 1].feeds}))
         return out
 
     def _streamed(self, feeds: dict) -> dict:

@@ -1,7 +1,7 @@
 """Micro-batches, in one home for the planner and tfplus.workers: the batch size of a step's feeds, which fed
 tensors are rows of the batch and their slices' shapes, whether a step computes statistics of the whole batch
-(then no split is exact), the split into a per-micro-batch run and an update run, and how a fetched tensor's
-per-slice values merge into the step's.
+(then no plain split is exact: planner.crossbatch computes them in passes first), the split into a per-micro-batch
+run and an update run, and how a fetched tensor's per-slice values merge into the step's.
 
     >>> from tfplus.planner.batch import slice_shapes
     >>> slice_shapes({"x": (64, 10), "lr": ()}, {"x"}, 4)
@@ -11,12 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
-from tfplus.framework import Operation, Tensor, constant_value
-from tfplus.planner import stream
+from tfplus.framework import Operation, Tensor
+from tfplus.planner import crossbatch, stream
 from tfplus.planner.liveness import PlanError
-from tfplus.registry import has_tag
 
 
 def batch_size(feed_shapes: dict) -> int | None:
@@ -47,30 +44,14 @@ class Split:
     user_fetches: list[Tensor]   # the user's tensor fetches computed per micro-batch (merged after)
 
 
-def batch_statistics(order) -> str | None:
-    """Why these ops cannot run on micro-batches exactly, if one computes statistics of the whole batch:
-    training-mode batch norm. (Inference-mode batch norm reads fixed statistics: row by row like any op.)"""
-    for op in order:
-        if has_tag(op.type, "cross_batch") and op.attrs.get("is_training", True):
-            return (f"{op.type} '{op.name}' normalizes with the statistics of the whole batch (training mode); "
-                    "micro-batches would use each slice's own and update the moving averages once per slice, "
-                    "changing the results")
-        if _batch_mean_kept(op):
-            return (f"Mean '{op.name}' averages its input over the batch and keeps the result broadcastable "
-                    "onto the rows (a batch statistic, e.g. tf.nn.moments in a hand-written batch norm); "
-                    "micro-batches would each use their own slice's, changing the results")
-    return None
-
-
-def _batch_mean_kept(op) -> bool:
-    """A Mean over axis 0 with keep_dims (what tf.nn.moments does): a batch statistic meant to be broadcast back
-    onto the rows. (A loss's mean over the batch drops the axis; a micro-batched step averages those exactly.)"""
-    if op.type != "Mean" or not op.attrs.get("keep_dims") or len(op.inputs) < 2:
-        return False
-    rank, axes = op.inputs[0]._shape, constant_value(op.inputs[1])
-    if rank is None or len(rank) < 2 or axes is None:
-        return False
-    return 0 in {int(a) % len(rank) for a in np.atleast_1d(axes)}
+def batch_statistics(order, feeds: set[Tensor], batch_feeds: set[Tensor], rowed: set[Tensor] | None = None
+                     ) -> str | None:
+    """Why these ops cannot run on plain micro-batches exactly, if one computes statistics of the whole batch
+    (planner.crossbatch, which finds them from the dataflow; `rowed`: the tensors with rows of the batch, by
+    default those whose static shapes leave a dimension open). Inference-mode batch norm reads fixed statistics:
+    row by row like any op."""
+    rows = crossbatch.open_rows(order, batch_feeds) if rowed is None else rowed
+    return crossbatch.why_not(order, feeds, batch_feeds, rows)
 
 
 def fetch_merge(t: Tensor, shape: tuple, batch_dep: set, rows: int) -> str:
@@ -87,16 +68,18 @@ def fetch_merge(t: Tensor, shape: tuple, batch_dep: set, rows: int) -> str:
                     "is neither a floating-point scalar to average nor batch-major")
 
 
-def split_step(order: list[Operation], fetches: list, feeds: set, feed_shapes: dict, batch: int | None
-               ) -> Split | PlanError:
+def split_step(order: list[Operation], fetches: list, feeds: set, feed_shapes: dict, batch: int | None,
+               rows: set[Tensor] | None = None) -> Split | PlanError:
     """Splits a step (its ops in `order`) into a per-micro-batch run (forward, backward) and an update run (the
     ops that change variables in place, and everything after them), joined by the update ops' batch-dependent
-    inputs. `batch`: the leading dimension of the fed tensors whose placeholders leave it open."""
+    inputs. `batch`: the leading dimension of the fed tensors whose placeholders leave it open; `rows`: the
+    tensors with rows of the batch (batch_statistics). A step whose batch statistics are fed (planner.crossbatch's
+    passes computed them) splits like any other."""
     if batch is None:
         return PlanError("cannot micro-batch: no fed tensor has an open batch dimension "
                          "([None, ...] placeholder)")
     rowed = batch_feeds(feed_shapes, batch)
-    why = batch_statistics(order)
+    why = batch_statistics(order, feeds, rowed, rows)
     if why:
         return PlanError(f"cannot micro-batch: {why}")
     batch_dep = stream.batch_dependent(order, feeds, rowed)

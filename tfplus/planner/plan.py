@@ -39,7 +39,7 @@ import numpy as np
 
 from tfplus import debug
 from tfplus.framework import Graph, Operation, Tensor, get_default_graph, needed_ops
-from tfplus.planner import chunking, compact, cost, recompute, stream
+from tfplus.planner import chunking, compact, cost, crossbatch, recompute, stream
 from tfplus.planner.arena import assign_offsets
 from tfplus.planner.batch import Split, batch_feeds, batch_size, batch_statistics, fetch_merge, slice_shapes, split_step
 from tfplus.planner.liveness import (
@@ -146,7 +146,7 @@ class MemoryPlan:
     batch_size: int | None = None
     batch_feeds: list[Tensor] = field(default_factory=list)
     accumulators: dict[Tensor, Buffer] = field(default_factory=dict)   # averaged gradients / merged fetches
-    fetch_merge: dict[Tensor, str] = field(default_factory=dict)       # 'mean', 'concat' or 'last'
+    fetch_merge: dict[Tensor, str] = field(default_factory=dict)       # 'mean', 'concat', 'last' ('sum': statistics)
     chunks: dict[Operation, int] = field(default_factory=dict)
     budget_bytes: int | None = None
     transformations: list[dict] = field(default_factory=list)
@@ -170,6 +170,10 @@ class MemoryPlan:
     stream_lanes: int = 1
     lane_block: Buffer | None = None
     lane_offsets: dict = field(default_factory=dict)
+    # A micro-batched step with batch statistics (planner.crossbatch): the tensors each statistics pass computes
+    # (phases[i] for pass i, over the micro-batches, before the micro-batch run), their accumulators the whole
+    # batch's; empty without.
+    statistics: list[list[Tensor]] = field(default_factory=list)
 
     @property
     def buffers(self) -> list[Buffer]:
@@ -244,6 +248,8 @@ class MemoryPlan:
             out["notes"] = self.notes
         if self.choice:
             out["choice"] = self.choice
+        if self.statistics:
+            out["statistics_passes"] = len(self.statistics)
         if self.stream is not None:
             out["stream"] = {"cut": self.stream.tensor.name, "microbatches": self.stream_microbatches,
                              "lanes": self.stream_lanes, "prefix_backward": bool(self.stream.backward)}
@@ -577,8 +583,9 @@ class _Step:
         if self.kernel_device != "cpu":  # one piece per call
             return None
         if key not in self._cache:
-            self._cache[key] = chunking.scratch_bytes(op, self.base_specs, self.kernel_device, images, d,
-                                                      self._on(lane))
+            # a convolution of the statistics passes' copy (planner.crossbatch) reads the copy's tensors
+            specs = self.base_specs if op.graph is self.graph else self._stats_specs()
+            self._cache[key] = chunking.scratch_bytes(op, specs, self.kernel_device, images, d, self._on(lane))
         return self._cache[key]
 
     def _fixed_features(self, k: int, r: int = 0) -> tuple[dict[str, float], list]:
@@ -590,6 +597,8 @@ class _Step:
         if ("fixed features", k, r) in self._cache:
             return self._cache["fixed features", k, r]
         if r:
+            if k > 1:
+                self.split(r)  # PlanError where micro-batches do not combine with recomputation (batch statistics)
             f0, convs0 = self._fixed_features(k, 0)
             f, convs = dict(f0), list(convs0)
             specs = self._runs(k)[0].specs
@@ -600,15 +609,19 @@ class _Step:
             return f, convs
         f = dict.fromkeys(cost.FEATURES, 0.0)
         convs: list = []
-        for times, run in zip((k, 1), self._runs(k)):  # the micro-batch run k times, the update run once
-            f["runs"] += times
+        runs = self._runs(k)
+        passes = self._passes(k)
+        for times, run in zip([k] * (passes + 1) + [1], runs):  # the statistics passes and the micro-batch run
+            f["runs"] += times                                  # k times, the update run once
             ops, specs = set(run.order), run.specs
             feeds = {t for t in specs if t in self.feeds or t.op not in ops}
             for op in run.order:
                 if executes(op, feeds) and all(o in specs for o in op.outputs):
                     cost.count(f, convs, times, op, specs)
         if k > 1:
-            f["elements"] += k * sum(math.prod(self.base_specs[g].shape) for g in self.split().grads)
+            specs = self._stats_specs() if passes else self.base_specs
+            merged = self.split().grads + [t for level in self._levels(k) for t in level]
+            f["elements"] += k * sum(math.prod(specs[g].shape) for g in merged)
         self._cache["fixed features", k, r] = f, convs
         return f, convs
 
@@ -620,6 +633,75 @@ class _Step:
         if isinstance(s, PlanError):
             raise PlanError(str(s))  # a fresh one: the cached one must not keep a traceback's frames (cut())
         return s
+
+    def _why_not_microbatch(self) -> str | None:
+        """Why the step cannot be micro-batched exactly, if it computes batch statistics that the statistics
+        passes (planner.crossbatch) do not cover."""
+        try:
+            if self.stats() is not None:
+                return None
+        except PlanError as e:
+            return str(e).removeprefix("cannot micro-batch: ")
+        return batch_statistics(self.order, self.feeds, self.batch_feeds(), self.rowed())
+
+    def rowed(self) -> set[Tensor]:
+        """The step's tensors with rows of the batch: their shapes follow the batch size (at the batch and at the
+        batch over its smallest prime factor); by their static shapes where the other size cannot be planned."""
+        if "rowed" not in self._cache:
+            batch, out = self.batch_size(), None
+            if batch and batch > 1:
+                other = batch // next(p for p in range(2, batch + 1) if batch % p == 0)
+                try:
+                    specs = self._specs_at(other)
+                    out = {t for t, sp in self.base_specs.items() if t in specs and specs[t].shape != sp.shape}
+                except PlanError:
+                    pass
+            self._cache["rowed"] = out if out is not None else crossbatch.open_rows(self.order, self.batch_feeds())
+        return self._cache["rowed"]
+
+    def stats(self) -> crossbatch.Statistics | None:
+        """The planning copy of the step whose batch statistics micro-batches compute in passes
+        (planner.crossbatch), None when the step has none; PlanError for one that passes cannot compute."""
+        if "stats" not in self._cache:
+            value: crossbatch.Statistics | str | None = None
+            if crossbatch.fused_norms(self.order) or \
+                    crossbatch.statistics(self.order, self.feeds, self.batch_feeds(), self.rowed()):
+                try:
+                    value = crossbatch.rewrite(self.order, self.feeds, self.fetches, self.batch_feeds(),
+                                               self.rowed(), self.base_specs)
+                except PlanError as e:
+                    value = str(e)  # the message, not the exception (cut())
+            self._cache["stats"] = value
+        st = self._cache["stats"]
+        if isinstance(st, str):
+            raise PlanError(st)
+        return st
+
+    def _stats_view(self) -> _View:
+        """The step in its statistics copy (stats()), the statistics fed at their whole-batch shapes."""
+        if "stats view" not in self._cache:
+            st = self.stats()
+            m = st.tensor_map
+            fetches = [m[f] if isinstance(f, Tensor) else st.op_map[f] for f in self.fetches]
+            shapes = {m[t]: s for t, s in self.feed_shapes.items()}
+            specs = self._run("statistics copy", fetches, set(shapes), shapes).specs
+            stats = [t for level in st.levels for t in level]
+            shapes.update({t: specs[t].shape for t in stats})
+            outer = {t: m[t] for t in list(self.feeds) + [f for f in self.fetches if isinstance(f, Tensor)]}
+            self._cache["stats view"] = _View(fetches, set(shapes), shapes, outer, [])
+        return self._cache["stats view"]
+
+    def _stats_specs(self) -> dict:
+        """Every tensor's spec in the statistics copy of the step at the whole batch, the statistics fed."""
+        return self._run("statistics copy", *self._stats_view()[:3]).specs
+
+    def _levels(self, k: int) -> list[list[Tensor]]:
+        """The statistics each pass of k micro-batches computes (none for k = 1 or a step without)."""
+        st = self.stats() if k > 1 else None
+        return st.levels if st else []
+
+    def _passes(self, k: int) -> int:
+        return len(self._levels(k))
 
     # -- streamed prefix (planner.stream) -------------------------------------------------------------------
     def batch_feeds(self) -> set[Tensor]:
@@ -658,7 +740,8 @@ class _Step:
                 if batch is None:
                     raise PlanError("cannot stream: no fed tensor has an open batch dimension")
                 t = self.graph.as_graph_element(name)
-                why = batch_statistics(sorted(needed_ops([t], self.feeds), key=lambda op: op._id))
+                why = batch_statistics(sorted(needed_ops([t], self.feeds), key=lambda op: op._id), self.feeds,
+                                       self.batch_feeds(), self.rowed())
                 if why:
                     raise PlanError(f"cannot stream the step's prefix up to '{name}': {why}")
                 self._cache["cut", name] = stream.find(self.order, self.feeds, self.fetches, self.batch_feeds(),
@@ -859,8 +942,12 @@ class _Step:
                 globals()["place"](p)
             return p
         runs = self._runs(k, r)
-        a = self._phase(runs[0], c, 0, z, d)
-        phases = [a] + [self._phase(run, 1, a.life.steps) for run in runs[1:]]
+        levels = self._levels(k)
+        phases: list[Phase] = []
+        for i, run in enumerate(runs):  # the statistics passes and the micro-batch run: c, z, d; the update: none
+            start = sum(ph.life.steps for ph in phases)
+            phases.append(self._phase(run, c, start, z, d) if i <= len(levels) else self._phase(run, 1, start))
+        a = phases[len(levels)]
         acc, merge = {}, {}
         if k > 1:
             s = self.split(r)
@@ -868,6 +955,11 @@ class _Step:
             end = sum(ph.life.steps for ph in phases) - 1
             for t in s.grads:
                 acc[t] = acc_buffer(t, a.specs[t].shape, a.specs[t].dtype, end, self.alignment)
+                acc[t].start = a.start
+            for ph, level in zip(phases, levels):  # a statistic from its pass to the update run that may read it
+                for t in level:
+                    acc[t] = acc_buffer(t, ph.specs[t].shape, ph.specs[t].dtype, end, self.alignment)
+                    acc[t].start = ph.start
             for t in s.user_fetches:
                 spec = a.specs[t]
                 try:
@@ -875,20 +967,26 @@ class _Step:
                 except PlanError as e:
                     raise PlanError(f"cannot micro-batch: {e}") from None
                 shape = (batch,) + spec.shape[1:] if merge[t] == "concat" else spec.shape
-                acc.setdefault(t, acc_buffer(t, shape, spec.dtype, end, self.alignment))
-        live = np.concatenate([ph.life.live for ph in phases]) + sum(b.size for b in acc.values())
+                if t not in acc:
+                    acc[t] = acc_buffer(t, shape, spec.dtype, end, self.alignment)
+                    acc[t].start = a.start
+        live = np.concatenate([ph.life.live for ph in phases])
+        for b in acc.values():
+            live[b.start:b.end + 1] += b.size
         # A micro-batch's rows of a fed batch are a view of it on every device (opencl: an offset): no slot.
+        v = self._stats_view() if levels else self.view(r)
+        merge.update({t: self.stats().merges[t] for level in levels for t in level})
         p = MemoryPlan(self.device, self.alignment, phases, 0, live, self.parameter_bytes, self.slot_bytes,
                        self.feed_bytes, microbatches=k, accumulators=acc, fetch_merge=merge,
-                       feed_shapes=dict(self.feed_shapes), tensor_map=self.view(r).outer,
-                       recomputed=[dr.tensor.name for dr in self.view(r).drops])
+                       feed_shapes=dict(self.feed_shapes), tensor_map=v.outer,
+                       recomputed=[dr.tensor.name for dr in v.drops], statistics=levels)
         if place:
             globals()["place"](p)
         if k > 1:
             p.batch_size, p.batch_feeds = self.batch_size(), list(self.split(r).batch_feeds)
         p.chunks = {op: n for ph in phases for op, n in ph.life.chunks.items()}
         p.scratch_divisor = d
-        why = batch_statistics(self.order)
+        why = self._why_not_microbatch()
         p.notes = [f"micro-batching not applied: {why}"] if why else []
         p.transformations = self._describe(p, k, c, z, d, r)
         p.predicted_overhead = self.overhead(k, c, z, d, r)
@@ -937,10 +1035,19 @@ class _Step:
                         "the batch at a time (im2col/col2im scratch shrinks accordingly)",
                         "predicted_overhead": round(self.overhead(1, c), 4)})
         if k > 1:
-            out.append({"name": "microbatch", "detail": f"{k} micro-batches of {self.batch_size() // k}: "
-                        "forward and backward per micro-batch, gradients averaged, updates applied once "
-                        "(exact for losses that are means over the batch; batch statistics, e.g. batch "
-                        "norm, see micro-batches)",
+            detail = (f"{k} micro-batches of {self.batch_size() // k}: forward and backward per micro-batch, "
+                      "gradients averaged, updates applied once (exact for losses that are means over the batch)")
+            if p.statistics:
+                st = self.stats()
+                n = sum(len(level) for level in p.statistics)
+                norms = f"the per-channel means of {len(st.norms)} training-mode batch norms" if st.norms else ""
+                by_hand = f"{st.by_hand} sums or means over the batch written by hand" if st.by_hand else ""
+                detail += (f"; first {len(p.statistics)} statistics passes over the micro-batches compute the step's "
+                           f"{n} batch statistics ({' and '.join(x for x in (norms, by_hand) if x)}) in micro-batch "
+                           "order, each pass rerunning the step up to its statistics with the ones below fed, so "
+                           "that rows are computed from the whole batch's and moving averages update once (exact "
+                           "up to summation order)")
+            out.append({"name": "microbatch", "detail": detail,
                         "predicted_overhead": round(self.overhead(k, 1), 4)})
         return out
 
@@ -977,10 +1084,18 @@ class _Step:
         if k == 1:
             return [self._run("step", v.fetches, v.feeds, v.feed_shapes, r)]
         s = self.split(r)
+        levels = self._levels(k)
+        if levels:  # the statistics passes, each fed the statistics below (planner.crossbatch)
+            v = self._stats_view()
         shapes = slice_shapes(v.feed_shapes, s.batch_feeds, k)
-        runs = [self._run("micro-batch", s.a_fetches, v.feeds, shapes, r)]
+        runs: list[Run] = []
+        for i, level in enumerate(levels):
+            feeds = v.feeds - {t for later in levels[i:] for t in later}
+            runs.append(self._run(f"statistics pass {i + 1}", level, feeds, {t: shapes[t] for t in feeds}, r))
+        runs.append(self._run("micro-batch", s.a_fetches, v.feeds, shapes, r))
         if s.b_fetches:
-            b_shapes = {t: self._specs(r)[t].shape for t in s.grads}
+            specs = self._stats_specs() if levels else self._specs(r)
+            b_shapes = {t: specs[t].shape for t in s.grads}
             b_shapes.update({t: sh for t, sh in v.feed_shapes.items() if t not in s.batch_feeds})
             runs.append(self._run("update", s.b_fetches, set(b_shapes), b_shapes, r))
         return runs
@@ -1018,7 +1133,8 @@ class _Step:
             own = self._balanced(runs[0], d, rounds) if lanes > 1 else None
             first = lanes * self._least(runs[0], c, z, d, own, lanes > 1) + nbytes(cut)
             return fixed + max([first] + [self._least(run, c, z, d) for run in runs[1:]])
-        return fixed + self._least(self._runs(k, r)[0], c, z, d)
+        runs = self._runs(k, r)[:self._passes(k) + 1]  # the statistics passes and the micro-batch run
+        return fixed + max(self._least(run, c, z, d) for run in runs)
 
     def _least(self, run: Run, c: int, z: bool, d: int, own: dict | None = None, lane: bool = False) -> int:
         """The most bytes one op of `run` needs live at once (least_bytes)."""
@@ -1075,9 +1191,22 @@ def place(p: MemoryPlan) -> MemoryPlan:
 
 # -- micro-batching ------------------------------------------------------------------------------------------
 def _split(step: _Step, r: int = 0) -> Split | PlanError:
-    """Splits the step (at recomputation level r) into a per-micro-batch run and an update run (split_step)."""
-    v = step.view(r)
-    return split_step(step._runs(1, r)[0].order, v.fetches, v.feeds, v.feed_shapes, step.batch_size())
+    """Splits the step (at recomputation level r) into a per-micro-batch run and an update run (split_step); a
+    step with batch statistics, its statistics copy with them fed (planner.crossbatch)."""
+    try:
+        st = step.stats()
+    except PlanError as e:
+        return e
+    if st is None:
+        v = step.view(r)
+        rows = step.rowed() if r == 0 else None  # the recomputing copy's: by their static shapes
+        return split_step(step._runs(1, r)[0].order, v.fetches, v.feeds, v.feed_shapes, step.batch_size(), rows)
+    if r:
+        return PlanError("cannot micro-batch a step with batch statistics and recompute: the statistics passes run "
+                         "a planning copy of their own")
+    v = step._stats_view()
+    order = step._run("statistics fed", v.fetches, v.feeds, v.feed_shapes).order
+    return split_step(order, v.fetches, v.feeds, v.feed_shapes, step.batch_size(), st.rowed)
 
 
 # -- helpers -------------------------------------------------------------------------------------------------

@@ -1,0 +1,64 @@
+"""Batch norm under micro-batching (planner.crossbatch): a step of k micro-batches with statistics passes against
+the unsplit step, predicted (the planner's cost model) and measured (median wall time of planned steps on the
+cpu), and each plan's peak. Small models, so that the k * (3L + 1) runs of a split step finish in seconds.
+
+    python benchmarks/bench_crossbatch.py                      # mobilenet 8,16,16 at 16x16 and seqnet 6,8,8
+    python benchmarks/bench_crossbatch.py --batch 32 --ks 2,4 --steps 5
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import numpy as np
+
+import tfplus as tf
+from tfplus import planner
+from tfplus.engine.memory import install
+from tfplus.graphs import get_model, training_graph
+from tfplus.runtime.facts import device_facts
+from tfplus.units import format_size
+
+MODELS = {"mobilenet": ({"conv_widths": (8, 16, 16)}, 16), "seqnet": ({"conv_widths": (6, 8, 8)}, 8)}
+
+
+def _step_seconds(tg, feeds, force, steps: int) -> tuple[float, planner.MemoryPlan]:
+    fetches = [tg.train_op, tg.loss]
+    with tf.Session(graph=tg.graph, memory_budget="1GB") as sess:
+        sess.run(tg.init_op)
+        p = planner.plan(fetches, {t: v.shape for t, v in feeds.items()}, device_facts("cpu"), graph=tg.graph,
+                         force=force)
+        install(sess, fetches, p)
+        sess.run(fetches, feeds)  # the first run binds the plan
+        times = []
+        for _ in range(steps):
+            start = time.perf_counter()
+            sess.run(fetches, feeds)
+            times.append(time.perf_counter() - start)
+    return statistics.median(times), p
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--ks", default="2,4", help="micro-batch counts to time")
+    ap.add_argument("--steps", type=int, default=5, help="timed steps per plan (median)")
+    args = ap.parse_args(argv)
+    print(f"{'model':>10} {'k':>3} {'passes':>6} {'predicted':>10} {'measured':>10} {'ms/step':>9} {'peak':>10}")
+    for name, (kwargs, size) in MODELS.items():
+        tg = training_graph(get_model(name).build, total_steps=10, seed=0, image_shape=(3, size, size),
+                            model_kwargs=kwargs)
+        rng = np.random.default_rng(0)
+        feeds = {tg.images: rng.standard_normal((args.batch, 3, size, size)).astype(np.float32),
+                 tg.labels: rng.integers(0, 10, args.batch).astype(np.int32)}
+        plain, p = _step_seconds(tg, feeds, (1, 1), args.steps)
+        print(f"{name:>10} {1:>3} {0:>6} {'':>10} {'':>10} {plain * 1e3:9.1f} {format_size(p.peak_bytes):>10}")
+        for k in (int(v) for v in args.ks.split(",")):
+            seconds, p = _step_seconds(tg, feeds, (k, 1), args.steps)
+            print(f"{name:>10} {k:>3} {len(p.statistics):>6} {1 + p.predicted_overhead:9.1f}x "
+                  f"{seconds / plain:9.1f}x {seconds * 1e3:9.1f} {format_size(p.peak_bytes):>10}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

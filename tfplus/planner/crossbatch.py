@@ -1,0 +1,320 @@
+"""Batch statistics under micro-batching, exactly: statistics passes over the micro-batches.
+
+A tensor whose rows depend on other rows of the batch breaks a plain micro-batched step (each slice would use its
+own statistics). `statistics` finds them from the graph's dataflow, with no list of op types: a tensor computed
+from the batch's rows that has no row axis itself (its shape does not follow the batch size: a reduction over the
+batch) from which a tensor with rows is computed again (broadcast back onto the rows: tf.nn.moments written by
+hand, a norm that reduces over the batch). A loss's mean or a weight gradient is such a sum too, but only the
+fetches and the updates read it, and micro-batching averages those exactly; a layer norm over the features keeps
+the batch axis and is row by row. An op that mixes the rows inside itself declares it at registration
+(tag "cross_batch", in training mode: FusedBatchNorm(V3)).
+
+`rewrite` makes such a step exact in micro-batches. In a planning copy of the graph every training-mode
+FusedBatchNorm(V3) becomes its statistics (per-channel means over the batch: mean, then the variance about it)
+and a normalization that reads them, and its gradient becomes the two per-channel means its input gradient needs
+(of dy and of dy * x_hat) and the row-by-row rest: dx = scale / sigma * (dy - mean(dy) - x_hat * mean(dy * x_hat)),
+d scale = sum(dy * x_hat), d offset = sum(dy). A statistic written by hand stays as it is, provided its op says
+how slices combine (a Sum's partial sums add up: tag row_sums; a Mean's average: row_means); another reduction
+(a Max over the batch) is refused, naming it. A statistic that reads another is one pass later (the variance reads
+the mean; a layer's reads the layers' below; the backward's read all of the forward's), so the step runs as:
+
+1. pass i = 1..P (each over the k micro-batches): the ops up to the statistics of level i, the levels below fed;
+   each micro-batch's values summed in micro-batch order, a mean's divided by k: the whole batch's.
+2. the micro-batched step (forward and backward per micro-batch, gradients averaged) with every statistic fed,
+   then the update run: the moving averages read the fed statistics, so they update once, with the whole batch's.
+
+Each pass recomputes the forward (and for the backward's statistics the backward) up to its statistics: 3L passes
+for L training batch norms (mean, variance, backward), priced by the cost model like any run.
+
+Scaling: a micro-batch's loss is its slice's mean, so its gradients are k times the whole batch's share; the
+backward's statistics are sums or means of those (k times the whole batch's too), so the input gradients stay
+consistent and the averaged weight gradients are the whole batch's. A shape-derived number (Size) that meets a
+statistic, and no value of the micro-batch's rows, before it reaches rows takes its whole-batch value (a mean's
+gradient divides by the batch's size; the Bessel factor tf.layers.batch_normalization applies to a rank-3 input's
+variance); one that shapes rows, or scales them alone, keeps the micro-batch's (a mean loss's 1/m).
+"""
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+from tfplus.framework import Graph, Operation, Tensor, needed_ops
+from tfplus.ops import array_ops, math_ops
+from tfplus.planner.liveness import PlanError
+from tfplus.planner.recompute import _copy as copy_op
+from tfplus.planner.stream import batch_dependent
+from tfplus.registry import has_tag
+
+
+class Statistics(NamedTuple):
+    """The planning copy of a step whose batch statistics are computed in passes (`rewrite`)."""
+    graph: Graph
+    tensor_map: dict[Tensor, Tensor]     # the step's tensors -> the copy's
+    op_map: dict[Operation, Operation]
+    levels: list[list[Tensor]]           # the statistics each pass computes, pass by pass
+    merges: dict[Tensor, str]            # how a statistic's micro-batch values make the batch's: 'mean' or 'sum'
+    rowed: set[Tensor]                   # the copy's tensors with rows of the batch
+    norms: list[str]                     # the batch-norm ops rewritten
+    by_hand: int                         # the statistics the step computes with ops of its own (not a norm's)
+
+
+def fused_norms(order: list[Operation]) -> list[Operation]:
+    """The ops that mix the rows of the batch inside themselves: tagged cross_batch, in training mode."""
+    return [op for op in order if has_tag(op.type, "cross_batch") and op.attrs.get("is_training", True)]
+
+
+def statistics(order: list[Operation], feeds: set[Tensor], batch_feeds: set[Tensor], rowed: set[Tensor]
+               ) -> list[Tensor]:
+    """The batch statistics of the step (`order`): tensors without rows computed by an op that reads rows of the
+    batch (`rowed`: the tensors whose shape follows the batch size), from which a tensor with rows is computed.
+    Shape-only ops (Shape, Size) read no values: the batch size they give is the micro-batch's, which is what a
+    micro-batch's mean loss wants."""
+    dep = batch_dependent(order, feeds, batch_feeds)
+    onto: set[Tensor] = set()  # batch-dependent tensors without rows that rows are computed from
+    for op in reversed(order):
+        if not has_tag(op.type, "shape_only") and any(t in rowed or t in onto for t in op.outputs):
+            onto.update(t for t in op.inputs if t in dep and t not in rowed)
+    return [t for op in order if not has_tag(op.type, "shape_only") and any(u in rowed for u in op.inputs)
+            for t in op.outputs if t in onto]
+
+
+def why_not(order: list[Operation], feeds: set[Tensor], batch_feeds: set[Tensor], rowed: set[Tensor]
+            ) -> str | None:
+    """Why the step cannot run in plain micro-batches (without statistics passes), if it computes statistics of
+    the whole batch."""
+    for op in fused_norms(order):
+        return (f"{op.type} '{op.name}' normalizes with the statistics of the whole batch (training mode); "
+                "micro-batches would use each slice's own and update the moving averages once per slice")
+    for t in statistics(order, feeds, batch_feeds, rowed):
+        return _statistic(t) + "; micro-batches would each use their own slice's"
+    return None
+
+
+def _statistic(t: Tensor) -> str:
+    verb = {"Mean": "averages", "Sum": "sums"}.get(t.op.type, "reduces")
+    return (f"{t.op.type} '{t.op.name}' {verb} its input over the batch and rows are computed from its result "
+            f"'{t.name}' again (a batch statistic, e.g. tf.nn.moments written by hand)")
+
+
+def rewrite(order: list[Operation], feeds: set[Tensor], fetches: list, batch_feeds: set[Tensor],
+            rowed: set[Tensor], specs: dict) -> Statistics:
+    """The planning copy of the step (`order`, run from `feeds` to compute `fetches`; `specs` its tensors' at the
+    whole batch) in which the batch statistics are tensors of their own, computed in passes (see the module
+    doc). Raises PlanError for a statistic no pass computes from slices."""
+    norms = fused_norms(order)
+    grads: dict[Operation, Operation] = {}
+    for bn in norms:
+        for t in bn.outputs[3:]:
+            for c in t.consumers():
+                if c in set(order) and c.type.startswith("FusedBatchNormGrad") and c.inputs[3] is bn.outputs[3]:
+                    grads[c] = bn
+                elif c in set(order):
+                    raise PlanError(f"cannot micro-batch: {c.type} '{c.name}' reads the reserve space of "
+                                    f"{bn.type} '{bn.name}'; only its gradient may")
+    own = set(norms) | set(grads)
+    merges = {t: _merge(t) for t in statistics(order, feeds, batch_feeds, rowed) if t.op not in own}
+    fed = set(merges) | {t for bn in norms for t in bn.outputs[1:]}  # whole-batch values in the micro-batch run
+    value = _values(order, feeds, batch_feeds, fed)
+    fold = _foldable(order, rowed, value, fed, specs)
+    moving = {op for op in order if op.op_def.ref_inputs and not any(t in value for t in op.inputs)}
+    fetched = {f.op if isinstance(f, Tensor) else f for f in fetches}
+    g = Graph()
+    tmap: dict[Tensor, Tensor] = {}
+    op_map: dict[Operation, Operation] = {}
+    new_rowed: set[Tensor] = set()  # the rewritten norms' tensors with rows: their static shapes leave the batch open
+    made: dict[Operation, dict] = {}  # a rewritten norm's tensors its gradient reads
+    mine: list[Tensor] = []
+    mean: dict[Tensor, str] = {}
+    in_step = set(order)
+    for op in sorted(in_step | {t.op for t in feeds}, key=lambda op: op._id):
+        if op in fold:
+            with g.as_default():
+                const = array_ops.constant(np.asarray(fold[op]), dtype=op.outputs[0].dtype, name=op.name)
+            tmap[op.outputs[0]] = const
+            continue
+        if op in norms or op in grads:
+            ins = [tmap[t] for t in op.inputs]
+            with g.as_default(), g.name_scope(op.name + "/micro"):
+                start = len(g._ops)
+                if op in norms:
+                    outs, made[op] = _norm(op, ins, specs)
+                else:
+                    outs = _norm_grad(op, ins, made[grads[op]])
+                for new in g._ops[start:]:
+                    new.backward = op.backward
+            for t, c in zip(op.outputs, outs):
+                tmap[t] = c
+            made_stats = [made[op]["mean"], made[op]["variance"]] if op in norms else outs[-2:]
+            mine += made_stats
+            mean.update(dict.fromkeys(made_stats, "mean"))
+            new_rowed.update(t for new in g._ops[start:] for t in new.outputs if _open(t))
+            continue
+        ins = [tmap[t] for t in op.inputs] if op in in_step else []
+        control = [op_map[c] for c in _control(op, fetched, moving) if c in op_map]
+        new = op_map[op] = copy_op(g, op, ins, op.name, control)
+        tmap.update(zip(op.outputs, new.outputs))
+        for t in op.outputs:
+            if t in merges:
+                mine.append(tmap[t])
+                mean[tmap[t]] = merges[t]
+    copy_order = [op for op in g._ops]
+    copy_feeds = {tmap[t] for t in feeds}
+    # a norm's statistic that the step does not need (the input gradient of a norm on the fed batch) has no pass
+    needed = needed_ops([tmap[f] if isinstance(f, Tensor) else op_map[f] if f in op_map else tmap[f.outputs[0]]
+                         for f in fetches], copy_feeds)
+    mine = [t for t in mine if t.op in needed]
+    rows = {tmap[t] for t in rowed if t in tmap} | new_rowed
+    found = statistics([op for op in copy_order if op in needed], copy_feeds, {tmap[t] for t in batch_feeds}, rows)
+    for t in found:
+        if t not in mine:  # NOTE: a bug in the rewrite, not in the step: every statistic it leaves is one of these
+            raise PlanError(f"cannot micro-batch: {_statistic(t)}, which the statistics passes' copy misses")
+    return Statistics(g, tmap, op_map, _levels(copy_order, mine), mean, rows, [bn.name for bn in norms],
+                      len(merges))
+
+
+def _merge(t: Tensor) -> str:
+    """How the micro-batches' values of statistic `t` make the batch's, from its op's registration: a sum over
+    the rows adds up (tag row_sums), a mean over them averages (row_means, equal micro-batches); PlanError for
+    any other reduction over the batch (a max, say: no pass computes it from slices)."""
+    if has_tag(t.op.type, "row_sums"):
+        return "sum"
+    if has_tag(t.op.type, "row_means"):
+        return "mean"
+    raise PlanError(f"cannot micro-batch: {_statistic(t)}; statistics passes combine the micro-batches' sums "
+                    f"and means over the rows (ops tagged row_sums or row_means), not a {t.op.type}'s")
+
+
+def _control(op: Operation, fetched: set[Operation], moving: set[Operation]) -> list[Operation]:
+    """op's control inputs in the copy. An op that changes no variable does not wait for an update that reads
+    no value of the batch's rows but its statistics (`moving`: the moving averages' updates, which TF1's training
+    op runs under control_dependencies(UPDATE_OPS), before the whole backward pass) unless it reads that
+    variable: in micro-batches those run once, in the update run after them, which changes no value the other
+    ops read. A fetched op (the training op) still waits for them all."""
+    if op.op_def.ref_inputs or op in fetched:
+        return list(op.control_inputs)
+    reads = {t.op for t in op.inputs}
+    return [c for c in op.control_inputs if c not in moving or c.inputs[0].op in reads]
+
+
+def _levels(order: list[Operation], stats: list[Tensor]) -> list[list[Tensor]]:
+    """The statistics by pass: a statistic is one pass after the latest statistic it is computed from."""
+    level: dict[Tensor, int] = {}
+    own = set(stats)
+    for op in order:
+        below = max((level.get(t, 0) for t in op.inputs), default=0)
+        for t in op.outputs:
+            level[t] = below + 1 if t in own else below
+    out: list[list[Tensor]] = [[] for _ in range(max((level[t] for t in stats), default=0))]
+    for t in stats:
+        out[level[t] - 1].append(t)
+    return out
+
+
+def _axes(op: Operation) -> tuple[list[int], int]:
+    """The axes a batch norm reduces over and its channel axis."""
+    return ([0, 2, 3], 1) if op.attrs["data_format"] == "NCHW" else ([0, 1, 2], 3)
+
+
+def _norm(op: Operation, ins: list[Tensor], specs: dict) -> tuple[list[Tensor], dict]:
+    """A training-mode FusedBatchNorm(V3) from its statistics: its outputs, and what its gradient reads."""
+    x, scale, offset, mean_in, var_in = ins
+    axes, ch = _axes(op)
+    shape = specs[op.inputs[0]].shape
+    channels = shape[ch]
+    keep = [1, 1, 1, 1]
+    keep[ch] = channels
+    count = math.prod(shape) // max(channels, 1)  # the whole batch's values per channel
+    mean = math_ops.reduce_mean(x, axes, keepdims=True, name="mean")
+    centered = math_ops.subtract(x, mean)
+    variance = math_ops.reduce_mean(math_ops.square(centered), axes, keepdims=True, name="variance")
+    eps = array_ops.constant(np.asarray(op.attrs["epsilon"], x.dtype.np))
+    rstd = math_ops.rsqrt(math_ops.add(variance, eps))
+    x_hat = math_ops.multiply(centered, rstd)
+    y = math_ops.add(math_ops.multiply(x_hat, array_ops.reshape(scale, keep)), array_ops.reshape(offset, keep))
+    m, v = array_ops.reshape(mean, [channels]), array_ops.reshape(variance, [channels])
+    unbiased = math_ops.multiply(v, array_ops.constant(np.asarray(count / max(count - 1, 1), x.dtype.np)))
+    f = op.attrs.get("exponential_avg_factor", 1.0)
+    if f != 1.0:
+        def moved(old, new):
+            keep_old = math_ops.multiply(old, array_ops.constant(np.asarray(1 - f, x.dtype.np)))
+            return math_ops.add(keep_old, math_ops.multiply(new, array_ops.constant(np.asarray(f, x.dtype.np))))
+        batch_mean, batch_var = moved(mean_in, m), moved(var_in, unbiased)
+    else:
+        batch_mean, batch_var = array_ops.identity(m), unbiased
+    outs = [y, batch_mean, batch_var, m, v]
+    if len(op.outputs) == 6:
+        outs.append(array_ops.constant(np.asarray(0, x.dtype.np)))
+    return outs, {"mean": mean, "variance": variance, "rstd": rstd, "keep": keep, "axes": axes}
+
+
+def _norm_grad(op: Operation, ins: list[Tensor], norm: dict) -> list[Tensor]:
+    """A training-mode FusedBatchNormGrad(V3) whose batch reductions are statistics: its outputs, the last two
+    the statistics (the means of dy and dy * x_hat)."""
+    dy, x, scale = ins[:3]
+    axes, keep = norm["axes"], norm["keep"]
+    x_hat = math_ops.multiply(math_ops.subtract(x, norm["mean"]), norm["rstd"])
+    dy_x_hat = math_ops.multiply(dy, x_hat)
+    mean_dy = math_ops.reduce_mean(dy, axes, keepdims=True, name="mean_dy")
+    mean_dy_x_hat = math_ops.reduce_mean(dy_x_hat, axes, keepdims=True, name="mean_dy_x_hat")
+    inner = math_ops.subtract(math_ops.subtract(dy, mean_dy), math_ops.multiply(x_hat, mean_dy_x_hat))
+    dx = math_ops.multiply(inner, math_ops.multiply(array_ops.reshape(scale, keep), norm["rstd"]))
+    d_scale = math_ops.reduce_sum(dy_x_hat, axes, name="scale_backprop")
+    d_offset = math_ops.reduce_sum(dy, axes, name="offset_backprop")
+    empty = [array_ops.constant(np.zeros((0,), x.dtype.np)) for _ in op.outputs[3:]]
+    return [dx, d_scale, d_offset] + empty + [mean_dy, mean_dy_x_hat]
+
+
+def open_rows(order: list[Operation], batch_feeds: set[Tensor]) -> set[Tensor]:
+    """The tensors with rows of the batch by their static shapes, which leave a dimension open where the fed
+    batch's is: for a step whose shapes at another batch size are not at hand (the planner compares two)."""
+    return set(batch_feeds) | {t for op in order for t in op.outputs if _open(t)}
+
+
+def _open(t: Tensor) -> bool:
+    return t._shape is None or any(d is None for d in t._shape)
+
+
+def _values(order, feeds, batch_feeds, fed) -> set[Tensor]:
+    """The tensors a micro-batch computes from its own rows' values: not the statistics and batch norms'
+    statistics outputs (`fed`: the whole batch's, from the passes), nor the rows' shapes (shape-only ops)."""
+    value: set[Tensor] = set(batch_feeds)
+    for op in order:
+        if not has_tag(op.type, "shape_only") and any(t in value for t in op.inputs):
+            value.update(t for t in op.outputs if t not in feeds and t not in fed)
+    return value
+
+
+def _foldable(order, rowed, value, fed, specs) -> dict[Operation, object]:
+    """Shape-only ops reading rows whose number meets a statistic (`fed`, or a number computed from one), and no
+    value of a micro-batch's rows, before it reaches rows: {op: its whole-batch value}, as the planner's shape
+    propagation folds it. (A mean's gradient divides a statistic's gradient by the batch's size; the Bessel factor
+    of tf.layers.batch_normalization's rank-3 variance. A mean loss's gradient meets a constant: the micro-batch's
+    size, its own mean.)"""
+    derived = set(fed)
+    for op in order:
+        if any(t in derived for t in op.inputs):
+            derived.update(t for t in op.outputs if t not in rowed)
+    out = {}
+    for op in order:
+        if not has_tag(op.type, "shape_only") or not any(t in rowed for t in op.inputs) or len(op.outputs) != 1:
+            continue
+        cone, clean, meets = set(op.outputs), True, False
+        for c in order:
+            if c._id <= op._id or not any(t in cone for t in c.inputs):
+                continue
+            if any(t in value and t not in cone for t in c.inputs):
+                clean = False
+                break
+            if any(t in rowed for t in c.outputs):  # rows from the number: scaled by it after a statistic did, fine;
+                clean = meets                       # shaped or scaled by it alone, the micro-batch's
+                if not clean:
+                    break
+                continue
+            meets = meets or any(t in derived and t not in cone for t in c.inputs)
+            cone.update(c.outputs)
+        spec = specs.get(op.outputs[0])
+        if clean and meets and spec is not None and spec.value is not None:
+            out[op] = spec.value
+    return out
