@@ -36,7 +36,9 @@ from tfplus.planner.liveness import alias_root, executes, nbytes, phase_of
 from tfplus.planner.recompute import Segment, Solution, recomputable, saved
 
 MAX_NODES = 40          # positions the program takes; a longer forward is coarsened to this many
-TIME_LIMIT = 2.0        # seconds HiGHS may take per bound
+TIME_LIMIT = 1.0        # seconds HiGHS may take per bound (its root node alone can take that long)
+GAP = 0.02              # HiGHS stops within this fraction of the optimum's recompute time (its proof is slow)
+NODE_LIMIT = 200        # branch-and-bound nodes per bound: the best found by then
 # The bounds solved for: L = least + f (plain - least), from the cheapest level to the most frugal.
 FRACTIONS = (0.6, 0.35, 0.2, 0.1, 0.0)
 GREEDY_CAPS = 40        # segment caps the greedy tries, geometric between the smallest and all dropped bytes
@@ -222,8 +224,10 @@ class _Problem:
         integrality[iy:iy + ne] = 1
         upper = np.ones(nvar)
         upper[ik] = upper[iz] = np.inf
+        options = {"time_limit": TIME_LIMIT, "disp": False, "mip_rel_gap": GAP, "node_limit": NODE_LIMIT,
+                   "presolve": False}  # (HiGHS's presolve took the whole time limit on these programs)
         res = milp(c, constraints=LinearConstraint(a, lo, hi), integrality=integrality,
-                   bounds=Bounds(np.zeros(nvar), upper), options={"time_limit": TIME_LIMIT, "disp": False})
+                   bounds=Bounds(np.zeros(nvar), upper), options=options)
         if res.x is None:  # infeasible (the bound is below what the coarse positions reach) or out of time
             return None
         chosen, v = [], 0
@@ -232,7 +236,7 @@ class _Problem:
             v = edges[e][1]
             if v != nv - 1:
                 chosen.append(nodes[v])
-        what = "optimal" if res.status == 0 else "best found in the time limit"
+        what = f"optimal within {GAP:.0%}" if res.status == 0 else "the best found in its time or node limit"
         size = f"{len(self.nodes)} of {len(self.positions)} positions"
         return chosen, f"MILP (HiGHS, {what}; {size}, {ne} segments)"
 
