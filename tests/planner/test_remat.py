@@ -3,6 +3,8 @@ measured bytes, the MILP's checkpoints within their bound and no dearer than the
 recomputed, and the plan says which solver chose which checkpoints."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from modelcheck import assert_planned_bytes_are_measured, cnn_feeds, small_cnn, train_steps
@@ -85,8 +87,8 @@ def test_segment_checkpointing_plans_the_bytes_it_measures():
 
 
 def test_milp_keeps_its_bound_and_costs_no_more_than_greedy():
-    """Each bound's MILP checkpoints fit the modelled bound and, when HiGHS proves them optimal, cost no more
-    predicted time than the greedy's that fit it."""
+    """Each bound's MILP checkpoints fit the modelled bound and cost no more predicted time than the greedy's that
+    fit it (within the gap HiGHS reports)."""
     tg, feeds = small_mobilenet()
     _, p = _problem(tg, feeds)
     assert len(p.nodes) <= remat.MAX_NODES < len(p.positions)
@@ -97,8 +99,9 @@ def test_milp_keeps_its_bound_and_costs_no_more_than_greedy():
         assert how.startswith("MILP (HiGHS, "), how
         assert p.memory(chosen) <= bound + 1
         g = p.greedy(bound)
-        if p.memory(g) <= bound and "optimal" in how and set(g) <= set(p.nodes):
-            assert p.cost(chosen) <= p.cost(g) * (1 + remat.GAP)
+        if p.memory(g) <= bound:  # the greedy's is a solution of the program too
+            gap = float(re.search(r"within ([\d.]+)%", how).group(1)) / 100
+            assert p.cost(chosen) <= p.cost(g) * (1 + gap) + 1e-12
 
 
 def test_greedy_solver_is_exact_too():

@@ -361,14 +361,23 @@ def _frugal(step: _Step, cands: list[Candidate]) -> tuple:
                 break
             except PlanError as e:
                 why = why or f" ({e})"
-    # The most frugal segment checkpointing need not beat dropping the largest activations (few, on a small step).
-    chains = [r for r in step.levels() if r <= recompute.MAX_LEVEL] if any(kc.recompute for kc in cands) else []
+    # The least modelled saved state (the last level) need not give the smallest peak: the model counts neither
+    # gradients nor workspaces, nor that a segment's copies die one by one in its backward; and on a small step
+    # dropping the largest activations may beat segments. So each other segment level, and the last chain level:
+    # the one of the smallest liveness bound is placed.
+    levels = step.levels() if any(kc.recompute for kc in cands) else []
+    others = [r for r in levels if r > recompute.MAX_LEVEL] + [r for r in levels if r <= recompute.MAX_LEVEL][-1:]
     for kc, _ in list(found):
-        if kc.recompute > recompute.MAX_LEVEL and chains:
-            try:
-                found.append((kc._replace(recompute=chains[-1]), step.build(*kc._replace(recompute=chains[-1]))))
-            except PlanError:
-                pass
+        alts = []
+        for r in others if kc.recompute > recompute.MAX_LEVEL else ():
+            if r != kc.recompute:
+                try:
+                    alts.append((kc._replace(recompute=r), step.build(*kc._replace(recompute=r), place=False)))
+                except PlanError:
+                    pass
+        if alts:
+            alt, p = min(alts, key=lambda a: a[1].lower_bound_bytes)
+            found.append((alt, place(p)))
     return min(found, key=lambda f: f[1].peak_bytes, default=None), why
 
 

@@ -166,10 +166,10 @@ def rewrite(order: list[Operation], feeds: set[Tensor], segments: list[Segment])
     backward pass), and its readers read the copies of its tensors. The copies keep the names; a recomputing op
     is named `<op name>/recompute_<n>`, n the segment's index. Each copy that reads no other copy gets control
     inputs from the producers of its readers' other inputs made before that first reader (the gradients they
-    wait for), so that no order runs it long before them; and each reader runs before the other backward readers
-    of those inputs (a convolution's filter gradient before its input gradient) where that makes no cycle, so
-    that the copies are not alive beside their outputs. Shape-only readers of a dropped activation that are no
-    segment's readers run right after it is made."""
+    wait for), so that no order runs it long before them; and each reader of a copy of its own runs before the
+    other backward readers of those inputs (a convolution's filter gradient before its input gradient) where that
+    makes no cycle, so that the copy is not alive beside their outputs. Shape-only readers of a dropped activation
+    that are no segment's readers run right after it is made."""
     g = Graph()
     op_map: dict[Operation, Operation] = {}
     tmap: dict[Tensor, Tensor] = {}
@@ -207,7 +207,10 @@ def rewrite(order: list[Operation], feeds: set[Tensor], segments: list[Segment])
         ins = [mine.get(u, tmap.get(u)) for u in op.inputs] if op in in_step else []
         new = op_map[op] = _copy(g, op, ins, op.name, [op_map[c] for c in op.control_inputs if c in op_map])
         tmap.update(zip(op.outputs, new.outputs))
-    for r in sorted(readers_all, key=lambda op: op._id):
+    # (A reader of its own copy only: a per-tensor chain's. The readers of a shared segment copy are left to the
+    # planner's order: finding each one's ancestors took most of the planning time of a long step.)
+    alone = {s.readers[0] for s in segments if len(s.readers) == 1}
+    for r in sorted(alone, key=lambda op: op._id):
         before = _ancestors(op_map[r], set(g._ops))
         others = {u for u in r.inputs if u not in dropped_all and u not in feeds
                   and u.op.type not in ("VariableV2", "Const")}

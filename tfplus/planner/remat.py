@@ -19,8 +19,8 @@ frontier; of more than MAX_NODES such, the one of smallest frontier in each of M
 it for a few bounds L from the least reachable to the plain step's saved bytes: each solution is one recomputation
 level of the plan search, which checks every plan exactly anyway (liveness and arena on the rewritten graph). A
 segment that cannot fit beside its own frontiers is left out. Without a solution in TIME_LIMIT (or with
-solver='greedy'), greedy segments: for a cap on a segment's dropped bytes, a checkpoint wherever the next
-position would pass it, the cap chosen per bound.
+solver='greedy'), greedy segments over the same positions: for a cap on a segment's dropped bytes, a checkpoint
+wherever the next position would pass it, the cap chosen per bound.
 
 Exact: a copy runs the same kernels on the same inputs. Stateful ops (random numbers, variables, queues), ops
 with control inputs and fetched tensors are never recomputed: their outputs are leaves that the copies read.
@@ -37,6 +37,7 @@ from tfplus.planner.recompute import Segment, Solution, recomputable, saved
 
 MAX_NODES = 40          # positions the program takes; a longer forward is coarsened to this many
 TIME_LIMIT = 1.0        # seconds HiGHS may take per bound (its root node alone can take that long)
+CAPS = 16               # sizes the largest segment may be capped at (the program picks one)
 GAP = 0.02              # HiGHS stops within this fraction of the optimum's recompute time (its proof is slow)
 NODE_LIMIT = 200        # branch-and-bound nodes per bound: the best found by then
 # The bounds solved for: L = least + f (plain - least), from the cheapest level to the most frugal.
@@ -161,8 +162,9 @@ class _Problem:
         return float(self.time_cum[b + 1] - self.time_cum[a + 1]) - sum(self.times[self.pos[op]] for op in kept)
 
     def memory(self, chosen: list[int]) -> float:
-        """The modelled saved state of checkpoints at `chosen`: kept bytes plus the largest segment."""
-        kept = sum(self.kbytes[r] for r in {r for p in chosen for r in self.frontier[p]})
+        """The modelled saved state of checkpoints at `chosen`: kept bytes (each checkpoint's frontier: a tensor in
+        two counts twice, an over-estimate that keeps the program small) plus the largest segment."""
+        kept = sum(self._fbytes(p) for p in chosen)
         path = [-1] + list(chosen) + [len(self.fwd) - 1]
         return kept + max(self.seg_bytes(a, b) for a, b in zip(path, path[1:]))
 
@@ -180,14 +182,16 @@ class _Problem:
         nodes = [-1] + self.nodes + [len(self.fwd) - 1]
         edges = [(i, j) for i in range(len(nodes)) for j in range(i + 1, len(nodes))
                  if self.seg_bytes(nodes[i], nodes[j]) + self._ends(nodes[i], nodes[j]) <= bound]
-        tensors = sorted({r for p in self.nodes for r in self.frontier[p] if self.kbytes[r]},
-                         key=lambda t: (t.op._id, t.value_index))
-        ne, nv, nt = len(edges), len(nodes), len(tensors)
-        # variables: y (edges), x (nodes), kept (tensors), K, Z (the largest segment); bytes in MB, time in ms
-        iy, ix, it, ik, iz = 0, ne, ne + nv, ne + nv + nt, ne + nv + nt + 1
-        nvar = iz + 1
         seg_mb = [self.seg_bytes(nodes[i], nodes[j]) / 1e6 for i, j in edges]
         seg_ms = [self.seg_time(nodes[i], nodes[j]) * 1e3 for i, j in edges]
+        kept_mb = [self._fbytes(nodes[j]) / 1e6 if j < len(nodes) - 1 else 0.0 for _, j in edges]
+        # The largest segment is one of a few caps (binary z, one chosen): a segment may be on the path only under
+        # a cap it fits. Tighter than one continuous maximum over all segments, whose relaxation HiGHS could not
+        # close in seconds.
+        sizes = np.unique(seg_mb)
+        caps = sizes[np.unique(np.linspace(0, len(sizes) - 1, min(CAPS, len(sizes))).round().astype(int))]
+        ne, nv, nc = len(edges), len(nodes), len(caps)
+        nvar = ne + nc  # y (edges), then z (caps); bytes in MB, time in ms
         rows, cols, vals, lo, hi = [], [], [], [], []
 
         def row(entries, low, high):
@@ -198,58 +202,51 @@ class _Problem:
                 vals.append(v)
             lo.append(low)
             hi.append(high)
-        ins: list[list[int]] = [[] for _ in nodes]
         outs: list[list[int]] = [[] for _ in nodes]
+        ins: list[list[int]] = [[] for _ in nodes]
         for e, (i, j) in enumerate(edges):
             outs[i].append(e)
             ins[j].append(e)
-        for v in range(nv):  # one path from the start to the end; x_v: it passes v
-            flow = [(iy + e, 1.0) for e in ins[v]] + [(iy + e, -1.0) for e in outs[v]]
+        for v in range(nv):  # one path from the start to the end
             need = -1.0 if v == 0 else 1.0 if v == nv - 1 else 0.0
-            row(flow, need, need)
-            row([(ix + v, 1.0)] + [(iy + e, -1.0) for e in ins[v]], 0.0, 0.0)
-        index = {t: k for k, t in enumerate(tensors)}
-        for v, p in enumerate(nodes[1:-1], 1):
-            for r in self.frontier[p]:
-                if r in index:
-                    row([(it + index[r], 1.0), (ix + v, -1.0)], 0.0, np.inf)
-        row([(ik, 1.0)] + [(it + k, -self.kbytes[t] / 1e6) for k, t in enumerate(tensors)], 0.0, 0.0)
+            row([(e, 1.0) for e in ins[v]] + [(e, -1.0) for e in outs[v]], need, need)
+        row([(ne + k, 1.0) for k in range(nc)], 1.0, 1.0)
         for e in range(ne):
-            row([(iy + e, seg_mb[e]), (iz, -1.0)], -np.inf, 0.0)
-        c = np.zeros(nvar)
-        row([(ik, 1.0), (iz, 1.0)], -np.inf, bound / 1e6)
-        c[iy:iy + ne] = seg_ms
+            first = int(np.searchsorted(caps, seg_mb[e]))  # the smallest cap it fits
+            row([(e, 1.0)] + [(ne + k, -1.0) for k in range(first, nc)], -np.inf, 0.0)
+        # The kept bytes: each checkpoint's frontier (as `memory` counts them).
+        row([(e, kept_mb[e]) for e in range(ne)] + [(ne + k, caps[k]) for k in range(nc)], -np.inf, bound / 1e6)
+        c = np.concatenate([seg_ms, np.zeros(nc)])
         a = coo_matrix((vals, (rows, cols)), shape=(len(lo), nvar)).tocsr()
-        integrality = np.zeros(nvar)
-        integrality[iy:iy + ne] = 1
-        upper = np.ones(nvar)
-        upper[ik] = upper[iz] = np.inf
         options = {"time_limit": TIME_LIMIT, "disp": False, "mip_rel_gap": GAP, "node_limit": NODE_LIMIT,
                    "presolve": False}  # (HiGHS's presolve took the whole time limit on these programs)
-        res = milp(c, constraints=LinearConstraint(a, lo, hi), integrality=integrality,
-                   bounds=Bounds(np.zeros(nvar), upper), options=options)
+        res = milp(c, constraints=LinearConstraint(a, lo, hi), integrality=np.ones(nvar), bounds=Bounds(0, 1),
+                   options=options)
         if res.x is None:  # infeasible (the bound is below what the coarse positions reach) or out of time
             return None
         chosen, v = [], 0
         while v != nv - 1:
-            e = next(e for e in outs[v] if res.x[iy + e] > 0.5)
+            e = next(e for e in outs[v] if res.x[e] > 0.5)
             v = edges[e][1]
             if v != nv - 1:
                 chosen.append(nodes[v])
-        what = f"optimal within {GAP:.0%}" if res.status == 0 else "the best found in its time or node limit"
+        gap = getattr(res, "mip_gap", None)
+        what = f"optimal within {GAP:.0%}" if res.status == 0 else \
+            f"time limit, within {gap:.1%} of the optimum" if gap is not None and np.isfinite(gap) else "time limit"
         size = f"{len(self.nodes)} of {len(self.positions)} positions"
         return chosen, f"MILP (HiGHS, {what}; {size}, {ne} segments)"
 
     def greedy(self, bound: float | None) -> list[int]:
         """Checkpoints by a cap on a segment's dropped bytes (a checkpoint wherever the next position would pass
-        it), over all positions: the cheapest cap whose modelled saved state is within `bound`, else the least."""
+        it), over the program's positions: the cheapest cap whose modelled saved state is within `bound`, else the
+        least."""
         smallest = min(self.droppable.values())
         caps = np.geomspace(smallest, max(self.dropped_bytes, smallest), GREEDY_CAPS)
         found = []
         for cap in caps:
             chosen, a = [], -1
-            for k, p in enumerate(self.positions):
-                nxt = self.positions[k + 1] if k + 1 < len(self.positions) else len(self.fwd) - 1
+            for k, p in enumerate(self.nodes):
+                nxt = self.nodes[k + 1] if k + 1 < len(self.nodes) else len(self.fwd) - 1
                 if self.seg_bytes(a, nxt) > cap and p > a:
                     chosen.append(p)
                     a = p
