@@ -170,3 +170,30 @@ def test_budget_search_reaches_below_the_per_tensor_chains():
     p = planner.plan(fetches, _shapes(feeds), "cpu", (new.peak_bytes + old) // 2, graph=tg.graph,
                      transformations=("recompute",))
     assert p.fits and "segment checkpointing, chosen by " in p.summary() and "chosen: recompute" in p.summary()
+
+
+def test_plan_cli_lists_checkpoints_per_budget(capsys):
+    """`tfplus plan --budgets` plans each budget: at the smallest feasible one of a small MobileNet (micro-batching
+    refused for its batch norm) the row fits, recomputes by segments, and names the solver and the checkpoints;
+    at a budget above the plain step's peak nothing is transformed."""
+    import argparse
+    import json
+
+    from tfplus import plan_cli
+    parser = argparse.ArgumentParser()
+    plan_cli.add_parser(parser.add_subparsers(dest="command"))
+    base = ["plan", "--model", "mobilenet", "--widths", "8,8,16,16,32", "--batch-size", "32"]
+    step = plan_cli._TrainStep(parser.parse_args(base))
+    free = step.plan(32, None).peak_bytes
+    lo = step.smallest(32)
+    assert lo < free
+    args = parser.parse_args(base + ["--budgets", f"{lo},{free}", "--json"])
+    assert args.func(args) == 0
+    tight, loose = json.loads(capsys.readouterr().out)["budgets"]
+    assert tight["fits"] and tight["peak_bytes"] <= lo and "recompute" in tight["transformations"], tight
+    assert tight["solver"] and tight["checkpoints"] and tight["recomputed"], tight
+    assert not set(tight["checkpoints"]) & set(tight["recomputed"])
+    assert loose["fits"] and loose["transformations"] == [] and loose["predicted_overhead"] == 0
+    args = parser.parse_args(base + ["--budgets", str(lo)])
+    assert args.func(args) == 0
+    assert re.search(r"recompute: \d+ activations, by .+; \d+ checkpoints: ", capsys.readouterr().out)

@@ -958,8 +958,11 @@ class _Step:
                         "activations not saved per run; exact)",
                         "predicted_overhead": round(self.overhead(1, 1, True), 4)})
         if r:
+            sol = self.remat(r)
             out.append({"name": "recompute", "detail": self._describe_remat(r),
-                        "predicted_overhead": round(self.overhead(1, 1, False, 1, r), 4)})
+                        "predicted_overhead": round(self.overhead(1, 1, False, 1, r), 4), "solver": sol.solver,
+                        "checkpoints": [t.name for t in sol.checkpoints],
+                        "recomputed": [t.name for t in sol.tensors]})
         if s:
             out.append(self._describe_stream(p, s))
         if d > 1:
