@@ -23,6 +23,9 @@ from tfplus.runtime.facts import device_facts
 from tfplus.step_budget import smallest_budget, training_feeds, training_runs
 from tfplus.units import format_size
 
+# What the largest batch one step holds may use: every transformation but those that split the batch.
+ONE_STEP = tuple(t for t in TRANSFORMATIONS if t not in ("stream", "microbatch"))
+
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     """Adds the `plan` subcommand to an argparse subparsers object; its handler is `main` (set as `func`)."""
@@ -144,7 +147,7 @@ def main(args: argparse.Namespace) -> int:
     if args.max_batch:
         # The batch one step holds (micro-batching only splits a batch that is already in memory, so with it
         # the limit is mostly the fed images themselves: reported apart, not run).
-        n = p.max_batch_size = out["max_batch_size"] = step.max_batch(budget, ("chunk",))
+        n = p.max_batch_size = out["max_batch_size"] = step.max_batch(budget, ONE_STEP)
         if n:
             _note(f"confirming batch {n} by running one training step under {format_size(budget)}")
         out["max_batch_confirmed"] = step.confirm(n, budget) if n else False
