@@ -96,8 +96,9 @@ def _print_budgets(rows: list[dict]) -> None:
               f"{' + '.join(row['transformations']) or 'none'}")
         if row.get("solver"):
             ck = row["checkpoints"]
+            more = f", ... ({len(ck) - 8} more; --json lists them)" if len(ck) > 8 else ""
             print(f"  {'':>10} recompute: {len(row['recomputed'])} activations, by {row['solver']}; "
-                  f"{len(ck)} checkpoints" + (f": {', '.join(ck)}" if ck else ""))
+                  f"{len(ck)} checkpoints" + (f": {', '.join(ck[:8])}{more}" if ck else ""))
         times = re.search(r"([\d.e+]+ ms) -> ([\d.e+]+ ms)", row["choice"])
         if times:
             print(f"  {'':>10} predicted step time {times.group(1)} unconstrained -> {times.group(2)}")
