@@ -198,3 +198,20 @@ def test_plan_cli_lists_checkpoints_per_budget(capsys):
     args = parser.parse_args(base + ["--budgets", str(lo)])
     assert args.func(args) == 0
     assert re.search(r"recompute: \d+ activations, by .+; \d+ checkpoints: ", capsys.readouterr().out)
+
+
+def test_segments_through_unrolled_grus_are_exact_and_measured():
+    """A tiny seqnet (conv, batch norm, two unrolled GRUs over 4 time steps, whose frontiers hold several tensors):
+    its most frugal segment level trains to the same bits as the plain plan, and plans the bytes it holds."""
+    from tfplus.graphs import training_graph
+    from tfplus.graphs.seqnet import seqnet
+    tg = training_graph(seqnet, total_steps=10, seed=0, image_shape=(3, 4, 4), model_kwargs={"conv_widths": (6, 8, 8)})
+    rng = np.random.default_rng(0)
+    feeds = {tg.images: rng.standard_normal((16, 3, 4, 4)).astype(np.float32),
+             tg.labels: rng.integers(0, 10, 16).astype(np.int32)}
+    step, _ = _problem(tg, feeds)
+    r = step.levels()[-1]
+    assert r >= SEGMENTS and any(len(s.readers) > 1 for s in step.remat(r).segments)
+    _same_bits(train_steps(tg, feeds, budget="1GB", force=(1, 1)),
+               train_steps(tg, feeds, budget="1GB", force=(1, 1, False, 1, r)))
+    assert_planned_bytes_are_measured(tg, feeds, force=(1, 1, False, 1, r))
