@@ -11,7 +11,9 @@ lives only from there to the reader. Exact: the same kernels on the same inputs 
 ops (random numbers, variables, queues) are never recomputed.
 
 `rewrite` returns a planning copy of the step's graph with the copies wired into their readers; the plan runs
-that graph's ops, and maps the caller's feeds and fetches onto it (MemoryPlan.tensor_map).
+that graph's ops, and maps the caller's feeds and fetches onto it (MemoryPlan.tensor_map). It takes Segments: a
+per-tensor chain is one per backward reader (`per_reader`); planner.remat's segment checkpointing gives one per
+stretch of the forward between two checkpoints, its copy shared by all the stretch's backward readers.
 """
 from __future__ import annotations
 

@@ -11,9 +11,11 @@ segment's backward starts (planner.recompute.rewrite, Segment). Modelled peak of
 bytes plus the largest segment's dropped bytes (Chen: O(sqrt n) memory for about one extra forward pass).
 
 The program: a path from the start to the end of the forward pass through the positions (binary y_ab: a and b
-consecutive checkpoints), x_v = the path visits v, kept_t >= x_v for each tensor t of F(v), K = the kept bytes
-(tensors kept anyway count 0), and for every edge K + M_ab y_ab <= L, M_ab the bytes the segment drops; it
-minimizes the sum of C_ab y_ab, C_ab the predicted time of the segment's ops (the planner's cost model). The
+consecutive checkpoints) and one of CAPS sizes for the largest segment (binary z_s, one chosen; y_ab only under
+a cap its dropped bytes M_ab fit), with sum of y_ab |F(b)| + sum of z_s cap_s <= L (|F(b)| the bytes b's
+frontier keeps; tensors kept anyway count 0); it minimizes the sum of C_ab y_ab, C_ab the predicted time of the
+segment's ops (the planner's cost model). (One continuous maximum over all segments, Checkmate's way, left a
+relaxation HiGHS could not close in seconds; with caps it proves MobileNet's bounds optimal in about one.) The
 forward is coarsened first: of the positions that split the droppable activations alike, the one of smallest
 frontier; of more than MAX_NODES such, the one of smallest frontier in each of MAX_NODES runs. `solutions` solves
 it for a few bounds L from the least reachable to the plain step's saved bytes: each solution is one recomputation
@@ -39,7 +41,7 @@ MAX_NODES = 40          # positions the program takes; a longer forward is coars
 TIME_LIMIT = 2.0        # seconds HiGHS may take per bound (its root node alone can take one on a busy machine)
 CAPS = 16               # sizes the largest segment may be capped at (the program picks one)
 GAP = 0.02              # HiGHS stops within this fraction of the optimum's recompute time (its proof is slow)
-NODE_LIMIT = 200        # branch-and-bound nodes per bound: the best found by then
+NODE_LIMIT = 200        # branch-and-bound nodes per bound; past it, as past TIME_LIMIT, the greedy's
 # The bounds solved for: L = least + f (plain - least), from the cheapest level to the most frugal.
 FRACTIONS = (0.6, 0.35, 0.2, 0.1, 0.0)
 GREEDY_CAPS = 40        # segment caps the greedy tries, geometric between the smallest and all dropped bytes
