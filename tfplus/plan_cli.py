@@ -3,6 +3,7 @@
     tfplus plan --model mentee --batch-size 128 --memory-budget 64MB
     tfplus plan --device-profile nexus5 --max-batch --json
     tfplus plan --memory-budget 32MB --plot step.svg
+    tfplus plan --model mobilenet --budgets 400MB,300MB,220MB
 
 Exit status 0 when the step fits the budget (or no budget is given), 1 when it does not, 2 for bad options.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 
@@ -20,6 +22,9 @@ from tfplus.planner.profiles import PROFILES, get_profile
 from tfplus.runtime.facts import device_facts
 from tfplus.step_budget import smallest_budget, training_feeds, training_runs
 from tfplus.units import format_size
+
+# What the largest batch one step holds may use: every transformation but those that split the batch.
+ONE_STEP = tuple(t for t in TRANSFORMATIONS if t not in ("stream", "microbatch"))
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -54,6 +59,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                        "trained layer runs backward or keeps activations)")
     which.add_argument("--trainable", metavar="REGEX", help="plan a step that trains only the variables whose "
                        "name matches")
+    p.add_argument("--budgets", type=_sizes, metavar="SIZE,SIZE,..", help="plan the step under each of these budgets "
+                   "and list, per budget, whether it fits, its peak, the transformations chosen, the recomputation's "
+                   "solver and checkpoints, and the predicted step time")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     p.add_argument("--plot", type=_plot_file(cli_args.output_file()), metavar="FILE",
                    help="write memory over the step to FILE (.svg; .png with matplotlib)")
@@ -61,6 +69,39 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="find the largest batch that fits the budget (binary search, confirmed by one step)")
     p.set_defaults(func=main)
     return p
+
+
+def _sizes(text: str) -> list[int]:
+    """--budgets' type: sizes separated by commas."""
+    return [cli_args.size(part) for part in text.split(",") if part]
+
+
+def _per_budget(p, budget: int) -> dict:
+    """What `--budgets` lists for the plan `p` of one budget."""
+    names = [t["name"] for t in p.transformations if t["name"] not in ("schedule", "inplace")]
+    row = {"budget_bytes": budget, "fits": p.fits, "peak_bytes": p.peak_bytes, "transformations": names,
+           "predicted_overhead": round(p.predicted_overhead, 4), "choice": p.choice}
+    for t in p.transformations:
+        if t["name"] == "recompute":
+            row.update(solver=t.get("solver", ""), checkpoints=t.get("checkpoints", []),
+                       recomputed=t.get("recomputed", []))
+    return row
+
+
+def _print_budgets(rows: list[dict]) -> None:
+    print(f"  {'budget':>10} {'peak':>10} {'fits':>4} {'predicted':>9}  transformations")
+    for row in rows:
+        print(f"  {format_size(row['budget_bytes']):>10} {format_size(row['peak_bytes']):>10} "
+              f"{'yes' if row['fits'] else 'no':>4} {row['predicted_overhead']:>+9.1%}  "
+              f"{' + '.join(row['transformations']) or 'none'}")
+        if row.get("solver"):
+            ck = row["checkpoints"]
+            more = f", ... ({len(ck) - 8} more; --json lists them)" if len(ck) > 8 else ""
+            print(f"  {'':>10} recompute: {len(row['recomputed'])} activations, by {row['solver']}; "
+                  f"{len(ck)} checkpoints" + (f": {', '.join(ck[:8])}{more}" if ck else ""))
+        times = re.search(r"([\d.e+]+ ms) -> ([\d.e+]+ ms)", row["choice"])
+        if times:
+            print(f"  {'':>10} predicted step time {times.group(1)} unconstrained -> {times.group(2)}")
 
 
 def _plot_file(writable):
@@ -107,11 +148,14 @@ def main(args: argparse.Namespace) -> int:
     if args.max_batch:
         # The batch one step holds (micro-batching only splits a batch that is already in memory, so with it
         # the limit is mostly the fed images themselves: reported apart, not run).
-        n = p.max_batch_size = out["max_batch_size"] = step.max_batch(budget, ("chunk",))
+        n = p.max_batch_size = out["max_batch_size"] = step.max_batch(budget, ONE_STEP)
         if n:
             _note(f"confirming batch {n} by running one training step under {format_size(budget)}")
         out["max_batch_confirmed"] = step.confirm(n, budget) if n else False
         out["max_batch_size_with_microbatching"] = step.max_batch(budget, at_least=n)
+    rows = [_per_budget(step.plan(args.batch_size, b), b) for b in args.budgets or ()]
+    if rows:
+        out["budgets"] = rows
     if args.plot:
         from tfplus.planner.plot import write_plot
         write_plot(p, args.plot, f"{args.model}, batch {args.batch_size}, {args.optimizer} on {args.device}")
@@ -130,6 +174,9 @@ def main(args: argparse.Namespace) -> int:
             ok = "confirmed by running one step" if out["max_batch_confirmed"] else "NOT confirmed"
             print(f"  max batch size     {out['max_batch_size']} ({ok}); "
                   f"{out['max_batch_size_with_microbatching']} with micro-batching (not run)")
+        if rows:
+            print(f"per budget (batch {args.batch_size}):")
+            _print_budgets(rows)
         if args.plot:
             print(f"  plot written to {args.plot}")
     if status:

@@ -39,7 +39,7 @@ import numpy as np
 
 from tfplus import debug
 from tfplus.framework import Graph, Operation, Tensor, get_default_graph, needed_ops
-from tfplus.planner import chunking, compact, cost, crossbatch, recompute, stream
+from tfplus.planner import chunking, compact, cost, crossbatch, recompute, remat, stream
 from tfplus.planner.arena import assign_offsets
 from tfplus.planner.batch import Split, batch_feeds, batch_size, batch_statistics, fetch_merge, slice_shapes, split_step
 from tfplus.planner.liveness import (
@@ -367,6 +367,23 @@ def _frugal(step: _Step, cands: list[Candidate]) -> tuple:
                 break
             except PlanError as e:
                 why = why or f" ({e})"
+    # The least modelled saved state (the last level) need not give the smallest peak: the model counts neither
+    # gradients nor workspaces, nor that a segment's copies die one by one in its backward; and on a small step
+    # dropping the largest activations may beat segments. So each other segment level, and the last chain level:
+    # the one of the smallest liveness bound is placed.
+    levels = step.levels() if any(kc.recompute for kc in cands) else []
+    others = [r for r in levels if r > recompute.MAX_LEVEL] + [r for r in levels if r <= recompute.MAX_LEVEL][-1:]
+    for kc, _ in list(found):
+        alts = []
+        for r in others if kc.recompute > recompute.MAX_LEVEL else ():
+            if r != kc.recompute:
+                try:
+                    alts.append((kc._replace(recompute=r), step.build(*kc._replace(recompute=r), place=False)))
+                except PlanError:
+                    pass
+        if alts:
+            alt, p = min(alts, key=lambda a: a[1].lower_bound_bytes)
+            found.append((alt, place(p)))
     return min(found, key=lambda f: f[1].peak_bytes, default=None), why
 
 
@@ -447,11 +464,38 @@ class _Step:
         return sorted(out, key=lambda q: (self.overhead(*q), q.order_key()))
 
     def levels(self) -> list[int]:
-        """The recomputation levels that drop more activations than the level before (planner.recompute)."""
+        """The recomputation levels: up to recompute.MAX_LEVEL those that drop more of the largest activations
+        than the level before (planner.recompute), then one per segment-checkpointing solution (planner.remat),
+        the most frugal last."""
         if "levels" not in self._cache:
             sizes = [len(self.drops(r)) for r in range(recompute.MAX_LEVEL + 1)]
-            self._cache["levels"] = [r for r in range(1, len(sizes)) if sizes[r] > sizes[r - 1]]
+            chains = [r for r in range(1, len(sizes)) if sizes[r] > sizes[r - 1]]
+            self._cache["levels"] = chains + [recompute.MAX_LEVEL + 1 + i for i in range(len(self._segmented()))]
         return self._cache["levels"]
+
+    def remat(self, r: int) -> recompute.Solution:
+        """What recomputation level r recomputes: the r largest activations, each per backward reader (r up to
+        recompute.MAX_LEVEL), or the (r - MAX_LEVEL)th segment-checkpointing solution (planner.remat)."""
+        if r <= recompute.MAX_LEVEL:
+            return recompute.per_reader(self.drops(r))
+        sols = self._segmented()
+        if r - recompute.MAX_LEVEL > len(sols):
+            raise PlanError(f"no recomputation level {r}: the step has levels {self.levels()}")
+        return sols[r - recompute.MAX_LEVEL - 1]
+
+    def _segmented(self) -> list[recompute.Solution]:
+        if "segmented" not in self._cache:
+            keep = {s.pool.inputs[0] for s in self._sites()}  # planner.compact saves those its own way
+            self._cache["segmented"] = remat.solutions(self.order, self.base_specs, self.feeds, self.fetches, keep,
+                                                       self._op_time)
+        return self._cache["segmented"]
+
+    def _op_time(self, op: Operation) -> float:
+        """The predicted time of one call of `op` in the whole step (the cost model's weights)."""
+        f, convs = dict.fromkeys(cost.FEATURES, 0.0), []
+        cost.count(f, convs, 1, op, self.base_specs)
+        f["conv_calls"] += len(convs)
+        return self.cost.time(f)
 
     def drops(self, r: int) -> list[recompute.Drop]:
         """The activations that recomputation level r drops (the r largest that can be, planner.recompute)."""
@@ -466,15 +510,15 @@ class _Step:
         in which each backward reader of a dropped activation recomputes it (planner.recompute)."""
         if ("view", r) not in self._cache:
             if r == 0:
-                v = _View(self.fetches, self.feeds, self.feed_shapes, {}, [])
+                v = _View(self.fetches, self.feeds, self.feed_shapes, {}, None)
             else:
-                drops = self.drops(r)
-                rw = recompute.rewrite(self.order, self.feeds, drops)
+                sol = self.remat(r)
+                rw = recompute.rewrite(self.order, self.feeds, sol.segments)
                 m = rw.tensor_map
                 fetches = [m[f] if isinstance(f, Tensor) else rw.op_map[f] for f in self.fetches]
                 outer = {t: m[t] for t in list(self.feeds) + [f for f in self.fetches if isinstance(f, Tensor)]}
                 v = _View(fetches, {m[t] for t in self.feeds}, {m[t]: s for t, s in self.feed_shapes.items()},
-                          outer, drops)
+                          outer, sol)
             self._cache["view", r] = v
         return self._cache["view", r]
 
@@ -593,7 +637,7 @@ class _Step:
         cuts: [(runs of them, op, specs, batch)]. Per k, since the candidates differ mostly in c and d. (The
         features count whole elements and FLOPs: exact in floats, so summing them apart changes nothing.)
         Recomputation level r adds its recomputing ops, counted as the ops they copy (same shapes), once per
-        backward reader in every micro-batch run: no planning copy of the graph is needed to price it."""
+        segment in every micro-batch run: no planning copy of the graph is needed to price it."""
         if ("fixed features", k, r) in self._cache:
             return self._cache["fixed features", k, r]
         if r:
@@ -602,9 +646,9 @@ class _Step:
             f0, convs0 = self._fixed_features(k, 0)
             f, convs = dict(f0), list(convs0)
             specs = self._runs(k)[0].specs
-            for dr in self.drops(r):
-                for op in dr.ops:
-                    cost.count(f, convs, k * len(dr.readers), op, specs)
+            for seg in self.remat(r).segments:
+                for op in seg.ops:
+                    cost.count(f, convs, k, op, specs)
             self._cache["fixed features", k, r] = f, convs
             return f, convs
         f = dict.fromkeys(cost.FEATURES, 0.0)
@@ -688,7 +732,7 @@ class _Step:
             stats = [t for level in st.levels for t in level]
             shapes.update({t: specs[t].shape for t in stats})
             outer = {t: m[t] for t in list(self.feeds) + [f for f in self.fetches if isinstance(f, Tensor)]}
-            self._cache["stats view"] = _View(fetches, set(shapes), shapes, outer, [])
+            self._cache["stats view"] = _View(fetches, set(shapes), shapes, outer, None)
         return self._cache["stats view"]
 
     def _stats_specs(self) -> dict:
@@ -979,7 +1023,7 @@ class _Step:
         p = MemoryPlan(self.device, self.alignment, phases, 0, live, self.parameter_bytes, self.slot_bytes,
                        self.feed_bytes, microbatches=k, accumulators=acc, fetch_merge=merge,
                        feed_shapes=dict(self.feed_shapes), tensor_map=v.outer,
-                       recomputed=[dr.tensor.name for dr in v.drops], statistics=levels)
+                       recomputed=[t.name for t in v.remat.tensors] if v.remat else [], statistics=levels)
         if place:
             globals()["place"](p)
         if k > 1:
@@ -1012,13 +1056,11 @@ class _Step:
                         "activations not saved per run; exact)",
                         "predicted_overhead": round(self.overhead(1, 1, True), 4)})
         if r:
-            drops = self.view(r).drops
-            saved = sum(nbytes(self.base_specs[dr.tensor]) for dr in drops)
-            ops = sum(len(dr.ops) * len(dr.readers) for dr in drops)
-            out.append({"name": "recompute", "detail": f"{len(drops)} activations dropped after their forward use "
-                        f"and recomputed before each backward reader ({', '.join(dr.tensor.name for dr in drops)}:"
-                        f" {format_size(saved)} per run not kept across the step; {ops} ops rerun; exact)",
-                        "predicted_overhead": round(self.overhead(1, 1, False, 1, r), 4)})
+            sol = self.remat(r)
+            out.append({"name": "recompute", "detail": self._describe_remat(r),
+                        "predicted_overhead": round(self.overhead(1, 1, False, 1, r), 4), "solver": sol.solver,
+                        "checkpoints": [t.name for t in sol.checkpoints],
+                        "recomputed": [t.name for t in sol.tensors]})
         if s:
             out.append(self._describe_stream(p, s))
         if d > 1:
@@ -1050,6 +1092,25 @@ class _Step:
             out.append({"name": "microbatch", "detail": detail,
                         "predicted_overhead": round(self.overhead(k, 1), 4)})
         return out
+
+    def _describe_remat(self, r: int) -> str:
+        sol = self.remat(r)
+        dropped = sol.tensors
+        saved = format_size(sum(nbytes(self.base_specs[t]) for t in dropped))
+        ops = sum(len(seg.ops) for seg in sol.segments)
+        if not sol.checkpoints:
+            return (f"{len(dropped)} activations dropped after their forward use and recomputed before each backward "
+                    f"reader ({', '.join(t.name for t in dropped)}: {saved} per run not kept across the step; {ops} "
+                    "ops rerun; exact)")
+        forward = [op for op in self.order if phase_of(op) == "forward" and executes(op, self.feeds)]
+        fwd_flops = sum(cost.matmul_flops(op, self.base_specs) for op in forward)
+        flops = sum(cost.matmul_flops(op, self.base_specs) for seg in sol.segments for op in seg.ops)
+        names = [t.name for t in sol.checkpoints]
+        shown = ", ".join(names[:8]) + (f", ... ({len(names) - 8} more)" if len(names) > 8 else "")
+        return (f"segment checkpointing, chosen by {sol.solver}: {len(names)} checkpoints kept ({shown}); "
+                f"{len(dropped)} activations ({saved} per run) dropped after their forward use and recomputed by "
+                f"{len(sol.segments)} segments of the forward just before their backward ({ops} ops rerun, "
+                f"{flops / 1e9:.3g} GFLOP, {flops / max(fwd_flops, 1):.0%} of the forward's GEMM FLOPs); exact")
 
     def _describe_stream(self, p: MemoryPlan, s: Prefix) -> dict:
         name, k, lanes = s.cut, s.microbatches, s.lanes
@@ -1174,7 +1235,7 @@ class _View(NamedTuple):
     feeds: set[Tensor]
     feed_shapes: dict[Tensor, tuple]
     outer: dict[Tensor, Tensor]
-    drops: list
+    remat: recompute.Solution | None
 
 
 def place(p: MemoryPlan) -> MemoryPlan:

@@ -11,7 +11,9 @@ lives only from there to the reader. Exact: the same kernels on the same inputs 
 ops (random numbers, variables, queues) are never recomputed.
 
 `rewrite` returns a planning copy of the step's graph with the copies wired into their readers; the plan runs
-that graph's ops, and maps the caller's feeds and fetches onto it (MemoryPlan.tensor_map).
+that graph's ops, and maps the caller's feeds and fetches onto it (MemoryPlan.tensor_map). It takes Segments: a
+per-tensor chain is one per backward reader (`per_reader`); planner.remat's segment checkpointing gives one per
+stretch of the forward between two checkpoints, its copy shared by all the stretch's backward readers.
 """
 from __future__ import annotations
 
@@ -37,6 +39,33 @@ class Drop(NamedTuple):
     readers: list[Operation]
 
 
+class Segment(NamedTuple):
+    """Forward ops that run once more in the backward pass (`ops`, original graph, creation order) to give
+    `tensors`, dropped after their forward use, back to their backward `readers`, which read the copies."""
+    ops: list[Operation]
+    tensors: list[Tensor]
+    readers: list[Operation]
+
+
+class Solution(NamedTuple):
+    """What a plan recomputes: the `segments`, chosen by `solver` (what chose them, for the plan's description),
+    keeping the `checkpoints` (the forward tensors a segment starts from; none for per-tensor chains)."""
+    solver: str
+    checkpoints: list[Tensor]
+    segments: list[Segment]
+
+    @property
+    def tensors(self) -> list[Tensor]:
+        """The activations dropped and recomputed, each once."""
+        return list(dict.fromkeys(t for s in self.segments for t in s.tensors))
+
+
+def per_reader(drops: list[Drop]) -> Solution:
+    """The chains of `drops` as segments, one per backward reader (each reader gets its own copy)."""
+    return Solution(f"the {len(drops)} largest recomputable activations", [],
+                    [Segment(d.ops, [d.tensor], [r]) for d in drops for r in d.readers])
+
+
 class Rewrite(NamedTuple):
     graph: Graph
     tensor_map: dict[Tensor, Tensor]   # original tensor -> its planning copy
@@ -44,12 +73,10 @@ class Rewrite(NamedTuple):
     clones: list[Operation]            # the recomputing ops (planning graph)
 
 
-def candidates(order: list[Operation], specs, feeds: set[Tensor], fetches: list, keep: set[Tensor]) -> list[Drop]:
-    """The activations of `order` that can be recomputed, largest first: forward outputs read by backward ops
-    directly (not through an alias), not fetched, not in `keep` (planner.compact's ReLU outputs), recomputable
-    from tensors that are alive at backward time anyway by at most MAX_OPS stateless forward ops."""
+def saved(order: list[Operation], feeds: set[Tensor]) -> tuple[dict[Tensor, list[Operation]], set[Tensor]]:
+    """The forward activations of `order` that backward ops read (not shape-only readers), each with its backward
+    readers, and those of them read through an alias (a reshape's output): their buffer cannot be dropped."""
     ops = set(order)
-    fetched = {alias_root(f, feeds) for f in fetches if isinstance(f, Tensor)}
     readers: dict[Tensor, list[Operation]] = {}
     aliased: set[Tensor] = set()
     for op in order:
@@ -63,12 +90,21 @@ def candidates(order: list[Operation], specs, feeds: set[Tensor], fetches: list,
                 aliased.add(r)
             elif op not in readers.setdefault(r, []):
                 readers[r].append(op)
-    saved = {t for t in readers if t not in aliased}
+    return readers, aliased
+
+
+def candidates(order: list[Operation], specs, feeds: set[Tensor], fetches: list, keep: set[Tensor]) -> list[Drop]:
+    """The activations of `order` that can be recomputed, largest first: forward outputs read by backward ops
+    directly (not through an alias), not fetched, not in `keep` (planner.compact's ReLU outputs), recomputable
+    from tensors that are alive at backward time anyway by at most MAX_OPS stateless forward ops."""
+    fetched = {alias_root(f, feeds) for f in fetches if isinstance(f, Tensor)}
+    readers, aliased = saved(order, feeds)
+    kept = {t for t in readers if t not in aliased}
     out = []
     for t, rs in readers.items():
         if t in aliased or t in fetched or t in keep:
             continue
-        chain = _chain(t, saved - {t}, feeds, keep)
+        chain = _chain(t, kept - {t}, feeds, keep)
         if chain is not None:
             out.append(Drop(t, chain, rs))
     return sorted(out, key=lambda d: (-math.prod(specs[d.tensor].shape) * specs[d.tensor].dtype.size,
@@ -102,7 +138,7 @@ def _chain(t: Tensor, saved: set[Tensor], feeds: set[Tensor], keep: set[Tensor])
         op = stack.pop()
         if op in chain:
             continue
-        if not _recomputable(op, feeds) or len(chain) == MAX_OPS:
+        if not recomputable(op, feeds) or len(chain) == MAX_OPS:
             return None
         chain.append(op)
         for u in op.inputs:
@@ -117,7 +153,7 @@ def _chain(t: Tensor, saved: set[Tensor], feeds: set[Tensor], keep: set[Tensor])
     return sorted(chain, key=lambda op: op._id)
 
 
-def _recomputable(op: Operation, feeds: set[Tensor]) -> bool:
+def recomputable(op: Operation, feeds: set[Tensor]) -> bool:
     """Stateless forward ops; none with control inputs (one may order a read after a variable's update, which
     a copy running later would not see the same way)."""
     d = op.op_def
@@ -126,58 +162,63 @@ def _recomputable(op: Operation, feeds: set[Tensor]) -> bool:
             and op.type not in ("Placeholder", "VariableV2", "Const"))
 
 
-def rewrite(order: list[Operation], feeds: set[Tensor], drops: list[Drop]) -> Rewrite:
-    """A copy of the ops in `order` (and of the fed tensors' ops) in a new graph, in which every backward reader
-    of a dropped activation reads its own recomputed copy. The copies keep the names; a recomputing op is named
-    `<op name>/recompute_<n>`. Each recomputing op that reads no other recomputing op gets control inputs from
-    the producers of its reader's other inputs, so that no order runs it long before the reader; and the
-    reader runs before the other backward readers of those inputs (a convolution's filter gradient before its
-    input gradient), so that its copy is not alive beside their outputs. Shape-only readers of a dropped
-    activation run right after it is made."""
+def rewrite(order: list[Operation], feeds: set[Tensor], segments: list[Segment]) -> Rewrite:
+    """A copy of the ops in `order` (and of the fed tensors' ops) in a new graph, in which each segment's ops run
+    once more, as copies made just before the first of its readers (by creation order, the first to run in the
+    backward pass), and its readers read the copies of its tensors. The copies keep the names; a recomputing op
+    is named `<op name>/recompute_<n>`, n the segment's index. Each copy that reads no other copy gets control
+    inputs from the producers of its readers' other inputs made before that first reader (the gradients they
+    wait for), so that no order runs it long before them; and each reader of a copy of its own runs before the
+    other backward readers of those inputs (a convolution's filter gradient before its input gradient) where that
+    makes no cycle, so that the copy is not alive beside their outputs. Shape-only readers of a dropped activation
+    that are no segment's readers run right after it is made."""
     g = Graph()
     op_map: dict[Operation, Operation] = {}
     tmap: dict[Tensor, Tensor] = {}
     clones: list[Operation] = []
-    by_reader: dict[Operation, list[Drop]] = {}
-    for d in drops:
-        for r in d.readers:
-            by_reader.setdefault(r, []).append(d)
-    dropped_all = {d.tensor for d in drops}
+    at: dict[Operation, list[int]] = {}  # the first reader of a segment -> the segments copied before it
+    for i, s in enumerate(segments):
+        at.setdefault(min(s.readers, key=lambda op: op._id), []).append(i)
+    dropped_all = {t for s in segments for t in s.tensors}
+    readers_all = {r for s in segments for r in s.readers}
 
     def position(op):
-        if _shape_only(op) and any(u in dropped_all for u in op.inputs):
+        if _shape_only(op) and op not in readers_all and any(u in dropped_all for u in op.inputs):
             return max([u.op._id for u in op.inputs] + [c._id for c in op.control_inputs]) + 0.5
         return op._id
     in_step = set(order)
     originals = sorted(in_step | {t.op for t in feeds}, key=position)
-    n = 0
+    subst: dict[Operation, dict[Tensor, Tensor]] = {}  # reader -> its dropped inputs' copies
     for op in originals:
-        subst: dict[Tensor, Tensor] = {}
-        for d in by_reader.get(op, ()):
-            # What the reader waits for besides the dropped activation: its copy runs after those.
-            dropped = {e.tensor for e in by_reader[op]}
-            after = [tmap[u].op for u in op.inputs if u not in dropped and u not in feeds
-                     and u.op.type not in ("VariableV2", "Const")]
+        for i in at.get(op, ()):
+            s = segments[i]
+            # What the readers wait for besides the segment's tensors, made before the first of them.
+            after = [tmap[u].op for r in s.readers for u in r.inputs if u not in dropped_all and u not in feeds
+                     and u.op.type not in ("VariableV2", "Const") and u.op._id < op._id and u in tmap]
             local: dict[Tensor, Tensor] = {}
-            for c in d.ops:
+            for c in s.ops:
                 ins = [local.get(u, tmap.get(u)) for u in c.inputs]
                 control = [] if any(u in local for u in c.inputs) else after
-                new = _copy(g, c, ins, f"{c.name}/recompute_{n}", control)
+                new = _copy(g, c, ins, f"{c.name}/recompute_{i}", control)
                 clones.append(new)
                 local.update(zip(c.outputs, new.outputs))
-            subst[d.tensor] = local[d.tensor]
-            n += 1
+            for r in s.readers:
+                subst.setdefault(r, {}).update({t: local[t] for t in s.tensors if t in r.inputs})
+        mine = subst.get(op, {})
         # A fed tensor's op that the step does not run (an intermediate fed) stands in with no inputs.
-        ins = [subst.get(u, tmap.get(u)) for u in op.inputs] if op in in_step else []
+        ins = [mine.get(u, tmap.get(u)) for u in op.inputs] if op in in_step else []
         new = op_map[op] = _copy(g, op, ins, op.name, [op_map[c] for c in op.control_inputs if c in op_map])
         tmap.update(zip(op.outputs, new.outputs))
-    for r in by_reader:
-        before = _ancestors(r, in_step)
+    # (A reader of its own copy only: a per-tensor chain's. The readers of a shared segment copy are left to the
+    # planner's order: finding each one's ancestors took most of the planning time of a long step.)
+    alone = {s.readers[0] for s in segments if len(s.readers) == 1}
+    for r in sorted(alone, key=lambda op: op._id):
+        before = _ancestors(op_map[r], set(g._ops))
         others = {u for u in r.inputs if u not in dropped_all and u not in feeds
                   and u.op.type not in ("VariableV2", "Const")}
         for u in others:
             for s in u.consumers():
-                if s in in_step and s is not r and s not in by_reader and s not in before and \
+                if s in in_step and s is not r and s not in readers_all and op_map[s] not in before and \
                         phase_of(s) == "backward" and not _shape_only(s):
                     op_map[s]._add_control_input(op_map[r])
     return Rewrite(g, tmap, op_map, clones)
