@@ -34,7 +34,8 @@ class Tape:
         self.feeds = feeds  # (buffer, offset, nbytes) of each feed while recording
         self.fixed: list = []  # where the buffers that must not move were (OpenCLRuntime.tape_begin)
         self.at = [(b, o) for b, o, _ in feeds]  # where the launches' feed arguments point now
-        self.items: list = []  # ("k", Kernel, gsize, lsize, flat args) or ("c", dst, dst_off, src, src_off, n)
+        # ("k", Kernel, gsize, lsize, flat args), ("c", dst, dst_off, src, src_off, n) or ("h", host work)
+        self.items: list = []
         self.sig: list = []  # what two recordings must agree on
         self.subs: list = []  # (item, argument position, feed, byte offset in the feed)
         self.why: str | None = None  # why it cannot be replayed
@@ -72,6 +73,11 @@ class Tape:
         self.sig.append(("copy", self._where(item, 1, dst, dst_off), self._where(item, 3, src, src_off), n))
         self.items.append(["c", dst, dst_off, src, src_off, n])
 
+    def host(self, work, sig: tuple) -> None:
+        """Host work a replay repeats here (runtime.tape_host): e.g. an all-reduce's copy out and hand-over."""
+        self.sig.append(("host", *sig))
+        self.items.append(("h", work))
+
     def same(self, other: Tape) -> bool:
         return self.sig == other.sig
 
@@ -79,7 +85,9 @@ class Tape:
         """Turns the recorded items into enqueue calls: kernels get a clone each, arguments set once."""
         calls = []
         for it in self.items:
-            if it[0] == "k":
+            if it[0] == "h":
+                calls.append((it[1], []))
+            elif it[0] == "k":
                 _, k, gsize, lsize, flat = it
                 kc = k.k.clone()
                 for pos, a in enumerate(flat):
