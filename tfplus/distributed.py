@@ -15,11 +15,11 @@ batch B (a loss that averages over the batch), up to float rounding.
     ckpt = "runs/a" if dist.rank() == 0 else None          # rank 0 alone writes checkpoints
     with tf.train.MonitoredTrainingSession(checkpoint_dir=ckpt, hooks=hooks) as sess: ...
 
-Why an op in the step and not a hook between two runs: the all-reduce is MpiAllreduce (tfplus/ops/collective_ops.py),
-a host kernel on both devices, so a training step stays one Session.run (the planner plans it, the updates run in
-the same step, nothing goes through Python feeds) and the step works unchanged on cpu and opencl. All gradients
-are packed into one contiguous buffer first: one MPI call per step, not one per variable (latency dominates small
-messages).
+Why ops in the step and not a hook between two runs: the all-reduces are ops (tfplus/ops/collective_ops.py) with host
+kernels on both devices, so a training step stays one Session.run (the planner plans it, the updates run in the
+same step, nothing goes through Python feeds; on opencl a planned step replays its recorded launches) and the step
+works unchanged on cpu and opencl. The gradients are packed into buckets of about 1 MB (latency dominates small
+messages), whose all-reduces run on a communication thread while the backward pass goes on (DistributedOptimizer).
 
 A failed rank ends the job: an exception that nothing catches calls MPI_Abort (init installs the hook, as
 `python -m mpi4py` does), and mpiexec ends every rank when one dies, so the others never wait forever in a step.

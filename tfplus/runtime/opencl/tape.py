@@ -24,7 +24,9 @@ class Tape:
     A replay is right only if the next run would launch the same kernels on the same memory with the same
     scalars. The executor replays a tape only after two runs recorded the same one, and only for a planned
     arena (fixed buffers); recording refuses what a replay could not repeat (`refuse`): host reads of values
-    that can change from run to run, device reads, host values written into planned buffers, random draws.
+    that can change from run to run, device reads, host values written into planned buffers, random draws. Host
+    work that a kernel declares a fixed function of its buffers (`host`: an all-reduce's copies and hand-over) is
+    called again by a replay, in its place among the launches.
     The program's fed buffers may move between runs (each step's batch; micro-batches' rows): a launch
     argument inside a feed is recorded relative to it, and `play` points it at the feed's current place."""
 
