@@ -25,7 +25,7 @@ def _mpi_allreduce(ctx, ins, outs, attrs):
 def _mpi_allreduce_start(ctx, ins, outs, attrs):
     rt, a, key = ctx.runtime, ins[0], attrs["key"]
     host = reducer.buffer(key, a.shape, a.dtype)
-    if a.host is not None:  # a value the host holds (computed there): nothing to wait for
+    if a.host is not None:  # a value the host holds (computed there): nothing to copy out
         rt.tape_refuse(f"MpiAllreduceStart '{ctx.node_name}' reduces a value computed on the host")
         np.copyto(host, a.host)
         reducer.start(key, host)
@@ -45,10 +45,13 @@ def _mpi_allreduce_wait(ctx, ins, outs, attrs):
     rt, o, key = ctx.runtime, outs[0], attrs["key"]
     buf, off, queue = rt.buffer(o), o.block.off, rt.queue
 
+    # NOTE: the host waits for the sum, then queues its copy back. Not a copy that waits on the device for an event
+    # the communication thread completes: PoCL's enqueue of a copy from host memory blocks until the queue reaches
+    # it, holding Python's lock, which the communication thread needs to complete the event (a deadlock).
     def wait():
         host = reducer.wait(key)
         if host.nbytes:
-            # NOTE: non-blocking: `host` is written again only by the next step's copy out, queued after this.
+            # NOTE: non-blocking: `host` is written again only by the next step's copy out, queued after this one.
             cl.enqueue_copy(queue, buf, host, dst_offset=off, is_blocking=False)
         rt.h2d_bytes += host.nbytes
     wait()
