@@ -1,12 +1,19 @@
-"""Images/s of `tfplus train` on cpu in one process and in N ranks of `mpiexec -n N ... --distributed`.
+"""Images/s of `tfplus train` in one process and in N ranks of `mpiexec -n N ... --distributed`, with the gradient
+all-reduce overlapped with the backward pass or not.
 
-    python benchmarks/bench_distributed.py                         # lenet, batch 64, 1 and 2 ranks
-    python benchmarks/bench_distributed.py --model mentee --batch-size 128 --steps 60 --ranks 1 2 4
+    python benchmarks/bench_distributed.py                         # lenet, global batch 64, cpu, 1 and 2 ranks
+    python benchmarks/bench_distributed.py --device opencl --model mentee --batch-size 128 --per-rank \\
+        --steps 600 --log-every 50 --ranks 1 2 --buckets 1MB 1GB 0  # 2 GPUs: the issue's measurement
 
-Each run trains --steps steps on synthetic data at the global --batch-size (each rank 1/N of it); images/s is the
-median of the --log file's step rows after the first two (the first steps build and plan). One process runs as
-`tfplus train` does by default (its worker processes included: --workers); N ranks split the cores between them
-and fork none. Needs the mpi extra (pip install ".[mpi]"). Not a test: the numbers depend on the machine.
+Each run trains --steps steps on synthetic data; images/s is the median of the --log file's step rows after the
+first two (the first steps build and plan). --batch-size is the global batch (each rank takes 1/N of it), or with
+--per-rank each rank's (the global batch N times it, as data-parallel training grows). N ranks run once per
+--buckets value (TFPLUS_ALLREDUCE_BUCKET): 1MB (the default): gradient buckets of 1 MB all-reduced while the
+backward pass goes on; 1GB: one bucket, all-reduced after the backward pass (replayed on opencl, no overlap); 0: one
+MpiAllreduce after the backward pass, the step waiting (no overlap, no replay: the path before buckets).
+On opencl each rank takes device opencl:K, K its local rank. One process runs as `tfplus train` does by default (its
+worker processes included: --workers); N ranks fork none. Needs the mpi extra (pip install ".[mpi]"). Not a test:
+the numbers depend on the machine.
 """
 from __future__ import annotations
 
@@ -21,32 +28,49 @@ from pathlib import Path
 import numpy as np
 
 MPIEXEC = Path(sys.executable).parent / "mpiexec"  # the mpich wheel installs it beside the interpreter
+WHAT = {"0": "one MpiAllreduce after the backward pass", "1GB": "one bucket after the backward pass"}
 
 
-def images_per_sec(ranks: int, args) -> float:
+def images_per_sec(ranks: int, bucket: str, args) -> float:
+    batch = args.batch_size * ranks if args.per_rank else args.batch_size
     with tempfile.TemporaryDirectory() as tmp:
         log = os.path.join(tmp, "log.jsonl")
         train = [sys.executable, "-m", "tfplus", "train", "--synthetic", "--model", args.model, "--batch-size",
-                 str(args.batch_size), "--steps", str(args.steps), "--no-eval", "--log-every", "5", "--log", log]
+                 str(batch), "--steps", str(args.steps), "--no-eval", "--log-every", str(args.log_every), "--log",
+                 log, "--device", args.device]
         cmd = train if ranks == 1 else [str(MPIEXEC), "-n", str(ranks), *train, "--distributed"]
-        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        env = dict(os.environ, TFPLUS_ALLREDUCE_BUCKET=bucket)
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
         rows = [json.loads(line) for line in Path(log).read_text().splitlines()]
         speeds = [r["images_per_sec"] for r in rows if r["kind"] == "step"][2:]
     if not speeds:
-        raise SystemExit(f"--steps {args.steps} gave too few log rows (every 5 steps, after the first 2): give more")
+        raise SystemExit(f"--steps {args.steps} gave too few log rows (every {args.log_every} steps, after the "
+                         "first 2): give more")
     return float(np.median(speeds))
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", default="lenet")
+    p.add_argument("--device", default="cpu", help="cpu or opencl (each rank opencl:K by its local rank)")
     p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--per-rank", action="store_true", help="--batch-size is each rank's, not the global batch")
     p.add_argument("--steps", type=int, default=40)
+    p.add_argument("--log-every", type=int, default=5)
     p.add_argument("--ranks", type=int, nargs="+", default=[1, 2])
+    p.add_argument("--buckets", nargs="+", default=["1MB", "0"],
+                   help="TFPLUS_ALLREDUCE_BUCKET values for N > 1 ranks (default 1MB 0: overlap on, off)")
     args = p.parse_args()
-    print(f"{args.model}, global batch {args.batch_size}, cpu, {os.cpu_count()} cores")
+    per = "per rank" if args.per_rank else "global"
+    print(f"{args.model}, batch {args.batch_size} {per}, {args.device}, {os.cpu_count()} cores", flush=True)
+    one = None
     for n in args.ranks:
-        print(f"{n} rank{'s' * (n > 1)}: {images_per_sec(n, args):8.0f} images/s", flush=True)
+        for bucket in ["1MB"] if n == 1 else args.buckets:
+            speed = images_per_sec(n, bucket, args)
+            one = speed if n == 1 else one
+            label = "" if n == 1 else f"  TFPLUS_ALLREDUCE_BUCKET={bucket}: " + WHAT.get(bucket, "overlapped")
+            vs = "" if one is None or n == 1 else f"  {speed / one:.2f}x one rank"
+            print(f"{n} rank{'s' * (n > 1)}: {speed:8.0f} images/s{vs}{label}", flush=True)
 
 
 if __name__ == "__main__":

@@ -1,17 +1,20 @@
-"""Collective ops across the processes of an MPI job (tfplus.distributed): MpiAllreduce.
+"""Collective ops across the processes of an MPI job (tfplus.distributed): MpiAllreduce, and the split pair
+MpiAllreduceStart / MpiAllreduceWait that overlaps an all-reduce with the work between them.
 
-The kernel calls MPI on the host, on both devices (the opencl kernel copies the buffer out and back), so a
-data-parallel training step stays one Session.run: gradients -> one packed buffer -> MpiAllreduce -> updates.
-Every rank must run the same step, whose MpiAllreduce ops run in the same order, or the ranks wait on each other.
+The kernels call MPI on the host, on both devices (the opencl kernels copy the buffer out and back), so a
+data-parallel training step stays one Session.run: gradients -> packed buckets -> all-reduces -> updates.
+Every rank must run the same step, whose collectives start in the same order, or the ranks wait on each other.
 """
 from __future__ import annotations
+
+import itertools
 
 from tfplus import flops as _flops
 from tfplus.framework import apply_op
 from tfplus.registry import not_differentiable, register_op
 from tfplus.tensor_shape import same_as_input
 
-__all__: list[str] = []  # reached through tfplus.distributed.allreduce
+__all__: list[str] = []  # reached through tfplus.distributed.allreduce and DistributedOptimizer
 
 
 # -- MpiAllreduce --------------------------------------------------------------------------------------------
@@ -26,3 +29,26 @@ not_differentiable("MpiAllreduce")
 def mpi_allreduce(tensor, name=None):
     """The elementwise sum of `tensor` over every rank of MPI_COMM_WORLD (see tfplus.distributed.allreduce)."""
     return apply_op("MpiAllreduce", [tensor], name=name or "MpiAllreduce")
+
+
+# -- MpiAllreduceStart, MpiAllreduceWait -----------------------------------------------------------------------
+# Start hands its input to the process's communication thread (kernels/numpy/collective.py), which sums it over
+# the ranks while the step goes on; Wait, given Start's output (a view of the input: what makes Wait run after
+# Start), blocks until that sum is done and writes it out. The pair shares attr `key`, unique in the process.
+# The communication thread reduces in the order the Starts ran: the caller orders them alike on every rank
+# (DistributedOptimizer chains them by control inputs) and runs every Wait after the last Start.
+register_op("MpiAllreduceStart", inputs=("input",), outputs=("started",), attrs={"T": "type", "key": "int"},
+            shape_fn=same_as_input(0), aliases={0: 0}, stateful=True, flops=_flops.per_output)
+register_op("MpiAllreduceWait", inputs=("started",), outputs=("output",), attrs={"T": "type", "key": "int"},
+            shape_fn=same_as_input(0), stateful=True, flops=_flops.per_output)
+not_differentiable("MpiAllreduceStart", "MpiAllreduceWait")
+
+_keys = itertools.count(1)
+
+
+def mpi_allreduce_split(tensor, name=None):
+    """(start, sum): the Start op and the Wait op's output, the elementwise sum of `tensor` over every rank,
+    computed between them (see the comment above for the order they must run in)."""
+    key = next(_keys)
+    started = apply_op("MpiAllreduceStart", [tensor], {"key": key}, name=f"{name or 'MpiAllreduce'}/Start")
+    return started.op, apply_op("MpiAllreduceWait", [started], {"key": key}, name=f"{name or 'MpiAllreduce'}/Wait")

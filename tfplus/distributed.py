@@ -15,11 +15,11 @@ batch B (a loss that averages over the batch), up to float rounding.
     ckpt = "runs/a" if dist.rank() == 0 else None          # rank 0 alone writes checkpoints
     with tf.train.MonitoredTrainingSession(checkpoint_dir=ckpt, hooks=hooks) as sess: ...
 
-Why an op in the step and not a hook between two runs: the all-reduce is MpiAllreduce (tfplus/ops/collective_ops.py),
-a host kernel on both devices, so a training step stays one Session.run (the planner plans it, the updates run in
-the same step, nothing goes through Python feeds) and the step works unchanged on cpu and opencl. All gradients
-are packed into one contiguous buffer first: one MPI call per step, not one per variable (latency dominates small
-messages).
+Why ops in the step and not a hook between two runs: the all-reduces are ops (tfplus/ops/collective_ops.py) with host
+kernels on both devices, so a training step stays one Session.run (the planner plans it, the updates run in the
+same step, nothing goes through Python feeds; on opencl a planned step replays its recorded launches) and the step
+works unchanged on cpu and opencl. The gradients are packed into buckets of about 1 MB (latency dominates small
+messages), whose all-reduces run on a communication thread while the backward pass goes on (DistributedOptimizer).
 
 A failed rank ends the job: an exception that nothing catches calls MPI_Abort (init installs the hook, as
 `python -m mpi4py` does), and mpiexec ends every rank when one dies, so the others never wait forever in a step.
@@ -27,15 +27,17 @@ A failed rank ends the job: an exception that nothing catches calls MPI_Abort (i
 from __future__ import annotations
 
 import math
+import os
 import sys
 
 import numpy as np
 
-from tfplus.framework import get_default_graph, get_default_session, name_scope
+from tfplus.framework import get_default_graph, get_default_session, name_scope, needed_ops
 from tfplus.ops import array_ops, state_ops
-from tfplus.ops.collective_ops import mpi_allreduce
+from tfplus.ops.collective_ops import mpi_allreduce, mpi_allreduce_split
 from tfplus.train.monitored_session import SessionRunHook
 from tfplus.train.optimizer import Optimizer
+from tfplus.units import parse_size
 from tfplus.variables import global_variables
 
 __all__ = ["init", "rank", "size", "local_rank", "local_size", "allreduce", "DistributedOptimizer",
@@ -123,18 +125,31 @@ def allreduce(tensor, average: bool = True, name: str | None = None):
 
 
 class DistributedOptimizer(Optimizer):
-    """Wraps `optimizer`: compute_gradients averages the gradients over the ranks in one fused all-reduce (all of
-    them packed into one contiguous buffer); apply_gradients and the slots are `optimizer`'s.
+    """Wraps `optimizer`: compute_gradients averages the gradients over the ranks; apply_gradients and the slots
+    are `optimizer`'s.
+
+    The gradients are packed into buckets of about `bucket_bytes` (default $TFPLUS_ALLREDUCE_BUCKET, else 1 MB), from
+    the last layer's to the first's, the order the backward pass computes them in. Each bucket's all-reduce starts
+    (MpiAllreduceStart) as soon as its gradients are computed, before the backward pass goes on to the earlier
+    layers, and runs on the communication thread while it does; the step waits for the sums (MpiAllreduceWait)
+    only once every bucket has started, just before the updates (Horovod's and PyTorch DDP's overlap). 0: one
+    buffer of all the gradients, all-reduced after the whole backward pass (MpiAllreduce), the step waiting.
 
         >>> opt = DistributedOptimizer(tf.train.GradientDescentOptimizer(0.1))  # after init()
     """
 
-    def __init__(self, optimizer: Optimizer, name: str | None = None):
+    def __init__(self, optimizer: Optimizer, name: str | None = None, bucket_bytes: int | str | None = None):
         if not isinstance(optimizer, Optimizer):
             raise TypeError(f"DistributedOptimizer wraps a tf.train.Optimizer, not {optimizer!r}")
         size()  # refuses before init()
         super().__init__(use_locking=False, name=name or f"Distributed{optimizer.get_name()}")
         self._optimizer = optimizer
+        if bucket_bytes is None:
+            bucket_bytes = os.environ.get("TFPLUS_ALLREDUCE_BUCKET") or BUCKET_BYTES
+            what = "TFPLUS_ALLREDUCE_BUCKET"
+        else:
+            what = "DistributedOptimizer(bucket_bytes=...)"
+        self.bucket_bytes = parse_size(bucket_bytes, what)
 
     def compute_gradients(self, *args, **kwargs) -> list[tuple]:
         pairs = self._optimizer.compute_gradients(*args, **kwargs)
@@ -143,15 +158,26 @@ class DistributedOptimizer(Optimizer):
             return pairs
         kinds = {g.dtype for g, _ in live}
         if len(kinds) > 1:
-            raise TypeError(f"DistributedOptimizer packs all gradients into one buffer, but they have dtypes "
-                            f"{sorted(k.name for k in kinds)}: {[(v.name, g.dtype.name) for g, v in live]}")
-        shapes = [v.get_shape().as_list() for _, v in live]
+            raise TypeError(f"DistributedOptimizer packs the gradients into buffers of one dtype, but they have "
+                            f"dtypes {sorted(k.name for k in kinds)}: {[(v.name, g.dtype.name) for g, v in live]}")
+        averaged = {}
         with name_scope(f"{self._name}_Allreduce"):
-            flat = array_ops.concat([array_ops.reshape(g, [-1]) for g, _ in live], 0) if len(live) > 1 \
-                else array_ops.reshape(live[0][0], [-1])
-            mean = allreduce(flat)
-            pieces = array_ops.split(mean, [math.prod(s) for s in shapes], 0) if len(live) > 1 else [mean]
-            averaged = {v: array_ops.reshape(p, s) for p, s, (_, v) in zip(pieces, shapes, live)}
+            if self.bucket_bytes == 0:
+                averaged.update(_unpack(allreduce(_pack(live)), live))
+            else:
+                buckets = _buckets(live, self.bucket_bytes)
+                starts, sums = [], []
+                for i, bucket in enumerate(buckets):
+                    start, total = mpi_allreduce_split(_pack(bucket), name=f"bucket{i}")
+                    if starts:  # the communication thread reduces in the order they start: the same on every rank
+                        start._add_control_input(starts[-1])
+                    starts.append(start)
+                    sums.append(total)
+                    mean = total * (1.0 / size()) if size() > 1 else total
+                    averaged.update(_unpack(mean, bucket))
+                for total in sums:  # none blocks before every bucket is on its way
+                    total.op._add_control_input(starts[-1])
+                _start_early(starts, buckets)
         return [(averaged.get(v), v) for _, v in pairs]
 
     def apply_gradients(self, grads_and_vars, global_step=None, name=None):
@@ -165,6 +191,51 @@ class DistributedOptimizer(Optimizer):
 
     def variables(self):
         return self._optimizer.variables()
+
+
+# Gradient bytes per all-reduce bucket by default: small enough that a convnet's dense layers (reduced first) and its
+# convolutions (computed after them) fall into different buckets, large enough that MPI's per-call latency stays small.
+BUCKET_BYTES = 1 << 20
+
+
+def _pack(pairs: list):
+    """The gradients of (gradient, variable) pairs as one flat tensor."""
+    flat = [array_ops.reshape(g, [-1]) for g, _ in pairs]
+    return array_ops.concat(flat, 0) if len(flat) > 1 else flat[0]
+
+
+def _unpack(flat, pairs: list) -> dict:
+    """{variable: its part of `flat` (_pack's layout), shaped as the variable}."""
+    shapes = [v.get_shape().as_list() for _, v in pairs]
+    parts = array_ops.split(flat, [math.prod(s) for s in shapes], 0) if len(pairs) > 1 else [flat]
+    return {v: array_ops.reshape(p, s) for p, s, (_, v) in zip(parts, shapes, pairs)}
+
+
+def _buckets(pairs: list, limit: int) -> list[list]:
+    """(gradient, variable) pairs cut into buckets of at least `limit` bytes (the last may be smaller), from the
+    last variable to the first: the order a backward pass computes a model's gradients in."""
+    buckets, current, n = [], [], 0
+    for g, v in reversed(pairs):
+        current.append((g, v))
+        n += math.prod(v.get_shape().as_list()) * g.dtype.size
+        if n >= limit:
+            buckets.append(current)
+            current, n = [], 0
+    return buckets + [current] if current else buckets
+
+
+def _start_early(starts: list, buckets: list) -> None:
+    """Makes the backward ops that only later buckets need wait for each bucket's MpiAllreduceStart (control
+    inputs), so that a bucket's all-reduce starts as soon as its gradients are computed. Without them, the executor
+    (creation order among ready ops) would run every gradient op first, the Starts being made after them all.
+    Only ops tf.gradients added wait (op.backward): a forward op may be run by other steps, such as evaluation."""
+    for k, start in enumerate(starts[:-1]):
+        before = needed_ops([start], set())
+        later = {op for op in needed_ops([g for b in buckets[k + 1:] for g, _ in b], set())
+                 if op.backward and op not in before}
+        for op in later:
+            if not any(t.op in later for t in op.inputs) and not any(c in later for c in op.control_inputs):
+                op._add_control_input(start)
 
 
 class _Broadcast:

@@ -1,5 +1,10 @@
-"""MpiAllreduce on the host: MPI_Allreduce (sum) over MPI_COMM_WORLD of one contiguous buffer."""
+"""MPI collectives on the host: MpiAllreduce (MPI_Allreduce, sum, over MPI_COMM_WORLD, of one contiguous buffer), and
+MpiAllreduceStart / MpiAllreduceWait, which hand a buffer to the process's communication thread and take its sum
+back, so that the step computes on while the ranks exchange it (Horovod's background thread, in small)."""
 from __future__ import annotations
+
+import queue
+import threading
 
 import numpy as np
 
@@ -11,3 +16,97 @@ def _mpi_allreduce(ctx, ins, outs, attrs):
     # NOTE: imported when the kernel runs: mpi4py is the optional `mpi` extra, and importing it initializes MPI.
     from mpi4py import MPI
     MPI.COMM_WORLD.Allreduce(np.ascontiguousarray(ins[0]), outs[0], op=MPI.SUM)
+
+
+class _Job:
+    __slots__ = ("host", "ready", "signal", "done", "error")
+
+    def __init__(self, host: np.ndarray, ready, signal):
+        self.host, self.ready, self.signal, self.done, self.error = host, ready, signal, threading.Event(), None
+
+
+class Reducer:
+    """The communication thread: sums host buffers over the ranks in place, one MPI_Allreduce each, in the order
+    they were started (so every rank makes the same calls in the same order), on a communicator of its own (so
+    that the main thread's collectives between steps, such as max_over_ranks, never interleave with its own).
+
+    `start(key, host, ready, signal)`: reduce `host` once `ready()` returned (None: it holds its value already;
+    OpenCL: the wait for its copy from the device), then call `signal()` (OpenCL: completes the event that the
+    copy back waits for); `take(key)`: that job, without waiting; `wait(key)`: the summed buffer, once done.
+    `buffer(key, shape, dtype)`: the host buffer a key reuses from step to step (its last sum was taken by then:
+    each step waits for all it started)."""
+
+    def __init__(self):
+        self.jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self.started: dict[int, _Job] = {}
+        self.buffers: dict[int, np.ndarray] = {}
+        self.thread = self.failed = None
+
+    def buffer(self, key: int, shape, dtype) -> np.ndarray:
+        buf = self.buffers.get(key)
+        if buf is None or buf.shape != tuple(shape) or buf.dtype != dtype:
+            buf = self.buffers[key] = np.empty(shape, dtype)
+        return buf
+
+    def start(self, key: int, host: np.ndarray, ready=None, signal=None) -> None:
+        self._check()
+        if self.thread is None:
+            from mpi4py import MPI
+            if MPI.Query_thread() != MPI.THREAD_MULTIPLE:
+                raise RuntimeError("MpiAllreduceStart reduces on a thread of its own, which needs MPI initialized with "
+                                   "MPI_THREAD_MULTIPLE (mpi4py's default; mpi4py.rc.thread_level = 'multiple')")
+            # NOTE: made here, by the main thread, in the same place of every rank's calls (Dup is collective).
+            comm = MPI.COMM_WORLD.Dup()
+            # A daemon: it blocks only in jobs.get() between steps, so it never keeps a finished rank alive.
+            self.thread = threading.Thread(target=self._loop, args=(comm, MPI.IN_PLACE, MPI.SUM),
+                                           name="tfplus-allreduce", daemon=True)
+            self.thread.start()
+        job = self.started[key] = _Job(host, ready, signal)
+        self.jobs.put(job)
+
+    def take(self, key: int) -> _Job:
+        self._check()
+        job = self.started.pop(key, None)
+        if job is None:
+            raise RuntimeError(f"MpiAllreduceWait key {key}: no MpiAllreduceStart of that key ran in this step "
+                               "(build the pair with tfplus.ops.collective_ops.mpi_allreduce_split)")
+        return job
+
+    def wait(self, key: int) -> np.ndarray:
+        job = self.take(key)
+        job.done.wait()
+        self._check()
+        return job.host
+
+    def _check(self) -> None:
+        if self.failed is not None:
+            e = self.failed
+            raise RuntimeError(f"an all-reduce failed on the communication thread: {type(e).__name__}: {e}") from e
+
+    def _loop(self, comm, in_place, total) -> None:
+        while True:
+            job = self.jobs.get()
+            try:
+                if job.ready is not None:
+                    job.ready()
+                comm.Allreduce(in_place, job.host, op=total)
+            except BaseException as e:  # noqa: BLE001  the step's next collective kernel raises it
+                self.failed = e
+            if job.signal is not None:
+                job.signal()
+            job.done.set()
+
+
+reducer = Reducer()  # the process's one communication thread
+
+
+@register_kernel("MpiAllreduceStart", "cpu", ("float32", "float64"))
+def _mpi_allreduce_start(ctx, ins, outs, attrs):
+    host = reducer.buffer(attrs["key"], ins[0].shape, ins[0].dtype)
+    np.copyto(host, ins[0])
+    reducer.start(attrs["key"], host)
+
+
+@register_kernel("MpiAllreduceWait", "cpu", ("float32", "float64"))
+def _mpi_allreduce_wait(ctx, ins, outs, attrs):
+    np.copyto(outs[0], reducer.wait(attrs["key"]))

@@ -1,6 +1,7 @@
 """tfplus.distributed under `mpiexec -n 2` (the mpich wheel's, beside this Python): two ranks at half the batch
 train to one process's weights at the whole batch, the broadcast makes ranks equal, rank 0 alone writes
 checkpoints, and a rank that dies or raises ends the job with an error instead of a hang."""
+import json
 import os
 import subprocess
 import sys
@@ -18,10 +19,10 @@ ENV = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p), TFP
            TFPLUS_WORKERS="1")
 
 
-def _mpiexec(*args, n=2, timeout=120):
+def _mpiexec(*args, n=2, timeout=120, env=ENV):
     if not MPIEXEC.exists():
         pytest.fail(f"{MPIEXEC} is missing: the mpich wheel (the mpi extra) brings it")
-    return subprocess.run([str(MPIEXEC), "-n", str(n), sys.executable, *map(str, args)], env=ENV,
+    return subprocess.run([str(MPIEXEC), "-n", str(n), sys.executable, *map(str, args)], env=env,
                           capture_output=True, text=True, timeout=timeout)
 
 
@@ -30,19 +31,25 @@ def _weights(path):
         return {k: f[k] for k in f.files}
 
 
-def test_two_ranks_at_half_the_batch_train_as_one_process_at_the_whole_batch(tmp_path):
+# (device, TFPLUS_ALLREDUCE_BUCKET): the default (the small model's gradients in one bucket, overlapped with nothing),
+# a bucket per layer (the dense layer's all-reduce runs while the convolution's gradients are computed), and no
+# overlap (one MpiAllreduce after the backward pass). On opencl, 6 steps: the planned step replays from the fourth.
+@pytest.mark.parametrize("device,bucket", [("cpu", ""), ("cpu", "64"), ("cpu", "0"), ("opencl", "64")])
+def test_two_ranks_at_half_the_batch_train_as_one_process_at_the_whole_batch(tmp_path, device, bucket):
     one, two = tmp_path / "one", tmp_path / "two"
     one.mkdir(), two.mkdir()
-    subprocess.run([sys.executable, *map(str, (SCRIPT, one, 4, 16, "cpu", "single"))], env=ENV, check=True, timeout=120)
-    run = _mpiexec(SCRIPT, two, 4, 16, "cpu", "distributed")
+    steps = 6 if device == "opencl" else 4
+    subprocess.run([sys.executable, *map(str, (SCRIPT, one, steps, 16, device, "single"))], env=ENV, check=True,
+                   timeout=120)
+    run = _mpiexec(SCRIPT, two, steps, 16, device, "distributed", env=dict(ENV, TFPLUS_ALLREDUCE_BUCKET=bucket))
     assert run.returncode == 0, run.stdout + run.stderr
     want, got0, got1 = _weights(one / "rank0.npz"), _weights(two / "rank0.npz"), _weights(two / "rank1.npz")
-    assert set(got0) == set(want) and int(got0["global_step"]) == 4
+    assert set(got0) == set(want) and int(got0["global_step"]) == steps
     for name in want:
         np.testing.assert_allclose(got0[name], want[name], rtol=0, atol=1e-5, err_msg=name)
         np.testing.assert_array_equal(got1[name], got0[name], err_msg=name)  # same update on every rank
     # Rank 0 alone writes checkpoints (rank 1 was given no checkpoint_dir).
-    assert (two / "ckpt" / "model.ckpt-4.index").exists() and not (two / "rank1").exists()
+    assert (two / "ckpt" / f"model.ckpt-{steps}.index").exists() and not (two / "rank1").exists()
 
 
 # Each rank writes what it holds to its own file (their shared stdout may interleave the lines).
@@ -96,3 +103,39 @@ def test_the_api_refuses_to_build_before_init():
     from tfplus import distributed
     with pytest.raises(RuntimeError, match=r"call tfplus.distributed.init\(\)"):
         distributed.DistributedOptimizer(tf.train.GradientDescentOptimizer(0.1))
+
+
+# One process (MPI's singleton: a job of one rank) is enough to see what a step runs: a bucket per layer, 6 steps.
+ORDER = """
+import json, sys, numpy as np, tfplus as tf, tfplus.distributed as dist
+dist.init()
+x = tf.placeholder(tf.float32, [None, 8, 8, 3])
+y = tf.placeholder(tf.int64, [None])
+h = tf.layers.conv2d(x, 4, 3, activation=tf.nn.relu, name="conv")
+logits = tf.layers.dense(tf.reshape(h, [-1, 6 * 6 * 4]), 4, name="fc")
+loss = tf.losses.sparse_softmax_cross_entropy(y, logits)
+train = dist.DistributedOptimizer(tf.train.MomentumOptimizer(0.1, 0.9), bucket_bytes=64).minimize(loss)
+with tf.Session(device=sys.argv[1]) as sess:
+    sess.run(tf.global_variables_initializer())
+    for _ in range(6):
+        sess.run(train, {x: np.ones((4, 8, 8, 3), np.float32), y: np.zeros(4, np.int64)})
+    prog = next(p for s in sess.steps for p in s.programs if any(op.type == "MpiAllreduceStart" for op in p.order))
+    print(json.dumps({"order": [op.type for op in prog.order],
+                      "taped": [t.tape is not None for t in prog.tapes.values()]}))
+"""
+
+
+@pytest.mark.parametrize("device", ["cpu", "opencl"])
+def test_a_buckets_all_reduce_starts_before_the_earlier_layers_gradients_and_the_step_replays(device):
+    run = subprocess.run([sys.executable, "-c", ORDER, device], env=ENV, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    got = json.loads(run.stdout.splitlines()[-1])
+    order = got["order"]
+    starts = [i for i, t in enumerate(order) if t == "MpiAllreduceStart"]
+    waits = [i for i, t in enumerate(order) if t == "MpiAllreduceWait"]
+    assert len(starts) == len(waits) == 2
+    # The dense layer's bucket is on its way before the convolution's filter gradient is computed; the step waits
+    # for the sums only after the last bucket started.
+    assert starts[0] < order.index("Conv2DBackpropFilter") < starts[1] < min(waits)
+    if device == "opencl":
+        assert got["taped"] == [True]  # the planned step replays its launches, the all-reduces' host work with them

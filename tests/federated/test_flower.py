@@ -105,6 +105,20 @@ def test_two_clients_two_rounds_learn_and_the_checkpoint_restores(data_dir, tmp_
     assert list((tmp_path / "fl").glob("events.out.tfevents.*"))
 
 
+def test_local_epochs_train_each_client_over_its_whole_shard(data_dir, tmp_path, monkeypatch):
+    fed = _federation(data_dir, tmp_path / "fl", rounds=1, local_epochs=2, partition="dirichlet:0.5")
+    took = []  # (shard size, steps) of each client's round
+    train = FederatedModel.train
+    monkeypatch.setattr(FederatedModel, "train", lambda self, ds, steps, *a, **k: took.append(
+        (len(ds.train_labels), steps)) or train(self, ds, steps, *a, **k))
+    flower.run_server(fed, InProcessGrid(flower.client_app(fed), 2))
+    sizes = sorted(n for n, _ in took)
+    assert len(took) == 2 and sum(sizes) == N_TRAIN and sizes[0] != sizes[1]  # skewed shards...
+    assert all(steps == 2 * (n // 16) for n, steps in took)  # ...each passed over twice, in whole batches of 16
+    # The schedule's round (and the checkpoint's step) is an equal shard's: 2 epochs of 100 examples.
+    assert fed.round_steps() == 2 * (100 // 16) and _rows(tmp_path / "fl")[1]["step"] == 12
+
+
 def test_failed_and_timed_out_clients_are_reported_and_the_round_goes_on(data_dir, tmp_path):
     fed = _federation(data_dir, tmp_path / "fl", clients=3, rounds=1, local_steps=2)
 
@@ -180,6 +194,10 @@ def test_the_command_line_refuses_bad_settings_before_starting(capsys):
     assert "dirichlet:ALPHA" in capsys.readouterr().err
     assert cli.main(["federated", "simulate", "--clients", "2", "--min-clients", "3", "--synthetic"]) == 2
     assert "(--min-clients) 3 is more than clients 2" in capsys.readouterr().err
+    assert cli.main(["federated", "simulate", "--local-steps", "5", "--local-epochs", "1", "--synthetic"]) == 2
+    assert "--local-epochs: not allowed with argument --local-steps" in capsys.readouterr().err
+    assert cli.main(["federated", "simulate", "--local-epochs", "0", "--synthetic"]) == 2
+    assert "--local-epochs" in capsys.readouterr().err
 
 
 def test_download_fetches_the_data_only_where_it_is_missing(tmp_path, monkeypatch, data_dir):

@@ -37,7 +37,7 @@ TESTED_ELSEWHERE = {
     "Assert": "test_control_flow",
     "_FusedApply": "test_optimize",
     "SaveV2": "test_tf_checkpoints", "RestoreV2": "test_tf_checkpoints", "MergeV2Checkpoints": "test_tf_checkpoints",
-    "MpiAllreduce": "test_distributed",
+    "MpiAllreduce": "test_distributed", "MpiAllreduceStart": "test_distributed", "MpiAllreduceWait": "test_distributed",
 }
 
 # The executor itself produces these (feeds and variable buffers); they have no kernel on any device.

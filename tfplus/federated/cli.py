@@ -29,8 +29,12 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     s.add_argument("--model", type=cli_args.model, default="lenet", help="registered model; default lenet")
     s.add_argument("--clients", type=cli_args.positive_int, default=8, help="simulated clients (default 8)")
     s.add_argument("--rounds", type=cli_args.positive_int, default=5, help="federated rounds (default 5)")
-    s.add_argument("--local-steps", type=cli_args.positive_int, default=50,
-                   help="optimizer steps each client takes per round (default 50)")
+    local = s.add_mutually_exclusive_group()
+    local.add_argument("--local-steps", type=cli_args.positive_int,
+                       help="optimizer steps each client takes per round (default 50)")
+    local.add_argument("--local-epochs", type=cli_args.positive_int, metavar="N",
+                       help="instead of --local-steps: each client passes N times over its shard per round (a larger "
+                       "shard takes more steps; the learning-rate schedule counts an equal shard's)")
     s.add_argument("--batch-size", type=cli_args.batch_size, default=32, help="client batch size (default 32)")
     s.add_argument("--lr", type=float, help="peak learning rate (default: the optimizer's, 0.05 for momentum); the "
                    "schedule warms up over round 1 and decays over all rounds' steps")
@@ -72,7 +76,7 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError(str(e)) from None
     names = {f.name for f in dataclasses.fields(flower.Federation)}
     try:
-        fed = flower.Federation(**{k: v for k, v in vars(args).items() if k in names})
+        fed = flower.Federation(**{k: v for k, v in vars(args).items() if k in names and v is not None})
     except ValueError as e:
         raise UsageError(str(e)) from None
     if args.download and not args.synthetic and tfdata.find_data_dir(args.data) is None:

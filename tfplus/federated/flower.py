@@ -44,6 +44,7 @@ class Federation:
     clients: int = 2
     rounds: int = 3
     local_steps: int = 50
+    local_epochs: int | None = None    # instead of local_steps: passes over its shard each client makes a round
     batch_size: int = 32
     lr: float | None = None
     optimizer: str = "momentum"
@@ -67,8 +68,10 @@ class Federation:
         parse_spec(self.partition)
         if self.strategy not in STRATEGIES:
             raise ValueError(f"strategy {self.strategy!r}: use one of {', '.join(STRATEGIES)}")
-        if min(self.clients, self.rounds, self.local_steps, self.batch_size, self.client_cpus, self.min_train) < 1:
-            raise ValueError("clients, rounds, local_steps, batch_size, client_cpus and min_train must be >= 1")
+        if min(self.clients, self.rounds, self.local_steps, self.batch_size, self.client_cpus, self.min_train,
+               self.local_epochs or 1) < 1:
+            raise ValueError("clients, rounds, local_steps, local_epochs, batch_size, client_cpus and min_train must "
+                             "be >= 1")
         if self.min_train > self.clients:
             raise ValueError(f"min_train (--min-clients) {self.min_train} is more than clients {self.clients}: a "
                              "round could never start; lower it")
@@ -89,6 +92,26 @@ class Federation:
             from tfplus.units import parse_size
             kwargs["client_budget"] = parse_size(kwargs["client_budget"], "client-budget")
         return cls(**kwargs)
+
+    def client_steps(self, examples: int) -> int:
+        """The optimizer steps a client whose shard holds `examples` training examples takes in a round:
+        local_steps, or local_epochs passes over the shard (its batches of batch_size, the last partial one
+        dropped, as tfplus.data.train_batches cuts them; a shard smaller than a batch is one batch)."""
+        if self.local_epochs is None:
+            return self.local_steps
+        return self.local_epochs * max(examples // max(min(self.batch_size, examples), 1), 1)
+
+    def round_steps(self) -> int:
+        """A round's steps in the learning-rate schedule and the checkpoints' step: local_steps, or with
+        local_epochs those of a client holding an equal share of the training set (a skewed shard's client
+        takes more or fewer, going on down the schedule or stopping short of the round's end)."""
+        if self.local_epochs is None:
+            return self.local_steps
+        if self.synthetic:
+            examples = trainer.SYNTHETIC_TRAIN
+        else:
+            examples = len(cifar10.read_labels(_batches_dir(self))[0])
+        return self.client_steps(examples // self.clients)
 
     def train_config(self) -> trainer.TrainConfig:
         return trainer.TrainConfig(model=self.model, batch_size=self.batch_size, lr=self.lr, optimizer=self.optimizer,
@@ -167,7 +190,7 @@ def _client_model(fed: Federation, client: int) -> tuple[FederatedModel, tfdata.
         check_opencl_gpu(fed.device)
         if c.model is not None:
             c.model.close()
-        c.model, c.fed, c.shard = FederatedModel(fed.train_config(), fed.local_steps, fed.rounds,
+        c.model, c.fed, c.shard = FederatedModel(fed.train_config(), fed.round_steps(), fed.rounds,
                                                  cpus=fed.client_cpus), fed, None
     if c.shard is None or c.shard[0] != client:
         c.shard = (client, client_shard(fed, client))
@@ -183,7 +206,7 @@ def _record(weights: dict[str, np.ndarray]) -> ArrayRecord:
 
 
 def client_app(fed: Federation | None = None) -> ClientApp:
-    """The ClientApp: on "train", loads the global weights, trains fed.local_steps steps on its shard (client
+    """The ClientApp: on "train", loads the global weights, trains fed.client_steps() steps on its shard (client
     = node_config's partition-id, of num-partitions) and replies with its weights and {num-examples, train_loss,
     train_accuracy} and {client, peak_bytes}; on "evaluate", tests the weights on its slice of the test set. An
     error names the client."""
@@ -208,7 +231,7 @@ def client_app(fed: Federation | None = None) -> ClientApp:
         try:
             f, client, model, shard = setup(msg, context)
             config = msg.content["config"]
-            out = model.train(shard, f.local_steps, int(config["server-round"]),
+            out = model.train(shard, f.client_steps(len(shard.train_labels)), int(config["server-round"]),
                               float(config.get("proximal-mu", 0.0)), seed=f.seed * 1_000_003 + client * 1009
                               + int(config["server-round"]))
         except Exception as e:
@@ -283,7 +306,7 @@ def run_server(fed: Federation, grid: Grid, log=None):
     {round, test_accuracy, test_loss, train_loss, clients, failed, timed_out, round_s, checkpoint} goes to
     fed.out/rounds.jsonl and, as scalars federated/*, to TensorBoard event files in fed.out. Returns Flower's
     Result."""
-    model = FederatedModel(fed.train_config(), fed.local_steps, fed.rounds)
+    model = FederatedModel(fed.train_config(), fed.round_steps(), fed.rounds)
     test = test_set(fed)
     strategy = make_strategy(fed)
     history: list[dict[str, Any]] = []
@@ -300,7 +323,7 @@ def run_server(fed: Federation, grid: Grid, log=None):
         model.set_weights(_weights(arrays))
         accuracy, loss = model.evaluate(test)
         now = time.perf_counter()
-        row: dict[str, Any] = {"kind": "round", "round": server_round, "step": server_round * fed.local_steps,
+        row: dict[str, Any] = {"kind": "round", "round": server_round, "step": server_round * model.steps_per_round,
                                "test_accuracy": accuracy, "test_loss": loss, "round_s": now - clock[0]}
         clock[0] = now
         if server_round > 0:

@@ -134,6 +134,13 @@ class Runtime(abc.ABC):
     def tape_refuse(why: str) -> None:
         """Marks the recording under way as not replayable, saying why (a random op draws anew each run)."""
 
+    @staticmethod  # noqa: B027  a device that records nothing has nothing to put on a tape
+    def tape_host(work, sig: tuple) -> None:
+        """Puts host work on the recording under way (if any): `work()`, which the kernel has just done, repeats
+        it on the same buffers, and a replay calls it at this point among the launches; `sig` (hashable) says
+        what it does, for comparing recordings. For kernels whose host part is a fixed function of their
+        buffers (a collective's copy out and hand-over), instead of tape_refuse."""
+
     def tape_begin(self, feeds: list, fixed: list) -> bool:
         """Starts recording launches; False when the device cannot (then tape_end is not called)."""
         return False

@@ -256,6 +256,14 @@ class OpenCLRuntime(Runtime):
         if taping.tape is not None:
             taping.tape.refuse(why)
 
+    @staticmethod
+    def tape_host(work, sig: tuple) -> None:
+        """Puts host work on the tape being recorded (if any): `work()`, which the kernel has just done, repeats it
+        on the same buffers, and a replay calls it at this point among the launches; `sig` says what it does (two
+        recordings must agree on it)."""
+        if taping.tape is not None:
+            taping.tape.host(work, sig)
+
     def tape_ready(self, tape: Tape) -> None:
         """Makes `tape` replayable (a kernel object per launch, its arguments set)."""
         tape.compile(self.queue)

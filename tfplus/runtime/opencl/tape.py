@@ -24,7 +24,9 @@ class Tape:
     A replay is right only if the next run would launch the same kernels on the same memory with the same
     scalars. The executor replays a tape only after two runs recorded the same one, and only for a planned
     arena (fixed buffers); recording refuses what a replay could not repeat (`refuse`): host reads of values
-    that can change from run to run, device reads, host values written into planned buffers, random draws.
+    that can change from run to run, device reads, host values written into planned buffers, random draws. Host
+    work that a kernel declares a fixed function of its buffers (`host`: an all-reduce's copies and hand-over) is
+    called again by a replay, in its place among the launches.
     The program's fed buffers may move between runs (each step's batch; micro-batches' rows): a launch
     argument inside a feed is recorded relative to it, and `play` points it at the feed's current place."""
 
@@ -34,7 +36,8 @@ class Tape:
         self.feeds = feeds  # (buffer, offset, nbytes) of each feed while recording
         self.fixed: list = []  # where the buffers that must not move were (OpenCLRuntime.tape_begin)
         self.at = [(b, o) for b, o, _ in feeds]  # where the launches' feed arguments point now
-        self.items: list = []  # ("k", Kernel, gsize, lsize, flat args) or ("c", dst, dst_off, src, src_off, n)
+        # ("k", Kernel, gsize, lsize, flat args), ("c", dst, dst_off, src, src_off, n) or ("h", host work)
+        self.items: list = []
         self.sig: list = []  # what two recordings must agree on
         self.subs: list = []  # (item, argument position, feed, byte offset in the feed)
         self.why: str | None = None  # why it cannot be replayed
@@ -72,6 +75,11 @@ class Tape:
         self.sig.append(("copy", self._where(item, 1, dst, dst_off), self._where(item, 3, src, src_off), n))
         self.items.append(["c", dst, dst_off, src, src_off, n])
 
+    def host(self, work, sig: tuple) -> None:
+        """Host work a replay repeats here (runtime.tape_host): e.g. an all-reduce's copy out and hand-over."""
+        self.sig.append(("host", *sig))
+        self.items.append(("h", work))
+
     def same(self, other: Tape) -> bool:
         return self.sig == other.sig
 
@@ -79,7 +87,9 @@ class Tape:
         """Turns the recorded items into enqueue calls: kernels get a clone each, arguments set once."""
         calls = []
         for it in self.items:
-            if it[0] == "k":
+            if it[0] == "h":
+                calls.append((it[1], []))
+            elif it[0] == "k":
                 _, k, gsize, lsize, flat = it
                 kc = k.k.clone()
                 for pos, a in enumerate(flat):
