@@ -8,6 +8,7 @@ import numpy as np
 import pyopencl.cltypes as cltypes
 
 from tfplus.kernels.opencl._common import CTYPE, contiguous_strides, kernel, plan, register
+from tfplus.kernels.opencl.elementwise import fill
 from tfplus.kernels.opencl.fused import channel_scratch, channel_sums
 from tfplus.registry import register_variant, register_workspace
 from tfplus.runtime.opencl import int8
@@ -200,8 +201,8 @@ def _bn_layout(x, attrs) -> tuple[int, int, int]:
 def _fused_batch_norm(ctx, ins, outs, attrs):
     rt, (x, scale, offset, mean, variance) = ctx.runtime, ins
     y, batch_mean, batch_var, saved_mean, saved_var = outs[:5]
-    if len(outs) == 6:
-        rt.upload_into(outs[5], np.zeros((), outs[5].dtype))
+    if len(outs) == 6:  # V3's reserve_space_3: written by a kernel (an upload from the host would keep the step
+        fill(rt, outs[5], 0)  # from replaying its recorded launches: every batch-norm model's step, op by op)
     c, s, count = _bn_layout(x, attrs)
     eps = _scalar(x.dtype, attrs["epsilon"])
     if attrs["is_training"]:

@@ -56,6 +56,30 @@ def train_steps(monkeypatch, replay: bool, budget=None, force=None, steps: int =
         return losses, weights, _replaying(sess)
 
 
+def test_a_batch_norm_training_step_replays_bit_for_bit(monkeypatch):
+    """A training-mode FusedBatchNormV3 (MobileNet's blocks) writes its reserve output by a kernel: the step is
+    recorded and replayed (an upload from the host kept every batch-norm model's step launched op by op), with
+    the op-by-op launches' bits, moving averages included."""
+    from tfplus.graphs import get_model, training_graph
+
+    def run(replay: bool):
+        monkeypatch.setenv("TFPLUS_OPENCL_REPLAY", "1" if replay else "0")
+        tg = training_graph(get_model("mobilenet").build, total_steps=10, seed=0, image_shape=(3, 16, 16),
+                            model_kwargs={"conv_widths": (8, 8, 16)})
+        with tf.Session(graph=tg.graph, device="opencl") as sess:
+            sess.run(tg.init_op)
+            losses = [sess.run([tg.train_op, tg.loss], feed)[1] for feed in _batches(tg, 6)]
+            state = {v.op.name: sess.run(v) for v in tg.graph.get_collection("variables")}
+            return losses, state, _replaying(sess)
+
+    want, got = run(False), run(True)
+    assert got[2] and not want[2]
+    assert got[0] == want[0]
+    assert any("moving_mean" in name for name in want[1])
+    for name, w in want[1].items():
+        np.testing.assert_array_equal(got[1][name], w, err_msg=name)
+
+
 @pytest.mark.parametrize("budget, force", [(None, None), ("1GB", (1, 1)), ("1GB", (2, 1)),
                                            ("1GB", (2, 1, True, 1, 1))],
                          ids=["default", "arena", "micro2", "compact_recompute_micro2"])
