@@ -1,13 +1,13 @@
 """Offsets in one arena for buffers with lifetimes: no two buffers alive at the same step may overlap.
 
-Tried in turn, cheapest first, until the arena is within 1/1024 of the liveness bound (the most bytes alive at one
-step; no order can save more than that): two sweeps over the steps (each buffer, as it starts, into the
-best-fitting gap the buffers ended so far left; O(n log n)); greedy passes by breadth with repair (TFLite's
-"greedy by breadth": the buffers alive where the most bytes are live first, largest first, each at the best-fitting
-gap among the buffers it overlaps in time; each repair pass moves the buffers that ended above the bound to the
-front); then greedy passes by size over a few orderings (TFLite's "greedy by size"). The smallest arena wins. On
-the recurrent models' steps (thousands of buffers) a breadth pass or two reach the bound, where the 29 size
-orderings stayed percents above it (planning 5-10x faster, BENCHMARKS.md).
+Tried in turn, cheapest first, until the arena is within 1/65536 of the liveness bound (the most bytes alive at
+one step: no placement is smaller, and what is left to save is below 64 bytes a 4 MB): two sweeps over the steps
+(each buffer, as it starts, into the best-fitting gap the buffers ended so far left; O(n log n)); greedy passes by
+breadth (TFLite's "greedy by breadth": the buffers alive where the most bytes are live first, then the largest,
+then the longest-lived, each at the best-fitting gap among the buffers placed and alive at one of its steps), each
+repair pass moving the buffers that ended above the bound to the front; then greedy passes by size over a few
+orderings (TFLite's "greedy by size"). The smallest arena wins. On the recurrent models' steps (thousands of
+buffers) one to three breadth passes reach the bound, where 29 size orderings stayed percents above it.
 
 A greedy pass finds the gaps with a segment tree over the steps whose nodes keep the offsets taken under them
 as sorted disjoint intervals (a placement reads and updates O(log steps) small sets, where walking every placed
@@ -37,10 +37,7 @@ _TRIES = 24  # randomly perturbed orders tried when no ordering above reaches th
 # Sweeps tried first; each sorts the buffers that start at one step (largest first, longest-lived first).
 _SWEEPS = (lambda b: (b.start, -b.size), lambda b: (b.start, b.start - b.end, -b.size))
 _CLOSE = 1 << 16  # an arena within 1/_CLOSE of the liveness bound ends the search
-_REPAIRS = 4   # greedy passes by breadth (the first, then repairs)
-# What orders the buffers of one breadth and size in a breadth pass, one repaired series of passes each: the
-# longest-lived first, then the earliest first (on recurrent steps each reaches the bound where the other does not).
-_TIES = (lambda b: b.start - b.end, lambda b: b.start)
+_REPAIRS = 3   # greedy passes by breadth: the first and its repairs
 
 
 def assign_offsets(buffers: list[Buffer], seed: int = 0) -> int:
@@ -62,20 +59,18 @@ def assign_offsets(buffers: list[Buffer], seed: int = 0) -> int:
         leaves = 1 << (steps - 1).bit_length()
         cover = {id(b): _cover(b.start, b.end, leaves) for b in buffers}  # the same in every pass
         widest = _widest(buffers)
+        boost: dict[int, int] = {}  # id(buffer) -> the passes it ended above the bound in
+        for _ in range(_REPAIRS):
+            ordered = sorted(buffers, key=lambda b: (-boost.get(id(b), 0), -widest[id(b)], -b.size, b.start - b.end))
+            offsets = _greedy(ordered, cover, best_size)
+            if len(offsets) == len(ordered):
+                best_size, best = max(o + b.size for o, b in zip(offsets, ordered)), (ordered, offsets)
+            if best_size <= close:
+                break
+            # The buffers that ended above the bound (and the one that stopped the pass) go first next time.
+            for b in [b for b, o in zip(ordered, offsets) if o + b.size > bound] + ordered[len(offsets):][:1]:
+                boost[id(b)] = boost.get(id(b), 0) + 1
         tried = set()
-        for tie in _TIES:
-            boost: dict[int, int] = {}  # id(buffer) -> passes of this tie it ended above the bound in
-            for _ in range(_REPAIRS):
-                if best_size <= close:
-                    break
-                ordered = sorted(buffers, key=lambda b: (-boost.get(id(b), 0), -widest[id(b)], -b.size, tie(b)))
-                offsets = _greedy(ordered, cover, best_size)
-                if len(offsets) == len(ordered):
-                    best_size, best = max(o + b.size for o, b in zip(offsets, ordered)), (ordered, offsets)
-                # The buffers that ended above the bound (and the one that stopped the pass) go first next time.
-                over = [b for b, o in zip(ordered, offsets) if o + b.size > bound] + ordered[len(offsets):][:1]
-                for b in over:
-                    boost[id(b)] = boost.get(id(b), 0) + 1
         rng = random.Random(seed)
         for key in list(_ORDERINGS) + [_jittered(rng) for _ in range(_TRIES)]:
             if best_size <= close:
@@ -162,13 +157,18 @@ def _greedy(ordered: list[Buffer], cover: dict, stop: int) -> list[int]:
             flat += under.get(n, ())
         for n in above:
             flat += own.get(n, ())
-        taken = sorted(zip(flat[::2], flat[1::2]))  # (lo, hi) pairs from the flat intervals
+        # The intervals by their low ends: indices sorted by a list's getter compare plain ints, 3x faster than
+        # sorting (lo, hi) pairs. Equal low ends (from different nodes) may come in any order: the gap below them
+        # is the same, and past the first one none is left.
+        los, his = flat[::2], flat[1::2]
         lo, best, best_gap = 0, None, _NO_GAP
-        for o, end in taken:
+        for i in sorted(range(len(los)), key=los.__getitem__):
+            o = los[i]
             if size <= o - lo < best_gap:
                 best, best_gap = lo, o - lo
                 if best_gap == size:  # no gap fits better, and this is the lowest of the exact fits
                     break
+            end = his[i]
             if end > lo:
                 lo = end
         off = lo if best is None else best
