@@ -60,13 +60,14 @@ def assign_offsets(buffers: list[Buffer], seed: int = 0) -> int:
         cover = {id(b): _cover(b.start, b.end, leaves) for b in buffers}  # the same in every pass
         widest = _widest(buffers)
         boost: dict[int, int] = {}  # id(buffer) -> the passes it ended above the bound in
-        for _ in range(_REPAIRS):
+        for i in range(_REPAIRS):
             ordered = sorted(buffers, key=lambda b: (-boost.get(id(b), 0), -widest[id(b)], -b.size, b.start - b.end))
             offsets = _greedy(ordered, cover, best_size)
+            over = best_size - bound
             if len(offsets) == len(ordered):
                 best_size, best = max(o + b.size for o, b in zip(offsets, ordered)), (ordered, offsets)
-            if best_size <= close:
-                break
+            if best_size <= close or (i and best_size - bound > over // 2):
+                break  # a repair that does not halve the bytes above the bound rarely reaches it (seqnet-lstm)
             # The buffers that ended above the bound (and the one that stopped the pass) go first next time.
             for b in [b for b, o in zip(ordered, offsets) if o + b.size > bound] + ordered[len(offsets):][:1]:
                 boost[id(b)] = boost.get(id(b), 0) + 1
