@@ -11,7 +11,8 @@ arena placement this tree replaced (the sweeps, then greedy passes by size over 
 breadth passes; kept below), right after the same plan with the current one. `--orderings` also places each plan's
 buffers with every sweep, the first breadth pass and every size ordering the placement may try, each run to the
 end, and prints its arena above the bound (which wins, and by how much) and its CPU time, as `s168K/0.01s` (s a
-sweep, b the breadth pass, g an ordering, j a jittered one).
+sweep, b the breadth pass, g an ordering, j a jittered one). `--placement` times the placement alone on each plan's
+buffers, the previous one and the current one in turns (least of two runs each), with each arena above the bound.
 """
 from __future__ import annotations
 
@@ -74,6 +75,24 @@ def _orderings(buffers) -> None:
     print("    " + " ".join(row), flush=True)
 
 
+def _placement(buffers) -> None:
+    """Prints the CPU seconds of placing `buffers` (copies) with the previous placement and the current one in
+    turns, the least of two runs each, and each arena above the liveness bound in bytes."""
+    from tfplus.planner import arena
+    from tfplus.planner.liveness import Buffer
+    bound = arena.lower_bound(buffers)
+    seconds: dict = {}
+    over = {}
+    for _ in range(2):
+        for name, offsets in (("size", _size_orderings), ("breadth", arena.assign_offsets)):
+            copies = [Buffer(**vars(b)) for b in buffers]
+            c = time.process_time()
+            over[name] = offsets(copies) - bound
+            seconds[name] = min(seconds.get(name, 1e9), time.process_time() - c)
+    print(f"    placement: size orderings {seconds['size']:.2f} s ({over['size']} B over the bound), breadth "
+          f"{seconds['breadth']:.2f} s ({over['breadth']} B over)", flush=True)
+
+
 def main() -> None:
     from tfplus.graphs import MODELS
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -82,6 +101,8 @@ def main() -> None:
     ap.add_argument("--before", default="", help="models also planned with the previous arena placement")
     ap.add_argument("--batch-size", type=int, default=128)
     ap.add_argument("--orderings", action="store_true", help="each ordering's arena above the bound, and its time")
+    ap.add_argument("--placement", action="store_true",
+                    help="the placement alone on each plan's buffers, the previous one and this one in turns")
     args = ap.parse_args()
 
     from tfplus.engine.rewrite import optimize
@@ -121,9 +142,12 @@ def main() -> None:
                 print(f"{model:14s} {device:7s} {name:>9s} {wall:8.2f} {cpu:8.2f}  {len(p.buffers):7d} "
                       f"{format_size(p.arena_bytes):>10s} {format_size(p.arena_lower_bound_bytes):>10s}",
                       flush=True)
+                placed = p.buffers if p.lane_block is None else \
+                    [b for b in p.buffers if b not in p.lane_offsets] + [p.lane_block]
                 if args.orderings and name == "breadth":
-                    _orderings(p.buffers if p.lane_block is None else
-                               [b for b in p.buffers if b not in p.lane_offsets] + [p.lane_block])
+                    _orderings(placed)
+                if args.placement and name == "breadth":
+                    _placement(placed)
 
 
 if __name__ == "__main__":
