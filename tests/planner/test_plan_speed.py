@@ -105,16 +105,3 @@ def test_smallest_plan_places_only_the_plans_that_can_win(monkeypatch):
     every = [step.build(1, 1)] + [place(q) for _, q in found]
     assert len(every) > 1 and all(q.lower_bound_bytes > p.peak_bytes for q in every if q.peak_bytes != p.peak_bytes)
     assert p.peak_bytes == min(q.peak_bytes for q in every)
-
-
-def test_a_batch_norm_step_builds_no_micro_batched_candidate(monkeypatch):
-    """seqnet normalizes with batch statistics, so no recomputation level micro-batches: smallest_plan builds none
-    of those candidates (each built the level's planning copy before failing) and says why."""
-    fetches, shapes = _step("seqnet")
-    built = []
-    build = plan_module._Step.build
-    monkeypatch.setattr(plan_module._Step, "build", lambda self, *kc, **kw: built.append(kc) or build(self, *kc, **kw))
-    step = plan_module._Step(fetches, shapes, "cpu", None, None)
-    found, why = plan_module._frugal_builds(step, step.candidates(plan_module.TRANSFORMATIONS))
-    assert found and all(kc[0] == 1 for kc in built)
-    assert "cannot micro-batch" in why and "FusedBatchNorm" in why

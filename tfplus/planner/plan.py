@@ -373,10 +373,6 @@ def _frugal_builds(step: _Step, cands: list[Candidate]) -> tuple[list, str]:
         lanes, rounds = (s.lanes, s.rounds) if s else (1, 0)  # a lane: a copy of the prefix
         return -k, step._conv_scratch(k * kc.chunks, kc.scratch), -kc.compact, -kc.recompute, lanes, -rounds
     plain = [kc for kc in cands if kc.stream is None]
-    stats = batch_statistics(step.order)
-    if stats:  # no level of recomputation micro-batches (its planning copies keep the batch norm): none is built
-        plain = [kc for kc in plain if kc.microbatches == 1]
-        why = f" (cannot micro-batch: {stats})"
     groups = [sorted(g, key=frugal_first) for g in ([kc for kc in plain if kc.microbatches > 1],
                                                    [kc for kc in plain if kc.microbatches == 1])]
     streamed = [min((kc for kc in cands if kc.stream and kc.stream.cut == cut), key=frugal_first, default=None)
