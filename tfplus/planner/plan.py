@@ -330,41 +330,21 @@ def smallest_plan(fetches, feed_shapes: dict, device="cpu", *, graph: Graph | No
     fits."""
     step = _Step(fetches, feed_shapes, device, graph, alignment)
     base = step.build(1, 1, place=False)
-    found, _ = _frugal_builds(step, step.candidates(tuple(transformations)))
-    plans = [base] + [p for _, p in found]
-    return plans[_smallest(plans)]
-
-
-def _smallest(plans: list[MemoryPlan]) -> int:
-    """The index of the plan with the smallest peak (the first of equal ones), placing only the plans that can
-    beat the best placed so far: by their lower bounds, smallest first (a plan's arena is never below its
-    liveness bound, and placing is most of building a plan)."""
-    best = None
-    for i in sorted(range(len(plans)), key=lambda i: plans[i].lower_bound_bytes):
-        p = plans[i]
-        if best is not None and (p.lower_bound_bytes, i) > (plans[best].peak_bytes, best):
-            break
-        place(p)
-        if best is None or (p.peak_bytes, i) < (plans[best].peak_bytes, best):
-            best = i
-    return best
+    frugal, _ = _frugal(step, step.candidates(tuple(transformations)))
+    # The plain step is placed only if it can win: its arena is never below its liveness bound.
+    if frugal is not None and frugal[1].peak_bytes < base.lower_bound_bytes:
+        return frugal[1]
+    place(base)
+    return frugal[1] if frugal is not None and frugal[1].peak_bytes < base.peak_bytes else base
 
 
 def _frugal(step: _Step, cands: list[Candidate]) -> tuple:
-    """(Candidate, plan) with the smallest peak among the frugal extremes (_frugal_builds; None if none
-    applies), and why a more frugal one did not apply."""
-    found, why = _frugal_builds(step, cands)
-    if not found:
-        return None, why
-    return found[_smallest([p for _, p in found])], why
-
-
-def _frugal_builds(step: _Step, cands: list[Candidate]) -> tuple[list, str]:
-    """[(Candidate, plan not placed)] of the frugal extremes, and why a more frugal one did not apply: the most
-    micro-batches (each with its most chunks), no micro-batching with the most chunks (accumulating gradients
-    costs a copy of them, more than micro-batching saves on small batches), and the streamed cut whose most
-    micro-batches have the smallest lower bound (least_bytes; only that one is built). Peaks fall with more chunks
-    and, past that, with more micro-batches: the planner's working assumption, not a proof."""
+    """(Candidate, plan) with the smallest peak among the frugal extremes, and why a more frugal one did not
+    apply: the most micro-batches (each with its most chunks), no micro-batching with the most chunks
+    (accumulating gradients costs a copy of them, more than micro-batching saves on small batches), and the
+    streamed cut whose most micro-batches have the smallest lower bound (least_bytes; only that one is built).
+    Peaks fall with more chunks and, past that, with more micro-batches: the planner's working assumption, not
+    a proof."""
     why, found = "", []
 
     def frugal_first(kc: Candidate):
@@ -381,11 +361,11 @@ def _frugal_builds(step: _Step, cands: list[Candidate]) -> tuple[list, str]:
     for group in groups:
         for kc in group:
             try:
-                found.append((kc, step.build(*kc, place=False)))
+                found.append((kc, step.build(*kc)))
                 break
             except PlanError as e:
                 why = why or f" ({e})"
-    return found, why
+    return min(found, key=lambda f: f[1].peak_bytes, default=None), why
 
 
 def _debug(p: MemoryPlan, base: MemoryPlan) -> MemoryPlan:
