@@ -247,7 +247,9 @@ class _TrainStep:
             _note(f"max batch {what}: batch {b} needs {format_size(need)}"
                   f" ({'fits' if need <= budget else 'too big'}; {time.perf_counter() - t0:.1f} s)")
             return need <= budget
-        lo, hi = 0, 1  # lo fits (0: nothing does), hi does not or is past the limit
+        # lo fits (0: nothing does), hi does not or is past the limit. With a batch of 16 or more known to fit,
+        # the smallest batches are no question: 8 and 16 give the secant its first two points.
+        lo, hi = 0, 8 if at_least >= 16 else 1
         while hi <= min(16, limit) and fits(hi):  # the smallest batches, where the line does not hold yet
             lo, hi = hi, hi * 2
         if lo == 16:
