@@ -40,7 +40,9 @@ def images_per_sec(ranks: int, bucket: str, args) -> float:
                  log, "--device", args.device]
         cmd = train if ranks == 1 else [str(MPIEXEC), "-n", str(ranks), *train, "--distributed"]
         env = dict(os.environ, TFPLUS_ALLREDUCE_BUCKET=bucket)
-        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+        # From a temporary folder: `-m tfplus` from a checkout's root would import its tfplus/ before the installed
+        # package (which maps ops/, kernels/, graphs/ into it).
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=tmp)
         rows = [json.loads(line) for line in Path(log).read_text().splitlines()]
         speeds = [r["images_per_sec"] for r in rows if r["kind"] == "step"][2:]
     if not speeds:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import os
 import queue
+import sys
 import threading
 from typing import Callable, Iterable
 
@@ -261,7 +262,7 @@ def sharded(body: Callable, out, *ins) -> None:
 
 # -- BLAS ------------------------------------------------------------------------------------------------------
 _blas_lock = threading.Lock()
-_blas = {"depth": 0, "limiter": None, "controller": None}
+_blas = {"depth": 0, "limiter": None, "controller": None, "modules": 0}
 
 
 @contextlib.contextmanager
@@ -270,9 +271,11 @@ def blas_single_threaded():
     session run that asked leaves."""
     with _blas_lock:
         if _blas["depth"] == 0:
-            if _blas["controller"] is None:
+            # A BLAS loaded since the last look (scipy's own OpenBLAS, imported by the planner's MILP) comes with
+            # a new extension module: look again then, not every run (a scan costs milliseconds).
+            if _blas["controller"] is None or _blas["modules"] != len(sys.modules):
                 from threadpoolctl import ThreadpoolController
-                _blas["controller"] = ThreadpoolController()
+                _blas["controller"], _blas["modules"] = ThreadpoolController(), len(sys.modules)
             _blas["limiter"] = _blas["controller"].limit(limits=1, user_api="blas")
         _blas["depth"] += 1
     try:

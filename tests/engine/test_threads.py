@@ -121,6 +121,26 @@ def test_blas_is_single_threaded_inside_a_step_and_restored_after():
     assert blas_threads() == before
 
 
+def test_a_blas_loaded_after_the_first_step_is_single_threaded_inside_the_next():
+    """scipy brings its own OpenBLAS (the planner's MILP imports it): a step after that import limits it too, not
+    only the BLAS libraries the first step found. In a fresh process, where the import order is known."""
+    code = """
+import threadpoolctl
+from tfplus import threads
+def blas():
+    return [i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"]
+with threads.step(2):
+    first = len(blas())
+import scipy.optimize
+with threads.step(2):
+    print(first, len(blas()), set(blas()))
+"""
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="2")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120, check=True)
+    first, now, limits = out.stdout.split(maxsplit=2)
+    assert int(now) > int(first) and limits.strip() == "{1}", out.stdout
+
+
 def test_config_proto_accepts_tf1_fields_and_names_unknown_ones():
     config = tf.ConfigProto(intra_op_parallelism_threads=2, inter_op_parallelism_threads=4,
                             allow_soft_placement=True, log_device_placement=False, device_count={"GPU": 0},

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from cases_fused import CASES as FUSED_CASES
 from cases_image import CASES as IMAGE_CASES
+from cases_rnn_fused import CASES as RNN_FUSED_CASES
 from optable import all_cases
 from tforacle import import_into_tf, tf_tensors
 
@@ -18,10 +19,12 @@ CASES = all_cases()
 # Ops that are not TensorFlow's, so their op-table cases are not collected here:
 # - the graph rewrite's fused ops (tfplus.engine.rewrite; tests/cases_fused.py): tests/engine/test_optimize.py
 #   compares a fused training step with the unfused one, whose ops are compared with TensorFlow here;
+# - the fused recurrent cells (tfplus.engine.rewrite_rnn; tests/cases_rnn_fused.py): tests/engine/test_rnn_fused.py
+#   compares fused training steps with the unfused ones, and tests/ops/test_rnn.py runs the cells against TF;
 # - CifarAugment, the trainer's device input (tests/cases_image.py): checked against a per-pixel NumPy reference
 #   and the host pipeline.
 # Any other case whose graph uses an op TensorFlow lacks fails, asking for it to be left out with a reason.
-_TFPLUS_ONLY = {c.name for c in FUSED_CASES + IMAGE_CASES}
+_TFPLUS_ONLY = {c.name for c in FUSED_CASES + IMAGE_CASES + RNN_FUSED_CASES}
 
 # Cases left out on purpose, and why. Each is still checked against NumPy and finite differences by
 # test_op_table.
