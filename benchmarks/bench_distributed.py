@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -27,7 +28,6 @@ from pathlib import Path
 
 import numpy as np
 
-MPIEXEC = Path(sys.executable).parent / "mpiexec"  # the mpich wheel installs it beside the interpreter
 WHAT = {"0": "one MpiAllreduce after the backward pass", "1GB": "one bucket after the backward pass"}
 
 
@@ -38,7 +38,7 @@ def images_per_sec(ranks: int, bucket: str, args) -> float:
         train = [sys.executable, "-m", "tfplus", "train", "--synthetic", "--model", args.model, "--batch-size",
                  str(batch), "--steps", str(args.steps), "--no-eval", "--log-every", str(args.log_every), "--log",
                  log, "--device", args.device]
-        cmd = train if ranks == 1 else [str(MPIEXEC), "-n", str(ranks), *train, "--distributed"]
+        cmd = train if ranks == 1 else [args.mpiexec, "-n", str(ranks), *train, "--distributed"]
         env = dict(os.environ, TFPLUS_ALLREDUCE_BUCKET=bucket)
         # From a temporary folder: `-m tfplus` from a checkout's root would import its tfplus/ before the installed
         # package (which maps ops/, kernels/, graphs/ into it).
@@ -60,6 +60,10 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=40)
     p.add_argument("--log-every", type=int, default=5)
     p.add_argument("--ranks", type=int, nargs="+", default=[1, 2])
+    # The mpich wheel installs mpiexec beside the interpreter. Give its real path, not a link to it: Hydra's
+    # mpiexec finds its proxy beside itself, and a link elsewhere left the ranks waiting (an H200 pair).
+    beside = Path(sys.executable).parent / "mpiexec"
+    p.add_argument("--mpiexec", default=str(beside) if beside.exists() else shutil.which("mpiexec") or "mpiexec")
     p.add_argument("--buckets", nargs="+", default=["1MB", "0"],
                    help="TFPLUS_ALLREDUCE_BUCKET values for N > 1 ranks (default 1MB 0: overlap on, off)")
     args = p.parse_args()

@@ -1672,7 +1672,7 @@ def _plan_line(sess: tf.Session, budget) -> str:
     if not plans:
         return f"--memory-budget {format_size(budget)}: no plan made yet"
     p = max(plans, key=lambda p: p.peak_bytes)
-    names = [t["name"] for t in p.transformations]
+    names = list(dict.fromkeys(t["name"] for t in p.transformations))  # one "schedule" per statistics pass
     if p.stream is not None:  # only the layers up to the cut run in micro-batches
         k = f"the layers up to {p.stream.tensor.op.name} in {p.stream_microbatches} micro-batches"
         if p.stream_lanes > 1:
