@@ -86,6 +86,24 @@ def test_segment_checkpointing_plans_the_bytes_it_measures():
         assert_planned_bytes_are_measured(tg, feeds, force=(1, 1, False, 1, r))
 
 
+def test_a_program_is_solved_once_per_process(monkeypatch):
+    """A budget's plan and the smallest plan pose the same programs: HiGHS solves each once, and both get the
+    same checkpoints."""
+    tg, feeds = small_mobilenet()
+    _, p = _problem(tg, feeds)
+    bound = p.memory(p.greedy(None)) + 0.3 * p.dropped_bytes
+    monkeypatch.setattr(remat, "_SOLVED", {})
+    solved = []
+    real = remat._Problem._solve
+    monkeypatch.setattr(remat._Problem, "_solve", lambda self, *a: solved.append(a[-1]) or real(self, *a))
+    first = p.milp(bound)
+    _, again = _problem(tg, feeds)
+    assert again.milp(bound) == first and solved == [bound]
+    monkeypatch.setattr(remat, "TIME_LIMIT", remat.TIME_LIMIT + 1)  # another program: solved anew
+    again.milp(bound)
+    assert solved == [bound, bound]
+
+
 def test_milp_keeps_its_bound_and_costs_no_more_than_greedy(monkeypatch):
     """Each bound's MILP checkpoints fit the modelled bound and cost no more predicted time than the greedy's that
     fit it (within the gap HiGHS reports)."""

@@ -45,6 +45,8 @@ NODE_LIMIT = 200        # branch-and-bound nodes per bound; past it, as past TIM
 # The bounds solved for: L = least + f (plain - least), from the cheapest level to the most frugal.
 FRACTIONS = (0.6, 0.35, 0.2, 0.1, 0.0)
 GREEDY_CAPS = 40        # segment caps the greedy tries, geometric between the smallest and all dropped bytes
+_SOLVED: dict = {}      # milp's programs -> their answers (Problem.milp)
+_SOLVED_MAX = 256
 
 
 def solutions(order: list[Operation], specs, feeds: set[Tensor], fetches: list, keep: set[Tensor],
@@ -179,17 +181,28 @@ class _Problem:
         """The checkpoints of least recompute time whose modelled saved state is at most `bound`, and how they were
         found; None when HiGHS proves none optimal (within GAP) in TIME_LIMIT. A segment that cannot fit beside its
         own two frontiers is left out of the program."""
-        from scipy.optimize import Bounds, LinearConstraint, milp
-        from scipy.sparse import coo_matrix
         nodes = [-1] + self.nodes + [len(self.fwd) - 1]
         edges = [(i, j) for i in range(len(nodes)) for j in range(i + 1, len(nodes))
                  if self.seg_bytes(nodes[i], nodes[j]) + self._ends(nodes[i], nodes[j]) <= bound]
         seg_mb = [self.seg_bytes(nodes[i], nodes[j]) / 1e6 for i, j in edges]
         seg_ms = [self.seg_time(nodes[i], nodes[j]) * 1e3 for i, j in edges]
         kept_mb = [self._fbytes(nodes[j]) / 1e6 if j < len(nodes) - 1 else 0.0 for _, j in edges]
-        # The largest segment is one of a few caps (binary z, one chosen): a segment may be on the path only under
-        # a cap it fits. Tighter than one continuous maximum over all segments, whose relaxation HiGHS could not
-        # close in seconds.
+        # One program is solved once per process: a budget's plan and the smallest plan (tfplus plan makes both,
+        # a session's step and its micro-batches make several) pose the same programs.
+        key = (TIME_LIMIT, NODE_LIMIT, GAP, bound, tuple(nodes), tuple(edges), tuple(seg_mb), tuple(seg_ms),
+               tuple(kept_mb))
+        if key in _SOLVED:
+            return _SOLVED[key]
+        answer = self._solve(nodes, edges, seg_mb, seg_ms, kept_mb, bound)
+        if len(_SOLVED) >= _SOLVED_MAX:  # (sessions planning on other threads: at worst one program solved twice)
+            _SOLVED.clear()
+        _SOLVED[key] = answer
+        return answer
+
+    def _solve(self, nodes, edges, seg_mb, seg_ms, kept_mb, bound) -> tuple[list[int], str] | None:
+        """milp's program, solved by HiGHS."""
+        from scipy.optimize import Bounds, LinearConstraint, milp
+        from scipy.sparse import coo_matrix
         sizes = np.unique(seg_mb)
         caps = sizes[np.unique(np.linspace(0, len(sizes) - 1, min(CAPS, len(sizes))).round().astype(int))]
         ne, nv, nc = len(edges), len(nodes), len(caps)
