@@ -20,12 +20,15 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 import time
 from pathlib import Path
 
 import torch
 from torch import nn
-from torch_reference import _he_normal_, batches, evaluate, make_optimizer, read_cifar, strict_fp32
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # its sibling, also under python -P (the GPU machine)
+from torch_reference import _he_normal_, batches, evaluate, make_optimizer, read_cifar, strict_fp32  # noqa: E402
 
 
 def _glorot(rows: int, cols: int) -> nn.Parameter:
