@@ -101,6 +101,13 @@ def train_steps(tg, feeds, budget=None, force=None, steps=2):
     return losses, weights
 
 
+def assert_same_training(a, b) -> None:
+    """Two train_steps results (losses, weights) are the same bits."""
+    np.testing.assert_array_equal(a[0], b[0])
+    for name in a[1]:
+        np.testing.assert_array_equal(a[1][name], b[1][name], err_msg=name)
+
+
 def train_opencl(tg, feeds, force=None, steps=2, compute_units=None):
     """Losses of `steps` training steps on opencl (by the forced plan, if any), the weights after them, the
     plan and the ledger's measurement of the last step. `compute_units` overrides the device's count (which

@@ -8,7 +8,7 @@ import re
 import numpy as np
 import pytest
 from conftest import needs_opencl
-from modelcheck import cnn_feeds, small_cnn, train_opencl, train_steps
+from modelcheck import assert_same_training, cnn_feeds, small_cnn, train_opencl, train_steps
 
 import tfplus as tf
 from tfplus import planner
@@ -28,12 +28,6 @@ def _shapes(feeds):
     return {t: v.shape for t, v in feeds.items()}
 
 
-def _same_bits(a, b):
-    np.testing.assert_array_equal(a[0], b[0])
-    for name in a[1]:
-        np.testing.assert_array_equal(a[1][name], b[1][name], err_msg=name)
-
-
 @pytest.mark.parametrize("force", [(1, 1, False, 1, 1), (1, 1, True, 1, 2), (2, 1, True, 1, 1),
                                    (1, 2, False, 4, 1)],
                          ids=["recompute1", "compact_recompute2", "compact_micro2_recompute1", "chunks2_scratch4"])
@@ -45,7 +39,8 @@ def test_recomputation_trains_bit_identically_on_cpu(force):
     assert p.recomputed and p.recomputed[0] == "conv1/Relu:0", p.recomputed
     assert any(t["name"] == "recompute" for t in p.transformations)
     check_no_overlap(p.buffers)
-    _same_bits(train_steps(tg, feeds, budget="1GB", force=force[:4]), train_steps(tg, feeds, budget="1GB", force=force))
+    assert_same_training(train_steps(tg, feeds, budget="1GB", force=force[:4]),
+                         train_steps(tg, feeds, budget="1GB", force=force))
 
 
 def test_recomputed_activation_lives_only_beside_its_reader():
@@ -80,19 +75,20 @@ def test_planner_picks_recomputation_before_micro_batching():
     tg = small_cnn()
     shapes = _shapes(cnn_feeds(tg, batch=32))
     fetches = [tg.train_op, tg.loss]
-    free = planner.plan(fetches, shapes, "opencl", graph=tg.graph)  # (a plan needs no device at hand)
+    opencl = device_facts("opencl")  # registers the opencl kernels (their scratch), whatever ran before
+    free = planner.plan(fetches, shapes, opencl, graph=tg.graph)
     budget = int(free.peak_bytes * 0.7)
-    old = planner.plan(fetches, shapes, "opencl", budget, graph=tg.graph,
+    old = planner.plan(fetches, shapes, opencl, budget, graph=tg.graph,
                        transformations=("compact", "scratch", "chunk", "microbatch"))
-    new = planner.plan(fetches, shapes, "opencl", budget, graph=tg.graph)
+    new = planner.plan(fetches, shapes, opencl, budget, graph=tg.graph)
     assert new.fits and new.microbatches == 1 and new.recomputed, new.summary()
     assert old.microbatches > 1 and new.predicted_overhead < old.predicted_overhead
     (t,) = [t for t in new.transformations if t["name"] == "recompute"]
     assert "conv1/Relu:0" in t["detail"] and 0 < t["predicted_overhead"] < 0.5
     tight = int(free.peak_bytes * 0.4)
-    old = planner.plan(fetches, shapes, "opencl", tight, graph=tg.graph,
+    old = planner.plan(fetches, shapes, opencl, tight, graph=tg.graph,
                        transformations=("compact", "scratch", "chunk", "microbatch"))
-    new = planner.plan(fetches, shapes, "opencl", tight, graph=tg.graph)
+    new = planner.plan(fetches, shapes, opencl, tight, graph=tg.graph)
     assert new.fits and new.microbatches <= old.microbatches and new.predicted_overhead <= old.predicted_overhead
 
 
@@ -123,7 +119,7 @@ def test_random_ops_are_never_recomputed():
             install(sess, [train, loss], planner.plan([train, loss], _shapes(feeds), graph=g, force=force))
             losses = [sess.run([train, loss], feeds)[1] for _ in range(2)]
             return losses, {v.op.name: sess.run(v) for v in g.get_collection("trainable_variables")}
-    _same_bits(run((1, 1)), run((1, 1, False, 1, recompute.MAX_LEVEL)))
+    assert_same_training(run((1, 1)), run((1, 1, False, 1, recompute.MAX_LEVEL)))
 
 
 @needs_opencl
@@ -140,7 +136,7 @@ def test_recomputation_on_opencl_is_exact_and_measured_to_the_byte():
     assert p.recomputed and m["allocations"] == 0
     assert m["peak"] == p.peak_bytes, (m, p.peak_bytes)
     assert p.peak_bytes < want[2].peak_bytes
-    _same_bits(want, got)
+    assert_same_training(want, got)
 
 
 def test_plan_cli_says_what_it_chose_and_why(capsys):

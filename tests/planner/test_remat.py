@@ -7,7 +7,7 @@ import re
 
 import numpy as np
 import pytest
-from modelcheck import assert_planned_bytes_are_measured, cnn_feeds, small_cnn, train_steps
+from modelcheck import assert_planned_bytes_are_measured, assert_same_training, cnn_feeds, small_cnn, train_steps
 
 import tfplus as tf
 from tfplus import planner
@@ -26,12 +26,6 @@ def fresh_graph(monkeypatch):
 
 def _shapes(feeds):
     return {t: v.shape for t, v in feeds.items()}
-
-
-def _same_bits(a, b):
-    np.testing.assert_array_equal(a[0], b[0])
-    for name in a[1]:
-        np.testing.assert_array_equal(a[1][name], b[1][name], err_msg=name)
 
 
 def small_mobilenet(batch=8):
@@ -69,7 +63,7 @@ def test_segment_checkpointing_trains_bit_identically_on_cpu(model):
         copies = [op.name for ph in p.phases for op in ph.order if "/recompute_" in op.name]
         assert len(copies) == len(set(copies)) == sum(len(s.ops) for s in step.remat(r).segments)
         check_no_overlap(p.buffers)
-        _same_bits(want, train_steps(tg, feeds, budget="1GB", force=(1, 1, False, 1, r)))
+        assert_same_training(want, train_steps(tg, feeds, budget="1GB", force=(1, 1, False, 1, r)))
     if model == "mobilenet":  # (the small CNN's peak is not its saved activations)
         plain = planner.plan(fetches, _shapes(feeds), graph=tg.graph, force=(1, 1))
         frugal = planner.plan(fetches, _shapes(feeds), graph=tg.graph, force=(1, 1, False, 1, levels[-1]))
@@ -171,7 +165,7 @@ def test_random_ops_are_never_recomputed_by_segments():
             install(sess, [train, loss], planner.plan([train, loss], _shapes(feeds), graph=g, force=force))
             losses = [sess.run([train, loss], feeds)[1] for _ in range(2)]
             return losses, {v.op.name: sess.run(v) for v in g.get_collection("trainable_variables")}
-    _same_bits(run((1, 1)), run((1, 1, False, 1, r)))
+    assert_same_training(run((1, 1)), run((1, 1, False, 1, r)))
 
 
 def test_budget_search_reaches_below_the_per_tensor_chains():
@@ -231,6 +225,6 @@ def test_segments_through_unrolled_grus_are_exact_and_measured():
     step, _ = _problem(tg, feeds)
     r = step.levels()[-1]
     assert r >= SEGMENTS and any(len(s.readers) > 1 for s in step.remat(r).segments)
-    _same_bits(train_steps(tg, feeds, budget="1GB", force=(1, 1)),
+    assert_same_training(train_steps(tg, feeds, budget="1GB", force=(1, 1)),
                train_steps(tg, feeds, budget="1GB", force=(1, 1, False, 1, r)))
     assert_planned_bytes_are_measured(tg, feeds, force=(1, 1, False, 1, r))
