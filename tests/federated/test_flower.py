@@ -4,6 +4,7 @@ run), the CLI's refusals, and tfplus and Flower in one environment."""
 import functools
 import json
 import time
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -161,12 +162,18 @@ def test_every_strategy_runs_a_round(data_dir, tmp_path, name):
 
 
 def test_an_opencl_client_on_a_cpu_opencl_device_refuses(monkeypatch):
-    opencl = pytest.importorskip("tfplus.runtime.opencl")
-    if not opencl.available() or not opencl.select(None).type & opencl.cl.device_type.CPU:
-        pytest.skip("needs an OpenCL CPU device (PoCL) as the only one")
+    """Whatever devices this machine has: the device selection gives a CPU (PoCL) device, then a GPU."""
+    from tfplus.runtime import opencl
+    kinds = opencl.cl.device_type
+    cpu = SimpleNamespace(type=kinds.CPU, name=" pthread-AMD EPYC ")
+    monkeypatch.setattr(opencl, "select", lambda selector: cpu)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
-    with pytest.raises(RuntimeError, match="CUDA_VISIBLE_DEVICES=''.*--client-gpus"):
+    with pytest.raises(RuntimeError, match="only OpenCL device here is pthread-AMD EPYC, a CPU.*CUDA_VISIBLE_DEVICES="
+                                           "''.*--client-gpus"):
         flower.check_opencl_gpu("opencl")
+    flower.check_opencl_gpu("cpu")  # not an OpenCL run: nothing to check
+    cpu.type = kinds.GPU
+    flower.check_opencl_gpu("opencl:0")
 
 
 def test_the_run_config_gives_the_deployment_apps_their_settings():
