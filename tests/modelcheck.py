@@ -90,14 +90,20 @@ def cnn_feeds(tg, batch=8):
 
 def train_steps(tg, feeds, budget=None, force=None, steps=2):
     """Losses of `steps` training steps and the weights after them."""
-    fetches = [tg.train_op, tg.loss]
-    with tf.Session(graph=tg.graph, memory_budget=budget) as sess:
-        sess.run(tg.init_op)
+    return train_graph(tg.graph, tg.init_op, tg.train_op, tg.loss, feeds, budget, force, steps)
+
+
+def train_graph(graph, init, train, loss, feeds, budget=None, force=None, steps=2):
+    """train_steps of a graph built by hand: `train` and `loss` fetched, under the plan of transformations
+    `force` when given (installed on a session with `budget`)."""
+    fetches = [train, loss]
+    with tf.Session(graph=graph, memory_budget=budget) as sess:
+        sess.run(init)
         if force is not None:
-            p = planner.plan(fetches, {t: v.shape for t, v in feeds.items()}, graph=tg.graph, force=force)
+            p = planner.plan(fetches, {t: v.shape for t, v in feeds.items()}, graph=graph, force=force)
             install(sess, fetches, p)
         losses = [sess.run(fetches, feeds)[1] for _ in range(steps)]
-        weights = {v.op.name: sess.run(v) for v in tg.graph.get_collection("trainable_variables")}
+        weights = {v.op.name: sess.run(v) for v in graph.get_collection("trainable_variables")}
     return losses, weights
 
 

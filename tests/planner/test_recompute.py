@@ -8,7 +8,7 @@ import re
 import numpy as np
 import pytest
 from conftest import needs_opencl
-from modelcheck import assert_same_training, cnn_feeds, small_cnn, train_opencl, train_steps
+from modelcheck import assert_same_training, cnn_feeds, small_cnn, train_graph, train_opencl, train_steps
 
 import tfplus as tf
 from tfplus import planner
@@ -112,14 +112,8 @@ def test_random_ops_are_never_recomputed():
     copies = [op for ph in p.phases for op in ph.order if "/recompute_" in op.name]
     assert copies and not any(op.op_def.stateful for op in copies)
 
-    def run(force):
-        from tfplus.engine.memory import install
-        with tf.Session(graph=g, memory_budget="1GB") as sess:
-            sess.run(init)
-            install(sess, [train, loss], planner.plan([train, loss], _shapes(feeds), graph=g, force=force))
-            losses = [sess.run([train, loss], feeds)[1] for _ in range(2)]
-            return losses, {v.op.name: sess.run(v) for v in g.get_collection("trainable_variables")}
-    assert_same_training(run((1, 1)), run((1, 1, False, 1, recompute.MAX_LEVEL)))
+    assert_same_training(train_graph(g, init, train, loss, feeds, "1GB", (1, 1)),
+                         train_graph(g, init, train, loss, feeds, "1GB", (1, 1, False, 1, recompute.MAX_LEVEL)))
 
 
 @needs_opencl

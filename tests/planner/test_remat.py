@@ -7,7 +7,14 @@ import re
 
 import numpy as np
 import pytest
-from modelcheck import assert_planned_bytes_are_measured, assert_same_training, cnn_feeds, small_cnn, train_steps
+from modelcheck import (
+    assert_planned_bytes_are_measured,
+    assert_same_training,
+    cnn_feeds,
+    small_cnn,
+    train_graph,
+    train_steps,
+)
 
 import tfplus as tf
 from tfplus import planner
@@ -136,7 +143,6 @@ def test_random_ops_are_never_recomputed_by_segments():
     """Dropout's mask comes from a random op: no segment copies it (the copies read the saved mask), and a
     seeded step trains to the same bits with and without segment checkpointing."""
     import tfplus.train  # noqa: F401
-    from tfplus.engine.memory import install
     with tf.Graph().as_default() as g:
         tf.set_random_seed(1)
         x = tf.placeholder(tf.float32, [None, 64])
@@ -159,13 +165,8 @@ def test_random_ops_are_never_recomputed_by_segments():
     copies = [op for ph in p.phases for op in ph.order if "/recompute_" in op.name]
     assert copies and not any(op.op_def.stateful for op in copies)
 
-    def run(force):
-        with tf.Session(graph=g, memory_budget="1GB") as sess:
-            sess.run(init)
-            install(sess, [train, loss], planner.plan([train, loss], _shapes(feeds), graph=g, force=force))
-            losses = [sess.run([train, loss], feeds)[1] for _ in range(2)]
-            return losses, {v.op.name: sess.run(v) for v in g.get_collection("trainable_variables")}
-    assert_same_training(run((1, 1)), run((1, 1, False, 1, r)))
+    assert_same_training(train_graph(g, init, train, loss, feeds, "1GB", (1, 1)),
+                         train_graph(g, init, train, loss, feeds, "1GB", (1, 1, False, 1, r)))
 
 
 def test_budget_search_reaches_below_the_per_tensor_chains():
