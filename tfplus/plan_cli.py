@@ -73,7 +73,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 def _sizes(text: str) -> list[int]:
     """--budgets' type: sizes separated by commas."""
-    return [cli_args.size(part) for part in text.split(",") if part]
+    sizes = [cli_args.size(part) for part in text.split(",") if part.strip()]
+    if not sizes:
+        raise argparse.ArgumentTypeError(f"{text!r} names no budget; give sizes separated by commas, e.g. 64MB,32MB")
+    return sizes
 
 
 def _per_budget(p, budget: int) -> dict:

@@ -209,6 +209,9 @@ def test_plan_cli_lists_checkpoints_per_budget(capsys):
     assert tight["solver"] and tight["checkpoints"] and tight["recomputed"], tight
     assert not set(tight["checkpoints"]) & set(tight["recomputed"])
     assert loose["fits"] and loose["transformations"] == [] and loose["predicted_overhead"] == 0
+    with pytest.raises(SystemExit):  # a list of no budget is refused, not planned as none
+        parser.parse_args(base + ["--budgets", ","])
+    assert "names no budget" in capsys.readouterr().err
     args = parser.parse_args(base + ["--budgets", str(lo)])
     assert args.func(args) == 0
     assert re.search(r"recompute: \d+ activations, by .+; \d+ checkpoints: ", capsys.readouterr().out)
