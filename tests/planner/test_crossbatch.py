@@ -23,7 +23,7 @@ from tfplus.runtime.facts import device_facts
 BATCH = 8
 
 
-def _bn_net(rank: int = 4, data_format: str = "NHWC"):
+def _bn_net(rank: int = 4, data_format: str = "NHWC", tf_losses: bool = False):
     """Two layers, each followed by a training-mode tf.layers.batch_normalization (moving averages in
     UPDATE_OPS, run by the training op as TF1 does), then dense logits and a mean cross-entropy. Rank 4: 3x3
     convolutions in `data_format`; rank 3: (N, 6 steps, C) time-distributed products (the layer's Size-based
@@ -55,7 +55,8 @@ def _bn_net(rank: int = 4, data_format: str = "NHWC"):
             h = tf.reshape(h, [-1, 24 if rank == 3 else 4])
         logits = tf.matmul(h, var(h.shape.as_list()[-1], 3))
         y = tf.placeholder(tf.int32, [None], name="y")
-        loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits))
+        loss = (tf.losses.sparse_softmax_cross_entropy(y, logits) if tf_losses else  # divides by a count
+                tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits)))
         with tf.control_dependencies(tf.get_collection(tf.GraphKeys.UPDATE_OPS)):
             train_op = tf.train.GradientDescentOptimizer(0.5).minimize(
                 loss, gate_gradients=tf.train.Optimizer.GATE_GRAPH)
@@ -197,6 +198,16 @@ def test_batch_norm_split_step_equals_the_unsplit_step(rank, fmt, k):
     start = _train(tg, feeds, steps=0)[1]
     for name in ("bn1/moving_mean", "bn2/moving_variance", "bn1/gamma"):
         assert not np.allclose(start[name], want[1][name]), name
+
+
+def test_a_tf_losses_loss_with_batch_norm_splits_as_the_unsplit_step():
+    """tf.losses' mean divides by a count of examples, a forward sum over the batch whose only rows are its
+    gradient's: no statistic (each micro-batch's mean with its own count, averaged), while the batch norms still
+    run in passes. Taken for a statistic, the loss and the gradients came out k times too small."""
+    tg, feeds = _bn_net(tf_losses=True)
+    got = _train(tg, feeds, force=(4, 1))
+    _assert_same(got, _train(tg, feeds))
+    assert got[2].microbatches == 4 and len(got[2].statistics) == 6
 
 
 def test_a_norm_of_the_fed_batch_and_a_forward_only_step():

@@ -42,7 +42,7 @@ import numpy as np
 
 from tfplus.framework import Graph, Operation, Tensor, needed_ops
 from tfplus.ops import array_ops, math_ops
-from tfplus.planner.liveness import PlanError
+from tfplus.planner.liveness import PlanError, phase_of
 from tfplus.planner.recompute import _copy as copy_op
 from tfplus.planner.stream import batch_dependent
 from tfplus.registry import has_tag
@@ -70,14 +70,25 @@ def statistics(order: list[Operation], feeds: set[Tensor], batch_feeds: set[Tens
     """The batch statistics of the step (`order`): tensors without rows computed by an op that reads rows of the
     batch (`rowed`: the tensors whose shape follows the batch size), from which a tensor with rows is computed.
     Shape-only ops (Shape, Size) read no values: the batch size they give is the micro-batch's, which is what a
-    micro-batch's mean loss wants."""
+    micro-batch's mean loss wants.
+
+    Only rows of the statistic's own phase count: a loss's count of examples (tf.losses' weighted mean) is a
+    forward sum over the batch whose only rows are its gradient's, in the backward pass. Each micro-batch's mean
+    loss with its own count, averaged, is the batch's (equal slices); taken as a statistic, the count would be
+    the whole batch's while the micro-batches are still averaged, shrinking loss and gradients k times."""
     dep = batch_dependent(order, feeds, batch_feeds)
-    onto: set[Tensor] = set()  # batch-dependent tensors without rows that rows are computed from
+    onto: dict[Tensor, set[str]] = {}  # batch-dependent tensors without rows -> phases of rows computed from them
     for op in reversed(order):
-        if not has_tag(op.type, "shape_only") and any(t in rowed or t in onto for t in op.outputs):
-            onto.update(t for t in op.inputs if t in dep and t not in rowed)
+        if has_tag(op.type, "shape_only"):
+            continue
+        phases = set().union(*(onto.get(t, ()) for t in op.outputs))
+        if any(t in rowed for t in op.outputs):
+            phases.add(phase_of(op))
+        for t in op.inputs if phases else ():
+            if t in dep and t not in rowed:
+                onto.setdefault(t, set()).update(phases)
     return [t for op in order if not has_tag(op.type, "shape_only") and any(u in rowed for u in op.inputs)
-            for t in op.outputs if t in onto]
+            for t in op.outputs if phase_of(op) in onto.get(t, ())]
 
 
 def why_not(order: list[Operation], feeds: set[Tensor], batch_feeds: set[Tensor], rowed: set[Tensor]
