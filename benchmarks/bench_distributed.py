@@ -37,12 +37,14 @@ def images_per_sec(ranks: int, bucket: str, args) -> float:
         log = os.path.join(tmp, "log.jsonl")
         train = [sys.executable, "-m", "tfplus", "train", "--synthetic", "--model", args.model, "--batch-size",
                  str(batch), "--steps", str(args.steps), "--no-eval", "--log-every", str(args.log_every), "--log",
-                 log, "--device", args.device]
+                 log, "--device", args.device] + (["--lr", str(args.lr)] if args.lr else [])
         cmd = train if ranks == 1 else [args.mpiexec, "-n", str(ranks), *train, "--distributed"]
         env = dict(os.environ, TFPLUS_ALLREDUCE_BUCKET=bucket)
         # From a temporary folder: `-m tfplus` from a checkout's root would import its tfplus/ before the installed
         # package (which maps ops/, kernels/, graphs/ into it).
-        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=tmp)
+        done = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp)
+        if done.returncode:
+            raise SystemExit(f"{' '.join(cmd)} failed (exit {done.returncode}):\n" + done.stderr[-3000:])
         rows = [json.loads(line) for line in Path(log).read_text().splitlines()]
         speeds = [r["images_per_sec"] for r in rows if r["kind"] == "step"][2:]
     if not speeds:
@@ -60,6 +62,8 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=40)
     p.add_argument("--log-every", type=int, default=5)
     p.add_argument("--ranks", type=int, nargs="+", default=[1, 2])
+    p.add_argument("--lr", type=float, help="the peak learning rate (synthetic data at a global batch of 256 "
+                   "diverged at the recipe's: each log row is a median, so give one that trains)")
     # The mpich wheel installs mpiexec beside the interpreter. Give its real path, not a link to it: Hydra's
     # mpiexec finds its proxy beside itself, and a link elsewhere left the ranks waiting (an H200 pair).
     beside = Path(sys.executable).parent / "mpiexec"

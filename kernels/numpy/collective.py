@@ -3,8 +3,12 @@ MpiAllreduceStart / MpiAllreduceWait, which hand a buffer to the process's commu
 back, so that the step computes on while the ranks exchange it (Horovod's background thread, in small)."""
 from __future__ import annotations
 
+import atexit
+import os
 import queue
+import sys
 import threading
+import time
 
 import numpy as np
 
@@ -19,10 +23,11 @@ def _mpi_allreduce(ctx, ins, outs, attrs):
 
 
 class _Job:
-    __slots__ = ("host", "ready", "signal", "done", "error")
+    __slots__ = ("host", "ready", "done", "error", "times")
 
-    def __init__(self, host: np.ndarray, ready, signal):
-        self.host, self.ready, self.signal, self.done, self.error = host, ready, signal, threading.Event(), None
+    def __init__(self, host: np.ndarray, ready):
+        self.host, self.ready, self.done, self.error = host, ready, threading.Event(), None
+        self.times = [time.perf_counter(), 0.0, 0.0, 0.0, 0.0]  # started, copied out, reduced, waited, taken
 
 
 class Reducer:
@@ -30,17 +35,18 @@ class Reducer:
     they were started (so every rank makes the same calls in the same order), on a communicator of its own (so
     that the main thread's collectives between steps, such as max_over_ranks, never interleave with its own).
 
-    `start(key, host, ready, signal)`: reduce `host` once `ready()` returned (None: it holds its value already;
-    OpenCL: the wait for its copy from the device), then call `signal()` (OpenCL: completes the event that the
-    copy back waits for); `take(key)`: that job, without waiting; `wait(key)`: the summed buffer, once done.
-    `buffer(key, shape, dtype)`: the host buffer a key reuses from step to step (its last sum was taken by then:
-    each step waits for all it started)."""
+    `start(key, host, ready)`: reduce `host` once `ready()` returned (None: it holds its value already; OpenCL:
+    the wait for its copy from the device); `take(key)`: that job, without waiting; `wait(key)`: the summed
+    buffer, once done. `buffer(key, shape, dtype)`: the host buffer a key reuses from step to step (its last sum
+    was taken by then: each step waits for all it started). With TFPLUS_ALLREDUCE_TRACE=1 it reports at exit, per
+    bucket, where the time went (see _report)."""
 
     def __init__(self):
         self.jobs: queue.SimpleQueue = queue.SimpleQueue()
         self.started: dict[int, _Job] = {}
         self.buffers: dict[int, np.ndarray] = {}
         self.thread = self.failed = None
+        self.trace: dict[int, list] | None = None  # TFPLUS_ALLREDUCE_TRACE=1: key -> jobs' times
 
     def buffer(self, key: int, shape, dtype) -> np.ndarray:
         buf = self.buffers.get(key)
@@ -48,7 +54,7 @@ class Reducer:
             buf = self.buffers[key] = np.empty(shape, dtype)
         return buf
 
-    def start(self, key: int, host: np.ndarray, ready=None, signal=None) -> None:
+    def start(self, key: int, host: np.ndarray, ready=None) -> None:
         self._check()
         if self.thread is None:
             from mpi4py import MPI
@@ -61,7 +67,10 @@ class Reducer:
             self.thread = threading.Thread(target=self._loop, args=(comm, MPI.IN_PLACE, MPI.SUM),
                                            name="tfplus-allreduce", daemon=True)
             self.thread.start()
-        job = self.started[key] = _Job(host, ready, signal)
+            if os.environ.get("TFPLUS_ALLREDUCE_TRACE", "") not in ("", "0"):
+                self.trace = {}
+                atexit.register(self._report)
+        job = self.started[key] = _Job(host, ready)
         self.jobs.put(job)
 
     def take(self, key: int) -> _Job:
@@ -70,13 +79,33 @@ class Reducer:
         if job is None:
             raise RuntimeError(f"MpiAllreduceWait key {key}: no MpiAllreduceStart of that key ran in this step "
                                "(build the pair with tfplus.ops.collective_ops.mpi_allreduce_split)")
+        if self.trace is not None:  # the wait ends now unless wait() blocks on
+            job.times[3] = job.times[4] = time.perf_counter()
+            self.trace.setdefault(key, []).append(job.times)
         return job
 
     def wait(self, key: int) -> np.ndarray:
         job = self.take(key)
         job.done.wait()
         self._check()
+        job.times[4] = time.perf_counter()
         return job.host
+
+    def _report(self) -> None:
+        """Where each bucket's time went, medians over the steps (ms): the copy out (from the start, so also the
+        device's work queued before it), the all-reduce, and how long the step's wait blocked the host."""
+        for key, rows in sorted(self.trace.items()):
+            t = np.array(rows[1:]) * 1e3
+            if len(t):
+                print(f"tfplus all-reduce bucket {key}: {len(t)} steps, median ms: copy out "
+                      f"{np.median(t[:, 1] - t[:, 0]):.3f}, all-reduce {np.median(t[:, 2] - t[:, 1]):.3f}, "
+                      f"host blocked in the wait {np.median(t[:, 4] - t[:, 3]):.3f}, start to sum "
+                      f"{np.median(t[:, 2] - t[:, 0]):.3f}", file=sys.stderr)
+        if len(self.trace) > 1 and len({len(rows) for rows in self.trace.values()}) == 1:
+            first, last = (np.array(self.trace[k]) * 1e3 for k in (min(self.trace), max(self.trace)))
+            print(f"tfplus all-reduce: median ms from the host's last wait of a step to the next step's first start "
+                  f"{np.median(first[2:, 0] - last[1:-1, 4]):.3f}, step to step "
+                  f"{np.median(np.diff(first[1:, 0])):.3f}", file=sys.stderr)
 
     def _check(self) -> None:
         if self.failed is not None:
@@ -89,11 +118,11 @@ class Reducer:
             try:
                 if job.ready is not None:
                     job.ready()
+                job.times[1] = time.perf_counter()
                 comm.Allreduce(in_place, job.host, op=total)
+                job.times[2] = time.perf_counter()
             except BaseException as e:  # noqa: BLE001  the step's next collective kernel raises it
                 self.failed = e
-            if job.signal is not None:
-                job.signal()
             job.done.set()
 
 

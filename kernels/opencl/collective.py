@@ -1,9 +1,10 @@
 """MPI collectives on the opencl device: MPI reads and writes host memory (NCCL cannot take OpenCL buffers).
 
 MpiAllreduce copies the packed buffer out, reduces it by the cpu kernel and copies it back, all blocking.
-MpiAllreduceStart enqueues a non-blocking copy to the host and hands the buffer to the communication thread
-(kernels/numpy/collective.py), which waits for the copy, then sums it over the ranks while the queue goes on
-with the rest of the backward pass; MpiAllreduceWait waits for the sum and enqueues its copy back, non-blocking.
+MpiAllreduceStart enqueues a non-blocking copy into pinned host memory (runtime.pinned_array) and hands the buffer
+to the communication thread (kernels/numpy/collective.py), which waits for the copy, then sums it over the ranks
+while the queue goes on with the rest of the backward pass; MpiAllreduceWait waits for the sum and enqueues its
+copy back, non-blocking.
 Both put their host work on the tape (runtime.tape_host), so a planned step keeps replaying its launches.
 """
 from __future__ import annotations
@@ -24,7 +25,7 @@ def _mpi_allreduce(ctx, ins, outs, attrs):
 @register_kernel("MpiAllreduceStart", "opencl", ("float32", "float64"))
 def _mpi_allreduce_start(ctx, ins, outs, attrs):
     rt, a, key = ctx.runtime, ins[0], attrs["key"]
-    host = reducer.buffer(key, a.shape, a.dtype)
+    host = rt.pinned_array(("allreduce", key), a.shape, a.dtype)
     if a.host is not None:  # a value the host holds (computed there): nothing to copy out
         rt.tape_refuse(f"MpiAllreduceStart '{ctx.node_name}' reduces a value computed on the host")
         np.copyto(host, a.host)
@@ -46,8 +47,9 @@ def _mpi_allreduce_wait(ctx, ins, outs, attrs):
     buf, off, queue = rt.buffer(o), o.block.off, rt.queue
 
     # NOTE: the host waits for the sum, then queues its copy back. Not a copy that waits on the device for an event
-    # the communication thread completes: PoCL's enqueue of a copy from host memory blocks until the queue reaches
-    # it, holding Python's lock, which the communication thread needs to complete the event (a deadlock).
+    # the communication thread completes: PoCL's enqueue of such a copy blocks until the event completes, holding
+    # Python's lock, which the communication thread needs to complete it (a deadlock); tried on two H200s (NVIDIA's
+    # driver), the ranks hung too (stop 42, not diagnosed).
     def wait():
         host = reducer.wait(key)
         if host.nbytes:

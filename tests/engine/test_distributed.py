@@ -41,8 +41,11 @@ def test_two_ranks_at_half_the_batch_train_as_one_process_at_the_whole_batch(tmp
     steps = 6 if device == "opencl" else 4
     subprocess.run([sys.executable, *map(str, (SCRIPT, one, steps, 16, device, "single"))], env=ENV, check=True,
                    timeout=120)
-    run = _mpiexec(SCRIPT, two, steps, 16, device, "distributed", env=dict(ENV, TFPLUS_ALLREDUCE_BUCKET=bucket))
+    run = _mpiexec(SCRIPT, two, steps, 16, device, "distributed",
+                   env=dict(ENV, TFPLUS_ALLREDUCE_BUCKET=bucket, TFPLUS_ALLREDUCE_TRACE="1"))
     assert run.returncode == 0, run.stdout + run.stderr
+    if bucket == "64":  # each rank reports where each of its buckets' time went, and the steps' pace
+        assert run.stderr.count("tfplus all-reduce bucket") >= 4 and "step to step" in run.stderr, run.stderr
     want, got0, got1 = _weights(one / "rank0.npz"), _weights(two / "rank0.npz"), _weights(two / "rank1.npz")
     assert set(got0) == set(want) and int(got0["global_step"]) == steps
     for name in want:

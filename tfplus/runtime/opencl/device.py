@@ -99,6 +99,7 @@ class Device:
         self.small: dict = {}     # (dtype, bytes) -> device buffer holding those bytes (read-only)
         self.tables: dict = {}    # key -> DeviceArray: kernels' lookup tables
         self.staging: dict = {}   # size class -> pinned upload buffers (OpenCLRuntime._staged_upload)
+        self.pinned: dict = {}    # key -> (buffer, mapped host array): OpenCLRuntime.pinned_array
         self.is_gpu = bool(d.type & cl.device_type.GPU)
         self.max_wg = int(d.max_work_group_size)
         self.align = max(1, int(d.mem_base_addr_align) // 8)

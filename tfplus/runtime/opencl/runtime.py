@@ -111,6 +111,20 @@ class OpenCLRuntime(Runtime):
         ring.append(entry)
         self.h2d_bytes += array.nbytes
 
+    def pinned_array(self, key, shape, dtype) -> np.ndarray:
+        """A host array in pinned memory (CL_MEM_ALLOC_HOST_PTR, mapped once), the same one for `key` while its
+        shape and dtype stay: a non-blocking copy between it and the device is a DMA the host does not wait for.
+        Into pageable memory NVIDIA's driver returns from a "non-blocking" read only once the queue has reached
+        it, so the host could not queue the rest of the step meanwhile."""
+        held = self.dev.pinned.get(key)
+        if held is None or held[1].shape != tuple(shape) or held[1].dtype != dtype:
+            nbytes = max(int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize, 1)
+            buf = cl.Buffer(self.dev.ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.ALLOC_HOST_PTR, nbytes)
+            view, _ = cl.enqueue_map_buffer(self.queue, buf, cl.map_flags.READ | cl.map_flags.WRITE, 0,
+                                            tuple(shape), dtype, is_blocking=True)
+            held = self.dev.pinned[key] = (buf, view)
+        return held[1]
+
     def copy_out(self, buf: DeviceArray) -> np.ndarray:
         if buf.block.host is not None:
             return np.array(buf.host, copy=True)
