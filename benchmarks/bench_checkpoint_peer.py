@@ -38,6 +38,7 @@ PyTorch (the recomputation updates the running statistics again): the time is th
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import statistics
@@ -202,6 +203,9 @@ def tfplus_side(model: str, device: str, batch: int, steps: int, warmup: int, bu
         row = {"name": name, "budget": budget}
         rows.append(row)
         sess = None
+        # NOTE: a closed session's device memory goes back when its arrays are collected; a collection during
+        # the measured step would lower the ledger below its base.
+        gc.collect()
         try:
             if cpu:  # before the session allocates anything, after the feeds were made (measure_step)
                 tracemalloc.start()
@@ -275,8 +279,9 @@ def report(model: str, torch_res: dict, rows: list[dict], tfplus_device: str) ->
               f"{_mb(row['measured']):>11s} {ms:9.2f} {ratio:>6s} {row['first_s']:7.1f}  {row['plan']}")
     held = [c["held"] for c in torch_res.get("configs", []) if "held" in c]
     if held:
-        print(f"  PyTorch holds {held[0] / MB:.1f} MB between steps (parameters, momentum buffers, batch); "
-              "MB = 10^6 bytes; ratio = tfplus ms / torch ms; first s: tfplus's first step, planning included")
+        print(f"  PyTorch holds {held[0] / MB:.1f} MB between steps (parameters, momentum buffers, batch)")
+    print("  MB = 10^6 bytes; ratio = tfplus ms / torch ms; first s: tfplus's first step, its planning (in a "
+          "model's first row also kernel builds) included")
     torch_loss = next((f"{c['loss']:.4f}" for c in torch_res.get("configs", []) if "loss" in c), "n/a")
     print(f"  loss after the run (finite: the arithmetic timed was ordinary): PyTorch {torch_loss}, tfplus "
           + ", ".join(f"{row['loss']:.4f}" for row in rows if "loss" in row))
