@@ -10,7 +10,7 @@ and its step time; plus tfplus's step without a budget. Not a test.
 
 --device is 'cpu' or 'TORCH/TFPLUS' (PyTorch's device, tfplus's: cuda/opencl, cuda:1/opencl:1). Each side runs in
 its own process (PyTorch in a child, `python -P`, which loads its sibling torch_reference.py by path), so that the
-two never share a GPU's allocator.
+two never share a GPU's allocator; the child measures its peaks first, then steps when told, in turns with tfplus.
 
 Peak memory, one definition on both sides: the most device memory the step's tensors hold at once, the whole
 footprint (parameters, optimizer slots, the batch, and every transient: activations, gradients, convolution
@@ -25,9 +25,10 @@ workspaces), an allocator's cache of freed blocks not counted.
   bench_remat.py: on opencl the runtime's ledger of device memory in use (engine.memory.measure_device_step),
   on the cpu tracemalloc's NumPy memory (engine.memory.measure_step). The budget is PyTorch's peak to the byte.
 Step time: wall-clock median of --steps steps after --warmup, each step ending with a synchronization
-(torch.cuda.synchronize, the OpenCL queue's finish); a side's configurations take turns, one step each per round,
-so that drift on a shared machine falls on all alike. A tfplus plan whose step takes over --max-step-s is timed by
-that one step (a plan with many micro-batches can take seconds a step on a GPU).
+(torch.cuda.synchronize, the OpenCL queue's finish); in each round every PyTorch configuration steps once, then
+every tfplus session, so that drift on a shared machine falls on all alike (never two steps at once). A tfplus
+plan whose step takes over --max-step-s is timed by that one step (a plan with many micro-batches can take seconds
+a step on a GPU).
 
 Same model and recipe on both sides: torch_reference.py's mirror of tfplus.graphs' Mentee and MobileNet (tfplus's
 initializers), SGD with Nesterov momentum 0.9, weight decay 5e-4 on the weights, a cosine learning rate, mean
@@ -41,10 +42,14 @@ import argparse
 import gc
 import json
 import os
+import queue
 import statistics
 import subprocess
 import sys
+import tempfile
+import threading
 import time
+from typing import Callable
 
 MODELS = ("mentee", "mobilenet")
 MB = 1e6
@@ -64,9 +69,11 @@ def _reference():
 
 
 # -- PyTorch (the child process) ----------------------------------------------------------------------------------
-def torch_side(model_name: str, device: str, batch: int, steps: int, warmup: int, segments: list[str],
-               threads: int | None) -> dict:
-    """Each configuration's peak and median step time; `segments`: counts, or 'all' (one per block)."""
+def torch_side(model_name: str, device: str, batch: int, warmup: int, segments: list[str],
+               threads: int | None) -> None:
+    """Each configuration's peak (printed on a line 'READY {json}'), then one step of each per line 'round' read
+    from stdin (answered 'ROUND'), and after any other line their median step times ('RESULT {json}').
+    `segments`: counts, or 'all' (one per block)."""
     import torch
     import torch.nn.functional as F
     from torch import nn
@@ -134,33 +141,89 @@ def torch_side(model_name: str, device: str, batch: int, steps: int, warmup: int
             live.append(c)
         except Exception as e:  # noqa: BLE001  a configuration that fails (out of memory) is a row
             c["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''}"
+    name = torch.cuda.get_device_name(dev) if cuda else f"cpu, {torch.get_num_threads()} threads"
+    res = {"torch": torch.__version__, "device": name, "blocks": len(blocks), "configs": configs}
+    print("READY " + json.dumps(res), flush=True)
     times: dict[str, list[float]] = {c["name"]: [] for c in live}
-    for _ in range(steps):
+    for line in sys.stdin:
+        if line.strip() != "round":
+            break
         for c in live:
             t = time.perf_counter()
             step(c["segments"])
             times[c["name"]].append(time.perf_counter() - t)
+        print("ROUND", flush=True)
     for c in live:
-        c["ms"] = statistics.median(times[c["name"]]) * 1e3
+        if times[c["name"]]:
+            c["ms"] = statistics.median(times[c["name"]]) * 1e3
     if live:
         configs[0]["loss"] = float(step(1))
-    name = torch.cuda.get_device_name(dev) if cuda else f"cpu, {torch.get_num_threads()} threads"
-    return {"torch": torch.__version__, "device": name, "blocks": len(blocks), "configs": configs}
+    print("RESULT " + json.dumps(res), flush=True)
 
 
-def run_torch(args, model: str, torch_device: str) -> dict:
-    """torch_side in a child process; a child that fails or is missing torch gives {'error': ...}."""
-    cmd = [sys.executable, "-P", os.path.abspath(__file__), "--torch-side", model, "--device", torch_device,
-           "--batch", str(args.batch), "--steps", str(args.steps), "--warmup", str(args.warmup),
-           "--segments", args.segments] + (["--threads", str(args.threads)] if args.threads else [])
-    try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=args.torch_timeout)
-    except subprocess.TimeoutExpired:
-        return {"error": f"PyTorch side timed out after {args.torch_timeout} s"}
-    for line in r.stdout.splitlines():
-        if line.startswith("RESULT "):
-            return json.loads(line[7:])
-    return {"error": (r.stderr.strip().splitlines() or ["no output"])[-1][:200]}
+class TorchPeer:
+    """torch_side in a child process, driven a round at a time so that its steps take turns with tfplus's (never
+    at the same time: each step ends synchronized). `result` is its answer so far; a child that fails, lacks torch
+    or takes over --torch-timeout seconds to answer leaves an 'error' there."""
+
+    def __init__(self, args, model: str, torch_device: str):
+        cmd = [sys.executable, "-P", os.path.abspath(__file__), "--torch-side", model, "--device", torch_device,
+               "--batch", str(args.batch), "--warmup", str(args.warmup), "--segments", args.segments]
+        cmd += ["--threads", str(args.threads)] if args.threads else []
+        self.timeout = args.torch_timeout
+        self.stderr = tempfile.TemporaryFile("w+")
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr,
+                                     text=True)
+        # A reader thread, so that a silent child times out instead of blocking this process.
+        self.lines: queue.Queue = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+        self.result: dict = {}
+        self._answer("READY")
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            self.lines.put(line)
+        self.lines.put("")  # the end of its output
+
+    def _answer(self, tag: str) -> None:
+        """Waits for the child's line starting with `tag`; its JSON, if any, becomes `result`."""
+        line = ""
+        try:
+            while not line.startswith(tag):
+                line = self.lines.get(timeout=self.timeout)
+                if not line:  # the end of its output: it exited
+                    return self._fail(None)
+        except queue.Empty:
+            return self._fail(f"no answer in {self.timeout} s")
+        if line[len(tag):].strip():
+            self.result = json.loads(line[len(tag):])
+
+    def _fail(self, why: str | None) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        self.stderr.seek(0)
+        why = why or (self.stderr.read().strip().splitlines() or ["exited without output"])[-1][:200]
+        self.result["error"] = f"PyTorch side: {why}"
+
+    def _send(self, what: str, tag: str) -> None:
+        if self.result.get("error"):
+            return
+        try:
+            self.proc.stdin.write(what + "\n")
+            self.proc.stdin.flush()
+        except OSError:  # it died: _answer says why
+            pass
+        self._answer(tag)
+
+    def round(self) -> None:
+        self._send("round", "ROUND")
+
+    def finish(self) -> dict:
+        self._send("done", "RESULT")
+        if self.proc.poll() is None:
+            self.proc.wait(timeout=self.timeout)
+        return self.result
 
 
 # -- tfplus (this process) ------------------------------------------------------------------------------------------
@@ -174,8 +237,9 @@ def _plan_summary(p) -> str:
 
 
 def tfplus_side(model: str, device: str, batch: int, steps: int, warmup: int, budgets: list,
-                max_step_s: float, threads: int | None) -> list[dict]:
-    """One row per (name, budget bytes or None): planned and measured peak, median ms, or an error."""
+                max_step_s: float, threads: int | None, each_round: Callable[[], None]) -> list[dict]:
+    """One row per (name, budget bytes or None): planned and measured peak, median ms, or an error. Each of the
+    `steps` rounds calls `each_round` (the peer's round) before its own steps."""
     import tracemalloc
 
     import numpy as np
@@ -243,6 +307,7 @@ def tfplus_side(model: str, device: str, batch: int, steps: int, warmup: int, bu
         live[name] = sess, row
     times: dict[str, list[float]] = {name: [] for name in live}
     for _ in range(steps):
+        each_round()
         for name, (sess, row) in live.items():
             times[name].append(timed(sess, row))
     for name, (sess, row) in live.items():
@@ -299,14 +364,13 @@ def main() -> None:
     ap.add_argument("--max-step-s", type=float, default=2.0,
                     help="a tfplus warm-up step slower than this times its plan alone (raise it for large cpu steps)")
     ap.add_argument("--threads", type=int, help="cpu threads of both (default: each library's own choice)")
-    ap.add_argument("--torch-timeout", type=int, default=300, help="seconds for the PyTorch side of one model")
+    ap.add_argument("--torch-timeout", type=int, default=300,
+                    help="seconds the PyTorch side may take to answer (its set-up, a round)")
     ap.add_argument("--json", help="also write the results here")
     ap.add_argument("--torch-side", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.torch_side:  # the child: args.device is PyTorch's device
-        res = torch_side(args.torch_side, args.device, args.batch, args.steps, args.warmup,
-                         args.segments.split(","), args.threads)
-        print("RESULT " + json.dumps(res))
+        torch_side(args.torch_side, args.device, args.batch, args.warmup, args.segments.split(","), args.threads)
         return
     torch_device, tfplus_device = ("cpu", "cpu") if args.device == "cpu" else (args.device.split("/") + [""])[:2]
     if not tfplus_device:
@@ -317,14 +381,16 @@ def main() -> None:
         ap.error(f"--models: unknown {', '.join(unknown)}; choose from {', '.join(MODELS)}")
     results = {}
     for model in models:
-        torch_res = run_torch(args, model, torch_device)
-        budgets = [(c["name"], c.get("peak")) for c in torch_res.get("configs", [])
+        peer = TorchPeer(args, model, torch_device)
+        budgets = [(c["name"], c.get("peak")) for c in peer.result.get("configs", [])
                    if c.get("peak") is not None]
         rows = tfplus_side(model, tfplus_device, args.batch, args.steps, args.warmup,
-                           budgets + [("tfplus no budget", None)], args.max_step_s, args.threads)
+                           budgets + [("tfplus no budget", None)], args.max_step_s, args.threads, peer.round)
+        torch_res = peer.finish()
         report(model, torch_res, rows, tfplus_device)
         results[model] = {"torch": torch_res, "tfplus": rows}
-    print(f"\nbatch {args.batch}, median of {args.steps} steps after {args.warmup} warm-up, configurations in turns")
+    print(f"\nbatch {args.batch}, median of {args.steps} steps after {args.warmup} warm-up, configurations in turns, "
+          "PyTorch's round before tfplus's")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)
