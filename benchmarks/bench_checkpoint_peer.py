@@ -204,7 +204,7 @@ class TorchPeer:
         self.proc.wait()
         self.stderr.seek(0)
         why = why or (self.stderr.read().strip().splitlines() or ["exited without output"])[-1][:200]
-        self.result["error"] = f"PyTorch side: {why}"
+        self.result["error"] = why
 
     def _send(self, what: str, tag: str) -> None:
         if self.result.get("error"):
