@@ -4,7 +4,7 @@ for each of them a tfplus step planned to that peak (tf.Session(memory_budget=pe
 and its step time; plus tfplus's step without a budget. Not a test.
 
     pip install torch==2.13.0
-    python benchmarks/bench_checkpoint_peer.py --device cuda/opencl         # a GPU: batch 128, about 3 minutes
+    python benchmarks/bench_checkpoint_peer.py --device cuda/opencl         # a GPU: batch 128 (3 minutes expected)
     OPENBLAS_NUM_THREADS=1 python benchmarks/bench_checkpoint_peer.py --device cpu --batch 16 --steps 5 --threads 1
     python benchmarks/bench_checkpoint_peer.py --device cpu/opencl --models mentee --batch 16   # tfplus on PoCL
 
