@@ -102,6 +102,27 @@ class Mentee(nn.Module):
     def forward(self, x):
         return self.classifier(self.features(x))
 
+    def blocks(self) -> nn.Sequential:
+        """The model as a sequence of blocks, its own modules (for checkpoint_sequential): each conv with its
+        ReLU (and pool), then each FC with its ReLU (the first with the flatten)."""
+        return nn.Sequential(*_cut(self.features, nn.Conv2d), *_cut(self.classifier, nn.Linear))
+
+
+def _cut(layers, kind) -> list:
+    """`layers` in groups that each run from a module of type `kind` to the next one (what precedes the first
+    such module joins its group)."""
+    groups: list = [[]]
+    for m in layers:
+        if isinstance(m, kind) and any(isinstance(x, kind) for x in groups[-1]):
+            groups.append([])
+        groups[-1].append(m)
+    return [nn.Sequential(*g) for g in groups]
+
+
+class _GlobalMean(nn.Module):
+    def forward(self, x):
+        return x.mean((2, 3))
+
 
 def _he_normal_(weight) -> None:
     """TF's he_normal: a normal truncated at 2 std, std sqrt(2 / fan_in) / 0.8796 (the truncation's shrink)."""
@@ -156,6 +177,11 @@ class MobileNet(nn.Module):
 
     def forward(self, x):
         return self.classifier(self.features(x).mean((2, 3)))
+
+    def blocks(self) -> nn.Sequential:
+        """The model as a sequence of blocks, its own modules (for checkpoint_sequential): the stem, each
+        depthwise separable block (from its padding on), the pooled classifier."""
+        return nn.Sequential(*_cut(self.features, _TFSame), nn.Sequential(_GlobalMean(), self.classifier))
 
 
 def strict_fp32(allow_tf32: bool = False) -> None:
