@@ -140,6 +140,7 @@ class Bound:
     feed_order: list | None = None  # the fed tensors in the order a whole-step tape takes them (_microbatched)
     lane = 0  # the copy of the streamed prefix's buffers it runs on (MemoryPlan.stream_lanes)
     lanes: list = []
+    microbatch = 0  # the micro-batch the micro-batch run is on: accumulated gradients' ops add from the second on
 
     def __init__(self, p: MemoryPlan, executor):
         self.runtime, self.plan = executor.runtime, p
@@ -165,6 +166,7 @@ class Bound:
         self.argmax: list[dict] = []  # per phase: pool and its argmax's last reader -> the argmax view (compact)
         self.pool_inputs: dict = {}  # pooled compact site -> its MaxPoolGrad's (pool output, gradient): _pooled
         self.tmp: dict = {}
+        self.pieces: dict = {}  # accumulated gradient's op -> its piece view (planner.accumulate)
         self.kernels = {}
         self.merges = Merges()  # the micro-batches' merges, replayed when they take the same buffers
         self.whole = Recording()  # the micro-batched step's launches, all its runs' (_microbatched)
@@ -179,6 +181,8 @@ class Bound:
             for op, n in ph.life.chunks.items():
                 if chunking.summed(op) and n > 1:
                     self.tmp[op] = ws[op].pop()
+            for op in ph.accumulated:  # its piece, the op's last workspace, goes to the variant only
+                self.pieces[op] = ws[op].pop()
             self.workspaces.append(ws)
             self.argmax.append({op: _view(rt, arena, b, shift) for op, b in ph.argmax.items()})
         self.acc = {t: _view(rt, arena, b) for t, b in p.accumulators.items()}
@@ -245,8 +249,13 @@ class Bound:
         return wrapped
 
     def _variant(self, op, kernel):
-        """The compact-state kernel variant (planner.compact) that the plan chose for `op`, else `kernel`."""
+        """The compact-state kernel variant (planner.compact) that the plan chose for `op`, the accumulating one
+        from the second micro-batch on (planner.accumulate), else `kernel`."""
         device = self.runtime.kernel_device
+        if op in self.plan.phases[self.phase].accumulated:
+            adds, piece = kernel_variant(op.type, device, "accumulate"), self.pieces[op]
+            return lambda ctx, ins, outs, attrs: (adds(ctx, ins, outs, attrs, piece) if self.microbatch
+                                                  else kernel(ctx, ins, outs, attrs))
         for s in self.plan.phases[self.phase].sites:
             if op not in (s.pool, s.pool_grad, s.relu_grad):
                 continue
@@ -344,8 +353,10 @@ class Bound:
                     self.merges.run(rt, how, pairs, 1.0 / k)
         a = len(p.statistics)
         fetched = {f for f in p.phases[a].fetches if isinstance(f, Tensor)}
-        merged = [(t, acc) for t, acc in self.acc.items() if t in fetched]
+        added = [g for g, _ in p.phases[a].accumulated.values()]  # by their ops, into their accumulators
+        merged = [(t, acc) for t, acc in self.acc.items() if t in fetched and t not in added]
         for j in range(k):
+            self.microbatch = j
             values = run(a, j)
             merge: dict[str, list] = {"copy": [], "add": [], "add_scale": []}
             for t, acc in merged:
@@ -359,6 +370,8 @@ class Bound:
                     merge["add_scale" if j == k - 1 else "add"].append((acc, src))
             for how, pairs in merge.items():
                 self.merges.run(rt, how, pairs, 1.0 / k)
+        self.microbatch = 0
+        self.merges.run(rt, "scale", [(self.acc[g], None) for g in added], 1.0 / k)
         out = {t: acc for t, acc in merged}
         if len(p.phases) > a + 1:
             out.update(self._phase(a + 1, {t: known[t] for t in p.phases[a + 1].feeds}))

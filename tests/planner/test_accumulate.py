@@ -1,0 +1,130 @@
+"""Gradients added into their accumulators by the ops that make them (planner.accumulate), and the cpu optimizer
+update through scratch of a piece of a variable: the same bits as the plain micro-batched step, the step's within
+float tolerance (micro-batches sum in another order), planned == measured bytes, and the budget search takes it."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+from modelcheck import assert_planned_bytes_are_measured, assert_same_training, train_graph
+
+import tfplus as tf
+from tfplus import planner
+from tfplus.runtime.facts import device_facts
+
+ACCUMULATE = (4, 1, False, 1, 0, None, True)  # 4 micro-batches, gradients accumulated where they are made
+
+
+def _mlp():
+    """A two-layer perceptron trained by Nesterov momentum: its weight gradients are MatMuls that only the update
+    reads (the first's 262 kB: 4 pieces); its activations outweigh its weights, so micro-batches pay."""
+    with tf.Graph().as_default() as g:
+        x = tf.placeholder(tf.float32, [None, 64])
+        y = tf.placeholder(tf.int32, [None])
+        rng = np.random.default_rng(0)
+        w1 = tf.Variable((rng.standard_normal((64, 1024)) * 0.1).astype(np.float32))
+        w2 = tf.Variable((rng.standard_normal((1024, 10)) * 0.1).astype(np.float32))
+        logits = tf.matmul(tf.nn.relu(tf.matmul(x, w1)), w2)
+        loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits))
+        train = tf.train.MomentumOptimizer(0.1, 0.9, use_nesterov=True).minimize(loss)
+        init = tf.global_variables_initializer()
+    rng = np.random.default_rng(1)
+    feeds = {x: rng.standard_normal((256, 64)).astype(np.float32), y: rng.integers(0, 10, 256).astype(np.int32)}
+    return SimpleNamespace(graph=g, train_op=train, loss=loss, init_op=init), feeds
+
+
+def _plan(tg, feeds, **kw):
+    return planner.plan([tg.train_op, tg.loss], {t: v.shape for t, v in feeds.items()}, device_facts("cpu"),
+                        graph=tg.graph, **kw)
+
+
+def _train(tg, feeds, force=None, steps=3):
+    return train_graph(tg.graph, tg.init_op, tg.train_op, tg.loss, feeds, "1GB" if force else None, force, steps)
+
+
+def test_accumulated_gradients_train_as_the_plain_micro_batches_and_hold_no_buffer():
+    tg, feeds = _mlp()
+    plain, acc = _plan(tg, feeds, force=ACCUMULATE[:2]), _plan(tg, feeds, force=ACCUMULATE)
+    run = acc.phases[0]
+    grads = [g for g, _ in run.accumulated.values()]
+    assert len(grads) == 2 and "accumulate" in [t["name"] for t in acc.transformations]
+    for g in grads:  # the gradient is its accumulator in the run; its piece is all the run holds of its own
+        assert run.life.of_tensor[g] is acc.accumulators[g]
+        assert all(b.tensor is not g for b in run.life.buffers)
+    assert run.accumulated[grads[0].op][1].nbytes < acc.accumulators[grads[0]].nbytes
+    assert acc.arena_bytes < plain.arena_bytes
+    assert acc.predicted_overhead > plain.predicted_overhead  # its pieces are calls
+
+    same = _train(tg, feeds, ACCUMULATE)
+    assert_same_training(_train(tg, feeds, ACCUMULATE[:2]), same)
+    whole = _train(tg, feeds)
+    np.testing.assert_allclose(same[0], whole[0], rtol=1e-5)
+    for name in whole[1]:
+        np.testing.assert_allclose(same[1][name], whole[1][name], rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+def test_accumulated_plan_bytes_are_measured():
+    tg, feeds = _mlp()
+    assert_planned_bytes_are_measured(tg, feeds, ACCUMULATE)
+
+
+def test_the_budget_search_accumulates_micro_batches_gradients():
+    tg, feeds = _mlp()
+    smallest = planner.smallest_plan([tg.train_op, tg.loss], {t: v.shape for t, v in feeds.items()},
+                                     device_facts("cpu"), graph=tg.graph)
+    names = [t["name"] for t in smallest.transformations]
+    assert "microbatch" in names and "accumulate" in names
+    without = _plan(tg, feeds, force=(smallest.microbatches, 1))
+    assert smallest.peak_bytes < without.peak_bytes
+
+
+def test_no_accumulation_without_micro_batches_or_on_a_device_without_the_variant():
+    tg, feeds = _mlp()
+    from tfplus.planner.plan import _Step
+    opencl = _Step([tg.train_op, tg.loss], {t: v.shape for t, v in feeds.items()}, device_facts("opencl"), tg.graph,
+                   None)
+    assert not opencl._accumulates(0)  # no opencl MatMul adds into its output
+    assert all(not kc.accumulate for kc in opencl.candidates(planner.TRANSFORMATIONS))
+    try:
+        _plan(tg, feeds, force=(1, 1, False, 1, 0, None, True))
+    except planner.PlanError as e:
+        assert "micro-batches" in str(e)
+    else:
+        raise AssertionError("accumulating a step of one run was planned")
+
+
+def test_fused_update_through_pieces_of_a_variable_is_the_whole_update():
+    """The cpu _FusedApply declares scratch of one piece (UPDATE_PIECE elements), not of its largest variable, and
+    updates a variable of several pieces to the bits of one pass over it (Nesterov momentum with weight decay)."""
+    from tfplus.kernels.numpy import fused
+    from tfplus.registry import TensorSpec, declared_scratch, find_kernel
+    n = 3 * fused.UPDATE_PIECE + 5
+    rng = np.random.default_rng(0)
+    var, accum, grad = (rng.standard_normal(n).astype(np.float32) for _ in range(3))
+    small = rng.standard_normal(7).astype(np.float32)
+    lr, momentum, decay = np.float32(0.1), np.float32(0.9), np.float32(5e-4)
+    attrs = {"T": tf.float32, "op": "ApplyMomentum", "num_vars": 2, "use_locking": False, "use_nesterov": True,
+             "decayed": [1, 0]}
+
+    def ins(v, a, s, sa):
+        return [lr, momentum, v, a, grad, s, sa, small * 0.5, decay]
+    specs = [TensorSpec(np.shape(x), tf.float32) for x in ins(var, accum, small, small)]
+    declared = declared_scratch("_FusedApply", "cpu", specs, attrs)
+    assert declared and all(int(np.prod(shape)) == fused.UPDATE_PIECE for shape, _ in declared)
+
+    class Ctx:
+        def workspace(self, shape, dtype):
+            assert int(np.prod(shape)) <= fused.UPDATE_PIECE
+            return np.empty(shape, np.float32)
+    kernel = find_kernel("_FusedApply", "cpu", tf.float32)
+    pieces = [x.copy() for x in (var, accum, small, small)]
+    kernel(Ctx(), ins(*pieces), [], attrs)
+    whole = [x.copy() for x in (var, accum, small, small)]
+    saved, fused.UPDATE_PIECE = fused.UPDATE_PIECE, n
+    try:
+        kernel(Ctx(), ins(*whole), [], attrs)
+    finally:
+        fused.UPDATE_PIECE = saved
+    for a, b in zip(pieces, whole):
+        np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(pieces[0], var)
