@@ -1,11 +1,13 @@
-"""Gradients added into their accumulators by the ops that make them (planner.accumulate), and the cpu optimizer
-update through scratch of a piece of a variable: the same bits as the plain micro-batched step, the step's within
-float tolerance (micro-batches sum in another order), planned == measured bytes, and the budget search takes it."""
+"""Gradients written into their accumulators where they are made (planner.accumulate: by the cpu MatMul's
+accumulate variant, or by any op into a workspace then added), and the cpu optimizer update through scratch of a
+piece of a variable: the same bits as the plain micro-batched step, the step's within float tolerance (micro-batches
+sum in another order), planned == measured bytes, and the budget search takes it."""
 from __future__ import annotations
 
 from types import SimpleNamespace
 
 import numpy as np
+import pytest
 from modelcheck import assert_planned_bytes_are_measured, assert_same_training, train_graph
 
 import tfplus as tf
@@ -15,16 +17,25 @@ from tfplus.runtime.facts import device_facts
 ACCUMULATE = (4, 1, False, 1, 0, None, True)  # 4 micro-batches, gradients accumulated where they are made
 
 
+@pytest.fixture(autouse=True)
+def _small_sites(monkeypatch):
+    """Sites of a few kB (the small model's bias gradient one too), so that a small step has both kinds."""
+    from tfplus.planner import accumulate
+    monkeypatch.setattr(accumulate, "MIN_PIECE_BYTES", 1024)
+
+
 def _mlp():
     """A two-layer perceptron trained by Nesterov momentum: its weight gradients are MatMuls that only the update
-    reads (the first's 262 kB: 4 pieces); its activations outweigh its weights, so micro-batches pay."""
+    reads (the cpu MatMul's variant adds them in by pieces) and a BiasAddGrad (made whole and added); its activations
+    outweigh its weights, so micro-batches pay."""
     with tf.Graph().as_default() as g:
         x = tf.placeholder(tf.float32, [None, 64])
         y = tf.placeholder(tf.int32, [None])
         rng = np.random.default_rng(0)
         w1 = tf.Variable((rng.standard_normal((64, 1024)) * 0.1).astype(np.float32))
         w2 = tf.Variable((rng.standard_normal((1024, 10)) * 0.1).astype(np.float32))
-        logits = tf.matmul(tf.nn.relu(tf.matmul(x, w1)), w2)
+        b1 = tf.Variable(np.zeros(1024, np.float32))
+        logits = tf.matmul(tf.nn.relu(tf.nn.bias_add(tf.matmul(x, w1), b1)), w2)
         loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits))
         train = tf.train.MomentumOptimizer(0.1, 0.9, use_nesterov=True).minimize(loss)
         init = tf.global_variables_initializer()
@@ -46,12 +57,14 @@ def test_accumulated_gradients_train_as_the_plain_micro_batches_and_hold_no_buff
     tg, feeds = _mlp()
     plain, acc = _plan(tg, feeds, force=ACCUMULATE[:2]), _plan(tg, feeds, force=ACCUMULATE)
     run = acc.phases[0]
-    grads = [g for g, _ in run.accumulated.values()]
-    assert len(grads) == 2 and "accumulate" in [t["name"] for t in acc.transformations]
-    for g in grads:  # the gradient is its accumulator in the run; its piece is all the run holds of its own
-        assert run.life.of_tensor[g] is acc.accumulators[g]
-        assert all(b.tensor is not g for b in run.life.buffers)
-    assert run.accumulated[grads[0].op][1].nbytes < acc.accumulators[grads[0]].nbytes
+    sites = [x for x, _ in run.accumulated.values()]
+    assert sorted(x.variant for x in sites) == [False, True, True]
+    assert "accumulate" in [t["name"] for t in acc.transformations]
+    for x, piece in run.accumulated.values():  # the gradient is its accumulator in the run, its piece is a workspace
+        assert run.life.of_tensor[x.grad] is acc.accumulators[x.grad]
+        assert all(b.tensor is not x.grad for b in run.life.buffers)
+        assert piece.kind == "workspace" and piece.start == piece.end
+        assert (piece.nbytes < acc.accumulators[x.grad].nbytes) == x.variant
     assert acc.arena_bytes < plain.arena_bytes
     assert acc.predicted_overhead > plain.predicted_overhead  # its pieces are calls
 
@@ -83,7 +96,7 @@ def test_no_accumulation_without_micro_batches_or_on_a_device_without_the_varian
     from tfplus.planner.plan import _Step
     opencl = _Step([tg.train_op, tg.loss], {t: v.shape for t, v in feeds.items()}, device_facts("opencl"), tg.graph,
                    None)
-    assert not opencl._accumulates(0)  # no opencl MatMul adds into its output
+    assert not opencl._accumulates(0)  # an opencl program replays one recording for every micro-batch
     assert all(not kc.accumulate for kc in opencl.candidates(planner.TRANSFORMATIONS))
     try:
         _plan(tg, feeds, force=(1, 1, False, 1, 0, None, True))

@@ -178,11 +178,11 @@ class Bound:
             # view (the opencl Const kernel points it at the cached constant), which must not move the other.
             self.outputs.append({t: _view(rt, arena, b, shift) for t, b in ph.life.of_tensor.items()})
             ws = {op: [_view(rt, arena, b, shift) for b in bs] for op, bs in ph.life.workspaces.items()}
+            for op in ph.accumulated:  # its piece, the op's last workspace, is for _accumulating only
+                self.pieces[op] = ws[op].pop()
             for op, n in ph.life.chunks.items():
                 if chunking.summed(op) and n > 1:
                     self.tmp[op] = ws[op].pop()
-            for op in ph.accumulated:  # its piece, the op's last workspace, goes to the variant only
-                self.pieces[op] = ws[op].pop()
             self.workspaces.append(ws)
             self.argmax.append({op: _view(rt, arena, b, shift) for op, b in ph.argmax.items()})
         self.acc = {t: _view(rt, arena, b) for t, b in p.accumulators.items()}
@@ -253,9 +253,7 @@ class Bound:
         from the second micro-batch on (planner.accumulate), else `kernel`."""
         device = self.runtime.kernel_device
         if op in self.plan.phases[self.phase].accumulated:
-            adds, piece = kernel_variant(op.type, device, "accumulate"), self.pieces[op]
-            return lambda ctx, ins, outs, attrs: (adds(ctx, ins, outs, attrs, piece) if self.microbatch
-                                                  else kernel(ctx, ins, outs, attrs))
+            return self._accumulating(op, kernel)
         for s in self.plan.phases[self.phase].sites:
             if op not in (s.pool, s.pool_grad, s.relu_grad):
                 continue
@@ -267,6 +265,27 @@ class Bound:
                 return variant
             return lambda ctx, ins, outs, attrs: variant(ctx, ins, outs, attrs, argmax)  # writes / reads argmax
         return kernel
+
+    def _accumulating(self, op, kernel):
+        """An accumulated gradient's op (planner.accumulate): on the first micro-batch `kernel` writes the
+        accumulator (the output's view); on later ones the "accumulate" variant adds into it through the piece, or
+        `kernel` writes the piece, which is then added."""
+        site, piece = self.plan.phases[self.phase].accumulated[op][0], self.pieces[op]
+        rt, i = self.runtime, site.grad.value_index
+        if site.variant:
+            adds = kernel_variant(op.type, rt.kernel_device, "accumulate")
+
+        def run(ctx, ins, outs, attrs):
+            if not self.microbatch:
+                kernel(ctx, ins, outs, attrs)
+            elif site.variant:
+                adds(ctx, ins, outs, attrs, piece)
+            else:
+                into = list(outs)
+                into[i] = piece
+                kernel(ctx, ins, into, attrs)
+                rt.add_into(outs[i], piece)
+        return run
 
     def _pooled(self, s, op, argmax):
         """A pooled site's kernels (planner.compact.pooled): MaxPoolGrad launches nothing but hands its inputs
@@ -353,7 +372,7 @@ class Bound:
                     self.merges.run(rt, how, pairs, 1.0 / k)
         a = len(p.statistics)
         fetched = {f for f in p.phases[a].fetches if isinstance(f, Tensor)}
-        added = [g for g, _ in p.phases[a].accumulated.values()]  # by their ops, into their accumulators
+        added = [x.grad for x, _ in p.phases[a].accumulated.values()]  # by their ops, into their accumulators
         merged = [(t, acc) for t, acc in self.acc.items() if t in fetched and t not in added]
         for j in range(k):
             self.microbatch = j

@@ -633,7 +633,7 @@ class _Step:
             if not s:  # a pooled site's MaxPoolGrad launches nothing, in each of the k micro-batch runs
                 f["calls"] -= k * sum(compact.pooled(x, self.kernel_device) for x in self._sites())
         if a:
-            f["calls"] += (k - 1) * sum(2 * x.pieces - 1 for x in self._accumulated(k, r))
+            f["calls"] += (k - 1) * sum(x.calls for x in self._accumulated(k, r))
         return f
 
     def _scratch_bytes(self, op: Operation, images: int, d: int, lane: bool = False) -> int | None:
@@ -1022,8 +1022,8 @@ class _Step:
             for t in s.grads:
                 acc[t] = acc_buffer(t, mb.specs[t].shape, mb.specs[t].dtype, end, self.alignment)
                 acc[t].start = mb.start
-            for g, _ in mb.accumulated.values():  # written by its op: its view in the run is the accumulator's
-                mb.life.of_tensor[g] = acc[g]
+            for x, _ in mb.accumulated.values():  # written by its op: its view in the run is the accumulator's
+                mb.life.of_tensor[x.grad] = acc[x.grad]
             for ph, level in zip(phases, levels):  # a statistic from its pass to the update run that may read it
                 for t in level:
                     acc[t] = acc_buffer(t, ph.specs[t].shape, ph.specs[t].dtype, end, self.alignment)
@@ -1117,11 +1117,12 @@ class _Step:
                         "predicted_overhead": round(self.overhead(k, 1), 4)})
         sites = [x for ph in p.phases for x in ph.accumulated.values()]
         if sites:
-            saved = sum(p.accumulators[g].nbytes for g, _ in sites)
-            pieces = sum(b.nbytes for _, b in sites)
-            out.append({"name": "accumulate", "detail": f"{len(sites)} weight gradients added into their "
-                        f"accumulators by the ops that make them, through pieces of their rows ({format_size(saved)} "
-                        f"of gradient buffers not held per micro-batch run, {format_size(pieces)} of pieces; exact)",
+            saved = sum(p.accumulators[x.grad].nbytes for x, _ in sites)
+            added = sum(x.variant for x, _ in sites)
+            out.append({"name": "accumulate", "detail": f"{len(sites)} weight gradients ({format_size(saved)}) written "
+                        "into their accumulators where they are made, not held to the end of the micro-batch run: on "
+                        f"later micro-batches {added} added in by their kernels through pieces of their rows, "
+                        f"{len(sites) - added} made in a workspace and added at once; exact",
                         "predicted_overhead": round(self.overhead(k, c, z, d, r, None, True) -
                                                     self.overhead(k, c, z, d, r), 4)})
         return out
@@ -1215,7 +1216,7 @@ class _Step:
         chunks, ws = self._workspaces(run, c, d, own, lane)
         bufs, ws = self._accumulating(run, self._buffers(run, z), ws, sites)
         ph = run_phase(run, bufs, chunks, ws, start, d, own, self.kernel_device if self.inplace else None)
-        ph.accumulated = {x.op: (x.grad, ph.life.workspaces[x.op][-1]) for x in sites}
+        ph.accumulated = {x.op: (x, ph.life.workspaces[x.op][-1]) for x in sites}
         return ph
 
     def _accumulating(self, run: Run, bufs: RunBuffers, ws: dict, sites) -> tuple[RunBuffers, dict]:
@@ -1241,7 +1242,8 @@ class _Step:
         key = ("accumulated", k, r)
         if key not in self._cache:
             run, s = self._runs(k, r)[self._passes(k)], self.split(r)
-            self._cache[key] = accumulate.sites(run.order, run.specs, s.grads, s.user_fetches, self.kernel_device)
+            self._cache[key] = accumulate.sites(run.order, run.specs, s.grads, s.user_fetches, run.feeds,
+                                                self.kernel_device)
         return self._cache[key]
 
     def _accumulates(self, r: int) -> bool:
