@@ -22,7 +22,8 @@ over the batch (cpu), a streamed prefix (planner.stream: only the layers up to a
 micro-batches, the rest of the step once at full batch, on a cpu of several threads its micro-batches in lanes at
 once; with compaction and the scratch divisor), then
 micro-batching with gradient accumulation (forward+backward on k slices of the batch, gradients averaged,
-updates applied once), each combined with the others. On opencl the model counts
+updates applied once; on the cpu each large gradient written into its accumulator where it is made,
+planner.accumulate), each combined with the others. On opencl the model counts
 kernel launches (the host is the bottleneck), so recomputing a few ops beats another micro-batch's whole
 step; the plan's `choice` says what was predicted. No fit raises `BudgetError` naming the smallest budget
 that some combination reaches. A candidate is ordered and placed only if a quick lower bound on its peak fits
@@ -61,7 +62,7 @@ from tfplus.planner.runs import Phase, Run, RunBuffers, acc_buffer, run_buffers,
 from tfplus.registry import SCRATCH_ATTR, has_kernels
 from tfplus.units import format_size, parse_size, size_class
 
-TRANSFORMATIONS = ("compact", "recompute", "scratch", "chunk", "stream", "microbatch")
+TRANSFORMATIONS = ("compact", "recompute", "scratch", "chunk", "stream", "microbatch", "accumulate")
 CPU_ALIGNMENT = 64
 # CL_DEVICE_MEM_BASE_ADDR_ALIGN is 1024 bits on most GPUs and on PoCL; the OpenCL runtime reports the real
 # value as `arena_alignment` when a device is at hand.
@@ -463,8 +464,9 @@ class _Step:
             [Candidate(*q, r) for q in quads for r in levels]
         # Adding gradients in where they are made saves their buffers for a few calls: every micro-batched
         # candidate that can does (planner.accumulate).
-        out = [kc._replace(accumulate=True) if kc.microbatches > 1 and self._accumulates(kc.recompute) else kc
-               for kc in out]
+        if "accumulate" in allowed:
+            out = [kc._replace(accumulate=True) if kc.microbatches > 1 and self._accumulates(kc.recompute) else kc
+                   for kc in out]
         if "stream" in allowed and batch:
             zs = (False, True) if "compact" in allowed and self._sites() else (False,)
             out += [Candidate(1, 1, z, d, 0, Prefix(cut, k)) for cut in self.cuts() for k in ks[1:] for z in zs
