@@ -144,3 +144,28 @@ def test_fused_update_through_pieces_of_a_variable_is_the_whole_update():
     for a, b in zip(pieces, whole):
         np.testing.assert_array_equal(a, b)
     assert not np.array_equal(pieces[0], var)
+
+
+def test_a_convolution_gradient_in_batch_chunks_accumulates_to_the_same_bits():
+    """A filter gradient whose kernel runs in batch chunks (their partial sums added into its output) is
+    accumulated around the chunks: the same bits as the plain plan of the same chunks."""
+    with tf.Graph().as_default() as g:
+        x = tf.placeholder(tf.float32, [None, 3, 8, 8])
+        y = tf.placeholder(tf.int32, [None])
+        rng = np.random.default_rng(0)
+        f = tf.Variable((rng.standard_normal((3, 3, 3, 16)) * 0.2).astype(np.float32))
+        w = tf.Variable((rng.standard_normal((16 * 8 * 8, 10)) * 0.05).astype(np.float32))
+        h = tf.nn.relu(tf.nn.conv2d(x, f, [1, 1, 1, 1], "SAME", data_format="NCHW"))
+        logits = tf.matmul(tf.reshape(h, [-1, 16 * 8 * 8]), w)
+        loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits))
+        train = tf.train.GradientDescentOptimizer(0.1).minimize(loss)
+        init = tf.global_variables_initializer()
+    rng = np.random.default_rng(1)
+    feeds = {x: rng.standard_normal((16, 3, 8, 8)).astype(np.float32), y: rng.integers(0, 10, 16).astype(np.int32)}
+    tg = SimpleNamespace(graph=g, train_op=train, loss=loss, init_op=init)
+    force = (2, 2, False, 1, 0, None, True)
+    p = _plan(tg, feeds, force=force)
+    convs = [op for op in p.phases[0].accumulated if op.type == "Conv2DBackpropFilter"]
+    assert convs and p.chunks.get(convs[0]) == 2
+    assert_same_training(_train(tg, feeds, force[:2]), _train(tg, feeds, force))
+    assert_planned_bytes_are_measured(tg, feeds, force)

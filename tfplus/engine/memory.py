@@ -243,17 +243,16 @@ class Bound:
                 def wrapped(ctx, ins, outs, attrs):
                     restart()
                     kernel(ctx, ins, outs, attrs)
+            if op in self.plan.phases[self.phase].accumulated:  # around the chunks: they sum into its output
+                wrapped = self._accumulating(op, wrapped)
             if self.audit is not None:
                 wrapped = self._audited(op, wrapped)
             self.kernels[key] = wrapped
         return wrapped
 
     def _variant(self, op, kernel):
-        """The compact-state kernel variant (planner.compact) that the plan chose for `op`, the accumulating one
-        from the second micro-batch on (planner.accumulate), else `kernel`."""
+        """The compact-state kernel variant (planner.compact) that the plan chose for `op`, else `kernel`."""
         device = self.runtime.kernel_device
-        if op in self.plan.phases[self.phase].accumulated:
-            return self._accumulating(op, kernel)
         for s in self.plan.phases[self.phase].sites:
             if op not in (s.pool, s.pool_grad, s.relu_grad):
                 continue
@@ -267,9 +266,9 @@ class Bound:
         return kernel
 
     def _accumulating(self, op, kernel):
-        """An accumulated gradient's op (planner.accumulate): on the first micro-batch `kernel` writes the
-        accumulator (the output's view); on later ones the "accumulate" variant adds into it through the piece, or
-        `kernel` writes the piece, which is then added."""
+        """An accumulated gradient's op (planner.accumulate), `kernel` its wrapped kernel: on the first micro-batch
+        `kernel` writes the accumulator (the output's view); on later ones the "accumulate" variant adds into it
+        through the piece, or `kernel` writes the piece, which is then added."""
         site, piece = self.plan.phases[self.phase].accumulated[op][0], self.pieces[op]
         rt, i = self.runtime, site.grad.value_index
         if site.variant:
