@@ -246,8 +246,9 @@ def _fused_apply(ctx, ins, outs, attrs):
 
 def _flat(x: np.ndarray) -> np.ndarray:
     """A flat view of `x` (never a copy: an update writes through it)."""
-    v = x.view()
-    v.shape = (-1,)  # NOTE: raises where only a copy could be flat, instead of updating the copy
+    v = x.reshape(-1)
+    if v.size and not np.may_share_memory(v, x):  # NOTE: a copy would be updated instead of the variable
+        raise ValueError(f"_FusedApply: a variable of shape {x.shape} and strides {x.strides} has no flat view")
     return v
 
 

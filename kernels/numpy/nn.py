@@ -122,7 +122,10 @@ def _relu6_grad_ws(ins, attrs):
 
 @register_kernel("Relu6Grad", "cpu", FLOATS, inplace=(0, 1))
 def _relu6_grad(ctx, ins, outs, attrs):
-    g, x, out = (a.reshape(-1) for a in (*ins, outs[0]))  # NOTE: views of contiguous buffers (the out is written)
+    g, x = ins[0].reshape(-1), ins[1].reshape(-1)
+    out = outs[0].reshape(-1)
+    if out.size and not np.may_share_memory(out, outs[0]):  # NOTE: a copy would be written instead of the output
+        raise ValueError(f"Relu6Grad: an output of strides {outs[0].strides} has no flat view")
     n = min(x.size, RELU6_PIECE)
     masks = ctx.workspace((2 * n,), bool_)
     for lo in range(0, x.size, n):
