@@ -53,6 +53,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--optimizer", choices=OPTIMIZERS, default="momentum", help="default momentum (Nesterov)")
     p.add_argument("--data-format", choices=DATA_FORMATS, default="NCHW", help="activation layout (default "
                    "NCHW)")
+    p.add_argument("--input", choices=("host", "device"), help="the step `tfplus train --input` runs: host (float "
+                   "images fed) or device (the dataset's uint8 bytes fed, a quarter of the feed); default device on "
+                   "opencl, host on cpu")
     which = p.add_mutually_exclusive_group()
     which.add_argument("--fine-tune-last", type=cli_args.positive_int, metavar="N", help="plan a step that trains "
                        "only the last N layers (frozen layers: no weight gradient, no slot; nothing below the lowest "
@@ -201,7 +204,7 @@ class _TrainStep:
         from tfplus.trainer import RunningSums, TrainConfig, build_graph, device_input, resolve
         self.args = args
         given = {k: getattr(args, k, None) for k in ("model", "conv_widths", "fc_widths", "optimizer",
-                                                     "data_format", "trainable", "fine_tune_last")}
+                                                     "data_format", "trainable", "fine_tune_last", "input")}
         cfg = resolve(TrainConfig(**given, batch_size=getattr(args, "batch_size", None), synthetic=True,
                                   device=args.device))
         cfg.warmup_steps = cfg.warmup_steps or 0

@@ -10,7 +10,7 @@ import numpy as np
 
 from tfplus import threads
 from tfplus.dtypes import FLOATS, as_dtype, bool_
-from tfplus.ops.fused_ops import apply_groups, split_decay
+from tfplus.ops.fused_ops import APPLY_SCALARS, apply_groups, split_decay
 from tfplus.registry import (
     WORKSPACES,
     ChunkSpec,
@@ -180,9 +180,16 @@ def _fused_xent_mean(ctx, ins, outs, attrs):
 
 
 # -- _FusedApply -------------------------------------------------------------------------------------------------
+# A variable updates UPDATE_PIECE elements at a time (the updates are elementwise, so each element's arithmetic is
+# the same), through scratch of that size: a large layer's update needs no scratch as big as its weights (Mentee's
+# fc1, 2.1 MB, would set the peak of a micro-batched step; planner.accumulate).
+UPDATE_PIECE = 1 << 16
+
+
 class _SharedScratch:
     """The context each variable's update kernel sees: its scratch requests are views of one set of buffers
-    sized for the largest variable (the variables update one after another), the rest is the op's context."""
+    sized for the largest piece of a variable (the pieces update one after another), the rest is the op's
+    context."""
 
     def __init__(self, ctx, largest: int, dtypes: list):
         self._ctx, self._i = ctx, 0
@@ -211,10 +218,11 @@ def _scratch_dtypes(size: int, attrs) -> list:
 
 @register_workspace("_FusedApply", "cpu")
 def _fused_apply_ws(ins, attrs):
-    """What one variable's update asks for, sized for the largest variable (see _SharedScratch); a decayed
+    """What one piece of a variable's update asks for, sized for the largest (see _SharedScratch); a decayed
     update uses the same one buffer (_decayed_update)."""
     largest = max(int(np.prod(g[0].shape)) for g in apply_groups(attrs["op"], split_decay(ins, attrs)[0]))
-    return [((largest,), dt) for dt in _scratch_dtypes(largest, attrs)]
+    piece = min(largest, UPDATE_PIECE)
+    return [((piece,), dt) for dt in _scratch_dtypes(piece, attrs)]
 
 
 @register_kernel("_FusedApply", "cpu", FLOATS)
@@ -222,14 +230,26 @@ def _fused_apply(ctx, ins, outs, attrs):
     ins, decay = split_decay(ins, attrs)
     groups = apply_groups(attrs["op"], ins)
     kernel = find_kernel(attrs["op"], "cpu", as_dtype(ins[0].dtype))
-    largest = max(g[0].size for g in groups)
-    scratch = _SharedScratch(ctx, largest, _scratch_dtypes(largest, attrs))
+    piece = min(max(g[0].size for g in groups), UPDATE_PIECE)
+    scratch = _SharedScratch(ctx, piece, _scratch_dtypes(piece, attrs))
+    scalars = APPLY_SCALARS[attrs["op"]]
     for group, decays in zip(groups, attrs.get("decayed") or [0] * len(groups)):
-        scratch.restart()
-        if decays:
-            _decayed_update(scratch, group, decay, attrs)
-        else:
-            kernel(scratch, group, [group[0]], attrs)
+        flat = [x if i in scalars else _flat(x) for i, x in enumerate(group)]
+        for lo in range(0, group[0].size, piece):
+            part = [x if i in scalars else x[lo:lo + piece] for i, x in enumerate(flat)]
+            scratch.restart()
+            if decays:
+                _decayed_update(scratch, part, decay, attrs)
+            else:
+                kernel(scratch, part, [part[0]], attrs)
+
+
+def _flat(x: np.ndarray) -> np.ndarray:
+    """A flat view of `x` (never a copy: an update writes through it)."""
+    v = x.reshape(-1)
+    if v.size and not np.may_share_memory(v, x):  # NOTE: a copy would be updated instead of the variable
+        raise ValueError(f"_FusedApply: a variable of shape {x.shape} and strides {x.strides} has no flat view")
+    return v
 
 
 def _decayed_update(ctx, group, decay, attrs) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from tfplus import threads
-from tfplus.registry import register_kernel
+from tfplus.registry import register_kernel, register_variant
 
 FLOATS = ("float16", "float32", "float64")
 INTS = ("int8", "int16", "int32", "int64", "uint8")
@@ -88,6 +88,21 @@ def _matmul(ctx, ins, outs, attrs):
     # product's would be.
     grain = threads.flop_grain(2 * a.shape[1] * b.shape[1])
     threads.parallel_for(a.shape[0], lambda lo, hi: np.matmul(a[lo:hi], b, out=out[lo:hi]), grain)
+
+
+@register_variant("MatMul", "cpu", "accumulate")
+def _matmul_accumulate(ctx, ins, outs, attrs, piece):
+    """outs[0] += the product, `piece.shape[0]` rows at a time through the buffer `piece` (planner.accumulate: a
+    micro-batch's gradient added into its accumulator with no buffer of its own). Each piece is a row block, and
+    the add that of runtime.add_into, so the sum is the bits of the product's kernel and a merge."""
+    a, b = ins
+    a = a.T if attrs["transpose_a"] else a
+    b = b.T if attrs["transpose_b"] else b
+    out, rows = outs[0], piece.shape[0]
+    for lo in range(0, a.shape[0], rows):
+        n = min(rows, a.shape[0] - lo)
+        _matmul(ctx, [a[lo:lo + n], b], [piece[:n]], {"transpose_a": False, "transpose_b": False})
+        np.add(out[lo:lo + n], piece[:n], out=out[lo:lo + n])
 
 
 @register_kernel("Cast", "cpu")

@@ -14,6 +14,8 @@ gradients by rows of partial sums.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from tfplus import threads
@@ -107,21 +109,32 @@ def _relu6(ctx, ins, outs, attrs):
     np.clip(ins[0], 0, 6, out=outs[0])
 
 
+# Relu6Grad works through its elements RELU6_PIECE at a time: its mask is that small, and it may write over either
+# input (each piece's mask is taken before its product is written), so a backward pass holds one tensor less there.
+RELU6_PIECE = 1 << 18  # threads.GRAIN: long ufunc runs
+
+
 @register_workspace("Relu6Grad", "cpu")
 def _relu6_grad_ws(ins, attrs):
-    """The mask x > 0 (the planner must see it: it is the size of the input)."""
-    return [(ins[1].shape, bool_)]
+    """The masks x > 0 and x < 6 of one piece."""
+    return [((2 * min(math.prod(ins[1].shape), RELU6_PIECE),), bool_)]
 
 
-@register_kernel("Relu6Grad", "cpu", FLOATS)
+@register_kernel("Relu6Grad", "cpu", FLOATS, inplace=(0, 1))
 def _relu6_grad(ctx, ins, outs, attrs):
-    g, x = ins
-    out = outs[0]
-    positive = ctx.workspace(x.shape, bool_)
-    np.greater(x, 0, out=positive)
-    np.less(x, 6, out=out)  # 0/1
-    np.multiply(out, positive, out=out)
-    np.multiply(out, g, out=out)
+    g, x = ins[0].reshape(-1), ins[1].reshape(-1)
+    out = outs[0].reshape(-1)
+    if out.size and not np.may_share_memory(out, outs[0]):  # NOTE: a copy would be written instead of the output
+        raise ValueError(f"Relu6Grad: an output of strides {outs[0].strides} has no flat view")
+    n = min(x.size, RELU6_PIECE)
+    masks = ctx.workspace((2 * n,), bool_)
+    for lo in range(0, x.size, n):
+        part = slice(lo, lo + n)
+        positive, below = masks[:len(x[part])], masks[n:n + len(x[part])]
+        np.greater(x[part], 0, out=positive)
+        np.less(x[part], 6, out=below)
+        np.logical_and(positive, below, out=positive)
+        np.multiply(g[part], positive, out=out[part])  # both masks taken first: out may be x or g
 
 
 @register_kernel("Sigmoid", "cpu", FLOATS, inplace=(0,))

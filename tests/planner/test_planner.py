@@ -402,7 +402,7 @@ def test_inplace_table_matches_the_kernels(device):
     for op_type, indices in entries.items():
         kernel = find_kernel(op_type, device, tf.float32)
         assert kernel is not None, op_type
-        arity = {"AddN": 5, "BiasAdd": 2, "ReluGrad": 2, "TanhGrad": 2, "_FusedBiasAddRelu": 2,
+        arity = {"AddN": 5, "BiasAdd": 2, "ReluGrad": 2, "Relu6Grad": 2, "TanhGrad": 2, "_FusedBiasAddRelu": 2,
                  "_FusedReluGradBiasAddGrad": 2}.get(op_type, 2 if op_type in (
             "Add", "AddV2", "Sub", "Mul", "RealDiv", "Maximum", "Minimum", "SquaredDifference") else 1)
         ins = [np.abs(rng.standard_normal((2, 3, 4))).astype(np.float32) + 0.5 for _ in range(arity)]

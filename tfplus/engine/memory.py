@@ -140,6 +140,7 @@ class Bound:
     feed_order: list | None = None  # the fed tensors in the order a whole-step tape takes them (_microbatched)
     lane = 0  # the copy of the streamed prefix's buffers it runs on (MemoryPlan.stream_lanes)
     lanes: list = []
+    microbatch = 0  # the micro-batch the micro-batch run is on: accumulated gradients' ops add from the second on
 
     def __init__(self, p: MemoryPlan, executor):
         self.runtime, self.plan = executor.runtime, p
@@ -165,6 +166,7 @@ class Bound:
         self.argmax: list[dict] = []  # per phase: pool and its argmax's last reader -> the argmax view (compact)
         self.pool_inputs: dict = {}  # pooled compact site -> its MaxPoolGrad's (pool output, gradient): _pooled
         self.tmp: dict = {}
+        self.pieces: dict = {}  # accumulated gradient's op -> its piece view (planner.accumulate)
         self.kernels = {}
         self.merges = Merges()  # the micro-batches' merges, replayed when they take the same buffers
         self.whole = Recording()  # the micro-batched step's launches, all its runs' (_microbatched)
@@ -176,6 +178,8 @@ class Bound:
             # view (the opencl Const kernel points it at the cached constant), which must not move the other.
             self.outputs.append({t: _view(rt, arena, b, shift) for t, b in ph.life.of_tensor.items()})
             ws = {op: [_view(rt, arena, b, shift) for b in bs] for op, bs in ph.life.workspaces.items()}
+            for op in ph.accumulated:  # its piece, the op's last workspace, is for _accumulating only
+                self.pieces[op] = ws[op].pop()
             for op, n in ph.life.chunks.items():
                 if chunking.summed(op) and n > 1:
                     self.tmp[op] = ws[op].pop()
@@ -239,6 +243,8 @@ class Bound:
                 def wrapped(ctx, ins, outs, attrs):
                     restart()
                     kernel(ctx, ins, outs, attrs)
+            if op in self.plan.phases[self.phase].accumulated:  # around the chunks: they sum into its output
+                wrapped = self._accumulating(op, wrapped)
             if self.audit is not None:
                 wrapped = self._audited(op, wrapped)
             self.kernels[key] = wrapped
@@ -258,6 +264,27 @@ class Bound:
                 return variant
             return lambda ctx, ins, outs, attrs: variant(ctx, ins, outs, attrs, argmax)  # writes / reads argmax
         return kernel
+
+    def _accumulating(self, op, kernel):
+        """An accumulated gradient's op (planner.accumulate), `kernel` its wrapped kernel: on the first micro-batch
+        `kernel` writes the accumulator (the output's view); on later ones the "accumulate" variant adds into it
+        through the piece, or `kernel` writes the piece, which is then added."""
+        site, piece = self.plan.phases[self.phase].accumulated[op][0], self.pieces[op]
+        rt, i = self.runtime, site.grad.value_index
+        if site.variant:
+            adds = kernel_variant(op.type, rt.kernel_device, "accumulate")
+
+        def run(ctx, ins, outs, attrs):
+            if not self.microbatch:
+                kernel(ctx, ins, outs, attrs)
+            elif site.variant:
+                adds(ctx, ins, outs, attrs, piece)
+            else:
+                into = list(outs)
+                into[i] = piece
+                kernel(ctx, ins, into, attrs)
+                rt.add_into(outs[i], piece)
+        return run
 
     def _pooled(self, s, op, argmax):
         """A pooled site's kernels (planner.compact.pooled): MaxPoolGrad launches nothing but hands its inputs
@@ -344,8 +371,10 @@ class Bound:
                     self.merges.run(rt, how, pairs, 1.0 / k)
         a = len(p.statistics)
         fetched = {f for f in p.phases[a].fetches if isinstance(f, Tensor)}
-        merged = [(t, acc) for t, acc in self.acc.items() if t in fetched]
+        added = [x.grad for x, _ in p.phases[a].accumulated.values()]  # by their ops, into their accumulators
+        merged = [(t, acc) for t, acc in self.acc.items() if t in fetched and t not in added]
         for j in range(k):
+            self.microbatch = j
             values = run(a, j)
             merge: dict[str, list] = {"copy": [], "add": [], "add_scale": []}
             for t, acc in merged:
@@ -359,6 +388,8 @@ class Bound:
                     merge["add_scale" if j == k - 1 else "add"].append((acc, src))
             for how, pairs in merge.items():
                 self.merges.run(rt, how, pairs, 1.0 / k)
+        self.microbatch = 0
+        self.merges.run(rt, "scale", [(self.acc[g], None) for g in added], 1.0 / k)
         out = {t: acc for t, acc in merged}
         if len(p.phases) > a + 1:
             out.update(self._phase(a + 1, {t: known[t] for t in p.phases[a + 1].feeds}))

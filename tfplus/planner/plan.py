@@ -22,7 +22,8 @@ over the batch (cpu), a streamed prefix (planner.stream: only the layers up to a
 micro-batches, the rest of the step once at full batch, on a cpu of several threads its micro-batches in lanes at
 once; with compaction and the scratch divisor), then
 micro-batching with gradient accumulation (forward+backward on k slices of the batch, gradients averaged,
-updates applied once), each combined with the others. On opencl the model counts
+updates applied once; on the cpu each large gradient written into its accumulator where it is made,
+planner.accumulate), each combined with the others. On opencl the model counts
 kernel launches (the host is the bottleneck), so recomputing a few ops beats another micro-batch's whole
 step; the plan's `choice` says what was predicted. No fit raises `BudgetError` naming the smallest budget
 that some combination reaches. A candidate is ordered and placed only if a quick lower bound on its peak fits
@@ -39,7 +40,7 @@ import numpy as np
 
 from tfplus import debug
 from tfplus.framework import Graph, Operation, Tensor, get_default_graph, needed_ops
-from tfplus.planner import chunking, compact, cost, crossbatch, recompute, remat, stream
+from tfplus.planner import accumulate, chunking, compact, cost, crossbatch, recompute, remat, stream
 from tfplus.planner.arena import assign_offsets
 from tfplus.planner.batch import Split, batch_feeds, batch_size, batch_statistics, fetch_merge, slice_shapes, split_step
 from tfplus.planner.liveness import (
@@ -61,7 +62,7 @@ from tfplus.planner.runs import Phase, Run, RunBuffers, acc_buffer, run_buffers,
 from tfplus.registry import SCRATCH_ATTR, has_kernels
 from tfplus.units import format_size, parse_size, size_class
 
-TRANSFORMATIONS = ("compact", "recompute", "scratch", "chunk", "stream", "microbatch")
+TRANSFORMATIONS = ("compact", "recompute", "scratch", "chunk", "stream", "microbatch", "accumulate")
 CPU_ALIGNMENT = 64
 # CL_DEVICE_MEM_BASE_ADDR_ALIGN is 1024 bits on most GPUs and on PoCL; the OpenCL runtime reports the real
 # value as `arena_alignment` when a device is at hand.
@@ -108,10 +109,11 @@ class Candidate(NamedTuple):
     scratch: int = 1           # the conv kernels' scratch budget divided by this (chunking.SCRATCH_DIVISORS)
     recompute: int = 0         # planner.recompute's level
     stream: Prefix | None = None
+    accumulate: bool = False   # micro-batches: gradients added into accumulators by their ops (planner.accumulate)
 
     def order_key(self) -> tuple:
         """What breaks a tie in predicted time (the order of the search's tuples before they had names)."""
-        plain = tuple(self[:5])
+        plain = tuple(self[:5]) + ((True,) if self.accumulate else ())
         if self.stream is None:
             return plain
         s = self.stream
@@ -289,7 +291,8 @@ def plan(fetches, feed_shapes: dict, device="cpu", budget=None, *, graph: Graph 
     saved state, a fourth divides the conv kernels' scratch budget (planner.chunking.SCRATCH_DIVISORS), a fifth
     is the recomputation level (planner.recompute: the r largest recomputable activations are dropped), a sixth
     (a Prefix, or its fields: cut tensor name, micro-batches[, lanes, balancing rounds]) streams the prefix up to
-    that tensor (planner.stream): the fields of a Candidate."""
+    that tensor (planner.stream), a seventh adds gradients into their accumulators where they are made
+    (planner.accumulate): the fields of a Candidate."""
     step = _Step(fetches, feed_shapes, device, graph, alignment)
     budget = None if budget is None else parse_size(budget, "memory budget")
     if force is not None:
@@ -459,6 +462,11 @@ class _Step:
         levels = self.levels() if "recompute" in allowed else []
         out = [Candidate(*q) for q in quads] + [Candidate(recompute=r) for r in levels] + \
             [Candidate(*q, r) for q in quads for r in levels]
+        # Adding gradients in where they are made saves their buffers for a few calls: every micro-batched
+        # candidate that can does (planner.accumulate).
+        if "accumulate" in allowed:
+            out = [kc._replace(accumulate=True) if kc.microbatches > 1 and self._accumulates(kc.recompute) else kc
+                   for kc in out]
         if "stream" in allowed and batch:
             zs = (False, True) if "compact" in allowed and self._sites() else (False,)
             out += [Candidate(1, 1, z, d, 0, Prefix(cut, k)) for cut in self.cuts() for k in ks[1:] for z in zs
@@ -561,17 +569,19 @@ class _Step:
     def batch_size(self) -> int | None:
         return batch_size(self.feed_shapes)
 
-    def overhead(self, k: int, c: int, z: bool = False, d: int = 1, r: int = 0, s: tuple | None = None) -> float:
+    def overhead(self, k: int, c: int, z: bool = False, d: int = 1, r: int = 0, s: tuple | None = None,
+                 a: bool = False) -> float:
         """Predicted extra step time of (k micro-batches, c conv chunks, compact or not, scratch divisor d,
-        recomputation level r, streamed prefix s) over the plain step, a fraction (see planner.cost)."""
+        recomputation level r, streamed prefix s, accumulated gradients or not) over the plain step, a fraction (see
+        planner.cost)."""
         s = _prefix(s)
-        key = ("overhead", k, c, bool(z), d, r, s)
+        key = ("overhead", k, c, bool(z), d, r, s, bool(a))
         if key not in self._cache:
             try:
                 if "plain time" not in self._cache:
                     self._cache["plain time"] = self.cost.time(self.features(1, 1))
                 plain = max(self._cache["plain time"], 1e-9)  # a step of no kernel calls (fetching a variable)
-                self._cache[key] = self.cost.time(self.features(k, c, z, d, r, s)) / plain - 1
+                self._cache[key] = self.cost.time(self.features(k, c, z, d, r, s, a)) / plain - 1
             except PlanError:
                 self._cache[key] = float("inf")
         return self._cache[key]
@@ -586,11 +596,13 @@ class _Step:
                 f"({self.cost.basis}): {plain * 1e3:.3g} ms -> {plain * (1 + self.overhead(*kc)) * 1e3:.3g} ms "
                 f"({self.overhead(*kc):+.1%}); {cheaper} combinations predicted cheaper do not fit")
 
-    def features(self, k: int, c: int, z: bool = False, d: int = 1, r: int = 0, s: Prefix | None = None
-                 ) -> dict[str, float]:
-        """What the step does under (k, c, z, d, r, s), in the cost model's terms: kernel calls, executor runs,
+    def features(self, k: int, c: int, z: bool = False, d: int = 1, r: int = 0, s: Prefix | None = None,
+                 a: bool = False) -> dict[str, float]:
+        """What the step does under (k, c, z, d, r, s, a), in the cost model's terms: kernel calls, executor runs,
         GEMM FLOPs, elements other ops write, pieces the conv kernels cut their calls into, elements the
-        compact pools read. Recomputing ops count like any other."""
+        compact pools read. Recomputing ops count like any other; an accumulated gradient (planner.accumulate)
+        costs a product and an add per piece where it cost one product, on each micro-batch after the first
+        (the adds' elements are the merge's, counted already)."""
         s = _prefix(s)
         fixed, convs = self._stream_features(s.cut, s.microbatches, s.lanes) if s else self._fixed_features(k, r)
         f = dict(fixed)
@@ -622,6 +634,8 @@ class _Step:
             f["compact"] = sum(math.prod(self.base_specs[x.pool.inputs[0]].shape) for x in self._sites())
             if not s:  # a pooled site's MaxPoolGrad launches nothing, in each of the k micro-batch runs
                 f["calls"] -= k * sum(compact.pooled(x, self.kernel_device) for x in self._sites())
+        if a:
+            f["calls"] += (k - 1) * sum(x.calls for x in self._accumulated(k, r))
         return f
 
     def _scratch_bytes(self, op: Operation, images: int, d: int, lane: bool = False) -> int | None:
@@ -863,11 +877,12 @@ class _Step:
             self._cache[key] = {op: v for op, v in own.items() if v != d}
         return self._cache[key]
 
-    def _needs(self, run: Run, d: int, own: dict | None = None, z: bool = False, c: int = 1, lane: bool = False
-               ) -> dict:
-        """planner.runs.run_needs of `run` under (z, c, d), some ops with scratch divisors of their own (`own`)."""
-        ws = self._workspaces(run, c, d, own, lane)[1]
-        return run_needs(run, self._buffers(run, z), ws, self.kernel_device)
+    def _needs(self, run: Run, d: int, own: dict | None = None, z: bool = False, c: int = 1, lane: bool = False,
+               sites=()) -> dict:
+        """planner.runs.run_needs of `run` under (z, c, d), some ops with scratch divisors of their own (`own`), the
+        gradients of accumulate `sites` with their pieces in place of their buffers."""
+        bufs, ws = self._accumulating(run, self._buffers(run, z), self._workspaces(run, c, d, own, lane)[1], sites)
+        return run_needs(run, bufs, ws, self.kernel_device)
 
     def _stream_runs(self, name: str, k: int) -> list[Run]:
         """The runs of the step streamed at `name` in k micro-batches: prefix (rows), rest (full batch), and
@@ -976,12 +991,15 @@ class _Step:
 
     # -- building one plan ----------------------------------------------------------------------------------
     def build(self, k: int, c: int, z: bool = False, d: int = 1, r: int = 0, s: Prefix | None = None,
-              place: bool = True) -> MemoryPlan:
-        """The plan of Candidate(k, c, z, d, r, s): k micro-batches, convolutions in c batch chunks, compact
-        saved state if z, the conv kernels' scratch budget divided by d, recomputation level r, and the prefix
-        streamed as Prefix s says (planner.stream); without `place`, only the lifetimes (arena_bytes stays 0
-        until `place(plan)`)."""
+              a: bool = False, place: bool = True) -> MemoryPlan:
+        """The plan of Candidate(k, c, z, d, r, s, a): k micro-batches, convolutions in c batch chunks, compact
+        saved state if z, the conv kernels' scratch budget divided by d, recomputation level r, the prefix
+        streamed as Prefix s says (planner.stream), and with `a` the micro-batches' gradients added into their
+        accumulators where they are made (planner.accumulate); without `place`, only the lifetimes (arena_bytes
+        stays 0 until `place(plan)`)."""
         s = _prefix(s)
+        if a and k == 1:
+            raise PlanError("gradients are accumulated where they are made only over micro-batches (k > 1)")
         if s:
             if (k, c, r) != (1, 1, 0):
                 raise PlanError("a streamed prefix combines with compact saved state and a scratch divisor only")
@@ -991,25 +1009,29 @@ class _Step:
             return p
         runs = self._runs(k, r)
         levels = self._levels(k)
+        sites = self._accumulated(k, r) if a else []
         phases: list[Phase] = []
         for i, run in enumerate(runs):  # the statistics passes and the micro-batch run: c, z, d; the update: none
             start = sum(ph.life.steps for ph in phases)
-            phases.append(self._phase(run, c, start, z, d) if i <= len(levels) else self._phase(run, 1, start))
-        a = phases[len(levels)]
+            phases.append(self._phase(run, c, start, z, d, sites=sites if i == len(levels) else ())
+                          if i <= len(levels) else self._phase(run, 1, start))
+        mb = phases[len(levels)]  # the micro-batch run
         acc, merge = {}, {}
         if k > 1:
             s = self.split(r)
             batch = self.batch_size()
             end = sum(ph.life.steps for ph in phases) - 1
             for t in s.grads:
-                acc[t] = acc_buffer(t, a.specs[t].shape, a.specs[t].dtype, end, self.alignment)
-                acc[t].start = a.start
+                acc[t] = acc_buffer(t, mb.specs[t].shape, mb.specs[t].dtype, end, self.alignment)
+                acc[t].start = mb.start
+            for x, _ in mb.accumulated.values():  # written by its op: its view in the run is the accumulator's
+                mb.life.of_tensor[x.grad] = acc[x.grad]
             for ph, level in zip(phases, levels):  # a statistic from its pass to the update run that may read it
                 for t in level:
                     acc[t] = acc_buffer(t, ph.specs[t].shape, ph.specs[t].dtype, end, self.alignment)
                     acc[t].start = ph.start
             for t in s.user_fetches:
-                spec = a.specs[t]
+                spec = mb.specs[t]
                 try:
                     merge[t] = fetch_merge(t, spec.shape, s.batch_dep, batch // k)
                 except PlanError as e:
@@ -1017,7 +1039,7 @@ class _Step:
                 shape = (batch,) + spec.shape[1:] if merge[t] == "concat" else spec.shape
                 if t not in acc:
                     acc[t] = acc_buffer(t, shape, spec.dtype, end, self.alignment)
-                    acc[t].start = a.start
+                    acc[t].start = mb.start
         live = np.concatenate([ph.life.live for ph in phases])
         for b in acc.values():
             live[b.start:b.end + 1] += b.size
@@ -1037,7 +1059,7 @@ class _Step:
         why = self._why_not_microbatch()
         p.notes = [f"micro-batching not applied: {why}"] if why else []
         p.transformations = self._describe(p, k, c, z, d, r)
-        p.predicted_overhead = self.overhead(k, c, z, d, r)
+        p.predicted_overhead = self.overhead(k, c, z, d, r, None, bool(sites))
         return p
 
     def _describe(self, p: MemoryPlan, k: int, c: int, z: bool = False, d: int = 1, r: int = 0,
@@ -1095,6 +1117,16 @@ class _Step:
                            "up to summation order)")
             out.append({"name": "microbatch", "detail": detail,
                         "predicted_overhead": round(self.overhead(k, 1), 4)})
+        sites = [x for ph in p.phases for x in ph.accumulated.values()]
+        if sites:
+            saved = sum(p.accumulators[x.grad].nbytes for x, _ in sites)
+            added = sum(x.variant for x, _ in sites)
+            out.append({"name": "accumulate", "detail": f"{len(sites)} weight gradients ({format_size(saved)}) written "
+                        "into their accumulators where they are made, not held to the end of the micro-batch run: on "
+                        f"later micro-batches {added} added in by their kernels through pieces of their rows, "
+                        f"{len(sites) - added} made in a workspace and added at once; exact",
+                        "predicted_overhead": round(self.overhead(k, c, z, d, r, None, True) -
+                                                    self.overhead(k, c, z, d, r), 4)})
         return out
 
     def _describe_remat(self, r: int) -> str:
@@ -1179,16 +1211,59 @@ class _Step:
                                     set(feeds))
         return self._cache[key]
 
-    def _phase(self, run: Run, c, start, z=False, d=1, own: dict | None = None, lane: bool = False) -> Phase:
+    def _phase(self, run: Run, c, start, z=False, d=1, own: dict | None = None, lane: bool = False,
+               sites=()) -> Phase:
+        """The Phase of `run` from step `start` under (c, z, d), some ops with scratch divisors of their own (`own`);
+        the gradients of accumulate `sites` with their pieces in place of their buffers."""
         chunks, ws = self._workspaces(run, c, d, own, lane)
-        return run_phase(run, self._buffers(run, z), chunks, ws, start, d, own,
-                          self.kernel_device if self.inplace else None)
+        bufs, ws = self._accumulating(run, self._buffers(run, z), ws, sites)
+        ph = run_phase(run, bufs, chunks, ws, start, d, own, self.kernel_device if self.inplace else None)
+        ph.accumulated = {x.op: (x, ph.life.workspaces[x.op][-1]) for x in sites}
+        return ph
 
-    def least_bytes(self, k: int, c: int, z: bool = False, d: int = 1, r: int = 0, s: Prefix | None = None) -> int:
+    def _accumulating(self, run: Run, bufs: RunBuffers, ws: dict, sites) -> tuple[RunBuffers, dict]:
+        """`run`'s buffers and workspaces with the gradients of accumulate `sites` written into their accumulators
+        (planner.accumulate): no buffers of their own, a piece buffer each, the last workspace of its op."""
+        if not sites:
+            return bufs, ws
+        grads = {x.grad for x in sites}
+        ws = dict(ws)
+        for x in sites:
+            spec = run.specs[x.grad]
+            n = math.prod(x.piece) * spec.dtype.size
+            ws[x.op] = list(ws.get(x.op, ())) + [Buffer(f"{x.op.name}/piece", n, -(-n // self.alignment) *
+                                                        self.alignment, 0, 0, "workspace", op=x.op, shape=x.piece,
+                                                        dtype=spec.dtype)]
+        return bufs._replace(outputs={t: b for t, b in bufs.outputs.items() if t not in grads}), ws
+
+    def _accumulated(self, k: int, r: int = 0) -> list[accumulate.Site]:
+        """The accumulate sites (planner.accumulate) of the micro-batch run of k micro-batches at recomputation
+        level r; none for k = 1."""
+        if k == 1:
+            return []
+        key = ("accumulated", k, r)
+        if key not in self._cache:
+            run, s = self._runs(k, r)[self._passes(k)], self.split(r)
+            self._cache[key] = accumulate.sites(run.order, run.specs, s.grads, s.user_fetches, run.feeds,
+                                                self.kernel_device)
+        return self._cache[key]
+
+    def _accumulates(self, r: int) -> bool:
+        """Whether a micro-batched step at recomputation level r has gradients to accumulate where they are made."""
+        batch = self.batch_size()
+        try:
+            return bool(batch and batch > 1 and self._accumulated(min(p for p in range(2, batch + 1) if batch % p == 0),
+                                                                  r))
+        except PlanError:
+            return False
+
+    def least_bytes(self, k: int, c: int, z: bool = False, d: int = 1, r: int = 0, s: Prefix | None = None,
+                    a: bool = False) -> int:
         """A lower bound on the peak of the plan (k, c, z, d, r, s), found without ordering it: when an op runs,
         the buffers it reads and its workspaces are live, and so are its outputs unless it may write one over an
         input (planner.inplace). Of a micro-batched step it looks at the micro-batch run only; of a streamed
-        prefix, at each run (the prefix's beside the cut's full-batch buffer)."""
+        prefix, at each run (the prefix's beside the cut's full-batch buffer). With `a`, the micro-batch run's
+        accumulated gradients (planner.accumulate) have no buffers but their pieces."""
         fixed = self.parameter_bytes + self.slot_bytes + self.feed_bytes
         s = _prefix(s)
         if s:
@@ -1199,11 +1274,14 @@ class _Step:
             first = lanes * self._least(runs[0], c, z, d, own, lanes > 1) + nbytes(cut)
             return fixed + max([first] + [self._least(run, c, z, d) for run in runs[1:]])
         runs = self._runs(k, r)[:self._passes(k) + 1]  # the statistics passes and the micro-batch run
-        return fixed + max(self._least(run, c, z, d) for run in runs)
+        sites = self._accumulated(k, r) if a else []
+        return fixed + max(self._least(run, c, z, d, sites=sites if i == len(runs) - 1 else ())
+                           for i, run in enumerate(runs))
 
-    def _least(self, run: Run, c: int, z: bool, d: int, own: dict | None = None, lane: bool = False) -> int:
+    def _least(self, run: Run, c: int, z: bool, d: int, own: dict | None = None, lane: bool = False,
+               sites=()) -> int:
         """The most bytes one op of `run` needs live at once (least_bytes)."""
-        return max(self._needs(run, d, own, z, c, lane).values(), default=0)
+        return max(self._needs(run, d, own, z, c, lane, sites).values(), default=0)
 
     def _workspaces(self, run: Run, c: int, d: int, own: dict | None = None, lane: bool = False
                     ) -> tuple[dict, dict]:

@@ -34,6 +34,8 @@ class Phase:
     creation_order_bound: int   # the liveness bound in the executor's creation order, for comparison
     sites: list = field(default_factory=list)      # planner.compact sites
     argmax: dict = field(default_factory=dict)     # pool and pool-gradient op -> the argmax Buffer they share
+    # planner.accumulate: op -> (the Site of the gradient it writes into its accumulator, its piece Buffer)
+    accumulated: dict = field(default_factory=dict)
 
 
 class Run(NamedTuple):
