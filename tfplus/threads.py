@@ -141,6 +141,9 @@ class _Pool:
                 job(slot)
             except BaseException as e:  # re-raised by the caller
                 errors[slot] = e
+            # NOTE: not kept while waiting for the next: a job's closure holds its kernel's arrays (views of a
+            # memory plan's arena, which a grown arena's old memory then could not be freed behind).
+            job = errors = None
             self._done.put(slot)
 
     def spread(self, job: Callable[[int], None], slots: int) -> None:

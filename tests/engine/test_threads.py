@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import ast
+import gc
 import os
 import platform
 import subprocess
 import sys
 import threading
 import time
+import weakref
 
 import numpy as np
 import pytest
@@ -48,6 +50,20 @@ def test_run_uses_the_pool_and_waits_for_every_shard_when_one_raises():
         # Inside a shard, kernels run whole (no nested pools).
         assert threads.run(lambda _: threads.current(), range(2)) == [1, 1]
         assert threads.current() == 4
+
+
+def test_a_worker_keeps_nothing_of_a_finished_job():
+    """A job's closure holds its kernel's arrays (views of a memory plan's arena): a worker that kept it while it
+    waits for the next would keep a grown arena's old memory alive (a session measured 2.1 MB over its plan)."""
+    class Held:
+        pass
+    held = Held()
+    ref = weakref.ref(held)
+    with threads.using(2):
+        assert threads.run(lambda item: type(item).__name__, [held, held]) == ["Held", "Held"]
+    del held
+    gc.collect()
+    assert ref() is None
 
 
 def test_tasks_are_a_few_per_thread_even_bounded_and_cover():
