@@ -160,6 +160,7 @@ def test_a_budgeted_client_stays_within_its_budget_and_reports_its_memory(data_d
     assert [c["client"] for c in row["client_memory"]] == [0, 1]
     for c in row["client_memory"]:
         assert 0 < c["peak_bytes"] <= budget and c["peak_bytes"] <= c["measured_peak_bytes"] and c["rss_bytes"] > 0
+        assert c["shard_bytes"] == 100 * (32 * 32 * 3 + 4) + 20 * (32 * 32 * 3 + 4)  # IID: 100 + 20 examples
     assert row["measured_peak_bytes"] == max(c["measured_peak_bytes"] for c in row["client_memory"])
 
 

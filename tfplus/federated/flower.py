@@ -238,7 +238,8 @@ def _record(weights: dict[str, np.ndarray]) -> ArrayRecord:
 def client_app(fed: Federation | None = None) -> ClientApp:
     """The ClientApp: on "train", loads the global weights, trains fed.client_steps() steps on its shard (client
     = node_config's partition-id, of num-partitions) and replies with its weights, {num-examples, train_loss,
-    train_accuracy} and {client, peak_bytes, rss_bytes, measured_peak_bytes (0 unless fed.measure_memory)}; on
+    train_accuracy} and {client, peak_bytes, measured_peak_bytes (0 unless fed.measure_memory), shard_bytes,
+    rss_bytes}; on
     "evaluate", tests the weights on its slice of the test set. An error names the client."""
     app = ClientApp()
 
@@ -268,10 +269,14 @@ def client_app(fed: Federation | None = None) -> ClientApp:
             raise RuntimeError(f"client {client}: {type(e).__name__}: {e}") from e
         metrics = {"num-examples": len(shard.train_labels), "train_loss": out["loss"],
                    "train_accuracy": out["accuracy"]}
-        # Who replied and its memory (the plan's peak, the measured step's, the process's resident peak):
-        # reported as they are, not averaged with the metrics.
-        about = {"client": client, "peak_bytes": model.peak_bytes() or 0, "rss_bytes": peak_rss() or 0,
-                 "measured_peak_bytes": int(out.get("measured_peak_bytes", 0))}
+        # Who replied and its memory, reported as they are, not averaged with the metrics: the plan's peak; the
+        # measured step's, less the shard's arrays (NumPy data the process holds for the round, not the step);
+        # the shard's; the process's resident peak.
+        shard_bytes = sum(a.nbytes for a in (shard.train_images, shard.train_labels, shard.test_images,
+                                               shard.test_labels))
+        measured = out.get("measured_peak_bytes", shard_bytes) - shard_bytes
+        about = {"client": client, "peak_bytes": model.peak_bytes() or 0, "measured_peak_bytes": int(measured),
+                 "shard_bytes": shard_bytes, "rss_bytes": peak_rss() or 0}
         return Message(RecordDict({"arrays": _record(model.get_weights()), "metrics": MetricRecord(metrics),
                                    "client": ConfigRecord(about)}), reply_to=msg)
 
