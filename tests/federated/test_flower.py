@@ -3,7 +3,10 @@ server and client logic without a Ray cluster, which takes longer to start on CI
 run), the CLI's refusals, and tfplus and Flower in one environment."""
 import functools
 import json
+import subprocess
+import sys
 import time
+import tracemalloc
 from types import SimpleNamespace
 
 import numpy as np
@@ -145,12 +148,57 @@ def test_a_client_error_names_the_client(data_dir, tmp_path):
                                       "'lenet' (unexpected conv3/biases") for i, f in enumerate(row["failed"]))
 
 
-def test_a_budgeted_client_stays_within_its_budget(data_dir, tmp_path):
+def test_a_budgeted_client_stays_within_its_budget_and_reports_its_memory(data_dir, tmp_path):
     budget = 2_000_000
-    fed = _federation(data_dir, tmp_path / "fl", rounds=1, local_steps=2, client_budget=budget)
-    flower.run_server(fed, InProcessGrid(flower.client_app(fed), 2))
+    fed = _federation(data_dir, tmp_path / "fl", rounds=1, local_steps=2, client_budget=budget, measure_memory=True)
+    try:
+        flower.run_server(fed, InProcessGrid(flower.client_app(fed), 2))
+    finally:
+        tracemalloc.stop()  # the clients started it (measure_memory)
     row = _rows(tmp_path / "fl")[1]
     assert row["clients"] == [0, 1] and 0 < row["peak_bytes"] <= budget
+    assert [c["client"] for c in row["client_memory"]] == [0, 1]
+    for c in row["client_memory"]:
+        assert 0 < c["peak_bytes"] <= budget and c["peak_bytes"] <= c["measured_peak_bytes"] and c["rss_bytes"] > 0
+        assert c["shard_bytes"] == 100 * (32 * 32 * 3 + 4) + 20 * (32 * 32 * 3 + 4)  # IID: 100 + 20 examples
+    assert row["measured_peak_bytes"] == max(c["measured_peak_bytes"] for c in row["client_memory"])
+
+
+def test_clients_and_rounds_reuse_their_process_plans(data_dir, tmp_path):
+    """A worker process plans each step once (per fed shape), not again for each client or round."""
+    fed = _federation(data_dir, tmp_path / "fl", clients=3, rounds=2, local_steps=2, client_budget=2_000_000)
+    seen = []
+    flower.run_server(fed, InProcessGrid(flower.client_app(fed), 3),
+                      log=lambda row: seen.append([id(p) for p in flower._Cache.model.sess.memory_plans]))
+    assert len(seen) == 3 and seen[1] and seen[1] == seen[2]
+
+
+def test_a_round_waits_for_each_turn_of_its_clients(data_dir, tmp_path):
+    fed = flower.Federation(clients=100, synthetic=True)
+    assert fed.timeout() == flower.CLIENT_TIMEOUT  # every node on its own machine: one turn
+    assert fed.timeout(concurrent=1) == 100 * flower.CLIENT_TIMEOUT  # one worker takes the 100 clients in turn
+    assert fed.timeout(concurrent=8) == 13 * flower.CLIENT_TIMEOUT
+    assert flower.Federation(clients=100, fraction_train=0.1, synthetic=True).timeout(1) == 10 * flower.CLIENT_TIMEOUT
+    assert flower.Federation(clients=100, round_timeout=30, synthetic=True).timeout(1) == 30
+    fed = _federation(data_dir, tmp_path / "fl", rounds=1, local_steps=1)
+    grid = InProcessGrid(flower.client_app(fed), 2)
+    waited, send = [], grid.send_and_receive
+    grid.send_and_receive = lambda messages, timeout=None: waited.append(timeout) or send(messages)
+    flower.run_server(fed, grid, concurrent=1)
+    assert waited and set(waited) == {2 * flower.CLIENT_TIMEOUT}
+
+
+@pytest.mark.parametrize("side", ["driver", "worker"])
+def test_the_simulation_loads_no_tensorflow(side):
+    """Flower's Ray actor module imports TensorFlow wherever it is installed (~475 MB a process): the driver loads
+    Flower's simulation modules without it, and leaves it importable; a worker's setup hook hides it."""
+    code = {"driver": "flower._run_simulation(); print('tensorflow' in sys.modules)",
+            "worker": "flower._hide_tensorflow(); import flwr.simulation.ray_transport.ray_actor; "
+                      "print(sys.modules.get('tensorflow') is not None)"}[side]
+    done = subprocess.run([sys.executable, "-c", f"import sys\nfrom tfplus.federated import flower\n{code}"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split()[-1] == "False"
 
 
 @pytest.mark.parametrize("name", ["fedprox", "fedadam", "fedavgm"])
@@ -205,6 +253,8 @@ def test_the_command_line_refuses_bad_settings_before_starting(capsys):
     assert "--local-epochs: not allowed with argument --local-steps" in capsys.readouterr().err
     assert cli.main(["federated", "simulate", "--local-epochs", "0", "--synthetic"]) == 2
     assert "--local-epochs" in capsys.readouterr().err
+    assert cli.main(["federated", "simulate", "--cpus", "1", "--client-cpus", "2", "--synthetic"]) == 2
+    assert "cpus (--cpus) 1 is fewer than client_cpus (--client-cpus) 2" in capsys.readouterr().err
 
 
 def test_download_fetches_the_data_only_where_it_is_missing(tmp_path, monkeypatch, data_dir):

@@ -1,5 +1,7 @@
 """tfplus.federated's framework side, without Flower: the weights API (one session run each way), the optimizer
 reset, the round-driven learning rate, FedProx's proximal step, partitions, and sharded CIFAR-10 reading."""
+import tracemalloc
+
 import numpy as np
 import pytest
 
@@ -17,9 +19,9 @@ def data_dir(tmp_path_factory):
     return cifar10.write_binary_batches(tmp_path_factory.mktemp("data"), tfdata.synthetic(N_TRAIN, N_TEST, seed=3))
 
 
-def _model(**kw):
+def _model(proximal=False, **kw):
     cfg = trainer.TrainConfig(model="lenet", batch_size=16, **kw)
-    return FederatedModel(cfg, steps_per_round=5, rounds=2, cpus=1)
+    return FederatedModel(cfg, steps_per_round=5, rounds=2, cpus=1, proximal=proximal)
 
 
 def test_weights_round_trip_exactly_in_one_run_each():
@@ -63,7 +65,7 @@ def test_learning_rate_follows_the_server_round():
 def test_fedprox_pulls_the_local_model_toward_the_global_one():
     ds, moved = tfdata.synthetic(64, 16), []
     for mu in (0.0, 5.0):
-        m = _model(synthetic=True)
+        m = _model(synthetic=True, proximal=True)
         start = m.get_weights()
         m.set_weights(start)  # the round's global weights: the proximal term's anchor
         m.train(ds, steps=5, server_round=2, proximal_mu=mu)
@@ -103,3 +105,27 @@ def test_a_client_forks_no_more_step_workers_than_its_cpus(monkeypatch):
     monkeypatch.setenv("TFPLUS_NUM_THREADS", "4")
     m = _model(synthetic=True)  # cpus=1
     assert (m.cfg.threads, m.cfg.workers, m.sess.workers) == (1, 1, None)
+
+
+def test_only_a_fedprox_model_holds_a_copy_of_the_weights():
+    """FedProx's anchors are a second copy of the model: a client of any other strategy does without them."""
+    def variable_bytes(m):
+        return sum(int(np.prod(v.shape.as_list())) * 4 for v in m.tg.graph.get_collection(tf.GraphKeys.LOCAL_VARIABLES))
+    plain, prox = _model(synthetic=True), _model(synthetic=True, proximal=True)
+    weights = sum(w.nbytes for w in plain.get_weights().values())
+    assert variable_bytes(prox) - variable_bytes(plain) == weights
+    with pytest.raises(ValueError, match="proximal_mu=0.5.*proximal=True"):
+        plain.train(tfdata.synthetic(32, 8), steps=1, proximal_mu=0.5)
+
+
+def test_a_measured_round_reports_the_measured_peak_of_its_last_step():
+    """Under tracemalloc (started before the model), the last step is measured: the NumPy data the process holds
+    as it starts (the planned step's own among it) and what it adds, at least the plan's peak."""
+    tracemalloc.start()
+    try:
+        m = _model(synthetic=True, memory_budget=2_000_000)
+        out = m.train(tfdata.synthetic(64, 16), steps=3, measure=True)
+    finally:
+        tracemalloc.stop()
+    assert m.peak_bytes() <= out["measured_peak_bytes"] < m.peak_bytes() + 4_000_000
+    assert np.isfinite(out["loss"]) and "measured_peak_bytes" not in m.train(tfdata.synthetic(64, 16), steps=2)

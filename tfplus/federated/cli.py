@@ -45,14 +45,19 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     s.add_argument("--min-clients", type=cli_args.positive_int, default=1, dest="min_train",
                    help="replies a round needs to go on (Flower's min_train_nodes; default 1): a failed or timed-out "
                    "client is reported by id and the round goes on with the rest")
-    s.add_argument("--round-timeout", type=float, default=600.0, metavar="SECONDS",
-                   help="how long a round waits for replies (default 600)")
+    s.add_argument("--round-timeout", type=float, metavar="SECONDS", help="how long a round waits for replies "
+                   "(default 600 for each turn of clients: a simulation's workers take its clients in turns)")
     s.add_argument("--client-budget", type=cli_args.size, metavar="SIZE",
                    help="plan each client's training step to fit SIZE bytes (e.g. 32MB)")
+    s.add_argument("--measure-memory", action="store_true", help="each client traces its NumPy memory (tracemalloc, "
+                   "slower) and measures its last step's peak, reported beside the plan's (measured_peak_bytes)")
     s.add_argument("--device", type=cli_args.device, default="cpu", help="each client's device: cpu or opencl[:N] "
                    "(an OpenCL GPU: a client that finds only a CPU OpenCL device fails, naming why)")
     s.add_argument("--client-cpus", type=cli_args.positive_int, default=1,
                    help="CPUs per client (Ray's num_cpus): its threads and at most as many step workers (default 1)")
+    s.add_argument("--cpus", type=cli_args.positive_int, help="CPUs the simulation's clients share (Ray's num_cpus; "
+                   "default all of this machine's): --cpus / --client-cpus clients train at once, each in its own "
+                   "worker process")
     s.add_argument("--client-gpus", type=float, default=0.0, help="GPUs per client (Ray's num_gpus; a fraction "
                    "shares one); needed for --device opencl on NVIDIA GPUs")
     s.add_argument("--seed", type=cli_args.seed, default=0, help="the partition, the initial weights, the batches")

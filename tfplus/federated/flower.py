@@ -10,8 +10,11 @@ Simulation Engine it is passed in, in the Deployment Engine (`flwr run`) it come
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
+import sys
 import time
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +36,7 @@ except ImportError as e:  # the extra is optional: say how to get it
                       "\"tfplus[federated]\"") from None
 
 STRATEGIES = ("fedavg", "fedprox", "fedadam", "fedavgm")
+CLIENT_TIMEOUT = 600.0  # seconds one client's round may take, by default (Federation.timeout)
 _SCALARS = ("test_accuracy", "test_loss", "train_loss", "train_accuracy", "round_s")  # TensorBoard, per round
 
 
@@ -55,13 +59,15 @@ class Federation:
     server_lr: float = 1.0             # fedavgm's server learning rate, fedadam's eta (0.1 is Flower's default)
     fraction_train: float = 1.0
     min_train: int = 1                 # Flower's min_train_nodes: a round goes on with this many replies
-    round_timeout: float = 600.0       # seconds a round waits for its clients' replies
+    round_timeout: float | None = None  # seconds a round waits for replies; None: CLIENT_TIMEOUT per turn (timeout())
     device: str = "cpu"
     client_budget: int | None = None   # bytes: each client's training step is planned to fit
     client_cpus: int = 1
     client_gpus: float = 0.0
+    cpus: int | None = None            # CPUs Ray may use (None: this machine's); cpus // client_cpus clients at once
     data: str | None = None            # the folder of cifar-10-batches-bin (or its parent); None: $TFPLUS_DATA, cache
     synthetic: bool = False            # tfplus's synthetic set (tests, demos): each client computes its shard of it
+    measure_memory: bool = False       # clients trace their NumPy memory (tracemalloc) and measure a step's peak
     out: str | None = None
 
     def __post_init__(self) -> None:
@@ -72,6 +78,9 @@ class Federation:
                self.local_epochs or 1) < 1:
             raise ValueError("clients, rounds, local_steps, local_epochs, batch_size, client_cpus and min_train must "
                              "be >= 1")
+        if self.cpus is not None and self.cpus < self.client_cpus:
+            raise ValueError(f"cpus (--cpus) {self.cpus} is fewer than client_cpus (--client-cpus) "
+                             f"{self.client_cpus}: no client could ever be placed; raise --cpus or lower --client-cpus")
         if self.min_train > self.clients:
             raise ValueError(f"min_train (--min-clients) {self.min_train} is more than clients {self.clients}: a "
                              "round could never start; lower it")
@@ -112,6 +121,15 @@ class Federation:
         else:
             examples = len(cifar10.read_labels(_batches_dir(self))[0])
         return self.client_steps(examples // self.clients)
+
+    def timeout(self, concurrent: int | None = None) -> float:
+        """Seconds a round waits for its clients' replies: round_timeout, else CLIENT_TIMEOUT for each turn of the
+        clients a round samples when `concurrent` of them train at once (a simulation's worker processes, which
+        take the clients one after another; None: all at once, each node on its own machine)."""
+        if self.round_timeout is not None:
+            return self.round_timeout
+        sampled = max(self.min_train, math.ceil(self.clients * self.fraction_train))
+        return CLIENT_TIMEOUT * math.ceil(sampled / max(min(concurrent or sampled, sampled), 1))
 
     def train_config(self) -> trainer.TrainConfig:
         return trainer.TrainConfig(model=self.model, batch_size=self.batch_size, lr=self.lr, optimizer=self.optimizer,
@@ -190,11 +208,23 @@ def _client_model(fed: Federation, client: int) -> tuple[FederatedModel, tfdata.
         check_opencl_gpu(fed.device)
         if c.model is not None:
             c.model.close()
+        if fed.measure_memory and not tracemalloc.is_tracing():  # before the model allocates anything
+            tracemalloc.start()
         c.model, c.fed, c.shard = FederatedModel(fed.train_config(), fed.round_steps(), fed.rounds,
-                                                 cpus=fed.client_cpus), fed, None
+                                                 cpus=fed.client_cpus, proximal=fed.strategy == "fedprox"), fed, None
     if c.shard is None or c.shard[0] != client:
         c.shard = (client, client_shard(fed, client))
     return c.model, c.shard[1]
+
+
+def peak_rss() -> int | None:
+    """This process's peak resident memory in bytes (None where the platform does not say)."""
+    try:
+        import resource
+    except ImportError:  # Windows
+        return None
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak if sys.platform == "darwin" else peak * 1024  # Linux counts KiB, macOS bytes
 
 
 def _weights(record: ArrayRecord) -> dict[str, np.ndarray]:
@@ -207,9 +237,10 @@ def _record(weights: dict[str, np.ndarray]) -> ArrayRecord:
 
 def client_app(fed: Federation | None = None) -> ClientApp:
     """The ClientApp: on "train", loads the global weights, trains fed.client_steps() steps on its shard (client
-    = node_config's partition-id, of num-partitions) and replies with its weights and {num-examples, train_loss,
-    train_accuracy} and {client, peak_bytes}; on "evaluate", tests the weights on its slice of the test set. An
-    error names the client."""
+    = node_config's partition-id, of num-partitions) and replies with its weights, {num-examples, train_loss,
+    train_accuracy} and {client, peak_bytes, measured_peak_bytes (0 unless fed.measure_memory), shard_bytes,
+    rss_bytes}; on
+    "evaluate", tests the weights on its slice of the test set. An error names the client."""
     app = ClientApp()
 
     def setup(msg: Message, context: Context) -> tuple[Federation, int, FederatedModel, tfdata.Dataset]:
@@ -233,13 +264,19 @@ def client_app(fed: Federation | None = None) -> ClientApp:
             config = msg.content["config"]
             out = model.train(shard, f.client_steps(len(shard.train_labels)), int(config["server-round"]),
                               float(config.get("proximal-mu", 0.0)), seed=f.seed * 1_000_003 + client * 1009
-                              + int(config["server-round"]))
+                              + int(config["server-round"]), measure=f.measure_memory)
         except Exception as e:
             raise RuntimeError(f"client {client}: {type(e).__name__}: {e}") from e
         metrics = {"num-examples": len(shard.train_labels), "train_loss": out["loss"],
                    "train_accuracy": out["accuracy"]}
-        # Who replied and its memory plan's peak: reported as they are, not averaged with the metrics.
-        about = {"client": client, "peak_bytes": model.peak_bytes() or 0}
+        # Who replied and its memory, reported as they are, not averaged with the metrics: the plan's peak; the
+        # measured step's, less the shard's arrays (NumPy data the process holds for the round, not the step);
+        # the shard's; the process's resident peak.
+        shard_bytes = sum(a.nbytes for a in (shard.train_images, shard.train_labels, shard.test_images,
+                                               shard.test_labels))
+        measured = out.get("measured_peak_bytes", shard_bytes) - shard_bytes
+        about = {"client": client, "peak_bytes": model.peak_bytes() or 0, "measured_peak_bytes": int(measured),
+                 "shard_bytes": shard_bytes, "rss_bytes": peak_rss() or 0}
         return Message(RecordDict({"arrays": _record(model.get_weights()), "metrics": MetricRecord(metrics),
                                    "client": ConfigRecord(about)}), reply_to=msg)
 
@@ -263,12 +300,13 @@ def client_app(fed: Federation | None = None) -> ClientApp:
 
 class _Reporting:
     """Mixed into a Flower strategy: remembers which nodes each training round sent to, which replied, which
-    failed (Flower's error reason names the client) and which timed out, for the round's log row."""
+    failed (Flower's error reason names the client) and which timed out, and each replying client's memory, for
+    the round's log row."""
     sent: set[int] = set()
     failed: list[dict[str, Any]] = []
     clients: list[int] = []
     timed_out: list[int] = []
-    peak_bytes: int | None = None
+    memory: list[dict[str, int]] = []
     train_metrics: MetricRecord | None = None
 
     def configure_train(self, server_round, arrays, config, grid):
@@ -282,7 +320,9 @@ class _Reporting:
                               if m.has_error()), key=lambda f: f["node"])
         ok = [m for m in replies if not m.has_error()]
         self.clients = sorted(int(m.content["client"]["client"]) for m in ok)
-        self.peak_bytes = max((int(m.content["client"]["peak_bytes"]) for m in ok), default=0) or None
+        # Each client's memory, the sizes it reported (a 0 is one it did not measure).
+        self.memory = sorted(({k: int(v) for k, v in m.content["client"].items() if k == "client" or v}
+                              for m in ok), key=lambda c: c["client"])
         self.timed_out = sorted(self.sent - {m.metadata.src_node_id for m in replies})
         arrays, self.train_metrics = super().aggregate_train(server_round, replies)
         return arrays, self.train_metrics
@@ -300,12 +340,13 @@ def make_strategy(fed: Federation):
                min_available_nodes=fed.min_train, **extra)
 
 
-def run_server(fed: Federation, grid: Grid, log=None):
+def run_server(fed: Federation, grid: Grid, log=None, concurrent: int | None = None):
     """Runs fed.rounds rounds of the strategy on `grid`. After each round (and before the first): the global model
     is evaluated on the whole test set, saved as a checkpoint in fed.out (tfplus eval reads it), and a row
-    {round, test_accuracy, test_loss, train_loss, clients, failed, timed_out, round_s, checkpoint} goes to
-    fed.out/rounds.jsonl and, as scalars federated/*, to TensorBoard event files in fed.out. Returns Flower's
-    Result."""
+    {round, test_accuracy, test_loss, train_loss, clients, failed, timed_out, round_s, peak_bytes,
+    measured_peak_bytes, rss_bytes (the most of any client), client_memory (each client's), checkpoint} goes to
+    fed.out/rounds.jsonl and, as scalars federated/*, to TensorBoard event files in fed.out. A round waits
+    fed.timeout(concurrent) seconds for replies. Returns Flower's Result."""
     model = FederatedModel(fed.train_config(), fed.round_steps(), fed.rounds)
     test = test_set(fed)
     strategy = make_strategy(fed)
@@ -327,8 +368,10 @@ def run_server(fed: Federation, grid: Grid, log=None):
                                "test_accuracy": accuracy, "test_loss": loss, "round_s": now - clock[0]}
         clock[0] = now
         if server_round > 0:
-            row.update(clients=strategy.clients, failed=strategy.failed, timed_out=strategy.timed_out,
-                       peak_bytes=strategy.peak_bytes)
+            row.update(clients=strategy.clients, failed=strategy.failed, timed_out=strategy.timed_out)
+            for key in ("peak_bytes", "measured_peak_bytes", "rss_bytes"):  # the most any client reported
+                row[key] = max((c.get(key, 0) for c in strategy.memory), default=0) or None
+            row["client_memory"] = strategy.memory
             if strategy.train_metrics is not None:
                 row.update(train_loss=strategy.train_metrics["train_loss"],
                            train_accuracy=strategy.train_metrics["train_accuracy"])
@@ -345,8 +388,8 @@ def run_server(fed: Federation, grid: Grid, log=None):
         return MetricRecord({"test_accuracy": accuracy, "test_loss": loss})
 
     try:
-        return strategy.start(grid, _record(model.get_weights()), num_rounds=fed.rounds, timeout=fed.round_timeout,
-                              evaluate_fn=evaluate)
+        return strategy.start(grid, _record(model.get_weights()), num_rounds=fed.rounds,
+                              timeout=fed.timeout(concurrent), evaluate_fn=evaluate)
     finally:
         if out:
             jsonl.close()
@@ -354,24 +397,66 @@ def run_server(fed: Federation, grid: Grid, log=None):
         model.close()
 
 
-def server_app(fed: Federation | None = None, log=None) -> ServerApp:
-    """The ServerApp: run_server with `fed`, or the Federation of the run config (Deployment Engine)."""
+def server_app(fed: Federation | None = None, log=None, concurrent: int | None = None) -> ServerApp:
+    """The ServerApp: run_server with `fed`, or the Federation of the run config (Deployment Engine);
+    `concurrent`: how many clients train at once (run_server's)."""
     app = ServerApp()
 
     @app.main()
     def main(grid: Grid, context: Context) -> None:
-        run_server(fed or Federation.from_run_config(dict(context.run_config)), grid, log)
+        run_server(fed or Federation.from_run_config(dict(context.run_config)), grid, log, concurrent)
 
     return app
 
 
+def _hide_tensorflow() -> None:
+    """Makes `import tensorflow` fail in this process: a Ray worker's setup hook. Flower's Ray actor module imports
+    TensorFlow wherever it is installed (for a GPU option tfplus does not use), which costs each worker process
+    about 475 MB and 5 s of start-up; a tfplus client needs none of it."""
+    sys.modules.setdefault("tensorflow", None)
+
+
+def _run_simulation():
+    """Flower's run_simulation, its modules loaded without TensorFlow (as in the workers: _hide_tensorflow), which
+    stays importable afterwards."""
+    hidden = "tensorflow" not in sys.modules
+    if hidden:
+        sys.modules["tensorflow"] = None
+    try:
+        import flwr.simulation.ray_transport.utils  # noqa: F401  the module that imports TensorFlow if it can
+        from flwr.simulation import run_simulation
+    finally:
+        if hidden:
+            del sys.modules["tensorflow"]
+    return run_simulation
+
+
+def _start_ray(fed: Federation) -> int:
+    """Starts Ray with fed.cpus CPUs (None: this machine's) and workers that do not load TensorFlow, unless Ray
+    is running already (then Flower uses it as it is); returns how many clients can train at once."""
+    import logging
+
+    import ray
+    if not ray.is_initialized():  # Flower starts Ray only where it is not running: first, with the setup hook
+        path = os.pathsep.join([*sys.path, *filter(None, [os.environ.get("PYTHONPATH")])])  # the apps' modules
+        ray.init(num_cpus=fed.cpus, include_dashboard=False, logging_level=logging.WARNING,
+                 runtime_env={"env_vars": {"PYTHONPATH": path}, "worker_process_setup_hook": _hide_tensorflow})
+    have = ray.cluster_resources()
+    concurrent = int(have.get("CPU", 0) // fed.client_cpus)
+    if fed.client_gpus:
+        concurrent = min(concurrent, int(have.get("GPU", 0) // fed.client_gpus))
+    return max(concurrent, 1)
+
+
 def simulate(fed: Federation, log=None) -> None:
     """fed.clients clients in Flower's Simulation Engine (Ray) on this machine, each given fed.client_cpus CPUs
-    and fed.client_gpus GPUs; the rows go to fed.out and `log`."""
-    from flwr.simulation import run_simulation
-    resources = {"num_cpus": fed.client_cpus, "num_gpus": fed.client_gpus}
-    run_simulation(server_app(fed, log), client_app(fed), num_supernodes=fed.clients,
-                   backend_config={"client_resources": resources})
+    and fed.client_gpus GPUs, Ray fed.cpus CPUs in all (a worker process for each client that trains at once,
+    taking the round's clients in turns); the rows go to fed.out and `log`."""
+    run_simulation = _run_simulation()
+    concurrent = _start_ray(fed)
+    backend = {"client_resources": {"num_cpus": fed.client_cpus, "num_gpus": fed.client_gpus}}
+    run_simulation(server_app(fed, log, concurrent), client_app(fed), num_supernodes=fed.clients,
+                   backend_config=backend)
 
 
 # The Deployment Engine's entry points (a Flower app's pyproject.toml names them, README.md "Federated training"):

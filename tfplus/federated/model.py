@@ -25,9 +25,12 @@ class FederatedModel:
     """One training graph and its session. The learning-rate schedule spans `rounds` x `steps_per_round` steps
     and is driven by the server's round: round r trains global steps (r-1)*steps_per_round onwards, so the warm-up
     happens once (round 1) and the decay goes on across rounds, instead of restarting in every round. `cpus`
-    caps the session's threads and its forked worker processes (a simulated client's share of the machine)."""
+    caps the session's threads and its forked worker processes (a simulated client's share of the machine).
+    `proximal` makes FedProx's anchors (a copy of the round's global weights) and its proximal step; without it
+    the model holds no more than the training step needs."""
 
-    def __init__(self, cfg: trainer.TrainConfig, steps_per_round: int, rounds: int, cpus: int | None = None):
+    def __init__(self, cfg: trainer.TrainConfig, steps_per_round: int, rounds: int, cpus: int | None = None,
+                 proximal: bool = False):
         cfg = dataclasses.replace(cfg, warmup_steps=cfg.warmup_steps if cfg.warmup_steps is not None
                                   else steps_per_round, steps=steps_per_round * rounds, epochs=None)
         if cpus is not None:  # a client's share of the machine: its threads, and no more forked step workers
@@ -41,10 +44,10 @@ class FederatedModel:
             self.variables = trainer.model_variables(tg)
             self.names = [v.op.name for v in self.variables]
             # The global weights as the round began: set with the weights (from the same vector, in the same run),
-            # read by FedProx's proximal step.
+            # read by FedProx's proximal step. A copy of the model: made only where FedProx runs.
             self._anchors = [tf.Variable(tf.zeros(v.shape, v.dtype.base_dtype), trainable=False,
                                          collections=[tf.GraphKeys.LOCAL_VARIABLES], name="anchor")
-                             for v in self.variables]
+                             for v in self.variables] if proximal else []
             # The weights travel as one float32 vector, split and reshaped in the graph: one feed (one upload on
             # OpenCL) and one fetch (one download), not one per variable.
             for v in self.variables:
@@ -71,7 +74,7 @@ class FederatedModel:
             with tf.control_dependencies([tg.train_op]):
                 self._prox_step = tf.group(*[v.assign_sub(tg.learning_rate * self._mu * (v - a))
                                              for v, a in zip(self.variables, self._anchors)
-                                             if id(v) in trained], name="proximal_step")
+                                             if id(v) in trained], name="proximal_step") if proximal else None
             self._eval_loss = trainer.eval_loss_sum(tg)
             self._local_init = tf.variables_initializer(self._anchors)
             self.saver = tf.train.Saver(max_to_keep=None)
@@ -108,28 +111,43 @@ class FederatedModel:
         self.sess.run(self._reset, {self._step_value: global_step})
 
     def train(self, dataset: tfdata.Dataset, steps: int, server_round: int = 1, proximal_mu: float = 0.0,
-              seed: int | None = None) -> dict[str, float]:
+              seed: int | None = None, measure: bool = False) -> dict[str, float]:
         """`steps` optimizer steps on `dataset`'s training set (the trainer's shuffling, augmentation and
         normalization, batch size cfg.batch_size or the shard's size if smaller), from a fresh optimizer at global
-        step (server_round-1)*steps_per_round. Returns {"loss", "accuracy"}: the means over the steps."""
+        step (server_round-1)*steps_per_round. Returns {"loss", "accuracy"}: the means over the steps.
+
+        `measure` (tracemalloc tracing since before this model was made): the last of two or more steps runs under
+        tfplus.engine.memory.measure_step, whose "peak" (the NumPy data alive as it starts, the process's own
+        included, plus what the step adds) is returned as "measured_peak_bytes"; that step's loss and accuracy are
+        not seen, so the means are over the others."""
         tg, n = self.tg, len(dataset.train_labels)
         if n == 0:
             raise ValueError("train: the client's shard holds no training examples (a skewed partition); give "
                              "fewer clients or a larger Dirichlet alpha")
+        if proximal_mu and self._prox_step is None:
+            raise ValueError(f"train: proximal_mu={proximal_mu} but this model was made without FedProx's anchors; "
+                             "make it with FederatedModel(..., proximal=True)")
         self.reset_optimizer((server_round - 1) * self.steps_per_round)
         step_op = self._prox_step if proximal_mu else tg.train_op
         raw = tg.raw_images is not None
-        losses = np.zeros((steps, 2))
+        measured = measure and steps > 1
+        losses = np.zeros((steps - measured, 2))
         seed = self.cfg.seed * 1_000_003 + server_round if seed is None else seed
+        out: dict[str, float] = {}
         with tfdata.train_batches(dataset, min(self.cfg.batch_size, n), seed=seed, augment=self.cfg.augment,
                                   data_format=self.cfg.data_format, raw=raw) as batches:
             for i, (x, y) in zip(range(steps), batches):
                 feed = {**trainer.image_feed(tg, x), tg.labels: y, self._mu: proximal_mu}
-                _, losses[i, 0], losses[i, 1] = self.sess.run([step_op, tg.loss, tg.accuracy], feed)
+                if i == len(losses):  # the measured step: the others' fetches, so the others' compiled step
+                    from tfplus.engine.memory import measure_step
+                    m = measure_step(self.sess, [step_op, tg.loss, tg.accuracy], feed)
+                    out["measured_peak_bytes"] = m["peak"]
+                else:
+                    _, losses[i, 0], losses[i, 1] = self.sess.run([step_op, tg.loss, tg.accuracy], feed)
         if not np.isfinite(losses[:, 0]).all():
             raise trainer.DivergedError(f"train: the loss became {losses[-1, 0]} in round {server_round}; lower "
                                         "the learning rate (--lr)")
-        return {"loss": float(losses[:, 0].mean()), "accuracy": float(losses[:, 1].mean())}
+        return {"loss": float(losses[:, 0].mean()), "accuracy": float(losses[:, 1].mean()), **out}
 
     def evaluate(self, dataset: tfdata.Dataset, batch_size: int = 500) -> tuple[float, float]:
         """(accuracy, mean cross-entropy) of the evaluation-mode model on `dataset`'s test set."""
