@@ -1,6 +1,6 @@
 """Batch norm under micro-batching (planner.crossbatch): a step of k micro-batches with statistics passes against
 the unsplit step, predicted (the planner's cost model) and measured (median wall time of planned steps on the
-cpu), and each plan's peak. Small models, so that the k * (3L + 1) runs of a split step finish in seconds.
+cpu), and each plan's peak. Small models, so that the k * (2L + 1) runs of a split step finish in seconds.
 
     python benchmarks/bench_crossbatch.py                      # mobilenet 8,16,16 at 16x16 and seqnet 6,8,8
     python benchmarks/bench_crossbatch.py --batch 32 --ks 2,4 --steps 5

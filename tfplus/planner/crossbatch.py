@@ -10,21 +10,23 @@ the batch axis and is row by row. An op that mixes the rows inside itself declar
 (tag "cross_batch", in training mode: FusedBatchNorm(V3)).
 
 `rewrite` makes such a step exact in micro-batches. In a planning copy of the graph every training-mode
-FusedBatchNorm(V3) becomes its statistics (per-channel means over the batch: mean, then the variance about it)
-and a normalization that reads them, and its gradient becomes the two per-channel means its input gradient needs
-(of dy and of dy * x_hat) and the row-by-row rest: dx = scale / sigma * (dy - mean(dy) - x_hat * mean(dy * x_hat)),
-d scale = sum(dy * x_hat), d offset = sum(dy). A statistic written by hand stays as it is, provided its op says
-how slices combine (a Sum's partial sums add up: tag row_sums; a Mean's average: row_means); another reduction
-(a Max over the batch) is refused, naming it. A statistic that reads another is one pass later (the variance reads
-the mean; a layer's reads the layers' below; the backward's read all of the forward's), so the step runs as:
+FusedBatchNorm(V3) becomes its statistics (per-channel means over the batch, all from one pass: of each
+micro-batch's mean and of its square, in float64, and of its variance about its own mean; Chan's parallel formula
+makes the batch's variance from them) and a normalization that reads them, and its gradient becomes the two
+per-channel means its input gradient needs (of dy and of dy * x_hat, from one pass) and the row-by-row rest: dx =
+scale / sigma * (dy - mean(dy) - x_hat * mean(dy * x_hat)), d scale = sum(dy * x_hat), d offset = sum(dy). A
+statistic written by hand stays as it is, provided its op says how slices combine (a Sum's partial sums add up: tag
+row_sums; a Mean's average: row_means); another reduction (a Max over the batch) is refused, naming it. A statistic
+that reads another is one pass later (a hand-written variance reads its mean; a layer's reads the layers' below; the
+backward's read all of the forward's), so the step runs as:
 
 1. pass i = 1..P (each over the k micro-batches): the ops up to the statistics of level i, the levels below fed;
    each micro-batch's values summed in micro-batch order, a mean's divided by k: the whole batch's.
 2. the micro-batched step (forward and backward per micro-batch, gradients averaged) with every statistic fed,
    then the update run: the moving averages read the fed statistics, so they update once, with the whole batch's.
 
-Each pass recomputes the forward (and for the backward's statistics the backward) up to its statistics: 3L passes
-for L training batch norms (mean, variance, backward), priced by the cost model like any run.
+Each pass recomputes the forward (and for the backward's statistics the backward) up to its statistics: 2L passes
+for L training batch norms (one forward, one backward pass each), priced by the cost model like any run.
 
 Scaling: a micro-batch's loss is its slice's mean, so its gradients are k times the whole batch's share; the
 backward's statistics are sums or means of those (k times the whole batch's too), so the input gradients stay
@@ -40,6 +42,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from tfplus.dtypes import float64
 from tfplus.framework import Graph, Operation, Tensor, needed_ops
 from tfplus.ops import array_ops, math_ops
 from tfplus.planner.liveness import PlanError, phase_of
@@ -157,7 +160,7 @@ def rewrite(order: list[Operation], feeds: set[Tensor], fetches: list, batch_fee
                     new.backward = op.backward
             for t, c in zip(op.outputs, outs):
                 tmap[t] = c
-            made_stats = [made[op]["mean"], made[op]["variance"]] if op in norms else outs[-2:]
+            made_stats = made[op]["statistics"] if op in norms else outs[-2:]
             mine += made_stats
             mean.update(dict.fromkeys(made_stats, "mean"))
             new_rowed.update(t for new in g._ops[start:] for t in new.outputs if _open(t))
@@ -178,8 +181,10 @@ def rewrite(order: list[Operation], feeds: set[Tensor], fetches: list, batch_fee
     mine = [t for t in mine if t.op in needed]
     rows = {tmap[t] for t in rowed if t in tmap} | new_rowed
     found = statistics([op for op in copy_order if op in needed], copy_feeds, {tmap[t] for t in batch_feeds}, rows)
+    # a micro-batch's own mean, which only its variance about it reads in the pass (_norm), is no statistic
+    own_mean = {made[bn]["local"] for bn in norms}
     for t in found:
-        if t not in mine:  # NOTE: a bug in the rewrite, not in the step: every statistic it leaves is one of these
+        if t not in mine and t not in own_mean:  # NOTE: a bug in the rewrite, not in the step
             raise PlanError(f"cannot micro-batch: {_statistic(t)}, which the statistics passes' copy misses")
     return Statistics(g, tmap, op_map, _levels(copy_order, mine), mean, rows, [bn.name for bn in norms],
                       len(merges))
@@ -237,9 +242,19 @@ def _norm(op: Operation, ins: list[Tensor], specs: dict) -> tuple[list[Tensor], 
     keep = [1, 1, 1, 1]
     keep[ch] = channels
     count = math.prod(shape) // max(channels, 1)  # the whole batch's values per channel
-    mean = math_ops.reduce_mean(x, axes, keepdims=True, name="mean")
+    # Mean and variance in one pass (Chan's parallel formula for equal counts): each micro-batch's mean, and its
+    # variance about that mean; the batch's variance adds the spread of the micro-batches' means about theirs,
+    # the mean of their squares less the square of their mean, in float64, where that difference keeps its digits
+    # (in float32, as E[x^2] - E[x]^2, a mean 300 sigma from zero leaves the variance 1% off).
+    local = math_ops.reduce_mean(x, axes, keepdims=True, name="local_mean")
+    within = math_ops.reduce_mean(math_ops.squared_difference(x, local), axes, keepdims=True, name="variance_within")
+    wide = math_ops.cast(local, float64)
+    mean_wide = array_ops.identity(wide, name="mean")
+    square_wide = math_ops.square(wide, name="mean_square")
+    mean = math_ops.cast(mean_wide, x.dtype)
+    between = math_ops.subtract(square_wide, math_ops.square(mean_wide))
+    variance = math_ops.add(within, math_ops.cast(between, x.dtype), name="variance")
     centered = math_ops.subtract(x, mean)
-    variance = math_ops.reduce_mean(math_ops.square(centered), axes, keepdims=True, name="variance")
     eps = array_ops.constant(np.asarray(op.attrs["epsilon"], x.dtype.np))
     rstd = math_ops.rsqrt(math_ops.add(variance, eps))
     x_hat = math_ops.multiply(centered, rstd)
@@ -257,7 +272,8 @@ def _norm(op: Operation, ins: list[Tensor], specs: dict) -> tuple[list[Tensor], 
     outs = [y, batch_mean, batch_var, m, v]
     if len(op.outputs) == 6:
         outs.append(array_ops.constant(np.asarray(0, x.dtype.np)))
-    return outs, {"mean": mean, "variance": variance, "rstd": rstd, "keep": keep, "axes": axes}
+    return outs, {"mean": mean, "rstd": rstd, "keep": keep, "axes": axes, "local": local,
+                  "statistics": [mean_wide, square_wide, within]}
 
 
 def _norm_grad(op: Operation, ins: list[Tensor], norm: dict) -> list[Tensor]:
