@@ -327,7 +327,7 @@ class Bound:
         the micro-batch run k times (gradients and fetches merged) and the update run."""
         p, rt, k = self.plan, self.runtime, self.plan.microbatches
         m = p.batch_size // k
-        batch_feeds = set(p.batch_feeds)
+        batch_feeds = set(p.batch_feeds) | {t for written in p.kept for t in written}  # kept: read a slice at a time
         known = {**feeds, **self.acc}
 
         def run(i: int, j: int) -> dict:  # phase i on micro-batch j: its rows of a fed batch are a view of it
@@ -336,6 +336,8 @@ class Bound:
         for i, level in enumerate(p.statistics):
             for j in range(k):
                 values = run(i, j)
+                for t in p.kept[i]:  # rows a later pass reads instead of recomputing them (planner.crossbatch.kept)
+                    rt.copy_rows(self.acc[t], j * m, values[t], 0, m)
                 sums: dict[str, list] = {"copy": [], "add": [], "add_scale": []}
                 for t in level:  # a mean's sum divided by k with the last micro-batch; a sum's as it is
                     last = "add_scale" if p.fetch_merge[t] == "mean" else "add"

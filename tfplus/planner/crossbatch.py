@@ -50,6 +50,9 @@ from tfplus.planner.recompute import _copy as copy_op
 from tfplus.planner.stream import batch_dependent
 from tfplus.registry import has_tag
 
+# Kill switch of the statistics passes' kept rows (kept): False recomputes every pass from the fed batch.
+KEEP = True
+
 
 class Statistics(NamedTuple):
     """The planning copy of a step whose batch statistics are computed in passes (`rewrite`)."""
@@ -61,6 +64,9 @@ class Statistics(NamedTuple):
     rowed: set[Tensor]                   # the copy's tensors with rows of the batch
     norms: list[str]                     # the batch-norm ops rewritten
     by_hand: int                         # the statistics the step computes with ops of its own (not a norm's)
+    # rows a later pass may read instead of recomputing them (`kept`): each norm's input, each norm gradient's dy;
+    # the copy's tensor -> the step's
+    keepable: dict[Tensor, Tensor]
 
 
 def fused_norms(order: list[Operation]) -> list[Operation]:
@@ -141,6 +147,7 @@ def rewrite(order: list[Operation], feeds: set[Tensor], fetches: list, batch_fee
     made: dict[Operation, dict] = {}  # a rewritten norm's tensors its gradient reads
     mine: list[Tensor] = []
     mean: dict[Tensor, str] = {}
+    keepable: dict[Tensor, Tensor] = {}
     in_step = set(order)
     for op in sorted(in_step | {t.op for t in feeds}, key=lambda op: op._id):
         if op in fold:
@@ -150,6 +157,8 @@ def rewrite(order: list[Operation], feeds: set[Tensor], fetches: list, batch_fee
             continue
         if op in norms or op in grads:
             ins = [tmap[t] for t in op.inputs]
+            if op.inputs[0] not in feeds:
+                keepable[ins[0]] = op.inputs[0]
             with g.as_default(), g.name_scope(op.name + "/micro"):
                 start = len(g._ops)
                 if op in norms:
@@ -187,7 +196,52 @@ def rewrite(order: list[Operation], feeds: set[Tensor], fetches: list, batch_fee
         if t not in mine and t not in own_mean:  # NOTE: a bug in the rewrite, not in the step
             raise PlanError(f"cannot micro-batch: {_statistic(t)}, which the statistics passes' copy misses")
     return Statistics(g, tmap, op_map, _levels(copy_order, mine), mean, rows, [bn.name for bn in norms],
-                      len(merges))
+                      len(merges), {t: o for t, o in keepable.items() if t.op in needed})
+
+
+def kept(passes: int, candidates: list[Tensor], ops_of, nbytes: dict[Tensor, int], allowance: list[int]
+         ) -> tuple[list[list[Tensor]], list[list[Tensor]]]:
+    """Which rows each statistics pass keeps whole (copied in over its micro-batches) for later passes to start
+    from instead of recomputing them from the fed batch, and which kept rows each pass reads: (writes, reads) per
+    pass. Of `candidates` (Statistics.keepable, in step order), those a later pass reads, at most `allowance[i]`
+    bytes (`nbytes` each) kept during pass i: where more would be, the largest is left out first. A norm's input kept,
+    the next forward pass starts there and the backward's passes recompute only the layers above it; a gradient
+    kept, the next backward pass starts from it: O(L) work for L norms instead of O(L^2). `ops_of(i, fed)`: the
+    ops pass i runs when the kept tensors `fed` are fed."""
+    cands = list(candidates)
+    while True:
+        writes, reads, alive = _keeping(passes, cands, ops_of)
+        over = [sum(nbytes[t] for t in a) - room for a, room in zip(alive, allowance)]
+        worst = max(range(passes), key=over.__getitem__, default=None)
+        if worst is None or over[worst] <= 0:
+            return writes, reads
+        cands.remove(max(alive[worst], key=nbytes.__getitem__))
+
+
+def _keeping(passes: int, cands: list[Tensor], ops_of) -> tuple[list, list, list]:
+    """kept's schedule for every candidate kept: (writes, reads, alive: the kept tensors live) per pass."""
+    avail: set[Tensor] = set()
+    writer: dict[Tensor, int] = {}
+    last: dict[Tensor, int] = {}
+    for i in range(passes):
+        ops = ops_of(i, avail)
+        read = {t for op in ops for t in op.inputs}
+        last.update((t, i) for t in avail & read)
+        for t in cands:
+            if t not in avail and t.op in ops:
+                writer[t] = i
+                avail.add(t)
+    writes: list[list[Tensor]] = [[] for _ in range(passes)]
+    reads: list[list[Tensor]] = [[] for _ in range(passes)]
+    alive: list[list[Tensor]] = [[] for _ in range(passes)]
+    for t in cands:
+        if t in writer and t in last:
+            writes[writer[t]].append(t)
+            for i in range(writer[t], last[t] + 1):
+                alive[i].append(t)
+                if i > writer[t]:
+                    reads[i].append(t)
+    return writes, reads, alive
 
 
 def _merge(t: Tensor) -> str:

@@ -174,6 +174,9 @@ class MemoryPlan:
     # (phases[i] for pass i, over the micro-batches, before the micro-batch run), their accumulators the whole
     # batch's; empty without.
     statistics: list[list[Tensor]] = field(default_factory=list)
+    # Rows each statistics pass keeps whole for later passes (planner.crossbatch.kept): copied into their
+    # accumulators a micro-batch at a time, and read back a micro-batch's rows at a time.
+    kept: list[list[Tensor]] = field(default_factory=list)
 
     @property
     def buffers(self) -> list[Buffer]:
@@ -670,6 +673,7 @@ class _Step:
             specs = self._stats_specs() if passes else self.base_specs
             merged = self.split().grads + [t for level in self._levels(k) for t in level]
             f["elements"] += k * sum(math.prod(specs[g].shape) for g in merged)
+            f["elements"] += sum(math.prod(specs[t].shape) for w in self._kept(k)[0] for t in w)  # rows copied in
         self._cache["fixed features", k, r] = f, convs
         return f, convs
 
@@ -750,6 +754,37 @@ class _Step:
 
     def _passes(self, k: int) -> int:
         return len(self._levels(k))
+
+    def _kept(self, k: int) -> tuple[list[list[Tensor]], list[list[Tensor]], str]:
+        """The rows each statistics pass of k micro-batches keeps whole for later passes, and those it reads
+        (crossbatch.kept), so many that the passes need no more bytes than the micro-batch run: the kept rows
+        at once fit beside a pass in what the micro-batch run (no chunks) and its gradients' accumulators hold
+        live; where the passes' own bytes leave less, fewer are kept. Empty lists without; and a tag that names
+        the choice in its passes' names."""
+        levels = self._levels(k)
+        none = [[] for _ in levels], [[] for _ in levels], ""
+        if ("kept", k) in self._cache or not levels:
+            return self._cache.get(("kept", k), none)
+        self._cache["kept", k] = none
+        st, v, s, specs = self.stats(), self._stats_view(), self.split(), self._stats_specs()
+        major = self.major()
+        cands = [t for t, step_t in st.keepable.items() if step_t in major]
+        if not crossbatch.KEEP or not cands:
+            return none
+        fed = [v.feeds - {t for later in levels[i:] for t in later} for i in range(len(levels))]
+        micro = self._phase(self._runs(k)[len(levels)], 1, 0)
+        room = int(micro.life.live.max()) + sum(nbytes(specs[t]) for t in s.grads)
+        size = {t: nbytes(specs[t]) for t in cands}
+        own = [int(self._phase(run, 1, 0).life.live.max()) for run in self._runs(k)[:len(levels)]]
+        for attempt in range(4):  # a pass's own bytes are known once it is planned (kept rows shrink it): tries
+            writes, reads = crossbatch.kept(len(levels), cands, lambda i, kept: needed_ops(levels[i], fed[i] | kept),
+                                            size, [room - b for b in own])
+            self._cache["kept", k] = writes, reads, f"{k} micro-batches, try {attempt + 1}"
+            own = [int(self._phase(run, 1, 0).life.live.max()) for run in self._runs(k)[:len(levels)]]
+            if all(b + sum(size[t] for t in set(w) | set(r)) <= room for b, w, r in zip(own, writes, reads)):
+                return self._cache["kept", k]
+        self._cache["kept", k] = none
+        return none
 
     # -- streamed prefix (planner.stream) -------------------------------------------------------------------
     def batch_feeds(self) -> set[Tensor]:
@@ -1008,6 +1043,14 @@ class _Step:
                 for t in level:
                     acc[t] = acc_buffer(t, ph.specs[t].shape, ph.specs[t].dtype, end, self.alignment)
                     acc[t].start = ph.start
+            writes, reads, _ = self._kept(k)
+            for i, written in enumerate(writes):  # kept rows: from the pass that writes them to the last reader's
+                for t in written:
+                    last = max(j for j, read in enumerate(reads) if t in read)
+                    spec = self._stats_specs()[t]
+                    acc[t] = acc_buffer(t, spec.shape, spec.dtype, phases[last].start + phases[last].life.steps - 1,
+                                        self.alignment)
+                    acc[t].start = phases[i].start
             for t in s.user_fetches:
                 spec = a.specs[t]
                 try:
@@ -1027,7 +1070,8 @@ class _Step:
         p = MemoryPlan(self.device, self.alignment, phases, 0, live, self.parameter_bytes, self.slot_bytes,
                        self.feed_bytes, microbatches=k, accumulators=acc, fetch_merge=merge,
                        feed_shapes=dict(self.feed_shapes), tensor_map=v.outer,
-                       recomputed=[t.name for t in v.remat.tensors] if v.remat else [], statistics=levels)
+                       recomputed=[t.name for t in v.remat.tensors] if v.remat else [], statistics=levels,
+                       kept=self._kept(k)[0])
         if place:
             globals()["place"](p)
         if k > 1:
@@ -1154,9 +1198,12 @@ class _Step:
             v = self._stats_view()
         shapes = slice_shapes(v.feed_shapes, s.batch_feeds, k)
         runs: list[Run] = []
+        writes, reads, tag = self._kept(k)
         for i, level in enumerate(levels):
             feeds = v.feeds - {t for later in levels[i:] for t in later}
-            runs.append(self._run(f"statistics pass {i + 1}", level, feeds, {t: shapes[t] for t in feeds}, r))
+            sh = {t: shapes[t] for t in feeds} | {t: _rows(self._stats_specs()[t].shape, k) for t in reads[i]}
+            name = f"statistics pass {i + 1}" + (f" (kept rows, {tag})" if writes[i] or reads[i] else "")
+            runs.append(self._run(name, level + writes[i], feeds | set(reads[i]), sh, r))
         runs.append(self._run("micro-batch", s.a_fetches, v.feeds, shapes, r))
         if s.b_fetches:
             specs = self._stats_specs() if levels else self._specs(r)
@@ -1303,6 +1350,11 @@ def _graph_of(fetches, feed_shapes):
 def _var_spec(op: Operation):
     from tfplus.registry import TensorSpec
     return TensorSpec(tuple(op.attrs["shape"] or ()), op.attrs["dtype"])
+
+
+def _rows(shape: tuple, k: int) -> tuple:
+    """A micro-batch's shape of a tensor whose leading axis is the batch's rows, of k micro-batches."""
+    return (shape[0] // k,) + tuple(shape[1:])
 
 
 def _divisors(n: int) -> list[int]:
