@@ -203,38 +203,41 @@ def kept(passes: int, candidates: list[Tensor], ops_of, nbytes: dict[Tensor, int
          ) -> tuple[list[list[Tensor]], list[list[Tensor]]]:
     """Which rows each statistics pass keeps whole (copied in over its micro-batches) for later passes to start
     from instead of recomputing them from the fed batch, and which kept rows each pass reads: (writes, reads) per
-    pass. Of `candidates` (Statistics.keepable, in step order), those a later pass reads, at most `allowance[i]`
-    bytes (`nbytes` each) kept during pass i: where more would be, the largest is left out first. A norm's input kept,
-    the next forward pass starts there and the backward's passes recompute only the layers above it; a gradient
-    kept, the next backward pass starts from it: O(L) work for L norms instead of O(L^2). `ops_of(i, fed)`: the
-    ops pass i runs when the kept tensors `fed` are fed."""
-    cands = list(candidates)
+    pass. A norm's input kept, the next forward pass starts there and the backward's passes recompute only the
+    layers above it; a gradient kept, the next backward pass starts from it: O(L) work for L norms instead of
+    O(L^2). Of `candidates` (Statistics.keepable, in step order), those a later pass reads, at most
+    `allowance[i]` bytes (`nbytes` each) kept during pass i: where more would be, the largest kept there is read
+    no more from that pass on (kept for the next forward pass, say, and recomputed for the backward's).
+    `ops_of(i, fed)`: the ops pass i runs when the kept tensors `fed` are fed."""
+    horizon = dict.fromkeys(candidates, passes - 1)  # the last pass that may read a candidate
     while True:
-        writes, reads, alive = _keeping(passes, cands, ops_of)
+        writes, reads, alive = _keeping(passes, horizon, ops_of)
         over = [sum(nbytes[t] for t in a) - room for a, room in zip(alive, allowance)]
         worst = max(range(passes), key=over.__getitem__, default=None)
         if worst is None or over[worst] <= 0:
             return writes, reads
-        cands.remove(max(alive[worst], key=nbytes.__getitem__))
+        horizon[max(alive[worst], key=nbytes.__getitem__)] = worst - 1
 
 
-def _keeping(passes: int, cands: list[Tensor], ops_of) -> tuple[list, list, list]:
-    """kept's schedule for every candidate kept: (writes, reads, alive: the kept tensors live) per pass."""
+def _keeping(passes: int, horizon: dict[Tensor, int], ops_of) -> tuple[list, list, list]:
+    """kept's schedule, each candidate read up to its `horizon`: (writes, reads, alive: the kept tensors live)
+    per pass."""
     avail: set[Tensor] = set()
     writer: dict[Tensor, int] = {}
     last: dict[Tensor, int] = {}
     for i in range(passes):
-        ops = ops_of(i, avail)
+        fed = {t for t in avail if horizon[t] >= i}
+        ops = ops_of(i, fed)
         read = {t for op in ops for t in op.inputs}
-        last.update((t, i) for t in avail & read)
-        for t in cands:
+        last.update((t, i) for t in fed & read)
+        for t in horizon:
             if t not in avail and t.op in ops:
                 writer[t] = i
                 avail.add(t)
     writes: list[list[Tensor]] = [[] for _ in range(passes)]
     reads: list[list[Tensor]] = [[] for _ in range(passes)]
     alive: list[list[Tensor]] = [[] for _ in range(passes)]
-    for t in cands:
+    for t in horizon:
         if t in writer and t in last:
             writes[writer[t]].append(t)
             for i in range(writer[t], last[t] + 1):
