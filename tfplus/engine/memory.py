@@ -182,6 +182,7 @@ class Bound:
             self.workspaces.append(ws)
             self.argmax.append({op: _view(rt, arena, b, shift) for op, b in ph.argmax.items()})
         self.acc = {t: _view(rt, arena, b) for t, b in p.accumulators.items()}
+        self.kept = {x: _view(rt, arena, b) for x, b in p.kept.items()}
         for lane in self.lanes:
             lane.bind(arena)
 
@@ -327,17 +328,21 @@ class Bound:
         the micro-batch run k times (gradients and fetches merged) and the update run."""
         p, rt, k = self.plan, self.runtime, self.plan.microbatches
         m = p.batch_size // k
-        batch_feeds = set(p.batch_feeds) | {t for written in p.kept for t in written}  # kept: read a slice at a time
+        batch_feeds = set(p.batch_feeds)
         known = {**feeds, **self.acc}
 
-        def run(i: int, j: int) -> dict:  # phase i on micro-batch j: its rows of a fed batch are a view of it
-            return self._phase(i, {t: known[t][j * m:(j + 1) * m] if t in batch_feeds else known[t]
-                                   for t in p.phases[i].feeds})
+        def run(i: int, j: int, kept: dict | None = None) -> dict:  # phase i on micro-batch j: its rows of a fed
+            rows = {**known, **kept} if kept else known                # batch (or kept ones) are a view of it
+            return self._phase(i, {t: rows[t][j * m:(j + 1) * m] if t in batch_feeds or kept and t in kept
+                                   else rows[t] for t in p.phases[i].feeds})
         for i, level in enumerate(p.statistics):
+            # rows kept by an earlier pass (planner.crossbatch.kept), and those this one keeps
+            kept = {x.tensor: self.kept[x] for x in self.kept if x.writer < i <= x.last}
+            keeps = [x for x in self.kept if x.writer == i]
             for j in range(k):
-                values = run(i, j)
-                for t in p.kept[i]:  # rows a later pass reads instead of recomputing them (planner.crossbatch.kept)
-                    rt.copy_rows(self.acc[t], j * m, values[t], 0, m)
+                values = run(i, j, kept)
+                for x in keeps:
+                    rt.copy_rows(self.kept[x], j * m, values[x.tensor], 0, m)
                 sums: dict[str, list] = {"copy": [], "add": [], "add_scale": []}
                 for t in level:  # a mean's sum divided by k with the last micro-batch; a sum's as it is
                     last = "add_scale" if p.fetch_merge[t] == "mean" else "add"

@@ -199,52 +199,60 @@ def rewrite(order: list[Operation], feeds: set[Tensor], fetches: list, batch_fee
                       len(merges), {t: o for t, o in keepable.items() if t.op in needed})
 
 
+class Kept(NamedTuple):
+    """Rows kept whole between statistics passes (`kept`): `tensor` written by pass `writer` (copied in over its
+    micro-batches), read by the passes after it up to pass `last` (a micro-batch's rows at a time)."""
+    tensor: Tensor
+    writer: int
+    last: int
+
+
 def kept(passes: int, candidates: list[Tensor], ops_of, nbytes: dict[Tensor, int], allowance: list[int]
-         ) -> tuple[list[list[Tensor]], list[list[Tensor]]]:
-    """Which rows each statistics pass keeps whole (copied in over its micro-batches) for later passes to start
-    from instead of recomputing them from the fed batch, and which kept rows each pass reads: (writes, reads) per
-    pass. A norm's input kept, the next forward pass starts there and the backward's passes recompute only the
-    layers above it; a gradient kept, the next backward pass starts from it: O(L) work for L norms instead of
-    O(L^2). Of `candidates` (Statistics.keepable, in step order), those a later pass reads, at most
-    `allowance[i]` bytes (`nbytes` each) kept during pass i: where more would be, the largest kept there is read
-    no more from that pass on (kept for the next forward pass, say, and recomputed for the backward's).
-    `ops_of(i, fed)`: the ops pass i runs when the kept tensors `fed` are fed."""
-    horizon = dict.fromkeys(candidates, passes - 1)  # the last pass that may read a candidate
+         ) -> list[Kept]:
+    """Which rows statistics passes keep whole for later passes to start from instead of recomputing them from
+    the fed batch. A norm's input kept, the next forward pass starts there and the backward's passes recompute
+    only the layers above it; a gradient kept, the next backward pass starts from it: O(L) work for L norms
+    instead of O(L^2). Of `candidates` (Statistics.keepable, in step order), those a later pass reads, at most
+    `allowance[i]` bytes (`nbytes` each) kept during pass i: where more would be, the largest kept there is not
+    kept through that pass (kept for the next forward pass, say, and again once a backward pass recomputed it,
+    where fewer rows are kept). `ops_of(i, fed)`: the ops pass i runs when the kept tensors `fed` are fed."""
+    blocked: dict[Tensor, set[int]] = {t: set() for t in candidates}  # the passes a candidate is not kept through
     while True:
-        writes, reads, alive = _keeping(passes, horizon, ops_of)
-        over = [sum(nbytes[t] for t in a) - room for a, room in zip(alive, allowance)]
+        spans = _keeping(passes, blocked, ops_of)
+        over = [-room for room in allowance]
+        for x in spans:
+            for i in range(x.writer, x.last + 1):
+                over[i] += nbytes[x.tensor]
         worst = max(range(passes), key=over.__getitem__, default=None)
         if worst is None or over[worst] <= 0:
-            return writes, reads
-        horizon[max(alive[worst], key=nbytes.__getitem__)] = worst - 1
+            return spans
+        biggest = max((x for x in spans if x.writer <= worst <= x.last), key=lambda x: nbytes[x.tensor])
+        blocked[biggest.tensor].add(worst)
 
 
-def _keeping(passes: int, horizon: dict[Tensor, int], ops_of) -> tuple[list, list, list]:
-    """kept's schedule, each candidate read up to its `horizon`: (writes, reads, alive: the kept tensors live)
-    per pass."""
-    avail: set[Tensor] = set()
-    writer: dict[Tensor, int] = {}
+def _keeping(passes: int, blocked: dict[Tensor, set[int]], ops_of) -> list[Kept]:
+    """kept's spans, each candidate kept from the pass that computes it to its last reader, except through the
+    passes it is `blocked` in."""
+    since: dict[Tensor, int] = {}  # kept now: since which pass
     last: dict[Tensor, int] = {}
+    spans: list[Kept] = []
+
+    def close(t: Tensor) -> None:
+        writer = since.pop(t)
+        if last.get(t, writer) > writer:
+            spans.append(Kept(t, writer, last[t]))
     for i in range(passes):
-        fed = {t for t in avail if horizon[t] >= i}
-        ops = ops_of(i, fed)
+        for t in [t for t in since if i in blocked[t]]:
+            close(t)
+        ops = ops_of(i, set(since))
         read = {t for op in ops for t in op.inputs}
-        last.update((t, i) for t in fed & read)
-        for t in horizon:
-            if t not in avail and t.op in ops:
-                writer[t] = i
-                avail.add(t)
-    writes: list[list[Tensor]] = [[] for _ in range(passes)]
-    reads: list[list[Tensor]] = [[] for _ in range(passes)]
-    alive: list[list[Tensor]] = [[] for _ in range(passes)]
-    for t in horizon:
-        if t in writer and t in last:
-            writes[writer[t]].append(t)
-            for i in range(writer[t], last[t] + 1):
-                alive[i].append(t)
-                if i > writer[t]:
-                    reads[i].append(t)
-    return writes, reads, alive
+        last.update((t, i) for t in since if t in read)
+        for t, no in blocked.items():
+            if t not in since and t.op in ops and i not in no:
+                since[t] = last[t] = i
+    for t in list(since):
+        close(t)
+    return sorted(spans, key=lambda x: (x.writer, x.last))
 
 
 def _merge(t: Tensor) -> str:

@@ -174,13 +174,14 @@ class MemoryPlan:
     # (phases[i] for pass i, over the micro-batches, before the micro-batch run), their accumulators the whole
     # batch's; empty without.
     statistics: list[list[Tensor]] = field(default_factory=list)
-    # Rows each statistics pass keeps whole for later passes (planner.crossbatch.kept): copied into their
-    # accumulators a micro-batch at a time, and read back a micro-batch's rows at a time.
-    kept: list[list[Tensor]] = field(default_factory=list)
+    # Rows statistics passes keep whole for later passes (planner.crossbatch.kept), each in its buffer: copied in
+    # by its writer pass a micro-batch at a time, and read back a micro-batch's rows at a time.
+    kept: dict[crossbatch.Kept, Buffer] = field(default_factory=dict)
 
     @property
     def buffers(self) -> list[Buffer]:
-        return [b for ph in self.phases for b in ph.life.buffers] + list(self.accumulators.values())
+        return [b for ph in self.phases for b in ph.life.buffers] + list(self.accumulators.values()) + \
+            list(self.kept.values())
 
     @property
     def lane_bytes(self) -> int:
@@ -673,7 +674,7 @@ class _Step:
             specs = self._stats_specs() if passes else self.base_specs
             merged = self.split().grads + [t for level in self._levels(k) for t in level]
             f["elements"] += k * sum(math.prod(specs[g].shape) for g in merged)
-            f["elements"] += sum(math.prod(specs[t].shape) for w in self._kept(k)[0] for t in w)  # rows copied in
+            f["elements"] += sum(math.prod(specs[x.tensor].shape) for x in self._kept(k)[0])  # rows copied in
         self._cache["fixed features", k, r] = f, convs
         return f, convs
 
@@ -755,14 +756,13 @@ class _Step:
     def _passes(self, k: int) -> int:
         return len(self._levels(k))
 
-    def _kept(self, k: int) -> tuple[list[list[Tensor]], list[list[Tensor]], str]:
-        """The rows each statistics pass of k micro-batches keeps whole for later passes, and those it reads
-        (crossbatch.kept), so many that the passes need no more bytes than the micro-batch run: the kept rows
-        at once fit beside a pass in what the micro-batch run (no chunks) and its gradients' accumulators hold
-        live; where the passes' own bytes leave less, fewer are kept. Empty lists without; and a tag that names
-        the choice in its passes' names."""
+    def _kept(self, k: int) -> tuple[list[crossbatch.Kept], str]:
+        """The rows statistics passes of k micro-batches keep whole for later passes (crossbatch.kept), so many
+        that the passes need no more bytes than the micro-batch run: the kept rows at once fit beside a pass in
+        what the micro-batch run (no chunks) and its gradients' accumulators hold live; where the passes' own
+        bytes leave less, fewer are kept. And a tag that names the choice in its passes' names."""
         levels = self._levels(k)
-        none = [[] for _ in levels], [[] for _ in levels], ""
+        none: tuple[list[crossbatch.Kept], str] = [], ""
         if ("kept", k) in self._cache or not levels:
             return self._cache.get(("kept", k), none)
         self._cache["kept", k] = none
@@ -777,11 +777,12 @@ class _Step:
         size = {t: nbytes(specs[t]) for t in cands}
         own = [int(self._phase(run, 1, 0).life.live.max()) for run in self._runs(k)[:len(levels)]]
         for attempt in range(4):  # a pass's own bytes are known once it is planned (kept rows shrink it): tries
-            writes, reads = crossbatch.kept(len(levels), cands, lambda i, kept: needed_ops(levels[i], fed[i] | kept),
-                                            size, [room - b for b in own])
-            self._cache["kept", k] = writes, reads, f"{k} micro-batches, try {attempt + 1}"
+            spans = crossbatch.kept(len(levels), cands, lambda i, kept: needed_ops(levels[i], fed[i] | kept), size,
+                                    [room - b for b in own])
+            self._cache["kept", k] = spans, f"{k} micro-batches, try {attempt + 1}"
             own = [int(self._phase(run, 1, 0).life.live.max()) for run in self._runs(k)[:len(levels)]]
-            if all(b + sum(size[t] for t in set(w) | set(r)) <= room for b, w, r in zip(own, writes, reads)):
+            if all(b + sum(size[x.tensor] for x in spans if x.writer <= i <= x.last) <= room
+                   for i, b in enumerate(own)):
                 return self._cache["kept", k]
         self._cache["kept", k] = none
         return none
@@ -1031,7 +1032,7 @@ class _Step:
             start = sum(ph.life.steps for ph in phases)
             phases.append(self._phase(run, c, start, z, d) if i <= len(levels) else self._phase(run, 1, start))
         a = phases[len(levels)]
-        acc, merge = {}, {}
+        acc, merge, kept = {}, {}, {}
         if k > 1:
             s = self.split(r)
             batch = self.batch_size()
@@ -1043,14 +1044,11 @@ class _Step:
                 for t in level:
                     acc[t] = acc_buffer(t, ph.specs[t].shape, ph.specs[t].dtype, end, self.alignment)
                     acc[t].start = ph.start
-            writes, reads, _ = self._kept(k)
-            for i, written in enumerate(writes):  # kept rows: from the pass that writes them to the last reader's
-                for t in written:
-                    last = max(j for j, read in enumerate(reads) if t in read)
-                    spec = self._stats_specs()[t]
-                    acc[t] = acc_buffer(t, spec.shape, spec.dtype, phases[last].start + phases[last].life.steps - 1,
-                                        self.alignment)
-                    acc[t].start = phases[i].start
+            for x in self._kept(k)[0]:  # kept rows: from the pass that writes them to the last reader's end
+                spec = self._stats_specs()[x.tensor]
+                kept[x] = acc_buffer(x.tensor, spec.shape, spec.dtype,
+                                     phases[x.last].start + phases[x.last].life.steps - 1, self.alignment)
+                kept[x].start = phases[x.writer].start
             for t in s.user_fetches:
                 spec = a.specs[t]
                 try:
@@ -1062,7 +1060,7 @@ class _Step:
                     acc[t] = acc_buffer(t, shape, spec.dtype, end, self.alignment)
                     acc[t].start = a.start
         live = np.concatenate([ph.life.live for ph in phases])
-        for b in acc.values():
+        for b in list(acc.values()) + list(kept.values()):
             live[b.start:b.end + 1] += b.size
         # A micro-batch's rows of a fed batch are a view of it on every device (opencl: an offset): no slot.
         v = self._stats_view() if levels else self.view(r)
@@ -1071,7 +1069,7 @@ class _Step:
                        self.feed_bytes, microbatches=k, accumulators=acc, fetch_merge=merge,
                        feed_shapes=dict(self.feed_shapes), tensor_map=v.outer,
                        recomputed=[t.name for t in v.remat.tensors] if v.remat else [], statistics=levels,
-                       kept=self._kept(k)[0])
+                       kept=kept)
         if place:
             globals()["place"](p)
         if k > 1:
@@ -1198,12 +1196,14 @@ class _Step:
             v = self._stats_view()
         shapes = slice_shapes(v.feed_shapes, s.batch_feeds, k)
         runs: list[Run] = []
-        writes, reads, tag = self._kept(k)
+        spans, tag = self._kept(k)
         for i, level in enumerate(levels):
             feeds = v.feeds - {t for later in levels[i:] for t in later}
-            sh = {t: shapes[t] for t in feeds} | {t: _rows(self._stats_specs()[t].shape, k) for t in reads[i]}
-            name = f"statistics pass {i + 1}" + (f" (kept rows, {tag})" if writes[i] or reads[i] else "")
-            runs.append(self._run(name, level + writes[i], feeds | set(reads[i]), sh, r))
+            reads = {x.tensor for x in spans if x.writer < i <= x.last}
+            writes = [x.tensor for x in spans if x.writer == i]
+            sh = {t: shapes[t] for t in feeds} | {t: _rows(self._stats_specs()[t].shape, k) for t in reads}
+            name = f"statistics pass {i + 1}" + (f" (kept rows, {tag})" if writes or reads else "")
+            runs.append(self._run(name, level + writes, feeds | reads, sh, r))
         runs.append(self._run("micro-batch", s.a_fetches, v.feeds, shapes, r))
         if s.b_fetches:
             specs = self._stats_specs() if levels else self._specs(r)
