@@ -324,49 +324,43 @@ class Bound:
 
     def _passes(self, feeds: dict) -> dict:
         """The micro-batched step's runs: its statistics passes (planner.crossbatch: each over the micro-batches,
-        their values summed in micro-batch order, means divided by k, into the whole batch's, fed to the later runs),
-        the micro-batch run k times (gradients and fetches merged) and the update run."""
+        their values summed in micro-batch order, means divided by k, into the whole batch's, fed to the later runs;
+        rows kept whole for later runs copied in a micro-batch at a time), the micro-batch run k times (gradients and
+        fetches merged, some of them by statistics passes that computed them) and the update run."""
         p, rt, k = self.plan, self.runtime, self.plan.microbatches
         m = p.batch_size // k
         batch_feeds = set(p.batch_feeds)
         known = {**feeds, **self.acc}
 
-        def run(i: int, j: int, kept: dict | None = None) -> dict:  # phase i on micro-batch j: its rows of a fed
-            rows = {**known, **kept} if kept else known                # batch (or kept ones) are a view of it
-            return self._phase(i, {t: rows[t][j * m:(j + 1) * m] if t in batch_feeds or kept and t in kept
-                                   else rows[t] for t in p.phases[i].feeds})
-        for i, level in enumerate(p.statistics):
-            # rows kept by an earlier pass (planner.crossbatch.kept), and those this one keeps
+        def run(i: int, j: int, kept: dict) -> dict:  # phase i on micro-batch j: its rows of a fed (or kept)
+            rows = {**known, **kept}                      # batch are a view of it
+            return self._phase(i, {t: rows[t][j * m:(j + 1) * m] if t in batch_feeds or t in kept else rows[t]
+                                   for t in p.phases[i].feeds})
+        a = len(p.statistics)
+        out = {}
+        for i in range(a + 1):
             kept = {x.tensor: self.kept[x] for x in self.kept if x.writer < i <= x.last}
             keeps = [x for x in self.kept if x.writer == i]
+            fetched = {f for f in p.phases[i].fetches if isinstance(f, Tensor)}
+            merged = [(t, acc) for t, acc in self.acc.items() if t in fetched]
             for j in range(k):
                 values = run(i, j, kept)
                 for x in keeps:
                     rt.copy_rows(self.kept[x], j * m, values[x.tensor], 0, m)
-                sums: dict[str, list] = {"copy": [], "add": [], "add_scale": []}
-                for t in level:  # a mean's sum divided by k with the last micro-batch; a sum's as it is
-                    last = "add_scale" if p.fetch_merge[t] == "mean" else "add"
-                    sums["copy" if j == 0 else last if j == k - 1 else "add"].append((self.acc[t], values[t]))
-                for how, pairs in sums.items():
+                merge: dict[str, list] = {"copy": [], "add": [], "add_scale": []}
+                for t, acc in merged:
+                    src = values[t]
+                    way = p.fetch_merge.get(t, "mean")
+                    if way == "concat":
+                        rt.copy_rows(acc, j * m, src, 0, m)
+                    elif way == "last" or j == 0:
+                        merge["copy"].append((acc, src))
+                    else:  # a mean: summed over the micro-batches (k >= 2), divided by k with the last; a sum summed
+                        merge["add_scale" if j == k - 1 and way == "mean" else "add"].append((acc, src))
+                for how, pairs in merge.items():
                     self.merges.run(rt, how, pairs, 1.0 / k)
-        a = len(p.statistics)
-        fetched = {f for f in p.phases[a].fetches if isinstance(f, Tensor)}
-        merged = [(t, acc) for t, acc in self.acc.items() if t in fetched]
-        for j in range(k):
-            values = run(a, j)
-            merge: dict[str, list] = {"copy": [], "add": [], "add_scale": []}
-            for t, acc in merged:
-                src = values[t]
-                way = p.fetch_merge.get(t, "mean")
-                if way == "concat":
-                    rt.copy_rows(acc, j * m, src, 0, m)
-                elif way == "last" or j == 0:
-                    merge["copy"].append((acc, src))
-                else:  # a mean: summed over the micro-batches (k >= 2), divided by k with the last
-                    merge["add_scale" if j == k - 1 else "add"].append((acc, src))
-            for how, pairs in merge.items():
-                self.merges.run(rt, how, pairs, 1.0 / k)
-        out = {t: acc for t, acc in merged}
+            statistics = set(p.statistics[i]) if i < a else set()
+            out.update((t, acc) for t, acc in merged if t not in statistics)
         if len(p.phases) > a + 1:
             out.update(self._phase(a + 1, {t: known[t] for t in p.phases[a + 1].feeds}))
         return out

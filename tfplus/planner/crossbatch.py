@@ -207,52 +207,92 @@ class Kept(NamedTuple):
     last: int
 
 
-def kept(passes: int, candidates: list[Tensor], ops_of, nbytes: dict[Tensor, int], allowance: list[int]
-         ) -> list[Kept]:
-    """Which rows statistics passes keep whole for later passes to start from instead of recomputing them from
-    the fed batch. A norm's input kept, the next forward pass starts there and the backward's passes recompute
-    only the layers above it; a gradient kept, the next backward pass starts from it: O(L) work for L norms
-    instead of O(L^2). Of `candidates` (Statistics.keepable, in step order), those a later pass reads, at most
-    `allowance[i]` bytes (`nbytes` each) kept during pass i: where more would be, the largest kept there is not
-    kept through that pass (kept for the next forward pass, say, and again once a backward pass recomputed it,
-    where fewer rows are kept). `ops_of(i, fed)`: the ops pass i runs when the kept tensors `fed` are fed."""
-    blocked: dict[Tensor, set[int]] = {t: set() for t in candidates}  # the passes a candidate is not kept through
+def kept(runs: list[tuple[list, set[Tensor]]], candidates: list[Tensor], fold: list[Tensor], rowed: set[Tensor],
+         nbytes: dict[Tensor, int], allowance: list[int]) -> tuple[list[Kept], list[list[Tensor]]]:
+    """Which rows the statistics passes keep whole for later runs to start from instead of recomputing them from
+    the fed batch, and which of the micro-batch run's merged fetches (`fold`: the gradients, the loss) each run
+    computes: (spans, fetches per run). `runs`: (fetches, feeds) of each statistics pass, then of the micro-batch
+    run (its fetches less `fold`).
+
+    A norm's input kept, the next forward pass starts there and the backward's passes recompute only the layers
+    above it; a gradient kept, the next backward pass starts from it: O(L) work for L norms instead of O(L^2). Of
+    `candidates` (Statistics.keepable, in step order), those a later run reads, at most `allowance[i]` bytes
+    (`nbytes` each, with the folded fetches' accumulators) kept during run i: where more would be, the largest
+    kept there is not kept through that run (kept for the next forward pass, say, and again once a backward pass
+    recomputed it, where fewer rows are kept). A fetch in `fold` is computed by the first pass that computes its
+    inputs' rows anyway (the ops it adds make no rows of the batch, `rowed`): a layer's weight gradient in the
+    backward's pass that computes its input gradient's rows, so that the micro-batch run recomputes only what
+    no pass did."""
+    blocked: dict[Tensor, set[int]] = {t: set() for t in candidates}  # the runs a candidate is not kept through
     while True:
-        spans = _keeping(passes, blocked, ops_of)
+        spans, folded = _keeping(runs, blocked, fold, rowed)
         over = [-room for room in allowance]
         for x in spans:
             for i in range(x.writer, x.last + 1):
                 over[i] += nbytes[x.tensor]
-        worst = max(range(passes), key=over.__getitem__, default=None)
-        if worst is None or over[worst] <= 0:
-            return spans
-        biggest = max((x for x in spans if x.writer <= worst <= x.last), key=lambda x: nbytes[x.tensor])
-        blocked[biggest.tensor].add(worst)
+        for i, fetched in enumerate(folded):
+            for j in range(i, len(runs)):
+                over[j] += sum(nbytes[t] for t in fetched)
+        worst = max(range(len(runs)), key=over.__getitem__)
+        alive = [x for x in spans if x.writer <= worst <= x.last]
+        if over[worst] <= 0 or not alive:
+            return spans, folded
+        blocked[max(alive, key=lambda x: nbytes[x.tensor]).tensor].add(worst)
 
 
-def _keeping(passes: int, blocked: dict[Tensor, set[int]], ops_of) -> list[Kept]:
+def _keeping(runs: list[tuple[list, set[Tensor]]], blocked: dict[Tensor, set[int]], fold: list[Tensor],
+             rowed: set[Tensor]) -> tuple[list[Kept], list[list[Tensor]]]:
     """kept's spans, each candidate kept from the pass that computes it to its last reader, except through the
-    passes it is `blocked` in."""
+    runs it is `blocked` in; and the fetches each run computes."""
     since: dict[Tensor, int] = {}  # kept now: since which pass
     last: dict[Tensor, int] = {}
     spans: list[Kept] = []
+    pending = list(fold)
+    folded: list[list[Tensor]] = [[] for _ in runs]
 
     def close(t: Tensor) -> None:
         writer = since.pop(t)
         if last.get(t, writer) > writer:
             spans.append(Kept(t, writer, last[t]))
-    for i in range(passes):
+    for i, (fetches, feeds) in enumerate(runs):
         for t in [t for t in since if i in blocked[t]]:
             close(t)
-        ops = ops_of(i, set(since))
+        fed = feeds | set(since)
+        if i == len(runs) - 1:  # the micro-batch run computes what no pass did
+            folded[i], pending = pending, []
+        ops = needed_ops(fetches + folded[i], fed)
+        for f in list(pending):
+            extra = _adds(f, ops, fed, rowed)
+            if extra is not None:
+                folded[i].append(f)
+                pending.remove(f)
+                ops |= extra
         read = {t for op in ops for t in op.inputs}
         last.update((t, i) for t in since if t in read)
-        for t, no in blocked.items():
-            if t not in since and t.op in ops and i not in no:
-                since[t] = last[t] = i
+        if i < len(runs) - 1:
+            for t, no in blocked.items():
+                if t not in since and t.op in ops and i not in no:
+                    since[t] = last[t] = i
     for t in list(since):
         close(t)
-    return sorted(spans, key=lambda x: (x.writer, x.last))
+    return sorted(spans, key=lambda x: (x.writer, x.last)), folded
+
+
+def _adds(f: Tensor, ops: set[Operation], fed: set[Tensor], rowed: set[Tensor]) -> set[Operation] | None:
+    """The ops that computing `f` adds to a run of `ops` fed `fed`; None if one of them makes rows of the batch
+    (the run does not compute the rows `f` is computed from)."""
+    extra: set[Operation] = set()
+    stack = [] if f in fed else [f.op]
+    while stack:
+        op = stack.pop()
+        if op in ops or op in extra:
+            continue
+        if any(t in rowed for t in op.outputs):
+            return None
+        extra.add(op)
+        stack.extend(t.op for t in op.inputs if t not in fed)
+        stack.extend(op.control_inputs)
+    return extra
 
 
 def _merge(t: Tensor) -> str:

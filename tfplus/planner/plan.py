@@ -756,13 +756,14 @@ class _Step:
     def _passes(self, k: int) -> int:
         return len(self._levels(k))
 
-    def _kept(self, k: int) -> tuple[list[crossbatch.Kept], str]:
-        """The rows statistics passes of k micro-batches keep whole for later passes (crossbatch.kept), so many
-        that the passes need no more bytes than the micro-batch run: the kept rows at once fit beside a pass in
-        what the micro-batch run (no chunks) and its gradients' accumulators hold live; where the passes' own
-        bytes leave less, fewer are kept. And a tag that names the choice in its passes' names."""
+    def _kept(self, k: int) -> tuple[list[crossbatch.Kept], list[list[Tensor]], str]:
+        """The rows statistics passes of k micro-batches keep whole for later runs, and the micro-batch run's
+        merged fetches each run computes (crossbatch.kept), so that the runs need no more bytes than the
+        micro-batch run alone: the kept rows and accumulators fit beside a run in what the micro-batch run (no
+        chunks) and its gradients' accumulators hold live; where the runs' own bytes leave less, fewer rows are
+        kept. And a tag that names the choice in its runs' names ('' without)."""
         levels = self._levels(k)
-        none: tuple[list[crossbatch.Kept], str] = [], ""
+        none: tuple[list[crossbatch.Kept], list[list[Tensor]], str] = [], [[] for _ in range(len(levels) + 1)], ""
         if ("kept", k) in self._cache or not levels:
             return self._cache.get(("kept", k), none)
         self._cache["kept", k] = none
@@ -771,18 +772,19 @@ class _Step:
         cands = [t for t, step_t in st.keepable.items() if step_t in major]
         if not crossbatch.KEEP or not cands:
             return none
-        fed = [v.feeds - {t for later in levels[i:] for t in later} for i in range(len(levels))]
-        micro = self._phase(self._runs(k)[len(levels)], 1, 0)
-        room = int(micro.life.live.max()) + sum(nbytes(specs[t]) for t in s.grads)
-        size = {t: nbytes(specs[t]) for t in cands}
-        own = [int(self._phase(run, 1, 0).life.live.max()) for run in self._runs(k)[:len(levels)]]
-        for attempt in range(4):  # a pass's own bytes are known once it is planned (kept rows shrink it): tries
-            spans = crossbatch.kept(len(levels), cands, lambda i, kept: needed_ops(levels[i], fed[i] | kept), size,
-                                    [room - b for b in own])
-            self._cache["kept", k] = spans, f"{k} micro-batches, try {attempt + 1}"
-            own = [int(self._phase(run, 1, 0).life.live.max()) for run in self._runs(k)[:len(levels)]]
-            if all(b + sum(size[x.tensor] for x in spans if x.writer <= i <= x.last) <= room
-                   for i, b in enumerate(own)):
+        fold = [t for t in s.a_fetches if isinstance(t, Tensor)]
+        runs = [(level, v.feeds - {t for later in levels[i:] for t in later}) for i, level in enumerate(levels)]
+        runs.append(([f for f in s.a_fetches if f not in fold], v.feeds))
+        own = [int(self._phase(run, 1, 0).life.live.max()) for run in self._runs(k)[:len(runs)]]
+        room = own[-1] + sum(nbytes(specs[t]) for t in s.grads)
+        size = {t: nbytes(specs[t]) for t in cands + fold}
+        for attempt in range(4):  # a run's own bytes are known once it is planned (kept rows shrink it): tries
+            spans, folded = crossbatch.kept(runs, cands, fold, st.rowed, size, [room - b for b in own])
+            self._cache["kept", k] = spans, folded, f"kept rows, {k} micro-batches, try {attempt + 1}"
+            own = [int(self._phase(run, 1, 0).life.live.max()) for run in self._runs(k)[:len(runs)]]
+            held = [sum(size[x.tensor] for x in spans if x.writer <= i <= x.last) +
+                    sum(size[t] for f in folded[:i + 1] for t in f if t in s.grads) for i in range(len(runs))]
+            if all(b + h <= room for b, h in zip(own, held)):
                 return self._cache["kept", k]
         self._cache["kept", k] = none
         return none
@@ -1031,15 +1033,16 @@ class _Step:
         for i, run in enumerate(runs):  # the statistics passes and the micro-batch run: c, z, d; the update: none
             start = sum(ph.life.steps for ph in phases)
             phases.append(self._phase(run, c, start, z, d) if i <= len(levels) else self._phase(run, 1, start))
-        a = phases[len(levels)]
         acc, merge, kept = {}, {}, {}
         if k > 1:
             s = self.split(r)
             batch = self.batch_size()
             end = sum(ph.life.steps for ph in phases) - 1
+            # a merged fetch from the run that computes it (a statistics pass, with kept rows: crossbatch.kept)
+            where = {t: ph for ph in phases[:len(levels) + 1] for t in ph.fetches if isinstance(t, Tensor)}
             for t in s.grads:
-                acc[t] = acc_buffer(t, a.specs[t].shape, a.specs[t].dtype, end, self.alignment)
-                acc[t].start = a.start
+                acc[t] = acc_buffer(t, where[t].specs[t].shape, where[t].specs[t].dtype, end, self.alignment)
+                acc[t].start = where[t].start
             for ph, level in zip(phases, levels):  # a statistic from its pass to the update run that may read it
                 for t in level:
                     acc[t] = acc_buffer(t, ph.specs[t].shape, ph.specs[t].dtype, end, self.alignment)
@@ -1050,7 +1053,7 @@ class _Step:
                                      phases[x.last].start + phases[x.last].life.steps - 1, self.alignment)
                 kept[x].start = phases[x.writer].start
             for t in s.user_fetches:
-                spec = a.specs[t]
+                spec = where[t].specs[t]
                 try:
                     merge[t] = fetch_merge(t, spec.shape, s.batch_dep, batch // k)
                 except PlanError as e:
@@ -1058,7 +1061,7 @@ class _Step:
                 shape = (batch,) + spec.shape[1:] if merge[t] == "concat" else spec.shape
                 if t not in acc:
                     acc[t] = acc_buffer(t, shape, spec.dtype, end, self.alignment)
-                    acc[t].start = a.start
+                    acc[t].start = where[t].start
         live = np.concatenate([ph.life.live for ph in phases])
         for b in list(acc.values()) + list(kept.values()):
             live[b.start:b.end + 1] += b.size
@@ -1196,15 +1199,20 @@ class _Step:
             v = self._stats_view()
         shapes = slice_shapes(v.feed_shapes, s.batch_feeds, k)
         runs: list[Run] = []
-        spans, tag = self._kept(k)
-        for i, level in enumerate(levels):
+        spans, folded, tag = self._kept(k)
+        for i, level in enumerate(levels + [[]]):  # the statistics passes, then the micro-batch run
             feeds = v.feeds - {t for later in levels[i:] for t in later}
             reads = {x.tensor for x in spans if x.writer < i <= x.last}
             writes = [x.tensor for x in spans if x.writer == i]
             sh = {t: shapes[t] for t in feeds} | {t: _rows(self._stats_specs()[t].shape, k) for t in reads}
-            name = f"statistics pass {i + 1}" + (f" (kept rows, {tag})" if writes or reads else "")
-            runs.append(self._run(name, level + writes, feeds | reads, sh, r))
-        runs.append(self._run("micro-batch", s.a_fetches, v.feeds, shapes, r))
+            fetches = level + writes + folded[i] if tag else level
+            if i == len(levels):
+                name = "micro-batch"
+                fetches = [f for f in s.a_fetches if f not in set(sum(folded, [])) or f in folded[i]] if tag \
+                    else s.a_fetches
+            else:
+                name = f"statistics pass {i + 1}"
+            runs.append(self._run(name, fetches, feeds | reads, sh, r, tag))
         if s.b_fetches:
             specs = self._stats_specs() if levels else self._specs(r)
             b_shapes = {t: specs[t].shape for t in s.grads}
@@ -1212,16 +1220,16 @@ class _Step:
             runs.append(self._run("update", s.b_fetches, set(b_shapes), b_shapes, r))
         return runs
 
-    def _run(self, name, fetches, feeds, feed_shapes, r: int = 0) -> Run:
+    def _run(self, name, fetches, feeds, feed_shapes, r: int = 0, variant: str = "") -> Run:
         """One executor run of the step (name: 'step', 'micro-batch' or 'update') for these feed shapes, at
-        recomputation level r."""
-        if ("graph", name, r) not in self._cache:  # the same for every feed shape (the micro-batch runs of all k)
-            g = dependency_graph(needed_ops(fetches, feeds), feeds)
+        recomputation level r; `variant` tells runs of one name with other fetches and feeds apart."""
+        if ("graph", name, r, variant) not in self._cache:  # the same for every feed shape (the micro-batch runs of
+            g = dependency_graph(needed_ops(fetches, feeds), feeds)  # all k)
             order = creation_order(g)
-            self._cache["graph", name, r] = g, order, input_roots(order, feeds)
-        key = (name, tuple(sorted(s for s in feed_shapes.values())), r)
+            self._cache["graph", name, r, variant] = g, order, input_roots(order, feeds)
+        key = (name, tuple(sorted(s for s in feed_shapes.values())), r) + ((variant,) if variant else ())
         if key not in self._cache:
-            g, order, roots = self._cache["graph", name, r]
+            g, order, roots = self._cache["graph", name, r, variant]
             self._cache[key] = Run(key, g, order, static_specs(order, feed_shapes), roots, list(fetches),
                                     set(feeds))
         return self._cache[key]
