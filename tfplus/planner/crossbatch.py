@@ -44,7 +44,7 @@ import numpy as np
 
 from tfplus.dtypes import float64
 from tfplus.framework import Graph, Operation, Tensor, needed_ops
-from tfplus.ops import array_ops, math_ops
+from tfplus.ops import array_ops, math_ops, nn_ops
 from tfplus.planner.liveness import PlanError, phase_of
 from tfplus.planner.recompute import _copy as copy_op
 from tfplus.planner.stream import batch_dependent
@@ -208,11 +208,12 @@ class Kept(NamedTuple):
 
 
 def kept(runs: list[tuple[list, set[Tensor]]], candidates: list[Tensor], fold: list[Tensor], rowed: set[Tensor],
-         nbytes: dict[Tensor, int], allowance: list[int]) -> tuple[list[Kept], list[list[Tensor]]]:
+         nbytes: dict[Tensor, int], allowance: list[int]
+         ) -> tuple[list[Kept], list[list[Tensor]], dict[Tensor, tuple[int, int]]]:
     """Which rows the statistics passes keep whole for later runs to start from instead of recomputing them from
     the fed batch, and which of the micro-batch run's merged fetches (`fold`: the gradients, the loss) each run
-    computes: (spans, fetches per run). `runs`: (fetches, feeds) of each statistics pass, then of the micro-batch
-    run (its fetches less `fold`).
+    computes: (spans, fetches per run, shapes: {tensor: (the run that computes it, the first run fed it)}). `runs`:
+    (fetches, feeds) of each statistics pass, then of the micro-batch run (its fetches less `fold`).
 
     A norm's input kept, the next forward pass starts there and the backward's passes recompute only the layers
     above it; a gradient kept, the next backward pass starts from it: O(L) work for L norms instead of O(L^2). Of
@@ -222,10 +223,11 @@ def kept(runs: list[tuple[list, set[Tensor]]], candidates: list[Tensor], fold: l
     recomputed it, where fewer rows are kept). A fetch in `fold` is computed by the first pass that computes its
     inputs' rows anyway (the ops it adds make no rows of the batch, `rowed`): a layer's weight gradient in the
     backward's pass that computes its input gradient's rows, so that the micro-batch run recomputes only what
-    no pass did."""
+    no pass did. A shape-only op's output an earlier run computed is fed to it (`shapes`): the ones of the loss a
+    weight decay's gradient starts from need no forward pass to the loss again."""
     blocked: dict[Tensor, set[int]] = {t: set() for t in candidates}  # the runs a candidate is not kept through
     while True:
-        spans, folded = _keeping(runs, blocked, fold, rowed)
+        spans, folded, shapes = _keeping(runs, blocked, fold, rowed)
         over = [-room for room in allowance]
         for x in spans:
             for i in range(x.writer, x.last + 1):
@@ -236,19 +238,21 @@ def kept(runs: list[tuple[list, set[Tensor]]], candidates: list[Tensor], fold: l
         worst = max(range(len(runs)), key=over.__getitem__)
         alive = [x for x in spans if x.writer <= worst <= x.last]
         if over[worst] <= 0 or not alive:
-            return spans, folded
+            return spans, folded, shapes
         blocked[max(alive, key=lambda x: nbytes[x.tensor]).tensor].add(worst)
 
 
 def _keeping(runs: list[tuple[list, set[Tensor]]], blocked: dict[Tensor, set[int]], fold: list[Tensor],
-             rowed: set[Tensor]) -> tuple[list[Kept], list[list[Tensor]]]:
+             rowed: set[Tensor]) -> tuple[list[Kept], list[list[Tensor]], dict[Tensor, tuple[int, int]]]:
     """kept's spans, each candidate kept from the pass that computes it to its last reader, except through the
-    runs it is `blocked` in; and the fetches each run computes."""
+    runs it is `blocked` in; the fetches each run computes; and the shape-only outputs fed to later runs."""
     since: dict[Tensor, int] = {}  # kept now: since which pass
     last: dict[Tensor, int] = {}
     spans: list[Kept] = []
     pending = list(fold)
     folded: list[list[Tensor]] = [[] for _ in runs]
+    computed: dict[Tensor, int] = {}  # shape-only ops' outputs without rows: the run that computed them first
+    shapes: dict[Tensor, tuple[int, int]] = {}
 
     def close(t: Tensor) -> None:
         writer = since.pop(t)
@@ -257,16 +261,23 @@ def _keeping(runs: list[tuple[list, set[Tensor]]], blocked: dict[Tensor, set[int
     for i, (fetches, feeds) in enumerate(runs):
         for t in [t for t in since if i in blocked[t]]:
             close(t)
-        fed = feeds | set(since)
+        fed = feeds | set(since) | set(shapes)
         if i == len(runs) - 1:  # the micro-batch run computes what no pass did
             folded[i], pending = pending, []
         ops = needed_ops(fetches + folded[i], fed)
         for f in list(pending):
-            extra = _adds(f, ops, fed, rowed)
+            extra = _adds(f, ops, fed, rowed, computed)
             if extra is not None:
                 folded[i].append(f)
                 pending.remove(f)
-                ops |= extra
+                ops |= extra[0]
+                shapes.update((t, (computed[t], i)) for t in extra[1] if t not in shapes)
+                fed |= extra[1]
+        for op in ops:
+            if has_tag(op.type, "shape_only"):
+                for t in op.outputs:
+                    if t not in rowed and t not in fed:
+                        computed.setdefault(t, i)
         read = {t for op in ops for t in op.inputs}
         last.update((t, i) for t in since if t in read)
         if i < len(runs) - 1:
@@ -275,13 +286,16 @@ def _keeping(runs: list[tuple[list, set[Tensor]]], blocked: dict[Tensor, set[int
                     since[t] = last[t] = i
     for t in list(since):
         close(t)
-    return sorted(spans, key=lambda x: (x.writer, x.last)), folded
+    return sorted(spans, key=lambda x: (x.writer, x.last)), folded, shapes
 
 
-def _adds(f: Tensor, ops: set[Operation], fed: set[Tensor], rowed: set[Tensor]) -> set[Operation] | None:
-    """The ops that computing `f` adds to a run of `ops` fed `fed`; None if one of them makes rows of the batch
-    (the run does not compute the rows `f` is computed from)."""
+def _adds(f: Tensor, ops: set[Operation], fed: set[Tensor], rowed: set[Tensor], computed: dict[Tensor, int]
+          ) -> tuple[set[Operation], set[Tensor]] | None:
+    """The ops that computing `f` adds to a run of `ops` fed `fed`, and the shape-only outputs an earlier run
+    `computed` that it reads; None if one of those ops makes rows of the batch (the run does not compute the rows
+    `f` is computed from)."""
     extra: set[Operation] = set()
+    earlier: set[Tensor] = set()
     stack = [] if f in fed else [f.op]
     while stack:
         op = stack.pop()
@@ -290,9 +304,13 @@ def _adds(f: Tensor, ops: set[Operation], fed: set[Tensor], rowed: set[Tensor]) 
         if any(t in rowed for t in op.outputs):
             return None
         extra.add(op)
-        stack.extend(t.op for t in op.inputs if t not in fed)
+        for t in op.inputs:
+            if t in computed and t.op not in ops:
+                earlier.add(t)
+            elif t not in fed:
+                stack.append(t.op)
         stack.extend(op.control_inputs)
-    return extra
+    return extra, earlier
 
 
 def _merge(t: Tensor) -> str:
@@ -359,12 +377,12 @@ def _norm(op: Operation, ins: list[Tensor], specs: dict) -> tuple[list[Tensor], 
     mean = math_ops.cast(mean_wide, x.dtype)
     between = math_ops.subtract(square_wide, math_ops.square(mean_wide))
     variance = math_ops.add(within, math_ops.cast(between, x.dtype), name="variance")
-    centered = math_ops.subtract(x, mean)
     eps = array_ops.constant(np.asarray(op.attrs["epsilon"], x.dtype.np))
     rstd = math_ops.rsqrt(math_ops.add(variance, eps))
-    x_hat = math_ops.multiply(centered, rstd)
-    y = math_ops.add(math_ops.multiply(x_hat, array_ops.reshape(scale, keep)), array_ops.reshape(offset, keep))
     m, v = array_ops.reshape(mean, [channels]), array_ops.reshape(variance, [channels])
+    # normalized by the inference-mode kernel, which reads the statistics it is given: one write of the rows
+    y = nn_ops.fused_batch_norm(x, scale, offset, m, v, op.attrs["epsilon"], op.attrs["data_format"],
+                                is_training=False)[0]
     unbiased = math_ops.multiply(v, array_ops.constant(np.asarray(count / max(count - 1, 1), x.dtype.np)))
     f = op.attrs.get("exponential_avg_factor", 1.0)
     if f != 1.0:

@@ -756,14 +756,14 @@ class _Step:
     def _passes(self, k: int) -> int:
         return len(self._levels(k))
 
-    def _kept(self, k: int) -> tuple[list[crossbatch.Kept], list[list[Tensor]], str]:
+    def _kept(self, k: int) -> tuple[list[crossbatch.Kept], list[list[Tensor]], dict, str]:
         """The rows statistics passes of k micro-batches keep whole for later runs, and the micro-batch run's
         merged fetches each run computes (crossbatch.kept), so that the runs need no more bytes than the
         micro-batch run alone: the kept rows and accumulators fit beside a run in what the micro-batch run (no
         chunks) and its gradients' accumulators hold live; where the runs' own bytes leave less, fewer rows are
-        kept. And a tag that names the choice in its runs' names ('' without)."""
+        kept. The shape-only outputs fed to later runs; and a tag that tells the runs apart ('' without)."""
         levels = self._levels(k)
-        none: tuple[list[crossbatch.Kept], list[list[Tensor]], str] = [], [[] for _ in range(len(levels) + 1)], ""
+        none: tuple = [], [[] for _ in range(len(levels) + 1)], {}, ""
         if ("kept", k) in self._cache or not levels:
             return self._cache.get(("kept", k), none)
         self._cache["kept", k] = none
@@ -779,11 +779,14 @@ class _Step:
         room = own[-1] + sum(nbytes(specs[t]) for t in s.grads)
         size = {t: nbytes(specs[t]) for t in cands + fold}
         for attempt in range(4):  # a run's own bytes are known once it is planned (kept rows shrink it): tries
-            spans, folded = crossbatch.kept(runs, cands, fold, st.rowed, size, [room - b for b in own])
-            self._cache["kept", k] = spans, folded, f"kept rows, {k} micro-batches, try {attempt + 1}"
-            own = [int(self._phase(run, 1, 0).life.live.max()) for run in self._runs(k)[:len(runs)]]
+            spans, folded, shaped = crossbatch.kept(runs, cands, fold, st.rowed, size, [room - b for b in own])
+            self._cache["kept", k] = spans, folded, shaped, f"kept rows, {k} micro-batches, try {attempt + 1}"
+            planned = self._runs(k)[:len(runs)]
+            own = [int(self._phase(run, 1, 0).life.live.max()) for run in planned]
             held = [sum(size[x.tensor] for x in spans if x.writer <= i <= x.last) +
-                    sum(size[t] for f in folded[:i + 1] for t in f if t in s.grads) for i in range(len(runs))]
+                    sum(size[t] for f in folded[:i + 1] for t in f if t in s.grads) +
+                    sum(nbytes(planned[w].specs[t]) + self.alignment for t, (w, _) in shaped.items() if w <= i)
+                    for i in range(len(runs))]
             if all(b + h <= room for b, h in zip(own, held)):
                 return self._cache["kept", k]
         self._cache["kept", k] = none
@@ -1047,6 +1050,10 @@ class _Step:
                 for t in level:
                     acc[t] = acc_buffer(t, ph.specs[t].shape, ph.specs[t].dtype, end, self.alignment)
                     acc[t].start = ph.start
+            for t, (w, _) in self._kept(k)[2].items():  # a shape-only output fed to later runs, from its writer's
+                acc[t] = acc_buffer(t, phases[w].specs[t].shape, phases[w].specs[t].dtype, end, self.alignment)
+                acc[t].start = phases[w].start
+                merge[t] = "last"
             for x in self._kept(k)[0]:  # kept rows: from the pass that writes them to the last reader's end
                 spec = self._stats_specs()[x.tensor]
                 kept[x] = acc_buffer(x.tensor, spec.shape, spec.dtype,
@@ -1199,12 +1206,14 @@ class _Step:
             v = self._stats_view()
         shapes = slice_shapes(v.feed_shapes, s.batch_feeds, k)
         runs: list[Run] = []
-        spans, folded, tag = self._kept(k)
+        spans, folded, shaped, tag = self._kept(k)
         for i, level in enumerate(levels + [[]]):  # the statistics passes, then the micro-batch run
             feeds = v.feeds - {t for later in levels[i:] for t in later}
             reads = {x.tensor for x in spans if x.writer < i <= x.last}
-            writes = [x.tensor for x in spans if x.writer == i]
+            writes = [x.tensor for x in spans if x.writer == i] + [t for t, (w, _) in shaped.items() if w == i]
             sh = {t: shapes[t] for t in feeds} | {t: _rows(self._stats_specs()[t].shape, k) for t in reads}
+            sh |= {t: runs[w].specs[t].shape for t, (w, first) in shaped.items() if first <= i}
+            reads |= {t for t, (_, first) in shaped.items() if first <= i}
             fetches = level + writes + folded[i] if tag else level
             if i == len(levels):
                 name = "micro-batch"
