@@ -302,20 +302,48 @@ def test_the_budget_search_prices_the_statistics_passes():
     assert p.to_json()["statistics_passes"] == len(p.statistics) and "statistics_passes" not in plain.to_json()
 
 
+def test_kept_rows_and_folded_gradients_change_no_bit(monkeypatch):
+    """Statistics passes that keep rows whole for later runs (a norm's input, a norm gradient's dy: no pass
+    recomputes the layers below them) and compute the gradients whose rows they have (crossbatch.kept) train to
+    the very bits of passes that recompute everything from the fed batch, running fewer ops in no more bytes; and
+    match the unsplit step."""
+    tg = training_graph(mobilenet, total_steps=10, seed=0, image_shape=(3, 8, 8),
+                        model_kwargs={"conv_widths": (4, 8, 8)})
+    feeds = random_feeds(tg, 8, 8)
+    got = _train(tg, feeds, force=(2, 1))
+    monkeypatch.setattr(crossbatch, "KEEP", False)
+    plain = _train(tg, feeds, force=(2, 1))
+    np.testing.assert_array_equal(got[0], plain[0])
+    for name, v in plain[1].items():
+        np.testing.assert_array_equal(got[1][name], v, err_msg=name)
+    _assert_same(got, _train(tg, feeds))
+    p, q = got[2], plain[2]
+    assert p.kept and not q.kept
+    micro = [[ph for ph in plan.phases if ph.name == "micro-batch"][0] for plan in (p, q)]
+    assert len(micro[0].fetches) < len(micro[1].fetches)  # gradients the passes computed
+    assert sum(len(ph.order) for ph in p.phases) < sum(len(ph.order) for ph in q.phases)
+    assert p.predicted_overhead < q.predicted_overhead and p.peak_bytes <= q.peak_bytes
+
+
 @pytest.mark.parametrize("model", ["mobilenet", "seqnet"])
 def test_batch_norm_split_plans_are_measured(model):
-    """The NumPy data a BN-split step holds is its plan's (the statistics' accumulators included)."""
+    """The NumPy data a BN-split step holds is its plan's (the statistics' accumulators and the rows kept between
+    passes included)."""
     build, kwargs, size = {"mobilenet": (mobilenet, {"conv_widths": (4, 8, 8)}, 8),
                            "seqnet": (seqnet, {"conv_widths": (6, 8, 8)}, 4)}[model]
     tg = training_graph(build, total_steps=10, seed=0, image_shape=(3, size, size), model_kwargs=kwargs)
-    assert_planned_bytes_are_measured(tg, random_feeds(tg, 8, size), force=(2, 1))
+    feeds = random_feeds(tg, 8, size)
+    p = planner.plan([tg.train_op, tg.loss], {t: v.shape for t, v in feeds.items()}, device_facts("cpu"),
+                     graph=tg.graph, force=(2, 1))
+    assert p.kept  # rows kept between passes, in buffers of their own
+    assert_planned_bytes_are_measured(tg, feeds, force=(2, 1))
 
 
 @needs_opencl
 def test_batch_norm_split_step_runs_on_opencl():
-    """The OpenCL executor runs the statistics passes (from the fourth step on as one recorded tape): the
-    unsplit opencl step's results, and the device ledger finds the planned peak with no allocation during the
-    step."""
+    """The OpenCL executor runs the statistics passes, rows kept between them (from the fourth step on as one
+    recorded tape): the unsplit opencl step's results, and the device ledger finds the planned peak with no
+    allocation during the step."""
     tg, feeds = _bn_net(4, "NCHW")
     _assert_same(_train(tg, feeds, force=(2, 1), device="opencl", steps=5), _train(tg, feeds, device="opencl", steps=5))
     fetches = [tg.train_op, tg.loss]
@@ -324,7 +352,10 @@ def test_batch_norm_split_step_runs_on_opencl():
         sess.run(tg.init_op)
         p = planner.plan(fetches, {t: v.shape for t, v in feeds.items()}, device_facts(sess.runtime),
                          graph=tg.graph, force=(2, 1))
-        install(sess, fetches, p)
+        bound = install(sess, fetches, p)
         sess.run(fetches, feeds)
         m = measure_device_step(sess, fetches, feeds)
-    assert p.statistics and m["allocations"] == 0 and m["peak"] == p.peak_bytes, (m, p.peak_bytes)
+        for _ in range(3):
+            sess.run(fetches, feeds)
+        assert bound.whole.tape is not None  # the whole step, its passes and kept rows, replays as one tape
+    assert p.statistics and p.kept and m["allocations"] == 0 and m["peak"] == p.peak_bytes, (m, p.peak_bytes)
