@@ -1145,6 +1145,14 @@ class _Step:
                            "order, each pass rerunning the step up to its statistics with the ones below fed, so "
                            "that rows are computed from the whole batch's and moving averages update once (exact "
                            "up to summation order)")
+                if p.kept:
+                    folded = sum(f in p.accumulators and f not in level
+                                 for ph, level in zip(p.phases, p.statistics) for f in ph.fetches)
+                    detail += (f"; {len(p.kept)} times the passes keep rows whole (a norm's input, a norm "
+                               f"gradient's dy; {format_size(sum(b.size for b in p.kept.values()))} in all) so that "
+                               f"later passes start from them, and they compute {folded} of the gradients and "
+                               "fetches, so the micro-batch run reruns only what no pass computed "
+                               "(planner.crossbatch.kept)")
             out.append({"name": "microbatch", "detail": detail,
                         "predicted_overhead": round(self.overhead(k, 1), 4)})
         return out
