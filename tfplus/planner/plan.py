@@ -295,7 +295,7 @@ def plan(fetches, feed_shapes: dict, device="cpu", budget=None, *, graph: Graph 
     (a Prefix, or its fields: cut tensor name, micro-batches[, lanes, balancing rounds]) streams the prefix up to
     that tensor (planner.stream): the fields of a Candidate."""
     step = _Step(fetches, feed_shapes, device, graph, alignment)
-    budget = None if budget is None else parse_size(budget, "memory budget")
+    budget = step.budget = None if budget is None else parse_size(budget, "memory budget")
     if force is not None:
         p = step.build(*force)
         p.budget_bytes = budget
@@ -405,6 +405,8 @@ def _debug(p: MemoryPlan, base: MemoryPlan) -> MemoryPlan:
 # -- one step, many candidate plans --------------------------------------------------------------------------
 class _Step:
     """What every candidate plan of one step shares: the graph, feeds, fetches, variables, device."""
+
+    budget: int | None = None  # the budget searched for (crossbatch's kept rows may fill it)
 
     def __init__(self, fetches, feed_shapes, device, graph, alignment):
         self.graph = graph or _graph_of(fetches, feed_shapes) or get_default_graph()
@@ -758,10 +760,11 @@ class _Step:
 
     def _kept(self, k: int) -> tuple[list[crossbatch.Kept], list[list[Tensor]], dict, str]:
         """The rows statistics passes of k micro-batches keep whole for later runs, and the micro-batch run's
-        merged fetches each run computes (crossbatch.kept), so that the runs need no more bytes than the
-        micro-batch run alone: the kept rows and accumulators fit beside a run in what the micro-batch run (no
-        chunks) and its gradients' accumulators hold live; where the runs' own bytes leave less, fewer rows are
-        kept. The shape-only outputs fed to later runs; and a tag that tells the runs apart ('' without)."""
+        merged fetches each run computes (crossbatch.kept), so that no run needs more bytes than the micro-batch
+        run alone would (without a budget: the kept rows and accumulators fit beside a run in what the
+        micro-batch run, no chunks, and its gradients' accumulators hold live), or first KEEP_SHARE of what the
+        budget leaves the arena; where the runs' own bytes leave less, fewer rows are kept, and where even none
+        fit, none are. The shape-only outputs fed to later runs; and a tag that tells the runs apart ('' without)."""
         levels = self._levels(k)
         none: tuple = [], [[] for _ in range(len(levels) + 1)], {}, ""
         if ("kept", k) in self._cache or not levels:
@@ -776,19 +779,24 @@ class _Step:
         runs = [(level, v.feeds - {t for later in levels[i:] for t in later}) for i, level in enumerate(levels)]
         runs.append(([f for f in s.a_fetches if f not in fold], v.feeds))
         own = [int(self._phase(run, 1, 0).life.live.max()) for run in self._runs(k)[:len(runs)]]
-        room = own[-1] + sum(nbytes(specs[t]) for t in s.grads)
+        rooms = [own[-1] + sum(nbytes(specs[t]) for t in s.grads)]
+        if self.budget:  # first what the budget leaves, less a margin for the arena's placement
+            rooms.insert(0, int(KEEP_SHARE * (self.budget - self.parameter_bytes - self.slot_bytes - self.feed_bytes)))
         size = {t: nbytes(specs[t]) for t in cands + fold}
-        for attempt in range(4):  # a run's own bytes are known once it is planned (kept rows shrink it): tries
-            spans, folded, shaped = crossbatch.kept(runs, cands, fold, st.rowed, size, [room - b for b in own])
-            self._cache["kept", k] = spans, folded, shaped, f"kept rows, {k} micro-batches, try {attempt + 1}"
-            planned = self._runs(k)[:len(runs)]
-            own = [int(self._phase(run, 1, 0).life.live.max()) for run in planned]
-            held = [sum(size[x.tensor] for x in spans if x.writer <= i <= x.last) +
-                    sum(size[t] for f in folded[:i + 1] for t in f if t in s.grads) +
-                    sum(nbytes(planned[w].specs[t]) + self.alignment for t, (w, _) in shaped.items() if w <= i)
-                    for i in range(len(runs))]
-            if all(b + h <= room for b, h in zip(own, held)):
-                return self._cache["kept", k]
+        first = own
+        for n, room in enumerate(rooms):
+            own = first
+            for attempt in range(4):  # a run's own bytes are known once it is planned (kept rows shrink it): tries
+                spans, folded, shaped = crossbatch.kept(runs, cands, fold, st.rowed, size, [room - b for b in own])
+                self._cache["kept", k] = spans, folded, shaped, f"kept rows, {k} micro-batches, {n + 1}.{attempt + 1}"
+                planned = self._runs(k)[:len(runs)]
+                own = [int(self._phase(run, 1, 0).life.live.max()) for run in planned]
+                held = [sum(size[x.tensor] for x in spans if x.writer <= i <= x.last) +
+                        sum(size[t] for f in folded[:i + 1] for t in f if t in s.grads) +
+                        sum(nbytes(planned[w].specs[t]) + self.alignment for t, (w, _) in shaped.items() if w <= i)
+                        for i in range(len(runs))]
+                if all(b + h <= room for b, h in zip(own, held)):
+                    return self._cache["kept", k]
         self._cache["kept", k] = none
         return none
 
@@ -1302,6 +1310,11 @@ class _Step:
             self._cache[key] = run_buffers(run, self._cache["outputs", run.key], bool(z), self.kernel_device,
                                             self.alignment)
         return self._cache[key]
+
+
+# The share of a budget's arena (less parameters, slots and feeds) that statistics passes' runs and kept rows may
+# fill (planner.crossbatch.kept): the rest is left for the arena's placement, which lands above its liveness bound.
+KEEP_SHARE = 0.9
 
 
 class _View(NamedTuple):
