@@ -25,8 +25,11 @@ backward's read all of the forward's), so the step runs as:
 2. the micro-batched step (forward and backward per micro-batch, gradients averaged) with every statistic fed,
    then the update run: the moving averages read the fed statistics, so they update once, with the whole batch's.
 
-Each pass recomputes the forward (and for the backward's statistics the backward) up to its statistics: 2L passes
-for L training batch norms (one forward, one backward pass each), priced by the cost model like any run.
+Each pass would recompute the forward (and for the backward's statistics the backward) up to its statistics: 2L
+passes for L training batch norms (one forward, one backward pass each), O(L^2) work. `kept` cuts that to O(L)
+where memory allows: passes keep rows whole (a norm's input, a norm gradient's dy) for later passes to start
+from, and compute the gradients (and the loss) whose inputs' rows they have, so that the micro-batch run of step 2
+reruns only what no pass computed. Priced by the cost model like any run; KEEP is the kill switch.
 
 Scaling: a micro-batch's loss is its slice's mean, so its gradients are k times the whole batch's share; the
 backward's statistics are sums or means of those (k times the whole batch's too), so the input gradients stay
