@@ -1231,10 +1231,10 @@ class _Step:
             sh |= {t: runs[w].specs[t].shape for t, (w, first) in shaped.items() if first <= i}
             reads |= {t for t, (_, first) in shaped.items() if first <= i}
             fetches = level + writes + folded[i] if tag else level
-            if i == len(levels):
+            if i == len(levels):  # less what the passes computed (crossbatch.kept)
                 name = "micro-batch"
-                fetches = [f for f in s.a_fetches if f not in set(sum(folded, [])) or f in folded[i]] if tag \
-                    else s.a_fetches
+                passes = {t for f in folded[:-1] for t in f}
+                fetches = [f for f in s.a_fetches if f not in passes]
             else:
                 name = f"statistics pass {i + 1}"
             runs.append(self._run(name, fetches, feeds | reads, sh, r, tag))
