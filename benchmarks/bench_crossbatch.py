@@ -1,9 +1,14 @@
 """Batch norm under micro-batching (planner.crossbatch): a step of k micro-batches with statistics passes against
 the unsplit step, predicted (the planner's cost model) and measured (median wall time of planned steps on the
-cpu), and each plan's peak. Small models, so that the k * (3L + 1) runs of a split step finish in seconds.
+cpu), and each plan's peak. Small models, so that the k * (2L + 1) runs of a split step finish in seconds.
 
     python benchmarks/bench_crossbatch.py                      # mobilenet 8,16,16 at 16x16 and seqnet 6,8,8
     python benchmarks/bench_crossbatch.py --batch 32 --ks 2,4 --steps 5
+    python benchmarks/bench_crossbatch.py --full --models mobilenet   # its 27 batch norms, at 16x16
+    python benchmarks/bench_crossbatch.py --no-keep            # every pass from the fed batch (crossbatch.KEEP)
+
+`kept` counts the rows statistics passes keep whole for later runs (planner.crossbatch.kept), `folded` the
+gradients and fetches the passes compute, which the micro-batch run then does not.
 """
 from __future__ import annotations
 
@@ -17,6 +22,7 @@ import tfplus as tf
 from tfplus import planner
 from tfplus.engine.memory import install
 from tfplus.graphs import get_model, training_graph
+from tfplus.planner import crossbatch
 from tfplus.runtime.facts import device_facts
 from tfplus.units import format_size
 
@@ -44,20 +50,30 @@ def main(argv=None) -> None:
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--ks", default="2,4", help="micro-batch counts to time")
     ap.add_argument("--steps", type=int, default=5, help="timed steps per plan (median)")
+    ap.add_argument("--models", default=",".join(MODELS), help="of " + ", ".join(MODELS))
+    ap.add_argument("--full", action="store_true", help="the models' own widths (all their batch norms)")
+    ap.add_argument("--no-keep", action="store_true", help="no rows kept between passes (crossbatch.KEEP)")
     args = ap.parse_args(argv)
-    print(f"{'model':>10} {'k':>3} {'passes':>6} {'predicted':>10} {'measured':>10} {'ms/step':>9} {'peak':>10}")
-    for name, (kwargs, size) in MODELS.items():
+    crossbatch.KEEP = not args.no_keep
+    print(f"{'model':>10} {'k':>3} {'passes':>6} {'kept':>5} {'folded':>6} {'predicted':>10} {'measured':>10} "
+          f"{'ms/step':>9} {'peak':>10}")
+    for name in args.models.split(","):
+        kwargs, size = MODELS[name]
         tg = training_graph(get_model(name).build, total_steps=10, seed=0, image_shape=(3, size, size),
-                            model_kwargs=kwargs)
+                            model_kwargs={} if args.full else kwargs)
         rng = np.random.default_rng(0)
         feeds = {tg.images: rng.standard_normal((args.batch, 3, size, size)).astype(np.float32),
                  tg.labels: rng.integers(0, 10, args.batch).astype(np.int32)}
         plain, p = _step_seconds(tg, feeds, (1, 1), args.steps)
-        print(f"{name:>10} {1:>3} {0:>6} {'':>10} {'':>10} {plain * 1e3:9.1f} {format_size(p.peak_bytes):>10}")
+        print(f"{name:>10} {1:>3} {0:>6} {'':>5} {'':>6} {'':>10} {'':>10} {plain * 1e3:9.1f} "
+              f"{format_size(p.peak_bytes):>10}")
         for k in (int(v) for v in args.ks.split(",")):
             seconds, p = _step_seconds(tg, feeds, (k, 1), args.steps)
-            print(f"{name:>10} {k:>3} {len(p.statistics):>6} {1 + p.predicted_overhead:9.1f}x "
-                  f"{seconds / plain:9.1f}x {seconds * 1e3:9.1f} {format_size(p.peak_bytes):>10}", flush=True)
+            folded = sum(f in p.accumulators and f not in level  # gradients and fetches a pass merges
+                         for ph, level in zip(p.phases, p.statistics) for f in ph.fetches)
+            print(f"{name:>10} {k:>3} {len(p.statistics):>6} {len(p.kept):>5} {folded:>6} "
+                  f"{1 + p.predicted_overhead:9.1f}x {seconds / plain:9.1f}x {seconds * 1e3:9.1f} "
+                  f"{format_size(p.peak_bytes):>10}", flush=True)
 
 
 if __name__ == "__main__":

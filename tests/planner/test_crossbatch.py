@@ -193,7 +193,7 @@ def test_batch_norm_split_step_equals_the_unsplit_step(rank, fmt, k):
     got = _train(tg, feeds, force=(k, 1))
     _assert_same(got, want)
     p = got[2]
-    assert p.microbatches == k and len(p.statistics) == 6  # per layer mean, variance; the backward's per layer
+    assert p.microbatches == k and len(p.statistics) == 4  # a pass per layer (mean and variance), the backward's
     assert [ph.name for ph in p.phases][-2:] == ["micro-batch", "update"]
     start = _train(tg, feeds, steps=0)[1]
     for name in ("bn1/moving_mean", "bn2/moving_variance", "bn1/gamma"):
@@ -207,12 +207,12 @@ def test_a_tf_losses_loss_with_batch_norm_splits_as_the_unsplit_step():
     tg, feeds = _bn_net(tf_losses=True)
     got = _train(tg, feeds, force=(4, 1))
     _assert_same(got, _train(tg, feeds))
-    assert got[2].microbatches == 4 and len(got[2].statistics) == 6
+    assert got[2].microbatches == 4 and len(got[2].statistics) == 4
 
 
 def test_a_norm_of_the_fed_batch_and_a_forward_only_step():
-    """A batch norm of the fed batch itself: its input gradient is not needed, nor its statistics (2 passes, not
-    3); a step that only evaluates the loss in training mode: the forward passes only, the same loss."""
+    """A batch norm of the fed batch itself: its input gradient is not needed, nor its statistics (1 pass, not
+    2); a step that only evaluates the loss in training mode: the forward passes only, the same loss."""
     g = tf.Graph()
     with g.as_default():
         x, y = tf.placeholder(tf.float32, [None, 6]), tf.placeholder(tf.int32, [None])
@@ -228,15 +228,39 @@ def test_a_norm_of_the_fed_batch_and_a_forward_only_step():
              y: rng.integers(0, 3, BATCH).astype(np.int32)}
     got = _train(tg, feeds, force=(4, 1), steps=3)
     _assert_same(got, _train(tg, feeds, steps=3))
-    assert len(got[2].statistics) == 2
+    assert len(got[2].statistics) == 1
     tg, feeds = _bn_net(4, "NHWC")
     p = planner.plan([tg.loss], {t: v.shape for t, v in feeds.items()}, graph=tg.graph, force=(2, 1))
-    assert len(p.statistics) == 4 and [ph.name for ph in p.phases][-1] == "micro-batch"
+    assert len(p.statistics) == 2 and [ph.name for ph in p.phases][-1] == "micro-batch"
     with tf.Session(graph=tg.graph, memory_budget="1GB") as sess:
         sess.run(tg.init_op)
         want = sess.run(tg.loss, feeds)
         install(sess, [tg.loss], p)
         np.testing.assert_allclose(sess.run(tg.loss, feeds), want, rtol=1e-5)
+
+
+def test_one_pass_variance_keeps_its_digits_far_from_zero():
+    """A layer's mean and variance come from one pass: each micro-batch's mean and its variance about it, plus the
+    spread of the micro-batches' means, in float64. Rows 100 sigma from zero, where float32's E[x^2] - E[x]^2
+    would keep no digit of the variance: the moving variance is the float64 reference's, as unsplit."""
+    g = tf.Graph()
+    with g.as_default():
+        x, y = tf.placeholder(tf.float32, [None, 6]), tf.placeholder(tf.int32, [None])
+        h = tf.layers.batch_normalization(x, training=True, momentum=0.0, name="far")
+        logits = tf.matmul(h, tf.Variable(np.linspace(1, -1, 18).reshape(6, 3).astype(np.float32)))
+        loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits))
+        with tf.control_dependencies(tf.get_collection(tf.GraphKeys.UPDATE_OPS)):
+            train_op = tf.train.GradientDescentOptimizer(0.5).minimize(loss)
+        init_op = tf.global_variables_initializer()
+    tg = SimpleNamespace(graph=g, train_op=train_op, loss=loss, init_op=init_op)
+    rng = np.random.default_rng(3)
+    rows = (rng.standard_normal((BATCH, 6)) + 100).astype(np.float32)
+    feeds = {x: rows, y: rng.integers(0, 3, BATCH).astype(np.int32)}
+    got = _train(tg, feeds, force=(4, 1), steps=1)
+    _assert_same(got, _train(tg, feeds, steps=1))
+    assert len(got[2].statistics) == 1
+    want = rows.astype(np.float64).var(0)  # a rank-2 layer's moving variance is the biased one, as TF's
+    np.testing.assert_allclose(got[1]["far/moving_variance"], want, rtol=1e-4)
 
 
 def test_batch_norm_split_step_matches_tensorflow(tf1):
@@ -271,27 +295,55 @@ def test_the_budget_search_prices_the_statistics_passes():
     norms = sum(op.type == "FusedBatchNormV3" and op.attrs["is_training"]  # conv0, block1-2's dw and pw
                 for op in tg.graph.get_operations())
     assert norms == 5 and p.fits and p.microbatches > 1
-    assert len(p.statistics) == 3 * norms  # a mean pass and a variance pass per layer, one backward pass each
+    assert len(p.statistics) == 2 * norms  # per layer a pass for its mean and variance, one for its backward
     detail = next(t["detail"] for t in p.transformations if t["name"] == "microbatch")
     assert f"first {len(p.statistics)} statistics passes" in detail and "5 training-mode batch norms" in detail
     assert p.predicted_overhead > len(p.statistics)  # each pass reruns a part of the step, k micro-batches
     assert p.to_json()["statistics_passes"] == len(p.statistics) and "statistics_passes" not in plain.to_json()
 
 
+def test_kept_rows_and_folded_gradients_change_no_bit(monkeypatch):
+    """Statistics passes that keep rows whole for later runs (a norm's input, a norm gradient's dy: no pass
+    recomputes the layers below them) and compute the gradients whose rows they have (crossbatch.kept) train to
+    the very bits of passes that recompute everything from the fed batch, running fewer ops in no more bytes; and
+    match the unsplit step."""
+    tg = training_graph(mobilenet, total_steps=10, seed=0, image_shape=(3, 8, 8),
+                        model_kwargs={"conv_widths": (4, 8, 8)})
+    feeds = random_feeds(tg, 8, 8)
+    got = _train(tg, feeds, force=(2, 1))
+    monkeypatch.setattr(crossbatch, "KEEP", False)
+    plain = _train(tg, feeds, force=(2, 1))
+    np.testing.assert_array_equal(got[0], plain[0])
+    for name, v in plain[1].items():
+        np.testing.assert_array_equal(got[1][name], v, err_msg=name)
+    _assert_same(got, _train(tg, feeds))
+    p, q = got[2], plain[2]
+    assert p.kept and not q.kept
+    micro = [[ph for ph in plan.phases if ph.name == "micro-batch"][0] for plan in (p, q)]
+    assert len(micro[0].fetches) < len(micro[1].fetches)  # gradients the passes computed
+    assert sum(len(ph.order) for ph in p.phases) < sum(len(ph.order) for ph in q.phases)
+    assert p.predicted_overhead < q.predicted_overhead and p.peak_bytes <= q.peak_bytes
+
+
 @pytest.mark.parametrize("model", ["mobilenet", "seqnet"])
 def test_batch_norm_split_plans_are_measured(model):
-    """The NumPy data a BN-split step holds is its plan's (the statistics' accumulators included)."""
+    """The NumPy data a BN-split step holds is its plan's (the statistics' accumulators and the rows kept between
+    passes included)."""
     build, kwargs, size = {"mobilenet": (mobilenet, {"conv_widths": (4, 8, 8)}, 8),
                            "seqnet": (seqnet, {"conv_widths": (6, 8, 8)}, 4)}[model]
     tg = training_graph(build, total_steps=10, seed=0, image_shape=(3, size, size), model_kwargs=kwargs)
-    assert_planned_bytes_are_measured(tg, random_feeds(tg, 8, size), force=(2, 1))
+    feeds = random_feeds(tg, 8, size)
+    p = planner.plan([tg.train_op, tg.loss], {t: v.shape for t, v in feeds.items()}, device_facts("cpu"),
+                     graph=tg.graph, force=(2, 1))
+    assert p.kept  # rows kept between passes, in buffers of their own
+    assert_planned_bytes_are_measured(tg, feeds, force=(2, 1))
 
 
 @needs_opencl
 def test_batch_norm_split_step_runs_on_opencl():
-    """The OpenCL executor runs the statistics passes (from the fourth step on as one recorded tape): the
-    unsplit opencl step's results, and the device ledger finds the planned peak with no allocation during the
-    step."""
+    """The OpenCL executor runs the statistics passes, rows kept between them (from the fourth step on as one
+    recorded tape): the unsplit opencl step's results, and the device ledger finds the planned peak with no
+    allocation during the step."""
     tg, feeds = _bn_net(4, "NCHW")
     _assert_same(_train(tg, feeds, force=(2, 1), device="opencl", steps=5), _train(tg, feeds, device="opencl", steps=5))
     fetches = [tg.train_op, tg.loss]
@@ -300,7 +352,10 @@ def test_batch_norm_split_step_runs_on_opencl():
         sess.run(tg.init_op)
         p = planner.plan(fetches, {t: v.shape for t, v in feeds.items()}, device_facts(sess.runtime),
                          graph=tg.graph, force=(2, 1))
-        install(sess, fetches, p)
+        bound = install(sess, fetches, p)
         sess.run(fetches, feeds)
         m = measure_device_step(sess, fetches, feeds)
-    assert p.statistics and m["allocations"] == 0 and m["peak"] == p.peak_bytes, (m, p.peak_bytes)
+        for _ in range(3):
+            sess.run(fetches, feeds)
+        assert bound.whole.tape is not None  # the whole step, its passes and kept rows, replays as one tape
+    assert p.statistics and p.kept and m["allocations"] == 0 and m["peak"] == p.peak_bytes, (m, p.peak_bytes)

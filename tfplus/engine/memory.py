@@ -186,6 +186,7 @@ class Bound:
             self.workspaces.append(ws)
             self.argmax.append({op: _view(rt, arena, b, shift) for op, b in ph.argmax.items()})
         self.acc = {t: _view(rt, arena, b) for t, b in p.accumulators.items()}
+        self.kept = {x: _view(rt, arena, b) for x, b in p.kept.items()}
         for lane in self.lanes:
             lane.bind(arena)
 
@@ -350,47 +351,47 @@ class Bound:
 
     def _passes(self, feeds: dict) -> dict:
         """The micro-batched step's runs: its statistics passes (planner.crossbatch: each over the micro-batches,
-        their values summed in micro-batch order, means divided by k, into the whole batch's, fed to the later runs),
-        the micro-batch run k times (gradients and fetches merged) and the update run."""
+        their values summed in micro-batch order, means divided by k, into the whole batch's, fed to the later runs;
+        rows kept whole for later runs copied in a micro-batch at a time), the micro-batch run k times (gradients and
+        fetches merged, some of them by statistics passes that computed them) and the update run."""
         p, rt, k = self.plan, self.runtime, self.plan.microbatches
         m = p.batch_size // k
         batch_feeds = set(p.batch_feeds)
         known = {**feeds, **self.acc}
 
-        def run(i: int, j: int) -> dict:  # phase i on micro-batch j: its rows of a fed batch are a view of it
-            return self._phase(i, {t: known[t][j * m:(j + 1) * m] if t in batch_feeds else known[t]
+        def run(i: int, j: int, kept: dict) -> dict:  # phase i on micro-batch j: its rows of a fed (or kept)
+            rows = {**known, **kept}                      # batch are a view of it
+            return self._phase(i, {t: rows[t][j * m:(j + 1) * m] if t in batch_feeds or t in kept else rows[t]
                                    for t in p.phases[i].feeds})
-        for i, level in enumerate(p.statistics):
-            for j in range(k):
-                values = run(i, j)
-                sums: dict[str, list] = {"copy": [], "add": [], "add_scale": []}
-                for t in level:  # a mean's sum divided by k with the last micro-batch; a sum's as it is
-                    last = "add_scale" if p.fetch_merge[t] == "mean" else "add"
-                    sums["copy" if j == 0 else last if j == k - 1 else "add"].append((self.acc[t], values[t]))
-                for how, pairs in sums.items():
-                    self.merges.run(rt, how, pairs, 1.0 / k)
         a = len(p.statistics)
-        fetched = {f for f in p.phases[a].fetches if isinstance(f, Tensor)}
+        out = {}
         added = [x.grad for x, _ in p.phases[a].accumulated.values()]  # by their ops, into their accumulators
-        merged = [(t, acc) for t, acc in self.acc.items() if t in fetched and t not in added]
-        for j in range(k):
-            self.microbatch = j
-            values = run(a, j)
-            merge: dict[str, list] = {"copy": [], "add": [], "add_scale": []}
-            for t, acc in merged:
-                src = values[t]
-                way = p.fetch_merge.get(t, "mean")
-                if way == "concat":
-                    rt.copy_rows(acc, j * m, src, 0, m)
-                elif way == "last" or j == 0:
-                    merge["copy"].append((acc, src))
-                else:  # a mean: summed over the micro-batches (k >= 2), divided by k with the last
-                    merge["add_scale" if j == k - 1 else "add"].append((acc, src))
-            for how, pairs in merge.items():
-                self.merges.run(rt, how, pairs, 1.0 / k)
+        for i in range(a + 1):
+            kept = {x.tensor: self.kept[x] for x in self.kept if x.writer < i <= x.last}
+            keeps = [x for x in self.kept if x.writer == i]
+            fetched = {f for f in p.phases[i].fetches if isinstance(f, Tensor)}
+            merged = [(t, acc) for t, acc in self.acc.items() if t in fetched and t not in added]
+            for j in range(k):
+                self.microbatch = j if i == a else 0
+                values = run(i, j, kept)
+                for x in keeps:
+                    rt.copy_rows(self.kept[x], j * m, values[x.tensor], 0, m)
+                merge: dict[str, list] = {"copy": [], "add": [], "add_scale": []}
+                for t, acc in merged:
+                    src = values[t]
+                    way = p.fetch_merge.get(t, "mean")
+                    if way == "concat":
+                        rt.copy_rows(acc, j * m, src, 0, m)
+                    elif way == "last" or j == 0:
+                        merge["copy"].append((acc, src))
+                    else:  # a mean: summed over the micro-batches (k >= 2), divided by k with the last; a sum summed
+                        merge["add_scale" if j == k - 1 and way == "mean" else "add"].append((acc, src))
+                for how, pairs in merge.items():
+                    self.merges.run(rt, how, pairs, 1.0 / k)
+            statistics = set(p.statistics[i]) if i < a else set()
+            out.update((t, acc) for t, acc in merged if t not in statistics)
         self.microbatch = 0
         self.merges.run(rt, "scale", [(self.acc[g], None) for g in added], 1.0 / k)
-        out = {t: acc for t, acc in merged}
         if len(p.phases) > a + 1:
             out.update(self._phase(a + 1, {t: known[t] for t in p.phases[a + 1].feeds}))
         return out

@@ -10,21 +10,26 @@ the batch axis and is row by row. An op that mixes the rows inside itself declar
 (tag "cross_batch", in training mode: FusedBatchNorm(V3)).
 
 `rewrite` makes such a step exact in micro-batches. In a planning copy of the graph every training-mode
-FusedBatchNorm(V3) becomes its statistics (per-channel means over the batch: mean, then the variance about it)
-and a normalization that reads them, and its gradient becomes the two per-channel means its input gradient needs
-(of dy and of dy * x_hat) and the row-by-row rest: dx = scale / sigma * (dy - mean(dy) - x_hat * mean(dy * x_hat)),
-d scale = sum(dy * x_hat), d offset = sum(dy). A statistic written by hand stays as it is, provided its op says
-how slices combine (a Sum's partial sums add up: tag row_sums; a Mean's average: row_means); another reduction
-(a Max over the batch) is refused, naming it. A statistic that reads another is one pass later (the variance reads
-the mean; a layer's reads the layers' below; the backward's read all of the forward's), so the step runs as:
+FusedBatchNorm(V3) becomes its statistics (per-channel means over the batch, all from one pass: of each
+micro-batch's mean and of its square, in float64, and of its variance about its own mean; Chan's parallel formula
+makes the batch's variance from them) and a normalization that reads them, and its gradient becomes the two
+per-channel means its input gradient needs (of dy and of dy * x_hat, from one pass) and the row-by-row rest: dx =
+scale / sigma * (dy - mean(dy) - x_hat * mean(dy * x_hat)), d scale = sum(dy * x_hat), d offset = sum(dy). A
+statistic written by hand stays as it is, provided its op says how slices combine (a Sum's partial sums add up: tag
+row_sums; a Mean's average: row_means); another reduction (a Max over the batch) is refused, naming it. A statistic
+that reads another is one pass later (a hand-written variance reads its mean; a layer's reads the layers' below; the
+backward's read all of the forward's), so the step runs as:
 
 1. pass i = 1..P (each over the k micro-batches): the ops up to the statistics of level i, the levels below fed;
    each micro-batch's values summed in micro-batch order, a mean's divided by k: the whole batch's.
 2. the micro-batched step (forward and backward per micro-batch, gradients averaged) with every statistic fed,
    then the update run: the moving averages read the fed statistics, so they update once, with the whole batch's.
 
-Each pass recomputes the forward (and for the backward's statistics the backward) up to its statistics: 3L passes
-for L training batch norms (mean, variance, backward), priced by the cost model like any run.
+Each pass would recompute the forward (and for the backward's statistics the backward) up to its statistics: 2L
+passes for L training batch norms (one forward, one backward pass each), O(L^2) work. `kept` cuts that to O(L)
+where memory allows: passes keep rows whole (a norm's input, a norm gradient's dy) for later passes to start
+from, and compute the gradients (and the loss) whose inputs' rows they have, so that the micro-batch run of step 2
+reruns only what no pass computed. Priced by the cost model like any run; KEEP is the kill switch.
 
 Scaling: a micro-batch's loss is its slice's mean, so its gradients are k times the whole batch's share; the
 backward's statistics are sums or means of those (k times the whole batch's too), so the input gradients stay
@@ -40,12 +45,16 @@ from typing import NamedTuple
 
 import numpy as np
 
+from tfplus.dtypes import float64
 from tfplus.framework import Graph, Operation, Tensor, needed_ops
-from tfplus.ops import array_ops, math_ops
+from tfplus.ops import array_ops, math_ops, nn_ops
 from tfplus.planner.liveness import PlanError, phase_of
 from tfplus.planner.recompute import _copy as copy_op
 from tfplus.planner.stream import batch_dependent
 from tfplus.registry import has_tag
+
+# Kill switch of the statistics passes' kept rows (kept): False recomputes every pass from the fed batch.
+KEEP = True
 
 
 class Statistics(NamedTuple):
@@ -58,6 +67,9 @@ class Statistics(NamedTuple):
     rowed: set[Tensor]                   # the copy's tensors with rows of the batch
     norms: list[str]                     # the batch-norm ops rewritten
     by_hand: int                         # the statistics the step computes with ops of its own (not a norm's)
+    # rows a later pass may read instead of recomputing them (`kept`): each norm's input, each norm gradient's dy;
+    # the copy's tensor -> the step's
+    keepable: dict[Tensor, Tensor]
 
 
 def fused_norms(order: list[Operation]) -> list[Operation]:
@@ -138,6 +150,7 @@ def rewrite(order: list[Operation], feeds: set[Tensor], fetches: list, batch_fee
     made: dict[Operation, dict] = {}  # a rewritten norm's tensors its gradient reads
     mine: list[Tensor] = []
     mean: dict[Tensor, str] = {}
+    keepable: dict[Tensor, Tensor] = {}
     in_step = set(order)
     for op in sorted(in_step | {t.op for t in feeds}, key=lambda op: op._id):
         if op in fold:
@@ -147,6 +160,8 @@ def rewrite(order: list[Operation], feeds: set[Tensor], fetches: list, batch_fee
             continue
         if op in norms or op in grads:
             ins = [tmap[t] for t in op.inputs]
+            if op.inputs[0] not in feeds:
+                keepable[ins[0]] = op.inputs[0]
             with g.as_default(), g.name_scope(op.name + "/micro"):
                 start = len(g._ops)
                 if op in norms:
@@ -157,7 +172,7 @@ def rewrite(order: list[Operation], feeds: set[Tensor], fetches: list, batch_fee
                     new.backward = op.backward
             for t, c in zip(op.outputs, outs):
                 tmap[t] = c
-            made_stats = [made[op]["mean"], made[op]["variance"]] if op in norms else outs[-2:]
+            made_stats = made[op]["statistics"] if op in norms else outs[-2:]
             mine += made_stats
             mean.update(dict.fromkeys(made_stats, "mean"))
             new_rowed.update(t for new in g._ops[start:] for t in new.outputs if _open(t))
@@ -178,11 +193,127 @@ def rewrite(order: list[Operation], feeds: set[Tensor], fetches: list, batch_fee
     mine = [t for t in mine if t.op in needed]
     rows = {tmap[t] for t in rowed if t in tmap} | new_rowed
     found = statistics([op for op in copy_order if op in needed], copy_feeds, {tmap[t] for t in batch_feeds}, rows)
+    # a micro-batch's own mean, which only its variance about it reads in the pass (_norm), is no statistic
+    own_mean = {made[bn]["local"] for bn in norms}
     for t in found:
-        if t not in mine:  # NOTE: a bug in the rewrite, not in the step: every statistic it leaves is one of these
+        if t not in mine and t not in own_mean:  # NOTE: a bug in the rewrite, not in the step
             raise PlanError(f"cannot micro-batch: {_statistic(t)}, which the statistics passes' copy misses")
     return Statistics(g, tmap, op_map, _levels(copy_order, mine), mean, rows, [bn.name for bn in norms],
-                      len(merges))
+                      len(merges), {t: o for t, o in keepable.items() if t.op in needed})
+
+
+class Kept(NamedTuple):
+    """Rows kept whole between statistics passes (`kept`): `tensor` written by pass `writer` (copied in over its
+    micro-batches), read by the passes after it up to pass `last` (a micro-batch's rows at a time)."""
+    tensor: Tensor
+    writer: int
+    last: int
+
+
+def kept(runs: list[tuple[list, set[Tensor]]], candidates: list[Tensor], fold: list[Tensor], rowed: set[Tensor],
+         nbytes: dict[Tensor, int], allowance: list[int]
+         ) -> tuple[list[Kept], list[list[Tensor]], dict[Tensor, tuple[int, int]]]:
+    """Which rows the statistics passes keep whole for later runs to start from instead of recomputing them from
+    the fed batch, and which of the micro-batch run's merged fetches (`fold`: the gradients, the loss) each run
+    computes: (spans, fetches per run, shapes: {tensor: (the run that computes it, the first run fed it)}). `runs`:
+    (fetches, feeds) of each statistics pass, then of the micro-batch run (its fetches less `fold`).
+
+    A norm's input kept, the next forward pass starts there and the backward's passes recompute only the layers
+    above it; a gradient kept, the next backward pass starts from it: O(L) work for L norms instead of O(L^2). Of
+    `candidates` (Statistics.keepable, in step order), those a later run reads, at most `allowance[i]` bytes
+    (`nbytes` each, with the folded fetches' accumulators) kept during run i: where more would be, the largest
+    kept there is not kept through that run (kept for the next forward pass, say, and again once a backward pass
+    recomputed it, where fewer rows are kept). A fetch in `fold` is computed by the first pass that computes its
+    inputs' rows anyway (the ops it adds make no rows of the batch, `rowed`): a layer's weight gradient in the
+    backward's pass that computes its input gradient's rows, so that the micro-batch run recomputes only what
+    no pass did. A shape-only op's output an earlier run computed is fed to it (`shapes`): the ones of the loss a
+    weight decay's gradient starts from need no forward pass to the loss again."""
+    blocked: dict[Tensor, set[int]] = {t: set() for t in candidates}  # the runs a candidate is not kept through
+    while True:
+        spans, folded, shapes = _keeping(runs, blocked, fold, rowed)
+        over = [-room for room in allowance]
+        for x in spans:
+            for i in range(x.writer, x.last + 1):
+                over[i] += nbytes[x.tensor]
+        for i, fetched in enumerate(folded):
+            for j in range(i, len(runs)):
+                over[j] += sum(nbytes[t] for t in fetched)
+        worst = max(range(len(runs)), key=over.__getitem__)
+        alive = [x for x in spans if x.writer <= worst <= x.last]
+        if over[worst] <= 0 or not alive:
+            return spans, folded, shapes
+        blocked[max(alive, key=lambda x: nbytes[x.tensor]).tensor].add(worst)
+
+
+def _keeping(runs: list[tuple[list, set[Tensor]]], blocked: dict[Tensor, set[int]], fold: list[Tensor],
+             rowed: set[Tensor]) -> tuple[list[Kept], list[list[Tensor]], dict[Tensor, tuple[int, int]]]:
+    """kept's spans, each candidate kept from the pass that computes it to its last reader, except through the
+    runs it is `blocked` in; the fetches each run computes; and the shape-only outputs fed to later runs."""
+    since: dict[Tensor, int] = {}  # kept now: since which pass
+    last: dict[Tensor, int] = {}
+    spans: list[Kept] = []
+    pending = list(fold)
+    folded: list[list[Tensor]] = [[] for _ in runs]
+    computed: dict[Tensor, int] = {}  # shape-only ops' outputs without rows: the run that computed them first
+    shapes: dict[Tensor, tuple[int, int]] = {}
+
+    def close(t: Tensor) -> None:
+        writer = since.pop(t)
+        if last.get(t, writer) > writer:
+            spans.append(Kept(t, writer, last[t]))
+    for i, (fetches, feeds) in enumerate(runs):
+        for t in [t for t in since if i in blocked[t]]:
+            close(t)
+        fed = feeds | set(since) | set(shapes)
+        if i == len(runs) - 1:  # the micro-batch run computes what no pass did
+            folded[i], pending = pending, []
+        ops = needed_ops(fetches + folded[i], fed)
+        for f in list(pending):
+            extra = _adds(f, ops, fed, rowed, computed)
+            if extra is not None:
+                folded[i].append(f)
+                pending.remove(f)
+                ops |= extra[0]
+                shapes.update((t, (computed[t], i)) for t in extra[1] if t not in shapes)
+                fed |= extra[1]
+        for op in ops:
+            if has_tag(op.type, "shape_only"):
+                for t in op.outputs:
+                    if t not in rowed and t not in fed:
+                        computed.setdefault(t, i)
+        read = {t for op in ops for t in op.inputs}
+        last.update((t, i) for t in since if t in read)
+        if i < len(runs) - 1:
+            for t, no in blocked.items():
+                if t not in since and t.op in ops and i not in no:
+                    since[t] = last[t] = i
+    for t in list(since):
+        close(t)
+    return sorted(spans, key=lambda x: (x.writer, x.last)), folded, shapes
+
+
+def _adds(f: Tensor, ops: set[Operation], fed: set[Tensor], rowed: set[Tensor], computed: dict[Tensor, int]
+          ) -> tuple[set[Operation], set[Tensor]] | None:
+    """The ops that computing `f` adds to a run of `ops` fed `fed`, and the shape-only outputs an earlier run
+    `computed` that it reads; None if one of those ops makes rows of the batch (the run does not compute the rows
+    `f` is computed from)."""
+    extra: set[Operation] = set()
+    earlier: set[Tensor] = set()
+    stack = [] if f in fed else [f.op]
+    while stack:
+        op = stack.pop()
+        if op in ops or op in extra:
+            continue
+        if any(t in rowed for t in op.outputs):
+            return None
+        extra.add(op)
+        for t in op.inputs:
+            if t in computed and t.op not in ops:
+                earlier.add(t)
+            elif t not in fed:
+                stack.append(t.op)
+        stack.extend(op.control_inputs)
+    return extra, earlier
 
 
 def _merge(t: Tensor) -> str:
@@ -237,14 +368,24 @@ def _norm(op: Operation, ins: list[Tensor], specs: dict) -> tuple[list[Tensor], 
     keep = [1, 1, 1, 1]
     keep[ch] = channels
     count = math.prod(shape) // max(channels, 1)  # the whole batch's values per channel
-    mean = math_ops.reduce_mean(x, axes, keepdims=True, name="mean")
-    centered = math_ops.subtract(x, mean)
-    variance = math_ops.reduce_mean(math_ops.square(centered), axes, keepdims=True, name="variance")
+    # Mean and variance in one pass (Chan's parallel formula for equal counts): each micro-batch's mean, and its
+    # variance about that mean; the batch's variance adds the spread of the micro-batches' means about theirs,
+    # the mean of their squares less the square of their mean, in float64, where that difference keeps its digits
+    # (in float32, as E[x^2] - E[x]^2, a mean 300 sigma from zero leaves the variance 1% off).
+    local = math_ops.reduce_mean(x, axes, keepdims=True, name="local_mean")
+    within = math_ops.reduce_mean(math_ops.squared_difference(x, local), axes, keepdims=True, name="variance_within")
+    wide = math_ops.cast(local, float64)
+    mean_wide = array_ops.identity(wide, name="mean")
+    square_wide = math_ops.square(wide, name="mean_square")
+    mean = math_ops.cast(mean_wide, x.dtype)
+    between = math_ops.subtract(square_wide, math_ops.square(mean_wide))
+    variance = math_ops.add(within, math_ops.cast(between, x.dtype), name="variance")
     eps = array_ops.constant(np.asarray(op.attrs["epsilon"], x.dtype.np))
     rstd = math_ops.rsqrt(math_ops.add(variance, eps))
-    x_hat = math_ops.multiply(centered, rstd)
-    y = math_ops.add(math_ops.multiply(x_hat, array_ops.reshape(scale, keep)), array_ops.reshape(offset, keep))
     m, v = array_ops.reshape(mean, [channels]), array_ops.reshape(variance, [channels])
+    # normalized by the inference-mode kernel, which reads the statistics it is given: one write of the rows
+    y = nn_ops.fused_batch_norm(x, scale, offset, m, v, op.attrs["epsilon"], op.attrs["data_format"],
+                                is_training=False)[0]
     unbiased = math_ops.multiply(v, array_ops.constant(np.asarray(count / max(count - 1, 1), x.dtype.np)))
     f = op.attrs.get("exponential_avg_factor", 1.0)
     if f != 1.0:
@@ -257,7 +398,8 @@ def _norm(op: Operation, ins: list[Tensor], specs: dict) -> tuple[list[Tensor], 
     outs = [y, batch_mean, batch_var, m, v]
     if len(op.outputs) == 6:
         outs.append(array_ops.constant(np.asarray(0, x.dtype.np)))
-    return outs, {"mean": mean, "variance": variance, "rstd": rstd, "keep": keep, "axes": axes}
+    return outs, {"mean": mean, "rstd": rstd, "keep": keep, "axes": axes, "local": local,
+                  "statistics": [mean_wide, square_wide, within]}
 
 
 def _norm_grad(op: Operation, ins: list[Tensor], norm: dict) -> list[Tensor]:

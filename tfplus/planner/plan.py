@@ -176,10 +176,14 @@ class MemoryPlan:
     # (phases[i] for pass i, over the micro-batches, before the micro-batch run), their accumulators the whole
     # batch's; empty without.
     statistics: list[list[Tensor]] = field(default_factory=list)
+    # Rows statistics passes keep whole for later passes (planner.crossbatch.kept), each in its buffer: copied in
+    # by its writer pass a micro-batch at a time, and read back a micro-batch's rows at a time.
+    kept: dict[crossbatch.Kept, Buffer] = field(default_factory=dict)
 
     @property
     def buffers(self) -> list[Buffer]:
-        return [b for ph in self.phases for b in ph.life.buffers] + list(self.accumulators.values())
+        return [b for ph in self.phases for b in ph.life.buffers] + list(self.accumulators.values()) + \
+            list(self.kept.values())
 
     @property
     def lane_bytes(self) -> int:
@@ -294,7 +298,7 @@ def plan(fetches, feed_shapes: dict, device="cpu", budget=None, *, graph: Graph 
     that tensor (planner.stream), a seventh adds gradients into their accumulators where they are made
     (planner.accumulate): the fields of a Candidate."""
     step = _Step(fetches, feed_shapes, device, graph, alignment)
-    budget = None if budget is None else parse_size(budget, "memory budget")
+    budget = step.budget = None if budget is None else parse_size(budget, "memory budget")
     if force is not None:
         p = step.build(*force)
         p.budget_bytes = budget
@@ -404,6 +408,8 @@ def _debug(p: MemoryPlan, base: MemoryPlan) -> MemoryPlan:
 # -- one step, many candidate plans --------------------------------------------------------------------------
 class _Step:
     """What every candidate plan of one step shares: the graph, feeds, fetches, variables, device."""
+
+    budget: int | None = None  # the budget searched for (crossbatch's kept rows may fill it)
 
     def __init__(self, fetches, feed_shapes, device, graph, alignment):
         self.graph = graph or _graph_of(fetches, feed_shapes) or get_default_graph()
@@ -684,6 +690,7 @@ class _Step:
             specs = self._stats_specs() if passes else self.base_specs
             merged = self.split().grads + [t for level in self._levels(k) for t in level]
             f["elements"] += k * sum(math.prod(specs[g].shape) for g in merged)
+            f["elements"] += sum(math.prod(specs[x.tensor].shape) for x in self._kept(k)[0])  # rows copied in
         self._cache["fixed features", k, r] = f, convs
         return f, convs
 
@@ -764,6 +771,48 @@ class _Step:
 
     def _passes(self, k: int) -> int:
         return len(self._levels(k))
+
+    def _kept(self, k: int) -> tuple[list[crossbatch.Kept], list[list[Tensor]], dict, str]:
+        """The rows statistics passes of k micro-batches keep whole for later runs, and the micro-batch run's
+        merged fetches each run computes (crossbatch.kept), so that no run needs more bytes than the micro-batch
+        run alone would (without a budget: the kept rows and accumulators fit beside a run in what the
+        micro-batch run, no chunks, and its gradients' accumulators hold live), or first KEEP_SHARE of what the
+        budget leaves the arena; where the runs' own bytes leave less, fewer rows are kept, and where even none
+        fit, none are. The shape-only outputs fed to later runs; and a tag that tells the runs apart ('' without)."""
+        levels = self._levels(k)
+        none: tuple = [], [[] for _ in range(len(levels) + 1)], {}, ""
+        if ("kept", k) in self._cache or not levels:
+            return self._cache.get(("kept", k), none)
+        self._cache["kept", k] = none
+        st, v, s, specs = self.stats(), self._stats_view(), self.split(), self._stats_specs()
+        major = self.major()
+        cands = [t for t, step_t in st.keepable.items() if step_t in major]
+        if not crossbatch.KEEP or not cands:
+            return none
+        fold = [t for t in s.a_fetches if isinstance(t, Tensor)]
+        runs = [(level, v.feeds - {t for later in levels[i:] for t in later}) for i, level in enumerate(levels)]
+        runs.append(([f for f in s.a_fetches if f not in fold], v.feeds))
+        own = [int(self._phase(run, 1, 0).life.live.max()) for run in self._runs(k)[:len(runs)]]
+        rooms = [own[-1] + sum(nbytes(specs[t]) for t in s.grads)]
+        if self.budget:  # first what the budget leaves, less a margin for the arena's placement
+            rooms.insert(0, int(KEEP_SHARE * (self.budget - self.parameter_bytes - self.slot_bytes - self.feed_bytes)))
+        size = {t: nbytes(specs[t]) for t in cands + fold}
+        first = own
+        for n, room in enumerate(rooms):
+            own = first
+            for attempt in range(4):  # a run's own bytes are known once it is planned (kept rows shrink it): tries
+                spans, folded, shaped = crossbatch.kept(runs, cands, fold, st.rowed, size, [room - b for b in own])
+                self._cache["kept", k] = spans, folded, shaped, f"kept rows, {k} micro-batches, {n + 1}.{attempt + 1}"
+                planned = self._runs(k)[:len(runs)]
+                own = [int(self._phase(run, 1, 0).life.live.max()) for run in planned]
+                held = [sum(size[x.tensor] for x in spans if x.writer <= i <= x.last) +
+                        sum(size[t] for f in folded[:i + 1] for t in f if t in s.grads) +
+                        sum(nbytes(planned[w].specs[t]) + self.alignment for t, (w, _) in shaped.items() if w <= i)
+                        for i in range(len(runs))]
+                if all(b + h <= room for b, h in zip(own, held)):
+                    return self._cache["kept", k]
+        self._cache["kept", k] = none
+        return none
 
     # -- streamed prefix (planner.stream) -------------------------------------------------------------------
     def batch_feeds(self) -> set[Tensor]:
@@ -1016,22 +1065,33 @@ class _Step:
             phases.append(self._phase(run, c, start, z, d, sites=sites if i == len(levels) else ())
                           if i <= len(levels) else self._phase(run, 1, start))
         mb = phases[len(levels)]  # the micro-batch run
-        acc, merge = {}, {}
+        acc, merge, kept = {}, {}, {}
         if k > 1:
             s = self.split(r)
             batch = self.batch_size()
             end = sum(ph.life.steps for ph in phases) - 1
+            # a merged fetch from the run that computes it (a statistics pass, with kept rows: crossbatch.kept)
+            where = {t: ph for ph in phases[:len(levels) + 1] for t in ph.fetches if isinstance(t, Tensor)}
             for t in s.grads:
-                acc[t] = acc_buffer(t, mb.specs[t].shape, mb.specs[t].dtype, end, self.alignment)
-                acc[t].start = mb.start
+                acc[t] = acc_buffer(t, where[t].specs[t].shape, where[t].specs[t].dtype, end, self.alignment)
+                acc[t].start = where[t].start
             for x, _ in mb.accumulated.values():  # written by its op: its view in the run is the accumulator's
                 mb.life.of_tensor[x.grad] = acc[x.grad]
             for ph, level in zip(phases, levels):  # a statistic from its pass to the update run that may read it
                 for t in level:
                     acc[t] = acc_buffer(t, ph.specs[t].shape, ph.specs[t].dtype, end, self.alignment)
                     acc[t].start = ph.start
+            for t, (w, _) in self._kept(k)[2].items():  # a shape-only output fed to later runs, from its writer's
+                acc[t] = acc_buffer(t, phases[w].specs[t].shape, phases[w].specs[t].dtype, end, self.alignment)
+                acc[t].start = phases[w].start
+                merge[t] = "last"
+            for x in self._kept(k)[0]:  # kept rows: from the pass that writes them to the last reader's end
+                spec = self._stats_specs()[x.tensor]
+                kept[x] = acc_buffer(x.tensor, spec.shape, spec.dtype,
+                                     phases[x.last].start + phases[x.last].life.steps - 1, self.alignment)
+                kept[x].start = phases[x.writer].start
             for t in s.user_fetches:
-                spec = mb.specs[t]
+                spec = where[t].specs[t]
                 try:
                     merge[t] = fetch_merge(t, spec.shape, s.batch_dep, batch // k)
                 except PlanError as e:
@@ -1039,9 +1099,9 @@ class _Step:
                 shape = (batch,) + spec.shape[1:] if merge[t] == "concat" else spec.shape
                 if t not in acc:
                     acc[t] = acc_buffer(t, shape, spec.dtype, end, self.alignment)
-                    acc[t].start = mb.start
+                    acc[t].start = where[t].start
         live = np.concatenate([ph.life.live for ph in phases])
-        for b in acc.values():
+        for b in list(acc.values()) + list(kept.values()):
             live[b.start:b.end + 1] += b.size
         # A micro-batch's rows of a fed batch are a view of it on every device (opencl: an offset): no slot.
         v = self._stats_view() if levels else self.view(r)
@@ -1049,7 +1109,8 @@ class _Step:
         p = MemoryPlan(self.device, self.alignment, phases, 0, live, self.parameter_bytes, self.slot_bytes,
                        self.feed_bytes, microbatches=k, accumulators=acc, fetch_merge=merge,
                        feed_shapes=dict(self.feed_shapes), tensor_map=v.outer,
-                       recomputed=[t.name for t in v.remat.tensors] if v.remat else [], statistics=levels)
+                       recomputed=[t.name for t in v.remat.tensors] if v.remat else [], statistics=levels,
+                       kept=kept)
         if place:
             globals()["place"](p)
         if k > 1:
@@ -1115,6 +1176,14 @@ class _Step:
                            "order, each pass rerunning the step up to its statistics with the ones below fed, so "
                            "that rows are computed from the whole batch's and moving averages update once (exact "
                            "up to summation order)")
+                if p.kept:
+                    folded = sum(f in p.accumulators and f not in level
+                                 for ph, level in zip(p.phases, p.statistics) for f in ph.fetches)
+                    detail += (f"; {len(p.kept)} times the passes keep rows whole (a norm's input, a norm "
+                               f"gradient's dy; {format_size(sum(b.size for b in p.kept.values()))} in all) so that "
+                               f"later passes start from them, and they compute {folded} of the gradients and "
+                               "fetches, so the micro-batch run reruns only what no pass computed "
+                               "(planner.crossbatch.kept)")
             out.append({"name": "microbatch", "detail": detail,
                         "predicted_overhead": round(self.overhead(k, 1), 4)})
         sites = [x for ph in p.phases for x in ph.accumulated.values()]
@@ -1186,10 +1255,22 @@ class _Step:
             v = self._stats_view()
         shapes = slice_shapes(v.feed_shapes, s.batch_feeds, k)
         runs: list[Run] = []
-        for i, level in enumerate(levels):
+        spans, folded, shaped, tag = self._kept(k)
+        for i, level in enumerate(levels + [[]]):  # the statistics passes, then the micro-batch run
             feeds = v.feeds - {t for later in levels[i:] for t in later}
-            runs.append(self._run(f"statistics pass {i + 1}", level, feeds, {t: shapes[t] for t in feeds}, r))
-        runs.append(self._run("micro-batch", s.a_fetches, v.feeds, shapes, r))
+            reads = {x.tensor for x in spans if x.writer < i <= x.last}
+            writes = [x.tensor for x in spans if x.writer == i] + [t for t, (w, _) in shaped.items() if w == i]
+            sh = {t: shapes[t] for t in feeds} | {t: _rows(self._stats_specs()[t].shape, k) for t in reads}
+            sh |= {t: runs[w].specs[t].shape for t, (w, first) in shaped.items() if first <= i}
+            reads |= {t for t, (_, first) in shaped.items() if first <= i}
+            fetches = level + writes + folded[i] if tag else level
+            if i == len(levels):  # less what the passes computed (crossbatch.kept)
+                name = "micro-batch"
+                passes = {t for f in folded[:-1] for t in f}
+                fetches = [f for f in s.a_fetches if f not in passes]
+            else:
+                name = f"statistics pass {i + 1}"
+            runs.append(self._run(name, fetches, feeds | reads, sh, r, tag))
         if s.b_fetches:
             specs = self._stats_specs() if levels else self._specs(r)
             b_shapes = {t: specs[t].shape for t in s.grads}
@@ -1197,16 +1278,16 @@ class _Step:
             runs.append(self._run("update", s.b_fetches, set(b_shapes), b_shapes, r))
         return runs
 
-    def _run(self, name, fetches, feeds, feed_shapes, r: int = 0) -> Run:
+    def _run(self, name, fetches, feeds, feed_shapes, r: int = 0, variant: str = "") -> Run:
         """One executor run of the step (name: 'step', 'micro-batch' or 'update') for these feed shapes, at
-        recomputation level r."""
-        if ("graph", name, r) not in self._cache:  # the same for every feed shape (the micro-batch runs of all k)
-            g = dependency_graph(needed_ops(fetches, feeds), feeds)
+        recomputation level r; `variant` tells runs of one name with other fetches and feeds apart."""
+        if ("graph", name, r, variant) not in self._cache:  # the same for every feed shape (the micro-batch runs of
+            g = dependency_graph(needed_ops(fetches, feeds), feeds)  # all k)
             order = creation_order(g)
-            self._cache["graph", name, r] = g, order, input_roots(order, feeds)
-        key = (name, tuple(sorted(s for s in feed_shapes.values())), r)
+            self._cache["graph", name, r, variant] = g, order, input_roots(order, feeds)
+        key = (name, tuple(sorted(s for s in feed_shapes.values())), r) + ((variant,) if variant else ())
         if key not in self._cache:
-            g, order, roots = self._cache["graph", name, r]
+            g, order, roots = self._cache["graph", name, r, variant]
             self._cache[key] = Run(key, g, order, static_specs(order, feed_shapes), roots, list(fetches),
                                     set(feeds))
         return self._cache[key]
@@ -1239,7 +1320,7 @@ class _Step:
     def _accumulated(self, k: int, r: int = 0) -> list[accumulate.Site]:
         """The accumulate sites (planner.accumulate) of the micro-batch run of k micro-batches at recomputation
         level r; none for k = 1."""
-        if k == 1:
+        if k == 1 or self._passes(k):  # statistics passes compute and merge gradients their own way (crossbatch)
             return []
         key = ("accumulated", k, r)
         if key not in self._cache:
@@ -1308,6 +1389,11 @@ class _Step:
             self._cache[key] = run_buffers(run, self._cache["outputs", run.key], bool(z), self.kernel_device,
                                             self.alignment)
         return self._cache[key]
+
+
+# The share of a budget's arena (less parameters, slots and feeds) that statistics passes' runs and kept rows may
+# fill (planner.crossbatch.kept): the rest is left for the arena's placement, which lands above its liveness bound.
+KEEP_SHARE = 0.9
 
 
 class _View(NamedTuple):
@@ -1381,6 +1467,11 @@ def _graph_of(fetches, feed_shapes):
 def _var_spec(op: Operation):
     from tfplus.registry import TensorSpec
     return TensorSpec(tuple(op.attrs["shape"] or ()), op.attrs["dtype"])
+
+
+def _rows(shape: tuple, k: int) -> tuple:
+    """A micro-batch's shape of a tensor whose leading axis is the batch's rows, of k micro-batches."""
+    return (shape[0] // k,) + tuple(shape[1:])
 
 
 def _divisors(n: int) -> list[int]:
