@@ -264,3 +264,22 @@ def _decayed_update(ctx, group, decay, attrs) -> None:
             np.multiply(accum, lr, out=tmp)
         var -= tmp
     threads.sharded(momentum_body, var, accum, grad, tmp)
+
+
+# -- _FusedMovingAverages: each variable as its Sub, Mul and AssignSub kernels would update it ---------------------
+@register_workspace("_FusedMovingAverages", "cpu")
+def _fused_moving_averages_ws(ins, attrs):
+    """(variable - value) * factor of one variable at a time: sized for the largest."""
+    return [((max(int(np.prod(v.shape)) for v in ins[0::3]),), attrs["T"])]
+
+
+@register_kernel("_FusedMovingAverages", "cpu", FLOATS)
+def _fused_moving_averages(ctx, ins, outs, attrs):
+    largest = max(v.size for v in ins[0::3])
+    tmp = ctx.workspace((largest,), attrs["T"])
+    for j in range(0, len(ins), 3):
+        var, value, factor = ins[j:j + 3]
+        delta = tmp[:var.size].reshape(var.shape)
+        np.subtract(var, value, out=delta)
+        np.multiply(delta, factor, out=delta)
+        np.subtract(var, delta, out=var)

@@ -363,3 +363,27 @@ __kernel void K(multi_adam)(ADAM_ARGS(0), ADAM_ARGS(1), ADAM_ARGS(2), ADAM_ARGS(
     var[j] -= alpha * (num / (sqrt(vi) + epsilon[0]));
 }
 #endif
+
+// Moving averages, eight variables a launch: var -= (var - value) * factor[0], rounded as the unfused Sub, Mul
+// and AssignSub kernels round (no contraction into a fused multiply-add).
+#if WANT_multi_moving_average
+#define MA_ARGS(X) GLOBAL(T, var##X), GLOBAL(const T, value##X), GLOBAL(const T, factor##X)
+#define MA_SHIFT(X) SHIFT(var##X); SHIFT(value##X); SHIFT(factor##X);
+#define MA_PICK(X) case X: var = var##X; value = value##X; factor = factor##X; break;
+__kernel void K(multi_moving_average)(MA_ARGS(0), MA_ARGS(1), MA_ARGS(2), MA_ARGS(3), MA_ARGS(4), MA_ARGS(5),
+                                      MA_ARGS(6), MA_ARGS(7), int8 ends) {
+#pragma OPENCL FP_CONTRACT OFF
+    MA_SHIFT(0) MA_SHIFT(1) MA_SHIFT(2) MA_SHIFT(3) MA_SHIFT(4) MA_SHIFT(5) MA_SHIFT(6) MA_SHIFT(7)
+    int i = get_global_id(0);
+    if (i >= ends.s7) return;
+    int s = slot_of(i, ends);
+    __global T* var = var0;
+    __global const T* value = value0;
+    __global const T* factor = factor0;
+    switch (s) { MA_PICK(1) MA_PICK(2) MA_PICK(3) MA_PICK(4) MA_PICK(5) MA_PICK(6) MA_PICK(7) }
+    int j = i - SLOT_START(ends, s);
+    T v = var[j];
+    T delta = (v - value[j]) * factor[0];
+    var[j] = v - delta;
+}
+#endif

@@ -257,6 +257,23 @@ def _fused_apply(ctx, ins, outs, attrs):
                *flag_args)
 
 
+# -- _FusedMovingAverages ---------------------------------------------------------------------------------------
+@register("_FusedMovingAverages", F, host=False)
+def _fused_moving_averages(ctx, ins, outs, attrs):
+    rt = ctx.runtime
+    triples = [ins[j:j + 3] for j in range(0, len(ins), 3)]
+    for lo in range(0, len(triples), _SLOTS):
+        part = triples[lo:lo + _SLOTS]
+
+        def make(part=part):
+            ends = np.cumsum([v.size for v, _, _ in part])
+            ends = np.concatenate([ends, np.full(_SLOTS - len(part), ends[-1])])
+            return (kernel(rt, SRC, "multi_moving_average", part[0][0].dtype), *rt.grid1d(int(ends[-1])),
+                    int8(ends.tolist()))
+        k, g, loc, ends = plan(rt, (ctx.op, lo, tuple(v.size for v, _, _ in part)), make)
+        rt.run(k, g, loc, *[b for triple in part + [part[0]] * (_SLOTS - len(part)) for b in triple], ends)
+
+
 # -- micro-batching's merge (tfplus.engine.memory) ------------------------------------------------------------
 _MODES = {"copy": 0, "add": 1, "scale": 2, "add_scale": 3}
 
