@@ -58,9 +58,7 @@ def moving_average_groups(ops: set, readers: dict, pinned: set, pinned_ops: set,
             break
     out = []
     for members in groups.values():
-        members = _distinct(members)
-        if members and not _ordered_between(members, ops, feeds):
-            out.append(members)
+        out += _unordered(_distinct(members), ops, feeds)
     return out
 
 
@@ -72,12 +70,23 @@ def _distinct(members: list[tuple]) -> list[tuple]:
     return [m for m in members if count[m[1]] == 1]
 
 
-def _ordered_between(members: list[tuple], ops: set, feeds: set) -> bool:
-    """Whether an op that waits for one of the updates (a control dependent) is needed by the inputs of
-    another: one op could not run both before and after it."""
-    assigns = {m[0] for m in members}
-    after = {o for o in ops if assigns & set(o.control_inputs)}
-    inputs = [t for m in members for t in (m[2], m[3])]
-    controls = [c for m in members for o in (m[0], *m[4]) for c in o.control_inputs]
-    needs = needed_ops(inputs + controls, feeds)
-    return bool(needs & (assigns | after))
+def _unordered(members: list[tuple], ops: set, feeds: set) -> list[list[tuple]]:
+    """`members` in groups that one op each can do: no member's inputs (or its ops' control inputs) may need an
+    update of its group or an op that waits for one (ExponentialMovingAverage.apply under control_dependencies
+    on batch norm's updates makes a second group). Greedy, in creation order."""
+    after: dict[Operation, set] = {m[0]: {m[0]} for m in members}  # an update and its control dependents
+    for o in ops:
+        for c in o.control_inputs:
+            if c in after:
+                after[c].add(o)
+    needs = {m[0]: needed_ops([m[2], m[3]] + [c for o in (m[0], *m[4]) for c in o.control_inputs], feeds)
+             for m in members}
+    groups: list[list[tuple]] = []
+    for m in members:
+        for group in groups:
+            if not any(needs[m[0]] & after[o[0]] or needs[o[0]] & after[m[0]] for o in group):
+                group.append(m)
+                break
+        else:
+            groups.append([m])
+    return groups

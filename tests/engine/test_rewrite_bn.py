@@ -1,0 +1,108 @@
+"""The batch-norm passes of the graph rewrite (tfplus/engine/rewrite_bn.py): a step's moving averages in one op,
+with the same bits as the chains it replaces."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tfplus as tf
+from tfplus.engine.rewrite import optimize
+from tfplus.train.moving_averages import assign_moving_average
+
+_OFF = tf.ConfigProto(graph_options=tf.GraphOptions(rewrite_options=tf.RewriterConfig(
+    remapping=tf.RewriterConfig.OFF)))
+
+
+def _fused_ops(r, op_type: str) -> list:
+    return [op for op in r.graph.get_operations() if op.type == op_type]
+
+
+def _bn_stack(dtype, layers: int = 5):
+    """(graph, x, output, the update ops, an EMA of the gammas' op, init) of `layers` batch-norm layers (NHWC and
+    NCHW by turns): 2 * layers moving averages, plus ExponentialMovingAverage's of each gamma."""
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.placeholder(dtype, [6, 3, 4, 4])
+        h = x
+        for i in range(layers):
+            h = tf.layers.batch_normalization(h, axis=1 if i % 2 else -1, momentum=0.9 - 0.1 * i, training=True,
+                                              name=f"bn{i}")
+            h = tf.nn.relu6(h * 3.0)
+        updates = [u.op for u in tf.get_collection(tf.GraphKeys.UPDATE_OPS)]
+        gammas = [v for v in tf.trainable_variables() if "gamma" in v.op.name]
+        ema = tf.train.ExponentialMovingAverage(0.99, num_updates=tf.constant(3.0, dtype))
+        with tf.control_dependencies(updates):
+            averaged = ema.apply(gammas)
+        init = tf.global_variables_initializer()
+    return g, x, h, updates, averaged, init
+
+
+@pytest.mark.parametrize("dtype", [tf.float32, tf.float64])
+def test_the_moving_averages_of_a_step_fuse_into_one_op_with_the_same_bits(device, dtype):
+    """Ten batch-norm moving averages (two launches of eight slots on opencl) in one op, and five EMA shadows
+    in another (they wait for batch norm's updates: control_dependencies), update as their Sub, Mul and AssignSub
+    kernels do, bit for bit; the user's graph is untouched."""
+    g, x, y, updates, averaged, init = _bn_stack(dtype)
+    before = g.as_graph_def().SerializeToString(deterministic=True)
+    r = optimize(g, [y, averaged], [x])
+    assert r.fused == {"_FusedMovingAverages": 2}
+    bn, ema = _fused_ops(r, "_FusedMovingAverages")
+    assert bn.attrs["num_vars"] == 10 and bn.op_def.ref_inputs == tuple(range(0, 30, 3))
+    assert ema.attrs["num_vars"] == 5 and bn in ema.control_inputs
+    assert not _fused_ops(r, "AssignSub") and len(_fused_ops(r, "Sub")) == 5  # left: EMA's 1 - decay
+    assert g.as_graph_def().SerializeToString(deterministic=True) == before
+    feed = {x: np.random.default_rng(0).uniform(-2, 5, (6, 3, 4, 4)).astype(dtype.np)}
+    got = []
+    for config in (None, _OFF):
+        with tf.Session(graph=g, device=device, config=config) as sess:
+            sess.run(init)
+            for _ in range(2):
+                sess.run([y, averaged], feed)
+            got.append(sess.run(g.get_collection(tf.GraphKeys.GLOBAL_VARIABLES)))
+    for a, b in zip(*got):
+        assert a.tobytes() == b.tobytes()
+
+
+def test_the_moving_averages_of_a_step_equal_numpy(device):
+    """What the fused op leaves in each variable: v - (v - x) * (1 - decay), in float32 as the chain rounds it."""
+    rng = np.random.default_rng(1)
+    sizes = [1, 3, 7, 300, 2, 5, 11, 13, 1, 257]
+    init = [rng.standard_normal(n).astype(np.float32) for n in sizes]
+    values = [rng.standard_normal(n).astype(np.float32) for n in sizes]
+    decays = rng.uniform(0.5, 1, len(sizes)).astype(np.float32)
+    g = tf.Graph()
+    with g.as_default():
+        vs = [tf.Variable(v) for v in init]
+        step = tf.group(*[assign_moving_average(v, tf.constant(x), tf.constant(d)).op
+                          for v, x, d in zip(vs, values, decays)])
+        init_op = tf.variables_initializer(vs)
+    assert optimize(g, [step], []).fused == {"_FusedMovingAverages": 1}
+    with tf.Session(graph=g, device=device) as sess:
+        sess.run(init_op)
+        sess.run(step)
+        got = sess.run(vs)
+    for v0, x, d, v in zip(init, values, decays, got):
+        want = v0 - (v0 - x) * (np.float32(1) - d)
+        assert v.tobytes() == want.tobytes()
+
+
+def test_a_moving_average_whose_chain_is_read_fetched_or_doubled_stays_as_built():
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.placeholder(tf.float32, [4])
+        vs = [tf.Variable(tf.zeros([4])) for _ in range(5)]
+        ups = [assign_moving_average(v, x, 0.9) for v in vs[:4]]
+        twice = assign_moving_average(vs[0], x * 2.0, 0.5)           # a second update of vs[0]
+        broadcast = assign_moving_average(vs[4], x[0], 0.5)           # a scalar value: Sub broadcasts it
+    ops = [u.op for u in ups]
+
+    def members(r):
+        (fused,) = _fused_ops(r, "_FusedMovingAverages")
+        return fused.attrs["num_vars"], {op.name for op in r.graph.get_operations() if op.type == "AssignSub"}
+    assert members(optimize(g, ops, [x])) == (4, set())
+    assert members(optimize(g, ops + [ups[3]], [x])) == (3, {ups[3].op.name})       # its output fetched
+    sub = ups[2].op.inputs[1].op.inputs[0]
+    assert sub.op.type == "Sub"
+    assert members(optimize(g, ops + [sub], [x])) == (3, {ups[2].op.name})          # its Sub fetched
+    r = optimize(g, ops + [twice.op, broadcast.op], [x])
+    assert members(r) == (3, {ups[0].op.name, twice.op.name, broadcast.op.name})  # vs[0] twice; a broadcast
