@@ -277,3 +277,49 @@ def _fused_moving_averages_flops(ins, outs, attrs) -> float:
 register_op("_FusedMovingAverages", inputs=("input*",), outputs=(), attrs={"T": "type", "num_vars": "int"},
             stateful=True, shape_fn=_fused_moving_averages_shape, flops=_fused_moving_averages_flops)
 not_differentiable("_FusedMovingAverages")
+
+
+# -- _FusedBatchNormRelu: activation(FusedBatchNormV3(x, ...)) -------------------------------------------------------
+# FusedBatchNormV3's inputs, outputs and attrs plus `activation` (Relu or Relu6): output y is the activation's
+# output, z; the others are the batch norm's. The rewrite (tfplus.engine.rewrite_bn) makes it when the normalized
+# value is read only by the activation and by the activation's gradient (which reads the mask from z instead: z
+# is in (0, 6), or > 0, exactly where the value is). Tagged cross_batch as FusedBatchNormV3: in training mode it
+# mixes the batch's rows (the planner's micro-batching computes its statistics in passes).
+_BN_ACT_ATTRS = {**get_op_def("FusedBatchNormV3").attrs, "activation": "string"}
+
+
+def _fused_batch_norm_relu_shape(ins, attrs):
+    if attrs.get("activation") not in ACTIVATIONS:
+        raise ValueError(f"activation must be one of {ACTIVATIONS}, got {attrs.get('activation')!r}")
+    return get_op_def("FusedBatchNormV3").shape_fn(ins, attrs)
+
+
+register_op("_FusedBatchNormRelu", inputs=get_op_def("FusedBatchNormV3").inputs,
+            outputs=get_op_def("FusedBatchNormV3").outputs, attrs=_BN_ACT_ATTRS, shape_fn=_fused_batch_norm_relu_shape,
+            flops=flops.times_input(8), tags=("cross_batch",))
+not_differentiable("_FusedBatchNormRelu")
+
+
+# -- _FusedBatchNormReluGrad: FusedBatchNormGradV3(activation's gradient(dz, z), x, ...) -----------------------------
+# FusedBatchNormGradV3's inputs plus the activation's output z last (so that the batch norm's keep their places),
+# its outputs, and its attrs plus `activation`: dy = dz masked where z is in (0, 6) (Relu6) or > 0 (Relu), then the
+# batch norm's gradient of dy, in the same passes (the mask is applied as each pass reads dz).
+def _fused_batch_norm_relu_grad_shape(ins, attrs):
+    if attrs.get("activation") not in ACTIVATIONS:
+        raise ValueError(f"activation must be one of {ACTIVATIONS}, got {attrs.get('activation')!r}")
+    outs = get_op_def("FusedBatchNormGradV3").shape_fn(ins[:6], attrs)
+    z, x = ins[6], ins[1]
+    check_same_dtype([x, z], "x and activations")
+    if z.shape is not None and x.shape is not None:
+        if len(z.shape) != len(x.shape):
+            raise ValueError(f"activations {fmt(z.shape)} and x {fmt(x.shape)} must have one shape")
+        for a, b in zip(z.shape, x.shape):
+            merge_dim(a, b, f"activations {fmt(z.shape)} and x {fmt(x.shape)} must have one shape")
+    return outs
+
+
+register_op("_FusedBatchNormReluGrad", inputs=(*get_op_def("FusedBatchNormGradV3").inputs, "activations"),
+            outputs=get_op_def("FusedBatchNormGradV3").outputs,
+            attrs={**get_op_def("FusedBatchNormGradV3").attrs, "activation": "string"},
+            shape_fn=_fused_batch_norm_relu_grad_shape, flops=flops.times_input(11))
+not_differentiable("_FusedBatchNormReluGrad")

@@ -27,7 +27,8 @@ __kernel void K(fused_bias_relu)(GLOBAL(T, out), GLOBAL(const T, x), GLOBAL(cons
 // ReLU gradient of a ReLU -> 2x2 max-pool pair kept compact (planner.compact), straight from the pool: g is the
 // pool output's gradient, f the pool output and am its argmax, so each element of dx is g at its window when it is
 // the window's first maximum and the window's maximum is > 0, else 0 (nn.cl's max_pool_grad_2x2_argmax, here in
-// the same pass as the sums; pw is dx's width)). Many
+// the same pass as the sums; pw is dx's width); 6: as 3, with g masked first by the activation's gradient at its
+// output z, which dx's argument holds (not written): a batch norm fused with the ReLU after it). Many
 // work-groups per channel, each reading a contiguous chunk coalesced: group k writes its partial sums to
 // part[k * C + c] (part is db itself when there is one chunk), and the launcher sums the partials over k in a
 // second pass, or the last group does (CHANNEL_FINISH); every sum runs in a fixed order, so the sums are
@@ -38,15 +39,17 @@ __kernel void K(fused_bias_relu)(GLOBAL(T, out), GLOBAL(const T, x), GLOBAL(cons
 #define GRAD(i) ((g[i] - center) * (g[i] - center))
 #elif MODE == 5
 #define GRAD(i) POOLED(i)
+#elif MODE == 6
+#define GRAD(i) (MASK(dx[i]) ? g[i] : (T)0)
 #else
 #define GRAD(i) g[i]
 #endif
-#if MODE == 2 || MODE == 3 || MODE == 4
+#if MODE == 2 || MODE == 3 || MODE == 4 || MODE == 6
 #define STORE(i, v)
 #else
 #define STORE(i, v) dx[i] = (v)
 #endif
-#if MODE == 3
+#if MODE == 3 || MODE == 6
 #define SECOND(i, c, v) acc2 += (v) * (f[i] - mean[c])
 #else
 #define SECOND(i, c, v)
@@ -79,7 +82,7 @@ inline T pooled_grad(__global const T* g, __global const T* y, __global const uc
         barrier(CLK_LOCAL_MEM_FENCE); \
         if (last_) { \
             finish_columns(part, db, sh, C, col0, cw, get_num_groups(0)); \
-            if (MODE == 3) finish_columns(part2, db2, sh, C, col0, cw, get_num_groups(0)); \
+            if (MODE == 3 || MODE == 6) finish_columns(part2, db2, sh, C, col0, cw, get_num_groups(0)); \
             if (lid == 0) done[block] = 0; \
         } \
     }
@@ -130,7 +133,7 @@ void K(relu_grad_bias_planes)(CHANNEL_ARGS, int outer, int C, int inner, int chu
         barrier(CLK_LOCAL_MEM_FENCE);
     }
     if (lid == 0) part[k * C + c] = sh[0];
-#if MODE == 3
+#if MODE == 3 || MODE == 6
     barrier(CLK_LOCAL_MEM_FENCE);
     sh[lid] = acc2;
     barrier(CLK_LOCAL_MEM_FENCE);
@@ -177,7 +180,7 @@ void K(relu_grad_bias_rows)(CHANNEL_ARGS, int rows, int C, int cw, int chunk, T 
         barrier(CLK_LOCAL_MEM_FENCE);
     }
     if (lane == 0 && col < C) part[k * C + col] = sh[lid];
-#if MODE == 3
+#if MODE == 3 || MODE == 6
     barrier(CLK_LOCAL_MEM_FENCE);
     sh[lid] = acc2;
     barrier(CLK_LOCAL_MEM_FENCE);

@@ -37,8 +37,9 @@ Patterns:
   of the BiasAddGrad(g_i), becomes one _FusedMatMulSum (rewrite_rnn.fuse_weight_sums);
 - optimizer updates sharing their scalar inputs become one _FusedApply (see _apply_groups); an SGD or momentum
   update's weight decay gradient AddN(Mul(var, c), grad) folds into it (see _decay);
-- the moving-average updates AssignSub(v, Mul(Sub(v, value), factor)) of batch norm and
-  ExponentialMovingAverage become one _FusedMovingAverages (tfplus/engine/rewrite_bn.py).
+- FusedBatchNormV3 -> Relu6 / Relu becomes _FusedBatchNormRelu, and the activation's gradient with the batch
+  norm's one _FusedBatchNormReluGrad; the moving-average updates AssignSub(v, Mul(Sub(v, value), factor)) of
+  batch norm and ExponentialMovingAverage become one _FusedMovingAverages (tfplus/engine/rewrite_bn.py).
 
 `TFPLUS_REWRITE=0` or `tf.ConfigProto(graph_options=tf.GraphOptions(rewrite_options=tf.RewriterConfig(
 remapping=tf.RewriterConfig.OFF)))` turns it off (see `enabled`).
@@ -52,7 +53,7 @@ from typing import Any
 import numpy as np
 
 from tfplus import debug
-from tfplus.engine.rewrite_bn import moving_average_groups
+from tfplus.engine.rewrite_bn import fuse_bn_activations, moving_average_groups
 from tfplus.engine.rewrite_rnn import fuse_cells, fuse_weight_sums
 from tfplus.framework import Graph, Operation, Tensor, _op_inputs, constant_value, needed_ops, topo_order
 from tfplus.ops.fused_ops import APPLY_GRAD, APPLY_SCALARS, DECAY_FUSES, apply_refs, moving_average_refs
@@ -121,6 +122,9 @@ def optimize(graph: Graph, fetches: list, feeds) -> Rewritten | None:
         absorbed.update(found.absorbed)
         for op, inputs in found.rewired.items():  # an AddN that summed fused parts reads their sum
             fuse[op] = ("AddN", inputs, {"T": op.attrs["T"], "N": len(inputs)})
+    found = fuse_bn_activations(ops, readers, pinned, pinned_ops, controlled, lambda o: o in fuse or o in absorbed)
+    fuse.update(found[0])
+    absorbed.update(found[1])
     for op in sorted(ops, key=lambda o: o._id):
         if op in fuse or op in absorbed:
             continue

@@ -1,5 +1,5 @@
-"""The batch-norm passes of the graph rewrite (tfplus.engine.rewrite.optimize calls them): a step's moving-average
-updates in one op.
+"""The batch-norm passes of the graph rewrite (tfplus.engine.rewrite.optimize calls them): a batch norm with the
+ReLU after it in one op, and their gradients in one; a step's moving-average updates in one op.
 
     >>> import tfplus as tf
     >>> from tfplus.engine.rewrite import optimize
@@ -10,6 +10,13 @@ updates in one op.
     ...     updates = [u.op for u in tf.get_collection(tf.GraphKeys.UPDATE_OPS)]
     >>> optimize(g, [y] + updates, [x]).fused
     {'_FusedMovingAverages': 1}
+
+Batch norm and ReLU: FusedBatchNormV3 -> Relu6 (or Relu), the normalized value read by nothing else but the
+activation's gradient, becomes _FusedBatchNormRelu (tfplus/ops/fused_ops.py), whose apply pass clamps as it writes:
+one launch and one pass over the activations less. Relu6's gradient reads the normalized value to make its mask;
+it reads the fused op's output z instead, which is in (0, 6) exactly where the value is. When that gradient feeds
+only the batch norm's gradient, the two become _FusedBatchNormReluGrad: the channel sums and the apply pass mask
+the incoming gradient as they read it (a launch and a full-size tensor less).
 
 Moving averages: tf.layers.batch_normalization (two a layer: mean and variance), tf.train.ExponentialMovingAverage
 and assign_moving_average each build AssignSub(v, Mul(Sub(v, value), factor)), factor = 1 - decay a scalar, v read
@@ -23,6 +30,52 @@ from __future__ import annotations
 from tfplus.framework import Operation, Tensor, needed_ops
 
 _FLOATS = ("float32", "float64")
+
+
+_ACTIVATION_GRADS = {"Relu": "ReluGrad", "Relu6": "Relu6Grad"}
+
+
+def fuse_bn_activations(ops: set, readers: dict, pinned: set, pinned_ops: set, controlled: set, taken
+                        ) -> tuple[dict, dict]:
+    """(fuse, absorbed) entries of optimize for each FusedBatchNormV3 whose normalized output only a Relu / Relu6
+    reads (and that activation's gradient, when it reads it): one _FusedBatchNormRelu standing for both, named as
+    the activation. Each Relu6Grad that read the normalized value reads z instead; an activation gradient whose
+    output only the batch norm's gradient reads (as its y_backprop) becomes, with it, one _FusedBatchNormReluGrad
+    named as that gradient. `taken(op)`: whether another fusion has op."""
+    fuse: dict = {}
+    absorbed: dict = {}
+
+    def free(o: Operation) -> bool:
+        return o in ops and o not in pinned_ops and o not in controlled and not taken(o) and o not in fuse \
+            and o not in absorbed
+
+    for act in sorted(ops, key=lambda o: o._id):
+        bn = act.inputs[0].op if act.type in _ACTIVATION_GRADS else None
+        if bn is None or bn.type != "FusedBatchNormV3" or not free(act) or not free(bn) or bn.inputs[0] in pinned:
+            continue
+        y, z = bn.outputs[0], act.outputs[0]
+        grads = [r for r in readers.get(y, []) if r is not act]
+        if y in pinned or any(r.type != _ACTIVATION_GRADS[act.type] or r.inputs[1] is not y or r.inputs[0] is y
+                              or not free(r) for r in grads):
+            continue
+        fuse[act] = ("_FusedBatchNormRelu", list(bn.inputs), {**bn.attrs, "activation": act.type}, act.name,
+                     {z: 0, **{t: k for k, t in enumerate(bn.outputs) if k}})
+        absorbed[bn] = act
+        # ReluGrad reads z already (Relu's gradient reads its output)
+        own = [q for q in readers.get(z, []) if q.type == _ACTIVATION_GRADS[act.type] and q.inputs[1] is z
+               and q.inputs[0] is not z and free(q)]
+        for q in grads + own:
+            dy = q.outputs[0]
+            (norm_grad,) = readers.get(dy) or [None]
+            if dy not in pinned and norm_grad is not None and norm_grad.type == "FusedBatchNormGradV3" \
+                    and free(norm_grad) and norm_grad.inputs[0] is dy and dy not in norm_grad.inputs[1:] \
+                    and norm_grad.inputs[3] is bn.outputs[3]:
+                fuse[norm_grad] = ("_FusedBatchNormReluGrad", [q.inputs[0], *norm_grad.inputs[1:], z],
+                                   {**norm_grad.attrs, "activation": act.type})
+                absorbed[q] = norm_grad
+            elif q in grads:  # the same mask from z: the same bits
+                fuse[q] = (q.type, [q.inputs[0], z], dict(q.attrs))
+    return fuse, absorbed
 
 
 def moving_average_groups(ops: set, readers: dict, pinned: set, pinned_ops: set, controlled: set, feeds: set,
