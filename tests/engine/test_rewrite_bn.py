@@ -106,3 +106,97 @@ def test_a_moving_average_whose_chain_is_read_fetched_or_doubled_stays_as_built(
     assert members(optimize(g, ops + [sub], [x])) == (3, {ups[2].op.name})          # its Sub fetched
     r = optimize(g, ops + [twice.op, broadcast.op], [x])
     assert members(r) == (3, {ups[0].op.name, twice.op.name, broadcast.op.name})  # vs[0] twice; a broadcast
+
+
+def _bn_relu_net(data_format: str = "NCHW"):
+    """(graph, x, loss, train_op, init) of conv -> batch norm -> relu6 -> conv -> batch norm -> relu, a mean of
+    squares for the loss (no fused cross-entropy), the updates under the moving averages' control dependencies."""
+    rng = np.random.default_rng(3)
+    nchw = data_format == "NCHW"
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.placeholder(tf.float32, [None, 3, 6, 6] if nchw else [None, 6, 6, 3])
+        h = x
+        for i, act in enumerate((tf.nn.relu6, tf.nn.relu)):
+            w = tf.Variable((rng.standard_normal((3, 3, 3, 3)) / 4).astype(np.float32))
+            h = tf.nn.conv2d(h, w, [1, 1, 1, 1], "SAME", data_format=data_format)
+            h = act(tf.layers.batch_normalization(h, axis=1 if nchw else -1, training=True, name=f"bn{i}"))
+        loss = tf.reduce_mean(tf.square(h - 1.0))
+        with tf.control_dependencies(tf.get_collection(tf.GraphKeys.UPDATE_OPS)):
+            train_op = tf.train.GradientDescentOptimizer(0.3).minimize(loss)
+        init = tf.global_variables_initializer()
+    return g, x, loss, train_op, init
+
+
+@pytest.mark.parametrize("data_format", ["NCHW", "NHWC"])
+def test_batch_norm_and_relu_fuse_forward_and_backward_with_the_same_bits(device, data_format):
+    """Each batch norm and its Relu6 / Relu become one op, their gradients one op (a launch and a pass less each
+    way; V3's reserve zeroed in the statistics' kernel), and three steps leave every variable as the unfused
+    graph does, bit for bit."""
+    g, x, loss, train_op, init = _bn_relu_net(data_format)
+    r = optimize(g, [train_op, loss], [x])
+    assert r.fused["_FusedBatchNormRelu"] == 2 and r.fused["_FusedBatchNormReluGrad"] == 2
+    assert not {"FusedBatchNormV3", "FusedBatchNormGradV3", "Relu", "Relu6", "ReluGrad", "Relu6Grad"} & \
+        {op.type for op in r.graph.get_operations()}
+    feed = {x: np.random.default_rng(0).uniform(-2, 3, [5] + x.shape.as_list()[1:]).astype(np.float32)}
+    got = []
+    for config in (None, _OFF):
+        with tf.Session(graph=g, device=device, config=config) as sess:
+            sess.run(init)
+            losses = [sess.run([train_op, loss], feed)[1] for _ in range(3)]
+            got.append((losses, sess.run(g.get_collection(tf.GraphKeys.GLOBAL_VARIABLES))))
+    assert got[0][0] == got[1][0]
+    for a, b in zip(got[0][1], got[1][1]):
+        assert a.tobytes() == b.tobytes()
+
+
+def test_a_relu6_gradient_that_feeds_more_than_the_norm_reads_the_fused_output():
+    """A Relu6Grad whose output something besides the norm's gradient reads stays a Relu6Grad, reading the fused
+    op's output z for its mask; a normalized value read elsewhere (fetched) leaves the pair as built."""
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.placeholder(tf.float32, [4, 2, 3, 3])
+        y = tf.layers.batch_normalization(x, axis=1, training=True)
+        z = tf.nn.relu6(y)
+        dz = tf.placeholder(tf.float32, [4, 2, 3, 3])
+        dy = tf.gradients(z, [y], grad_ys=[dz])[0]
+        dx = tf.gradients(y, [x], grad_ys=[dy])[0]
+        init = tf.global_variables_initializer()
+    assert optimize(g, [dx, dy], [x, dz]) is None  # no Relu6 runs: nothing to fuse
+    r = optimize(g, [dx, dy, z], [x, dz])
+    assert r.fused == {"_FusedBatchNormRelu": 1}
+    (q,) = [op for op in r.graph.get_operations() if op.type == "Relu6Grad"]
+    assert q.inputs[1].op.type == "_FusedBatchNormRelu" and q.inputs[1].value_index == 0
+    assert optimize(g, [dx, z], [x, dz]).fused == {"_FusedBatchNormRelu": 1, "_FusedBatchNormReluGrad": 1}
+    assert optimize(g, [dx, z, y], [x, dz]) is None
+    rng = np.random.default_rng(0)
+    feed = {x: rng.uniform(-2, 2, (4, 2, 3, 3)).astype(np.float32), dz: rng.standard_normal((4, 2, 3, 3))
+            .astype(np.float32)}
+    with tf.Session(graph=g) as fused, tf.Session(graph=g, config=_OFF) as plain:
+        fused.run(init)
+        plain.run(init)
+        a, b = fused.run([dx, dy, z], feed), plain.run([dx, dy, z], feed)
+    assert all(u.tobytes() == v.tobytes() for u, v in zip(a, b))
+
+
+def test_a_micro_batched_plan_of_the_fused_step_trains_as_the_unsplit_step():
+    """The planner's statistics passes (micro-batching with batch norm) take the fused norms apart with their
+    activations: the same losses and variables as the plain unfused step."""
+    from tfplus import planner
+    from tfplus.engine.memory import install
+    g, x, loss, train_op, init = _bn_relu_net()
+    feed = {x: np.random.default_rng(1).uniform(-2, 3, (8, 3, 6, 6)).astype(np.float32)}
+    fetches = [train_op, loss]
+    r = optimize(g, fetches + [init], [x])
+    assert r.fused["_FusedBatchNormRelu"] == 2 and r.fused["_FusedBatchNormReluGrad"] == 2
+    new_fetches = [r.element[f] for f in fetches]
+    with tf.Session(graph=r.graph, memory_budget="1GB") as sess:
+        sess.run(r.element[init])
+        p = planner.plan(new_fetches, {r.element[x]: (8, 3, 6, 6)}, graph=r.graph, force=(2, 1))
+        assert p.microbatches == 2 and len(p.statistics) == 6
+        install(sess, new_fetches, p)
+        split = [sess.run(new_fetches, {r.element[x]: feed[x]})[1] for _ in range(2)]
+    with tf.Session(graph=g, config=_OFF) as sess:
+        sess.run(init)
+        plain = [sess.run(fetches, feed)[1] for _ in range(2)]
+    np.testing.assert_allclose(split, plain, rtol=1e-5)

@@ -36,6 +36,7 @@ TESTED_ELSEWHERE = {
     "ApplyAdadelta": "test_tf_train",
     "Assert": "test_control_flow",
     "_FusedApply": "test_optimize", "_FusedMovingAverages": "test_rewrite_bn",
+    "_FusedBatchNormRelu": "test_rewrite_bn", "_FusedBatchNormReluGrad": "test_rewrite_bn",
     "SaveV2": "test_tf_checkpoints", "RestoreV2": "test_tf_checkpoints", "MergeV2Checkpoints": "test_tf_checkpoints",
     "MpiAllreduce": "test_distributed", "MpiAllreduceStart": "test_distributed", "MpiAllreduceWait": "test_distributed",
 }

@@ -51,7 +51,7 @@ def fuse_bn_activations(ops: set, readers: dict, pinned: set, pinned_ops: set, c
 
     for act in sorted(ops, key=lambda o: o._id):
         bn = act.inputs[0].op if act.type in _ACTIVATION_GRADS else None
-        if bn is None or bn.type != "FusedBatchNormV3" or not free(act) or not free(bn) or bn.inputs[0] in pinned:
+        if bn is None or bn.type != "FusedBatchNormV3" or not free(act) or not free(bn):
             continue
         y, z = bn.outputs[0], act.outputs[0]
         grads = [r for r in readers.get(y, []) if r is not act]
