@@ -123,7 +123,9 @@ def _bn_relu_net(data_format: str = "NCHW"):
             h = act(tf.layers.batch_normalization(h, axis=1 if nchw else -1, training=True, name=f"bn{i}"))
         loss = tf.reduce_mean(tf.square(h - 1.0))
         with tf.control_dependencies(tf.get_collection(tf.GraphKeys.UPDATE_OPS)):
-            train_op = tf.train.GradientDescentOptimizer(0.3).minimize(loss)
+            # GATE_GRAPH: TensorFlow, the oracle, would otherwise update a weight before a gradient reads it
+            train_op = tf.train.GradientDescentOptimizer(0.3).minimize(
+                loss, gate_gradients=tf.train.Optimizer.GATE_GRAPH)
         init = tf.global_variables_initializer()
     return g, x, loss, train_op, init
 
@@ -200,3 +202,45 @@ def test_a_micro_batched_plan_of_the_fused_step_trains_as_the_unsplit_step():
         sess.run(init)
         plain = [sess.run(fetches, feed)[1] for _ in range(2)]
     np.testing.assert_allclose(split, plain, rtol=1e-5)
+
+
+@pytest.mark.parametrize("data_format", ["NCHW", "NHWC"])
+def test_the_fused_batch_norm_step_matches_tensorflow(tf1, device, data_format):
+    """Three training steps of the fused step (norm + activation, their gradients, one moving-average op) against
+    TensorFlow running the same GraphDef: losses, weights and moving statistics."""
+    from tforacle import import_into_tf
+    g, x, loss, train_op, init = _bn_relu_net(data_format)
+    assert optimize(g, [train_op, loss], [x]).fused["_FusedMovingAverages"] == 1
+    feed = np.random.default_rng(2).uniform(-2, 3, [6] + x.shape.as_list()[1:]).astype(np.float32)
+    variables = g.get_collection(tf.GraphKeys.GLOBAL_VARIABLES)
+    with tf.Session(graph=g, device=device) as sess:
+        sess.run(init)
+        mine = [sess.run([train_op, loss], {x: feed})[1] for _ in range(3)]
+        mine_vars = sess.run(variables)
+    tf_graph = import_into_tf(tf1, g)
+    with tf1.Session(graph=tf_graph) as sess:
+        sess.run(tf_graph.get_operation_by_name(init.name))
+        theirs = [sess.run([tf_graph.get_operation_by_name(train_op.name), tf_graph.get_tensor_by_name(loss.name)],
+                           {x.name: feed})[1] for _ in range(3)]
+        their_vars = sess.run([tf_graph.get_tensor_by_name(v.name) for v in variables])
+    # float32 sums in other orders (the fused step has the unfused step's bits: the tests above)
+    np.testing.assert_allclose(mine, theirs, rtol=1e-4)
+    for v, a, b in zip(variables, mine_vars, their_vars):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5, err_msg=v.name)
+
+
+def test_an_inference_batch_norm_fuses_with_its_relu6_with_the_same_bits(device):
+    """is_training=False (the moving statistics) fuses too: the apply pass clamps as it writes."""
+    rng = np.random.default_rng(4)
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.placeholder(tf.float32, [3, 5, 4, 4])
+        stats = [tf.constant(rng.uniform(0.5, 2, 5).astype(np.float32)) for _ in range(4)]
+        y, _, _ = tf.nn.fused_batch_norm(x, *stats, data_format="NCHW", is_training=False)
+        y2, _, _ = tf.nn.fused_batch_norm(x, *stats, data_format="NCHW", is_training=False)
+        z = tf.nn.relu6(y * 1.0) + tf.nn.relu6(y2)
+    r = optimize(g, [z], [x])
+    assert r.fused == {"_FusedBatchNormRelu": 1}  # the first norm's y feeds a Mul, not the activation
+    feed = {x: rng.uniform(-4, 8, (3, 5, 4, 4)).astype(np.float32)}
+    with tf.Session(graph=g, device=device) as fused, tf.Session(graph=g, device=device, config=_OFF) as plain:
+        assert fused.run(z, feed).tobytes() == plain.run(z, feed).tobytes()

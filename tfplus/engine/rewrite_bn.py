@@ -45,13 +45,14 @@ def fuse_bn_activations(ops: set, readers: dict, pinned: set, pinned_ops: set, c
     fuse: dict = {}
     absorbed: dict = {}
 
-    def free(o: Operation) -> bool:
-        return o in ops and o not in pinned_ops and o not in controlled and not taken(o) and o not in fuse \
-            and o not in absorbed
+    def free(o: Operation, named: bool = False) -> bool:
+        """o may vanish into a fused op; `named`: o names it, so ops ordered after o may stay (as after it)."""
+        return o in ops and o not in pinned_ops and (named or o not in controlled) and not taken(o) \
+            and o not in fuse and o not in absorbed
 
     for act in sorted(ops, key=lambda o: o._id):
         bn = act.inputs[0].op if act.type in _ACTIVATION_GRADS else None
-        if bn is None or bn.type != "FusedBatchNormV3" or not free(act) or not free(bn):
+        if bn is None or bn.type != "FusedBatchNormV3" or not free(act, named=True) or not free(bn):
             continue
         y, z = bn.outputs[0], act.outputs[0]
         grads = [r for r in readers.get(y, []) if r is not act]
@@ -68,7 +69,7 @@ def fuse_bn_activations(ops: set, readers: dict, pinned: set, pinned_ops: set, c
             dy = q.outputs[0]
             (norm_grad,) = readers.get(dy) or [None]
             if dy not in pinned and norm_grad is not None and norm_grad.type == "FusedBatchNormGradV3" \
-                    and free(norm_grad) and norm_grad.inputs[0] is dy and dy not in norm_grad.inputs[1:] \
+                    and free(norm_grad, named=True) and norm_grad.inputs[0] is dy and dy not in norm_grad.inputs[1:] \
                     and norm_grad.inputs[3] is bn.outputs[3]:
                 fuse[norm_grad] = ("_FusedBatchNormReluGrad", [q.inputs[0], *norm_grad.inputs[1:], z],
                                    {**norm_grad.attrs, "activation": act.type})
