@@ -5,10 +5,14 @@
 #if RELU6
 #define ACT(v) clamp((v), (T)0, (T)6)
 #define MASK(f) ((f) > (T)0 && (f) < (T)6)
+#define MASK_NOBRANCH(f) (((f) > (T)0) & ((f) < (T)6))
 #else
 #define ACT(v) fmax((v), (T)0)
 #define MASK(f) ((f) > (T)0)
+#define MASK_NOBRANCH(f) ((f) > (T)0)
 #endif
+// g where the mask at z holds, else 0: both loaded, no branch (a short-circuit && made PoCL's loops scalar).
+inline T masked_at(T g, T z) { return MASK_NOBRANCH(z) ? g : (T)0; }
 
 #if WANT_fused_bias_relu
 __kernel void K(fused_bias_relu)(GLOBAL(T, out), GLOBAL(const T, x), GLOBAL(const T, bias), int n, int C,
@@ -40,7 +44,7 @@ __kernel void K(fused_bias_relu)(GLOBAL(T, out), GLOBAL(const T, x), GLOBAL(cons
 #elif MODE == 5
 #define GRAD(i) POOLED(i)
 #elif MODE == 6
-#define GRAD(i) (MASK(dx[i]) ? g[i] : (T)0)
+#define GRAD(i) masked_at(g[i], dx[i])
 #else
 #define GRAD(i) g[i]
 #endif

@@ -369,7 +369,7 @@ __kernel void K(bn_stats_finish)(GLOBAL(T, batch_mean), GLOBAL(T, batch_var), GL
 #define BN_MASKED(g, z) ((z) > 0 ? (g) : (T)0)
 #elif BN_ACT == 2
 #define BN_ACTIVATE(v) ((v) < 0 ? (T)0 : ((v) > 6 ? (T)6 : (v)))
-#define BN_MASKED(g, z) (((z) > 0 && (z) < 6) ? (g) : (T)0)
+#define BN_MASKED(g, z) ((((z) > 0) & ((z) < 6)) ? (g) : (T)0)  // & not &&: no branch
 #else
 #define BN_ACTIVATE(v) (v)
 #define BN_MASKED(g, z) (g)
@@ -401,7 +401,8 @@ __kernel void K(bn_grad_apply)(GLOBAL(T, dx), GLOBAL(const T, dy), GLOBAL(const 
     if (i >= n) return;
     int c = (i / S) % C;
     T inv = rsqrt(var[c] + eps);
-    T g = BN_MASKED(dy[i], z[i]);
+    T g = dy[i], zi = z[i];  // both loaded: a load inside the select would be a branch
+    g = BN_MASKED(g, zi);
     if (training) g -= doffset[c] / count + (x[i] - mean[c]) * inv * dscale[c] / count;
     dx[i] = g * scale[c] * inv;
 }
