@@ -314,7 +314,49 @@ __kernel void K(depthwise_backprop_input)(GLOBAL(T, dx), GLOBAL(const T, dy), GL
 #endif
 
 // df[a, b, c, m] = sum over p = (n, oh, ow) of x[n, c, oh*sh - ph + a, ow*sw - pw + b] * dy[n, c*M + m, oh, ow]:
-// one work-group of DL items per filter element, each item summing every DL-th position, then a tree sum.
+// all KH * KW taps of an output channel k = c*M + m at once (built with -DKH, -DKW), so that each dy element is
+// read once and its x neighbourhood from cache (one group per filter element read them KH * KW times). Group
+// (j, k) takes positions [j * chunk, (j + 1) * chunk), each of its DL items every DL-th of them, then sums its
+// items' per-tap totals in a tree: part[j, tap, k] (df itself when one chunk), which the launcher adds up over j
+// in a second pass. Every sum runs in a fixed order: deterministic.
+#if WANT_depthwise_backprop_filter_taps
+__kernel __attribute__((reqd_work_group_size(DL, 1, 1)))
+void K(depthwise_backprop_filter_taps)(GLOBAL(T, part), GLOBAL(const T, x), GLOBAL(const T, dy), int positions,
+                                       int chunk, int C, int M, int8 geo, int2 pad, int4 xs, int4 ys) {
+    SHIFT(part); SHIFT(x); SHIFT(dy);
+    __local T sh[DL];
+    int lid = get_local_id(0), j = get_group_id(0), k = get_group_id(1), CM = C * M;
+    int c = k / M;
+    T acc[KH * KW];
+    for (int t = 0; t < KH * KW; t++) acc[t] = 0;
+    int end = min(positions, (j + 1) * chunk);
+    for (int p = j * chunk + lid; p < end; p += DL) {
+        int ow = p % geo.s3, oh = (p / geo.s3) % geo.s2, n = p / (geo.s3 * geo.s2);
+        T g = dy[DW_AT(ys, n, k, oh, ow)];
+        int ih0 = oh * geo.s6 - pad.s0, iw0 = ow * geo.s7 - pad.s1;
+        for (int a = 0; a < KH; a++) {
+            int ih = ih0 + a;
+            for (int b = 0; b < KW; b++) {
+                int iw = iw0 + b;
+                if (ih >= 0 && ih < geo.s0 && iw >= 0 && iw < geo.s1)
+                    acc[a * KW + b] += x[DW_AT(xs, n, c, ih, iw)] * g;
+            }
+        }
+    }
+    for (int t = 0; t < KH * KW; t++) {
+        sh[lid] = acc[t];
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int s = DL / 2; s > 0; s >>= 1) {
+            if (lid < s) sh[lid] += sh[lid + s];
+            barrier(CLK_LOCAL_MEM_FENCE);
+        }
+        if (lid == 0) part[(j * KH * KW + t) * CM + k] = sh[0];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+}
+#endif
+
+// The same, one work-group of DL items per filter element (filters larger than conv.py's _TAPS_MAX taps).
 #if WANT_depthwise_backprop_filter
 __kernel __attribute__((reqd_work_group_size(DL, 1, 1)))
 void K(depthwise_backprop_filter)(GLOBAL(T, df), GLOBAL(const T, x), GLOBAL(const T, dy), int total, int N,
