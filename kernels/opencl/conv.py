@@ -317,7 +317,9 @@ def _depthwise(ctx, ins, outs, attrs):
 def _depthwise_backprop_input(ctx, ins, outs, attrs):
     rt, (_, f, dy), dx = ctx.runtime, ins, outs[0]
     args = _depthwise_args(dx.shape, f.shape, dy.shape, attrs)
-    rt.run1d(kernel(rt, SRC, "depthwise_backprop_input", f.dtype), dx.size, dx, dy, f, np.int32(dx.size), *args)
+    g = _Geom(dx.shape, f.shape, attrs)
+    k = kernel(rt, SRC, "depthwise_backprop_input", f.dtype, KH=g.kh, KW=g.kw, SH=g.sh, SW=g.sw)
+    rt.run1d(k, dx.size, dx, dy, f, np.int32(dx.size), *args)
 
 
 # The filter gradient sums all of a channel's taps in one pass when the filter has at most _TAPS_MAX of them (each
