@@ -319,14 +319,18 @@ __kernel void K(depthwise_backprop_input)(GLOBAL(T, dx), GLOBAL(const T, dy), GL
 // all KH * KW taps of an output channel k = c*M + m at once (built with -DKH, -DKW), so that each dy element is
 // read once and its x neighbourhood from cache (one group per filter element read them KH * KW times). Group
 // (j, k) takes positions [j * chunk, (j + 1) * chunk), each of its DL items every DL-th of them, then sums its
-// items' per-tap totals in a tree: part[j, tap, k] (df itself when one chunk), which the launcher adds up over j
-// in a second pass. Every sum runs in a fixed order: deterministic.
+// items' per-tap totals in a tree: part[j, tap, k] (df itself when one chunk). With `finish`, the last group of
+// channel k (counted in done[k], a zeroed table, set back to 0) adds the chunks up into df in chunk order, with
+// fused.cl's CHANNEL_FINISH's device-wide fences; else the launcher does in a second pass. Every sum runs in a
+// fixed order: deterministic.
 #if WANT_depthwise_backprop_filter_taps
 __kernel __attribute__((reqd_work_group_size(DL, 1, 1)))
-void K(depthwise_backprop_filter_taps)(GLOBAL(T, part), GLOBAL(const T, x), GLOBAL(const T, dy), int positions,
-                                       int chunk, int C, int M, int8 geo, int2 pad, int4 xs, int4 ys) {
-    SHIFT(part); SHIFT(x); SHIFT(dy);
+void K(depthwise_backprop_filter_taps)(GLOBAL(T, part), GLOBAL(const T, x), GLOBAL(const T, dy), GLOBAL(T, df),
+                                       GLOBAL(int, done), int positions, int chunk, int C, int M, int8 geo,
+                                       int2 pad, int4 xs, int4 ys, int finish) {
+    SHIFT(part); SHIFT(x); SHIFT(dy); SHIFT(df); SHIFT(done);
     __local T sh[DL];
+    __local int last_;
     int lid = get_local_id(0), j = get_group_id(0), k = get_group_id(1), CM = C * M;
     int c = k / M;
     T acc[KH * KW];
@@ -354,6 +358,24 @@ void K(depthwise_backprop_filter_taps)(GLOBAL(T, part), GLOBAL(const T, x), GLOB
         }
         if (lid == 0) part[(j * KH * KW + t) * CM + k] = sh[0];
         barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (finish) {
+        barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
+        if (lid == 0) {
+            DEVICE_FENCE();
+            last_ = atomic_inc(done + k) == get_num_groups(0) - 1;
+            DEVICE_FENCE();
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (last_) {
+            if (lid < KH * KW) {
+                volatile __global const T* p = part;  // past the caches: other groups wrote them
+                T s = 0;
+                for (int q = 0; q < get_num_groups(0); q++) s += p[(q * KH * KW + lid) * CM + k];
+                df[lid * CM + k] = s;
+            }
+            if (lid == 0) done[k] = 0;
+        }
     }
 }
 #endif

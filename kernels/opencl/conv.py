@@ -16,7 +16,16 @@ import pyopencl.cltypes as cltypes
 
 from tfplus.kernels.opencl import _tune
 from tfplus.kernels.opencl._common import contiguous_strides, kernel, register
-from tfplus.kernels.opencl.reduce import finishes, partials, reduce, split_scratch, tile_counters
+from tfplus.kernels.opencl.reduce import (
+    FINISH_CHUNKS,
+    done_counters,
+    finishes,
+    finishes_splits,
+    partials,
+    reduce,
+    split_scratch,
+    tile_counters,
+)
 from tfplus.registry import register_workspace
 from tfplus.runtime.opencl import int8
 from tfplus.tensor_shape import conv_output
@@ -352,8 +361,10 @@ def _depthwise_backprop_filter(ctx, ins, outs, attrs):
     chunks, chunk = _dw_filter_chunks(g.n, g.oh, g.ow, c * m, rt.info["compute_units"])
     k = kernel(rt, SRC, "depthwise_backprop_filter_taps", x.dtype, DL=_DL, KH=kh, KW=kw)
     part = df if chunks == 1 else ctx.workspace((chunks, df.size), df.dtype)
-    rt.run(k, (chunks * _DL, c * m), (_DL, 1), part, x, dy, np.int32(g.n * g.oh * g.ow), np.int32(chunk), *args)
-    if chunks > 1:
+    finish = 1 < chunks <= FINISH_CHUNKS and finishes_splits(rt)  # the last group of a channel adds them up
+    rt.run(k, (chunks * _DL, c * m), (_DL, 1), part, x, dy, df, done_counters(rt, c * m) if finish else None,
+           np.int32(g.n * g.oh * g.ow), np.int32(chunk), *args, np.int32(finish))
+    if chunks > 1 and not finish:
         reduce(rt, "sum", df, part, [0], 1, ctx.workspace)
 
 

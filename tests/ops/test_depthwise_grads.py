@@ -1,6 +1,7 @@
 """The depthwise convolution's filter gradient on opencl (kernels/opencl/conv.cl depthwise_backprop_filter_taps: all
-of a channel's taps in one pass over chunks of the positions, then a sum over the chunks) against the NumPy
-reference, with the chunks a GPU's compute units make, and the float64 gradient against finite differences."""
+of a channel's taps in one pass over chunks of the positions, then a sum over the chunks, by the kernel's last
+group or a second pass) against the NumPy reference, with the chunks a GPU's compute units make, and the float64
+gradient against finite differences."""
 from __future__ import annotations
 
 import numpy as np
@@ -37,7 +38,12 @@ def _filter_grad(x, f_shape, dy, stride, padding, fmt, compute_units=None):
     ((2, 10, 10, 3), (7, 7, 3, 1), 1, "SAME", "NHWC", None),  # 49 taps: one group per filter element
 ])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_the_filter_gradient_equals_the_numpy_reference(x_shape, f_shape, stride, padding, fmt, units, dtype):
+@pytest.mark.parametrize("second_pass", [False, True], ids=["finished-in-kernel", "second-pass"])
+def test_the_filter_gradient_equals_the_numpy_reference(x_shape, f_shape, stride, padding, fmt, units, dtype,
+                                                        second_pass, monkeypatch):
+    if second_pass:  # as on a device without a device-wide fence (an AMD or Intel GPU)
+        from tfplus.kernels.opencl import conv
+        monkeypatch.setattr(conv, "finishes_splits", lambda rt: False)
     rng = np.random.default_rng(0)
     x = rng.standard_normal(x_shape).astype(dtype)
     y_shape = ref_depthwise(x, np.zeros(f_shape), (stride, stride), padding, fmt).shape
