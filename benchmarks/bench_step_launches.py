@@ -9,7 +9,7 @@ schedule), the one `tfplus train` and `tfplus profile` run, unlike bench_gpu_ste
     python benchmarks/bench_step_launches.py --compute-units 132     # launch plans as on an H100 (132 SMs)
     python benchmarks/bench_step_launches.py --optimizer adam
     python benchmarks/bench_step_launches.py --weight-decay 0 --schedule const   # bench_gpu_step.py's step
-    python benchmarks/bench_step_launches.py --model mobilenet --batch 32         # MobileNet's step (CIFAR)
+    python benchmarks/bench_step_launches.py --model mobilenet --batch 32 --steps 3   # MobileNet's, timed too
 """
 from __future__ import annotations
 
@@ -17,10 +17,10 @@ import argparse
 import collections
 
 
-def count(batch: int, rewrite: bool, compute_units: int | None, model: str = "mentee",
-          **graph) -> collections.Counter:
+def count(batch: int, rewrite: bool, compute_units: int | None, model: str = "mentee", steps: int = 0,
+          **graph) -> tuple[collections.Counter, float]:
     """Launches (rt.run calls) per op type of the second step (the first builds programs and plans), and the
-    seconds that step took under "seconds"."""
+    median seconds of `steps` more steps (0: the counted step's)."""
     import time
 
     import numpy as np
@@ -63,7 +63,15 @@ def count(batch: int, rewrite: bool, compute_units: int | None, model: str = "me
             rt.run = counted
             t = time.perf_counter()
             s.run([tg.train_op, tg.loss], feed)
-            seconds = time.perf_counter() - t
+            times = [time.perf_counter() - t]
+            rt.run = run
+            if steps:
+                times = []
+            for _ in range(steps):
+                t = time.perf_counter()
+                s.run([tg.train_op, tg.loss], feed)
+                times.append(time.perf_counter() - t)
+            seconds = sorted(times)[len(times) // 2]
     finally:
         registry.KERNELS.clear()
         registry.KERNELS.update(saved)
@@ -95,16 +103,18 @@ def main() -> None:
     p.add_argument("--weight-decay", type=float, default=5e-4)
     p.add_argument("--schedule", default="cosine")
     p.add_argument("--compute-units", type=int, default=None, help="plan launches as for this many (e.g. 132)")
+    p.add_argument("--steps", type=int, default=0, help="also time this many steps (median) after the counted one")
     args = p.parse_args()
     from tfplus.runtime import opencl
     units = args.compute_units or opencl.OpenCLRuntime().info["compute_units"]
     if args.model == "mentee":
         geometry(args.batch, units)
     graph = {"optimizer": args.optimizer, "weight_decay": args.weight_decay, "schedule": args.schedule}
-    on, t_on = count(args.batch, True, args.compute_units, args.model, **graph)
-    off, t_off = count(args.batch, False, args.compute_units, args.model, **graph)
+    on, t_on = count(args.batch, True, args.compute_units, args.model, args.steps, **graph)
+    off, t_off = count(args.batch, False, args.compute_units, args.model, args.steps, **graph)
+    how = f"median of {args.steps}" if args.steps else "the counted step"
     print(f"launches per {args.model} step (batch {args.batch}, {graph}): rewrite on {sum(on.values())} "
-          f"({t_on * 1e3:.0f} ms, counting), off {sum(off.values())} ({t_off * 1e3:.0f} ms)")
+          f"({t_on * 1e3:.0f} ms, {how}), off {sum(off.values())} ({t_off * 1e3:.0f} ms)")
     for op in sorted(set(on) | set(off), key=lambda o: (-max(on[o], off[o]), o)):
         print(f"  {op:38s} {on[op]:4d} {off[op]:4d}")
 
