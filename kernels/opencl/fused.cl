@@ -32,7 +32,9 @@ __kernel void K(fused_bias_relu)(GLOBAL(T, out), GLOBAL(const T, x), GLOBAL(cons
 // pool output's gradient, f the pool output and am its argmax, so each element of dx is g at its window when it is
 // the window's first maximum and the window's maximum is > 0, else 0 (nn.cl's max_pool_grad_2x2_argmax, here in
 // the same pass as the sums; pw is dx's width); 6: as 3, with g masked first by the activation's gradient at its
-// output z, which dx's argument holds (not written): a batch norm fused with the ReLU after it). Many
+// output z, which dx's argument holds (not written): a batch norm fused with the ReLU after it; 7: batch norm's
+// statistics in one pass, the sums of g - K[c] into part and of (g - K[c])^2 into part2, K[c] the channel's first
+// element: a shift near the mean, so that the variance's difference of the two loses little). Many
 // work-groups per channel, each reading a contiguous chunk coalesced: group k writes its partial sums to
 // part[k * C + c] (part is db itself when there is one chunk), and the launcher sums the partials over k in a
 // second pass, or the last group does (CHANNEL_FINISH); every sum runs in a fixed order, so the sums are
@@ -45,16 +47,20 @@ __kernel void K(fused_bias_relu)(GLOBAL(T, out), GLOBAL(const T, x), GLOBAL(cons
 #define GRAD(i) POOLED(i)
 #elif MODE == 6
 #define GRAD(i) masked_at(g[i], dx[i])
+#elif MODE == 7
+#define GRAD(i) (g[i] - center)
 #else
 #define GRAD(i) g[i]
 #endif
-#if MODE == 2 || MODE == 3 || MODE == 4 || MODE == 6
+#if MODE == 2 || MODE == 3 || MODE == 4 || MODE == 6 || MODE == 7
 #define STORE(i, v)
 #else
 #define STORE(i, v) dx[i] = (v)
 #endif
 #if MODE == 3 || MODE == 6
 #define SECOND(i, c, v) acc2 += (v) * (f[i] - mean[c])
+#elif MODE == 7
+#define SECOND(i, c, v) acc2 += (v) * (v)
 #else
 #define SECOND(i, c, v)
 #endif
@@ -86,7 +92,7 @@ inline T pooled_grad(__global const T* g, __global const T* y, __global const uc
         barrier(CLK_LOCAL_MEM_FENCE); \
         if (last_) { \
             finish_columns(part, db, sh, C, col0, cw, get_num_groups(0)); \
-            if (MODE == 3 || MODE == 6) finish_columns(part2, db2, sh, C, col0, cw, get_num_groups(0)); \
+            if (MODE == 3 || MODE == 6 || MODE == 7) finish_columns(part2, db2, sh, C, col0, cw, get_num_groups(0)); \
             if (lid == 0) done[block] = 0; \
         } \
     }
@@ -118,7 +124,7 @@ void K(relu_grad_bias_planes)(CHANNEL_ARGS, int outer, int C, int inner, int chu
                               ((r / pw) & 1) * 2 + ((r % pw) & 1))
     __local T sh[WG];
     int lid = get_local_id(0), k = get_group_id(0), c = get_group_id(1);
-    T center = MODE == 4 ? mean[c] / t : (T)0;
+    T center = MODE == 4 ? mean[c] / t : MODE == 7 && outer > 0 ? g[c * inner] : (T)0;
     int j = k * chunk + lid, end = min(outer * inner, (k + 1) * chunk);
     int o = j / inner, r = j - o * inner;
     T acc = 0, acc2 = 0;
@@ -137,7 +143,7 @@ void K(relu_grad_bias_planes)(CHANNEL_ARGS, int outer, int C, int inner, int chu
         barrier(CLK_LOCAL_MEM_FENCE);
     }
     if (lid == 0) part[k * C + c] = sh[0];
-#if MODE == 3 || MODE == 6
+#if MODE == 3 || MODE == 6 || MODE == 7
     barrier(CLK_LOCAL_MEM_FENCE);
     sh[lid] = acc2;
     barrier(CLK_LOCAL_MEM_FENCE);
@@ -145,7 +151,11 @@ void K(relu_grad_bias_planes)(CHANNEL_ARGS, int outer, int C, int inner, int chu
         if (lid < s) sh[lid] += sh[lid + s];
         barrier(CLK_LOCAL_MEM_FENCE);
     }
+#if MODE == 7
+    if (lid == 0) part2[k * C + c] = sh[0];
+#else
     if (lid == 0) part2[k * C + c] = sh[0] * rsqrt(var[c] + t);
+#endif
 #endif
     CHANNEL_FINISH(c, c, 1)
 #undef POOLED
@@ -165,7 +175,7 @@ void K(relu_grad_bias_rows)(CHANNEL_ARGS, int rows, int C, int cw, int chunk, T 
     __local T sh[WG];
     int lid = get_local_id(0), k = get_group_id(0);
     int lanes = WG / cw, lane = lid / cw, col = get_group_id(1) * cw + (lid - lane * cw);
-    T center = MODE == 4 && col < C ? mean[col] / t : (T)0;
+    T center = MODE == 4 && col < C ? mean[col] / t : MODE == 7 && col < C && rows > 0 ? g[col] : (T)0;
     T acc = 0, acc2 = 0;
     if (col < C) {
         int end = min(rows, (k + 1) * chunk);
@@ -184,7 +194,7 @@ void K(relu_grad_bias_rows)(CHANNEL_ARGS, int rows, int C, int cw, int chunk, T 
         barrier(CLK_LOCAL_MEM_FENCE);
     }
     if (lane == 0 && col < C) part[k * C + col] = sh[lid];
-#if MODE == 3 || MODE == 6
+#if MODE == 3 || MODE == 6 || MODE == 7
     barrier(CLK_LOCAL_MEM_FENCE);
     sh[lid] = acc2;
     barrier(CLK_LOCAL_MEM_FENCE);
@@ -192,7 +202,11 @@ void K(relu_grad_bias_rows)(CHANNEL_ARGS, int rows, int C, int cw, int chunk, T 
         if (lane < s) sh[lid] += sh[lid + s * cw];
         barrier(CLK_LOCAL_MEM_FENCE);
     }
+#if MODE == 7
+    if (lane == 0 && col < C) part2[k * C + col] = sh[lid];
+#else
     if (lane == 0 && col < C) part2[k * C + col] = sh[lid] * rsqrt(var[col] + t);
+#endif
 #endif
     CHANNEL_FINISH(get_group_id(1), get_group_id(1) * cw, cw)
 #undef POOLED

@@ -123,20 +123,21 @@ def channel_scratch(shape, fmt: str, dtype, compute_units: int, sums: int = 1) -
 
 
 def channel_sums(ctx, db, g, fmt: str, f=None, dx=None, activation: str = "Relu", bn=None,
-                 centered=None, pooled=None, mask=None) -> None:
+                 centered=None, pooled=None, mask=None, shifted: bool = False) -> None:
     """db = g summed over all but the channel axis of `fmt`; with dx, also dx = g masked by the gradient of
     `activation` at the features f (or dx = g when f is None: the mask was applied already); with bn =
     (dscale, mean, var, eps), also dscale = sum(g * (f - mean)) / sqrt(var + eps), f being batch norm's x; with
     centered = (sums, count), db sums (g - sums / count)^2 instead (batch norm's variance); with pooled = (y,
     argmax), g is the gradient of y, a 2x2 max-pool of dx's shape whose windows' first maxima `argmax` holds, and
     dx and db are those of the ReLU before the pool (fused.cl MODE 5); with bn and mask = z, g is masked first by
-    the gradient of `activation` at its output z (a batch norm fused with its ReLU: MODE 6). The partial sums come
-    from ctx.workspace (channel_scratch)."""
+    the gradient of `activation` at its output z (a batch norm fused with its ReLU: MODE 6); with shifted and
+    bn = (second, ...), db sums g - K and second (g - K)^2, K the channel's first element (batch norm's statistics
+    in one pass: MODE 7). The partial sums come from ctx.workspace (channel_scratch)."""
     if db.size == 0:  # no channels: nothing to sum, no dx elements
         return
     rt = ctx.runtime
     mode = 5 if pooled is not None else 4 if centered is not None else \
-        (3 if mask is None else 6) if bn is not None else 2 if dx is None else 1 if f is None else 0
+        (7 if shifted else 3 if mask is None else 6) if bn is not None else 2 if dx is None else 1 if f is None else 0
     shape = dx.shape if pooled is not None else g.shape  # the elements summed
 
     def make():

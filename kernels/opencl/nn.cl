@@ -340,20 +340,22 @@ __kernel void K(lrn_grad)(GLOBAL(T, dx), GLOBAL(const T, g), GLOBAL(const T, x),
 }
 #endif
 
-// Training statistics, from the per-channel sums of x and of (x - mean)^2 (fused.cl's channel sums, in
-// saved_mean and saved_var): saved mean and biased variance, and the moving averages (1 - f) * old + f * batch
-// (the variance Bessel-corrected); old is not read when f == 1. One work-item per channel; with `zero`, item 0
-// also zeroes reserve[0] (V3's reserve_space_3: a launch of its own otherwise).
+// Training statistics, from the per-channel sums of x - K and (x - K)^2, K = x[c * S] the channel's first element
+// (fused.cl's channel sums MODE 7, in saved_mean and saved_var): saved mean and biased variance, and the moving
+// averages (1 - f) * old + f * batch (the variance Bessel-corrected); old is not read when f == 1. One work-item
+// per channel; with `zero`, item 0 also zeroes reserve[0] (V3's reserve_space_3: a launch of its own otherwise).
 #if WANT_bn_stats_finish
 __kernel void K(bn_stats_finish)(GLOBAL(T, batch_mean), GLOBAL(T, batch_var), GLOBAL(T, saved_mean),
                                  GLOBAL(T, saved_var), GLOBAL(const T, old_mean), GLOBAL(const T, old_var),
-                                 GLOBAL(T, reserve), int C, T count, T f, T bessel, int zero) {
+                                 GLOBAL(T, reserve), GLOBAL(const T, x), int C, int S, T count, T f, T bessel,
+                                 int zero) {
     SHIFT(batch_mean); SHIFT(batch_var); SHIFT(saved_mean); SHIFT(saved_var); SHIFT(old_mean); SHIFT(old_var);
-    SHIFT(reserve);
+    SHIFT(reserve); SHIFT(x);
     int c = get_global_id(0);
     if (zero && c == 0) reserve[0] = 0;
     if (c >= C) return;
-    T m = saved_mean[c] / count, v = saved_var[c] / count;
+    T d = saved_mean[c] / count;  // the mean's distance from K
+    T m = (count > 0 ? x[c * S] : (T)0) + d, v = fmax(saved_var[c] / count - d * d, (T)0);
     saved_mean[c] = m;
     saved_var[c] = v;
     batch_mean[c] = f == 1 ? m : (1 - f) * old_mean[c] + f * m;

@@ -214,12 +214,12 @@ def _fused_batch_norm(ctx, ins, outs, attrs):
         f = attrs.get("exponential_avg_factor", 1.0)
         old_mean, old_var = (mean, variance) if f != 1.0 else (saved_mean, saved_var)  # not read when f == 1
         fmt = attrs["data_format"]
-        channel_sums(ctx, saved_mean, x, fmt)  # sums, then squares about their mean: two passes, as NumPy's var
-        channel_sums(ctx, saved_var, x, fmt, centered=(saved_mean, count))
+        # one pass: the sums of x - K and (x - K)^2, K each channel's first element (fused.cl MODE 7)
+        channel_sums(ctx, saved_mean, x, fmt, bn=(saved_var, x, x, x.dtype.type(0)), shifted=True)
         rt.run1d(kernel(rt, SRC, "bn_stats_finish", x.dtype), max(c, 1), batch_mean, batch_var, saved_mean,
-                 saved_var, old_mean, old_var, saved_mean if reserve is None else reserve, np.int32(c),
-                 _scalar(x.dtype, count), _scalar(x.dtype, f), _scalar(x.dtype, count / max(count - 1, 1)),
-                 np.int32(reserve is not None))
+                 saved_var, old_mean, old_var, saved_mean if reserve is None else reserve, x, np.int32(c),
+                 np.int32(s), _scalar(x.dtype, count), _scalar(x.dtype, f),
+                 _scalar(x.dtype, count / max(count - 1, 1)), np.int32(reserve is not None))
         m, v = saved_mean, saved_var
     else:
         if reserve is not None:
@@ -240,10 +240,10 @@ register("_FusedBatchNormRelu", F, host=False)(_fused_batch_norm)
 
 
 def _fused_batch_norm_scratch(ins, attrs, compute_units):
-    """Training: the partials of its two per-channel sums, one after the other (fused.py channel_sums)."""
+    """Training: the partials of its two per-channel sums, made in one pass (fused.py channel_sums)."""
     if not attrs["is_training"]:
         return []
-    return channel_scratch(ins[0].shape, attrs["data_format"], ins[0].dtype, compute_units) * 2
+    return channel_scratch(ins[0].shape, attrs["data_format"], ins[0].dtype, compute_units, sums=2)
 
 
 register_workspace("FusedBatchNorm", "opencl")(_fused_batch_norm_scratch)
