@@ -1,18 +1,21 @@
-"""Speed of one Mentee training step (NCHW float32, batch 128, momentum SGD) on tfplus's opencl device, and in
-the same run its peers when present: PyTorch eager (CUDA) and tinygrad (OpenCL and CUDA). Not a test.
+"""Speed of one Mentee (or MobileNet: --model mobilenet) training step (NCHW float32, batch 128, momentum SGD) on
+tfplus's opencl device, and in the same run its peers when present: PyTorch eager (CUDA) and tinygrad (OpenCL and
+CUDA; Mentee only). Not a test.
 
     python benchmarks/bench_gpu_step.py                       # opencl + peers, prints a table
     python benchmarks/bench_gpu_step.py --device cpu --batch 32 --steps 3 --no-peers
     TFPLUS_OPENCL_PROFILE=1 python benchmarks/bench_gpu_step.py --profile   # + per-kernel GPU times
     python benchmarks/bench_gpu_step.py --no-peers --budgets 1TB,64MB,32MB,24MB  # planned steps vs plain
     python benchmarks/bench_gpu_step.py --unfused --no-peers   # the graph rewrite on and off, same run
+    python benchmarks/bench_gpu_step.py --model mobilenet --unfused   # MobileNet (CIFAR); peer: PyTorch's mirror
 
-Reports ms/step (median), kernel launches per step, GFLOP/s (22.85 GFLOP per step at batch 128, scaled by
-batch), the forward share (a forward-only run fetching the loss), bytes host->device and device->host per
-step, device allocations in the steady state, and the cold start (process start to the end of the first step:
-imports, OpenCL program builds or their disk cache, autotuning). With --budgets: the step under each memory
-budget (1TB: the planned arena, unconstrained) against the plain executor, sessions in turns, one step each per
-round (medians). Measurements are recorded in benchmarks/gpu_notes.md.
+Reports ms/step (median), kernel launches per step, GFLOP/s (Mentee: 22.85 GFLOP per step at batch 128, scaled
+by batch; MobileNet: its convolutions' and the dense layer's, mobilenet_gflop_per_sample), the forward share (a
+forward-only run fetching the loss), bytes host->device and device->host per step, device allocations in the
+steady state, and the cold start (process start to the end of the first step: imports, OpenCL program builds or
+their disk cache, autotuning). With --budgets: the step under each memory budget (1TB: the planned arena,
+unconstrained) against the plain executor, sessions in turns, one step each per round (medians). Measurements
+are recorded in benchmarks/gpu_notes.md.
 """
 from __future__ import annotations
 
@@ -28,6 +31,25 @@ T_START = time.perf_counter()
 GFLOP_PER_SAMPLE = 22.85 / 128  # forward + backward of the Mentee step (conv and FC multiply-adds x 2 x 3)
 
 
+def mobilenet_gflop_per_sample(widths=(32, 64, 128, 128, 256, 256, 512, 512, 512, 512, 512, 512, 1024, 1024),
+                               size: int = 32, classes: int = 10) -> float:
+    """Forward + backward GFLOP of one 32x32 image through tfplus.graphs.mobilenet (its layout: a 3x3 stem at
+    stride 1, then per block a 3x3 depthwise conv, strided where the width grows except the first block, and a
+    1x1 conv; the dense layer): multiply-adds x 2 x 3, as GFLOP_PER_SAMPLE's."""
+    macs = size * size * 9 * 3 * widths[0]
+    for i in range(1, len(widths)):
+        c, w = widths[i - 1], widths[i]
+        if i > 1 and w > c:
+            size = -(-size // 2)
+        macs += size * size * c * (9 + w)
+    macs += widths[-1] * classes
+    return macs * 2 * 3 / 1e9
+
+
+def _gflop_per_sample(model: str) -> float:
+    return mobilenet_gflop_per_sample() if model == "mobilenet" else GFLOP_PER_SAMPLE
+
+
 def _times(fn, steps: int) -> list[float]:
     out = []
     for _ in range(steps):
@@ -39,14 +61,15 @@ def _times(fn, steps: int) -> list[float]:
 
 # -- tfplus --------------------------------------------------------------------------------------------------
 def bench_tfplus(device: str, batch: int, steps: int, warmup: int, profile: bool,
-                 cprofile: bool = False, rewrite: bool = True) -> dict:
+                 cprofile: bool = False, rewrite: bool = True, model: str = "mentee") -> dict:
     import numpy as np
 
     import tfplus as tf
-    from tfplus.graphs.mentee import training_graph
+    from tfplus.graphs.mentee import mentee, training_graph
+    from tfplus.graphs.mobilenet import mobilenet
     t_import = time.perf_counter() - T_START
-    tg = training_graph(total_steps=10 ** 6, seed=0, optimizer="momentum", nesterov=False, weight_decay=0.0,
-                        schedule="const", learning_rate=0.01)
+    tg = training_graph(mobilenet if model == "mobilenet" else mentee, total_steps=10 ** 6, seed=0,
+                        optimizer="momentum", nesterov=False, weight_decay=0.0, schedule="const", learning_rate=0.01)
     rng = np.random.default_rng(0)
     images = rng.standard_normal((batch, 3, 32, 32)).astype(np.float32)
     labels = rng.integers(0, 10, batch).astype(np.int32)
@@ -89,7 +112,7 @@ def bench_tfplus(device: str, batch: int, steps: int, warmup: int, profile: bool
     name = f"tfplus {device}" + ("" if rewrite else " unfused")
     return {"name": name, "device": desc, "launches": launches, "batch": batch, "ms": ms,
             "ms_mean": statistics.mean(step) * 1e3,
-            "gflops": GFLOP_PER_SAMPLE * batch / (ms * 1e-3), "fwd_ms": statistics.median(fwd) * 1e3,
+            "gflops": _gflop_per_sample(model) * batch / (ms * 1e-3), "fwd_ms": statistics.median(fwd) * 1e3,
             "import_s": t_import, "first_step_s": t_first, "cold_start_s": cold, **per,
             "loss_first": float(first_loss), "loss_last": float(last_loss), "kernels": kernels, "host": host,
             "ops": n_ops}
@@ -228,7 +251,7 @@ def launch_overhead(device: str, n: int = 5000) -> None:
 
 
 # -- peers ---------------------------------------------------------------------------------------------------
-def bench_torch(batch: int, steps: int, warmup: int) -> dict:
+def bench_torch(batch: int, steps: int, warmup: int, which: str = "mentee") -> dict:
     import torch
     import torch.nn as nn
     import torch.nn.functional as F
@@ -238,10 +261,15 @@ def bench_torch(batch: int, steps: int, warmup: int) -> dict:
 
     def conv(i, o):
         return [nn.Conv2d(i, o, 3, padding=1), nn.ReLU()]
-    model = nn.Sequential(*conv(3, 32), *conv(32, 32), nn.MaxPool2d(2), *conv(32, 64), *conv(64, 64),
-                          nn.MaxPool2d(2), *conv(64, 128), nn.MaxPool2d(2), nn.Flatten(),
-                          nn.Linear(2048, 256),
-                          nn.ReLU(), nn.Linear(256, 128), nn.ReLU(), nn.Linear(128, 10)).to(dev)
+    if which == "mobilenet":  # torch_reference.py's mirror of tfplus.graphs.mobilenet (train mode: batch norm)
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        from torch_reference import MobileNet
+        model = MobileNet().to(dev).train()
+    else:
+        model = nn.Sequential(*conv(3, 32), *conv(32, 32), nn.MaxPool2d(2), *conv(32, 64), *conv(64, 64),
+                              nn.MaxPool2d(2), *conv(64, 128), nn.MaxPool2d(2), nn.Flatten(),
+                              nn.Linear(2048, 256),
+                              nn.ReLU(), nn.Linear(256, 128), nn.ReLU(), nn.Linear(128, 10)).to(dev)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     x = torch.randn(batch, 3, 32, 32, device=dev)
     y = torch.randint(0, 10, (batch,), device=dev)
@@ -260,7 +288,7 @@ def bench_torch(batch: int, steps: int, warmup: int) -> dict:
         step()
     ms = statistics.median(_times(step, steps)) * 1e3
     return {"name": "pytorch eager", "device": torch.cuda.get_device_name(), "batch": batch, "ms": ms,
-            "gflops": GFLOP_PER_SAMPLE * batch / (ms * 1e-3),
+            "gflops": _gflop_per_sample(which) * batch / (ms * 1e-3),
             "fwd_ms": statistics.median(_times(fwd, steps)) * 1e3}
 
 
@@ -310,7 +338,7 @@ def bench_tinygrad(backend: str, batch: int, steps: int, warmup: int) -> dict:
 def _peer(args, which: str) -> dict | None:
     """Runs one peer in a child process (a peer that is missing or fails is reported, not fatal)."""
     cmd = [sys.executable, "-P", os.path.abspath(__file__), "--peer", which, "--batch", str(args.batch),
-           "--steps", str(args.steps), "--warmup", str(args.warmup)]
+           "--steps", str(args.steps), "--warmup", str(args.warmup), "--model", args.model]
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=args.peer_timeout)
     except subprocess.TimeoutExpired:
@@ -324,6 +352,8 @@ def _peer(args, which: str) -> dict | None:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--device", default="opencl")
+    p.add_argument("--model", choices=("mentee", "mobilenet"), default="mentee",
+                   help="the step timed (--budgets times Mentee's); MobileNet's peer is PyTorch only")
     p.add_argument("--batch", type=int, default=128)
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--warmup", type=int, default=5)
@@ -336,14 +366,16 @@ def main() -> None:
     p.add_argument("--no-peers", action="store_true")
     p.add_argument("--unfused", action="store_true",
                    help="also run tfplus with the graph rewrite off (TFPLUS_REWRITE=0's effect), same process")
-    p.add_argument("--peers", default="torch,tinygrad:CL,tinygrad:CUDA")
+    p.add_argument("--peers", default=None, help="default: torch,tinygrad:CL,tinygrad:CUDA (MobileNet: torch)")
     p.add_argument("--peer", help=argparse.SUPPRESS)
     p.add_argument("--peer-timeout", type=int, default=240)
     p.add_argument("--json", help="also write the results here")
     args = p.parse_args()
+    if args.peers is None:
+        args.peers = "torch" if args.model == "mobilenet" else "torch,tinygrad:CL,tinygrad:CUDA"
     if args.peer:
         if args.peer == "torch":
-            res = bench_torch(args.batch, args.steps, args.warmup)
+            res = bench_torch(args.batch, args.steps, args.warmup, args.model)
         else:
             res = bench_tinygrad(args.peer.split(":")[1], args.batch, args.steps, args.warmup)
         print("RESULT " + json.dumps(res))
@@ -355,9 +387,11 @@ def main() -> None:
         print(f"step by memory budget ({args.device}, batch {args.batch}, {args.steps} rounds in turns):")
         for name, v in ms.items():
             print(f"  {name:8s} {v:8.2f} ms/step  {v / ms['plain'] - 1:+7.1%} vs plain")
-    results = [bench_tfplus(args.device, args.batch, args.steps, args.warmup, args.profile, args.cprofile)]
+    results = [bench_tfplus(args.device, args.batch, args.steps, args.warmup, args.profile, args.cprofile,
+                            model=args.model)]
     if args.unfused:
-        results.append(bench_tfplus(args.device, args.batch, args.steps, args.warmup, False, rewrite=False))
+        results.append(bench_tfplus(args.device, args.batch, args.steps, args.warmup, False, rewrite=False,
+                                    model=args.model))
     if not args.no_peers:
         results += [r for r in (_peer(args, w) for w in args.peers.split(",")) if r]
     import platform

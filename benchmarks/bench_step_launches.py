@@ -1,6 +1,6 @@
-"""Kernel launches of one Mentee training step on the opencl device, by op type, with the graph rewrite
-(tfplus.engine.rewrite) on and off in the same run; and the launch geometry of the per-channel bias-gradient sums
-(kernels/opencl/fused.py channel_sums) for the step's shapes. Not a test.
+"""Kernel launches of one Mentee (or MobileNet: --model mobilenet) training step on the opencl device, by op
+type, with the graph rewrite (tfplus.engine.rewrite) on and off in the same run; and the launch geometry of the
+per-channel bias-gradient sums (kernels/opencl/fused.py channel_sums) for the step's shapes. Not a test.
 
 The step is training_graph's default (momentum with Nesterov, weight decay 5e-4 on the 8 weights, cosine
 schedule), the one `tfplus train` and `tfplus profile` run, unlike bench_gpu_step.py's (no weight decay).
@@ -9,6 +9,7 @@ schedule), the one `tfplus train` and `tfplus profile` run, unlike bench_gpu_ste
     python benchmarks/bench_step_launches.py --compute-units 132     # launch plans as on an H100 (132 SMs)
     python benchmarks/bench_step_launches.py --optimizer adam
     python benchmarks/bench_step_launches.py --weight-decay 0 --schedule const   # bench_gpu_step.py's step
+    python benchmarks/bench_step_launches.py --model mobilenet --batch 32 --steps 3   # MobileNet's, timed too
 """
 from __future__ import annotations
 
@@ -16,14 +17,19 @@ import argparse
 import collections
 
 
-def count(batch: int, rewrite: bool, compute_units: int | None, **graph) -> collections.Counter:
-    """Launches (rt.run calls) per op type of the second step (the first builds programs and plans)."""
+def count(batch: int, rewrite: bool, compute_units: int | None, model: str = "mentee", steps: int = 0,
+          **graph) -> tuple[collections.Counter, float]:
+    """Launches (rt.run calls) per op type of the second step (the first builds programs and plans), and the
+    median seconds of `steps` more steps (0: the counted step's)."""
+    import time
+
     import numpy as np
 
     import tfplus as tf
     import tfplus.kernels.opencl  # noqa: F401  (registers the kernels wrapped below)
     from tfplus import registry
     from tfplus.graphs.mentee import training_graph
+    from tfplus.graphs.mobilenet import mobilenet
     current, counts = ["?"], collections.Counter()
     saved = dict(registry.KERNELS)
     for key, fn in saved.items():  # note which op's kernel is launching
@@ -35,7 +41,8 @@ def count(batch: int, rewrite: bool, compute_units: int | None, **graph) -> coll
                 finally:
                     current[0] = outer
             registry.KERNELS[key] = wrapped
-    tg = training_graph(total_steps=1000, seed=0, **graph)
+    tg = training_graph(mobilenet, total_steps=1000, seed=0, **graph) if model == "mobilenet" else \
+        training_graph(total_steps=1000, seed=0, **graph)
     rng = np.random.default_rng(0)
     feed = {tg.images: rng.standard_normal((batch, 3, 32, 32)).astype(np.float32),
             tg.labels: rng.integers(0, 10, batch).astype(np.int32)}
@@ -54,11 +61,21 @@ def count(batch: int, rewrite: bool, compute_units: int | None, **graph) -> coll
                 counts[current[0]] += 1
                 return run(*args)
             rt.run = counted
+            t = time.perf_counter()
             s.run([tg.train_op, tg.loss], feed)
+            times = [time.perf_counter() - t]
+            rt.run = run
+            if steps:
+                times = []
+            for _ in range(steps):
+                t = time.perf_counter()
+                s.run([tg.train_op, tg.loss], feed)
+                times.append(time.perf_counter() - t)
+            seconds = sorted(times)[len(times) // 2]
     finally:
         registry.KERNELS.clear()
         registry.KERNELS.update(saved)
-    return counts
+    return counts, seconds
 
 
 def geometry(batch: int, compute_units: int) -> None:
@@ -80,20 +97,24 @@ def geometry(batch: int, compute_units: int) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--model", choices=("mentee", "mobilenet"), default="mentee")
     p.add_argument("--batch", type=int, default=128)
     p.add_argument("--optimizer", default="momentum")
     p.add_argument("--weight-decay", type=float, default=5e-4)
     p.add_argument("--schedule", default="cosine")
     p.add_argument("--compute-units", type=int, default=None, help="plan launches as for this many (e.g. 132)")
+    p.add_argument("--steps", type=int, default=0, help="also time this many steps (median) after the counted one")
     args = p.parse_args()
     from tfplus.runtime import opencl
     units = args.compute_units or opencl.OpenCLRuntime().info["compute_units"]
-    geometry(args.batch, units)
+    if args.model == "mentee":
+        geometry(args.batch, units)
     graph = {"optimizer": args.optimizer, "weight_decay": args.weight_decay, "schedule": args.schedule}
-    on = count(args.batch, True, args.compute_units, **graph)
-    off = count(args.batch, False, args.compute_units, **graph)
-    print(f"launches per step (batch {args.batch}, {graph}): rewrite on {sum(on.values())}, "
-          f"off {sum(off.values())}")
+    on, t_on = count(args.batch, True, args.compute_units, args.model, args.steps, **graph)
+    off, t_off = count(args.batch, False, args.compute_units, args.model, args.steps, **graph)
+    how = f"median of {args.steps}" if args.steps else "the counted step"
+    print(f"launches per {args.model} step (batch {args.batch}, {graph}): rewrite on {sum(on.values())} "
+          f"({t_on * 1e3:.0f} ms, {how}), off {sum(off.values())} ({t_off * 1e3:.0f} ms)")
     for op in sorted(set(on) | set(off), key=lambda o: (-max(on[o], off[o]), o)):
         print(f"  {op:38s} {on[op]:4d} {off[op]:4d}")
 

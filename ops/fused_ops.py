@@ -236,3 +236,90 @@ register_op("_FusedApply", inputs=("input*",), outputs=(), stateful=True, shape_
             attrs={"T": "type", "op": "string", "num_vars": "int", "use_locking": "bool", "use_nesterov": "bool",
                    "decayed": "list(int)"})
 not_differentiable("_FusedApply")
+
+
+# -- _FusedMovingAverages: variable -= (variable - value) * factor, for `num_vars` variables in one op ---------
+# Inputs: (variable, value, factor) per variable, factor a scalar (1 - decay). The rewrite
+# (tfplus.engine.rewrite_bn.moving_average_groups) replaces each AssignSub(v, Mul(Sub(v, value), factor)) that
+# tf.layers.batch_normalization and tf.train.ExponentialMovingAverage build, three launches a variable, with one
+# op: the variables are updated in place (inputs 0, 3, 6...: the rewrite gives each node its OpDef's ref_inputs
+# from `moving_average_refs`, as _FusedApply's). The arithmetic is the chain's, rounded as it rounds.
+def moving_average_refs(num_vars: int) -> tuple:
+    """The input positions of a _FusedMovingAverages of `num_vars` variables that it updates in place."""
+    return tuple(3 * j for j in range(num_vars))
+
+
+def _fused_moving_averages_shape(ins, attrs):
+    if len(ins) != 3 * attrs["num_vars"]:
+        n = attrs["num_vars"]
+        raise ValueError(f"_FusedMovingAverages takes (variable, value, factor) for each of its num_vars={n} "
+                         f"variables: {3 * n} inputs, got {len(ins)}")
+    for j in range(0, len(ins), 3):
+        var, value, factor = ins[j:j + 3]
+        check_same_dtype([var, value, factor], f"variable {j // 3}, its value and its factor")
+        if var.dtype.name not in ("float32", "float64"):
+            raise TypeError(f"_FusedMovingAverages averages float32 or float64 variables, got {var.dtype.name} "
+                            f"(variable {j // 3})")
+        check_rank(factor, 0, f"factor {j // 3}")
+        if var.shape is not None and value.shape is not None:
+            wrong = f"variable {j // 3} has shape {fmt(var.shape)} but its value {fmt(value.shape)}"
+            if len(var.shape) != len(value.shape):
+                raise ValueError(wrong)
+            for a, b in zip(var.shape, value.shape):
+                merge_dim(a, b, wrong)
+    return []
+
+
+def _fused_moving_averages_flops(ins, outs, attrs) -> float:
+    return float(3 * sum(math.prod(shape) for shape in ins[0::3]))  # a subtract, a multiply, a subtract each
+
+
+register_op("_FusedMovingAverages", inputs=("input*",), outputs=(), attrs={"T": "type", "num_vars": "int"},
+            stateful=True, shape_fn=_fused_moving_averages_shape, flops=_fused_moving_averages_flops)
+not_differentiable("_FusedMovingAverages")
+
+
+# -- _FusedBatchNormRelu: activation(FusedBatchNormV3(x, ...)) -------------------------------------------------------
+# FusedBatchNormV3's inputs, outputs and attrs plus `activation` (Relu or Relu6): output y is the activation's
+# output, z; the others are the batch norm's. The rewrite (tfplus.engine.rewrite_bn) makes it when the normalized
+# value is read only by the activation and by the activation's gradient (which reads the mask from z instead: z
+# is in (0, 6), or > 0, exactly where the value is). Tagged cross_batch as FusedBatchNormV3: in training mode it
+# mixes the batch's rows (the planner's micro-batching computes its statistics in passes).
+_BN_ACT_ATTRS = {**get_op_def("FusedBatchNormV3").attrs, "activation": "string"}
+
+
+def _fused_batch_norm_relu_shape(ins, attrs):
+    if attrs.get("activation") not in ACTIVATIONS:
+        raise ValueError(f"activation must be one of {ACTIVATIONS}, got {attrs.get('activation')!r}")
+    return get_op_def("FusedBatchNormV3").shape_fn(ins, attrs)
+
+
+register_op("_FusedBatchNormRelu", inputs=get_op_def("FusedBatchNormV3").inputs,
+            outputs=get_op_def("FusedBatchNormV3").outputs, attrs=_BN_ACT_ATTRS, shape_fn=_fused_batch_norm_relu_shape,
+            flops=flops.times_input(8), tags=("cross_batch",))
+not_differentiable("_FusedBatchNormRelu")
+
+
+# -- _FusedBatchNormReluGrad: FusedBatchNormGradV3(activation's gradient(dz, z), x, ...) -----------------------------
+# FusedBatchNormGradV3's inputs plus the activation's output z last (so that the batch norm's keep their places),
+# its outputs, and its attrs plus `activation`: dy = dz masked where z is in (0, 6) (Relu6) or > 0 (Relu), then the
+# batch norm's gradient of dy, in the same passes (the mask is applied as each pass reads dz).
+def _fused_batch_norm_relu_grad_shape(ins, attrs):
+    if attrs.get("activation") not in ACTIVATIONS:
+        raise ValueError(f"activation must be one of {ACTIVATIONS}, got {attrs.get('activation')!r}")
+    outs = get_op_def("FusedBatchNormGradV3").shape_fn(ins[:6], attrs)
+    z, x = ins[6], ins[1]
+    check_same_dtype([x, z], "x and activations")
+    if z.shape is not None and x.shape is not None:
+        if len(z.shape) != len(x.shape):
+            raise ValueError(f"activations {fmt(z.shape)} and x {fmt(x.shape)} must have one shape")
+        for a, b in zip(z.shape, x.shape):
+            merge_dim(a, b, f"activations {fmt(z.shape)} and x {fmt(x.shape)} must have one shape")
+    return outs
+
+
+register_op("_FusedBatchNormReluGrad", inputs=(*get_op_def("FusedBatchNormGradV3").inputs, "activations"),
+            outputs=get_op_def("FusedBatchNormGradV3").outputs,
+            attrs={**get_op_def("FusedBatchNormGradV3").attrs, "activation": "string"},
+            shape_fn=_fused_batch_norm_relu_grad_shape, flops=flops.times_input(11))
+not_differentiable("_FusedBatchNormReluGrad")

@@ -284,3 +284,44 @@ def _decayed_update(ctx, group, decay, attrs) -> None:
             np.multiply(accum, lr, out=tmp)
         var -= tmp
     threads.sharded(momentum_body, var, accum, grad, tmp)
+
+
+# -- _FusedMovingAverages: each variable as its Sub, Mul and AssignSub kernels would update it ---------------------
+@register_workspace("_FusedMovingAverages", "cpu")
+def _fused_moving_averages_ws(ins, attrs):
+    """(variable - value) * factor of one variable at a time: sized for the largest."""
+    return [((max(int(np.prod(v.shape)) for v in ins[0::3]),), attrs["T"])]
+
+
+@register_kernel("_FusedMovingAverages", "cpu", FLOATS)
+def _fused_moving_averages(ctx, ins, outs, attrs):
+    largest = max(v.size for v in ins[0::3])
+    tmp = ctx.workspace((largest,), attrs["T"])
+    for j in range(0, len(ins), 3):
+        var, value, factor = ins[j:j + 3]
+        delta = tmp[:var.size].reshape(var.shape)
+        np.subtract(var, value, out=delta)
+        np.multiply(delta, factor, out=delta)
+        np.subtract(var, delta, out=var)
+
+
+# -- _FusedBatchNormRelu / _FusedBatchNormReluGrad: the batch norm's kernels with the activation's ---------------
+@register_kernel("_FusedBatchNormRelu", "cpu", FLOATS)
+def _fused_batch_norm_relu(ctx, ins, outs, attrs):
+    find_kernel("FusedBatchNormV3", "cpu", as_dtype(ins[0].dtype))(ctx, ins, outs, attrs)
+    find_kernel(attrs["activation"], "cpu", as_dtype(ins[0].dtype))(ctx, [outs[0]], [outs[0]], attrs)
+
+
+@register_workspace("_FusedBatchNormReluGrad", "cpu")
+def _fused_batch_norm_relu_grad_ws(ins, attrs):
+    """dy, the activation's gradient; then what its kernel asks for (Relu6Grad's mask)."""
+    own = WORKSPACES.get((attrs["activation"] + "Grad", "cpu"))
+    return [(ins[0].shape, ins[0].dtype)] + (own([ins[0], ins[6]], attrs) if own else [])
+
+
+@register_kernel("_FusedBatchNormReluGrad", "cpu", FLOATS)
+def _fused_batch_norm_relu_grad(ctx, ins, outs, attrs):
+    dz, z, dtype = ins[0], ins[6], as_dtype(ins[0].dtype)
+    dy = ctx.workspace(dz.shape, dtype)
+    find_kernel(attrs["activation"] + "Grad", "cpu", dtype)(ctx, [dz, z], [dy], attrs)  # the mask: z as y
+    find_kernel("FusedBatchNormGradV3", "cpu", dtype)(ctx, [dy, *ins[1:6]], outs, attrs)

@@ -289,7 +289,9 @@ __kernel void K(depthwise)(GLOBAL(T, y), GLOBAL(const T, x), GLOBAL(const T, f),
 }
 #endif
 
-// dx[n, c, ih, iw] = sum over the taps (a, b) and outputs (oh, ow) that read it, and over m.
+// dx[n, c, ih, iw] = sum over the taps (a, b) and outputs (oh, ow) that read it, and over m. The filter's size
+// and the strides are compile-time constants (-DKH, -DKW, -DSH, -DSW): the taps unroll, and the divisions by the
+// strides become shifts or nothing (runtime divisions cost this kernel 2.7x the forward's time on an H200).
 #if WANT_depthwise_backprop_input
 __kernel void K(depthwise_backprop_input)(GLOBAL(T, dx), GLOBAL(const T, dy), GLOBAL(const T, f), int total,
                                           int C, int M, int8 geo, int2 pad, int4 xs, int4 ys) {
@@ -299,14 +301,14 @@ __kernel void K(depthwise_backprop_input)(GLOBAL(T, dx), GLOBAL(const T, dy), GL
     int iw = i % geo.s1, ih = (i / geo.s1) % geo.s0, c = (i / (geo.s1 * geo.s0)) % C;
     int n = i / (geo.s1 * geo.s0 * C);
     T acc = 0;
-    for (int a = 0; a < geo.s4; a++) {
+    for (int a = 0; a < KH; a++) {
         int th = ih + pad.s0 - a;
-        if (th < 0 || th % geo.s6 != 0 || th / geo.s6 >= geo.s2) continue;
-        for (int b = 0; b < geo.s5; b++) {
+        if (th < 0 || th % SH != 0 || th / SH >= geo.s2) continue;
+        for (int b = 0; b < KW; b++) {
             int tw = iw + pad.s1 - b;
-            if (tw < 0 || tw % geo.s7 != 0 || tw / geo.s7 >= geo.s3) continue;
+            if (tw < 0 || tw % SW != 0 || tw / SW >= geo.s3) continue;
             for (int m = 0; m < M; m++)
-                acc += dy[DW_AT(ys, n, c * M + m, th / geo.s6, tw / geo.s7)] * f[((a * geo.s5 + b) * C + c) * M + m];
+                acc += dy[DW_AT(ys, n, c * M + m, th / SH, tw / SW)] * f[((a * KW + b) * C + c) * M + m];
         }
     }
     dx[DW_AT(xs, n, c, ih, iw)] = acc;
@@ -314,7 +316,71 @@ __kernel void K(depthwise_backprop_input)(GLOBAL(T, dx), GLOBAL(const T, dy), GL
 #endif
 
 // df[a, b, c, m] = sum over p = (n, oh, ow) of x[n, c, oh*sh - ph + a, ow*sw - pw + b] * dy[n, c*M + m, oh, ow]:
-// one work-group of DL items per filter element, each item summing every DL-th position, then a tree sum.
+// all KH * KW taps of an output channel k = c*M + m at once (built with -DKH, -DKW), so that each dy element is
+// read once and its x neighbourhood from cache (one group per filter element read them KH * KW times). Group
+// (j, k) takes positions [j * chunk, (j + 1) * chunk), each of its DL items every DL-th of them, then sums its
+// items' per-tap totals in a tree: part[j, tap, k] (df itself when one chunk). With `finish`, the last group of
+// channel k (counted in done[k], a zeroed table, set back to 0) adds the chunks up into df in chunk order, with
+// fused.cl's CHANNEL_FINISH's device-wide fences; else the launcher does in a second pass. Every sum runs in a
+// fixed order: deterministic.
+#if WANT_depthwise_backprop_filter_taps
+__kernel __attribute__((reqd_work_group_size(DL, 1, 1)))
+void K(depthwise_backprop_filter_taps)(GLOBAL(T, part), GLOBAL(const T, x), GLOBAL(const T, dy), GLOBAL(T, df),
+                                       GLOBAL(int, done), int positions, int chunk, int C, int M, int8 geo,
+                                       int2 pad, int4 xs, int4 ys, int finish) {
+    SHIFT(part); SHIFT(x); SHIFT(dy); SHIFT(df); SHIFT(done);
+    __local T sh[DL];
+    __local int last_;
+    int lid = get_local_id(0), j = get_group_id(0), k = get_group_id(1), CM = C * M;
+    int c = k / M;
+    T acc[KH * KW];
+    for (int t = 0; t < KH * KW; t++) acc[t] = 0;
+    int end = min(positions, (j + 1) * chunk);
+    for (int p = j * chunk + lid; p < end; p += DL) {
+        int ow = p % geo.s3, oh = (p / geo.s3) % geo.s2, n = p / (geo.s3 * geo.s2);
+        T g = dy[DW_AT(ys, n, k, oh, ow)];
+        int ih0 = oh * geo.s6 - pad.s0, iw0 = ow * geo.s7 - pad.s1;
+        for (int a = 0; a < KH; a++) {
+            int ih = ih0 + a;
+            for (int b = 0; b < KW; b++) {
+                int iw = iw0 + b;
+                if (ih >= 0 && ih < geo.s0 && iw >= 0 && iw < geo.s1)
+                    acc[a * KW + b] += x[DW_AT(xs, n, c, ih, iw)] * g;
+            }
+        }
+    }
+    for (int t = 0; t < KH * KW; t++) {
+        sh[lid] = acc[t];
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int s = DL / 2; s > 0; s >>= 1) {
+            if (lid < s) sh[lid] += sh[lid + s];
+            barrier(CLK_LOCAL_MEM_FENCE);
+        }
+        if (lid == 0) part[(j * KH * KW + t) * CM + k] = sh[0];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (finish) {
+        barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
+        if (lid == 0) {
+            DEVICE_FENCE();
+            last_ = atomic_inc(done + k) == get_num_groups(0) - 1;
+            DEVICE_FENCE();
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (last_) {
+            if (lid < KH * KW) {
+                volatile __global const T* p = part;  // past the caches: other groups wrote them
+                T s = 0;
+                for (int q = 0; q < get_num_groups(0); q++) s += p[(q * KH * KW + lid) * CM + k];
+                df[lid * CM + k] = s;
+            }
+            if (lid == 0) done[k] = 0;
+        }
+    }
+}
+#endif
+
+// The same, one work-group of DL items per filter element (filters larger than conv.py's _TAPS_MAX taps).
 #if WANT_depthwise_backprop_filter
 __kernel __attribute__((reqd_work_group_size(DL, 1, 1)))
 void K(depthwise_backprop_filter)(GLOBAL(T, df), GLOBAL(const T, x), GLOBAL(const T, dy), int total, int N,

@@ -9,12 +9,23 @@ which are kernel scratch (ctx.workspace) declared for the memory planner.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pyopencl.cltypes as cltypes
 
 from tfplus.kernels.opencl import _tune
 from tfplus.kernels.opencl._common import contiguous_strides, kernel, register
-from tfplus.kernels.opencl.reduce import finishes, reduce, split_scratch, tile_counters
+from tfplus.kernels.opencl.reduce import (
+    FINISH_CHUNKS,
+    done_counters,
+    finishes,
+    finishes_splits,
+    partials,
+    reduce,
+    split_scratch,
+    tile_counters,
+)
 from tfplus.registry import register_workspace
 from tfplus.runtime.opencl import int8
 from tfplus.tensor_shape import conv_output
@@ -315,12 +326,57 @@ def _depthwise(ctx, ins, outs, attrs):
 def _depthwise_backprop_input(ctx, ins, outs, attrs):
     rt, (_, f, dy), dx = ctx.runtime, ins, outs[0]
     args = _depthwise_args(dx.shape, f.shape, dy.shape, attrs)
-    rt.run1d(kernel(rt, SRC, "depthwise_backprop_input", f.dtype), dx.size, dx, dy, f, np.int32(dx.size), *args)
+    g = _Geom(dx.shape, f.shape, attrs)
+    k = kernel(rt, SRC, "depthwise_backprop_input", f.dtype, KH=g.kh, KW=g.kw, SH=g.sh, SW=g.sw)
+    rt.run1d(k, dx.size, dx, dy, f, np.int32(dx.size), *args)
+
+
+# The filter gradient sums all of a channel's taps in one pass when the filter has at most _TAPS_MAX of them (each
+# item keeps one accumulator a tap), over chunks of the positions that make about _DW_GROUPS_PER_CU work-groups per
+# compute unit, each at least _DW_LEAST positions.
+_TAPS_MAX = 25
+_DW_GROUPS_PER_CU = 8
+_DW_LEAST = 4 * _DL
+
+
+def _dw_filter_chunks(n: int, oh: int, ow: int, channels: int, compute_units: int) -> tuple[int, int]:
+    """(chunks, positions per chunk) of the filter gradient's sums: a function of shapes and compute units only,
+    so that the memory planner knows the partials (_depthwise_filter_scratch)."""
+    positions = n * oh * ow
+    chunks = max(1, min(-(-_DW_GROUPS_PER_CU * compute_units // max(channels, 1)), positions // _DW_LEAST))
+    chunk = max(1, -(-positions // chunks))
+    return max(1, -(-positions // chunk)), chunk
 
 
 @register("DepthwiseConv2dNativeBackpropFilter", F)
 def _depthwise_backprop_filter(ctx, ins, outs, attrs):
     rt, (x, _, dy), df = ctx.runtime, ins, outs[0]
     args = _depthwise_args(x.shape, df.shape, dy.shape, attrs)
-    k = kernel(rt, SRC, "depthwise_backprop_filter", x.dtype, DL=_DL)
-    rt.run(k, (df.size * _DL,), (_DL,), df, x, dy, np.int32(df.size), np.int32(x.shape[0]), *args)
+    kh, kw, c, m = df.shape
+    g = _Geom(x.shape, df.shape, attrs)
+    if kh * kw > _TAPS_MAX or df.size == 0:
+        k = kernel(rt, SRC, "depthwise_backprop_filter", x.dtype, DL=_DL)
+        rt.run(k, (df.size * _DL,), (_DL,), df, x, dy, np.int32(df.size), np.int32(x.shape[0]), *args)
+        return
+    chunks, chunk = _dw_filter_chunks(g.n, g.oh, g.ow, c * m, rt.info["compute_units"])
+    k = kernel(rt, SRC, "depthwise_backprop_filter_taps", x.dtype, DL=_DL, KH=kh, KW=kw)
+    part = df if chunks == 1 else ctx.workspace((chunks, df.size), df.dtype)
+    finish = 1 < chunks <= FINISH_CHUNKS and finishes_splits(rt)  # the last group of a channel adds them up
+    rt.run(k, (chunks * _DL, c * m), (_DL, 1), part, x, dy, df, done_counters(rt, c * m) if finish else None,
+           np.int32(g.n * g.oh * g.ow), np.int32(chunk), *args, np.int32(finish))
+    if chunks > 1 and not finish:
+        reduce(rt, "sum", df, part, [0], 1, ctx.workspace)
+
+
+@register_workspace("DepthwiseConv2dNativeBackpropFilter", "opencl")
+def _depthwise_filter_scratch(ins, attrs, compute_units):
+    """The per-chunk partial filter gradients, then what adding them up writes."""
+    x, sizes = ins[0], [int(d) for d in ins[1].value]
+    g = _Geom(x.shape, sizes, attrs)
+    size = math.prod(sizes)
+    if sizes[0] * sizes[1] > _TAPS_MAX or size == 0:
+        return []
+    chunks = _dw_filter_chunks(g.n, g.oh, g.ow, sizes[2] * sizes[3], compute_units)[0]
+    if chunks == 1:
+        return []
+    return [((chunks, size), x.dtype)] + [(s, x.dtype) for s in partials((chunks, size), [0], compute_units)]

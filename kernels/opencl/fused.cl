@@ -5,10 +5,14 @@
 #if RELU6
 #define ACT(v) clamp((v), (T)0, (T)6)
 #define MASK(f) ((f) > (T)0 && (f) < (T)6)
+#define MASK_NOBRANCH(f) (((f) > (T)0) & ((f) < (T)6))
 #else
 #define ACT(v) fmax((v), (T)0)
 #define MASK(f) ((f) > (T)0)
+#define MASK_NOBRANCH(f) ((f) > (T)0)
 #endif
+// g where the mask at z holds, else 0: both loaded, no branch (a short-circuit && made PoCL's loops scalar).
+inline T masked_at(T g, T z) { return MASK_NOBRANCH(z) ? g : (T)0; }
 
 #if WANT_fused_bias_relu
 __kernel void K(fused_bias_relu)(GLOBAL(T, out), GLOBAL(const T, x), GLOBAL(const T, bias), int n, int C,
@@ -27,7 +31,10 @@ __kernel void K(fused_bias_relu)(GLOBAL(T, out), GLOBAL(const T, x), GLOBAL(cons
 // ReLU gradient of a ReLU -> 2x2 max-pool pair kept compact (planner.compact), straight from the pool: g is the
 // pool output's gradient, f the pool output and am its argmax, so each element of dx is g at its window when it is
 // the window's first maximum and the window's maximum is > 0, else 0 (nn.cl's max_pool_grad_2x2_argmax, here in
-// the same pass as the sums; pw is dx's width)). Many
+// the same pass as the sums; pw is dx's width); 6: as 3, with g masked first by the activation's gradient at its
+// output z, which dx's argument holds (not written): a batch norm fused with the ReLU after it; 7: batch norm's
+// statistics in one pass, the sums of g - K[c] into part and of (g - K[c])^2 into part2, K[c] the channel's first
+// element: a shift near the mean, so that the variance's difference of the two loses little). Many
 // work-groups per channel, each reading a contiguous chunk coalesced: group k writes its partial sums to
 // part[k * C + c] (part is db itself when there is one chunk), and the launcher sums the partials over k in a
 // second pass, or the last group does (CHANNEL_FINISH); every sum runs in a fixed order, so the sums are
@@ -38,16 +45,22 @@ __kernel void K(fused_bias_relu)(GLOBAL(T, out), GLOBAL(const T, x), GLOBAL(cons
 #define GRAD(i) ((g[i] - center) * (g[i] - center))
 #elif MODE == 5
 #define GRAD(i) POOLED(i)
+#elif MODE == 6
+#define GRAD(i) masked_at(g[i], dx[i])
+#elif MODE == 7
+#define GRAD(i) (g[i] - center)
 #else
 #define GRAD(i) g[i]
 #endif
-#if MODE == 2 || MODE == 3 || MODE == 4
+#if MODE == 2 || MODE == 3 || MODE == 4 || MODE == 6 || MODE == 7
 #define STORE(i, v)
 #else
 #define STORE(i, v) dx[i] = (v)
 #endif
-#if MODE == 3
+#if MODE == 3 || MODE == 6
 #define SECOND(i, c, v) acc2 += (v) * (f[i] - mean[c])
+#elif MODE == 7
+#define SECOND(i, c, v) acc2 += (v) * (v)
 #else
 #define SECOND(i, c, v)
 #endif
@@ -79,7 +92,7 @@ inline T pooled_grad(__global const T* g, __global const T* y, __global const uc
         barrier(CLK_LOCAL_MEM_FENCE); \
         if (last_) { \
             finish_columns(part, db, sh, C, col0, cw, get_num_groups(0)); \
-            if (MODE == 3) finish_columns(part2, db2, sh, C, col0, cw, get_num_groups(0)); \
+            if (MODE == 3 || MODE == 6 || MODE == 7) finish_columns(part2, db2, sh, C, col0, cw, get_num_groups(0)); \
             if (lid == 0) done[block] = 0; \
         } \
     }
@@ -111,7 +124,7 @@ void K(relu_grad_bias_planes)(CHANNEL_ARGS, int outer, int C, int inner, int chu
                               ((r / pw) & 1) * 2 + ((r % pw) & 1))
     __local T sh[WG];
     int lid = get_local_id(0), k = get_group_id(0), c = get_group_id(1);
-    T center = MODE == 4 ? mean[c] / t : (T)0;
+    T center = MODE == 4 ? mean[c] / t : MODE == 7 && outer > 0 ? g[c * inner] : (T)0;
     int j = k * chunk + lid, end = min(outer * inner, (k + 1) * chunk);
     int o = j / inner, r = j - o * inner;
     T acc = 0, acc2 = 0;
@@ -130,7 +143,7 @@ void K(relu_grad_bias_planes)(CHANNEL_ARGS, int outer, int C, int inner, int chu
         barrier(CLK_LOCAL_MEM_FENCE);
     }
     if (lid == 0) part[k * C + c] = sh[0];
-#if MODE == 3
+#if MODE == 3 || MODE == 6 || MODE == 7
     barrier(CLK_LOCAL_MEM_FENCE);
     sh[lid] = acc2;
     barrier(CLK_LOCAL_MEM_FENCE);
@@ -138,7 +151,11 @@ void K(relu_grad_bias_planes)(CHANNEL_ARGS, int outer, int C, int inner, int chu
         if (lid < s) sh[lid] += sh[lid + s];
         barrier(CLK_LOCAL_MEM_FENCE);
     }
+#if MODE == 7
+    if (lid == 0) part2[k * C + c] = sh[0];
+#else
     if (lid == 0) part2[k * C + c] = sh[0] * rsqrt(var[c] + t);
+#endif
 #endif
     CHANNEL_FINISH(c, c, 1)
 #undef POOLED
@@ -158,7 +175,7 @@ void K(relu_grad_bias_rows)(CHANNEL_ARGS, int rows, int C, int cw, int chunk, T 
     __local T sh[WG];
     int lid = get_local_id(0), k = get_group_id(0);
     int lanes = WG / cw, lane = lid / cw, col = get_group_id(1) * cw + (lid - lane * cw);
-    T center = MODE == 4 && col < C ? mean[col] / t : (T)0;
+    T center = MODE == 4 && col < C ? mean[col] / t : MODE == 7 && col < C && rows > 0 ? g[col] : (T)0;
     T acc = 0, acc2 = 0;
     if (col < C) {
         int end = min(rows, (k + 1) * chunk);
@@ -177,7 +194,7 @@ void K(relu_grad_bias_rows)(CHANNEL_ARGS, int rows, int C, int cw, int chunk, T 
         barrier(CLK_LOCAL_MEM_FENCE);
     }
     if (lane == 0 && col < C) part[k * C + col] = sh[lid];
-#if MODE == 3
+#if MODE == 3 || MODE == 6 || MODE == 7
     barrier(CLK_LOCAL_MEM_FENCE);
     sh[lid] = acc2;
     barrier(CLK_LOCAL_MEM_FENCE);
@@ -185,7 +202,11 @@ void K(relu_grad_bias_rows)(CHANNEL_ARGS, int rows, int C, int cw, int chunk, T 
         if (lane < s) sh[lid] += sh[lid + s * cw];
         barrier(CLK_LOCAL_MEM_FENCE);
     }
+#if MODE == 7
+    if (lane == 0 && col < C) part2[k * C + col] = sh[lid];
+#else
     if (lane == 0 && col < C) part2[k * C + col] = sh[lid] * rsqrt(var[col] + t);
+#endif
 #endif
     CHANNEL_FINISH(get_group_id(1), get_group_id(1) * cw, cw)
 #undef POOLED
@@ -361,5 +382,29 @@ __kernel void K(multi_adam)(ADAM_ARGS(0), ADAM_ARGS(1), ADAM_ARGS(2), ADAM_ARGS(
     v[j] = vi;
     T num = nesterov ? mi + (one - b1) * (g - mi) : mi;
     var[j] -= alpha * (num / (sqrt(vi) + epsilon[0]));
+}
+#endif
+
+// Moving averages, eight variables a launch: var -= (var - value) * factor[0], rounded as the unfused Sub, Mul
+// and AssignSub kernels round (no contraction into a fused multiply-add).
+#if WANT_multi_moving_average
+#define MA_ARGS(X) GLOBAL(T, var##X), GLOBAL(const T, value##X), GLOBAL(const T, factor##X)
+#define MA_SHIFT(X) SHIFT(var##X); SHIFT(value##X); SHIFT(factor##X);
+#define MA_PICK(X) case X: var = var##X; value = value##X; factor = factor##X; break;
+__kernel void K(multi_moving_average)(MA_ARGS(0), MA_ARGS(1), MA_ARGS(2), MA_ARGS(3), MA_ARGS(4), MA_ARGS(5),
+                                      MA_ARGS(6), MA_ARGS(7), int8 ends) {
+#pragma OPENCL FP_CONTRACT OFF
+    MA_SHIFT(0) MA_SHIFT(1) MA_SHIFT(2) MA_SHIFT(3) MA_SHIFT(4) MA_SHIFT(5) MA_SHIFT(6) MA_SHIFT(7)
+    int i = get_global_id(0);
+    if (i >= ends.s7) return;
+    int s = slot_of(i, ends);
+    __global T* var = var0;
+    __global const T* value = value0;
+    __global const T* factor = factor0;
+    switch (s) { MA_PICK(1) MA_PICK(2) MA_PICK(3) MA_PICK(4) MA_PICK(5) MA_PICK(6) MA_PICK(7) }
+    int j = i - SLOT_START(ends, s);
+    T v = var[j];
+    T delta = (v - value[j]) * factor[0];
+    var[j] = v - delta;
 }
 #endif

@@ -123,19 +123,21 @@ def channel_scratch(shape, fmt: str, dtype, compute_units: int, sums: int = 1) -
 
 
 def channel_sums(ctx, db, g, fmt: str, f=None, dx=None, activation: str = "Relu", bn=None,
-                 centered=None, pooled=None) -> None:
+                 centered=None, pooled=None, mask=None, shifted: bool = False) -> None:
     """db = g summed over all but the channel axis of `fmt`; with dx, also dx = g masked by the gradient of
     `activation` at the features f (or dx = g when f is None: the mask was applied already); with bn =
     (dscale, mean, var, eps), also dscale = sum(g * (f - mean)) / sqrt(var + eps), f being batch norm's x; with
     centered = (sums, count), db sums (g - sums / count)^2 instead (batch norm's variance); with pooled = (y,
     argmax), g is the gradient of y, a 2x2 max-pool of dx's shape whose windows' first maxima `argmax` holds, and
-    dx and db are those of the ReLU before the pool (fused.cl MODE 5). The partial sums come from ctx.workspace
-    (channel_scratch)."""
+    dx and db are those of the ReLU before the pool (fused.cl MODE 5); with bn and mask = z, g is masked first by
+    the gradient of `activation` at its output z (a batch norm fused with its ReLU: MODE 6); with shifted and
+    bn = (second, ...), db sums g - K and second (g - K)^2, K the channel's first element (batch norm's statistics
+    in one pass: MODE 7). The partial sums come from ctx.workspace (channel_scratch)."""
     if db.size == 0:  # no channels: nothing to sum, no dx elements
         return
     rt = ctx.runtime
-    mode = 5 if pooled is not None else 4 if centered is not None else 3 if bn is not None else \
-        2 if dx is None else 1 if f is None else 0
+    mode = 5 if pooled is not None else 4 if centered is not None else \
+        (7 if shifted else 3 if mask is None else 6) if bn is not None else 2 if dx is None else 1 if f is None else 0
     shape = dx.shape if pooled is not None else g.shape  # the elements summed
 
     def make():
@@ -167,7 +169,8 @@ def channel_sums(ctx, db, g, fmt: str, f=None, dx=None, activation: str = "Relu"
     else:
         parts = [ctx.workspace((chunks, db.size), db.dtype) for _ in range(1 if bn is None else 2)]
     sums = (db, second, done_counters(rt, gsize[1] // lsize[1])) if finish else (None, None, None)
-    rt.run(k, gsize, lsize, g if dx is None else dx, parts[0], parts[-1], g, g if f is None else f, mean, var,
+    first = mask if mask is not None else g if dx is None else dx  # MODE 6 reads z where the others write dx
+    rt.run(k, gsize, lsize, first, parts[0], parts[-1], g, g if f is None else f, mean, var,
            *sums, argmax, *scalars, t, np.int32(finish), width)
     if chunks > 1 and not finish:
         for total, part in zip([db, second], parts):
@@ -255,6 +258,23 @@ def _fused_apply(ctx, ins, outs, attrs):
         # no decay: the kernel reads no decay buffer, any will do
         rt.run(k, g, loc, *buffers, *scalar_args, scalar_args[0] if decay is None else decay, ends, bits,
                *flag_args)
+
+
+# -- _FusedMovingAverages ---------------------------------------------------------------------------------------
+@register("_FusedMovingAverages", F, host=False)
+def _fused_moving_averages(ctx, ins, outs, attrs):
+    rt = ctx.runtime
+    triples = [ins[j:j + 3] for j in range(0, len(ins), 3)]
+    for lo in range(0, len(triples), _SLOTS):
+        part = triples[lo:lo + _SLOTS]
+
+        def make(part=part):
+            ends = np.cumsum([v.size for v, _, _ in part])
+            ends = np.concatenate([ends, np.full(_SLOTS - len(part), ends[-1])])
+            return (kernel(rt, SRC, "multi_moving_average", part[0][0].dtype), *rt.grid1d(int(ends[-1])),
+                    int8(ends.tolist()))
+        k, g, loc, ends = plan(rt, (ctx.op, lo, tuple(v.size for v, _, _ in part)), make)
+        rt.run(k, g, loc, *[b for triple in part + [part[0]] * (_SLOTS - len(part)) for b in triple], ends)
 
 
 # -- micro-batching's merge (tfplus.engine.memory) ------------------------------------------------------------

@@ -340,17 +340,22 @@ __kernel void K(lrn_grad)(GLOBAL(T, dx), GLOBAL(const T, g), GLOBAL(const T, x),
 }
 #endif
 
-// Training statistics, from the per-channel sums of x and of (x - mean)^2 (fused.cl's channel sums, in
-// saved_mean and saved_var): saved mean and biased variance, and the moving averages (1 - f) * old + f * batch
-// (the variance Bessel-corrected); old is not read when f == 1. One work-item per channel.
+// Training statistics, from the per-channel sums of x - K and (x - K)^2, K = x[c * S] the channel's first element
+// (fused.cl's channel sums MODE 7, in saved_mean and saved_var): saved mean and biased variance, and the moving
+// averages (1 - f) * old + f * batch (the variance Bessel-corrected); old is not read when f == 1. One work-item
+// per channel; with `zero`, item 0 also zeroes reserve[0] (V3's reserve_space_3: a launch of its own otherwise).
 #if WANT_bn_stats_finish
 __kernel void K(bn_stats_finish)(GLOBAL(T, batch_mean), GLOBAL(T, batch_var), GLOBAL(T, saved_mean),
-                                 GLOBAL(T, saved_var), GLOBAL(const T, old_mean), GLOBAL(const T, old_var), int C,
-                                 T count, T f, T bessel) {
+                                 GLOBAL(T, saved_var), GLOBAL(const T, old_mean), GLOBAL(const T, old_var),
+                                 GLOBAL(T, reserve), GLOBAL(const T, x), int C, int S, T count, T f, T bessel,
+                                 int zero) {
     SHIFT(batch_mean); SHIFT(batch_var); SHIFT(saved_mean); SHIFT(saved_var); SHIFT(old_mean); SHIFT(old_var);
+    SHIFT(reserve); SHIFT(x);
     int c = get_global_id(0);
+    if (zero && c == 0) reserve[0] = 0;
     if (c >= C) return;
-    T m = saved_mean[c] / count, v = saved_var[c] / count;
+    T d = saved_mean[c] / count;  // the mean's distance from K
+    T m = (count > 0 ? x[c * S] : (T)0) + d, v = fmax(saved_var[c] / count - d * d, (T)0);
     saved_mean[c] = m;
     saved_var[c] = v;
     batch_mean[c] = f == 1 ? m : (1 - f) * old_mean[c] + f * m;
@@ -358,7 +363,21 @@ __kernel void K(bn_stats_finish)(GLOBAL(T, batch_mean), GLOBAL(T, batch_var), GL
 }
 #endif
 
-// y = (x - mean[c]) * scale[c] / sqrt(var[c] + eps) + offset[c]
+// The activation a batch norm fused with the one after it applies as it writes y (-DBN_ACT=1: Relu, 2: Relu6;
+// 0: none), written as elementwise.cl's relu / relu6 are, and the mask its gradient applies to dy, read from the
+// activation's output z (z in (0, 6) exactly where the normalized value is).
+#if BN_ACT == 1
+#define BN_ACTIVATE(v) ((v) < 0 ? (T)0 : (v))
+#define BN_MASKED(g, z) ((z) > 0 ? (g) : (T)0)
+#elif BN_ACT == 2
+#define BN_ACTIVATE(v) ((v) < 0 ? (T)0 : ((v) > 6 ? (T)6 : (v)))
+#define BN_MASKED(g, z) ((((z) > 0) & ((z) < 6)) ? (g) : (T)0)  // & not &&: no branch
+#else
+#define BN_ACTIVATE(v) (v)
+#define BN_MASKED(g, z) (g)
+#endif
+
+// y = act((x - mean[c]) * scale[c] / sqrt(var[c] + eps) + offset[c])
 #if WANT_bn_apply
 __kernel void K(bn_apply)(GLOBAL(T, y), GLOBAL(const T, x), GLOBAL(const T, scale), GLOBAL(const T, offset),
                           GLOBAL(const T, mean), GLOBAL(const T, var), int n, int C, int S, T eps) {
@@ -366,22 +385,26 @@ __kernel void K(bn_apply)(GLOBAL(T, y), GLOBAL(const T, x), GLOBAL(const T, scal
     int i = get_global_id(0);
     if (i >= n) return;
     int c = (i / S) % C;
-    y[i] = (x[i] - mean[c]) * (scale[c] * rsqrt(var[c] + eps)) + offset[c];
+    T v = (x[i] - mean[c]) * (scale[c] * rsqrt(var[c] + eps)) + offset[c];
+    y[i] = BN_ACTIVATE(v);
 }
 #endif
 
 // Training: dx = scale * inv * (dy - doffset / count - (x - mean) * inv * dscale / count), inv = 1/sqrt(var+eps);
-// inference: dx = dy * scale * inv.
+// inference: dx = dy * scale * inv. With BN_ACT, dy is the activation's gradient masked at its output z.
 #if WANT_bn_grad_apply
 __kernel void K(bn_grad_apply)(GLOBAL(T, dx), GLOBAL(const T, dy), GLOBAL(const T, x), GLOBAL(const T, scale),
                                GLOBAL(const T, mean), GLOBAL(const T, var), GLOBAL(const T, dscale),
-                               GLOBAL(const T, doffset), int n, int C, int S, int count, T eps, int training) {
+                               GLOBAL(const T, doffset), GLOBAL(const T, z), int n, int C, int S, int count, T eps,
+                               int training) {
     SHIFT(dx); SHIFT(dy); SHIFT(x); SHIFT(scale); SHIFT(mean); SHIFT(var); SHIFT(dscale); SHIFT(doffset);
+    SHIFT(z);
     int i = get_global_id(0);
     if (i >= n) return;
     int c = (i / S) % C;
     T inv = rsqrt(var[c] + eps);
-    T g = dy[i];
+    T g = dy[i], zi = z[i];  // both loaded: a load inside the select would be a branch
+    g = BN_MASKED(g, zi);
     if (training) g -= doffset[c] / count + (x[i] - mean[c]) * inv * dscale[c] / count;
     dx[i] = g * scale[c] * inv;
 }

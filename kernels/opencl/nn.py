@@ -198,60 +198,77 @@ def _bn_layout(x, attrs) -> tuple[int, int, int]:
     return c, s, x.size // max(c, 1)
 
 
+# The activation a fused batch norm (_FusedBatchNormRelu, _FusedBatchNormReluGrad) applies: nn.cl's BN_ACT.
+_BN_ACT = {"": 0, "Relu": 1, "Relu6": 2}
+
+
 def _fused_batch_norm(ctx, ins, outs, attrs):
     rt, (x, scale, offset, mean, variance) = ctx.runtime, ins
     y, batch_mean, batch_var, saved_mean, saved_var = outs[:5]
-    if len(outs) == 6:  # V3's reserve_space_3: written by a kernel (an upload from the host would keep the step
-        fill(rt, outs[5], 0)  # from replaying its recorded launches: every batch-norm model's step, op by op)
+    # V3's reserve_space_3 is zeroed by a kernel (an upload from the host would keep the step from replaying its
+    # recorded launches: every batch-norm model's step, op by op): bn_stats_finish's in training, else fill's.
+    reserve = outs[5] if len(outs) == 6 else None
     c, s, count = _bn_layout(x, attrs)
     eps = _scalar(x.dtype, attrs["epsilon"])
     if attrs["is_training"]:
         f = attrs.get("exponential_avg_factor", 1.0)
         old_mean, old_var = (mean, variance) if f != 1.0 else (saved_mean, saved_var)  # not read when f == 1
         fmt = attrs["data_format"]
-        channel_sums(ctx, saved_mean, x, fmt)  # sums, then squares about their mean: two passes, as NumPy's var
-        channel_sums(ctx, saved_var, x, fmt, centered=(saved_mean, count))
-        rt.run1d(kernel(rt, SRC, "bn_stats_finish", x.dtype), c, batch_mean, batch_var, saved_mean, saved_var,
-                 old_mean, old_var, np.int32(c), _scalar(x.dtype, count), _scalar(x.dtype, f),
-                 _scalar(x.dtype, count / max(count - 1, 1)))
+        # one pass: the sums of x - K and (x - K)^2, K each channel's first element (fused.cl MODE 7)
+        channel_sums(ctx, saved_mean, x, fmt, bn=(saved_var, x, x, x.dtype.type(0)), shifted=True)
+        rt.run1d(kernel(rt, SRC, "bn_stats_finish", x.dtype), max(c, 1), batch_mean, batch_var, saved_mean,
+                 saved_var, old_mean, old_var, saved_mean if reserve is None else reserve, x, np.int32(c),
+                 np.int32(s), _scalar(x.dtype, count), _scalar(x.dtype, f),
+                 _scalar(x.dtype, count / max(count - 1, 1)), np.int32(reserve is not None))
         m, v = saved_mean, saved_var
     else:
+        if reserve is not None:
+            fill(rt, reserve, 0)
         for dst in (batch_mean, saved_mean):
             rt.copy(dst, mean)
         for dst in (batch_var, saved_var):
             rt.copy(dst, variance)
         m, v = mean, variance
-    rt.run1d(kernel(rt, SRC, "bn_apply", x.dtype), x.size, y, x, scale, offset, m, v, np.int32(x.size),
-             np.int32(c), np.int32(s), eps)
+    act = _BN_ACT[attrs.get("activation", "")]
+    rt.run1d(kernel(rt, SRC, "bn_apply", x.dtype, BN_ACT=act), x.size, y, x, scale, offset, m, v,
+             np.int32(x.size), np.int32(c), np.int32(s), eps)
 
 
 register("FusedBatchNorm", F)(_fused_batch_norm)
 register("FusedBatchNormV3", F)(_fused_batch_norm)
+register("_FusedBatchNormRelu", F, host=False)(_fused_batch_norm)
 
 
 def _fused_batch_norm_scratch(ins, attrs, compute_units):
-    """Training: the partials of its two per-channel sums, one after the other (fused.py channel_sums)."""
+    """Training: the partials of its two per-channel sums, made in one pass (fused.py channel_sums)."""
     if not attrs["is_training"]:
         return []
-    return channel_scratch(ins[0].shape, attrs["data_format"], ins[0].dtype, compute_units) * 2
+    return channel_scratch(ins[0].shape, attrs["data_format"], ins[0].dtype, compute_units, sums=2)
 
 
 register_workspace("FusedBatchNorm", "opencl")(_fused_batch_norm_scratch)
 register_workspace("FusedBatchNormV3", "opencl")(_fused_batch_norm_scratch)
+register_workspace("_FusedBatchNormRelu", "opencl")(_fused_batch_norm_scratch)
 
 
 def _fused_batch_norm_grad(ctx, ins, outs, attrs):
+    """Also _FusedBatchNormReluGrad's: its last input, the activation's output z, masks dy in both passes."""
     rt, (dy, x, scale, m, v) = ctx.runtime, ins[:5]
     dx, dscale, doffset = outs[:3]
     c, s, count = _bn_layout(x, attrs)
     eps = _scalar(x.dtype, attrs["epsilon"])
-    channel_sums(ctx, doffset, dy, attrs["data_format"], f=x, bn=(dscale, m, v, eps))
-    rt.run1d(kernel(rt, SRC, "bn_grad_apply", x.dtype), x.size, dx, dy, x, scale, m, v, dscale, doffset,
-             np.int32(x.size), np.int32(c), np.int32(s), np.int32(count), eps, np.int32(attrs["is_training"]))
+    activation = attrs.get("activation", "")
+    z = ins[6] if activation else None
+    channel_sums(ctx, doffset, dy, attrs["data_format"], f=x, bn=(dscale, m, v, eps), mask=z,
+                 activation=activation or "Relu")
+    rt.run1d(kernel(rt, SRC, "bn_grad_apply", x.dtype, BN_ACT=_BN_ACT[activation]), x.size, dx, dy, x, scale, m,
+             v, dscale, doffset, dy if z is None else z, np.int32(x.size), np.int32(c), np.int32(s),
+             np.int32(count), eps, np.int32(attrs["is_training"]))
 
 
 register("FusedBatchNormGrad", F)(_fused_batch_norm_grad)
 register("FusedBatchNormGradV3", F)(_fused_batch_norm_grad)
+register("_FusedBatchNormReluGrad", F, host=False)(_fused_batch_norm_grad)
 
 
 def _fused_batch_norm_grad_scratch(ins, attrs, compute_units):
@@ -261,3 +278,4 @@ def _fused_batch_norm_grad_scratch(ins, attrs, compute_units):
 
 register_workspace("FusedBatchNormGrad", "opencl")(_fused_batch_norm_grad_scratch)
 register_workspace("FusedBatchNormGradV3", "opencl")(_fused_batch_norm_grad_scratch)
+register_workspace("_FusedBatchNormReluGrad", "opencl")(_fused_batch_norm_grad_scratch)

@@ -35,7 +35,8 @@ TESTED_ELSEWHERE = {
     "ApplyCenteredRMSProp": "test_tf_train", "ApplyAdagrad": "test_tf_train",
     "ApplyAdadelta": "test_tf_train",
     "Assert": "test_control_flow",
-    "_FusedApply": "test_optimize",
+    "_FusedApply": "test_optimize", "_FusedMovingAverages": "test_rewrite_bn",
+    "_FusedBatchNormRelu": "test_rewrite_bn", "_FusedBatchNormReluGrad": "test_rewrite_bn",
     "SaveV2": "test_tf_checkpoints", "RestoreV2": "test_tf_checkpoints", "MergeV2Checkpoints": "test_tf_checkpoints",
     "MpiAllreduce": "test_distributed", "MpiAllreduceStart": "test_distributed", "MpiAllreduceWait": "test_distributed",
 }

@@ -586,7 +586,7 @@ def test_op_tags_are_declared_where_the_ops_are_registered():
     assert registry.tagged("shape_only") == sorted(["Shape", "ShapeN", "Size", "Rank", "OnesLike", "ZerosLike"])
     assert {"Conv2D", "MatMul", "_FusedConv2DBiasRelu"} <= set(registry.tagged("gemm"))
     assert registry.has_tag("Conv2DBackpropFilter", "row_sums") and not registry.has_tag("Relu", "row_sums")
-    assert registry.tagged("cross_batch") == ["FusedBatchNorm", "FusedBatchNormV3"]
+    assert registry.tagged("cross_batch") == ["FusedBatchNorm", "FusedBatchNormV3", "_FusedBatchNormRelu"]
     with pytest.raises(ValueError, match="unknown tags"):
         register_op("TestBadTag", shape_fn=same_as_input(0), tags=("fast",))
 

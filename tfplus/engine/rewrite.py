@@ -36,7 +36,10 @@ Patterns:
 - an AddN of MatMul(a_i, g_i, transpose_a=True) (a kernel's gradient over the steps that share it), with the AddN
   of the BiasAddGrad(g_i), becomes one _FusedMatMulSum (rewrite_rnn.fuse_weight_sums);
 - optimizer updates sharing their scalar inputs become one _FusedApply (see _apply_groups); an SGD or momentum
-  update's weight decay gradient AddN(Mul(var, c), grad) folds into it (see _decay).
+  update's weight decay gradient AddN(Mul(var, c), grad) folds into it (see _decay);
+- FusedBatchNormV3 -> Relu6 / Relu becomes _FusedBatchNormRelu, and the activation's gradient with the batch
+  norm's one _FusedBatchNormReluGrad; the moving-average updates AssignSub(v, Mul(Sub(v, value), factor)) of
+  batch norm and ExponentialMovingAverage become one _FusedMovingAverages (tfplus/engine/rewrite_bn.py).
 
 `TFPLUS_REWRITE=0` or `tf.ConfigProto(graph_options=tf.GraphOptions(rewrite_options=tf.RewriterConfig(
 remapping=tf.RewriterConfig.OFF)))` turns it off (see `enabled`).
@@ -50,9 +53,10 @@ from typing import Any
 import numpy as np
 
 from tfplus import debug
+from tfplus.engine.rewrite_bn import fuse_bn_activations, moving_average_groups
 from tfplus.engine.rewrite_rnn import fuse_cells, fuse_weight_sums
 from tfplus.framework import Graph, Operation, Tensor, _op_inputs, constant_value, needed_ops, topo_order
-from tfplus.ops.fused_ops import APPLY_GRAD, APPLY_SCALARS, DECAY_FUSES, apply_refs
+from tfplus.ops.fused_ops import APPLY_GRAD, APPLY_SCALARS, DECAY_FUSES, apply_refs, moving_average_refs
 
 _ACTIVATIONS = {"Relu": "Relu", "Relu6": "Relu6"}
 _ACTIVATION_GRADS = {"ReluGrad": "Relu", "Relu6Grad": "Relu6"}
@@ -118,6 +122,9 @@ def optimize(graph: Graph, fetches: list, feeds) -> Rewritten | None:
         absorbed.update(found.absorbed)
         for op, inputs in found.rewired.items():  # an AddN that summed fused parts reads their sum
             fuse[op] = ("AddN", inputs, {"T": op.attrs["T"], "N": len(inputs)})
+    found = fuse_bn_activations(ops, readers, pinned, pinned_ops, controlled, lambda o: o in fuse or o in absorbed)
+    fuse.update(found[0])
+    absorbed.update(found[1])
     for op in sorted(ops, key=lambda o: o._id):
         if op in fuse or op in absorbed:
             continue
@@ -191,6 +198,13 @@ def optimize(graph: Graph, fetches: list, feeds) -> Rewritten | None:
         fuse[last] = ("_FusedApply", inputs + ([coefficient] if decays else []), attrs)
         absorbed.update({m: last for m in members[:-1]})
         absorbed.update({gone: last for _, folded in decays.values() for gone in folded})
+    for members in moving_average_groups(ops, readers, pinned, pinned_ops, controlled, feeds,
+                                         lambda o: o in fuse or o in absorbed):
+        last = members[-1][0]
+        inputs = [t for _, var, value, factor, _ in members for t in (var, value, factor)]
+        fuse[last] = ("_FusedMovingAverages", inputs, {"T": members[0][1].dtype.base_dtype, "num_vars": len(members)})
+        absorbed.update({m[0]: last for m in members[:-1]})
+        absorbed.update({gone: last for m in members for gone in m[4]})
     order = _fused_order(ops, fuse, absorbed, units) if fuse else []
     if not fuse:
         return None
@@ -431,8 +445,11 @@ def _copy(graph: Graph, order: list, feeds: set, fetches: list, fuse: dict, abso
                 n._shape = t._shape  # what set_shape told the original
         controls = op.control_inputs + [c for gone in absorbed_into.get(op, ()) for c in gone.control_inputs]
         new.control_inputs = list(dict.fromkeys(op_of[c] for c in controls))
-        if op_type == "_FusedApply":  # NOTE: which inputs it updates in place depends on its variable count
+        # NOTE: which inputs these update in place depends on their variable count
+        if op_type == "_FusedApply":
             new.op_def = replace(new.op_def, ref_inputs=apply_refs(attrs["op"], attrs["num_vars"]))
+        elif op_type == "_FusedMovingAverages":
+            new.op_def = replace(new.op_def, ref_inputs=moving_average_refs(attrs["num_vars"]))
         new.device, new.backward = op.device, op.backward
         op_of[op] = new
         if outputs is None:

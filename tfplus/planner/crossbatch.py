@@ -46,7 +46,7 @@ from typing import NamedTuple
 import numpy as np
 
 from tfplus.dtypes import float64
-from tfplus.framework import Graph, Operation, Tensor, needed_ops
+from tfplus.framework import Graph, Operation, Tensor, apply_op, needed_ops
 from tfplus.ops import array_ops, math_ops, nn_ops
 from tfplus.planner.liveness import PlanError, phase_of
 from tfplus.planner.recompute import _copy as copy_op
@@ -131,7 +131,7 @@ def rewrite(order: list[Operation], feeds: set[Tensor], fetches: list, batch_fee
     for bn in norms:
         for t in bn.outputs[3:]:
             for c in t.consumers():
-                if c in set(order) and c.type.startswith("FusedBatchNormGrad") and c.inputs[3] is bn.outputs[3]:
+                if c in set(order) and c.type.startswith(_NORM_GRADS) and c.inputs[3] is bn.outputs[3]:
                     grads[c] = bn
                 elif c in set(order):
                     raise PlanError(f"cannot micro-batch: {c.type} '{c.name}' reads the reserve space of "
@@ -354,6 +354,11 @@ def _levels(order: list[Operation], stats: list[Tensor]) -> list[list[Tensor]]:
     return out
 
 
+# A norm's gradient; _FusedBatchNormReluGrad is FusedBatchNormGradV3's inputs plus the activation's output, the
+# gradient of a _FusedBatchNormRelu (tfplus.engine.rewrite_bn): a norm whose y is its attr `activation` applied.
+_NORM_GRADS = ("FusedBatchNormGrad", "_FusedBatchNormReluGrad")
+
+
 def _axes(op: Operation) -> tuple[list[int], int]:
     """The axes a batch norm reduces over and its channel axis."""
     return ([0, 2, 3], 1) if op.attrs["data_format"] == "NCHW" else ([0, 1, 2], 3)
@@ -395,6 +400,8 @@ def _norm(op: Operation, ins: list[Tensor], specs: dict) -> tuple[list[Tensor], 
         batch_mean, batch_var = moved(mean_in, m), moved(var_in, unbiased)
     else:
         batch_mean, batch_var = array_ops.identity(m), unbiased
+    if op.attrs.get("activation"):
+        y = apply_op(op.attrs["activation"], [y])
     outs = [y, batch_mean, batch_var, m, v]
     if len(op.outputs) == 6:
         outs.append(array_ops.constant(np.asarray(0, x.dtype.np)))
@@ -406,6 +413,8 @@ def _norm_grad(op: Operation, ins: list[Tensor], norm: dict) -> list[Tensor]:
     """A training-mode FusedBatchNormGrad(V3) whose batch reductions are statistics: its outputs, the last two
     the statistics (the means of dy and dy * x_hat)."""
     dy, x, scale = ins[:3]
+    if op.attrs.get("activation"):  # the mask from the activation's output, the last input
+        dy = apply_op(op.attrs["activation"] + "Grad", [dy, ins[-1]])
     axes, keep = norm["axes"], norm["keep"]
     x_hat = math_ops.multiply(math_ops.subtract(x, norm["mean"]), norm["rstd"])
     dy_x_hat = math_ops.multiply(dy, x_hat)
