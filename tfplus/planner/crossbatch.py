@@ -238,11 +238,16 @@ def kept(runs: list[tuple[list, set[Tensor]]], candidates: list[Tensor], fold: l
         for i, fetched in enumerate(folded):
             for j in range(i, len(runs)):
                 over[j] += sum(nbytes[t] for t in fetched)
-        worst = max(range(len(runs)), key=over.__getitem__)
-        alive = [x for x in spans if x.writer <= worst <= x.last]
-        if over[worst] <= 0 or not alive:
+        more = False  # every over-full run sheds its largest kept rows until it fits, all in one round (one
+        for i, excess in enumerate(over):  # a round would re-derive the spans once per candidate and run)
+            for x in sorted((x for x in spans if x.writer <= i <= x.last), key=lambda x: -nbytes[x.tensor]):
+                if excess <= 0:
+                    break
+                blocked[x.tensor].add(i)
+                excess -= nbytes[x.tensor]
+                more = True
+        if not more:
             return spans, folded, shapes
-        blocked[max(alive, key=lambda x: nbytes[x.tensor]).tensor].add(worst)
 
 
 def _keeping(runs: list[tuple[list, set[Tensor]]], blocked: dict[Tensor, set[int]], fold: list[Tensor],
