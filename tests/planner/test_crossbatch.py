@@ -210,19 +210,25 @@ def test_a_tf_losses_loss_with_batch_norm_splits_as_the_unsplit_step():
     assert got[2].microbatches == 4 and len(got[2].statistics) == 4
 
 
-def test_a_norm_of_the_fed_batch_and_a_forward_only_step():
-    """A batch norm of the fed batch itself: its input gradient is not needed, nor its statistics (1 pass, not
-    2); a step that only evaluates the loss in training mode: the forward passes only, the same loss."""
+def _dense_bn_net(name: str, **bn_kwargs):
+    """Features [None, 6] -> a training-mode batch norm `name` -> a dense layer of 3 logits, SGD with the norm's
+    moving averages updated before it: (step, features placeholder, labels placeholder)."""
     g = tf.Graph()
     with g.as_default():
         x, y = tf.placeholder(tf.float32, [None, 6]), tf.placeholder(tf.int32, [None])
-        h = tf.layers.batch_normalization(x, training=True, name="first")
+        h = tf.layers.batch_normalization(x, training=True, name=name, **bn_kwargs)
         logits = tf.matmul(h, tf.Variable(np.linspace(1, -1, 18).reshape(6, 3).astype(np.float32)))
         loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits))
         with tf.control_dependencies(tf.get_collection(tf.GraphKeys.UPDATE_OPS)):
             train_op = tf.train.GradientDescentOptimizer(0.5).minimize(loss)
         init_op = tf.global_variables_initializer()
-    tg = SimpleNamespace(graph=g, train_op=train_op, loss=loss, init_op=init_op)
+    return SimpleNamespace(graph=g, train_op=train_op, loss=loss, init_op=init_op), x, y
+
+
+def test_a_norm_of_the_fed_batch_and_a_forward_only_step():
+    """A batch norm of the fed batch itself: its input gradient is not needed, nor its statistics (1 pass, not
+    2); a step that only evaluates the loss in training mode: the forward passes only, the same loss."""
+    tg, x, y = _dense_bn_net("first")
     rng = np.random.default_rng(0)
     feeds = {x: (rng.standard_normal((BATCH, 6)) * 3 + 2).astype(np.float32),
              y: rng.integers(0, 3, BATCH).astype(np.int32)}
@@ -243,16 +249,7 @@ def test_one_pass_variance_keeps_its_digits_far_from_zero():
     """A layer's mean and variance come from one pass: each micro-batch's mean and its variance about it, plus the
     spread of the micro-batches' means, in float64. Rows 100 sigma from zero, where float32's E[x^2] - E[x]^2
     would keep no digit of the variance: the moving variance is the float64 reference's, as unsplit."""
-    g = tf.Graph()
-    with g.as_default():
-        x, y = tf.placeholder(tf.float32, [None, 6]), tf.placeholder(tf.int32, [None])
-        h = tf.layers.batch_normalization(x, training=True, momentum=0.0, name="far")
-        logits = tf.matmul(h, tf.Variable(np.linspace(1, -1, 18).reshape(6, 3).astype(np.float32)))
-        loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits))
-        with tf.control_dependencies(tf.get_collection(tf.GraphKeys.UPDATE_OPS)):
-            train_op = tf.train.GradientDescentOptimizer(0.5).minimize(loss)
-        init_op = tf.global_variables_initializer()
-    tg = SimpleNamespace(graph=g, train_op=train_op, loss=loss, init_op=init_op)
+    tg, x, y = _dense_bn_net("far", momentum=0.0)
     rng = np.random.default_rng(3)
     rows = (rng.standard_normal((BATCH, 6)) + 100).astype(np.float32)
     feeds = {x: rows, y: rng.integers(0, 3, BATCH).astype(np.int32)}
