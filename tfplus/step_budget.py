@@ -6,7 +6,7 @@ before its first run, so both name the same figure.
 """
 from __future__ import annotations
 
-from tfplus.planner import TRANSFORMATIONS, smallest_plan
+from tfplus.planner import TRANSFORMATIONS, plan, smallest_plan
 from tfplus.runtime.facts import device_facts
 from tfplus.units import format_size
 
@@ -24,7 +24,10 @@ def check_budget(graph, runs: list, device, budget: int) -> None:
     """Raises planner.BudgetError naming smallest_budget(graph, runs, device) when `budget` is below it."""
     from tfplus.planner import BudgetError
     p = _neediest(graph, runs, device)
-    if budget < p.peak_bytes:
+    # NOTE: the smallest plans are made without a budget; one made for this budget may go lower (statistics
+    # passes keep whole rows only as far as the budget leaves room: planner.crossbatch.kept), so below their peak
+    # the runs are planned for the budget itself before the budget is refused.
+    if budget < p.peak_bytes and not all(plan.fits for plan in _plans(graph, runs, device, budget=budget)):
         need = format_size(p.peak_bytes, up=True)
         raise BudgetError(f"the step needs at least {need} ({p.peak_bytes} bytes) but the memory budget is "
                           f"{format_size(budget)} ({budget} bytes); use a budget of at least {need} or a "
@@ -33,6 +36,12 @@ def check_budget(graph, runs: list, device, budget: int) -> None:
 
 def _neediest(graph, runs: list, device, transformations=TRANSFORMATIONS):
     """The smallest plan of the run in `runs` whose smallest plan is the largest."""
+    return max(_plans(graph, runs, device, transformations), key=lambda p: p.peak_bytes)
+
+
+def _plans(graph, runs: list, device, transformations=TRANSFORMATIONS, budget: int | None = None) -> list:
+    """Each run's plan as the session makes it (rewritten by tfplus.engine.rewrite): its smallest, or with `budget`
+    the one the planner picks for that budget (MemoryPlan.fits says whether it does)."""
     from tfplus.engine.rewrite import enabled, optimize
     plans = []
     for fetches, shapes in runs:
@@ -40,8 +49,10 @@ def _neediest(graph, runs: list, device, transformations=TRANSFORMATIONS):
         rw = optimize(graph, fetches, set(shapes)) if enabled() else None
         g, planned = (graph, fetches) if rw is None else (rw.graph, [rw.element[f] for f in fetches])
         fed = shapes if rw is None else {rw.element[t]: s for t, s in shapes.items()}
-        plans.append(smallest_plan(planned, fed, device_facts(device), graph=g, transformations=transformations))
-    return max(plans, key=lambda p: p.peak_bytes)
+        facts = device_facts(device)
+        plans.append(smallest_plan(planned, fed, facts, graph=g, transformations=transformations) if budget is None
+                     else plan(planned, fed, facts, budget, graph=g, raise_if_infeasible=False))
+    return plans
 
 
 def training_feeds(tg) -> tuple:

@@ -356,3 +356,16 @@ def test_batch_norm_split_step_runs_on_opencl():
             sess.run(fetches, feeds)
         assert bound.whole.tape is not None  # the whole step, its passes and kept rows, replays as one tape
     assert p.statistics and p.kept and m["allocations"] == 0 and m["peak"] == p.peak_bytes, (m, p.peak_bytes)
+
+
+def test_a_budget_below_the_smallest_plan_is_taken_when_a_plan_for_it_fits():
+    """The smallest plan is made without a budget; planned for a budget, statistics passes keep whole rows only
+    as far as it leaves room, and go lower. `tfplus train --memory-budget` (step_budget.check_budget) takes such a
+    budget instead of refusing it by the smallest plan's peak (MobileNet b128 fits 50 MB; its smallest plan
+    62.6 MB)."""
+    from tfplus.graphs import get_model, training_graph
+    from tfplus.step_budget import check_budget, smallest_budget, training_runs
+    tg = training_graph(get_model("mobilenet").build, total_steps=10, seed=0, image_shape=(3, 16, 16))
+    runs = training_runs(tg, tg.train_op, 16)
+    smallest = smallest_budget(tg.graph, runs, "cpu")
+    check_budget(tg.graph, runs, "cpu", int(smallest * 0.9))
