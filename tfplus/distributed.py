@@ -41,7 +41,8 @@ from tfplus.units import parse_size
 from tfplus.variables import global_variables
 
 __all__ = ["init", "rank", "size", "local_rank", "local_size", "allreduce", "DistributedOptimizer",
-           "broadcast_global_variables", "BroadcastGlobalVariablesHook", "max_over_ranks", "barrier", "abort"]
+           "broadcast_global_variables", "BroadcastGlobalVariablesHook", "max_over_ranks", "max_over_ranks_later",
+           "barrier", "abort", "trace_mark"]
 
 _state: dict = {}  # "MPI": the mpi4py module, "local": the communicator of this host's ranks (set by init)
 
@@ -103,6 +104,30 @@ def max_over_ranks(value: int) -> int:
     buf = np.array([value], np.int64)
     _mpi().COMM_WORLD.Allreduce(_mpi().IN_PLACE, buf, op=_mpi().MAX)
     return int(buf[0])
+
+
+def max_over_ranks_later(value: int):
+    """max_over_ranks without waiting (MPI_Iallreduce): returns a function that waits for the result and gives it.
+    Every rank must start the same ones in the same order, and call each function (or the job ends with one
+    pending). Started before a step and read after it, the exchange costs the host's path between steps nothing.
+
+        >>> result = max_over_ranks_later(stop_wanted); sess.run(train_op); stop = result()
+    """
+    mpi = _mpi()
+    buf = np.array([value], np.int64)
+    request = mpi.COMM_WORLD.Iallreduce(mpi.IN_PLACE, buf, op=mpi.MAX)
+
+    def result() -> int:
+        request.Wait()
+        return int(buf[0])
+    return result
+
+
+def trace_mark(label: str) -> None:
+    """With TFPLUS_ALLREDUCE_TRACE=1, notes that the host reached `label`: each rank's report at exit times the
+    host's path between a step's last all-reduce wait and the next step's first start through the labels noted."""
+    from tfplus.kernels.numpy.collective import reducer  # NOTE: here: the kernels load when a step runs
+    reducer.mark(label)
 
 
 def barrier() -> None:

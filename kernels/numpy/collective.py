@@ -47,6 +47,7 @@ class Reducer:
         self.buffers: dict[int, np.ndarray] = {}
         self.thread = self.failed = None
         self.trace: dict[int, list] | None = None  # TFPLUS_ALLREDUCE_TRACE=1: key -> jobs' times
+        self.timeline: list[tuple[str, float]] = []  # TFPLUS_ALLREDUCE_TRACE=1: the host's events, in order
 
     def buffer(self, key: int, shape, dtype) -> np.ndarray:
         buf = self.buffers.get(key)
@@ -72,6 +73,7 @@ class Reducer:
                 atexit.register(self._report)
         job = self.started[key] = _Job(host, ready)
         self.jobs.put(job)
+        self.mark(f"bucket {key} started")
 
     def take(self, key: int) -> _Job:
         self._check()
@@ -89,7 +91,14 @@ class Reducer:
         job.done.wait()
         self._check()
         job.times[4] = time.perf_counter()
+        self.mark(f"bucket {key} waited")
         return job.host
+
+    def mark(self, label: str) -> None:
+        """With TFPLUS_ALLREDUCE_TRACE=1, notes that the host reached `label` now (the report times the host's
+        path from a step's last wait to the next step's first start through the labels noted between them)."""
+        if self.trace is not None:
+            self.timeline.append((label, time.perf_counter()))
 
     def _report(self) -> None:
         """Where each bucket's time went, medians over the steps (ms): the copy out (from the start, so also the
@@ -106,6 +115,24 @@ class Reducer:
             print(f"tfplus all-reduce: median ms from the host's last wait of a step to the next step's first start "
                   f"{np.median(first[2:, 0] - last[1:-1, 4]):.3f}, step to step "
                   f"{np.median(np.diff(first[1:, 0])):.3f}", file=sys.stderr)
+        if self.trace:
+            self._report_between(min(self.trace), max(self.trace))
+
+    def _report_between(self, first: int, last: int) -> None:
+        """The host's path between steps, segment by segment (medians, ms): from bucket `last`'s wait through the
+        labels mark() noted to the next step's start of bucket `first`, while the device may have nothing queued."""
+        segments: dict[str, list[float]] = {}
+        begin, end, prev = f"bucket {last} waited", f"bucket {first} started", None
+        for label, t in self.timeline:
+            if label == begin:
+                prev = (label, t)
+            elif prev is not None:
+                segments.setdefault(f"{prev[0]} -> {label}", []).append(t - prev[1])
+                prev = None if label == end else (label, t)
+        if segments:
+            # The first steps plan and build: the medians skip each segment's first two.
+            parts = [f"{name} {1e3 * np.median(ts[2:] or ts):.3f}" for name, ts in segments.items()]
+            print("tfplus all-reduce: the host between steps, median ms: " + "; ".join(parts), file=sys.stderr)
 
     def _check(self) -> None:
         if self.failed is not None:

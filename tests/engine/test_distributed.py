@@ -44,8 +44,10 @@ def test_two_ranks_at_half_the_batch_train_as_one_process_at_the_whole_batch(tmp
     run = _mpiexec(SCRIPT, two, steps, 16, device, "distributed",
                    env=dict(ENV, TFPLUS_ALLREDUCE_BUCKET=bucket, TFPLUS_ALLREDUCE_TRACE="1"))
     assert run.returncode == 0, run.stdout + run.stderr
-    if bucket == "64":  # each rank reports where each of its buckets' time went, and the steps' pace
+    if bucket == "64":  # each rank reports where each of its buckets' time went, the steps' pace, the host's path
         assert run.stderr.count("tfplus all-reduce bucket") >= 4 and "step to step" in run.stderr, run.stderr
+        assert run.stderr.count("the host between steps, median ms: bucket 2 waited -> bucket 1 started") == 2, \
+            run.stderr
     want, got0, got1 = _weights(one / "rank0.npz"), _weights(two / "rank0.npz"), _weights(two / "rank1.npz")
     assert set(got0) == set(want) and int(got0["global_step"]) == steps
     for name in want:
@@ -99,6 +101,22 @@ def test_an_exception_on_one_rank_aborts_the_job_instead_of_hanging():
     run = _mpiexec("-c", RAISES, timeout=60)
     assert run.returncode != 0
     assert "rank 1 failed on purpose" in run.stderr
+
+
+# Each rank starts the exchange, then blocks in a collective of its own: the exchange waited for nothing.
+LATER = """
+import numpy as np, tfplus.distributed as dist
+dist.init()
+result = dist.max_over_ranks_later(7 if dist.rank() == 1 else 3)
+dist.barrier()
+print(f"rank {dist.rank()}: {result()} {dist.max_over_ranks(dist.rank())}")
+"""
+
+
+def test_max_over_ranks_later_gives_every_rank_the_largest_value():
+    run = _mpiexec("-c", LATER, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert sorted(run.stdout.split("\n")[:2]) == ["rank 0: 7 1", "rank 1: 7 1"], run.stdout
 
 
 def test_the_api_refuses_to_build_before_init():
