@@ -103,6 +103,17 @@ def test_a_killed_rank_ends_the_job_and_resume_continues_it(one_process, tmp_pat
     _assert_close(_variables(tf.train.latest_checkpoint(ckpt)), one_process)
 
 
+class _Job:
+    """What _for_this_rank asks of tfplus.distributed: rank 1 of 2, the second on its host."""
+    size, rank, local_rank = staticmethod(lambda: 2), staticmethod(lambda: 1), staticmethod(lambda: 1)
+
+
+def test_each_rank_takes_the_opencl_device_of_its_local_rank_unless_one_is_named():
+    from tfplus.trainer import TrainConfig, _for_this_rank
+    for given, taken in [("opencl", "opencl:1"), ("OpenCL", "opencl:1"), ("opencl:0", "opencl:0"), ("cpu", "cpu")]:
+        assert _for_this_rank(TrainConfig(device=given, batch_size=16), _Job).device == taken, given
+
+
 def test_without_the_mpi_extra_distributed_says_what_to_install(tmp_path):
     code = "import sys; sys.modules['mpi4py'] = None; from tfplus.cli import main; sys.exit(main(sys.argv[1:]))"
     run = subprocess.run([sys.executable, "-c", code, *RUN, "--distributed"], env=ENV, capture_output=True,
