@@ -49,6 +49,7 @@ class Reducer:
         self.started: dict[int, _Job] = {}
         self.buffers: dict[int, np.ndarray] = {}
         self.thread = self.failed = None
+        self.rank = 0  # in MPI_COMM_WORLD, for the trace's report
         self.trace: dict[int, list] | None = None  # TFPLUS_ALLREDUCE_TRACE=1: key -> jobs' times
         self.timeline: list[tuple[str, float]] = []  # TFPLUS_ALLREDUCE_TRACE=1: the host's events, in order
 
@@ -93,6 +94,7 @@ class Reducer:
         self.thread = threading.Thread(target=self._loop, args=(comm, MPI.IN_PLACE, MPI.SUM, MPI.MAX),
                                        name="tfplus-allreduce", daemon=True)
         self.thread.start()
+        self.rank = MPI.COMM_WORLD.Get_rank()
         if os.environ.get("TFPLUS_ALLREDUCE_TRACE", "") not in ("", "0"):
             self.trace = {}
             atexit.register(self._report)
@@ -124,25 +126,32 @@ class Reducer:
 
     def _report(self) -> None:
         """Where each bucket's time went, medians over the steps (ms): the copy out (from the start, so also the
-        device's work queued before it), the all-reduce, and how long the step's wait blocked the host."""
+        device's work queued before it), the all-reduce, and how long the step's wait blocked the host. Written in
+        one piece, each line naming the rank: the ranks share mpiexec's standard error."""
+        who = f"rank {self.rank}"
+        lines = []
         for key, rows in sorted(self.trace.items()):
             t = np.array(rows[1:]) * 1e3
             if len(t):
-                print(f"tfplus all-reduce bucket {key}: {len(t)} steps, median ms: copy out "
-                      f"{np.median(t[:, 1] - t[:, 0]):.3f}, all-reduce {np.median(t[:, 2] - t[:, 1]):.3f}, "
-                      f"host blocked in the wait {np.median(t[:, 4] - t[:, 3]):.3f}, start to sum "
-                      f"{np.median(t[:, 2] - t[:, 0]):.3f}", file=sys.stderr)
+                lines.append(f"tfplus all-reduce bucket {key}, {who}: {len(t)} steps, median ms: copy out "
+                             f"{np.median(t[:, 1] - t[:, 0]):.3f}, all-reduce {np.median(t[:, 2] - t[:, 1]):.3f}, "
+                             f"host blocked in the wait {np.median(t[:, 4] - t[:, 3]):.3f}, start to sum "
+                             f"{np.median(t[:, 2] - t[:, 0]):.3f}")
         if len(self.trace) > 1 and len({len(rows) for rows in self.trace.values()}) == 1:
             first, last = (np.array(self.trace[k]) * 1e3 for k in (min(self.trace), max(self.trace)))
-            print(f"tfplus all-reduce: median ms from the host's last wait of a step to the next step's first start "
-                  f"{np.median(first[2:, 0] - last[1:-1, 4]):.3f}, step to step "
-                  f"{np.median(np.diff(first[1:, 0])):.3f}", file=sys.stderr)
-        if self.trace:
-            self._report_between(min(self.trace), max(self.trace))
+            lines.append(f"tfplus all-reduce, {who}: median ms from the host's last wait of a step to the next "
+                         f"step's first start {np.median(first[2:, 0] - last[1:-1, 4]):.3f}, step to step "
+                         f"{np.median(np.diff(first[1:, 0])):.3f}")
+        between = self._between(min(self.trace), max(self.trace)) if self.trace else None
+        if between:
+            lines.append(f"tfplus all-reduce, {who}: the host between steps, median / mean ms: {between}")
+        sys.stderr.write("".join(line + "\n" for line in lines))
+        sys.stderr.flush()
 
-    def _report_between(self, first: int, last: int) -> None:
-        """The host's path between steps, segment by segment (medians, ms): from bucket `last`'s wait through the
-        labels mark() noted to the next step's start of bucket `first`, while the device may have nothing queued."""
+    def _between(self, first: int, last: int) -> str:
+        """The host's path between steps, segment by segment (median / mean ms): from bucket `last`'s wait through
+        the labels mark() noted to the next step's start of bucket `first`, while the device may have nothing
+        queued."""
         segments: dict[str, list[float]] = {}
         begin, end, prev = f"bucket {last} waited", f"bucket {first} started", None
         for label, t in self.timeline:
@@ -151,11 +160,9 @@ class Reducer:
             elif prev is not None:
                 segments.setdefault(f"{prev[0]} -> {label}", []).append(t - prev[1])
                 prev = None if label == end else (label, t)
-        if segments:
-            # The first steps plan and build: skipped. Means too: they add up to the path's mean (medians do not).
-            parts = [f"{name} {1e3 * np.median(ts[2:] or ts):.3f} / {1e3 * np.mean(ts[2:] or ts):.3f}"
-                     for name, ts in segments.items()]
-            print("tfplus all-reduce: the host between steps, median / mean ms: " + "; ".join(parts), file=sys.stderr)
+        # The first steps plan and build: skipped. Means too: they add up to the path's mean (medians do not).
+        return "; ".join(f"{name} {1e3 * np.median(ts[2:] or ts):.3f} / {1e3 * np.mean(ts[2:] or ts):.3f}"
+                         for name, ts in segments.items())
 
     def _check(self) -> None:
         if self.failed is not None:
