@@ -41,7 +41,8 @@ from tfplus.units import parse_size
 from tfplus.variables import global_variables
 
 __all__ = ["init", "rank", "size", "local_rank", "local_size", "allreduce", "DistributedOptimizer",
-           "broadcast_global_variables", "BroadcastGlobalVariablesHook", "max_over_ranks", "barrier", "abort"]
+           "broadcast_global_variables", "BroadcastGlobalVariablesHook", "max_over_ranks", "max_over_ranks_later",
+           "barrier", "abort", "trace_mark"]
 
 _state: dict = {}  # "MPI": the mpi4py module, "local": the communicator of this host's ranks (set by init)
 
@@ -105,6 +106,26 @@ def max_over_ranks(value: int) -> int:
     return int(buf[0])
 
 
+def max_over_ranks_later(value: int):
+    """max_over_ranks without waiting: returns a function that waits for the result and gives it. The exchange runs
+    on the communication thread of the gradients' all-reduces, in its turn (every rank must start the same ones in
+    the same order among the steps' all-reduces). Started before a step and read after it, it costs the host's path
+    between steps nothing.
+
+        >>> result = max_over_ranks_later(stop_wanted); sess.run(train_op); stop = result()
+    """
+    _mpi()
+    from tfplus.kernels.numpy.collective import reducer  # NOTE: here: the kernels load when a step runs
+    return reducer.largest(value)
+
+
+def trace_mark(label: str) -> None:
+    """With TFPLUS_ALLREDUCE_TRACE=1, notes that the host reached `label`: each rank's report at exit times the
+    host's path between a step's last all-reduce wait and the next step's first start through the labels noted."""
+    from tfplus.kernels.numpy.collective import reducer  # NOTE: here: the kernels load when a step runs
+    reducer.mark(label)
+
+
 def barrier() -> None:
     """Returns once every rank has called it."""
     _mpi().COMM_WORLD.Barrier()
@@ -135,10 +156,16 @@ class DistributedOptimizer(Optimizer):
     only once every bucket has started, just before the updates (Horovod's and PyTorch DDP's overlap). 0: one
     buffer of all the gradients, all-reduced after the whole backward pass (MpiAllreduce), the step waiting.
 
+    A schedule of sizes, such as "4KB,64KB,1MB", cuts the buckets from the first layer's gradients instead: the
+    first bucket holds at most 4 KB, the next at most 64 KB, each after them at most 1 MB (a variable larger than
+    its bucket's size is a bucket alone). The first layers' gradients come last in the backward pass, and their
+    bucket's all-reduce is the one the step waits for with nothing left to overlap: a small one is short.
+
         >>> opt = DistributedOptimizer(tf.train.GradientDescentOptimizer(0.1))  # after init()
     """
 
-    def __init__(self, optimizer: Optimizer, name: str | None = None, bucket_bytes: int | str | None = None):
+    def __init__(self, optimizer: Optimizer, name: str | None = None,
+                 bucket_bytes: int | str | tuple[int, ...] | None = None):
         if not isinstance(optimizer, Optimizer):
             raise TypeError(f"DistributedOptimizer wraps a tf.train.Optimizer, not {optimizer!r}")
         size()  # refuses before init()
@@ -149,7 +176,7 @@ class DistributedOptimizer(Optimizer):
             what = "TFPLUS_ALLREDUCE_BUCKET"
         else:
             what = "DistributedOptimizer(bucket_bytes=...)"
-        self.bucket_bytes = parse_size(bucket_bytes, what)
+        self.bucket_bytes = _bucket_sizes(bucket_bytes, what)
 
     def compute_gradients(self, *args, **kwargs) -> list[tuple]:
         pairs = self._optimizer.compute_gradients(*args, **kwargs)
@@ -198,6 +225,19 @@ class DistributedOptimizer(Optimizer):
 BUCKET_BYTES = 1 << 20
 
 
+def _bucket_sizes(spec: int | str | tuple, what: str) -> int | tuple[int, ...]:
+    """A bucket size in bytes (0: no buckets), or a schedule of sizes from the first layer's side: "4KB,64KB,1MB"
+    or a tuple."""
+    parts = spec.split(",") if isinstance(spec, str) else spec if isinstance(spec, tuple) else [spec]
+    sizes = tuple(parse_size(p.strip() if isinstance(p, str) else p, what) for p in parts)
+    if len(sizes) == 1:
+        return sizes[0]
+    if 0 in sizes:
+        raise ValueError(f"{what} {spec!r}: a schedule's bucket sizes are above 0 (0 alone: no buckets, one "
+                         "all-reduce after the backward pass)")
+    return sizes
+
+
 def _pack(pairs: list):
     """The gradients of (gradient, variable) pairs as one flat tensor."""
     flat = [array_ops.reshape(g, [-1]) for g, _ in pairs]
@@ -211,17 +251,38 @@ def _unpack(flat, pairs: list) -> dict:
     return {v: array_ops.reshape(p, s) for p, s, (_, v) in zip(parts, shapes, pairs)}
 
 
-def _buckets(pairs: list, limit: int) -> list[list]:
-    """(gradient, variable) pairs cut into buckets of at least `limit` bytes (the last may be smaller), from the
-    last variable to the first: the order a backward pass computes a model's gradients in."""
+def _buckets(pairs: list, limit: int | tuple[int, ...]) -> list[list]:
+    """(gradient, variable) pairs cut into buckets, listed from the last variable's to the first's (the order a
+    backward pass computes a model's gradients in), each bucket's pairs in that order too. A size: buckets of at
+    least `limit` bytes, cut from the last variable (the one holding the first variables may be smaller). A
+    schedule: cut from the first variable, the k-th bucket at most limit[k] bytes (the last size for the rest)."""
+    if isinstance(limit, tuple):
+        return _growing_buckets(pairs, limit)
     buckets, current, n = [], [], 0
     for g, v in reversed(pairs):
         current.append((g, v))
-        n += math.prod(v.get_shape().as_list()) * g.dtype.size
+        n += _nbytes(g, v)
         if n >= limit:
             buckets.append(current)
             current, n = [], 0
     return buckets + [current] if current else buckets
+
+
+def _growing_buckets(pairs: list, sizes: tuple[int, ...]) -> list[list]:
+    buckets, current, n = [], [], 0
+    for g, v in pairs:
+        nbytes = _nbytes(g, v)
+        if current and n + nbytes > sizes[min(len(buckets), len(sizes) - 1)]:
+            buckets.append(current)
+            current, n = [], 0
+        current.append((g, v))
+        n += nbytes
+    buckets.append(current)
+    return [b[::-1] for b in reversed(buckets)]
+
+
+def _nbytes(g, v) -> int:
+    return math.prod(v.get_shape().as_list()) * g.dtype.size
 
 
 def _start_early(starts: list, buckets: list) -> None:

@@ -1022,12 +1022,14 @@ def _threads():
 
 
 def _for_this_rank(cfg: TrainConfig, dist) -> TrainConfig:
-    """A --distributed rank's options: opencl:K by local rank (one device per process); rank 0 alone logs and
-    evaluates (every rank has the same weights)."""
+    """A --distributed rank's options: --device opencl becomes opencl:K by local rank (one device per process; a
+    device named, such as opencl:0, is every rank's: ranks sharing one device); rank 0 alone logs and evaluates
+    (every rank has the same weights)."""
     if cfg.batch_size % dist.size():
         raise UsageError(f"--batch-size {cfg.batch_size} is not a multiple of the {dist.size()} ranks "
                          "(mpiexec -n): each rank takes an equal shard of every batch")
-    if cfg.device.startswith("opencl"):
+    from tfplus.runtime import parse_device
+    if parse_device(cfg.device) == ("opencl", None):
         cfg = dataclasses.replace(cfg, device=f"opencl:{dist.local_rank()}")
     if dist.rank() != 0:
         cfg = dataclasses.replace(cfg, log=None, logdir=None, profile_every=None, eval_every=0)
@@ -1104,6 +1106,9 @@ def _train(cfg: TrainConfig, out: IO[str] | None, err: IO[str] | None) -> TrainR
     hooks = [progress, _FeedHook(run), _EpochHook(run, loss_sum), checkpoints, stop, peak]
     if cfg.distributed:  # the ranks start from rank 0's variables, however each initialized or restored them
         hooks.append(_distributed().BroadcastGlobalVariablesHook(0))
+        if os.environ.get("TFPLUS_ALLREDUCE_TRACE", "") not in ("", "0"):  # the host's path between steps, timed
+            hooks = [_TraceHook("before_run hooks begin", "session.run returned")] + hooks + \
+                [_TraceHook("before_run hooks done", "after_run hooks done")]
     trace_options = profiler.RunOptions(profiler.RunOptions.FULL_TRACE) if cfg.profile_every else None
     with tg.graph.as_default(), \
             tf.train.MonitoredSession(hooks, session_creator=_SessionCreator(run, saver, reader, meta, init)) as mon:
@@ -1485,25 +1490,33 @@ class _CheckpointHook(tf.train.SessionRunHook):
 
 class _StopHook(tf.train.SessionRunHook):
     """Stops the session at the run's last step, or after the step during which SIGINT, SIGTERM or SIGHUP came
-    (caught while entered, `with hook:` around the steps; a second SIGINT interrupts at once), so that the
-    checkpoint is consistent: the handler asks the session's coordinator, as a TF1 hook stops a session from
-    outside its runs. end() says where a signal stopped the run (after _CheckpointHook's save)."""
+    (--distributed: the first step that any rank got one before; caught while entered, `with hook:` around the
+    steps; a second SIGINT interrupts at once), so that the checkpoint is consistent: the handler asks the
+    session's coordinator, as a TF1 hook stops a session from outside its runs. end() says where a signal stopped
+    the run (after _CheckpointHook's save)."""
 
     def __init__(self, run: _Run):
         self._run, self._coord = run, None
         self.signum: int | None = None
         self._old: dict[int, Any] = {}
+        self._asked = None  # --distributed: the ranks' exchange of their signals, started before this step
 
     def after_create_session(self, session, coord):
         self._coord = coord
         if self._run.step >= self._run.total_steps:  # a finished run resumed
             coord.request_stop()
 
-    def after_run(self, run_context, run_values):
+    def before_run(self, run_context):
         if self._run.ranks > 1:
-            # NOTE: the ranks stop after the same step, the one during which any of them got a signal: a rank that
+            # Started before the step and read after it, the exchange runs while the step does: a blocking one after
+            # the step would hold the host between steps (the device idle) until every rank got there.
+            self._asked = _distributed().max_over_ranks_later(self.signum or 0)
+
+    def after_run(self, run_context, run_values):
+        if self._asked is not None:
+            # NOTE: the ranks stop after the same step, the first that any of them got a signal before: a rank that
             # stopped alone would leave the others waiting in the next step's all-reduce.
-            signum = _distributed().max_over_ranks(self.signum or 0)
+            signum, self._asked = self._asked(), None
             if signum:
                 self.signum = self.signum or signum
                 run_context.request_stop()
@@ -1535,6 +1548,21 @@ class _StopHook(tf.train.SessionRunHook):
         print(f"\n{signal.Signals(self.signum).name}: stopped at step {run.step}/{run.total_steps}; " +
               (f"saved {saved}; continue with --checkpoint-dir {run.cfg.checkpoint_dir} --resume"
                if saved else "nothing saved (no --checkpoint-dir)"), file=run.err, flush=True)
+
+
+class _TraceHook(tf.train.SessionRunHook):
+    """--distributed with TFPLUS_ALLREDUCE_TRACE=1: notes when the host passes this hook (tfplus.distributed.
+    trace_mark), first and last in the hook list, so that each rank's report splits the host's path between steps
+    into the session's and the hooks' parts."""
+
+    def __init__(self, before: str, after: str):
+        self._before, self._after = before, after
+
+    def before_run(self, run_context):
+        _distributed().trace_mark(self._before)
+
+    def after_run(self, run_context, run_values):
+        _distributed().trace_mark(self._after)
 
 
 class _PeakMemoryHook(tf.train.SessionRunHook):

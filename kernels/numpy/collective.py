@@ -23,10 +23,11 @@ def _mpi_allreduce(ctx, ins, outs, attrs):
 
 
 class _Job:
-    __slots__ = ("host", "ready", "done", "error", "times")
+    __slots__ = ("host", "ready", "done", "error", "times", "largest")
 
-    def __init__(self, host: np.ndarray, ready):
+    def __init__(self, host: np.ndarray, ready, largest: bool = False):
         self.host, self.ready, self.done, self.error = host, ready, threading.Event(), None
+        self.largest = largest  # MPI_MAX instead of MPI_SUM
         self.times = [time.perf_counter(), 0.0, 0.0, 0.0, 0.0]  # started, copied out, reduced, waited, taken
 
 
@@ -37,16 +38,20 @@ class Reducer:
 
     `start(key, host, ready)`: reduce `host` once `ready()` returned (None: it holds its value already; OpenCL:
     the wait for its copy from the device); `take(key)`: that job, without waiting; `wait(key)`: the summed
-    buffer, once done. `buffer(key, shape, dtype)`: the host buffer a key reuses from step to step (its last sum
-    was taken by then: each step waits for all it started). With TFPLUS_ALLREDUCE_TRACE=1 it reports at exit, per
-    bucket, where the time went (see _report)."""
+    buffer, once done. `largest(value)`: the ranks' largest value, in its turn among the jobs, with no call of MPI
+    on the caller's thread (an MPI_Iallreduce started between steps cost the host 0.3 ms on a loaded machine).
+    `buffer(key, shape, dtype)`: the host buffer a key reuses from step to step (its last sum was taken by then:
+    each step waits for all it started). With TFPLUS_ALLREDUCE_TRACE=1 it reports at exit, per bucket, where the
+    time went (see _report)."""
 
     def __init__(self):
         self.jobs: queue.SimpleQueue = queue.SimpleQueue()
         self.started: dict[int, _Job] = {}
         self.buffers: dict[int, np.ndarray] = {}
         self.thread = self.failed = None
+        self.rank = 0  # in MPI_COMM_WORLD, for the trace's report
         self.trace: dict[int, list] | None = None  # TFPLUS_ALLREDUCE_TRACE=1: key -> jobs' times
+        self.timeline: list[tuple[str, float]] = []  # TFPLUS_ALLREDUCE_TRACE=1: the host's events, in order
 
     def buffer(self, key: int, shape, dtype) -> np.ndarray:
         buf = self.buffers.get(key)
@@ -56,22 +61,43 @@ class Reducer:
 
     def start(self, key: int, host: np.ndarray, ready=None) -> None:
         self._check()
-        if self.thread is None:
-            from mpi4py import MPI
-            if MPI.Query_thread() != MPI.THREAD_MULTIPLE:
-                raise RuntimeError("MpiAllreduceStart reduces on a thread of its own, which needs MPI initialized with "
-                                   "MPI_THREAD_MULTIPLE (mpi4py's default; mpi4py.rc.thread_level = 'multiple')")
-            # NOTE: made here, by the main thread, in the same place of every rank's calls (Dup is collective).
-            comm = MPI.COMM_WORLD.Dup()
-            # A daemon: it blocks only in jobs.get() between steps, so it never keeps a finished rank alive.
-            self.thread = threading.Thread(target=self._loop, args=(comm, MPI.IN_PLACE, MPI.SUM),
-                                           name="tfplus-allreduce", daemon=True)
-            self.thread.start()
-            if os.environ.get("TFPLUS_ALLREDUCE_TRACE", "") not in ("", "0"):
-                self.trace = {}
-                atexit.register(self._report)
+        self._running()
         job = self.started[key] = _Job(host, ready)
         self.jobs.put(job)
+        self.mark(f"bucket {key} started")
+
+    def largest(self, value: int):
+        """A function that waits for the largest `value` any rank passed and gives it (every rank must call this
+        in the same order among its starts)."""
+        self._check()
+        self._running()
+        job = _Job(np.array([value], np.int64), None, largest=True)
+        self.jobs.put(job)
+
+        def result() -> int:
+            job.done.wait()
+            self._check()
+            return int(job.host[0])
+        return result
+
+    def _running(self) -> None:
+        """Starts the communication thread, once."""
+        if self.thread is not None:
+            return
+        from mpi4py import MPI
+        if MPI.Query_thread() != MPI.THREAD_MULTIPLE:
+            raise RuntimeError("MpiAllreduceStart reduces on a thread of its own, which needs MPI initialized with "
+                               "MPI_THREAD_MULTIPLE (mpi4py's default; mpi4py.rc.thread_level = 'multiple')")
+        # NOTE: made here, by the main thread, in the same place of every rank's calls (Dup is collective).
+        comm = MPI.COMM_WORLD.Dup()
+        # A daemon: it blocks only in jobs.get() between steps, so it never keeps a finished rank alive.
+        self.thread = threading.Thread(target=self._loop, args=(comm, MPI.IN_PLACE, MPI.SUM, MPI.MAX),
+                                       name="tfplus-allreduce", daemon=True)
+        self.thread.start()
+        self.rank = MPI.COMM_WORLD.Get_rank()
+        if os.environ.get("TFPLUS_ALLREDUCE_TRACE", "") not in ("", "0"):
+            self.trace = {}
+            atexit.register(self._report)
 
     def take(self, key: int) -> _Job:
         self._check()
@@ -89,37 +115,68 @@ class Reducer:
         job.done.wait()
         self._check()
         job.times[4] = time.perf_counter()
+        self.mark(f"bucket {key} waited")
         return job.host
+
+    def mark(self, label: str) -> None:
+        """With TFPLUS_ALLREDUCE_TRACE=1, notes that the host reached `label` now (the report times the host's
+        path from a step's last wait to the next step's first start through the labels noted between them)."""
+        if self.trace is not None:
+            self.timeline.append((label, time.perf_counter()))
 
     def _report(self) -> None:
         """Where each bucket's time went, medians over the steps (ms): the copy out (from the start, so also the
-        device's work queued before it), the all-reduce, and how long the step's wait blocked the host."""
+        device's work queued before it), the all-reduce, and how long the step's wait blocked the host. Written in
+        one piece, each line naming the rank: the ranks share mpiexec's standard error."""
+        who = f"rank {self.rank}"
+        lines = []
         for key, rows in sorted(self.trace.items()):
             t = np.array(rows[1:]) * 1e3
             if len(t):
-                print(f"tfplus all-reduce bucket {key}: {len(t)} steps, median ms: copy out "
-                      f"{np.median(t[:, 1] - t[:, 0]):.3f}, all-reduce {np.median(t[:, 2] - t[:, 1]):.3f}, "
-                      f"host blocked in the wait {np.median(t[:, 4] - t[:, 3]):.3f}, start to sum "
-                      f"{np.median(t[:, 2] - t[:, 0]):.3f}", file=sys.stderr)
+                lines.append(f"tfplus all-reduce bucket {key}, {who}: {len(t)} steps, median ms: copy out "
+                             f"{np.median(t[:, 1] - t[:, 0]):.3f}, all-reduce {np.median(t[:, 2] - t[:, 1]):.3f}, "
+                             f"host blocked in the wait {np.median(t[:, 4] - t[:, 3]):.3f}, start to sum "
+                             f"{np.median(t[:, 2] - t[:, 0]):.3f}")
         if len(self.trace) > 1 and len({len(rows) for rows in self.trace.values()}) == 1:
             first, last = (np.array(self.trace[k]) * 1e3 for k in (min(self.trace), max(self.trace)))
-            print(f"tfplus all-reduce: median ms from the host's last wait of a step to the next step's first start "
-                  f"{np.median(first[2:, 0] - last[1:-1, 4]):.3f}, step to step "
-                  f"{np.median(np.diff(first[1:, 0])):.3f}", file=sys.stderr)
+            lines.append(f"tfplus all-reduce, {who}: median ms from the host's last wait of a step to the next "
+                         f"step's first start {np.median(first[2:, 0] - last[1:-1, 4]):.3f}, step to step "
+                         f"{np.median(np.diff(first[1:, 0])):.3f}")
+        between = self._between(min(self.trace), max(self.trace)) if self.trace else None
+        if between:
+            lines.append(f"tfplus all-reduce, {who}: the host between steps, median / mean ms: {between}")
+        sys.stderr.write("".join(line + "\n" for line in lines))
+        sys.stderr.flush()
+
+    def _between(self, first: int, last: int) -> str:
+        """The host's path between steps, segment by segment (median / mean ms): from bucket `last`'s wait through
+        the labels mark() noted to the next step's start of bucket `first`, while the device may have nothing
+        queued."""
+        segments: dict[str, list[float]] = {}
+        begin, end, prev = f"bucket {last} waited", f"bucket {first} started", None
+        for label, t in self.timeline:
+            if label == begin:
+                prev = (label, t)
+            elif prev is not None:
+                segments.setdefault(f"{prev[0]} -> {label}", []).append(t - prev[1])
+                prev = None if label == end else (label, t)
+        # The first steps plan and build: skipped. Means too: they add up to the path's mean (medians do not).
+        return "; ".join(f"{name} {1e3 * np.median(ts[2:] or ts):.3f} / {1e3 * np.mean(ts[2:] or ts):.3f}"
+                         for name, ts in segments.items())
 
     def _check(self) -> None:
         if self.failed is not None:
             e = self.failed
             raise RuntimeError(f"an all-reduce failed on the communication thread: {type(e).__name__}: {e}") from e
 
-    def _loop(self, comm, in_place, total) -> None:
+    def _loop(self, comm, in_place, total, largest) -> None:
         while True:
             job = self.jobs.get()
             try:
                 if job.ready is not None:
                     job.ready()
                 job.times[1] = time.perf_counter()
-                comm.Allreduce(in_place, job.host, op=total)
+                comm.Allreduce(in_place, job.host, op=largest if job.largest else total)
                 job.times[2] = time.perf_counter()
             except BaseException as e:  # noqa: BLE001  the step's next collective kernel raises it
                 self.failed = e

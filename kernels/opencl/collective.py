@@ -56,5 +56,6 @@ def _mpi_allreduce_wait(ctx, ins, outs, attrs):
             # NOTE: non-blocking: `host` is written again only by the next step's copy out, queued after this one.
             cl.enqueue_copy(queue, buf, host, dst_offset=off, is_blocking=False)
         rt.h2d_bytes += host.nbytes
+        reducer.mark(f"bucket {key} copy back queued")
     wait()
     rt.tape_host(wait, ("MpiAllreduceWait", key, id(buf), off))

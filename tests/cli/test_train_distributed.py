@@ -35,10 +35,10 @@ STOPPER = ("import os, signal, sys\n"
            "sys.exit(main(sys.argv[1:]))\n")
 
 
-def _mpiexec(*argv, stop=None, timeout=120):
+def _mpiexec(*argv, stop=None, timeout=120, env=ENV):
     if not MPIEXEC.exists():
         pytest.fail(f"{MPIEXEC} is missing: the mpich wheel (the mpi extra) brings it")
-    env = dict(ENV, STOP_AT=str(stop[1]), STOP_WITH=stop[0], STOP_RANK="1") if stop else ENV
+    env = dict(env, STOP_AT=str(stop[1]), STOP_WITH=stop[0], STOP_RANK="1") if stop else env
     cmd = [sys.executable, "-c", STOPPER] if stop else [sys.executable, "-m", "tfplus"]
     return subprocess.run([str(MPIEXEC), "-n", "2", *cmd, *argv, "--distributed"], env=env, capture_output=True,
                           text=True, timeout=timeout)
@@ -65,8 +65,13 @@ def one_process(tmp_path_factory):
 
 
 def test_two_ranks_train_as_one_process_and_rank_0_alone_logs(one_process, tmp_path):
-    run = _mpiexec(*RUN, "--checkpoint-dir", str(tmp_path / "ckpt"), "--log", str(tmp_path / "log.jsonl"))
+    run = _mpiexec(*RUN, "--checkpoint-dir", str(tmp_path / "ckpt"), "--log", str(tmp_path / "log.jsonl"),
+                   env=dict(ENV, TFPLUS_ALLREDUCE_TRACE="1"))
     assert run.returncode == 0, run.stderr
+    # Each rank times the host's path between steps through the session and the trainer's hooks.
+    between = [line for line in run.stderr.splitlines() if "the host between steps" in line]
+    assert len(between) == 2 and all("session.run returned -> after_run hooks done" in line and
+                                     "before_run hooks done -> bucket" in line for line in between), run.stderr
     _assert_close(_variables(tmp_path / "ckpt" / "model.ckpt-8"), one_process)
     rows = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
     assert [r["kind"] for r in rows].count("start") == 1  # rank 1 wrote nothing there
@@ -86,13 +91,27 @@ def test_a_signal_to_one_rank_stops_every_rank_after_the_same_step(one_process, 
 
 def test_a_killed_rank_ends_the_job_and_resume_continues_it(one_process, tmp_path):
     ckpt = str(tmp_path / "ckpt")
-    run = _mpiexec(*RUN, "--checkpoint-dir", ckpt, stop=("SIGKILL", 5))
+    # NOTE: rank 1 dies as it draws the 6th batch: rank 0 finished saving step 4 before their step 5 could end. The
+    # ranks meet only in a step's all-reduces (no collective between steps), so a death at the 5th batch may end
+    # rank 0 while it saves step 4.
+    run = _mpiexec(*RUN, "--checkpoint-dir", ckpt, stop=("SIGKILL", 6))
     assert run.returncode != 0
     assert "BAD TERMINATION" in run.stdout + run.stderr
     assert tf.train.latest_checkpoint(ckpt).endswith("model.ckpt-4")  # the last one before rank 1 died
     run = _mpiexec(*RUN, "--checkpoint-dir", ckpt, "--resume")
     assert run.returncode == 0, run.stderr
     _assert_close(_variables(tf.train.latest_checkpoint(ckpt)), one_process)
+
+
+class _Job:
+    """What _for_this_rank asks of tfplus.distributed: rank 1 of 2, the second on its host."""
+    size, rank, local_rank = staticmethod(lambda: 2), staticmethod(lambda: 1), staticmethod(lambda: 1)
+
+
+def test_each_rank_takes_the_opencl_device_of_its_local_rank_unless_one_is_named():
+    from tfplus.trainer import TrainConfig, _for_this_rank
+    for given, taken in [("opencl", "opencl:1"), ("OpenCL", "opencl:1"), ("opencl:0", "opencl:0"), ("cpu", "cpu")]:
+        assert _for_this_rank(TrainConfig(device=given, batch_size=16), _Job).device == taken, given
 
 
 def test_without_the_mpi_extra_distributed_says_what_to_install(tmp_path):

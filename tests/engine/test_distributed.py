@@ -32,9 +32,11 @@ def _weights(path):
 
 
 # (device, TFPLUS_ALLREDUCE_BUCKET): the default (the small model's gradients in one bucket, overlapped with nothing),
-# a bucket per layer (the dense layer's all-reduce runs while the convolution's gradients are computed), and no
-# overlap (one MpiAllreduce after the backward pass). On opencl, 6 steps: the planned step replays from the fourth.
-@pytest.mark.parametrize("device,bucket", [("cpu", ""), ("cpu", "64"), ("cpu", "0"), ("opencl", "64")])
+# a bucket per layer (the dense layer's all-reduce runs while the convolution's gradients are computed), no
+# overlap (one MpiAllreduce after the backward pass), and a schedule from the input side (4 buckets: the filter, the
+# bias, the dense weights, the dense bias). On opencl, 6 steps: the planned step replays from the fourth.
+@pytest.mark.parametrize("device,bucket", [("cpu", ""), ("cpu", "64"), ("cpu", "0"), ("cpu", "100,1KB"),
+                                           ("opencl", "64")])
 def test_two_ranks_at_half_the_batch_train_as_one_process_at_the_whole_batch(tmp_path, device, bucket):
     one, two = tmp_path / "one", tmp_path / "two"
     one.mkdir(), two.mkdir()
@@ -44,8 +46,14 @@ def test_two_ranks_at_half_the_batch_train_as_one_process_at_the_whole_batch(tmp
     run = _mpiexec(SCRIPT, two, steps, 16, device, "distributed",
                    env=dict(ENV, TFPLUS_ALLREDUCE_BUCKET=bucket, TFPLUS_ALLREDUCE_TRACE="1"))
     assert run.returncode == 0, run.stdout + run.stderr
-    if bucket == "64":  # each rank reports where each of its buckets' time went, and the steps' pace
-        assert run.stderr.count("tfplus all-reduce bucket") >= 4 and "step to step" in run.stderr, run.stderr
+    n = {"64": 2, "100,1KB": 4}.get(bucket)
+    if n:  # each rank reports where each of its buckets' time went, the steps' pace, the host's path between steps
+        assert run.stderr.count("tfplus all-reduce bucket ") == 2 * n and "step to step" in run.stderr, run.stderr
+        for r in (0, 1):  # from the last wait (on opencl through its copy back's enqueue) to the next first start
+            between = [line for line in run.stderr.splitlines()
+                       if f"rank {r}: the host between steps, median / mean ms: bucket {n} waited -> " in line]
+            assert len(between) == 1 and "-> bucket 1 started" in between[0], run.stderr
+            assert (f"bucket {n} copy back queued -> " in between[0]) == (device == "opencl"), between
     want, got0, got1 = _weights(one / "rank0.npz"), _weights(two / "rank0.npz"), _weights(two / "rank1.npz")
     assert set(got0) == set(want) and int(got0["global_step"]) == steps
     for name in want:
@@ -99,6 +107,37 @@ def test_an_exception_on_one_rank_aborts_the_job_instead_of_hanging():
     run = _mpiexec("-c", RAISES, timeout=60)
     assert run.returncode != 0
     assert "rank 1 failed on purpose" in run.stderr
+
+
+# Each rank starts the exchange, then blocks in a collective of its own: the exchange waited for nothing.
+LATER = """
+import numpy as np, tfplus.distributed as dist
+dist.init()
+result = dist.max_over_ranks_later(7 if dist.rank() == 1 else 3)
+dist.barrier()
+print(f"rank {dist.rank()}: {result()} {dist.max_over_ranks(dist.rank())}")
+"""
+
+
+def test_max_over_ranks_later_gives_every_rank_the_largest_value():
+    run = _mpiexec("-c", LATER, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert sorted(run.stdout.split("\n")[:2]) == ["rank 0: 7 1", "rank 1: 7 1"], run.stdout
+
+
+def test_a_schedule_cuts_small_buckets_from_the_first_layer_and_a_size_from_the_last():
+    import tfplus as tf
+    from tfplus.distributed import _bucket_sizes, _buckets
+    shapes = {"c1w": [3, 3, 3, 32], "c1b": [32], "c2w": [3, 3, 32, 32], "c2b": [32], "fcw": [2048, 256], "fcb": [256]}
+    with tf.Graph().as_default():
+        pairs = [(tf.zeros(s), tf.Variable(tf.zeros(s), name=n)) for n, s in shapes.items()]
+        names = {key: [[v.op.name for _, v in b] for b in _buckets(pairs, _bucket_sizes(key, "test"))]
+                 for key in ("4KiB, 64KiB,1MiB", "1MiB")}
+    # Listed in the order the backward pass computes them: the first layer's 3.5 KB come last, in a bucket alone.
+    assert names["4KiB, 64KiB,1MiB"] == [["fcb"], ["fcw"], ["c2b", "c2w"], ["c1b", "c1w"]]
+    assert names["1MiB"] == [["fcb", "fcw"], ["c2b", "c2w", "c1b", "c1w"]]
+    with pytest.raises(ValueError, match=r"TFPLUS_ALLREDUCE_BUCKET '0,1MB': a schedule's bucket sizes are above 0"):
+        _bucket_sizes("0,1MB", "TFPLUS_ALLREDUCE_BUCKET")
 
 
 def test_the_api_refuses_to_build_before_init():
