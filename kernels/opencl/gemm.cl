@@ -89,3 +89,41 @@
             if (tid == 0) done[tile_] = 0; \
         } \
     }
+
+// Register tiles read from local memory as vectors (VTILE=1; conv.cl's conv3 and conv3_wgrad only): each thread
+// owns WM consecutive rows and WN consecutive columns of the tile (GEMM_ROW, GEMM_COL), so GEMM_TILE_V reads
+// them as WM / 4 + WN / 4 four-wide loads a K step instead of WM + WN scalar ones (NVIDIA: LDS.128 for LDS.32;
+// with 4 x 4 accumulators that is a quarter of the local reads per multiply-add). Needs WM and WN multiples of 4.
+// The rows are padded by 4, not 1, so that each stays aligned for the vector loads; K-fast stores then conflict
+// 2-way (stride TM + 4: 4 * kk banks) instead of not at all. Without VTILE the same names give the classic
+// layout (thread rows ty, ty + TY, ...), so a kernel written with them builds either way.
+#define T4 PASTE(T, 4)
+#if VTILE
+#define GEMM_ROW(i) (ty * WM + (i))
+#define GEMM_COL(j) (tx * WN + (j))
+#define GEMM_BEGIN_V \
+    __local T As[TK][TM + 4] __attribute__((aligned(32))); \
+    __local T Bs[TK][TN + 4] __attribute__((aligned(32))); \
+    T acc[WM][WN]; \
+    for (int i = 0; i < WM; i++) for (int j = 0; j < WN; j++) acc[i][j] = 0; \
+    const int tx = get_local_id(0), ty = get_local_id(1), tid = ty * TX + tx; \
+    const int m0 = get_group_id(1) * TM, n0 = get_group_id(0) * TN;
+#define GEMM_TILE_V \
+    for (int kk = 0; kk < TK; kk++) { \
+        T a[WM], b[WN]; \
+        for (int i = 0; i < WM; i += 4) { \
+            T4 v = *(__local const T4*)&As[kk][ty * WM + i]; \
+            a[i] = v.s0; a[i + 1] = v.s1; a[i + 2] = v.s2; a[i + 3] = v.s3; \
+        } \
+        for (int j = 0; j < WN; j += 4) { \
+            T4 v = *(__local const T4*)&Bs[kk][tx * WN + j]; \
+            b[j] = v.s0; b[j + 1] = v.s1; b[j + 2] = v.s2; b[j + 3] = v.s3; \
+        } \
+        for (int i = 0; i < WM; i++) for (int j = 0; j < WN; j++) acc[i][j] += a[i] * b[j]; \
+    }
+#else
+#define GEMM_ROW(i) (ty + (i) * TY)
+#define GEMM_COL(j) (tx + (j) * TX)
+#define GEMM_BEGIN_V GEMM_BEGIN
+#define GEMM_TILE_V GEMM_TILE
+#endif

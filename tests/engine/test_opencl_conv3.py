@@ -1,0 +1,115 @@
+"""The 3x3 stride-1 SAME convolution variants (kernels/opencl/conv.py TFPLUS_CONV_VARIANTS: conv.cl's conv3 and
+conv3_wgrad, with and without gemm.cl's vector register tiles) against the NumPy kernels: forward (plain and with
+the fused bias and ReLU), input and filter gradients, both layouts, split sums finished in the kernel or by a
+pass, and the shapes the variants leave to the general kernels. float64 agrees to 1e-12, float32 as
+test_opencl.py's GEMM-based kernels."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import needs_opencl
+
+import tfplus as tf
+
+pytestmark = needs_opencl
+
+ALL = "fwd3x3,dx3x3,dw3x3"
+
+
+def _run_both(build, arrays, dtype):
+    """`build(*placeholders)` on the cpu and on opencl: the same values."""
+    g = tf.Graph()
+    with g.as_default():
+        phs = [tf.placeholder(tf.as_dtype(a.dtype), a.shape) for a in arrays]
+        outs = build(*phs)
+    feeds = dict(zip(phs, arrays))
+    with tf.Session(graph=g) as s:
+        want = s.run(outs, feeds)
+    with tf.Session(graph=g, device="opencl") as s:
+        got = s.run(outs, feeds)
+    rtol, atol = (1e-4, 1e-4) if dtype == np.float32 else (1e-12, 1e-12)
+    for k, (a, b) in enumerate(zip(got, want)):
+        np.testing.assert_allclose(a, b, rtol=rtol, atol=atol * max(1.0, float(np.abs(b).max())),
+                                   err_msg=f"output {k} ({outs[k].op.type})")
+
+
+@pytest.fixture
+def built(monkeypatch):
+    """The conv.cl kernels the launchers build (names), recorded."""
+    from tfplus.kernels.opencl import conv
+    names: list[str] = []
+    make = conv.kernel
+    monkeypatch.setattr(conv, "kernel", lambda rt, src, base, *a, **k: names.append(base) or make(rt, src, base,
+                                                                                                    *a, **k))
+    return names
+
+
+def _layer(x, f, b, dy, fmt):
+    """A Mentee layer, relu(conv(x, f) + b), and the gradients of conv(x, f) . dy."""
+    y = tf.nn.conv2d(x, f, strides=1, padding="SAME", data_format=fmt)
+    z = tf.nn.relu(tf.nn.bias_add(y, b, data_format=fmt))
+    return [y, z, *tf.gradients(y, [x, f], grad_ys=dy)]
+
+
+@pytest.mark.parametrize("fmt", ["NCHW", "NHWC"])
+@pytest.mark.parametrize("variants", [ALL, ALL + ",vtile"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_conv3_variants_match_numpy(monkeypatch, built, fmt, variants, dtype):
+    """Odd image sizes, a batch that fills no tile, 16 and 48 channels (one and three K slices a tap), output
+    and input channels that fill no tile."""
+    monkeypatch.setenv("TFPLUS_CONV_VARIANTS", variants)
+    rng = np.random.default_rng(len(variants) + len(fmt))
+    for n, h, w, cin, cout in [(3, 7, 9, 16, 32), (2, 5, 6, 48, 16)]:
+        xs = (n, cin, h, w) if fmt == "NCHW" else (n, h, w, cin)
+        x, f = rng.standard_normal(xs).astype(dtype), rng.standard_normal((3, 3, cin, cout)).astype(dtype)
+        b = rng.standard_normal(cout).astype(dtype)
+        dy = rng.standard_normal((n, cout, h, w) if fmt == "NCHW" else (n, h, w, cout)).astype(dtype)
+        _run_both(lambda x, f, b, dy: _layer(x, f, b, dy, fmt), [x, f, b, dy], dtype)
+    assert {"conv3", "conv3_wgrad"} <= set(built) and "conv" not in built and "conv_wgrad" not in built, built
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("finish", [True, False])
+def test_conv3_split_sums(monkeypatch, built, dtype, finish):
+    """On a device made to look wide the sums split over work-group layers (as conv.py's general kernels): the
+    last layer of a tile adds them up, or (filter gradients) a second pass does; same values."""
+    from tfplus.kernels.opencl import conv
+    split, wsplit = conv._splits, conv._wgrad_splits
+    monkeypatch.setattr(conv, "_splits", lambda m, n, k, cu: split(m, n, k, 48))
+    monkeypatch.setattr(conv, "_wgrad_splits", lambda m, n, p, cu, d=1: wsplit(m, n, p, 48, d))
+    monkeypatch.setattr(conv, "WGRAD_FINISH_LOADS", 10 ** 6 if finish else 0)
+    monkeypatch.setenv("TFPLUS_CONV_VARIANTS", ALL + ",vtile")
+    splits = []
+    run = conv._run_conv
+    monkeypatch.setattr(conv, "_run_conv", lambda rt, plan, *a: splits.append(plan[5]) or run(rt, plan, *a))
+    rng = np.random.default_rng(7)
+    x, f = rng.standard_normal((2, 64, 5, 5)).astype(dtype), rng.standard_normal((3, 3, 64, 48)).astype(dtype)
+    b, dy = rng.standard_normal(48).astype(dtype), rng.standard_normal((2, 48, 5, 5)).astype(dtype)
+    _run_both(lambda x, f, b, dy: _layer(x, f, b, dy, "NCHW"), [x, f, b, dy], dtype)
+    assert "conv3" in built and "conv3_wgrad" in built and max(splits) > 1, (built, splits)
+
+
+def test_shapes_the_variants_do_not_cover_keep_the_general_kernels(monkeypatch, built):
+    """A stride, VALID padding, a 5x5 filter or channels conv3 cannot slice (not a multiple of 16) run the general
+    kernels under every variant; a strided filter gradient too."""
+    monkeypatch.setenv("TFPLUS_CONV_VARIANTS", ALL + ",vtile")
+    rng = np.random.default_rng(8)
+    for cin, ks, stride, padding in [(16, 3, 2, "SAME"), (16, 3, 1, "VALID"), (16, 5, 1, "SAME"), (12, 3, 1, "SAME")]:
+        x, f = rng.standard_normal((2, cin, 8, 8)).astype(np.float32), \
+            rng.standard_normal((ks, ks, cin, 8)).astype(np.float32)
+
+        def build(x, f, stride=stride, padding=padding):
+            y = tf.nn.conv2d(x, f, strides=stride, padding=padding, data_format="NCHW")
+            dy = tf.constant(rng.standard_normal(y.shape.as_list()).astype(np.float32))
+            return [y, *tf.gradients(y, [x, f], grad_ys=dy)]
+        _run_both(build, [x, f], np.float32)
+    # 12 channels: the forward and input gradient (16 output channels: 8) keep conv; the filter gradient of a
+    # stride-1 SAME 3x3 conv takes conv3_wgrad whatever its channels.
+    assert "conv3" not in built and "conv" in built and "conv_wgrad" in built and "conv3_wgrad" in built, built
+
+
+def test_unknown_variant_names_the_flag(monkeypatch):
+    from tfplus.kernels.opencl import conv
+    monkeypatch.setenv("TFPLUS_CONV_VARIANTS", "fwd3x3,fast")
+    with pytest.raises(ValueError, match=r"TFPLUS_CONV_VARIANTS.*'fast'.*fwd3x3, dx3x3, dw3x3, vtile"):
+        conv.variants()
