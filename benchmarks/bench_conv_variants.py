@@ -1,0 +1,165 @@
+"""The Mentee convolutions under each of kernels/opencl/conv.py's TFPLUS_CONV_VARIANTS (issue 37 item 3). Not a test.
+
+Part 1, per problem: each Mentee conv layer's forward (with its fused bias and ReLU, as the step runs it), input
+gradient and filter gradient, NCHW float32, at each batch (128 and the micro-batches 64 and 32), under each
+variant set; the GPU's time for the pass (OpenCL event timing, every kernel the launcher enqueues: a filter
+gradient's second pass too), median of --reps. Part 2, the whole training step (bench_gpu_step.py's Mentee step:
+momentum SGD, batch 128, the graph rewrite on, replayed from its tape) under each variant set, each in a process of
+its own, in --rounds rounds (drift on a shared machine falls on all alike): median wall ms a step and launches.
+
+    python benchmarks/bench_conv_variants.py                                   # GPU: both parts
+    TFPLUS_OPENCL_TUNE_S=inf python benchmarks/bench_conv_variants.py          # tune every variant's tiles first
+    python benchmarks/bench_conv_variants.py --batches 4 --reps 2 --steps 2 --warmup 1 --rounds 1   # PoCL check
+
+Tiles: the variants' kernels are new problems to the tuner; under the default bound on tuning (1 s a process) most
+would run the default tile while the general kernels run tuned ones. Run with TFPLUS_OPENCL_TUNE_S=inf: part 1
+tunes them all (kept in the device's tuning file), and part 2's processes find them there.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+# (name, in channels, out channels, height = width) of Mentee's conv layers on 32x32 images.
+LAYERS = [("conv1", 3, 32, 32), ("conv2", 32, 32, 32), ("conv3", 32, 64, 16), ("conv4", 64, 64, 16),
+          ("conv5", 64, 128, 8)]
+ATTRS = {"strides": [1, 1, 1, 1], "padding": "SAME", "data_format": "NCHW", "dilations": [1, 1, 1, 1],
+         "activation": "Relu"}
+THREE = "fwd3x3,dx3x3,dw3x3"
+# name -> TFPLUS_CONV_VARIANTS
+CONFIGS = {"general": "", "3x3": THREE, "3x3+vtile": THREE + ",vtile"}
+STEP_CONFIGS = {"general": "", "fwd3x3": "fwd3x3", "dx3x3": "dx3x3", "dw3x3": "dw3x3", "3x3": THREE,
+                "3x3+vtile": THREE + ",vtile"}
+
+
+class _Ctx:
+    """What the conv launchers use of the executor's kernel context."""
+
+    def __init__(self, rt):
+        self.runtime = rt
+
+    def workspace(self, shape, dtype):
+        return self.runtime.allocate(shape, dtype)
+
+
+def _passes(rt, batch: int, cin: int, cout: int, hw: int):
+    """{pass: a call of its opencl kernel} over random device buffers of one layer."""
+    import numpy as np
+
+    from tfplus import dtypes
+    from tfplus.registry import find_kernel
+    rng = np.random.default_rng(0)
+
+    def put(*shape):
+        return rt.copy_in(rng.standard_normal(shape).astype(np.float32))
+
+    x, f, b, dy = put(batch, cin, hw, hw), put(3, 3, cin, cout), put(cout), put(batch, cout, hw, hw)
+    y, dx, df = rt.allocate(dy.shape, np.float32), rt.allocate(x.shape, np.float32), rt.allocate(f.shape, np.float32)
+    sizes_x = rt.copy_in(np.array(x.shape, np.int32))
+    sizes_f = rt.copy_in(np.array(f.shape, np.int32))
+    ctx = _Ctx(rt)
+
+    def kern(op):
+        return find_kernel(op, "opencl", dtypes.float32)
+    out = {"forward": lambda: kern("_FusedConv2DBiasRelu")(ctx, [x, f, b], [y], ATTRS),
+           "filter": lambda: kern("Conv2DBackpropFilter")(ctx, [x, sizes_f, dy], [df], ATTRS)}
+    if cin > 3:  # the first layer's input gradient is never computed in training
+        out["input"] = lambda: kern("Conv2DBackpropInput")(ctx, [sizes_x, f, dy], [dx], ATTRS)
+    return out
+
+
+def _gpu_ms(rt, fn, reps: int) -> float:
+    """Median over `reps` calls of the GPU time of every kernel one call of `fn` enqueues."""
+    fn()  # plans, builds, tunes
+    times = []
+    for _ in range(reps):
+        with rt.timing() as events:
+            fn()
+        times.append(sum(ev.profile.end - ev.profile.start for _, ev in events) * 1e-6)
+    return statistics.median(times)
+
+
+def problems(device: str, batches: list[int], reps: int, configs: dict) -> None:
+    from tfplus.runtime import opencl
+    rt = opencl.OpenCLRuntime(None if device == "opencl" else device.split(":", 1)[1])
+    print(f"{rt.describe()}; GPU ms per pass, median of {reps}; TFPLUS_OPENCL_TUNE_S="
+          f"{os.environ.get('TFPLUS_OPENCL_TUNE_S', 'unset (1 s)')}")
+    names = list(configs)
+    print(f"{'layer':6s} {'pass':8s} {'batch':>5s} " + " ".join(f"{n:>10s}" for n in names))
+    for batch in batches:
+        totals = dict.fromkeys(names, 0.0)
+        for layer, cin, cout, hw in LAYERS:
+            passes = _passes(rt, batch, cin, cout, hw)
+            for p, fn in passes.items():
+                cells = []
+                for name in names:
+                    os.environ["TFPLUS_CONV_VARIANTS"] = configs[name]  # read at each call; plans keyed by it
+                    ms = _gpu_ms(rt, fn, reps)
+                    totals[name] += ms
+                    cells.append(f"{ms:10.4f}")
+                print(f"{layer:6s} {p:8s} {batch:5d} " + " ".join(cells), flush=True)
+        print(f"{'total':6s} {'':8s} {batch:5d} " + " ".join(f"{totals[n]:10.4f}" for n in names), flush=True)
+    os.environ.pop("TFPLUS_CONV_VARIANTS", None)
+
+
+def _step_child(args) -> None:
+    """One step measurement under the TFPLUS_CONV_VARIANTS this process was given: a JSON line."""
+    spec = importlib.util.spec_from_file_location("bench_gpu_step", Path(__file__).with_name("bench_gpu_step.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    r = mod.bench_tfplus(args.device, args.step_batch, args.steps, args.warmup, profile=False)
+    print(json.dumps({"ms": r["ms"], "launches": r["launches"], "loss_last": r["loss_last"]}))
+
+
+def steps(args, configs: dict) -> None:
+    got: dict = {name: [] for name in configs}
+    for _ in range(args.rounds):
+        for name, value in configs.items():
+            env = {**os.environ, "TFPLUS_CONV_VARIANTS": value}
+            cmd = [sys.executable, *(["-P"] if sys.flags.safe_path else []), __file__, "--step-child",
+                   "--device", args.device, "--step-batch", str(args.step_batch), "--steps", str(args.steps),
+                   "--warmup", str(args.warmup)]
+            done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout)
+            if done.returncode:
+                print(f"{name}: failed\n{done.stderr[-2000:]}", flush=True)
+                continue
+            got[name].append(json.loads(done.stdout.strip().splitlines()[-1]))
+    print(f"\nwhole step, batch {args.step_batch}, {args.steps} steps after {args.warmup}, {args.rounds} rounds "
+          "(median of the rounds' medians)")
+    print(f"{'variants':12s} {'ms/step':>8s} {'launches':>9s} {'last loss':>10s}")
+    for name, runs in got.items():
+        if runs:
+            print(f"{name:12s} {statistics.median(r['ms'] for r in runs):8.3f} {runs[-1]['launches']:9.0f} "
+                  f"{runs[-1]['loss_last']:10.5f}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default="opencl", help="opencl, or opencl:<selector> (an index or a name)")
+    ap.add_argument("--batches", default="128,64,32", help="part 1's batch sizes")
+    ap.add_argument("--reps", type=int, default=50, help="part 1: timed calls per pass and variant")
+    ap.add_argument("--step-batch", type=int, default=128)
+    ap.add_argument("--steps", type=int, default=200, help="part 2: timed steps per process")
+    ap.add_argument("--warmup", type=int, default=20)
+    ap.add_argument("--rounds", type=int, default=3, help="part 2: processes per variant set")
+    ap.add_argument("--only", choices=("problems", "step"), help="run one part")
+    ap.add_argument("--timeout", type=int, default=300, help="part 2: seconds a process may take")
+    ap.add_argument("--step-child", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.step_child:
+        _step_child(args)
+        return
+    if args.only != "step":
+        problems(args.device, [int(b) for b in args.batches.split(",")], args.reps, CONFIGS)
+    if args.only != "problems":
+        steps(args, STEP_CONFIGS)
+
+
+if __name__ == "__main__":
+    main()
