@@ -329,7 +329,7 @@ __kernel GEMM_ATTR void K(conv3)(GLOBAL(T, out), GLOBAL(const T, x), GLOBAL(cons
         barrier(CLK_LOCAL_MEM_FENCE);
         if (k0 + TK < ke) CONV3_LOAD(k0 + TK)
         GEMM_TILE_V
-        barrier(CLK_LOCAL_MEM_FENCE);
+        GEMM_NEXT_V
     }
 #define GEMM_STORE(m, n, v) { \
         int ow_ = (n) % IW, t_ = (n) / IW; \
@@ -416,7 +416,7 @@ __kernel GEMM_ATTR void K(conv3_wgrad)(GLOBAL(T, out), GLOBAL(const T, x), GLOBA
         barrier(CLK_LOCAL_MEM_FENCE);
         if (k0 + TK < p_end) WGRAD3_LOAD
         GEMM_TILE_V
-        barrier(CLK_LOCAL_MEM_FENCE);
+        GEMM_NEXT_V
     }
     __global T* part = out + get_group_id(2) * M * N;
     for (int i = 0; i < WM; i++) {

@@ -77,10 +77,11 @@ def _divisor(attrs) -> int:
 #   fwd3x3  Conv2D and _FusedConv2DBiasRelu on conv.cl's conv3 (taps and channels compile-time, no tap table),
 #   dx3x3   Conv2DBackpropInput on conv3 with the flipped filter,
 #   dw3x3   Conv2DBackpropFilter on conv3_wgrad,
-#   vtile   those three with gemm.cl's vector register tiles (VTILE), tuned over VTILE_CANDIDATES.
+#   vtile   those three with gemm.cl's vector register tiles (VTILE), tuned over VTILE_CANDIDATES,
+#   dbuf    those three with two local buffers in turn (gemm.cl's DBUF): one barrier a K slice instead of two.
 # Same splits, scratch and order of each sum as the kernels they replace; a shape they do not cover (another
 # filter, a stride, a channel count conv3 cannot slice by K) keeps the general kernel.
-VARIANTS = ("fwd3x3", "dx3x3", "dw3x3", "vtile")
+VARIANTS = ("fwd3x3", "dx3x3", "dw3x3", "vtile", "dbuf")
 # VTILE needs WM and WN multiples of 4: the general candidates that are, and shallower (TK 8) or narrower ones.
 VTILE_CANDIDATES = [c for c in _tune.GPU_CANDIDATES if c[3] % 4 == 0 and c[4] % 4 == 0] + \
     [(64, 64, 8, 4, 4), (128, 64, 8, 8, 4), (128, 128, 8, 8, 8), (64, 32, 16, 4, 4), (32, 64, 16, 4, 4)]
@@ -107,9 +108,17 @@ def _is3x3(g: "_Geom") -> bool:
     return (g.kh, g.kw, g.sh, g.sw, g.ph, g.pw, g.oh, g.ow) == (3, 3, 1, 1, 1, 1, g.h, g.w)
 
 
-def _vtile(v) -> tuple[dict, list | None, str]:
-    """The VTILE define, tile candidates and tuning-key tag of a conv3 / conv3_wgrad under variants `v`."""
-    return ({"VTILE": 1}, VTILE_CANDIDATES, "v") if "vtile" in v else ({}, None, "")
+def _tiles(rt, v, itemsize: int) -> tuple[dict, list | None, str]:
+    """The VTILE / DBUF defines, tile candidates and tuning-key tag of a conv3 / conv3_wgrad under variants `v`."""
+    defines, candidates, tag = {}, None, ""
+    if "vtile" in v:
+        defines, candidates, tag = {"VTILE": 1}, VTILE_CANDIDATES, "v"
+    if "dbuf" in v:  # twice the local memory: keep the tiles whose two buffers fit
+        pad = 4 if "vtile" in v else 1
+        fits = [c for c in candidates or _tune.GPU_CANDIDATES
+                if 2 * c[2] * (c[0] + c[1] + 2 * pad) * itemsize <= rt.info["local_mem_bytes"]]
+        defines, candidates, tag = {**defines, "DBUF": 1}, fits, tag + "d"
+    return defines, candidates, tag
 
 
 def _splits(m: int, n: int, k: int, compute_units: int) -> tuple[int, int]:
@@ -156,7 +165,7 @@ def _conv3(rt, kind: str, out, x, w, m: int, n: int, cin: int, hw, xs, os_, flip
            bias=None):
     """The launch plan of conv.cl's conv3 (a 3x3 stride-1 SAME Conv2D, or with `flip` the input gradient of one),
     tuned as _conv's: the same split K, so the same scratch."""
-    vt, candidates, tag = _vtile(variants())
+    vt, candidates, tag = _tiles(rt, variants(), out.dtype.itemsize)
     flags = {"A_K_FAST": int(flip), "B_K_FAST": int(xs[1] == 1), "FLIP": int(flip), "CIN": cin, "IH": hw[0],
              "IW": hw[1], **vt}
     more = {"EPILOGUE": epilogue} if epilogue else {}
@@ -348,7 +357,7 @@ def _wgrad_plan(rt, x, dy, dw, attrs, v=frozenset()):
     flags = {"A_K_FAST": 1, "B_K_FAST": 1, "STRIDED": 0}
     candidates, tag = None, ""
     if "dw3x3" in v and _is3x3(g):
-        vt, candidates, tag = _vtile(v)
+        vt, candidates, tag = _tiles(rt, v, dw.dtype.itemsize)
         base, tabs, name = "conv3_wgrad", (), "conv3_dw"
         flags = {"A_K_FAST": 1, "B_K_FAST": 1, "CIN": g.cin, "IH": g.h, "IW": g.w, **vt}
         geometry = (xs[0], xs[1], xs[2], xs[3], *ds)

@@ -1,8 +1,8 @@
 """The 3x3 stride-1 SAME convolution variants (kernels/opencl/conv.py TFPLUS_CONV_VARIANTS: conv.cl's conv3 and
-conv3_wgrad, with and without gemm.cl's vector register tiles) against the NumPy kernels: forward (plain and with
-the fused bias and ReLU), input and filter gradients, both layouts, split sums finished in the kernel or by a
-pass, and the shapes the variants leave to the general kernels. float64 agrees to 1e-12, float32 as
-test_opencl.py's GEMM-based kernels."""
+conv3_wgrad, with and without gemm.cl's vector register tiles and double local buffers) against the NumPy
+kernels: forward (plain and with the fused bias and ReLU), input and filter gradients, both layouts, split sums
+finished in the kernel or by a pass, and the shapes the variants leave to the general kernels. float64 agrees to
+1e-12, float32 as test_opencl.py's GEMM-based kernels."""
 from __future__ import annotations
 
 import numpy as np
@@ -51,9 +51,12 @@ def _layer(x, f, b, dy, fmt):
     return [y, z, *tf.gradients(y, [x, f], grad_ys=dy)]
 
 
-@pytest.mark.parametrize("fmt", ["NCHW", "NHWC"])
-@pytest.mark.parametrize("variants", [ALL, ALL + ",vtile"])
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+# Every tile form in float32 NCHW (Mentee's), the other layout and float64 under some (each case builds programs:
+# the sizes are compile-time).
+@pytest.mark.parametrize("fmt,variants,dtype", [
+    ("NCHW", ALL, np.float32), ("NCHW", ALL + ",vtile", np.float32), ("NCHW", ALL + ",dbuf", np.float32),
+    ("NCHW", ALL + ",vtile,dbuf", np.float32), ("NHWC", ALL + ",vtile,dbuf", np.float32),
+    ("NCHW", ALL + ",vtile", np.float64), ("NHWC", ALL, np.float64)])
 def test_conv3_variants_match_numpy(monkeypatch, built, fmt, variants, dtype):
     """Odd image sizes, a batch that fills no tile, 16 and 48 channels (one and three K slices a tap), output
     and input channels that fill no tile."""
@@ -78,7 +81,7 @@ def test_conv3_split_sums(monkeypatch, built, dtype, finish):
     monkeypatch.setattr(conv, "_splits", lambda m, n, k, cu: split(m, n, k, 48))
     monkeypatch.setattr(conv, "_wgrad_splits", lambda m, n, p, cu, d=1: wsplit(m, n, p, 48, d))
     monkeypatch.setattr(conv, "WGRAD_FINISH_LOADS", 10 ** 6 if finish else 0)
-    monkeypatch.setenv("TFPLUS_CONV_VARIANTS", ALL + ",vtile")
+    monkeypatch.setenv("TFPLUS_CONV_VARIANTS", ALL + ",vtile,dbuf")
     splits = []
     run = conv._run_conv
     monkeypatch.setattr(conv, "_run_conv", lambda rt, plan, *a: splits.append(plan[5]) or run(rt, plan, *a))
@@ -111,5 +114,5 @@ def test_shapes_the_variants_do_not_cover_keep_the_general_kernels(monkeypatch, 
 def test_unknown_variant_names_the_flag(monkeypatch):
     from tfplus.kernels.opencl import conv
     monkeypatch.setenv("TFPLUS_CONV_VARIANTS", "fwd3x3,fast")
-    with pytest.raises(ValueError, match=r"TFPLUS_CONV_VARIANTS.*'fast'.*fwd3x3, dx3x3, dw3x3, vtile"):
+    with pytest.raises(ValueError, match=r"TFPLUS_CONV_VARIANTS.*'fast'.*fwd3x3, dx3x3, dw3x3, vtile, dbuf"):
         conv.variants()
