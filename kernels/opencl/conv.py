@@ -82,9 +82,11 @@ def _divisor(attrs) -> int:
 # Same splits, scratch and order of each sum as the kernels they replace; a shape they do not cover (another
 # filter, a stride, a channel count conv3 cannot slice by K) keeps the general kernel.
 VARIANTS = ("fwd3x3", "dx3x3", "dw3x3", "vtile", "dbuf")
-# VTILE needs WM and WN multiples of 4: the general candidates that are, and shallower (TK 8) or narrower ones.
+# VTILE needs WM and WN multiples of 4: the general candidates that are, shallower ones (TK 8), and shapes for
+# Mentee's narrow sides (32 output channels forward, 32 input channels in dx, 32 or 64 columns in a filter gradient).
 VTILE_CANDIDATES = [c for c in _tune.GPU_CANDIDATES if c[3] % 4 == 0 and c[4] % 4 == 0] + \
-    [(64, 64, 8, 4, 4), (128, 64, 8, 8, 4), (128, 128, 8, 8, 8), (64, 32, 16, 4, 4), (32, 64, 16, 4, 4)]
+    [(64, 64, 8, 4, 4), (128, 64, 8, 8, 4), (128, 128, 8, 8, 8), (64, 32, 16, 4, 4), (32, 64, 16, 4, 4),
+     (128, 32, 16, 8, 4), (32, 32, 16, 4, 4), (32, 256, 16, 4, 8)]
 # conv3 takes a K slice of one tap: the channels summed per tap must be a multiple of every candidate's TK.
 _CONV3_CHANNELS = 16
 

@@ -71,6 +71,20 @@ def test_conv3_variants_match_numpy(monkeypatch, built, fmt, variants, dtype):
     assert {"conv3", "conv3_wgrad"} <= set(built) and "conv" not in built and "conv_wgrad" not in built, built
 
 
+@pytest.mark.parametrize("tile", [(64, 32, 16, 8, 4), (32, 64, 8, 4, 8)])
+def test_vector_tiles_of_several_runs(monkeypatch, built, tile):
+    """Tiles whose threads own two runs of 4 rows (or columns), TY * 4 (TX * 4) apart (gemm.cl's GEMM_ROW): the
+    device's one tile is made such a tile (PoCL's own has one run a thread)."""
+    from tfplus.kernels.opencl import _tune
+    monkeypatch.setattr(_tune, "CPU_TILE", tile)
+    monkeypatch.setenv("TFPLUS_CONV_VARIANTS", ALL + ",vtile,dbuf")
+    rng = np.random.default_rng(9)
+    x, f = rng.standard_normal((3, 32, 6, 7)).astype(np.float32), rng.standard_normal((3, 3, 32, 80)).astype(np.float32)
+    b, dy = rng.standard_normal(80).astype(np.float32), rng.standard_normal((3, 80, 6, 7)).astype(np.float32)
+    _run_both(lambda x, f, b, dy: _layer(x, f, b, dy, "NCHW"), [x, f, b, dy], np.float32)
+    assert {"conv3", "conv3_wgrad"} <= set(built), built
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("finish", [True, False])
 def test_conv3_split_sums(monkeypatch, built, dtype, finish):
