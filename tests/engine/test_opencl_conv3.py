@@ -130,3 +130,27 @@ def test_unknown_variant_names_the_flag(monkeypatch):
     monkeypatch.setenv("TFPLUS_CONV_VARIANTS", "fwd3x3,fast")
     with pytest.raises(ValueError, match=r"TFPLUS_CONV_VARIANTS.*'fast'.*fwd3x3, dx3x3, dw3x3, vtile, dbuf"):
         conv.variants()
+
+
+def test_a_mentee_step_under_every_variant_trains_as_the_general_kernels(monkeypatch, built):
+    """Three momentum steps of a narrow Mentee (every conv 16 wide, 8x8 images) on opencl, the variants off and all
+    on: the same losses and weights (the sums run in the same order; float32 rounding apart)."""
+    from tfplus.graphs.mentee import training_graph
+    tg = training_graph(total_steps=10, seed=0, image_shape=(3, 8, 8),
+                        model_kwargs={"conv_widths": (16,) * 5, "fc_widths": (16,)})
+    rng = np.random.default_rng(10)
+    feed = {tg.images: rng.standard_normal((4, 3, 8, 8)).astype(np.float32),
+            tg.labels: rng.integers(0, 10, 4).astype(np.int32)}
+    weights = [v for v in tg.graph.get_collection("trainable_variables")]
+
+    def train(variants):
+        monkeypatch.setenv("TFPLUS_CONV_VARIANTS", variants)
+        with tf.Session(graph=tg.graph, device="opencl") as s:
+            s.run(tg.init_op)
+            losses = [s.run([tg.train_op, tg.loss], feed)[1] for _ in range(3)]
+            return losses, s.run(weights)
+    (plain, w0), (varied, w1) = train(""), train(ALL + ",vtile,dbuf")
+    np.testing.assert_allclose(varied, plain, rtol=1e-5)
+    for a, b, v in zip(w1, w0, weights):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6, err_msg=v.name)
+    assert plain[2] != plain[0] and {"conv3", "conv3_wgrad"} <= set(built), built
