@@ -268,7 +268,9 @@ __kernel GEMM_ATTR void K(conv_wgrad)(GLOBAL(T, out), GLOBAL(const T, x), GLOBAL
 // multiple of TK, so a K slice is one tap: no tap table is read, a B load checks its row and column once a slice,
 // and the slice's tap and channel come from divisions by constants. Split K, epilogue and stores as conv's.
 // A[m, k] = w[TAP_A(tap) * CIN * M + c * AC + m * AM]: the HWIO filter (m = output channel), or flipped and read
-// with the input channel as m.
+// with the input channel as m. The operands are read through restrict pointers (GLOBAL_RO): no output overlaps
+// them, and so NVIDIA's compiler may read them through the read-only data cache (ld.global.nc).
+#define GLOBAL_RO(type, p) __global const type* restrict p, ulong p##_off
 #if WANT_conv3
 #if FLIP
 #define TAP_A(t) (8 - (t))
@@ -279,7 +281,7 @@ __kernel GEMM_ATTR void K(conv_wgrad)(GLOBAL(T, out), GLOBAL(const T, x), GLOBAL
 #define AC M
 #define AM 1
 #endif
-__kernel GEMM_ATTR void K(conv3)(GLOBAL(T, out), GLOBAL(const T, x), GLOBAL(const T, w), GLOBAL(const T, bias),
+__kernel GEMM_ATTR void K(conv3)(GLOBAL(T, out), GLOBAL_RO(T, x), GLOBAL_RO(T, w), GLOBAL(const T, bias),
                                  GLOBAL(T, layers), GLOBAL(int, done), int M, int N, int xN, int xC, int xH, int xW,
                                  int oN, int oC, int oH, int oW, int chunk) {
     SHIFT(out); SHIFT(x); SHIFT(w); SHIFT(bias); SHIFT(layers); SHIFT(done);
@@ -365,7 +367,7 @@ __kernel GEMM_ATTR void K(conv3)(GLOBAL(T, out), GLOBAL(const T, x), GLOBAL(cons
 // compile-time: each thread's taps come from m by divisions by constants (no table), and the walk over positions
 // p = (b, oh, ow) steps by constants. Built with A_K_FAST = B_K_FAST = 1 (a thread's loads of a slice share p).
 #if WANT_conv3_wgrad
-__kernel GEMM_ATTR void K(conv3_wgrad)(GLOBAL(T, out), GLOBAL(const T, x), GLOBAL(const T, dy), GLOBAL(T, dw),
+__kernel GEMM_ATTR void K(conv3_wgrad)(GLOBAL(T, out), GLOBAL_RO(T, x), GLOBAL_RO(T, dy), GLOBAL(T, dw),
                                        GLOBAL(int, done), int M, int N, int P, int chunk, int xN, int xC, int xH,
                                        int xW, int dN, int dC, int dH, int dW, int finish) {
     SHIFT(out); SHIFT(x); SHIFT(dy); SHIFT(dw); SHIFT(done);

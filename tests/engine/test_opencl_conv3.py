@@ -141,7 +141,7 @@ def test_a_mentee_step_under_every_variant_trains_as_the_general_kernels(monkeyp
     rng = np.random.default_rng(10)
     feed = {tg.images: rng.standard_normal((4, 3, 8, 8)).astype(np.float32),
             tg.labels: rng.integers(0, 10, 4).astype(np.int32)}
-    weights = [v for v in tg.graph.get_collection("trainable_variables")]
+    weights = list(tg.graph.get_collection("trainable_variables"))
 
     def train(variants):
         monkeypatch.setenv("TFPLUS_CONV_VARIANTS", variants)
