@@ -149,16 +149,23 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--rounds", type=int, default=3, help="part 2: processes per variant set")
     ap.add_argument("--only", choices=("problems", "step"), help="run one part")
+    ap.add_argument("--configs", help=f"comma list of variant sets to run (default all: {', '.join(STEP_CONFIGS)}; "
+                    "part 1 takes those of " + ", ".join(CONFIGS) + ")")
     ap.add_argument("--timeout", type=int, default=300, help="part 2: seconds a process may take")
     ap.add_argument("--step-child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.step_child:
         _step_child(args)
         return
+    picked = args.configs.split(",") if args.configs else list(STEP_CONFIGS)
+    unknown = sorted(set(picked) - set(STEP_CONFIGS))
+    if unknown:
+        ap.error(f"--configs: {unknown} unknown; give some of {', '.join(STEP_CONFIGS)}")
     if args.only != "step":
-        problems(args.device, [int(b) for b in args.batches.split(",")], args.reps, CONFIGS)
+        problems(args.device, [int(b) for b in args.batches.split(",")], args.reps,
+                 {n: v for n, v in CONFIGS.items() if n in picked})
     if args.only != "problems":
-        steps(args, STEP_CONFIGS)
+        steps(args, {n: v for n, v in STEP_CONFIGS.items() if n in picked})
 
 
 if __name__ == "__main__":
