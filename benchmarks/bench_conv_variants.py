@@ -5,7 +5,8 @@ gradient and filter gradient, NCHW float32, at each batch (128 and the micro-bat
 variant set; the GPU's time for the pass (OpenCL event timing, every kernel the launcher enqueues: a filter
 gradient's second pass too), median of --reps. Part 2, the whole training step (bench_gpu_step.py's Mentee step:
 momentum SGD, batch 128, the graph rewrite on, replayed from its tape) under each variant set, each in a process of
-its own, in --rounds rounds (drift on a shared machine falls on all alike): median wall ms a step and launches.
+its own, in --rounds rounds (drift on a shared machine falls on all alike): median wall ms a step and launches;
+with --kernel-sums also each set's kernel time a step (a profiled process per set: all kernels, conv.cl's).
 
     python benchmarks/bench_conv_variants.py                                   # GPU: both parts
     TFPLUS_OPENCL_TUNE_S=inf python benchmarks/bench_conv_variants.py          # tune every variant's tiles first
@@ -113,23 +114,30 @@ def _step_child(args) -> None:
     spec = importlib.util.spec_from_file_location("bench_gpu_step", Path(__file__).with_name("bench_gpu_step.py"))
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    r = mod.bench_tfplus(args.device, args.step_batch, args.steps, args.warmup, profile=False)
-    print(json.dumps({"ms": r["ms"], "launches": r["launches"], "loss_last": r["loss_last"]}))
+    r = mod.bench_tfplus(args.device, args.step_batch, args.steps, args.warmup, profile=args.profile)
+    print(json.dumps({"ms": r["ms"], "launches": r["launches"], "loss_last": r["loss_last"], "kernels": r["kernels"]}))
+
+
+def _child(args, name: str, variants: str, profile: bool) -> dict | None:
+    """A step child's result under `variants` (with TFPLUS_OPENCL_PROFILE=1 when `profile`), or None."""
+    env = {**os.environ, "TFPLUS_CONV_VARIANTS": variants, **({"TFPLUS_OPENCL_PROFILE": "1"} if profile else {})}
+    cmd = [sys.executable, *(["-P"] if sys.flags.safe_path else []), __file__, "--step-child", "--device",
+           args.device, "--step-batch", str(args.step_batch), "--steps", str(args.steps), "--warmup",
+           str(args.warmup), *(["--profile"] if profile else [])]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout)
+    if done.returncode:
+        print(f"{name}: failed\n{done.stderr[-2000:]}", flush=True)
+        return None
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def steps(args, configs: dict) -> None:
     got: dict = {name: [] for name in configs}
     for _ in range(args.rounds):
         for name, value in configs.items():
-            env = {**os.environ, "TFPLUS_CONV_VARIANTS": value}
-            cmd = [sys.executable, *(["-P"] if sys.flags.safe_path else []), __file__, "--step-child",
-                   "--device", args.device, "--step-batch", str(args.step_batch), "--steps", str(args.steps),
-                   "--warmup", str(args.warmup)]
-            done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout)
-            if done.returncode:
-                print(f"{name}: failed\n{done.stderr[-2000:]}", flush=True)
-                continue
-            got[name].append(json.loads(done.stdout.strip().splitlines()[-1]))
+            r = _child(args, name, value, False)
+            if r:
+                got[name].append(r)
     print(f"\nwhole step, batch {args.step_batch}, {args.steps} steps after {args.warmup}, {args.rounds} rounds "
           "(median of the rounds' medians)")
     print(f"{'variants':12s} {'ms/step':>8s} {'launches':>9s} {'last loss':>10s}")
@@ -137,6 +145,18 @@ def steps(args, configs: dict) -> None:
         if runs:
             print(f"{name:12s} {statistics.median(r['ms'] for r in runs):8.3f} {runs[-1]['launches']:9.0f} "
                   f"{runs[-1]['loss_last']:10.5f}")
+    if not args.kernel_sums:
+        return
+    print("\nkernel time a step (TFPLUS_OPENCL_PROFILE=1, one process each): all kernels, the conv.cl ones, the rest")
+    print(f"{'variants':12s} {'sum ms':>8s} {'conv ms':>8s} {'other ms':>8s}  conv kernels (ms, launches)")
+    for name, value in configs.items():
+        r = _child(args, name, value, True)
+        if r:
+            kernels = r["kernels"]  # name -> (launches, ms) a step
+            conv = {k: v for k, v in kernels.items() if k.startswith("conv")}
+            total, conv_ms = sum(v[1] for v in kernels.values()), sum(v[1] for v in conv.values())
+            detail = ", ".join(f"{k} {v[1]:.3f} ({v[0]:.0f})" for k, v in sorted(conv.items()))
+            print(f"{name:12s} {total:8.3f} {conv_ms:8.3f} {total - conv_ms:8.3f}  {detail}")
 
 
 def main() -> None:
@@ -152,7 +172,10 @@ def main() -> None:
     ap.add_argument("--configs", help=f"comma list of variant sets to run (default all: {', '.join(STEP_CONFIGS)}; "
                     "part 1 takes those of " + ", ".join(CONFIGS) + ")")
     ap.add_argument("--timeout", type=int, default=300, help="part 2: seconds a process may take")
+    ap.add_argument("--kernel-sums", action="store_true",
+                    help="part 2: also each set's kernel time a step (a profiled process per set)")
     ap.add_argument("--step-child", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--profile", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.step_child:
         _step_child(args)
