@@ -35,7 +35,7 @@ ATTRS = {"strides": [1, 1, 1, 1], "padding": "SAME", "data_format": "NCHW", "dil
 THREE = "fwd3x3,dx3x3,dw3x3"
 # name -> TFPLUS_CONV_VARIANTS
 CONFIGS = {"general": "", "3x3": THREE, "3x3+vtile": THREE + ",vtile", "3x3+dbuf": THREE + ",dbuf",
-           "3x3+vt+db": THREE + ",vtile,dbuf"}
+           "3x3+vt+db": THREE + ",vtile,dbuf", "all": THREE + ",vtile,dbuf,dwfinish"}
 STEP_CONFIGS = {"general": "", "fwd3x3": "fwd3x3", "dx3x3": "dx3x3", "dw3x3": "dw3x3", **CONFIGS}
 
 

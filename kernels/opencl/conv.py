@@ -78,10 +78,12 @@ def _divisor(attrs) -> int:
 #   dx3x3   Conv2DBackpropInput on conv3 with the flipped filter,
 #   dw3x3   Conv2DBackpropFilter on conv3_wgrad,
 #   vtile   those three with gemm.cl's vector register tiles (VTILE), tuned over VTILE_CANDIDATES,
-#   dbuf    those three with two local buffers in turn (gemm.cl's DBUF): one barrier a K slice instead of two.
+#   dbuf    those three with two local buffers in turn (gemm.cl's DBUF): one barrier a K slice instead of two,
+#   dwfinish  conv3_wgrad finishes its split sums in the kernel whatever their number (WGRAD_FINISH_LOADS: no
+#           second pass, a launch less; the pass's partials are declared scratch all the same).
 # Same splits, scratch and order of each sum as the kernels they replace; a shape they do not cover (another
 # filter, a stride, a channel count conv3 cannot slice by K) keeps the general kernel.
-VARIANTS = ("fwd3x3", "dx3x3", "dw3x3", "vtile", "dbuf")
+VARIANTS = ("fwd3x3", "dx3x3", "dw3x3", "vtile", "dbuf", "dwfinish")
 # VTILE needs WM and WN multiples of 4: the general candidates that are, shallower ones (TK 8), and shapes for
 # Mentee's narrow sides (32 output channels forward, 32 input channels in dx, 32 or 64 columns in a filter gradient).
 VTILE_CANDIDATES = [c for c in _tune.GPU_CANDIDATES if c[3] % 4 == 0 and c[4] % 4 == 0] + \
@@ -357,8 +359,9 @@ def _wgrad_plan(rt, x, dy, dw, attrs, v=frozenset()):
     m, n, p = _wgrad_mnp(g)
     i32 = np.int32
     flags = {"A_K_FAST": 1, "B_K_FAST": 1, "STRIDED": 0}
-    candidates, tag = None, ""
+    candidates, tag, most = None, "", WGRAD_FINISH_LOADS
     if "dw3x3" in v and _is3x3(g):
+        most = 1 << 30 if "dwfinish" in v else most
         vt, candidates, tag = _tiles(rt, v, dw.dtype.itemsize)
         base, tabs, name = "conv3_wgrad", (), "conv3_dw"
         flags = {"A_K_FAST": 1, "B_K_FAST": 1, "CIN": g.cin, "IH": g.h, "IW": g.w, **vt}
@@ -377,7 +380,7 @@ def _wgrad_plan(rt, x, dy, dw, attrs, v=frozenset()):
         g_, loc = _tune.launch_shape(cfg, m, n, splits)
         scalars = tuple(i32(v) for v in (m, n, p, chunk, *geometry))
         kern = kernel(rt, SRC, base, dw.dtype, **flags, **_tune.defines(cfg))
-        finish = finishes(rt, splits, cfg, WGRAD_FINISH_LOADS)
+        finish = finishes(rt, splits, cfg, most)
         return kern, g_, loc, tabs, scalars, splits, finish
 
     # A scratch divisor leaves fewer work-groups (splits), where smaller tiles may win: tuned apart.

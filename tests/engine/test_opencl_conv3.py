@@ -89,21 +89,29 @@ def test_vector_tiles_of_several_runs(monkeypatch, built, tile):
 @pytest.mark.parametrize("finish", [True, False])
 def test_conv3_split_sums(monkeypatch, built, dtype, finish):
     """On a device made to look wide the sums split over work-group layers (as conv.py's general kernels): the
-    last layer of a tile adds them up, or (filter gradients) a second pass does; same values."""
+    last layer of a tile adds them up, or (filter gradients) a second pass does; same values. dwfinish finishes
+    the filter gradient's in the kernel however many they are."""
     from tfplus.kernels.opencl import conv
     split, wsplit = conv._splits, conv._wgrad_splits
     monkeypatch.setattr(conv, "_splits", lambda m, n, k, cu: split(m, n, k, 48))
     monkeypatch.setattr(conv, "_wgrad_splits", lambda m, n, p, cu, d=1: wsplit(m, n, p, 48, d))
     monkeypatch.setattr(conv, "WGRAD_FINISH_LOADS", 10 ** 6 if finish else 0)
     monkeypatch.setenv("TFPLUS_CONV_VARIANTS", ALL + ",vtile,dbuf")
-    splits = []
-    run = conv._run_conv
+    splits, finished = [], []
+    run, wrun = conv._run_conv, conv._run_wgrad
     monkeypatch.setattr(conv, "_run_conv", lambda rt, plan, *a: splits.append(plan[5]) or run(rt, plan, *a))
+    monkeypatch.setattr(conv, "_run_wgrad", lambda rt, plan, *a: finished.append(plan[6]) or wrun(rt, plan, *a))
     rng = np.random.default_rng(7)
-    x, f = rng.standard_normal((2, 64, 5, 5)).astype(dtype), rng.standard_normal((3, 3, 64, 48)).astype(dtype)
-    b, dy = rng.standard_normal(48).astype(dtype), rng.standard_normal((2, 48, 5, 5)).astype(dtype)
+    x, f = rng.standard_normal((2, 64, 16, 16)).astype(dtype), rng.standard_normal((3, 3, 64, 48)).astype(dtype)
+    b, dy = rng.standard_normal(48).astype(dtype), rng.standard_normal((2, 48, 16, 16)).astype(dtype)
     _run_both(lambda x, f, b, dy: _layer(x, f, b, dy, "NCHW"), [x, f, b, dy], dtype)
     assert "conv3" in built and "conv3_wgrad" in built and max(splits) > 1, (built, splits)
+    assert finished and all(done == finish for done in finished), finished
+    if not finish:
+        monkeypatch.setenv("TFPLUS_CONV_VARIANTS", ALL + ",dwfinish")
+        finished.clear()
+        _run_both(lambda x, f, b, dy: _layer(x, f, b, dy, "NCHW"), [x, f, b, dy], dtype)
+        assert finished and all(finished), finished
 
 
 def test_shapes_the_variants_do_not_cover_keep_the_general_kernels(monkeypatch, built):
@@ -128,7 +136,7 @@ def test_shapes_the_variants_do_not_cover_keep_the_general_kernels(monkeypatch, 
 def test_unknown_variant_names_the_flag(monkeypatch):
     from tfplus.kernels.opencl import conv
     monkeypatch.setenv("TFPLUS_CONV_VARIANTS", "fwd3x3,fast")
-    with pytest.raises(ValueError, match=r"TFPLUS_CONV_VARIANTS.*'fast'.*fwd3x3, dx3x3, dw3x3, vtile, dbuf"):
+    with pytest.raises(ValueError, match=r"TFPLUS_CONV_VARIANTS.*'fast'.*fwd3x3, dx3x3, dw3x3, vtile, dbuf, dwfinish"):
         conv.variants()
 
 
