@@ -165,11 +165,11 @@ def _conv(rt, kind: str, out, x, w, tab, m: int, n: int, k: int, out_hw, in_hw, 
     return make(_tune.choose(rt, key, out.dtype.itemsize, run))
 
 
-def _conv3(rt, kind: str, out, x, w, m: int, n: int, cin: int, hw, xs, os_, flip: bool, epilogue: int = 0,
+def _conv3(rt, v, kind: str, out, x, w, m: int, n: int, cin: int, hw, xs, os_, flip: bool, epilogue: int = 0,
            bias=None):
-    """The launch plan of conv.cl's conv3 (a 3x3 stride-1 SAME Conv2D, or with `flip` the input gradient of one),
-    tuned as _conv's: the same split K, so the same scratch."""
-    vt, candidates, tag = _tiles(rt, variants(), out.dtype.itemsize)
+    """The launch plan of conv.cl's conv3 (a 3x3 stride-1 SAME Conv2D, or with `flip` the input gradient of one)
+    under variants `v`, tuned as _conv's: the same split K, so the same scratch."""
+    vt, candidates, tag = _tiles(rt, v, out.dtype.itemsize)
     flags = {"A_K_FAST": int(flip), "B_K_FAST": int(xs[1] == 1), "FLIP": int(flip), "CIN": cin, "IH": hw[0],
              "IW": hw[1], **vt}
     more = {"EPILOGUE": epilogue} if epilogue else {}
@@ -262,8 +262,8 @@ def _forward(rt, x, f, out, attrs, bias=None, epilogue: int = 0, workspace=None)
         if kd <= SMALL_K:
             plan = rt.plans[key] = (_run_small, _small(rt, out.dtype, g, xs, os_, epilogue))
         elif "fwd3x3" in key[-1] and _is3x3(g) and g.cin % _CONV3_CHANNELS == 0:
-            plan = rt.plans[key] = (_run_conv, _conv3(rt, "conv3_fwd", out, x, f, g.cout, g.n * g.oh * g.ow, g.cin,
-                                                      (g.h, g.w), xs, os_, False, epilogue, bias))
+            plan = rt.plans[key] = (_run_conv, _conv3(rt, key[-1], "conv3_fwd", out, x, f, g.cout, g.n * g.oh * g.ow,
+                                                      g.cin, (g.h, g.w), xs, os_, False, epilogue, bias))
         else:
             tab = rt.table(("conv", g.kh, g.kw, g.cin, g.cout, xs[1:]), lambda: table().astype(np.int32))
             plan = rt.plans[key] = (_run_conv, _conv(
@@ -279,16 +279,17 @@ def _conv2d_backprop_input(ctx, ins, outs, attrs):
     key = ("Conv2DBackpropInput", dx.shape, f.shape, dy.shape, dx.dtype, _attrs_key(attrs), variants())
     plan = rt.plans.get(key)
     if plan is None:
-        plan = rt.plans[key] = _dx_plan(rt, dx, f, dy, attrs, "dx3x3" in key[-1])
+        plan = rt.plans[key] = _dx_plan(rt, dx, f, dy, attrs, key[-1])
     _run_conv(rt, plan, dx, dy, f, None, ctx.workspace)
 
 
-def _dx_plan(rt, dx, f, dy, attrs, three: bool):
-    """Conv2DBackpropInput's launch plan: conv3 flipped when `three` (dx3x3) covers it, else the general conv."""
+def _dx_plan(rt, dx, f, dy, attrs, v):
+    """Conv2DBackpropInput's launch plan: conv3 flipped when dx3x3 (in variants `v`) covers it, else the general
+    conv."""
     g = _Geom(dx.shape, f.shape, attrs)
     ds, xs = g.strides(dy.shape), g.strides(dx.shape)
-    if three and _is3x3(g) and g.cout % _CONV3_CHANNELS == 0:
-        return _conv3(rt, "conv3_dx", dx, dy, f, g.cin, g.n * g.h * g.w, g.cout, (g.h, g.w), ds, xs, True)
+    if "dx3x3" in v and _is3x3(g) and g.cout % _CONV3_CHANNELS == 0:
+        return _conv3(rt, v, "conv3_dx", dx, dy, f, g.cin, g.n * g.h * g.w, g.cout, (g.h, g.w), ds, xs, True)
     strided = (g.sh, g.sw) != (1, 1)
 
     def table():  # k = (kh', kw', co) over the flipped filter: filter offset, dy offset of that tap
@@ -361,8 +362,9 @@ def _wgrad_plan(rt, x, dy, dw, attrs, v=frozenset()):
     flags = {"A_K_FAST": 1, "B_K_FAST": 1, "STRIDED": 0}
     candidates, tag, most = None, "", WGRAD_FINISH_LOADS
     if "dw3x3" in v and _is3x3(g):
-        most = 1 << 30 if "dwfinish" in v else most
         vt, candidates, tag = _tiles(rt, v, dw.dtype.itemsize)
+        if "dwfinish" in v:  # finished in the kernel however many the partials; other tiles may win: tuned apart
+            most, tag = 1 << 30, tag + "f"
         base, tabs, name = "conv3_wgrad", (), "conv3_dw"
         flags = {"A_K_FAST": 1, "B_K_FAST": 1, "CIN": g.cin, "IH": g.h, "IW": g.w, **vt}
         geometry = (xs[0], xs[1], xs[2], xs[3], *ds)
