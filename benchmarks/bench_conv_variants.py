@@ -101,7 +101,11 @@ def problems(device: str, batches: list[int], reps: int, configs: dict) -> None:
                 cells = []
                 for name in names:
                     os.environ["TFPLUS_CONV_VARIANTS"] = configs[name]  # read at each call; plans keyed by it
-                    ms = _gpu_ms(rt, fn, reps)
+                    try:
+                        ms = _gpu_ms(rt, fn, reps)
+                    except Exception as e:  # noqa: BLE001  one variant that fails (a build) leaves the others' rows
+                        print(f"{layer} {p} {batch} {name}: {type(e).__name__}: {str(e)[:2000]}", file=sys.stderr)
+                        ms = float("nan")
                     totals[name] += ms
                     cells.append(f"{ms:10.4f}")
                 print(f"{layer:6s} {p:8s} {batch:5d} " + " ".join(cells), flush=True)
