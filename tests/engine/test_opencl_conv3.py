@@ -35,19 +35,25 @@ def _run_both(build, arrays, dtype):
 
 @pytest.fixture
 def built(monkeypatch):
-    """The conv.cl kernels the launchers build (names), recorded."""
+    """The conv.cl kernels the launchers build (names; `+epilogue` where built with the bias and activation)."""
     from tfplus.kernels.opencl import conv
     names: list[str] = []
     make = conv.kernel
-    monkeypatch.setattr(conv, "kernel", lambda rt, src, base, *a, **k: names.append(base) or make(rt, src, base,
-                                                                                                    *a, **k))
+
+    def kernel(rt, src, base, *a, **k):
+        names.append(base + ("+epilogue" if k.get("EPILOGUE") else ""))
+        return make(rt, src, base, *a, **k)
+    monkeypatch.setattr(conv, "kernel", kernel)
     return names
 
 
 def _layer(x, f, b, dy, fmt):
-    """A Mentee layer, relu(conv(x, f) + b), and the gradients of conv(x, f) . dy."""
-    y = tf.nn.conv2d(x, f, strides=1, padding="SAME", data_format=fmt)
-    z = tf.nn.relu(tf.nn.bias_add(y, b, data_format=fmt))
+    """conv(x, f); a Mentee layer, relu(conv(x, f) + b), which the graph rewrite makes one _FusedConv2DBiasRelu
+    (conv3's epilogue); the gradients of conv(x, f) . dy."""
+    def conv():
+        return tf.nn.conv2d(x, f, strides=1, padding="SAME", data_format=fmt)
+    y = conv()
+    z = tf.nn.relu(tf.nn.bias_add(conv(), b, data_format=fmt))
     return [y, z, *tf.gradients(y, [x, f], grad_ys=dy)]
 
 
@@ -68,7 +74,8 @@ def test_conv3_variants_match_numpy(monkeypatch, built, fmt, variants, dtype):
         b = rng.standard_normal(cout).astype(dtype)
         dy = rng.standard_normal((n, cout, h, w) if fmt == "NCHW" else (n, h, w, cout)).astype(dtype)
         _run_both(lambda x, f, b, dy: _layer(x, f, b, dy, fmt), [x, f, b, dy], dtype)
-    assert {"conv3", "conv3_wgrad"} <= set(built) and "conv" not in built and "conv_wgrad" not in built, built
+    assert {"conv3", "conv3+epilogue", "conv3_wgrad"} <= set(built), built
+    assert not {"conv", "conv+epilogue", "conv_wgrad"} & set(built), built
 
 
 @pytest.mark.parametrize("tile", [(64, 32, 16, 8, 4), (32, 64, 8, 4, 8)])
