@@ -5,6 +5,9 @@ finished in the kernel or by a pass, and the shapes the variants leave to the ge
 1e-12, float32 as test_opencl.py's GEMM-based kernels."""
 from __future__ import annotations
 
+import contextlib
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 from conftest import needs_opencl
@@ -138,6 +141,27 @@ def test_shapes_the_variants_do_not_cover_keep_the_general_kernels(monkeypatch, 
     # 12 channels: the forward and input gradient (16 output channels: 8) keep conv; the filter gradient of a
     # stride-1 SAME 3x3 conv takes conv3_wgrad whatever its channels.
     assert "conv3" not in built and "conv" in built and "conv_wgrad" in built and "conv3_wgrad" in built, built
+
+
+def test_the_tuner_tries_the_tiles_a_variant_can_build(monkeypatch):
+    """On a GPU (faked: the tuner's view of one) vtile tunes over tiles whose threads own runs of 4 rows and
+    columns, and dbuf over those whose two local buffers fit (float64: not 128 x 128 x 16 in 48 kB)."""
+    from tfplus.kernels.opencl import _tune, conv
+    monkeypatch.setenv("TFPLUS_OPENCL_TUNE_S", "inf")
+    dev = SimpleNamespace(is_gpu=True, tuning={}, max_wg=1024, tune_seconds=0.0, save_tuning=lambda: None,
+                          programs_of=lambda run, cfg: [], prebuild=lambda keys: 0)
+    rt = SimpleNamespace(dev=dev, info={"local_mem_bytes": 49152}, synchronize=lambda: None, describe=lambda: "a GPU",
+                         timing=lambda: contextlib.nullcontext([]))
+    for v, itemsize in [({"vtile"}, 4), ({"vtile", "dbuf"}, 8), ({"dbuf"}, 8)]:
+        defines, candidates, _ = conv._tiles(rt, v, itemsize)
+        tried: list = []
+        _tune.choose(rt, f"conv3_fwd{sorted(v)}|9x9x9", itemsize, tried.append, candidates)
+        assert tried and set(tried) <= set(candidates), (v, tried)
+        if "vtile" in v:
+            assert defines["VTILE"] == 1 and all(c[3] % 4 == 0 and c[4] % 4 == 0 for c in tried)
+        if "dbuf" in v:
+            assert defines["DBUF"] == 1 and (128, 128, 16, 8, 8) not in tried
+            assert all(2 * c[2] * (c[0] + c[1] + 8) * itemsize <= 49152 for c in tried)
 
 
 def test_unknown_variant_names_the_flag(monkeypatch):
