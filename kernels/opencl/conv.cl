@@ -264,9 +264,10 @@ __kernel GEMM_ATTR void K(conv_wgrad)(GLOBAL(T, out), GLOBAL(const T, x), GLOBAL
 
 // -- 3x3, stride 1, SAME (pad 1): the Mentee convolutions (conv.py's TFPLUS_CONV_VARIANTS, default off) -------
 // conv3: Conv2D (FLIP 0) or Conv2DBackpropInput (FLIP 1: dy with the flipped filter, padded by 1 as well) of
-// IH x IW images whose sum runs over CIN channels a tap, all three compile-time. k = tap * CIN + c with CIN a
-// multiple of TK, so a K slice is one tap: no tap table is read, a B load checks its row and column once a slice,
-// and the slice's tap and channel come from divisions by constants. Split K, epilogue and stores as conv's.
+// IH x IW images whose sum runs over CIN channels a tap, CIN compile-time (the image size is not: a program
+// serves every layer of a width, so a cold start builds fewer). k = tap * CIN + c with CIN a multiple of TK, so a
+// K slice is one tap: no tap table is read, a B load checks its row and column once a slice, and the slice's tap
+// and channel come from divisions by constants. Split K, epilogue and stores as conv's.
 // A[m, k] = w[TAP_A(tap) * CIN * M + c * AC + m * AM]: the HWIO filter (m = output channel), or flipped and read
 // with the input channel as m. The operands are read through restrict pointers (GLOBAL_RO): no output overlaps
 // them, and so NVIDIA's compiler may read them through the read-only data cache (ld.global.nc).
@@ -282,8 +283,8 @@ __kernel GEMM_ATTR void K(conv_wgrad)(GLOBAL(T, out), GLOBAL(const T, x), GLOBAL
 #define AM 1
 #endif
 __kernel GEMM_ATTR void K(conv3)(GLOBAL(T, out), GLOBAL_RO(T, x), GLOBAL_RO(T, w), GLOBAL(const T, bias),
-                                 GLOBAL(T, layers), GLOBAL(int, done), int M, int N, int xN, int xC, int xH, int xW,
-                                 int oN, int oC, int oH, int oW, int chunk) {
+                                 GLOBAL(T, layers), GLOBAL(int, done), int M, int N, int IH, int IW, int xN, int xC,
+                                 int xH, int xW, int oN, int oC, int oH, int oW, int chunk) {
     SHIFT(out); SHIFT(x); SHIFT(w); SHIFT(bias); SHIFT(layers); SHIFT(done);
     __local int last_;  // GEMM_SPLIT_FINISH's
     const int finish = get_num_groups(2) > 1;
@@ -363,13 +364,13 @@ __kernel GEMM_ATTR void K(conv3)(GLOBAL(T, out), GLOBAL_RO(T, x), GLOBAL_RO(T, w
 }
 #endif
 
-// conv3_wgrad: conv_wgrad of a 3x3 stride-1 SAME conv, rows m = tap * CIN + ci, with CIN and the image's IH x IW
-// compile-time: each thread's taps come from m by divisions by constants (no table), and the walk over positions
-// p = (b, oh, ow) steps by constants. Built with A_K_FAST = B_K_FAST = 1 (a thread's loads of a slice share p).
+// conv3_wgrad: conv_wgrad of a 3x3 stride-1 SAME conv of IH x IW images, rows m = tap * CIN + ci, CIN compile-time:
+// each thread's taps come from m by divisions by a constant (no table). Built with A_K_FAST = B_K_FAST = 1 (a
+// thread's loads of a slice share p).
 #if WANT_conv3_wgrad
 __kernel GEMM_ATTR void K(conv3_wgrad)(GLOBAL(T, out), GLOBAL_RO(T, x), GLOBAL_RO(T, dy), GLOBAL(T, dw),
-                                       GLOBAL(int, done), int M, int N, int P, int chunk, int xN, int xC, int xH,
-                                       int xW, int dN, int dC, int dH, int dW, int finish) {
+                                       GLOBAL(int, done), int M, int N, int P, int chunk, int IH, int IW, int xN,
+                                       int xC, int xH, int xW, int dN, int dC, int dH, int dW, int finish) {
     SHIFT(out); SHIFT(x); SHIFT(dy); SHIFT(dw); SHIFT(done);
     __local int last_;  // GEMM_SPLIT_FINISH's
     GEMM_BEGIN_V

@@ -170,12 +170,11 @@ def _conv3(rt, v, kind: str, out, x, w, m: int, n: int, cin: int, hw, xs, os_, f
     """The launch plan of conv.cl's conv3 (a 3x3 stride-1 SAME Conv2D, or with `flip` the input gradient of one)
     under variants `v`, tuned as _conv's: the same split K, so the same scratch."""
     vt, candidates, tag = _tiles(rt, v, out.dtype.itemsize)
-    flags = {"A_K_FAST": int(flip), "B_K_FAST": int(xs[1] == 1), "FLIP": int(flip), "CIN": cin, "IH": hw[0],
-             "IW": hw[1], **vt}
+    flags = {"A_K_FAST": int(flip), "B_K_FAST": int(xs[1] == 1), "FLIP": int(flip), "CIN": cin, **vt}
     more = {"EPILOGUE": epilogue} if epilogue else {}
     k = 9 * cin
     i32 = np.int32
-    scalars = tuple(i32(v) for v in (m, n, xs[0], xs[1], xs[2], xs[3], *os_))
+    scalars = tuple(i32(v) for v in (m, n, *hw, xs[0], xs[1], xs[2], xs[3], *os_))
 
     def make(cfg):
         splits, chunk = _splits(m, n, k, rt.info["compute_units"])
@@ -366,8 +365,8 @@ def _wgrad_plan(rt, x, dy, dw, attrs, v=frozenset()):
         if "dwfinish" in v:  # finished in the kernel however many the partials; other tiles may win: tuned apart
             most, tag = 1 << 30, tag + "f"
         base, tabs, name = "conv3_wgrad", (), "conv3_dw"
-        flags = {"A_K_FAST": 1, "B_K_FAST": 1, "CIN": g.cin, "IH": g.h, "IW": g.w, **vt}
-        geometry = (xs[0], xs[1], xs[2], xs[3], *ds)
+        flags = {"A_K_FAST": 1, "B_K_FAST": 1, "CIN": g.cin, **vt}
+        geometry = (g.h, g.w, xs[0], xs[1], xs[2], xs[3], *ds)
     else:
         def table():  # m = (kh, kw, ci): input offset of that tap
             kh, kw, ci = np.meshgrid(np.arange(g.kh), np.arange(g.kw), np.arange(g.cin), indexing="ij")

@@ -61,7 +61,7 @@ def _layer(x, f, b, dy, fmt):
 
 
 # The tile forms in float32 NCHW (Mentee's), the other layout and float64 under some (each case builds its own
-# programs: the sizes are compile-time; test_vector_tiles_of_several_runs has vtile alone).
+# programs: the channels are compile-time; test_vector_tiles_of_several_runs has vtile alone).
 @pytest.mark.parametrize("fmt,variants,dtype", [
     ("NCHW", ALL, np.float32), ("NCHW", ALL + ",vtile,dbuf", np.float32), ("NHWC", ALL + ",dbuf", np.float32),
     ("NCHW", ALL + ",vtile,dbuf", np.float64)])
