@@ -72,8 +72,9 @@ def tune_budget() -> float:
                          "inf") from None
 
 
-def choose(rt, key: str, itemsize: int, run) -> tuple:
-    """The tile config for `key` on rt's device; `run(cfg)` enqueues the kernel with tile config cfg."""
+def choose(rt, key: str, itemsize: int, run, candidates=None) -> tuple:
+    """The tile config for `key` on rt's device; `run(cfg)` enqueues the kernel with tile config cfg, one of
+    `candidates` (default GPU_CANDIDATES; a kernel with constraints on its tiles passes its own)."""
     dev = rt.dev
     if not dev.is_gpu:
         return CPU_TILE
@@ -82,7 +83,7 @@ def choose(rt, key: str, itemsize: int, run) -> tuple:
     local_mem = rt.info["local_mem_bytes"]
     if hit is not None and valid(tuple(hit), dev.max_wg, local_mem, itemsize):  # tiles borrowed from another GPU
         return tuple(hit)                                                      # may not fit this one
-    ok = [c for c in GPU_CANDIDATES if valid(c, dev.max_wg, local_mem, itemsize)]
+    ok = [c for c in candidates or GPU_CANDIDATES if valid(c, dev.max_wg, local_mem, itemsize)]
     if os.environ.get("TFPLUS_OPENCL_TUNE", "1") == "0" or not ok or dev.tune_seconds >= tune_budget():
         return GPU_DEFAULT if GPU_DEFAULT in ok else (ok or [CPU_TILE])[0]
     started = time.perf_counter()

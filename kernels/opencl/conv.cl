@@ -262,6 +262,179 @@ __kernel GEMM_ATTR void K(conv_wgrad)(GLOBAL(T, out), GLOBAL(const T, x), GLOBAL
 }
 #endif
 
+// -- 3x3, stride 1, SAME (pad 1): the Mentee convolutions (conv.py's TFPLUS_CONV_VARIANTS, default off) -------
+// conv3: Conv2D (FLIP 0) or Conv2DBackpropInput (FLIP 1: dy with the flipped filter, padded by 1 as well) of
+// IH x IW images whose sum runs over CIN channels a tap, CIN compile-time (the image size is not: a program
+// serves every layer of a width, so a cold start builds fewer). k = tap * CIN + c with CIN a multiple of TK, so a
+// K slice is one tap: no tap table is read, a B load checks its row and column once a slice, and the slice's tap
+// and channel come from divisions by constants. Split K, epilogue and stores as conv's.
+// A[m, k] = w[TAP_A(tap) * CIN * M + c * AC + m * AM]: the HWIO filter (m = output channel), or flipped and read
+// with the input channel as m. The operands are read through restrict pointers (GLOBAL_RO): no output overlaps
+// them, and so NVIDIA's compiler may read them through the read-only data cache (ld.global.nc).
+#define GLOBAL_RO(type, p) __global const type* restrict p, ulong p##_off
+#if WANT_conv3
+#if FLIP
+#define TAP_A(t) (8 - (t))
+#define AC 1
+#define AM CIN
+#else
+#define TAP_A(t) (t)
+#define AC M
+#define AM 1
+#endif
+__kernel GEMM_ATTR void K(conv3)(GLOBAL(T, out), GLOBAL_RO(T, x), GLOBAL_RO(T, w), GLOBAL(const T, bias),
+                                 GLOBAL(T, layers), GLOBAL(int, done), int M, int N, int IH, int IW, int xN, int xC,
+                                 int xH, int xW, int oN, int oC, int oH, int oW, int chunk) {
+    SHIFT(out); SHIFT(x); SHIFT(w); SHIFT(bias); SHIFT(layers); SHIFT(done);
+    __local int last_;  // GEMM_SPLIT_FINISH's
+    const int finish = get_num_groups(2) > 1;
+    const int kb = get_group_id(2) * chunk, ke = min(9 * CIN, kb + chunk);
+    GEMM_BEGIN_V
+    int bpos[B_LOADS], bih[B_LOADS], biw[B_LOADS];
+    for (int r = 0; r < B_LOADS; r++) {
+        B_POS(r, nn, kk);
+        int n = n0 + nn;
+        bih[r] = -(1 << 28);  // out of range: loads give 0
+        biw[r] = 0;
+        bpos[r] = 0;
+        if (n < N) {
+            int ow = n % IW, t = n / IW, oh = t % IH, b = t / IH;
+            bih[r] = oh - 1;
+            biw[r] = ow - 1;
+            bpos[r] = b * xN + bih[r] * xH + biw[r] * xW;
+        }
+    }
+    T ra[A_LOADS], rb[B_LOADS];
+#define CONV3_LOAD(k0) { \
+        const int tap = (k0) / CIN, c0 = (k0) % CIN, kh = tap / 3, kw = tap % 3; \
+        for (int r = 0; r < A_LOADS; r++) { \
+            A_POS(r, mm, kk); \
+            int m = m0 + mm; \
+            ra[r] = m < M ? w[TAP_A(tap) * CIN * M + (c0 + kk) * AC + m * AM] : (T)0; \
+        } \
+        for (int r = 0; r < B_LOADS; r++) { \
+            B_POS(r, nn, kk); \
+            int ih = bih[r] + kh, iw = biw[r] + kw; \
+            rb[r] = ((uint)ih < (uint)IH && (uint)iw < (uint)IW) ? x[bpos[r] + (c0 + kk) * xC + kh * xH + kw * xW] \
+                                                                 : (T)0; \
+        } \
+    }
+    CONV3_LOAD(kb)
+    for (int k0 = kb; k0 < ke; k0 += TK) {
+        for (int r = 0; r < A_LOADS; r++) {
+            A_POS(r, mm, kk);
+            As[kk][mm] = ra[r];
+        }
+        for (int r = 0; r < B_LOADS; r++) {
+            B_POS(r, nn, kk);
+            Bs[kk][nn] = rb[r];
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (k0 + TK < ke) CONV3_LOAD(k0 + TK)
+        GEMM_TILE_V
+        GEMM_NEXT_V
+    }
+#define GEMM_STORE(m, n, v) { \
+        int ow_ = (n) % IW, t_ = (n) / IW; \
+        out[(t_ / IH) * oN + (t_ % IH) * oH + ow_ * oW + (m) * oC] = CONV_EPI(v, m); \
+    }
+    if (finish) {
+        __global T* layer = layers + get_group_id(2) * M * N;
+        for (int i = 0; i < WM; i++) {
+            int m = m0 + GEMM_ROW(i);
+            for (int j = 0; j < WN; j++) {
+                int n = n0 + GEMM_COL(j);
+                if (m < M && n < N) layer[m * N + n] = acc[i][j];
+            }
+        }
+    } else {
+        for (int j = 0; j < WN; j++) {
+            int n = n0 + GEMM_COL(j);
+            if (n >= N) continue;
+            int ow = n % IW, t = n / IW, oh = t % IH, b = t / IH;
+            int base = b * oN + oh * oH + ow * oW;
+            for (int i = 0; i < WM; i++) {
+                int m = m0 + GEMM_ROW(i);
+                if (m < M) out[base + m * oC] = CONV_EPI(acc[i][j], m);
+            }
+        }
+    }
+    GEMM_SPLIT_FINISH(layers, done, M, N, N)
+#undef GEMM_STORE
+}
+#endif
+
+// conv3_wgrad: conv_wgrad of a 3x3 stride-1 SAME conv of IH x IW images, rows m = tap * CIN + ci, CIN compile-time:
+// each thread's taps come from m by divisions by a constant (no table). Built with A_K_FAST = B_K_FAST = 1 (a
+// thread's loads of a slice share p).
+#if WANT_conv3_wgrad
+__kernel GEMM_ATTR void K(conv3_wgrad)(GLOBAL(T, out), GLOBAL_RO(T, x), GLOBAL_RO(T, dy), GLOBAL(T, dw),
+                                       GLOBAL(int, done), int M, int N, int P, int chunk, int IH, int IW, int xN,
+                                       int xC, int xH, int xW, int dN, int dC, int dH, int dW, int finish) {
+    SHIFT(out); SHIFT(x); SHIFT(dy); SHIFT(dw); SHIFT(done);
+    __local int last_;  // GEMM_SPLIT_FINISH's
+    GEMM_BEGIN_V
+    const int p_begin = get_group_id(2) * chunk, p_end = min(P, p_begin + chunk);
+    int aoff[A_LOADS], akh[A_LOADS], akw[A_LOADS];  // this thread's A rows: offset and (row, column) shift
+    for (int r = 0; r < A_LOADS; r++) {
+        A_POS(r, mm, kk);
+        int m = m0 + mm, tap = m / CIN;
+        akh[r] = m < M ? tap / 3 - 1 : -(1 << 28);
+        akw[r] = tap % 3 - 1;
+        aoff[r] = m < M ? (m % CIN) * xC + akh[r] * xH + akw[r] * xW : 0;
+    }
+    int p = p_begin + tid % TK;
+    int ow = p % IW, q = p / IW, oh = q % IH, b = q / IH;
+    T ra[A_LOADS], rb[B_LOADS];
+#define WGRAD3_LOAD { \
+        bool live = p < p_end; \
+        int xpos = b * xN + oh * xH + ow * xW, dpos = b * dN + oh * dH + ow * dW; \
+        for (int r = 0; r < A_LOADS; r++) { \
+            int ih = oh + akh[r], iw = ow + akw[r]; \
+            ra[r] = (live && (uint)ih < (uint)IH && (uint)iw < (uint)IW) ? x[xpos + aoff[r]] : (T)0; \
+        } \
+        for (int r = 0; r < B_LOADS; r++) { \
+            B_POS(r, nn, kk); \
+            int n = n0 + nn; \
+            rb[r] = (live && n < N) ? dy[dpos + n * dC] : (T)0; \
+        } \
+        p += TK; \
+        for (ow += TK; ow >= IW; ow -= IW) { \
+            if (++oh == IH) { \
+                oh = 0; \
+                b++; \
+            } \
+        } \
+    }
+    WGRAD3_LOAD
+    for (int k0 = p_begin; k0 < p_end; k0 += TK) {
+        for (int r = 0; r < A_LOADS; r++) {
+            A_POS(r, mm, kk);
+            As[kk][mm] = ra[r];
+        }
+        for (int r = 0; r < B_LOADS; r++) {
+            B_POS(r, nn, kk);
+            Bs[kk][nn] = rb[r];
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (k0 + TK < p_end) WGRAD3_LOAD
+        GEMM_TILE_V
+        GEMM_NEXT_V
+    }
+    __global T* part = out + get_group_id(2) * M * N;
+    for (int i = 0; i < WM; i++) {
+        int m = m0 + GEMM_ROW(i);
+        for (int j = 0; j < WN; j++) {
+            int n = n0 + GEMM_COL(j);
+            if (m < M && n < N) part[m * N + n] = acc[i][j];
+        }
+    }
+#define GEMM_STORE(m, n, v) dw[(m) * N + (n)] = (v)
+    GEMM_SPLIT_FINISH(out, done, M, N, N)
+#undef GEMM_STORE
+}
+#endif
+
 // -- DepthwiseConv2dNative and its backprops ------------------------------------------------------------------
 // Tensors are read through (n, c, h, w) element strides (NCHW or NHWC); geo = (H, W, OH, OW, kh, kw, sh, sw),
 // pad = (ph, pw); the filter is (kh, kw, C, M) and output channel k = c * M + m.

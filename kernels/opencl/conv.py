@@ -9,7 +9,9 @@ which are kernel scratch (ctx.workspace) declared for the memory planner.
 """
 from __future__ import annotations
 
+import functools
 import math
+import os
 
 import numpy as np
 import pyopencl.cltypes as cltypes
@@ -70,6 +72,59 @@ def _divisor(attrs) -> int:
     return int(attrs.get(SCRATCH_DIVISOR_ATTR, 1))
 
 
+# Variants of the 3x3, stride-1, SAME convolutions (all of Mentee's but the first forward), each off until measured
+# on a GPU (issue 37): TFPLUS_CONV_VARIANTS is a comma list of
+#   fwd3x3  Conv2D and _FusedConv2DBiasRelu on conv.cl's conv3 (taps and channels compile-time, no tap table),
+#   dx3x3   Conv2DBackpropInput on conv3 with the flipped filter,
+#   dw3x3   Conv2DBackpropFilter on conv3_wgrad,
+#   vtile   those three with gemm.cl's vector register tiles (VTILE), tuned over VTILE_CANDIDATES,
+#   dbuf    those three with two local buffers in turn (gemm.cl's DBUF): one barrier a K slice instead of two,
+#   dwfinish  conv3_wgrad finishes its split sums in the kernel whatever their number (WGRAD_FINISH_LOADS: no
+#           second pass, a launch less; the pass's partials are declared scratch all the same).
+# Same splits, scratch and order of each sum as the kernels they replace; a shape they do not cover (another
+# filter, a stride, a channel count conv3 cannot slice by K) keeps the general kernel.
+VARIANTS = ("fwd3x3", "dx3x3", "dw3x3", "vtile", "dbuf", "dwfinish")
+# VTILE needs WM and WN multiples of 4: the general candidates that are, shallower ones (TK 8), and shapes for
+# Mentee's narrow sides (32 output channels forward, 32 input channels in dx, 32 or 64 columns in a filter gradient).
+VTILE_CANDIDATES = [c for c in _tune.GPU_CANDIDATES if c[3] % 4 == 0 and c[4] % 4 == 0] + \
+    [(64, 64, 8, 4, 4), (128, 64, 8, 8, 4), (128, 128, 8, 8, 8), (64, 32, 16, 4, 4), (32, 64, 16, 4, 4),
+     (128, 32, 16, 8, 4), (32, 32, 16, 4, 4), (32, 256, 16, 4, 8)]
+# conv3 takes a K slice of one tap: the channels summed per tap must be a multiple of every candidate's TK.
+_CONV3_CHANNELS = 16
+
+
+def variants() -> frozenset:
+    """The TFPLUS_CONV_VARIANTS switched on."""
+    return _parse_variants(os.environ.get("TFPLUS_CONV_VARIANTS", ""))
+
+
+@functools.lru_cache(maxsize=8)
+def _parse_variants(raw: str) -> frozenset:
+    got = frozenset(v.strip() for v in raw.split(",") if v.strip())
+    if got - set(VARIANTS):
+        raise ValueError(f"TFPLUS_CONV_VARIANTS={raw!r}: {sorted(got - set(VARIANTS))} unknown; give a comma list "
+                         f"of {', '.join(VARIANTS)} (or nothing: the general kernels)")
+    return got
+
+
+def _is3x3(g: "_Geom") -> bool:
+    """A 3x3 conv with stride 1 and a pad of 1 (SAME): the output is as large as the input."""
+    return (g.kh, g.kw, g.sh, g.sw, g.ph, g.pw, g.oh, g.ow) == (3, 3, 1, 1, 1, 1, g.h, g.w)
+
+
+def _tiles(rt, v, itemsize: int) -> tuple[dict, list | None, str]:
+    """The VTILE / DBUF defines, tile candidates and tuning-key tag of a conv3 / conv3_wgrad under variants `v`."""
+    defines, candidates, tag = {}, None, ""
+    if "vtile" in v:
+        defines, candidates, tag = {"VTILE": 1}, VTILE_CANDIDATES, "v"
+    if "dbuf" in v:  # twice the local memory: keep the tiles whose two buffers fit
+        pad = 4 if "vtile" in v else 1
+        fits = [c for c in candidates or _tune.GPU_CANDIDATES
+                if 2 * c[2] * (c[0] + c[1] + 2 * pad) * itemsize <= rt.info["local_mem_bytes"]]
+        defines, candidates, tag = {**defines, "DBUF": 1}, fits, tag + "d"
+    return defines, candidates, tag
+
+
 def _splits(m: int, n: int, k: int, compute_units: int) -> tuple[int, int]:
     """(layers, k per layer) of a conv.cl `conv` GEMM: an output of fewer tiles than the device has compute
     units (Mentee's last conv at a micro-batch of 32 or 64: 32-64 tiles for 132 on the H100, each 1152 taps
@@ -100,7 +155,7 @@ def _conv(rt, kind: str, out, x, w, tab, m: int, n: int, k: int, out_hw, in_hw, 
         if not finishes(rt, splits, cfg):
             splits, chunk = 1, k
         g, loc = _tune.launch_shape(cfg, m, n, splits)
-        return kernel(rt, SRC, "conv", out.dtype, **flags, **more, **_tune.defines(cfg)), g, loc, tab, \
+        return kernel(rt, SRC, "conv", out.dtype, **flags, **more, **_tune.defines(cfg)), g, loc, (tab,), \
             scalars + (i32(chunk),), splits
 
     def run(cfg):
@@ -108,6 +163,32 @@ def _conv(rt, kind: str, out, x, w, tab, m: int, n: int, k: int, out_hw, in_hw, 
 
     key = f"{kind}|{out.dtype.name}|{''.join(str(v) for v in flags.values())}|{m}x{n}x{k}"
     return make(_tune.choose(rt, key, out.dtype.itemsize, run))
+
+
+def _conv3(rt, v, kind: str, out, x, w, m: int, n: int, cin: int, hw, xs, os_, flip: bool, epilogue: int = 0,
+           bias=None):
+    """The launch plan of conv.cl's conv3 (a 3x3 stride-1 SAME Conv2D, or with `flip` the input gradient of one)
+    under variants `v`, tuned as _conv's: the same split K, so the same scratch."""
+    vt, candidates, tag = _tiles(rt, v, out.dtype.itemsize)
+    flags = {"A_K_FAST": int(flip), "B_K_FAST": int(xs[1] == 1), "FLIP": int(flip), "CIN": cin, **vt}
+    more = {"EPILOGUE": epilogue} if epilogue else {}
+    k = 9 * cin
+    i32 = np.int32
+    scalars = tuple(i32(v) for v in (m, n, *hw, xs[0], xs[1], xs[2], xs[3], *os_))
+
+    def make(cfg):
+        splits, chunk = _splits(m, n, k, rt.info["compute_units"])
+        if not finishes(rt, splits, cfg):
+            splits, chunk = 1, k
+        g, loc = _tune.launch_shape(cfg, m, n, splits)
+        return kernel(rt, SRC, "conv3", out.dtype, **flags, **more, **_tune.defines(cfg)), g, loc, (), \
+            scalars + (i32(chunk),), splits
+
+    def run(cfg):
+        _run_conv(rt, make(cfg), out, x, w, bias)
+
+    key = f"{kind}{tag}|{out.dtype.name}|{flags['A_K_FAST']}{flags['B_K_FAST']}|{m}x{n}x{k}"
+    return make(_tune.choose(rt, key, out.dtype.itemsize, run, candidates))
 
 
 # Forward convs whose reduction (kh * kw * cin) is at most this run conv.cl's conv_small, not the GEMM: its taps
@@ -134,12 +215,12 @@ def _run_small(rt, plan, out, x, w, bias=None, workspace=None) -> None:
 
 
 def _run_conv(rt, plan, out, x, w, bias=None, workspace=None) -> None:
-    kern, g, loc, tab, scalars, splits = plan
+    kern, g, loc, tab, scalars, splits = plan  # tab: (the tap table,), or () for conv3
     layers = done = None
     if splits > 1:
         layers = (workspace or rt.allocate)((splits, out.size), out.dtype)
         done = tile_counters(rt, g, loc)
-    rt.run(kern, g, loc, out, x, w, tab, bias, layers, done, *scalars)
+    rt.run(kern, g, loc, out, x, w, *tab, bias, layers, done, *scalars)
 
 
 @register("Conv2D", F)
@@ -165,7 +246,7 @@ def _forward_scratch(ins, attrs, compute_units):
 
 def _forward(rt, x, f, out, attrs, bias=None, epilogue: int = 0, workspace=None) -> None:
     """Conv2D, or with `epilogue` (conv.cl EPILOGUE) the bias and activation added as the output is written."""
-    key = ("Conv2D", x.shape, f.shape, x.dtype, _attrs_key(attrs), epilogue)
+    key = ("Conv2D", x.shape, f.shape, x.dtype, _attrs_key(attrs), epilogue, variants())
     plan = rt.plans.get(key)
     if plan is None:
         g = _Geom(x.shape, f.shape, attrs)
@@ -179,6 +260,9 @@ def _forward(rt, x, f, out, attrs, bias=None, epilogue: int = 0, workspace=None)
         kd = g.kh * g.kw * g.cin
         if kd <= SMALL_K:
             plan = rt.plans[key] = (_run_small, _small(rt, out.dtype, g, xs, os_, epilogue))
+        elif "fwd3x3" in key[-1] and _is3x3(g) and g.cin % _CONV3_CHANNELS == 0:
+            plan = rt.plans[key] = (_run_conv, _conv3(rt, key[-1], "conv3_fwd", out, x, f, g.cout, g.n * g.oh * g.ow,
+                                                      g.cin, (g.h, g.w), xs, os_, False, epilogue, bias))
         else:
             tab = rt.table(("conv", g.kh, g.kw, g.cin, g.cout, xs[1:]), lambda: table().astype(np.int32))
             plan = rt.plans[key] = (_run_conv, _conv(
@@ -191,26 +275,33 @@ def _forward(rt, x, f, out, attrs, bias=None, epilogue: int = 0, workspace=None)
 @register("Conv2DBackpropInput", F)
 def _conv2d_backprop_input(ctx, ins, outs, attrs):
     rt, (_, f, dy), dx = ctx.runtime, ins, outs[0]
-    key = ("Conv2DBackpropInput", dx.shape, f.shape, dy.shape, dx.dtype, _attrs_key(attrs))
+    key = ("Conv2DBackpropInput", dx.shape, f.shape, dy.shape, dx.dtype, _attrs_key(attrs), variants())
     plan = rt.plans.get(key)
     if plan is None:
-        g = _Geom(dx.shape, f.shape, attrs)
-        ds, xs = g.strides(dy.shape), g.strides(dx.shape)
-        strided = (g.sh, g.sw) != (1, 1)
-
-        def table():  # k = (kh', kw', co) over the flipped filter: filter offset, dy offset of that tap
-            kh, kw, co = np.meshgrid(np.arange(g.kh), np.arange(g.kw), np.arange(g.cout), indexing="ij")
-            a = ((g.kh - 1 - kh) * g.kw + (g.kw - 1 - kw)) * g.cin * g.cout + co
-            b = co * ds[1] + (0 if strided else kh * ds[2] + kw * ds[3])
-            return np.stack([a, b, kh, kw], -1).reshape(-1, 4).astype(np.int32)
-
-        tab = rt.table(("dconv", g.kh, g.kw, g.cin, g.cout, ds[1:], strided), table)
-        # dx position (ih, iw) reads dy at ((ih - pad') + kh') / stride with pad' = k - 1 - pad.
-        pad = (g.kh - 1 - g.ph, g.kw - 1 - g.pw)
-        plan = rt.plans[key] = _conv(
-            rt, "conv_dx", dx, dy, f, tab, g.cin, g.n * g.h * g.w, g.kh * g.kw * g.cout, (g.h, g.w),
-            (g.oh, g.ow), ds, xs, (1, 1), pad, g.cout, (g.sh, g.sw), True, ds[1] == 1, strided)
+        plan = rt.plans[key] = _dx_plan(rt, dx, f, dy, attrs, key[-1])
     _run_conv(rt, plan, dx, dy, f, None, ctx.workspace)
+
+
+def _dx_plan(rt, dx, f, dy, attrs, v):
+    """Conv2DBackpropInput's launch plan: conv3 flipped when dx3x3 (in variants `v`) covers it, else the general
+    conv."""
+    g = _Geom(dx.shape, f.shape, attrs)
+    ds, xs = g.strides(dy.shape), g.strides(dx.shape)
+    if "dx3x3" in v and _is3x3(g) and g.cout % _CONV3_CHANNELS == 0:
+        return _conv3(rt, v, "conv3_dx", dx, dy, f, g.cin, g.n * g.h * g.w, g.cout, (g.h, g.w), ds, xs, True)
+    strided = (g.sh, g.sw) != (1, 1)
+
+    def table():  # k = (kh', kw', co) over the flipped filter: filter offset, dy offset of that tap
+        kh, kw, co = np.meshgrid(np.arange(g.kh), np.arange(g.kw), np.arange(g.cout), indexing="ij")
+        a = ((g.kh - 1 - kh) * g.kw + (g.kw - 1 - kw)) * g.cin * g.cout + co
+        b = co * ds[1] + (0 if strided else kh * ds[2] + kw * ds[3])
+        return np.stack([a, b, kh, kw], -1).reshape(-1, 4).astype(np.int32)
+
+    tab = rt.table(("dconv", g.kh, g.kw, g.cin, g.cout, ds[1:], strided), table)
+    # dx position (ih, iw) reads dy at ((ih - pad') + kh') / stride with pad' = k - 1 - pad.
+    pad = (g.kh - 1 - g.ph, g.kw - 1 - g.pw)
+    return _conv(rt, "conv_dx", dx, dy, f, tab, g.cin, g.n * g.h * g.w, g.kh * g.kw * g.cout, (g.h, g.w),
+                 (g.oh, g.ow), ds, xs, (1, 1), pad, g.cout, (g.sh, g.sw), True, ds[1] == 1, strided)
 
 
 @register_workspace("Conv2DBackpropInput", "opencl")
@@ -224,10 +315,10 @@ def _dx_scratch(ins, attrs, compute_units):
 @register("Conv2DBackpropFilter", F)
 def _conv2d_backprop_filter(ctx, ins, outs, attrs):
     rt, (x, _, dy), dw = ctx.runtime, ins, outs[0]
-    key = ("Conv2DBackpropFilter", x.shape, dw.shape, dy.shape, dw.dtype, _attrs_key(attrs))
+    key = ("Conv2DBackpropFilter", x.shape, dw.shape, dy.shape, dw.dtype, _attrs_key(attrs), variants())
     plan = rt.plans.get(key)
     if plan is None:
-        plan = rt.plans[key] = _wgrad_plan(rt, x, dy, dw, attrs)
+        plan = rt.plans[key] = _wgrad_plan(rt, x, dy, dw, attrs, key[-1])
     _run_wgrad(rt, plan, x, dy, dw, ctx.workspace)
 
 
@@ -261,46 +352,55 @@ def _wgrad_splits(m: int, n: int, p: int, compute_units: int, divisor: int = 1) 
     return _tune.split_k(m, n, p, max(1, compute_units // divisor), 4, 16)
 
 
-def _wgrad_plan(rt, x, dy, dw, attrs):
+def _wgrad_plan(rt, x, dy, dw, attrs, v=frozenset()):
+    """The filter gradient's launch plan: conv3_wgrad when dw3x3 (in variants `v`) covers it, else conv_wgrad."""
     g = _Geom(x.shape, dw.shape, attrs)
     xs, ds = g.strides(x.shape), g.strides(dy.shape)
-
-    def table():  # m = (kh, kw, ci): input offset of that tap
-        kh, kw, ci = np.meshgrid(np.arange(g.kh), np.arange(g.kw), np.arange(g.cin), indexing="ij")
-        tab = np.stack([0 * ci, ci * xs[1] + kh * xs[2] + kw * xs[3], kh, kw], -1)
-        return tab.reshape(-1, 4).astype(np.int32)
-
-    tab = rt.table(("wconv", g.kh, g.kw, g.cin, xs[1:]), table)
     m, n, p = _wgrad_mnp(g)
     i32 = np.int32
     flags = {"A_K_FAST": 1, "B_K_FAST": 1, "STRIDED": 0}
+    candidates, tag, most = None, "", WGRAD_FINISH_LOADS
+    if "dw3x3" in v and _is3x3(g):
+        vt, candidates, tag = _tiles(rt, v, dw.dtype.itemsize)
+        if "dwfinish" in v:  # finished in the kernel however many the partials; other tiles may win: tuned apart
+            most, tag = 1 << 30, tag + "f"
+        base, tabs, name = "conv3_wgrad", (), "conv3_dw"
+        flags = {"A_K_FAST": 1, "B_K_FAST": 1, "CIN": g.cin, **vt}
+        geometry = (g.h, g.w, xs[0], xs[1], xs[2], xs[3], *ds)
+    else:
+        def table():  # m = (kh, kw, ci): input offset of that tap
+            kh, kw, ci = np.meshgrid(np.arange(g.kh), np.arange(g.kw), np.arange(g.cin), indexing="ij")
+            tab = np.stack([0 * ci, ci * xs[1] + kh * xs[2] + kw * xs[3], kh, kw], -1)
+            return tab.reshape(-1, 4).astype(np.int32)
+
+        base, tabs, name = "conv_wgrad", (rt.table(("wconv", g.kh, g.kw, g.cin, xs[1:]), table),), "conv_dw"
+        geometry = (g.oh, g.ow, g.h, g.w, xs[0], xs[2], xs[3], *ds, g.sh, g.sw, g.ph, g.pw)
 
     def make(cfg):
         splits, chunk = _wgrad_splits(m, n, p, rt.info["compute_units"], _divisor(attrs))
         g_, loc = _tune.launch_shape(cfg, m, n, splits)
-        scalars = tuple(i32(v) for v in (m, n, p, chunk, g.oh, g.ow, g.h, g.w, xs[0], xs[2], xs[3], *ds, g.sh,
-                                          g.sw, g.ph, g.pw))
-        kern = kernel(rt, SRC, "conv_wgrad", dw.dtype, **flags, **_tune.defines(cfg))
-        finish = finishes(rt, splits, cfg, WGRAD_FINISH_LOADS)
-        return kern, g_, loc, tab, scalars, splits, finish
+        scalars = tuple(i32(v) for v in (m, n, p, chunk, *geometry))
+        kern = kernel(rt, SRC, base, dw.dtype, **flags, **_tune.defines(cfg))
+        finish = finishes(rt, splits, cfg, most)
+        return kern, g_, loc, tabs, scalars, splits, finish
 
     # A scratch divisor leaves fewer work-groups (splits), where smaller tiles may win: tuned apart.
     d = _divisor(attrs)
-    cfg = _tune.choose(rt, f"conv_dw|{dw.dtype.name}|{m}x{n}x{p}" + (f"/{d}" if d > 1 else ""), dw.dtype.itemsize,
-                       lambda cfg: _run_wgrad(rt, make(cfg), x, dy, dw, rt.allocate))
+    cfg = _tune.choose(rt, f"{name}{tag}|{dw.dtype.name}|{m}x{n}x{p}" + (f"/{d}" if d > 1 else ""),
+                       dw.dtype.itemsize, lambda cfg: _run_wgrad(rt, make(cfg), x, dy, dw, rt.allocate), candidates)
     return make(cfg)
 
 
 def _run_wgrad(rt, plan, x, dy, dw, workspace) -> None:
-    kern, g, loc, tab, scalars, splits, finish = plan
+    kern, g, loc, tabs, scalars, splits, finish = plan  # tabs: (the tap table,), or () for conv3_wgrad
     if splits == 1:
-        rt.run(kern, g, loc, dw, x, dy, tab, None, None, *scalars, np.int32(0))
+        rt.run(kern, g, loc, dw, x, dy, *tabs, None, None, *scalars, np.int32(0))
         return
     layers = workspace((splits, dw.size), dw.dtype)
     if finish:
-        rt.run(kern, g, loc, layers, x, dy, tab, dw, tile_counters(rt, g, loc), *scalars, np.int32(1))
+        rt.run(kern, g, loc, layers, x, dy, *tabs, dw, tile_counters(rt, g, loc), *scalars, np.int32(1))
         return
-    rt.run(kern, g, loc, layers, x, dy, tab, None, None, *scalars, np.int32(0))
+    rt.run(kern, g, loc, layers, x, dy, *tabs, None, None, *scalars, np.int32(0))
     reduce(rt, "sum", dw, layers, [0], 1, workspace)
 
 

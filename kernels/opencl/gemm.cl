@@ -89,3 +89,60 @@
             if (tid == 0) done[tile_] = 0; \
         } \
     }
+
+// Register tiles read from local memory as vectors (VTILE=1; conv.cl's conv3 and conv3_wgrad only): each thread
+// owns WM / 4 runs of 4 consecutive rows, TY * 4 rows apart (rows 4 ty .. 4 ty + 3, then 4 (TY + ty) ...), and
+// likewise WN / 4 runs of columns (GEMM_ROW, GEMM_COL), so GEMM_TILE_V reads them as WM / 4 + WN / 4 four-wide
+// loads a K step instead of WM + WN scalar ones (NVIDIA: LDS.128 for LDS.32; with 4 x 4 accumulators that is a
+// quarter of the local reads per multiply-add), neighbouring threads reading neighbouring vectors (no bank
+// conflicts; stores of neighbouring columns stay coalesced). Needs WM and WN multiples of 4.
+// The rows are padded by 4, not 1, so that each stays aligned for the vector loads; K-fast stores then conflict
+// 2-way (stride TM + 4: 4 * kk banks) instead of not at all. Without VTILE the same names give the classic
+// layout (thread rows ty, ty + TY, ...), so a kernel written with them builds either way.
+// DBUF=1 (either layout): two local buffers used in turn, so a K slice needs one barrier, not two: the stores of
+// slice s + 1 go to the other buffer, which every thread finished reading at slice s - 1, before slice s's barrier.
+// A kernel ends each slice with GEMM_NEXT_V (the second barrier, or the swap).
+#define T4 PASTE(T, 4)
+#if VTILE
+#define GEMM_PAD 4
+#define GEMM_ROW(i) (((i) & ~3) * TY + ty * 4 + ((i) & 3))
+#define GEMM_COL(j) (((j) & ~3) * TX + tx * 4 + ((j) & 3))
+#define GEMM_TILE_V \
+    for (int kk = 0; kk < TK; kk++) { \
+        T a[WM], b[WN]; \
+        for (int i = 0; i < WM; i += 4) { \
+            T4 v = *(__local const T4*)&As[kk][i * TY + ty * 4]; \
+            a[i] = v.s0; a[i + 1] = v.s1; a[i + 2] = v.s2; a[i + 3] = v.s3; \
+        } \
+        for (int j = 0; j < WN; j += 4) { \
+            T4 v = *(__local const T4*)&Bs[kk][j * TX + tx * 4]; \
+            b[j] = v.s0; b[j + 1] = v.s1; b[j + 2] = v.s2; b[j + 3] = v.s3; \
+        } \
+        for (int i = 0; i < WM; i++) for (int j = 0; j < WN; j++) acc[i][j] += a[i] * b[j]; \
+    }
+#else
+#define GEMM_PAD 1
+#define GEMM_ROW(i) (ty + (i) * TY)
+#define GEMM_COL(j) (tx + (j) * TX)
+#define GEMM_TILE_V GEMM_TILE
+#endif
+#if DBUF
+#define GEMM_LOCAL_V \
+    __local T As2_[2][TK][TM + GEMM_PAD] __attribute__((aligned(32))); \
+    __local T Bs2_[2][TK][TN + GEMM_PAD] __attribute__((aligned(32))); \
+    int buf_ = 0; \
+    __local T (*As)[TM + GEMM_PAD] = As2_[0]; \
+    __local T (*Bs)[TN + GEMM_PAD] = Bs2_[0];
+#define GEMM_NEXT_V { buf_ ^= 1; As = As2_[buf_]; Bs = Bs2_[buf_]; }
+#else
+#define GEMM_LOCAL_V \
+    __local T As[TK][TM + GEMM_PAD] __attribute__((aligned(32))); \
+    __local T Bs[TK][TN + GEMM_PAD] __attribute__((aligned(32)));
+#define GEMM_NEXT_V barrier(CLK_LOCAL_MEM_FENCE);
+#endif
+#define GEMM_BEGIN_V \
+    GEMM_LOCAL_V \
+    T acc[WM][WN]; \
+    for (int i = 0; i < WM; i++) for (int j = 0; j < WN; j++) acc[i][j] = 0; \
+    const int tx = get_local_id(0), ty = get_local_id(1), tid = ty * TX + tx; \
+    const int m0 = get_group_id(1) * TM, n0 = get_group_id(0) * TN;
