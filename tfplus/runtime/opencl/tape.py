@@ -28,7 +28,8 @@ taping = _Taping()
 class Tape:
     """The kernel launches and device copies of one run of a compiled program (tfplus.engine.executor), recorded by
     the runtime as the launchers make them, to be replayed without the launchers: each launch gets a kernel
-    object of its own whose arguments are set once, so a replay is one enqueue per launch.
+    object of its own whose arguments are set once, so a replay is one enqueue per launch (and a flush of the
+    queue every few launches: flush_every).
 
     A replay is right only if the next run would launch the same kernels on the same memory with the same
     scalars. The executor replays a tape only after two runs recorded the same one, and only for a planned
