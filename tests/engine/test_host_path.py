@@ -5,6 +5,7 @@ the flushes change no value the replay computes; a device's session run leaves B
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from conftest import needs_opencl
 
 import tfplus as tf
@@ -62,6 +63,13 @@ def test_flush_0_replays_without_flushes(monkeypatch):
     assert _shape(tape) == "ckkkhk"
     assert rt.tape_play(tape, [batch[0:2]], [])
     np.testing.assert_array_equal(rt.copy_out(out), 4 * np.arange(8, dtype=np.float32).reshape(2, 4))
+
+
+def test_a_flush_count_that_is_not_a_whole_number_is_refused(monkeypatch):
+    from tfplus.runtime.opencl.tape import flush_every
+    monkeypatch.setenv("TFPLUS_OPENCL_FLUSH", "-1")
+    with pytest.raises(ValueError, match="TFPLUS_OPENCL_FLUSH='-1'.*whole number"):
+        flush_every()
 
 
 def test_only_a_cpu_session_s_run_limits_blas(monkeypatch):

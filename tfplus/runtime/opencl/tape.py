@@ -15,7 +15,11 @@ def flush_every() -> int:
     NOTE: OpenCL promises that enqueued commands reach the device only after a flush or a blocking call, and a
     replay makes neither: the H200 pair's trace (stop 43) fits a device that idled while the host queued a
     step's forward pass, until the communication thread's wait for the first all-reduce's copy out flushed it."""
-    return int(os.environ.get("TFPLUS_OPENCL_FLUSH", "4"))
+    value = os.environ.get("TFPLUS_OPENCL_FLUSH", "4")
+    if not value.strip().isdigit():
+        raise ValueError(f"TFPLUS_OPENCL_FLUSH={value!r}: give the launches a replay queues between two flushes, a "
+                         "whole number (0: no flush)")
+    return int(value)
 
 
 class _Taping(threading.local):
