@@ -3,7 +3,7 @@ all-reduce overlapped with the backward pass or not.
 
     python benchmarks/bench_distributed.py                         # lenet, global batch 64, cpu, 1 and 2 ranks
     python benchmarks/bench_distributed.py --device opencl --model mentee --batch-size 128 --per-rank \\
-        --steps 600 --log-every 50 --ranks 1 2 --buckets 1MB 256KB 64KB 4KB,64KB,1MB 1GB 0 --trace
+        --steps 600 --log-every 50 --ranks 1 2 --buckets 1MB 4KB,64KB,1MB --flush 0 4 1 --trace
                                                                 # 2 GPUs: the measurement
 
 Each run trains --steps steps on synthetic data; images/s is the median of the --log file's step rows after the
@@ -14,7 +14,9 @@ backward pass goes on; 1GB: one bucket, all-reduced after the backward pass (rep
 MpiAllreduce after the backward pass, the step waiting (no overlap, no replay: the path before buckets); a schedule
 such as 4KB,64KB,1MB: buckets cut from the input side growing, the first layer's gradients alone in the last one
 (the all-reduce the step waits for after the backward pass). --trace: TFPLUS_ALLREDUCE_TRACE=1, and each rank's
-report (per bucket, and the host's path between steps segment by segment) printed under its run.
+report (per bucket, and the host's path between steps segment by segment, session.run's parts among them) printed
+under its run. --flush: every run once per TFPLUS_OPENCL_FLUSH value (launches between a replay's flushes of the
+queue; 0: none, as before stop 43).
 On opencl each rank takes device opencl:K, K its local rank. One process runs as `tfplus train` does by default (its
 worker processes included: --workers); N ranks fork none. Needs the mpi extra (pip install ".[mpi]"). Not a test:
 the numbers depend on the machine.
@@ -35,7 +37,7 @@ import numpy as np
 WHAT = {"0": "one MpiAllreduce after the backward pass", "1GB": "one bucket after the backward pass"}
 
 
-def images_per_sec(ranks: int, bucket: str, args) -> tuple[float, list[str]]:
+def images_per_sec(ranks: int, bucket: str, flush: str, args) -> tuple[float, list[str]]:
     batch = args.batch_size * ranks if args.per_rank else args.batch_size
     with tempfile.TemporaryDirectory() as tmp:
         log = os.path.join(tmp, "log.jsonl")
@@ -43,7 +45,8 @@ def images_per_sec(ranks: int, bucket: str, args) -> tuple[float, list[str]]:
                  str(batch), "--steps", str(args.steps), "--no-eval", "--log-every", str(args.log_every), "--log",
                  log, "--device", args.device] + (["--lr", str(args.lr)] if args.lr else [])
         cmd = train if ranks == 1 else [args.mpiexec, "-n", str(ranks), *train, "--distributed"]
-        env = dict(os.environ, TFPLUS_ALLREDUCE_BUCKET=bucket, TFPLUS_ALLREDUCE_TRACE=str(int(args.trace)))
+        env = dict(os.environ, TFPLUS_ALLREDUCE_BUCKET=bucket, TFPLUS_ALLREDUCE_TRACE=str(int(args.trace)),
+                   TFPLUS_OPENCL_FLUSH=flush)
         # From a temporary folder: `-m tfplus` from a checkout's root would import its tfplus/ before the installed
         # package (which maps ops/, kernels/, graphs/ into it).
         done = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp)
@@ -76,20 +79,25 @@ def main() -> None:
                    help="TFPLUS_ALLREDUCE_BUCKET values for N > 1 ranks (default 1MB 0: overlap on, off; a schedule "
                    "from the input side: 4KB,64KB,1MB)")
     p.add_argument("--trace", action="store_true", help="print each rank's TFPLUS_ALLREDUCE_TRACE report")
+    p.add_argument("--flush", nargs="+", default=["4"],
+                   help="TFPLUS_OPENCL_FLUSH values, each a round of the runs (launches a replay queues between two "
+                   "flushes of the queue; 0: no flush, the path before stop 43)")
     args = p.parse_args()
     per = "per rank" if args.per_rank else "global"
     print(f"{args.model}, batch {args.batch_size} {per}, {args.device}, {os.cpu_count()} cores", flush=True)
-    one = None
-    for n in args.ranks:
-        for bucket in ["1MB"] if n == 1 else args.buckets:
-            speed, trace = images_per_sec(n, bucket, args)
-            one = speed if n == 1 else one
-            what = WHAT.get(bucket, "growing from the input side" if "," in bucket else "overlapped")
-            label = "" if n == 1 else f"  TFPLUS_ALLREDUCE_BUCKET={bucket}: {what}"
-            vs = "" if one is None or n == 1 else f"  {speed / one:.2f}x one rank"
-            print(f"{n} rank{'s' * (n > 1)}: {speed:8.0f} images/s{vs}{label}", flush=True)
-            for line in trace:
-                print(f"    {line}", flush=True)
+    for flush in args.flush:
+        print(f"TFPLUS_OPENCL_FLUSH={flush}", flush=True)
+        one = None
+        for n in args.ranks:
+            for bucket in ["1MB"] if n == 1 else args.buckets:
+                speed, trace = images_per_sec(n, bucket, flush, args)
+                one = speed if n == 1 else one
+                what = WHAT.get(bucket, "growing from the input side" if "," in bucket else "overlapped")
+                label = "" if n == 1 else f"  TFPLUS_ALLREDUCE_BUCKET={bucket}: {what}"
+                vs = "" if one is None or n == 1 else f"  {speed / one:.2f}x one rank"
+                print(f"{n} rank{'s' * (n > 1)}: {speed:8.0f} images/s{vs}{label}", flush=True)
+                for line in trace:
+                    print(f"    {line}", flush=True)
 
 
 if __name__ == "__main__":

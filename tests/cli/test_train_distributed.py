@@ -68,10 +68,12 @@ def test_two_ranks_train_as_one_process_and_rank_0_alone_logs(one_process, tmp_p
     run = _mpiexec(*RUN, "--checkpoint-dir", str(tmp_path / "ckpt"), "--log", str(tmp_path / "log.jsonl"),
                    env=dict(ENV, TFPLUS_ALLREDUCE_TRACE="1"))
     assert run.returncode == 0, run.stderr
-    # Each rank times the host's path between steps through the session and the trainer's hooks.
+    # Each rank times the host's path between steps through the trainer's hooks and session.run's parts.
     between = [line for line in run.stderr.splitlines() if "the host between steps" in line]
     assert len(between) == 2 and all("session.run returned -> after_run hooks done" in line and
-                                     "before_run hooks done -> bucket" in line for line in between), run.stderr
+                                     "before_run hooks done -> session.run begins" in line and
+                                     "session.run begins -> feeds uploaded" in line and
+                                     "-> bucket 1 started" in line for line in between), run.stderr
     _assert_close(_variables(tmp_path / "ckpt" / "model.ckpt-8"), one_process)
     rows = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
     assert [r["kind"] for r in rows].count("start") == 1  # rank 1 wrote nothing there

@@ -34,6 +34,7 @@ import sys
 import threading
 
 from tfplus import debug, errors, threads
+from tfplus.engine import step as step_mod
 from tfplus.engine.replay import Recording
 from tfplus.framework import Graph, Operation, Tensor, _fmt_shape, constant_value, needed_ops, topo_order
 from tfplus.registry import TensorSpec, devices_with_kernel, find_kernel, kernel_dtype
@@ -336,8 +337,12 @@ class Program:
             given = set(self.feed_slots)
             fetched = [(s, slots[s]) for s, name in self.fetch_slots if name is None and s not in given]
             return fetched, [b for _, b in fetched]
+        if step_mod.mark is not None:
+            step_mod.mark("tape's run begins")
         ran = t.run(rt, [slots[s] for s in self.feed_slots], lambda: [slots[s] for s in self.var_slots.values()],
                     self.executor.var_version, record)
+        if step_mod.mark is not None:
+            step_mod.mark("tape's run returned")
         if ran and t.tape is not None:
             for s, buf in t.fetched:
                 slots[s] = buf

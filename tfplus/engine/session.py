@@ -19,6 +19,7 @@ import numpy as np
 
 from tfplus import errors, threads
 from tfplus.config import field as _config_field
+from tfplus.engine import step as step_mod
 from tfplus.engine import workers as workers_mod
 from tfplus.engine.executor import Executor
 from tfplus.engine.step import Step
@@ -83,11 +84,16 @@ class Session:
 
         With options=tf.RunOptions(trace_level=tf.RunOptions.FULL_TRACE) and run_metadata=tf.RunMetadata(),
         the run is traced into run_metadata (per-op times, FLOPs, bytes, transfers: tfplus.profiler)."""
+        if step_mod.mark is not None:
+            step_mod.mark("session.run begins")
         with self._lock:
             if self._closed:
                 raise RuntimeError("Attempted to use a closed Session")
             # No process is forked while a step runs (tfplus.engine.workers.stepping), in this thread or another.
-            with workers_mod.stepping(), threads.step(self._threads):
+            # On a device, BLAS's thread count stays as it is: threads.step's limit (threadpoolctl, ~30 us a run,
+            # on the host's path between two ranks' steps) is for the cpu device's GEMMs, which its pool splits.
+            cpu = self._runtime.kernel_device == "cpu"
+            with workers_mod.stepping(), threads.step(self._threads) if cpu else threads.using(self._threads):
                 return self._run_options(fetches, feed_dict, options, run_metadata)
 
     def _run_options(self, fetches, feed_dict, options, run_metadata):
@@ -112,9 +118,13 @@ class Session:
     def _run(self, fetches, feed_dict):
         flat, rebuild = self._flatten_fetches(fetches)
         feeds = self._prepare_feeds(feed_dict or {})
+        if step_mod.mark is not None:
+            step_mod.mark("feeds uploaded")
         # The tensor fetches' values, copied to the host while the step lock is held (a worker's shared slot is
         # the next step's too; a planned step copies its values before it releases the arena's lock).
         values = iter(self._step(flat, feeds).run(feeds))
+        if step_mod.mark is not None:
+            step_mod.mark("fetches copied out")
         return rebuild([None if isinstance(f, Operation) else _fetched(next(values)) for f in flat])
 
     def _step(self, flat: list, feeds: dict) -> Step:

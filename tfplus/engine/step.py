@@ -27,6 +27,11 @@ from tfplus.framework import Tensor
 # Plain runs of a step before the "replay" driver gives it a plan.
 PLAIN_RUNS = 1
 
+# A function noting that the host reached a label of a step's run (`mark("feeds uploaded")`), or None: with
+# TFPLUS_ALLREDUCE_TRACE=1, tfplus.distributed.init installs its trace's, which times the host's path between
+# two steps' all-reduces through these labels (session.run's parts, beside the trainer's hooks).
+mark = None
+
 
 class Step:
     """One compiled (fetches, fed tensors, fed shapes) of a session: `fetches` and `feed_shapes` are the rewritten
@@ -99,7 +104,11 @@ class Step:
             bound = self.use_plan(self._make_plan(self.budget))
         ex = self.executor
         with ex.arena.lock:
+            if mark is not None:
+                mark("plan's run begins")
             values = bound.run(feeds)
+            if mark is not None:
+                mark("plan's run returned")
             # NOTE: copied out before the lock is released: the buffers are views of the arena, which the next
             # planned run writes over (a fetched variable too: the next step may update it).
             copy_out = self._copy_out

@@ -2,11 +2,24 @@
 them and replayed without the launchers (OpenCLRuntime.tape_begin ... tape_play)."""
 from __future__ import annotations
 
+import os
 import threading
 
 import numpy as np
 
 from tfplus.runtime.opencl.discovery import cl
+
+
+def flush_every() -> int:
+    """Launches a replay enqueues between two flushes of the queue (TFPLUS_OPENCL_FLUSH, default 4; 0: none).
+    NOTE: OpenCL promises that enqueued commands reach the device only after a flush or a blocking call, and a
+    replay makes neither: the H200 pair's trace (stop 43) fits a device that idled while the host queued a
+    step's forward pass, until the communication thread's wait for the first all-reduce's copy out flushed it."""
+    value = os.environ.get("TFPLUS_OPENCL_FLUSH", "4")
+    if not value.strip().isdigit():
+        raise ValueError(f"TFPLUS_OPENCL_FLUSH={value!r}: give the launches a replay queues between two flushes, a "
+                         "whole number (0: no flush)")
+    return int(value)
 
 
 class _Taping(threading.local):
@@ -19,7 +32,8 @@ taping = _Taping()
 class Tape:
     """The kernel launches and device copies of one run of a compiled program (tfplus.engine.executor), recorded by
     the runtime as the launchers make them, to be replayed without the launchers: each launch gets a kernel
-    object of its own whose arguments are set once, so a replay is one enqueue per launch.
+    object of its own whose arguments are set once, so a replay is one enqueue per launch (and a flush of the
+    queue every few launches: flush_every).
 
     A replay is right only if the next run would launch the same kernels on the same memory with the same
     scalars. The executor replays a tape only after two runs recorded the same one, and only for a planned
@@ -83,10 +97,16 @@ class Tape:
     def same(self, other: Tape) -> bool:
         return self.sig == other.sig
 
-    def compile(self, queue) -> None:
-        """Turns the recorded items into enqueue calls: kernels get a clone each, arguments set once."""
-        calls = []
+    def compile(self, queue, every: int | None = None) -> None:
+        """Turns the recorded items into enqueue calls: kernels get a clone each, arguments set once. A flush of
+        the queue follows the first launch, every `every`-th (default flush_every()), each host item (an
+        all-reduce's copies) and the last item, so that the device starts on a step's launches while the host
+        queues the rest."""
+        every = flush_every() if every is None else every
+        flush = queue.flush
+        calls, at, launched = [], [], 0  # at: each item's place among the calls
         for it in self.items:
+            at.append(len(calls))
             if it[0] == "h":
                 calls.append((it[1], []))
             elif it[0] == "k":
@@ -100,7 +120,13 @@ class Tape:
             else:
                 _, dst, dst_off, src, src_off, n = it
                 calls.append((cl._cl._enqueue_copy_buffer, [queue, src, dst, n, src_off, dst_off]))
+            launched += it[0] != "h"
+            if every and (it[0] == "h" or launched == 1 or launched % every == 0):  # launched moved, or host work
+                calls.append((flush, []))
+        if every and calls and calls[-1][0] is not flush:
+            calls.append((flush, []))
         self.items = calls
+        self.subs = [(at[item], pos, i, rel) for item, pos, i, rel in self.subs]
 
     def play(self, feeds: list) -> None:
         """Enqueues the recorded launches, with the feeds' arguments pointed at `feeds` (buffer, offset)."""
