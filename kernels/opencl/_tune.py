@@ -5,7 +5,9 @@ tfplus.runtime.opencl.cache_dir()). CPU devices (PoCL) use one small fixed tile,
 Tuning is bounded, so that a fresh machine reaches its first step quickly: each candidate is a program to
 compile, and a step has a dozen problems. A process tunes problems until it has spent TFPLUS_OPENCL_TUNE_S
 seconds on it (default 1; `inf`: no bound); the rest take the device class's default tile this time and are
-tuned by later processes, which find the finished ones in the tuning file. TFPLUS_OPENCL_TUNE=0 never tunes.
+tuned by later processes, which find the finished ones in the tuning file. TFPLUS_OPENCL_TUNE=0 never tunes. A
+kernel whose tiles are shipped for a few problems only (conv.py's conv3) asks for the nearest problem's tile
+instead of tuning (choose's `nearest`), under any bound but `inf`.
 A problem's candidates are built all at once on the runtime's build threads before any is timed."""
 from __future__ import annotations
 
