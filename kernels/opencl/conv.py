@@ -6,6 +6,10 @@ device), so the inner loop does no index division. The input gradient of a strid
 the flipped filter; of a strided conv, the same gather keeping only the taps that land on a dy element.
 The filter gradient splits its long reduction (batch x positions) over work-groups and sums the partials,
 which are kernel scratch (ctx.workspace) declared for the memory planner.
+
+On a GPU the 3x3 stride-1 SAME convolutions run kernels of their own (conv.cl's conv3 and conv3_wgrad with vector
+register tiles; see VARIANTS). TFPLUS_CONV_VARIANTS overrides the device's default: `none` (or empty) runs the
+general kernels, a comma list of VARIANTS' names runs those (on a CPU device too).
 """
 from __future__ import annotations
 
@@ -84,9 +88,10 @@ def _divisor(attrs) -> int:
 # A GPU runs GPU_VARIANTS unless TFPLUS_CONV_VARIANTS says otherwise (a comma list of the names above; empty or
 # `none`: the general kernels). On one H200 they took Mentee's conv passes at batch 128 from 1.42 to 0.99 ms and
 # its whole step from 2.18 to 1.71 ms (BENCHMARKS.md, "Mentee conv kernel variants"). A CPU device (PoCL) keeps
-# the general kernels (the variants are not measured there). The H200's tiles for the vtile kernels are shipped
-# (tuning-gpu.json); a problem without a tile takes that of the nearest tuned problem of its kernel (_tune.choose
-# `nearest`) instead of timing a dozen candidate programs during a first step.
+# the general kernels (on a loaded 2-core box the variants' passes took less in total, but not each of them).
+# The H200's tiles for the vtile kernels are shipped (tuning-gpu.json); a problem without a tile takes that of the
+# nearest tuned problem of its kernel (_tune.choose `nearest`) instead of timing a dozen candidate programs during
+# a first step.
 VARIANTS = ("fwd3x3", "dx3x3", "dw3x3", "vtile", "dwfinish")
 GPU_VARIANTS = frozenset({"fwd3x3", "dx3x3", "dw3x3", "vtile"})
 # VTILE needs WM and WN multiples of 4: the general candidates that are, shallower ones (TK 8), and shapes for
