@@ -44,15 +44,14 @@ def recorded(model: str, device: str) -> dict:
         return {name: lists[name] for name in (f"train-{model}", f"eval-{model}") if name in lists}
 
 
-def tuned(models: list, device: str, name: str, budgets: list, fresh: str | None = None) -> None:
+def tuned(models: list, device: str, name: str, budgets: list, tuning_file: str, start: dict) -> None:
     """Tunes `models`' tiles on `device` (no time bound), without a memory budget and under each of `budgets`
     (their micro-batches and scratch divisors are other problems), and merges them into tuning-gpu.json under
-    `name`. With `fresh` (the device's tuning file name in the cache) every problem is tuned again, also those
-    the package ships tiles for."""
+    `name`. The device's tuning file (`tuning_file`, its name in the cache) starts as `start`: the problems in it
+    are not tuned again (the shipped tiles, which a GPU also borrows from others, are not read)."""
     with tempfile.TemporaryDirectory() as cache:
-        if fresh:  # an empty tuning file of the device's own: the shipped tiles are not read
-            (Path(cache) / "tfplus" / "opencl").mkdir(parents=True)
-            (Path(cache) / "tfplus" / "opencl" / fresh).write_text("{}")
+        (Path(cache) / "tfplus" / "opencl").mkdir(parents=True)
+        (Path(cache) / "tfplus" / "opencl" / tuning_file).write_text(json.dumps(start))
         env = {**os.environ, "XDG_CACHE_HOME": cache, "TFPLUS_OPENCL_TUNE_S": "inf", "TFPLUS_OPENCL_PREBUILD": "0"}
         for model in models:
             for budget in [None, *budgets]:
@@ -78,7 +77,6 @@ def tuned(models: list, device: str, name: str, budgets: list, fresh: str | None
 def main() -> None:
     from tfplus.graphs import MODELS
     from tfplus.runtime import get_runtime
-    from tfplus.runtime.opencl import shipped_tuning
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--device", default="opencl")
     # tfplus train runs the models of CIFAR's image size only (alexnet and mobilenet224 take ImageNet's)
@@ -92,9 +90,11 @@ def main() -> None:
     dev = get_runtime(args.device).dev
     kind = "gpu" if dev.is_gpu else "cpu"
     if args.tuning and dev.is_gpu:
-        # A GPU the package ships no tiles for starts from another's (shipped_tuning): tune its own afresh.
-        fresh = args.retune or shipped_tuning(dev.device.name)[1] != dev.device.name
-        tuned(args.models, args.device, dev.device.name, args.budgets, dev.tuning_path.name if fresh else None)
+        # The tiles the package ships for this GPU's own name, not those it borrows from another (shipped_tuning):
+        # those are tuned afresh, as everything with --retune.
+        shipped = LISTS / "tuning-gpu.json"
+        own = {} if args.retune or not shipped.exists() else json.loads(shipped.read_text()).get(dev.device.name, {})
+        tuned(args.models, args.device, dev.device.name, args.budgets, dev.tuning_path.name, own)
     out = LISTS / f"programs-{kind}.json"
     lists = json.loads(out.read_text()) if out.exists() else {}
     for model in args.models:

@@ -5,10 +5,13 @@ tfplus.runtime.opencl.cache_dir()). CPU devices (PoCL) use one small fixed tile,
 Tuning is bounded, so that a fresh machine reaches its first step quickly: each candidate is a program to
 compile, and a step has a dozen problems. A process tunes problems until it has spent TFPLUS_OPENCL_TUNE_S
 seconds on it (default 1; `inf`: no bound); the rest take the device class's default tile this time and are
-tuned by later processes, which find the finished ones in the tuning file. TFPLUS_OPENCL_TUNE=0 never tunes.
+tuned by later processes, which find the finished ones in the tuning file. TFPLUS_OPENCL_TUNE=0 never tunes. A
+kernel whose tiles are shipped for a few problems only (conv.py's conv3) asks for the nearest problem's tile
+instead of tuning (choose's `nearest`), under any bound but `inf`.
 A problem's candidates are built all at once on the runtime's build threads before any is timed."""
 from __future__ import annotations
 
+import math
 import os
 import re
 import sys
@@ -72,9 +75,11 @@ def tune_budget() -> float:
                          "inf") from None
 
 
-def choose(rt, key: str, itemsize: int, run, candidates=None) -> tuple:
+def choose(rt, key: str, itemsize: int, run, candidates=None, nearest: bool = False) -> tuple:
     """The tile config for `key` on rt's device; `run(cfg)` enqueues the kernel with tile config cfg, one of
-    `candidates` (default GPU_CANDIDATES; a kernel with constraints on its tiles passes its own)."""
+    `candidates` (default GPU_CANDIDATES; a kernel with constraints on its tiles passes its own). With `nearest`,
+    a problem without a tile takes that of the nearest problem of its kernel and flags that has one (nearest_tile),
+    unless tuning is unbounded (TFPLUS_OPENCL_TUNE_S=inf): untimed, and not saved, so such a run tunes it later."""
     dev = rt.dev
     if not dev.is_gpu:
         return CPU_TILE
@@ -84,6 +89,9 @@ def choose(rt, key: str, itemsize: int, run, candidates=None) -> tuple:
     if hit is not None and valid(tuple(hit), dev.max_wg, local_mem, itemsize):  # tiles borrowed from another GPU
         return tuple(hit)                                                      # may not fit this one
     ok = [c for c in candidates or GPU_CANDIDATES if valid(c, dev.max_wg, local_mem, itemsize)]
+    near = nearest_tile(dev.tuning, key, ok) if nearest and tune_budget() != float("inf") else None
+    if near is not None:
+        return near
     if os.environ.get("TFPLUS_OPENCL_TUNE", "1") == "0" or not ok or dev.tune_seconds >= tune_budget():
         return GPU_DEFAULT if GPU_DEFAULT in ok else (ok or [CPU_TILE])[0]
     started = time.perf_counter()
@@ -129,6 +137,33 @@ def choose(rt, key: str, itemsize: int, run, candidates=None) -> tuple:
     dev.save_tuning()
     if debug.on():
         print(f"tfplus: tuned {key}: tile {best} ({best_t[best] * 1e3:.3f} ms)", file=sys.stderr)
+    return best
+
+
+def _sizes(key: str) -> tuple[int, ...] | None:
+    """A tuning key's problem size (M, N, K), None where it has none."""
+    for f in key.split("|"):
+        if re.fullmatch(r"\d+x\d+x\d+(/\d+)?", f):
+            return tuple(int(v) for v in f.split("/")[0].split("x"))
+    return None
+
+
+def nearest_tile(tuning: dict, key: str, ok: list) -> tuple | None:
+    """The tile (one of `ok`) of the problem in `tuning` of key's family (kernel, dtype, flags) nearest to key's
+    size by the sum of |log| ratios of M, N and K (ties: the first key in sorted order); None when there is none.
+    A layer at half the tuned batch takes that layer's tile; at a quarter, maybe a deeper layer's whose GEMM is
+    as near (Mentee's conv4 forward at 32 images, 64 x 8192 x 576, takes conv5's at 128, 128 x 8192 x 576)."""
+    size, family = _sizes(key), _family(key)
+    if size is None:
+        return None
+    best, best_d = None, float("inf")
+    for k, tile in sorted(tuning.items()):
+        other = _sizes(k)
+        if other is None or _family(k) != family or tuple(tile) not in ok:
+            continue
+        d = sum(abs(math.log(a / b)) for a, b in zip(size, other))
+        if d < best_d:
+            best, best_d = tuple(tile), d
     return best
 
 

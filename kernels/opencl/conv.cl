@@ -262,7 +262,7 @@ __kernel GEMM_ATTR void K(conv_wgrad)(GLOBAL(T, out), GLOBAL(const T, x), GLOBAL
 }
 #endif
 
-// -- 3x3, stride 1, SAME (pad 1): the Mentee convolutions (conv.py's TFPLUS_CONV_VARIANTS, default off) -------
+// -- 3x3, stride 1, SAME (pad 1): the Mentee convolutions (conv.py's TFPLUS_CONV_VARIANTS; a GPU's default) --
 // conv3: Conv2D (FLIP 0) or Conv2DBackpropInput (FLIP 1: dy with the flipped filter, padded by 1 as well) of
 // IH x IW images whose sum runs over CIN channels a tap, CIN compile-time (the image size is not: a program
 // serves every layer of a width, so a cold start builds fewer). k = tap * CIN + c with CIN a multiple of TK, so a
@@ -332,7 +332,7 @@ __kernel GEMM_ATTR void K(conv3)(GLOBAL(T, out), GLOBAL_RO(T, x), GLOBAL_RO(T, w
         barrier(CLK_LOCAL_MEM_FENCE);
         if (k0 + TK < ke) CONV3_LOAD(k0 + TK)
         GEMM_TILE_V
-        GEMM_NEXT_V
+        barrier(CLK_LOCAL_MEM_FENCE);
     }
 #define GEMM_STORE(m, n, v) { \
         int ow_ = (n) % IW, t_ = (n) / IW; \
@@ -419,7 +419,7 @@ __kernel GEMM_ATTR void K(conv3_wgrad)(GLOBAL(T, out), GLOBAL_RO(T, x), GLOBAL_R
         barrier(CLK_LOCAL_MEM_FENCE);
         if (k0 + TK < p_end) WGRAD3_LOAD
         GEMM_TILE_V
-        GEMM_NEXT_V
+        barrier(CLK_LOCAL_MEM_FENCE);
     }
     __global T* part = out + get_group_id(2) * M * N;
     for (int i = 0; i < WM; i++) {

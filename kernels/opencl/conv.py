@@ -6,6 +6,10 @@ device), so the inner loop does no index division. The input gradient of a strid
 the flipped filter; of a strided conv, the same gather keeping only the taps that land on a dy element.
 The filter gradient splits its long reduction (batch x positions) over work-groups and sums the partials,
 which are kernel scratch (ctx.workspace) declared for the memory planner.
+
+On a GPU the 3x3 stride-1 SAME convolutions run kernels of their own (conv.cl's conv3 and conv3_wgrad with vector
+register tiles; see VARIANTS). TFPLUS_CONV_VARIANTS overrides the device's default: `none` (or empty) runs the
+general kernels, a comma list of VARIANTS' names runs those (on a CPU device too).
 """
 from __future__ import annotations
 
@@ -72,18 +76,24 @@ def _divisor(attrs) -> int:
     return int(attrs.get(SCRATCH_DIVISOR_ATTR, 1))
 
 
-# Variants of the 3x3, stride-1, SAME convolutions (all of Mentee's but the first forward), each off until measured
-# on a GPU (issue 37): TFPLUS_CONV_VARIANTS is a comma list of
+# Variants of the 3x3, stride-1, SAME convolutions (all of Mentee's but the first forward), issue 37:
 #   fwd3x3  Conv2D and _FusedConv2DBiasRelu on conv.cl's conv3 (taps and channels compile-time, no tap table),
 #   dx3x3   Conv2DBackpropInput on conv3 with the flipped filter,
 #   dw3x3   Conv2DBackpropFilter on conv3_wgrad,
 #   vtile   those three with gemm.cl's vector register tiles (VTILE), tuned over VTILE_CANDIDATES,
-#   dbuf    those three with two local buffers in turn (gemm.cl's DBUF): one barrier a K slice instead of two,
 #   dwfinish  conv3_wgrad finishes its split sums in the kernel whatever their number (WGRAD_FINISH_LOADS: no
-#           second pass, a launch less; the pass's partials are declared scratch all the same).
+#           second pass, a launch less; the pass's partials are declared scratch all the same). Not measured yet.
 # Same splits, scratch and order of each sum as the kernels they replace; a shape they do not cover (another
 # filter, a stride, a channel count conv3 cannot slice by K) keeps the general kernel.
-VARIANTS = ("fwd3x3", "dx3x3", "dw3x3", "vtile", "dbuf", "dwfinish")
+# A GPU runs GPU_VARIANTS unless TFPLUS_CONV_VARIANTS says otherwise (a comma list of the names above; empty or
+# `none`: the general kernels). On one H200 they took Mentee's conv passes at batch 128 from 1.42 to 0.99 ms and
+# its whole step from 2.18 to 1.71 ms (BENCHMARKS.md, "Mentee conv kernel variants"). A CPU device (PoCL) keeps
+# the general kernels (on a loaded 2-core box the variants' passes took less in total, but not each of them).
+# The H200's tiles for the vtile kernels are shipped (tuning-gpu.json); a problem without a tile takes that of the
+# nearest tuned problem of its kernel (_tune.choose `nearest`) instead of timing a dozen candidate programs during
+# a first step.
+VARIANTS = ("fwd3x3", "dx3x3", "dw3x3", "vtile", "dwfinish")
+GPU_VARIANTS = frozenset({"fwd3x3", "dx3x3", "dw3x3", "vtile"})
 # VTILE needs WM and WN multiples of 4: the general candidates that are, shallower ones (TK 8), and shapes for
 # Mentee's narrow sides (32 output channels forward, 32 input channels in dx, 32 or 64 columns in a filter gradient).
 VTILE_CANDIDATES = [c for c in _tune.GPU_CANDIDATES if c[3] % 4 == 0 and c[4] % 4 == 0] + \
@@ -93,17 +103,22 @@ VTILE_CANDIDATES = [c for c in _tune.GPU_CANDIDATES if c[3] % 4 == 0 and c[4] % 
 _CONV3_CHANNELS = 16
 
 
-def variants() -> frozenset:
-    """The TFPLUS_CONV_VARIANTS switched on."""
-    return _parse_variants(os.environ.get("TFPLUS_CONV_VARIANTS", ""))
+def variants(rt) -> frozenset:
+    """The conv variants rt's device runs: TFPLUS_CONV_VARIANTS when set, else GPU_VARIANTS on a GPU, none on
+    a CPU device. `TFPLUS_CONV_VARIANTS=none tfplus train --device opencl` runs the general kernels on a GPU;
+    `TFPLUS_CONV_VARIANTS=fwd3x3,dx3x3,dw3x3,vtile,dwfinish` adds dwfinish."""
+    raw = os.environ.get("TFPLUS_CONV_VARIANTS")
+    if raw is None:
+        return GPU_VARIANTS if rt.dev.is_gpu else frozenset()
+    return _parse_variants(raw)
 
 
 @functools.lru_cache(maxsize=8)
 def _parse_variants(raw: str) -> frozenset:
-    got = frozenset(v.strip() for v in raw.split(",") if v.strip())
+    got = frozenset(v.strip() for v in raw.split(",") if v.strip()) - {"none"}
     if got - set(VARIANTS):
         raise ValueError(f"TFPLUS_CONV_VARIANTS={raw!r}: {sorted(got - set(VARIANTS))} unknown; give a comma list "
-                         f"of {', '.join(VARIANTS)} (or nothing: the general kernels)")
+                         f"of {', '.join(VARIANTS)} (or none: the general kernels; unset: the device's default)")
     return got
 
 
@@ -112,17 +127,9 @@ def _is3x3(g: "_Geom") -> bool:
     return (g.kh, g.kw, g.sh, g.sw, g.ph, g.pw, g.oh, g.ow) == (3, 3, 1, 1, 1, 1, g.h, g.w)
 
 
-def _tiles(rt, v, itemsize: int) -> tuple[dict, list | None, str]:
-    """The VTILE / DBUF defines, tile candidates and tuning-key tag of a conv3 / conv3_wgrad under variants `v`."""
-    defines, candidates, tag = {}, None, ""
-    if "vtile" in v:
-        defines, candidates, tag = {"VTILE": 1}, VTILE_CANDIDATES, "v"
-    if "dbuf" in v:  # twice the local memory: keep the tiles whose two buffers fit
-        pad = 4 if "vtile" in v else 1
-        fits = [c for c in candidates or _tune.GPU_CANDIDATES
-                if 2 * c[2] * (c[0] + c[1] + 2 * pad) * itemsize <= rt.info["local_mem_bytes"]]
-        defines, candidates, tag = {**defines, "DBUF": 1}, fits, tag + "d"
-    return defines, candidates, tag
+def _tiles(v) -> tuple[dict, list | None, str]:
+    """The VTILE define, tile candidates and tuning-key tag of a conv3 / conv3_wgrad under variants `v`."""
+    return ({"VTILE": 1}, VTILE_CANDIDATES, "v") if "vtile" in v else ({}, None, "")
 
 
 def _splits(m: int, n: int, k: int, compute_units: int) -> tuple[int, int]:
@@ -169,7 +176,7 @@ def _conv3(rt, v, kind: str, out, x, w, m: int, n: int, cin: int, hw, xs, os_, f
            bias=None):
     """The launch plan of conv.cl's conv3 (a 3x3 stride-1 SAME Conv2D, or with `flip` the input gradient of one)
     under variants `v`, tuned as _conv's: the same split K, so the same scratch."""
-    vt, candidates, tag = _tiles(rt, v, out.dtype.itemsize)
+    vt, candidates, tag = _tiles(v)
     flags = {"A_K_FAST": int(flip), "B_K_FAST": int(xs[1] == 1), "FLIP": int(flip), "CIN": cin, **vt}
     more = {"EPILOGUE": epilogue} if epilogue else {}
     k = 9 * cin
@@ -188,7 +195,7 @@ def _conv3(rt, v, kind: str, out, x, w, m: int, n: int, cin: int, hw, xs, os_, f
         _run_conv(rt, make(cfg), out, x, w, bias)
 
     key = f"{kind}{tag}|{out.dtype.name}|{flags['A_K_FAST']}{flags['B_K_FAST']}|{m}x{n}x{k}"
-    return make(_tune.choose(rt, key, out.dtype.itemsize, run, candidates))
+    return make(_tune.choose(rt, key, out.dtype.itemsize, run, candidates, nearest=True))
 
 
 # Forward convs whose reduction (kh * kw * cin) is at most this run conv.cl's conv_small, not the GEMM: its taps
@@ -246,7 +253,7 @@ def _forward_scratch(ins, attrs, compute_units):
 
 def _forward(rt, x, f, out, attrs, bias=None, epilogue: int = 0, workspace=None) -> None:
     """Conv2D, or with `epilogue` (conv.cl EPILOGUE) the bias and activation added as the output is written."""
-    key = ("Conv2D", x.shape, f.shape, x.dtype, _attrs_key(attrs), epilogue, variants())
+    key = ("Conv2D", x.shape, f.shape, x.dtype, _attrs_key(attrs), epilogue, variants(rt))
     plan = rt.plans.get(key)
     if plan is None:
         g = _Geom(x.shape, f.shape, attrs)
@@ -275,7 +282,7 @@ def _forward(rt, x, f, out, attrs, bias=None, epilogue: int = 0, workspace=None)
 @register("Conv2DBackpropInput", F)
 def _conv2d_backprop_input(ctx, ins, outs, attrs):
     rt, (_, f, dy), dx = ctx.runtime, ins, outs[0]
-    key = ("Conv2DBackpropInput", dx.shape, f.shape, dy.shape, dx.dtype, _attrs_key(attrs), variants())
+    key = ("Conv2DBackpropInput", dx.shape, f.shape, dy.shape, dx.dtype, _attrs_key(attrs), variants(rt))
     plan = rt.plans.get(key)
     if plan is None:
         plan = rt.plans[key] = _dx_plan(rt, dx, f, dy, attrs, key[-1])
@@ -315,7 +322,7 @@ def _dx_scratch(ins, attrs, compute_units):
 @register("Conv2DBackpropFilter", F)
 def _conv2d_backprop_filter(ctx, ins, outs, attrs):
     rt, (x, _, dy), dw = ctx.runtime, ins, outs[0]
-    key = ("Conv2DBackpropFilter", x.shape, dw.shape, dy.shape, dw.dtype, _attrs_key(attrs), variants())
+    key = ("Conv2DBackpropFilter", x.shape, dw.shape, dy.shape, dw.dtype, _attrs_key(attrs), variants(rt))
     plan = rt.plans.get(key)
     if plan is None:
         plan = rt.plans[key] = _wgrad_plan(rt, x, dy, dw, attrs, key[-1])
@@ -361,7 +368,7 @@ def _wgrad_plan(rt, x, dy, dw, attrs, v=frozenset()):
     flags = {"A_K_FAST": 1, "B_K_FAST": 1, "STRIDED": 0}
     candidates, tag, most = None, "", WGRAD_FINISH_LOADS
     if "dw3x3" in v and _is3x3(g):
-        vt, candidates, tag = _tiles(rt, v, dw.dtype.itemsize)
+        vt, candidates, tag = _tiles(v)
         if "dwfinish" in v:  # finished in the kernel however many the partials; other tiles may win: tuned apart
             most, tag = 1 << 30, tag + "f"
         base, tabs, name = "conv3_wgrad", (), "conv3_dw"
@@ -387,7 +394,8 @@ def _wgrad_plan(rt, x, dy, dw, attrs, v=frozenset()):
     # A scratch divisor leaves fewer work-groups (splits), where smaller tiles may win: tuned apart.
     d = _divisor(attrs)
     cfg = _tune.choose(rt, f"{name}{tag}|{dw.dtype.name}|{m}x{n}x{p}" + (f"/{d}" if d > 1 else ""),
-                       dw.dtype.itemsize, lambda cfg: _run_wgrad(rt, make(cfg), x, dy, dw, rt.allocate), candidates)
+                       dw.dtype.itemsize, lambda cfg: _run_wgrad(rt, make(cfg), x, dy, dw, rt.allocate), candidates,
+                       nearest=base == "conv3_wgrad")
     return make(cfg)
 
 

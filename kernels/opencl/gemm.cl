@@ -99,9 +99,6 @@
 // The rows are padded by 4, not 1, so that each stays aligned for the vector loads; K-fast stores then conflict
 // 2-way (stride TM + 4: 4 * kk banks) instead of not at all. Without VTILE the same names give the classic
 // layout (thread rows ty, ty + TY, ...), so a kernel written with them builds either way.
-// DBUF=1 (either layout): two local buffers used in turn, so a K slice needs one barrier, not two: the stores of
-// slice s + 1 go to the other buffer, which every thread finished reading at slice s - 1, before slice s's barrier.
-// A kernel ends each slice with GEMM_NEXT_V (the second barrier, or the swap).
 #define T4 PASTE(T, 4)
 #if VTILE
 #define GEMM_PAD 4
@@ -126,22 +123,9 @@
 #define GEMM_COL(j) (tx + (j) * TX)
 #define GEMM_TILE_V GEMM_TILE
 #endif
-#if DBUF
-#define GEMM_LOCAL_V \
-    __local T As2_[2][TK][TM + GEMM_PAD] __attribute__((aligned(32))); \
-    __local T Bs2_[2][TK][TN + GEMM_PAD] __attribute__((aligned(32))); \
-    int buf_ = 0; \
-    __local T (*As)[TM + GEMM_PAD] = As2_[0]; \
-    __local T (*Bs)[TN + GEMM_PAD] = Bs2_[0];
-#define GEMM_NEXT_V { buf_ ^= 1; As = As2_[buf_]; Bs = Bs2_[buf_]; }
-#else
-#define GEMM_LOCAL_V \
-    __local T As[TK][TM + GEMM_PAD] __attribute__((aligned(32))); \
-    __local T Bs[TK][TN + GEMM_PAD] __attribute__((aligned(32)));
-#define GEMM_NEXT_V barrier(CLK_LOCAL_MEM_FENCE);
-#endif
 #define GEMM_BEGIN_V \
-    GEMM_LOCAL_V \
+    __local T As[TK][TM + GEMM_PAD] __attribute__((aligned(32))); \
+    __local T Bs[TK][TN + GEMM_PAD] __attribute__((aligned(32))); \
     T acc[WM][WN]; \
     for (int i = 0; i < WM; i++) for (int j = 0; j < WN; j++) acc[i][j] = 0; \
     const int tx = get_local_id(0), ty = get_local_id(1), tid = ty * TX + tx; \

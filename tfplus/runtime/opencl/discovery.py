@@ -28,29 +28,36 @@ def shipped_tuning(device_name: str) -> tuple[dict, str | None]:
 
 
 def parse_tuning(text: str, device_name: str) -> tuple[dict, str | None]:
-    """shipped_tuning's reading of a tuning-gpu.json text: ({}, None) unless it is valid. A GPU it has no tiles
-    for borrows those of the listed GPU of the same vendor whose name shares the longest start with its own
-    (an H200 takes the H100's: one architecture, and the shipped program lists were recorded with those tiles).
-    Tuning at the first step instead costs a fresh H200 ~2.5 s of its cold start (BENCHMARKS.md); a tile the
-    device cannot run is tuned afresh when asked for (kernels/opencl/_tune.choose)."""
+    """shipped_tuning's reading of a tuning-gpu.json text: ({}, None) unless it is valid. A GPU takes its own
+    tiles, and for each problem it has none for, the tile of the listed GPU of the same vendor whose name shares
+    the longest start with its own that has one (an H200 takes the H100's: one architecture, and the shipped
+    program lists were recorded with those tiles; the H100 takes the H200's tiles of the 3x3 conv kernels, tuned
+    there only). The name returned is whose tiles it starts from: its own, else the nearest GPU's. A GPU listed
+    with no tiles takes none. Tuning at the first step instead costs a fresh H200 ~2.5 s of its cold start
+    (BENCHMARKS.md); a tile the device cannot run is tuned afresh when asked for (kernels/opencl/_tune.choose)."""
     try:
         table = json.loads(text)
     except ValueError:
         return {}, None
     if not isinstance(table, dict):
         return {}, None
-    name = device_name if device_name in table else _nearest(list(table), device_name)
-    tiles = table.get(name)
-    ok = isinstance(tiles, dict) and all(
-        isinstance(k, str) and isinstance(v, list) and v and all(type(x) is int for x in v) for k, v in tiles.items())
-    return (dict(tiles), name) if ok and tiles else ({}, None)
-
-
-def _nearest(names: list, device_name: str) -> str | None:
-    """The name among `names` of the same vendor (first word) sharing the longest start with `device_name`."""
     vendor = device_name.split(" ", 1)[0]
-    same = [n for n in names if isinstance(n, str) and n.split(" ", 1)[0] == vendor]
-    return max(same, key=lambda n: (len(os.path.commonprefix([n, device_name])), n), default=None)
+    others = sorted((n for n in table if isinstance(n, str) and n != device_name and n.split(" ", 1)[0] == vendor),
+                    key=lambda n: (-len(os.path.commonprefix([n, device_name])), n))
+    names = [device_name] if device_name in table else others[:1]
+    if not names or not _tiles_ok(table[names[0]]):
+        return {}, None
+    tiles: dict = {}
+    for name in reversed(names + others):  # the nearest last: its tile of a problem wins
+        if _tiles_ok(table[name]):
+            tiles.update(table[name])
+    return tiles, names[0]
+
+
+def _tiles_ok(tiles) -> bool:
+    """Whether one GPU's entry of tuning-gpu.json is a non-empty {problem key: [int, ...]}."""
+    return isinstance(tiles, dict) and bool(tiles) and all(
+        isinstance(k, str) and isinstance(v, list) and v and all(type(x) is int for x in v) for k, v in tiles.items())
 
 
 def replay_enabled() -> bool:
