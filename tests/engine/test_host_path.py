@@ -65,6 +65,14 @@ def test_flush_0_replays_without_flushes(monkeypatch):
     np.testing.assert_array_equal(rt.copy_out(out), 4 * np.arange(8, dtype=np.float32).reshape(2, 4))
 
 
+def test_by_default_only_a_tape_with_host_work_flushes(monkeypatch):
+    from tfplus.runtime.opencl.tape import flush_every
+    monkeypatch.delenv("TFPLUS_OPENCL_FLUSH", raising=False)
+    assert flush_every(host_work=True) == 4 and flush_every(host_work=False) == 0
+    monkeypatch.setenv("TFPLUS_OPENCL_FLUSH", "8")
+    assert flush_every(host_work=False) == 8
+
+
 def test_a_flush_count_that_is_not_a_whole_number_is_refused(monkeypatch):
     from tfplus.runtime.opencl.tape import flush_every
     monkeypatch.setenv("TFPLUS_OPENCL_FLUSH", "-1")
