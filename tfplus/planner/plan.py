@@ -797,7 +797,13 @@ class _Step:
         if self.budget:  # first what the budget leaves, less a margin for the arena's placement
             rooms.insert(0, int(KEEP_SHARE * (self.budget - self.parameter_bytes - self.slot_bytes - self.feed_bytes)))
         size = {t: nbytes(specs[t]) for t in cands + fold}
-        first = own
+        # The runs' own bytes with every candidate kept: a run that starts from kept rows holds less than one that
+        # recomputes them from the fed batch, and sizes taken from the latter keep it recomputing (the micro-batch
+        # run, allowed just its accumulators beside its own full forward and backward, kept no rows and recomputed
+        # the whole step in every micro-batch).
+        self._cache["kept", k] = (*crossbatch.kept(runs, cands, fold, st.rowed, size, [_UNBOUNDED] * len(runs)),
+                                  f"kept rows, {k} micro-batches, all")
+        first = [min(a, int(self._phase(run, 1, 0).life.live.max())) for a, run in zip(own, self._runs(k))]
         for n, room in enumerate(rooms):
             own = first
             for attempt in range(4):  # a run's own bytes are known once it is planned (kept rows shrink it): tries
@@ -1394,6 +1400,7 @@ class _Step:
 # The share of a budget's arena (less parameters, slots and feeds) that statistics passes' runs and kept rows may
 # fill (planner.crossbatch.kept): the rest is left for the arena's placement, which lands above its liveness bound.
 KEEP_SHARE = 0.9
+_UNBOUNDED = 1 << 62  # an allowance nothing kept reaches
 
 
 class _View(NamedTuple):
