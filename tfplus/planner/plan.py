@@ -1174,7 +1174,7 @@ class _Step:
                       "gradients averaged, updates applied once (exact for losses that are means over the batch)")
             if p.statistics:
                 st = self.stats()
-                n = sum(len(level) for level in p.statistics)
+                n = sum(st.merges[t] != "last" for level in p.statistics for t in level)
                 norms = f"the per-channel means of {len(st.norms)} training-mode batch norms" if st.norms else ""
                 by_hand = f"{st.by_hand} sums or means over the batch written by hand" if st.by_hand else ""
                 detail += (f"; first {len(p.statistics)} statistics passes over the micro-batches compute the step's "
