@@ -18,7 +18,9 @@ scale / sigma * (dy - mean(dy) - x_hat * mean(dy * x_hat)), d scale = sum(dy * x
 statistic written by hand stays as it is, provided its op says how slices combine (a Sum's partial sums add up: tag
 row_sums; a Mean's average: row_means); another reduction (a Max over the batch) is refused, naming it. A statistic
 that reads another is one pass later (a hand-written variance reads its mean; a layer's reads the layers' below; the
-backward's read all of the forward's), so the step runs as:
+backward's read all of the forward's); what a norm computes from its merged statistics alone (mean, variance,
+1 / sigma, scale / sigma: per-channel vectors, 8 launches a norm) is computed by the first pass that can and fed to
+the runs after it, not recomputed by each of them in every micro-batch. The step runs as:
 
 1. pass i = 1..P (each over the k micro-batches): the ops up to the statistics of level i, the levels below fed;
    each micro-batch's values summed in micro-batch order, a mean's divided by k: the whole batch's.
