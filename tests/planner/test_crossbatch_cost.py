@@ -49,3 +49,17 @@ def test_a_tape_may_return_arena_views_beside_its_feeds():
         scale(rt, fetched, 2.0)
         tape = rt.tape_end([fetched])
         assert isinstance(tape, str) != replayable, tape
+
+
+def test_a_norm_s_per_channel_values_are_computed_by_one_pass():
+    """A norm's 1 / sigma (with its mean, variance and scale / sigma) is computed once per micro-batch by the
+    first pass that can, and fed to the later passes and the micro-batch run, which recomputed it each."""
+    tg = training_graph(mobilenet, total_steps=10, seed=0, image_shape=(3, 8, 8),
+                        model_kwargs={"conv_widths": (4, 8, 8)})
+    feeds = random_feeds(tg, 8, 8)
+    p = planner.plan([tg.train_op, tg.loss], {t: v.shape for t, v in feeds.items()}, device_facts("cpu"),
+                     graph=tg.graph, force=(2, 1))
+    norms = sum(op.type == "FusedBatchNormV3" and op.attrs.get("is_training", True) for op in tg.graph._ops)
+    computed = [ph.name for ph in p.phases for op in ph.order if op.type == "Rsqrt"]
+    assert len(computed) == norms, computed
+    assert "micro-batch" not in computed
