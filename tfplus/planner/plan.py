@@ -800,13 +800,13 @@ class _Step:
         # The runs' own bytes with every candidate kept: a run that starts from kept rows holds less than one that
         # recomputes them from the fed batch, and sizes taken from the latter keep it recomputing (the micro-batch
         # run, allowed just its accumulators beside its own full forward and backward, kept no rows and recomputed
-        # the whole step in every micro-batch).
+        # the whole step in every micro-batch). Those first; where their tries do not settle, the bare runs'.
         self._cache["kept", k] = (*crossbatch.kept(runs, cands, fold, st.rowed, size, [_UNBOUNDED] * len(runs)),
                                   f"kept rows, {k} micro-batches, all")
-        first = [min(a, int(self._phase(run, 1, 0).life.live.max())) for a, run in zip(own, self._runs(k))]
+        starts = ([min(a, int(self._phase(run, 1, 0).life.live.max())) for a, run in zip(own, self._runs(k))], own)
         for n, room in enumerate(rooms):
-            own = first
-            for attempt in range(4):  # a run's own bytes are known once it is planned (kept rows shrink it): tries
+            for attempt in range(8):  # a run's own bytes are known once it is planned (kept rows shrink it): tries
+                own = starts[attempt // 4] if attempt % 4 == 0 else own
                 spans, folded, shaped = crossbatch.kept(runs, cands, fold, st.rowed, size, [room - b for b in own])
                 self._cache["kept", k] = spans, folded, shaped, f"kept rows, {k} micro-batches, {n + 1}.{attempt + 1}"
                 planned = self._runs(k)[:len(runs)]
