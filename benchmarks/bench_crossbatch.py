@@ -9,8 +9,9 @@ cpu), and each plan's peak. Small models, so that the k * (2L + 1) runs of a spl
     python benchmarks/bench_crossbatch.py --device opencl --full --models mobilenet --size 8 --ks 4,8
                                                                # launches per step (a replayed tape's included)
 
-`launches` counts the kernel launches of one step on opencl, launcher by launcher or from a replayed tape
-(`tapes`: the recorded tapes the step replayed; a micro-batched step that replays as one tape plays one).
+`launches` counts the kernel launches of one step on opencl, launcher by launcher or from a replayed tape,
+`commands` a replayed tape's launches and device copies (`tapes`: the recorded tapes the step replayed; a
+micro-batched step that replays as one tape plays one).
 
 `kept` counts the rows statistics passes keep whole for later runs (planner.crossbatch.kept), `folded` the
 gradients and fetches the passes compute, which the micro-batch run then does not.
@@ -36,7 +37,8 @@ MODELS = {"mobilenet": ({"conv_widths": (8, 16, 16)}, 16), "seqnet": ({"conv_wid
 
 
 def _step_seconds(tg, feeds, force, steps: int, device: str = "cpu") -> tuple[float, planner.MemoryPlan, tuple]:
-    """Median seconds of `steps` planned steps, the plan, and (launches, tapes played) of the last (opencl)."""
+    """Median seconds of `steps` planned steps, the plan, and (launches, commands, tapes played) of the last
+    (opencl)."""
     fetches = [tg.train_op, tg.loss]
     with tf.Session(graph=tg.graph, memory_budget="1GB", device=device) as sess:
         sess.run(tg.init_op)
@@ -48,7 +50,7 @@ def _step_seconds(tg, feeds, force, steps: int, device: str = "cpu") -> tuple[fl
         times = []
         with _launches(sess.runtime) as counted:
             for _ in range(steps):
-                counted[:] = [0, 0]
+                counted[:] = [0, 0, 0]
                 start = time.perf_counter()
                 sess.run(fetches, feeds)
                 times.append(time.perf_counter() - start)
@@ -57,8 +59,9 @@ def _step_seconds(tg, feeds, force, steps: int, device: str = "cpu") -> tuple[fl
 
 @contextlib.contextmanager
 def _launches(rt):
-    """[launches, tapes played] since reset, on a runtime that records launches (else stays [0, 0])."""
-    counted = [0, 0]
+    """[launches, a replayed tape's commands, tapes played] since reset, on a runtime that records launches
+    (else stays zeros)."""
+    counted = [0, 0, 0]
     if not rt.records_launches:
         yield counted
         return
@@ -71,7 +74,8 @@ def _launches(rt):
 
     def played(tape, feeds):
         counted[0] += tape.launches
-        counted[1] += 1
+        counted[1] += len(tape.items)
+        counted[2] += 1
         return play(tape, feeds)
     rt.run, Tape.play = launched, played
     try:
@@ -94,7 +98,7 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
     crossbatch.KEEP = not args.no_keep
     print(f"{'model':>10} {'k':>3} {'passes':>6} {'kept':>5} {'folded':>6} {'predicted':>10} {'measured':>10} "
-          f"{'ms/step':>9} {'peak':>10} {'launches':>9} {'tapes':>6}")
+          f"{'ms/step':>9} {'peak':>10} {'launches':>9} {'commands':>9} {'tapes':>6}")
     for name in args.models.split(","):
         kwargs, size = MODELS[name]
         size = args.size or size
@@ -105,14 +109,14 @@ def main(argv=None) -> None:
                  tg.labels: rng.integers(0, 10, args.batch).astype(np.int32)}
         plain, p, n = _step_seconds(tg, feeds, (1, 1), args.steps, args.device)
         print(f"{name:>10} {1:>3} {0:>6} {'':>5} {'':>6} {'':>10} {'':>10} {plain * 1e3:9.1f} "
-              f"{format_size(p.peak_bytes):>10} {n[0]:>9} {n[1]:>6}", flush=True)
+              f"{format_size(p.peak_bytes):>10} {n[0]:>9} {n[1]:>9} {n[2]:>6}", flush=True)
         for k in (int(v) for v in args.ks.split(",")):
             seconds, p, n = _step_seconds(tg, feeds, (k, 1), args.steps, args.device)
             folded = sum(f in p.accumulators and f not in level  # gradients and fetches a pass merges
                          for ph, level in zip(p.phases, p.statistics) for f in ph.fetches)
             print(f"{name:>10} {k:>3} {len(p.statistics):>6} {len(p.kept):>5} {folded:>6} "
                   f"{1 + p.predicted_overhead:9.1f}x {seconds / plain:9.1f}x {seconds * 1e3:9.1f} "
-                  f"{format_size(p.peak_bytes):>10} {n[0]:>9} {n[1]:>6}", flush=True)
+                  f"{format_size(p.peak_bytes):>10} {n[0]:>9} {n[1]:>9} {n[2]:>6}", flush=True)
 
 
 if __name__ == "__main__":
