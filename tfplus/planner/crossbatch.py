@@ -66,7 +66,7 @@ class Statistics(NamedTuple):
     op_map: dict[Operation, Operation]
     levels: list[list[Tensor]]           # the statistics each pass computes, pass by pass
     # how a statistic's micro-batch values make the batch's: 'mean' or 'sum'; 'last' for what a pass computes from
-    # the statistics below it alone (the same in every micro-batch: a norm's mean, variance and 1 / sigma)
+    # the statistics below it alone (the same in every micro-batch: a norm's mean, variance, 1 / sigma, scale / sigma)
     merges: dict[Tensor, str]
     rowed: set[Tensor]                   # the copy's tensors with rows of the batch
     norms: list[str]                     # the batch-norm ops rewritten
@@ -356,10 +356,10 @@ def _control(op: Operation, fetched: set[Operation], moving: set[Operation]) -> 
 
 def _levels(order: list[Operation], stats: list[Tensor], derived: list[Tensor] = ()) -> list[list[Tensor]]:
     """The statistics by pass: a statistic is one pass after the latest statistic it is computed from. A `derived`
-    value (computed from statistics without rows: a norm's mean, variance and 1 / sigma from its merged sums) goes
+    value (computed from statistics without rows: a norm's mean, variance, 1 / sigma and scale / sigma) goes
     with the first pass that can compute it, where there is one, which computes it once a micro-batch anyway (the
     next layer's forward pass normalizes with it) and hands it to the later runs: the backward passes and the
-    micro-batch run would each recompute it in every micro-batch (7 launches a norm, on per-channel vectors)."""
+    micro-batch run would each recompute it in every micro-batch (8 launches a norm, on per-channel vectors)."""
     level: dict[Tensor, int] = {}
     own = set(stats)
     for op in order:
