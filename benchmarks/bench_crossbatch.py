@@ -6,6 +6,12 @@ cpu), and each plan's peak. Small models, so that the k * (2L + 1) runs of a spl
     python benchmarks/bench_crossbatch.py --batch 32 --ks 2,4 --steps 5
     python benchmarks/bench_crossbatch.py --full --models mobilenet   # its 27 batch norms, at 16x16
     python benchmarks/bench_crossbatch.py --no-keep            # every pass from the fed batch (crossbatch.KEEP)
+    python benchmarks/bench_crossbatch.py --device opencl --full --models mobilenet --size 8 --ks 4,8
+                                                               # launches per step (a replayed tape's included)
+
+`launches` counts the kernel launches of one step on opencl, launcher by launcher or from a replayed tape,
+`commands` a replayed tape's launches and device copies (`tapes`: the recorded tapes the step replayed; a
+micro-batched step that replays as one tape plays one).
 
 `kept` counts the rows statistics passes keep whole for later runs (planner.crossbatch.kept), `folded` the
 gradients and fetches the passes compute, which the micro-batch run then does not.
@@ -13,6 +19,7 @@ gradients and fetches the passes compute, which the micro-batch run then does no
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import time
 
@@ -29,20 +36,53 @@ from tfplus.units import format_size
 MODELS = {"mobilenet": ({"conv_widths": (8, 16, 16)}, 16), "seqnet": ({"conv_widths": (6, 8, 8)}, 8)}
 
 
-def _step_seconds(tg, feeds, force, steps: int) -> tuple[float, planner.MemoryPlan]:
+def _step_seconds(tg, feeds, force, steps: int, device: str = "cpu") -> tuple[float, planner.MemoryPlan, tuple]:
+    """Median seconds of `steps` planned steps, the plan, and (launches, commands, tapes played) of the last
+    (opencl)."""
     fetches = [tg.train_op, tg.loss]
-    with tf.Session(graph=tg.graph, memory_budget="1GB") as sess:
+    with tf.Session(graph=tg.graph, memory_budget="1GB", device=device) as sess:
         sess.run(tg.init_op)
-        p = planner.plan(fetches, {t: v.shape for t, v in feeds.items()}, device_facts("cpu"), graph=tg.graph,
-                         force=force)
+        p = planner.plan(fetches, {t: v.shape for t, v in feeds.items()}, device_facts(sess.runtime),
+                         graph=tg.graph, force=force)
         install(sess, fetches, p)
-        sess.run(fetches, feeds)  # the first run binds the plan
-        times = []
-        for _ in range(steps):
-            start = time.perf_counter()
+        for _ in range(3):  # the first run binds the plan; a tape replays once two runs recorded the same
             sess.run(fetches, feeds)
-            times.append(time.perf_counter() - start)
-    return statistics.median(times), p
+        times = []
+        with _launches(sess.runtime) as counted:
+            for _ in range(steps):
+                counted[:] = [0, 0, 0]
+                start = time.perf_counter()
+                sess.run(fetches, feeds)
+                times.append(time.perf_counter() - start)
+    return statistics.median(times), p, tuple(counted)
+
+
+@contextlib.contextmanager
+def _launches(rt):
+    """[launches, a replayed tape's commands, tapes played] since reset, on a runtime that records launches
+    (else stays zeros)."""
+    counted = [0, 0, 0]
+    if not rt.records_launches:
+        yield counted
+        return
+    from tfplus.runtime.opencl.tape import Tape
+    run, play = rt.run, Tape.play
+
+    def launched(*args):
+        counted[0] += 1
+        return run(*args)
+
+    def played(tape, feeds):
+        counted[0] += tape.launches
+        counted[1] += len(tape.items)
+        counted[2] += 1
+        return play(tape, feeds)
+    rt.run, Tape.play = launched, played
+    try:
+        yield counted
+    finally:
+        del rt.run
+        Tape.play = play
 
 
 def main(argv=None) -> None:
@@ -53,27 +93,30 @@ def main(argv=None) -> None:
     ap.add_argument("--models", default=",".join(MODELS), help="of " + ", ".join(MODELS))
     ap.add_argument("--full", action="store_true", help="the models' own widths (all their batch norms)")
     ap.add_argument("--no-keep", action="store_true", help="no rows kept between passes (crossbatch.KEEP)")
+    ap.add_argument("--device", default="cpu", help="cpu or opencl")
+    ap.add_argument("--size", type=int, default=None, help="image side (default: the model's above)")
     args = ap.parse_args(argv)
     crossbatch.KEEP = not args.no_keep
     print(f"{'model':>10} {'k':>3} {'passes':>6} {'kept':>5} {'folded':>6} {'predicted':>10} {'measured':>10} "
-          f"{'ms/step':>9} {'peak':>10}")
+          f"{'ms/step':>9} {'peak':>10} {'launches':>9} {'commands':>9} {'tapes':>6}")
     for name in args.models.split(","):
         kwargs, size = MODELS[name]
+        size = args.size or size
         tg = training_graph(get_model(name).build, total_steps=10, seed=0, image_shape=(3, size, size),
                             model_kwargs={} if args.full else kwargs)
         rng = np.random.default_rng(0)
         feeds = {tg.images: rng.standard_normal((args.batch, 3, size, size)).astype(np.float32),
                  tg.labels: rng.integers(0, 10, args.batch).astype(np.int32)}
-        plain, p = _step_seconds(tg, feeds, (1, 1), args.steps)
+        plain, p, n = _step_seconds(tg, feeds, (1, 1), args.steps, args.device)
         print(f"{name:>10} {1:>3} {0:>6} {'':>5} {'':>6} {'':>10} {'':>10} {plain * 1e3:9.1f} "
-              f"{format_size(p.peak_bytes):>10}")
+              f"{format_size(p.peak_bytes):>10} {n[0]:>9} {n[1]:>9} {n[2]:>6}", flush=True)
         for k in (int(v) for v in args.ks.split(",")):
-            seconds, p = _step_seconds(tg, feeds, (k, 1), args.steps)
+            seconds, p, n = _step_seconds(tg, feeds, (k, 1), args.steps, args.device)
             folded = sum(f in p.accumulators and f not in level  # gradients and fetches a pass merges
                          for ph, level in zip(p.phases, p.statistics) for f in ph.fetches)
             print(f"{name:>10} {k:>3} {len(p.statistics):>6} {len(p.kept):>5} {folded:>6} "
                   f"{1 + p.predicted_overhead:9.1f}x {seconds / plain:9.1f}x {seconds * 1e3:9.1f} "
-                  f"{format_size(p.peak_bytes):>10}", flush=True)
+                  f"{format_size(p.peak_bytes):>10} {n[0]:>9} {n[1]:>9} {n[2]:>6}", flush=True)
 
 
 if __name__ == "__main__":

@@ -382,7 +382,10 @@ class Bound:
                     way = p.fetch_merge.get(t, "mean")
                     if way == "concat":
                         rt.copy_rows(acc, j * m, src, 0, m)
-                    elif way == "last" or j == 0:
+                    elif way == "last":  # the same in every micro-batch: copied with the first one's copies
+                        if j == 0:
+                            merge["copy"].append((acc, src))
+                    elif j == 0:
                         merge["copy"].append((acc, src))
                     else:  # a mean: summed over the micro-batches (k >= 2), divided by k with the last; a sum summed
                         merge["add_scale" if j == k - 1 and way == "mean" else "add"].append((acc, src))

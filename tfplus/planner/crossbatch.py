@@ -18,7 +18,9 @@ scale / sigma * (dy - mean(dy) - x_hat * mean(dy * x_hat)), d scale = sum(dy * x
 statistic written by hand stays as it is, provided its op says how slices combine (a Sum's partial sums add up: tag
 row_sums; a Mean's average: row_means); another reduction (a Max over the batch) is refused, naming it. A statistic
 that reads another is one pass later (a hand-written variance reads its mean; a layer's reads the layers' below; the
-backward's read all of the forward's), so the step runs as:
+backward's read all of the forward's); what a norm computes from its merged statistics alone (mean, variance,
+1 / sigma, scale / sigma: per-channel vectors, 8 launches a norm) is computed by the first pass that can and fed to
+the runs after it, not recomputed by each of them in every micro-batch. The step runs as:
 
 1. pass i = 1..P (each over the k micro-batches): the ops up to the statistics of level i, the levels below fed;
    each micro-batch's values summed in micro-batch order, a mean's divided by k: the whole batch's.
@@ -63,7 +65,9 @@ class Statistics(NamedTuple):
     tensor_map: dict[Tensor, Tensor]     # the step's tensors -> the copy's
     op_map: dict[Operation, Operation]
     levels: list[list[Tensor]]           # the statistics each pass computes, pass by pass
-    merges: dict[Tensor, str]            # how a statistic's micro-batch values make the batch's: 'mean' or 'sum'
+    # how a statistic's micro-batch values make the batch's: 'mean' or 'sum'; 'last' for what a pass computes from
+    # the statistics below it alone (the same in every micro-batch: a norm's mean, variance, 1 / sigma, scale / sigma)
+    merges: dict[Tensor, str]
     rowed: set[Tensor]                   # the copy's tensors with rows of the batch
     norms: list[str]                     # the batch-norm ops rewritten
     by_hand: int                         # the statistics the step computes with ops of its own (not a norm's)
@@ -149,6 +153,7 @@ def rewrite(order: list[Operation], feeds: set[Tensor], fetches: list, batch_fee
     new_rowed: set[Tensor] = set()  # the rewritten norms' tensors with rows: their static shapes leave the batch open
     made: dict[Operation, dict] = {}  # a rewritten norm's tensors its gradient reads
     mine: list[Tensor] = []
+    derived: list[Tensor] = []  # per-channel values of the statistics alone, which later runs are fed (_levels)
     mean: dict[Tensor, str] = {}
     keepable: dict[Tensor, Tensor] = {}
     in_step = set(order)
@@ -166,8 +171,10 @@ def rewrite(order: list[Operation], feeds: set[Tensor], fetches: list, batch_fee
                 start = len(g._ops)
                 if op in norms:
                     outs, made[op] = _norm(op, ins, specs)
+                    derived += made[op]["derived"]
                 else:
-                    outs = _norm_grad(op, ins, made[grads[op]])
+                    outs, scaled = _norm_grad(op, ins, made[grads[op]])
+                    derived.append(scaled)
                 for new in g._ops[start:]:
                     new.backward = op.backward
             for t, c in zip(op.outputs, outs):
@@ -191,6 +198,8 @@ def rewrite(order: list[Operation], feeds: set[Tensor], fetches: list, batch_fee
     needed = needed_ops([tmap[f] if isinstance(f, Tensor) else op_map[f] if f in op_map else tmap[f.outputs[0]]
                          for f in fetches], copy_feeds)
     mine = [t for t in mine if t.op in needed]
+    derived = [t for t in derived if t.op in needed]
+    mean.update(dict.fromkeys(derived, "last"))
     rows = {tmap[t] for t in rowed if t in tmap} | new_rowed
     found = statistics([op for op in copy_order if op in needed], copy_feeds, {tmap[t] for t in batch_feeds}, rows)
     # a micro-batch's own mean, which only its variance about it reads in the pass (_norm), is no statistic
@@ -198,7 +207,7 @@ def rewrite(order: list[Operation], feeds: set[Tensor], fetches: list, batch_fee
     for t in found:
         if t not in mine and t not in own_mean:  # NOTE: a bug in the rewrite, not in the step
             raise PlanError(f"cannot micro-batch: {_statistic(t)}, which the statistics passes' copy misses")
-    return Statistics(g, tmap, op_map, _levels(copy_order, mine), mean, rows, [bn.name for bn in norms],
+    return Statistics(g, tmap, op_map, _levels(copy_order, mine, derived), mean, rows, [bn.name for bn in norms],
                       len(merges), {t: o for t, o in keepable.items() if t.op in needed})
 
 
@@ -345,8 +354,12 @@ def _control(op: Operation, fetched: set[Operation], moving: set[Operation]) -> 
     return [c for c in op.control_inputs if c not in moving or c.inputs[0].op in reads]
 
 
-def _levels(order: list[Operation], stats: list[Tensor]) -> list[list[Tensor]]:
-    """The statistics by pass: a statistic is one pass after the latest statistic it is computed from."""
+def _levels(order: list[Operation], stats: list[Tensor], derived: list[Tensor] = ()) -> list[list[Tensor]]:
+    """The statistics by pass: a statistic is one pass after the latest statistic it is computed from. A `derived`
+    value (computed from statistics without rows: a norm's mean, variance, 1 / sigma and scale / sigma) goes
+    with the first pass that can compute it, where there is one, which computes it once a micro-batch anyway (the
+    next layer's forward pass normalizes with it) and hands it to the later runs: the backward passes and the
+    micro-batch run would each recompute it in every micro-batch (8 launches a norm, on per-channel vectors)."""
     level: dict[Tensor, int] = {}
     own = set(stats)
     for op in order:
@@ -356,6 +369,9 @@ def _levels(order: list[Operation], stats: list[Tensor]) -> list[list[Tensor]]:
     out: list[list[Tensor]] = [[] for _ in range(max((level[t] for t in stats), default=0))]
     for t in stats:
         out[level[t] - 1].append(t)
+    for t in derived:
+        if 0 < level[t] < len(out):
+            out[level[t]].append(t)
     return out
 
 
@@ -411,12 +427,12 @@ def _norm(op: Operation, ins: list[Tensor], specs: dict) -> tuple[list[Tensor], 
     if len(op.outputs) == 6:
         outs.append(array_ops.constant(np.asarray(0, x.dtype.np)))
     return outs, {"mean": mean, "rstd": rstd, "keep": keep, "axes": axes, "local": local,
-                  "statistics": [mean_wide, square_wide, within]}
+                  "statistics": [mean_wide, square_wide, within], "derived": [mean, variance, rstd]}
 
 
-def _norm_grad(op: Operation, ins: list[Tensor], norm: dict) -> list[Tensor]:
+def _norm_grad(op: Operation, ins: list[Tensor], norm: dict) -> tuple[list[Tensor], Tensor]:
     """A training-mode FusedBatchNormGrad(V3) whose batch reductions are statistics: its outputs, the last two
-    the statistics (the means of dy and dy * x_hat)."""
+    the statistics (the means of dy and dy * x_hat); and scale / sigma, per channel."""
     dy, x, scale = ins[:3]
     if op.attrs.get("activation"):  # the mask from the activation's output, the last input
         dy = apply_op(op.attrs["activation"] + "Grad", [dy, ins[-1]])
@@ -426,11 +442,12 @@ def _norm_grad(op: Operation, ins: list[Tensor], norm: dict) -> list[Tensor]:
     mean_dy = math_ops.reduce_mean(dy, axes, keepdims=True, name="mean_dy")
     mean_dy_x_hat = math_ops.reduce_mean(dy_x_hat, axes, keepdims=True, name="mean_dy_x_hat")
     inner = math_ops.subtract(math_ops.subtract(dy, mean_dy), math_ops.multiply(x_hat, mean_dy_x_hat))
-    dx = math_ops.multiply(inner, math_ops.multiply(array_ops.reshape(scale, keep), norm["rstd"]))
+    scaled = math_ops.multiply(array_ops.reshape(scale, keep), norm["rstd"])
+    dx = math_ops.multiply(inner, scaled)
     d_scale = math_ops.reduce_sum(dy_x_hat, axes, name="scale_backprop")
     d_offset = math_ops.reduce_sum(dy, axes, name="offset_backprop")
     empty = [array_ops.constant(np.zeros((0,), x.dtype.np)) for _ in op.outputs[3:]]
-    return [dx, d_scale, d_offset] + empty + [mean_dy, mean_dy_x_hat]
+    return [dx, d_scale, d_offset] + empty + [mean_dy, mean_dy_x_hat], scaled
 
 
 def open_rows(order: list[Operation], batch_feeds: set[Tensor]) -> set[Tensor]:

@@ -797,10 +797,16 @@ class _Step:
         if self.budget:  # first what the budget leaves, less a margin for the arena's placement
             rooms.insert(0, int(KEEP_SHARE * (self.budget - self.parameter_bytes - self.slot_bytes - self.feed_bytes)))
         size = {t: nbytes(specs[t]) for t in cands + fold}
-        first = own
+        # The runs' own bytes with every candidate kept: a run that starts from kept rows holds less than one that
+        # recomputes them from the fed batch, and sizes taken from the latter keep it recomputing (the micro-batch
+        # run, allowed just its accumulators beside its own full forward and backward, kept no rows and recomputed
+        # the whole step in every micro-batch). Those first; where their tries do not settle, the bare runs'.
+        self._cache["kept", k] = (*crossbatch.kept(runs, cands, fold, st.rowed, size, [_UNBOUNDED] * len(runs)),
+                                  f"kept rows, {k} micro-batches, all")
+        starts = ([min(a, int(self._phase(run, 1, 0).life.live.max())) for a, run in zip(own, self._runs(k))], own)
         for n, room in enumerate(rooms):
-            own = first
-            for attempt in range(4):  # a run's own bytes are known once it is planned (kept rows shrink it): tries
+            for attempt in range(8):  # a run's own bytes are known once it is planned (kept rows shrink it): tries
+                own = starts[attempt // 4] if attempt % 4 == 0 else own
                 spans, folded, shaped = crossbatch.kept(runs, cands, fold, st.rowed, size, [room - b for b in own])
                 self._cache["kept", k] = spans, folded, shaped, f"kept rows, {k} micro-batches, {n + 1}.{attempt + 1}"
                 planned = self._runs(k)[:len(runs)]
@@ -1168,7 +1174,7 @@ class _Step:
                       "gradients averaged, updates applied once (exact for losses that are means over the batch)")
             if p.statistics:
                 st = self.stats()
-                n = sum(len(level) for level in p.statistics)
+                n = sum(st.merges[t] != "last" for level in p.statistics for t in level)
                 norms = f"the per-channel means of {len(st.norms)} training-mode batch norms" if st.norms else ""
                 by_hand = f"{st.by_hand} sums or means over the batch written by hand" if st.by_hand else ""
                 detail += (f"; first {len(p.statistics)} statistics passes over the micro-batches compute the step's "
@@ -1394,6 +1400,7 @@ class _Step:
 # The share of a budget's arena (less parameters, slots and feeds) that statistics passes' runs and kept rows may
 # fill (planner.crossbatch.kept): the rest is left for the arena's placement, which lands above its liveness bound.
 KEEP_SHARE = 0.9
+_UNBOUNDED = 1 << 62  # an allowance nothing kept reaches
 
 
 class _View(NamedTuple):

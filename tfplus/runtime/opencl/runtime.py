@@ -252,11 +252,19 @@ class OpenCLRuntime(Runtime):
 
     def tape_end(self, fetched: list) -> Tape | str:
         """The tape recorded since tape_begin, or why it cannot be replayed. `fetched`: the buffers the run
-        returns, which must not be fed ones (a replay returns the recorded buffers)."""
+        returns, which must not be fed ones (a replay returns the recorded buffers). NOTE: by bytes, not by
+        buffer: a planned step's feeds and fetches are views of one arena."""
         tape, taping.tape = taping.tape, None
-        fed = {id(b) for b, _, _ in tape.feeds}
-        if any(f is not None and id(f.block.buf) in fed for f in fetched):
-            tape.refuse("the run returns a fed value")
+        fed: dict[int, list] = {}
+        for b, off, n in tape.feeds:
+            fed.setdefault(id(b), []).append((off, off + n))
+        for f in fetched:
+            if f is None:
+                continue
+            start = f.block.off
+            if any(start < end and begin < start + f.nbytes for begin, end in fed.get(id(f.block.buf), ())):
+                tape.refuse("the run returns a fed value")
+                break
         return tape if tape.why is None else tape.why
 
     @staticmethod
