@@ -46,11 +46,22 @@ def federation(args, spec: str, seed: int, out: str) -> flower.Federation:
                              out=out)
 
 
+def progress(rows: list[dict], **about):
+    """A log callback: keeps each round's row and prints its accuracy and seconds (a run cut short says how far
+    it got)."""
+    def log(row: dict) -> None:
+        rows.append(row)
+        print(json.dumps({**about, "round": row["round"], "test_accuracy": round(100 * row["test_accuracy"], 2),
+                          "round_s": round(row["round_s"], 1)}), flush=True)
+    return log
+
+
 def run_tfplus(args, spec: str, seed: int, keep: str) -> list[dict]:
     """The tfplus run's rows; its server's initial weights are copied to `keep` (an .npz) for the peer."""
     rows: list[dict] = []
     with tempfile.TemporaryDirectory() as out:
-        flower.simulate(federation(args, spec, seed, out), log=rows.append)
+        flower.simulate(federation(args, spec, seed, out),
+                        log=progress(rows, partition=spec, seed=seed, framework="tfplus"))
         shutil.copyfile(os.path.join(out, "initial_weights.npz"), keep)
     return rows
 
@@ -65,7 +76,8 @@ def _peer_module():
 def check_peer(args, spec: str, seed: int, init: str) -> dict:
     """What makes the two runs of a seed comparable, checked in this process: tfplus's initial weights in the mirror
     give tfplus's logits on 64 test images (largest difference, relative to the largest logit), and the peer's
-    batches for client 0's first round are tfplus's (largest difference over 3 batches: 0 when identical)."""
+    batches for client 0's first round are tfplus's (largest difference over 3 batches: the normalization's
+    float32 rounding, a few 1e-7, when the same images, crops and flips)."""
     import torch
 
     from tfplus import data as tfdata
@@ -103,7 +115,7 @@ def run_peer(args, spec: str, seed: int, init: str) -> list[dict]:
     rows: list[dict] = []
     recipe = tf_peer.Recipe(args.data, args.clients, args.rounds, args.local_steps, args.batch_size, 0.05, spec, seed,
                             init, args.test_examples)
-    tf_peer.simulate(recipe, rows.append)
+    tf_peer.simulate(recipe, progress(rows, partition=spec, seed=seed, framework="pytorch"))
     return rows
 
 
@@ -127,10 +139,10 @@ def summarize(args, results: dict, checks: dict, seeds: list[int]) -> None:
         # Per round, tfplus - pytorch in points, one row per seed (round 0, the same weights, is 0 up to rounding).
         gaps = np.array([np.subtract(ours["accuracy"], peer["accuracy"]) for ours, peer in pairs])
         last, over = gaps[:, -1], gaps[:, 1:].mean(axis=1)
-        print(f"  {spec:14s} tfplus - pytorch by round, per seed: {[[round(g, 2) for g in row] for row in gaps]}")
+        print(f"  {spec:14s} tfplus - pytorch by round, per seed: {np.round(gaps, 2).tolist()}")
         print(f"  {spec:14s} at round {args.rounds}: mean {last.mean():+.2f} points, spread (std over seeds) "
               f"{last.std(ddof=1) if len(last) > 1 else float('nan'):.2f}, range {last.min():+.2f}..{last.max():+.2f};"
-              f" mean over rounds 1..{args.rounds}: {over.mean():+.2f} (per seed {[round(g, 2) for g in over]})")
+              f" mean over rounds 1..{args.rounds}: {over.mean():+.2f} (per seed {np.round(over, 2).tolist()})")
         # The median round after the first (which also starts Ray's workers and reads the shards).
         ratios = [float(np.median(ours["round_s"][1:] or ours["round_s"])) /
                   float(np.median(peer["round_s"][1:] or peer["round_s"])) for ours, peer in pairs]
