@@ -73,22 +73,29 @@ def _peer_module():
     return torch_federated
 
 
+def _recipe(args, spec: str, seed: int, init: str):
+    return _peer_module().Recipe(args.data, args.clients, args.rounds, args.local_steps, args.batch_size, 0.05, spec,
+                                 seed, init, args.test_examples)
+
+
 def check_peer(args, spec: str, seed: int, init: str) -> dict:
     """What makes the two runs of a seed comparable, checked in this process: tfplus's initial weights in the mirror
-    give tfplus's logits on 64 test images (largest difference, relative to the largest logit), and the peer's
-    batches for client 0's first round are tfplus's (largest difference over 3 batches: the normalization's
-    float32 rounding, a few 1e-7, when the same images, crops and flips)."""
+    give tfplus's logits on 64 test images (largest difference, relative to the largest logit); the peer's batches
+    for client 0's first round are tfplus's (largest difference over 3 batches: the normalization's float32
+    rounding, a few 1e-7, when the same images, crops and flips); and client 0's first round trained on each side
+    from the same start ends at the same weights (largest difference relative to the largest change the round
+    made: float rounding, not a recipe's difference, which would show as a large fraction of the change)."""
     import torch
 
     from tfplus import data as tfdata
     from tfplus import trainer
     from tfplus.federated import FederatedModel
-    from tfplus.federated.model import load_weights
+    from tfplus.federated.model import load_weights, pytorch_layout
     tf_peer = _peer_module()
     fed = federation(args, spec, seed, out="")
     model = FederatedModel(fed.train_config(), fed.round_steps(), fed.rounds, cpus=1)
-    weights = load_weights(init)
-    model.set_weights(weights)
+    start = load_weights(init)
+    model.set_weights(start)
     test = flower.test_set(dataclasses.replace(fed, test_examples=64))
     x = tfdata.normalize(test.test_images, "NCHW")
     ours = model.sess.run(model.tg.logits, trainer.image_feed(model.tg, x))
@@ -96,7 +103,6 @@ def check_peer(args, spec: str, seed: int, init: str) -> dict:
     tf_peer.load_tfplus(mirror, init)
     with torch.no_grad():
         theirs = mirror(torch.from_numpy(x)).numpy()
-    model.close()
     shard = flower.client_shard(fed, 0)
     batch, batch_seed = min(args.batch_size, len(shard.train_labels)), seed * 1_000_003 + 0 * 1009 + 1
     batch_diff, same_labels = 0.0, True
@@ -105,17 +111,24 @@ def check_peer(args, spec: str, seed: int, init: str) -> dict:
         for _, (tx, ty), (px, py) in zip(range(3), ours_b, theirs_b):
             batch_diff = max(batch_diff, float(np.abs(tx - px.numpy()).max()))
             same_labels &= bool(np.array_equal(ty, py.numpy()))
+    model.train(shard, fed.client_steps(len(shard.train_labels)), server_round=1, seed=batch_seed)
+    ours_w = pytorch_layout(model.get_weights())
+    model.close()
+    torch.set_num_threads(1)
+    tf_peer.train(_recipe(args, spec, seed, init), mirror, 0, 1)
+    theirs_w = [p.detach().numpy() for p in mirror.state_dict().values()]
+    start_w = pytorch_layout(start)
+    change = max(float(np.abs(ours_w[k] - start_w[k]).max()) for k in ours_w)
+    diff = max(float(np.abs(w - t).max()) for w, t in zip(ours_w.values(), theirs_w))
     return {"logits_max_rel_diff": float(np.abs(ours - theirs).max() / np.abs(ours).max()),
             "same_predictions": float(np.mean(ours.argmax(1) == theirs.argmax(1))), "batch_max_diff": batch_diff,
-            "same_labels": same_labels}
+            "same_labels": same_labels, "round1_client0_weights_max_diff_over_change": diff / change}
 
 
 def run_peer(args, spec: str, seed: int, init: str) -> list[dict]:
-    tf_peer = _peer_module()
     rows: list[dict] = []
-    recipe = tf_peer.Recipe(args.data, args.clients, args.rounds, args.local_steps, args.batch_size, 0.05, spec, seed,
-                            init, args.test_examples)
-    tf_peer.simulate(recipe, progress(rows, partition=spec, seed=seed, framework="pytorch"))
+    _peer_module().simulate(_recipe(args, spec, seed, init), progress(rows, partition=spec, seed=seed,
+                                                                      framework="pytorch"))
     return rows
 
 
