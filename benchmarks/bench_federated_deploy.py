@@ -195,7 +195,11 @@ def main() -> None:
             if mode not in nodes:
                 p.error(f"--modes: {mode!r} is not one of {', '.join(MODES)}")
             start = time.perf_counter()
-            rows = run_mode(args, mode, nodes[mode], work, scripts)
+            try:
+                rows = run_mode(args, mode, nodes[mode], work, scripts)
+            except (RuntimeError, TimeoutError, subprocess.SubprocessError) as e:  # the other modes still run
+                print(json.dumps({"mode": mode, "error": f"{type(e).__name__}: {e}"}), flush=True)
+                continue
             results[mode] = r = {"devices": nodes[mode], "round_s": [round(row["round_s"], 2) for row in rows[1:]],
                                  "setup_s": [round(row.get("setup_s", 0), 2) for row in rows[1:]],
                                  "train_s": [round(row.get("train_s", 0), 2) for row in rows[1:]],
