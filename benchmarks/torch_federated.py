@@ -2,7 +2,7 @@
 ClientApp, FedAvg on a ServerApp, in Flower's Simulation Engine, with tfplus's recipe for a federated client.
 
     pip install torch==2.13.0 "flwr[simulation]"
-    python benchmarks/torch_federated.py --data DIR --clients 10 --rounds 20 --local-steps 50 --partition iid \
+    python benchmarks/torch_federated.py --data DIR --clients 10 --rounds 20 --local-steps 50 --partition iid \\
         [--init OUT/initial_weights.npz]
 
 What it mirrors (tfplus.federated): the clients' shards (tfplus.federated.partition, the same function, so the same
