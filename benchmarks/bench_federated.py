@@ -1,14 +1,19 @@
 """Federated Mentee on the real CIFAR-10 in Flower's Simulation Engine, tfplus against its PyTorch peer in the same
 run: 10 clients, IID and Dirichlet(0.5) partitions, FedAvg; the global model's test accuracy after each round and
-the seconds each round took, for both frameworks.
-Run: `python benchmarks/bench_federated.py [--clients 10] [--rounds 20] [--local-steps 50] [--data DIR] [--no-peer]`.
+the seconds each round took, for both frameworks, for one or more seeds.
+Run: `python benchmarks/bench_federated.py [--clients 10] [--rounds 20] [--local-steps 50] [--seeds 0,1,2]
+[--data DIR] [--test-examples N] [--no-peer]`.
 Phone-class clients (BENCHMARKS.md, "100 phone-class clients on one machine"): `--clients 100 --rounds 3
 --local-steps 5 --partitions dirichlet:0.5 --client-budget 32MB --cpus 1 --measure-memory --no-peer` adds each
 round's clients, the most any client planned, measured (tracemalloc) and held resident (its process's peak RSS).
 
 The peer is benchmarks/torch_federated.py (needs torch): the same shards, batches, augmentation, optimizer, learning
-rate schedule, FedAvg and central evaluation (its docstring lists them). The issue's bar: tfplus within 1 point of
-the peer's accuracy at equal rounds, and its seconds per round within 1.5x of the peer's on the same CPU.
+rate schedule, FedAvg and central evaluation (its docstring lists them), and for each seed the very initial global
+weights tfplus's server drew (its initial_weights.npz), so the two runs of a seed differ only by the frameworks'
+arithmetic. Before each peer run the benchmark checks that: the exported weights in the mirror give tfplus's logits
+on a test batch, and the peer draws client 0's first batches exactly as tfplus does. The issue's bar: tfplus within
+1 point of the peer's accuracy at equal rounds, and its seconds per round within 1.5x of the peer's on the same CPU;
+with --seeds, the gap's mean and spread over seeds say whether a gap is a difference or seed noise.
 The data defaults to ../shared/data beside the repository (a folder holding cifar-10-batches-bin/). Each client
 reads only its shard and is given --client-cpus CPUs (tfplus: one step worker per CPU at most; the peer: one torch
 thread). Round 0 is the initial model; a round's seconds include Ray handing the clients to its workers (the
@@ -17,8 +22,10 @@ first also their start).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -31,26 +38,129 @@ from tfplus.units import parse_size
 HERE = Path(__file__).resolve().parent
 
 
-def run_tfplus(args, spec: str) -> list[dict]:
+def federation(args, spec: str, seed: int, out: str) -> flower.Federation:
+    return flower.Federation(model=args.model, clients=args.clients, rounds=args.rounds,
+                             local_steps=args.local_steps, batch_size=args.batch_size, partition=spec, seed=seed,
+                             client_cpus=args.client_cpus, cpus=args.cpus, client_budget=args.client_budget,
+                             measure_memory=args.measure_memory, data=args.data, test_examples=args.test_examples,
+                             out=out)
+
+
+def progress(rows: list[dict], **about):
+    """A log callback: keeps each round's row and prints its accuracy and seconds (a run cut short says how far
+    it got)."""
+    def log(row: dict) -> None:
+        rows.append(row)
+        print(json.dumps({**about, "round": row["round"], "test_accuracy": round(100 * row["test_accuracy"], 2),
+                          "round_s": round(row["round_s"], 1)}), flush=True)
+    return log
+
+
+def run_tfplus(args, spec: str, seed: int, keep: str) -> list[dict]:
+    """The tfplus run's rows; its server's initial weights are copied to `keep` (an .npz) for the peer."""
     rows: list[dict] = []
     with tempfile.TemporaryDirectory() as out:
-        fed = flower.Federation(model=args.model, clients=args.clients, rounds=args.rounds,
-                                local_steps=args.local_steps, batch_size=args.batch_size, partition=spec,
-                                client_cpus=args.client_cpus, cpus=args.cpus, client_budget=args.client_budget,
-                                measure_memory=args.measure_memory, data=args.data, out=out)
-        flower.simulate(fed, log=rows.append)
+        flower.simulate(federation(args, spec, seed, out),
+                        log=progress(rows, partition=spec, seed=seed, framework="tfplus"))
+        shutil.copyfile(os.path.join(out, "initial_weights.npz"), keep)
     return rows
 
 
-def run_peer(args, spec: str) -> list[dict]:
+def _peer_module():
     # NOTE: Ray's workers unpickle the peer's ClientApp by module name: they must find this folder.
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")]))
     import torch_federated
+    return torch_federated
+
+
+def _recipe(args, spec: str, seed: int, init: str):
+    return _peer_module().Recipe(args.data, args.clients, args.rounds, args.local_steps, args.batch_size, 0.05, spec,
+                                 seed, init, args.test_examples)
+
+
+def check_peer(args, spec: str, seed: int, init: str) -> dict:
+    """What makes the two runs of a seed comparable, checked in this process: tfplus's initial weights in the mirror
+    give tfplus's logits on 64 test images (largest difference, relative to the largest logit); the peer's batches
+    for client 0's first round are tfplus's (largest difference over 3 batches: the normalization's float32
+    rounding, a few 1e-7, when the same images, crops and flips); and client 0's first round trained on each side
+    from the same start ends at the same weights (largest difference relative to the largest change the round
+    made: float rounding, not a recipe's difference, which would show as a large fraction of the change)."""
+    import torch
+
+    from tfplus import data as tfdata
+    from tfplus import trainer
+    from tfplus.federated import FederatedModel
+    from tfplus.federated.model import load_weights, pytorch_layout
+    tf_peer = _peer_module()
+    fed = federation(args, spec, seed, out="")
+    model = FederatedModel(fed.train_config(), fed.round_steps(), fed.rounds, cpus=1)
+    start = load_weights(init)
+    model.set_weights(start)
+    test = flower.test_set(dataclasses.replace(fed, test_examples=64))
+    x = tfdata.normalize(test.test_images, "NCHW")
+    ours = model.sess.run(model.tg.logits, trainer.image_feed(model.tg, x))
+    mirror = tf_peer.Mentee()
+    tf_peer.load_tfplus(mirror, init)
+    with torch.no_grad():
+        theirs = mirror(torch.from_numpy(x)).numpy()
+    shard = flower.client_shard(fed, 0)
+    batch, batch_seed = min(args.batch_size, len(shard.train_labels)), seed * 1_000_003 + 0 * 1009 + 1
+    batch_diff, same_labels = 0.0, True
+    with tfdata.train_batches(shard, batch, seed=batch_seed, augment=True, data_format="NCHW") as ours_b:
+        theirs_b = tf_peer.batches(shard.train_images, shard.train_labels, batch, batch_seed)
+        for _, (tx, ty), (px, py) in zip(range(3), ours_b, theirs_b):
+            batch_diff = max(batch_diff, float(np.abs(tx - px.numpy()).max()))
+            same_labels &= bool(np.array_equal(ty, py.numpy()))
+    model.train(shard, fed.client_steps(len(shard.train_labels)), server_round=1, seed=batch_seed)
+    ours_w = pytorch_layout(model.get_weights())
+    model.close()
+    torch.set_num_threads(1)
+    tf_peer.train(_recipe(args, spec, seed, init), mirror, 0, 1)
+    theirs_w = [p.detach().numpy() for p in mirror.state_dict().values()]
+    start_w = pytorch_layout(start)
+    change = max(float(np.abs(ours_w[k] - start_w[k]).max()) for k in ours_w)
+    diff = max(float(np.abs(w - t).max()) for w, t in zip(ours_w.values(), theirs_w))
+    return {"logits_max_rel_diff": float(np.abs(ours - theirs).max() / np.abs(ours).max()),
+            "same_predictions": float(np.mean(ours.argmax(1) == theirs.argmax(1))), "batch_max_diff": batch_diff,
+            "same_labels": same_labels, "round1_client0_weights_max_diff_over_change": diff / change}
+
+
+def run_peer(args, spec: str, seed: int, init: str) -> list[dict]:
     rows: list[dict] = []
-    recipe = torch_federated.Recipe(args.data, args.clients, args.rounds, args.local_steps, args.batch_size, 0.05,
-                                    spec, 0)
-    torch_federated.simulate(recipe, rows.append)
+    _peer_module().simulate(_recipe(args, spec, seed, init), progress(rows, partition=spec, seed=seed,
+                                                                      framework="pytorch"))
     return rows
+
+
+def summarize(args, results: dict, checks: dict, seeds: list[int]) -> None:
+    print(f"{args.model}, {args.clients} clients, {args.rounds} rounds of {args.local_steps} local steps of "
+          f"{args.batch_size}, FedAvg, seeds {seeds}, {os.cpu_count()} cores:")
+    for (spec, seed, who), r in results.items():
+        print(f"  {spec:14s} seed {seed} {who:8s} test accuracy % by round {r['accuracy']}  seconds per round "
+              f"{r['round_s']}  total {r['total_s']} s")
+        if "trained_failed_timed_out" in r:
+            print(f"  {'':30s} clients trained/failed/timed out by round {r['trained_failed_timed_out']}; the most "
+                  f"a client planned {r['peak_bytes']}, measured {r['measured_peak_bytes']}, held resident "
+                  f"{r['rss_bytes']} bytes")
+        if (spec, seed) in checks and who == "pytorch":
+            print(f"  {'':30s} same start and batches: {checks[spec, seed]}")
+    for spec in args.partitions.split(","):
+        pairs = [(results[spec, s, "tfplus"], results[spec, s, "pytorch"]) for s in seeds
+                 if (spec, s, "pytorch") in results]
+        if not pairs:
+            continue
+        # Per round, tfplus - pytorch in points, one row per seed (round 0, the same weights, is 0 up to rounding).
+        gaps = np.array([np.subtract(ours["accuracy"], peer["accuracy"]) for ours, peer in pairs])
+        last, over = gaps[:, -1], gaps[:, 1:].mean(axis=1)
+        print(f"  {spec:14s} tfplus - pytorch by round, per seed: {np.round(gaps, 2).tolist()}")
+        print(f"  {spec:14s} at round {args.rounds}: mean {last.mean():+.2f} points, spread (std over seeds) "
+              f"{last.std(ddof=1) if len(last) > 1 else float('nan'):.2f}, range {last.min():+.2f}..{last.max():+.2f};"
+              f" mean over rounds 1..{args.rounds}: {over.mean():+.2f} (per seed {np.round(over, 2).tolist()})")
+        # The median round after the first (which also starts Ray's workers and reads the shards).
+        ratios = [float(np.median(ours["round_s"][1:] or ours["round_s"])) /
+                  float(np.median(peer["round_s"][1:] or peer["round_s"])) for ours, peer in pairs]
+        print(f"  {spec:14s} seconds per round (median after round 1) tfplus / pytorch: "
+              f"{[round(x, 2) for x in ratios]}")
 
 
 def main() -> None:
@@ -66,42 +176,39 @@ def main() -> None:
                    help="plan each tfplus client's step to fit this (e.g. 32MB); the peer has no budget")
     p.add_argument("--measure-memory", action="store_true", help="tfplus clients measure a step's peak (slower)")
     p.add_argument("--partitions", default="iid,dirichlet:0.5")
+    p.add_argument("--seeds", default="0", help="comma-separated seeds: each runs both sides (partition, initial "
+                   "weights, batches)")
+    p.add_argument("--test-examples", type=int, help="central evaluation on the test set's first N images "
+                   "(default all 10,000: about 12 s a round on 2 cores)")
     p.add_argument("--no-peer", action="store_true", help="tfplus alone (no torch)")
     p.add_argument("--data", default=str(HERE.parents[1] / "shared" / "data"))
     args = p.parse_args()
+    seeds = [int(s) for s in args.seeds.split(",")]
+    if not args.no_peer and args.model != "mentee":
+        p.error(f"--model {args.model}: the peer is Mentee; give --model mentee or --no-peer")
+    results, checks = {}, {}
     runners = {"tfplus": run_tfplus} if args.no_peer else {"tfplus": run_tfplus, "pytorch": run_peer}
-    results = {}
-    for spec in args.partitions.split(","):
-        for who, run in runners.items():
-            start = time.perf_counter()
-            rows = run(args, spec)
-            results[spec, who] = r = {"accuracy": [round(100 * row["test_accuracy"], 2) for row in rows],
-                                      "round_s": [round(row["round_s"], 1) for row in rows[1:]],
-                                      "total_s": round(time.perf_counter() - start, 1)}
-            if who == "tfplus":  # per round: clients that trained, failed, timed out; the most any client used
-                r["trained_failed_timed_out"] = [[len(row["clients"]), len(row["failed"]), len(row["timed_out"])]
-                                                 for row in rows[1:]]
-                r.update({key: [row.get(key) for row in rows[1:]]
-                          for key in ("peak_bytes", "measured_peak_bytes", "rss_bytes")})
-            print(json.dumps({"partition": spec, "framework": who, **r}), flush=True)
-    print(f"{args.model}, {args.clients} clients, {args.rounds} rounds of {args.local_steps} local steps of "
-          f"{args.batch_size}, FedAvg, {os.cpu_count()} cores:")
-    for (spec, who), r in results.items():
-        print(f"  {spec:14s} {who:8s} test accuracy % by round {r['accuracy']}  seconds per round {r['round_s']}"
-              f"  total {r['total_s']} s")
-        if "trained_failed_timed_out" in r:
-            print(f"  {'':23s} clients trained/failed/timed out by round {r['trained_failed_timed_out']}; the most "
-                  f"a client planned {r['peak_bytes']}, measured {r['measured_peak_bytes']}, held resident "
-                  f"{r['rss_bytes']} bytes")
-    for spec in args.partitions.split(","):
-        if (spec, "pytorch") in results:
-            ours, peer = results[spec, "tfplus"], results[spec, "pytorch"]
-            gap = ours["accuracy"][-1] - peer["accuracy"][-1]
-            # The median round after the first (which also starts Ray's workers and reads the shards).
-            ratio = float(np.median(ours["round_s"][1:] or ours["round_s"])) / float(
-                np.median(peer["round_s"][1:] or peer["round_s"]))
-            print(f"  {spec:14s} tfplus - pytorch at round {args.rounds}: {gap:+.2f} points; seconds per round "
-                  f"(median after round 1) {ratio:.2f}x the peer's")
+    with tempfile.TemporaryDirectory() as keep:
+        for spec in args.partitions.split(","):
+            for seed in seeds:
+                init = os.path.join(keep, f"initial_weights_{seed}.npz")
+                for who, run in runners.items():
+                    if who == "pytorch":
+                        checks[spec, seed] = check_peer(args, spec, seed, init)
+                        print(json.dumps({"partition": spec, "seed": seed, "check": checks[spec, seed]}), flush=True)
+                    start = time.perf_counter()
+                    rows = run(args, spec, seed, init)
+                    results[spec, seed, who] = r = {
+                        "accuracy": [round(100 * row["test_accuracy"], 2) for row in rows],
+                        "round_s": [round(row["round_s"], 1) for row in rows[1:]],
+                        "total_s": round(time.perf_counter() - start, 1)}
+                    if who == "tfplus":  # per round: clients that trained, failed, timed out; the most any used
+                        r["trained_failed_timed_out"] = [[len(row["clients"]), len(row["failed"]),
+                                                          len(row["timed_out"])] for row in rows[1:]]
+                        r.update({key: [row.get(key) for row in rows[1:]]
+                                  for key in ("peak_bytes", "measured_peak_bytes", "rss_bytes")})
+                    print(json.dumps({"partition": spec, "seed": seed, "framework": who, **r}), flush=True)
+    summarize(args, results, checks, seeds)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 ClientApp, FedAvg on a ServerApp, in Flower's Simulation Engine, with tfplus's recipe for a federated client.
 
     pip install torch==2.13.0 "flwr[simulation]"
-    python benchmarks/torch_federated.py --data DIR --clients 10 --rounds 20 --local-steps 50 --partition iid
+    python benchmarks/torch_federated.py --data DIR --clients 10 --rounds 20 --local-steps 50 --partition iid \\
+        [--init OUT/initial_weights.npz]
 
 What it mirrors (tfplus.federated): the clients' shards (tfplus.federated.partition, the same function, so the same
 examples), each round's batches (the same NumPy generators keyed by the client's seed seed*1000003 + client*1009 +
@@ -10,7 +11,10 @@ round, as tfplus.data.train_batches), pad-4 crop + flip and per-channel normaliz
 0.9 and weight decay 5e-4 on the weights, the optimizer's state reset every round, the learning rate warmed up over
 round 1's steps and cosine-decayed over all rounds' steps (round r trains global steps (r-1)*local_steps onwards),
 FedAvg weighted by the clients' example counts, central evaluation of the global model on the whole test set after
-each round. One thread per client, as a tfplus client given one CPU.
+each round (or its first --test-examples images). One thread per client, as a tfplus client given one CPU.
+The initial global model: with --init, the very weights tfplus's server started from (the initial_weights.npz it
+writes into its --out, keyed by variable name: tfplus.federated.model.pytorch_layout puts them in this layout),
+so that both runs differ only by the frameworks' arithmetic; without it, PyTorch's own draws for --seed.
 Prints one JSON row per round: {"round", "test_accuracy", "round_s"} (round 0: the initial model).
 """
 from __future__ import annotations
@@ -33,6 +37,7 @@ from torch import nn
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # Ray's workers import this module by name
 from torch_reference import Mentee, augment, evaluate, normalize, read_cifar  # noqa: E402
 
+from tfplus.federated.model import load_weights, pytorch_layout  # noqa: E402
 from tfplus.federated.partition import partition  # noqa: E402  the very shards tfplus's clients get
 
 MOMENTUM, WEIGHT_DECAY = 0.9, 5e-4
@@ -42,9 +47,28 @@ class Recipe:
     """The run's settings (every client and the server use the same)."""
 
     def __init__(self, data: str, clients: int, rounds: int, local_steps: int, batch_size: int, lr: float,
-                 partition: str, seed: int):
+                 partition: str, seed: int, init: str | None = None, test_examples: int | None = None):
         self.data, self.clients, self.rounds, self.local_steps = data, clients, rounds, local_steps
         self.batch_size, self.lr, self.partition, self.seed = batch_size, lr, partition, seed
+        self.init, self.test_examples = init, test_examples
+
+
+def load_tfplus(model: Mentee, path: str) -> None:
+    """Sets `model` to tfplus's weights in `path` (save_weights' .npz): tfplus's variables (conv1/weights,
+    conv1/biases, ..., fc3/biases) in order are the mirror's parameters in order, each in PyTorch's layout."""
+    weights = pytorch_layout(load_weights(path))
+    params = model.state_dict()
+    if len(weights) != len(params):
+        raise ValueError(f"{path}: {len(weights)} arrays for the mirror's {len(params)} parameters; export the "
+                         "Mentee of the default widths")
+    state = {}
+    for (name, w), (key, p) in zip(weights.items(), params.items()):
+        kind = {"weights": "weight", "biases": "bias"}.get(name.rsplit("/", 1)[-1])
+        if kind != key.rsplit(".", 1)[-1] or tuple(p.shape) != w.shape:
+            raise ValueError(f"{path}: tfplus's {name} {w.shape} does not fit the mirror's {key} "
+                             f"{tuple(p.shape)}")
+        state[key] = torch.from_numpy(w)
+    model.load_state_dict(state)
 
 
 def learning_rate(r: Recipe, step: int) -> float:
@@ -124,7 +148,10 @@ def server_app(r: Recipe, log) -> ServerApp:
     def main(grid: Grid, context: Context) -> None:
         torch.manual_seed(r.seed)
         model = Mentee()
+        if r.init:
+            load_tfplus(model, r.init)
         _, _, test_x, test_y = cifar(r)
+        test_x, test_y = test_x[:r.test_examples], test_y[:r.test_examples]
         clock = [time.perf_counter()]
 
         def central(server_round: int, arrays: ArrayRecord) -> MetricRecord:
@@ -158,9 +185,12 @@ def main() -> None:
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--partition", default="iid")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--init", help="tfplus's initial weights (the initial_weights.npz of its --out)")
+    p.add_argument("--test-examples", type=int, help="evaluate on the test set's first N images (default all)")
     args = p.parse_args()
     simulate(Recipe(args.data, args.clients, args.rounds, args.local_steps, args.batch_size, args.lr,
-                    args.partition, args.seed), lambda row: print(json.dumps(row), flush=True))
+                    args.partition, args.seed, args.init, args.test_examples),
+             lambda row: print(json.dumps(row), flush=True))
 
 
 if __name__ == "__main__":

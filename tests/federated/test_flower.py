@@ -16,6 +16,7 @@ from tfplus import data as tfdata
 from tfplus import trainer
 from tfplus.data import cifar10
 from tfplus.federated import FederatedModel
+from tfplus.federated.model import load_weights
 
 flwr = pytest.importorskip("flwr", reason="Flower is not installed: pip install \"tfplus[federated]\"")
 from flwr.app import Context, Error, Message, RecordDict  # noqa: E402
@@ -279,3 +280,29 @@ def test_tfplus_and_flower_import_together():
     from tfplus.proto import graph_pb2  # noqa: F401  tfplus's generated modules load under Flower's protobuf
     major = int(google.protobuf.__version__.split(".")[0])
     assert 6 <= major < 8 and flwr.__version__
+
+
+def test_a_supernode_picks_its_device_and_the_server_exports_its_start(data_dir, tmp_path, monkeypatch):
+    """A SuperNode's node config may name its client's device (one SuperNode per GPU); the server writes the
+    weights it started from (what a peer framework loads) and each row the clients' seconds."""
+    fed = _federation(data_dir, tmp_path / "fl", rounds=1, local_steps=2, test_examples=10)
+    checked = []
+
+    def check(device):
+        checked.append(device)
+        if device != "cpu":
+            raise RuntimeError(f"--device {device}: stands in for a GPU this machine lacks")
+    monkeypatch.setattr(flower, "check_opencl_gpu", check)
+    grid = InProcessGrid(flower.client_app(fed), 2)
+    grid.nodes[1001].node_config["device"] = "opencl:1"
+    flower.run_server(fed, grid)
+    rows = _rows(tmp_path / "fl")
+    assert "opencl:1" in checked and rows[1]["clients"] == [0]
+    assert rows[1]["failed"][0]["node"] == 1001 and "opencl:1" in rows[1]["failed"][0]["reason"]
+    assert rows[1]["setup_s"] > 0 and rows[1]["train_s"] > 0
+    start = load_weights(str(tmp_path / "fl" / "initial_weights.npz"))
+    model = FederatedModel(fed.train_config(), fed.round_steps(), fed.rounds)
+    model.set_weights(start)
+    test = flower.test_set(fed)
+    assert len(test.test_labels) == 10
+    assert model.evaluate(test) == (rows[0]["test_accuracy"], pytest.approx(rows[0]["test_loss"], rel=1e-6))

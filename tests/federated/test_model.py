@@ -10,6 +10,7 @@ from tfplus import data as tfdata
 from tfplus import trainer
 from tfplus.data import cifar10
 from tfplus.federated import FederatedModel, partition
+from tfplus.federated.model import load_weights, pytorch_layout, save_weights
 
 N_TRAIN, N_TEST = 200, 40  # a small synthetic CIFAR-10 in the binary format: 5 files of 40, a test file of 40
 
@@ -129,3 +130,44 @@ def test_a_measured_round_reports_the_measured_peak_of_its_last_step():
         tracemalloc.stop()
     assert m.peak_bytes() <= out["measured_peak_bytes"] < m.peak_bytes() + 4_000_000
     assert np.isfinite(out["loss"]) and "measured_peak_bytes" not in m.train(tfdata.synthetic(64, 16), steps=2)
+
+
+def _torch_layout_mentee(w: dict, x: np.ndarray, pools=(1, 3, 4)) -> np.ndarray:
+    """Mentee's logits computed as PyTorch's layers do, in float64 NumPy: nn.Conv2d (OIHW filters, padding 1) +
+    ReLU, nn.MaxPool2d(2) after the pooled layers, nn.Flatten (C, H, W order), nn.Linear (x @ W.T + b)."""
+    convs = sorted({k.split("/")[0] for k in w if k.startswith("conv")}, key=lambda s: int(s[4:]))
+    dense = sorted({k.split("/")[0] for k in w if k.startswith("fc")}, key=lambda s: int(s[2:]))
+    for i, name in enumerate(convs):
+        windows = np.lib.stride_tricks.sliding_window_view(np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1))), (3, 3),
+                                                           axis=(2, 3))  # (N, C, H, W, 3, 3)
+        x = np.einsum("nchwij,ocij->nohw", windows, w[f"{name}/weights"]) + w[f"{name}/biases"][:, None, None]
+        x = np.maximum(x, 0)
+        if i in pools:
+            n, c, h, wd = x.shape
+            x = x.reshape(n, c, h // 2, 2, wd // 2, 2).max(axis=(3, 5))
+    x = x.reshape(len(x), -1)
+    for i, name in enumerate(dense):
+        x = x @ w[f"{name}/weights"].T + w[f"{name}/biases"]
+        x = np.maximum(x, 0) if i < len(dense) - 1 else x
+    return x
+
+
+def test_exported_weights_in_pytorch_layout_give_tfplus_logits(tmp_path):
+    """The .npz a PyTorch peer starts from (benchmarks/torch_federated.py): keyed by variable name, read back
+    without pickles, and in PyTorch's layout (pytorch_layout) the same network as tfplus's, logit for logit."""
+    m = FederatedModel(trainer.TrainConfig(model="mentee", conv_widths=(4, 4, 8, 8, 8), fc_widths=(16, 8),
+                                           batch_size=4, synthetic=True), steps_per_round=1, rounds=1, cpus=1)
+    rng = np.random.default_rng(1)  # random biases too, so a bias in the wrong place shows
+    m.set_weights({k: (rng.standard_normal(v.shape) * 0.3).astype(np.float32) for k, v in m.get_weights().items()})
+    save_weights(str(tmp_path / "w.npz"), m.get_weights())
+    loaded = load_weights(str(tmp_path / "w.npz"))
+    assert list(loaded) == m.names and all(np.array_equal(loaded[k], v) for k, v in m.get_weights().items())
+    torch_w = pytorch_layout(loaded)
+    assert torch_w["conv2/weights"].shape == (4, 4, 3, 3) and torch_w["fc1/weights"].shape == (16, 8 * 4 * 4)
+    x = rng.standard_normal((4, 3, 32, 32)).astype(np.float32)
+    assert m.tg.raw_images is None
+    ours = m.sess.run(m.tg.logits, {m.tg.images: x})
+    mirror = _torch_layout_mentee({k: v.astype(np.float64) for k, v in torch_w.items()}, x.astype(np.float64))
+    np.testing.assert_allclose(ours, mirror, rtol=1e-4, atol=1e-4 * np.abs(mirror).max())
+    assert pytorch_layout({"dw/depthwise_weights": np.zeros((3, 3, 5, 1))})["dw/depthwise_weights"].shape == \
+        (5, 1, 3, 3)

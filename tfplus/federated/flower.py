@@ -23,7 +23,7 @@ import numpy as np
 from tfplus import data as tfdata
 from tfplus import summary, trainer
 from tfplus.data import cifar10
-from tfplus.federated.model import FederatedModel
+from tfplus.federated.model import FederatedModel, save_weights
 from tfplus.federated.partition import parse_spec, partition
 
 try:
@@ -38,6 +38,9 @@ except ImportError as e:  # the extra is optional: say how to get it
 STRATEGIES = ("fedavg", "fedprox", "fedadam", "fedavgm")
 CLIENT_TIMEOUT = 600.0  # seconds one client's round may take, by default (Federation.timeout)
 _SCALARS = ("test_accuracy", "test_loss", "train_loss", "train_accuracy", "round_s")  # TensorBoard, per round
+# The clients' means (by examples, FedAvg's weights) in each round's row: seconds a client took to be ready to
+# train (its model made or kept, its shard read, the weights set) and to train.
+_TRAIN_METRICS = ("train_loss", "train_accuracy", "setup_s", "train_s")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,6 +70,7 @@ class Federation:
     cpus: int | None = None            # CPUs Ray may use (None: this machine's); cpus // client_cpus clients at once
     data: str | None = None            # the folder of cifar-10-batches-bin (or its parent); None: $TFPLUS_DATA, cache
     synthetic: bool = False            # tfplus's synthetic set (tests, demos): each client computes its shard of it
+    test_examples: int | None = None   # central evaluation on the test set's first N images (None: all of it)
     measure_memory: bool = False       # clients trace their NumPy memory (tracemalloc) and measure a step's peak
     out: str | None = None
 
@@ -81,6 +85,8 @@ class Federation:
         if self.cpus is not None and self.cpus < self.client_cpus:
             raise ValueError(f"cpus (--cpus) {self.cpus} is fewer than client_cpus (--client-cpus) "
                              f"{self.client_cpus}: no client could ever be placed; raise --cpus or lower --client-cpus")
+        if self.test_examples is not None and self.test_examples < 1:
+            raise ValueError(f"test_examples {self.test_examples}: give at least 1, or None for the whole test set")
         if self.min_train > self.clients:
             raise ValueError(f"min_train (--min-clients) {self.min_train} is more than clients {self.clients}: a "
                              "round could never start; lower it")
@@ -165,12 +171,16 @@ def client_shard(fed: Federation, client: int) -> tfdata.Dataset:
 
 
 def test_set(fed: Federation) -> tfdata.Dataset:
-    """The whole test set and no training examples: what the server's central evaluation reads."""
+    """The test set (its first fed.test_examples images, if set) and no training examples: what the server's
+    central evaluation reads."""
     if fed.synthetic:
         full = tfdata.synthetic(trainer.SYNTHETIC_TRAIN, trainer.SYNTHETIC_TEST, seed=trainer.SYNTHETIC_SEED)
-        return tfdata.Dataset(full.train_images[:0], full.train_labels[:0], full.test_images, full.test_labels)
+        test = slice(fed.test_examples)
+        return tfdata.Dataset(full.train_images[:0], full.train_labels[:0], full.test_images[test],
+                              full.test_labels[test])
     folder = _batches_dir(fed)
-    return cifar10.read_shard(folder, np.zeros(0, np.int64), np.arange(len(cifar10.read_labels(folder)[1])))
+    return cifar10.read_shard(folder, np.zeros(0, np.int64),
+                              np.arange(len(cifar10.read_labels(folder)[1]))[:fed.test_examples])
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -237,14 +247,16 @@ def _record(weights: dict[str, np.ndarray]) -> ArrayRecord:
 
 def client_app(fed: Federation | None = None) -> ClientApp:
     """The ClientApp: on "train", loads the global weights, trains fed.client_steps() steps on its shard (client
-    = node_config's partition-id, of num-partitions) and replies with its weights, {num-examples, train_loss,
-    train_accuracy} and {client, peak_bytes, measured_peak_bytes (0 unless fed.measure_memory), shard_bytes,
-    rss_bytes}; on
-    "evaluate", tests the weights on its slice of the test set. An error names the client."""
+    = node_config's partition-id, of num-partitions; node_config's device, if given, overrides fed.device: a
+    SuperNode's own GPU) and replies with its weights, {num-examples, train_loss, train_accuracy, setup_s,
+    train_s} and {client, peak_bytes, measured_peak_bytes (0 unless fed.measure_memory), shard_bytes,
+    rss_bytes}; on "evaluate", tests the weights on its slice of the test set. An error names the client."""
     app = ClientApp()
 
     def setup(msg: Message, context: Context) -> tuple[Federation, int, FederatedModel, tfdata.Dataset]:
         f = fed or Federation.from_run_config(dict(context.run_config))
+        if "device" in context.node_config:  # a SuperNode's own device: --node-config "... device='opencl:1'"
+            f = dataclasses.replace(f, device=str(context.node_config["device"]))
         client = int(context.node_config["partition-id"])
         if not 0 <= client < f.clients:
             raise ValueError(f"client {client}: node config partition-id={client} is outside 0..{f.clients - 1} "
@@ -260,7 +272,9 @@ def client_app(fed: Federation | None = None) -> ClientApp:
     def train(msg: Message, context: Context) -> Message:
         client = context.node_config.get("partition-id")
         try:
+            start = time.perf_counter()
             f, client, model, shard = setup(msg, context)
+            ready = time.perf_counter()
             config = msg.content["config"]
             out = model.train(shard, f.client_steps(len(shard.train_labels)), int(config["server-round"]),
                               float(config.get("proximal-mu", 0.0)), seed=f.seed * 1_000_003 + client * 1009
@@ -268,7 +282,8 @@ def client_app(fed: Federation | None = None) -> ClientApp:
         except Exception as e:
             raise RuntimeError(f"client {client}: {type(e).__name__}: {e}") from e
         metrics = {"num-examples": len(shard.train_labels), "train_loss": out["loss"],
-                   "train_accuracy": out["accuracy"]}
+                   "train_accuracy": out["accuracy"], "setup_s": ready - start,
+                   "train_s": time.perf_counter() - ready}
         # Who replied and its memory, reported as they are, not averaged with the metrics: the plan's peak; the
         # measured step's, less the shard's arrays (NumPy data the process holds for the round, not the step);
         # the shard's; the process's resident peak.
@@ -342,11 +357,13 @@ def make_strategy(fed: Federation):
 
 def run_server(fed: Federation, grid: Grid, log=None, concurrent: int | None = None):
     """Runs fed.rounds rounds of the strategy on `grid`. After each round (and before the first): the global model
-    is evaluated on the whole test set, saved as a checkpoint in fed.out (tfplus eval reads it), and a row
-    {round, test_accuracy, test_loss, train_loss, clients, failed, timed_out, round_s, peak_bytes,
-    measured_peak_bytes, rss_bytes (the most of any client), client_memory (each client's), checkpoint} goes to
-    fed.out/rounds.jsonl and, as scalars federated/*, to TensorBoard event files in fed.out. A round waits
-    fed.timeout(concurrent) seconds for replies. Returns Flower's Result."""
+    is evaluated on the test set, saved as a checkpoint in fed.out (tfplus eval reads it), and a row
+    {round, test_accuracy, test_loss, train_loss, setup_s and train_s (the clients' means), clients, failed,
+    timed_out, round_s, peak_bytes, measured_peak_bytes, rss_bytes (the most of any client), client_memory (each
+    client's), checkpoint} goes to fed.out/rounds.jsonl and, as scalars federated/*, to TensorBoard event files in
+    fed.out. A round waits fed.timeout(concurrent) seconds for replies. The initial global weights also go to
+    fed.out/initial_weights.npz (model.save_weights), for a peer that must start from them. Returns Flower's
+    Result."""
     model = FederatedModel(fed.train_config(), fed.round_steps(), fed.rounds)
     test = test_set(fed)
     strategy = make_strategy(fed)
@@ -355,6 +372,7 @@ def run_server(fed: Federation, grid: Grid, log=None, concurrent: int | None = N
     jsonl = events = None
     if out:
         os.makedirs(out, exist_ok=True)
+        save_weights(os.path.join(out, "initial_weights.npz"), model.get_weights())
         jsonl = trainer.JsonLog(os.path.join(out, "rounds.jsonl"))
         events = summary.FileWriter(out)
     clock = [time.perf_counter()]
@@ -373,8 +391,7 @@ def run_server(fed: Federation, grid: Grid, log=None, concurrent: int | None = N
                 row[key] = max((c.get(key, 0) for c in strategy.memory), default=0) or None
             row["client_memory"] = strategy.memory
             if strategy.train_metrics is not None:
-                row.update(train_loss=strategy.train_metrics["train_loss"],
-                           train_accuracy=strategy.train_metrics["train_accuracy"])
+                row.update({k: strategy.train_metrics[k] for k in _TRAIN_METRICS if k in strategy.train_metrics})
         history.append({"epoch": server_round or 1, "test_accuracy": accuracy})
         if out:
             row["checkpoint"] = model.save(out, server_round, data_dir, history)

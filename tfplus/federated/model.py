@@ -6,6 +6,7 @@ each, optimizer state reset between rounds, local training on a shard with the t
     m.set_weights(w)                     # one run of one grouped assign
     m.train(shard, steps=50, server_round=2)   # the schedule goes on from step 50, the global step's
     accuracy, loss = m.evaluate(test_set)
+    save_weights("w.npz", w); load_weights("w.npz")   # an .npz keyed by variable name, no pickles
 """
 from __future__ import annotations
 
@@ -19,6 +20,33 @@ import numpy as np
 import tfplus as tf
 from tfplus import data as tfdata
 from tfplus import trainer
+
+
+def save_weights(path: str, weights: dict[str, np.ndarray]) -> None:
+    """Writes {variable name: array} (get_weights()'s) as an .npz keyed by the names: what another framework's
+    peer loads to start from the very same weights (NumPy reads it without pickles)."""
+    np.savez(path, **weights)
+
+
+def load_weights(path: str) -> dict[str, np.ndarray]:
+    """save_weights' {variable name: array}, read with pickles refused."""
+    with np.load(path, allow_pickle=False) as f:
+        return {name: f[name] for name in f.files}
+
+
+def pytorch_layout(weights: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The weights in PyTorch's layout, same names: a conv filter HWIO -> OIHW (nn.Conv2d's), a depthwise one
+    (H, W, C, 1) -> (C, 1, H, W), a dense matrix (in, out) -> (out, in) (nn.Linear's), vectors as they are. For
+    an NCHW model (the default), whose flatten orders features (C, H, W) as torch's nn.Flatten does; an NHWC
+    model's first dense rows would need reordering.
+
+        pytorch_layout({"conv1/weights": np.zeros((3, 3, 3, 32))})["conv1/weights"].shape == (32, 3, 3, 3)
+    """
+    def move(name: str, w: np.ndarray) -> np.ndarray:
+        if w.ndim == 4:
+            return w.transpose((2, 3, 0, 1) if "depthwise" in name else (3, 2, 0, 1))
+        return w.T if w.ndim == 2 else w
+    return {name: np.ascontiguousarray(move(name, w)) for name, w in weights.items()}
 
 
 class FederatedModel:

@@ -1,0 +1,221 @@
+"""Federated rounds in Flower's Deployment Engine, SuperNodes per device: a SuperLink and K SuperNodes as separate
+processes on 127.0.0.1 (runtime dependency installation off: nothing is installed, no package index is asked), each
+SuperNode its own shard and `--device`, running tfplus's Flower apps (tfplus.federated.flower) for R rounds; prints
+each round's wall time as the server saw it (the clients' processes started, their models made, their training,
+FedAvg and the central evaluation) and the clients' mean seconds to be ready (setup_s) and to train (train_s).
+
+    python benchmarks/bench_federated_deploy.py --devices opencl:0,opencl:1 --data DIR --rounds 6 --local-steps 200
+    python benchmarks/bench_federated_deploy.py --devices cpu,cpu --synthetic --rounds 2 --local-steps 5   # a try-out
+
+Modes (--modes, default all three):
+- two-devices: 2 SuperNodes, one on each of --devices' two devices (2 clients, an IID half of the data each);
+- one-device: 2 SuperNodes both on the first device (the same work as two-devices, sharing one device);
+- one-node: 1 SuperNode on the first device (1 client: one client's work, the round's floor).
+The issue's bar (2 GPUs): two-devices' round time <= 0.6x one-device's.
+
+Needs Flower without Ray (pip install flwr): the SuperLink, SuperNode, SuperExec and app processes are Flower's
+console scripts (flower-superlink, flower-supernode, flower-superexec, flwr-serverapp, flwr-clientapp, flwr), found
+beside this Python or on PATH. Flower keeps its state in FLWR_HOME, here a temporary folder. Every SuperNode starts
+a fresh flwr-clientapp process for each round's message (Flower's design), so each client makes its model and reads
+its shard every round: setup_s says what that costs.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+SCRIPTS = ("flower-superlink", "flower-supernode", "flower-superexec", "flwr-serverapp", "flwr-clientapp", "flwr")
+MODES = ("two-devices", "one-device", "one-node")
+
+
+def flower_scripts() -> str:
+    """The folder of Flower's console scripts (beside this Python first, else on PATH); exits naming what is
+    missing."""
+    try:
+        import flwr  # noqa: F401
+    except ImportError as e:
+        sys.exit(f"bench_federated_deploy: Flower is not installed ({e}): pip install flwr (Ray is not needed)")
+    here = str(Path(sys.executable).parent)
+    found = shutil.which("flower-superlink", path=os.pathsep.join([here, os.environ.get("PATH", "")]))
+    folder = Path(found).parent if found else None
+    missing = [s for s in SCRIPTS if folder is None or not (folder / s).exists()]
+    if missing:
+        sys.exit(f"bench_federated_deploy: Flower's scripts {', '.join(missing)} are not beside {sys.executable} "
+                 "or on PATH; reinstall flwr in this environment")
+    return str(folder)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def toml_value(v) -> str:
+    return json.dumps(v) if isinstance(v, str) else str(v).lower() if isinstance(v, bool) else str(v)
+
+
+def write_app(folder: Path, config: dict) -> None:
+    """A Flower app whose components are tfplus's apps and whose run config is `config` (Federation's keys)."""
+    folder.mkdir(parents=True)
+    lines = ['[project]', 'name = "tfplus-bench"', 'version = "1.0.0"', 'dependencies = []', '',
+             '[tool.flwr.app]', 'publisher = "tfplus"', '', '[tool.flwr.app.components]',
+             'serverapp = "tfplus.federated.flower:serverapp"', 'clientapp = "tfplus.federated.flower:clientapp"', '',
+             '[tool.flwr.app.config]', *[f"{k} = {toml_value(v)}" for k, v in config.items()]]
+    (folder / "pyproject.toml").write_text("\n".join(lines) + "\n")
+
+
+class Cluster:
+    """A SuperLink and one SuperNode per device on 127.0.0.1, each in its own process group (ended, with the
+    processes Flower starts under it, when the cluster closes)."""
+
+    def __init__(self, home: Path, devices: list[str], env: dict, log):
+        self.procs: list[subprocess.Popen] = []
+        self.port, self.env, self.log = free_port(), env, log
+        (home / "config.toml").write_text(f'[superlink]\ndefault = "local"\n\n[superlink.local]\n'
+                                          f'address = "127.0.0.1:{self.port}"\ninsecure = true\n')
+        self.start(["flower-superlink", "--insecure", "--disable-runtime-dependency-installation",
+                    "--host", "127.0.0.1", "--port", str(self.port)])
+        for i, device in enumerate(devices):
+            config = f"partition-id={i} num-partitions={len(devices)} device='{device}'"
+            self.start(["flower-supernode", "--insecure", "--superlink", f"127.0.0.1:{self.port}",
+                        "--port", str(free_port()), "--node-config", config])
+
+    def start(self, command: list[str]) -> None:
+        self.procs.append(subprocess.Popen(command, env=self.env, stdout=self.log, stderr=subprocess.STDOUT,
+                                           start_new_session=True))
+
+    def wait_open(self, timeout: float = 120) -> None:
+        """Returns once the SuperLink accepts connections (the run can be submitted)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            self.check()
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"the SuperLink did not open 127.0.0.1:{self.port} in {timeout} s") from None
+                time.sleep(0.5)
+
+    def check(self) -> None:
+        for p in self.procs:
+            if p.poll() is not None:
+                raise RuntimeError(f"{p.args[0]} exited with {p.returncode}; see the log")
+
+    def close(self) -> None:
+        for p in reversed(self.procs):
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGTERM)  # the group this Popen made: the node and what it started
+        for p in self.procs:
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+
+
+def run_mode(args, mode: str, devices: list[str], work: Path, scripts: str) -> list[dict]:
+    """R rounds with one SuperNode per entry of `devices`; the server's rounds.jsonl rows."""
+    out, home = work / mode / "out", work / mode / "flwr"
+    home.mkdir(parents=True)
+    config = {"model": args.model, "clients": len(devices), "rounds": args.rounds, "local-steps": args.local_steps,
+              "batch-size": args.batch_size, "partition": "iid", "min-train": len(devices), "device": devices[0],
+              "client-cpus": args.client_cpus, "out": str(out)}
+    if args.synthetic:
+        config["synthetic"] = True
+    else:
+        config["data"] = args.data
+    if args.test_examples:
+        config["test-examples"] = args.test_examples
+    if args.client_budget:
+        config["client-budget"] = args.client_budget
+    write_app(work / mode / "app", config)
+    env = dict(os.environ, FLWR_HOME=str(home), PATH=os.pathsep.join([scripts, os.environ.get("PATH", "")]))
+    with open(work / mode / "flower.log", "w") as log:
+        cluster = Cluster(home, devices, env, log)
+        try:
+            cluster.wait_open()
+            subprocess.run(["flwr", "run", str(work / mode / "app"), "local"], env=env, stdout=log,
+                           stderr=subprocess.STDOUT, check=True, timeout=120)
+            deadline = time.monotonic() + args.timeout
+            rows: list[dict] = []
+            while len(rows) < args.rounds + 1:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{mode}: {len(rows)} of {args.rounds + 1} rounds' rows after {args.timeout} s")
+                cluster.check()
+                time.sleep(1)
+                path = out / "rounds.jsonl"
+                rows = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+                rows = [r for r in rows if r.get("kind") == "round"]
+            return rows
+        finally:
+            cluster.close()
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--devices", default="cpu,cpu", help="the two SuperNodes' devices (default cpu,cpu; on two GPUs "
+                   "opencl:0,opencl:1)")
+    p.add_argument("--modes", default=",".join(MODES), help=f"comma-separated, of {', '.join(MODES)}")
+    p.add_argument("--model", default="mentee")
+    p.add_argument("--rounds", type=int, default=4)
+    p.add_argument("--local-steps", type=int, default=50)
+    p.add_argument("--batch-size", type=int, default=128)
+    p.add_argument("--client-cpus", type=int, default=1, help="each client's CPU threads and step workers")
+    p.add_argument("--client-budget", help="plan each client's step to fit this (e.g. 32MB)")
+    p.add_argument("--test-examples", type=int, default=1000, help="central evaluation on the test set's first N "
+                   "images (default 1000; 0: all)")
+    data = p.add_mutually_exclusive_group(required=True)
+    data.add_argument("--data", help="the folder of cifar-10-batches-bin/ (or that folder)")
+    data.add_argument("--synthetic", action="store_true", help="tfplus's small synthetic set")
+    p.add_argument("--timeout", type=float, default=1800, help="seconds a mode's rounds may take in all")
+    p.add_argument("--keep", help="keep the apps, Flower's logs and the rounds.jsonl files in this folder")
+    args = p.parse_args()
+    scripts = flower_scripts()
+    devices = args.devices.split(",")
+    if len(devices) != 2:
+        p.error(f"--devices {args.devices}: give two devices, comma-separated")
+    nodes = {"two-devices": devices, "one-device": [devices[0]] * 2, "one-node": [devices[0]]}
+    results = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(args.keep or tmp)
+        for mode in args.modes.split(","):
+            if mode not in nodes:
+                p.error(f"--modes: {mode!r} is not one of {', '.join(MODES)}")
+            start = time.perf_counter()
+            try:
+                rows = run_mode(args, mode, nodes[mode], work, scripts)
+            except (RuntimeError, TimeoutError, subprocess.SubprocessError) as e:  # the other modes still run
+                print(json.dumps({"mode": mode, "error": f"{type(e).__name__}: {e}"}), flush=True)
+                continue
+            results[mode] = r = {"devices": nodes[mode], "round_s": [round(row["round_s"], 2) for row in rows[1:]],
+                                 "setup_s": [round(row.get("setup_s", 0), 2) for row in rows[1:]],
+                                 "train_s": [round(row.get("train_s", 0), 2) for row in rows[1:]],
+                                 "clients": [row["clients"] for row in rows[1:]],
+                                 "test_accuracy": [round(100 * row["test_accuracy"], 2) for row in rows],
+                                 "total_s": round(time.perf_counter() - start, 1)}
+            print(json.dumps({"mode": mode, **r}), flush=True)
+    print(f"{args.model}, {args.rounds} rounds of {args.local_steps} local steps of {args.batch_size}, FedAvg, "
+          f"Deployment Engine on 127.0.0.1; median of the rounds after the first (which also builds programs):")
+    median = {m: float(np.median(r["round_s"][1:] or r["round_s"])) for m, r in results.items()}
+    for mode, r in results.items():
+        print(f"  {mode:12s} {' + '.join(r['devices']):24s} s per round {median[mode]:7.2f}  (rounds {r['round_s']};"
+              f" clients' setup {r['setup_s']}, training {r['train_s']})")
+    if "two-devices" in median and "one-device" in median:
+        print(f"  two-devices / one-device: {median['two-devices'] / median['one-device']:.2f}x (bar: <= 0.6x)")
+
+
+if __name__ == "__main__":
+    main()
