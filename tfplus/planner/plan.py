@@ -318,7 +318,21 @@ def _search(step: _Step, budget: int | None, transformations: tuple, fit_only: b
     """(plan, why): the cheapest plan of `step` that fits `budget`, else the smallest found (fits False) and why a
     more frugal one did not apply. With `fit_only`, a plan that fits may be any that does (the floor's search
     asks only whether one does: the frugal plan, without the search for the cheapest)."""
-    step.budget = budget
+    best, why = _search_keeping(step, budget, budget, transformations, fit_only)
+    if not best.fits and budget is not None and step.budget_shapes(transformations):
+        # NOTE: rows kept to fill KEEP_SHARE of the budget may not place within it (on a small step the alignment
+        # outgrows the margin) where the rows the smallest plan keeps would: planned with those, every budget from
+        # the smallest plan's peak up fits.
+        other, reason = _search_keeping(step, budget, None, transformations, fit_only)
+        if other.fits or other.peak_bytes < best.peak_bytes:
+            best, why = other, reason
+    return best, why
+
+
+def _search_keeping(step: _Step, budget: int | None, keep: int | None, transformations: tuple,
+                    fit_only: bool) -> tuple:
+    """_search, statistics passes keeping rows as far as a budget of `keep` leaves room (_Step._kept)."""
+    step.budget = keep
     best = base = step.build(1, 1)
     base.budget_bytes = budget
     if budget is None or base.fits:
