@@ -62,12 +62,13 @@ def test_a_step_planned_for_many_budgets_plans_each_as_a_fresh_one():
     fetches and feeds): each budget's plan is the one a fresh plan() makes."""
     tg = _graph("seqnet")
     fetches, shapes, facts = [tg.train_op], {tg.images: (8, 3, 4, 4), tg.labels: (8,)}, device_facts("cpu")
-    low = planner.floor_plan(fetches, shapes, facts, graph=tg.graph).budget_bytes
+    top = planner.smallest_plan(fetches, shapes, facts, graph=tg.graph).peak_bytes
     shared = _Step(fetches, shapes, facts, tg.graph, None)
-    for b in (int(low * 1.2), low):
+    for b in (top, int(top * 0.93)):  # the second's rows kept for its budget
         mine, _ = _search(shared, b, planner.TRANSFORMATIONS)
         fresh = planner.plan(fetches, shapes, facts, b, graph=tg.graph, raise_if_infeasible=False)
-        assert mine.fits and mine.summary() == fresh.summary() and mine.choice == fresh.choice, b
+        assert mine.summary() == fresh.summary() and mine.choice == fresh.choice, b
+        assert mine.fits or b < top
 
 
 def test_plan_reports_the_floor_with_its_plan(capsys):
