@@ -36,7 +36,7 @@ def test_every_model_is_listed():
 @pytest.mark.parametrize("model", sorted(SMALL))
 def test_the_floor_plans_and_a_budget_below_it_is_refused(model):
     tg = _graph(model)
-    batch = 1 if model in ("alexnet", "mobilenet224") else 8  # their ImageNet-sized images
+    batch = 1 if model in ("alexnet", "mobilenet224") else 4  # their ImageNet-sized images
     runs = training_runs(tg, tg.train_op, batch)
     p = floor(tg.graph, runs, "cpu")  # the plan made for the floor
     assert p.fits and p.peak_bytes <= p.budget_bytes <= smallest_peak(tg.graph, runs, "cpu")
@@ -61,7 +61,7 @@ def test_a_step_planned_for_many_budgets_plans_each_as_a_fresh_one():
     """The floor's search plans one step for several budgets, its caches shared (kept rows per room, runs by their
     fetches and feeds): each budget's plan is the one a fresh plan() makes."""
     tg = _graph("seqnet")
-    fetches, shapes, facts = [tg.train_op], {tg.images: (8, 3, 4, 4), tg.labels: (8,)}, device_facts("cpu")
+    fetches, shapes, facts = [tg.train_op], {tg.images: (4, 3, 4, 4), tg.labels: (4,)}, device_facts("cpu")
     top = planner.smallest_plan(fetches, shapes, facts, graph=tg.graph).peak_bytes
     shared = _Step(fetches, shapes, facts, tg.graph, None)
     for b in (top, int(top * 0.93)):  # the second's rows kept for its budget
