@@ -418,7 +418,8 @@ def floor_plan(fetches, feed_shapes: dict, device="cpu", *, graph: Graph | None 
             if hi - lo <= FLOOR_PRECISION * hi:
                 break
             mid = (lo + hi) // 2
-            if _search(step, mid, transformations, fit_only=True)[0].fits:
+            # (_search's second try, with the smallest plan's rows, cannot fit below that plan's peak)
+            if _search_keeping(step, mid, mid, transformations, fit_only=True)[0].fits:
                 hi = mid
             else:
                 lo = mid
