@@ -20,7 +20,7 @@ from tfplus.planner import TRANSFORMATIONS
 from tfplus.planner import plan as _plan
 from tfplus.planner.profiles import PROFILES, get_profile
 from tfplus.runtime.facts import device_facts
-from tfplus.step_budget import smallest_budget, training_feeds, training_runs
+from tfplus.step_budget import floor, runs_fit, smallest_peak, training_feeds, training_runs
 from tfplus.units import format_size
 
 # What the largest batch one step holds may use: every transformation but those that split the batch.
@@ -94,6 +94,20 @@ def _per_budget(p, budget: int) -> dict:
     return row
 
 
+def _names(p) -> str:
+    """The transformations of plan `p` as the smallest-feasible line says them."""
+    out = []
+    for t in p.transformations:
+        name = t["name"]
+        if name == "microbatch":
+            out.append(f"{p.microbatches} micro-batches")
+        elif name == "stream":
+            out.append(f"a prefix streamed in {p.stream_microbatches} micro-batches")
+        elif name not in ("schedule", "inplace"):
+            out.append(name)
+    return ", ".join(out)
+
+
 def _print_budgets(rows: list[dict]) -> None:
     print(f"  {'budget':>10} {'peak':>10} {'fits':>4} {'predicted':>9}  transformations")
     for row in rows:
@@ -146,11 +160,15 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError("--max-batch needs a budget: give --memory-budget SIZE or --device-profile NAME")
     step = _TrainStep(args)
     p = step.plan(args.batch_size, budget)
-    smallest = step.smallest(args.batch_size)
+    lowest, seconds = step.floor(args.batch_size)
+    smallest = lowest.budget_bytes
     out = p.to_json()
     out.update(model=args.model, batch_size=args.batch_size, optimizer=args.optimizer,
                fine_tune_last=args.fine_tune_last, trainable=args.trainable,
-               smallest_feasible_budget_bytes=smallest)
+               smallest_feasible_budget_bytes=smallest,
+               smallest_feasible_plan={"peak_bytes": lowest.peak_bytes, "transformations": _names(lowest),
+                                       "predicted_overhead": round(lowest.predicted_overhead, 4),
+                                       "planning_seconds": round(seconds, 2)})
     if args.max_batch:
         # The batch one step holds (micro-batching only splits a batch that is already in memory, so with it
         # the limit is mostly the fed images themselves: reported apart, not run).
@@ -165,7 +183,8 @@ def main(args: argparse.Namespace) -> int:
     if args.plot:
         from tfplus.planner.plot import write_plot
         write_plot(p, args.plot, f"{args.model}, batch {args.batch_size}, {args.optimizer} on {args.device}")
-    status = 0 if budget is None or smallest <= budget else cli_args.EXIT_FAILED
+    # A budget a little below the floor may fit too (the floor's search stops within planner.FLOOR_PRECISION)
+    status = 0 if budget is None or smallest <= budget or p.fits else cli_args.EXIT_FAILED
     if args.json:
         print(json.dumps(out, indent=2, sort_keys=True))
     else:
@@ -175,7 +194,9 @@ def main(args: argparse.Namespace) -> int:
         if source:
             print(f"budget from {source}")
         print(p.summary())
-        print(f"  smallest feasible budget {format_size(smallest, up=True)} ({smallest} bytes)")
+        print(f"  smallest feasible budget {format_size(smallest, up=True)} ({smallest} bytes): fits "
+              f"{format_size(lowest.peak_bytes)} with {_names(lowest) or 'the plain step'}, predicted "
+              f"{lowest.predicted_overhead:+.1%} (found in {seconds:.1f} s)")
         if args.max_batch:
             ok = "confirmed by running one step" if out["max_batch_confirmed"] else "NOT confirmed"
             print(f"  max batch size     {out['max_batch_size']} ({ok}); "
@@ -218,7 +239,7 @@ class _TrainStep:
         if rw is not None:
             self.graph, self.planned = rw.graph, [rw.element[f] for f in self.fetches]
             self.planned_fed = tuple(rw.element[t] for t in self.fed)
-        self._needs: dict = {}
+        self._floors: dict = {}
 
     def shapes(self, batch: int, fed=None) -> dict:
         return {t: (batch,) + tuple(t.shape.as_list()[1:]) for t in fed or self.planned_fed}
@@ -227,13 +248,29 @@ class _TrainStep:
         return _plan(self.planned, self.shapes(batch), device_facts(self.args.device), budget, graph=self.graph,
                      raise_if_infeasible=False)
 
-    def smallest(self, batch: int, transformations=TRANSFORMATIONS) -> int:
-        """The smallest budget a run of `batch` fits in (smallest_budget of training_runs), remembered per batch."""
+    def floor(self, batch: int, transformations=TRANSFORMATIONS) -> tuple:
+        """(the floor plan of a run of `batch`, the seconds its search took): step_budget.floor of training_runs,
+        its budget_bytes the smallest budget the runs fit; remembered per batch."""
         key = (batch, tuple(transformations))
-        if key not in self._needs:
+        if key not in self._floors:
+            t0 = time.perf_counter()
             runs = training_runs(self.tg, self.sums.step_op, batch)
-            self._needs[key] = smallest_budget(self.tg.graph, runs, self.args.device, transformations)
-        return self._needs[key]
+            self._floors[key] = floor(self.tg.graph, runs, self.args.device, transformations), \
+                time.perf_counter() - t0
+        return self._floors[key]
+
+    def smallest(self, batch: int, transformations=TRANSFORMATIONS) -> int:
+        """The smallest budget a run of `batch` fits in (its floor's budget)."""
+        return self.floor(batch, transformations)[0].budget_bytes
+
+    def fit(self, batch: int, budget: int, transformations=TRANSFORMATIONS) -> tuple[int, bool]:
+        """(the need of a run of `batch`, whether it fits `budget`): the need is its smallest plan's peak
+        (step_budget.smallest_peak, one plan a run where the floor's search is several), and a budget below it
+        may still fit a plan made for it (planner.floor_plan), asked only then."""
+        runs = training_runs(self.tg, self.sums.step_op, batch)
+        need = smallest_peak(self.tg.graph, runs, self.args.device, transformations)
+        return need, need <= budget or "microbatch" in transformations and \
+            runs_fit(self.tg.graph, runs, self.args.device, budget, transformations)
 
     def max_batch(self, budget: int, transformations=TRANSFORMATIONS, at_least: int = 0) -> int:
         """The largest batch up to tfplus.cli_args.MAX_BATCH_SIZE that fits (a multiple of 8 from 8 on: micro-batching
@@ -248,11 +285,11 @@ class _TrainStep:
         probes: list[tuple[int, int]] = []
 
         def fits(b):
-            need = self.smallest(b, transformations)
+            need, ok = self.fit(b, budget, transformations)
             probes.append((b, need))
-            _note(f"max batch {what}: batch {b} needs {format_size(need)}"
-                  f" ({'fits' if need <= budget else 'too big'}; {time.perf_counter() - t0:.1f} s)")
-            return need <= budget
+            how = "fits" if need <= budget else "a plan for the budget fits" if ok else "too big"
+            _note(f"max batch {what}: batch {b} needs {format_size(need)} ({how}; {time.perf_counter() - t0:.1f} s)")
+            return ok
         # lo fits (0: nothing does), hi does not or is past the limit. With a batch of 16 or more known to fit,
         # the smallest batches are no question: 8 and 16 give the secant its first two points.
         lo, hi = 0, 8 if at_least >= 16 else 1

@@ -6,7 +6,7 @@ before its first run, so both name the same figure.
 """
 from __future__ import annotations
 
-from tfplus.planner import TRANSFORMATIONS, plan, smallest_plan
+from tfplus.planner import TRANSFORMATIONS, fits, floor_plan, smallest_plan
 from tfplus.runtime.facts import device_facts
 from tfplus.units import format_size
 
@@ -14,45 +14,56 @@ from tfplus.units import format_size
 def smallest_budget(graph, runs: list, device, transformations=TRANSFORMATIONS) -> int:
     """The smallest memory budget in which a session on `device` runs every one of `runs` ([(fetches,
     {fed tensor: shape})]), each planned as the session plans it (rewritten by tfplus.engine.rewrite): the largest of
-    their smallest plans' peaks (each run is planned to fit the budget on its own). `tfplus plan` reports it and
-    `tfplus train` checks it before its first run, so both name the same figure, and a budget of exactly that
-    figure plans every run."""
-    return _neediest(graph, runs, device, transformations).peak_bytes
+    their floors (planner.floor_plan: the smallest budget the planner fits; each run is planned to fit the budget
+    on its own). `tfplus plan` reports it and `tfplus train` checks it before its first run, so both name the same
+    figure, and a budget of exactly that figure plans every run."""
+    return floor(graph, runs, device, transformations).budget_bytes
+
+
+def floor(graph, runs: list, device, transformations=TRANSFORMATIONS):
+    """The floor plan (planner.floor_plan) of the run in `runs` whose floor is the largest: its `budget_bytes` is
+    smallest_budget, and it is the plan made for that budget."""
+    return max((floor_plan(planned, fed, device_facts(device), graph=g, transformations=transformations)
+                for g, planned, fed in _planned(graph, runs)), key=lambda p: p.budget_bytes)
+
+
+def smallest_peak(graph, runs: list, device, transformations=TRANSFORMATIONS) -> int:
+    """The largest of the runs' smallest plans' peaks (planner.smallest_plan, no budget to fill): every budget
+    from it up fits, and a step whose plans depend on the budget may fit less (smallest_budget). Cheaper than
+    the floor: one plan a run."""
+    return max(smallest_plan(planned, fed, device_facts(device), graph=g, transformations=transformations).peak_bytes
+               for g, planned, fed in _planned(graph, runs))
+
+
+def runs_fit(graph, runs: list, device, budget: int, transformations=TRANSFORMATIONS) -> bool:
+    """Whether the planner fits every one of `runs` in `budget` (planner.fits)."""
+    facts = device_facts(device)
+    return all(fits(planned, fed, facts, budget, graph=g, transformations=transformations)
+               for g, planned, fed in _planned(graph, runs))
 
 
 def check_budget(graph, runs: list, device, budget: int) -> None:
-    """Raises planner.BudgetError naming smallest_budget(graph, runs, device) when `budget` is below it."""
+    """Raises planner.BudgetError naming smallest_budget(graph, runs, device) when a run does not fit `budget`."""
     from tfplus.planner import BudgetError
-    p = _neediest(graph, runs, device)
-    # NOTE: the smallest plans are made without a budget; one made for this budget may go lower (statistics
-    # passes keep whole rows only as far as the budget leaves room: planner.crossbatch.kept), so below their peak
-    # the runs are planned for the budget itself before the budget is refused.
-    if budget < p.peak_bytes and not all(plan.fits for plan in _plans(graph, runs, device, budget=budget)):
-        need = format_size(p.peak_bytes, up=True)
-        raise BudgetError(f"the step needs at least {need} ({p.peak_bytes} bytes) but the memory budget is "
-                          f"{format_size(budget)} ({budget} bytes); use a budget of at least {need} or a "
-                          "smaller --batch-size", p)
+    if runs_fit(graph, runs, device, budget):
+        return
+    p = floor(graph, runs, device)
+    need = format_size(p.budget_bytes, up=True)
+    raise BudgetError(f"the step needs at least {need} ({p.budget_bytes} bytes) but the memory budget is "
+                      f"{format_size(budget)} ({budget} bytes); use a budget of at least {need} or a smaller "
+                      "--batch-size", p)
 
 
-def _neediest(graph, runs: list, device, transformations=TRANSFORMATIONS):
-    """The smallest plan of the run in `runs` whose smallest plan is the largest."""
-    return max(_plans(graph, runs, device, transformations), key=lambda p: p.peak_bytes)
-
-
-def _plans(graph, runs: list, device, transformations=TRANSFORMATIONS, budget: int | None = None) -> list:
-    """Each run's plan as the session makes it (rewritten by tfplus.engine.rewrite): its smallest, or with `budget`
-    the one the planner picks for that budget (MemoryPlan.fits says whether it does)."""
+def _planned(graph, runs: list):
+    """Each run as the session plans it (rewritten by tfplus.engine.rewrite): (graph, fetches, {fed: shape})."""
     from tfplus.engine.rewrite import enabled, optimize
-    plans = []
     for fetches, shapes in runs:
         fetches = fetches if isinstance(fetches, list) else [fetches]
         rw = optimize(graph, fetches, set(shapes)) if enabled() else None
-        g, planned = (graph, fetches) if rw is None else (rw.graph, [rw.element[f] for f in fetches])
-        fed = shapes if rw is None else {rw.element[t]: s for t, s in shapes.items()}
-        facts = device_facts(device)
-        plans.append(smallest_plan(planned, fed, facts, graph=g, transformations=transformations) if budget is None
-                     else plan(planned, fed, facts, budget, graph=g, raise_if_infeasible=False))
-    return plans
+        if rw is None:
+            yield graph, fetches, shapes
+        else:
+            yield rw.graph, [rw.element[f] for f in fetches], {rw.element[t]: s for t, s in shapes.items()}
 
 
 def training_feeds(tg) -> tuple:

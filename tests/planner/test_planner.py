@@ -479,8 +479,8 @@ def test_plan_max_batch_is_exact_in_a_few_plans():
     parser = argparse.ArgumentParser()
     plan_cli.add_parser(parser.add_subparsers(dest="command"))
     step = plan_cli._TrainStep(parser.parse_args(["plan", "--model", "lenet", "--batch-size", "8"]))
-    planned, smallest = [], step.smallest
-    step.smallest = lambda b, t=planner.TRANSFORMATIONS: planned.append(b) or smallest(b, t)
+    planned, fit, smallest = [], step.fit, step.smallest
+    step.fit = lambda b, budget, t=planner.TRANSFORMATIONS: planned.append(b) or fit(b, budget, t)
     budget = 4_000_000
     plain = step.max_batch(budget, ("chunk",))
     assert len(set(planned)) <= 12

@@ -8,7 +8,16 @@
 `tf.Session(memory_budget="64MB")` plans and runs every step this way (tfplus.engine.memory).
 """
 from tfplus.planner.liveness import Buffer, PlanError
-from tfplus.planner.plan import TRANSFORMATIONS, BudgetError, DeviceFacts, MemoryPlan, plan, smallest_plan
+from tfplus.planner.plan import (
+    TRANSFORMATIONS,
+    BudgetError,
+    DeviceFacts,
+    MemoryPlan,
+    fits,
+    floor_plan,
+    plan,
+    smallest_plan,
+)
 
-__all__ = ["plan", "smallest_plan", "MemoryPlan", "Buffer", "BudgetError", "PlanError", "TRANSFORMATIONS",
-           "DeviceFacts"]
+__all__ = ["plan", "smallest_plan", "floor_plan", "fits", "MemoryPlan", "Buffer", "BudgetError", "PlanError",
+           "TRANSFORMATIONS", "DeviceFacts"]

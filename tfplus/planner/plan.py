@@ -298,22 +298,52 @@ def plan(fetches, feed_shapes: dict, device="cpu", budget=None, *, graph: Graph 
     that tensor (planner.stream), a seventh adds gradients into their accumulators where they are made
     (planner.accumulate): the fields of a Candidate."""
     step = _Step(fetches, feed_shapes, device, graph, alignment)
-    budget = step.budget = None if budget is None else parse_size(budget, "memory budget")
+    budget = None if budget is None else parse_size(budget, "memory budget")
     if force is not None:
+        step.budget = budget
         p = step.build(*force)
         p.budget_bytes = budget
         return p
+    best, why = _search(step, budget, tuple(transformations))
+    if best.fits or not raise_if_infeasible:
+        return best
+    done = ", ".join(t["name"] for t in best.transformations) or "no transformation applies"
+    raise BudgetError(
+        f"the step needs at least {format_size(best.peak_bytes, up=True)} ({best.peak_bytes} bytes) but the "
+        f"memory budget is {format_size(budget)} ({budget} bytes) (smallest plan: {done}{why}); use a budget of "
+        f"at least {format_size(best.peak_bytes, up=True)} or a smaller batch", best)
+
+
+def _search(step: _Step, budget: int | None, transformations: tuple, fit_only: bool = False) -> tuple:
+    """(plan, why): the cheapest plan of `step` that fits `budget`, else the smallest found (fits False) and why a
+    more frugal one did not apply. With `fit_only`, a plan that fits may be any that does (the floor's search
+    asks only whether one does: the frugal plan, without the search for the cheapest)."""
+    best, why = _search_keeping(step, budget, budget, transformations, fit_only)
+    if not best.fits and budget is not None and step.budget_shapes(transformations):
+        # NOTE: rows kept to fill KEEP_SHARE of the budget may not place within it (on a small step the alignment
+        # outgrows the margin) where the rows the smallest plan keeps would: planned with those, every budget from
+        # the smallest plan's peak up fits.
+        other, reason = _search_keeping(step, budget, None, transformations, fit_only)
+        if other.fits or other.peak_bytes < best.peak_bytes:
+            best, why = other, reason
+    return best, why
+
+
+def _search_keeping(step: _Step, budget: int | None, keep: int | None, transformations: tuple,
+                    fit_only: bool) -> tuple:
+    """_search, statistics passes keeping rows as far as a budget of `keep` leaves room (_Step._kept)."""
+    step.budget = keep
     best = base = step.build(1, 1)
     base.budget_bytes = budget
     if budget is None or base.fits:
-        return _debug(base, base)
-    cands = step.candidates(tuple(transformations))
+        return _debug(base, base), ""
+    cands = step.candidates(transformations)
     # The most frugal combination is tried first: if it does not fit, nothing does.
     frugal, why = _frugal(step, cands)
     if frugal is not None and frugal[1].peak_bytes < best.peak_bytes:
         best = frugal[1]
     best.budget_bytes = budget
-    if best.fits:
+    if best.fits and not fit_only:
         for i, kc in enumerate(cands):
             try:
                 if step.least_bytes(*kc) > budget:  # most candidates: no need to order them
@@ -327,28 +357,75 @@ def plan(fetches, feed_shapes: dict, device="cpu", budget=None, *, graph: Graph 
             p.budget_bytes = budget
             if p.fits:
                 p.choice = step.why(kc, i, p)
-                return _debug(p, base)
-    if not raise_if_infeasible:
-        return _debug(best, base)
-    done = ", ".join(t["name"] for t in best.transformations) or "no transformation applies"
-    raise BudgetError(
-        f"the step needs at least {format_size(best.peak_bytes, up=True)} ({best.peak_bytes} bytes) but the "
-        f"memory budget is {format_size(budget)} ({budget} bytes) (smallest plan: {done}{why}); use a budget of "
-        f"at least {format_size(best.peak_bytes, up=True)} or a smaller batch", best)
+                return _debug(p, base), why
+    return _debug(best, base), why
 
 
 def smallest_plan(fetches, feed_shapes: dict, device="cpu", *, graph: Graph | None = None,
                   transformations=TRANSFORMATIONS, alignment: int | None = None) -> MemoryPlan:
-    """The plan with the smallest peak the transformations reach: its peak is the smallest budget that
-    fits."""
-    step = _Step(fetches, feed_shapes, device, graph, alignment)
+    """The plan with the smallest peak the transformations reach without a budget to fill. Its peak fits; a
+    step whose plans depend on the budget (floor_plan) may fit less."""
+    return _smallest(_Step(fetches, feed_shapes, device, graph, alignment), tuple(transformations))
+
+
+def _smallest(step: _Step, transformations: tuple) -> MemoryPlan:
+    step.budget = None
     base = step.build(1, 1, place=False)
-    frugal, _ = _frugal(step, step.candidates(tuple(transformations)))
+    frugal, _ = _frugal(step, step.candidates(transformations))
     # The plain step is placed only if it can win: its arena is never below its liveness bound.
     if frugal is not None and frugal[1].peak_bytes < base.lower_bound_bytes:
         return frugal[1]
     place(base)
     return frugal[1] if frugal is not None and frugal[1].peak_bytes < base.peak_bytes else base
+
+
+def fits(fetches, feed_shapes: dict, device="cpu", budget=None, *, graph: Graph | None = None,
+         transformations=TRANSFORMATIONS, alignment: int | None = None) -> bool:
+    """Whether plan() fits `budget`, found without the search for the cheapest plan that does (the most frugal
+    plan for the budget decides it)."""
+    step = _Step(fetches, feed_shapes, device, graph, alignment)
+    budget = None if budget is None else parse_size(budget, "memory budget")
+    return _search(step, budget, tuple(transformations), fit_only=True)[0].fits
+
+
+# The floor's search (floor_plan): at most this many budgets are planned, and it stops once the budgets that fit
+# and those that do not are this close, as a share of the floor (a few tenths of a megabyte on MobileNet).
+FLOOR_ROUNDS = 8
+FLOOR_PRECISION = 0.01
+
+
+def floor_plan(fetches, feed_shapes: dict, device="cpu", *, graph: Graph | None = None,
+               transformations=TRANSFORMATIONS, alignment: int | None = None) -> MemoryPlan:
+    """The plan that plan() makes for the smallest budget it fits, that budget in its `budget_bytes` (the
+    floor: the step's smallest feasible budget). Most steps plan the same whatever the budget, and there the
+    floor is the smallest plan's peak (smallest_plan). Statistics passes keep whole rows only as far as the budget
+    leaves room (planner.crossbatch.kept), so a plan made for a budget below that peak may still fit: for such a
+    step the budgets between the fixed bytes (variables and feeds: no plan fits them) and that peak are bisected,
+    at most FLOOR_ROUNDS plans, until the bracket is within FLOOR_PRECISION of the floor. A probe asks only
+    whether the most frugal plan for its budget fits (what decides whether plan() fits), and the probes share one
+    step's caches. Fitting is taken to grow with the budget (the search's assumption, as bisection's).
+
+        >>> p = floor_plan([train_op], {images: (128, 3, 32, 32), labels: (128,)}, "cpu")  # doctest: +SKIP
+        >>> plan([train_op], shapes, "cpu", p.budget_bytes).fits                           # doctest: +SKIP
+        True
+    """
+    step = _Step(fetches, feed_shapes, device, graph, alignment)
+    transformations = tuple(transformations)
+    hi = _smallest(step, transformations).peak_bytes
+    if step.budget_shapes(transformations):
+        lo = step.parameter_bytes + step.slot_bytes + step.feed_bytes  # refused: a step's arena is never empty
+        for _ in range(FLOOR_ROUNDS):
+            if hi - lo <= FLOOR_PRECISION * hi:
+                break
+            mid = (lo + hi) // 2
+            # (_search's second try, with the smallest plan's rows, cannot fit below that plan's peak)
+            if _search_keeping(step, mid, mid, transformations, fit_only=True)[0].fits:
+                hi = mid
+            else:
+                lo = mid
+    p, _ = _search(step, hi, transformations)
+    p.budget_bytes = hi
+    return p
 
 
 def _frugal(step: _Step, cands: list[Candidate]) -> tuple:
@@ -427,6 +504,7 @@ class _Step:
                              "them, or make a runtime of that device first")
         self.ops = needed_ops(self.fetches, self.feeds)
         self._cache: dict = {}
+        self._contents: dict = {}  # a run's (name, r, fetches, feeds) -> the variant it is planned as (_run)
         run = self._run("step", self.fetches, self.feeds, self.feed_shapes)
         self.order, self.base_specs = run.order, run.specs
         self.cost = cost.CostModel(self.kernel_device)
@@ -440,6 +518,18 @@ class _Step:
         self.slot_bytes = sum(held(size[op]) for op in variables if op not in trainable)
         self.feed_bytes = sum(held(nbytes(self.base_specs[t])) for t in self.feeds)
         self.inplace = True
+
+    def budget_shapes(self, transformations: tuple) -> bool:
+        """Whether a plan of the step may depend on its budget beyond fitting it: micro-batches whose statistics
+        passes keep rows whole as far as the budget leaves room (_kept). Without, plan() fits every budget from
+        the smallest plan's peak up, and no budget below it."""
+        if "microbatch" not in transformations or not crossbatch.KEEP:
+            return False
+        try:
+            st = self.stats()
+        except PlanError:
+            return False
+        return st is not None and any(t in self.major() for t in st.keepable.values())
 
     # -- candidates ----------------------------------------------------------------------------------------
     def candidates(self, allowed: tuple) -> list[Candidate]:
@@ -581,7 +671,7 @@ class _Step:
         recomputation level r, streamed prefix s, accumulated gradients or not) over the plain step, a fraction (see
         planner.cost)."""
         s = _prefix(s)
-        key = ("overhead", k, c, bool(z), d, r, s, bool(a))
+        key = ("overhead", k, c, bool(z), d, r, s, bool(a), self._kept_tag(k))
         if key not in self._cache:
             try:
                 if "plain time" not in self._cache:
@@ -662,8 +752,9 @@ class _Step:
         features count whole elements and FLOPs: exact in floats, so summing them apart changes nothing.)
         Recomputation level r adds its recomputing ops, counted as the ops they copy (same shapes), once per
         segment in every micro-batch run: no planning copy of the graph is needed to price it."""
-        if ("fixed features", k, r) in self._cache:
-            return self._cache["fixed features", k, r]
+        key = ("fixed features", k, r, self._kept_tag(k))
+        if key in self._cache:
+            return self._cache[key]
         if r:
             if k > 1:
                 self.split(r)  # PlanError where micro-batches do not combine with recomputation (batch statistics)
@@ -673,7 +764,7 @@ class _Step:
             for seg in self.remat(r).segments:
                 for op in seg.ops:
                     cost.count(f, convs, k, op, specs)
-            self._cache["fixed features", k, r] = f, convs
+            self._cache[key] = f, convs
             return f, convs
         f = dict.fromkeys(cost.FEATURES, 0.0)
         convs: list = []
@@ -691,7 +782,7 @@ class _Step:
             merged = self.split().grads + [t for level in self._levels(k) for t in level]
             f["elements"] += k * sum(math.prod(specs[g].shape) for g in merged)
             f["elements"] += sum(math.prod(specs[x.tensor].shape) for x in self._kept(k)[0])  # rows copied in
-        self._cache["fixed features", k, r] = f, convs
+        self._cache[key] = f, convs
         return f, convs
 
     # -- micro-batching split ----------------------------------------------------------------------------
@@ -772,6 +863,13 @@ class _Step:
     def _passes(self, k: int) -> int:
         return len(self._levels(k))
 
+    def _kept_tag(self, k: int) -> str:
+        """The tag of k micro-batches' kept rows (_kept): what a budget changes in the runs, and in their costs."""
+        try:
+            return self._kept(k)[3] if k > 1 else ""
+        except PlanError:  # the step does not split: no rows kept
+            return ""
+
     def _kept(self, k: int) -> tuple[list[crossbatch.Kept], list[list[Tensor]], dict, str]:
         """The rows statistics passes of k micro-batches keep whole for later runs, and the micro-batch run's
         merged fetches each run computes (crossbatch.kept), so that no run needs more bytes than the micro-batch
@@ -781,9 +879,10 @@ class _Step:
         fit, none are. The shape-only outputs fed to later runs; and a tag that tells the runs apart ('' without)."""
         levels = self._levels(k)
         none: tuple = [], [[] for _ in range(len(levels) + 1)], {}, ""
-        if ("kept", k) in self._cache or not levels:
-            return self._cache.get(("kept", k), none)
-        self._cache["kept", k] = none
+        key = ("kept", k, self.budget)  # one step may be planned for several budgets (floor_plan)
+        if key in self._cache or not levels:
+            return self._cache.get(key, none)
+        self._cache[key] = none
         st, v, s, specs = self.stats(), self._stats_view(), self.split(), self._stats_specs()
         major = self.major()
         cands = [t for t, step_t in st.keepable.items() if step_t in major]
@@ -792,7 +891,7 @@ class _Step:
         fold = [t for t in s.a_fetches if isinstance(t, Tensor)]
         runs = [(level, v.feeds - {t for later in levels[i:] for t in later}) for i, level in enumerate(levels)]
         runs.append(([f for f in s.a_fetches if f not in fold], v.feeds))
-        own = [int(self._phase(run, 1, 0).life.live.max()) for run in self._runs(k)[:len(runs)]]
+        own = [self._own(run) for run in self._runs(k)[:len(runs)]]
         rooms = [own[-1] + sum(nbytes(specs[t]) for t in s.grads)]
         if self.budget:  # first what the budget leaves, less a margin for the arena's placement
             rooms.insert(0, int(KEEP_SHARE * (self.budget - self.parameter_bytes - self.slot_bytes - self.feed_bytes)))
@@ -801,24 +900,40 @@ class _Step:
         # recomputes them from the fed batch, and sizes taken from the latter keep it recomputing (the micro-batch
         # run, allowed just its accumulators beside its own full forward and backward, kept no rows and recomputed
         # the whole step in every micro-batch). Those first; where their tries do not settle, the bare runs'.
-        self._cache["kept", k] = (*crossbatch.kept(runs, cands, fold, st.rowed, size, [_UNBOUNDED] * len(runs)),
-                                  f"kept rows, {k} micro-batches, all")
-        starts = ([min(a, int(self._phase(run, 1, 0).life.live.max())) for a, run in zip(own, self._runs(k))], own)
-        for n, room in enumerate(rooms):
+        self._cache[key] = (*crossbatch.kept(runs, cands, fold, st.rowed, size, [_UNBOUNDED] * len(runs)),
+                            f"kept rows, {k} micro-batches, all")
+        starts = ([min(a, self._own(run)) for a, run in zip(own, self._runs(k))], own)
+        for room in rooms:
+            # The same room tries the same rows whatever the budget: a search over budgets (floor_plan) tries the
+            # room of no budget once.
+            if ("kept in", k, room) in self._cache:
+                if self._cache["kept in", k, room] is None:
+                    continue
+                self._cache[key] = self._cache["kept in", k, room]
+                return self._cache[key]
+            self._cache["kept in", k, room] = None
             for attempt in range(8):  # a run's own bytes are known once it is planned (kept rows shrink it): tries
                 own = starts[attempt // 4] if attempt % 4 == 0 else own
                 spans, folded, shaped = crossbatch.kept(runs, cands, fold, st.rowed, size, [room - b for b in own])
-                self._cache["kept", k] = spans, folded, shaped, f"kept rows, {k} micro-batches, {n + 1}.{attempt + 1}"
+                # The tag names the runs (and every cache entry of theirs)
+                self._cache[key] = spans, folded, shaped, f"kept rows, {k} micro-batches, room {room}, {attempt + 1}"
                 planned = self._runs(k)[:len(runs)]
-                own = [int(self._phase(run, 1, 0).life.live.max()) for run in planned]
+                own = [self._own(run) for run in planned]
                 held = [sum(size[x.tensor] for x in spans if x.writer <= i <= x.last) +
                         sum(size[t] for f in folded[:i + 1] for t in f if t in s.grads) +
                         sum(nbytes(planned[w].specs[t]) + self.alignment for t, (w, _) in shaped.items() if w <= i)
                         for i in range(len(runs))]
                 if all(b + h <= room for b, h in zip(own, held)):
-                    return self._cache["kept", k]
-        self._cache["kept", k] = none
+                    self._cache["kept in", k, room] = self._cache[key]
+                    return self._cache[key]
+        self._cache[key] = none
         return none
+
+    def _own(self, run: Run) -> int:
+        """The most bytes `run`'s own buffers hold live at once (no chunks, no compaction, whole scratch)."""
+        if ("own", run.key) not in self._cache:
+            self._cache["own", run.key] = int(self._phase(run, 1, 0).life.live.max())
+        return self._cache["own", run.key]
 
     # -- streamed prefix (planner.stream) -------------------------------------------------------------------
     def batch_feeds(self) -> set[Tensor]:
@@ -1252,6 +1367,12 @@ class _Step:
     def _runs(self, k: int, r: int = 0) -> list[Run]:
         """The executor runs of a step in k micro-batches at recomputation level r: the step; or the
         micro-batch run and the update run (when there are fetches after the updates)."""
+        tag = self._kept_tag(k)
+        if ("runs", k, r, tag) not in self._cache:
+            self._cache["runs", k, r, tag] = self._make_runs(k, r)
+        return self._cache["runs", k, r, tag]
+
+    def _make_runs(self, k: int, r: int) -> list[Run]:
         v = self.view(r)
         if k == 1:
             return [self._run("step", v.fetches, v.feeds, v.feed_shapes, r)]
@@ -1286,12 +1407,20 @@ class _Step:
 
     def _run(self, name, fetches, feeds, feed_shapes, r: int = 0, variant: str = "") -> Run:
         """One executor run of the step (name: 'step', 'micro-batch' or 'update') for these feed shapes, at
-        recomputation level r; `variant` tells runs of one name with other fetches and feeds apart."""
+        recomputation level r; `variant` tells runs of one name with other fetches and feeds apart. A variant's
+        run is one Run with every other run of that name of the same fetches and feeds (kept rows' tries, and the
+        budgets a floor's search plans, leave most passes as they were): its graph, lifetimes and buffers are
+        computed once."""
+        content = (name, r, tuple(fetches), frozenset(feeds))
+        if not variant:  # NOTE: runs of one name and no variant share its first graph, as they always did
+            self._contents.setdefault(content, "")
+        else:
+            variant = self._contents.setdefault(content, len(self._contents))
         if ("graph", name, r, variant) not in self._cache:  # the same for every feed shape (the micro-batch runs of
             g = dependency_graph(needed_ops(fetches, feeds), feeds)  # all k)
             order = creation_order(g)
             self._cache["graph", name, r, variant] = g, order, input_roots(order, feeds)
-        key = (name, tuple(sorted(s for s in feed_shapes.values())), r) + ((variant,) if variant else ())
+        key = (name, tuple(sorted(s for s in feed_shapes.values())), r) + ((variant,) if variant != "" else ())
         if key not in self._cache:
             g, order, roots = self._cache["graph", name, r, variant]
             self._cache[key] = Run(key, g, order, static_specs(order, feed_shapes), roots, list(fetches),
