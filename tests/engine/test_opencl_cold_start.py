@@ -220,7 +220,7 @@ def test_build_processes_start_for_uncached_programs_only_and_a_bad_count_is_nam
     assert build.start_builders(d, keys[:1] * 8) == []  # prebuild's thread says so and builds on threads
     assert "TFPLUS_OPENCL_BUILD_PROCESSES='four': expected a count" in capsys.readouterr().err
     monkeypatch.delenv("TFPLUS_OPENCL_BUILD_PROCESSES")
-    assert build.build_processes(d) == (min(4, os.cpu_count() // 4) if d.type & opencl.cl.device_type.GPU else 0)
+    assert build.build_processes(d) == (min(8, os.cpu_count() // 2) if d.type & opencl.cl.device_type.GPU else 0)
 
 
 def test_a_failed_merged_prebuild_builds_each_program_alone(tmp_path, monkeypatch):
