@@ -421,6 +421,7 @@ def _copy(graph: Graph, order: list, feeds: set, fetches: list, fuse: dict, abso
     op_of: dict[Operation, Operation] = {}
     fused: dict[str, int] = {}
     absorbed_into: dict[Operation, list[Operation]] = {}
+    handed: dict[Tensor, list[Operation]] = {}  # a fused loss's gradient: control inputs its readers take over
     for gone, by in absorbed.items():
         absorbed_into.setdefault(by, []).append(gone)
     ops = set(order) | set(absorbed)
@@ -443,7 +444,19 @@ def _copy(graph: Graph, order: list, feeds: set, fetches: list, fuse: dict, abso
             new = g.create_op(op.type, [tensor[t] for t in op.inputs], op.attrs, op.name + "/")
             for t, n in zip(op.outputs, new.outputs):
                 n._shape = t._shape  # what set_shape told the original
-        controls = op.control_inputs + [c for gone in absorbed_into.get(op, ()) for c in gone.control_inputs]
+        members = absorbed_into.get(op, ())
+        if op_type == "_FusedSparseXentMean":
+            # NOTE: a loss's gradient built under control_dependencies (TF1's update ops: moving averages) that its
+            # forward half is not: the fused op keeps the forward's control inputs and hands the gradient chain's
+            # to the readers of the gradient, so that the loss is not ordered after the updates (a micro-batched
+            # plan computes it per micro-batch, before them) and what reads the gradient still runs after them.
+            # The chain reads no variable, so its values do not depend on where it runs.
+            forward = [op] + [m for m in members if m.name == name]
+            controls = [c for m in forward for c in m.control_inputs]
+            handed[new.outputs[1]] = [c for m in members if m not in forward for c in m.control_inputs]
+        else:
+            controls = op.control_inputs + [c for gone in members for c in gone.control_inputs]
+        controls += [c for t in new.inputs for c in handed.get(t, ())]
         new.control_inputs = list(dict.fromkeys(op_of[c] for c in controls))
         # NOTE: which inputs these update in place depends on their variable count
         if op_type == "_FusedApply":
