@@ -80,6 +80,13 @@ def test_a_flush_count_that_is_not_a_whole_number_is_refused(monkeypatch):
         flush_every()
 
 
+def test_a_bad_flush_count_is_refused_when_the_device_is_made(monkeypatch):
+    from tfplus.runtime import opencl
+    monkeypatch.setenv("TFPLUS_OPENCL_FLUSH", "abc")
+    with pytest.raises(ValueError, match="TFPLUS_OPENCL_FLUSH='abc'"):
+        opencl.OpenCLRuntime()
+
+
 def test_only_a_cpu_session_s_run_limits_blas(monkeypatch):
     """threads.step's BLAS limit (threadpoolctl, tens of us a run) is the cpu device's: an opencl run skips it."""
     limited = []

@@ -17,7 +17,7 @@ from tfplus.runtime.opencl.build import CompileNotice
 from tfplus.runtime.opencl.device import Device, Kernel
 from tfplus.runtime.opencl.discovery import cl, cltypes, replay_enabled, select
 from tfplus.runtime.opencl.memory import Block, DeviceArray, home
-from tfplus.runtime.opencl.tape import Tape, taping
+from tfplus.runtime.opencl.tape import Tape, flush_every, taping
 from tfplus.units import size_class
 
 # Values at most this big reach the device through the content cache: one device copy per distinct value.
@@ -46,6 +46,7 @@ class OpenCLRuntime(Runtime):
                                "pocl-binary-distribution "
                                "for a CPU device)")
         import tfplus.kernels.opencl  # noqa: F401  registers the OpenCL kernels
+        flush_every()  # a bad TFPLUS_OPENCL_FLUSH is refused when the device is made, not at a step's replay
         self.dev = Device.get(select(selector))
         self.queue = self.dev.queue
         self.info = self.dev.info
