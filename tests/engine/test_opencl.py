@@ -12,34 +12,13 @@ import itertools
 import numpy as np
 import pytest
 from conftest import needs_opencl
+from opencl_compare import run_both
 
 import tfplus as tf
 import tfplus.train  # noqa: F401  (tf.train)
 from tfplus.runtime import opencl
 
 pytestmark = needs_opencl
-
-
-def _run_both(build, arrays, tol=(1e-4, 1e-4), fetch_grads=True):
-    """Builds `build(*placeholders)` (a list of tensors), runs it on cpu and opencl, compares every output."""
-    g = tf.Graph()
-    with g.as_default():
-        phs = [tf.placeholder(tf.as_dtype(a.dtype), a.shape) for a in arrays]
-        outs = build(*phs)
-    feeds = dict(zip(phs, arrays))
-    with tf.Session(graph=g) as s:
-        want = s.run(outs, feeds)
-    with tf.Session(graph=g, device="opencl") as s:
-        got = s.run(outs, feeds)
-    for k, (a, b) in enumerate(zip(got, want)):
-        assert a.shape == b.shape and a.dtype == b.dtype, (k, a.shape, b.shape, a.dtype, b.dtype)
-        if b.dtype.kind == "f":
-            rtol, atol = tol if b.dtype == np.float32 else (1e-12, 1e-12)
-            np.testing.assert_allclose(a, b, rtol=rtol, atol=atol * max(1.0, float(np.abs(b).max(initial=0))),
-                                       err_msg=f"output {k} ({outs[k].op.type})")
-        else:
-            np.testing.assert_array_equal(a, b, err_msg=f"output {k} ({outs[k].op.type})")
-    return got
 
 
 def _rand(rng, *shape, dtype=np.float32):
@@ -106,7 +85,7 @@ def test_conv2d_and_both_backprops(fmt, stride, padding):
             y = tf.nn.conv2d(x, f, strides=stride, padding=padding, data_format=fmt)
             dy = tf.constant(rng.standard_normal(y.shape.as_list()).astype(np.float32))
             return [y, *tf.gradients(y, [x, f], grad_ys=dy)]
-        _run_both(build, [x, f])
+        run_both(build, [x, f])
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -127,7 +106,7 @@ def test_small_convs_split_their_sum_and_finish_it_in_the_kernel(monkeypatch, dt
             z = tf.nn.relu(tf.nn.bias_add(y, tf.constant(b.astype(dtype)), data_format="NCHW"))
             dy = tf.constant(rng.standard_normal(y.shape.as_list()).astype(dtype))
             return [y, z, *tf.gradients(y, [x], grad_ys=dy)]
-        _run_both(build, [x, f])
+        run_both(build, [x, f])
     assert sorted(set(layers)) == [3, 4]  # forward 4 (fused or not), input gradients (strided or not) 3
 
 
@@ -149,7 +128,7 @@ def test_filter_gradients_finish_their_split_sums_in_the_kernel_or_in_a_pass(mon
             y = tf.nn.conv2d(x, f, strides=stride, padding="SAME", data_format="NCHW")
             dy = tf.constant(rng.standard_normal(y.shape.as_list()).astype(dtype))
             return tf.gradients(y, [f], grad_ys=dy)
-        _run_both(build, [x, f])
+        run_both(build, [x, f])
     assert plans and all(splits > 1 and done == finish for splits, done in plans), plans
 
 
@@ -157,7 +136,7 @@ def test_conv2d_float64():
     rng = np.random.default_rng(1)
     for cin in (4, 3):  # the GEMM, conv_small
         x, f = _rand(rng, 2, cin, 7, 6, dtype=np.float64), _rand(rng, 3, 3, cin, 5, dtype=np.float64)
-        _run_both(lambda x, f: [tf.nn.conv2d(x, f, strides=1, padding="SAME", data_format="NCHW")], [x, f])
+        run_both(lambda x, f: [tf.nn.conv2d(x, f, strides=1, padding="SAME", data_format="NCHW")], [x, f])
 
 
 @pytest.mark.parametrize("ta,tb", list(itertools.product([False, True], repeat=2)))
@@ -166,7 +145,7 @@ def test_matmul_odd_sizes_and_transposes(ta, tb):
     for m, k, n in [(37, 70, 45), (3, 600, 4)]:  # the second splits K over work-group layers
         a = _rand(rng, *((k, m) if ta else (m, k)))
         b = _rand(rng, *((n, k) if tb else (k, n)))
-        _run_both(lambda a, b: [tf.matmul(a, b, transpose_a=ta, transpose_b=tb)], [a, b])
+        run_both(lambda a, b: [tf.matmul(a, b, transpose_a=ta, transpose_b=tb)], [a, b])
 
 
 @pytest.mark.parametrize("activation", ["", "Relu", "Relu6"])
@@ -181,14 +160,14 @@ def test_fused_matmul_adds_bias_and_activation_after_a_second_pass_too(monkeypat
     rng = np.random.default_rng(3)
     a, b, bias = _rand(rng, 3, 777), _rand(rng, 777, 5), _rand(rng, 5)
     attrs = {"transpose_a": False, "transpose_b": False, "activation": activation}
-    _run_both(lambda a, b, bias: [apply_op("_FusedMatMul", [a, b, bias], attrs, "fused")], [a, b, bias])
+    run_both(lambda a, b, bias: [apply_op("_FusedMatMul", [a, b, bias], attrs, "fused")], [a, b, bias])
     assert len(epilogues) == 1
 
 
 def test_matmul_int32():
     rng = np.random.default_rng(2)
     a, b = rng.integers(-9, 9, (13, 17)).astype(np.int32), rng.integers(-9, 9, (17, 5)).astype(np.int32)
-    _run_both(lambda a, b: [tf.matmul(a, b)], [a, b])
+    run_both(lambda a, b: [tf.matmul(a, b)], [a, b])
 
 
 @pytest.mark.parametrize("fmt,pool,window,padding", list(itertools.product(
@@ -210,14 +189,14 @@ def test_pooling_and_gradients(fmt, pool, window, padding):
         if pool == "max":  # MaxPoolGradGrad: the gradient of MaxPoolGrad with respect to its grad input
             outs += tf.gradients(dx, [dy], grad_ys=tf.constant(rng.standard_normal(shape).astype(np.float32)))
         return outs
-    _run_both(build, [x])
+    run_both(build, [x])
 
 
 @pytest.mark.parametrize("fmt", ["NCHW", "NHWC"])
 def test_bias_add_and_its_gradient(fmt):
     rng = np.random.default_rng(4)
     x, b = _rand(rng, *((3, 5, 4, 6) if fmt == "NCHW" else (3, 4, 6, 5))), _rand(rng, 5)
-    _run_both(lambda x, b: [tf.nn.bias_add(x, b, data_format=fmt),
+    run_both(lambda x, b: [tf.nn.bias_add(x, b, data_format=fmt),
                             *tf.gradients(tf.nn.bias_add(x, b, data_format=fmt), [b],
                                           grad_ys=tf.constant(_rand(rng, *x.shape.as_list())))], [x, b])
 
@@ -536,7 +515,7 @@ def test_reductions_short_long_and_split():
                 tf.reduce_sum(wide, [0, 2]), tf.reduce_max(wide, [0, 2]),
                 tf.reduce_sum(big), tf.reduce_mean(big), tf.reduce_max(big), tf.nn.l2_loss(big),
                 tf.argmax(x, 1), tf.argmin(x, 2, output_type=tf.int32)]
-    _run_both(build, [x, big, wide])
+    run_both(build, [x, big, wide])
 
 
 def test_softmax_and_fused_cross_entropies():
@@ -551,7 +530,7 @@ def test_softmax_and_fused_cross_entropies():
             dense = tf.nn.softmax_cross_entropy_with_logits_v2(labels=p, logits=x)
             return [tf.nn.softmax(x), tf.nn.log_softmax(x), sparse, dense,
                     *tf.gradients(tf.reduce_sum(sparse) + tf.reduce_sum(dense), [x])]
-        _run_both(build, [logits, labels, probs], tol=(1e-5, 1e-5))
+        run_both(build, [logits, labels, probs], tol=(1e-5, 1e-5))
 
 
 class _Asking:
@@ -605,7 +584,7 @@ def test_bias_gradients_of_empty_tensors():
     from tfplus.framework import apply_op
     for shape, fmt in [((4, 0, 3, 3), "NCHW"), ((5, 0), "NHWC"), ((0, 3, 2, 2), "NCHW"), ((0, 3), "NHWC")]:
         attrs = {"data_format": fmt, "activation": "Relu"}
-        _run_both(lambda g, f, fmt=fmt, attrs=attrs: [apply_op("BiasAddGrad", [g], {"data_format": fmt}),
+        run_both(lambda g, f, fmt=fmt, attrs=attrs: [apply_op("BiasAddGrad", [g], {"data_format": fmt}),
                                                       *apply_op("_FusedReluGradBiasAddGrad", [g, f], attrs, "fused")],
                   [np.ones(shape, np.float32), np.ones(shape, np.float32)])
 
@@ -622,7 +601,7 @@ def test_a_mean_loss_gradient_seed_launches_nothing(monkeypatch, rewrite, expect
     def build(x, lab):
         loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=lab, logits=x))
         return [loss, *tf.gradients(loss, [x]), tf.zeros_like(x) + 2.0]
-    got = _run_both(build, [logits, labels], tol=(1e-5, 1e-5))
+    got = run_both(build, [logits, labels], tol=(1e-5, 1e-5))
     np.testing.assert_array_equal(got[2], np.full((6, 5), 2.0, np.float32))
     g = tf.Graph()
     with g.as_default():
@@ -646,7 +625,7 @@ def test_elementwise_broadcasting_and_casts():
                 tf.cast(a * 10, tf.int32), tf.squared_difference(a, b), tf.floormod(a, 0.7),
                 tf.floordiv(a, 0.3),
                 tf.nn.relu(a - c), tf.nn.sigmoid(a), tf.nn.tanh(b), tf.add_n([a, a, a, a, a, a])]
-    _run_both(build, [a, b, c], tol=(1e-5, 1e-5))
+    run_both(build, [a, b, c], tol=(1e-5, 1e-5))
 
 
 def test_array_ops_are_strided_copies():
@@ -659,7 +638,7 @@ def test_array_ops_are_strided_copies():
                 tf.slice(x, [1, 2, 0], [2, -1, 3]), tf.broadcast_to(x[:, :1], [4, 3, 6]),
                 tf.one_hot(tf.constant([0, 2, 1]), 3), tf.cumsum(x, 1, exclusive=True, reverse=True),
                 *tf.gradients(tf.reduce_sum(x[1:, ::-2, 3] * 3.0), [x])]
-    _run_both(build, [x], tol=(1e-5, 1e-5))
+    run_both(build, [x], tol=(1e-5, 1e-5))
 
 
 @pytest.mark.parametrize("opt", ["sgd", "momentum", "nesterov", "adam", "rmsprop", "rmsprop_centered", "adagrad",

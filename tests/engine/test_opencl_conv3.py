@@ -12,29 +12,13 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 from conftest import needs_opencl
+from opencl_compare import run_both
 
 import tfplus as tf
 
 pytestmark = needs_opencl
 
 ALL = "fwd3x3,dx3x3,dw3x3"
-
-
-def _run_both(build, arrays, dtype):
-    """`build(*placeholders)` on the cpu and on opencl: the same values."""
-    g = tf.Graph()
-    with g.as_default():
-        phs = [tf.placeholder(tf.as_dtype(a.dtype), a.shape) for a in arrays]
-        outs = build(*phs)
-    feeds = dict(zip(phs, arrays))
-    with tf.Session(graph=g) as s:
-        want = s.run(outs, feeds)
-    with tf.Session(graph=g, device="opencl") as s:
-        got = s.run(outs, feeds)
-    rtol, atol = (1e-4, 1e-4) if dtype == np.float32 else (1e-12, 1e-12)
-    for k, (a, b) in enumerate(zip(got, want)):
-        np.testing.assert_allclose(a, b, rtol=rtol, atol=atol * max(1.0, float(np.abs(b).max())),
-                                   err_msg=f"output {k} ({outs[k].op.type})")
 
 
 @pytest.fixture
@@ -76,7 +60,7 @@ def test_conv3_variants_match_numpy(monkeypatch, built, fmt, variants, dtype):
         x, f = rng.standard_normal(xs).astype(dtype), rng.standard_normal((3, 3, cin, cout)).astype(dtype)
         b = rng.standard_normal(cout).astype(dtype)
         dy = rng.standard_normal((n, cout, h, w) if fmt == "NCHW" else (n, h, w, cout)).astype(dtype)
-        _run_both(lambda x, f, b, dy: _layer(x, f, b, dy, fmt), [x, f, b, dy], dtype)
+        run_both(lambda x, f, b, dy: _layer(x, f, b, dy, fmt), [x, f, b, dy])
     assert {"conv3", "conv3+epilogue", "conv3_wgrad"} <= set(built), built
     assert not {"conv", "conv+epilogue", "conv_wgrad"} & set(built), built
 
@@ -91,7 +75,7 @@ def test_vector_tiles_of_several_runs(monkeypatch, built, tile):
     rng = np.random.default_rng(9)
     x, f = rng.standard_normal((3, 32, 6, 7)).astype(np.float32), rng.standard_normal((3, 3, 32, 80)).astype(np.float32)
     b, dy = rng.standard_normal(80).astype(np.float32), rng.standard_normal((3, 80, 6, 7)).astype(np.float32)
-    _run_both(lambda x, f, b, dy: _layer(x, f, b, dy, "NCHW"), [x, f, b, dy], np.float32)
+    run_both(lambda x, f, b, dy: _layer(x, f, b, dy, "NCHW"), [x, f, b, dy])
     assert {"conv3", "conv3_wgrad"} <= set(built), built
 
 
@@ -113,13 +97,13 @@ def test_conv3_split_sums(monkeypatch, built, finish):
     rng, dtype = np.random.default_rng(7), np.float32
     x, f = rng.standard_normal((2, 64, 16, 16)).astype(dtype), rng.standard_normal((3, 3, 64, 48)).astype(dtype)
     b, dy = rng.standard_normal(48).astype(dtype), rng.standard_normal((2, 48, 16, 16)).astype(dtype)
-    _run_both(lambda x, f, b, dy: _layer(x, f, b, dy, "NCHW"), [x, f, b, dy], dtype)
+    run_both(lambda x, f, b, dy: _layer(x, f, b, dy, "NCHW"), [x, f, b, dy])
     assert "conv3" in built and "conv3_wgrad" in built and max(splits) > 1, (built, splits)
     assert finished and all(done == finish for done in finished), finished
     if not finish:
         monkeypatch.setenv("TFPLUS_CONV_VARIANTS", ALL + ",dwfinish")
         finished.clear()
-        _run_both(lambda x, f, b, dy: _layer(x, f, b, dy, "NCHW"), [x, f, b, dy], dtype)
+        run_both(lambda x, f, b, dy: _layer(x, f, b, dy, "NCHW"), [x, f, b, dy])
         assert finished and all(finished), finished
 
 
@@ -136,7 +120,7 @@ def test_shapes_the_variants_do_not_cover_keep_the_general_kernels(monkeypatch, 
             y = tf.nn.conv2d(x, f, strides=stride, padding=padding, data_format="NCHW")
             dy = tf.constant(rng.standard_normal(y.shape.as_list()).astype(np.float32))
             return [y, *tf.gradients(y, [x, f], grad_ys=dy)]
-        _run_both(build, [x, f], np.float32)
+        run_both(build, [x, f])
     # 12 channels: the forward and input gradient (16 output channels: 8) keep conv; the filter gradient of a
     # stride-1 SAME 3x3 conv takes conv3_wgrad whatever its channels.
     assert "conv3" not in built and "conv" in built and "conv_wgrad" in built and "conv3_wgrad" in built, built
@@ -192,7 +176,7 @@ def test_the_default_kernels_of_each_device_kind(monkeypatch, built, gpu):
     rng = np.random.default_rng(11)
     x, f = rng.standard_normal((2, 16, 5, 6)).astype(np.float32), rng.standard_normal((3, 3, 16, 16)).astype(np.float32)
     b, dy = rng.standard_normal(16).astype(np.float32), rng.standard_normal((2, 16, 5, 6)).astype(np.float32)
-    _run_both(lambda x, f, b, dy: _layer(x, f, b, dy, "NCHW"), [x, f, b, dy], np.float32)
+    run_both(lambda x, f, b, dy: _layer(x, f, b, dy, "NCHW"), [x, f, b, dy])
     three = {"conv3", "conv3+epilogue", "conv3_wgrad"}
     general = {"conv", "conv+epilogue", "conv_wgrad"}
     assert (three <= set(built) and not general & set(built)) if gpu else \
@@ -215,7 +199,7 @@ def test_the_shipped_tiles_serve_the_3x3_kernels_untuned(monkeypatch, built):
     rng = np.random.default_rng(12)
     x, f = rng.standard_normal((2, 32, 4, 4)).astype(np.float32), rng.standard_normal((3, 3, 32, 64)).astype(np.float32)
     b, dy = rng.standard_normal(64).astype(np.float32), rng.standard_normal((2, 64, 4, 4)).astype(np.float32)
-    _run_both(lambda x, f, b, dy: _layer(x, f, b, dy, "NCHW"), [x, f, b, dy], np.float32)
+    run_both(lambda x, f, b, dy: _layer(x, f, b, dy, "NCHW"), [x, f, b, dy])
     three = [k for k, nearest in keys if k.startswith("conv3")]
     assert {k.split("|")[0] for k in three} == {"conv3_fwdv", "conv3_dxv", "conv3_dwv"} and all(
         nearest for k, nearest in keys if k.startswith("conv3")), keys
