@@ -157,11 +157,7 @@ def _conv(rt, kind: str, out, x, w, tab, m: int, n: int, k: int, out_hw, in_hw, 
                                       *divisors))
 
     def make(cfg):
-        # Split only where the last group of a tile can finish the sums (reduce.finishes).
-        splits, chunk = _splits(m, n, k, rt.info["compute_units"])
-        if not finishes(rt, splits, cfg):
-            splits, chunk = 1, k
-        g, loc = _tune.launch_shape(cfg, m, n, splits)
+        g, loc, splits, chunk = _split_launch(rt, cfg, m, n, k)
         return kernel(rt, SRC, "conv", out.dtype, **flags, **more, **_tune.defines(cfg)), g, loc, (tab,), \
             scalars + (i32(chunk),), splits
 
@@ -170,6 +166,16 @@ def _conv(rt, kind: str, out, x, w, tab, m: int, n: int, k: int, out_hw, in_hw, 
 
     key = f"{kind}|{out.dtype.name}|{''.join(str(v) for v in flags.values())}|{m}x{n}x{k}"
     return make(_tune.choose(rt, key, out.dtype.itemsize, run))
+
+
+def _split_launch(rt, cfg, m: int, n: int, k: int) -> tuple:
+    """(global, local, splits, chunk) of an implicit-GEMM conv of tile `cfg`: K split only where the last group
+    of a tile can finish the sums (reduce.finishes)."""
+    splits, chunk = _splits(m, n, k, rt.info["compute_units"])
+    if not finishes(rt, splits, cfg):
+        splits, chunk = 1, k
+    g, loc = _tune.launch_shape(cfg, m, n, splits)
+    return g, loc, splits, chunk
 
 
 def _conv3(rt, v, kind: str, out, x, w, m: int, n: int, cin: int, hw, xs, os_, flip: bool, epilogue: int = 0,
@@ -184,10 +190,7 @@ def _conv3(rt, v, kind: str, out, x, w, m: int, n: int, cin: int, hw, xs, os_, f
     scalars = tuple(i32(v) for v in (m, n, *hw, xs[0], xs[1], xs[2], xs[3], *os_))
 
     def make(cfg):
-        splits, chunk = _splits(m, n, k, rt.info["compute_units"])
-        if not finishes(rt, splits, cfg):
-            splits, chunk = 1, k
-        g, loc = _tune.launch_shape(cfg, m, n, splits)
+        g, loc, splits, chunk = _split_launch(rt, cfg, m, n, k)
         return kernel(rt, SRC, "conv3", out.dtype, **flags, **more, **_tune.defines(cfg)), g, loc, (), \
             scalars + (i32(chunk),), splits
 
