@@ -20,8 +20,8 @@ def flush_every(host_work: bool = True) -> int:
     (H200, stop 43: Mentee 1.75-1.82 ms a step with or without them, MobileNet 5.94 ms without, 6.12 with)."""
     value = os.environ.get("TFPLUS_OPENCL_FLUSH", "4" if host_work else "0")
     if not value.strip().isdigit():
-        raise ValueError(f"TFPLUS_OPENCL_FLUSH={value!r}: give how many launches a replay queues between two flushes, a "
-                         "whole number (0: no flush)")
+        raise ValueError(f"TFPLUS_OPENCL_FLUSH={value!r}: give how many launches a replay queues between two "
+                         "flushes, a whole number (0: no flush)")
     return int(value)
 
 
