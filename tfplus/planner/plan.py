@@ -498,6 +498,7 @@ class _Step:
         facts = _device(device, alignment)
         self.device, self.kernel_device, self.alignment = facts.name, facts.kernel_device, facts.alignment
         self.compute_units, self.threads = facts.compute_units, facts.threads
+        self.facts = facts
         if not has_kernels(self.kernel_device):  # their workspace declarations are the plan's scratch
             raise ValueError(f"no {self.kernel_device} kernels are registered, so a plan would miss their scratch: "
                              f"plan with tfplus.runtime.facts.device_facts({self.kernel_device!r}), which registers "
@@ -518,6 +519,7 @@ class _Step:
         self.slot_bytes = sum(held(size[op]) for op in variables if op not in trainable)
         self.feed_bytes = sum(held(nbytes(self.base_specs[t])) for t in self.feeds)
         self.inplace = True
+        self.clones: frozenset = frozenset()  # planner.recompute's copies, on a recomputing step (recomputing())
 
     def budget_shapes(self, transformations: tuple) -> bool:
         """Whether a plan of the step may depend on its budget beyond fitting it: micro-batches whose statistics
@@ -567,6 +569,13 @@ class _Step:
             zs = (False, True) if "compact" in allowed and self._sites() else (False,)
             out += [Candidate(1, 1, z, d, 0, Prefix(cut, k)) for cut in self.cuts() for k in ks[1:] for z in zs
                     for d in divs]
+            # The rest of a streamed step at full batch may not fit where its activations are recomputed: the
+            # prefix streamed on the recomputing copy of the step (recomputing()), one lane (lanes pay for their
+            # copies of the prefix with scratch, not with recomputation).
+            for r in levels:
+                sub = self.recomputing(r)
+                out += [Candidate(1, 1, z, d, r, Prefix(cut, k)) for cut in sub.cuts() for k in ks[1:] for z in zs
+                        for d in divs]
             out += [Candidate(1, 1, z, d, 0, Prefix(cut, k, n, b)) for cut in self.cuts() for k in ks[1:]
                     if (n := self.lanes(cut, k)) > 1 for z in zs for d in divs for b in self.rounds(cut, k, d)]
         return sorted(out, key=lambda q: (self.overhead(*q), q.order_key()))
@@ -626,9 +635,40 @@ class _Step:
                 fetches = [m[f] if isinstance(f, Tensor) else rw.op_map[f] for f in self.fetches]
                 outer = {t: m[t] for t in list(self.feeds) + [f for f in self.fetches if isinstance(f, Tensor)]}
                 v = _View(fetches, {m[t] for t in self.feeds}, {m[t]: s for t, s in self.feed_shapes.items()},
-                          outer, sol)
+                          outer, sol, frozenset(rw.clones))
             self._cache["view", r] = v
         return self._cache["view", r]
+
+    def recomputing(self, r: int) -> _Step:
+        """The step at recomputation level r as a step of its own, on its planning copy (view(r)): a streamed
+        prefix of it has its cuts, runs and costs (the recomputing ops in the runs they serve: the rest's at full
+        batch, the prefix backward's per micro-batch)."""
+        if ("recomputing", r) not in self._cache:
+            v = self.view(r)
+            sub = _Step(v.fetches, v.feed_shapes, self.facts, _graph_of(v.fetches, v.feed_shapes), self.alignment)
+            sub.inplace, sub.clones = self.inplace, v.clones
+            self._cache["recomputing", r] = sub
+        return self._cache["recomputing", r]
+
+    def _build_recomputed_stream(self, z: bool, d: int, r: int, s: Prefix, place: bool) -> MemoryPlan:
+        """The plan of the prefix streamed as `s` says on the step at recomputation level r (recomputing()), the
+        caller's feeds and fetches mapped onto that copy."""
+        v = self.view(r)
+        p = self.recomputing(r).build(1, 1, z, d, 0, s, place=place)
+        # NOTE: the caller's fed shapes, which the session finds the step by (the copy's tensors are the plan's own)
+        p.tensor_map, p.feed_shapes = v.outer, dict(self.feed_shapes)
+        p.recomputed = [t.name for t in v.remat.tensors]
+        sol = v.remat
+        entry = {"name": "recompute", "detail": self._describe_remat(r),
+                 "predicted_overhead": round(self.overhead(1, 1, False, 1, r), 4), "solver": sol.solver,
+                 "checkpoints": [t.name for t in sol.checkpoints], "recomputed": [t.name for t in sol.tensors]}
+        at = next((i for i, t in enumerate(p.transformations) if t["name"] == "stream"), len(p.transformations))
+        p.transformations.insert(at, entry)
+        p.predicted_overhead = self.overhead(1, 1, z, d, r, s)
+        for t in p.transformations:
+            if t["name"] == "stream":
+                t["predicted_overhead"] = round(self.overhead(1, 1, False, 1, r, s), 4)
+        return p
 
     def _specs(self, r: int) -> dict:
         """Every tensor's spec in the whole step at recomputation level r."""
@@ -700,6 +740,8 @@ class _Step:
         costs a product and an add per piece where it cost one product, on each micro-batch after the first
         (the adds' elements are the merge's, counted already)."""
         s = _prefix(s)
+        if s and r:
+            return self.recomputing(r).features(k, c, z, d, 0, s, a)
         fixed, convs = self._stream_features(s.cut, s.microbatches, s.lanes) if s else self._fixed_features(k, r)
         f = dict(fixed)
         lanes = bool(s) and s.lanes > 1
@@ -977,7 +1019,7 @@ class _Step:
                 if why:
                     raise PlanError(f"cannot stream the step's prefix up to '{name}': {why}")
                 self._cache["cut", name] = stream.find(self.order, self.feeds, self.fetches, self.batch_feeds(),
-                                                        self.major(), t)
+                                                        self.major(), t, self.clones)
             except PlanError as e:
                 # NOTE: the message, not the exception: a raised one keeps its traceback's frames alive (the
                 # session's fed device arrays among them) for as long as it is cached.
@@ -1171,8 +1213,11 @@ class _Step:
         if a and k == 1:
             raise PlanError("gradients are accumulated where they are made only over micro-batches (k > 1)")
         if s:
-            if (k, c, r) != (1, 1, 0):
-                raise PlanError("a streamed prefix combines with compact saved state and a scratch divisor only")
+            if (k, c) != (1, 1):
+                raise PlanError("a streamed prefix combines with compact saved state, a scratch divisor and "
+                                "recomputation only")
+            if r:
+                return self._build_recomputed_stream(z, d, r, s, place)
             p = self._build_stream(s.cut, s.microbatches, z, d, s.lanes, s.rounds)
             if place:
                 globals()["place"](p)
@@ -1482,6 +1527,8 @@ class _Step:
         accumulated gradients (planner.accumulate) have no buffers but their pieces."""
         fixed = self.parameter_bytes + self.slot_bytes + self.feed_bytes
         s = _prefix(s)
+        if s and r:
+            return self.recomputing(r).least_bytes(k, c, z, d, 0, s, a)
         if s:
             lanes, rounds = s.lanes, s.rounds
             runs = self._stream_runs(s.cut, s.microbatches)
@@ -1540,6 +1587,7 @@ class _View(NamedTuple):
     feed_shapes: dict[Tensor, tuple]
     outer: dict[Tensor, Tensor]
     remat: recompute.Solution | None
+    clones: frozenset = frozenset()  # the copy's recomputing ops
 
 
 def place(p: MemoryPlan) -> MemoryPlan:

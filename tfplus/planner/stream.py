@@ -77,10 +77,12 @@ def batch_dependent(order: list[Operation], feeds: set[Tensor], batch_feeds: set
 
 
 def find(order: list[Operation], feeds: set[Tensor], fetches: list, batch_feeds: set[Tensor],
-         major: set[Tensor], b: Tensor) -> Cut:
+         major: set[Tensor], b: Tensor, clones: frozenset = frozenset()) -> Cut:
     """The phases of the step (`order`, all its ops in a topological order, run from `feeds` to compute
-    `fetches`) streamed at cut `b`. `major` are the tensors whose leading axis is the batch's rows. Raises
-    PlanError saying why `b` is no cut."""
+    `fetches`) streamed at cut `b`. `major` are the tensors whose leading axis is the batch's rows; `clones` the
+    step's recomputing ops (planner.recompute's copies: forward ops that run in the backward pass), of which
+    those that read the prefix's rows belong to the prefix's backward (phase 3 runs them on each micro-batch's
+    rows) rather than to a path that bypasses the cut. Raises PlanError saying why `b` is no cut."""
     def no(why: str) -> PlanError:
         return PlanError(f"cannot stream the step's prefix up to '{b.name}': {why}")
     dep = batch_dependent(order, feeds, batch_feeds)
@@ -100,7 +102,7 @@ def find(order: list[Operation], feeds: set[Tensor], fetches: list, batch_feeds:
     for op in order:
         if op in prefix or op in after or not any(t in rowed for t in op.inputs):
             continue
-        if phase_of(op) == "forward":
+        if phase_of(op) == "forward" and op not in clones:
             read = next(t.name for t in op.inputs if t in rowed)
             raise no(f"{op.type} '{op.name}' reads '{read}' of the prefix: a path from the batch bypasses the cut")
         backward.add(op)

@@ -1,0 +1,114 @@
+"""A streamed prefix on the recomputing copy of a step (planner.plan._Step.recomputing): the first layers in
+micro-batches, the rest at full batch with its largest activations recomputed. Training by it gives the plain
+step's losses and weights on every device, its planned bytes are the measured ones (cpu: NumPy data; opencl: the
+device ledger), and planner.recompute's copies that read the prefix's rows run in the prefix's backward."""
+from __future__ import annotations
+
+import gc
+
+import numpy as np
+import pytest
+from conftest import needs_opencl
+from modelcheck import assert_planned_bytes_are_measured, cnn_feeds
+
+import tfplus as tf
+from tfplus import planner
+from tfplus.engine.memory import install, measure_device_step
+from tfplus.planner.plan import _Step
+from tfplus.runtime.facts import device_facts
+
+
+@pytest.fixture(autouse=True)
+def fresh_graph():
+    tf.reset_default_graph()
+    yield
+
+
+def _cnn():
+    """test_planner's small Mentee (two convolutions of 4 and 8 channels, a pool after each, one hidden layer)."""
+    import tfplus.train  # noqa: F401  (tf.train, until tfplus/__init__ imports it)
+    from tfplus.graphs import get_model, training_graph
+    return training_graph(get_model("mentee").build, total_steps=10, seed=0, image_shape=(3, 16, 16),
+                          model_kwargs={"conv_widths": (4, 8), "fc_widths": (16,)})
+
+
+def _level(tg, feeds, device="cpu") -> int:
+    """The first recomputation level of the step."""
+    step = _Step([tg.train_op, tg.loss], {t: v.shape for t, v in feeds.items()}, device_facts(device), tg.graph,
+                 None)
+    return step.levels()[0]
+
+
+def _train(tg, feeds, device, force=None, steps=2):
+    fetches = [tg.train_op, tg.loss]
+    p = bound = None
+    gc.collect()
+    with tf.Session(graph=tg.graph, device=device, memory_budget=None if force is None else "1GB") as sess:
+        sess.run(tg.init_op)
+        if force is not None:
+            p = planner.plan(fetches, {t: v.shape for t, v in feeds.items()}, device_facts(sess.runtime),
+                             graph=tg.graph, force=force)
+            bound = install(sess, fetches, p)
+        losses = [sess.run(fetches, feeds)[1] for _ in range(steps)]
+        if bound is not None:  # the session ran the step by the plan, to its last phase (not a plan of its own)
+            assert bound.phase == len(p.phases) - 1
+        weights = {v.op.name: sess.run(v) for v in tg.graph.get_collection("trainable_variables")}
+    return losses, weights, p
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("opencl", marks=needs_opencl)])
+@pytest.mark.parametrize("z", [False, True], ids=["plain", "compact"])
+def test_streamed_prefix_with_recomputation_trains_as_the_plain_step(device, z):
+    tg = _cnn()
+    feeds = cnn_feeds(tg, batch=8)
+    want = _train(tg, feeds, device)
+    r = _level(tg, feeds)
+    losses, weights, p = _train(tg, feeds, device, force=(1, 1, z, 1, r, ("MaxPool:0", 2)))
+    np.testing.assert_allclose(losses, want[0], rtol=1e-5)
+    assert not np.allclose(losses[0], losses[1]), "the step trains"
+    for name, w in want[1].items():
+        np.testing.assert_allclose(weights[name], w, rtol=1e-5, atol=1e-6, err_msg=name)
+    assert [ph.name for ph in p.phases] == ["prefix", "rest", "prefix backward", "update"]
+    assert p.recomputed and p.tensor_map, "the plan runs the recomputing copy"
+    assert [t["name"] for t in p.transformations if t["name"] in ("recompute", "stream")] == ["recompute", "stream"]
+    clones = [(i, op) for i, ph in enumerate(p.phases) for op in ph.order if "/recompute_" in op.name]
+    assert clones, "recomputing ops run"
+
+
+def test_copies_reading_the_prefix_rows_run_in_the_prefix_backward():
+    """A copy that recomputes a prefix activation (conv1's ReLU output, read by conv2's filter gradient) reads
+    the micro-batch's rows of the batch: it runs in the prefix backward, on each micro-batch, and not in the rest
+    (where it would read rows computed per micro-batch)."""
+    tg = _cnn()
+    feeds = cnn_feeds(tg, batch=8)
+    r = _level(tg, feeds)
+    p = planner.plan([tg.train_op, tg.loss], {t: v.shape for t, v in feeds.items()}, "cpu", graph=tg.graph,
+                     force=(1, 1, False, 1, r, ("MaxPool:0", 2)))
+    assert any(t.startswith("conv1/") for t in p.recomputed), p.recomputed
+    where = {op.name: ph.name for ph in p.phases for op in ph.order if "/recompute_" in op.name}
+    assert where and all(ph == "prefix backward" for name, ph in where.items() if name.startswith("conv1/")), where
+    assert all(op.name.startswith("conv1/") is False for op in p.phases[1].order if "/recompute_" in op.name)
+
+
+def test_streamed_prefix_with_recomputation_planned_bytes_are_measured_bytes():
+    tg = _cnn()
+    feeds = cnn_feeds(tg, batch=32)
+    assert_planned_bytes_are_measured(tg, feeds, force=(1, 1, True, 1, _level(tg, feeds), ("MaxPool:0", 4)))
+
+
+@needs_opencl
+def test_streamed_prefix_with_recomputation_opencl_ledger_measures_the_planned_peak():
+    tg = _cnn()
+    feeds = cnn_feeds(tg, batch=16)
+    fetches = [tg.train_op, tg.loss]
+    r = _level(tg, feeds, "opencl")
+    gc.collect()
+    with tf.Session(graph=tg.graph, device="opencl", memory_budget="1GB") as sess:
+        sess.run(tg.init_op)
+        p = planner.plan(fetches, {t: v.shape for t, v in feeds.items()}, device_facts(sess.runtime),
+                         graph=tg.graph, force=(1, 1, True, 1, r, ("MaxPool:0", 4)))
+        install(sess, fetches, p)
+        sess.run(fetches, feeds)
+        m = measure_device_step(sess, fetches, feeds)
+    assert p.recomputed
+    assert m["allocations"] == 0 and m["peak"] == p.peak_bytes, (m, p.peak_bytes)
