@@ -569,10 +569,11 @@ class _Step:
             zs = (False, True) if "compact" in allowed and self._sites() else (False,)
             out += [Candidate(1, 1, z, d, 0, Prefix(cut, k)) for cut in self.cuts() for k in ks[1:] for z in zs
                     for d in divs]
-            # The rest of a streamed step at full batch may not fit where its activations are recomputed: the
-            # prefix streamed on the recomputing copy of the step (recomputing()), one lane (lanes pay for their
-            # copies of the prefix with scratch, not with recomputation).
-            for r in levels:
+            # The rest of a streamed step at full batch may fit where its largest activations are recomputed: the
+            # prefix streamed on the recomputing copy of the step (recomputing()), at the chain levels (segment
+            # levels recompute most of the forward, which the prefix backward recomputes already), one lane (lanes
+            # pay for their copies of the prefix with scratch, not with recomputation).
+            for r in (r for r in levels if r <= recompute.MAX_LEVEL):
                 sub = self.recomputing(r)
                 out += [Candidate(1, 1, z, d, r, Prefix(cut, k)) for cut in sub.cuts() for k in ks[1:] for z in zs
                         for d in divs]
