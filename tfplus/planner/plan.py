@@ -573,7 +573,7 @@ class _Step:
             # prefix streamed on the recomputing copy of the step (recomputing()), at the chain levels (segment
             # levels recompute most of the forward, which the prefix backward recomputes already), one lane (lanes
             # pay for their copies of the prefix with scratch, not with recomputation).
-            for r in (r for r in levels if r <= recompute.MAX_LEVEL):
+            for r in (r for r in levels if r <= recompute.MAX_LEVEL and self.cuts()):  # (no cut here: none there)
                 sub = self.recomputing(r)
                 out += [Candidate(1, 1, z, d, r, Prefix(cut, k)) for cut in sub.cuts() for k in ks[1:] for z in zs
                         for d in divs]
