@@ -75,6 +75,30 @@ def test_streamed_prefix_with_recomputation_trains_as_the_plain_step(device, z):
     assert clones, "recomputing ops run"
 
 
+@pytest.mark.parametrize("device", ["cpu", pytest.param("opencl", marks=needs_opencl)])
+def test_the_sessions_rewritten_step_streams_with_recomputation(device):
+    """The step a session runs (tfplus.engine.rewrite's fused convolutions and ReLU gradients), streamed on its
+    recomputing copy, trains as the plain step."""
+    tg = _cnn()
+    feeds = cnn_feeds(tg, batch=8)
+    want = _train(tg, feeds, device)
+    fetches = [tg.train_op, tg.loss]
+    with tf.Session(graph=tg.graph, device=device, memory_budget="1GB") as sess:
+        sess.run(tg.init_op)
+        step = sess.step(fetches, feeds)
+        facts = device_facts(sess.runtime)
+        r = _Step(step.fetches, step.feed_shapes, facts, step.graph, None).levels()[0]
+        p = planner.plan(step.fetches, step.feed_shapes, facts, graph=step.graph,
+                         force=(1, 1, True, 1, r, ("MaxPool:0", 2)))
+        assert p.recomputed and p.stream is not None
+        step.use_plan(p)
+        losses = [sess.run(fetches, feeds)[1] for _ in range(2)]
+        weights = {v.op.name: sess.run(v) for v in tg.graph.get_collection("trainable_variables")}
+    np.testing.assert_allclose(losses, want[0], rtol=1e-5)
+    for name, w in want[1].items():
+        np.testing.assert_allclose(weights[name], w, rtol=1e-5, atol=1e-6, err_msg=name)
+
+
 def test_copies_reading_the_prefix_rows_run_in_the_prefix_backward():
     """A copy that recomputes a prefix activation (conv1's ReLU output, read by conv2's filter gradient) reads
     the micro-batch's rows of the batch: it runs in the prefix backward, on each micro-batch, and not in the rest
