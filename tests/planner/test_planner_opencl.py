@@ -56,7 +56,8 @@ def test_opencl_ledger_measures_the_planned_peak(force, compute_units):
 
 
 def test_opencl_session_fits_a_budget_by_micro_batching():
-    """A budget the plain plan exceeds: the opencl session plans micro-batches and its steps stay within it."""
+    """A budget the plain plan exceeds: the opencl session plans micro-batches (of the whole step, or of a streamed
+    prefix) and its steps stay within it."""
     tg = small_cnn()
     feeds = cnn_feeds(tg, batch=32)
     fetches = [tg.train_op, tg.loss]
@@ -66,8 +67,9 @@ def test_opencl_session_fits_a_budget_by_micro_batching():
     fitted = planner.plan(fetches, shapes, device_facts("opencl"), budget, graph=tg.graph)
     assert fitted.fits and fitted.peak_bytes <= budget < free.peak_bytes
     # The opencl cost model counts kernel launches (~12 us each, replayed) and GEMM FLOPs: a micro-batch repeats the
-    # step's launches on fewer images.
-    assert fitted.microbatches > 1 and fitted.predicted_overhead > 0.5 * (fitted.microbatches - 1)
+    # step's launches (a streamed prefix: the prefix's) on fewer images.
+    k = fitted.microbatches * fitted.stream_microbatches
+    assert k > 1 and fitted.predicted_overhead > 0.5 * (k - 1)
     gc.collect()
     with tf.Session(graph=tg.graph, device="opencl", memory_budget=budget) as sess:
         sess.run(tg.init_op)

@@ -1464,6 +1464,8 @@ class _Step:
             variant = self._contents.setdefault(content, len(self._contents))
         if ("graph", name, r, variant) not in self._cache:  # the same for every feed shape (the micro-batch runs of
             g = dependency_graph(needed_ops(fetches, feeds), feeds)  # all k)
+            if name == "micro-batch" and self.kernel_device != "cpu":  # (the cpu writes them into accumulators:
+                _late_gradients(g, fetches, self._specs(r))            # planner.accumulate)
             order = creation_order(g)
             self._cache["graph", name, r, variant] = g, order, input_roots(order, feeds)
         key = (name, tuple(sorted(s for s in feed_shapes.values())), r) + ((variant,) if variant != "" else ())
@@ -1621,6 +1623,23 @@ def _split(step: _Step, r: int = 0) -> Split | PlanError:
     v = step._stats_view()
     order = step._run("statistics fed", v.fetches, v.feeds, v.feed_shapes).order
     return split_step(order, v.fetches, v.feeds, v.feed_shapes, step.batch_size(), st.rowed)
+
+
+# -- the micro-batch run's order -----------------------------------------------------------------------------
+def _late_gradients(g, fetches: list, specs: dict) -> None:
+    """Makes the ops of the micro-batch run's dependency graph `g` that give a merged gradient bigger than their
+    inputs (a dense layer's weight gradient: 2.1 MB for Mentee's fc1 from 0.3 MB of rows at 32 images) run after
+    every op they do not feed: the gradient waits for the merge after the run either way, so made last it is not
+    live beside the convolutions' backward, and its inputs, held instead, are smaller. Fetches that ops of the run
+    read are left alone."""
+    import networkx as nx
+    for t in fetches:
+        if not isinstance(t, Tensor) or t.op not in g or g.out_degree(t.op) or t not in specs:
+            continue
+        if nbytes(specs[t]) <= sum(nbytes(specs[u]) for u in t.op.inputs if u in specs):
+            continue
+        before = nx.ancestors(g, t.op)
+        g.add_edges_from((x, t.op) for x in list(g.nodes) if x is not t.op and x not in before)
 
 
 # -- helpers -------------------------------------------------------------------------------------------------
