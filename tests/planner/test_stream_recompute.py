@@ -143,6 +143,7 @@ def test_the_search_streams_with_recomputation_where_that_is_cheapest():
     rest at full batch, is predicted cheaper than any plan without a streamed prefix or without recomputation
     (2026-11-29: +60.2% against +79.6%, recomputation and 2 micro-batches of the whole step)."""
     from modelcheck import small_cnn
+
     from tfplus.planner import TRANSFORMATIONS
     tg = small_cnn()
     feeds = cnn_feeds(tg, batch=32)
