@@ -1546,8 +1546,13 @@ class _Step:
 
     def _least(self, run: Run, c: int, z: bool, d: int, own: dict | None = None, lane: bool = False,
                sites=()) -> int:
-        """The most bytes one op of `run` needs live at once (least_bytes)."""
-        return max(self._needs(run, d, own, z, c, lane, sites).values(), default=0)
+        """The most bytes one op of `run` needs live at once (least_bytes); remembered, as the search asks it of the
+        same run under the same settings for many candidates and budgets."""
+        key = ("least", run.key, c, bool(z), d, tuple(sorted((op._id, v) for op, v in (own or {}).items())), lane,
+               tuple(id(x) for x in sites))
+        if key not in self._cache:
+            self._cache[key] = max(self._needs(run, d, own, z, c, lane, sites).values(), default=0)
+        return self._cache[key]
 
     def _workspaces(self, run: Run, c: int, d: int, own: dict | None = None, lane: bool = False
                     ) -> tuple[dict, dict]:
