@@ -20,10 +20,12 @@ are dropped and recomputed before each backward reader, in a planning copy of th
 scratch (cpu: im2col/col2im pieces; opencl: the filter gradients' split-sum partials), chunking convolutions
 over the batch (cpu), a streamed prefix (planner.stream: only the layers up to a cut tensor run in
 micro-batches, the rest of the step once at full batch, on a cpu of several threads its micro-batches in lanes at
-once; with compaction and the scratch divisor), then
+once; with compaction, the scratch divisor and recomputation, the last on the recomputing copy of the step so
+that the rest fits at full batch), then
 micro-batching with gradient accumulation (forward+backward on k slices of the batch, gradients averaged,
 updates applied once; on the cpu each large gradient written into its accumulator where it is made,
-planner.accumulate), each combined with the others. On opencl the model counts
+planner.accumulate; elsewhere one bigger than its inputs made last in the micro-batch run, _late_gradients), each
+combined with the others. On opencl the model counts
 kernel launches (the host is the bottleneck), so recomputing a few ops beats another micro-batch's whole
 step; the plan's `choice` says what was predicted. No fit raises `BudgetError` naming the smallest budget
 that some combination reaches. A candidate is ordered and placed only if a quick lower bound on its peak fits
