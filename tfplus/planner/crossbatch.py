@@ -411,7 +411,8 @@ def _norm(op: Operation, ins: list[Tensor], specs: dict) -> tuple[list[Tensor], 
         outs.append(array_ops.constant(np.asarray(0, x.dtype.np)))
     # NOTE: a run fed some outputs of an op cannot run it for the others. The normalization reads m and rstd
     # (derived: fed to the runs after the first), not `scaled`, the gradient's derived value (_norm_grad), so that
-    # a step without the gradient never reruns from_moments.
+    # a step without the gradient never reruns from_moments. "local", the micro-batch's own mean, is a statistic
+    # itself here (mean_wide): the moments op has no tensor for it alone.
     return outs, {"mean": m, "variance": v, "rstd": rstd, "scaled": scaled, "epsilon": eps, "local": mean_wide,
                   "statistics": [mean_wide, square_wide, within], "derived": [m, v, rstd]}
 
