@@ -110,7 +110,7 @@ def _grad_sums(ctx, ins, outs, attrs):
 @register_workspace("_BatchNormGradApply", "cpu")
 def _grad_apply_ws(ins, attrs):
     ws = _masked_ws(ins, attrs)
-    return ws if ws else [(ins[0].shape, ins[0].dtype)]  # dy - mean_dy: in the masked dy's scratch, with one
+    return ws if ws else [(ins[0].shape, ins[0].dtype)]  # dy - d_offset / n: in the masked dy's scratch, with one
 
 
 @register_kernel("_BatchNormGradApply", "cpu", FLOATS)
