@@ -409,3 +409,81 @@ __kernel void K(bn_grad_apply)(GLOBAL(T, dx), GLOBAL(const T, dy), GLOBAL(const 
     dx[i] = g * scale[c] * inv;
 }
 #endif
+
+// -- batch norm in statistics passes (ops/bn_split_ops.py; launchers: bn_split.py) ------------------------------
+// One work-item per channel c: vectors are (C,). A micro-batch's moments from the sums of x - K and (x - K)^2, K =
+// x[c * S] the channel's first element (fused.cl's channel sums MODE 7; s1 is `within` itself, s2 scratch): its
+// mean (float64, with its square, for Chan's merge over the micro-batches) and its variance about that mean.
+#if WANT_bn_moments_finish
+__kernel void K(bn_moments_finish)(GLOBAL(double, mean), GLOBAL(double, square), GLOBAL(T, within),
+                                   GLOBAL(const T, s2), GLOBAL(const T, x), int C, int S, T count) {
+    SHIFT(mean); SHIFT(square); SHIFT(within); SHIFT(s2); SHIFT(x);
+    int c = get_global_id(0);
+    if (c >= C) return;
+    T d = within[c] / count;  // the mean's distance from K
+    T m = (count > 0 ? x[c * S] : (T)0) + d;
+    mean[c] = m;
+    square[c] = (double)m * (double)m;
+    within[c] = fmax(s2[c] / count - d * d, (T)0);
+}
+#endif
+
+// From the moments merged over the micro-batches: the batch's mean; its variance, the mean within-variance plus
+// the spread of the micro-batches' means (float64: the difference keeps its digits); 1 / sqrt(variance + eps);
+// scale times that.
+#if WANT_bn_from_moments
+__kernel void K(bn_from_moments)(GLOBAL(T, mean), GLOBAL(T, var), GLOBAL(T, inv), GLOBAL(T, scaled),
+                                 GLOBAL(const double, mean_wide), GLOBAL(const double, square_wide),
+                                 GLOBAL(const T, within), GLOBAL(const T, scale), int C, T eps) {
+    SHIFT(mean); SHIFT(var); SHIFT(inv); SHIFT(scaled); SHIFT(mean_wide); SHIFT(square_wide); SHIFT(within);
+    SHIFT(scale);
+    int c = get_global_id(0);
+    if (c >= C) return;
+    double m = mean_wide[c];
+    double between = square_wide[c] - m * m;
+    T v = within[c] + (T)between;
+    T r = rsqrt(v + eps);
+    mean[c] = (T)m;
+    var[c] = v;
+    inv[c] = r;
+    scaled[c] = scale[c] * r;
+}
+#endif
+
+// y = act((x - mean[c]) * (scale[c] * inv[c]) + offset[c])
+#if WANT_bn_normalize
+__kernel void K(bn_normalize)(GLOBAL(T, y), GLOBAL(const T, x), GLOBAL(const T, mean), GLOBAL(const T, inv),
+                              GLOBAL(const T, scale), GLOBAL(const T, offset), int n, int C, int S) {
+    SHIFT(y); SHIFT(x); SHIFT(mean); SHIFT(inv); SHIFT(scale); SHIFT(offset);
+    int i = get_global_id(0);
+    if (i >= n) return;
+    int c = (i / S) % C;
+    T v = (x[i] - mean[c]) * (scale[c] * inv[c]) + offset[c];
+    y[i] = BN_ACTIVATE(v);
+}
+#endif
+
+// dx = scaled[c] * (dy - d_offset[c] / count - (x - mean[c]) * inv[c] * d_scale[c] / count), count the values per
+// channel of these rows; with BN_ACT, dy masked at z. d_scale and d_offset: sums over these rows, or the
+// micro-batches' sums averaged (the batch's over the batch's count, the same quotient); copied to scale_out and
+// offset_out (the op's gradients of the scale and offset) by the first C items (max(n, C) of them).
+#if WANT_bn_grad_split
+__kernel void K(bn_grad_split)(GLOBAL(T, dx), GLOBAL(T, scale_out), GLOBAL(T, offset_out), GLOBAL(const T, dy),
+                               GLOBAL(const T, x), GLOBAL(const T, mean), GLOBAL(const T, inv),
+                               GLOBAL(const T, scaled), GLOBAL(const T, d_scale), GLOBAL(const T, d_offset),
+                               GLOBAL(const T, z), int n, int C, int S, T count) {
+    SHIFT(dx); SHIFT(scale_out); SHIFT(offset_out); SHIFT(dy); SHIFT(x); SHIFT(mean); SHIFT(inv); SHIFT(scaled);
+    SHIFT(d_scale); SHIFT(d_offset); SHIFT(z);
+    int i = get_global_id(0);
+    if (i < C) {
+        scale_out[i] = d_scale[i];
+        offset_out[i] = d_offset[i];
+    }
+    if (i >= n) return;
+    int c = (i / S) % C;
+    T g = dy[i], zi = z[i];  // both loaded: a load inside the select would be a branch
+    g = BN_MASKED(g, zi);
+    T x_hat = (x[i] - mean[c]) * inv[c];
+    dx[i] = ((g - d_offset[c] / count) - x_hat * (d_scale[c] / count)) * scaled[c];
+}
+#endif

@@ -47,9 +47,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from tfplus.dtypes import float64
-from tfplus.framework import Graph, Operation, Tensor, apply_op, needed_ops
-from tfplus.ops import array_ops, math_ops, nn_ops
+from tfplus.framework import Graph, Operation, Tensor, needed_ops
+from tfplus.ops import array_ops, bn_split_ops, math_ops
 from tfplus.planner.liveness import PlanError, phase_of
 from tfplus.planner.recompute import _copy as copy_op
 from tfplus.planner.stream import batch_dependent
@@ -380,38 +379,24 @@ def _levels(order: list[Operation], stats: list[Tensor], derived: list[Tensor] =
 _NORM_GRADS = ("FusedBatchNormGrad", "_FusedBatchNormReluGrad")
 
 
-def _axes(op: Operation) -> tuple[list[int], int]:
-    """The axes a batch norm reduces over and its channel axis."""
-    return ([0, 2, 3], 1) if op.attrs["data_format"] == "NCHW" else ([0, 1, 2], 3)
-
-
 def _norm(op: Operation, ins: list[Tensor], specs: dict) -> tuple[list[Tensor], dict]:
-    """A training-mode FusedBatchNorm(V3) from its statistics: its outputs, and what its gradient reads."""
+    """A training-mode FusedBatchNorm(V3) from its statistics: its outputs, and what its gradient reads. In fused
+    launches (ops/bn_split_ops.py), each a pass over the micro-batch's rows or one over its channels: the moments,
+    the per-channel vectors from the merged ones, the normalization with its activation."""
     x, scale, offset, mean_in, var_in = ins
-    axes, ch = _axes(op)
+    fmt, eps = op.attrs["data_format"], op.attrs["epsilon"]
     shape = specs[op.inputs[0]].shape
-    channels = shape[ch]
-    keep = [1, 1, 1, 1]
-    keep[ch] = channels
+    channels = shape[1 if fmt == "NCHW" else 3]
     count = math.prod(shape) // max(channels, 1)  # the whole batch's values per channel
     # Mean and variance in one pass (Chan's parallel formula for equal counts): each micro-batch's mean, and its
     # variance about that mean; the batch's variance adds the spread of the micro-batches' means about theirs,
     # the mean of their squares less the square of their mean, in float64, where that difference keeps its digits
     # (in float32, as E[x^2] - E[x]^2, a mean 300 sigma from zero leaves the variance 1% off).
-    local = math_ops.reduce_mean(x, axes, keepdims=True, name="local_mean")
-    within = math_ops.reduce_mean(math_ops.squared_difference(x, local), axes, keepdims=True, name="variance_within")
-    wide = math_ops.cast(local, float64)
-    mean_wide = array_ops.identity(wide, name="mean")
-    square_wide = math_ops.square(wide, name="mean_square")
-    mean = math_ops.cast(mean_wide, x.dtype)
-    between = math_ops.subtract(square_wide, math_ops.square(mean_wide))
-    variance = math_ops.add(within, math_ops.cast(between, x.dtype), name="variance")
-    eps = array_ops.constant(np.asarray(op.attrs["epsilon"], x.dtype.np))
-    rstd = math_ops.rsqrt(math_ops.add(variance, eps))
-    m, v = array_ops.reshape(mean, [channels]), array_ops.reshape(variance, [channels])
-    # normalized by the inference-mode kernel, which reads the statistics it is given: one write of the rows
-    y = nn_ops.fused_batch_norm(x, scale, offset, m, v, op.attrs["epsilon"], op.attrs["data_format"],
-                                is_training=False)[0]
+    mean_wide, square_wide, within = bn_split_ops.batch_norm_moments(x, fmt, name="moments")
+    m, v, rstd, scaled = bn_split_ops.batch_norm_from_moments(mean_wide, square_wide, within, scale, eps,
+                                                              name="from_moments")
+    y = bn_split_ops.batch_norm_apply(x, m, rstd, scale, offset, fmt, op.attrs.get("activation", ""),
+                                      name="normalize")
     unbiased = math_ops.multiply(v, array_ops.constant(np.asarray(count / max(count - 1, 1), x.dtype.np)))
     f = op.attrs.get("exponential_avg_factor", 1.0)
     if f != 1.0:
@@ -421,33 +406,37 @@ def _norm(op: Operation, ins: list[Tensor], specs: dict) -> tuple[list[Tensor], 
         batch_mean, batch_var = moved(mean_in, m), moved(var_in, unbiased)
     else:
         batch_mean, batch_var = array_ops.identity(m), unbiased
-    if op.attrs.get("activation"):
-        y = apply_op(op.attrs["activation"], [y])
     outs = [y, batch_mean, batch_var, m, v]
     if len(op.outputs) == 6:
         outs.append(array_ops.constant(np.asarray(0, x.dtype.np)))
-    return outs, {"mean": mean, "rstd": rstd, "keep": keep, "axes": axes, "local": local,
-                  "statistics": [mean_wide, square_wide, within], "derived": [mean, variance, rstd]}
+    # NOTE: a run fed some outputs of an op cannot run it for the others. The normalization reads m and rstd
+    # (derived: fed to the runs after the first), not `scaled`, the gradient's derived value (_norm_grad), so that
+    # a step without the gradient never reruns from_moments. "local", the micro-batch's own mean, is a statistic
+    # itself here (mean_wide): the moments op has no tensor for it alone.
+    return outs, {"mean": m, "variance": v, "rstd": rstd, "scaled": scaled, "epsilon": eps, "local": mean_wide,
+                  "statistics": [mean_wide, square_wide, within], "derived": [m, v, rstd]}
 
 
 def _norm_grad(op: Operation, ins: list[Tensor], norm: dict) -> tuple[list[Tensor], Tensor]:
     """A training-mode FusedBatchNormGrad(V3) whose batch reductions are statistics: its outputs, the last two
-    the statistics (the means of dy and dy * x_hat); and scale / sigma, per channel."""
-    dy, x, scale = ins[:3]
-    if op.attrs.get("activation"):  # the mask from the activation's output, the last input
-        dy = apply_op(op.attrs["activation"] + "Grad", [dy, ins[-1]])
-    axes, keep = norm["axes"], norm["keep"]
-    x_hat = math_ops.multiply(math_ops.subtract(x, norm["mean"]), norm["rstd"])
-    dy_x_hat = math_ops.multiply(dy, x_hat)
-    mean_dy = math_ops.reduce_mean(dy, axes, keepdims=True, name="mean_dy")
-    mean_dy_x_hat = math_ops.reduce_mean(dy_x_hat, axes, keepdims=True, name="mean_dy_x_hat")
-    inner = math_ops.subtract(math_ops.subtract(dy, mean_dy), math_ops.multiply(x_hat, mean_dy_x_hat))
-    scaled = math_ops.multiply(array_ops.reshape(scale, keep), norm["rstd"])
-    dx = math_ops.multiply(inner, scaled)
-    d_scale = math_ops.reduce_sum(dy_x_hat, axes, name="scale_backprop")
-    d_offset = math_ops.reduce_sum(dy, axes, name="offset_backprop")
+    the statistics (d scale and d offset, the micro-batch's sums of dy * x_hat and dy, merged as means: the whole
+    batch's over k); and scale / sigma, per channel. Two fused ops: the sums (one pass over dy and x, the
+    activation's mask applied as it reads dy) and dx from them (one more), which divides them by its rows' count
+    per channel: a micro-batch's average of the sums over a micro-batch's count is the batch's mean."""
+    dy, x = ins[:2]
+    fmt, activation = op.attrs["data_format"], op.attrs.get("activation", "")
+    z = ins[-1] if activation else None  # the activation's output, whose gradient masks dy
+    d_scale, d_offset = bn_split_ops.batch_norm_grad_sums(dy, x, norm["mean"], norm["variance"], norm["epsilon"],
+                                                          fmt, activation, z, name="sums")
+    dx, *grads = bn_split_ops.batch_norm_grad_apply(dy, x, norm["mean"], norm["rstd"], norm["scaled"], d_scale,
+                                                    d_offset, fmt, activation, z, name="backprop")
+    # The gradients of the scale and offset are the sums too, handed on by dx's op (see its registration). Where
+    # nothing reads dx (a norm of the fed batch), sums of their own: dx's statistics then need no pass.
+    if not op.outputs[0].consumers():
+        grads = bn_split_ops.batch_norm_grad_sums(dy, x, norm["mean"], norm["variance"], norm["epsilon"], fmt,
+                                                  activation, z, name="param_sums")
     empty = [array_ops.constant(np.zeros((0,), x.dtype.np)) for _ in op.outputs[3:]]
-    return [dx, d_scale, d_offset] + empty + [mean_dy, mean_dy_x_hat], scaled
+    return [dx, *grads] + empty + [d_scale, d_offset], norm["scaled"]
 
 
 def open_rows(order: list[Operation], batch_feeds: set[Tensor]) -> set[Tensor]:
