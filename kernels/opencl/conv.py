@@ -7,6 +7,10 @@ the flipped filter; of a strided conv, the same gather keeping only the taps tha
 The filter gradient splits its long reduction (batch x positions) over work-groups and sums the partials,
 which are kernel scratch (ctx.workspace) declared for the memory planner.
 
+The graph rewrite's backward folds run here too: _FusedConv2DBackpropInputReluGrad is the input gradient with the
+ReLU's mask in its epilogue, _FusedConv2DBackpropFilterBiasAddGrad the filter gradient with a GEMM row of ones
+whose sums are the bias gradient.
+
 On a GPU the 3x3 stride-1 SAME convolutions run kernels of their own (conv.cl's conv3 and conv3_wgrad with vector
 register tiles; see VARIANTS). TFPLUS_CONV_VARIANTS overrides the device's default: `none` (or empty) runs the
 general kernels, a comma list of VARIANTS' names runs those (on a CPU device too).
@@ -363,9 +367,9 @@ def _backprop_filter(ctx, ins, dw, attrs, db=None) -> None:
 
 @register_workspace("Conv2DBackpropFilter", "opencl")
 def _wgrad_scratch(ins, attrs, compute_units, bias: bool = False):
-    """The partial filter gradients of the split p range, then their sum's partials (see _wgrad_plan); with
-    `bias` (the fused bias gradient's row of ones), the sum of the partials before dw and db are copied out of it
-    between the two (used where the kernel cannot finish its sums: see _run_wgrad)."""
+    """The partial filter gradients of the split p range, then their sum's partials (see _wgrad_plan). With
+    `bias`, over one GEMM row more (the bias gradient's), and second the sum of the partials that dw and db are
+    copied out of where the kernel cannot finish its sums (_run_wgrad)."""
     x, sizes, _ = ins
     g = _Geom(x.shape, [int(d) for d in sizes.value], attrs)
     m, n, p = _wgrad_mnp(g)
