@@ -157,6 +157,20 @@ def test_a_mentee_step_with_the_folds_trains_as_one_without(monkeypatch, device,
     assert plain[2] != plain[0]
 
 
+@pytest.mark.parametrize("device", ["cpu", pytest.param("opencl", marks=needs_opencl)])
+def test_a_budgeted_step_runs_the_folds_when_asked(monkeypatch, device):
+    """TFPLUS_BACKWARD_FOLDS=1 under a memory budget: the planned step (every kernel's scratch from the fused ops'
+    declarations, which the planned executor checks) gives the losses of the unbudgeted step without them."""
+    tg, feed = _mentee()
+
+    def losses(folds, budget):
+        monkeypatch.setenv("TFPLUS_BACKWARD_FOLDS", folds)
+        with tf.Session(graph=tg.graph, device=device, memory_budget=budget) as s:
+            s.run(tg.init_op)
+            return [s.run([tg.train_op, tg.loss], feed)[1] for _ in range(2)]
+    np.testing.assert_allclose(losses("1", "1GB"), losses("0", None), rtol=1e-5)
+
+
 def test_the_folds_are_on_for_an_unbudgeted_gpu_step_and_the_switch_overrides(monkeypatch):
     monkeypatch.delenv("TFPLUS_BACKWARD_FOLDS", raising=False)
     gpu, cpu = {"type": "GPU"}, {"type": "CPU"}
