@@ -14,6 +14,7 @@ from conftest import needs_opencl
 from opencl_compare import run_both
 
 import tfplus as tf
+from tfplus.engine.rewrite import FOLDS as KINDS
 from tfplus.engine.rewrite import backward_folds, optimize
 from tfplus.framework import apply_op
 
@@ -124,7 +125,7 @@ def test_the_rewrite_folds_every_conv_layer_of_a_mentee_step():
     tg, _ = _mentee()
     fetches = [tg.train_op, tg.loss]
     feeds = {tg.images, tg.labels}
-    on, off = optimize(tg.graph, fetches, feeds, True), optimize(tg.graph, fetches, feeds)
+    on, off = optimize(tg.graph, fetches, feeds, set(KINDS)), optimize(tg.graph, fetches, feeds)
     assert {k: on.fused.get(k) for k in FOLDS} == {"_FusedConv2DBackpropInputReluGrad": 2,
                                                   "_FusedMaxPoolGradReluGrad": 3,
                                                   "_FusedConv2DBackpropFilterBiasAddGrad": 5}
@@ -174,12 +175,27 @@ def test_a_budgeted_step_runs_the_folds_when_asked(monkeypatch, device):
 def test_the_folds_are_on_for_an_unbudgeted_gpu_step_and_the_switch_overrides(monkeypatch):
     monkeypatch.delenv("TFPLUS_BACKWARD_FOLDS", raising=False)
     gpu, cpu = {"type": "GPU"}, {"type": "CPU"}
-    assert backward_folds(gpu, None) and not backward_folds(gpu, 1 << 30) and not backward_folds(cpu, None)
-    assert not backward_folds({}, None)
+    assert backward_folds(gpu, None) == set(KINDS)
+    assert not backward_folds(gpu, 1 << 30) and not backward_folds(cpu, None) and not backward_folds({}, None)
     monkeypatch.setenv("TFPLUS_BACKWARD_FOLDS", "0")
     assert not backward_folds(gpu, None)
     monkeypatch.setenv("TFPLUS_BACKWARD_FOLDS", "1")
-    assert backward_folds(cpu, 1 << 30)
+    assert backward_folds(cpu, 1 << 30) == set(KINDS)
+    monkeypatch.setenv("TFPLUS_BACKWARD_FOLDS", "dx, pool")
+    assert backward_folds(gpu, None) == {"dx", "pool"}
     monkeypatch.setenv("TFPLUS_BACKWARD_FOLDS", "yes")
     with pytest.raises(ValueError, match="TFPLUS_BACKWARD_FOLDS"):
         backward_folds(gpu, None)
+
+
+def test_each_fold_alone():
+    """A list of folds makes those only: without `bias` the conv layers' BiasAddGrads stay (each alone, its
+    ReluGrad folded), without `dx` the layers before a conv keep _FusedReluGradBiasAddGrad."""
+    tg, _ = _mentee()
+    fetches, feeds = [tg.train_op, tg.loss], {tg.images, tg.labels}
+    no_bias = optimize(tg.graph, fetches, feeds, {"dx", "pool"}).fused
+    assert no_bias["_FusedConv2DBackpropInputReluGrad"] == 2 and no_bias["_FusedMaxPoolGradReluGrad"] == 3
+    assert "_FusedConv2DBackpropFilterBiasAddGrad" not in no_bias and no_bias["_FusedReluGradBiasAddGrad"] == 1
+    pool = optimize(tg.graph, fetches, feeds, {"pool"}).fused
+    assert pool["_FusedMaxPoolGradReluGrad"] == 3 and pool["_FusedReluGradBiasAddGrad"] == 3
+    assert not {"_FusedConv2DBackpropInputReluGrad", "_FusedConv2DBackpropFilterBiasAddGrad"} & set(pool)
