@@ -22,25 +22,29 @@ FOLDS = ("_FusedConv2DBackpropInputReluGrad", "_FusedMaxPoolGradReluGrad", "_Fus
 CONV3 = "fwd3x3,dx3x3,dw3x3"
 
 
-def _layer_grads(x, f, dy, fmt, pool: bool):
+def _layer_grads(x, f, dy, fmt, pool: bool, window=2, stride=2, padding="VALID"):
     """The unfused chain and the fused ops over one layer: features r = relu(x) (a pool after it with `pool`),
-    its conv's gradients for dy. Returns [unfused..., fused...] in matching order."""
+    its conv's gradients for dy, and the input gradient masked by Relu6's gradient at x. Returns [unfused...,
+    fused...] in matching order."""
     attrs = {"T": x.dtype, "strides": [1, 1, 1, 1], "padding": "SAME", "data_format": fmt,
              "dilations": [1, 1, 1, 1]}
     r = tf.nn.relu(x)
     sizes = tf.shape(r)
     fsizes = tf.constant(list(f.shape.as_list()), tf.int32)
     dx = apply_op("Conv2DBackpropInput", [sizes, f, dy], attrs)
-    unfused = [apply_op("ReluGrad", [dx, r], {"T": x.dtype}),
+    unfused = [apply_op("ReluGrad", [dx, r], {"T": x.dtype}), apply_op("Relu6Grad", [dx, x * 4], {"T": x.dtype}),
                apply_op("Conv2DBackpropFilter", [r, fsizes, dy], attrs),
                apply_op("BiasAddGrad", [dy], {"T": x.dtype, "data_format": fmt})]
     fused = [apply_op("_FusedConv2DBackpropInputReluGrad", [sizes, f, dy, r], {**attrs, "activation": "Relu"},
                       "dx_relu"),
+             apply_op("_FusedConv2DBackpropInputReluGrad", [sizes, f, dy, x * 4], {**attrs, "activation": "Relu6"},
+                      "dx_relu6"),
              *apply_op("_FusedConv2DBackpropFilterBiasAddGrad", [r, fsizes, dy], attrs, "dw_bias")]
     if pool:
-        window = [1, 1, 2, 2] if fmt == "NCHW" else [1, 2, 2, 1]
-        pattrs = {"T": x.dtype, "ksize": window, "strides": window, "padding": "VALID", "data_format": fmt}
-        p = tf.nn.max_pool(r, window, window, "VALID", data_format=fmt)
+        ksize = [1, 1, window, window] if fmt == "NCHW" else [1, window, window, 1]
+        strides = [1, 1, stride, stride] if fmt == "NCHW" else [1, stride, stride, 1]
+        pattrs = {"T": x.dtype, "ksize": ksize, "strides": strides, "padding": padding, "data_format": fmt}
+        p = tf.nn.max_pool(r, ksize, strides, padding, data_format=fmt)
         g = p * 1.5 - 0.25  # a gradient of p's shape, some of it negative
         unfused.append(apply_op("ReluGrad", [apply_op("MaxPoolGrad", [r, p, g], pattrs), r], {"T": x.dtype}))
         fused.append(apply_op("_FusedMaxPoolGradReluGrad", [r, p, g], pattrs, "pool_relu"))
@@ -86,6 +90,13 @@ def test_fused_ops_match_numpy_and_their_chains_on_opencl(monkeypatch, fmt, vari
     x, f, dy = _arrays(np.random.default_rng(2), dtype, fmt)
     got = run_both(lambda x, f, dy: _layer_grads(x, f, dy, fmt, pool=True), [x, f, dy])
     _check(got)
+
+
+@needs_opencl
+def test_other_pools_fold_too():
+    """A 3x3 window of stride 2, SAME: nn.cl's general max_pool_grad with the mask."""
+    x, f, dy = _arrays(np.random.default_rng(4), np.float32, "NCHW", h=7, w=9)
+    _check(run_both(lambda x, f, dy: _layer_grads(x, f, dy, "NCHW", True, 3, 2, "SAME"), [x, f, dy]))
 
 
 @needs_opencl
