@@ -133,7 +133,7 @@ def _mask_shape(ins, attrs, base: str, what: str):
     if y.shape is None or f.shape is None:
         return [spec(y.shape if y.shape is not None else f.shape, y.dtype)]
     if len(y.shape) != len(f.shape):
-        raise ValueError(f"{what}: the gradient {fmt(y.shape)} and the features {fmt(f.shape)} must have one shape")
+        raise ValueError(f"{what} must have one shape, not {fmt(y.shape)} and {fmt(f.shape)}")
     return [spec(tuple(merge_dim(a, b, f"{what} must have one shape") for a, b in zip(y.shape, f.shape)), y.dtype)]
 
 

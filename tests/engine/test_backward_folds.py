@@ -210,3 +210,24 @@ def test_each_fold_alone():
     pool = optimize(tg.graph, fetches, feeds, {"pool"}).fused
     assert pool["_FusedMaxPoolGradReluGrad"] == 3 and pool["_FusedReluGradBiasAddGrad"] == 3
     assert not {"_FusedConv2DBackpropInputReluGrad", "_FusedConv2DBackpropFilterBiasAddGrad"} & set(pool)
+
+
+def test_the_fused_ops_shapes_and_their_errors():
+    """Shapes as the ops they replace; features of another shape than the gradient are refused, naming both."""
+    g = tf.Graph()
+    with g.as_default():
+        f = tf.placeholder(tf.float32, [3, 3, 16, 32])
+        dy = tf.placeholder(tf.float32, [None, 32, 6, 8])
+        x = tf.placeholder(tf.float32, [None, 16, 6, 8])
+        attrs = {"T": tf.float32, "strides": [1, 1, 1, 1], "padding": "SAME", "data_format": "NCHW",
+                 "dilations": [1, 1, 1, 1]}
+        sizes = tf.shape(x)
+        dx = apply_op("_FusedConv2DBackpropInputReluGrad", [sizes, f, dy, x], {**attrs, "activation": "Relu"}, "dx")
+        dw, db = apply_op("_FusedConv2DBackpropFilterBiasAddGrad", [x, tf.constant([3, 3, 16, 32]), dy], attrs, "dw")
+        assert dx.shape.as_list() == [None, 16, 6, 8]
+        assert dw.shape.as_list() == [3, 3, 16, 32] and db.shape.as_list() == [32]
+        with pytest.raises(ValueError, match="features"):
+            apply_op("_FusedConv2DBackpropInputReluGrad", [sizes, f, dy, tf.placeholder(tf.float32, [2, 16, 6])],
+                     {**attrs, "activation": "Relu"}, "bad")
+        with pytest.raises(ValueError, match="activation"):
+            apply_op("_FusedConv2DBackpropInputReluGrad", [sizes, f, dy, x], {**attrs, "activation": "Tanh"}, "bad")
