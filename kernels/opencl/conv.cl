@@ -15,6 +15,12 @@
 #ifndef BIAS_ROW
 #define BIAS_ROW 0
 #endif
+// The groups of a tile row that holds the ones row alone (M - 1 a multiple of TM: conv4's and conv5's 576 rows at
+// a 64-row tile) add their dy slice up instead of multiplying out a tile of zeros: that row costs a pass over its
+// dy tiles, not a GEMM's work. The same sums in the same order as the products (1 * b is b).
+#define WGRAD_ONES_TILE { \
+        for (int kk = 0; kk < TK; kk++) for (int j = 0; j < WN; j++) acc[0][j] += Bs[kk][GEMM_COL(j)]; \
+    }
 // A filter gradient's sum of row m, column n: the ones row's into db, the others into dw (or a layer of partials).
 #define WGRAD_STORE(dst, m, n, v) { \
         if (BIAS_ROW && (m) == M - 1) db[n] = (v); \
@@ -267,6 +273,9 @@ __kernel GEMM_ATTR void K(conv_wgrad)(GLOBAL(T, out), GLOBAL(const T, x), GLOBAL
         }
         barrier(CLK_LOCAL_MEM_FENCE);
         if (k0 + TK < p_end) WGRAD_LOAD
+#if BIAS_ROW
+        if (m0 == M - 1) WGRAD_ONES_TILE else
+#endif
         GEMM_TILE
         barrier(CLK_LOCAL_MEM_FENCE);
     }
@@ -447,6 +456,9 @@ __kernel GEMM_ATTR void K(conv3_wgrad)(GLOBAL(T, out), GLOBAL_RO(T, x), GLOBAL_R
         }
         barrier(CLK_LOCAL_MEM_FENCE);
         if (k0 + TK < p_end) WGRAD3_LOAD
+#if BIAS_ROW
+        if (m0 == M - 1) WGRAD_ONES_TILE else
+#endif
         GEMM_TILE_V
         barrier(CLK_LOCAL_MEM_FENCE);
     }

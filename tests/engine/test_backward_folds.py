@@ -119,6 +119,22 @@ def test_the_bias_row_under_split_sums(monkeypatch, finish, variants):
     assert seen and all(splits > 1 and done == finish for splits, done in seen), seen
 
 
+@needs_opencl
+@pytest.mark.parametrize("split", [False, True])
+@pytest.mark.parametrize("variants", ["none", CONV3 + ",vtile"])
+def test_the_bias_row_alone_in_its_tile_row(monkeypatch, split, variants):
+    """32 input channels: 288 filter rows fill PoCL's 32-row tiles, so the ones row has a tile row of its own,
+    whose groups add dy up instead of multiplying (conv.cl WGRAD_ONES_TILE); with split sums too."""
+    from tfplus.kernels.opencl import _tune, conv
+    assert (9 * 32) % _tune.CPU_TILE[0] == 0
+    if split:
+        wsplit = conv._wgrad_splits
+        monkeypatch.setattr(conv, "_wgrad_splits", lambda m, n, p, cu, d=1: wsplit(m, n, p, 48, d))
+    monkeypatch.setenv("TFPLUS_CONV_VARIANTS", variants)
+    x, f, dy = _arrays(np.random.default_rng(5), np.float32, "NCHW", n=2, h=8, w=8, cin=32, cout=48)
+    _check(run_both(lambda x, f, dy: _layer_grads(x, f, dy, "NCHW", pool=False), [x, f, dy]))
+
+
 def _mentee(batch=4):
     from tfplus.graphs.mentee import training_graph
     tg = training_graph(total_steps=10, seed=0, image_shape=(3, 8, 8),
