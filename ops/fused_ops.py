@@ -122,6 +122,60 @@ register_op("_FusedReluGradBiasAddGrad", inputs=("gradients", "features"), outpu
 not_differentiable("_FusedReluGradBiasAddGrad")
 
 
+# -- The backward folds (issue 37): the ReLU gradient's mask applied as its gradient is written, the bias gradient
+# summed where the filter gradient reads the same dy. Each output equals the chain it replaces; the rewrite makes
+# them on a GPU (tfplus.engine.rewrite.backward_folds).
+def _mask_shape(ins, attrs, base: str, what: str):
+    """The output of op `base` over ins[:-1], checked against the ReLU's features (the last input)."""
+    (y,) = get_op_def(base).shape_fn(ins[:-1], attrs)
+    f = ins[-1]
+    check_same_dtype([y, f], what)
+    if y.shape is None or f.shape is None:
+        return [spec(y.shape if y.shape is not None else f.shape, y.dtype)]
+    if len(y.shape) != len(f.shape):
+        raise ValueError(f"{what} must have one shape, not {fmt(y.shape)} and {fmt(f.shape)}")
+    return [spec(tuple(merge_dim(a, b, f"{what} must have one shape") for a, b in zip(y.shape, f.shape)), y.dtype)]
+
+
+# _FusedConv2DBackpropInputReluGrad: Conv2DBackpropInput(input_sizes, filter, out_backprop) masked by the gradient
+# of `activation` at `features` (ReluGrad's second input: the Relu's output; Relu6Grad's: its input).
+def _dx_relu_grad_shape(ins, attrs):
+    _check_attrs(attrs)
+    return _mask_shape(ins, attrs, "Conv2DBackpropInput", "the input gradient and the features")
+
+
+register_op("_FusedConv2DBackpropInputReluGrad", inputs=("input_sizes", "filter", "out_backprop", "features"),
+            outputs=("backprops",), attrs={**get_op_def("Conv2DBackpropInput").attrs, "activation": "string"},
+            shape_fn=_dx_relu_grad_shape, value_inputs=(0,), flops=flops.conv2d_backprop_input,
+            tags=("gemm",))
+not_differentiable("_FusedConv2DBackpropInputReluGrad")
+
+
+# _FusedMaxPoolGradReluGrad: ReluGrad(MaxPoolGrad(orig_input, orig_output, grad), orig_input): the pool's input is
+# the Relu's output, so the mask is orig_input > 0, read where MaxPoolGrad reads it anyway.
+def _pool_relu_grad_shape(ins, attrs):
+    return get_op_def("MaxPoolGrad").shape_fn(ins, attrs)
+
+
+register_op("_FusedMaxPoolGradReluGrad", inputs=("orig_input", "orig_output", "grad"), outputs=("backprops",),
+            attrs=get_op_def("MaxPoolGrad").attrs, shape_fn=_pool_relu_grad_shape, flops=flops.pool_grad)
+not_differentiable("_FusedMaxPoolGradReluGrad")
+
+
+# _FusedConv2DBackpropFilterBiasAddGrad: Conv2DBackpropFilter(input, filter_sizes, out_backprop) and
+# BiasAddGrad(out_backprop): one more GEMM row, of ones, sums dy per output channel as the filter gradient reads it.
+def _dw_bias_shape(ins, attrs):
+    (dw,) = get_op_def("Conv2DBackpropFilter").shape_fn(ins, attrs)
+    return [dw, spec((dw.shape[3] if dw.shape is not None else None,), dw.dtype)]
+
+
+register_op("_FusedConv2DBackpropFilterBiasAddGrad", inputs=("input", "filter_sizes", "out_backprop"),
+            outputs=("output", "bias_backprop"), attrs=get_op_def("Conv2DBackpropFilter").attrs,
+            shape_fn=_dw_bias_shape, value_inputs=(1,), flops=flops.conv2d_backprop_filter,
+            tags=("gemm", "row_sums"))
+not_differentiable("_FusedConv2DBackpropFilterBiasAddGrad")
+
+
 # -- _FusedL2Loss: sum of L2Loss(t) over its inputs, i.e. (sum of t ** 2 over every input) / 2 -------------------
 # The AddN of weight decay's L2Losses in one op (one or two launches instead of one per weight and the AddN).
 def _fused_l2_loss_shape(ins, attrs):

@@ -58,6 +58,55 @@ def _fused_conv2d_bias_relu_ws(ins, attrs):
     return WORKSPACES[("Conv2D", "cpu")](ins[:2], attrs)
 
 
+# -- The backward folds (issue 37): the unfused kernels one after the other, the NumPy reference of the OpenCL
+# kernels that do each in one launch. The ReLU mask is a multiply by (features > 0), as ReluGrad's kernel does.
+def _mask_by(ctx, out: np.ndarray, features: np.ndarray, activation: str) -> None:
+    keep = ctx.workspace(out.shape, bool_)
+    np.greater(features, 0, out=keep)
+    np.multiply(out, keep, out=out)
+    if activation == "Relu6":
+        np.less(features, 6, out=keep)
+        np.multiply(out, keep, out=out)
+
+
+@register_kernel("_FusedConv2DBackpropInputReluGrad", "cpu", FLOATS)
+def _fused_dx_relu_grad(ctx, ins, outs, attrs):
+    find_kernel("Conv2DBackpropInput", "cpu", as_dtype(ins[1].dtype))(ctx, ins[:3], outs, attrs)
+    _mask_by(ctx, outs[0], ins[3], attrs["activation"])
+
+
+@register_workspace("_FusedConv2DBackpropInputReluGrad", "cpu")
+def _fused_dx_relu_grad_ws(ins, attrs):
+    return WORKSPACES[("Conv2DBackpropInput", "cpu")](ins[:3], attrs) + [(ins[3].shape, bool_)]
+
+
+@register_kernel("_FusedMaxPoolGradReluGrad", "cpu", FLOATS)
+def _fused_pool_relu_grad(ctx, ins, outs, attrs):
+    find_kernel("MaxPoolGrad", "cpu", as_dtype(ins[0].dtype))(ctx, ins, outs, attrs)
+    _mask_by(ctx, outs[0], ins[0], "Relu")
+
+
+@register_workspace("_FusedMaxPoolGradReluGrad", "cpu")
+def _fused_pool_relu_grad_ws(ins, attrs):
+    return WORKSPACES[("MaxPoolGrad", "cpu")](ins, attrs) + [(ins[0].shape, bool_)]
+
+
+@register_kernel("_FusedConv2DBackpropFilterBiasAddGrad", "cpu", FLOATS)
+def _fused_dw_bias(ctx, ins, outs, attrs):
+    find_kernel("Conv2DBackpropFilter", "cpu", as_dtype(ins[0].dtype))(ctx, ins, outs[:1], attrs)
+    find_kernel("BiasAddGrad", "cpu", as_dtype(ins[0].dtype))(ctx, ins[2:], outs[1:], _bias_attrs(attrs))
+
+
+def _bias_attrs(attrs) -> dict:
+    return {"T": attrs["T"], "data_format": attrs.get("data_format", "NHWC")}
+
+
+@register_workspace("_FusedConv2DBackpropFilterBiasAddGrad", "cpu")
+def _fused_dw_bias_ws(ins, attrs):
+    return WORKSPACES[("Conv2DBackpropFilter", "cpu")](ins, attrs) + \
+        WORKSPACES[("BiasAddGrad", "cpu")](ins[2:], _bias_attrs(attrs))
+
+
 # -- _FusedMatMul: the MatMul kernel, then the bias and the activation over its output in place ----------------
 @register_kernel("_FusedMatMul", "cpu", FLOATS)
 def _fused_matmul(ctx, ins, outs, attrs):

@@ -10,18 +10,41 @@
 // conv_wgrad: dw[m = (kh, kw, ci), n = co] = sum over p = (b, oh, ow) of x[...] * dy[...], each split of the
 //   p range (get_group_id(2)) writing its own partial sum into `out`; with `finish`, the last split of each tile
 //   adds them up into dw (gemm.cl's GEMM_SPLIT_FINISH), else a second pass does (conv.py).
+//   With BIAS_ROW (_FusedConv2DBackpropFilterBiasAddGrad) the GEMM has one row more, M - 1, whose A is 1 at every
+//   p: its sums are BiasAddGrad(dy), stored into db (a launch and a pass over dy less than BiasAddGrad's own).
+#ifndef BIAS_ROW
+#define BIAS_ROW 0
+#endif
+// The groups of a tile row that holds the ones row alone (M - 1 a multiple of TM: conv4's and conv5's 576 rows at
+// a 64-row tile) add their dy slice up instead of multiplying out a tile of zeros: that row costs a pass over its
+// dy tiles, not a GEMM's work. The same sums in the same order as the products (1 * b is b).
+#define WGRAD_ONES_TILE { \
+        for (int kk = 0; kk < TK; kk++) for (int j = 0; j < WN; j++) acc[0][j] += Bs[kk][GEMM_COL(j)]; \
+    }
+// A filter gradient's sum of row m, column n: the ones row's into db, the others into dw (or a layer of partials).
+#define WGRAD_STORE(dst, m, n, v) { \
+        if (BIAS_ROW && (m) == M - 1) db[n] = (v); \
+        else (dst)[(m) * N + (n)] = (v); \
+    }
 
 // EPILOGUE (_FusedConv2DBiasRelu): 1 writes max(acc + bias[m], 0), 2 clamps it to [0, 6] (Relu6); the same
-// arithmetic as fused.cl's fused_bias_relu over the conv's output. Without it, `bias` is not read.
+// arithmetic as fused.cl's fused_bias_relu over the conv's output. 3 and 4 (_FusedConv2DBackpropInputReluGrad, an
+// input gradient): `bias` holds the ReLU's features, laid out as the output, and output element i is acc times the
+// ReLU's (3: features > 0) or Relu6's (4: 0 < features < 6) gradient there, a multiply as nn.cl's relu_grad, so
+// that no relu_grad pass reads the gradient back. Without an EPILOGUE, `bias` is not read.
 #ifndef EPILOGUE
 #define EPILOGUE 0
 #endif
 #if EPILOGUE == 1
-#define CONV_EPI(v, m) fmax((v) + bias[m], (T)0)
+#define CONV_EPI(v, m, i) fmax((v) + bias[m], (T)0)
 #elif EPILOGUE == 2
-#define CONV_EPI(v, m) clamp((v) + bias[m], (T)0, (T)6)
+#define CONV_EPI(v, m, i) clamp((v) + bias[m], (T)0, (T)6)
+#elif EPILOGUE == 3
+#define CONV_EPI(v, m, i) ((v) * (T)(bias[i] > (T)0))
+#elif EPILOGUE == 4
+#define CONV_EPI(v, m, i) ((v) * (T)(bias[i] > (T)0 && bias[i] < (T)6))
 #else
-#define CONV_EPI(v, m) (v)
+#define CONV_EPI(v, m, i) (v)
 #endif
 
 // Split K (conv.py: a small output, e.g. the last layers' at a small batch, leaves most of the device idle over
@@ -99,7 +122,8 @@ __kernel GEMM_ATTR void K(conv)(GLOBAL(T, out), GLOBAL(const T, x), GLOBAL(const
     }
 #define GEMM_STORE(m, n, v) { \
         int ow_ = (n) % OW, t_ = (n) / OW; \
-        out[(t_ / OH) * oN + (t_ % OH) * oH + ow_ * oW + (m) * oC] = CONV_EPI(v, m); \
+        int i_ = (t_ / OH) * oN + (t_ % OH) * oH + ow_ * oW + (m) * oC; \
+        out[i_] = CONV_EPI(v, m, i_); \
     }
     if (finish) {
         __global T* layer = layers + get_group_id(2) * M * N;
@@ -118,7 +142,7 @@ __kernel GEMM_ATTR void K(conv)(GLOBAL(T, out), GLOBAL(const T, x), GLOBAL(const
             int base = b * oN + oh * oH + ow * oW;
             for (int i = 0; i < WM; i++) {
                 int m = m0 + ty + i * TY;
-                if (m < M) out[base + m * oC] = CONV_EPI(acc[i][j], m);
+                if (m < M) out[base + m * oC] = CONV_EPI(acc[i][j], m, base + m * oC);
             }
         }
     }
@@ -190,19 +214,22 @@ void K(conv_small)(GLOBAL(T, out), GLOBAL(const T, x), GLOBAL(const T, w), GLOBA
 
 #if WANT_conv_wgrad
 __kernel GEMM_ATTR void K(conv_wgrad)(GLOBAL(T, out), GLOBAL(const T, x), GLOBAL(const T, dy),
-                                      GLOBAL(const int4, tab), GLOBAL(T, dw), GLOBAL(int, done), int M, int N,
+                                      GLOBAL(const int4, tab), GLOBAL(T, dw), GLOBAL(T, db), GLOBAL(int, done),
+                                      int M, int N,
                                       int P, int chunk, int OH, int OW, int H, int W, int xN, int xH, int xW,
                                       int dN, int dC, int dH, int dW, int sh, int sw, int ph, int pw, int finish) {
-    SHIFT(out); SHIFT(x); SHIFT(dy); SHIFT(tab); SHIFT(dw); SHIFT(done);
+    SHIFT(out); SHIFT(x); SHIFT(dy); SHIFT(tab); SHIFT(dw); SHIFT(db); SHIFT(done);
     __local int last_;  // GEMM_SPLIT_FINISH's
     GEMM_BEGIN
     const int p_begin = get_group_id(2) * chunk, p_end = min(P, p_begin + chunk);
     // The filter taps of this thread's A rows are fixed: read their table entries once.
     int4 at[A_LOADS];
+    bool one[A_LOADS];  // BIAS_ROW's row of ones
     for (int r = 0; r < A_LOADS; r++) {
         A_POS(r, mm, kk);
         int m = m0 + mm;
-        at[r] = m < M ? tab[m] : (int4)(0, 0, -(1 << 28), 0);
+        one[r] = BIAS_ROW && m == M - 1;
+        at[r] = m < M - BIAS_ROW ? tab[m] : (int4)(0, 0, -(1 << 28), 0);
     }
     // K fast for both operands: this thread's p is the same for all its loads of a slice, and moves TK on per
     // slice; (b, oh, ow) follow it without a division per slice.
@@ -218,7 +245,8 @@ __kernel GEMM_ATTR void K(conv_wgrad)(GLOBAL(T, out), GLOBAL(const T, x), GLOBAL
         int xpos = b * xN + ih0 * xH + iw0 * xW, dpos = b * dN + oh * dH + ow * dW; \
         for (int r = 0; r < A_LOADS; r++) { \
             int ih = ih0 + at[r].z, iw = iw0 + at[r].w; \
-            ra[r] = (live && (uint)ih < (uint)H && (uint)iw < (uint)W) ? x[xpos + at[r].y] : (T)0; \
+            ra[r] = one[r] ? (T)live : (live && (uint)ih < (uint)H && (uint)iw < (uint)W) ? x[xpos + at[r].y] \
+                                                                                          : (T)0; \
         } \
         for (int r = 0; r < B_LOADS; r++) { \
             B_POS(r, nn, kk); \
@@ -245,6 +273,9 @@ __kernel GEMM_ATTR void K(conv_wgrad)(GLOBAL(T, out), GLOBAL(const T, x), GLOBAL
         }
         barrier(CLK_LOCAL_MEM_FENCE);
         if (k0 + TK < p_end) WGRAD_LOAD
+#if BIAS_ROW
+        if (m0 == M - 1) WGRAD_ONES_TILE else
+#endif
         GEMM_TILE
         barrier(CLK_LOCAL_MEM_FENCE);
     }
@@ -253,10 +284,13 @@ __kernel GEMM_ATTR void K(conv_wgrad)(GLOBAL(T, out), GLOBAL(const T, x), GLOBAL
         int m = m0 + ty + i * TY;
         for (int j = 0; j < WN; j++) {
             int n = n0 + tx + j * TX;
-            if (m < M && n < N) part[m * N + n] = acc[i][j];
+            if (m < M && n < N) {
+                if (get_num_groups(2) == 1) WGRAD_STORE(part, m, n, acc[i][j])
+                else part[m * N + n] = acc[i][j];
+            }
         }
     }
-#define GEMM_STORE(m, n, v) dw[(m) * N + (n)] = (v)
+#define GEMM_STORE(m, n, v) WGRAD_STORE(dw, m, n, v)
     GEMM_SPLIT_FINISH(out, done, M, N, N)
 #undef GEMM_STORE
 }
@@ -336,7 +370,8 @@ __kernel GEMM_ATTR void K(conv3)(GLOBAL(T, out), GLOBAL_RO(T, x), GLOBAL_RO(T, w
     }
 #define GEMM_STORE(m, n, v) { \
         int ow_ = (n) % IW, t_ = (n) / IW; \
-        out[(t_ / IH) * oN + (t_ % IH) * oH + ow_ * oW + (m) * oC] = CONV_EPI(v, m); \
+        int i_ = (t_ / IH) * oN + (t_ % IH) * oH + ow_ * oW + (m) * oC; \
+        out[i_] = CONV_EPI(v, m, i_); \
     }
     if (finish) {
         __global T* layer = layers + get_group_id(2) * M * N;
@@ -355,7 +390,7 @@ __kernel GEMM_ATTR void K(conv3)(GLOBAL(T, out), GLOBAL_RO(T, x), GLOBAL_RO(T, w
             int base = b * oN + oh * oH + ow * oW;
             for (int i = 0; i < WM; i++) {
                 int m = m0 + GEMM_ROW(i);
-                if (m < M) out[base + m * oC] = CONV_EPI(acc[i][j], m);
+                if (m < M) out[base + m * oC] = CONV_EPI(acc[i][j], m, base + m * oC);
             }
         }
     }
@@ -369,19 +404,21 @@ __kernel GEMM_ATTR void K(conv3)(GLOBAL(T, out), GLOBAL_RO(T, x), GLOBAL_RO(T, w
 // thread's loads of a slice share p).
 #if WANT_conv3_wgrad
 __kernel GEMM_ATTR void K(conv3_wgrad)(GLOBAL(T, out), GLOBAL_RO(T, x), GLOBAL_RO(T, dy), GLOBAL(T, dw),
-                                       GLOBAL(int, done), int M, int N, int P, int chunk, int IH, int IW, int xN,
+                                       GLOBAL(T, db), GLOBAL(int, done), int M, int N, int P, int chunk, int IH, int IW, int xN,
                                        int xC, int xH, int xW, int dN, int dC, int dH, int dW, int finish) {
-    SHIFT(out); SHIFT(x); SHIFT(dy); SHIFT(dw); SHIFT(done);
+    SHIFT(out); SHIFT(x); SHIFT(dy); SHIFT(dw); SHIFT(db); SHIFT(done);
     __local int last_;  // GEMM_SPLIT_FINISH's
     GEMM_BEGIN_V
     const int p_begin = get_group_id(2) * chunk, p_end = min(P, p_begin + chunk);
     int aoff[A_LOADS], akh[A_LOADS], akw[A_LOADS];  // this thread's A rows: offset and (row, column) shift
+    bool one[A_LOADS];  // BIAS_ROW's row of ones
     for (int r = 0; r < A_LOADS; r++) {
         A_POS(r, mm, kk);
         int m = m0 + mm, tap = m / CIN;
-        akh[r] = m < M ? tap / 3 - 1 : -(1 << 28);
+        one[r] = BIAS_ROW && m == M - 1;
+        akh[r] = m < M - BIAS_ROW ? tap / 3 - 1 : -(1 << 28);
         akw[r] = tap % 3 - 1;
-        aoff[r] = m < M ? (m % CIN) * xC + akh[r] * xH + akw[r] * xW : 0;
+        aoff[r] = m < M - BIAS_ROW ? (m % CIN) * xC + akh[r] * xH + akw[r] * xW : 0;
     }
     int p = p_begin + tid % TK;
     int ow = p % IW, q = p / IW, oh = q % IH, b = q / IH;
@@ -391,7 +428,8 @@ __kernel GEMM_ATTR void K(conv3_wgrad)(GLOBAL(T, out), GLOBAL_RO(T, x), GLOBAL_R
         int xpos = b * xN + oh * xH + ow * xW, dpos = b * dN + oh * dH + ow * dW; \
         for (int r = 0; r < A_LOADS; r++) { \
             int ih = oh + akh[r], iw = ow + akw[r]; \
-            ra[r] = (live && (uint)ih < (uint)IH && (uint)iw < (uint)IW) ? x[xpos + aoff[r]] : (T)0; \
+            ra[r] = one[r] ? (T)live : (live && (uint)ih < (uint)IH && (uint)iw < (uint)IW) ? x[xpos + aoff[r]] \
+                                                                                            : (T)0; \
         } \
         for (int r = 0; r < B_LOADS; r++) { \
             B_POS(r, nn, kk); \
@@ -418,6 +456,9 @@ __kernel GEMM_ATTR void K(conv3_wgrad)(GLOBAL(T, out), GLOBAL_RO(T, x), GLOBAL_R
         }
         barrier(CLK_LOCAL_MEM_FENCE);
         if (k0 + TK < p_end) WGRAD3_LOAD
+#if BIAS_ROW
+        if (m0 == M - 1) WGRAD_ONES_TILE else
+#endif
         GEMM_TILE_V
         barrier(CLK_LOCAL_MEM_FENCE);
     }
@@ -426,10 +467,13 @@ __kernel GEMM_ATTR void K(conv3_wgrad)(GLOBAL(T, out), GLOBAL_RO(T, x), GLOBAL_R
         int m = m0 + GEMM_ROW(i);
         for (int j = 0; j < WN; j++) {
             int n = n0 + GEMM_COL(j);
-            if (m < M && n < N) part[m * N + n] = acc[i][j];
+            if (m < M && n < N) {
+                if (get_num_groups(2) == 1) WGRAD_STORE(part, m, n, acc[i][j])
+                else part[m * N + n] = acc[i][j];
+            }
         }
     }
-#define GEMM_STORE(m, n, v) dw[(m) * N + (n)] = (v)
+#define GEMM_STORE(m, n, v) WGRAD_STORE(dw, m, n, v)
     GEMM_SPLIT_FINISH(out, done, M, N, N)
 #undef GEMM_STORE
 }

@@ -7,6 +7,10 @@ the flipped filter; of a strided conv, the same gather keeping only the taps tha
 The filter gradient splits its long reduction (batch x positions) over work-groups and sums the partials,
 which are kernel scratch (ctx.workspace) declared for the memory planner.
 
+The graph rewrite's backward folds run here too: _FusedConv2DBackpropInputReluGrad is the input gradient with the
+ReLU's mask in its epilogue, _FusedConv2DBackpropFilterBiasAddGrad the filter gradient with a GEMM row of ones
+whose sums are the bias gradient.
+
 On a GPU the 3x3 stride-1 SAME convolutions run kernels of their own (conv.cl's conv3 and conv3_wgrad with vector
 register tiles; see VARIANTS). TFPLUS_CONV_VARIANTS overrides the device's default: `none` (or empty) runs the
 general kernels, a comma list of VARIANTS' names runs those (on a CPU device too).
@@ -284,21 +288,38 @@ def _forward(rt, x, f, out, attrs, bias=None, epilogue: int = 0, workspace=None)
 
 @register("Conv2DBackpropInput", F)
 def _conv2d_backprop_input(ctx, ins, outs, attrs):
-    rt, (_, f, dy), dx = ctx.runtime, ins, outs[0]
-    key = ("Conv2DBackpropInput", dx.shape, f.shape, dy.shape, dx.dtype, _attrs_key(attrs), variants(rt))
+    _backprop_input(ctx, ins, outs[0], attrs)
+
+
+@register("_FusedConv2DBackpropInputReluGrad", F)
+def _fused_dx_relu_grad(ctx, ins, outs, attrs):
+    """The input gradient with the ReLU's gradient mask at features ins[3] applied as it is written (EPILOGUE 3,
+    4 for Relu6)."""
+    _backprop_input(ctx, ins[:3], outs[0], attrs, ins[3], 3 if attrs["activation"] == "Relu" else 4)
+
+
+@register_workspace("_FusedConv2DBackpropInputReluGrad", "opencl")
+def _fused_dx_scratch(ins, attrs, compute_units):
+    return _dx_scratch(ins[:3], attrs, compute_units)
+
+
+def _backprop_input(ctx, ins, dx, attrs, features=None, epilogue: int = 0) -> None:
+    rt, (_, f, dy) = ctx.runtime, ins
+    key = ("Conv2DBackpropInput", dx.shape, f.shape, dy.shape, dx.dtype, _attrs_key(attrs), epilogue, variants(rt))
     plan = rt.plans.get(key)
     if plan is None:
-        plan = rt.plans[key] = _dx_plan(rt, dx, f, dy, attrs, key[-1])
-    _run_conv(rt, plan, dx, dy, f, None, ctx.workspace)
+        plan = rt.plans[key] = _dx_plan(rt, dx, f, dy, attrs, key[-1], epilogue, features)
+    _run_conv(rt, plan, dx, dy, f, features, ctx.workspace)
 
 
-def _dx_plan(rt, dx, f, dy, attrs, v):
+def _dx_plan(rt, dx, f, dy, attrs, v, epilogue: int = 0, features=None):
     """Conv2DBackpropInput's launch plan: conv3 flipped when dx3x3 (in variants `v`) covers it, else the general
-    conv."""
+    conv; `epilogue` 3 / 4 masks it by a ReLU's / Relu6's gradient at `features` (conv.cl EPILOGUE)."""
     g = _Geom(dx.shape, f.shape, attrs)
     ds, xs = g.strides(dy.shape), g.strides(dx.shape)
     if "dx3x3" in v and _is3x3(g) and g.cout % _CONV3_CHANNELS == 0:
-        return _conv3(rt, v, "conv3_dx", dx, dy, f, g.cin, g.n * g.h * g.w, g.cout, (g.h, g.w), ds, xs, True)
+        return _conv3(rt, v, "conv3_dx", dx, dy, f, g.cin, g.n * g.h * g.w, g.cout, (g.h, g.w), ds, xs, True,
+                      epilogue, features)
     strided = (g.sh, g.sw) != (1, 1)
 
     def table():  # k = (kh', kw', co) over the flipped filter: filter offset, dy offset of that tap
@@ -311,7 +332,8 @@ def _dx_plan(rt, dx, f, dy, attrs, v):
     # dx position (ih, iw) reads dy at ((ih - pad') + kh') / stride with pad' = k - 1 - pad.
     pad = (g.kh - 1 - g.ph, g.kw - 1 - g.pw)
     return _conv(rt, "conv_dx", dx, dy, f, tab, g.cin, g.n * g.h * g.w, g.kh * g.kw * g.cout, (g.h, g.w),
-                 (g.oh, g.ow), ds, xs, (1, 1), pad, g.cout, (g.sh, g.sw), True, ds[1] == 1, strided)
+                 (g.oh, g.ow), ds, xs, (1, 1), pad, g.cout, (g.sh, g.sw), True, ds[1] == 1, strided, epilogue,
+                 features)
 
 
 @register_workspace("Conv2DBackpropInput", "opencl")
@@ -324,22 +346,42 @@ def _dx_scratch(ins, attrs, compute_units):
 
 @register("Conv2DBackpropFilter", F)
 def _conv2d_backprop_filter(ctx, ins, outs, attrs):
-    rt, (x, _, dy), dw = ctx.runtime, ins, outs[0]
-    key = ("Conv2DBackpropFilter", x.shape, dw.shape, dy.shape, dw.dtype, _attrs_key(attrs), variants(rt))
+    _backprop_filter(ctx, ins, outs[0], attrs)
+
+
+@register("_FusedConv2DBackpropFilterBiasAddGrad", F)
+def _fused_dw_bias(ctx, ins, outs, attrs):
+    """The filter gradient and BiasAddGrad(dy) in one launch: the GEMM's row of ones (conv.cl BIAS_ROW)."""
+    _backprop_filter(ctx, ins, outs[0], attrs, outs[1])
+
+
+def _backprop_filter(ctx, ins, dw, attrs, db=None) -> None:
+    rt, (x, _, dy) = ctx.runtime, ins
+    key = ("Conv2DBackpropFilter", x.shape, dw.shape, dy.shape, dw.dtype, _attrs_key(attrs), db is not None,
+           variants(rt))
     plan = rt.plans.get(key)
     if plan is None:
-        plan = rt.plans[key] = _wgrad_plan(rt, x, dy, dw, attrs, key[-1])
-    _run_wgrad(rt, plan, x, dy, dw, ctx.workspace)
+        plan = rt.plans[key] = _wgrad_plan(rt, x, dy, dw, attrs, key[-1], db)
+    _run_wgrad(rt, plan, x, dy, dw, ctx.workspace, db)
 
 
 @register_workspace("Conv2DBackpropFilter", "opencl")
-def _wgrad_scratch(ins, attrs, compute_units):
-    """The partial filter gradients of the split p range, then their sum's partials (see _wgrad_plan)."""
+def _wgrad_scratch(ins, attrs, compute_units, bias: bool = False):
+    """The partial filter gradients of the split p range, then their sum's partials (see _wgrad_plan). With
+    `bias`, over one GEMM row more (the bias gradient's), and second the sum of the partials that dw and db are
+    copied out of where the kernel cannot finish its sums (_run_wgrad)."""
     x, sizes, _ = ins
     g = _Geom(x.shape, [int(d) for d in sizes.value], attrs)
     m, n, p = _wgrad_mnp(g)
-    return split_scratch(_wgrad_splits(m, n, p, compute_units, _divisor(attrs))[0], m * n, x.dtype,
-                         compute_units)
+    m += bias
+    scratch = split_scratch(_wgrad_splits(m, n, p, compute_units, _divisor(attrs))[0], m * n, x.dtype,
+                            compute_units)
+    return scratch[:1] + [((m * n,), x.dtype)] + scratch[1:] if bias and scratch else scratch
+
+
+@register_workspace("_FusedConv2DBackpropFilterBiasAddGrad", "opencl")
+def _fused_dw_bias_scratch(ins, attrs, compute_units):
+    return _wgrad_scratch(ins, attrs, compute_units, bias=True)
 
 
 def _wgrad_mnp(g: _Geom) -> tuple[int, int, int]:
@@ -362,17 +404,22 @@ def _wgrad_splits(m: int, n: int, p: int, compute_units: int, divisor: int = 1) 
     return _tune.split_k(m, n, p, max(1, compute_units // divisor), 4, 16)
 
 
-def _wgrad_plan(rt, x, dy, dw, attrs, v=frozenset()):
-    """The filter gradient's launch plan: conv3_wgrad when dw3x3 (in variants `v`) covers it, else conv_wgrad."""
+def _wgrad_plan(rt, x, dy, dw, attrs, v=frozenset(), db=None):
+    """The filter gradient's launch plan: conv3_wgrad when dw3x3 (in variants `v`) covers it, else conv_wgrad;
+    with `db`, one GEMM row more, of ones, whose sums are the bias gradient (BIAS_ROW), split sums finished in the
+    kernel however many (a second pass would sum dw and db together, then copy them apart)."""
     g = _Geom(x.shape, dw.shape, attrs)
     xs, ds = g.strides(x.shape), g.strides(dy.shape)
     m, n, p = _wgrad_mnp(g)
     i32 = np.int32
     flags = {"A_K_FAST": 1, "B_K_FAST": 1, "STRIDED": 0}
     candidates, tag, most = None, "", WGRAD_FINISH_LOADS
+    bias = {}
+    if db is not None:
+        m, most, bias = m + 1, 1 << 30, {"BIAS_ROW": 1}
     if "dw3x3" in v and _is3x3(g):
         vt, candidates, tag = _tiles(v)
-        if "dwfinish" in v:  # finished in the kernel however many the partials; other tiles may win: tuned apart
+        if "dwfinish" in v and db is None:  # finished in the kernel however many; other tiles may win: tuned apart
             most, tag = 1 << 30, tag + "f"
         base, tabs, name = "conv3_wgrad", (), "conv3_dw"
         flags = {"A_K_FAST": 1, "B_K_FAST": 1, "CIN": g.cin, **vt}
@@ -390,29 +437,37 @@ def _wgrad_plan(rt, x, dy, dw, attrs, v=frozenset()):
         splits, chunk = _wgrad_splits(m, n, p, rt.info["compute_units"], _divisor(attrs))
         g_, loc = _tune.launch_shape(cfg, m, n, splits)
         scalars = tuple(i32(v) for v in (m, n, p, chunk, *geometry))
-        kern = kernel(rt, SRC, base, dw.dtype, **flags, **_tune.defines(cfg))
+        kern = kernel(rt, SRC, base, dw.dtype, **flags, **bias, **_tune.defines(cfg))
         finish = finishes(rt, splits, cfg, most)
         return kern, g_, loc, tabs, scalars, splits, finish
 
     # A scratch divisor leaves fewer work-groups (splits), where smaller tiles may win: tuned apart.
     d = _divisor(attrs)
     cfg = _tune.choose(rt, f"{name}{tag}|{dw.dtype.name}|{m}x{n}x{p}" + (f"/{d}" if d > 1 else ""),
-                       dw.dtype.itemsize, lambda cfg: _run_wgrad(rt, make(cfg), x, dy, dw, rt.allocate), candidates,
-                       nearest=base == "conv3_wgrad")
+                       dw.dtype.itemsize, lambda cfg: _run_wgrad(rt, make(cfg), x, dy, dw, rt.allocate, db),
+                       candidates, nearest=base == "conv3_wgrad")
     return make(cfg)
 
 
-def _run_wgrad(rt, plan, x, dy, dw, workspace) -> None:
+def _run_wgrad(rt, plan, x, dy, dw, workspace, db=None) -> None:
+    """With `db`, the GEMM's last row (of ones) is the bias gradient."""
     kern, g, loc, tabs, scalars, splits, finish = plan  # tabs: (the tap table,), or () for conv3_wgrad
     if splits == 1:
-        rt.run(kern, g, loc, dw, x, dy, *tabs, None, None, *scalars, np.int32(0))
+        rt.run(kern, g, loc, dw, x, dy, *tabs, None, db, None, *scalars, np.int32(0))
         return
-    layers = workspace((splits, dw.size), dw.dtype)
+    size = dw.size + (0 if db is None else db.size)
+    layers = workspace((splits, size), dw.dtype)
     if finish:
-        rt.run(kern, g, loc, layers, x, dy, *tabs, dw, tile_counters(rt, g, loc), *scalars, np.int32(1))
+        rt.run(kern, g, loc, layers, x, dy, *tabs, dw, db, tile_counters(rt, g, loc), *scalars, np.int32(1))
         return
-    rt.run(kern, g, loc, layers, x, dy, *tabs, None, None, *scalars, np.int32(0))
-    reduce(rt, "sum", dw, layers, [0], 1, workspace)
+    rt.run(kern, g, loc, layers, x, dy, *tabs, None, None, None, *scalars, np.int32(0))
+    if db is None:
+        reduce(rt, "sum", dw, layers, [0], 1, workspace)
+        return
+    total = workspace((size,), dw.dtype)  # a device whose kernels cannot finish their sums (finishes_splits)
+    reduce(rt, "sum", total, layers, [0], 1, workspace)
+    rt.copy(rt.view(dw, (dw.size,)), total[:dw.size])
+    rt.copy(db, total[dw.size:])
 
 
 # -- DepthwiseConv2dNative and its backprops (conv.cl: one work-item per output element; the filter gradient, a

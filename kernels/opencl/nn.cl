@@ -58,7 +58,11 @@ inline int2 first_max(__global const T* x, T y, int n, int c, int oh, int ow, in
 #define WINDOWS(ih, size_out, k, s, p, lo, hi) \
     int lo = max(0, ((ih) + (p) - (k) + (s)) / (s)), hi = min((size_out) - 1, ((ih) + (p)) / (s))
 
-// dx[n, c, ih, iw] = sum of g over the windows whose first maximum is (ih, iw).
+// dx[n, c, ih, iw] = sum of g over the windows whose first maximum is (ih, iw); with RELU
+// (_FusedMaxPoolGradReluGrad: x is a ReLU's output) times ReluGrad's mask x > 0, a multiply as relu_grad's.
+#ifndef RELU
+#define RELU 0
+#endif
 #if WANT_max_pool_grad
 __kernel void K(max_pool_grad)(GLOBAL(T, dx), GLOBAL(const T, x), GLOBAL(const T, y), GLOBAL(const T, g),
                                int total, int C, int8 geo, int2 pad, int4 xs, int4 ys) {
@@ -75,12 +79,13 @@ __kernel void K(max_pool_grad)(GLOBAL(T, dx), GLOBAL(const T, x), GLOBAL(const T
             int2 at = first_max(x, y[yo], n, c, oh, ow, geo, pad, xs);
             if (at.x == ih && at.y == iw) acc += g[yo];
         }
-    dx[AT(xs, n, c, ih, iw)] = acc;
+    dx[AT(xs, n, c, ih, iw)] = RELU ? acc * (T)(x[AT(xs, n, c, ih, iw)] > (T)0) : acc;
 }
 #endif
 
 // The same for 2x2 windows with stride 2 tiling the input exactly: one work-item per window writes its four
-// input positions (the first maximum gets g, the others 0), no search over neighbouring windows.
+// input positions (the first maximum gets g, the others 0), no search over neighbouring windows. RELU as above: the
+// maximum is the x there, so the mask is ym > 0.
 #if WANT_max_pool_grad_2x2
 __kernel void K(max_pool_grad_2x2)(GLOBAL(T, dx), GLOBAL(const T, x), GLOBAL(const T, y), GLOBAL(const T, g),
                                    int total, int C, int8 geo, int2 pad, int4 xs, int4 ys) {
@@ -96,7 +101,7 @@ __kernel void K(max_pool_grad_2x2)(GLOBAL(T, dx), GLOBAL(const T, x), GLOBAL(con
             int at = AT(xs, n, c, 2 * oh + dy, 2 * ow + dx_);
             bool hit = !done && x[at] == ym;
             done = done || hit;
-            dx[at] = hit ? gv : (T)0;
+            dx[at] = hit ? (RELU ? gv * (T)(ym > (T)0) : gv) : (T)0;
         }
 }
 #endif

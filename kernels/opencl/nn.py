@@ -52,16 +52,17 @@ def _pool_attrs(attrs) -> tuple:
     return tuple(attrs["ksize"]), tuple(attrs["strides"]), attrs["padding"], attrs["data_format"]
 
 
-def _pool(rt, name: str, x_shape, y_shape, attrs, dtype, n: int, *buffers) -> None:
-    """Runs pooling kernel `name` over n work-items; plans (kernel, geometry) once per shapes and attrs."""
+def _pool(rt, name: str, x_shape, y_shape, attrs, dtype, n: int, *buffers, relu: bool = False) -> None:
+    """Runs pooling kernel `name` over n work-items; plans (kernel, geometry) once per shapes and attrs. `relu`:
+    max_pool_grad masked by the ReLU gradient at its input (nn.cl RELU)."""
     def make():
         geo = _pool_geometry(x_shape, y_shape, attrs)
         k = name
         h, w, oh, ow, kh, kw, sh, sw = (int(geo[1][f"s{i}"]) for i in range(8))
         if name == "max_pool_grad" and (kh, kw, sh, sw) == (2, 2, 2, 2) and (h, w) == (2 * oh, 2 * ow):
             k = "max_pool_grad_2x2"  # windows tile the input exactly: one work-item per window
-        return kernel(rt, SRC, k, dtype), geo, k != name
-    k, geo, per_window = plan(rt, (name, x_shape, y_shape, dtype, _pool_attrs(attrs)), make)
+        return kernel(rt, SRC, k, dtype, **({"RELU": 1} if relu else {})), geo, k != name
+    k, geo, per_window = plan(rt, (name, x_shape, y_shape, dtype, _pool_attrs(attrs), relu), make)
     n = math.prod(y_shape) if per_window else n
     rt.run1d(k, n, *buffers, np.int32(n), *geo)
 
@@ -76,6 +77,14 @@ def _max_pool(ctx, ins, outs, attrs):
 def _max_pool_grad(ctx, ins, outs, attrs):
     (x, y, g), dx = ins, outs[0]
     _pool(ctx.runtime, "max_pool_grad", x.shape, y.shape, attrs, x.dtype, dx.size, dx, x, y, g)
+
+
+@register("_FusedMaxPoolGradReluGrad", F)
+def _fused_max_pool_grad_relu_grad(ctx, ins, outs, attrs):
+    """ReluGrad(MaxPoolGrad(x, y, g), x) in the pool gradient's one pass (x, the pool's input, is the ReLU's
+    output)."""
+    (x, y, g), dx = ins, outs[0]
+    _pool(ctx.runtime, "max_pool_grad", x.shape, y.shape, attrs, x.dtype, dx.size, dx, x, y, g, relu=True)
 
 
 @register("MaxPoolGradGrad", F)

@@ -37,6 +37,8 @@ TESTED_ELSEWHERE = {
     "Assert": "test_control_flow",
     "_FusedApply": "test_optimize", "_FusedMovingAverages": "test_rewrite_bn",
     "_FusedBatchNormRelu": "test_rewrite_bn", "_FusedBatchNormReluGrad": "test_rewrite_bn",
+    "_FusedConv2DBackpropInputReluGrad": "test_backward_folds", "_FusedMaxPoolGradReluGrad": "test_backward_folds",
+    "_FusedConv2DBackpropFilterBiasAddGrad": "test_backward_folds",
     "SaveV2": "test_tf_checkpoints", "RestoreV2": "test_tf_checkpoints", "MergeV2Checkpoints": "test_tf_checkpoints",
     "MpiAllreduce": "test_distributed", "MpiAllreduceStart": "test_distributed", "MpiAllreduceWait": "test_distributed",
 }

@@ -37,10 +37,20 @@ Patterns:
   of the BiasAddGrad(g_i), becomes one _FusedMatMulSum (rewrite_rnn.fuse_weight_sums);
 - optimizer updates sharing their scalar inputs become one _FusedApply (see _apply_groups); an SGD or momentum
   update's weight decay gradient AddN(Mul(var, c), grad) folds into it (see _decay);
+- the backward folds (issue 37), those named in `folds` (FOLDS; by default all of them for an unbudgeted step on a
+  GPU, see backward_folds): `dx`, a ReluGrad / Relu6Grad of a Conv2DBackpropInput's output becomes
+  _FusedConv2DBackpropInputReluGrad (the mask applied as the input gradient is written); `pool`, a ReluGrad of a
+  MaxPoolGrad's output (the pool reading the Relu's output) _FusedMaxPoolGradReluGrad; `bias`, a BiasAddGrad of
+  the dy that a Conv2DBackpropFilter reads joins it as _FusedConv2DBackpropFilterBiasAddGrad (the bias gradient a
+  row of the filter gradient's GEMM). With all three a conv layer's backward pass launches no ReLU-gradient or
+  bias-gradient kernel of its own. They come before the ReluGrad -> BiasAddGrad fusion above, which then applies
+  to the layers they leave (dense ones);
 - FusedBatchNormV3 -> Relu6 / Relu becomes _FusedBatchNormRelu, and the activation's gradient with the batch
   norm's one _FusedBatchNormReluGrad; the moving-average updates AssignSub(v, Mul(Sub(v, value), factor)) of
   batch norm and ExponentialMovingAverage become one _FusedMovingAverages (tfplus/engine/rewrite_bn.py).
 
+`TFPLUS_BACKWARD_FOLDS=0` keeps the backward folds off (1: all on, on any device, under a budget too; a comma list of
+FOLDS: those).
 `TFPLUS_REWRITE=0` or `tf.ConfigProto(graph_options=tf.GraphOptions(rewrite_options=tf.RewriterConfig(
 remapping=tf.RewriterConfig.OFF)))` turns it off (see `enabled`).
 """
@@ -83,15 +93,36 @@ def enabled(config: Any = None) -> bool:
     return remapping not in (2, "OFF")  # RewriterConfig.Toggle: DEFAULT 0, ON 1, OFF 2
 
 
+# The backward folds (see the module's patterns).
+FOLDS = ("dx", "pool", "bias")
+
+
+def backward_folds(info: dict, budget) -> frozenset:
+    """The backward folds a session's steps get (optimize's `folds`): TFPLUS_BACKWARD_FOLDS=0 none, 1 all, or a comma
+    list of FOLDS; unset, all on a GPU (`info`: the runtime's, whose type names the device kind) when the session
+    has no memory budget (the budget planner's compact ReLU -> max-pool sites need the unfused MaxPoolGrad and
+    ReluGrad, tfplus.planner.compact; a CPU's kernels of the folds are the unfused ones in turn), else none.
+
+        TFPLUS_BACKWARD_FOLDS=dx,pool python benchmarks/bench_gpu_step.py   # the bias gradients as before"""
+    value = os.environ.get("TFPLUS_BACKWARD_FOLDS", "").strip()
+    if not value:
+        return frozenset(FOLDS) if "GPU" in str(info.get("type", "")) and budget is None else frozenset()
+    got = frozenset(FOLDS) if value == "1" else frozenset(v.strip() for v in value.split(",") if v.strip()) - {"0"}
+    if got - set(FOLDS):
+        raise ValueError(f"TFPLUS_BACKWARD_FOLDS={value!r}: give 0 (none), 1 (all), a comma list of "
+                         f"{', '.join(FOLDS)}, or leave it unset (all on a GPU without a memory budget)")
+    return got
+
+
 def _field(obj, name: str):
     if obj is None:
         return None
     return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
 
 
-def optimize(graph: Graph, fetches: list, feeds) -> Rewritten | None:
+def optimize(graph: Graph, fetches: list, feeds, folds=frozenset()) -> Rewritten | None:
     """The step computing `fetches` (Tensors or Operations of `graph`) from `feeds` (Tensors), rewritten; None
-    when nothing fuses (run the original graph)."""
+    when nothing fuses (run the original graph). `folds`: the backward folds to make (names of FOLDS)."""
     feeds = set(feeds)
     ops = needed_ops(fetches, feeds)
     if any(_holds_graph(op) for op in ops):
@@ -125,6 +156,8 @@ def optimize(graph: Graph, fetches: list, feeds) -> Rewritten | None:
     found = fuse_bn_activations(ops, readers, pinned, pinned_ops, controlled, lambda o: o in fuse or o in absorbed)
     fuse.update(found[0])
     absorbed.update(found[1])
+    if folds:
+        _fold_backward(ops, readers, only_reader, pinned_ops, controlled, fuse, absorbed, folds)
     for op in sorted(ops, key=lambda o: o._id):
         if op in fuse or op in absorbed:
             continue
@@ -213,6 +246,41 @@ def optimize(graph: Graph, fetches: list, feeds) -> Rewritten | None:
         made = ", ".join(f"{n} {t}" for t, n in sorted(r.fused.items()))
         print(f"tfplus rewrite: {len(ops)} -> {len(ops) - len(absorbed)} ops ({made})")
     return r
+
+
+def _fold_backward(ops: set, readers: dict, only_reader, pinned_ops: set, controlled: set, fuse: dict,
+                   absorbed: dict, folds) -> None:
+    """Adds the backward folds named in `folds` of the step's ops to `fuse` and `absorbed` (see the module's
+    patterns): an op folds in when the step neither fetches it nor orders on it and the tensor it hands over has no
+    other reader."""
+    def free(o: Operation) -> bool:
+        return o in ops and o not in pinned_ops and o not in controlled and o not in fuse and o not in absorbed
+
+    for q in sorted(ops, key=lambda o: o._id):
+        if q.type in _ACTIVATION_GRADS and free(q):
+            g, features = q.inputs
+            p = g.op
+            if not (free(p) and only_reader(g, q)):
+                continue
+            if p.type == "Conv2DBackpropInput" and "dx" in folds:
+                fuse[q] = ("_FusedConv2DBackpropInputReluGrad", [*p.inputs, features],
+                           {**p.attrs, "activation": _ACTIVATION_GRADS[q.type]})
+                absorbed[p] = q
+            elif p.type == "MaxPoolGrad" and q.type == "ReluGrad" and p.inputs[0] is features and "pool" in folds:
+                fuse[q] = ("_FusedMaxPoolGradReluGrad", list(p.inputs), dict(p.attrs))
+                absorbed[p] = q
+    for b in sorted(ops, key=lambda o: o._id):
+        if b.type != "BiasAddGrad" or not free(b) or "bias" not in folds:
+            continue
+        dy = b.inputs[0]
+        fmt = b.attrs.get("data_format", "NHWC")
+        for w in sorted(readers.get(dy, ()), key=lambda o: o._id):
+            if w.type == "Conv2DBackpropFilter" and free(w) and w.inputs[2] is dy \
+                    and w.attrs.get("data_format", "NHWC") == fmt and dy._shape is not None and len(dy._shape) == 4:
+                fuse[w] = ("_FusedConv2DBackpropFilterBiasAddGrad", list(w.inputs), dict(w.attrs), w.name,
+                           {w.outputs[0]: 0, b.outputs[0]: 1})
+                absorbed[b] = w
+                break
 
 
 def _fusable_matmul(c: Operation, bias_add: Operation, ops: set, only_reader, pinned_ops: set, controlled: set,

@@ -277,8 +277,9 @@ class Session:
             return None
         key = _rewrite_key(flat, shapes)
         if key not in self._rewrites:
-            from tfplus.engine.rewrite import optimize
-            self._rewrites[key] = optimize(self.graph, flat, shapes)
+            from tfplus.engine.rewrite import backward_folds, optimize
+            folds = backward_folds(self._runtime.info, self._memory_budget)
+            self._rewrites[key] = optimize(self.graph, flat, shapes, folds)
         return self._rewrites[key]
 
 
