@@ -76,10 +76,12 @@ def assert_graphdef_round_trips(graph) -> None:
 
 
 # -- a small CNN, trained by forced plans ------------------------------------------------------------------------
-def small_cnn():
+def small_cnn(hidden: int = 16):
+    """A small Mentee: two convolutions of 4 and 8 channels, a pool after each, one hidden layer of `hidden`."""
+    import tfplus.train  # noqa: F401  (tf.train, until tfplus/__init__ imports it)
     from tfplus.graphs import get_model, training_graph
     return training_graph(get_model("mentee").build, total_steps=10, seed=0, image_shape=(3, 16, 16),
-                          model_kwargs={"conv_widths": (4, 8), "fc_widths": (16,)})
+                          model_kwargs={"conv_widths": (4, 8), "fc_widths": (hidden,)})
 
 
 def cnn_feeds(tg, batch=8):

@@ -9,7 +9,7 @@ import gc
 import numpy as np
 import pytest
 from conftest import needs_opencl
-from modelcheck import cnn_feeds
+from modelcheck import cnn_feeds, small_cnn
 
 import tfplus as tf
 from tfplus import planner
@@ -26,10 +26,7 @@ def fresh_graph():
 
 def _cnn():
     """A small Mentee whose hidden dense layer (512 -> 64) has a weight gradient bigger than a micro-batch's rows."""
-    import tfplus.train  # noqa: F401  (tf.train, until tfplus/__init__ imports it)
-    from tfplus.graphs import get_model, training_graph
-    return training_graph(get_model("mentee").build, total_steps=10, seed=0, image_shape=(3, 16, 16),
-                          model_kwargs={"conv_widths": (4, 8), "fc_widths": (64,)})
+    return small_cnn(hidden=64)
 
 
 FORCE = (4, 1, False, 1, 0)  # 4 micro-batches

@@ -9,7 +9,7 @@ import gc
 import numpy as np
 import pytest
 from conftest import needs_opencl
-from modelcheck import assert_planned_bytes_are_measured, cnn_feeds
+from modelcheck import assert_planned_bytes_are_measured, cnn_feeds, small_cnn
 
 import tfplus as tf
 from tfplus import planner
@@ -22,14 +22,6 @@ from tfplus.runtime.facts import device_facts
 def fresh_graph():
     tf.reset_default_graph()
     yield
-
-
-def _cnn():
-    """test_planner's small Mentee (two convolutions of 4 and 8 channels, a pool after each, one hidden layer)."""
-    import tfplus.train  # noqa: F401  (tf.train, until tfplus/__init__ imports it)
-    from tfplus.graphs import get_model, training_graph
-    return training_graph(get_model("mentee").build, total_steps=10, seed=0, image_shape=(3, 16, 16),
-                          model_kwargs={"conv_widths": (4, 8), "fc_widths": (16,)})
 
 
 def _level(tg, feeds, device="cpu") -> int:
@@ -59,7 +51,7 @@ def _train(tg, feeds, device, force=None, steps=2):
 @pytest.mark.parametrize("device", ["cpu", pytest.param("opencl", marks=needs_opencl)])
 @pytest.mark.parametrize("z", [False, True], ids=["plain", "compact"])
 def test_streamed_prefix_with_recomputation_trains_as_the_plain_step(device, z):
-    tg = _cnn()
+    tg = small_cnn()
     feeds = cnn_feeds(tg, batch=8)
     want = _train(tg, feeds, device)
     r = _level(tg, feeds)
@@ -79,7 +71,7 @@ def test_streamed_prefix_with_recomputation_trains_as_the_plain_step(device, z):
 def test_the_sessions_rewritten_step_streams_with_recomputation(device):
     """The step a session runs (tfplus.engine.rewrite's fused convolutions and ReLU gradients), streamed on its
     recomputing copy, trains as the plain step."""
-    tg = _cnn()
+    tg = small_cnn()
     feeds = cnn_feeds(tg, batch=8)
     want = _train(tg, feeds, device)
     fetches = [tg.train_op, tg.loss]
@@ -103,7 +95,7 @@ def test_copies_reading_the_prefix_rows_run_in_the_prefix_backward():
     """A copy that recomputes a prefix activation (conv1's ReLU output, read by conv2's filter gradient) reads
     the micro-batch's rows of the batch: it runs in the prefix backward, on each micro-batch, and not in the rest
     (where it would read rows computed per micro-batch)."""
-    tg = _cnn()
+    tg = small_cnn()
     feeds = cnn_feeds(tg, batch=8)
     r = _level(tg, feeds)
     p = planner.plan([tg.train_op, tg.loss], {t: v.shape for t, v in feeds.items()}, "cpu", graph=tg.graph,
@@ -115,14 +107,14 @@ def test_copies_reading_the_prefix_rows_run_in_the_prefix_backward():
 
 
 def test_streamed_prefix_with_recomputation_planned_bytes_are_measured_bytes():
-    tg = _cnn()
+    tg = small_cnn()
     feeds = cnn_feeds(tg, batch=32)
     assert_planned_bytes_are_measured(tg, feeds, force=(1, 1, True, 1, _level(tg, feeds), ("MaxPool:0", 4)))
 
 
 @needs_opencl
 def test_streamed_prefix_with_recomputation_opencl_ledger_measures_the_planned_peak():
-    tg = _cnn()
+    tg = small_cnn()
     feeds = cnn_feeds(tg, batch=16)
     fetches = [tg.train_op, tg.loss]
     r = _level(tg, feeds, "opencl")
@@ -142,8 +134,6 @@ def test_the_search_streams_with_recomputation_where_that_is_cheapest():
     """Half the plain step's peak on opencl: the first block streamed in micro-batches on the recomputing copy, the
     rest at full batch, is predicted cheaper than any plan without a streamed prefix or without recomputation
     (2026-11-29: +60.2% against +79.6%, recomputation and 2 micro-batches of the whole step)."""
-    from modelcheck import small_cnn
-
     from tfplus.planner import TRANSFORMATIONS
     tg = small_cnn()
     feeds = cnn_feeds(tg, batch=32)
