@@ -1,0 +1,104 @@
+"""A micro-batch count per run (planner.crossbatch, plan._Step._counts): the statistics passes over the deep,
+narrow layers, which start from rows kept whole, run on fewer micro-batches than the runs over the wide ones; the
+backward's values (its statistics and kept dy rows, k times the whole batch's share in a run of k micro-batches) are
+scaled where a run of another count reads them. The step equals the unsplit one on every device."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import needs_opencl
+from modelcheck import random_feeds
+
+import tfplus as tf
+from tfplus import planner
+from tfplus.engine.memory import install
+from tfplus.graphs import training_graph
+from tfplus.graphs.mobilenet import mobilenet
+from tfplus.planner import crossbatch
+from tfplus.runtime.facts import device_facts
+
+DEVICES = ["cpu", pytest.param("opencl", marks=needs_opencl)]
+
+
+def _net():
+    """MobileNet's first blocks, narrow, at 8x8: the deep layers' rows are a few kB at the whole batch."""
+    tg = training_graph(mobilenet, total_steps=10, seed=0, image_shape=(3, 8, 8),
+                        model_kwargs={"conv_widths": (8, 16, 16)})
+    return tg, random_feeds(tg, 16, 8)
+
+
+def _train(tg, feeds, device, force=None, steps=3):
+    """Losses of `steps` steps (by plan `force`, if given), the variables after them, and the plan."""
+    fetches = [tg.train_op, tg.loss]
+    p = None
+    with tf.Session(graph=tg.graph, device=device, memory_budget=None if force is None else "1GB") as sess:
+        sess.run(tg.init_op)
+        if force is not None:
+            p = planner.plan(fetches, {t: v.shape for t, v in feeds.items()}, device_facts(sess.runtime),
+                             graph=tg.graph, force=force)
+            install(sess, fetches, p)
+        losses = [sess.run(fetches, feeds)[1] for _ in range(steps)]  # opencl: the third replays a tape
+        variables = {v.op.name: sess.run(v) for v in tg.graph.get_collection("variables")}
+    return losses, variables, p
+
+
+def _assert_same(got, want, rtol):
+    np.testing.assert_allclose(got[0], want[0], rtol=rtol)
+    for name, w in want[1].items():
+        np.testing.assert_allclose(got[1][name], w, rtol=rtol, atol=1e-5, err_msg=name)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_runs_of_their_own_counts_equal_the_unsplit_step(device):
+    """Forced to 4 micro-batches, some passes take fewer (their runs fit in what the largest run of 4 needs),
+    gradient values cross runs of other counts and are scaled, and three steps train as the unsplit step does,
+    and as every run in 4 micro-batches does (COUNTS off), in no more bytes."""
+    tg, feeds = _net()
+    got = _train(tg, feeds, device, force=(4, 1))
+    p = got[2]
+    assert p.microbatches == 4 and max(p.run_microbatches) == 4 and min(p.run_microbatches) < 4
+    assert len(p.run_microbatches) == len(p.statistics) + 1
+    assert any(p.rescale)  # a backward statistic (or kept dy) read by a run of another count
+    # opencl: its kernels sum in another order than the unsplit step's, as every split step's do
+    rtol = 1e-5 if device == "cpu" else 2e-3
+    _assert_same(got, _train(tg, feeds, device), rtol)
+    crossbatch.COUNTS = False
+    try:
+        uniform = _train(tg, feeds, device, force=(4, 1))
+    finally:
+        crossbatch.COUNTS = True
+    q = uniform[2]
+    assert not q.run_microbatches or set(q.run_microbatches) == {4}
+    _assert_same(got, uniform, rtol)
+    assert p.peak_bytes <= q.peak_bytes
+    assert p.predicted_overhead < q.predicted_overhead  # fewer launches: the cost model counts each run's
+
+
+def test_rescales_scale_a_gradient_value_where_its_reader_s_count_changes():
+    """A backward statistic written by a run of 4 micro-batches carries 4x the whole batch's share: a reader of 4
+    takes it as it is, a reader of 2 halves it first, and a later reader of 2 takes the halved value; kept dy rows
+    written by a run of 1 are quadrupled for a reader of 4; a forward statistic is never scaled."""
+    fwd, bwd, dy = (_Named(n) for n in ("fwd", "bwd", "dy"))
+    levels = [[fwd], [bwd], [], [], []]
+    kept = crossbatch.Kept(dy, 0, 2)
+    reads = [set(), {fwd}, {fwd, bwd, dy}, {bwd}, {bwd}]
+    out = crossbatch.rescales([1, 4, 4, 2, 2], levels, [kept], {bwd, kept}, reads)
+    assert out == [[], [], [(kept, 4.0)], [(bwd, 0.5)], []]
+
+
+class _Named:  # a tensor as rescales sees one: a name, hashed by identity
+    def __init__(self, name):
+        self.name = name
+
+
+def test_without_kept_rows_every_run_takes_k():
+    """A pass that recomputes from the fed batch needs the most bytes at the fewest micro-batches: without kept
+    rows (KEEP off) no run is given a count of its own."""
+    tg, feeds = _net()
+    crossbatch.KEEP = False
+    try:
+        p = planner.plan([tg.train_op, tg.loss], {t: v.shape for t, v in feeds.items()}, device_facts("cpu"),
+                         graph=tg.graph, force=(4, 1))
+    finally:
+        crossbatch.KEEP = True
+    assert p.statistics and set(p.run_microbatches) == {4} and not any(p.rescale)
