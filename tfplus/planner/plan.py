@@ -892,7 +892,8 @@ class _Step:
         through it (kept rows, the statistics and gradients merged so far) in the room the budget leaves the arena
         (as _kept's), or without a budget in what the largest run of k needs: a pass over the deep, narrow layers
         from kept rows runs on the whole batch at once. A run that computes or reads a shape-only value fed
-        between runs (_kept) keeps k, which that value's shape may follow. (k each without passes, or COUNTS off.)"""
+        between runs (_kept) of rows keeps k, which that value may follow (the seed of the gradients, ones of the
+        loss's shape, is the same at every count). (k each without passes, or COUNTS off.)"""
         levels = self._levels(k)
         uniform = (k,) * (len(levels) + 1)
         key = ("counts", k, self.budget)
@@ -913,7 +914,9 @@ class _Step:
         if self.budget:
             room = max(room, int(KEEP_SHARE * (self.budget - self.parameter_bytes - self.slot_bytes -
                                                self.feed_bytes)))
-        pinned = {w for w, _ in shaped.values()} | {i for _, first in shaped.values() for i in range(first, len(runs))}
+        st = self.stats()
+        rows = [w_first for t, w_first in shaped.items() if any(u in st.rowed for u in t.op.inputs)]
+        pinned = {w for w, _ in rows} | {i for _, first in rows for i in range(first, len(runs))}
         counts: list[int] = []
         for i in range(len(runs)):
             n = k
