@@ -102,3 +102,18 @@ def test_without_kept_rows_every_run_takes_k():
     finally:
         crossbatch.KEEP = True
     assert p.statistics and set(p.run_microbatches) == {4} and not any(p.rescale)
+
+
+def test_a_budgeted_session_gives_its_runs_counts_that_fit_the_budget():
+    """Under a memory budget the session's plan gives each run the fewest micro-batches that fit the room the
+    budget leaves: the runs' counts differ, the peak fits, and the steps train as the unsplit step does."""
+    tg, feeds = _net()
+    want = _train(tg, feeds, "cpu")
+    fetches = [tg.train_op, tg.loss]
+    with tf.Session(graph=tg.graph, memory_budget="380kB") as sess:
+        sess.run(tg.init_op)
+        losses = [sess.run(fetches, feeds)[1] for _ in range(3)]
+        variables = {v.op.name: sess.run(v) for v in tg.graph.get_collection("variables")}
+        p = max(sess.memory_plans, key=lambda p: p.microbatches)
+    assert p.microbatches > 1 and len(set(p.run_microbatches)) > 1 and p.peak_bytes <= 380_000
+    _assert_same((losses, variables), want, 1e-5)
