@@ -7,6 +7,8 @@ cpu), and each plan's peak. Small models, so that the k * (2L + 1) runs of a spl
     python benchmarks/bench_crossbatch.py --full --models mobilenet   # its 27 batch norms, at 16x16
     python benchmarks/bench_crossbatch.py --no-keep            # every pass from the fed batch (crossbatch.KEEP)
     python benchmarks/bench_crossbatch.py --no-counts          # every run in k micro-batches (crossbatch.COUNTS)
+    python benchmarks/bench_crossbatch.py --device opencl --full --models mobilenet --size 32 --batch 128 --ks 8 \
+        --budget 128MB                                         # the runs' counts as the 128 MB plan's
     python benchmarks/bench_crossbatch.py --device opencl --full --models mobilenet --size 8 --ks 4,8
                                                                # launches per step (a replayed tape's included)
 
@@ -40,14 +42,15 @@ from tfplus.units import format_size
 MODELS = {"mobilenet": ({"conv_widths": (8, 16, 16)}, 16), "seqnet": ({"conv_widths": (6, 8, 8)}, 8)}
 
 
-def _step_seconds(tg, feeds, force, steps: int, device: str = "cpu") -> tuple[float, planner.MemoryPlan, tuple]:
-    """Median seconds of `steps` planned steps, the plan, and (launches, commands, tapes played) of the last
-    (opencl)."""
+def _step_seconds(tg, feeds, force, steps: int, device: str = "cpu", budget: str | None = None
+                  ) -> tuple[float, planner.MemoryPlan, tuple]:
+    """Median seconds of `steps` planned steps, the plan (for `budget`: the rows kept and the runs' counts fill
+    its room), and (launches, commands, tapes played) of the last (opencl)."""
     fetches = [tg.train_op, tg.loss]
     with tf.Session(graph=tg.graph, memory_budget="1GB", device=device) as sess:
         sess.run(tg.init_op)
         p = planner.plan(fetches, {t: v.shape for t, v in feeds.items()}, device_facts(sess.runtime),
-                         graph=tg.graph, force=force)
+                         budget, graph=tg.graph, force=force)
         install(sess, fetches, p)
         for _ in range(3):  # the first run binds the plan; a tape replays once two runs recorded the same
             sess.run(fetches, feeds)
@@ -97,6 +100,8 @@ def main(argv=None) -> None:
     ap.add_argument("--models", default=",".join(MODELS), help="of " + ", ".join(MODELS))
     ap.add_argument("--full", action="store_true", help="the models' own widths (all their batch norms)")
     ap.add_argument("--no-keep", action="store_true", help="no rows kept between passes (crossbatch.KEEP)")
+    ap.add_argument("--budget", help="plan the forced k for this memory budget (e.g. 128MB): kept rows and the "
+                    "runs' counts fill the room it leaves; without, the room of the largest run of k")
     ap.add_argument("--no-counts", action="store_true", help="every run in k micro-batches (crossbatch.COUNTS)")
     ap.add_argument("--device", default="cpu", help="cpu or opencl")
     ap.add_argument("--size", type=int, default=None, help="image side (default: the model's above)")
@@ -117,7 +122,7 @@ def main(argv=None) -> None:
         print(f"{name:>10} {1:>3} {0:>6} {'':>5} {'':>6} {'':>10} {'':>10} {plain * 1e3:9.1f} "
               f"{format_size(p.peak_bytes):>10} {n[0]:>9} {n[1]:>9} {n[2]:>6}", flush=True)
         for k in (int(v) for v in args.ks.split(",")):
-            seconds, p, n = _step_seconds(tg, feeds, (k, 1), args.steps, args.device)
+            seconds, p, n = _step_seconds(tg, feeds, (k, 1), args.steps, args.device, args.budget)
             folded = sum(f in p.accumulators and f not in level  # gradients and fetches a pass merges
                          for ph, level in zip(p.phases, p.statistics) for f in ph.fetches)
             print(f"{name:>10} {k:>3} {len(p.statistics):>6} {len(p.kept):>5} {folded:>6} "
