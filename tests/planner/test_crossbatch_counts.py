@@ -27,19 +27,20 @@ def _net():
     return tg, random_feeds(tg, 16, 8)
 
 
-def _train(tg, feeds, device, force=None, steps=3):
-    """Losses of `steps` steps (by plan `force`, if given), the variables after them, and the plan."""
+def _train(tg, feeds, device, force=None, steps=5):
+    """Losses of `steps` steps (by plan `force`, if given), the variables after them, the plan, and whether the
+    planned step replayed as one recorded tape (opencl: from the fourth step on)."""
     fetches = [tg.train_op, tg.loss]
-    p = None
+    p = bound = None
     with tf.Session(graph=tg.graph, device=device, memory_budget=None if force is None else "1GB") as sess:
         sess.run(tg.init_op)
         if force is not None:
             p = planner.plan(fetches, {t: v.shape for t, v in feeds.items()}, device_facts(sess.runtime),
                              graph=tg.graph, force=force)
-            install(sess, fetches, p)
-        losses = [sess.run(fetches, feeds)[1] for _ in range(steps)]  # opencl: the third replays a tape
+            bound = install(sess, fetches, p)
+        losses = [sess.run(fetches, feeds)[1] for _ in range(steps)]
         variables = {v.op.name: sess.run(v) for v in tg.graph.get_collection("variables")}
-    return losses, variables, p
+    return losses, variables, p, bound is not None and bound.whole.tape is not None
 
 
 def _assert_same(got, want, rtol):
@@ -51,7 +52,7 @@ def _assert_same(got, want, rtol):
 @pytest.mark.parametrize("device", DEVICES)
 def test_runs_of_their_own_counts_equal_the_unsplit_step(device):
     """Forced to 4 micro-batches, some passes take fewer (their runs fit in what the largest run of 4 needs),
-    gradient values cross runs of other counts and are scaled, and three steps train as the unsplit step does,
+    gradient values cross runs of other counts and are scaled, and five steps train as the unsplit step does,
     and as every run in 4 micro-batches does (COUNTS off), in no more bytes."""
     tg, feeds = _net()
     got = _train(tg, feeds, device, force=(4, 1))
@@ -59,6 +60,7 @@ def test_runs_of_their_own_counts_equal_the_unsplit_step(device):
     assert p.microbatches == 4 and max(p.run_microbatches) == 4 and min(p.run_microbatches) < 4
     assert len(p.run_microbatches) == len(p.statistics) + 1
     assert any(p.rescale)  # a backward statistic (or kept dy) read by a run of another count
+    assert got[3] == (device == "opencl")  # the rescales replay with the whole step's tape
     # opencl: its kernels sum in another order than the unsplit step's, as every split step's do
     rtol = 1e-5 if device == "cpu" else 2e-3
     _assert_same(got, _train(tg, feeds, device), rtol)
@@ -108,7 +110,7 @@ def test_a_budgeted_session_gives_its_runs_counts_that_fit_the_budget():
     """Under a memory budget the session's plan gives each run the fewest micro-batches that fit the room the
     budget leaves: the runs' counts differ, the peak fits, and the steps train as the unsplit step does."""
     tg, feeds = _net()
-    want = _train(tg, feeds, "cpu")
+    want = _train(tg, feeds, "cpu", steps=3)
     fetches = [tg.train_op, tg.loss]
     with tf.Session(graph=tg.graph, memory_budget="380kB") as sess:
         sess.run(tg.init_op)
