@@ -890,8 +890,9 @@ class _Step:
         """The micro-batch count of each statistics pass and of the micro-batch run of k micro-batches (planner.
         crossbatch): the smallest divisor of the batch, up to k, whose run's own bytes fit beside what is held
         through it (kept rows, the statistics and gradients merged so far) in the room the budget leaves the arena
-        (as _kept's), or without a budget in what the largest run of k needs: a pass over the deep, narrow layers
-        from kept rows runs on the whole batch at once. A run that computes or reads a shape-only value fed
+        (as _kept's) or, where more, in what the largest run of k needs with what it holds (so no run outgrows the
+        plan of k's largest; without a budget, that alone): a pass over the deep, narrow layers from kept rows runs
+        on the whole batch at once. A run that computes or reads a shape-only value fed
         between runs (_kept) of rows keeps k, which that value may follow (the seed of the gradients, ones of the
         loss's shape, is the same at every count). (k each without passes, or COUNTS off.)"""
         levels = self._levels(k)
@@ -1380,6 +1381,13 @@ class _Step:
                                f"later passes start from them, and they compute {folded} of the gradients and "
                                "fetches, so the micro-batch run reruns only what no pass computed "
                                "(planner.crossbatch.kept)")
+                counts = p.run_microbatches
+                if len(set(counts)) > 1:
+                    runs = ", ".join(f"{counts.count(n)} in {n}" for n in sorted(set(counts)))
+                    rescaled = sum(len(r) for r in p.rescale)
+                    detail += (f"; each run on the fewest micro-batches whose run fits the room ({runs}; the passes "
+                               f"from kept rows of the deep layers on the whole batch at once), {rescaled} gradient "
+                               "values scaled where a run of another count reads them (planner.crossbatch.counts)")
             out.append({"name": "microbatch", "detail": detail,
                         "predicted_overhead": round(self.overhead(k, 1), 4)})
         sites = [x for ph in p.phases for x in ph.accumulated.values()]
