@@ -4,6 +4,8 @@ backward's values (its statistics and kept dy rows, k times the whole batch's sh
 scaled where a run of another count reads them. The step equals the unsplit one on every device."""
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 from conftest import needs_opencl
@@ -119,3 +121,36 @@ def test_a_budgeted_session_gives_its_runs_counts_that_fit_the_budget():
         p = max(sess.memory_plans, key=lambda p: p.microbatches)
     assert p.microbatches > 1 and len(set(p.run_microbatches)) > 1 and p.peak_bytes <= 380_000
     _assert_same((losses, variables), want, 1e-5)
+
+
+def _norm_then_moments_net():
+    """x (8, 6) -> dense -> a fused batch norm -> tf.nn.moments over the batch written by hand -> dense -> mean
+    cross-entropy: the hand-written statistic's gradient is a backward statistic of its own (a Sum over rows)."""
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.placeholder(tf.float32, [None, 6], name="x")
+        y = tf.placeholder(tf.int32, [None], name="y")
+        h = tf.matmul(x, tf.Variable(np.linspace(-1, 1, 48).reshape(6, 8).astype(np.float32)))
+        h = tf.reshape(tf.layers.batch_normalization(tf.reshape(h, [-1, 1, 1, 8]), training=True), [-1, 8])
+        mean, var = tf.nn.moments(h, [0])
+        h = (h - mean) / tf.sqrt(var + 1e-3)
+        logits = tf.matmul(h, tf.Variable(np.linspace(1, -1, 24).reshape(8, 3).astype(np.float32)))
+        loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits))
+        with tf.control_dependencies(tf.get_collection(tf.GraphKeys.UPDATE_OPS)):
+            train_op = tf.train.GradientDescentOptimizer(0.5).minimize(loss)
+        init_op = tf.global_variables_initializer()
+    data = np.random.default_rng(2)
+    feeds = {x: (data.standard_normal((8, 6)) * 2 + 1).astype(np.float32),
+             y: data.integers(0, 3, 8).astype(np.int32)}
+    return SimpleNamespace(graph=g, train_op=train_op, loss=loss, init_op=init_op), feeds
+
+
+def test_a_hand_written_backward_statistic_is_scaled_between_counts():
+    """The gradient of tf.nn.moments written by hand sums dy over the batch (a statistic merged 'sum', not a
+    norm's): written by a run of one count and read by a run of another, it is scaled like a norm's, and the
+    step trains as the unsplit one."""
+    tg, feeds = _norm_then_moments_net()
+    got = _train(tg, feeds, "cpu", force=(4, 1), steps=3)
+    scaled = [v for run in got[2].rescale for v, _ in run if not isinstance(v, crossbatch.Kept)]
+    assert any(v.op.type == "Sum" and "FusedBatchNorm" not in v.name for v in scaled), scaled
+    _assert_same(got, _train(tg, feeds, "cpu", steps=3), 1e-5)
