@@ -54,7 +54,8 @@ def _assert_same(got, want, rtol):
 @pytest.mark.parametrize("device", DEVICES)
 def test_runs_of_their_own_counts_equal_the_unsplit_step(device):
     """Forced to 4 micro-batches, some passes take fewer (their runs fit in what the largest run of 4 needs),
-    gradient values cross runs of other counts and are scaled, and five steps train as the unsplit step does,
+    those on one micro-batch write their values straight into the accumulators and kept rows, gradient values
+    cross runs of other counts and are scaled, and five steps train as the unsplit step does,
     and as every run in 4 micro-batches does (COUNTS off), in no more bytes."""
     tg, feeds = _net()
     got = _train(tg, feeds, device, force=(4, 1))
@@ -63,6 +64,9 @@ def test_runs_of_their_own_counts_equal_the_unsplit_step(device):
     assert len(p.run_microbatches) == len(p.statistics) + 1
     assert any(p.rescale)  # a backward statistic (or kept dy) read by a run of another count
     assert got[3] == (device == "opencl")  # the rescales replay with the whole step's tape
+    # a run on one micro-batch writes its statistics and kept rows where they are merged: no copies after it
+    written = {t for _, t in p.written}
+    assert written & {x.tensor for x in p.kept} and written & {t for level in p.statistics for t in level}
     # opencl: its kernels sum in another order than the unsplit step's, as every split step's do
     rtol = 1e-5 if device == "cpu" else 2e-3
     _assert_same(got, _train(tg, feeds, device), rtol)

@@ -376,16 +376,17 @@ class Bound:
                 self.merges.run(rt, "scale", [(self.kept[v] if isinstance(v, Kept) else self.acc[v], None)
                                               for v, f in p.rescale[i] if f == factor], factor)
             kept = {x.tensor: self.kept[x] for x in self.kept if x.writer < i <= x.last}
-            keeps = [x for x in self.kept if x.writer == i]
+            keeps = [x for x in self.kept if x.writer == i and (i, x.tensor) not in p.written]
             fetched = {f for f in p.phases[i].fetches if isinstance(f, Tensor)}
             merged = [(t, acc) for t, acc in self.acc.items() if t in fetched and t not in added]
+            merging = [(t, acc) for t, acc in merged if (i, t) not in p.written]  # the others are written there
             for j in range(k):
                 self.microbatch = j if i == a else 0
                 values = run(i, j, m, kept)
                 for x in keeps:
                     rt.copy_rows(self.kept[x], j * m, values[x.tensor], 0, m)
                 merge: dict[str, list] = {"copy": [], "add": [], "add_scale": []}
-                for t, acc in merged:
+                for t, acc in merging:
                     src = values[t]
                     way = p.fetch_merge.get(t, "mean")
                     if way == "concat":

@@ -59,7 +59,7 @@ from tfplus.planner.liveness import (
     workspace_buffers,
 )
 from tfplus.planner.runs import Phase, Run, RunBuffers, acc_buffer, run_buffers, run_needs, run_phase
-from tfplus.registry import SCRATCH_ATTR, has_kernels
+from tfplus.registry import SCRATCH_ATTR, has_kernels, has_tag
 from tfplus.units import format_size, parse_size, size_class
 
 TRANSFORMATIONS = ("compact", "recompute", "scratch", "chunk", "stream", "microbatch", "accumulate")
@@ -184,6 +184,9 @@ class MemoryPlan:
     # an accumulator's Tensor or a Kept span, and the factor).
     run_microbatches: list[int] = field(default_factory=list)
     rescale: list[list[tuple]] = field(default_factory=list)
+    # (run, fetched tensor) where a run on one micro-batch writes it straight into its accumulator or kept rows
+    # (no merge after the run).
+    written: set[tuple[int, Tensor]] = field(default_factory=set)
 
     @property
     def buffers(self) -> list[Buffer]:
@@ -1261,6 +1264,7 @@ class _Step:
         mb = phases[len(levels)]  # the micro-batch run
         acc, merge, kept = {}, {}, {}
         counts = self._counts(k)
+        written: set[tuple[int, Tensor]] = set()
         if k > 1:
             s = self.split(r)
             batch = self.batch_size()
@@ -1296,6 +1300,11 @@ class _Step:
                 if t not in acc:
                     acc[t] = acc_buffer(t, shape, spec.dtype, end, self.alignment)
                     acc[t].start = where[t].start
+            for i, ph in enumerate(phases[:len(levels) + 1]):
+                if counts[i] == 1:
+                    into = {t: acc[t] for t in ph.fetches if isinstance(t, Tensor) and t in acc and where[t] is ph}
+                    into |= {x.tensor: kept[x] for x in kept if x.writer == i}
+                    written |= {(i, t) for t in _write_merged(ph, into)}
         live = np.concatenate([ph.life.live for ph in phases])
         for b in list(acc.values()) + list(kept.values()):
             live[b.start:b.end + 1] += b.size
@@ -1306,7 +1315,7 @@ class _Step:
                        self.feed_bytes, microbatches=k, accumulators=acc, fetch_merge=merge,
                        feed_shapes=dict(self.feed_shapes), tensor_map=v.outer,
                        recomputed=[t.name for t in v.remat.tensors] if v.remat else [], statistics=levels,
-                       kept=kept, run_microbatches=list(counts) if levels else [],
+                       kept=kept, run_microbatches=list(counts) if levels else [], written=written,
                        rescale=self._rescale(k) if levels else [])
         if place:
             globals()["place"](p)
@@ -1693,6 +1702,30 @@ def _graph_of(fetches, feed_shapes):
 def _var_spec(op: Operation):
     from tfplus.registry import TensorSpec
     return TensorSpec(tuple(op.attrs["shape"] or ()), op.attrs["dtype"])
+
+
+def _write_merged(ph: Phase, into: dict[Tensor, Buffer]) -> set[Tensor]:
+    """A run on one micro-batch (crossbatch counts) computes the whole batch's values: each fetched tensor of
+    `into` is written straight into its accumulator or kept rows' buffer (`into[t]`), with every tensor that shares
+    its buffer (the one it aliases, ops writing over their inputs), instead of copied there after the run; returns
+    those tensors (MemoryPlan.written: Bound._passes does not merge them). Not where a kernel does not write its
+    output's memory (Const points it at a cached constant; shape-only ops leave a host value), where the buffer
+    holds another such tensor or another shape, or where the tensor is fed."""
+    groups: dict[int, list[Tensor]] = {}
+    for t, b in ph.life.of_tensor.items():
+        groups.setdefault(id(b), []).append(t)
+    roots = {t: alias_root(t, ph.feeds) for t in into}
+    written = set()
+    for t, target in into.items():
+        group = groups.get(id(ph.life.of_tensor.get(roots[t])), [])
+        if not group or any(u.op.type == "Const" or has_tag(u.op.type, "shape_only") or ph.specs[u].shape !=
+                            target.shape or ph.specs[u].dtype != target.dtype or
+                            any(roots[v] is u for v in into if v is not t) for u in group):
+            continue
+        for u in group:
+            ph.life.of_tensor[u] = target
+        written.add(t)
+    return written
 
 
 def _rows(shape: tuple, k: int) -> tuple:
