@@ -795,9 +795,15 @@ class _Step:
             for n, level in zip(counts, self._levels(k)):
                 f["elements"] += n * sum(math.prod(specs[t].shape) for t in level)
             f["elements"] += sum(math.prod(specs[x.tensor].shape) for x in self._kept(k)[0])  # rows copied in
-            if passes:  # gradient values scaled to another run's count (crossbatch.rescales)
+            if passes:  # gradient values scaled to another run's count (crossbatch.rescales): a launch per factor
+                rescale = self._rescale(k)
                 f["elements"] += sum(math.prod(specs[v.tensor if isinstance(v, crossbatch.Kept) else v].shape)
-                                     for run in self._rescale(k) for v, _ in run)
+                                     for run in rescale for v, _ in run)
+                f["calls"] += sum(len({factor for _, factor in run}) for run in rescale)
+                # a run's merges, one accumulate launch a micro-batch, and its kept rows' copies, one a micro-batch
+                # and tensor; a run on one micro-batch writes them in place (_write_merged)
+                spans = self._kept(k)[0]
+                f["calls"] += sum(n * (1 + sum(x.writer == i for x in spans)) for i, n in enumerate(counts) if n > 1)
         self._cache[key] = f, convs
         return f, convs
 
