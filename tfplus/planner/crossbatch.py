@@ -33,10 +33,10 @@ where memory allows: passes keep rows whole (a norm's input, a norm gradient's d
 from, and compute the gradients (and the loss) whose inputs' rows they have, so that the micro-batch run of step 2
 reruns only what no pass computed. Priced by the cost model like any run; KEEP is the kill switch.
 
-Each run takes a micro-batch count of its own (`counts`, chosen by the planner): the smallest divisor of the batch
-whose run fits the room the others leave. A pass that starts from kept rows of the deep, narrow layers runs at k = 1,
-its statistics the whole batch's without merging, and computes a norm's per-channel finishing once; only the runs over
-the wide early layers need many micro-batches.
+Each run takes a micro-batch count of its own (the planner's _Step._counts; COUNTS is the kill switch): the smallest
+divisor of the batch whose run fits the room the others leave. A pass that starts from kept rows of the deep, narrow
+layers runs at k = 1: its statistics are the whole batch's, written where they are merged (no merge, no row copies),
+and it computes a norm's per-channel finishing once; only the runs over the wide early layers need many micro-batches.
 
 Scaling: a micro-batch's loss is its slice's mean, so its gradients are k times the whole batch's share; the
 backward's statistics are sums or means of those (k times the whole batch's too), so the input gradients stay
@@ -46,7 +46,7 @@ gradient divides by the batch's size; the Bessel factor tf.layers.batch_normaliz
 variance); one that shapes rows, or scales them alone, keeps the micro-batch's (a mean loss's 1/m). So the
 backward's values that cross runs (its statistics and kept rows: gradients, linear in the loss's seed) carry the
 count of the run that wrote them; a run of another count that reads them first scales them to its own (`rescales`:
-k_reader / k_writer, in place, one launch for all of them), while the forward's statistics and rows, the merged
+k_reader / k_writer, in place, one accumulate launch per factor), while the forward's statistics and rows, the merged
 gradients and the loss are the whole batch's whatever the count.
 """
 from __future__ import annotations
