@@ -6,12 +6,18 @@ cpu), and each plan's peak. Small models, so that the k * (2L + 1) runs of a spl
     python benchmarks/bench_crossbatch.py --batch 32 --ks 2,4 --steps 5
     python benchmarks/bench_crossbatch.py --full --models mobilenet   # its 27 batch norms, at 16x16
     python benchmarks/bench_crossbatch.py --no-keep            # every pass from the fed batch (crossbatch.KEEP)
+    python benchmarks/bench_crossbatch.py --no-counts          # every run in k micro-batches (crossbatch.COUNTS)
+    python benchmarks/bench_crossbatch.py --device opencl --full --models mobilenet --size 32 --batch 128 --ks 8 \
+        --budget 128MB                                         # the runs' counts as the 128 MB plan's
     python benchmarks/bench_crossbatch.py --device opencl --full --models mobilenet --size 8 --ks 4,8
                                                                # launches per step (a replayed tape's included)
 
 `launches` counts the kernel launches of one step on opencl, launcher by launcher or from a replayed tape,
 `commands` a replayed tape's launches and device copies (`tapes`: the recorded tapes the step replayed; a
 micro-batched step that replays as one tape plays one).
+
+`counts` sums up the micro-batch count of each statistics pass and of the micro-batch run (planner.crossbatch: a
+count per run), e.g. 1x50,4x5: 50 runs on the whole batch, 5 in 4 micro-batches.
 
 `kept` counts the rows statistics passes keep whole for later runs (planner.crossbatch.kept), `folded` the
 gradients and fetches the passes compute, which the micro-batch run then does not.
@@ -36,14 +42,15 @@ from tfplus.units import format_size
 MODELS = {"mobilenet": ({"conv_widths": (8, 16, 16)}, 16), "seqnet": ({"conv_widths": (6, 8, 8)}, 8)}
 
 
-def _step_seconds(tg, feeds, force, steps: int, device: str = "cpu") -> tuple[float, planner.MemoryPlan, tuple]:
-    """Median seconds of `steps` planned steps, the plan, and (launches, commands, tapes played) of the last
-    (opencl)."""
+def _step_seconds(tg, feeds, force, steps: int, device: str = "cpu", budget: str | None = None
+                  ) -> tuple[float, planner.MemoryPlan, tuple]:
+    """Median seconds of `steps` planned steps, the plan (for `budget`: the rows kept and the runs' counts fill
+    its room), and (launches, commands, tapes played) of the last (opencl)."""
     fetches = [tg.train_op, tg.loss]
     with tf.Session(graph=tg.graph, memory_budget="1GB", device=device) as sess:
         sess.run(tg.init_op)
         p = planner.plan(fetches, {t: v.shape for t, v in feeds.items()}, device_facts(sess.runtime),
-                         graph=tg.graph, force=force)
+                         budget, graph=tg.graph, force=force)
         install(sess, fetches, p)
         for _ in range(3):  # the first run binds the plan; a tape replays once two runs recorded the same
             sess.run(fetches, feeds)
@@ -93,12 +100,16 @@ def main(argv=None) -> None:
     ap.add_argument("--models", default=",".join(MODELS), help="of " + ", ".join(MODELS))
     ap.add_argument("--full", action="store_true", help="the models' own widths (all their batch norms)")
     ap.add_argument("--no-keep", action="store_true", help="no rows kept between passes (crossbatch.KEEP)")
+    ap.add_argument("--budget", help="plan the forced k for this memory budget (e.g. 128MB): kept rows and the "
+                    "runs' counts fill the room it leaves; without, the room of the largest run of k")
+    ap.add_argument("--no-counts", action="store_true", help="every run in k micro-batches (crossbatch.COUNTS)")
     ap.add_argument("--device", default="cpu", help="cpu or opencl")
     ap.add_argument("--size", type=int, default=None, help="image side (default: the model's above)")
     args = ap.parse_args(argv)
     crossbatch.KEEP = not args.no_keep
+    crossbatch.COUNTS = not args.no_counts
     print(f"{'model':>10} {'k':>3} {'passes':>6} {'kept':>5} {'folded':>6} {'predicted':>10} {'measured':>10} "
-          f"{'ms/step':>9} {'peak':>10} {'launches':>9} {'commands':>9} {'tapes':>6}")
+          f"{'ms/step':>9} {'peak':>10} {'launches':>9} {'commands':>9} {'tapes':>6}  counts")
     for name in args.models.split(","):
         kwargs, size = MODELS[name]
         size = args.size or size
@@ -111,12 +122,18 @@ def main(argv=None) -> None:
         print(f"{name:>10} {1:>3} {0:>6} {'':>5} {'':>6} {'':>10} {'':>10} {plain * 1e3:9.1f} "
               f"{format_size(p.peak_bytes):>10} {n[0]:>9} {n[1]:>9} {n[2]:>6}", flush=True)
         for k in (int(v) for v in args.ks.split(",")):
-            seconds, p, n = _step_seconds(tg, feeds, (k, 1), args.steps, args.device)
+            seconds, p, n = _step_seconds(tg, feeds, (k, 1), args.steps, args.device, args.budget)
             folded = sum(f in p.accumulators and f not in level  # gradients and fetches a pass merges
                          for ph, level in zip(p.phases, p.statistics) for f in ph.fetches)
             print(f"{name:>10} {k:>3} {len(p.statistics):>6} {len(p.kept):>5} {folded:>6} "
                   f"{1 + p.predicted_overhead:9.1f}x {seconds / plain:9.1f}x {seconds * 1e3:9.1f} "
-                  f"{format_size(p.peak_bytes):>10} {n[0]:>9} {n[1]:>9} {n[2]:>6}", flush=True)
+                  f"{format_size(p.peak_bytes):>10} {n[0]:>9} {n[1]:>9} {n[2]:>6}  {_counts(p)}", flush=True)
+
+
+def _counts(p: planner.MemoryPlan) -> str:
+    """The runs' micro-batch counts as count x runs, e.g. 1x50,4x5."""
+    counts = p.run_microbatches or [p.microbatches]
+    return ",".join(f"{n}x{counts.count(n)}" for n in sorted(set(counts)))
 
 
 if __name__ == "__main__":

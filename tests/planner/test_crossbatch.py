@@ -303,7 +303,9 @@ def test_kept_rows_and_folded_gradients_change_no_bit(monkeypatch):
     """Statistics passes that keep rows whole for later runs (a norm's input, a norm gradient's dy: no pass
     recomputes the layers below them) and compute the gradients whose rows they have (crossbatch.kept) train to
     the very bits of passes that recompute everything from the fed batch, running fewer ops in no more bytes; and
-    match the unsplit step."""
+    match the unsplit step. (Every run in k micro-batches: a count per run, crossbatch.COUNTS, sums in another
+    order.)"""
+    monkeypatch.setattr(crossbatch, "COUNTS", False)
     tg = training_graph(mobilenet, total_steps=10, seed=0, image_shape=(3, 8, 8),
                         model_kwargs={"conv_widths": (4, 8, 8)})
     feeds = random_feeds(tg, 8, 8)

@@ -27,6 +27,7 @@ from tfplus import errors, threads
 from tfplus.engine.replay import Merges, Recording
 from tfplus.framework import Tensor
 from tfplus.planner import chunking, compact
+from tfplus.planner.crossbatch import Kept
 from tfplus.planner.plan import MemoryPlan
 from tfplus.registry import kernel_variant
 
@@ -351,33 +352,41 @@ class Bound:
 
     def _passes(self, feeds: dict) -> dict:
         """The micro-batched step's runs: its statistics passes (planner.crossbatch: each over the micro-batches,
-        their values summed in micro-batch order, means divided by k, into the whole batch's, fed to the later runs;
-        rows kept whole for later runs copied in a micro-batch at a time), the micro-batch run k times (gradients and
-        fetches merged, some of them by statistics passes that computed them) and the update run."""
-        p, rt, k = self.plan, self.runtime, self.plan.microbatches
-        m = p.batch_size // k
+        their values summed in micro-batch order, means divided by their count, into the whole batch's, fed to the
+        later runs; rows kept whole for later runs copied in a micro-batch at a time), the micro-batch run (gradients
+        and fetches merged, some of them by statistics passes that computed them) and the update run. Each run over
+        its own count of micro-batches (MemoryPlan.run_microbatches), first scaling the gradient values it reads
+        that a run of another count wrote to its own (MemoryPlan.rescale)."""
+        p, rt = self.plan, self.runtime
+        a = len(p.statistics)
+        counts = p.run_microbatches or [p.microbatches] * (a + 1)
         batch_feeds = set(p.batch_feeds)
         known = {**feeds, **self.acc}
 
-        def run(i: int, j: int, kept: dict) -> dict:  # phase i on micro-batch j: its rows of a fed (or kept)
-            rows = {**known, **kept}                      # batch are a view of it
+        def run(i: int, j: int, m: int, kept: dict) -> dict:  # phase i on micro-batch j of m rows: its rows of
+            rows = {**known, **kept}                              # a fed (or kept) batch are a view of it
             return self._phase(i, {t: rows[t][j * m:(j + 1) * m] if t in batch_feeds or t in kept else rows[t]
                                    for t in p.phases[i].feeds})
-        a = len(p.statistics)
         out = {}
         added = [x.grad for x, _ in p.phases[a].accumulated.values()]  # by their ops, into their accumulators
         for i in range(a + 1):
+            k = counts[i]
+            m = p.batch_size // k
+            for factor in sorted({f for _, f in p.rescale[i]} if p.rescale else ()):
+                self.merges.run(rt, "scale", [(self.kept[v] if isinstance(v, Kept) else self.acc[v], None)
+                                              for v, f in p.rescale[i] if f == factor], factor)
             kept = {x.tensor: self.kept[x] for x in self.kept if x.writer < i <= x.last}
-            keeps = [x for x in self.kept if x.writer == i]
+            keeps = [x for x in self.kept if x.writer == i and (i, x.tensor) not in p.written]
             fetched = {f for f in p.phases[i].fetches if isinstance(f, Tensor)}
             merged = [(t, acc) for t, acc in self.acc.items() if t in fetched and t not in added]
+            merging = [(t, acc) for t, acc in merged if (i, t) not in p.written]  # the others are written there
             for j in range(k):
                 self.microbatch = j if i == a else 0
-                values = run(i, j, kept)
+                values = run(i, j, m, kept)
                 for x in keeps:
                     rt.copy_rows(self.kept[x], j * m, values[x.tensor], 0, m)
                 merge: dict[str, list] = {"copy": [], "add": [], "add_scale": []}
-                for t, acc in merged:
+                for t, acc in merging:
                     src = values[t]
                     way = p.fetch_merge.get(t, "mean")
                     if way == "concat":

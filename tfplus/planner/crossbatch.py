@@ -33,12 +33,21 @@ where memory allows: passes keep rows whole (a norm's input, a norm gradient's d
 from, and compute the gradients (and the loss) whose inputs' rows they have, so that the micro-batch run of step 2
 reruns only what no pass computed. Priced by the cost model like any run; KEEP is the kill switch.
 
+Each run takes a micro-batch count of its own (the planner's _Step._counts; COUNTS is the kill switch): the smallest
+divisor of the batch whose run fits the room the others leave. A pass that starts from kept rows of the deep, narrow
+layers runs at k = 1: its statistics are the whole batch's, written where they are merged (no merge, no row copies),
+and it computes a norm's per-channel finishing once; only the runs over the wide early layers need many micro-batches.
+
 Scaling: a micro-batch's loss is its slice's mean, so its gradients are k times the whole batch's share; the
 backward's statistics are sums or means of those (k times the whole batch's too), so the input gradients stay
 consistent and the averaged weight gradients are the whole batch's. A shape-derived number (Size) that meets a
 statistic, and no value of the micro-batch's rows, before it reaches rows takes its whole-batch value (a mean's
 gradient divides by the batch's size; the Bessel factor tf.layers.batch_normalization applies to a rank-3 input's
-variance); one that shapes rows, or scales them alone, keeps the micro-batch's (a mean loss's 1/m).
+variance); one that shapes rows, or scales them alone, keeps the micro-batch's (a mean loss's 1/m). So the
+backward's values that cross runs (its statistics and kept rows: gradients, linear in the loss's seed) carry the
+count of the run that wrote them; a run of another count that reads them first scales them to its own (`rescales`:
+k_reader / k_writer, in place, one accumulate launch per factor), while the forward's statistics and rows, the merged
+gradients and the loss are the whole batch's whatever the count.
 """
 from __future__ import annotations
 
@@ -56,6 +65,8 @@ from tfplus.registry import has_tag
 
 # Kill switch of the statistics passes' kept rows (kept): False recomputes every pass from the fed batch.
 KEEP = True
+# Kill switch of a micro-batch count per run (counts): False runs every pass and the micro-batch run in k.
+COUNTS = True
 
 
 class Statistics(NamedTuple):
@@ -303,6 +314,33 @@ def _keeping(runs: list[tuple[list, set[Tensor]]], blocked: dict[Tensor, set[int
     for t in list(since):
         close(t)
     return sorted(spans, key=lambda x: (x.writer, x.last)), folded, shapes
+
+
+def gradient_values(levels: list[list[Tensor]], merges: dict[Tensor, str], kept: list[Kept]) -> set:
+    """The values crossing runs that carry a run's micro-batch count (module doc, Scaling): the backward's
+    statistics (not its per-channel values of the forward's alone, merged 'last') and its kept rows (a norm
+    gradient's dy), as Tensors and Kept spans."""
+    stats = {t for level in levels for t in level if merges[t] != "last" and phase_of(t.op) == "backward"}
+    return stats | {x for x in kept if phase_of(x.tensor.op) == "backward"}
+
+
+def rescales(counts: list[int], levels: list[list[Tensor]], kept: list[Kept], scaled: set, reads: list[set[Tensor]]
+             ) -> list[list[tuple[object, float]]]:
+    """Per run (the statistics passes, then the micro-batch run), the `scaled` values (gradient_values) to scale in
+    place before it runs, and by what: a value carries the micro-batch count of the run that wrote it (`counts[i]`
+    for run i), and a run of another count that reads it (`reads[i]`: the tensors run i reads) needs its own. In run
+    order, so a value read by several runs is scaled only where the count changes."""
+    now: dict = {}  # value -> the count it carries now
+    out: list[list[tuple[object, float]]] = [[] for _ in counts]
+    writer = {t: i for i, level in enumerate(levels) for t in level}
+    for i, k in enumerate(counts):
+        for v in sorted(scaled, key=lambda v: (v.tensor if isinstance(v, Kept) else v).name):
+            w, t = (v.writer, v.tensor) if isinstance(v, Kept) else (writer[v], v)
+            read = w < i <= v.last if isinstance(v, Kept) else w < i
+            if read and t in reads[i] and now.setdefault(v, counts[w]) != k:
+                out[i].append((v, k / now[v]))
+                now[v] = k
+    return out
 
 
 def _adds(f: Tensor, ops: set[Operation], fed: set[Tensor], rowed: set[Tensor], computed: dict[Tensor, int]

@@ -61,7 +61,7 @@ from tfplus.planner.liveness import (
     workspace_buffers,
 )
 from tfplus.planner.runs import Phase, Run, RunBuffers, acc_buffer, run_buffers, run_needs, run_phase
-from tfplus.registry import SCRATCH_ATTR, has_kernels
+from tfplus.registry import SCRATCH_ATTR, has_kernels, has_tag
 from tfplus.units import format_size, parse_size, size_class
 
 TRANSFORMATIONS = ("compact", "recompute", "scratch", "chunk", "stream", "microbatch", "accumulate")
@@ -181,6 +181,14 @@ class MemoryPlan:
     # Rows statistics passes keep whole for later passes (planner.crossbatch.kept), each in its buffer: copied in
     # by its writer pass a micro-batch at a time, and read back a micro-batch's rows at a time.
     kept: dict[crossbatch.Kept, Buffer] = field(default_factory=dict)
+    # The micro-batch count of each statistics pass and of the micro-batch run (crossbatch: a count per run; empty:
+    # `microbatches` each), and per run the gradient values to scale to its count before it runs (crossbatch.rescales:
+    # an accumulator's Tensor or a Kept span, and the factor).
+    run_microbatches: list[int] = field(default_factory=list)
+    rescale: list[list[tuple]] = field(default_factory=list)
+    # (run, fetched tensor) where a run on one micro-batch writes it straight into its accumulator or kept rows
+    # (no merge after the run).
+    written: set[tuple[int, Tensor]] = field(default_factory=set)
 
     @property
     def buffers(self) -> list[Buffer]:
@@ -258,6 +266,7 @@ class MemoryPlan:
             out["choice"] = self.choice
         if self.statistics:
             out["statistics_passes"] = len(self.statistics)
+            out["run_microbatches"] = list(self.run_microbatches)
         if self.stream is not None:
             out["stream"] = {"cut": self.stream.tensor.name, "microbatches": self.stream_microbatches,
                              "lanes": self.stream_lanes, "prefix_backward": bool(self.stream.backward)}
@@ -813,10 +822,11 @@ class _Step:
             return f, convs
         f = dict.fromkeys(cost.FEATURES, 0.0)
         convs: list = []
+        counts = self._counts(k)
         runs = self._runs(k)
         passes = self._passes(k)
-        for times, run in zip([k] * (passes + 1) + [1], runs):  # the statistics passes and the micro-batch run
-            f["runs"] += times                                  # k times, the update run once
+        for times, run in zip(list(counts) + [1], runs):  # the statistics passes and the micro-batch run, each its
+            f["runs"] += times                            # count of times (_counts), the update run once
             ops, specs = set(run.order), run.specs
             feeds = {t for t in specs if t in self.feeds or t.op not in ops}
             for op in run.order:
@@ -824,9 +834,21 @@ class _Step:
                     cost.count(f, convs, times, op, specs)
         if k > 1:
             specs = self._stats_specs() if passes else self.base_specs
-            merged = self.split().grads + [t for level in self._levels(k) for t in level]
-            f["elements"] += k * sum(math.prod(specs[g].shape) for g in merged)
+            folded = {t: i for i, ts in enumerate(self._kept(k)[1]) for t in ts}
+            for g in self.split().grads:  # merged by the run that computes it, over its micro-batches
+                f["elements"] += counts[folded.get(g, passes)] * math.prod(specs[g].shape)
+            for n, level in zip(counts, self._levels(k)):
+                f["elements"] += n * sum(math.prod(specs[t].shape) for t in level)
             f["elements"] += sum(math.prod(specs[x.tensor].shape) for x in self._kept(k)[0])  # rows copied in
+            if passes:  # gradient values scaled to another run's count (crossbatch.rescales): a launch per factor
+                rescale = self._rescale(k)
+                f["elements"] += sum(math.prod(specs[v.tensor if isinstance(v, crossbatch.Kept) else v].shape)
+                                     for run in rescale for v, _ in run)
+                f["calls"] += sum(len({factor for _, factor in run}) for run in rescale)
+                # a run's merges, one accumulate launch a micro-batch, and its kept rows' copies, one a micro-batch
+                # and tensor; a run on one micro-batch writes them in place (_write_merged)
+                spans = self._kept(k)[0]
+                f["calls"] += sum(n * (1 + sum(x.writer == i for x in spans)) for i, n in enumerate(counts) if n > 1)
         self._cache[key] = f, convs
         return f, convs
 
@@ -909,11 +931,64 @@ class _Step:
         return len(self._levels(k))
 
     def _kept_tag(self, k: int) -> str:
-        """The tag of k micro-batches' kept rows (_kept): what a budget changes in the runs, and in their costs."""
+        """The tag of k micro-batches' kept rows (_kept) and runs' counts (_counts): what a budget changes in the
+        runs, and in their costs."""
         try:
-            return self._kept(k)[3] if k > 1 else ""
+            tag = self._kept(k)[3] if k > 1 else ""
+            counts = self._counts(k) if tag and ("keeping", k, self.budget) not in self._cache else ()
         except PlanError:  # the step does not split: no rows kept
             return ""
+        return tag + (f", counts {counts}" if any(n != k for n in counts) else "")
+
+    def _counts(self, k: int) -> tuple[int, ...]:
+        """The micro-batch count of each statistics pass and of the micro-batch run of k micro-batches (planner.
+        crossbatch): the smallest divisor of the batch, up to k, whose run's own bytes fit beside what is held
+        through it (kept rows, the statistics and gradients merged so far) in the room the budget leaves the arena
+        (as _kept's) or, where more, in what the largest run of k needs with what it holds (so no run outgrows the
+        plan of k's largest; without a budget, that alone): a pass over the deep, narrow layers from kept rows runs
+        on the whole batch at once. A run that computes or reads a shape-only value fed
+        between runs (_kept) of rows keeps k, which that value may follow (the seed of the gradients, ones of the
+        loss's shape, is the same at every count). (k each without passes, or COUNTS off.)"""
+        levels = self._levels(k)
+        uniform = (k,) * (len(levels) + 1)
+        key = ("counts", k, self.budget)
+        if key in self._cache or ("keeping", k, self.budget) in self._cache:  # (the rows first: _kept)
+            return self._cache.get(key, uniform)
+        self._cache[key] = uniform  # while choosing: the runs of k
+        if not levels or not crossbatch.COUNTS:
+            return uniform
+        spans, folded, shaped, tag = self._kept(k)
+        if not tag:
+            return uniform
+        s, specs, runs = self.split(), self._stats_specs(), self._runs(k)[:len(levels) + 1]
+        held = [sum(nbytes(specs[x.tensor]) for x in spans if x.writer <= i <= x.last) +
+                sum(nbytes(specs[t]) for f in folded[:i + 1] for t in f if t in s.grads) +
+                sum(nbytes(specs[t]) for level in levels[:i + 1] for t in level) for i in range(len(runs))]
+        own = [self._own(run) for run in runs]
+        room = max(b + h for b, h in zip(own, held))
+        if self.budget:
+            room = max(room, int(KEEP_SHARE * (self.budget - self.parameter_bytes - self.slot_bytes -
+                                               self.feed_bytes)))
+        st = self.stats()
+        rows = [w_first for t, w_first in shaped.items() if any(u in st.rowed for u in t.op.inputs)]
+        pinned = {w for w, _ in rows} | {i for _, first in rows for i in range(first, len(runs))}
+        counts: list[int] = []
+        for i in range(len(runs)):
+            n = k
+            for d in (d for d in _divisors(self.batch_size()) if d < k and i not in pinned):
+                if self._own(self._pass_run(k, i, d, runs)) + held[i] <= room:
+                    n = d
+                    break
+            counts.append(n)
+        self._cache[key] = tuple(counts)
+        return self._cache[key]
+
+    def _rescale(self, k: int) -> list[list[tuple]]:
+        """crossbatch.rescales of k micro-batches' runs at their counts."""
+        st, levels, runs, spans = self.stats(), self._levels(k), self._runs(k), self._kept(k)[0]
+        reads = [{t for op in run.order for t in op.inputs} for run in runs[:len(levels) + 1]]
+        return crossbatch.rescales(list(self._counts(k)), levels, spans,
+                                   crossbatch.gradient_values(levels, st.merges, spans), reads)
 
     def _kept(self, k: int) -> tuple[list[crossbatch.Kept], list[list[Tensor]], dict, str]:
         """The rows statistics passes of k micro-batches keep whole for later runs, and the micro-batch run's
@@ -928,6 +1003,13 @@ class _Step:
         if key in self._cache or not levels:
             return self._cache.get(key, none)
         self._cache[key] = none
+        self._cache["keeping", k, self.budget] = True  # the runs are of k each until the rows are chosen (_counts)
+        try:
+            return self._choose_kept(k, key, levels, none)
+        finally:
+            del self._cache["keeping", k, self.budget]
+
+    def _choose_kept(self, k: int, key: tuple, levels: list, none: tuple) -> tuple:
         st, v, s, specs = self.stats(), self._stats_view(), self.split(), self._stats_specs()
         major = self.major()
         cands = [t for t, step_t in st.keepable.items() if step_t in major]
@@ -1235,12 +1317,15 @@ class _Step:
                           if i <= len(levels) else self._phase(run, 1, start))
         mb = phases[len(levels)]  # the micro-batch run
         acc, merge, kept = {}, {}, {}
+        counts = self._counts(k)
+        written: set[tuple[int, Tensor]] = set()
         if k > 1:
             s = self.split(r)
             batch = self.batch_size()
             end = sum(ph.life.steps for ph in phases) - 1
             # a merged fetch from the run that computes it (a statistics pass, with kept rows: crossbatch.kept)
             where = {t: ph for ph in phases[:len(levels) + 1] for t in ph.fetches if isinstance(t, Tensor)}
+            count = {t: n for ph, n in zip(phases, counts) for t in ph.fetches if isinstance(t, Tensor)}
             for t in s.grads:
                 acc[t] = acc_buffer(t, where[t].specs[t].shape, where[t].specs[t].dtype, end, self.alignment)
                 acc[t].start = where[t].start
@@ -1262,13 +1347,18 @@ class _Step:
             for t in s.user_fetches:
                 spec = where[t].specs[t]
                 try:
-                    merge[t] = fetch_merge(t, spec.shape, s.batch_dep, batch // k)
+                    merge[t] = fetch_merge(t, spec.shape, s.batch_dep, batch // count[t])
                 except PlanError as e:
                     raise PlanError(f"cannot micro-batch: {e}") from None
                 shape = (batch,) + spec.shape[1:] if merge[t] == "concat" else spec.shape
                 if t not in acc:
                     acc[t] = acc_buffer(t, shape, spec.dtype, end, self.alignment)
                     acc[t].start = where[t].start
+            for i, ph in enumerate(phases[:len(levels) + 1]):
+                if counts[i] == 1:
+                    into = {t: acc[t] for t in ph.fetches if isinstance(t, Tensor) and t in acc and where[t] is ph}
+                    into |= {x.tensor: kept[x] for x in kept if x.writer == i}
+                    written |= {(i, t) for t in _write_merged(ph, into)}
         live = np.concatenate([ph.life.live for ph in phases])
         for b in list(acc.values()) + list(kept.values()):
             live[b.start:b.end + 1] += b.size
@@ -1279,7 +1369,8 @@ class _Step:
                        self.feed_bytes, microbatches=k, accumulators=acc, fetch_merge=merge,
                        feed_shapes=dict(self.feed_shapes), tensor_map=v.outer,
                        recomputed=[t.name for t in v.remat.tensors] if v.remat else [], statistics=levels,
-                       kept=kept)
+                       kept=kept, run_microbatches=list(counts) if levels else [], written=written,
+                       rescale=self._rescale(k) if levels else [])
         if place:
             globals()["place"](p)
         if k > 1:
@@ -1353,6 +1444,13 @@ class _Step:
                                f"later passes start from them, and they compute {folded} of the gradients and "
                                "fetches, so the micro-batch run reruns only what no pass computed "
                                "(planner.crossbatch.kept)")
+                counts = p.run_microbatches
+                if len(set(counts)) > 1:
+                    runs = ", ".join(f"{counts.count(n)} in {n}" for n in sorted(set(counts)))
+                    rescaled = sum(len(r) for r in p.rescale)
+                    detail += (f"; each run on the fewest micro-batches whose run fits the room ({runs}; the passes "
+                               f"from kept rows of the deep layers on the whole batch at once), {rescaled} gradient "
+                               "values scaled where a run of another count reads them (planner.crossbatch.counts)")
             out.append({"name": "microbatch", "detail": detail,
                         "predicted_overhead": round(self.overhead(k, 1), 4)})
         sites = [x for ph in p.phases for x in ph.accumulated.values()]
@@ -1428,30 +1526,37 @@ class _Step:
         levels = self._levels(k)
         if levels:  # the statistics passes, each fed the statistics below (planner.crossbatch)
             v = self._stats_view()
-        shapes = slice_shapes(v.feed_shapes, s.batch_feeds, k)
         runs: list[Run] = []
-        spans, folded, shaped, tag = self._kept(k)
-        for i, level in enumerate(levels + [[]]):  # the statistics passes, then the micro-batch run
-            feeds = v.feeds - {t for later in levels[i:] for t in later}
-            reads = {x.tensor for x in spans if x.writer < i <= x.last}
-            writes = [x.tensor for x in spans if x.writer == i] + [t for t, (w, _) in shaped.items() if w == i]
-            sh = {t: shapes[t] for t in feeds} | {t: _rows(self._stats_specs()[t].shape, k) for t in reads}
-            sh |= {t: runs[w].specs[t].shape for t, (w, first) in shaped.items() if first <= i}
-            reads |= {t for t, (_, first) in shaped.items() if first <= i}
-            fetches = level + writes + folded[i] if tag else level
-            if i == len(levels):  # less what the passes computed (crossbatch.kept)
-                name = "micro-batch"
-                passes = {t for f in folded[:-1] for t in f}
-                fetches = [f for f in s.a_fetches if f not in passes]
-            else:
-                name = f"statistics pass {i + 1}"
-            runs.append(self._run(name, fetches, feeds | reads, sh, r, tag))
+        for i, n in enumerate(self._counts(k)):  # the statistics passes, then the micro-batch run
+            runs.append(self._pass_run(k, i, n, runs, r))
         if s.b_fetches:
             specs = self._stats_specs() if levels else self._specs(r)
             b_shapes = {t: specs[t].shape for t in s.grads}
             b_shapes.update({t: sh for t, sh in v.feed_shapes.items() if t not in s.batch_feeds})
             runs.append(self._run("update", s.b_fetches, set(b_shapes), b_shapes, r))
         return runs
+
+    def _pass_run(self, k: int, i: int, n: int, runs: list[Run], r: int = 0) -> Run:
+        """Statistics pass i of k micro-batches (i = the number of passes: the micro-batch run) on n micro-batches
+        (_counts), `runs` the runs before it."""
+        s, levels, (spans, folded, shaped, tag) = self.split(r), self._levels(k), self._kept(k)
+        v = self._stats_view() if levels else self.view(r)
+        level = (levels + [[]])[i]
+        feeds = v.feeds - {t for later in levels[i:] for t in later}
+        shapes = slice_shapes(v.feed_shapes, s.batch_feeds, n)
+        reads = {x.tensor for x in spans if x.writer < i <= x.last}
+        writes = [x.tensor for x in spans if x.writer == i] + [t for t, (w, _) in shaped.items() if w == i]
+        sh = {t: shapes[t] for t in feeds} | {t: _rows(self._stats_specs()[t].shape, n) for t in reads}
+        sh |= {t: runs[w].specs[t].shape for t, (w, first) in shaped.items() if first <= i}
+        reads |= {t for t, (_, first) in shaped.items() if first <= i}
+        fetches = level + writes + folded[i] if tag else level
+        if i == len(levels):  # less what the passes computed (crossbatch.kept)
+            name = "micro-batch"
+            passes = {t for f in folded[:-1] for t in f}
+            fetches = [f for f in s.a_fetches if f not in passes]
+        else:
+            name = f"statistics pass {i + 1}"
+        return self._run(name, fetches, feeds | reads, sh, r, tag)
 
     def _run(self, name, fetches, feeds, feed_shapes, r: int = 0, variant: str = "") -> Run:
         """One executor run of the step (name: 'step', 'micro-batch' or 'update') for these feed shapes, at
@@ -1678,6 +1783,30 @@ def _graph_of(fetches, feed_shapes):
 def _var_spec(op: Operation):
     from tfplus.registry import TensorSpec
     return TensorSpec(tuple(op.attrs["shape"] or ()), op.attrs["dtype"])
+
+
+def _write_merged(ph: Phase, into: dict[Tensor, Buffer]) -> set[Tensor]:
+    """A run on one micro-batch (crossbatch counts) computes the whole batch's values: each fetched tensor of
+    `into` is written straight into its accumulator or kept rows' buffer (`into[t]`), with every tensor that shares
+    its buffer (the one it aliases, ops writing over their inputs), instead of copied there after the run; returns
+    those tensors (MemoryPlan.written: Bound._passes does not merge them). Not where a kernel does not write its
+    output's memory (Const points it at a cached constant; shape-only ops leave a host value), where the buffer
+    holds another such tensor or another shape, or where the tensor is fed."""
+    groups: dict[int, list[Tensor]] = {}
+    for t, b in ph.life.of_tensor.items():
+        groups.setdefault(id(b), []).append(t)
+    roots = {t: alias_root(t, ph.feeds) for t in into}
+    written = set()
+    for t, target in into.items():
+        group = groups.get(id(ph.life.of_tensor.get(roots[t])), [])
+        if not group or any(u.op.type == "Const" or has_tag(u.op.type, "shape_only") or ph.specs[u].shape !=
+                            target.shape or ph.specs[u].dtype != target.dtype or
+                            any(roots[v] is u for v in into if v is not t) for u in group):
+            continue
+        for u in group:
+            ph.life.of_tensor[u] = target
+        written.add(t)
+    return written
 
 
 def _rows(shape: tuple, k: int) -> tuple:
