@@ -1,9 +1,11 @@
 """A micro-batch count per run (planner.crossbatch, plan._Step._counts): the statistics passes over the deep,
 narrow layers, which start from rows kept whole, run on fewer micro-batches than the runs over the wide ones; the
-backward's values (its statistics and kept dy rows, k times the whole batch's share in a run of k micro-batches) are
-scaled where a run of another count reads them. The step equals the unsplit one on every device."""
+backward's values that carry a count (kept dy rows and hand-written statistics, k times the whole batch's share in a
+run of k micro-batches; not the norms' gradient sums, averaged to the batch's at any count) are scaled where a run
+of another count reads them. The step equals the unsplit one on every device."""
 from __future__ import annotations
 
+import importlib
 from types import SimpleNamespace
 
 import numpy as np
@@ -62,13 +64,14 @@ def test_runs_of_their_own_counts_equal_the_unsplit_step(device):
     p = got[2]
     assert p.microbatches == 4 and max(p.run_microbatches) == 4 and min(p.run_microbatches) < 4
     assert len(p.run_microbatches) == len(p.statistics) + 1
-    assert any(p.rescale)  # a backward statistic (or kept dy) read by a run of another count
+    # the norms' gradient statistics are the whole batch's sums at any count (crossbatch.Statistics.uncounted):
+    # only kept dy rows are scaled for a reader of another count
+    assert all(isinstance(v, crossbatch.Kept) for run in p.rescale for v, _ in run), p.rescale
     assert got[3] == (device == "opencl")  # the rescales replay with the whole step's tape
-    # a run on one micro-batch (on opencl, whose runs hold less) writes its statistics and kept rows where they are
-    # merged: no copies after it
+    # a run on one micro-batch writes its statistics and kept rows where they are merged: no copies after it
     written = {t for _, t in p.written}
-    assert (1 in p.run_microbatches) == bool(written & {x.tensor for x in p.kept}) == bool(
-        written & {t for level in p.statistics for t in level}) == (device == "opencl")
+    assert 1 in p.run_microbatches
+    assert bool(written & {x.tensor for x in p.kept}) and bool(written & {t for level in p.statistics for t in level})
     # opencl: its kernels sum in another order than the unsplit step's, as every split step's do
     rtol = 1e-5 if device == "cpu" else 2e-3
     _assert_same(got, _train(tg, feeds, device), rtol)
@@ -151,12 +154,33 @@ def _norm_then_moments_net():
     return SimpleNamespace(graph=g, train_op=train_op, loss=loss, init_op=init_op), feeds
 
 
-def test_a_hand_written_backward_statistic_is_scaled_between_counts():
+def _force_counts(monkeypatch, counts) -> None:
+    """Every step planned gets these micro-batch counts per run (`counts(n)`: for n runs) instead of the fewest
+    that fit: the scaling between runs must hold for any counts, not only for those the sizes choose."""
+    chosen = importlib.import_module("tfplus.planner.plan")._Step._counts
+    monkeypatch.setattr(importlib.import_module("tfplus.planner.plan")._Step, "_counts",
+                        lambda self, k: counts(len(chosen(self, k))))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_runs_of_any_counts_equal_the_unsplit_step(device, monkeypatch):
+    """Runs on 1, 2 and 4 micro-batches in turn, whatever their sizes ask: the norms' statistics cross runs of
+    other counts unscaled and the steps train as the unsplit one."""
+    _force_counts(monkeypatch, lambda n: tuple((1, 2, 4)[i % 3] for i in range(n)))
+    tg, feeds = _net()
+    got = _train(tg, feeds, device, force=(4, 1))
+    assert len(set(got[2].run_microbatches)) == 3
+    assert all(isinstance(v, crossbatch.Kept) for run in got[2].rescale for v, _ in run)
+    _assert_same(got, _train(tg, feeds, device), 1e-5 if device == "cpu" else 2e-3)
+
+
+def test_a_hand_written_backward_statistic_is_scaled_between_counts(monkeypatch):
     """The gradient of tf.nn.moments written by hand sums dy over the batch (a statistic merged 'sum', not a
-    norm's): written by a run of one count and read by a run of another, it is scaled like a norm's, and the
-    step trains as the unsplit one."""
+    norm's, which carries the count of the run that wrote it): written by a run on one micro-batch and read by
+    runs on 4, it is scaled by 4, and the step trains as the unsplit one."""
+    _force_counts(monkeypatch, lambda n: (1,) * (n - 2) + (4, 4))
     tg, feeds = _norm_then_moments_net()
     got = _train(tg, feeds, "cpu", force=(4, 1), steps=3)
-    scaled = [v for run in got[2].rescale for v, _ in run if not isinstance(v, crossbatch.Kept)]
-    assert any(v.op.type == "Sum" and "FusedBatchNorm" not in v.name for v in scaled), scaled
+    scaled = [(v, f) for run in got[2].rescale for v, f in run if not isinstance(v, crossbatch.Kept)]
+    assert any(v.op.type == "Sum" and "FusedBatchNorm" not in v.name and f == 4 for v, f in scaled), scaled
     _assert_same(got, _train(tg, feeds, "cpu", steps=3), 1e-5)

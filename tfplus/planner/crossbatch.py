@@ -84,6 +84,9 @@ class Statistics(NamedTuple):
     # rows a later pass may read instead of recomputing them (`kept`): each norm's input, each norm gradient's dy;
     # the copy's tensor -> the step's
     keepable: dict[Tensor, Tensor]
+    # the rewritten norms' gradient statistics (_norm_grad's sums, averaged over the micro-batches): the whole
+    # batch's sums at any count, since each micro-batch's gradients are k times its share; no run rescales them
+    uncounted: frozenset[Tensor] = frozenset()
 
 
 def fused_norms(order: list[Operation]) -> list[Operation]:
@@ -166,6 +169,7 @@ def rewrite(order: list[Operation], feeds: set[Tensor], fetches: list, batch_fee
     derived: list[Tensor] = []  # per-channel values of the statistics alone, which later runs are fed (_levels)
     mean: dict[Tensor, str] = {}
     keepable: dict[Tensor, Tensor] = {}
+    uncounted: set[Tensor] = set()
     in_step = set(order)
     for op in sorted(in_step | {t.op for t in feeds}, key=lambda op: op._id):
         if op in fold:
@@ -190,6 +194,8 @@ def rewrite(order: list[Operation], feeds: set[Tensor], fetches: list, batch_fee
             for t, c in zip(op.outputs, outs):
                 tmap[t] = c
             made_stats = made[op]["statistics"] if op in norms else outs[-2:]
+            if op in grads:
+                uncounted.update(made_stats)
             mine += made_stats
             mean.update(dict.fromkeys(made_stats, "mean"))
             new_rowed.update(t for new in g._ops[start:] for t in new.outputs if _open(t))
@@ -218,7 +224,7 @@ def rewrite(order: list[Operation], feeds: set[Tensor], fetches: list, batch_fee
         if t not in mine and t not in own_mean:  # NOTE: a bug in the rewrite, not in the step
             raise PlanError(f"cannot micro-batch: {_statistic(t)}, which the statistics passes' copy misses")
     return Statistics(g, tmap, op_map, _levels(copy_order, mine, derived), mean, rows, [bn.name for bn in norms],
-                      len(merges), {t: o for t, o in keepable.items() if t.op in needed})
+                      len(merges), {t: o for t, o in keepable.items() if t.op in needed}, frozenset(uncounted))
 
 
 class Kept(NamedTuple):
@@ -316,11 +322,13 @@ def _keeping(runs: list[tuple[list, set[Tensor]]], blocked: dict[Tensor, set[int
     return sorted(spans, key=lambda x: (x.writer, x.last)), folded, shapes
 
 
-def gradient_values(levels: list[list[Tensor]], merges: dict[Tensor, str], kept: list[Kept]) -> set:
+def gradient_values(levels: list[list[Tensor]], merges: dict[Tensor, str], kept: list[Kept],
+                    uncounted: frozenset[Tensor] = frozenset()) -> set:
     """The values crossing runs that carry a run's micro-batch count (module doc, Scaling): the backward's
-    statistics (not its per-channel values of the forward's alone, merged 'last') and its kept rows (a norm
-    gradient's dy), as Tensors and Kept spans."""
-    stats = {t for level in levels for t in level if merges[t] != "last" and phase_of(t.op) == "backward"}
+    statistics (not its per-channel values of the forward's alone, merged 'last', nor the `uncounted`:
+    Statistics.uncounted) and its kept rows (a norm gradient's dy), as Tensors and Kept spans."""
+    stats = {t for level in levels for t in level
+             if merges[t] != "last" and t not in uncounted and phase_of(t.op) == "backward"}
     return stats | {x for x in kept if phase_of(x.tensor.op) == "backward"}
 
 

@@ -988,7 +988,7 @@ class _Step:
         st, levels, runs, spans = self.stats(), self._levels(k), self._runs(k), self._kept(k)[0]
         reads = [{t for op in run.order for t in op.inputs} for run in runs[:len(levels) + 1]]
         return crossbatch.rescales(list(self._counts(k)), levels, spans,
-                                   crossbatch.gradient_values(levels, st.merges, spans), reads)
+                                   crossbatch.gradient_values(levels, st.merges, spans, st.uncounted), reads)
 
     def _kept(self, k: int) -> tuple[list[crossbatch.Kept], list[list[Tensor]], dict, str]:
         """The rows statistics passes of k micro-batches keep whole for later runs, and the micro-batch run's
