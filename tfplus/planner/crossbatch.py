@@ -13,13 +13,15 @@ the batch axis and is row by row. An op that mixes the rows inside itself declar
 FusedBatchNorm(V3) becomes its statistics (per-channel means over the batch, all from one pass: of each
 micro-batch's mean and of its square, in float64, and of its variance about its own mean; Chan's parallel formula
 makes the batch's variance from them) and a normalization that reads them, and its gradient becomes the two
-per-channel means its input gradient needs (of dy and of dy * x_hat, from one pass) and the row-by-row rest: dx =
-scale / sigma * (dy - mean(dy) - x_hat * mean(dy * x_hat)), d scale = sum(dy * x_hat), d offset = sum(dy). A
+per-channel sums its input gradient needs (of dy and of dy * x_hat, from one pass; averaged over the micro-batches:
+the whole batch's sums, since each micro-batch's dy is k times its share) and the row-by-row rest: dx = scale /
+sigma * (dy - mean(dy) - x_hat * mean(dy * x_hat)), the means being the sums over the micro-batch's count of values,
+d scale = sum(dy * x_hat), d offset = sum(dy). Each is a fused op (ops/bn_split_ops.py: one or two launches). A
 statistic written by hand stays as it is, provided its op says how slices combine (a Sum's partial sums add up: tag
 row_sums; a Mean's average: row_means); another reduction (a Max over the batch) is refused, naming it. A statistic
 that reads another is one pass later (a hand-written variance reads its mean; a layer's reads the layers' below; the
 backward's read all of the forward's); what a norm computes from its merged statistics alone (mean, variance,
-1 / sigma, scale / sigma: per-channel vectors, 8 launches a norm) is computed by the first pass that can and fed to
+1 / sigma, scale / sigma: per-channel vectors, one launch a norm) is computed by the first pass that can and fed to
 the runs after it, not recomputed by each of them in every micro-batch. The step runs as:
 
 1. pass i = 1..P (each over the k micro-batches): the ops up to the statistics of level i, the levels below fed;
@@ -40,7 +42,8 @@ and it computes a norm's per-channel finishing once; only the runs over the wide
 
 Scaling: a micro-batch's loss is its slice's mean, so its gradients are k times the whole batch's share; the
 backward's statistics are sums or means of those (k times the whole batch's too), so the input gradients stay
-consistent and the averaged weight gradients are the whole batch's. A shape-derived number (Size) that meets a
+consistent and the averaged weight gradients are the whole batch's (a norm's gradient sums, averaged, are the
+batch's at any count: Statistics.uncounted). A shape-derived number (Size) that meets a
 statistic, and no value of the micro-batch's rows, before it reaches rows takes its whole-batch value (a mean's
 gradient divides by the batch's size; the Bessel factor tf.layers.batch_normalization applies to a rank-3 input's
 variance); one that shapes rows, or scales them alone, keeps the micro-batch's (a mean loss's 1/m). So the
