@@ -161,28 +161,39 @@ def build_processes(d) -> int:
 
 
 class Builder:
-    """A child process (`python -m tfplus.runtime.opencl`: __main__.py) that builds programs of one device into
-    the disk cache when asked: the parent then loads each binary, which on NVIDIA also finds the driver's JIT of
-    it in the driver's own cache (CUDA_CACHE_PATH), so a program's build costs the parent ~1 ms. Started before
-    the parent makes its context, so that the child's (~0.3-2 s) overlaps it."""
+    """A child process (`python -m tfplus.runtime.opencl SELECTOR`: __main__.py) that builds programs of one device
+    into the disk cache when asked: the parent then loads each binary, which on NVIDIA also finds the driver's JIT
+    of it in the driver's own cache (CUDA_CACHE_PATH), so a program's build costs the parent ~1 ms. Started before
+    the parent makes its context, so that the child's (~0.3-2 s) overlaps it; `tfplus train` starts them earlier
+    still (spawn_early). `selector`: the device's index in cl_devices(), or a selector as "opencl:SELECTOR"
+    takes ("": the default), whose device is checked when the child is adopted (its `index` set then)."""
 
-    def __init__(self, index: int):
+    def __init__(self, selector: int | str):
         # Run from the folder that holds this process's tfplus, which `-m` puts first on the child's path: from
         # the caller's folder, a tfplus source checkout there (its tfplus/ without the installed package's ops
         # and kernels) was imported instead, the child failed, and the parent built everything itself (the
         # first step of `tfplus train` run in a checkout took 5-6 s instead of 3 on an H100).
-        cmd = [sys.executable, "-m", "tfplus.runtime.opencl", str(index)]
+        cmd = [sys.executable, "-m", "tfplus.runtime.opencl", str(selector)]
+        self.started = time.time()  # wall clock: the child's "ready" line says when, on the same clock
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                      text=True, cwd=Path(__file__).resolve().parents[3])
+        self.index = selector if isinstance(selector, int) else None  # the device the child must choose
         self.ready: bool | None = None  # None until the child says whether it made its context
 
     def wait_ready(self) -> bool:
-        """Whether the child made its context (waits for it to say so)."""
+        """Whether the child made its context on device `index` (waits for it to say so: "ready INDEX TIME")."""
         if self.ready is None:
             try:
-                self.ready = self.proc.stdout.readline().strip() == "ready"
+                words = self.proc.stdout.readline().split()
             except (OSError, ValueError):
-                self.ready = False
+                words = []
+            self.ready = (len(words) == 3 and words[0] == "ready"
+                          and (self.index is None or words[1] == str(self.index)))
+            if debug.level() >= 1:
+                said = (f"ready {float(words[2]) - self.started:.2f} s after its start" if self.ready else
+                        f"not used ({' '.join(words) or 'it made no context'}; the device wanted: {self.index})")
+                with _STDERR:  # not into another thread's native_stderr()
+                    print(f"tfplus: OpenCL build process {self.proc.pid} {said}", file=sys.stderr, flush=True)
         return self.ready
 
     def build(self, files: tuple[str, ...], options: str) -> bool:
@@ -199,16 +210,20 @@ class Builder:
         self.ready = False
         return False
 
-    def close(self) -> None:
-        """Ends the child (it exits when its input ends) and waits for it."""
+    def close(self, now: bool = False) -> None:
+        """Ends the child (it exits when its input ends) and waits for it; `now`: a child given no work is
+        killed, not waited for (it may be making its context, up to ~2 s; it has written nothing)."""
         try:
             self.proc.stdin.close()
         except OSError:
             pass
+        if now:
+            self.proc.kill()
         try:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             self.proc.kill()
+            self.proc.wait()
 
 
 class Builds:
@@ -373,6 +388,15 @@ def start_builders(d, keys) -> list:
         return []
     index = [x.int_ptr for x in cl_devices()].index(d.int_ptr)
     try:
-        return [Builder(index) for _ in range(n)]
+        builders = [Builder(index) for _ in range(n)]
     except OSError:  # no interpreter to start (a frozen app): threads of this process build
         return []
+    _said_started(builders)
+    return builders
+
+
+def _said_started(builders) -> None:
+    if debug.level() >= 1 and builders:
+        with _STDERR:
+            print(f"tfplus: started {len(builders)} OpenCL build process{'es' * (len(builders) != 1)} (pids "
+                  f"{', '.join(str(b.proc.pid) for b in builders)})", file=sys.stderr, flush=True)
