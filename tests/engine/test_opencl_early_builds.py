@@ -3,6 +3,11 @@ opencl` enters first thing): prebuild's start_builders uses those it needs and e
 none, a CPU device uses none, and none outlives the block that started it (each is checked by its returncode)."""
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import time
+
 import pytest
 from conftest import needs_opencl
 
@@ -114,3 +119,29 @@ def test_the_switches_start_none(started, monkeypatch):
     monkeypatch.setenv("TFPLUS_OPENCL_BUILD_PROCESSES", "many")  # said by start_builders, as before
     with build.early(None, "train-x"):
         assert not started
+
+
+def _alive(pid: int) -> bool:
+    """Whether process `pid` runs (a zombie, ended and not yet reaped by its new parent, does not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:  # no /proc: a live process, as os.kill said
+        return True
+
+
+def test_the_processes_of_a_killed_parent_end_by_themselves(tmp_path):
+    code = ("import time\nfrom tfplus.runtime.opencl import build\nwith build.early(None, 'train-x'):\n"
+            "    print(*[b.proc.pid for b in build._early], flush=True)\n    time.sleep(600)\n")
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path), TFPLUS_OPENCL_BUILD_PROCESSES="2")
+    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=env)
+    pids = [int(pid) for pid in parent.stdout.readline().split()]
+    parent.kill()  # no block left, no exit handler: the children see their input end
+    parent.wait()
+    assert len(pids) == 2
+    while any(_alive(pid) for pid in pids):  # pytest's timeout would end a hang
+        time.sleep(0.05)

@@ -166,7 +166,7 @@ class Builder:
     into the disk cache when asked: the parent then loads each binary, which on NVIDIA also finds the driver's JIT
     of it in the driver's own cache (CUDA_CACHE_PATH), so a program's build costs the parent ~1 ms. Started before
     the parent makes its context, so that the child's (~0.3-2 s) overlaps it; `tfplus train` starts them earlier
-    still (spawn_early). `selector`: the device's index in cl_devices(), or a selector as "opencl:SELECTOR"
+    still (early()). `selector`: the device's index in cl_devices(), or a selector as "opencl:SELECTOR"
     takes ("": the default), whose device is checked when the child is adopted (its `index` set then)."""
 
     def __init__(self, selector: int | str):
@@ -377,7 +377,7 @@ def programs_path(d) -> Path:
 
 def start_builders(d, keys) -> list:
     """Child processes (Builder) for device `d`, one per four of `keys`' programs not in the disk cache, up to
-    build_processes(d): those spawn_early started, if running, else new ones; [] when they cannot start. The
+    build_processes(d): those early() started, if running, else new ones; [] when they cannot start. The
     early ones not needed (everything cached, a CPU device, fewer programs left) are ended now."""
     early, _early[:] = list(_early), []
     try:
