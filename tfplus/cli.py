@@ -16,6 +16,7 @@ unexpected error is one line saying what failed and where; set TFPLUS_DEBUG=1 fo
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import traceback
@@ -225,6 +226,34 @@ def _devices(out) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Runs the command line `argv` (default sys.argv[1:]) and returns the exit code."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    with _opencl_builds_from_the_start(argv):
+        return _main(argv)
+
+
+def _opencl_builds_from_the_start(argv: list[str]):
+    """`tfplus train --device opencl[:SELECTOR]`: the processes that build the step's OpenCL programs on a cold
+    cache, started first thing (opencl.build.early), before the parser, trainer, data and graph are imported and
+    made. Read from argv as given: options the parser then refuses only start processes that the block ends."""
+    values = {}
+    for i, arg in enumerate(argv):
+        for flag in ("--device", "--model"):
+            if arg == flag and i + 1 < len(argv):
+                values[flag] = argv[i + 1]
+            elif arg.startswith(flag + "="):
+                values[flag] = arg[len(flag) + 1:]
+    from tfplus.runtime import parse_device
+    try:
+        kind, selector = parse_device(values.get("--device", "cpu"))
+        if argv[:1] != ["train"] or kind != "opencl":
+            return contextlib.nullcontext()
+        from tfplus.runtime.opencl import build
+    except (ValueError, ImportError):  # the parser or the trainer says what is wrong
+        return contextlib.nullcontext()
+    return build.early(selector, f"train-{values.get('--model', 'mentee')}")
+
+
+def _main(argv: list[str]) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

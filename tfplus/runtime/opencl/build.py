@@ -145,44 +145,56 @@ def merge_wants(keys, built) -> tuple[list, dict]:
     return todo, merged
 
 
-def build_processes(d) -> int:
+def build_processes(d=None) -> int:
     """How many child processes may build programs for device `d` at once: NVIDIA's driver builds one program
     at a time per process (threads add ~1.3x), so a GPU's first run builds in children, each with its own
     context (TFPLUS_OPENCL_BUILD_PROCESSES; default: half the cores, at most 8, on a GPU; none on a CPU device,
-    whose compiler would take the cores the step needs). NOTE: a fresh H200 (16 cores, stop 43) reached its first
-    Mentee step in 4.0 and 4.5 s with 8 children, 4.8-4.9 s with 4 or 6: 34 programs, a few long ones each."""
+    whose compiler would take the cores the step needs; `d` None: a device not known yet, counted as a GPU).
+    NOTE: a fresh H200 (16 cores, stop 43) reached its first Mentee step in 4.0 and 4.5 s with 8 children, 4.8-4.9 s
+    with 4 or 6: 34 programs, a few long ones each."""
     env = os.environ.get("TFPLUS_OPENCL_BUILD_PROCESSES", "")
     if env.strip().isdigit():
         return int(env)
     if env.strip():
         raise ValueError(f"TFPLUS_OPENCL_BUILD_PROCESSES={env!r}: expected a count of processes, e.g. 4 "
                          "(0: build on threads of this process)")
-    return min(8, (os.cpu_count() or 1) // 2) if d.type & cl.device_type.GPU else 0
+    return min(8, (os.cpu_count() or 1) // 2) if d is None or d.type & cl.device_type.GPU else 0
 
 
 class Builder:
-    """A child process (`python -m tfplus.runtime.opencl`: __main__.py) that builds programs of one device into
-    the disk cache when asked: the parent then loads each binary, which on NVIDIA also finds the driver's JIT of
-    it in the driver's own cache (CUDA_CACHE_PATH), so a program's build costs the parent ~1 ms. Started before
-    the parent makes its context, so that the child's (~0.3-2 s) overlaps it."""
+    """A child process (`python -m tfplus.runtime.opencl SELECTOR`: __main__.py) that builds programs of one device
+    into the disk cache when asked: the parent then loads each binary, which on NVIDIA also finds the driver's JIT
+    of it in the driver's own cache (CUDA_CACHE_PATH), so a program's build costs the parent ~1 ms. Started before
+    the parent makes its context, so that the child's (~0.3-2 s) overlaps it; `tfplus train` starts them earlier
+    still (early()). `selector`: the device's index in cl_devices(), or a selector as "opencl:SELECTOR"
+    takes ("": the default), whose device is checked when the child is adopted (its `index` set then)."""
 
-    def __init__(self, index: int):
+    def __init__(self, selector: int | str):
         # Run from the folder that holds this process's tfplus, which `-m` puts first on the child's path: from
         # the caller's folder, a tfplus source checkout there (its tfplus/ without the installed package's ops
         # and kernels) was imported instead, the child failed, and the parent built everything itself (the
         # first step of `tfplus train` run in a checkout took 5-6 s instead of 3 on an H100).
-        cmd = [sys.executable, "-m", "tfplus.runtime.opencl", str(index)]
+        cmd = [sys.executable, "-m", "tfplus.runtime.opencl", str(selector)]
+        self.started = time.time()  # wall clock: the child's "ready" line says when, on the same clock
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                      text=True, cwd=Path(__file__).resolve().parents[3])
+        self.index = selector if isinstance(selector, int) else None  # the device the child must choose
         self.ready: bool | None = None  # None until the child says whether it made its context
 
     def wait_ready(self) -> bool:
-        """Whether the child made its context (waits for it to say so)."""
+        """Whether the child made its context on device `index` (waits for it to say so: "ready INDEX TIME")."""
         if self.ready is None:
             try:
-                self.ready = self.proc.stdout.readline().strip() == "ready"
+                words = self.proc.stdout.readline().split()
             except (OSError, ValueError):
-                self.ready = False
+                words = []
+            self.ready = (len(words) == 3 and words[0] == "ready"
+                          and (self.index is None or words[1] == str(self.index)))
+            if debug.level() >= 1:
+                said = (f"ready {float(words[2]) - self.started:.2f} s after its start" if self.ready else
+                        f"not used ({' '.join(words) or 'it made no context'}; the device wanted: {self.index})")
+                with _STDERR:  # not into another thread's native_stderr()
+                    print(f"tfplus: OpenCL build process {self.proc.pid} {said}", file=sys.stderr, flush=True)
         return self.ready
 
     def build(self, files: tuple[str, ...], options: str) -> bool:
@@ -199,16 +211,20 @@ class Builder:
         self.ready = False
         return False
 
-    def close(self) -> None:
-        """Ends the child (it exits when its input ends) and waits for it."""
+    def close(self, now: bool = False) -> None:
+        """Ends the child (it exits when its input ends) and waits for it; `now`: a child given no work is
+        killed, not waited for (it may be making its context, up to ~2 s; it has written nothing)."""
         try:
             self.proc.stdin.close()
         except OSError:
             pass
+        if now:
+            self.proc.kill()
         try:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             self.proc.kill()
+            self.proc.wait()
 
 
 class Builds:
@@ -361,18 +377,88 @@ def programs_path(d) -> Path:
 
 def start_builders(d, keys) -> list:
     """Child processes (Builder) for device `d`, one per four of `keys`' programs not in the disk cache, up to
-    build_processes(d); [] when they cannot start."""
+    build_processes(d): those early() started, if running, else new ones; [] when they cannot start. The
+    early ones not needed (everything cached, a CPU device, fewer programs left) are ended now."""
+    early, _early[:] = list(_early), []
     try:
         most = build_processes(d)
     except ValueError as e:  # on prebuild's thread: said, not raised, and the threads build
-        print(f"tfplus: {e}; building on threads", file=sys.stderr, flush=True)
-        return []
+        with _STDERR:
+            print(f"tfplus: {e}; building on threads", file=sys.stderr, flush=True)
+        most = 0
     todo, _ = merge_wants(keys, ())
     n = min(most, sum(not program_source(d, *k)[2].exists() for k in todo) // 4)
-    if n == 0:
-        return []
-    index = [x.int_ptr for x in cl_devices()].index(d.int_ptr)
+    index = [x.int_ptr for x in cl_devices()].index(d.int_ptr) if n else None
+    adopted = [b for b in early if b.proc.poll() is None][:n]
+    for b in early:
+        if b in adopted:
+            b.index = index  # used if the child chose this device (wait_ready)
+        else:
+            b.close(now=True)
+    if early and debug.level() >= 1:
+        with _STDERR:
+            print(f"tfplus: {len(adopted)} of the {len(early)} OpenCL build processes started early are used "
+                  f"({n} wanted)", file=sys.stderr, flush=True)
     try:
-        return [Builder(index) for _ in range(n)]
+        new = [Builder(index) for _ in range(n - len(adopted))]
     except OSError:  # no interpreter to start (a frozen app): threads of this process build
-        return []
+        new = []
+    _said_started(new)
+    return adopted + new
+
+
+# Build processes that `tfplus train` started before it knew its device (early()), until start_builders takes
+# them: module state, as the CLI hands them to the trainer's prebuild thread past the trainer's code.
+_early: list = []
+
+
+@contextlib.contextmanager
+def early(selector: str | None, name: str):
+    """Starts the processes that build the programs of work `name` (e.g. "train-mentee") on device `selector`
+    (as "opencl:SELECTOR" takes it; None: the default) now, before the caller has made its device, read its
+    data or built its graph: their start (an interpreter, tfplus's imports, a device context: ~1-1.5 s on an
+    H200) then overlaps that work instead of preceding the builds. As many as build_processes() gives a GPU; the
+    prebuild of the device (start_builders) uses those it needs and ends the others. On leaving the block, those
+    never taken are ended. None start with TFPLUS_OPENCL_PREBUILD=0 or TFPLUS_OPENCL_BUILD_PROCESSES=0, nor
+    where this cache holds a list of `name`'s programs (recorded by a run that built them: they are likely cached;
+    prebuild then starts what a driver change left to build, as before).
+
+        >>> with build.early(None, "train-mentee"):     # doctest: +SKIP
+        ...     train(cfg)
+    """
+    try:
+        n = 0 if os.environ.get("TFPLUS_OPENCL_PREBUILD", "1") == "0" or cl is None or _listed(name) \
+            else build_processes()
+    except ValueError:  # start_builders says so
+        n = 0
+    try:
+        started = [Builder(selector or "") for _ in range(n)]
+    except OSError:
+        started = []
+    _said_started(started)
+    _early.extend(started)
+    try:
+        yield
+    finally:
+        for b in started:
+            if b in _early:
+                _early.remove(b)
+                b.close(now=True)
+
+
+def _listed(name: str) -> bool:
+    """Whether a program list in the cache directory (any device's) names work `name`."""
+    for path in cache_dir().glob("programs-*.json"):
+        try:
+            if name in json.loads(path.read_text()):
+                return True
+        except (OSError, ValueError, TypeError):
+            continue
+    return False
+
+
+def _said_started(builders) -> None:
+    if debug.level() >= 1 and builders:
+        with _STDERR:
+            print(f"tfplus: started {len(builders)} OpenCL build process{'es' * (len(builders) != 1)} (pids "
+                  f"{', '.join(str(b.proc.pid) for b in builders)})", file=sys.stderr, flush=True)
