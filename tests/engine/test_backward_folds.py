@@ -200,9 +200,10 @@ def test_a_budgeted_step_runs_the_folds_when_asked(monkeypatch, device):
 
 
 def test_the_folds_are_on_for_an_unbudgeted_gpu_step_and_the_switch_overrides(monkeypatch):
+    """Unset: the ReLU folds (not the bias row) on a GPU without a budget; the switch picks any."""
     monkeypatch.delenv("TFPLUS_BACKWARD_FOLDS", raising=False)
     gpu, cpu = {"type": "GPU"}, {"type": "CPU"}
-    assert backward_folds(gpu, None) == set(KINDS)
+    assert backward_folds(gpu, None) == {"dx", "pool"}
     assert not backward_folds(gpu, 1 << 30) and not backward_folds(cpu, None) and not backward_folds({}, None)
     monkeypatch.setenv("TFPLUS_BACKWARD_FOLDS", "0")
     assert not backward_folds(gpu, None)

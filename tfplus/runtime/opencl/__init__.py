@@ -26,8 +26,8 @@ Programs are built once per context and kept; built binaries are also cached on 
 options, device and driver; TFPLUS_OPENCL_BUILD_OPTIONS adds compiler options. prebuild() starts building a
 listed set of programs on background threads (`tfplus train` does, before it makes its graph), so a step's
 launchers find them built or building; TFPLUS_OPENCL_PREBUILD=0 turns it off. On a GPU whose programs are not
-cached yet, the threads hand most builds to child processes (TFPLUS_OPENCL_BUILD_PROCESSES, default half the cores, at most 8):
-NVIDIA's driver builds one program at a time per process. Ops with no OpenCL kernel raise
+cached yet, the threads hand most builds to child processes (TFPLUS_OPENCL_BUILD_PROCESSES, default half the
+cores, at most 8): NVIDIA's driver builds one program at a time per process. Ops with no OpenCL kernel raise
 NotImplementedError unless TFPLUS_OPENCL_FALLBACK=1, Session(config={"allow_soft_placement": True}) or
 `runtime.allow_fallback = True`: then they run their NumPy kernel on copies, and `placement_report()` lists
 each such op with the bytes it moved. TFPLUS_OPENCL_PROFILE=1 records kernel times (`profile_report()`);
