@@ -2,7 +2,17 @@
 small shapes, planned by a session with a memory budget between its floor and its unconstrained peak (the planner
 chooses how) and with the floor itself (step_budget.floor), trains as the unbudgeted step, holds the bytes its
 plan predicts (cpu: the NumPy data, tracemalloc; opencl: the runtime's device ledger, to the byte) and, on opencl,
-replays its recorded launches (tapes) once they are recorded."""
+replays its recorded launches (tapes) once they are recorded.
+
+What the planner chose when this was written (batch 4; beside inplace and schedule), "between" | "floor":
+    alexnet       cpu: scratch | stream k4               opencl: stream k2 | recompute + stream k4
+    lenet         cpu: scratch | stream k4               opencl: compact + stream k2 | compact + recompute + micro k4
+    mentee        cpu: chunk | compact + recompute + chunk    opencl: compact + recompute | recompute + stream k2
+    mobilenet(224)  both: recompute | micro k4 with 10 statistics passes (batch norm split)
+    seqnet, -bi   both: arena | micro k4 with 4 statistics passes
+    seqnet-lstm   cpu: micro k2 | micro k4 (statistics)   opencl: arena | recompute
+    seqnet-bilstm cpu: arena | micro k4 (statistics)      opencl: arena | recompute
+"""
 from __future__ import annotations
 
 import functools
