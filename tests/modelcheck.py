@@ -57,6 +57,11 @@ def assert_planned_bytes_are_measured(tg, feeds: dict, force: tuple | None = Non
             assert bounds[0].arena.nbytes == max(b.plan.arena_bytes for b in bounds), "one arena: the biggest"
     finally:
         tracemalloc.stop()
+    assert_measured_is_planned(m, p)
+
+
+def assert_measured_is_planned(m: dict, p) -> None:
+    """measure_step's `m` of a step run by MemoryPlan `p` is what `p` predicts, up to NumPy's unplanned buffers."""
     slack = p.alignment + 4096  # the arena's alignment; the plan's own small arrays (its live-bytes timeline)
     assert m["feeds"] == p.feed_bytes
     assert 0 <= m["held"] - (p.fixed_bytes - p.feed_bytes + p.arena_bytes) <= slack, m

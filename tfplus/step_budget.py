@@ -74,7 +74,8 @@ def training_feeds(tg) -> tuple:
 
 
 def training_runs(tg, step_op, batch: int) -> list:
-    """The runs of a training session whose needs decide its budget: the step `step_op` at `batch`, and the
-    initializer (a session's other runs, reading values or evaluating at the training batch, need less)."""
+    """The runs of a training session whose needs decide its budget: the step `step_op` (or a list of fetches,
+    e.g. [train_op, loss]) at `batch`, and the initializer (a session's other runs, reading values or evaluating at
+    the training batch, need less)."""
     shapes = {t: (batch,) + tuple(t.shape.as_list()[1:]) for t in training_feeds(tg)}
-    return [([step_op], shapes), (tg.init_op, {})]
+    return [(list(step_op) if isinstance(step_op, (list, tuple)) else [step_op], shapes), (tg.init_op, {})]
