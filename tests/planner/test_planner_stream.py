@@ -222,7 +222,10 @@ def test_cost_model_prices_the_prefix_per_micro_batch_and_the_rest_once(kernel_d
         assert f["runs"] == runs and f["flops"] >= plain["flops"]
         prefix = step._stream_runs(*s)[0]
         calls = sum(op.type != "VariableV2" for op in prefix.order)
-        assert f["calls"] + f["conv_calls"] >= plain["calls"] + plain["conv_calls"] + 3 * calls + 4
+
+        def every(g):  # kernel calls and the calls that launch nothing (cost.py host_calls)
+            return g["calls"] + g["host_calls"] + g["conv_calls"]
+        assert every(f) >= every(plain) + 3 * calls + 4
         if last:
             assert 0 < step.overhead(1, 1, s=s) < step.overhead(4, 1)
 

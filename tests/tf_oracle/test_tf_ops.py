@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from cases_bn_split import CASES as BN_SPLIT_CASES
 from cases_fused import CASES as FUSED_CASES
 from cases_image import CASES as IMAGE_CASES
 from cases_rnn_fused import CASES as RNN_FUSED_CASES
@@ -22,9 +23,12 @@ CASES = all_cases()
 # - the fused recurrent cells (tfplus.engine.rewrite_rnn; tests/cases_rnn_fused.py): tests/engine/test_rnn_fused.py
 #   compares fused training steps with the unfused ones, and tests/ops/test_rnn.py runs the cells against TF;
 # - CifarAugment, the trainer's device input (tests/cases_image.py): checked against a per-pixel NumPy reference
-#   and the host pipeline.
+#   and the host pipeline;
+# - batch norm's micro-batch ops (planner.crossbatch; tests/cases_bn_split.py): each against the chain of
+#   TensorFlow ops it replaces in tests/ops/test_bn_split.py, and split steps against TensorFlow's unsplit one in
+#   tests/planner/test_crossbatch.py.
 # Any other case whose graph uses an op TensorFlow lacks fails, asking for it to be left out with a reason.
-_TFPLUS_ONLY = {c.name for c in FUSED_CASES + IMAGE_CASES + RNN_FUSED_CASES}
+_TFPLUS_ONLY = {c.name for c in FUSED_CASES + IMAGE_CASES + RNN_FUSED_CASES + BN_SPLIT_CASES}
 
 # Cases left out on purpose, and why. Each is still checked against NumPy and finite differences by
 # test_op_table.
