@@ -248,3 +248,14 @@ def test_the_fused_ops_shapes_and_their_errors():
                      {**attrs, "activation": "Relu"}, "bad")
         with pytest.raises(ValueError, match="activation"):
             apply_op("_FusedConv2DBackpropInputReluGrad", [sizes, f, dy, x], {**attrs, "activation": "Tanh"}, "bad")
+
+
+def test_tfplus_train_refuses_a_bad_folds_setting_as_an_error_not_a_bug(monkeypatch, capsys, tmp_path):
+    """A user's TFPLUS_BACKWARD_FOLDS typo ends `tfplus train` with one line naming the variable and its values."""
+    from tfplus.cli import main
+    monkeypatch.setenv("TFPLUS_BACKWARD_FOLDS", "yes")
+    rc = main(["train", "--synthetic", "--steps", "1", "--no-eval", "--batch-size", "8",
+               "--checkpoint-dir", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert rc != 0 and "internal error" not in err
+    assert "TFPLUS_BACKWARD_FOLDS='yes': give 0 (none), 1 (all)" in err

@@ -62,7 +62,7 @@ from typing import Any
 
 import numpy as np
 
-from tfplus import debug
+from tfplus import debug, errors
 from tfplus.engine.rewrite_bn import fuse_bn_activations, moving_average_groups
 from tfplus.engine.rewrite_rnn import fuse_cells, fuse_weight_sums
 from tfplus.framework import Graph, Operation, Tensor, _op_inputs, constant_value, needed_ops, topo_order
@@ -112,8 +112,10 @@ def backward_folds(info: dict, budget) -> frozenset:
         return DEFAULT_FOLDS if "GPU" in str(info.get("type", "")) and budget is None else frozenset()
     got = frozenset(FOLDS) if value == "1" else frozenset(v.strip() for v in value.split(",") if v.strip()) - {"0"}
     if got - set(FOLDS):
-        raise ValueError(f"TFPLUS_BACKWARD_FOLDS={value!r}: give 0 (none), 1 (all), a comma list of "
-                         f"{', '.join(FOLDS)}, or leave it unset (dx and pool on a GPU without a memory budget)")
+        # a user's setting, not a bug: InvalidArgumentError (a ValueError) reaches `tfplus train` as an error
+        raise errors.InvalidArgumentError(
+            None, None, f"TFPLUS_BACKWARD_FOLDS={value!r}: give 0 (none), 1 (all), a comma list of "
+            f"{', '.join(FOLDS)}, or leave it unset (dx and pool on a GPU without a memory budget)")
     return got
 
 
