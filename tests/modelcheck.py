@@ -114,6 +114,24 @@ def train_graph(graph, init, train, loss, feeds, budget=None, force=None, steps=
     return losses, weights
 
 
+def train_planned(tg, feeds, device="cpu", force=None, steps=2, variables="trainable_variables"):
+    """Losses of `steps` training steps on `device`, by the plan of transformations `force` when given (installed
+    on a session with a budget), the `variables` collection after them, the plan and its binding (None, None
+    without `force`)."""
+    fetches = [tg.train_op, tg.loss]
+    p = bound = None
+    gc.collect()
+    with tf.Session(graph=tg.graph, device=device, memory_budget=None if force is None else "1GB") as sess:
+        sess.run(tg.init_op)
+        if force is not None:
+            p = planner.plan(fetches, {t: v.shape for t, v in feeds.items()}, device_facts(sess.runtime),
+                             graph=tg.graph, force=force)
+            bound = install(sess, fetches, p)
+        losses = [sess.run(fetches, feeds)[1] for _ in range(steps)]
+        weights = {v.op.name: sess.run(v) for v in tg.graph.get_collection(variables)}
+    return losses, weights, p, bound
+
+
 def assert_same_training(a, b) -> None:
     """Two train_steps results (losses, weights) are the same bits."""
     np.testing.assert_array_equal(a[0], b[0])

@@ -11,11 +11,10 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 from conftest import needs_opencl
-from modelcheck import random_feeds
+from modelcheck import random_feeds, train_planned
 
 import tfplus as tf
 from tfplus import planner
-from tfplus.engine.memory import install
 from tfplus.graphs import training_graph
 from tfplus.graphs.mobilenet import mobilenet
 from tfplus.planner import crossbatch
@@ -32,18 +31,9 @@ def _net():
 
 
 def _train(tg, feeds, device, force=None, steps=5):
-    """Losses of `steps` steps (by plan `force`, if given), the variables after them, the plan, and whether the
-    planned step replayed as one recorded tape (opencl: from the fourth step on)."""
-    fetches = [tg.train_op, tg.loss]
-    p = bound = None
-    with tf.Session(graph=tg.graph, device=device, memory_budget=None if force is None else "1GB") as sess:
-        sess.run(tg.init_op)
-        if force is not None:
-            p = planner.plan(fetches, {t: v.shape for t, v in feeds.items()}, device_facts(sess.runtime),
-                             graph=tg.graph, force=force)
-            bound = install(sess, fetches, p)
-        losses = [sess.run(fetches, feeds)[1] for _ in range(steps)]
-        variables = {v.op.name: sess.run(v) for v in tg.graph.get_collection("variables")}
+    """train_planned's losses, variables and plan, and whether the planned step replayed as one recorded tape
+    (opencl: from the fourth step on)."""
+    losses, variables, p, bound = train_planned(tg, feeds, device, force, steps, variables="variables")
     return losses, variables, p, bound is not None and bound.whole.tape is not None
 
 

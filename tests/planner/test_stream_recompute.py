@@ -9,7 +9,7 @@ import gc
 import numpy as np
 import pytest
 from conftest import needs_opencl
-from modelcheck import assert_planned_bytes_are_measured, cnn_feeds, small_cnn
+from modelcheck import assert_planned_bytes_are_measured, cnn_feeds, small_cnn, train_planned
 
 import tfplus as tf
 from tfplus import planner
@@ -32,19 +32,9 @@ def _level(tg, feeds, device="cpu") -> int:
 
 
 def _train(tg, feeds, device, force=None, steps=2):
-    fetches = [tg.train_op, tg.loss]
-    p = bound = None
-    gc.collect()
-    with tf.Session(graph=tg.graph, device=device, memory_budget=None if force is None else "1GB") as sess:
-        sess.run(tg.init_op)
-        if force is not None:
-            p = planner.plan(fetches, {t: v.shape for t, v in feeds.items()}, device_facts(sess.runtime),
-                             graph=tg.graph, force=force)
-            bound = install(sess, fetches, p)
-        losses = [sess.run(fetches, feeds)[1] for _ in range(steps)]
-        if bound is not None:  # the session ran the step by the plan, to its last phase (not a plan of its own)
-            assert bound.phase == len(p.phases) - 1
-        weights = {v.op.name: sess.run(v) for v in tg.graph.get_collection("trainable_variables")}
+    losses, weights, p, bound = train_planned(tg, feeds, device, force, steps)
+    if bound is not None:  # the session ran the step by the plan, to its last phase (not a plan of its own)
+        assert bound.phase == len(p.phases) - 1
     return losses, weights, p
 
 
