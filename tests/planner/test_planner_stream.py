@@ -14,6 +14,7 @@ from modelcheck import assert_planned_bytes_are_measured, cnn_feeds
 import tfplus as tf
 from tfplus import planner, threads
 from tfplus.engine.memory import install, measure_device_step
+from tfplus.kernels import opencl as _opencl_kernels  # noqa: F401  (DeviceFacts("opencl") plans read their scratch)
 from tfplus.planner.chunking import SCRATCH_DIVISORS
 from tfplus.planner.liveness import PlanError, alias_root
 from tfplus.planner.plan import DeviceFacts, _Step
