@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import tracemalloc
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -130,6 +131,26 @@ def train_planned(tg, feeds, device="cpu", force=None, steps=2, variables="train
         losses = [sess.run(fetches, feeds)[1] for _ in range(steps)]
         weights = {v.op.name: sess.run(v) for v in tg.graph.get_collection(variables)}
     return losses, weights, p, bound
+
+
+def rows_net(stat, batch: int = 8):
+    """x (N, 6) -> dense -> stat(h) -> dense -> mean cross-entropy, SGD under the UPDATE_OPS: `stat` returns rows
+    computed from h (a batch statistic written by hand, a norm); the graph and a batch of `batch` feeds."""
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.placeholder(tf.float32, [None, 6], name="x")
+        y = tf.placeholder(tf.int32, [None], name="y")
+        h = tf.matmul(x, tf.Variable(np.linspace(-1, 1, 48).reshape(6, 8).astype(np.float32)))
+        h = stat(h)
+        logits = tf.matmul(h, tf.Variable(np.linspace(1, -1, 24).reshape(8, 3).astype(np.float32)))
+        loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits))
+        with tf.control_dependencies(tf.get_collection(tf.GraphKeys.UPDATE_OPS)):
+            train_op = tf.train.GradientDescentOptimizer(0.5).minimize(loss)
+        init_op = tf.global_variables_initializer()
+    data = np.random.default_rng(2)
+    feeds = {x: (data.standard_normal((batch, 6)) * 2 + 1).astype(np.float32),
+             y: data.integers(0, 3, batch).astype(np.int32)}
+    return SimpleNamespace(graph=g, train_op=train_op, loss=loss, init_op=init_op), feeds
 
 
 def assert_same_training(a, b) -> None:

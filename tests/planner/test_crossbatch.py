@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 from conftest import needs_opencl
-from modelcheck import assert_planned_bytes_are_measured, random_feeds
+from modelcheck import assert_planned_bytes_are_measured, random_feeds, rows_net
 
 import tfplus as tf
 from tfplus import planner
@@ -89,25 +89,6 @@ def _assert_same(got, want):
 
 
 # -- finding batch statistics from the graph ------------------------------------------------------------------
-def _rows_net(stat):
-    """x (N, 6) -> dense -> stat(h) -> dense -> mean cross-entropy; `stat` returns rows computed from h."""
-    g = tf.Graph()
-    with g.as_default():
-        x = tf.placeholder(tf.float32, [None, 6], name="x")
-        y = tf.placeholder(tf.int32, [None], name="y")
-        h = tf.matmul(x, tf.Variable(np.linspace(-1, 1, 48).reshape(6, 8).astype(np.float32)))
-        h = stat(h)
-        logits = tf.matmul(h, tf.Variable(np.linspace(1, -1, 24).reshape(8, 3).astype(np.float32)))
-        loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits))
-        with tf.control_dependencies(tf.get_collection(tf.GraphKeys.UPDATE_OPS)):
-            train_op = tf.train.GradientDescentOptimizer(0.5).minimize(loss)
-        init_op = tf.global_variables_initializer()
-    data = np.random.default_rng(2)
-    feeds = {x: (data.standard_normal((BATCH, 6)) * 2 + 1).astype(np.float32),
-             y: data.integers(0, 3, BATCH).astype(np.int32)}
-    return SimpleNamespace(graph=g, train_op=train_op, loss=loss, init_op=init_op), feeds
-
-
 def _moments_over_batch(h):
     mean, var = tf.nn.moments(h, [0])
     return (h - mean) / tf.sqrt(var + 1e-3)
@@ -142,7 +123,7 @@ def test_batch_statistics_are_found_from_the_dataflow(stat, passes):
     (hand-written moments: a pass for the mean, one for the variance about it, one for their gradients' sums
     over the batch); a layer norm over the features, the loss's mean and the weight gradients (sums over the batch that
     only the fetches and updates read) are not batch statistics: those steps micro-batch as before."""
-    tg, feeds = _rows_net(stat)
+    tg, feeds = rows_net(stat, BATCH)
     p = planner.plan(*_fetches_and_shapes(tg, feeds), graph=tg.graph, force=(2, 1))
     assert p.microbatches == 2 and len(p.statistics) == passes and not p.notes
 
@@ -151,7 +132,7 @@ def test_statistics_are_tensors_that_rows_are_computed_from_again():
     """planner.crossbatch.statistics on its own: of hand-written moments, the kept batch mean and the variance
     (which reads it), and the backward's sums over the batch that reach the rows through their gradients; not
     the loss's mean over the batch, nor the weight gradients."""
-    tg, feeds = _rows_net(_moments_over_batch)
+    tg, feeds = rows_net(_moments_over_batch, BATCH)
     fetches, shapes = _fetches_and_shapes(tg, feeds)
     order = sorted(tf.framework.needed_ops(fetches, set(shapes)), key=lambda op: op._id)
     found = crossbatch.statistics(order, set(shapes), set(shapes), crossbatch.open_rows(order, set(shapes)))
@@ -166,7 +147,7 @@ def test_statistics_are_tensors_that_rows_are_computed_from_again():
 def test_hand_written_statistics_split_step_equals_the_unsplit_step(stat, k):
     """Statistics written by hand run in passes too: a mean's gradient divides by the whole batch's size (its
     Size folded), a sum's partials add up; beside a fused batch norm as well."""
-    tg, feeds = _rows_net(stat)
+    tg, feeds = rows_net(stat, BATCH)
     got = _train(tg, feeds, force=(k, 1), steps=3)
     _assert_same(got, _train(tg, feeds, steps=3))
     assert got[2].statistics
@@ -175,7 +156,7 @@ def test_hand_written_statistics_split_step_equals_the_unsplit_step(stat, k):
 def test_a_statistic_no_pass_can_combine_is_refused_by_name():
     """A max over the batch broadcast onto the rows: the slices' maxima do not make the gradient's; refused,
     naming the op."""
-    tg, feeds = _rows_net(_over_batch_max)
+    tg, feeds = rows_net(_over_batch_max, BATCH)
     fetches, shapes = _fetches_and_shapes(tg, feeds)
     with pytest.raises(planner.PlanError, match="Max 'Max' reduces its input over the batch .* not a Max's"):
         planner.plan(fetches, shapes, graph=tg.graph, force=(2, 1))

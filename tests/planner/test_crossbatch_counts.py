@@ -6,12 +6,11 @@ of another count reads them. The step equals the unsplit one on every device."""
 from __future__ import annotations
 
 import importlib
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
 from conftest import needs_opencl
-from modelcheck import random_feeds, train_planned
+from modelcheck import random_feeds, rows_net, train_planned
 
 import tfplus as tf
 from tfplus import planner
@@ -125,23 +124,11 @@ def test_a_budgeted_session_gives_its_runs_counts_that_fit_the_budget():
 def _norm_then_moments_net():
     """x (8, 6) -> dense -> a fused batch norm -> tf.nn.moments over the batch written by hand -> dense -> mean
     cross-entropy: the hand-written statistic's gradient is a backward statistic of its own (a Sum over rows)."""
-    g = tf.Graph()
-    with g.as_default():
-        x = tf.placeholder(tf.float32, [None, 6], name="x")
-        y = tf.placeholder(tf.int32, [None], name="y")
-        h = tf.matmul(x, tf.Variable(np.linspace(-1, 1, 48).reshape(6, 8).astype(np.float32)))
+    def stat(h):
         h = tf.reshape(tf.layers.batch_normalization(tf.reshape(h, [-1, 1, 1, 8]), training=True), [-1, 8])
         mean, var = tf.nn.moments(h, [0])
-        h = (h - mean) / tf.sqrt(var + 1e-3)
-        logits = tf.matmul(h, tf.Variable(np.linspace(1, -1, 24).reshape(8, 3).astype(np.float32)))
-        loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits))
-        with tf.control_dependencies(tf.get_collection(tf.GraphKeys.UPDATE_OPS)):
-            train_op = tf.train.GradientDescentOptimizer(0.5).minimize(loss)
-        init_op = tf.global_variables_initializer()
-    data = np.random.default_rng(2)
-    feeds = {x: (data.standard_normal((8, 6)) * 2 + 1).astype(np.float32),
-             y: data.integers(0, 3, 8).astype(np.int32)}
-    return SimpleNamespace(graph=g, train_op=train_op, loss=loss, init_op=init_op), feeds
+        return (h - mean) / tf.sqrt(var + 1e-3)
+    return rows_net(stat)
 
 
 def _force_counts(monkeypatch, counts) -> None:
