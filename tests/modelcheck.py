@@ -153,6 +153,27 @@ def rows_net(stat, batch: int = 8):
     return SimpleNamespace(graph=g, train_op=train_op, loss=loss, init_op=init_op), feeds
 
 
+def train_session_step(tg, feeds, device, plan_for, steps=2):
+    """Losses of `steps` training steps of the step a session runs (its rewritten graph, tfplus.engine.rewrite)
+    by the plan `plan_for(step, facts)` makes for it, the weights after them, and that plan."""
+    fetches = [tg.train_op, tg.loss]
+    with tf.Session(graph=tg.graph, device=device, memory_budget="1GB") as sess:
+        sess.run(tg.init_op)
+        step = sess.step(fetches, feeds)
+        p = plan_for(step, device_facts(sess.runtime))
+        step.use_plan(p)
+        losses = [sess.run(fetches, feeds)[1] for _ in range(steps)]
+        weights = {v.op.name: sess.run(v) for v in tg.graph.get_collection("trainable_variables")}
+    return losses, weights, p
+
+
+def assert_close_training(got, want, rtol=1e-5) -> None:
+    """Two training results (losses, weights) within float tolerance."""
+    np.testing.assert_allclose(got[0], want[0], rtol=rtol)
+    for name, w in want[1].items():
+        np.testing.assert_allclose(got[1][name], w, rtol=rtol, atol=1e-6, err_msg=name)
+
+
 def assert_same_training(a, b) -> None:
     """Two train_steps results (losses, weights) are the same bits."""
     np.testing.assert_array_equal(a[0], b[0])

@@ -9,7 +9,14 @@ import gc
 import numpy as np
 import pytest
 from conftest import needs_opencl
-from modelcheck import assert_planned_bytes_are_measured, cnn_feeds, small_cnn, train_planned
+from modelcheck import (
+    assert_close_training,
+    assert_planned_bytes_are_measured,
+    cnn_feeds,
+    small_cnn,
+    train_planned,
+    train_session_step,
+)
 
 import tfplus as tf
 from tfplus import planner
@@ -64,21 +71,14 @@ def test_the_sessions_rewritten_step_streams_with_recomputation(device):
     tg = small_cnn()
     feeds = cnn_feeds(tg, batch=8)
     want = _train(tg, feeds, device)
-    fetches = [tg.train_op, tg.loss]
-    with tf.Session(graph=tg.graph, device=device, memory_budget="1GB") as sess:
-        sess.run(tg.init_op)
-        step = sess.step(fetches, feeds)
-        facts = device_facts(sess.runtime)
+
+    def plan_for(step, facts):
         r = _Step(step.fetches, step.feed_shapes, facts, step.graph, None).levels()[0]
-        p = planner.plan(step.fetches, step.feed_shapes, facts, graph=step.graph,
-                         force=(1, 1, True, 1, r, ("MaxPool:0", 2)))
-        assert p.recomputed and p.stream is not None
-        step.use_plan(p)
-        losses = [sess.run(fetches, feeds)[1] for _ in range(2)]
-        weights = {v.op.name: sess.run(v) for v in tg.graph.get_collection("trainable_variables")}
-    np.testing.assert_allclose(losses, want[0], rtol=1e-5)
-    for name, w in want[1].items():
-        np.testing.assert_allclose(weights[name], w, rtol=1e-5, atol=1e-6, err_msg=name)
+        return planner.plan(step.fetches, step.feed_shapes, facts, graph=step.graph,
+                            force=(1, 1, True, 1, r, ("MaxPool:0", 2)))
+    *got, p = train_session_step(tg, feeds, device, plan_for)
+    assert p.recomputed and p.stream is not None
+    assert_close_training(got, want)
 
 
 def test_copies_reading_the_prefix_rows_run_in_the_prefix_backward():
