@@ -1,7 +1,7 @@
 """NumPy kernels for the random ops: Philox4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2,
 3") keyed by the op's seeds and counted per run (KernelContext.random_stream), with the same counters and
 transforms as the OpenCL kernels (kernels/opencl/random.cl): a seed gives the same numbers on every device.
-Element i of a run draws from counter (i, attempt, run_lo, run_hi)."""
+Element i of a draw starting at `first` draws from counter (first + i, attempt, run_lo, run_hi)."""
 from __future__ import annotations
 
 import numpy as np
@@ -47,28 +47,28 @@ def normal(words: list[np.ndarray]) -> np.ndarray:
 
 @register_kernel("RandomUniform", "cpu")
 def _random_uniform(ctx, ins, outs, attrs):
-    key, run = ctx.random_stream()
     out = outs[0]
-    words = philox(np.arange(out.size), 0, run, key)
+    key, run, first = ctx.random_stream(out.size)
+    words = philox(first + np.arange(out.size), 0, run, key)
     out[...] = unit(words[0], words[1], out.dtype).reshape(out.shape)
 
 
 @register_kernel("RandomStandardNormal", "cpu")
 def _random_normal(ctx, ins, outs, attrs):
-    key, run = ctx.random_stream()
     out = outs[0]
-    out[...] = normal(philox(np.arange(out.size), 0, run, key)).reshape(out.shape)
+    key, run, first = ctx.random_stream(out.size)
+    out[...] = normal(philox(first + np.arange(out.size), 0, run, key)).reshape(out.shape)
 
 
 @register_kernel("TruncatedNormal", "cpu")
 def _truncated_normal(ctx, ins, outs, attrs):
     """Standard normal, redrawing values beyond two standard deviations (as TF does) with the next attempt's
     counter, element by element as the OpenCL kernel does."""
-    key, run = ctx.random_stream()
     out = outs[0]
-    z = normal(philox(np.arange(out.size), 0, run, key))
+    key, run, first = ctx.random_stream(out.size)
+    z = normal(philox(first + np.arange(out.size), 0, run, key))
     redo, attempt = np.flatnonzero(np.abs(z) > 2.0), 1
     while redo.size:
-        z[redo] = normal(philox(redo, attempt, run, key))
+        z[redo] = normal(philox(first + redo, attempt, run, key))
         redo, attempt = redo[np.abs(z[redo]) > 2.0], attempt + 1
     out[...] = z.reshape(out.shape)

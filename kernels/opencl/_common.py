@@ -109,8 +109,8 @@ class _HostContext:
     def node_name(self) -> str:
         return self.op.name
 
-    def random_stream(self):
-        return self._ctx.random_stream()
+    def random_stream(self, size: int):
+        return self._ctx.random_stream(size)
 
     def workspace(self, shape, dtype):
         return np.empty(shape, np.dtype(getattr(dtype, "np", dtype)))

@@ -1,6 +1,8 @@
 // Random ops on the device: Philox4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3"),
-// a counter-based generator: element i of run r of a node draws from counter (i, attempt, r_lo, r_hi) under
-// key (seed, seed2), so results depend only on the seeds, the run and the position - not on scheduling.
+// a counter-based generator: element i of a draw starting at `first` (a micro-batch's rows start past the rows
+// before them) in run r of a node draws from counter (first + i, attempt, r_lo, r_hi) under key (seed, seed2), so
+// results depend only on the seeds, the run and the position - not on scheduling. The run is the last argument
+// pair, which a replayed tape sets anew each run (random.py).
 // kernels/numpy/random.py computes the same numbers on the host: change both together.
 
 inline uint4 philox(uint4 c, uint2 k) {
@@ -42,34 +44,34 @@ inline W to_normal(uint4 r) {
 }
 
 #if WANT_random_uniform
-__kernel void K(random_uniform)(GLOBAL(T, out), int n, uint2 key, uint run_lo, uint run_hi) {
+__kernel void K(random_uniform)(GLOBAL(T, out), int n, uint2 key, uint first, uint run_lo, uint run_hi) {
     SHIFT(out);
     int i = get_global_id(0);
     if (i < n) {
-        uint4 r = philox((uint4)(i, 0, run_lo, run_hi), key);
+        uint4 r = philox((uint4)(first + i, 0, run_lo, run_hi), key);
         out[i] = to_unit(r.x, r.y);
     }
 }
 #endif
 
 #if WANT_random_normal
-__kernel void K(random_normal)(GLOBAL(T, out), int n, uint2 key, uint run_lo, uint run_hi) {
+__kernel void K(random_normal)(GLOBAL(T, out), int n, uint2 key, uint first, uint run_lo, uint run_hi) {
     SHIFT(out);
     int i = get_global_id(0);
-    if (i < n) out[i] = (T)to_normal(philox((uint4)(i, 0, run_lo, run_hi), key));
+    if (i < n) out[i] = (T)to_normal(philox((uint4)(first + i, 0, run_lo, run_hi), key));
 }
 #endif
 
 // Normal values beyond two standard deviations are drawn again (with the next attempt's counter), as TF does.
 #if WANT_truncated_normal
-__kernel void K(truncated_normal)(GLOBAL(T, out), int n, uint2 key, uint run_lo, uint run_hi) {
+__kernel void K(truncated_normal)(GLOBAL(T, out), int n, uint2 key, uint first, uint run_lo, uint run_hi) {
     SHIFT(out);
     int i = get_global_id(0);
     if (i >= n) return;
     W z;
     uint attempt = 0;
     do {
-        z = to_normal(philox((uint4)(i, attempt++, run_lo, run_hi), key));
+        z = to_normal(philox((uint4)(first + i, attempt++, run_lo, run_hi), key));
     } while (fabs(z) > (W)2);
     out[i] = (T)z;
 }

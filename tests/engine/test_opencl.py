@@ -16,6 +16,7 @@ from opencl_compare import run_both
 
 import tfplus as tf
 import tfplus.train  # noqa: F401  (tf.train)
+from tfplus.engine.executor import Draw
 from tfplus.runtime import opencl
 
 pytestmark = needs_opencl
@@ -374,8 +375,11 @@ def test_kernels_on_views_at_offsets_match_numpy_and_write_nothing_else():
             super().__init__(runtime)
             self.op, self.node_name, self.workspace = op, op.name, workspace
 
-        def random_stream(self):
-            return (1, 2), 0
+        def random_stream(self, size):
+            return (1, 2), 0, 0
+
+        def random_draw(self, size):
+            return Draw((1, 2), 0, 0, lambda: 0, True)
     for op, ins in cases:
         arena = _Guarded(rt, 1 << 16)
         whole = arena.view(rows.shape, rows.dtype, rows)

@@ -32,12 +32,24 @@ from __future__ import annotations
 import os
 import sys
 import threading
+from collections.abc import Callable
+from typing import NamedTuple
 
 from tfplus import debug, errors, threads
 from tfplus.engine import step as step_mod
 from tfplus.engine.replay import Recording
 from tfplus.framework import Graph, Operation, Tensor, _fmt_shape, constant_value, needed_ops, topo_order
 from tfplus.registry import TensorSpec, devices_with_kernel, find_kernel, kernel_dtype
+
+
+class Draw(NamedTuple):
+    """A random node's draw (KernelContext.random_draw): the Philox key, the run, the first element's counter;
+    `again()`, the run a replay of the draw takes (advancing the node's counter if the draw did: `advances`)."""
+    key: tuple[int, int]
+    run: int
+    first: int
+    again: Callable[[], int]
+    advances: bool
 
 
 class KernelContext:
@@ -53,10 +65,22 @@ class KernelContext:
     def node_name(self) -> str:
         return self.op.name
 
-    def random_stream(self) -> tuple[tuple[int, int], int]:
-        """(Philox key, run) of this random node (kernels/numpy/random.py and kernels/opencl/random.cl draw by
-        it). The key is the op's seeds, or random ones fixed for the session if both are 0; the run counts the
-        node's runs in this session, so each run draws new numbers and a new session starts over (as TF1)."""
+    def random_stream(self, size: int) -> tuple[tuple[int, int], int, int]:
+        """(Philox key, run, first) of this random node's draw of `size` numbers (kernels/numpy/random.py and
+        kernels/opencl/random.cl draw element i from counter (first + i, attempt, run) under the key). The key is the
+        op's seeds, or random ones fixed for the session if both are 0; the run counts the node's runs in this
+        session, so each run draws new numbers and a new session starts over (as TF1). A micro-batched step draws
+        once: each of its runs (micro-batches, statistics passes) takes the step's run, and a micro-batch of rows
+        starts at its rows' place (`first`), so it draws the numbers of its rows in the unsplit step.
+        A tape being recorded is refused (a replay would draw the recorded numbers again): a kernel that puts
+        its draw on the tape takes random_draw instead."""
+        d = self.random_draw(size)
+        self.runtime.tape_refuse(f"random op '{self.op.name}' draws anew each run")
+        return d.key, d.run, d.first
+
+    def random_draw(self, size: int) -> Draw:
+        """random_stream's draw, with what a replay of it needs: the caller makes a replay call `again`
+        (opencl: runtime.tape_vary)."""
         streams = self._executor.rngs
         state = streams.get(self.op.name)
         if state is None:
@@ -65,10 +89,22 @@ class KernelContext:
                 seed, seed2 = (int.from_bytes(os.urandom(4), "little") for _ in range(2))
             # 64-bit seeds fold into the 32-bit key words
             state = streams[self.op.name] = [(seed ^ (seed >> 32)) & 0xFFFFFFFF,
-                                             (seed2 ^ (seed2 >> 32)) & 0xFFFFFFFF, 0]
-        state[2] += 1
-        self.runtime.tape_refuse(f"random op '{self.op.name}' draws anew each run")
-        return (state[0], state[1]), state[2] - 1
+                                             (seed2 ^ (seed2 >> 32)) & 0xFFFFFFFF, 0, None]
+        step = self._alloc.draw_step
+        advances = step is None or state[3] is not step  # only a micro-batched step's first draw advances
+        if advances:
+            state[2] += 1
+            state[3] = step
+        # rows of the batch: a shape whose leading dimension the graph leaves open, as the batch's (planner.batch)
+        out = self.op.outputs[0]
+        rowed = step is not None and bool(out._shape) and out._shape[0] is None
+
+        def again() -> int:
+            if advances:
+                state[2] += 1
+            return state[2] - 1
+        return Draw((state[0], state[1]), state[2] - 1, self._alloc.draw_slice * size if rowed else 0, again,
+                    advances)
 
     def workspace(self, shape, dtype):
         """Scratch memory that lives only while this kernel runs (im2col columns, partial sums). Under a
@@ -84,6 +120,8 @@ class KernelContext:
 class Pool:
     """The allocator of the plain executor: every output and workspace a new runtime buffer."""
 
+    draw_step = None  # a run of a micro-batched step, whose random draws are the step's (memory.Bound._passes)
+    draw_slice = 0  # the micro-batch whose rows a run draws, in that step
     version = 0  # an arena's views change when it grows (Bound.version); the pool's never do
     fixed = False
 
@@ -570,7 +608,7 @@ class Executor:
         self.vars: dict[str, object] = {}  # VariableV2 node name -> buffer
         self.var_epoch = 0  # bumped when a variable is made or changes shape: programs re-find their shapes
         self.var_version = 0  # bumped when a variable gets another buffer: replayed tapes check their places
-        self.rngs: dict[str, list[int]] = {}  # random node -> [key word 0, key word 1, runs so far]
+        self.rngs: dict[str, list] = {}  # random node -> [key word 0, key word 1, runs so far, step of the last run]
         self.programs: dict[tuple, Program] = {}  # (fetch ids, fed tensor ids[, sub-graph id]) -> Program
         # The memory plans' arena (engine.memory._Arena), made when a first plan is bound: shared by the session's
         # planned steps and released with its programs.

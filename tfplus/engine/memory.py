@@ -147,6 +147,8 @@ class Bound:
     lane = 0  # the copy of the streamed prefix's buffers it runs on (MemoryPlan.stream_lanes)
     lanes: list = []
     microbatch = 0  # the micro-batch the micro-batch run is on: accumulated gradients' ops add from the second on
+    draw_step = None  # the micro-batched step being run: its random ops draw once for all its runs (random_stream)
+    draw_slice = 0  # the micro-batch a run of it is on: a random op with rows draws that micro-batch's rows
 
     def __init__(self, p: MemoryPlan, executor):
         self.runtime, self.plan = executor.runtime, p
@@ -370,9 +372,11 @@ class Bound:
 
         def run(i: int, j: int, m: int, kept: dict) -> dict:  # phase i on micro-batch j of m rows: its rows of
             rows = {**known, **kept}                              # a fed (or kept) batch are a view of it
+            self.draw_slice = j
             return self._phase(i, {t: rows[t][j * m:(j + 1) * m] if t in batch_feeds or t in kept else rows[t]
                                    for t in p.phases[i].feeds})
         out = {}
+        self.draw_step = object()  # its random ops' draws: those of the unsplit step (KernelContext.random_draw)
         added = [x.grad for x, _ in p.phases[a].accumulated.values()]  # by their ops, into their accumulators
         for i in range(a + 1):
             k = counts[i]
@@ -407,7 +411,7 @@ class Bound:
                     self.merges.run(rt, how, pairs, 1.0 / k)
             statistics = set(p.statistics[i]) if i < a else set()
             out.update((t, acc) for t, acc in merged if t not in statistics)
-        self.microbatch = 0
+        self.microbatch, self.draw_step, self.draw_slice = 0, None, 0
         self.merges.run(rt, "scale", [(self.acc[g], None) for g in added], 1.0 / k)
         if len(p.phases) > a + 1:
             out.update(self._phase(a + 1, {t: known[t] for t in p.phases[a + 1].feeds}))

@@ -287,6 +287,14 @@ class OpenCLRuntime(Runtime):
         if taping.tape is not None:
             taping.tape.host(work, sig)
 
+    @staticmethod
+    def tape_vary(n: int, args, sig: tuple) -> None:
+        """Makes the last n arguments of the launch just made (scalars) `args()` in each replay of the tape being
+        recorded (if any), set just before it is enqueued (a random draw's run: kernels/opencl/random.py); `sig`
+        says what they are, in place of their recorded values (two recordings must agree on it)."""
+        if taping.tape is not None:
+            taping.tape.vary(n, args, sig)
+
     def tape_ready(self, tape: Tape) -> None:
         """Makes `tape` replayable (a kernel object per launch, its arguments set)."""
         tape.compile(self.queue)

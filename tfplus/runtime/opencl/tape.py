@@ -41,13 +41,14 @@ class Tape:
     A replay is right only if the next run would launch the same kernels on the same memory with the same
     scalars. The executor replays a tape only after two runs recorded the same one, and only for a planned
     arena (fixed buffers); recording refuses what a replay could not repeat (`refuse`): host reads of values
-    that can change from run to run, device reads, host values written into planned buffers, random draws. Host
-    work that a kernel declares a fixed function of its buffers (`host`: an all-reduce's copies and hand-over) is
-    called again by a replay, in its place among the launches.
+    that can change from run to run, device reads, host values written into planned buffers. Host work that a
+    kernel declares a fixed function of its buffers (`host`: an all-reduce's copies and hand-over) is called again
+    by a replay, in its place among the launches; scalar arguments that a kernel declares new each run (`vary`: a
+    random draw's run counter) are set anew just before their launch.
     The program's fed buffers may move between runs (each step's batch; micro-batches' rows): a launch
     argument inside a feed is recorded relative to it, and `play` points it at the feed's current place."""
 
-    __slots__ = ("feeds", "fixed", "at", "items", "sig", "subs", "why", "launches")
+    __slots__ = ("feeds", "fixed", "at", "items", "sig", "subs", "varies", "why", "launches")
 
     def __init__(self, feeds: list):
         self.feeds = feeds  # (buffer, offset, nbytes) of each feed while recording
@@ -57,6 +58,7 @@ class Tape:
         self.items: list = []
         self.sig: list = []  # what two recordings must agree on
         self.subs: list = []  # (item, argument position, feed, byte offset in the feed)
+        self.varies: dict = {}  # launch item -> (position of its first varying argument, what gives them)
         self.why: str | None = None  # why it cannot be replayed
         self.launches = 0
 
@@ -92,6 +94,15 @@ class Tape:
         self.sig.append(("copy", self._where(item, 1, dst, dst_off), self._where(item, 3, src, src_off), n))
         self.items.append(["c", dst, dst_off, src, src_off, n])
 
+    def vary(self, n: int, args, sig: tuple) -> None:
+        """The last n arguments of the last launch, scalars, are `args()` in each replay (runtime.tape_vary)."""
+        item = len(self.items) - 1
+        flat = self.items[item][4] if item >= 0 and self.items[item][0] == "k" else []
+        if len(flat) < n or not all(isinstance(a, np.generic) for a in flat[-n:]):
+            raise ValueError(f"tape_vary: the last launch has no {n} trailing scalar arguments to vary")
+        self.sig[-1] = (*self.sig[-1][:-n], ("vary", *sig))
+        self.varies[item] = (len(flat) - n, args)
+
     def host(self, work, sig: tuple) -> None:
         """Host work a replay repeats here (runtime.tape_host): e.g. an all-reduce's copy out and hand-over."""
         self.sig.append(("host", *sig))
@@ -108,9 +119,9 @@ class Tape:
         every = flush_every(any(it[0] == "h" for it in self.items)) if every is None else every
         flush = queue.flush
         calls, at, launched = [], [], 0  # at: each item's place among the calls
-        for it in self.items:
-            at.append(len(calls))
+        for item, it in enumerate(self.items):
             if it[0] == "h":
+                at.append(len(calls))
                 calls.append((it[1], []))
             elif it[0] == "k":
                 _, k, gsize, lsize, flat = it
@@ -119,8 +130,12 @@ class Tape:
                     if type(a) is int:
                         a = np.uint64(a)  # a buffer's byte offset (common.cl: GLOBAL)
                     kc.set_arg(pos, a)
+                if item in self.varies:
+                    calls.append((_set_args, [kc, *self.varies[item]]))
+                at.append(len(calls))
                 calls.append((cl._cl.enqueue_nd_range_kernel, [queue, kc, gsize, lsize]))
             else:
+                at.append(len(calls))
                 _, dst, dst_off, src, src_off, n = it
                 calls.append((cl._cl._enqueue_copy_buffer, [queue, src, dst, n, src_off, dst_off]))
             launched += it[0] != "h"
@@ -130,6 +145,7 @@ class Tape:
             calls.append((flush, []))
         self.items = calls
         self.subs = [(at[item], pos, i, rel) for item, pos, i, rel in self.subs]
+        self.varies = {}
 
     def play(self, feeds: list) -> None:
         """Enqueues the recorded launches, with the feeds' arguments pointed at `feeds` (buffer, offset)."""
@@ -145,3 +161,10 @@ class Tape:
             self.at = list(feeds)
         for fn, args in self.items:
             fn(*args)
+
+
+def _set_args(kc, pos: int, args) -> None:
+    """Sets a replayed launch's varying arguments (Tape.vary) to `args()`, from position `pos` on."""
+    for a in args():
+        kc.set_arg(pos, a)
+        pos += 1
