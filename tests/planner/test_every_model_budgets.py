@@ -43,11 +43,6 @@ STEPS = 2  # whose losses are compared with the unbudgeted step's (the weights a
 # Runs before the measured one on opencl: the first finds the shapes, the next two record the same launches
 # (engine.replay.AGREE), so the measured run replays.
 WARM = 4
-# NOTE: a known gap, asserted as it is: a training step that draws random numbers (alexnet's dropout) never
-# replays on opencl, as each draw's run counter is a kernel argument (executor.KernelContext.random_stream
-# refuses the tape); replaying it needs the counter on the device or a tape that advances it. Every other
-# model's step must replay.
-DRAWS = {"alexnet"}
 
 
 def test_every_model_is_listed():
@@ -168,9 +163,6 @@ def _measure_replayed(sess, step, fetches, feeds, what: str) -> dict:
     recordings = _recordings(step.bound)
     untaped = [r.why for r in recordings if r.tape is None]
     assert recordings, what
-    if what.split()[0] in DRAWS:
-        assert untaped and all(w.startswith("random op '") for w in untaped), (what, untaped)
-        return m
     assert not untaped, (what, untaped)
     assert played and all(played), (what, played)
     return m
