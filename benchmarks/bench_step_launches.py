@@ -10,6 +10,14 @@ schedule), the one `tfplus train` and `tfplus profile` run, unlike bench_gpu_ste
     python benchmarks/bench_step_launches.py --optimizer adam
     python benchmarks/bench_step_launches.py --weight-decay 0 --schedule const   # bench_gpu_step.py's step
     python benchmarks/bench_step_launches.py --model mobilenet --batch 32 --steps 3   # MobileNet's, timed too
+
+--replay instead compares a model's step (tfplus.graphs, its training_graph) replayed from its recorded launches
+and launched op by op (TFPLUS_OPENCL_REPLAY=0: what a step that draws random numbers, AlexNet's dropout, did
+before issue 34's stop 45): the launchers' launches and the tape's enqueues per step, the host's ms per step
+(sess.run of the train op, which reads nothing back) and the step's ms (to the device's finish), medians:
+
+    python benchmarks/bench_step_launches.py --replay --model alexnet --small --batch 4 --steps 20   # PoCL
+    python benchmarks/bench_step_launches.py --replay --model alexnet --batch 128 --steps 50         # a GPU
 """
 from __future__ import annotations
 
@@ -78,6 +86,71 @@ def count(batch: int, rewrite: bool, compute_units: int | None, model: str = "me
     return counts, seconds
 
 
+# --small: each model's widths and image size at which a CPU OpenCL device (PoCL) runs a step in well under a second
+SMALL = {"alexnet": ({"conv_widths": (16, 32, 32, 32, 32), "fc_widths": (64, 64)}, (3, 67, 67)),
+         "mentee": ({"conv_widths": (8, 8, 16, 16, 16), "fc_widths": (32, 16)}, None),
+         "mobilenet": ({"conv_widths": (8, 16, 16)}, None)}
+
+
+def replay_compare(model: str, batch: int, steps: int, small: bool) -> dict[str, dict]:
+    """Per mode ("replayed", "op by op"): launcher launches and tape enqueues of a step, median host and step ms."""
+    import os
+
+    import numpy as np
+
+    from tfplus.graphs import get_model, training_graph
+    m = get_model(model)
+    kwargs, image = SMALL[model] if small else ({}, None)
+    tg = training_graph(m.build, total_steps=1000, seed=0, model_kwargs=kwargs, image_shape=image or m.image_shape)
+    c, h, w = tg.images.shape.as_list()[1:]
+    rng = np.random.default_rng(0)
+    feed = {tg.images: rng.standard_normal((batch, c, h, w)).astype(np.float32),
+            tg.labels: rng.integers(0, 10, batch).astype(np.int32)}
+    result = {}
+    for mode, flag in (("replayed", "1"), ("op by op", "0")):
+        os.environ["TFPLUS_OPENCL_REPLAY"] = flag  # read by the session's runtime when it is made
+        result[mode] = _replay_mode(tg, feed, steps)
+    del os.environ["TFPLUS_OPENCL_REPLAY"]
+    return result
+
+
+def _replay_mode(tg, feed: dict, steps: int) -> dict:
+    import statistics
+    import time
+
+    import tfplus as tf
+    with tf.Session(graph=tg.graph, device="opencl") as s:
+        rt = s.runtime
+        s.run(tg.init_op)
+        for _ in range(6):  # shapes, a plan for the repeated step, two recordings
+            s.run(tg.train_op, feed)
+        rt.synchronize()
+        launched, enqueued = [0], [0]
+        run, play = rt.run, rt.tape_play
+
+        def counted(*args):
+            launched[0] += 1
+            return run(*args)
+
+        def played(tape, *args):
+            ok = play(tape, *args)
+            enqueued[0] += tape.launches if ok else 0
+            return ok
+        rt.run, rt.tape_play = counted, played
+        s.run(tg.train_op, feed)
+        rt.synchronize()
+        rt.run, rt.tape_play = run, play
+        host, step = [], []
+        for _ in range(steps):
+            t = time.perf_counter()
+            s.run(tg.train_op, feed)
+            host.append(time.perf_counter() - t)
+            rt.synchronize()
+            step.append(time.perf_counter() - t)
+    return {"launched": launched[0], "enqueued": enqueued[0],
+            "host_ms": statistics.median(host) * 1e3, "step_ms": statistics.median(step) * 1e3}
+
+
 def geometry(batch: int, compute_units: int) -> None:
     """Work-groups, items and bytes of channel_sums for Mentee's bias gradients (float32)."""
     from tfplus.kernels.opencl.fused import _WG, _chunks, _geometry
@@ -97,14 +170,26 @@ def geometry(batch: int, compute_units: int) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--model", choices=("mentee", "mobilenet"), default="mentee")
+    p.add_argument("--model", choices=("mentee", "mobilenet", "alexnet"), default="mentee")
     p.add_argument("--batch", type=int, default=128)
     p.add_argument("--optimizer", default="momentum")
     p.add_argument("--weight-decay", type=float, default=5e-4)
     p.add_argument("--schedule", default="cosine")
     p.add_argument("--compute-units", type=int, default=None, help="plan launches as for this many (e.g. 132)")
     p.add_argument("--steps", type=int, default=0, help="also time this many steps (median) after the counted one")
+    p.add_argument("--replay", action="store_true", help="compare the step replayed and launched op by op")
+    p.add_argument("--small", action="store_true", help="with --replay: the model at small widths and images")
     args = p.parse_args()
+    if args.replay:
+        res = replay_compare(args.model, args.batch, args.steps or 10, args.small)
+        print(f"{args.model} training step{' (small)' if args.small else ''}, batch {args.batch}, medians of "
+              f"{args.steps or 10} steps:")
+        for mode, r in res.items():
+            print(f"  {mode:9s}: {r['launched']:4d} launcher launches, {r['enqueued']:4d} replayed enqueues, host "
+                  f"{r['host_ms']:.2f} ms, step {r['step_ms']:.2f} ms")
+        return
+    if args.model == "alexnet":
+        p.error("--model alexnet: with --replay only")
     from tfplus.runtime import opencl
     units = args.compute_units or opencl.OpenCLRuntime().info["compute_units"]
     if args.model == "mentee":
