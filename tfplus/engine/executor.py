@@ -95,7 +95,8 @@ class KernelContext:
         if advances:
             state[2] += 1
             state[3] = step
-        # rows of the batch: a shape whose leading dimension the graph leaves open, as the batch's (planner.batch)
+        # Rows of the batch: a shape whose leading dimension the graph leaves open, as the batch's (planner.batch).
+        # NOTE: a draw of such a shape that is not the micro-batch's rows would take a micro-batch's offset too.
         out = self.op.outputs[0]
         rowed = step is not None and bool(out._shape) and out._shape[0] is None
 
