@@ -102,7 +102,6 @@ def keeping(order: list[Operation], feeds: set[Tensor], site_list: list[Site]) -
     for op in sorted(in_step | {t.op for t in feeds}, key=lambda o: o._id):
         if op in skipped:
             continue
-        control = [op_map[c] for c in op.control_inputs if c in op_map]
         if op in pools:
             new = g.create_op("_MaxPoolArgmax", [tmap[op.inputs[0]]], op.attrs, op.name + "/")
         elif op in grads:
@@ -114,11 +113,15 @@ def keeping(order: list[Operation], feeds: set[Tensor], site_list: list[Site]) -
         else:
             # A fed tensor's op that the step does not run (an intermediate fed) stands in with no inputs.
             ins = [tmap.get(u) for u in op.inputs] if op in in_step else []
-            new = recompute._copy(g, op, ins, op.name, control)
-        for c in control if op in pools or op in grads else ():
-            new._add_control_input(c)
+            new = recompute._copy(g, op, ins, op.name, [])
         op_map[op] = new
         tmap.update(zip(op.outputs, new.outputs))
+    # Control inputs last: planner.recompute's copies order a later-made op before an earlier one (a filter
+    # gradient that reads a recomputed tensor before the input gradient).
+    for op, new in op_map.items():
+        for c in dict.fromkeys(op_map[c] for c in op.control_inputs if c in op_map):
+            if c is not new and c not in new.control_inputs:
+                new._add_control_input(c)
     return recompute.Rewrite(g, tmap, op_map, [])
 
 

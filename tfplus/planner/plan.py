@@ -1542,8 +1542,10 @@ class _Step:
                 "step runs once at full batch")
         if cut.backward:
             grads = ", ".join(t.name for t in cut.boundary)
+            again = "recomputed" if not cut.saved else \
+                f"recomputed as far as needed beside the kept rows of {', '.join(t.name for t in cut.saved)}"
             text += (f" down to the boundary gradient ({grads}); then per micro-batch the prefix's forward is "
-                     f"recomputed and its {len(cut.backward)} backward ops read that gradient's rows, their "
+                     f"{again} and its {len(cut.backward)} backward ops read that gradient's rows, their "
                      f"{len(cut.partials)} weight-gradient sums added up over the micro-batches; updates "
                      "applied once")
         else:
