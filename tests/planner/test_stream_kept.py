@@ -5,12 +5,14 @@ data; opencl: the device ledger), and the prefix's backward reruns only what the
 from __future__ import annotations
 
 import gc
+import tracemalloc
 
 import numpy as np
 import pytest
 from conftest import needs_opencl
 from modelcheck import (
     assert_close_training,
+    assert_measured_is_planned,
     assert_planned_bytes_are_measured,
     cnn_feeds,
     small_cnn,
@@ -20,7 +22,7 @@ from modelcheck import (
 
 import tfplus as tf
 from tfplus import planner
-from tfplus.engine.memory import install, measure_device_step
+from tfplus.engine.memory import install, measure_device_step, measure_step
 from tfplus.planner.plan import Prefix, _Step
 from tfplus.runtime.facts import device_facts
 
@@ -71,7 +73,37 @@ def test_the_sessions_rewritten_step_streams_keeping_its_argmax(device):
         return planner.plan(step.fetches, step.feed_shapes, facts, graph=step.graph, force=(1, 1, False, 1, 0, KEEP))
     *got, p = train_session_step(tg, feeds, device, plan_for)
     assert p.stream is not None and p.stream.saved
+    back = [op.type for op in p.phases[2].order]
+    assert "_ReluMaskBits" in back and "_ReluGradBits" in back, "conv1's mask as bits, in the prefix backward"
     assert_close_training(got, want)
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("opencl", marks=needs_opencl)])
+def test_the_sessions_step_keeping_argmax_and_bits_measures_the_planned_peak(device):
+    """The session's rewritten step with the argmax pair and conv1's mask bits: NumPy data (cpu) or the device
+    ledger (opencl) at the plan's peak."""
+    tg = small_cnn()
+    feeds = cnn_feeds(tg, batch=16)
+    fetches = [tg.train_op, tg.loss]
+    gc.collect()
+    if device == "cpu":
+        tracemalloc.start(16)
+    try:
+        with tf.Session(graph=tg.graph, device=device, memory_budget="1GB") as sess:
+            sess.run(tg.init_op)
+            step = sess.step(fetches, feeds)
+            p = planner.plan(step.fetches, step.feed_shapes, device_facts(sess.runtime), graph=step.graph,
+                             force=(1, 1, False, 1, 0, ("MaxPool:0", 4, 1, 0, True)))
+            step.use_plan(p)
+            sess.run(fetches, feeds)
+            m = measure_step(sess, fetches, feeds) if device == "cpu" else measure_device_step(sess, fetches, feeds)
+    finally:
+        tracemalloc.stop()
+    assert any(op.type == "_ReluGradBits" for ph in p.phases for op in ph.order)
+    if device == "cpu":
+        assert_measured_is_planned(m, p)
+    else:
+        assert m["allocations"] == 0 and m["peak"] == p.peak_bytes, (m, p.peak_bytes)
 
 
 def test_a_prefix_keeping_its_argmax_planned_bytes_are_measured_bytes():

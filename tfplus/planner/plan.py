@@ -679,7 +679,7 @@ class _Step:
         streamed prefix keeps its argmax bytes (Cut.saved), and the map of the caller's feeds and fetches onto it."""
         if ("keeping", r) not in self._cache:
             base = self.recomputing(r) if r else self
-            rw = compact.keeping(base.order, base.feeds, base._sites())
+            rw = compact.keeping(base.order, base.feeds, base._sites(), base.fetches)
             m = rw.tensor_map
             fetches = [m[f] if isinstance(f, Tensor) else rw.op_map[f] for f in base.fetches]
             shapes = {m[t]: sh for t, sh in base.feed_shapes.items()}
