@@ -1239,6 +1239,11 @@ class _Step:
             for tag, fetches, feeds, m in parts:
                 if ("stream graph", name, tag) not in self._cache:
                     g = dependency_graph(needed_ops(fetches, feeds), feeds)
+                    if tag == "rest" and cut.saved:
+                        # The updates' inputs wait in the rest for the prefix backward: a dense layer's weight
+                        # gradient made last there is not live beside block 2's backward (on the keeping copy,
+                        # whose rest is what a budget near the plain step's peak has room for).
+                        _late_gradients(g, cut.rest_fetches, self.base_specs)
                     order = creation_order(g)
                     self._cache["stream graph", name, tag] = g, order, input_roots(order, feeds)
                 g, order, roots = self._cache["stream graph", name, tag]
