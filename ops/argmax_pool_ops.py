@@ -2,10 +2,12 @@
 copies make (tfplus.planner.compact.keeping), for a streamed prefix that keeps those bytes from its forward pass
 instead of recomputing the pool's input for its backward pass (tfplus.planner.stream).
 
-_MaxPoolArgmax(x) -> (y, argmax): MaxPool's y (2x2 windows, stride 2, tiling x exactly) and a uint8 per window:
+_MaxPoolArgmax(x) -> (y, argmax): MaxPool's y (2x2 windows, stride 2, tiling x exactly) and 4 bits per window:
 the index (0..3, scan order) of its first maximum, or NO_GRADIENT where that maximum is not > 0. x is a ReLU's
-output, so the ReLU's input is > 0 at a window's maximum exactly when y > 0 there: the byte holds both the route
-of the pool's gradient and the ReLU's mask, and nothing else of x is needed for the backward pass.
+output, so the ReLU's input is > 0 at a window's maximum exactly when y > 0 there: the nibble holds both the route
+of the pool's gradient and the ReLU's mask, and nothing else of x is needed for the backward pass. Two windows a
+byte, per row of the batch: argmax has shape (N, ceil(windows per row / 2)), uint8; window e of a row (in NCHW
+order, whatever data_format) in the low nibble of byte e // 2 for even e, the high one for odd e.
 
 _ReluMaxPoolGradArgmax(grad, argmax) -> (backprops, bias_backprop): ReluGrad(MaxPoolGrad(x, y, grad), x), the
 gradient at the ReLU's input, from the bytes alone: grad goes to each window's tap `argmax` (none for
@@ -37,7 +39,17 @@ def _pool_argmax_shape(ins, attrs):
     if any(d is not None and d % 2 for d in hw):
         raise ValueError(f"the 2x2 windows must tile the input exactly, got height and width {list(hw)}")
     (y,) = nn_ops._pool_shape(ins, attrs)
-    return [y, spec(y.shape, dtypes.uint8)]
+    return [y, spec(argmax_shape(y.shape), dtypes.uint8)]
+
+
+def argmax_shape(y_shape) -> tuple:
+    """The packed argmax of a pool output of `y_shape`: (N, bytes a row)."""
+    if y_shape is None:
+        return (None, None)
+    rest = 1
+    for d in y_shape[1:]:
+        rest = None if d is None or rest is None else rest * d
+    return (y_shape[0], None if rest is None else -(-rest // 2))
 
 
 register_op("_MaxPoolArgmax", inputs=("input",), outputs=("output", "argmax"), attrs=nn_ops._POOL_ATTRS,
@@ -51,7 +63,7 @@ def _relu_pool_grad_shape(ins, attrs):
     check_rank(g, 4, "grad")
     if a.dtype != dtypes.uint8:
         raise TypeError(f"argmax must be uint8 (_MaxPoolArgmax's), got {a.dtype.name}")
-    nn_ops._check_like(a, g.shape, "argmax")
+    nn_ops._check_like(a, argmax_shape(g.shape), "argmax")
     nchw = attrs["data_format"] == "NCHW"
     if g.shape is None:
         return [spec(None, g.dtype), spec((None,), g.dtype)]

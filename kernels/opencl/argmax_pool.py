@@ -3,8 +3,6 @@ kernels/numpy/argmax_pool.py their reference. Source: argmax_pool.cl, built afte
 launches, as MaxPoolGrad and _FusedReluGradBiasAddGrad are: dx from the bytes, then fused.py's channel sums of dx."""
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from tfplus.kernels.opencl._common import kernel, plan, register
@@ -17,24 +15,23 @@ SRC = ("nn.cl", "argmax_pool.cl")
 F = ("float32", "float64")
 
 
-def _windows(rt, name: str, x_shape, y_shape, attrs, dtype, *buffers) -> None:
-    """Kernel `name` over the windows of a 2x2 pool of x_shape into y_shape; planned once per shapes."""
+def _windows(rt, name: str, x_shape, y_shape, attrs, dtype, n: int, *buffers) -> None:
+    """Kernel `name` over n work-items of a 2x2 pool of x_shape into y_shape; planned once per shapes."""
     k, geo = plan(rt, (name, tuple(x_shape), tuple(y_shape), dtype, _pool_attrs(attrs)),
                   lambda: (kernel(rt, SRC, name, dtype), _pool_geometry(x_shape, y_shape, attrs)))
-    n = math.prod(y_shape)
     rt.run1d(k, n, *buffers, np.int32(n), *geo)
 
 
 @register("_MaxPoolArgmax", F, host=False)
 def _pool_argmax(ctx, ins, outs, attrs):
     x, (y, argmax) = ins[0], outs
-    _windows(ctx.runtime, "max_pool_2x2_argmax_relu", x.shape, y.shape, attrs, x.dtype, y, argmax, x)
+    _windows(ctx.runtime, "max_pool_2x2_argmax_relu", x.shape, y.shape, attrs, x.dtype, argmax.size, y, argmax, x)
 
 
 @register("_ReluMaxPoolGradArgmax", F, host=False)
 def _relu_pool_grad(ctx, ins, outs, attrs):
     (g, argmax), (dx, db) = ins, outs
-    _windows(ctx.runtime, "relu_max_pool_grad_2x2_argmax", dx.shape, g.shape, attrs, g.dtype, dx, g, argmax)
+    _windows(ctx.runtime, "relu_max_pool_grad_2x2_argmax", dx.shape, g.shape, attrs, g.dtype, g.size, dx, g, argmax)
     channel_sums(ctx, db, dx, attrs["data_format"])
 
 
