@@ -16,15 +16,15 @@ run. The plan keeps those inputs and the argmax alive until the ReLU gradient (l
 
 Kept for a streamed prefix (`keeping`): the argmax above is a buffer of one run, so a streamed prefix (planner.stream),
 whose backward runs apart from its forward, recomputed the pool's input for it (conv1 and conv2 again per
-micro-batch in Mentee). In a planning copy of the step, each site is instead a pair of ops with the bytes as a
-tensor (tfplus/ops/argmax_pool_ops.py): _MaxPoolArgmax writes y and the argmax, with the ReLU's mask folded in (no
-tap where y > 0 fails), and one _ReluMaxPoolGradArgmax gives the ReLU input's gradient and its bias sums from the
-pool gradient and the bytes alone. A tensor, the prefix keeps it from its forward pass for its backward pass (1/16
-of the pool input's bytes) and reruns only what the other gradients read (Mentee: conv1, for conv2's filter
-gradient). In the same copy, a convolution's ReLU output that a filter gradient reads besides the ReLU's gradient
-(`bit_sites`: Mentee's conv1 and conv3) gets its mask as bits (_ReluMaskBits, made as soon as the output is), which
-the ReLU's gradient reads (_ReluGradBits): the output may die at the filter gradient, before the input gradient
-is made (block 2 of Mentee at full batch: 8.4 MB less at its peak).
+micro-batch in Mentee). In a planning copy of the step, each site is instead a pair of ops with the argmax as a
+tensor (tfplus/ops/argmax_pool_ops.py): _MaxPoolArgmax writes y and 4 bits a window, the argmax with the ReLU's
+mask folded in (no tap where y > 0 fails), and one _ReluMaxPoolGradArgmax gives the ReLU input's gradient and its
+bias sums from the pool gradient and those bits alone. A tensor, the prefix keeps it from its forward pass for its
+backward pass (1/32 of the pool input's bytes) and reruns only what the other gradients read (Mentee: conv1, for
+conv2's filter gradient). In the same copy, a convolution's ReLU output that a filter gradient reads besides the
+ReLU's gradient (`bit_sites`: Mentee's conv1 and conv3) gets its mask as bits (_ReluMaskBits, made as soon as the
+output is), which the ReLU's gradient reads (_ReluGradBits): the output may die at the filter gradient, before the
+input gradient is made (block 2 of Mentee at full batch: 8.4 MB less at its peak).
 """
 from __future__ import annotations
 

@@ -97,7 +97,7 @@ class Prefix(NamedTuple):
     """A streamed prefix (planner.stream): the step's ops up to the tensor named `cut` run in `microbatches`; on
     a cpu of several threads in `lanes` at once (one thread each), `rounds` of _Step._balanced dividing the
     scratch of the convolution where a lane's run peaks; with `keep`, on planner.compact.keeping's copy of the
-    step, whose prefix keeps its pools' argmax bytes from its forward pass for its backward pass."""
+    step, whose prefix keeps its pools' argmax from its forward pass for its backward pass."""
     cut: str
     microbatches: int
     lanes: int = 1
@@ -309,9 +309,9 @@ def plan(fetches, feed_shapes: dict, device="cpu", budget=None, *, graph: Graph 
     skips the search and builds that combination (tests, benchmarks); a third element True adds compact
     saved state, a fourth divides the conv kernels' scratch budget (planner.chunking.SCRATCH_DIVISORS), a fifth
     is the recomputation level (planner.recompute: the r largest recomputable activations are dropped), a sixth
-    (a Prefix, or its fields: cut tensor name, micro-batches[, lanes, balancing rounds]) streams the prefix up to
-    that tensor (planner.stream), a seventh adds gradients into their accumulators where they are made
-    (planner.accumulate): the fields of a Candidate."""
+    (a Prefix, or its fields: cut tensor name, micro-batches[, lanes, balancing rounds, keep]) streams the prefix up
+    to that tensor (planner.stream; keep: its argmax kept for its backward, planner.compact.keeping), a seventh
+    adds gradients into their accumulators where they are made (planner.accumulate): the fields of a Candidate."""
     step = _Step(fetches, feed_shapes, device, graph, alignment)
     budget = None if budget is None else parse_size(budget, "memory budget")
     if force is not None:
@@ -535,7 +535,7 @@ class _Step:
         self.feed_bytes = sum(held(nbytes(self.base_specs[t])) for t in self.feeds)
         self.inplace = True
         self.clones: frozenset = frozenset()  # planner.recompute's copies, on a recomputing step (recomputing())
-        self.kept: frozenset = frozenset()  # what a streamed prefix keeps for its backward (keeping(): the argmax)
+        self.kept: frozenset = frozenset()  # what a streamed prefix keeps for its backward (on keeping(): argmax)
 
     def budget_shapes(self, transformations: tuple) -> bool:
         """Whether a plan of the step may depend on its budget beyond fitting it: micro-batches whose statistics
@@ -595,8 +595,8 @@ class _Step:
                         for d in divs]
             out += [Candidate(1, 1, z, d, 0, Prefix(cut, k, n, b)) for cut in self.cuts() for k in ks[1:]
                     if (n := self.lanes(cut, k)) > 1 for z in zs for d in divs for b in self.rounds(cut, k, d)]
-            # The prefix keeping its pools' argmax bytes for its backward pass (planner.compact.keeping), on the step
-            # or its recomputing copy: compact saved state everywhere, as a graph of its own.
+            # The prefix keeping its pools' argmax for its backward pass (planner.compact.keeping), on the step or its
+            # recomputing copy: compact saved state everywhere (and ReLU masks as bits), as a graph of its own.
             if "compact" in allowed and self._sites():
                 for r in [0] + [r for r in levels if r <= recompute.MAX_LEVEL]:
                     sub = self.keeping(r)[0]
@@ -676,7 +676,7 @@ class _Step:
 
     def keeping(self, r: int) -> tuple[_Step, dict]:
         """planner.compact.keeping's copy of the step at recomputation level r (view(r)) as a step of its own, whose
-        streamed prefix keeps its argmax bytes (Cut.saved), and the map of the caller's feeds and fetches onto it."""
+        streamed prefix keeps its argmax (Cut.saved), and the map of the caller's feeds and fetches onto it."""
         if ("keeping", r) not in self._cache:
             base = self.recomputing(r) if r else self
             rw = compact.keeping(base.order, base.feeds, base._sites(), base.fetches)
@@ -693,7 +693,7 @@ class _Step:
 
     def _build_recomputed_stream(self, z: bool, d: int, r: int, s: Prefix, place: bool) -> MemoryPlan:
         """The plan of the prefix streamed as `s` says on the step at recomputation level r (recomputing()), or
-        on its copy that keeps the argmax bytes (keeping(), s.keep), the caller's feeds and fetches mapped onto
+        on its copy that keeps the argmax (keeping(), s.keep), the caller's feeds and fetches mapped onto
         that copy."""
         v = self.view(r)
         sub, outer = self.keeping(r) if s.keep else (self.recomputing(r), v.outer)
@@ -710,12 +710,13 @@ class _Step:
             p.transformations.insert(at, entry)
             at += 1
         if s.keep:
-            saved = p.stream.saved
+            saved, bits = p.stream.saved, sum(op.type == "_ReluMaskBits" for op in sub.order)
             p.transformations.insert(at, {
-                "name": "keep", "detail": f"{len(sub.kept)} ReLU -> max-pool pairs are one op writing a uint8 argmax "
-                "per window with the ReLU's mask in it, and one gradient op reading it; the prefix keeps "
-                f"{', '.join(t.name for t in saved)} ({format_size(sum(nbytes(sub.base_specs[t]) for t in saved))}) "
-                "from its forward pass for its backward pass (planner.compact.keeping)", "predicted_overhead": 0.0})
+                "name": "keep", "detail": f"{len(sub.kept)} ReLU -> max-pool pairs are one op writing 4 bits a window "
+                f"(the argmax, the ReLU's mask in it) and one gradient op reading them, {bits} ReLU masks kept as "
+                f"bits; the prefix keeps {', '.join(t.name for t in saved)} "
+                f"({format_size(sum(nbytes(sub.base_specs[t]) for t in saved))}) from its forward pass for its "
+                "backward pass (planner.compact.keeping)", "predicted_overhead": 0.0})
         p.predicted_overhead = self.overhead(1, 1, z, d, r, s)
         for t in p.transformations:
             if t["name"] == "stream":

@@ -14,7 +14,7 @@ rows, the step runs as:
    its backward ops, reading rows j of the boundary gradients (the full-batch tensors of phase 2 that they
    read, e.g. dL/dB). The prefix backward ends in sums over the rows (filter and bias gradients): those are
    summed over the micro-batches (a mean loss's 1/N is already inside dL/dB). Prefix tensors that the caller
-   names as `kept` (planner.compact.keeping's argmax bytes) are instead copied, as B's rows are, into full-batch
+   names as `kept` (planner.compact.keeping's argmax) are instead copied, as B's rows are, into full-batch
    buffers in phase 1 and read back per micro-batch here: what only they needed is not recomputed.
 4. "update" (once): what the update ops need from those sums (e.g. adding weight decay) and the updates.
 
