@@ -39,6 +39,8 @@ TESTED_ELSEWHERE = {
     "_FusedBatchNormRelu": "test_rewrite_bn", "_FusedBatchNormReluGrad": "test_rewrite_bn",
     "_FusedConv2DBackpropInputReluGrad": "test_backward_folds", "_FusedMaxPoolGradReluGrad": "test_backward_folds",
     "_FusedConv2DBackpropFilterBiasAddGrad": "test_backward_folds",
+    "_MaxPoolArgmax": "test_argmax_pool", "_ReluMaxPoolGradArgmax": "test_argmax_pool",
+    "_ReluMaskBits": "test_relu_bits", "_ReluGradBits": "test_relu_bits",
     "SaveV2": "test_tf_checkpoints", "RestoreV2": "test_tf_checkpoints", "MergeV2Checkpoints": "test_tf_checkpoints",
     "MpiAllreduce": "test_distributed", "MpiAllreduceStart": "test_distributed", "MpiAllreduceWait": "test_distributed",
 }

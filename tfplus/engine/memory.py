@@ -419,8 +419,9 @@ class Bound:
 
     def _streamed(self, feeds: dict) -> dict:
         """A step with a streamed prefix (planner.stream): the prefix on each micro-batch's rows, its output's
-        rows copied into the cut's full-batch buffer; the rest at full batch; then, if the prefix trains,
-        its backward on each micro-batch's rows (weight gradients summed) and the updates."""
+        rows copied into the cut's full-batch buffer (and those of the tensors it keeps for its backward into
+        theirs); the rest at full batch; then, if the prefix trains, its backward on each micro-batch's rows
+        (weight gradients summed) and the updates."""
         p, rt, cut = self.plan, self.runtime, self.plan.stream
         k = p.stream_microbatches
         m = p.batch_size // k
@@ -435,7 +436,10 @@ class Bound:
         def prefix(i: int, js) -> None:  # lane i runs micro-batches js on its own buffers
             with threads.using(1) if self.lanes else contextlib.nullcontext():
                 for j in js:
-                    rt.copy_rows(whole, j * m, run(0, j, lanes[i])[cut.tensor], 0, m)
+                    values = run(0, j, lanes[i])
+                    rt.copy_rows(whole, j * m, values[cut.tensor], 0, m)
+                    for t in cut.saved:  # kept for the prefix backward (planner.stream's Cut.saved)
+                        rt.copy_rows(self.acc[t], j * m, values[t], 0, m)
         # Lanes run at once on the intra-op threads, each taking the next micro-batch when it gets free (a
         # micro-batch's result does not depend on its lane), once each has recorded its fast loop; the first run,
         # an audited or a traced one runs them in turn.

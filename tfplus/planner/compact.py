@@ -13,12 +13,27 @@ Pooled: where the device's ReLU-gradient kernel declares a "pooled" variant (the
 MaxPoolGrad launches nothing and that variant routes the pool gradient itself, from MaxPoolGrad's inputs (the pool
 output and its gradient) and the argmax, in the pass that sums the bias gradient: one launch less per pair and
 run. The plan keeps those inputs and the argmax alive until the ReLU gradient (liveness.lifetimes' `reads`).
+
+Kept for a streamed prefix (`keeping`): the argmax above is a buffer of one run, so a streamed prefix (planner.stream),
+whose backward runs apart from its forward, recomputed the pool's input for it (conv1 and conv2 again per
+micro-batch in Mentee). In a planning copy of the step, each site is instead a pair of ops with the argmax as a
+tensor (tfplus/ops/argmax_pool_ops.py): _MaxPoolArgmax writes y and 4 bits a window, the argmax with the ReLU's
+mask folded in (no tap where y > 0 fails), and one _ReluMaxPoolGradArgmax gives the ReLU input's gradient and its
+bias sums from the pool gradient and those bits alone. A tensor, the prefix keeps it from its forward pass for its
+backward pass (1/32 of the pool input's bytes) and reruns only what the other gradients read (Mentee: conv1, for
+conv2's filter gradient). In the same copy, a convolution's ReLU output that a filter gradient reads besides the
+ReLU's gradient (`bit_sites`: Mentee's conv1 and conv3) gets its mask as bits (_ReluMaskBits, made as soon as the
+output is), which the ReLU's gradient reads (_ReluGradBits): the output may die at the filter gradient, before the
+input gradient is made (block 2 of Mentee at full batch: 8.4 MB less at its peak).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tfplus.framework import Operation, Tensor
+from tfplus.framework import Graph, Operation, Tensor
+from tfplus.ops import argmax_pool_ops, relu_bits_ops  # noqa: F401  (the ops `keeping` makes)
+from tfplus.planner import recompute
+from tfplus.planner.liveness import phase_of
 from tfplus.registry import has_tag, kernel_facts
 
 
@@ -74,3 +89,77 @@ def pooled(s: Site, device: str) -> bool:
 def unread(site_list: list[Site]) -> set[tuple[Operation, int]]:
     """(op, input index) pairs that the compact kernels do not read: the ReLU output at both gradients."""
     return {(s.pool_grad, 0) for s in site_list} | {(s.relu_grad, 1) for s in site_list}
+
+
+def keeping(order: list[Operation], feeds: set[Tensor], site_list: list[Site], fetches: list) -> recompute.Rewrite:
+    """A planning copy of the ops in `order` (and of the fed tensors' ops) in which each site of `site_list` is the
+    argmax pair (see the module): its pool a _MaxPoolArgmax of the same name, its MaxPoolGrad and ReLU gradient
+    one _ReluMaxPoolGradArgmax named as the ReLU gradient, whose outputs stand for the ReLU gradient's (the
+    gradient, and the bias sums where that op gave them); and each of the `bit_sites` the mask bits pair. Its
+    tensors' `argmax` outputs: `kept_bytes`."""
+    g = Graph()
+    op_map: dict[Operation, Operation] = {}
+    tmap: dict[Tensor, Tensor] = {}
+    pools = {s.pool: s for s in site_list}
+    grads = {s.relu_grad: s for s in site_list}
+    found = {r: grad for r, grad in bit_sites(order, fetches).items() if grad not in grads}  # the argmax has them
+    producers = {r.op for r in found}
+    relu_grads = {grad: r for r, grad in found.items()}
+    masks: dict[Tensor, Tensor] = {}
+    skipped = {s.pool_grad for s in site_list}
+    in_step = set(order)
+    for op in sorted(in_step | {t.op for t in feeds}, key=lambda o: o._id):
+        if op in skipped:
+            continue
+        if op in pools:
+            new = g.create_op("_MaxPoolArgmax", [tmap[op.inputs[0]]], op.attrs, op.name + "/")
+        elif op in relu_grads:
+            new = g.create_op("_ReluGradBits", [tmap[op.inputs[0]], masks[relu_grads[op]]],
+                              {"T": op.attrs["T"], "data_format": op.attrs["data_format"]}, op.name + "/")
+            new.backward = True
+        elif op in grads:
+            s = grads[op]
+            new = g.create_op("_ReluMaxPoolGradArgmax", [tmap[s.pool_grad.inputs[2]], op_map[s.pool].outputs[1]],
+                              s.pool_grad.attrs, op.name + "/")
+            new.backward = True
+            op_map[s.pool_grad] = new
+        else:
+            # A fed tensor's op that the step does not run (an intermediate fed) stands in with no inputs.
+            ins = [tmap.get(u) for u in op.inputs] if op in in_step else []
+            new = recompute._copy(g, op, ins, op.name, [])
+        op_map[op] = new
+        tmap.update(zip(op.outputs, new.outputs))
+        if op in producers:  # the mask's bits as soon as the ReLU output is made
+            r = op.outputs[0]
+            masks[r] = g.create_op("_ReluMaskBits", [tmap[r]], {"T": r.dtype}, f"{op.name}/mask_bits/").outputs[0]
+            masks[r].op.backward = True
+    # Control inputs last: planner.recompute's copies order a later-made op before an earlier one (a filter
+    # gradient that reads a recomputed tensor before the input gradient).
+    for op, new in op_map.items():
+        for c in dict.fromkeys(op_map[c] for c in op.control_inputs if c in op_map):
+            if c is not new and c not in new.control_inputs:
+                new._add_control_input(c)
+    return recompute.Rewrite(g, tmap, op_map, [])
+
+
+def kept_bytes(ops) -> list[Tensor]:
+    """The argmax tensors of the _MaxPoolArgmax ops among `ops` (a `keeping` copy's)."""
+    return [op.outputs[1] for op in ops if op.type == "_MaxPoolArgmax"]
+
+
+def bit_sites(order: list[Operation], fetches: list) -> dict[Tensor, Operation]:
+    """{ReLU output: its gradient} for the rank-4 ReLU outputs of `order` (not fetched) whose gradient is the graph
+    rewrite's _FusedReluGradBiasAddGrad and which another backward op (a filter gradient) reads too."""
+    in_step, found = set(order), {}
+    for op in order:
+        if not _is_relu(op, "Relu") or phase_of(op) != "forward" or op.outputs[0] in fetches:
+            continue
+        r = op.outputs[0]
+        if r.shape is None or len(r.shape) != 4:
+            continue
+        readers = [c for c in r.consumers() if c in in_step and phase_of(c) == "backward"]
+        grads = [c for c in readers if c.type == "_FusedReluGradBiasAddGrad" and c.attrs["activation"] == "Relu"
+                 and c.inputs[1] is r and c.inputs[0] is not r]
+        if len(grads) == 1 and len(readers) > 1:
+            found[r] = grads[0]
+    return found

@@ -96,11 +96,13 @@ class DeviceFacts:
 class Prefix(NamedTuple):
     """A streamed prefix (planner.stream): the step's ops up to the tensor named `cut` run in `microbatches`; on
     a cpu of several threads in `lanes` at once (one thread each), `rounds` of _Step._balanced dividing the
-    scratch of the convolution where a lane's run peaks."""
+    scratch of the convolution where a lane's run peaks; with `keep`, on planner.compact.keeping's copy of the
+    step, whose prefix keeps its pools' argmax from its forward pass for its backward pass."""
     cut: str
     microbatches: int
     lanes: int = 1
     rounds: int = 0
+    keep: bool = False
 
 
 class Candidate(NamedTuple):
@@ -119,7 +121,9 @@ class Candidate(NamedTuple):
         if self.stream is None:
             return plain
         s = self.stream
-        return plain + ((s.cut, s.microbatches) if s.lanes == 1 else tuple(s),)
+        if s.keep:
+            return plain + ((s.cut, s.microbatches, "keep"),)
+        return plain + ((s.cut, s.microbatches) if s.lanes == 1 else tuple(s[:4]),)
 
 
 def _prefix(s) -> Prefix | None:
@@ -305,9 +309,9 @@ def plan(fetches, feed_shapes: dict, device="cpu", budget=None, *, graph: Graph 
     skips the search and builds that combination (tests, benchmarks); a third element True adds compact
     saved state, a fourth divides the conv kernels' scratch budget (planner.chunking.SCRATCH_DIVISORS), a fifth
     is the recomputation level (planner.recompute: the r largest recomputable activations are dropped), a sixth
-    (a Prefix, or its fields: cut tensor name, micro-batches[, lanes, balancing rounds]) streams the prefix up to
-    that tensor (planner.stream), a seventh adds gradients into their accumulators where they are made
-    (planner.accumulate): the fields of a Candidate."""
+    (a Prefix, or its fields: cut tensor name, micro-batches[, lanes, balancing rounds, keep]) streams the prefix up
+    to that tensor (planner.stream; keep: its argmax kept for its backward, planner.compact.keeping), a seventh
+    adds gradients into their accumulators where they are made (planner.accumulate): the fields of a Candidate."""
     step = _Step(fetches, feed_shapes, device, graph, alignment)
     budget = None if budget is None else parse_size(budget, "memory budget")
     if force is not None:
@@ -531,6 +535,7 @@ class _Step:
         self.feed_bytes = sum(held(nbytes(self.base_specs[t])) for t in self.feeds)
         self.inplace = True
         self.clones: frozenset = frozenset()  # planner.recompute's copies, on a recomputing step (recomputing())
+        self.kept: frozenset = frozenset()  # what a streamed prefix keeps for its backward (on keeping(): argmax)
 
     def budget_shapes(self, transformations: tuple) -> bool:
         """Whether a plan of the step may depend on its budget beyond fitting it: micro-batches whose statistics
@@ -590,6 +595,13 @@ class _Step:
                         for d in divs]
             out += [Candidate(1, 1, z, d, 0, Prefix(cut, k, n, b)) for cut in self.cuts() for k in ks[1:]
                     if (n := self.lanes(cut, k)) > 1 for z in zs for d in divs for b in self.rounds(cut, k, d)]
+            # The prefix keeping its pools' argmax for its backward pass (planner.compact.keeping), on the step or its
+            # recomputing copy: compact saved state everywhere (and ReLU masks as bits), as a graph of its own.
+            if "compact" in allowed and self._sites():
+                for r in [0] + [r for r in levels if r <= recompute.MAX_LEVEL]:
+                    sub = self.keeping(r)[0]
+                    out += [Candidate(1, 1, False, d, r, Prefix(cut, k, keep=True)) for cut in sub.cuts()
+                            if sub.cut(cut).saved for k in ks[1:] for d in divs]
         return sorted(out, key=lambda q: (self.overhead(*q), q.order_key()))
 
     def levels(self) -> list[int]:
@@ -662,20 +674,49 @@ class _Step:
             self._cache["recomputing", r] = sub
         return self._cache["recomputing", r]
 
+    def keeping(self, r: int) -> tuple[_Step, dict]:
+        """planner.compact.keeping's copy of the step at recomputation level r (view(r)) as a step of its own, whose
+        streamed prefix keeps its argmax (Cut.saved), and the map of the caller's feeds and fetches onto it."""
+        if ("keeping", r) not in self._cache:
+            base = self.recomputing(r) if r else self
+            rw = compact.keeping(base.order, base.feeds, base._sites(), base.fetches)
+            m = rw.tensor_map
+            fetches = [m[f] if isinstance(f, Tensor) else rw.op_map[f] for f in base.fetches]
+            shapes = {m[t]: sh for t, sh in base.feed_shapes.items()}
+            sub = _Step(fetches, shapes, self.facts, rw.graph, self.alignment)
+            sub.inplace, sub.clones = self.inplace, frozenset(rw.op_map[c] for c in base.clones)
+            sub.kept = frozenset(compact.kept_bytes(sub.order))
+            outer = {t: m[c] for t, c in self.view(r).outer.items()} if r else \
+                {t: m[t] for t in list(self.feeds) + [f for f in self.fetches if isinstance(f, Tensor)]}
+            self._cache["keeping", r] = sub, outer
+        return self._cache["keeping", r]
+
     def _build_recomputed_stream(self, z: bool, d: int, r: int, s: Prefix, place: bool) -> MemoryPlan:
-        """The plan of the prefix streamed as `s` says on the step at recomputation level r (recomputing()), the
-        caller's feeds and fetches mapped onto that copy."""
+        """The plan of the prefix streamed as `s` says on the step at recomputation level r (recomputing()), or
+        on its copy that keeps the argmax (keeping(), s.keep), the caller's feeds and fetches mapped onto
+        that copy."""
         v = self.view(r)
-        p = self.recomputing(r).build(1, 1, z, d, 0, s, place=place)
+        sub, outer = self.keeping(r) if s.keep else (self.recomputing(r), v.outer)
+        p = sub.build(1, 1, z, d, 0, s._replace(keep=False), place=place)
         # NOTE: the caller's fed shapes, which the session finds the step by (the copy's tensors are the plan's own)
-        p.tensor_map, p.feed_shapes = v.outer, dict(self.feed_shapes)
-        p.recomputed = [t.name for t in v.remat.tensors]
-        sol = v.remat
-        entry = {"name": "recompute", "detail": self._describe_remat(r),
-                 "predicted_overhead": round(self.overhead(1, 1, False, 1, r), 4), "solver": sol.solver,
-                 "checkpoints": [t.name for t in sol.checkpoints], "recomputed": [t.name for t in sol.tensors]}
+        p.tensor_map, p.feed_shapes = outer, dict(self.feed_shapes)
         at = next((i for i, t in enumerate(p.transformations) if t["name"] == "stream"), len(p.transformations))
-        p.transformations.insert(at, entry)
+        if r:
+            p.recomputed = [t.name for t in v.remat.tensors]
+            sol = v.remat
+            entry = {"name": "recompute", "detail": self._describe_remat(r),
+                     "predicted_overhead": round(self.overhead(1, 1, False, 1, r), 4), "solver": sol.solver,
+                     "checkpoints": [t.name for t in sol.checkpoints], "recomputed": [t.name for t in sol.tensors]}
+            p.transformations.insert(at, entry)
+            at += 1
+        if s.keep:
+            saved, bits = p.stream.saved, sum(op.type == "_ReluMaskBits" for op in sub.order)
+            p.transformations.insert(at, {
+                "name": "keep", "detail": f"{len(sub.kept)} ReLU -> max-pool pairs are one op writing 4 bits a window "
+                f"(the argmax, the ReLU's mask in it) and one gradient op reading them, {bits} ReLU masks kept as "
+                f"bits; the prefix keeps {', '.join(t.name for t in saved)} "
+                f"({format_size(sum(nbytes(sub.base_specs[t]) for t in saved))}) from its forward pass for its "
+                "backward pass (planner.compact.keeping)", "predicted_overhead": 0.0})
         p.predicted_overhead = self.overhead(1, 1, z, d, r, s)
         for t in p.transformations:
             if t["name"] == "stream":
@@ -752,6 +793,8 @@ class _Step:
         costs a product and an add per piece where it cost one product, on each micro-batch after the first
         (the adds' elements are the merge's, counted already)."""
         s = _prefix(s)
+        if s and s.keep:
+            return self.keeping(r)[0].features(k, c, z, d, 0, s._replace(keep=False), a)
         if s and r:
             return self.recomputing(r).features(k, c, z, d, 0, s, a)
         fixed, convs = self._stream_features(s.cut, s.microbatches, s.lanes) if s else self._fixed_features(k, r)
@@ -1104,7 +1147,7 @@ class _Step:
                 if why:
                     raise PlanError(f"cannot stream the step's prefix up to '{name}': {why}")
                 self._cache["cut", name] = stream.find(self.order, self.feeds, self.fetches, self.batch_feeds(),
-                                                        self.major(), t, self.clones)
+                                                        self.major(), t, self.clones, self.kept)
             except PlanError as e:
                 # NOTE: the message, not the exception: a raised one keeps its traceback's frames alive (the
                 # session's fed device arrays among them) for as long as it is cached.
@@ -1188,7 +1231,8 @@ class _Step:
         if key not in self._cache:
             cut = self.cut(name)
             rows = self.batch_size() // k
-            parts = [("prefix", [cut.tensor], cut.prefix_feeds, rows), ("rest", cut.rest_fetches, cut.rest_feeds, 0)]
+            parts = [("prefix", [cut.tensor, *cut.saved], cut.prefix_feeds, rows),
+                     ("rest", cut.rest_fetches, cut.rest_feeds, 0)]
             if cut.backward:
                 parts += [("prefix backward", cut.partials, cut.backward_feeds, rows),
                           ("update", cut.update_fetches, cut.update_feeds, 0)]
@@ -1196,6 +1240,11 @@ class _Step:
             for tag, fetches, feeds, m in parts:
                 if ("stream graph", name, tag) not in self._cache:
                     g = dependency_graph(needed_ops(fetches, feeds), feeds)
+                    if tag == "rest" and cut.saved:
+                        # The updates' inputs wait in the rest for the prefix backward: a dense layer's weight
+                        # gradient made last there is not live beside block 2's backward (on the keeping copy,
+                        # whose rest is what a budget near the plain step's peak has room for).
+                        _late_gradients(g, cut.rest_fetches, self.base_specs)
                     order = creation_order(g)
                     self._cache["stream graph", name, tag] = g, order, input_roots(order, feeds)
                 g, order, roots = self._cache["stream graph", name, tag]
@@ -1226,10 +1275,10 @@ class _Step:
                 where = ("lane" if share > 1 else "prefix",) if i == 0 else ()
                 convs += [(n / share, *rest, *where) for n, *rest in run_convs]
             cut = self.cut(name)
-            copied = [cut.tensor] + cut.partials
-            f["calls"] += k * len(copied)
-            f["elements"] += sum(math.prod(self.base_specs[t].shape) for t in copied[1:]) * k + \
-                math.prod(self.base_specs[cut.tensor].shape)
+            whole = [cut.tensor, *cut.saved]  # rows copied into full-batch buffers
+            f["calls"] += k * (len(whole) + len(cut.partials))
+            f["elements"] += sum(math.prod(self.base_specs[t].shape) for t in cut.partials) * k + \
+                sum(math.prod(self.base_specs[t].shape) for t in whole)
             self._cache[key] = f, convs
         return self._cache[key]
 
@@ -1257,6 +1306,10 @@ class _Step:
         spec = self.base_specs[cut.tensor]
         acc = {cut.tensor: acc_buffer(cut.tensor, spec.shape, spec.dtype, rest.start + rest.life.steps - 1,
                                        self.alignment)}
+        for t in cut.saved:  # from the first prefix run to the last prefix backward run
+            back = phases[2]
+            acc[t] = acc_buffer(t, self.base_specs[t].shape, self.base_specs[t].dtype,
+                                back.start + back.life.steps - 1, self.alignment)
         for t in cut.partials:
             b = acc[t] = acc_buffer(t, self.base_specs[t].shape, self.base_specs[t].dtype, end, self.alignment)
             b.start = phases[2].start
@@ -1301,7 +1354,7 @@ class _Step:
             if (k, c) != (1, 1):
                 raise PlanError("a streamed prefix combines with compact saved state, a scratch divisor and "
                                 "recomputation only")
-            if r:
+            if r or s.keep:
                 return self._build_recomputed_stream(z, d, r, s, place)
             p = self._build_stream(s.cut, s.microbatches, z, d, s.lanes, s.rounds)
             if place:
@@ -1495,8 +1548,10 @@ class _Step:
                 "step runs once at full batch")
         if cut.backward:
             grads = ", ".join(t.name for t in cut.boundary)
+            again = "recomputed" if not cut.saved else \
+                f"recomputed as far as needed beside the kept rows of {', '.join(t.name for t in cut.saved)}"
             text += (f" down to the boundary gradient ({grads}); then per micro-batch the prefix's forward is "
-                     f"recomputed and its {len(cut.backward)} backward ops read that gradient's rows, their "
+                     f"{again} and its {len(cut.backward)} backward ops read that gradient's rows, their "
                      f"{len(cut.partials)} weight-gradient sums added up over the micro-batches; updates "
                      "applied once")
         else:

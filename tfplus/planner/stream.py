@@ -10,10 +10,12 @@ rows, the step runs as:
 2. "rest" (once, full batch, B fed): the rest of the forward pass, the loss, the backward pass down to B. When
    the prefix trains nothing (fine-tuning the last layers) this is the whole rest of the step, updates
    included, and the step ends here.
-3. "prefix backward" (k times, rows j): the prefix's forward again (recomputed: nothing of phase 1 is kept) and
+3. "prefix backward" (k times, rows j): the prefix's forward again (recomputed, all but what is `kept`) and
    its backward ops, reading rows j of the boundary gradients (the full-batch tensors of phase 2 that they
    read, e.g. dL/dB). The prefix backward ends in sums over the rows (filter and bias gradients): those are
-   summed over the micro-batches (a mean loss's 1/N is already inside dL/dB).
+   summed over the micro-batches (a mean loss's 1/N is already inside dL/dB). Prefix tensors that the caller
+   names as `kept` (planner.compact.keeping's argmax) are instead copied, as B's rows are, into full-batch
+   buffers in phase 1 and read back per micro-batch here: what only they needed is not recomputed.
 4. "update" (once): what the update ops need from those sums (e.g. adding weight decay) and the updates.
 
 Exact up to float summation order, provided the prefix treats rows independently (no batch statistics:
@@ -55,6 +57,7 @@ class Cut(NamedTuple):
     rows: set[Tensor]               # the tensors phases 1 and 3 read a micro-batch's rows of
     boundary: list[Tensor]          # the full-batch tensors of phase 2 that phase 3 reads rows of
     kept: list[Tensor]              # phase 2's fetches that later phases or the caller read
+    saved: tuple = ()               # prefix tensors phase 1 keeps at full batch for phase 3 (rows of them)
 
 
 def after_updates(order: list[Operation], feeds: set[Tensor]) -> set[Operation]:
@@ -77,12 +80,13 @@ def batch_dependent(order: list[Operation], feeds: set[Tensor], batch_feeds: set
 
 
 def find(order: list[Operation], feeds: set[Tensor], fetches: list, batch_feeds: set[Tensor],
-         major: set[Tensor], b: Tensor, clones: frozenset = frozenset()) -> Cut:
+         major: set[Tensor], b: Tensor, clones: frozenset = frozenset(), kept: frozenset = frozenset()) -> Cut:
     """The phases of the step (`order`, all its ops in a topological order, run from `feeds` to compute
     `fetches`) streamed at cut `b`. `major` are the tensors whose leading axis is the batch's rows; `clones` the
     step's recomputing ops (planner.recompute's copies: forward ops that run in the backward pass), of which
     those that read the prefix's rows belong to the prefix's backward (phase 3 runs them on each micro-batch's
-    rows) rather than to a path that bypasses the cut. Raises PlanError saying why `b` is no cut."""
+    rows) rather than to a path that bypasses the cut; `kept`, prefix tensors to keep from phase 1 for phase 3
+    where it reads them (Cut.saved). Raises PlanError saying why `b` is no cut."""
     def no(why: str) -> PlanError:
         return PlanError(f"cannot stream the step's prefix up to '{b.name}': {why}")
     dep = batch_dependent(order, feeds, batch_feeds)
@@ -154,20 +158,22 @@ def find(order: list[Operation], feeds: set[Tensor], fetches: list, batch_feeds:
         raise no("an update reads the fed batch itself")
     to_update = from_rest(finish | after)
     before = [f for f in tensor_fetches if f.op not in after and f.op not in finish]
-    kept = list(dict.fromkeys(boundary + to_update + before))
+    handed = list(dict.fromkeys(boundary + to_update + before))
     rest_feeds = (feeds - (prefix_feeds & batch_feeds)) | {b}
+    saved = tuple(t for op in order if op in prefix for t in op.outputs
+                  if t in kept and any(c in backward for c in t.consumers()))
     backward_feeds = others | {t for op in backward for t in op.inputs if t in batch_feeds} | \
-        (prefix_feeds & batch_feeds) | set(boundary)
+        (prefix_feeds & batch_feeds) | set(boundary) | set(saved)
     update_feeds = others | set(partials) | set(to_update)
     update_fetches = [f for f in fetches if (f.op if isinstance(f, Tensor) else f) in after | finish]
-    _check_apart(needed_ops(kept, rest_feeds), prefix | backward | finish | after, no)
+    _check_apart(needed_ops(handed, rest_feeds), prefix | backward | finish | after, no)
     _check_apart({op for op in needed_ops(partials, backward_feeds) if any(t in dep for t in op.outputs)},
                  computed | finish | after, no)
     _check_apart({op for op in needed_ops(update_fetches, update_feeds) if any(t in dep for t in op.outputs)},
                  prefix | backward | computed, no)
-    rows = (backward_feeds | prefix_feeds) & (batch_feeds | set(boundary))
-    return Cut(b, prefix, backward, prefix_feeds, kept, rest_feeds, backward_feeds, partials, update_fetches,
-               update_feeds, rows, boundary, kept)
+    rows = (backward_feeds | prefix_feeds) & (batch_feeds | set(boundary) | set(saved))
+    return Cut(b, prefix, backward, prefix_feeds, handed, rest_feeds, backward_feeds, partials, update_fetches,
+               update_feeds, rows, boundary, handed, saved)
 
 
 def _check_apart(ops: set[Operation], others: set[Operation], no) -> None:
