@@ -951,13 +951,14 @@ class _Step:
         loss's shape, is the same at every count). (k each without passes, or COUNTS off.)"""
         levels = self._levels(k)
         uniform = (k,) * (len(levels) + 1)
-        key = ("counts", k, self.budget)
-        if key in self._cache or ("keeping", k, self.budget) in self._cache:  # (the rows first: _kept)
-            return self._cache.get(key, uniform)
-        self._cache[key] = uniform  # while choosing: the runs of k
         if not levels or not crossbatch.COUNTS:
             return uniform
-        spans, folded, shaped, tag = self._kept(k)
+        keeping = ("keeping", k, self.budget) in self._cache  # (the rows first: _kept)
+        spans, folded, shaped, tag = self._kept(k)  # while keeping, the rows being tried
+        key = ("counts", k, self.budget, tag)  # per choice of rows: _choose_kept prices each
+        if key in self._cache or keeping:
+            return self._cache.get(key, uniform)
+        self._cache[key] = uniform  # while choosing: the runs of k
         if not tag:
             return uniform
         s, specs, runs = self.split(), self._stats_specs(), self._runs(k)[:len(levels) + 1]
@@ -1039,22 +1040,58 @@ class _Step:
                 self._cache[key] = self._cache["kept in", k, room]
                 return self._cache[key]
             self._cache["kept in", k, room] = None
-            for attempt in range(8):  # a run's own bytes are known once it is planned (kept rows shrink it): tries
-                own = starts[attempt // 4] if attempt % 4 == 0 else own
-                spans, folded, shaped = crossbatch.kept(runs, cands, fold, st.rowed, size, [room - b for b in own])
-                # The tag names the runs (and every cache entry of theirs)
-                self._cache[key] = spans, folded, shaped, f"kept rows, {k} micro-batches, room {room}, {attempt + 1}"
-                planned = self._runs(k)[:len(runs)]
-                own = [self._own(run) for run in planned]
-                held = [sum(size[x.tensor] for x in spans if x.writer <= i <= x.last) +
-                        sum(size[t] for f in folded[:i + 1] for t in f if t in s.grads) +
-                        sum(nbytes(planned[w].specs[t]) + self.alignment for t, (w, _) in shaped.items() if w <= i)
-                        for i in range(len(runs))]
-                if all(b + h <= room for b, h in zip(own, held)):
-                    self._cache["kept in", k, room] = self._cache[key]
-                    return self._cache[key]
+            # Rows kept through a run leave it less room, so it may need more micro-batches (_counts): each run's
+            # own bytes reserved `reserve` times over (those of fewer micro-batches, about) keeps fewer rows for
+            # runs of fewer launches and more recomputation; with a budget, each reserve of KEPT_RESERVES is tried
+            # and the rows of the lowest predicted step time kept.
+            best: tuple | None = None
+            reserves = KEPT_RESERVES if self.budget and room == rooms[0] else (1,)
+            for reserve in reserves:
+                choice = self._fit_kept(k, key, runs, cands, fold, size, room, starts, reserve)
+                if choice is None:
+                    continue
+                price = self._kept_price(k, key, choice) if len(reserves) > 1 else 0.0
+                if best is None or price < best[0]:
+                    best = (price, choice)
+            if best is not None:
+                self._cache[key] = self._cache["kept in", k, room] = best[1]
+                return best[1]
         self._cache[key] = none
         return none
+
+    def _fit_kept(self, k: int, key: tuple, runs: list, cands: list, fold: list, size: dict, room: int,
+                  starts: tuple, reserve: int) -> tuple | None:
+        """The rows kept (crossbatch.kept) so that every run of k fits its own bytes and what is held through it in
+        `room`, each run's own bytes counted `reserve` times when the rows are chosen; None where the tries do not
+        settle."""
+        s = self.split()
+        own = starts[0]
+        for attempt in range(8):  # a run's own bytes are known once it is planned (kept rows shrink it): tries
+            own = starts[attempt // 4] if attempt % 4 == 0 else own
+            spans, folded, shaped = crossbatch.kept(runs, cands, fold, self.stats().rowed, size,
+                                                    [room - min(room, reserve * b) for b in own])
+            # The tag names the runs (and every cache entry of theirs)
+            self._cache[key] = (spans, folded, shaped,
+                                f"kept rows, {k} micro-batches, room {room}, reserve {reserve}, {attempt + 1}")
+            planned = self._runs(k)[:len(runs)]
+            own = [self._own(run) for run in planned]
+            held = [sum(size[x.tensor] for x in spans if x.writer <= i <= x.last) +
+                    sum(size[t] for f in folded[:i + 1] for t in f if t in s.grads) +
+                    sum(nbytes(planned[w].specs[t]) + self.alignment for t, (w, _) in shaped.items() if w <= i)
+                    for i in range(len(runs))]
+            if all(b + h <= room for b, h in zip(own, held)):
+                return self._cache[key]
+        return None
+
+    def _kept_price(self, k: int, key: tuple, choice: tuple) -> float:
+        """The predicted overhead of k micro-batches keeping the rows of `choice` (_fit_kept), its runs' counts
+        chosen for them (_counts)."""
+        self._cache[key] = choice
+        del self._cache["keeping", k, self.budget]
+        try:
+            return self.overhead(k, 1)
+        finally:
+            self._cache["keeping", k, self.budget] = True
 
     def _own(self, run: Run) -> int:
         """The most bytes `run`'s own buffers hold live at once (no chunks, no compaction, whole scratch)."""
@@ -1691,6 +1728,9 @@ class _Step:
 # The share of a budget's arena (less parameters, slots and feeds) that statistics passes' runs and kept rows may
 # fill (planner.crossbatch.kept): the rest is left for the arena's placement, which lands above its liveness bound.
 KEEP_SHARE = 0.9
+# The reserves of a run's own bytes that the kept rows of a budget are chosen under (_Step._choose_kept), the
+# cheapest predicted kept.
+KEPT_RESERVES = (1, 2, 4)
 _UNBOUNDED = 1 << 62  # an allowance nothing kept reaches
 
 
