@@ -1048,7 +1048,7 @@ class _Step:
             reserves = KEPT_RESERVES if self.budget and room == rooms[0] else (1,)
             for reserve in reserves:
                 choice = self._fit_kept(k, key, runs, cands, fold, size, room, starts, reserve)
-                if choice is None:
+                if choice is None or best is not None and choice[:3] == best[1][:3]:  # (the same rows: priced)
                     continue
                 price = self._kept_price(k, key, choice) if len(reserves) > 1 else 0.0
                 if best is None or price < best[0]:
