@@ -343,7 +343,7 @@ def _search(step: _Step, budget: int | None, transformations: tuple, fit_only: b
 def _search_keeping(step: _Step, budget: int | None, keep: int | None, transformations: tuple,
                     fit_only: bool) -> tuple:
     """_search, statistics passes keeping rows as far as a budget of `keep` leaves room (_Step._kept)."""
-    step.budget = keep
+    step.budget, step.price_rows = keep, not fit_only
     best = base = step.build(1, 1)
     base.budget_bytes = budget
     if budget is None or base.fits:
@@ -498,6 +498,9 @@ class _Step:
     """What every candidate plan of one step shares: the graph, feeds, fetches, variables, device."""
 
     budget: int | None = None  # the budget searched for (crossbatch's kept rows may fill it)
+    # whether the kept rows of a budget are priced under each of KEPT_RESERVES (_choose_kept): not where a search
+    # asks only whether a plan fits (the floor's probes), which the rows of reserve 1, the most kept, decide
+    price_rows: bool = True
 
     def __init__(self, fetches, feed_shapes, device, graph, alignment):
         self.graph = graph or _graph_of(fetches, feed_shapes) or get_default_graph()
@@ -1000,7 +1003,7 @@ class _Step:
         fit, none are. The shape-only outputs fed to later runs; and a tag that tells the runs apart ('' without)."""
         levels = self._levels(k)
         none: tuple = [], [[] for _ in range(len(levels) + 1)], {}, ""
-        key = ("kept", k, self.budget)  # one step may be planned for several budgets (floor_plan)
+        key = ("kept", k, self.budget, self.price_rows)  # one step may be planned for several budgets (floor_plan)
         if key in self._cache or not levels:
             return self._cache.get(key, none)
         self._cache[key] = none
@@ -1034,18 +1037,18 @@ class _Step:
         for room in rooms:
             # The same room tries the same rows whatever the budget: a search over budgets (floor_plan) tries the
             # room of no budget once.
-            if ("kept in", k, room) in self._cache:
-                if self._cache["kept in", k, room] is None:
+            reserves = KEPT_RESERVES if self.budget and room == rooms[0] and self.price_rows else (1,)
+            if ("kept in", k, room, reserves) in self._cache:
+                if self._cache["kept in", k, room, reserves] is None:
                     continue
-                self._cache[key] = self._cache["kept in", k, room]
+                self._cache[key] = self._cache["kept in", k, room, reserves]
                 return self._cache[key]
-            self._cache["kept in", k, room] = None
+            self._cache["kept in", k, room, reserves] = None
             # Rows kept through a run leave it less room, so it may need more micro-batches (_counts): each run's
             # own bytes reserved `reserve` times over (those of fewer micro-batches, about) keeps fewer rows for
             # runs of fewer launches and more recomputation; with a budget, each reserve of KEPT_RESERVES is tried
             # and the rows of the lowest predicted step time kept.
             best: tuple | None = None
-            reserves = KEPT_RESERVES if self.budget and room == rooms[0] else (1,)
             for reserve in reserves:
                 choice = self._fit_kept(k, key, runs, cands, fold, size, room, starts, reserve)
                 if choice is None or best is not None and choice[:3] == best[1][:3]:  # (the same rows: priced)
@@ -1054,7 +1057,7 @@ class _Step:
                 if best is None or price < best[0]:
                     best = (price, choice)
             if best is not None:
-                self._cache[key] = self._cache["kept in", k, room] = best[1]
+                self._cache[key] = self._cache["kept in", k, room, reserves] = best[1]
                 return best[1]
         self._cache[key] = none
         return none
