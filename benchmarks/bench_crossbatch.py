@@ -7,6 +7,8 @@ cpu), and each plan's peak. Small models, so that the k * (2L + 1) runs of a spl
     python benchmarks/bench_crossbatch.py --full --models mobilenet   # its 27 batch norms, at 16x16
     python benchmarks/bench_crossbatch.py --no-keep            # every pass from the fed batch (crossbatch.KEEP)
     python benchmarks/bench_crossbatch.py --no-counts          # every run in k micro-batches (crossbatch.COUNTS)
+    python benchmarks/bench_crossbatch.py --ks 4 --size 8 --budget 480kB --reserves 1
+                                               # kept rows beside each run's own bytes only (plan.KEPT_RESERVES)
     python benchmarks/bench_crossbatch.py --device opencl --full --models mobilenet --size 32 --batch 128 --ks 8 \
         --budget 128MB                                         # the runs' counts as the 128 MB plan's
     python benchmarks/bench_crossbatch.py --device opencl --full --models mobilenet --size 8 --ks 4,8
@@ -19,6 +21,11 @@ micro-batched step that replays as one tape plays one).
 `counts` sums up the micro-batch count of each statistics pass and of the micro-batch run (planner.crossbatch: a
 count per run), e.g. 1x50,4x5: 50 runs on the whole batch, 5 in 4 micro-batches.
 
+`--op-calls 128MB,64MB` plans, without running anything, the step `tfplus plan --model mobilenet` plans (the
+trainer's, batch 128, 32x32, the --device's facts, opencl's defaults where it has none) for each budget, as the search
+chooses, and prints its predicted cost and the op calls a step runs per op type (each run's ops times its count):
+where a GPU's time goes, counted here.
+
 `kept` counts the rows statistics passes keep whole for later runs (planner.crossbatch.kept), `folded` the
 gradients and fetches the passes compute, which the micro-batch run then does not.
 """
@@ -26,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import statistics
 import time
 
@@ -103,11 +111,21 @@ def main(argv=None) -> None:
     ap.add_argument("--budget", help="plan the forced k for this memory budget (e.g. 128MB): kept rows and the "
                     "runs' counts fill the room it leaves; without, the room of the largest run of k")
     ap.add_argument("--no-counts", action="store_true", help="every run in k micro-batches (crossbatch.COUNTS)")
+    ap.add_argument("--reserves", help="the reserves of a run's own bytes the kept rows of --budget are chosen "
+                    "under, the cheapest predicted kept (planner.plan.KEPT_RESERVES; default 1,2,4)")
     ap.add_argument("--device", default="cpu", help="cpu or opencl")
     ap.add_argument("--size", type=int, default=None, help="image side (default: the model's above)")
+    ap.add_argument("--op-calls", metavar="BUDGETS", help="only count the op calls per type of the trainer's MobileNet "
+                    "step planned for each of these budgets (e.g. 128MB,64MB), batch 128")
     args = ap.parse_args(argv)
     crossbatch.KEEP = not args.no_keep
     crossbatch.COUNTS = not args.no_counts
+    if args.reserves:
+        importlib.import_module("tfplus.planner.plan").KEPT_RESERVES = tuple(int(r) for r in args.reserves.split(","))
+    if args.op_calls:
+        for budget in args.op_calls.split(","):
+            _op_calls(budget, args.device)
+        return
     print(f"{'model':>10} {'k':>3} {'passes':>6} {'kept':>5} {'folded':>6} {'predicted':>10} {'measured':>10} "
           f"{'ms/step':>9} {'peak':>10} {'launches':>9} {'commands':>9} {'tapes':>6}  counts")
     for name in args.models.split(","):
@@ -128,6 +146,32 @@ def main(argv=None) -> None:
             print(f"{name:>10} {k:>3} {len(p.statistics):>6} {len(p.kept):>5} {folded:>6} "
                   f"{1 + p.predicted_overhead:9.1f}x {seconds / plain:9.1f}x {seconds * 1e3:9.1f} "
                   f"{format_size(p.peak_bytes):>10} {n[0]:>9} {n[1]:>9} {n[2]:>6}  {_counts(p)}", flush=True)
+
+
+def _op_calls(budget: str, device: str) -> None:
+    """The op calls per type of the MobileNet training step `tfplus plan` plans for `budget` (batch 128)."""
+    from tfplus.plan_cli import _TrainStep
+    from tfplus.planner.liveness import executes
+    from tfplus.units import parse_size
+    step = _TrainStep(argparse.Namespace(model="mobilenet", conv_widths=None, fc_widths=None, optimizer=None,
+                                         data_format=None, trainable=None, fine_tune_last=None, input=None,
+                                         batch_size=128, device=device))
+    start = time.process_time()
+    p = step.plan(128, parse_size(budget))
+    seconds = time.process_time() - start
+    counts = p.run_microbatches or [p.microbatches]
+    calls: dict[str, int] = {}
+    for i, ph in enumerate(p.phases):
+        fed = {t for t in ph.specs if t in ph.feeds or t.op not in set(ph.order)}
+        for op in ph.order:
+            if executes(op, fed):
+                calls[op.type] = calls.get(op.type, 0) + (counts[i] if i < len(counts) else 1)
+    print(f"{budget}: peak {format_size(p.peak_bytes)}, fits {p.fits}, predicted {p.predicted_overhead:+.1%}, "
+          f"{p.microbatches} micro-batches ({_counts(p)}), planned in {seconds:.1f} s CPU; op calls a step "
+          f"{sum(calls.values())}:")
+    for name in sorted(calls, key=lambda n: -calls[n]):
+        if "Conv" in name or "Norm" in name or "Depthwise" in name:
+            print(f"    {name:40s} {calls[name]:6d}")
 
 
 def _counts(p: planner.MemoryPlan) -> str:

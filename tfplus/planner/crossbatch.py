@@ -39,6 +39,8 @@ Each run takes a micro-batch count of its own (the planner's _Step._counts; COUN
 divisor of the batch whose run fits the room the others leave. A pass that starts from kept rows of the deep, narrow
 layers runs at k = 1: its statistics are the whole batch's, written where they are merged (no merge, no row copies),
 and it computes a norm's per-channel finishing once; only the runs over the wide early layers need many micro-batches.
+Rows kept through a run take the room its count needs: under a budget the rows are chosen with each run's own bytes
+reserved 1, 2 and 4 times over, and the choice of the lowest predicted step time kept (plan.KEPT_RESERVES).
 
 Scaling: a micro-batch's loss is its slice's mean, so its gradients are k times the whole batch's share; the
 backward's statistics are sums or means of those (k times the whole batch's too), so the input gradients stay

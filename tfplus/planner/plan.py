@@ -347,7 +347,7 @@ def _search(step: _Step, budget: int | None, transformations: tuple, fit_only: b
 def _search_keeping(step: _Step, budget: int | None, keep: int | None, transformations: tuple,
                     fit_only: bool) -> tuple:
     """_search, statistics passes keeping rows as far as a budget of `keep` leaves room (_Step._kept)."""
-    step.budget = keep
+    step.budget, step.price_rows = keep, not fit_only
     best = base = step.build(1, 1)
     base.budget_bytes = budget
     if budget is None or base.fits:
@@ -502,6 +502,9 @@ class _Step:
     """What every candidate plan of one step shares: the graph, feeds, fetches, variables, device."""
 
     budget: int | None = None  # the budget searched for (crossbatch's kept rows may fill it)
+    # whether the kept rows of a budget are priced under each of KEPT_RESERVES (_choose_kept): not where a search
+    # asks only whether a plan fits (the floor's probes), which the rows of reserve 1, the most kept, decide
+    price_rows: bool = True
 
     def __init__(self, fetches, feed_shapes, device, graph, alignment):
         self.graph = graph or _graph_of(fetches, feed_shapes) or get_default_graph()
@@ -994,13 +997,14 @@ class _Step:
         loss's shape, is the same at every count). (k each without passes, or COUNTS off.)"""
         levels = self._levels(k)
         uniform = (k,) * (len(levels) + 1)
-        key = ("counts", k, self.budget)
-        if key in self._cache or ("keeping", k, self.budget) in self._cache:  # (the rows first: _kept)
-            return self._cache.get(key, uniform)
-        self._cache[key] = uniform  # while choosing: the runs of k
         if not levels or not crossbatch.COUNTS:
             return uniform
-        spans, folded, shaped, tag = self._kept(k)
+        keeping = ("keeping", k, self.budget) in self._cache  # (the rows first: _kept)
+        spans, folded, shaped, tag = self._kept(k)  # while keeping, the rows being tried
+        key = ("counts", k, self.budget, tag)  # per choice of rows: _choose_kept prices each
+        if key in self._cache or keeping:
+            return self._cache.get(key, uniform)
+        self._cache[key] = uniform  # while choosing: the runs of k
         if not tag:
             return uniform
         s, specs, runs = self.split(), self._stats_specs(), self._runs(k)[:len(levels) + 1]
@@ -1042,7 +1046,7 @@ class _Step:
         fit, none are. The shape-only outputs fed to later runs; and a tag that tells the runs apart ('' without)."""
         levels = self._levels(k)
         none: tuple = [], [[] for _ in range(len(levels) + 1)], {}, ""
-        key = ("kept", k, self.budget)  # one step may be planned for several budgets (floor_plan)
+        key = ("kept", k, self.budget, self.price_rows)  # one step may be planned for several budgets (floor_plan)
         if key in self._cache or not levels:
             return self._cache.get(key, none)
         self._cache[key] = none
@@ -1076,28 +1080,64 @@ class _Step:
         for room in rooms:
             # The same room tries the same rows whatever the budget: a search over budgets (floor_plan) tries the
             # room of no budget once.
-            if ("kept in", k, room) in self._cache:
-                if self._cache["kept in", k, room] is None:
+            reserves = KEPT_RESERVES if self.budget and room == rooms[0] and self.price_rows else (1,)
+            if ("kept in", k, room, reserves) in self._cache:
+                if self._cache["kept in", k, room, reserves] is None:
                     continue
-                self._cache[key] = self._cache["kept in", k, room]
+                self._cache[key] = self._cache["kept in", k, room, reserves]
                 return self._cache[key]
-            self._cache["kept in", k, room] = None
-            for attempt in range(8):  # a run's own bytes are known once it is planned (kept rows shrink it): tries
-                own = starts[attempt // 4] if attempt % 4 == 0 else own
-                spans, folded, shaped = crossbatch.kept(runs, cands, fold, st.rowed, size, [room - b for b in own])
-                # The tag names the runs (and every cache entry of theirs)
-                self._cache[key] = spans, folded, shaped, f"kept rows, {k} micro-batches, room {room}, {attempt + 1}"
-                planned = self._runs(k)[:len(runs)]
-                own = [self._own(run) for run in planned]
-                held = [sum(size[x.tensor] for x in spans if x.writer <= i <= x.last) +
-                        sum(size[t] for f in folded[:i + 1] for t in f if t in s.grads) +
-                        sum(nbytes(planned[w].specs[t]) + self.alignment for t, (w, _) in shaped.items() if w <= i)
-                        for i in range(len(runs))]
-                if all(b + h <= room for b, h in zip(own, held)):
-                    self._cache["kept in", k, room] = self._cache[key]
-                    return self._cache[key]
+            self._cache["kept in", k, room, reserves] = None
+            # Rows kept through a run leave it less room, so it may need more micro-batches (_counts): each run's
+            # own bytes reserved `reserve` times over (those of fewer micro-batches, about) keeps fewer rows for
+            # runs of fewer launches and more recomputation; with a budget, each reserve of KEPT_RESERVES is tried
+            # and the rows of the lowest predicted step time kept.
+            best: tuple | None = None
+            for reserve in reserves:
+                choice = self._fit_kept(k, key, runs, cands, fold, size, room, starts, reserve)
+                if choice is None or best is not None and choice[:3] == best[1][:3]:  # (the same rows: priced)
+                    continue
+                price = self._kept_price(k, key, choice) if len(reserves) > 1 else 0.0
+                if best is None or price < best[0]:
+                    best = (price, choice)
+            if best is not None:
+                self._cache[key] = self._cache["kept in", k, room, reserves] = best[1]
+                return best[1]
         self._cache[key] = none
         return none
+
+    def _fit_kept(self, k: int, key: tuple, runs: list, cands: list, fold: list, size: dict, room: int,
+                  starts: tuple, reserve: int) -> tuple | None:
+        """The rows kept (crossbatch.kept) so that every run of k fits its own bytes and what is held through it in
+        `room`, each run's own bytes counted `reserve` times when the rows are chosen; None where the tries do not
+        settle."""
+        s = self.split()
+        own = starts[0]
+        for attempt in range(8):  # a run's own bytes are known once it is planned (kept rows shrink it): tries
+            own = starts[attempt // 4] if attempt % 4 == 0 else own
+            spans, folded, shaped = crossbatch.kept(runs, cands, fold, self.stats().rowed, size,
+                                                    [room - min(room, reserve * b) for b in own])
+            # The tag names the runs (and every cache entry of theirs)
+            self._cache[key] = (spans, folded, shaped,
+                                f"kept rows, {k} micro-batches, room {room}, reserve {reserve}, {attempt + 1}")
+            planned = self._runs(k)[:len(runs)]
+            own = [self._own(run) for run in planned]
+            held = [sum(size[x.tensor] for x in spans if x.writer <= i <= x.last) +
+                    sum(size[t] for f in folded[:i + 1] for t in f if t in s.grads) +
+                    sum(nbytes(planned[w].specs[t]) + self.alignment for t, (w, _) in shaped.items() if w <= i)
+                    for i in range(len(runs))]
+            if all(b + h <= room for b, h in zip(own, held)):
+                return self._cache[key]
+        return None
+
+    def _kept_price(self, k: int, key: tuple, choice: tuple) -> float:
+        """The predicted overhead of k micro-batches keeping the rows of `choice` (_fit_kept), its runs' counts
+        chosen for them (_counts)."""
+        self._cache[key] = choice
+        del self._cache["keeping", k, self.budget]
+        try:
+            return self.overhead(k, 1)
+        finally:
+            self._cache["keeping", k, self.budget] = True
 
     def _own(self, run: Run) -> int:
         """The most bytes `run`'s own buffers hold live at once (no chunks, no compaction, whole scratch)."""
@@ -1746,6 +1786,9 @@ class _Step:
 # The share of a budget's arena (less parameters, slots and feeds) that statistics passes' runs and kept rows may
 # fill (planner.crossbatch.kept): the rest is left for the arena's placement, which lands above its liveness bound.
 KEEP_SHARE = 0.9
+# The reserves of a run's own bytes that the kept rows of a budget are chosen under (_Step._choose_kept), the
+# cheapest predicted kept.
+KEPT_RESERVES = (1, 2, 4)
 _UNBOUNDED = 1 << 62  # an allowance nothing kept reaches
 
 
