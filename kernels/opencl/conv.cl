@@ -479,6 +479,127 @@ __kernel GEMM_ATTR void K(conv3_wgrad)(GLOBAL(T, out), GLOBAL_RO(T, x), GLOBAL_R
 }
 #endif
 
+// conv3_halo (conv.py's `halo` variant): conv3's Conv2D / Conv2DBackpropInput (FLIP) as a direct convolution. A
+// work-group owns TM output channels of ROWS rows of one image (the row width IW, compile-time, padded to IWP, a
+// multiple of WN) and steps through the summed channels CC at a time: it stages those channels' input rows with
+// their halo (ROWS + 2 rows of IWP + 2 columns, zeros outside the image, so the inner loop checks no bounds) and
+// their 9 x TM filter taps in local memory, once each, where conv3 reads every input element again for each of
+// the 9 taps it feeds, a bounds check and an index each. A work-item owns WM channels (consecutive) x WN columns
+// (consecutive, one row): per channel and filter row it reads WN + 2 inputs (float4 loads, a scalar each side)
+// that feed all 3 taps of the row, and WM filter values a tap (float4 loads): 9 x WM x WN multiply-adds for
+// about 3 (WN / 4 + 2) + 9 WM / 4 local loads. The next stage is read into registers while this one is multiplied.
+// Xs row layout: input column c at index c + 4 (the left halo at 3), rows IWP + 8 long (multiples of 4: the
+// float4 loads stay aligned). No split sums (a layer whose tiles do not fill the device keeps them few); the sum
+// of each output runs over stages, channels, filter rows, filter columns in turn. Epilogue as conv3's.
+#if WANT_conv3_halo
+#if FLIP
+#define TAP_A(t) (8 - (t))
+#define AC 1
+#define AM CIN
+#else
+#define TAP_A(t) (t)
+#define AC M
+#define AM 1
+#endif
+#define IWP ((IW + WN - 1) / WN * WN)
+#define HTX (ROWS * IWP / WN)   // work-items along positions
+#define HTY (TM / WM)           // work-items along output channels
+#define HNT (HTX * HTY)
+#define XROW (IWP + 8)
+#define XELEMS (CC * (ROWS + 2) * (IWP + 2))  // staged inputs a stage
+#define WELEMS (CC * 9 * TM)                  // staged filter taps a stage
+#define X_LOADS ((XELEMS + HNT - 1) / HNT)
+#define W_LOADS ((WELEMS + HNT - 1) / HNT)
+__kernel __attribute__((reqd_work_group_size(HTX, HTY, 1)))
+void K(conv3_halo)(GLOBAL(T, out), GLOBAL_RO(T, x), GLOBAL_RO(T, w), GLOBAL(const T, bias), int M, int IH,
+                   int xN, int xC, int xH, int xW, int oN, int oC, int oH, int oW) {
+    SHIFT(out); SHIFT(x); SHIFT(w); SHIFT(bias);
+    __local T Xs[CC][ROWS + 2][XROW] __attribute__((aligned(16)));
+    __local T Ws[CC][9][TM] __attribute__((aligned(16)));
+    const int tx = get_local_id(0), ty = get_local_id(1), tid = ty * HTX + tx;
+    const int strips = (IH + ROWS - 1) / ROWS, b = get_group_id(0) / strips, oh0 = get_group_id(0) % strips * ROWS;
+    const int m0 = get_group_id(1) * TM;
+    const __global T* xb = x + b * xN;
+    T acc[WM][WN];
+    for (int i = 0; i < WM; i++) for (int j = 0; j < WN; j++) acc[i][j] = 0;
+    T rx[X_LOADS], rw[W_LOADS];
+    // Stage element e: inputs with the column fastest (neighbouring items read neighbouring addresses); filter
+    // taps with the faster of the filter's own axes fastest (m, or c when flipped).
+#define HALO_LOAD(c0) { \
+        for (int r = 0; r < X_LOADS; r++) { \
+            int e = r * HNT + tid, col = e % (IWP + 2), t = e / (IWP + 2), row = t % (ROWS + 2), c = t / (ROWS + 2); \
+            int ih = oh0 + row - 1, iw = col - 1; \
+            rx[r] = (e < XELEMS && (uint)ih < (uint)IH && (uint)iw < (uint)IW) \
+                ? xb[((c0) + c) * xC + ih * xH + iw * xW] : (T)0; \
+        } \
+        for (int r = 0; r < W_LOADS; r++) { \
+            int e = r * HNT + tid; \
+            HALO_W_POS(e, tap, c, m); \
+            rw[r] = (e < WELEMS && m0 + m < M) ? w[TAP_A(tap) * CIN * M + ((c0) + c) * AC + (m0 + m) * AM] : (T)0; \
+        } \
+    }
+#if FLIP
+#define HALO_W_POS(e, tap, c, m) int c = (e) % CC, m = (e) / CC % TM, tap = (e) / (CC * TM)
+#else
+#define HALO_W_POS(e, tap, c, m) int m = (e) % TM, c = (e) / TM % CC, tap = (e) / (TM * CC)
+#endif
+    const int p = tx * WN, pr = p / IWP, col0 = p % IWP, mr = ty * WM;
+    HALO_LOAD(0)
+    for (int c0 = 0; c0 < CIN; c0 += CC) {
+        for (int r = 0; r < X_LOADS; r++) {
+            int e = r * HNT + tid, col = e % (IWP + 2), t = e / (IWP + 2), row = t % (ROWS + 2), c = t / (ROWS + 2);
+            if (e < XELEMS) Xs[c][row][col + 3] = rx[r];
+        }
+        for (int r = 0; r < W_LOADS; r++) {
+            int e = r * HNT + tid;
+            HALO_W_POS(e, tap, c, m);
+            if (e < WELEMS) Ws[c][tap][m] = rw[r];
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (c0 + CC < CIN) HALO_LOAD(c0 + CC)
+        for (int c = 0; c < CC; c++) {
+#pragma unroll
+            for (int kh = 0; kh < 3; kh++) {
+                __local const T* xr_ = &Xs[c][pr + kh][col0 + 3];
+                T xr[WN + 2];
+                xr[0] = xr_[0];
+#pragma unroll
+                for (int j = 0; j < WN; j += 4) {
+                    T4 v = *(__local const T4*)(xr_ + 1 + j);
+                    xr[j + 1] = v.s0; xr[j + 2] = v.s1; xr[j + 3] = v.s2; xr[j + 4] = v.s3;
+                }
+                xr[WN + 1] = xr_[WN + 1];
+#pragma unroll
+                for (int kw = 0; kw < 3; kw++) {
+                    T a[WM];
+#pragma unroll
+                    for (int i = 0; i < WM; i += 4) {
+                        T4 v = *(__local const T4*)&Ws[c][kh * 3 + kw][mr + i];
+                        a[i] = v.s0; a[i + 1] = v.s1; a[i + 2] = v.s2; a[i + 3] = v.s3;
+                    }
+#pragma unroll
+                    for (int i = 0; i < WM; i++)
+#pragma unroll
+                        for (int j = 0; j < WN; j++) acc[i][j] += a[i] * xr[j + kw];
+                }
+            }
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    const int oh = oh0 + pr;
+    if (oh >= IH) return;
+    for (int i = 0; i < WM; i++) {
+        int m = m0 + mr + i;
+        if (m >= M) break;
+        int base = b * oN + oh * oH + m * oC;
+        for (int j = 0; j < WN; j++) {
+            int ow = col0 + j;
+            if (ow < IW) out[base + ow * oW] = CONV_EPI(acc[i][j], m, base + ow * oW);
+        }
+    }
+}
+#endif
+
 // -- DepthwiseConv2dNative and its backprops ------------------------------------------------------------------
 // Tensors are read through (n, c, h, w) element strides (NCHW or NHWC); geo = (H, W, OH, OW, kh, kw, sh, sw),
 // pad = (ph, pw); the filter is (kh, kw, C, M) and output channel k = c * M + m.

@@ -18,6 +18,7 @@ general kernels, a comma list of VARIANTS' names runs those (on a CPU device too
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import os
 
@@ -87,6 +88,9 @@ def _divisor(attrs) -> int:
 #   vtile   those three with gemm.cl's vector register tiles (VTILE), tuned over VTILE_CANDIDATES,
 #   dwfinish  conv3_wgrad finishes its split sums in the kernel whatever their number (WGRAD_FINISH_LOADS: no
 #           second pass, a launch less; the pass's partials are declared scratch all the same). Not measured yet.
+#   halo    Conv2D, _FusedConv2DBiasRelu, Conv2DBackpropInput and its ReLU fold on conv.cl's conv3_halo (stop 45),
+#           ahead of fwd3x3 / dx3x3: a direct convolution over input rows staged once with their halo, tuned over
+#           _halo_candidates. It does not split its sums (their scratch stays declared, unused).
 # Same splits, scratch and order of each sum as the kernels they replace; a shape they do not cover (another
 # filter, a stride, a channel count conv3 cannot slice by K) keeps the general kernel.
 # A GPU runs GPU_VARIANTS unless TFPLUS_CONV_VARIANTS says otherwise (a comma list of the names above; empty or
@@ -96,7 +100,7 @@ def _divisor(attrs) -> int:
 # The H200's tiles for the vtile kernels are shipped (tuning-gpu.json); a problem without a tile takes that of the
 # nearest tuned problem of its kernel (_tune.choose `nearest`) instead of timing a dozen candidate programs during
 # a first step.
-VARIANTS = ("fwd3x3", "dx3x3", "dw3x3", "vtile", "dwfinish")
+VARIANTS = ("fwd3x3", "dx3x3", "dw3x3", "vtile", "dwfinish", "halo")
 GPU_VARIANTS = frozenset({"fwd3x3", "dx3x3", "dw3x3", "vtile"})
 # VTILE needs WM and WN multiples of 4: the general candidates that are, shallower ones (TK 8), and shapes for
 # Mentee's narrow sides (32 output channels forward, 32 input channels in dx, 32 or 64 columns in a filter gradient).
@@ -205,6 +209,79 @@ def _conv3(rt, v, kind: str, out, x, w, m: int, n: int, cin: int, hw, xs, os_, f
     return make(_tune.choose(rt, key, out.dtype.itemsize, run, candidates, nearest=True))
 
 
+# conv3_halo's configs are (TM, ROWS, CC, WM, WN): TM output channels of ROWS image rows a work-group, CC channels
+# summed a stage, WM channels x WN columns a work-item. The CPU device (PoCL) takes HALO_CPU_TILE (rows and
+# channels cut to the problem's).
+HALO_CPU_TILE = (16, 2, 8, 4, 4)
+
+
+def _halo_fits(cfg, cin: int, iw: int, max_wg: int, local_mem: int, itemsize: int) -> bool:
+    """Whether conv3_halo builds and runs with `cfg` summing `cin` channels of `iw`-wide rows: vector runs of 4,
+    whole stages, the work-group and its local tiles within the device's limits."""
+    tm, rows, cc, wm, wn = cfg
+    iwp = -(-iw // wn) * wn
+    local = (cc * (rows + 2) * (iwp + 8) + cc * 9 * tm) * itemsize
+    return (wm % 4 == 0 and wn % 4 == 0 and tm % wm == 0 and cin % cc == 0 and
+            tm // wm * (rows * iwp // wn) <= max_wg and local <= local_mem)
+
+
+def _halo_candidates(m: int, ih: int, iw: int) -> list[tuple]:
+    """GPU configs for m output channels of ih x iw images: 32-256 positions (whole rows, no more than the image
+    has) and 64-256 work-items a group, 8 channels a stage, no wider in channels than m needs."""
+    out = []
+    for tm, rows, wm, wn in itertools.product((32, 64, 128), (1, 2, 4, 8, 16), (4, 8), (4, 8)):
+        positions = rows * -(-iw // wn) * wn
+        if 32 <= positions <= 256 and rows <= ih and 64 <= tm // wm * positions // wn <= 256 and tm < m + 32:
+            out.append((tm, rows, 8, wm, wn))
+    return out
+
+
+def _halo_default(candidates: list, m: int, iw: int) -> tuple | None:
+    """An untuned GPU's config: 64 channels (32 where m is narrower) by about 128 positions, 8 x 8 outputs a
+    work-item (4 x 8 at 32 channels)."""
+    tm = 64 if m >= 64 else 32
+    pick = [c for c in candidates if c[0] == tm and c[3:] == ((8, 8) if tm == 64 else (4, 8))]
+    return min(pick, key=lambda c: abs(c[1] * iw - 128), default=candidates[0] if candidates else None)
+
+
+def _halo(rt, kind: str, out, x, w, m: int, cin: int, hw, xs, os_, flip: bool, epilogue: int = 0, bias=None):
+    """The launch plan of conv.cl's conv3_halo (a 3x3 stride-1 SAME Conv2D, or with `flip` the input gradient of
+    one, of m output channels summing cin), tuned; None where no config fits (conv3 runs it then)."""
+    ih, iw = hw
+    dt = out.dtype
+
+    def fits(cfg):
+        return _halo_fits(cfg, cin, iw, rt.dev.max_wg, rt.info["local_mem_bytes"], dt.itemsize)
+
+    tm, rows, cc, wm, wn = HALO_CPU_TILE
+    cpu = (tm, min(rows, ih), math.gcd(cc, cin), wm, wn)
+    candidates = _halo_candidates(m, ih, iw)
+    if not (any(fits(c) for c in candidates) if rt.dev.is_gpu else fits(cpu)):
+        return None
+    flags = {"FLIP": int(flip), "CIN": cin, "IW": iw}
+    more = {"EPILOGUE": epilogue} if epilogue else {}
+    scalars = tuple(np.int32(v) for v in (m, ih, *xs, *os_))
+    batch = out.shape[0]
+
+    def make(cfg):
+        tm, rows, cc, wm, wn = cfg
+        tx, ty = rows * -(-iw // wn) * wn // wn, tm // wm
+        kern = kernel(rt, SRC, "conv3_halo", dt, **flags, **more, TM=tm, ROWS=rows, CC=cc, WM=wm, WN=wn)
+        return kern, (batch * -(-ih // rows) * tx, -(-m // tm) * ty), (tx, ty), scalars
+
+    def run(cfg):
+        _run_halo(rt, make(cfg), out, x, w, bias)
+
+    key = f"{kind}h|{dt.name}|{int(flip)}{int(xs[3] == 1)}|w{iw}|{m}x{batch * ih * iw}x{9 * cin}"
+    return make(_tune.choose(rt, key, dt.itemsize, run, candidates, nearest=True, fits=fits,
+                             default=_halo_default([c for c in candidates if fits(c)], m, iw), cpu=cpu))
+
+
+def _run_halo(rt, plan, out, x, w, bias=None, workspace=None) -> None:
+    kern, g, loc, scalars = plan
+    rt.run(kern, g, loc, out, x, w, bias, *scalars)
+
+
 # Forward convs whose reduction (kh * kw * cin) is at most this run conv.cl's conv_small, not the GEMM: its taps
 # fit a work-item's registers. On the H100, Mentee's first layer (3x3 RGB -> 32, bias and ReLU) took 38-41 us as
 # the tuned GEMM and 31-32 us so at batch 128, 25-27 / 21-22 us at 64, 19 / 15 us at 32, and its program builds
@@ -272,8 +349,12 @@ def _forward(rt, x, f, out, attrs, bias=None, epilogue: int = 0, workspace=None)
             return np.stack([k * g.cout, ci * xs[1] + kh * xs[2] + kw * xs[3], kh, kw], -1).reshape(-1, 4)
 
         kd = g.kh * g.kw * g.cin
+        halo = "halo" in key[-1] and _is3x3(g) and kd > SMALL_K and \
+            _halo(rt, "conv3_fwd", out, x, f, g.cout, g.cin, (g.h, g.w), xs, os_, False, epilogue, bias)
         if kd <= SMALL_K:
             plan = rt.plans[key] = (_run_small, _small(rt, out.dtype, g, xs, os_, epilogue))
+        elif halo:
+            plan = rt.plans[key] = (_run_halo, halo)
         elif "fwd3x3" in key[-1] and _is3x3(g) and g.cin % _CONV3_CHANNELS == 0:
             plan = rt.plans[key] = (_run_conv, _conv3(rt, key[-1], "conv3_fwd", out, x, f, g.cout, g.n * g.oh * g.ow,
                                                       g.cin, (g.h, g.w), xs, os_, False, epilogue, bias))
@@ -309,17 +390,23 @@ def _backprop_input(ctx, ins, dx, attrs, features=None, epilogue: int = 0) -> No
     plan = rt.plans.get(key)
     if plan is None:
         plan = rt.plans[key] = _dx_plan(rt, dx, f, dy, attrs, key[-1], epilogue, features)
-    _run_conv(rt, plan, dx, dy, f, features, ctx.workspace)
+    run, launch = plan
+    run(rt, launch, dx, dy, f, features, ctx.workspace)
 
 
 def _dx_plan(rt, dx, f, dy, attrs, v, epilogue: int = 0, features=None):
-    """Conv2DBackpropInput's launch plan: conv3 flipped when dx3x3 (in variants `v`) covers it, else the general
-    conv; `epilogue` 3 / 4 masks it by a ReLU's / Relu6's gradient at `features` (conv.cl EPILOGUE)."""
+    """Conv2DBackpropInput's (runner, launch plan): conv3_halo flipped when halo (in variants `v`) covers it, conv3
+    flipped when dx3x3 does, else the general conv; `epilogue` 3 / 4 masks it by a ReLU's / Relu6's gradient at
+    `features` (conv.cl EPILOGUE)."""
     g = _Geom(dx.shape, f.shape, attrs)
     ds, xs = g.strides(dy.shape), g.strides(dx.shape)
+    halo = "halo" in v and _is3x3(g) and \
+        _halo(rt, "conv3_dx", dx, dy, f, g.cin, g.cout, (g.h, g.w), ds, xs, True, epilogue, features)
+    if halo:
+        return _run_halo, halo
     if "dx3x3" in v and _is3x3(g) and g.cout % _CONV3_CHANNELS == 0:
-        return _conv3(rt, v, "conv3_dx", dx, dy, f, g.cin, g.n * g.h * g.w, g.cout, (g.h, g.w), ds, xs, True,
-                      epilogue, features)
+        return _run_conv, _conv3(rt, v, "conv3_dx", dx, dy, f, g.cin, g.n * g.h * g.w, g.cout, (g.h, g.w), ds, xs,
+                                 True, epilogue, features)
     strided = (g.sh, g.sw) != (1, 1)
 
     def table():  # k = (kh', kw', co) over the flipped filter: filter offset, dy offset of that tap
@@ -331,9 +418,9 @@ def _dx_plan(rt, dx, f, dy, attrs, v, epilogue: int = 0, features=None):
     tab = rt.table(("dconv", g.kh, g.kw, g.cin, g.cout, ds[1:], strided), table)
     # dx position (ih, iw) reads dy at ((ih - pad') + kh') / stride with pad' = k - 1 - pad.
     pad = (g.kh - 1 - g.ph, g.kw - 1 - g.pw)
-    return _conv(rt, "conv_dx", dx, dy, f, tab, g.cin, g.n * g.h * g.w, g.kh * g.kw * g.cout, (g.h, g.w),
-                 (g.oh, g.ow), ds, xs, (1, 1), pad, g.cout, (g.sh, g.sw), True, ds[1] == 1, strided, epilogue,
-                 features)
+    return _run_conv, _conv(rt, "conv_dx", dx, dy, f, tab, g.cin, g.n * g.h * g.w, g.kh * g.kw * g.cout, (g.h, g.w),
+                            (g.oh, g.ow), ds, xs, (1, 1), pad, g.cout, (g.sh, g.sw), True, ds[1] == 1, strided,
+                            epilogue, features)
 
 
 @register_workspace("Conv2DBackpropInput", "opencl")
