@@ -488,8 +488,11 @@ __kernel GEMM_ATTR void K(conv3_wgrad)(GLOBAL(T, out), GLOBAL_RO(T, x), GLOBAL_R
 // (consecutive, one row): per channel and filter row it reads WN + 2 inputs (float4 loads, a scalar each side)
 // that feed all 3 taps of the row, and WM filter values a tap (float4 loads): 9 x WM x WN multiply-adds for
 // about 3 (WN / 4 + 2) + 9 WM / 4 local loads. The next stage is read into registers while this one is multiplied.
-// Xs row layout: input column c at index c + 4 (the left halo at 3), rows IWP + 8 long (multiples of 4: the
-// float4 loads stay aligned). No split sums (a layer whose tiles do not fill the device keeps them few); the sum
+// Xs row layout: input column c at index c + 4 (the left halo at 3), rows XROW long: a multiple of 4 (the float4
+// loads stay aligned) but not of 8, so that the scalar edge loads of a warp's rows fall in other banks (IWP + 8
+// words a row put 4 rows of 8-wide runs in 4 banks: 4-way conflicts). A stage's filter taps of channel c are row c
+// of Ws, 9 x TM long and padded by 4, so the flipped filter's channel-fastest stores fall in different banks.
+// No split sums (a layer whose tiles do not fill the device keeps them few); the sum
 // of each output runs over stages, channels, filter rows, filter columns in turn. Epilogue as conv3's.
 #if WANT_conv3_halo
 #if FLIP
@@ -505,7 +508,8 @@ __kernel GEMM_ATTR void K(conv3_wgrad)(GLOBAL(T, out), GLOBAL_RO(T, x), GLOBAL_R
 #define HTX (ROWS * IWP / WN)   // work-items along positions
 #define HTY (TM / WM)           // work-items along output channels
 #define HNT (HTX * HTY)
-#define XROW (IWP + 8)
+#define XROW ((IWP + 8) % 8 ? IWP + 8 : IWP + 12)
+#define WROW (9 * TM + 4)
 #define XELEMS (CC * (ROWS + 2) * (IWP + 2))  // staged inputs a stage
 #define WELEMS (CC * 9 * TM)                  // staged filter taps a stage
 #define X_LOADS ((XELEMS + HNT - 1) / HNT)
@@ -515,7 +519,7 @@ void K(conv3_halo)(GLOBAL(T, out), GLOBAL_RO(T, x), GLOBAL_RO(T, w), GLOBAL(cons
                    int xN, int xC, int xH, int xW, int oN, int oC, int oH, int oW) {
     SHIFT(out); SHIFT(x); SHIFT(w); SHIFT(bias);
     __local T Xs[CC][ROWS + 2][XROW] __attribute__((aligned(16)));
-    __local T Ws[CC][9][TM] __attribute__((aligned(16)));
+    __local T Ws[CC][WROW] __attribute__((aligned(16)));
     const int tx = get_local_id(0), ty = get_local_id(1), tid = ty * HTX + tx;
     const int strips = (IH + ROWS - 1) / ROWS, b = get_group_id(0) / strips, oh0 = get_group_id(0) % strips * ROWS;
     const int m0 = get_group_id(1) * TM;
@@ -553,7 +557,7 @@ void K(conv3_halo)(GLOBAL(T, out), GLOBAL_RO(T, x), GLOBAL_RO(T, w), GLOBAL(cons
         for (int r = 0; r < W_LOADS; r++) {
             int e = r * HNT + tid;
             HALO_W_POS(e, tap, c, m);
-            if (e < WELEMS) Ws[c][tap][m] = rw[r];
+            if (e < WELEMS) Ws[c][tap * TM + m] = rw[r];
         }
         barrier(CLK_LOCAL_MEM_FENCE);
         if (c0 + CC < CIN) HALO_LOAD(c0 + CC)
@@ -574,7 +578,7 @@ void K(conv3_halo)(GLOBAL(T, out), GLOBAL_RO(T, x), GLOBAL_RO(T, w), GLOBAL(cons
                     T a[WM];
 #pragma unroll
                     for (int i = 0; i < WM; i += 4) {
-                        T4 v = *(__local const T4*)&Ws[c][kh * 3 + kw][mr + i];
+                        T4 v = *(__local const T4*)&Ws[c][(kh * 3 + kw) * TM + mr + i];
                         a[i] = v.s0; a[i + 1] = v.s1; a[i + 2] = v.s2; a[i + 3] = v.s3;
                     }
 #pragma unroll

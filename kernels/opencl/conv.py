@@ -220,19 +220,20 @@ def _halo_fits(cfg, cin: int, iw: int, max_wg: int, local_mem: int, itemsize: in
     whole stages, the work-group and its local tiles within the device's limits."""
     tm, rows, cc, wm, wn = cfg
     iwp = -(-iw // wn) * wn
-    local = (cc * (rows + 2) * (iwp + 8) + cc * 9 * tm) * itemsize
+    xrow = iwp + 8 if (iwp + 8) % 8 else iwp + 12  # conv.cl's XROW and WROW
+    local = cc * ((rows + 2) * xrow + 9 * tm + 4) * itemsize
     return (wm % 4 == 0 and wn % 4 == 0 and tm % wm == 0 and cin % cc == 0 and
             tm // wm * (rows * iwp // wn) <= max_wg and local <= local_mem)
 
 
 def _halo_candidates(m: int, ih: int, iw: int) -> list[tuple]:
     """GPU configs for m output channels of ih x iw images: 32-256 positions (whole rows, no more than the image
-    has) and 64-256 work-items a group, 8 channels a stage, no wider in channels than m needs."""
+    has) and 64-256 work-items a group, 8 or 16 channels a stage, no wider in channels than m needs."""
     out = []
-    for tm, rows, wm, wn in itertools.product((32, 64, 128), (1, 2, 4, 8, 16), (4, 8), (4, 8)):
+    for tm, rows, cc, wm, wn in itertools.product((32, 64, 128), (1, 2, 4, 8, 16), (8, 16), (4, 8), (4, 8)):
         positions = rows * -(-iw // wn) * wn
         if 32 <= positions <= 256 and rows <= ih and 64 <= tm // wm * positions // wn <= 256 and tm < m + 32:
-            out.append((tm, rows, 8, wm, wn))
+            out.append((tm, rows, cc, wm, wn))
     return out
 
 
@@ -240,7 +241,7 @@ def _halo_default(candidates: list, m: int, iw: int) -> tuple | None:
     """An untuned GPU's config: 64 channels (32 where m is narrower) by about 128 positions, 8 x 8 outputs a
     work-item (4 x 8 at 32 channels)."""
     tm = 64 if m >= 64 else 32
-    pick = [c for c in candidates if c[0] == tm and c[3:] == ((8, 8) if tm == 64 else (4, 8))]
+    pick = [c for c in candidates if c[0] == tm and c[2] == 8 and c[3:] == ((8, 8) if tm == 64 else (4, 8))]
     return min(pick, key=lambda c: abs(c[1] * iw - 128), default=candidates[0] if candidates else None)
 
 
