@@ -510,7 +510,7 @@ __kernel GEMM_ATTR void K(conv3_wgrad)(GLOBAL(T, out), GLOBAL_RO(T, x), GLOBAL_R
 #define HNT (HTX * HTY)
 #define XROW ((IWP + 8) % 8 ? IWP + 8 : IWP + 12)
 #define WROW (9 * TM + 4)
-#define XELEMS (CC * (ROWS + 2) * (IWP + 2))  // staged inputs a stage
+#define XELEMS (CC * (ROWS + 2) * IWP)  // staged inputs a stage (not the halo columns: see below)
 #define WELEMS (CC * 9 * TM)                  // staged filter taps a stage
 #define X_LOADS ((XELEMS + HNT - 1) / HNT)
 #define W_LOADS ((WELEMS + HNT - 1) / HNT)
@@ -526,15 +526,23 @@ void K(conv3_halo)(GLOBAL(T, out), GLOBAL_RO(T, x), GLOBAL_RO(T, w), GLOBAL(cons
     const __global T* xb = x + b * xN;
     T acc[WM][WN];
     for (int i = 0; i < WM; i++) for (int j = 0; j < WN; j++) acc[i][j] = 0;
+    // A tile spans whole rows, so its halo columns (input columns -1 and IWP) lie outside the image in every
+    // stage: zeros, written once (the first stage's barrier orders them before any read).
+    for (int e = tid; e < CC * (ROWS + 2); e += HNT) {
+        Xs[e % CC][e / CC][3] = 0;
+        Xs[e % CC][e / CC][IWP + 4] = 0;
+    }
     T rx[X_LOADS], rw[W_LOADS];
-    // Stage element e: inputs with the column fastest (neighbouring items read neighbouring addresses); filter
-    // taps with the faster of the filter's own axes fastest (m, or c when flipped).
+    // Stage element e: inputs with the column fastest (neighbouring items read neighbouring addresses), then the
+    // channel, then the row; filter taps with the faster of the filter's own axes fastest (m, or c when flipped).
+    // Mentee's widths, CC and TM are powers of 2: the positions' divisions are shifts.
+#define HALO_X_POS(e, row, c, col) int col = (e) % IWP, c = (e) / IWP % CC, row = (e) / (IWP * CC)
 #define HALO_LOAD(c0) { \
         for (int r = 0; r < X_LOADS; r++) { \
-            int e = r * HNT + tid, col = e % (IWP + 2), t = e / (IWP + 2), row = t % (ROWS + 2), c = t / (ROWS + 2); \
-            int ih = oh0 + row - 1, iw = col - 1; \
-            rx[r] = (e < XELEMS && (uint)ih < (uint)IH && (uint)iw < (uint)IW) \
-                ? xb[((c0) + c) * xC + ih * xH + iw * xW] : (T)0; \
+            int e = r * HNT + tid; \
+            HALO_X_POS(e, row, c, col); \
+            int ih = oh0 + row - 1; \
+            rx[r] = (e < XELEMS && (uint)ih < (uint)IH && col < IW) ? xb[((c0) + c) * xC + ih * xH + col * xW] : (T)0; \
         } \
         for (int r = 0; r < W_LOADS; r++) { \
             int e = r * HNT + tid; \
@@ -551,8 +559,9 @@ void K(conv3_halo)(GLOBAL(T, out), GLOBAL_RO(T, x), GLOBAL_RO(T, w), GLOBAL(cons
     HALO_LOAD(0)
     for (int c0 = 0; c0 < CIN; c0 += CC) {
         for (int r = 0; r < X_LOADS; r++) {
-            int e = r * HNT + tid, col = e % (IWP + 2), t = e / (IWP + 2), row = t % (ROWS + 2), c = t / (ROWS + 2);
-            if (e < XELEMS) Xs[c][row][col + 3] = rx[r];
+            int e = r * HNT + tid;
+            HALO_X_POS(e, row, c, col);
+            if (e < XELEMS) Xs[c][row][col + 4] = rx[r];
         }
         for (int r = 0; r < W_LOADS; r++) {
             int e = r * HNT + tid;
