@@ -213,6 +213,7 @@ def _conv3(rt, v, kind: str, out, x, w, m: int, n: int, cin: int, hw, xs, os_, f
 # summed a stage, WM channels x WN columns a work-item. The CPU device (PoCL) takes HALO_CPU_TILE (rows and
 # channels cut to the problem's).
 HALO_CPU_TILE = (16, 2, 8, 4, 4)
+HALO_PREFETCH = 48
 
 
 def _halo_fits(cfg, cin: int, iw: int, max_wg: int, local_mem: int, itemsize: int) -> bool:
@@ -228,21 +229,23 @@ def _halo_fits(cfg, cin: int, iw: int, max_wg: int, local_mem: int, itemsize: in
 
 def _halo_candidates(m: int, ih: int, iw: int) -> list[tuple]:
     """GPU configs for m output channels of ih x iw images: 32-256 positions (whole rows, no more than the image
-    has) and 64-256 work-items a group, 8 or 16 channels a stage, no wider in channels than m needs."""
+    has) and 64-256 work-items a group, 8 or 16 channels a stage, no wider in channels than m needs, and at most
+    HALO_PREFETCH values a work-item staged a stage (the registers that hold the next stage: more spill)."""
     out = []
     for tm, rows, cc, wm, wn in itertools.product((32, 64, 128), (1, 2, 4, 8, 16), (8, 16), (4, 8), (4, 8)):
         positions = rows * -(-iw // wn) * wn
-        if 32 <= positions <= 256 and rows <= ih and 64 <= tm // wm * positions // wn <= 256 and tm < m + 32:
+        items = tm // wm * positions // wn
+        staged = -(-cc * (rows + 2) * positions // rows // items) + -(-cc * 9 * tm // items)
+        if 32 <= positions <= 256 and rows <= ih and 64 <= items <= 256 and tm < m + 32 and staged <= HALO_PREFETCH:
             out.append((tm, rows, cc, wm, wn))
     return out
 
 
 def _halo_default(candidates: list, m: int, iw: int) -> tuple | None:
-    """An untuned GPU's config: 64 channels (32 where m is narrower) by about 128 positions, 8 x 8 outputs a
-    work-item (4 x 8 at 32 channels)."""
-    tm = 64 if m >= 64 else 32
-    pick = [c for c in candidates if c[0] == tm and c[2] == 8 and c[3:] == ((8, 8) if tm == 64 else (4, 8))]
-    return min(pick, key=lambda c: abs(c[1] * iw - 128), default=candidates[0] if candidates else None)
+    """An untuned GPU's config: 64 channels (32 where m is narrower), the most outputs a work-item, about 128
+    positions, 8 channels a stage."""
+    want = 64 if m >= 64 else 32
+    return min(candidates, key=lambda c: (abs(c[0] - want), -c[3] * c[4], abs(c[1] * iw - 128), c[2]), default=None)
 
 
 def _halo(rt, kind: str, out, x, w, m: int, cin: int, hw, xs, os_, flip: bool, epilogue: int = 0, bias=None):
