@@ -613,6 +613,105 @@ void K(conv3_halo)(GLOBAL(T, out), GLOBAL_RO(T, x), GLOBAL_RO(T, w), GLOBAL(cons
 }
 #endif
 
+// conv3_wgrad_halo (conv.py's `dwhalo` variant): conv3_wgrad's filter gradient, dw[(tap, ci), co] = sum over
+// positions p of x[p + tap, ci] * dy[p, co], as a direct convolution: a work-group owns TCI input channels x TCO
+// output channels x all 9 taps and sums over the image rows of its split of the positions (get_group_id(2): row g
+// is the split's whose chunk holds the row's first position, so each row is summed once), SR rows a stage. A stage
+// stages its dy rows and its x rows with their halo rows in local memory, once each (conv3_wgrad reads an x element
+// again for each tap it feeds, a bounds check each); a work-item owns WI input x WO output channels and all their
+// taps, and per row, 4 columns and filter row reads WN + 2 = 6 inputs a channel (a float4 and a scalar each side)
+// that serve all 3 taps of the filter row, and 4 dy values an output channel (float4): 36 WI WO multiply-adds for
+// 9 WI + WO local loads. Global row g = (image, row) and the stage's rows are consecutive global rows: a tap that
+// would read across an image's top or bottom edge is skipped for that row (the same for the whole work-group).
+// Writes layer z of the partial sums (dw itself when one split); conv.py sums the layers in a second pass.
+#if WANT_conv3_wgrad_halo
+#define DIWP ((IW + 3) / 4 * 4)
+#define DTX (TCO / WO)
+#define DTY (TCI / WI)
+#define DNT (DTX * DTY)
+#define DXROW ((DIWP + 8) % 8 ? DIWP + 8 : DIWP + 12)
+#define DXPLANE ((SR + 2) * DXROW % 8 ? (SR + 2) * DXROW : (SR + 2) * DXROW + 4)
+#define DDPLANE (SR * DIWP + 4)
+__kernel __attribute__((reqd_work_group_size(DTX, DTY, 1)))
+void K(conv3_wgrad_halo)(GLOBAL(T, out), GLOBAL_RO(T, x), GLOBAL_RO(T, dy), int N, int rows, int IH, int chunk,
+                         int xN, int xC, int xH, int xW, int dN, int dC, int dH, int dW) {
+    SHIFT(out); SHIFT(x); SHIFT(dy);
+    __local T Xs[TCI * DXPLANE] __attribute__((aligned(16)));
+    __local T Ds[TCO * DDPLANE] __attribute__((aligned(16)));
+    __local int xoff[SR + 2], doff[SR], ohs[SR];
+    const int tx = get_local_id(0), ty = get_local_id(1), tid = ty * DTX + tx;
+    const int co0 = get_group_id(0) * TCO, ci0 = get_group_id(1) * TCI, z = get_group_id(2);
+    const int rb = (z * chunk + IW - 1) / IW, re = min(((z + 1) * chunk + IW - 1) / IW, rows);
+    for (int e = tid; e < TCI * (SR + 2); e += DNT) {  // the halo columns: outside the image in every stage
+        Xs[e / (SR + 2) * DXPLANE + e % (SR + 2) * DXROW + 3] = 0;
+        Xs[e / (SR + 2) * DXPLANE + e % (SR + 2) * DXROW + DIWP + 4] = 0;
+    }
+    T acc[9][WI][WO];
+    for (int t = 0; t < 9; t++) for (int i = 0; i < WI; i++) for (int o = 0; o < WO; o++) acc[t][i][o] = 0;
+    for (int g0 = rb; g0 < re; g0 += SR) {
+        if (tid < SR + 2) {  // the stage's rows: where they start in x (-1: outside the tensor), dy, and image row
+            int gr = g0 - 1 + tid;
+            xoff[tid] = gr >= 0 && gr < rows ? gr / IH * xN + gr % IH * xH : -1;
+            if (tid < SR) {
+                int g = g0 + tid;
+                doff[tid] = g < re ? g / IH * dN + g % IH * dH : -1;
+                ohs[tid] = g < re ? g % IH : -1;
+            }
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int e = tid; e < TCI * (SR + 2) * DIWP; e += DNT) {
+            int col = e % DIWP, row = e / DIWP % (SR + 2), c = e / (DIWP * (SR + 2)), at = xoff[row];
+            Xs[c * DXPLANE + row * DXROW + col + 4] =
+                at >= 0 && col < IW && ci0 + c < CIN ? x[at + (ci0 + c) * xC + col * xW] : (T)0;
+        }
+        for (int e = tid; e < TCO * SR * DIWP; e += DNT) {
+            int col = e % DIWP, row = e / DIWP % SR, o = e / (DIWP * SR), at = doff[row];
+            Ds[o * DDPLANE + row * DIWP + col] = at >= 0 && col < IW && co0 + o < N ? dy[at + (co0 + o) * dC + col * dW]
+                                                                                  : (T)0;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int r = 0; r < SR; r++) {
+            const int oh = ohs[r];
+            if (oh < 0) break;  // past the split's rows (all later ones too)
+            for (int q = 0; q < DIWP; q += 4) {
+                T d[WO][4];
+#pragma unroll
+                for (int o = 0; o < WO; o++) {
+                    T4 v = *(__local const T4*)&Ds[(tx * WO + o) * DDPLANE + r * DIWP + q];
+                    d[o][0] = v.s0; d[o][1] = v.s1; d[o][2] = v.s2; d[o][3] = v.s3;
+                }
+#pragma unroll
+                for (int kh = 0; kh < 3; kh++) {
+                    if ((uint)(oh + kh - 1) >= (uint)IH) continue;  // the tap reads across the image's edge
+#pragma unroll
+                    for (int i = 0; i < WI; i++) {
+                        __local const T* xr_ = &Xs[(ty * WI + i) * DXPLANE + (r + kh) * DXROW + q + 3];
+                        T4 v = *(__local const T4*)(xr_ + 1);
+                        T xr[6] = {xr_[0], v.s0, v.s1, v.s2, v.s3, xr_[5]};
+#pragma unroll
+                        for (int kw = 0; kw < 3; kw++)
+#pragma unroll
+                            for (int o = 0; o < WO; o++)
+#pragma unroll
+                                for (int s = 0; s < 4; s++) acc[kh * 3 + kw][i][o] += xr[s + kw] * d[o][s];
+                    }
+                }
+            }
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    __global T* dst = out + z * 9 * CIN * N;
+    for (int t = 0; t < 9; t++)
+        for (int i = 0; i < WI; i++) {
+            int ci = ci0 + ty * WI + i;
+            for (int o = 0; o < WO; o++) {
+                int co = co0 + tx * WO + o;
+                if (ci < CIN && co < N) dst[(t * CIN + ci) * N + co] = acc[t][i][o];
+            }
+        }
+}
+#endif
+
 // -- DepthwiseConv2dNative and its backprops ------------------------------------------------------------------
 // Tensors are read through (n, c, h, w) element strides (NCHW or NHWC); geo = (H, W, OH, OW, kh, kw, sh, sw),
 // pad = (ph, pw); the filter is (kh, kw, C, M) and output channel k = c * M + m.

@@ -91,6 +91,9 @@ def _divisor(attrs) -> int:
 #   halo    Conv2D, _FusedConv2DBiasRelu, Conv2DBackpropInput and its ReLU fold on conv.cl's conv3_halo (stop 45),
 #           ahead of fwd3x3 / dx3x3: a direct convolution over input rows staged once with their halo, tuned over
 #           _halo_candidates. It does not split its sums (their scratch stays declared, unused).
+#   dwhalo  Conv2DBackpropFilter (not the bias fold) on conv.cl's conv3_wgrad_halo (stop 45), ahead of dw3x3: the
+#           same staging for the filter gradient, tuned over _dwhalo_candidates; the same splits and scratch, the
+#           split sums always added up by a second pass.
 # Same splits, scratch and order of each sum as the kernels they replace; a shape they do not cover (another
 # filter, a stride, a channel count conv3 cannot slice by K) keeps the general kernel.
 # A GPU runs GPU_VARIANTS unless TFPLUS_CONV_VARIANTS says otherwise (a comma list of the names above; empty or
@@ -100,7 +103,7 @@ def _divisor(attrs) -> int:
 # The H200's tiles for the vtile kernels are shipped (tuning-gpu.json); a problem without a tile takes that of the
 # nearest tuned problem of its kernel (_tune.choose `nearest`) instead of timing a dozen candidate programs during
 # a first step.
-VARIANTS = ("fwd3x3", "dx3x3", "dw3x3", "vtile", "dwfinish", "halo")
+VARIANTS = ("fwd3x3", "dx3x3", "dw3x3", "vtile", "dwfinish", "halo", "dwhalo")
 GPU_VARIANTS = frozenset({"fwd3x3", "dx3x3", "dw3x3", "vtile"})
 # VTILE needs WM and WN multiples of 4: the general candidates that are, shallower ones (TK 8), and shapes for
 # Mentee's narrow sides (32 output channels forward, 32 input channels in dx, 32 or 64 columns in a filter gradient).
@@ -452,8 +455,12 @@ def _backprop_filter(ctx, ins, dw, attrs, db=None) -> None:
            variants(rt))
     plan = rt.plans.get(key)
     if plan is None:
-        plan = rt.plans[key] = _wgrad_plan(rt, x, dy, dw, attrs, key[-1], db)
-    _run_wgrad(rt, plan, x, dy, dw, ctx.workspace, db)
+        g = _Geom(x.shape, dw.shape, attrs)
+        halo = "dwhalo" in key[-1] and db is None and _is3x3(g) and _dwhalo(rt, x, dy, dw, g, _divisor(attrs))
+        plan = rt.plans[key] = (_run_dwhalo, halo) if halo else (_run_wgrad, _wgrad_plan(rt, x, dy, dw, attrs,
+                                                                                         key[-1], db))
+    run, launch = plan
+    run(rt, launch, x, dy, dw, ctx.workspace, db)
 
 
 @register_workspace("Conv2DBackpropFilter", "opencl")
@@ -538,6 +545,73 @@ def _wgrad_plan(rt, x, dy, dw, attrs, v=frozenset(), db=None):
                        dw.dtype.itemsize, lambda cfg: _run_wgrad(rt, make(cfg), x, dy, dw, rt.allocate, db),
                        candidates, nearest=base == "conv3_wgrad")
     return make(cfg)
+
+
+# conv3_wgrad_halo's configs are (TCI, TCO, SR, WI, WO): TCI input x TCO output channels a work-group, SR image rows
+# a stage, WI x WO channels (all 9 taps of each) a work-item.
+DWHALO_CPU_TILE = (8, 16, 1, 1, 4)
+
+
+def _dwhalo_fits(cfg, iw: int, max_wg: int, local_mem: int, itemsize: int) -> bool:
+    """Whether conv3_wgrad_halo runs with `cfg` on `iw`-wide rows within the device's limits."""
+    tci, tco, sr, wi, wo = cfg
+    iwp = -(-iw // 4) * 4
+    xrow = iwp + 8 if (iwp + 8) % 8 else iwp + 12  # conv.cl's DXROW, DXPLANE, DDPLANE
+    xplane = (sr + 2) * xrow + (0 if (sr + 2) * xrow % 8 else 4)
+    local = (tci * xplane + tco * (sr * iwp + 4)) * itemsize + 3 * (sr + 2) * 4
+    return tci % wi == 0 and tco % wo == 0 and tci // wi * (tco // wo) <= max_wg and local <= local_mem
+
+
+def _dwhalo_candidates(cin: int, cout: int) -> list[tuple]:
+    """GPU configs for a filter gradient of cin x cout channels: 64-256 work-items, at most 72 accumulators (9 WI WO)
+    a work-item, no wider than the channels need."""
+    out = []
+    for tci, tco, sr, (wi, wo) in itertools.product((8, 16, 32), (32, 64, 128), (1, 2, 4), ((1, 4), (1, 8), (2, 4))):
+        if 64 <= tci // wi * (tco // wo) <= 256 and tci < cin + 8 and tco < cout + 32:
+            out.append((tci, tco, sr, wi, wo))
+    return out
+
+
+def _dwhalo(rt, x, dy, dw, g: _Geom, divisor: int):
+    """The launch plan of conv.cl's conv3_wgrad_halo (a 3x3 stride-1 SAME filter gradient), tuned; None where no
+    config fits. Splits as conv3_wgrad's (_wgrad_splits: the planner's scratch)."""
+    xs, ds = g.strides(x.shape), g.strides(dy.shape)
+    m, n, p = _wgrad_mnp(g)
+    dt = dw.dtype
+
+    def fits(cfg):
+        return _dwhalo_fits(cfg, g.w, rt.dev.max_wg, rt.info["local_mem_bytes"], dt.itemsize)
+
+    candidates = _dwhalo_candidates(g.cin, g.cout)
+    if not (any(fits(c) for c in candidates) if rt.dev.is_gpu else fits(DWHALO_CPU_TILE)):
+        return None
+    splits, chunk = _wgrad_splits(m, n, p, rt.info["compute_units"], divisor)
+    scalars = tuple(np.int32(v) for v in (n, g.n * g.h, g.h, chunk, *xs, *ds))
+
+    def make(cfg):
+        tci, tco, sr, wi, wo = cfg
+        kern = kernel(rt, SRC, "conv3_wgrad_halo", dt, CIN=g.cin, IW=g.w, TCI=tci, TCO=tco, SR=sr, WI=wi, WO=wo)
+        tx, ty = tco // wo, tci // wi
+        return kern, (-(-n // tco) * tx, -(-g.cin // tci) * ty, splits), (tx, ty, 1), scalars, splits
+
+    def run(cfg):
+        _run_dwhalo(rt, make(cfg), x, dy, dw, rt.allocate)
+
+    ok = [c for c in candidates if fits(c)]
+    default = min(ok, key=lambda c: (-c[3] * c[4], abs(c[0] * c[1] - 1024), c[2]), default=None)
+    key = f"conv3_dwh|{dt.name}|{int(xs[3] == 1)}|w{g.w}|{m}x{n}x{p}" + (f"/{divisor}" if divisor > 1 else "")
+    return make(_tune.choose(rt, key, dt.itemsize, run, candidates, nearest=True, fits=fits, default=default,
+                             cpu=DWHALO_CPU_TILE))
+
+
+def _run_dwhalo(rt, plan, x, dy, dw, workspace, db=None) -> None:
+    kern, g, loc, scalars, splits = plan
+    if splits == 1:
+        rt.run(kern, g, loc, dw, x, dy, *scalars)
+        return
+    layers = workspace((splits, dw.size), dw.dtype)
+    rt.run(kern, g, loc, layers, x, dy, *scalars)
+    reduce(rt, "sum", dw, layers, [0], 1, workspace)
 
 
 def _run_wgrad(rt, plan, x, dy, dw, workspace, db=None) -> None:
