@@ -13,7 +13,8 @@ with --kernel-sums also each set's kernel time a step (a profiled process per se
     python benchmarks/bench_conv_variants.py --batches 4 --reps 2 --steps 2 --warmup 1 --rounds 1   # PoCL check
 
 On a GPU, 3x3+vtile is the default (conv.py GPU_VARIANTS; the H200's tiles for it are shipped), "all" adds dwfinish,
-"halo" runs the forwards and input gradients on conv3_halo (stop 45; its configs are tuned, none shipped).
+"halo" runs the forwards and input gradients on conv3_halo, "halo+dw" the filter gradients too on conv3_wgrad_halo
+(stop 45; their configs are tuned, none shipped).
 Tiles: the other sets' kernels are new problems to the tuner; under the default bound on tuning (1 s a process)
 most would run the nearest tuned problem's tile or the default one. Run with TFPLUS_OPENCL_TUNE_S=inf: part 1
 tunes them all (kept in the device's tuning file), and part 2's processes find them there.
@@ -37,7 +38,7 @@ ATTRS = {"strides": [1, 1, 1, 1], "padding": "SAME", "data_format": "NCHW", "dil
 THREE = "fwd3x3,dx3x3,dw3x3"
 # name -> TFPLUS_CONV_VARIANTS
 CONFIGS = {"general": "none", "3x3": THREE, "3x3+vtile": THREE + ",vtile", "all": THREE + ",vtile,dwfinish",
-           "halo": THREE + ",vtile,halo"}
+           "halo": THREE + ",vtile,halo", "halo+dw": THREE + ",vtile,halo,dwhalo"}
 STEP_CONFIGS = {"general": "none", "fwd3x3": "fwd3x3", "dx3x3": "dx3x3", "dw3x3": "dw3x3", **CONFIGS}
 
 

@@ -574,7 +574,9 @@ def _dwhalo_candidates(cin: int, cout: int) -> list[tuple]:
 
 def _dwhalo(rt, x, dy, dw, g: _Geom, divisor: int):
     """The launch plan of conv.cl's conv3_wgrad_halo (a 3x3 stride-1 SAME filter gradient), tuned; None where no
-    config fits. Splits as conv3_wgrad's (_wgrad_splits: the planner's scratch)."""
+    config fits or the input has fewer than 8 channels. Splits as conv3_wgrad's (_wgrad_splits: the planner's
+    scratch). An untuned GPU takes the most accumulators a work-item, about 1024 channel pairs a work-group, 2 rows
+    a stage."""
     xs, ds = g.strides(x.shape), g.strides(dy.shape)
     m, n, p = _wgrad_mnp(g)
     dt = dw.dtype
@@ -583,8 +585,8 @@ def _dwhalo(rt, x, dy, dw, g: _Geom, divisor: int):
         return _dwhalo_fits(cfg, g.w, rt.dev.max_wg, rt.info["local_mem_bytes"], dt.itemsize)
 
     candidates = _dwhalo_candidates(g.cin, g.cout)
-    if not (any(fits(c) for c in candidates) if rt.dev.is_gpu else fits(DWHALO_CPU_TILE)):
-        return None
+    if g.cin < 8 or not (any(fits(c) for c in candidates) if rt.dev.is_gpu else fits(DWHALO_CPU_TILE)):
+        return None  # fewer than 8 input channels (an RGB layer's 3) would idle most of every work-group
     splits, chunk = _wgrad_splits(m, n, p, rt.info["compute_units"], divisor)
     scalars = tuple(np.int32(v) for v in (n, g.n * g.h, g.h, chunk, *xs, *ds))
 
@@ -598,7 +600,7 @@ def _dwhalo(rt, x, dy, dw, g: _Geom, divisor: int):
         _run_dwhalo(rt, make(cfg), x, dy, dw, rt.allocate)
 
     ok = [c for c in candidates if fits(c)]
-    default = min(ok, key=lambda c: (-c[3] * c[4], abs(c[0] * c[1] - 1024), c[2]), default=None)
+    default = min(ok, key=lambda c: (-c[3] * c[4], abs(c[0] * c[1] - 1024), abs(c[2] - 2)), default=None)
     key = f"conv3_dwh|{dt.name}|{int(xs[3] == 1)}|w{g.w}|{m}x{n}x{p}" + (f"/{divisor}" if divisor > 1 else "")
     return make(_tune.choose(rt, key, dt.itemsize, run, candidates, nearest=True, fits=fits, default=default,
                              cpu=DWHALO_CPU_TILE))

@@ -1,6 +1,7 @@
-"""conv.cl's conv3_halo (kernels/opencl/conv.py's `halo` variant, issue 37 stop 45): the 3x3 stride-1 SAME forward
-(plain, with the fused bias and ReLU), input gradient and the input gradient with a ReLU / Relu6 mask folded in, as
-a direct convolution over input rows staged with their halo, against the NumPy kernels. Both layouts, float32 and
+"""conv.cl's conv3_halo and conv3_wgrad_halo (kernels/opencl/conv.py's `halo` and `dwhalo` variants, issue 37 stop
+45): the 3x3 stride-1 SAME forward (plain, with the fused bias and ReLU), input gradient, the input gradient with a
+ReLU / Relu6 mask folded in, and the filter gradient (split sums added by a pass), as direct convolutions over input
+rows staged with their halo, against the NumPy kernels. Both layouts, float32 and
 float64, image sizes and channel counts no tile divides (a partial strip of rows, padded row width, output
 channels short of the tile), register tiles of one and two vector runs, the configs a GPU takes untuned for
 Mentee's layers at its micro-batches and the evaluation's 500 images, and the shapes it leaves to other kernels.
@@ -198,3 +199,73 @@ def test_the_tuner_tries_the_configs_that_fit():
             assert tm // wm * rows * iwp // wn <= 256 and rows <= hw and cin % cc == 0
             assert (cc * (rows + 2) * (iwp + 12) + cc * (9 * tm + 4)) * 4 <= 32768
         assert conv._halo_default([c for c in candidates if fits(c)], m, hw) in tried
+
+
+def _filter_grad(fmt):
+    def build(x, f, dy):
+        return tf.gradients(tf.nn.conv2d(x, f, strides=1, padding="SAME", data_format=fmt), [f], grad_ys=dy)
+    return build
+
+
+@pytest.mark.parametrize("fmt,dtype,tile", [
+    ("NCHW", np.float32, None), ("NCHW", np.float32, (16, 32, 2, 2, 4)), ("NCHW", np.float32, (8, 32, 4, 1, 8)),
+    ("NHWC", np.float32, None), ("NCHW", np.float64, None)])
+def test_dwhalo_matches_numpy(monkeypatch, built, fmt, dtype, tile):
+    """The filter gradient on conv3_wgrad_halo: PoCL's tile (8 x 16 channels, a row a stage) and tiles of two input
+    channels a work-item over 2 rows a stage, or 8 output channels over 4 rows (stages past the last row of a
+    split); channel counts no tile divides, a 1 x 1 image (every tap but the centre across an edge)."""
+    from tfplus.kernels.opencl import conv
+    if tile:
+        monkeypatch.setattr(conv, "DWHALO_CPU_TILE", tile)
+    monkeypatch.setenv("TFPLUS_CONV_VARIANTS", HALO + ",dwhalo")
+    rng = np.random.default_rng(len(fmt) + (tile or (0, 0))[1])
+    for shape in SHAPES:
+        x, f, _, dy = _arrays(rng, dtype, fmt, *shape)
+        run_both(_filter_grad(fmt), [x, f, dy])
+    got = [d for name, d in built if name == "conv3_wgrad_halo"]
+    assert len(got) == len(SHAPES) and "conv3_wgrad" not in {name for name, _ in built}, built
+    if tile:
+        assert {(d["TCI"], d["TCO"], d["SR"], d["WI"], d["WO"]) for d in got} == {tile}
+
+
+def test_dwhalo_split_sums(monkeypatch, built):
+    """On a device made to look wide the positions split over work-group layers (conv3_wgrad's splits): a layer
+    sums the image rows whose first position its chunk holds (10 x 10 images: chunks of 272 positions end inside
+    rows), a pass adds the layers up. The bias fold (_FusedConv2DBackpropFilterBiasAddGrad) and a layer of 3 input
+    channels keep conv3_wgrad."""
+    from tfplus.kernels.opencl import conv
+    wsplit = conv._wgrad_splits
+    splits: list = []
+    monkeypatch.setattr(conv, "_wgrad_splits", lambda m, n, p, cu, d=1: splits.append(wsplit(m, n, p, 48, d)) or
+                        wsplit(m, n, p, 48, d))
+    monkeypatch.setattr(conv, "DWHALO_CPU_TILE", (16, 32, 2, 2, 4))
+    monkeypatch.setenv("TFPLUS_CONV_VARIANTS", HALO + ",dwhalo")
+    rng = np.random.default_rng(3)
+    x, f, _, dy = _arrays(rng, np.float32, "NCHW", 8, 10, 10, 32, 32)
+    run_both(_filter_grad("NCHW"), [x, f, dy])
+    assert splits and all(s > 1 and c % 10 for s, c in splits), splits
+
+    def folded(x, f, dy):
+        attrs = {"T": x.dtype, "strides": [1, 1, 1, 1], "padding": "SAME", "data_format": "NCHW",
+                 "dilations": [1, 1, 1, 1]}
+        return list(apply_op("_FusedConv2DBackpropFilterBiasAddGrad", [x, tf.constant([3, 3, 32, 32]), dy], attrs,
+                             "dw_bias"))
+    built.clear()
+    got = run_both(folded, [x, f, dy])
+    np.testing.assert_allclose(got[1], dy.sum(axis=(0, 2, 3)), rtol=1e-4, atol=1e-3)
+    assert [name for name, _ in built] == ["conv3_wgrad"], built
+    built.clear()  # an RGB layer (3 input channels) keeps conv3_wgrad too
+    x3, f3, _, dy3 = _arrays(rng, np.float32, "NCHW", 2, 6, 6, 3, 16)
+    run_both(_filter_grad("NCHW"), [x3, f3, dy3])
+    assert [name for name, _ in built] == ["conv3_wgrad"], built
+
+
+def test_the_dwhalo_tuner_configs_fit():
+    """Mentee's filter gradients each have several GPU configs within the H200's limits, with at most 72
+    accumulators and 64-256 work-items each."""
+    from tfplus.kernels.opencl import conv
+    for cin, cout, hw in [(32, 32, 32), (32, 64, 16), (64, 64, 16), (64, 128, 8)]:
+        ok = [c for c in conv._dwhalo_candidates(cin, cout) if conv._dwhalo_fits(c, hw, 1024, 49152, 4)]
+        assert len(ok) >= 5, (cin, cout, ok)
+        for tci, tco, _sr, wi, wo in ok:
+            assert 9 * wi * wo <= 72 and 64 <= tci // wi * (tco // wo) <= 256 and tci <= cin and tco <= cout
