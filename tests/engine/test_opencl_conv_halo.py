@@ -211,7 +211,7 @@ def _filter_grad(fmt):
     ("NCHW", np.float32, None), ("NCHW", np.float32, (16, 32, 2, 2, 4)), ("NCHW", np.float32, (8, 32, 4, 1, 8)),
     ("NHWC", np.float32, None), ("NCHW", np.float64, None)])
 def test_dwhalo_matches_numpy(monkeypatch, built, fmt, dtype, tile):
-    """The filter gradient on conv3_wgrad_halo: PoCL's tile (8 x 16 channels, a row a stage) and tiles of two input
+    """The filter gradient on conv3_wgrad_halo: PoCL's tile (8 x 16 channels, 2 rows a stage) and tiles of two input
     channels a work-item over 2 rows a stage, or 8 output channels over 4 rows (stages past the last row of a
     split); channel counts no tile divides, a 1 x 1 image (every tap but the centre across an edge)."""
     from tfplus.kernels.opencl import conv
