@@ -150,7 +150,8 @@ def _step_child(args) -> None:
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     r = mod.bench_tfplus(args.device, args.step_batch, args.steps, args.warmup, profile=args.profile)
-    print(json.dumps({"ms": r["ms"], "launches": r["launches"], "loss_last": r["loss_last"], "kernels": r["kernels"]}))
+    print(json.dumps({"ms": r["ms"], "launches": r["launches"], "loss_first": r["loss_first"],
+                      "loss_last": r["loss_last"], "kernels": r["kernels"]}))
 
 
 def _child(args, name: str, variants: str, profile: bool) -> dict | None:
@@ -175,11 +176,13 @@ def steps(args, configs: dict) -> None:
                 got[name].append(r)
     print(f"\nwhole step, batch {args.step_batch}, {args.steps} steps after {args.warmup}, {args.rounds} rounds "
           "(median of the rounds' medians)")
-    print(f"{'variants':12s} {'ms/step':>8s} {'launches':>9s} {'last loss':>10s}")
+    print("(the same data and initial weights: the first loss, before any update, agrees to float32 rounding; the last,"
+          " after every step the bench runs, drifts apart with the steps)")
+    print(f"{'variants':12s} {'ms/step':>8s} {'launches':>9s} {'first loss':>11s} {'last loss':>10s}")
     for name, runs in got.items():
         if runs:
             print(f"{name:12s} {statistics.median(r['ms'] for r in runs):8.3f} {runs[-1]['launches']:9.0f} "
-                  f"{runs[-1]['loss_last']:10.5f}")
+                  f"{runs[-1]['loss_first']:11.6f} {runs[-1]['loss_last']:10.5f}")
     if not args.kernel_sums:
         return
     print("\nkernel time a step (TFPLUS_OPENCL_PROFILE=1, one process each): all kernels, the conv.cl ones, the rest")
