@@ -267,5 +267,6 @@ def test_the_dwhalo_tuner_configs_fit():
     for cin, cout, hw in [(32, 32, 32), (32, 64, 16), (64, 64, 16), (64, 128, 8)]:
         ok = [c for c in conv._dwhalo_candidates(cin, cout) if conv._dwhalo_fits(c, hw, 1024, 49152, 4)]
         assert len(ok) >= 5, (cin, cout, ok)
-        for tci, tco, _sr, wi, wo in ok:
+        for tci, tco, sr, wi, wo in ok:
             assert 9 * wi * wo <= 72 and 64 <= tci // wi * (tco // wo) <= 256 and tci <= cin and tco <= cout
+            assert sr >= 2 and not conv._dwhalo_fits((tci, tco, 1, wi, wo), hw, 1024, 49152, 4)
