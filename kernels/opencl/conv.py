@@ -11,8 +11,9 @@ The graph rewrite's backward folds run here too: _FusedConv2DBackpropInputReluGr
 ReLU's mask in its epilogue, _FusedConv2DBackpropFilterBiasAddGrad the filter gradient with a GEMM row of ones
 whose sums are the bias gradient.
 
-On a GPU the 3x3 stride-1 SAME convolutions run kernels of their own (conv.cl's conv3 and conv3_wgrad with vector
-register tiles; see VARIANTS). TFPLUS_CONV_VARIANTS overrides the device's default: `none` (or empty) runs the
+On a GPU the 3x3 stride-1 SAME convolutions run kernels of their own (conv.cl's conv3_halo, a direct convolution
+over staged input rows, for the forwards and input gradients; conv3_wgrad with vector register tiles for the filter
+gradients; see VARIANTS). TFPLUS_CONV_VARIANTS overrides the device's default: `none` (or empty) runs the
 general kernels, a comma list of VARIANTS' names runs those (on a CPU device too).
 """
 from __future__ import annotations
@@ -98,13 +99,15 @@ def _divisor(attrs) -> int:
 # filter, a stride, a channel count conv3 cannot slice by K) keeps the general kernel.
 # A GPU runs GPU_VARIANTS unless TFPLUS_CONV_VARIANTS says otherwise (a comma list of the names above; empty or
 # `none`: the general kernels). On one H200 they took Mentee's conv passes at batch 128 from 1.42 to 0.99 ms and
-# its whole step from 2.18 to 1.71 ms (BENCHMARKS.md, "Mentee conv kernel variants"). A CPU device (PoCL) keeps
-# the general kernels (on a loaded 2-core box the variants' passes took less in total, but not each of them).
-# The H200's tiles for the vtile kernels are shipped (tuning-gpu.json); a problem without a tile takes that of the
+# its whole step from 2.18 to 1.71 ms (BENCHMARKS.md, "Mentee conv kernel variants"); halo the forwards and input
+# gradients from 0.776 to 0.505 ms and the step from 1.77 to 1.54 ms ("Mentee conv kernels nearer the peak"). A
+# CPU device (PoCL) keeps the general kernels (on a loaded 2-core box the variants' passes took less in total, but
+# not each of them). The H200's tiles for the vtile and halo kernels are shipped (tuning-gpu.json); a problem
+# without a tile takes that of the
 # nearest tuned problem of its kernel (_tune.choose `nearest`) instead of timing a dozen candidate programs during
 # a first step.
 VARIANTS = ("fwd3x3", "dx3x3", "dw3x3", "vtile", "dwfinish", "halo", "dwhalo")
-GPU_VARIANTS = frozenset({"fwd3x3", "dx3x3", "dw3x3", "vtile"})
+GPU_VARIANTS = frozenset({"fwd3x3", "dx3x3", "dw3x3", "vtile", "halo"})
 # VTILE needs WM and WN multiples of 4: the general candidates that are, shallower ones (TK 8), and shapes for
 # Mentee's narrow sides (32 output channels forward, 32 input channels in dx, 32 or 64 columns in a filter gradient).
 VTILE_CANDIDATES = [c for c in _tune.GPU_CANDIDATES if c[3] % 4 == 0 and c[4] % 4 == 0] + \
