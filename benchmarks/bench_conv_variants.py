@@ -14,9 +14,9 @@ with --kernel-sums also each set's kernel time a step (a profiled process per se
     TFPLUS_OPENCL_TUNE_S=inf python benchmarks/bench_conv_variants.py          # tune every variant's tiles first
     python benchmarks/bench_conv_variants.py --batches 4 --reps 2 --steps 2 --warmup 1 --rounds 1   # PoCL check
 
-On a GPU, 3x3+vtile is the default (conv.py GPU_VARIANTS; the H200's tiles for it are shipped), "all" adds dwfinish,
-"halo" runs the forwards and input gradients on conv3_halo, "halo+dw" the filter gradients too on conv3_wgrad_halo
-(stop 45; their configs are tuned, none shipped).
+On a GPU, halo is the default since stop 45 (conv.py GPU_VARIANTS: 3x3+vtile with the forwards and input gradients
+on conv3_halo; the H200's tiles for both are shipped); "all" is 3x3+vtile with dwfinish, "halo+dw" adds the filter
+gradients on conv3_wgrad_halo (slower on the H200).
 Tiles: the other sets' kernels are new problems to the tuner; under the default bound on tuning (1 s a process)
 most would run the nearest tuned problem's tile or the default one. Run with TFPLUS_OPENCL_TUNE_S=inf: part 1
 tunes them all (kept in the device's tuning file), and part 2's processes find them there.
