@@ -552,8 +552,9 @@ def _wgrad_plan(rt, x, dy, dw, attrs, v=frozenset(), db=None):
 
 # conv3_wgrad_halo's configs are (TCI, TCO, SR, WI, WO): TCI input x TCO output channels a work-group, SR image rows
 # a stage, WI x WO channels (all 9 taps of each) a work-item.
-# NOTE: one row a stage (SR 1) gave wrong sums on PoCL for 8-wide images (found late in stop 45, not understood):
-# no config stages fewer than 2 rows, and a tuning file's tile that does (stop 45's first H200 run) is refused.
+# NOTE: a work-group with more work-items than a stage has inputs to stage (TCI (SR + 2) x the padded width) gave
+# wrong sums on PoCL (found late in stop 45, not understood): such configs do not fit, nor does one of a single row
+# a stage (SR 1: the first H200 run tuned one for conv2; refused from a tuning file too).
 DWHALO_CPU_TILE = (8, 16, 2, 1, 4)
 
 
@@ -564,7 +565,8 @@ def _dwhalo_fits(cfg, iw: int, max_wg: int, local_mem: int, itemsize: int) -> bo
     xrow = iwp + 8 if (iwp + 8) % 8 else iwp + 12  # conv.cl's DXROW, DXPLANE, DDPLANE
     xplane = (sr + 2) * xrow + (0 if (sr + 2) * xrow % 8 else 4)
     local = (tci * xplane + tco * (sr * iwp + 4)) * itemsize + 3 * (sr + 2) * 4
-    return (sr >= 2 and tci % wi == 0 and tco % wo == 0 and tci // wi * (tco // wo) <= max_wg and
+    items = tci // wi * (tco // wo)
+    return (sr >= 2 and tci % wi == 0 and tco % wo == 0 and items <= min(max_wg, tci * (sr + 2) * iwp) and
             local <= local_mem)
 
 

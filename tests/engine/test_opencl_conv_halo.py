@@ -262,7 +262,8 @@ def test_dwhalo_split_sums(monkeypatch, built):
 
 def test_the_dwhalo_tuner_configs_fit():
     """Mentee's filter gradients each have several GPU configs within the H200's limits, with at most 72
-    accumulators and 64-256 work-items each."""
+    accumulators and 64-256 work-items each, 2 or more rows a stage, and no more work-items than a stage has
+    inputs to stage (configs that broke either rule summed wrong on PoCL)."""
     from tfplus.kernels.opencl import conv
     for cin, cout, hw in [(32, 32, 32), (32, 64, 16), (64, 64, 16), (64, 128, 8)]:
         ok = [c for c in conv._dwhalo_candidates(cin, cout) if conv._dwhalo_fits(c, hw, 1024, 49152, 4)]
@@ -270,3 +271,6 @@ def test_the_dwhalo_tuner_configs_fit():
         for tci, tco, sr, wi, wo in ok:
             assert 9 * wi * wo <= 72 and 64 <= tci // wi * (tco // wo) <= 256 and tci <= cin and tco <= cout
             assert sr >= 2 and not conv._dwhalo_fits((tci, tco, 1, wi, wo), hw, 1024, 49152, 4)
+    # a work-group of more work-items than a stage stages inputs (8 channels x 4 rows x 4 columns: 128) does not fit
+    assert conv._dwhalo_fits((8, 32, 2, 1, 4), 4, 1024, 49152, 4)
+    assert not conv._dwhalo_fits((8, 128, 2, 1, 4), 4, 1024, 49152, 4)
