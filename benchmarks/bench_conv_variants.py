@@ -3,7 +3,9 @@
 Part 1, per problem: each Mentee conv layer's forward (with its fused bias and ReLU, as the step runs it), input
 gradient and filter gradient, NCHW float32, at each batch (128 and the micro-batches 64 and 32), under each
 variant set; the GPU's time for the pass (OpenCL event timing, every kernel the launcher enqueues: a filter
-gradient's second pass too), median of --reps. Part 2, the whole training step (bench_gpu_step.py's Mentee step:
+gradient's second pass too), median of --reps, and the pass's error: max |output - NumPy| / max |NumPy|, the
+NumPy result in float64 (its output zeroed first, so that a pass that writes nothing shows).
+Part 2, the whole training step (bench_gpu_step.py's Mentee step:
 momentum SGD, batch 128, the graph rewrite on, replayed from its tape) under each variant set, each in a process of
 its own, in --rounds rounds (drift on a shared machine falls on all alike): median wall ms a step and launches;
 with --kernel-sums also each set's kernel time a step (a profiled process per set: all kernels, conv.cl's).
@@ -12,7 +14,9 @@ with --kernel-sums also each set's kernel time a step (a profiled process per se
     TFPLUS_OPENCL_TUNE_S=inf python benchmarks/bench_conv_variants.py          # tune every variant's tiles first
     python benchmarks/bench_conv_variants.py --batches 4 --reps 2 --steps 2 --warmup 1 --rounds 1   # PoCL check
 
-On a GPU, 3x3+vtile is the default (conv.py GPU_VARIANTS; the H200's tiles for it are shipped), "all" adds dwfinish.
+On a GPU, halo is the default since stop 45 (conv.py GPU_VARIANTS: 3x3+vtile with the forwards and input gradients
+on conv3_halo; the H200's tiles for both are shipped); "all" is 3x3+vtile with dwfinish, "halo+dw" adds the filter
+gradients on conv3_wgrad_halo (slower on the H200).
 Tiles: the other sets' kernels are new problems to the tuner; under the default bound on tuning (1 s a process)
 most would run the nearest tuned problem's tile or the default one. Run with TFPLUS_OPENCL_TUNE_S=inf: part 1
 tunes them all (kept in the device's tuning file), and part 2's processes find them there.
@@ -35,7 +39,8 @@ ATTRS = {"strides": [1, 1, 1, 1], "padding": "SAME", "data_format": "NCHW", "dil
          "activation": "Relu"}
 THREE = "fwd3x3,dx3x3,dw3x3"
 # name -> TFPLUS_CONV_VARIANTS
-CONFIGS = {"general": "none", "3x3": THREE, "3x3+vtile": THREE + ",vtile", "all": THREE + ",vtile,dwfinish"}
+CONFIGS = {"general": "none", "3x3": THREE, "3x3+vtile": THREE + ",vtile", "all": THREE + ",vtile,dwfinish",
+           "halo": THREE + ",vtile,halo", "halo+dw": THREE + ",vtile,halo,dwhalo"}
 STEP_CONFIGS = {"general": "none", "fwd3x3": "fwd3x3", "dx3x3": "dx3x3", "dw3x3": "dw3x3", **CONFIGS}
 
 
@@ -49,18 +54,35 @@ class _Ctx:
         return self.runtime.allocate(shape, dtype)
 
 
+def _np_conv(x, w):
+    """A 3x3 stride-1 SAME Conv2D of NCHW x by HWIO w in float64 (the reference of part 1's error column)."""
+    import numpy as np
+    h, wd = x.shape[2:]
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
+    return sum(np.einsum("nchw,co->nohw", xp[:, :, kh:kh + h, kw:kw + wd], w[kh, kw].astype(np.float64),
+                         optimize=True) for kh in range(3) for kw in range(3))
+
+
+def _np_filter_grad(x, dy):
+    import numpy as np
+    h, wd = x.shape[2:]
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
+    return np.stack([np.stack([np.einsum("nchw,nohw->co", xp[:, :, kh:kh + h, kw:kw + wd], dy.astype(np.float64),
+                                         optimize=True) for kw in range(3)]) for kh in range(3)])
+
+
 def _passes(rt, batch: int, cin: int, cout: int, hw: int):
-    """{pass: a call of its opencl kernel} over random device buffers of one layer."""
+    """{pass: (a call of its opencl kernel, its output buffer, its NumPy result in float64)} over random device
+    buffers of one layer."""
     import numpy as np
 
     from tfplus import dtypes
     from tfplus.registry import find_kernel
     rng = np.random.default_rng(0)
 
-    def put(*shape):
-        return rt.copy_in(rng.standard_normal(shape).astype(np.float32))
-
-    x, f, b, dy = put(batch, cin, hw, hw), put(3, 3, cin, cout), put(cout), put(batch, cout, hw, hw)
+    hx, hf, hb, hdy = (rng.standard_normal(s).astype(np.float32) for s in
+                       ((batch, cin, hw, hw), (3, 3, cin, cout), (cout,), (batch, cout, hw, hw)))
+    x, f, b, dy = (rt.copy_in(a) for a in (hx, hf, hb, hdy))
     y, dx, df = rt.allocate(dy.shape, np.float32), rt.allocate(x.shape, np.float32), rt.allocate(f.shape, np.float32)
     sizes_x = rt.copy_in(np.array(x.shape, np.int32))
     sizes_f = rt.copy_in(np.array(f.shape, np.int32))
@@ -68,10 +90,13 @@ def _passes(rt, batch: int, cin: int, cout: int, hw: int):
 
     def kern(op):
         return find_kernel(op, "opencl", dtypes.float32)
-    out = {"forward": lambda: kern("_FusedConv2DBiasRelu")(ctx, [x, f, b], [y], ATTRS),
-           "filter": lambda: kern("Conv2DBackpropFilter")(ctx, [x, sizes_f, dy], [df], ATTRS)}
+    out = {"forward": (lambda: kern("_FusedConv2DBiasRelu")(ctx, [x, f, b], [y], ATTRS), y,
+                       lambda: np.maximum(_np_conv(hx, hf) + hb[:, None, None], 0)),
+           "filter": (lambda: kern("Conv2DBackpropFilter")(ctx, [x, sizes_f, dy], [df], ATTRS), df,
+                      lambda: _np_filter_grad(hx, hdy))}
     if cin > 3:  # the first layer's input gradient is never computed in training
-        out["input"] = lambda: kern("Conv2DBackpropInput")(ctx, [sizes_x, f, dy], [dx], ATTRS)
+        out["input"] = (lambda: kern("Conv2DBackpropInput")(ctx, [sizes_x, f, dy], [dx], ATTRS), dx,
+                        lambda: _np_conv(hdy, hf[::-1, ::-1].transpose(0, 1, 3, 2)))
     return out
 
 
@@ -87,29 +112,35 @@ def _gpu_ms(rt, fn, reps: int) -> float:
 
 
 def problems(device: str, batches: list[int], reps: int, configs: dict) -> None:
+    import numpy as np
+
     from tfplus.runtime import opencl
     rt = opencl.OpenCLRuntime(None if device == "opencl" else device.split(":", 1)[1])
     print(f"{rt.describe()}; GPU ms per pass, median of {reps}; TFPLUS_OPENCL_TUNE_S="
           f"{os.environ.get('TFPLUS_OPENCL_TUNE_S', 'unset (1 s)')}")
     names = list(configs)
-    print(f"{'layer':6s} {'pass':8s} {'batch':>5s} " + " ".join(f"{n:>10s}" for n in names))
+    print("each cell: GPU ms / max |output - NumPy (float64)| / max |NumPy| (float32 rounding: ~1e-6)")
+    print(f"{'layer':6s} {'pass':8s} {'batch':>5s} " + " ".join(f"{n:>18s}" for n in names))
     for batch in batches:
         totals = dict.fromkeys(names, 0.0)
         for layer, cin, cout, hw in LAYERS:
             passes = _passes(rt, batch, cin, cout, hw)
-            for p, fn in passes.items():
-                cells = []
+            for p, (fn, out, reference) in passes.items():
+                cells, want = [], reference()
                 for name in names:
                     os.environ["TFPLUS_CONV_VARIANTS"] = configs[name]  # read at each call; plans keyed by it
                     try:
                         ms = _gpu_ms(rt, fn, reps)
+                        rt.copy(out, rt.copy_in(np.zeros(out.shape, np.float32)))  # a pass writing nothing shows
+                        fn()
+                        err = float(np.abs(rt.copy_out(out) - want).max() / np.abs(want).max())
                     except Exception as e:  # noqa: BLE001  one variant that fails (a build) leaves the others' rows
                         print(f"{layer} {p} {batch} {name}: {type(e).__name__}: {str(e)[:2000]}", file=sys.stderr)
-                        ms = float("nan")
+                        ms = err = float("nan")
                     totals[name] += ms
-                    cells.append(f"{ms:10.4f}")
+                    cells.append(f"{ms:8.4f} /{err:8.1e}")
                 print(f"{layer:6s} {p:8s} {batch:5d} " + " ".join(cells), flush=True)
-        print(f"{'total':6s} {'':8s} {batch:5d} " + " ".join(f"{totals[n]:10.4f}" for n in names), flush=True)
+        print(f"{'total':6s} {'':8s} {batch:5d} " + " ".join(f"{totals[n]:18.4f}" for n in names), flush=True)
     os.environ.pop("TFPLUS_CONV_VARIANTS", None)
 
 
@@ -119,7 +150,8 @@ def _step_child(args) -> None:
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     r = mod.bench_tfplus(args.device, args.step_batch, args.steps, args.warmup, profile=args.profile)
-    print(json.dumps({"ms": r["ms"], "launches": r["launches"], "loss_last": r["loss_last"], "kernels": r["kernels"]}))
+    print(json.dumps({"ms": r["ms"], "launches": r["launches"], "loss_first": r["loss_first"],
+                      "loss_last": r["loss_last"], "kernels": r["kernels"]}))
 
 
 def _child(args, name: str, variants: str, profile: bool) -> dict | None:
@@ -144,11 +176,13 @@ def steps(args, configs: dict) -> None:
                 got[name].append(r)
     print(f"\nwhole step, batch {args.step_batch}, {args.steps} steps after {args.warmup}, {args.rounds} rounds "
           "(median of the rounds' medians)")
-    print(f"{'variants':12s} {'ms/step':>8s} {'launches':>9s} {'last loss':>10s}")
+    print("(the same data and initial weights: the first loss, before any update, agrees to float32 rounding; the last,"
+          " after every step the bench runs, drifts apart with the steps)")
+    print(f"{'variants':12s} {'ms/step':>8s} {'launches':>9s} {'first loss':>11s} {'last loss':>10s}")
     for name, runs in got.items():
         if runs:
             print(f"{name:12s} {statistics.median(r['ms'] for r in runs):8.3f} {runs[-1]['launches']:9.0f} "
-                  f"{runs[-1]['loss_last']:10.5f}")
+                  f"{runs[-1]['loss_first']:11.6f} {runs[-1]['loss_last']:10.5f}")
     if not args.kernel_sums:
         return
     print("\nkernel time a step (TFPLUS_OPENCL_PROFILE=1, one process each): all kernels, the conv.cl ones, the rest")

@@ -75,25 +75,31 @@ def tune_budget() -> float:
                          "inf") from None
 
 
-def choose(rt, key: str, itemsize: int, run, candidates=None, nearest: bool = False) -> tuple:
+def choose(rt, key: str, itemsize: int, run, candidates=None, nearest: bool = False, fits=None,
+           default: tuple = GPU_DEFAULT, cpu: tuple = CPU_TILE) -> tuple:
     """The tile config for `key` on rt's device; `run(cfg)` enqueues the kernel with tile config cfg, one of
     `candidates` (default GPU_CANDIDATES; a kernel with constraints on its tiles passes its own). With `nearest`,
     a problem without a tile takes that of the nearest problem of its kernel and flags that has one (nearest_tile),
-    unless tuning is unbounded (TFPLUS_OPENCL_TUNE_S=inf): untimed, and not saved, so such a run tunes it later."""
+    unless tuning is unbounded (TFPLUS_OPENCL_TUNE_S=inf): untimed, and not saved, so such a run tunes it later.
+    A kernel whose configs are not GEMM tiles (conv.py's conv3_halo) passes `fits(cfg)` for `valid`, the config
+    untuned GPUs take (`default`, one of the candidates) and the CPU device's (`cpu`)."""
     dev = rt.dev
     if not dev.is_gpu:
-        return CPU_TILE
+        return cpu
     key += "|" + os.environ.get("TFPLUS_OPENCL_BUILD_OPTIONS", "")  # e.g. -cl-opt-disable: other timings
     hit = dev.tuning.get(key)
     local_mem = rt.info["local_mem_bytes"]
-    if hit is not None and valid(tuple(hit), dev.max_wg, local_mem, itemsize):  # tiles borrowed from another GPU
-        return tuple(hit)                                                      # may not fit this one
-    ok = [c for c in candidates or GPU_CANDIDATES if valid(c, dev.max_wg, local_mem, itemsize)]
+    if fits is None:
+        def fits(cfg):
+            return valid(cfg, dev.max_wg, local_mem, itemsize)
+    if hit is not None and fits(tuple(hit)):  # tiles borrowed from another GPU may not fit this one
+        return tuple(hit)
+    ok = [c for c in candidates or GPU_CANDIDATES if fits(c)]
     near = nearest_tile(dev.tuning, key, ok) if nearest and tune_budget() != float("inf") else None
     if near is not None:
         return near
     if os.environ.get("TFPLUS_OPENCL_TUNE", "1") == "0" or not ok or dev.tune_seconds >= tune_budget():
-        return GPU_DEFAULT if GPU_DEFAULT in ok else (ok or [CPU_TILE])[0]
+        return default if default in ok else (ok or [cpu])[0]
     started = time.perf_counter()
     # Each candidate is a program to build: start them all on the build threads, then time them in turn.
     programs = []

@@ -479,6 +479,239 @@ __kernel GEMM_ATTR void K(conv3_wgrad)(GLOBAL(T, out), GLOBAL_RO(T, x), GLOBAL_R
 }
 #endif
 
+// conv3_halo (conv.py's `halo` variant): conv3's Conv2D / Conv2DBackpropInput (FLIP) as a direct convolution. A
+// work-group owns TM output channels of ROWS rows of one image (the row width IW, compile-time, padded to IWP, a
+// multiple of WN) and steps through the summed channels CC at a time: it stages those channels' input rows with
+// their halo (ROWS + 2 rows of IWP + 2 columns, zeros outside the image, so the inner loop checks no bounds) and
+// their 9 x TM filter taps in local memory, once each, where conv3 reads every input element again for each of
+// the 9 taps it feeds, a bounds check and an index each. A work-item owns WM channels (consecutive) x WN columns
+// (consecutive, one row): per channel and filter row it reads WN + 2 inputs (float4 loads, a scalar each side)
+// that feed all 3 taps of the row, and WM filter values a tap (float4 loads): 9 x WM x WN multiply-adds for
+// about 3 (WN / 4 + 2) + 9 WM / 4 local loads. The next stage is read into registers while this one is multiplied.
+// Xs row layout: input column c at index c + 4 (the left halo at 3), rows XROW long: a multiple of 4 (the float4
+// loads stay aligned) but not of 8, so that the scalar edge loads of a warp's rows fall in other banks (IWP + 8
+// words a row put 4 rows of 8-wide runs in 4 banks: 4-way conflicts). A stage's filter taps of channel c are row c
+// of Ws, 9 x TM long and padded by 4, so the flipped filter's channel-fastest stores fall in different banks.
+// No split sums (a layer whose tiles do not fill the device keeps them few); the sum
+// of each output runs over stages, channels, filter rows, filter columns in turn. Epilogue as conv3's.
+#if WANT_conv3_halo
+#if FLIP
+#define TAP_A(t) (8 - (t))
+#define AC 1
+#define AM CIN
+#else
+#define TAP_A(t) (t)
+#define AC M
+#define AM 1
+#endif
+#define IWP ((IW + WN - 1) / WN * WN)
+#define HTX (ROWS * IWP / WN)   // work-items along positions
+#define HTY (TM / WM)           // work-items along output channels
+#define HNT (HTX * HTY)
+#define XROW ((IWP + 8) % 8 ? IWP + 8 : IWP + 12)
+#define WROW (9 * TM + 4)
+#define XELEMS (CC * (ROWS + 2) * IWP)  // staged inputs a stage (not the halo columns: see below)
+#define WELEMS (CC * 9 * TM)                  // staged filter taps a stage
+#define X_LOADS ((XELEMS + HNT - 1) / HNT)
+#define W_LOADS ((WELEMS + HNT - 1) / HNT)
+__kernel __attribute__((reqd_work_group_size(HTX, HTY, 1)))
+void K(conv3_halo)(GLOBAL(T, out), GLOBAL_RO(T, x), GLOBAL_RO(T, w), GLOBAL(const T, bias), int M, int IH,
+                   int xN, int xC, int xH, int xW, int oN, int oC, int oH, int oW) {
+    SHIFT(out); SHIFT(x); SHIFT(w); SHIFT(bias);
+    __local T Xs[CC][ROWS + 2][XROW] __attribute__((aligned(16)));
+    __local T Ws[CC][WROW] __attribute__((aligned(16)));
+    const int tx = get_local_id(0), ty = get_local_id(1), tid = ty * HTX + tx;
+    const int strips = (IH + ROWS - 1) / ROWS, b = get_group_id(0) / strips, oh0 = get_group_id(0) % strips * ROWS;
+    const int m0 = get_group_id(1) * TM;
+    const __global T* xb = x + b * xN;
+    T acc[WM][WN];
+    for (int i = 0; i < WM; i++) for (int j = 0; j < WN; j++) acc[i][j] = 0;
+    // A tile spans whole rows, so its halo columns (input columns -1 and IWP) lie outside the image in every
+    // stage: zeros, written once (the first stage's barrier orders them before any read).
+    for (int e = tid; e < CC * (ROWS + 2); e += HNT) {
+        Xs[e % CC][e / CC][3] = 0;
+        Xs[e % CC][e / CC][IWP + 4] = 0;
+    }
+    T rx[X_LOADS], rw[W_LOADS];
+    // Stage element e: inputs with the column fastest (neighbouring items read neighbouring addresses), then the
+    // channel, then the row; filter taps with the faster of the filter's own axes fastest (m, or c when flipped).
+    // Mentee's widths, CC and TM are powers of 2: the positions' divisions are shifts.
+#define HALO_X_POS(e, row, c, col) int col = (e) % IWP, c = (e) / IWP % CC, row = (e) / (IWP * CC)
+#define HALO_LOAD(c0) { \
+        for (int r = 0; r < X_LOADS; r++) { \
+            int e = r * HNT + tid; \
+            HALO_X_POS(e, row, c, col); \
+            int ih = oh0 + row - 1; \
+            rx[r] = (e < XELEMS && (uint)ih < (uint)IH && col < IW) ? xb[((c0) + c) * xC + ih * xH + col * xW] : (T)0; \
+        } \
+        for (int r = 0; r < W_LOADS; r++) { \
+            int e = r * HNT + tid; \
+            HALO_W_POS(e, tap, c, m); \
+            rw[r] = (e < WELEMS && m0 + m < M) ? w[TAP_A(tap) * CIN * M + ((c0) + c) * AC + (m0 + m) * AM] : (T)0; \
+        } \
+    }
+#if FLIP
+#define HALO_W_POS(e, tap, c, m) int c = (e) % CC, m = (e) / CC % TM, tap = (e) / (CC * TM)
+#else
+#define HALO_W_POS(e, tap, c, m) int m = (e) % TM, c = (e) / TM % CC, tap = (e) / (TM * CC)
+#endif
+    const int p = tx * WN, pr = p / IWP, col0 = p % IWP, mr = ty * WM;
+    HALO_LOAD(0)
+    for (int c0 = 0; c0 < CIN; c0 += CC) {
+        for (int r = 0; r < X_LOADS; r++) {
+            int e = r * HNT + tid;
+            HALO_X_POS(e, row, c, col);
+            if (e < XELEMS) Xs[c][row][col + 4] = rx[r];
+        }
+        for (int r = 0; r < W_LOADS; r++) {
+            int e = r * HNT + tid;
+            HALO_W_POS(e, tap, c, m);
+            if (e < WELEMS) Ws[c][tap * TM + m] = rw[r];
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (c0 + CC < CIN) HALO_LOAD(c0 + CC)
+        for (int c = 0; c < CC; c++) {
+#pragma unroll
+            for (int kh = 0; kh < 3; kh++) {
+                __local const T* xr_ = &Xs[c][pr + kh][col0 + 3];
+                T xr[WN + 2];
+                xr[0] = xr_[0];
+#pragma unroll
+                for (int j = 0; j < WN; j += 4) {
+                    T4 v = *(__local const T4*)(xr_ + 1 + j);
+                    xr[j + 1] = v.s0; xr[j + 2] = v.s1; xr[j + 3] = v.s2; xr[j + 4] = v.s3;
+                }
+                xr[WN + 1] = xr_[WN + 1];
+#pragma unroll
+                for (int kw = 0; kw < 3; kw++) {
+                    T a[WM];
+#pragma unroll
+                    for (int i = 0; i < WM; i += 4) {
+                        T4 v = *(__local const T4*)&Ws[c][(kh * 3 + kw) * TM + mr + i];
+                        a[i] = v.s0; a[i + 1] = v.s1; a[i + 2] = v.s2; a[i + 3] = v.s3;
+                    }
+#pragma unroll
+                    for (int i = 0; i < WM; i++)
+#pragma unroll
+                        for (int j = 0; j < WN; j++) acc[i][j] += a[i] * xr[j + kw];
+                }
+            }
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    const int oh = oh0 + pr;
+    if (oh >= IH) return;
+    for (int i = 0; i < WM; i++) {
+        int m = m0 + mr + i;
+        if (m >= M) break;
+        int base = b * oN + oh * oH + m * oC;
+        for (int j = 0; j < WN; j++) {
+            int ow = col0 + j;
+            if (ow < IW) out[base + ow * oW] = CONV_EPI(acc[i][j], m, base + ow * oW);
+        }
+    }
+}
+#endif
+
+// conv3_wgrad_halo (conv.py's `dwhalo` variant): conv3_wgrad's filter gradient, dw[(tap, ci), co] = sum over
+// positions p of x[p + tap, ci] * dy[p, co], as a direct convolution: a work-group owns TCI input channels x TCO
+// output channels x all 9 taps and sums over the image rows of its split of the positions (get_group_id(2): row g
+// is the split's whose chunk holds the row's first position, so each row is summed once), SR rows a stage. A stage
+// stages its dy rows and its x rows with their halo rows in local memory, once each (conv3_wgrad reads an x element
+// again for each tap it feeds, a bounds check each); a work-item owns WI input x WO output channels and all their
+// taps, and per row, 4 columns and filter row reads WN + 2 = 6 inputs a channel (a float4 and a scalar each side)
+// that serve all 3 taps of the filter row, and 4 dy values an output channel (float4): 36 WI WO multiply-adds for
+// 9 WI + WO local loads. Global row g = (image, row) and the stage's rows are consecutive global rows: a tap that
+// would read across an image's top or bottom edge is skipped for that row (the same for the whole work-group).
+// Writes layer z of the partial sums (dw itself when one split); conv.py sums the layers in a second pass.
+#if WANT_conv3_wgrad_halo
+#define DIWP ((IW + 3) / 4 * 4)
+#define DTX (TCO / WO)
+#define DTY (TCI / WI)
+#define DNT (DTX * DTY)
+#define DXROW ((DIWP + 8) % 8 ? DIWP + 8 : DIWP + 12)
+#define DXPLANE ((SR + 2) * DXROW % 8 ? (SR + 2) * DXROW : (SR + 2) * DXROW + 4)
+#define DDPLANE (SR * DIWP + 4)
+__kernel __attribute__((reqd_work_group_size(DTX, DTY, 1)))
+void K(conv3_wgrad_halo)(GLOBAL(T, out), GLOBAL_RO(T, x), GLOBAL_RO(T, dy), int N, int rows, int IH, int chunk,
+                         int xN, int xC, int xH, int xW, int dN, int dC, int dH, int dW) {
+    SHIFT(out); SHIFT(x); SHIFT(dy);
+    __local T Xs[TCI * DXPLANE] __attribute__((aligned(16)));
+    __local T Ds[TCO * DDPLANE] __attribute__((aligned(16)));
+    __local int xoff[SR + 2], doff[SR], ohs[SR];
+    const int tx = get_local_id(0), ty = get_local_id(1), tid = ty * DTX + tx;
+    const int co0 = get_group_id(0) * TCO, ci0 = get_group_id(1) * TCI, z = get_group_id(2);
+    const int rb = (z * chunk + IW - 1) / IW, re = min(((z + 1) * chunk + IW - 1) / IW, rows);
+    for (int e = tid; e < TCI * (SR + 2); e += DNT) {  // the halo columns: outside the image in every stage
+        Xs[e / (SR + 2) * DXPLANE + e % (SR + 2) * DXROW + 3] = 0;
+        Xs[e / (SR + 2) * DXPLANE + e % (SR + 2) * DXROW + DIWP + 4] = 0;
+    }
+    T acc[9][WI][WO];
+    for (int t = 0; t < 9; t++) for (int i = 0; i < WI; i++) for (int o = 0; o < WO; o++) acc[t][i][o] = 0;
+    for (int g0 = rb; g0 < re; g0 += SR) {
+        if (tid < SR + 2) {  // the stage's rows: where they start in x (-1: outside the tensor), dy, and image row
+            int gr = g0 - 1 + tid;
+            xoff[tid] = gr >= 0 && gr < rows ? gr / IH * xN + gr % IH * xH : -1;
+            if (tid < SR) {
+                int g = g0 + tid;
+                doff[tid] = g < re ? g / IH * dN + g % IH * dH : -1;
+                ohs[tid] = g < re ? g % IH : -1;
+            }
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int e = tid; e < TCI * (SR + 2) * DIWP; e += DNT) {
+            int col = e % DIWP, row = e / DIWP % (SR + 2), c = e / (DIWP * (SR + 2)), at = xoff[row];
+            Xs[c * DXPLANE + row * DXROW + col + 4] =
+                at >= 0 && col < IW && ci0 + c < CIN ? x[at + (ci0 + c) * xC + col * xW] : (T)0;
+        }
+        for (int e = tid; e < TCO * SR * DIWP; e += DNT) {
+            int col = e % DIWP, row = e / DIWP % SR, o = e / (DIWP * SR), at = doff[row];
+            Ds[o * DDPLANE + row * DIWP + col] = at >= 0 && col < IW && co0 + o < N ? dy[at + (co0 + o) * dC + col * dW]
+                                                                                  : (T)0;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int r = 0; r < SR; r++) {
+            const int oh = ohs[r];
+            if (oh < 0) break;  // past the split's rows (all later ones too)
+            for (int q = 0; q < DIWP; q += 4) {
+                T d[WO][4];
+#pragma unroll
+                for (int o = 0; o < WO; o++) {
+                    T4 v = *(__local const T4*)&Ds[(tx * WO + o) * DDPLANE + r * DIWP + q];
+                    d[o][0] = v.s0; d[o][1] = v.s1; d[o][2] = v.s2; d[o][3] = v.s3;
+                }
+#pragma unroll
+                for (int kh = 0; kh < 3; kh++) {
+                    if ((uint)(oh + kh - 1) >= (uint)IH) continue;  // the tap reads across the image's edge
+#pragma unroll
+                    for (int i = 0; i < WI; i++) {
+                        __local const T* xr_ = &Xs[(ty * WI + i) * DXPLANE + (r + kh) * DXROW + q + 3];
+                        T4 v = *(__local const T4*)(xr_ + 1);
+                        T xr[6] = {xr_[0], v.s0, v.s1, v.s2, v.s3, xr_[5]};
+#pragma unroll
+                        for (int kw = 0; kw < 3; kw++)
+#pragma unroll
+                            for (int o = 0; o < WO; o++)
+#pragma unroll
+                                for (int s = 0; s < 4; s++) acc[kh * 3 + kw][i][o] += xr[s + kw] * d[o][s];
+                    }
+                }
+            }
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    __global T* dst = out + z * 9 * CIN * N;
+    for (int t = 0; t < 9; t++)
+        for (int i = 0; i < WI; i++) {
+            int ci = ci0 + ty * WI + i;
+            for (int o = 0; o < WO; o++) {
+                int co = co0 + tx * WO + o;
+                if (ci < CIN && co < N) dst[(t * CIN + ci) * N + co] = acc[t][i][o];
+            }
+        }
+}
+#endif
+
 // -- DepthwiseConv2dNative and its backprops ------------------------------------------------------------------
 // Tensors are read through (n, c, h, w) element strides (NCHW or NHWC); geo = (H, W, OH, OW, kh, kw, sh, sw),
 // pad = (ph, pw); the filter is (kh, kw, C, M) and output channel k = c * M + m.

@@ -11,13 +11,15 @@ The graph rewrite's backward folds run here too: _FusedConv2DBackpropInputReluGr
 ReLU's mask in its epilogue, _FusedConv2DBackpropFilterBiasAddGrad the filter gradient with a GEMM row of ones
 whose sums are the bias gradient.
 
-On a GPU the 3x3 stride-1 SAME convolutions run kernels of their own (conv.cl's conv3 and conv3_wgrad with vector
-register tiles; see VARIANTS). TFPLUS_CONV_VARIANTS overrides the device's default: `none` (or empty) runs the
+On a GPU the 3x3 stride-1 SAME convolutions run kernels of their own (conv.cl's conv3_halo, a direct convolution
+over staged input rows, for the forwards and input gradients; conv3_wgrad with vector register tiles for the filter
+gradients; see VARIANTS). TFPLUS_CONV_VARIANTS overrides the device's default: `none` (or empty) runs the
 general kernels, a comma list of VARIANTS' names runs those (on a CPU device too).
 """
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import os
 
@@ -87,17 +89,25 @@ def _divisor(attrs) -> int:
 #   vtile   those three with gemm.cl's vector register tiles (VTILE), tuned over VTILE_CANDIDATES,
 #   dwfinish  conv3_wgrad finishes its split sums in the kernel whatever their number (WGRAD_FINISH_LOADS: no
 #           second pass, a launch less; the pass's partials are declared scratch all the same). Not measured yet.
+#   halo    Conv2D, _FusedConv2DBiasRelu, Conv2DBackpropInput and its ReLU fold on conv.cl's conv3_halo (stop 45),
+#           ahead of fwd3x3 / dx3x3: a direct convolution over input rows staged once with their halo, tuned over
+#           _halo_candidates. It does not split its sums (their scratch stays declared, unused).
+#   dwhalo  Conv2DBackpropFilter (not the bias fold) on conv.cl's conv3_wgrad_halo (stop 45), ahead of dw3x3: the
+#           same staging for the filter gradient, tuned over _dwhalo_candidates; the same splits and scratch, the
+#           split sums always added up by a second pass.
 # Same splits, scratch and order of each sum as the kernels they replace; a shape they do not cover (another
 # filter, a stride, a channel count conv3 cannot slice by K) keeps the general kernel.
 # A GPU runs GPU_VARIANTS unless TFPLUS_CONV_VARIANTS says otherwise (a comma list of the names above; empty or
 # `none`: the general kernels). On one H200 they took Mentee's conv passes at batch 128 from 1.42 to 0.99 ms and
-# its whole step from 2.18 to 1.71 ms (BENCHMARKS.md, "Mentee conv kernel variants"). A CPU device (PoCL) keeps
-# the general kernels (on a loaded 2-core box the variants' passes took less in total, but not each of them).
-# The H200's tiles for the vtile kernels are shipped (tuning-gpu.json); a problem without a tile takes that of the
+# its whole step from 2.18 to 1.71 ms (BENCHMARKS.md, "Mentee conv kernel variants"); halo the forwards and input
+# gradients from 0.776 to 0.505 ms and the step from 1.77 to 1.54 ms ("Mentee conv kernels nearer the peak"). A
+# CPU device (PoCL) keeps the general kernels (on a loaded 2-core box the variants' passes took less in total, but
+# not each of them). The H200's tiles for the vtile and halo kernels are shipped (tuning-gpu.json); a problem
+# without a tile takes that of the
 # nearest tuned problem of its kernel (_tune.choose `nearest`) instead of timing a dozen candidate programs during
 # a first step.
-VARIANTS = ("fwd3x3", "dx3x3", "dw3x3", "vtile", "dwfinish")
-GPU_VARIANTS = frozenset({"fwd3x3", "dx3x3", "dw3x3", "vtile"})
+VARIANTS = ("fwd3x3", "dx3x3", "dw3x3", "vtile", "dwfinish", "halo", "dwhalo")
+GPU_VARIANTS = frozenset({"fwd3x3", "dx3x3", "dw3x3", "vtile", "halo"})
 # VTILE needs WM and WN multiples of 4: the general candidates that are, shallower ones (TK 8), and shapes for
 # Mentee's narrow sides (32 output channels forward, 32 input channels in dx, 32 or 64 columns in a filter gradient).
 VTILE_CANDIDATES = [c for c in _tune.GPU_CANDIDATES if c[3] % 4 == 0 and c[4] % 4 == 0] + \
@@ -205,6 +215,83 @@ def _conv3(rt, v, kind: str, out, x, w, m: int, n: int, cin: int, hw, xs, os_, f
     return make(_tune.choose(rt, key, out.dtype.itemsize, run, candidates, nearest=True))
 
 
+# conv3_halo's configs are (TM, ROWS, CC, WM, WN): TM output channels of ROWS image rows a work-group, CC channels
+# summed a stage, WM channels x WN columns a work-item. The CPU device (PoCL) takes HALO_CPU_TILE (rows and
+# channels cut to the problem's).
+HALO_CPU_TILE = (16, 2, 8, 4, 4)
+HALO_PREFETCH = 48
+
+
+def _halo_fits(cfg, cin: int, iw: int, max_wg: int, local_mem: int, itemsize: int) -> bool:
+    """Whether conv3_halo builds and runs with `cfg` summing `cin` channels of `iw`-wide rows: vector runs of 4,
+    whole stages, the work-group and its local tiles within the device's limits."""
+    tm, rows, cc, wm, wn = cfg
+    iwp = -(-iw // wn) * wn
+    xrow = iwp + 8 if (iwp + 8) % 8 else iwp + 12  # conv.cl's XROW and WROW
+    local = cc * ((rows + 2) * xrow + 9 * tm + 4) * itemsize
+    return (wm % 4 == 0 and wn % 4 == 0 and tm % wm == 0 and cin % cc == 0 and
+            tm // wm * (rows * iwp // wn) <= max_wg and local <= local_mem)
+
+
+def _halo_candidates(m: int, ih: int, iw: int) -> list[tuple]:
+    """GPU configs for m output channels of ih x iw images: 32-256 positions (whole rows, no more than the image
+    has) and 64-256 work-items a group, 8 or 16 channels a stage, no wider in channels than m needs, and at most
+    HALO_PREFETCH values a work-item staged a stage (the registers that hold the next stage: more spill)."""
+    out = []
+    for tm, rows, cc, wm, wn in itertools.product((32, 64, 128), (1, 2, 4, 8, 16), (8, 16), (4, 8), (4, 8)):
+        positions = rows * -(-iw // wn) * wn
+        items = tm // wm * positions // wn
+        staged = -(-cc * (rows + 2) * positions // rows // items) + -(-cc * 9 * tm // items)
+        if 32 <= positions <= 256 and rows <= ih and 64 <= items <= 256 and tm < m + 32 and staged <= HALO_PREFETCH:
+            out.append((tm, rows, cc, wm, wn))
+    return out
+
+
+def _halo_default(candidates: list, m: int, iw: int) -> tuple | None:
+    """An untuned GPU's config: 64 channels (32 where m is narrower), the most outputs a work-item, about 128
+    positions, 8 channels a stage."""
+    want = 64 if m >= 64 else 32
+    return min(candidates, key=lambda c: (abs(c[0] - want), -c[3] * c[4], abs(c[1] * iw - 128), c[2]), default=None)
+
+
+def _halo(rt, kind: str, out, x, w, m: int, cin: int, hw, xs, os_, flip: bool, epilogue: int = 0, bias=None):
+    """The launch plan of conv.cl's conv3_halo (a 3x3 stride-1 SAME Conv2D, or with `flip` the input gradient of
+    one, of m output channels summing cin), tuned; None where no config fits (conv3 runs it then)."""
+    ih, iw = hw
+    dt = out.dtype
+
+    def fits(cfg):
+        return _halo_fits(cfg, cin, iw, rt.dev.max_wg, rt.info["local_mem_bytes"], dt.itemsize)
+
+    tm, rows, cc, wm, wn = HALO_CPU_TILE
+    cpu = (tm, min(rows, ih), math.gcd(cc, cin), wm, wn)
+    candidates = _halo_candidates(m, ih, iw)
+    if not (any(fits(c) for c in candidates) if rt.dev.is_gpu else fits(cpu)):
+        return None
+    flags = {"FLIP": int(flip), "CIN": cin, "IW": iw}
+    more = {"EPILOGUE": epilogue} if epilogue else {}
+    scalars = tuple(np.int32(v) for v in (m, ih, *xs, *os_))
+    batch = out.shape[0]
+
+    def make(cfg):
+        tm, rows, cc, wm, wn = cfg
+        tx, ty = rows * -(-iw // wn) * wn // wn, tm // wm
+        kern = kernel(rt, SRC, "conv3_halo", dt, **flags, **more, TM=tm, ROWS=rows, CC=cc, WM=wm, WN=wn)
+        return kern, (batch * -(-ih // rows) * tx, -(-m // tm) * ty), (tx, ty), scalars
+
+    def run(cfg):
+        _run_halo(rt, make(cfg), out, x, w, bias)
+
+    key = f"{kind}h|{dt.name}|{int(flip)}{int(xs[3] == 1)}|w{iw}|{m}x{batch * ih * iw}x{9 * cin}"
+    return make(_tune.choose(rt, key, dt.itemsize, run, candidates, nearest=True, fits=fits,
+                             default=_halo_default([c for c in candidates if fits(c)], m, iw), cpu=cpu))
+
+
+def _run_halo(rt, plan, out, x, w, bias=None, workspace=None) -> None:
+    kern, g, loc, scalars = plan
+    rt.run(kern, g, loc, out, x, w, bias, *scalars)
+
+
 # Forward convs whose reduction (kh * kw * cin) is at most this run conv.cl's conv_small, not the GEMM: its taps
 # fit a work-item's registers. On the H100, Mentee's first layer (3x3 RGB -> 32, bias and ReLU) took 38-41 us as
 # the tuned GEMM and 31-32 us so at batch 128, 25-27 / 21-22 us at 64, 19 / 15 us at 32, and its program builds
@@ -272,8 +359,12 @@ def _forward(rt, x, f, out, attrs, bias=None, epilogue: int = 0, workspace=None)
             return np.stack([k * g.cout, ci * xs[1] + kh * xs[2] + kw * xs[3], kh, kw], -1).reshape(-1, 4)
 
         kd = g.kh * g.kw * g.cin
+        halo = "halo" in key[-1] and _is3x3(g) and kd > SMALL_K and \
+            _halo(rt, "conv3_fwd", out, x, f, g.cout, g.cin, (g.h, g.w), xs, os_, False, epilogue, bias)
         if kd <= SMALL_K:
             plan = rt.plans[key] = (_run_small, _small(rt, out.dtype, g, xs, os_, epilogue))
+        elif halo:
+            plan = rt.plans[key] = (_run_halo, halo)
         elif "fwd3x3" in key[-1] and _is3x3(g) and g.cin % _CONV3_CHANNELS == 0:
             plan = rt.plans[key] = (_run_conv, _conv3(rt, key[-1], "conv3_fwd", out, x, f, g.cout, g.n * g.oh * g.ow,
                                                       g.cin, (g.h, g.w), xs, os_, False, epilogue, bias))
@@ -309,17 +400,23 @@ def _backprop_input(ctx, ins, dx, attrs, features=None, epilogue: int = 0) -> No
     plan = rt.plans.get(key)
     if plan is None:
         plan = rt.plans[key] = _dx_plan(rt, dx, f, dy, attrs, key[-1], epilogue, features)
-    _run_conv(rt, plan, dx, dy, f, features, ctx.workspace)
+    run, launch = plan
+    run(rt, launch, dx, dy, f, features, ctx.workspace)
 
 
 def _dx_plan(rt, dx, f, dy, attrs, v, epilogue: int = 0, features=None):
-    """Conv2DBackpropInput's launch plan: conv3 flipped when dx3x3 (in variants `v`) covers it, else the general
-    conv; `epilogue` 3 / 4 masks it by a ReLU's / Relu6's gradient at `features` (conv.cl EPILOGUE)."""
+    """Conv2DBackpropInput's (runner, launch plan): conv3_halo flipped when halo (in variants `v`) covers it, conv3
+    flipped when dx3x3 does, else the general conv; `epilogue` 3 / 4 masks it by a ReLU's / Relu6's gradient at
+    `features` (conv.cl EPILOGUE)."""
     g = _Geom(dx.shape, f.shape, attrs)
     ds, xs = g.strides(dy.shape), g.strides(dx.shape)
+    halo = "halo" in v and _is3x3(g) and \
+        _halo(rt, "conv3_dx", dx, dy, f, g.cin, g.cout, (g.h, g.w), ds, xs, True, epilogue, features)
+    if halo:
+        return _run_halo, halo
     if "dx3x3" in v and _is3x3(g) and g.cout % _CONV3_CHANNELS == 0:
-        return _conv3(rt, v, "conv3_dx", dx, dy, f, g.cin, g.n * g.h * g.w, g.cout, (g.h, g.w), ds, xs, True,
-                      epilogue, features)
+        return _run_conv, _conv3(rt, v, "conv3_dx", dx, dy, f, g.cin, g.n * g.h * g.w, g.cout, (g.h, g.w), ds, xs,
+                                 True, epilogue, features)
     strided = (g.sh, g.sw) != (1, 1)
 
     def table():  # k = (kh', kw', co) over the flipped filter: filter offset, dy offset of that tap
@@ -331,9 +428,9 @@ def _dx_plan(rt, dx, f, dy, attrs, v, epilogue: int = 0, features=None):
     tab = rt.table(("dconv", g.kh, g.kw, g.cin, g.cout, ds[1:], strided), table)
     # dx position (ih, iw) reads dy at ((ih - pad') + kh') / stride with pad' = k - 1 - pad.
     pad = (g.kh - 1 - g.ph, g.kw - 1 - g.pw)
-    return _conv(rt, "conv_dx", dx, dy, f, tab, g.cin, g.n * g.h * g.w, g.kh * g.kw * g.cout, (g.h, g.w),
-                 (g.oh, g.ow), ds, xs, (1, 1), pad, g.cout, (g.sh, g.sw), True, ds[1] == 1, strided, epilogue,
-                 features)
+    return _run_conv, _conv(rt, "conv_dx", dx, dy, f, tab, g.cin, g.n * g.h * g.w, g.kh * g.kw * g.cout, (g.h, g.w),
+                            (g.oh, g.ow), ds, xs, (1, 1), pad, g.cout, (g.sh, g.sw), True, ds[1] == 1, strided,
+                            epilogue, features)
 
 
 @register_workspace("Conv2DBackpropInput", "opencl")
@@ -361,8 +458,12 @@ def _backprop_filter(ctx, ins, dw, attrs, db=None) -> None:
            variants(rt))
     plan = rt.plans.get(key)
     if plan is None:
-        plan = rt.plans[key] = _wgrad_plan(rt, x, dy, dw, attrs, key[-1], db)
-    _run_wgrad(rt, plan, x, dy, dw, ctx.workspace, db)
+        g = _Geom(x.shape, dw.shape, attrs)
+        halo = "dwhalo" in key[-1] and db is None and _is3x3(g) and _dwhalo(rt, x, dy, dw, g, _divisor(attrs))
+        plan = rt.plans[key] = (_run_dwhalo, halo) if halo else (_run_wgrad, _wgrad_plan(rt, x, dy, dw, attrs,
+                                                                                         key[-1], db))
+    run, launch = plan
+    run(rt, launch, x, dy, dw, ctx.workspace, db)
 
 
 @register_workspace("Conv2DBackpropFilter", "opencl")
@@ -447,6 +548,80 @@ def _wgrad_plan(rt, x, dy, dw, attrs, v=frozenset(), db=None):
                        dw.dtype.itemsize, lambda cfg: _run_wgrad(rt, make(cfg), x, dy, dw, rt.allocate, db),
                        candidates, nearest=base == "conv3_wgrad")
     return make(cfg)
+
+
+# conv3_wgrad_halo's configs are (TCI, TCO, SR, WI, WO): TCI input x TCO output channels a work-group, SR image rows
+# a stage, WI x WO channels (all 9 taps of each) a work-item.
+# NOTE: a work-group with more work-items than a stage has inputs to stage (TCI (SR + 2) x the padded width) gave
+# wrong sums on PoCL (found late in stop 45, not understood): such configs do not fit, nor does one of a single row
+# a stage (SR 1: the first H200 run tuned one for conv2; refused from a tuning file too).
+DWHALO_CPU_TILE = (8, 16, 2, 1, 4)
+
+
+def _dwhalo_fits(cfg, iw: int, max_wg: int, local_mem: int, itemsize: int) -> bool:
+    """Whether conv3_wgrad_halo runs with `cfg` on `iw`-wide rows within the device's limits."""
+    tci, tco, sr, wi, wo = cfg
+    iwp = -(-iw // 4) * 4
+    xrow = iwp + 8 if (iwp + 8) % 8 else iwp + 12  # conv.cl's DXROW, DXPLANE, DDPLANE
+    xplane = (sr + 2) * xrow + (0 if (sr + 2) * xrow % 8 else 4)
+    local = (tci * xplane + tco * (sr * iwp + 4)) * itemsize + 3 * (sr + 2) * 4
+    items = tci // wi * (tco // wo)
+    return (sr >= 2 and tci % wi == 0 and tco % wo == 0 and items <= min(max_wg, tci * (sr + 2) * iwp) and
+            local <= local_mem)
+
+
+def _dwhalo_candidates(cin: int, cout: int) -> list[tuple]:
+    """GPU configs for a filter gradient of cin x cout channels: 64-256 work-items, at most 72 accumulators (9 WI WO)
+    a work-item, no wider than the channels need."""
+    out = []
+    for tci, tco, sr, (wi, wo) in itertools.product((8, 16, 32), (32, 64, 128), (2, 4), ((1, 4), (1, 8), (2, 4))):
+        if 64 <= tci // wi * (tco // wo) <= 256 and tci < cin + 8 and tco < cout + 32:
+            out.append((tci, tco, sr, wi, wo))
+    return out
+
+
+def _dwhalo(rt, x, dy, dw, g: _Geom, divisor: int):
+    """The launch plan of conv.cl's conv3_wgrad_halo (a 3x3 stride-1 SAME filter gradient), tuned; None where no
+    config fits or the input has fewer than 8 channels. Splits as conv3_wgrad's (_wgrad_splits: the planner's
+    scratch). An untuned GPU takes the most accumulators a work-item, about 1024 channel pairs a work-group, 2 rows
+    a stage."""
+    xs, ds = g.strides(x.shape), g.strides(dy.shape)
+    m, n, p = _wgrad_mnp(g)
+    dt = dw.dtype
+
+    def fits(cfg):
+        return _dwhalo_fits(cfg, g.w, rt.dev.max_wg, rt.info["local_mem_bytes"], dt.itemsize)
+
+    candidates = _dwhalo_candidates(g.cin, g.cout)
+    if g.cin < 8 or not (any(fits(c) for c in candidates) if rt.dev.is_gpu else fits(DWHALO_CPU_TILE)):
+        return None  # fewer than 8 input channels (an RGB layer's 3) would idle most of every work-group
+    splits, chunk = _wgrad_splits(m, n, p, rt.info["compute_units"], divisor)
+    scalars = tuple(np.int32(v) for v in (n, g.n * g.h, g.h, chunk, *xs, *ds))
+
+    def make(cfg):
+        tci, tco, sr, wi, wo = cfg
+        kern = kernel(rt, SRC, "conv3_wgrad_halo", dt, CIN=g.cin, IW=g.w, TCI=tci, TCO=tco, SR=sr, WI=wi, WO=wo)
+        tx, ty = tco // wo, tci // wi
+        return kern, (-(-n // tco) * tx, -(-g.cin // tci) * ty, splits), (tx, ty, 1), scalars, splits
+
+    def run(cfg):
+        _run_dwhalo(rt, make(cfg), x, dy, dw, rt.allocate)
+
+    ok = [c for c in candidates if fits(c)]
+    default = min(ok, key=lambda c: (-c[3] * c[4], abs(c[0] * c[1] - 1024), abs(c[2] - 2)), default=None)
+    key = f"conv3_dwh|{dt.name}|{int(xs[3] == 1)}|w{g.w}|{m}x{n}x{p}" + (f"/{divisor}" if divisor > 1 else "")
+    return make(_tune.choose(rt, key, dt.itemsize, run, candidates, nearest=True, fits=fits, default=default,
+                             cpu=DWHALO_CPU_TILE))
+
+
+def _run_dwhalo(rt, plan, x, dy, dw, workspace, db=None) -> None:
+    kern, g, loc, scalars, splits = plan
+    if splits == 1:
+        rt.run(kern, g, loc, dw, x, dy, *scalars)
+        return
+    layers = workspace((splits, dw.size), dw.dtype)
+    rt.run(kern, g, loc, layers, x, dy, *scalars)
+    reduce(rt, "sum", dw, layers, [0], 1, workspace)
 
 
 def _run_wgrad(rt, plan, x, dy, dw, workspace, db=None) -> None:

@@ -147,12 +147,12 @@ def test_the_tuner_tries_the_tiles_vtile_can_build(monkeypatch):
 
 
 def test_a_gpu_runs_the_3x3_variants_by_default_and_the_switch_overrides(monkeypatch):
-    """Unset, TFPLUS_CONV_VARIANTS means the device's default: fwd3x3, dx3x3, dw3x3 and vtile on a GPU, the
+    """Unset, TFPLUS_CONV_VARIANTS means the device's default: fwd3x3, dx3x3, dw3x3, vtile and halo on a GPU, the
     general kernels on a CPU device; `none` or an empty value turns them off on a GPU too; a list is taken as is."""
     from tfplus.kernels.opencl import conv
     gpu, cpu = _fake_gpu(), SimpleNamespace(dev=SimpleNamespace(is_gpu=False))
     monkeypatch.delenv("TFPLUS_CONV_VARIANTS", raising=False)
-    assert conv.variants(gpu) == {"fwd3x3", "dx3x3", "dw3x3", "vtile"} and conv.variants(cpu) == frozenset()
+    assert conv.variants(gpu) == {"fwd3x3", "dx3x3", "dw3x3", "vtile", "halo"} and conv.variants(cpu) == frozenset()
     for off in ("none", "", " none "):
         monkeypatch.setenv("TFPLUS_CONV_VARIANTS", off)
         assert conv.variants(gpu) == frozenset(), off
@@ -163,7 +163,7 @@ def test_a_gpu_runs_the_3x3_variants_by_default_and_the_switch_overrides(monkeyp
 @pytest.mark.parametrize("gpu", [False, True])
 def test_the_default_kernels_of_each_device_kind(monkeypatch, built, gpu):
     """TFPLUS_CONV_VARIANTS unset: PoCL (a CPU device) runs the general kernels; the same device taken for a GPU
-    (its default tile, tuning off) runs conv3 and conv3_wgrad with vector tiles. Both match NumPy."""
+    (its default configs, tuning off) runs conv3_halo and conv3_wgrad with vector tiles. Both match NumPy."""
     from tfplus.kernels.opencl import conv
     from tfplus.runtime import opencl
     monkeypatch.delenv("TFPLUS_CONV_VARIANTS", raising=False)
@@ -177,11 +177,11 @@ def test_the_default_kernels_of_each_device_kind(monkeypatch, built, gpu):
     x, f = rng.standard_normal((2, 16, 5, 6)).astype(np.float32), rng.standard_normal((3, 3, 16, 16)).astype(np.float32)
     b, dy = rng.standard_normal(16).astype(np.float32), rng.standard_normal((2, 16, 5, 6)).astype(np.float32)
     run_both(lambda x, f, b, dy: _layer(x, f, b, dy, "NCHW"), [x, f, b, dy])
-    three = {"conv3", "conv3+epilogue", "conv3_wgrad"}
+    three = {"conv3_halo", "conv3_halo+epilogue", "conv3_wgrad"}
     general = {"conv", "conv+epilogue", "conv_wgrad"}
-    assert (three <= set(built) and not general & set(built)) if gpu else \
+    assert (three <= set(built) and not (general | {"conv3"}) & set(built)) if gpu else \
         (general <= set(built) and not three & set(built)), built
-    assert set(tiles) == ({1} if gpu else {None}), tiles
+    assert set(tiles) == ({1, None} if gpu else {None}), tiles
 
 
 def test_the_shipped_tiles_serve_the_3x3_kernels_untuned(monkeypatch, built):
