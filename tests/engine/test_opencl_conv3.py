@@ -219,9 +219,11 @@ def test_the_shipped_tiles_serve_the_3x3_kernels_untuned(monkeypatch, built):
                          ("conv3_dwv|float32|288x32x{}", 131072)]:
             shipped = {tuple(v) for k, v in table.items() if k.startswith(layer.split("|")[0] + "|")}
             for micro, want in [(n // 2, {tuple(table[layer.format(n) + "|"])}), (n // 4, shipped)]:
+                own = table.get(layer.format(micro) + "|")  # a micro-batch's own tile, where one is shipped
                 tried = []
-                assert _tune.choose(rt, layer.format(micro), 4, tried.append, vtile, nearest=True) in want, layer
-                assert not tried and layer.format(micro) + "|" not in rt.dev.tuning
+                assert _tune.choose(rt, layer.format(micro), 4, tried.append, vtile, nearest=True) in (
+                    {tuple(own)} if own else want), layer
+                assert not tried and (own or layer.format(micro) + "|" not in rt.dev.tuning)
     monkeypatch.setenv("TFPLUS_OPENCL_TUNE_S", "inf")
     tried = []
     _tune.choose(_fake_gpu(h200), "conv3_fwdv|float32|00|64x4096x576", 4, tried.append, vtile, nearest=True)
