@@ -202,3 +202,11 @@ def train_opencl(tg, feeds, force=None, steps=2, compute_units=None):
         losses.append(sess.run(fetches, feeds)[1])
         weights = {v.op.name: sess.run(v) for v in tg.graph.get_collection("trainable_variables")}
     return losses, weights, p, m
+
+
+def recompute_level(tg, feeds, device="cpu") -> int:
+    """The first recomputation level of the training step of `tg` (planner.plan._Step.levels)."""
+    from tfplus.planner.plan import _Step
+    step = _Step([tg.train_op, tg.loss], {t: v.shape for t, v in feeds.items()}, device_facts(device), tg.graph,
+                 None)
+    return step.levels()[0]

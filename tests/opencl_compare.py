@@ -25,3 +25,26 @@ def run_both(build, arrays, tol=(1e-4, 1e-4)):
         else:
             np.testing.assert_array_equal(a, b, err_msg=f"output {k} ({outs[k].op.type})")
     return got
+
+
+def conv_layer(x, f, b, dy, fmt):
+    """A 3x3 SAME layer as the conv tests run it: conv(x, f); relu(conv(x, f) + b), which the graph rewrite makes
+    one _FusedConv2DBiasRelu (the epilogue of conv.cl's 3x3 kernels); the gradients of conv(x, f) . dy."""
+    def conv():
+        return tf.nn.conv2d(x, f, strides=1, padding="SAME", data_format=fmt)
+    y = conv()
+    return [y, tf.nn.relu(tf.nn.bias_add(conv(), b, data_format=fmt)), *tf.gradients(y, [x, f], grad_ys=dy)]
+
+
+def run_conv_shapes(rng, cases):
+    """Each (in channels, filter size, stride, padding) of `cases`: an NCHW conv of 8 outputs on 2 images of 8x8,
+    its input and filter gradients, on both devices (run_both)."""
+    for cin, ks, stride, padding in cases:
+        x, f = rng.standard_normal((2, cin, 8, 8)).astype(np.float32), \
+            rng.standard_normal((ks, ks, cin, 8)).astype(np.float32)
+
+        def build(x, f, stride=stride, padding=padding):
+            y = tf.nn.conv2d(x, f, strides=stride, padding=padding, data_format="NCHW")
+            dy = tf.constant(rng.standard_normal(y.shape.as_list()).astype(np.float32))
+            return [y, *tf.gradients(y, [x, f], grad_ys=dy)]
+        run_both(build, [x, f])

@@ -1,4 +1,4 @@
-// The argmax pool pair (tfplus/ops/argmax_pool_ops.py), built after nn.cl (its NCHW_SPLIT, AT and NP_MAX). Taps in
+// The argmax pool pair (tfplus/ops/argmax_pool_ops.py), built after nn.cl (its NCHW_SPLIT, AT and window_2x2_max). Taps in
 // scan order (t >> 1: the row, t & 1: the column), as nn.cl's max_pool_2x2_argmax and max_pool_grad_2x2_argmax,
 // with the ReLU's mask folded in: NO_GRADIENT (4) where the window's maximum is not > 0. Two windows a byte: window
 // e of a row (NCHW order) in nibble e & 1 of byte e >> 1 of the row's `bytes`.
@@ -6,11 +6,8 @@
 // The window of logical NCHW index i: y and its nibble.
 inline uchar pool_window(__global T* y, __global const T* x, int i, int C, int8 geo, int4 xs, int4 ys) {
     NCHW_SPLIT(i, C, geo.s2, geo.s3, n, c, oh, ow);
-    int at = AT(xs, n, c, 2 * oh, 2 * ow);
-    T v[4] = {x[at], x[at + xs.s3], x[at + xs.s2], x[at + xs.s2 + xs.s3]};
-    T m = NP_MAX(NP_MAX(v[0], v[2]), NP_MAX(v[1], v[3]));
-    uchar t = 0;
-    while (t < 3 && v[t] != m) t++;
+    T m;
+    uchar t = window_2x2_max(x, AT(xs, n, c, 2 * oh, 2 * ow), xs, &m);
     y[AT(ys, n, c, oh, ow)] = m;
     return m > 0 ? t : 4;
 }

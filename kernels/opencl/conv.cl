@@ -306,7 +306,8 @@ __kernel GEMM_ATTR void K(conv_wgrad)(GLOBAL(T, out), GLOBAL(const T, x), GLOBAL
 // with the input channel as m. The operands are read through restrict pointers (GLOBAL_RO): no output overlaps
 // them, and so NVIDIA's compiler may read them through the read-only data cache (ld.global.nc).
 #define GLOBAL_RO(type, p) __global const type* restrict p, ulong p##_off
-#if WANT_conv3
+// The filter operand A of conv3 and of conv3_halo (below), by FLIP.
+#if WANT_conv3 || WANT_conv3_halo
 #if FLIP
 #define TAP_A(t) (8 - (t))
 #define AC 1
@@ -316,6 +317,8 @@ __kernel GEMM_ATTR void K(conv_wgrad)(GLOBAL(T, out), GLOBAL(const T, x), GLOBAL
 #define AC M
 #define AM 1
 #endif
+#endif
+#if WANT_conv3
 __kernel GEMM_ATTR void K(conv3)(GLOBAL(T, out), GLOBAL_RO(T, x), GLOBAL_RO(T, w), GLOBAL(const T, bias),
                                  GLOBAL(T, layers), GLOBAL(int, done), int M, int N, int IH, int IW, int xN, int xC,
                                  int xH, int xW, int oN, int oC, int oH, int oW, int chunk) {
@@ -495,15 +498,6 @@ __kernel GEMM_ATTR void K(conv3_wgrad)(GLOBAL(T, out), GLOBAL_RO(T, x), GLOBAL_R
 // No split sums (a layer whose tiles do not fill the device keeps them few); the sum
 // of each output runs over stages, channels, filter rows, filter columns in turn. Epilogue as conv3's.
 #if WANT_conv3_halo
-#if FLIP
-#define TAP_A(t) (8 - (t))
-#define AC 1
-#define AM CIN
-#else
-#define TAP_A(t) (t)
-#define AC M
-#define AM 1
-#endif
 #define IWP ((IW + WN - 1) / WN * WN)
 #define HTX (ROWS * IWP / WN)   // work-items along positions
 #define HTY (TM / WM)           // work-items along output channels

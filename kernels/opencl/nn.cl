@@ -169,8 +169,18 @@ __kernel void K(avg_pool_grad)(GLOBAL(T, dx), GLOBAL(const T, g), int total, int
 // first; fmax() and max_pool's running maximum differ on exactly these.
 #define NP_MAX(a, b) ((a) > (b) || isnan(a) ? (a) : (b))
 
-// 2x2 / stride 2 windows tiling the input: y = the window's maximum, reduced in the NumPy kernel's order (row
-// pairs first); argmax = its first tap equal to y, 0..3 in scan order (0,0) (0,1) (1,0) (1,1); 3 if none (NaN).
+// The 2x2 window of x from `at` (x's strides xs): *m = its maximum, reduced in the NumPy kernel's order (row pairs
+// first); returns its first tap equal to *m, 0..3 in scan order (0,0) (0,1) (1,0) (1,1); 3 if none (NaN).
+// Also argmax_pool.cl's.
+inline uchar window_2x2_max(__global const T* x, int at, int4 xs, T* m) {
+    T v[4] = {x[at], x[at + xs.s3], x[at + xs.s2], x[at + xs.s2 + xs.s3]};
+    *m = NP_MAX(NP_MAX(v[0], v[2]), NP_MAX(v[1], v[3]));
+    uchar t = 0;
+    while (t < 3 && v[t] != *m) t++;
+    return t;
+}
+
+// 2x2 / stride 2 windows tiling the input: y = the window's maximum, argmax = its tap (window_2x2_max).
 #if WANT_max_pool_2x2_argmax
 __kernel void K(max_pool_2x2_argmax)(GLOBAL(T, y), GLOBAL(uchar, argmax), GLOBAL(const T, x), int total,
                                      int C, int8 geo, int2 pad, int4 xs, int4 ys) {
@@ -178,11 +188,8 @@ __kernel void K(max_pool_2x2_argmax)(GLOBAL(T, y), GLOBAL(uchar, argmax), GLOBAL
     int i = get_global_id(0);
     if (i >= total) return;
     NCHW_SPLIT(i, C, geo.s2, geo.s3, n, c, oh, ow);
-    int at = AT(xs, n, c, 2 * oh, 2 * ow);
-    T v[4] = {x[at], x[at + xs.s3], x[at + xs.s2], x[at + xs.s2 + xs.s3]};
-    T m = NP_MAX(NP_MAX(v[0], v[2]), NP_MAX(v[1], v[3]));
-    uchar t = 0;
-    while (t < 3 && v[t] != m) t++;
+    T m;
+    uchar t = window_2x2_max(x, AT(xs, n, c, 2 * oh, 2 * ow), xs, &m);
     int yo = AT(ys, n, c, oh, ow);
     y[yo] = m;
     argmax[yo] = t;

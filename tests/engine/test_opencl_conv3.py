@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 from conftest import needs_opencl
-from opencl_compare import run_both
+from opencl_compare import conv_layer, run_both, run_conv_shapes
 
 import tfplus as tf
 
@@ -35,16 +35,6 @@ def built(monkeypatch):
     return names
 
 
-def _layer(x, f, b, dy, fmt):
-    """conv(x, f); a Mentee layer, relu(conv(x, f) + b), which the graph rewrite makes one _FusedConv2DBiasRelu
-    (conv3's epilogue); the gradients of conv(x, f) . dy."""
-    def conv():
-        return tf.nn.conv2d(x, f, strides=1, padding="SAME", data_format=fmt)
-    y = conv()
-    z = tf.nn.relu(tf.nn.bias_add(conv(), b, data_format=fmt))
-    return [y, z, *tf.gradients(y, [x, f], grad_ys=dy)]
-
-
 # The tile forms in float32 NCHW (Mentee's), the other layout and float64 under some (each case builds its own
 # programs: the channels are compile-time; test_vector_tiles_of_several_runs has vtile alone).
 @pytest.mark.parametrize("fmt,variants,dtype", [
@@ -60,7 +50,7 @@ def test_conv3_variants_match_numpy(monkeypatch, built, fmt, variants, dtype):
         x, f = rng.standard_normal(xs).astype(dtype), rng.standard_normal((3, 3, cin, cout)).astype(dtype)
         b = rng.standard_normal(cout).astype(dtype)
         dy = rng.standard_normal((n, cout, h, w) if fmt == "NCHW" else (n, h, w, cout)).astype(dtype)
-        run_both(lambda x, f, b, dy: _layer(x, f, b, dy, fmt), [x, f, b, dy])
+        run_both(lambda x, f, b, dy: conv_layer(x, f, b, dy, fmt), [x, f, b, dy])
     assert {"conv3", "conv3+epilogue", "conv3_wgrad"} <= set(built), built
     assert not {"conv", "conv+epilogue", "conv_wgrad"} & set(built), built
 
@@ -75,7 +65,7 @@ def test_vector_tiles_of_several_runs(monkeypatch, built, tile):
     rng = np.random.default_rng(9)
     x, f = rng.standard_normal((3, 32, 6, 7)).astype(np.float32), rng.standard_normal((3, 3, 32, 80)).astype(np.float32)
     b, dy = rng.standard_normal(80).astype(np.float32), rng.standard_normal((3, 80, 6, 7)).astype(np.float32)
-    run_both(lambda x, f, b, dy: _layer(x, f, b, dy, "NCHW"), [x, f, b, dy])
+    run_both(lambda x, f, b, dy: conv_layer(x, f, b, dy, "NCHW"), [x, f, b, dy])
     assert {"conv3", "conv3_wgrad"} <= set(built), built
 
 
@@ -97,13 +87,13 @@ def test_conv3_split_sums(monkeypatch, built, finish):
     rng, dtype = np.random.default_rng(7), np.float32
     x, f = rng.standard_normal((2, 64, 16, 16)).astype(dtype), rng.standard_normal((3, 3, 64, 48)).astype(dtype)
     b, dy = rng.standard_normal(48).astype(dtype), rng.standard_normal((2, 48, 16, 16)).astype(dtype)
-    run_both(lambda x, f, b, dy: _layer(x, f, b, dy, "NCHW"), [x, f, b, dy])
+    run_both(lambda x, f, b, dy: conv_layer(x, f, b, dy, "NCHW"), [x, f, b, dy])
     assert "conv3" in built and "conv3_wgrad" in built and max(splits) > 1, (built, splits)
     assert finished and all(done == finish for done in finished), finished
     if not finish:
         monkeypatch.setenv("TFPLUS_CONV_VARIANTS", ALL + ",dwfinish")
         finished.clear()
-        run_both(lambda x, f, b, dy: _layer(x, f, b, dy, "NCHW"), [x, f, b, dy])
+        run_both(lambda x, f, b, dy: conv_layer(x, f, b, dy, "NCHW"), [x, f, b, dy])
         assert finished and all(finished), finished
 
 
@@ -112,15 +102,7 @@ def test_shapes_the_variants_do_not_cover_keep_the_general_kernels(monkeypatch, 
     kernels under every variant; a strided filter gradient too."""
     monkeypatch.setenv("TFPLUS_CONV_VARIANTS", ALL + ",vtile")
     rng = np.random.default_rng(8)
-    for cin, ks, stride, padding in [(16, 3, 2, "SAME"), (16, 3, 1, "VALID"), (16, 5, 1, "SAME"), (12, 3, 1, "SAME")]:
-        x, f = rng.standard_normal((2, cin, 8, 8)).astype(np.float32), \
-            rng.standard_normal((ks, ks, cin, 8)).astype(np.float32)
-
-        def build(x, f, stride=stride, padding=padding):
-            y = tf.nn.conv2d(x, f, strides=stride, padding=padding, data_format="NCHW")
-            dy = tf.constant(rng.standard_normal(y.shape.as_list()).astype(np.float32))
-            return [y, *tf.gradients(y, [x, f], grad_ys=dy)]
-        run_both(build, [x, f])
+    run_conv_shapes(rng, [(16, 3, 2, "SAME"), (16, 3, 1, "VALID"), (16, 5, 1, "SAME"), (12, 3, 1, "SAME")])
     # 12 channels: the forward and input gradient (16 output channels: 8) keep conv; the filter gradient of a
     # stride-1 SAME 3x3 conv takes conv3_wgrad whatever its channels.
     assert "conv3" not in built and "conv" in built and "conv_wgrad" in built and "conv3_wgrad" in built, built
@@ -176,7 +158,7 @@ def test_the_default_kernels_of_each_device_kind(monkeypatch, built, gpu):
     rng = np.random.default_rng(11)
     x, f = rng.standard_normal((2, 16, 5, 6)).astype(np.float32), rng.standard_normal((3, 3, 16, 16)).astype(np.float32)
     b, dy = rng.standard_normal(16).astype(np.float32), rng.standard_normal((2, 16, 5, 6)).astype(np.float32)
-    run_both(lambda x, f, b, dy: _layer(x, f, b, dy, "NCHW"), [x, f, b, dy])
+    run_both(lambda x, f, b, dy: conv_layer(x, f, b, dy, "NCHW"), [x, f, b, dy])
     three = {"conv3_halo", "conv3_halo+epilogue", "conv3_wgrad"}
     general = {"conv", "conv+epilogue", "conv_wgrad"}
     assert (three <= set(built) and not (general | {"conv3"}) & set(built)) if gpu else \
@@ -199,7 +181,7 @@ def test_the_shipped_tiles_serve_the_3x3_kernels_untuned(monkeypatch, built):
     rng = np.random.default_rng(12)
     x, f = rng.standard_normal((2, 32, 4, 4)).astype(np.float32), rng.standard_normal((3, 3, 32, 64)).astype(np.float32)
     b, dy = rng.standard_normal(64).astype(np.float32), rng.standard_normal((2, 64, 4, 4)).astype(np.float32)
-    run_both(lambda x, f, b, dy: _layer(x, f, b, dy, "NCHW"), [x, f, b, dy])
+    run_both(lambda x, f, b, dy: conv_layer(x, f, b, dy, "NCHW"), [x, f, b, dy])
     three = [k for k, nearest in keys if k.startswith("conv3")]
     assert {k.split("|")[0] for k in three} == {"conv3_fwdv", "conv3_dxv", "conv3_dwv"} and all(
         nearest for k, nearest in keys if k.startswith("conv3")), keys

@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 from conftest import needs_opencl
-from opencl_compare import run_both
+from opencl_compare import conv_layer, run_both, run_conv_shapes
 
 import tfplus as tf
 from tfplus.framework import apply_op
@@ -36,14 +36,6 @@ def built(monkeypatch):
         return make(rt, src, base, *a, **k)
     monkeypatch.setattr(conv, "kernel", kernel)
     return names
-
-
-def _layer(x, f, b, dy, fmt):
-    """conv(x, f); relu(conv(x, f) + b) (the rewrite's _FusedConv2DBiasRelu); the gradients of conv(x, f) . dy."""
-    def conv():
-        return tf.nn.conv2d(x, f, strides=1, padding="SAME", data_format=fmt)
-    y = conv()
-    return [y, tf.nn.relu(tf.nn.bias_add(conv(), b, data_format=fmt)), *tf.gradients(y, [x, f], grad_ys=dy)]
 
 
 def _arrays(rng, dtype, fmt, n, h, w, cin, cout):
@@ -76,7 +68,7 @@ def test_halo_matches_numpy(monkeypatch, built, fmt, dtype, tile):
     monkeypatch.setenv("TFPLUS_CONV_VARIANTS", HALO)
     rng = np.random.default_rng(len(fmt) + (tile or (0,))[0])
     for shape in SHAPES:
-        run_both(lambda x, f, b, dy: _layer(x, f, b, dy, fmt), list(_arrays(rng, dtype, fmt, *shape)))
+        run_both(lambda x, f, b, dy: conv_layer(x, f, b, dy, fmt), list(_arrays(rng, dtype, fmt, *shape)))
     assert {(0, 0), (0, 1), (1, 0)} <= set(_halos(built)), built
     assert not {"conv3", "conv", "conv_small"} & {name for name, _ in built}, built
     if tile:
@@ -125,7 +117,7 @@ def test_mentee_micro_batches_on_the_gpu_configs(built, gpu_defaults, n):
     conv5's to keep the test short."""
     from tfplus.kernels.opencl import conv
     rng = np.random.default_rng(n)
-    run_both(lambda x, f, b, dy: _layer(x, f, b, dy, "NCHW"), list(_arrays(rng, np.float32, "NCHW", n, 8, 8, 32, 64)))
+    run_both(lambda *a: conv_layer(*a, "NCHW"), list(_arrays(rng, np.float32, "NCHW", n, 8, 8, 32, 64)))
     got = {(d["FLIP"], d["TM"], d["ROWS"], d["CC"], d["WM"], d["WN"]) for name, d in built if name == "conv3_halo"}
     assert got == {(0, *conv._halo_default(conv._halo_candidates(64, 8, 8), 64, 8)),
                    (1, *conv._halo_default(conv._halo_candidates(32, 8, 8), 32, 8))}, got
@@ -154,23 +146,15 @@ def test_shapes_halo_does_not_cover_keep_the_other_kernels(monkeypatch, built):
     from tfplus.runtime import opencl
     monkeypatch.setenv("TFPLUS_CONV_VARIANTS", HALO)
     rng = np.random.default_rng(8)
-    for cin, ks, stride, padding in [(16, 3, 2, "SAME"), (16, 3, 1, "VALID"), (16, 5, 1, "SAME")]:
-        x, f = rng.standard_normal((2, cin, 8, 8)).astype(np.float32), \
-            rng.standard_normal((ks, ks, cin, 8)).astype(np.float32)
-
-        def build(x, f, stride=stride, padding=padding):
-            y = tf.nn.conv2d(x, f, strides=stride, padding=padding, data_format="NCHW")
-            dy = tf.constant(rng.standard_normal(y.shape.as_list()).astype(np.float32))
-            return [y, *tf.gradients(y, [x, f], grad_ys=dy)]
-        run_both(build, [x, f])
+    run_conv_shapes(rng, [(16, 3, 2, "SAME"), (16, 3, 1, "VALID"), (16, 5, 1, "SAME")])
     assert not _halos(built) and {"conv", "conv_wgrad"} <= {name for name, _ in built}, built
     arrays = list(_arrays(rng, np.float32, "NCHW", 2, 6, 6, 12, 12))
-    run_both(lambda x, f, b, dy: _layer(x, f, b, dy, "NCHW"), arrays)
+    run_both(lambda x, f, b, dy: conv_layer(x, f, b, dy, "NCHW"), arrays)
     assert {d["CC"] for name, d in built if name == "conv3_halo"} == {4}, built
     built.clear()
     monkeypatch.setenv("TFPLUS_OPENCL_TUNE", "0")
     monkeypatch.setattr(opencl.OpenCLRuntime().dev, "is_gpu", True)
-    run_both(lambda x, f, b, dy: _layer(x, f, b, dy, "NCHW"), arrays)
+    run_both(lambda x, f, b, dy: conv_layer(x, f, b, dy, "NCHW"), arrays)
     assert not _halos(built) and "conv" in {name for name, _ in built}, built
 
 

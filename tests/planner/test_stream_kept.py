@@ -15,6 +15,7 @@ from modelcheck import (
     assert_measured_is_planned,
     assert_planned_bytes_are_measured,
     cnn_feeds,
+    recompute_level,
     small_cnn,
     train_planned,
     train_session_step,
@@ -35,11 +36,6 @@ def fresh_graph():
     yield
 
 
-def _level(tg, feeds, device="cpu") -> int:
-    step = _Step([tg.train_op, tg.loss], {t: v.shape for t, v in feeds.items()}, device_facts(device), tg.graph,
-                 None)
-    return step.levels()[0]
-
 
 @pytest.mark.parametrize("device", ["cpu", pytest.param("opencl", marks=needs_opencl)])
 @pytest.mark.parametrize("recomputing", [False, True], ids=["step", "recomputing"])
@@ -47,7 +43,7 @@ def test_a_prefix_keeping_its_argmax_trains_as_the_plain_step(device, recomputin
     tg = small_cnn()
     feeds = cnn_feeds(tg, batch=8)
     want = train_planned(tg, feeds, device)[:2]
-    r = _level(tg, feeds) if recomputing else 0
+    r = recompute_level(tg, feeds) if recomputing else 0
     losses, weights, p, bound = train_planned(tg, feeds, device, (1, 1, False, 1, r, KEEP))
     assert bound.phase == len(p.phases) - 1, "the session ran the step by the plan, to its last phase"
     assert_close_training((losses, weights), want)
@@ -118,7 +114,7 @@ def test_a_prefix_keeping_its_argmax_opencl_ledger_measures_the_planned_peak(rec
     tg = small_cnn()
     feeds = cnn_feeds(tg, batch=16)
     fetches = [tg.train_op, tg.loss]
-    r = _level(tg, feeds, "opencl") if recomputing else 0
+    r = recompute_level(tg, feeds, "opencl") if recomputing else 0
     gc.collect()
     with tf.Session(graph=tg.graph, device="opencl", memory_budget="1GB") as sess:
         sess.run(tg.init_op)

@@ -13,6 +13,7 @@ from modelcheck import (
     assert_close_training,
     assert_planned_bytes_are_measured,
     cnn_feeds,
+    recompute_level,
     small_cnn,
     train_planned,
     train_session_step,
@@ -31,12 +32,6 @@ def fresh_graph():
     yield
 
 
-def _level(tg, feeds, device="cpu") -> int:
-    """The first recomputation level of the step."""
-    step = _Step([tg.train_op, tg.loss], {t: v.shape for t, v in feeds.items()}, device_facts(device), tg.graph,
-                 None)
-    return step.levels()[0]
-
 
 def _train(tg, feeds, device, force=None, steps=2):
     losses, weights, p, bound = train_planned(tg, feeds, device, force, steps)
@@ -51,7 +46,7 @@ def test_streamed_prefix_with_recomputation_trains_as_the_plain_step(device, z):
     tg = small_cnn()
     feeds = cnn_feeds(tg, batch=8)
     want = _train(tg, feeds, device)
-    r = _level(tg, feeds)
+    r = recompute_level(tg, feeds)
     losses, weights, p = _train(tg, feeds, device, force=(1, 1, z, 1, r, ("MaxPool:0", 2)))
     np.testing.assert_allclose(losses, want[0], rtol=1e-5)
     assert not np.allclose(losses[0], losses[1]), "the step trains"
@@ -87,7 +82,7 @@ def test_copies_reading_the_prefix_rows_run_in_the_prefix_backward():
     (where it would read rows computed per micro-batch)."""
     tg = small_cnn()
     feeds = cnn_feeds(tg, batch=8)
-    r = _level(tg, feeds)
+    r = recompute_level(tg, feeds)
     p = planner.plan([tg.train_op, tg.loss], {t: v.shape for t, v in feeds.items()}, "cpu", graph=tg.graph,
                      force=(1, 1, False, 1, r, ("MaxPool:0", 2)))
     assert any(t.startswith("conv1/") for t in p.recomputed), p.recomputed
@@ -99,7 +94,7 @@ def test_copies_reading_the_prefix_rows_run_in_the_prefix_backward():
 def test_streamed_prefix_with_recomputation_planned_bytes_are_measured_bytes():
     tg = small_cnn()
     feeds = cnn_feeds(tg, batch=32)
-    assert_planned_bytes_are_measured(tg, feeds, force=(1, 1, True, 1, _level(tg, feeds), ("MaxPool:0", 4)))
+    assert_planned_bytes_are_measured(tg, feeds, force=(1, 1, True, 1, recompute_level(tg, feeds), ("MaxPool:0", 4)))
 
 
 @needs_opencl
@@ -107,7 +102,7 @@ def test_streamed_prefix_with_recomputation_opencl_ledger_measures_the_planned_p
     tg = small_cnn()
     feeds = cnn_feeds(tg, batch=16)
     fetches = [tg.train_op, tg.loss]
-    r = _level(tg, feeds, "opencl")
+    r = recompute_level(tg, feeds, "opencl")
     gc.collect()
     with tf.Session(graph=tg.graph, device="opencl", memory_budget="1GB") as sess:
         sess.run(tg.init_op)
