@@ -33,7 +33,7 @@ def _random_shape(ins, attrs):
 _ATTRS = {"dtype": "type", "seed": "int", "seed2": "int", "T": "type"}
 for _t in ("RandomStandardNormal", "TruncatedNormal", "RandomUniform"):
     register_op(_t, inputs=("shape",), outputs=("output",), attrs=_ATTRS, shape_fn=_random_shape,
-                value_inputs=(0,), stateful=True, flops=_flops.zero)
+                value_inputs=(0,), stateful=True, flops=_flops.zero, tags=("random",))
     not_differentiable(_t)
 
 

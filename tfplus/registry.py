@@ -68,6 +68,8 @@ TAGS = {
     "cross_batch": "in training mode (attr is_training) it mixes the rows of the batch (batch statistics)",
     "activation_last": "its output is its attr `activation` applied last (a fused op ending in a ReLU)",
     "activation_grad_first": "it starts with the gradient of its attr `activation` (a fused ReLU gradient)",
+    "random": "it draws from its node's random stream (KernelContext.random_draw): a run of some of a step's rows "
+              "draws those rows' numbers of the unsplit step",
 }
 
 OPS: dict[str, OpDef] = {}

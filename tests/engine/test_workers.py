@@ -120,18 +120,18 @@ def test_steps_that_cannot_be_split_run_in_the_parent():
         assert not sess.workers.groups
         assert any("(int32, shape ()) depends on the batch" in s
                    for s in sess.workers.steps.values() if isinstance(s, str))
+    # A stateful op other than a random draw (which each worker draws its rows of: test_workers_random.py) before
+    # the updates: an allreduce over the ranks must run once per step. (Looked at only: running it needs MPI.)
+    from tfplus.ops import collective_ops
     g = tf.Graph()
     with g.as_default():
         x = tf.placeholder(tf.float32, [None, 4])
         w = tf.Variable(np.ones((4, 2), np.float32))
-        loss = tf.reduce_mean(tf.nn.dropout(tf.matmul(x, w), rate=0.5))
+        loss = tf.reduce_mean(tf.matmul(x, w)) + tf.reduce_mean(collective_ops.mpi_allreduce(x))
         step = tf.train.GradientDescentOptimizer(0.1).minimize(loss)
-        init = tf.global_variables_initializer()
-    with tf.Session(graph=g, workers=2) as sess:
-        sess.run(init)
-        sess.run(step, {x: np.ones((BATCH, 4), np.float32)})
-        assert not sess.workers.groups
-        assert any("stateful" in s and "Random" in s for s in sess.workers.steps.values() if isinstance(s, str))
+    why = workers._prepare(None, 2, [step, loss], {x: np.ones((BATCH, 4), np.float32)})
+    assert why == ("MpiAllreduce 'MpiAllreduce' runs before the updates and is stateful (each worker would run it: "
+                   "it must run once per step)"), why
 
 
 def test_the_workers_see_variables_the_parent_assigns_between_steps():

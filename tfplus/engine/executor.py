@@ -701,6 +701,25 @@ class Executor:
             self.var_version += 1
         self.vars[name] = buf
 
+    # -- random streams -----------------------------------------------------------------------------------------
+    def step_runs(self, names: list[str]) -> list[int]:
+        """The runs random nodes `names` draw in a step run in slices by other processes (tfplus.engine.workers):
+        each stream advanced once, as a run of the unsplit step advances it. The nodes have drawn before (their
+        keys are made)."""
+        runs = []
+        for name in names:
+            state = self.rngs[name]
+            state[2], state[3] = state[2] + 1, None
+            runs.append(state[2] - 1)
+        return runs
+
+    def take_runs(self, names: list[str], runs, step: object) -> None:
+        """In a process running a slice of a step (tfplus.engine.workers): random nodes `names` draw runs `runs`
+        (step_runs' in the parent) in the runs of the allocator whose draw_step is `step`."""
+        for name, run in zip(names, runs):
+            state = self.rngs[name]
+            state[2], state[3] = int(run) + 1, step
+
     # -- output shapes ------------------------------------------------------------------------------------------
     def output_specs(self, op: Operation, ins: list) -> list[tuple]:
         op_def = op.op_def

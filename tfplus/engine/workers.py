@@ -20,6 +20,13 @@ and the whole batch as well, and compares them. The step goes to the workers onl
 matches the whole batch's; otherwise it stays in this process (`why` says so). A slice's result does not
 depend on the process that runs it, so a step is bit-for-bit the same for a fixed P.
 
+Random draws (dropout) are the unsplit step's, as in the planner's micro-batches (KernelContext.random_draw): the
+parent advances each random node's run counter once per step and gives the run to every worker (shared memory),
+and a draw shaped like the batch (leading dimension open) starts at the slice's first row, so worker i draws rows
+[i*m, (i+1)*m) of the numbers the step draws in one process. A draw of a fixed shape is the whole step's in every
+worker; one of an open leading dimension that is not the batch's rows does not add up in the first run's check,
+which keeps its step in the parent.
+
 The variables the slices read are moved into shared memory (MAP_SHARED, made before the fork), where the
 parent's updates change them in place, so the workers read them without a copy. The workers are forked after
 that first run, so they inherit the session's graph and compiled programs. A worker exits when the session
@@ -36,7 +43,7 @@ errors.UnavailableError; its step then runs in the parent.
 Other steps run in the parent as before:
 - no fed batch that P divides into slices of MIN_ROWS rows or more;
 - training-mode batch norm (batch statistics);
-- random or other stateful ops before the updates (every worker would draw the same numbers);
+- stateful ops other than random draws before the updates (an allreduce, say: it must run once per step);
 - a memory budget (the plan's arena), a traced run (the profiler), or a device other than the cpu.
 """
 from __future__ import annotations
@@ -60,6 +67,7 @@ import numpy as np
 
 from tfplus import errors, threads
 from tfplus.framework import Tensor, needed_ops, topo_order
+from tfplus.registry import has_tag
 
 ENV = "TFPLUS_WORKERS"
 # Thread counts from which a session splits training steps over worker processes by default (one thread
@@ -330,17 +338,19 @@ def _prepare(executor, n: int, flat: list, feeds: dict):
         return "no variable update reads the batch (not a training step)"
     a_ops = needed_ops(s.a_fetches, set(feeds))
     for op in sorted(a_ops, key=lambda op: op._id):
-        if op.op_def.stateful and op.type not in _SLICE_STATEFUL:
-            return (f"{op.type} '{op.name}' runs before the updates and is stateful (each worker would draw the "
-                    "same random numbers)")
+        if op.op_def.stateful and op.type not in _SLICE_STATEFUL and not has_tag(op.type, "random"):
+            return (f"{op.type} '{op.name}' runs before the updates and is stateful (each worker would run it: "
+                    "it must run once per step)")
     variables = sorted({op.name for op in a_ops if op.type == "VariableV2"})
-    return _Step(executor, n, batch // n, s, variables, [f for f in flat if isinstance(f, Tensor)])
+    draws = sorted(op.name for op in a_ops if has_tag(op.type, "random"))
+    return _Step(executor, n, batch // n, s, variables, draws, [f for f in flat if isinstance(f, Tensor)])
 
 
 class _Step:
     """One step signature that may run on the workers: its split (plan.split_step) and how to merge."""
 
-    def __init__(self, executor, n: int, rows: int, split, variables: list[str], fetched: list[Tensor]):
+    def __init__(self, executor, n: int, rows: int, split, variables: list[str], draws: list[str],
+                 fetched: list[Tensor]):
         self.executor, self.n, self.rows, self.fetched = executor, n, rows, fetched
         self.batch_feeds = split.batch_feeds
         self.grads = split.grads
@@ -350,6 +360,7 @@ class _Step:
         self.batch_dep = split.batch_dep
         self.merges: list[str] = []  # per a-tensor: 'mean', 'concat' or 'last' (plan.fetch_merge), from a run
         self.variables = variables
+        self.draws = draws  # the random nodes the slices run: each draws its slice's rows of the step's numbers
         self.why = ""
 
     def part(self, feeds: dict, i: int) -> dict:
@@ -365,12 +376,17 @@ class _Step:
 
     def first(self, feeds: dict) -> tuple[list, list | None]:
         """Runs the step in this process: the slices one after another, and, to check that they add up, the
-        whole batch. Returns the step's buffers and the slices' values, or None for those if they do not add
-        up (`why` then says which value differed)."""
+        whole batch, all drawing the step's random numbers (each slice its rows'). Returns the step's buffers and
+        the slices' values, or None for those if they do not add up (`why` then says which value differed)."""
         from tfplus.planner.batch import fetch_merge
         from tfplus.planner.liveness import PlanError
-        parts = [[np.array(b) for b in self.slice_run(self.part(feeds, i))] for i in range(self.n)]
-        whole = self.executor.run(self.a_fetches, feeds)
+        pool, step = self.executor.pool, object()
+        parts = []
+        for i in range(self.n):  # (the first draw of a node makes its key: workers forked later draw under it)
+            with _drawing(pool, step, i):
+                parts.append([np.array(b) for b in self.slice_run(self.part(feeds, i))])
+        with _drawing(pool, step, 0):
+            whole = self.executor.run(self.a_fetches, feeds)
         try:  # floating-point gradients are averaged (right for a loss averaged over the batch: checked below)
             self.merges = ["mean" if t in self.grads and t.dtype.is_floating else
                            fetch_merge(t, v.shape, self.batch_dep, self.rows) for t, v in zip(self.a_tensors, parts[0])]
@@ -412,6 +428,17 @@ class _Step:
         return [known[t] for t in self.fetched]
 
 
+@contextlib.contextmanager
+def _drawing(pool, step: object, i: int):
+    """The runs of `pool`'s programs meanwhile are slice `i` of one step (`step`): a random node draws the step's
+    run once for them all (KernelContext.random_draw), and a draw of rows starts at the slice's first row."""
+    pool.draw_step, pool.draw_slice = step, i
+    try:
+        yield
+    finally:  # the class's: a run by itself draws anew
+        del pool.draw_step, pool.draw_slice
+
+
 def _mean_of(n: int):
     """The merge of n slices' values: summed in slice order, then scaled, element by element (so sharding the
     elements over threads changes nothing)."""
@@ -447,6 +474,7 @@ class _Group:
         arrays.update((("merged", d), np.empty(flat[d], d)) for d in self.dtypes)
         arrays.update((("flat", i, d), np.empty(flat[d], d)) for i in range(st.n) for d in self.dtypes)
         arrays.update((("out", i, j), v) for i, p in enumerate(parts) for j, v in enumerate(p) if j not in means)
+        arrays["runs"] = np.zeros(len(st.draws), np.int64)  # the step's run of each random node, set by the parent
         size = sum(_padded(v.nbytes) for v in arrays.values())
         self.memory = mmap.mmap(-1, max(size, 1))  # anonymous and MAP_SHARED: the forked workers see it
         self.shared, at = {}, 0
@@ -515,13 +543,16 @@ class _Group:
     def serve(self, i: int, sock: socket.socket) -> None:
         """A worker's loop: on b"r", slice i of the shared feeds into its shared slot; on b"m", its part of the
         average over the slots (reduce)."""
-        st = self.step
-        st.executor.inter_op, st.executor.trace = 1, None
+        st, ex = self.step, self.step.executor
+        ex.inter_op, ex.trace = 1, None
         feeds = st.part({t: self.shared["in", t] for t in self.shapes}, i)
         slots = [self.shared["out", i, j] for j in range(len(st.a_tensors))]
+        # Every run here is slice i of a step: its random nodes draw the run the parent gives, at the slice's rows.
+        ex.pool.draw_step, ex.pool.draw_slice = object(), i
         while (command := sock.recv(1)) in (b"r", b"m"):
             try:
                 if command == b"r":
+                    ex.take_runs(st.draws, self.shared["runs"], ex.pool.draw_step)
                     for slot, value in zip(slots, st.slice_run(feeds)):
                         np.copyto(slot, value)
                 else:
@@ -562,6 +593,7 @@ class _Group:
         st = self.step
         for t, v in feeds.items():
             np.copyto(self.shared["in", t], v)
+        self.shared["runs"][:] = st.executor.step_runs(st.draws)
         self.call(b"r")
         self.call(b"m")
         parts = [[self.shared["out", i, j] for j in range(len(st.a_tensors))] for i in range(st.n)]
