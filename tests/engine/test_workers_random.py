@@ -5,20 +5,22 @@ training) is the unsplit step's in every worker."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import tfplus as tf
 import tfplus.train  # noqa: F401  (tf.train)
 from tfplus import registry
 
-BATCH = 16  # two slices of workers.MIN_ROWS
+ROWS = 8  # a slice's: workers.MIN_ROWS
+BATCH = 2 * ROWS
 STEPS = 4  # the first runs in this process (the check), the others on the workers
 
 
-def _dropout_net(seed: int | None = 3):
+def _dropout_net(seed: int | None = 3, slices: int = 2):
     """x (N, 6) -> dense -> relu -> dropout -> dense (its weights plus fixed-shape noise) -> mean cross-entropy,
     SGD: the graph, the train op, the loss, the dropped rows, the noise, the initializer and a batch's feeds
-    (its two halves alike: the slices differ only by their draws). `seed` None: the ops' streams are keyed by
-    numbers random for the session."""
+    (`slices` copies of ROWS rows: the slices differ only by their draws). `seed` None: the ops' streams are keyed
+    by numbers random for the session."""
     g = tf.Graph()
     with g.as_default():
         x = tf.placeholder(tf.float32, [None, 6], name="x")
@@ -32,16 +34,15 @@ def _dropout_net(seed: int | None = 3):
         train = tf.train.GradientDescentOptimizer(0.5).minimize(loss)
         init = tf.global_variables_initializer()
     data = np.random.default_rng(2)
-    half = {x: data.standard_normal((BATCH // 2, 6)).astype(np.float32),
-            y: data.integers(0, 3, BATCH // 2).astype(np.int32)}
-    feeds = {t: np.concatenate([v, v]) for t, v in half.items()}
+    rows = {x: data.standard_normal((ROWS, 6)).astype(np.float32), y: data.integers(0, 3, ROWS).astype(np.int32)}
+    feeds = {t: np.concatenate([v] * slices) for t, v in rows.items()}
     return g, train, loss, dropped, noise, init, feeds
 
 
-def _train(n_workers: int, seed: int | None = 3):
+def _train(n_workers: int, seed: int | None = 3, slices: int = 2):
     """Per step (loss, dropped rows, noise), the weights after STEPS steps on n_workers, and the worker pids. Between
     the steps the dropout runs by itself in this process: the workers draw the runs this process counts."""
-    g, train, loss, dropped, noise, init, feeds = _dropout_net(seed)
+    g, train, loss, dropped, noise, init, feeds = _dropout_net(seed, slices)
     with tf.Session(graph=g, workers=n_workers) as sess:
         sess.run(init)
         runs = []
@@ -53,12 +54,13 @@ def _train(n_workers: int, seed: int | None = 3):
     return runs, weights, pids
 
 
-def test_a_dropout_step_on_two_workers_draws_the_one_process_steps_numbers():
+@pytest.mark.parametrize("n", [2, 4])
+def test_a_dropout_step_on_workers_draws_the_one_process_steps_numbers(n):
     """The mask of each step's dropout is one process's, row for row, and so is the fixed-shape noise (bit for
     bit); the losses and weights are one process's up to the order the slices' gradients are summed in."""
-    ref, ref_weights, _ = _train(1)
-    got, weights, pids = _train(2)
-    assert len(pids) == 2, "steps 2-4 ran on two workers"
+    ref, ref_weights, _ = _train(1, slices=n)
+    got, weights, pids = _train(n, slices=n)
+    assert len(pids) == n, "steps 2-4 ran on the workers"
     for step, ((loss, rows, noise), (ref_loss, ref_rows, ref_noise)) in enumerate(zip(got, ref)):
         np.testing.assert_array_equal(rows == 0, ref_rows == 0, err_msg=f"step {step}: the dropout mask")
         np.testing.assert_allclose(rows, ref_rows, rtol=1e-5, atol=1e-6, err_msg=f"step {step}: the dropped rows")
@@ -70,7 +72,7 @@ def test_a_dropout_step_on_two_workers_draws_the_one_process_steps_numbers():
     assert len(set(masks)) == STEPS, "each step draws anew"
     assert len({noise.tobytes() for _, _, noise in got}) == STEPS, "each step draws new noise"
     # A second session on the workers repeats the first bit for bit (fixed seeds, fixed slices).
-    again, again_weights, _ = _train(2)
+    again, _, _ = _train(n, slices=n)
     for a, b in zip(got, again):
         for u, v in zip(a, b):
             np.testing.assert_array_equal(u, v)

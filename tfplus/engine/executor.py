@@ -71,7 +71,8 @@ class KernelContext:
         op's seeds, or random ones fixed for the session if both are 0; the run counts the node's runs in this
         session, so each run draws new numbers and a new session starts over (as TF1). A micro-batched step draws
         once: each of its runs (micro-batches, statistics passes) takes the step's run, and a micro-batch of rows
-        starts at its rows' place (`first`), so it draws the numbers of its rows in the unsplit step.
+        starts at its rows' place (`first`), so it draws the numbers of its rows in the unsplit step; so does a slice
+        of a step on the cpu's worker processes (the parent counts the step's run: Executor.step_runs).
         A tape being recorded is refused (a replay would draw the recorded numbers again): a kernel that puts
         its draw on the tape takes random_draw instead."""
         d = self.random_draw(size)
@@ -121,8 +122,9 @@ class KernelContext:
 class Pool:
     """The allocator of the plain executor: every output and workspace a new runtime buffer."""
 
-    draw_step = None  # a run of a micro-batched step, whose random draws are the step's (memory.Bound._passes)
-    draw_slice = 0  # the micro-batch whose rows a run draws, in that step
+    # A run of a step split in slices, whose random draws are the step's: the cpu's step workers' (workers._drawing)
+    draw_step = None
+    draw_slice = 0  # the slice whose rows a run draws, in that step
     version = 0  # an arena's views change when it grows (Bound.version); the pool's never do
     fixed = False
 
