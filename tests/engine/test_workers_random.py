@@ -161,3 +161,34 @@ def test_the_random_ops_declare_their_draws():
     """What lets a worker run an op that is stateful: the tag its registration declares."""
     assert registry.tagged("random") == ["RandomStandardNormal", "RandomUniform", "TruncatedNormal"]
     assert registry.OPS["RandomUniform"].stateful and not registry.has_tag("AssignAdd", "random")
+
+
+@pytest.mark.parametrize("flow", ["cond", "while_loop"])
+def test_a_draw_inside_control_flow_keeps_the_step_in_this_process(flow):
+    """A random op in a tf.cond branch or a tf.while_loop body draws per run of its sub-graph (an iteration), which
+    no step's counter covers: the step runs in this process, as in one, and says why."""
+    def run(n_workers: int):
+        g = tf.Graph()
+        with g.as_default():
+            x = tf.placeholder(tf.float32, [None, 4])
+            w = tf.Variable(np.linspace(-1, 1, 8).reshape(4, 2).astype(np.float32))
+            h = tf.matmul(x, w)
+            if flow == "cond":
+                h = tf.cond(tf.constant(True), lambda: tf.nn.dropout(h, rate=0.5, seed=3), lambda: h)
+            else:
+                _, h = tf.while_loop(lambda i, v: i < 3, lambda i, v: (i + 1, tf.nn.dropout(v, rate=0.3, seed=3)),
+                                     [tf.constant(0), h])
+            loss = tf.reduce_mean(tf.square(h))
+            train = tf.train.GradientDescentOptimizer(0.1).minimize(loss)
+            init = tf.global_variables_initializer()
+        feeds = {x: np.random.default_rng(0).standard_normal((BATCH, 4)).astype(np.float32)}
+        with tf.Session(graph=g, workers=n_workers) as sess:
+            sess.run(init)
+            losses = [sess.run([train, loss], feeds)[1] for _ in range(3)]
+            return losses, sess.workers.pids() if sess.workers else [], sess.workers.summary() if sess.workers else ""
+
+    ref, _, _ = run(1)
+    losses, pids, summary = run(2)
+    assert not pids
+    assert "its sub-graph holds the stateful RandomUniform" in summary, summary
+    np.testing.assert_array_equal(losses, ref)

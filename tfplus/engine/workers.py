@@ -25,7 +25,8 @@ parent advances each random node's run counter once per step and gives the run t
 and a draw shaped like the batch (leading dimension open) starts at the slice's first row, so worker i draws rows
 [i*m, (i+1)*m) of the numbers the step draws in one process. A draw of a fixed shape is the whole step's in every
 worker; one of an open leading dimension that is not the batch's rows does not add up in the first run's check,
-which keeps its step in the parent.
+which keeps its step in the parent. A draw inside a tf.cond or tf.while_loop keeps its step in the parent too (it
+draws once per run of its sub-graph: an iteration).
 
 The variables the slices read are moved into shared memory (MAP_SHARED, made before the fork), where the
 parent's updates change them in place, so the workers read them without a copy. The workers are forked after
@@ -43,7 +44,8 @@ errors.UnavailableError; its step then runs in the parent.
 Other steps run in the parent as before:
 - no fed batch that P divides into slices of MIN_ROWS rows or more;
 - training-mode batch norm (batch statistics);
-- stateful ops other than random draws before the updates (an allreduce, say: it must run once per step);
+- stateful ops other than random draws before the updates (an allreduce, say: it must run once per step), and
+  any stateful op inside a control-flow op's sub-graph there;
 - a memory budget (the plan's arena), a traced run (the profiler), or a device other than the cpu.
 """
 from __future__ import annotations
@@ -66,7 +68,7 @@ import weakref
 import numpy as np
 
 from tfplus import errors, threads
-from tfplus.framework import Tensor, needed_ops, topo_order
+from tfplus.framework import Graph, Tensor, needed_ops, topo_order
 from tfplus.registry import has_tag
 
 ENV = "TFPLUS_WORKERS"
@@ -341,9 +343,29 @@ def _prepare(executor, n: int, flat: list, feeds: dict):
         if op.op_def.stateful and op.type not in _SLICE_STATEFUL and not has_tag(op.type, "random"):
             return (f"{op.type} '{op.name}' runs before the updates and is stateful (each worker would run it: "
                     "it must run once per step)")
+        inner = _stateful_inside(op)
+        if inner is not None:  # a draw there is counted per run of the sub-graph (an iteration), not per step
+            return (f"{op.type} '{op.name}' runs before the updates and its sub-graph holds the stateful "
+                    f"{inner.type} '{inner.name}' (each worker would run it; a random draw there is counted per "
+                    "iteration, not per step)")
     variables = sorted({op.name for op in a_ops if op.type == "VariableV2"})
     draws = sorted(op.name for op in a_ops if has_tag(op.type, "random"))
     return _Step(executor, n, batch // n, s, variables, draws, [f for f in flat if isinstance(f, Tensor)])
+
+
+def _stateful_inside(op):
+    """The first stateful op (other than a variable read or a check) of the sub-graphs op runs (a tf.cond's branches,
+    a tf.while_loop's condition and body, at any depth), or None."""
+    for value in op.attrs.values():
+        for graph in value if isinstance(value, (list, tuple)) else (value,):
+            if isinstance(graph, Graph):
+                for inner in graph.get_operations():
+                    if inner.op_def.stateful and inner.type not in _SLICE_STATEFUL:
+                        return inner
+                    found = _stateful_inside(inner)
+                    if found is not None:
+                        return found
+    return None
 
 
 class _Step:
