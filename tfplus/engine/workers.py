@@ -409,6 +409,7 @@ class _Step:
                 parts.append([np.array(b) for b in self.slice_run(self.part(feeds, i))])
         with _drawing(pool, step, 0):
             whole = self.executor.run(self.a_fetches, feeds)
+        self.draws = [name for name in self.draws if name in self.executor.rngs]  # the others ran no kernel
         try:  # floating-point gradients are averaged (right for a loss averaged over the batch: checked below)
             self.merges = ["mean" if t in self.grads and t.dtype.is_floating else
                            fetch_merge(t, v.shape, self.batch_dep, self.rows) for t, v in zip(self.a_tensors, parts[0])]
