@@ -18,6 +18,12 @@ before issue 34's stop 45): the launchers' launches and the tape's enqueues per 
 
     python benchmarks/bench_step_launches.py --replay --model alexnet --small --batch 4 --steps 20   # PoCL
     python benchmarks/bench_step_launches.py --replay --model alexnet --batch 128 --steps 50         # a GPU
+
+--replay --stream CUT,K[,keep] runs the session's step streamed at tensor CUT in K micro-batches (planner.stream;
+keep: keeping its pools' argmax, Prefix.keep) replayed as one tape of all its runs (memory.Bound._as_one_tape), and
+as before issue 34's stop 45 each run's program by its own tape, Python between them ("per run"):
+
+    python benchmarks/bench_step_launches.py --replay --model mentee --small --batch 16 --stream MaxPool:0,2,keep
 """
 from __future__ import annotations
 
@@ -92,8 +98,9 @@ SMALL = {"alexnet": ({"conv_widths": (16, 32, 32, 32, 32), "fc_widths": (64, 64)
          "mobilenet": ({"conv_widths": (8, 16, 16)}, None)}
 
 
-def replay_compare(model: str, batch: int, steps: int, small: bool) -> dict[str, dict]:
-    """Per mode ("replayed", "op by op"): launcher launches and tape enqueues of a step, median host and step ms."""
+def replay_compare(model: str, batch: int, steps: int, small: bool, stream: str | None = None) -> dict[str, dict]:
+    """Per mode ("replayed", "op by op"; with `stream`, "one tape", "per run"): launcher launches, tape plays and
+    tape enqueues of a step, median host and step ms."""
     import os
 
     import numpy as np
@@ -107,6 +114,16 @@ def replay_compare(model: str, batch: int, steps: int, small: bool) -> dict[str,
     feed = {tg.images: rng.standard_normal((batch, c, h, w)).astype(np.float32),
             tg.labels: rng.integers(0, 10, batch).astype(np.int32)}
     result = {}
+    if stream is not None:
+        from tfplus.engine.memory import Bound
+        one_tape = Bound._streamed
+        for mode, streamed in (("one tape", one_tape), ("per run", Bound._stream_passes)):
+            Bound._streamed = streamed
+            try:
+                result[mode] = _replay_mode(tg, feed, steps, stream)
+            finally:
+                Bound._streamed = one_tape
+        return result
     for mode, flag in (("replayed", "1"), ("op by op", "0")):
         os.environ["TFPLUS_OPENCL_REPLAY"] = flag  # read by the session's runtime when it is made
         result[mode] = _replay_mode(tg, feed, steps)
@@ -114,18 +131,25 @@ def replay_compare(model: str, batch: int, steps: int, small: bool) -> dict[str,
     return result
 
 
-def _replay_mode(tg, feed: dict, steps: int) -> dict:
+def _replay_mode(tg, feed: dict, steps: int, stream: str | None = None) -> dict:
     import statistics
     import time
 
     import tfplus as tf
-    with tf.Session(graph=tg.graph, device="opencl") as s:
+    from tfplus import planner
+    from tfplus.runtime.facts import device_facts
+    with tf.Session(graph=tg.graph, device="opencl", memory_budget=None if stream is None else "1TB") as s:
         rt = s.runtime
+        if stream is not None:
+            cut, k, *keep = stream.split(",")
+            step = s.step(tg.train_op, feed)
+            step.use_plan(planner.plan(step.fetches, step.feed_shapes, device_facts(rt), graph=step.graph,
+                                       force=(1, 1, False, 1, 0, (cut, int(k), 1, 0, keep == ["keep"]))))
         s.run(tg.init_op)
         for _ in range(6):  # shapes, a plan for the repeated step, two recordings
             s.run(tg.train_op, feed)
         rt.synchronize()
-        launched, enqueued = [0], [0]
+        launched, enqueued, plays = [0], [0], [0]
         run, play = rt.run, rt.tape_play
 
         def counted(*args):
@@ -135,6 +159,7 @@ def _replay_mode(tg, feed: dict, steps: int) -> dict:
         def played(tape, *args):
             ok = play(tape, *args)
             enqueued[0] += tape.launches if ok else 0
+            plays[0] += 1
             return ok
         rt.run, rt.tape_play = counted, played
         s.run(tg.train_op, feed)
@@ -147,7 +172,7 @@ def _replay_mode(tg, feed: dict, steps: int) -> dict:
             host.append(time.perf_counter() - t)
             rt.synchronize()
             step.append(time.perf_counter() - t)
-    return {"launched": launched[0], "enqueued": enqueued[0],
+    return {"launched": launched[0], "enqueued": enqueued[0], "plays": plays[0],
             "host_ms": statistics.median(host) * 1e3, "step_ms": statistics.median(step) * 1e3}
 
 
@@ -179,13 +204,17 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=0, help="also time this many steps (median) after the counted one")
     p.add_argument("--replay", action="store_true", help="compare the step replayed and launched op by op")
     p.add_argument("--small", action="store_true", help="with --replay: the model at small widths and images")
+    p.add_argument("--stream", default=None, metavar="CUT,K[,keep]",
+                   help="with --replay: the step streamed at CUT in K micro-batches, one tape against per run")
     args = p.parse_args()
     if args.replay:
-        res = replay_compare(args.model, args.batch, args.steps or 10, args.small)
-        print(f"{args.model} training step{' (small)' if args.small else ''}, batch {args.batch}, medians of "
-              f"{args.steps or 10} steps:")
+        res = replay_compare(args.model, args.batch, args.steps or 10, args.small, args.stream)
+        streamed = f" streamed at {args.stream}" if args.stream else ""
+        print(f"{args.model} training step{' (small)' if args.small else ''}{streamed}, batch {args.batch}, medians "
+              f"of {args.steps or 10} steps:")
         for mode, r in res.items():
-            print(f"  {mode:9s}: {r['launched']:4d} launcher launches, {r['enqueued']:4d} replayed enqueues, host "
+            print(f"  {mode:9s}: {r['launched']:4d} launcher launches, {r['plays']:3d} tape plays, {r['enqueued']:4d} "
+                  f"replayed enqueues, host "
                   f"{r['host_ms']:.2f} ms, step {r['step_ms']:.2f} ms")
         return
     if args.model == "alexnet":

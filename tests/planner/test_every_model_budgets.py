@@ -99,9 +99,9 @@ def _assert_trains_as(got, want, what: str) -> None:
 
 
 def _recordings(bound) -> list:
-    """The tape records that run a planned step: the whole micro-batched step's, else its programs' (per phase
-    and lane)."""
-    if bound.plan.microbatches > 1:
+    """The tape records that run a planned step: the whole micro-batched or streamed step's, else its programs' (per
+    phase and lane)."""
+    if bound.plan.microbatches > 1 or bound.plan.stream is not None:
         return [bound.whole]
     programs = bound.programs + [lane.program for lane in bound.lanes]
     return [t for prog in programs for t in prog.tapes.values()]

@@ -8,7 +8,7 @@ arena's buffers stay put from run to run, which a replay needs). A `Bound` plan 
 executor's programs (tfplus.engine.executor) for its phases: it hands out outputs (`output`), kernel scratch
 (`workspace`) and wraps kernels (`kernel`: restarts the workspace cursor, splits chunked convolutions over the
 batch), once per program; micro-batching replays the phase's program once per micro-batch, and on a runtime
-that records launches replays the whole step's launches as one tape (`Bound._microbatched`).
+that records launches a micro-batched or a streamed step's launches replay as one tape (`Bound._as_one_tape`).
 
 What it asks of a device runtime is declared by tfplus.runtime.base.Runtime: `allocate_arena(nbytes, alignment)`,
 `sub_buffer(arena, offset, shape, dtype)` (a view at a byte offset) and `arena_alignment`; micro-batching's
@@ -143,7 +143,7 @@ class Bound:
     allocator of the programs that run the plan's phases."""
 
     fixed = True  # outputs are fixed views: a program binds them once
-    feed_order: list | None = None  # the fed tensors in the order a whole-step tape takes them (_microbatched)
+    feed_order: list | None = None  # the fed tensors in the order a whole-step tape takes them (_as_one_tape)
     lane = 0  # the copy of the streamed prefix's buffers it runs on (MemoryPlan.stream_lanes)
     lanes: list = []
     microbatch = 0  # the micro-batch the micro-batch run is on: accumulated gradients' ops add from the second on
@@ -177,8 +177,8 @@ class Bound:
         self.pieces: dict = {}  # accumulated gradient's op -> its piece view (planner.accumulate)
         self.kernels = {}
         self.merges = Merges()  # the micro-batches' merges, replayed when they take the same buffers
-        self.whole = Recording()  # the micro-batched step's launches, all its runs' (_microbatched)
-        self.ran = False  # whether the micro-batched step ran on these views (its first run is not recorded)
+        self.whole = Recording()  # a micro-batched or streamed step's launches, all its runs' (_as_one_tape)
+        self.ran = False  # whether that step ran on these views (its first run is not recorded)
         self.version += 1
         shift = self.lane * p.lane_bytes
         for ph in p.phases[:1] if self.lane else p.phases:  # another lane runs the prefix only
@@ -334,28 +334,33 @@ class Bound:
         return self._microbatched(feeds)
 
     def _microbatched(self, feeds: dict) -> dict:
-        """A micro-batched step; on a runtime that records launches (OpenCL), replayed as one tape of all its
-        micro-batches' runs, merges and updates once two steps recorded the same launches: the Python between
-        them (a program's replay and the merges' bookkeeping each micro-batch, ~60 us) would otherwise be host
-        time of every micro-batch, on a step that a slow host's launches already bound. Not on the first step
-        (the programs' first runs find their shapes), nor an audited or a traced one."""
+        """A micro-batched step (`_passes`), replayed as one tape on a runtime that records launches (_as_one_tape)."""
+        return self._as_one_tape(feeds, self._passes)
+
+    def _as_one_tape(self, feeds: dict, passes) -> dict:
+        """`passes(feeds)`, a step of several runs (a micro-batched or a streamed one); on a runtime that records
+        launches (OpenCL), replayed as one tape of all its runs, merges and updates once two steps recorded the
+        same launches: the Python between them (a program's replay and the merges' bookkeeping each run, ~60 us)
+        would otherwise be host time of every run, on a step that a slow host's launches already bound. Not on
+        the first step (the programs' first runs find their shapes), nor an audited or a traced one, nor one whose
+        streamed prefix runs in lanes (on other threads, whose launches cannot go on this thread's tape)."""
         ex, rt, names, whole = self.programs[0].executor, self.runtime, self.var_names, self.whole
         if not self.ran or self.audit is not None or ex.trace is not None or not rt.records_launches \
-                or whole.vars_at != ex.var_version and any(ex.vars.get(n) is None for n in names):
+                or self.lanes or whole.vars_at != ex.var_version and any(ex.vars.get(n) is None for n in names):
             self.ran = True
-            return self._passes(feeds)
+            return passes(feeds)
 
         ran: list = []
 
         def record():
-            ran.append(self._passes(feeds))
+            ran.append(passes(feeds))
             return ran[0], list(ran[0].values())
         if self.feed_order is None:  # the plan's feeds, in an order of their own (a caller's dict may reorder)
             self.feed_order = sorted(feeds, key=lambda t: t.name)
         if whole.run(rt, [feeds[t] for t in self.feed_order], lambda: [ex.vars[n] for n in names], ex.var_version,
                      record):
             return ran[0] if ran else whole.fetched
-        return self._passes(feeds)
+        return passes(feeds)
 
     def _passes(self, feeds: dict) -> dict:
         """The micro-batched step's runs: its statistics passes (planner.crossbatch: each over the micro-batches,
@@ -418,6 +423,11 @@ class Bound:
         return out
 
     def _streamed(self, feeds: dict) -> dict:
+        """A step with a streamed prefix (`_stream_passes`), replayed as one tape on a runtime that records
+        launches (_as_one_tape)."""
+        return self._as_one_tape(feeds, self._stream_passes)
+
+    def _stream_passes(self, feeds: dict) -> dict:
         """A step with a streamed prefix (planner.stream): the prefix on each micro-batch's rows, its output's
         rows copied into the cut's full-batch buffer (and those of the tensors it keeps for its backward into
         theirs); the rest at full batch; then, if the prefix trains, its backward on each micro-batch's rows
