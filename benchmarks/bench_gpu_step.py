@@ -8,6 +8,7 @@ CUDA; Mentee only). Not a test.
     python benchmarks/bench_gpu_step.py --no-peers --budgets 1TB,64MB,32MB,24MB  # planned steps vs plain
     python benchmarks/bench_gpu_step.py --unfused --no-peers   # the graph rewrite on and off, same run
     python benchmarks/bench_gpu_step.py --model mobilenet --unfused   # MobileNet (CIFAR); peer: PyTorch's mirror
+    python benchmarks/bench_gpu_step.py --peers torch,torch:graph   # PyTorch eager and its step as a CUDA graph
 
 Reports ms/step (median), kernel launches per step, GFLOP/s (Mentee: 22.85 GFLOP per step at batch 128, scaled
 by batch; MobileNet: its convolutions' and the dense layer's, mobilenet_gflop_per_sample), the forward share (a
@@ -251,7 +252,10 @@ def launch_overhead(device: str, n: int = 5000) -> None:
 
 
 # -- peers ---------------------------------------------------------------------------------------------------
-def bench_torch(batch: int, steps: int, warmup: int, which: str = "mentee") -> dict:
+def bench_torch(batch: int, steps: int, warmup: int, which: str = "mentee", graph: bool = False) -> dict:
+    """PyTorch's step on CUDA: eager, or with `graph` the whole step (forward, backward, the optimizer's update)
+    captured once as a CUDA graph and replayed (PyTorch's documented whole-network capture): PyTorch with no host
+    cost a step, the bar issue 37 names."""
     import torch
     import torch.nn as nn
     import torch.nn.functional as F
@@ -280,6 +284,23 @@ def bench_torch(batch: int, steps: int, warmup: int, which: str = "mentee") -> d
         loss.backward()
         opt.step()
         return loss.item()
+    if graph:  # warm up on a side stream (the momentum buffers made there), then capture one step
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(3):
+                step()
+        torch.cuda.current_stream().wait_stream(side)
+        captured = torch.cuda.CUDAGraph()
+        opt.zero_grad(set_to_none=True)
+        with torch.cuda.graph(captured):
+            static_loss = F.cross_entropy(model(x), y)
+            static_loss.backward()
+            opt.step()
+
+        def step():
+            captured.replay()
+            return static_loss.item()
 
     def fwd():
         with torch.no_grad():
@@ -287,7 +308,8 @@ def bench_torch(batch: int, steps: int, warmup: int, which: str = "mentee") -> d
     for _ in range(warmup):
         step()
     ms = statistics.median(_times(step, steps)) * 1e3
-    return {"name": "pytorch eager", "device": torch.cuda.get_device_name(), "batch": batch, "ms": ms,
+    return {"name": "pytorch cuda graph" if graph else "pytorch eager", "device": torch.cuda.get_device_name(),
+            "batch": batch, "ms": ms,
             "gflops": _gflop_per_sample(which) * batch / (ms * 1e-3),
             "fwd_ms": statistics.median(_times(fwd, steps)) * 1e3}
 
@@ -366,7 +388,8 @@ def main() -> None:
     p.add_argument("--no-peers", action="store_true")
     p.add_argument("--unfused", action="store_true",
                    help="also run tfplus with the graph rewrite off (TFPLUS_REWRITE=0's effect), same process")
-    p.add_argument("--peers", default=None, help="default: torch,tinygrad:CL,tinygrad:CUDA (MobileNet: torch)")
+    p.add_argument("--peers", default=None, help="default: torch,tinygrad:CL,tinygrad:CUDA (MobileNet: torch); "
+                   "torch:graph: PyTorch's step captured as a CUDA graph")
     p.add_argument("--peer", help=argparse.SUPPRESS)
     p.add_argument("--peer-timeout", type=int, default=240)
     p.add_argument("--json", help="also write the results here")
@@ -374,8 +397,9 @@ def main() -> None:
     if args.peers is None:
         args.peers = "torch" if args.model == "mobilenet" else "torch,tinygrad:CL,tinygrad:CUDA"
     if args.peer:
-        if args.peer == "torch":
-            res = bench_torch(args.batch, args.steps, args.warmup, args.model)
+        if args.peer in ("torch", "torch:graph"):
+            res = bench_torch(args.batch, args.steps, args.warmup, args.model,
+                              graph=args.peer == "torch:graph")
         else:
             res = bench_tinygrad(args.peer.split(":")[1], args.batch, args.steps, args.warmup)
         print("RESULT " + json.dumps(res))
