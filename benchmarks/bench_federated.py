@@ -143,10 +143,13 @@ def check_rounds(args, spec: str, seed: int) -> list[dict]:
     round's rounding into the next. Per round: the learning rate of every step of the round (tfplus's graph at
     that global step against the peer's learning_rate; the whole run's schedule in round 1's row), the global
     step tfplus ends at, each client's batches (images and labels, every step of the round), each client's
-    trained weights (largest difference / largest change, as check_peer's), the FedAvg of both sides (weights
-    as the clients' example counts), and the central evaluation of the round's global model on
-    --test-examples images (default 1,000) by each side's own evaluation path. Every figure should be
-    float rounding: differences of 1e-7..1e-6, the same accuracies."""
+    trained weights (largest difference / largest change, as check_peer's) beside a control (tfplus against
+    itself from the global weights moved by one float32 step: what rounding alone does in that round), the FedAvg
+    of both sides (weights as the clients' example counts), and the central evaluation of the round's global
+    model on --test-examples images (default 1,000) by each side's own evaluation path, image by image. With
+    the recipe the same: learning rates and batches to float rounding (1e-9, 3e-7), the same predictions, and
+    the clients' differences of the control's size (1e-6 over a few steps; up to tens of % of the change after
+    10, where a max-pool near-tie sends a gradient elsewhere and training amplifies it)."""
     import torch
 
     from tfplus import data as tfdata
@@ -174,7 +177,8 @@ def check_rounds(args, spec: str, seed: int) -> list[dict]:
                 lr_diff = max(lr_diff, abs(float(model.sess.run(model.tg.learning_rate)) -
                                            tf_peer.learning_rate(recipe, step)))
             row = {"round": rnd, "lr_max_diff": lr_diff, "batch_max_diff": 0.0, "same_labels": True,
-                   "client_weights_max_diff_over_change": [], "global_steps_ok": True,
+                   "client_weights_max_diff_over_change": [], "control_max_diff_over_change": [],
+                   "global_steps_ok": True,
                    **({"lr_whole_run_max_diff": whole} if rnd == 1 else {})}
             ours_all, theirs_all, counts = [], [], []
             for client in chosen:
@@ -191,7 +195,13 @@ def check_rounds(args, spec: str, seed: int) -> list[dict]:
                 model.set_weights(glob)
                 model.train(shard, fed.client_steps(n), server_round=rnd, seed=batch_seed)
                 row["global_steps_ok"] &= int(model.sess.run(model.tg.global_step)) == rnd * steps
-                ours = pytorch_layout(model.get_weights())
+                trained = model.get_weights()
+                ours = pytorch_layout(trained)
+                # The control: tfplus again from the global weights moved by one float32 step each (a rounding's
+                # size): how far apart rounding alone puts two runs of the same recipe in this round.
+                model.set_weights({k: np.nextafter(w, np.float32(np.inf)) for k, w in glob.items()})
+                model.train(shard, fed.client_steps(n), server_round=rnd, seed=batch_seed)
+                nudged = pytorch_layout(model.get_weights())
                 mirror = _mirror(tf_peer, glob, folder)
                 n_peer, _ = tf_peer.train(recipe, mirror, client, rnd)
                 theirs = {k: p.detach().numpy().copy() for k, p in zip(ours, mirror.state_dict().values())}
@@ -199,9 +209,11 @@ def check_rounds(args, spec: str, seed: int) -> list[dict]:
                 change = max(float(np.abs(ours[k] - start[k]).max()) for k in ours)
                 diff = max(float(np.abs(ours[k] - theirs[k]).max()) for k in ours)
                 row["client_weights_max_diff_over_change"].append(diff / change)
+                row["control_max_diff_over_change"].append(
+                    max(float(np.abs(ours[k] - nudged[k]).max()) for k in ours) / change)
                 if n_peer != n:
                     raise AssertionError(f"client {client}: tfplus's shard holds {n} examples, the peer's {n_peer}")
-                ours_all.append(model.get_weights())
+                ours_all.append(trained)
                 theirs_all.append(theirs)
                 counts.append(n)
             share = np.asarray(counts, np.float64) / sum(counts)
@@ -228,8 +240,8 @@ def check_rounds(args, spec: str, seed: int) -> list[dict]:
             peer_confusion = np.zeros_like(confusion)
             np.add.at(peer_confusion, (peer_ty[:count], predicted), 1)
             row["test_images_predicted_differently_at_most"] = int(np.abs(confusion - peer_confusion).sum()) // 2
-            row["client_weights_max_diff_over_change"] = [float(f"{v:.2e}") for v in
-                                                          row["client_weights_max_diff_over_change"]]
+            for key in ("client_weights_max_diff_over_change", "control_max_diff_over_change"):
+                row[key] = [float(f"{v:.2e}") for v in row[key]]
             print(json.dumps({"partition": spec, "seed": seed, "check_round": row}), flush=True)
             rows.append(row)
             glob = new
