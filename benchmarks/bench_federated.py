@@ -6,6 +6,8 @@ Run: `python benchmarks/bench_federated.py [--clients 10] [--rounds 20] [--local
 Phone-class clients (BENCHMARKS.md, "100 phone-class clients on one machine"): `--clients 100 --rounds 3
 --local-steps 5 --partitions dirichlet:0.5 --client-budget 32MB --cpus 1 --measure-memory --no-peer` adds each
 round's clients, the most any client planned, measured (tracemalloc) and held resident (its process's peak RSS).
+Whether the two sides' recipes differ after round 1, without a simulation (minutes): `--check-rounds 3
+--check-clients 0,5` (check_rounds; BENCHMARKS.md, "Federated: what differs after round 1").
 
 The peer is benchmarks/torch_federated.py (needs torch): the same shards, batches, augmentation, optimizer, learning
 rate schedule, FedAvg and central evaluation (its docstring lists them), and for each seed the very initial global
