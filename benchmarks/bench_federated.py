@@ -6,6 +6,8 @@ Run: `python benchmarks/bench_federated.py [--clients 10] [--rounds 20] [--local
 Phone-class clients (BENCHMARKS.md, "100 phone-class clients on one machine"): `--clients 100 --rounds 3
 --local-steps 5 --partitions dirichlet:0.5 --client-budget 32MB --cpus 1 --measure-memory --no-peer` adds each
 round's clients, the most any client planned, measured (tracemalloc) and held resident (its process's peak RSS).
+Whether the two sides' recipes differ after round 1, without a simulation (minutes): `--check-rounds 3
+--check-clients 0,5` (check_rounds; BENCHMARKS.md, "Federated: what differs after round 1").
 
 The peer is benchmarks/torch_federated.py (needs torch): the same shards, batches, augmentation, optimizer, learning
 rate schedule, FedAvg and central evaluation (its docstring lists them), and for each seed the very initial global
@@ -33,6 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from tfplus.federated import flower
+from tfplus.federated.partition import partition
 from tfplus.units import parse_size
 
 HERE = Path(__file__).resolve().parent
@@ -125,6 +128,129 @@ def check_peer(args, spec: str, seed: int, init: str) -> dict:
             "same_labels": same_labels, "round1_client0_weights_max_diff_over_change": diff / change}
 
 
+def _mirror(tf_peer, weights: dict, folder: str):
+    """The peer's Mentee holding tfplus's `weights` (through the .npz the peer's --init reads)."""
+    from tfplus.federated.model import save_weights
+    path = os.path.join(folder, "weights.npz")
+    save_weights(path, weights)
+    mirror = tf_peer.Mentee()
+    tf_peer.load_tfplus(mirror, path)
+    return mirror
+
+
+def check_rounds(args, spec: str, seed: int) -> list[dict]:
+    """The first args.check_rounds rounds of the --rounds run, clients args.check_clients (default all) of
+    args.clients, in this process, on both sides, each round from the same global weights (tfplus's FedAvg of
+    the previous round), so a difference in the recipe after round 1 shows apart from the chaos that carries one
+    round's rounding into the next. Per round: the learning rate of every step of the round (tfplus's graph at
+    that global step against the peer's learning_rate; the whole run's schedule in round 1's row), the global
+    step tfplus ends at, each client's batches (images and labels, every step of the round), each client's
+    trained weights (largest difference / largest change, as check_peer's) beside a control (tfplus against
+    itself from the global weights moved by one float32 step: what rounding alone does in that round), the FedAvg
+    of both sides (weights as the clients' example counts), and the central evaluation of the round's global
+    model on --test-examples images (default 1,000) by each side's own evaluation path, image by image. With
+    the recipe the same: learning rates and batches to float rounding (1e-9, 3e-7), the same predictions, and
+    the clients' differences of the control's size (1e-6 over a few steps; up to tens of % of the change after
+    10, where a max-pool near-tie sends a gradient elsewhere and training amplifies it)."""
+    import torch
+
+    from tfplus import data as tfdata
+    from tfplus import trainer
+    from tfplus.federated import FederatedModel
+    from tfplus.federated.model import pytorch_layout
+    tf_peer = _peer_module()
+    torch.set_num_threads(1)
+    fed = federation(args, spec, seed, out="")
+    recipe = _recipe(args, spec, seed, None)
+    steps = fed.round_steps()
+    model = FederatedModel(fed.train_config(), steps, fed.rounds, cpus=1)
+    test = flower.test_set(dataclasses.replace(fed, test_examples=args.test_examples or 1000))
+    peer_x, peer_y, peer_tx, peer_ty = tf_peer.cifar(recipe)
+    glob = model.get_weights()
+    chosen = [int(c) for c in args.check_clients.split(",")] if args.check_clients else range(fed.clients)
+    whole = max(abs(float(model.sess.run(model.tg.learning_rate)) - tf_peer.learning_rate(recipe, step))
+                for step in range(steps * fed.rounds) if model.reset_optimizer(step) is None)
+    rows = []
+    with tempfile.TemporaryDirectory() as folder:
+        for rnd in range(1, args.check_rounds + 1):
+            lr_diff = 0.0
+            for step in range((rnd - 1) * steps, rnd * steps):
+                model.reset_optimizer(step)
+                lr_diff = max(lr_diff, abs(float(model.sess.run(model.tg.learning_rate)) -
+                                           tf_peer.learning_rate(recipe, step)))
+            row = {"round": rnd, "lr_max_diff": lr_diff, "batch_max_diff": 0.0, "same_labels": True,
+                   "client_weights_max_diff_over_change": [], "control_max_diff_over_change": [],
+                   "global_steps_ok": True,
+                   **({"lr_whole_run_max_diff": whole} if rnd == 1 else {})}
+            ours_all, theirs_all, counts = [], [], []
+            for client in chosen:
+                shard = flower.client_shard(fed, client)
+                n = len(shard.train_labels)
+                batch = min(fed.batch_size, n)
+                batch_seed = seed * 1_000_003 + client * 1009 + rnd  # as flower.client_app's and the peer's train
+                mine = partition(peer_y, fed.clients, spec, seed)[client]  # the peer's shard, as its train's
+                with tfdata.train_batches(shard, batch, seed=batch_seed, augment=True, data_format="NCHW") as ours_b:
+                    theirs_b = tf_peer.batches(peer_x[mine], peer_y[mine], batch, batch_seed)
+                    for _, (tx, ty), (px, py) in zip(range(steps), ours_b, theirs_b):
+                        row["batch_max_diff"] = max(row["batch_max_diff"], float(np.abs(tx - px.numpy()).max()))
+                        row["same_labels"] &= bool(np.array_equal(ty, py.numpy()))
+                model.set_weights(glob)
+                model.train(shard, fed.client_steps(n), server_round=rnd, seed=batch_seed)
+                row["global_steps_ok"] &= int(model.sess.run(model.tg.global_step)) == rnd * steps
+                trained = model.get_weights()
+                ours = pytorch_layout(trained)
+                # The control: tfplus again from the global weights moved by one float32 step each (a rounding's
+                # size): how far apart rounding alone puts two runs of the same recipe in this round.
+                model.set_weights({k: np.nextafter(w, np.float32(np.inf)) for k, w in glob.items()})
+                model.train(shard, fed.client_steps(n), server_round=rnd, seed=batch_seed)
+                nudged = pytorch_layout(model.get_weights())
+                mirror = _mirror(tf_peer, glob, folder)
+                n_peer, _ = tf_peer.train(recipe, mirror, client, rnd)
+                theirs = {k: p.detach().numpy().copy() for k, p in zip(ours, mirror.state_dict().values())}
+                start = pytorch_layout(glob)
+                change = max(float(np.abs(ours[k] - start[k]).max()) for k in ours)
+                diff = max(float(np.abs(ours[k] - theirs[k]).max()) for k in ours)
+                row["client_weights_max_diff_over_change"].append(diff / change)
+                row["control_max_diff_over_change"].append(
+                    max(float(np.abs(ours[k] - nudged[k]).max()) for k in ours) / change)
+                if n_peer != n:
+                    raise AssertionError(f"client {client}: tfplus's shard holds {n} examples, the peer's {n_peer}")
+                ours_all.append(trained)
+                theirs_all.append(theirs)
+                counts.append(n)
+            share = np.asarray(counts, np.float64) / sum(counts)
+            new = {k: sum(s * w[k] for s, w in zip(share, ours_all)).astype(np.float32) for k in glob}
+            peer_new = {k: sum(s * w[k] for s, w in zip(share, theirs_all)).astype(np.float32)
+                        for k in theirs_all[0]}
+            ours_new, start = pytorch_layout(new), pytorch_layout(glob)
+            change = max(float(np.abs(ours_new[k] - start[k]).max()) for k in ours_new)
+            row["fedavg_max_diff_over_change"] = max(float(np.abs(ours_new[k] - peer_new[k]).max())
+                                                     for k in ours_new) / change
+            # The central evaluation, both sides from tfplus's global model of the round.
+            model.set_weights(new)
+            row["test_accuracy_tfplus"], _ = model.evaluate(test)
+            mirror = _mirror(tf_peer, new, folder)
+            count = len(test.test_labels)
+            row["same_test_labels"] = bool(np.array_equal(test.test_labels, peer_ty[:count]))
+            row["test_accuracy_pytorch"] = tf_peer.evaluate(mirror, peer_tx[:count], peer_ty[:count],
+                                                            torch.device("cpu"))
+            # Image by image: tfplus's confusion counts (its evaluation's) against the mirror's predictions.
+            _, confusion, _ = trainer.evaluate_predictions(model.sess, model.tg, test, 500, model.cfg.data_format)
+            with torch.no_grad():
+                predicted = np.concatenate([mirror(torch.from_numpy(tf_peer.normalize(peer_tx[i:i + 500]))).argmax(1)
+                                            .numpy() for i in range(0, count, 500)])
+            peer_confusion = np.zeros_like(confusion)
+            np.add.at(peer_confusion, (peer_ty[:count], predicted), 1)
+            row["test_images_predicted_differently_at_most"] = int(np.abs(confusion - peer_confusion).sum()) // 2
+            for key in ("client_weights_max_diff_over_change", "control_max_diff_over_change"):
+                row[key] = [float(f"{v:.2e}") for v in row[key]]
+            print(json.dumps({"partition": spec, "seed": seed, "check_round": row}), flush=True)
+            rows.append(row)
+            glob = new
+    model.close()
+    return rows
+
+
 def run_peer(args, spec: str, seed: int, init: str) -> list[dict]:
     rows: list[dict] = []
     _peer_module().simulate(_recipe(args, spec, seed, init), progress(rows, partition=spec, seed=seed,
@@ -181,11 +307,19 @@ def main() -> None:
     p.add_argument("--test-examples", type=int, help="central evaluation on the test set's first N images "
                    "(default all 10,000: about 12 s a round on 2 cores)")
     p.add_argument("--no-peer", action="store_true", help="tfplus alone (no torch)")
+    p.add_argument("--check-rounds", type=int, default=0, help="no simulation: the first N rounds of the run in "
+                   "this process on both sides, each from the same global weights, compared (check_rounds)")
+    p.add_argument("--check-clients", help="with --check-rounds: the clients trained, e.g. 0,5 (default all)")
     p.add_argument("--data", default=str(HERE.parents[1] / "shared" / "data"))
     args = p.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
     if not args.no_peer and args.model != "mentee":
         p.error(f"--model {args.model}: the peer is Mentee; give --model mentee or --no-peer")
+    if args.check_rounds:
+        for spec in args.partitions.split(","):
+            for seed in seeds:
+                check_rounds(args, spec, seed)
+        return
     results, checks = {}, {}
     runners = {"tfplus": run_tfplus} if args.no_peer else {"tfplus": run_tfplus, "pytorch": run_peer}
     with tempfile.TemporaryDirectory() as keep:

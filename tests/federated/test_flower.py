@@ -306,3 +306,33 @@ def test_a_supernode_picks_its_device_and_the_server_exports_its_start(data_dir,
     test = flower.test_set(fed)
     assert len(test.test_labels) == 10
     assert model.evaluate(test) == (rows[0]["test_accuracy"], pytest.approx(rows[0]["test_loss"], rel=1e-6))
+
+
+def test_flowers_rounds_are_the_recipe_the_pytorch_peer_follows(data_dir, tmp_path):
+    """Through Flower (its FedAvg, its server-round config, the ClientApp and its process's cached model), each
+    round is what benchmarks/torch_federated.py does by hand: every client from the round's global weights, a
+    fresh optimizer at global step (round-1)*local_steps, batches seeded by seed*1000003 + client*1009 + round,
+    then the mean weighted by shard sizes (unequal here: 67, 67, 66). A drift in any of them after round 1 (a
+    round's step or seed off by one, momentum carried over, an unweighted mean) moves the global weights by far
+    more than float rounding."""
+    fed = _federation(data_dir, tmp_path / "fl", clients=3, rounds=3, local_steps=3)
+    result = flower.run_server(fed, InProcessGrid(flower.client_app(fed), 3))
+    glob = load_weights(str(tmp_path / "fl" / "initial_weights.npz"))
+    start = glob
+    m = FederatedModel(fed.train_config(), fed.round_steps(), fed.rounds, cpus=1)
+    for rnd in range(1, fed.rounds + 1):
+        trained, counts = [], []
+        for client in range(fed.clients):
+            shard = flower.client_shard(fed, client)
+            m.set_weights(glob)
+            m.train(shard, fed.local_steps, server_round=rnd, seed=fed.seed * 1_000_003 + client * 1009 + rnd)
+            trained.append(m.get_weights())
+            counts.append(len(shard.train_labels))
+        assert counts == [67, 67, 66]
+        share = np.asarray(counts) / sum(counts)
+        glob = {k: sum(s * w[k] for s, w in zip(share, trained)).astype(np.float32) for k in glob}
+    m.close()
+    got = {name: array.numpy() for name, array in result.arrays.items()}
+    change = max(float(np.abs(glob[k] - start[k]).max()) for k in glob)
+    assert change > 1e-3
+    assert max(float(np.abs(got[k] - glob[k]).max()) for k in glob) < 1e-5 * change
