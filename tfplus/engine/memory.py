@@ -446,6 +446,7 @@ class Bound:
         def prefix(i: int, js) -> None:  # lane i runs micro-batches js on its own buffers
             with threads.using(1) if self.lanes else contextlib.nullcontext():
                 for j in js:
+                    lanes[i].draw_slice = j  # its rows of the unsplit step's random draws (KernelContext.random_draw)
                     values = run(0, j, lanes[i])
                     rt.copy_rows(whole, j * m, values[cut.tensor], 0, m)
                     for t in cut.saved:  # kept for the prefix backward (planner.stream's Cut.saved)
@@ -453,6 +454,7 @@ class Bound:
         # Lanes run at once on the intra-op threads, each taking the next micro-batch when it gets free (a
         # micro-batch's result does not depend on its lane), once each has recorded its fast loop; the first run,
         # an audited or a traced one runs them in turn.
+        self.draw_step = object()  # its random ops draw once for the step, as in the unsplit step
         if self.lanes and self.warm and self.audit is None and self.programs[0].executor.trace is None \
                 and len(lanes) <= threads.current():
             shared = iter(range(k))  # next() on it is atomic under the GIL
@@ -461,7 +463,9 @@ class Bound:
             for i in range(len(lanes)):
                 prefix(i, range(i, k, len(lanes)))
             self.warm = bool(self.lanes)
+        self.draw_slice = 0  # the rest runs on the whole batch
         out = run(1)
+        self.draw_step = None  # the prefix backward draws nothing (planner.stream)
         if not cut.backward:
             return out
         known.update(out)

@@ -20,7 +20,8 @@ rows, the step runs as:
 
 Exact up to float summation order, provided the prefix treats rows independently (no batch statistics:
 batch.batch_statistics) and, when it has a backward pass, draws no random numbers (recomputing would draw new
-ones).
+ones). A prefix without one may draw: each micro-batch draws its rows of the step's one draw (the executor's
+Bound._stream_passes), so the streamed step draws the unstreamed step's numbers.
 
 Lanes (cpu, several threads): small micro-batches leave a kernel's threads little to share (a conv call on 8
 images in 2 threads runs 4-image tasks, and the threads meet at every op), so phase 1 may instead run in
