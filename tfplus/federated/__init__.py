@@ -9,7 +9,10 @@ how to run it on one machine and on several.
 """
 from tfplus.federated.partition import partition
 
-__all__ = ["FederatedModel", "partition"]
+__all__ = ["FederatedModel", "partition", "STRATEGIES"]
+
+# Flower's strategies that `tfplus federated simulate --strategy` offers (tfplus.federated.flower.make_strategy).
+STRATEGIES = ("fedavg", "fedprox", "fedadam", "fedavgm", "fedadagrad", "fedyogi")
 
 
 def __getattr__(name: str):

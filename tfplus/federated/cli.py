@@ -20,6 +20,7 @@ from tfplus import cli_args
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     """Adds `federated simulate` to an argparse subparsers object; its handler is `main` (set as `func`)."""
+    from tfplus.federated import STRATEGIES
     from tfplus.federated.partition import SPECS
     f = subparsers.add_parser("federated", help="federated training on Flower (pip install \"tfplus[federated]\")",
                               description=__doc__.split("\n\n")[0])
@@ -39,8 +40,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     s.add_argument("--lr", type=float, help="peak learning rate (default: the optimizer's, 0.05 for momentum); the "
                    "schedule warms up over round 1 and decays over all rounds' steps")
     s.add_argument("--partition", type=cli_args.partition, default="iid", help=f"{SPECS}; default iid")
-    s.add_argument("--strategy", choices=("fedavg", "fedprox", "fedadam", "fedavgm"), default="fedavg",
-                   help="Flower strategy (default fedavg)")
+    s.add_argument("--strategy", choices=STRATEGIES, default="fedavg",
+                   help="Flower strategy (default fedavg); each averages batch norm's moving statistics by examples, "
+                   "the server's optimizer (fedadam, fedavgm, fedadagrad, fedyogi) steps the trained weights only")
     s.add_argument("--proximal-mu", type=float, default=0.01, help="fedprox's mu (default 0.01)")
     s.add_argument("--min-clients", type=cli_args.positive_int, default=1, dest="min_train",
                    help="replies a round needs to go on (Flower's min_train_nodes; default 1): a failed or timed-out "

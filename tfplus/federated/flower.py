@@ -23,6 +23,7 @@ import numpy as np
 from tfplus import data as tfdata
 from tfplus import summary, trainer
 from tfplus.data import cifar10
+from tfplus.federated import STRATEGIES
 from tfplus.federated.model import FederatedModel, save_weights
 from tfplus.federated.partition import parse_spec, partition
 
@@ -35,7 +36,6 @@ except ImportError as e:  # the extra is optional: say how to get it
     raise ImportError(f"tfplus.federated.flower needs Flower ({e}); install it with pip install "
                       "\"tfplus[federated]\"") from None
 
-STRATEGIES = ("fedavg", "fedprox", "fedadam", "fedavgm")
 CLIENT_TIMEOUT = 600.0  # seconds one client's round may take, by default (Federation.timeout)
 _SCALARS = ("test_accuracy", "test_loss", "train_loss", "train_accuracy", "round_s")  # TensorBoard, per round
 # The clients' means (by examples, FedAvg's weights) in each round's row: seconds a client took to be ready to
@@ -59,7 +59,7 @@ class Federation:
     seed: int = 0
     strategy: str = "fedavg"
     proximal_mu: float = 0.01          # fedprox
-    server_lr: float = 1.0             # fedavgm's server learning rate, fedadam's eta (0.1 is Flower's default)
+    server_lr: float = 1.0             # fedavgm's server learning rate; x 0.1: fedadam's, fedadagrad's, fedyogi's eta
     fraction_train: float = 1.0
     min_train: int = 1                 # Flower's min_train_nodes: a round goes on with this many replies
     round_timeout: float | None = None  # seconds a round waits for replies; None: CLIENT_TIMEOUT per turn (timeout())
@@ -78,6 +78,12 @@ class Federation:
         parse_spec(self.partition)
         if self.strategy not in STRATEGIES:
             raise ValueError(f"strategy {self.strategy!r}: use one of {', '.join(STRATEGIES)}")
+        from tfplus.graphs import get_model
+        shape = get_model(self.model).image_shape
+        if shape != cifar10.IMAGE_SHAPE:
+            raise ValueError(f"model {self.model!r} takes {'x'.join(map(str, shape))} images but federated training "
+                             f"reads CIFAR-10's {'x'.join(map(str, cifar10.IMAGE_SHAPE))}; pick a CIFAR model "
+                             "(lenet, mentee, mobilenet, seqnet)")
         if min(self.clients, self.rounds, self.local_steps, self.batch_size, self.client_cpus, self.min_train,
                self.local_epochs or 1) < 1:
             raise ValueError("clients, rounds, local_steps, local_epochs, batch_size, client_cpus and min_train must "
@@ -323,6 +329,7 @@ class _Reporting:
     timed_out: list[int] = []
     memory: list[dict[str, int]] = []
     train_metrics: MetricRecord | None = None
+    statistics: tuple[str, ...] = ()  # the arrays averaged as they are (_average_statistics)
 
     def configure_train(self, server_round, arrays, config, grid):
         messages = list(super().configure_train(server_round, arrays, config, grid))
@@ -340,17 +347,36 @@ class _Reporting:
                               for m in ok), key=lambda c: c["client"])
         self.timed_out = sorted(self.sent - {m.metadata.src_node_id for m in replies})
         arrays, self.train_metrics = super().aggregate_train(server_round, replies)
+        if arrays is not None and self.statistics:
+            _average_statistics(arrays, ok, self.statistics)
         return arrays, self.train_metrics
 
 
-def make_strategy(fed: Federation):
+def _average_statistics(arrays: ArrayRecord, replies: list, names) -> None:
+    """Sets `arrays`' batch norm statistics to the clients' mean, weighted by their examples (FedAvg's): what the
+    global model's evaluation needs from them. A server optimizer (FedAdam, FedYogi, FedAdagrad, FedAvgM) steps
+    every array by its normalized or accumulated change, which would move a moving variance by about eta each
+    round whatever the data say, and can make it negative."""
+    weights = np.array([float(m.content["metrics"]["num-examples"]) for m in replies])
+    if not len(weights) or weights.sum() <= 0:
+        return
+    for name in names:
+        mean = sum(w * m.content["arrays"][name].numpy().astype(np.float64) for w, m in zip(weights, replies))
+        arrays[name] = Array(np.ascontiguousarray((mean / weights.sum()).astype(np.float32)))
+
+
+def make_strategy(fed: Federation, statistics=()):
     """The Flower strategy fed.strategy names, central evaluation only (clients evaluate when asked by a
-    strategy with fraction_evaluate > 0), reporting failed and timed-out clients (_Reporting)."""
+    strategy with fraction_evaluate > 0), reporting failed and timed-out clients (_Reporting). The arrays named in
+    `statistics` (FederatedModel.statistics: batch norm's moving averages) are averaged by examples whatever the
+    strategy; the others are the strategy's."""
     base = {"fedavg": flwr_strategy.FedAvg, "fedprox": flwr_strategy.FedProx, "fedadam": flwr_strategy.FedAdam,
-            "fedavgm": flwr_strategy.FedAvgM}[fed.strategy]
-    extra = {"fedprox": {"proximal_mu": fed.proximal_mu}, "fedadam": {"eta": fed.server_lr * 0.1},
+            "fedavgm": flwr_strategy.FedAvgM, "fedadagrad": flwr_strategy.FedAdagrad,
+            "fedyogi": flwr_strategy.FedYogi}[fed.strategy]
+    eta = {"eta": fed.server_lr * 0.1}
+    extra = {"fedprox": {"proximal_mu": fed.proximal_mu}, "fedadam": eta, "fedadagrad": eta, "fedyogi": eta,
              "fedavgm": {"server_learning_rate": fed.server_lr, "server_momentum": 0.9}}.get(fed.strategy, {})
-    cls = type(f"Reporting{base.__name__}", (_Reporting, base), {})
+    cls = type(f"Reporting{base.__name__}", (_Reporting, base), {"statistics": tuple(statistics)})
     return cls(fraction_train=fed.fraction_train, fraction_evaluate=0.0, min_train_nodes=fed.min_train,
                min_available_nodes=fed.min_train, **extra)
 
@@ -366,7 +392,7 @@ def run_server(fed: Federation, grid: Grid, log=None, concurrent: int | None = N
     Result."""
     model = FederatedModel(fed.train_config(), fed.round_steps(), fed.rounds)
     test = test_set(fed)
-    strategy = make_strategy(fed)
+    strategy = make_strategy(fed, model.statistics)
     history: list[dict[str, Any]] = []
     out = fed.out
     jsonl = events = None

@@ -71,6 +71,10 @@ class FederatedModel:
         with tg.graph.as_default(), tf.name_scope("federated"):
             self.variables = trainer.model_variables(tg)
             self.names = [v.op.name for v in self.variables]
+            # Batch norm's moving mean and variance: part of the model (they travel with the weights and are
+            # averaged), but statistics of the data, not trained: no FedProx term, no server optimizer step.
+            trainable = {id(v) for v in tf.trainable_variables()}
+            self.statistics = [v.op.name for v in self.variables if id(v) not in trainable]
             # The global weights as the round began: set with the weights (from the same vector, in the same run),
             # read by FedProx's proximal step. A copy of the model: made only where FedProx runs.
             self._anchors = [tf.Variable(tf.zeros(v.shape, v.dtype.base_dtype), trainable=False,
