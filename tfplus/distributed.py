@@ -32,8 +32,9 @@ import sys
 
 import numpy as np
 
-from tfplus.framework import get_default_graph, get_default_session, name_scope, needed_ops
-from tfplus.ops import array_ops, state_ops
+from tfplus import dtypes
+from tfplus.framework import get_default_graph, name_scope, needed_ops
+from tfplus.ops import array_ops, control_flow_ops, math_ops, state_ops
 from tfplus.ops.collective_ops import mpi_allreduce, mpi_allreduce_split
 from tfplus.train.monitored_session import SessionRunHook
 from tfplus.train.optimizer import Optimizer
@@ -187,16 +188,19 @@ class DistributedOptimizer(Optimizer):
         live = [(g, v) for g, v in pairs if g is not None]
         if not live:
             return pairs
-        kinds = {g.dtype for g, _ in live}
-        if len(kinds) > 1:
-            raise TypeError(f"DistributedOptimizer packs the gradients into buffers of one dtype, but they have "
-                            f"dtypes {sorted(k.name for k in kinds)}: {[(v.name, g.dtype.name) for g, v in live]}")
+        # One buffer holds one dtype: the gradients of each dtype (a float64 variable's beside float32 ones) are
+        # packed apart, the most common dtype's first.
+        by_dtype: dict = {}
+        for g, v in live:
+            by_dtype.setdefault(g.dtype, []).append((g, v))
+        groups = sorted(by_dtype.values(), key=len, reverse=True)
         averaged = {}
         with name_scope(f"{self._name}_Allreduce"):
             if self.bucket_bytes == 0:
-                averaged.update(_unpack(allreduce(_pack(live)), live))
+                for group in groups:
+                    averaged.update(_unpack(allreduce(_pack(group)), group))
             else:
-                buckets = _buckets(live, self.bucket_bytes)
+                buckets = [b for group in groups for b in _buckets(group, self.bucket_bytes)]
                 starts, sums = [], []
                 for i, bucket in enumerate(buckets):
                     start, total = mpi_allreduce_split(_pack(bucket), name=f"bucket{i}")
@@ -303,36 +307,44 @@ def _start_early(starts: list, buckets: list) -> None:
                 op._add_control_input(start)
 
 
-class _Broadcast:
-    """Sets the global variables of every rank to rank `root`'s values: each array sent with MPI_Bcast as raw
-    buffer (never a pickled object), then written through a placeholder and an assign made here, at build time."""
+def _broadcast_op(root: int):
+    """The op that sets the global variables of every rank to rank `root`'s values when it runs: one all-reduce
+    of a float64 buffer holding root's values and every other rank's zeros (x + 0 is x exactly; a float32, an
+    integer up to 2**53 and a bool survive float64 unchanged). An op, so that it can be built before the session
+    and run after initialization, as Horovod's; the ranks other than root never read their variables, so they may
+    run it before initializing theirs."""
+    if not 0 <= root < size():
+        raise ValueError(f"broadcast root rank {root} is not a rank of this job (0 .. {size() - 1})")
+    variables = global_variables()
+    if not variables:
+        return control_flow_ops.no_op(name="DistributedBroadcast")
+    mine = rank() == root
+    with name_scope("DistributedBroadcast"):
+        shapes = [v.get_shape().as_list() for v in variables]
+        for v, shape in zip(variables, shapes):
+            if None in shape:
+                raise ValueError(f"broadcast_global_variables: variable {v.op.name!r} has shape {shape}; a "
+                                 "broadcast needs every variable's full shape")
+        flat = [array_ops.reshape(math_ops.cast(v, dtypes.float64), [-1]) if mine
+                else array_ops.zeros([math.prod(s)], dtypes.float64) for v, s in zip(variables, shapes)]
+        total = mpi_allreduce(array_ops.concat(flat, 0) if len(flat) > 1 else flat[0])
+        parts = array_ops.split(total, [math.prod(s) for s in shapes], 0) if len(flat) > 1 else [total]
+        return control_flow_ops.group(*[state_ops.assign(v, math_ops.cast(array_ops.reshape(p, s), v.dtype.base_dtype))
+                                        for v, p, s in zip(variables, parts, shapes)], name="assign")
 
-    def __init__(self, root: int):
-        if not 0 <= root < size():
-            raise ValueError(f"broadcast root rank {root} is not a rank of this job (0 .. {size() - 1})")
-        self.root, self.graph, self.variables = root, get_default_graph(), global_variables()
-        with name_scope("DistributedBroadcast"):
-            self.feeds = [array_ops.placeholder(v.dtype, v.get_shape(), name="value") for v in self.variables]
-            self.assign = [state_ops.assign(v, p).op for v, p in zip(self.variables, self.feeds)]
 
-    def run(self, session) -> None:
-        comm = _mpi().COMM_WORLD
-        values = [np.array(v, order="C") for v in session.run(self.variables)]  # writable, contiguous
-        for v in values:
-            comm.Bcast(v, root=self.root)
-        if comm.Get_rank() != self.root:
-            session.run(self.assign, dict(zip(self.feeds, values)))
+def broadcast_global_variables(root_rank: int, session=None):
+    """The op that copies rank `root_rank`'s global variables (weights, optimizer slots, the global step) to every
+    rank (Horovod's); every rank must run it, once, after initialization or a restore, so that the ranks start
+    equal. Given a `session`, it runs there at once too.
 
-
-def broadcast_global_variables(root_rank: int, session=None) -> None:
-    """Copies rank `root_rank`'s global variables (weights, optimizer slots, the global step) to every rank, in
-    `session` (default: the default session); every rank must call it. Run it once, after initialization or a
-    restore, so that the ranks start equal. Builds nodes: call it before the graph is finalized, or use
-    BroadcastGlobalVariablesHook with a MonitoredSession.
-
-        >>> sess.run(tf.global_variables_initializer()); broadcast_global_variables(0, sess)
+        >>> bcast = broadcast_global_variables(0)            # build it with the graph, as Horovod's
+        >>> sess.run(tf.global_variables_initializer()); sess.run(bcast)
     """
-    _Broadcast(root_rank).run(session or get_default_session())
+    op = _broadcast_op(root_rank)
+    if session is not None:
+        session.run(op)
+    return op
 
 
 class BroadcastGlobalVariablesHook(SessionRunHook):
@@ -341,11 +353,11 @@ class BroadcastGlobalVariablesHook(SessionRunHook):
 
     def __init__(self, root_rank: int = 0):
         self.root_rank = root_rank
-        self._broadcast = None
+        self._op = None
 
     def begin(self):
-        if self._broadcast is None or self._broadcast.graph is not get_default_graph():
-            self._broadcast = _Broadcast(self.root_rank)
+        if self._op is None or self._op.graph is not get_default_graph():
+            self._op = _broadcast_op(self.root_rank)
 
     def after_create_session(self, session, coord):
-        self._broadcast.run(session)
+        session.run(self._op)
