@@ -139,3 +139,20 @@ def test_a_model_for_other_images_is_refused_before_any_client_starts():
     with pytest.raises(ValueError, match=r"model 'alexnet' takes 3x227x227 images but federated training reads "
                                          r"CIFAR-10's 3x32x32; pick a CIFAR model"):
         flower.Federation(model="alexnet")
+
+
+def test_weights_set_from_a_list_as_flower_and_keras_give_them():
+    """A Flower app writer's round trip: ArrayRecord(list of arrays) on one side, to_numpy_ndarrays() (a list, in
+    the same order) on the other, as Flower's Keras examples do; a list of the wrong length names the count."""
+    from flwr.app import ArrayRecord
+    m = FederatedModel(trainer.TrainConfig(model="lenet", batch_size=4, synthetic=True), steps_per_round=1, rounds=1,
+                       cpus=1)
+    try:
+        rng = np.random.default_rng(1)
+        sent = [rng.standard_normal(v.shape).astype(np.float32) for v in m.get_weights().values()]
+        m.set_weights(ArrayRecord(sent).to_numpy_ndarrays())
+        assert all(np.array_equal(a, b) for a, b in zip(m.get_weights().values(), sent))
+        with pytest.raises(ValueError, match=r"model 'lenet' has 10 variables, the list gives 9 arrays"):
+            m.set_weights(sent[:-1])
+    finally:
+        m.close()

@@ -121,9 +121,16 @@ class FederatedModel:
         return {name: part.reshape(shape) for name, part, shape in
                 zip(self.names, np.split(flat, np.cumsum(self._sizes)[:-1]), self.shapes)}
 
-    def set_weights(self, weights: dict[str, np.ndarray]) -> None:
-        """Assigns every model variable from `weights` ({name: array}, e.g. get_weights()'s) in one session run;
-        a missing, extra or misshapen array is a ValueError naming the variable."""
+    def set_weights(self, weights: dict[str, np.ndarray] | list[np.ndarray]) -> None:
+        """Assigns every model variable from `weights` in one session run: {name: array} (get_weights()'s), or a
+        list in the order of self.names (Keras's set_weights; what Flower's ArrayRecord.to_numpy_ndarrays() gives
+        back for an ArrayRecord(list(get_weights().values()))). A missing, extra or misshapen array is a
+        ValueError naming the variable."""
+        if isinstance(weights, (list, tuple)):
+            if len(weights) != len(self.names):
+                raise ValueError(f"set_weights: model {self.cfg.model!r} has {len(self.names)} variables, the list "
+                                 f"gives {len(weights)} arrays; send list(get_weights().values()) of the same model")
+            weights = dict(zip(self.names, weights))
         missing, extra = set(self.names) - set(weights), set(weights) - set(self.names)
         if missing or extra:
             what = [f"{label} {', '.join(sorted(names)[:3])}{', ...' * (len(names) > 3)}"
