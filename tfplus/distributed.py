@@ -166,11 +166,14 @@ class DistributedOptimizer(Optimizer):
     its bucket's size is a bucket alone). The first layers' gradients come last in the backward pass, and their
     bucket's all-reduce is the one the step waits for with nothing left to overlap: a small one is short.
 
+    `sparse_as_dense` is accepted so that Horovod scripts run unchanged: tfplus's gradients of tf.gather and
+    embedding_lookup are dense tensors already, all-reduced as the others.
+
         >>> opt = DistributedOptimizer(tf.train.GradientDescentOptimizer(0.1))  # after init()
     """
 
     def __init__(self, optimizer: Optimizer, name: str | None = None,
-                 bucket_bytes: int | str | tuple[int, ...] | None = None):
+                 bucket_bytes: int | str | tuple[int, ...] | None = None, sparse_as_dense: bool = False):
         if not isinstance(optimizer, Optimizer):
             raise TypeError(f"DistributedOptimizer wraps a tf.train.Optimizer, not {optimizer!r}")
         size()  # refuses before init()

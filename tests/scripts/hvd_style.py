@@ -63,7 +63,7 @@ for case, make in OPTIMIZERS.items():
         loss = tf.losses.sparse_softmax_cross_entropy(y, logits)
         opt = make()
         if distributed:
-            opt = hvd.DistributedOptimizer(opt)
+            opt = hvd.DistributedOptimizer(opt, sparse_as_dense=True)  # as Horovod scripts with embeddings do
         step = tf.train.get_or_create_global_step()
         grads = opt.compute_gradients(loss, var_list=tf.trainable_variables() + [frozen])
         train = opt.apply_gradients(grads, global_step=step)
