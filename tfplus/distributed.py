@@ -26,9 +26,12 @@ A failed rank ends the job: an exception that nothing catches calls MPI_Abort (i
 """
 from __future__ import annotations
 
+import atexit
 import math
 import os
 import sys
+import threading
+import time
 
 import numpy as np
 
@@ -61,6 +64,7 @@ def init() -> None:
     _state["local"] = MPI.COMM_WORLD.Split_type(MPI.COMM_TYPE_SHARED)
     if MPI.COMM_WORLD.Get_size() > 1:
         sys.excepthook = _abort_on_uncaught(sys.excepthook)
+        _watch_finished(MPI.COMM_WORLD.Dup())
     if os.environ.get("TFPLUS_ALLREDUCE_TRACE", "") not in ("", "0"):  # the trace times session.run's parts too
         from tfplus.engine import step
         from tfplus.kernels.numpy.collective import reducer
@@ -73,6 +77,57 @@ def _abort_on_uncaught(previous):
         # NOTE: a rank that exited normally would wait in MPI_Finalize while the others wait in the step's allreduce.
         abort(1)
     return hook
+
+
+_FINISHED = 36  # the tag of a rank's notice that it finished, on the communicator _watch_finished dups
+
+
+def _allreduces_started() -> int:
+    collective = sys.modules.get("tfplus.kernels.numpy.collective")  # not loaded: this process started none
+    return collective.reducer.count if collective else 0
+
+
+def _watch_finished(comm) -> None:
+    """Ends the job with an error when a rank waits in an all-reduce that another rank, finished, never joins
+    (one ran a step more than the other), instead of waiting for ever: each rank that exits normally tells the
+    others how many all-reduces it started; a thread of each rank compares its own count with the finished ranks'
+    until it finishes too (Horovod's "one of the ranks finished execution")."""
+    MPI, me = _state["MPI"], comm.Get_rank()
+    done: dict[int, int] = {}  # finished rank -> the all-reduces it started
+
+    def receive() -> tuple[int, int]:
+        buf, status = np.zeros(1, np.int64), MPI.Status()
+        comm.Recv(buf, source=MPI.ANY_SOURCE, tag=_FINISHED, status=status)
+        return status.Get_source(), int(buf[0])
+
+    def watch() -> None:
+        while True:
+            source, count = receive()
+            if source == me:  # this rank's own exit
+                return
+            done[source] = count
+            while not comm.Iprobe(source=MPI.ANY_SOURCE, tag=_FINISHED):
+                mine = _allreduces_started()
+                for rank_, theirs in done.items():
+                    if mine > theirs:
+                        print(f"tfplus.distributed: rank {me} started all-reduce {mine}, but rank {rank_} finished "
+                              f"after {theirs}: every rank must run the same steps (the same Session.run calls of "
+                              "the distributed ops, e.g. as many batches each); ending the job", file=sys.stderr)
+                        abort(1)
+                time.sleep(0.2)
+
+    watcher = threading.Thread(target=watch, name="tfplus-finished-watch", daemon=True)
+    watcher.start()
+
+    def say_finished() -> None:
+        notice = np.array([_allreduces_started()], np.int64)
+        sent = [comm.Isend(notice, dest=r, tag=_FINISHED) for r in range(comm.Get_size())]  # itself too: the watch ends
+        watcher.join()
+        while len(done) < comm.Get_size() - 1:  # as MPI_Finalize would, wait for the others to finish
+            source, count = receive()
+            done[source] = count
+        MPI.Request.Waitall(sent)
+    atexit.register(say_finished)
 
 
 def _mpi():

@@ -19,6 +19,7 @@ from tfplus.registry import register_kernel
 def _mpi_allreduce(ctx, ins, outs, attrs):
     # NOTE: imported when the kernel runs: mpi4py is the optional `mpi` extra, and importing it initializes MPI.
     from mpi4py import MPI
+    reducer.count += 1
     MPI.COMM_WORLD.Allreduce(np.ascontiguousarray(ins[0]), outs[0], op=MPI.SUM)
 
 
@@ -52,6 +53,9 @@ class Reducer:
         self.rank = 0  # in MPI_COMM_WORLD, for the trace's report
         self.trace: dict[int, list] | None = None  # TFPLUS_ALLREDUCE_TRACE=1: key -> jobs' times
         self.timeline: list[tuple[str, float]] = []  # TFPLUS_ALLREDUCE_TRACE=1: the host's events, in order
+        # The all-reduces this process started (the kernels' and this thread's jobs), equal on every rank of a job
+        # whose ranks run the same steps: tfplus.distributed compares them when a rank finishes.
+        self.count = 0
 
     def buffer(self, key: int, shape, dtype) -> np.ndarray:
         buf = self.buffers.get(key)
@@ -63,6 +67,7 @@ class Reducer:
         self._check()
         self._running()
         job = self.started[key] = _Job(host, ready)
+        self.count += 1
         self.jobs.put(job)
         self.mark(f"bucket {key} started")
 
@@ -72,6 +77,7 @@ class Reducer:
         self._check()
         self._running()
         job = _Job(np.array([value], np.int64), None, largest=True)
+        self.count += 1
         self.jobs.put(job)
 
         def result() -> int:

@@ -76,3 +76,22 @@ def test_asking_before_init_names_init(call):
     from tfplus import distributed
     with pytest.raises(RuntimeError, match=r"call tfplus.distributed.init\(\) before"):
         getattr(distributed, call)()
+
+
+# Rank 1 runs one step fewer (say its shard had a batch fewer): rank 0's last all-reduce has no partner.
+ONE_STEP_SHORT = """
+import numpy as np, tfplus as tf, tfplus.distributed as dist
+dist.init()
+x = dist.allreduce(tf.constant(np.ones(3, np.float32)))
+with tf.Session() as sess:
+    for _ in range(3 if dist.rank() == 0 else 2):
+        sess.run(x)
+"""
+
+
+def test_a_rank_that_finishes_a_step_short_ends_the_job_with_an_error_instead_of_a_hang():
+    run = subprocess.run([str(MPIEXEC), "-n", "2", sys.executable, "-c", ONE_STEP_SHORT], env=ENV,
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode != 0
+    assert "rank 0 started all-reduce 3, but rank 1 finished after 2: every rank must run the same steps" in \
+        run.stderr, run.stderr
