@@ -23,6 +23,8 @@ messages), whose all-reduces run on a communication thread while the backward pa
 
 A failed rank ends the job: an exception that nothing catches calls MPI_Abort (init installs the hook, as
 `python -m mpi4py` does), and mpiexec ends every rank when one dies, so the others never wait forever in a step.
+A rank that finishes normally while another waits in an all-reduce it will never join (one ran a step more) ends
+the job with an error too (_watch_finished).
 """
 from __future__ import annotations
 
