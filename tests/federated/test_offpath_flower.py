@@ -78,7 +78,7 @@ def test_a_batch_norm_models_weights_round_trip_with_its_statistics(model):
         m.close()
 
 
-@pytest.mark.parametrize("strategy", ["fedadam", "fedyogi", "fedadagrad", "fedavgm"])
+@pytest.mark.parametrize("strategy", ["fedprox", "fedadam", "fedyogi", "fedadagrad", "fedavgm"])
 def test_every_strategy_averages_the_batch_norm_statistics_by_examples(data_dir, tmp_path, strategy):
     """The server optimizer steps the trained weights; the moving statistics are the clients' example-weighted
     mean, as FedAvg's. (They were stepped too: FedAdam moved each moving variance by about eta a round.)"""
