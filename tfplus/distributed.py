@@ -64,6 +64,7 @@ def init() -> None:
                           "pip install 'tfplus[mpi]' (mpi4py and the mpich wheel, which brings mpiexec)") from None
     _state["MPI"] = MPI
     _state["local"] = MPI.COMM_WORLD.Split_type(MPI.COMM_TYPE_SHARED)
+    _state["calls"] = 0  # the collectives max_over_ranks and barrier made (_collectives_started)
     if MPI.COMM_WORLD.Get_size() > 1:
         sys.excepthook = _abort_on_uncaught(sys.excepthook)
         _watch_finished(MPI.COMM_WORLD.Dup())
@@ -84,18 +85,19 @@ def _abort_on_uncaught(previous):
 _FINISHED = 36  # the tag of a rank's notice that it finished, on the communicator _watch_finished dups
 
 
-def _allreduces_started() -> int:
-    collective = sys.modules.get("tfplus.kernels.numpy.collective")  # not loaded: this process started none
-    return collective.reducer.count if collective else 0
+def _collectives_started() -> int:
+    """The collectives this process started: the ops' all-reduces, max_over_ranks's and barrier's."""
+    collective = sys.modules.get("tfplus.kernels.numpy.collective")  # not loaded: no op started one
+    return _state["calls"] + (collective.reducer.count if collective else 0)
 
 
 def _watch_finished(comm) -> None:
-    """Ends the job with an error when a rank waits in an all-reduce that another rank, finished, never joins
+    """Ends the job with an error when a rank waits in a collective that another rank, finished, never joins
     (one ran a step more than the other), instead of waiting for ever: each rank that exits normally tells the
-    others how many all-reduces it started; a thread of each rank compares its own count with the finished ranks'
+    others how many collectives it started; a thread of each rank compares its own count with the finished ranks'
     until it finishes too (Horovod's "one of the ranks finished execution")."""
     MPI, me = _state["MPI"], comm.Get_rank()
-    done: dict[int, int] = {}  # finished rank -> the all-reduces it started
+    done: dict[int, int] = {}  # finished rank -> the collectives it started
 
     def receive() -> tuple[int, int]:
         buf, status = np.zeros(1, np.int64), MPI.Status()
@@ -109,12 +111,14 @@ def _watch_finished(comm) -> None:
                 return
             done[source] = count
             while not comm.Iprobe(source=MPI.ANY_SOURCE, tag=_FINISHED):
-                mine = _allreduces_started()
+                mine = _collectives_started()
                 for rank_, theirs in done.items():
                     if mine > theirs:
-                        print(f"tfplus.distributed: rank {me} started all-reduce {mine}, but rank {rank_} finished "
+                        print(f"tfplus.distributed: rank {me} started collective {mine}, but rank {rank_} finished "
                               f"after {theirs}: every rank must run the same steps (the same Session.run calls of "
                               "the distributed ops, e.g. as many batches each); ending the job", file=sys.stderr)
+                        sys.stderr.flush()
+                        time.sleep(1)  # NOTE: mpiexec forwards output on its own pace; MPI_Abort may cut it off
                         abort(1)
                 time.sleep(0.2)
 
@@ -122,7 +126,7 @@ def _watch_finished(comm) -> None:
     watcher.start()
 
     def say_finished() -> None:
-        notice = np.array([_allreduces_started()], np.int64)
+        notice = np.array([_collectives_started()], np.int64)
         sent = [comm.Isend(notice, dest=r, tag=_FINISHED) for r in range(comm.Get_size())]  # itself too: the watch ends
         watcher.join()
         while len(done) < comm.Get_size() - 1:  # as MPI_Finalize would, wait for the others to finish
@@ -164,7 +168,9 @@ def max_over_ranks(value: int) -> int:
     """The largest `value` that any rank passes, now, in Python (every rank must call it): e.g. whether any rank
     was asked to stop."""
     buf = np.array([value], np.int64)
-    _mpi().COMM_WORLD.Allreduce(_mpi().IN_PLACE, buf, op=_mpi().MAX)
+    comm = _mpi().COMM_WORLD
+    _state["calls"] += 1
+    comm.Allreduce(_mpi().IN_PLACE, buf, op=_mpi().MAX)
     return int(buf[0])
 
 
@@ -190,7 +196,9 @@ def trace_mark(label: str) -> None:
 
 def barrier() -> None:
     """Returns once every rank has called it."""
-    _mpi().COMM_WORLD.Barrier()
+    comm = _mpi().COMM_WORLD
+    _state["calls"] += 1
+    comm.Barrier()
 
 
 def abort(code: int = 1) -> None:

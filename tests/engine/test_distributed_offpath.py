@@ -93,5 +93,5 @@ def test_a_rank_that_finishes_a_step_short_ends_the_job_with_an_error_instead_of
     run = subprocess.run([str(MPIEXEC), "-n", "2", sys.executable, "-c", ONE_STEP_SHORT], env=ENV,
                          capture_output=True, text=True, timeout=60)
     assert run.returncode != 0
-    assert "rank 0 started all-reduce 3, but rank 1 finished after 2: every rank must run the same steps" in \
+    assert "rank 0 started collective 3, but rank 1 finished after 2: every rank must run the same steps" in \
         run.stderr, run.stderr
