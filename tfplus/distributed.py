@@ -46,7 +46,8 @@ from tfplus.train.optimizer import Optimizer
 from tfplus.units import parse_size
 from tfplus.variables import global_variables
 
-__all__ = ["init", "rank", "size", "local_rank", "local_size", "allreduce", "DistributedOptimizer",
+__all__ = ["init", "is_initialized", "rank", "size", "local_rank", "local_size", "allreduce", "Average", "Sum",
+           "DistributedOptimizer",
            "broadcast_global_variables", "BroadcastGlobalVariablesHook", "max_over_ranks", "max_over_ranks_later",
            "barrier", "abort", "trace_mark"]
 
@@ -136,6 +137,11 @@ def _watch_finished(comm) -> None:
     atexit.register(say_finished)
 
 
+def is_initialized() -> bool:
+    """Whether init() was called in this process."""
+    return bool(_state)
+
+
 def _mpi():
     if not _state:
         raise RuntimeError("call tfplus.distributed.init() before rank(), size() or building distributed ops")
@@ -207,8 +213,20 @@ def abort(code: int = 1) -> None:
     _mpi().COMM_WORLD.Abort(code)
 
 
-def allreduce(tensor, average: bool = True, name: str | None = None):
-    """`tensor` summed (or averaged) over the ranks, computed when the step runs (the MpiAllreduce op)."""
+# Horovod's reduction names, for allreduce(op=...).
+Average, Sum = "average", "sum"
+
+
+def allreduce(tensor, average: bool = True, name: str | None = None, op: str | None = None):
+    """`tensor` summed (or averaged) over the ranks, computed when the step runs (the MpiAllreduce op). `op`,
+    Average or Sum, is Horovod's newer spelling of `average` and overrides it.
+
+        >>> total = allreduce(count, op=Sum)
+    """
+    if op is not None:
+        if op not in (Average, Sum):
+            raise ValueError(f"allreduce op {op!r}: use tfplus.distributed.Average or Sum")
+        average = op == Average
     n = size()
     with name_scope(name, "DistributedAllreduce"):
         total = mpi_allreduce(tensor)

@@ -71,9 +71,17 @@ def test_each_rank_keeps_its_own_batch_norm_moving_statistics(runs):
     assert not np.allclose(got[0]["bn/moving_variance"], got[1]["bn/moving_variance"])
 
 
+def test_allreduce_takes_horovods_op(runs):
+    _, two = runs
+    for r in (0, 1):
+        got = _load(two / f"allreduce-rank{r}.npz")
+        assert got["sum"].tolist() == [3.0] and got["mean"].tolist() == [1.5] and bool(got["initialized"])
+
+
 @pytest.mark.parametrize("call", ["rank", "size", "local_rank", "local_size", "barrier"])
 def test_asking_before_init_names_init(call):
     from tfplus import distributed
+    assert not distributed.is_initialized()
     with pytest.raises(RuntimeError, match=r"call tfplus.distributed.init\(\) before"):
         getattr(distributed, call)()
 

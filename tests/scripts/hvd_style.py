@@ -94,3 +94,9 @@ with tf.Graph().as_default():
             sess.run(train, {x: X[rows(i)], y: Y[rows(i)]})
         np.savez(os.path.join(out, f"batchnorm-rank{rank}.npz"),
                  **{v.op.name: sess.run(v) for v in tf.global_variables()})
+
+if distributed:  # Horovod's op= spelling: the ranks' sum and mean of (rank + 1)
+    with tf.Graph().as_default(), tf.Session() as sess:
+        value = tf.constant([rank + 1.0])
+        total, mean = sess.run([hvd.allreduce(value, op=hvd.Sum), hvd.allreduce(value, op=hvd.Average)])
+    np.savez(os.path.join(out, f"allreduce-rank{rank}.npz"), sum=total, mean=mean, initialized=hvd.is_initialized())
