@@ -38,7 +38,7 @@ import time
 import numpy as np
 
 from tfplus import dtypes
-from tfplus.framework import get_default_graph, name_scope, needed_ops
+from tfplus.framework import control_dependencies, get_default_graph, name_scope, needed_ops
 from tfplus.ops import array_ops, control_flow_ops, math_ops, state_ops
 from tfplus.ops.collective_ops import mpi_allreduce, mpi_allreduce_split
 from tfplus.train.monitored_session import SessionRunHook
@@ -394,29 +394,29 @@ def _start_early(starts: list, buckets: list) -> None:
 
 
 def _broadcast_op(root: int):
-    """The op that sets the global variables of every rank to rank `root`'s values when it runs: one all-reduce
-    of a float64 buffer holding root's values and every other rank's zeros (x + 0 is x exactly; a float32, an
-    integer up to 2**53 and a bool survive float64 unchanged). An op, so that it can be built before the session
-    and run after initialization, as Horovod's; the ranks other than root never read their variables, so they may
-    run it before initializing theirs."""
+    """The op that sets the global variables of every rank to rank `root`'s values when it runs: for each variable,
+    an all-reduce of root's value and every other rank's zeros (x + 0 is x exactly), in the variable's dtype, or in
+    float64 for one the all-reduce kernels do not take (an integer up to 2**53 and a bool survive it unchanged).
+    One variable after another (control inputs): the same order on every rank, and no more memory at a time than
+    the largest variable's copy, so a step planned under a memory budget still fits. An op, so that it can be
+    built before the session and run after initialization, as Horovod's; the ranks other than root never read
+    their variables, so they may run it before initializing theirs."""
     if not 0 <= root < size():
         raise ValueError(f"broadcast root rank {root} is not a rank of this job (0 .. {size() - 1})")
-    variables = global_variables()
-    if not variables:
-        return control_flow_ops.no_op(name="DistributedBroadcast")
     mine = rank() == root
+    assigns: list = []
     with name_scope("DistributedBroadcast"):
-        shapes = [v.get_shape().as_list() for v in variables]
-        for v, shape in zip(variables, shapes):
+        for v in global_variables():
+            shape, dtype = v.get_shape().as_list(), v.dtype.base_dtype
             if None in shape:
                 raise ValueError(f"broadcast_global_variables: variable {v.op.name!r} has shape {shape}; a "
                                  "broadcast needs every variable's full shape")
-        flat = [array_ops.reshape(math_ops.cast(v, dtypes.float64), [-1]) if mine
-                else array_ops.zeros([math.prod(s)], dtypes.float64) for v, s in zip(variables, shapes)]
-        total = mpi_allreduce(array_ops.concat(flat, 0) if len(flat) > 1 else flat[0])
-        parts = array_ops.split(total, [math.prod(s) for s in shapes], 0) if len(flat) > 1 else [total]
-        return control_flow_ops.group(*[state_ops.assign(v, math_ops.cast(array_ops.reshape(p, s), v.dtype.base_dtype))
-                                        for v, p, s in zip(variables, parts, shapes)], name="assign")
+            carrier = dtype if dtype in (dtypes.float32, dtypes.float64) else dtypes.float64
+            with control_dependencies(assigns[-1:]):
+                value = math_ops.cast(v, carrier) if mine else array_ops.zeros(shape, carrier)
+                total = mpi_allreduce(value)
+            assigns.append(state_ops.assign(v, math_ops.cast(total, dtype) if carrier != dtype else total).op)
+    return control_flow_ops.group(*assigns, name="DistributedBroadcast")
 
 
 def broadcast_global_variables(root_rank: int, session=None):

@@ -3,6 +3,7 @@ measured (issue 36): every optimizer, compute_gradients and apply_gradients apar
 None ones, a non-trainable variable, the broadcast op built before initialization, batch norm's per-rank moving
 statistics. One `mpiexec -n 2` launch and one single process serve every case."""
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -103,3 +104,30 @@ def test_a_rank_that_finishes_a_step_short_ends_the_job_with_an_error_instead_of
     assert run.returncode != 0
     assert "rank 0 started collective 3, but rank 1 finished after 2: every rank must run the same steps" in \
         run.stderr, run.stderr
+
+
+# The broadcast runs under the session's memory budget, as the step does: 512 KB of variables (the weights and
+# their momentum), a step that fits 1.5 MB; a broadcast of all of them in one float64 buffer needed 2.7 MB.
+BUDGETED = """
+import numpy as np, tfplus as tf, tfplus.distributed as dist
+dist.init()
+tf.set_random_seed(dist.rank())
+x = tf.placeholder(tf.float32, [4, 256])
+w = tf.Variable(tf.random_normal([256, 256]), name="w")
+train = dist.DistributedOptimizer(tf.train.MomentumOptimizer(0.01, 0.9)).minimize(
+    tf.reduce_mean(tf.square(tf.matmul(x, w))))
+bcast = dist.broadcast_global_variables(0)
+with tf.Session(memory_budget="1.5MB") as sess:
+    sess.run(tf.global_variables_initializer())
+    sess.run(bcast)
+    sess.run(train, {x: np.ones((4, 256), np.float32)})
+    print(f"rank {dist.rank()}: {sess.run(w).tobytes().hex()[:64]}", flush=True)
+"""
+
+
+def test_the_broadcast_fits_the_memory_budget_the_step_fits():
+    run = subprocess.run([str(MPIEXEC), "-n", "2", sys.executable, "-c", BUDGETED], env=ENV, capture_output=True,
+                         text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    got = dict(re.findall(r"rank (\d): ([0-9a-f]{64})", run.stdout))  # the ranks share stdout: lines may join
+    assert set(got) == {"0", "1"} and got["0"] == got["1"], run.stdout  # equal after the step
