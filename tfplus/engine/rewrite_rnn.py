@@ -274,7 +274,7 @@ def fuse_cells(ops: set, readers: dict, pinned: set, pinned_ops: set, controlled
         if not m.tensor(loose.tensors["new_h"], anchor.outputs[0]) or any(o not in ops for o in m.ops.values()):
             continue
         bound = {role: m.known[t] for role, t in loose.free.items()}
-        if kind == "lstm" and constant_value(bound["forget_bias"]) is None:
+        if kind == "lstm" and constant_value(bound["forget_bias"]) is None or not _widths_fit(kind, bound):
             continue
         new_c = m.known.get(loose.tensors.get("new_c"))
         shapes = {role: t._shape for role, t in bound.items()}
@@ -284,6 +284,21 @@ def fuse_cells(ops: set, readers: dict, pinned: set, pinned_ops: set, controlled
                     controlled, found):
                 break
     return found
+
+
+def _widths_fit(kind: str, bound: dict) -> bool:
+    """Whether the step's state is as wide as its cell's units, as the fused kernels assume (they take the units
+    from h): not so where the state is a projection of the output (LSTMCell(num_proj=...)), whose core matches
+    the pattern. Widths not known when the graph is built do not fuse either."""
+    def width(role):
+        s = bound[role]._shape
+        return None if s is None or len(s) != 2 else s[1]
+    n = width("h")
+    if n is None:
+        return False
+    if kind == "gru":
+        return width("gate_kernel") == 2 * n and width("cand_kernel") == n
+    return width("c") == n and width("kernel") == 4 * n
 
 
 def _kind(op: Operation) -> str | None:
