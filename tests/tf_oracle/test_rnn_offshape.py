@@ -52,6 +52,9 @@ CASES = {  # name: (build(mod, **placeholders) -> tensors compared, the feeds' s
     "static_bidirectional_initial_states": (lambda m, x, h, c: m.nn.static_bidirectional_rnn(
         _rc(m).LSTMCell(3), _rc(m).GRUCell(N), m.unstack(x, axis=1), initial_state_fw=_rc(m).LSTMStateTuple(c, c),
         initial_state_bw=h), {"h": (B, N), "c": (B, 3)}),
+    "dropout_wrapper_keep_1_stack": (lambda m, x, n: m.nn.dynamic_rnn(_rc(m).MultiRNNCell([_rc(m).DropoutWrapper(
+        _rc(m).LSTMCell(N), input_keep_prob=1.0, output_keep_prob=1.0, state_keep_prob=1.0), _rc(m).ResidualWrapper(
+            _rc(m).GRUCell(N))]), x, sequence_length=n, dtype=m.float32), {}),
 }
 FLOAT64 = {"float64_gru_lstm_bidirectional": (lambda m, x, n: m.nn.bidirectional_dynamic_rnn(
     _rc(m).GRUCell(N), _rc(m).BasicLSTMCell(N), x, sequence_length=n, dtype=m.float64), {})}
@@ -128,3 +131,54 @@ def test_a_projected_lstm_fuses_only_when_its_state_is_as_wide_as_its_units(num_
     r = optimize(g, grads, [x])
     cells = {k: v for k, v in r.fused.items() if "Cell" in k}
     assert cells == ({"_FusedLSTMCell": T, "_FusedLSTMCellGrad": T} if fused else {})
+
+
+def test_dropout_inside_the_wrapper_stays_when_the_cells_fuse(device):
+    """DropoutWrapper's dropout is outside the cell: the steps fuse around it, and the fused step draws the same
+    masks as the unfused one (the same values), dropping about 1 - keep of the outputs."""
+    rc = tf.nn.rnn_cell
+    g = tf.Graph()
+    with g.as_default():
+        tf.set_random_seed(3)
+        x = tf.placeholder(tf.float32, [64, T, D])
+        cell = rc.MultiRNNCell([rc.DropoutWrapper(rc.GRUCell(N), input_keep_prob=0.7, state_keep_prob=0.6),
+                                rc.DropoutWrapper(rc.LSTMCell(N), output_keep_prob=0.5, state_keep_prob=0.8)])
+        y, _ = tf.nn.dynamic_rnn(cell, x, dtype=tf.float32)
+        fetches = [y] + tf.gradients(tf.reduce_sum(y * y), [x] + tf.trainable_variables())
+        init = tf.global_variables_initializer()
+    fused = optimize(g, fetches, [x]).fused
+    assert fused["_FusedGRUCell"] == fused["_FusedLSTMCell"] == fused["_FusedLSTMCellGrad"] == T
+    feed = {x: np.random.default_rng(0).standard_normal((64, T, D)).astype(np.float32)}
+    runs = []
+    for config in (None, OFF):
+        with tf.Session(graph=g, device=device, config=config) as s:
+            s.run(init)
+            runs.append(s.run(fetches, feed))
+    for a, b in zip(*runs):
+        np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-6)
+    assert abs(np.mean(runs[0][0] == 0) - 0.5) < 0.05
+
+
+@pytest.mark.xfail(strict=True, reason="tfplus has no IndexedSlices: an embedding's gradient is dense, so Momentum "
+                   "(and RMSProp) update rows the batch did not look up, which TF1's sparse apply leaves alone")
+def test_embedding_rows_a_step_does_not_look_up_keep_their_momentum(tf1):
+    def run(mod, values=None):
+        g = mod.Graph()
+        with g.as_default():
+            ids = mod.placeholder(mod.int32, [2, T])
+            emb = mod.get_variable("emb", [4, D])
+            y, _ = mod.nn.dynamic_rnn(mod.nn.rnn_cell.GRUCell(N), mod.nn.embedding_lookup(emb, ids), dtype=mod.float32)
+            train = mod.train.MomentumOptimizer(0.1, 0.9).minimize(mod.reduce_sum(y))
+            init = mod.global_variables_initializer()
+        with mod.Session(graph=g) as s:
+            s.run(init)
+            if values is None:
+                values = {v.op.name: s.run(v) for v in g.get_collection("variables")}
+            else:
+                with g.as_default():
+                    s.run([mod.assign(v, values[v.op.name]) for v in g.get_collection("variables")])
+            for rows in ([0, 1], [2, 3]):  # the second step looks up neither row 0 nor row 1
+                s.run(train, {ids: np.repeat(np.array(rows, np.int32)[:, None], T, 1)})
+            return values, s.run(emb)
+    values, theirs = run(tf1)
+    np.testing.assert_allclose(run(tf, values)[1], theirs, rtol=2e-4, atol=2e-5)
