@@ -30,7 +30,9 @@ or feeds is an output of the fused ops, and unless its backward, when it has one
 for the control inputs of all the ops it replaces (the trainer builds the gradient under control_dependencies on
 batch norm's updates); the rewrite makes or undoes a step's fused ops together (`Cells.units`).
 
-Cells with other activations, peepholes, projections or dropout inside the cell do not match and run as built.
+Cells with other activations, peepholes, clipping or dropout inside the cell do not match and run as built. A
+projected LSTMCell's core (before its projection) matches, but the fused kernels take the units from the state's
+width: it fuses only where num_proj equals num_units (`_widths_fit`; nor do steps of widths not known).
 sequence_length masking (tfplus/rnn.py's _masked) runs outside the cell: it stays as built and the cell inside it
 fuses. A tf.while_loop RNN (unknown time dimension) is not rewritten (optimize leaves control flow alone).
 """
