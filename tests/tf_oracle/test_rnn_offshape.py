@@ -116,7 +116,12 @@ def test_matches_tf1(tf1, case):
 
 @pytest.mark.parametrize("case", list(FLOAT64))
 def test_float64_matches_tf1(tf1, case):
-    _compare(tf1, *FLOAT64[case], np.float64, (1e-10, 1e-12))
+    """The fused cells compute in float64 (they fuse, and agree with TensorFlow to float64's precision)."""
+    build, extra = FLOAT64[case]
+    g, phs, fetches, _, _ = _graph(tf, build, {"x": (B, T, D), **extra}, np.float64)
+    fused = optimize(g, fetches, list(phs.values())).fused
+    assert fused["_FusedGRUCell"] == fused["_FusedGRUCellGrad"] == fused["_FusedLSTMCellGrad"] == T
+    _compare(tf1, build, extra, np.float64, (1e-10, 1e-12))
 
 
 @pytest.mark.parametrize("num_proj, fused", [(3, False), (9, False), (N, True)])
