@@ -28,6 +28,23 @@ def _rc(m):
     return m.nn.rnn_cell
 
 
+def _hand_lstm(forget_bias):
+    """An LSTM a user writes by hand, BasicLSTMCell's ops with its own forget bias constant (the rewrite matches
+    such a cell by its ops, whatever built it): a build of CASES."""
+    def build(m, x):
+        k, b = m.get_variable("k", [D + N, 4 * N]), m.get_variable("b", [4 * N], initializer=m.zeros_initializer())
+        h = c = m.zeros([B, N])
+        outs = []
+        for t in range(T):
+            i, j, f, o = m.split(m.nn.bias_add(m.matmul(m.concat([x[:, t], h], 1), k), b), 4, 1)
+            forget = m.sigmoid(m.add(f, m.constant(forget_bias, dtype=m.float32)))
+            c = m.add(m.multiply(c, forget), m.multiply(m.sigmoid(i), m.tanh(j)))
+            h = m.multiply(m.tanh(c), m.sigmoid(o))
+            outs.append(h)
+        return m.stack(outs, 1), c
+    return build
+
+
 CASES = {  # name: (build(mod, **placeholders) -> tensors compared, the feeds' shapes; "n" is the lengths)
     "peepholes_lengths": (lambda m, x, n: m.nn.dynamic_rnn(
         _rc(m).LSTMCell(N, use_peepholes=True, forget_bias=0.5), x, sequence_length=n, dtype=m.float32), {}),
@@ -55,6 +72,10 @@ CASES = {  # name: (build(mod, **placeholders) -> tensors compared, the feeds' s
     "dropout_wrapper_keep_1_stack": (lambda m, x, n: m.nn.dynamic_rnn(_rc(m).MultiRNNCell([_rc(m).DropoutWrapper(
         _rc(m).LSTMCell(N), input_keep_prob=1.0, output_keep_prob=1.0, state_keep_prob=1.0), _rc(m).ResidualWrapper(
             _rc(m).GRUCell(N))]), x, sequence_length=n, dtype=m.float32), {}),
+    # a forget bias per unit (no number for _FusedLSTMCell's attr: it runs as built; the rewrite raised a
+    # TypeError), and one of shape (1,) (it fuses)
+    "hand_written_lstm_forget_bias_per_unit": (_hand_lstm(np.linspace(0.0, 1.0, N)), {}),
+    "hand_written_lstm_forget_bias_of_one": (_hand_lstm([0.7]), {}),
 }
 FLOAT64 = {"float64_gru_lstm_bidirectional": (lambda m, x, n: m.nn.bidirectional_dynamic_rnn(
     _rc(m).GRUCell(N), _rc(m).BasicLSTMCell(N), x, sequence_length=n, dtype=m.float64), {})}
@@ -187,3 +208,14 @@ def test_embedding_rows_a_step_does_not_look_up_keep_their_momentum(tf1):
             return values, s.run(emb)
     values, theirs = run(tf1)
     np.testing.assert_allclose(run(tf, values)[1], theirs, rtol=2e-4, atol=2e-5)
+
+
+@pytest.mark.parametrize("forget_bias, fused", [(np.linspace(0.0, 1.0, N), 0), ([0.7], T), (0.7, T)])
+def test_a_hand_written_lstm_fuses_when_its_forget_bias_is_one_number(forget_bias, fused):
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.placeholder(tf.float32, [B, T, D])
+        y, _ = _hand_lstm(forget_bias)(tf, x)
+        grads = tf.gradients(tf.reduce_sum(y), [x] + tf.trainable_variables())
+    r = optimize(g, grads, [x])
+    assert r.fused.get("_FusedLSTMCell", 0) == r.fused.get("_FusedLSTMCellGrad", 0) == fused

@@ -276,7 +276,7 @@ def fuse_cells(ops: set, readers: dict, pinned: set, pinned_ops: set, controlled
         if not m.tensor(loose.tensors["new_h"], anchor.outputs[0]) or any(o not in ops for o in m.ops.values()):
             continue
         bound = {role: m.known[t] for role, t in loose.free.items()}
-        if kind == "lstm" and constant_value(bound["forget_bias"]) is None or not _widths_fit(kind, bound):
+        if kind == "lstm" and _forget_bias(bound) is None or not _widths_fit(kind, bound):
             continue
         new_c = m.known.get(loose.tensors.get("new_c"))
         shapes = {role: t._shape for role, t in bound.items()}
@@ -286,6 +286,15 @@ def fuse_cells(ops: set, readers: dict, pinned: set, pinned_ops: set, controlled
                     controlled, found):
                 break
     return found
+
+
+def _forget_bias(bound: dict) -> float | None:
+    """An LSTM step's forget bias as the number _FusedLSTMCell's attr holds; None where it is not one constant (a
+    per-unit vector a hand-written cell adds: that step runs as built)."""
+    value = constant_value(bound["forget_bias"])
+    if value is None or np.size(value) != 1 or np.ndim(value) > 2:
+        return None
+    return float(np.asarray(value).reshape(()))
 
 
 def _widths_fit(kind: str, bound: dict) -> bool:
@@ -373,7 +382,7 @@ def _try(kind: str, pat: _Pattern, anchor: Operation, bound: dict, ops: set, rea
     if kind == "gru":
         found.fuse[anchor] = ("_FusedGRUCell", inputs, {"T": dtype}, anchor.name, made_by(anchor))
     else:
-        attrs = {"T": dtype, "forget_bias": float(constant_value(bound["forget_bias"]))}
+        attrs = {"T": dtype, "forget_bias": _forget_bias(bound)}
         found.fuse[anchor] = ("_FusedLSTMCell", inputs, attrs, anchor.name, made_by(anchor))
     found.absorbed.update({o: anchor for o in forward if o is not anchor})
     if rep is None:
