@@ -1,8 +1,8 @@
 """TF1 RNN scripts off the shapes and options the fused-cell rewrite was measured on (issue 37), against TensorFlow:
 LSTMCell's peepholes, cell_clip and projection (whose core the rewrite recognizes: its state is narrower than its
-units), static_bidirectional_rnn, float64. Each case compares the outputs, final states, the gradients w.r.t. the
-inputs, the given initial state and every weight, and one SGD step's weights, on every device with the rewrite on
-and off."""
+units), also in a tf.while_loop; static_bidirectional_rnn; float64; hand-written LSTMs; DropoutWrapper. Each case
+compares the outputs, final states, the gradients w.r.t. the inputs, the given initial state and every weight, and
+one SGD step's weights, on every device with the rewrite on and off."""
 from __future__ import annotations
 
 import numpy as np
@@ -72,6 +72,9 @@ CASES = {  # name: (build(mod, **placeholders) -> tensors compared, the feeds' s
     "dropout_wrapper_keep_1_stack": (lambda m, x, n: m.nn.dynamic_rnn(_rc(m).MultiRNNCell([_rc(m).DropoutWrapper(
         _rc(m).LSTMCell(N), input_keep_prob=1.0, output_keep_prob=1.0, state_keep_prob=1.0), _rc(m).ResidualWrapper(
             _rc(m).GRUCell(N))]), x, sequence_length=n, dtype=m.float32), {}),
+    "while_loop_peepholes_projection_lengths": (lambda m, xd, n: m.nn.dynamic_rnn(_rc(m).MultiRNNCell([
+        _rc(m).LSTMCell(N, num_proj=4, use_peepholes=True, cell_clip=0.5), _rc(m).GRUCell(3)]), xd,
+        sequence_length=n, dtype=m.float32), {}),
     # a forget bias per unit (no number for _FusedLSTMCell's attr: it runs as built; the rewrite raised a
     # TypeError), and one of shape (1,) (it fuses)
     "hand_written_lstm_forget_bias_per_unit": (_hand_lstm(np.linspace(0.0, 1.0, N)), {}),
@@ -87,8 +90,8 @@ def _graph(mod, build, shapes, dtype):
     with g.as_default():
         mod.set_random_seed(0)
         args = build.__code__.co_varnames[1:build.__code__.co_argcount]
-        phs = {k: mod.placeholder(mod.int32, [None]) if k == "n" else mod.placeholder(dtype, shapes[k])
-               for k in args}
+        phs = {k: mod.placeholder(mod.int32, [None]) if k == "n" else
+               mod.placeholder(dtype, [B, None, D] if k == "xd" else shapes[k]) for k in args}
         ys = _flat(build(mod, **phs))
         rng = np.random.default_rng(1)
         loss = mod.add_n([mod.reduce_sum(y * rng.standard_normal(y.shape.as_list()[-1:]).astype(dtype)) for y in ys])
@@ -101,7 +104,7 @@ def _graph(mod, build, shapes, dtype):
 
 
 def _compare(tf1, build, extra, dtype, tol):
-    shapes = {"x": (B, T, D), **extra}
+    shapes = {"x": (B, T, D), "xd": (B, T, D), **extra}  # xd: the time dimension unknown (a tf.while_loop)
     rng = np.random.default_rng(0)
     values = {k: LENGTHS if k == "n" else rng.standard_normal(shapes[k]).astype(dtype) for k in
               build.__code__.co_varnames[1:build.__code__.co_argcount]}
