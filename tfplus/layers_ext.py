@@ -71,7 +71,8 @@ def batch_normalization(inputs, axis=-1, momentum=0.99, epsilon=1e-3, center=Tru
 
     Variables: <name>/gamma, beta (trainable), moving_mean, moving_variance (not trainable). Moving averages:
     moving -= (moving - batch) * (1 - momentum). As TF1, the moving variance is updated with the batch's
-    Bessel-corrected variance for a rank-4 input (TF's fused kernel) and with the biased one otherwise.
+    Bessel-corrected variance for a rank-4 input (TF's fused kernel) and with the biased one otherwise (another
+    rank, or fused=False: TF's moments).
     """
     _unsupported("batch_normalization", renorm=renorm, renorm_clipping=renorm_clipping,
                  virtual_batch_size=virtual_batch_size, adjustment=adjustment, beta_constraint=beta_constraint,
@@ -110,7 +111,9 @@ def batch_normalization(inputs, axis=-1, momentum=0.99, epsilon=1e-3, center=Tru
         x4 = array_ops.reshape(x, [-1, 1, 1, channels]) if rank == 2 else x4
         def batch_stats():
             y, mean, variance = nn_ops.fused_batch_norm(x4, gamma, beta, epsilon=epsilon, data_format=fmt)
-            if rank != 4:  # TF1's non-fused path averages the biased variance: (n - 1) / n of this one
+            # TF1's non-fused path (a rank other than 4, or fused=False) averages the biased variance: (n - 1) / n
+            # of the fused kernel's
+            if rank != 4 or fused is False:
                 n = math_ops.cast(array_ops.size(x), dtype) / float(channels)
                 variance = math_ops.multiply(variance, math_ops.divide(math_ops.subtract(n, 1.0), n))
             return y, mean, variance

@@ -29,7 +29,7 @@ from tfplus.variables import get_variable, variable_scope
 
 __all__ = ["RNNCell", "BasicRNNCell", "GRUCell", "BasicLSTMCell", "LSTMCell", "LSTMStateTuple", "MultiRNNCell",
            "DropoutWrapper", "ResidualWrapper", "DeviceWrapper", "static_rnn", "dynamic_rnn",
-           "bidirectional_dynamic_rnn"]
+           "bidirectional_dynamic_rnn", "static_bidirectional_rnn"]
 
 
 class LSTMStateTuple(NamedTuple):
@@ -181,11 +181,8 @@ class BasicLSTMCell(RNNCell):
 
     def build(self, depth, dtype):
         n = self._num_units
-        self._kernel = get_variable("kernel", [depth + n, 4 * n], dtype, initializer=self._kernel_initializer())
+        self._kernel = get_variable("kernel", [depth + n, 4 * n], dtype)
         self._bias = get_variable("bias", [4 * n], dtype, initializer=zeros_initializer())
-
-    def _kernel_initializer(self):
-        return None
 
     def call(self, inputs, state):
         c, h = state if self._tuple else array_ops.split(state, 2, 1)
@@ -198,23 +195,70 @@ class BasicLSTMCell(RNNCell):
 
 
 class LSTMCell(BasicLSTMCell):
-    """TF1's LSTMCell without peepholes, clipping or projection (those raise): BasicLSTMCell's arithmetic with
-    variables lstm_cell/kernel and lstm_cell/bias, and an `initializer` for the kernel."""
+    """TF1's LSTMCell: BasicLSTMCell's arithmetic with variables lstm_cell/kernel and lstm_cell/bias and an
+    `initializer` for the kernel, plus TF1's options: peepholes (w_f_diag, w_i_diag, w_o_diag: the gates f and i
+    see c, o sees c'), cell_clip (c' clipped to [-cell_clip, cell_clip]) and a projection of the output
+    (projection/kernel (n, num_proj), then proj_clip); the state is then LSTMStateTuple(c, m) with m the
+    projected output. Sharded variables (num_unit_shards, num_proj_shards) raise."""
     _default_name = "lstm_cell"
 
     def __init__(self, num_units, use_peepholes=False, cell_clip=None, initializer=None, num_proj=None,
                  proj_clip=None, num_unit_shards=None, num_proj_shards=None, forget_bias=1.0, state_is_tuple=True,
                  activation=None, reuse=None, name=None, dtype=None):
-        given = {"use_peepholes": use_peepholes, "cell_clip": cell_clip, "num_proj": num_proj,
-                 "proj_clip": proj_clip, "num_unit_shards": num_unit_shards, "num_proj_shards": num_proj_shards}
-        bad = [k for k, v in given.items() if v not in (None, False)]
+        bad = [k for k, v in (("num_unit_shards", num_unit_shards), ("num_proj_shards", num_proj_shards)) if v]
         if bad:
-            raise NotImplementedError(f"LSTMCell: {', '.join(bad)} not supported by tfplus")
+            raise NotImplementedError(f"LSTMCell: {', '.join(bad)} not supported by tfplus (unsharded variables "
+                                      f"hold the same weights: leave them None)")
         super().__init__(num_units, forget_bias, state_is_tuple, activation, reuse, name, dtype)
-        self._initializer = initializer
+        self._initializer, self._peepholes = initializer, bool(use_peepholes)
+        self._cell_clip, self._num_proj, self._proj_clip = cell_clip, num_proj, proj_clip
 
-    def _kernel_initializer(self):
-        return self._initializer
+    @property
+    def state_size(self):
+        n, p = self._num_units, self._num_proj or self._num_units
+        return LSTMStateTuple(n, p) if self._tuple else n + p
+
+    output_size = property(lambda self: self._num_proj or self._num_units)
+
+    def build(self, depth, dtype):
+        n, p = self._num_units, self._num_proj or self._num_units
+        self._kernel = get_variable("kernel", [depth + p, 4 * n], dtype, initializer=self._initializer)
+        self._bias = get_variable("bias", [4 * n], dtype, initializer=zeros_initializer())
+        if self._peepholes:
+            self._w_f, self._w_i, self._w_o = (get_variable(k, [n], dtype, initializer=self._initializer)
+                                               for k in ("w_f_diag", "w_i_diag", "w_o_diag"))
+        if self._num_proj is not None:
+            self._proj = get_variable("projection/kernel", [n, self._num_proj], dtype, initializer=self._initializer)
+
+    def call(self, inputs, state):
+        if not (self._peepholes or self._cell_clip is not None or self._num_proj is not None):
+            return super().call(inputs, state)  # BasicLSTMCell's ops: the graph the rewrite fuses
+        n, p = self._num_units, self._num_proj or self._num_units
+        if self._tuple:
+            c, h = state
+        else:
+            c, h = array_ops.slice(state, [0, 0], [-1, n]), array_ops.slice(state, [0, n], [-1, p])
+        i, j, f, o = array_ops.split(_linear(inputs, h, self._kernel, self._bias), 4, 1)
+        act, sig = self._activation, nn_ops.sigmoid
+        fb = convert_to_tensor(self._forget_bias, dtype=f.dtype)
+        if self._peepholes:  # TF1's order of the sums
+            f = math_ops.add(math_ops.add(f, fb), math_ops.multiply(self._w_f, c))
+            i = math_ops.add(i, math_ops.multiply(self._w_i, c))
+        else:
+            f = math_ops.add(f, fb)
+        # BasicLSTMCell's ops (products in its order: the same values as TF1's), so that a projected cell's core
+        # is the graph the rewrite recognizes.
+        new_c = math_ops.add(math_ops.multiply(c, sig(f)), math_ops.multiply(sig(i), act(j)))
+        if self._cell_clip is not None:
+            new_c = math_ops.clip_by_value(new_c, -self._cell_clip, self._cell_clip)
+        if self._peepholes:
+            o = math_ops.add(o, math_ops.multiply(self._w_o, new_c))
+        m = math_ops.multiply(act(new_c), sig(o))
+        if self._num_proj is not None:
+            m = math_ops.matmul(m, self._proj)
+            if self._proj_clip is not None:
+                m = math_ops.clip_by_value(m, -self._proj_clip, self._proj_clip)
+        return m, (LSTMStateTuple(new_c, m) if self._tuple else array_ops.concat([new_c, m], 1))
 
 
 class MultiRNNCell(RNNCell):
@@ -458,6 +502,29 @@ def bidirectional_dynamic_rnn(cell_fw, cell_bw, inputs, sequence_length=None, in
             out_bw = _reverse_time(rev, sequence_length)
             out_bw = out_bw if time_major else array_ops.transpose(out_bw, [1, 0, 2])
     return (out_fw, out_bw), (st_fw, st_bw)
+
+
+def static_bidirectional_rnn(cell_fw, cell_bw, inputs, initial_state_fw=None, initial_state_bw=None, dtype=None,
+                             sequence_length=None, scope=None):
+    """TF1's tf.nn.static_bidirectional_rnn: `inputs` a list of (batch, depth) tensors, one per step; returns
+    (outputs, state_fw, state_bw) with each step's output concat([fw, bw], 1), cell_bw reading each sequence
+    backwards (its first sequence_length steps) and its outputs put back in input order. Variables as
+    bidirectional_dynamic_rnn's."""
+    if not inputs:
+        raise ValueError("static_bidirectional_rnn: inputs must be a non-empty list of (batch, depth) tensors")
+    inputs = [convert_to_tensor(x) for x in inputs]
+
+    def reverse(steps):
+        return array_ops.unstack(_reverse_time(array_ops.stack(steps), sequence_length), len(steps))
+    with variable_scope(scope or "bidirectional_rnn"):
+        with variable_scope("fw"):
+            out_fw, st_fw = static_rnn(cell_fw, inputs, initial_state_fw, dtype, sequence_length,
+                                       scope=_current_scope())
+        with variable_scope("bw"):
+            rev, st_bw = static_rnn(cell_bw, reverse(inputs), initial_state_bw, dtype, sequence_length,
+                                    scope=_current_scope())
+        out_bw = reverse(rev)
+    return [array_ops.concat([f, b], 1) for f, b in zip(out_fw, out_bw)], st_fw, st_bw
 
 
 from tfplus.unsupported import module_getattr as _module_getattr  # noqa: E402

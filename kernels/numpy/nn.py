@@ -128,7 +128,7 @@ def _relu6_grad(ctx, ins, outs, attrs):
         raise ValueError(f"Relu6Grad: an output of strides {outs[0].strides} has no flat view")
     n = min(x.size, RELU6_PIECE)
     masks = ctx.workspace((2 * n,), bool_)
-    for lo in range(0, x.size, n):
+    for lo in range(0, x.size, max(n, 1)):  # max: an empty tensor has no piece
         part = slice(lo, lo + n)
         positive, below = masks[:len(x[part])], masks[n:n + len(x[part])]
         np.greater(x[part], 0, out=positive)

@@ -41,7 +41,9 @@ def split_k(m: int, n: int, depth: int, compute_units: int, fill: int, least: in
     """(splits, depth of each) of an m x n GEMM's summed dimension `depth`: about `fill` work-groups per
     compute unit, each split at least `least` x TK deep."""
     tm, tn, tk = SPLIT_TILE
-    tiles = -(-m // tm) * -(-n // tn)
+    if depth == 0:
+        return 1, 0  # an empty sum (a batch of 0 rows' filter gradient): one layer that writes zeros
+    tiles = max(1, -(-m // tm) * -(-n // tn))  # max: an empty output (0 rows) has no tile
     splits = max(1, min(fill * compute_units // tiles, depth // (least * tk)))
     per = -(-depth // splits)
     chunk = -(-per // tk) * tk

@@ -23,6 +23,8 @@ def _splits(m: int, n: int, k: int, compute_units: int) -> tuple[int, int]:
 
 def scratch(m: int, n: int, k: int, dtype, compute_units: int) -> list[tuple]:
     """The (shape, dtype) scratch `matmul` of an m x n x k product asks for: the layers, then their sum's."""
+    if m * n == 0:
+        return []  # an empty product (a batch of 0 rows) launches nothing
     return split_scratch(_splits(m, n, k, compute_units)[0] if k else 1, m * n, dtype, compute_units)
 
 
@@ -36,6 +38,8 @@ def matmul(rt, c, a, b, m: int, n: int, k: int, sam: int, sak: int, sbk: int, sb
     bias[n] and its activation; scratch from `workspace(shape, dtype)` (a kernel's ctx.workspace), else
     rt.allocate."""
     workspace = workspace or rt.allocate
+    if m * n == 0:  # nothing to write (a batch of 0 rows)
+        return
     if k == 0:
         fill(rt, c, 0)
         if act:

@@ -130,8 +130,8 @@ def test_rnn_gradients_match_finite_differences(known, kind):
 
 def test_cells_errors_name_the_problem():
     with tf.Graph().as_default():
-        with pytest.raises(NotImplementedError, match="use_peepholes"):
-            tf.nn.rnn_cell.LSTMCell(3, use_peepholes=True)
+        with pytest.raises(NotImplementedError, match="num_unit_shards"):
+            tf.nn.rnn_cell.LSTMCell(3, num_unit_shards=2)
         with pytest.raises(ValueError, match="initial_state or dtype"):
             tf.nn.dynamic_rnn(tf.nn.rnn_cell.GRUCell(3), tf.placeholder(tf.float32, [2, 3, 4]))
         with pytest.raises(ValueError, match="rank 3"):

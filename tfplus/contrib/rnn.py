@@ -1,6 +1,6 @@
 """tf.contrib.rnn: the namespace TF1 scripts import RNN cells from; the cells and drivers of tfplus.rnn
-(BasicRNNCell, GRUCell, BasicLSTMCell, LSTMCell, LSTMStateTuple, MultiRNNCell, static_rnn). Other names raise
-UnsupportedError naming them."""
+(BasicRNNCell, GRUCell, BasicLSTMCell, LSTMCell, LSTMStateTuple, MultiRNNCell, the wrappers, static_rnn,
+static_bidirectional_rnn). Other names raise UnsupportedError naming them."""
 from tfplus.rnn import (  # noqa: F401
     BasicLSTMCell,
     BasicRNNCell,
@@ -12,6 +12,7 @@ from tfplus.rnn import (  # noqa: F401
     MultiRNNCell,
     ResidualWrapper,
     RNNCell,
+    static_bidirectional_rnn,
     static_rnn,
 )
 from tfplus.unsupported import module_getattr

@@ -30,7 +30,9 @@ or feeds is an output of the fused ops, and unless its backward, when it has one
 for the control inputs of all the ops it replaces (the trainer builds the gradient under control_dependencies on
 batch norm's updates); the rewrite makes or undoes a step's fused ops together (`Cells.units`).
 
-Cells with other activations, peepholes, projections or dropout inside the cell do not match and run as built.
+Cells with other activations, peepholes, clipping or dropout inside the cell do not match and run as built. A
+projected LSTMCell's core (before its projection) matches, but the fused kernels take the units from the state's
+width: it fuses only where num_proj equals num_units (`_widths_fit`; nor do steps of widths not known).
 sequence_length masking (tfplus/rnn.py's _masked) runs outside the cell: it stays as built and the cell inside it
 fuses. A tf.while_loop RNN (unknown time dimension) is not rewritten (optimize leaves control flow alone).
 """
@@ -274,7 +276,7 @@ def fuse_cells(ops: set, readers: dict, pinned: set, pinned_ops: set, controlled
         if not m.tensor(loose.tensors["new_h"], anchor.outputs[0]) or any(o not in ops for o in m.ops.values()):
             continue
         bound = {role: m.known[t] for role, t in loose.free.items()}
-        if kind == "lstm" and constant_value(bound["forget_bias"]) is None:
+        if kind == "lstm" and _forget_bias(bound) is None or not _widths_fit(kind, bound):
             continue
         new_c = m.known.get(loose.tensors.get("new_c"))
         shapes = {role: t._shape for role, t in bound.items()}
@@ -284,6 +286,30 @@ def fuse_cells(ops: set, readers: dict, pinned: set, pinned_ops: set, controlled
                     controlled, found):
                 break
     return found
+
+
+def _forget_bias(bound: dict) -> float | None:
+    """An LSTM step's forget bias as the number _FusedLSTMCell's attr holds; None where it is not one constant (a
+    per-unit vector a hand-written cell adds: that step runs as built)."""
+    value = constant_value(bound["forget_bias"])
+    if value is None or np.size(value) != 1 or np.ndim(value) > 2:
+        return None
+    return float(np.asarray(value).reshape(()))
+
+
+def _widths_fit(kind: str, bound: dict) -> bool:
+    """Whether the step's state is as wide as its cell's units, as the fused kernels assume (they take the units
+    from h): not so where the state is a projection of the output (LSTMCell(num_proj=...)), whose core matches
+    the pattern. Widths not known when the graph is built do not fuse either."""
+    def width(role):
+        s = bound[role]._shape
+        return None if s is None or len(s) != 2 else s[1]
+    n = width("h")
+    if n is None:
+        return False
+    if kind == "gru":
+        return width("gate_kernel") == 2 * n and width("cand_kernel") == n
+    return width("c") == n and width("kernel") == 4 * n
 
 
 def _kind(op: Operation) -> str | None:
@@ -356,7 +382,7 @@ def _try(kind: str, pat: _Pattern, anchor: Operation, bound: dict, ops: set, rea
     if kind == "gru":
         found.fuse[anchor] = ("_FusedGRUCell", inputs, {"T": dtype}, anchor.name, made_by(anchor))
     else:
-        attrs = {"T": dtype, "forget_bias": float(constant_value(bound["forget_bias"]))}
+        attrs = {"T": dtype, "forget_bias": _forget_bias(bound)}
         found.fuse[anchor] = ("_FusedLSTMCell", inputs, attrs, anchor.name, made_by(anchor))
     found.absorbed.update({o: anchor for o in forward if o is not anchor})
     if rep is None:
