@@ -4,10 +4,11 @@ choose (a streamed prefix with a scratch divisor, deeper prefixes). Not a test.
 
 The step is bench_gpu_step.py's (momentum, batch 128, float images fed) as the session runs it (the graph
 rewrite on). A candidate is written as plan.Candidate's fields, `k,c,z,d,r` and optionally a streamed prefix
-`/cut,m[,keep][,sN]`: e.g. `2,1,1,1,2` (2 micro-batches, compact, recompute level 2) or `1,1,0,4,0/MaxPool:0,2,keep`
-(the prefix up to pool1 in 2 micro-batches keeping its argmax, scratch divisor 4), `...,keep,s3` the same with 3
-convolutions' scratch divided where the step peaks instead (plan._Step._spread). Sessions run one step each in
-turns.
+`/cut,m[,keep|keep2][,sN]`: e.g. `2,1,1,1,2` (2 micro-batches, compact, recompute level 2) or
+`1,1,0,4,0/MaxPool:0,2,keep` (the prefix up to pool1 in 2 micro-batches keeping its argmax, scratch divisor 4);
+`...,keep,s3` the same with 3 convolutions' scratch divided where the step peaks instead (plan._Step._spread);
+keep2 keeps the pools' outputs too (plan.KEEP_OUTPUTS: a prefix to pool2 reruns conv1 and conv3 in its backward,
+not conv2). Sessions run one step each in turns.
 
     python benchmarks/bench_forced_plans.py --device opencl --plans 2,1,1,1,2 "1,1,0,4,0/MaxPool:0,2,keep"
     python benchmarks/bench_forced_plans.py --compute-units 132 --plans ...   # predictions only, on those facts
@@ -25,22 +26,23 @@ import time
 
 
 def candidate(text: str, plan):
-    """plan.Candidate of 'k,c,z,d,r[/cut,m[,keep][,sN]]' (sN: N rounds of scratch divisors spread where the step
-    peaks, plan._Step._spread)."""
+    """plan.Candidate of 'k,c,z,d,r[/cut,m[,keep|keep2][,sN]]' (sN: N rounds of scratch divisors spread where the
+    step peaks, plan._Step._spread)."""
     head, _, tail = text.partition("/")
     k, c, z, d, r = (int(x) for x in head.split(","))
     s = None
     if tail:
         cut, m, *more = tail.split(",")
         rounds = next((int(x[1:]) for x in more if x.startswith("s")), 0)
-        s = plan.Prefix(cut, int(m), 1, rounds, "keep" in more)
+        keep = 2 if "keep2" in more else int("keep" in more)
+        s = plan.Prefix(cut, int(m), 1, rounds, keep)
     return plan.Candidate(k, c, bool(z), d, r, s)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--device", default="opencl")
-    ap.add_argument("--plans", nargs="+", default=[], metavar="K,C,Z,D,R[/CUT,M[,keep][,sN]]")
+    ap.add_argument("--plans", nargs="+", default=[], metavar="K,C,Z,D,R[/CUT,M[,keep|keep2][,sN]]")
     ap.add_argument("--budgets", default="40MB,32MB,28MB,24MB", help="with --compute-units: the search's choices")
     ap.add_argument("--compute-units", type=int, help="only predict, for an OpenCL device of this many compute units")
     ap.add_argument("--rounds", type=int, default=20)

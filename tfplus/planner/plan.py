@@ -79,11 +79,11 @@ BALANCE_ROUNDS = 3
 # Prefix.keep: the pools' argmax (and ReLU masks as bits), or those and the pools' outputs.
 KEEP_ARGMAX, KEEP_OUTPUTS = 1, 2
 # A streamed prefix in one lane (opencl): up to this many rounds give the convolution where the step peaks a scratch
-# divisor of its own (_Step._spread).
-SPREAD_ROUNDS = 6
-# ... for the prefix in up to this many of the step's micro-batch counts (2, 4, 8 for a batch of 128): a big GPU's
-# kernels at fewer than 16 images are slow, and each round plans the step once.
-SPREAD_MICROBATCHES = 3
+# divisor of its own (_Step._spread), for the prefix in the step's first SPREAD_MICROBATCHES micro-batch counts (2
+# and 4 for a batch of 128: a big GPU's kernels on fewer images are slow, and each round plans the step once; on
+# Mentee for 132 compute units 4 rounds and 2 counts take its planning from 1.0 to 1.5 s a budget, 6 and 3 to 2.5).
+SPREAD_ROUNDS = 4
+SPREAD_MICROBATCHES = 2
 
 
 @dataclass(frozen=True)
