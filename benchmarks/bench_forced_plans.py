@@ -39,6 +39,27 @@ def candidate(text: str, plan):
     return plan.Candidate(k, c, bool(z), d, r, s)
 
 
+# Ops the executor visits that launch no kernel on a GPU (the host computes them or they alias their input).
+_HOST = {"Const", "Identity", "NoOp", "Shape", "Reshape", "Squeeze", "ExpandDims", "VariableV2", "Placeholder"}
+
+
+def op_calls(p) -> dict[str, int]:
+    """Op type -> the calls of that type's kernel one step by plan `p` makes: each run's ops (those the executor
+    runs a kernel for, but the host's) times the run's micro-batches."""
+    from tfplus.planner.liveness import executes
+    if p.stream is not None:
+        times = {"prefix": p.stream_microbatches, "prefix backward": p.stream_microbatches}
+    else:
+        counts = p.run_microbatches or [p.microbatches] * (len(p.phases) - 1) + [1]
+        times = {ph.name: n for ph, n in zip(p.phases, counts)} if p.microbatches > 1 else {}
+    calls: dict[str, int] = {}
+    for ph in p.phases:
+        for op in ph.order:
+            if executes(op, ph.feeds) and op.type not in _HOST:
+                calls[op.type] = calls.get(op.type, 0) + times.get(ph.name, 1)
+    return calls
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--device", default="opencl")
@@ -46,6 +67,8 @@ def main() -> None:
     ap.add_argument("--budgets", default="40MB,32MB,28MB,24MB", help="with --compute-units: the search's choices")
     ap.add_argument("--compute-units", type=int, help="only predict, for an OpenCL device of this many compute units")
     ap.add_argument("--rounds", type=int, default=20)
+    ap.add_argument("--counts", action="store_true", help="with --compute-units: each plan's kernel calls per op "
+                    "type per step (the ops the executor runs a kernel for, times their run's micro-batches)")
     args = ap.parse_args()
 
     import numpy as np
@@ -85,6 +108,10 @@ def main() -> None:
             kc = candidate(text, plan)
             p = step.build(*kc)
             print(f"  {text:40s} predicted {p.predicted_overhead:+7.1%}  peak {p.peak_bytes / 1e6:6.2f} MB")
+            if args.counts:
+                calls = op_calls(p)
+                print(f"    {sum(calls.values())} kernel calls: " +
+                      ", ".join(f"{t} {n}" for t, n in sorted(calls.items(), key=lambda kv: (-kv[1], kv[0]))))
         base.close()
         return
     runs = []
