@@ -81,7 +81,7 @@ KEEP_ARGMAX, KEEP_OUTPUTS = 1, 2
 # A streamed prefix in one lane (opencl): up to this many rounds give the convolution where the step peaks a scratch
 # divisor of its own (_Step._spread), for the prefix in the step's first SPREAD_MICROBATCHES micro-batch counts (2
 # and 4 for a batch of 128: a big GPU's kernels on fewer images are slow, and each round plans the step once; on
-# Mentee for 132 compute units 4 rounds and 2 counts take its planning from 1.0 to 1.5 s a budget, 6 and 3 to 2.5).
+# Mentee for 132 compute units, on the step itself only, they take its planning from 0.8 to 1.15 s a budget).
 SPREAD_ROUNDS = 4
 SPREAD_MICROBATCHES = 2
 
@@ -624,7 +624,7 @@ class _Step:
                                 (level == KEEP_ARGMAX or self._keeps_more(r, cut))]
                         out += [Candidate(1, 1, False, d, r, Prefix(cut, k, keep=level)) for cut in cuts
                                 for k in ks[1:] for d in divs]
-                        if self.kernel_device == "opencl":
+                        if self.kernel_device == "opencl" and not r:  # (on the recomputing copies: little gain)
                             out += [Candidate(1, 1, False, 1, r, Prefix(cut, k, 1, b, level)) for cut in cuts
                                     for k in ks[1:SPREAD_MICROBATCHES + 1] for b in sub.spread_rounds(cut, k, False, 1)]
         return sorted(out, key=lambda q: (self.overhead(*q), q.order_key()))
