@@ -66,6 +66,8 @@ def main() -> None:
     ap.add_argument("--plans", nargs="+", default=[], metavar="K,C,Z,D,R[/CUT,M[,keep|keep2][,sN]]")
     ap.add_argument("--budgets", default="40MB,32MB,28MB,24MB", help="with --compute-units: the search's choices")
     ap.add_argument("--compute-units", type=int, help="only predict, for an OpenCL device of this many compute units")
+    ap.add_argument("--alignment", type=int, help="with --compute-units: its arena alignment in bytes (the H200's is "
+                    "512; default this machine's device's)")
     ap.add_argument("--rounds", type=int, default=20)
     ap.add_argument("--counts", action="store_true", help="with --compute-units: each plan's kernel calls per op "
                     "type per step (the ops the executor runs a kernel for, times their run's micro-batches)")
@@ -84,17 +86,20 @@ def main() -> None:
             tg.labels: rng.integers(0, 10, 128).astype(np.int32)}
     fetches = [tg.train_op, tg.loss]
 
-    def session():
-        s = tf.Session(graph=tg.graph, device=args.device)
+    def session(budget=None):
+        # NOTE: a GPU session without a budget folds some backward ops (engine.rewrite.backward_folds), one with a
+        # budget does not: the candidates are plans of the budgeted session's step, as the search makes them.
+        s = tf.Session(graph=tg.graph, device=args.device, memory_budget=budget)
         s.run(tg.init_op)
         compiled = s.step(fetches, feed)  # the rewritten step the session runs
         facts = device_facts(s.runtime)
         if args.compute_units:
-            facts = plan.DeviceFacts(f"opencl ({args.compute_units} compute units)", "opencl", facts.alignment,
-                                     args.compute_units)
+            facts = plan.DeviceFacts(f"opencl ({args.compute_units} compute units)", "opencl",
+                                     args.alignment or facts.alignment, args.compute_units)
         return s, plan._Step(compiled.fetches, compiled.feed_shapes, facts, compiled.graph, None), compiled
 
-    base, step, compiled = session()
+    base = session()[0]  # the plain step, as bench_gpu_step.py times it
+    planning, step, compiled = session("1TB")
     print(f"facts: {step.facts}")
     if args.compute_units:
         for b in args.budgets.split(","):
@@ -113,10 +118,11 @@ def main() -> None:
                 print(f"    {sum(calls.values())} kernel calls: " +
                       ", ".join(f"{t} {n}" for t, n in sorted(calls.items(), key=lambda kv: (-kv[1], kv[0]))))
         base.close()
+        planning.close()
         return
     runs = []
     for text in args.plans:
-        s, st, c = session()
+        s, st, c = session("1TB")
         p = st.build(*candidate(text, plan))
         c.use_plan(p)
         for _ in range(8):  # the streamed and micro-batched steps play one tape from the fourth
@@ -136,6 +142,7 @@ def main() -> None:
               f"peak {p.peak_bytes / 1e6:6.2f} MB")
         s.close()
     base.close()
+    planning.close()
 
 
 if __name__ == "__main__":
