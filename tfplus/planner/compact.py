@@ -142,9 +142,11 @@ def keeping(order: list[Operation], feeds: set[Tensor], site_list: list[Site], f
     return recompute.Rewrite(g, tmap, op_map, [])
 
 
-def kept_bytes(ops) -> list[Tensor]:
-    """The argmax tensors of the _MaxPoolArgmax ops among `ops` (a `keeping` copy's)."""
-    return [op.outputs[1] for op in ops if op.type == "_MaxPoolArgmax"]
+def kept_bytes(ops, outputs: bool = False) -> list[Tensor]:
+    """The argmax tensors of the _MaxPoolArgmax ops among `ops` (a `keeping` copy's), with `outputs` their pooled
+    outputs too (a quarter of the pool's input: what the next block's filter gradient reads, without rerunning the
+    block before)."""
+    return [t for op in ops if op.type == "_MaxPoolArgmax" for t in (op.outputs[1:2] if not outputs else op.outputs)]
 
 
 def bit_sites(order: list[Operation], fetches: list) -> dict[Tensor, Operation]:

@@ -76,6 +76,14 @@ OPENCL_DEFAULT_COMPUTE_UNITS = 8
 # scratch of the convolution where the run peaks only (_Step._balanced), a few more pieces in one conv instead of
 # in all of them.
 BALANCE_ROUNDS = 3
+# Prefix.keep: the pools' argmax (and ReLU masks as bits), or those and the pools' outputs.
+KEEP_ARGMAX, KEEP_OUTPUTS = 1, 2
+# A streamed prefix in one lane (opencl): up to this many rounds give the convolution where the step peaks a scratch
+# divisor of its own (_Step._spread), for the prefix in the step's first SPREAD_MICROBATCHES micro-batch counts (2
+# and 4 for a batch of 128: a big GPU's kernels on fewer images are slow, and each round plans the step once; on
+# Mentee for 132 compute units, on the step itself only, they take its planning from 0.8 to 1.15 s a budget).
+SPREAD_ROUNDS = 4
+SPREAD_MICROBATCHES = 2
 
 
 @dataclass(frozen=True)
@@ -96,13 +104,15 @@ class DeviceFacts:
 class Prefix(NamedTuple):
     """A streamed prefix (planner.stream): the step's ops up to the tensor named `cut` run in `microbatches`; on
     a cpu of several threads in `lanes` at once (one thread each), `rounds` of _Step._balanced dividing the
-    scratch of the convolution where a lane's run peaks; with `keep`, on planner.compact.keeping's copy of the
-    step, whose prefix keeps its pools' argmax from its forward pass for its backward pass."""
+    scratch of the convolution where a lane's run peaks (in one lane: `rounds` of _Step._spread, where the step
+    peaks); with `keep`, on planner.compact.keeping's copy of the step, whose prefix keeps its pools' argmax from
+    its forward pass for its backward pass, and at keep 2 (KEEP_OUTPUTS) the pools' outputs too, so that a prefix
+    of several blocks recomputes only its first block in its backward pass."""
     cut: str
     microbatches: int
     lanes: int = 1
     rounds: int = 0
-    keep: bool = False
+    keep: int = 0
 
 
 class Candidate(NamedTuple):
@@ -122,7 +132,10 @@ class Candidate(NamedTuple):
             return plain
         s = self.stream
         if s.keep:
-            return plain + ((s.cut, s.microbatches, "keep"),)
+            return plain + ((s.cut, s.microbatches, "keep") + ((s.keep,) if s.keep > 1 else ()) +
+                            ((s.rounds,) if s.rounds else ()),)
+        if s.rounds and s.lanes == 1:
+            return plain + ((s.cut, s.microbatches, s.rounds),)
         return plain + ((s.cut, s.microbatches) if s.lanes == 1 else tuple(s[:4]),)
 
 
@@ -599,13 +612,28 @@ class _Step:
             out += [Candidate(1, 1, z, d, 0, Prefix(cut, k, n, b)) for cut in self.cuts() for k in ks[1:]
                     if (n := self.lanes(cut, k)) > 1 for z in zs for d in divs for b in self.rounds(cut, k, d)]
             # The prefix keeping its pools' argmax for its backward pass (planner.compact.keeping), on the step or its
-            # recomputing copy: compact saved state everywhere (and ReLU masks as bits), as a graph of its own.
+            # recomputing copy: compact saved state everywhere (and ReLU masks as bits), as a graph of its own; or
+            # those and the pools' outputs where a deeper prefix's backward would rerun a block for one. On opencl,
+            # whose filter gradients' split sums grow with the compute units, also with the scratch of the
+            # convolutions where the step peaks divided, one more each round (_spread), instead of all of them.
             if "compact" in allowed and self._sites():
                 for r in [0] + [r for r in levels if r <= recompute.MAX_LEVEL]:
-                    sub = self.keeping(r)[0]
-                    out += [Candidate(1, 1, False, d, r, Prefix(cut, k, keep=True)) for cut in sub.cuts()
-                            if sub.cut(cut).saved for k in ks[1:] for d in divs]
+                    for level in (KEEP_ARGMAX, KEEP_OUTPUTS):
+                        sub = self.keeping(r, level)[0]
+                        cuts = [cut for cut in sub.cuts() if sub.cut(cut).saved and
+                                (level == KEEP_ARGMAX or self._keeps_more(r, cut))]
+                        out += [Candidate(1, 1, False, d, r, Prefix(cut, k, keep=level)) for cut in cuts
+                                for k in ks[1:] for d in divs]
+                        if self.kernel_device == "opencl" and not r:  # (on the recomputing copies: little gain)
+                            out += [Candidate(1, 1, False, 1, r, Prefix(cut, k, 1, b, level)) for cut in cuts
+                                    for k in ks[1:SPREAD_MICROBATCHES + 1] for b in sub.spread_rounds(cut, k, False, 1)]
         return sorted(out, key=lambda q: (self.overhead(*q), q.order_key()))
+
+    def _keeps_more(self, r: int, cut: str) -> bool:
+        """Whether the prefix up to `cut` keeps more at KEEP_OUTPUTS than at KEEP_ARGMAX (a pool's output that its
+        backward reads: the cut is past a block's pool)."""
+        more, argmax = (len(self.keeping(r, level)[0].cut(cut).saved) for level in (KEEP_OUTPUTS, KEEP_ARGMAX))
+        return more > argmax
 
     def levels(self) -> list[int]:
         """The recomputation levels: up to recompute.MAX_LEVEL those that drop more of the largest activations
@@ -677,10 +705,11 @@ class _Step:
             self._cache["recomputing", r] = sub
         return self._cache["recomputing", r]
 
-    def keeping(self, r: int) -> tuple[_Step, dict]:
+    def keeping(self, r: int, level: int = KEEP_ARGMAX) -> tuple[_Step, dict]:
         """planner.compact.keeping's copy of the step at recomputation level r (view(r)) as a step of its own, whose
-        streamed prefix keeps its argmax (Cut.saved), and the map of the caller's feeds and fetches onto it."""
-        if ("keeping", r) not in self._cache:
+        streamed prefix keeps its argmax (Cut.saved; at level KEEP_OUTPUTS the pools' outputs too), and the map of
+        the caller's feeds and fetches onto it."""
+        if ("keeping", r, level) not in self._cache:
             base = self.recomputing(r) if r else self
             rw = compact.keeping(base.order, base.feeds, base._sites(), base.fetches)
             m = rw.tensor_map
@@ -688,19 +717,19 @@ class _Step:
             shapes = {m[t]: sh for t, sh in base.feed_shapes.items()}
             sub = _Step(fetches, shapes, self.facts, rw.graph, self.alignment)
             sub.inplace, sub.clones = self.inplace, frozenset(rw.op_map[c] for c in base.clones)
-            sub.kept = frozenset(compact.kept_bytes(sub.order))
+            sub.kept = frozenset(compact.kept_bytes(sub.order, outputs=level >= KEEP_OUTPUTS))
             outer = {t: m[c] for t, c in self.view(r).outer.items()} if r else \
                 {t: m[t] for t in list(self.feeds) + [f for f in self.fetches if isinstance(f, Tensor)]}
-            self._cache["keeping", r] = sub, outer
-        return self._cache["keeping", r]
+            self._cache["keeping", r, level] = sub, outer
+        return self._cache["keeping", r, level]
 
     def _build_recomputed_stream(self, z: bool, d: int, r: int, s: Prefix, place: bool) -> MemoryPlan:
         """The plan of the prefix streamed as `s` says on the step at recomputation level r (recomputing()), or
         on its copy that keeps the argmax (keeping(), s.keep), the caller's feeds and fetches mapped onto
         that copy."""
         v = self.view(r)
-        sub, outer = self.keeping(r) if s.keep else (self.recomputing(r), v.outer)
-        p = sub.build(1, 1, z, d, 0, s._replace(keep=False), place=place)
+        sub, outer = self.keeping(r, s.keep) if s.keep else (self.recomputing(r), v.outer)
+        p = sub.build(1, 1, z, d, 0, s._replace(keep=0), place=place)
         # NOTE: the caller's fed shapes, which the session finds the step by (the copy's tensors are the plan's own)
         p.tensor_map, p.feed_shapes = outer, dict(self.feed_shapes)
         at = next((i for i, t in enumerate(p.transformations) if t["name"] == "stream"), len(p.transformations))
@@ -797,18 +826,19 @@ class _Step:
         (the adds' elements are the merge's, counted already)."""
         s = _prefix(s)
         if s and s.keep:
-            return self.keeping(r)[0].features(k, c, z, d, 0, s._replace(keep=False), a)
+            return self.keeping(r, s.keep)[0].features(k, c, z, d, 0, s._replace(keep=0), a)
         if s and r:
             return self.recomputing(r).features(k, c, z, d, 0, s, a)
         fixed, convs = self._stream_features(s.cut, s.microbatches, s.lanes) if s else self._fixed_features(k, r)
         f = dict(fixed)
         lanes = bool(s) and s.lanes > 1
         own = self._balanced(self._stream_runs(s.cut, s.microbatches)[0], d, s.rounds) if lanes else {}
+        spread = self._spread(s.cut, s.microbatches, z, d, s.rounds) if s and not lanes else {}
         for times, op, specs, batch, *where in convs:  # where: ("prefix",) or ("lane",) for a streamed prefix
             laned = where == ["lane"]  # in a lane, on one thread
             n = c if chunking.can_chunk(op, specs, c) else 1
             f["conv_calls"] += times * n
-            div = own.get(op, d) if laned else d
+            div = own.get(op, d) if laned else spread.get(op, d)
             key = ("pieces", op, batch // n, div, bool(laned))
             if key not in self._cache:
                 self._cache[key] = chunking.kernel_chunks(batch // n, div, partial(self._scratch_bytes, op,
@@ -820,10 +850,10 @@ class _Step:
             # lanes took +4-9%); a lane's run on one thread.
             if batch // n < cost.SMALL_CALL_IMAGES * ((self.threads or 1) if where == ["prefix"] else 1):
                 f["small_calls"] += times * n
-            if d > 1 and self.kernel_device == "opencl" and op.type == "Conv2DBackpropFilter":
+            if div > 1 and self.kernel_device == "opencl" and op.type == "Conv2DBackpropFilter":
                 # The divisor takes the filter gradient's split sum down to 1/d as many work-groups, each d times
                 # as deep: on a big GPU the kernel takes about d times as long.
-                f["divided"] += times * cost.matmul_flops(op, specs) * (d - 1)
+                f["divided"] += times * cost.matmul_flops(op, specs) * (div - 1)
             if n > 1 and chunking.summed(op):
                 f["elements"] += times * (n - 1) * math.prod(specs[op.outputs[0]].shape)
         if z:
@@ -1257,6 +1287,47 @@ class _Step:
             self._cache[key] = {op: v for op, v in own.items() if v != d}
         return self._cache[key]
 
+    def _spread(self, name: str, k: int, z: bool, d: int, rounds: int) -> dict[Operation, int]:
+        """Scratch divisors of their own for some convolutions of the step streamed at `name` in k micro-batches in
+        one lane, after `rounds` rounds: each round, of the run that needs the most bytes at one op (with the cut's
+        and the kept tensors' full-batch buffers beside it), the op that needs the most, if a convolution, gets the
+        next larger divisor that shrinks its scratch. On opencl the filter gradients' split sums grow with the
+        compute units (8.6 MB for Mentee's conv5 at batch 128 on 132): dividing those of the one or two where the
+        step peaks costs less time than a divisor on every convolution."""
+        if not rounds:
+            return {}
+        key = ("spread", name, k, bool(z), d, rounds)
+        if key not in self._cache:
+            own = dict(self._spread(name, k, z, d, rounds - 1))
+            p = self._build_stream(name, k, z, d, 1, rounds - 1)
+            t = int(np.argmax(p.live))
+            i = next(i for i, ph in enumerate(p.phases) if ph.start <= t < ph.start + ph.life.steps)
+            convs = [b for b in p.phases[i].life.buffers if b.kind == "workspace" and b.start <= t <= b.end
+                     and b.op.type in chunking.CHUNKABLE]
+            if convs:
+                top, run = max(convs, key=lambda b: b.size).op, self._stream_runs(name, k)[i]
+                now = own.get(top, d)
+                scratch = self._op_scratch(top, run, now)
+                own[top] = next((x for x in chunking.SCRATCH_DIVISORS
+                                 if x > now and self._op_scratch(top, run, x) < scratch), now)
+            self._cache[key] = {op: v for op, v in own.items() if v != d}
+        return self._cache[key]
+
+    def _op_scratch(self, op: Operation, run: Run, d: int) -> int:
+        """The bytes of scratch `op` declares in `run` under scratch divisor d."""
+        return sum(math.prod(sh) * dt.size for sh, dt in declared_workspaces(
+            op, run.specs, self.kernel_device, 1, d, self.compute_units, self.threads))
+
+    def spread_rounds(self, name: str, k: int, z: bool, d: int) -> list[int]:
+        """The rounds of _spread worth trying: those that divide one more convolution's scratch than the round
+        before, up to SPREAD_ROUNDS."""
+        out = []
+        for b in range(1, SPREAD_ROUNDS + 1):
+            if self._spread(name, k, z, d, b) == self._spread(name, k, z, d, b - 1):
+                break
+            out.append(b)
+        return out
+
     def _needs(self, run: Run, d: int, own: dict | None = None, z: bool = False, c: int = 1, lane: bool = False,
                sites=()) -> dict:
         """planner.runs.run_needs of `run` under (z, c, d), some ops with scratch divisors of their own (`own`), the
@@ -1337,9 +1408,11 @@ class _Step:
         if lanes > self.lanes(name, k):
             raise PlanError(f"cannot stream in {lanes} lanes: at most {self.lanes(name, k)} here")
         phases, start = [], 0
+        spread = self._spread(name, k, z, d, rounds) if lanes == 1 else None
         for i, run in enumerate(self._stream_runs(name, k)):
             laned = i == 0 and lanes > 1
-            phases.append(self._phase(run, 1, start, z, d, self._balanced(run, d, rounds) if laned else None, laned))
+            own = self._balanced(run, d, rounds) if laned else spread
+            phases.append(self._phase(run, 1, start, z, d, own, laned))
             start += phases[-1].life.steps
         end = start - 1
         rest = phases[1]
@@ -1732,15 +1805,18 @@ class _Step:
         accumulated gradients (planner.accumulate) have no buffers but their pieces."""
         fixed = self.parameter_bytes + self.slot_bytes + self.feed_bytes
         s = _prefix(s)
+        if s and s.keep:  # (its copy's bytes: those of the step itself may be more)
+            return self.keeping(r, s.keep)[0].least_bytes(k, c, z, d, 0, s._replace(keep=0), a)
         if s and r:
             return self.recomputing(r).least_bytes(k, c, z, d, 0, s, a)
         if s:
             lanes, rounds = s.lanes, s.rounds
             runs = self._stream_runs(s.cut, s.microbatches)
             cut = self.base_specs[self.cut(s.cut).tensor]
-            own = self._balanced(runs[0], d, rounds) if lanes > 1 else None
+            spread = self._spread(s.cut, s.microbatches, z, d, rounds) if lanes == 1 else None
+            own = self._balanced(runs[0], d, rounds) if lanes > 1 else spread
             first = lanes * self._least(runs[0], c, z, d, own, lanes > 1) + nbytes(cut)
-            return fixed + max([first] + [self._least(run, c, z, d) for run in runs[1:]])
+            return fixed + max([first] + [self._least(run, c, z, d, spread) for run in runs[1:]])
         runs = self._runs(k, r)[:self._passes(k) + 1]  # the statistics passes and the micro-batch run
         sites = self._accumulated(k, r) if a else []
         return fixed + max(self._least(run, c, z, d, sites=sites if i == len(runs) - 1 else ())

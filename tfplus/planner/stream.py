@@ -163,8 +163,16 @@ def find(order: list[Operation], feeds: set[Tensor], fetches: list, batch_feeds:
     rest_feeds = (feeds - (prefix_feeds & batch_feeds)) | {b}
     saved = tuple(t for op in order if op in prefix for t in op.outputs
                   if t in kept and any(c in backward for c in t.consumers()))
-    backward_feeds = others | {t for op in backward for t in op.inputs if t in batch_feeds} | \
-        (prefix_feeds & batch_feeds) | set(boundary) | set(saved)
+    base_feeds = others | {t for op in backward for t in op.inputs if t in batch_feeds} | \
+        (prefix_feeds & batch_feeds) | set(boundary)
+    # An op that phase 3 reruns for another output of its own (a pool for its output, where only its argmax is
+    # kept) writes them all: what it writes is not kept.
+    while True:
+        rerun = needed_ops(partials, base_feeds | set(saved))
+        if not any(t.op in rerun for t in saved):
+            break
+        saved = tuple(t for t in saved if t.op not in rerun)
+    backward_feeds = base_feeds | set(saved)
     update_feeds = others | set(partials) | set(to_update)
     update_fetches = [f for f in fetches if (f.op if isinstance(f, Tensor) else f) in after | finish]
     _check_apart(needed_ops(handed, rest_feeds), prefix | backward | finish | after, no)

@@ -1,0 +1,149 @@
+"""Named candidate plans of the Mentee step, each timed against the plain step, with the cost model's prediction and
+the plan's peak beside the measurement: the ground truth for the model's ranking of plans that the search does not
+choose (a streamed prefix with a scratch divisor, deeper prefixes). Not a test.
+
+The step is bench_gpu_step.py's (momentum, batch 128, float images fed) as the session runs it (the graph
+rewrite on). A candidate is written as plan.Candidate's fields, `k,c,z,d,r` and optionally a streamed prefix
+`/cut,m[,keep|keep2][,sN]`: e.g. `2,1,1,1,2` (2 micro-batches, compact, recompute level 2) or
+`1,1,0,4,0/MaxPool:0,2,keep` (the prefix up to pool1 in 2 micro-batches keeping its argmax, scratch divisor 4);
+`...,keep,s3` the same with 3 convolutions' scratch divided where the step peaks instead (plan._Step._spread);
+keep2 keeps the pools' outputs too (plan.KEEP_OUTPUTS: a prefix to pool2 reruns conv1 and conv3 in its backward,
+not conv2). Sessions run one step each in turns.
+
+    python benchmarks/bench_forced_plans.py --device opencl --plans 2,1,1,1,2 "1,1,0,4,0/MaxPool:0,2,keep"
+    python benchmarks/bench_forced_plans.py --compute-units 132 --plans ...   # predictions only, on those facts
+
+With --compute-units N nothing runs: the plans are made for an OpenCL device of N compute units (the H200 has 132)
+on this machine's kernels, and their peaks and predicted costs printed, with the plan the search chooses for each
+of --budgets.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import statistics
+import time
+
+
+def candidate(text: str, plan):
+    """plan.Candidate of 'k,c,z,d,r[/cut,m[,keep|keep2][,sN]]' (sN: N rounds of scratch divisors spread where the
+    step peaks, plan._Step._spread)."""
+    head, _, tail = text.partition("/")
+    k, c, z, d, r = (int(x) for x in head.split(","))
+    s = None
+    if tail:
+        cut, m, *more = tail.split(",")
+        rounds = next((int(x[1:]) for x in more if x.startswith("s")), 0)
+        keep = 2 if "keep2" in more else int("keep" in more)
+        s = plan.Prefix(cut, int(m), 1, rounds, keep)
+    return plan.Candidate(k, c, bool(z), d, r, s)
+
+
+# Ops the executor visits that launch no kernel on a GPU (the host computes them or they alias their input).
+_HOST = {"Const", "Identity", "NoOp", "Shape", "Reshape", "Squeeze", "ExpandDims", "VariableV2", "Placeholder"}
+
+
+def op_calls(p) -> dict[str, int]:
+    """Op type -> the calls of that type's kernel one step by plan `p` makes: each run's ops (those the executor
+    runs a kernel for, but the host's) times the run's micro-batches."""
+    from tfplus.planner.liveness import executes
+    if p.stream is not None:
+        times = {"prefix": p.stream_microbatches, "prefix backward": p.stream_microbatches}
+    else:
+        counts = p.run_microbatches or [p.microbatches] * (len(p.phases) - 1) + [1]
+        times = {ph.name: n for ph, n in zip(p.phases, counts)} if p.microbatches > 1 else {}
+    calls: dict[str, int] = {}
+    for ph in p.phases:
+        for op in ph.order:
+            if executes(op, ph.feeds) and op.type not in _HOST:
+                calls[op.type] = calls.get(op.type, 0) + times.get(ph.name, 1)
+    return calls
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--device", default="opencl")
+    ap.add_argument("--plans", nargs="+", default=[], metavar="K,C,Z,D,R[/CUT,M[,keep|keep2][,sN]]")
+    ap.add_argument("--budgets", default="40MB,32MB,28MB,24MB", help="with --compute-units: the search's choices")
+    ap.add_argument("--compute-units", type=int, help="only predict, for an OpenCL device of this many compute units")
+    ap.add_argument("--alignment", type=int, help="with --compute-units: its arena alignment in bytes (the H200's is "
+                    "512; default this machine's device's)")
+    ap.add_argument("--rounds", type=int, default=20)
+    ap.add_argument("--counts", action="store_true", help="with --compute-units: each plan's kernel calls per op "
+                    "type per step (the ops the executor runs a kernel for, times their run's micro-batches)")
+    args = ap.parse_args()
+
+    import numpy as np
+
+    import tfplus as tf
+    from tfplus.graphs.mentee import training_graph
+    from tfplus.runtime.facts import device_facts
+    plan = importlib.import_module("tfplus.planner.plan")  # the module (tfplus.planner.plan is also the function)
+    tg = training_graph(total_steps=10 ** 6, seed=0, optimizer="momentum", nesterov=False, weight_decay=0.0,
+                        schedule="const", learning_rate=0.01)
+    rng = np.random.default_rng(0)
+    feed = {tg.images: rng.standard_normal((128, 3, 32, 32)).astype(np.float32),
+            tg.labels: rng.integers(0, 10, 128).astype(np.int32)}
+    fetches = [tg.train_op, tg.loss]
+
+    def session(budget=None):
+        # NOTE: a GPU session without a budget folds some backward ops (engine.rewrite.backward_folds), one with a
+        # budget does not: the candidates are plans of the budgeted session's step, as the search makes them.
+        s = tf.Session(graph=tg.graph, device=args.device, memory_budget=budget)
+        s.run(tg.init_op)
+        compiled = s.step(fetches, feed)  # the rewritten step the session runs
+        facts = device_facts(s.runtime)
+        if args.compute_units:
+            facts = plan.DeviceFacts(f"opencl ({args.compute_units} compute units)", "opencl",
+                                     args.alignment or facts.alignment, args.compute_units)
+        return s, plan._Step(compiled.fetches, compiled.feed_shapes, facts, compiled.graph, None), compiled
+
+    base = session()[0]  # the plain step, as bench_gpu_step.py times it
+    planning, step, compiled = session("1TB")
+    print(f"facts: {step.facts}")
+    if args.compute_units:
+        for b in args.budgets.split(","):
+            t = time.perf_counter()
+            p = plan.plan(compiled.fetches, compiled.feed_shapes, step.facts, b, graph=compiled.graph,
+                          raise_if_infeasible=False)
+            names = " + ".join(x["name"] for x in p.transformations if x["name"] not in ("schedule", "inplace"))
+            print(f"{b:>6}: peak {p.peak_bytes / 1e6:6.2f} MB{'' if p.fits else ' (does not fit)'}, predicted "
+                  f"{p.predicted_overhead:+7.1%}, {names} ({time.perf_counter() - t:.1f} s to plan)")
+        for text in args.plans:
+            kc = candidate(text, plan)
+            p = step.build(*kc)
+            print(f"  {text:40s} predicted {p.predicted_overhead:+7.1%}  peak {p.peak_bytes / 1e6:6.2f} MB")
+            if args.counts:
+                calls = op_calls(p)
+                print(f"    {sum(calls.values())} kernel calls: " +
+                      ", ".join(f"{t} {n}" for t, n in sorted(calls.items(), key=lambda kv: (-kv[1], kv[0]))))
+        base.close()
+        planning.close()
+        return
+    runs = []
+    for text in args.plans:
+        s, st, c = session("1TB")
+        p = st.build(*candidate(text, plan))
+        c.use_plan(p)
+        for _ in range(8):  # the streamed and micro-batched steps play one tape from the fourth
+            s.run(fetches, feed)
+        runs.append((text, p, s, []))
+    plain: list = []
+    for _ in range(args.rounds):
+        for s, times in [(base, plain)] + [(r[2], r[3]) for r in runs]:
+            t = time.perf_counter()
+            s.run(fetches, feed)
+            times.append(time.perf_counter() - t)
+    b0 = statistics.median(plain) * 1e3
+    print(f"plain step {b0:.2f} ms (median of {args.rounds}, in turns)")
+    for text, p, s, times in runs:
+        ms = statistics.median(times) * 1e3
+        print(f"  {text:40s} {ms:6.2f} ms {ms / b0 - 1:+7.1%}  predicted {p.predicted_overhead:+7.1%}  "
+              f"peak {p.peak_bytes / 1e6:6.2f} MB")
+        s.close()
+    base.close()
+    planning.close()
+
+
+if __name__ == "__main__":
+    main()
