@@ -33,7 +33,10 @@ Each pass would recompute the forward (and for the backward's statistics the bac
 passes for L training batch norms (one forward, one backward pass each), O(L^2) work. `kept` cuts that to O(L)
 where memory allows: passes keep rows whole (a norm's input, a norm gradient's dy) for later passes to start
 from, and compute the gradients (and the loss) whose inputs' rows they have, so that the micro-batch run of step 2
-reruns only what no pass computed. Priced by the cost model like any run; KEEP is the kill switch.
+reruns only what no pass computed. Priced by the cost model like any run; KEEP is the kill switch. A norm's output
+(its activation's) is kept too, but only where each run, at its own count, leaves room once the inputs and gradients
+are chosen (`filled`): a backward pass reads the output of the layer above for its gradient's mask, and the pass
+before computed it; kept, one normalization a pass less (KEEP_OUTPUTS is the kill switch).
 
 Each run takes a micro-batch count of its own (the planner's _Step._counts; COUNTS is the kill switch): the smallest
 divisor of the batch whose run fits the room the others leave. A pass that starts from kept rows of the deep, narrow
