@@ -334,6 +334,7 @@ def _keeping(runs: list[tuple[list, set[Tensor]]], blocked: dict[Tensor, set[int
     folded: list[list[Tensor]] = [[] for _ in runs]
     computed: dict[Tensor, int] = {}  # shape-only ops' outputs without rows: the run that computed them first
     shapes: dict[Tensor, tuple[int, int]] = {}
+    stats = {t for level, _ in runs[:-1] for t in level}  # the passes' statistics
 
     def close(t: Tensor) -> None:
         writer = since.pop(t)
@@ -347,7 +348,7 @@ def _keeping(runs: list[tuple[list, set[Tensor]]], blocked: dict[Tensor, set[int
             folded[i], pending = pending, []
         ops = needed_ops(fetches + folded[i], fed)
         for f in list(pending):
-            extra = _adds(f, ops, fed, rowed, computed)
+            extra = _adds(f, ops, fed, rowed, computed, stats)
             if extra is not None:
                 folded[i].append(f)
                 pending.remove(f)
@@ -399,11 +400,15 @@ def rescales(counts: list[int], levels: list[list[Tensor]], kept: list[Kept], sc
     return out
 
 
-def _adds(f: Tensor, ops: set[Operation], fed: set[Tensor], rowed: set[Tensor], computed: dict[Tensor, int]
-          ) -> tuple[set[Operation], set[Tensor]] | None:
+def _adds(f: Tensor, ops: set[Operation], fed: set[Tensor], rowed: set[Tensor], computed: dict[Tensor, int],
+          stats: set[Tensor]) -> tuple[set[Operation], set[Tensor]] | None:
     """The ops that computing `f` adds to a run of `ops` fed `fed`, and the shape-only outputs an earlier run
-    `computed` that it reads; None if one of those ops makes rows of the batch (the run does not compute the rows
-    `f` is computed from)."""
+    `computed` that it reads; None if one of those ops makes rows of the batch by recomputing a layer (a matrix
+    product or convolution: tag gemm), mixing the rows (cross_batch) or drawing random numbers: the run does not
+    compute the rows `f` is computed from. Rows made from the run's own by cheaper ops are added (the loss's and
+    the accuracy's per-example values from the logits a backward pass computes), so that no later run holds the
+    layers' rows to recompute them. None too where `f` needs a statistic (`stats`: the passes') the run is not
+    fed: in the run, each micro-batch's own."""
     extra: set[Operation] = set()
     earlier: set[Tensor] = set()
     stack = [] if f in fed else [f.op]
@@ -411,16 +416,22 @@ def _adds(f: Tensor, ops: set[Operation], fed: set[Tensor], rowed: set[Tensor], 
         op = stack.pop()
         if op in ops or op in extra:
             continue
-        if any(t in rowed for t in op.outputs):
+        if any(t in rowed for t in op.outputs) and any(has_tag(op.type, tag) for tag in _LAYER_TAGS):
             return None
         extra.add(op)
         for t in op.inputs:
             if t in computed and t.op not in ops:
                 earlier.add(t)
+            elif t in stats and t not in fed:
+                return None
             elif t not in fed:
                 stack.append(t.op)
         stack.extend(op.control_inputs)
     return extra, earlier
+
+
+# What an op that makes rows must not be to be added to a run for a fetch (_adds).
+_LAYER_TAGS = ("gemm", "cross_batch", "random")
 
 
 def _merge(t: Tensor) -> str:
