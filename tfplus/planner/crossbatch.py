@@ -269,7 +269,7 @@ def kept(runs: list[tuple[list, set[Tensor]]], candidates: list[Tensor], fold: l
     (`nbytes` each, with the folded fetches' accumulators) kept during run i: where more would be, the largest
     kept there is not kept through that run (kept for the next forward pass, say, and again once a backward pass
     recomputed it, where fewer rows are kept). A fetch in `fold` is computed by the first pass that computes its
-    inputs' rows anyway (the ops it adds make no rows of the batch, `rowed`): a layer's weight gradient in the
+    inputs' rows anyway (the ops it adds recompute no layer: _adds): a layer's weight gradient in the
     backward's pass that computes its input gradient's rows, so that the micro-batch run recomputes only what
     no pass did. A shape-only op's output an earlier run computed is fed to it (`shapes`): the ones of the loss a
     weight decay's gradient starts from need no forward pass to the loss again.
