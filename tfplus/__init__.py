@@ -24,6 +24,7 @@ from tfplus.engine.session import Session
 from tfplus.framework import (
     Graph,
     GraphKeys,
+    IndexedSlices,
     Operation,
     Tensor,
     add_to_collection,
