@@ -79,17 +79,17 @@ _PASS_SLICES = frozenset({"Identity"})
 
 
 def _aggregate(parts, math_ops):
-    """Sums the contributions of several consumers: Tensors with one AddN node; when one is an IndexedSlices,
-    as TF does, one IndexedSlices of all their rows concatenated (a Tensor counts as all of its rows)."""
+    """Sums the contributions of several consumers with one AddN node, as TF does: IndexedSlices among Tensors
+    are made dense first; IndexedSlices alone are concatenated into one (values and indices, consumers in the
+    order they were made)."""
     if not parts:
         return None
     if len(parts) == 1:
         return parts[0]
-    if all(isinstance(p, Tensor) for p in parts):
-        return math_ops.add_n(parts)
+    if not all(isinstance(p, IndexedSlices) for p in parts):
+        return math_ops.add_n([convert_to_tensor(p) for p in parts])
     from tfplus.ops import array_ops
-    slices = [p if isinstance(p, IndexedSlices) else
-              IndexedSlices(p, math_ops.range(0, array_ops.shape(p)[0]), array_ops.shape(p)) for p in parts]
+    slices = parts[::-1]  # contributions arrive from the last consumer to the first
     if len({s.indices.dtype for s in slices}) > 1:  # TF concatenates mixed index dtypes as int64
         slices = [IndexedSlices(s.values, math_ops.cast(s.indices, "int64"), s.dense_shape) for s in slices]
     return IndexedSlices(array_ops.concat([s.values for s in slices], 0),
