@@ -25,6 +25,7 @@ from tfplus.framework import (
     Graph,
     GraphKeys,
     IndexedSlices,
+    IndexedSlicesValue,
     Operation,
     Tensor,
     add_to_collection,

@@ -14,7 +14,7 @@ import contextlib
 import heapq
 import re
 import threading
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, NamedTuple
 
 import numpy as np
 
@@ -158,6 +158,13 @@ class Tensor:
         setattr(cls, operator, func)
 
 
+class IndexedSlicesValue(NamedTuple):
+    """What Session.run gives for a fetched IndexedSlices: its parts as arrays."""
+    values: Any
+    indices: Any
+    dense_shape: Any
+
+
 class IndexedSlices:
     """TF1's sparse gradient: the rows `values[i]` of a tensor of shape `dense_shape` at rows `indices[i]`
     (indices may repeat: the dense tensor sums them). tf.gradients returns one for the params of a gather along
@@ -195,6 +202,11 @@ class IndexedSlices:
 
     def __neg__(self):
         return IndexedSlices(-self._values, self._indices, self._dense_shape)
+
+    def _fetch_expand(self):
+        """Session.run fetches the parts and gives an IndexedSlicesValue, as TF1 does."""
+        parts = [self._values, self._indices] + ([] if self._dense_shape is None else [self._dense_shape])
+        return parts, lambda got: IndexedSlicesValue(got[0], got[1], got[2] if len(got) == 3 else None)
 
     def __repr__(self):
         ds = "None" if self._dense_shape is None else self._dense_shape.name
