@@ -241,3 +241,42 @@ def test_sparse_updates_plan_under_a_memory_budget(name, device):
     planned = _train(tf, OPTIMIZERS[name], {"device": device, "memory_budget": "1MB"})
     for k in free:
         np.testing.assert_array_equal(planned[k], free[k], err_msg=k)
+
+
+def test_a_fetched_indexed_slices_is_an_indexed_slices_value():
+    p = tf.constant(np.ones((3, 2)))
+    [grad] = tf.gradients(tf.reduce_sum(tf.gather(p, [2, 2])), [p])
+    with tf.Session() as sess:
+        got = sess.run({"g": grad})["g"]
+    assert isinstance(got, tf.IndexedSlicesValue)
+    np.testing.assert_array_equal(got.indices, [2, 2])
+    np.testing.assert_array_equal(got.dense_shape, [3, 2])
+    np.testing.assert_array_equal(got.values, np.ones((2, 2)))
+
+
+def test_gate_graph_keeps_a_sparse_gradient_sparse():
+    g = tf.Graph()
+    with g.as_default():
+        _, loss = _model(tf)
+        opt = tf.train.MomentumOptimizer(0.1, 0.9)
+        pairs = opt.compute_gradients(loss, gate_gradients=opt.GATE_GRAPH)
+    assert [type(gr).__name__ for gr, _ in pairs] == ["IndexedSlices", "Tensor"]
+
+
+def _loop_gradient(t):
+    """The gradient of a table gathered inside a tf.while_loop's body: made dense there (TF does too)."""
+    g = t.Graph()
+    with g.as_default():
+        table = t.Variable(np.arange(12.0).reshape(4, 3), name="table")
+        _, total = t.while_loop(lambda i, acc: i < 3,
+                                lambda i, acc: (i + 1, acc + t.reduce_sum(t.gather(table, [i, i + 1]) ** 2)),
+                                [t.constant(0), t.constant(0.0, t.float64)])
+        [grad] = t.gradients(total, [table])
+        init = t.global_variables_initializer()
+    with t.Session(graph=g) as sess:
+        sess.run(init)
+        return sess.run(t.convert_to_tensor(grad))
+
+
+def test_a_gather_in_a_while_loop_has_tensorflows_gradient(tf1):
+    np.testing.assert_allclose(_loop_gradient(tf), _loop_gradient(tf1), rtol=1e-12)
