@@ -280,3 +280,21 @@ def _loop_gradient(t):
 
 def test_a_gather_in_a_while_loop_has_tensorflows_gradient(tf1):
     np.testing.assert_allclose(_loop_gradient(tf), _loop_gradient(tf1), rtol=1e-12)
+
+
+def test_a_sparse_step_is_not_micro_batched():
+    """Micro-batches' gradients are summed, which a sparse gradient's rows and indices are not: a budget only
+    micro-batches would meet is refused, naming the sparse gradient (it used to fail inside a kernel)."""
+    g = tf.Graph()
+    with g.as_default():
+        ids = tf.placeholder(tf.int32, [None])
+        x = tf.placeholder(tf.float32, [None, 512])
+        emb = tf.Variable(np.ones((50, 8), np.float32))
+        h = tf.tanh(tf.matmul(tf.nn.embedding_lookup(emb, ids), tf.ones([8, 512])) * x)
+        step = tf.train.MomentumOptimizer(0.5, 0.9).minimize(tf.reduce_mean(tf.square(tf.tanh(h * x + h))))
+        init = tf.global_variables_initializer()
+    feeds = {ids: np.zeros(1024, np.int32), x: np.ones((1024, 512), np.float32)}
+    with tf.Session(graph=g, memory_budget="5MB", workers=1) as sess:
+        sess.run(init)
+        with pytest.raises(ValueError, match="cannot micro-batch: the update input .* the indices of a sparse"):
+            sess.run(step, feeds)
