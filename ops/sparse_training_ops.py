@@ -10,6 +10,7 @@ row by row, leaving the rows a step never looked up, and their slots, alone:
   Apply* op of training_ops updates every element. The leading underscore says so: TensorFlow's SparseApply*
   ops would apply repeated rows one after another.
 Like the dense ops, the variable and slot inputs are refs updated in place; output 0 aliases the variable.
+Indices out of the variable's rows are an error on the cpu and are skipped on opencl (as gather's are there).
 """
 from __future__ import annotations
 
