@@ -56,8 +56,9 @@ _VALID_DTYPES = (_dt.float16, _dt.float32, _dt.float64)
 
 
 class Optimizer:
-    """Base class: subclasses define `_create_slots`, `_apply_dense` and, if they keep state beyond the
-    variables' slots, `_finish`. Hyperparameters may be numbers, tensors (e.g. a decay schedule) or
+    """Base class: subclasses define `_create_slots`, `_apply_dense`, `_apply_sparse` for an IndexedSlices
+    gradient (by default: `_apply_dense` of the dense gradient) and, if they keep state beyond the variables'
+    slots, `_finish`. Hyperparameters may be numbers, tensors (e.g. a decay schedule) or
     callables."""
 
     GATE_NONE, GATE_OP, GATE_GRAPH = 0, 1, 2
