@@ -9,6 +9,7 @@ import numpy as np
 from tfplus import dtypes as _dt
 from tfplus import flops as _flops
 from tfplus.framework import (
+    IndexedSlices,
     Tensor,
     apply_op,
     constant_value,
@@ -1154,20 +1155,50 @@ def _gather_grad_along(op, grad, axis: int):
     return summed
 
 
+def _gather_rows_grad(op, grad) -> IndexedSlices:
+    """d params = IndexedSlices(dy's rows, indices, params.shape): only the rows gathered (TF's sparse gradient)"""
+    params, indices = op.inputs[0], op.inputs[1]
+    if params._shape is None:
+        raise ValueError(f"the gradient of {op.type} '{op.name}' needs params of known rank")
+    dims = _shape_of(params)
+    dense_shape = constant(list(dims), _dt.int32) if isinstance(dims, tuple) else dims
+    rest = list(dims[1:]) if isinstance(dims, tuple) else dims[1:]
+    values = reshape(grad, [-1] + rest if isinstance(rest, list) else concat([[-1], rest], 0))
+    return IndexedSlices(values, reshape(indices, [-1]), dense_shape)
+
+
 @register_gradient("GatherV2")
 def _gather_v2_grad(op, grad):
-    """d params = unsorted_segment_sum(dy, indices, params.shape[axis]) along axis"""
+    """d params = IndexedSlices(dy, indices) along axis 0, else unsorted_segment_sum(dy, indices) along axis"""
     from tfplus.framework import constant_value
     axis = constant_value(op.inputs[2])
     if axis is None or op.inputs[0]._shape is None:
         raise ValueError(f"the gradient of GatherV2 '{op.name}' needs a constant axis and params of known rank")
-    return [_gather_grad_along(op, grad, _axis(int(axis), len(op.inputs[0]._shape))), None, None]
+    axis = _axis(int(axis), len(op.inputs[0]._shape))
+    return [_gather_rows_grad(op, grad) if axis == 0 else _gather_grad_along(op, grad, axis), None, None]
 
 
 @register_gradient("Gather")
 def _gather_grad(op, grad):
-    """d params = unsorted_segment_sum(dy, indices, params.shape[0])"""
-    return [_gather_grad_along(op, grad, 0), None]
+    """d params = IndexedSlices(dy, indices, params.shape)"""
+    return [_gather_rows_grad(op, grad), None]
+
+
+def _indexed_slices_to_tensor(value: IndexedSlices, dtype=None, name=None, preferred_dtype=None) -> Tensor:
+    """The dense tensor of `value`: its rows summed into dense_shape[0] rows (TF's conversion)."""
+    from tfplus.ops.math_ops import unsorted_segment_sum
+    if dtype is not None and _dt.as_dtype(dtype) is not value.dtype:
+        raise TypeError(f"IndexedSlices '{value.name}' has dtype {value.dtype.name} where "
+                        f"{_dt.as_dtype(dtype).name} is required; use tf.cast")
+    if value.dense_shape is None:
+        raise ValueError(f"IndexedSlices '{value.name}' has no dense_shape, so it cannot be made a dense tensor")
+    dims = value.shape.dims_tuple
+    rows = dims[0] if dims else None
+    return unsorted_segment_sum(value.values, value.indices, rows if rows is not None else value.dense_shape[0],
+                                name=name)
+
+
+register_tensor_conversion_function(IndexedSlices, _indexed_slices_to_tensor)
 
 
 def gather(params, indices, validate_indices=None, name=None, axis=None, batch_dims=0) -> Tensor:

@@ -7,6 +7,7 @@ from tfplus import dtypes as _dt
 from tfplus import flops as _flops
 from tfplus.framework import (
     Graph,
+    IndexedSlices,
     Operation,
     Tensor,
     control_dependencies,
@@ -44,12 +45,19 @@ def group(*inputs, name=None) -> Operation:
 
 
 def tuple_(tensors, name=None):
-    """tf.tuple: the same tensors, each available only after all of them are computed."""
+    """tf.tuple: the same tensors, each available only after all of them are computed (an IndexedSlices stays
+    one: its values and indices are gated)."""
     from tfplus.ops.array_ops import identity
+
+    def gated(t):
+        if isinstance(t, IndexedSlices):
+            return IndexedSlices(identity(t.values), identity(t.indices), t.dense_shape)
+        return identity(t)
     with name_scope(name, "tuple"):
-        gate = group(*[t for t in tensors if t is not None])
+        gate = group(*[p for t in tensors if t is not None
+                       for p in ((t.values, t.indices) if isinstance(t, IndexedSlices) else (t,))])
         with control_dependencies([gate]):
-            return [None if t is None else identity(t) for t in tensors]
+            return [None if t is None else gated(t) for t in tensors]
 
 
 # == Control flow: tf.cond, tf.while_loop, tf.TensorArray ====================================================

@@ -149,7 +149,8 @@ def check_gradient(case: Case) -> None:
             assert terms, f"{case.name}: grad is set but no output is floating point"
             loss = terms[0] if len(terms) == 1 else tf.add_n(terms)
             grads = tf.gradients(loss, [phs[i] for i in which])
-            analytic = sess.run([gr for gr in grads if gr is not None], feeds)
+            # A gather's params get an IndexedSlices: made dense, to compare with the differences.
+            analytic = sess.run([tf.convert_to_tensor(gr) for gr in grads if gr is not None], feeds)
             analytic_iter = iter(analytic)
             for i, gr in zip(which, grads):
                 got = np.zeros_like(arrays[i]) if gr is None else next(analytic_iter)

@@ -24,6 +24,8 @@ from tfplus.engine.session import Session
 from tfplus.framework import (
     Graph,
     GraphKeys,
+    IndexedSlices,
+    IndexedSlicesValue,
     Operation,
     Tensor,
     add_to_collection,
@@ -56,6 +58,7 @@ from tfplus.ops import array_ops, math_ops, random_ops, state_ops
 from tfplus.ops.control_flow_ops import group, no_op
 from tfplus.ops.control_flow_ops import tuple_ as tuple
 from tfplus.ops.random_ops import random_normal, random_uniform, set_random_seed, truncated_normal
+from tfplus.ops.sparse_training_ops import scatter_sub
 from tfplus.ops.state_ops import assign, assign_add, assign_sub
 from tfplus.profiler import RunMetadata, RunOptions
 from tfplus.tensor_shape import Dimension, TensorShape

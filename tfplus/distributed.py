@@ -38,7 +38,7 @@ import time
 import numpy as np
 
 from tfplus import dtypes
-from tfplus.framework import control_dependencies, get_default_graph, name_scope, needed_ops
+from tfplus.framework import control_dependencies, convert_to_tensor, get_default_graph, name_scope, needed_ops
 from tfplus.ops import array_ops, control_flow_ops, math_ops, state_ops
 from tfplus.ops.collective_ops import mpi_allreduce, mpi_allreduce_split
 from tfplus.train.monitored_session import SessionRunHook
@@ -249,8 +249,10 @@ class DistributedOptimizer(Optimizer):
     its bucket's size is a bucket alone). The first layers' gradients come last in the backward pass, and their
     bucket's all-reduce is the one the step waits for with nothing left to overlap: a small one is short.
 
-    `sparse_as_dense` is accepted so that Horovod scripts run unchanged: tfplus's gradients of tf.gather and
-    embedding_lookup are dense tensors already, all-reduced as the others.
+    The gradients of tf.gather and embedding_lookup (IndexedSlices) are made dense before they are packed, as
+    Horovod's `sparse_as_dense=True` does, whatever `sparse_as_dense` says (accepted so that Horovod scripts run
+    unchanged): the ranks look up different rows, and the sum of their dense gradients is the one all-reduce
+    buffer holds. The wrapped optimizer then applies dense gradients (every row moves, as under Horovod).
 
         >>> opt = DistributedOptimizer(tf.train.GradientDescentOptimizer(0.1))  # after init()
     """
@@ -270,7 +272,8 @@ class DistributedOptimizer(Optimizer):
         self.bucket_bytes = _bucket_sizes(bucket_bytes, what)
 
     def compute_gradients(self, *args, **kwargs) -> list[tuple]:
-        pairs = self._optimizer.compute_gradients(*args, **kwargs)
+        pairs = [(g if g is None else convert_to_tensor(g), v)  # densifies IndexedSlices
+                 for g, v in self._optimizer.compute_gradients(*args, **kwargs)]
         live = [(g, v) for g, v in pairs if g is not None]
         if not live:
             return pairs

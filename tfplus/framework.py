@@ -14,7 +14,7 @@ import contextlib
 import heapq
 import re
 import threading
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, NamedTuple
 
 import numpy as np
 
@@ -156,6 +156,61 @@ class Tensor:
         if operator in cls.__dict__:
             raise ValueError(f"Tensor._override_operator: {operator} is already {cls.__dict__[operator]!r}")
         setattr(cls, operator, func)
+
+
+class IndexedSlicesValue(NamedTuple):
+    """What Session.run gives for a fetched IndexedSlices: its parts as arrays."""
+    values: Any
+    indices: Any
+    dense_shape: Any
+
+
+class IndexedSlices:
+    """TF1's sparse gradient: the rows `values[i]` of a tensor of shape `dense_shape` at rows `indices[i]`
+    (indices may repeat: the dense tensor sums them). tf.gradients returns one for the params of a gather along
+    axis 0 (tf.nn.embedding_lookup), so an optimizer updates only the rows a step looked up.
+    tf.convert_to_tensor densifies it (an UnsortedSegmentSum; tfplus.ops.array_ops registers the conversion).
+
+        >>> import tfplus as tf
+        >>> s = tf.IndexedSlices(tf.constant([[1.0, 2.0]]), tf.constant([2]), tf.constant([3, 2]))
+        >>> d = tf.convert_to_tensor(s)  # [[0, 0], [0, 0], [1, 2]]
+    """
+
+    def __init__(self, values: Tensor, indices: Tensor, dense_shape: Tensor | None = None):
+        self._values, self._indices, self._dense_shape = values, indices, dense_shape
+
+    values = property(lambda self: self._values)
+    indices = property(lambda self: self._indices)
+    dense_shape = property(lambda self: self._dense_shape)
+    name = property(lambda self: self._values.name)
+    dtype = property(lambda self: self._values.dtype)
+    op = property(lambda self: self._values.op)
+    graph = property(lambda self: self._values.graph)
+    device = property(lambda self: self._values.op.device)
+
+    @property
+    def shape(self) -> TensorShape:
+        """The dense tensor's static shape: dense_shape's value where known, else the values' row shape."""
+        known = None if self._dense_shape is None else constant_value(self._dense_shape)
+        if known is not None:
+            return TensorShape([int(d) for d in known])
+        rows = self._values._shape
+        return TensorShape(None if rows is None else (None,) + rows[1:])
+
+    def get_shape(self) -> TensorShape:
+        return self.shape
+
+    def __neg__(self):
+        return IndexedSlices(-self._values, self._indices, self._dense_shape)
+
+    def _fetch_expand(self):
+        """Session.run fetches the parts and gives an IndexedSlicesValue, as TF1 does."""
+        parts = [self._values, self._indices] + ([] if self._dense_shape is None else [self._dense_shape])
+        return parts, lambda got: IndexedSlicesValue(got[0], got[1], got[2] if len(got) == 3 else None)
+
+    def __repr__(self):
+        ds = "None" if self._dense_shape is None else self._dense_shape.name
+        return f"IndexedSlices(indices={self._indices.name}, values={self._values.name}, dense_shape={ds})"
 
 
 class Operation:

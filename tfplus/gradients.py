@@ -1,7 +1,11 @@
-"""tf.gradients: symbolic reverse mode. Adds gradient nodes (built from registered ops) to the graph."""
+"""tf.gradients: symbolic reverse mode. Adds gradient nodes (built from registered ops) to the graph.
+
+A gradient is a Tensor or, for the params of a gather along axis 0, an IndexedSlices (TF1's sparse gradient).
+IndexedSlices flow through Identity (a variable's read) as they are and are made dense before any other op's
+gradient sees them (TF's ops do the same: only a few of its gradient functions accept them)."""
 from __future__ import annotations
 
-from tfplus.framework import Operation, Tensor, convert_to_tensor, get_default_graph, name_scope
+from tfplus.framework import IndexedSlices, Operation, Tensor, convert_to_tensor, get_default_graph, name_scope
 from tfplus.registry import NOT_DIFFERENTIABLE
 from tfplus.tensor_shape import shapes_compatible
 
@@ -48,6 +52,8 @@ def gradients(ys, xs, grad_ys=None, name="gradients", stop_gradients=None, coloc
             out_grads = [_aggregate(grads.get(t), math_ops) for t in op.outputs]
             if all(g is None for g in out_grads) or op.op_def.grad is NOT_DIFFERENTIABLE:
                 continue
+            if op.type not in _PASS_SLICES:
+                out_grads = [convert_to_tensor(g) if isinstance(g, IndexedSlices) else g for g in out_grads]
             if op.op_def.grad is None:
                 raise LookupError(f"No gradient defined for operation '{op.name}' (op type: {op.type}); "
                                   "wrap its output in tf.stop_gradient if no gradient should flow through it")
@@ -68,13 +74,26 @@ def gradients(ys, xs, grad_ys=None, name="gradients", stop_gradients=None, coloc
     return out
 
 
+# Op types whose gradient passes an IndexedSlices through unchanged.
+_PASS_SLICES = frozenset({"Identity"})
+
+
 def _aggregate(parts, math_ops):
-    """Sums the contributions of several consumers (one AddN node)."""
+    """Sums the contributions of several consumers with one AddN node, as TF does: IndexedSlices among Tensors
+    are made dense first; IndexedSlices alone are concatenated into one (values and indices, consumers in the
+    order they were made)."""
     if not parts:
         return None
     if len(parts) == 1:
         return parts[0]
-    return math_ops.add_n(parts)
+    if not all(isinstance(p, IndexedSlices) for p in parts):
+        return math_ops.add_n([convert_to_tensor(p) for p in parts])
+    from tfplus.ops import array_ops
+    slices = parts[::-1]  # contributions arrive from the last consumer to the first
+    if len({s.indices.dtype for s in slices}) > 1:  # TF concatenates mixed index dtypes as int64
+        slices = [IndexedSlices(s.values, math_ops.cast(s.indices, "int64"), s.dense_shape) for s in slices]
+    return IndexedSlices(array_ops.concat([s.values for s in slices], 0),
+                         array_ops.concat([s.indices for s in slices], 0), slices[0].dense_shape)
 
 
 def _ops_between(ys, xs, stop) -> set[Operation]:

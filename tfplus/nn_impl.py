@@ -8,7 +8,7 @@ every device and GraphDef export come from those ops.
 """
 from __future__ import annotations
 
-from tfplus.framework import Tensor, convert_to_tensor, name_scope
+from tfplus.framework import IndexedSlices, Tensor, convert_to_tensor, name_scope
 from tfplus.ops import math_ops
 from tfplus.ops.array_ops import identity, ones_like, stop_gradient, zeros_like
 from tfplus.ops.nn_ops import l2_loss, relu
@@ -41,8 +41,9 @@ def batch_normalization(x, mean, variance, offset, scale, variance_epsilon, name
 
 
 def global_norm(t_list, name=None) -> Tensor:
-    """sqrt(sum of the squares of every element of every tensor in `t_list`); None entries are ignored."""
-    ts = [convert_to_tensor(t) for t in t_list if t is not None]
+    """sqrt(sum of the squares of every element of every tensor in `t_list`); None entries are ignored, an
+    IndexedSlices counts its values (as in TF: repeated indices are not summed first)."""
+    ts = [convert_to_tensor(_values_of(t)) for t in t_list if t is not None]
     if not ts:
         raise ValueError("global_norm: t_list has no tensors")
     with name_scope(name, "global_norm"):
@@ -62,22 +63,34 @@ def clip_by_global_norm(t_list, clip_norm, use_norm=None, name=None) -> tuple[li
         clip = convert_to_tensor(clip_norm, dtype=norm.dtype)
         # clip * min(1 / norm, 1 / clip), plus (norm - norm) so that a non-finite norm gives NaN everywhere
         scale = clip * math_ops.minimum(1.0 / norm, 1.0 / clip) + (norm - norm)
-        out = [None if t is None else identity(convert_to_tensor(t) * math_ops.cast(scale, t.dtype),
-                                               name=f"clip_by_global_norm_{i}")
+        out = [None if t is None else _like(t, identity(convert_to_tensor(_values_of(t)) *
+                                                       math_ops.cast(scale, t.dtype),
+                                                       name=f"clip_by_global_norm_{i}"))
                for i, t in enumerate(t_list)]
         return out, norm
 
 
+def _values_of(t):
+    """What clipping scales: an IndexedSlices' values, or the tensor itself."""
+    return t.values if isinstance(t, IndexedSlices) else t
+
+
+def _like(t, values):
+    """`values` in `t`'s form: an IndexedSlices with t's indices when t is one (clipping keeps sparse gradients
+    sparse), else the tensor."""
+    return IndexedSlices(values, t.indices, t.dense_shape) if isinstance(t, IndexedSlices) else values
+
+
 def clip_by_norm(t, clip_norm, axes=None, name=None) -> Tensor:
     """t * clip_norm / max(||t||_2, clip_norm), the norm over `axes` (all if None). A zero tensor stays zero
-    with a zero (not NaN) gradient."""
+    with a zero (not NaN) gradient. An IndexedSlices is clipped by the norm of its values and stays one."""
     with name_scope(name, "clip_by_norm"):
-        t = convert_to_tensor(t)
-        squares = math_ops.reduce_sum(t * t, axes, keepdims=True)
+        v = convert_to_tensor(_values_of(t))
+        squares = math_ops.reduce_sum(v * v, axes, keepdims=True)
         nonzero = math_ops.greater(squares, zeros_like(squares))
         safe = math_ops.where(nonzero, squares, ones_like(squares))
         norm = math_ops.where(nonzero, math_ops.sqrt(safe), squares)
-        return identity(t * clip_norm / math_ops.maximum(norm, clip_norm))
+        return _like(t, identity(v * clip_norm / math_ops.maximum(norm, clip_norm)))
 
 
 def xw_plus_b(x, weights, biases, name=None) -> Tensor:

@@ -42,6 +42,9 @@ TESTED_ELSEWHERE = {
     "_MaxPoolArgmax": "test_argmax_pool", "_ReluMaxPoolGradArgmax": "test_argmax_pool",
     "_ReluMaskBits": "test_relu_bits", "_ReluGradBits": "test_relu_bits",
     "SaveV2": "test_tf_checkpoints", "RestoreV2": "test_tf_checkpoints", "MergeV2Checkpoints": "test_tf_checkpoints",
+    "ScatterSub": "test_tf_sparse", "_SparseApplyMomentum": "test_tf_sparse", "_SparseApplyRMSProp": "test_tf_sparse",
+    "_SparseApplyCenteredRMSProp": "test_tf_sparse", "_SparseApplyAdagrad": "test_tf_sparse",
+    "_SparseApplyAdadelta": "test_tf_sparse",
     "MpiAllreduce": "test_distributed", "MpiAllreduceStart": "test_distributed", "MpiAllreduceWait": "test_distributed",
 }
 

@@ -66,6 +66,8 @@ for case, make in OPTIMIZERS.items():
             opt = hvd.DistributedOptimizer(opt, sparse_as_dense=True)  # as Horovod scripts with embeddings do
         step = tf.train.get_or_create_global_step()
         grads = opt.compute_gradients(loss, var_list=tf.trainable_variables() + [frozen])
+        if not distributed:  # the embedding's gradient dense, as sparse_as_dense makes it: every row updated
+            grads = [(tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g, v) for g, v in grads]
         train = opt.apply_gradients(grads, global_step=step)
         saver = tf.train.Saver()
         with tf.Session() as sess:

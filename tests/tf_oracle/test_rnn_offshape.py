@@ -188,8 +188,6 @@ def test_dropout_inside_the_wrapper_stays_when_the_cells_fuse(device):
     assert abs(np.mean(runs[0][0] == 0) - 0.5) < 0.05
 
 
-@pytest.mark.xfail(strict=True, reason="tfplus has no IndexedSlices: an embedding's gradient is dense, so Momentum "
-                   "(and RMSProp) update rows the batch did not look up, which TF1's sparse apply leaves alone")
 def test_embedding_rows_a_step_does_not_look_up_keep_their_momentum(tf1):
     def run(mod, values=None):
         g = mod.Graph()

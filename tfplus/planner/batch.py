@@ -93,6 +93,11 @@ def split_step(order: list[Operation], fetches: list, feeds: set, feed_shapes: d
                 elif t in batch_dep and t.op in after:
                     return PlanError(f"cannot micro-batch: '{t.name}' depends on the batch and on updated "
                                      "variables")
+    for t in grads:  # NOTE: micro-batches' gradients are summed; a sparse one's rows and indices are not sums
+        if not t.dtype.is_floating:
+            return PlanError(f"cannot micro-batch: the update input '{t.name}' ({t.dtype.name}) depends on the "
+                             "batch (the indices of a sparse gradient, tf.IndexedSlices: each micro-batch looks "
+                             "up other rows)")
     fetches_a = [f for f in fetches if (f.op if isinstance(f, Tensor) else f) not in after]
     fetches_b = [f for f in fetches if (f.op if isinstance(f, Tensor) else f) in after]
     user = [f for f in fetches_a if isinstance(f, Tensor)]

@@ -7,6 +7,10 @@
 
 Slots (per-variable state such as Momentum's velocity) are non-trainable global variables named like TF's,
 `<var>/Momentum`, `<var>/Adam`, `<var>/Adam_1`, so global_variables_initializer and the Saver cover them.
+
+A gradient that is an IndexedSlices (an embedding's) updates only the rows it names, as in TF1: the variable's
+other rows and their slots stay as they are (`_apply_sparse`; Adam, whose TF1 sparse update decays every row's
+moments, densifies it).
 """
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ from typing import Any
 from tfplus import dtypes as _dt
 from tfplus.framework import (
     GraphKeys,
+    IndexedSlices,
     Operation,
     Tensor,
     control_dependencies,
@@ -27,6 +32,14 @@ from tfplus.ops.array_ops import constant, zeros
 from tfplus.ops.array_ops import fill as fill_
 from tfplus.ops.control_flow_ops import group, tuple_
 from tfplus.ops.math_ops import cast
+from tfplus.ops.sparse_training_ops import (
+    scatter_sub,
+    sparse_apply_adadelta,
+    sparse_apply_adagrad,
+    sparse_apply_centered_rms_prop,
+    sparse_apply_momentum,
+    sparse_apply_rms_prop,
+)
 from tfplus.ops.state_ops import assign_add
 from tfplus.ops.training_ops import (
     apply_adadelta,
@@ -43,8 +56,9 @@ _VALID_DTYPES = (_dt.float16, _dt.float32, _dt.float64)
 
 
 class Optimizer:
-    """Base class: subclasses define `_create_slots`, `_apply_dense` and, if they keep state beyond the
-    variables' slots, `_finish`. Hyperparameters may be numbers, tensors (e.g. a decay schedule) or
+    """Base class: subclasses define `_create_slots`, `_apply_dense`, `_apply_sparse` for an IndexedSlices
+    gradient (by default: `_apply_dense` of the dense gradient) and, if they keep state beyond the variables'
+    slots, `_finish`. Hyperparameters may be numbers, tensors (e.g. a decay schedule) or
     callables."""
 
     GATE_NONE, GATE_OP, GATE_GRAPH = 0, 1, 2
@@ -128,7 +142,7 @@ class Optimizer:
                 raise TypeError(f"apply_gradients: {pair!r} is not a (gradient, variable) pair") from None
             if not isinstance(v, Variable):
                 raise TypeError(f"apply_gradients: {v!r} is not a tf.Variable")
-            pairs.append((None if g is None else convert_to_tensor(g), v))
+            pairs.append((g if g is None or isinstance(g, IndexedSlices) else convert_to_tensor(g), v))
         if not pairs:
             raise ValueError("No variables provided.")
         var_list = [v for g, v in pairs if g is not None]
@@ -144,7 +158,8 @@ class Optimizer:
                     if g is None:
                         continue
                     with name_scope("update_" + v.op.name):
-                        updates.append(self._apply_dense(g, v))
+                        updates.append(self._apply_sparse_duplicate_indices(g, v) if isinstance(g, IndexedSlices)
+                                       else self._apply_dense(g, v))
                 if global_step is None:
                     train_op = self._finish(updates, scope)
                 else:
@@ -181,6 +196,15 @@ class Optimizer:
 
     def _apply_dense(self, grad: Tensor, var: Variable) -> Operation:
         raise NotImplementedError(f"{type(self).__name__} must implement _apply_dense")
+
+    def _apply_sparse_duplicate_indices(self, grad: IndexedSlices, var: Variable) -> Operation:
+        """The update for a sparse gradient whose indices may repeat. TF1 sums the repeated rows, then calls
+        `_apply_sparse`: the _SparseApply* ops that subclasses use do both, so this calls `_apply_sparse`."""
+        return self._apply_sparse(grad, var)
+
+    def _apply_sparse(self, grad: IndexedSlices, var: Variable) -> Operation:
+        """Default: the dense update of the dense gradient (what an optimizer without a sparse rule does)."""
+        return self._apply_dense(convert_to_tensor(grad), var)
 
     def _finish(self, update_ops: list[Operation], name: str) -> Operation:
         return group(*update_ops, name=name)
@@ -256,6 +280,11 @@ class GradientDescentOptimizer(Optimizer):
         lr = self._hyper("learning_rate", self._learning_rate, var.dtype)
         return apply_gradient_descent(var, lr, grad, use_locking=self._use_locking).op
 
+    def _apply_sparse_duplicate_indices(self, grad, var):
+        # TF1 subtracts lr * each row with ScatterSub, repeated rows in turn (no summing first).
+        lr = self._hyper("learning_rate", self._learning_rate, var.dtype)
+        return scatter_sub(var, grad.indices, grad.values * lr, use_locking=self._use_locking).op
+
 
 class MomentumOptimizer(Optimizer):
     """accum = momentum * accum + grad; var -= learning_rate * accum (Nesterov: var -= learning_rate *
@@ -275,6 +304,12 @@ class MomentumOptimizer(Optimizer):
                               self._hyper("learning_rate", self._learning_rate, var.dtype), grad,
                               self._hyper("momentum", self._momentum, var.dtype),
                               use_locking=self._use_locking, use_nesterov=self._use_nesterov).op
+
+    def _apply_sparse(self, grad, var):
+        return sparse_apply_momentum(var, self.get_slot(var, "momentum"),
+                                     self._hyper("learning_rate", self._learning_rate, var.dtype), grad.values,
+                                     grad.indices, self._hyper("momentum", self._momentum, var.dtype),
+                                     use_locking=self._use_locking, use_nesterov=self._use_nesterov).op
 
 
 class AdamOptimizer(Optimizer):
@@ -341,15 +376,25 @@ class RMSPropOptimizer(Optimizer):
                 self._zeros_slot(v, "mg", self._name)
             self._zeros_slot(v, "momentum", self._name)
 
+    def _hypers(self, dt) -> tuple:
+        return (self._hyper("learning_rate", self._lr, dt), self._hyper("decay", self._decay, dt),
+                self._hyper("momentum", self._momentum, dt), self._hyper("epsilon", self._epsilon, dt))
+
     def _apply_dense(self, grad, var):
-        dt = var.dtype
-        hypers = (self._hyper("learning_rate", self._lr, dt), self._hyper("decay", self._decay, dt),
-                  self._hyper("momentum", self._momentum, dt), self._hyper("epsilon", self._epsilon, dt), grad)
+        hypers = self._hypers(var.dtype) + (grad,)
         rms, mom = self.get_slot(var, "rms"), self.get_slot(var, "momentum")
         if self._centered:
             return apply_centered_rms_prop(var, self.get_slot(var, "mg"), rms, mom, *hypers,
                                            use_locking=self._use_locking).op
         return apply_rms_prop(var, rms, mom, *hypers, use_locking=self._use_locking).op
+
+    def _apply_sparse(self, grad, var):
+        hypers = self._hypers(var.dtype) + (grad.values, grad.indices)
+        rms, mom = self.get_slot(var, "rms"), self.get_slot(var, "momentum")
+        if self._centered:
+            return sparse_apply_centered_rms_prop(var, self.get_slot(var, "mg"), rms, mom, *hypers,
+                                                  use_locking=self._use_locking).op
+        return sparse_apply_rms_prop(var, rms, mom, *hypers, use_locking=self._use_locking).op
 
 
 class AdagradOptimizer(Optimizer):
@@ -372,6 +417,11 @@ class AdagradOptimizer(Optimizer):
                              self._hyper("learning_rate", self._lr, var.dtype), grad,
                              use_locking=self._use_locking).op
 
+    def _apply_sparse(self, grad, var):
+        return sparse_apply_adagrad(var, self.get_slot(var, "accumulator"),
+                                    self._hyper("learning_rate", self._lr, var.dtype), grad.values, grad.indices,
+                                    use_locking=self._use_locking).op
+
 
 class AdadeltaOptimizer(Optimizer):
     """accum = rho * accum + (1 - rho) * g^2; u = sqrt(accum_update + eps) / sqrt(accum + eps) * g;
@@ -393,3 +443,10 @@ class AdadeltaOptimizer(Optimizer):
         return apply_adadelta(var, self.get_slot(var, "accum"), self.get_slot(var, "accum_update"),
                               self._hyper("lr", self._lr, dt), self._hyper("rho", self._rho, dt),
                               self._hyper("epsilon", self._epsilon, dt), grad, use_locking=self._use_locking).op
+
+    def _apply_sparse(self, grad, var):
+        dt = var.dtype
+        return sparse_apply_adadelta(var, self.get_slot(var, "accum"), self.get_slot(var, "accum_update"),
+                                     self._hyper("lr", self._lr, dt), self._hyper("rho", self._rho, dt),
+                                     self._hyper("epsilon", self._epsilon, dt), grad.values, grad.indices,
+                                     use_locking=self._use_locking).op
