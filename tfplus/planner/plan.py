@@ -132,11 +132,21 @@ def _prefix(s) -> Prefix | None:
 
 
 class BudgetError(ValueError):
-    """No plan fits the budget. `.plan` is the smallest plan found, `.smallest_bytes` its peak."""
+    """No plan fits the budget. `.plan` is the plan made for the step's floor (floor_plan: the smallest budget the
+    planner fits it in), `.smallest_bytes` that floor, the figure the message names."""
 
     def __init__(self, message: str, plan: MemoryPlan):
         super().__init__(message)
-        self.plan, self.smallest_bytes = plan, plan.peak_bytes
+        self.plan = plan
+        self.smallest_bytes = plan.peak_bytes if plan.budget_bytes is None else plan.budget_bytes
+
+
+def budget_message(floor_bytes: int, budget: int, what: str = "the step", fix: str = "a smaller batch") -> str:
+    """What a BudgetError says: one number, the floor (floor_plan's budget), named as such, and the fix."""
+    need = format_size(floor_bytes, up=True)
+    return (f"{what} needs at least {need} ({floor_bytes} bytes) but the memory budget is {format_size(budget)} "
+            f"({budget} bytes); use a budget of at least {need} (the step's floor: the smallest budget the planner "
+            f"fits it in) or {fix}")
 
 
 @dataclass(eq=False)
@@ -322,11 +332,21 @@ def plan(fetches, feed_shapes: dict, device="cpu", budget=None, *, graph: Graph 
     best, why = _search(step, budget, tuple(transformations))
     if best.fits or not raise_if_infeasible:
         return best
-    done = ", ".join(t["name"] for t in best.transformations) or "no transformation applies"
-    raise BudgetError(
-        f"the step needs at least {format_size(best.peak_bytes, up=True)} ({best.peak_bytes} bytes) but the "
-        f"memory budget is {format_size(budget)} ({budget} bytes) (smallest plan: {done}{why}); use a budget of "
-        f"at least {format_size(best.peak_bytes, up=True)} or a smaller batch", best)
+    # NOTE: the smallest plan found for this budget is not the floor where plans depend on the budget (statistics
+    # passes keep rows as far as it leaves room): its peak may lie above the floor, or a far-too-small budget's
+    # below it. The error names the floor alone, as `tfplus plan` and `tfplus train` do.
+    low = _floor(step, tuple(transformations))
+    done = ", ".join(t["name"] for t in low.transformations) or "no transformation applies"
+    raise BudgetError(f"{budget_message(low.budget_bytes, budget, _running(step.fetches))} (the floor's plan: "
+                      f"{done}{why})", low)
+
+
+def _running(fetches: list) -> str:
+    """'the step running a, b': the run a BudgetError is about (a session's initializer is planned before its
+    training step, and needs less)."""
+    names = [f.name for f in fetches]
+    more = f" and {len(names) - 3} more" if len(names) > 3 else ""
+    return f"the step running {', '.join(names[:3])}{more}"
 
 
 def _search(step: _Step, budget: int | None, transformations: tuple, fit_only: bool = False) -> tuple:
@@ -424,8 +444,11 @@ def floor_plan(fetches, feed_shapes: dict, device="cpu", *, graph: Graph | None 
         >>> plan([train_op], shapes, "cpu", p.budget_bytes).fits                           # doctest: +SKIP
         True
     """
-    step = _Step(fetches, feed_shapes, device, graph, alignment)
-    transformations = tuple(transformations)
+    return _floor(_Step(fetches, feed_shapes, device, graph, alignment), tuple(transformations))
+
+
+def _floor(step: _Step, transformations: tuple) -> MemoryPlan:
+    """floor_plan of `step`."""
     hi = _smallest(step, transformations).peak_bytes
     if step.budget_shapes(transformations):
         lo = step.parameter_bytes + step.slot_bytes + step.feed_bytes  # refused: a step's arena is never empty
