@@ -109,8 +109,12 @@ def statistics(order: list[Operation], feeds: set[Tensor], batch_feeds: set[Tens
     Only rows of the statistic's own phase count: a loss's count of examples (tf.losses' weighted mean) is a
     forward sum over the batch whose only rows are its gradient's, in the backward pass. Each micro-batch's mean
     loss with its own count, averaged, is the batch's (equal slices); taken as a statistic, the count would be
-    the whole batch's while the micro-batches are still averaged, shrinking loss and gradients k times."""
+    the whole batch's while the micro-batches are still averaged, shrinking loss and gradients k times. A count is
+    a sum of the rows' shapes (ones_like: shape-only), though; a statistic of their values whose rows are the
+    backward's is one all the same (a decorrelation penalty on the batch's features, X^T X: its gradient's rows are
+    X times a function of the whole batch's X^T X, which no micro-batch has)."""
     dep = batch_dependent(order, feeds, batch_feeds)
+    valued = _values(order, feeds, batch_feeds, set())
     onto: dict[Tensor, set[str]] = {}  # batch-dependent tensors without rows -> phases of rows computed from them
     for op in reversed(order):
         if has_tag(op.type, "shape_only"):
@@ -122,7 +126,7 @@ def statistics(order: list[Operation], feeds: set[Tensor], batch_feeds: set[Tens
             if t in dep and t not in rowed:
                 onto.setdefault(t, set()).update(phases)
     return [t for op in order if not has_tag(op.type, "shape_only") and any(u in rowed for u in op.inputs)
-            for t in op.outputs if phase_of(op) in onto.get(t, ())]
+            for t in op.outputs if phase_of(op) in onto.get(t, ()) or (t in valued and onto.get(t))]
 
 
 def why_not(order: list[Operation], feeds: set[Tensor], batch_feeds: set[Tensor], rowed: set[Tensor]
