@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from tfplus.framework import Operation, Tensor
 from tfplus.planner import crossbatch, stream
 from tfplus.planner.liveness import PlanError
+from tfplus.registry import has_tag
 
 
 def batch_size(feed_shapes: dict) -> int | None:
@@ -84,17 +85,53 @@ def split_step(order: list[Operation], fetches: list, feeds: set, feed_shapes: d
         return PlanError(f"cannot micro-batch: {why}")
     batch_dep = stream.batch_dependent(order, feeds, rowed)
     after = stream.after_updates(order, feeds)  # the update ops and everything that must run after them
+    # The update run also computes what the updates make of the batch's sums over its rows (gradients) alone:
+    # averaging per-micro-batch values of a non-linear function of them (clipping by the global norm) is no
+    # function of the batch's sums.
+    late = after | _of_merged_sums(order, fetches, batch_dep, after,
+                                   crossbatch.open_rows(order, rowed) if rows is None else rows)
     grads = []
     for op in order:
-        if op in after:
+        if op in late:
             for t in op.inputs:
-                if t in batch_dep and t.op not in after and t not in grads:
+                if t in batch_dep and t.op not in late and t not in grads:
                     grads.append(t)
                 elif t in batch_dep and t.op in after:
                     return PlanError(f"cannot micro-batch: '{t.name}' depends on the batch and on updated "
                                      "variables")
-    fetches_a = [f for f in fetches if (f.op if isinstance(f, Tensor) else f) not in after]
-    fetches_b = [f for f in fetches if (f.op if isinstance(f, Tensor) else f) in after]
+    fetches_a = [f for f in fetches if (f.op if isinstance(f, Tensor) else f) not in late]
+    fetches_b = [f for f in fetches if (f.op if isinstance(f, Tensor) else f) in late]
     user = [f for f in fetches_a if isinstance(f, Tensor)]
     a_fetches = grads + [f for f in fetches_a if f not in grads]
     return Split(rowed, batch_dep, grads, a_fetches, fetches_b, user)
+
+
+# Ops whose output is the sum of their inputs (or a view of its one input): a sum of the rows' sums is one, so the
+# micro-batch run may compute it and the accumulators hold the fewer bytes.
+_SUMS = ("AddN", "Add", "AddV2", "Identity")
+
+
+def _of_merged_sums(order: list[Operation], fetches: list, batch_dep: set[Tensor], after: set[Operation],
+                    rows: set[Tensor]) -> set[Operation]:
+    """The ops computed from the batch's sums over its rows (no rows in or out) only for the updates or the
+    fetches, past the sums of sums (_SUMS): run once on the merged sums, they are the unsplit step's."""
+    fetched = {f.op if isinstance(f, Tensor) else f for f in fetches}
+    consumers: dict[Tensor, list[Operation]] = {}
+    for op in order:
+        for t in op.inputs:
+            consumers.setdefault(t, []).append(op)
+    late: set[Operation] = set()
+    for op in reversed(order):
+        if op in after or not any(t in batch_dep for t in op.inputs) or \
+                any(t in rows for t in list(op.inputs) + list(op.outputs)):
+            continue
+        if all(c in after or c in late for t in op.outputs for c in consumers.get(t, ())) and \
+                (op in fetched or any(consumers.get(t) for t in op.outputs)):
+            late.add(op)
+    # a sum of sums whose inputs are all sums stays in the micro-batch run
+    early = set()
+    for op in order:
+        if op in late and (op.type in _SUMS or has_tag(op.type, "view")) and \
+                all(t.op not in late or t.op in early for t in op.inputs):
+            early.add(op)
+    return late - early
