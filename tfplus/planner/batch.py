@@ -88,7 +88,7 @@ def split_step(order: list[Operation], fetches: list, feeds: set, feed_shapes: d
     # The update run also computes what the updates make of the batch's sums over its rows (gradients) alone:
     # averaging per-micro-batch values of a non-linear function of them (clipping by the global norm) is no
     # function of the batch's sums.
-    late = after | _of_merged_sums(order, fetches, batch_dep, after,
+    late = after | _of_merged_sums(order, fetches, crossbatch.values(order, feeds, rowed), after,
                                    crossbatch.open_rows(order, rowed) if rows is None else rows)
     grads = []
     for op in order:
@@ -111,10 +111,12 @@ def split_step(order: list[Operation], fetches: list, feeds: set, feed_shapes: d
 _SUMS = ("AddN", "Add", "AddV2", "Identity")
 
 
-def _of_merged_sums(order: list[Operation], fetches: list, batch_dep: set[Tensor], after: set[Operation],
+def _of_merged_sums(order: list[Operation], fetches: list, valued: set[Tensor], after: set[Operation],
                     rows: set[Tensor]) -> set[Operation]:
-    """The ops computed from the batch's sums over its rows (no rows in or out) only for the updates or the
-    fetches, past the sums of sums (_SUMS): run once on the merged sums, they are the unsplit step's."""
+    """The ops computed from the batch's sums over its rows (no rows in or out; `valued`: the tensors computed
+    from the values of the batch's rows) only for the updates or the fetches, past the sums of sums (_SUMS): run
+    once on the merged sums, they are the unsplit step's. (A weight decay's gradient reads the loss's seed, a
+    shape's ones: it stays where it is.)"""
     fetched = {f.op if isinstance(f, Tensor) else f for f in fetches}
     consumers: dict[Tensor, list[Operation]] = {}
     for op in order:
@@ -122,7 +124,7 @@ def _of_merged_sums(order: list[Operation], fetches: list, batch_dep: set[Tensor
             consumers.setdefault(t, []).append(op)
     late: set[Operation] = set()
     for op in reversed(order):
-        if op in after or not any(t in batch_dep for t in op.inputs) or \
+        if op in after or not any(t in valued for t in op.inputs) or \
                 any(t in rows for t in list(op.inputs) + list(op.outputs)):
             continue
         if all(c in after or c in late for t in op.outputs for c in consumers.get(t, ())) and \
