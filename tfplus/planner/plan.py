@@ -1197,6 +1197,22 @@ class _Step:
                 t: ((rows,) + s[1:] if t in batch_feeds else s) for t, s in self.feed_shapes.items()})
         return self._cache["specs at", rows]
 
+    def _batch_moved(self, ops) -> Tensor | None:
+        """A tensor of `ops` whose shape follows the batch size other than by its leading axis alone (in
+        proportion: a reshape of (N, T, C) to (N * T, C) keeps each example's rows together), if any."""
+        batch = self.batch_size()
+        other = batch // next(p for p in range(2, batch + 1) if batch % p == 0) if batch and batch > 1 else None
+        specs = self._specs_at(other) if other else {}
+        for op in ops:
+            for t in op.outputs if not has_tag(op.type, "shape_only") else ():
+                a, b = self.base_specs.get(t), specs.get(t)
+                if a is None or b is None or a.shape == b.shape:
+                    continue
+                if len(a.shape) != len(b.shape) or a.shape[1:] != b.shape[1:] or \
+                        a.shape[0] * other != b.shape[0] * batch:
+                    return t
+        return None
+
     def cut(self, name: str) -> stream.Cut:
         """The step streamed at the tensor named `name` (planner.stream.find); PlanError if it is no cut."""
         if ("cut", name) not in self._cache:
@@ -1209,6 +1225,11 @@ class _Step:
                                        self.batch_feeds(), self.rowed())
                 if why:
                     raise PlanError(f"cannot stream the step's prefix up to '{name}': {why}")
+                moved = self._batch_moved(needed_ops([t], self.feeds))
+                if moved is not None:
+                    raise PlanError(f"cannot stream the step's prefix up to '{name}': '{moved.name}' has the "
+                                    "batch along another axis than its rows (a transpose): an op over that axis "
+                                    "mixes the examples (a softmax over the batch), each micro-batch its own")
                 self._cache["cut", name] = stream.find(self.order, self.feeds, self.fetches, self.batch_feeds(),
                                                         self.major(), t, self.clones, self.kept)
             except PlanError as e:
