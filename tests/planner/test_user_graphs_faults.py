@@ -1,7 +1,8 @@
 """The faults a sweep of user-written training steps under budgets found (issue 34, test_user_graphs), each at its
 root: gradients clipped by their global norm in micro-batches (each micro-batch clipped its own), a decorrelation
 penalty on the batch's features (X^T X: micro-batched as if per example), a softmax over the batch axis (transposed
-to the last) in a streamed prefix (each micro-batch normalized over its own rows), and a far-too-small budget's
+to the last) in a streamed prefix (each micro-batch normalized over its own rows), a loss summed over the batch
+(micro-batches averaged their sums: 1/k of the step's loss and gradients), and a far-too-small budget's
 BudgetError naming the smallest plan found for that budget rather than the step's floor."""
 from __future__ import annotations
 
@@ -106,3 +107,34 @@ def test_a_far_too_small_budget_names_the_floor_not_the_smallest_plan_for_it():
     assert f"({floor} bytes) but the memory budget is 1.0 kB (1000 bytes)" in str(e.value)
     assert "the step's floor: the smallest budget the planner fits it in" in str(e.value)
     assert str(e.value).startswith("the step running train_op, ")
+
+
+def _summed(divided: bool):
+    """A dense step whose loss is the batch's summed cross-entropy, `divided` by the batch's size read from its
+    shape (a mean written by hand) or not."""
+    rng = np.random.default_rng(0)
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.placeholder(tf.float32, [None, 6], name="x")
+        y = tf.placeholder(tf.int32, [None], name="y")
+        logits = tf.matmul(tf.nn.tanh(tf.matmul(x, tf.Variable(rng.standard_normal((6, 8)).astype(np.float32)))),
+                           tf.Variable(rng.standard_normal((8, 3)).astype(np.float32)))
+        loss = tf.reduce_sum(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits))
+        if divided:
+            loss = loss / tf.cast(tf.shape(x)[0], tf.float32)
+        train = tf.train.GradientDescentOptimizer(0.1).minimize(loss)
+        init = tf.global_variables_initializer()
+    feeds = {x: rng.standard_normal((BATCH, 6)).astype(np.float32), y: rng.integers(0, 3, BATCH).astype(np.int32)}
+    return g, [train, loss], init, feeds
+
+
+def test_a_loss_summed_over_the_batch_is_not_micro_batched_and_one_divided_by_its_size_is():
+    g, fetches, init, feeds = _summed(divided=False)
+    with pytest.raises(PlanError, match=r"the loss 'Sum:0' sums over the batch \(Sum 'Sum'\)"):
+        planner.plan(fetches, {t: v.shape for t, v in feeds.items()}, "cpu", graph=g, force=(4, 1))
+    g, fetches, init, feeds = _summed(divided=True)
+    want = _train(g, fetches, init, feeds, "cpu")
+    got = _train(g, fetches, init, feeds, "cpu", force=(4, 1))
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-5)
+    for name, value in want[1].items():
+        np.testing.assert_allclose(got[1][name], value, rtol=1e-5, atol=1e-6, err_msg=name)

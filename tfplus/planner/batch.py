@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from tfplus.framework import Operation, Tensor
 from tfplus.planner import crossbatch, stream
-from tfplus.planner.liveness import PlanError
+from tfplus.planner.liveness import PlanError, phase_of
 from tfplus.registry import has_tag
 
 
@@ -80,7 +80,8 @@ def split_step(order: list[Operation], fetches: list, feeds: set, feed_shapes: d
         return PlanError("cannot micro-batch: no fed tensor has an open batch dimension "
                          "([None, ...] placeholder)")
     rowed = batch_feeds(feed_shapes, batch)
-    why = batch_statistics(order, feeds, rowed, rows)
+    why = batch_statistics(order, feeds, rowed, rows) or \
+        _summed_loss(order, fetches, feeds, rowed, crossbatch.open_rows(order, rowed) if rows is None else rows)
     if why:
         return PlanError(f"cannot micro-batch: {why}")
     batch_dep = stream.batch_dependent(order, feeds, rowed)
@@ -104,6 +105,37 @@ def split_step(order: list[Operation], fetches: list, feeds: set, feed_shapes: d
     user = [f for f in fetches_a if isinstance(f, Tensor)]
     a_fetches = grads + [f for f in fetches_a if f not in grads]
     return Split(rowed, batch_dep, grads, a_fetches, fetches_b, user)
+
+
+def _summed_loss(order: list[Operation], fetches: list, feeds: set[Tensor], batch_feeds: set[Tensor],
+                 rows: set[Tensor]) -> str | None:
+    """Why averaging the micro-batches' losses and gradients is not the step's, if a loss (a fetched scalar, or
+    one tf.gradients seeds) sums over the batch's rows: a reduction over them other than a mean (tag row_means)
+    that no count of the rows (a number from their shapes alone: tf.losses' count, tf.shape(x)[0]) divides on
+    the way to the loss. Each micro-batch's sum is 1/k of the batch's, so their average is too."""
+    valued = crossbatch.values(order, feeds, batch_feeds)
+    dep = stream.batch_dependent(order, feeds, batch_feeds)
+    losses = [f for f in fetches if isinstance(f, Tensor) and f in valued and f not in rows and f.dtype.is_floating]
+    losses += [op.inputs[0] for op in order if has_tag(op.type, "shape_only") and phase_of(op) == "backward" and
+               op.inputs and op.inputs[0] in valued and op.inputs[0] not in rows and
+               phase_of(op.inputs[0].op) == "forward"]
+    for loss in dict.fromkeys(losses):
+        seen, todo = set(), [(loss, False)]
+        while todo:
+            t, counted = todo.pop()
+            if (t, counted) in seen:
+                continue
+            seen.add((t, counted))
+            op = t.op
+            if any(u in rows for u in op.inputs):  # a reduction over the rows
+                if not counted and not has_tag(op.type, "row_means"):
+                    return (f"the loss '{loss.name}' sums over the batch ({op.type} '{op.name}'), and micro-batches "
+                            "average their losses and gradients (exact for means over the batch): divide it by "
+                            "the batch size (tf.reduce_mean) or run without micro-batching")
+                continue
+            counted = counted or any(u in dep and u not in valued for u in op.inputs)
+            todo += [(u, counted) for u in op.inputs if u in valued and u not in rows]
+    return None
 
 
 # Ops whose output is the sum of their inputs (or a view of its one input): a sum of the rows' sums is one, so the
