@@ -138,3 +138,24 @@ def test_a_loss_summed_over_the_batch_is_not_micro_batched_and_one_divided_by_it
     np.testing.assert_allclose(got[0], want[0], rtol=1e-5)
     for name, value in want[1].items():
         np.testing.assert_allclose(got[1][name], value, rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+def _per_example(norm: str):
+    def head(h):
+        if norm == "l2_normalize":
+            return tf.nn.l2_normalize(h, axis=1), 0.0
+        if norm == "layer_norm":
+            mean, var = tf.nn.moments(h, axes=[1], keep_dims=True)
+            return (h - mean) * tf.rsqrt(var + 1e-5), 0.0
+        # instance norm: each example's 2 x 4 "pixels" per channel
+        pixels = tf.reshape(h, [-1, 2, 4, 1])
+        mean, var = tf.nn.moments(pixels, axes=[1, 2], keep_dims=True)
+        return tf.reshape((pixels - mean) * tf.rsqrt(var + 1e-5), [-1, 8]), 0.0
+    return head
+
+
+@pytest.mark.parametrize("norm", ["l2_normalize", "layer_norm", "instance_norm"])
+def test_a_norm_over_each_example_is_no_batch_statistic(norm):
+    g, fetches, init, feeds = _dense(_per_example(norm))
+    step = _step(g, fetches, feeds)
+    assert batch_statistics(step.order, step.feeds, step.batch_feeds(), step.rowed()) is None
