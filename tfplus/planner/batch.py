@@ -81,7 +81,7 @@ def split_step(order: list[Operation], fetches: list, feeds: set, feed_shapes: d
                          "([None, ...] placeholder)")
     rowed = batch_feeds(feed_shapes, batch)
     why = batch_statistics(order, feeds, rowed, rows) or \
-        _summed_loss(order, fetches, feeds, rowed, crossbatch.open_rows(order, rowed) if rows is None else rows)
+        _summed_loss(order, feeds, rowed, crossbatch.open_rows(order, rowed) if rows is None else rows)
     if why:
         return PlanError(f"cannot micro-batch: {why}")
     batch_dep = stream.batch_dependent(order, feeds, rowed)
@@ -107,16 +107,16 @@ def split_step(order: list[Operation], fetches: list, feeds: set, feed_shapes: d
     return Split(rowed, batch_dep, grads, a_fetches, fetches_b, user)
 
 
-def _summed_loss(order: list[Operation], fetches: list, feeds: set[Tensor], batch_feeds: set[Tensor],
-                 rows: set[Tensor]) -> str | None:
-    """Why averaging the micro-batches' losses and gradients is not the step's, if a loss (a fetched scalar, or
-    one tf.gradients seeds) sums over the batch's rows: a reduction over them other than a mean (tag row_means)
-    that no count of the rows (a number from their shapes alone: tf.losses' count, tf.shape(x)[0]) divides on
-    the way to the loss. Each micro-batch's sum is 1/k of the batch's, so their average is too."""
+def _summed_loss(order: list[Operation], feeds: set[Tensor], batch_feeds: set[Tensor], rows: set[Tensor]
+                 ) -> str | None:
+    """Why averaging the micro-batches' losses and gradients is not the step's, if a loss (what tf.gradients
+    seeds: the input of a shape-only op of the backward, its ones) sums over the batch's rows: a reduction over
+    them other than a mean (tag row_means) that no count of the rows (a number from their shapes alone: tf.losses'
+    count, tf.shape(x)[0]) divides on the way to the loss. Each micro-batch's sum is 1/k of the batch's, so their
+    average is too."""
     valued = crossbatch.values(order, feeds, batch_feeds)
     dep = stream.batch_dependent(order, feeds, batch_feeds)
-    losses = [f for f in fetches if isinstance(f, Tensor) and f in valued and f not in rows and f.dtype.is_floating]
-    losses += [op.inputs[0] for op in order if has_tag(op.type, "shape_only") and phase_of(op) == "backward" and
+    losses = [op.inputs[0] for op in order if has_tag(op.type, "shape_only") and phase_of(op) == "backward" and
                op.inputs and op.inputs[0] in valued and op.inputs[0] not in rows and
                phase_of(op.inputs[0].op) == "forward"]
     for loss in dict.fromkeys(losses):

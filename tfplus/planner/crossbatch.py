@@ -117,8 +117,9 @@ def _statistics(order: list[Operation], feeds: set[Tensor], batch_feeds: set[Ten
     loss with its own count, averaged, is the batch's (equal slices); taken as a statistic, the count would be
     the whole batch's while the micro-batches are still averaged, shrinking loss and gradients k times. A count is
     a sum of the rows' shapes (ones_like: shape-only), though; a statistic of their values whose rows are the
-    backward's is one all the same (a decorrelation penalty on the batch's features, X^T X: its gradient's rows are
-    X times a function of the whole batch's X^T X, which no micro-batch has). {statistic: whether rows of its
+    backward's is one all the same, computed by an op that sums or averages over the rows (a decorrelation penalty
+    on the batch's features, X^T X: its gradient's rows are X times a function of the whole batch's X^T X, which no
+    micro-batch has). {statistic: whether rows of its
     own phase are computed from it}."""
     dep = batch_dependent(order, feeds, batch_feeds)
     valued = values(order, feeds, batch_feeds)
@@ -134,7 +135,13 @@ def _statistics(order: list[Operation], feeds: set[Tensor], batch_feeds: set[Ten
                 onto.setdefault(t, set()).update(phases)
     return {t: phase_of(op) in onto.get(t, ()) for op in order
             if not has_tag(op.type, "shape_only") and any(u in rowed for u in op.inputs)
-            for t in op.outputs if phase_of(op) in onto.get(t, ()) or (t in valued and onto.get(t))}
+            for t in op.outputs if phase_of(op) in onto.get(t, ()) or (t in valued and onto.get(t) and _sums(op))}
+
+
+def _sums(op: Operation) -> bool:
+    """Whether `op` declares its outputs without rows sums or means over its inputs' rows (a MatMul's X^T X): not a
+    loop's stacked iterations, whose rows lie along another axis."""
+    return has_tag(op.type, "row_sums") or has_tag(op.type, "row_means")
 
 
 def why_not(order: list[Operation], feeds: set[Tensor], batch_feeds: set[Tensor], rowed: set[Tensor]
