@@ -207,7 +207,8 @@ def _fused_xent_mean_shape(ins, attrs):
 
 
 register_op("_FusedSparseXentMean", inputs=("features", "labels"), outputs=("loss", "backprop"),
-            attrs={"T": "type", "Tlabels": "type"}, shape_fn=_fused_xent_mean_shape, flops=flops.times_input(6))
+            attrs={"T": "type", "Tlabels": "type"}, shape_fn=_fused_xent_mean_shape, flops=flops.times_input(6),
+            tags=("row_means",))
 not_differentiable("_FusedSparseXentMean")
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from tfplus.planner import TRANSFORMATIONS, fits, floor_plan, smallest_plan
 from tfplus.runtime.facts import device_facts
-from tfplus.units import format_size
 
 
 def smallest_budget(graph, runs: list, device, transformations=TRANSFORMATIONS) -> int:
@@ -45,13 +44,11 @@ def runs_fit(graph, runs: list, device, budget: int, transformations=TRANSFORMAT
 def check_budget(graph, runs: list, device, budget: int) -> None:
     """Raises planner.BudgetError naming smallest_budget(graph, runs, device) when a run does not fit `budget`."""
     from tfplus.planner import BudgetError
+    from tfplus.planner.plan import budget_message
     if runs_fit(graph, runs, device, budget):
         return
     p = floor(graph, runs, device)
-    need = format_size(p.budget_bytes, up=True)
-    raise BudgetError(f"the step needs at least {need} ({p.budget_bytes} bytes) but the memory budget is "
-                      f"{format_size(budget)} ({budget} bytes); use a budget of at least {need} or a smaller "
-                      "--batch-size", p)
+    raise BudgetError(budget_message(p.budget_bytes, budget, fix="a smaller --batch-size"), p)
 
 
 def _planned(graph, runs: list):

@@ -100,8 +100,7 @@ def test_a_summed_loss_stays_in_the_parent_and_says_why():
             results.append([sess.run([step, loss], feed)[1] for _ in range(3)] + [sess.run(w)])
             if n == 2:
                 assert not sess.workers.groups
-                assert any("differs from the whole batch" in s for s in sess.workers.steps.values()
-                           if isinstance(s, str))
+                assert any("sums over the batch" in s for s in sess.workers.steps.values() if isinstance(s, str))
     for a, b in zip(*results):
         np.testing.assert_array_equal(a, b)
 

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 from tfplus.framework import Operation, Tensor
 from tfplus.planner import crossbatch, stream
-from tfplus.planner.liveness import PlanError
+from tfplus.planner.liveness import PlanError, phase_of
+from tfplus.registry import has_tag
 
 
 def batch_size(feed_shapes: dict) -> int | None:
@@ -79,16 +80,22 @@ def split_step(order: list[Operation], fetches: list, feeds: set, feed_shapes: d
         return PlanError("cannot micro-batch: no fed tensor has an open batch dimension "
                          "([None, ...] placeholder)")
     rowed = batch_feeds(feed_shapes, batch)
-    why = batch_statistics(order, feeds, rowed, rows)
+    why = batch_statistics(order, feeds, rowed, rows) or \
+        _summed_loss(order, feeds, rowed, crossbatch.open_rows(order, rowed) if rows is None else rows)
     if why:
         return PlanError(f"cannot micro-batch: {why}")
     batch_dep = stream.batch_dependent(order, feeds, rowed)
     after = stream.after_updates(order, feeds)  # the update ops and everything that must run after them
+    # The update run also computes what the updates make of the batch's sums over its rows (gradients) alone:
+    # averaging per-micro-batch values of a non-linear function of them (clipping by the global norm) is no
+    # function of the batch's sums.
+    late = after | _of_merged_sums(order, fetches, crossbatch.values(order, feeds, rowed), after,
+                                   crossbatch.open_rows(order, rowed) if rows is None else rows)
     grads = []
     for op in order:
-        if op in after:
+        if op in late:
             for t in op.inputs:
-                if t in batch_dep and t.op not in after and t not in grads:
+                if t in batch_dep and t.op not in late and t not in grads:
                     grads.append(t)
                 elif t in batch_dep and t.op in after:
                     return PlanError(f"cannot micro-batch: '{t.name}' depends on the batch and on updated "
@@ -98,8 +105,72 @@ def split_step(order: list[Operation], fetches: list, feeds: set, feed_shapes: d
             return PlanError(f"cannot micro-batch: the update input '{t.name}' ({t.dtype.name}) depends on the "
                              "batch (the indices of a sparse gradient, tf.IndexedSlices: each micro-batch looks "
                              "up other rows)")
-    fetches_a = [f for f in fetches if (f.op if isinstance(f, Tensor) else f) not in after]
-    fetches_b = [f for f in fetches if (f.op if isinstance(f, Tensor) else f) in after]
+    fetches_a = [f for f in fetches if (f.op if isinstance(f, Tensor) else f) not in late]
+    fetches_b = [f for f in fetches if (f.op if isinstance(f, Tensor) else f) in late]
     user = [f for f in fetches_a if isinstance(f, Tensor)]
     a_fetches = grads + [f for f in fetches_a if f not in grads]
     return Split(rowed, batch_dep, grads, a_fetches, fetches_b, user)
+
+
+def _summed_loss(order: list[Operation], feeds: set[Tensor], batch_feeds: set[Tensor], rows: set[Tensor]
+                 ) -> str | None:
+    """Why averaging the micro-batches' losses and gradients is not the step's, if a loss (what tf.gradients
+    seeds: the input of a shape-only op of the backward, its ones) sums over the batch's rows: a reduction over
+    them other than a mean (tag row_means) that no count of the rows (a number from their shapes alone: tf.losses'
+    count, tf.shape(x)[0]) divides on the way to the loss. Each micro-batch's sum is 1/k of the batch's, so their
+    average is too."""
+    valued = crossbatch.values(order, feeds, batch_feeds)
+    dep = stream.batch_dependent(order, feeds, batch_feeds)
+    losses = [op.inputs[0] for op in order if has_tag(op.type, "shape_only") and phase_of(op) == "backward" and
+               op.inputs and op.inputs[0] in valued and op.inputs[0] not in rows and
+               phase_of(op.inputs[0].op) == "forward"]
+    for loss in dict.fromkeys(losses):
+        seen, todo = set(), [(loss, False)]
+        while todo:
+            t, counted = todo.pop()
+            if (t, counted) in seen:
+                continue
+            seen.add((t, counted))
+            op = t.op
+            if any(u in rows for u in op.inputs):  # a reduction over the rows
+                if not counted and not has_tag(op.type, "row_means"):
+                    return (f"the loss '{loss.name}' sums over the batch ({op.type} '{op.name}'), and micro-batches "
+                            "average their losses and gradients (exact for means over the batch): divide it by "
+                            "the batch size (tf.reduce_mean) or run without micro-batching")
+                continue
+            counted = counted or any(u in dep and u not in valued for u in op.inputs)
+            todo += [(u, counted) for u in op.inputs if u in valued and u not in rows]
+    return None
+
+
+# Ops whose output is the sum of their inputs (or a view of its one input): a sum of the rows' sums is one, so the
+# micro-batch run may compute it and the accumulators hold the fewer bytes.
+_SUMS = ("AddN", "Add", "AddV2", "Identity")
+
+
+def _of_merged_sums(order: list[Operation], fetches: list, valued: set[Tensor], after: set[Operation],
+                    rows: set[Tensor]) -> set[Operation]:
+    """The ops computed from the batch's sums over its rows (no rows in or out; `valued`: the tensors computed
+    from the values of the batch's rows) only for the updates or the fetches, past the sums of sums (_SUMS): run
+    once on the merged sums, they are the unsplit step's. (A weight decay's gradient reads the loss's seed, a
+    shape's ones: it stays where it is.)"""
+    fetched = {f.op if isinstance(f, Tensor) else f for f in fetches}
+    consumers: dict[Tensor, list[Operation]] = {}
+    for op in order:
+        for t in op.inputs:
+            consumers.setdefault(t, []).append(op)
+    late: set[Operation] = set()
+    for op in reversed(order):
+        if op in after or not any(t in valued for t in op.inputs) or \
+                any(t in rows for t in list(op.inputs) + list(op.outputs)):
+            continue
+        if all(c in after or c in late for t in op.outputs for c in consumers.get(t, ())) and \
+                (op in fetched or any(consumers.get(t) for t in op.outputs)):
+            late.add(op)
+    # a sum of sums whose inputs are all sums stays in the micro-batch run
+    early = set()
+    for op in order:
+        if op in late and (op.type in _SUMS or has_tag(op.type, "view")) and \
+                all(t.op not in late or t.op in early for t in op.inputs):
+            early.add(op)
+    return late - early

@@ -111,6 +111,12 @@ def fused_norms(order: list[Operation]) -> list[Operation]:
 
 def statistics(order: list[Operation], feeds: set[Tensor], batch_feeds: set[Tensor], rowed: set[Tensor]
                ) -> list[Tensor]:
+    """The batch statistics of the step (_statistics)."""
+    return list(_statistics(order, feeds, batch_feeds, rowed))
+
+
+def _statistics(order: list[Operation], feeds: set[Tensor], batch_feeds: set[Tensor], rowed: set[Tensor]
+                ) -> dict[Tensor, bool]:
     """The batch statistics of the step (`order`): tensors without rows computed by an op that reads rows of the
     batch (`rowed`: the tensors whose shape follows the batch size), from which a tensor with rows is computed.
     Shape-only ops (Shape, Size) read no values: the batch size they give is the micro-batch's, which is what a
@@ -119,8 +125,14 @@ def statistics(order: list[Operation], feeds: set[Tensor], batch_feeds: set[Tens
     Only rows of the statistic's own phase count: a loss's count of examples (tf.losses' weighted mean) is a
     forward sum over the batch whose only rows are its gradient's, in the backward pass. Each micro-batch's mean
     loss with its own count, averaged, is the batch's (equal slices); taken as a statistic, the count would be
-    the whole batch's while the micro-batches are still averaged, shrinking loss and gradients k times."""
+    the whole batch's while the micro-batches are still averaged, shrinking loss and gradients k times. A count is
+    a sum of the rows' shapes (ones_like: shape-only), though; a statistic of their values whose rows are the
+    backward's is one all the same, computed by an op that sums or averages over the rows (a decorrelation penalty
+    on the batch's features, X^T X: its gradient's rows are X times a function of the whole batch's X^T X, which no
+    micro-batch has). {statistic: whether rows of its
+    own phase are computed from it}."""
     dep = batch_dependent(order, feeds, batch_feeds)
+    valued = values(order, feeds, batch_feeds)
     onto: dict[Tensor, set[str]] = {}  # batch-dependent tensors without rows -> phases of rows computed from them
     for op in reversed(order):
         if has_tag(op.type, "shape_only"):
@@ -131,8 +143,15 @@ def statistics(order: list[Operation], feeds: set[Tensor], batch_feeds: set[Tens
         for t in op.inputs if phases else ():
             if t in dep and t not in rowed:
                 onto.setdefault(t, set()).update(phases)
-    return [t for op in order if not has_tag(op.type, "shape_only") and any(u in rowed for u in op.inputs)
-            for t in op.outputs if phase_of(op) in onto.get(t, ())]
+    return {t: phase_of(op) in onto.get(t, ()) for op in order
+            if not has_tag(op.type, "shape_only") and any(u in rowed for u in op.inputs)
+            for t in op.outputs if phase_of(op) in onto.get(t, ()) or (t in valued and onto.get(t) and _sums(op))}
+
+
+def _sums(op: Operation) -> bool:
+    """Whether `op` declares its outputs without rows sums or means over its inputs' rows (a MatMul's X^T X): not a
+    loop's stacked iterations, whose rows lie along another axis."""
+    return has_tag(op.type, "row_sums") or has_tag(op.type, "row_means")
 
 
 def why_not(order: list[Operation], feeds: set[Tensor], batch_feeds: set[Tensor], rowed: set[Tensor]
@@ -169,7 +188,14 @@ def rewrite(order: list[Operation], feeds: set[Tensor], fetches: list, batch_fee
                     raise PlanError(f"cannot micro-batch: {c.type} '{c.name}' reads the reserve space of "
                                     f"{bn.type} '{bn.name}'; only its gradient may")
     own = set(norms) | set(grads)
-    merges = {t: _merge(t) for t in statistics(order, feeds, batch_feeds, rowed) if t.op not in own}
+    found = _statistics(order, feeds, batch_feeds, rowed)
+    for t, same_phase in found.items():
+        # NOTE: fed to the micro-batches, its gradient would be each one's share, not k times it as the mean
+        # loss's are: averaged, k times too small.
+        if not same_phase and t.op not in own:
+            raise PlanError(f"cannot micro-batch: {_statistic(t)}; only the backward pass computes rows from it "
+                            "(a penalty on the batch's statistics), which no statistics pass scales")
+    merges = {t: _merge(t) for t in found if t.op not in own}
     fed = set(merges) | {t for bn in norms for t in bn.outputs[1:]}  # whole-batch values in the micro-batch run
     value = _values(order, feeds, batch_feeds, fed)
     fold = _foldable(order, rowed, value, fed, specs)
@@ -552,6 +578,11 @@ def open_rows(order: list[Operation], batch_feeds: set[Tensor]) -> set[Tensor]:
 
 def _open(t: Tensor) -> bool:
     return t._shape is None or any(d is None for d in t._shape)
+
+
+def values(order: list[Operation], feeds: set[Tensor], batch_feeds: set[Tensor]) -> set[Tensor]:
+    """The tensors computed from the values of the batch's rows (not from their shapes alone: a loss's seed)."""
+    return _values(order, feeds, batch_feeds, set())
 
 
 def _values(order, feeds, batch_feeds, fed) -> set[Tensor]:

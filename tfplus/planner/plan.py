@@ -145,11 +145,21 @@ def _prefix(s) -> Prefix | None:
 
 
 class BudgetError(ValueError):
-    """No plan fits the budget. `.plan` is the smallest plan found, `.smallest_bytes` its peak."""
+    """No plan fits the budget. `.plan` is the plan made for the step's floor (floor_plan: the smallest budget the
+    planner fits it in), `.smallest_bytes` that floor, the figure the message names."""
 
     def __init__(self, message: str, plan: MemoryPlan):
         super().__init__(message)
-        self.plan, self.smallest_bytes = plan, plan.peak_bytes
+        self.plan = plan
+        self.smallest_bytes = plan.peak_bytes if plan.budget_bytes is None else plan.budget_bytes
+
+
+def budget_message(floor_bytes: int, budget: int, what: str = "the step", fix: str = "a smaller batch") -> str:
+    """What a BudgetError says: one number, the floor (floor_plan's budget), named as such, and the fix."""
+    need = format_size(floor_bytes, up=True)
+    return (f"{what} needs at least {need} ({floor_bytes} bytes) but the memory budget is {format_size(budget)} "
+            f"({budget} bytes); use a budget of at least {need} (the step's floor: the smallest budget the planner "
+            f"fits it in) or {fix}")
 
 
 @dataclass(eq=False)
@@ -335,11 +345,21 @@ def plan(fetches, feed_shapes: dict, device="cpu", budget=None, *, graph: Graph 
     best, why = _search(step, budget, tuple(transformations))
     if best.fits or not raise_if_infeasible:
         return best
-    done = ", ".join(t["name"] for t in best.transformations) or "no transformation applies"
-    raise BudgetError(
-        f"the step needs at least {format_size(best.peak_bytes, up=True)} ({best.peak_bytes} bytes) but the "
-        f"memory budget is {format_size(budget)} ({budget} bytes) (smallest plan: {done}{why}); use a budget of "
-        f"at least {format_size(best.peak_bytes, up=True)} or a smaller batch", best)
+    # NOTE: the smallest plan found for this budget is not the floor where plans depend on the budget (statistics
+    # passes keep rows as far as it leaves room): its peak may lie above the floor, or a far-too-small budget's
+    # below it. The error names the floor alone, as `tfplus plan` and `tfplus train` do.
+    low = _floor(step, tuple(transformations))
+    done = ", ".join(t["name"] for t in low.transformations) or "no transformation applies"
+    raise BudgetError(f"{budget_message(low.budget_bytes, budget, _running(step.fetches))} (the floor's plan: "
+                      f"{done}{why})", low)
+
+
+def _running(fetches: list) -> str:
+    """'the step running a, b': the run a BudgetError is about (a session's initializer is planned before its
+    training step, and needs less)."""
+    names = [f.name for f in fetches]
+    more = f" and {len(names) - 3} more" if len(names) > 3 else ""
+    return f"the step running {', '.join(names[:3])}{more}"
 
 
 def _search(step: _Step, budget: int | None, transformations: tuple, fit_only: bool = False) -> tuple:
@@ -437,8 +457,11 @@ def floor_plan(fetches, feed_shapes: dict, device="cpu", *, graph: Graph | None 
         >>> plan([train_op], shapes, "cpu", p.budget_bytes).fits                           # doctest: +SKIP
         True
     """
-    step = _Step(fetches, feed_shapes, device, graph, alignment)
-    transformations = tuple(transformations)
+    return _floor(_Step(fetches, feed_shapes, device, graph, alignment), tuple(transformations))
+
+
+def _floor(step: _Step, transformations: tuple) -> MemoryPlan:
+    """floor_plan of `step`."""
     hi = _smallest(step, transformations).peak_bytes
     if step.budget_shapes(transformations):
         lo = step.parameter_bytes + step.slot_bytes + step.feed_bytes  # refused: a step's arena is never empty
@@ -1234,6 +1257,22 @@ class _Step:
                 t: ((rows,) + s[1:] if t in batch_feeds else s) for t, s in self.feed_shapes.items()})
         return self._cache["specs at", rows]
 
+    def _batch_moved(self, ops) -> Tensor | None:
+        """A tensor of `ops` whose shape follows the batch size other than by its leading axis alone (in
+        proportion: a reshape of (N, T, C) to (N * T, C) keeps each example's rows together), if any."""
+        batch = self.batch_size()
+        other = batch // next(p for p in range(2, batch + 1) if batch % p == 0) if batch and batch > 1 else None
+        specs = self._specs_at(other) if other else {}
+        for op in ops:
+            for t in op.outputs if not has_tag(op.type, "shape_only") else ():
+                a, b = self.base_specs.get(t), specs.get(t)
+                if a is None or b is None or a.shape == b.shape:
+                    continue
+                if len(a.shape) != len(b.shape) or a.shape[1:] != b.shape[1:] or \
+                        a.shape[0] * other != b.shape[0] * batch:
+                    return t
+        return None
+
     def cut(self, name: str) -> stream.Cut:
         """The step streamed at the tensor named `name` (planner.stream.find); PlanError if it is no cut."""
         if ("cut", name) not in self._cache:
@@ -1246,6 +1285,11 @@ class _Step:
                                        self.batch_feeds(), self.rowed())
                 if why:
                     raise PlanError(f"cannot stream the step's prefix up to '{name}': {why}")
+                moved = self._batch_moved(needed_ops([t], self.feeds))
+                if moved is not None:
+                    raise PlanError(f"cannot stream the step's prefix up to '{name}': '{moved.name}' has the "
+                                    "batch along another axis than its rows (a transpose): an op over that axis "
+                                    "mixes the examples (a softmax over the batch), each micro-batch its own")
                 self._cache["cut", name] = stream.find(self.order, self.feeds, self.fetches, self.batch_feeds(),
                                                         self.major(), t, self.clones, self.kept)
             except PlanError as e:
