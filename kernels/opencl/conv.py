@@ -106,7 +106,7 @@ def _divisor(attrs) -> int:
 # without a tile takes that of the
 # nearest tuned problem of its kernel (_tune.choose `nearest`) instead of timing a dozen candidate programs during
 # a first step.
-VARIANTS = ("fwd3x3", "dx3x3", "dw3x3", "vtile", "dwfinish", "halo", "dwhalo")
+VARIANTS = ("fwd3x3", "dx3x3", "dw3x3", "vtile", "dwfinish", "halo", "dwhalo", "dwtile")
 GPU_VARIANTS = frozenset({"fwd3x3", "dx3x3", "dw3x3", "vtile", "halo"})
 # VTILE needs WM and WN multiples of 4: the general candidates that are, shallower ones (TK 8), and shapes for
 # Mentee's narrow sides (32 output channels forward, 32 input channels in dx, 32 or 64 columns in a filter gradient).
@@ -459,9 +459,15 @@ def _backprop_filter(ctx, ins, dw, attrs, db=None) -> None:
     plan = rt.plans.get(key)
     if plan is None:
         g = _Geom(x.shape, dw.shape, attrs)
-        halo = "dwhalo" in key[-1] and db is None and _is3x3(g) and _dwhalo(rt, x, dy, dw, g, _divisor(attrs))
-        plan = rt.plans[key] = (_run_dwhalo, halo) if halo else (_run_wgrad, _wgrad_plan(rt, x, dy, dw, attrs,
-                                                                                         key[-1], db))
+        tile = "dwtile" in key[-1] and db is None and _is3x3(g) and _dwtile(rt, x, dy, dw, g, _divisor(attrs))
+        halo = not tile and "dwhalo" in key[-1] and db is None and _is3x3(g) and \
+            _dwhalo(rt, x, dy, dw, g, _divisor(attrs))
+        if tile:
+            plan = rt.plans[key] = (_run_dwtile, tile)
+        elif halo:
+            plan = rt.plans[key] = (_run_dwhalo, halo)
+        else:
+            plan = rt.plans[key] = (_run_wgrad, _wgrad_plan(rt, x, dy, dw, attrs, key[-1], db))
     run, launch = plan
     run(rt, launch, x, dy, dw, ctx.workspace, db)
 
@@ -623,6 +629,110 @@ def _run_dwhalo(rt, plan, x, dy, dw, workspace, db=None) -> None:
     rt.run(kern, g, loc, layers, x, dy, *scalars)
     reduce(rt, "sum", dw, layers, [0], 1, workspace)
 
+
+# conv3_wgrad_tile's configs are (TCI, TCO, SR, WI, WO, PG): TCI input x TCO output channels (x 9 taps) a work-group,
+# strips of SR image rows a stage, WI x WO channels of one tap a work-item, PG groups of work-items sharing a stage's
+# positions. Its split layers are capped at DWTILE_SCRATCH_BYTES whatever the compute units (conv3_wgrad's splits
+# fill ~4 work-groups a compute unit: 8.5 MB for Mentee's conv4 and conv5 at 128 images on the H200's 132), and at
+# conv3_wgrad's splits, so that they fit the scratch the planner declares (_wgrad_scratch); the work-items the
+# device needs come from the PG groups instead, whose sums are added in local memory.
+DWTILE_SCRATCH_BYTES = 2 << 20
+DWTILE_GROUPS_PER_CU = 2
+DWTILE_CPU_TILE = (8, 16, 2, 4, 4, 2)
+DWTILE_PREFETCH = 48
+
+
+def _dwtile_fits(cfg, cin: int, ih: int, iw: int, max_wg: int, local_mem: int, itemsize: int) -> bool:
+    """Whether conv3_wgrad_tile builds and runs with `cfg` on `ih` x `iw` images of `cin` channels: runs of 4, the
+    work-group and its local memory within the device's limits, no more input channels a tile than a run of 4 past
+    cin (an RGB layer takes 4)."""
+    tci, tco, sr, wi, wo, pg = cfg
+    items = tco // wo * 9 * (tci // wi)
+    stage = ((sr + 2) * (iw + 2) * (tci + 4) + sr * iw * (tco + 4)) * itemsize
+    return (wi % 4 == 0 and wo % 4 == 0 and tci % wi == 0 and tco % wo == 0 and tci < cin + 4 and sr <= ih and
+            items * pg <= max_wg and max(stage, items * wi * wo * itemsize) <= local_mem)
+
+
+def _dwtile_candidates(cin: int, cout: int, ih: int, iw: int) -> list[tuple]:
+    """GPU configs: 64-256 work-items, 32-256 positions a stage, at most DWTILE_PREFETCH values a work-item staged a
+    stage (the registers holding the next one), no wider than the channels need."""
+    out = []
+    for tci, tco, sr, (wi, wo), pg in itertools.product((4, 8, 16, 32), (16, 32, 64), (1, 2, 4, 8, 16),
+                                                        ((4, 8), (8, 8), (8, 4)), (1, 2, 4)):
+        if tci % wi or tco % wo or tci >= cin + 4 or tco >= cout + 16 or (tci < 8 <= cin):
+            continue
+        items = tco // wo * 9 * (tci // wi) * pg
+        staged = -(-tci * (sr + 2) * iw // items) + -(-tco * sr * iw // items)
+        if 64 <= items <= 256 and 32 <= sr * iw <= 256 and sr <= ih and staged <= DWTILE_PREFETCH:
+            out.append((tci, tco, sr, wi, wo, pg))
+    return out
+
+
+def _dwtile_splits(cfg, g: _Geom, itemsize: int, compute_units: int, divisor: int) -> tuple[int, int]:
+    """(splits, strips a split) of conv3_wgrad_tile under `cfg`: about DWTILE_GROUPS_PER_CU work-groups a compute
+    unit, within DWTILE_SCRATCH_BYTES of layers and conv3_wgrad's splits (the declared scratch)."""
+    tci, tco, sr = cfg[:3]
+    m, n, p = _wgrad_mnp(g)
+    strips = g.n * -(-g.h // sr)
+    tiles = -(-g.cin // tci) * -(-g.cout // tco)
+    most = min(DWTILE_SCRATCH_BYTES // divisor // (m * n * itemsize), _wgrad_splits(m, n, p, compute_units, divisor)[0])
+    splits = max(1, min(most, strips, -(-DWTILE_GROUPS_PER_CU * compute_units // tiles)))
+    per = -(-strips // splits)
+    return -(-strips // per), per
+
+
+def _dwtile(rt, x, dy, dw, g: _Geom, divisor: int):
+    """The launch plan of conv.cl's conv3_wgrad_tile (a 3x3 stride-1 SAME filter gradient), tuned; None where no
+    config fits."""
+    xs, ds = g.strides(x.shape), g.strides(dy.shape)
+    m, n, p = _wgrad_mnp(g)
+    dt = dw.dtype
+    cu = rt.info["compute_units"]
+
+    def fits(cfg):
+        return _dwtile_fits(cfg, g.cin, g.h, g.w, rt.dev.max_wg, rt.info["local_mem_bytes"], dt.itemsize)
+
+    tci, tco, sr, wi, wo, pg = DWTILE_CPU_TILE
+    cpu = (min(tci, -(-g.cin // 4) * 4), tco, min(sr, g.h), wi, wo, pg)
+    candidates = _dwtile_candidates(g.cin, g.cout, g.h, g.w)
+    if not (any(fits(c) for c in candidates) if rt.dev.is_gpu else fits(cpu)):
+        return None
+
+    def make(cfg):
+        tci, tco, sr, wi, wo, pg = cfg
+        splits, per = _dwtile_splits(cfg, g, dt.itemsize, cu, divisor)
+        kern = kernel(rt, SRC, "conv3_wgrad_tile", dt, CIN=g.cin, IW=g.w, TCI=tci, TCO=tco, SR=sr, WI=wi, WO=wo,
+                      PG=pg)
+        tx, ty = tco // wo, 9 * (tci // wi)
+        grid = (-(-n // tco) * tx, -(-g.cin // tci) * ty, splits * pg)
+        finish = splits > 1 and finishes_splits(rt) and splits * -(-9 * tci * tco // (tx * ty * pg)) <= \
+            WGRAD_FINISH_LOADS
+        scalars = tuple(np.int32(v) for v in (n, g.h, g.n * -(-g.h // sr), per, *xs, *ds))
+        return kern, grid, (tx, ty, pg), scalars, splits, finish
+
+    def run(cfg):
+        _run_dwtile(rt, make(cfg), x, dy, dw, rt.allocate)
+
+    ok = [c for c in candidates if fits(c)]
+    default = min(ok, key=lambda c: (-c[3] * c[4], abs(c[0] // c[3] * 9 * c[1] // c[4] * c[5] - 256),
+                                     abs(c[2] * g.w - 64)), default=None)
+    key = f"conv3_dwt|{dt.name}|{int(xs[3] == 1)}|w{g.w}|{m}x{n}x{p}" + (f"/{divisor}" if divisor > 1 else "")
+    return make(_tune.choose(rt, key, dt.itemsize, run, candidates, nearest=True, fits=fits, default=default,
+                             cpu=cpu))
+
+
+def _run_dwtile(rt, plan, x, dy, dw, workspace, db=None) -> None:
+    kern, g, loc, scalars, splits, finish = plan
+    if splits == 1:
+        rt.run(kern, g, loc, None, x, dy, dw, None, *scalars, np.int32(0))
+        return
+    layers = workspace((splits, dw.size), dw.dtype)
+    if finish:
+        rt.run(kern, g, loc, layers, x, dy, dw, done_counters(rt, (g[0] // loc[0]) * (g[1] // loc[1])), *scalars,
+               np.int32(1))
+        return
+    rt.run(kern, g, loc, layers, x, dy, dw, None, *scalars, np.int32(0))
+    reduce(rt, "sum", dw, layers, [0], 1, workspace)
 
 def _run_wgrad(rt, plan, x, dy, dw, workspace, db=None) -> None:
     """With `db`, the GEMM's last row (of ones) is the bias gradient."""
