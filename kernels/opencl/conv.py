@@ -654,16 +654,16 @@ def _dwtile_fits(cfg, cin: int, ih: int, iw: int, max_wg: int, local_mem: int, i
 
 
 def _dwtile_candidates(cin: int, cout: int, ih: int, iw: int) -> list[tuple]:
-    """GPU configs: 64-256 work-items, 32-256 positions a stage, at most DWTILE_PREFETCH values a work-item staged a
+    """GPU configs: 128-512 work-items, 64-256 positions a stage, at most DWTILE_PREFETCH values a work-item staged a
     stage (the registers holding the next one), no wider than the channels need."""
     out = []
-    for tci, tco, sr, (wi, wo), pg in itertools.product((4, 8, 16, 32), (16, 32, 64), (1, 2, 4, 8, 16),
-                                                        ((4, 8), (8, 8), (8, 4)), (1, 2, 4)):
-        if tci % wi or tco % wo or tci >= cin + 4 or tco >= cout + 16 or (tci < 8 <= cin):
+    for tci, tco, sr, (wi, wo), pg in itertools.product((4, 8, 16, 32), (32, 64), (1, 2, 4, 8, 16),
+                                                        ((4, 4), (4, 8), (8, 8)), (1, 2, 4, 8)):
+        if tci % wi or tco >= cout + 32 or tci >= cin + 4 or (tci < 8 <= cin) or (wi * wo < 32 <= cin):
             continue
         items = tco // wo * 9 * (tci // wi) * pg
         staged = -(-tci * (sr + 2) * iw // items) + -(-tco * sr * iw // items)
-        if 64 <= items <= 256 and 32 <= sr * iw <= 256 and sr <= ih and staged <= DWTILE_PREFETCH:
+        if 128 <= items <= 512 and 64 <= sr * iw <= 256 and sr <= ih and staged <= DWTILE_PREFETCH:
             out.append((tci, tco, sr, wi, wo, pg))
     return out
 
@@ -693,7 +693,8 @@ def _dwtile(rt, x, dy, dw, g: _Geom, divisor: int):
         return _dwtile_fits(cfg, g.cin, g.h, g.w, rt.dev.max_wg, rt.info["local_mem_bytes"], dt.itemsize)
 
     tci, tco, sr, wi, wo, pg = DWTILE_CPU_TILE
-    cpu = (min(tci, -(-g.cin // 4) * 4), tco, min(sr, g.h), wi, wo, pg)
+    tci = min(tci, -(-g.cin // 4) * 4)  # an RGB layer's 3 channels: a tile of 4
+    cpu = (tci, tco, min(sr, g.h), min(wi, tci), wo, pg)
     candidates = _dwtile_candidates(g.cin, g.cout, g.h, g.w)
     if not (any(fits(c) for c in candidates) if rt.dev.is_gpu else fits(cpu)):
         return None
