@@ -670,13 +670,16 @@ def _dwtile_candidates(cin: int, cout: int, ih: int, iw: int) -> list[tuple]:
 
 def _dwtile_splits(cfg, g: _Geom, itemsize: int, compute_units: int, divisor: int) -> tuple[int, int]:
     """(splits, strips a split) of conv3_wgrad_tile under `cfg`: about DWTILE_GROUPS_PER_CU work-groups a compute
-    unit, within DWTILE_SCRATCH_BYTES of layers and conv3_wgrad's splits (the declared scratch)."""
-    tci, tco, sr = cfg[:3]
+    unit, within DWTILE_SCRATCH_BYTES of layers and conv3_wgrad's splits (the declared scratch), and few enough for
+    the kernel to finish them."""
+    tci, tco, sr, wi, wo, pg = cfg
     m, n, p = _wgrad_mnp(g)
     strips = g.n * -(-g.h // sr)
     tiles = -(-g.cin // tci) * -(-g.cout // tco)
     most = min(DWTILE_SCRATCH_BYTES // divisor // (m * n * itemsize), _wgrad_splits(m, n, p, compute_units, divisor)[0])
-    splits = max(1, min(most, strips, -(-DWTILE_GROUPS_PER_CU * compute_units // tiles)))
+    # The last work-group of a tile adds the layers up alone: at most WGRAD_FINISH_LOADS partials a work-item.
+    finish = WGRAD_FINISH_LOADS // (wi * wo // pg)
+    splits = max(1, min(most, finish, strips, -(-DWTILE_GROUPS_PER_CU * compute_units // tiles)))
     per = -(-strips // splits)
     return -(-strips // per), per
 
@@ -706,8 +709,7 @@ def _dwtile(rt, x, dy, dw, g: _Geom, divisor: int):
                       PG=pg)
         tx, ty = tco // wo, 9 * (tci // wi)
         grid = (-(-n // tco) * tx, -(-g.cin // tci) * ty, splits * pg)
-        finish = splits > 1 and finishes_splits(rt) and splits * -(-9 * tci * tco // (tx * ty * pg)) <= \
-            WGRAD_FINISH_LOADS
+        finish = splits > 1 and finishes_splits(rt)
         scalars = tuple(np.int32(v) for v in (n, g.h, g.n * -(-g.h // sr), per, *xs, *ds))
         return kern, grid, (tx, ty, pg), scalars, splits, finish
 

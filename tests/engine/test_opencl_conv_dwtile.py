@@ -151,7 +151,8 @@ def test_mentee_micro_batches_on_the_gpu_configs(built, gpu_defaults, n):
 def test_the_mentee_configs_fit_the_h200_and_the_declared_scratch():
     """Each Mentee filter gradient has several GPU configs within an H200's limits (1024 work-items, 48 KB of local
     memory); at every batch the training runs, each config's split layers fit DWTILE_SCRATCH_BYTES (whatever the
-    compute units) and the planner's declared scratch (_wgrad_scratch), and the device gets work-groups to fill it."""
+    compute units) and the planner's declared scratch (_wgrad_scratch), few enough for the kernel to finish them, and
+    some config has work-groups enough for the H200's 132 compute units."""
     from tfplus.kernels.opencl import conv
     attrs = {"strides": [1, 1, 1, 1], "padding": "SAME", "data_format": "NCHW"}
     for cin, cout, hw in MENTEE:
@@ -164,8 +165,11 @@ def test_the_mentee_configs_fit_the_h200_and_the_declared_scratch():
                 SimpleNamespace(value=np.array([3, 3, cin, cout]))
             declared = conv._wgrad_scratch([x, sizes, None], attrs, 132)
             declared = declared[0][0][0] if declared else 1
+            groups = []
             for cfg in ok:
                 splits, per = conv._dwtile_splits(cfg, g, 4, 132, 1)
                 assert splits * 9 * cin * cout * 4 <= conv.DWTILE_SCRATCH_BYTES and splits <= declared
-                groups = -(-cin // cfg[0]) * -(-cout // cfg[1]) * splits
-                assert groups >= 32 and splits * per >= batch * -(-hw // cfg[2]) > (splits - 1) * per
+                assert splits * cfg[3] * cfg[4] // cfg[5] <= conv.WGRAD_FINISH_LOADS  # the kernel finishes them
+                assert splits * per >= batch * -(-hw // cfg[2]) > (splits - 1) * per  # every split has strips
+                groups.append(-(-cin // cfg[0]) * -(-cout // cfg[1]) * splits)
+            assert max(groups) >= 128, (cin, cout, batch, groups)
