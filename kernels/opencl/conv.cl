@@ -498,23 +498,26 @@ __kernel GEMM_ATTR void K(conv3_wgrad)(GLOBAL(T, out), GLOBAL_RO(T, x), GLOBAL_R
 // No split sums (a layer whose tiles do not fill the device keeps them few); the sum
 // of each output runs over stages, channels, filter rows, filter columns in turn. Epilogue as conv3's.
 #if WANT_conv3_halo
+#ifndef KG
+#define KG 1
+#endif
 #define IWP ((IW + WN - 1) / WN * WN)
 #define HTX (ROWS * IWP / WN)   // work-items along positions
 #define HTY (TM / WM)           // work-items along output channels
-#define HNT (HTX * HTY)
+#define HNT (HTX * HTY * KG)
 #define XROW ((IWP + 8) % 8 ? IWP + 8 : IWP + 12)
 #define WROW (9 * TM + 4)
 #define XELEMS (CC * (ROWS + 2) * IWP)  // staged inputs a stage (not the halo columns: see below)
 #define WELEMS (CC * 9 * TM)                  // staged filter taps a stage
 #define X_LOADS ((XELEMS + HNT - 1) / HNT)
 #define W_LOADS ((WELEMS + HNT - 1) / HNT)
-__kernel __attribute__((reqd_work_group_size(HTX, HTY, 1)))
+__kernel __attribute__((reqd_work_group_size(HTX, HTY, KG)))
 void K(conv3_halo)(GLOBAL(T, out), GLOBAL_RO(T, x), GLOBAL_RO(T, w), GLOBAL(const T, bias), int M, int IH,
                    int xN, int xC, int xH, int xW, int oN, int oC, int oH, int oW) {
     SHIFT(out); SHIFT(x); SHIFT(w); SHIFT(bias);
     __local T Xs[CC][ROWS + 2][XROW] __attribute__((aligned(16)));
     __local T Ws[CC][WROW] __attribute__((aligned(16)));
-    const int tx = get_local_id(0), ty = get_local_id(1), tid = ty * HTX + tx;
+    const int tx = get_local_id(0), ty = get_local_id(1), kg = get_local_id(2), tid = (kg * HTY + ty) * HTX + tx;
     const int strips = (IH + ROWS - 1) / ROWS, b = get_group_id(0) / strips, oh0 = get_group_id(0) % strips * ROWS;
     const int m0 = get_group_id(1) * TM;
     const __global T* xb = x + b * xN;
@@ -564,7 +567,7 @@ void K(conv3_halo)(GLOBAL(T, out), GLOBAL_RO(T, x), GLOBAL_RO(T, w), GLOBAL(cons
         }
         barrier(CLK_LOCAL_MEM_FENCE);
         if (c0 + CC < CIN) HALO_LOAD(c0 + CC)
-        for (int c = 0; c < CC; c++) {
+        for (int c = kg; c < CC; c += KG) {
 #pragma unroll
             for (int kh = 0; kh < 3; kh++) {
                 __local const T* xr_ = &Xs[c][pr + kh][col0 + 3];
@@ -593,6 +596,19 @@ void K(conv3_halo)(GLOBAL(T, out), GLOBAL_RO(T, x), GLOBAL_RO(T, w), GLOBAL(cons
         }
         barrier(CLK_LOCAL_MEM_FENCE);
     }
+#if KG > 1
+    // The channel groups' sums, added up by group 0 in order (after the stages' last barrier: Xs is free).
+    __local T* red = &Xs[0][0][0];
+    for (int g = 1; g < KG; g++) {
+        if (kg == g)
+            for (int i = 0; i < WM; i++) for (int j = 0; j < WN; j++) red[(i * WN + j) * (HTX * HTY) + ty * HTX + tx] = acc[i][j];
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (kg == 0)
+            for (int i = 0; i < WM; i++) for (int j = 0; j < WN; j++) acc[i][j] += red[(i * WN + j) * (HTX * HTY) + ty * HTX + tx];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (kg) return;
+#endif
     const int oh = oh0 + pr;
     if (oh >= IH) return;
     for (int i = 0; i < WM; i++) {

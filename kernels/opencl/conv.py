@@ -95,6 +95,13 @@ def _divisor(attrs) -> int:
 #   dwhalo  Conv2DBackpropFilter (not the bias fold) on conv.cl's conv3_wgrad_halo (stop 45), ahead of dw3x3: the
 #           same staging for the filter gradient, tuned over _dwhalo_candidates; the same splits and scratch, the
 #           split sums always added up by a second pass.
+#   dwtile  Conv2DBackpropFilter (not the bias fold) on conv.cl's conv3_wgrad_tile (stop 46), ahead of dwhalo and dw3x3:
+#           a register-tiled GEMM whose 9 taps x TCI rows read one staged block of input rows a strip, split layers
+#           capped at DWTILE_SCRATCH_BYTES (not growing with the compute units) and finished in the kernel; an RGB
+#           layer's 3 channels too. Tuned over _dwtile_candidates.
+#   halokg  with halo: its forwards and input gradients tuned over _halokg_candidates, which add configs of smaller
+#           work-groups in 2 or 4 channel groups (conv3_halo's KG: their sums added in local memory, no scratch), for
+#           the few output tiles of a micro-batch's small layers (stop 46). Tuned apart from halo.
 # Same splits, scratch and order of each sum as the kernels they replace; a shape they do not cover (another
 # filter, a stride, a channel count conv3 cannot slice by K) keeps the general kernel.
 # A GPU runs GPU_VARIANTS unless TFPLUS_CONV_VARIANTS says otherwise (a comma list of the names above; empty or
@@ -106,7 +113,7 @@ def _divisor(attrs) -> int:
 # without a tile takes that of the
 # nearest tuned problem of its kernel (_tune.choose `nearest`) instead of timing a dozen candidate programs during
 # a first step.
-VARIANTS = ("fwd3x3", "dx3x3", "dw3x3", "vtile", "dwfinish", "halo", "dwhalo", "dwtile")
+VARIANTS = ("fwd3x3", "dx3x3", "dw3x3", "vtile", "dwfinish", "halo", "dwhalo", "dwtile", "halokg")
 GPU_VARIANTS = frozenset({"fwd3x3", "dx3x3", "dw3x3", "vtile", "halo"})
 # VTILE needs WM and WN multiples of 4: the general candidates that are, shallower ones (TK 8), and shapes for
 # Mentee's narrow sides (32 output channels forward, 32 input channels in dx, 32 or 64 columns in a filter gradient).
@@ -219,18 +226,22 @@ def _conv3(rt, v, kind: str, out, x, w, m: int, n: int, cin: int, hw, xs, os_, f
 # summed a stage, WM channels x WN columns a work-item. The CPU device (PoCL) takes HALO_CPU_TILE (rows and
 # channels cut to the problem's).
 HALO_CPU_TILE = (16, 2, 8, 4, 4)
+HALOKG_CPU = 2  # halokg's channel groups on PoCL
 HALO_PREFETCH = 48
 
 
 def _halo_fits(cfg, cin: int, iw: int, max_wg: int, local_mem: int, itemsize: int) -> bool:
     """Whether conv3_halo builds and runs with `cfg` summing `cin` channels of `iw`-wide rows: vector runs of 4,
-    whole stages, the work-group and its local tiles within the device's limits."""
-    tm, rows, cc, wm, wn = cfg
+    whole stages, the work-group and its local tiles within the device's limits; with a channel-group count (a
+    halokg config's sixth), whole groups a stage and the groups' sums within the staged inputs' local memory."""
+    tm, rows, cc, wm, wn = cfg[:5]
+    kg = cfg[5] if len(cfg) > 5 else 1
     iwp = -(-iw // wn) * wn
     xrow = iwp + 8 if (iwp + 8) % 8 else iwp + 12  # conv.cl's XROW and WROW
     local = cc * ((rows + 2) * xrow + 9 * tm + 4) * itemsize
-    return (wm % 4 == 0 and wn % 4 == 0 and tm % wm == 0 and cin % cc == 0 and
-            tm // wm * (rows * iwp // wn) <= max_wg and local <= local_mem)
+    return (wm % 4 == 0 and wn % 4 == 0 and tm % wm == 0 and cin % cc == 0 and cc % kg == 0 and
+            tm // wm * (rows * iwp // wn) * kg <= max_wg and local <= local_mem and
+            (kg == 1 or tm * rows * iwp <= cc * (rows + 2) * xrow))
 
 
 def _halo_candidates(m: int, ih: int, iw: int) -> list[tuple]:
@@ -247,16 +258,34 @@ def _halo_candidates(m: int, ih: int, iw: int) -> list[tuple]:
     return out
 
 
+def _halokg_candidates(m: int, ih: int, iw: int) -> list[tuple]:
+    """The `halokg` variant's GPU configs: halo's (one channel group), and work-groups of 32-128 work-items (few
+    outputs a work-group: a micro-batch's small layers fill more compute units) times 2 or 4 channel groups, 64-512
+    work-items in all."""
+    out = [(*c, 1) for c in _halo_candidates(m, ih, iw)]
+    for tm, rows, cc, wm, wn, kg in itertools.product((32, 64), (1, 2, 4, 8), (8, 16), (4, 8), (4, 8), (2, 4)):
+        positions = rows * -(-iw // wn) * wn
+        items = tm // wm * positions // wn
+        staged = -(-cc * (rows + 2) * positions // rows // (items * kg)) + -(-cc * 9 * tm // (items * kg))
+        if (16 <= positions <= 128 and rows <= ih and 32 <= items <= 128 and 64 <= items * kg <= 512 and
+                tm < m + 32 and staged <= HALO_PREFETCH):
+            out.append((tm, rows, cc, wm, wn, kg))
+    return out
+
+
 def _halo_default(candidates: list, m: int, iw: int) -> tuple | None:
-    """An untuned GPU's config: 64 channels (32 where m is narrower), the most outputs a work-item, about 128
-    positions, 8 channels a stage."""
+    """An untuned GPU's config: one channel group (halo's), 64 channels (32 where m is narrower), the most outputs a
+    work-item, about 128 positions, 8 channels a stage."""
     want = 64 if m >= 64 else 32
-    return min(candidates, key=lambda c: (abs(c[0] - want), -c[3] * c[4], abs(c[1] * iw - 128), c[2]), default=None)
+    return min(candidates, key=lambda c: (c[5:] not in ((), (1,)), abs(c[0] - want), -c[3] * c[4],
+                                          abs(c[1] * iw - 128), c[2]), default=None)
 
 
-def _halo(rt, kind: str, out, x, w, m: int, cin: int, hw, xs, os_, flip: bool, epilogue: int = 0, bias=None):
+def _halo(rt, kind: str, out, x, w, m: int, cin: int, hw, xs, os_, flip: bool, epilogue: int = 0, bias=None,
+          kg: bool = False):
     """The launch plan of conv.cl's conv3_halo (a 3x3 stride-1 SAME Conv2D, or with `flip` the input gradient of
-    one, of m output channels summing cin), tuned; None where no config fits (conv3 runs it then)."""
+    one, of m output channels summing cin), tuned; None where no config fits (conv3 runs it then). With `kg`
+    (variant halokg) over _halokg_candidates, tuned apart."""
     ih, iw = hw
     dt = out.dtype
 
@@ -266,6 +295,9 @@ def _halo(rt, kind: str, out, x, w, m: int, cin: int, hw, xs, os_, flip: bool, e
     tm, rows, cc, wm, wn = HALO_CPU_TILE
     cpu = (tm, min(rows, ih), math.gcd(cc, cin), wm, wn)
     candidates = _halo_candidates(m, ih, iw)
+    if kg:
+        cpu = (*cpu, HALOKG_CPU if cpu[2] % HALOKG_CPU == 0 else 1)
+        candidates = _halokg_candidates(m, ih, iw)
     if not (any(fits(c) for c in candidates) if rt.dev.is_gpu else fits(cpu)):
         return None
     flags = {"FLIP": int(flip), "CIN": cin, "IW": iw}
@@ -274,15 +306,17 @@ def _halo(rt, kind: str, out, x, w, m: int, cin: int, hw, xs, os_, flip: bool, e
     batch = out.shape[0]
 
     def make(cfg):
-        tm, rows, cc, wm, wn = cfg
+        tm, rows, cc, wm, wn = cfg[:5]
+        groups = cfg[5] if len(cfg) > 5 else 1
         tx, ty = rows * -(-iw // wn) * wn // wn, tm // wm
-        kern = kernel(rt, SRC, "conv3_halo", dt, **flags, **more, TM=tm, ROWS=rows, CC=cc, WM=wm, WN=wn)
-        return kern, (batch * -(-ih // rows) * tx, -(-m // tm) * ty), (tx, ty), scalars
+        kgs = {"KG": groups} if groups > 1 else {}  # one group: halo's own programs
+        kern = kernel(rt, SRC, "conv3_halo", dt, **flags, **more, TM=tm, ROWS=rows, CC=cc, WM=wm, WN=wn, **kgs)
+        return kern, (batch * -(-ih // rows) * tx, -(-m // tm) * ty, groups), (tx, ty, groups), scalars
 
     def run(cfg):
         _run_halo(rt, make(cfg), out, x, w, bias)
 
-    key = f"{kind}h|{dt.name}|{int(flip)}{int(xs[3] == 1)}|w{iw}|{m}x{batch * ih * iw}x{9 * cin}"
+    key = f"{kind}h{'k' if kg else ''}|{dt.name}|{int(flip)}{int(xs[3] == 1)}|w{iw}|{m}x{batch * ih * iw}x{9 * cin}"
     return make(_tune.choose(rt, key, dt.itemsize, run, candidates, nearest=True, fits=fits,
                              default=_halo_default([c for c in candidates if fits(c)], m, iw), cpu=cpu))
 
@@ -360,7 +394,8 @@ def _forward(rt, x, f, out, attrs, bias=None, epilogue: int = 0, workspace=None)
 
         kd = g.kh * g.kw * g.cin
         halo = "halo" in key[-1] and _is3x3(g) and kd > SMALL_K and \
-            _halo(rt, "conv3_fwd", out, x, f, g.cout, g.cin, (g.h, g.w), xs, os_, False, epilogue, bias)
+            _halo(rt, "conv3_fwd", out, x, f, g.cout, g.cin, (g.h, g.w), xs, os_, False, epilogue, bias,
+                  "halokg" in key[-1])
         if kd <= SMALL_K:
             plan = rt.plans[key] = (_run_small, _small(rt, out.dtype, g, xs, os_, epilogue))
         elif halo:
@@ -411,7 +446,7 @@ def _dx_plan(rt, dx, f, dy, attrs, v, epilogue: int = 0, features=None):
     g = _Geom(dx.shape, f.shape, attrs)
     ds, xs = g.strides(dy.shape), g.strides(dx.shape)
     halo = "halo" in v and _is3x3(g) and \
-        _halo(rt, "conv3_dx", dx, dy, f, g.cin, g.cout, (g.h, g.w), ds, xs, True, epilogue, features)
+        _halo(rt, "conv3_dx", dx, dy, f, g.cin, g.cout, (g.h, g.w), ds, xs, True, epilogue, features, "halokg" in v)
     if halo:
         return _run_halo, halo
     if "dx3x3" in v and _is3x3(g) and g.cout % _CONV3_CHANNELS == 0:
