@@ -733,8 +733,9 @@ void K(conv3_wgrad_halo)(GLOBAL(T, out), GLOBAL_RO(T, x), GLOBAL_RO(T, dy), int 
 // again, bounds-checked, for each tap it feeds). The next stage is read into registers while this one is summed.
 // PG groups of work-items (get_local_id(2)) take every PG-th position of a stage and add their sums up in local
 // memory at the end: PG times the work-items at the same split scratch. Split layers (one per split, in `out`; dw
-// itself when one split) are added up by the last work-group of each tile when `finish` (as GEMM_SPLIT_FINISH), else
-// by a second pass (conv.py). TCI may exceed CIN (an RGB layer's 3 channels on a tile of 4): the rest are zeros.
+// itself when one split) are added up by the last work-group of each tile (as GEMM_SPLIT_FINISH; conv.py runs it
+// only where kernels can: reduce.finishes_splits). TCI may exceed CIN (an RGB layer's 3 channels on a tile of 4):
+// the rest are zeros.
 #if WANT_conv3_wgrad_tile
 #define WTX (TCO / WO)
 #define WTY (9 * (TCI / WI))
@@ -752,8 +753,7 @@ void K(conv3_wgrad_halo)(GLOBAL(T, out), GLOBAL_RO(T, x), GLOBAL_RO(T, dy), int 
 #define DL ((DEL + WNT - 1) / WNT)
 __kernel __attribute__((reqd_work_group_size(WTX, WTY, PG)))
 void K(conv3_wgrad_tile)(GLOBAL(T, out), GLOBAL_RO(T, x), GLOBAL_RO(T, dy), GLOBAL(T, dw), GLOBAL(int, done), int N,
-                         int IH, int strips, int per, int xN, int xC, int xH, int xW, int dN, int dC, int dH, int dW,
-                         int finish) {
+                         int IH, int strips, int per, int xN, int xC, int xH, int xW, int dN, int dC, int dH, int dW) {
     SHIFT(out); SHIFT(x); SHIFT(dy); SHIFT(dw); SHIFT(done);
     __local T L[LOCAL_N] __attribute__((aligned(16)));
     __local T* Xs = L;
@@ -840,7 +840,7 @@ void K(conv3_wgrad_tile)(GLOBAL(T, out), GLOBAL_RO(T, x), GLOBAL_RO(T, dy), GLOB
                 if (ci < CIN && co < N) part[(tap * CIN + ci) * N + co] = acc[i][j];
             }
         }
-    if (finish) {  // the last work-group of the tile adds the layers up (gemm.cl's GEMM_SPLIT_FINISH)
+    if (get_num_groups(2) > 1) {  // the last work-group of the tile adds the layers up (gemm.cl's GEMM_SPLIT_FINISH)
         barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
         const int tile = get_group_id(1) * get_num_groups(0) + get_group_id(0), layers = get_num_groups(2);
         if (tid == 0) {

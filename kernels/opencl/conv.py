@@ -721,11 +721,15 @@ def _dwtile_splits(cfg, g: _Geom, itemsize: int, compute_units: int, divisor: in
 
 def _dwtile(rt, x, dy, dw, g: _Geom, divisor: int):
     """The launch plan of conv.cl's conv3_wgrad_tile (a 3x3 stride-1 SAME filter gradient), tuned; None where no
-    config fits."""
+    config fits, or where the device's kernels cannot finish their split sums (reduce.finishes_splits: conv3_wgrad
+    adds them up by a pass there)."""
     xs, ds = g.strides(x.shape), g.strides(dy.shape)
     m, n, p = _wgrad_mnp(g)
     dt = dw.dtype
     cu = rt.info["compute_units"]
+    if not finishes_splits(rt):
+        return None
+    declared = _wgrad_splits(m, n, p, cu, divisor)[0]  # _wgrad_scratch's layers: the split layers' buffer
 
     def fits(cfg):
         return _dwtile_fits(cfg, g.cin, g.h, g.w, rt.dev.max_wg, rt.info["local_mem_bytes"], dt.itemsize)
@@ -744,9 +748,8 @@ def _dwtile(rt, x, dy, dw, g: _Geom, divisor: int):
                       PG=pg)
         tx, ty = tco // wo, 9 * (tci // wi)
         grid = (-(-n // tco) * tx, -(-g.cin // tci) * ty, splits * pg)
-        finish = splits > 1 and finishes_splits(rt)
         scalars = tuple(np.int32(v) for v in (n, g.h, g.n * -(-g.h // sr), per, *xs, *ds))
-        return kern, grid, (tx, ty, pg), scalars, splits, finish
+        return kern, grid, (tx, ty, pg), scalars, splits, declared
 
     def run(cfg):
         _run_dwtile(rt, make(cfg), x, dy, dw, rt.allocate)
@@ -760,17 +763,14 @@ def _dwtile(rt, x, dy, dw, g: _Geom, divisor: int):
 
 
 def _run_dwtile(rt, plan, x, dy, dw, workspace, db=None) -> None:
-    kern, g, loc, scalars, splits, finish = plan
+    """The split layers are the first `splits` of the `declared` that the planner gives (its shape must be the
+    declaration's), added up by the last work-group of each tile."""
+    kern, g, loc, scalars, splits, declared = plan
     if splits == 1:
-        rt.run(kern, g, loc, None, x, dy, dw, None, *scalars, np.int32(0))
+        rt.run(kern, g, loc, None, x, dy, dw, None, *scalars)
         return
-    layers = workspace((splits, dw.size), dw.dtype)
-    if finish:
-        rt.run(kern, g, loc, layers, x, dy, dw, done_counters(rt, (g[0] // loc[0]) * (g[1] // loc[1])), *scalars,
-               np.int32(1))
-        return
-    rt.run(kern, g, loc, layers, x, dy, dw, None, *scalars, np.int32(0))
-    reduce(rt, "sum", dw, layers, [0], 1, workspace)
+    layers = workspace((declared, dw.size), dw.dtype)
+    rt.run(kern, g, loc, layers, x, dy, dw, done_counters(rt, (g[0] // loc[0]) * (g[1] // loc[1])), *scalars)
 
 def _run_wgrad(rt, plan, x, dy, dw, workspace, db=None) -> None:
     """With `db`, the GEMM's last row (of ones) is the bias gradient."""

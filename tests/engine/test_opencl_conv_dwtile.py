@@ -84,11 +84,11 @@ def test_dwtile_matches_numpy(monkeypatch, built, fmt, dtype, tile):
     assert got == want and want[-1][0] == 4, got
 
 
-@pytest.mark.parametrize("finish", [True, False])
-def test_dwtile_split_layers(monkeypatch, built, finish):
+def test_dwtile_split_layers(monkeypatch, built):
     """On a device made to look wide the strips split over work-group layers (8 images of 10 rows in strips of 3: 32
-    strips, 4 a split; 4 one-row images in 4 splits): the last work-group of each tile adds them up, or (a device that
-    cannot: finish False) a pass does. Position groups with no positions (PG 4 over rows of 2) add zeros."""
+    strips, 4 a split; 4 one-row images in 4 splits), in the planner's declared layers, and the last work-group of
+    each tile adds them up. Position groups with no positions (PG 4 over rows of 2) add zeros. A device whose
+    kernels cannot finish split sums keeps conv3_wgrad."""
     from tfplus.kernels.opencl import conv
     splits: list = []
     dsplit = conv._dwtile_splits
@@ -96,18 +96,16 @@ def test_dwtile_split_layers(monkeypatch, built, finish):
     monkeypatch.setattr(conv, "_dwtile_splits", lambda cfg, g, size, cu, d: splits.append(dsplit(cfg, g, size, 8, d))
                         or splits[-1])
     monkeypatch.setattr(conv, "DWTILE_CPU_TILE", (8, 32, 3, 4, 8, 4))
-    if not finish:
-        monkeypatch.setattr(conv, "finishes_splits", lambda rt: False)
-    passes: list = []
-    reduce = conv.reduce
-    monkeypatch.setattr(conv, "reduce", lambda rt, *a: passes.append(a[2].shape) or reduce(rt, *a))
     monkeypatch.setenv("TFPLUS_CONV_VARIANTS", DWTILE)
     rng = np.random.default_rng(3)
     for shape in [(8, 10, 10, 16, 32), (4, 1, 2, 8, 32)]:
         run_both(_filter_grad("NCHW"), list(_arrays(rng, np.float32, "NCHW", *shape)))
     assert splits == [(8, 4), (4, 1)], splits
-    assert len(_tiles(built)) == 2, built
-    assert passes == ([] if finish else [(8, 9 * 16 * 32), (splits[-1][0], 9 * 8 * 32)]), passes
+    assert len(_tiles(built)) == 2 and "conv3_wgrad" not in {n for n, _ in built}, built
+    built.clear()
+    monkeypatch.setattr(conv, "finishes_splits", lambda rt: False)
+    run_both(_filter_grad("NCHW"), list(_arrays(rng, np.float32, "NCHW", 2, 6, 6, 16, 32)))
+    assert [n for n, _ in built] == ["conv3_wgrad"], built
 
 
 def test_dwtile_leaves_the_bias_fold_to_conv3_wgrad(monkeypatch, built):
@@ -129,8 +127,11 @@ def test_dwtile_leaves_the_bias_fold_to_conv3_wgrad(monkeypatch, built):
 
 @pytest.fixture
 def gpu_defaults(monkeypatch):
-    """The PoCL device taken for a GPU that tunes nothing: each problem runs the config an untuned GPU takes."""
+    """The PoCL device taken for a GPU that tunes nothing and finishes split sums (as NVIDIA's): each problem runs the
+    config an untuned GPU takes."""
+    from tfplus.kernels.opencl import conv
     from tfplus.runtime import opencl
+    monkeypatch.setattr(conv, "finishes_splits", lambda rt: True)
     monkeypatch.setenv("TFPLUS_CONV_VARIANTS", DWTILE)
     monkeypatch.setenv("TFPLUS_OPENCL_TUNE", "0")
     monkeypatch.setattr(opencl.OpenCLRuntime().dev, "is_gpu", True)
