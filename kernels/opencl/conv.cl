@@ -751,6 +751,10 @@ void K(conv3_wgrad_halo)(GLOBAL(T, out), GLOBAL_RO(T, x), GLOBAL_RO(T, dy), int 
 #define DEL (TCO * SR * IW)
 #define XL ((XEL + WNT - 1) / WNT)
 #define DL ((DEL + WNT - 1) / WNT)
+// A work-item's output channel j: its runs of 4 lie 4 WTX apart (as gemm.cl's GEMM_COL), so that neighbouring
+// work-items' float4 reads of a dy row are neighbouring (no bank conflicts), not WO apart.
+#define DWT_CO(j) (((j) & ~3) * WTX + tx * 4 + ((j) & 3))
+#define DWT_BATCH 16  // partials a finishing work-item has in flight
 __kernel __attribute__((reqd_work_group_size(WTX, WTY, PG)))
 void K(conv3_wgrad_tile)(GLOBAL(T, out), GLOBAL_RO(T, x), GLOBAL_RO(T, dy), GLOBAL(T, dw), GLOBAL(int, done), int N,
                          int IH, int strips, int per, int xN, int xC, int xH, int xW, int dN, int dC, int dH, int dW) {
@@ -801,7 +805,7 @@ void K(conv3_wgrad_tile)(GLOBAL(T, out), GLOBAL_RO(T, x), GLOBAL_RO(T, dy), GLOB
         for (int q = pg; q < SR * IW; q += PG) {
             const int r = q / IW, c = q % IW;
             __local const T* xa = Xs + ((r + kh) * XCOLS + c + kw) * CP + cw;
-            __local const T* da = Ds + q * OP + tx * WO;
+            __local const T* da = Ds + q * OP + tx * 4;
             T a[WI], d[WO];
 #pragma unroll
             for (int i = 0; i < WI; i += 4) {
@@ -809,8 +813,8 @@ void K(conv3_wgrad_tile)(GLOBAL(T, out), GLOBAL_RO(T, x), GLOBAL_RO(T, dy), GLOB
                 a[i] = v.s0; a[i + 1] = v.s1; a[i + 2] = v.s2; a[i + 3] = v.s3;
             }
 #pragma unroll
-            for (int j = 0; j < WO; j += 4) {
-                T4 v = *(__local const T4*)(da + j);
+            for (int j = 0; j < WO; j += 4) {  // runs of 4 output channels, 4 WTX apart: DWT_CO
+                T4 v = *(__local const T4*)(da + j * WTX);
                 d[j] = v.s0; d[j + 1] = v.s1; d[j + 2] = v.s2; d[j + 3] = v.s3;
             }
 #pragma unroll
@@ -836,7 +840,7 @@ void K(conv3_wgrad_tile)(GLOBAL(T, out), GLOBAL_RO(T, x), GLOBAL_RO(T, dy), GLOB
         for (int i = 0; i < WI; i++) {
             int ci = ci0 + cw + i;
             for (int j = 0; j < WO; j++) {
-                int co = co0 + tx * WO + j;
+                int co = co0 + DWT_CO(j);
                 if (ci < CIN && co < N) part[(tap * CIN + ci) * N + co] = acc[i][j];
             }
         }
@@ -853,10 +857,14 @@ void K(conv3_wgrad_tile)(GLOBAL(T, out), GLOBAL_RO(T, x), GLOBAL_RO(T, dy), GLOB
             volatile __global const T* p = out;
             for (int e = tid; e < 9 * TCI * TCO; e += WNT) {  // output channel fastest: coalesced
                 int co = co0 + e % TCO, ci = ci0 + e / TCO % TCI, t = e / (TCO * TCI), at = (t * CIN + ci) * N + co;
-                if (ci >= CIN || co >= N) continue;
+                bool ok = ci < CIN && co < N;
                 T sum = 0;
-                for (int l = 0; l < layers; l++) sum += p[l * M * N + at];
-                dw[at] = sum;
+                for (int l0 = 0; l0 < layers; l0 += DWT_BATCH) {  // loads in flight, then added in order
+                    T v[DWT_BATCH];
+                    for (int u = 0; u < DWT_BATCH; u++) v[u] = ok && l0 + u < layers ? p[(l0 + u) * M * N + at] : (T)0;
+                    for (int u = 0; u < DWT_BATCH; u++) sum += v[u];
+                }
+                if (ok) dw[at] = sum;
             }
             if (tid == 0) done[tile] = 0;
         }

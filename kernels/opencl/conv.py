@@ -675,6 +675,8 @@ DWTILE_SCRATCH_BYTES = 2 << 20
 DWTILE_GROUPS_PER_CU = 2
 DWTILE_CPU_TILE = (8, 16, 2, 4, 4, 2)
 DWTILE_PREFETCH = 48
+# A finishing work-item reads 16 partials at a time (conv.cl DWT_BATCH): 256 are 16 rounds of L2 latency, a few us.
+DWTILE_FINISH_LOADS = 256
 
 
 def _dwtile_fits(cfg, cin: int, ih: int, iw: int, max_wg: int, local_mem: int, itemsize: int) -> bool:
@@ -690,11 +692,13 @@ def _dwtile_fits(cfg, cin: int, ih: int, iw: int, max_wg: int, local_mem: int, i
 
 def _dwtile_candidates(cin: int, cout: int, ih: int, iw: int) -> list[tuple]:
     """GPU configs: 128-512 work-items, 64-256 positions a stage, at most DWTILE_PREFETCH values a work-item staged a
-    stage (the registers holding the next one), no wider than the channels need."""
+    stage (the registers holding the next one), no wider than the channels need; 4 x 4 channels a work-item and 16
+    output channels a work-group for an RGB layer only (its 27 x 32 outputs make few tiles)."""
     out = []
-    for tci, tco, sr, (wi, wo), pg in itertools.product((4, 8, 16, 32), (32, 64), (1, 2, 4, 8, 16),
+    for tci, tco, sr, (wi, wo), pg in itertools.product((4, 8, 16, 32), (16, 32, 64), (1, 2, 4, 8, 16),
                                                         ((4, 4), (4, 8), (8, 8)), (1, 2, 4, 8)):
-        if tci % wi or tco >= cout + 32 or tci >= cin + 4 or (tci < 8 <= cin) or (wi * wo < 32 <= cin):
+        if (tci % wi or tco >= cout + 32 or tci >= cin + 4 or (tci < 8 <= cin) or
+                (wi * wo < 32 <= cin) or (tco < 32 <= cin)):  # an RGB layer's small tiles: few, short sums
             continue
         items = tco // wo * 9 * (tci // wi) * pg
         staged = -(-tci * (sr + 2) * iw // items) + -(-tco * sr * iw // items)
@@ -712,8 +716,8 @@ def _dwtile_splits(cfg, g: _Geom, itemsize: int, compute_units: int, divisor: in
     strips = g.n * -(-g.h // sr)
     tiles = -(-g.cin // tci) * -(-g.cout // tco)
     most = min(DWTILE_SCRATCH_BYTES // divisor // (m * n * itemsize), _wgrad_splits(m, n, p, compute_units, divisor)[0])
-    # The last work-group of a tile adds the layers up alone: at most WGRAD_FINISH_LOADS partials a work-item.
-    finish = WGRAD_FINISH_LOADS // (wi * wo // pg)
+    # The last work-group of a tile adds the layers up alone: at most DWTILE_FINISH_LOADS partials a work-item.
+    finish = DWTILE_FINISH_LOADS // (wi * wo // pg)
     splits = max(1, min(most, finish, strips, -(-DWTILE_GROUPS_PER_CU * compute_units // tiles)))
     per = -(-strips // splits)
     return -(-strips // per), per

@@ -170,7 +170,7 @@ def test_the_mentee_configs_fit_the_h200_and_the_declared_scratch():
             for cfg in ok:
                 splits, per = conv._dwtile_splits(cfg, g, 4, 132, 1)
                 assert splits * 9 * cin * cout * 4 <= conv.DWTILE_SCRATCH_BYTES and splits <= declared
-                assert splits * cfg[3] * cfg[4] // cfg[5] <= conv.WGRAD_FINISH_LOADS  # the kernel finishes them
+                assert splits * cfg[3] * cfg[4] // cfg[5] <= conv.DWTILE_FINISH_LOADS  # the kernel finishes them
                 assert splits * per >= batch * -(-hw // cfg[2]) > (splits - 1) * per  # every split has strips
                 groups.append(-(-cin // cfg[0]) * -(-cout // cfg[1]) * splits)
             assert max(groups) >= 128, (cin, cout, batch, groups)
