@@ -687,7 +687,7 @@ def _dwtile_fits(cfg, cin: int, ih: int, iw: int, max_wg: int, local_mem: int, i
     items = tco // wo * 9 * (tci // wi)
     stage = ((sr + 2) * (iw + 2) * (tci + 4) + sr * iw * (tco + 4)) * itemsize
     return (wi % 4 == 0 and wo % 4 == 0 and tci % wi == 0 and tco % wo == 0 and tci < cin + 4 and sr <= ih and
-            items * pg <= max_wg and max(stage, items * wi * wo * itemsize) <= local_mem)
+            items * pg <= max_wg and max(stage, items * wi * wo * itemsize) + 16 <= local_mem)  # and last_
 
 
 def _dwtile_candidates(cin: int, cout: int, ih: int, iw: int) -> list[tuple]:
