@@ -731,7 +731,7 @@ void K(conv3_wgrad_halo)(GLOBAL(T, out), GLOBAL_RO(T, x), GLOBAL_RO(T, dy), int 
 // channels reads them as float4 runs: WI / 4 + WO / 4 local loads for WI x WO multiply-adds a position, the register
 // tile of gemm.cl's VTILE with no gather, no bounds check and no index table (conv3_wgrad reads an input element
 // again, bounds-checked, for each tap it feeds). The next stage is read into registers while this one is summed.
-// PG groups of work-items (get_local_id(2)) take every PG-th position of a stage and add their sums up in local
+// PG groups of work-items (get_local_id(2)) take every PG-th column of a stage's rows and add their sums up in local
 // memory at the end: PG times the work-items at the same split scratch. Split layers (one per split, in `out`; dw
 // itself when one split) are added up by the last work-group of each tile (as GEMM_SPLIT_FINISH; conv.py runs it
 // only where kernels can: reduce.finishes_splits). TCI may exceed CIN (an RGB layer's 3 channels on a tile of 4):
@@ -802,25 +802,26 @@ void K(conv3_wgrad_tile)(GLOBAL(T, out), GLOBAL_RO(T, x), GLOBAL_RO(T, dy), GLOB
         }
         barrier(CLK_LOCAL_MEM_FENCE);
         if (s + 1 < s_end) DWT_LOAD(s + 1)
-        for (int q = pg; q < SR * IW; q += PG) {
-            const int r = q / IW, c = q % IW;
-            __local const T* xa = Xs + ((r + kh) * XCOLS + c + kw) * CP + cw;
-            __local const T* da = Ds + q * OP + tx * 4;
-            T a[WI], d[WO];
+        for (int r = 0; r < SR; r++) {
+            __local const T* xa = Xs + ((r + kh) * XCOLS + kw + pg) * CP + cw;
+            __local const T* da = Ds + (r * IW + pg) * OP + tx * 4;
+            for (int c = pg; c < IW; c += PG, xa += PG * CP, da += PG * OP) {  // this group's columns of row r
+                T a[WI], d[WO];
 #pragma unroll
-            for (int i = 0; i < WI; i += 4) {
-                T4 v = *(__local const T4*)(xa + i);
-                a[i] = v.s0; a[i + 1] = v.s1; a[i + 2] = v.s2; a[i + 3] = v.s3;
+                for (int i = 0; i < WI; i += 4) {
+                    T4 v = *(__local const T4*)(xa + i);
+                    a[i] = v.s0; a[i + 1] = v.s1; a[i + 2] = v.s2; a[i + 3] = v.s3;
+                }
+#pragma unroll
+                for (int j = 0; j < WO; j += 4) {  // runs of 4 output channels, 4 WTX apart: DWT_CO
+                    T4 v = *(__local const T4*)(da + j * WTX);
+                    d[j] = v.s0; d[j + 1] = v.s1; d[j + 2] = v.s2; d[j + 3] = v.s3;
+                }
+#pragma unroll
+                for (int i = 0; i < WI; i++)
+#pragma unroll
+                    for (int j = 0; j < WO; j++) acc[i][j] += a[i] * d[j];
             }
-#pragma unroll
-            for (int j = 0; j < WO; j += 4) {  // runs of 4 output channels, 4 WTX apart: DWT_CO
-                T4 v = *(__local const T4*)(da + j * WTX);
-                d[j] = v.s0; d[j + 1] = v.s1; d[j + 2] = v.s2; d[j + 3] = v.s3;
-            }
-#pragma unroll
-            for (int i = 0; i < WI; i++)
-#pragma unroll
-                for (int j = 0; j < WO; j++) acc[i][j] += a[i] * d[j];
         }
         barrier(CLK_LOCAL_MEM_FENCE);
     }
