@@ -98,10 +98,13 @@ def _divisor(attrs) -> int:
 #   dwtile  Conv2DBackpropFilter (not the bias fold) on conv.cl's conv3_wgrad_tile (stop 46), ahead of dwhalo and dw3x3:
 #           a register-tiled GEMM whose 9 taps x TCI rows read one staged block of input rows a strip, split layers
 #           capped at DWTILE_SCRATCH_BYTES (not growing with the compute units) and finished in the kernel; an RGB
-#           layer's 3 channels too. Tuned over _dwtile_candidates.
+#           layer's 3 channels too. Tuned over _dwtile_candidates. Slower than conv3_wgrad on the H200 (0.47 against
+#           0.36 ms a step; BENCHMARKS.md, "Mentee filter gradients and micro-batch convolutions"): a switch, off.
 #   halokg  with halo: its forwards and input gradients tuned over _halokg_candidates, which add configs of smaller
 #           work-groups in 2 or 4 channel groups (conv3_halo's KG: their sums added in local memory, no scratch), for
-#           the few output tiles of a micro-batch's small layers (stop 46). Tuned apart from halo.
+#           the few output tiles of a micro-batch's small layers (stop 46). Tuned apart from halo. On the H200 the
+#           passes at 32 images took 0.358 ms for halo's 0.388 (conv5's input gradient 0.021 for 0.036), at 64 0.537
+#           for 0.549, at 128 the same: a GPU's default since stop 46 (its H200 tiles shipped).
 # Same splits, scratch and order of each sum as the kernels they replace; a shape they do not cover (another
 # filter, a stride, a channel count conv3 cannot slice by K) keeps the general kernel.
 # A GPU runs GPU_VARIANTS unless TFPLUS_CONV_VARIANTS says otherwise (a comma list of the names above; empty or
@@ -114,7 +117,7 @@ def _divisor(attrs) -> int:
 # nearest tuned problem of its kernel (_tune.choose `nearest`) instead of timing a dozen candidate programs during
 # a first step.
 VARIANTS = ("fwd3x3", "dx3x3", "dw3x3", "vtile", "dwfinish", "halo", "dwhalo", "dwtile", "halokg")
-GPU_VARIANTS = frozenset({"fwd3x3", "dx3x3", "dw3x3", "vtile", "halo"})
+GPU_VARIANTS = frozenset({"fwd3x3", "dx3x3", "dw3x3", "vtile", "halo", "halokg"})
 # VTILE needs WM and WN multiples of 4: the general candidates that are, shallower ones (TK 8), and shapes for
 # Mentee's narrow sides (32 output channels forward, 32 input channels in dx, 32 or 64 columns in a filter gradient).
 VTILE_CANDIDATES = [c for c in _tune.GPU_CANDIDATES if c[3] % 4 == 0 and c[4] % 4 == 0] + \
