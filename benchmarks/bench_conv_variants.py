@@ -16,7 +16,9 @@ with --kernel-sums also each set's kernel time a step (a profiled process per se
 
 On a GPU, halo is the default since stop 45 (conv.py GPU_VARIANTS: 3x3+vtile with the forwards and input gradients
 on conv3_halo; the H200's tiles for both are shipped); "all" is 3x3+vtile with dwfinish, "halo+dw" adds the filter
-gradients on conv3_wgrad_halo (slower on the H200).
+gradients on conv3_wgrad_halo (slower on the H200), "halo+dwt" the filter gradients on conv3_wgrad_tile (stop 46),
+"halo+kg" halo's forwards and input gradients tuned over configs with channel groups too (stop 46: a GPU's default
+since, conv.GPU_VARIANTS, so "halo" now names the set without them), "halo+kg+dwt" both.
 Tiles: the other sets' kernels are new problems to the tuner; under the default bound on tuning (1 s a process)
 most would run the nearest tuned problem's tile or the default one. Run with TFPLUS_OPENCL_TUNE_S=inf: part 1
 tunes them all (kept in the device's tuning file), and part 2's processes find them there.
@@ -40,7 +42,9 @@ ATTRS = {"strides": [1, 1, 1, 1], "padding": "SAME", "data_format": "NCHW", "dil
 THREE = "fwd3x3,dx3x3,dw3x3"
 # name -> TFPLUS_CONV_VARIANTS
 CONFIGS = {"general": "none", "3x3": THREE, "3x3+vtile": THREE + ",vtile", "all": THREE + ",vtile,dwfinish",
-           "halo": THREE + ",vtile,halo", "halo+dw": THREE + ",vtile,halo,dwhalo"}
+           "halo": THREE + ",vtile,halo", "halo+dw": THREE + ",vtile,halo,dwhalo",
+           "halo+dwt": THREE + ",vtile,halo,dwtile", "halo+kg": THREE + ",vtile,halo,halokg",
+           "halo+kg+dwt": THREE + ",vtile,halo,halokg,dwtile"}
 STEP_CONFIGS = {"general": "none", "fwd3x3": "fwd3x3", "dx3x3": "dx3x3", "dw3x3": "dw3x3", **CONFIGS}
 
 

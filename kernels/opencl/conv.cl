@@ -498,23 +498,26 @@ __kernel GEMM_ATTR void K(conv3_wgrad)(GLOBAL(T, out), GLOBAL_RO(T, x), GLOBAL_R
 // No split sums (a layer whose tiles do not fill the device keeps them few); the sum
 // of each output runs over stages, channels, filter rows, filter columns in turn. Epilogue as conv3's.
 #if WANT_conv3_halo
+#ifndef KG
+#define KG 1
+#endif
 #define IWP ((IW + WN - 1) / WN * WN)
 #define HTX (ROWS * IWP / WN)   // work-items along positions
 #define HTY (TM / WM)           // work-items along output channels
-#define HNT (HTX * HTY)
+#define HNT (HTX * HTY * KG)
 #define XROW ((IWP + 8) % 8 ? IWP + 8 : IWP + 12)
 #define WROW (9 * TM + 4)
 #define XELEMS (CC * (ROWS + 2) * IWP)  // staged inputs a stage (not the halo columns: see below)
 #define WELEMS (CC * 9 * TM)                  // staged filter taps a stage
 #define X_LOADS ((XELEMS + HNT - 1) / HNT)
 #define W_LOADS ((WELEMS + HNT - 1) / HNT)
-__kernel __attribute__((reqd_work_group_size(HTX, HTY, 1)))
+__kernel __attribute__((reqd_work_group_size(HTX, HTY, KG)))
 void K(conv3_halo)(GLOBAL(T, out), GLOBAL_RO(T, x), GLOBAL_RO(T, w), GLOBAL(const T, bias), int M, int IH,
                    int xN, int xC, int xH, int xW, int oN, int oC, int oH, int oW) {
     SHIFT(out); SHIFT(x); SHIFT(w); SHIFT(bias);
     __local T Xs[CC][ROWS + 2][XROW] __attribute__((aligned(16)));
     __local T Ws[CC][WROW] __attribute__((aligned(16)));
-    const int tx = get_local_id(0), ty = get_local_id(1), tid = ty * HTX + tx;
+    const int tx = get_local_id(0), ty = get_local_id(1), kg = get_local_id(2), tid = (kg * HTY + ty) * HTX + tx;
     const int strips = (IH + ROWS - 1) / ROWS, b = get_group_id(0) / strips, oh0 = get_group_id(0) % strips * ROWS;
     const int m0 = get_group_id(1) * TM;
     const __global T* xb = x + b * xN;
@@ -564,7 +567,7 @@ void K(conv3_halo)(GLOBAL(T, out), GLOBAL_RO(T, x), GLOBAL_RO(T, w), GLOBAL(cons
         }
         barrier(CLK_LOCAL_MEM_FENCE);
         if (c0 + CC < CIN) HALO_LOAD(c0 + CC)
-        for (int c = 0; c < CC; c++) {
+        for (int c = kg; c < CC; c += KG) {
 #pragma unroll
             for (int kh = 0; kh < 3; kh++) {
                 __local const T* xr_ = &Xs[c][pr + kh][col0 + 3];
@@ -593,6 +596,19 @@ void K(conv3_halo)(GLOBAL(T, out), GLOBAL_RO(T, x), GLOBAL_RO(T, w), GLOBAL(cons
         }
         barrier(CLK_LOCAL_MEM_FENCE);
     }
+#if KG > 1
+    // The channel groups' sums, added up by group 0 in order (after the stages' last barrier: Xs is free).
+    __local T* red = &Xs[0][0][0];
+    for (int g = 1; g < KG; g++) {
+        if (kg == g)
+            for (int i = 0; i < WM; i++) for (int j = 0; j < WN; j++) red[(i * WN + j) * (HTX * HTY) + ty * HTX + tx] = acc[i][j];
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (kg == 0)
+            for (int i = 0; i < WM; i++) for (int j = 0; j < WN; j++) acc[i][j] += red[(i * WN + j) * (HTX * HTY) + ty * HTX + tx];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (kg) return;
+#endif
     const int oh = oh0 + pr;
     if (oh >= IH) return;
     for (int i = 0; i < WM; i++) {
@@ -703,6 +719,157 @@ void K(conv3_wgrad_halo)(GLOBAL(T, out), GLOBAL_RO(T, x), GLOBAL_RO(T, dy), int 
                 if (ci < CIN && co < N) dst[(t * CIN + ci) * N + co] = acc[t][i][o];
             }
         }
+}
+#endif
+
+// conv3_wgrad_tile (conv.py's `dwtile` variant, stop 46): conv3_wgrad's filter gradient dw[(tap, ci), co] = sum over
+// positions of x[position + tap, ci] * dy[position, co], a GEMM whose 9 x TCI rows of a tile all read one staged block
+// of input rows. A work-group owns TCI input x TCO output channels and all 9 taps, and sums the strips (SR rows of one
+// image) of its split of the batch's strips (get_group_id(2): strips [z per, (z + 1) per)). A stage stages the strip's
+// SR + 2 input rows (with the halo rows, zeros outside the image, and zero halo columns written once) channel-fastest,
+// and its SR dy rows output-channel-fastest, so that a work-item owning one tap's WI input channels x WO output
+// channels reads them as float4 runs: WI / 4 + WO / 4 local loads for WI x WO multiply-adds a position, the register
+// tile of gemm.cl's VTILE with no gather, no bounds check and no index table (conv3_wgrad reads an input element
+// again, bounds-checked, for each tap it feeds). The next stage is read into registers while this one is summed.
+// PG groups of work-items (get_local_id(2)) take every PG-th column of a stage's rows and add their sums up in local
+// memory at the end: PG times the work-items at the same split scratch. Split layers (one per split, in `out`; dw
+// itself when one split) are added up by the last work-group of each tile (as GEMM_SPLIT_FINISH; conv.py runs it
+// only where kernels can: reduce.finishes_splits). TCI may exceed CIN (an RGB layer's 3 channels on a tile of 4):
+// the rest are zeros.
+#if WANT_conv3_wgrad_tile
+#define WTX (TCO / WO)
+#define WTY (9 * (TCI / WI))
+#define WNT (WTX * WTY * PG)
+#define XCOLS (IW + 2)
+#define CP (TCI + 4)                 // Xs channel run, padded: float4-aligned, and rows of channels in other banks
+#define OP (TCO + 4)
+#define XST ((SR + 2) * XCOLS * CP)  // Xs elements
+#define DST (SR * IW * OP)
+#define RED (WNT / PG * WI * WO)     // the PG reduction's elements
+#define LOCAL_N (XST + DST > RED ? XST + DST : RED)
+#define XEL (TCI * (SR + 2) * IW)    // inputs staged a stage (not the halo columns)
+#define DEL (TCO * SR * IW)
+#define XL ((XEL + WNT - 1) / WNT)
+#define DL ((DEL + WNT - 1) / WNT)
+// A work-item's output channel j: its runs of 4 lie 4 WTX apart (as gemm.cl's GEMM_COL), so that neighbouring
+// work-items' float4 reads of a dy row are neighbouring (no bank conflicts), not WO apart.
+#define DWT_CO(j) (((j) & ~3) * WTX + tx * 4 + ((j) & 3))
+#define DWT_BATCH 16  // partials a finishing work-item has in flight
+__kernel __attribute__((reqd_work_group_size(WTX, WTY, PG)))
+void K(conv3_wgrad_tile)(GLOBAL(T, out), GLOBAL_RO(T, x), GLOBAL_RO(T, dy), GLOBAL(T, dw), GLOBAL(int, done), int N,
+                         int IH, int strips, int per, int xN, int xC, int xH, int xW, int dN, int dC, int dH, int dW) {
+    SHIFT(out); SHIFT(x); SHIFT(dy); SHIFT(dw); SHIFT(done);
+    __local T L[LOCAL_N] __attribute__((aligned(16)));
+    __local T* Xs = L;
+    __local T* Ds = L + XST;
+    __local int last_;
+    const int tx = get_local_id(0), ty = get_local_id(1), pg = get_local_id(2);
+    const int tid = (pg * WTY + ty) * WTX + tx;
+    const int co0 = get_group_id(0) * TCO, ci0 = get_group_id(1) * TCI, z = get_group_id(2);
+    const int tap = ty / (TCI / WI), cw = ty % (TCI / WI) * WI, kh = tap / 3, kw = tap % 3;
+    const int spi = (IH + SR - 1) / SR;  // strips an image
+    const int s_begin = z * per, s_end = min(strips, s_begin + per);
+    for (int e = tid; e < (SR + 2) * CP; e += WNT) {  // the halo columns: zeros in every stage
+        Xs[(e / CP * XCOLS) * CP + e % CP] = 0;
+        Xs[(e / CP * XCOLS + IW + 1) * CP + e % CP] = 0;
+    }
+    T acc[WI][WO];
+    for (int i = 0; i < WI; i++) for (int j = 0; j < WO; j++) acc[i][j] = 0;
+    T rx[XL], rd[DL];
+    // Stage element e: the column fastest (neighbouring work-items read neighbouring addresses of NCHW), then the
+    // channel, then the row.
+#define DWT_LOAD(s) { \
+        const int b_ = (s) / spi, oh0_ = (s) % spi * SR; \
+        for (int r = 0; r < XL; r++) { \
+            int e = r * WNT + tid, col = e % IW, c = e / IW % TCI, row = e / (IW * TCI), ih = oh0_ + row - 1; \
+            rx[r] = (e < XEL && (uint)ih < (uint)IH && ci0 + c < CIN) ? \
+                x[b_ * xN + (ci0 + c) * xC + ih * xH + col * xW] : (T)0; \
+        } \
+        for (int r = 0; r < DL; r++) { \
+            int e = r * WNT + tid, col = e % IW, o = e / IW % TCO, row = e / (IW * TCO), oh = oh0_ + row; \
+            rd[r] = (e < DEL && oh < IH && co0 + o < N) ? dy[b_ * dN + (co0 + o) * dC + oh * dH + col * dW] : (T)0; \
+        } \
+    }
+    if (s_begin < s_end) DWT_LOAD(s_begin)
+    for (int s = s_begin; s < s_end; s++) {
+        for (int r = 0; r < XL; r++) {
+            int e = r * WNT + tid, col = e % IW, c = e / IW % TCI, row = e / (IW * TCI);
+            if (e < XEL) Xs[(row * XCOLS + col + 1) * CP + c] = rx[r];
+        }
+        for (int r = 0; r < DL; r++) {
+            int e = r * WNT + tid, col = e % IW, o = e / IW % TCO, row = e / (IW * TCO);
+            if (e < DEL) Ds[(row * IW + col) * OP + o] = rd[r];
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (s + 1 < s_end) DWT_LOAD(s + 1)
+        for (int r = 0; r < SR; r++) {
+            __local const T* xa = Xs + ((r + kh) * XCOLS + kw + pg) * CP + cw;
+            __local const T* da = Ds + (r * IW + pg) * OP + tx * 4;
+            for (int c = pg; c < IW; c += PG, xa += PG * CP, da += PG * OP) {  // this group's columns of row r
+                T a[WI], d[WO];
+#pragma unroll
+                for (int i = 0; i < WI; i += 4) {
+                    T4 v = *(__local const T4*)(xa + i);
+                    a[i] = v.s0; a[i + 1] = v.s1; a[i + 2] = v.s2; a[i + 3] = v.s3;
+                }
+#pragma unroll
+                for (int j = 0; j < WO; j += 4) {  // runs of 4 output channels, 4 WTX apart: DWT_CO
+                    T4 v = *(__local const T4*)(da + j * WTX);
+                    d[j] = v.s0; d[j + 1] = v.s1; d[j + 2] = v.s2; d[j + 3] = v.s3;
+                }
+#pragma unroll
+                for (int i = 0; i < WI; i++)
+#pragma unroll
+                    for (int j = 0; j < WO; j++) acc[i][j] += a[i] * d[j];
+            }
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    // The PG groups' sums, added up by group 0 in order (local memory reused: the last barrier above ends the stages).
+    const int slot = ty * WTX + tx;
+    for (int g = 1; g < PG; g++) {
+        if (pg == g)
+            for (int i = 0; i < WI; i++) for (int j = 0; j < WO; j++) L[(i * WO + j) * (WTX * WTY) + slot] = acc[i][j];
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (pg == 0)
+            for (int i = 0; i < WI; i++) for (int j = 0; j < WO; j++) acc[i][j] += L[(i * WO + j) * (WTX * WTY) + slot];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    const int M = 9 * CIN;
+    __global T* part = get_num_groups(2) == 1 ? dw : out + z * M * N;
+    if (pg == 0)
+        for (int i = 0; i < WI; i++) {
+            int ci = ci0 + cw + i;
+            for (int j = 0; j < WO; j++) {
+                int co = co0 + DWT_CO(j);
+                if (ci < CIN && co < N) part[(tap * CIN + ci) * N + co] = acc[i][j];
+            }
+        }
+    if (get_num_groups(2) > 1) {  // the last work-group of the tile adds the layers up (gemm.cl's GEMM_SPLIT_FINISH)
+        barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
+        const int tile = get_group_id(1) * get_num_groups(0) + get_group_id(0), layers = get_num_groups(2);
+        if (tid == 0) {
+            DEVICE_FENCE();
+            last_ = atomic_inc(done + tile) == layers - 1;
+            DEVICE_FENCE();
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (last_) {
+            volatile __global const T* p = out;
+            for (int e = tid; e < 9 * TCI * TCO; e += WNT) {  // output channel fastest: coalesced
+                int co = co0 + e % TCO, ci = ci0 + e / TCO % TCI, t = e / (TCO * TCI), at = (t * CIN + ci) * N + co;
+                bool ok = ci < CIN && co < N;
+                T sum = 0;
+                for (int l0 = 0; l0 < layers; l0 += DWT_BATCH) {  // loads in flight, then added in order
+                    T v[DWT_BATCH];
+                    for (int u = 0; u < DWT_BATCH; u++) v[u] = ok && l0 + u < layers ? p[(l0 + u) * M * N + at] : (T)0;
+                    for (int u = 0; u < DWT_BATCH; u++) sum += v[u];
+                }
+                if (ok) dw[at] = sum;
+            }
+            if (tid == 0) done[tile] = 0;
+        }
+    }
 }
 #endif
 

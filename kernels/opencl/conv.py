@@ -95,6 +95,16 @@ def _divisor(attrs) -> int:
 #   dwhalo  Conv2DBackpropFilter (not the bias fold) on conv.cl's conv3_wgrad_halo (stop 45), ahead of dw3x3: the
 #           same staging for the filter gradient, tuned over _dwhalo_candidates; the same splits and scratch, the
 #           split sums always added up by a second pass.
+#   dwtile  Conv2DBackpropFilter (not the bias fold) on conv.cl's conv3_wgrad_tile (stop 46), ahead of dwhalo and dw3x3:
+#           a register-tiled GEMM whose 9 taps x TCI rows read one staged block of input rows a strip, split layers
+#           capped at DWTILE_SCRATCH_BYTES (not growing with the compute units) and finished in the kernel; an RGB
+#           layer's 3 channels too. Tuned over _dwtile_candidates. Slower than conv3_wgrad on the H200 (0.47 against
+#           0.36 ms a step; BENCHMARKS.md, "Mentee filter gradients and micro-batch convolutions"): a switch, off.
+#   halokg  with halo: its forwards and input gradients tuned over _halokg_candidates, which add configs of smaller
+#           work-groups in 2 or 4 channel groups (conv3_halo's KG: their sums added in local memory, no scratch), for
+#           the few output tiles of a micro-batch's small layers (stop 46). Tuned apart from halo. On the H200 the
+#           passes at 32 images took 0.358 ms for halo's 0.388 (conv5's input gradient 0.021 for 0.036), at 64 0.537
+#           for 0.549, at 128 the same: a GPU's default since stop 46 (its H200 tiles shipped).
 # Same splits, scratch and order of each sum as the kernels they replace; a shape they do not cover (another
 # filter, a stride, a channel count conv3 cannot slice by K) keeps the general kernel.
 # A GPU runs GPU_VARIANTS unless TFPLUS_CONV_VARIANTS says otherwise (a comma list of the names above; empty or
@@ -106,8 +116,8 @@ def _divisor(attrs) -> int:
 # without a tile takes that of the
 # nearest tuned problem of its kernel (_tune.choose `nearest`) instead of timing a dozen candidate programs during
 # a first step.
-VARIANTS = ("fwd3x3", "dx3x3", "dw3x3", "vtile", "dwfinish", "halo", "dwhalo")
-GPU_VARIANTS = frozenset({"fwd3x3", "dx3x3", "dw3x3", "vtile", "halo"})
+VARIANTS = ("fwd3x3", "dx3x3", "dw3x3", "vtile", "dwfinish", "halo", "dwhalo", "dwtile", "halokg")
+GPU_VARIANTS = frozenset({"fwd3x3", "dx3x3", "dw3x3", "vtile", "halo", "halokg"})
 # VTILE needs WM and WN multiples of 4: the general candidates that are, shallower ones (TK 8), and shapes for
 # Mentee's narrow sides (32 output channels forward, 32 input channels in dx, 32 or 64 columns in a filter gradient).
 VTILE_CANDIDATES = [c for c in _tune.GPU_CANDIDATES if c[3] % 4 == 0 and c[4] % 4 == 0] + \
@@ -219,18 +229,22 @@ def _conv3(rt, v, kind: str, out, x, w, m: int, n: int, cin: int, hw, xs, os_, f
 # summed a stage, WM channels x WN columns a work-item. The CPU device (PoCL) takes HALO_CPU_TILE (rows and
 # channels cut to the problem's).
 HALO_CPU_TILE = (16, 2, 8, 4, 4)
+HALOKG_CPU = 2  # halokg's channel groups on PoCL
 HALO_PREFETCH = 48
 
 
 def _halo_fits(cfg, cin: int, iw: int, max_wg: int, local_mem: int, itemsize: int) -> bool:
     """Whether conv3_halo builds and runs with `cfg` summing `cin` channels of `iw`-wide rows: vector runs of 4,
-    whole stages, the work-group and its local tiles within the device's limits."""
-    tm, rows, cc, wm, wn = cfg
+    whole stages, the work-group and its local tiles within the device's limits; with a channel-group count (a
+    halokg config's sixth), whole groups a stage and the groups' sums within the staged inputs' local memory."""
+    tm, rows, cc, wm, wn = cfg[:5]
+    kg = cfg[5] if len(cfg) > 5 else 1
     iwp = -(-iw // wn) * wn
     xrow = iwp + 8 if (iwp + 8) % 8 else iwp + 12  # conv.cl's XROW and WROW
     local = cc * ((rows + 2) * xrow + 9 * tm + 4) * itemsize
-    return (wm % 4 == 0 and wn % 4 == 0 and tm % wm == 0 and cin % cc == 0 and
-            tm // wm * (rows * iwp // wn) <= max_wg and local <= local_mem)
+    return (wm % 4 == 0 and wn % 4 == 0 and tm % wm == 0 and cin % cc == 0 and cc % kg == 0 and
+            tm // wm * (rows * iwp // wn) * kg <= max_wg and local <= local_mem and
+            (kg == 1 or tm * rows * iwp <= cc * (rows + 2) * xrow))
 
 
 def _halo_candidates(m: int, ih: int, iw: int) -> list[tuple]:
@@ -247,16 +261,34 @@ def _halo_candidates(m: int, ih: int, iw: int) -> list[tuple]:
     return out
 
 
+def _halokg_candidates(m: int, ih: int, iw: int) -> list[tuple]:
+    """The `halokg` variant's GPU configs: halo's (one channel group), and work-groups of 32-128 work-items (few
+    outputs a work-group: a micro-batch's small layers fill more compute units) times 2 or 4 channel groups, 64-512
+    work-items in all."""
+    out = [(*c, 1) for c in _halo_candidates(m, ih, iw)]
+    for tm, rows, cc, wm, wn, kg in itertools.product((32, 64), (1, 2, 4, 8), (8, 16), (4, 8), (4, 8), (2, 4)):
+        positions = rows * -(-iw // wn) * wn
+        items = tm // wm * positions // wn
+        staged = -(-cc * (rows + 2) * positions // rows // (items * kg)) + -(-cc * 9 * tm // (items * kg))
+        if (16 <= positions <= 128 and rows <= ih and 32 <= items <= 128 and 64 <= items * kg <= 512 and
+                tm < m + 32 and staged <= HALO_PREFETCH):
+            out.append((tm, rows, cc, wm, wn, kg))
+    return out
+
+
 def _halo_default(candidates: list, m: int, iw: int) -> tuple | None:
-    """An untuned GPU's config: 64 channels (32 where m is narrower), the most outputs a work-item, about 128
-    positions, 8 channels a stage."""
+    """An untuned GPU's config: one channel group (halo's), 64 channels (32 where m is narrower), the most outputs a
+    work-item, about 128 positions, 8 channels a stage."""
     want = 64 if m >= 64 else 32
-    return min(candidates, key=lambda c: (abs(c[0] - want), -c[3] * c[4], abs(c[1] * iw - 128), c[2]), default=None)
+    return min(candidates, key=lambda c: (c[5:] not in ((), (1,)), abs(c[0] - want), -c[3] * c[4],
+                                          abs(c[1] * iw - 128), c[2]), default=None)
 
 
-def _halo(rt, kind: str, out, x, w, m: int, cin: int, hw, xs, os_, flip: bool, epilogue: int = 0, bias=None):
+def _halo(rt, kind: str, out, x, w, m: int, cin: int, hw, xs, os_, flip: bool, epilogue: int = 0, bias=None,
+          kg: bool = False):
     """The launch plan of conv.cl's conv3_halo (a 3x3 stride-1 SAME Conv2D, or with `flip` the input gradient of
-    one, of m output channels summing cin), tuned; None where no config fits (conv3 runs it then)."""
+    one, of m output channels summing cin), tuned; None where no config fits (conv3 runs it then). With `kg`
+    (variant halokg) over _halokg_candidates, tuned apart."""
     ih, iw = hw
     dt = out.dtype
 
@@ -266,6 +298,9 @@ def _halo(rt, kind: str, out, x, w, m: int, cin: int, hw, xs, os_, flip: bool, e
     tm, rows, cc, wm, wn = HALO_CPU_TILE
     cpu = (tm, min(rows, ih), math.gcd(cc, cin), wm, wn)
     candidates = _halo_candidates(m, ih, iw)
+    if kg:
+        cpu = (*cpu, HALOKG_CPU if cpu[2] % HALOKG_CPU == 0 else 1)
+        candidates = _halokg_candidates(m, ih, iw)
     if not (any(fits(c) for c in candidates) if rt.dev.is_gpu else fits(cpu)):
         return None
     flags = {"FLIP": int(flip), "CIN": cin, "IW": iw}
@@ -274,15 +309,17 @@ def _halo(rt, kind: str, out, x, w, m: int, cin: int, hw, xs, os_, flip: bool, e
     batch = out.shape[0]
 
     def make(cfg):
-        tm, rows, cc, wm, wn = cfg
+        tm, rows, cc, wm, wn = cfg[:5]
+        groups = cfg[5] if len(cfg) > 5 else 1
         tx, ty = rows * -(-iw // wn) * wn // wn, tm // wm
-        kern = kernel(rt, SRC, "conv3_halo", dt, **flags, **more, TM=tm, ROWS=rows, CC=cc, WM=wm, WN=wn)
-        return kern, (batch * -(-ih // rows) * tx, -(-m // tm) * ty), (tx, ty), scalars
+        kgs = {"KG": groups} if groups > 1 else {}  # one group: halo's own programs
+        kern = kernel(rt, SRC, "conv3_halo", dt, **flags, **more, TM=tm, ROWS=rows, CC=cc, WM=wm, WN=wn, **kgs)
+        return kern, (batch * -(-ih // rows) * tx, -(-m // tm) * ty, groups), (tx, ty, groups), scalars
 
     def run(cfg):
         _run_halo(rt, make(cfg), out, x, w, bias)
 
-    key = f"{kind}h|{dt.name}|{int(flip)}{int(xs[3] == 1)}|w{iw}|{m}x{batch * ih * iw}x{9 * cin}"
+    key = f"{kind}h{'k' if kg else ''}|{dt.name}|{int(flip)}{int(xs[3] == 1)}|w{iw}|{m}x{batch * ih * iw}x{9 * cin}"
     return make(_tune.choose(rt, key, dt.itemsize, run, candidates, nearest=True, fits=fits,
                              default=_halo_default([c for c in candidates if fits(c)], m, iw), cpu=cpu))
 
@@ -360,7 +397,8 @@ def _forward(rt, x, f, out, attrs, bias=None, epilogue: int = 0, workspace=None)
 
         kd = g.kh * g.kw * g.cin
         halo = "halo" in key[-1] and _is3x3(g) and kd > SMALL_K and \
-            _halo(rt, "conv3_fwd", out, x, f, g.cout, g.cin, (g.h, g.w), xs, os_, False, epilogue, bias)
+            _halo(rt, "conv3_fwd", out, x, f, g.cout, g.cin, (g.h, g.w), xs, os_, False, epilogue, bias,
+                  "halokg" in key[-1])
         if kd <= SMALL_K:
             plan = rt.plans[key] = (_run_small, _small(rt, out.dtype, g, xs, os_, epilogue))
         elif halo:
@@ -411,7 +449,7 @@ def _dx_plan(rt, dx, f, dy, attrs, v, epilogue: int = 0, features=None):
     g = _Geom(dx.shape, f.shape, attrs)
     ds, xs = g.strides(dy.shape), g.strides(dx.shape)
     halo = "halo" in v and _is3x3(g) and \
-        _halo(rt, "conv3_dx", dx, dy, f, g.cin, g.cout, (g.h, g.w), ds, xs, True, epilogue, features)
+        _halo(rt, "conv3_dx", dx, dy, f, g.cin, g.cout, (g.h, g.w), ds, xs, True, epilogue, features, "halokg" in v)
     if halo:
         return _run_halo, halo
     if "dx3x3" in v and _is3x3(g) and g.cout % _CONV3_CHANNELS == 0:
@@ -459,9 +497,15 @@ def _backprop_filter(ctx, ins, dw, attrs, db=None) -> None:
     plan = rt.plans.get(key)
     if plan is None:
         g = _Geom(x.shape, dw.shape, attrs)
-        halo = "dwhalo" in key[-1] and db is None and _is3x3(g) and _dwhalo(rt, x, dy, dw, g, _divisor(attrs))
-        plan = rt.plans[key] = (_run_dwhalo, halo) if halo else (_run_wgrad, _wgrad_plan(rt, x, dy, dw, attrs,
-                                                                                         key[-1], db))
+        tile = "dwtile" in key[-1] and db is None and _is3x3(g) and _dwtile(rt, x, dy, dw, g, _divisor(attrs))
+        halo = not tile and "dwhalo" in key[-1] and db is None and _is3x3(g) and \
+            _dwhalo(rt, x, dy, dw, g, _divisor(attrs))
+        if tile:
+            plan = rt.plans[key] = (_run_dwtile, tile)
+        elif halo:
+            plan = rt.plans[key] = (_run_dwhalo, halo)
+        else:
+            plan = rt.plans[key] = (_run_wgrad, _wgrad_plan(rt, x, dy, dw, attrs, key[-1], db))
     run, launch = plan
     run(rt, launch, x, dy, dw, ctx.workspace, db)
 
@@ -623,6 +667,117 @@ def _run_dwhalo(rt, plan, x, dy, dw, workspace, db=None) -> None:
     rt.run(kern, g, loc, layers, x, dy, *scalars)
     reduce(rt, "sum", dw, layers, [0], 1, workspace)
 
+
+# conv3_wgrad_tile's configs are (TCI, TCO, SR, WI, WO, PG): TCI input x TCO output channels (x 9 taps) a work-group,
+# strips of SR image rows a stage, WI x WO channels of one tap a work-item, PG groups of work-items sharing a stage's
+# positions. Its split layers are capped at DWTILE_SCRATCH_BYTES whatever the compute units (conv3_wgrad's splits
+# fill ~4 work-groups a compute unit: 8.5 MB for Mentee's conv4 and conv5 at 128 images on the H200's 132), and at
+# conv3_wgrad's splits, so that they fit the scratch the planner declares (_wgrad_scratch); the work-items the
+# device needs come from the PG groups instead, whose sums are added in local memory.
+DWTILE_SCRATCH_BYTES = 2 << 20
+DWTILE_GROUPS_PER_CU = 2
+DWTILE_CPU_TILE = (8, 16, 2, 4, 4, 2)
+DWTILE_PREFETCH = 48
+# A finishing work-item reads 16 partials at a time (conv.cl DWT_BATCH): 256 are 16 rounds of L2 latency, a few us.
+DWTILE_FINISH_LOADS = 256
+
+
+def _dwtile_fits(cfg, cin: int, ih: int, iw: int, max_wg: int, local_mem: int, itemsize: int) -> bool:
+    """Whether conv3_wgrad_tile builds and runs with `cfg` on `ih` x `iw` images of `cin` channels: runs of 4, the
+    work-group and its local memory within the device's limits, no more input channels a tile than a run of 4 past
+    cin (an RGB layer takes 4)."""
+    tci, tco, sr, wi, wo, pg = cfg
+    items = tco // wo * 9 * (tci // wi)
+    stage = ((sr + 2) * (iw + 2) * (tci + 4) + sr * iw * (tco + 4)) * itemsize
+    return (wi % 4 == 0 and wo % 4 == 0 and tci % wi == 0 and tco % wo == 0 and tci < cin + 4 and sr <= ih and
+            items * pg <= max_wg and max(stage, items * wi * wo * itemsize) + 16 <= local_mem)  # and last_
+
+
+def _dwtile_candidates(cin: int, cout: int, ih: int, iw: int) -> list[tuple]:
+    """GPU configs: 128-512 work-items, 64-256 positions a stage, at most DWTILE_PREFETCH values a work-item staged a
+    stage (the registers holding the next one), no wider than the channels need; 4 x 4 channels a work-item and 16
+    output channels a work-group for an RGB layer only (its 27 x 32 outputs make few tiles)."""
+    out = []
+    for tci, tco, sr, (wi, wo), pg in itertools.product((4, 8, 16, 32), (16, 32, 64), (1, 2, 4, 8, 16),
+                                                        ((4, 4), (4, 8), (8, 8)), (1, 2, 4, 8)):
+        if (tci % wi or tco >= cout + 32 or tci >= cin + 4 or (tci < 8 <= cin) or
+                (wi * wo < 32 <= cin) or (tco < 32 <= cin)):  # an RGB layer's small tiles: few, short sums
+            continue
+        items = tco // wo * 9 * (tci // wi) * pg
+        staged = -(-tci * (sr + 2) * iw // items) + -(-tco * sr * iw // items)
+        if 128 <= items <= 512 and 64 <= sr * iw <= 256 and sr <= ih and staged <= DWTILE_PREFETCH:
+            out.append((tci, tco, sr, wi, wo, pg))
+    return out
+
+
+def _dwtile_splits(cfg, g: _Geom, itemsize: int, compute_units: int, divisor: int) -> tuple[int, int]:
+    """(splits, strips a split) of conv3_wgrad_tile under `cfg`: about DWTILE_GROUPS_PER_CU work-groups a compute
+    unit, within DWTILE_SCRATCH_BYTES of layers and conv3_wgrad's splits (the declared scratch), and few enough for
+    the kernel to finish them."""
+    tci, tco, sr, wi, wo, pg = cfg
+    m, n, p = _wgrad_mnp(g)
+    strips = g.n * -(-g.h // sr)
+    tiles = -(-g.cin // tci) * -(-g.cout // tco)
+    most = min(DWTILE_SCRATCH_BYTES // divisor // (m * n * itemsize), _wgrad_splits(m, n, p, compute_units, divisor)[0])
+    # The last work-group of a tile adds the layers up alone: at most DWTILE_FINISH_LOADS partials a work-item.
+    finish = DWTILE_FINISH_LOADS // (wi * wo // pg)
+    splits = max(1, min(most, finish, strips, -(-DWTILE_GROUPS_PER_CU * compute_units // tiles)))
+    per = -(-strips // splits)
+    return -(-strips // per), per
+
+
+def _dwtile(rt, x, dy, dw, g: _Geom, divisor: int):
+    """The launch plan of conv.cl's conv3_wgrad_tile (a 3x3 stride-1 SAME filter gradient), tuned; None where no
+    config fits, or where the device's kernels cannot finish their split sums (reduce.finishes_splits: conv3_wgrad
+    adds them up by a pass there)."""
+    xs, ds = g.strides(x.shape), g.strides(dy.shape)
+    m, n, p = _wgrad_mnp(g)
+    dt = dw.dtype
+    cu = rt.info["compute_units"]
+    if not finishes_splits(rt):
+        return None
+    declared = _wgrad_splits(m, n, p, cu, divisor)[0]  # _wgrad_scratch's layers: the split layers' buffer
+
+    def fits(cfg):
+        return _dwtile_fits(cfg, g.cin, g.h, g.w, rt.dev.max_wg, rt.info["local_mem_bytes"], dt.itemsize)
+
+    tci, tco, sr, wi, wo, pg = DWTILE_CPU_TILE
+    tci = min(tci, -(-g.cin // 4) * 4)  # an RGB layer's 3 channels: a tile of 4
+    cpu = (tci, tco, min(sr, g.h), min(wi, tci), wo, pg)
+    candidates = _dwtile_candidates(g.cin, g.cout, g.h, g.w)
+    if not (any(fits(c) for c in candidates) if rt.dev.is_gpu else fits(cpu)):
+        return None
+
+    def make(cfg):
+        tci, tco, sr, wi, wo, pg = cfg
+        splits, per = _dwtile_splits(cfg, g, dt.itemsize, cu, divisor)
+        kern = kernel(rt, SRC, "conv3_wgrad_tile", dt, CIN=g.cin, IW=g.w, TCI=tci, TCO=tco, SR=sr, WI=wi, WO=wo,
+                      PG=pg)
+        tx, ty = tco // wo, 9 * (tci // wi)
+        grid = (-(-n // tco) * tx, -(-g.cin // tci) * ty, splits * pg)
+        scalars = tuple(np.int32(v) for v in (n, g.h, g.n * -(-g.h // sr), per, *xs, *ds))
+        return kern, grid, (tx, ty, pg), scalars, splits, declared
+
+    def run(cfg):
+        _run_dwtile(rt, make(cfg), x, dy, dw, rt.allocate)
+
+    ok = [c for c in candidates if fits(c)]
+    default = min(ok, key=lambda c: (-c[3] * c[4], abs(c[0] // c[3] * 9 * c[1] // c[4] * c[5] - 256),
+                                     abs(c[2] * g.w - 64)), default=None)
+    key = f"conv3_dwt|{dt.name}|{int(xs[3] == 1)}|w{g.w}|{m}x{n}x{p}" + (f"/{divisor}" if divisor > 1 else "")
+    return make(_tune.choose(rt, key, dt.itemsize, run, candidates, nearest=True, fits=fits, default=default,
+                             cpu=cpu))
+
+
+def _run_dwtile(rt, plan, x, dy, dw, workspace, db=None) -> None:
+    """The split layers are the first `splits` of the `declared` that the planner gives (its shape must be the
+    declaration's), added up by the last work-group of each tile."""
+    kern, g, loc, scalars, splits, declared = plan
+    if splits == 1:
+        rt.run(kern, g, loc, None, x, dy, dw, None, *scalars)
+        return
+    layers = workspace((declared, dw.size), dw.dtype)
+    rt.run(kern, g, loc, layers, x, dy, dw, done_counters(rt, (g[0] // loc[0]) * (g[1] // loc[1])), *scalars)
 
 def _run_wgrad(rt, plan, x, dy, dw, workspace, db=None) -> None:
     """With `db`, the GEMM's last row (of ones) is the bias gradient."""

@@ -129,12 +129,13 @@ def test_the_tuner_tries_the_tiles_vtile_can_build(monkeypatch):
 
 
 def test_a_gpu_runs_the_3x3_variants_by_default_and_the_switch_overrides(monkeypatch):
-    """Unset, TFPLUS_CONV_VARIANTS means the device's default: fwd3x3, dx3x3, dw3x3, vtile and halo on a GPU, the
+    """Unset, TFPLUS_CONV_VARIANTS means the device's default: fwd3x3, dx3x3, dw3x3, vtile, halo, halokg on a GPU, the
     general kernels on a CPU device; `none` or an empty value turns them off on a GPU too; a list is taken as is."""
     from tfplus.kernels.opencl import conv
     gpu, cpu = _fake_gpu(), SimpleNamespace(dev=SimpleNamespace(is_gpu=False))
     monkeypatch.delenv("TFPLUS_CONV_VARIANTS", raising=False)
-    assert conv.variants(gpu) == {"fwd3x3", "dx3x3", "dw3x3", "vtile", "halo"} and conv.variants(cpu) == frozenset()
+    assert conv.variants(gpu) == {"fwd3x3", "dx3x3", "dw3x3", "vtile", "halo", "halokg"}
+    assert conv.variants(cpu) == frozenset()
     for off in ("none", "", " none "):
         monkeypatch.setenv("TFPLUS_CONV_VARIANTS", off)
         assert conv.variants(gpu) == frozenset(), off

@@ -28,13 +28,14 @@ def test_a_gpu_borrows_per_problem_the_tiles_it_has_none_for():
 
 
 def test_the_shipped_table_serves_both_gpus_every_problem_either_was_tuned_for():
-    """tuning-gpu.json: the H200 has its tiles of the 3x3 conv kernels with vector tiles and of the halo kernels
-    (tuned there), the H100 everything else; each reads the union, its own tile first."""
+    """tuning-gpu.json: the H200 has its tiles of the 3x3 conv kernels with vector tiles, of the halo kernels (with
+    channel groups too) and of conv3_wgrad_tile (tuned there), the H100 everything else; each reads the union, its
+    own tile first."""
     text = importlib.resources.files("tfplus.kernels.opencl").joinpath("tuning-gpu.json").read_text()
     table = json.loads(text)
     own200, own100 = table[H200], table[H100]
     assert own200 and all(k.split("|")[0] in ("conv3_fwdv", "conv3_dxv", "conv3_dwv", "conv3_fwdh", "conv3_dxh",
-                                              "conv3_dwh") for k in own200)
+                                              "conv3_dwh", "conv3_fwdhk", "conv3_dxhk", "conv3_dwt") for k in own200)
     for name in (H200, H100):
         tiles, got = shipped_tuning(name)
         assert got == name and set(tiles) == set(own200) | set(own100)
