@@ -152,3 +152,14 @@ def test_rows_of_the_batch_that_are_no_sparse_gradient_are_refused():
     with pytest.raises(PlanError, match=r"cannot micro-batch: the update input 'Mul:0' has rows of the batch but "
                                         r"Assign '.*' reads it and takes no indices"):
         planner.plan([train, loss], {x: (8, 3)}, device_facts("cpu"), graph=g, force=(2, 1))
+
+
+def test_workers_keep_a_sparse_step_in_the_parent():
+    """The worker processes average every gradient they merge: a sparse one is not theirs to split, and they say
+    so (the planner's micro-batches concatenate it)."""
+    from tfplus.engine import workers
+    tg = _embedding_net()
+    feeds = _feeds(tg, batch=16)
+    why = workers._prepare(None, 2, [tg.train_op, tg.loss], feeds)
+    assert why == ("the update input 'gradients/embedding_lookup_grad/Reshape:0' is a sparse gradient's "
+                   "(tf.IndexedSlices), whose rows the workers do not concatenate"), why

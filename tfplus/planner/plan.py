@@ -22,10 +22,10 @@ over the batch (cpu), a streamed prefix (planner.stream: only the layers up to a
 micro-batches, the rest of the step once at full batch, on a cpu of several threads its micro-batches in lanes at
 once; with compaction, the scratch divisor and recomputation, the last on the recomputing copy of the step so
 that the rest fits at full batch), then
-micro-batching with gradient accumulation (forward+backward on k slices of the batch, gradients averaged,
-updates applied once; on the cpu each large gradient written into its accumulator where it is made,
-planner.accumulate; elsewhere one bigger than its inputs made last in the micro-batch run, _late_gradients), each
-combined with the others. On opencl the model counts
+micro-batching with gradient accumulation (forward+backward on k slices of the batch, gradients averaged, a
+sparse one's rows concatenated, updates applied once; on the cpu each large gradient written into its accumulator
+where it is made, planner.accumulate; elsewhere one bigger than its inputs made last in the micro-batch run,
+_late_gradients), each combined with the others. On opencl the model counts
 kernel launches (the host is the bottleneck), so recomputing a few ops beats another micro-batch's whole
 step; the plan's `choice` says what was predicted. No fit raises `BudgetError` naming the smallest budget
 that some combination reaches. A candidate is ordered and placed only if a quick lower bound on its peak fits
@@ -1627,6 +1627,10 @@ class _Step:
         if k > 1:
             detail = (f"{k} micro-batches of {self.batch_size() // k}: forward and backward per micro-batch, "
                       "gradients averaged, updates applied once (exact for losses that are means over the batch)")
+            sparse = sum(w == "concat" for w in self.split(r).gathered.values())
+            if sparse:  # an embedding's IndexedSlices: its rows are the micro-batches', not a sum of them
+                detail += (f"; {sparse} sparse gradient{'s' * (sparse > 1)}: rows and indices concatenated into "
+                           "whole-batch accumulators")
             if p.statistics:
                 st = self.stats()
                 n = sum(st.merges[t] != "last" for level in p.statistics for t in level)
