@@ -15,6 +15,7 @@ from modelcheck import assert_planned_bytes_are_measured, train_opencl, train_pl
 
 import tfplus as tf
 from tfplus import planner
+from tfplus.engine.memory import Bound, install
 from tfplus.planner.liveness import PlanError
 from tfplus.runtime.facts import device_facts
 
@@ -26,24 +27,33 @@ OPTIMIZERS = {
 VOCAB, DIM, IDS = 12, 4, 3  # few rows: a batch's ids repeat within and across micro-batches
 
 
-def _embedding_net(opt="momentum", conv=False, hidden=6):
-    """ids (N, IDS) -> embedding (VOCAB, DIM) -> dense (or a conv over the ids' rows, then dense) -> mean squared
-    error, trained by OPTIMIZERS[opt]."""
+def _embedding_net(opt="momentum", conv=False, hidden=6, norm=False, t=tf):
+    """ids (N, IDS) -> embedding (VOCAB, DIM) -> dense (or a conv over the ids' rows, then dense; with `norm` a
+    training-mode batch norm after it) -> mean squared error, trained by OPTIMIZERS[opt]; in a new graph, or with
+    `t` (TensorFlow's tf.compat.v1) its loss only, in its default graph."""
     rng = np.random.default_rng(3)
-    with tf.Graph().as_default() as g:
-        ids = tf.placeholder(tf.int32, [None, IDS], name="ids")
-        y = tf.placeholder(tf.float32, [None, 2], name="y")
-        emb = tf.Variable(rng.standard_normal((VOCAB, DIM)).astype(np.float32), name="emb")
-        h = tf.nn.embedding_lookup(emb, ids)
+    g = tf.Graph() if t is tf else t.get_default_graph()
+    with g.as_default():
+        ids = t.placeholder(t.int32, [None, IDS], name="ids")
+        y = t.placeholder(t.float32, [None, 2], name="y")
+        emb = t.Variable(rng.standard_normal((VOCAB, DIM)).astype(np.float32), name="emb")
+        h = t.nn.embedding_lookup(emb, ids)
         if conv:
-            f = tf.Variable((rng.standard_normal((2, 2, 1, 3)) * 0.5).astype(np.float32), name="filter")
-            h = tf.nn.relu(tf.nn.conv2d(tf.reshape(h, [-1, IDS, DIM, 1]), f, [1, 1, 1, 1], "SAME"))
-        h = tf.reshape(h, [-1, IDS * DIM * (3 if conv else 1)])
-        w1 = tf.Variable((rng.standard_normal((h.shape[1], hidden)) * 0.3).astype(np.float32), name="w1")
-        w2 = tf.Variable((rng.standard_normal((hidden, 2)) * 0.3).astype(np.float32), name="w2")
-        loss = tf.reduce_mean(tf.square(tf.matmul(tf.tanh(tf.matmul(h, w1)), w2) - y))
-        train = OPTIMIZERS[opt]().minimize(loss)
-        init = tf.global_variables_initializer()
+            f = t.Variable((rng.standard_normal((2, 2, 1, 3)) * 0.5).astype(np.float32), name="filter")
+            h = t.nn.relu(t.nn.conv2d(t.reshape(h, [-1, IDS, DIM, 1]), f, [1, 1, 1, 1], "SAME"))
+        width = IDS * DIM * (3 if conv else 1)
+        w1 = t.Variable((rng.standard_normal((width, hidden)) * 0.3).astype(np.float32), name="w1")
+        w2 = t.Variable((rng.standard_normal((hidden, 2)) * 0.3).astype(np.float32), name="w2")
+        h = t.matmul(t.reshape(h, [-1, width]), w1)
+        if norm:
+            h = t.layers.batch_normalization(h, training=True)
+        loss = t.reduce_mean(t.square(t.matmul(t.tanh(h), w2) - y))
+        init = t.global_variables_initializer()
+        if t is not tf:
+            return SimpleNamespace(loss=loss, init_op=init, ids=ids, y=y, emb=emb)
+        with t.control_dependencies(t.get_collection(t.GraphKeys.UPDATE_OPS)):
+            train = OPTIMIZERS[opt]().minimize(loss)
+        init = t.global_variables_initializer()
     return SimpleNamespace(graph=g, train_op=train, loss=loss, init_op=init, ids=ids, y=y)
 
 
@@ -82,13 +92,39 @@ def test_micro_batched_sparse_step_is_the_whole_step(opt, k, device):
 
 
 @pytest.mark.parametrize("k", [2, 4])
-def test_embedding_into_a_conv_micro_batches(k):
-    """An embedding whose rows feed a convolution: micro-batches give the whole step's training."""
-    tg = _embedding_net("momentum", conv=True)
+@pytest.mark.parametrize("net", ["conv", "norm"])
+def test_embedding_into_a_conv_or_a_batch_norm_micro_batches(net, k):
+    """An embedding whose rows feed a convolution, or a batch norm (whose statistics passes, planner.crossbatch,
+    run before the micro-batch run): micro-batches give the whole step's training."""
+    tg = _embedding_net("momentum", **{net: True})
     feeds = _feeds(tg)
     want = train_planned(tg, feeds, steps=3, variables="variables")
     got = train_planned(tg, feeds, force=(k, 1), steps=3, variables="variables")
+    assert bool(got[2].statistics) == (net == "norm")
     _assert_same_step(got, want)
+
+
+def test_concatenated_rows_are_tensorflows_whole_batch_indexed_slices(tf1):
+    """After a step in 4 micro-batches the sparse gradient's accumulators hold the whole batch's IndexedSlices as
+    TensorFlow's tf.gradients makes them: its indices, and its values to float rounding, in its order of rows
+    (Momentum's update reads them as they are; SGD's reads lr * values)."""
+    tg = _embedding_net("momentum")
+    feeds = _feeds(tg)
+    with tf.Session(graph=tg.graph, memory_budget="1GB") as sess:
+        sess.run(tg.init_op)
+        install(sess, [tg.train_op, tg.loss], _plan(tg, feeds, force=(4, 1)))
+        sess.run([tg.train_op, tg.loss], feeds)
+        bound = next(st.bound for st in sess.steps if isinstance(st.bound, Bound) and st.bound.plan.microbatches > 1)
+        ours = {bound.plan.fetch_merge[t]: np.array(bound.acc[t]) for t in bound.acc
+                if bound.plan.fetch_merge.get(t) in ("concat", "concat_mean")}
+    with tf1.Graph().as_default():
+        theirs = _embedding_net(t=tf1)
+        grad = tf1.gradients(theirs.loss, theirs.emb)[0]
+        with tf1.Session() as sess:
+            sess.run(theirs.init_op)
+            values, indices = sess.run([grad.values, grad.indices], {theirs.ids: feeds[tg.ids], theirs.y: feeds[tg.y]})
+    np.testing.assert_array_equal(ours["concat"], indices)
+    np.testing.assert_allclose(ours["concat_mean"], values, rtol=1e-6, atol=1e-7)
 
 
 def test_sparse_gradient_accumulators_hold_the_whole_batch_rows():
