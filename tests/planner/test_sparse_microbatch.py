@@ -27,10 +27,10 @@ OPTIMIZERS = {
 VOCAB, DIM, IDS = 12, 4, 3  # few rows: a batch's ids repeat within and across micro-batches
 
 
-def _embedding_net(opt="momentum", conv=False, hidden=6, norm=False, t=tf):
-    """ids (N, IDS) -> embedding (VOCAB, DIM) -> dense (or a conv over the ids' rows, then dense; with `norm` a
-    training-mode batch norm after it) -> mean squared error, trained by OPTIMIZERS[opt]; in a new graph, or with
-    `t` (TensorFlow's tf.compat.v1) its loss only, in its default graph."""
+def _embedding_net(opt="momentum", conv=False, hidden=6, norm=False, gru=False, t=tf):
+    """ids (N, IDS) -> embedding (VOCAB, DIM) -> dense (or a conv over the ids' rows, or a GRU over them (its last
+    state), then dense; with `norm` a training-mode batch norm after it) -> mean squared error, trained by
+    OPTIMIZERS[opt]; in a new graph, or with `t` (TensorFlow's tf.compat.v1) its loss only, in its default graph."""
     rng = np.random.default_rng(3)
     g = tf.Graph() if t is tf else t.get_default_graph()
     with g.as_default():
@@ -42,6 +42,10 @@ def _embedding_net(opt="momentum", conv=False, hidden=6, norm=False, t=tf):
             f = t.Variable((rng.standard_normal((2, 2, 1, 3)) * 0.5).astype(np.float32), name="filter")
             h = t.nn.relu(t.nn.conv2d(t.reshape(h, [-1, IDS, DIM, 1]), f, [1, 1, 1, 1], "SAME"))
         width = IDS * DIM * (3 if conv else 1)
+        if gru:
+            t.set_random_seed(1)  # the GRU's initializers draw: the same numbers in every session
+            _, h = t.nn.dynamic_rnn(t.nn.rnn_cell.GRUCell(5), h, dtype=t.float32)
+            width = 5
         w1 = t.Variable((rng.standard_normal((width, hidden)) * 0.3).astype(np.float32), name="w1")
         w2 = t.Variable((rng.standard_normal((hidden, 2)) * 0.3).astype(np.float32), name="w2")
         h = t.matmul(t.reshape(h, [-1, width]), w1)
@@ -92,10 +96,10 @@ def test_micro_batched_sparse_step_is_the_whole_step(opt, k, device):
 
 
 @pytest.mark.parametrize("k", [2, 4])
-@pytest.mark.parametrize("net", ["conv", "norm"])
-def test_embedding_into_a_conv_or_a_batch_norm_micro_batches(net, k):
-    """An embedding whose rows feed a convolution, or a batch norm (whose statistics passes, planner.crossbatch,
-    run before the micro-batch run): micro-batches give the whole step's training."""
+@pytest.mark.parametrize("net", ["conv", "gru", "norm"])
+def test_embedding_into_a_conv_a_gru_or_a_batch_norm_micro_batches(net, k):
+    """An embedding whose rows feed a convolution, a GRU (a tf.while_loop), or a batch norm (whose statistics
+    passes, planner.crossbatch, run before the micro-batch run): micro-batches give the whole step's training."""
     tg = _embedding_net("momentum", **{net: True})
     feeds = _feeds(tg)
     want = train_planned(tg, feeds, steps=3, variables="variables")
