@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import tfplus as tf
+from tfplus.engine.memory import Bound
 from tfplus.ops import sparse_training_ops as sto
 
 RNG = np.random.default_rng(5)
@@ -282,19 +283,24 @@ def test_a_gather_in_a_while_loop_has_tensorflows_gradient(tf1):
     np.testing.assert_allclose(_loop_gradient(tf), _loop_gradient(tf1), rtol=1e-12)
 
 
-def test_a_sparse_step_is_not_micro_batched():
-    """Micro-batches' gradients are summed, which a sparse gradient's rows and indices are not: a budget only
-    micro-batches would meet is refused, naming the sparse gradient (it used to fail inside a kernel)."""
+def test_a_sparse_step_is_micro_batched():
+    """A budget only micro-batches meet: the sparse gradient's rows and indices are concatenated over them (it used
+    to be refused, and before that to fail inside a kernel), and the step trains as the unbudgeted one."""
     g = tf.Graph()
     with g.as_default():
         ids = tf.placeholder(tf.int32, [None])
         x = tf.placeholder(tf.float32, [None, 512])
-        emb = tf.Variable(np.ones((50, 8), np.float32))
+        emb = tf.Variable(np.linspace(-1, 1, 400).reshape(50, 8).astype(np.float32))
         h = tf.tanh(tf.matmul(tf.nn.embedding_lookup(emb, ids), tf.ones([8, 512])) * x)
         step = tf.train.MomentumOptimizer(0.5, 0.9).minimize(tf.reduce_mean(tf.square(tf.tanh(h * x + h))))
         init = tf.global_variables_initializer()
-    feeds = {ids: np.zeros(1024, np.int32), x: np.ones((1024, 512), np.float32)}
-    with tf.Session(graph=g, memory_budget="5MB", workers=1) as sess:
-        sess.run(init)
-        with pytest.raises(ValueError, match=r"cannot micro-batch: the update input .* \(the indices of a sparse"):
+    feeds = {ids: np.arange(1024, dtype=np.int32) % 7, x: np.full((1024, 512), 0.5, np.float32)}
+    runs = []
+    for budget in (None, "5MB"):
+        with tf.Session(graph=g, memory_budget=budget, workers=1) as sess:
+            sess.run(init)
             sess.run(step, feeds)
+            if budget:
+                assert any(st.bound.plan.microbatches > 1 for st in sess.steps if isinstance(st.bound, Bound))
+            runs.append(sess.run(emb))
+    np.testing.assert_allclose(runs[1], runs[0], rtol=1e-5, atol=1e-7)

@@ -399,12 +399,15 @@ class Bound:
                 values = run(i, j, m, kept)
                 for x in keeps:
                     rt.copy_rows(self.kept[x], j * m, values[x.tensor], 0, m)
-                merge: dict[str, list] = {"copy": [], "add": [], "add_scale": []}
+                merge: dict[str, list] = {"copy": [], "add": [], "add_scale": [], "scale": []}
                 for t, acc in merging:
                     src = values[t]
                     way = p.fetch_merge.get(t, "mean")
-                    if way == "concat":
-                        rt.copy_rows(acc, j * m, src, 0, m)
+                    if way in ("concat", "concat_mean"):  # rows of the batch (a sparse gradient's: its own count)
+                        n = src.shape[0]
+                        rt.copy_rows(acc, j * n, src, 0, n)
+                        if way == "concat_mean" and j == k - 1:  # a sparse gradient's rows, divided as the sums are
+                            merge["scale"].append((acc, None))
                     elif way == "last":  # the same in every micro-batch: copied with the first one's copies
                         if j == 0:
                             merge["copy"].append((acc, src))

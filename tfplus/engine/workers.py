@@ -338,6 +338,9 @@ def _prepare(executor, n: int, flat: list, feeds: dict):
         return str(s).removeprefix("cannot micro-batch: ")
     if not s.grads:
         return "no variable update reads the batch (not a training step)"
+    if s.gathered:  # the workers' merge averages every gradient; a sparse one's rows concatenate (the planner's)
+        return (f"the update input '{next(iter(s.gathered)).name}' is a sparse gradient's (tf.IndexedSlices), whose "
+                "rows the workers do not concatenate")
     a_ops = needed_ops(s.a_fetches, set(feeds))
     for op in sorted(a_ops, key=lambda op: op._id):
         if op.op_def.stateful and op.type not in _SLICE_STATEFUL and not has_tag(op.type, "random"):

@@ -43,6 +43,11 @@ class Split:
     a_fetches: list              # each micro-batch run computes: grads + the user's fetches before updates
     b_fetches: list              # what the update run computes: the user's fetches from the updates on
     user_fetches: list[Tensor]   # the user's tensor fetches computed per micro-batch (merged after)
+    # grads with rows of the batch, a sparse gradient's (tf.IndexedSlices): concatenated over the micro-batches,
+    # not summed (their MemoryPlan.fetch_merge): 'concat' its indices, 'concat_mean' its values, which are then
+    # divided by the micro-batch count as the summed gradients are (a mean loss's micro-batch rows are k times the
+    # whole batch's: 1/m of each row's gradient, not 1/(k m))
+    gathered: dict[Tensor, str]
 
 
 def batch_statistics(order, feeds: set[Tensor], batch_feeds: set[Tensor], rowed: set[Tensor] | None = None
@@ -80,8 +85,9 @@ def split_step(order: list[Operation], fetches: list, feeds: set, feed_shapes: d
         return PlanError("cannot micro-batch: no fed tensor has an open batch dimension "
                          "([None, ...] placeholder)")
     rowed = batch_feeds(feed_shapes, batch)
-    why = batch_statistics(order, feeds, rowed, rows) or \
-        _summed_loss(order, feeds, rowed, crossbatch.open_rows(order, rowed) if rows is None else rows)
+    why = batch_statistics(order, feeds, rowed, rows)
+    rows = crossbatch.open_rows(order, rowed) if rows is None else rows
+    why = why or _summed_loss(order, feeds, rowed, rows)
     if why:
         return PlanError(f"cannot micro-batch: {why}")
     batch_dep = stream.batch_dependent(order, feeds, rowed)
@@ -89,8 +95,7 @@ def split_step(order: list[Operation], fetches: list, feeds: set, feed_shapes: d
     # The update run also computes what the updates make of the batch's sums over its rows (gradients) alone:
     # averaging per-micro-batch values of a non-linear function of them (clipping by the global norm) is no
     # function of the batch's sums.
-    late = after | _of_merged_sums(order, fetches, crossbatch.values(order, feeds, rowed), after,
-                                   crossbatch.open_rows(order, rowed) if rows is None else rows)
+    late = after | _of_merged_sums(order, fetches, crossbatch.values(order, feeds, rowed), after, rows)
     grads = []
     for op in order:
         if op in late:
@@ -100,16 +105,23 @@ def split_step(order: list[Operation], fetches: list, feeds: set, feed_shapes: d
                 elif t in batch_dep and t.op in after:
                     return PlanError(f"cannot micro-batch: '{t.name}' depends on the batch and on updated "
                                      "variables")
-    for t in grads:  # NOTE: micro-batches' gradients are summed; a sparse one's rows and indices are not sums
-        if not t.dtype.is_floating:
+    gathered = {}
+    for t in grads:  # NOTE: micro-batches' gradients are summed; a sparse one's rows and indices are concatenated
+        if t in rows:
+            why_not = _not_sparse(t, grads, rows, after)
+            if why_not:
+                return PlanError(f"cannot micro-batch: the update input '{t.name}' has rows of the batch but {why_not}"
+                                 "; only a sparse gradient's (tf.IndexedSlices: values, indices) rows concatenate")
+            gathered[t] = "concat_mean" if t.dtype.is_floating else "concat"
+        elif not t.dtype.is_floating:
             return PlanError(f"cannot micro-batch: the update input '{t.name}' ({t.dtype.name}) depends on the "
-                             "batch (the indices of a sparse gradient, tf.IndexedSlices: each micro-batch looks "
-                             "up other rows)")
+                             "batch but has no rows of it: an integer is neither a gradient to average nor a sparse "
+                             "gradient's indices to concatenate")
     fetches_a = [f for f in fetches if (f.op if isinstance(f, Tensor) else f) not in late]
     fetches_b = [f for f in fetches if (f.op if isinstance(f, Tensor) else f) in late]
     user = [f for f in fetches_a if isinstance(f, Tensor)]
     a_fetches = grads + [f for f in fetches_a if f not in grads]
-    return Split(rowed, batch_dep, grads, a_fetches, fetches_b, user)
+    return Split(rowed, batch_dep, grads, a_fetches, fetches_b, user, gathered)
 
 
 def _summed_loss(order: list[Operation], feeds: set[Tensor], batch_feeds: set[Tensor], rows: set[Tensor]
@@ -174,3 +186,19 @@ def _of_merged_sums(order: list[Operation], fetches: list, valued: set[Tensor], 
                 all(t.op not in late or t.op in early for t in op.inputs):
             early.add(op)
     return late - early
+
+
+def _not_sparse(t: Tensor, grads: list[Tensor], rows: set[Tensor], after: set) -> str:
+    """Why update input `t`, with rows of the batch, is not a sparse gradient's values or indices ('' if it is):
+    every update op that reads it names rows by an input 'indices' that is the batch's too, as the sparse updates do
+    (ops/sparse_training_ops.py)."""
+    for op in t.consumers():
+        if op not in after:
+            continue
+        names = op.op_def.inputs
+        if "indices" not in names:
+            return f"{op.type} '{op.name}' reads it and takes no indices"
+        indices = op.inputs[names.index("indices")]
+        if indices not in grads or indices not in rows:
+            return f"{op.type} '{op.name}' reads it with indices '{indices.name}' that do not depend on the batch"
+    return ""

@@ -22,10 +22,10 @@ over the batch (cpu), a streamed prefix (planner.stream: only the layers up to a
 micro-batches, the rest of the step once at full batch, on a cpu of several threads its micro-batches in lanes at
 once; with compaction, the scratch divisor and recomputation, the last on the recomputing copy of the step so
 that the rest fits at full batch), then
-micro-batching with gradient accumulation (forward+backward on k slices of the batch, gradients averaged,
-updates applied once; on the cpu each large gradient written into its accumulator where it is made,
-planner.accumulate; elsewhere one bigger than its inputs made last in the micro-batch run, _late_gradients), each
-combined with the others. On opencl the model counts
+micro-batching with gradient accumulation (forward+backward on k slices of the batch, gradients averaged, a
+sparse one's rows concatenated, updates applied once; on the cpu each large gradient written into its accumulator
+where it is made, planner.accumulate; elsewhere one bigger than its inputs made last in the micro-batch run,
+_late_gradients), each combined with the others. On opencl the model counts
 kernel launches (the host is the bottleneck), so recomputing a few ops beats another micro-batch's whole
 step; the plan's `choice` says what was predicted. No fit raises `BudgetError` naming the smallest budget
 that some combination reaches. A candidate is ordered and placed only if a quick lower bound on its peak fits
@@ -177,7 +177,8 @@ class MemoryPlan:
     batch_size: int | None = None
     batch_feeds: list[Tensor] = field(default_factory=list)
     accumulators: dict[Tensor, Buffer] = field(default_factory=dict)   # averaged gradients / merged fetches
-    fetch_merge: dict[Tensor, str] = field(default_factory=dict)       # 'mean', 'concat', 'last' ('sum': statistics)
+    fetch_merge: dict[Tensor, str] = field(default_factory=dict)       # 'mean', 'concat', 'last' ('sum': statistics;
+    # 'concat_mean': a sparse gradient's rows, planner.batch.Split.gathered; a gradient without an entry: 'mean')
     chunks: dict[Operation, int] = field(default_factory=dict)
     budget_bytes: int | None = None
     transformations: list[dict] = field(default_factory=list)
@@ -934,8 +935,9 @@ class _Step:
         if k > 1:
             specs = self._stats_specs() if passes else self.base_specs
             folded = {t: i for i, ts in enumerate(self._kept(k)[1]) for t in ts}
-            for g in self.split().grads:  # merged by the run that computes it, over its micro-batches
-                f["elements"] += counts[folded.get(g, passes)] * math.prod(specs[g].shape)
+            s = self.split()
+            for g in s.grads:  # merged by the run that computes it, over its micro-batches (a sparse one's rows once)
+                f["elements"] += (1 if g in s.gathered else counts[folded.get(g, passes)]) * math.prod(specs[g].shape)
             for n, level in zip(counts, self._levels(k)):
                 f["elements"] += n * sum(math.prod(specs[t].shape) for t in level)
             f["elements"] += sum(math.prod(specs[x.tensor].shape) for x in self._kept(k)[0])  # rows copied in
@@ -1566,9 +1568,12 @@ class _Step:
             # a merged fetch from the run that computes it (a statistics pass, with kept rows: crossbatch.kept)
             where = {t: ph for ph in phases[:len(levels) + 1] for t in ph.fetches if isinstance(t, Tensor)}
             count = {t: n for ph, n in zip(phases, counts) for t in ph.fetches if isinstance(t, Tensor)}
-            for t in s.grads:
-                acc[t] = acc_buffer(t, where[t].specs[t].shape, where[t].specs[t].dtype, end, self.alignment)
+            whole = self._stats_specs() if levels else self._specs(r)
+            for t in s.grads:  # a sparse gradient's rows: the whole batch's, each micro-batch writes its own
+                shape = (whole if t in s.gathered else where[t].specs)[t].shape
+                acc[t] = acc_buffer(t, shape, where[t].specs[t].dtype, end, self.alignment)
                 acc[t].start = where[t].start
+            merge.update(s.gathered)
             for x, _ in mb.accumulated.values():  # written by its op: its view in the run is the accumulator's
                 mb.life.of_tensor[x.grad] = acc[x.grad]
             for ph, level in zip(phases, levels):  # a statistic from its pass to the update run that may read it
@@ -1666,6 +1671,10 @@ class _Step:
         if k > 1:
             detail = (f"{k} micro-batches of {self.batch_size() // k}: forward and backward per micro-batch, "
                       "gradients averaged, updates applied once (exact for losses that are means over the batch)")
+            sparse = sum(w == "concat" for w in self.split(r).gathered.values())
+            if sparse:  # an embedding's IndexedSlices: its rows are the micro-batches', not a sum of them
+                detail += (f"; {sparse} sparse gradient{'s' * (sparse > 1)}: rows and indices concatenated into "
+                           "whole-batch accumulators")
             if p.statistics:
                 st = self.stats()
                 n = sum(st.merges[t] != "last" for level in p.statistics for t in level)
@@ -1857,7 +1866,8 @@ class _Step:
         key = ("accumulated", k, r)
         if key not in self._cache:
             run, s = self._runs(k, r)[self._passes(k)], self.split(r)
-            self._cache[key] = accumulate.sites(run.order, run.specs, s.grads, s.user_fetches, run.feeds,
+            grads = [g for g in s.grads if g not in s.gathered]  # a sparse gradient's rows are copied, not added
+            self._cache[key] = accumulate.sites(run.order, run.specs, grads, s.user_fetches, run.feeds,
                                                 self.kernel_device)
         return self._cache[key]
 
