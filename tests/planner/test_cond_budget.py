@@ -82,3 +82,21 @@ def test_a_cond_on_the_batch_is_refused_under_a_budget():
     with tf.Session(graph=g, memory_budget="1MB") as sess:
         with pytest.raises(PlanError, match=r"If 'on_batch/If'.*reads the batch or a variable"):
             sess.run(loss, {x: np.ones((8, 4), np.float32)})
+
+
+def test_a_random_op_in_the_taken_branch_drops_the_same_units_forward_and_backward():
+    # The gradient of an If recomputes its branch: planned, the forward's copy and the gradient's draw one stream
+    # each, of the same seeds, so the gradient passes exactly the units the forward kept.
+    g = tf.Graph()
+    with g.as_default():
+        tf.set_random_seed(3)
+        x = tf.placeholder(tf.float32, [None, 50], name="x")
+        training = tf.placeholder(tf.bool, [], name="is_training")
+        y = tf.cond(training, lambda: tf.nn.dropout(x, rate=0.5, seed=7), lambda: x)
+        dx = tf.gradients(tf.reduce_sum(y), x)[0]
+    with tf.Session(graph=g, memory_budget="1MB") as sess:
+        for _ in range(2):
+            yv, dv = sess.run([y, dx], {x: np.ones((4, 50), np.float32), training: True})
+            assert 0 < np.count_nonzero(yv) < yv.size
+            np.testing.assert_array_equal(yv != 0, dv != 0)
+        assert len(sess.memory_plans) == 1

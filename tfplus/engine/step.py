@@ -184,13 +184,15 @@ def resolve_conds(graph: Graph, fetches: list, shapes: dict, branch: dict):
     """The step of `fetches` fed `shapes`, copied into a private Graph with each If whose predicate `branch` maps
     ({Tensor: bool}) replaced by the ops of the branch it takes (those its outputs need), as a
     tfplus.engine.rewrite.Rewritten. Copies keep their names (variables and random streams find them); a branch's
-    ops are named under the If's ('cond/If/then/mul')."""
+    ops are named under the If's ('cond/If/then/mul'), and a NoOp of the If's name after them stands for the If
+    (what is ordered after it, or fetches it)."""
     from tfplus.engine.rewrite import Rewritten
     feeds = set(shapes)
+    needed = needed_ops(fetches, feeds)
     g = Graph()
     g.seed = graph.seed
     tensor: dict[Tensor, Tensor] = {}
-    op_of: dict[Operation, list[Operation]] = {}  # an inlined If stands for all of its branch's ops
+    op_of: dict[Operation, Operation] = {}
 
     def copy(op: Operation, inputs: list[Tensor], name: str, controls: list[Operation]) -> Operation:
         new = g.create_op(op.type, inputs, op.attrs, name + "/")
@@ -201,34 +203,32 @@ def resolve_conds(graph: Graph, fetches: list, shapes: dict, branch: dict):
         return new
 
     for t in sorted(feeds, key=lambda t: (t.op._id, t.value_index)):
-        if t.op not in needed_ops(fetches, feeds):  # a fed tensor whose producer does not run: a placeholder
+        if t.op not in needed:  # a fed tensor whose producer does not run: a placeholder stands in
             name = t.op.name + "/" if t.value_index == 0 else f"{t.op.name}_output_{t.value_index}/"
             tensor[t] = g.create_op("Placeholder", [], {"dtype": t.dtype, "shape": t._shape}, name).outputs[0]
-    for op in topo_order(needed_ops(fetches, feeds)):
-        controls = [c for o in op.control_inputs for c in op_of[o]]
+    for op in topo_order(needed):
+        controls = [op_of[o] for o in op.control_inputs]
         if op.type != "If" or op.inputs[0] not in branch:
-            new = copy(op, [tensor[t] for t in op.inputs], op.name, controls)
-            op_of[op] = [new]
-            tensor.update(zip(op.outputs, new.outputs))
+            op_of[op] = copy(op, [tensor[t] for t in op.inputs], op.name, controls)
+            tensor.update(zip(op.outputs, op_of[op].outputs))
             continue
         then = branch[op.inputs[0]]
         sub = op.attrs["then_branch" if then else "else_branch"]
         n_then = op.attrs["n_then"]
         ins = op.inputs[1:1 + n_then] if then else op.inputs[1 + n_then:]
         local = dict(zip(sub.capture_placeholders, (tensor[t] for t in ins)))
-        made = []
+        made: dict[Operation, Operation] = {}
         for b in topo_order(needed_ops(sub.outputs, set(local))):
-            new = copy(b, [local[t] for t in b.inputs], f"{op.name}/{'then' if then else 'else'}/{b.name}",
-                       controls + [c for o in b.control_inputs for c in op_of.get(o, ())])
-            op_of[b] = [new]
-            made.append(new)
-            local.update(zip(b.outputs, new.outputs))
-        op_of[op] = made
+            made[b] = copy(b, [local[t] for t in b.inputs], f"{op.name}/{'then' if then else 'else'}/{b.name}",
+                           controls + [made[o] for o in b.control_inputs])
+            local.update(zip(b.outputs, made[b].outputs))
+        op_of[op] = g.create_op("NoOp", [], {}, op.name + "/")
+        op_of[op].control_inputs = controls + list(made.values())
         tensor.update(zip(op.outputs, (local[t] for t in sub.outputs)))
     for v in graph.get_collection("trainable_variables"):
         var = getattr(v, "op", None)
         if var in op_of:
-            g.add_to_collection("trainable_variables", op_of[var][0].outputs[0])
-    element = {f: (op_of[f][0] if isinstance(f, Operation) else tensor[f]) for f in fetches}
+            g.add_to_collection("trainable_variables", op_of[var].outputs[0])
+    element = {f: (op_of[f] if isinstance(f, Operation) else tensor[f]) for f in fetches}
     element.update({t: tensor[t] for t in feeds})
     return Rewritten(g, element, {})
