@@ -276,9 +276,6 @@ def test_a_budget_below_the_floor_is_a_budget_error_naming_the_floor(name, devic
     assert f"({below} bytes); use a budget of at least {format_size(budget, up=True)} (the step's floor" in message
 
 
-@pytest.mark.xfail(strict=True, reason="the planner cannot plan control flow (an If's outputs are sized only as it "
-                   "runs): a tf.cond on a fed is_training in a budgeted session is a PlanError asking to run without "
-                   "memory_budget. Planning it needs the branch taken (the predicate's fed value) in the step's key")
 def test_a_cond_on_is_training_trains_under_a_budget():
     rng = np.random.default_rng(0)
     g = tf.Graph()

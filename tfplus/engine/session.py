@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import weakref
+from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
 
@@ -71,6 +72,7 @@ class Session:
         # off.
         self._rewrite = _rewrite_enabled(config)
         self._rewrites: dict[tuple, Any] = {}  # (fetch ids, feed ids) -> tfplus.engine.rewrite.Rewritten or None
+        self._conds: dict[tuple, list] = {}  # a step's key -> its fed tf.cond predicates (_fed_conds)
         self._closed = False
         self._default_cm = None
         # Steps take turns: a step's caches, arena, variables and workers' shared memory are the session's, and
@@ -129,12 +131,25 @@ class Session:
 
     def _step(self, flat: list, feeds: dict) -> Step:
         key = _step_key(flat, ((t, v.shape) for t, v in feeds.items()))
-        step = self._steps.get(key)
+        preds = self._fed_conds(key, flat, feeds)
+        taken = step_mod.taken(self._executor, preds, feeds) if preds else ()
+        step = self._steps.get(key + taken)
         if step is None:
             shapes = {t: v.shape for t, v in feeds.items()}
-            step = self._steps[key] = Step(self._executor, flat, shapes, self._rewritten(flat, shapes), self._driver,
-                                           self.graph, self._memory_budget, self._workers)
+            rewrite = self._rewritten(flat, shapes) if not preds else \
+                self._resolved(flat, shapes, dict(zip(preds, taken)))
+            step = self._steps[key + taken] = Step(self._executor, flat, shapes, rewrite, self._driver, self.graph,
+                                                   self._memory_budget, self._workers)
         return step
+
+    def _fed_conds(self, key: tuple, flat: list, feeds: dict) -> list:
+        """A budgeted step's tf.cond predicates that follow from fed scalars (engine.step.fed_conds): a run's values
+        of them key its step, planned for the branches they take."""
+        if self._driver != "plan":
+            return []
+        if key not in self._conds:
+            self._conds[key] = step_mod.fed_conds(flat, {t: v.shape for t, v in feeds.items()})
+        return self._conds[key]
 
     def step(self, fetches, feed_dict=None) -> Step:
         """The compiled step (tfplus.engine.step.Step) that run(fetches, feed_dict) runs, compiled now if new;
@@ -165,6 +180,7 @@ class Session:
             self._steps.clear()
             self._executor.clear()
             self._rewrites.clear()
+            self._conds.clear()
 
     def __enter__(self):
         self._default_cm = self.as_default()
@@ -281,6 +297,19 @@ class Session:
             folds = backward_folds(self._runtime.info, self._memory_budget)
             self._rewrites[key] = optimize(self.graph, flat, shapes, folds)
         return self._rewrites[key]
+
+    def _resolved(self, flat: list, shapes: dict, branch: dict):
+        """The step with its fed tf.conds resolved to the branches `branch` ({predicate: value}) takes
+        (engine.step.resolve_conds), then rewritten as any step (engine.rewrite) when the rewrite is on."""
+        r = step_mod.resolve_conds(self.graph, flat, shapes, branch)
+        if not self._rewrite:
+            return r
+        from tfplus.engine.rewrite import backward_folds, optimize
+        folds = backward_folds(self._runtime.info, self._memory_budget)
+        o = optimize(r.graph, [r.element[f] for f in flat], [r.element[t] for t in shapes], folds)
+        if o is None:
+            return r
+        return replace(o, element={k: o.element[v] for k, v in r.element.items()})
 
 
 def _step_key(flat: list, shapes) -> tuple:

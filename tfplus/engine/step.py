@@ -12,6 +12,10 @@ The session compiles a step the first time it sees its fetches, fed tensors and 
   that the device replays its recorded launches; a step the planner cannot plan (control flow) stays plain
   (TFPLUS_DEBUG=1 says why);
 - "plain": the executor's program, its memory from the runtime's pool.
+A budgeted step's tf.conds (If ops) whose predicates follow from fed scalars and constants alone (TF1's
+`is_training` placeholder) are resolved before planning: the session keys the step by the predicates' values of the
+run (fed_conds, taken) and plans a copy of the step's graph with each cond's taken branch inlined (resolve_conds),
+so that the planner sees straight-line code; a step fed True and one fed False are two steps, two plans.
 A traced run (tfplus.profiler) runs plainly where the workers would take it or no plan is bound yet.
 
 `run(feeds)` returns the tensor fetches' values copied to the host: a planned step's before the arena's lock is
@@ -22,7 +26,7 @@ from __future__ import annotations
 import sys
 
 from tfplus import debug
-from tfplus.framework import Tensor
+from tfplus.framework import Graph, Operation, Tensor, needed_ops, topo_order
 
 # Plain runs of a step before the "replay" driver gives it a plan.
 PLAIN_RUNS = 1
@@ -140,3 +144,91 @@ class Step:
         from tfplus.planner.plan import plan
         from tfplus.runtime.facts import device_facts  # in the step: the thread count is the step's
         return plan(self.fetches, self.feed_shapes, device_facts(self.executor.runtime), budget, graph=self.graph)
+
+
+# -- tf.cond on fed predicates (a budgeted step) ---------------------------------------------------------------
+def fed_conds(fetches: list, shapes: dict) -> list[Tensor]:
+    """The predicates of the tf.conds (If ops) a step of `fetches` fed `shapes` ({Tensor: fed shape}) runs, when
+    every one follows from fed scalars and constants alone (a fed `is_training`, a placeholder_with_default); []
+    when the step runs no cond, or one whose predicate reads the batch or a variable, or a tf.while_loop (the planner
+    refuses such a step, naming the op)."""
+    preds: list[Tensor] = []
+    for op in topo_order(needed_ops(fetches, set(shapes))):
+        if op.op_def.allocates_outputs:
+            if op.type != "If" or not _from_fed_scalars(op.inputs[0], shapes):
+                return []
+            if op.inputs[0] not in preds:
+                preds.append(op.inputs[0])
+    return preds
+
+
+def _from_fed_scalars(t: Tensor, shapes: dict) -> bool:
+    if t in shapes:
+        return tuple(shapes[t]) == ()
+    for op in needed_ops([t], set(shapes)):
+        if op.op_def.stateful or op.op_def.allocates_outputs or op.type == "Placeholder":
+            return False
+        if any(i in shapes and tuple(shapes[i]) != () for i in op.inputs):
+            return False
+    return True
+
+
+def taken(executor, preds: list[Tensor], feeds: dict) -> tuple:
+    """The values of `preds` (fed_conds) in a run fed `feeds` ({Tensor: device buffer}): part of the step's key."""
+    computed = [t for t in preds if t not in feeds]
+    values = dict(zip(computed, executor.run(computed, feeds))) if computed else {}
+    return tuple(bool(executor.runtime.copy_out(feeds[t] if t in feeds else values[t])) for t in preds)
+
+
+def resolve_conds(graph: Graph, fetches: list, shapes: dict, branch: dict):
+    """The step of `fetches` fed `shapes`, copied into a private Graph with each If whose predicate `branch` maps
+    ({Tensor: bool}) replaced by the ops of the branch it takes (those its outputs need), as a
+    tfplus.engine.rewrite.Rewritten. Copies keep their names (variables and random streams find them); a branch's
+    ops are named under the If's ('cond/If/then/mul'), and a NoOp of the If's name after them stands for the If
+    (what is ordered after it, or fetches it)."""
+    from tfplus.engine.rewrite import Rewritten
+    feeds = set(shapes)
+    needed = needed_ops(fetches, feeds)
+    g = Graph()
+    g.seed = graph.seed
+    tensor: dict[Tensor, Tensor] = {}
+    op_of: dict[Operation, Operation] = {}
+
+    def copy(op: Operation, inputs: list[Tensor], name: str, controls: list[Operation]) -> Operation:
+        new = g.create_op(op.type, inputs, op.attrs, name + "/")
+        for t, n in zip(op.outputs, new.outputs):
+            n._shape = t._shape  # what set_shape told the original
+        new.control_inputs = list(dict.fromkeys(controls))
+        new.device, new.backward = op.device, op.backward
+        return new
+
+    for t in sorted(feeds, key=lambda t: (t.op._id, t.value_index)):
+        if t.op not in needed:  # a fed tensor whose producer does not run: a placeholder stands in
+            name = t.op.name + "/" if t.value_index == 0 else f"{t.op.name}_output_{t.value_index}/"
+            tensor[t] = g.create_op("Placeholder", [], {"dtype": t.dtype, "shape": t._shape}, name).outputs[0]
+    for op in topo_order(needed):
+        controls = [op_of[o] for o in op.control_inputs]
+        if op.type != "If" or op.inputs[0] not in branch:
+            op_of[op] = copy(op, [tensor[t] for t in op.inputs], op.name, controls)
+            tensor.update(zip(op.outputs, op_of[op].outputs))
+            continue
+        then = branch[op.inputs[0]]
+        sub = op.attrs["then_branch" if then else "else_branch"]
+        n_then = op.attrs["n_then"]
+        ins = op.inputs[1:1 + n_then] if then else op.inputs[1 + n_then:]
+        local = dict(zip(sub.capture_placeholders, (tensor[t] for t in ins)))
+        made: dict[Operation, Operation] = {}
+        for b in topo_order(needed_ops(sub.outputs, set(local))):
+            made[b] = copy(b, [local[t] for t in b.inputs], f"{op.name}/{'then' if then else 'else'}/{b.name}",
+                           controls + [made[o] for o in b.control_inputs])
+            local.update(zip(b.outputs, made[b].outputs))
+        op_of[op] = g.create_op("NoOp", [], {}, op.name + "/")
+        op_of[op].control_inputs = controls + list(made.values())
+        tensor.update(zip(op.outputs, (local[t] for t in sub.outputs)))
+    for v in graph.get_collection("trainable_variables"):
+        var = getattr(v, "op", None)
+        if var in op_of:
+            g.add_to_collection("trainable_variables", op_of[var].outputs[0])
+    element = {f: (op_of[f] if isinstance(f, Operation) else tensor[f]) for f in fetches}
+    element.update({t: tensor[t] for t in feeds})
+    return Rewritten(g, element, {})

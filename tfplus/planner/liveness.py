@@ -84,7 +84,10 @@ def static_specs(order: list[Operation], feed_shapes: dict[Tensor, tuple]) -> di
                             "needs its shape)")
         if op.op_def.allocates_outputs:
             raise PlanError(f"{op.type} '{op.name}': control flow (tf.cond, tf.while_loop) sizes its outputs "
-                            "only as it runs, so the memory planner cannot plan it; run without memory_budget")
+                            "only as it runs, so the memory planner cannot plan it. A budgeted Session plans a "
+                            "tf.cond for the branch it takes when its predicate is fed, or follows from fed scalars "
+                            "and constants alone (TF1's is_training placeholder); this one's reads the batch or a "
+                            "variable, or it is a tf.while_loop: feed the predicate, or run without memory_budget")
         ins = []
         for k, t in enumerate(op.inputs):
             s = specs[t]
