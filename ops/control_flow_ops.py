@@ -16,7 +16,7 @@ from tfplus.framework import (
     name_scope,
 )
 from tfplus.ops.array_ops import gather
-from tfplus.registry import not_differentiable, register_gradient, register_op
+from tfplus.registry import has_tag, not_differentiable, register_gradient, register_op
 from tfplus.tensor_shape import fmt, spec
 
 __all__ = ["cond", "while_loop", "TensorArray", "Assert", "map_fn", "scan", "foldl", "foldr"]
@@ -165,16 +165,26 @@ def _trace(fn, outer: Graph, name: str, arg_templates, arg_shapes, call) -> Func
     return g
 
 
-def _inline(sub: FuncGraph, inputs: list[Tensor]) -> list[Tensor]:
+def _inline(sub: FuncGraph, inputs: list[Tensor], redraw: bool = False, branch: str = "") -> list[Tensor]:
     """Re-creates `sub`'s ops in the default graph with its placeholders (all_inputs) replaced by `inputs`;
-    returns what its outputs became."""
+    returns what its outputs became. With `redraw`, a gradient's recomputation of a branch or loop body that ran:
+    its random ops draw again, last first, the numbers the original's drew (attr _redraw: the original's name;
+    KernelContext.random_draw), so that a dropout's backward uses its forward's mask in every iteration. `branch`:
+    the If and branch ('cond/If/then') under whose name a budgeted step's copy of the branch names its ops
+    (tfplus.engine.step.resolve_conds: attr _redraw_in)."""
     graph = get_default_graph()
     mapped = dict(zip(sub.all_inputs, inputs))
     ops_map: dict = {}
     for op in sub.get_operations():
         if op.outputs and all(t in mapped for t in op.outputs):
             continue
-        new = graph.create_op(op.type, [mapped[t] for t in op.inputs], dict(op.attrs), name=op.name)
+        attrs = dict(op.attrs)
+        if redraw and has_tag(op.type, "random"):
+            op.attrs["_redrawn"] = True  # its draws are kept for the copy (set before either runs: a gradient's)
+            attrs["_redraw"] = op.name
+            if branch:
+                attrs["_redraw_in"] = branch
+        new = graph.create_op(op.type, [mapped[t] for t in op.inputs], attrs, name=op.name)
         for c in op.control_inputs:
             if c in ops_map:
                 new._add_control_input(ops_map[c])
@@ -215,11 +225,11 @@ def _if_grad(op, *grads):
         return [None] * len(op.inputs)
     dys = [g if g is not None or not t.dtype.is_floating else zeros_like(t) for t, g in zip(op.outputs, grads)]
 
-    def vjp(branch, lo, hi):
+    def vjp(branch, lo, hi, side):
         def fn():
             g = get_default_graph()
             xs = [g.capture(t) for t in ins]
-            ys = _inline(branch, xs[lo:hi])
+            ys = _inline(branch, xs[lo:hi], redraw=True, branch=f"{op.name}/{side}")
             pairs = [(y, g.capture(d)) for y, d in zip(ys, dys) if y.dtype.is_floating]
             # NOTE: an outer tensor both branches use is two inputs of the If but one placeholder here: each
             # input gets the gradient only from its own branch's range [lo, hi).
@@ -230,7 +240,7 @@ def _if_grad(op, *grads):
             return [zeros_like(xs[k]) if by_input.get(k) is None else by_input[k] for k in wanted]
         return fn
     with op.graph.as_default():
-        out = cond(op.inputs[0], vjp(then_g, 0, n_then), vjp(else_g, n_then, len(ins)), strict=True)
+        out = cond(op.inputs[0], vjp(then_g, 0, n_then, "then"), vjp(else_g, n_then, len(ins), "else"), strict=True)
     result = [None] * len(op.inputs)
     for k, d in zip(wanted, out):
         result[1 + k] = d
@@ -311,7 +321,7 @@ def _while_grad(op, *grads):
         j1 = subtract(j, 1)
         xs = [gather(h, j1) for h in history]
         cs = [g.capture(c) for c in caps]
-        ys = _inline(body, xs + cs)
+        ys = _inline(body, xs + cs, redraw=True)
         got = gradients([ys[k] for k in fk], [xs[k] for k in fk] + [cs[m] for m in fc], grad_ys=list(dy))
         new_dy = [zeros_like(xs[k]) if d is None else d for k, d in zip(fk, got[:len(fk)])]
         new_dc = [a if d is None else add(a, d) for a, d in zip(dc, got[len(fk):])]

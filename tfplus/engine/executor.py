@@ -32,6 +32,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+from collections import deque
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -83,30 +84,47 @@ class KernelContext:
         """random_stream's draw, with what a replay of it needs: the caller makes a replay call `again`
         (opencl: runtime.tape_vary)."""
         streams = self._executor.rngs
+        # Rows of the batch: a shape whose leading dimension the graph leaves open, as the batch's (planner.batch).
+        # NOTE: a draw of such a shape that is not the micro-batch's rows would take a micro-batch's offset too.
+        out = self.op.outputs[0]
+        rowed = self._alloc.draw_step is not None and bool(out._shape) and out._shape[0] is None
+        first = self._alloc.draw_slice * size if rowed else 0
+        drawn = self.op.attrs.get("_redraw")
+        if drawn:  # a gradient recomputing a tf.cond branch or a loop's body: the original's draws, last first
+            state = streams.get(drawn)
+            if state is None:
+                raise RuntimeError(f"random op '{self.op.name}' redraws the numbers of '{drawn}', which has not run")
+
+            def taken() -> int:
+                return state[4].pop() if state[4] else state[2] - 1
+            return Draw((state[0], state[1]), taken(), first, taken, False)
         state = streams.get(self.op.name)
         if state is None:
             seed, seed2 = self.op.attrs.get("seed", 0), self.op.attrs.get("seed2", 0)
             if not (seed or seed2):
                 seed, seed2 = (int.from_bytes(os.urandom(4), "little") for _ in range(2))
             # 64-bit seeds fold into the 32-bit key words
+            # A gradient's copy redraws this op's draws (attr _redrawn): the runs, newest last; bounded, as an
+            # evaluation's runs are never taken.
             state = streams[self.op.name] = [(seed ^ (seed >> 32)) & 0xFFFFFFFF,
-                                             (seed2 ^ (seed2 >> 32)) & 0xFFFFFFFF, 0, None]
+                                             (seed2 ^ (seed2 >> 32)) & 0xFFFFFFFF, 0, None,
+                                             deque(maxlen=_REDRAWN_RUNS)]
+        kept = state[4] if self.op.attrs.get("_redrawn") else None
         step = self._alloc.draw_step
         advances = step is None or state[3] is not step  # only a micro-batched step's first draw advances
         if advances:
             state[2] += 1
             state[3] = step
-        # Rows of the batch: a shape whose leading dimension the graph leaves open, as the batch's (planner.batch).
-        # NOTE: a draw of such a shape that is not the micro-batch's rows would take a micro-batch's offset too.
-        out = self.op.outputs[0]
-        rowed = step is not None and bool(out._shape) and out._shape[0] is None
 
         def again() -> int:
             if advances:
                 state[2] += 1
+            if kept is not None:
+                kept.append(state[2] - 1)
             return state[2] - 1
-        return Draw((state[0], state[1]), state[2] - 1, self._alloc.draw_slice * size if rowed else 0, again,
-                    advances)
+        if kept is not None:
+            kept.append(state[2] - 1)
+        return Draw((state[0], state[1]), state[2] - 1, first, again, advances)
 
     def workspace(self, shape, dtype):
         """Scratch memory that lives only while this kernel runs (im2col columns, partial sums). Under a
@@ -143,6 +161,8 @@ class Pool:
 
 # The most signatures (fed shapes, variable shapes) a program keeps its fast loop for.
 _SIGNATURES = 16
+# The draws a random op keeps for a gradient's copy of it (a while loop's iterations, last first).
+_REDRAWN_RUNS = 1 << 16
 
 # The most bytes a static op's outputs may take to be kept from run to run (shapes, small constants).
 _KEEP_BYTES = 1 << 16

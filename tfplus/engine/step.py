@@ -195,7 +195,10 @@ def resolve_conds(graph: Graph, fetches: list, shapes: dict, branch: dict):
     op_of: dict[Operation, Operation] = {}
 
     def copy(op: Operation, inputs: list[Tensor], name: str, controls: list[Operation]) -> Operation:
-        new = g.create_op(op.type, inputs, op.attrs, name + "/")
+        attrs = op.attrs
+        if attrs.get("_redraw_in"):  # a gradient's copy of a branch's random op: the original is renamed too
+            attrs = {**attrs, "_redraw": f"{attrs['_redraw_in']}/{attrs['_redraw']}"}
+        new = g.create_op(op.type, inputs, attrs, name + "/")
         for t, n in zip(op.outputs, new.outputs):
             n._shape = t._shape  # what set_shape told the original
         new.control_inputs = list(dict.fromkeys(controls))
