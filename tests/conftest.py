@@ -91,3 +91,17 @@ def tf1():
     v1.disable_eager_execution()
     v1.disable_resource_variables()
     return v1
+
+
+@pytest.fixture
+def conv_builds(monkeypatch):
+    """(kernel name, its -D defines) of each conv.cl kernel the OpenCL conv launchers build while a test runs."""
+    from tfplus.kernels.opencl import conv
+    builds: list = []
+    make = conv.kernel
+
+    def kernel(rt, src, base, *a, **k):
+        builds.append((base, k))
+        return make(rt, src, base, *a, **k)
+    monkeypatch.setattr(conv, "kernel", kernel)
+    return builds

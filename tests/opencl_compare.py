@@ -48,3 +48,11 @@ def run_conv_shapes(rng, cases):
             dy = tf.constant(rng.standard_normal(y.shape.as_list()).astype(np.float32))
             return [y, *tf.gradients(y, [x, f], grad_ys=dy)]
         run_both(build, [x, f])
+
+
+def conv3_arrays(rng, dtype, fmt: str, n: int, h: int, w: int, cin: int, cout: int) -> tuple:
+    """Random (input, 3x3 filter, bias, output gradient) of a SAME stride-1 conv in layout `fmt`."""
+    def shape(c):
+        return (n, c, h, w) if fmt == "NCHW" else (n, h, w, c)
+    return (rng.standard_normal(shape(cin)).astype(dtype), rng.standard_normal((3, 3, cin, cout)).astype(dtype),
+            rng.standard_normal(cout).astype(dtype), rng.standard_normal(shape(cout)).astype(dtype))

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 from conftest import needs_opencl
-from opencl_compare import run_both
+from opencl_compare import conv3_arrays, run_both
 
 import tfplus as tf
 from tfplus.framework import apply_op
@@ -24,30 +24,14 @@ DWTILE = "fwd3x3,dx3x3,dw3x3,vtile,halo,dwtile"
 MENTEE = [(3, 32, 32), (32, 32, 32), (32, 64, 16), (64, 64, 16), (64, 128, 8)]
 
 
-@pytest.fixture
-def built(monkeypatch):
-    """(kernel name, its -D defines) of each conv.cl kernel the launchers build."""
-    from tfplus.kernels.opencl import conv
-    names: list = []
-    make = conv.kernel
-
-    def kernel(rt, src, base, *a, **k):
-        names.append((base, k))
-        return make(rt, src, base, *a, **k)
-    monkeypatch.setattr(conv, "kernel", kernel)
-    return names
-
-
-def _tiles(built) -> list:
-    return [tuple(d[k] for k in ("TCI", "TCO", "SR", "WI", "WO", "PG")) for name, d in built
+def _tiles(conv_builds) -> list:
+    return [tuple(d[k] for k in ("TCI", "TCO", "SR", "WI", "WO", "PG")) for name, d in conv_builds
             if name == "conv3_wgrad_tile"]
 
 
-def _arrays(rng, dtype, fmt, n, h, w, cin, cout):
-    def shape(c):
-        return (n, c, h, w) if fmt == "NCHW" else (n, h, w, c)
-    return (rng.standard_normal(shape(cin)).astype(dtype), rng.standard_normal((3, 3, cin, cout)).astype(dtype),
-            rng.standard_normal(shape(cout)).astype(dtype))
+def _arrays(rng, dtype, fmt, *shape):
+    x, f, _, dy = conv3_arrays(rng, dtype, fmt, *shape)  # a filter gradient has no bias
+    return x, f, dy
 
 
 def _filter_grad(fmt):
@@ -65,7 +49,7 @@ SHAPES = [(3, 7, 9, 16, 32), (2, 5, 12, 24, 40), (2, 1, 1, 16, 16), (2, 8, 8, 8,
 @pytest.mark.parametrize("fmt,dtype,tile", [
     ("NCHW", np.float32, None), ("NCHW", np.float32, (16, 32, 2, 8, 8, 1)), ("NCHW", np.float32, (8, 32, 3, 4, 8, 4)),
     ("NHWC", np.float32, None), ("NCHW", np.float64, None)])
-def test_dwtile_matches_numpy(monkeypatch, built, fmt, dtype, tile):
+def test_dwtile_matches_numpy(monkeypatch, conv_builds, fmt, dtype, tile):
     """PoCL's tile (8 x 16 channels, 4 x 4 a work-item, 2 rows a stage, 2 position groups), 8 x 8 channels a
     work-item in one group, and 4 x 8 in 4 groups over strips of 3 rows; the RGB layer takes 4 input channels a
     tile (4 a work-item) whatever the tile says."""
@@ -76,15 +60,15 @@ def test_dwtile_matches_numpy(monkeypatch, built, fmt, dtype, tile):
     rng = np.random.default_rng(len(fmt) + (tile or (0, 0))[1])
     for shape in SHAPES:
         run_both(_filter_grad(fmt), list(_arrays(rng, dtype, fmt, *shape)))
-    got = _tiles(built)
-    assert len(got) == len(SHAPES) and not {"conv3_wgrad", "conv_wgrad"} & {n for n, _ in built}, built
+    got = _tiles(conv_builds)
+    assert len(got) == len(SHAPES) and not {"conv3_wgrad", "conv_wgrad"} & {n for n, _ in conv_builds}, conv_builds
     tci, tco, sr, wi, wo, pg = tile or conv.DWTILE_CPU_TILE
     want = [(min(tci, -(-cin // 4) * 4), tco, min(sr, h), min(wi, -(-cin // 4) * 4), wo, pg)
             for _, h, _, cin, _ in SHAPES]
     assert got == want and want[-1][0] == 4, got
 
 
-def test_dwtile_split_layers(monkeypatch, built):
+def test_dwtile_split_layers(monkeypatch, conv_builds):
     """On a device made to look wide the strips split over work-group layers (8 images of 10 rows in strips of 3: 32
     strips, 4 a split; 4 one-row images in 4 splits), in the planner's declared layers, and the last work-group of
     each tile adds them up. Position groups with no positions (PG 4 over rows of 2) add zeros. A device whose
@@ -101,14 +85,14 @@ def test_dwtile_split_layers(monkeypatch, built):
     for shape in [(8, 10, 10, 16, 32), (4, 1, 2, 8, 32)]:
         run_both(_filter_grad("NCHW"), list(_arrays(rng, np.float32, "NCHW", *shape)))
     assert splits == [(8, 4), (4, 1)], splits
-    assert len(_tiles(built)) == 2 and "conv3_wgrad" not in {n for n, _ in built}, built
-    built.clear()
+    assert len(_tiles(conv_builds)) == 2 and "conv3_wgrad" not in {n for n, _ in conv_builds}, conv_builds
+    conv_builds.clear()
     monkeypatch.setattr(conv, "finishes_splits", lambda rt: False)
     run_both(_filter_grad("NCHW"), list(_arrays(rng, np.float32, "NCHW", 2, 6, 6, 16, 32)))
-    assert [n for n, _ in built] == ["conv3_wgrad"], built
+    assert [n for n, _ in conv_builds] == ["conv3_wgrad"], conv_builds
 
 
-def test_dwtile_leaves_the_bias_fold_to_conv3_wgrad(monkeypatch, built):
+def test_dwtile_leaves_the_bias_fold_to_conv3_wgrad(monkeypatch, conv_builds):
     """_FusedConv2DBackpropFilterBiasAddGrad (the filter gradient with the bias gradient as a row of ones) keeps
     conv3_wgrad under dwtile."""
     monkeypatch.setenv("TFPLUS_CONV_VARIANTS", DWTILE)
@@ -122,7 +106,7 @@ def test_dwtile_leaves_the_bias_fold_to_conv3_wgrad(monkeypatch, built):
                              "dw_bias"))
     got = run_both(folded, [x, f, dy])
     np.testing.assert_allclose(got[1], dy.sum(axis=(0, 2, 3)), rtol=1e-4, atol=1e-3)
-    assert [n for n, _ in built] == ["conv3_wgrad"], built
+    assert [n for n, _ in conv_builds] == ["conv3_wgrad"], conv_builds
 
 
 @pytest.fixture
@@ -138,14 +122,14 @@ def gpu_defaults(monkeypatch):
 
 
 @pytest.mark.parametrize("n", [32, 64])
-def test_mentee_micro_batches_on_the_gpu_configs(built, gpu_defaults, n):
+def test_mentee_micro_batches_on_the_gpu_configs(conv_builds, gpu_defaults, n):
     """Mentee's conv5 width (8 x 8, narrowed channels) and its RGB layer (3 channels of 32 x 32, few images) at the
     micro-batches' sizes on the configs an untuned GPU takes: 8 x 8 channels a work-item where the channels allow,
     an RGB layer 4 x 4 or 4 x 8 on a tile of 4 input channels."""
     rng = np.random.default_rng(n)
     run_both(_filter_grad("NCHW"), list(_arrays(rng, np.float32, "NCHW", n, 8, 8, 32, 64)))
     run_both(_filter_grad("NCHW"), list(_arrays(rng, np.float32, "NCHW", 2, 32, 32, 3, 32)))
-    got = _tiles(built)
+    got = _tiles(conv_builds)
     assert len(got) == 2 and got[0][3:5] == (8, 8) and got[1][0] == 4, got
 
 

@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 from conftest import needs_opencl
-from opencl_compare import conv_layer, run_both, run_conv_shapes
+from opencl_compare import conv3_arrays, conv_layer, run_both, run_conv_shapes
 
 import tfplus as tf
 from tfplus.framework import apply_op
@@ -24,29 +24,8 @@ pytestmark = needs_opencl
 HALO = "fwd3x3,dx3x3,dw3x3,vtile,halo"
 
 
-@pytest.fixture
-def built(monkeypatch):
-    """(kernel name, its -D defines) of each conv.cl kernel the launchers build."""
-    from tfplus.kernels.opencl import conv
-    names: list = []
-    make = conv.kernel
-
-    def kernel(rt, src, base, *a, **k):
-        names.append((base, k))
-        return make(rt, src, base, *a, **k)
-    monkeypatch.setattr(conv, "kernel", kernel)
-    return names
-
-
-def _arrays(rng, dtype, fmt, n, h, w, cin, cout):
-    def nchw(c):
-        return (n, c, h, w) if fmt == "NCHW" else (n, h, w, c)
-    return (rng.standard_normal(nchw(cin)).astype(dtype), rng.standard_normal((3, 3, cin, cout)).astype(dtype),
-            rng.standard_normal(cout).astype(dtype), rng.standard_normal(nchw(cout)).astype(dtype))
-
-
-def _halos(built) -> list:
-    return [(d["FLIP"], d.get("EPILOGUE", 0)) for name, d in built if name == "conv3_halo"]
+def _halos(conv_builds) -> list:
+    return [(d["FLIP"], d.get("EPILOGUE", 0)) for name, d in conv_builds if name == "conv3_halo"]
 
 
 # (n, h, w, cin, cout): 7 rows (PoCL's 2-row strips: a partial one) of 9 columns (runs of 4: padded to 12); 24 and
@@ -58,7 +37,7 @@ SHAPES = [(3, 7, 9, 16, 32), (2, 5, 12, 24, 40), (2, 1, 1, 16, 16)]
 @pytest.mark.parametrize("fmt,dtype,tile", [
     ("NCHW", np.float32, None), ("NCHW", np.float32, (32, 4, 8, 8, 8)), ("NCHW", np.float32, (8, 3, 4, 4, 8)),
     ("NHWC", np.float32, None), ("NCHW", np.float64, None)])
-def test_halo_matches_numpy(monkeypatch, built, fmt, dtype, tile):
+def test_halo_matches_numpy(monkeypatch, conv_builds, fmt, dtype, tile):
     """Forward, fused forward, input gradient; the filter gradient stays conv3_wgrad's. `tile` replaces PoCL's
     (16, 2, 8, 4, 4): 8 x 8 outputs a work-item (two vector runs of channels and of columns), or 8 channels of 3
     rows, 4 channels a stage."""
@@ -68,20 +47,21 @@ def test_halo_matches_numpy(monkeypatch, built, fmt, dtype, tile):
     monkeypatch.setenv("TFPLUS_CONV_VARIANTS", HALO)
     rng = np.random.default_rng(len(fmt) + (tile or (0,))[0])
     for shape in SHAPES:
-        run_both(lambda x, f, b, dy: conv_layer(x, f, b, dy, fmt), list(_arrays(rng, dtype, fmt, *shape)))
-    assert {(0, 0), (0, 1), (1, 0)} <= set(_halos(built)), built
-    assert not {"conv3", "conv", "conv_small"} & {name for name, _ in built}, built
+        run_both(lambda x, f, b, dy: conv_layer(x, f, b, dy, fmt), list(conv3_arrays(rng, dtype, fmt, *shape)))
+    assert {(0, 0), (0, 1), (1, 0)} <= set(_halos(conv_builds)), conv_builds
+    assert not {"conv3", "conv", "conv_small"} & {name for name, _ in conv_builds}, conv_builds
     if tile:
-        assert {(d["TM"], d["WM"], d["WN"]) for name, d in built if name == "conv3_halo"} == {(tile[0], *tile[3:])}
+        halos = {(d["TM"], d["WM"], d["WN"]) for name, d in conv_builds if name == "conv3_halo"}
+        assert halos == {(tile[0], *tile[3:])}
 
 
 @pytest.mark.parametrize("fmt", ["NCHW", "NHWC"])
-def test_halo_input_gradient_with_the_relu_masks(monkeypatch, built, fmt):
+def test_halo_input_gradient_with_the_relu_masks(monkeypatch, conv_builds, fmt):
     """_FusedConv2DBackpropInputReluGrad (the backward fold of a conv after a ReLU) on conv3_halo, EPILOGUE 3 (Relu)
     and 4 (Relu6): the mask applied as dx is written equals ReluGrad / Relu6Grad after the input gradient."""
     monkeypatch.setenv("TFPLUS_CONV_VARIANTS", HALO)
     rng = np.random.default_rng(5)
-    x, f, _, dy = _arrays(rng, np.float32, fmt, 2, 6, 8, 16, 32)
+    x, f, _, dy = conv3_arrays(rng, np.float32, fmt, 2, 6, 8, 16, 32)
 
     def grads(x, f, dy):
         attrs = {"T": x.dtype, "strides": [1, 1, 1, 1], "padding": "SAME", "data_format": fmt,
@@ -96,7 +76,7 @@ def test_halo_input_gradient_with_the_relu_masks(monkeypatch, built, fmt):
     got = run_both(grads, [x, f, dy])
     np.testing.assert_array_equal(got[2], got[0])  # one kernel's sums, masked as they are written or after
     np.testing.assert_array_equal(got[3], got[1])
-    assert {(1, 0), (1, 3), (1, 4)} <= set(_halos(built)), built
+    assert {(1, 0), (1, 3), (1, 4)} <= set(_halos(conv_builds)), conv_builds
 
 
 @pytest.fixture
@@ -110,36 +90,37 @@ def gpu_defaults(monkeypatch):
 
 
 @pytest.mark.parametrize("n", [32, 64])
-def test_mentee_micro_batches_on_the_gpu_configs(built, gpu_defaults, n):
+def test_mentee_micro_batches_on_the_gpu_configs(conv_builds, gpu_defaults, n):
     """Mentee's conv5 width (8 x 8: one strip an image) at the micro-batches, each pass on its untuned GPU config:
     4 x 8 outputs a work-item over 64 channels (forward) and 32 (input gradient): the 8 x 8 configs of so short a
     strip have too few work-items, or stage more values each than HALO_PREFETCH. The channels are narrowed from
     conv5's to keep the test short."""
     from tfplus.kernels.opencl import conv
     rng = np.random.default_rng(n)
-    run_both(lambda *a: conv_layer(*a, "NCHW"), list(_arrays(rng, np.float32, "NCHW", n, 8, 8, 32, 64)))
-    got = {(d["FLIP"], d["TM"], d["ROWS"], d["CC"], d["WM"], d["WN"]) for name, d in built if name == "conv3_halo"}
+    run_both(lambda *a: conv_layer(*a, "NCHW"), list(conv3_arrays(rng, np.float32, "NCHW", n, 8, 8, 32, 64)))
+    got = {(d["FLIP"], d["TM"], d["ROWS"], d["CC"], d["WM"], d["WN"])
+           for name, d in conv_builds if name == "conv3_halo"}
     assert got == {(0, *conv._halo_default(conv._halo_candidates(64, 8, 8), 64, 8)),
                    (1, *conv._halo_default(conv._halo_candidates(32, 8, 8), 32, 8))}, got
     assert {c[1:] for c in got} == {(64, 8, 8, 4, 8), (32, 8, 8, 4, 8)}, got
 
 
-def test_the_evaluation_batch_on_the_gpu_configs(built, gpu_defaults):
+def test_the_evaluation_batch_on_the_gpu_configs(conv_builds, gpu_defaults):
     """The evaluation's 500 images (forward only, as evaluation runs it) and Mentee's conv2 width (32 x 32: several
     strips an image) on the GPU config; the channels are narrowed to keep the test short."""
     from tfplus.kernels.opencl import conv
     rng = np.random.default_rng(500)
     for n, hw in [(500, 8), (3, 32)]:
-        x, f, b, _ = _arrays(rng, np.float32, "NCHW", n, hw, hw, 16, 32)
+        x, f, b, _ = conv3_arrays(rng, np.float32, "NCHW", n, hw, hw, 16, 32)
         run_both(lambda x, f, b: [tf.nn.relu(tf.nn.bias_add(tf.nn.conv2d(x, f, strides=1, padding="SAME",
                                                                           data_format="NCHW"), b,
                                                              data_format="NCHW"))], [x, f, b])
     want = [(hw, conv._halo_default(conv._halo_candidates(32, hw, hw), 32, hw)[1]) for hw in (8, 32)]
-    assert sorted((d["IW"], d["ROWS"]) for name, d in built if name == "conv3_halo") == want, built
+    assert sorted((d["IW"], d["ROWS"]) for name, d in conv_builds if name == "conv3_halo") == want, conv_builds
     assert want[0][1] == 8 and want[1][1] < 32, want
 
 
-def test_shapes_halo_does_not_cover_keep_the_other_kernels(monkeypatch, built):
+def test_shapes_halo_does_not_cover_keep_the_other_kernels(monkeypatch, conv_builds):
     """A stride, VALID padding or a 5x5 filter run the general kernels under halo; on a GPU, channels no stage
     divides (12: stages of 8 or 16) run what they would without halo (here the general kernels: conv3 needs 16s),
     where PoCL's tile cuts its stage to 4 and takes them."""
@@ -147,15 +128,15 @@ def test_shapes_halo_does_not_cover_keep_the_other_kernels(monkeypatch, built):
     monkeypatch.setenv("TFPLUS_CONV_VARIANTS", HALO)
     rng = np.random.default_rng(8)
     run_conv_shapes(rng, [(16, 3, 2, "SAME"), (16, 3, 1, "VALID"), (16, 5, 1, "SAME")])
-    assert not _halos(built) and {"conv", "conv_wgrad"} <= {name for name, _ in built}, built
-    arrays = list(_arrays(rng, np.float32, "NCHW", 2, 6, 6, 12, 12))
+    assert not _halos(conv_builds) and {"conv", "conv_wgrad"} <= {name for name, _ in conv_builds}, conv_builds
+    arrays = list(conv3_arrays(rng, np.float32, "NCHW", 2, 6, 6, 12, 12))
     run_both(lambda x, f, b, dy: conv_layer(x, f, b, dy, "NCHW"), arrays)
-    assert {d["CC"] for name, d in built if name == "conv3_halo"} == {4}, built
-    built.clear()
+    assert {d["CC"] for name, d in conv_builds if name == "conv3_halo"} == {4}, conv_builds
+    conv_builds.clear()
     monkeypatch.setenv("TFPLUS_OPENCL_TUNE", "0")
     monkeypatch.setattr(opencl.OpenCLRuntime().dev, "is_gpu", True)
     run_both(lambda x, f, b, dy: conv_layer(x, f, b, dy, "NCHW"), arrays)
-    assert not _halos(built) and "conv" in {name for name, _ in built}, built
+    assert not _halos(conv_builds) and "conv" in {name for name, _ in conv_builds}, conv_builds
 
 
 def test_the_tuner_tries_the_configs_that_fit():
@@ -194,7 +175,7 @@ def _filter_grad(fmt):
 @pytest.mark.parametrize("fmt,dtype,tile", [
     ("NCHW", np.float32, None), ("NCHW", np.float32, (16, 32, 2, 2, 4)), ("NCHW", np.float32, (8, 32, 4, 1, 8)),
     ("NHWC", np.float32, None), ("NCHW", np.float64, None)])
-def test_dwhalo_matches_numpy(monkeypatch, built, fmt, dtype, tile):
+def test_dwhalo_matches_numpy(monkeypatch, conv_builds, fmt, dtype, tile):
     """The filter gradient on conv3_wgrad_halo: PoCL's tile (8 x 16 channels, 2 rows a stage) and tiles of two input
     channels a work-item over 2 rows a stage, or 8 output channels over 4 rows (stages past the last row of a
     split); channel counts no tile divides, a 1 x 1 image (every tap but the centre across an edge)."""
@@ -204,15 +185,15 @@ def test_dwhalo_matches_numpy(monkeypatch, built, fmt, dtype, tile):
     monkeypatch.setenv("TFPLUS_CONV_VARIANTS", HALO + ",dwhalo")
     rng = np.random.default_rng(len(fmt) + (tile or (0, 0))[1])
     for shape in SHAPES + [(2, 8, 8, 8, 32)]:  # and Mentee's conv5 width, two images
-        x, f, _, dy = _arrays(rng, dtype, fmt, *shape)
+        x, f, _, dy = conv3_arrays(rng, dtype, fmt, *shape)
         run_both(_filter_grad(fmt), [x, f, dy])
-    got = [d for name, d in built if name == "conv3_wgrad_halo"]
-    assert len(got) == len(SHAPES) + 1 and "conv3_wgrad" not in {name for name, _ in built}, built
+    got = [d for name, d in conv_builds if name == "conv3_wgrad_halo"]
+    assert len(got) == len(SHAPES) + 1 and "conv3_wgrad" not in {name for name, _ in conv_builds}, conv_builds
     if tile:
         assert {(d["TCI"], d["TCO"], d["SR"], d["WI"], d["WO"]) for d in got} == {tile}
 
 
-def test_dwhalo_split_sums(monkeypatch, built):
+def test_dwhalo_split_sums(monkeypatch, conv_builds):
     """On a device made to look wide the positions split over work-group layers (conv3_wgrad's splits): a layer
     sums the image rows whose first position its chunk holds (10 x 10 images: chunks of 272 positions end inside
     rows), a pass adds the layers up. The bias fold (_FusedConv2DBackpropFilterBiasAddGrad) and a layer of 3 input
@@ -225,7 +206,7 @@ def test_dwhalo_split_sums(monkeypatch, built):
     monkeypatch.setattr(conv, "DWHALO_CPU_TILE", (16, 32, 2, 2, 4))
     monkeypatch.setenv("TFPLUS_CONV_VARIANTS", HALO + ",dwhalo")
     rng = np.random.default_rng(3)
-    x, f, _, dy = _arrays(rng, np.float32, "NCHW", 8, 10, 10, 32, 32)
+    x, f, _, dy = conv3_arrays(rng, np.float32, "NCHW", 8, 10, 10, 32, 32)
     run_both(_filter_grad("NCHW"), [x, f, dy])
     assert splits and all(s > 1 and c % 10 for s, c in splits), splits
 
@@ -234,14 +215,14 @@ def test_dwhalo_split_sums(monkeypatch, built):
                  "dilations": [1, 1, 1, 1]}
         return list(apply_op("_FusedConv2DBackpropFilterBiasAddGrad", [x, tf.constant([3, 3, 32, 32]), dy], attrs,
                              "dw_bias"))
-    built.clear()
+    conv_builds.clear()
     got = run_both(folded, [x, f, dy])
     np.testing.assert_allclose(got[1], dy.sum(axis=(0, 2, 3)), rtol=1e-4, atol=1e-3)
-    assert [name for name, _ in built] == ["conv3_wgrad"], built
-    built.clear()  # an RGB layer (3 input channels) keeps conv3_wgrad too
-    x3, f3, _, dy3 = _arrays(rng, np.float32, "NCHW", 2, 6, 6, 3, 16)
+    assert [name for name, _ in conv_builds] == ["conv3_wgrad"], conv_builds
+    conv_builds.clear()  # an RGB layer (3 input channels) keeps conv3_wgrad too
+    x3, f3, _, dy3 = conv3_arrays(rng, np.float32, "NCHW", 2, 6, 6, 3, 16)
     run_both(_filter_grad("NCHW"), [x3, f3, dy3])
-    assert [name for name, _ in built] == ["conv3_wgrad"], built
+    assert [name for name, _ in conv_builds] == ["conv3_wgrad"], conv_builds
 
 
 def test_the_dwhalo_tuner_configs_fit():

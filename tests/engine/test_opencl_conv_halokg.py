@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from conftest import needs_opencl
-from opencl_compare import conv_layer, run_both
+from opencl_compare import conv3_arrays, conv_layer, run_both
 
 import tfplus as tf
 from tfplus.framework import apply_op
@@ -18,29 +18,8 @@ pytestmark = needs_opencl
 HALOKG = "fwd3x3,dx3x3,dw3x3,vtile,halo,halokg"
 
 
-@pytest.fixture
-def built(monkeypatch):
-    """(kernel name, its -D defines) of each conv.cl kernel the launchers build."""
-    from tfplus.kernels.opencl import conv
-    names: list = []
-    make = conv.kernel
-
-    def kernel(rt, src, base, *a, **k):
-        names.append((base, k))
-        return make(rt, src, base, *a, **k)
-    monkeypatch.setattr(conv, "kernel", kernel)
-    return names
-
-
-def _arrays(rng, dtype, fmt, n, h, w, cin, cout):
-    def shape(c):
-        return (n, c, h, w) if fmt == "NCHW" else (n, h, w, c)
-    return (rng.standard_normal(shape(cin)).astype(dtype), rng.standard_normal((3, 3, cin, cout)).astype(dtype),
-            rng.standard_normal(cout).astype(dtype), rng.standard_normal(shape(cout)).astype(dtype))
-
-
-def _groups(built) -> set:
-    return {(d["FLIP"], d.get("KG", 1)) for name, d in built if name == "conv3_halo"}
+def _groups(conv_builds) -> set:
+    return {(d["FLIP"], d.get("KG", 1)) for name, d in conv_builds if name == "conv3_halo"}
 
 
 # (n, h, w, cin, cout): a partial strip of rows and a padded row width, channels no stage of 16 divides (24, 40:
@@ -51,7 +30,7 @@ SHAPES = [(3, 7, 9, 16, 32), (2, 5, 12, 24, 40), (2, 1, 1, 16, 16)]
 @pytest.mark.parametrize("fmt,dtype,tile,kg", [
     ("NCHW", np.float32, None, None), ("NCHW", np.float32, (16, 4, 16, 4, 4), 4), ("NHWC", np.float32, None, None),
     ("NCHW", np.float64, None, None)])
-def test_halokg_matches_numpy(monkeypatch, built, fmt, dtype, tile, kg):
+def test_halokg_matches_numpy(monkeypatch, conv_builds, fmt, dtype, tile, kg):
     """PoCL's tile in 2 channel groups, or 4 groups of 16 channels x 4 rows (4 channels of a 16-channel stage each;
     of 8-channel stages where 16 do not divide the channels: 2 each)."""
     from tfplus.kernels.opencl import conv
@@ -61,16 +40,16 @@ def test_halokg_matches_numpy(monkeypatch, built, fmt, dtype, tile, kg):
     monkeypatch.setenv("TFPLUS_CONV_VARIANTS", HALOKG)
     rng = np.random.default_rng(len(fmt) + (kg or 0))
     for shape in SHAPES:
-        run_both(lambda x, f, b, dy: conv_layer(x, f, b, dy, fmt), list(_arrays(rng, dtype, fmt, *shape)))
-    assert _groups(built) == {(0, kg or conv.HALOKG_CPU), (1, kg or conv.HALOKG_CPU)}, built
+        run_both(lambda x, f, b, dy: conv_layer(x, f, b, dy, fmt), list(conv3_arrays(rng, dtype, fmt, *shape)))
+    assert _groups(conv_builds) == {(0, kg or conv.HALOKG_CPU), (1, kg or conv.HALOKG_CPU)}, conv_builds
 
 
-def test_halokg_input_gradient_with_the_relu_masks(monkeypatch, built):
+def test_halokg_input_gradient_with_the_relu_masks(monkeypatch, conv_builds):
     """_FusedConv2DBackpropInputReluGrad on conv3_halo in channel groups: the mask applied as group 0 writes the
     groups' sum equals ReluGrad / Relu6Grad after the input gradient, bit for bit."""
     monkeypatch.setenv("TFPLUS_CONV_VARIANTS", HALOKG)
     rng = np.random.default_rng(5)
-    x, f, _, dy = _arrays(rng, np.float32, "NCHW", 2, 6, 8, 16, 32)
+    x, f, _, dy = conv3_arrays(rng, np.float32, "NCHW", 2, 6, 8, 16, 32)
 
     def grads(x, f, dy):
         attrs = {"T": x.dtype, "strides": [1, 1, 1, 1], "padding": "SAME", "data_format": "NCHW",
@@ -85,12 +64,12 @@ def test_halokg_input_gradient_with_the_relu_masks(monkeypatch, built):
     got = run_both(grads, [x, f, dy])
     np.testing.assert_array_equal(got[2], got[0])
     np.testing.assert_array_equal(got[3], got[1])
-    assert {(d.get("EPILOGUE", 0), d.get("KG")) for name, d in built if name == "conv3_halo"} == \
-        {(0, 2), (3, 2), (4, 2)}, built
+    assert {(d.get("EPILOGUE", 0), d.get("KG")) for name, d in conv_builds if name == "conv3_halo"} == \
+        {(0, 2), (3, 2), (4, 2)}, conv_builds
 
 
 @pytest.mark.parametrize("n", [32, 64])
-def test_mentee_micro_batches_on_gpu_configs_of_four_groups(monkeypatch, built, n):
+def test_mentee_micro_batches_on_gpu_configs_of_four_groups(monkeypatch, conv_builds, n):
     """Mentee's conv5 width (8 x 8; channels narrowed) at the micro-batches on the PoCL device taken for a GPU, each
     pass on the first GPU config of 4 channel groups that fits it (4 x 4 or 4 x 8 outputs a work-item)."""
     from tfplus.kernels.opencl import conv
@@ -100,9 +79,9 @@ def test_mentee_micro_batches_on_gpu_configs_of_four_groups(monkeypatch, built, 
     monkeypatch.setattr(opencl.OpenCLRuntime().dev, "is_gpu", True)
     monkeypatch.setattr(conv, "_halo_default", lambda candidates, m, iw: next(c for c in candidates if c[5] == 4))
     rng = np.random.default_rng(n)
-    run_both(lambda *a: conv_layer(*a, "NCHW"), list(_arrays(rng, np.float32, "NCHW", n, 8, 8, 32, 64)))
-    got = {(d["FLIP"], d["KG"]) for name, d in built if name == "conv3_halo"}
-    assert got == {(0, 4), (1, 4)}, built
+    run_both(lambda *a: conv_layer(*a, "NCHW"), list(conv3_arrays(rng, np.float32, "NCHW", n, 8, 8, 32, 64)))
+    got = {(d["FLIP"], d["KG"]) for name, d in conv_builds if name == "conv3_halo"}
+    assert got == {(0, 4), (1, 4)}, conv_builds
 
 
 def test_the_halokg_configs_fit_the_h200():

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from conftest import DEVICES
+from conftest import DEVICES, needs_opencl
 from modelcheck import assert_planned_bytes_are_measured, train_opencl, train_planned
 
 import tfplus as tf
@@ -149,7 +149,7 @@ def test_sparse_micro_batches_planned_bytes_are_measured(force):
     assert_planned_bytes_are_measured(tg, _feeds(tg, batch=16), force)
 
 
-@pytest.mark.skipif("opencl" not in DEVICES, reason="cpu device only")
+@needs_opencl
 def test_sparse_micro_batches_opencl_ledger_is_the_plan():
     """On opencl the device memory a step holds at its peak is the plan's, to the byte, and it creates no buffer."""
     tg = _embedding_net("momentum")
