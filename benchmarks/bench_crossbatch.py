@@ -7,8 +7,6 @@ cpu), and each plan's peak. Small models, so that the k * (2L + 1) runs of a spl
     python benchmarks/bench_crossbatch.py --full --models mobilenet   # its 27 batch norms, at 16x16
     python benchmarks/bench_crossbatch.py --no-keep            # every pass from the fed batch (crossbatch.KEEP)
     python benchmarks/bench_crossbatch.py --no-counts          # every run in k micro-batches (crossbatch.COUNTS)
-    python benchmarks/bench_crossbatch.py --op-calls 128MB --no-outputs
-                                         # no norm's output kept between passes (crossbatch.KEEP_OUTPUTS)
     python benchmarks/bench_crossbatch.py --ks 4 --size 8 --budget 480kB --reserves 1
                                                # kept rows beside each run's own bytes only (plan.KEPT_RESERVES)
     python benchmarks/bench_crossbatch.py --device opencl --full --models mobilenet --size 32 --batch 128 --ks 8 \
@@ -113,8 +111,6 @@ def main(argv=None) -> None:
     ap.add_argument("--budget", help="plan the forced k for this memory budget (e.g. 128MB): kept rows and the "
                     "runs' counts fill the room it leaves; without, the room of the largest run of k")
     ap.add_argument("--no-counts", action="store_true", help="every run in k micro-batches (crossbatch.COUNTS)")
-    ap.add_argument("--no-outputs", action="store_true", help="no norm's output kept between passes "
-                    "(crossbatch.KEEP_OUTPUTS)")
     ap.add_argument("--reserves", help="the reserves of a run's own bytes the kept rows of --budget are chosen "
                     "under, the cheapest predicted kept (planner.plan.KEPT_RESERVES; default 1,2,4)")
     ap.add_argument("--device", default="cpu", help="cpu or opencl")
@@ -124,7 +120,6 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
     crossbatch.KEEP = not args.no_keep
     crossbatch.COUNTS = not args.no_counts
-    crossbatch.KEEP_OUTPUTS = not args.no_outputs
     if args.reserves:
         importlib.import_module("tfplus.planner.plan").KEPT_RESERVES = tuple(int(r) for r in args.reserves.split(","))
     if args.op_calls:

@@ -17,7 +17,6 @@ from tfplus import planner
 from tfplus.engine.memory import install
 from tfplus.graphs import training_graph
 from tfplus.graphs.mobilenet import mobilenet
-from tfplus.planner import crossbatch
 from tfplus.runtime.facts import device_facts
 
 DEVICES = ["cpu", pytest.param("opencl", marks=needs_opencl)]
@@ -40,9 +39,7 @@ def _plan(tg, feeds, reserves, monkeypatch, device="cpu", facts=None):
 
 def test_the_rows_of_the_cheapest_reserve_are_kept(monkeypatch):
     """Each reserve alone keeps other rows in other counts at other predicted costs; all of them tried, the plan is
-    the cheapest of those, and cheaper than the rows that fill the room beside each run's own bytes (reserve 1).
-    (Without the norms' outputs, which only the choice among reserves adds: test_crossbatch_outputs.py.)"""
-    monkeypatch.setattr(crossbatch, "KEEP_OUTPUTS", False)
+    the cheapest of those, and cheaper than the rows that fill the room beside each run's own bytes (reserve 1)."""
     tg, feeds = _net()
     alone = {r: _plan(tg, feeds, (r,), monkeypatch) for r in (1, 2, 4)}
     chosen = _plan(tg, feeds, (1, 2, 4), monkeypatch)

@@ -1129,8 +1129,7 @@ class _Step:
         # recomputes them from the fed batch, and sizes taken from the latter keep it recomputing (the micro-batch
         # run, allowed just its accumulators beside its own full forward and backward, kept no rows and recomputed
         # the whole step in every micro-batch). Those first; where their tries do not settle, the bare runs'.
-        self._cache[key] = (*crossbatch.kept(runs, cands, fold, st.rowed, size, [_UNBOUNDED] * len(runs),
-                                             st.outputs),
+        self._cache[key] = (*crossbatch.kept(runs, cands, fold, st.rowed, size, [_UNBOUNDED] * len(runs)),
                             f"kept rows, {k} micro-batches, all")
         starts = ([min(a, self._own(run)) for a, run in zip(own, self._runs(k))], own)
         for room in rooms:
@@ -1155,11 +1154,6 @@ class _Step:
                 price = self._kept_price(k, key, choice) if len(reserves) > 1 else 0.0
                 if best is None or price < best[0]:
                     best = (price, choice)
-            if best is not None and len(reserves) > 1:
-                filled = self._fill_outputs(k, key, runs, cands, fold, size, room, best[1])
-                if filled is not None:
-                    price = self._kept_price(k, key, filled)
-                    best = (price, filled) if price < best[0] else best
             if best is not None:
                 self._cache[key] = self._cache["kept in", k, room, reserves] = best[1]
                 return best[1]
@@ -1176,8 +1170,7 @@ class _Step:
         for attempt in range(8):  # a run's own bytes are known once it is planned (kept rows shrink it): tries
             own = starts[attempt // 4] if attempt % 4 == 0 else own
             spans, folded, shaped = crossbatch.kept(runs, cands, fold, self.stats().rowed, size,
-                                                    [room - min(room, reserve * b) for b in own],
-                                                    self.stats().outputs)
+                                                    [room - min(room, reserve * b) for b in own])
             # The tag names the runs (and every cache entry of theirs)
             self._cache[key] = (spans, folded, shaped,
                                 f"kept rows, {k} micro-batches, room {room}, reserve {reserve}, {attempt + 1}")
@@ -1190,29 +1183,6 @@ class _Step:
             if all(b + h <= room for b, h in zip(own, held)):
                 return self._cache[key]
         return None
-
-    def _fill_outputs(self, k: int, key: tuple, runs: list, cands: list, fold: list, size: dict, room: int,
-                      choice: tuple) -> tuple | None:
-        """`choice` (_fit_kept's, priced: its runs' counts known) with the norms' outputs (Statistics.outputs)
-        kept between passes where each run, at its count, leaves room for them (crossbatch.kept's `fill`), so that
-        no run needs more micro-batches for them; None where none fits or the runs' counts are not known."""
-        counts = self._cache.get(("counts", k, self.budget, choice[3]))
-        st = self.stats()
-        if not counts or not st.outputs:
-            return None
-        self._cache[key] = choice
-        specs, levels = self._stats_specs(), self._levels(k)
-        planned = self._runs(k)[:len(runs)]  # (at k each while the rows are chosen)
-        spans, folded, shaped, tag = choice
-        own = [self._own(self._pass_run(k, i, n, planned)) for i, n in enumerate(counts)]
-        fixed = [sum(nbytes(specs[t]) for level in levels[:i + 1] for t in level) +
-                 sum(nbytes(planned[w].specs[t]) + self.alignment for t, (w, _) in shaped.items() if w <= i)
-                 for i in range(len(runs))]
-        fill = [room - b - f for b, f in zip(own, fixed)]  # (kept rows and folded fetches: filled's count)
-        new = crossbatch.filled(runs, spans, cands, fold, st.rowed, size, fill, st.outputs)
-        if new is None or not any(x.tensor in st.outputs for x in new[0]):
-            return None
-        return (*new, tag + ", outputs")
 
     def _kept_price(self, k: int, key: tuple, choice: tuple) -> float:
         """The predicted overhead of k micro-batches keeping the rows of `choice` (_fit_kept), its runs' counts
