@@ -88,6 +88,8 @@ def choose(rt, key: str, itemsize: int, run, candidates=None, nearest: bool = Fa
     dev = rt.dev
     if not dev.is_gpu:
         return cpu
+    if 0 in (_sizes(key) or ()):  # an empty batch: nothing to time, and no log ratio to a tuned size
+        return default
     key += "|" + os.environ.get("TFPLUS_OPENCL_BUILD_OPTIONS", "")  # e.g. -cl-opt-disable: other timings
     hit = dev.tuning.get(key)
     local_mem = rt.info["local_mem_bytes"]

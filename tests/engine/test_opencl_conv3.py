@@ -128,6 +128,18 @@ def test_the_tuner_tries_the_tiles_vtile_can_build(monkeypatch):
     assert conv._tiles({"fwd3x3"}) == ({}, None, "")
 
 
+@pytest.mark.parametrize("budget", ["1", "inf"])
+@pytest.mark.parametrize("key", ["conv3_wgrad|float32|00|32x27x0", "gemm|float32|00|0x9x9"])
+def test_an_empty_problem_takes_the_default_tile_untuned(monkeypatch, key, budget):
+    """An empty batch's filter gradient (K = 0 images' pixels) on a GPU: found on the H200, where the nearest tuned
+    problem's log size ratio raised a math domain error."""
+    from tfplus.kernels.opencl import _tune
+    monkeypatch.setenv("TFPLUS_OPENCL_TUNE_S", budget)
+    gpu, tried = _fake_gpu({"conv3_wgrad|float32|00|32x27x4096|": list(_tune.GPU_DEFAULT)}), []
+    assert _tune.choose(gpu, key, 4, tried.append, nearest=True) == _tune.GPU_DEFAULT
+    assert not tried and len(gpu.dev.tuning) == 1
+
+
 def test_a_gpu_runs_the_3x3_variants_by_default_and_the_switch_overrides(monkeypatch):
     """Unset, TFPLUS_CONV_VARIANTS means the device's default: fwd3x3, dx3x3, dw3x3, vtile, halo, halokg on a GPU, the
     general kernels on a CPU device; `none` or an empty value turns them off on a GPU too; a list is taken as is."""
