@@ -120,11 +120,8 @@ class Tensor:
     def __repr__(self):
         return f"<tf.Tensor '{self.name}' shape={self.shape} dtype={self.dtype.name}>"
 
-    def __hash__(self):
-        return id(self)
-
-    def __eq__(self, other):  # TF1: tensors compare by identity, so they can key dicts
-        return self is other
+    # TF1: tensors compare by identity, so they can key dicts: object's own __eq__ and __hash__, which run in C (a
+    # Python-level identity hash took a sixth of a MobileNet plan's time, 39 million calls)
 
     def __bool__(self):
         raise TypeError(f"using tf.Tensor '{self.name}' as a Python bool is not allowed: the value is only "
