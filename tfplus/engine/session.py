@@ -136,8 +136,9 @@ class Session:
         step = self._steps.get(key + taken)
         if step is None:
             shapes = {t: v.shape for t, v in feeds.items()}
-            rewrite = self._rewritten(flat, shapes) if not preds else \
-                self._resolved(flat, shapes, dict(zip(preds, taken)))
+            summed = self._driver == "plan" and step_mod.summed_loss(flat, shapes)
+            rewrite = self._resolved(flat, shapes, dict(zip(preds, taken))) if preds or summed else \
+                self._rewritten(flat, shapes)
             step = self._steps[key + taken] = Step(self._executor, flat, shapes, rewrite, self._driver, self.graph,
                                                    self._memory_budget, self._workers)
         return step
@@ -300,8 +301,14 @@ class Session:
 
     def _resolved(self, flat: list, shapes: dict, branch: dict):
         """The step with its fed tf.conds resolved to the branches `branch` ({predicate: value}) takes
-        (engine.step.resolve_conds), then rewritten as any step (engine.rewrite) when the rewrite is on."""
+        (engine.step.resolve_conds), its losses summed over the batch scaled (engine.step.scale_summed_losses),
+        then rewritten as any step (engine.rewrite) when the rewrite is on."""
         r = step_mod.resolve_conds(self.graph, flat, shapes, branch)
+        # a loss summed over the batch is scaled for micro-batches, in the copy its conds are resolved in
+        scaled = step_mod.scale_summed_losses(r.graph, [r.element[f] for f in flat], {r.element[t]: s for t, s in
+                                                                                     shapes.items()})
+        if scaled is not None:
+            r = replace(r, graph=scaled.graph, element={k: scaled.element[v] for k, v in r.element.items()})
         if not self._rewrite:
             return r
         from tfplus.engine.rewrite import backward_folds, optimize

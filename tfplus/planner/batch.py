@@ -126,16 +126,33 @@ def split_step(order: list[Operation], fetches: list, feeds: set, feed_shapes: d
 
 def _summed_loss(order: list[Operation], feeds: set[Tensor], batch_feeds: set[Tensor], rows: set[Tensor]
                  ) -> str | None:
-    """Why averaging the micro-batches' losses and gradients is not the step's, if a loss (what tf.gradients
-    seeds: the input of a shape-only op of the backward, its ones) sums over the batch's rows: a reduction over
-    them other than a mean (tag row_means) that no count of the rows (a number from their shapes alone: tf.losses'
-    count, tf.shape(x)[0]) divides on the way to the loss. Each micro-batch's sum is 1/k of the batch's, so their
-    average is too."""
+    """Why averaging the micro-batches' losses and gradients is not the step's, if a loss sums over the batch's
+    rows (summed_losses)."""
+    sums, why = summed_losses(order, feeds, batch_feeds, rows)
+    if why or not sums:
+        return why
+    loss, op = sums[0]
+    return (f"the loss '{loss.name}' sums over the batch ({op.type} '{op.name}'), and micro-batches average their "
+            "losses and gradients (exact for means over the batch): run it in a tf.Session with a memory budget "
+            "(which scales each micro-batch's sum by the micro-batch count: engine.step.scale_summed_losses), "
+            "divide it by the batch size (tf.reduce_mean) or run without micro-batching")
+
+
+def summed_losses(order: list[Operation], feeds: set[Tensor], batch_feeds: set[Tensor], rows: set[Tensor]
+                  ) -> tuple[list[tuple[Tensor, Operation]], str | None]:
+    """The reductions over the batch's rows that sum them on the way to a loss (what tf.gradients seeds: the input
+    of a shape-only op of the backward, its ones), as (loss, reduction op) pairs: those (tag row_sums) that no count
+    of the rows (a number from their shapes alone: tf.losses' count, tf.shape(x)[0]) divides on the way to the
+    loss. Each micro-batch's sum is 1/k of the batch's, so their average is too; scaled by k, it is the batch's
+    (a constant factor on the way, a mean's share beside it or a term without rows do not change that). With the
+    reason micro-batches cannot make a loss exact (a reduction over the rows that neither sums nor averages them:
+    a Max), if one cannot."""
     valued = crossbatch.values(order, feeds, batch_feeds)
     dep = stream.batch_dependent(order, feeds, batch_feeds)
     losses = [op.inputs[0] for op in order if has_tag(op.type, "shape_only") and phase_of(op) == "backward" and
-               op.inputs and op.inputs[0] in valued and op.inputs[0] not in rows and
-               phase_of(op.inputs[0].op) == "forward"]
+              op.inputs and op.inputs[0] in valued and op.inputs[0] not in rows and
+              phase_of(op.inputs[0].op) == "forward"]
+    found: list[tuple[Tensor, Operation]] = []
     for loss in dict.fromkeys(losses):
         seen, todo = set(), [(loss, False)]
         while todo:
@@ -145,14 +162,17 @@ def _summed_loss(order: list[Operation], feeds: set[Tensor], batch_feeds: set[Te
             seen.add((t, counted))
             op = t.op
             if any(u in rows for u in op.inputs):  # a reduction over the rows
-                if not counted and not has_tag(op.type, "row_means"):
-                    return (f"the loss '{loss.name}' sums over the batch ({op.type} '{op.name}'), and micro-batches "
-                            "average their losses and gradients (exact for means over the batch): divide it by "
-                            "the batch size (tf.reduce_mean) or run without micro-batching")
+                if counted or has_tag(op.type, "row_means"):
+                    continue
+                if not has_tag(op.type, "row_sums"):
+                    return found, (f"the loss '{loss.name}' reduces over the batch by {op.type} '{op.name}', "
+                                   "which neither sums nor averages the rows: no merge of micro-batches makes it")
+                if all(op is not o for _, o in found):
+                    found.append((loss, op))
                 continue
             counted = counted or any(u in dep and u not in valued for u in op.inputs)
             todo += [(u, counted) for u in op.inputs if u in valued and u not in rows]
-    return None
+    return found, None
 
 
 # Ops whose output is the sum of their inputs (or a view of its one input): a sum of the rows' sums is one, so the
