@@ -1544,6 +1544,7 @@ class _Step:
                 acc[t] = acc_buffer(t, shape, where[t].specs[t].dtype, end, self.alignment)
                 acc[t].start = where[t].start
             merge.update(s.gathered)
+            merge.update((t, "sum") for t in s.grads if s.merges.get(t) == "sum")  # a tf.metrics total
             for x, _ in mb.accumulated.values():  # written by its op: its view in the run is the accumulator's
                 mb.life.of_tensor[x.grad] = acc[x.grad]
             for ph, level in zip(phases, levels):  # a statistic from its pass to the update run that may read it
@@ -1562,7 +1563,7 @@ class _Step:
             for t in s.user_fetches:
                 spec = where[t].specs[t]
                 try:
-                    merge[t] = fetch_merge(t, spec.shape, s.batch_dep, batch // count[t])
+                    merge[t] = fetch_merge(t, spec.shape, s.batch_dep, batch // count[t], s.merges.get(t))
                 except PlanError as e:
                     raise PlanError(f"cannot micro-batch: {e}") from None
                 shape = (batch,) + spec.shape[1:] if merge[t] == "concat" else spec.shape
