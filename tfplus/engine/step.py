@@ -149,28 +149,42 @@ class Step:
 # -- tf.cond on fed predicates (a budgeted step) ---------------------------------------------------------------
 def fed_conds(fetches: list, shapes: dict) -> list[Tensor]:
     """The predicates of the tf.conds (If ops) a step of `fetches` fed `shapes` ({Tensor: fed shape}) runs, when
-    every one follows from fed scalars and constants alone (a fed `is_training`, a placeholder_with_default); []
-    when the step runs no cond, or one whose predicate reads the batch or a variable, or a tf.while_loop (the planner
-    refuses such a step, naming the op)."""
+    every one's value is known before the step runs: it follows from fed scalars, constants and variables alone
+    (a fed `is_training`, tf.equal(mode, 0), tf.less(global_step, N)), and no op of the step that may run before
+    the cond writes those variables. [] when the step runs no cond, or one whose predicate reads the batch or
+    draws random numbers, or a tf.while_loop (the planner refuses such a step, naming the op). A cond nested in a
+    branch is resolved once its outer cond is (the session resolves level by level)."""
     preds: list[Tensor] = []
-    for op in topo_order(needed_ops(fetches, set(shapes))):
+    needed = needed_ops(fetches, set(shapes))
+    for op in topo_order(needed):
         if op.op_def.allocates_outputs:
-            if op.type != "If" or not _from_fed_scalars(op.inputs[0], shapes):
+            if op.type != "If" or not _known_before(op, needed, shapes):
                 return []
             if op.inputs[0] not in preds:
                 preds.append(op.inputs[0])
     return preds
 
 
-def _from_fed_scalars(t: Tensor, shapes: dict) -> bool:
+def _known_before(cond: Operation, needed: set[Operation], shapes: dict) -> bool:
+    """Whether the predicate of If `cond` has its value before the step runs (fed_conds)."""
+    t = cond.inputs[0]
     if t in shapes:
         return tuple(shapes[t]) == ()
+    variables = set()
     for op in needed_ops([t], set(shapes)):
-        if op.op_def.stateful or op.op_def.allocates_outputs or op.type == "Placeholder":
+        if op.type == "VariableV2":
+            variables.add(op.outputs[0])
+        elif op.op_def.stateful or op.op_def.allocates_outputs or op.type == "Placeholder":
             return False
         if any(i in shapes and tuple(shapes[i]) != () for i in op.inputs):
             return False
-    return True
+    if not variables:
+        return True
+    later = {cond}  # the ops that run after the cond: a write there is the next step's value
+    for op in topo_order(needed):
+        if any(i.op in later for i in op.inputs) or any(c in later for c in op.control_inputs):
+            later.add(op)
+    return not any(op.op_def.ref_inputs and any(i in variables for i in op.inputs) for op in needed - later)
 
 
 def taken(executor, preds: list[Tensor], feeds: dict) -> tuple:
