@@ -970,7 +970,7 @@ class _Step:
                 return None
         except PlanError as e:
             return str(e).removeprefix("cannot micro-batch: ")
-        return batch_statistics(self.order, self.feeds, self.batch_feeds(), self.rowed())
+        return self.pairwise() or batch_statistics(self.order, self.feeds, self.batch_feeds(), self.rowed())
 
     def rowed(self) -> set[Tensor]:
         """The step's tensors with rows of the batch: their shapes follow the batch size (at the batch and at the
@@ -1244,6 +1244,30 @@ class _Step:
                         a.shape[0] * other != b.shape[0] * batch:
                     return t
         return None
+
+    def pairwise(self) -> str | None:
+        """Why micro-batches cannot compute the step, if a tensor of it pairs the batch's examples with each other:
+        two of its axes follow the batch size (a distance matrix between the examples, in-batch hard-negative
+        mining): each micro-batch would pair only the examples of its own slice."""
+        if "pairwise" not in self._cache:
+            batch, why = self.batch_size(), None
+            if batch and batch > 1:
+                other = batch // next(p for p in range(2, batch + 1) if batch % p == 0)
+                try:
+                    specs = self._specs_at(other)
+                except PlanError:
+                    specs = {}
+                for op in self.order:
+                    for t in op.outputs if why is None and not has_tag(op.type, "shape_only") else ():
+                        a, b = self.base_specs.get(t), specs.get(t)
+                        axes = 0 if a is None or b is None or len(a.shape) != len(b.shape) else \
+                            sum(x != y for x, y in zip(a.shape, b.shape))
+                        if axes > 1:
+                            why = (f"{op.type} '{op.name}' pairs the batch's examples with each other (its output "
+                                   f"'{t.name}' of shape {a.shape} has the batch along {axes} axes): each "
+                                   "micro-batch would pair only its own slice's")
+            self._cache["pairwise"] = why
+        return self._cache["pairwise"]
 
     def cut(self, name: str) -> stream.Cut:
         """The step streamed at the tensor named `name` (planner.stream.find); PlanError if it is no cut."""
@@ -1566,7 +1590,9 @@ class _Step:
                     merge[t] = fetch_merge(t, spec.shape, s.batch_dep, batch // count[t], s.merges.get(t))
                 except PlanError as e:
                     raise PlanError(f"cannot micro-batch: {e}") from None
-                shape = (batch,) + spec.shape[1:] if merge[t] == "concat" else spec.shape
+                if merge[t] == "concat" and phase_of(t.op) == "backward":  # a fetched gradient's rows: k times
+                    merge[t] = "concat_mean"                                # the step's, as the summed ones are
+                shape = (batch,) + spec.shape[1:] if merge[t] in ("concat", "concat_mean") else spec.shape
                 if t not in acc:
                     acc[t] = acc_buffer(t, shape, spec.dtype, end, self.alignment)
                     acc[t].start = where[t].start
@@ -1954,6 +1980,8 @@ def _split(step: _Step, r: int = 0) -> Split | PlanError:
         st = step.stats()
     except PlanError as e:
         return e
+    if step.pairwise():
+        return PlanError(f"cannot micro-batch: {step.pairwise()}")
     if st is None:
         v = step.view(r)
         rows = step.rowed() if r == 0 else None  # the recomputing copy's: by their static shapes
