@@ -286,4 +286,3 @@ def _not_sparse(t: Tensor, grads: list[Tensor], rows: set[Tensor], after: set) -
         if indices not in grads or indices not in rows:
             return f"{op.type} '{op.name}' reads it with indices '{indices.name}' that do not depend on the batch"
     return ""
-
