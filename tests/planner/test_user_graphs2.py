@@ -43,7 +43,7 @@ def _weights(rng, *shape):
     return tf.Variable((rng.standard_normal(shape) / np.sqrt(np.prod(shape[:-1]))).astype(np.float32))
 
 
-def _dense(loss_kind: str = "mean", optimizer: str = "sgd", cond: str = "", fetch: str = ""):
+def _dense(loss_kind: str = "mean", optimizer: str = "sgd", cond: str = "", fetch: str = "", batch: int = BATCH):
     """x (N, 6) -> tanh dense (-> a cond) -> logits, int labels; the loss `loss_kind`, minimized with
     global_step=gs by `optimizer`; `fetch` adds fetches. Fetches [train_op, loss, *more]."""
     rng = np.random.default_rng(0)
@@ -53,8 +53,8 @@ def _dense(loss_kind: str = "mean", optimizer: str = "sgd", cond: str = "", fetc
         y = tf.placeholder(tf.int32, [None], name="y")
         gs = tf.train.get_or_create_global_step()
         w1 = _weights(rng, 6, 8)
-        feeds = {x: rng.standard_normal((BATCH, 6)).astype(np.float32),
-                 y: rng.integers(0, 3, BATCH).astype(np.int32)}
+        feeds = {x: rng.standard_normal((batch, 6)).astype(np.float32),
+                 y: rng.integers(0, 3, batch).astype(np.int32)}
         h = tf.nn.tanh(tf.matmul(x, w1))
         if cond == "mode":
             mode = tf.placeholder(tf.int32, [], name="mode")
@@ -88,7 +88,7 @@ def _dense(loss_kind: str = "mean", optimizer: str = "sgd", cond: str = "", fetc
             loss = tf.losses.sparse_softmax_cross_entropy(y, logits, reduction=getattr(reduction, loss_kind[7:]))
         elif loss_kind.startswith("weighted_"):  # weights fed per example, some zero
             weights = tf.placeholder(tf.float32, [None], name="weights")
-            feeds[weights] = (rng.random(BATCH) * (rng.random(BATCH) > 0.3)).astype(np.float32)
+            feeds[weights] = (rng.random(batch) * (rng.random(batch) > 0.3)).astype(np.float32)
             loss = tf.losses.sparse_softmax_cross_entropy(y, logits, weights=weights,
                                                           reduction=getattr(reduction, loss_kind[9:]))
         elif loss_kind == "regularized":
@@ -351,3 +351,22 @@ def test_in_batch_hard_negative_mining_is_no_micro_batch_step_and_trains_at_its_
 def test_a_loss_over_the_sum_of_fed_weights_micro_batches(reduction):
     case = _dense(f"weighted_{reduction}")
     _assert_trains_as(_run(case, "cpu", force=(4, 1)), _run(case, "cpu")[:2], "cpu", reduction)
+
+
+ODD = [("loss-sum", 127), ("fetch-metrics", 100), ("cond-two_flags", 1)]
+
+
+@pytest.mark.parametrize("name, batch", ODD, ids=[f"{n}-{b}" for n, b in ODD])
+def test_a_batch_of_a_prime_size_of_100_or_of_1_at_its_floor_trains_as_the_unbudgeted_step(name, batch):
+    """The floor micro-batches 127 rows in 127 runs of one, 100 in runs of 2; one row runs whole."""
+    build = functools.partial(CASES[name].func, *CASES[name].args, batch=batch)
+    case = build()
+    with tf.Session(graph=case.graph, memory_budget="1GB") as sess:
+        sess.run(case.init)
+        step = sess.step(case.fetches, case.feeds)
+        budget = planner.floor_plan(step.fetches, step.feed_shapes, device_facts("cpu"), graph=step.graph).budget_bytes
+    got = _run(build(), "cpu", budget, measure=True)
+    assert got[3].microbatches == {127: 127, 100: 50, 1: 1}[batch], got[3].transformations
+    # a sum over 127 rows: its gradients' rounding is the rows' sum's
+    _assert_trains_as(got, _run(build(), "cpu")[:2], "cpu" if batch != 127 else "opencl", f"{name}, batch {batch}")
+    assert_measured_is_planned(got[2], got[3])
