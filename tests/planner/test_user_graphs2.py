@@ -409,10 +409,9 @@ def test_a_gan_step_fetching_both_train_ops_trains_as_the_unbudgeted_step_when_p
     _assert_trains_as((got[0], got[1]), _run(case, "cpu")[:2], "cpu", "a GAN step by a plan")
 
 
-@pytest.mark.xfail(strict=True, reason="a permutation fed per example gathers rows of the whole batch: each "
-                   "micro-batch's slice of it indexes rows its slice does not have; the kernel's range check "
-                   "refuses it only as it runs (when the indices fall outside the slice), the planner does not")
 def test_mixup_by_a_fed_permutation_is_refused_by_the_planner():
+    """A permutation fed per example gathers rows of the whole batch: each micro-batch's slice of it names rows
+    its slice does not have (the kernel's range check refused it as it ran, when they fell outside the slice)."""
     rng = np.random.default_rng(0)
     g = tf.Graph()
     with g.as_default():
@@ -425,5 +424,6 @@ def test_mixup_by_a_fed_permutation_is_refused_by_the_planner():
         loss = tf.reduce_mean(tf.nn.softmax_cross_entropy_with_logits_v2(labels=labels, logits=logits))
         train = tf.train.GradientDescentOptimizer(0.1).minimize(loss)
     feeds = {x: (8, 6), y: (8,), perm: (8,)}
-    with pytest.raises(PlanError, match="cannot micro-batch: GatherV2"):
+    with pytest.raises(PlanError, match=r"cannot micro-batch: GatherV2 'GatherV2' picks rows of the batch's 'x:0' "
+                                        r"by indices 'perm:0' computed from the batch"):
         planner.plan([train, loss], feeds, "cpu", graph=g, force=(4, 1))
