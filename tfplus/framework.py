@@ -224,6 +224,7 @@ class Operation:
         self.outputs: list[Tensor] = []
         self._id = len(graph._ops)
         self.backward = False  # tf.gradients added it (tfplus.gradients sets it; planner.liveness.phase_of reads it)
+        self.grad_of: Operation | None = None  # the op whose gradient function tf.gradients made it in
 
     def get_attr(self, name: str):
         try:

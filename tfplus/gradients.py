@@ -57,8 +57,11 @@ def gradients(ys, xs, grad_ys=None, name="gradients", stop_gradients=None, coloc
             if op.op_def.grad is None:
                 raise LookupError(f"No gradient defined for operation '{op.name}' (op type: {op.type}); "
                                   "wrap its output in tf.stop_gradient if no gradient should flow through it")
+            made = len(graph._ops)
             with name_scope(op.name + "_grad"):
                 in_grads = op.op_def.grad(op, *out_grads)
+            for new in graph._ops[made:]:  # what a summed loss's scaling finds (engine.step.scale_summed_losses)
+                new.grad_of = op
             in_grads = list(in_grads) if isinstance(in_grads, (list, tuple)) else [in_grads]
             if len(in_grads) != len(op.inputs):
                 raise ValueError(f"gradient of {op.type} '{op.name}' returned {len(in_grads)} values for "

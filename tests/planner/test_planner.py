@@ -502,20 +502,21 @@ def test_a_run_of_no_kernel_calls_runs_under_a_budget():
         np.testing.assert_array_equal(sess.run(v), [0, 1, 2])
 
 
-def test_micro_batches_merge_fetches_by_kind_and_refuse_an_integer_count():
-    """A fetched float scalar is averaged over the micro-batches, batch-major rows concatenated; an integer
-    count depends on the batch in a way no average gives (planner.batch.fetch_merge, shared with
-    tfplus.engine.workers)."""
+def test_micro_batches_merge_fetches_by_kind_and_refuse_a_maximum_over_the_batch():
+    """A fetched mean loss is averaged over the micro-batches, batch-major rows concatenated, an integer count of
+    the batch's rows summed; a maximum over the batch is neither (planner.batch.merges and fetch_merge)."""
     tg = small_cnn()
     feeds = cnn_feeds(tg, batch=8)
     with tg.graph.as_default():
         rows = tf.argmax(tg.logits, axis=1)
         right = tf.reduce_sum(tf.cast(tf.equal(tf.argmax(tg.logits, 1, output_type=tf.int32), tg.labels), tf.int32))
+        largest = tf.reduce_max(tg.logits)
     shapes = {t: v.shape for t, v in feeds.items()}
-    p = planner.plan([tg.train_op, tg.loss, rows], shapes, graph=tg.graph, force=(2, 1))
-    assert p.fetch_merge[tg.loss] == "mean" and p.fetch_merge[rows] == "concat"
-    with pytest.raises(planner.PlanError, match=r"'Sum[^']*' \(int32, shape \(\)\) depends on the batch"):
-        planner.plan([tg.train_op, right], shapes, graph=tg.graph, force=(2, 1))
+    p = planner.plan([tg.train_op, tg.loss, rows, right], shapes, graph=tg.graph, force=(2, 1))
+    assert p.fetch_merge[tg.loss] == "mean" and p.fetch_merge[rows] == "concat" and p.fetch_merge[right] == "sum"
+    with pytest.raises(planner.PlanError, match=r"'Max[^']*' \(float32, shape \(\)\) depends on the batch but is "
+                                                r"neither a sum or mean .*: Max 'Max' reduces over the rows"):
+        planner.plan([tg.train_op, largest], shapes, graph=tg.graph, force=(2, 1))
 
 
 def test_the_planner_reads_no_runtime_thread_count_or_kernel_module():

@@ -73,6 +73,7 @@ class Session:
         self._rewrite = _rewrite_enabled(config)
         self._rewrites: dict[tuple, Any] = {}  # (fetch ids, feed ids) -> tfplus.engine.rewrite.Rewritten or None
         self._conds: dict[tuple, list] = {}  # a step's key -> its fed tf.cond predicates (_fed_conds)
+        self._levels: dict[tuple, Any] = {}  # a step's key and its conds' values -> its resolved copy (_level)
         self._closed = False
         self._default_cm = None
         # Steps take turns: a step's caches, arena, variables and workers' shared memory are the session's, and
@@ -131,25 +132,48 @@ class Session:
 
     def _step(self, flat: list, feeds: dict) -> Step:
         key = _step_key(flat, ((t, v.shape) for t, v in feeds.items()))
-        preds = self._fed_conds(key, flat, feeds)
-        taken = step_mod.taken(self._executor, preds, feeds) if preds else ()
+        # A budgeted step's fed tf.conds, level by level: a cond nested in a taken branch is resolved in the copy
+        # its outer cond was resolved in (None: the graph as built).
+        taken: tuple = ()
+        level = None
+        while preds := self._fed_conds(key + taken, flat, feeds, level):
+            fed = feeds if level is None else {level.element[t]: b for t, b in feeds.items()}
+            values = step_mod.taken(self._executor, preds, fed)
+            taken += (values,)
+            level = self._level(key + taken, flat, feeds, level, dict(zip(preds, values)))
         step = self._steps.get(key + taken)
         if step is None:
             shapes = {t: v.shape for t, v in feeds.items()}
-            rewrite = self._rewritten(flat, shapes) if not preds else \
-                self._resolved(flat, shapes, dict(zip(preds, taken)))
+            summed = self._driver == "plan" and step_mod.summed_loss(flat, shapes)
+            rewrite = self._resolved(level, flat, shapes) if level is not None or summed else \
+                self._rewritten(flat, shapes)
             step = self._steps[key + taken] = Step(self._executor, flat, shapes, rewrite, self._driver, self.graph,
                                                    self._memory_budget, self._workers)
         return step
 
-    def _fed_conds(self, key: tuple, flat: list, feeds: dict) -> list:
-        """A budgeted step's tf.cond predicates that follow from fed scalars (engine.step.fed_conds): a run's values
-        of them key its step, planned for the branches they take."""
+    def _fed_conds(self, key: tuple, flat: list, feeds: dict, level) -> list:
+        """A budgeted step's tf.cond predicates whose values are known before it runs (engine.step.fed_conds), in
+        the graph as built or in the copy `level` (a Rewritten) its outer conds are resolved in: a run's values of
+        them key its step, planned for the branches they take."""
         if self._driver != "plan":
             return []
         if key not in self._conds:
-            self._conds[key] = step_mod.fed_conds(flat, {t: v.shape for t, v in feeds.items()})
+            el = (lambda t: t) if level is None else level.element.__getitem__
+            self._conds[key] = step_mod.fed_conds([el(f) for f in flat], {el(t): v.shape for t, v in feeds.items()})
         return self._conds[key]
+
+    def _level(self, key: tuple, flat: list, feeds: dict, level, branch: dict):
+        """The step with the conds of `branch` ({predicate: value}, in the copy `level` or the graph as built)
+        resolved to the branches they take (engine.step.resolve_conds), as a Rewritten of the graph as built;
+        made once per `key` (the step's and the values of its conds so far)."""
+        if key not in self._levels:
+            el = (lambda t: t) if level is None else level.element.__getitem__
+            r = step_mod.resolve_conds(self.graph if level is None else level.graph, [el(f) for f in flat],
+                                       {el(t): v.shape for t, v in feeds.items()}, branch)
+            if level is not None:
+                r = replace(r, element={k: r.element[v] for k, v in level.element.items()})
+            self._levels[key] = r
+        return self._levels[key]
 
     def step(self, fetches, feed_dict=None) -> Step:
         """The compiled step (tfplus.engine.step.Step) that run(fetches, feed_dict) runs, compiled now if new;
@@ -298,10 +322,18 @@ class Session:
             self._rewrites[key] = optimize(self.graph, flat, shapes, folds)
         return self._rewrites[key]
 
-    def _resolved(self, flat: list, shapes: dict, branch: dict):
-        """The step with its fed tf.conds resolved to the branches `branch` ({predicate: value}) takes
-        (engine.step.resolve_conds), then rewritten as any step (engine.rewrite) when the rewrite is on."""
-        r = step_mod.resolve_conds(self.graph, flat, shapes, branch)
+    def _resolved(self, r, flat: list, shapes: dict):
+        """The step with its fed tf.conds resolved (`r`, _level's Rewritten; None: it has none), its losses summed
+        over the batch scaled (engine.step.scale_summed_losses), then rewritten as any step (engine.rewrite) when
+        the rewrite is on."""
+        el = (lambda t: t) if r is None else r.element.__getitem__
+        scaled = step_mod.scale_summed_losses(self.graph if r is None else r.graph, [el(f) for f in flat],
+                                              {el(t): s for t, s in shapes.items()})
+        if scaled is not None:
+            r = scaled if r is None else replace(r, graph=scaled.graph,
+                                                 element={k: scaled.element[v] for k, v in r.element.items()})
+        if r is None:
+            return self._rewritten(flat, shapes)
         if not self._rewrite:
             return r
         from tfplus.engine.rewrite import backward_folds, optimize

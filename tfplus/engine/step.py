@@ -149,28 +149,42 @@ class Step:
 # -- tf.cond on fed predicates (a budgeted step) ---------------------------------------------------------------
 def fed_conds(fetches: list, shapes: dict) -> list[Tensor]:
     """The predicates of the tf.conds (If ops) a step of `fetches` fed `shapes` ({Tensor: fed shape}) runs, when
-    every one follows from fed scalars and constants alone (a fed `is_training`, a placeholder_with_default); []
-    when the step runs no cond, or one whose predicate reads the batch or a variable, or a tf.while_loop (the planner
-    refuses such a step, naming the op)."""
+    every one's value is known before the step runs: it follows from fed scalars, constants and variables alone
+    (a fed `is_training`, tf.equal(mode, 0), tf.less(global_step, N)), and no op of the step that may run before
+    the cond writes those variables. [] when the step runs no cond, or one whose predicate reads the batch or
+    draws random numbers, or a tf.while_loop (the planner refuses such a step, naming the op). A cond nested in a
+    branch is resolved once its outer cond is (the session resolves level by level)."""
     preds: list[Tensor] = []
-    for op in topo_order(needed_ops(fetches, set(shapes))):
+    needed = needed_ops(fetches, set(shapes))
+    for op in topo_order(needed):
         if op.op_def.allocates_outputs:
-            if op.type != "If" or not _from_fed_scalars(op.inputs[0], shapes):
+            if op.type != "If" or not _known_before(op, needed, shapes):
                 return []
             if op.inputs[0] not in preds:
                 preds.append(op.inputs[0])
     return preds
 
 
-def _from_fed_scalars(t: Tensor, shapes: dict) -> bool:
+def _known_before(cond: Operation, needed: set[Operation], shapes: dict) -> bool:
+    """Whether the predicate of If `cond` has its value before the step runs (fed_conds)."""
+    t = cond.inputs[0]
     if t in shapes:
         return tuple(shapes[t]) == ()
+    variables = set()
     for op in needed_ops([t], set(shapes)):
-        if op.op_def.stateful or op.op_def.allocates_outputs or op.type == "Placeholder":
+        if op.type == "VariableV2":
+            variables.add(op.outputs[0])
+        elif op.op_def.stateful or op.op_def.allocates_outputs or op.type == "Placeholder":
             return False
         if any(i in shapes and tuple(shapes[i]) != () for i in op.inputs):
             return False
-    return True
+    if not variables:
+        return True
+    later = {cond}  # the ops that run after the cond: a write there is the next step's value
+    for op in topo_order(needed):
+        if any(i.op in later for i in op.inputs) or any(c in later for c in op.control_inputs):
+            later.add(op)
+    return not any(op.op_def.ref_inputs and any(i in variables for i in op.inputs) for op in needed - later)
 
 
 def taken(executor, preds: list[Tensor], feeds: dict) -> tuple:
@@ -186,7 +200,6 @@ def resolve_conds(graph: Graph, fetches: list, shapes: dict, branch: dict):
     tfplus.engine.rewrite.Rewritten. Copies keep their names (variables and random streams find them); a branch's
     ops are named under the If's ('cond/If/then/mul'), and a NoOp of the If's name after them stands for the If
     (what is ordered after it, or fetches it)."""
-    from tfplus.engine.rewrite import Rewritten
     feeds = set(shapes)
     needed = needed_ops(fetches, feeds)
     g = Graph()
@@ -195,20 +208,9 @@ def resolve_conds(graph: Graph, fetches: list, shapes: dict, branch: dict):
     op_of: dict[Operation, Operation] = {}
 
     def copy(op: Operation, inputs: list[Tensor], name: str, controls: list[Operation]) -> Operation:
-        attrs = op.attrs
-        if attrs.get("_redraw_in"):  # a gradient's copy of a branch's random op: the original is renamed too
-            attrs = {**attrs, "_redraw": f"{attrs['_redraw_in']}/{attrs['_redraw']}"}
-        new = g.create_op(op.type, inputs, attrs, name + "/")
-        for t, n in zip(op.outputs, new.outputs):
-            n._shape = t._shape  # what set_shape told the original
-        new.control_inputs = list(dict.fromkeys(controls))
-        new.device, new.backward = op.device, op.backward
-        return new
+        return _copy(g, op, inputs, name, controls, op_of, True)
 
-    for t in sorted(feeds, key=lambda t: (t.op._id, t.value_index)):
-        if t.op not in needed:  # a fed tensor whose producer does not run: a placeholder stands in
-            name = t.op.name + "/" if t.value_index == 0 else f"{t.op.name}_output_{t.value_index}/"
-            tensor[t] = g.create_op("Placeholder", [], {"dtype": t.dtype, "shape": t._shape}, name).outputs[0]
+    _stand_ins(g, feeds, needed, tensor)
     for op in topo_order(needed):
         controls = [op_of[o] for o in op.control_inputs]
         if op.type != "If" or op.inputs[0] not in branch:
@@ -222,12 +224,43 @@ def resolve_conds(graph: Graph, fetches: list, shapes: dict, branch: dict):
         local = dict(zip(sub.capture_placeholders, (tensor[t] for t in ins)))
         made: dict[Operation, Operation] = {}
         for b in topo_order(needed_ops(sub.outputs, set(local))):
-            made[b] = copy(b, [local[t] for t in b.inputs], f"{op.name}/{'then' if then else 'else'}/{b.name}",
-                           controls + [made[o] for o in b.control_inputs])
+            made[b] = _copy(g, b, [local[t] for t in b.inputs], f"{op.name}/{'then' if then else 'else'}/{b.name}",
+                            controls + [made[o] for o in b.control_inputs], made, True)
             local.update(zip(b.outputs, made[b].outputs))
         op_of[op] = g.create_op("NoOp", [], {}, op.name + "/")
         op_of[op].control_inputs = controls + list(made.values())
         tensor.update(zip(op.outputs, (local[t] for t in sub.outputs)))
+    return _rewritten(graph, g, fetches, feeds, op_of, tensor)
+
+
+def _stand_ins(g: Graph, feeds: set[Tensor], needed: set[Operation], tensor: dict) -> None:
+    """Placeholders in copy `g` for the fed tensors whose producers do not run (in `tensor`, the copy's map)."""
+    for t in sorted(feeds, key=lambda t: (t.op._id, t.value_index)):
+        if t.op not in needed:
+            name = t.op.name + "/" if t.value_index == 0 else f"{t.op.name}_output_{t.value_index}/"
+            tensor[t] = g.create_op("Placeholder", [], {"dtype": t.dtype, "shape": t._shape}, name).outputs[0]
+
+
+def _copy(g: Graph, op: Operation, inputs: list[Tensor], name: str, controls: list[Operation], copies: dict,
+          resolving: bool = False) -> Operation:
+    """`op` copied into `g` under `name` (kept: variables and random streams find their ops by name), with the
+    shapes set_shape told the original, its device, phase and gradient's op (in `copies`, the copy's map)."""
+    attrs = op.attrs
+    if resolving and attrs.get("_redraw_in"):  # a gradient's copy of a branch's random op: the original is
+        attrs = {k: v for k, v in attrs.items() if k != "_redraw_in"}  # renamed (resolve_conds), once
+        attrs["_redraw"] = f"{op.attrs['_redraw_in']}/{op.attrs['_redraw']}"
+    new = g.create_op(op.type, inputs, attrs, name + "/")
+    for t, n in zip(op.outputs, new.outputs):
+        n._shape = t._shape
+    new.control_inputs = list(dict.fromkeys(controls))
+    new.device, new.backward, new.grad_of = op.device, op.backward, copies.get(op.grad_of)
+    return new
+
+
+def _rewritten(graph: Graph, g: Graph, fetches: list, feeds: set[Tensor], op_of: dict, tensor: dict):
+    """The copy `g` of a step of `graph` as a tfplus.engine.rewrite.Rewritten: its trainable variables, and each
+    fetch and feed's stand-in."""
+    from tfplus.engine.rewrite import Rewritten
     for v in graph.get_collection("trainable_variables"):
         var = getattr(v, "op", None)
         if var in op_of:
@@ -235,3 +268,76 @@ def resolve_conds(graph: Graph, fetches: list, shapes: dict, branch: dict):
     element = {f: (op_of[f] if isinstance(f, Operation) else tensor[f]) for f in fetches}
     element.update({t: tensor[t] for t in feeds})
     return Rewritten(g, element, {})
+
+
+# -- a loss summed over the batch (a budgeted step) ---------------------------------------------------------------
+def scale_summed_losses(graph: Graph, fetches: list, shapes: dict):
+    """The step of `fetches` fed `shapes` ({Tensor: fed shape}) copied into a private Graph in which each sum over
+    the batch's rows on the way to a loss (planner.batch.summed_losses: tf.reduce_sum of the examples' losses,
+    tf.losses' reduction=SUM) is multiplied by B / m, B the fed batch's rows, m a fed batch tensor's rows at run
+    time, and so is the gradient its gradient function starts from; None when the step has no such sum. Unsplit,
+    the factor is 1; in each of k micro-batches it is k, so each micro-batch's loss and gradients are k times its
+    share of the batch's, as a mean loss's are, and the micro-batches' average is the batch's (what the planner's
+    merges and statistics passes take). A tfplus.engine.rewrite.Rewritten; the sum's fetch stands for the scaled
+    one. The gradient's ops are those tf.gradients made in the sum's gradient function (Operation.grad_of)."""
+    from tfplus.ops import array_ops, math_ops
+    feeds = set(shapes)
+    needed = needed_ops(fetches, feeds)
+    order = topo_order(needed)
+    summed, rowed = _summed(order, shapes)
+    if not summed:
+        return None
+    rows_of = min(rowed, key=lambda t: (t.op._id, t.value_index))  # its rows: the micro-batch's at run time
+    rows = shapes[rows_of][0]
+    g = Graph()
+    g.seed = graph.seed
+    tensor: dict[Tensor, Tensor] = {}
+    op_of: dict[Operation, Operation] = {}
+    _stand_ins(g, feeds, needed, tensor)
+    scaled_grads: dict[Tensor, Tensor] = {}
+    factors: dict[Operation, Tensor] = {}
+    for op in order:
+        ins = [tensor[t] for t in op.inputs]
+        if op.grad_of in summed:  # the sum's gradient starts from the gradient it is given, scaled
+            for i, t in enumerate(op.inputs):
+                if t.op.backward and t.op.grad_of is not op.grad_of and t.dtype.is_floating:
+                    if t not in scaled_grads:
+                        scaled_grads[t] = _scaled(g, tensor[t], factors[op.grad_of], True)
+                    ins[i] = scaled_grads[t]
+        op_of[op] = _copy(g, op, ins, op.name, [op_of[o] for o in op.control_inputs], op_of)
+        tensor.update(zip(op.outputs, op_of[op].outputs))
+        if op in summed:
+            with g.as_default(), g.name_scope(op.name + "/micro_scale"):  # names the step's ops do not have
+                n = array_ops.shape(tensor[rows_of], out_type="int32", name="rows")[0]
+                dtype = op.outputs[0].dtype
+                factors[op] = math_ops.divide(array_ops.constant(float(rows), dtype=dtype), math_ops.cast(n, dtype),
+                                              name="factor")
+            tensor[op.outputs[0]] = _scaled(g, op_of[op].outputs[0], factors[op], False)
+    return _rewritten(graph, g, fetches, feeds, op_of, tensor)
+
+
+def summed_loss(fetches: list, shapes: dict) -> bool:
+    """Whether the step of `fetches` fed `shapes` sums over the batch on the way to a loss (scale_summed_losses)."""
+    return bool(_summed(topo_order(needed_ops(fetches, set(shapes))), shapes)[0])
+
+
+def _summed(order: list[Operation], shapes: dict) -> tuple[set[Operation], set[Tensor]]:
+    """The sums of scale_summed_losses among the step's ops (`order`), and the fed tensors with the batch's rows."""
+    from tfplus.planner import batch as batch_mod
+    from tfplus.planner.crossbatch import open_rows
+    rowed = batch_mod.batch_feeds(shapes, batch_mod.batch_size(shapes))
+    if not rowed:
+        return set(), rowed
+    sums, _ = batch_mod.summed_losses(order, set(shapes), rowed, open_rows(order, rowed))
+    return {op for _, op in sums}, rowed
+
+
+def _scaled(g: Graph, t: Tensor, factor: Tensor, backward: bool) -> Tensor:
+    """`t` (in copy `g`) times the micro-batch `factor` of the sum it belongs to (scale_summed_losses)."""
+    from tfplus.ops import math_ops
+    first = len(g._ops)
+    with g.as_default():
+        out = math_ops.multiply(t, factor, name=factor.op.name.rsplit("/", 1)[0] + ("/grad" if backward else "/sum"))
+    for op in g._ops[first:]:
+        op.backward = backward
+    return out

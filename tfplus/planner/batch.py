@@ -48,6 +48,8 @@ class Split:
     # divided by the micro-batch count as the summed gradients are (a mean loss's micro-batch rows are k times the
     # whole batch's: 1/m of each row's gradient, not 1/(k m))
     gathered: dict[Tensor, str]
+    # how grads and user fetches without rows merge (merges: 'mean', 'sum', or why neither)
+    merges: dict[Tensor, str]
 
 
 def batch_statistics(order, feeds: set[Tensor], batch_feeds: set[Tensor], rowed: set[Tensor] | None = None
@@ -60,18 +62,75 @@ def batch_statistics(order, feeds: set[Tensor], batch_feeds: set[Tensor], rowed:
     return crossbatch.why_not(order, feeds, batch_feeds, rows)
 
 
-def fetch_merge(t: Tensor, shape: tuple, batch_dep: set, rows: int) -> str:
+def fetch_merge(t: Tensor, shape: tuple, batch_dep: set, rows: int, how: str | None = None) -> str:
     """How the values of fetched tensor `t` (`shape`: a micro-batch's) on micro-batches of `rows` rows make the
-    step's: 'last' (it does not depend on the batch), 'mean' (a floating-point scalar: a loss averaged over the
-    batch) or 'concat' (rows of the batch). PlanError for anything else (an integer count, a batch statistic)."""
+    step's: 'last' (it does not depend on the batch), 'concat' (rows of the batch), or `how` for one without rows
+    (Split.merges: 'mean' or 'sum', from the dataflow), by default 'mean' for a floating-point scalar (a loss
+    averaged over the batch). PlanError for anything else (a batch statistic that neither sums nor averages)."""
     if t not in batch_dep:
         return "last"
-    if shape == () and t.dtype.is_floating:
-        return "mean"
-    if shape[:1] == (rows,):
+    if shape[:1] == (rows,) and shape != ():
         return "concat"
+    if how in ("mean", "sum"):
+        return how
+    if how is None and shape == () and t.dtype.is_floating:
+        return "mean"
     raise PlanError(f"fetched tensor '{t.name}' ({t.dtype.name}, shape {tuple(shape)}) depends on the batch but "
-                    "is neither a floating-point scalar to average nor batch-major")
+                    f"is neither a sum or mean over the batch's rows nor batch-major{': ' + how if how else ''}")
+
+
+def merges(ts: list[Tensor], order: list[Operation], feeds: set[Tensor], batch_feeds: set[Tensor], rows: set[Tensor]
+           ) -> dict[Tensor, str]:
+    """How each of `ts` (tensors computed from the batch without rows of it: a gradient, a loss, an accuracy, a
+    metric's count) merges over micro-batches: 'mean' for what each micro-batch computes as the batch's (a
+    gradient or a loss: k times its share; a mean over the rows, or a sum divided by their count); 'sum' for
+    what is each micro-batch's share of it (a sum over the rows, a count from their shapes: tf.metrics' totals
+    and counts, a fetched number of correct examples); else why neither (a Max over the rows, or a sum plus a
+    mean), with the reason."""
+    valued = crossbatch.values(order, feeds, batch_feeds)
+    dep = stream.batch_dependent(order, feeds, batch_feeds)
+    counts: set[Tensor] = set()  # numbers from the rows' shapes alone: a micro-batch's count is its share
+    for op in order:
+        if any(t in counts for t in op.inputs) or has_tag(op.type, "shape_only") and any(t in rows for t in op.inputs):
+            counts.update(t for t in op.outputs if t not in valued)
+    out: dict[Tensor, str] = {}
+    for t in ts:
+        if t in rows or t not in dep:
+            continue
+        if phase_of(t.op) == "backward":
+            out[t] = "mean"
+            continue
+        kinds: dict[str, Operation] = {}
+        seen, todo = set(), [(t, False)]
+        while todo:
+            u, counted = todo.pop()
+            if (u, counted) in seen:
+                continue
+            seen.add((u, counted))
+            op = u.op
+            if phase_of(op) == "backward":
+                kinds.setdefault("mean", op)
+                continue
+            if any(v in rows for v in op.inputs):  # a reduction over the rows
+                kind = "mean" if counted or has_tag(op.type, "row_means") else \
+                    "sum" if has_tag(op.type, "row_sums") else op.type
+                kinds.setdefault(kind, op)
+                continue
+            if u not in valued:  # a count of the rows (else the same number in every micro-batch)
+                if u in counts:
+                    kinds.setdefault("mean" if counted else "sum", op)
+                continue
+            counted = counted or any(v in counts for v in op.inputs)
+            todo += [(v, counted) for v in op.inputs if v in dep and v not in rows]
+        if not kinds:  # the same in every micro-batch
+            out[t] = "mean"
+        elif len(kinds) == 1 and next(iter(kinds)) in ("mean", "sum"):
+            out[t] = next(iter(kinds))
+        else:
+            out[t] = "; ".join(f"{o.type} '{o.name}' " + ("averages the rows" if k == "mean" else "sums the rows"
+                                                           if k == "sum" else "reduces over the rows")
+                               for k, o in kinds.items())
+    return out
 
 
 def split_step(order: list[Operation], fetches: list, feeds: set, feed_shapes: dict, batch: int | None,
@@ -102,9 +161,9 @@ def split_step(order: list[Operation], fetches: list, feeds: set, feed_shapes: d
             for t in op.inputs:
                 if t in batch_dep and t.op not in late and t not in grads:
                     grads.append(t)
-                elif t in batch_dep and t.op in after:
-                    return PlanError(f"cannot micro-batch: '{t.name}' depends on the batch and on updated "
-                                     "variables")
+                elif t in rows and t.op in after:  # the update run has no rows
+                    return PlanError(f"cannot micro-batch: '{t.name}' has rows of the batch and depends on "
+                                     "updated variables")
     gathered = {}
     for t in grads:  # NOTE: micro-batches' gradients are summed; a sparse one's rows and indices are concatenated
         if t in rows:
@@ -118,24 +177,46 @@ def split_step(order: list[Operation], fetches: list, feeds: set, feed_shapes: d
                              "batch but has no rows of it: an integer is neither a gradient to average nor a sparse "
                              "gradient's indices to concatenate")
     fetches_a = [f for f in fetches if (f.op if isinstance(f, Tensor) else f) not in late]
+    # NOTE: an update's input that sums over the rows (a tf.metrics total or count) is the micro-batches' sum
+    how = merges(grads + [f for f in fetches_a if isinstance(f, Tensor)], order, feeds, rowed, rows)
+    for t in grads:
+        if how.get(t, "mean") not in ("mean", "sum"):
+            return PlanError(f"cannot micro-batch: the update input '{t.name}' depends on the batch, but {how[t]}")
     fetches_b = [f for f in fetches if (f.op if isinstance(f, Tensor) else f) in late]
     user = [f for f in fetches_a if isinstance(f, Tensor)]
     a_fetches = grads + [f for f in fetches_a if f not in grads]
-    return Split(rowed, batch_dep, grads, a_fetches, fetches_b, user, gathered)
+    return Split(rowed, batch_dep, grads, a_fetches, fetches_b, user, gathered, how)
 
 
 def _summed_loss(order: list[Operation], feeds: set[Tensor], batch_feeds: set[Tensor], rows: set[Tensor]
                  ) -> str | None:
-    """Why averaging the micro-batches' losses and gradients is not the step's, if a loss (what tf.gradients
-    seeds: the input of a shape-only op of the backward, its ones) sums over the batch's rows: a reduction over
-    them other than a mean (tag row_means) that no count of the rows (a number from their shapes alone: tf.losses'
-    count, tf.shape(x)[0]) divides on the way to the loss. Each micro-batch's sum is 1/k of the batch's, so their
-    average is too."""
+    """Why averaging the micro-batches' losses and gradients is not the step's, if a loss sums over the batch's
+    rows (summed_losses)."""
+    sums, why = summed_losses(order, feeds, batch_feeds, rows)
+    if why or not sums:
+        return why
+    loss, op = sums[0]
+    return (f"the loss '{loss.name}' sums over the batch ({op.type} '{op.name}'), and micro-batches average their "
+            "losses and gradients (exact for means over the batch): run it in a tf.Session with a memory budget "
+            "(which scales each micro-batch's sum by the micro-batch count: engine.step.scale_summed_losses), "
+            "divide it by the batch size (tf.reduce_mean) or run without micro-batching")
+
+
+def summed_losses(order: list[Operation], feeds: set[Tensor], batch_feeds: set[Tensor], rows: set[Tensor]
+                  ) -> tuple[list[tuple[Tensor, Operation]], str | None]:
+    """The reductions over the batch's rows that sum them on the way to a loss (what tf.gradients seeds: the input
+    of a shape-only op of the backward, its ones), as (loss, reduction op) pairs: those (tag row_sums) that no count
+    of the rows (a number from their shapes alone: tf.losses' count, tf.shape(x)[0]) divides on the way to the
+    loss. Each micro-batch's sum is 1/k of the batch's, so their average is too; scaled by k, it is the batch's
+    (a constant factor on the way, a mean's share beside it or a term without rows do not change that). With the
+    reason micro-batches cannot make a loss exact (a reduction over the rows that neither sums nor averages them:
+    a Max), if one cannot."""
     valued = crossbatch.values(order, feeds, batch_feeds)
     dep = stream.batch_dependent(order, feeds, batch_feeds)
     losses = [op.inputs[0] for op in order if has_tag(op.type, "shape_only") and phase_of(op) == "backward" and
-               op.inputs and op.inputs[0] in valued and op.inputs[0] not in rows and
-               phase_of(op.inputs[0].op) == "forward"]
+              op.inputs and op.inputs[0] in valued and op.inputs[0] not in rows and
+              phase_of(op.inputs[0].op) == "forward"]
+    found: list[tuple[Tensor, Operation]] = []
     for loss in dict.fromkeys(losses):
         seen, todo = set(), [(loss, False)]
         while todo:
@@ -145,14 +226,17 @@ def _summed_loss(order: list[Operation], feeds: set[Tensor], batch_feeds: set[Te
             seen.add((t, counted))
             op = t.op
             if any(u in rows for u in op.inputs):  # a reduction over the rows
-                if not counted and not has_tag(op.type, "row_means"):
-                    return (f"the loss '{loss.name}' sums over the batch ({op.type} '{op.name}'), and micro-batches "
-                            "average their losses and gradients (exact for means over the batch): divide it by "
-                            "the batch size (tf.reduce_mean) or run without micro-batching")
+                if counted or has_tag(op.type, "row_means"):
+                    continue
+                if not has_tag(op.type, "row_sums"):
+                    return found, (f"the loss '{loss.name}' reduces over the batch by {op.type} '{op.name}', "
+                                   "which neither sums nor averages the rows: no merge of micro-batches makes it")
+                if all(op is not o for _, o in found):
+                    found.append((loss, op))
                 continue
             counted = counted or any(u in dep and u not in valued for u in op.inputs)
             todo += [(u, counted) for u in op.inputs if u in valued and u not in rows]
-    return None
+    return found, None
 
 
 # Ops whose output is the sum of their inputs (or a view of its one input): a sum of the rows' sums is one, so the

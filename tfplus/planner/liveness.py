@@ -85,9 +85,12 @@ def static_specs(order: list[Operation], feed_shapes: dict[Tensor, tuple]) -> di
         if op.op_def.allocates_outputs:
             raise PlanError(f"{op.type} '{op.name}': control flow (tf.cond, tf.while_loop) sizes its outputs "
                             "only as it runs, so the memory planner cannot plan it. A budgeted Session plans a "
-                            "tf.cond for the branch it takes when its predicate is fed, or follows from fed scalars "
-                            "and constants alone (TF1's is_training placeholder); this one's reads the batch or a "
-                            "variable, or it is a tf.while_loop: feed the predicate, or run without memory_budget")
+                            "tf.cond for the branch it takes when its predicate's value is known before the step "
+                            "runs: fed, or computed from fed scalars, constants and variables alone (TF1's "
+                            "is_training placeholder, tf.less(global_step, N)) that the step writes only after the "
+                            "cond; this one's reads the batch or draws random numbers, or reads a variable the step "
+                            "may write before it, or it is a tf.while_loop: feed the predicate, or run without "
+                            "memory_budget")
         ins = []
         for k, t in enumerate(op.inputs):
             s = specs[t]

@@ -970,7 +970,7 @@ class _Step:
                 return None
         except PlanError as e:
             return str(e).removeprefix("cannot micro-batch: ")
-        return batch_statistics(self.order, self.feeds, self.batch_feeds(), self.rowed())
+        return self.pairwise() or batch_statistics(self.order, self.feeds, self.batch_feeds(), self.rowed())
 
     def rowed(self) -> set[Tensor]:
         """The step's tensors with rows of the batch: their shapes follow the batch size (at the batch and at the
@@ -1243,6 +1243,49 @@ class _Step:
                 if len(a.shape) != len(b.shape) or a.shape[1:] != b.shape[1:] or \
                         a.shape[0] * other != b.shape[0] * batch:
                     return t
+        return None
+
+    def pairwise(self) -> str | None:
+        """Why micro-batches cannot compute the step, if a tensor of it pairs the batch's examples with each other:
+        two of its axes follow the batch size (a distance matrix between the examples, in-batch hard-negative
+        mining): each micro-batch would pair only the examples of its own slice; or if an op picks rows of the
+        batch by indices from its values (_picked_rows)."""
+        if "pairwise" not in self._cache:
+            batch, why = self.batch_size(), None
+            if batch and batch > 1:
+                other = batch // next(p for p in range(2, batch + 1) if batch % p == 0)
+                try:
+                    specs = self._specs_at(other)
+                except PlanError:
+                    specs = {}
+                for op in self.order:
+                    for t in op.outputs if why is None and not has_tag(op.type, "shape_only") else ():
+                        a, b = self.base_specs.get(t), specs.get(t)
+                        axes = 0 if a is None or b is None or len(a.shape) != len(b.shape) else \
+                            sum(x != y for x, y in zip(a.shape, b.shape))
+                        if axes > 1:
+                            why = (f"{op.type} '{op.name}' pairs the batch's examples with each other (its output "
+                                   f"'{t.name}' of shape {a.shape} has the batch along {axes} axes): each "
+                                   "micro-batch would pair only its own slice's")
+            self._cache["pairwise"] = why or self._picked_rows()
+        return self._cache["pairwise"]
+
+    def _picked_rows(self) -> str | None:
+        """Why micro-batches cannot compute the step, if an op picks rows of the batch by indices computed from the
+        batch's values (its inputs 'params' with rows and 'indices', its output the indices' shape then the
+        params' rows: tf.gather(x, perm) with a permutation fed per example, mixup): a micro-batch's slice of the
+        indices names rows of the whole batch."""
+        names = ("params", "indices")
+        rowed = self.rowed()
+        valued = crossbatch.values(self.order, self.feeds, self.batch_feeds())
+        for op in self.order:
+            if tuple(op.op_def.inputs[:2]) != names or op.inputs[0] not in rowed or op.inputs[1] not in valued:
+                continue
+            params, indices, out = (self.base_specs.get(t) for t in (op.inputs[0], op.inputs[1], op.outputs[0]))
+            if params and indices and out and out.shape == indices.shape + params.shape[1:]:
+                return (f"{op.type} '{op.name}' picks rows of the batch's '{op.inputs[0].name}' by indices "
+                        f"'{op.inputs[1].name}' computed from the batch (a permutation fed per example): a "
+                        "micro-batch's slice of them names rows of the whole batch")
         return None
 
     def cut(self, name: str) -> stream.Cut:
@@ -1544,6 +1587,7 @@ class _Step:
                 acc[t] = acc_buffer(t, shape, where[t].specs[t].dtype, end, self.alignment)
                 acc[t].start = where[t].start
             merge.update(s.gathered)
+            merge.update((t, "sum") for t in s.grads if s.merges.get(t) == "sum")  # a tf.metrics total
             for x, _ in mb.accumulated.values():  # written by its op: its view in the run is the accumulator's
                 mb.life.of_tensor[x.grad] = acc[x.grad]
             for ph, level in zip(phases, levels):  # a statistic from its pass to the update run that may read it
@@ -1562,10 +1606,12 @@ class _Step:
             for t in s.user_fetches:
                 spec = where[t].specs[t]
                 try:
-                    merge[t] = fetch_merge(t, spec.shape, s.batch_dep, batch // count[t])
+                    merge[t] = fetch_merge(t, spec.shape, s.batch_dep, batch // count[t], s.merges.get(t))
                 except PlanError as e:
                     raise PlanError(f"cannot micro-batch: {e}") from None
-                shape = (batch,) + spec.shape[1:] if merge[t] == "concat" else spec.shape
+                if merge[t] == "concat" and phase_of(t.op) == "backward":  # a fetched gradient's rows: k times
+                    merge[t] = "concat_mean"                                # the step's, as the summed ones are
+                shape = (batch,) + spec.shape[1:] if merge[t] in ("concat", "concat_mean") else spec.shape
                 if t not in acc:
                     acc[t] = acc_buffer(t, shape, spec.dtype, end, self.alignment)
                     acc[t].start = where[t].start
@@ -1953,6 +1999,8 @@ def _split(step: _Step, r: int = 0) -> Split | PlanError:
         st = step.stats()
     except PlanError as e:
         return e
+    if step.pairwise():
+        return PlanError(f"cannot micro-batch: {step.pairwise()}")
     if st is None:
         v = step.view(r)
         rows = step.rowed() if r == 0 else None  # the recomputing copy's: by their static shapes
