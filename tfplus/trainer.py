@@ -869,8 +869,12 @@ def device_input(cfg: TrainConfig) -> bool:
     return cfg.input == "device"
 
 
-def build_graph(cfg: TrainConfig, total_steps: int, device_input: bool = False):
-    """The training graph of a resolved config."""
+def build_graph(cfg: TrainConfig, total_steps: int, device_input: bool = False, wrap_optimizer=None):
+    """The training graph of a resolved config; `wrap_optimizer` wraps its optimizer (training_graph's), e.g.
+    FedProx's proximal term (tfplus.federated.model)."""
+    if cfg.distributed:  # the ranks average the gradients the given wrapper makes
+        inner, distributed = wrap_optimizer, _distributed().DistributedOptimizer
+        wrap_optimizer = distributed if inner is None else (lambda opt: distributed(inner(opt)))
     try:
         model = get_model(cfg.model)
         return training_graph(model.build, total_steps=total_steps, seed=cfg.seed, image_shape=model.image_shape,
@@ -878,7 +882,7 @@ def build_graph(cfg: TrainConfig, total_steps: int, device_input: bool = False):
                               nesterov=cfg.nesterov, weight_decay=cfg.weight_decay, schedule=cfg.schedule,
                               warmup_steps=cfg.warmup_steps or 0, data_format=cfg.data_format,
                               model_kwargs=_model_kwargs(cfg), var_list=_select(cfg), device_input=device_input,
-                              wrap_optimizer=_distributed().DistributedOptimizer if cfg.distributed else None)
+                              wrap_optimizer=wrap_optimizer)
     except UsageError:
         raise
     except ValueError as e:  # e.g. widths that pool the image away

@@ -252,7 +252,8 @@ def _record(weights: dict[str, np.ndarray]) -> ArrayRecord:
 
 
 def client_app(fed: Federation | None = None) -> ClientApp:
-    """The ClientApp: on "train", loads the global weights, trains fed.client_steps() steps on its shard (client
+    """The ClientApp: on "train", loads the global weights, trains fed.client_steps() steps on its shard (at the
+    train config's "lr" if the server sends one, else the schedule's; client
     = node_config's partition-id, of num-partitions; node_config's device, if given, overrides fed.device: a
     SuperNode's own GPU) and replies with its weights, {num-examples, train_loss, train_accuracy, setup_s,
     train_s} and {client, peak_bytes, measured_peak_bytes (0 unless fed.measure_memory), shard_bytes,
@@ -282,9 +283,10 @@ def client_app(fed: Federation | None = None) -> ClientApp:
             f, client, model, shard = setup(msg, context)
             ready = time.perf_counter()
             config = msg.content["config"]
+            lr = float(config["lr"]) if "lr" in config else None  # a server's train_config={"lr": ...}
             out = model.train(shard, f.client_steps(len(shard.train_labels)), int(config["server-round"]),
                               float(config.get("proximal-mu", 0.0)), seed=f.seed * 1_000_003 + client * 1009
-                              + int(config["server-round"]), measure=f.measure_memory)
+                              + int(config["server-round"]), measure=f.measure_memory, lr=lr)
         except Exception as e:
             raise RuntimeError(f"client {client}: {type(e).__name__}: {e}") from e
         metrics = {"num-examples": len(shard.train_labels), "train_loss": out["loss"],
