@@ -34,6 +34,7 @@ import os
 import sys
 import threading
 import time
+import warnings
 
 import numpy as np
 
@@ -46,7 +47,8 @@ from tfplus.train.optimizer import Optimizer
 from tfplus.units import parse_size
 from tfplus.variables import global_variables
 
-__all__ = ["init", "is_initialized", "rank", "size", "local_rank", "local_size", "allreduce", "allgather",
+__all__ = ["init", "is_initialized", "rank", "size", "local_rank", "local_size", "local_device", "allreduce",
+           "allgather",
            "broadcast", "Average", "Sum", "Compression", "DistributedOptimizer", "broadcast_variables",
            "broadcast_global_variables", "BroadcastGlobalVariablesHook", "max_over_ranks", "max_over_ranks_later",
            "barrier", "abort", "trace_mark"]
@@ -171,6 +173,26 @@ def local_size() -> int:
     """The number of the job's processes on this host."""
     _mpi()
     return _state["local"].Get_size()
+
+
+def local_device() -> str:
+    """The OpenCL device this rank takes, one per process: "opencl:K" for this host's K-th GPU by local rank, its
+    CPU devices (PoCL) counted only where it has no GPU (they may be listed first). With more ranks on a host than
+    devices, the ranks share them in turn, and a warning says so (one PoCL device: every rank's).
+
+        >>> sess = tf.Session(device=local_device())      # Horovod's visible_device_list = str(local_rank())
+    """
+    from tfplus.runtime.opencl.discovery import cl, cl_devices  # NOTE: here: only an opencl rank loads pyopencl
+    devices = cl_devices()
+    if not devices:
+        return "opencl"  # the session's own error names the missing driver
+    gpus = [i for i, d in enumerate(devices) if d.type & cl.device_type.GPU]
+    candidates = gpus or list(range(len(devices)))
+    if local_size() > len(candidates):
+        warnings.warn(f"tfplus.distributed: {local_size()} ranks on this host share its {len(candidates)} OpenCL "
+                      f"{'GPU' if gpus else 'device'}(s); start at most {len(candidates)} ranks per host for one "
+                      "device each", RuntimeWarning, stacklevel=2)
+    return f"opencl:{candidates[local_rank() % len(candidates)]}"
 
 
 def max_over_ranks(value: int) -> int:

@@ -1026,15 +1026,15 @@ def _threads():
 
 
 def _for_this_rank(cfg: TrainConfig, dist) -> TrainConfig:
-    """A --distributed rank's options: --device opencl becomes opencl:K by local rank (one device per process; a
-    device named, such as opencl:0, is every rank's: ranks sharing one device); rank 0 alone logs and evaluates
-    (every rank has the same weights)."""
+    """A --distributed rank's options: --device opencl becomes this host's K-th GPU by local rank K
+    (distributed.local_device: one device per process, shared in turn if too few; a device named, such as
+    opencl:0, is every rank's); rank 0 alone logs and evaluates (every rank has the same weights)."""
     if cfg.batch_size % dist.size():
         raise UsageError(f"--batch-size {cfg.batch_size} is not a multiple of the {dist.size()} ranks "
                          "(mpiexec -n): each rank takes an equal shard of every batch")
     from tfplus.runtime import parse_device
     if parse_device(cfg.device) == ("opencl", None):
-        cfg = dataclasses.replace(cfg, device=f"opencl:{dist.local_rank()}")
+        cfg = dataclasses.replace(cfg, device=dist.local_device())
     if dist.rank() != 0:
         cfg = dataclasses.replace(cfg, log=None, logdir=None, profile_every=None, eval_every=0)
     return cfg

@@ -158,3 +158,24 @@ def test_mpi4py_without_an_mpi_library_names_the_extra(monkeypatch):
     assert not distributed.is_initialized()
     with pytest.raises(ImportError, match=r"found no MPI library.*pip install 'tfplus\[mpi\]'"):
         distributed.init()
+
+
+def test_each_rank_takes_a_gpu_by_local_rank_and_ranks_share_too_few_devices(monkeypatch):
+    """--device opencl under mpiexec: local rank K takes the host's K-th GPU, not entry K of a list that may start
+    with PoCL's CPU device; with one device (PoCL on a CPU box) every rank shares it, warned, instead of rank 1
+    failing on opencl:1."""
+    from types import SimpleNamespace
+
+    from tfplus import distributed
+    from tfplus.runtime.opencl import discovery
+    if discovery.cl is None:
+        pytest.skip("pyopencl is not installed")
+    cpu, gpu = (SimpleNamespace(type=discovery.cl.device_type.CPU), SimpleNamespace(type=discovery.cl.device_type.GPU))
+    monkeypatch.setattr(discovery, "cl_devices", lambda: [cpu, gpu, gpu])
+    monkeypatch.setattr(distributed, "local_size", lambda: 2)
+    for k, want in ((0, "opencl:1"), (1, "opencl:2")):
+        monkeypatch.setattr(distributed, "local_rank", lambda k=k: k)
+        assert distributed.local_device() == want
+    monkeypatch.setattr(discovery, "cl_devices", lambda: [cpu])
+    with pytest.warns(RuntimeWarning, match="2 ranks on this host share its 1 OpenCL device"):
+        assert distributed.local_device() == "opencl:0"

@@ -94,3 +94,22 @@ def test_twenty_clients_a_round_samples_thirty_percent_of(data_dir, tmp_path):
     rows = [json.loads(line) for line in (Path(tmp_path) / "rounds.jsonl").read_text().splitlines()]
     assert len(rows[-1]["clients"]) == 6 and set(rows[-1]["clients"]) <= set(range(20))
     assert rows[-1]["failed"] == [] and rows[-1]["timed_out"] == []
+
+
+def test_the_client_budget_is_the_clients_not_the_servers(data_dir, tmp_path, monkeypatch):
+    """`--client-budget` plans the clients' steps; the server's model (central evaluation, the weights in and out)
+    runs unbudgeted: MobileNet's get_weights needed 38.8 MB beside its weights and momentum, so a 32 MB client
+    budget ended the whole simulation in the server before any client trained."""
+    made = []
+
+    class Recorded(FederatedModel):
+        def __init__(self, cfg, *args, **kwargs):
+            made.append(cfg.memory_budget)
+            super().__init__(cfg, *args, **kwargs)
+    monkeypatch.setattr(flower, "FederatedModel", Recorded)
+    fed = flower.Federation(model="lenet", clients=2, rounds=1, local_steps=1, batch_size=8, client_budget=8_000_000,
+                            data=str(data_dir.parent), out=str(tmp_path))
+    flower.run_server(fed, InProcessGrid(flower.client_app(fed), 2))
+    assert made == [None, 8_000_000]  # the server's, then the clients' (one process: one client model kept)
+    rows = [json.loads(line) for line in (Path(tmp_path) / "rounds.jsonl").read_text().splitlines()]
+    assert rows[-1]["clients"] == [0, 1] and 0 < rows[-1]["peak_bytes"] <= 8_000_000

@@ -392,7 +392,10 @@ def run_server(fed: Federation, grid: Grid, log=None, concurrent: int | None = N
     fed.out. A round waits fed.timeout(concurrent) seconds for replies. The initial global weights also go to
     fed.out/initial_weights.npz (model.save_weights), for a peer that must start from them. Returns Flower's
     Result."""
-    model = FederatedModel(fed.train_config(), fed.round_steps(), fed.rounds)
+    # The server's model is not a client's: no client budget (a budget that fits a client's training step need not
+    # fit the server's steps, e.g. get_weights' copy of every weight beside them: MobileNet at 32 MB).
+    model = FederatedModel(dataclasses.replace(fed.train_config(), memory_budget=None), fed.round_steps(),
+                           fed.rounds)
     test = test_set(fed)
     strategy = make_strategy(fed, model.statistics)
     history: list[dict[str, Any]] = []
