@@ -113,3 +113,18 @@ def test_the_client_budget_is_the_clients_not_the_servers(data_dir, tmp_path, mo
     assert made == [None, 8_000_000]  # the server's, then the clients' (one process: one client model kept)
     rows = [json.loads(line) for line in (Path(tmp_path) / "rounds.jsonl").read_text().splitlines()]
     assert rows[-1]["clients"] == [0, 1] and 0 < rows[-1]["peak_bytes"] <= 8_000_000
+
+
+def test_a_worker_draws_the_synthetic_set_once_for_all_its_clients(monkeypatch):
+    """A simulation's worker takes many clients: drawing the 5,000 synthetic images again for each took most of a
+    client's setup and grew the worker (BENCHMARKS.md, 100 clients' process group)."""
+    calls = []
+    real = tfdata.synthetic
+    monkeypatch.setattr(tfdata, "synthetic", lambda *a, **k: calls.append(a) or real(*a, **k))
+    flower._synthetic.cache_clear()
+    fed = flower.Federation(model="lenet", clients=4, synthetic=True)
+    shards = [flower.client_shard(fed, c) for c in range(4)]
+    assert len(calls) == 1 and sum(len(s.train_labels) for s in shards) == trainer.SYNTHETIC_TRAIN
+    shards[0].train_images[:] = 0  # a client's shard is its own copy: the next client's is not touched
+    again = flower.client_shard(fed, 0)
+    assert again.train_images.any() and len(calls) == 1

@@ -58,15 +58,19 @@ class _Proximal(tf.train.Optimizer):
     def __init__(self, optimizer):
         super().__init__(use_locking=False, name=f"Proximal{optimizer.get_name()}")
         self._optimizer = optimizer
-        self.mu = tf.placeholder(tf.float32, [], name="proximal_mu")
+        with tf.control_dependencies(None):  # made inside training_graph's UPDATE_OPS dependencies: not theirs
+            self.mu = tf.placeholder(tf.float32, [], name="proximal_mu")
         self.anchors: dict = {}
 
     def compute_gradients(self, *args, **kwargs):
         pairs = self._optimizer.compute_gradients(*args, **kwargs)
         for g, v in pairs:
             if g is not None:
-                self.anchors[v] = tf.Variable(tf.zeros(v.shape, v.dtype.base_dtype), trainable=False,
-                                              collections=[tf.GraphKeys.LOCAL_VARIABLES], name="anchor")
+                # NOTE: outside training_graph's control dependencies (batch norm's UPDATE_OPS), or initializing
+                # an anchor would run the model's forward pass and ask for images
+                with tf.control_dependencies(None):
+                    self.anchors[v] = tf.Variable(tf.zeros(v.shape, v.dtype.base_dtype), trainable=False,
+                                                  collections=[tf.GraphKeys.LOCAL_VARIABLES], name="anchor")
         return [(g if g is None else g + self.mu * (v - self.anchors[v]), v) for g, v in pairs]
 
     def apply_gradients(self, grads_and_vars, global_step=None, name=None):
