@@ -128,3 +128,16 @@ def test_a_worker_draws_the_synthetic_set_once_for_all_its_clients(monkeypatch):
     shards[0].train_images[:] = 0  # a client's shard is its own copy: the next client's is not touched
     again = flower.client_shard(fed, 0)
     assert again.train_images.any() and len(calls) == 1
+
+
+def test_a_budgeted_models_get_weights_plans_no_copy_of_the_model():
+    """Under a client budget get_weights fetches the variables themselves: the one-vector read's plan held a third
+    copy of the model beside the weights and the momentum (MobileNet: 38.8 MB, over a 32 MB budget)."""
+    cfg = trainer.TrainConfig(model="lenet", batch_size=8, synthetic=True, memory_budget=64_000_000)
+    m = FederatedModel(cfg, steps_per_round=2, rounds=1, cpus=1)
+    got = m.get_weights()
+    weights = sum(w.nbytes for w in got.values())
+    assert m.sess.memory_plans[-1].peak_bytes <= 2 * weights + 64  # the weights and their momentum, no more
+    flat = m.sess.run(m._read)
+    np.testing.assert_array_equal(np.concatenate([got[n].ravel() for n in m.names]), flat)
+    assert [got[n].shape for n in m.names] == m.shapes

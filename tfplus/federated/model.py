@@ -147,7 +147,10 @@ class FederatedModel:
 
     def get_weights(self) -> dict[str, np.ndarray]:
         """{variable name: value} of the model's variables (weights, batch norm's moving statistics), read in one
-        session run as one vector."""
+        session run as one vector (one download on OpenCL), or under a memory budget as the variables themselves,
+        without the vector's copy of the model."""
+        if self.cfg.memory_budget:  # one fetch per variable: the vector would be a copy of the model in the plan
+            return dict(zip(self.names, self.sess.run(self.variables)))
         flat = self.sess.run(self._read)
         return {name: part.reshape(shape) for name, part, shape in
                 zip(self.names, np.split(flat, np.cumsum(self._sizes)[:-1]), self.shapes)}
