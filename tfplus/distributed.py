@@ -34,6 +34,7 @@ import os
 import sys
 import threading
 import time
+import warnings
 
 import numpy as np
 
@@ -46,8 +47,9 @@ from tfplus.train.optimizer import Optimizer
 from tfplus.units import parse_size
 from tfplus.variables import global_variables
 
-__all__ = ["init", "is_initialized", "rank", "size", "local_rank", "local_size", "allreduce", "Average", "Sum",
-           "DistributedOptimizer",
+__all__ = ["init", "is_initialized", "rank", "size", "local_rank", "local_size", "local_device", "allreduce",
+           "allgather",
+           "broadcast", "Average", "Sum", "Compression", "DistributedOptimizer", "broadcast_variables",
            "broadcast_global_variables", "BroadcastGlobalVariablesHook", "max_over_ranks", "max_over_ranks_later",
            "barrier", "abort", "trace_mark"]
 
@@ -63,6 +65,9 @@ def init() -> None:
     except ImportError as e:
         raise ImportError(f"tfplus.distributed needs mpi4py and an MPI library ({e}): "
                           "pip install 'tfplus[mpi]' (mpi4py and the mpich wheel, which brings mpiexec)") from None
+    except RuntimeError as e:  # NOTE: mpi4py alone (pip install mpi4py) finds no libmpi and raises this
+        raise ImportError(f"tfplus.distributed: mpi4py is installed but found no MPI library ({e}); pip install "
+                          "'tfplus[mpi]' brings one (the mpich wheel, with mpiexec), or install a system MPI") from None
     _state["MPI"] = MPI
     _state["local"] = MPI.COMM_WORLD.Split_type(MPI.COMM_TYPE_SHARED)
     _state["calls"] = 0  # the collectives max_over_ranks and barrier made (_collectives_started)
@@ -170,6 +175,26 @@ def local_size() -> int:
     return _state["local"].Get_size()
 
 
+def local_device() -> str:
+    """The OpenCL device this rank takes, one per process: "opencl:K" for this host's K-th GPU by local rank, its
+    CPU devices (PoCL) counted only where it has no GPU (they may be listed first). With more ranks on a host than
+    devices, the ranks share them in turn, and a warning says so (one PoCL device: every rank's).
+
+        >>> sess = tf.Session(device=local_device())      # Horovod's visible_device_list = str(local_rank())
+    """
+    from tfplus.runtime.opencl.discovery import cl, cl_devices  # NOTE: here: only an opencl rank loads pyopencl
+    devices = cl_devices()
+    if not devices:
+        return "opencl"  # the session's own error names the missing driver
+    gpus = [i for i, d in enumerate(devices) if d.type & cl.device_type.GPU]
+    candidates = gpus or list(range(len(devices)))
+    if local_size() > len(candidates):
+        warnings.warn(f"tfplus.distributed: {local_size()} ranks on this host share its {len(candidates)} OpenCL "
+                      f"{'GPU' if gpus else 'device'}(s); start at most {len(candidates)} ranks per host for one "
+                      "device each", RuntimeWarning, stacklevel=2)
+    return f"opencl:{candidates[local_rank() % len(candidates)]}"
+
+
 def max_over_ranks(value: int) -> int:
     """The largest `value` that any rank passes, now, in Python (every rank must call it): e.g. whether any rank
     was asked to stop."""
@@ -217,9 +242,29 @@ def abort(code: int = 1) -> None:
 Average, Sum = "average", "sum"
 
 
+class Compression:
+    """Horovod's gradient compression choices, for DistributedOptimizer(compression=...): `none` only (the
+    all-reduce kernels take float32 and float64; `fp16` is refused, naming this)."""
+    none = "none"
+    fp16 = "fp16"
+
+
+def _carrier(dtype):
+    """The dtype a tensor of `dtype` travels in through the all-reduce kernels (float32 and float64 only): itself,
+    or float64 (an integer up to 2**53 and a bool survive the round trip unchanged)."""
+    return dtype if dtype in (dtypes.float32, dtypes.float64) else dtypes.float64
+
+
+def _reduce(tensor):
+    """The elementwise sum of `tensor` over the ranks, in the carrier dtype (_carrier)."""
+    carrier = _carrier(tensor.dtype.base_dtype)
+    return mpi_allreduce(tensor if carrier == tensor.dtype.base_dtype else math_ops.cast(tensor, carrier))
+
+
 def allreduce(tensor, average: bool = True, name: str | None = None, op: str | None = None):
     """`tensor` summed (or averaged) over the ranks, computed when the step runs (the MpiAllreduce op). `op`,
-    Average or Sum, is Horovod's newer spelling of `average` and overrides it.
+    Average or Sum, is Horovod's newer spelling of `average` and overrides it. An integer tensor's sum keeps its
+    dtype; its average is float64, as TensorFlow's `/` of integers gives (Horovod's).
 
         >>> total = allreduce(count, op=Sum)
     """
@@ -229,13 +274,61 @@ def allreduce(tensor, average: bool = True, name: str | None = None, op: str | N
         average = op == Average
     n = size()
     with name_scope(name, "DistributedAllreduce"):
-        total = mpi_allreduce(tensor)
-        return total * (1.0 / n) if average and n > 1 else total
+        tensor = convert_to_tensor(tensor)
+        dtype = tensor.dtype.base_dtype
+        total = _reduce(tensor)
+        if average:
+            return total * (1.0 / n) if n > 1 else total
+        return total if _carrier(dtype) == dtype else math_ops.cast(total, dtype)
+
+
+def broadcast(tensor, root_rank: int, name: str | None = None):
+    """Rank `root_rank`'s value of `tensor`, on every rank, when the step runs (Horovod's): every rank must run
+    it; the others' values are not read, but their shapes must equal root's.
+
+        >>> w0 = broadcast(w, 0)
+    """
+    _check_root(root_rank)
+    with name_scope(name, "DistributedBroadcast"):
+        tensor = convert_to_tensor(tensor)
+        dtype = tensor.dtype.base_dtype
+        carrier = _carrier(dtype)
+        # root's value plus every other rank's zeros: x + 0 is x exactly
+        value = math_ops.cast(tensor, carrier) if rank() == root_rank else array_ops.zeros_like(tensor, carrier)
+        total = mpi_allreduce(value)
+        return total if carrier == dtype else math_ops.cast(total, dtype)
+
+
+def allgather(tensor, name: str | None = None):
+    """The ranks' `tensor`s concatenated along the first dimension, rank 0's first, on every rank, when the step
+    runs (Horovod's): the first dimension may differ from rank to rank (a shard's last, shorter batch), the others
+    must not. Two all-reduces: of the ranks' first dimensions, then of a buffer of all the rows in which each rank
+    fills its own.
+
+        >>> every_prediction = allgather(predictions)
+    """
+    n, me = size(), rank()
+    with name_scope(name, "DistributedAllgather"):
+        tensor = convert_to_tensor(tensor)
+        dtype = tensor.dtype.base_dtype
+        if tensor.get_shape().ndims in (None, 0):
+            raise ValueError(f"allgather: {tensor.name} has shape {tensor.get_shape()}; it concatenates along the "
+                             "first dimension, so give a tensor of rank 1 or more (a scalar: reshape it to [1])")
+        rows = math_ops.cast(array_ops.shape(tensor)[0], dtypes.float64)
+        sizes = math_ops.cast(mpi_allreduce(rows * np.eye(n)[me]), dtypes.int32)  # rank r's row count at r
+        before = math_ops.reduce_sum(sizes[:me]) if me else array_ops.zeros([], dtypes.int32)
+        after = math_ops.reduce_sum(sizes) - before - sizes[me]
+        ndims = tensor.get_shape().ndims
+        edges = [array_ops.stack([before, after])] + [array_ops.zeros([2], dtypes.int32)] * (ndims - 1)
+        carrier = _carrier(dtype)
+        value = tensor if carrier == dtype else math_ops.cast(tensor, carrier)
+        total = mpi_allreduce(array_ops.pad(value, array_ops.stack(edges)))
+        return total if carrier == dtype else math_ops.cast(total, dtype)
 
 
 class DistributedOptimizer(Optimizer):
-    """Wraps `optimizer`: compute_gradients averages the gradients over the ranks; apply_gradients and the slots
-    are `optimizer`'s.
+    """Wraps `optimizer`: compute_gradients averages the gradients over the ranks (`op=Sum`: adds them, for a loss
+    each rank divides by the global batch's size); apply_gradients and the slots are `optimizer`'s.
 
     The gradients are packed into buckets of about `bucket_bytes` (default $TFPLUS_ALLREDUCE_BUCKET, else 1 MB), from
     the last layer's to the first's, the order the backward pass computes them in. Each bucket's all-reduce starts
@@ -257,13 +350,27 @@ class DistributedOptimizer(Optimizer):
         >>> opt = DistributedOptimizer(tf.train.GradientDescentOptimizer(0.1))  # after init()
     """
 
-    def __init__(self, optimizer: Optimizer, name: str | None = None,
-                 bucket_bytes: int | str | tuple[int, ...] | None = None, sparse_as_dense: bool = False):
+    def __init__(self, optimizer: Optimizer, name: str | None = None, use_locking: bool = False,
+                 bucket_bytes: int | str | tuple[int, ...] | None = None, sparse_as_dense: bool = False,
+                 op: str = Average, compression: str = Compression.none, backward_passes_per_step: int = 1):
         if not isinstance(optimizer, Optimizer):
             raise TypeError(f"DistributedOptimizer wraps a tf.train.Optimizer, not {optimizer!r}")
         size()  # refuses before init()
-        super().__init__(use_locking=False, name=name or f"Distributed{optimizer.get_name()}")
+        if op not in (Average, Sum):
+            raise ValueError(f"DistributedOptimizer op {op!r}: use tfplus.distributed.Average or Sum")
+        if compression != Compression.none:
+            raise NotImplementedError(f"DistributedOptimizer compression={compression!r}: the all-reduce kernels "
+                                      "take float32 and float64 only; use Compression.none")
+        if backward_passes_per_step != 1:
+            # NOTE: the update of every k-th step would sit in a tf.cond branch, which holds no variable updates here
+            raise NotImplementedError(
+                f"DistributedOptimizer backward_passes_per_step={backward_passes_per_step}: local gradient "
+                "accumulation is not supported; feed each rank a batch that many times larger instead, and give the "
+                "Session a memory_budget if it does not fit: the planner splits the batch into micro-batches and "
+                "accumulates their gradients within the step (the same update, one all-reduce)")
+        super().__init__(use_locking=use_locking, name=name or f"Distributed{optimizer.get_name()}")
         self._optimizer = optimizer
+        self._op = op
         if bucket_bytes is None:
             bucket_bytes = os.environ.get("TFPLUS_ALLREDUCE_BUCKET") or BUCKET_BYTES
             what = "TFPLUS_ALLREDUCE_BUCKET"
@@ -287,7 +394,7 @@ class DistributedOptimizer(Optimizer):
         with name_scope(f"{self._name}_Allreduce"):
             if self.bucket_bytes == 0:
                 for group in groups:
-                    averaged.update(_unpack(allreduce(_pack(group)), group))
+                    averaged.update(_unpack(allreduce(_pack(group), op=self._op), group))
             else:
                 buckets = [b for group in groups for b in _buckets(group, self.bucket_bytes)]
                 starts, sums = [], []
@@ -297,7 +404,7 @@ class DistributedOptimizer(Optimizer):
                         start._add_control_input(starts[-1])
                     starts.append(start)
                     sums.append(total)
-                    mean = total * (1.0 / size()) if size() > 1 else total
+                    mean = total * (1.0 / size()) if size() > 1 and self._op == Average else total
                     averaged.update(_unpack(mean, bucket))
                 for total in sums:  # none blocks before every bucket is on its way
                     total.op._add_control_input(starts[-1])
@@ -396,30 +503,43 @@ def _start_early(starts: list, buckets: list) -> None:
                 op._add_control_input(start)
 
 
-def _broadcast_op(root: int):
-    """The op that sets the global variables of every rank to rank `root`'s values when it runs: for each variable,
-    an all-reduce of root's value and every other rank's zeros (x + 0 is x exactly), in the variable's dtype, or in
-    float64 for one the all-reduce kernels do not take (an integer up to 2**53 and a bool survive it unchanged).
+def _check_root(root: int) -> None:
+    if not 0 <= root < size():
+        raise ValueError(f"broadcast root rank {root} is not a rank of this job (0 .. {size() - 1})")
+
+
+def _broadcast_op(root: int, variables=None):
+    """The op that sets `variables` (default: the global variables) of every rank to rank `root`'s values when it
+    runs: for each variable, an all-reduce of root's value and every other rank's zeros (x + 0 is x exactly), in
+    the variable's dtype, or in float64 for one the all-reduce kernels do not take (_carrier).
     One variable after another (control inputs): the same order on every rank, and no more memory at a time than
     the largest variable's copy, so a step planned under a memory budget still fits. An op, so that it can be
     built before the session and run after initialization, as Horovod's; the ranks other than root never read
     their variables, so they may run it before initializing theirs."""
-    if not 0 <= root < size():
-        raise ValueError(f"broadcast root rank {root} is not a rank of this job (0 .. {size() - 1})")
+    _check_root(root)
     mine = rank() == root
     assigns: list = []
     with name_scope("DistributedBroadcast"):
-        for v in global_variables():
+        for v in global_variables() if variables is None else variables:
             shape, dtype = v.get_shape().as_list(), v.dtype.base_dtype
             if None in shape:
                 raise ValueError(f"broadcast_global_variables: variable {v.op.name!r} has shape {shape}; a "
                                  "broadcast needs every variable's full shape")
-            carrier = dtype if dtype in (dtypes.float32, dtypes.float64) else dtypes.float64
+            carrier = _carrier(dtype)
             with control_dependencies(assigns[-1:]):
                 value = math_ops.cast(v, carrier) if mine else array_ops.zeros(shape, carrier)
                 total = mpi_allreduce(value)
             assigns.append(state_ops.assign(v, math_ops.cast(total, dtype) if carrier != dtype else total).op)
     return control_flow_ops.group(*assigns, name="DistributedBroadcast")
+
+
+def broadcast_variables(variables, root_rank: int):
+    """The op that copies rank `root_rank`'s values of `variables` to every rank (Horovod's); every rank must run
+    it, with the same variables in the same order.
+
+        >>> sess.run(broadcast_variables(tf.trainable_variables(), 0))
+    """
+    return _broadcast_op(root_rank, list(variables))
 
 
 def broadcast_global_variables(root_rank: int, session=None):

@@ -869,8 +869,12 @@ def device_input(cfg: TrainConfig) -> bool:
     return cfg.input == "device"
 
 
-def build_graph(cfg: TrainConfig, total_steps: int, device_input: bool = False):
-    """The training graph of a resolved config."""
+def build_graph(cfg: TrainConfig, total_steps: int, device_input: bool = False, wrap_optimizer=None):
+    """The training graph of a resolved config; `wrap_optimizer` wraps its optimizer (training_graph's), e.g.
+    FedProx's proximal term (tfplus.federated.model)."""
+    if cfg.distributed:  # the ranks average the gradients the given wrapper makes
+        inner, distributed = wrap_optimizer, _distributed().DistributedOptimizer
+        wrap_optimizer = distributed if inner is None else (lambda opt: distributed(inner(opt)))
     try:
         model = get_model(cfg.model)
         return training_graph(model.build, total_steps=total_steps, seed=cfg.seed, image_shape=model.image_shape,
@@ -878,7 +882,7 @@ def build_graph(cfg: TrainConfig, total_steps: int, device_input: bool = False):
                               nesterov=cfg.nesterov, weight_decay=cfg.weight_decay, schedule=cfg.schedule,
                               warmup_steps=cfg.warmup_steps or 0, data_format=cfg.data_format,
                               model_kwargs=_model_kwargs(cfg), var_list=_select(cfg), device_input=device_input,
-                              wrap_optimizer=_distributed().DistributedOptimizer if cfg.distributed else None)
+                              wrap_optimizer=wrap_optimizer)
     except UsageError:
         raise
     except ValueError as e:  # e.g. widths that pool the image away
@@ -1022,15 +1026,15 @@ def _threads():
 
 
 def _for_this_rank(cfg: TrainConfig, dist) -> TrainConfig:
-    """A --distributed rank's options: --device opencl becomes opencl:K by local rank (one device per process; a
-    device named, such as opencl:0, is every rank's: ranks sharing one device); rank 0 alone logs and evaluates
-    (every rank has the same weights)."""
+    """A --distributed rank's options: --device opencl becomes this host's K-th GPU by local rank K
+    (distributed.local_device: one device per process, shared in turn if too few; a device named, such as
+    opencl:0, is every rank's); rank 0 alone logs and evaluates (every rank has the same weights)."""
     if cfg.batch_size % dist.size():
         raise UsageError(f"--batch-size {cfg.batch_size} is not a multiple of the {dist.size()} ranks "
                          "(mpiexec -n): each rank takes an equal shard of every batch")
     from tfplus.runtime import parse_device
     if parse_device(cfg.device) == ("opencl", None):
-        cfg = dataclasses.replace(cfg, device=f"opencl:{dist.local_rank()}")
+        cfg = dataclasses.replace(cfg, device=dist.local_device())
     if dist.rank() != 0:
         cfg = dataclasses.replace(cfg, log=None, logdir=None, profile_every=None, eval_every=0)
     return cfg

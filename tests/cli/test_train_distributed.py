@@ -108,6 +108,7 @@ def test_a_killed_rank_ends_the_job_and_resume_continues_it(one_process, tmp_pat
 class _Job:
     """What _for_this_rank asks of tfplus.distributed: rank 1 of 2, the second on its host."""
     size, rank, local_rank = staticmethod(lambda: 2), staticmethod(lambda: 1), staticmethod(lambda: 1)
+    local_device = staticmethod(lambda: "opencl:1")  # the device its local rank takes (tfplus.distributed's)
 
 
 def test_each_rank_takes_the_opencl_device_of_its_local_rank_unless_one_is_named():

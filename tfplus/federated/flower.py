@@ -10,6 +10,7 @@ Simulation Engine it is passed in, in the Deployment Engine (`flwr run`) it come
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import os
 import sys
@@ -159,11 +160,18 @@ def _batches_dir(fed: Federation) -> Path:
     return found
 
 
+@functools.lru_cache(maxsize=1)
+def _synthetic() -> tfdata.Dataset:
+    """tfplus's synthetic set, drawn once per process: a simulation's worker takes many clients, and drawing the
+    5,000 images again for each took most of a client's setup (and grew the worker by about 2.8 MiB a client)."""
+    return tfdata.synthetic(trainer.SYNTHETIC_TRAIN, trainer.SYNTHETIC_TEST, seed=trainer.SYNTHETIC_SEED)
+
+
 def client_shard(fed: Federation, client: int) -> tfdata.Dataset:
     """Client `client`'s training shard (and an equal slice of the test set, for client-side evaluation): its
     partition of the training labels, its images alone read from disk."""
     if fed.synthetic:
-        full = tfdata.synthetic(trainer.SYNTHETIC_TRAIN, trainer.SYNTHETIC_TEST, seed=trainer.SYNTHETIC_SEED)
+        full = _synthetic()
         train_labels, test_labels = full.train_labels, full.test_labels
     else:
         folder = _batches_dir(fed)
@@ -180,10 +188,10 @@ def test_set(fed: Federation) -> tfdata.Dataset:
     """The test set (its first fed.test_examples images, if set) and no training examples: what the server's
     central evaluation reads."""
     if fed.synthetic:
-        full = tfdata.synthetic(trainer.SYNTHETIC_TRAIN, trainer.SYNTHETIC_TEST, seed=trainer.SYNTHETIC_SEED)
+        full = _synthetic()
         test = slice(fed.test_examples)
-        return tfdata.Dataset(full.train_images[:0], full.train_labels[:0], full.test_images[test],
-                              full.test_labels[test])
+        return tfdata.Dataset(full.train_images[:0], full.train_labels[:0], full.test_images[test].copy(),
+                              full.test_labels[test].copy())  # not views of the process's one set
     folder = _batches_dir(fed)
     return cifar10.read_shard(folder, np.zeros(0, np.int64),
                               np.arange(len(cifar10.read_labels(folder)[1]))[:fed.test_examples])
@@ -252,7 +260,8 @@ def _record(weights: dict[str, np.ndarray]) -> ArrayRecord:
 
 
 def client_app(fed: Federation | None = None) -> ClientApp:
-    """The ClientApp: on "train", loads the global weights, trains fed.client_steps() steps on its shard (client
+    """The ClientApp: on "train", loads the global weights, trains fed.client_steps() steps on its shard (at the
+    train config's "lr" if the server sends one, else the schedule's; client
     = node_config's partition-id, of num-partitions; node_config's device, if given, overrides fed.device: a
     SuperNode's own GPU) and replies with its weights, {num-examples, train_loss, train_accuracy, setup_s,
     train_s} and {client, peak_bytes, measured_peak_bytes (0 unless fed.measure_memory), shard_bytes,
@@ -282,9 +291,10 @@ def client_app(fed: Federation | None = None) -> ClientApp:
             f, client, model, shard = setup(msg, context)
             ready = time.perf_counter()
             config = msg.content["config"]
+            lr = float(config["lr"]) if "lr" in config else None  # a server's train_config={"lr": ...}
             out = model.train(shard, f.client_steps(len(shard.train_labels)), int(config["server-round"]),
                               float(config.get("proximal-mu", 0.0)), seed=f.seed * 1_000_003 + client * 1009
-                              + int(config["server-round"]), measure=f.measure_memory)
+                              + int(config["server-round"]), measure=f.measure_memory, lr=lr)
         except Exception as e:
             raise RuntimeError(f"client {client}: {type(e).__name__}: {e}") from e
         metrics = {"num-examples": len(shard.train_labels), "train_loss": out["loss"],
@@ -390,7 +400,10 @@ def run_server(fed: Federation, grid: Grid, log=None, concurrent: int | None = N
     fed.out. A round waits fed.timeout(concurrent) seconds for replies. The initial global weights also go to
     fed.out/initial_weights.npz (model.save_weights), for a peer that must start from them. Returns Flower's
     Result."""
-    model = FederatedModel(fed.train_config(), fed.round_steps(), fed.rounds)
+    # The server's model is not a client's: no client budget (a budget that fits a client's training step need not
+    # fit the server's steps, e.g. get_weights' copy of every weight beside them: MobileNet at 32 MB).
+    model = FederatedModel(dataclasses.replace(fed.train_config(), memory_budget=None), fed.round_steps(),
+                           fed.rounds)
     test = test_set(fed)
     strategy = make_strategy(fed, model.statistics)
     history: list[dict[str, Any]] = []

@@ -49,13 +49,50 @@ def pytorch_layout(weights: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     return {name: np.ascontiguousarray(move(name, w)) for name, w in weights.items()}
 
 
+class _Proximal(tf.train.Optimizer):
+    """FedProx's local objective (Li et al. 2020), F(w) + mu/2 * ||w - w_global||^2, as the wrapped optimizer's
+    gradients plus mu * (w - w_global) for each trained variable: the term goes through momentum and Adam's moments
+    as the loss's gradient does (what Flower's FedProx asks of a client: it only sends proximal_mu). `mu` is fed
+    each step (0: plain training); `anchors` ({variable: its w_global}) are a copy of the trained weights."""
+
+    def __init__(self, optimizer):
+        super().__init__(use_locking=False, name=f"Proximal{optimizer.get_name()}")
+        self._optimizer = optimizer
+        with tf.control_dependencies(None):  # made inside training_graph's UPDATE_OPS dependencies: not theirs
+            self.mu = tf.placeholder(tf.float32, [], name="proximal_mu")
+        self.anchors: dict = {}
+
+    def compute_gradients(self, *args, **kwargs):
+        pairs = self._optimizer.compute_gradients(*args, **kwargs)
+        for g, v in pairs:
+            if g is not None:
+                # NOTE: outside training_graph's control dependencies (batch norm's UPDATE_OPS), or initializing
+                # an anchor would run the model's forward pass and ask for images
+                with tf.control_dependencies(None):
+                    self.anchors[v] = tf.Variable(tf.zeros(v.shape, v.dtype.base_dtype), trainable=False,
+                                                  collections=[tf.GraphKeys.LOCAL_VARIABLES], name="anchor")
+        return [(g if g is None else g + self.mu * (v - self.anchors[v]), v) for g, v in pairs]
+
+    def apply_gradients(self, grads_and_vars, global_step=None, name=None):
+        return self._optimizer.apply_gradients(grads_and_vars, global_step=global_step, name=name)
+
+    def get_slot(self, var, name):
+        return self._optimizer.get_slot(var, name)
+
+    def get_slot_names(self):
+        return self._optimizer.get_slot_names()
+
+    def variables(self):
+        return self._optimizer.variables()
+
+
 class FederatedModel:
     """One training graph and its session. The learning-rate schedule spans `rounds` x `steps_per_round` steps
     and is driven by the server's round: round r trains global steps (r-1)*steps_per_round onwards, so the warm-up
     happens once (round 1) and the decay goes on across rounds, instead of restarting in every round. `cpus`
     caps the session's threads and its forked worker processes (a simulated client's share of the machine).
-    `proximal` makes FedProx's anchors (a copy of the round's global weights) and its proximal step; without it
-    the model holds no more than the training step needs."""
+    `proximal` makes FedProx's anchors (a copy of the round's global weights) and its proximal term (_Proximal);
+    without it the model holds no more than the training step needs."""
 
     def __init__(self, cfg: trainer.TrainConfig, steps_per_round: int, rounds: int, cpus: int | None = None,
                  proximal: bool = False):
@@ -66,8 +103,10 @@ class FederatedModel:
                                       workers=min(cfg.workers or cpus, cpus))
         self.cfg = cfg = trainer.resolve(trainer.resolve_options(cfg)[0])
         self.steps_per_round = steps_per_round
+        made: list[_Proximal] = []  # the wrapper training_graph makes, if proximal
+        wrap = (lambda opt: made.append(_Proximal(opt)) or made[0]) if proximal else None
         self.tg = tg = trainer.build_graph(cfg, total_steps=steps_per_round * rounds,
-                                           device_input=trainer.device_input(cfg))
+                                           device_input=trainer.device_input(cfg), wrap_optimizer=wrap)
         with tg.graph.as_default(), tf.name_scope("federated"):
             self.variables = trainer.model_variables(tg)
             self.names = [v.op.name for v in self.variables]
@@ -75,11 +114,10 @@ class FederatedModel:
             # averaged), but statistics of the data, not trained: no FedProx term, no server optimizer step.
             trainable = {id(v) for v in tf.trainable_variables()}
             self.statistics = [v.op.name for v in self.variables if id(v) not in trainable]
-            # The global weights as the round began: set with the weights (from the same vector, in the same run),
-            # read by FedProx's proximal step. A copy of the model: made only where FedProx runs.
-            self._anchors = [tf.Variable(tf.zeros(v.shape, v.dtype.base_dtype), trainable=False,
-                                         collections=[tf.GraphKeys.LOCAL_VARIABLES], name="anchor")
-                             for v in self.variables] if proximal else []
+            # FedProx's anchors, the global weights as the round began (_Proximal): set with the weights (from the
+            # same vector, in the same run).
+            anchors = made[0].anchors if made else {}
+            self._mu = made[0].mu if made else None
             # The weights travel as one float32 vector, split and reshaped in the graph: one feed (one upload on
             # OpenCL) and one fetch (one download), not one per variable.
             for v in self.variables:
@@ -91,7 +129,8 @@ class FederatedModel:
             self._flat = tf.placeholder(tf.float32, [sum(self._sizes)], name="weights")
             parts = [tf.reshape(p, shape) for p, shape in zip(tf.split(self._flat, self._sizes), self.shapes)]
             self._assign = tf.group(*[v.assign(p) for v, p in zip(self.variables, parts)],
-                                    *[a.assign(p) for a, p in zip(self._anchors, parts)], name="set_weights")
+                                    *[anchors[v].assign(p) for v, p in zip(self.variables, parts) if v in anchors],
+                                    name="set_weights")
             self._read = tf.concat([tf.reshape(v, [-1]) for v in self.variables], 0, name="get_weights")
             # Optimizer slots and the global step: everything the optimizer made, never the model's weights.
             model = set(map(id, self.variables))
@@ -99,16 +138,8 @@ class FederatedModel:
             self._step_value = tf.placeholder(tf.int64, [], name="global_step")
             self._reset = tf.group(tf.variables_initializer(slots), tg.global_step.assign(self._step_value),
                                    name="reset_optimizer")
-            # FedProx (Li et al. 2020) as a proximal step after each optimizer step: w -= lr * mu * (w - w_global),
-            # the gradient of mu/2 * ||w - w_global||^2 taken at the learning rate.
-            self._mu = tf.placeholder(tf.float32, [], name="proximal_mu")
-            trained = {id(v) for v in tf.trainable_variables()}
-            with tf.control_dependencies([tg.train_op]):
-                self._prox_step = tf.group(*[v.assign_sub(tg.learning_rate * self._mu * (v - a))
-                                             for v, a in zip(self.variables, self._anchors)
-                                             if id(v) in trained], name="proximal_step") if proximal else None
             self._eval_loss = trainer.eval_loss_sum(tg)
-            self._local_init = tf.variables_initializer(self._anchors)
+            self._local_init = tf.variables_initializer(list(anchors.values()))
             self.saver = tf.train.Saver(max_to_keep=None)
         self.sess = tf.Session(graph=tg.graph, device=cfg.device, memory_budget=cfg.memory_budget,
                                workers=cfg.workers, config=tf.ConfigProto(intra_op_parallelism_threads=cfg.threads))
@@ -116,7 +147,10 @@ class FederatedModel:
 
     def get_weights(self) -> dict[str, np.ndarray]:
         """{variable name: value} of the model's variables (weights, batch norm's moving statistics), read in one
-        session run as one vector."""
+        session run as one vector (one download on OpenCL), or under a memory budget as the variables themselves,
+        without the vector's copy of the model."""
+        if self.cfg.memory_budget:  # one fetch per variable: the vector would be a copy of the model in the plan
+            return dict(zip(self.names, self.sess.run(self.variables)))
         flat = self.sess.run(self._read)
         return {name: part.reshape(shape) for name, part, shape in
                 zip(self.names, np.split(flat, np.cumsum(self._sizes)[:-1]), self.shapes)}
@@ -150,10 +184,12 @@ class FederatedModel:
         self.sess.run(self._reset, {self._step_value: global_step})
 
     def train(self, dataset: tfdata.Dataset, steps: int, server_round: int = 1, proximal_mu: float = 0.0,
-              seed: int | None = None, measure: bool = False) -> dict[str, float]:
+              seed: int | None = None, measure: bool = False, lr: float | None = None) -> dict[str, float]:
         """`steps` optimizer steps on `dataset`'s training set (the trainer's shuffling, augmentation and
         normalization, batch size cfg.batch_size or the shard's size if smaller), from a fresh optimizer at global
-        step (server_round-1)*steps_per_round. Returns {"loss", "accuracy"}: the means over the steps.
+        step (server_round-1)*steps_per_round. Returns {"loss", "accuracy"}: the means over the steps. `lr`, if
+        given (the server's, e.g. Flower's train config "lr"), is every step's learning rate instead of the
+        schedule's.
 
         `measure` (tracemalloc tracing since before this model was made): the last of two or more steps runs under
         tfplus.engine.memory.measure_step, whose "peak" (the NumPy data alive as it starts, the process's own
@@ -163,11 +199,14 @@ class FederatedModel:
         if n == 0:
             raise ValueError("train: the client's shard holds no training examples (a skewed partition); give "
                              "fewer clients or a larger Dirichlet alpha")
-        if proximal_mu and self._prox_step is None:
+        if proximal_mu and self._mu is None:
             raise ValueError(f"train: proximal_mu={proximal_mu} but this model was made without FedProx's anchors; "
                              "make it with FederatedModel(..., proximal=True)")
         self.reset_optimizer((server_round - 1) * self.steps_per_round)
-        step_op = self._prox_step if proximal_mu else tg.train_op
+        step_op = tg.train_op
+        extra = {self._mu: proximal_mu} if self._mu is not None else {}
+        if lr is not None:
+            extra[tg.learning_rate] = np.float32(lr)  # fed: the schedule's tensor takes the server's value
         raw = tg.raw_images is not None
         measured = measure and steps > 1
         losses = np.zeros((steps - measured, 2))
@@ -176,7 +215,7 @@ class FederatedModel:
         with tfdata.train_batches(dataset, min(self.cfg.batch_size, n), seed=seed, augment=self.cfg.augment,
                                   data_format=self.cfg.data_format, raw=raw) as batches:
             for i, (x, y) in zip(range(steps), batches):
-                feed = {**trainer.image_feed(tg, x), tg.labels: y, self._mu: proximal_mu}
+                feed = {**trainer.image_feed(tg, x), tg.labels: y, **extra}
                 if i == len(losses):  # the measured step: the others' fetches, so the others' compiled step
                     from tfplus.engine.memory import measure_step
                     m = measure_step(self.sess, [step_op, tg.loss, tg.accuracy], feed)
