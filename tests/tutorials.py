@@ -343,8 +343,8 @@ def word2vec_sampled_softmax(tf, feeder):
 
 def autoencoder(tf, feeder):
     X = tf.placeholder("float", [None, 16])
-    weights = {"encoder_h1": tf.Variable(tf.random_normal([16, 8])), "encoder_h2": tf.Variable(tf.random_normal([8, 4])),
-               "decoder_h1": tf.Variable(tf.random_normal([4, 8])), "decoder_h2": tf.Variable(tf.random_normal([8, 16]))}
+    weights = {k: tf.Variable(tf.random_normal(shape)) for k, shape in (
+        ("encoder_h1", [16, 8]), ("encoder_h2", [8, 4]), ("decoder_h1", [4, 8]), ("decoder_h2", [8, 16]))}
     biases = {k: tf.Variable(tf.random_normal([n])) for k, n in (("encoder_b1", 8), ("encoder_b2", 4),
                                                                  ("decoder_b1", 8), ("decoder_b2", 16))}
     layer = tf.nn.sigmoid(tf.add(tf.matmul(X, weights["encoder_h1"]), biases["encoder_b1"]))
@@ -437,7 +437,7 @@ def dcgan(tf, feeder):
         with tf.variable_scope("gen"):
             h = tf.reshape(tf.layers.dense(z, 2 * 2 * 8), [-1, 2, 2, 8])
             h = tf.nn.relu(tf.layers.batch_normalization(h, training=is_training))
-            # NOTE: no biases before a batch norm (which takes them out): Adam would amplify their zero gradients' noise.
+            # NOTE: no biases before a batch norm (which takes them out): Adam would amplify their gradients' noise.
             h = tf.layers.conv2d_transpose(h, 4, 3, strides=2, padding="same", use_bias=False)
             h = tf.nn.relu(tf.layers.batch_normalization(h, training=is_training))
             w = tf.get_variable("w_out", [3, 3, 1, 4], initializer=tf.random_normal_initializer(stddev=0.2))

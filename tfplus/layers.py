@@ -104,8 +104,7 @@ def conv2d(inputs, filters, kernel_size, strides=(1, 1), padding="valid", data_f
            kernel_regularizer=None, bias_regularizer=None, activity_regularizer=None, kernel_constraint=None,
            bias_constraint=None, trainable=True, name=None, reuse=None) -> Tensor:
     """2-D convolution; variables `<name>/kernel` [kh, kw, in, filters] and `<name>/bias` [filters]."""
-    if _pair(dilation_rate, "dilation_rate") != (1, 1):
-        raise NotImplementedError("tf.layers.conv2d: dilation_rate other than 1 is not implemented in tfplus")
+    dilation_rate = _pair(dilation_rate, "dilation_rate")
     inputs = convert_to_tensor(inputs)
     fmt = _data_format(data_format)
     n_in = inputs.shape[-1 if fmt == "NHWC" else 1].value
@@ -118,7 +117,7 @@ def conv2d(inputs, filters, kernel_size, strides=(1, 1), padding="valid", data_f
         kernel, bias = _weights([kh, kw, n_in, filters], inputs.dtype, kernel_initializer, bias_initializer,
                                 kernel_regularizer, bias_regularizer, use_bias, trainable, filters)
         stride4 = [1, sh, sw, 1] if fmt == "NHWC" else [1, 1, sh, sw]
-        y = nn_ops.conv2d(inputs, kernel, stride4, _padding(padding), data_format=fmt)
+        y = nn_ops.conv2d(inputs, kernel, stride4, _padding(padding), data_format=fmt, dilations=dilation_rate)
         return _finish(y, bias, activation, activity_regularizer, fmt)
 
 

@@ -8,11 +8,15 @@ for _n in _nn_ops.__all__:
 from tfplus.nn_impl import (  # noqa: E402,F401
     batch_normalization,
     l2_normalize,
+    log_uniform_candidate_sampler,
+    nce_loss,
     relu_layer,
+    sampled_softmax_loss,
     selu,
     sigmoid_cross_entropy_with_logits,
     softsign,
     swish,
+    uniform_candidate_sampler,
     xw_plus_b,
 )
 from tfplus.nn_impl import swish as silu  # noqa: E402,F401

@@ -222,3 +222,140 @@ def sequence_mask(lengths, maxlen=None, dtype=None, name=None) -> Tensor:
         if isinstance(maxlen, int):
             mask.set_shape(lengths.shape.as_list() + [maxlen] if lengths.shape.ndims is not None else None)
         return mask if dtype is None else math_ops.cast(mask, _dt.as_dtype(dtype))
+
+
+# -- Candidate sampling and the sampled losses (TF1's candidate_sampling_ops.py and nn_impl.py) -----------------------
+
+def _expected_tries(probs, num_sampled: int) -> float:
+    """The number of draws n (with replacement) after which the expected number of distinct classes,
+    sum_k 1 - (1 - p_k)^n, is `num_sampled`: how many tries TF's unique sampler makes on average."""
+    import numpy as np
+    log_q = np.log1p(-np.minimum(probs, 1 - 1e-12))
+    lo, hi = float(num_sampled), float(num_sampled)
+    while np.sum(-np.expm1(hi * log_q)) < num_sampled:
+        hi *= 2
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if np.sum(-np.expm1(mid * log_q)) < num_sampled else (lo, mid)
+    return (lo + hi) / 2
+
+
+def _candidate_sampler(probs, true_classes, num_sampled: int, unique: bool, seed, name: str):
+    """(sampled_candidates int64 [num_sampled], true_expected_count [batch, num_true], sampled_expected_count
+    [num_sampled]) for the distribution `probs` (NumPy, over [0, range_max)). Unique samples are drawn without
+    replacement by the Gumbel top-k trick, others with replacement by tf.multinomial: TF's distribution, not
+    its stream of numbers. A unique sample's expected counts are TF's 1 - (1 - p)^tries with the expected number
+    of tries (TF uses its draw's own count)."""
+    import numpy as np
+
+    from tfplus import dtypes as _dt
+    from tfplus.ops import array_ops, random_ops
+    range_max = len(probs)
+    if unique and num_sampled > range_max:
+        raise ValueError(f"{name}: num_sampled ({num_sampled}) must not exceed range_max ({range_max}) when unique")
+    with name_scope(None, name):
+        true_classes = convert_to_tensor(true_classes)
+        if true_classes.shape.ndims not in (None, 2):
+            raise ValueError(f"{name}: true_classes '{true_classes.name}' must be [batch, num_true], got "
+                             f"{true_classes.shape}")
+        log_p = array_ops.constant(np.log(probs), _dt.float32)
+        if unique:
+            u = random_ops.random_uniform([range_max], 1e-20, 1.0, seed=seed)
+            sampled = math_ops.top_k(log_p - math_ops.log(-math_ops.log(u)), num_sampled)[1]
+            log_q = np.log1p(-np.minimum(probs, 1 - 1e-7)).astype(np.float32)
+            counts = array_ops.constant(-np.expm1(_expected_tries(probs, num_sampled) * log_q), _dt.float32)
+        else:
+            sampled = array_ops.reshape(random_ops.multinomial(array_ops.expand_dims(log_p, 0), num_sampled,
+                                                               seed=seed), [num_sampled])
+            counts = array_ops.constant(probs * num_sampled, _dt.float32)
+        sampled = math_ops.cast(sampled, _dt.int64)
+        return (array_ops.stop_gradient(sampled), array_ops.stop_gradient(array_ops.gather(counts, true_classes)),
+                array_ops.stop_gradient(array_ops.gather(counts, sampled)))
+
+
+def log_uniform_candidate_sampler(true_classes, num_true, num_sampled, unique, range_max, seed=None, name=None):
+    """Samples ids from the log-uniform (Zipfian) distribution P(k) = log((k + 2) / (k + 1)) / log(range_max + 1)
+    (words sorted by frequency), as tf.nn.log_uniform_candidate_sampler:
+    (sampled_candidates, true_expected_count, sampled_expected_count)."""
+    import numpy as np
+    k = np.arange(range_max, dtype=np.float64)
+    probs = np.log((k + 2.0) / (k + 1.0)) / np.log(range_max + 1.0)
+    return _candidate_sampler(probs, true_classes, num_sampled, unique, seed, name or "LogUniformCandidateSampler")
+
+
+def uniform_candidate_sampler(true_classes, num_true, num_sampled, unique, range_max, seed=None, name=None):
+    """Samples ids uniformly from [0, range_max), as tf.nn.uniform_candidate_sampler."""
+    import numpy as np
+    return _candidate_sampler(np.full(range_max, 1.0 / range_max), true_classes, num_sampled, unique, seed,
+                              name or "UniformCandidateSampler")
+
+
+def _compute_sampled_logits(weights, biases, labels, inputs, num_sampled, num_classes, num_true, sampled_values,
+                            subtract_log_q, remove_accidental_hits, partition_strategy, seed):
+    """(logits [batch, num_true + num_sampled], labels of the same shape) of the true and the sampled classes,
+    as TF1's _compute_sampled_logits: a gather of only those rows of `weights` and `biases`, so gradients reach
+    only them (IndexedSlices)."""
+    from tfplus import dtypes as _dt
+    from tfplus.ops import array_ops
+    labels = math_ops.cast(convert_to_tensor(labels), _dt.int64)
+    if labels.shape.ndims == 1:
+        labels = array_ops.expand_dims(labels, -1)
+    inputs = convert_to_tensor(inputs)
+    if sampled_values is None:
+        sampled_values = log_uniform_candidate_sampler(labels, num_true, num_sampled, True, num_classes, seed)
+    sampled, true_expected, sampled_expected = (array_ops.stop_gradient(convert_to_tensor(s))
+                                                for s in sampled_values)
+    sampled = math_ops.cast(sampled, _dt.int64)
+    labels_flat = array_ops.reshape(labels, [-1])
+    all_ids = array_ops.concat([labels_flat, sampled], 0)
+    n_true = array_ops.shape(labels_flat)[0]
+    all_w = array_ops.embedding_lookup(weights, all_ids, partition_strategy=partition_strategy)
+    true_w, sampled_w = all_w[:n_true], all_w[n_true:]
+    sampled_logits = math_ops.matmul(inputs, sampled_w, transpose_b=True)
+    all_b = array_ops.embedding_lookup(biases, all_ids, partition_strategy=partition_strategy)
+    true_b, sampled_b = all_b[:n_true], all_b[n_true:]
+    dim = array_ops.shape(true_w)[1:2]
+    # inputs [batch, dim] . true_w [batch, num_true, dim] along dim
+    true_w = array_ops.reshape(true_w, array_ops.concat([[-1, num_true], dim], 0))
+    true_logits = math_ops.reduce_sum(array_ops.expand_dims(inputs, 1) * true_w, -1)
+    true_logits = true_logits + array_ops.reshape(true_b, [-1, num_true])
+    sampled_logits = sampled_logits + sampled_b
+    if remove_accidental_hits:
+        # A sampled class that is one of the example's true classes gets logit -FLT_MAX (TF's weight).
+        hits = math_ops.reduce_any(math_ops.equal(array_ops.expand_dims(labels, 2),
+                                                  array_ops.reshape(sampled, [1, 1, -1])), axis=1)
+        sampled_logits = sampled_logits + math_ops.cast(hits, sampled_logits.dtype) * -3.4028234663852886e38
+    if subtract_log_q:
+        true_logits = true_logits - math_ops.log(true_expected)
+        sampled_logits = sampled_logits - math_ops.log(sampled_expected)
+    out_logits = array_ops.concat([true_logits, sampled_logits], 1)
+    out_labels = array_ops.concat([ones_like(true_logits) / float(num_true), zeros_like(sampled_logits)], 1)
+    return out_logits, out_labels
+
+
+def nce_loss(weights, biases, labels, inputs, num_sampled, num_classes, num_true=1, sampled_values=None,
+             remove_accidental_hits=False, partition_strategy="mod", name="nce_loss", seed=None) -> Tensor:
+    """Noise-contrastive estimation loss [batch]: logistic regression of the true classes against `num_sampled`
+    classes drawn by `sampled_values` (default: the log-uniform sampler, unique), each logit less the log of its
+    expected count, as tf.nn.nce_loss.
+
+        loss = tf.reduce_mean(tf.nn.nce_loss(nce_w, nce_b, labels=[[3]], inputs=embed, num_sampled=5,
+                                             num_classes=100))"""
+    with name_scope(name, "nce_loss"):
+        logits, labels = _compute_sampled_logits(weights, biases, labels, inputs, num_sampled, num_classes, num_true,
+                                                 sampled_values, True, remove_accidental_hits, partition_strategy,
+                                                 seed)
+        return math_ops.reduce_sum(sigmoid_cross_entropy_with_logits(labels=labels, logits=logits), 1)
+
+
+def sampled_softmax_loss(weights, biases, labels, inputs, num_sampled, num_classes, num_true=1, sampled_values=None,
+                         remove_accidental_hits=True, partition_strategy="mod", name="sampled_softmax_loss",
+                         seed=None) -> Tensor:
+    """Softmax cross-entropy [batch] over the true classes and `num_sampled` sampled ones (logits less the log
+    of their expected counts; sampled true classes removed), as tf.nn.sampled_softmax_loss."""
+    from tfplus.ops.nn_ops import softmax_cross_entropy_with_logits_v2
+    with name_scope(name, "sampled_softmax_loss"):
+        logits, labels = _compute_sampled_logits(weights, biases, labels, inputs, num_sampled, num_classes, num_true,
+                                                 sampled_values, True, remove_accidental_hits, partition_strategy,
+                                                 seed)
+        return softmax_cross_entropy_with_logits_v2(labels=stop_gradient(labels), logits=logits)

@@ -206,9 +206,6 @@ def conv2d(inputs, num_outputs, kernel_size, stride=1, padding="SAME", data_form
            weights_regularizer=None, biases_initializer=_ZEROS, biases_regularizer=None, reuse=None,
            variables_collections=None, outputs_collections=None, trainable=True, scope=None) -> Tensor:
     """2-D convolution; variables `<scope>/weights` [kh, kw, in, out] and `<scope>/biases` (scope `Conv`)."""
-    if rate != 1:
-        raise NotImplementedError("tf.contrib.layers.conv2d: rate (dilation) other than 1 is not implemented in "
-                                  "tfplus")
     fmt = data_format or "NHWC"
     if fmt not in ("NHWC", "NCHW"):
         raise ValueError(f"conv2d: data_format must be 'NHWC' or 'NCHW', got {data_format!r}")
@@ -222,7 +219,8 @@ def conv2d(inputs, num_outputs, kernel_size, stride=1, padding="SAME", data_form
             weights_regularizer, None if normalizer_fn is not None else biases_initializer, biases_regularizer,
             trainable, variables_collections)
         strides = [1, sh, sw, 1] if fmt == "NHWC" else [1, 1, sh, sw]
-        y = nn_ops.conv2d(inputs, weights, strides, padding.upper(), data_format=fmt)
+        y = nn_ops.conv2d(inputs, weights, strides, padding.upper(), data_format=fmt,
+                          dilations=_layers._pair(rate, "rate"))
         return _finish(y, biases, normalizer_fn, normalizer_params, activation_fn, outputs_collections, fmt)
 
 
