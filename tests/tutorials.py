@@ -658,7 +658,7 @@ def dilated(tf, feeder):
     target = tf.placeholder(tf.float32, [2, 9, 9, 4])
     w1 = tf.get_variable("w1", [3, 3, 3, 4], initializer=tf.truncated_normal_initializer(stddev=0.3))
     h = tf.nn.atrous_conv2d(images, w1, rate=2, padding="SAME")
-    w2 = tf.get_variable("w2", [3, 3, 4, 4], initializer=tf.truncated_normal_initializer(stddev=0.3))
+    w2 = tf.get_variable("w2", [3, 3, 4, 4], initializer=tf.orthogonal_initializer(gain=0.5))
     # NOTE: TensorFlow's CPU has no Conv2DBackpropFilter for dilations > 1: this one is compared forward only.
     h_dilations = tf.nn.conv2d(tf.stop_gradient(h), tf.stop_gradient(w2), strides=[1, 1, 1, 1], padding="SAME",
                                dilations=[1, 3, 3, 1])
@@ -667,7 +667,9 @@ def dilated(tf, feeder):
                           kernel_initializer=tf.truncated_normal_initializer(stddev=0.3))
     w3 = tf.get_variable("w3", [2, 3, 4, 4], initializer=tf.truncated_normal_initializer(stddev=0.3))
     valid = tf.nn.atrous_conv2d(h2, w3, rate=2, padding="VALID")
-    loss = tf.reduce_mean(tf.square(h2 - target)) + 0.1 * tf.reduce_mean(tf.square(valid))
+    w_wide = tf.get_variable("w_wide", [4, 9], initializer=tf.initializers.orthogonal())
+    loss = tf.reduce_mean(tf.square(h2 - target)) + 0.1 * tf.reduce_mean(tf.square(valid)) + \
+        0.01 * tf.reduce_sum(tf.matmul(tf.reduce_mean(h2, [1, 2]), w_wide))
     train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss)
     xs, ys = data(13, ("n", (2, 9, 9, 3)), ("n", (2, 9, 9, 4)))
     sess = _session_run(tf, feeder)

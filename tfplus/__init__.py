@@ -47,6 +47,7 @@ from tfplus.init_ops import (
     glorot_normal_initializer,
     glorot_uniform_initializer,
     ones_initializer,
+    orthogonal_initializer,
     random_normal_initializer,
     random_uniform_initializer,
     truncated_normal_initializer,
@@ -90,7 +91,8 @@ initializers = _namespace(
     "tf.initializers", zeros=_init.Zeros, ones=_init.Ones, constant=_init.Constant, random_normal=_init.RandomNormal,
     truncated_normal=_init.TruncatedNormal, random_uniform=_init.RandomUniform,
     variance_scaling=_init.VarianceScaling, glorot_uniform=_init.glorot_uniform_initializer,
-    glorot_normal=_init.glorot_normal_initializer, he_normal=_init.he_normal, he_uniform=_init.he_uniform,
+    glorot_normal=_init.glorot_normal_initializer, orthogonal=_init.Orthogonal, he_normal=_init.he_normal,
+    he_uniform=_init.he_uniform,
     global_variables=global_variables_initializer, variables=variables_initializer,
     local_variables=local_variables_initializer)
 keras = _namespace("tf.keras", initializers=initializers)
