@@ -1231,7 +1231,10 @@ def gather_nd(params, indices, name=None, batch_dims=0) -> Tensor:
         strides = stack([reduce_prod(dims[j + 1:k]) for j in builtins.range(k)])
         rows = reduce_sum(multiply(indices, strides), -1)
         flat = reshape(params, concat([[-1], dims[k:]], 0))
-        return gather(flat, rows)
+        out = gather(flat, rows)
+        if params.shape.ndims is not None:
+            out.set_shape(indices.shape.as_list()[:-1] + params.shape.as_list()[k:])
+        return out
 
 
 # -- ShapeN --------------------------------------------------------------------------------------------------

@@ -226,26 +226,13 @@ def sequence_mask(lengths, maxlen=None, dtype=None, name=None) -> Tensor:
 
 # -- Candidate sampling and the sampled losses (TF1's candidate_sampling_ops.py and nn_impl.py) -----------------------
 
-def _expected_tries(probs, num_sampled: int) -> float:
-    """The number of draws n (with replacement) after which the expected number of distinct classes,
-    sum_k 1 - (1 - p_k)^n, is `num_sampled`: how many tries TF's unique sampler makes on average."""
-    import numpy as np
-    log_q = np.log1p(-np.minimum(probs, 1 - 1e-12))
-    lo, hi = float(num_sampled), float(num_sampled)
-    while np.sum(-np.expm1(hi * log_q)) < num_sampled:
-        hi *= 2
-    for _ in range(60):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if np.sum(-np.expm1(mid * log_q)) < num_sampled else (lo, mid)
-    return (lo + hi) / 2
-
-
 def _candidate_sampler(probs, true_classes, num_sampled: int, unique: bool, seed, name: str):
     """(sampled_candidates int64 [num_sampled], true_expected_count [batch, num_true], sampled_expected_count
     [num_sampled]) for the distribution `probs` (NumPy, over [0, range_max)). Unique samples are drawn without
     replacement by the Gumbel top-k trick, others with replacement by tf.multinomial: TF's distribution, not
-    its stream of numbers. A unique sample's expected counts are TF's 1 - (1 - p)^tries with the expected number
-    of tries (TF uses its draw's own count)."""
+    its stream of numbers. A unique sample's expected counts are TF's: 1 - (1 - p)^tries, or p * num_sampled
+    when tries == num_sampled, with the number of tries TF's rejection sampler would have made for this sample
+    drawn alongside it (before its j-th new class, geometric with success 1 - the mass of the first j)."""
     import numpy as np
 
     from tfplus import dtypes as _dt
@@ -259,18 +246,27 @@ def _candidate_sampler(probs, true_classes, num_sampled: int, unique: bool, seed
             raise ValueError(f"{name}: true_classes '{true_classes.name}' must be [batch, num_true], got "
                              f"{true_classes.shape}")
         log_p = array_ops.constant(np.log(probs), _dt.float32)
+        p = array_ops.constant(probs, _dt.float32)
         if unique:
-            u = random_ops.random_uniform([range_max], 1e-20, 1.0, seed=seed)
-            sampled = math_ops.top_k(log_p - math_ops.log(-math_ops.log(u)), num_sampled)[1]
-            log_q = np.log1p(-np.minimum(probs, 1 - 1e-7)).astype(np.float32)
-            counts = array_ops.constant(-np.expm1(_expected_tries(probs, num_sampled) * log_q), _dt.float32)
+            u = random_ops.random_uniform([range_max + num_sampled], 1e-20, 1.0, seed=seed)
+            gumbel = -math_ops.log(-math_ops.log(u[:range_max]))
+            sampled = math_ops.top_k(log_p + gumbel, num_sampled)[1]  # in the order they would be drawn
+            taken = math_ops.cumsum(array_ops.gather(p, sampled), exclusive=True)
+            tries = math_ops.reduce_sum(1.0 + math_ops.floor(math_ops.log(u[range_max:]) / math_ops.log(taken)))
+
+            def counts(ids):
+                p_ids = array_ops.gather(p, ids)
+                return math_ops.where(math_ops.equal(tries, float(num_sampled)), p_ids * float(num_sampled),
+                                      1.0 - math_ops.exp(tries * math_ops.log1p(-p_ids)))
         else:
             sampled = array_ops.reshape(random_ops.multinomial(array_ops.expand_dims(log_p, 0), num_sampled,
                                                                seed=seed), [num_sampled])
-            counts = array_ops.constant(probs * num_sampled, _dt.float32)
+
+            def counts(ids):
+                return array_ops.gather(p, ids) * float(num_sampled)
         sampled = math_ops.cast(sampled, _dt.int64)
-        return (array_ops.stop_gradient(sampled), array_ops.stop_gradient(array_ops.gather(counts, true_classes)),
-                array_ops.stop_gradient(array_ops.gather(counts, sampled)))
+        return (array_ops.stop_gradient(sampled), array_ops.stop_gradient(counts(true_classes)),
+                array_ops.stop_gradient(counts(sampled)))
 
 
 def log_uniform_candidate_sampler(true_classes, num_true, num_sampled, unique, range_max, seed=None, name=None):
