@@ -473,7 +473,9 @@ def dcgan(tf, feeder):
         out["d_loss"].append(sess.run([d_opt, d_loss], {images: xs, z: zs, is_training: True})[1])
         out["g_loss"].append(sess.run([g_opt, g_loss], {z: zs, images: xs, is_training: True})[1])
     out["sample"], out["valid"] = sess.run([fake, valid], {z: zs, is_training: False})
-    moving = [v.op.name for v in tf.global_variables() if "moving_" in v.op.name]
+    # NOTE: the discriminator's moving averages are updated by both of its applications, in an order (and with
+    # reads) that TensorFlow leaves open; the generator's are compared.
+    moving = [v.op.name for v in tf.global_variables() if "moving_" in v.op.name and v.op.name.startswith("gen/")]
     out = _trained(tf, sess, {k: np.array(v) for k, v in out.items()})
     out = _trained(tf, sess, out, names=moving)
     sess.close()
