@@ -55,7 +55,7 @@ from tfplus.init_ops import (
     zeros_initializer,
 )
 from tfplus.nn import sigmoid, tanh  # TF1 has both at the top level too
-from tfplus.ops import array_ops, math_ops, random_ops, state_ops
+from tfplus.ops import array_ops, composite_ops, math_ops, random_ops, state_ops
 from tfplus.ops.control_flow_ops import group, no_op
 from tfplus.ops.control_flow_ops import tuple_ as tuple
 from tfplus.ops.random_ops import random_normal, random_uniform, set_random_seed, truncated_normal
@@ -81,7 +81,7 @@ from tfplus.variables import (
 __version__ = "0.1.0"
 
 # Ops: every public wrapper that an ops module lists in __all__ becomes tf.<name>.
-for _m in (array_ops, math_ops, random_ops, state_ops):
+for _m in (array_ops, math_ops, random_ops, state_ops, composite_ops):
     for _n in getattr(_m, "__all__", ()):
         globals()[_n] = getattr(_m, _n)
 

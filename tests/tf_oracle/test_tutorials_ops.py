@@ -14,16 +14,16 @@ def _rand(*shape, seed=0):
 
 def _run(mod, build, arrays, device=None, grads=True):
     """build(mod, *placeholders) -> output, run with `arrays`; with `grads` also the gradients of
-    sum(output * w) (a fixed random w) with respect to every input."""
+    sum(output^2 / 2 + 0.3 output) with respect to every input."""
     g = mod.Graph()
     with g.as_default():
         phs = [mod.placeholder(mod.as_dtype(a.dtype), a.shape) for a in arrays]
         out = build(mod, *phs)
         fetches = [out]
         if grads:
-            w = mod.constant(_rand(*out.shape.as_list(), seed=9).astype(arrays[0].dtype))
-            # Sparse gradients (IndexedSlices, as of a gather) made dense.
-            fetches += [mod.convert_to_tensor(d) for d in mod.gradients(mod.reduce_sum(out * w), phs)]
+            # Sparse gradients (IndexedSlices, as of a gather) made dense; d loss / d out = out + 0.3.
+            loss = mod.reduce_sum(0.5 * mod.square(out) + 0.3 * out)
+            fetches += [mod.convert_to_tensor(d) for d in mod.gradients(loss, phs)]
         kwargs = {"graph": g, "device": device} if mod is tf else {"graph": g}
         with mod.Session(**kwargs) as s:
             return s.run(fetches, dict(zip(phs, arrays)))
@@ -158,3 +158,48 @@ def test_sampled_losses_train_only_the_sampled_rows(loss_fn):
             assert set(np.flatnonzero(np.abs(gw).sum(1))) <= rows and set(np.flatnonzero(gb)) <= rows
             # Each sampled row that is not a true class is pushed by the loss.
             assert all(gb[k] != 0 for k in ids if k not in (3, 9))
+
+
+# TF1's composite functions (tfplus.ops.composite_ops): name -> (build(module, *inputs), inputs); the values and the
+# gradients of each against TensorFlow's.
+_M = _rand(3, 4, seed=11)
+_COMPOSITES = {
+    "norm": (lambda m, x: m.norm(x), [_M]),
+    "norm_axis_keepdims": (lambda m, x: m.norm(x, axis=1, keepdims=True), [_M]),
+    "norm_1": (lambda m, x: m.norm(x, ord=1, axis=0), [_M]),
+    "norm_inf": (lambda m, x: m.norm(x, ord=np.inf, axis=-1), [_M]),
+    "norm_fro_matrix": (lambda m, x: m.norm(x, ord="fro", axis=[1, 2]), [_rand(2, 3, 4, seed=12)]),
+    "norm_p3": (lambda m, x: m.norm(x, ord=3, axis=1), [_M]),
+    "tensordot_1": (lambda m, a, b: m.tensordot(a, b, 1), [_rand(2, 3, 4), _rand(4, 5, seed=1)]),
+    "tensordot_axes": (lambda m, a, b: m.tensordot(a, b, [[0, 2], [2, 0]]), [_rand(2, 3, 4), _rand(4, 5, 2, seed=1)]),
+    "einsum_matmul": (lambda m, a, b: m.einsum("ij,jk->ik", a, b), [_rand(3, 4), _rand(4, 2, seed=1)]),
+    "einsum_attention": (lambda m, q, k: m.einsum("bqd,bkd->bqk", q, k), [_rand(2, 3, 4), _rand(2, 5, 4, seed=1)]),
+    "einsum_transpose_sum": (lambda m, a: m.einsum("ijk->kj", a), [_rand(2, 3, 4)]),
+    "einsum_implicit_outer": (lambda m, a, b: m.einsum("i,j", a, b), [_rand(3), _rand(4, seed=1)]),
+    "reverse": (lambda m, x: m.reverse(x, [0, 2]), [_rand(2, 3, 4)]),
+    "reverse_v2": (lambda m, x: m.reverse_v2(x, [-1]), [_M]),
+    "boolean_mask": (lambda m, x: m.boolean_mask(x, x[:, 0] > 0), [_M]),
+    "boolean_mask_2d": (lambda m, x: m.boolean_mask(x, x > 0), [_M]),
+    "scatter_nd": (lambda m, u: m.scatter_nd([[1, 0], [2, 3], [1, 0]], u, [3, 4, 2]), [_rand(3, 2)]),
+    "eye": (lambda m, x: x * m.eye(3, 4), [_M[:, :4]]),
+    "eye_batch": (lambda m, x: x + m.eye(2, batch_shape=[3]), [_rand(3, 2, 2)]),
+    "linspace": (lambda m, x: x * m.linspace(0.0, 1.0, 4), [_M]),
+    "lin_space": (lambda m, x: x * m.lin_space(-2.0, 3.0, 4), [_M]),
+    "band_lower": (lambda m, x: m.matrix_band_part(x, -1, 0), [_rand(2, 4, 4)]),
+    "band_1_2": (lambda m, x: m.matrix_band_part(x, 1, 2), [_M]),
+    "matrix_diag": (lambda m, x: m.matrix_diag(x), [_M]),
+    "diag": (lambda m, x: m.diag(x), [_rand(4)]),
+    "meshgrid_xy": (lambda m, a, b: m.stack(m.meshgrid(a, b), 0), [_rand(3), _rand(4, seed=1)]),
+    "meshgrid_ij": (lambda m, a, b: m.stack(m.meshgrid(a, b, indexing="ij"), 0), [_rand(3), _rand(4, seed=1)]),
+    "sort": (lambda m, x: m.sort(x), [_M]),
+    "sort_descending": (lambda m, x: m.sort(x, direction="DESCENDING"), [_M]),
+    "argsort": (lambda m, x: m.cast(m.argsort(x), m.float32) * x, [_M]),
+    "segment_sum": (lambda m, x: m.segment_sum(x, [0, 0, 2]), [_M]),
+    "segment_mean": (lambda m, x: m.segment_mean(x, [0, 1, 1]), [_M]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_COMPOSITES))
+def test_composites_match_tensorflow(tf1, device, name):
+    build, arrays = _COMPOSITES[name]
+    _same(tf1, device, build, arrays)
