@@ -378,10 +378,38 @@ def _matmul_grad(op, grad):
 
 def matmul(a, b, transpose_a=False, transpose_b=False, adjoint_a=False, adjoint_b=False, a_is_sparse=False,
            b_is_sparse=False, name=None) -> Tensor:
-    """Matrix product of two rank-2 tensors: `tf.matmul(x, w)`, `tf.matmul(a, b, transpose_b=True)`."""
+    """Matrix product of two rank-2 tensors: `tf.matmul(x, w)`, `tf.matmul(a, b, transpose_b=True)`; of
+    higher ranks, the product of the innermost matrices with the batch dims broadcast (TF's BatchMatMulV2).
+
+        scores = tf.matmul(q, k, transpose_b=True)   # [batch, heads, q, d] x [batch, heads, k, d]
+    """
     a, b = _operands(a, b)
-    return apply_op("MatMul", [a, b], {"transpose_a": bool(transpose_a or adjoint_a),
-                                       "transpose_b": bool(transpose_b or adjoint_b)}, name)
+    ta, tb = bool(transpose_a or adjoint_a), bool(transpose_b or adjoint_b)
+    if (a.shape.ndims or 2) > 2 or (b.shape.ndims or 2) > 2:
+        return _batch_matmul(a, b, ta, tb, name)
+    return apply_op("MatMul", [a, b], {"transpose_a": ta, "transpose_b": tb}, name)
+
+
+def _batch_matmul(a, b, transpose_a: bool, transpose_b: bool, name) -> Tensor:
+    """The batched product as sum_k a[..., i, k] * b[..., k, j]: a broadcast Mul and a Sum (a general path that
+    every device runs and differentiates, with a [..., i, k, j] intermediate)."""
+    from tfplus.framework import name_scope
+
+    def inner(t, swap):
+        if t.shape.ndims is None:
+            raise ValueError(f"tf.matmul: '{t.name}' needs a known rank for a batched product")
+        if not swap:
+            return t
+        perm = list(builtins.range(t.shape.ndims))
+        perm[-2:] = perm[-1], perm[-2]
+        return array_ops.transpose(t, perm)
+    with name_scope(name, "MatMul"):
+        a, b = inner(a, transpose_a), inner(b, transpose_b)
+        ka, kb = a.shape.as_list()[-1], b.shape.as_list()[-2]
+        if ka is not None and kb is not None and ka != kb:
+            raise ValueError(f"tf.matmul: the innermost matrices of a (shape {a.shape}) and b (shape {b.shape}), "
+                             f"after any transposes, must agree on the inner dimension: {ka} != {kb}")
+        return reduce_sum(multiply(array_ops.expand_dims(a, -1), array_ops.expand_dims(b, -3)), -2)
 
 
 # -- unary elementwise ops -----------------------------------------------------------------------------------

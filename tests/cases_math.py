@@ -267,7 +267,7 @@ def test_matmul_inner_dim_mismatch_names_node_and_shapes():
 
 def test_matmul_rank_and_dtype_errors():
     with pytest.raises(ValueError, match="matrices"):
-        tf.matmul(tf.zeros([2, 3, 4]), tf.zeros([4, 2]))
+        tf.matmul(tf.zeros([2, 3, 4]), tf.zeros([5, 2]))  # a batched product whose inner dims differ
     with pytest.raises(TypeError, match="one dtype"):
         tf.matmul(tf.zeros([2, 3]), tf.zeros([3, 2], tf.float64))
 

@@ -91,7 +91,55 @@ def contrib(tf):
         axes = [a for a, on in ((0, average_across_batch), (1, average_across_timesteps)) if on]
         return tf.reduce_sum(crossent, axes) / (tf.reduce_sum(weights, axes) + 1e-12)
 
-    ns.layers = type("layers", (), {"l2_regularizer": staticmethod(l2_regularizer)})
+    def batch_norm(inputs, decay=0.999, center=True, scale=False, epsilon=0.001, activation_fn=None,
+                   updates_collections=tf.GraphKeys.UPDATE_OPS, is_training=True, scope=None):
+        # TF1's contrib batch_norm, fused path (is_training a Python bool here).
+        with tf.variable_scope(scope, default_name="BatchNorm"):
+            x = inputs if inputs.shape.ndims == 4 else tf.reshape(inputs, [-1, 1, 1, inputs.shape.as_list()[-1]])
+            c = x.shape.as_list()[-1]
+            beta = tf.get_variable("beta", [c], initializer=tf.zeros_initializer()) if center else tf.zeros([c])
+            gamma = tf.get_variable("gamma", [c], initializer=tf.ones_initializer()) if scale else tf.ones([c])
+            mm = tf.get_variable("moving_mean", [c], initializer=tf.zeros_initializer(), trainable=False)
+            mv = tf.get_variable("moving_variance", [c], initializer=tf.ones_initializer(), trainable=False)
+            if is_training:
+                y, mean, var = tf.nn.fused_batch_norm(x, gamma, beta, epsilon=epsilon)
+                updates = [tf.assign_sub(mm, (mm - mean) * (1 - decay)), tf.assign_sub(mv, (mv - var) * (1 - decay))]
+                if updates_collections is None:
+                    with tf.control_dependencies(updates):
+                        y = tf.identity(y)
+                else:
+                    for u in updates:
+                        tf.add_to_collection(updates_collections, u)
+            else:
+                y = tf.nn.fused_batch_norm(x, gamma, beta, mm, mv, epsilon=epsilon, is_training=False)[0]
+            y = y if inputs.shape.ndims == 4 else tf.reshape(y, tf.shape(inputs))
+            return y if activation_fn is None else activation_fn(y)
+
+    def layer_norm(inputs, center=True, scale=True, begin_norm_axis=1, begin_params_axis=-1, scope=None):
+        with tf.variable_scope(scope, default_name="LayerNorm"):
+            shape = inputs.shape.as_list()[begin_params_axis:]
+            beta = tf.get_variable("beta", shape, initializer=tf.zeros_initializer()) if center else None
+            gamma = tf.get_variable("gamma", shape, initializer=tf.ones_initializer()) if scale else None
+            axes = list(range(begin_norm_axis % inputs.shape.ndims, inputs.shape.ndims))
+            mean, variance = tf.nn.moments(inputs, axes, keep_dims=True)
+            return tf.nn.batch_normalization(inputs, mean, variance, beta, gamma, 1e-12)
+
+    def conv2d_transpose(inputs, num_outputs, kernel_size, stride=1, padding="SAME", activation_fn=tf.nn.relu,
+                         scope=None):
+        with tf.variable_scope(scope, default_name="Conv2d_transpose"):
+            n, h, w, c = inputs.shape.as_list()
+            weights = tf.get_variable("weights", [kernel_size, kernel_size, num_outputs, c],
+                                      initializer=tf.glorot_uniform_initializer())
+            biases = tf.get_variable("biases", [num_outputs], initializer=tf.zeros_initializer())
+            extra = 0 if padding == "SAME" else max(kernel_size - stride, 0)
+            y = tf.nn.conv2d_transpose(inputs, weights, [n, h * stride + extra, w * stride + extra, num_outputs],
+                                       [1, stride, stride, 1], padding)
+            y = tf.nn.bias_add(y, biases)
+            return y if activation_fn is None else activation_fn(y)
+
+    ns.layers = type("layers", (), {"l2_regularizer": staticmethod(l2_regularizer),
+                                    "batch_norm": staticmethod(batch_norm), "layer_norm": staticmethod(layer_norm),
+                                    "conv2d_transpose": staticmethod(conv2d_transpose)})
     ns.legacy_seq2seq = type("legacy_seq2seq", (), {"sequence_loss_by_example": staticmethod(sequence_loss_by_example)})
     ns.seq2seq = type("seq2seq", (), {"sequence_loss": staticmethod(sequence_loss)})
     return ns
@@ -682,9 +730,197 @@ def dilated(tf, feeder):
     return out
 
 
+# ---- scripts in the style of popular repositories: DCGAN-tensorflow, WGAN-GP, a Transformer block ----------------
+
+def dcgan_carpedm20(tf, feeder):
+    batch, z_dim = 4, 6
+
+    class batch_norm:
+        def __init__(self, epsilon=1e-5, momentum=0.9, name="batch_norm"):
+            self.epsilon, self.momentum, self.name = epsilon, momentum, name
+
+        def __call__(self, x, train=True):
+            return contrib(tf).layers.batch_norm(x, decay=self.momentum, updates_collections=None,
+                                                 epsilon=self.epsilon, scale=True, is_training=train, scope=self.name)
+
+    def conv2d(input_, output_dim, k=3, d=2, stddev=0.02, name="conv2d"):
+        with tf.variable_scope(name):
+            w = tf.get_variable("w", [k, k, input_.get_shape()[-1], output_dim],
+                                initializer=tf.truncated_normal_initializer(stddev=stddev))
+            conv = tf.nn.conv2d(input_, w, strides=[1, d, d, 1], padding="SAME")
+            biases = tf.get_variable("biases", [output_dim], initializer=tf.constant_initializer(0.0))
+            return tf.reshape(tf.nn.bias_add(conv, biases), conv.get_shape())
+
+    def deconv2d(input_, output_shape, k=3, d=2, stddev=0.02, name="deconv2d"):
+        with tf.variable_scope(name):
+            w = tf.get_variable("w", [k, k, output_shape[-1], input_.get_shape()[-1]],
+                                initializer=tf.random_normal_initializer(stddev=stddev))
+            deconv = tf.nn.conv2d_transpose(input_, w, output_shape=output_shape, strides=[1, d, d, 1])
+            biases = tf.get_variable("biases", [output_shape[-1]], initializer=tf.constant_initializer(0.0))
+            return tf.reshape(tf.nn.bias_add(deconv, biases), deconv.get_shape())
+
+    def lrelu(x, leak=0.2):
+        return tf.maximum(x, leak * x)
+
+    def linear(input_, output_size, scope=None, stddev=0.02, bias_start=0.0):
+        shape = input_.get_shape().as_list()
+        with tf.variable_scope(scope or "Linear"):
+            matrix = tf.get_variable("Matrix", [shape[1], output_size], tf.float32,
+                                     tf.random_normal_initializer(stddev=stddev))
+            bias = tf.get_variable("bias", [output_size], initializer=tf.constant_initializer(bias_start))
+            return tf.matmul(input_, matrix) + bias
+
+    d_bn1, d_bn2, g_bn0, g_bn1 = (batch_norm(name=n) for n in ("d_bn1", "d_bn2", "g_bn0", "g_bn1"))
+
+    def discriminator(image, reuse=False):
+        with tf.variable_scope("discriminator") as scope:
+            if reuse:
+                scope.reuse_variables()
+            h0 = lrelu(conv2d(image, 4, name="d_h0_conv"))
+            h1 = lrelu(d_bn1(conv2d(h0, 8, name="d_h1_conv")))
+            h2 = lrelu(d_bn2(conv2d(h1, 8, name="d_h2_conv")))
+            h3 = linear(tf.reshape(h2, [batch, -1]), 1, "d_h3_lin")
+            return tf.nn.sigmoid(h3), h3
+
+    def generator(z):
+        with tf.variable_scope("generator"):
+            h0 = tf.nn.relu(g_bn0(tf.reshape(linear(z, 2 * 2 * 8, "g_h0_lin"), [-1, 2, 2, 8])))
+            h1 = tf.nn.relu(g_bn1(deconv2d(h0, [batch, 4, 4, 4], name="g_h1")))
+            return tf.nn.tanh(deconv2d(h1, [batch, 8, 8, 1], name="g_h2"))
+
+    inputs = tf.placeholder(tf.float32, [batch, 8, 8, 1], name="real_images")
+    z = tf.placeholder(tf.float32, [batch, z_dim], name="z")
+    G = generator(z)
+    D, D_logits = discriminator(inputs, reuse=False)
+    D_, D_logits_ = discriminator(G, reuse=True)
+
+    def sigmoid_cross_entropy_with_logits(x, y):
+        return tf.nn.sigmoid_cross_entropy_with_logits(logits=x, labels=y)
+    d_loss = tf.reduce_mean(sigmoid_cross_entropy_with_logits(D_logits, tf.ones_like(D))) + \
+        tf.reduce_mean(sigmoid_cross_entropy_with_logits(D_logits_, tf.zeros_like(D_)))
+    g_loss = tf.reduce_mean(sigmoid_cross_entropy_with_logits(D_logits_, tf.ones_like(D_)))
+    t_vars = tf.trainable_variables()
+    d_vars = [var for var in t_vars if "d_" in var.name]
+    g_vars = [var for var in t_vars if "g_" in var.name]
+    d_optim = tf.train.AdamOptimizer(0.0002, beta1=0.5).minimize(d_loss, var_list=d_vars)
+    g_optim = tf.train.AdamOptimizer(0.0002, beta1=0.5).minimize(g_loss, var_list=g_vars)
+    zs, xs = data(14, ("n", (batch, z_dim)), ("f", (batch, 8, 8, 1)))
+    sess = _session_run(tf, feeder)
+    out = {"d_loss": [], "g_loss": []}
+    for _ in range(2):
+        out["d_loss"].append(sess.run([d_optim, d_loss], {inputs: xs, z: zs})[1])
+        out["g_loss"].append(sess.run([g_optim, g_loss], {z: zs})[1])
+    # NOTE: the biases of the convolutions before a batch norm are left out: the norm takes them out, and Adam
+    # makes steps of their zero gradients' rounding noise.
+    keep = [v.op.name for v in t_vars if not (v.op.name.endswith("biases") and ("_h1" in v.op.name or
+                                                                              "_h2_conv" in v.op.name))]
+    gen_moving = [v.op.name for v in tf.global_variables() if v.op.name.startswith("generator/g_bn")]
+    out = _trained(tf, sess, {k: np.array(v) for k, v in out.items()}, names=keep + gen_moving)
+    sess.close()
+    return out
+
+
+def wgan_gp(tf, feeder):
+    batch, lam = 6, 10.0
+    real = tf.placeholder(tf.float32, [batch, 5])
+    z = tf.placeholder(tf.float32, [batch, 3])
+
+    def generator(z):
+        with tf.variable_scope("generator"):
+            return tf.layers.dense(tf.layers.dense(z, 8, tf.nn.relu), 5)
+
+    def critic(x):
+        with tf.variable_scope("critic", reuse=tf.AUTO_REUSE):
+            h = tf.layers.dense(x, 8, activation=tf.nn.leaky_relu)
+            return tf.layers.dense(tf.nn.tanh(h), 1)
+
+    fake = generator(z)
+    alpha = tf.random_uniform(shape=[batch, 1], minval=0.0, maxval=1.0)
+    interpolates = real + alpha * (fake - real)
+    gradients = tf.gradients(critic(interpolates), [interpolates])[0]
+    slopes = tf.sqrt(tf.reduce_sum(tf.square(gradients), reduction_indices=[1]))
+    gradient_penalty = tf.reduce_mean((slopes - 1.0) ** 2)
+    norm_penalty = tf.reduce_mean(tf.square(tf.norm(gradients, axis=1) - 1.0))
+    d_loss = tf.reduce_mean(critic(fake)) - tf.reduce_mean(critic(real)) + lam * gradient_penalty
+    g_loss = -tf.reduce_mean(critic(fake))
+    c_vars = tf.get_collection(tf.GraphKeys.TRAINABLE_VARIABLES, scope="critic")
+    g_vars = tf.get_collection(tf.GraphKeys.TRAINABLE_VARIABLES, scope="generator")
+    d_train = tf.train.AdamOptimizer(1e-3, beta1=0.5, beta2=0.9).minimize(d_loss, var_list=c_vars)
+    g_train = tf.train.AdamOptimizer(1e-3, beta1=0.5, beta2=0.9).minimize(g_loss, var_list=g_vars)
+    clip = [v.assign(tf.clip_by_value(v, -0.5, 0.5)) for v in c_vars]  # WGAN's weight clipping
+    xs, zs = data(15, ("n", (batch, 5)), ("n", (batch, 3)))
+    sess = _session_run(tf, feeder)
+    feeds = feeder.feeds(tf)
+    out = {"d_loss": [], "g_loss": [], "penalty": []}
+    for _ in range(3):
+        # NOTE: the losses before the step: fetched with it, TensorFlow may read some weights after the update.
+        dl, gp, npen = sess.run([d_loss, gradient_penalty, norm_penalty], {real: xs, z: zs, **feeds})
+        sess.run(d_train, {real: xs, z: zs, **feeds})
+        sess.run(clip)
+        out["d_loss"].append(dl)
+        out["penalty"].append([gp, npen])
+        out["g_loss"].append(sess.run([g_train, g_loss], {z: zs})[1])
+    out = _trained(tf, sess, {k: np.array(v) for k, v in out.items()})
+    sess.close()
+    return out
+
+
+def transformer_block(tf, feeder):
+    batch, seq, d_model, heads, vocab = 2, 5, 8, 2, 11
+    tokens = tf.placeholder(tf.int32, [None, seq])
+    targets = tf.placeholder(tf.int32, [None, seq])
+    lengths = tf.placeholder(tf.int32, [None])
+    d_head = d_model // heads
+    embedding = tf.get_variable("embedding", [vocab, d_model], initializer=tf.random_normal_initializer(0, 0.3))
+    positions = tf.range(seq, dtype=tf.float32)[:, None] / tf.pow(
+        10000.0, tf.range(0, d_model, 2, dtype=tf.float32)[None, :] / d_model)
+    pos_encoding = tf.concat([tf.sin(positions), tf.cos(positions)], axis=1)
+    x = tf.nn.embedding_lookup(embedding, tokens) * np.sqrt(d_model) + pos_encoding
+
+    def split_heads(t):
+        return tf.transpose(tf.reshape(t, [-1, seq, heads, d_head]), [0, 2, 1, 3])
+
+    with tf.variable_scope("attention"):
+        q = split_heads(tf.layers.dense(x, d_model, use_bias=False, name="q"))
+        k = split_heads(tf.layers.dense(x, d_model, use_bias=False, name="k"))
+        v = split_heads(tf.layers.dense(x, d_model, use_bias=False, name="v"))
+        scores = tf.einsum("bhqd,bhkd->bhqk", q, k) / np.sqrt(d_head)
+        causal = tf.matrix_band_part(tf.ones([seq, seq]), -1, 0)
+        padding = tf.cast(tf.sequence_mask(lengths, seq), tf.float32)[:, None, None, :]
+        scores += (1.0 - causal * padding) * -1e9
+        weights = tf.nn.softmax(scores, axis=-1)
+        context = tf.reshape(tf.transpose(tf.matmul(weights, v), [0, 2, 1, 3]), [-1, seq, d_model])
+        attended = contrib(tf).layers.layer_norm(x + tf.layers.dense(context, d_model, name="out"),
+                                                 begin_norm_axis=-1, scope="ln1")
+    with tf.variable_scope("ffn"):
+        w1 = tf.get_variable("w1", [d_model, 16])
+        hidden = tf.nn.relu(tf.tensordot(attended, w1, axes=[[2], [0]]))
+        ffn = tf.layers.dense(hidden, d_model, name="w2")
+        y = contrib(tf).layers.layer_norm(attended + ffn, begin_norm_axis=-1, scope="ln2")
+    logits = tf.tensordot(y, embedding, axes=[[2], [1]])
+    mask = tf.sequence_mask(lengths, seq, dtype=tf.float32)
+    xent = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=targets, logits=logits)
+    loss = tf.reduce_sum(xent * mask) / tf.reduce_sum(mask)
+    masked = tf.boolean_mask(xent, tf.cast(mask, tf.bool))
+    global_step = tf.train.get_or_create_global_step()
+    warmup = tf.minimum(tf.cast(global_step + 1, tf.float32) / 3.0, 1.0)
+    train_op = tf.train.AdamOptimizer(0.01 * warmup, beta1=0.9, beta2=0.98, epsilon=1e-9).minimize(
+        loss, global_step=global_step)
+    toks, tgts = data(16, ("i", (batch, seq), vocab), ("i", (batch, seq), vocab))
+    lens = np.array([5, 3], np.int32)
+    sess = _session_run(tf, feeder)
+    out = {"loss": []}
+    for _ in range(3):
+        out["loss"].append(sess.run([train_op, loss], {tokens: toks, targets: tgts, lengths: lens})[1])
+    out["masked"], out["attention"] = sess.run([masked, weights], {tokens: toks, targets: tgts, lengths: lens})
+    out = _trained(tf, sess, {k: np.array(v) for k, v in out.items()})
+    sess.close()
+    return out
+
+
 SCRIPTS = {f.__name__: f for f in (mnist_softmax, deep_mnist, cifar10, word2vec_nce, word2vec_sampled_softmax,
                                    autoencoder, vae, gan, dcgan, ptb_lstm, char_rnn, policy_gradient, dqn, resnet,
-                                   dilated)}
+                                   dilated, dcgan_carpedm20, wgan_gp, transformer_block)}
 
 
 def run_script(tf, name: str, feeder: Feeder) -> dict:

@@ -196,6 +196,10 @@ _COMPOSITES = {
     "argsort": (lambda m, x: m.cast(m.argsort(x), m.float32) * x, [_M]),
     "segment_sum": (lambda m, x: m.segment_sum(x, [0, 0, 2]), [_M]),
     "segment_mean": (lambda m, x: m.segment_mean(x, [0, 1, 1]), [_M]),
+    "matmul_batched": (lambda m, a, b: m.matmul(a, b), [_rand(2, 3, 4), _rand(2, 4, 5, seed=1)]),
+    "matmul_batched_transposed": (lambda m, a, b: m.matmul(a, b, transpose_a=True, transpose_b=True),
+                                  [_rand(2, 2, 4, 3), _rand(2, 2, 5, 4, seed=1)]),
+    "matmul_broadcast": (lambda m, a, b: m.matmul(a, b), [_rand(2, 3, 4), _rand(4, 5, seed=1)]),
 }
 
 
