@@ -19,7 +19,7 @@ from tfplus.ops import array_ops, math_ops
 
 __all__ = ["norm", "tensordot", "einsum", "reverse", "reverse_v2", "boolean_mask", "scatter_nd", "eye", "linspace",
            "lin_space", "matrix_band_part", "matrix_diag", "diag", "meshgrid", "sort", "argsort", "segment_sum",
-           "segment_mean"]
+           "segment_mean", "arg_max", "arg_min", "reverse_sequence"]
 
 
 def _static(t: Tensor, axis: int, what: str) -> int:
@@ -280,3 +280,40 @@ def segment_mean(data, segment_ids, name=None) -> Tensor:
         count = array_ops.reshape(math_ops.maximum(count, 1.0), array_ops.concat(
             [array_ops.shape(count), array_ops.ones([(data.shape.ndims or 1) - 1], _dt.int32)], 0))
         return total / count
+
+
+def arg_max(input, dimension, name=None, output_type=_dt.int64) -> Tensor:
+    """TF1's tf.arg_max: tf.argmax along `dimension`."""
+    return math_ops.argmax(input, dimension, name=name, output_type=output_type)
+
+
+def arg_min(input, dimension, name=None, output_type=_dt.int64) -> Tensor:
+    """TF1's tf.arg_min: tf.argmin along `dimension`."""
+    return math_ops.argmin(input, dimension, name=name, output_type=output_type)
+
+
+def reverse_sequence(input, seq_lengths, seq_axis=None, batch_axis=None, name=None, seq_dim=None,
+                     batch_dim=None) -> Tensor:
+    """For each example b (along `batch_axis`), its first seq_lengths[b] entries along `seq_axis` reversed, the
+    rest kept: a gather_nd of the indices (b, t) -> (b, len_b - 1 - t if t < len_b else t)."""
+    seq_axis = seq_dim if seq_axis is None else seq_axis
+    batch_axis = (batch_dim if batch_dim is not None else 0) if batch_axis is None else batch_axis
+    if seq_axis is None:
+        raise ValueError("tf.reverse_sequence: seq_axis is required")
+    with name_scope(name, "ReverseSequence"):
+        x = convert_to_tensor(input)
+        rank = x.shape.ndims
+        if rank is None:
+            raise ValueError(f"tf.reverse_sequence: input '{x.name}' needs a known rank")
+        b_ax, t_ax = batch_axis % rank, seq_axis % rank
+        perm = [b_ax, t_ax] + [i for i in builtins.range(rank) if i not in (b_ax, t_ax)]
+        xt = array_ops.transpose(x, perm)
+        dims = array_ops.shape(xt)
+        lengths = array_ops.expand_dims(math_ops.cast(convert_to_tensor(seq_lengths), _dt.int32), 1)
+        t = array_ops.expand_dims(math_ops.range(dims[1]), 0)
+        src = math_ops.where_v2(t < lengths, lengths - 1 - t, t)
+        b = array_ops.broadcast_to(array_ops.expand_dims(math_ops.range(dims[0]), 1), array_ops.shape(src))
+        y = array_ops.gather_nd(xt, array_ops.stack([b, src], -1))
+        y = array_ops.transpose(y, [perm.index(i) for i in builtins.range(rank)])
+        y.set_shape(x.shape)
+        return y

@@ -21,6 +21,7 @@ from tfplus.unsupported import module_getattr
 from tfplus.variables import get_variable, variable_scope
 
 __all__ = ["flatten", "max_pool2d", "avg_pool2d", "dropout", "batch_norm", "layer_norm", "conv2d_transpose",
+           "embed_sequence",
            "l1_l2_regularizer", "fully_connected", "conv2d", "l1_regularizer", "l2_regularizer", "sum_regularizer",
            "apply_regularization", "xavier_initializer", "xavier_initializer_conv2d",
            "variance_scaling_initializer"]
@@ -337,3 +338,15 @@ def layer_norm(inputs, center=True, scale=True, activation_fn=None, reuse=None, 
         if activation_fn is not None:
             y = activation_fn(y)
         return _collect(y, outputs_collections)
+
+
+def embed_sequence(ids, vocab_size=None, embed_dim=None, unique=False, initializer=None, regularizer=None,
+                   trainable=True, scope=None, reuse=None) -> Tensor:
+    """The rows of `<scope>/embeddings` [vocab_size, embed_dim] (scope `EmbedSequence`) for `ids`."""
+    from tfplus.ops.array_ops import embedding_lookup
+    if vocab_size is None or embed_dim is None:
+        raise ValueError("tf.contrib.layers.embed_sequence: vocab_size and embed_dim are required")
+    with variable_scope(scope, default_name="EmbedSequence", reuse=reuse):
+        embeddings = get_variable("embeddings", [vocab_size, embed_dim], initializer=initializer,
+                                  regularizer=regularizer, trainable=trainable)
+        return embedding_lookup(embeddings, ids)
