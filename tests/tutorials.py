@@ -139,7 +139,9 @@ def contrib(tf):
 
     ns.layers = type("layers", (), {"l2_regularizer": staticmethod(l2_regularizer),
                                     "batch_norm": staticmethod(batch_norm), "layer_norm": staticmethod(layer_norm),
-                                    "conv2d_transpose": staticmethod(conv2d_transpose)})
+                                    "conv2d_transpose": staticmethod(conv2d_transpose),
+                                    # contrib's xavier_initializer(uniform=True) is Glorot's uniform
+                                    "xavier_initializer": staticmethod(lambda: tf.glorot_uniform_initializer())})
     ns.legacy_seq2seq = type("legacy_seq2seq", (), {"sequence_loss_by_example": staticmethod(sequence_loss_by_example)})
     ns.seq2seq = type("seq2seq", (), {"sequence_loss": staticmethod(sequence_loss)})
     return ns
@@ -918,9 +920,165 @@ def transformer_block(tf, feeder):
     return out
 
 
+def text_cnn(tf, feeder):
+    """dennybritz/cnn-text-classification-tf's TextCNN."""
+    seq, classes, vocab, emb, filter_sizes, num_filters = 7, 3, 20, 6, [2, 3], 4
+    input_x = tf.placeholder(tf.int32, [None, seq], name="input_x")
+    input_y = tf.placeholder(tf.float32, [None, classes], name="input_y")
+    dropout_keep_prob = tf.placeholder(tf.float32, name="dropout_keep_prob")
+    l2_loss = tf.constant(0.0)
+    with tf.device("/cpu:0"), tf.name_scope("embedding"):
+        W = tf.Variable(tf.random_uniform([vocab, emb], -1.0, 1.0), name="W")
+        embedded_chars_expanded = tf.expand_dims(tf.nn.embedding_lookup(W, input_x), -1)
+    pooled_outputs = []
+    for filter_size in filter_sizes:
+        with tf.name_scope("conv-maxpool-%s" % filter_size):
+            W_f = tf.Variable(tf.truncated_normal([filter_size, emb, 1, num_filters], stddev=0.1), name="W")
+            b = tf.Variable(tf.constant(0.1, shape=[num_filters]), name="b")
+            conv = tf.nn.conv2d(embedded_chars_expanded, W_f, strides=[1, 1, 1, 1], padding="VALID", name="conv")
+            h = tf.nn.relu(tf.nn.bias_add(conv, b), name="relu")
+            pooled = tf.nn.max_pool(h, ksize=[1, seq - filter_size + 1, 1, 1], strides=[1, 1, 1, 1],
+                                    padding="VALID", name="pool")
+            pooled_outputs.append(pooled)
+    num_filters_total = num_filters * len(filter_sizes)
+    h_pool_flat = tf.reshape(tf.concat(pooled_outputs, 3), [-1, num_filters_total])
+    with tf.name_scope("dropout"):
+        h_drop = tf.nn.dropout(h_pool_flat, dropout_keep_prob)
+    with tf.name_scope("output"):
+        W_o = tf.get_variable("W", shape=[num_filters_total, classes],
+                              initializer=contrib(tf).layers.xavier_initializer())
+        b_o = tf.Variable(tf.constant(0.1, shape=[classes]), name="b")
+        l2_loss += tf.nn.l2_loss(W_o)
+        l2_loss += tf.nn.l2_loss(b_o)
+        scores = tf.nn.xw_plus_b(h_drop, W_o, b_o, name="scores")
+        predictions = tf.argmax(scores, 1, name="predictions")
+    loss = tf.reduce_mean(tf.nn.softmax_cross_entropy_with_logits(logits=scores, labels=input_y)) + 0.1 * l2_loss
+    accuracy = tf.reduce_mean(tf.cast(tf.equal(predictions, tf.argmax(input_y, 1)), "float"), name="accuracy")
+    global_step = tf.Variable(0, name="global_step", trainable=False)
+    optimizer = tf.train.AdamOptimizer(1e-3)
+    grads_and_vars = optimizer.compute_gradients(loss)
+    train_op = optimizer.apply_gradients(grads_and_vars, global_step=global_step)
+    summaries = []
+    for g, v in grads_and_vars:
+        if g is not None:
+            summaries.append(tf.summary.histogram("{}/grad/hist".format(v.name), g))
+            summaries.append(tf.summary.scalar("{}/grad/sparsity".format(v.name), tf.nn.zero_fraction(g)))
+    train_summary_op = tf.summary.merge(summaries + [tf.summary.scalar("loss", loss)])
+    xs, ys = data(17, ("i", (8, seq), vocab), ("i", (8,), classes))  # 8: the batch of the fed dropout mask
+    sess = _session_run(tf, feeder)
+    feeds = feeder.feeds(tf)
+    out = {"loss": [], "accuracy": []}
+    for _ in range(3):
+        _, step, lo, acc, _ = sess.run([train_op, global_step, loss, accuracy, train_summary_op],
+                                       {input_x: xs, input_y: one_hot_np(ys, classes), dropout_keep_prob: 0.5,
+                                        **feeds})
+        out["loss"].append(lo)
+        out["accuracy"].append(acc)
+    out["step"] = step
+    out = _trained(tf, sess, {k: np.array(v) for k, v in out.items()})
+    sess.close()
+    return out
+
+
+def dynamic_rnn_seqlen(tf, feeder):
+    """aymericdamien/TensorFlow-Examples' dynamic_rnn: variable-length sequences, the last relevant output."""
+    seq_max_len, n_hidden, n_classes, batch_size = 6, 5, 2, 4
+    x = tf.placeholder("float", [None, seq_max_len, 1])
+    y = tf.placeholder("float", [None, n_classes])
+    seqlen = tf.placeholder(tf.int32, [None])
+    weights = {"out": tf.Variable(tf.random_normal([n_hidden, n_classes]))}
+    biases = {"out": tf.Variable(tf.random_normal([n_classes]))}
+    lstm_cell = tf.nn.rnn_cell.BasicLSTMCell(n_hidden)
+    outputs, states = tf.nn.dynamic_rnn(lstm_cell, x, dtype=tf.float32, sequence_length=seqlen)
+    batch = tf.shape(outputs)[0]
+    index = tf.range(0, batch) * seq_max_len + (seqlen - 1)
+    last = tf.gather(tf.reshape(outputs, [-1, n_hidden]), index)
+    pred = tf.matmul(last, weights["out"]) + biases["out"]
+    cost = tf.reduce_mean(tf.nn.softmax_cross_entropy_with_logits(logits=pred, labels=y))
+    optimizer = tf.train.GradientDescentOptimizer(learning_rate=0.1).minimize(cost)
+    correct_pred = tf.equal(tf.argmax(pred, 1), tf.argmax(y, 1))
+    accuracy = tf.reduce_mean(tf.cast(correct_pred, tf.float32))
+    xs, ys = data(18, ("f", (batch_size, seq_max_len, 1)), ("i", (batch_size,), n_classes))
+    lens = np.array([6, 2, 4, 1], np.int32)
+    xs[np.arange(seq_max_len)[None, :] >= lens[:, None]] = 0.0
+    sess = _session_run(tf, feeder)
+    out = {"cost": []}
+    for _ in range(3):
+        out["cost"].append(sess.run([optimizer, cost], {x: xs, y: one_hot_np(ys, n_classes), seqlen: lens})[1])
+    out["accuracy"], out["state_h"] = sess.run([accuracy, states.h], {x: xs, y: one_hot_np(ys, n_classes),
+                                                                      seqlen: lens})
+    out = _trained(tf, sess, {k: np.array(v) for k, v in out.items()})
+    sess.close()
+    return out
+
+
+def birnn_classifier(tf, feeder):
+    """A bidirectional GRU sentence classifier: bidirectional_dynamic_rnn with DropoutWrapper, a mean over the
+    valid steps, a manual backward pass by tf.reverse_sequence checked against the library's."""
+    batch, seq, emb, hidden, classes, vocab = 3, 5, 4, 3, 2, 9
+    tokens = tf.placeholder(tf.int32, [batch, seq])
+    lengths = tf.placeholder(tf.int32, [batch])
+    labels = tf.placeholder(tf.int64, [batch])
+    embedding = tf.get_variable("embedding", [vocab, emb])
+    inputs = tf.nn.embedding_lookup(embedding, tokens)
+    cell_fw = tf.nn.rnn_cell.DropoutWrapper(tf.nn.rnn_cell.GRUCell(hidden), output_keep_prob=1.0)
+    cell_bw = tf.nn.rnn_cell.GRUCell(hidden)
+    (out_fw, out_bw), _ = tf.nn.bidirectional_dynamic_rnn(cell_fw, cell_bw, inputs, sequence_length=lengths,
+                                                          dtype=tf.float32, scope="birnn")
+    with tf.variable_scope("birnn/bw", reuse=True):
+        manual_bw, _ = tf.nn.dynamic_rnn(cell_bw, tf.reverse_sequence(inputs, lengths, seq_axis=1, batch_axis=0),
+                                         sequence_length=lengths, dtype=tf.float32)
+    manual_bw = tf.reverse_sequence(manual_bw, lengths, seq_axis=1, batch_axis=0)
+    mask = tf.expand_dims(tf.sequence_mask(lengths, seq, dtype=tf.float32), -1)
+    pooled = tf.reduce_sum(tf.concat([out_fw, out_bw], 2) * mask, 1) / tf.cast(lengths[:, None], tf.float32)
+    logits = tf.layers.dense(pooled, classes)
+    loss = tf.losses.sparse_softmax_cross_entropy(labels, logits)
+    tvars = tf.trainable_variables()
+    grads = tf.gradients(loss, tvars)
+    grads, norm = tf.clip_by_global_norm(grads, 1.0)
+    train_op = tf.train.AdagradOptimizer(0.5).apply_gradients(zip(grads, tvars))
+    toks, labs = data(19, ("i", (batch, seq), vocab), ("i", (batch,), classes))
+    lens = np.array([5, 2, 3], np.int32)
+    sess = _session_run(tf, feeder)
+    out = {"loss": [], "norm": []}
+    for _ in range(3):
+        _, lo, nm = sess.run([train_op, loss, norm], {tokens: toks, lengths: lens, labels: labs})
+        out["loss"].append(lo)
+        out["norm"].append(nm)
+    out["bw"], out["manual_bw"] = sess.run([out_bw, manual_bw], {tokens: toks, lengths: lens})
+    out = _trained(tf, sess, {k: np.array(v) for k, v in out.items()})
+    sess.close()
+    return out
+
+
+def nearest_neighbor_logreg(tf, feeder):
+    """aymericdamien's nearest neighbor (tf.arg_min of L1 distances) and logistic regression (tf.log of the
+    softmax, reduction_indices)."""
+    xtr = tf.placeholder("float", [None, 6])
+    xte = tf.placeholder("float", [6])
+    distance = tf.reduce_sum(tf.abs(tf.add(xtr, tf.negative(xte))), reduction_indices=1)
+    pred_nn = tf.arg_min(distance, 0)
+    x = tf.placeholder(tf.float32, [None, 6])
+    y = tf.placeholder(tf.float32, [None, 3])
+    W = tf.Variable(tf.zeros([6, 3]))
+    b = tf.Variable(tf.zeros([3]))
+    pred = tf.nn.softmax(tf.matmul(x, W) + b)
+    cost = tf.reduce_mean(-tf.reduce_sum(y * tf.log(pred), reduction_indices=1))
+    optimizer = tf.train.GradientDescentOptimizer(0.5).minimize(cost)
+    train_x, test_x, ys = data(20, ("f", (8, 6)), ("f", (3, 6)), ("i", (8,), 3))
+    sess = _session_run(tf, feeder)
+    out = {"nn": [sess.run(pred_nn, {xtr: train_x, xte: t}) for t in test_x], "cost": []}
+    for _ in range(3):
+        out["cost"].append(sess.run([optimizer, cost], {x: train_x, y: one_hot_np(ys, 3)})[1])
+    out = _trained(tf, sess, {k: np.array(v) for k, v in out.items()})
+    sess.close()
+    return out
+
+
 SCRIPTS = {f.__name__: f for f in (mnist_softmax, deep_mnist, cifar10, word2vec_nce, word2vec_sampled_softmax,
                                    autoencoder, vae, gan, dcgan, ptb_lstm, char_rnn, policy_gradient, dqn, resnet,
-                                   dilated, dcgan_carpedm20, wgan_gp, transformer_block)}
+                                   dilated, dcgan_carpedm20, wgan_gp, transformer_block, text_cnn, dynamic_rnn_seqlen,
+                                   birnn_classifier, nearest_neighbor_logreg)}
 
 
 def run_script(tf, name: str, feeder: Feeder) -> dict:
