@@ -18,7 +18,7 @@ from tfplus.tensor_shape import broadcast, check_same_dtype, fmt, spec
 __all__ = ["add", "subtract", "multiply", "divide", "truediv", "realdiv", "div", "floordiv", "floor_div",
            "floormod", "mod", "add_n", "matmul", "pow", "maximum", "minimum", "squared_difference",
            "negative", "abs", "sign", "square", "exp", "log", "log1p", "sqrt", "rsqrt", "reciprocal", "sin",
-           "cos", "floor", "ceil", "round", "cast", "to_float", "to_double", "to_int32", "to_int64",
+           "cos", "erf", "floor", "ceil", "round", "cast", "to_float", "to_double", "to_int32", "to_int64",
            "saturate_cast", "equal", "not_equal", "less", "less_equal", "greater", "greater_equal",
            "logical_and", "logical_or", "logical_not", "logical_xor", "where", "range", "reduce_sum",
            "reduce_mean", "reduce_max", "reduce_min", "reduce_any", "reduce_all", "count_nonzero", "argmax",
@@ -415,7 +415,7 @@ def _batch_matmul(a, b, transpose_a: bool, transpose_b: bool, name) -> Tensor:
 # -- unary elementwise ops -----------------------------------------------------------------------------------
 _UNARY = {"Neg": _NUMERIC, "Abs": _NUMERIC, "Sign": _NUMERIC, "Square": _NUMERIC, "Exp": _FLOATS,
           "Log": _FLOATS, "Log1p": _FLOATS, "Sqrt": _FLOATS, "Rsqrt": _FLOATS, "Reciprocal": _FLOATS,
-          "Sin": _FLOATS, "Cos": _FLOATS, "Floor": _FLOATS, "Ceil": _FLOATS, "Round": _NUMERIC}
+          "Sin": _FLOATS, "Cos": _FLOATS, "Erf": _FLOATS, "Floor": _FLOATS, "Ceil": _FLOATS, "Round": _NUMERIC}
 for _t, _allowed in _UNARY.items():
     register_op(_t, inputs=("x",), outputs=("y",), attrs={"T": "type"}, shape_fn=_unary_shape(_allowed),
                 flops=_flops.per_output)
@@ -495,6 +495,13 @@ def _cos_grad(op, grad):
     return [multiply(negative(grad), sin(op.inputs[0]))]
 
 
+@register_gradient("Erf")
+def _erf_grad(op, grad):
+    """dx = dy * 2 / sqrt(pi) * exp(-x^2)"""
+    x = op.inputs[0]
+    return [multiply(grad, multiply(exp(negative(square(x))), 2.0 / np.sqrt(np.pi)))]
+
+
 def _unary_op(op_type, x, name) -> Tensor:
     return apply_op(op_type, [convert_to_tensor(x)], name=name)
 
@@ -552,6 +559,11 @@ def reciprocal(x, name=None) -> Tensor:
 def sin(x, name=None) -> Tensor:
     """sine"""
     return _unary_op("Sin", x, name)
+
+
+def erf(x, name=None) -> Tensor:
+    """The Gauss error function, 2 / sqrt(pi) * integral of exp(-t^2) from 0 to x (BERT's GELU uses it)."""
+    return _unary_op("Erf", x, name)
 
 
 def cos(x, name=None) -> Tensor:

@@ -3,6 +3,7 @@ semantics."""
 import numpy as np
 import pytest
 from optable import Case
+from scipy import special
 
 import tfplus as tf
 from tfplus.ops import math_ops
@@ -139,6 +140,7 @@ CASES = [
     Case("reciprocal", lambda x: tf.reciprocal(x), inputs=[positive((4,))], ref=lambda x: 1 / x),
     Case("sin", lambda x: tf.sin(x), inputs=[(2, 3)], ref=np.sin),
     Case("cos", lambda x: tf.cos(x), inputs=[(2, 3)], ref=np.cos),
+    Case("erf", lambda x: tf.erf(x), inputs=[(2, 3)], ref=special.erf),
     Case("floor", lambda x: tf.floor(x), inputs=[away_from_ints((2, 3))], ref=np.floor),
     Case("ceil", lambda x: tf.ceil(x), inputs=[away_from_ints((2, 3))], ref=np.ceil),
     Case("round", lambda x: tf.round(x),

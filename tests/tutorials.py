@@ -896,7 +896,8 @@ def transformer_block(tf, feeder):
                                                  begin_norm_axis=-1, scope="ln1")
     with tf.variable_scope("ffn"):
         w1 = tf.get_variable("w1", [d_model, 16])
-        hidden = tf.nn.relu(tf.tensordot(attended, w1, axes=[[2], [0]]))
+        hidden = tf.tensordot(attended, w1, axes=[[2], [0]])
+        hidden = 0.5 * hidden * (1.0 + tf.erf(hidden / tf.sqrt(2.0)))  # BERT's GELU
         ffn = tf.layers.dense(hidden, d_model, name="w2")
         y = contrib(tf).layers.layer_norm(attended + ffn, begin_norm_axis=-1, scope="ln2")
     logits = tf.tensordot(y, embedding, axes=[[2], [1]])

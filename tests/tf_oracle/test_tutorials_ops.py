@@ -196,6 +196,7 @@ _COMPOSITES = {
     "argsort": (lambda m, x: m.cast(m.argsort(x), m.float32) * x, [_M]),
     "segment_sum": (lambda m, x: m.segment_sum(x, [0, 0, 2]), [_M]),
     "segment_mean": (lambda m, x: m.segment_mean(x, [0, 1, 1]), [_M]),
+    "erf": (lambda m, x: m.erf(x) + m.math.erf(2.0 * x), [_M]),
     "arg_max": (lambda m, x: m.cast(m.arg_max(x, 1), m.float32) + x[:, 0], [_M]),
     "arg_min": (lambda m, x: m.cast(m.arg_min(x, 0), m.float32) + x[0], [_M]),
     "reverse_sequence": (lambda m, x: m.reverse_sequence(x, [2, 4, 1], seq_axis=1, batch_axis=0), [_M]),
