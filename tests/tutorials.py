@@ -137,6 +137,19 @@ def contrib(tf):
             y = tf.nn.bias_add(y, biases)
             return y if activation_fn is None else activation_fn(y)
 
+    def stack_bidirectional_dynamic_rnn(cells_fw, cells_bw, inputs, sequence_length=None, dtype=None):
+        states_fw, states_bw, layer = [], [], inputs
+        with tf.variable_scope("stack_bidirectional_rnn"):
+            for i, (cell_fw, cell_bw) in enumerate(zip(cells_fw, cells_bw)):
+                with tf.variable_scope("cell_%d" % i):
+                    outputs, (state_fw, state_bw) = tf.nn.bidirectional_dynamic_rnn(
+                        cell_fw, cell_bw, layer, sequence_length=sequence_length, dtype=dtype)
+                    layer = tf.concat(outputs, 2)
+                states_fw.append(state_fw)
+                states_bw.append(state_bw)
+        return layer, tuple(states_fw), tuple(states_bw)
+
+    ns.rnn = type("rnn", (), {"stack_bidirectional_dynamic_rnn": staticmethod(stack_bidirectional_dynamic_rnn)})
     ns.layers = type("layers", (), {"l2_regularizer": staticmethod(l2_regularizer),
                                     "batch_norm": staticmethod(batch_norm), "layer_norm": staticmethod(layer_norm),
                                     "conv2d_transpose": staticmethod(conv2d_transpose),
@@ -1030,8 +1043,12 @@ def birnn_classifier(tf, feeder):
         manual_bw, _ = tf.nn.dynamic_rnn(cell_bw, tf.reverse_sequence(inputs, lengths, seq_axis=1, batch_axis=0),
                                          sequence_length=lengths, dtype=tf.float32)
     manual_bw = tf.reverse_sequence(manual_bw, lengths, seq_axis=1, batch_axis=0)
+    stacked, _, states_bw = contrib(tf).rnn.stack_bidirectional_dynamic_rnn(
+        [tf.nn.rnn_cell.GRUCell(hidden) for _ in range(2)], [tf.nn.rnn_cell.GRUCell(hidden) for _ in range(2)],
+        inputs, sequence_length=lengths, dtype=tf.float32)
     mask = tf.expand_dims(tf.sequence_mask(lengths, seq, dtype=tf.float32), -1)
-    pooled = tf.reduce_sum(tf.concat([out_fw, out_bw], 2) * mask, 1) / tf.cast(lengths[:, None], tf.float32)
+    pooled = tf.reduce_sum(tf.concat([out_fw, out_bw, stacked], 2) * mask, 1) / tf.cast(lengths[:, None],
+                                                                                      tf.float32)
     logits = tf.layers.dense(pooled, classes)
     loss = tf.losses.sparse_softmax_cross_entropy(labels, logits)
     tvars = tf.trainable_variables()
