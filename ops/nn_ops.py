@@ -24,7 +24,7 @@ __all__ = ["conv2d", "conv2d_backprop_input", "conv2d_backprop_filter", "conv2d_
            "relu", "relu6", "sigmoid", "tanh", "softmax", "log_softmax", "max_pool", "avg_pool",
            "sparse_softmax_cross_entropy_with_logits", "softmax_cross_entropy_with_logits",
            "softmax_cross_entropy_with_logits_v2", "l2_loss", "dropout", "zero_fraction", "moments",
-           "in_top_k", "atrous_conv2d", "convolution"]
+           "in_top_k", "atrous_conv2d", "convolution", "max_pool2d", "avg_pool2d"]
 
 _FLOATS = (_dt.float32, _dt.float64)
 
@@ -650,6 +650,16 @@ def _pool_op(op_type, value, ksize, strides, padding, data_format, name) -> Tens
 def max_pool(value, ksize, strides, padding, data_format="NHWC", name=None) -> Tensor:
     """The maximum over each ksize window; `tf.nn.max_pool(x, 2, 2, "VALID")` halves H and W."""
     return _pool_op("MaxPool", value, ksize, strides, padding, data_format, name)
+
+
+def max_pool2d(input, ksize, strides, padding, data_format="NHWC", name=None) -> Tensor:
+    """TF 1.15's tf.nn.max_pool2d: tf.nn.max_pool with its argument named `input`."""
+    return max_pool(input, ksize, strides, padding, data_format, name)
+
+
+def avg_pool2d(input, ksize, strides, padding, data_format="NHWC", name=None) -> Tensor:
+    """TF 1.15's tf.nn.avg_pool2d: tf.nn.avg_pool with its argument named `input`."""
+    return avg_pool(input, ksize, strides, padding, data_format, name)
 
 
 register_op("MaxPoolGrad", inputs=("orig_input", "orig_output", "grad"), outputs=("output",),

@@ -58,7 +58,7 @@ from tfplus.nn import sigmoid, tanh  # TF1 has both at the top level too
 from tfplus.ops import array_ops, composite_ops, math_ops, random_ops, state_ops
 from tfplus.ops.control_flow_ops import group, no_op
 from tfplus.ops.control_flow_ops import tuple_ as tuple
-from tfplus.ops.random_ops import random_normal, random_uniform, set_random_seed, truncated_normal
+from tfplus.ops.random_ops import random_normal, random_shuffle, random_uniform, set_random_seed, truncated_normal
 from tfplus.ops.sparse_training_ops import scatter_sub
 from tfplus.ops.state_ops import assign, assign_add, assign_sub
 from tfplus.profiler import RunMetadata, RunOptions
@@ -113,7 +113,8 @@ math = _namespace("tf.math", **{n: getattr(math_ops, n) for n in math_ops.__all_
                                                        "scalar_mul")},
                   invert_permutation=array_ops.invert_permutation, divide_no_nan=math_ops.div_no_nan)
 random = _namespace("tf.random", normal=random_normal, uniform=random_uniform, truncated_normal=truncated_normal,
-                    set_random_seed=set_random_seed, categorical=_categorical, multinomial=multinomial)
+                    set_random_seed=set_random_seed, categorical=_categorical, multinomial=multinomial,
+                    shuffle=random_shuffle)
 from tfplus.nn_impl import is_finite, is_inf, is_nan, log_sigmoid, reduce_logsumexp, scalar_mul, sequence_mask  # noqa: E402,I001,F401
 from tfplus import image  # noqa: E402
 from tfplus.image import random_crop  # noqa: E402
