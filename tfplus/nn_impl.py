@@ -355,3 +355,72 @@ def sampled_softmax_loss(weights, biases, labels, inputs, num_sampled, num_class
                                                  sampled_values, True, remove_accidental_hits, partition_strategy,
                                                  seed)
         return softmax_cross_entropy_with_logits_v2(labels=stop_gradient(labels), logits=logits)
+
+
+def weighted_cross_entropy_with_logits(labels=None, logits=None, pos_weight=None, name=None, targets=None) -> Tensor:
+    """sigmoid_cross_entropy_with_logits with the positive term weighted by `pos_weight`, computed stably as
+    (1 - labels) * logits + (1 + (pos_weight - 1) * labels) * (log(1 + exp(-|logits|)) + max(-logits, 0))."""
+    labels = targets if labels is None else labels
+    if labels is None or logits is None or pos_weight is None:
+        raise ValueError("weighted_cross_entropy_with_logits: pass labels (or targets), logits and pos_weight")
+    with name_scope(name, "logistic_loss"):
+        logits = convert_to_tensor(logits)
+        labels = convert_to_tensor(labels, dtype=logits.dtype)
+        log_weight = 1.0 + (pos_weight - 1.0) * labels
+        return (1.0 - labels) * logits + log_weight * (math_ops.log1p(math_ops.exp(-math_ops.abs(logits))) +
+                                                       relu(-logits))
+
+
+def crelu(features, name=None, axis=-1) -> Tensor:
+    """Concatenated ReLU: relu of [features, -features] along `axis` (twice the channels)."""
+    from tfplus.ops.array_ops import concat
+    with name_scope(name, "CRelu"):
+        x = convert_to_tensor(features)
+        return relu(concat([x, -x], axis))
+
+
+def log_poisson_loss(targets, log_input, compute_full_loss=False, name=None) -> Tensor:
+    """exp(log_input) - log_input * targets, plus Stirling's approximation of log(targets!) (for targets > 1)
+    with `compute_full_loss`."""
+    import math
+    with name_scope(name, "log_poisson_loss"):
+        log_input = convert_to_tensor(log_input)
+        targets = convert_to_tensor(targets, dtype=log_input.dtype)
+        loss = math_ops.exp(log_input) - log_input * targets
+        if not compute_full_loss:
+            return loss
+        safe = math_ops.maximum(targets, 1.0)  # keeps the log finite where the term is masked out
+        stirling = targets * math_ops.log(safe) - targets + 0.5 * math_ops.log(2.0 * math.pi * safe)
+        return loss + math_ops.where_v2(targets > 1.0, stirling, zeros_like(targets))
+
+
+def sufficient_statistics(x, axes, shift=None, keep_dims=None, name=None, keepdims=None):
+    """(count, sum of x, sum of x^2, shift) over `axes`, as tf.nn.sufficient_statistics (shift None: no shift)."""
+    keep = bool(keepdims if keepdims is not None else keep_dims)
+    with name_scope(name, "sufficient_statistics"):
+        x = convert_to_tensor(x)
+        count = _count(x, axes)
+        if shift is not None:
+            shift = convert_to_tensor(shift, dtype=x.dtype)
+            m_ss = math_ops.reduce_sum(x - shift, axes, keepdims=keep)
+            v_ss = math_ops.reduce_sum(math_ops.square(x - shift), axes, keepdims=keep)
+        else:
+            m_ss = math_ops.reduce_sum(x, axes, keepdims=keep)
+            v_ss = math_ops.reduce_sum(math_ops.square(x), axes, keepdims=keep)
+        return count, m_ss, v_ss, shift
+
+
+def _count(x: Tensor, axes) -> Tensor:
+    """The number of elements of `x` over `axes`, as x's dtype."""
+    from tfplus.ops.array_ops import gather, shape
+    return math_ops.cast(math_ops.reduce_prod(gather(shape(x), list(axes))), x.dtype)
+
+
+def normalize_moments(counts, mean_ss, variance_ss, shift, name=None):
+    """(mean, variance) from sufficient statistics, as tf.nn.normalize_moments."""
+    with name_scope(name, "normalize"):
+        divisor = math_ops.reciprocal(counts)
+        shifted_mean = mean_ss * divisor
+        mean = shifted_mean if shift is None else shifted_mean + shift
+        variance = variance_ss * divisor - math_ops.square(shifted_mean)
+        return mean, variance

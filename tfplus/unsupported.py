@@ -47,7 +47,6 @@ ALTERNATIVES = {
     "tf.image.decode_png": "decoding the images in Python (e.g. PIL) and feeding them",
     "tf.nn.conv3d": "tf.nn.conv2d",
     "tf.nn.fractional_max_pool": "tf.nn.max_pool",
-    "tf.nn.weighted_cross_entropy_with_logits": "tf.nn.sigmoid_cross_entropy_with_logits times weights",
     "tf.nn.ctc_loss": None,
     "tf.train.FtrlOptimizer": "tf.train.AdagradOptimizer",
     "tf.train.ProximalGradientDescentOptimizer": "tf.train.GradientDescentOptimizer",
