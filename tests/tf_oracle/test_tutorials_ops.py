@@ -251,3 +251,19 @@ def test_piecewise_constant_decay_matches_tensorflow(tf1):
             with mod.Session() as s:
                 values.append([s.run(lr, {step: k}) for k in range(9)])
     np.testing.assert_allclose(values[0], values[1])
+
+
+def test_dilated_conv_nchw_is_nhwc_transposed(device):
+    x, f = _rand(2, 9, 8, 3), _rand(3, 2, 3, 4, seed=1)
+    with tf.Graph().as_default() as g:
+        nhwc = tf.nn.conv2d(x, f, 1, "SAME", dilations=[1, 2, 3, 1])
+        nchw = tf.nn.conv2d(x.transpose(0, 3, 1, 2), f, 1, "SAME", data_format="NCHW", dilations=[1, 1, 2, 3])
+        layer = tf.layers.conv2d(x.transpose(0, 3, 1, 2), 4, 3, padding="same", data_format="channels_first",
+                                 dilation_rate=(2, 3), kernel_initializer=tf.constant_initializer(0.5))
+        layer_nhwc = tf.layers.conv2d(x, 4, 3, padding="same", dilation_rate=(2, 3),
+                                      kernel_initializer=tf.constant_initializer(0.5))
+        with tf.Session(graph=g, device=device) as s:
+            s.run(tf.global_variables_initializer())
+            a, b, c, d = s.run([nhwc, nchw, layer, layer_nhwc])
+    np.testing.assert_allclose(b.transpose(0, 2, 3, 1), a, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(c.transpose(0, 2, 3, 1), d, rtol=1e-5, atol=1e-5)
