@@ -138,11 +138,11 @@ def conv2d_transpose(inputs, filters, kernel_size, strides=(1, 1), padding="vali
     with variable_scope(name, default_name="conv2d_transpose", reuse=reuse):
         kernel, bias = _weights([kh, kw, filters, n_in], inputs.dtype, kernel_initializer, bias_initializer,
                                 kernel_regularizer, bias_regularizer, use_bias, trainable, filters)
-        y = transposed_conv(inputs, kernel, _pair(strides, "strides"), _padding(padding), fmt)
+        y = _transposed_conv(inputs, kernel, _pair(strides, "strides"), _padding(padding), fmt)
         return _finish(y, bias, activation, activity_regularizer, fmt)
 
 
-def transposed_conv(inputs: Tensor, kernel: Tensor, strides: tuple[int, int], pad: str, fmt: str) -> Tensor:
+def _transposed_conv(inputs: Tensor, kernel: Tensor, strides: tuple[int, int], pad: str, fmt: str) -> Tensor:
     """tf.nn.conv2d_transpose of `inputs` with `kernel` [kh, kw, out, in] to the size of a layer's output: per
     spatial dim in * stride ('SAME'), in * stride + max(kernel - stride, 0) ('VALID')."""
     h_ax, w_ax, c_ax = (1, 2, 3) if fmt == "NHWC" else (2, 3, 1)

@@ -253,7 +253,7 @@ def conv2d_transpose(inputs, num_outputs, kernel_size, stride=1, padding="SAME",
             [kh, kw, num_outputs, n_in], num_outputs, inputs.dtype, weights_initializer or xavier_initializer(),
             weights_regularizer, None if normalizer_fn is not None else biases_initializer, biases_regularizer,
             trainable, variables_collections)
-        y = _layers.transposed_conv(inputs, weights, _layers._pair(stride, "stride"), padding.upper(), fmt)
+        y = _layers._transposed_conv(inputs, weights, _layers._pair(stride, "stride"), padding.upper(), fmt)
         return _finish(y, biases, normalizer_fn, normalizer_params, activation_fn, outputs_collections, fmt)
 
 
