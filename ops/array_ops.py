@@ -36,8 +36,8 @@ from tfplus.tensor_util import infer_dtype
 __all__ = ["constant", "placeholder", "placeholder_with_default", "identity", "fill", "zeros", "ones",
            "zeros_like", "ones_like", "reshape", "transpose", "concat", "squeeze", "expand_dims", "pad",
            "stop_gradient", "shape", "size", "rank", "one_hot", "tile", "slice", "strided_slice", "stack",
-           "unstack", "broadcast_to", "invert_permutation", "newaxis", "gather", "shape_n", "dynamic_stitch",
-           "split", "identity_n", "snapshot", "prevent_gradient"]
+           "unstack", "broadcast_to", "invert_permutation", "newaxis", "gather", "gather_nd", "shape_n",
+           "dynamic_stitch", "split", "identity_n", "snapshot", "prevent_gradient"]
 
 newaxis = None  # `x[:, tf.newaxis]`, as in NumPy
 _INDEX = (_dt.int32, _dt.int64)
@@ -1210,6 +1210,31 @@ def gather(params, indices, validate_indices=None, name=None, axis=None, batch_d
     return apply_op("GatherV2", [params, indices, axis], {"Tparams": params.dtype, "Tindices": indices.dtype,
                                                          "Taxis": axis.dtype, "batch_dims": int(batch_dims)},
                     name)
+
+
+def gather_nd(params, indices, name=None, batch_dims=0) -> Tensor:
+    """`tf.gather_nd(p, [[0, 1], [2, 0]])`: [p[0, 1], p[2, 0]]: indices' last axis (of static length k) indexes
+    params' first k axes. Built as a GatherV2 of params with those k axes flattened, so its gradient is the
+    gather's (IndexedSlices of the rows taken)."""
+    from tfplus.ops.math_ops import multiply, reduce_prod, reduce_sum
+    if batch_dims:
+        raise ValueError(f"tf.gather_nd: batch_dims={batch_dims} is not supported; tfplus gathers with batch_dims=0")
+    with name_scope(name, "GatherNd"):
+        params = convert_to_tensor(params)
+        indices = _index_tensor(indices)
+        k = indices.shape.as_list()[-1] if indices.shape.ndims else None
+        if k is None:
+            raise ValueError(f"tf.gather_nd: indices '{indices.name}' need a known last dimension (the number of "
+                             f"axes of params they index), got shape {indices.shape}")
+        dims = shape(params, out_type=indices.dtype)
+        # Row-major strides of params' first k axes: index (i0, .., ik-1) is row sum(i_j * stride_j).
+        strides = stack([reduce_prod(dims[j + 1:k]) for j in builtins.range(k)])
+        rows = reduce_sum(multiply(indices, strides), -1)
+        flat = reshape(params, concat([[-1], dims[k:]], 0))
+        out = gather(flat, rows)
+        if params.shape.ndims is not None:
+            out.set_shape(indices.shape.as_list()[:-1] + params.shape.as_list()[k:])
+        return out
 
 
 # -- ShapeN --------------------------------------------------------------------------------------------------

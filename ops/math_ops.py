@@ -18,7 +18,7 @@ from tfplus.tensor_shape import broadcast, check_same_dtype, fmt, spec
 __all__ = ["add", "subtract", "multiply", "divide", "truediv", "realdiv", "div", "floordiv", "floor_div",
            "floormod", "mod", "add_n", "matmul", "pow", "maximum", "minimum", "squared_difference",
            "negative", "abs", "sign", "square", "exp", "log", "log1p", "sqrt", "rsqrt", "reciprocal", "sin",
-           "cos", "floor", "ceil", "round", "cast", "to_float", "to_double", "to_int32", "to_int64",
+           "cos", "erf", "floor", "ceil", "round", "cast", "to_float", "to_double", "to_int32", "to_int64",
            "saturate_cast", "equal", "not_equal", "less", "less_equal", "greater", "greater_equal",
            "logical_and", "logical_or", "logical_not", "logical_xor", "where", "range", "reduce_sum",
            "reduce_mean", "reduce_max", "reduce_min", "reduce_any", "reduce_all", "count_nonzero", "argmax",
@@ -378,16 +378,44 @@ def _matmul_grad(op, grad):
 
 def matmul(a, b, transpose_a=False, transpose_b=False, adjoint_a=False, adjoint_b=False, a_is_sparse=False,
            b_is_sparse=False, name=None) -> Tensor:
-    """Matrix product of two rank-2 tensors: `tf.matmul(x, w)`, `tf.matmul(a, b, transpose_b=True)`."""
+    """Matrix product of two rank-2 tensors: `tf.matmul(x, w)`, `tf.matmul(a, b, transpose_b=True)`; of
+    higher ranks, the product of the innermost matrices with the batch dims broadcast (TF's BatchMatMulV2).
+
+        scores = tf.matmul(q, k, transpose_b=True)   # [batch, heads, q, d] x [batch, heads, k, d]
+    """
     a, b = _operands(a, b)
-    return apply_op("MatMul", [a, b], {"transpose_a": bool(transpose_a or adjoint_a),
-                                       "transpose_b": bool(transpose_b or adjoint_b)}, name)
+    ta, tb = bool(transpose_a or adjoint_a), bool(transpose_b or adjoint_b)
+    if (a.shape.ndims or 2) > 2 or (b.shape.ndims or 2) > 2:
+        return _batch_matmul(a, b, ta, tb, name)
+    return apply_op("MatMul", [a, b], {"transpose_a": ta, "transpose_b": tb}, name)
+
+
+def _batch_matmul(a, b, transpose_a: bool, transpose_b: bool, name) -> Tensor:
+    """The batched product as sum_k a[..., i, k] * b[..., k, j]: a broadcast Mul and a Sum (a general path that
+    every device runs and differentiates, with a [..., i, k, j] intermediate)."""
+    from tfplus.framework import name_scope
+
+    def inner(t, swap):
+        if t.shape.ndims is None:
+            raise ValueError(f"tf.matmul: '{t.name}' needs a known rank for a batched product")
+        if not swap:
+            return t
+        perm = list(builtins.range(t.shape.ndims))
+        perm[-2:] = perm[-1], perm[-2]
+        return array_ops.transpose(t, perm)
+    with name_scope(name, "MatMul"):
+        a, b = inner(a, transpose_a), inner(b, transpose_b)
+        ka, kb = a.shape.as_list()[-1], b.shape.as_list()[-2]
+        if ka is not None and kb is not None and ka != kb:
+            raise ValueError(f"tf.matmul: the innermost matrices of a (shape {a.shape}) and b (shape {b.shape}), "
+                             f"after any transposes, must agree on the inner dimension: {ka} != {kb}")
+        return reduce_sum(multiply(array_ops.expand_dims(a, -1), array_ops.expand_dims(b, -3)), -2)
 
 
 # -- unary elementwise ops -----------------------------------------------------------------------------------
 _UNARY = {"Neg": _NUMERIC, "Abs": _NUMERIC, "Sign": _NUMERIC, "Square": _NUMERIC, "Exp": _FLOATS,
           "Log": _FLOATS, "Log1p": _FLOATS, "Sqrt": _FLOATS, "Rsqrt": _FLOATS, "Reciprocal": _FLOATS,
-          "Sin": _FLOATS, "Cos": _FLOATS, "Floor": _FLOATS, "Ceil": _FLOATS, "Round": _NUMERIC}
+          "Sin": _FLOATS, "Cos": _FLOATS, "Erf": _FLOATS, "Floor": _FLOATS, "Ceil": _FLOATS, "Round": _NUMERIC}
 for _t, _allowed in _UNARY.items():
     register_op(_t, inputs=("x",), outputs=("y",), attrs={"T": "type"}, shape_fn=_unary_shape(_allowed),
                 flops=_flops.per_output)
@@ -467,6 +495,13 @@ def _cos_grad(op, grad):
     return [multiply(negative(grad), sin(op.inputs[0]))]
 
 
+@register_gradient("Erf")
+def _erf_grad(op, grad):
+    """dx = dy * 2 / sqrt(pi) * exp(-x^2)"""
+    x = op.inputs[0]
+    return [multiply(grad, multiply(exp(negative(square(x))), 2.0 / np.sqrt(np.pi)))]
+
+
 def _unary_op(op_type, x, name) -> Tensor:
     return apply_op(op_type, [convert_to_tensor(x)], name=name)
 
@@ -524,6 +559,11 @@ def reciprocal(x, name=None) -> Tensor:
 def sin(x, name=None) -> Tensor:
     """sine"""
     return _unary_op("Sin", x, name)
+
+
+def erf(x, name=None) -> Tensor:
+    """The Gauss error function, 2 / sqrt(pi) * integral of exp(-t^2) from 0 to x (BERT's GELU uses it)."""
+    return _unary_op("Erf", x, name)
 
 
 def cos(x, name=None) -> Tensor:

@@ -24,7 +24,7 @@ __all__ = ["conv2d", "conv2d_backprop_input", "conv2d_backprop_filter", "conv2d_
            "relu", "relu6", "sigmoid", "tanh", "softmax", "log_softmax", "max_pool", "avg_pool",
            "sparse_softmax_cross_entropy_with_logits", "softmax_cross_entropy_with_logits",
            "softmax_cross_entropy_with_logits_v2", "l2_loss", "dropout", "zero_fraction", "moments",
-           "in_top_k"]
+           "in_top_k", "atrous_conv2d", "convolution", "max_pool2d", "avg_pool2d"]
 
 _FLOATS = (_dt.float32, _dt.float64)
 
@@ -177,17 +177,75 @@ def _conv2d_grad(op, grad):
             _conv_backprop_filter(x, _shape_tensor(f), grad, a)]
 
 
+def _dilated_filter(filter, dh: int, dw: int, what: str) -> Tensor:
+    """`filter` [kh, kw, ...] with dh - 1 zero rows between its rows and dw - 1 zero columns between its columns:
+    a convolution with it is the dilated (atrous) convolution with `filter`, the same output shape and padding
+    included. Built from GatherV2s of the filter and one zero row (column), so the gradient is theirs and every
+    device runs it (the conv kernels know no dilation)."""
+    from tfplus.ops.array_ops import concat, gather, zeros
+    f = convert_to_tensor(filter)
+    shape = f.shape.as_list() if f.shape.ndims is not None else None
+    if shape is None or len(shape) != 4 or None in shape:
+        raise ValueError(f"{what}: a dilated convolution needs a filter '{f.name}' of known shape [h, w, in, out], "
+                         f"got {f.shape}")
+    with name_scope(None, "dilated_filter"):
+        for axis, d in ((0, dh), (1, dw)):
+            if d == 1:
+                continue
+            k = shape[axis]
+            zero = zeros([1 if a == axis else n for a, n in enumerate(shape)], dtype=f.dtype)
+            taps = [i // d if i % d == 0 else k for i in range((k - 1) * d + 1)]  # k: the zero row
+            f = gather(concat([f, zero], axis), taps, axis=axis)
+            shape[axis] = len(taps)
+    return f
+
+
+def _dilations_of(dilations, data_format: str, what: str) -> tuple[int, int]:
+    """(dh, dw) of a wrapper's `dilations` (an int, a pair or TF's 4-list)."""
+    return _window_attr(_list4(1 if dilations is None else dilations, data_format, "dilations"), data_format,
+                        f"{what}'s dilations")
+
+
 def conv2d(input, filter=None, strides=None, padding=None, use_cudnn_on_gpu=True, data_format="NHWC",
            dilations=(1, 1, 1, 1), name=None, filters=None) -> Tensor:
-    """2-D convolution of `input` (NHWC or NCHW) with `filter` [h, w, in, out].
+    """2-D convolution of `input` (NHWC or NCHW) with `filter` [h, w, in, out]; `dilations` > 1 convolve with
+    the filter dilated (zeros between its taps).
 
         y = tf.nn.conv2d(x, w, strides=[1, 1, 1, 1], padding="SAME")   # strides may also be 1 or [1, 1]
     """
     filter = filters if filter is None else filter
     if filter is None or strides is None or padding is None:
         raise TypeError("tf.nn.conv2d needs input, filter, strides and padding")
+    dh, dw = _dilations_of(dilations, data_format, "tf.nn.conv2d")
+    if (dh, dw) != (1, 1):
+        filter, dilations = _dilated_filter(filter, dh, dw, "tf.nn.conv2d"), 1
     attrs = _conv_attrs_from(strides, padding, data_format, dilations)
     return apply_op("Conv2D", [input, filter], attrs, name)
+
+
+def atrous_conv2d(value, filters, rate, padding, name=None) -> Tensor:
+    """TF1's atrous (dilated) convolution of NHWC `value` with `filters` [h, w, in, out], taps `rate` apart:
+    tf.nn.conv2d with dilations [1, rate, rate, 1].
+
+        y = tf.nn.atrous_conv2d(x, w, rate=2, padding="SAME")
+    """
+    if int(rate) < 1:
+        raise ValueError(f"tf.nn.atrous_conv2d: rate must be at least 1, got {rate}")
+    with name_scope(name, "atrous_conv2d"):
+        return conv2d(value, filters, [1, 1, 1, 1], padding, dilations=[1, int(rate), int(rate), 1])
+
+
+def convolution(input, filter, padding, strides=None, dilation_rate=None, name=None, data_format=None,
+                filters=None, dilations=None) -> Tensor:
+    """TF1's tf.nn.convolution for 2-D images (rank-4 input): tf.nn.conv2d with `strides` and `dilation_rate`
+    given as (h, w) pairs."""
+    x = convert_to_tensor(input)
+    if x.shape.ndims not in (None, 4):
+        raise ValueError(f"tf.nn.convolution: input '{x.name}' has rank {x.shape.ndims}; tfplus convolves "
+                         "2-D images (rank 4) only")
+    fmt = data_format or "NHWC"
+    return conv2d(x, filter if filters is None else filters, 1 if strides is None else strides, padding,
+                  data_format=fmt, dilations=dilation_rate if dilations is None else dilations, name=name)
 
 
 # -- Conv2DBackpropInput -------------------------------------------------------------------------------------
@@ -592,6 +650,16 @@ def _pool_op(op_type, value, ksize, strides, padding, data_format, name) -> Tens
 def max_pool(value, ksize, strides, padding, data_format="NHWC", name=None) -> Tensor:
     """The maximum over each ksize window; `tf.nn.max_pool(x, 2, 2, "VALID")` halves H and W."""
     return _pool_op("MaxPool", value, ksize, strides, padding, data_format, name)
+
+
+def max_pool2d(input, ksize, strides, padding, data_format="NHWC", name=None) -> Tensor:
+    """TF 1.15's tf.nn.max_pool2d: tf.nn.max_pool with its argument named `input`."""
+    return max_pool(input, ksize, strides, padding, data_format, name)
+
+
+def avg_pool2d(input, ksize, strides, padding, data_format="NHWC", name=None) -> Tensor:
+    """TF 1.15's tf.nn.avg_pool2d: tf.nn.avg_pool with its argument named `input`."""
+    return avg_pool(input, ksize, strides, padding, data_format, name)
 
 
 register_op("MaxPoolGrad", inputs=("orig_input", "orig_output", "grad"), outputs=("output",),
@@ -1284,10 +1352,12 @@ def depthwise_conv2d_native_backprop_filter(input, filter_sizes, out_backprop, s
                     name)
 
 
-def _check_rate(rate, dilations, what: str) -> None:
-    for r in (rate, dilations):
-        if r is not None and any(int(v) != 1 for v in np.ravel(r)):
-            raise ValueError(f"{what}: rate/dilations {r} are not supported; only 1 (no dilation) is")
+def _rate_filter(filter, rate, dilations, data_format, what: str):
+    """`filter` dilated by `rate` ((h, w) pair) or `dilations` (TF's 4-list), as the filter of a depthwise conv."""
+    if rate is not None and dilations is not None:
+        raise ValueError(f"{what}: give rate or dilations, not both")
+    dh, dw = _dilations_of(rate if dilations is None else dilations, data_format, what)
+    return filter if (dh, dw) == (1, 1) else _dilated_filter(filter, dh, dw, what)
 
 
 def depthwise_conv2d(input, filter, strides, padding, rate=None, name=None, data_format=None,
@@ -1296,8 +1366,8 @@ def depthwise_conv2d(input, filter, strides, padding, rate=None, name=None, data
 
         y = tf.nn.depthwise_conv2d(x, w, [1, 1, 1, 1], "SAME")       # out channels: in_channels * multiplier
     """
-    _check_rate(rate, dilations, "tf.nn.depthwise_conv2d")
     with name_scope(name, "depthwise"):
+        filter = _rate_filter(filter, rate, dilations, data_format or "NHWC", "tf.nn.depthwise_conv2d")
         return depthwise_conv2d_native(input, filter, strides, padding, data_format or "NHWC", name="depthwise")
 
 
@@ -1305,9 +1375,9 @@ def separable_conv2d(input, depthwise_filter, pointwise_filter, strides, padding
                      data_format=None, dilations=None) -> Tensor:
     """A depthwise convolution followed by a 1x1 convolution mixing channels (`pointwise_filter`
     (1, 1, in_channels * multiplier, out_channels)), as TF1's tf.nn.separable_conv2d."""
-    _check_rate(rate, dilations, "tf.nn.separable_conv2d")
     fmt = data_format or "NHWC"
     with name_scope(name, "separable_conv2d"):
+        depthwise_filter = _rate_filter(depthwise_filter, rate, dilations, fmt, "tf.nn.separable_conv2d")
         y = depthwise_conv2d_native(input, depthwise_filter, strides, padding, fmt, name="depthwise")
         return conv2d(y, pointwise_filter, [1, 1, 1, 1], "VALID", data_format=fmt, name="pointwise")
 
@@ -1323,11 +1393,12 @@ def conv1d(value=None, filters=None, stride=None, padding=None, use_cudnn_on_gpu
     value = input if value is None else value
     if value is None or filters is None or stride is None or padding is None:
         raise TypeError("tf.nn.conv1d needs value, filters, stride and padding")
-    _check_rate(None, dilations, "tf.nn.conv1d")
     fmt = data_format or "NWC"
     if fmt not in ("NWC", "NCW"):
         raise ValueError(f"tf.nn.conv1d: data_format must be 'NWC' or 'NCW', got {fmt!r}")
     stride = int(stride) if isinstance(stride, numbers.Integral) else int(list(stride)[1 if fmt == "NWC" else 2])
+    rate = 1 if dilations is None else dilations
+    rate = int(rate) if isinstance(rate, numbers.Integral) else int(list(rate)[1 if fmt == "NWC" else 2])
     with name_scope(name, "conv1d"):
         # (N, W, C) -> (N, 1, W, C) for NHWC; (N, C, W) -> (N, C, 1, W) for NCHW: the width stays the last
         # spatial axis, as in TF.
@@ -1335,7 +1406,8 @@ def conv1d(value=None, filters=None, stride=None, padding=None, use_cudnn_on_gpu
         x = expand_dims(value, axis)
         f = expand_dims(filters, 0)
         fmt2 = "NHWC" if fmt == "NWC" else "NCHW"
-        y = conv2d(x, f, [1, 1, stride, 1] if fmt2 == "NHWC" else [1, 1, 1, stride], padding, data_format=fmt2)
+        y = conv2d(x, f, [1, 1, stride, 1] if fmt2 == "NHWC" else [1, 1, 1, stride], padding, data_format=fmt2,
+                   dilations=[1, 1, rate, 1] if fmt2 == "NHWC" else [1, 1, 1, rate])
         return squeeze(y, [axis])
 
 

@@ -111,3 +111,18 @@ def multinomial(logits, num_samples, seed=None, name=None, output_dtype=None):
 def categorical(logits, num_samples, dtype=None, seed=None, name=None):
     """tf.random.categorical: tf.multinomial with `dtype` for the indices."""
     return multinomial(logits, num_samples, seed, name, dtype)
+
+
+def random_shuffle(value, seed=None, name=None):
+    """`value` with its rows (axis 0, of known length) in a random order: the order of the top_k of as many
+    RandomUniform draws, a uniform permutation."""
+    from tfplus.framework import name_scope
+    from tfplus.ops import array_ops, math_ops
+    with name_scope(name, "random_shuffle"):
+        value = convert_to_tensor(value)
+        n = value.shape.as_list()[0] if value.shape.ndims else None
+        if n is None:
+            raise ValueError(f"tf.random_shuffle: tfplus needs the length of axis 0 of '{value.name}', got shape "
+                             f"{value.shape}")
+        order = math_ops.top_k(random_uniform([n], seed=seed), n)[1]
+        return array_ops.gather(value, order)

@@ -3,6 +3,7 @@ semantics."""
 import numpy as np
 import pytest
 from optable import Case
+from scipy import special
 
 import tfplus as tf
 from tfplus.ops import math_ops
@@ -139,6 +140,7 @@ CASES = [
     Case("reciprocal", lambda x: tf.reciprocal(x), inputs=[positive((4,))], ref=lambda x: 1 / x),
     Case("sin", lambda x: tf.sin(x), inputs=[(2, 3)], ref=np.sin),
     Case("cos", lambda x: tf.cos(x), inputs=[(2, 3)], ref=np.cos),
+    Case("erf", lambda x: tf.erf(x), inputs=[(2, 3)], ref=special.erf),
     Case("floor", lambda x: tf.floor(x), inputs=[away_from_ints((2, 3))], ref=np.floor),
     Case("ceil", lambda x: tf.ceil(x), inputs=[away_from_ints((2, 3))], ref=np.ceil),
     Case("round", lambda x: tf.round(x),
@@ -267,7 +269,7 @@ def test_matmul_inner_dim_mismatch_names_node_and_shapes():
 
 def test_matmul_rank_and_dtype_errors():
     with pytest.raises(ValueError, match="matrices"):
-        tf.matmul(tf.zeros([2, 3, 4]), tf.zeros([4, 2]))
+        tf.matmul(tf.zeros([2, 3, 4]), tf.zeros([5, 2]))  # a batched product whose inner dims differ
     with pytest.raises(TypeError, match="one dtype"):
         tf.matmul(tf.zeros([2, 3]), tf.zeros([3, 2], tf.float64))
 

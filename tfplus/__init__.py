@@ -47,6 +47,7 @@ from tfplus.init_ops import (
     glorot_normal_initializer,
     glorot_uniform_initializer,
     ones_initializer,
+    orthogonal_initializer,
     random_normal_initializer,
     random_uniform_initializer,
     truncated_normal_initializer,
@@ -54,10 +55,10 @@ from tfplus.init_ops import (
     zeros_initializer,
 )
 from tfplus.nn import sigmoid, tanh  # TF1 has both at the top level too
-from tfplus.ops import array_ops, math_ops, random_ops, state_ops
+from tfplus.ops import array_ops, composite_ops, math_ops, random_ops, state_ops
 from tfplus.ops.control_flow_ops import group, no_op
 from tfplus.ops.control_flow_ops import tuple_ as tuple
-from tfplus.ops.random_ops import random_normal, random_uniform, set_random_seed, truncated_normal
+from tfplus.ops.random_ops import random_normal, random_shuffle, random_uniform, set_random_seed, truncated_normal
 from tfplus.ops.sparse_training_ops import scatter_sub
 from tfplus.ops.state_ops import assign, assign_add, assign_sub
 from tfplus.profiler import RunMetadata, RunOptions
@@ -80,7 +81,7 @@ from tfplus.variables import (
 __version__ = "0.1.0"
 
 # Ops: every public wrapper that an ops module lists in __all__ becomes tf.<name>.
-for _m in (array_ops, math_ops, random_ops, state_ops):
+for _m in (array_ops, math_ops, random_ops, state_ops, composite_ops):
     for _n in getattr(_m, "__all__", ()):
         globals()[_n] = getattr(_m, _n)
 
@@ -90,7 +91,8 @@ initializers = _namespace(
     "tf.initializers", zeros=_init.Zeros, ones=_init.Ones, constant=_init.Constant, random_normal=_init.RandomNormal,
     truncated_normal=_init.TruncatedNormal, random_uniform=_init.RandomUniform,
     variance_scaling=_init.VarianceScaling, glorot_uniform=_init.glorot_uniform_initializer,
-    glorot_normal=_init.glorot_normal_initializer, he_normal=_init.he_normal, he_uniform=_init.he_uniform,
+    glorot_normal=_init.glorot_normal_initializer, orthogonal=_init.Orthogonal, he_normal=_init.he_normal,
+    he_uniform=_init.he_uniform,
     global_variables=global_variables_initializer, variables=variables_initializer,
     local_variables=local_variables_initializer)
 keras = _namespace("tf.keras", initializers=initializers)
@@ -111,7 +113,8 @@ math = _namespace("tf.math", **{n: getattr(math_ops, n) for n in math_ops.__all_
                                                        "scalar_mul")},
                   invert_permutation=array_ops.invert_permutation, divide_no_nan=math_ops.div_no_nan)
 random = _namespace("tf.random", normal=random_normal, uniform=random_uniform, truncated_normal=truncated_normal,
-                    set_random_seed=set_random_seed, categorical=_categorical, multinomial=multinomial)
+                    set_random_seed=set_random_seed, categorical=_categorical, multinomial=multinomial,
+                    shuffle=random_shuffle)
 from tfplus.nn_impl import is_finite, is_inf, is_nan, log_sigmoid, reduce_logsumexp, scalar_mul, sequence_mask  # noqa: E402,I001,F401
 from tfplus import image  # noqa: E402
 from tfplus.image import random_crop  # noqa: E402

@@ -107,6 +107,40 @@ class VarianceScaling(Initializer):
         return random_ops.random_uniform(shape, -limit, limit, dtype, seed=self.seed)
 
 
+class Orthogonal(Initializer):
+    """`gain` times a random orthogonal matrix reshaped to `shape` (its last axis the columns), as TF1's
+    tf.orthogonal_initializer: the Q of the QR decomposition of a standard normal matrix, with R's diagonal made
+    positive. The QR is Gram-Schmidt's (twice per column, for the precision of Householder's), built from
+    matmuls, so any device runs it; its ops grow with the number of columns (min(rows, cols))."""
+
+    def __init__(self, gain=1.0, seed=None, dtype=_dt.float32):
+        self.gain, self.seed, self.dtype = gain, seed, dtype
+
+    def __call__(self, shape, dtype=None, partition_info=None):
+        from tfplus.framework import name_scope
+        from tfplus.ops import array_ops, math_ops, random_ops
+        shape = [int(d) for d in shape]
+        if len(shape) < 2:
+            raise ValueError(f"tf.orthogonal_initializer: the shape {shape} must have at least 2 dimensions")
+        dtype = self._dtype(dtype)
+        rows, cols = int(np.prod(shape[:-1])), shape[-1]
+        m, n = max(rows, cols), min(rows, cols)
+        with name_scope(None, "orthogonal"):
+            a = random_ops.random_normal([m, n], dtype=dtype, seed=self.seed)
+            columns = []
+            for j in range(n):
+                v = array_ops.slice(a, [0, j], [m, 1])
+                if columns:
+                    q = array_ops.concat(columns, 1)
+                    for _ in range(2):  # NOTE: one pass of classical Gram-Schmidt loses orthogonality
+                        v = v - math_ops.matmul(q, math_ops.matmul(q, v, transpose_a=True))
+                columns.append(v * math_ops.rsqrt(math_ops.reduce_sum(math_ops.square(v))))
+            q = array_ops.concat(columns, 1) if n > 1 else columns[0]
+            if rows < cols:
+                q = array_ops.transpose(q)
+            return math_ops.multiply(array_ops.reshape(q, shape), self.gain)
+
+
 def glorot_uniform_initializer(seed=None, dtype=_dt.float32):
     return VarianceScaling(1.0, "fan_avg", "uniform", seed, dtype)
 
@@ -125,5 +159,6 @@ def he_uniform(seed=None):
 
 zeros_initializer, ones_initializer, constant_initializer = Zeros, Ones, Constant
 random_normal_initializer, truncated_normal_initializer = RandomNormal, TruncatedNormal
+orthogonal_initializer = Orthogonal
 random_uniform_initializer, variance_scaling_initializer = RandomUniform, VarianceScaling
 GlorotUniform, GlorotNormal = glorot_uniform_initializer, glorot_normal_initializer

@@ -104,8 +104,7 @@ def conv2d(inputs, filters, kernel_size, strides=(1, 1), padding="valid", data_f
            kernel_regularizer=None, bias_regularizer=None, activity_regularizer=None, kernel_constraint=None,
            bias_constraint=None, trainable=True, name=None, reuse=None) -> Tensor:
     """2-D convolution; variables `<name>/kernel` [kh, kw, in, filters] and `<name>/bias` [filters]."""
-    if _pair(dilation_rate, "dilation_rate") != (1, 1):
-        raise NotImplementedError("tf.layers.conv2d: dilation_rate other than 1 is not implemented in tfplus")
+    dilation_rate = _pair(dilation_rate, "dilation_rate")
     inputs = convert_to_tensor(inputs)
     fmt = _data_format(data_format)
     n_in = inputs.shape[-1 if fmt == "NHWC" else 1].value
@@ -118,7 +117,7 @@ def conv2d(inputs, filters, kernel_size, strides=(1, 1), padding="valid", data_f
         kernel, bias = _weights([kh, kw, n_in, filters], inputs.dtype, kernel_initializer, bias_initializer,
                                 kernel_regularizer, bias_regularizer, use_bias, trainable, filters)
         stride4 = [1, sh, sw, 1] if fmt == "NHWC" else [1, 1, sh, sw]
-        y = nn_ops.conv2d(inputs, kernel, stride4, _padding(padding), data_format=fmt)
+        y = nn_ops.conv2d(inputs, kernel, stride4, _padding(padding), data_format=fmt, dilations=dilation_rate)
         return _finish(y, bias, activation, activity_regularizer, fmt)
 
 
@@ -136,26 +135,34 @@ def conv2d_transpose(inputs, filters, kernel_size, strides=(1, 1), padding="vali
         raise ValueError(f"conv2d_transpose: the channel dimension of the inputs ({inputs.name}, shape "
                          f"{inputs.shape}) must be known")
     kh, kw = _pair(kernel_size, "kernel_size")
-    sh, sw = _pair(strides, "strides")
-    pad = _padding(padding)
-
-    def out_size(n, k, s):
-        return n * s if pad == "SAME" else n * s + max(k - s, 0)
     with variable_scope(name, default_name="conv2d_transpose", reuse=reuse):
         kernel, bias = _weights([kh, kw, filters, n_in], inputs.dtype, kernel_initializer, bias_initializer,
                                 kernel_regularizer, bias_regularizer, use_bias, trainable, filters)
-        static = inputs.shape.as_list()
-        static[c_ax] = filters
-        for ax, k, s in ((h_ax, kh, sh), (w_ax, kw, sw)):
-            static[ax] = None if static[ax] is None else out_size(static[ax], k, s)
-        # The output's size, from tf.shape where the input's is unknown until run time (the batch, usually).
-        dyn = shape(inputs)
-        sizes = [d if d is not None else out_size(dyn[ax], *{h_ax: (kh, sh), w_ax: (kw, sw)}[ax])
-                 if ax in (h_ax, w_ax) else dyn[ax] for ax, d in enumerate(static)]
-        stride4 = [1, sh, sw, 1] if fmt == "NHWC" else [1, 1, sh, sw]
-        y = nn_ops.conv2d_transpose(inputs, kernel, stack(sizes), stride4, pad, data_format=fmt)
-        y.set_shape(static)
+        y = _transposed_conv(inputs, kernel, _pair(strides, "strides"), _padding(padding), fmt)
         return _finish(y, bias, activation, activity_regularizer, fmt)
+
+
+def _transposed_conv(inputs: Tensor, kernel: Tensor, strides: tuple[int, int], pad: str, fmt: str) -> Tensor:
+    """tf.nn.conv2d_transpose of `inputs` with `kernel` [kh, kw, out, in] to the size of a layer's output: per
+    spatial dim in * stride ('SAME'), in * stride + max(kernel - stride, 0) ('VALID')."""
+    h_ax, w_ax, c_ax = (1, 2, 3) if fmt == "NHWC" else (2, 3, 1)
+    kh, kw, filters = kernel.shape.as_list()[:3]
+    sh, sw = strides
+
+    def out_size(n, k, s):
+        return n * s if pad == "SAME" else n * s + max(k - s, 0)
+    static = inputs.shape.as_list()
+    static[c_ax] = filters
+    for ax, k, s in ((h_ax, kh, sh), (w_ax, kw, sw)):
+        static[ax] = None if static[ax] is None else out_size(static[ax], k, s)
+    # The output's size, from tf.shape where the input's is unknown until run time (the batch, usually).
+    dyn = shape(inputs)
+    sizes = [d if d is not None else out_size(dyn[ax], *{h_ax: (kh, sh), w_ax: (kw, sw)}[ax])
+             if ax in (h_ax, w_ax) else dyn[ax] for ax, d in enumerate(static)]
+    stride4 = [1, sh, sw, 1] if fmt == "NHWC" else [1, 1, sh, sw]
+    y = nn_ops.conv2d_transpose(inputs, kernel, stack(sizes), stride4, pad, data_format=fmt)
+    y.set_shape(static)
+    return y
 
 
 def _pool(fn, default_name, inputs, pool_size, strides, padding, data_format, name):

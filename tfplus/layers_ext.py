@@ -172,8 +172,6 @@ def conv1d(inputs, filters, kernel_size, strides=1, padding="valid", data_format
     """TF1's tf.layers.conv1d: variables <name>/kernel (kernel_size, in, filters) and <name>/bias (filters)."""
     _unsupported("conv1d", activity_regularizer=activity_regularizer, kernel_constraint=kernel_constraint,
                  bias_constraint=bias_constraint)
-    if _ints(dilation_rate, 1, "dilation_rate") != (1,):
-        raise NotImplementedError(f"conv1d: dilation_rate {dilation_rate} is not supported (only 1)")
     x = convert_to_tensor(inputs)
     first = _channels_first(data_format)
     c = x.shape.as_list()[1 if first else -1]
@@ -183,7 +181,8 @@ def conv1d(inputs, filters, kernel_size, strides=1, padding="valid", data_format
                               regularizer=kernel_regularizer, trainable=trainable)
         bias = get_variable("bias", [filters], x.dtype, initializer=bias_initializer or zeros_initializer(),
                             regularizer=bias_regularizer, trainable=trainable) if use_bias else None
-        y = nn_ops.conv1d(x, kernel, s, _padding(padding), data_format="NCW" if first else "NWC")
+        y = nn_ops.conv1d(x, kernel, s, _padding(padding), data_format="NCW" if first else "NWC",
+                          dilations=_ints(dilation_rate, 1, "dilation_rate")[0])
         return _finish(y, bias, first, activation)
 
 
@@ -199,8 +198,6 @@ def separable_conv2d(inputs, filters, kernel_size, strides=(1, 1), padding="vali
     _unsupported("separable_conv2d", activity_regularizer=activity_regularizer,
                  depthwise_constraint=depthwise_constraint, pointwise_constraint=pointwise_constraint,
                  bias_constraint=bias_constraint)
-    if _ints(dilation_rate, 2, "dilation_rate") != (1, 1):
-        raise NotImplementedError(f"separable_conv2d: dilation_rate {dilation_rate} is not supported (only 1)")
     x = convert_to_tensor(inputs)
     first = _channels_first(data_format)
     c = x.shape.as_list()[1 if first else -1]
@@ -214,6 +211,7 @@ def separable_conv2d(inputs, filters, kernel_size, strides=(1, 1), padding="vali
         bias = get_variable("bias", [filters], x.dtype, initializer=bias_initializer or zeros_initializer(),
                             regularizer=bias_regularizer, trainable=trainable) if use_bias else None
         st = [1, 1, sh, sw] if first else [1, sh, sw, 1]
-        y = nn_ops.separable_conv2d(x, dw, pw, st, _padding(padding), data_format="NCHW" if first else "NHWC")
+        y = nn_ops.separable_conv2d(x, dw, pw, st, _padding(padding), rate=_ints(dilation_rate, 2, "dilation_rate"),
+                                    data_format="NCHW" if first else "NHWC")
         return _finish(y, bias, first, activation)
 

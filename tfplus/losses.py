@@ -10,12 +10,12 @@ from tfplus.framework import GraphKeys, Tensor, add_to_collection, convert_to_te
 from tfplus.nn_impl import sigmoid_cross_entropy_with_logits
 from tfplus.ops import math_ops
 from tfplus.ops.array_ops import constant, ones_like, shape, size, stop_gradient, zeros_like
-from tfplus.ops.nn_ops import softmax_cross_entropy_with_logits_v2, sparse_softmax_cross_entropy_with_logits
+from tfplus.ops.nn_ops import relu, softmax_cross_entropy_with_logits_v2, sparse_softmax_cross_entropy_with_logits
 
 __all__ = ["Reduction", "compute_weighted_loss", "add_loss", "get_losses", "get_regularization_losses",
            "get_regularization_loss", "get_total_loss", "absolute_difference", "huber_loss", "log_loss",
            "mean_squared_error", "sigmoid_cross_entropy", "softmax_cross_entropy",
-           "sparse_softmax_cross_entropy"]
+           "sparse_softmax_cross_entropy", "hinge_loss", "cosine_distance"]
 
 
 class Reduction:
@@ -184,3 +184,24 @@ def sparse_softmax_cross_entropy(labels, logits, weights=1.0, scope=None, loss_c
 from tfplus.unsupported import module_getattr as _module_getattr  # noqa: E402
 
 __getattr__ = _module_getattr(__name__, "tf.losses")
+
+
+def hinge_loss(labels, logits, weights=1.0, scope=None, loss_collection=GraphKeys.LOSSES,
+               reduction=Reduction.SUM_BY_NONZERO_WEIGHTS) -> Tensor:
+    """max(0, 1 - (2 labels - 1) logits): labels 0/1 taken as -1/+1."""
+    with name_scope(scope, "hinge_loss"):
+        labels, logits = _pair(labels, logits)
+        losses = relu(1.0 - (2.0 * labels - 1.0) * logits)
+        return compute_weighted_loss(losses, weights, None, loss_collection, reduction)
+
+
+def cosine_distance(labels, predictions, axis=None, weights=1.0, scope=None, loss_collection=GraphKeys.LOSSES,
+                    reduction=Reduction.SUM_BY_NONZERO_WEIGHTS, dim=None) -> Tensor:
+    """1 - sum(labels * predictions) along `axis` (kept, size 1), for unit-normalized labels and predictions."""
+    axis = dim if axis is None else axis
+    if axis is None:
+        raise ValueError("tf.losses.cosine_distance: axis is required")
+    with name_scope(scope, "cosine_distance_loss"):
+        labels, predictions = _pair(labels, predictions)
+        losses = 1.0 - math_ops.reduce_sum(labels * predictions, axis, keepdims=True)
+        return compute_weighted_loss(losses, weights, None, loss_collection, reduction)

@@ -7,12 +7,21 @@ for _n in _nn_ops.__all__:
 # TF1's composites (nn_impl.py), built from the registered ops above; missing names raise UnsupportedError.
 from tfplus.nn_impl import (  # noqa: E402,F401
     batch_normalization,
+    crelu,
     l2_normalize,
+    log_poisson_loss,
+    log_uniform_candidate_sampler,
+    nce_loss,
+    normalize_moments,
     relu_layer,
+    sampled_softmax_loss,
     selu,
     sigmoid_cross_entropy_with_logits,
     softsign,
+    sufficient_statistics,
     swish,
+    uniform_candidate_sampler,
+    weighted_cross_entropy_with_logits,
     xw_plus_b,
 )
 from tfplus.nn_impl import swish as silu  # noqa: E402,F401

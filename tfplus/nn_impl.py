@@ -222,3 +222,205 @@ def sequence_mask(lengths, maxlen=None, dtype=None, name=None) -> Tensor:
         if isinstance(maxlen, int):
             mask.set_shape(lengths.shape.as_list() + [maxlen] if lengths.shape.ndims is not None else None)
         return mask if dtype is None else math_ops.cast(mask, _dt.as_dtype(dtype))
+
+
+# -- Candidate sampling and the sampled losses (TF1's candidate_sampling_ops.py and nn_impl.py) -----------------------
+
+def _candidate_sampler(probs, true_classes, num_sampled: int, unique: bool, seed, name: str):
+    """(sampled_candidates int64 [num_sampled], true_expected_count [batch, num_true], sampled_expected_count
+    [num_sampled]) for the distribution `probs` (NumPy, over [0, range_max)). Unique samples are drawn without
+    replacement by the Gumbel top-k trick, others with replacement by tf.multinomial: TF's distribution, not
+    its stream of numbers. A unique sample's expected counts are TF's: 1 - (1 - p)^tries, or p * num_sampled
+    when tries == num_sampled, with the number of tries TF's rejection sampler would have made for this sample
+    drawn alongside it (before its j-th new class, geometric with success 1 - the mass of the first j)."""
+    import numpy as np
+
+    from tfplus import dtypes as _dt
+    from tfplus.ops import array_ops, random_ops
+    range_max = len(probs)
+    if unique and num_sampled > range_max:
+        raise ValueError(f"{name}: num_sampled ({num_sampled}) must not exceed range_max ({range_max}) when unique")
+    with name_scope(None, name):
+        true_classes = convert_to_tensor(true_classes)
+        if true_classes.shape.ndims not in (None, 2):
+            raise ValueError(f"{name}: true_classes '{true_classes.name}' must be [batch, num_true], got "
+                             f"{true_classes.shape}")
+        log_p = array_ops.constant(np.log(probs), _dt.float32)
+        p = array_ops.constant(probs, _dt.float32)
+        if unique:
+            u = random_ops.random_uniform([range_max + num_sampled], 1e-20, 1.0, seed=seed)
+            gumbel = -math_ops.log(-math_ops.log(u[:range_max]))
+            sampled = math_ops.top_k(log_p + gumbel, num_sampled)[1]  # in the order they would be drawn
+            taken = math_ops.cumsum(array_ops.gather(p, sampled), exclusive=True)
+            tries = math_ops.reduce_sum(1.0 + math_ops.floor(math_ops.log(u[range_max:]) / math_ops.log(taken)))
+
+            def counts(ids):
+                p_ids = array_ops.gather(p, ids)
+                return math_ops.where(math_ops.equal(tries, float(num_sampled)), p_ids * float(num_sampled),
+                                      1.0 - math_ops.exp(tries * math_ops.log1p(-p_ids)))
+        else:
+            sampled = array_ops.reshape(random_ops.multinomial(array_ops.expand_dims(log_p, 0), num_sampled,
+                                                               seed=seed), [num_sampled])
+
+            def counts(ids):
+                return array_ops.gather(p, ids) * float(num_sampled)
+        sampled = math_ops.cast(sampled, _dt.int64)
+        return (array_ops.stop_gradient(sampled), array_ops.stop_gradient(counts(true_classes)),
+                array_ops.stop_gradient(counts(sampled)))
+
+
+def log_uniform_candidate_sampler(true_classes, num_true, num_sampled, unique, range_max, seed=None, name=None):
+    """Samples ids from the log-uniform (Zipfian) distribution P(k) = log((k + 2) / (k + 1)) / log(range_max + 1)
+    (words sorted by frequency), as tf.nn.log_uniform_candidate_sampler:
+    (sampled_candidates, true_expected_count, sampled_expected_count)."""
+    import numpy as np
+    k = np.arange(range_max, dtype=np.float64)
+    probs = np.log((k + 2.0) / (k + 1.0)) / np.log(range_max + 1.0)
+    return _candidate_sampler(probs, true_classes, num_sampled, unique, seed, name or "LogUniformCandidateSampler")
+
+
+def uniform_candidate_sampler(true_classes, num_true, num_sampled, unique, range_max, seed=None, name=None):
+    """Samples ids uniformly from [0, range_max), as tf.nn.uniform_candidate_sampler."""
+    import numpy as np
+    return _candidate_sampler(np.full(range_max, 1.0 / range_max), true_classes, num_sampled, unique, seed,
+                              name or "UniformCandidateSampler")
+
+
+def _compute_sampled_logits(weights, biases, labels, inputs, num_sampled, num_classes, num_true, sampled_values,
+                            subtract_log_q, remove_accidental_hits, partition_strategy, seed):
+    """(logits [batch, num_true + num_sampled], labels of the same shape) of the true and the sampled classes,
+    as TF1's _compute_sampled_logits: a gather of only those rows of `weights` and `biases`, so gradients reach
+    only them (IndexedSlices)."""
+    from tfplus import dtypes as _dt
+    from tfplus.ops import array_ops
+    labels = math_ops.cast(convert_to_tensor(labels), _dt.int64)
+    if labels.shape.ndims == 1:
+        labels = array_ops.expand_dims(labels, -1)
+    inputs = convert_to_tensor(inputs)
+    if sampled_values is None:
+        sampled_values = log_uniform_candidate_sampler(labels, num_true, num_sampled, True, num_classes, seed)
+    sampled, true_expected, sampled_expected = (array_ops.stop_gradient(convert_to_tensor(s))
+                                                for s in sampled_values)
+    sampled = math_ops.cast(sampled, _dt.int64)
+    labels_flat = array_ops.reshape(labels, [-1])
+    all_ids = array_ops.concat([labels_flat, sampled], 0)
+    n_true = array_ops.shape(labels_flat)[0]
+    all_w = array_ops.embedding_lookup(weights, all_ids, partition_strategy=partition_strategy)
+    true_w, sampled_w = all_w[:n_true], all_w[n_true:]
+    sampled_logits = math_ops.matmul(inputs, sampled_w, transpose_b=True)
+    all_b = array_ops.embedding_lookup(biases, all_ids, partition_strategy=partition_strategy)
+    true_b, sampled_b = all_b[:n_true], all_b[n_true:]
+    dim = array_ops.shape(true_w)[1:2]
+    # inputs [batch, dim] . true_w [batch, num_true, dim] along dim
+    true_w = array_ops.reshape(true_w, array_ops.concat([[-1, num_true], dim], 0))
+    true_logits = math_ops.reduce_sum(array_ops.expand_dims(inputs, 1) * true_w, -1)
+    true_logits = true_logits + array_ops.reshape(true_b, [-1, num_true])
+    sampled_logits = sampled_logits + sampled_b
+    if remove_accidental_hits:
+        # A sampled class that is one of the example's true classes gets logit -FLT_MAX (TF's weight).
+        hits = math_ops.reduce_any(math_ops.equal(array_ops.expand_dims(labels, 2),
+                                                  array_ops.reshape(sampled, [1, 1, -1])), axis=1)
+        sampled_logits = sampled_logits + math_ops.cast(hits, sampled_logits.dtype) * -3.4028234663852886e38
+    if subtract_log_q:
+        true_logits = true_logits - math_ops.log(true_expected)
+        sampled_logits = sampled_logits - math_ops.log(sampled_expected)
+    out_logits = array_ops.concat([true_logits, sampled_logits], 1)
+    out_labels = array_ops.concat([ones_like(true_logits) / float(num_true), zeros_like(sampled_logits)], 1)
+    return out_logits, out_labels
+
+
+def nce_loss(weights, biases, labels, inputs, num_sampled, num_classes, num_true=1, sampled_values=None,
+             remove_accidental_hits=False, partition_strategy="mod", name="nce_loss", seed=None) -> Tensor:
+    """Noise-contrastive estimation loss [batch]: logistic regression of the true classes against `num_sampled`
+    classes drawn by `sampled_values` (default: the log-uniform sampler, unique), each logit less the log of its
+    expected count, as tf.nn.nce_loss.
+
+        loss = tf.reduce_mean(tf.nn.nce_loss(nce_w, nce_b, labels=[[3]], inputs=embed, num_sampled=5,
+                                             num_classes=100))"""
+    with name_scope(name, "nce_loss"):
+        logits, labels = _compute_sampled_logits(weights, biases, labels, inputs, num_sampled, num_classes, num_true,
+                                                 sampled_values, True, remove_accidental_hits, partition_strategy,
+                                                 seed)
+        return math_ops.reduce_sum(sigmoid_cross_entropy_with_logits(labels=labels, logits=logits), 1)
+
+
+def sampled_softmax_loss(weights, biases, labels, inputs, num_sampled, num_classes, num_true=1, sampled_values=None,
+                         remove_accidental_hits=True, partition_strategy="mod", name="sampled_softmax_loss",
+                         seed=None) -> Tensor:
+    """Softmax cross-entropy [batch] over the true classes and `num_sampled` sampled ones (logits less the log
+    of their expected counts; sampled true classes removed), as tf.nn.sampled_softmax_loss."""
+    from tfplus.ops.nn_ops import softmax_cross_entropy_with_logits_v2
+    with name_scope(name, "sampled_softmax_loss"):
+        logits, labels = _compute_sampled_logits(weights, biases, labels, inputs, num_sampled, num_classes, num_true,
+                                                 sampled_values, True, remove_accidental_hits, partition_strategy,
+                                                 seed)
+        return softmax_cross_entropy_with_logits_v2(labels=stop_gradient(labels), logits=logits)
+
+
+def weighted_cross_entropy_with_logits(labels=None, logits=None, pos_weight=None, name=None, targets=None) -> Tensor:
+    """sigmoid_cross_entropy_with_logits with the positive term weighted by `pos_weight`, computed stably as
+    (1 - labels) * logits + (1 + (pos_weight - 1) * labels) * (log(1 + exp(-|logits|)) + max(-logits, 0))."""
+    labels = targets if labels is None else labels
+    if labels is None or logits is None or pos_weight is None:
+        raise ValueError("weighted_cross_entropy_with_logits: pass labels (or targets), logits and pos_weight")
+    with name_scope(name, "logistic_loss"):
+        logits = convert_to_tensor(logits)
+        labels = convert_to_tensor(labels, dtype=logits.dtype)
+        log_weight = 1.0 + (pos_weight - 1.0) * labels
+        return (1.0 - labels) * logits + log_weight * (math_ops.log1p(math_ops.exp(-math_ops.abs(logits))) +
+                                                       relu(-logits))
+
+
+def crelu(features, name=None, axis=-1) -> Tensor:
+    """Concatenated ReLU: relu of [features, -features] along `axis` (twice the channels)."""
+    from tfplus.ops.array_ops import concat
+    with name_scope(name, "CRelu"):
+        x = convert_to_tensor(features)
+        return relu(concat([x, -x], axis))
+
+
+def log_poisson_loss(targets, log_input, compute_full_loss=False, name=None) -> Tensor:
+    """exp(log_input) - log_input * targets, plus Stirling's approximation of log(targets!) (for targets > 1)
+    with `compute_full_loss`."""
+    import math
+    with name_scope(name, "log_poisson_loss"):
+        log_input = convert_to_tensor(log_input)
+        targets = convert_to_tensor(targets, dtype=log_input.dtype)
+        loss = math_ops.exp(log_input) - log_input * targets
+        if not compute_full_loss:
+            return loss
+        safe = math_ops.maximum(targets, 1.0)  # keeps the log finite where the term is masked out
+        stirling = targets * math_ops.log(safe) - targets + 0.5 * math_ops.log(2.0 * math.pi * safe)
+        return loss + math_ops.where_v2(targets > 1.0, stirling, zeros_like(targets))
+
+
+def sufficient_statistics(x, axes, shift=None, keep_dims=None, name=None, keepdims=None):
+    """(count, sum of x, sum of x^2, shift) over `axes`, as tf.nn.sufficient_statistics (shift None: no shift)."""
+    keep = bool(keepdims if keepdims is not None else keep_dims)
+    with name_scope(name, "sufficient_statistics"):
+        x = convert_to_tensor(x)
+        count = _count(x, axes)
+        if shift is not None:
+            shift = convert_to_tensor(shift, dtype=x.dtype)
+            m_ss = math_ops.reduce_sum(x - shift, axes, keepdims=keep)
+            v_ss = math_ops.reduce_sum(math_ops.square(x - shift), axes, keepdims=keep)
+        else:
+            m_ss = math_ops.reduce_sum(x, axes, keepdims=keep)
+            v_ss = math_ops.reduce_sum(math_ops.square(x), axes, keepdims=keep)
+        return count, m_ss, v_ss, shift
+
+
+def _count(x: Tensor, axes) -> Tensor:
+    """The number of elements of `x` over `axes`, as x's dtype."""
+    from tfplus.ops.array_ops import gather, shape
+    return math_ops.cast(math_ops.reduce_prod(gather(shape(x), list(axes))), x.dtype)
+
+
+def normalize_moments(counts, mean_ss, variance_ss, shift, name=None):
+    """(mean, variance) from sufficient statistics, as tf.nn.normalize_moments."""
+    with name_scope(name, "normalize"):
+        divisor = math_ops.reciprocal(counts)
+        shifted_mean = mean_ss * divisor
+        mean = shifted_mean if shift is None else shifted_mean + shift
+        variance = variance_ss * divisor - math_ops.square(shifted_mean)
+        return mean, variance

@@ -40,6 +40,12 @@ def _pow(x, y, out):
     np.power(x, y, out=out)
 
 
+def _erf(x, out):
+    # NOTE: imported here: scipy (a dependency for the planner) takes a while to load, and few graphs use erf.
+    from scipy.special import erf
+    erf(x, out=out)
+
+
 _ELEMENTWISE = {
     "Add": (np.add, NUMERIC), "AddV2": (np.add, NUMERIC), "Sub": (np.subtract, NUMERIC),
     "Mul": (np.multiply, NUMERIC), "RealDiv": (np.true_divide, FLOATS),
@@ -49,6 +55,7 @@ _ELEMENTWISE = {
     "Exp": (np.exp, FLOATS), "Log": (np.log, FLOATS),
     "Log1p": (np.log1p, FLOATS), "Sqrt": (np.sqrt, FLOATS), "Rsqrt": (_rsqrt, FLOATS),
     "Reciprocal": (np.reciprocal, FLOATS), "Sin": (np.sin, FLOATS), "Cos": (np.cos, FLOATS),
+    "Erf": (_erf, FLOATS),
     "Floor": (np.floor, FLOATS), "Ceil": (np.ceil, FLOATS), "Round": (np.round, NUMERIC),
     "Equal": (np.equal, NUMERIC + ("bool",)), "NotEqual": (np.not_equal, NUMERIC + ("bool",)),
     "Less": (np.less, NUMERIC), "LessEqual": (np.less_equal, NUMERIC), "Greater": (np.greater, NUMERIC),

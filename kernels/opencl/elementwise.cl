@@ -132,6 +132,9 @@ UNARY(sin, T, sin(x))
 #if WANT_cos
 UNARY(cos, T, cos(x))
 #endif
+#if WANT_erf
+UNARY(erf, T, erf(x))
+#endif
 #if WANT_floor
 UNARY(floor, T, floor(x))
 #endif

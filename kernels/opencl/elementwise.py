@@ -35,7 +35,7 @@ BINARY = {
 UNARY = {
     "Neg": ("neg", NUM), "Abs": ("abs", NUM), "Sign": ("sign", NUM), "Square": ("square", NUM),
     "Exp": ("exp", F), "Log": ("log", F), "Log1p": ("log1p", F), "Sqrt": ("sqrt", F), "Rsqrt": ("rsqrt", F),
-    "Reciprocal": ("reciprocal", F), "Sin": ("sin", F), "Cos": ("cos", F), "Floor": ("floor", F),
+    "Reciprocal": ("reciprocal", F), "Sin": ("sin", F), "Cos": ("cos", F), "Erf": ("erf", F), "Floor": ("floor", F),
     "Ceil": ("ceil", F), "Round": ("round", NUM), "LogicalNot": ("logical_not", B),
     "Relu": ("relu", F), "Relu6": ("relu6", F), "Sigmoid": ("sigmoid", F), "Tanh": ("tanh", F),
     "Elu": ("elu", F), "Softplus": ("softplus", F),

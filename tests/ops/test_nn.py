@@ -158,7 +158,7 @@ def test_conv_channel_mismatch_message():
 
 
 @pytest.mark.parametrize("kwargs,message", [
-    ({"dilations": [1, 2, 2, 1]}, "dilations .* not supported"),
+    ({"dilations": [2, 1, 1, 1]}, "dilations .*batch and channel entries must be 1"),
     ({"strides": [2, 1, 1, 1]}, "batch and channel entries must be 1"),
     ({"padding": "FULL"}, "padding must be 'SAME' or 'VALID'"),
     ({"data_format": "NCWH"}, "data_format must be 'NHWC' or 'NCHW'"),

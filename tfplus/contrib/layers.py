@@ -20,8 +20,9 @@ from tfplus.ops.random_ops import truncated_normal
 from tfplus.unsupported import module_getattr
 from tfplus.variables import get_variable, variable_scope
 
-__all__ = ["flatten", "max_pool2d", "avg_pool2d", "dropout",
-           "fully_connected", "conv2d", "l1_regularizer", "l2_regularizer", "sum_regularizer",
+__all__ = ["flatten", "max_pool2d", "avg_pool2d", "dropout", "batch_norm", "layer_norm", "conv2d_transpose",
+           "embed_sequence",
+           "l1_l2_regularizer", "fully_connected", "conv2d", "l1_regularizer", "l2_regularizer", "sum_regularizer",
            "apply_regularization", "xavier_initializer", "xavier_initializer_conv2d",
            "variance_scaling_initializer"]
 
@@ -206,9 +207,6 @@ def conv2d(inputs, num_outputs, kernel_size, stride=1, padding="SAME", data_form
            weights_regularizer=None, biases_initializer=_ZEROS, biases_regularizer=None, reuse=None,
            variables_collections=None, outputs_collections=None, trainable=True, scope=None) -> Tensor:
     """2-D convolution; variables `<scope>/weights` [kh, kw, in, out] and `<scope>/biases` (scope `Conv`)."""
-    if rate != 1:
-        raise NotImplementedError("tf.contrib.layers.conv2d: rate (dilation) other than 1 is not implemented in "
-                                  "tfplus")
     fmt = data_format or "NHWC"
     if fmt not in ("NHWC", "NCHW"):
         raise ValueError(f"conv2d: data_format must be 'NHWC' or 'NCHW', got {data_format!r}")
@@ -222,8 +220,133 @@ def conv2d(inputs, num_outputs, kernel_size, stride=1, padding="SAME", data_form
             weights_regularizer, None if normalizer_fn is not None else biases_initializer, biases_regularizer,
             trainable, variables_collections)
         strides = [1, sh, sw, 1] if fmt == "NHWC" else [1, 1, sh, sw]
-        y = nn_ops.conv2d(inputs, weights, strides, padding.upper(), data_format=fmt)
+        y = nn_ops.conv2d(inputs, weights, strides, padding.upper(), data_format=fmt,
+                          dilations=_layers._pair(rate, "rate"))
         return _finish(y, biases, normalizer_fn, normalizer_params, activation_fn, outputs_collections, fmt)
 
 
 __getattr__ = module_getattr(__name__, "tf.contrib.layers")
+
+
+def l1_l2_regularizer(scale_l1=1.0, scale_l2=1.0, scope=None):
+    """weights -> scale_l1 * sum(|weights|) + scale_l2 * sum(weights^2) / 2."""
+    return sum_regularizer([l1_regularizer(scale_l1), l2_regularizer(scale_l2)], scope=scope)
+
+
+def conv2d_transpose(inputs, num_outputs, kernel_size, stride=1, padding="SAME", data_format="NHWC",
+                     activation_fn=nn_ops.relu, normalizer_fn=None, normalizer_params=None, weights_initializer=None,
+                     weights_regularizer=None, biases_initializer=_ZEROS, biases_regularizer=None, reuse=None,
+                     variables_collections=None, outputs_collections=None, trainable=True, scope=None) -> Tensor:
+    """The transpose of conv2d (output size in * stride with SAME, in * stride + max(kernel - stride, 0) with
+    VALID); variables `<scope>/weights` [kh, kw, out, in] and `<scope>/biases` (scope `Conv2d_transpose`)."""
+    fmt = data_format or "NHWC"
+    if fmt not in ("NHWC", "NCHW"):
+        raise ValueError(f"conv2d_transpose: data_format must be 'NHWC' or 'NCHW', got {data_format!r}")
+    inputs = convert_to_tensor(inputs)
+    n_in = inputs.shape.as_list()[-1 if fmt == "NHWC" else 1] if inputs.shape.ndims == 4 else None
+    if n_in is None:
+        raise ValueError(f"conv2d_transpose: inputs '{inputs.name}' must be rank 4 with known channels, got "
+                         f"{inputs.shape}")
+    kh, kw = _layers._pair(kernel_size, "kernel_size")
+    with variable_scope(scope, default_name="Conv2d_transpose", reuse=reuse):
+        weights, biases = _weights_and_biases(
+            [kh, kw, num_outputs, n_in], num_outputs, inputs.dtype, weights_initializer or xavier_initializer(),
+            weights_regularizer, None if normalizer_fn is not None else biases_initializer, biases_regularizer,
+            trainable, variables_collections)
+        y = _layers._transposed_conv(inputs, weights, _layers._pair(stride, "stride"), padding.upper(), fmt)
+        return _finish(y, biases, normalizer_fn, normalizer_params, activation_fn, outputs_collections, fmt)
+
+
+def batch_norm(inputs, decay=0.999, center=True, scale=False, epsilon=0.001, activation_fn=None,
+               param_initializers=None, param_regularizers=None, updates_collections=GraphKeys.UPDATE_OPS,
+               is_training=True, reuse=None, variables_collections=None, outputs_collections=None, trainable=True,
+               batch_weights=None, fused=None, data_format="NHWC", zero_debias_moving_mean=False, scope=None,
+               renorm=False, renorm_clipping=None, renorm_decay=0.99, adjustment=None) -> Tensor:
+    """TF1's contrib batch norm (its fused form, for every rank: the moving variance takes the batch's
+    Bessel-corrected variance): variables `<scope>/beta`, `gamma` (scale=True), `moving_mean`, `moving_variance`
+    (scope `BatchNorm`). updates_collections=None runs the moving averages' updates with the layer (its output
+    waits for them), as TF1 does; otherwise they go to that collection."""
+    from tfplus.framework import control_dependencies, get_collection, get_collection_ref
+    from tfplus.layers_ext import batch_normalization
+    from tfplus.ops import array_ops
+    for what, given in (("batch_weights", batch_weights), ("renorm", renorm), ("adjustment", adjustment),
+                        ("zero_debias_moving_mean", zero_debias_moving_mean)):
+        if given:
+            raise NotImplementedError(f"tf.contrib.layers.batch_norm: {what} is not supported by tfplus")
+    x = convert_to_tensor(inputs)
+    rank = x.shape.ndims
+    if rank is None or rank < 2:
+        raise ValueError(f"tf.contrib.layers.batch_norm: inputs '{x.name}' need a known rank >= 2, got {x.shape}")
+    channels_first = data_format == "NCHW" and rank == 4
+    x4 = x if rank == 4 else array_ops.reshape(x, [-1, 1, 1, x.shape.as_list()[-1]])
+    inits, regs = param_initializers or {}, param_regularizers or {}
+    updates = get_collection_ref(GraphKeys.UPDATE_OPS)
+    before = len(updates)
+    with variable_scope(scope, default_name="BatchNorm", reuse=reuse) as vs:
+        y = batch_normalization(x4, axis=1 if channels_first else -1, momentum=decay, epsilon=epsilon, center=center,
+                                scale=scale, beta_initializer=inits.get("beta"), gamma_initializer=inits.get("gamma"),
+                                moving_mean_initializer=inits.get("moving_mean"),
+                                moving_variance_initializer=inits.get("moving_variance"),
+                                beta_regularizer=regs.get("beta"), gamma_regularizer=regs.get("gamma"),
+                                training=is_training, trainable=trainable, name=vs, reuse=reuse)
+        new_updates = updates[before:]
+        if updates_collections is None and new_updates:
+            del updates[before:]
+            with control_dependencies(new_updates):
+                y = array_ops.identity(y)
+        elif updates_collections != GraphKeys.UPDATE_OPS:
+            del updates[before:]
+            for op in new_updates:
+                add_to_collection(updates_collections, op)
+        for name in variables_collections or ():
+            for v in get_collection(GraphKeys.GLOBAL_VARIABLES, scope=vs.name + "/"):
+                add_to_collection(name, v)
+        if rank != 4:
+            y = array_ops.reshape(y, array_ops.shape(x))
+            y.set_shape(x.shape)
+        if activation_fn is not None:
+            y = activation_fn(y)
+        return _collect(y, outputs_collections)
+
+
+def layer_norm(inputs, center=True, scale=True, activation_fn=None, reuse=None, variables_collections=None,
+               outputs_collections=None, trainable=True, begin_norm_axis=1, begin_params_axis=-1,
+               scope=None) -> Tensor:
+    """Normalizes each example over its axes from `begin_norm_axis` on (mean 0, variance 1, epsilon 1e-12), then
+    scales and shifts by `<scope>/gamma` and `<scope>/beta` of shape inputs.shape[begin_params_axis:] (scope
+    `LayerNorm`), as TF1's contrib layer_norm."""
+    from tfplus.init_ops import ones_initializer
+    x = convert_to_tensor(inputs)
+    rank = x.shape.ndims
+    if rank is None:
+        raise ValueError(f"tf.contrib.layers.layer_norm: inputs '{x.name}' need a known rank")
+    norm_axes = list(range(begin_norm_axis % rank, rank))
+    params_shape = x.shape.as_list()[begin_params_axis:]
+    if None in params_shape:
+        raise ValueError(f"tf.contrib.layers.layer_norm: inputs '{x.name}' need known dims from axis "
+                         f"{begin_params_axis} on, got {x.shape}")
+    with variable_scope(scope, default_name="LayerNorm", reuse=reuse):
+        def param(name, init):
+            v = get_variable(name, params_shape, x.dtype, initializer=init, trainable=trainable)
+            for c in variables_collections or ():
+                add_to_collection(c, v)
+            return v
+        beta = param("beta", zeros_initializer()) if center else None
+        gamma = param("gamma", ones_initializer()) if scale else None
+        mean, variance = nn_ops.moments(x, norm_axes, keep_dims=True)
+        y = nn_ops.batch_normalization(x, mean, variance, beta, gamma, 1e-12)
+        if activation_fn is not None:
+            y = activation_fn(y)
+        return _collect(y, outputs_collections)
+
+
+def embed_sequence(ids, vocab_size=None, embed_dim=None, unique=False, initializer=None, regularizer=None,
+                   trainable=True, scope=None, reuse=None) -> Tensor:
+    """The rows of `<scope>/embeddings` [vocab_size, embed_dim] (scope `EmbedSequence`) for `ids`."""
+    from tfplus.ops.array_ops import embedding_lookup
+    if vocab_size is None or embed_dim is None:
+        raise ValueError("tf.contrib.layers.embed_sequence: vocab_size and embed_dim are required")
+    with variable_scope(scope, default_name="EmbedSequence", reuse=reuse):
+        embeddings = get_variable("embeddings", [vocab_size, embed_dim], initializer=initializer,
+                                  regularizer=regularizer, trainable=trainable)
+        return embedding_lookup(embeddings, ids)

@@ -17,7 +17,7 @@ from tfplus.ops.array_ops import constant, identity
 from tfplus.tensor_util import infer_dtype
 
 __all__ = ["exponential_decay", "natural_exp_decay", "inverse_time_decay", "polynomial_decay", "cosine_decay",
-           "piecewise_constant"]
+           "piecewise_constant", "piecewise_constant_decay"]
 
 
 def _is_tensor(v) -> bool:
@@ -180,3 +180,6 @@ def _same_dtype_values(values) -> list[Tensor]:
             raise ValueError(f"piecewise_constant: values must all have one dtype, got {dtype.name} and "
                              f"{v.dtype.name}")
     return out
+
+
+piecewise_constant_decay = piecewise_constant  # TF 1.15's second name for it

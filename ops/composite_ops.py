@@ -1,0 +1,319 @@
+"""TF1's top-level functions that TensorFlow itself builds from other ops (tf.norm, tf.tensordot, tf.einsum,
+tf.reverse, tf.boolean_mask, tf.scatter_nd, tf.eye, tf.linspace, tf.matrix_band_part, ...): composites of
+registered ops, so their gradients, kernels on every device and GraphDef export come from those ops.
+
+    import tfplus as tf
+    scores = tf.einsum("bqd,bkd->bqk", q, k)
+    causal = tf.matrix_band_part(tf.ones([t, t]), -1, 0)
+"""
+from __future__ import annotations
+
+import builtins
+import string
+
+import numpy as np
+
+from tfplus import dtypes as _dt
+from tfplus.framework import Tensor, convert_to_tensor, name_scope
+from tfplus.ops import array_ops, math_ops
+
+__all__ = ["norm", "tensordot", "einsum", "reverse", "reverse_v2", "boolean_mask", "scatter_nd", "eye", "linspace",
+           "lin_space", "matrix_band_part", "matrix_diag", "diag", "meshgrid", "sort", "argsort", "segment_sum",
+           "segment_mean", "arg_max", "arg_min", "reverse_sequence"]
+
+
+def _static(t: Tensor, axis: int, what: str) -> int:
+    n = t.shape.as_list()[axis] if t.shape.ndims is not None else None
+    if n is None:
+        raise ValueError(f"{what}: dimension {axis} of '{t.name}' must be known, got shape {t.shape}")
+    return n
+
+
+def norm(tensor, ord="euclidean", axis=None, keepdims=None, name=None, keep_dims=None) -> Tensor:
+    """The vector norm of `tensor` over `axis` (all elements when None; a pair of axes for a matrix's Frobenius
+    norm): ord 'euclidean' / 'fro' / 2 (over one axis), 1, np.inf or any p > 0."""
+    keepdims = bool(keepdims if keepdims is not None else keep_dims)
+    axes = list(axis) if isinstance(axis, (list, tuple)) else axis
+    if isinstance(axes, list) and len(axes) == 2 and ord not in ("euclidean", "fro"):
+        raise ValueError(f"tf.norm: matrix norm ord={ord!r} is not supported; tfplus has 'euclidean' and 'fro'")
+    with name_scope(name, "norm"):
+        x = convert_to_tensor(tensor)
+        if ord in ("euclidean", "fro", 2, 2.0):
+            return math_ops.sqrt(math_ops.reduce_sum(math_ops.square(x), axes, keepdims=keepdims))
+        if ord == 1:
+            return math_ops.reduce_sum(math_ops.abs(x), axes, keepdims=keepdims)
+        if ord == np.inf:
+            return math_ops.reduce_max(math_ops.abs(x), axes, keepdims=keepdims)
+        if isinstance(ord, (int, float)) and ord > 0:
+            return math_ops.pow(math_ops.reduce_sum(math_ops.pow(math_ops.abs(x), float(ord)), axes,
+                                                    keepdims=keepdims), 1.0 / ord)
+        raise ValueError(f"tf.norm: ord must be 'euclidean', 'fro', 1, 2, np.inf or a p > 0, got {ord!r}")
+
+
+def _axes_pair(axes, a_rank: int):
+    if isinstance(axes, int):
+        return list(builtins.range(a_rank - axes, a_rank)), list(builtins.range(axes))
+    a_axes, b_axes = axes
+    a_axes = [a_axes] if isinstance(a_axes, int) else list(a_axes)
+    b_axes = [b_axes] if isinstance(b_axes, int) else list(b_axes)
+    if len(a_axes) != len(b_axes):
+        raise ValueError(f"tf.tensordot: axes {axes} must pair as many axes of a as of b")
+    return a_axes, b_axes
+
+
+def tensordot(a, b, axes, name=None) -> Tensor:
+    """Sums a * b over `axes` (an int N: a's last N with b's first N; or ([a axes], [b axes])), as TF does it:
+    transpose and reshape both to matrices, one matmul, reshape back. The contracted dimensions must be known."""
+    with name_scope(name, "Tensordot"):
+        a, b = convert_to_tensor(a), convert_to_tensor(b)
+        if a.shape.ndims is None or b.shape.ndims is None:
+            raise ValueError(f"tf.tensordot: the ranks of '{a.name}' and '{b.name}' must be known")
+        ra, rb = a.shape.ndims, b.shape.ndims
+        a_axes, b_axes = _axes_pair(axes, ra)
+        a_axes, b_axes = [x % ra for x in a_axes], [x % rb for x in b_axes]
+        free_a = [i for i in builtins.range(ra) if i not in a_axes]
+        free_b = [i for i in builtins.range(rb) if i not in b_axes]
+        inner = int(np.prod([_static(a, i, "tf.tensordot") for i in a_axes]))
+        a2 = array_ops.reshape(array_ops.transpose(a, free_a + a_axes), [-1, inner])
+        b2 = array_ops.reshape(array_ops.transpose(b, b_axes + free_b), [inner, -1])
+        out = math_ops.matmul(a2, b2)
+        dims_a, dims_b = array_ops.shape(a), array_ops.shape(b)
+        shape = array_ops.concat([array_ops.gather(dims_a, free_a), array_ops.gather(dims_b, free_b)], 0) \
+            if free_a or free_b else []
+        out = array_ops.reshape(out, shape)
+        out.set_shape([a.shape.as_list()[i] for i in free_a] + [b.shape.as_list()[i] for i in free_b])
+        return out
+
+
+def einsum(equation: str, *inputs, name=None, **kwargs) -> Tensor:
+    """Einstein summation over one or more operands ('ij,jk->ik', 'bqd,bkd->bqk', 'ij->ji', 'ii->' is not
+    supported: a letter repeats only across operands): each operand laid out on the union of the letters
+    (transpose and expand_dims), multiplied with broadcasting, summed over the letters the output lacks."""
+    eq = equation.replace(" ", "")
+    if "." in eq:
+        raise ValueError(f"tf.einsum: '{equation}': ellipses (...) are not supported by tfplus")
+    lhs, _, out = eq.partition("->")
+    terms = lhs.split(",")
+    if len(terms) != len(inputs):
+        raise ValueError(f"tf.einsum: '{equation}' names {len(terms)} operands, got {len(inputs)}")
+    if any(len(set(t)) != len(t) for t in terms) or not all(c in string.ascii_letters for c in "".join(terms)):
+        raise ValueError(f"tf.einsum: '{equation}': a letter repeated within one operand (a diagonal or trace) is "
+                         "not supported by tfplus")
+    if "->" not in eq:  # implicit output: the letters used once, sorted
+        out = "".join(sorted(c for c in set(lhs) if lhs.count(c) == 1 and c != ","))
+    letters = sorted(set("".join(terms)), key=lambda c: (c not in out, out.index(c) if c in out else 0, c))
+    with name_scope(name, "einsum"):
+        product = None
+        for term, x in zip(terms, inputs):
+            x = convert_to_tensor(x)
+            if x.shape.ndims is not None and x.shape.ndims != len(term):
+                raise ValueError(f"tf.einsum: '{term}' has {len(term)} letters but '{x.name}' has rank {x.shape.ndims}")
+            present = [c for c in letters if c in term]
+            x = array_ops.transpose(x, [term.index(c) for c in present])
+            for i, c in enumerate(letters):
+                if c not in term:
+                    x = array_ops.expand_dims(x, i)
+            product = x if product is None else math_ops.multiply(product, x)
+        summed = [i for i, c in enumerate(letters) if c not in out]
+        return math_ops.reduce_sum(product, summed) if summed else product
+
+
+def reverse(tensor, axis, name=None) -> Tensor:
+    """`tensor` with the order of its entries along each of `axis` reversed (a gather of the indices n-1 ... 0)."""
+    with name_scope(name, "ReverseV2"):
+        x = convert_to_tensor(tensor)
+        y = x
+        for a in [axis] if isinstance(axis, int) else list(axis):
+            n = array_ops.shape(y)[a]
+            y = array_ops.gather(y, math_ops.range(n - 1, -1, -1), axis=a % x.shape.ndims)
+        y.set_shape(x.shape)
+        return y
+
+
+reverse_v2 = reverse
+
+
+def boolean_mask(tensor, mask, name="boolean_mask", axis=None) -> Tensor:
+    """The entries of `tensor` where `mask` (a bool tensor over its first mask.ndim axes) is True, in row-major
+    order: [number of Trues, remaining dims...]."""
+    if axis not in (None, 0):
+        raise ValueError(f"tf.boolean_mask: axis={axis} is not supported; tfplus masks from axis 0")
+    with name_scope(name, "boolean_mask"):
+        return array_ops.gather_nd(tensor, math_ops.where(convert_to_tensor(mask)))
+
+
+def scatter_nd(indices, updates, shape, name=None) -> Tensor:
+    """A zero tensor of `shape` with `updates` added at `indices` ([..., k] indexing the first k axes; repeated
+    indices add), via unsorted_segment_sum over the row-major position of each index."""
+    with name_scope(name, "ScatterNd"):
+        indices = convert_to_tensor(indices)
+        updates = convert_to_tensor(updates)
+        k = _static(indices, -1, "tf.scatter_nd")
+        shape = math_ops.cast(convert_to_tensor(shape), indices.dtype)
+        strides = array_ops.stack([math_ops.reduce_prod(shape[j + 1:k]) for j in builtins.range(k)])
+        rows = array_ops.reshape(math_ops.reduce_sum(math_ops.multiply(indices, strides), -1), [-1])
+        flat = array_ops.reshape(updates, array_ops.concat([[-1], math_ops.cast(shape[k:], _dt.int32)], 0))
+        out = math_ops.unsorted_segment_sum(flat, rows, math_ops.reduce_prod(shape[:k]))
+        return array_ops.reshape(out, shape)
+
+
+def eye(num_rows, num_columns=None, batch_shape=None, dtype=_dt.float32, name=None) -> Tensor:
+    """The identity matrix [num_rows, num_columns] (square by default), repeated over `batch_shape`."""
+    cols = num_rows if num_columns is None else num_columns
+    value = np.eye(int(num_rows), int(cols), dtype=_dt.as_dtype(dtype).np)
+    if batch_shape is not None:
+        value = np.broadcast_to(value, tuple(int(d) for d in batch_shape) + value.shape)
+    return array_ops.constant(value, dtype=dtype, name=name or "eye")
+
+
+def linspace(start, stop, num, name=None, axis=0) -> Tensor:
+    """`num` evenly spaced values from `start` to `stop` inclusive."""
+    if axis != 0:
+        raise ValueError(f"tf.linspace: axis={axis} is not supported; tfplus spaces scalars along axis 0")
+    with name_scope(name, "LinSpace"):
+        start = convert_to_tensor(start)
+        stop = convert_to_tensor(stop, dtype=start.dtype)
+        n = math_ops.cast(convert_to_tensor(num), start.dtype)
+        step = (stop - start) / math_ops.maximum(n - 1, 1)
+        return start + math_ops.cast(math_ops.range(convert_to_tensor(num)), start.dtype) * step
+
+
+lin_space = linspace
+
+
+def matrix_band_part(input, num_lower, num_upper, name=None) -> Tensor:
+    """`input`'s innermost matrices with the entries below the num_lower-th subdiagonal and above the
+    num_upper-th superdiagonal set to 0 (a negative count keeps that whole triangle)."""
+    with name_scope(name, "band_part"):
+        x = convert_to_tensor(input)
+        dims = array_ops.shape(x)
+        i = array_ops.expand_dims(math_ops.range(dims[-2]), 1)
+        j = array_ops.expand_dims(math_ops.range(dims[-1]), 0)
+        lower, upper = (math_ops.cast(convert_to_tensor(n), _dt.int32) for n in (num_lower, num_upper))
+        keep = math_ops.logical_and(math_ops.logical_or(lower < 0, i - j <= lower),
+                                    math_ops.logical_or(upper < 0, j - i <= upper))
+        return math_ops.where_v2(keep, x, array_ops.zeros_like(x))
+
+
+def matrix_diag(diagonal, name="diag", k=0, num_rows=-1, num_cols=-1, padding_value=0, align="RIGHT_LEFT"):
+    """[..., n, n] matrices with `diagonal` [..., n] on their diagonals (n known)."""
+    if k != 0 or num_rows != -1 or num_cols != -1 or padding_value != 0:
+        raise ValueError("tf.matrix_diag: only the main diagonal (k=0, no num_rows/num_cols/padding) is supported")
+    with name_scope(name, "diag"):
+        d = convert_to_tensor(diagonal)
+        n = _static(d, -1, "tf.matrix_diag")
+        return math_ops.multiply(array_ops.expand_dims(d, -1), eye(n, dtype=d.dtype))
+
+
+def diag(diagonal, name=None) -> Tensor:
+    """The square matrix with the vector `diagonal` on its diagonal (tf.diag of a 1-D tensor)."""
+    d = convert_to_tensor(diagonal)
+    if d.shape.ndims not in (None, 1):
+        raise ValueError(f"tf.diag: tfplus takes a vector, got '{d.name}' of shape {d.shape}")
+    return matrix_diag(d, name=name or "diag")
+
+
+def meshgrid(*args, **kwargs) -> list:
+    """Coordinate grids of the 1-D `args`: with indexing='xy' (default) the first two axes are swapped,
+    as in NumPy."""
+    indexing = kwargs.pop("indexing", "xy")
+    name = kwargs.pop("name", None)
+    if kwargs or indexing not in ("xy", "ij"):
+        raise ValueError(f"tf.meshgrid: unexpected arguments {kwargs} or indexing {indexing!r} ('xy' or 'ij')")
+    with name_scope(name, "meshgrid"):
+        xs = [array_ops.reshape(convert_to_tensor(a), [-1]) for a in args]
+        n = len(xs)
+        order = list(builtins.range(n))
+        if indexing == "xy" and n > 1:
+            order[0], order[1] = 1, 0
+        sizes = [array_ops.shape(x)[0] for x in xs]
+        shape = array_ops.stack([sizes[order[i]] for i in builtins.range(n)])
+        static = [xs[order[i]].shape.as_list()[0] for i in builtins.range(n)]
+        out = []
+        for k, x in enumerate(xs):
+            at = order.index(k)
+            grid = array_ops.broadcast_to(array_ops.reshape(x, [-1 if i == at else 1 for i in builtins.range(n)]),
+                                          shape)
+            grid.set_shape(static)
+            out.append(grid)
+        return out
+
+
+def _sorted(values, axis, direction, what):
+    x = convert_to_tensor(values)
+    if axis not in (-1, (x.shape.ndims or 0) - 1):
+        raise ValueError(f"{what}: axis={axis} is not supported; tfplus sorts along the last axis")
+    if direction not in ("ASCENDING", "DESCENDING"):
+        raise ValueError(f"{what}: direction must be 'ASCENDING' or 'DESCENDING', got {direction!r}")
+    n = _static(x, -1, what)
+    if direction == "DESCENDING":
+        return math_ops.top_k(x, n)
+    top, idx = math_ops.top_k(math_ops.negative(x), n)
+    return math_ops.negative(top), idx
+
+
+def sort(values, axis=-1, direction="ASCENDING", name=None) -> Tensor:
+    """`values` sorted along the last axis (top_k of all of it)."""
+    with name_scope(name, "sort"):
+        return _sorted(values, axis, direction, "tf.sort")[0]
+
+
+def argsort(values, axis=-1, direction="ASCENDING", stable=False, name=None) -> Tensor:
+    """The indices that sort `values` along the last axis."""
+    with name_scope(name, "argsort"):
+        return _sorted(values, axis, direction, "tf.argsort")[1]
+
+
+def segment_sum(data, segment_ids, name=None) -> Tensor:
+    """out[s] = sum of data[i] over the i with segment_ids[i] == s (ids sorted, as TF requires)."""
+    with name_scope(name, "SegmentSum"):
+        ids = convert_to_tensor(segment_ids)
+        return math_ops.unsorted_segment_sum(data, ids, math_ops.reduce_max(ids) + 1)
+
+
+def segment_mean(data, segment_ids, name=None) -> Tensor:
+    """out[s] = the mean of data[i] over the i with segment_ids[i] == s (0 for an empty segment)."""
+    with name_scope(name, "SegmentMean"):
+        data, ids = convert_to_tensor(data), convert_to_tensor(segment_ids)
+        total = segment_sum(data, ids)
+        count = segment_sum(array_ops.ones_like(ids, dtype=data.dtype), ids)
+        count = array_ops.reshape(math_ops.maximum(count, 1.0), array_ops.concat(
+            [array_ops.shape(count), array_ops.ones([(data.shape.ndims or 1) - 1], _dt.int32)], 0))
+        return total / count
+
+
+def arg_max(input, dimension, name=None, output_type=_dt.int64) -> Tensor:
+    """TF1's tf.arg_max: tf.argmax along `dimension`."""
+    return math_ops.argmax(input, dimension, name=name, output_type=output_type)
+
+
+def arg_min(input, dimension, name=None, output_type=_dt.int64) -> Tensor:
+    """TF1's tf.arg_min: tf.argmin along `dimension`."""
+    return math_ops.argmin(input, dimension, name=name, output_type=output_type)
+
+
+def reverse_sequence(input, seq_lengths, seq_axis=None, batch_axis=None, name=None, seq_dim=None,
+                     batch_dim=None) -> Tensor:
+    """For each example b (along `batch_axis`), its first seq_lengths[b] entries along `seq_axis` reversed, the
+    rest kept: a gather_nd of the indices (b, t) -> (b, len_b - 1 - t if t < len_b else t)."""
+    seq_axis = seq_dim if seq_axis is None else seq_axis
+    batch_axis = (batch_dim if batch_dim is not None else 0) if batch_axis is None else batch_axis
+    if seq_axis is None:
+        raise ValueError("tf.reverse_sequence: seq_axis is required")
+    with name_scope(name, "ReverseSequence"):
+        x = convert_to_tensor(input)
+        rank = x.shape.ndims
+        if rank is None:
+            raise ValueError(f"tf.reverse_sequence: input '{x.name}' needs a known rank")
+        b_ax, t_ax = batch_axis % rank, seq_axis % rank
+        perm = [b_ax, t_ax] + [i for i in builtins.range(rank) if i not in (b_ax, t_ax)]
+        xt = array_ops.transpose(x, perm)
+        dims = array_ops.shape(xt)
+        lengths = array_ops.expand_dims(math_ops.cast(convert_to_tensor(seq_lengths), _dt.int32), 1)
+        t = array_ops.expand_dims(math_ops.range(dims[1]), 0)
+        src = math_ops.where_v2(t < lengths, lengths - 1 - t, t)
+        b = array_ops.broadcast_to(array_ops.expand_dims(math_ops.range(dims[0]), 1), array_ops.shape(src))
+        y = array_ops.gather_nd(xt, array_ops.stack([b, src], -1))
+        y = array_ops.transpose(y, [perm.index(i) for i in builtins.range(rank)])
+        y.set_shape(x.shape)
+        return y
