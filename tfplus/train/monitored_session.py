@@ -461,7 +461,11 @@ class MonitoredSession:
         return False
 
 
-SingularMonitoredSession = MonitoredSession
+class SingularMonitoredSession(MonitoredSession):
+    """TF1's SingularMonitoredSession: a MonitoredSession whose underlying tf.Session raw_session() gives."""
+
+    def raw_session(self) -> Session:
+        return self._sess
 
 
 def MonitoredTrainingSession(master="", is_chief=True, checkpoint_dir=None, scaffold=None, hooks=None,  # noqa: N802
