@@ -19,7 +19,7 @@ from tfplus.ops.array_ops import gather
 from tfplus.registry import has_tag, not_differentiable, register_gradient, register_op
 from tfplus.tensor_shape import fmt, spec
 
-__all__ = ["cond", "while_loop", "TensorArray", "Assert", "map_fn", "scan", "foldl", "foldr"]
+__all__ = ["cond", "case", "while_loop", "TensorArray", "Assert", "map_fn", "scan", "foldl", "foldr"]
 
 register_op("NoOp", outputs=(), shape_fn=lambda ins, attrs: [], flops=_flops.zero)
 not_differentiable("NoOp")
@@ -279,6 +279,36 @@ def cond(pred, true_fn=None, false_fn=None, strict=False, name=None, fn1=None, f
     if not strict and isinstance(result, (list, tuple)) and len(result) == 1:
         return result[0]
     return result
+
+
+def case(pred_fn_pairs, default=None, exclusive=False, strict=False, name="case"):
+    """`tf.case([(x < 0, f1), (x > 5, f2)], default=f3)`: the callable of the first true predicate, else
+    `default`, as nested tf.conds (so only the chosen callable's ops run). Without a default the last callable
+    is the default, as in TF1. `exclusive=True` fails the run (InvalidArgumentError) when more than one
+    predicate is true."""
+    pairs = list(pred_fn_pairs.items() if isinstance(pred_fn_pairs, dict) else pred_fn_pairs)
+    for pair in pairs:
+        if not isinstance(pair, tuple) or len(pair) != 2 or not callable(pair[1]):
+            raise TypeError(f"tf.case: each entry of pred_fn_pairs must be a (predicate, callable) pair, got "
+                            f"{pair!r}")
+    if default is None:
+        if not pairs:
+            raise ValueError("tf.case: pred_fn_pairs is empty and there is no default")
+        pairs, default = pairs[:-1], pairs[-1][1]
+    preds = [convert_to_tensor(p) for p, _ in pairs]
+
+    def branch(i):
+        if i == len(pairs):
+            return default()
+        return cond(preds[i], pairs[i][1], lambda: branch(i + 1), strict=strict)
+    with name_scope(name, "case"):
+        if not (exclusive and len(preds) > 1):
+            return branch(0)
+        from tfplus.ops import array_ops, math_ops
+        count = math_ops.reduce_sum(math_ops.cast(array_ops.stack(preds), _dt.int32))
+        check = Assert(math_ops.less_equal(count, 1), [count], name="exclusive")
+        with control_dependencies([check]):
+            return branch(0)
 
 
 # -- While (tf.while_loop) -----------------------------------------------------------------------------------

@@ -39,8 +39,6 @@ ALTERNATIVES = {
     "tf.image_summary": "tf.summary.image",
     "tf.initialize_variables": "tf.variables_initializer",
     "tf.all_variables": "tf.global_variables",
-    "tf.data": "feeding NumPy batches through tf.placeholder (see tfplus.data for CIFAR-10)",
-    "tf.py_func": "computing the value in NumPy and feeding it through a tf.placeholder",
     "tf.py_function": "computing the value in NumPy and feeding it through a tf.placeholder",
     "tf.sparse_placeholder": "a dense tf.placeholder",
     "tf.SparseTensor": "dense tensors",

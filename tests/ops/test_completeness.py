@@ -34,7 +34,7 @@ TESTED_ELSEWHERE = {
     "ApplyAdam": "test_train", "ApplyRMSProp": "test_tf_train",
     "ApplyCenteredRMSProp": "test_tf_train", "ApplyAdagrad": "test_tf_train",
     "ApplyAdadelta": "test_tf_train",
-    "Assert": "test_control_flow",
+    "Assert": "test_control_flow", "PyFunc": "test_training_infra",
     "_FusedApply": "test_optimize", "_FusedMovingAverages": "test_rewrite_bn",
     "_FusedBatchNormRelu": "test_rewrite_bn", "_FusedBatchNormReluGrad": "test_rewrite_bn",
     "_FusedConv2DBackpropInputReluGrad": "test_backward_folds", "_FusedMaxPoolGradReluGrad": "test_backward_folds",

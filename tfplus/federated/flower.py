@@ -159,7 +159,7 @@ def _batches_dir(fed: Federation) -> Path:
     return found
 
 
-def client_shard(fed: Federation, client: int) -> tfdata.Dataset:
+def client_shard(fed: Federation, client: int) -> tfdata.CifarDataset:
     """Client `client`'s training shard (and an equal slice of the test set, for client-side evaluation): its
     partition of the training labels, its images alone read from disk."""
     if fed.synthetic:
@@ -171,18 +171,18 @@ def client_shard(fed: Federation, client: int) -> tfdata.Dataset:
     mine = partition(train_labels, fed.clients, fed.partition, fed.seed)[client]
     test = np.array_split(np.arange(len(test_labels)), fed.clients)[client]
     if fed.synthetic:
-        return tfdata.Dataset(full.train_images[mine], full.train_labels[mine], full.test_images[test],
+        return tfdata.CifarDataset(full.train_images[mine], full.train_labels[mine], full.test_images[test],
                               full.test_labels[test])
     return cifar10.read_shard(folder, mine, test)
 
 
-def test_set(fed: Federation) -> tfdata.Dataset:
+def test_set(fed: Federation) -> tfdata.CifarDataset:
     """The test set (its first fed.test_examples images, if set) and no training examples: what the server's
     central evaluation reads."""
     if fed.synthetic:
         full = tfdata.synthetic(trainer.SYNTHETIC_TRAIN, trainer.SYNTHETIC_TEST, seed=trainer.SYNTHETIC_SEED)
         test = slice(fed.test_examples)
-        return tfdata.Dataset(full.train_images[:0], full.train_labels[:0], full.test_images[test],
+        return tfdata.CifarDataset(full.train_images[:0], full.train_labels[:0], full.test_images[test],
                               full.test_labels[test])
     folder = _batches_dir(fed)
     return cifar10.read_shard(folder, np.zeros(0, np.int64),
@@ -215,10 +215,10 @@ class _Cache:
     processes, which keep the graph and session (set_weights replaces the weights) and reread only shards."""
     model: FederatedModel | None = None
     fed: Federation | None = None
-    shard: tuple[int, tfdata.Dataset] | None = None
+    shard: tuple[int, tfdata.CifarDataset] | None = None
 
 
-def _client_model(fed: Federation, client: int) -> tuple[FederatedModel, tfdata.Dataset]:
+def _client_model(fed: Federation, client: int) -> tuple[FederatedModel, tfdata.CifarDataset]:
     c = _Cache
     if c.fed != fed:
         check_opencl_gpu(fed.device)
@@ -259,7 +259,7 @@ def client_app(fed: Federation | None = None) -> ClientApp:
     rss_bytes}; on "evaluate", tests the weights on its slice of the test set. An error names the client."""
     app = ClientApp()
 
-    def setup(msg: Message, context: Context) -> tuple[Federation, int, FederatedModel, tfdata.Dataset]:
+    def setup(msg: Message, context: Context) -> tuple[Federation, int, FederatedModel, tfdata.CifarDataset]:
         f = fed or Federation.from_run_config(dict(context.run_config))
         if "device" in context.node_config:  # a SuperNode's own device: --node-config "... device='opencl:1'"
             f = dataclasses.replace(f, device=str(context.node_config["device"]))
