@@ -146,3 +146,28 @@ from tfplus.ops import image_ops as _image_ops  # noqa: E402,F401
 
 # Host callbacks (PyFunc; see tfplus.ops.script_ops).
 from tfplus.ops.script_ops import numpy_function, py_func  # noqa: E402
+
+# Checks and prints (tfplus.ops.check_ops), also as tf.debugging.
+from tfplus.ops import check_ops as _check_ops  # noqa: E402
+from tfplus.ops.check_ops import (  # noqa: E402
+    Print,
+    assert_equal,
+    assert_greater,
+    assert_greater_equal,
+    assert_less,
+    assert_less_equal,
+    assert_negative,
+    assert_non_negative,
+    assert_non_positive,
+    assert_none_equal,
+    assert_positive,
+    check_numerics,
+    verify_tensor_all_finite,
+)
+from tfplus.ops.check_ops import print_ as print  # noqa: E402,A001
+
+debugging = _namespace("tf.debugging", Assert=Assert, check_numerics=check_numerics,
+                       **{n: getattr(_check_ops, n) for n in _check_ops.__all__ if n.startswith("assert_")})
+
+# GraphDef protos (tf.GraphDef().ParseFromString(...), for tf.import_graph_def).
+from tfplus.proto.graph_pb2 import GraphDef, NodeDef  # noqa: E402

@@ -1,5 +1,8 @@
-"""PyFunc on every device: the Python function runs on the host, on the inputs' NumPy values."""
+"""Host ops on every device: PyFunc (the Python function runs on the host, on the inputs' NumPy values), Print
+and CheckNumerics (their input passed through, looked at on the host)."""
 from __future__ import annotations
+
+import sys
 
 import numpy as np
 
@@ -29,3 +32,30 @@ def py_func_kernel(ctx, ins, outs, attrs):
 
 
 register_kernel("PyFunc", "cpu")(py_func_kernel)
+
+
+def print_kernel(ctx, ins, outs, attrs):
+    rt = ctx.runtime
+    value = np.asarray(rt.copy_out(ins[0]))
+    counts = ctx.op.__dict__.setdefault("_printed", [0])  # runs printed so far (first_n)
+    if attrs["first_n"] < 0 or counts[0] < attrs["first_n"]:
+        counts[0] += 1
+        n = attrs["summarize"]
+        shown = "".join(np.array2string(np.asarray(rt.copy_out(d)).reshape(-1)[:n] if n >= 0 else
+                                        np.asarray(rt.copy_out(d)), separator=" ") for d in ins[1:])
+        print(attrs["message"] + shown, file=sys.stderr)
+    outs[:] = [rt.copy_in(value.copy())]
+
+
+def check_numerics_kernel(ctx, ins, outs, attrs):
+    rt = ctx.runtime
+    value = np.asarray(rt.copy_out(ins[0]))
+    bad = [what for what, found in (("NaN", np.isnan(value).any()), ("Inf", np.isinf(value).any())) if found]
+    if bad:
+        raise errors.InvalidArgumentError(None, None, f"{attrs['message']} : Tensor had {' and '.join(bad)} "
+                                          "values")
+    outs[:] = [rt.copy_in(value.copy())]
+
+
+register_kernel("Print", "cpu")(print_kernel)
+register_kernel("CheckNumerics", "cpu")(check_numerics_kernel)
