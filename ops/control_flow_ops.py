@@ -14,6 +14,7 @@ from tfplus.framework import (
     convert_to_tensor,
     get_default_graph,
     name_scope,
+    needed_ops,
 )
 from tfplus.ops.array_ops import gather
 from tfplus.registry import has_tag, not_differentiable, register_gradient, register_op
@@ -340,7 +341,16 @@ def _while_grad(op, *grads):
         raise LookupError(f"While '{op.name}': second-order gradients through tf.while_loop are not supported")
     loop_in, caps = op.inputs[:n], op.inputs[n + n_cond:]
     history, count = op.outputs[n:2 * n], op.outputs[2 * n]
-    fk = [k for k in range(n) if loop_in[k].dtype.is_floating]
+    # Which loop variables each body output depends on: the backward steps only through the variables a gradient
+    # reaches (fk), and reads the history of only those the body needs for them (used). A variable outside both
+    # (an accumulator that changes shape, say) is neither recorded nor differentiated.
+    deps = [{m for m, ph in enumerate(body.inputs) if ph.op in needed_ops([y], set())} for y in body.outputs]
+    fk = [k for k in range(n) if loop_in[k].dtype.is_floating and grads[k] is not None]
+    grown = True
+    while grown:
+        more = {m for k in fk for m in deps[k] if loop_in[m].dtype.is_floating} - set(fk)
+        fk, grown = sorted(set(fk) | more), bool(more)
+    used = set().union(*(deps[k] for k in fk)) if fk else set()
     fc = [m for m, c in enumerate(caps) if c.dtype.is_floating]
     if not fk and not fc:
         return [None] * len(op.inputs)
@@ -349,7 +359,8 @@ def _while_grad(op, *grads):
         g = get_default_graph()
         dy, dc = acc[:len(fk)], acc[len(fk):]
         j1 = subtract(j, 1)
-        xs = [gather(h, j1) for h in history]
+        # NOTE: an unused variable's placeholder gets its initial value: nothing computed from it is run
+        xs = [gather(h, j1) if k in used else g.capture(loop_in[k]) for k, h in enumerate(history)]
         cs = [g.capture(c) for c in caps]
         ys = _inline(body, xs + cs, redraw=True)
         got = gradients([ys[k] for k in fk], [xs[k] for k in fk] + [cs[m] for m in fc], grad_ys=list(dy))
