@@ -10,6 +10,7 @@ from tfplus.framework import (
     IndexedSlices,
     Operation,
     Tensor,
+    constant_value,
     control_dependencies,
     convert_to_tensor,
     get_default_graph,
@@ -146,7 +147,7 @@ def _pack(structure, flat: list):
 
 
 def _to_tensors(leaves) -> list[Tensor]:
-    return [leaf.flow if isinstance(leaf, TensorArray) else convert_to_tensor(leaf) for leaf in leaves]
+    return [leaf._loop_flow() if isinstance(leaf, TensorArray) else convert_to_tensor(leaf) for leaf in leaves]
 
 
 def _from_tensors(templates, tensors) -> list:
@@ -411,8 +412,8 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
     if not leaves:
         raise ValueError("tf.while_loop: loop_vars is empty")
     tensors = _to_tensors(leaves)
-    if shape_invariants is None:
-        shapes = [t._shape for t in tensors]
+    if shape_invariants is None:  # a TensorArray that grows may change shape: TF1 needs no invariant for it
+        shapes = [None if isinstance(v, TensorArray) and v._dynamic else t._shape for v, t in zip(leaves, tensors)]
     else:
         inv = _flatten(shape_invariants)
         if len(inv) != len(leaves):
@@ -492,13 +493,16 @@ def _fits(actual, invariant) -> bool:
 
 # -- TensorArray ---------------------------------------------------------------------------------------------
 class TensorArray:
-    """TF1's tf.TensorArray for a fixed size: a [size, *element_shape] tensor that write() replaces (a Select
-    of the written row) and read() gathers from, so it can be a tf.while_loop variable and gradients flow
-    through it with registered ops only.
+    """TF1's tf.TensorArray: a [size, *element_shape] tensor (its flow) that write() replaces (a Select of the
+    written row) and read() gathers from, so it can be a tf.while_loop variable and gradients flow through it
+    with registered ops only.
 
         ta = tf.TensorArray(tf.float32, size=n, element_shape=[4])
         _, ta = tf.while_loop(lambda t, ta: t < n, lambda t, ta: (t + 1, ta.write(t, x[t] * 2.0)), [0, ta])
         y = ta.stack()  # [n, 4]
+
+    Without element_shape the first write, unstack or scatter gives it. With dynamic_size=True a write past the
+    end grows it (in a loop too, from size 0; a growing array has no gradient through the loop).
     """
 
     def __init__(self, dtype, size=None, dynamic_size=None, clear_after_read=None, tensor_array_name=None,
@@ -507,25 +511,40 @@ class TensorArray:
         from tfplus.ops.array_ops import _index_tensor, concat, zeros
         from tfplus.tensor_shape import TensorShape
         self._dtype = _dt.as_dtype(dtype)
-        if dynamic_size:
-            raise NotImplementedError("tf.TensorArray(dynamic_size=True) is not supported by tfplus; give the "
-                                      "size (e.g. the number of loop iterations)")
+        self._dynamic = bool(dynamic_size)
+        self._size, self._name = size, name
+        self.flow = None if flow is None else convert_to_tensor(flow)
         if flow is not None:
-            self.flow = convert_to_tensor(flow)
             return
-        if size is None or element_shape is None:
-            raise ValueError("tfplus's tf.TensorArray needs size and element_shape (e.g. "
-                             "tf.TensorArray(tf.float32, size=n, element_shape=[batch, units]))")
-        dims = element_shape.as_list() if isinstance(element_shape, TensorShape) else element_shape
-        dims = dims if isinstance(dims, Tensor) else list(dims)
+        if size is None:
+            raise ValueError("tf.TensorArray needs a size (0 with dynamic_size=True for an array that grows)")
+        dims = element_shape.as_list() if isinstance(element_shape, TensorShape) and element_shape.ndims is not None \
+            else None if isinstance(element_shape, TensorShape) else element_shape
+        dims = dims if dims is None or isinstance(dims, Tensor) else list(dims)
         if isinstance(dims, list) and not any(isinstance(d, Tensor) for d in dims) and None in dims:
-            raise ValueError(f"tf.TensorArray: element_shape {dims} has unknown dimensions; pass the run-time "
-                             "shape (e.g. tf.shape(x)[1:])")
+            dims = None  # known when the first element is written
+        if dims is None:
+            if self._dynamic and constant_value(convert_to_tensor(size)) == 0:
+                self.flow = zeros([0], self._dtype, name=name or "TensorArray")  # no element yet: any shape
+            return
         shape = concat([_index_tensor([size]), _index_tensor(dims)], 0)
         self.flow = zeros(shape, self._dtype, name=name or "TensorArray")
 
     def _with_flow(self, flow: Tensor) -> TensorArray:
-        return TensorArray(self._dtype, flow=flow)
+        return TensorArray(self._dtype, flow=flow, dynamic_size=self._dynamic)
+
+    def _flow_for(self, element_shape: Tensor, what: str) -> Tensor:
+        """The flow, made of zeros [size, *element_shape] when no element has given its shape yet."""
+        from tfplus.ops.array_ops import _index_tensor, concat, zeros
+        if self.flow is not None:
+            return self.flow
+        return zeros(concat([_index_tensor([self._size]), element_shape], 0), self._dtype, name=self._name)
+
+    def _loop_flow(self) -> Tensor:
+        if self.flow is None:
+            raise ValueError("a tf.TensorArray entering tf.while_loop needs its element_shape (or "
+                             "dynamic_size=True with size 0, or an element written before the loop)")
+        return self.flow
 
     @property
     def dtype(self):
@@ -533,31 +552,58 @@ class TensorArray:
 
     def size(self, name=None) -> Tensor:
         from tfplus.ops.array_ops import shape
+        if self.flow is None:
+            return convert_to_tensor(self._size, dtype=_dt.int32)
         return shape(self.flow)[0]
+
+    def _filled(self, what: str) -> Tensor:
+        if self.flow is None:
+            raise ValueError(f"tf.TensorArray.{what}: no element has been written, so its element shape is unknown "
+                             "(give element_shape)")
+        return self.flow
 
     def read(self, index, name=None) -> Tensor:
         from tfplus.ops.array_ops import gather
-        return gather(self.flow, index, name=name)
+        return gather(self._filled("read"), index, name=name)
 
     def write(self, index, value, name=None) -> TensorArray:
-        from tfplus.ops.array_ops import broadcast_to, expand_dims, shape
-        from tfplus.ops.math_ops import equal, select
+        from tfplus.ops.array_ops import broadcast_to, concat, expand_dims, reshape, shape, zeros
+        from tfplus.ops.math_ops import equal, maximum, select, subtract
         from tfplus.ops.math_ops import range as range_
         value = convert_to_tensor(value, dtype=self._dtype)
-        rows = equal(range_(0, shape(self.flow)[0]), index)
-        return self._with_flow(select(rows, broadcast_to(expand_dims(value, 0), shape(self.flow)), self.flow,
-                                      name=name))
+        index = convert_to_tensor(index)
+        flow = self._flow_for(shape(value), "write")
+        if self._dynamic:
+            # NOTE: an empty flow ([0]) takes the element's shape by the reshape; then rows are added up to index
+            n = shape(flow)[0]
+            flow = reshape(flow, concat([expand_dims(n, 0), shape(value)], 0))
+            grow = maximum(subtract(index + 1, n), 0)
+            flow = concat([flow, zeros(concat([expand_dims(grow, 0), shape(value)], 0), self._dtype)], 0)
+        rows = equal(range_(0, shape(flow)[0]), index)
+        return self._with_flow(select(rows, broadcast_to(expand_dims(value, 0), shape(flow)), flow, name=name))
 
     def stack(self, name=None) -> Tensor:
         from tfplus.ops.array_ops import identity
-        return identity(self.flow, name=name)
+        return identity(self._filled("stack"), name=name)
 
     def gather(self, indices, name=None) -> Tensor:
         from tfplus.ops.array_ops import gather
-        return gather(self.flow, indices, name=name)
+        return gather(self._filled("gather"), indices, name=name)
 
     def unstack(self, value, name=None) -> TensorArray:
         return self._with_flow(convert_to_tensor(value, dtype=self._dtype))
+
+    def scatter(self, indices, value, name=None) -> TensorArray:
+        """Row indices[i] becomes value[i]; the other rows stay."""
+        from tfplus.ops.array_ops import expand_dims, gather, shape
+        from tfplus.ops.math_ops import argmax, cast, equal, reduce_any, select
+        from tfplus.ops.math_ops import range as range_
+        value = convert_to_tensor(value, dtype=self._dtype)
+        indices = convert_to_tensor(indices)
+        flow = self._flow_for(shape(value)[1:], "scatter")
+        hits = equal(expand_dims(range_(0, shape(flow)[0], dtype=indices.dtype), 1), expand_dims(indices, 0))
+        rows = gather(value, argmax(cast(hits, _dt.int32), 1))  # each row's value, where an index names it
+        return self._with_flow(select(reduce_any(hits, 1), rows, flow, name=name))
 
     def identity(self) -> TensorArray:
         return self
