@@ -380,6 +380,72 @@ with tf.Session() as sess:
     print(sess.run(ta.stack()).tolist(), sess.run(ta.size()))
     print(sess.run(gat).tolist(), sess.run(rd).tolist(), sess.run(ta3).tolist())
 """,
+    "data_filter_skip_take_monitored_loop_generator": """
+X = np.arange(24, dtype=np.float32).reshape(12, 2) / 10.0
+Y = (X.sum(1) > 1.0).astype(np.int32)
+ds = tf.data.Dataset.from_tensor_slices({"x": X, "y": Y}).filter(lambda d: d["y"] >= 0).skip(2).take(8)
+ds = ds.map(lambda d: (d["x"], d["y"])).repeat(2).batch(4)
+print(ds.output_shapes, ds.output_types)
+x, y = tf.data.make_one_shot_iterator(ds).get_next()
+w = tf.Variable(tf.zeros([2, 2]))
+logits = tf.matmul(x, w)
+loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits))
+gs = tf.train.get_or_create_global_step()
+train = tf.train.GradientDescentOptimizer(0.5).minimize(loss, global_step=gs)
+hooks = [tf.train.StopAtStepHook(last_step=100)]
+with tf.train.MonitoredTrainingSession(hooks=hooks) as sess:
+    while not sess.should_stop():
+        _, l = sess.run([train, loss])
+        print(round(float(l), 4))
+def gen():
+    for i in range(3):
+        yield i, [float(i)] * 2
+g = tf.data.Dataset.from_generator(gen, (tf.int64, tf.float32), (tf.TensorShape([]), tf.TensorShape([2])))
+a, b = tf.data.make_one_shot_iterator(g.batch(2)).get_next()
+with tf.Session() as sess:
+    print(sess.run([a, b]))
+    print(sess.run(a))
+""",
+    "explicit_hooks_sharded_saver": """
+import glob, os
+gs = tf.train.get_or_create_global_step()
+w = tf.Variable(3.0, name="w")
+loss = tf.square(w)
+s = tf.summary.scalar("loss", loss)
+train = tf.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=gs)
+saver = tf.train.Saver(max_to_keep=10, keep_checkpoint_every_n_hours=1, sharded=True)
+hooks = [tf.train.CheckpointSaverHook("ck", save_steps=2, saver=saver),
+         tf.train.SummarySaverHook(save_steps=1, output_dir="sm", summary_op=s),
+         tf.train.StopAtStepHook(num_steps=4)]
+with tf.train.SingularMonitoredSession(hooks=hooks) as sess:
+    while not sess.should_stop():
+        sess.run(train)
+
+st = tf.train.get_checkpoint_state("ck")
+print([os.path.basename(p) for p in st.all_model_checkpoint_paths])
+print(round(float(tf.train.load_variable("ck", "w")), 5), tf.train.load_variable("ck", "global_step"))
+from tensorboard.backend.event_processing import event_accumulator as ea
+acc = ea.EventAccumulator("sm"); acc.Reload()
+print([(e.step, round(e.value, 4)) for e in acc.Scalars("loss")])
+""",
+    "session_manager": """
+w = tf.Variable([1.0, 2.0], name="w")
+saver = tf.train.Saver()
+with tf.Session() as s:
+    s.run(w.initializer)
+    saver.save(s, "./sm/m")
+with tf.Graph().as_default():
+    w = tf.Variable([0.0, 0.0], name="w")
+    sm = tf.train.SessionManager()
+    sess = sm.prepare_session("", init_op=tf.global_variables_initializer(), saver=tf.train.Saver(),
+                              checkpoint_dir="./sm")
+    print(sess.run(w).tolist())
+    sess.close()
+with tf.Graph().as_default():
+    v = tf.Variable([5.0], name="v")
+    sess = tf.train.SessionManager().prepare_session("", init_op=tf.global_variables_initializer())
+    print(sess.run(v).tolist())
+""",
     "queue_input_pipeline": """
 import os
 rec = bytes(range(1, 1 + 3 * 4 * 4 * 3))
