@@ -446,6 +446,16 @@ with tf.Graph().as_default():
     sess = tf.train.SessionManager().prepare_session("", init_op=tf.global_variables_initializer())
     print(sess.run(v).tolist())
 """,
+    "padded_batch_autotune": """
+ds = tf.data.Dataset.range(1, 5).map(lambda n: tf.fill([tf.cast(n, tf.int32)], tf.cast(n, tf.int32)))
+pb = ds.padded_batch(2, padded_shapes=[None], padding_values=-1).prefetch(tf.data.experimental.AUTOTUNE)
+pb2 = ds.padded_batch(3, padded_shapes=[5], drop_remainder=True)
+print(pb.output_shapes, pb2.output_shapes)
+n1 = tf.data.make_one_shot_iterator(pb).get_next()
+n2 = tf.data.make_one_shot_iterator(pb2).get_next()
+with tf.Session() as sess:
+    print(sess.run(n1).tolist(), sess.run(n1).tolist(), sess.run(n2).tolist())
+""",
     "queue_input_pipeline": """
 import os
 rec = bytes(range(1, 1 + 3 * 4 * 4 * 3))

@@ -25,6 +25,7 @@ from tfplus.data.cifar10 import (
 )
 from tfplus.data.cifar10 import Dataset as CifarDataset
 from tfplus.data.dataset_ops import (
+    AUTOTUNE,
     Dataset,
     Iterator,
     get_output_classes,
@@ -42,6 +43,10 @@ __all__ = [
     "get_output_classes", "get_output_shapes", "get_output_types", "make_initializable_iterator",
     "make_one_shot_iterator",
 ]
+
+from tfplus.unsupported import namespace as _namespace  # noqa: E402
+
+experimental = _namespace("tf.data.experimental", AUTOTUNE=AUTOTUNE)
 
 # TF1's tf.data names tfplus lacks (TFRecordDataset, experimental, ...) raise UnsupportedError.
 from tfplus.unsupported import module_getattr as _module_getattr  # noqa: E402

@@ -26,8 +26,11 @@ from tfplus.ops.script_ops import call_py_func
 from tfplus.tensor_shape import TensorShape
 from tfplus.tensor_util import infer_dtype
 
-__all__ = ["Dataset", "Iterator", "make_one_shot_iterator", "make_initializable_iterator", "get_output_types",
-           "get_output_shapes", "get_output_classes"]
+__all__ = ["AUTOTUNE", "Dataset", "Iterator", "make_one_shot_iterator", "make_initializable_iterator",
+           "get_output_types", "get_output_shapes", "get_output_classes"]
+
+
+AUTOTUNE = -1  # tf.data.experimental.AUTOTUNE: a prefetch or map's parallelism "of the runtime's choice"
 
 
 # -- nested structures: tuples (named ones too) and dicts, keys sorted as tf.nest sorts them. NOTE: a list is
@@ -133,6 +136,10 @@ class Dataset:
     def batch(self, batch_size: int, drop_remainder: bool = False, num_parallel_calls=None,
               deterministic=None) -> Dataset:
         return _Batch(self, int(batch_size), bool(drop_remainder))
+
+    def padded_batch(self, batch_size: int, padded_shapes=None, padding_values=None,
+                     drop_remainder: bool = False) -> Dataset:
+        return _Batch(self, int(batch_size), bool(drop_remainder), padded_shapes, padding_values, True)
 
     def shuffle(self, buffer_size: int, seed=None, reshuffle_each_iteration=True) -> Dataset:
         return _Shuffle(self, int(buffer_size), seed, reshuffle_each_iteration)
@@ -285,13 +292,27 @@ def _repeat(dataset: Dataset, values: dict, count):
 
 
 class _Batch(_Derived):
-    def __init__(self, dataset: Dataset, size: int, drop_remainder: bool):
+    """batch, and padded_batch: each component padded (with its padding value, else 0) up to its padded shape,
+    whose unknown (None or -1) dimensions take the batch's largest."""
+
+    def __init__(self, dataset: Dataset, size: int, drop_remainder: bool, padded_shapes=None, padding_values=None,
+                 padded: bool = False):
         if size < 1:
             raise ValueError(f"tf.data.Dataset.batch: batch_size must be at least 1, got {size}")
         self._inputs, self._size, self._drop = (dataset,), size, drop_remainder
+        specs = _flatten(dataset._structure)
+        self._pads = None
+        if padded_shapes is not None or padded:
+            given = _flatten_shapes(padded_shapes) if padded_shapes is not None else [None] * len(specs)
+            self._pads = [None if TensorShape(g or s.shape).ndims is None else
+                          [None if d is None or d < 0 else int(d) for d in TensorShape(g or s.shape).as_list()]
+                          for g, s in zip(given, specs)]
+            values = _flatten(padding_values) if padding_values is not None else [0] * len(specs)
+            self._fill = values if len(values) == len(specs) else values * len(specs)
         first = size if drop_remainder else None
-        self._structure = _map_structure(lambda s: _Spec(s.dtype, None if s.shape.ndims is None else
-                                                         [first] + s.shape.as_list()), dataset._structure)
+        shapes = [[first] + self._pads[i] if self._pads is not None and self._pads[i] is not None else
+                  None if s.shape.ndims is None else [first] + s.shape.as_list() for i, s in enumerate(specs)]
+        self._structure = _pack(dataset._structure, iter([_Spec(s.dtype, shape) for s, shape in zip(specs, shapes)]))
 
     def _elements(self, values):
         it = self._inputs[0]._elements(values)
@@ -299,8 +320,16 @@ class _Batch(_Derived):
             rows = list(itertools.islice(it, self._size))
             if not rows or (self._drop and len(rows) < self._size):
                 return
-            leaves = [np.stack(column) for column in zip(*[_flatten(r) for r in rows])]
-            yield _pack(rows[0], iter(leaves))
+            columns = list(zip(*[_flatten(r) for r in rows]))
+            if self._pads is not None:
+                columns = [self._padded(k, [np.asarray(v) for v in column]) for k, column in enumerate(columns)]
+            yield _pack(rows[0], iter([np.stack(column) for column in columns]))
+
+    def _padded(self, k: int, column: list) -> list:
+        pads = self._pads[k] if self._pads[k] is not None else [None] * column[0].ndim
+        target = [d if d is not None else max(v.shape[i] for v in column) for i, d in enumerate(pads)]
+        fill = np.asarray(self._fill[k]).astype(column[0].dtype)
+        return [np.pad(v, [(0, t - n) for t, n in zip(target, v.shape)], constant_values=fill) for v in column]
 
 
 class _Shuffle(_Derived):
