@@ -10,16 +10,18 @@ from tfplus.framework import (
     IndexedSlices,
     Operation,
     Tensor,
+    constant_value,
     control_dependencies,
     convert_to_tensor,
     get_default_graph,
     name_scope,
+    needed_ops,
 )
 from tfplus.ops.array_ops import gather
 from tfplus.registry import has_tag, not_differentiable, register_gradient, register_op
 from tfplus.tensor_shape import fmt, spec
 
-__all__ = ["cond", "while_loop", "TensorArray", "Assert", "map_fn", "scan", "foldl", "foldr"]
+__all__ = ["cond", "case", "while_loop", "TensorArray", "Assert", "map_fn", "scan", "foldl", "foldr"]
 
 register_op("NoOp", outputs=(), shape_fn=lambda ins, attrs: [], flops=_flops.zero)
 not_differentiable("NoOp")
@@ -145,7 +147,7 @@ def _pack(structure, flat: list):
 
 
 def _to_tensors(leaves) -> list[Tensor]:
-    return [leaf.flow if isinstance(leaf, TensorArray) else convert_to_tensor(leaf) for leaf in leaves]
+    return [leaf._loop_flow() if isinstance(leaf, TensorArray) else convert_to_tensor(leaf) for leaf in leaves]
 
 
 def _from_tensors(templates, tensors) -> list:
@@ -281,6 +283,36 @@ def cond(pred, true_fn=None, false_fn=None, strict=False, name=None, fn1=None, f
     return result
 
 
+def case(pred_fn_pairs, default=None, exclusive=False, strict=False, name="case"):
+    """`tf.case([(x < 0, f1), (x > 5, f2)], default=f3)`: the callable of the first true predicate, else
+    `default`, as nested tf.conds (so only the chosen callable's ops run). Without a default the last callable
+    is the default, as in TF1. `exclusive=True` fails the run (InvalidArgumentError) when more than one
+    predicate is true."""
+    pairs = list(pred_fn_pairs.items() if isinstance(pred_fn_pairs, dict) else pred_fn_pairs)
+    for pair in pairs:
+        if not isinstance(pair, tuple) or len(pair) != 2 or not callable(pair[1]):
+            raise TypeError(f"tf.case: each entry of pred_fn_pairs must be a (predicate, callable) pair, got "
+                            f"{pair!r}")
+    if default is None:
+        if not pairs:
+            raise ValueError("tf.case: pred_fn_pairs is empty and there is no default")
+        pairs, default = pairs[:-1], pairs[-1][1]
+    preds = [convert_to_tensor(p) for p, _ in pairs]
+
+    def branch(i):
+        if i == len(pairs):
+            return default()
+        return cond(preds[i], pairs[i][1], lambda: branch(i + 1), strict=strict)
+    with name_scope(name, "case"):
+        if not (exclusive and len(preds) > 1):
+            return branch(0)
+        from tfplus.ops import array_ops, math_ops
+        count = math_ops.reduce_sum(math_ops.cast(array_ops.stack(preds), _dt.int32))
+        check = Assert(math_ops.less_equal(count, 1), [count], name="exclusive")
+        with control_dependencies([check]):
+            return branch(0)
+
+
 # -- While (tf.while_loop) -----------------------------------------------------------------------------------
 def _while_shape(ins, attrs):
     shapes, types = attrs["output_shapes"], attrs["T"]
@@ -310,7 +342,16 @@ def _while_grad(op, *grads):
         raise LookupError(f"While '{op.name}': second-order gradients through tf.while_loop are not supported")
     loop_in, caps = op.inputs[:n], op.inputs[n + n_cond:]
     history, count = op.outputs[n:2 * n], op.outputs[2 * n]
-    fk = [k for k in range(n) if loop_in[k].dtype.is_floating]
+    # Which loop variables each body output depends on: the backward steps only through the variables a gradient
+    # reaches (fk), and reads the history of only those the body needs for them (used). A variable outside both
+    # (an accumulator that changes shape, say) is neither recorded nor differentiated.
+    deps = [{m for m, ph in enumerate(body.inputs) if ph.op in needed_ops([y], set())} for y in body.outputs]
+    fk = [k for k in range(n) if loop_in[k].dtype.is_floating and grads[k] is not None]
+    grown = True
+    while grown:
+        more = {m for k in fk for m in deps[k] if loop_in[m].dtype.is_floating} - set(fk)
+        fk, grown = sorted(set(fk) | more), bool(more)
+    used = set().union(*(deps[k] for k in fk)) if fk else set()
     fc = [m for m, c in enumerate(caps) if c.dtype.is_floating]
     if not fk and not fc:
         return [None] * len(op.inputs)
@@ -319,7 +360,8 @@ def _while_grad(op, *grads):
         g = get_default_graph()
         dy, dc = acc[:len(fk)], acc[len(fk):]
         j1 = subtract(j, 1)
-        xs = [gather(h, j1) for h in history]
+        # NOTE: an unused variable's placeholder gets its initial value: nothing computed from it is run
+        xs = [gather(h, j1) if k in used else g.capture(loop_in[k]) for k, h in enumerate(history)]
         cs = [g.capture(c) for c in caps]
         ys = _inline(body, xs + cs, redraw=True)
         got = gradients([ys[k] for k in fk], [xs[k] for k in fk] + [cs[m] for m in fc], grad_ys=list(dy))
@@ -370,8 +412,8 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
     if not leaves:
         raise ValueError("tf.while_loop: loop_vars is empty")
     tensors = _to_tensors(leaves)
-    if shape_invariants is None:
-        shapes = [t._shape for t in tensors]
+    if shape_invariants is None:  # a TensorArray that grows may change shape: TF1 needs no invariant for it
+        shapes = [None if isinstance(v, TensorArray) and v._dynamic else t._shape for v, t in zip(leaves, tensors)]
     else:
         inv = _flatten(shape_invariants)
         if len(inv) != len(leaves):
@@ -451,13 +493,16 @@ def _fits(actual, invariant) -> bool:
 
 # -- TensorArray ---------------------------------------------------------------------------------------------
 class TensorArray:
-    """TF1's tf.TensorArray for a fixed size: a [size, *element_shape] tensor that write() replaces (a Select
-    of the written row) and read() gathers from, so it can be a tf.while_loop variable and gradients flow
-    through it with registered ops only.
+    """TF1's tf.TensorArray: a [size, *element_shape] tensor (its flow) that write() replaces (a Select of the
+    written row) and read() gathers from, so it can be a tf.while_loop variable and gradients flow through it
+    with registered ops only.
 
         ta = tf.TensorArray(tf.float32, size=n, element_shape=[4])
         _, ta = tf.while_loop(lambda t, ta: t < n, lambda t, ta: (t + 1, ta.write(t, x[t] * 2.0)), [0, ta])
         y = ta.stack()  # [n, 4]
+
+    Without element_shape the first write, unstack or scatter gives it. With dynamic_size=True a write past the
+    end grows it (in a loop too, from size 0; a growing array has no gradient through the loop).
     """
 
     def __init__(self, dtype, size=None, dynamic_size=None, clear_after_read=None, tensor_array_name=None,
@@ -466,25 +511,40 @@ class TensorArray:
         from tfplus.ops.array_ops import _index_tensor, concat, zeros
         from tfplus.tensor_shape import TensorShape
         self._dtype = _dt.as_dtype(dtype)
-        if dynamic_size:
-            raise NotImplementedError("tf.TensorArray(dynamic_size=True) is not supported by tfplus; give the "
-                                      "size (e.g. the number of loop iterations)")
+        self._dynamic = bool(dynamic_size)
+        self._size, self._name = size, name
+        self.flow = None if flow is None else convert_to_tensor(flow)
         if flow is not None:
-            self.flow = convert_to_tensor(flow)
             return
-        if size is None or element_shape is None:
-            raise ValueError("tfplus's tf.TensorArray needs size and element_shape (e.g. "
-                             "tf.TensorArray(tf.float32, size=n, element_shape=[batch, units]))")
-        dims = element_shape.as_list() if isinstance(element_shape, TensorShape) else element_shape
-        dims = dims if isinstance(dims, Tensor) else list(dims)
+        if size is None:
+            raise ValueError("tf.TensorArray needs a size (0 with dynamic_size=True for an array that grows)")
+        dims = element_shape.as_list() if isinstance(element_shape, TensorShape) and element_shape.ndims is not None \
+            else None if isinstance(element_shape, TensorShape) else element_shape
+        dims = dims if dims is None or isinstance(dims, Tensor) else list(dims)
         if isinstance(dims, list) and not any(isinstance(d, Tensor) for d in dims) and None in dims:
-            raise ValueError(f"tf.TensorArray: element_shape {dims} has unknown dimensions; pass the run-time "
-                             "shape (e.g. tf.shape(x)[1:])")
+            dims = None  # known when the first element is written
+        if dims is None:
+            if self._dynamic and constant_value(convert_to_tensor(size)) == 0:
+                self.flow = zeros([0], self._dtype, name=name or "TensorArray")  # no element yet: any shape
+            return
         shape = concat([_index_tensor([size]), _index_tensor(dims)], 0)
         self.flow = zeros(shape, self._dtype, name=name or "TensorArray")
 
     def _with_flow(self, flow: Tensor) -> TensorArray:
-        return TensorArray(self._dtype, flow=flow)
+        return TensorArray(self._dtype, flow=flow, dynamic_size=self._dynamic)
+
+    def _flow_for(self, element_shape: Tensor, what: str) -> Tensor:
+        """The flow, made of zeros [size, *element_shape] when no element has given its shape yet."""
+        from tfplus.ops.array_ops import _index_tensor, concat, zeros
+        if self.flow is not None:
+            return self.flow
+        return zeros(concat([_index_tensor([self._size]), element_shape], 0), self._dtype, name=self._name)
+
+    def _loop_flow(self) -> Tensor:
+        if self.flow is None:
+            raise ValueError("a tf.TensorArray entering tf.while_loop needs its element_shape (or "
+                             "dynamic_size=True with size 0, or an element written before the loop)")
+        return self.flow
 
     @property
     def dtype(self):
@@ -492,31 +552,58 @@ class TensorArray:
 
     def size(self, name=None) -> Tensor:
         from tfplus.ops.array_ops import shape
+        if self.flow is None:
+            return convert_to_tensor(self._size, dtype=_dt.int32)
         return shape(self.flow)[0]
+
+    def _filled(self, what: str) -> Tensor:
+        if self.flow is None:
+            raise ValueError(f"tf.TensorArray.{what}: no element has been written, so its element shape is unknown "
+                             "(give element_shape)")
+        return self.flow
 
     def read(self, index, name=None) -> Tensor:
         from tfplus.ops.array_ops import gather
-        return gather(self.flow, index, name=name)
+        return gather(self._filled("read"), index, name=name)
 
     def write(self, index, value, name=None) -> TensorArray:
-        from tfplus.ops.array_ops import broadcast_to, expand_dims, shape
-        from tfplus.ops.math_ops import equal, select
+        from tfplus.ops.array_ops import broadcast_to, concat, expand_dims, reshape, shape, zeros
+        from tfplus.ops.math_ops import equal, maximum, select, subtract
         from tfplus.ops.math_ops import range as range_
         value = convert_to_tensor(value, dtype=self._dtype)
-        rows = equal(range_(0, shape(self.flow)[0]), index)
-        return self._with_flow(select(rows, broadcast_to(expand_dims(value, 0), shape(self.flow)), self.flow,
-                                      name=name))
+        index = convert_to_tensor(index)
+        flow = self._flow_for(shape(value), "write")
+        if self._dynamic:
+            # NOTE: an empty flow ([0]) takes the element's shape by the reshape; then rows are added up to index
+            n = shape(flow)[0]
+            flow = reshape(flow, concat([expand_dims(n, 0), shape(value)], 0))
+            grow = maximum(subtract(index + 1, n), 0)
+            flow = concat([flow, zeros(concat([expand_dims(grow, 0), shape(value)], 0), self._dtype)], 0)
+        rows = equal(range_(0, shape(flow)[0]), index)
+        return self._with_flow(select(rows, broadcast_to(expand_dims(value, 0), shape(flow)), flow, name=name))
 
     def stack(self, name=None) -> Tensor:
         from tfplus.ops.array_ops import identity
-        return identity(self.flow, name=name)
+        return identity(self._filled("stack"), name=name)
 
     def gather(self, indices, name=None) -> Tensor:
         from tfplus.ops.array_ops import gather
-        return gather(self.flow, indices, name=name)
+        return gather(self._filled("gather"), indices, name=name)
 
     def unstack(self, value, name=None) -> TensorArray:
         return self._with_flow(convert_to_tensor(value, dtype=self._dtype))
+
+    def scatter(self, indices, value, name=None) -> TensorArray:
+        """Row indices[i] becomes value[i]; the other rows stay."""
+        from tfplus.ops.array_ops import expand_dims, gather, shape
+        from tfplus.ops.math_ops import argmax, cast, equal, reduce_any, select
+        from tfplus.ops.math_ops import range as range_
+        value = convert_to_tensor(value, dtype=self._dtype)
+        indices = convert_to_tensor(indices)
+        flow = self._flow_for(shape(value)[1:], "scatter")
+        hits = equal(expand_dims(range_(0, shape(flow)[0], dtype=indices.dtype), 1), expand_dims(indices, 0))
+        rows = gather(value, argmax(cast(hits, _dt.int32), 1))  # each row's value, where an index names it
+        return self._with_flow(select(reduce_any(hits, 1), rows, flow, name=name))
 
     def identity(self) -> TensorArray:
         return self

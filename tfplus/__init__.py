@@ -121,7 +121,7 @@ from tfplus.image import random_crop  # noqa: E402
 
 # -- TF1's module layout for scripts (tf.app, tf.flags, tf.logging, tf.gfile, tf.layers, tf.losses, tf.contrib,
 # tf.summary) and top-level names they use; a name tfplus lacks raises UnsupportedError (tfplus.unsupported).
-from tfplus import app, contrib, flags, gfile, layers, logging, losses, metrics, summary  # noqa: E402
+from tfplus import app, contrib, data, flags, gfile, layers, logging, losses, metrics, summary  # noqa: E402
 from tfplus.engine.session import InteractiveSession  # noqa: E402
 from tfplus.nn_impl import clip_by_global_norm, clip_by_norm, global_norm  # noqa: E402
 from tfplus.summary import Event, SessionLog, Summary  # noqa: E402 (TF1 has the protos at the top level too)
@@ -132,7 +132,7 @@ from tfplus.variables import local_variables_initializer as initialize_local_var
 __getattr__ = _module_getattr(__name__, "tf")
 
 # Control flow (functional If/While ops; see tfplus.ops.control_flow_ops).
-from tfplus.ops.control_flow_ops import Assert, TensorArray, cond, foldl, foldr, map_fn, scan, while_loop  # noqa: E402, I001
+from tfplus.ops.control_flow_ops import Assert, TensorArray, case, cond, foldl, foldr, map_fn, scan, while_loop  # noqa: E402, I001
 
 # Checkpoint ops of TensorFlow-built graphs (SaveV2, RestoreV2, MergeV2Checkpoints) and the string dtype their
 # file and tensor names have.
@@ -146,3 +146,31 @@ from tfplus.config import RewriterConfig  # noqa: E402,F401
 
 # The on-device input op of the trainer (CifarAugment; see tfplus.ops.image_ops).
 from tfplus.ops import image_ops as _image_ops  # noqa: E402,F401
+
+# Host callbacks (PyFunc; see tfplus.ops.script_ops).
+from tfplus.ops.script_ops import numpy_function, py_func  # noqa: E402
+
+# Checks and prints (tfplus.ops.check_ops), also as tf.debugging.
+from tfplus.ops import check_ops as _check_ops  # noqa: E402
+from tfplus.ops.check_ops import (  # noqa: E402
+    Print,
+    assert_equal,
+    assert_greater,
+    assert_greater_equal,
+    assert_less,
+    assert_less_equal,
+    assert_negative,
+    assert_non_negative,
+    assert_non_positive,
+    assert_none_equal,
+    assert_positive,
+    check_numerics,
+    verify_tensor_all_finite,
+)
+from tfplus.ops.check_ops import print_ as print  # noqa: E402,A001
+
+debugging = _namespace("tf.debugging", Assert=Assert, check_numerics=check_numerics,
+                       **{n: getattr(_check_ops, n) for n in _check_ops.__all__ if n.startswith("assert_")})
+
+# GraphDef protos (tf.GraphDef().ParseFromString(...), for tf.import_graph_def).
+from tfplus.proto.graph_pb2 import GraphDef, NodeDef  # noqa: E402

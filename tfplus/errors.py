@@ -25,6 +25,12 @@ class NotFoundError(OpError):
     error_code = 5
 
 
+class OutOfRangeError(OpError):
+    """An input is exhausted: an iterator's get_next() past the end of its dataset (the usual end of a loop)."""
+
+    error_code = 11
+
+
 class ResourceExhaustedError(OpError, MemoryError):
     error_code = 8
 

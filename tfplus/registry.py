@@ -338,3 +338,16 @@ def kernel_dtype(op):
     if op.outputs:
         return op.outputs[0].dtype
     return op.inputs[0].dtype if op.inputs else None
+
+
+# -- host callbacks (tf.py_func, tf.data's iterators) ---------------------------------------------------------
+# token -> the Python function a PyFunc node calls. A node holds only the token (attr `token`, as TensorFlow's
+# PyFunc does), so its GraphDef stays serializable; the function lives as long as the process.
+PY_FUNCS: dict[str, Callable] = {}
+
+
+def register_py_func(fn: Callable) -> str:
+    """A new token for `fn`, which the PyFunc kernels call (registry.PY_FUNCS[token])."""
+    token = f"pyfunc_{len(PY_FUNCS)}"
+    PY_FUNCS[token] = fn
+    return token

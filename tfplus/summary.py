@@ -28,7 +28,15 @@ import zlib
 import numpy as np
 
 from tfplus import crc32c, logging
-from tfplus.framework import Graph, GraphKeys, add_to_collection, convert_to_tensor, get_collection, get_default_graph
+from tfplus.framework import (
+    Graph,
+    GraphKeys,
+    Tensor,
+    add_to_collection,
+    convert_to_tensor,
+    get_collection,
+    get_default_graph,
+)
 from tfplus.proto import event_pb2, summary_pb2
 
 Summary = summary_pb2.Summary
@@ -201,19 +209,22 @@ def image(name: str, tensor, max_outputs: int = 3, collections=None, family=None
     return _add(SummaryHandle([t], build, tag), collections)
 
 
-def text(name: str, tensor: str, collections=None) -> SummaryHandle:
-    """A constant text summary (TensorBoard's text plugin); tfplus has no string tensors, so `tensor` is a
-    Python string."""
+def text(name: str, tensor, collections=None) -> SummaryHandle:
+    """A text summary (TensorBoard's text plugin) of a Python string or a string tensor (tf.constant("notes"))."""
     from tfplus.proto import tensor_pb2, tensor_shape_pb2
     tag = _tag(name)
-    # dtype 7 is TensorFlow's DT_STRING, which tfplus.dtypes does not have
-    proto = tensor_pb2.TensorProto(dtype=7, tensor_shape=tensor_shape_pb2.TensorShapeProto(),
-                                   string_val=[str(tensor).encode()])
+    fetched = [tensor] if isinstance(tensor, Tensor) else []
     meta = SummaryMetadata(plugin_data=SummaryMetadata.PluginData(plugin_name="text"))
 
     def build(vals):
+        value = np.asarray(vals[0] if fetched else tensor)
+        words = [w if isinstance(w, bytes) else str(w).encode() for w in value.reshape(-1)]
+        dims = [tensor_shape_pb2.TensorShapeProto.Dim(size=d) for d in value.shape]
+        # dtype 7 is TensorFlow's DT_STRING
+        proto = tensor_pb2.TensorProto(dtype=7, tensor_shape=tensor_shape_pb2.TensorShapeProto(dim=dims),
+                                       string_val=words)
         return _one_value(tag=tag, metadata=meta, tensor=proto)
-    return _add(SummaryHandle([], build, tag), collections)
+    return _add(SummaryHandle(fetched, build, tag), collections)
 
 
 def merge(inputs, collections=None, name=None) -> SummaryHandle:

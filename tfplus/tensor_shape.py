@@ -118,10 +118,10 @@ class TensorShape:
 
 
 def fmt(shape) -> str:
-    """A static shape as TensorFlow prints it: `(?, 3)`, `(2,)`, `<unknown>`."""
+    """A static shape as TensorFlow (2.x's tf.compat.v1 too) prints it: `(None, 3)`, `(2,)`, `<unknown>`."""
     if shape is None:
         return "<unknown>"
-    return "(" + ", ".join("?" if d is None else str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
+    return "(" + ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
 
 
 def shapes_compatible(a, b) -> bool:

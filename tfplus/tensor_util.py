@@ -31,6 +31,8 @@ def infer_dtype(value, preferred=None) -> _dt.DType:
         return _dt.int32
     if arr.dtype.kind == "b":
         return _dt.bool_
+    if arr.dtype.kind in "SUO" and all(isinstance(v, (str, bytes)) for v in arr.reshape(-1)):
+        return _dt.string
     raise TypeError(f"cannot convert {value!r} to a tensor")
 
 

@@ -405,7 +405,7 @@ def parse_classes(text: str) -> tuple[int, ...]:
     return tuple(out)
 
 
-def only_classes(dataset: tfdata.Dataset, classes: tuple[int, ...]) -> tfdata.Dataset:
+def only_classes(dataset: tfdata.CifarDataset, classes: tuple[int, ...]) -> tfdata.CifarDataset:
     """The training and test images of `classes` only; labels keep their numbers (0..9), so the model keeps its
     10 outputs and a checkpoint of one subset initializes a run on another."""
     train, test = np.isin(dataset.train_labels, classes), np.isin(dataset.test_labels, classes)
@@ -444,7 +444,7 @@ def _session(graph: tf.Graph, device: str, memory_budget, threads: int | None = 
 # Data
 
 def load_data(data: str | None = None, synthetic: bool = False, download: bool = False,
-              err: IO[str] | None = None) -> tuple[tfdata.Dataset, str | None]:
+              err: IO[str] | None = None) -> tuple[tfdata.CifarDataset, str | None]:
     """(dataset, its folder): the synthetic dataset (folder None), or CIFAR-10 from `data` / $TFPLUS_DATA /
     the cache dir, downloaded there if absent and `download`.
 
@@ -1171,7 +1171,7 @@ class _Run:
     reads nothing back, so nobody reads the global step), the session's state that a checkpoint carries besides
     the variables, its clocks and its last checkpoint; and what several hooks do with them."""
 
-    def __init__(self, cfg: TrainConfig, tg, sums: RunningSums, dataset: tfdata.Dataset, data_dir: str | None,
+    def __init__(self, cfg: TrainConfig, tg, sums: RunningSums, dataset: tfdata.CifarDataset, data_dir: str | None,
                  spe: int, total_steps: int, started: float, out: _Console, err: _Console):
         self.cfg, self.tg, self.sums, self.dataset, self.data_dir = cfg, tg, sums, dataset, data_dir
         self.spe, self.total_steps, self.started, self.out, self.err = spe, total_steps, started, out, err
@@ -1607,7 +1607,7 @@ def _non_finite_variables(sess: tf.Session, graph: tf.Graph) -> list[str]:
 # ---------------------------------------------------------------------------------------------------------
 # Evaluation
 
-def evaluate_predictions(sess: tf.Session, tg, dataset: tfdata.Dataset, batch_size: int,
+def evaluate_predictions(sess: tf.Session, tg, dataset: tfdata.CifarDataset, batch_size: int,
                          data_format: str = "NCHW", progress: IO[str] | None = None,
                          loss_sum: tf.Tensor | None = None) -> tuple[float, np.ndarray, float | None]:
     """(test accuracy, confusion counts (true class, predicted class), mean test loss) over the whole test set,

@@ -201,8 +201,8 @@ def test_errors_are_clear():
         tf.while_loop(lambda v: v, lambda v: v, [x])
     with pytest.raises(TypeError, match="enters as float32 but the body returns int32"):
         tf.while_loop(lambda v: True, lambda v: tf.constant([1, 2]), [x])
-    with pytest.raises(NotImplementedError, match="dynamic_size=True"):
-        tf.TensorArray(tf.float32, size=0, dynamic_size=True)
+    with pytest.raises(ValueError, match="entering tf.while_loop needs its element_shape"):
+        tf.while_loop(lambda i, ta: i < 2, lambda i, ta: (i + 1, ta.write(i, 1.0)), [0, tf.TensorArray(tf.float32, 2)])
 
 
 def test_assert_fails_the_run_with_its_data(device):

@@ -1,10 +1,10 @@
-"""Input pipelines: CIFAR-10 readers, download, augmentation and prefetched batches (numpy only)."""
+"""Input pipelines: TF1's tf.data (Dataset and its iterators: tfplus.data.dataset_ops), and CIFAR-10 readers,
+download, augmentation and prefetched batches (numpy only; the in-memory CIFAR-10 set is CifarDataset)."""
 from tfplus.data.cifar10 import (
     CLASSES,
     MEAN,
     STD,
     DataError,
-    Dataset,
     Prefetch,
     TrainBatches,
     cache_dir,
@@ -23,15 +23,32 @@ from tfplus.data.cifar10 import (
     train_batches,
     write_binary_batches,
 )
+from tfplus.data.cifar10 import Dataset as CifarDataset
+from tfplus.data.dataset_ops import (
+    AUTOTUNE,
+    Dataset,
+    Iterator,
+    get_output_classes,
+    get_output_shapes,
+    get_output_types,
+    make_initializable_iterator,
+    make_one_shot_iterator,
+)
 
 __all__ = [
-    "CLASSES", "MEAN", "STD", "DataError", "Dataset", "Prefetch", "TrainBatches", "cache_dir", "crop_flip",
+    "CLASSES", "MEAN", "STD", "CifarDataset", "DataError", "Dataset", "Iterator", "Prefetch", "TrainBatches",
+    "cache_dir", "crop_flip",
     "data_root", "download", "eval_batches", "find_data_dir", "load", "no_crops", "normalize", "random_crop_flip",
     "random_crops", "read_batches", "synthetic", "train_batches", "write_binary_batches",
+    "get_output_classes", "get_output_shapes", "get_output_types", "make_initializable_iterator",
+    "make_one_shot_iterator",
 ]
 
-# `tf.data` is this module once anything imported it (Python binds a loaded submodule to its package): TF1's other
-# tf.data names then raise UnsupportedError, as they do before.
+from tfplus.unsupported import namespace as _namespace  # noqa: E402
+
+experimental = _namespace("tf.data.experimental", AUTOTUNE=AUTOTUNE)
+
+# TF1's tf.data names tfplus lacks (TFRecordDataset, experimental, ...) raise UnsupportedError.
 from tfplus.unsupported import module_getattr as _module_getattr  # noqa: E402
 
 __getattr__ = _module_getattr(__name__, "tf.data")

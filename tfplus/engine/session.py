@@ -80,6 +80,7 @@ class Session:
         # an OpenCL device's kernels and tapes are its sessions' (the runtime's step_lock). A step's outputs are
         # copied out before the lock is released (_run).
         self._lock = self._runtime.step_lock
+        self._partial_runs: dict[str, tuple] = {}  # handle -> (fetch ids, feed ids, {tensor: value so far})
 
     # -- public API -----------------------------------------------------------------------------------------
     def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
@@ -98,6 +99,53 @@ class Session:
             cpu = self._runtime.kernel_device == "cpu"
             with workers_mod.stepping(), threads.step(self._threads) if cpu else threads.using(self._threads):
                 return self._run_options(fetches, feed_dict, options, run_metadata)
+
+    def make_callable(self, fetches, feed_list=None, accept_options=False):
+        """A function f(*feed_values) that runs `fetches` with feed_list[i] fed feed_values[i] (TF1's
+        Session.make_callable; with accept_options, f also takes options= and run_metadata=)."""
+        feed_list = list(feed_list or ())
+
+        def call(*values, options=None, run_metadata=None):
+            if len(values) != len(feed_list):
+                raise TypeError(f"the callable takes {len(feed_list)} feed values (feed_list), got {len(values)}")
+            if (options is not None or run_metadata is not None) and not accept_options:
+                raise TypeError("options and run_metadata need make_callable(..., accept_options=True)")
+            return self.run(fetches, dict(zip(feed_list, values)), options, run_metadata)
+        return call
+
+    def partial_run_setup(self, fetches, feeds=None) -> str:
+        """A handle for partial_run calls that fetch some of `fetches` each, feeding each of `feeds` once; what
+        an earlier call fetched is fed to the later ones, so it is not computed again (TF1's partial runs)."""
+        flat, _ = self._flatten_fetches(fetches)
+        handle = f"partial_run_{len(self._partial_runs)}"
+        self._partial_runs[handle] = ({id(f) for f in flat}, {id(_as_feed_key(self.graph, f)) for f in feeds or ()},
+                                      {})
+        return handle
+
+    def partial_run(self, handle: str, fetches, feed_dict=None):
+        """One step of the partial run `handle` (partial_run_setup)."""
+        if handle not in self._partial_runs:
+            raise errors.InvalidArgumentError(None, None, f"no partial run has the handle {handle!r}: make one "
+                                              "with partial_run_setup")
+        declared_fetches, declared_feeds, known = self._partial_runs[handle]
+        for key, value in (feed_dict or {}).items():
+            t = _as_feed_key(self.graph, key)
+            if id(t) not in declared_feeds:
+                raise errors.InvalidArgumentError(None, None, f"partial_run: {t.name} was not a feed of "
+                                                  "partial_run_setup")
+            if t in known:
+                raise errors.InvalidArgumentError(None, None, f"partial_run: {t.name} was fed already")
+            known[t] = value
+        flat, rebuild = self._flatten_fetches(fetches)
+        for f in flat:
+            if id(f) not in declared_fetches:
+                raise errors.InvalidArgumentError(None, None, f"partial_run: {getattr(f, 'name', f)} was not a "
+                                                  "fetch of partial_run_setup")
+        values = self.run(flat, dict(known))
+        for f, v in zip(flat, values):
+            if isinstance(f, Tensor):
+                known[f] = v
+        return rebuild(values)
 
     def _run_options(self, fetches, feed_dict, options, run_metadata):
         if options is None or run_metadata is None:  # the untraced path: no profiler import, no hooks
@@ -461,3 +509,8 @@ class InteractiveSession(Session):
             self._graph_cm.__exit__(None, None, None)
             self._interactive_cm = None
         super().close()
+
+
+def _as_feed_key(graph: Graph, key) -> Tensor:
+    """A feed's tensor, given as a Tensor or its name."""
+    return graph.as_graph_element(key) if isinstance(key, str) else key

@@ -161,13 +161,13 @@ def _batches_dir(fed: Federation) -> Path:
 
 
 @functools.lru_cache(maxsize=1)
-def _synthetic() -> tfdata.Dataset:
+def _synthetic() -> tfdata.CifarDataset:
     """tfplus's synthetic set, drawn once per process: a simulation's worker takes many clients, and drawing the
     5,000 images again for each took most of a client's setup (and grew the worker by about 2.8 MiB a client)."""
     return tfdata.synthetic(trainer.SYNTHETIC_TRAIN, trainer.SYNTHETIC_TEST, seed=trainer.SYNTHETIC_SEED)
 
 
-def client_shard(fed: Federation, client: int) -> tfdata.Dataset:
+def client_shard(fed: Federation, client: int) -> tfdata.CifarDataset:
     """Client `client`'s training shard (and an equal slice of the test set, for client-side evaluation): its
     partition of the training labels, its images alone read from disk."""
     if fed.synthetic:
@@ -179,19 +179,19 @@ def client_shard(fed: Federation, client: int) -> tfdata.Dataset:
     mine = partition(train_labels, fed.clients, fed.partition, fed.seed)[client]
     test = np.array_split(np.arange(len(test_labels)), fed.clients)[client]
     if fed.synthetic:
-        return tfdata.Dataset(full.train_images[mine], full.train_labels[mine], full.test_images[test],
-                              full.test_labels[test])
+        return tfdata.CifarDataset(full.train_images[mine], full.train_labels[mine], full.test_images[test],
+                                   full.test_labels[test])
     return cifar10.read_shard(folder, mine, test)
 
 
-def test_set(fed: Federation) -> tfdata.Dataset:
+def test_set(fed: Federation) -> tfdata.CifarDataset:
     """The test set (its first fed.test_examples images, if set) and no training examples: what the server's
     central evaluation reads."""
     if fed.synthetic:
         full = _synthetic()
         test = slice(fed.test_examples)
-        return tfdata.Dataset(full.train_images[:0], full.train_labels[:0], full.test_images[test].copy(),
-                              full.test_labels[test].copy())  # not views of the process's one set
+        return tfdata.CifarDataset(full.train_images[:0], full.train_labels[:0], full.test_images[test].copy(),
+                                   full.test_labels[test].copy())  # not views of the process's one set
     folder = _batches_dir(fed)
     return cifar10.read_shard(folder, np.zeros(0, np.int64),
                               np.arange(len(cifar10.read_labels(folder)[1]))[:fed.test_examples])
@@ -223,10 +223,10 @@ class _Cache:
     processes, which keep the graph and session (set_weights replaces the weights) and reread only shards."""
     model: FederatedModel | None = None
     fed: Federation | None = None
-    shard: tuple[int, tfdata.Dataset] | None = None
+    shard: tuple[int, tfdata.CifarDataset] | None = None
 
 
-def _client_model(fed: Federation, client: int) -> tuple[FederatedModel, tfdata.Dataset]:
+def _client_model(fed: Federation, client: int) -> tuple[FederatedModel, tfdata.CifarDataset]:
     c = _Cache
     if c.fed != fed:
         check_opencl_gpu(fed.device)
@@ -268,7 +268,7 @@ def client_app(fed: Federation | None = None) -> ClientApp:
     rss_bytes}; on "evaluate", tests the weights on its slice of the test set. An error names the client."""
     app = ClientApp()
 
-    def setup(msg: Message, context: Context) -> tuple[Federation, int, FederatedModel, tfdata.Dataset]:
+    def setup(msg: Message, context: Context) -> tuple[Federation, int, FederatedModel, tfdata.CifarDataset]:
         f = fed or Federation.from_run_config(dict(context.run_config))
         if "device" in context.node_config:  # a SuperNode's own device: --node-config "... device='opencl:1'"
             f = dataclasses.replace(f, device=str(context.node_config["device"]))

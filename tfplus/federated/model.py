@@ -183,7 +183,7 @@ class FederatedModel:
         weights stay as they are."""
         self.sess.run(self._reset, {self._step_value: global_step})
 
-    def train(self, dataset: tfdata.Dataset, steps: int, server_round: int = 1, proximal_mu: float = 0.0,
+    def train(self, dataset: tfdata.CifarDataset, steps: int, server_round: int = 1, proximal_mu: float = 0.0,
               seed: int | None = None, measure: bool = False, lr: float | None = None) -> dict[str, float]:
         """`steps` optimizer steps on `dataset`'s training set (the trainer's shuffling, augmentation and
         normalization, batch size cfg.batch_size or the shard's size if smaller), from a fresh optimizer at global
@@ -227,7 +227,7 @@ class FederatedModel:
                                         "the learning rate (--lr)")
         return {"loss": float(losses[:, 0].mean()), "accuracy": float(losses[:, 1].mean()), **out}
 
-    def evaluate(self, dataset: tfdata.Dataset, batch_size: int = 500) -> tuple[float, float]:
+    def evaluate(self, dataset: tfdata.CifarDataset, batch_size: int = 500) -> tuple[float, float]:
         """(accuracy, mean cross-entropy) of the evaluation-mode model on `dataset`'s test set."""
         if self.cfg.memory_budget:  # a plan was made for the training batch; evaluate at that size
             batch_size = self.cfg.batch_size

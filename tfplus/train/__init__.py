@@ -3,6 +3,7 @@ from tfplus.graph_io import write_graph
 from tfplus.train import saver as _saver
 from tfplus.train.learning_rate_decay import (
     cosine_decay,
+    cosine_decay_restarts,
     exponential_decay,
     inverse_time_decay,
     natural_exp_decay,
@@ -35,7 +36,7 @@ __all__ = ["Optimizer", "GradientDescentOptimizer", "MomentumOptimizer", "AdamOp
            "assert_global_step", "create_global_step", "get_global_step", "get_or_create_global_step",
            "global_step",
            "exponential_decay", "natural_exp_decay", "inverse_time_decay", "polynomial_decay", "cosine_decay",
-           "piecewise_constant", "piecewise_constant_decay", "Saver", "latest_checkpoint",
+           "cosine_decay_restarts", "piecewise_constant", "piecewise_constant_decay", "Saver", "latest_checkpoint",
            "export_meta_graph", "import_meta_graph", "write_graph", "init_from_checkpoint"]
 
 # The rest of the checkpoint API (get_checkpoint_state, list_variables, ...): whatever saver.py lists.

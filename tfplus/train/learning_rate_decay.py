@@ -17,7 +17,7 @@ from tfplus.ops.array_ops import constant, identity
 from tfplus.tensor_util import infer_dtype
 
 __all__ = ["exponential_decay", "natural_exp_decay", "inverse_time_decay", "polynomial_decay", "cosine_decay",
-           "piecewise_constant", "piecewise_constant_decay"]
+           "cosine_decay_restarts", "piecewise_constant", "piecewise_constant_decay"]
 
 
 def _is_tensor(v) -> bool:
@@ -126,6 +126,36 @@ def cosine_decay(learning_rate, global_step, decay_steps, alpha=0.0, name=None) 
         steps = _as(decay_steps, dtype)
         fraction = math_ops.divide(math_ops.minimum(_as(global_step, dtype), steps), steps)
         cosine = math_ops.multiply(0.5, math_ops.add(1.0, math_ops.cos(math_ops.multiply(math.pi, fraction))))
+        decayed = math_ops.add(math_ops.multiply(1.0 - alpha, cosine), alpha)
+        return math_ops.multiply(lr, decayed, name=scope)
+
+
+def cosine_decay_restarts(learning_rate, global_step, first_decay_steps, t_mul=2.0, m_mul=1.0, alpha=0.0,
+                          name=None) -> Tensor:
+    """Cosine decay with warm restarts (SGDR): period i lasts first_decay_steps * t_mul**i steps and starts from
+    learning_rate * m_mul**i; within it the rate falls as in cosine_decay.
+
+        >>> import tfplus as tf
+        >>> lr = tf.train.cosine_decay_restarts(0.1, tf.train.get_or_create_global_step(), 1000)
+    """
+    _require_step(global_step, "cosine_decay_restarts")
+    with name_scope(name, "SGDRDecay", [learning_rate, global_step]) as scope:
+        lr = convert_to_tensor(learning_rate, name="learning_rate")
+        dtype = lr.dtype
+        fraction = math_ops.divide(_as(global_step, dtype), _as(first_decay_steps, dtype))
+        if t_mul == 1.0:
+            restart = math_ops.floor(fraction)
+            fraction = math_ops.subtract(fraction, restart)
+        else:
+            # periods 1, t, t^2, ... end at (1 - t^i) / (1 - t): the restart is the i whose period holds fraction
+            restart = math_ops.floor(math_ops.divide(
+                math_ops.log(math_ops.subtract(1.0, math_ops.multiply(fraction, 1.0 - t_mul))), math.log(t_mul)))
+            length = math_ops.pow(_as(t_mul, dtype), restart)
+            done = math_ops.divide(math_ops.subtract(1.0, length), 1.0 - t_mul)
+            fraction = math_ops.divide(math_ops.subtract(fraction, done), length)
+        m_fac = math_ops.pow(_as(m_mul, dtype), restart)
+        cosine = math_ops.multiply(math_ops.multiply(0.5, m_fac),
+                                   math_ops.add(1.0, math_ops.cos(math_ops.multiply(math.pi, fraction))))
         decayed = math_ops.add(math_ops.multiply(1.0 - alpha, cosine), alpha)
         return math_ops.multiply(lr, decayed, name=scope)
 

@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from tfplus import graph_io, logging
+from tfplus import errors, graph_io, logging
 from tfplus.engine.session import Session
 from tfplus.framework import GraphKeys, get_default_graph
 from tfplus.train.saver import Saver, latest_checkpoint
@@ -29,7 +29,7 @@ from tfplus.variables import global_variables_initializer, local_variables_initi
 __all__ = ["SessionRunHook", "SessionRunArgs", "SessionRunContext", "SessionRunValues", "Scaffold", "SessionCreator",
            "MonitoredTrainingSession", "MonitoredSession", "SingularMonitoredSession", "StopAtStepHook",
            "LoggingTensorHook", "CheckpointSaverHook", "SummarySaverHook", "NanTensorHook", "StepCounterHook",
-           "NanLossDuringTrainingError", "SecondOrStepTimer"]
+           "NanLossDuringTrainingError", "SecondOrStepTimer", "SessionManager"]
 
 
 class NanLossDuringTrainingError(RuntimeError):
@@ -455,13 +455,19 @@ class MonitoredSession:
         return self
 
     def __exit__(self, exc_type, exc, tb):
-        # As TF1's: after an error the hooks are not ended (no checkpoint of the state the error left); the
-        # session is closed all the same.
-        self._close(ended=exc_type is None)
-        return False
+        # As TF1's: the end of the input (OutOfRangeError from an iterator's get_next, StopIteration) ends the
+        # session as a stop does, and is swallowed; after another error the hooks are not ended (no checkpoint
+        # of the state the error left); the session is closed all the same.
+        end_of_input = exc_type is not None and issubclass(exc_type, (errors.OutOfRangeError, StopIteration))
+        self._close(ended=exc_type is None or end_of_input)
+        return end_of_input
 
 
-SingularMonitoredSession = MonitoredSession
+class SingularMonitoredSession(MonitoredSession):
+    """TF1's SingularMonitoredSession: a MonitoredSession whose underlying tf.Session raw_session() gives."""
+
+    def raw_session(self) -> Session:
+        return self._sess
 
 
 def MonitoredTrainingSession(master="", is_chief=True, checkpoint_dir=None, scaffold=None, hooks=None,  # noqa: N802
@@ -492,3 +498,36 @@ def MonitoredTrainingSession(master="", is_chief=True, checkpoint_dir=None, scaf
                                              scaffold=scaffold))
     return MonitoredSession(all_hooks, scaffold, checkpoint_dir if is_chief else None, config, device,
                             stop_grace_period_secs)
+
+
+class SessionManager:
+    """TF1's tf.train.SessionManager for one process: prepare_session restores the newest checkpoint of
+    checkpoint_dir (or checkpoint_filename_with_path) with `saver`, else runs init_op and init_fn."""
+
+    def __init__(self, local_init_op=None, ready_op=None, ready_for_local_init_op=None, graph=None,
+                 recovery_wait_secs=30, local_init_run_options=None, local_init_feed_dict=None):
+        self._graph = graph or get_default_graph()
+        self._local_init_op, self._local_init_feed_dict = local_init_op, local_init_feed_dict
+
+    def prepare_session(self, master="", init_op=None, saver=None, checkpoint_dir=None, wait_for_checkpoint=False,
+                        max_wait_secs=7200, config=None, init_feed_dict=None, init_fn=None,
+                        checkpoint_filename_with_path=None, device: str = "cpu") -> Session:
+        if master:
+            raise NotImplementedError("SessionManager.prepare_session(master=...): distributed training is not "
+                                      "implemented in tfplus; leave master=''")
+        sess = Session(graph=self._graph, config=config, device=device)
+        path = checkpoint_filename_with_path or (latest_checkpoint(checkpoint_dir) if checkpoint_dir else None)
+        if saver is not None and path is not None:
+            saver.restore(sess, path)
+        else:
+            if init_op is None and init_fn is None:
+                sess.close()
+                raise RuntimeError("SessionManager.prepare_session: there is no checkpoint to restore and neither "
+                                   "init_op nor init_fn to initialize the model")
+            if init_op is not None:
+                sess.run(init_op, init_feed_dict)
+            if init_fn is not None:
+                init_fn(sess)
+        if self._local_init_op is not None:
+            sess.run(self._local_init_op, self._local_init_feed_dict)
+        return sess

@@ -275,7 +275,8 @@ class Saver:
         listed = [backup if p == path else p for p in self._last] + ([] if path in self._last else [backup])
         try:
             for f in _checkpoint_files(path, "tensorflow"):  # the index first: a partial backup is removable
-                _link_or_copy(f, backup + f[len(path):])
+                # NOTE: the data files come back absolute, the index as given: cut the suffix off the file name
+                _link_or_copy(f, backup + os.path.basename(f)[len(os.path.basename(path)):])
             _write_state(folder, listed, latest_filename)
         except BaseException:  # the state file still lists `path`, untouched
             _remove_checkpoint(new, "tensorflow")
