@@ -20,6 +20,7 @@ import numpy as np
 
 from tfplus import errors, threads
 from tfplus.config import field as _config_field
+from tfplus.engine import signals
 from tfplus.engine import step as step_mod
 from tfplus.engine import workers as workers_mod
 from tfplus.engine.executor import Executor
@@ -94,8 +95,10 @@ class Session:
             # No process is forked while a step runs (tfplus.engine.workers.stepping), in this thread or another.
             # On a device, BLAS's thread count stays as it is: threads.step's limit (threadpoolctl, ~30 us a run,
             # on the host's path between two ranks' steps) is for the cpu device's GEMMs, which its pool splits.
+            # Ctrl-C and the like wait for the step's end (engine.signals), as in TF1: never half its updates.
             cpu = self._runtime.kernel_device == "cpu"
-            with workers_mod.stepping(), threads.step(self._threads) if cpu else threads.using(self._threads):
+            with signals.deferred(), workers_mod.stepping(), \
+                    threads.step(self._threads) if cpu else threads.using(self._threads):
                 return self._run_options(fetches, feed_dict, options, run_metadata)
 
     def _run_options(self, fetches, feed_dict, options, run_metadata):
@@ -234,6 +237,16 @@ class Session:
     def graph_def(self):
         """The session's graph as a GraphDef proto (TF1's Session.graph_def)."""
         return self.graph.as_graph_def()
+
+    def between_steps(self):
+        """Held inside: no step of this session (nor of another session of its OpenCL device) runs in another
+        thread, so the variables read there (variable_value, run) are those of one step, e.g. a checkpoint's
+        (tf.train.Saver.save). Its thread may run steps inside.
+
+            >>> with sess.between_steps():                                         # doctest: +SKIP
+            ...     step, w = sess.run(global_step), sess.variable_value("w")
+        """
+        return self._lock
 
     def variable_value(self, name: str) -> np.ndarray:
         """A copy of variable `name`'s current value (the VariableV2 node name)."""
