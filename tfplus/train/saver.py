@@ -173,15 +173,18 @@ class Saver:
         if metadata is not None and not isinstance(metadata, dict):
             raise TypeError(f"Saver.save: metadata must be a dict (saved as JSON), not "
                             f"{type(metadata).__name__}")
-        if global_step is not None:
-            # TF1 takes an integer (Python's, NumPy's: what Session.run fetched) or a tensor / variable / name
-            # to fetch; a 0-d integer array (an older fetch) is an integer too.
-            integral = isinstance(global_step, numbers.Integral) or \
-                (isinstance(global_step, np.ndarray) and global_step.ndim == 0 and global_step.dtype.kind in "iu")
-            step = global_step if integral else sess.run(global_step)
-            save_path = f"{save_path}-{int(step):08d}" if self._pad_step_number else f"{save_path}-{int(step)}"
+        # NOTE: one step's values, also while other threads train (TF1's Saver reads each variable when it gets to
+        # it): the step number and the variables are read with no step in between.
+        with sess.between_steps():
+            if global_step is not None:
+                # TF1 takes an integer (Python's, NumPy's: what Session.run fetched) or a tensor / variable / name
+                # to fetch; a 0-d integer array (an older fetch) is an integer too.
+                integral = isinstance(global_step, numbers.Integral) or \
+                    (isinstance(global_step, np.ndarray) and global_step.ndim == 0 and global_step.dtype.kind in "iu")
+                step = global_step if integral else sess.run(global_step)
+                save_path = f"{save_path}-{int(step):08d}" if self._pad_step_number else f"{save_path}-{int(step)}"
+            values = {key: sess.variable_value(ref.op.name) for key, ref in self._vars.items()}
         meta_json = "" if metadata is None else json.dumps(metadata, sort_keys=True)
-        values = {key: sess.variable_value(ref.op.name) for key, ref in self._vars.items()}
         os.makedirs(os.path.dirname(os.path.abspath(save_path)), exist_ok=True)
         if self._format == "tensorflow":
             if meta_json:
