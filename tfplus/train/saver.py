@@ -22,7 +22,10 @@ Beside the checkpoints, the text file `checkpoint` (TensorFlow's CheckpointState
 A listed checkpoint is never torn: each file is written to a temporary name, fsynced and renamed, the data before
 the index, and the state file last (max_to_keep deletes only after it); saving again to a listed checkpoint's path
 (the same step twice) lists a backup of the old one while its files are replaced. A failed save changes no file a
-listed checkpoint needs. Readers hold a checkpoint's files open from the start, so a process saving beside them
+listed checkpoint needs. Savers of any process saving into one folder take turns on the state file (flock on the
+folder) and keep listing each other's checkpoints that still exist (TF1's Saver writes its own list only, so the
+last writer's list hides the other's, or names one the other deleted); each deletes only its own beyond max_to_keep.
+Readers hold a checkpoint's files open from the start, so a process saving beside them
 (max_to_keep) cannot take them away; newest_valid_checkpoint finds the newest checkpoint that verifies, for
 resuming after a crash.
 
@@ -35,6 +38,7 @@ saves to.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -46,6 +50,11 @@ import stat
 import time
 import uuid
 import warnings
+
+try:
+    import fcntl
+except ImportError:  # Windows
+    fcntl = None
 
 import numpy as np
 from google.protobuf import message as _message
@@ -206,7 +215,7 @@ class Saver:
         if write_meta_graph:
             self.export_meta_graph(f"{save_path}.{meta_graph_suffix}")
         if write_state:
-            self._record(save_path, latest_filename)
+            self._record(save_path, latest_filename, backup)
         if backup is not None:  # only now that the state file lists save_path again
             _remove_checkpoint(backup, "tensorflow")
             self._written.discard(os.path.abspath(backup))
@@ -279,7 +288,8 @@ class Saver:
         try:
             for f in _checkpoint_files(path, "tensorflow"):  # the index first: a partial backup is removable
                 _link_or_copy(f, backup + f[len(path):])
-            _write_state(folder, listed, latest_filename)
+            with _state_lock(folder):
+                _write_state(folder, _others(folder, listed + [path], latest_filename) + listed, latest_filename)
         except BaseException:  # the state file still lists `path`, untouched
             _remove_checkpoint(new, "tensorflow")
             _remove_checkpoint(backup, "tensorflow")
@@ -306,14 +316,22 @@ class Saver:
             raise ValueError("Saver: the session runs a different graph than the one this Saver's variables "
                              "belong to; create the Saver in the session's graph")
 
-    def _record(self, path: str, latest_filename: str | None) -> None:
-        """Appends `path` to the kept checkpoints, writes the state file, then deletes the dropped ones."""
+    def _record(self, path: str, latest_filename: str | None, backup: str | None = None) -> None:
+        """Appends `path` to the kept checkpoints, writes the state file, then deletes the dropped ones. `backup`:
+        the one listed in path's place while it was replaced (_replace_listed), no longer listed."""
         kept, dropped = [p for p in self._last if p != path] + [path], []
         if self._max_to_keep:
             dropped, kept = kept[:-self._max_to_keep], kept[-self._max_to_keep:]
         folder = os.path.dirname(os.path.abspath(path))
-        _write_state(folder, kept, latest_filename)
-        self._last = kept
+        with _state_lock(folder):
+            # (one that another process saving here at the same path dropped and deleted is gone)
+            kept = [p for p in kept if p == path or _checkpoint_files(p)]
+            mine = kept + dropped + ([backup] if backup else [])
+            _write_state(folder, _others(folder, mine, latest_filename) + kept, latest_filename)
+            self._last = kept
+            self._delete(dropped, folder)
+
+    def _delete(self, dropped: list[str], folder: str) -> None:
         for p in dropped:
             p = os.path.abspath(p)
             if (p in self._written or os.path.dirname(p) == folder) and _checkpoint_files(p):
@@ -323,7 +341,7 @@ class Saver:
                     os.remove(f"{p}.meta")
             elif os.path.lexists(p) or os.path.lexists(tensor_bundle.index_path(p)):
                 warnings.warn(f"Saver: not deleting {p!r}: it is not a tfplus checkpoint that this Saver wrote "
-                              f"or that lies in {folder!r}", stacklevel=3)
+                              f"or that lies in {folder!r}", stacklevel=4)
 
 
 def _tf_save_ops(variables: dict) -> saver_pb2.SaverDef:
@@ -743,6 +761,36 @@ def _remove_checkpoint(prefix: str, fmt: str | None = None) -> None:
 
 
 # -- the state file ------------------------------------------------------------------------------------------
+@contextlib.contextmanager
+def _state_lock(folder: str):
+    """Held (flock on the folder, by every Saver of any process) while a Saver reads, writes the state file and
+    deletes what it dropped: two processes saving into one folder each keep the other's checkpoints listed, and
+    none lists one that the other deleted meanwhile."""
+    if fcntl is None:  # not on POSIX: one saving process per folder
+        yield
+        return
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # (releases the lock)
+
+
+def _others(folder: str, mine: list[str], latest_filename: str | None) -> list[str]:
+    """The checkpoints the state file lists that are not in `mine` and still exist: other Savers' (another
+    process saving into the folder), which a state file written now must keep listing (held: _state_lock)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            state = get_checkpoint_state(folder, latest_filename)
+        except errors.OpError:  # a damaged state file lists nothing that can be relied on
+            return []
+    ours = set(map(os.path.abspath, mine))
+    return [p for p in state.all_model_checkpoint_paths if os.path.abspath(p) not in ours and _checkpoint_files(p)] \
+        if state else []
+
+
 def _write_state(folder: str, paths: list[str], latest_filename: str | None) -> None:
     # Only the checkpoints in the state file's own folder, relative to it, so that the folder can be moved
     # (and because a state file naming anything else is refused on reading).
