@@ -11,6 +11,7 @@
 """
 from __future__ import annotations
 
+import os
 import weakref
 from dataclasses import replace
 from types import MappingProxyType
@@ -39,6 +40,7 @@ class Session:
     def __init__(self, target: str = "", graph: Graph | None = None, config: Any = None, device: str = "cpu",
                  memory_budget=None, workers: int | None = None):
         self.graph = graph or get_default_graph()
+        self._pid = os.getpid()  # the process that made it (run: a forked one may not use every device)
         # With a budget ('64MB', '64MiB', bytes) every step runs by a memory plan (tfplus.planner).
         self._memory_budget = None if memory_budget is None else parse_size(memory_budget, "memory_budget")
         self._runtime = get_runtime(device)
@@ -89,6 +91,12 @@ class Session:
         the run is traced into run_metadata (per-op times, FLOPs, bytes, transfers: tfplus.profiler)."""
         if step_mod.mark is not None:
             step_mod.mark("session.run begins")
+        if self._pid != os.getpid() and self._runtime.fork_unsafe:  # (before its lock, which a fork may hold)
+            raise RuntimeError(
+                f"Session on '{self.device}' was made in process {self._pid}, and this process ({os.getpid()}) is a "
+                f"fork of it (os.fork, multiprocessing's 'fork' start method), where {self._runtime.fork_unsafe}. "
+                "Make the session in a process started with multiprocessing.get_context('spawn'), or fork before "
+                "making it; the 'cpu' device works in a forked process")
         with self._lock:
             if self._closed:
                 raise RuntimeError("Attempted to use a closed Session")
