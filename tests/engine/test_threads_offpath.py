@@ -1,7 +1,9 @@
-"""Threads off the beaten path: a checkpoint saved while another thread trains holds one step's values."""
+"""Threads off the beaten path: a checkpoint saved while another thread trains holds one step's values; a Ctrl-C
+while a kernel's shards run on the intra-op pool neither leaves them running nor ends the next call early."""
 from __future__ import annotations
 
 import os
+import signal
 import threading
 import time
 
@@ -9,6 +11,7 @@ import pytest
 from conftest import DEVICES
 
 import tfplus as tf
+from tfplus import threads
 
 
 def _counting():
@@ -58,3 +61,21 @@ def test_a_checkpoint_saved_while_another_thread_trains_is_one_steps(device, tmp
             stop.set()
             trainer.join(10)
         assert not trainer.is_alive()
+
+
+@pytest.mark.timeout(30)
+def test_ctrl_c_while_the_pool_runs_a_kernels_shards_waits_for_them_and_leaves_no_completion_behind():
+    done = []
+
+    def shard(i):
+        if i == 1:  # on the pool: Ctrl-C comes while the caller waits for this shard
+            time.sleep(0.05)
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.2)
+            done.append(i)
+        return i
+    with threads.using(2):
+        with pytest.raises(KeyboardInterrupt):
+            threads.run(shard, range(2))
+        assert done == [1]  # the call ended after its shards (which write into the kernel's buffers)
+        assert threads.run(shard, [0, 2]) == [0, 2]  # the next call waited for its own second shard
