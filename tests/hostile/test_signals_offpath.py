@@ -7,6 +7,7 @@ import os
 import signal
 import threading
 import time
+import warnings
 
 import numpy as np
 import pytest
@@ -117,4 +118,22 @@ def test_a_second_ctrl_c_interrupts_a_step_that_does_not_end(monkeypatch):
         with pytest.raises(KeyboardInterrupt):
             sess.run(train, feed)
         assert time.monotonic() - t < 5
-        np.testing.assert_array_equal(sess.run(w), before)  # the step did not run: no update of it
+        with pytest.warns(RuntimeWarning, match="stopped halfway"):  # (this one had not begun its updates)
+            np.testing.assert_array_equal(sess.run(w), before)
+
+
+@pytest.mark.timeout(60)
+def test_a_step_stopped_halfway_by_a_second_ctrl_c_is_said_at_the_next_run(monkeypatch):
+    g, a, b, train, init = _two_updates()
+    _signal_in(monkeypatch, "between", signal.SIGINT)
+    _signal_in(monkeypatch, "between", signal.SIGINT)  # twice in the same step: the KeyboardInterrupt comes at once
+    with tf.Session(graph=g) as sess:
+        sess.run(init)
+        with pytest.raises(KeyboardInterrupt):
+            sess.run(train)
+        with pytest.warns(RuntimeWarning, match="stopped halfway by KeyboardInterrupt.*restore a checkpoint"):
+            av, bv = sess.run([a, b])
+        assert (av[0], bv[0]) == (1.0, 0.0)  # what the warning is about
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            sess.run(b)  # said once

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import os
+import warnings
 import weakref
 from dataclasses import replace
 from types import MappingProxyType
@@ -79,6 +80,7 @@ class Session:
         self._rewrites: dict[tuple, Any] = {}  # (fetch ids, feed ids) -> tfplus.engine.rewrite.Rewritten or None
         self._conds: dict[tuple, list] = {}  # a step's key -> its fed tf.cond predicates (_fed_conds)
         self._closed = False
+        self._halfway = None  # why the next run warns: a step was stopped halfway (run)
         self._default_cm = None
         # Steps take turns: a step's caches, arena, variables and workers' shared memory are the session's, and
         # an OpenCL device's kernels and tapes are its sessions' (the runtime's step_lock). A step's outputs are
@@ -107,9 +109,20 @@ class Session:
             # on the host's path between two ranks' steps) is for the cpu device's GEMMs, which its pool splits.
             # Ctrl-C and the like wait for the step's end (engine.signals), as in TF1: never half its updates.
             cpu = self._runtime.kernel_device == "cpu"
+            if self._halfway is not None:
+                warnings.warn(self._halfway, RuntimeWarning, stacklevel=2)
+                self._halfway = None
             with signals.deferred(), workers_mod.stepping(), \
                     threads.step(self._threads) if cpu else threads.using(self._threads):
-                return self._run_options(fetches, feed_dict, options, run_metadata)
+                try:
+                    return self._run_options(fetches, feed_dict, options, run_metadata)
+                except BaseException as e:
+                    if not isinstance(e, Exception):  # (a deferred signal's raises after the step, outside)
+                        self._halfway = (
+                            f"a step of this Session was stopped halfway by {type(e).__name__} (a second Ctrl-C, "
+                            "or a signal handler that raised): some of its variable updates may have run and others "
+                            "not; restore a checkpoint (tf.train.Saver.restore) before training on")
+                    raise
 
     def _run_options(self, fetches, feed_dict, options, run_metadata):
         if options is None or run_metadata is None:  # the untraced path: no profiler import, no hooks
