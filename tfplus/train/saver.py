@@ -292,7 +292,11 @@ class Saver:
                 _write_state(folder, _others(folder, listed + [path], latest_filename) + listed, latest_filename)
         except BaseException:  # the state file still lists `path`, untouched
             _remove_checkpoint(new, "tensorflow")
-            _remove_checkpoint(backup, "tensorflow")
+            if self._lists(folder, backup, latest_filename):  # it failed once renamed (syncing the folder): the
+                self._last = listed                          # backup, whole, is listed in path's place
+                self._written.add(os.path.abspath(backup))
+            else:
+                _remove_checkpoint(backup, "tensorflow")
             raise
         # The state file lists the backup now; `path` is torn between the two renames. Should they fail, the
         # backup stays listed (and max_to_keep deletes it in time).
@@ -305,6 +309,17 @@ class Saver:
             _remove_checkpoint(new, "tensorflow")
         self._last = [path if p == backup else p for p in listed]
         return backup
+
+    @staticmethod
+    def _lists(folder: str, path: str, latest_filename: str | None) -> bool:
+        """Whether the state file in `folder` lists `path` now."""
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                state = get_checkpoint_state(folder, latest_filename)
+            except errors.OpError:
+                return False
+        return state is not None and os.path.abspath(path) in map(os.path.abspath, state.all_model_checkpoint_paths)
 
     @staticmethod
     def read_meta(save_path: str) -> dict:
