@@ -79,3 +79,16 @@ def test_ctrl_c_while_the_pool_runs_a_kernels_shards_waits_for_them_and_leaves_n
             threads.run(shard, range(2))
         assert done == [1]  # the call ended after its shards (which write into the kernel's buffers)
         assert threads.run(shard, [0, 2]) == [0, 2]  # the next call waited for its own second shard
+
+
+def test_saving_from_a_session_another_thread_closed_says_it_is_closed(tmp_path):
+    g, step, train, init = _counting()
+    with g.as_default():
+        saver = tf.train.Saver()
+    sess = tf.Session(graph=g)
+    sess.run(init)
+    closer = threading.Thread(target=sess.close)
+    closer.start()
+    closer.join(10)
+    with pytest.raises(RuntimeError, match="closed Session"):  # it said "uninitialized value a"
+        saver.save(sess, os.path.join(tmp_path, "model"), global_step=1)

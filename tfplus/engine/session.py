@@ -274,6 +274,8 @@ class Session:
     def variable_value(self, name: str) -> np.ndarray:
         """A copy of variable `name`'s current value (the VariableV2 node name)."""
         with self._lock:  # not halfway through another thread's update
+            if self._closed:  # (its variables are gone: not "uninitialized")
+                raise RuntimeError("Attempted to use a closed Session")
             buf = self._executor.vars.get(name)
             if buf is None:
                 raise errors.FailedPreconditionError(name, "VariableV2", "Attempting to use uninitialized value")
