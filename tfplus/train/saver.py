@@ -195,30 +195,32 @@ class Saver:
             values = {key: sess.variable_value(ref.op.name) for key, ref in self._vars.items()}
         meta_json = "" if metadata is None else json.dumps(metadata, sort_keys=True)
         os.makedirs(os.path.dirname(os.path.abspath(save_path)), exist_ok=True)
-        if self._format == "tensorflow":
-            if meta_json:
-                values[METADATA_KEY] = np.array(meta_json.encode(), dtype=object)
-            if write_state and self._listed(save_path, latest_filename) and _checkpoint_files(save_path,
-                                                                                               "tensorflow"):
-                backup = self._replace_listed(save_path, values, latest_filename)
+        # One save at a time into a folder, from any process (a save replaces, lists and deletes files there).
+        with _state_lock(os.path.dirname(os.path.abspath(save_path))):
+            if self._format == "tensorflow":
+                if meta_json:
+                    values[METADATA_KEY] = np.array(meta_json.encode(), dtype=object)
+                if write_state and self._listed(save_path, latest_filename) and _checkpoint_files(save_path,
+                                                                                                   "tensorflow"):
+                    backup = self._replace_listed(save_path, values, latest_filename)
+                else:
+                    tensor_bundle.write_bundle(save_path, values)
             else:
-                tensor_bundle.write_bundle(save_path, values)
-        else:
-            ckpt = checkpoint_pb2.Checkpoint(meta_json=meta_json)
-            for key, value in values.items():
-                ckpt.tensors.add(name=key, tensor=make_tensor_proto(value))
-            payload = ckpt.SerializeToString(deterministic=True)
-            atomic_write(save_path, MAGIC + hashlib.sha256(payload).digest() + payload)
-        # A checkpoint of the other format at the same path would be stale (and the bundle is read first).
-        _remove_checkpoint(save_path, "tfplus" if self._format == "tensorflow" else "tensorflow")
-        self._written.add(os.path.abspath(save_path))
-        if write_meta_graph:
-            self.export_meta_graph(f"{save_path}.{meta_graph_suffix}")
-        if write_state:
-            self._record(save_path, latest_filename, backup)
-        if backup is not None:  # only now that the state file lists save_path again
-            _remove_checkpoint(backup, "tensorflow")
-            self._written.discard(os.path.abspath(backup))
+                ckpt = checkpoint_pb2.Checkpoint(meta_json=meta_json)
+                for key, value in values.items():
+                    ckpt.tensors.add(name=key, tensor=make_tensor_proto(value))
+                payload = ckpt.SerializeToString(deterministic=True)
+                atomic_write(save_path, MAGIC + hashlib.sha256(payload).digest() + payload)
+            # A checkpoint of the other format at the same path would be stale (and the bundle is read first).
+            _remove_checkpoint(save_path, "tfplus" if self._format == "tensorflow" else "tensorflow")
+            self._written.add(os.path.abspath(save_path))
+            if write_meta_graph:
+                self.export_meta_graph(f"{save_path}.{meta_graph_suffix}")
+            if write_state:
+                self._record(save_path, latest_filename, backup)
+            if backup is not None:  # only now that the state file lists save_path again
+                _remove_checkpoint(backup, "tensorflow")
+                self._written.discard(os.path.abspath(backup))
         return save_path
 
     def export_meta_graph(self, filename: str | None = None, collection_list=None, as_text: bool = False,
@@ -288,8 +290,8 @@ class Saver:
         try:
             for f in _checkpoint_files(path, "tensorflow"):  # the index first: a partial backup is removable
                 _link_or_copy(f, backup + f[len(path):])
-            with _state_lock(folder):
-                _write_state(folder, _others(folder, listed + [path], latest_filename) + listed, latest_filename)
+            listed = [p for p in listed if p == backup or _checkpoint_files(p)]  # (as in _record)
+            _write_state(folder, _others(folder, listed + [path], latest_filename) + listed, latest_filename)
         except BaseException:  # the state file still lists `path`, untouched
             _remove_checkpoint(new, "tensorflow")
             if self._lists(folder, backup, latest_filename):  # it failed once renamed (syncing the folder): the
@@ -338,13 +340,12 @@ class Saver:
         if self._max_to_keep:
             dropped, kept = kept[:-self._max_to_keep], kept[-self._max_to_keep:]
         folder = os.path.dirname(os.path.abspath(path))
-        with _state_lock(folder):
-            # (one that another process saving here at the same path dropped and deleted is gone)
-            kept = [p for p in kept if p == path or _checkpoint_files(p)]
-            mine = kept + dropped + ([backup] if backup else [])
-            _write_state(folder, _others(folder, mine, latest_filename) + kept, latest_filename)
-            self._last = kept
-            self._delete(dropped, folder)
+        # (save holds _state_lock; another process saving here under the same names may have deleted one of ours)
+        kept = [p for p in kept if _checkpoint_files(p)]
+        mine = kept + dropped + ([backup] if backup else [])
+        _write_state(folder, _others(folder, mine, latest_filename) + kept, latest_filename)
+        self._last = kept
+        self._delete(dropped, folder)
 
     def _delete(self, dropped: list[str], folder: str) -> None:
         for p in dropped:
@@ -778,9 +779,9 @@ def _remove_checkpoint(prefix: str, fmt: str | None = None) -> None:
 # -- the state file ------------------------------------------------------------------------------------------
 @contextlib.contextmanager
 def _state_lock(folder: str):
-    """Held (flock on the folder, by every Saver of any process) while a Saver reads, writes the state file and
-    deletes what it dropped: two processes saving into one folder each keep the other's checkpoints listed, and
-    none lists one that the other deleted meanwhile."""
+    """Held (flock on the folder, by every Saver of any process) while a Saver saves into it: two processes saving
+    into one folder take turns, each keeps the other's checkpoints listed, and none lists one that the other
+    deleted (nor replaces or deletes files under the other's save)."""
     if fcntl is None:  # not on POSIX: one saving process per folder
         yield
         return
