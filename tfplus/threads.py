@@ -160,8 +160,18 @@ class _Pool:
                 errors[0] = e
             finally:
                 _local.threads = previous
-                for _ in range(1, slots):
-                    self._done.get()
+                # Every slot's completion, also when a signal handler raises meanwhile (a second Ctrl-C): the
+                # others still write into the kernel's buffers, and a completion left queued would end the next
+                # call before its own slots are done.
+                pending, interrupted = slots - 1, None
+                while pending:
+                    try:
+                        self._done.get()
+                        pending -= 1
+                    except BaseException as e:  # raised once all are done
+                        interrupted = interrupted or e
+                if interrupted is not None:
+                    raise interrupted
         for e in errors:
             if e is not None:
                 raise e

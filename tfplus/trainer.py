@@ -1495,7 +1495,8 @@ class _CheckpointHook(tf.train.SessionRunHook):
 class _StopHook(tf.train.SessionRunHook):
     """Stops the session at the run's last step, or after the step during which SIGINT, SIGTERM or SIGHUP came
     (--distributed: the first step that any rank got one before; caught while entered, `with hook:` around the
-    steps; a second SIGINT interrupts at once), so that the checkpoint is consistent: the handler asks the
+    steps, unless ignored when it is entered (nohup); a handler installed before is called after ours; a second
+    SIGINT interrupts at once), so that the checkpoint is consistent: the handler asks the
     session's coordinator, as a TF1 hook stops a session from outside its runs. end() says where a signal stopped
     the run (after _CheckpointHook's save)."""
 
@@ -1533,11 +1534,16 @@ class _StopHook(tf.train.SessionRunHook):
         self.signum = signum
         if self._run.ranks == 1:  # a rank of several waits for after_run, where the ranks agree
             self._coord.request_stop()
+        users = self._old.get(signum)
+        if callable(users) and users is not signal.default_int_handler:  # the caller's own handler runs too
+            users(signum, frame)
 
     def __enter__(self) -> _StopHook:
         if threading.current_thread() is threading.main_thread():  # signal handlers live in the main thread
             for s in _EXIT_ON_SIGNAL:
-                self._old[s] = signal.signal(s, self._handle)
+                # An ignored signal stays ignored: nohup's SIGHUP, a background job's SIGINT.
+                if signal.getsignal(s) != signal.SIG_IGN:
+                    self._old[s] = signal.signal(s, self._handle)
         return self
 
     def __exit__(self, *exc) -> None:

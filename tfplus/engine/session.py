@@ -11,6 +11,8 @@
 """
 from __future__ import annotations
 
+import os
+import warnings
 import weakref
 from dataclasses import replace
 from types import MappingProxyType
@@ -20,6 +22,7 @@ import numpy as np
 
 from tfplus import errors, threads
 from tfplus.config import field as _config_field
+from tfplus.engine import signals
 from tfplus.engine import step as step_mod
 from tfplus.engine import workers as workers_mod
 from tfplus.engine.executor import Executor
@@ -33,11 +36,14 @@ class Session:
     """Runs graphs. `device` is 'cpu' (NumPy) or 'opencl[:N]'. Variables live in the session. On the cpu, a
     training step's batch is split over `workers` forked processes (tfplus.engine.workers; default: one per thread
     when there are 2 or more, 1 for none). `run` may be called from many threads: their steps run one at a
-    time (also those of sessions sharing an OpenCL device), each returning its own values."""
+    time (also those of sessions sharing an OpenCL device), each returning its own values. In the main thread,
+    Ctrl-C and the Python handlers of SIGTERM and SIGHUP act when the step has ended, never halfway through its
+    updates (tfplus.engine.signals)."""
 
     def __init__(self, target: str = "", graph: Graph | None = None, config: Any = None, device: str = "cpu",
                  memory_budget=None, workers: int | None = None):
         self.graph = graph or get_default_graph()
+        self._pid = os.getpid()  # the process that made it (run: a forked one may not use every device)
         # With a budget ('64MB', '64MiB', bytes) every step runs by a memory plan (tfplus.planner).
         self._memory_budget = None if memory_budget is None else parse_size(memory_budget, "memory_budget")
         self._runtime = get_runtime(device)
@@ -75,6 +81,7 @@ class Session:
         self._conds: dict[tuple, list] = {}  # a step's key -> its fed tf.cond predicates (_fed_conds)
         self._levels: dict[tuple, Any] = {}  # a step's key and its conds' values -> its resolved copy (_level)
         self._closed = False
+        self._halfway = None  # why the next run warns: a step was stopped halfway (run)
         self._default_cm = None
         # Steps take turns: a step's caches, arena, variables and workers' shared memory are the session's, and
         # an OpenCL device's kernels and tapes are its sessions' (the runtime's step_lock). A step's outputs are
@@ -90,15 +97,34 @@ class Session:
         the run is traced into run_metadata (per-op times, FLOPs, bytes, transfers: tfplus.profiler)."""
         if step_mod.mark is not None:
             step_mod.mark("session.run begins")
+        if self._pid != os.getpid() and self._runtime.fork_unsafe:  # (before its lock, which a fork may hold)
+            raise RuntimeError(
+                f"Session on '{self.device}' was made in process {self._pid}, and this process ({os.getpid()}) is a "
+                f"fork of it (os.fork, multiprocessing's 'fork' start method), where {self._runtime.fork_unsafe}. "
+                "Make the session in a process started with multiprocessing.get_context('spawn'), or fork before "
+                "making it; the 'cpu' device works in a forked process")
         with self._lock:
             if self._closed:
                 raise RuntimeError("Attempted to use a closed Session")
             # No process is forked while a step runs (tfplus.engine.workers.stepping), in this thread or another.
             # On a device, BLAS's thread count stays as it is: threads.step's limit (threadpoolctl, ~30 us a run,
             # on the host's path between two ranks' steps) is for the cpu device's GEMMs, which its pool splits.
+            # Ctrl-C and the like wait for the step's end (engine.signals), as in TF1: never half its updates.
             cpu = self._runtime.kernel_device == "cpu"
-            with workers_mod.stepping(), threads.step(self._threads) if cpu else threads.using(self._threads):
-                return self._run_options(fetches, feed_dict, options, run_metadata)
+            if self._halfway is not None:
+                warnings.warn(self._halfway, RuntimeWarning, stacklevel=2)
+                self._halfway = None
+            with signals.deferred(), workers_mod.stepping(), \
+                    threads.step(self._threads) if cpu else threads.using(self._threads):
+                try:
+                    return self._run_options(fetches, feed_dict, options, run_metadata)
+                except BaseException as e:
+                    if not isinstance(e, Exception):  # (a deferred signal's raises after the step, outside)
+                        self._halfway = (
+                            f"a step of this Session was stopped halfway by {type(e).__name__} (a second Ctrl-C, "
+                            "or a signal handler that raised): some of its variable updates may have run and others "
+                            "not; restore a checkpoint (tf.train.Saver.restore) before training on")
+                    raise
 
     def make_callable(self, fetches, feed_list=None, accept_options=False):
         """A function f(*feed_values) that runs `fetches` with feed_list[i] fed feed_values[i] (TF1's
@@ -307,9 +333,21 @@ class Session:
         """The session's graph as a GraphDef proto (TF1's Session.graph_def)."""
         return self.graph.as_graph_def()
 
+    def between_steps(self):
+        """Held inside: no step of this session (nor of another session of its OpenCL device) runs in another
+        thread, so the variables read there (variable_value, run) are those of one step, e.g. a checkpoint's
+        (tf.train.Saver.save). Its thread may run steps inside.
+
+            >>> with sess.between_steps():                                         # doctest: +SKIP
+            ...     step, w = sess.run(global_step), sess.variable_value("w")
+        """
+        return self._lock
+
     def variable_value(self, name: str) -> np.ndarray:
         """A copy of variable `name`'s current value (the VariableV2 node name)."""
         with self._lock:  # not halfway through another thread's update
+            if self._closed:  # (its variables are gone: not "uninitialized")
+                raise RuntimeError("Attempted to use a closed Session")
             buf = self._executor.vars.get(name)
             if buf is None:
                 raise errors.FailedPreconditionError(name, "VariableV2", "Attempting to use uninitialized value")

@@ -39,6 +39,9 @@ class Runtime(abc.ABC):
     # view -> bool: whether a value lives apart from any planned arena (a constant's own block); None on
     # devices that keep none apart.
     held_apart = None
+    # None: usable in a process forked from the one that made it (the cpu's NumPy); else why not (an OpenCL
+    # driver's threads stay in the parent: a forked child's first launch waits for them for ever).
+    fork_unsafe: str | None = None
 
     def __init__(self):
         self.h2d_bytes = self.d2h_bytes = self.allocated_bytes = 0

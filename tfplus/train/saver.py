@@ -22,7 +22,10 @@ Beside the checkpoints, the text file `checkpoint` (TensorFlow's CheckpointState
 A listed checkpoint is never torn: each file is written to a temporary name, fsynced and renamed, the data before
 the index, and the state file last (max_to_keep deletes only after it); saving again to a listed checkpoint's path
 (the same step twice) lists a backup of the old one while its files are replaced. A failed save changes no file a
-listed checkpoint needs. Readers hold a checkpoint's files open from the start, so a process saving beside them
+listed checkpoint needs. Savers of any process saving into one folder take turns on the state file (flock on the
+folder) and keep listing each other's checkpoints that still exist (TF1's Saver writes its own list only, so the
+last writer's list hides the other's, or names one the other deleted); each deletes only its own beyond max_to_keep.
+Readers hold a checkpoint's files open from the start, so a process saving beside them
 (max_to_keep) cannot take them away; newest_valid_checkpoint finds the newest checkpoint that verifies, for
 resuming after a crash.
 
@@ -35,6 +38,7 @@ saves to.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -46,6 +50,11 @@ import stat
 import time
 import uuid
 import warnings
+
+try:
+    import fcntl
+except ImportError:  # Windows
+    fcntl = None
 
 import numpy as np
 from google.protobuf import message as _message
@@ -173,40 +182,45 @@ class Saver:
         if metadata is not None and not isinstance(metadata, dict):
             raise TypeError(f"Saver.save: metadata must be a dict (saved as JSON), not "
                             f"{type(metadata).__name__}")
-        if global_step is not None:
-            # TF1 takes an integer (Python's, NumPy's: what Session.run fetched) or a tensor / variable / name
-            # to fetch; a 0-d integer array (an older fetch) is an integer too.
-            integral = isinstance(global_step, numbers.Integral) or \
-                (isinstance(global_step, np.ndarray) and global_step.ndim == 0 and global_step.dtype.kind in "iu")
-            step = global_step if integral else sess.run(global_step)
-            save_path = f"{save_path}-{int(step):08d}" if self._pad_step_number else f"{save_path}-{int(step)}"
+        # NOTE: one step's values, also while other threads train (TF1's Saver reads each variable when it gets to
+        # it): the step number and the variables are read with no step in between.
+        with sess.between_steps():
+            if global_step is not None:
+                # TF1 takes an integer (Python's, NumPy's: what Session.run fetched) or a tensor / variable / name
+                # to fetch; a 0-d integer array (an older fetch) is an integer too.
+                integral = isinstance(global_step, numbers.Integral) or \
+                    (isinstance(global_step, np.ndarray) and global_step.ndim == 0 and global_step.dtype.kind in "iu")
+                step = global_step if integral else sess.run(global_step)
+                save_path = f"{save_path}-{int(step):08d}" if self._pad_step_number else f"{save_path}-{int(step)}"
+            values = {key: sess.variable_value(ref.op.name) for key, ref in self._vars.items()}
         meta_json = "" if metadata is None else json.dumps(metadata, sort_keys=True)
-        values = {key: sess.variable_value(ref.op.name) for key, ref in self._vars.items()}
         os.makedirs(os.path.dirname(os.path.abspath(save_path)), exist_ok=True)
-        if self._format == "tensorflow":
-            if meta_json:
-                values[METADATA_KEY] = np.array(meta_json.encode(), dtype=object)
-            if write_state and self._listed(save_path, latest_filename) and _checkpoint_files(save_path,
-                                                                                               "tensorflow"):
-                backup = self._replace_listed(save_path, values, latest_filename)
+        # One save at a time into a folder, from any process (a save replaces, lists and deletes files there).
+        with _state_lock(os.path.dirname(os.path.abspath(save_path))):
+            if self._format == "tensorflow":
+                if meta_json:
+                    values[METADATA_KEY] = np.array(meta_json.encode(), dtype=object)
+                if write_state and self._listed(save_path, latest_filename) and _checkpoint_files(save_path,
+                                                                                                   "tensorflow"):
+                    backup = self._replace_listed(save_path, values, latest_filename)
+                else:
+                    tensor_bundle.write_bundle(save_path, values)
             else:
-                tensor_bundle.write_bundle(save_path, values)
-        else:
-            ckpt = checkpoint_pb2.Checkpoint(meta_json=meta_json)
-            for key, value in values.items():
-                ckpt.tensors.add(name=key, tensor=make_tensor_proto(value))
-            payload = ckpt.SerializeToString(deterministic=True)
-            atomic_write(save_path, MAGIC + hashlib.sha256(payload).digest() + payload)
-        # A checkpoint of the other format at the same path would be stale (and the bundle is read first).
-        _remove_checkpoint(save_path, "tfplus" if self._format == "tensorflow" else "tensorflow")
-        self._written.add(os.path.abspath(save_path))
-        if write_meta_graph:
-            self.export_meta_graph(f"{save_path}.{meta_graph_suffix}")
-        if write_state:
-            self._record(save_path, latest_filename)
-        if backup is not None:  # only now that the state file lists save_path again
-            _remove_checkpoint(backup, "tensorflow")
-            self._written.discard(os.path.abspath(backup))
+                ckpt = checkpoint_pb2.Checkpoint(meta_json=meta_json)
+                for key, value in values.items():
+                    ckpt.tensors.add(name=key, tensor=make_tensor_proto(value))
+                payload = ckpt.SerializeToString(deterministic=True)
+                atomic_write(save_path, MAGIC + hashlib.sha256(payload).digest() + payload)
+            # A checkpoint of the other format at the same path would be stale (and the bundle is read first).
+            _remove_checkpoint(save_path, "tfplus" if self._format == "tensorflow" else "tensorflow")
+            self._written.add(os.path.abspath(save_path))
+            if write_meta_graph:
+                self.export_meta_graph(f"{save_path}.{meta_graph_suffix}")
+            if write_state:
+                self._record(save_path, latest_filename, backup)
+            if backup is not None:  # only now that the state file lists save_path again
+                _remove_checkpoint(backup, "tensorflow")
+                self._written.discard(os.path.abspath(backup))
         return save_path
 
     def export_meta_graph(self, filename: str | None = None, collection_list=None, as_text: bool = False,
@@ -277,10 +291,15 @@ class Saver:
             for f in _checkpoint_files(path, "tensorflow"):  # the index first: a partial backup is removable
                 # NOTE: the data files come back absolute, the index as given: cut the suffix off the file name
                 _link_or_copy(f, backup + os.path.basename(f)[len(os.path.basename(path)):])
-            _write_state(folder, listed, latest_filename)
+            listed = [p for p in listed if p == backup or _checkpoint_files(p)]  # (as in _record)
+            _write_state(folder, _others(folder, listed + [path], latest_filename) + listed, latest_filename)
         except BaseException:  # the state file still lists `path`, untouched
             _remove_checkpoint(new, "tensorflow")
-            _remove_checkpoint(backup, "tensorflow")
+            if self._lists(folder, backup, latest_filename):  # it failed once renamed (syncing the folder): the
+                self._last = listed                          # backup, whole, is listed in path's place
+                self._written.add(os.path.abspath(backup))
+            else:
+                _remove_checkpoint(backup, "tensorflow")
             raise
         # The state file lists the backup now; `path` is torn between the two renames. Should they fail, the
         # backup stays listed (and max_to_keep deletes it in time).
@@ -295,6 +314,17 @@ class Saver:
         return backup
 
     @staticmethod
+    def _lists(folder: str, path: str, latest_filename: str | None) -> bool:
+        """Whether the state file in `folder` lists `path` now."""
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                state = get_checkpoint_state(folder, latest_filename)
+            except errors.OpError:
+                return False
+        return state is not None and os.path.abspath(path) in map(os.path.abspath, state.all_model_checkpoint_paths)
+
+    @staticmethod
     def read_meta(save_path: str) -> dict:
         """Same as tf.train.read_checkpoint_metadata."""
         return read_checkpoint_metadata(save_path)
@@ -304,14 +334,21 @@ class Saver:
             raise ValueError("Saver: the session runs a different graph than the one this Saver's variables "
                              "belong to; create the Saver in the session's graph")
 
-    def _record(self, path: str, latest_filename: str | None) -> None:
-        """Appends `path` to the kept checkpoints, writes the state file, then deletes the dropped ones."""
+    def _record(self, path: str, latest_filename: str | None, backup: str | None = None) -> None:
+        """Appends `path` to the kept checkpoints, writes the state file, then deletes the dropped ones. `backup`:
+        the one listed in path's place while it was replaced (_replace_listed), no longer listed."""
         kept, dropped = [p for p in self._last if p != path] + [path], []
         if self._max_to_keep:
             dropped, kept = kept[:-self._max_to_keep], kept[-self._max_to_keep:]
         folder = os.path.dirname(os.path.abspath(path))
-        _write_state(folder, kept, latest_filename)
+        # (save holds _state_lock; another process saving here under the same names may have deleted one of ours)
+        kept = [p for p in kept if _checkpoint_files(p)]
+        mine = kept + dropped + ([backup] if backup else [])
+        _write_state(folder, _others(folder, mine, latest_filename) + kept, latest_filename)
         self._last = kept
+        self._delete(dropped, folder)
+
+    def _delete(self, dropped: list[str], folder: str) -> None:
         for p in dropped:
             p = os.path.abspath(p)
             if (p in self._written or os.path.dirname(p) == folder) and _checkpoint_files(p):
@@ -321,7 +358,7 @@ class Saver:
                     os.remove(f"{p}.meta")
             elif os.path.lexists(p) or os.path.lexists(tensor_bundle.index_path(p)):
                 warnings.warn(f"Saver: not deleting {p!r}: it is not a tfplus checkpoint that this Saver wrote "
-                              f"or that lies in {folder!r}", stacklevel=3)
+                              f"or that lies in {folder!r}", stacklevel=4)
 
 
 def _tf_save_ops(variables: dict) -> saver_pb2.SaverDef:
@@ -741,6 +778,36 @@ def _remove_checkpoint(prefix: str, fmt: str | None = None) -> None:
 
 
 # -- the state file ------------------------------------------------------------------------------------------
+@contextlib.contextmanager
+def _state_lock(folder: str):
+    """Held (flock on the folder, by every Saver of any process) while a Saver saves into it: two processes saving
+    into one folder take turns, each keeps the other's checkpoints listed, and none lists one that the other
+    deleted (nor replaces or deletes files under the other's save)."""
+    if fcntl is None:  # not on POSIX: one saving process per folder
+        yield
+        return
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # (releases the lock)
+
+
+def _others(folder: str, mine: list[str], latest_filename: str | None) -> list[str]:
+    """The checkpoints the state file lists that are not in `mine` and still exist: other Savers' (another
+    process saving into the folder), which a state file written now must keep listing (held: _state_lock)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            state = get_checkpoint_state(folder, latest_filename)
+        except errors.OpError:  # a damaged state file lists nothing that can be relied on
+            return []
+    ours = set(map(os.path.abspath, mine))
+    return [p for p in state.all_model_checkpoint_paths if os.path.abspath(p) not in ours and _checkpoint_files(p)] \
+        if state else []
+
+
 def _write_state(folder: str, paths: list[str], latest_filename: str | None) -> None:
     # Only the checkpoints in the state file's own folder, relative to it, so that the folder can be moved
     # (and because a state file naming anything else is refused on reading).

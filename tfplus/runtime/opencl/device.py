@@ -67,6 +67,29 @@ class _Recorded(Exception):
     """Ends a launcher run under Device.programs_of at its first launch of a kernel not launched before."""
 
 
+_forked_from = {"pid": None}  # in a process forked after its parent made an OpenCL context: the parent's id
+# Why a forked process cannot use OpenCL (Runtime.fork_unsafe).
+FORK_REASON = ("the OpenCL driver does not survive a fork: its threads stay in the parent, and a launch in the child "
+               "would wait for them for ever")
+# What to do instead (the session's error says it too).
+FORK_FIX = ("start such processes with multiprocessing.get_context('spawn') (or 'forkserver'), or fork before the "
+            "first OpenCL session; the 'cpu' device works in a forked process")
+
+
+def forked_message() -> str:
+    return (f"this process ({os.getpid()}) was forked (os.fork, multiprocessing's 'fork' start method) from process "
+            f"{_forked_from['pid']} after it used an OpenCL device, and {FORK_REASON}; {FORK_FIX}")
+
+
+def _after_fork_in_child() -> None:
+    if Device._all and _forked_from["pid"] is None:
+        _forked_from["pid"] = os.getppid()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 class Device:
     """What all runtimes of one OpenCL device share: context, queue, buffer pool, built programs, tuning."""
 
@@ -78,6 +101,8 @@ class Device:
     @classmethod
     def get(cls, cl_device) -> Device:
         key = cl_device.int_ptr
+        if _forked_from["pid"] is not None:
+            raise RuntimeError(forked_message())
         with cls._making:
             if key not in cls._all:
                 cls._all[key] = cls(cl_device)

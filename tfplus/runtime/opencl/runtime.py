@@ -14,7 +14,7 @@ import numpy as np
 from tfplus import debug
 from tfplus.runtime.base import Runtime
 from tfplus.runtime.opencl.build import CompileNotice
-from tfplus.runtime.opencl.device import Device, Kernel
+from tfplus.runtime.opencl.device import FORK_REASON, Device, Kernel
 from tfplus.runtime.opencl.discovery import cl, cltypes, replay_enabled, select
 from tfplus.runtime.opencl.memory import Block, DeviceArray, home
 from tfplus.runtime.opencl.tape import Tape, flush_every, taping
@@ -39,6 +39,7 @@ class OpenCLRuntime(Runtime):
     name = "opencl"
     kernel_device = "opencl"
     records_launches = True
+    fork_unsafe = FORK_REASON
 
     def __init__(self, selector: str | None = None):
         if cl is None:
