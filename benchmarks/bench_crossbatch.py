@@ -117,6 +117,9 @@ def main(argv=None) -> None:
     ap.add_argument("--size", type=int, default=None, help="image side (default: the model's above)")
     ap.add_argument("--op-calls", metavar="BUDGETS", help="only count the op calls per type of the trainer's MobileNet "
                     "step planned for each of these budgets (e.g. 128MB,64MB), batch 128")
+    ap.add_argument("--gpu-graph", action="store_true", help="with --op-calls: the step the GPU timings run "
+                    "(momentum without Nesterov, no weight decay, a constant rate: fetches train_op and loss) "
+                    "instead of the trainer's default (Nesterov, weight decay, running sums)")
     args = ap.parse_args(argv)
     crossbatch.KEEP = not args.no_keep
     crossbatch.COUNTS = not args.no_counts
@@ -124,7 +127,7 @@ def main(argv=None) -> None:
         importlib.import_module("tfplus.planner.plan").KEPT_RESERVES = tuple(int(r) for r in args.reserves.split(","))
     if args.op_calls:
         for budget in args.op_calls.split(","):
-            _op_calls(budget, args.device)
+            _op_calls(budget, args.device, args.gpu_graph)
         return
     print(f"{'model':>10} {'k':>3} {'passes':>6} {'kept':>5} {'folded':>6} {'predicted':>10} {'measured':>10} "
           f"{'ms/step':>9} {'peak':>10} {'launches':>9} {'commands':>9} {'tapes':>6}  counts")
@@ -148,16 +151,24 @@ def main(argv=None) -> None:
                   f"{format_size(p.peak_bytes):>10} {n[0]:>9} {n[1]:>9} {n[2]:>6}  {_counts(p)}", flush=True)
 
 
-def _op_calls(budget: str, device: str) -> None:
-    """The op calls per type of the MobileNet training step `tfplus plan` plans for `budget` (batch 128)."""
+def _op_calls(budget: str, device: str, gpu_graph: bool = False) -> None:
+    """The op calls per type of the MobileNet training step `tfplus plan` plans for `budget` (batch 128); with
+    `gpu_graph`, of the step the GPU timings run (_gpu_step)."""
     from tfplus.plan_cli import _TrainStep
     from tfplus.planner.liveness import executes
     from tfplus.units import parse_size
-    step = _TrainStep(argparse.Namespace(model="mobilenet", conv_widths=None, fc_widths=None, optimizer=None,
-                                         data_format=None, trainable=None, fine_tune_last=None, input=None,
-                                         batch_size=128, device=device))
     start = time.process_time()
-    p = step.plan(128, parse_size(budget))
+    if gpu_graph:
+        graph, fetches, shapes = _gpu_step()
+        start = time.process_time()
+        p = planner.plan(fetches, shapes, device_facts(device), parse_size(budget), graph=graph,
+                         raise_if_infeasible=False)
+    else:
+        step = _TrainStep(argparse.Namespace(model="mobilenet", conv_widths=None, fc_widths=None, optimizer=None,
+                                             data_format=None, trainable=None, fine_tune_last=None, input=None,
+                                             batch_size=128, device=device))
+        start = time.process_time()
+        p = step.plan(128, parse_size(budget))
     seconds = time.process_time() - start
     counts = p.run_microbatches or [p.microbatches]
     calls: dict[str, int] = {}
@@ -172,6 +183,21 @@ def _op_calls(budget: str, device: str) -> None:
     for name in sorted(calls, key=lambda n: -calls[n]):
         if "Conv" in name or "Norm" in name or "Depthwise" in name:
             print(f"    {name:40s} {calls[name]:6d}")
+
+
+def _gpu_step() -> tuple:
+    """(graph, fetches, feed shapes) of the MobileNet step the GPU timings run (.gpu's steady-state script: momentum
+    without Nesterov, no weight decay, a constant rate; train_op and the loss fetched, batch 128), rewritten as a
+    session rewrites it."""
+    from tfplus.engine.rewrite import enabled, optimize
+    tg = training_graph(get_model("mobilenet").build, total_steps=10**6, seed=0, optimizer="momentum",
+                        nesterov=False, weight_decay=0.0, schedule="const", learning_rate=0.01)
+    fetches, fed = [tg.train_op, tg.loss], [tg.images, tg.labels]
+    graph = tg.graph
+    rw = optimize(graph, fetches, set(fed)) if enabled() else None
+    if rw is not None:
+        graph, fetches, fed = rw.graph, [rw.element[f] for f in fetches], [rw.element[t] for t in fed]
+    return graph, fetches, {fed[0]: (128, 3, 32, 32), fed[1]: (128,)}
 
 
 def _counts(p: planner.MemoryPlan) -> str:
