@@ -24,7 +24,10 @@ count per run), e.g. 1x50,4x5: 50 runs on the whole batch, 5 in 4 micro-batches.
 `--op-calls 128MB,64MB` plans, without running anything, the step `tfplus plan --model mobilenet` plans (the
 trainer's, batch 128, 32x32, the --device's facts, opencl's defaults where it has none) for each budget, as the search
 chooses, and prints its predicted cost and the op calls a step runs per op type (each run's ops times its count):
-where a GPU's time goes, counted here.
+where a GPU's time goes, counted here. With `--gpu-graph`, of the step the GPU timings run instead (.gpu's
+steady-state script: momentum without Nesterov, no weight decay, train_op and the loss fetched), whose weight
+gradients go straight into the momentum slots under micro-batching (planner.batch.slot_folds; the trainer's default,
+Nesterov, keeps accumulators).
 
 `kept` counts the rows statistics passes keep whole for later runs (planner.crossbatch.kept), `folded` the
 gradients and fetches the passes compute, which the micro-batch run then does not.

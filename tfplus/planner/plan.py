@@ -1678,6 +1678,10 @@ class _Step:
             if sparse:  # an embedding's IndexedSlices: its rows are the micro-batches', not a sum of them
                 detail += (f"; {sparse} sparse gradient{'s' * (sparse > 1)}: rows and indices concatenated into "
                            "whole-batch accumulators")
+            if p.slot_folds:
+                saved = sum(nbytes(ph.specs[g]) for ph in p.phases for g in ph.fetches if g in p.slot_folds)
+                detail += (f"; {len(p.slot_folds)} weight gradients ({format_size(saved)}) added straight into their "
+                           "momentum slots, no accumulators (planner.batch.slot_folds; exact up to summation order)")
             if p.statistics:
                 st = self.stats()
                 n = sum(st.merges[t] != "last" for level in p.statistics for t in level)
