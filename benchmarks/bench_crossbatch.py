@@ -123,6 +123,7 @@ def main(argv=None) -> None:
     ap.add_argument("--gpu-graph", action="store_true", help="with --op-calls: the step the GPU timings run "
                     "(momentum without Nesterov, no weight decay, a constant rate: fetches train_op and loss) "
                     "instead of the trainer's default (Nesterov, weight decay, running sums)")
+    ap.add_argument("--gpu-model", default="mobilenet", help="with --gpu-graph: the model (mobilenet or mentee)")
     args = ap.parse_args(argv)
     crossbatch.KEEP = not args.no_keep
     crossbatch.COUNTS = not args.no_counts
@@ -130,7 +131,7 @@ def main(argv=None) -> None:
         importlib.import_module("tfplus.planner.plan").KEPT_RESERVES = tuple(int(r) for r in args.reserves.split(","))
     if args.op_calls:
         for budget in args.op_calls.split(","):
-            _op_calls(budget, args.device, args.gpu_graph)
+            _op_calls(budget, args.device, args.gpu_graph and args.gpu_model)
         return
     print(f"{'model':>10} {'k':>3} {'passes':>6} {'kept':>5} {'folded':>6} {'predicted':>10} {'measured':>10} "
           f"{'ms/step':>9} {'peak':>10} {'launches':>9} {'commands':>9} {'tapes':>6}  counts")
@@ -154,15 +155,15 @@ def main(argv=None) -> None:
                   f"{format_size(p.peak_bytes):>10} {n[0]:>9} {n[1]:>9} {n[2]:>6}  {_counts(p)}", flush=True)
 
 
-def _op_calls(budget: str, device: str, gpu_graph: bool = False) -> None:
+def _op_calls(budget: str, device: str, gpu_model: str | None = None) -> None:
     """The op calls per type of the MobileNet training step `tfplus plan` plans for `budget` (batch 128); with
-    `gpu_graph`, of the step the GPU timings run (_gpu_step)."""
+    `gpu_model`, of that model's step as the GPU timings run it (_gpu_step)."""
     from tfplus.plan_cli import _TrainStep
     from tfplus.planner.liveness import executes
     from tfplus.units import parse_size
     start = time.process_time()
-    if gpu_graph:
-        graph, fetches, shapes = _gpu_step()
+    if gpu_model:
+        graph, fetches, shapes = _gpu_step(gpu_model)
         start = time.process_time()
         p = planner.plan(fetches, shapes, device_facts(device), parse_size(budget), graph=graph,
                          raise_if_infeasible=False)
@@ -181,6 +182,7 @@ def _op_calls(budget: str, device: str, gpu_graph: bool = False) -> None:
             if executes(op, fed):
                 calls[op.type] = calls.get(op.type, 0) + (counts[i] if i < len(counts) else 1)
     print(f"{budget}: peak {format_size(p.peak_bytes)}, fits {p.fits}, predicted {p.predicted_overhead:+.1%}, "
+          f"{len(p.slot_folds)} gradients into momentum slots, "
           f"{p.microbatches} micro-batches ({_counts(p)}), planned in {seconds:.1f} s CPU; op calls a step "
           f"{sum(calls.values())}:")
     for name in sorted(calls, key=lambda n: -calls[n]):
@@ -188,12 +190,12 @@ def _op_calls(budget: str, device: str, gpu_graph: bool = False) -> None:
             print(f"    {name:40s} {calls[name]:6d}")
 
 
-def _gpu_step() -> tuple:
-    """(graph, fetches, feed shapes) of the MobileNet step the GPU timings run (.gpu's steady-state script: momentum
+def _gpu_step(model: str) -> tuple:
+    """(graph, fetches, feed shapes) of `model`'s step as the GPU timings run it (.gpu's steady-state script: momentum
     without Nesterov, no weight decay, a constant rate; train_op and the loss fetched, batch 128), rewritten as a
     session rewrites it."""
     from tfplus.engine.rewrite import enabled, optimize
-    tg = training_graph(get_model("mobilenet").build, total_steps=10**6, seed=0, optimizer="momentum",
+    tg = training_graph(get_model(model).build, total_steps=10**6, seed=0, optimizer="momentum",
                         nesterov=False, weight_decay=0.0, schedule="const", learning_rate=0.01)
     fetches, fed = [tg.train_op, tg.loss], [tg.images, tg.labels]
     graph = tg.graph
