@@ -24,7 +24,10 @@ count per run), e.g. 1x50,4x5: 50 runs on the whole batch, 5 in 4 micro-batches.
 `--op-calls 128MB,64MB` plans, without running anything, the step `tfplus plan --model mobilenet` plans (the
 trainer's, batch 128, 32x32, the --device's facts, opencl's defaults where it has none) for each budget, as the search
 chooses, and prints its predicted cost and the op calls a step runs per op type (each run's ops times its count):
-where a GPU's time goes, counted here.
+where a GPU's time goes, counted here. With `--gpu-graph`, of the step the GPU timings run instead (.gpu's
+steady-state script: momentum without Nesterov, no weight decay, train_op and the loss fetched), whose weight
+gradients go straight into the momentum slots under micro-batching (planner.batch.slot_folds; the trainer's default,
+Nesterov, keeps accumulators).
 
 `kept` counts the rows statistics passes keep whole for later runs (planner.crossbatch.kept), `folded` the
 gradients and fetches the passes compute, which the micro-batch run then does not.
@@ -117,6 +120,10 @@ def main(argv=None) -> None:
     ap.add_argument("--size", type=int, default=None, help="image side (default: the model's above)")
     ap.add_argument("--op-calls", metavar="BUDGETS", help="only count the op calls per type of the trainer's MobileNet "
                     "step planned for each of these budgets (e.g. 128MB,64MB), batch 128")
+    ap.add_argument("--gpu-graph", action="store_true", help="with --op-calls: the step the GPU timings run "
+                    "(momentum without Nesterov, no weight decay, a constant rate: fetches train_op and loss) "
+                    "instead of the trainer's default (Nesterov, weight decay, running sums)")
+    ap.add_argument("--gpu-model", default="mobilenet", help="with --gpu-graph: the model (mobilenet or mentee)")
     args = ap.parse_args(argv)
     crossbatch.KEEP = not args.no_keep
     crossbatch.COUNTS = not args.no_counts
@@ -124,7 +131,7 @@ def main(argv=None) -> None:
         importlib.import_module("tfplus.planner.plan").KEPT_RESERVES = tuple(int(r) for r in args.reserves.split(","))
     if args.op_calls:
         for budget in args.op_calls.split(","):
-            _op_calls(budget, args.device)
+            _op_calls(budget, args.device, args.gpu_graph and args.gpu_model)
         return
     print(f"{'model':>10} {'k':>3} {'passes':>6} {'kept':>5} {'folded':>6} {'predicted':>10} {'measured':>10} "
           f"{'ms/step':>9} {'peak':>10} {'launches':>9} {'commands':>9} {'tapes':>6}  counts")
@@ -148,16 +155,24 @@ def main(argv=None) -> None:
                   f"{format_size(p.peak_bytes):>10} {n[0]:>9} {n[1]:>9} {n[2]:>6}  {_counts(p)}", flush=True)
 
 
-def _op_calls(budget: str, device: str) -> None:
-    """The op calls per type of the MobileNet training step `tfplus plan` plans for `budget` (batch 128)."""
+def _op_calls(budget: str, device: str, gpu_model: str | None = None) -> None:
+    """The op calls per type of the MobileNet training step `tfplus plan` plans for `budget` (batch 128); with
+    `gpu_model`, of that model's step as the GPU timings run it (_gpu_step)."""
     from tfplus.plan_cli import _TrainStep
     from tfplus.planner.liveness import executes
     from tfplus.units import parse_size
-    step = _TrainStep(argparse.Namespace(model="mobilenet", conv_widths=None, fc_widths=None, optimizer=None,
-                                         data_format=None, trainable=None, fine_tune_last=None, input=None,
-                                         batch_size=128, device=device))
     start = time.process_time()
-    p = step.plan(128, parse_size(budget))
+    if gpu_model:
+        graph, fetches, shapes = _gpu_step(gpu_model)
+        start = time.process_time()
+        p = planner.plan(fetches, shapes, device_facts(device), parse_size(budget), graph=graph,
+                         raise_if_infeasible=False)
+    else:
+        step = _TrainStep(argparse.Namespace(model="mobilenet", conv_widths=None, fc_widths=None, optimizer=None,
+                                             data_format=None, trainable=None, fine_tune_last=None, input=None,
+                                             batch_size=128, device=device))
+        start = time.process_time()
+        p = step.plan(128, parse_size(budget))
     seconds = time.process_time() - start
     counts = p.run_microbatches or [p.microbatches]
     calls: dict[str, int] = {}
@@ -167,11 +182,27 @@ def _op_calls(budget: str, device: str) -> None:
             if executes(op, fed):
                 calls[op.type] = calls.get(op.type, 0) + (counts[i] if i < len(counts) else 1)
     print(f"{budget}: peak {format_size(p.peak_bytes)}, fits {p.fits}, predicted {p.predicted_overhead:+.1%}, "
+          f"{len(p.slot_folds)} gradients into momentum slots, "
           f"{p.microbatches} micro-batches ({_counts(p)}), planned in {seconds:.1f} s CPU; op calls a step "
           f"{sum(calls.values())}:")
     for name in sorted(calls, key=lambda n: -calls[n]):
         if "Conv" in name or "Norm" in name or "Depthwise" in name:
             print(f"    {name:40s} {calls[name]:6d}")
+
+
+def _gpu_step(model: str) -> tuple:
+    """(graph, fetches, feed shapes) of `model`'s step as the GPU timings run it (.gpu's steady-state script: momentum
+    without Nesterov, no weight decay, a constant rate; train_op and the loss fetched, batch 128), rewritten as a
+    session rewrites it."""
+    from tfplus.engine.rewrite import enabled, optimize
+    tg = training_graph(get_model(model).build, total_steps=10**6, seed=0, optimizer="momentum",
+                        nesterov=False, weight_decay=0.0, schedule="const", learning_rate=0.01)
+    fetches, fed = [tg.train_op, tg.loss], [tg.images, tg.labels]
+    graph = tg.graph
+    rw = optimize(graph, fetches, set(fed)) if enabled() else None
+    if rw is not None:
+        graph, fetches, fed = rw.graph, [rw.element[f] for f in fetches], [rw.element[t] for t in fed]
+    return graph, fetches, {fed[0]: (128, 3, 32, 32), fed[1]: (128,)}
 
 
 def _counts(p: planner.MemoryPlan) -> str:

@@ -293,6 +293,21 @@ def _fused_apply(ctx, ins, outs, attrs):
                 kernel(scratch, part, [part[0]], attrs)
 
 
+@register_variant("_FusedApply", "cpu", "folded")
+def _fused_apply_folded(ctx, ins, outs, attrs):
+    """Each momentum update as ApplyMomentum's "folded" variant, var -= lr * accum, in the pieces and the scratch
+    of _fused_apply (no decay: planner.batch.slot_folds folds none)."""
+    groups = apply_groups(attrs["op"], split_decay(ins, attrs)[0])
+    kernel = find_kernel("ApplyGradientDescent", "cpu", as_dtype(ins[0].dtype))
+    piece = min(max(g[0].size for g in groups), UPDATE_PIECE)
+    scratch = _SharedScratch(ctx, piece, _scratch_dtypes(piece, attrs))
+    for var, accum, lr, _, _ in groups:
+        var, accum = _flat(var), _flat(accum)
+        for lo in range(0, var.size, piece):
+            scratch.restart()
+            kernel(scratch, [var[lo:lo + piece], lr, accum[lo:lo + piece]], [var[lo:lo + piece]], attrs)
+
+
 def _flat(x: np.ndarray) -> np.ndarray:
     """A flat view of `x` (never a copy: an update writes through it)."""
     v = x.reshape(-1)

@@ -8,7 +8,7 @@ import numpy as np
 
 from tfplus import threads
 from tfplus.dtypes import float16, float32, float64
-from tfplus.registry import register_kernel, register_workspace
+from tfplus.registry import register_kernel, register_variant, register_workspace
 
 DTYPES = (float16, float32, float64)  # the dtypes optimizers accept
 
@@ -55,6 +55,14 @@ def _apply_momentum(ctx, ins, outs, attrs):
 
 
 register_workspace("ApplyMomentum", "cpu")(_scratch(1))
+
+
+@register_variant("ApplyMomentum", "cpu", "folded")
+def _apply_momentum_folded(ctx, ins, outs, attrs):
+    """var -= lr * accum: a momentum update whose accum the micro-batches already made momentum * accum + grad
+    (tfplus.planner.batch.slot_folds); grad and momentum are not read. Without Nesterov only."""
+    var, accum, lr, _, _ = ins
+    _apply_gradient_descent(ctx, [var, lr, accum], outs, attrs)
 
 
 @register_kernel("ApplyAdam", "cpu", DTYPES)

@@ -240,9 +240,21 @@ def _fused_apply(ctx, ins, outs, attrs):
         for group in groups:
             single(ctx, group, [group[0]], attrs)
         return
+    _packed(ctx, op_type, groups, attrs.get("decayed") or [0] * len(groups), decay, attrs)
+
+
+@register_variant("_FusedApply", "opencl", "folded")
+def _fused_apply_folded(ctx, ins, outs, attrs):
+    """Each momentum update as ApplyMomentum's "folded" variant, var -= lr * accum: a packed gradient descent of
+    the accumulators (no decay: planner.batch.slot_folds folds none)."""
+    groups = [[var, lr, accum] for var, accum, lr, _, _ in apply_groups(attrs["op"], split_decay(ins, attrs)[0])]
+    _packed(ctx, "ApplyGradientDescent", groups, [0] * len(groups), None, attrs)
+
+
+def _packed(ctx, op_type: str, groups: list, decayed: list, decay, attrs) -> None:
+    """`op_type`'s packed kernel over the variables' `groups` (their inputs in op_type's order), _SLOTS a launch."""
     rt = ctx.runtime
     name, per_var, scalars, flags = _PACKED[op_type]
-    decayed = attrs.get("decayed") or [0] * len(groups)
     for lo in range(0, len(groups), _SLOTS):
         part = groups[lo:lo + _SLOTS]
 
@@ -252,7 +264,7 @@ def _fused_apply(ctx, ins, outs, attrs):
             bits = sum(1 << s for s, d in enumerate(decayed[lo:lo + _SLOTS]) if d)
             return (kernel(rt, SRC, name, part[0][0].dtype), *rt.grid1d(int(ends[-1])), int8(ends.tolist()),
                     np.int32(bits), *(np.int32(attrs.get(f, False)) for f in flags))
-        k, g, loc, ends, bits, *flag_args = plan(rt, (ctx.op, lo, tuple(g[0].size for g in part)), make)
+        k, g, loc, ends, bits, *flag_args = plan(rt, (ctx.op, name, lo, tuple(g[0].size for g in part)), make)
         buffers = [grp[i] for grp in part + [part[0]] * (_SLOTS - len(part)) for i in per_var]
         scalar_args = [part[0][i] for i in scalars]
         # no decay: the kernel reads no decay buffer, any will do

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from tfplus.kernels.opencl._common import kernel, plan, register
+from tfplus.registry import register_variant
 
 SRC = "training.cl"
 F = ("float32", "float64")
@@ -18,7 +19,7 @@ def _update(ctx, ins, name: str, *flags) -> None:
     def make():
         return (kernel(rt, SRC, name, var.dtype), *rt.grid1d(var.size), np.int32(var.size),
                 *(np.int32(f) for f in flags))
-    k, g, loc, *scalars = plan(rt, (ctx.op, var.size), make)
+    k, g, loc, *scalars = plan(rt, (ctx.op, name, var.size), make)
     rt.run(k, g, loc, *ins, *scalars)
 
 
@@ -30,6 +31,14 @@ def _apply_gradient_descent(ctx, ins, outs, attrs):
 @register("ApplyMomentum", F)
 def _apply_momentum(ctx, ins, outs, attrs):
     _update(ctx, ins, "apply_momentum", attrs.get("use_nesterov", False))
+
+
+@register_variant("ApplyMomentum", "opencl", "folded")
+def _apply_momentum_folded(ctx, ins, outs, attrs):
+    """var -= lr * accum: a momentum update whose accum the micro-batches already made momentum * accum + grad
+    (tfplus.planner.batch.slot_folds); grad and momentum are not read. Without Nesterov only."""
+    var, accum, lr, _, _ = ins
+    _update(ctx, [var, lr, accum], "apply_gradient_descent")
 
 
 @register("ApplyAdam", F)

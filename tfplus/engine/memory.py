@@ -260,8 +260,11 @@ class Bound:
         return wrapped
 
     def _variant(self, op, kernel):
-        """The compact-state kernel variant (planner.compact) that the plan chose for `op`, else `kernel`."""
+        """The compact-state kernel variant (planner.compact) that the plan chose for `op`, the "folded" variant of
+        an update whose gradients the micro-batches added into its slots (MemoryPlan.slot_folds), else `kernel`."""
         device = self.runtime.kernel_device
+        if any(f.update is op for f in self.plan.slot_folds.values()):
+            return kernel_variant(op.type, device, "folded")
         for s in self.plan.phases[self.phase].sites:
             if op not in (s.pool, s.pool_grad, s.relu_grad):
                 continue
@@ -383,6 +386,8 @@ class Bound:
         out = {}
         self.draw_step = object()  # its random ops' draws: those of the unsplit step (KernelContext.random_draw)
         added = [x.grad for x, _ in p.phases[a].accumulated.values()]  # by their ops, into their accumulators
+        slots = self._slots(counts)
+        known.update((g, slot) for g, (slot, _) in slots.items())  # the update run's folded variant reads no grad
         for i in range(a + 1):
             k = counts[i]
             m = p.batch_size // k
@@ -415,6 +420,8 @@ class Bound:
                         merge["copy"].append((acc, src))
                     else:  # a mean: summed over the micro-batches (k >= 2), divided by k with the last; a sum summed
                         merge["add_scale" if j == k - 1 and way == "mean" else "add"].append((acc, src))
+                for g in [g for g in slots if g in fetched]:  # added into the momentum slot, averaged with the last
+                    merge["add_scale" if j == k - 1 else "add"].append((slots[g][0], values[g]))
                 for how, pairs in merge.items():
                     self.merges.run(rt, how, pairs, 1.0 / k)
             statistics = set(p.statistics[i]) if i < a else set()
@@ -424,6 +431,24 @@ class Bound:
         if len(p.phases) > a + 1:
             out.update(self._phase(a + 1, {t: known[t] for t in p.phases[a + 1].feeds}))
         return out
+
+    def _slots(self, counts: list[int]) -> dict:
+        """{gradient: (its momentum slot's buffer, the run that merges it)} of the gradients added straight into
+        their slots (MemoryPlan.slot_folds), each slot scaled first by its momentum times that run's micro-batch
+        count k: the run's micro-batch gradients then add into it, and its last merge divides the sum by k,
+        leaving momentum * slot + the batch's gradient (the update's own first half)."""
+        p = self.plan
+        if not p.slot_folds:
+            return {}
+        ex = self.programs[0].executor
+        writer = {g: i for i, ph in enumerate(p.phases[:len(counts)]) for g in ph.fetches if g in p.slot_folds}
+        slots = {g: (ex.read_variable(f.slot), writer[g]) for g, f in p.slot_folds.items()}
+        by_factor: dict[float, list] = {}
+        for g, f in p.slot_folds.items():
+            by_factor.setdefault(f.momentum * counts[writer[g]], []).append((slots[g][0], None))
+        for factor, pairs in sorted(by_factor.items()):
+            self.merges.run(self.runtime, "scale", pairs, factor)
+        return slots
 
     def _streamed(self, feeds: dict) -> dict:
         """A step with a streamed prefix (`_stream_passes`), replayed as one tape on a runtime that records

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tfplus.framework import Operation, Tensor
+from tfplus.ops.fused_ops import apply_groups, split_decay
 from tfplus.planner import crossbatch, stream
 from tfplus.planner.liveness import PlanError, phase_of
 from tfplus.registry import has_tag
@@ -50,6 +51,56 @@ class Split:
     gathered: dict[Tensor, str]
     # how grads and user fetches without rows merge (merges: 'mean', 'sum', or why neither)
     merges: dict[Tensor, str]
+
+
+# Kill switch of gradients added straight into their momentum slots (slot_folds): False gives each an accumulator.
+FOLD_SLOTS = True
+
+
+@dataclass(frozen=True)
+class SlotFold:
+    """A gradient that the micro-batches add straight into its momentum slot (slot_folds)."""
+    update: Operation   # the ApplyMomentum, or _FusedApply of ApplyMomentum, that reads it
+    slot: str           # the slot's variable (VariableV2) name
+    momentum: float
+
+
+def slot_folds(order: list[Operation], split: Split, fetches: list, specs: dict) -> dict[Tensor, SlotFold]:
+    """The update-run gradients (split.grads) that need no accumulator: a momentum update without Nesterov,
+    accum = momentum * accum + grad; var -= lr * accum, is linear in grad, so the micro-batches can scale the slot
+    by the momentum once and add their gradients straight into it, and the update run then only does var -= lr *
+    accum (the update's "folded" kernel variant). Exact up to the order of the float additions. The weights still
+    change only after every micro-batch read them. Only where the gradient feeds that update alone (a clipped, a
+    summarized or a fetched gradient keeps its accumulator), the slot is read by nothing else in the step, the
+    momentum is a constant (`specs`: its value) and no weight decay is folded into a _FusedApply; an update of
+    several variables folds all of them or none. Nesterov (which reads grad itself), Adam (whose v squares it)
+    and plain SGD (no slot) keep accumulators."""
+    if not FOLD_SLOTS:
+        return {}
+    readers: dict[Tensor, list[Operation]] = {}
+    for op in order:
+        for t in op.inputs:
+            readers.setdefault(t, []).append(op)
+    grads = set(split.grads) - set(split.gathered)
+    fetched = {f for f in fetches if isinstance(f, Tensor)}
+    out: dict[Tensor, SlotFold] = {}
+    for op in order:
+        if op.attrs.get("use_nesterov", False):
+            continue
+        if op.type == "ApplyMomentum":
+            groups = [list(op.inputs)]
+        elif op.type == "_FusedApply" and op.attrs.get("op") == "ApplyMomentum" and \
+                not any(op.attrs.get("decayed") or ()):
+            groups = apply_groups("ApplyMomentum", split_decay(list(op.inputs), op.attrs)[0])
+        else:
+            continue
+        momentum = specs.get(groups[0][4])
+        if momentum is None or momentum.value is None or momentum.shape != ():
+            continue
+        if all(g in grads and g not in fetched and readers.get(g) == [op] and accum.op.type == "VariableV2" and
+               readers.get(accum) == [op] for _, accum, _, g, _ in groups):
+            out.update((g, SlotFold(op, accum.op.name, float(momentum.value))) for _, accum, _, g, _ in groups)
+    return out
 
 
 def batch_statistics(order, feeds: set[Tensor], batch_feeds: set[Tensor], rowed: set[Tensor] | None = None

@@ -44,7 +44,17 @@ from tfplus import debug
 from tfplus.framework import Graph, Operation, Tensor, get_default_graph, needed_ops
 from tfplus.planner import accumulate, chunking, compact, cost, crossbatch, recompute, remat, stream
 from tfplus.planner.arena import assign_offsets
-from tfplus.planner.batch import Split, batch_feeds, batch_size, batch_statistics, fetch_merge, slice_shapes, split_step
+from tfplus.planner.batch import (
+    SlotFold,
+    Split,
+    batch_feeds,
+    batch_size,
+    batch_statistics,
+    fetch_merge,
+    slice_shapes,
+    slot_folds,
+    split_step,
+)
 from tfplus.planner.liveness import (
     Buffer,
     PlanError,
@@ -217,6 +227,9 @@ class MemoryPlan:
     # (run, fetched tensor) where a run on one micro-batch writes it straight into its accumulator or kept rows
     # (no merge after the run).
     written: set[tuple[int, Tensor]] = field(default_factory=set)
+    # Gradients the micro-batches add straight into their momentum slots instead of accumulators, and the update
+    # that then runs its "folded" variant (planner.batch.slot_folds): {gradient: SlotFold}.
+    slot_folds: dict[Tensor, SlotFold] = field(default_factory=dict)
 
     @property
     def buffers(self) -> list[Buffer]:
@@ -938,6 +951,10 @@ class _Step:
             s = self.split()
             for g in s.grads:  # merged by the run that computes it, over its micro-batches (a sparse one's rows once)
                 f["elements"] += (1 if g in s.gathered else counts[folded.get(g, passes)]) * math.prod(specs[g].shape)
+            # a gradient added into its momentum slot: the slot scaled once a step, a launch per factor
+            folds = self.folds(r)
+            f["elements"] += sum(math.prod(specs[g].shape) for g in folds)
+            f["calls"] += len({(x.momentum, counts[folded.get(g, passes)]) for g, x in folds.items()})
             for n, level in zip(counts, self._levels(k)):
                 f["elements"] += n * sum(math.prod(specs[t].shape) for t in level)
             f["elements"] += sum(math.prod(specs[x.tensor].shape) for x in self._kept(k)[0])  # rows copied in
@@ -961,6 +978,17 @@ class _Step:
         if isinstance(s, PlanError):
             raise PlanError(str(s))  # a fresh one: the cached one must not keep a traceback's frames (cut())
         return s
+
+    def folds(self, r: int = 0) -> dict[Tensor, SlotFold]:
+        """The gradients a micro-batched step at recomputation level r adds straight into their momentum slots
+        (planner.batch.slot_folds): no accumulators."""
+        if ("folds", r) not in self._cache:
+            s = self.split(r)
+            v = self._stats_view() if self.stats() is not None else self.view(r)
+            order = _split_order(self, r)
+            specs = self._stats_specs() if self.stats() is not None else self._specs(r)
+            self._cache["folds", r] = slot_folds(order, s, v.fetches, specs)
+        return self._cache["folds", r]
 
     def _why_not_microbatch(self) -> str | None:
         """Why the step cannot be micro-batched exactly, if it computes batch statistics that the statistics
@@ -1063,8 +1091,9 @@ class _Step:
         if not tag:
             return uniform
         s, specs, runs = self.split(), self._stats_specs(), self._runs(k)[:len(levels) + 1]
+        summed = set(s.grads) - set(self.folds())  # the gradients with accumulators
         held = [sum(nbytes(specs[x.tensor]) for x in spans if x.writer <= i <= x.last) +
-                sum(nbytes(specs[t]) for f in folded[:i + 1] for t in f if t in s.grads) +
+                sum(nbytes(specs[t]) for f in folded[:i + 1] for t in f if t in summed) +
                 sum(nbytes(specs[t]) for level in levels[:i + 1] for t in level) for i in range(len(runs))]
         own = [self._own(run) for run in runs]
         room = max(b + h for b, h in zip(own, held))
@@ -1166,6 +1195,7 @@ class _Step:
         `room`, each run's own bytes counted `reserve` times when the rows are chosen; None where the tries do not
         settle."""
         s = self.split()
+        summed = set(s.grads) - set(self.folds())  # the gradients with accumulators
         own = starts[0]
         for attempt in range(8):  # a run's own bytes are known once it is planned (kept rows shrink it): tries
             own = starts[attempt // 4] if attempt % 4 == 0 else own
@@ -1177,7 +1207,7 @@ class _Step:
             planned = self._runs(k)[:len(runs)]
             own = [self._own(run) for run in planned]
             held = [sum(size[x.tensor] for x in spans if x.writer <= i <= x.last) +
-                    sum(size[t] for f in folded[:i + 1] for t in f if t in s.grads) +
+                    sum(size[t] for f in folded[:i + 1] for t in f if t in summed) +
                     sum(nbytes(planned[w].specs[t]) + self.alignment for t, (w, _) in shaped.items() if w <= i)
                     for i in range(len(runs))]
             if all(b + h <= room for b, h in zip(own, held)):
@@ -1582,7 +1612,10 @@ class _Step:
             where = {t: ph for ph in phases[:len(levels) + 1] for t in ph.fetches if isinstance(t, Tensor)}
             count = {t: n for ph, n in zip(phases, counts) for t in ph.fetches if isinstance(t, Tensor)}
             whole = self._stats_specs() if levels else self._specs(r)
+            folds = self.folds(r)
             for t in s.grads:  # a sparse gradient's rows: the whole batch's, each micro-batch writes its own
+                if t in folds:  # added into its momentum slot
+                    continue
                 shape = (whole if t in s.gathered else where[t].specs)[t].shape
                 acc[t] = acc_buffer(t, shape, where[t].specs[t].dtype, end, self.alignment)
                 acc[t].start = where[t].start
@@ -1631,7 +1664,7 @@ class _Step:
                        feed_shapes=dict(self.feed_shapes), tensor_map=v.outer,
                        recomputed=[t.name for t in v.remat.tensors] if v.remat else [], statistics=levels,
                        kept=kept, run_microbatches=list(counts) if levels else [], written=written,
-                       rescale=self._rescale(k) if levels else [])
+                       rescale=self._rescale(k) if levels else [], slot_folds=self.folds(r) if k > 1 else {})
         if place:
             globals()["place"](p)
         if k > 1:
@@ -1691,6 +1724,10 @@ class _Step:
             if sparse:  # an embedding's IndexedSlices: its rows are the micro-batches', not a sum of them
                 detail += (f"; {sparse} sparse gradient{'s' * (sparse > 1)}: rows and indices concatenated into "
                            "whole-batch accumulators")
+            if p.slot_folds:
+                saved = sum(nbytes(ph.specs[g]) for ph in p.phases for g in ph.fetches if g in p.slot_folds)
+                detail += (f"; {len(p.slot_folds)} weight gradients ({format_size(saved)}) added straight into their "
+                           "momentum slots, no accumulators (planner.batch.slot_folds; exact up to summation order)")
             if p.statistics:
                 st = self.stats()
                 n = sum(st.merges[t] != "last" for level in p.statistics for t in level)
@@ -1882,7 +1919,8 @@ class _Step:
         key = ("accumulated", k, r)
         if key not in self._cache:
             run, s = self._runs(k, r)[self._passes(k)], self.split(r)
-            grads = [g for g in s.grads if g not in s.gathered]  # a sparse gradient's rows are copied, not added
+            # a sparse gradient's rows are copied, not added; a folded one is added into its momentum slot
+            grads = [g for g in s.grads if g not in s.gathered and g not in self.folds(r)]
             self._cache[key] = accumulate.sites(run.order, run.specs, grads, s.user_fetches, run.feeds,
                                                 self.kernel_device)
         return self._cache[key]
@@ -2004,13 +2042,21 @@ def _split(step: _Step, r: int = 0) -> Split | PlanError:
     if st is None:
         v = step.view(r)
         rows = step.rowed() if r == 0 else None  # the recomputing copy's: by their static shapes
-        return split_step(step._runs(1, r)[0].order, v.fetches, v.feeds, v.feed_shapes, step.batch_size(), rows)
+        return split_step(_split_order(step, r), v.fetches, v.feeds, v.feed_shapes, step.batch_size(), rows)
     if r:
         return PlanError("cannot micro-batch a step with batch statistics and recompute: the statistics passes run "
                          "a planning copy of their own")
     v = step._stats_view()
-    order = step._run("statistics fed", v.fetches, v.feeds, v.feed_shapes).order
-    return split_step(order, v.fetches, v.feeds, v.feed_shapes, step.batch_size(), st.rowed)
+    return split_step(_split_order(step, r), v.fetches, v.feeds, v.feed_shapes, step.batch_size(), st.rowed)
+
+
+def _split_order(step: _Step, r: int = 0) -> list[Operation]:
+    """The ops of the step that _split splits, in creation order: of its statistics copy with the statistics fed
+    where it has batch statistics."""
+    if step.stats() is None:
+        return step._runs(1, r)[0].order
+    v = step._stats_view()
+    return step._run("statistics fed", v.fetches, v.feeds, v.feed_shapes).order
 
 
 # -- the micro-batch run's order -----------------------------------------------------------------------------
