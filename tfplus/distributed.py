@@ -43,7 +43,7 @@ from tfplus.framework import control_dependencies, convert_to_tensor, get_defaul
 from tfplus.ops import array_ops, control_flow_ops, math_ops, state_ops
 from tfplus.ops.collective_ops import mpi_allreduce, mpi_allreduce_split
 from tfplus.train.monitored_session import SessionRunHook
-from tfplus.train.optimizer import Optimizer
+from tfplus.train.optimizer import Optimizer, WrapperOptimizer
 from tfplus.units import parse_size
 from tfplus.variables import global_variables
 
@@ -326,7 +326,7 @@ def allgather(tensor, name: str | None = None):
         return total if carrier == dtype else math_ops.cast(total, dtype)
 
 
-class DistributedOptimizer(Optimizer):
+class DistributedOptimizer(WrapperOptimizer):
     """Wraps `optimizer`: compute_gradients averages the gradients over the ranks (`op=Sum`: adds them, for a loss
     each rank divides by the global batch's size); apply_gradients and the slots are `optimizer`'s.
 
@@ -368,8 +368,7 @@ class DistributedOptimizer(Optimizer):
                 "accumulation is not supported; feed each rank a batch that many times larger instead, and give the "
                 "Session a memory_budget if it does not fit: the planner splits the batch into micro-batches and "
                 "accumulates their gradients within the step (the same update, one all-reduce)")
-        super().__init__(use_locking=use_locking, name=name or f"Distributed{optimizer.get_name()}")
-        self._optimizer = optimizer
+        super().__init__(optimizer, use_locking, name or f"Distributed{optimizer.get_name()}")
         self._op = op
         if bucket_bytes is None:
             bucket_bytes = os.environ.get("TFPLUS_ALLREDUCE_BUCKET") or BUCKET_BYTES
@@ -410,18 +409,6 @@ class DistributedOptimizer(Optimizer):
                     total.op._add_control_input(starts[-1])
                 _start_early(starts, buckets)
         return [(averaged.get(v), v) for _, v in pairs]
-
-    def apply_gradients(self, grads_and_vars, global_step=None, name=None):
-        return self._optimizer.apply_gradients(grads_and_vars, global_step=global_step, name=name)
-
-    def get_slot(self, var, name):
-        return self._optimizer.get_slot(var, name)
-
-    def get_slot_names(self):
-        return self._optimizer.get_slot_names()
-
-    def variables(self):
-        return self._optimizer.variables()
 
 
 # Gradient bytes per all-reduce bucket by default: small enough that a convnet's dense layers (reduced first) and its

@@ -20,6 +20,7 @@ import numpy as np
 import tfplus as tf
 from tfplus import data as tfdata
 from tfplus import trainer
+from tfplus.train.optimizer import WrapperOptimizer
 
 
 def save_weights(path: str, weights: dict[str, np.ndarray]) -> None:
@@ -49,15 +50,14 @@ def pytorch_layout(weights: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     return {name: np.ascontiguousarray(move(name, w)) for name, w in weights.items()}
 
 
-class _Proximal(tf.train.Optimizer):
+class _Proximal(WrapperOptimizer):
     """FedProx's local objective (Li et al. 2020), F(w) + mu/2 * ||w - w_global||^2, as the wrapped optimizer's
     gradients plus mu * (w - w_global) for each trained variable: the term goes through momentum and Adam's moments
     as the loss's gradient does (what Flower's FedProx asks of a client: it only sends proximal_mu). `mu` is fed
     each step (0: plain training); `anchors` ({variable: its w_global}) are a copy of the trained weights."""
 
     def __init__(self, optimizer):
-        super().__init__(use_locking=False, name=f"Proximal{optimizer.get_name()}")
-        self._optimizer = optimizer
+        super().__init__(optimizer, False, f"Proximal{optimizer.get_name()}")
         with tf.control_dependencies(None):  # made inside training_graph's UPDATE_OPS dependencies: not theirs
             self.mu = tf.placeholder(tf.float32, [], name="proximal_mu")
         self.anchors: dict = {}
@@ -72,18 +72,6 @@ class _Proximal(tf.train.Optimizer):
                     self.anchors[v] = tf.Variable(tf.zeros(v.shape, v.dtype.base_dtype), trainable=False,
                                                   collections=[tf.GraphKeys.LOCAL_VARIABLES], name="anchor")
         return [(g if g is None else g + self.mu * (v - self.anchors[v]), v) for g, v in pairs]
-
-    def apply_gradients(self, grads_and_vars, global_step=None, name=None):
-        return self._optimizer.apply_gradients(grads_and_vars, global_step=global_step, name=name)
-
-    def get_slot(self, var, name):
-        return self._optimizer.get_slot(var, name)
-
-    def get_slot_names(self):
-        return self._optimizer.get_slot_names()
-
-    def variables(self):
-        return self._optimizer.variables()
 
 
 class FederatedModel:

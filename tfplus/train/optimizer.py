@@ -268,6 +268,27 @@ def _check_dtypes(tensors, what: str) -> None:
                             f"{[d.name for d in _VALID_DTYPES]}")
 
 
+class WrapperOptimizer(Optimizer):
+    """An optimizer whose compute_gradients a subclass defines around the wrapped `optimizer`'s, and whose updates
+    and slots are that optimizer's (tfplus.distributed's all-reduce, tfplus.federated's proximal term)."""
+
+    def __init__(self, optimizer: Optimizer, use_locking: bool, name: str):
+        super().__init__(use_locking=use_locking, name=name)
+        self._optimizer = optimizer
+
+    def apply_gradients(self, grads_and_vars, global_step=None, name=None):
+        return self._optimizer.apply_gradients(grads_and_vars, global_step=global_step, name=name)
+
+    def get_slot(self, var, name):
+        return self._optimizer.get_slot(var, name)
+
+    def get_slot_names(self):
+        return self._optimizer.get_slot_names()
+
+    def variables(self):
+        return self._optimizer.variables()
+
+
 # -- the optimizers ------------------------------------------------------------------------------------------
 class GradientDescentOptimizer(Optimizer):
     """var -= learning_rate * grad  (op ApplyGradientDescent)."""
