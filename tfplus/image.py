@@ -1,7 +1,8 @@
 """tf.image's basics for graph-mode input pipelines, as TF1 computes them, built from registered ops: dtype
 conversion, standardization, flips, crops and pads, grayscale, brightness and contrast. Images are [height, width,
 channels] or batches [batch, height, width, channels]; crops and pads need the sizes known when the graph is built.
-The resizing ops (resize_images, resize_bilinear, ...) are not implemented; they raise UnsupportedError.
+Resizing (resize_images, resize_bilinear, resize_nearest_neighbor) is TF1's legacy sampling, built from gathers
+(nearest) and per-axis interpolation matrices (bilinear); the sizes must be known when the graph is built.
 
     import tfplus as tf
     img = tf.image.convert_image_dtype(raw_uint8, tf.float32)           # [0, 255] -> [0, 1]
@@ -9,14 +10,19 @@ The resizing ops (resize_images, resize_bilinear, ...) are not implemented; they
 """
 from __future__ import annotations
 
+import numpy as np
+
 from tfplus import dtypes as _dt
-from tfplus.framework import Tensor, convert_to_tensor, name_scope
-from tfplus.ops import array_ops, math_ops, random_ops
+from tfplus.framework import Tensor, constant_value, convert_to_tensor, name_scope
+from tfplus.ops import array_ops, composite_ops, math_ops, random_ops
+from tfplus.ops.image_ops import non_max_suppression
 
 __all__ = ["convert_image_dtype", "per_image_standardization", "flip_left_right", "flip_up_down",
            "random_flip_left_right", "random_flip_up_down", "crop_to_bounding_box", "pad_to_bounding_box",
            "central_crop", "resize_image_with_crop_or_pad", "rgb_to_grayscale", "grayscale_to_rgb",
-           "adjust_brightness", "random_brightness", "adjust_contrast", "random_contrast", "random_crop"]
+           "adjust_brightness", "random_brightness", "adjust_contrast", "random_contrast", "random_crop",
+           "ResizeMethod", "resize_images", "resize", "resize_bilinear", "resize_nearest_neighbor",
+           "non_max_suppression"]
 
 
 def _image(image, what: str) -> Tensor:
@@ -206,6 +212,106 @@ def random_crop(value, size, seed=None, name=None) -> Tensor:
         out = array_ops.slice(value, offset, size)
         out.set_shape(size)
         return out
+
+
+class ResizeMethod:
+    """TF1's tf.image.ResizeMethod (tfplus resizes by BILINEAR and NEAREST_NEIGHBOR)."""
+    BILINEAR = 0
+    NEAREST_NEIGHBOR = 1
+    BICUBIC = 2
+    AREA = 3
+
+
+_METHODS = {ResizeMethod.BILINEAR: "bilinear", ResizeMethod.NEAREST_NEIGHBOR: "nearest", "bilinear": "bilinear",
+            "nearest": "nearest"}
+
+
+def _source(out_size: int, in_size: int, align_corners: bool) -> np.ndarray:
+    """Where each output row samples the input (TF1's legacy resize, no half-pixel centers), in float32 as
+    TensorFlow's kernels compute it, so that floor and round fall on the same rows."""
+    if align_corners and out_size > 1:
+        scale = np.float32(in_size - 1) / np.float32(out_size - 1)
+    else:
+        scale = np.float32(in_size) / np.float32(out_size)
+    return np.arange(out_size, dtype=np.float32) * np.float32(scale)
+
+
+def _bilinear_matrix(out_size: int, in_size: int, align_corners: bool) -> np.ndarray:
+    """The (out, in) matrix of one axis's linear interpolation weights."""
+    src = _source(out_size, in_size, align_corners)
+    lower = np.floor(src)
+    lerp = src - lower
+    lower = lower.astype(np.int64)
+    upper = np.minimum(np.ceil(src).astype(np.int64), in_size - 1)
+    m = np.zeros((out_size, in_size), np.float32)
+    rows = np.arange(out_size)
+    np.add.at(m, (rows, lower), 1 - lerp)
+    np.add.at(m, (rows, upper), lerp)
+    return m
+
+
+def _nearest_index(out_size: int, in_size: int, align_corners: bool) -> np.ndarray:
+    src = _source(out_size, in_size, align_corners)
+    # NOTE: C's round (half away from zero), not NumPy's (half to even); the sources are non-negative.
+    index = np.floor(src + np.float32(0.5)) if align_corners else np.floor(src)
+    return np.minimum(index.astype(np.int32), in_size - 1)
+
+
+def _resize(images, size, method, align_corners: bool, what: str, name) -> Tensor:
+    kind = _METHODS.get(method)
+    if kind is None:
+        raise NotImplementedError(f"tf.image.{what}: method {method!r} is not implemented by tfplus; use "
+                                  "ResizeMethod.BILINEAR or ResizeMethod.NEAREST_NEIGHBOR")
+    with name_scope(name, what):
+        images = _image(images, what)
+        size = constant_value(convert_to_tensor(size))
+        if size is None or np.shape(size) != (2,):
+            raise ValueError(f"tf.image.{what}: size must be [new_height, new_width] known when the graph is "
+                             f"built, got {size}")
+        x = images if images.shape.ndims == 4 else array_ops.expand_dims(images, 0)
+        in_h, in_w = _hw(x, what)
+        out_h, out_w = (int(v) for v in size)
+        if kind == "nearest":
+            y = array_ops.gather(x, _nearest_index(out_h, in_h, align_corners), axis=1)
+            y = array_ops.gather(y, _nearest_index(out_w, in_w, align_corners), axis=2)
+        else:
+            # Separable: one matrix of interpolation weights per axis (a matmul each, whose gradient is
+            # ResizeBilinearGrad's), in float32 as TF's ResizeBilinear outputs whatever the input's dtype.
+            y = x if x.dtype is _dt.float32 else math_ops.cast(x, _dt.float32)
+            y = composite_ops.einsum("yh,nhwc->nywc", _bilinear_matrix(out_h, in_h, align_corners), y)
+            y = composite_ops.einsum("xw,nywc->nyxc", _bilinear_matrix(out_w, in_w, align_corners), y)
+        return y if images.shape.ndims == 4 else array_ops.squeeze(y, [0])
+
+
+def resize_images(images, size, method=ResizeMethod.BILINEAR, align_corners=False, preserve_aspect_ratio=False,
+                  name=None) -> Tensor:
+    """Images resized to `size` = [new_height, new_width] as TF1 resizes them (corner-aligned sampling without
+    half-pixel centers); bilinear gives float32.
+
+        up = tf.image.resize_images(features, [2 * h, 2 * w])
+    """
+    if preserve_aspect_ratio:
+        raise NotImplementedError("tf.image.resize_images: preserve_aspect_ratio=True is not implemented by tfplus; "
+                                  "compute the size that keeps the aspect ratio and pass it")
+    return _resize(images, size, method, align_corners, "resize_images", name)
+
+
+resize = resize_images
+
+
+def resize_bilinear(images, size, align_corners=False, name=None, half_pixel_centers=False) -> Tensor:
+    """tf.image.resize_images with method BILINEAR: [batch, height, width, channels] -> float32."""
+    if half_pixel_centers:
+        raise NotImplementedError("tf.image.resize_bilinear: half_pixel_centers=True is not implemented by tfplus")
+    return _resize(images, size, ResizeMethod.BILINEAR, align_corners, "resize_bilinear", name)
+
+
+def resize_nearest_neighbor(images, size, align_corners=False, name=None, half_pixel_centers=False) -> Tensor:
+    """tf.image.resize_images with method NEAREST_NEIGHBOR (the input's dtype kept)."""
+    if half_pixel_centers:
+        raise NotImplementedError("tf.image.resize_nearest_neighbor: half_pixel_centers=True is not implemented by "
+                                  "tfplus")
+    return _resize(images, size, ResizeMethod.NEAREST_NEIGHBOR, align_corners, "resize_nearest_neighbor", name)
 
 
 from tfplus.unsupported import module_getattr as _module_getattr  # noqa: E402
