@@ -27,8 +27,8 @@ def unet(tf, feeder):
     """U-Net (jakeret/tf_unet, zhixuhao): down and up paths joined by concatenated skips, upsampling by
     conv2d_transpose and by resizing, a pixel-wise softmax and a dice loss beside the cross-entropy."""
     classes = 3
-    x = tf.placeholder(tf.float32, [2, 8, 8, 1])
-    y = tf.placeholder(tf.int32, [2, 8, 8])
+    x = tf.placeholder(tf.float32, [None, 8, 8, 1])
+    y = tf.placeholder(tf.int32, [None, 8, 8])
 
     def conv(t, cin, cout):
         return tf.nn.relu(tf.nn.conv2d(t, _weight(tf, [3, 3, cin, cout]), [1, 1, 1, 1], "SAME")
@@ -39,9 +39,11 @@ def unet(tf, feeder):
     down2 = conv(pool1, 4, 6)
     pool2 = tf.nn.max_pool(down2, [1, 2, 2, 1], [1, 2, 2, 1], "VALID")      # 2x2
     bottom = conv(pool2, 6, 8)
-    up2 = tf.nn.conv2d_transpose(bottom, _weight(tf, [2, 2, 6, 8]), [2, 4, 4, 6], [1, 2, 2, 1], "SAME")
+    x_shape = tf.shape(bottom)                                               # tf_unet's deconv2d
+    output_shape = tf.stack([x_shape[0], x_shape[1] * 2, x_shape[2] * 2, x_shape[3] // 8 * 6])
+    up2 = tf.nn.conv2d_transpose(bottom, _weight(tf, [2, 2, 6, 8]), output_shape, [1, 2, 2, 1], "SAME")
     up2 = conv(tf.concat([down2, tf.nn.relu(up2)], axis=3), 12, 6)
-    up1 = tf.image.resize_images(up2, [8, 8])                                # bilinear
+    up1 = tf.image.resize_images(up2, tf.shape(down1)[1:3])                  # bilinear, to the skip's size
     near = tf.image.resize_nearest_neighbor(bottom, [8, 8])
     corners = tf.image.resize_bilinear(pool1, [7, 7], align_corners=True)
     corners = tf.image.resize_images(corners, [8, 8], method=tf.image.ResizeMethod.NEAREST_NEIGHBOR)

@@ -257,6 +257,37 @@ def _nearest_index(out_size: int, in_size: int, align_corners: bool) -> np.ndarr
     return np.minimum(index.astype(np.int32), in_size - 1)
 
 
+def _static_values(t: Tensor) -> list | None:
+    """The values of int vector `t` that are known when the graph is built (None for the others), following
+    Shape, StridedSlice, Mul and Pack as TF1's constant_value_as_shape does: U-Net's
+    `tf.image.resize_images(up, tf.shape(skip)[1:3])` has a static size even when the batch dimension is not."""
+    value = constant_value(t)
+    if value is not None:
+        return [int(v) for v in np.reshape(value, -1)]
+    op = t.op
+    if op.type == "Shape" and op.inputs[0].shape.ndims is not None:
+        return op.inputs[0].shape.as_list()
+    if op.type == "Pack":
+        values = [_static_values(i) for i in op.inputs]
+        return [v[0] if v is not None and len(v) == 1 else None for v in values]
+    if op.type == "Mul":
+        dims, factor = _static_values(op.inputs[0]), constant_value(op.inputs[1])
+        if dims is None or factor is None or np.ndim(factor) != 0:
+            return None
+        return [None if d is None else d * int(factor) for d in dims]
+    if op.type == "StridedSlice" and not op.get_attr("ellipsis_mask") and not op.get_attr("new_axis_mask"):
+        dims = _static_values(op.inputs[0])
+        begin, end, strides = (constant_value(i) for i in op.inputs[1:])
+        if dims is None or begin is None or end is None or strides is None or len(begin) != 1:
+            return None
+        if op.get_attr("shrink_axis_mask"):  # x[i]: one value
+            return [dims[int(begin[0])]] if -len(dims) <= int(begin[0]) < len(dims) else None
+        start = None if op.get_attr("begin_mask") & 1 else int(begin[0])
+        stop = None if op.get_attr("end_mask") & 1 else int(end[0])
+        return dims[start:stop:int(strides[0])]
+    return None
+
+
 def _resize(images, size, method, align_corners: bool, what: str, name) -> Tensor:
     kind = _METHODS.get(method)
     if kind is None:
@@ -264,8 +295,8 @@ def _resize(images, size, method, align_corners: bool, what: str, name) -> Tenso
                                   "ResizeMethod.BILINEAR or ResizeMethod.NEAREST_NEIGHBOR")
     with name_scope(name, what):
         images = _image(images, what)
-        size = constant_value(convert_to_tensor(size))
-        if size is None or np.shape(size) != (2,):
+        size = _static_values(convert_to_tensor(size))
+        if size is None or len(size) != 2 or None in size:
             raise ValueError(f"tf.image.{what}: size must be [new_height, new_width] known when the graph is "
                              f"built, got {size}")
         x = images if images.shape.ndims == 4 else array_ops.expand_dims(images, 0)

@@ -69,6 +69,25 @@ def test_resize_bilinear_and_nearest_match_tensorflow(tf1, device, in_hw, out_hw
                                                           align_corners=align), [x])
 
 
+def test_resize_to_sizes_read_from_shapes_matches_tensorflow(tf1):
+    """U-Net's resize to a skip connection's size, tf.shape(skip)[1:3], with the batch dimension unknown."""
+    x, skip = _rand(2, 3, 4, 2), _rand(2, 6, 5, 1, seed=1)
+    outs = []
+    for mod in (tf, tf1):
+        with mod.Graph().as_default():
+            xp, sp = mod.placeholder(mod.float32, [None, 3, 4, 2]), mod.placeholder(mod.float32, [None, 6, 5, 1])
+            shape = mod.shape(sp)
+            ys = [mod.image.resize_images(xp, shape[1:3]),
+                  mod.image.resize_bilinear(xp, mod.stack([shape[1], 7]), align_corners=True),
+                  mod.image.resize_nearest_neighbor(xp, mod.shape(xp)[1:3] * 2)]
+            # (TensorFlow's static shape of the last is [None, None, None, 2]; tfplus knows it.)
+            assert [y.shape.as_list() for y in ys[:2]] == [[None, 6, 5, 2], [None, 6, 7, 2]]
+            with mod.Session() as sess:
+                outs.append(sess.run(ys, {xp: x, sp: skip}))
+    for got, want in zip(*outs):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
 def test_resize_images_of_integer_images_matches_tensorflow(tf1):
     x = np.random.default_rng(1).integers(0, 255, (1, 3, 5, 2)).astype(np.uint8)
     _same(tf1, "cpu", lambda m, x: m.image.resize_images(x, [5, 4]), [x], grads=False)
