@@ -12,6 +12,22 @@ def _weight(tf, shape, stddev=0.1):
     return tf.Variable(tf.truncated_normal(shape, stddev=stddev))
 
 
+def _instance_norm(tf):
+    """tf.contrib.layers.instance_norm; for TensorFlow 2 (which has no contrib) TF1's definition written out."""
+    if not hasattr(tf, "get_seed"):  # tfplus
+        return tf.contrib.layers.instance_norm
+
+    def instance_norm(inputs, epsilon=1e-6, activation_fn=None, scope=None):
+        with tf.variable_scope(scope, default_name="InstanceNorm"):
+            channels = inputs.shape.as_list()[-1]
+            beta = tf.get_variable("beta", [channels], initializer=tf.zeros_initializer())
+            gamma = tf.get_variable("gamma", [channels], initializer=tf.ones_initializer())
+            mean, variance = tf.nn.moments(inputs, list(range(1, inputs.shape.ndims - 1)), keep_dims=True)
+            y = tf.nn.batch_normalization(inputs, mean, variance, beta, gamma, epsilon)
+            return y if activation_fn is None else activation_fn(y)
+    return instance_norm
+
+
 def _train(tf, sess, train_op, loss, feed, steps=3, extra=None):
     out = {"loss": []}
     for _ in range(steps):
@@ -66,7 +82,8 @@ def unet(tf, feeder):
 
 def pix2pix(tf, feeder):
     """pix2pix / CycleGAN (affinelayer/pix2pix-tensorflow, xhujoy/CycleGAN-tensorflow): a generator with
-    reflection padding, instance norm written out and a tanh output; a discriminator; a GAN loss with L1 (pix2pix)
+    reflection padding, instance norm written out and a tanh output; a discriminator with
+    tf.contrib.layers.instance_norm; a GAN loss with L1 (pix2pix)
     and a least-squares one (CycleGAN); two Adam optimizers over their own var_lists."""
     source = tf.placeholder(tf.float32, [2, 6, 6, 3])
     target = tf.placeholder(tf.float32, [2, 6, 6, 3])
@@ -95,7 +112,8 @@ def pix2pix(tf, feeder):
 
     def discriminator(t, reuse):
         with tf.variable_scope("discriminator", reuse=reuse):
-            h = tf.nn.leaky_relu(conv(t, 4, "d1", stride=2, pad="CONSTANT"), alpha=0.2)
+            h = _instance_norm(tf)(conv(t, 4, "d1", stride=2, pad="CONSTANT"),
+                                   activation_fn=lambda x: tf.nn.leaky_relu(x, alpha=0.2))   # CycleGAN's
             return conv(h, 1, "d2", pad=None)
 
     fake = generator(source)

@@ -176,3 +176,20 @@ def test_get_variable_takes_an_int_or_dimension_shape(tf1):
             v = mod.get_variable("alpha", x.get_shape()[-1], initializer=mod.constant_initializer(0.25))
             w = mod.get_variable("beta", 3)
             assert (v.shape.as_list(), w.shape.as_list()) == ([5], [3])
+
+
+def test_instance_norm_normalizes_each_channel_of_each_example_in_either_layout():
+    # (Against TF1's definition inside a training script: tests/zoo.py's pix2pix.)
+    x = _rand(2, 3, 4, 5)
+    with tf.Graph().as_default():
+        nhwc = tf.contrib.layers.instance_norm(tf.constant(x), epsilon=0.0)
+        nchw = tf.contrib.layers.instance_norm(tf.constant(x.transpose(0, 3, 1, 2)), data_format="NCHW",
+                                               param_initializers={"gamma": tf.constant_initializer(2.0)})
+        assert sorted(v.op.name for v in tf.global_variables()) == [
+            "InstanceNorm/beta", "InstanceNorm/gamma", "InstanceNorm_1/beta", "InstanceNorm_1/gamma"]
+        with tf.Session() as sess:
+            sess.run(tf.global_variables_initializer())
+            got, got_nchw = sess.run([nhwc, nchw])
+    want = (x - x.mean((1, 2), keepdims=True)) / x.std((1, 2), keepdims=True)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(got_nchw.transpose(0, 2, 3, 1), 2 * want, rtol=1e-4, atol=1e-4)
