@@ -146,7 +146,7 @@ def pix2pix(tf, feeder):
 
 def espcn(tf, feeder):
     """ESPCN / SRGAN (tensorlayer/srgan, drakelevy/ESPCN): PReLU written out, sub-pixel upsampling by
-    depth_to_space, a VGG-style perceptual loss on fixed features with the target's features stopped."""
+    depth_to_space, a VGG-style perceptual loss on fixed features with the target's features stopped, PSNR."""
     scale = 2
     low = tf.placeholder(tf.float32, [2, 4, 4, 3])
     high = tf.placeholder(tf.float32, [2, 8, 8, 3])
@@ -172,7 +172,8 @@ def espcn(tf, feeder):
     lo, hi = data(32, ("f", (2, 4, 4, 3)), ("f", (2, 8, 8, 3)))
     sess = _session_run(tf, feeder)
     return _train(tf, sess, train_op, loss, {low: lo, high: hi},
-                  extra={"sr": sr, "packed": packed, "roundtrip": roundtrip, "perceptual": perceptual})
+                  extra={"sr": sr, "packed": packed, "roundtrip": roundtrip, "perceptual": perceptual,
+                         "psnr": tf.image.psnr(sr, high, max_val=1.0)})
 
 
 def capsnet(tf, feeder):
@@ -240,7 +241,7 @@ def style_transfer(tf, feeder):
     style_loss = tf.add_n([2 * tf.nn.l2_loss(gram(f) - g) for f, g in zip(feats, style_grams)])
     tv = tf.reduce_sum(tf.abs(image[:, 1:, :, :] - image[:, :-1, :, :])) + tf.reduce_sum(
         tf.abs(image[:, :, 1:, :] - image[:, :, :-1, :]))
-    loss = content_loss + 5.0 * style_loss + 0.01 * tv
+    loss = content_loss + 5.0 * style_loss + 0.01 * tv + 0.01 * tf.reduce_sum(tf.image.total_variation(image))
     train_op = tf.train.AdamOptimizer(0.05, beta1=0.9, beta2=0.999, epsilon=1e-8).minimize(loss)
     clip = tf.assign(image, tf.clip_by_value(image, 0.0, 1.0))
     sess = _session_run(tf, feeder)
@@ -338,8 +339,8 @@ def transformer_encoder(tf, feeder):
 
 def wavenet(tf, feeder):
     """WaveNet (ibab/tensorflow-wavenet): causal dilated 1-D convolutions (left padding, tf.nn.convolution with
-    dilation_rate and tf.nn.conv1d), gated tanh * sigmoid units, residual and skip connections, a softmax over
-    quantized samples."""
+    dilation_rate and tf.nn.conv1d; tf.layers.conv1d's padding="causal"), gated tanh * sigmoid units, residual
+    and skip connections, a softmax over quantized samples."""
     batch, steps, channels, quant = 2, 12, 4, 6
     samples = tf.placeholder(tf.int32, [batch, steps + 1])
     inputs = tf.one_hot(samples[:, :-1], quant)
@@ -353,6 +354,9 @@ def wavenet(tf, feeder):
         transformed = tf.nn.conv1d(out, _weight(tf, [1, channels, channels]), 1, "SAME")
         skips.append(tf.nn.conv1d(out, _weight(tf, [1, channels, channels]), 1, "SAME"))
         h = h + transformed
+    # The tf.layers form of a causal dilated convolution (fast-wavenet's).
+    skips.append(tf.layers.conv1d(h, channels, 2, padding="causal", dilation_rate=8, name="causal8",
+                                  kernel_initializer=tf.truncated_normal_initializer(stddev=0.1)))
     total = tf.nn.relu(tf.add_n(skips))
     logits = tf.nn.conv1d(total, _weight(tf, [1, channels, quant]), 1, "SAME")
     loss = tf.reduce_mean(tf.nn.softmax_cross_entropy_with_logits_v2(labels=tf.one_hot(samples[:, 1:], quant),

@@ -22,7 +22,7 @@ __all__ = ["convert_image_dtype", "per_image_standardization", "flip_left_right"
            "central_crop", "resize_image_with_crop_or_pad", "rgb_to_grayscale", "grayscale_to_rgb",
            "adjust_brightness", "random_brightness", "adjust_contrast", "random_contrast", "random_crop",
            "ResizeMethod", "resize_images", "resize", "resize_bilinear", "resize_nearest_neighbor",
-           "non_max_suppression"]
+           "non_max_suppression", "total_variation", "image_gradients", "psnr"]
 
 
 def _image(image, what: str) -> Tensor:
@@ -343,6 +343,48 @@ def resize_nearest_neighbor(images, size, align_corners=False, name=None, half_p
         raise NotImplementedError("tf.image.resize_nearest_neighbor: half_pixel_centers=True is not implemented by "
                                   "tfplus")
     return _resize(images, size, ResizeMethod.NEAREST_NEIGHBOR, align_corners, "resize_nearest_neighbor", name)
+
+
+def total_variation(images, name=None) -> Tensor:
+    """The sum of absolute differences between neighboring pixels, down and across: a scalar for one image,
+    [batch] for a batch (style transfer's smoothness loss).
+
+        tv_loss = tf.reduce_sum(tf.image.total_variation(generated))
+    """
+    with name_scope(name, "total_variation"):
+        images = _image(images, "total_variation")
+        axes = [-3, -2, -1] if images.shape.ndims == 4 else None
+        down = images[..., 1:, :, :] - images[..., :-1, :, :]
+        across = images[..., :, 1:, :] - images[..., :, :-1, :]
+        return math_ops.add(math_ops.reduce_sum(math_ops.abs(down), axes),
+                            math_ops.reduce_sum(math_ops.abs(across), axes))
+
+
+def image_gradients(image) -> tuple[Tensor, Tensor]:
+    """(dy, dx) of a [batch, height, width, channels] batch: the forward differences down and across, each the
+    image's shape with zeros in the last row (dy) or column (dx)."""
+    image = _image(image, "image_gradients")
+    if image.shape.ndims != 4:
+        raise ValueError(f"tf.image.image_gradients: '{image.name}' must be [batch, height, width, channels], got "
+                         f"shape {image.shape}")
+    with name_scope(None, "image_gradients"):
+        dy = image[:, 1:, :, :] - image[:, :-1, :, :]
+        dx = image[:, :, 1:, :] - image[:, :, :-1, :]
+        return (array_ops.pad(dy, [[0, 0], [0, 1], [0, 0], [0, 0]]),
+                array_ops.pad(dx, [[0, 0], [0, 0], [0, 1], [0, 0]]))
+
+
+def psnr(a, b, max_val, name=None) -> Tensor:
+    """The peak signal-to-noise ratio between images `a` and `b` (values up to `max_val`), per image, in dB:
+    20 log10(max_val) - 10 log10(mean squared error), in float32 as TF1 (SRGAN's metric)."""
+    with name_scope(name, "PSNR"):
+        a, b = _image(a, "psnr"), _image(b, "psnr")
+        max_val = math_ops.cast(convert_to_tensor(max_val), a.dtype)
+        a, b = convert_image_dtype(a, _dt.float32), convert_image_dtype(b, _dt.float32)
+        max_val = convert_image_dtype(max_val, _dt.float32)
+        mse = math_ops.reduce_mean(math_ops.squared_difference(a, b), [-3, -2, -1])
+        return math_ops.subtract(20 * math_ops.log(max_val) / math_ops.log(10.0),
+                                 np.float32(10 / np.log(10)) * math_ops.log(mse), name="psnr")
 
 
 from tfplus.unsupported import module_getattr as _module_getattr  # noqa: E402

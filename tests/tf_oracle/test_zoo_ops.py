@@ -23,8 +23,10 @@ def _run(mod, build, arrays, device=None, grads=True):
         if grads:
             loss = mod.reduce_sum(0.5 * mod.square(out) + 0.3 * out)
             fetches += [mod.convert_to_tensor(d) for d in mod.gradients(loss, phs)]
+        init = mod.global_variables_initializer()
         kwargs = {"graph": g, "device": device} if mod is tf else {"graph": g}
         with mod.Session(**kwargs) as s:
+            s.run(init)
             return s.run(fetches, dict(zip(phs, arrays)))
 
 
@@ -193,3 +195,20 @@ def test_instance_norm_normalizes_each_channel_of_each_example_in_either_layout(
     want = (x - x.mean((1, 2), keepdims=True)) / x.std((1, 2), keepdims=True)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(got_nchw.transpose(0, 2, 3, 1), 2 * want, rtol=1e-4, atol=1e-4)
+
+
+def test_total_variation_image_gradients_and_psnr_match_tensorflow(tf1, device):
+    x, y = _rand(2, 4, 5, 3), _rand(2, 4, 5, 3, seed=1)
+    _same(tf1, device, lambda m, x: m.image.total_variation(x), [x])
+    _same(tf1, device, lambda m, x: m.image.total_variation(x[0]), [x])
+    _same(tf1, device, lambda m, x: m.stack(m.image.image_gradients(x)), [x])
+    _same(tf1, device, lambda m, x, y: m.image.psnr(x, y, max_val=4.0), [x, y])
+    u, v = (np.random.default_rng(s).integers(0, 255, (2, 3, 3, 1)).astype(np.uint8) for s in (1, 2))
+    _same(tf1, device, lambda m, u, v: m.image.psnr(u, v, max_val=255), [u, v], grads=False)
+
+
+@pytest.mark.parametrize("rate", [1, 2])
+def test_layers_conv1d_causal_padding_matches_tensorflow(tf1, device, rate):
+    x, kernel = _rand(2, 7, 3), _rand(3, 3, 4, seed=1)
+    _same(tf1, device, lambda m, x: m.layers.conv1d(x, 4, 3, padding="causal", dilation_rate=rate,
+                                                    kernel_initializer=m.constant_initializer(kernel)), [x])
