@@ -33,7 +33,7 @@ def extract_sub_graph(graph_def, dest_nodes) -> graph_pb2.GraphDef:
     missing = [n for n in dest_nodes if _node_name(n) not in by_name]
     if missing:
         raise ValueError(f"tf.graph_util.extract_sub_graph: {missing} not in the graph (it has "
-                         f"{len(by_name)} nodes)")
+                         f"{len(by_name)} nodes); pass node names, without ':0', as graph.get_operations() lists them")
     keep: set = set()
     todo = [_node_name(n) for n in dest_nodes]
     while todo:

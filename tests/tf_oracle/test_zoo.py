@@ -84,3 +84,32 @@ def test_frozen_graphs_load_both_ways(tf1):
         for consumer in (tfplus, tf1):
             np.testing.assert_allclose(_run_frozen(consumer, blob, x_value), theirs_out, rtol=1e-6,
                                        err_msg=f"frozen by {producer}, run by {consumer.__name__}")
+
+
+def test_graph_util_prunes_as_tensorflow_does(tf1):
+    """extract_sub_graph and remove_training_nodes, ours and TensorFlow's, on the same GraphDef: the same nodes
+    with the same inputs (CheckNumerics dropped, Identity and StopGradient spliced unless protected or tied to
+    control edges)."""
+    with tfplus.Graph().as_default() as g:
+        x = tfplus.placeholder(tfplus.float32, [2], name="x")
+        checked = tfplus.check_numerics(x, "x")
+        with tfplus.control_dependencies([checked]):
+            guarded = tfplus.identity(x, name="guarded")
+        chain = tfplus.identity(tfplus.stop_gradient(tfplus.identity(guarded * 2.0, name="a"), name="sg"), name="b")
+        kept = tfplus.identity(chain, name="kept")
+        with tfplus.control_dependencies([kept]):
+            out = tfplus.add(chain, 1.0, name="out")
+        tfplus.identity(x * 3.0, name="unused")
+    blob = g.as_graph_def().SerializeToString()
+
+    def nodes(graph_def):
+        return [(n.name, n.op, list(n.input)) for n in graph_def.node]
+
+    for dest, protected in ((["out"], None), (["out", "kept"], ["kept", "a"])):
+        mine = tfplus.graph_util.extract_sub_graph(tfplus.GraphDef.FromString(blob), dest)
+        theirs = tf1.graph_util.extract_sub_graph(tf1.GraphDef.FromString(blob), dest)
+        assert nodes(mine) == nodes(theirs)
+        mine = tfplus.graph_util.remove_training_nodes(mine, protected)
+        theirs = tf1.graph_util.remove_training_nodes(theirs, protected)
+        assert nodes(mine) == nodes(theirs)
+    assert out.op.name == "out"
