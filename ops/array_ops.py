@@ -598,11 +598,38 @@ def _pad_grad(op, grad):
     return [slice(grad, begin, size_)] + [None] * (len(op.inputs) - 1)
 
 
+def _mirror_pad(tensor: Tensor, paddings, mode: str, name) -> Tensor:
+    """REFLECT (edge not repeated) or SYMMETRIC (edge repeated) padding as one gather of mirrored indices per
+    padded axis, so that it has GatherV2's gradient and kernels; the paddings and padded sizes must be static."""
+    value = constant_value(convert_to_tensor(paddings))
+    shape_ = tensor.shape.as_list() if tensor.shape.ndims is not None else None
+    if value is None or shape_ is None:
+        raise ValueError(f"tf.pad mode={mode!r} of '{tensor.name}': tfplus needs the paddings and the input's "
+                         f"rank known when the graph is built, got paddings {paddings} and shape {tensor.shape}")
+    value = np.asarray(value).reshape(len(shape_), 2)
+    edge = 1 if mode == "REFLECT" else 0
+    with name_scope(name, "MirrorPad"):
+        for axis, (before, after) in enumerate(value.tolist()):
+            if before == after == 0:
+                continue
+            n = shape_[axis]
+            if n is None or before > n - edge or after > n - edge:
+                raise ValueError(f"tf.pad mode={mode!r} of '{tensor.name}': axis {axis} of size {n} cannot be "
+                                 f"padded by ({before}, {after}) (at most {'size - 1' if edge else 'size'} each)")
+            index = np.concatenate([np.arange(before + edge - 1, edge - 1, -1), np.arange(n),
+                                    np.arange(n - 1 - edge, n - 1 - edge - after, -1)]).astype(np.int32)
+            tensor = gather(tensor, index, axis=axis)
+        return identity(tensor)
+
+
 def pad(tensor, paddings, mode="CONSTANT", name=None, constant_values=0) -> Tensor:
-    """`tf.pad(x, [[0, 0], [2, 2]])`: surrounds x with `constant_values`."""
-    if mode.upper() != "CONSTANT":
-        raise NotImplementedError(f"tf.pad mode={mode!r}: only 'CONSTANT' is implemented")
+    """`tf.pad(x, [[0, 0], [2, 2]])`: surrounds x with `constant_values`; mode 'REFLECT' or 'SYMMETRIC' mirrors
+    x's edges instead (`tf.pad(img, [[0, 0], [1, 1], [1, 1], [0, 0]], mode="REFLECT")`)."""
     tensor = convert_to_tensor(tensor)
+    if mode.upper() in ("REFLECT", "SYMMETRIC"):
+        return _mirror_pad(tensor, paddings, mode.upper(), name)
+    if mode.upper() != "CONSTANT":
+        raise ValueError(f"tf.pad: mode must be 'CONSTANT', 'REFLECT' or 'SYMMETRIC', got {mode!r}")
     paddings = _index_tensor(paddings)
     if isinstance(constant_values, (int, float)) and constant_values == 0:
         return apply_op("Pad", [tensor, paddings], {"Tpaddings": paddings.dtype}, name)

@@ -19,7 +19,7 @@ from tfplus.ops import array_ops, math_ops
 
 __all__ = ["norm", "tensordot", "einsum", "reverse", "reverse_v2", "boolean_mask", "scatter_nd", "eye", "linspace",
            "lin_space", "matrix_band_part", "matrix_diag", "diag", "meshgrid", "sort", "argsort", "segment_sum",
-           "segment_mean", "arg_max", "arg_min", "reverse_sequence"]
+           "segment_mean", "arg_max", "arg_min", "reverse_sequence", "depth_to_space", "space_to_depth"]
 
 
 def _static(t: Tensor, axis: int, what: str) -> int:
@@ -34,10 +34,18 @@ def norm(tensor, ord="euclidean", axis=None, keepdims=None, name=None, keep_dims
     norm): ord 'euclidean' / 'fro' / 2 (over one axis), 1, np.inf or any p > 0."""
     keepdims = bool(keepdims if keepdims is not None else keep_dims)
     axes = list(axis) if isinstance(axis, (list, tuple)) else axis
-    if isinstance(axes, list) and len(axes) == 2 and ord not in ("euclidean", "fro"):
-        raise ValueError(f"tf.norm: matrix norm ord={ord!r} is not supported; tfplus has 'euclidean' and 'fro'")
+    matrix = isinstance(axes, list) and len(axes) == 2
+    if matrix and ord not in ("euclidean", "fro", 1, np.inf):
+        raise ValueError(f"tf.norm: matrix norm ord={ord!r} is not supported; tfplus has 'euclidean', 'fro', 1 "
+                         "and np.inf")
     with name_scope(name, "norm"):
         x = convert_to_tensor(tensor)
+        if matrix and ord in (1, np.inf):
+            # The largest column sum (ord 1) or row sum (inf) of |x| over the matrix axes (rows, columns).
+            rows, cols = axes if ord == 1 else axes[::-1]
+            sums = math_ops.reduce_sum(math_ops.abs(x), rows, keepdims=True)
+            out = math_ops.reduce_max(sums, cols, keepdims=True)
+            return out if keepdims else array_ops.squeeze(out, axes)
         if ord in ("euclidean", "fro", 2, 2.0):
             return math_ops.sqrt(math_ops.reduce_sum(math_ops.square(x), axes, keepdims=keepdims))
         if ord == 1:
@@ -317,3 +325,46 @@ def reverse_sequence(input, seq_lengths, seq_axis=None, batch_axis=None, name=No
         y = array_ops.transpose(y, [perm.index(i) for i in builtins.range(rank)])
         y.set_shape(x.shape)
         return y
+
+
+def _blocks(x: Tensor, block_size, data_format: str, what: str) -> tuple:
+    if data_format != "NHWC":
+        raise ValueError(f"tf.{what}: tfplus supports data_format='NHWC' only, got {data_format!r}")
+    if x.shape.ndims != 4:
+        raise ValueError(f"tf.{what}: input '{x.name}' must be [batch, height, width, depth], got {x.shape}")
+    bs = int(block_size)
+    if bs < 2:
+        raise ValueError(f"tf.{what}: block_size must be at least 2, got {block_size}")
+    return (bs,) + tuple(_static(x, a, f"tf.{what}") for a in (1, 2, 3))
+
+
+def depth_to_space(input, block_size, name=None, data_format="NHWC") -> Tensor:
+    """Moves depth into bs x bs spatial blocks (ESPCN's sub-pixel upsampling): [n, h, w, bs*bs*c] ->
+    [n, h*bs, w*bs, c], depth read as (block row, block column, channel) as TF does; a reshape, a transpose and
+    a reshape.
+
+        hr = tf.depth_to_space(conv_out, 2)
+    """
+    with name_scope(name, "DepthToSpace"):
+        x = convert_to_tensor(input)
+        bs, h, w, c = _blocks(x, block_size, data_format, "depth_to_space")
+        if c % (bs * bs):
+            raise ValueError(f"tf.depth_to_space: depth {c} of '{x.name}' is not divisible by block_size^2 = "
+                             f"{bs * bs}")
+        blocks = array_ops.reshape(x, [-1, h, w, bs, bs, c // (bs * bs)])
+        return array_ops.reshape(array_ops.transpose(blocks, [0, 1, 3, 2, 4, 5]), [-1, h * bs, w * bs, c // (bs * bs)])
+
+
+def space_to_depth(input, block_size, name=None, data_format="NHWC") -> Tensor:
+    """depth_to_space's inverse: [n, h, w, c] -> [n, h/bs, w/bs, bs*bs*c].
+
+        packed = tf.space_to_depth(images, 2)
+    """
+    with name_scope(name, "SpaceToDepth"):
+        x = convert_to_tensor(input)
+        bs, h, w, c = _blocks(x, block_size, data_format, "space_to_depth")
+        if h % bs or w % bs:
+            raise ValueError(f"tf.space_to_depth: height {h} and width {w} of '{x.name}' must be divisible by "
+                             f"block_size {bs}")
+        blocks = array_ops.reshape(x, [-1, h // bs, bs, w // bs, bs, c])
+        return array_ops.reshape(array_ops.transpose(blocks, [0, 1, 3, 2, 4, 5]), [-1, h // bs, w // bs, bs * bs * c])

@@ -1,6 +1,8 @@
-"""Image input ops: CIFAR-style augmentation and normalization of uint8 batches, as a graph op so that it runs
-on the device next to the model (the opencl trainer uploads bytes, not floats)."""
+"""Image ops: CIFAR-style augmentation and normalization of uint8 batches, as a graph op so that it runs on the
+device next to the model (the opencl trainer uploads bytes, not floats); non-max suppression of detected boxes."""
 from __future__ import annotations
+
+import numpy as np
 
 from tfplus import dtypes as _dt
 from tfplus import flops
@@ -55,3 +57,69 @@ def cifar_augment(images, crops, scale, shift, pad: int = 4, data_format: str = 
                                      convert_to_tensor(scale, dtype=_dt.float32),
                                      convert_to_tensor(shift, dtype=_dt.float32)],
                     {"pad": int(pad), "data_format": data_format}, name)
+
+
+# -- NonMaxSuppressionV3 -------------------------------------------------------------------------------------
+def nms_select(boxes: np.ndarray, scores: np.ndarray, max_output_size: int, iou_threshold: float,
+               score_threshold: float) -> np.ndarray:
+    """Greedy non-max suppression as TensorFlow's CPU kernel does it: boxes scoring above `score_threshold`, best
+    first (ties: the lower index), each kept unless its IoU with a kept box exceeds `iou_threshold`; at most
+    `max_output_size` int32 indices. Boxes are [y1, x1, y2, x2] with the corners in either order."""
+    lo = np.minimum(boxes[:, :2], boxes[:, 2:])
+    hi = np.maximum(boxes[:, :2], boxes[:, 2:])
+    area = np.prod(hi - lo, axis=1)
+    order = [i for i in np.argsort(-scores, kind="stable") if scores[i] > score_threshold]
+    kept: list = []
+    for i in order:
+        if len(kept) == max_output_size:
+            break
+        if kept:
+            k = np.array(kept)
+            inter = np.prod(np.maximum(np.minimum(hi[k], hi[i]) - np.maximum(lo[k], lo[i]), 0), axis=1)
+            union = area[k] + area[i] - inter
+            iou = np.where((area[k] > 0) & (area[i] > 0), inter / np.where(union > 0, union, 1), 0)
+            if np.any(iou > iou_threshold):
+                continue
+        kept.append(i)
+    return np.array(kept, np.int32)
+
+
+def _nms_shape(ins, attrs):
+    boxes, scores, max_size, iou, score = ins
+    check_rank(boxes, 2, "boxes [num_boxes, 4]")
+    check_rank(scores, 1, "scores [num_boxes]")
+    for s, what in ((max_size, "max_output_size"), (iou, "iou_threshold"), (score, "score_threshold")):
+        check_rank(s, 0, what)
+    if boxes.shape is not None and boxes.shape[1] not in (None, 4):
+        raise ValueError(f"boxes must have shape [num_boxes, 4], got {fmt(boxes.shape)}")
+    if boxes.shape is not None and scores.shape is not None:
+        merge_dim(boxes.shape[0], scores.shape[0], "boxes and scores num_boxes")
+    if any(s.value is None for s in ins):
+        return [spec((None,), _dt.int32)]
+    # The number of boxes kept depends on the values, so the shape function runs the selection (value_inputs).
+    kept = nms_select(boxes.value, scores.value, int(max_size.value), float(iou.value), float(score.value))
+    return [spec(kept.shape, _dt.int32)]
+
+
+register_op("NonMaxSuppressionV3", inputs=("boxes", "scores", "max_output_size", "iou_threshold",
+                                           "score_threshold"), outputs=("selected_indices",),
+            attrs={"T": "type", "T_threshold": "type"}, shape_fn=_nms_shape, value_inputs=(0, 1, 2, 3, 4),
+            flops=flops.zero)
+not_differentiable("NonMaxSuppressionV3")
+
+
+def non_max_suppression(boxes, scores, max_output_size, iou_threshold=0.5, score_threshold=float("-inf"),
+                        name=None) -> Tensor:
+    """The indices (int32, best first) of at most `max_output_size` boxes kept by greedy non-max suppression:
+    a box is dropped when its IoU with a better kept box exceeds `iou_threshold` (forward only: no gradient).
+
+        keep = tf.image.non_max_suppression(boxes, scores, max_output_size=10, iou_threshold=0.5)
+        kept_boxes = tf.gather(boxes, keep)
+    """
+    boxes = convert_to_tensor(boxes)
+    if not boxes.dtype.is_floating:
+        raise TypeError(f"tf.image.non_max_suppression: boxes '{boxes.name}' must be float, got {boxes.dtype.name}")
+    scores = convert_to_tensor(scores, dtype=boxes.dtype)
+    ins = [boxes, scores, convert_to_tensor(max_output_size, dtype=_dt.int32),
+           convert_to_tensor(iou_threshold, dtype=_dt.float32), convert_to_tensor(score_threshold, dtype=_dt.float32)]
+    return apply_op("NonMaxSuppressionV3", ins, {"T": boxes.dtype, "T_threshold": _dt.float32}, name)

@@ -237,15 +237,29 @@ def atrous_conv2d(value, filters, rate, padding, name=None) -> Tensor:
 
 def convolution(input, filter, padding, strides=None, dilation_rate=None, name=None, data_format=None,
                 filters=None, dilations=None) -> Tensor:
-    """TF1's tf.nn.convolution for 2-D images (rank-4 input): tf.nn.conv2d with `strides` and `dilation_rate`
-    given as (h, w) pairs."""
+    """TF1's tf.nn.convolution for 1-D sequences (rank-3 input: tf.nn.conv1d, `strides` and `dilation_rate` of
+    length 1, as WaveNet's causal dilated convolutions use it) and 2-D images (rank-4 input: tf.nn.conv2d with
+    `strides` and `dilation_rate` given as (h, w) pairs)."""
     x = convert_to_tensor(input)
+    if x.shape.ndims == 3:
+        rate = dilation_rate if dilations is None else dilations
+        return conv1d(x, filter if filters is None else filters, 1 if strides is None else _single(strides, "strides"),
+                      padding, data_format=data_format, name=name,
+                      dilations=1 if rate is None else _single(rate, "dilation_rate"))
     if x.shape.ndims not in (None, 4):
         raise ValueError(f"tf.nn.convolution: input '{x.name}' has rank {x.shape.ndims}; tfplus convolves "
-                         "2-D images (rank 4) only")
+                         "1-D sequences (rank 3) and 2-D images (rank 4) only")
     fmt = data_format or "NHWC"
     return conv2d(x, filter if filters is None else filters, 1 if strides is None else strides, padding,
                   data_format=fmt, dilations=dilation_rate if dilations is None else dilations, name=name)
+
+
+def _single(value, what: str) -> int:
+    """A 1-D convolution's stride or rate given as an int or a list of one int."""
+    values = [value] if isinstance(value, numbers.Integral) else list(value)
+    if len(values) != 1:
+        raise ValueError(f"tf.nn.convolution of a rank-3 input: {what} must have one entry, got {value}")
+    return int(values[0])
 
 
 # -- Conv2DBackpropInput -------------------------------------------------------------------------------------
@@ -558,10 +572,31 @@ def _softmax_grad(op, grad):
     return [multiply(subtract(grad, reduce_sum(multiply(grad, y), -1, keepdims=True)), y)]
 
 
+def _on_axis(op_type: str, logits, axis, name) -> Tensor:
+    """`op_type` (which works on the last axis) along `axis`: as TF1, the axis swapped with the last one around it."""
+    from tfplus.ops.array_ops import transpose
+    logits = convert_to_tensor(logits)
+    rank = logits.shape.ndims
+    axis = -1 if axis is None else int(axis)
+    if axis in (-1, None if rank is None else rank - 1):
+        return apply_op(op_type, [logits], name=name)
+    if rank is None:
+        raise ValueError(f"{op_type} over axis {axis} of '{logits.name}': its rank must be known when the graph is "
+                         "built (give the placeholder a shape)")
+    if not -rank <= axis < rank:
+        raise ValueError(f"{op_type}: axis {axis} is out of range for '{logits.name}' of rank {rank}")
+    perm = list(range(rank))
+    perm[axis], perm[-1] = perm[-1], perm[axis]
+    with name_scope(name, op_type):
+        return transpose(apply_op(op_type, [transpose(logits, perm)]), perm)
+
+
 def softmax(logits, axis=None, name=None, dim=None) -> Tensor:
-    """exp(logits) / sum(exp(logits)) along the last axis."""
-    _check_last_axis(axis if dim is None else dim, "tf.nn.softmax")
-    return apply_op("Softmax", [logits], name=name)
+    """exp(logits) / sum(exp(logits)) along `axis` (the last by default).
+
+        p = tf.nn.softmax(routing_logits, axis=2)
+    """
+    return _on_axis("Softmax", logits, axis if dim is None else dim, name)
 
 
 register_op("LogSoftmax", inputs=("logits",), outputs=("logsoftmax",), attrs={"T": "type"},
@@ -576,9 +611,8 @@ def _log_softmax_grad(op, grad):
 
 
 def log_softmax(logits, axis=None, name=None, dim=None) -> Tensor:
-    """logits - log(sum(exp(logits))) along the last axis."""
-    _check_last_axis(axis if dim is None else dim, "tf.nn.log_softmax")
-    return apply_op("LogSoftmax", [logits], name=name)
+    """logits - log(sum(exp(logits))) along `axis` (the last by default)."""
+    return _on_axis("LogSoftmax", logits, axis if dim is None else dim, name)
 
 
 # -- MaxPool / MaxPoolGrad / MaxPoolGradGrad -----------------------------------------------------------------

@@ -28,7 +28,30 @@ def _augment_ref(images, crops, scale, shift, pad=2, data_format="NCHW"):
     return out if data_format == "NCHW" else out.transpose(0, 2, 3, 1)
 
 
+def _nms_inputs(rng, dt, n=10):
+    lo = rng.uniform(0, 1, (n, 2))
+    boxes = np.concatenate([lo, lo + rng.uniform(0.1, 0.5, (n, 2))], 1).astype(dt)
+    boxes[1] = boxes[1, [2, 3, 0, 1]]  # corners in the other order
+    return [boxes, rng.permutation(n).astype(dt)]  # distinct scores
+
+
+def _nms_ref(boxes, scores, size=4, threshold=0.3):
+    """Greedy, box by box from the best score, with the intersection over union written out."""
+    def iou(a, b):
+        (ay0, ax0), (ay1, ax1) = np.sort(a.reshape(2, 2), 0)
+        (by0, bx0), (by1, bx1) = np.sort(b.reshape(2, 2), 0)
+        inter = max(min(ay1, by1) - max(ay0, by0), 0) * max(min(ax1, bx1) - max(ax0, bx0), 0)
+        return inter / ((ay1 - ay0) * (ax1 - ax0) + (by1 - by0) * (bx1 - bx0) - inter)
+    kept = []
+    for i in sorted(range(len(scores)), key=lambda i: -scores[i]):
+        if len(kept) < size and all(iou(boxes[i], boxes[k]) <= threshold for k in kept):
+            kept.append(i)
+    return np.array(kept, np.int32)
+
+
 CASES = [
+    Case("non_max_suppression", lambda b, s: tf.image.non_max_suppression(b, s, 4, iou_threshold=0.3),
+         make=_nms_inputs, ref=_nms_ref, grad=False),
     Case("cifar_augment", lambda x, k, a, b: cifar_augment(x, k, a, b, pad=2), make=_augment_inputs,
          ref=_augment_ref, dtypes=("float32",), grad=False),
     Case("cifar_augment_nhwc", lambda x, k, a, b: cifar_augment(x, k, a, b, pad=2, data_format="NHWC"),

@@ -116,7 +116,7 @@ random = _namespace("tf.random", normal=random_normal, uniform=random_uniform, t
                     set_random_seed=set_random_seed, categorical=_categorical, multinomial=multinomial,
                     shuffle=random_shuffle)
 from tfplus.nn_impl import is_finite, is_inf, is_nan, log_sigmoid, reduce_logsumexp, scalar_mul, sequence_mask  # noqa: E402,I001,F401
-from tfplus import image  # noqa: E402
+from tfplus import graph_util, image  # noqa: E402
 from tfplus.image import random_crop  # noqa: E402
 
 # -- TF1's module layout for scripts (tf.app, tf.flags, tf.logging, tf.gfile, tf.layers, tf.losses, tf.contrib,

@@ -1,7 +1,8 @@
 """tf.image's basics for graph-mode input pipelines, as TF1 computes them, built from registered ops: dtype
 conversion, standardization, flips, crops and pads, grayscale, brightness and contrast. Images are [height, width,
 channels] or batches [batch, height, width, channels]; crops and pads need the sizes known when the graph is built.
-The resizing ops (resize_images, resize_bilinear, ...) are not implemented; they raise UnsupportedError.
+Resizing (resize_images, resize_bilinear, resize_nearest_neighbor) is TF1's legacy sampling, built from gathers
+(nearest) and per-axis interpolation matrices (bilinear); the sizes must be known when the graph is built.
 
     import tfplus as tf
     img = tf.image.convert_image_dtype(raw_uint8, tf.float32)           # [0, 255] -> [0, 1]
@@ -9,14 +10,19 @@ The resizing ops (resize_images, resize_bilinear, ...) are not implemented; they
 """
 from __future__ import annotations
 
+import numpy as np
+
 from tfplus import dtypes as _dt
-from tfplus.framework import Tensor, convert_to_tensor, name_scope
-from tfplus.ops import array_ops, math_ops, random_ops
+from tfplus.framework import Tensor, constant_value, convert_to_tensor, name_scope
+from tfplus.ops import array_ops, composite_ops, math_ops, random_ops
+from tfplus.ops.image_ops import non_max_suppression
 
 __all__ = ["convert_image_dtype", "per_image_standardization", "flip_left_right", "flip_up_down",
            "random_flip_left_right", "random_flip_up_down", "crop_to_bounding_box", "pad_to_bounding_box",
            "central_crop", "resize_image_with_crop_or_pad", "rgb_to_grayscale", "grayscale_to_rgb",
-           "adjust_brightness", "random_brightness", "adjust_contrast", "random_contrast", "random_crop"]
+           "adjust_brightness", "random_brightness", "adjust_contrast", "random_contrast", "random_crop",
+           "ResizeMethod", "resize_images", "resize", "resize_bilinear", "resize_nearest_neighbor",
+           "non_max_suppression", "total_variation", "image_gradients", "psnr"]
 
 
 def _image(image, what: str) -> Tensor:
@@ -206,6 +212,179 @@ def random_crop(value, size, seed=None, name=None) -> Tensor:
         out = array_ops.slice(value, offset, size)
         out.set_shape(size)
         return out
+
+
+class ResizeMethod:
+    """TF1's tf.image.ResizeMethod (tfplus resizes by BILINEAR and NEAREST_NEIGHBOR)."""
+    BILINEAR = 0
+    NEAREST_NEIGHBOR = 1
+    BICUBIC = 2
+    AREA = 3
+
+
+_METHODS = {ResizeMethod.BILINEAR: "bilinear", ResizeMethod.NEAREST_NEIGHBOR: "nearest", "bilinear": "bilinear",
+            "nearest": "nearest"}
+
+
+def _source(out_size: int, in_size: int, align_corners: bool) -> np.ndarray:
+    """Where each output row samples the input (TF1's legacy resize, no half-pixel centers), in float32 as
+    TensorFlow's kernels compute it, so that floor and round fall on the same rows."""
+    if align_corners and out_size > 1:
+        scale = np.float32(in_size - 1) / np.float32(out_size - 1)
+    else:
+        scale = np.float32(in_size) / np.float32(out_size)
+    return np.arange(out_size, dtype=np.float32) * np.float32(scale)
+
+
+def _bilinear_matrix(out_size: int, in_size: int, align_corners: bool) -> np.ndarray:
+    """The (out, in) matrix of one axis's linear interpolation weights."""
+    src = _source(out_size, in_size, align_corners)
+    lower = np.floor(src)
+    lerp = src - lower
+    lower = lower.astype(np.int64)
+    upper = np.minimum(np.ceil(src).astype(np.int64), in_size - 1)
+    m = np.zeros((out_size, in_size), np.float32)
+    rows = np.arange(out_size)
+    np.add.at(m, (rows, lower), 1 - lerp)
+    np.add.at(m, (rows, upper), lerp)
+    return m
+
+
+def _nearest_index(out_size: int, in_size: int, align_corners: bool) -> np.ndarray:
+    src = _source(out_size, in_size, align_corners)
+    # NOTE: C's round (half away from zero), not NumPy's (half to even); the sources are non-negative.
+    index = np.floor(src + np.float32(0.5)) if align_corners else np.floor(src)
+    return np.minimum(index.astype(np.int32), in_size - 1)
+
+
+def _static_values(t: Tensor) -> list | None:
+    """The values of int vector `t` that are known when the graph is built (None for the others), following
+    Shape, StridedSlice, Mul and Pack as TF1's constant_value_as_shape does: U-Net's
+    `tf.image.resize_images(up, tf.shape(skip)[1:3])` has a static size even when the batch dimension is not."""
+    value = constant_value(t)
+    if value is not None:
+        return [int(v) for v in np.reshape(value, -1)]
+    op = t.op
+    if op.type == "Shape" and op.inputs[0].shape.ndims is not None:
+        return op.inputs[0].shape.as_list()
+    if op.type == "Pack":
+        values = [_static_values(i) for i in op.inputs]
+        return [v[0] if v is not None and len(v) == 1 else None for v in values]
+    if op.type == "Mul":
+        dims, factor = _static_values(op.inputs[0]), constant_value(op.inputs[1])
+        if dims is None or factor is None or np.ndim(factor) != 0:
+            return None
+        return [None if d is None else d * int(factor) for d in dims]
+    if op.type == "StridedSlice" and not op.get_attr("ellipsis_mask") and not op.get_attr("new_axis_mask"):
+        dims = _static_values(op.inputs[0])
+        begin, end, strides = (constant_value(i) for i in op.inputs[1:])
+        if dims is None or begin is None or end is None or strides is None or len(begin) != 1:
+            return None
+        if op.get_attr("shrink_axis_mask"):  # x[i]: one value
+            return [dims[int(begin[0])]] if -len(dims) <= int(begin[0]) < len(dims) else None
+        start = None if op.get_attr("begin_mask") & 1 else int(begin[0])
+        stop = None if op.get_attr("end_mask") & 1 else int(end[0])
+        return dims[start:stop:int(strides[0])]
+    return None
+
+
+def _resize(images, size, method, align_corners: bool, what: str, name) -> Tensor:
+    kind = _METHODS.get(method)
+    if kind is None:
+        raise NotImplementedError(f"tf.image.{what}: method {method!r} is not implemented by tfplus; use "
+                                  "ResizeMethod.BILINEAR or ResizeMethod.NEAREST_NEIGHBOR")
+    with name_scope(name, what):
+        images = _image(images, what)
+        size = _static_values(convert_to_tensor(size))
+        if size is None or len(size) != 2 or None in size:
+            raise ValueError(f"tf.image.{what}: size must be [new_height, new_width] known when the graph is "
+                             f"built, got {size}")
+        x = images if images.shape.ndims == 4 else array_ops.expand_dims(images, 0)
+        in_h, in_w = _hw(x, what)
+        out_h, out_w = (int(v) for v in size)
+        if kind == "nearest":
+            y = array_ops.gather(x, _nearest_index(out_h, in_h, align_corners), axis=1)
+            y = array_ops.gather(y, _nearest_index(out_w, in_w, align_corners), axis=2)
+        else:
+            # Separable: one matrix of interpolation weights per axis (a matmul each, whose gradient is
+            # ResizeBilinearGrad's), in float32 as TF's ResizeBilinear outputs whatever the input's dtype.
+            y = x if x.dtype is _dt.float32 else math_ops.cast(x, _dt.float32)
+            y = composite_ops.einsum("yh,nhwc->nywc", _bilinear_matrix(out_h, in_h, align_corners), y)
+            y = composite_ops.einsum("xw,nywc->nyxc", _bilinear_matrix(out_w, in_w, align_corners), y)
+        return y if images.shape.ndims == 4 else array_ops.squeeze(y, [0])
+
+
+def resize_images(images, size, method=ResizeMethod.BILINEAR, align_corners=False, preserve_aspect_ratio=False,
+                  name=None) -> Tensor:
+    """Images resized to `size` = [new_height, new_width] as TF1 resizes them (corner-aligned sampling without
+    half-pixel centers); bilinear gives float32.
+
+        up = tf.image.resize_images(features, [2 * h, 2 * w])
+    """
+    if preserve_aspect_ratio:
+        raise NotImplementedError("tf.image.resize_images: preserve_aspect_ratio=True is not implemented by tfplus; "
+                                  "compute the size that keeps the aspect ratio and pass it")
+    return _resize(images, size, method, align_corners, "resize_images", name)
+
+
+resize = resize_images
+
+
+def resize_bilinear(images, size, align_corners=False, name=None, half_pixel_centers=False) -> Tensor:
+    """tf.image.resize_images with method BILINEAR: [batch, height, width, channels] -> float32."""
+    if half_pixel_centers:
+        raise NotImplementedError("tf.image.resize_bilinear: half_pixel_centers=True is not implemented by tfplus")
+    return _resize(images, size, ResizeMethod.BILINEAR, align_corners, "resize_bilinear", name)
+
+
+def resize_nearest_neighbor(images, size, align_corners=False, name=None, half_pixel_centers=False) -> Tensor:
+    """tf.image.resize_images with method NEAREST_NEIGHBOR (the input's dtype kept)."""
+    if half_pixel_centers:
+        raise NotImplementedError("tf.image.resize_nearest_neighbor: half_pixel_centers=True is not implemented by "
+                                  "tfplus")
+    return _resize(images, size, ResizeMethod.NEAREST_NEIGHBOR, align_corners, "resize_nearest_neighbor", name)
+
+
+def total_variation(images, name=None) -> Tensor:
+    """The sum of absolute differences between neighboring pixels, down and across: a scalar for one image,
+    [batch] for a batch (style transfer's smoothness loss).
+
+        tv_loss = tf.reduce_sum(tf.image.total_variation(generated))
+    """
+    with name_scope(name, "total_variation"):
+        images = _image(images, "total_variation")
+        axes = [-3, -2, -1] if images.shape.ndims == 4 else None
+        down = images[..., 1:, :, :] - images[..., :-1, :, :]
+        across = images[..., :, 1:, :] - images[..., :, :-1, :]
+        return math_ops.add(math_ops.reduce_sum(math_ops.abs(down), axes),
+                            math_ops.reduce_sum(math_ops.abs(across), axes))
+
+
+def image_gradients(image) -> tuple[Tensor, Tensor]:
+    """(dy, dx) of a [batch, height, width, channels] batch: the forward differences down and across, each the
+    image's shape with zeros in the last row (dy) or column (dx)."""
+    image = _image(image, "image_gradients")
+    if image.shape.ndims != 4:
+        raise ValueError(f"tf.image.image_gradients: '{image.name}' must be [batch, height, width, channels], got "
+                         f"shape {image.shape}")
+    with name_scope(None, "image_gradients"):
+        dy = image[:, 1:, :, :] - image[:, :-1, :, :]
+        dx = image[:, :, 1:, :] - image[:, :, :-1, :]
+        return (array_ops.pad(dy, [[0, 0], [0, 1], [0, 0], [0, 0]]),
+                array_ops.pad(dx, [[0, 0], [0, 0], [0, 1], [0, 0]]))
+
+
+def psnr(a, b, max_val, name=None) -> Tensor:
+    """The peak signal-to-noise ratio between images `a` and `b` (values up to `max_val`), per image, in dB:
+    20 log10(max_val) - 10 log10(mean squared error), in float32 as TF1 (SRGAN's metric)."""
+    with name_scope(name, "PSNR"):
+        a, b = _image(a, "psnr"), _image(b, "psnr")
+        max_val = math_ops.cast(convert_to_tensor(max_val), a.dtype)
+        a, b = convert_image_dtype(a, _dt.float32), convert_image_dtype(b, _dt.float32)
+        max_val = convert_image_dtype(max_val, _dt.float32)
+        mse = math_ops.reduce_mean(math_ops.squared_difference(a, b), [-3, -2, -1])
+        return math_ops.subtract(20 * math_ops.log(max_val) / math_ops.log(10.0),
+                                 np.float32(10 / np.log(10)) * math_ops.log(mse), name="psnr")
 
 
 from tfplus.unsupported import module_getattr as _module_getattr  # noqa: E402

@@ -169,7 +169,8 @@ def conv1d(inputs, filters, kernel_size, strides=1, padding="valid", data_format
            bias_initializer=None, kernel_regularizer=None, bias_regularizer=None,
            activity_regularizer=None, kernel_constraint=None, bias_constraint=None, trainable=True, name=None,
            reuse=None) -> Tensor:
-    """TF1's tf.layers.conv1d: variables <name>/kernel (kernel_size, in, filters) and <name>/bias (filters)."""
+    """TF1's tf.layers.conv1d: variables <name>/kernel (kernel_size, in, filters) and <name>/bias (filters).
+    padding 'causal' (WaveNet's) pads dilation_rate * (kernel_size - 1) zeros before the sequence, then 'valid'."""
     _unsupported("conv1d", activity_regularizer=activity_regularizer, kernel_constraint=kernel_constraint,
                  bias_constraint=bias_constraint)
     x = convert_to_tensor(inputs)
@@ -181,8 +182,12 @@ def conv1d(inputs, filters, kernel_size, strides=1, padding="valid", data_format
                               regularizer=kernel_regularizer, trainable=trainable)
         bias = get_variable("bias", [filters], x.dtype, initializer=bias_initializer or zeros_initializer(),
                             regularizer=bias_regularizer, trainable=trainable) if use_bias else None
-        y = nn_ops.conv1d(x, kernel, s, _padding(padding), data_format="NCW" if first else "NWC",
-                          dilations=_ints(dilation_rate, 1, "dilation_rate")[0])
+        (rate,) = _ints(dilation_rate, 1, "dilation_rate")
+        if padding.lower() == "causal":
+            pads = [[0, 0], [0, 0], [0, 0]]
+            pads[2 if first else 1][0] = rate * (k - 1)
+            x, padding = array_ops.pad(x, pads), "valid"
+        y = nn_ops.conv1d(x, kernel, s, _padding(padding), data_format="NCW" if first else "NWC", dilations=rate)
         return _finish(y, bias, first, activation)
 
 

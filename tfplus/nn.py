@@ -33,5 +33,6 @@ __getattr__ = _module_getattr(__name__, "tf.nn")
 # TF1's tf.nn.rnn_cell module and the RNN drivers (tfplus.rnn).
 from tfplus import rnn as rnn_cell  # noqa: E402, F401
 from tfplus.ops.array_ops import embedding_lookup  # noqa: E402, F401
+from tfplus.ops.composite_ops import depth_to_space, space_to_depth  # noqa: E402, F401
 from tfplus.ops.math_ops import top_k  # noqa: E402, F401
 from tfplus.rnn import bidirectional_dynamic_rnn, dynamic_rnn, static_bidirectional_rnn, static_rnn  # noqa: E402, F401

@@ -26,6 +26,14 @@ ALTERNATIVES = {
     "tf.layers.conv3d": "tf.layers.conv2d",
     "tf.layers.separable_conv1d": "tf.layers.conv1d",
     "tf.contrib.seq2seq.dynamic_decode": "a tf.while_loop over an RNN cell, or tf.nn.dynamic_rnn",
+    "tf.contrib.seq2seq.TrainingHelper": "tf.nn.dynamic_rnn over the target embeddings (teacher forcing)",
+    "tf.contrib.seq2seq.BasicDecoder": "tf.nn.dynamic_rnn, then tf.layers.dense on its outputs",
+    "tf.contrib.seq2seq.BahdanauAttention": "attention written out in a loop over an RNN cell: scores v . tanh(W1 "
+                                            "keys + W2 query), tf.nn.softmax, the weighted sum of the keys",
+    "tf.contrib.seq2seq.LuongAttention": "attention written out in a loop over an RNN cell: scores tf.matmul(query, "
+                                         "W keys, transpose_b=True), tf.nn.softmax, the weighted sum of the keys",
+    "tf.contrib.seq2seq.AttentionWrapper": "attention written out in a loop over an RNN cell (static unrolling or "
+                                           "tf.while_loop)",
     "tf.keras.Model": "a graph built with tf.layers and a tf.Session",
     "tf.train.SummaryWriter": "tf.summary.FileWriter",
     "tf.merge_all_summaries": "tf.summary.merge_all",
@@ -38,9 +46,6 @@ ALTERNATIVES = {
     "tf.py_function": "computing the value in NumPy and feeding it through a tf.placeholder",
     "tf.sparse_placeholder": "a dense tf.placeholder",
     "tf.SparseTensor": "dense tensors",
-    "tf.image.resize_images": "resizing the images in NumPy before feeding them",
-    "tf.image.resize_bilinear": "resizing the images in NumPy before feeding them",
-    "tf.image.resize_nearest_neighbor": "resizing the images in NumPy before feeding them",
     "tf.image.decode_jpeg": "decoding the images in Python (e.g. PIL) and feeding them",
     "tf.image.decode_png": "decoding the images in Python (e.g. PIL) and feeding them",
     "tf.nn.conv3d": "tf.nn.conv2d",

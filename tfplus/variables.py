@@ -281,6 +281,8 @@ def get_variable(name, shape=None, dtype=None, initializer=None, regularizer=Non
     scope = get_variable_scope()
     full = f"{scope.name}/{name}" if scope.name else name
     store = get_default_graph()._var_store
+    if shape is not None and not hasattr(shape, "__iter__"):  # TF1: one int or Dimension is a vector's length
+        shape = [shape]
     if initializer is None:  # NOTE: not `initializer or ...`: a Tensor initializer has no truth value
         initializer = scope.initializer
     if dtype is None and isinstance(initializer, Tensor):  # TF1: a Tensor initializer gives shape and dtype

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tfplus.ops.image_ops import nms_select
 from tfplus.registry import register_kernel
 
 
@@ -27,3 +28,9 @@ def _cifar_augment(ctx, ins, outs, attrs):
         # The same two float32 roundings as tfplus.data.normalize and the OpenCL kernel: equal bits on every path.
         np.multiply(src, scale, out=dst[:, r0:r1, c0:c1], dtype=np.float32)
         dst -= shift
+
+
+@register_kernel("NonMaxSuppressionV3", "cpu")
+def _non_max_suppression(ctx, ins, outs, attrs):
+    boxes, scores, max_size, iou, score = ins
+    outs[0][...] = nms_select(boxes, scores, int(max_size), float(iou), float(score))

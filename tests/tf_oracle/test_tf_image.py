@@ -51,6 +51,7 @@ def test_random_image_ops_give_what_they_may():
     assert np.allclose(delta, delta.flat[0], atol=1e-6) and abs(delta.flat[0]) <= 0.2
 
 
-def test_resizing_is_refused_with_the_alternative():
-    with pytest.raises(tf.unsupported.UnsupportedError, match="tf.image.resize_images.*NumPy"):
-        tf.image.resize_images  # noqa: B018
+def test_bicubic_resizing_is_refused():
+    # Bilinear and nearest-neighbor resizing are implemented (tests/tf_oracle/test_zoo_ops.py).
+    with pytest.raises(tf.unsupported.UnsupportedError, match="tf.image.resize_bicubic"):
+        tf.image.resize_bicubic  # noqa: B018

@@ -20,8 +20,8 @@ from tfplus.ops.random_ops import truncated_normal
 from tfplus.unsupported import module_getattr
 from tfplus.variables import get_variable, variable_scope
 
-__all__ = ["flatten", "max_pool2d", "avg_pool2d", "dropout", "batch_norm", "layer_norm", "conv2d_transpose",
-           "embed_sequence",
+__all__ = ["flatten", "max_pool2d", "avg_pool2d", "dropout", "batch_norm", "layer_norm", "instance_norm",
+           "conv2d_transpose", "embed_sequence",
            "l1_l2_regularizer", "fully_connected", "conv2d", "l1_regularizer", "l2_regularizer", "sum_regularizer",
            "apply_regularization", "xavier_initializer", "xavier_initializer_conv2d",
            "variance_scaling_initializer"]
@@ -335,6 +335,47 @@ def layer_norm(inputs, center=True, scale=True, activation_fn=None, reuse=None, 
         gamma = param("gamma", ones_initializer()) if scale else None
         mean, variance = nn_ops.moments(x, norm_axes, keep_dims=True)
         y = nn_ops.batch_normalization(x, mean, variance, beta, gamma, 1e-12)
+        if activation_fn is not None:
+            y = activation_fn(y)
+        return _collect(y, outputs_collections)
+
+
+def instance_norm(inputs, center=True, scale=True, epsilon=1e-6, activation_fn=None, param_initializers=None,
+                  reuse=None, variables_collections=None, outputs_collections=None, trainable=True,
+                  data_format="NHWC", scope=None) -> Tensor:
+    """Normalizes each example's each channel over its spatial axes (mean 0, variance 1), then scales and
+    shifts by `<scope>/gamma` and `<scope>/beta` of shape [channels] (scope `InstanceNorm`), as TF1's contrib
+    instance_norm (CycleGAN's generators use it).
+
+        h = tf.contrib.layers.instance_norm(tf.nn.conv2d(x, w, [1, 1, 1, 1], "SAME"), activation_fn=tf.nn.relu)
+    """
+    from tfplus.init_ops import ones_initializer
+    from tfplus.ops.array_ops import reshape
+    x = convert_to_tensor(inputs)
+    rank = x.shape.ndims
+    if rank is None or rank < 3:
+        raise ValueError(f"tf.contrib.layers.instance_norm: inputs '{x.name}' must have a known rank of at least "
+                         f"3 (batch, spatial axes, channels), got {x.shape}")
+    if data_format not in ("NHWC", "NCHW"):
+        raise ValueError(f"tf.contrib.layers.instance_norm: data_format must be 'NHWC' or 'NCHW', got "
+                         f"{data_format!r}")
+    channel_axis = 1 if data_format == "NCHW" else rank - 1
+    channels = x.shape.as_list()[channel_axis]
+    if channels is None:
+        raise ValueError(f"tf.contrib.layers.instance_norm: the channels of '{x.name}' must be known, got {x.shape}")
+    initializers = param_initializers or {}
+    with variable_scope(scope, default_name="InstanceNorm", reuse=reuse):
+        def param(name, init):
+            v = get_variable(name, [channels], x.dtype, initializer=initializers.get(name, init), trainable=trainable)
+            for c in variables_collections or ():
+                add_to_collection(c, v)
+            # NCHW: [C, 1, ..., 1] to broadcast over the spatial axes.
+            return v if channel_axis == rank - 1 else reshape(v, [channels] + [1] * (rank - 2))
+        beta = param("beta", zeros_initializer()) if center else None
+        gamma = param("gamma", ones_initializer()) if scale else None
+        axes = [a for a in range(1, rank) if a != channel_axis]
+        mean, variance = nn_ops.moments(x, axes, keep_dims=True)
+        y = nn_ops.batch_normalization(x, mean, variance, beta, gamma, epsilon)
         if activation_fn is not None:
             y = activation_fn(y)
         return _collect(y, outputs_collections)
