@@ -50,6 +50,17 @@ def pytorch_layout(weights: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     return {name: np.ascontiguousarray(move(name, w)) for name, w in weights.items()}
 
 
+def _stages(sizes: list[int]) -> list[list[int]]:
+    """The variables (indices into `sizes`, their elements) in consecutive runs of at most the largest one's
+    elements each: as few runs as loading them one at a time allows at the same peak."""
+    most, out = max(sizes), [[]]
+    for i, n in enumerate(sizes):
+        if out[-1] and sum(sizes[j] for j in out[-1]) + n > most:
+            out.append([])
+        out[-1].append(i)
+    return out
+
+
 class _Proximal(WrapperOptimizer):
     """FedProx's local objective (Li et al. 2020), F(w) + mu/2 * ||w - w_global||^2, as the wrapped optimizer's
     gradients plus mu * (w - w_global) for each trained variable: the term goes through momentum and Adam's moments
@@ -119,6 +130,19 @@ class FederatedModel:
             self._assign = tf.group(*[v.assign(p) for v, p in zip(self.variables, parts)],
                                     *[anchors[v].assign(p) for v, p in zip(self.variables, parts) if v in anchors],
                                     name="set_weights")
+            # NOTE: under a memory budget the vector, fed and split, is two copies of the model in the plan beside
+            # the model and its slots (MobileNet: 4 x 13 MB, over a 32 MB budget). There the weights load in runs of
+            # a few variables each, fed straight into their assigns (`_stages`): a run holds no more than the
+            # largest variable's bytes beside the model, and each run's step is planned once.
+            self._stages: list[tuple[list[int], tf.Operation, list[tf.Tensor]]] = []
+            if cfg.memory_budget:
+                with tf.name_scope("set_weights_staged"):
+                    fed = [tf.placeholder(tf.float32, shape, name="weights") for shape in self.shapes]
+                    for i, idx in enumerate(_stages(self._sizes)):
+                        self._stages.append((idx, tf.group(
+                            *[self.variables[j].assign(fed[j]) for j in idx],
+                            *[anchors[self.variables[j]].assign(fed[j]) for j in idx if self.variables[j] in anchors],
+                            name=f"stage_{i}"), [fed[j] for j in idx]))
             self._read = tf.concat([tf.reshape(v, [-1]) for v in self.variables], 0, name="get_weights")
             # Optimizer slots and the global step: everything the optimizer made, never the model's weights.
             model = set(map(id, self.variables))
@@ -163,6 +187,10 @@ class FederatedModel:
             if np.shape(weights[name]) != shape:
                 raise ValueError(f"set_weights: variable {name!r} has shape {shape}, the weights give "
                                  f"{np.shape(weights[name])}; send weights of the same model and widths")
+        if self._stages:  # under a memory budget: a few variables a run (_stages)
+            for idx, op, fed in self._stages:
+                self.sess.run(op, {t: np.asarray(weights[self.names[j]], np.float32) for j, t in zip(idx, fed)})
+            return
         flat = np.concatenate([np.asarray(weights[name], np.float32).reshape(-1) for name in self.names])
         self.sess.run(self._assign, {self._flat: flat})
 

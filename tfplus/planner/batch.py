@@ -214,7 +214,11 @@ def split_step(order: list[Operation], fetches: list, feeds: set, feed_shapes: d
                     grads.append(t)
                 elif t in rows and t.op in after:  # the update run has no rows
                     return PlanError(f"cannot micro-batch: '{t.name}' has rows of the batch and depends on "
-                                     "updated variables")
+                                     f"updated variables ({t.op.type} '{t.op.name}' runs after an update whose value "
+                                     "it reads, directly or through other ops: a GAN's generator gradients made "
+                                     "after the discriminator's train op), while micro-batches update once, after "
+                                     "all of them; run the train ops in separate session.run calls, or give a "
+                                     "budget the unsplit step fits")
     gathered = {}
     for t in grads:  # NOTE: micro-batches' gradients are summed; a sparse one's rows and indices are concatenated
         if t in rows:

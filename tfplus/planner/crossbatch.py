@@ -185,6 +185,16 @@ def rewrite(order: list[Operation], feeds: set[Tensor], fetches: list, batch_fee
         # NOTE: fed to the micro-batches, its gradient would be each one's share, not k times it as the mean
         # loss's are: averaged, k times too small.
         if not same_phase and t.op not in own:
+            fed = _fed_only(t, feeds)
+            if fed:
+                verb = {"Mean": "averages", "Sum": "sums"}.get(t.op.type, "reduces")
+                raise PlanError(
+                    f"cannot micro-batch: {t.op.type} '{t.op.name}' {verb} the fed {', '.join(fed)} over the whole "
+                    "batch and only the backward computes rows from it (a loss divided by it: tf.losses' weighted "
+                    "MEAN or SUM_BY_NONZERO_WEIGHTS, the sum or nonzero count of weights fed per example), which "
+                    "micro-batches, averaging their losses and gradients, cannot scale; feed the weights divided by "
+                    "that sum (or count) and use reduction=SUM (the same loss, which micro-batches make exactly), or "
+                    "give a budget the unsplit step fits")
             raise PlanError(f"cannot micro-batch: {_statistic(t)}; only the backward pass computes rows from it "
                             "(a penalty on the batch's statistics), which no statistics pass scales")
     merges = {t: _merge(t) for t in found if t.op not in own}
@@ -417,6 +427,26 @@ def _adds(f: Tensor, ops: set[Operation], fed: set[Tensor], rowed: set[Tensor], 
 
 # What an op that makes rows must not be to be added to a run for a fetch (_adds).
 _LAYER_TAGS = ("gemm", "cross_batch", "random")
+
+
+def _fed_only(t: Tensor, feeds: set[Tensor]) -> list[str]:
+    """The names of the fed tensors statistic `t` is computed from, if it is computed from them (their values or
+    shapes) and constants alone: no variable, no random op (else [])."""
+    fed, seen, stack = [], set(), [t]
+    while stack:
+        u = stack.pop()
+        if u in seen:
+            continue
+        seen.add(u)
+        if u in feeds:
+            fed.append(f"'{u.name}'")
+            continue
+        if has_tag(u.op.type, "shape_only"):  # the rows' shapes: the same whatever computed them
+            continue
+        if u.op.type == "VariableV2" or u.op.op_def.stateful or u.op.op_def.ref_inputs:
+            return []
+        stack.extend(u.op.inputs)
+    return sorted(fed)
 
 
 def _merge(t: Tensor) -> str:

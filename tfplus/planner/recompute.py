@@ -100,11 +100,12 @@ def candidates(order: list[Operation], specs, feeds: set[Tensor], fetches: list,
     fetched = {alias_root(f, feeds) for f in fetches if isinstance(f, Tensor)}
     readers, aliased = saved(order, feeds)
     kept = {t for t in readers if t not in aliased}
+    late = stale(order, feeds)
     out = []
     for t, rs in readers.items():
         if t in aliased or t in fetched or t in keep:
             continue
-        chain = _chain(t, kept - {t}, feeds, keep)
+        chain = _chain(t, kept - {t}, feeds, keep, late)
         if chain is not None:
             out.append(Drop(t, chain, rs))
     return sorted(out, key=lambda d: (-math.prod(specs[d.tensor].shape) * specs[d.tensor].dtype.size,
@@ -129,7 +130,8 @@ def _leaves(d: Drop, feeds: set[Tensor]) -> set[Tensor]:
     return {alias_root(u, feeds) for op in d.ops for u in op.inputs if u not in made}
 
 
-def _chain(t: Tensor, saved: set[Tensor], feeds: set[Tensor], keep: set[Tensor]) -> list[Operation] | None:
+def _chain(t: Tensor, saved: set[Tensor], feeds: set[Tensor], keep: set[Tensor], late: set[Operation]
+           ) -> list[Operation] | None:
     """The ops that recompute `t` from leaves (fed, variables, constants, other saved activations), in creation
     order; None if that takes a stateful op, more than MAX_OPS ops, more than one GEMM or a `keep` tensor."""
     chain: list[Operation] = []
@@ -138,7 +140,7 @@ def _chain(t: Tensor, saved: set[Tensor], feeds: set[Tensor], keep: set[Tensor])
         op = stack.pop()
         if op in chain:
             continue
-        if not recomputable(op, feeds) or len(chain) == MAX_OPS:
+        if not recomputable(op, feeds, late) or len(chain) == MAX_OPS:
             return None
         chain.append(op)
         for u in op.inputs:
@@ -153,13 +155,41 @@ def _chain(t: Tensor, saved: set[Tensor], feeds: set[Tensor], keep: set[Tensor])
     return sorted(chain, key=lambda op: op._id)
 
 
-def recomputable(op: Operation, feeds: set[Tensor]) -> bool:
+def recomputable(op: Operation, feeds: set[Tensor], late: set[Operation] = frozenset()) -> bool:
     """Stateless forward ops; none with control inputs (one may order a read after a variable's update, which
-    a copy running later would not see the same way)."""
+    a copy running later would not see the same way), none of `late` (stale's)."""
     d = op.op_def
     return (phase_of(op) == "forward" and executes(op, feeds) and not d.stateful and not d.ref_inputs
-            and not d.allocates_outputs and not op.control_inputs
+            and not d.allocates_outputs and not op.control_inputs and op not in late
             and op.type not in ("Placeholder", "VariableV2", "Const"))
+
+
+def stale(order: list[Operation], feeds: set[Tensor]) -> set[Operation]:
+    """The forward ops of `order` that read a variable which the step updates after them and before a backward
+    op reads what they compute (directly or through other forward ops): a copy made for that reader would read the
+    updated weights (a GAN's discriminator on the generator's output, whose generator gradients run after the
+    discriminator's train op). A training step's backward runs before its updates: none."""
+    pos = {op: i for i, op in enumerate(order)}
+    writes: dict[Tensor, list[int]] = {}
+    for op in order:
+        for k in op.op_def.ref_inputs:
+            writes.setdefault(op.inputs[k], []).append(pos[op])
+    if not writes:
+        return set()
+    consumers: dict[Tensor, list[Operation]] = {}
+    for op in order:
+        for t in op.inputs:
+            consumers.setdefault(t, []).append(op)
+    last: dict[Operation, int] = {}  # forward op -> the last backward op that reads what it computes
+    out = set()
+    for op in reversed(order):
+        if phase_of(op) != "forward":
+            continue
+        last[op] = max((pos[c] if phase_of(c) == "backward" else last.get(c, -1)
+                        for t in op.outputs for c in consumers.get(t, ())), default=-1)
+        if any(pos[op] < w < last[op] for u in op.inputs for w in writes.get(alias_root(u, feeds), ())):
+            out.add(op)
+    return out
 
 
 def rewrite(order: list[Operation], feeds: set[Tensor], segments: list[Segment]) -> Rewrite:

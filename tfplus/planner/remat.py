@@ -35,7 +35,7 @@ import numpy as np
 
 from tfplus.framework import Operation, Tensor
 from tfplus.planner.liveness import alias_root, executes, nbytes, phase_of
-from tfplus.planner.recompute import Segment, Solution, recomputable, saved
+from tfplus.planner.recompute import Segment, Solution, recomputable, saved, stale
 
 MAX_NODES = 40          # positions the program takes; a longer forward is coarsened to this many
 TIME_LIMIT = 2.0        # seconds HiGHS may take per bound (its root node alone can take one on a busy machine)
@@ -84,13 +84,14 @@ class _Problem:
 
     def __init__(self, order, specs, feeds, fetches, keep, op_time):
         self.feeds, self.keep, self.in_step = feeds, keep, set(order)
+        self.late = stale(order, feeds)
         self.fwd = [op for op in order if phase_of(op) == "forward" and executes(op, feeds)]
         self.pos = {op: i for i, op in enumerate(self.fwd)}
         readers, aliased = saved(order, feeds)
         fetched = {alias_root(f, feeds) for f in fetches if isinstance(f, Tensor)}
         self.readers = readers
         self.droppable = {t: nbytes(specs[t]) for t in readers if t not in aliased and t not in fetched
-                          and t not in keep and t.op in self.pos and recomputable(t.op, feeds)}
+                          and t not in keep and t.op in self.pos and recomputable(t.op, feeds, self.late)}
         # Saved tensors kept anyway: free to keep as checkpoints, and leaves for the copies (not compact's: those
         # die at their pool).
         self.forced = {t for t in readers if t not in self.droppable}
@@ -117,7 +118,7 @@ class _Problem:
             drop_at[self.pos[t.op]] += b
         self.dropped_cum = np.concatenate([[0.0], np.cumsum(drop_at)])  # [p + 1]: dropped bytes made up to p
         self.dropped_bytes = float(self.dropped_cum[-1])
-        times = [op_time(op) if recomputable(op, feeds) else 0.0 for op in self.fwd]
+        times = [op_time(op) if recomputable(op, feeds, self.late) else 0.0 for op in self.fwd]
         self.time_cum = np.concatenate([[0.0], np.cumsum(times)])
         self.times = times
         self.positions = list(range(n - 1))  # after the last op nothing crosses: the end
@@ -130,7 +131,7 @@ class _Problem:
         """A buffer the copies read as it is: fed, a variable or constant, kept anyway, or made by an op that is
         never recomputed."""
         return self._base_leaf(r) or r.op not in self.pos or (r in self.forced and r not in self.keep) or \
-            not recomputable(r.op, self.feeds)
+            not recomputable(r.op, self.feeds, self.late)
 
     def _coarse(self) -> list[int]:
         """At most MAX_NODES positions: of the positions that split the droppable activations alike (the same

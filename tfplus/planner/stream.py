@@ -39,7 +39,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from tfplus.framework import Operation, Tensor, needed_ops
-from tfplus.planner.liveness import PlanError, phase_of
+from tfplus.planner.liveness import PlanError, alias_root, phase_of
 from tfplus.registry import has_tag, tagged
 
 
@@ -62,12 +62,17 @@ class Cut(NamedTuple):
 
 
 def after_updates(order: list[Operation], feeds: set[Tensor]) -> set[Operation]:
-    """The ops that change variables in place, and every op that must run after one of them."""
+    """The ops that change variables in place, and every op that must run after one of them: what reads their
+    outputs or waits for them, and what reads a variable that one of them updated earlier in `order` (the
+    executor's creation order, which every plan keeps: liveness.dependency_graph; a GAN's generator gradients made
+    after the discriminator's update read the updated weights)."""
     after: set[Operation] = set()
+    written: set[Tensor] = set()
     for op in order:
         if op.op_def.ref_inputs or any(t.op in after and t not in feeds for t in op.inputs) or \
-                any(c in after for c in op.control_inputs):
+                any(c in after for c in op.control_inputs) or any(alias_root(t, feeds) in written for t in op.inputs):
             after.add(op)
+        written.update(op.inputs[k] for k in op.op_def.ref_inputs)
     return after
 
 
