@@ -27,7 +27,9 @@ chooses, and prints its predicted cost and the op calls a step runs per op type 
 where a GPU's time goes, counted here. With `--gpu-graph`, of the step the GPU timings run instead (.gpu's
 steady-state script: momentum without Nesterov, no weight decay, train_op and the loss fetched), whose weight
 gradients go straight into the momentum slots under micro-batching (planner.batch.slot_folds; the trainer's default,
-Nesterov, keeps accumulators).
+Nesterov, keeps accumulators). With `--updates`, also per variable the run that merges its gradient and the later
+runs that read its weights: where none does, its update could run right after that run and free its accumulator
+(issue 34's lever (b), not built: BENCHMARKS.md, stop 47).
 
 `kept` counts the rows statistics passes keep whole for later runs (planner.crossbatch.kept), `folded` the
 gradients and fetches the passes compute, which the micro-batch run then does not.
@@ -124,6 +126,8 @@ def main(argv=None) -> None:
                     "(momentum without Nesterov, no weight decay, a constant rate: fetches train_op and loss) "
                     "instead of the trainer's default (Nesterov, weight decay, running sums)")
     ap.add_argument("--gpu-model", default="mobilenet", help="with --gpu-graph: the model (mobilenet or mentee)")
+    ap.add_argument("--updates", action="store_true", help="with --op-calls: per variable, the run that merges its "
+                    "gradient and the later runs that read its weights")
     args = ap.parse_args(argv)
     crossbatch.KEEP = not args.no_keep
     crossbatch.COUNTS = not args.no_counts
@@ -131,7 +135,7 @@ def main(argv=None) -> None:
         importlib.import_module("tfplus.planner.plan").KEPT_RESERVES = tuple(int(r) for r in args.reserves.split(","))
     if args.op_calls:
         for budget in args.op_calls.split(","):
-            _op_calls(budget, args.device, args.gpu_graph and args.gpu_model)
+            _op_calls(budget, args.device, args.gpu_graph and args.gpu_model, args.updates)
         return
     print(f"{'model':>10} {'k':>3} {'passes':>6} {'kept':>5} {'folded':>6} {'predicted':>10} {'measured':>10} "
           f"{'ms/step':>9} {'peak':>10} {'launches':>9} {'commands':>9} {'tapes':>6}  counts")
@@ -155,9 +159,9 @@ def main(argv=None) -> None:
                   f"{format_size(p.peak_bytes):>10} {n[0]:>9} {n[1]:>9} {n[2]:>6}  {_counts(p)}", flush=True)
 
 
-def _op_calls(budget: str, device: str, gpu_model: str | None = None) -> None:
+def _op_calls(budget: str, device: str, gpu_model: str | None = None, updates: bool = False) -> None:
     """The op calls per type of the MobileNet training step `tfplus plan` plans for `budget` (batch 128); with
-    `gpu_model`, of that model's step as the GPU timings run it (_gpu_step)."""
+    `gpu_model`, of that model's step as the GPU timings run it (_gpu_step); with `updates`, _updates too."""
     from tfplus.plan_cli import _TrainStep
     from tfplus.planner.liveness import executes
     from tfplus.units import parse_size
@@ -188,6 +192,41 @@ def _op_calls(budget: str, device: str, gpu_model: str | None = None) -> None:
     for name in sorted(calls, key=lambda n: -calls[n]):
         if "Conv" in name or "Norm" in name or "Depthwise" in name:
             print(f"    {name:40s} {calls[name]:6d}")
+    if updates:
+        _updates(p)
+
+
+def _updates(p: planner.MemoryPlan) -> None:
+    """Per variable of the update run's Apply ops (a _FusedApply's share): the run that merges its gradient (the
+    statistics pass or micro-batch run whose fetches hold its accumulator) and the later runs that read its weights.
+    None reads them after: its update could run right after that run, freeing the accumulator there; one does: it
+    must stay in the update run (the weights would change under that run)."""
+    from tfplus.ops.fused_ops import apply_groups, split_decay
+    a = len(p.statistics)
+    counts = p.run_microbatches or [p.microbatches] * (a + 1)
+    writer = {t: i for i, ph in enumerate(p.phases[:a + 1]) for t in ph.fetches
+              if isinstance(t, tf.Tensor) and t in p.accumulators and t not in (p.statistics + [[]])[i]}
+    reads = [{t.op for op in ph.order for t in op.inputs if t.op.type == "VariableV2"} for ph in p.phases]
+    early = late = 0
+    for op in p.phases[-1].order if len(p.phases) > a + 1 else ():
+        if op.type == "_FusedApply":
+            groups = apply_groups(op.attrs["op"], split_decay(list(op.inputs), op.attrs)[0])
+        elif op.type.startswith("Apply"):
+            groups = [list(op.inputs)]
+        else:
+            continue
+        for g in groups:
+            grads = [t for t in g if t in writer]
+            if not grads:
+                continue
+            w = max(writer[t] for t in grads)
+            later = [i for i in range(w + 1, a + 1) if g[0].op in reads[i]]
+            nbytes = sum(p.accumulators[t].size for t in grads)
+            early, late = (early + nbytes, late) if not later else (early, late + nbytes)
+            print(f"    {g[0].op.name:32s} gradient merged by run {w} ({p.phases[w].name}, {counts[w]} "
+                  f"micro-batches), {format_size(nbytes)}; its weights read after by runs "
+                  f"{','.join(map(str, later)) or 'none'}")
+    print(f"  accumulators whose update could follow their run: {format_size(early)}; read later: {format_size(late)}")
 
 
 def _gpu_step(model: str) -> tuple:
