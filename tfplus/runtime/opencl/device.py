@@ -81,6 +81,12 @@ def forked_message() -> str:
             f"{_forked_from['pid']} after it used an OpenCL device, and {FORK_REASON}; {FORK_FIX}")
 
 
+def refuse_if_forked() -> None:
+    """RuntimeError (forked_message) in a process forked after its parent used an OpenCL device."""
+    if _forked_from["pid"] is not None:
+        raise RuntimeError(forked_message())
+
+
 def _after_fork_in_child() -> None:
     if Device._all and _forked_from["pid"] is None:
         _forked_from["pid"] = os.getppid()
@@ -101,8 +107,7 @@ class Device:
     @classmethod
     def get(cls, cl_device) -> Device:
         key = cl_device.int_ptr
-        if _forked_from["pid"] is not None:
-            raise RuntimeError(forked_message())
+        refuse_if_forked()
         with cls._making:
             if key not in cls._all:
                 cls._all[key] = cls(cl_device)

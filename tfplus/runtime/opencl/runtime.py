@@ -14,7 +14,7 @@ import numpy as np
 from tfplus import debug
 from tfplus.runtime.base import Runtime
 from tfplus.runtime.opencl.build import CompileNotice
-from tfplus.runtime.opencl.device import FORK_REASON, Device, Kernel
+from tfplus.runtime.opencl.device import FORK_REASON, Device, Kernel, refuse_if_forked
 from tfplus.runtime.opencl.discovery import cl, cltypes, replay_enabled, select
 from tfplus.runtime.opencl.memory import Block, DeviceArray, home
 from tfplus.runtime.opencl.tape import Tape, flush_every, taping
@@ -48,6 +48,7 @@ class OpenCLRuntime(Runtime):
                                "for a CPU device)")
         import tfplus.kernels.opencl  # noqa: F401  registers the OpenCL kernels
         flush_every()  # a bad TFPLUS_OPENCL_FLUSH is refused when the device is made, not at a step's replay
+        refuse_if_forked()  # before select: NVIDIA's driver fails to list its devices in a forked child
         self.dev = Device.get(select(selector))
         self.queue = self.dev.queue
         self.info = self.dev.info
