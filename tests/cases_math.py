@@ -63,7 +63,7 @@ CASES = [
     Case("add_bcast_both", lambda x, y: x + y, inputs=[(3, 1, 5), (4, 1)], ref=np.add),
     Case("add_scalar_const", lambda x: 2.5 + x, inputs=[(3,)], ref=lambda x: 2.5 + x),
     # Add: what GraphDefs of TensorFlow before 1.15 hold (tf.add builds AddV2 now, as TF's does)
-    Case("add_v1_node", lambda x, y: apply_op("Add", [x, y]), inputs=[(2, 1), (1, 3)], ref=np.add, dtypes=ALL,
+    Case("add_v1_node", lambda x, y: apply_op("Add", [x, y]), inputs=[(2, 3), (2, 3)], ref=np.add, dtypes=ALL,
          grad=True),
     Case("add_v2", lambda x, y: math_ops.add_v2(x, y), inputs=[(2, 1), (1, 3)], ref=np.add),
     Case("add_v2_same_shape", lambda x, y: math_ops.add_v2(x, y), inputs=[(2, 3), (2, 3)], ref=np.add),
