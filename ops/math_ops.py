@@ -199,8 +199,9 @@ def divide(x, y, name=None) -> Tensor:
 
 def div(x, y, name=None) -> Tensor:
     """TF1's Python-2-style division: floor division for integers, real division for floats."""
-    x, y = _operands(x, y)
-    return floordiv(x, y, name) if x.dtype.is_integer else realdiv(x, y, name)
+    with name_scope(name, "div", [x, y]) as scope:
+        x, y = _operands(x, y)
+        return floordiv(x, y, scope) if x.dtype.is_integer else realdiv(x, y, scope)
 
 
 # -- FloorDiv / FloorMod -------------------------------------------------------------------------------------
@@ -211,10 +212,12 @@ not_differentiable("FloorDiv")
 
 def floordiv(x, y, name=None) -> Tensor:
     """floor(x / y), for integers and floats."""
+    return _binary("FloorDiv", x, y, name, "floordiv")
+
+
+def floor_div(x, y, name=None) -> Tensor:
+    """floordiv as TF's generated op: the node is named 'FloorDiv', not 'floordiv'."""
     return _binary("FloorDiv", x, y, name)
-
-
-floor_div = floordiv
 
 register_op("FloorMod", inputs=("x", "y"), outputs=("z",), attrs={"T": "type"},
             shape_fn=_binary_shape(_NUMERIC), flops=_flops.per_output)
@@ -935,10 +938,11 @@ def reduce_all(input_tensor, axis=None, keepdims=None, name=None, reduction_indi
 def count_nonzero(input_tensor, axis=None, keepdims=None, dtype=_dt.int64, name=None, reduction_indices=None,
                   keep_dims=None) -> Tensor:
     """The number of nonzero (or True) elements over `axis`, as int64 by default."""
-    x = convert_to_tensor(input_tensor)
-    nonzero = not_equal(x, np.zeros((), x.dtype.np))
-    return cast(reduce_sum(cast(nonzero, _dt.int64), axis, keepdims, reduction_indices=reduction_indices,
-                           keep_dims=keep_dims), dtype, name=name)
+    with name_scope(name, "count_nonzero", [input_tensor]):
+        x = convert_to_tensor(input_tensor)
+        nonzero = not_equal(x, array_ops.constant(np.zeros((), x.dtype.np), name="zeros"))
+        return cast(reduce_sum(cast(nonzero, _dt.int64), axis, keepdims, reduction_indices=reduction_indices,
+                               keep_dims=keep_dims), dtype)
 
 
 # -- ArgMax / ArgMin -----------------------------------------------------------------------------------------
@@ -964,9 +968,10 @@ not_differentiable("ArgMax", "ArgMin")
 
 def _arg(op_type, input, axis, name, dimension, output_type) -> Tensor:
     axis = dimension if axis is None else axis
-    axis = _index_tensor(0 if axis is None else axis)
-    return apply_op(op_type, [convert_to_tensor(input), axis],
-                    {"Tidx": axis.dtype, "output_type": _dt.as_dtype(output_type)}, name)
+    with name_scope(name, op_type, [input]) as scope:
+        axis = _index_tensor(0 if axis is None else axis, name="dimension")
+        return apply_op(op_type, [convert_to_tensor(input), axis],
+                        {"Tidx": axis.dtype, "output_type": _dt.as_dtype(output_type)}, scope)
 
 
 def argmax(input, axis=None, name=None, dimension=None, output_type=_dt.int64) -> Tensor:
@@ -1001,9 +1006,10 @@ def _cumsum_grad(op, grad):
 
 def cumsum(x, axis=0, exclusive=False, reverse=False, name=None) -> Tensor:
     """Running sum along `axis`: `tf.cumsum([a, b, c])` -> [a, a + b, a + b + c]."""
-    axis = _index_tensor(axis)
-    return apply_op("Cumsum", [convert_to_tensor(x), axis],
-                    {"exclusive": bool(exclusive), "reverse": bool(reverse), "Tidx": axis.dtype}, name)
+    with name_scope(name, "Cumsum", [x]) as scope:
+        axis = _index_tensor(axis, name="axis")
+        return apply_op("Cumsum", [convert_to_tensor(x), axis],
+                        {"exclusive": bool(exclusive), "reverse": bool(reverse), "Tidx": axis.dtype}, scope)
 
 
 # -- Prod ----------------------------------------------------------------------------------------------------
@@ -1119,8 +1125,9 @@ def _top_k_grad(op, grad, _indices_grad):
 def top_k(input, k=1, sorted=True, name=None) -> tuple:
     """`values, indices = tf.nn.top_k(x, 2)`: the k largest entries of the last axis (ties: lower index
     first), and their indices (int32)."""
-    k = _index_tensor(k)
-    return apply_op("TopKV2", [convert_to_tensor(input), k], {"sorted": bool(sorted)}, name)
+    with name_scope(name, "TopKV2", [input]) as scope:
+        k = _index_tensor(k, name="k")
+        return apply_op("TopKV2", [convert_to_tensor(input), k], {"sorted": bool(sorted)}, scope)
 
 
 # -- DivNoNan ------------------------------------------------------------------------------------------------
@@ -1138,7 +1145,7 @@ def _div_no_nan_grad(op, grad):
 
 def div_no_nan(x, y, name=None) -> Tensor:
     """x / y, and 0 where y is 0 (TF's clip_by_global_norm and metrics emit it)."""
-    return _binary("DivNoNan", x, y, name)
+    return _binary("DivNoNan", x, y, name, "div_no_nan")
 
 
 # -- SelectV2 (tf.where_v2: the three operands broadcast) ----------------------------------------------------

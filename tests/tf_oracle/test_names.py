@@ -51,6 +51,39 @@ CASES = {
 }
 
 
+# TF1"s public functions (tools/tf1_api.txt, tf.* / tf.math.* / tf.nn.*) that build ops from one float [2, 3]
+# tensor x, two (x, y), or a list [x, y], which TensorFlow and tfplus both implement: listed by probing every
+# such name of the inventory with those arguments in both. Those whose graphs differ in structure (tfplus builds
+# another composition: tf.norm, tf.nn.selu, tf.math.is_nan, ...) are not listed; they are
+# tfplus's own compositions, whose names follow TF's scopes but not its node-by-node structure.
+API_CALLS = {
+    "x": (
+        "abs", "argmax", "argmin", "ceil", "cos", "count_nonzero", "cumsum", "erf", "exp", "floor", "identity",
+        "log", "log1p", "log_sigmoid", "negative", "reciprocal", "reduce_max", "reduce_mean", "reduce_min",
+        "reduce_prod", "reduce_sum", "round", "rsqrt", "sigmoid", "sign", "sin", "sqrt", "square", "squeeze",
+        "tanh", "to_double", "to_int32", "to_int64", "transpose", "unstack", "where", "where_v2", "nn.elu",
+        "nn.l2_loss", "nn.leaky_relu", "nn.log_softmax", "nn.relu", "nn.relu6", "nn.sigmoid", "nn.softmax",
+        "nn.softplus", "nn.tanh", "nn.top_k", "math.abs", "math.argmax", "math.argmin", "math.ceil", "math.cos",
+        "math.count_nonzero", "math.cumsum", "math.erf", "math.exp", "math.floor", "math.log", "math.log1p",
+        "math.log_sigmoid", "math.log_softmax", "math.negative", "math.reciprocal", "math.reduce_max",
+        "math.reduce_mean", "math.reduce_min", "math.reduce_prod", "math.reduce_sum", "math.round", "math.rsqrt",
+        "math.sigmoid", "math.sign", "math.sin", "math.softmax", "math.softplus", "math.sqrt", "math.square",
+        "math.tanh"
+    ),
+    "xy": (
+        "add", "div", "div_no_nan", "divide", "equal", "floor_div", "floordiv", "floormod", "greater",
+        "greater_equal", "less", "less_equal", "maximum", "minimum", "mod", "multiply", "not_equal", "pow",
+        "realdiv", "squared_difference", "subtract", "truediv", "nn.log_poisson_loss", "math.add", "math.divide",
+        "math.divide_no_nan", "math.equal", "math.floordiv", "math.floormod", "math.greater", "math.greater_equal",
+        "math.less", "math.less_equal", "math.maximum", "math.minimum", "math.mod", "math.multiply",
+        "math.not_equal", "math.pow", "math.squared_difference", "math.subtract", "math.truediv"
+    ),
+    "list": (
+        "add_n", "identity_n", "shape_n", "math.add_n"
+    ),
+}
+
+
 def _scoped(t, x):
     with t.name_scope("layer"):
         return x * 2.0 + 1.0
@@ -67,3 +100,18 @@ def _nodes(t, fn) -> list:
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_default_names_match_tensorflow(tf1, case):
     assert _nodes(tf, CASES[case]) == _nodes(tf1, CASES[case])
+
+
+def _call(name: str, pattern: str):
+    def fn(t, x, i, b, m):
+        f = t
+        for part in name.split("."):
+            f = getattr(f, part)
+        y = t.placeholder(t.float32, [2, 3], name="y")
+        return f(*{"x": (x,), "xy": (x, y), "list": ([x, y],)}[pattern])
+    return fn
+
+
+@pytest.mark.parametrize("name,pattern", [(n, p) for p, names in API_CALLS.items() for n in names])
+def test_api_functions_name_nodes_as_tensorflow(tf1, name, pattern):
+    assert _nodes(tf, _call(name, pattern)) == _nodes(tf1, _call(name, pattern))
