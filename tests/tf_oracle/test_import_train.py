@@ -90,3 +90,25 @@ def test_tfplus_training_graph_trains_in_tensorflow(tf1, tmp_path):
 def test_tensorflow_dynamic_rnn_training_graph_trains_in_tfplus(tf1, tmp_path):
     path = _save(tf1, str(tmp_path), rnn=True)  # the import raises, naming the node and its op type
     _compare(_train(tf, path), _train(tf1, path))
+
+
+def test_graph_def_keeps_the_reads_of_a_weight_before_its_update():
+    """TensorFlow runs a GraphDef's nodes in any order its edges allow, and its `w/read` aliases the variable: so
+    the update of the second layer's weight waits, by a control input, for the backward MatMul reading it
+    (tfplus's planner keeps that order without the edge); a round trip keeps the edges, adding none."""
+    with tf.Graph().as_default() as g:
+        x = tf.placeholder(tf.float32, [None, 3], name="x")
+        w1 = tf.Variable(np.ones((3, 4), np.float32), name="w1")
+        w2 = tf.Variable(np.ones((4, 2), np.float32), name="w2")
+        loss = tf.reduce_sum(tf.matmul(tf.nn.relu(tf.matmul(x, w1)), w2))
+        tf.train.GradientDescentOptimizer(0.1).minimize(loss, name="train")
+    graph_def = g.as_graph_def()
+    nodes = {n.name: n for n in graph_def.node}
+    update = next(n for n in graph_def.node if n.op == "ApplyGradientDescent" and n.input[0] == "w2")
+    backward = next(n.name for n in graph_def.node if n.op == "MatMul" and "w2/read" in n.input and
+                    n.name.startswith("gradients/"))
+    assert "^" + backward in update.input
+    assert not any(i.startswith("^") for i in nodes["w2/Assign"].input), "an initializer waits for no read"
+    with tf.Graph().as_default() as again:
+        tf.import_graph_def(graph_def, name="")
+    assert again.as_graph_def() == graph_def
