@@ -332,8 +332,9 @@ def _reshape_grad(op, grad):
 def reshape(tensor, shape, name=None) -> Tensor:
     """`tf.reshape(x, [-1, 784])`: same values, new shape (one dim may be -1). Shares x's buffer."""
     listed = shape if isinstance(shape, (list, tuple)) else None
-    tensor, shape = convert_to_tensor(tensor), _index_tensor(shape)
-    out = apply_op("Reshape", [tensor, shape], {"Tshape": shape.dtype}, name)
+    with name_scope(name, "Reshape", [tensor]) as scope:
+        tensor, shape = convert_to_tensor(tensor), _index_tensor(shape, name="shape")
+        out = apply_op("Reshape", [tensor, shape], {"Tshape": shape.dtype}, scope)
     if listed is not None and out.shape.ndims == len(listed):
         # A list holding Tensors (tf.reshape(x, [tf.shape(x)[0], 3])) is packed: its known entries are still
         # static dimensions, as TF's constant_value_as_shape finds them.
@@ -378,15 +379,16 @@ def _transpose_grad(op, grad):
 
 def transpose(a, perm=None, name="transpose", conjugate=False) -> Tensor:
     """`tf.transpose(x, [0, 2, 1])`; perm=None reverses the dimensions."""
-    a = convert_to_tensor(a)
-    if perm is None:
-        if a._shape is not None:
-            perm = list(builtins.range(len(a._shape) - 1, -1, -1))
-        else:
-            from tfplus.ops import math_ops
-            perm = math_ops.range(rank(a) - 1, -1, -1)
-    perm = _index_tensor(perm)
-    return apply_op("Transpose", [a, perm], {"Tperm": perm.dtype}, name)
+    with name_scope(name, "transpose", [a]) as scope:
+        a = convert_to_tensor(a)
+        if perm is None:
+            if a._shape is not None:
+                perm = list(builtins.range(len(a._shape) - 1, -1, -1))
+            else:
+                from tfplus.ops import math_ops
+                perm = math_ops.range(rank(a) - 1, -1, -1)
+        perm = _index_tensor(perm, name="perm")
+        return apply_op("Transpose", [a, perm], {"Tperm": perm.dtype}, scope)
 
 
 # -- InvertPermutation ---------------------------------------------------------------------------------------
@@ -468,8 +470,9 @@ def concat(values, axis, name="concat") -> Tensor:
     values = list(values)
     if len(values) == 1:  # as TF does: no node for a one-element concat
         return identity(values[0], name=name)
-    axis = _index_tensor(axis)
-    return apply_op("ConcatV2", [values, axis], {"Tidx": axis.dtype}, name)
+    with name_scope(name, "concat", values) as scope:
+        axis = _index_tensor(axis, name="axis")
+        return apply_op("ConcatV2", [values, axis], {"Tidx": axis.dtype}, scope)
 
 
 # -- ConcatOffset (ConcatV2's gradient when shapes are only known at run time) -------------------------------
@@ -954,7 +957,10 @@ def _slice_helper(tensor, key):
             k = _slice_index(k)
             begin.append(k), end.append(k + 1), strides.append(1)
             masks["shrink_axis_mask"] |= bit
-    return strided_slice(tensor, begin, end, strides, name="strided_slice", **masks)
+    with name_scope(None, "strided_slice", [tensor]) as scope:  # TF's names: 'strided_slice/stack', ..._1, _2
+        begin = _index_tensor(begin, name="stack")
+        end, strides = (_index_tensor(v, begin.dtype, name="stack") for v in (end, strides))
+        return strided_slice(tensor, begin, end, strides, name=scope, **masks)
 
 
 Tensor._override_operator("__getitem__", _slice_helper)  # `x[1:, None]`, as TensorFlow's array_ops installs it

@@ -9,7 +9,7 @@ import numpy as np
 
 from tfplus import dtypes as _dt
 from tfplus import flops as _flops
-from tfplus.framework import Tensor, apply_op, constant_value, convert_to_tensor
+from tfplus.framework import Tensor, apply_op, constant_value, convert_to_tensor, name_scope
 from tfplus.ops import array_ops
 from tfplus.ops.array_ops import _index_tensor, _shape_of, reshape
 from tfplus.registry import not_differentiable, register_gradient, register_op
@@ -39,8 +39,9 @@ def _is_tensor(v) -> bool:
     return isinstance(v, Tensor) or hasattr(v, "_as_tensor")
 
 
-def _like(value, dtype) -> Tensor:
-    """A Python/NumPy operand as a tensor of `dtype`; refuses to drop a fraction (TF raises too)."""
+def _like(value, dtype, name: str) -> Tensor:
+    """A Python/NumPy operand as a tensor of `dtype` (the Const `name`); refuses to drop a fraction (TF raises
+    too)."""
     if _is_tensor(value):
         return convert_to_tensor(value)
     arr = np.asarray(value)
@@ -48,24 +49,27 @@ def _like(value, dtype) -> Tensor:
     if arr.dtype.kind == "f" and not exact:
         raise TypeError(f"cannot convert {value!r} to a {dtype.name} tensor without losing its fraction; "
                         "use tf.cast on the other operand")
-    return convert_to_tensor(value, dtype=dtype)
+    return convert_to_tensor(value, dtype=dtype, name=name)
 
 
 def _operands(x, y) -> tuple[Tensor, Tensor]:
-    """Two operands as tensors; a non-tensor takes the other's dtype (`x * 2`, `1.0 - x`)."""
+    """Two operands as tensors; a non-tensor takes the other's dtype (`x * 2`, `1.0 - x`). Made inside the op's
+    name scope, a converted operand is TF's Const 'sub/y' (or 'sub/x' for `1.0 - x`)."""
     if _is_tensor(x):
         x = convert_to_tensor(x)
-        return x, _like(y, x.dtype)
+        return x, _like(y, x.dtype, "y")
     if _is_tensor(y):
         y = convert_to_tensor(y)
-        return _like(x, y.dtype), y
-    x = convert_to_tensor(x)
-    return x, _like(y, x.dtype)
+        return _like(x, y.dtype, "x"), y
+    x = convert_to_tensor(x, name="x")
+    return x, _like(y, x.dtype, "y")
 
 
-def _binary(op_type: str, x, y, name) -> Tensor:
-    x, y = _operands(x, y)
-    return apply_op(op_type, [x, y], name=name)
+def _binary(op_type: str, x, y, name, default: str | None = None) -> Tensor:
+    """The node `name` (else `default`, else the op type, made unique as TF does) of x op y."""
+    with name_scope(name, default or op_type, [x, y]) as scope:
+        x, y = _operands(x, y)
+        return apply_op(op_type, [x, y], name=scope)
 
 
 def _reduce_to(grad: Tensor, shape) -> Tensor:
@@ -117,8 +121,8 @@ def _add_grad(op, grad):
 
 
 def add(x, y, name=None) -> Tensor:
-    """x + y, broadcasting: `tf.add(x, 1.0)`."""
-    return _binary("Add", x, y, name)
+    """x + y, broadcasting: `tf.add(x, 1.0)`. An AddV2 node named 'Add', as TF1 (1.15 and later) builds."""
+    return _binary("AddV2", x, y, name, "Add")
 
 
 def add_v2(x, y, name=None) -> Tensor:
@@ -180,11 +184,12 @@ def realdiv(x, y, name=None) -> Tensor:
 
 def truediv(x, y, name=None) -> Tensor:
     """x / y; integers are first cast to float (int8/16, uint8 -> float32; int32/64 -> float64), as in TF."""
-    x, y = _operands(x, y)
-    if x.dtype.is_integer:
-        to = _dt.float32 if x.dtype.size <= 2 else _dt.float64
-        x, y = cast(x, to), cast(y, to)
-    return realdiv(x, y, name)
+    with name_scope(name, "truediv", [x, y]) as scope:
+        x, y = _operands(x, y)
+        if x.dtype.is_integer:
+            to = _dt.float32 if x.dtype.size <= 2 else _dt.float64
+            x, y = cast(x, to), cast(y, to)
+        return realdiv(x, y, scope)
 
 
 def divide(x, y, name=None) -> Tensor:
@@ -194,8 +199,9 @@ def divide(x, y, name=None) -> Tensor:
 
 def div(x, y, name=None) -> Tensor:
     """TF1's Python-2-style division: floor division for integers, real division for floats."""
-    x, y = _operands(x, y)
-    return floordiv(x, y, name) if x.dtype.is_integer else realdiv(x, y, name)
+    with name_scope(name, "div", [x, y]) as scope:
+        x, y = _operands(x, y)
+        return floordiv(x, y, scope) if x.dtype.is_integer else realdiv(x, y, scope)
 
 
 # -- FloorDiv / FloorMod -------------------------------------------------------------------------------------
@@ -206,10 +212,12 @@ not_differentiable("FloorDiv")
 
 def floordiv(x, y, name=None) -> Tensor:
     """floor(x / y), for integers and floats."""
+    return _binary("FloorDiv", x, y, name, "floordiv")
+
+
+def floor_div(x, y, name=None) -> Tensor:
+    """floordiv as TF's generated op: the node is named 'FloorDiv', not 'floordiv'."""
     return _binary("FloorDiv", x, y, name)
-
-
-floor_div = floordiv
 
 register_op("FloorMod", inputs=("x", "y"), outputs=("z",), attrs={"T": "type"},
             shape_fn=_binary_shape(_NUMERIC), flops=_flops.per_output)
@@ -285,8 +293,9 @@ def minimum(x, y, name=None) -> Tensor:
 
 
 def clip_by_value(t, clip_value_min, clip_value_max, name=None) -> Tensor:
-    """min(max(t, lo), hi); the gradient flows where t is inside [lo, hi]."""
-    return minimum(maximum(t, clip_value_min), clip_value_max, name=name)
+    """max(min(t, hi), lo); the gradient flows where t is inside [lo, hi]."""
+    with name_scope(name, "clip_by_value", [t]) as scope:  # TF's order: the maximum's node is the result
+        return maximum(minimum(t, clip_value_max), clip_value_min, name=scope)
 
 
 # -- SquaredDifference ---------------------------------------------------------------------------------------
@@ -883,10 +892,11 @@ def _reduce(op_type, input_tensor, axis, keepdims, name, reduction_indices=None,
     axis = reduction_indices if axis is None else axis
     keepdims = keep_dims if keepdims is None else keepdims
     if axis is None:  # all axes
-        axis = list(builtins.range(len(x._shape))) if x._shape is not None else \
+        axis = array_ops.constant(list(builtins.range(len(x._shape))), _dt.int32) if x._shape is not None else \
             range(0, array_ops.rank(x))
-    axis = _index_tensor(axis)
-    return apply_op(op_type, [x, axis], {"keep_dims": bool(keepdims), "Tidx": axis.dtype}, name)
+    with name_scope(name, op_type, [x]) as scope:  # TF's names: 'Mean/reduction_indices'; all axes: 'Const'
+        axis = _index_tensor(axis, name="reduction_indices")
+        return apply_op(op_type, [x, axis], {"keep_dims": bool(keepdims), "Tidx": axis.dtype}, scope)
 
 
 def reduce_sum(input_tensor, axis=None, keepdims=None, name=None, reduction_indices=None,
@@ -928,10 +938,11 @@ def reduce_all(input_tensor, axis=None, keepdims=None, name=None, reduction_indi
 def count_nonzero(input_tensor, axis=None, keepdims=None, dtype=_dt.int64, name=None, reduction_indices=None,
                   keep_dims=None) -> Tensor:
     """The number of nonzero (or True) elements over `axis`, as int64 by default."""
-    x = convert_to_tensor(input_tensor)
-    nonzero = not_equal(x, np.zeros((), x.dtype.np))
-    return cast(reduce_sum(cast(nonzero, _dt.int64), axis, keepdims, reduction_indices=reduction_indices,
-                           keep_dims=keep_dims), dtype, name=name)
+    with name_scope(name, "count_nonzero", [input_tensor]):
+        x = convert_to_tensor(input_tensor)
+        nonzero = not_equal(x, array_ops.constant(np.zeros((), x.dtype.np), name="zeros"))
+        return cast(reduce_sum(cast(nonzero, _dt.int64), axis, keepdims, reduction_indices=reduction_indices,
+                               keep_dims=keep_dims), dtype)
 
 
 # -- ArgMax / ArgMin -----------------------------------------------------------------------------------------
@@ -957,9 +968,10 @@ not_differentiable("ArgMax", "ArgMin")
 
 def _arg(op_type, input, axis, name, dimension, output_type) -> Tensor:
     axis = dimension if axis is None else axis
-    axis = _index_tensor(0 if axis is None else axis)
-    return apply_op(op_type, [convert_to_tensor(input), axis],
-                    {"Tidx": axis.dtype, "output_type": _dt.as_dtype(output_type)}, name)
+    with name_scope(name, op_type, [input]) as scope:
+        axis = _index_tensor(0 if axis is None else axis, name="dimension")
+        return apply_op(op_type, [convert_to_tensor(input), axis],
+                        {"Tidx": axis.dtype, "output_type": _dt.as_dtype(output_type)}, scope)
 
 
 def argmax(input, axis=None, name=None, dimension=None, output_type=_dt.int64) -> Tensor:
@@ -994,9 +1006,10 @@ def _cumsum_grad(op, grad):
 
 def cumsum(x, axis=0, exclusive=False, reverse=False, name=None) -> Tensor:
     """Running sum along `axis`: `tf.cumsum([a, b, c])` -> [a, a + b, a + b + c]."""
-    axis = _index_tensor(axis)
-    return apply_op("Cumsum", [convert_to_tensor(x), axis],
-                    {"exclusive": bool(exclusive), "reverse": bool(reverse), "Tidx": axis.dtype}, name)
+    with name_scope(name, "Cumsum", [x]) as scope:
+        axis = _index_tensor(axis, name="axis")
+        return apply_op("Cumsum", [convert_to_tensor(x), axis],
+                        {"exclusive": bool(exclusive), "reverse": bool(reverse), "Tidx": axis.dtype}, scope)
 
 
 # -- Prod ----------------------------------------------------------------------------------------------------
@@ -1112,8 +1125,9 @@ def _top_k_grad(op, grad, _indices_grad):
 def top_k(input, k=1, sorted=True, name=None) -> tuple:
     """`values, indices = tf.nn.top_k(x, 2)`: the k largest entries of the last axis (ties: lower index
     first), and their indices (int32)."""
-    k = _index_tensor(k)
-    return apply_op("TopKV2", [convert_to_tensor(input), k], {"sorted": bool(sorted)}, name)
+    with name_scope(name, "TopKV2", [input]) as scope:
+        k = _index_tensor(k, name="k")
+        return apply_op("TopKV2", [convert_to_tensor(input), k], {"sorted": bool(sorted)}, scope)
 
 
 # -- DivNoNan ------------------------------------------------------------------------------------------------
@@ -1131,7 +1145,7 @@ def _div_no_nan_grad(op, grad):
 
 def div_no_nan(x, y, name=None) -> Tensor:
     """x / y, and 0 where y is 0 (TF's clip_by_global_norm and metrics emit it)."""
-    return _binary("DivNoNan", x, y, name)
+    return _binary("DivNoNan", x, y, name, "div_no_nan")
 
 
 # -- SelectV2 (tf.where_v2: the three operands broadcast) ----------------------------------------------------
@@ -1203,19 +1217,24 @@ def _fused_grad(op_type: str, y, dy, name=None) -> Tensor:
 
 # -- Tensor operators ------------------------------------------------------------------------------------------
 # `a + b`, `2 * t`, `x < y`, `-t` build these ops: installed on Tensor here, as TensorFlow's math_ops does, so the
-# graph core needs no op module. The reflected form (`__radd__`) gets the tensor second.
-def _binary_operator(fn, reflected: bool = False):
-    if reflected:
-        return lambda self, other: fn(other, self)
-    return lambda self, other: fn(self, other)
+# graph core needs no op module. The reflected form (`__radd__`) gets the tensor second. As in TF, an arithmetic
+# operator's node is named after the operator ('add', 'sub', 'truediv', 'matmul', ...; its Python operand the
+# Const 'add/y', or 'sub/x' for `1.0 - t`); comparisons, `-t`, `abs(t)` and `~t` keep their op's name ('Less').
+def _binary_operator(fn, scope: str, reflected: bool = False):
+    def operator(self, other):
+        x, y = (other, self) if reflected else (self, other)
+        with name_scope(None, scope, [self]) as name:
+            x, y = _operands(x, y)
+            return fn(x, y, name=name)
+    return operator
 
 
-for _name, _fn in {"add": add, "sub": subtract, "mul": multiply, "truediv": divide, "matmul": matmul, "pow": pow,
+for _name, _fn in {"add": add_v2, "sub": subtract, "mul": multiply, "truediv": divide, "matmul": matmul, "pow": pow,
                    "floordiv": floordiv, "mod": floormod, "and": logical_and, "or": logical_or,
                    "xor": logical_xor}.items():
-    Tensor._override_operator(f"__{_name}__", _binary_operator(_fn))
-    Tensor._override_operator(f"__r{_name}__", _binary_operator(_fn, reflected=True))
+    Tensor._override_operator(f"__{_name}__", _binary_operator(_fn, _name))
+    Tensor._override_operator(f"__r{_name}__", _binary_operator(_fn, _name, reflected=True))
 for _name, _fn in {"lt": less, "le": less_equal, "gt": greater, "ge": greater_equal}.items():
-    Tensor._override_operator(f"__{_name}__", _binary_operator(_fn))
+    Tensor._override_operator(f"__{_name}__", lambda self, other, fn=_fn: fn(self, other))
 for _name, _fn in {"neg": negative, "abs": abs, "invert": logical_not}.items():
     Tensor._override_operator(f"__{_name}__", lambda self, fn=_fn: fn(self))

@@ -6,6 +6,7 @@ from optable import Case
 from scipy import special
 
 import tfplus as tf
+from tfplus.framework import apply_op
 from tfplus.ops import math_ops
 
 FLOAT = ("float32", "float64")
@@ -61,6 +62,9 @@ CASES = [
     Case("add_bcast_row", lambda x, y: x + y, inputs=[(3, 4), (4,)], ref=np.add),
     Case("add_bcast_both", lambda x, y: x + y, inputs=[(3, 1, 5), (4, 1)], ref=np.add),
     Case("add_scalar_const", lambda x: 2.5 + x, inputs=[(3,)], ref=lambda x: 2.5 + x),
+    # Add: what GraphDefs of TensorFlow before 1.15 hold (tf.add builds AddV2 now, as TF's does)
+    Case("add_v1_node", lambda x, y: apply_op("Add", [x, y]), inputs=[(2, 3), (2, 3)], ref=np.add, dtypes=ALL,
+         grad=True),
     Case("add_v2", lambda x, y: math_ops.add_v2(x, y), inputs=[(2, 1), (1, 3)], ref=np.add),
     Case("add_v2_same_shape", lambda x, y: math_ops.add_v2(x, y), inputs=[(2, 3), (2, 3)], ref=np.add),
     Case("add_dynamic", lambda x, y: x + y, inputs=[(2, 3), (3,)], ref=np.add, static_shapes=False),

@@ -718,17 +718,21 @@ def apply_op(op_type: str, inputs=(), attrs: dict | None = None, name: str | Non
     default = get_default_graph()
     if graph is not default and graph in getattr(default, "outer_graphs", ()):
         graph = default  # building a control-flow sub-graph: outer tensors are captured into it
-    with graph.as_default():
+    # As TF's op_def_library: the node's name is a scope, so a value converted for input `y` is the Const
+    # '<node>/y' ('sub/y', 'Reshape/shape'), and a list input's values are '<node>/values_0', ...
+    with graph.as_default(), graph.name_scope(name or op_type) as scope:
         tensors = []
-        for v, many in zip(inputs, variadic):
+        args = [arg.rstrip("*") for arg in op_def.inputs] + [f"input_{i}" for i in range(len(inputs))]
+        for v, many, arg in zip(inputs, variadic, args):
             if many:
                 attrs.setdefault("N", len(v))
-                tensors.extend(convert_to_tensor(x, dtype=_hint_for(x, hint)) for x in v)
+                tensors.extend(convert_to_tensor(x, dtype=_hint_for(x, hint), name=f"{arg}_{i}")
+                               for i, x in enumerate(v))
             else:
-                tensors.append(convert_to_tensor(v, dtype=_hint_for(v, hint)))
+                tensors.append(convert_to_tensor(v, dtype=_hint_for(v, hint), name=arg))
         if "T" in op_def.attrs and "T" not in attrs and tensors:
             attrs["T"] = tensors[0].dtype
-        op = graph.create_op(op_type, tensors, attrs, name)
+        op = graph.create_op(op_type, tensors, attrs, scope)
     if not op.outputs:
         return op
     return op.outputs[0] if len(op.outputs) == 1 else tuple(op.outputs)

@@ -276,8 +276,12 @@ def as_graph_def(graph, add_shapes: bool = False) -> graph_pb2.GraphDef:
     """
     gd = graph_pb2.GraphDef(versions=graph_pb2.VersionDef(producer=PRODUCER, min_consumer=0))
     library = _Library()
+    reads_first = _reads_before_updates(graph.get_operations())
     for op in graph.get_operations():
         nodes = _node_defs(op, library, _input_name, "")
+        if op in reads_first:
+            node = next(node for node in nodes if node.name == op.name)
+            node.input.extend("^" + r.name for r in reads_first[op])
         if add_shapes and op.outputs:
             node = next(node for node in nodes if node.name == op.name)
             node.attr["_output_shapes"].CopyFrom(attr_to_proto("list(shape)", _gd_output_shapes(op)))
@@ -285,3 +289,64 @@ def as_graph_def(graph, add_shapes: bool = False) -> graph_pb2.GraphDef:
     if library.functions:
         gd.library.function.extend(library.functions)
     return gd
+
+
+# NOTE (reads before updates): tfplus runs every read of a variable that a step needs before the step's in-place
+# update of it (the planner adds those edges), so its optimizers need no gates. TensorFlow keeps only the edges a
+# GraphDef has, and its ref variables' `read` aliases the buffer: without TF's gate_gradients tuples, its executor
+# may apply a weight's gradient before the backward pass has read the old weight (a 5% different gradient in
+# test_import_train). So a GraphDef states those edges: an update waits, by control inputs, for the reads of its
+# variable that run with it (those its consumers, the train op, need) and do not depend on it.
+def _reads_before_updates(ops: list) -> dict:
+    """Writer op -> the reads of its variable that must run before it, for the ops that update a variable."""
+    succ: dict = {}
+    for op in ops:
+        for p in _preds(op):
+            succ.setdefault(p, []).append(op)
+    added: dict = {}
+    groups: dict = {}  # the ancestors of a set of consumers (a train op's updates share theirs)
+    for w in ops:
+        refs = [w.inputs[k] for k in w.op_def.ref_inputs]
+        consumers = tuple(sorted(set(succ.get(w, ())), key=lambda op: op._id))
+        if not refs or not consumers:
+            continue
+        after, before = _walk([w], lambda op: succ.get(op, ())), set(_preds(w))
+        reads = [r for r in _variable_readers(refs[0]) if r is not w and r not in after and r not in before]
+        if not reads:
+            continue
+        if consumers not in groups:
+            groups[consumers] = _walk(consumers, lambda op: _preds(op) + added.get(op, []))
+        reads = sorted((r for r in reads if r in groups[consumers]), key=lambda op: op._id)
+        for r in reads:
+            added.setdefault(w, []).append(r)
+            succ.setdefault(r, []).append(w)
+    return added
+
+
+def _preds(op) -> list:
+    return [t.op for t in op.inputs] + list(op.control_inputs)
+
+
+def _walk(starts, edges) -> set:
+    """What `edges` reach from `starts`, not counting the starts themselves unless reached."""
+    out, stack = set(), list(starts)
+    while stack:
+        for n in edges(stack.pop()):
+            if n not in out:
+                out.add(n)
+                stack.append(n)
+    return out
+
+
+def _variable_readers(var) -> set:
+    """Ops that read a variable's buffer, directly or through outputs that alias it (its `read` Identity);
+    not the ops that update it."""
+    out, stack = set(), [var]
+    while stack:
+        x = stack.pop()
+        for c in x.consumers():
+            if any(c.inputs[k] is x for k in c.op_def.ref_inputs):
+                continue
+            out.add(c)
+            stack.extend(c.outputs[k] for k, i in c.op_def.aliases.items() if c.inputs[i] is x)
+    return out

@@ -118,8 +118,8 @@ def l2_normalize(x, axis=None, epsilon=1e-12, name=None, dim=None) -> Tensor:
 def log_sigmoid(x, name=None) -> Tensor:
     """log(sigmoid(x)) = -softplus(-x), which neither overflows nor underflows."""
     from tfplus.ops.nn_ops import softplus
-    with name_scope(name, "LogSigmoid"):
-        return math_ops.negative(softplus(math_ops.negative(convert_to_tensor(x))))
+    with name_scope(name, "LogSigmoid") as scope:
+        return math_ops.negative(softplus(math_ops.negative(convert_to_tensor(x))), name=scope)
 
 
 def softsign(features, name=None) -> Tensor:

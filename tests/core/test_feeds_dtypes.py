@@ -99,6 +99,6 @@ def test_dtype_mismatch_names_the_op_and_the_likely_cause():
                                             r"is float32 because variable 'w' was created float32.*tf.cast"):
             tf.matmul(x, w, name="logits")
         c = tf.constant(np.ones((2, 3)), name="c")
-        with pytest.raises(TypeError, match=r"Add 'bias': .*'c:0' is float64 because it is a constant "
+        with pytest.raises(TypeError, match=r"AddV2 'bias': .*'c:0' is float64 because it is a constant "
                                             r"made from a float64 value \(NumPy arrays keep their dtype"):
             tf.add(w, c, name="bias")

@@ -189,7 +189,7 @@ def test_rows_of_the_batch_that_are_no_sparse_gradient_are_refused():
         w = tf.Variable(np.ones((3, 1), np.float32), name="w")
         loss = tf.reduce_mean(tf.matmul(x, w))
         train = tf.group(tf.train.GradientDescentOptimizer(0.1).minimize(loss), tf.assign(seen, x * 2.0))
-    with pytest.raises(PlanError, match=r"cannot micro-batch: the update input 'Mul:0' has rows of the batch but "
+    with pytest.raises(PlanError, match=r"cannot micro-batch: the update input 'mul:0' has rows of the batch but "
                                         r"Assign '.*' reads it and takes no indices"):
         planner.plan([train, loss], {x: (8, 3)}, device_facts("cpu"), graph=g, force=(2, 1))
 

@@ -341,8 +341,8 @@ def _triplet():
 
 def test_in_batch_hard_negative_mining_is_no_micro_batch_step_and_trains_at_its_floor():
     case = _triplet()
-    with pytest.raises(PlanError, match=r"cannot micro-batch: Sub 'Sub' pairs the batch's examples with each other "
-                                        r"\(its output 'Sub:0' of shape \(8, 8, 4\) has the batch along 2 axes\)"):
+    with pytest.raises(PlanError, match=r"cannot micro-batch: Sub 'sub' pairs the batch's examples with each other "
+                                        r"\(its output 'sub:0' of shape \(8, 8, 4\) has the batch along 2 axes\)"):
         planner.plan(case.fetches, {t: v.shape for t, v in case.feeds.items()}, "cpu", graph=case.graph,
                      force=(4, 1))
     want = _run(case, "cpu")

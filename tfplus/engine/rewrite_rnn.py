@@ -317,7 +317,7 @@ def _kind(op: Operation) -> str | None:
     if len(op.inputs) != 2:
         return None
     a, b = (t.op.type for t in op.inputs)
-    if op.type == "Add" and a == "Tanh" and b == "Mul":
+    if op.type in ("Add", "AddV2") and a == "Tanh" and b == "Mul":
         return "gru"
     if op.type == "Mul" and a == "Tanh" and b == "Sigmoid":
         return "lstm"
