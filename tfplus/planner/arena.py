@@ -63,7 +63,7 @@ class _Span(NamedTuple):
 
 # A placement is a function of the spans and the seed, and a budget search places the same buffers again and
 # again (seqnet-bi's floor: 34 placements of 6 sets, 60% of its time): the last ones are remembered.
-@functools.lru_cache(maxsize=64)
+@functools.lru_cache(maxsize=16)
 def _placed(buffers: tuple[_Span, ...], seed: int) -> tuple[int, tuple[int, ...]]:
     """(arena size, each buffer's offset) of assign_offsets."""
     bound = lower_bound(buffers)
