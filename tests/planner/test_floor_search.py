@@ -71,9 +71,13 @@ def test_a_step_planned_for_many_budgets_plans_each_as_a_fresh_one():
         assert mine.fits or b < top
 
 
-def test_plan_reports_the_floor_with_its_plan(capsys):
+def test_plan_reports_the_floor_with_its_plan(capsys, monkeypatch):
+    from tfplus import plan_cli
     from tfplus.cli import main
     argv = ["plan", "--model", "lenet", "--batch-size", "8"]
+    # The three runs differ in their budget only: they plan the first one's step, its floor searched once.
+    made, build = [], plan_cli._TrainStep
+    monkeypatch.setattr(plan_cli, "_TrainStep", lambda args: made[0] if made else made.append(build(args)) or made[0])
     assert main([*argv, "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     floor_bytes, how = out["smallest_feasible_budget_bytes"], out["smallest_feasible_plan"]

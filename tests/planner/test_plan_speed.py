@@ -83,6 +83,7 @@ def test_a_recurrent_step_reaches_the_bound_in_fewer_passes(monkeypatch):
     monkeypatch.setattr(arena, "_greedy", counted)
     before = _reference([Buffer(**vars(b)) for b in buffers])
     reference_passes, passes[0] = passes[0], 0
+    arena._placed.cache_clear()  # plan() placed these very buffers: count the passes of a placement, not a recall
     size = arena.assign_offsets(buffers)
     check_no_overlap(buffers)
     assert size == lower_bound(buffers) < before

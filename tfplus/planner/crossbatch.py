@@ -68,7 +68,7 @@ from tfplus.ops import array_ops, bn_split_ops, math_ops
 from tfplus.planner.liveness import PlanError, phase_of
 from tfplus.planner.recompute import _copy as copy_op
 from tfplus.planner.stream import batch_dependent
-from tfplus.registry import has_tag
+from tfplus.registry import has_tag, tagged
 
 # Kill switch of the statistics passes' kept rows (kept): False recomputes every pass from the fed batch.
 KEEP = True
@@ -297,8 +297,10 @@ def kept(runs: list[tuple[list, set[Tensor]]], candidates: list[Tensor], fold: l
     no pass did. A shape-only op's output an earlier run computed is fed to it (`shapes`): the ones of the loss a
     weight decay's gradient starts from need no forward pass to the loss again."""
     blocked: dict[Tensor, set[int]] = {t: set() for t in candidates}  # the runs a candidate is not kept through
+    # The op types _keeping asks about, looked up once: has_tag per op visited was a tenth of a floor search.
+    types = (set(tagged("shape_only")), set().union(*(tagged(tag) for tag in _LAYER_TAGS)))
     while True:
-        spans, folded, shapes = _keeping(runs, blocked, fold, rowed)
+        spans, folded, shapes = _keeping(runs, blocked, fold, rowed, types)
         over = [-room for room in allowance]
         for x in spans:
             for i in range(x.writer, x.last + 1):
@@ -319,9 +321,12 @@ def kept(runs: list[tuple[list, set[Tensor]]], candidates: list[Tensor], fold: l
 
 
 def _keeping(runs: list[tuple[list, set[Tensor]]], blocked: dict[Tensor, set[int]], fold: list[Tensor],
-             rowed: set[Tensor]) -> tuple[list[Kept], list[list[Tensor]], dict[Tensor, tuple[int, int]]]:
+             rowed: set[Tensor], types: tuple[set[str], set[str]]
+             ) -> tuple[list[Kept], list[list[Tensor]], dict[Tensor, tuple[int, int]]]:
     """kept's spans, each candidate kept from the pass that computes it to its last reader, except through the
-    runs it is `blocked` in; the fetches each run computes; and the shape-only outputs fed to later runs."""
+    runs it is `blocked` in; the fetches each run computes; and the shape-only outputs fed to later runs. `types`:
+    the shape-only op types and _adds' layer op types."""
+    shape_only, layers = types
     since: dict[Tensor, int] = {}  # kept now: since which pass
     last: dict[Tensor, int] = {}
     spans: list[Kept] = []
@@ -343,7 +348,7 @@ def _keeping(runs: list[tuple[list, set[Tensor]]], blocked: dict[Tensor, set[int
             folded[i], pending = pending, []
         ops = needed_ops(fetches + folded[i], fed)
         for f in list(pending):
-            extra = _adds(f, ops, fed, rowed, computed, stats)
+            extra = _adds(f, ops, fed, rowed, computed, stats, layers)
             if extra is not None:
                 folded[i].append(f)
                 pending.remove(f)
@@ -351,7 +356,7 @@ def _keeping(runs: list[tuple[list, set[Tensor]]], blocked: dict[Tensor, set[int
                 shapes.update((t, (computed[t], i)) for t in extra[1] if t not in shapes)
                 fed |= extra[1]
         for op in ops:
-            if has_tag(op.type, "shape_only"):
+            if op.type in shape_only:
                 for t in op.outputs:
                     if t not in rowed and t not in fed:
                         computed.setdefault(t, i)
@@ -396,14 +401,14 @@ def rescales(counts: list[int], levels: list[list[Tensor]], kept: list[Kept], sc
 
 
 def _adds(f: Tensor, ops: set[Operation], fed: set[Tensor], rowed: set[Tensor], computed: dict[Tensor, int],
-          stats: set[Tensor]) -> tuple[set[Operation], set[Tensor]] | None:
+          stats: set[Tensor], layers: set[str]) -> tuple[set[Operation], set[Tensor]] | None:
     """The ops that computing `f` adds to a run of `ops` fed `fed`, and the shape-only outputs an earlier run
     `computed` that it reads; None if one of those ops makes rows of the batch by recomputing a layer (a matrix
     product or convolution: tag gemm), mixing the rows (cross_batch) or drawing random numbers: the run does not
     compute the rows `f` is computed from. Rows made from the run's own by cheaper ops are added (the loss's and
     the accuracy's per-example values from the logits a backward pass computes), so that no later run holds the
     layers' rows to recompute them. None too where `f` needs a statistic (`stats`: the passes') the run is not
-    fed: in the run, each micro-batch's own."""
+    fed: in the run, each micro-batch's own. `layers`: the op types of _LAYER_TAGS."""
     extra: set[Operation] = set()
     earlier: set[Tensor] = set()
     stack = [] if f in fed else [f.op]
@@ -411,7 +416,7 @@ def _adds(f: Tensor, ops: set[Operation], fed: set[Tensor], rowed: set[Tensor], 
         op = stack.pop()
         if op in ops or op in extra:
             continue
-        if any(t in rowed for t in op.outputs) and any(has_tag(op.type, tag) for tag in _LAYER_TAGS):
+        if op.type in layers and any(t in rowed for t in op.outputs):
             return None
         extra.add(op)
         for t in op.inputs:
