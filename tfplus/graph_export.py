@@ -311,7 +311,7 @@ def _reads_before_updates(ops: list) -> dict:
         if not refs or not consumers:
             continue
         after, before = _walk([w], lambda op: succ.get(op, ())), set(_preds(w))
-        reads = [r for r in _variable_readers(refs[0]) if r is not w and r not in after and r not in before]
+        reads = [r for r in variable_readers(refs[0]) if r is not w and r not in after and r not in before]
         if not reads:
             continue
         if consumers not in groups:
@@ -321,6 +321,20 @@ def _reads_before_updates(ops: list) -> dict:
             added.setdefault(w, []).append(r)
             succ.setdefault(r, []).append(w)
     return added
+
+
+def variable_readers(var, within: set | None = None) -> set:
+    """The ops (of `within`, if given) that read a variable's buffer, directly or through ops whose outputs alias
+    it (its `read` Identity); the ops that update it are not readers."""
+    out, stack = set(), [var]
+    while stack:
+        x = stack.pop()
+        for c in x.consumers():
+            if (within is not None and c not in within) or any(c.inputs[k] is x for k in c.op_def.ref_inputs):
+                continue
+            out.add(c)
+            stack.extend(c.outputs[k] for k, i in c.op_def.aliases.items() if c.inputs[i] is x)
+    return out
 
 
 def _preds(op) -> list:
@@ -335,18 +349,4 @@ def _walk(starts, edges) -> set:
             if n not in out:
                 out.add(n)
                 stack.append(n)
-    return out
-
-
-def _variable_readers(var) -> set:
-    """Ops that read a variable's buffer, directly or through outputs that alias it (its `read` Identity);
-    not the ops that update it."""
-    out, stack = set(), [var]
-    while stack:
-        x = stack.pop()
-        for c in x.consumers():
-            if any(c.inputs[k] is x for k in c.op_def.ref_inputs):
-                continue
-            out.add(c)
-            stack.extend(c.outputs[k] for k, i in c.op_def.aliases.items() if c.inputs[i] is x)
     return out

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from tfplus.framework import Operation, Tensor, _fmt_shape, constant_value, topo_order
+from tfplus.graph_export import variable_readers
 from tfplus.planner import chunking
 from tfplus.registry import (
     WORKSPACES,
@@ -196,7 +197,7 @@ def dependency_graph(ops: set[Operation], feeds: set[Tensor]) -> nx.DiGraph:
         for var, writers in writes.items():
             writers.sort(key=pos.__getitem__)
             g.add_edges_from(zip(writers, writers[1:]))  # updates of one variable keep their order
-            readers = _readers(var, ops)
+            readers = variable_readers(var, ops)
             for w in writers:
                 g.add_edges_from((r, w) if pos[r] < pos[w] else (w, r) for r in readers if r is not w)
     return g
@@ -208,20 +209,6 @@ def _writers(ops: set[Operation]) -> dict[Tensor, list[Operation]]:
     for op in sorted(ops, key=lambda op: op._id):
         for k in op.op_def.ref_inputs:
             out.setdefault(op.inputs[k], []).append(op)
-    return out
-
-
-def _readers(var: Tensor, ops: set[Operation]) -> set[Operation]:
-    """Ops that read a variable's buffer, directly or through ops whose outputs alias it (its `read`
-    Identity); the ops that update it are not readers."""
-    out, stack = set(), [var]
-    while stack:
-        x = stack.pop()
-        for c in x.consumers():
-            if c not in ops or any(c.inputs[k] is x for k in c.op_def.ref_inputs):
-                continue
-            out.add(c)
-            stack.extend(c.outputs[k] for k, i in c.op_def.aliases.items() if c.inputs[i] is x)
     return out
 
 
