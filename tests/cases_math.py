@@ -279,7 +279,7 @@ def test_matmul_rank_and_dtype_errors():
 
 
 def test_broadcast_mismatch_names_shapes():
-    with pytest.raises(ValueError, match=r"Add 'add'.*\(2, 3\) and \(4,\)"):
+    with pytest.raises(ValueError, match=r"AddV2 'add'.*\(2, 3\) and \(4,\)"):
         tf.add(tf.zeros([2, 3]), tf.zeros([4]), name="add")
 
 
