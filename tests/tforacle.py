@@ -2,6 +2,8 @@
 move a tfplus GraphDef into TensorFlow and run it there."""
 from __future__ import annotations
 
+import numpy as np
+
 import tfplus as tf
 
 
@@ -79,3 +81,36 @@ def nchw_as_nhwc(tf1, graph_def):
             back.attr["T"].CopyFrom(node.attr["T"])
             back.attr["Tperm"].type = tf1.int32.as_datatype_enum
     return out
+
+
+def rand(*shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+def run_built(mod, build, arrays, device=None, grads=True):
+    """build(mod, *placeholders) -> output, in module `mod` (tfplus, on `device`, or TensorFlow), run with `arrays`
+    after initializing its variables; with `grads` also the gradients of sum(output^2 / 2 + 0.3 output) with
+    respect to every input (sparse ones, of a gather, made dense; d loss / d out = out + 0.3)."""
+    g = mod.Graph()
+    with g.as_default():
+        phs = [mod.placeholder(mod.as_dtype(a.dtype), a.shape) for a in arrays]
+        out = build(mod, *phs)
+        fetches = [out]
+        if grads:
+            loss = mod.reduce_sum(0.5 * mod.square(out) + 0.3 * out)
+            fetches += [mod.convert_to_tensor(d) for d in mod.gradients(loss, phs)]
+        init = mod.global_variables_initializer()
+        kwargs = {"graph": g, "device": device} if mod is tf else {"graph": g}
+        with mod.Session(**kwargs) as s:
+            s.run(init)
+            return s.run(fetches, dict(zip(phs, arrays)))
+
+
+def same_as_tensorflow(tf1, device, build, arrays, grads=True, tf_build=None, tol=1e-5):
+    """build's output and input gradients (run_built) in tfplus on `device` equal TensorFlow's (of `tf_build`, where
+    TensorFlow spells the API differently), dtypes included."""
+    got = run_built(tf, build, arrays, device, grads)
+    want = run_built(tf1, tf_build or build, arrays, grads=grads)
+    for k, (a, b) in enumerate(zip(got, want)):
+        assert np.asarray(a).dtype == np.asarray(b).dtype, f"output/gradient {k}"
+        np.testing.assert_allclose(a, b, rtol=tol, atol=tol, err_msg=f"output/gradient {k}")

@@ -10,6 +10,8 @@ import zlib
 
 import numpy as np
 
+import tfplus
+
 # Random op type -> the distribution fed. TF's Keras-based tf.layers draw their initial values with stateless ops.
 _RANDOM_OPS = {"TruncatedNormal": "truncated", "StatelessTruncatedNormalV2": "truncated",
                "RandomStandardNormal": "normal", "StatelessRandomNormalV2": "normal",
@@ -1122,3 +1124,20 @@ def compare(want: dict, got: dict, rtol=2e-4, atol=2e-5) -> list[str]:
         elif not np.allclose(a, b, rtol=rtol, atol=atol):
             diffs.append(f"{key}: max abs diff {np.abs(a.astype(float) - b.astype(float)).max():.3g}")
     return diffs
+
+
+def check_against_tensorflow(tf1, run, name: str) -> None:
+    """Script `name`, run by `run(tf, name, feeder)` (this module's run_script or zoo's), gives tfplus the outputs
+    TensorFlow's run gives, with the random numbers TensorFlow drew."""
+    feeder = Feeder()
+    want = run(tf1, name, feeder)
+    got = run(tfplus, name, Feeder(feeder.shapes))
+    diffs = compare(want, got)
+    assert not diffs, f"{name} differs from TensorFlow:\n" + "\n".join(diffs)
+
+
+def sessions_on_opencl(monkeypatch) -> None:
+    """The scripts open plain tf.Session()s: make their default device OpenCL's."""
+    init = tfplus.Session.__init__
+    monkeypatch.setattr(tfplus.Session, "__init__", lambda self, *a, device="opencl", **k: init(self, *a,
+                                                                                              device=device, **k))

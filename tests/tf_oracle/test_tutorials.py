@@ -5,7 +5,7 @@ initial values and random numbers. All of them on the cpu device; on OpenCL, tho
 import numpy as np
 import pytest
 from conftest import needs_opencl
-from tutorials import SCRIPTS, Feeder, compare, run_script
+from tutorials import SCRIPTS, check_against_tensorflow, run_script, sessions_on_opencl
 
 import tfplus
 from tfplus.unsupported import UnsupportedError
@@ -13,27 +13,16 @@ from tfplus.unsupported import UnsupportedError
 _ON_OPENCL = ("word2vec_nce", "dilated", "transformer_block", "dcgan_carpedm20", "dqn", "birnn_classifier")
 
 
-def _check(tf1, name):
-    feeder = Feeder()
-    want = run_script(tf1, name, feeder)
-    got = run_script(tfplus, name, Feeder(feeder.shapes))
-    diffs = compare(want, got)
-    assert not diffs, f"{name} differs from TensorFlow:\n" + "\n".join(diffs)
-
-
 @pytest.mark.parametrize("name", sorted(SCRIPTS))
 def test_script_runs_as_in_tensorflow(tf1, name):
-    _check(tf1, name)
+    check_against_tensorflow(tf1, run_script, name)
 
 
 @needs_opencl
 @pytest.mark.parametrize("name", _ON_OPENCL)
 def test_script_runs_as_in_tensorflow_on_opencl(tf1, name, monkeypatch):
-    # The scripts open plain tf.Session()s: their default device becomes OpenCL's.
-    init = tfplus.Session.__init__
-    monkeypatch.setattr(tfplus.Session, "__init__", lambda self, *a, device="opencl", **k: init(self, *a,
-                                                                                              device=device, **k))
-    _check(tf1, name)
+    sessions_on_opencl(monkeypatch)
+    check_against_tensorflow(tf1, run_script, name)
 
 
 @pytest.mark.xfail(raises=UnsupportedError, strict=True,

@@ -2,38 +2,16 @@
 every device, and their gradients against finite differences in float64: dilated convolutions (conv2d
 dilations, atrous_conv2d, convolution, depthwise/conv1d rates), gather_nd, the orthogonal initializer, the
 candidate samplers (by their distribution) and the sampled losses' sparse gradients."""
+import functools
+
 import numpy as np
 import pytest
+from tforacle import rand as _rand
+from tforacle import same_as_tensorflow
 
 import tfplus as tf
 
-
-def _rand(*shape, seed=0):
-    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
-
-
-def _run(mod, build, arrays, device=None, grads=True):
-    """build(mod, *placeholders) -> output, run with `arrays`; with `grads` also the gradients of
-    sum(output^2 / 2 + 0.3 output) with respect to every input."""
-    g = mod.Graph()
-    with g.as_default():
-        phs = [mod.placeholder(mod.as_dtype(a.dtype), a.shape) for a in arrays]
-        out = build(mod, *phs)
-        fetches = [out]
-        if grads:
-            # Sparse gradients (IndexedSlices, as of a gather) made dense; d loss / d out = out + 0.3.
-            loss = mod.reduce_sum(0.5 * mod.square(out) + 0.3 * out)
-            fetches += [mod.convert_to_tensor(d) for d in mod.gradients(loss, phs)]
-        kwargs = {"graph": g, "device": device} if mod is tf else {"graph": g}
-        with mod.Session(**kwargs) as s:
-            return s.run(fetches, dict(zip(phs, arrays)))
-
-
-def _same(tf1, device, build, arrays, grads=True, tf_build=None):
-    got = _run(tf, build, arrays, device, grads)
-    want = _run(tf1, tf_build or build, arrays, grads=grads)
-    for k, (a, b) in enumerate(zip(got, want)):
-        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4, err_msg=f"output/gradient {k}")
+_same = functools.partial(same_as_tensorflow, tol=1e-4)  # tfplus and TF sum these ops in different orders
 
 
 @pytest.mark.parametrize("rate,padding", [(2, "SAME"), (2, "VALID"), (3, "SAME")])

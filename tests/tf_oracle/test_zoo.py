@@ -5,7 +5,7 @@ cpu device; on OpenCL, those whose ops are new. A frozen GraphDef loads both way
 import numpy as np
 import pytest
 from conftest import needs_opencl
-from tutorials import Feeder, compare
+from tutorials import Feeder, check_against_tensorflow, sessions_on_opencl
 from zoo import SCRIPTS, run_script
 
 import tfplus
@@ -16,26 +16,16 @@ _COMPARED = sorted(set(SCRIPTS) - {"seq2seq_attention"})
 _ON_OPENCL = ("unet", "pix2pix", "yolo_loss")  # resizing, mirror padding, non-max suppression
 
 
-def _check(tf1, name):
-    feeder = Feeder()
-    want = run_script(tf1, name, feeder)
-    got = run_script(tfplus, name, Feeder(feeder.shapes))
-    diffs = compare(want, got)
-    assert not diffs, f"{name} differs from TensorFlow:\n" + "\n".join(diffs)
-
-
 @pytest.mark.parametrize("name", _COMPARED)
 def test_zoo_script_runs_as_in_tensorflow(tf1, name):
-    _check(tf1, name)
+    check_against_tensorflow(tf1, run_script, name)
 
 
 @needs_opencl
 @pytest.mark.parametrize("name", _ON_OPENCL)
 def test_zoo_script_runs_as_in_tensorflow_on_opencl(tf1, name, monkeypatch):
-    init = tfplus.Session.__init__
-    monkeypatch.setattr(tfplus.Session, "__init__", lambda self, *a, device="opencl", **k: init(self, *a,
-                                                                                              device=device, **k))
-    _check(tf1, name)
+    sessions_on_opencl(monkeypatch)
+    check_against_tensorflow(tf1, run_script, name)
 
 
 @pytest.mark.xfail(raises=UnsupportedError, strict=True,

@@ -4,38 +4,10 @@ SYMMETRIC modes, depth_to_space / space_to_depth, softmax over any axis, matrix 
 tf.nn.convolution, non-max suppression (forward only) and get_variable with an int shape."""
 import numpy as np
 import pytest
+from tforacle import rand as _rand
+from tforacle import same_as_tensorflow as _same
 
 import tfplus as tf
-
-
-def _rand(*shape, seed=0):
-    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
-
-
-def _run(mod, build, arrays, device=None, grads=True):
-    """build(mod, *placeholders) -> output, run with `arrays`; with `grads` also the gradients of
-    sum(output^2 / 2 + 0.3 output) with respect to every input."""
-    g = mod.Graph()
-    with g.as_default():
-        phs = [mod.placeholder(mod.as_dtype(a.dtype), a.shape) for a in arrays]
-        out = build(mod, *phs)
-        fetches = [out]
-        if grads:
-            loss = mod.reduce_sum(0.5 * mod.square(out) + 0.3 * out)
-            fetches += [mod.convert_to_tensor(d) for d in mod.gradients(loss, phs)]
-        init = mod.global_variables_initializer()
-        kwargs = {"graph": g, "device": device} if mod is tf else {"graph": g}
-        with mod.Session(**kwargs) as s:
-            s.run(init)
-            return s.run(fetches, dict(zip(phs, arrays)))
-
-
-def _same(tf1, device, build, arrays, grads=True):
-    got = _run(tf, build, arrays, device, grads)
-    want = _run(tf1, build, arrays, grads=grads)
-    for k, (a, b) in enumerate(zip(got, want)):
-        assert np.asarray(a).dtype == np.asarray(b).dtype, f"output/gradient {k}"
-        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5, err_msg=f"output/gradient {k}")
 
 
 def _check_gradient(build, x):
