@@ -194,8 +194,10 @@ def stale(order: list[Operation], feeds: set[Tensor]) -> set[Operation]:
 
 def rewrite(order: list[Operation], feeds: set[Tensor], segments: list[Segment]) -> Rewrite:
     """A copy of the ops in `order` (and of the fed tensors' ops) in a new graph, in which each segment's ops run
-    once more, as copies made just before the first of its readers (by creation order, the first to run in the
-    backward pass), and its readers read the copies of its tensors. The copies keep the names; a recomputing op
+    once more, each copy made just before the first of the segment's readers (by creation order, the first to run in
+    the backward pass) that needs it, and its readers read the copies of its tensors. (A segment may join forward
+    ops of two losses trained in one run: its first reader, in the first loss's backward pass, comes before the
+    second loss's forward inputs exist.) The copies keep the names; a recomputing op
     is named `<op name>/recompute_<n>`, n the segment's index. Each copy that reads no other copy gets control
     inputs from the producers of its readers' other inputs made before that first reader (the gradients they
     wait for), so that no order runs it long before them; and each reader of a copy of its own runs before the
@@ -206,9 +208,11 @@ def rewrite(order: list[Operation], feeds: set[Tensor], segments: list[Segment])
     op_map: dict[Operation, Operation] = {}
     tmap: dict[Tensor, Tensor] = {}
     clones: list[Operation] = []
-    at: dict[Operation, list[int]] = {}  # the first reader of a segment -> the segments copied before it
+    at: dict[Operation, list[int]] = {}  # a reader -> the segments whose copies it reads
     for i, s in enumerate(segments):
-        at.setdefault(min(s.readers, key=lambda op: op._id), []).append(i)
+        for r in s.readers:
+            at.setdefault(r, []).append(i)
+    copies: list[dict[Tensor, Tensor]] = [{} for _ in segments]  # per segment: its copied tensors
     dropped_all = {t for s in segments for t in s.tensors}
     readers_all = {r for s in segments for r in s.readers}
 
@@ -221,19 +225,18 @@ def rewrite(order: list[Operation], feeds: set[Tensor], segments: list[Segment])
     subst: dict[Operation, dict[Tensor, Tensor]] = {}  # reader -> its dropped inputs' copies
     for op in originals:
         for i in at.get(op, ()):
-            s = segments[i]
-            # What the readers wait for besides the segment's tensors, made before the first of them.
+            s, local = segments[i], copies[i]
+            need = _uncopied(s, [t for t in s.tensors if t in op.inputs], local)
+            # What the readers wait for besides the segment's tensors, made before this one.
             after = [tmap[u].op for r in s.readers for u in r.inputs if u not in dropped_all and u not in feeds
-                     and u.op.type not in ("VariableV2", "Const") and u.op._id < op._id and u in tmap]
-            local: dict[Tensor, Tensor] = {}
-            for c in s.ops:
+                     and u.op.type not in ("VariableV2", "Const") and u.op._id < op._id and u in tmap] if need else []
+            for c in need:
                 ins = [local.get(u, tmap.get(u)) for u in c.inputs]
                 control = [] if any(u in local for u in c.inputs) else after
                 new = _copy(g, c, ins, f"{c.name}/recompute_{i}", control)
                 clones.append(new)
                 local.update(zip(c.outputs, new.outputs))
-            for r in s.readers:
-                subst.setdefault(r, {}).update({t: local[t] for t in s.tensors if t in r.inputs})
+            subst.setdefault(op, {}).update({t: local[t] for t in s.tensors if t in op.inputs})
         mine = subst.get(op, {})
         # A fed tensor's op that the step does not run (an intermediate fed) stands in with no inputs.
         ins = [mine.get(u, tmap.get(u)) for u in op.inputs] if op in in_step else []
@@ -252,6 +255,19 @@ def rewrite(order: list[Operation], feeds: set[Tensor], segments: list[Segment])
                         phase_of(s) == "backward" and not _shape_only(s):
                     op_map[s]._add_control_input(op_map[r])
     return Rewrite(g, tmap, op_map, clones)
+
+
+def _uncopied(s: Segment, tensors: list[Tensor], local: dict[Tensor, Tensor]) -> list[Operation]:
+    """The ops of segment `s` that give `tensors` and are not copied yet (`local`: the copies made), in creation
+    order."""
+    mine, need = set(s.ops), set()
+    stack = [t.op for t in tensors]
+    while stack:
+        c = stack.pop()
+        if c in mine and c not in need and c.outputs[0] not in local:
+            need.add(c)
+            stack += [u.op for u in c.inputs]
+    return [c for c in s.ops if c in need]
 
 
 def _ancestors(op: Operation, ops: set[Operation]) -> set[Operation]:
