@@ -1,0 +1,102 @@
+"""tf.saved_model.loader.load (TF1's form): a SavedModel's MetaGraphDef of the given tags imported into a
+session's graph, its variables restored, its main op run.
+
+    meta = tf.saved_model.loader.load(sess, [tf.saved_model.tag_constants.SERVING], "export/1")
+    sig = meta.signature_def["serving_default"]
+    y = sess.run(sig.outputs["y"].name, {sig.inputs["x"].name: batch})
+
+Reads TensorFlow's SavedModels and tfplus's. Loading runs no code: saved_model.pb is protobuf, parsed.
+"""
+from __future__ import annotations
+
+import os
+
+from google.protobuf import message as _message
+from google.protobuf import text_format
+
+from tfplus import errors, logging
+from tfplus.gfile import read_regular
+from tfplus.proto.meta_graph_pb2 import MetaGraphDef
+from tfplus.proto.saved_model_pb2 import SavedModel
+from tfplus.saved_model import constants
+from tfplus.saved_model.builder import variables_prefix
+
+_MAX_SAVED_MODEL_BYTES = 2 << 30  # a SavedModel may come from elsewhere: a larger file is refused before it is read
+
+
+def maybe_saved_model_directory(export_dir) -> bool:
+    """Whether `export_dir` holds a saved_model.pb or saved_model.pbtxt."""
+    export_dir = os.fspath(export_dir.decode() if isinstance(export_dir, bytes) else export_dir)
+    return any(os.path.isfile(os.path.join(export_dir, name))
+               for name in (constants.SAVED_MODEL_FILENAME_PB, constants.SAVED_MODEL_FILENAME_PBTXT))
+
+
+contains_saved_model = maybe_saved_model_directory
+
+
+def read_saved_model(export_dir: str) -> SavedModel:
+    """The SavedModel proto of `export_dir` (saved_model.pb, else saved_model.pbtxt)."""
+    pb = os.path.join(export_dir, constants.SAVED_MODEL_FILENAME_PB)
+    if os.path.isfile(pb):
+        try:
+            return SavedModel.FromString(read_regular(pb, "SavedModel", _MAX_SAVED_MODEL_BYTES))
+        except _message.DecodeError as e:
+            raise errors.DataLossError(None, None, f"{pb!r} is not a SavedModel: {e}") from None
+    pbtxt = os.path.join(export_dir, constants.SAVED_MODEL_FILENAME_PBTXT)
+    if os.path.isfile(pbtxt):
+        try:
+            return text_format.Parse(read_regular(pbtxt, "SavedModel", _MAX_SAVED_MODEL_BYTES).decode("utf-8"),
+                                     SavedModel())
+        except (UnicodeDecodeError, text_format.ParseError) as e:
+            raise errors.DataLossError(None, None, f"{pbtxt!r} is not a SavedModel: {e}") from None
+    raise OSError(f"SavedModel file does not exist at: {export_dir}{os.sep}{{{constants.SAVED_MODEL_FILENAME_PBTXT}"
+                  f"|{constants.SAVED_MODEL_FILENAME_PB}}}")
+
+
+def _meta_graph_of(saved_model: SavedModel, tags, export_dir: str) -> MetaGraphDef:
+    wanted = set([tags] if isinstance(tags, str) else tags or ())
+    for meta in saved_model.meta_graphs:
+        if set(meta.meta_info_def.tags) == wanted:
+            return meta
+    available = [list(m.meta_info_def.tags) for m in saved_model.meta_graphs]
+    raise RuntimeError(f"MetaGraphDef associated with tags {sorted(wanted)} could not be found in SavedModel "
+                       f"{export_dir!r}; available tag-sets: {available}. Pass one of them as `tags`.")
+
+
+def _without_saver(meta: MetaGraphDef) -> MetaGraphDef:
+    """`meta` less its saver's nodes and SaverDef. A loader restores variables by name with a Saver of its own,
+    so the saver's ops (TensorFlow's sharded saver has string ops tfplus does not run: StringJoin,
+    ShardedFilename, StaticRegexFullMatch) need not be imported."""
+    out = MetaGraphDef()
+    out.CopyFrom(meta)
+    if not meta.HasField("saver_def") or "/" not in meta.saver_def.restore_op_name:
+        return out
+    scope = meta.saver_def.restore_op_name.rsplit("/", 1)[0] + "/"
+    del out.graph_def.node[:]
+    out.graph_def.node.extend(n for n in meta.graph_def.node if not n.name.startswith(scope))
+    out.ClearField("saver_def")
+    return out
+
+
+def load(sess, tags, export_dir, import_scope: str | None = None, **saver_kwargs) -> MetaGraphDef:
+    """Imports the MetaGraphDef of `tags` from the SavedModel in `export_dir` into `sess`'s graph (under
+    `import_scope`), restores its variables from variables/ and runs its main op (else its legacy init op);
+    returns the MetaGraphDef (its signature_def names the tensors to feed and fetch)."""
+    from tfplus.train.meta_graph import import_meta_graph
+    export_dir = os.fspath(export_dir.decode() if isinstance(export_dir, bytes) else export_dir)
+    meta = _meta_graph_of(read_saved_model(export_dir), tags, export_dir)
+    graph = sess.graph
+    with graph.as_default():
+        saver = import_meta_graph(_without_saver(meta), import_scope=import_scope, **saver_kwargs)
+        prefix = variables_prefix(export_dir)
+        if saver is not None:
+            saver.restore(sess, prefix)
+        else:
+            logging.info("The specified SavedModel has no variables; no checkpoints were restored.")
+        init = graph.get_collection(constants.MAIN_OP_KEY) or graph.get_collection(constants.LEGACY_INIT_OP_KEY)
+        if init:
+            sess.run(init[0])
+    return meta
+
+
+__all__ = ["load", "maybe_saved_model_directory"]
