@@ -47,8 +47,7 @@ class SavedModelBuilder:
 
     def add_meta_graph_and_variables(self, sess, tags, signature_def_map: dict | None = None,
                                      assets_collection=None, legacy_init_op=None, clear_devices: bool = False,
-                                     main_op=None, strip_default_attrs: bool = False, saver=None,
-                                     train_op=None) -> None:
+                                     main_op=None, strip_default_attrs: bool = False, saver=None) -> None:
         """Saves the session's variables into variables/ and adds the session graph's MetaGraphDef under
         `tags` with `signature_def_map` ({key: SignatureDef}); `main_op` (or `legacy_init_op`) is what a loader
         runs after restoring (e.g. tf.tables_initializer, local variables)."""
@@ -58,7 +57,7 @@ class SavedModelBuilder:
         _refuse_assets(assets_collection)
         graph = sess.graph
         with graph.as_default():
-            _add_init_ops(graph, main_op, legacy_init_op, train_op)
+            _add_init_ops(graph, main_op, legacy_init_op)
             self._saver = saver or _default_saver(graph)
         os.makedirs(os.path.dirname(variables_prefix(self._export_dir)), exist_ok=True)
         if self._saver is not None:
@@ -69,7 +68,7 @@ class SavedModelBuilder:
 
     def add_meta_graph(self, tags, signature_def_map: dict | None = None, assets_collection=None,
                        legacy_init_op=None, clear_devices: bool = False, main_op=None,
-                       strip_default_attrs: bool = False, saver=None, train_op=None) -> None:
+                       strip_default_attrs: bool = False, saver=None) -> None:
         """Adds the default graph's MetaGraphDef under `tags`, for the variables saved by
         add_meta_graph_and_variables (which must come first)."""
         from tfplus.framework import get_default_graph
@@ -78,7 +77,7 @@ class SavedModelBuilder:
                                  "invoke `add_meta_graph_and_variables()` first.")
         _refuse_assets(assets_collection)
         graph = get_default_graph()
-        _add_init_ops(graph, main_op, legacy_init_op, train_op)
+        _add_init_ops(graph, main_op, legacy_init_op)
         if saver is not None:
             self._saver = saver
         elif self._saver is None or self._saver._graph is not graph:
@@ -117,9 +116,8 @@ def _refuse_assets(assets_collection) -> None:
                                   "read such files in Python and feed their contents")
 
 
-def _add_init_ops(graph, main_op, legacy_init_op, train_op) -> None:
-    for key, op in ((constants.MAIN_OP_KEY, main_op), (constants.LEGACY_INIT_OP_KEY, legacy_init_op),
-                    (constants.TRAIN_OP_KEY, train_op)):
+def _add_init_ops(graph, main_op, legacy_init_op) -> None:
+    for key, op in ((constants.MAIN_OP_KEY, main_op), (constants.LEGACY_INIT_OP_KEY, legacy_init_op)):
         if op is not None:
             del graph.get_collection_ref(key)[:]
             graph.add_to_collection(key, op)

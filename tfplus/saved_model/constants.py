@@ -12,10 +12,9 @@ DEBUG_DIRECTORY = "debug"
 DEBUG_INFO_FILENAME_PB = "saved_model_debug_info.pb"
 
 # Collections of a SavedModel's graph: the op the loader runs after restoring (main op; the legacy init op of
-# older exports only where there is no main op) and the train op a builder was given.
+# older exports only where there is no main op).
 MAIN_OP_KEY = "saved_model_main_op"
 LEGACY_INIT_OP_KEY = "legacy_init_op"
-TRAIN_OP_KEY = "saved_model_train_op"
 
 # Tags (tag_constants).
 SERVING = "serve"

@@ -63,19 +63,30 @@ def _meta_graph_of(saved_model: SavedModel, tags, export_dir: str) -> MetaGraphD
                        f"{export_dir!r}; available tag-sets: {available}. Pass one of them as `tags`.")
 
 
-def _without_saver(meta: MetaGraphDef) -> MetaGraphDef:
-    """`meta` less its saver's nodes and SaverDef. A loader restores variables by name with a Saver of its own,
-    so the saver's ops (TensorFlow's sharded saver has string ops tfplus does not run: StringJoin,
-    ShardedFilename, StaticRegexFullMatch) need not be imported."""
+def _without_savers(meta: MetaGraphDef) -> MetaGraphDef:
+    """`meta` less its savers' nodes (every node in the name scope of a SaveV2 or RestoreV2 node: "save/",
+    "save_1/") and SaverDef. A loader restores the variables by name with a Saver of its own, so the savers' ops
+    (TensorFlow's sharded saver has string ops tfplus does not run: StringJoin, ShardedFilename,
+    StaticRegexFullMatch) need not be imported."""
     out = MetaGraphDef()
     out.CopyFrom(meta)
-    if not meta.HasField("saver_def") or "/" not in meta.saver_def.restore_op_name:
-        return out
-    scope = meta.saver_def.restore_op_name.rsplit("/", 1)[0] + "/"
+    scopes = tuple({n.name.rsplit("/", 1)[0] + "/" for n in meta.graph_def.node
+                    if n.op in ("SaveV2", "RestoreV2") and "/" in n.name})
     del out.graph_def.node[:]
-    out.graph_def.node.extend(n for n in meta.graph_def.node if not n.name.startswith(scope))
+    out.graph_def.node.extend(n for n in meta.graph_def.node if not (scopes and n.name.startswith(scopes)))
     out.ClearField("saver_def")
     return out
+
+
+def _saver(graph, import_scope: str | None):
+    """A Saver of the loaded graph's global variables under their names in the SavedModel (without
+    import_scope's prefix); None when there are none."""
+    from tfplus.framework import GraphKeys
+    from tfplus.train.saver import Saver
+    prefix = f"{import_scope}/" if import_scope else ""
+    variables = {v.op.name[len(prefix):]: v for v in graph.get_collection(GraphKeys.GLOBAL_VARIABLES)
+                 if v.op.name.startswith(prefix)}
+    return Saver(variables, name=f"{prefix}save") if variables else None
 
 
 def load(sess, tags, export_dir, import_scope: str | None = None, **saver_kwargs) -> MetaGraphDef:
@@ -87,10 +98,10 @@ def load(sess, tags, export_dir, import_scope: str | None = None, **saver_kwargs
     meta = _meta_graph_of(read_saved_model(export_dir), tags, export_dir)
     graph = sess.graph
     with graph.as_default():
-        saver = import_meta_graph(_without_saver(meta), import_scope=import_scope, **saver_kwargs)
-        prefix = variables_prefix(export_dir)
+        import_meta_graph(_without_savers(meta), import_scope=import_scope)
+        saver = _saver(graph, import_scope)
         if saver is not None:
-            saver.restore(sess, prefix)
+            saver.restore(sess, variables_prefix(export_dir))
         else:
             logging.info("The specified SavedModel has no variables; no checkpoints were restored.")
         init = graph.get_collection(constants.MAIN_OP_KEY) or graph.get_collection(constants.LEGACY_INIT_OP_KEY)
