@@ -41,8 +41,8 @@ class _EvaluateOnCheckpoints(CheckpointSaverListener):
     """Evaluates after a checkpoint is saved (not the first, which holds the state training started from), at
     most every throttle_secs seconds, and at the end unless the last checkpoint was evaluated."""
 
-    def __init__(self, estimator: Estimator, eval_spec: EvalSpec):
-        self._estimator, self._spec = estimator, eval_spec
+    def __init__(self, estimator: Estimator, eval_spec: EvalSpec, max_steps: int | None):
+        self._estimator, self._spec, self._max_steps = estimator, eval_spec, max_steps
         self.eval_result, self.export_results = None, []
 
     def begin(self):
@@ -54,7 +54,9 @@ class _EvaluateOnCheckpoints(CheckpointSaverListener):
             self._first = False
             return
         if self._timer.should_trigger_for_step(global_step_value):
-            self._evaluate(global_step_value, final=False)
+            # As TensorFlow's: the export of the evaluation at max_steps is the final one.
+            self._evaluate(global_step_value, final=self._max_steps is not None and
+                           global_step_value >= self._max_steps)
         else:
             logging.info("Skip the current checkpoint eval due to throttle secs (%s secs).", self._spec.throttle_secs)
 
@@ -83,7 +85,7 @@ def train_and_evaluate(estimator: Estimator, train_spec: TrainSpec, eval_spec: E
     if not (config.save_checkpoints_steps or config.save_checkpoints_secs):
         raise ValueError("train_and_evaluate evaluates each new checkpoint: set save_checkpoints_steps or "
                          "save_checkpoints_secs in the Estimator's RunConfig")
-    listener = _EvaluateOnCheckpoints(estimator, eval_spec)
+    listener = _EvaluateOnCheckpoints(estimator, eval_spec, train_spec.max_steps)
     estimator.train(train_spec.input_fn, hooks=list(train_spec.hooks), max_steps=train_spec.max_steps,
                     saving_listeners=[listener])
     return listener.eval_result, listener.export_results
