@@ -149,3 +149,43 @@ def test_no_variables_and_import_scope(tf1, tmp_path):
         x = tf.saved_model.utils.get_tensor_from_tensor_info(sig.inputs["x"], import_scope="imported")
         assert y.name == "imported/y:0"
         np.testing.assert_array_equal(sess.run(y, {x: X}), np.maximum(X, 0))
+
+
+def test_official_mnist_saved_model_script(tf1, tmp_path):
+    """TensorFlow Serving's mnist_saved_model.py, as written for TF1: a versioned export path built with
+    tf.compat.as_bytes, two signatures built from TensorInfos, tables_initializer as main op, default attributes
+    stripped; TensorFlow's loader serves both signatures to tfplus's values."""
+    export_path = os.path.join(tf.compat.as_bytes(str(tmp_path)), tf.compat.as_bytes(str(1)))
+    images = RNG.random((3, 16)).astype(np.float32)
+    with tf.Graph().as_default():
+        x = tf.placeholder(tf.float32, [None, 16], name="x")
+        w = tf.Variable(RNG.standard_normal((16, 4)).astype(np.float32), name="weights")
+        b = tf.Variable(tf.zeros([4]), name="biases")
+        y = tf.nn.softmax(tf.matmul(x, w) + b, name="y")
+        values, indices = tf.nn.top_k(y, 4)
+        with tf.Session() as sess:
+            sess.run(tf.global_variables_initializer())
+            builder = tf.saved_model.builder.SavedModelBuilder(export_path)
+            scores_info = tf.saved_model.utils.build_tensor_info(values)
+            classes_info = tf.saved_model.utils.build_tensor_info(tf.identity(indices, name="classes"))
+            x_info = tf.saved_model.utils.build_tensor_info(x)
+            prediction_signature = tf.saved_model.signature_def_utils.build_signature_def(
+                inputs={"images": x_info}, outputs={"scores": tf.saved_model.utils.build_tensor_info(y)},
+                method_name=tf.saved_model.signature_constants.PREDICT_METHOD_NAME)
+            top_signature = tf.saved_model.signature_def_utils.build_signature_def(
+                inputs={"images": x_info}, outputs={"classes": classes_info, "scores": scores_info},
+                method_name=tf.saved_model.signature_constants.PREDICT_METHOD_NAME)
+            builder.add_meta_graph_and_variables(
+                sess, [tf.saved_model.tag_constants.SERVING],
+                signature_def_map={"predict_images": prediction_signature,
+                                   tf.saved_model.DEFAULT_SERVING_SIGNATURE_DEF_KEY: top_signature},
+                main_op=tf.tables_initializer(), strip_default_attrs=True)
+            builder.save()
+            want = sess.run({"scores": y, "top": values, "classes": indices}, {x: images})
+    with tf1.Session(graph=tf1.Graph()) as sess:
+        meta = tf1.saved_model.loader.load(sess, [tf1.saved_model.tag_constants.SERVING], export_path)
+        sig, top = meta.signature_def["predict_images"], meta.signature_def["serving_default"]
+        feed = {sig.inputs["images"].name: images}
+        np.testing.assert_allclose(sess.run(sig.outputs["scores"].name, feed), want["scores"], rtol=1e-6)
+        np.testing.assert_allclose(sess.run(top.outputs["scores"].name, feed), want["top"], rtol=1e-6)
+        np.testing.assert_array_equal(sess.run(top.outputs["classes"].name, feed), want["classes"])

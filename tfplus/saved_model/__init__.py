@@ -34,10 +34,19 @@ utils = _namespace("tf.saved_model.utils", build_tensor_info=build_tensor_info,
                    get_tensor_from_tensor_info=get_tensor_from_tensor_info)
 
 
+def tables_initializer(name: str = "init_all_tables"):
+    """tf.tables_initializer: tfplus has no lookup tables, so the op that initializes them all does nothing (SavedModel
+    scripts pass it as main_op / legacy_init_op)."""
+    from tfplus.ops.control_flow_ops import no_op
+    return no_op(name=name)
+
+
 def _main_op():
-    """tf.saved_model.main_op.main_op: what a loader runs after restoring (the local variables' initializer)."""
+    """tf.saved_model.main_op.main_op: what a loader runs after restoring (the local variables' and tables'
+    initializers)."""
+    from tfplus.ops.control_flow_ops import group
     from tfplus.variables import local_variables_initializer
-    return local_variables_initializer()
+    return group(local_variables_initializer(), tables_initializer())
 
 
 main_op = _namespace("tf.saved_model.main_op", main_op=_main_op)
