@@ -224,3 +224,63 @@ def test_clear_errors(tmp_path):
         tf.estimator.Estimator(lambda features, mode: None).train(_train_input(), steps=1)
     with pytest.raises(NotImplementedError, match=r"tf\.estimator\.DNNClassifier.*model_fn"):
         tf.estimator.DNNClassifier  # noqa: B018
+
+
+LIN_W = np.float32([[0.5], [-0.25], [1.0]])
+LIN_X = RNG.standard_normal((10, 3)).astype(np.float32)
+LIN_Y = LIN_X @ np.float32([[1.0], [2.0], [-1.0]]) + 0.5
+
+
+def _regression(t, x, y=None):
+    """A linear model with fixed initial weights: prediction (and with labels y, its loss and train op)."""
+    pred = t.layers.dense(x, 1, kernel_initializer=t.constant_initializer(LIN_W), name="linear")
+    if y is None:
+        return pred, None, None
+    loss = t.losses.mean_squared_error(y, pred)
+    return pred, loss, t.train.MomentumOptimizer(0.05, 0.9).minimize(loss, t.train.get_global_step())
+
+
+def test_tf_compat_v1_script_with_tensor_input_and_hooks(tf1, tmp_path):
+    """A TF2-era TF1 script: tf.compat.v1.estimator, input_fn returning (features, labels) tensors, model_fn
+    taking config, a hook of its own; its weights equal TensorFlow's MonitoredTrainingSession loop; evaluate with
+    steps over endless input; predict of one tensor, batch by batch."""
+    t = tf.compat.v1
+    runs = []
+
+    class CountRuns(t.train.SessionRunHook):
+        def after_run(self, run_context, run_values):
+            runs.append(1)
+
+    def input_fn():
+        return {"x": t.constant(LIN_X)}, t.constant(LIN_Y)
+
+    def model_fn(features, labels, mode, config):
+        assert config.tf_random_seed == 5
+        pred, loss, train_op = _regression(t, features["x"], labels)
+        if mode == t.estimator.ModeKeys.PREDICT:
+            return t.estimator.EstimatorSpec(mode, predictions=pred)
+        return t.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op,
+                                         eval_metric_ops={"mse": t.metrics.mean(t.square(pred - labels))})
+
+    est = t.estimator.Estimator(model_fn, str(tmp_path / "lin"), t.estimator.RunConfig(tf_random_seed=5))
+    est.train(input_fn, steps=7, hooks=[CountRuns()])
+    assert len(runs) == 7
+    with tf1.Graph().as_default():
+        tf1.train.get_or_create_global_step()
+        _, loss, train_op = _regression(tf1, tf1.constant(LIN_X), tf1.constant(LIN_Y))
+        with tf1.train.MonitoredTrainingSession(checkpoint_dir=str(tmp_path / "tf"), save_summaries_steps=None,
+                                                hooks=[tf1.train.StopAtStepHook(num_steps=7)]) as sess:
+            while not sess.should_stop():
+                _, final_loss = sess.run([train_op, loss])
+    for name in ("linear/kernel", "linear/bias"):
+        np.testing.assert_allclose(est.get_variable_value(name), tf1.train.load_variable(str(tmp_path / "tf"), name),
+                                   rtol=1e-5, atol=1e-7, err_msg=name)
+    result = est.evaluate(input_fn, steps=2)
+    assert result["global_step"] == 7
+    np.testing.assert_allclose(result["mse"], result["loss"], rtol=1e-6)
+    assert result["loss"] < final_loss  # the step after the last loss TF printed improved it
+
+    batches = est.predict(lambda: t.data.Dataset.from_tensor_slices({"x": LIN_X}).batch(4),
+                          yield_single_examples=False)
+    shapes = [next(batches).shape for _ in range(3)]
+    assert shapes == [(4, 1), (4, 1), (2, 1)] and next(batches, None) is None
