@@ -35,7 +35,7 @@ from tfplus.data.dataset_ops import Dataset, make_one_shot_iterator
 from tfplus.framework import Graph, GraphKeys, Tensor
 from tfplus.train import monitored_session as _ms
 from tfplus.train.saver import Saver, latest_checkpoint, list_variables, load_variable
-from tfplus.train.training_util import create_global_step
+from tfplus.train.training_util import create_global_step, get_global_step
 
 
 class ModeKeys:
@@ -154,7 +154,8 @@ def _as_tensor(value, what: str) -> Tensor:
 
 class CheckpointSaverListener:
     """Called around each checkpoint a training run saves (TF1's tf.train.CheckpointSaverListener): begin
-    before the first, before_save / after_save around each, end after the last."""
+    before the first, before_save / after_save around each, end after the last. Estimator.train's
+    saving_listeners subclass it."""
 
     def begin(self):
         pass
@@ -177,14 +178,14 @@ class _ListenerBounds(_ms.SessionRunHook):
         self._listeners = listeners
 
     def begin(self):
-        self._step = _ms._global_step_tensor("Estimator.train")
+        self._step = get_global_step()
         for listener in self._listeners:
-            getattr(listener, "begin", lambda: None)()
+            listener.begin()
 
     def end(self, session):
         step = int(session.run(self._step))
         for listener in self._listeners:
-            getattr(listener, "end", lambda s, g: None)(session, step)
+            listener.end(session, step)
 
 
 def _fn_args(fn) -> set:
@@ -314,7 +315,8 @@ class Estimator:
         if spec.scaffold.saver is not None:
             return spec.scaffold.saver
         savers = graph.get_collection(GraphKeys.SAVERS)
-        return savers[0] if savers else Saver(max_to_keep=self._config.keep_checkpoint_max)
+        return savers[0] if savers else Saver(max_to_keep=self._config.keep_checkpoint_max,
+                                              keep_checkpoint_every_n_hours=self._config.keep_checkpoint_every_n_hours)
 
     # -- train -------------------------------------------------------------------------------------------------
     def train(self, input_fn, hooks=None, steps=None, max_steps=None, saving_listeners=None) -> Estimator:
