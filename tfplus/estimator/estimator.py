@@ -188,6 +188,29 @@ class _ListenerBounds(_ms.SessionRunHook):
             listener.end(session, step)
 
 
+class _RestoringCreator(_ms.SessionCreator):
+    """TF1's ChiefSessionCreator for evaluate and predict: the variables restored from `path` (or initialized
+    where there is no checkpoint), then the local variables initialized."""
+
+    def __init__(self, graph: Graph, config, saver: Saver | None, path: str | None, local_init_op):
+        self._graph, self._config, self._saver, self._path = graph, config, saver, path
+        self._local_init_op = local_init_op
+        self.session = None
+
+    def create_session(self):
+        from tfplus.engine.session import Session
+        from tfplus.variables import global_variables_initializer, local_variables_initializer
+        sess = Session(graph=self._graph, config=self._config)
+        if self._path is not None:
+            self._saver.restore(sess, self._path)
+            logging.info("Restoring parameters from %s", self._path)
+        else:
+            sess.run(global_variables_initializer())
+        sess.run(self._local_init_op if self._local_init_op is not None else local_variables_initializer())
+        self.session = sess
+        return sess
+
+
 def _fn_args(fn) -> set:
     fn = getattr(fn, "func", fn)  # functools.partial
     try:
@@ -374,28 +397,14 @@ class Estimator:
     # -- evaluate ----------------------------------------------------------------------------------------------
     def _session(self, graph: Graph, spec: EstimatorSpec, checkpoint_path, hooks, what: str):
         """A monitored session on `graph` whose variables come from `checkpoint_path` (the newest checkpoint by
-        default; initialized, with a log line, when there is none) and whose local variables are initialized."""
+        default; initialized, with a log line, when there is none) and whose local variables are initialized;
+        and its creator (whose `session` is the plain session under it)."""
         path = checkpoint_path or self.latest_checkpoint()
         if path is None:
             logging.info("Could not find trained model in model_dir: %s, running initialization to %s.",
                          self._model_dir, what)
-        saver = self._saver(spec, graph) if path is not None else None
-
-        class _Creator(_ms.SessionCreator):
-            def create_session(creator):
-                from tfplus.engine.session import Session
-                from tfplus.variables import global_variables_initializer, local_variables_initializer
-                sess = Session(graph=graph, config=self._config.session_config)
-                if path is not None:
-                    saver.restore(sess, path)
-                    logging.info("Restoring parameters from %s", path)
-                else:
-                    sess.run(global_variables_initializer())
-                sess.run(spec.scaffold.local_init_op if spec.scaffold.local_init_op is not None
-                         else local_variables_initializer())
-                creator.raw = sess
-                return sess
-        creator = _Creator()
+        creator = _RestoringCreator(graph, self._config.session_config, self._saver(spec, graph) if path else None,
+                                    path, spec.scaffold.local_init_op)
         return _ms.MonitoredSession(hooks=hooks, session_creator=creator), creator
 
     def evaluate(self, input_fn, steps=None, hooks=None, checkpoint_path=None, name=None) -> dict:
@@ -429,7 +438,7 @@ class Estimator:
                         done += 1
                 except (errors.OutOfRangeError, StopIteration):
                     pass
-                results = creator.raw.run(values)
+                results = creator.session.run(values)
         logging.info("Saving dict for global step %d: %s", results[GLOBAL_STEP_KEY],
                      ", ".join(f"{k} = {v}" for k, v in sorted(results.items())))
         self._write_eval_summary(results, name)
