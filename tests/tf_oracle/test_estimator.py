@@ -284,3 +284,22 @@ def test_tf_compat_v1_script_with_tensor_input_and_hooks(tf1, tmp_path):
                           yield_single_examples=False)
     shapes = [next(batches).shape for _ in range(3)]
     assert shapes == [(4, 1), (4, 1), (2, 1)] and next(batches, None) is None
+
+
+def test_trains_evaluates_and_predicts_on_every_device(device, tmp_path):
+    """RunConfig(device=...) (tfplus's): the MLP trained, evaluated and run on each device ends where the cpu
+    run (checked against TensorFlow above) does."""
+    results = {}
+    for where in {"cpu", device}:
+        est = tf.estimator.Estimator(model_fn, str(tmp_path / where.replace(":", "_")),
+                                     tf.estimator.RunConfig(device=where))
+        est.train(_train_input(), steps=3)
+        probs = [p["probs"] for p in est.predict(tf.estimator.inputs.numpy_input_fn({"x": X}, shuffle=False))]
+        results[where] = ({n: est.get_variable_value(n) for n in INIT}, est.evaluate(_train_input(epochs=1)),
+                          np.stack(probs))
+    (weights, metrics, probs), (want_weights, want_metrics, want_probs) = results[device], results["cpu"]
+    for name in INIT:
+        np.testing.assert_allclose(weights[name], want_weights[name], rtol=1e-5, atol=1e-6, err_msg=name)
+    for key in want_metrics:
+        np.testing.assert_allclose(metrics[key], want_metrics[key], rtol=1e-5, atol=1e-6, err_msg=key)
+    np.testing.assert_allclose(probs, want_probs, rtol=1e-5, atol=1e-6)

@@ -130,6 +130,11 @@ def test_load_errors_and_builder_refusals(tmp_path):
         tf.saved_model.signature_def_utils.predict_signature_def({}, {"y": tf.constant(1.0)})
     with pytest.raises(NotImplementedError, match=r"tf\.saved_model\.save.*simple_save"):
         tf.saved_model.save  # noqa: B018
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "saved_model.pb").write_bytes(b"\xff\xff\xff\xff")
+    with pytest.raises(tf.errors.DataLossError, match="saved_model.pb.*is not a SavedModel"):
+        tf.saved_model.loader.load(tf.Session(graph=tf.Graph()), ["serve"], str(broken))
 
 
 def test_no_variables_and_import_scope(tf1, tmp_path):

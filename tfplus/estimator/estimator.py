@@ -51,14 +51,15 @@ GLOBAL_STEP_KEY = "global_step"
 
 class RunConfig:
     """How an Estimator runs: where and how often it checkpoints, how many checkpoints it keeps, the graph
-    seed, how often it logs. One process (TF_CONFIG clusters and distribution strategies are not implemented)."""
+    seed, how often it logs. One process (TF_CONFIG clusters and distribution strategies are not implemented).
+    `device` (tfplus's, as tf.Session's): the device its sessions run on ("cpu", "opencl", "opencl:1")."""
 
     def __init__(self, model_dir=None, tf_random_seed=None, save_summary_steps=100, save_checkpoints_steps=None,
                  save_checkpoints_secs=None, session_config=None, keep_checkpoint_max=5,
                  keep_checkpoint_every_n_hours=10000, log_step_count_steps=100, train_distribute=None,
                  device_fn=None, protocol=None, eval_distribute=None, experimental_distribute=None,
                  experimental_max_worker_delay_secs=None, session_creation_timeout_secs=7200,
-                 checkpoint_save_graph_def=True):
+                 checkpoint_save_graph_def=True, device: str = "cpu"):
         if save_checkpoints_steps is not None and save_checkpoints_secs is not None:
             raise ValueError("RunConfig: at most one of save_checkpoints_steps and save_checkpoints_secs can be "
                              f"set (got {save_checkpoints_steps} and {save_checkpoints_secs})")
@@ -82,6 +83,7 @@ class RunConfig:
         self.checkpoint_save_graph_def = checkpoint_save_graph_def
         self.train_distribute = self.eval_distribute = self.device_fn = None
         self.protocol = protocol
+        self.device = device
 
     # One process: the chief, the only worker.
     is_chief = True
@@ -192,7 +194,7 @@ class _RestoringCreator(_ms.SessionCreator):
     """TF1's ChiefSessionCreator for evaluate and predict: the variables restored from `path` (or initialized
     where there is no checkpoint), then the local variables initialized."""
 
-    def __init__(self, graph: Graph, config, saver: Saver | None, path: str | None, local_init_op):
+    def __init__(self, graph: Graph, config: RunConfig, saver: Saver | None, path: str | None, local_init_op):
         self._graph, self._config, self._saver, self._path = graph, config, saver, path
         self._local_init_op = local_init_op
         self.session = None
@@ -200,7 +202,7 @@ class _RestoringCreator(_ms.SessionCreator):
     def create_session(self):
         from tfplus.engine.session import Session
         from tfplus.variables import global_variables_initializer, local_variables_initializer
-        sess = Session(graph=self._graph, config=self._config)
+        sess = Session(graph=self._graph, config=self._config.session_config, device=self._config.device)
         if self._path is not None:
             self._saver.restore(sess, self._path)
             logging.info("Restoring parameters from %s", self._path)
@@ -387,7 +389,7 @@ class Estimator:
         with _ms.MonitoredTrainingSession(checkpoint_dir=self._model_dir, scaffold=scaffold, hooks=worker_hooks,
                                           chief_only_hooks=chief_hooks, save_checkpoint_secs=0,
                                           save_summaries_steps=cfg.save_summary_steps, config=cfg.session_config,
-                                          log_step_count_steps=cfg.log_step_count_steps) as sess:
+                                          log_step_count_steps=cfg.log_step_count_steps, device=cfg.device) as sess:
             loss = None
             while not sess.should_stop():
                 _, loss = sess.run([spec.train_op, spec.loss])
@@ -403,8 +405,8 @@ class Estimator:
         if path is None:
             logging.info("Could not find trained model in model_dir: %s, running initialization to %s.",
                          self._model_dir, what)
-        creator = _RestoringCreator(graph, self._config.session_config, self._saver(spec, graph) if path else None,
-                                    path, spec.scaffold.local_init_op)
+        creator = _RestoringCreator(graph, self._config, self._saver(spec, graph) if path else None, path,
+                                    spec.scaffold.local_init_op)
         return _ms.MonitoredSession(hooks=hooks, session_creator=creator), creator
 
     def evaluate(self, input_fn, steps=None, hooks=None, checkpoint_path=None, name=None) -> dict:
