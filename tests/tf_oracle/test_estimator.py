@@ -101,6 +101,10 @@ def test_train_evaluate_predict_as_tensorflow(tf1, tmp_path):
     # keep_checkpoint_max=2: the checkpoints of steps 8 and 10 remain, as TensorFlow's state file lists them
     assert [os.path.basename(p) for p in tf1.train.get_checkpoint_state(est.model_dir).all_model_checkpoint_paths] \
         == ["model.ckpt-8", "model.ckpt-10"]
+    # the loss summary Estimator adds, in TensorFlow's event files, read by TensorFlow
+    events = [os.path.join(est.model_dir, f) for f in os.listdir(est.model_dir) if f.startswith("events.out")]
+    tags = {v.tag for path in events for e in tf1.train.summary_iterator(path) for v in e.summary.value}
+    assert "loss" in tags
 
     got = est.evaluate(_train_input(epochs=1))
     want = _tf_evaluate(tf1, theirs)

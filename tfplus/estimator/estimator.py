@@ -366,7 +366,11 @@ class Estimator:
         return self
 
     def _train_with_spec(self, g: Graph, spec: EstimatorSpec, hooks: list, listeners: list, steps, max_steps):
+        from tfplus import summary
         cfg = self._config
+        # As TensorFlow's Estimator: a "loss" summary unless model_fn made one, so TensorBoard shows the loss.
+        if not any(s.name == "loss" for s in g.get_collection(GraphKeys.SUMMARIES)):
+            summary.scalar("loss", spec.loss)
         step = g.get_collection(GraphKeys.GLOBAL_STEP)[0]
         worker_hooks = hooks + list(spec.training_hooks) + [_ms.NanTensorHook(spec.loss)]
         if cfg.log_step_count_steps:
