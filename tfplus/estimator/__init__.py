@@ -5,15 +5,10 @@ Canned estimators (DNNClassifier, LinearRegressor, ...) need tf.feature_column, 
 UnsupportedError naming the route that works, an Estimator with a model_fn of tf.layers.
 """
 from tfplus.estimator import export, inputs
-from tfplus.estimator.estimator import (
-    CheckpointSaverListener,
-    Estimator,
-    EstimatorSpec,
-    ModeKeys,
-    RunConfig,
-)
+from tfplus.estimator.estimator import Estimator, EstimatorSpec, ModeKeys, RunConfig
 from tfplus.estimator.export import Exporter, FinalExporter, LatestExporter
 from tfplus.estimator.training import EvalSpec, TrainSpec, train_and_evaluate
+from tfplus.train.monitored_session import CheckpointSaverListener
 from tfplus.unsupported import module_getattr as _module_getattr
 
 __all__ = ["Estimator", "EstimatorSpec", "ModeKeys", "RunConfig", "TrainSpec", "EvalSpec", "train_and_evaluate",

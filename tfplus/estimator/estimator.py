@@ -154,24 +154,6 @@ def _as_tensor(value, what: str) -> Tensor:
     return value if isinstance(value, Tensor) else convert_to_tensor(value, name=what)
 
 
-class CheckpointSaverListener:
-    """Called around each checkpoint a training run saves (TF1's tf.train.CheckpointSaverListener): begin
-    before the first, before_save / after_save around each, end after the last. Estimator.train's
-    saving_listeners subclass it."""
-
-    def begin(self):
-        pass
-
-    def before_save(self, session, global_step_value):
-        pass
-
-    def after_save(self, session, global_step_value):
-        pass
-
-    def end(self, session, global_step_value):
-        pass
-
-
 class _ListenerBounds(_ms.SessionRunHook):
     """Calls the saving listeners' begin and end (CheckpointSaverHook calls before_save and after_save); runs
     after the checkpoint hook, whose end saves the last checkpoint."""

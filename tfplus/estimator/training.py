@@ -12,8 +12,8 @@ import os
 from typing import NamedTuple
 
 from tfplus import logging
-from tfplus.estimator.estimator import CheckpointSaverListener, Estimator
-from tfplus.train.monitored_session import SecondOrStepTimer
+from tfplus.estimator.estimator import Estimator
+from tfplus.train.monitored_session import CheckpointSaverListener, SecondOrStepTimer
 
 
 class TrainSpec(NamedTuple):
