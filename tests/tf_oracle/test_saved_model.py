@@ -135,6 +135,13 @@ def test_load_errors_and_builder_refusals(tmp_path):
     (broken / "saved_model.pb").write_bytes(b"\xff\xff\xff\xff")
     with pytest.raises(tf.errors.DataLossError, match="saved_model.pb.*is not a SavedModel"):
         tf.saved_model.loader.load(tf.Session(graph=tf.Graph()), ["serve"], str(broken))
+    with tf.Graph().as_default():  # a graph that calls Python: loading it would call this process's functions
+        x = tf.placeholder(tf.float32, [None], name="x")
+        y = tf.py_func(lambda v: v * 2, [x], tf.float32, name="twice")
+        with tf.Session() as sess:
+            tf.saved_model.simple_save(sess, str(tmp_path / "py"), {"x": x}, {"y": y})
+    with pytest.raises(ValueError, match="node 'twice' is a PyFunc"):
+        tf.saved_model.loader.load(tf.Session(graph=tf.Graph()), ["serve"], str(tmp_path / "py"))
 
 
 def test_no_variables_and_import_scope(tf1, tmp_path):

@@ -63,11 +63,17 @@ def _meta_graph_of(saved_model: SavedModel, tags, export_dir: str) -> MetaGraphD
                        f"{export_dir!r}; available tag-sets: {available}. Pass one of them as `tags`.")
 
 
-def _without_savers(meta: MetaGraphDef) -> MetaGraphDef:
+def _loadable(meta: MetaGraphDef, export_dir: str) -> MetaGraphDef:
     """`meta` less its savers' nodes (every node in the name scope of a SaveV2 or RestoreV2 node: "save/",
     "save_1/") and SaverDef. A loader restores the variables by name with a Saver of its own, so the savers' ops
     (TensorFlow's sharded saver has string ops tfplus does not run: StringJoin, ShardedFilename,
-    StaticRegexFullMatch) need not be imported."""
+    StaticRegexFullMatch) need not be imported. A PyFunc node is refused: its token would call whatever Python
+    function this process registered under that name, and loading a file runs no code."""
+    for node in meta.graph_def.node:
+        if node.op in ("PyFunc", "PyFuncStateless", "EagerPyFunc"):
+            raise ValueError(f"SavedModel {export_dir!r}: node {node.name!r} is a {node.op} (a Python function of "
+                             "the process that saved it), which a SavedModel cannot carry; export a graph without "
+                             "tf.py_func / tf.data input (serve through placeholders)")
     out = MetaGraphDef()
     out.CopyFrom(meta)
     scopes = tuple({n.name.rsplit("/", 1)[0] + "/" for n in meta.graph_def.node
@@ -98,7 +104,7 @@ def load(sess, tags, export_dir, import_scope: str | None = None, **saver_kwargs
     meta = _meta_graph_of(read_saved_model(export_dir), tags, export_dir)
     graph = sess.graph
     with graph.as_default():
-        import_meta_graph(_without_savers(meta), import_scope=import_scope)
+        import_meta_graph(_loadable(meta, export_dir), import_scope=import_scope)
         saver = _saver(graph, import_scope)
         if saver is not None:
             saver.restore(sess, variables_prefix(export_dir))
