@@ -175,6 +175,9 @@ def test_cnn_dataset_input_export_loads_in_tensorflow(tf1, tmp_path):
 
     export_dir = est.export_saved_model(str(tmp_path / "export"), serving_input_receiver_fn)
     assert isinstance(export_dir, bytes) and os.path.basename(export_dir).isdigit()
+    older_name = est.export_savedmodel(str(tmp_path / "export"), serving_input_receiver_fn)
+    assert sorted(os.listdir(tmp_path / "export")) == sorted(os.path.basename(d).decode()
+                                                             for d in (export_dir, older_name))
     predicted = np.stack(list(est.predict(lambda: tf.data.Dataset.from_tensor_slices(images).batch(5))))
     with tf1.Session(graph=tf1.Graph()) as sess:
         meta = tf1.saved_model.loader.load(sess, ["serve"], export_dir.decode())
@@ -200,10 +203,14 @@ def test_train_and_evaluate_with_exporter(tmp_path):
     metrics, exports = tf.estimator.train_and_evaluate(
         est, tf.estimator.TrainSpec(_train_input(), max_steps=7),
         tf.estimator.EvalSpec(eval_input, steps=None, throttle_secs=0,
-                              exporters=[tf.estimator.FinalExporter("final", raw)]))
+                              exporters=[tf.estimator.FinalExporter("final", raw),
+                                         tf.estimator.LatestExporter("latest", raw, exports_to_keep=1)]))
     assert [os.path.basename(p) for p in evaluated] == ["model.ckpt-3", "model.ckpt-6", "model.ckpt-7"]
     assert metrics == real_evaluate(eval_input)
-    (export_dir,) = [e for e in exports if e is not None]
+    # the final exporter exported once; the latest one after each evaluation, keeping the newest
+    assert len(exports) == 6 and exports[:4:2] == [None, None]
+    assert os.listdir(os.path.join(est.model_dir, "export", "latest")) == [os.path.basename(exports[5].decode())]
+    export_dir = exports[4]
     with tf.Session(graph=tf.Graph()) as sess:
         meta = tf.saved_model.loader.load(sess, ["serve"], export_dir)
         sig = meta.signature_def["serving_default"]
