@@ -15,7 +15,7 @@ class UnsupportedError(AttributeError, NotImplementedError):
     NotImplementedError, which is what it means."""
 
 
-# The canned estimators take tf.feature_column columns, which tfplus lacks.
+# The canned estimators tfplus lacks (it has the DNN and linear ones over numeric columns).
 _CANNED = ("tf.estimator.Estimator with a model_fn that builds the same network with tf.layers (dense layers on the "
            "features' arrays) and returns a tf.estimator.EstimatorSpec")
 
@@ -23,10 +23,6 @@ _CANNED = ("tf.estimator.Estimator with a model_fn that builds the same network 
 ALTERNATIVES = {
     "tf.contrib.slim": "tf.layers / tf.contrib.layers (fully_connected, conv2d, flatten)",
     "tf.contrib.learn": "tf.layers with tf.train.MonitoredTrainingSession",
-    "tf.estimator.DNNClassifier": _CANNED,
-    "tf.estimator.DNNRegressor": _CANNED,
-    "tf.estimator.LinearClassifier": _CANNED,
-    "tf.estimator.LinearRegressor": _CANNED,
     "tf.estimator.DNNLinearCombinedClassifier": _CANNED,
     "tf.estimator.DNNLinearCombinedRegressor": _CANNED,
     "tf.estimator.BoostedTreesClassifier": _CANNED,

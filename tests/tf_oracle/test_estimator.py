@@ -233,8 +233,8 @@ def test_clear_errors(tmp_path):
         tf.estimator.EstimatorSpec(tf.estimator.ModeKeys.TRAIN, loss=tf.constant(1.0))
     with pytest.raises(ValueError, match="does not take labels"):
         tf.estimator.Estimator(lambda features, mode: None).train(_train_input(), steps=1)
-    with pytest.raises(NotImplementedError, match=r"tf\.estimator\.DNNClassifier.*model_fn"):
-        tf.estimator.DNNClassifier  # noqa: B018
+    with pytest.raises(NotImplementedError, match=r"tf\.estimator\.DNNLinearCombinedClassifier.*model_fn"):
+        tf.estimator.DNNLinearCombinedClassifier  # noqa: B018
 
 
 LIN_W = np.float32([[0.5], [-0.25], [1.0]])

@@ -540,9 +540,8 @@ def _examples(batch):
 
 
 def _timestamped_dir(base: str) -> str:
-    """<base>/<seconds since the epoch>, a name no export in `base` has yet (TensorFlow's naming)."""
+    """<base>/<seconds since the epoch>, newer than every export in `base` (TensorFlow's naming; a second export
+    within a second takes the next number, so the newest export always has the largest)."""
     os.makedirs(base, exist_ok=True)
-    stamp = int(time.time())
-    while os.path.exists(os.path.join(base, str(stamp))) or os.path.exists(os.path.join(base, f"temp-{stamp}")):
-        stamp += 1
-    return os.path.join(base, str(stamp))
+    taken = [int(d.removeprefix("temp-")) for d in os.listdir(base) if d.removeprefix("temp-").isdigit()]
+    return os.path.join(base, str(max([int(time.time()), *(t + 1 for t in taken)])))
