@@ -121,7 +121,10 @@ from tfplus.image import random_crop  # noqa: E402
 
 # -- TF1's module layout for scripts (tf.app, tf.flags, tf.logging, tf.gfile, tf.layers, tf.losses, tf.contrib,
 # tf.summary) and top-level names they use; a name tfplus lacks raises UnsupportedError (tfplus.unsupported).
-from tfplus import app, contrib, data, flags, gfile, layers, logging, losses, metrics, summary  # noqa: E402
+from tfplus import app, compat, contrib, data, estimator, flags, gfile, layers, logging, losses, metrics  # noqa: E402
+from tfplus import saved_model, summary  # noqa: E402
+from tfplus.estimator import feature_column  # noqa: E402
+from tfplus.saved_model import tables_initializer  # noqa: E402
 from tfplus.engine.session import InteractiveSession  # noqa: E402
 from tfplus.nn_impl import clip_by_global_norm, clip_by_norm, global_norm  # noqa: E402
 from tfplus.summary import Event, SessionLog, Summary  # noqa: E402 (TF1 has the protos at the top level too)

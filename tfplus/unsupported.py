@@ -15,11 +15,20 @@ class UnsupportedError(AttributeError, NotImplementedError):
     NotImplementedError, which is what it means."""
 
 
+# The canned estimators tfplus lacks (it has the DNN and linear ones over numeric columns).
+_CANNED = ("tf.estimator.Estimator with a model_fn that builds the same network with tf.layers (dense layers on the "
+           "features' arrays) and returns a tf.estimator.EstimatorSpec")
+
 # Full TF1 name -> the nearest thing tfplus has (or what to do instead).
 ALTERNATIVES = {
     "tf.contrib.slim": "tf.layers / tf.contrib.layers (fully_connected, conv2d, flatten)",
     "tf.contrib.learn": "tf.layers with tf.train.MonitoredTrainingSession",
-    "tf.estimator": "a tf.Session loop, or tf.train.MonitoredTrainingSession with hooks",
+    "tf.estimator.DNNLinearCombinedClassifier": _CANNED,
+    "tf.estimator.DNNLinearCombinedRegressor": _CANNED,
+    "tf.estimator.BoostedTreesClassifier": _CANNED,
+    "tf.estimator.BoostedTreesRegressor": _CANNED,
+    "tf.estimator.BaselineClassifier": _CANNED,
+    "tf.estimator.BaselineRegressor": _CANNED,
     "tf.keras.layers": "tf.layers (dense, conv2d, max_pooling2d, flatten, dropout, and their classes)",
     "tf.layers.Layer": "tf.layers' functions or classes (Dense, Conv2D, ...), or variables of your own with "
                        "tf.get_variable",
@@ -70,7 +79,8 @@ ALTERNATIVES = {
     "tf.WholeFileReader": "reading the files in Python and feeding them",
     "tf.decode_raw": "numpy.frombuffer, then a feed",
     "tf.string_to_number": "converting in Python, then a feed",
-    "tf.saved_model": "tf.train.Saver checkpoints plus tf.train.write_graph",
+    "tf.saved_model.save": "tf.saved_model.simple_save or tf.saved_model.builder.SavedModelBuilder (TF1's form)",
+    "tf.saved_model.load_v2": "tf.saved_model.loader.load(sess, tags, export_dir) (TF1's form)",
     "tf.lite": None,
     "tf.tpu": None,
     "tf.distribute": None,

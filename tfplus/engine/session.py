@@ -281,12 +281,17 @@ class Session:
             self._conds.clear()
 
     def __enter__(self):
+        # As TF1's: inside `with Session(graph=g)`, g is the default graph too (tf.get_default_graph(),
+        # tf.get_collection and new ops see the session's graph, e.g. after tf.saved_model.loader.load).
+        self._graph_cm = self.graph.as_default()
+        self._graph_cm.__enter__()
         self._default_cm = self.as_default()
         self._default_cm.__enter__()
         return self
 
     def __exit__(self, *exc):
         self._default_cm.__exit__(*exc)
+        self._graph_cm.__exit__(*exc)
         self.close()
 
     def as_default(self):

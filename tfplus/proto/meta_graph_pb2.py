@@ -24,9 +24,11 @@ _sym_db = _symbol_database.Default()
 
 from tfplus.proto import graph_pb2 as tfplus_dot_proto_dot_graph__pb2
 from tfplus.proto import saver_pb2 as tfplus_dot_proto_dot_saver__pb2
+from tfplus.proto import tensor_shape_pb2 as tfplus_dot_proto_dot_tensor__shape__pb2
+from tfplus.proto import types_pb2 as tfplus_dot_proto_dot_types__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dtfplus/proto/meta_graph.proto\x12\x06tfplus\x1a\x18tfplus/proto/graph.proto\x1a\x18tfplus/proto/saver.proto\"\xb5\x03\n\x0cMetaGraphDef\x12\x37\n\rmeta_info_def\x18\x01 \x01(\x0b\x32 .tfplus.MetaGraphDef.MetaInfoDef\x12#\n\tgraph_def\x18\x02 \x01(\x0b\x32\x10.tfplus.GraphDef\x12#\n\tsaver_def\x18\x03 \x01(\x0b\x32\x10.tfplus.SaverDef\x12?\n\x0e\x63ollection_def\x18\x04 \x03(\x0b\x32\'.tfplus.MetaGraphDef.CollectionDefEntry\x1a\x93\x01\n\x0bMetaInfoDef\x12\x1a\n\x12meta_graph_version\x18\x01 \x01(\t\x12\x0c\n\x04tags\x18\x04 \x03(\t\x12\x1a\n\x12tensorflow_version\x18\x05 \x01(\t\x12\x1e\n\x16tensorflow_git_version\x18\x06 \x01(\t\x12\x1e\n\x16stripped_default_attrs\x18\x07 \x01(\x08\x1aK\n\x12\x43ollectionDefEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12$\n\x05value\x18\x02 \x01(\x0b\x32\x15.tfplus.CollectionDef:\x02\x38\x01\"\xe8\x02\n\rCollectionDef\x12\x33\n\tnode_list\x18\x01 \x01(\x0b\x32\x1e.tfplus.CollectionDef.NodeListH\x00\x12\x35\n\nbytes_list\x18\x02 \x01(\x0b\x32\x1f.tfplus.CollectionDef.BytesListH\x00\x12\x35\n\nint64_list\x18\x03 \x01(\x0b\x32\x1f.tfplus.CollectionDef.Int64ListH\x00\x12\x35\n\nfloat_list\x18\x04 \x01(\x0b\x32\x1f.tfplus.CollectionDef.FloatListH\x00\x1a\x19\n\x08NodeList\x12\r\n\x05value\x18\x01 \x03(\t\x1a\x1a\n\tBytesList\x12\r\n\x05value\x18\x01 \x03(\x0c\x1a\x1e\n\tInt64List\x12\x11\n\x05value\x18\x01 \x03(\x03\x42\x02\x10\x01\x1a\x1e\n\tFloatList\x12\x11\n\x05value\x18\x01 \x03(\x02\x42\x02\x10\x01\x42\x06\n\x04kind\"\x99\x01\n\x0bVariableDef\x12\x15\n\rvariable_name\x18\x01 \x01(\t\x12\x18\n\x10initializer_name\x18\x02 \x01(\t\x12\x15\n\rsnapshot_name\x18\x03 \x01(\t\x12\x13\n\x0bis_resource\x18\x05 \x01(\x08\x12\x1a\n\x12initial_value_name\x18\x06 \x01(\t\x12\x11\n\ttrainable\x18\x07 \x01(\x08\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dtfplus/proto/meta_graph.proto\x12\x06tfplus\x1a\x18tfplus/proto/graph.proto\x1a\x18tfplus/proto/saver.proto\x1a\x1ftfplus/proto/tensor_shape.proto\x1a\x18tfplus/proto/types.proto\"\xbf\x04\n\x0cMetaGraphDef\x12\x37\n\rmeta_info_def\x18\x01 \x01(\x0b\x32 .tfplus.MetaGraphDef.MetaInfoDef\x12#\n\tgraph_def\x18\x02 \x01(\x0b\x32\x10.tfplus.GraphDef\x12#\n\tsaver_def\x18\x03 \x01(\x0b\x32\x10.tfplus.SaverDef\x12?\n\x0e\x63ollection_def\x18\x04 \x03(\x0b\x32\'.tfplus.MetaGraphDef.CollectionDefEntry\x12=\n\rsignature_def\x18\x05 \x03(\x0b\x32&.tfplus.MetaGraphDef.SignatureDefEntry\x1a\x93\x01\n\x0bMetaInfoDef\x12\x1a\n\x12meta_graph_version\x18\x01 \x01(\t\x12\x0c\n\x04tags\x18\x04 \x03(\t\x12\x1a\n\x12tensorflow_version\x18\x05 \x01(\t\x12\x1e\n\x16tensorflow_git_version\x18\x06 \x01(\t\x12\x1e\n\x16stripped_default_attrs\x18\x07 \x01(\x08\x1aK\n\x12\x43ollectionDefEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12$\n\x05value\x18\x02 \x01(\x0b\x32\x15.tfplus.CollectionDef:\x02\x38\x01\x1aI\n\x11SignatureDefEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12#\n\x05value\x18\x02 \x01(\x0b\x32\x14.tfplus.SignatureDef:\x02\x38\x01\"\xe8\x02\n\rCollectionDef\x12\x33\n\tnode_list\x18\x01 \x01(\x0b\x32\x1e.tfplus.CollectionDef.NodeListH\x00\x12\x35\n\nbytes_list\x18\x02 \x01(\x0b\x32\x1f.tfplus.CollectionDef.BytesListH\x00\x12\x35\n\nint64_list\x18\x03 \x01(\x0b\x32\x1f.tfplus.CollectionDef.Int64ListH\x00\x12\x35\n\nfloat_list\x18\x04 \x01(\x0b\x32\x1f.tfplus.CollectionDef.FloatListH\x00\x1a\x19\n\x08NodeList\x12\r\n\x05value\x18\x01 \x03(\t\x1a\x1a\n\tBytesList\x12\r\n\x05value\x18\x01 \x03(\x0c\x1a\x1e\n\tInt64List\x12\x11\n\x05value\x18\x01 \x03(\x03\x42\x02\x10\x01\x1a\x1e\n\tFloatList\x12\x11\n\x05value\x18\x01 \x03(\x02\x42\x02\x10\x01\x42\x06\n\x04kind\"\x99\x01\n\x0bVariableDef\x12\x15\n\rvariable_name\x18\x01 \x01(\t\x12\x18\n\x10initializer_name\x18\x02 \x01(\t\x12\x15\n\rsnapshot_name\x18\x03 \x01(\t\x12\x13\n\x0bis_resource\x18\x05 \x01(\x08\x12\x1a\n\x12initial_value_name\x18\x06 \x01(\t\x12\x11\n\ttrainable\x18\x07 \x01(\x08\"k\n\nTensorInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x1f\n\x05\x64type\x18\x02 \x01(\x0e\x32\x10.tfplus.DataType\x12.\n\x0ctensor_shape\x18\x03 \x01(\x0b\x32\x18.tfplus.TensorShapeProto\"\x90\x02\n\x0cSignatureDef\x12\x30\n\x06inputs\x18\x01 \x03(\x0b\x32 .tfplus.SignatureDef.InputsEntry\x12\x32\n\x07outputs\x18\x02 \x03(\x0b\x32!.tfplus.SignatureDef.OutputsEntry\x12\x13\n\x0bmethod_name\x18\x03 \x01(\t\x1a\x41\n\x0bInputsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12!\n\x05value\x18\x02 \x01(\x0b\x32\x12.tfplus.TensorInfo:\x02\x38\x01\x1a\x42\n\x0cOutputsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12!\n\x05value\x18\x02 \x01(\x0b\x32\x12.tfplus.TensorInfo:\x02\x38\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,26 +37,42 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_METAGRAPHDEF_COLLECTIONDEFENTRY']._loaded_options = None
   _globals['_METAGRAPHDEF_COLLECTIONDEFENTRY']._serialized_options = b'8\001'
+  _globals['_METAGRAPHDEF_SIGNATUREDEFENTRY']._loaded_options = None
+  _globals['_METAGRAPHDEF_SIGNATUREDEFENTRY']._serialized_options = b'8\001'
   _globals['_COLLECTIONDEF_INT64LIST'].fields_by_name['value']._loaded_options = None
   _globals['_COLLECTIONDEF_INT64LIST'].fields_by_name['value']._serialized_options = b'\020\001'
   _globals['_COLLECTIONDEF_FLOATLIST'].fields_by_name['value']._loaded_options = None
   _globals['_COLLECTIONDEF_FLOATLIST'].fields_by_name['value']._serialized_options = b'\020\001'
-  _globals['_METAGRAPHDEF']._serialized_start=94
-  _globals['_METAGRAPHDEF']._serialized_end=531
-  _globals['_METAGRAPHDEF_METAINFODEF']._serialized_start=307
-  _globals['_METAGRAPHDEF_METAINFODEF']._serialized_end=454
-  _globals['_METAGRAPHDEF_COLLECTIONDEFENTRY']._serialized_start=456
-  _globals['_METAGRAPHDEF_COLLECTIONDEFENTRY']._serialized_end=531
-  _globals['_COLLECTIONDEF']._serialized_start=534
-  _globals['_COLLECTIONDEF']._serialized_end=894
-  _globals['_COLLECTIONDEF_NODELIST']._serialized_start=769
-  _globals['_COLLECTIONDEF_NODELIST']._serialized_end=794
-  _globals['_COLLECTIONDEF_BYTESLIST']._serialized_start=796
-  _globals['_COLLECTIONDEF_BYTESLIST']._serialized_end=822
-  _globals['_COLLECTIONDEF_INT64LIST']._serialized_start=824
-  _globals['_COLLECTIONDEF_INT64LIST']._serialized_end=854
-  _globals['_COLLECTIONDEF_FLOATLIST']._serialized_start=856
-  _globals['_COLLECTIONDEF_FLOATLIST']._serialized_end=886
-  _globals['_VARIABLEDEF']._serialized_start=897
-  _globals['_VARIABLEDEF']._serialized_end=1050
+  _globals['_SIGNATUREDEF_INPUTSENTRY']._loaded_options = None
+  _globals['_SIGNATUREDEF_INPUTSENTRY']._serialized_options = b'8\001'
+  _globals['_SIGNATUREDEF_OUTPUTSENTRY']._loaded_options = None
+  _globals['_SIGNATUREDEF_OUTPUTSENTRY']._serialized_options = b'8\001'
+  _globals['_METAGRAPHDEF']._serialized_start=153
+  _globals['_METAGRAPHDEF']._serialized_end=728
+  _globals['_METAGRAPHDEF_METAINFODEF']._serialized_start=429
+  _globals['_METAGRAPHDEF_METAINFODEF']._serialized_end=576
+  _globals['_METAGRAPHDEF_COLLECTIONDEFENTRY']._serialized_start=578
+  _globals['_METAGRAPHDEF_COLLECTIONDEFENTRY']._serialized_end=653
+  _globals['_METAGRAPHDEF_SIGNATUREDEFENTRY']._serialized_start=655
+  _globals['_METAGRAPHDEF_SIGNATUREDEFENTRY']._serialized_end=728
+  _globals['_COLLECTIONDEF']._serialized_start=731
+  _globals['_COLLECTIONDEF']._serialized_end=1091
+  _globals['_COLLECTIONDEF_NODELIST']._serialized_start=966
+  _globals['_COLLECTIONDEF_NODELIST']._serialized_end=991
+  _globals['_COLLECTIONDEF_BYTESLIST']._serialized_start=993
+  _globals['_COLLECTIONDEF_BYTESLIST']._serialized_end=1019
+  _globals['_COLLECTIONDEF_INT64LIST']._serialized_start=1021
+  _globals['_COLLECTIONDEF_INT64LIST']._serialized_end=1051
+  _globals['_COLLECTIONDEF_FLOATLIST']._serialized_start=1053
+  _globals['_COLLECTIONDEF_FLOATLIST']._serialized_end=1083
+  _globals['_VARIABLEDEF']._serialized_start=1094
+  _globals['_VARIABLEDEF']._serialized_end=1247
+  _globals['_TENSORINFO']._serialized_start=1249
+  _globals['_TENSORINFO']._serialized_end=1356
+  _globals['_SIGNATUREDEF']._serialized_start=1359
+  _globals['_SIGNATUREDEF']._serialized_end=1631
+  _globals['_SIGNATUREDEF_INPUTSENTRY']._serialized_start=1498
+  _globals['_SIGNATUREDEF_INPUTSENTRY']._serialized_end=1563
+  _globals['_SIGNATUREDEF_OUTPUTSENTRY']._serialized_start=1565
+  _globals['_SIGNATUREDEF_OUTPUTSENTRY']._serialized_end=1631
 # @@protoc_insertion_point(module_scope)

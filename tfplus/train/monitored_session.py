@@ -29,7 +29,7 @@ from tfplus.variables import global_variables_initializer, local_variables_initi
 __all__ = ["SessionRunHook", "SessionRunArgs", "SessionRunContext", "SessionRunValues", "Scaffold", "SessionCreator",
            "MonitoredTrainingSession", "MonitoredSession", "SingularMonitoredSession", "StopAtStepHook",
            "LoggingTensorHook", "CheckpointSaverHook", "SummarySaverHook", "NanTensorHook", "StepCounterHook",
-           "NanLossDuringTrainingError", "SecondOrStepTimer", "SessionManager"]
+           "NanLossDuringTrainingError", "SecondOrStepTimer", "SessionManager", "CheckpointSaverListener"]
 
 
 class NanLossDuringTrainingError(RuntimeError):
@@ -179,6 +179,24 @@ class LoggingTensorHook(SessionRunHook):
     def end(self, session):
         if self._at_end:
             self._log(session.run(self._tensors))
+
+
+class CheckpointSaverListener:
+    """Called around each checkpoint a training run saves (TF1's tf.train.CheckpointSaverListener): begin
+    before the first, before_save / after_save around each, end after the last. CheckpointSaverHook's
+    listeners (and Estimator.train's saving_listeners) subclass it."""
+
+    def begin(self):
+        pass
+
+    def before_save(self, session, global_step_value):
+        pass
+
+    def after_save(self, session, global_step_value):
+        pass
+
+    def end(self, session, global_step_value):
+        pass
 
 
 class CheckpointSaverHook(SessionRunHook):
