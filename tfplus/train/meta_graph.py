@@ -55,6 +55,9 @@ def export_meta_graph(filename: str | None = None, graph=None, saver_def=None, c
     return meta
 
 
+_warned: set[tuple[str, str]] = set()  # (collection, kinds) left out of an export and said so
+
+
 def _add_collection(meta: MetaGraphDef, key: str, items: list) -> None:
     if not items:
         return
@@ -70,9 +73,11 @@ def _add_collection(meta: MetaGraphDef, key: str, items: list) -> None:
     elif all(isinstance(v, numbers.Real) for v in items):
         col.float_list.value.extend(float(v) for v in items)
     else:
-        kinds = sorted({type(v).__name__ for v in items})
-        logging.warning("export_meta_graph: collection %r holds %s, which a MetaGraphDef cannot hold; it is left "
-                        "out", key, ", ".join(kinds))
+        kinds = ", ".join(sorted({type(v).__name__ for v in items}))
+        if (key, kinds) not in _warned:  # once: a saver exports at every save (an Estimator's, every checkpoint)
+            _warned.add((key, kinds))
+            logging.warning("export_meta_graph: collection %r holds %s, which a MetaGraphDef cannot hold; it is "
+                            "left out", key, kinds)
         return
     meta.collection_def[key].CopyFrom(col)
 
