@@ -3,7 +3,7 @@ all-reduce overlapped with the backward pass or not.
 
     python benchmarks/bench_distributed.py                         # lenet, global batch 64, cpu, 1 and 2 ranks
     python benchmarks/bench_distributed.py --device opencl --model mentee --batch-size 128 --per-rank \\
-        --steps 600 --log-every 50 --ranks 1 2 --buckets 1MB 4KB,64KB,1MB --flush 0 4 1 --trace
+        --steps 600 --log-every 50 --ranks 1 2 --buckets 1MB 4KB,64KB,1MB --flush 0 4 1 --runahead 0 1 --trace
                                                                 # 2 GPUs: the measurement
 
 Each run trains --steps steps on synthetic data; images/s is the median of the --log file's step rows after the
@@ -16,7 +16,9 @@ such as 4KB,64KB,1MB: buckets cut from the input side growing, the first layer's
 (the all-reduce the step waits for after the backward pass). --trace: TFPLUS_ALLREDUCE_TRACE=1, and each rank's
 report (per bucket, and the host's path between steps segment by segment, session.run's parts among them) printed
 under its run. --flush: every run once per TFPLUS_OPENCL_FLUSH value (launches between a replay's flushes of the
-queue; 0: none, as before stop 43).
+queue; 0: none, as before stop 43). --runahead: N ranks once per TFPLUS_ALLREDUCE_RUNAHEAD value (1, the default:
+the host queues the copy back of each sum behind an event the communication thread completes and runs on; 0: it
+waits for each sum, the path before stop 48).
 On opencl each rank takes device opencl:K, K its local rank. One process runs as `tfplus train` does by default (its
 worker processes included: --workers); N ranks fork none. Needs the mpi extra (pip install ".[mpi]"). Not a test:
 the numbers depend on the machine.
@@ -37,7 +39,7 @@ import numpy as np
 WHAT = {"0": "one MpiAllreduce after the backward pass", "1GB": "one bucket after the backward pass"}
 
 
-def images_per_sec(ranks: int, bucket: str, flush: str, args) -> tuple[float, list[str]]:
+def images_per_sec(ranks: int, bucket: str, flush: str, ahead: str, args) -> tuple[float, list[str]]:
     batch = args.batch_size * ranks if args.per_rank else args.batch_size
     with tempfile.TemporaryDirectory() as tmp:
         log = os.path.join(tmp, "log.jsonl")
@@ -46,7 +48,7 @@ def images_per_sec(ranks: int, bucket: str, flush: str, args) -> tuple[float, li
                  log, "--device", args.device] + (["--lr", str(args.lr)] if args.lr else [])
         cmd = train if ranks == 1 else [args.mpiexec, "-n", str(ranks), *train, "--distributed"]
         env = dict(os.environ, TFPLUS_ALLREDUCE_BUCKET=bucket, TFPLUS_ALLREDUCE_TRACE=str(int(args.trace)),
-                   TFPLUS_OPENCL_FLUSH=flush)
+                   TFPLUS_OPENCL_FLUSH=flush, TFPLUS_ALLREDUCE_RUNAHEAD=ahead)
         # From a temporary folder: `-m tfplus` from a checkout's root would import its tfplus/ before the installed
         # package (which maps ops/, kernels/, graphs/ into it).
         done = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp)
@@ -82,6 +84,9 @@ def main() -> None:
     p.add_argument("--flush", nargs="+", default=["4"],
                    help="TFPLUS_OPENCL_FLUSH values, each a round of the runs (launches a replay queues between two "
                    "flushes of the queue; 0: no flush, the path before stop 43)")
+    p.add_argument("--runahead", nargs="+", default=["1"],
+                   help="TFPLUS_ALLREDUCE_RUNAHEAD values for N > 1 ranks (1: the host runs ahead of the sums; 0: it "
+                   "waits for each, the path before stop 48)")
     args = p.parse_args()
     per = "per rank" if args.per_rank else "global"
     print(f"{args.model}, batch {args.batch_size} {per}, {args.device}, {os.cpu_count()} cores", flush=True)
@@ -89,11 +94,11 @@ def main() -> None:
         print(f"TFPLUS_OPENCL_FLUSH={flush}", flush=True)
         one = None
         for n in args.ranks:
-            for bucket in ["1MB"] if n == 1 else args.buckets:
-                speed, trace = images_per_sec(n, bucket, flush, args)
+            for bucket, ahead in [("1MB", "1")] if n == 1 else [(b, a) for b in args.buckets for a in args.runahead]:
+                speed, trace = images_per_sec(n, bucket, flush, ahead, args)
                 one = speed if n == 1 else one
                 what = WHAT.get(bucket, "growing from the input side" if "," in bucket else "overlapped")
-                label = "" if n == 1 else f"  TFPLUS_ALLREDUCE_BUCKET={bucket}: {what}"
+                label = "" if n == 1 else f"  TFPLUS_ALLREDUCE_BUCKET={bucket}: {what}, RUNAHEAD={ahead}"
                 vs = "" if one is None or n == 1 else f"  {speed / one:.2f}x one rank"
                 print(f"{n} rank{'s' * (n > 1)}: {speed:8.0f} images/s{vs}{label}", flush=True)
                 for line in trace:
