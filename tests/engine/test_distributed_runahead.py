@@ -4,6 +4,7 @@ communication thread completes and goes on to the next step. It trains as one pr
 the host reads the running sums every step or every few, writes checkpoints mid-run, stops every rank after the
 same step on SIGINT, and a killed or stalled rank ends the job with an error instead of a hang."""
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +17,9 @@ pytest.importorskip("pyopencl", reason="the opencl device needs pyopencl")
 
 import tfplus as tf  # noqa: E402
 
-MPIEXEC = Path(sys.executable).parent / "mpiexec"  # the mpich wheel installs it beside the interpreter
+# The mpich wheel installs it beside the interpreter; a GPU machine's prefix install puts it on PATH.
+MPIEXEC = Path(sys.executable).parent / "mpiexec"
+MPIEXEC = MPIEXEC if MPIEXEC.exists() else Path(shutil.which("mpiexec") or MPIEXEC)
 # One thread per process (two ranks share the CI's two cores); the trace shows which path each step took.
 ENV = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p), TFPLUS_NUM_THREADS="1",
            TFPLUS_WORKERS="1", TFPLUS_ALLREDUCE_TRACE="1")
