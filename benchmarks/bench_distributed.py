@@ -29,6 +29,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -51,15 +52,27 @@ def images_per_sec(ranks: int, bucket: str, flush: str, ahead: str, args) -> tup
                    TFPLUS_OPENCL_FLUSH=flush, TFPLUS_ALLREDUCE_RUNAHEAD=ahead)
         # From a temporary folder: `-m tfplus` from a checkout's root would import its tfplus/ before the installed
         # package (which maps ops/, kernels/, graphs/ into it).
-        done = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp)
-        if done.returncode:
-            raise SystemExit(f"{' '.join(cmd)} failed (exit {done.returncode}):\n" + done.stderr[-3000:])
+        # Its own process group, so that a run past --run-timeout ends with its ranks (mpiexec's children).
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp,
+                                start_new_session=True)
+        try:
+            _, err = proc.communicate(timeout=args.run_timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            _, err = proc.communicate()
+            raise RunFailed(f"{' '.join(cmd)} ran past --run-timeout {args.run_timeout} s:\n" + err[-3000:]) from None
+        if proc.returncode:
+            raise RunFailed(f"{' '.join(cmd)} failed (exit {proc.returncode}):\n" + err[-3000:])
         rows = [json.loads(line) for line in Path(log).read_text().splitlines()]
         speeds = [r["images_per_sec"] for r in rows if r["kind"] == "step"][2:]
     if not speeds:
         raise SystemExit(f"--steps {args.steps} gave too few log rows (every {args.log_every} steps, after the "
                          "first 2): give more")
-    return float(np.median(speeds)), [line for line in done.stderr.splitlines() if line.startswith("tfplus all-")]
+    return float(np.median(speeds)), [line for line in err.splitlines() if line.startswith("tfplus all-")]
+
+
+class RunFailed(Exception):
+    """A run that failed or ran too long: reported, and the next run goes on (one GPU call measures them all)."""
 
 
 def main() -> None:
@@ -84,6 +97,8 @@ def main() -> None:
     p.add_argument("--flush", nargs="+", default=["4"],
                    help="TFPLUS_OPENCL_FLUSH values, each a round of the runs (launches a replay queues between two "
                    "flushes of the queue; 0: no flush, the path before stop 43)")
+    p.add_argument("--run-timeout", type=float, default=600, help="seconds a run may take before it is ended "
+                   "(with its ranks) and reported as failed; the next run goes on")
     p.add_argument("--runahead", nargs="+", default=["1"],
                    help="TFPLUS_ALLREDUCE_RUNAHEAD values for N > 1 ranks (1: the host runs ahead of the sums; 0: it "
                    "waits for each, the path before stop 48)")
@@ -95,10 +110,14 @@ def main() -> None:
         one = None
         for n in args.ranks:
             for bucket, ahead in [("1MB", "1")] if n == 1 else [(b, a) for b in args.buckets for a in args.runahead]:
-                speed, trace = images_per_sec(n, bucket, flush, ahead, args)
-                one = speed if n == 1 else one
                 what = WHAT.get(bucket, "growing from the input side" if "," in bucket else "overlapped")
                 label = "" if n == 1 else f"  TFPLUS_ALLREDUCE_BUCKET={bucket}: {what}, RUNAHEAD={ahead}"
+                try:
+                    speed, trace = images_per_sec(n, bucket, flush, ahead, args)
+                except RunFailed as e:
+                    print(f"{n} rank{'s' * (n > 1)}: FAILED{label}\n{e}", flush=True)
+                    continue
+                one = speed if n == 1 else one
                 vs = "" if one is None or n == 1 else f"  {speed / one:.2f}x one rank"
                 print(f"{n} rank{'s' * (n > 1)}: {speed:8.0f} images/s{vs}{label}", flush=True)
                 for line in trace:
