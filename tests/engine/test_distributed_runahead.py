@@ -94,15 +94,14 @@ def test_the_kill_switch_takes_the_waiting_path_to_the_same_weights(one_process,
     _assert_close(_variables(ckpt / "model.ckpt-8"), one_process[8])
 
 
-def test_sigint_between_steps_stops_every_rank_after_the_same_step(one_process, tmp_path):
+def test_sigint_between_steps_stops_every_rank_after_the_same_step(tmp_path):
     ckpt = str(tmp_path / "ckpt")
     run = _train(*RUN, "--checkpoint-dir", ckpt, stop=("SIGINT", 5))
     assert run.returncode != 0
     assert "SIGINT: stopped at step 5/8" in run.stderr, run.stderr  # rank 0's report: it stopped with rank 1
+    # Rank 0 saved step 5 after rank 1 stopped there too: a rank a step ahead would have ended the job instead
+    # (tfplus.distributed._watch_finished); tests/cli/test_train_distributed.py resumes such a run.
     assert tf.train.latest_checkpoint(ckpt).endswith("model.ckpt-5")
-    run = _train(*RUN, "--checkpoint-dir", ckpt, "--resume")
-    assert run.returncode == 0, run.stderr
-    _assert_close(_variables(tf.train.latest_checkpoint(ckpt)), one_process[8])
 
 
 def test_a_killed_rank_ends_the_job_with_an_error(tmp_path):
