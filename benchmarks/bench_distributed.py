@@ -18,7 +18,8 @@ report (per bucket, and the host's path between steps segment by segment, sessio
 under its run. --flush: every run once per TFPLUS_OPENCL_FLUSH value (launches between a replay's flushes of the
 queue; 0: none, as before stop 43). --runahead: N ranks once per TFPLUS_ALLREDUCE_RUNAHEAD value (1, the default:
 the host queues the copy back of each sum behind an event the communication thread completes and runs on; 0: it
-waits for each sum, the path before stop 48).
+waits for each sum, the path before stop 48). --switch-ms: N ranks once per TFPLUS_ALLREDUCE_SWITCH_MS value
+(Python's switch interval while the communication thread runs: how soon it gets Python's lock from the main thread).
 On opencl each rank takes device opencl:K, K its local rank. One process runs as `tfplus train` does by default (its
 worker processes included: --workers); N ranks fork none. Needs the mpi extra (pip install ".[mpi]"). Not a test:
 the numbers depend on the machine.
@@ -40,7 +41,7 @@ import numpy as np
 WHAT = {"0": "one MpiAllreduce after the backward pass", "1GB": "one bucket after the backward pass"}
 
 
-def images_per_sec(ranks: int, bucket: str, flush: str, ahead: str, args) -> tuple[float, list[str]]:
+def images_per_sec(ranks: int, bucket: str, flush: str, ahead: str, switch: str, args) -> tuple[float, list[str]]:
     batch = args.batch_size * ranks if args.per_rank else args.batch_size
     with tempfile.TemporaryDirectory() as tmp:
         log = os.path.join(tmp, "log.jsonl")
@@ -49,7 +50,7 @@ def images_per_sec(ranks: int, bucket: str, flush: str, ahead: str, args) -> tup
                  log, "--device", args.device] + (["--lr", str(args.lr)] if args.lr else [])
         cmd = train if ranks == 1 else [args.mpiexec, "-n", str(ranks), *train, "--distributed"]
         env = dict(os.environ, TFPLUS_ALLREDUCE_BUCKET=bucket, TFPLUS_ALLREDUCE_TRACE=str(int(args.trace)),
-                   TFPLUS_OPENCL_FLUSH=flush, TFPLUS_ALLREDUCE_RUNAHEAD=ahead)
+                   TFPLUS_OPENCL_FLUSH=flush, TFPLUS_ALLREDUCE_RUNAHEAD=ahead, TFPLUS_ALLREDUCE_SWITCH_MS=switch)
         # From a temporary folder: `-m tfplus` from a checkout's root would import its tfplus/ before the installed
         # package (which maps ops/, kernels/, graphs/ into it).
         # Its own process group, so that a run past --run-timeout ends with its ranks (mpiexec's children).
@@ -99,6 +100,9 @@ def main() -> None:
                    "flushes of the queue; 0: no flush, the path before stop 43)")
     p.add_argument("--run-timeout", type=float, default=600, help="seconds a run may take before it is ended "
                    "(with its ranks) and reported as failed; the next run goes on")
+    p.add_argument("--switch-ms", nargs="+", default=["0.2"],
+                   help="TFPLUS_ALLREDUCE_SWITCH_MS values for N > 1 ranks (Python's switch interval while the "
+                   "communication thread runs; 5: Python's own)")
     p.add_argument("--runahead", nargs="+", default=["1"],
                    help="TFPLUS_ALLREDUCE_RUNAHEAD values for N > 1 ranks (1: the host runs ahead of the sums; 0: it "
                    "waits for each, the path before stop 48)")
@@ -109,11 +113,14 @@ def main() -> None:
         print(f"TFPLUS_OPENCL_FLUSH={flush}", flush=True)
         one = None
         for n in args.ranks:
-            for bucket, ahead in [("1MB", "1")] if n == 1 else [(b, a) for b in args.buckets for a in args.runahead]:
+            runs = [("1MB", "1", "5")] if n == 1 else [(b, a, w) for b in args.buckets for a in args.runahead
+                                                         for w in args.switch_ms]
+            for bucket, ahead, switch in runs:
                 what = WHAT.get(bucket, "growing from the input side" if "," in bucket else "overlapped")
-                label = "" if n == 1 else f"  TFPLUS_ALLREDUCE_BUCKET={bucket}: {what}, RUNAHEAD={ahead}"
+                label = "" if n == 1 else \
+                    f"  TFPLUS_ALLREDUCE_BUCKET={bucket}: {what}, RUNAHEAD={ahead}, SWITCH_MS={switch}"
                 try:
-                    speed, trace = images_per_sec(n, bucket, flush, ahead, args)
+                    speed, trace = images_per_sec(n, bucket, flush, ahead, switch, args)
                 except RunFailed as e:
                     print(f"{n} rank{'s' * (n > 1)}: FAILED{label}\n{e}", flush=True)
                     continue

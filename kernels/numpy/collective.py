@@ -23,17 +23,21 @@ def _mpi_allreduce(ctx, ins, outs, attrs):
     MPI.COMM_WORLD.Allreduce(np.ascontiguousarray(ins[0]), outs[0], op=MPI.SUM)
 
 
+def _positive(name: str, default: str, what: str) -> float:
+    value = os.environ.get(name, default)
+    try:
+        number = float(value)
+    except ValueError:
+        number = 0.0
+    if not number > 0:
+        raise ValueError(f"{name}={value!r}: give {what}, a number above 0")
+    return number
+
+
 def _timeout() -> float:
     """Seconds the host waits for an all-reduce before it gives up (TFPLUS_ALLREDUCE_TIMEOUT, default 300)."""
-    value = os.environ.get("TFPLUS_ALLREDUCE_TIMEOUT", "300")
-    try:
-        seconds = float(value)
-    except ValueError:
-        seconds = 0.0
-    if not seconds > 0:
-        raise ValueError(f"TFPLUS_ALLREDUCE_TIMEOUT={value!r}: give the seconds the host waits for an all-reduce "
-                         "before it ends the job with an error, a number above 0")
-    return seconds
+    return _positive("TFPLUS_ALLREDUCE_TIMEOUT", "300", "the seconds the host waits for an all-reduce before it ends "
+                     "the job with an error")
 
 
 class _Job:
@@ -117,6 +121,14 @@ class Reducer:
         self.thread = threading.Thread(target=self._loop, args=(comm, MPI.IN_PLACE, MPI.SUM, MPI.MAX),
                                        name="tfplus-allreduce", daemon=True)
         self.thread.start()
+        # NOTE: the thread needs Python's lock after each of its waits (a copy out, MPI) and to release a copy back;
+        # a thread waiting for the lock gets it from a busy one (the main thread queuing launches) only after the
+        # switch interval, 5 ms by default: on a GPU step of 2 ms that delay is the step's. Measured on PoCL with the
+        # main thread launching kernels: a waking thread got the lock after a median 1.5-5.9 ms at 5 ms, 0.24-0.44
+        # ms at 0.1 ms. TFPLUS_ALLREDUCE_SWITCH_MS sets it (default 0.2; never raised).
+        ms = _positive("TFPLUS_ALLREDUCE_SWITCH_MS", "0.2", "the milliseconds Python lets a thread hold its lock "
+                       "while the communication thread waits for it")
+        sys.setswitchinterval(min(sys.getswitchinterval(), ms / 1e3))
         self.rank = MPI.COMM_WORLD.Get_rank()
         if os.environ.get("TFPLUS_ALLREDUCE_TRACE", "") not in ("", "0"):
             self.trace = {}
