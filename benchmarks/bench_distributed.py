@@ -23,6 +23,8 @@ waits for each sum, the path before stop 48). --switch-ms: N ranks once per TFPL
 On opencl each rank takes device opencl:K, K its local rank. One process runs as `tfplus train` does by default (its
 worker processes included: --workers); N ranks fork none. Needs the mpi extra (pip install ".[mpi]"). Not a test:
 the numbers depend on the machine.
+
+    python benchmarks/bench_distributed.py --lock-handoff 5 0.2 5 0.2    # Python's lock while launches are queued
 """
 from __future__ import annotations
 
@@ -34,6 +36,8 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -76,6 +80,41 @@ class RunFailed(Exception):
     """A run that failed or ran too long: reported, and the next run goes on (one GPU call measures them all)."""
 
 
+def lock_handoff(switch_ms: float, seconds: float = 2.0) -> str:
+    """How late a thread that wakes every 0.5 ms gets Python's lock while the main thread queues OpenCL launches
+    (the communication thread's lot while the host runs ahead), at a switch interval of `switch_ms`."""
+    import pyopencl as cl
+    sys.setswitchinterval(switch_ms / 1e3)
+    ctx = cl.create_some_context(interactive=False)
+    queue = cl.CommandQueue(ctx)
+    k = cl.Program(ctx, "__kernel void add1(__global float *a) { a[get_global_id(0)] += 1; }").build().add1
+    buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 256)  # NOTE: kept: a kernel argument does not hold its buffer
+    k.set_arg(0, buf)
+    late, stop = [], threading.Event()
+
+    def wake():
+        while not stop.is_set():
+            t = time.perf_counter()
+            time.sleep(0.0005)
+            late.append(time.perf_counter() - t - 0.0005)
+    thread = threading.Thread(target=wake)
+    thread.start()
+    end, launches = time.perf_counter() + seconds, 0
+    while time.perf_counter() < end:
+        for _ in range(50):
+            cl.enqueue_nd_range_kernel(queue, k, (64,), None)
+        queue.flush()
+        launches += 50
+        if launches % 5000 == 0:
+            queue.finish()
+    stop.set()
+    thread.join()
+    queue.finish()
+    ms = np.array(late) * 1e3
+    return (f"switch interval {switch_ms:g} ms: the thread late by a median {np.median(ms):.3f} ms (p90 "
+            f"{np.percentile(ms, 90):.3f}); the main thread queued {launches / seconds:,.0f} launches/s")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", default="lenet")
@@ -106,7 +145,14 @@ def main() -> None:
     p.add_argument("--runahead", nargs="+", default=["1"],
                    help="TFPLUS_ALLREDUCE_RUNAHEAD values for N > 1 ranks (1: the host runs ahead of the sums; 0: it "
                    "waits for each, the path before stop 48)")
+    p.add_argument("--lock-handoff", nargs="+", type=float, metavar="MS",
+                   help="only measure how late a waking thread gets Python's lock while this one queues OpenCL "
+                   "launches, at each switch interval given (ms; one process each)")
     args = p.parse_args()
+    if args.lock_handoff:
+        for ms in args.lock_handoff:  # a process each: the switch interval and the driver's state are per process
+            subprocess.run([sys.executable, __file__, "--lock-handoff-one", str(ms)], check=True)
+        return
     per = "per rank" if args.per_rank else "global"
     print(f"{args.model}, batch {args.batch_size} {per}, {args.device}, {os.cpu_count()} cores", flush=True)
     for flush in args.flush:
@@ -132,4 +178,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["--lock-handoff-one"]:
+        print(lock_handoff(float(sys.argv[2])), flush=True)
+    else:
+        main()
