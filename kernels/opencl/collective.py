@@ -68,9 +68,10 @@ def _mpi_allreduce_start(ctx, ins, outs, attrs):
     def start():
         if len(held) > 1:  # one step ahead at most: the step before last's copy back of this bucket is done
             reducer.mark(f"bucket {key} waits for the step before last")
-            finish, event = held.popleft()
-            finish()
+            finish, event = held[0]
+            finish()  # NOTE: before the pop: an event dropped while its user event is unset would deadlock
             event.wait()  # on the device alone now (its user event is complete)
+            held.popleft()
             reducer.mark(f"bucket {key} step before last done")
         ready = cl.enqueue_copy(queue, host, buf, src_offset=off, is_blocking=False).wait if host.nbytes else None
         rt.d2h_bytes += host.nbytes
