@@ -20,9 +20,9 @@ kernels on both devices, so a training step stays one Session.run (the planner p
 same step, nothing goes through Python feeds; on opencl a planned step replays its recorded launches) and the step
 works unchanged on cpu and opencl. The gradients are packed into buckets of about 1 MB (latency dominates small
 messages), whose all-reduces run on a communication thread while the backward pass goes on (DistributedOptimizer).
-On opencl the host runs up to one step ahead of the sums: each copy back waits on the device for an event the
-communication thread completes, so session.run returns once the step is queued (kernels/opencl/collective.py;
-TFPLUS_ALLREDUCE_RUNAHEAD=0: the host waits for each sum instead).
+On opencl TFPLUS_ALLREDUCE_RUNAHEAD=1 lets the host run up to one step ahead of the sums: each copy back waits on
+the device for an event the communication thread completes, so session.run returns once the step is queued
+(kernels/opencl/collective.py; off by default: it did not pay on NVIDIA's driver).
 
 A failed rank ends the job: an exception that nothing catches calls MPI_Abort (init installs the hook, as
 `python -m mpi4py` does), and mpiexec ends every rank when one dies, so the others never wait forever in a step.

@@ -5,13 +5,15 @@ MpiAllreduceStart enqueues a non-blocking copy into pinned host memory (runtime.
 to the communication thread (kernels/numpy/collective.py), which waits for the copy, then sums it over the ranks
 while the queue goes on with the rest of the backward pass.
 
-MpiAllreduceWait runs ahead: it enqueues the copy back of the sum behind an OpenCL user event that the
-communication thread completes once MPI returns, and returns at once, so the host queues the updates, leaves
-session.run and queues the next step while the device and MPI work (in one process the host runs ahead of the
-device the same way). Bounded to one step: a bucket's start waits until the step before last's copy back of that
-bucket is done (the host waits for the thread, with the reducer's timeout, then for the device). Blocking calls of
-the runtime (reads, finish) first wait for every released copy (OpenCLRuntime.settle), with the same timeout.
-TFPLUS_ALLREDUCE_RUNAHEAD=0: the host waits for each sum, then queues its copy back (the path before).
+With TFPLUS_ALLREDUCE_RUNAHEAD=1, MpiAllreduceWait runs ahead: it enqueues the copy back of the sum behind an OpenCL
+user event that the communication thread completes once MPI returns, and returns at once, so the host queues the
+updates, leaves session.run and queues the next step while the device and MPI work (in one process the host runs ahead
+of the device the same way). Bounded to one step: a bucket's start waits until the step before last's copy back of
+that bucket is done (the host waits for the thread, with the reducer's timeout, then for the device). Blocking calls
+of the runtime (reads, finish) first wait for every released copy (OpenCLRuntime.settle), with the same timeout.
+By default the host waits for each sum, then queues its copy back: on two H200s (stop 48, BENCHMARKS.md) running
+ahead did not make the pair faster (0.75-0.91x one GPU against 0.77-0.86x waiting): the device still waited for
+the sums, as if NVIDIA's driver held every command queued behind a user event until the event completes.
 Both put their host work on the tape (runtime.tape_host), so a planned step keeps replaying its launches.
 
 NOTE: pyopencl's event of a copy from or to a host array (a NannyEvent) waits for the copy when it is dropped,
@@ -41,7 +43,7 @@ def _mpi_allreduce(ctx, ins, outs, attrs):
 def runahead() -> bool:
     """Whether MpiAllreduceWait queues the copy back behind a user event and returns (TFPLUS_ALLREDUCE_RUNAHEAD,
     default on; 0: it waits for the sum first)."""
-    return os.environ.get("TFPLUS_ALLREDUCE_RUNAHEAD", "1") not in ("", "0")
+    return os.environ.get("TFPLUS_ALLREDUCE_RUNAHEAD", "0") not in ("", "0")
 
 
 _gates: dict = {}  # bucket key -> the user event its step's copy back waits for (made by the start, used by the wait)

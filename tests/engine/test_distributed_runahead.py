@@ -1,8 +1,9 @@
-"""The opencl all-reduce run ahead (kernels/opencl/collective.py) under `mpiexec -n 2 tfplus train --distributed`,
-both ranks on PoCL's one device: the host queues each summed bucket's copy back behind a user event the
-communication thread completes and goes on to the next step. It trains as one process at the whole batch whether
-the host reads the running sums every step or every few, writes checkpoints mid-run, stops every rank after the
-same step on SIGINT, and a killed or stalled rank ends the job with an error instead of a hang."""
+"""The opencl all-reduce run ahead (kernels/opencl/collective.py, TFPLUS_ALLREDUCE_RUNAHEAD=1) under `mpiexec -n 2
+tfplus train --distributed`, both ranks on PoCL's one device: the host queues each summed bucket's copy back
+behind a user event the communication thread completes and goes on to the next step. It trains as one process at
+the whole batch whether the host reads the running sums every step or every few, writes checkpoints mid-run, stops
+every rank after the same step on SIGINT, and a killed or stalled rank ends the job with an error instead of a
+hang."""
 import os
 import shutil
 import subprocess
@@ -22,7 +23,7 @@ MPIEXEC = Path(sys.executable).parent / "mpiexec"
 MPIEXEC = MPIEXEC if MPIEXEC.exists() else Path(shutil.which("mpiexec") or MPIEXEC)
 # One thread per process (two ranks share the CI's two cores); the trace shows which path each step took.
 ENV = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p), TFPLUS_NUM_THREADS="1",
-           TFPLUS_WORKERS="1", TFPLUS_ALLREDUCE_TRACE="1")
+           TFPLUS_WORKERS="1", TFPLUS_ALLREDUCE_TRACE="1", TFPLUS_ALLREDUCE_RUNAHEAD="1")
 # LeNet made narrow: a PoCL step of seconds on two loaded cores becomes one of milliseconds.
 RUN = ["train", "--synthetic", "--model", "lenet", "--widths", "4,8", "--fc-widths", "16", "--batch-size", "16",
        "--steps", "8", "--checkpoint-every", "2", "--no-eval", "--device", "opencl:0"]
@@ -86,9 +87,10 @@ def test_two_ranks_running_ahead_train_as_one_process(one_process, tmp_path, log
         _assert_close(_variables(ckpt / f"model.ckpt-{step}"), one_process[step])
 
 
-def test_the_kill_switch_takes_the_waiting_path_to_the_same_weights(one_process, tmp_path):
+def test_by_default_the_host_waits_for_each_sum_and_reaches_the_same_weights(one_process, tmp_path):
     ckpt = tmp_path / "ckpt"
-    run = _train(*RUN, "--checkpoint-dir", str(ckpt), env=dict(ENV, TFPLUS_ALLREDUCE_RUNAHEAD="0"))
+    waiting = {k: v for k, v in ENV.items() if k != "TFPLUS_ALLREDUCE_RUNAHEAD"}
+    run = _train(*RUN, "--checkpoint-dir", str(ckpt), env=waiting)
     assert run.returncode == 0, run.stderr
     assert RAN_AHEAD not in run.stderr and "the host between steps" in run.stderr
     _assert_close(_variables(ckpt / "model.ckpt-8"), one_process[8])
