@@ -20,11 +20,16 @@ kernels on both devices, so a training step stays one Session.run (the planner p
 same step, nothing goes through Python feeds; on opencl a planned step replays its recorded launches) and the step
 works unchanged on cpu and opencl. The gradients are packed into buckets of about 1 MB (latency dominates small
 messages), whose all-reduces run on a communication thread while the backward pass goes on (DistributedOptimizer).
+On opencl TFPLUS_ALLREDUCE_RUNAHEAD=1 lets the host run up to one step ahead of the sums: each copy back waits on
+the device for an event the communication thread completes, so session.run returns once the step is queued
+(kernels/opencl/collective.py; off by default: it did not pay on NVIDIA's driver).
 
 A failed rank ends the job: an exception that nothing catches calls MPI_Abort (init installs the hook, as
 `python -m mpi4py` does), and mpiexec ends every rank when one dies, so the others never wait forever in a step.
 A rank that finishes normally while another waits in an all-reduce it will never join (one ran a step more) ends
 the job with an error too (_watch_finished).
+Every wait of the host for an all-reduce gives up after TFPLUS_ALLREDUCE_TIMEOUT seconds (default 300) with an
+error naming the bucket, which ends the job: a rank that stalls without dying does not hang the others for ever.
 """
 from __future__ import annotations
 

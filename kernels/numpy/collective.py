@@ -23,12 +23,30 @@ def _mpi_allreduce(ctx, ins, outs, attrs):
     MPI.COMM_WORLD.Allreduce(np.ascontiguousarray(ins[0]), outs[0], op=MPI.SUM)
 
 
-class _Job:
-    __slots__ = ("host", "ready", "done", "error", "times", "largest")
+def _positive(name: str, default: str, what: str) -> float:
+    value = os.environ.get(name, default)
+    try:
+        number = float(value)
+    except ValueError:
+        number = 0.0
+    if not number > 0:
+        raise ValueError(f"{name}={value!r}: give {what}, a number above 0")
+    return number
 
-    def __init__(self, host: np.ndarray, ready, largest: bool = False):
-        self.host, self.ready, self.done, self.error = host, ready, threading.Event(), None
+
+def _timeout() -> float:
+    """Seconds the host waits for an all-reduce before it gives up (TFPLUS_ALLREDUCE_TIMEOUT, default 300)."""
+    return _positive("TFPLUS_ALLREDUCE_TIMEOUT", "300", "the seconds the host waits for an all-reduce before it ends "
+                     "the job with an error")
+
+
+class _Job:
+    __slots__ = ("key", "host", "ready", "release", "done", "error", "times", "largest")
+
+    def __init__(self, key: int, host: np.ndarray, ready, largest: bool = False, release=None):
+        self.key, self.host, self.ready, self.done, self.error = key, host, ready, threading.Event(), None
         self.largest = largest  # MPI_MAX instead of MPI_SUM
+        self.release = release  # called by the communication thread after the sum: release(ok)
         self.times = [time.perf_counter(), 0.0, 0.0, 0.0, 0.0]  # started, copied out, reduced, waited, taken
 
 
@@ -37,10 +55,13 @@ class Reducer:
     they were started (so every rank makes the same calls in the same order), on a communicator of its own (so
     that the main thread's collectives between steps, such as max_over_ranks, never interleave with its own).
 
-    `start(key, host, ready)`: reduce `host` once `ready()` returned (None: it holds its value already; OpenCL:
-    the wait for its copy from the device); `take(key)`: that job, without waiting; `wait(key)`: the summed
-    buffer, once done. `largest(value)`: the ranks' largest value, in its turn among the jobs, with no call of MPI
-    on the caller's thread (an MPI_Iallreduce started between steps cost the host 0.3 ms on a loaded machine).
+    `start(key, host, ready, release)`: reduce `host` once `ready()` returned (None: it holds its value already;
+    OpenCL: the wait for its copy from the device), then call `release(ok)` (OpenCL: completes the user event its
+    copy back waits for on the device); `take(key)`: that job, without waiting; `finish(job)`: its summed buffer,
+    once done; `wait(key)`: both. Every wait of the host gives up after TFPLUS_ALLREDUCE_TIMEOUT seconds with an
+    error naming the bucket (another rank died or hangs), and at exit the host waits for the jobs it started.
+    `largest(value)`: the ranks' largest value, in its turn among the jobs, with no call of MPI on the caller's
+    thread (an MPI_Iallreduce started between steps cost the host 0.3 ms on a loaded machine).
     `buffer(key, shape, dtype)`: the host buffer a key reuses from step to step (its last sum was taken by then:
     each step waits for all it started). With TFPLUS_ALLREDUCE_TRACE=1 it reports at exit, per bucket, where the
     time went (see _report)."""
@@ -56,6 +77,8 @@ class Reducer:
         # The all-reduces this process started (the kernels' and this thread's jobs), equal on every rank of a job
         # whose ranks run the same steps: tfplus.distributed compares them when a rank finishes.
         self.count = 0
+        self.timeout = _timeout()
+        self.last: _Job | None = None  # the job started last (drain)
 
     def buffer(self, key: int, shape, dtype) -> np.ndarray:
         buf = self.buffers.get(key)
@@ -63,10 +86,10 @@ class Reducer:
             buf = self.buffers[key] = np.empty(shape, dtype)
         return buf
 
-    def start(self, key: int, host: np.ndarray, ready=None) -> None:
+    def start(self, key: int, host: np.ndarray, ready=None, release=None) -> None:
         self._check()
         self._running()
-        job = self.started[key] = _Job(host, ready)
+        job = self.last = self.started[key] = _Job(key, host, ready, release=release)
         self.count += 1
         self.jobs.put(job)
         self.mark(f"bucket {key} started")
@@ -76,14 +99,12 @@ class Reducer:
         in the same order among its starts)."""
         self._check()
         self._running()
-        job = _Job(np.array([value], np.int64), None, largest=True)
+        job = self.last = _Job(-1, np.array([value], np.int64), None, largest=True)
         self.count += 1
         self.jobs.put(job)
 
         def result() -> int:
-            job.done.wait()
-            self._check()
-            return int(job.host[0])
+            return int(self.finish(job)[0])
         return result
 
     def _running(self) -> None:
@@ -100,10 +121,21 @@ class Reducer:
         self.thread = threading.Thread(target=self._loop, args=(comm, MPI.IN_PLACE, MPI.SUM, MPI.MAX),
                                        name="tfplus-allreduce", daemon=True)
         self.thread.start()
+        # NOTE: the thread needs Python's lock after each of its waits (a copy out, MPI) and to release a copy back;
+        # a thread waiting for the lock gets it from a busy one (the main thread queuing launches) only after the
+        # switch interval, 5 ms by default: on a GPU step of 2 ms that delay is the step's. Measured on PoCL with the
+        # main thread launching kernels: a waking thread got the lock after a median 1.5-5.9 ms at 5 ms, 0.24-0.44
+        # ms at 0.1 ms. TFPLUS_ALLREDUCE_SWITCH_MS sets it (default 0.2; never raised).
+        ms = _positive("TFPLUS_ALLREDUCE_SWITCH_MS", "0.2", "the milliseconds Python lets a thread hold its lock "
+                       "while the communication thread waits for it")
+        sys.setswitchinterval(min(sys.getswitchinterval(), ms / 1e3))
         self.rank = MPI.COMM_WORLD.Get_rank()
         if os.environ.get("TFPLUS_ALLREDUCE_TRACE", "") not in ("", "0"):
             self.trace = {}
             atexit.register(self._report)
+        # NOTE: registered after mpi4py's MPI_Finalize, so it runs before it: a host that ran ahead of its last
+        # all-reduce (kernels/opencl/collective.py) must not finalize MPI while the thread is inside it.
+        atexit.register(self.drain)
 
     def take(self, key: int) -> _Job:
         self._check()
@@ -116,13 +148,30 @@ class Reducer:
             self.trace.setdefault(key, []).append(job.times)
         return job
 
+    def finish(self, job: _Job) -> np.ndarray:
+        """`job`'s summed buffer, once the communication thread is done with it; raises if it failed, or if it is
+        not done within the timeout (naming the bucket and what to look at), never waiting for ever."""
+        if not job.done.wait(self.timeout):
+            what = "the ranks' signal check" if job.largest else f"gradient bucket {job.key}"
+            raise TimeoutError(
+                f"rank {self.rank}: the all-reduce of {what} did not finish within {self.timeout:g} s "
+                "(TFPLUS_ALLREDUCE_TIMEOUT): another rank died, hangs, or runs different steps; check the other "
+                "ranks' output, or raise the timeout if a rank is that slow on purpose (a first step's builds)")
+        self._check()
+        return job.host
+
     def wait(self, key: int) -> np.ndarray:
         job = self.take(key)
-        job.done.wait()
-        self._check()
+        self.finish(job)
         job.times[4] = time.perf_counter()
         self.mark(f"bucket {key} waited")
         return job.host
+
+    def drain(self) -> None:
+        """Waits (at most the timeout) for every job started so far: they run in order, so for the last one."""
+        job = self.last
+        if job is not None and self.failed is None:
+            job.done.wait(self.timeout)
 
     def mark(self, label: str) -> None:
         """With TFPLUS_ALLREDUCE_TRACE=1, notes that the host reached `label` now (the report times the host's
@@ -186,6 +235,11 @@ class Reducer:
                 job.times[2] = time.perf_counter()
             except BaseException as e:  # noqa: BLE001  the step's next collective kernel raises it
                 self.failed = e
+            if job.release is not None:  # before done: a host that saw done may block on what it releases
+                try:
+                    job.release(self.failed is None)
+                except BaseException as e:  # noqa: BLE001
+                    self.failed = self.failed or e
             job.done.set()
 
 

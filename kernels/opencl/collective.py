@@ -3,11 +3,29 @@
 MpiAllreduce copies the packed buffer out, reduces it by the cpu kernel and copies it back, all blocking.
 MpiAllreduceStart enqueues a non-blocking copy into pinned host memory (runtime.pinned_array) and hands the buffer
 to the communication thread (kernels/numpy/collective.py), which waits for the copy, then sums it over the ranks
-while the queue goes on with the rest of the backward pass; MpiAllreduceWait waits for the sum and enqueues its
-copy back, non-blocking.
+while the queue goes on with the rest of the backward pass.
+
+With TFPLUS_ALLREDUCE_RUNAHEAD=1, MpiAllreduceWait runs ahead: it enqueues the copy back of the sum behind an OpenCL
+user event that the communication thread completes once MPI returns, and returns at once, so the host queues the
+updates, leaves session.run and queues the next step while the device and MPI work (in one process the host runs ahead
+of the device the same way). Bounded to one step: a bucket's start waits until the step before last's copy back of
+that bucket is done (the host waits for the thread, with the reducer's timeout, then for the device). Blocking calls
+of the runtime (reads, finish) first wait for every released copy (OpenCLRuntime.settle), with the same timeout.
+By default the host waits for each sum, then queues its copy back: on two H200s (stop 48, BENCHMARKS.md) running
+ahead did not make the pair faster (0.75-0.91x one GPU against 0.77-0.86x waiting): the device still waited for
+the sums, as if NVIDIA's driver held every command queued behind a user event until the event completes.
 Both put their host work on the tape (runtime.tape_host), so a planned step keeps replaying its launches.
+
+NOTE: pyopencl's event of a copy from or to a host array (a NannyEvent) waits for the copy when it is dropped,
+holding Python's lock. Dropped while its copy waits for a user event, it deadlocks: the communication thread needs
+that lock to complete the event (PoCL and NVIDIA's driver alike: the hang of stop 42, once blamed on PoCL's enqueue).
+So the copy back's event is kept (OpenCLRuntime.gated) until its user event is complete.
 """
 from __future__ import annotations
+
+import collections
+import functools
+import os
 
 import numpy as np
 
@@ -22,6 +40,21 @@ def _mpi_allreduce(ctx, ins, outs, attrs):
     run_on_host(ctx, find_kernel("MpiAllreduce", "cpu", attrs["T"]), ins, outs, attrs, upload=True)
 
 
+def runahead() -> bool:
+    """Whether MpiAllreduceWait queues the copy back behind a user event and returns (TFPLUS_ALLREDUCE_RUNAHEAD,
+    default on; 0: it waits for the sum first)."""
+    return os.environ.get("TFPLUS_ALLREDUCE_RUNAHEAD", "0") not in ("", "0")
+
+
+_gates: dict = {}  # bucket key -> the user event its step's copy back waits for (made by the start, used by the wait)
+
+
+def _released(gate):
+    def release(ok: bool) -> None:  # on the communication thread, after the sum (a negative status: it failed)
+        gate.set_status(cl.command_execution_status.COMPLETE if ok else -1)
+    return release
+
+
 @register_kernel("MpiAllreduceStart", "opencl", ("float32", "float64"))
 def _mpi_allreduce_start(ctx, ins, outs, attrs):
     rt, a, key = ctx.runtime, ins[0], attrs["key"]
@@ -31,12 +64,21 @@ def _mpi_allreduce_start(ctx, ins, outs, attrs):
         np.copyto(host, a.host)
         reducer.start(key, host)
         return
-    buf, off, queue = rt.buffer(a), a.block.off, rt.queue
+    buf, off, queue, ahead = rt.buffer(a), a.block.off, rt.queue, runahead() and host.nbytes > 0
+    held = rt.gated.setdefault(key, collections.deque())
 
     def start():
+        if len(held) > 1:  # one step ahead at most: the step before last's copy back of this bucket is done
+            reducer.mark(f"bucket {key} waits for the step before last")
+            finish, event = held[0]
+            finish()  # NOTE: before the pop: an event dropped while its user event is unset would deadlock
+            event.wait()  # on the device alone now (its user event is complete)
+            held.popleft()
+            reducer.mark(f"bucket {key} step before last done")
         ready = cl.enqueue_copy(queue, host, buf, src_offset=off, is_blocking=False).wait if host.nbytes else None
         rt.d2h_bytes += host.nbytes
-        reducer.start(key, host, ready)
+        gate = _gates[key] = cl.UserEvent(rt.dev.ctx) if ahead else None
+        reducer.start(key, host, ready, _released(gate) if ahead else None)
     start()
     rt.tape_host(start, ("MpiAllreduceStart", key, id(buf), off))
 
@@ -46,15 +88,19 @@ def _mpi_allreduce_wait(ctx, ins, outs, attrs):
     rt, o, key = ctx.runtime, outs[0], attrs["key"]
     buf, off, queue = rt.buffer(o), o.block.off, rt.queue
 
-    # NOTE: the host waits for the sum, then queues its copy back. Not a copy that waits on the device for an event
-    # the communication thread completes: PoCL's enqueue of such a copy blocks until the event completes, holding
-    # Python's lock, which the communication thread needs to complete it (a deadlock); tried on two H200s (NVIDIA's
-    # driver), the ranks hung too (stop 42, not diagnosed).
+    # NOTE: non-blocking: `host` is written again only by the next step's copy out, queued after this one.
     def wait():
-        host = reducer.wait(key)
-        if host.nbytes:
-            # NOTE: non-blocking: `host` is written again only by the next step's copy out, queued after this one.
-            cl.enqueue_copy(queue, buf, host, dst_offset=off, is_blocking=False)
+        gate = _gates.pop(key, None)
+        if gate is None:  # run-ahead off (or a host value): the sum first, then its copy back
+            host = reducer.wait(key)
+            if host.nbytes:
+                cl.enqueue_copy(queue, buf, host, dst_offset=off, is_blocking=False)
+        else:
+            job = reducer.take(key)
+            host = job.host
+            reducer.mark(f"bucket {key} waited")  # at once: the device waits for the sum instead
+            event = cl.enqueue_copy(queue, buf, host, dst_offset=off, is_blocking=False, wait_for=[gate])
+            rt.gated[key].append((functools.partial(reducer.finish, job), event))  # kept: see the NOTE above
         rt.h2d_bytes += host.nbytes
         reducer.mark(f"bucket {key} copy back queued")
     wait()

@@ -130,6 +130,7 @@ class Device:
         self.tables: dict = {}    # key -> DeviceArray: kernels' lookup tables
         self.staging: dict = {}   # size class -> pinned upload buffers (OpenCLRuntime._staged_upload)
         self.pinned: dict = {}    # key -> (buffer, mapped host array): OpenCLRuntime.pinned_array
+        self.gated: dict = {}     # key -> deque of (wait for the host, event): OpenCLRuntime.gated
         self.is_gpu = bool(d.type & cl.device_type.GPU)
         self.max_wg = int(d.max_work_group_size)
         self.align = max(1, int(d.mem_base_addr_align) // 8)

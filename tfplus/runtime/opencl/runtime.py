@@ -62,6 +62,11 @@ class OpenCLRuntime(Runtime):
         self.profile: list | None = [] if os.environ.get("TFPLUS_OPENCL_PROFILE") else None
         self.replay = replay_enabled()
         self.step_lock = self.dev.step_lock  # its device's runtimes share one (base.Runtime)
+        # Copies queued behind a user event that a host thread completes (an all-reduce's copy back, run ahead:
+        # kernels/opencl/collective.py): key -> deque of (a function that waits, with a timeout, until the thread
+        # completed it; the copy's event, kept until then: pyopencl's event of a host copy waits for it when
+        # dropped, holding Python's lock, which the thread needs).
+        self.gated = self.dev.gated
 
     # -- the interface the executor uses ---------------------------------------------------------------------
     def allocate(self, shape, dtype) -> DeviceArray:
@@ -128,6 +133,13 @@ class OpenCLRuntime(Runtime):
             held = self.dev.pinned[key] = (buf, view)
         return held[1]
 
+    def settle(self) -> None:
+        """Before a blocking call: waits until the host threads completed the user events of every gated copy
+        (`gated`), each wait with its timeout, so that the call waits for the device alone, never for ever."""
+        for held in self.gated.values():
+            for finish, _ in held:
+                finish()
+
     def copy_out(self, buf: DeviceArray) -> np.ndarray:
         if buf.block.host is not None:
             return np.array(buf.host, copy=True)
@@ -135,6 +147,7 @@ class OpenCLRuntime(Runtime):
         if taping.tape is not None:
             taping.tape.refuse("a kernel read a device value on the host")
         if out.nbytes:
+            self.settle()
             t0 = time.perf_counter()
             cl.enqueue_copy(self.queue, out, self.buffer(buf), src_offset=buf.block.off, is_blocking=True)
             self.d2h_bytes += out.nbytes
@@ -143,6 +156,7 @@ class OpenCLRuntime(Runtime):
         return out
 
     def synchronize(self) -> None:
+        self.settle()
         self.queue.finish()
 
     def profiling_queue(self):
@@ -397,6 +411,8 @@ class OpenCLRuntime(Runtime):
 
     def _upload(self, buf, host: np.ndarray, off: int = 0, blocking: bool = True) -> None:
         if host.nbytes:
+            if blocking:
+                self.settle()
             t0 = time.perf_counter()
             ev = cl.enqueue_copy(self.queue, buf, np.asarray(host, order="C"), dst_offset=off, is_blocking=blocking)
             if not blocking:
