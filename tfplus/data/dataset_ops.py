@@ -377,6 +377,8 @@ class _Map(_Derived):
                 raise ValueError(f"tf.data.Dataset.{'filter' if keep_if else 'map'}: the function failed while "
                                  f"traced in the dataset's own graph ({e}); it may use only its arguments and "
                                  "constants it makes, not tensors of the script's graph") from e
+            if isinstance(result, list):  # as TensorFlow: a list of results is a tuple (a list is a component)
+                result = tuple(result)
             result = _map_structure(lambda v: v if isinstance(v, Tensor) else array_ops.constant(v), result)
         self._result = result
         self._outputs = _flatten(result)

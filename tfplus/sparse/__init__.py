@@ -18,8 +18,8 @@ import numpy as np
 
 from tfplus import dtypes as _dt
 from tfplus.framework import Tensor, constant_value, convert_to_tensor, name_scope
-from tfplus.io.host import host_op
 from tfplus.ops import array_ops, math_ops
+from tfplus.ops.host_ops import host_op
 from tfplus.tensor_shape import TensorShape
 
 __all__ = ["SparseTensor", "SparseTensorValue", "sparse_placeholder", "to_dense", "sparse_tensor_to_dense",
@@ -348,3 +348,8 @@ def embedding_lookup_sparse(params, sp_ids: SparseTensor, sp_weights: SparseTens
         if combiner == "sqrtn":
             norm = math_ops.sqrt(norm)
         return math_ops.div_no_nan(total, array_ops.expand_dims(norm, 1))
+
+
+from tfplus.unsupported import module_getattr as _module_getattr  # noqa: E402
+
+__getattr__ = _module_getattr(__name__, "tf.sparse")

@@ -1,4 +1,4 @@
-"""Host ops of tf.io, tf.strings, tf.sparse and the record readers: each is a PyFunc node (tfplus.ops.script_ops)
+"""Host ops of tf.io, tf.strings, tf.sparse and the record readers (tfplus.io, tfplus.sparse): each is a PyFunc node
 named as TensorFlow's op, whose function runs on the host on the inputs' NumPy values, on every device. Strings
 are object arrays of bytes, as TensorFlow's Session gives them."""
 from __future__ import annotations
