@@ -338,9 +338,6 @@ def corrupt_record(tf, d):
     return out
 
 
-SCRIPTS = [mnist_tfrecords_train, cifar_fixed_length, csv_regression, text_string_split, sequence_example,
-           gzip_tfrecords, parse_example_batch, sparse_model, string_ops, files_and_tensors, decode_raw_dtypes,
-           interleaved_files, corrupt_record]
 
 
 def run_script(tf, script, folder) -> dict:
@@ -374,3 +371,23 @@ def same(a, b, where: str = "") -> None:
     else:
         assert x.dtype == y.dtype or {x.dtype.kind, y.dtype.kind} <= set("OS"), (where, x.dtype, y.dtype)
         assert x.tolist() == y.tolist(), (where, a, b)
+
+
+def png_images(tf, d):
+    """tf.image.encode_png -> tf.write_file -> tf.read_file -> tf.image.decode_png with each channel count."""
+    image = np.random.RandomState(5).randint(0, 256, (6, 5, 3)).astype(np.uint8)
+    path = os.path.join(d, "img.png")
+    write = tf.write_file(path, tf.image.encode_png(tf.constant(image)))
+    gray = tf.image.encode_png(tf.constant(image[..., :1]))
+    with tf.Session() as sess:
+        sess.run(write)
+        contents = tf.read_file(path)
+        out = {f"channels{c}": sess.run(tf.image.decode_png(contents, channels=c)) for c in (0, 3, 4)}
+        for c in (0, 1, 3, 4):
+            out[f"gray{c}"] = sess.run(tf.image.decode_png(gray, channels=c))
+    return out
+
+
+SCRIPTS = [mnist_tfrecords_train, cifar_fixed_length, csv_regression, text_string_split, sequence_example,
+           gzip_tfrecords, parse_example_batch, sparse_model, string_ops, files_and_tensors, decode_raw_dtypes,
+           interleaved_files, corrupt_record, png_images]

@@ -232,3 +232,7 @@ for _n in ("BytesList", "FloatList", "Int64List", "Feature", "Features", "Featur
     setattr(train, _n, getattr(_feature_pb2, _n))
 train.Example, train.SequenceExample = _example_pb2.Example, _example_pb2.SequenceExample
 nn.embedding_lookup_sparse = sparse.embedding_lookup_sparse
+from tfplus.io.png import decode_png as _decode_png  # noqa: E402
+from tfplus.io.png import encode_png as _encode_png  # noqa: E402
+
+image.decode_png, image.encode_png = _decode_png, _encode_png
