@@ -388,6 +388,31 @@ def png_images(tf, d):
     return out
 
 
+
+
+def sparse_through_dataset(tf, d):
+    """A VarLenFeature parsed in Dataset.map stays a SparseTensor through batch; to_dense after get_next."""
+    path = os.path.join(d, "tags.tfrecord")
+    with tf.python_io.TFRecordWriter(path) as w:
+        for i in range(5):
+            e = tf.train.Example()
+            e.features.feature["tags"].int64_list.value.extend(range(i % 3))
+            e.features.feature["id"].int64_list.value.append(i)
+            w.write(e.SerializeToString())
+
+    def parse(record):
+        return tf.parse_single_example(record, {"tags": tf.VarLenFeature(tf.int64),
+                                                "id": tf.FixedLenFeature([], tf.int64)})
+    batch = tf.data.TFRecordDataset(path).map(parse).batch(2).make_one_shot_iterator().get_next()
+    dense = tf.sparse.to_dense(batch["tags"], default_value=-1)
+    out = {}
+    with tf.Session() as sess:
+        for k in range(3):
+            tags, ids, dn = sess.run([batch["tags"], batch["id"], dense])
+            out[f"tags{k}"], out[f"id{k}"], out[f"dense{k}"] = tags, ids, dn
+    return out
+
+
 SCRIPTS = [mnist_tfrecords_train, cifar_fixed_length, csv_regression, text_string_split, sequence_example,
            gzip_tfrecords, parse_example_batch, sparse_model, string_ops, files_and_tensors, decode_raw_dtypes,
-           interleaved_files, corrupt_record, png_images]
+           interleaved_files, corrupt_record, png_images, sparse_through_dataset]
