@@ -13,6 +13,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from tfplus import dtypes as _dt
+from tfplus import errors
 from tfplus.data.dataset_ops import Dataset, _Spec
 from tfplus.framework import Tensor, constant_value
 from tfplus.io import tfrecord
@@ -90,8 +91,9 @@ class TextLineDataset(_FileDataset):
 
 
 class FixedLengthRecordDataset(_FileDataset):
-    """Records of record_bytes bytes each, after header_bytes and before footer_bytes of each file; a last
-    partial record is dropped."""
+    """Records of record_bytes bytes each, after header_bytes and before footer_bytes of each file, whose body
+    must be a whole number of records (InvalidArgumentError, or DataLossError for a compressed file, as in
+    TensorFlow)."""
 
     def __init__(self, filenames, record_bytes, header_bytes=None, footer_bytes=None, buffer_size=None,
                  compression_type=None, num_parallel_reads=None, name=None):
@@ -104,7 +106,12 @@ class FixedLengthRecordDataset(_FileDataset):
     def _read(self, path):
         data = tfrecord.read_file_bytes(path, self._compression)
         body = data[self._header:len(data) - self._footer]
-        return (body[i:i + self._record] for i in range(0, len(body) - self._record + 1, self._record))
+        if len(body) % self._record:
+            error = errors.DataLossError if self._compression else errors.InvalidArgumentError
+            raise error(None, None, f"Excluding the header ({self._header} bytes) and footer ({self._footer} "
+                        f"bytes), input file \"{path}\" has body length {len(body)} bytes, which is not an exact "
+                        f"multiple of the record length ({self._record} bytes).")
+        return (body[i:i + self._record] for i in range(0, len(body), self._record))
 
 
 def _value(x, int_: bool = True):
