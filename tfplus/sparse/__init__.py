@@ -39,7 +39,8 @@ class SparseTensor:
     """tf.SparseTensor(indices, values, dense_shape): values[i] at position indices[i] of a tensor of shape
     dense_shape, zero elsewhere."""
 
-    def __init__(self, indices, values, dense_shape):
+    def __init__(self, indices, values, dense_shape, static_shape=None):
+        self._static_shape = None if static_shape is None else TensorShape(static_shape)
         with name_scope(None, "SparseTensor"):
             self._indices = convert_to_tensor(indices, dtype=_dt.int64, name="indices")
             self._values = convert_to_tensor(values, name="values")
@@ -62,7 +63,10 @@ class SparseTensor:
 
     @property
     def shape(self) -> TensorShape:
-        """The dense tensor's static shape: dense_shape's value where known, else its rank."""
+        """The dense tensor's static shape: dense_shape's value where known (or a sparse_placeholder's shape),
+        else its rank."""
+        if self._static_shape is not None:
+            return self._static_shape
         known = constant_value(self._dense_shape)
         if known is not None:
             return TensorShape([int(d) for d in known])
@@ -105,7 +109,7 @@ def sparse_placeholder(dtype, shape=None, name=None) -> SparseTensor:
                                                              name="shape")
         else:
             dense_shape = array_ops.placeholder(_dt.int64, [rank], name="shape")
-        return SparseTensor(indices, values, dense_shape)
+        return SparseTensor(indices, values, dense_shape, static_shape=shape)
 
 
 placeholder = sparse_placeholder
@@ -300,8 +304,9 @@ def sparse_dense_matmul(sp_a: SparseTensor, b, adjoint_a=False, adjoint_b=False,
     sp = SparseTensor.from_value(sp_a)
     with name_scope(name, "SparseTensorDenseMatMul"):
         b = convert_to_tensor(b, dtype=sp.dtype)
-        if adjoint_b:
-            b = array_ops.transpose(b)
+        # NOTE: TensorFlow's gradient in b is a dense tensor, not the gather's IndexedSlices: the transpose, or a
+        # reshape (a view), makes it one.
+        b = array_ops.transpose(b) if adjoint_b else array_ops.reshape(b, array_ops.shape(b))
         rows, cols = sp.indices[:, 0], sp.indices[:, 1]
         if adjoint_a:
             rows, cols = cols, rows
