@@ -165,8 +165,8 @@ def decode_png(contents, channels=0, dtype=_dt.uint8, name=None):
     dtype = _dt.as_dtype(dtype)
     if dtype is not _dt.uint8:
         raise TypeError(f"decode_png: dtype {dtype.name}; tfplus decodes to tf.uint8 only")
-    if channels not in (0, 1, 2, 3, 4):
-        raise ValueError(f"decode_png: channels must be 0, 1, 2, 3 or 4, got {channels}")
+    if channels not in (0, 1, 3, 4):
+        raise ValueError(f"decode_png: channels must be 0, 1, 3 or 4, got {channels}")
     return host_op(name or "DecodePng", lambda c: [decode(to_bytes(c[()]), channels)],
                    [convert_to_tensor(contents, dtype=_dt.string)], [dtype],
                    [(None, None, channels or None)])[0]

@@ -175,6 +175,8 @@ def string_split(source, sep=None, skip_empty=True, delimiter=None, result_type=
     chars = set(delim)
 
     def split_one(s: bytes) -> list:
+        if not s:  # an empty string has no tokens, even an empty one (as TensorFlow)
+            return []
         if not delim:
             return [bytes([c]) for c in s]
         tokens, cur = [], bytearray()
