@@ -413,6 +413,38 @@ def sparse_through_dataset(tf, d):
     return out
 
 
+
+
+def sharded_interleave(tf, d):
+    """Sharded files: Dataset.list_files -> interleave(TFRecordDataset, cycle_length, block_length) -> parse ->
+    batch; CSV shards with a header each through flat_map(TextLineDataset(f).skip(1))."""
+    for k in range(4):
+        with tf.python_io.TFRecordWriter(os.path.join(d, f"train-{k}.tfrecord")) as w:
+            for i in range(k + 2):
+                w.write(_example(tf, IMAGES[i], 10 * k + i).SerializeToString())
+        with open(os.path.join(d, f"part-{k}.csv"), "w") as f:
+            f.write("a,b\n" + "".join(f"{k},{i}\n" for i in range(k)))
+    files = tf.data.Dataset.list_files(os.path.join(d, "train-*.tfrecord"), shuffle=False)
+    records = files.interleave(tf.data.TFRecordDataset, cycle_length=2, block_length=2)
+    labels = records.map(lambda r: tf.parse_single_example(r, {"label": tf.FixedLenFeature([], tf.int64)})["label"])
+    batch = labels.batch(3).make_one_shot_iterator().get_next()
+    csv = tf.data.Dataset.list_files(os.path.join(d, "part-*.csv"), shuffle=False) \
+        .flat_map(lambda f: tf.data.TextLineDataset(f).skip(1)) \
+        .map(lambda line: tf.decode_csv(line, [[0], [0]])).make_one_shot_iterator().get_next()
+    out = {}
+    with tf.Session() as sess:
+        for name, fetch in (("labels", batch), ("csv", csv)):
+            got = []
+            while True:
+                try:
+                    got.append(sess.run(fetch))
+                except tf.errors.OutOfRangeError:
+                    break
+            out[name] = got
+    return out
+
+
 SCRIPTS = [mnist_tfrecords_train, cifar_fixed_length, csv_regression, text_string_split, sequence_example,
            gzip_tfrecords, parse_example_batch, sparse_model, string_ops, files_and_tensors, decode_raw_dtypes,
-           interleaved_files, corrupt_record, png_images, sparse_through_dataset]
+           interleaved_files, corrupt_record, png_images, sparse_through_dataset,
+           sharded_interleave]

@@ -1,5 +1,6 @@
-"""TF1's tf.data for graph-mode scripts: Dataset (from_tensor_slices, from_tensors, range, zip, from_generator;
-map, batch, shuffle, repeat, take, skip, filter, prefetch, cache) and its iterators.
+"""TF1's tf.data for graph-mode scripts: Dataset (from_tensor_slices, from_tensors, range, zip, from_generator,
+list_files; map, batch, shuffle, repeat, take, skip, filter, prefetch, cache, interleave, flat_map, apply) and its
+iterators.
 
 A dataset is a host-side description; its elements are NumPy values made on the host. An iterator's get_next() is
 a PyFunc node (tfplus.ops.script_ops) that returns the next element, and raises tf.errors.OutOfRangeError past the
@@ -178,6 +179,22 @@ class Dataset:
 
     def skip(self, count: int) -> Dataset:
         return _Stage(self, lambda it, values: iter(()) if count < 0 else itertools.islice(it, count, None))
+
+    def interleave(self, map_func, cycle_length=None, block_length=1, num_parallel_calls=None,
+                   deterministic=None) -> Dataset:
+        from tfplus.data.interleave import Interleave
+        return Interleave(self, map_func, cycle_length, block_length)
+
+    def flat_map(self, map_func) -> Dataset:
+        return self.interleave(map_func, cycle_length=1)
+
+    def apply(self, transformation_func) -> Dataset:
+        return transformation_func(self)
+
+    @staticmethod
+    def list_files(file_pattern, shuffle=None, seed=None) -> Dataset:
+        from tfplus.data.interleave import list_files
+        return list_files(file_pattern, shuffle, seed)
 
     def concatenate(self, dataset: Dataset) -> Dataset:
         return _Concat(self, dataset)

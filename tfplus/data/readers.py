@@ -15,6 +15,7 @@ import numpy as np
 from tfplus import dtypes as _dt
 from tfplus import errors
 from tfplus.data.dataset_ops import Dataset, _Spec
+from tfplus.data.interleave import interleave_streams
 from tfplus.framework import Tensor, constant_value
 from tfplus.io import tfrecord
 from tfplus.ops.host_ops import bytes_array
@@ -48,22 +49,9 @@ class _FileDataset(Dataset):
     def _elements(self, values):
         files = values[id(self._files)] if isinstance(self._files, Tensor) else self._files
         names = [f.decode() for f in bytes_array(files).reshape(-1)]
-        pending = iter(names)
-        active = [self._read(n) for n in _take(pending, self._parallel)]
-        while active:
-            still = []
-            for stream in active:
-                record = next(stream, None)
-                if record is None:  # a finished file's place goes to the next file, as TF's interleave does
-                    still += [self._read(n) for n in _take(pending, 1)]
-                    continue
-                yield np.array(record, object)
-                still.append(stream)
-            active = still
-
-
-def _take(it, n: int) -> list:
-    return [x for _, x in zip(range(n), it)]
+        # NOTE: each record an object array: NumPy's bytes dtype would drop its trailing NUL bytes
+        records = interleave_streams((lambda n=n: self._read(n) for n in names), self._parallel, 1)
+        return (np.array(r, object) for r in records)
 
 
 class TFRecordDataset(_FileDataset):
