@@ -417,7 +417,8 @@ def sparse_through_dataset(tf, d):
 
 def sharded_interleave(tf, d):
     """Sharded files: Dataset.list_files -> interleave(TFRecordDataset, cycle_length, block_length) -> parse ->
-    batch; CSV shards with a header each through flat_map(TextLineDataset(f).skip(1))."""
+    batch; CSV shards with a header each through flat_map(TextLineDataset(f).skip(1)); tf.data.experimental's
+    parallel_interleave and map_and_batch through Dataset.apply."""
     for k in range(4):
         with tf.python_io.TFRecordWriter(os.path.join(d, f"train-{k}.tfrecord")) as w:
             for i in range(k + 2):
@@ -431,9 +432,13 @@ def sharded_interleave(tf, d):
     csv = tf.data.Dataset.list_files(os.path.join(d, "part-*.csv"), shuffle=False) \
         .flat_map(lambda f: tf.data.TextLineDataset(f).skip(1)) \
         .map(lambda line: tf.decode_csv(line, [[0], [0]])).make_one_shot_iterator().get_next()
+    applied = files.apply(tf.data.experimental.parallel_interleave(tf.data.TFRecordDataset, cycle_length=3)) \
+        .apply(tf.data.experimental.map_and_batch(
+            lambda r: tf.parse_single_example(r, {"label": tf.FixedLenFeature([], tf.int64)}), 4)) \
+        .make_one_shot_iterator().get_next()
     out = {}
     with tf.Session() as sess:
-        for name, fetch in (("labels", batch), ("csv", csv)):
+        for name, fetch in (("labels", batch), ("csv", csv), ("applied", applied)):
             got = []
             while True:
                 try:

@@ -45,9 +45,11 @@ __all__ = [
     "make_one_shot_iterator", "FixedLengthRecordDataset", "TFRecordDataset", "TextLineDataset",
 ]
 
+from tfplus.data import experimental_ops as _experimental  # noqa: E402
 from tfplus.unsupported import namespace as _namespace  # noqa: E402
 
-experimental = _namespace("tf.data.experimental", AUTOTUNE=AUTOTUNE)
+experimental = _namespace("tf.data.experimental", AUTOTUNE=AUTOTUNE, **{n: getattr(_experimental, n)
+                                                                       for n in _experimental.__all__})
 
 # TF1's tf.data names tfplus lacks raise UnsupportedError.
 from tfplus.unsupported import module_getattr as _module_getattr  # noqa: E402
