@@ -449,7 +449,55 @@ def sharded_interleave(tf, d):
     return out
 
 
+
+
+def queue_readers(tf, d):
+    """TF1's queue pipeline: string_input_producer(num_epochs) -> TFRecordReader / TextLineReader -> parse ->
+    tf.train.batch (allow_smaller_final_batch), read until OutOfRangeError under a Coordinator."""
+    paths = [os.path.join(d, f"q{k}.tfrecord") for k in range(2)]
+    for k, path in enumerate(paths):
+        with tf.python_io.TFRecordWriter(path) as w:
+            for i in range(3 + k):
+                w.write(_example(tf, IMAGES[i], 5 * k + i).SerializeToString())
+    csv = os.path.join(d, "rows.csv")
+    with open(csv, "w") as f:
+        f.write("x,y\n1,2.5\n3,4.5\n5,6.5\n")
+    queue = tf.train.string_input_producer(paths, num_epochs=2, shuffle=False)
+    key, record = tf.TFRecordReader().read(queue)
+    features = tf.parse_single_example(record, {"label": tf.FixedLenFeature([], tf.int64),
+                                                "image_raw": tf.FixedLenFeature([], tf.string)})
+    image = tf.reshape(tf.decode_raw(features["image_raw"], tf.uint8), [4, 4, 1])
+    images, labels, keys = tf.train.batch([image, features["label"], key], batch_size=4,
+                                          allow_smaller_final_batch=True)
+    line_queue = tf.train.string_input_producer([csv], num_epochs=1, shuffle=False)
+    _, line = tf.TextLineReader(skip_header_lines=1).read(line_queue)
+    x, y = tf.decode_csv(line, [[0], [0.0]])
+    xs = tf.train.batch({"x": x, "y": y}, batch_size=2, allow_smaller_final_batch=True)
+    out = {"labels": [], "images": [], "keys": [], "xs": []}
+    with tf.Session() as sess:
+        sess.run([tf.global_variables_initializer(), tf.local_variables_initializer()])
+        coord = tf.train.Coordinator()
+        threads = tf.train.start_queue_runners(sess=sess, coord=coord)
+        try:
+            while not coord.should_stop():
+                im, lb, ks = sess.run([images, labels, keys])
+                out["images"].append(im)
+                out["labels"].append(lb)
+                out["keys"] += [os.path.basename(k.decode()) for k in ks]
+        except tf.errors.OutOfRangeError:
+            pass
+        finally:
+            coord.request_stop()
+        try:
+            while True:
+                out["xs"].append(sess.run(xs))
+        except tf.errors.OutOfRangeError:
+            pass
+        coord.join(threads)
+    return out
+
+
 SCRIPTS = [mnist_tfrecords_train, cifar_fixed_length, csv_regression, text_string_split, sequence_example,
            gzip_tfrecords, parse_example_batch, sparse_model, string_ops, files_and_tensors, decode_raw_dtypes,
            interleaved_files, corrupt_record, png_images, sparse_through_dataset,
-           sharded_interleave]
+           sharded_interleave, queue_readers]

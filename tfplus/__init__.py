@@ -236,3 +236,10 @@ from tfplus.io.png import decode_png as _decode_png  # noqa: E402
 from tfplus.io.png import encode_png as _encode_png  # noqa: E402
 
 image.decode_png, image.encode_png = _decode_png, _encode_png
+
+# TF1's queue-based readers, run without queues (tfplus.data.queues).
+from tfplus.data import queues as _queues  # noqa: E402
+from tfplus.data.queues import FixedLengthRecordReader, TextLineReader, TFRecordReader, WholeFileReader  # noqa: E402
+
+for _n in ("string_input_producer", "batch", "shuffle_batch", "Coordinator", "start_queue_runners"):
+    setattr(train, _n, getattr(_queues, _n))

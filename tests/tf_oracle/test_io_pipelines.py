@@ -7,7 +7,6 @@ from io_scripts import SCRIPTS, run_script, same
 from tutorials import sessions_on_opencl
 
 import tfplus
-from tfplus.unsupported import UnsupportedError
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda s: s.__name__)
@@ -29,19 +28,3 @@ def test_script_runs_as_in_tensorflow_on_opencl(tf1, name, tmp_path, monkeypatch
     sessions_on_opencl(monkeypatch)
     same(expected, run_script(tfplus, script, str(tmp_path / "tfplus")), name)
 
-
-@pytest.mark.xfail(raises=UnsupportedError, strict=True,
-                   reason="TF1's queue-based readers (tf.train.string_input_producer, tf.TFRecordReader, "
-                          "start_queue_runners) are not implemented: queues and their runner threads are too large "
-                          "for now; tf.data.TFRecordDataset reads the same files")
-def test_queue_based_tfrecord_reader(tmp_path):
-    path = str(tmp_path / "q.tfrecord")
-    with tfplus.io.TFRecordWriter(path) as w:
-        w.write(b"record")
-    with tfplus.Graph().as_default():
-        queue = tfplus.train.string_input_producer([path], num_epochs=1)
-        _, record = tfplus.TFRecordReader().read(queue)
-        with tfplus.Session() as sess:
-            coord = tfplus.train.Coordinator()
-            tfplus.train.start_queue_runners(sess, coord)
-            assert sess.run(record) == b"record"
