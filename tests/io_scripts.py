@@ -222,7 +222,8 @@ def sparse_model(tf, d):
 
 
 def string_ops(tf, d):
-    """tf.string_join, tf.strings.length, tf.substr, tf.regex_replace, tf.as_string, tf.reduce_join, upper."""
+    """tf.string_join, tf.strings.length, tf.substr, tf.regex_replace, tf.as_string, tf.reduce_join, upper,
+    base64."""
     names = tf.constant(["alpha", "beta", "gamma"])
     nums = tf.constant([1.5, -2.25, 1000.0])
     ops = {
@@ -239,6 +240,9 @@ def string_ops(tf, d):
         "reduce_join": tf.reduce_join(tf.constant([["a", "b"], ["c", "d"]]), axis=1, separator="-"),
         "upper": tf.strings.upper(names),
         "strip": tf.strings.strip(tf.constant([" x ", "y\n"])),
+        "b64": tf.encode_base64(tf.constant([b"\xfb\xff?", b"ab"])),
+        "b64_pad": tf.io.encode_base64(names, pad=True),
+        "b64_back": tf.decode_base64(tf.encode_base64(tf.constant([b"\x00\xfe\xff", b""]))),
     }
     with tf.Session() as sess:
         return sess.run(ops)
@@ -385,6 +389,7 @@ def png_images(tf, d):
         out = {f"channels{c}": sess.run(tf.image.decode_png(contents, channels=c)) for c in (0, 3, 4)}
         for c in (0, 1, 3, 4):
             out[f"gray{c}"] = sess.run(tf.image.decode_png(gray, channels=c))
+        out["decode_image"] = sess.run(tf.image.decode_image(contents))
     return out
 
 
@@ -479,6 +484,11 @@ def queue_readers(tf, d):
         coord = tf.train.Coordinator()
         threads = tf.train.start_queue_runners(sess=sess, coord=coord)
         try:
+            while True:
+                out["xs"].append(sess.run(xs))
+        except tf.errors.OutOfRangeError:
+            pass
+        try:
             while not coord.should_stop():
                 im, lb, ks = sess.run([images, labels, keys])
                 out["images"].append(im)
@@ -488,11 +498,6 @@ def queue_readers(tf, d):
             pass
         finally:
             coord.request_stop()
-        try:
-            while True:
-                out["xs"].append(sess.run(xs))
-        except tf.errors.OutOfRangeError:
-            pass
         coord.join(threads)
     return out
 

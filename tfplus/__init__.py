@@ -187,8 +187,10 @@ from tfplus.io.parsing import (  # noqa: E402
 )
 from tfplus.io.string_ops import (  # noqa: E402
     as_string,
+    decode_base64,
     decode_csv,
     decode_raw,
+    encode_base64,
     matching_files,
     parse_tensor,
     read_file,
@@ -225,17 +227,16 @@ python_io = _namespace("tf.python_io", TFRecordWriter=_tfrecord.TFRecordWriter,
                        tf_record_iterator=_tfrecord.tf_record_iterator)
 strings = _namespace("tf.strings", **{n: getattr(_string_ops, n) for n in (
     "split", "to_number", "join", "reduce_join", "length", "substr", "regex_replace", "regex_full_match", "lower",
-    "upper", "strip", "as_string")})
+    "upper", "strip", "as_string", "encode_base64", "decode_base64")})
 # tf.train's Example protos and tf.nn.embedding_lookup_sparse live with the input pipelines; tfplus.train and
 # tfplus.nn are given them here, so that those modules stay free of records and sparse tensors.
 for _n in ("BytesList", "FloatList", "Int64List", "Feature", "Features", "FeatureList", "FeatureLists"):
     setattr(train, _n, getattr(_feature_pb2, _n))
 train.Example, train.SequenceExample = _example_pb2.Example, _example_pb2.SequenceExample
 nn.embedding_lookup_sparse = sparse.embedding_lookup_sparse
-from tfplus.io.png import decode_png as _decode_png  # noqa: E402
-from tfplus.io.png import encode_png as _encode_png  # noqa: E402
+from tfplus.io import png as _png  # noqa: E402
 
-image.decode_png, image.encode_png = _decode_png, _encode_png
+image.decode_png, image.encode_png, image.decode_image = _png.decode_png, _png.encode_png, _png.decode_image
 
 # TF1's queue-based readers, run without queues (tfplus.data.queues).
 from tfplus.data import queues as _queues  # noqa: E402

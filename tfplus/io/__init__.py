@@ -17,10 +17,12 @@ from tfplus.io.parsing import (
     parse_single_example,
     parse_single_sequence_example,
 )
-from tfplus.io.png import decode_png, encode_png
+from tfplus.io.png import decode_image, decode_png, encode_png
 from tfplus.io.string_ops import (
+    decode_base64,
     decode_csv,
     decode_raw,
+    encode_base64,
     matching_files,
     parse_tensor,
     read_file,
@@ -33,7 +35,8 @@ from tfplus.unsupported import namespace as _namespace
 __all__ = ["FixedLenFeature", "FixedLenSequenceFeature", "VarLenFeature", "parse_example", "parse_single_example",
            "parse_single_sequence_example", "decode_csv", "decode_raw", "matching_files", "parse_tensor",
            "read_file", "serialize_tensor", "write_file", "TFRecordCompressionType", "TFRecordOptions",
-           "TFRecordWriter", "tf_record_iterator", "gfile", "decode_png", "encode_png"]
+           "TFRecordWriter", "tf_record_iterator", "gfile", "decode_png", "encode_png",
+           "decode_image", "decode_base64", "encode_base64"]
 
 # tf.io.gfile: TF2's lower-case names for tf.gfile's functions.
 gfile = _namespace("tf.io.gfile", GFile=_gfile.GFile, exists=_gfile.Exists, glob=_gfile.Glob,

@@ -18,7 +18,7 @@ from tfplus import errors
 from tfplus.framework import convert_to_tensor
 from tfplus.ops.host_ops import host_op, to_bytes
 
-__all__ = ["decode_png", "encode_png"]
+__all__ = ["decode_png", "encode_png", "decode_image"]
 
 _SIGNATURE = b"\x89PNG\r\n\x1a\n"
 _CHANNELS = {0: 1, 2: 3, 3: 1, 4: 2, 6: 4}  # color type -> samples per pixel
@@ -181,3 +181,9 @@ def encode_png(image, compression=-1, name=None):
         raise ValueError(f"encode_png: the image must be [height, width, 1-4 channels], got shape {image.shape}")
     return host_op(name or "EncodePng", lambda a: [np.array(encode(a, compression), object)], [image],
                    [_dt.string], [()])[0]
+
+
+def decode_image(contents, channels=None, dtype=_dt.uint8, name=None, expand_animations=True):
+    """tf.image.decode_image for PNG files (uint8 [height, width, channels]); a JPEG, GIF or BMP file is an
+    InvalidArgumentError saying that tfplus decodes PNG only."""
+    return decode_png(contents, channels or 0, dtype, name or "DecodeImage")

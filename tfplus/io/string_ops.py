@@ -8,6 +8,8 @@ as_string, read_file, write_file, serialize_tensor, parse_tensor, matching_files
 """
 from __future__ import annotations
 
+import base64
+import binascii
 import builtins  # NOTE: substr's parameter `len` (TF's name) shadows the builtin
 import csv
 import glob as _glob
@@ -25,7 +27,8 @@ from tfplus.tensor_util import make_ndarray, make_tensor_proto
 
 __all__ = ["decode_raw", "decode_csv", "string_split", "split", "string_to_number", "to_number", "join",
            "reduce_join", "length", "substr", "regex_replace", "lower", "upper", "strip", "as_string", "read_file",
-           "write_file", "serialize_tensor", "parse_tensor", "matching_files", "regex_full_match"]
+           "write_file", "serialize_tensor", "parse_tensor", "matching_files", "regex_full_match", "encode_base64",
+           "decode_base64"]
 
 
 def _strings(value) -> Tensor:
@@ -348,6 +351,24 @@ def upper(input, name=None, encoding="") -> Tensor:  # noqa: A002
 def strip(input, name=None) -> Tensor:  # noqa: A002
     """Each string without leading and trailing whitespace."""
     return _map(name or "StringStrip", lambda s: s.strip(), _strings(input), _dt.string)
+
+
+def encode_base64(input, pad=False, name=None) -> Tensor:  # noqa: A002
+    """Each string in web-safe base64 ("-" and "_" for "+" and "/"), "=" padding only with pad=True."""
+    def encode(s: bytes) -> bytes:
+        out = base64.urlsafe_b64encode(s)
+        return out if pad else out.rstrip(b"=")
+    return _map(name or "EncodeBase64", encode, _strings(input), _dt.string)
+
+
+def decode_base64(input, name=None) -> Tensor:  # noqa: A002
+    """Each web-safe base64 string decoded (with or without its "=" padding)."""
+    def decode(s: bytes) -> bytes:
+        try:
+            return base64.urlsafe_b64decode(s + b"=" * (-len(s) % 4))
+        except (binascii.Error, ValueError):
+            raise _invalid(f"Invalid character found in base64: {s[:40]!r}") from None
+    return _map(name or "DecodeBase64", decode, _strings(input), _dt.string)
 
 
 # -- files and tensors ------------------------------------------------------------------------------------------
