@@ -22,6 +22,15 @@ def to_bytes(value) -> bytes:
     raise TypeError(f"expected a string, got {type(value).__name__} {value!r}")
 
 
+def object_vector(items) -> np.ndarray:
+    """A 1-D object array of `items` as they are. NOTE: not `out[:] = items`, which goes through NumPy's bytes
+    dtype and drops each string's trailing NUL bytes."""
+    out = np.empty(len(items), object)
+    for i, v in enumerate(items):
+        out[i] = v
+    return out
+
+
 def bytes_array(value) -> np.ndarray:
     """`value` (an array of str or bytes, any shape) as an object array of bytes."""
     a = np.asarray(value, object)

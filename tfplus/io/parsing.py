@@ -16,7 +16,7 @@ import numpy as np
 from tfplus import dtypes as _dt
 from tfplus import errors
 from tfplus.framework import convert_to_tensor
-from tfplus.ops.host_ops import host_op, to_bytes
+from tfplus.ops.host_ops import host_op, object_vector, to_bytes
 from tfplus.proto import example_pb2
 from tfplus.sparse import SparseTensor
 from tfplus.tensor_shape import TensorShape
@@ -72,9 +72,7 @@ def _values(feature, kind: str, key: str, where: str) -> np.ndarray | None:
                                           f"{found.split('_')[0]} but expected type: {kind.split('_')[0]}")
     values = list(getattr(feature, kind).value) if found is not None else []
     if kind == "bytes_list":
-        out = np.empty(len(values), object)
-        out[:] = values
-        return out
+        return object_vector(values)
     return np.array(values, np.float32 if kind == "float_list" else np.int64)
 
 

@@ -21,7 +21,7 @@ import numpy as np
 from tfplus import dtypes as _dt
 from tfplus import errors
 from tfplus.framework import Tensor, convert_to_tensor
-from tfplus.ops.host_ops import bytes_array, host_op, to_bytes
+from tfplus.ops.host_ops import bytes_array, host_op, object_vector, to_bytes
 from tfplus.sparse import SparseTensor
 from tfplus.tensor_util import make_ndarray, make_tensor_proto
 
@@ -157,8 +157,7 @@ def _split_sparse(name: str, t: Tensor, split_one) -> SparseTensor:
         a = bytes_array(values).reshape(-1)
         parts = [split_one(s) for s in a]
         idx = [[i, j] for i, p in enumerate(parts) for j in range(len(p))]
-        out = np.empty(len(idx), object)
-        out[:] = [w for p in parts for w in p]
+        out = object_vector([w for p in parts for w in p])
         return [np.array(idx, np.int64).reshape(-1, 2), out,
                 np.array([len(a), max((len(p) for p in parts), default=0)], np.int64)]
     if t.shape.ndims not in (None, 1):
@@ -429,7 +428,5 @@ def matching_files(pattern, name=None) -> Tensor:
     """The sorted file names that match the glob `pattern` (a string scalar or vector)."""
     def run(patterns):
         found = sorted({f for p in bytes_array(patterns).reshape(-1) for f in _glob.glob(p.decode())})
-        out = np.empty(len(found), object)
-        out[:] = [f.encode() for f in found]
-        return [out]
+        return [object_vector([f.encode() for f in found])]
     return host_op(name or "MatchingFiles", run, [_strings(pattern)], [_dt.string], [(None,)])[0]
