@@ -163,8 +163,8 @@ def test_damaged_png_and_jpeg_are_refused_clearly():
             sess.run(tf.image.decode_png(tf.constant(b"\xff\xd8\xff not png")))
     with pytest.raises(UnsupportedError, match="tf.image.decode_jpeg .*decode_png"):
         tf.image.decode_jpeg  # noqa: B018
-    with pytest.raises(UnsupportedError, match="tf.TFRecordReader .*TFRecordDataset"):
-        tf.TFRecordReader  # noqa: B018
+    with pytest.raises(UnsupportedError, match="tf.train.QueueRunner .*TFRecordDataset"):
+        tf.train.QueueRunner  # noqa: B018
     with pytest.raises(UnsupportedError, match="tf.io.no_such_op"):
         tf.io.no_such_op  # noqa: B018
 
