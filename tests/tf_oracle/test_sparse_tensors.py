@@ -120,3 +120,18 @@ def test_matmul_gradient_matches_finite_differences():
                 e[i] = 1e-6
                 numeric[i] = (sess.run(loss, {b: b0 + e}) - sess.run(loss, {b: b0 - e})) / 2e-6
     np.testing.assert_allclose(analytic, numeric, rtol=1e-6, atol=1e-8)
+
+
+def test_reduce_sum_concat_transpose_fill_empty_rows_slice_expand_dims(tf1):
+    def build(t):
+        a = t.SparseTensor([[0, 1], [0, 3], [2, 0], [2, 2]], [1.0, 2.0, 3.0, 4.0], [4, 4])
+        b = t.SparseTensor([[0, 0], [1, 1]], [5.0, 6.0], [4, 2])
+        c = t.SparseTensor([[1, 0]], [7.0], [3, 4])
+        filled, empty = t.sparse.fill_empty_rows(a, -1.0)
+        return {"sum_all": t.sparse.reduce_sum(a), "sum0": t.sparse.reduce_sum(a, axis=0),
+                "sum_keep": t.sparse.reduce_sum(a, axis=-1, keepdims=True),
+                "concat1": t.sparse.concat(1, [a, b]), "concat0": t.sparse.concat(0, [a, c]),
+                "transpose": t.sparse.transpose(a), "filled": filled, "empty": empty,
+                "slice": t.sparse.slice(a, [0, 1], [3, 5]), "expand": t.sparse.expand_dims(a, -1),
+                "expand0": t.sparse.expand_dims(b, 0)}
+    _both(tf1, build)

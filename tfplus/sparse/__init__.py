@@ -25,7 +25,9 @@ from tfplus.tensor_shape import TensorShape
 __all__ = ["SparseTensor", "SparseTensorValue", "sparse_placeholder", "to_dense", "sparse_tensor_to_dense",
            "reorder", "sparse_reorder", "reshape", "sparse_reshape", "add", "sparse_add", "sparse_dense_matmul",
            "sparse_tensor_dense_matmul", "embedding_lookup_sparse", "to_indicator", "sparse_to_indicator",
-           "sparse_to_dense", "retain", "sparse_retain", "from_dense", "placeholder", "matmul"]
+           "sparse_to_dense", "retain", "sparse_retain", "from_dense", "placeholder", "matmul", "reduce_sum",
+           "sparse_reduce_sum", "concat", "sparse_concat", "transpose", "sparse_transpose", "fill_empty_rows",
+           "sparse_fill_empty_rows", "slice", "sparse_slice", "expand_dims"]
 
 
 class SparseTensorValue(NamedTuple):
@@ -295,6 +297,149 @@ def to_indicator(sp_input: SparseTensor, vocab_size, name=None) -> Tensor:
 
 
 sparse_to_indicator = to_indicator
+
+
+def _rank_of(sp: SparseTensor):
+    return sp.indices.shape.as_list()[1] if sp.indices.shape.ndims == 2 else None
+
+
+def reduce_sum(sp_input: SparseTensor, axis=None, keepdims=None, output_is_sparse=False, name=None,
+               reduction_axes=None, keep_dims=None) -> Tensor:
+    """The dense sum of `sp_input`'s values over `axis` (all axes when None; negative axes count from the end)."""
+    if output_is_sparse:
+        raise ValueError("tf.sparse.reduce_sum: output_is_sparse=True is not supported; take the dense result and "
+                         "tf.sparse.from_dense it")
+    sp = SparseTensor.from_value(sp_input)
+    axes = axis if axis is not None else reduction_axes
+    keep = bool(keepdims if keepdims is not None else keep_dims)
+
+    def run(indices, values, shape):
+        dense = np.zeros(tuple(int(d) for d in shape), values.dtype)
+        np.add.at(dense, tuple(indices.T), values)
+        which = None if axes is None else tuple(int(a) % len(shape) for a in np.atleast_1d(axes))
+        return [np.asarray(dense.sum(axis=which, keepdims=keep), values.dtype)]
+    return host_op(name or "SparseReduceSum", run, [sp.indices, sp.values, sp.dense_shape], [sp.dtype], [None])[0]
+
+
+sparse_reduce_sum = reduce_sum
+
+
+def concat(axis, sp_inputs, name=None, expand_nonconcat_dims=False, concat_dim=None, expand_nonconcat_dim=None):
+    """The SparseTensors `sp_inputs` joined along `axis` (their other dimensions equal, or with
+    expand_nonconcat_dims the largest of each), entries in row-major order."""
+    axis = concat_dim if concat_dim is not None else axis
+    expand = bool(expand_nonconcat_dim if expand_nonconcat_dim is not None else expand_nonconcat_dims)
+    sps = [SparseTensor.from_value(s) for s in sp_inputs]
+    if not sps:
+        raise ValueError("tf.sparse.concat: no SparseTensors given")
+    parts = [t for sp in sps for t in (sp.indices, sp.values, sp.dense_shape)]
+
+    def run(*arrays):
+        triples = [arrays[i:i + 3] for i in range(0, len(arrays), 3)]
+        shapes = np.stack([np.asarray(t[2], np.int64) for t in triples])
+        ax = int(axis) % shapes.shape[1]
+        others = np.delete(shapes, ax, axis=1)
+        if not expand and (others != others[0]).any():
+            raise _invalid(f"SparseConcat: the inputs' dense shapes {shapes.tolist()} differ outside axis {ax}; "
+                           "pass expand_nonconcat_dims=True to take the largest")
+        offsets = np.concatenate([[0], np.cumsum(shapes[:, ax])[:-1]])
+        indices = [np.asarray(t[0], np.int64).copy().reshape(-1, shapes.shape[1]) for t in triples]
+        for idx, off in zip(indices, offsets):
+            idx[:, ax] += off
+        out_i = np.concatenate(indices)
+        out_v = np.concatenate([np.asarray(t[1]) for t in triples])
+        order = _order(out_i)
+        out_shape = shapes.max(axis=0)
+        out_shape[ax] = shapes[:, ax].sum()
+        return [out_i[order], out_v[order], out_shape]
+    rank = _rank_of(sps[0])
+    indices, values, dense_shape = host_op(name or "SparseConcat", run, parts, [_dt.int64, sps[0].dtype, _dt.int64],
+                                           [(None, rank), (None,), (rank,)])
+    return SparseTensor(indices, values, dense_shape)
+
+
+sparse_concat = concat
+
+
+def transpose(sp_input: SparseTensor, perm=None, name=None) -> SparseTensor:
+    """`sp_input` with its dimensions permuted by `perm` (reversed when None), entries reordered."""
+    sp = SparseTensor.from_value(sp_input)
+
+    def run(indices, values, shape):
+        p = np.arange(len(shape))[::-1] if perm is None else np.asarray(perm, np.int64)
+        if sorted(p.tolist()) != list(range(len(shape))):
+            raise _invalid(f"SparseTranspose: perm {p.tolist()} is not a permutation of the {len(shape)} dimensions")
+        out_i = indices[:, p]
+        order = _order(out_i)
+        return [out_i[order], values[order], shape[p]]
+    rank = _rank_of(sp)
+    indices, values, dense_shape = host_op(name or "SparseTranspose", run, [sp.indices, sp.values, sp.dense_shape],
+                                           [_dt.int64, sp.dtype, _dt.int64], [(None, rank), (None,), (rank,)])
+    return SparseTensor(indices, values, dense_shape)
+
+
+sparse_transpose = transpose
+
+
+def fill_empty_rows(sp_input: SparseTensor, default_value, name=None):
+    """(`sp_input` with `default_value` at [row, 0, ...] of each row that has no entry, a bool vector saying
+    which rows were empty). The entries must be ordered by row, as TensorFlow requires."""
+    sp = SparseTensor.from_value(sp_input)
+    default = convert_to_tensor(default_value, dtype=sp.dtype)
+
+    def run(indices, values, shape, dflt):
+        rows = int(shape[0]) if len(shape) else 0
+        empty = np.ones(rows, bool)
+        empty[indices[:, 0]] = False
+        extra = np.zeros((int(empty.sum()), len(shape)), np.int64)
+        extra[:, 0] = np.flatnonzero(empty)
+        out_i = np.concatenate([indices, extra])
+        fill = np.empty(len(extra), values.dtype)
+        fill[:] = dflt[()] if dflt.ndim == 0 else dflt
+        out_v = np.concatenate([values, fill])
+        order = np.argsort(out_i[:, 0], kind="stable")  # rows in order, each row's entries as they were
+        return [out_i[order], out_v[order], empty]
+    rank = _rank_of(sp)
+    indices, values, empty = host_op(name or "SparseFillEmptyRows", run,
+                                     [sp.indices, sp.values, sp.dense_shape, default],
+                                     [_dt.int64, sp.dtype, _dt.bool_], [(None, rank), (None,), (None,)])
+    return SparseTensor(indices, values, sp.dense_shape), empty
+
+
+sparse_fill_empty_rows = fill_empty_rows
+
+
+def slice(sp_input: SparseTensor, start, size, name=None) -> SparseTensor:  # noqa: A001 (TF's name)
+    """The entries of `sp_input` in the box [start, start + size), indices relative to `start`; the dense shape
+    is the box cut at the input's bounds."""
+    sp = SparseTensor.from_value(sp_input)
+    start_t, size_t = convert_to_tensor(start, dtype=_dt.int64), convert_to_tensor(size, dtype=_dt.int64)
+
+    def run(indices, values, shape, begin, extent):
+        end = np.minimum(begin + extent, shape)
+        keep = ((indices >= begin) & (indices < end)).all(axis=1) if len(indices) else np.zeros(0, bool)
+        return [indices[keep] - begin, values[keep], np.maximum(end - begin, 0)]
+    rank = _rank_of(sp)
+    indices, values, dense_shape = host_op(name or "SparseSlice", run,
+                                           [sp.indices, sp.values, sp.dense_shape, start_t, size_t],
+                                           [_dt.int64, sp.dtype, _dt.int64], [(None, rank), (None,), (rank,)])
+    return SparseTensor(indices, values, dense_shape)
+
+
+sparse_slice = slice
+
+
+def expand_dims(sp_input: SparseTensor, axis=None, name=None) -> SparseTensor:
+    """`sp_input` with a dimension of size 1 inserted at `axis` (negative: from the end)."""
+    sp = SparseTensor.from_value(sp_input)
+
+    def run(indices, shape):
+        ax = int(axis) % (len(shape) + 1)
+        return [np.insert(indices, ax, 0, axis=1), np.insert(shape, ax, 1)]
+    rank = None if _rank_of(sp) is None else _rank_of(sp) + 1
+    indices, dense_shape = host_op(name or "SparseExpandDims", run, [sp.indices, sp.dense_shape],
+                                   [_dt.int64, _dt.int64], [(None, rank), (rank,)])
+    return SparseTensor(indices, sp.values, dense_shape)
 
 
 # -- built from registered ops (differentiable in the dense operand) -------------------------------------------
