@@ -137,29 +137,54 @@ def read_file_bytes(path, compression_type="") -> bytes:
 
 def read_records(path, compression_type="") -> Iterator[bytes]:
     """The records of the file `path`, each checked: a damaged one is a DataLossError naming the file and the
-    record's offset (in the uncompressed stream)."""
+    record's offset (in the uncompressed stream), raised after the records before it. The data's checksums are
+    taken a batch of records at a time (crc32c.values)."""
     name = os.fspath(path.decode() if isinstance(path, bytes) else path)
     data = read_file_bytes(path, compression_type)
+    pending: list[tuple[int, bytes]] = []  # (offset, record) framed, their data's checksums not yet checked
+    for offset, record, error in _frames(data, name):
+        if record is not None:
+            pending.append((offset, record))
+        if error is not None or len(pending) == 1024:
+            yield from _checked(pending, data, name)
+            pending = []
+        if error is not None:
+            raise error
+    yield from _checked(pending, data, name)
+
+
+def _frames(data: bytes, name: str):
+    """(offset, record, None) for each record whose length header is sound, then (offset, None, error) at the first
+    one that is not."""
     pos = 0
     while pos < len(data):
         if len(data) - pos < 12:
-            raise errors.DataLossError(None, None, f"truncated record at {pos} in {name!r}: {len(data) - pos} "
-                                       "bytes left, a record header has 12")
+            yield pos, None, errors.DataLossError(None, None, f"truncated record at {pos} in {name!r}: "
+                                                  f"{len(data) - pos} bytes left, a record header has 12")
+            return
         header = data[pos:pos + 8]
         if data[pos + 8:pos + 12] != _masked_crc(header):
-            raise errors.DataLossError(None, None, f"corrupted record at {pos} in {name!r}: the length's "
-                                       "checksum does not match")
+            yield pos, None, errors.DataLossError(None, None, f"corrupted record at {pos} in {name!r}: the "
+                                                  "length's checksum does not match")
+            return
         n = struct.unpack("<Q", header)[0]
         end = pos + 12 + n + 4
         if end > len(data):
-            raise errors.DataLossError(None, None, f"truncated record at {pos} in {name!r}: it claims {n} bytes, "
-                                       f"the file has {len(data) - pos - 12} after its header")
-        record = data[pos + 12:pos + 12 + n]
-        if data[end - 4:end] != _masked_crc(record):
-            raise errors.DataLossError(None, None, f"corrupted record at {pos} in {name!r}: the data's checksum "
-                                       "does not match")
-        yield record
+            yield pos, None, errors.DataLossError(None, None, f"truncated record at {pos} in {name!r}: it claims "
+                                                  f"{n} bytes, the file has {len(data) - pos - 12} after its header")
+            return
+        yield pos, data[pos + 12:pos + 12 + n], None
         pos = end
+
+
+def _checked(pending: list, data: bytes, name: str) -> Iterator[bytes]:
+    crcs = crc32c.values([record for _, record in pending])
+    for (offset, record), crc in zip(pending, crcs):
+        stored = data[offset + 12 + len(record):offset + 16 + len(record)]
+        if stored != struct.pack("<I", crc32c.mask(crc)):
+            raise errors.DataLossError(None, None, f"corrupted record at {offset} in {name!r}: the data's "
+                                       "checksum does not match")
+        yield record
 
 
 def tf_record_iterator(path, options=None) -> Iterator[bytes]:
