@@ -8,7 +8,8 @@ import tfplus as tf
 from tfplus import crc32c
 from tfplus.io import tfrecord
 
-RECORDS = [b"", b"x", bytes(range(256)) * 41, "text record"]  # one past the CRC's 4 KB lane threshold
+# one past the CRC's 4 KB lane threshold; 300 more for the writer's batches of checksums
+RECORDS = [b"", b"x", bytes(range(256)) * 41, "text record"] + [bytes([i % 256]) * (i % 50) for i in range(300)]
 
 
 def _write(lib, path, options=None, records=RECORDS):

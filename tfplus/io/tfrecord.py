@@ -71,14 +71,19 @@ def _masked_crc(data: bytes) -> bytes:
     return struct.pack("<I", crc32c.mask(crc32c.value(data)))
 
 
-def encode_record(data: bytes) -> bytes:
-    """One record as it lies in an uncompressed file."""
+def encode_record(data: bytes, crc: int | None = None) -> bytes:
+    """One record as it lies in an uncompressed file (`crc`: its data's CRC32C, when already known)."""
     header = struct.pack("<Q", len(data))
-    return header + _masked_crc(header) + data + _masked_crc(data)
+    data_crc = _masked_crc(data) if crc is None else struct.pack("<I", crc32c.mask(crc))
+    return header + _masked_crc(header) + data + data_crc
 
 
 class TFRecordWriter:
-    """Writes records (bytes; a str is UTF-8 encoded) to `path`, compressed as `options` says."""
+    """Writes records (bytes; a str is UTF-8 encoded) to `path`, compressed as `options` says. Records are
+    checksummed _BATCH at a time (crc32c.values), so they reach the file at flush() and close() (or every _BATCH
+    records), as a buffered file's data does."""
+
+    _BATCH = 256
 
     def __init__(self, path, options=None):
         self.path = os.fspath(path)
@@ -86,6 +91,7 @@ class TFRecordWriter:
         opts = options if isinstance(options, TFRecordOptions) else TFRecordOptions(kind)
         self._zip = None if not kind else zlib.compressobj(opts.compression_level, zlib.DEFLATED, _WBITS[kind],
                                                            opts.mem_level, opts.compression_strategy)
+        self._pending: list[bytes] = []
         try:
             self._f = open(self.path, "wb")
         except FileNotFoundError:
@@ -95,16 +101,24 @@ class TFRecordWriter:
     def write(self, record) -> None:
         if self._f is None:
             raise errors.FailedPreconditionError(None, None, f"TFRecordWriter {self.path!r} is closed")
-        data = encode_record(record.encode() if isinstance(record, str) else bytes(record))
+        self._pending.append(record.encode() if isinstance(record, str) else bytes(record))
+        if len(self._pending) == self._BATCH:
+            self._drain()
+
+    def _drain(self) -> None:
+        data = b"".join(encode_record(r, crc) for r, crc in zip(self._pending, crc32c.values(self._pending)))
+        self._pending = []
         self._f.write(self._zip.compress(data) if self._zip is not None else data)
 
     def flush(self) -> None:
+        self._drain()
         if self._zip is not None:
             self._f.write(self._zip.flush(zlib.Z_SYNC_FLUSH))
         self._f.flush()
 
     def close(self) -> None:
         if self._f is not None:
+            self._drain()
             if self._zip is not None:
                 self._f.write(self._zip.flush(zlib.Z_FINISH))
             self._f.close()
