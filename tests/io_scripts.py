@@ -1,6 +1,7 @@
 """TF1 input-pipeline scripts as users write them (records, Examples, CSV, text, sparse tensors, strings, files),
 written once against the TF1 API `tf` and run twice: with TensorFlow's tf.compat.v1 and with tfplus. Each takes
-(tf, folder) and returns {name: value}: fetched values, and the bytes of the files it wrote."""
+(tf, folder) and returns {name: value}: fetched values, and the bytes of the files it wrote. Examples whose bytes
+are compared are serialized with deterministic=True: the order of a protobuf map on the wire is not canonical."""
 from __future__ import annotations
 
 import os
@@ -31,7 +32,7 @@ def mnist_tfrecords_train(tf, d):
     path = os.path.join(d, "train.tfrecords")
     with tf.python_io.TFRecordWriter(path) as writer:
         for image, label in zip(IMAGES, LABELS):
-            writer.write(_example(tf, image, label).SerializeToString())
+            writer.write(_example(tf, image, label).SerializeToString(deterministic=True))
 
     def parse(record):
         features = tf.parse_single_example(record, features={
@@ -145,7 +146,7 @@ def sequence_example(tf, d):
                            "absent": tf.FixedLenSequenceFeature([], tf.int64, allow_missing=True)})
     with tf.Session() as sess:
         c, s = sess.run([context, sequence])
-    return {"serialized": ex.SerializeToString(), **{f"c_{k}": v for k, v in c.items()},
+    return {"serialized": ex.SerializeToString(deterministic=True), **{f"c_{k}": v for k, v in c.items()},
             **{f"s_{k}": v for k, v in s.items()}}
 
 
@@ -157,7 +158,7 @@ def gzip_tfrecords(tf, d):
         options = tf.python_io.TFRecordOptions(getattr(tf.python_io.TFRecordCompressionType, kind))
         with tf.python_io.TFRecordWriter(path, options=options) as w:
             for i in range(5):
-                w.write(_example(tf, IMAGES[i], LABELS[i]).SerializeToString())
+                w.write(_example(tf, IMAGES[i], LABELS[i]).SerializeToString(deterministic=True))
         out[f"file_{kind}"] = _bytes(path)
         out[f"iter_{kind}"] = list(tf.python_io.tf_record_iterator(path, options=options))
         record = tf.data.TFRecordDataset(path, compression_type=kind).make_one_shot_iterator().get_next()
