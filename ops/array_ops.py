@@ -52,7 +52,10 @@ not_differentiable("Const")
 def constant(value, dtype=None, shape=None, name="Const"):
     """`tf.constant([[1., 2.]])` -> a Const node holding the value (broadcast to `shape` if given)."""
     dtype = _dt.as_dtype(dtype) if dtype is not None else None
-    arr = np.asarray(value, dtype=dtype.np if dtype is not None else None)
+    if dtype is _dt.string or (dtype is None and _is_strings(value)):
+        dtype, arr = _dt.string, _bytes_array(value)
+    else:
+        arr = np.asarray(value, dtype=dtype.np if dtype is not None else None)
     if dtype is None:
         dtype = infer_dtype(value)
         arr = arr.astype(dtype.np, copy=False)
@@ -68,6 +71,30 @@ def constant(value, dtype=None, shape=None, name="Const"):
     arr.flags.writeable = False  # the graph owns it; kernels copy out of it
     op = get_default_graph().create_op("Const", [], {"value": arr, "dtype": dtype}, name)
     return op.outputs[0]
+
+
+def _is_strings(value) -> bool:
+    """Whether `value` is a string, or a non-empty (nested) list or array of strings only."""
+    if isinstance(value, (str, bytes, np.str_, np.bytes_)):
+        return True
+    if isinstance(value, np.ndarray):
+        return value.size > 0 and (value.dtype.kind in "SU" or (value.dtype == object and all(
+            isinstance(v, (str, bytes)) for v in value.reshape(-1))))
+    return isinstance(value, (list, tuple)) and len(value) > 0 and all(_is_strings(v) for v in value)
+
+
+def _bytes_array(value) -> np.ndarray:
+    """A string constant's elements as bytes objects, str UTF-8 encoded, as TensorFlow holds them. NOTE: not
+    np.asarray(value): its 'S' dtype drops a string's trailing NUL bytes (decode_raw's zeros)."""
+    src = np.array(value, dtype=object)
+    out = np.empty(src.shape, object)
+    for i, v in np.ndenumerate(src):
+        if isinstance(v, (str, np.str_)):
+            v = v.encode()
+        elif not isinstance(v, bytes):
+            raise TypeError(f"tf.constant: a string tensor's element {v!r} is a {type(v).__name__}, not a string")
+        out[i] = bytes(v)
+    return out
 
 
 def _constant_conversion(value, dtype=None, name=None, preferred_dtype=None):

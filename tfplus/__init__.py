@@ -176,4 +176,79 @@ debugging = _namespace("tf.debugging", Assert=Assert, check_numerics=check_numer
                        **{n: getattr(_check_ops, n) for n in _check_ops.__all__ if n.startswith("assert_")})
 
 # GraphDef protos (tf.GraphDef().ParseFromString(...), for tf.import_graph_def).
+# Input pipelines (tfplus.io, tfplus.sparse): TFRecord files, tf.train.Example parsing, string ops, sparse tensors.
+from tfplus import io, sparse  # noqa: E402
+from tfplus.io import string_ops as _string_ops  # noqa: E402
+from tfplus.io import tfrecord as _tfrecord  # noqa: E402
+from tfplus.io.parsing import (  # noqa: E402
+    FixedLenFeature,
+    FixedLenSequenceFeature,
+    VarLenFeature,
+    parse_example,
+    parse_single_example,
+    parse_single_sequence_example,
+)
+from tfplus.io.string_ops import (  # noqa: E402
+    as_string,
+    decode_base64,
+    decode_csv,
+    decode_raw,
+    encode_base64,
+    matching_files,
+    parse_tensor,
+    read_file,
+    reduce_join,
+    regex_replace,
+    serialize_tensor,
+    string_split,
+    string_to_number,
+    substr,
+    write_file,
+)
+from tfplus.io.string_ops import join as string_join  # noqa: E402
+from tfplus.io.string_ops import strip as string_strip  # noqa: E402
+from tfplus.proto import example_pb2 as _example_pb2  # noqa: E402
+from tfplus.proto import feature_pb2 as _feature_pb2  # noqa: E402
 from tfplus.proto.graph_pb2 import GraphDef, NodeDef  # noqa: E402
+from tfplus.sparse import (  # noqa: E402
+    SparseTensor,
+    SparseTensorValue,
+    sparse_add,
+    sparse_concat,
+    sparse_fill_empty_rows,
+    sparse_placeholder,
+    sparse_reduce_sum,
+    sparse_reorder,
+    sparse_reshape,
+    sparse_retain,
+    sparse_slice,
+    sparse_tensor_dense_matmul,
+    sparse_tensor_to_dense,
+    sparse_to_dense,
+    sparse_to_indicator,
+    sparse_transpose,
+)
+
+python_io = _namespace("tf.python_io", TFRecordWriter=_tfrecord.TFRecordWriter,
+                       TFRecordOptions=_tfrecord.TFRecordOptions,
+                       TFRecordCompressionType=_tfrecord.TFRecordCompressionType,
+                       tf_record_iterator=_tfrecord.tf_record_iterator)
+strings = _namespace("tf.strings", **{n: getattr(_string_ops, n) for n in (
+    "split", "to_number", "join", "reduce_join", "length", "substr", "regex_replace", "regex_full_match", "lower",
+    "upper", "strip", "as_string", "encode_base64", "decode_base64")})
+# tf.train's Example protos and tf.nn.embedding_lookup_sparse live with the input pipelines; tfplus.train and
+# tfplus.nn are given them here, so that those modules stay free of records and sparse tensors.
+for _n in ("BytesList", "FloatList", "Int64List", "Feature", "Features", "FeatureList", "FeatureLists"):
+    setattr(train, _n, getattr(_feature_pb2, _n))
+train.Example, train.SequenceExample = _example_pb2.Example, _example_pb2.SequenceExample
+nn.embedding_lookup_sparse = sparse.embedding_lookup_sparse
+from tfplus.io import png as _png  # noqa: E402
+
+image.decode_png, image.encode_png, image.decode_image = _png.decode_png, _png.encode_png, _png.decode_image
+
+# TF1's queue-based readers, run without queues (tfplus.data.queues).
+from tfplus.data import queues as _queues  # noqa: E402
+from tfplus.data.queues import FixedLengthRecordReader, TextLineReader, TFRecordReader, WholeFileReader  # noqa: E402
+
+for _n in ("string_input_producer", "batch", "shuffle_batch", "Coordinator", "start_queue_runners"):
+    setattr(train, _n, getattr(_queues, _n))

@@ -24,7 +24,8 @@ def py_func_kernel(ctx, ins, outs, attrs):
         raise ValueError(f"the Python function returned {len(result)} values; Tout lists {len(attrs['Tout'])}")
     arrays = []
     for k, (value, dtype) in enumerate(zip(result, attrs["Tout"])):
-        a = np.asarray(value)
+        # NOTE: strings straight to objects: NumPy's bytes dtype (np.asarray(b"a\0")) drops trailing NUL bytes
+        a = np.array(value, dtype=object) if dtype.name == "string" else np.asarray(value)
         if dtype.name != "string" and a.dtype.kind in "SUO":
             raise TypeError(f"result {k} of the Python function is {a.dtype}, Tout says {dtype.name}")
         arrays.append(rt.copy_in(np.array(a, dtype=dtype.np, order="C")))

@@ -499,8 +499,6 @@ with tf.Graph().as_default():
 }
 # TF1 APIs tfplus refuses (UnsupportedError naming them) or lacks: scripts that must fail until they exist.
 NOT_YET = {
-    "queue_input_pipeline": "tf.train.string_input_producer, FixedLengthRecordReader, tf.train.batch and queue "
-                            "runners (tfplus has tf.data instead)",
     "saver_subset_report_uninitialized": "tf.report_uninitialized_variables",
 }
 

@@ -34,6 +34,7 @@ from tfplus.data.dataset_ops import (
     make_initializable_iterator,
     make_one_shot_iterator,
 )
+from tfplus.data.readers import FixedLengthRecordDataset, TextLineDataset, TFRecordDataset
 
 __all__ = [
     "CLASSES", "MEAN", "STD", "CifarDataset", "DataError", "Dataset", "Iterator", "Prefetch", "TrainBatches",
@@ -41,14 +42,16 @@ __all__ = [
     "data_root", "download", "eval_batches", "find_data_dir", "load", "no_crops", "normalize", "random_crop_flip",
     "random_crops", "read_batches", "synthetic", "train_batches", "write_binary_batches",
     "get_output_classes", "get_output_shapes", "get_output_types", "make_initializable_iterator",
-    "make_one_shot_iterator",
+    "make_one_shot_iterator", "FixedLengthRecordDataset", "TFRecordDataset", "TextLineDataset",
 ]
 
+from tfplus.data import experimental_ops as _experimental  # noqa: E402
 from tfplus.unsupported import namespace as _namespace  # noqa: E402
 
-experimental = _namespace("tf.data.experimental", AUTOTUNE=AUTOTUNE)
+experimental = _namespace("tf.data.experimental", AUTOTUNE=AUTOTUNE, **{n: getattr(_experimental, n)
+                                                                       for n in _experimental.__all__})
 
-# TF1's tf.data names tfplus lacks (TFRecordDataset, experimental, ...) raise UnsupportedError.
+# TF1's tf.data names tfplus lacks raise UnsupportedError.
 from tfplus.unsupported import module_getattr as _module_getattr  # noqa: E402
 
 __getattr__ = _module_getattr(__name__, "tf.data")

@@ -1,5 +1,6 @@
-"""TF1's tf.data for graph-mode scripts: Dataset (from_tensor_slices, from_tensors, range, zip, from_generator;
-map, batch, shuffle, repeat, take, skip, filter, prefetch, cache) and its iterators.
+"""TF1's tf.data for graph-mode scripts: Dataset (from_tensor_slices, from_tensors, range, zip, from_generator,
+list_files; map, batch, shuffle, repeat, take, skip, filter, prefetch, cache, interleave, flat_map, apply) and its
+iterators.
 
 A dataset is a host-side description; its elements are NumPy values made on the host. An iterator's get_next() is
 a PyFunc node (tfplus.ops.script_ops) that returns the next element, and raises tf.errors.OutOfRangeError past the
@@ -23,6 +24,7 @@ from tfplus import dtypes as _dt
 from tfplus.framework import Graph, Tensor, get_default_graph
 from tfplus.ops import array_ops
 from tfplus.ops.script_ops import call_py_func
+from tfplus.sparse import SparseTensor, SparseTensorValue, sparse_placeholder
 from tfplus.tensor_shape import TensorShape
 from tfplus.tensor_util import infer_dtype
 
@@ -38,7 +40,7 @@ AUTOTUNE = -1  # tf.data.experimental.AUTOTUNE: a prefetch or map's parallelism 
 def _flatten(s) -> list:
     if isinstance(s, dict):
         return [leaf for k in sorted(s) for leaf in _flatten(s[k])]
-    if isinstance(s, tuple):
+    if isinstance(s, tuple) and not isinstance(s, SparseTensorValue):  # a sparse value is one component
         return [leaf for x in s for leaf in _flatten(x)]
     return [s]
 
@@ -46,7 +48,7 @@ def _flatten(s) -> list:
 def _pack(template, leaves: _Stream):
     if isinstance(template, dict):
         return {k: _pack(template[k], leaves) for k in sorted(template)}
-    if isinstance(template, tuple):
+    if isinstance(template, tuple) and not isinstance(template, SparseTensorValue):
         packed = [_pack(x, leaves) for x in template]
         return type(template)(*packed) if hasattr(template, "_fields") else type(template)(packed)
     return next(leaves)
@@ -59,8 +61,33 @@ def _map_structure(fn, s):
 class _Spec:
     """One component of an element: dtype and static shape (None entries unknown)."""
 
-    def __init__(self, dtype: _dt.DType, shape):
-        self.dtype, self.shape = dtype, TensorShape(shape)
+    def __init__(self, dtype: _dt.DType, shape, sparse: bool = False):
+        self.dtype, self.shape, self.sparse = dtype, TensorShape(shape), sparse
+
+
+def _spec_of_result(t) -> _Spec:
+    """The spec of a map function's result: a Tensor, or a SparseTensor (its values' dtype, its dense rank)."""
+    if isinstance(t, SparseTensor):
+        return _Spec(t.dtype, t.shape, sparse=True)
+    return _Spec(t.dtype, t.shape)
+
+
+def _placeholder_for(s: _Spec, name: str):
+    if s.sparse:
+        return sparse_placeholder(s.dtype, None if s.shape.ndims is None else [None] * s.shape.ndims, name=name)
+    return array_ops.placeholder(s.dtype, s.shape.dims_tuple if s.shape.ndims is not None else None, name=name)
+
+
+def _batch_sparse(values: list) -> SparseTensorValue:
+    """Sparse components stacked as tf.data batches them: each one's indices behind its row in the batch, the
+    dense shape the batch size then the largest of each dimension."""
+    rank = len(values[0].dense_shape)
+    indices = [np.concatenate([np.full((len(v.indices), 1), i, np.int64), np.asarray(v.indices, np.int64)], 1)
+               for i, v in enumerate(values)]
+    shape = np.max([np.asarray(v.dense_shape, np.int64) for v in values], axis=0) if rank else np.zeros(0, np.int64)
+    return SparseTensorValue(np.concatenate(indices).reshape(-1, rank + 1),
+                             np.concatenate([np.asarray(v.values) for v in values]),
+                             np.concatenate([[len(values)], shape]).astype(np.int64))
 
 
 def _leaf_value(v, dtype=None):
@@ -152,6 +179,22 @@ class Dataset:
 
     def skip(self, count: int) -> Dataset:
         return _Stage(self, lambda it, values: iter(()) if count < 0 else itertools.islice(it, count, None))
+
+    def interleave(self, map_func, cycle_length=None, block_length=1, num_parallel_calls=None,
+                   deterministic=None) -> Dataset:
+        from tfplus.data.interleave import Interleave
+        return Interleave(self, map_func, cycle_length, block_length)
+
+    def flat_map(self, map_func) -> Dataset:
+        return self.interleave(map_func, cycle_length=1)
+
+    def apply(self, transformation_func) -> Dataset:
+        return transformation_func(self)
+
+    @staticmethod
+    def list_files(file_pattern, shuffle=None, seed=None) -> Dataset:
+        from tfplus.data.interleave import list_files
+        return list_files(file_pattern, shuffle, seed)
 
     def concatenate(self, dataset: Dataset) -> Dataset:
         return _Concat(self, dataset)
@@ -312,7 +355,8 @@ class _Batch(_Derived):
         first = size if drop_remainder else None
         shapes = [[first] + self._pads[i] if self._pads is not None and self._pads[i] is not None else
                   None if s.shape.ndims is None else [first] + s.shape.as_list() for i, s in enumerate(specs)]
-        self._structure = _pack(dataset._structure, iter([_Spec(s.dtype, shape) for s, shape in zip(specs, shapes)]))
+        self._structure = _pack(dataset._structure, iter([_Spec(s.dtype, shape, s.sparse) for s, shape in
+                                                          zip(specs, shapes)]))
 
     def _elements(self, values):
         it = self._inputs[0]._elements(values)
@@ -321,9 +365,12 @@ class _Batch(_Derived):
             if not rows or (self._drop and len(rows) < self._size):
                 return
             columns = list(zip(*[_flatten(r) for r in rows]))
+            if self._pads is not None and any(s.sparse for s in _flatten(self._structure)):
+                raise ValueError("tf.data.Dataset.padded_batch: a component is a SparseTensor; use batch")
             if self._pads is not None:
                 columns = [self._padded(k, [np.asarray(v) for v in column]) for k, column in enumerate(columns)]
-            yield _pack(rows[0], iter([np.stack(column) for column in columns]))
+            yield _pack(rows[0], iter([_batch_sparse(column) if isinstance(column[0], SparseTensorValue) else
+                                       np.stack(column) for column in columns]))
 
     def _padded(self, k: int, column: list) -> list:
         pads = self._pads[k] if self._pads[k] is not None else [None] * column[0].ndim
@@ -368,8 +415,7 @@ class _Map(_Derived):
         self._graph.seed = get_default_graph().seed
         with self._graph.as_default():
             specs = _flatten(dataset._structure)
-            self._args = [array_ops.placeholder(s.dtype, s.shape.dims_tuple if s.shape.ndims is not None
-                                                else None, name=f"arg{i}") for i, s in enumerate(specs)]
+            self._args = [_placeholder_for(s, f"arg{i}") for i, s in enumerate(specs)]
             arg = _pack(dataset._structure, iter(self._args))
             try:
                 result = fn(*arg) if isinstance(arg, tuple) and not hasattr(arg, "_fields") else fn(arg)
@@ -377,11 +423,14 @@ class _Map(_Derived):
                 raise ValueError(f"tf.data.Dataset.{'filter' if keep_if else 'map'}: the function failed while "
                                  f"traced in the dataset's own graph ({e}); it may use only its arguments and "
                                  "constants it makes, not tensors of the script's graph") from e
-            result = _map_structure(lambda v: v if isinstance(v, Tensor) else array_ops.constant(v), result)
+            if isinstance(result, list):  # as TensorFlow: a list of results is a tuple (a list is a component)
+                result = tuple(result)
+            result = _map_structure(lambda v: v if isinstance(v, (Tensor, SparseTensor)) else array_ops.constant(v),
+                                    result)
         self._result = result
         self._outputs = _flatten(result)
         self._structure = dataset._structure if keep_if else \
-            _map_structure(lambda t: _Spec(t.dtype, t.shape), result)
+            _map_structure(_spec_of_result, result)
         self._session = None
 
     def _run(self, element):
@@ -451,11 +500,18 @@ class Iterator:
                                                "Run the iterator's initializer (sess.run(iterator.initializer)) "
                                                "before fetching elements")
                 self._stream = self._one_shot._elements({id(t): a for t, a in zip(captured, arrays)})
-            return _flatten(next(self._stream))
-        op = call_py_func(next_element, captured, [s.dtype for s in specs],
-                          [s.shape.dims_tuple if s.shape.ndims is not None else None for s in specs],
-                          name=name or "IteratorGetNext")
-        return _pack(self._structure, iter(op.outputs))
+            # a sparse component is three outputs: indices, values, dense_shape
+            return [part for leaf in _flatten(next(self._stream))
+                    for part in (leaf if isinstance(leaf, SparseTensorValue) else [leaf])]
+        types, shapes = [], []
+        for s in specs:
+            rank = s.shape.ndims
+            types += [_dt.int64, s.dtype, _dt.int64] if s.sparse else [s.dtype]
+            shapes += [(None, rank), (None,), (rank,)] if s.sparse else \
+                [s.shape.dims_tuple if rank is not None else None]
+        outputs = iter(call_py_func(next_element, captured, types, shapes, name=name or "IteratorGetNext").outputs)
+        return _pack(self._structure, iter([SparseTensor(next(outputs), next(outputs), next(outputs)) if s.sparse
+                                            else next(outputs) for s in specs]))
 
 
 def _flatten_shapes(shapes) -> list:

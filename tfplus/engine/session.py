@@ -393,7 +393,7 @@ class Session:
 
     def _prepare_feeds(self, feed_dict) -> dict[Tensor, Any]:
         feeds = {}
-        for key, value in feed_dict.items():
+        for key, value in _expand_sparse_feeds(feed_dict):
             t = self._element(key, "feed key")
             if not isinstance(t, Tensor):
                 raise TypeError(f"cannot feed {t!r}: feed keys must be Tensors (e.g. a placeholder)")
@@ -448,6 +448,14 @@ def _rewrite_key(flat: list, feeds) -> tuple:
 def _rewrite_enabled(config) -> bool:
     from tfplus.engine.rewrite import enabled
     return enabled(config)
+
+
+def _expand_sparse_feeds(feed_dict) -> list:
+    """The (key, value) pairs of `feed_dict`, a tf.SparseTensor key (a sparse_placeholder) as its three tensors."""
+    pairs = []
+    for key, value in feed_dict.items():
+        pairs += key._feed_expand(value) if hasattr(key, "_feed_expand") else [(key, value)]
+    return pairs
 
 
 def _fetched(value):
