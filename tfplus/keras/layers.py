@@ -24,7 +24,7 @@ from tfplus.framework import convert_to_tensor
 from tfplus.keras import activations, initializers, regularizers
 from tfplus.keras.engine import Input, InputLayer, Layer
 from tfplus.keras.recurrent import GRU, LSTM, Bidirectional, SimpleRNN
-from tfplus.ops import array_ops, math_ops, nn_ops
+from tfplus.ops import array_ops, control_flow_ops, math_ops, nn_ops
 
 __all__ = ["Activation", "Add", "AveragePooling1D", "AveragePooling2D", "Average", "BatchNormalization",
            "Bidirectional", "Concatenate", "Conv1D", "Conv2D", "Conv2DTranspose", "Dense", "Dropout", "ELU",
@@ -182,7 +182,12 @@ class Dropout(Layer):
             training = bool(training)
         if self.rate == 0 or training is False:
             return array_ops.identity(inputs)
-        return _tfl.dropout(inputs, self.rate, self.noise_shape, self.seed, training=training)
+        if training is True:
+            return _tfl.dropout(inputs, self.rate, self.noise_shape, self.seed, training=True)
+        # The learning phase: a cond, as Keras's smart_cond, so no dropout is drawn at test time.
+        return control_flow_ops.cond(training, lambda: _tfl.dropout(inputs, self.rate, self.noise_shape, self.seed,
+                                                                    training=True),
+                                     lambda: array_ops.identity(inputs))
 
 
 class Activation(Layer):

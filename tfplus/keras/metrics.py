@@ -43,6 +43,7 @@ def get(identifier, loss_fn=None, output_shape=None):
     if callable(identifier):
         return getattr(identifier, "__name__", "metric"), identifier
     if identifier in ("accuracy", "acc"):
+        loss_fn = getattr(loss_fn, "_fn", loss_fn)  # a loss object's function
         if loss_fn is losses.binary_crossentropy or (output_shape and output_shape[-1] == 1):
             return identifier, binary_accuracy
         if loss_fn is losses.sparse_categorical_crossentropy:

@@ -3,8 +3,9 @@ when the number of steps is known, a while loop otherwise).
 
 Keras's weights and math, not tf.nn.rnn_cell's: `lstm/lstm_cell/kernel` (depth, 4 units), `recurrent_kernel`
 (units, 4 units), `bias` (4 units, the forget gate's starting at ones), gates in the order i, f, c, o; GRU's gates
-z, r, h with reset_after=True (TF 2's default: bias (2, 3 units), the reset gate applied after the recurrent
-matmul) or False (TF 1's: bias (3 units)); recurrent activation sigmoid, activation tanh.
+z, r, h with reset_after=False (bias (3 units)) or True (bias (2, 3 units), the reset gate applied after the
+recurrent matmul). TF1's Keras defaults (tf.compat.v1.keras): recurrent activation hard_sigmoid, activation tanh,
+reset_after=False.
 """
 from __future__ import annotations
 
@@ -53,12 +54,12 @@ class _Recurrent(Layer):
     _gates = 1
     _n_states = 1
 
-    def __init__(self, units, activation="tanh", recurrent_activation="sigmoid", use_bias=True,
+    def __init__(self, units, activation="tanh", recurrent_activation="hard_sigmoid", use_bias=True,
                  kernel_initializer="glorot_uniform", recurrent_initializer="orthogonal", bias_initializer="zeros",
                  unit_forget_bias=True, kernel_regularizer=None, recurrent_regularizer=None, bias_regularizer=None,
                  activity_regularizer=None, kernel_constraint=None, recurrent_constraint=None, bias_constraint=None,
                  dropout=0.0, recurrent_dropout=0.0, return_sequences=False, return_state=False,
-                 go_backwards=False, stateful=False, unroll=False, time_major=False, reset_after=True,
+                 go_backwards=False, stateful=False, unroll=False, time_major=False, reset_after=False,
                  implementation=2, **kwargs):
         given = dict(locals())
         self._init_args = {k: v for k, v in given.items() if k not in ("self", "kwargs", "__class__")}
@@ -122,6 +123,14 @@ class _Recurrent(Layer):
 class SimpleRNN(_Recurrent):
     """h = activation(x kernel + bias + h recurrent_kernel)."""
 
+    def __init__(self, units, activation="tanh", use_bias=True, kernel_initializer="glorot_uniform",
+                 recurrent_initializer="orthogonal", bias_initializer="zeros", **kwargs):
+        for key in ("recurrent_activation", "unit_forget_bias", "reset_after", "implementation"):
+            if key in kwargs:
+                raise TypeError(f"tf.keras.layers.SimpleRNN: unknown argument {key!r}")
+        super().__init__(units, activation=activation, use_bias=use_bias, kernel_initializer=kernel_initializer,
+                         recurrent_initializer=recurrent_initializer, bias_initializer=bias_initializer, **kwargs)
+
     def _step(self, x, state):
         (h,) = state
         z = math_ops.matmul(x, self.kernel)
@@ -132,8 +141,8 @@ class SimpleRNN(_Recurrent):
 
 
 class GRU(_Recurrent):
-    """z, r = sigmoid(x Wz,r + h Uz,r + b); h' = z h + (1 - z) tanh(x Wh + r (h Uh) + b) (reset_after; else
-    tanh(x Wh + (r h) Uh + b))."""
+    """z, r = recurrent_activation(x Wz,r + h Uz,r + b); h' = z h + (1 - z) tanh(x Wh + (r h) Uh + b)
+    (reset_after: tanh(x Wh + r (h Uh + b_rec) + b_in))."""
     _gates = 3
 
     def _bias_shape(self) -> tuple:

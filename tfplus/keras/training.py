@@ -42,8 +42,15 @@ def _batches(n: int, batch_size: int) -> list:
 
 
 def _is_sparse(loss) -> bool:
-    return loss is losses.sparse_categorical_crossentropy or loss == "sparse_categorical_crossentropy" or \
+    return losses.get(loss) is losses.sparse_categorical_crossentropy or \
         isinstance(loss, losses.SparseCategoricalCrossentropy)
+
+
+def _as_array(data, tensor):
+    """`data` for `tensor`: its dtype, and (as Keras) a last axis of 1 added to a vector fed to a matrix."""
+    a = np.asarray(data, dtype=tensor.dtype.np)
+    rank = tensor.shape.ndims
+    return a[:, None] if a.ndim == 1 and rank is not None and rank > 1 else a
 
 
 class Training:
@@ -127,7 +134,7 @@ class Training:
         if len(data) != len(tensors):
             raise ValueError(f"{self.name}: {len(data)} {what} arrays for {len(tensors)} {what}s "
                              f"({[t.name for t in tensors]})")
-        return [np.asarray(d, dtype=t.dtype.np) for d, t in zip(data, tensors)]
+        return [_as_array(d, t) for d, t in zip(data, tensors)]
 
     def _ensure_built(self, x) -> None:
         if not self.outputs:
