@@ -3,13 +3,16 @@
     opt = tf.keras.optimizers.SGD(learning_rate=0.01, momentum=0.9, nesterov=True)
     model.compile(opt, "categorical_crossentropy")     # or "sgd", "adam", "rmsprop", "adagrad", "adadelta"
 
-Keras's defaults: SGD lr 0.01; Adam lr 0.001, epsilon 1e-7; RMSprop lr 0.001, rho 0.9, epsilon 1e-7 and its mean
-square starting at zeros (TF1's RMSProp starts it at ones); Adagrad lr 0.001, initial accumulator 0.1 (its 1e-7
-epsilon beside sqrt(accumulator) >= 0.3 is left out); Adadelta lr 0.001, rho 0.95, epsilon 1e-7. A TF1 optimizer
-(tf.train.AdamOptimizer(...)) may be given to compile as it is."""
+Keras's defaults: SGD lr 0.01; Adam lr 0.001, epsilon 1e-7; RMSprop lr 0.001, rho 0.9, epsilon 1e-7, its mean
+square starting at zeros (TF1's RMSProp starts it at ones) and, without momentum, epsilon outside the square
+root; Adagrad lr 0.001, initial accumulator 0.1 (its 1e-7 epsilon beside sqrt(accumulator) >= 0.3 is left out);
+Adadelta lr 0.001, rho 0.95, epsilon 1e-7. A TF1 optimizer (tf.train.AdamOptimizer(...)) may be given to compile
+as it is."""
 from __future__ import annotations
 
 from tfplus import train as _train
+from tfplus.framework import convert_to_tensor
+from tfplus.ops import math_ops, state_ops
 
 __all__ = ["SGD", "Adam", "RMSprop", "Adagrad", "Adadelta", "Optimizer", "get"]
 Optimizer = _train.Optimizer
@@ -54,6 +57,23 @@ class RMSprop(_train.RMSPropOptimizer):
             if self._centered:
                 self._zeros_slot(v, "mg", self._name)
             self._zeros_slot(v, "momentum", self._name)
+
+    def _apply_dense(self, grad, var):
+        """Without momentum Keras adds epsilon outside the square root: var -= lr g / (sqrt(ms) + epsilon)
+        (with momentum it runs TF1's ApplyRMSProp, epsilon inside)."""
+        if self._momentum or self._centered:
+            return super()._apply_dense(grad, var)
+        lr, rho, _, epsilon = self._hypers(var.dtype)
+        rms = self.get_slot(var, "rms")
+        ms = state_ops.assign(rms, rho * rms + (1.0 - rho) * math_ops.square(grad), use_locking=self._use_locking)
+        return state_ops.assign_sub(var, lr * grad / (math_ops.sqrt(ms) + epsilon), use_locking=self._use_locking).op
+
+    def _apply_sparse(self, grad, var):
+        # Keras decays every row's mean square and moves only the gradient's rows: the dense rule of the dense
+        # gradient does both.
+        if self._momentum or self._centered:
+            return super()._apply_sparse(grad, var)
+        return self._apply_dense(convert_to_tensor(grad), var)
 
 
 class Adagrad(_train.AdagradOptimizer):

@@ -41,11 +41,6 @@ def _batches(n: int, batch_size: int) -> list:
     return [(i, min(i + batch_size, n)) for i in range(0, n, batch_size)]
 
 
-def _is_sparse(loss) -> bool:
-    return losses.get(loss) is losses.sparse_categorical_crossentropy or \
-        isinstance(loss, losses.SparseCategoricalCrossentropy)
-
-
 def _as_array(data, tensor):
     """`data` for `tensor`: its dtype, and (as Keras) a last axis of 1 added to a vector fed to a matrix."""
     a = np.asarray(data, dtype=tensor.dtype.np)
@@ -86,8 +81,8 @@ class Training:
         with name_scope("loss"):
             for out, name, lo, w in zip(self.outputs, names, loss_list, weights):
                 fn = losses.get(lo)
-                shape = None if _is_sparse(lo) else [None] * out.shape.ndims
-                target = placeholder(out.dtype, shape, name=f"{name}_target")
+                # As Keras, of the output's rank (a vector of class ids is fed as a column)
+                target = placeholder(out.dtype, [None] * out.shape.ndims, name=f"{name}_target")
                 self.targets.append(target)
                 per_output.append((name, math_ops.reduce_mean(fn(target, out)), w, fn))
             total = math_ops.add_n([w * value for _, value, w, _ in per_output]) if len(per_output) > 1 else \
@@ -148,12 +143,16 @@ class Training:
         feed.update(backend.learning_phase_feed(training))
         return backend.get_session().run(fetches, feed)
 
-    def _loop(self, fetches, arrays: list, tensors: list, batch_size: int, training: bool) -> list:
-        """The fetches' sample-weighted means over `arrays` in batches."""
+    def _loop(self, fetches, arrays: list, tensors: list, batch_size: int, training: bool, shuffle=False) -> list:
+        """The fetches' sample-weighted means over `arrays` in batches (`shuffle`d as fit's validation: Keras
+        shuffles it too, drawing from NumPy's generator)."""
         n = len(arrays[0])
+        order = np.arange(n)
+        if shuffle:
+            np.random.shuffle(order)
         totals = np.zeros(len(fetches))
         for start, end in _batches(n, batch_size):
-            outs = self._run(fetches, [a[start:end] for a in arrays], tensors, training)
+            outs = self._run(fetches, [a[order[start:end]] for a in arrays], tensors, training)
             totals += np.asarray(outs, dtype=np.float64) * (end - start)
         return list(totals / n)
 
@@ -202,10 +201,10 @@ class Training:
         self.history = history
         for cb in cbs:
             cb.on_train_begin()
-        order = np.arange(n)
         for epoch in range(initial_epoch, epochs):
             for cb in cbs:
                 cb.on_epoch_begin(epoch)
+            order = np.arange(n)
             if shuffle:
                 np.random.shuffle(order)
             totals = np.zeros(len(names))
@@ -221,7 +220,7 @@ class Training:
                     cb.on_batch_end(b, logs)
             epoch_logs = dict(zip(names, (totals / n).tolist()))
             if val is not None and (epoch + 1) % validation_freq == 0:
-                values = self._loop(self._fetches, val, tensors, batch_size, False)
+                values = self._loop(self._fetches, val, tensors, batch_size, False, shuffle)
                 epoch_logs.update({f"val_{m}": v for m, v in zip(names, values)})
             if verbose:
                 print(f"Epoch {epoch + 1}/{epochs} - " + " - ".join(f"{k}: {v:.4f}" for k, v in epoch_logs.items()))
@@ -262,6 +261,9 @@ class Training:
         step = self._train_step()
         data = self._arrays(x, self.inputs, "input") + self._arrays(y, self.targets, "target")
         return self._result(self._run([step] + self._fetches, data, self.inputs + self.targets, True)[1:])
+
+    def reset_metrics(self) -> None:
+        """Keras's metrics keep running totals between calls; tfplus's are each call's own: nothing to reset."""
 
     def test_on_batch(self, x, y, sample_weight=None, reset_metrics=True):
         self._check_compiled("test_on_batch")
