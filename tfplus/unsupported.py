@@ -20,7 +20,6 @@ ALTERNATIVES = {
     "tf.contrib.slim": "tf.layers / tf.contrib.layers (fully_connected, conv2d, flatten)",
     "tf.contrib.learn": "tf.layers with tf.train.MonitoredTrainingSession",
     "tf.estimator": "a tf.Session loop, or tf.train.MonitoredTrainingSession with hooks",
-    "tf.keras.layers": "tf.layers (dense, conv2d, max_pooling2d, flatten, dropout, and their classes)",
     "tf.layers.Layer": "tf.layers' functions or classes (Dense, Conv2D, ...), or variables of your own with "
                        "tf.get_variable",
     "tf.layers.conv3d": "tf.layers.conv2d",
@@ -34,7 +33,6 @@ ALTERNATIVES = {
                                          "W keys, transpose_b=True), tf.nn.softmax, the weighted sum of the keys",
     "tf.contrib.seq2seq.AttentionWrapper": "attention written out in a loop over an RNN cell (static unrolling or "
                                            "tf.while_loop)",
-    "tf.keras.Model": "a graph built with tf.layers and a tf.Session",
     "tf.train.SummaryWriter": "tf.summary.FileWriter",
     "tf.merge_all_summaries": "tf.summary.merge_all",
     "tf.merge_summary": "tf.summary.merge",

@@ -347,7 +347,7 @@ class Model(Training, Layer):
         def row(*fields):
             line = ""
             for field, end in zip(fields, cols):
-                line = (line + " " + str(field))[:end].ljust(end)
+                line = (line + " " + str(field)).ljust(end)
             print_fn(line.rstrip())
         print_fn(f'Model: "{self.name}"')
         print_fn("_" * width)
