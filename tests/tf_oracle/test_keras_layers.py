@@ -118,7 +118,7 @@ def test_layer_names_counts_and_backend_are_tensorflows(tf1):
     want, _ = _names_and_counts(tf1)
     got, summary = _names_and_counts(tfplus)
     assert got == want
-    assert any("batch_normalization (BatchNormalization)" in line for line in summary)
+    assert any("batch_normalization_1 (BatchNormalization)" in line for line in summary)
     assert "Total params: 35" in summary
 
 

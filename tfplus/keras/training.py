@@ -11,6 +11,8 @@ its samples. fit shuffles with NumPy's global generator (np.random.seed makes it
 """
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from tfplus.framework import control_dependencies, name_scope
@@ -19,6 +21,8 @@ from tfplus.keras import callbacks as _callbacks
 from tfplus.ops import math_ops
 from tfplus.ops.array_ops import placeholder
 from tfplus.ops.control_flow_ops import group
+from tfplus.tensor_bundle import write_bundle
+from tfplus.train import NewCheckpointReader, Saver
 
 __all__ = ["Training"]
 
@@ -276,32 +280,84 @@ class Training:
 
     # -- weights' files ---------------------------------------------------------------------------------------
     def save_weights(self, filepath, overwrite=True, save_format=None) -> None:
-        """The weights as a TensorFlow checkpoint (`filepath`.index, .data-*; keyed by variable name, so TF1's
-        tf.train.Saver and load_weights read it)."""
-        from tfplus.train import Saver
+        """The weights as TensorFlow Keras's object-based checkpoint (`filepath`.index, .data-*: the weights
+        under `layer_with_weights-<i>/<attribute>/.ATTRIBUTES/VARIABLE_VALUE` and the object graph that
+        TensorFlow's load_weights matches them by)."""
         _refuse_h5(filepath, save_format)
-        Saver(self.weights, max_to_keep=None).save(backend.get_session(), str(filepath), write_meta_graph=False)
+        keyed = self._checkpoint_keys()
+        values = backend.batch_get_value([v for _, v in keyed])
+        tensors = {key: value for (key, _), value in zip(keyed, values)}
+        tensors[_OBJECT_GRAPH] = _object_graph(keyed)
+        os.makedirs(os.path.dirname(os.path.abspath(str(filepath))), exist_ok=True)
+        write_bundle(str(filepath), tensors)
+
+    def _checkpoint_keys(self) -> list:
+        """[(checkpoint key, variable)] of the weights, layer by layer, as TensorFlow's Keras keys them."""
+        return [(f"layer_with_weights-{i}/{path}/.ATTRIBUTES/VARIABLE_VALUE", v)
+                for i, layer in enumerate(la for la in self.layers if la.weights)
+                for path, v in layer._checkpoint_paths()]
 
     def load_weights(self, filepath, by_name=False, skip_mismatch=False):
-        """Weights from a TensorFlow checkpoint: save_weights' (or tf.train.Saver's, by variable name), or
-        TensorFlow Keras's object-based one (keys `layer_with_weights-<i>/<attribute>/.ATTRIBUTES/...`)."""
-        from tfplus.train import NewCheckpointReader, Saver
+        """Weights from a TensorFlow checkpoint: save_weights' or TensorFlow Keras's (object-based), or a
+        tf.train.Saver's (by variable name)."""
         _refuse_h5(filepath, None)
         if by_name or skip_mismatch:
             raise NotImplementedError(f"{self.name}.load_weights: by_name and skip_mismatch are for HDF5 files, "
                                       "which tfplus does not read")
         reader = NewCheckpointReader(str(filepath))
-        if not reader.has_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"):
+        if not reader.has_tensor(_OBJECT_GRAPH):
             Saver(self.weights, max_to_keep=None).restore(backend.get_session(), str(filepath))
             return
         pairs = []
-        for i, layer in enumerate(la for la in self.layers if la.weights):
-            for path, v in layer._checkpoint_paths():
-                key = f"layer_with_weights-{i}/{path}/.ATTRIBUTES/VARIABLE_VALUE"
-                if not reader.has_tensor(key):
-                    raise ValueError(f"{self.name}.load_weights: {filepath} has no {key} for weight {v.op.name}")
-                pairs.append((v, reader.get_tensor(key)))
+        for key, v in self._checkpoint_keys():
+            if not reader.has_tensor(key):
+                raise ValueError(f"{self.name}.load_weights: {filepath} has no {key} for weight {v.op.name}")
+            pairs.append((v, reader.get_tensor(key)))
         backend.batch_set_value(pairs)
+
+
+_OBJECT_GRAPH = "_CHECKPOINTABLE_OBJECT_GRAPH"
+
+
+def _varint(v: int) -> bytes:
+    out = bytearray()
+    while True:
+        out.append(v & 0x7F | (0x80 if v > 0x7F else 0))
+        v >>= 7
+        if not v:
+            return bytes(out)
+
+
+def _proto_field(number: int, payload) -> bytes:
+    """One protobuf field: a varint (int) or a length-delimited one (bytes / str)."""
+    if isinstance(payload, int):
+        return _varint(number << 3) + _varint(payload)
+    payload = payload.encode() if isinstance(payload, str) else payload
+    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+
+
+def _object_graph(keyed: list) -> bytes:
+    """The TrackableObjectGraph proto of a model whose weights are `keyed` [(key, variable)]: the root, a node
+    per path component of the keys (`layer_with_weights-0`, `cell`, `kernel`), each weight's node holding its
+    VARIABLE_VALUE attribute."""
+    children: list[list] = [[]]
+    attributes: list[bytes] = [b""]
+    ids: dict = {}
+    for key, v in keyed:
+        node = 0
+        for name in key.split("/.ATTRIBUTES/")[0].split("/"):
+            if (node, name) not in ids:
+                ids[node, name] = len(children)
+                children[node].append((len(children), name))
+                children.append([])
+                attributes.append(b"")
+            node = ids[node, name]
+        attributes[node] = _proto_field(2, _proto_field(1, "VARIABLE_VALUE") + _proto_field(2, v.op.name) +
+                                        _proto_field(3, key))
+    has_values = _proto_field(5, _proto_field(1, 1))
+    nodes = [b"".join(_proto_field(1, _proto_field(1, i) + _proto_field(2, name)) for i, name in kids) + attr +
+             has_values for kids, attr in zip(children, attributes)]
+    return b"".join(_proto_field(1, node) for node in nodes)
 
 
 def _refuse_h5(filepath, save_format) -> None:
