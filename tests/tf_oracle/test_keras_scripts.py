@@ -312,16 +312,94 @@ def model_as_layer(tf, init, feeder):
     return out
 
 
+def autoencoder_add_loss(tf, init, feeder):
+    keras, K = tf.keras, tf.keras.backend
+    x, _ = _data(14, 16, 6)
+    inputs = keras.Input((6,))
+    h = keras.layers.Dense(4, activation="relu")(inputs)
+    z_mean, z_log_var = keras.layers.Dense(2)(h), keras.layers.Dense(2)(h)
+    decoded = keras.layers.Dense(6, activation="sigmoid")(keras.layers.Dense(4, activation="relu")(z_mean))
+    vae = keras.Model(inputs, decoded)
+    reconstruction = K.sum(K.binary_crossentropy(inputs, decoded), axis=-1)
+    kl = -0.5 * K.sum(1 + z_log_var - K.square(z_mean) - K.exp(z_log_var), axis=-1)
+    vae.add_loss(K.mean(reconstruction + kl))
+    out = _start(vae, init)
+    vae.compile(optimizer=keras.optimizers.SGD(0.1))
+    history = vae.fit(x, None, batch_size=8, epochs=2, shuffle=False, verbose=0)
+    out["eval"] = np.array(vae.evaluate(x, None, verbose=0))
+    return _weights(_history(out, history), vae)
+
+
+def multi_output_dict(tf, init, feeder):
+    keras = tf.keras
+    x, y = _data(15, 18, 5, 3)
+    reg = np.random.RandomState(15).rand(18, 1).astype(np.float32)
+    inputs = keras.Input((5,))
+    h = keras.layers.Dense(6, activation="relu")(inputs)
+    cls = keras.layers.Dense(3, activation="softmax", name="cls")(h)
+    value = keras.layers.Dense(1, name="reg")(h)
+    model = keras.Model(inputs=inputs, outputs=[cls, value])
+    out = _start(model, init)
+    model.compile(keras.optimizers.Adam(0.02), loss={"cls": "sparse_categorical_crossentropy", "reg": "mse"},
+                  loss_weights={"cls": 1.0, "reg": 0.5}, metrics={"cls": "accuracy"})
+    history = model.fit(x, {"cls": y, "reg": reg}, batch_size=6, epochs=2, shuffle=False, verbose=0,
+                        validation_data=(x[:6], [y[:6], reg[:6]]))
+    out["eval"] = np.array(model.evaluate(x, [y, reg], verbose=0))
+    probs, values = model.predict(x[:4])
+    out["probs"], out["values"] = probs, values
+    out["metrics_names"] = np.array(model.metrics_names)
+    return _weights(_history(out, history), model)
+
+
+def conv_autoencoder(tf, init, feeder):
+    keras = tf.keras
+    x = np.random.RandomState(16).rand(6, 8, 8, 1).astype(np.float32)
+    model = keras.Sequential([
+        keras.layers.Conv2D(4, 3, activation="tanh", padding="same", input_shape=(8, 8, 1)),
+        keras.layers.MaxPooling2D((2, 2), padding="same"),
+        keras.layers.Conv2D(2, 3, activation="tanh", padding="same"),
+        keras.layers.UpSampling2D((2, 2)),
+        keras.layers.Conv2D(1, 3, activation="sigmoid", padding="same"),
+    ])
+    out = _start(model, init)
+    model.compile(optimizer=keras.optimizers.SGD(learning_rate=0.1), loss="binary_crossentropy")
+    history = model.fit(x, x, epochs=2, batch_size=3, shuffle=False, verbose=0)
+    out["decoded"] = model.predict(x[:2])
+    return _weights(_history(out, history), model)
+
+
+def feature_extractor(tf, init, feeder):
+    keras, K = tf.keras, tf.keras.backend
+    rng = np.random.RandomState(17)
+    x, y = rng.rand(10, 4, 3).astype(np.float32), rng.randint(0, 2, 10)
+    model = keras.Sequential([
+        keras.layers.TimeDistributed(keras.layers.Dense(5, activation="tanh"), input_shape=(4, 3)),
+        keras.layers.SimpleRNN(4, name="encoder"),
+        keras.layers.Dense(2, activation="softmax"),
+    ])
+    out = _start(model, init)
+    model.compile(keras.optimizers.SGD(0.3, momentum=0.5), "sparse_categorical_crossentropy", metrics=["acc"])
+    history = model.fit(x, y, batch_size=5, epochs=2, shuffle=False, verbose=0)
+    get_features = K.function([model.input, K.learning_phase()], [model.get_layer("encoder").output])
+    out["features"] = get_features([x, 0])[0]
+    extractor = keras.Model(inputs=model.input, outputs=model.get_layer("encoder").output)
+    out["extracted"] = extractor.predict(x)
+    out["kernel"] = K.get_value(model.layers[0].layer.kernel)
+    return _weights(_history(out, history), model)
+
+
 SCRIPTS = {f.__name__: f for f in (mnist_mlp, small_cnn, text_lstm, functional_two_inputs, gru_regression,
                                    bidirectional_classifier, conv1d_text, batchnorm_fit, regularized_layers,
                                    callbacks_and_shuffle, session_loop_mixed, session_loop_learning_phase,
-                                   model_as_layer)}
+                                   model_as_layer, autoencoder_add_loss, multi_output_dict, conv_autoencoder,
+                                   feature_extractor)}
 
 
 def run_keras_script(tf, name: str, init: list, feeder: Feeder) -> dict:
     if hasattr(tf, "experimental"):  # TensorFlow: its RNN layers' while loops have gradients only with this
         tf.experimental.output_all_intermediates(True)
     tf.keras.backend.clear_session()
+    tf.set_random_seed(0)  # TensorFlow's initial weights (tfplus's get them), the same in every run
     try:
         return SCRIPTS[name](tf, init, feeder)
     finally:

@@ -17,10 +17,14 @@ import weakref
 import numpy as np
 
 from tfplus import dtypes as _dt
+from tfplus import nn
 from tfplus.engine.session import Session
 from tfplus.framework import convert_to_tensor, get_default_graph, get_default_session, name_scope, reset_default_graph
+from tfplus.gradients import gradients as _gradients
+from tfplus.ops import array_ops, math_ops, random_ops
 from tfplus.ops.array_ops import placeholder_with_default
-from tfplus.variables import global_variables, variables_initializer
+from tfplus.ops.control_flow_ops import group
+from tfplus.variables import Variable, global_variables, variables_initializer
 
 __all__ = ["backend", "batch_get_value", "batch_set_value", "clear_session", "epsilon", "floatx", "get_session",
            "get_uid", "get_value", "image_data_format", "int_shape", "learning_phase", "set_epsilon", "set_floatx",
@@ -167,6 +171,127 @@ def batch_set_value(pairs) -> None:
 
 def dtype_of(name) -> _dt.DType:
     return _dt.as_dtype(name or _FLOATX)
+
+
+def function(inputs, outputs, updates=None, name=None, **kwargs):
+    """Keras's K.function: `f([arrays]) -> the outputs' values` (as a list if outputs is one), run in
+    get_session() with the updates; the learning phase may be one of the inputs.
+
+        get_features = K.function([model.input, K.learning_phase()], [model.layers[1].output])
+        features = get_features([x, 0])[0]
+    """
+    inputs = list(inputs)
+    single = not isinstance(outputs, (list, tuple))
+    fetches = [outputs] if single else list(outputs)
+    step = group(*updates) if updates else None
+
+    def run(values):
+        if len(values) != len(inputs):
+            raise ValueError(f"K.function: called with {len(values)} arrays for {len(inputs)} inputs "
+                             f"({[getattr(t, 'name', t) for t in inputs]})")
+        out = get_session().run(fetches + ([step] if step is not None else []), dict(zip(inputs, values)))
+        out = out[:len(fetches)]
+        return out[0] if single else out
+    return run
+
+
+# -- tensor functions (Keras's argument names: axis, keepdims; losses take (target, output)) -----------------------
+def _reduce(fn):
+    def reduce(x, axis=None, keepdims=False):
+        x = convert_to_tensor(x)
+        if x.dtype is _dt.bool_:
+            x = math_ops.cast(x, dtype_of(None))
+        return fn(x, axis, keepdims=keepdims)
+    reduce.__name__ = fn.__name__.replace("reduce_", "")
+    return reduce
+
+
+mean, sum, max, min = (_reduce(math_ops.reduce_mean), _reduce(math_ops.reduce_sum),  # noqa: A001
+                       _reduce(math_ops.reduce_max), _reduce(math_ops.reduce_min))
+square, exp, log, abs, sign = math_ops.square, math_ops.exp, math_ops.log, math_ops.abs, math_ops.sign  # noqa: A001
+maximum, minimum, pow, equal = math_ops.maximum, math_ops.minimum, math_ops.pow, math_ops.equal  # noqa: A001
+cast, stop_gradient, dot = math_ops.cast, array_ops.stop_gradient, math_ops.matmul
+reshape, transpose, expand_dims, squeeze = array_ops.reshape, array_ops.transpose, array_ops.expand_dims, \
+    array_ops.squeeze
+shape, zeros_like, ones_like = array_ops.shape, array_ops.zeros_like, array_ops.ones_like
+relu, sigmoid, tanh, softplus, elu = nn.relu, nn.sigmoid, nn.tanh, nn.softplus, nn.elu
+
+
+def sqrt(x):
+    """sqrt of x clipped at 0 (Keras's)."""
+    return math_ops.sqrt(math_ops.maximum(convert_to_tensor(x), 0.0))
+
+
+def clip(x, min_value, max_value):
+    return math_ops.clip_by_value(x, min_value, max_value)
+
+
+def argmax(x, axis=-1):
+    return math_ops.argmax(x, axis)
+
+
+def concatenate(tensors, axis=-1):
+    return array_ops.concat(list(tensors), axis)
+
+
+def softmax(x, axis=-1):
+    return nn.softmax(x, axis=axis)
+
+
+def l2_normalize(x, axis=None):
+    return nn.l2_normalize(x, axis=axis)
+
+
+def gradients(loss, variables):
+    return _gradients(loss, variables)
+
+
+def constant(value, dtype=None, shape=None, name=None):
+    return array_ops.constant(value, dtype=dtype_of(dtype), shape=shape, name=name)
+
+
+def zeros(shape, dtype=None, name=None):
+    return array_ops.zeros(shape, dtype=dtype_of(dtype), name=name)
+
+
+def ones(shape, dtype=None, name=None):
+    return array_ops.ones(shape, dtype=dtype_of(dtype), name=name)
+
+
+def variable(value, dtype=None, name=None, constraint=None):
+    """A variable holding `value` (initialized by get_session)."""
+    return Variable(np.asarray(value, dtype=dtype_of(dtype).np), name=name)
+
+
+def placeholder(shape=None, ndim=None, dtype=None, sparse=False, name=None):
+    if shape is None and ndim is not None:
+        shape = (None,) * ndim
+    return array_ops.placeholder(dtype_of(dtype), shape, name=name)
+
+
+def random_normal(shape, mean=0.0, stddev=1.0, dtype=None, seed=None):
+    return random_ops.random_normal(shape, mean, stddev, dtype_of(dtype), seed=seed)
+
+
+def random_uniform(shape, minval=0.0, maxval=1.0, dtype=None, seed=None):
+    return random_ops.random_uniform(shape, minval, maxval, dtype_of(dtype), seed=seed)
+
+
+# Keras's backend crossentropies: (target, output); binary_crossentropy elementwise, the others per example.
+# NOTE: imported when called: tfplus.keras.losses imports this module.
+def binary_crossentropy(target, output, from_logits=False):
+    from tfplus.keras import losses
+    return losses.elementwise_binary_crossentropy(target, output, from_logits)
+
+
+def categorical_crossentropy(target, output, from_logits=False, axis=-1):
+    from tfplus.keras import losses
+    return losses.categorical_crossentropy(target, output, from_logits)
+
+
+def sparse_categorical_crossentropy(target, output, from_logits=False, axis=-1):
+    from tfplus.keras import losses
+    return losses.sparse_categorical_crossentropy(target, output, from_logits)
 
 
 from tfplus.unsupported import module_getattr as _module_getattr  # noqa: E402

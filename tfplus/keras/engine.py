@@ -272,7 +272,14 @@ class Model(Training, Layer):
                 raise ValueError(f"tf.keras.Model '{self.name}': tensor {t.name} is not the output of a Keras layer "
                                  "(inputs come from tf.keras.Input, outputs from layers called on them)")
         self._nodes: list[Node] = []
-        seen: set = set()
+        self._add_nodes(self.inputs + self.outputs)
+        self._layers = list(dict.fromkeys(n.layer for n in self._nodes))
+        self.built = True
+        self._output_names = [t._keras_history[0].name for t in self.outputs]
+
+    def _add_nodes(self, tensors: list) -> None:
+        """The layer calls that lead from the model's inputs to `tensors`, in call order, into self._nodes."""
+        seen = {id(n) for n in self._nodes}
 
         def visit(t):
             layer, node_index, _ = t._keras_history
@@ -285,11 +292,23 @@ class Model(Training, Layer):
             for x in flatten(node.inputs):
                 visit(x)
             self._nodes.append(node)
-        for t in self.inputs + self.outputs:
+        for t in tensors:
             visit(t)
-        self._layers = list(dict.fromkeys(n.layer for n in self._nodes))
-        self.built = True
-        self._output_names = [t._keras_history[0].name for t in self.outputs]
+
+    def add_loss(self, loss, inputs=None) -> None:
+        """A loss of the model's tensors (a VAE's KL term): the layers it reads that lead to no output join the
+        model after its own, as Keras's."""
+        super().add_loss(loss)
+        read, stack, ops = [], [convert_to_tensor(loss)], set()
+        while stack:  # back through plain ops to the Keras layers' outputs
+            t = stack.pop()
+            if hasattr(t, "_keras_history"):
+                read.append(t)
+            elif id(t.op) not in ops:
+                ops.add(id(t.op))
+                stack += list(t.op.inputs)
+        self._add_nodes(read)
+        self._layers = list(dict.fromkeys(self._layers + [n.layer for n in self._nodes]))
 
     @property
     def layers(self) -> list:
@@ -367,6 +386,11 @@ class Model(Training, Layer):
     def get_config(self) -> dict:
         return {"name": self.name, "layers": [layer.get_config() for layer in self.layers]}
 
+    def save(self, filepath, *args, **kwargs):
+        raise NotImplementedError(f"{self.name}.save({filepath!r}): whole-model files (HDF5, SavedModel) are not "
+                                  "supported by tfplus; save the weights with save_weights and rebuild the model in "
+                                  "code before load_weights")
+
 
 
 class Sequential(Model):
@@ -386,6 +410,8 @@ class Sequential(Model):
         return list(self._stack)
 
     def add(self, layer) -> None:
+        if isinstance(layer, InputLayer):
+            layer = layer.output
         if isinstance(layer, Tensor):  # Sequential([tf.keras.Input(...), ...])
             if self._stack or self.inputs:
                 raise ValueError(f"Sequential '{self.name}': an Input must come first")

@@ -26,13 +26,13 @@ from tfplus.keras.engine import Input, InputLayer, Layer
 from tfplus.keras.recurrent import GRU, LSTM, Bidirectional, SimpleRNN
 from tfplus.ops import array_ops, control_flow_ops, math_ops, nn_ops
 
-__all__ = ["Activation", "Add", "AveragePooling1D", "AveragePooling2D", "Average", "BatchNormalization",
+__all__ = ["Activation", "Add", "Average", "AveragePooling1D", "AveragePooling2D", "BatchNormalization",
            "Bidirectional", "Concatenate", "Conv1D", "Conv2D", "Conv2DTranspose", "Dense", "Dropout", "ELU",
            "Embedding", "Flatten", "GRU", "GlobalAveragePooling1D", "GlobalAveragePooling2D", "GlobalMaxPooling1D",
            "GlobalMaxPooling2D", "Input", "InputLayer", "LSTM", "Lambda", "Layer", "LeakyReLU", "MaxPooling1D",
            "MaxPooling2D", "Maximum", "Minimum", "Multiply", "Permute", "ReLU", "RepeatVector", "Reshape",
-           "SeparableConv2D", "SimpleRNN", "Softmax", "Subtract", "ZeroPadding2D", "add", "average", "concatenate",
-           "maximum", "minimum", "multiply", "subtract"]
+           "SeparableConv2D", "SimpleRNN", "Softmax", "Subtract", "TimeDistributed", "UpSampling2D", "ZeroPadding2D",
+           "add", "average", "concatenate", "maximum", "minimum", "multiply", "subtract"]
 
 _LAYER_ARGS = ("trainable", "name", "dtype", "input_shape", "batch_input_shape", "input_dim", "batch_size")
 
@@ -74,6 +74,15 @@ class _TFLayer(Layer):
 
     def get_config(self) -> dict:
         return {**super().get_config(), **self._config}
+
+    def __getattr__(self, attr):  # layer.kernel, layer.bias, layer.gamma, layer.moving_mean, ...
+        if not attr.startswith("_") and self.__dict__.get("_scope") is not None:
+            for v in self.__dict__.get("_weights", []):
+                if v.op.name == f"{self._scope.name}/{attr}":
+                    return v
+        raise AttributeError(f"tf.keras.layers.{type(self).__name__} '{self.__dict__.get('name')}' has no attribute "
+                             f"{attr!r}" + ("" if self.__dict__.get("built") else " (its weights exist after its "
+                                                                                  "first call)"))
 
 
 def _tf_layer(class_name: str, fn, **defaults) -> type:
@@ -323,6 +332,52 @@ class Lambda(Layer):
 
     def call(self, inputs):
         return self.function(inputs, **self.arguments)
+
+
+class UpSampling2D(Layer):
+    """Each pixel repeated size[0] x size[1] times (Keras's 'nearest' interpolation)."""
+
+    def __init__(self, size=(2, 2), data_format=None, interpolation="nearest", **kwargs):
+        if interpolation != "nearest":
+            raise NotImplementedError(f"tf.keras.layers.UpSampling2D(interpolation={interpolation!r}): only "
+                                      "'nearest' is supported by tfplus")
+        super().__init__(**kwargs)
+        self.size = (size, size) if isinstance(size, int) else tuple(size)
+        self.first = (data_format or "channels_last") == "channels_first"
+
+    def call(self, inputs):
+        x = convert_to_tensor(inputs)
+        h_ax = 2 if self.first else 1
+        for ax, n in ((h_ax, self.size[0]), (h_ax + 1, self.size[1])):
+            shape = x.shape.as_list()
+            x = array_ops.expand_dims(x, ax + 1)
+            x = array_ops.tile(x, [1] * (ax + 1) + [n] + [1] * (len(shape) - ax - 1))
+            dyn = array_ops.shape(x)
+            x = array_ops.reshape(x, array_ops.concat([dyn[:ax], [dyn[ax] * n], dyn[ax + 2:]], 0))
+            x.set_shape(shape[:ax] + [None if shape[ax] is None else shape[ax] * n] + shape[ax + 1:])
+        return x
+
+
+class TimeDistributed(Layer):
+    """`layer` applied to every step of (batch, time, ...) inputs; its weights are this layer's
+    (`time_distributed/kernel`)."""
+
+    def __init__(self, layer, **kwargs):
+        super().__init__(**kwargs)
+        self.layer = layer
+
+    def call(self, inputs):
+        x = convert_to_tensor(inputs)
+        shape = x.shape.as_list()
+        if self.layer._scope is None:
+            self.layer._scope = self._scope  # as Keras: the inner layer's variables under this layer's name
+        y = self.layer(array_ops.reshape(x, [-1] + shape[2:]))
+        out = y.shape.as_list()[1:]
+        steps = shape[1] if shape[1] is not None else array_ops.shape(x)[1]
+        y = array_ops.reshape(y, [-1, steps] + out) if shape[1] is not None else \
+            array_ops.reshape(y, array_ops.concat([[-1, steps], out], 0))
+        y.set_shape([shape[0], shape[1]] + out)
+        return y
 
 
 # -- merging layers ------------------------------------------------------------------------------------------------

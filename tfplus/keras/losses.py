@@ -59,17 +59,20 @@ def sparse_categorical_crossentropy(y_true, y_pred, from_logits=False):
     return nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=out)
 
 
-def binary_crossentropy(y_true, y_pred, from_logits=False):
+def elementwise_binary_crossentropy(y_true, y_pred, from_logits=False):
+    """Each element's binary crossentropy (tf.keras.backend.binary_crossentropy)."""
     y_pred = convert_to_tensor(y_pred)
     y_true = math_ops.cast(y_true, y_pred.dtype)
     out, logits = _logits(y_pred, from_logits, "Sigmoid")
     if logits:
-        per = nn.sigmoid_cross_entropy_with_logits(labels=y_true, logits=out)
-    else:
-        eps = backend.epsilon()
-        out = _clipped(out)
-        per = -(y_true * math_ops.log(out + eps) + (1.0 - y_true) * math_ops.log(1.0 - out + eps))
-    return math_ops.reduce_mean(per, axis=-1)
+        return nn.sigmoid_cross_entropy_with_logits(labels=y_true, logits=out)
+    eps = backend.epsilon()
+    out = _clipped(out)
+    return -(y_true * math_ops.log(out + eps) + (1.0 - y_true) * math_ops.log(1.0 - out + eps))
+
+
+def binary_crossentropy(y_true, y_pred, from_logits=False):
+    return math_ops.reduce_mean(elementwise_binary_crossentropy(y_true, y_pred, from_logits), axis=-1)
 
 
 def hinge(y_true, y_pred):

@@ -88,6 +88,9 @@ class Adadelta(_train.AdadeltaOptimizer):
         super().__init__(self.learning_rate, rho, epsilon, name=name)
 
 
+for _cls in (SGD, Adam, RMSprop, Adagrad, Adadelta):
+    _cls.lr = property(lambda self: self.learning_rate)  # Keras's older name
+
 _BY_NAME = {"sgd": SGD, "adam": Adam, "rmsprop": RMSprop, "adagrad": Adagrad, "adadelta": Adadelta}
 
 

@@ -65,8 +65,6 @@ class Training:
         bad = sorted(k for k, v in given.items() if v is not None and k != "run_eagerly")
         if bad or kwargs.get("run_eagerly"):
             raise NotImplementedError(f"{self.name}.compile: {bad or ['run_eagerly']} not supported by tfplus")
-        if loss is None:
-            raise ValueError(f"{self.name}.compile: give a loss")
         self.optimizer = optimizers.get(optimizer)
         self._compile_args = (loss, metrics or [], loss_weights)
         self._train_op = None
@@ -75,32 +73,37 @@ class Training:
             self._build_loss()
 
     def _build_loss(self) -> None:
+        """Per output with a loss, a target placeholder `<output layer>_target` and the batch mean of the loss;
+        the total is their weighted sum plus the layers' losses (regularizers, add_loss)."""
         loss, metric_ids, loss_weights = self._compile_args
         names = self._output_names
         loss_list = _per_output(loss, names, "losses")
         weights = _per_output(1.0 if loss_weights is None else loss_weights, names, "loss_weights")
         metric_lists = _per_output(metric_ids, names, "metrics")
-        self.targets, self.metrics_names, self._metric_tensors = [], ["loss"], []
+        self.targets, self._target_names, self.metrics_names = [], [], ["loss"]
         per_output = []
         with name_scope("loss"):
-            for out, name, lo, w in zip(self.outputs, names, loss_list, weights):
+            for out, name, lo, w, ids in zip(self.outputs, names, loss_list, weights, metric_lists):
+                if lo is None:  # as Keras: an output without a loss has no target (add_loss's models)
+                    continue
                 fn = losses.get(lo)
                 # As Keras, of the output's rank (a vector of class ids is fed as a column)
                 target = placeholder(out.dtype, [None] * out.shape.ndims, name=f"{name}_target")
                 self.targets.append(target)
-                per_output.append((name, math_ops.reduce_mean(fn(target, out)), w, fn))
-            total = math_ops.add_n([w * value for _, value, w, _ in per_output]) if len(per_output) > 1 else \
-                per_output[0][1] * per_output[0][2]
-            if self.losses:
-                total = total + math_ops.add_n(self.losses)
+                self._target_names.append(name)
+                per_output.append((name, math_ops.reduce_mean(fn(target, out)), w, fn, target, out, ids))
+            terms = [w * value for _, value, w, *_ in per_output] + self.losses
+            if not terms:
+                raise ValueError(f"{self.name}.compile: give a loss (or add one to the model with add_loss)")
+            total = math_ops.add_n(terms) if len(terms) > 1 else terms[0]
         self.total_loss = total
         tensors = [total]
         if len(per_output) > 1:
             self.metrics_names += [f"{name}_loss" for name, *_ in per_output]
-            tensors += [value for _, value, _, _ in per_output]
+            tensors += [value for _, value, *_ in per_output]
         with name_scope("metrics"):
-            for (name, _, _, fn), target, out, ids in zip(per_output, self.targets, self.outputs, metric_lists):
-                for m in ids if isinstance(ids, (list, tuple)) else [ids]:
+            for name, _, _, fn, target, out, ids in per_output:
+                for m in ids if isinstance(ids, (list, tuple)) else [ids] if ids else []:
                     mname, mfn = metrics.get(m, fn, out.shape.as_list())
                     self.metrics_names.append(mname if len(per_output) == 1 else f"{name}_{mname}")
                     tensors.append(math_ops.reduce_mean(mfn(target, out)))
@@ -121,13 +124,18 @@ class Training:
             raise RuntimeError(f"{self.name}.{what}: compile the model first (model.compile(optimizer, loss))")
 
     def _arrays(self, data, tensors: list, what: str) -> list:
-        """`data` (one array, a list in order, or a dict by input / output name) as arrays for `tensors`."""
+        """`data` (one array, a list in order, or a dict by input / output layer name) as arrays for `tensors`
+        (the inputs, or the targets of the outputs)."""
+        if data is None and not tensors:  # no targets: the model's losses are its own (add_loss)
+            return []
+        if data is None:
+            raise ValueError(f"{self.name}: give the {what} data ({[t.name for t in tensors]})")
         if isinstance(data, dict):
-            by_name = {t._keras_history[0].name: t for t in tensors}
-            missing = set(by_name) - set(data)
+            names = self._target_names if what == "target" else [t._keras_history[0].name for t in tensors]
+            missing = set(names) - set(data)
             if missing:
-                raise ValueError(f"{self.name}: no {what} data for {sorted(missing)}")
-            data = [data[name] for name in by_name]
+                raise ValueError(f"{self.name}: no {what} data for {sorted(missing)} (given {sorted(data)})")
+            data = [data[name] for name in names]
         elif not isinstance(data, (list, tuple)):
             data = [data]
         if len(data) != len(tensors):
@@ -172,7 +180,7 @@ class Training:
         """Trains for `epochs` over (x, y) in batches; returns the History."""
         self._check_compiled("fit")
         if kwargs or class_weight is not None or sample_weight is not None or steps_per_epoch is not None \
-                or validation_steps is not None or x is None or y is None:
+                or validation_steps is not None or x is None:
             raise NotImplementedError(f"{self.name}.fit: only arrays x and y (no generators, datasets, steps, "
                                       "class or sample weights) are supported by tfplus")
         self._ensure_built(x)
