@@ -171,3 +171,12 @@ def test_what_tfplus_lacks_is_refused_with_its_name(tmp_path):
     with pytest.raises(RuntimeError, match="compile the model first"):
         model.fit(np.zeros((2, 3)), np.zeros((2, 2)))
     tfplus.keras.backend.clear_session()
+
+
+def test_sigmoid_crossentropy_gradient_at_zero_logits_is_tensorflows(tf1):
+    # A dead ReLU before a zero-initialized bias gives logits of exactly 0: the gradient there is sigmoid(0) - labels.
+    from tforacle import same_as_tensorflow
+    labels = np.array([[0.0, 0.3, 1.0]], np.float32)
+    same_as_tensorflow(tf1, "cpu", lambda m, z: m.nn.sigmoid_cross_entropy_with_logits(labels=m.constant(labels),
+                                                                                      logits=z),
+                       [np.array([[0.0, 0.0, 1.5]], np.float32)])

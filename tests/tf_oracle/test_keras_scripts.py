@@ -388,11 +388,27 @@ def feature_extractor(tf, init, feeder):
     return _weights(_history(out, history), model)
 
 
+def learning_rate_callbacks(tf, init, feeder):
+    keras, K = tf.keras, tf.keras.backend
+    x, y = _data(18, 12, 4, 2)
+    model = keras.Sequential([keras.layers.Dense(3, activation="sigmoid", input_shape=(4,)),
+                              keras.layers.Dense(2, activation="softmax")])
+    out = _start(model, init)
+    model.compile(keras.optimizers.SGD(lr=0.5, momentum=0.9), "sparse_categorical_crossentropy")
+    schedule = keras.callbacks.LearningRateScheduler(lambda epoch, lr: lr * 0.5 if epoch % 2 else lr)
+    plateau = keras.callbacks.ReduceLROnPlateau(monitor="loss", factor=0.2, patience=1, min_delta=10.0, cooldown=1)
+    history = model.fit(x, y, batch_size=4, epochs=5, shuffle=False, verbose=0, callbacks=[schedule, plateau])
+    out["lr"] = np.array(K.get_value(model.optimizer.lr))
+    K.set_value(model.optimizer.lr, 0.05)
+    out["after_set"] = np.array(model.train_on_batch(x, y))
+    return _weights(_history(out, history), model)
+
+
 SCRIPTS = {f.__name__: f for f in (mnist_mlp, small_cnn, text_lstm, functional_two_inputs, gru_regression,
                                    bidirectional_classifier, conv1d_text, batchnorm_fit, regularized_layers,
                                    callbacks_and_shuffle, session_loop_mixed, session_loop_learning_phase,
                                    model_as_layer, autoencoder_add_loss, multi_output_dict, conv_autoencoder,
-                                   feature_extractor)}
+                                   feature_extractor, learning_rate_callbacks)}
 
 
 def run_keras_script(tf, name: str, init: list, feeder: Feeder) -> dict:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from tfplus.keras import backend
+
 
 class Callback:
     """Override any of on_{train,epoch,batch}_{begin,end}; `self.model` and `self.params` are set by fit."""
@@ -122,6 +124,68 @@ class ModelCheckpoint(Callback):
                 return
             self.best = current
         self.model.save_weights(self.filepath.format(epoch=epoch + 1, **logs))
+
+
+class LearningRateScheduler(Callback):
+    """Sets the optimizer's learning rate to schedule(epoch, lr) (or schedule(epoch)) before each epoch; the
+    epoch's logs get 'lr'."""
+
+    def __init__(self, schedule, verbose=0):
+        super().__init__()
+        self.schedule, self.verbose = schedule, verbose
+
+    def on_epoch_begin(self, epoch, logs=None):
+        lr = self.model.optimizer.lr
+        current = float(backend.get_value(lr))
+        try:
+            new = self.schedule(epoch, current)
+        except TypeError:  # the one-argument form
+            new = self.schedule(epoch)
+        backend.set_value(lr, new)
+
+    def on_epoch_end(self, epoch, logs=None):
+        if logs is not None:
+            logs["lr"] = backend.get_value(self.model.optimizer.lr)
+
+
+class ReduceLROnPlateau(Callback):
+    """Multiplies the learning rate by `factor` (not below min_lr) when `monitor` has not improved by more than
+    min_delta for `patience` epochs, then waits `cooldown` epochs; the epoch's logs get 'lr'."""
+
+    def __init__(self, monitor="val_loss", factor=0.1, patience=10, verbose=0, mode="auto", min_delta=1e-4,
+                 cooldown=0, min_lr=0, **kwargs):
+        super().__init__()
+        if factor >= 1.0:
+            raise ValueError(f"ReduceLROnPlateau: factor {factor} must be < 1")
+        self.monitor, self.factor, self.patience, self.min_delta = monitor, factor, patience, min_delta
+        self.cooldown, self.min_lr = cooldown, min_lr
+        better = _better(mode, monitor)
+        self._minimizing = better(0, 1)
+        self._improved = (lambda a, b: a < b - min_delta) if self._minimizing else (lambda a, b: a > b + min_delta)
+
+    def on_train_begin(self, logs=None):
+        self.best = np.inf if self._minimizing else -np.inf
+        self.wait = self.cooldown_counter = 0
+
+    def on_epoch_end(self, epoch, logs=None):
+        logs = logs if logs is not None else {}
+        lr = self.model.optimizer.lr
+        logs["lr"] = backend.get_value(lr)
+        current = logs.get(self.monitor)
+        if current is None:
+            raise KeyError(f"ReduceLROnPlateau: monitor {self.monitor!r} is not in the logs ({sorted(logs)})")
+        if self.cooldown_counter > 0:
+            self.cooldown_counter -= 1
+            self.wait = 0
+        if self._improved(current, self.best):
+            self.best, self.wait = current, 0
+        elif self.cooldown_counter <= 0:
+            self.wait += 1
+            if self.wait >= self.patience:
+                old = float(backend.get_value(lr))
+                if old > np.float32(self.min_lr):
+                    backend.set_value(lr, max(old * self.factor, self.min_lr))
+                    self.cooldown_counter, self.wait = self.cooldown, 0
 
 
 from tfplus.unsupported import module_getattr as _module_getattr  # noqa: E402

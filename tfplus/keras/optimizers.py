@@ -10,9 +10,11 @@ Adadelta lr 0.001, rho 0.95, epsilon 1e-7. A TF1 optimizer (tf.train.AdamOptimiz
 as it is."""
 from __future__ import annotations
 
+from tfplus import dtypes as _dt
 from tfplus import train as _train
-from tfplus.framework import convert_to_tensor
+from tfplus.framework import Tensor, convert_to_tensor, get_default_graph, name_scope
 from tfplus.ops import math_ops, state_ops
+from tfplus.variables import Variable
 
 __all__ = ["SGD", "Adam", "RMSprop", "Adagrad", "Adadelta", "Optimizer", "get"]
 Optimizer = _train.Optimizer
@@ -27,29 +29,69 @@ def _lr(learning_rate, kwargs: dict, name: str):
     return lr
 
 
-class SGD(_train.MomentumOptimizer):
-    """v = momentum * v - lr * g; var += v (Nesterov: var += momentum * v - lr * g): TF1's Momentum with
-    accum = -v / lr; without momentum plain gradient descent (its slot stays g)."""
+class _KerasLR:
+    """Keras's learning rate: a float32 variable `learning_rate` of the optimizer, made when the training step
+    is, which K.set_value and the LearningRateScheduler / ReduceLROnPlateau callbacks change between steps. A
+    tensor given as the rate is used as it is."""
+
+    def _init_lr(self, learning_rate, kwargs: dict, name: str):
+        self._lr_value, self._lr_var = _lr(learning_rate, kwargs, name), None
+        return lambda: self.learning_rate  # the TF1 optimizer's hyperparameter, read when the step is built
+
+    @property
+    def learning_rate(self):
+        if isinstance(self._lr_value, (Tensor, Variable)):
+            return self._lr_value
+        if self._lr_var is None or self._lr_var.graph is not get_default_graph():
+            with get_default_graph().control_dependencies(None), name_scope(self._name + "/"):
+                self._lr_var = Variable(float(self._lr_value), trainable=False, name="learning_rate",
+                                        dtype=_dt.float32)
+        return self._lr_var
+
+    lr = learning_rate
+
+
+class SGD(_KerasLR, _train.MomentumOptimizer):
+    """Keras's momentum: v = momentum * v - lr * g; var += v (Nesterov: var += momentum * v - lr * g), so a
+    learning rate changed between steps (callbacks) scales only the new gradients. Sparse gradients (embeddings)
+    take TF1's sparse Momentum, the same updates while the learning rate stays."""
 
     def __init__(self, learning_rate=0.01, momentum=0.0, nesterov=False, name="SGD", **kwargs):
-        self.learning_rate = _lr(learning_rate, kwargs, "SGD")
-        super().__init__(self.learning_rate, momentum, name=name, use_nesterov=nesterov)
+        super().__init__(self._init_lr(learning_rate, kwargs, "SGD"), momentum, name=name, use_nesterov=nesterov)
+
+    def _create_slots(self, var_list):
+        if self._momentum:
+            super()._create_slots(var_list)
+
+    def _apply_dense(self, grad, var):
+        if not self._momentum:  # plain gradient descent, as Keras's SGD runs it
+            return _train.GradientDescentOptimizer._apply_dense(self, grad, var)
+        lr = self._hyper("learning_rate", self._learning_rate, var.dtype)
+        momentum = self._hyper("momentum", self._momentum, var.dtype)
+        v = self.get_slot(var, "momentum")
+        v_new = state_ops.assign(v, momentum * v - lr * grad, use_locking=self._use_locking)
+        step = momentum * v_new - lr * grad if self._use_nesterov else v_new
+        return state_ops.assign_add(var, step, use_locking=self._use_locking).op
+
+    def _apply_sparse_duplicate_indices(self, grad, var):
+        if not self._momentum:
+            return _train.GradientDescentOptimizer._apply_sparse_duplicate_indices(self, grad, var)
+        return super()._apply_sparse_duplicate_indices(grad, var)
 
 
-class Adam(_train.AdamOptimizer):
+class Adam(_KerasLR, _train.AdamOptimizer):
     def __init__(self, learning_rate=0.001, beta_1=0.9, beta_2=0.999, epsilon=1e-7, amsgrad=False, name="Adam",
                  **kwargs):
         if amsgrad:
             raise NotImplementedError("tf.keras.optimizers.Adam: amsgrad=True is not supported by tfplus")
-        self.learning_rate = _lr(learning_rate, kwargs, "Adam")
-        super().__init__(self.learning_rate, beta_1, beta_2, epsilon, name=name)
+        super().__init__(self._init_lr(learning_rate, kwargs, "Adam"), beta_1, beta_2, epsilon, name=name)
 
 
-class RMSprop(_train.RMSPropOptimizer):
+class RMSprop(_KerasLR, _train.RMSPropOptimizer):
     def __init__(self, learning_rate=0.001, rho=0.9, momentum=0.0, epsilon=1e-7, centered=False, name="RMSprop",
                  **kwargs):
-        self.learning_rate = _lr(learning_rate, kwargs, "RMSprop")
-        super().__init__(self.learning_rate, rho, momentum, epsilon, centered=centered, name=name)
+        super().__init__(self._init_lr(learning_rate, kwargs, "RMSprop"), rho, momentum, epsilon, centered=centered,
+                         name=name)
 
     def _create_slots(self, var_list):
         for v in var_list:  # Keras's mean square starts at zeros
@@ -76,20 +118,15 @@ class RMSprop(_train.RMSPropOptimizer):
         return self._apply_dense(convert_to_tensor(grad), var)
 
 
-class Adagrad(_train.AdagradOptimizer):
+class Adagrad(_KerasLR, _train.AdagradOptimizer):
     def __init__(self, learning_rate=0.001, initial_accumulator_value=0.1, epsilon=1e-7, name="Adagrad", **kwargs):
-        self.learning_rate = _lr(learning_rate, kwargs, "Adagrad")
-        super().__init__(self.learning_rate, initial_accumulator_value, name=name)
+        super().__init__(self._init_lr(learning_rate, kwargs, "Adagrad"), initial_accumulator_value, name=name)
 
 
-class Adadelta(_train.AdadeltaOptimizer):
+class Adadelta(_KerasLR, _train.AdadeltaOptimizer):
     def __init__(self, learning_rate=0.001, rho=0.95, epsilon=1e-7, name="Adadelta", **kwargs):
-        self.learning_rate = _lr(learning_rate, kwargs, "Adadelta")
-        super().__init__(self.learning_rate, rho, epsilon, name=name)
+        super().__init__(self._init_lr(learning_rate, kwargs, "Adadelta"), rho, epsilon, name=name)
 
-
-for _cls in (SGD, Adam, RMSprop, Adagrad, Adadelta):
-    _cls.lr = property(lambda self: self.learning_rate)  # Keras's older name
 
 _BY_NAME = {"sgd": SGD, "adam": Adam, "rmsprop": RMSprop, "adagrad": Adagrad, "adadelta": Adadelta}
 
