@@ -138,8 +138,8 @@ def gru_regression(tf, init, feeder):
     rng = np.random.RandomState(5)
     x, y = rng.rand(10, 4, 3).astype(np.float32), rng.rand(10, 4, 1).astype(np.float32)
     model = keras.Sequential([
-        keras.layers.GRU(4, return_sequences=True, input_shape=(4, 3)),
-        keras.layers.SimpleRNN(3, return_sequences=True),
+        keras.layers.GRU(4, return_sequences=True, input_shape=(4, 3), unroll=True),
+        keras.layers.SimpleRNN(3, return_sequences=True, unroll=True),
         keras.layers.Dense(1),
     ])
     out = _start(model, init)
@@ -155,7 +155,7 @@ def bidirectional_classifier(tf, init, feeder):
     x, y = rng.randint(0, 20, (12, 5)), rng.randint(0, 3, 12)
     inputs = keras.Input((5,), dtype="int32")
     h = keras.layers.Embedding(20, 4)(inputs)
-    h = keras.layers.Bidirectional(keras.layers.LSTM(3, return_sequences=True))(h)
+    h = keras.layers.Bidirectional(keras.layers.LSTM(3, return_sequences=True, unroll=True))(h)
     h = keras.layers.GlobalAveragePooling1D()(h)
     logits = keras.layers.Dense(3)(h)
     model = keras.Model(inputs, logits)
