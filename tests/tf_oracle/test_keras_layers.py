@@ -180,3 +180,21 @@ def test_sigmoid_crossentropy_gradient_at_zero_logits_is_tensorflows(tf1):
     same_as_tensorflow(tf1, "cpu", lambda m, z: m.nn.sigmoid_cross_entropy_with_logits(labels=m.constant(labels),
                                                                                       logits=z),
                        [np.array([[0.0, 0.0, 1.5]], np.float32)])
+
+
+def test_tensorboard_callback_writes_the_epochs_logs_tensorflow_reads(tf1, tmp_path):
+    k = tfplus.keras
+    k.backend.clear_session()
+    model = k.Sequential([k.layers.Dense(2, activation="softmax", input_shape=(3,))])
+    model.compile("sgd", "sparse_categorical_crossentropy", metrics=["accuracy"])
+    x, y = rand(8, 3), np.arange(8) % 2
+    history = model.fit(x, y, epochs=2, batch_size=4, validation_split=0.25, verbose=0,
+                        callbacks=[k.callbacks.TensorBoard(log_dir=str(tmp_path))])
+    k.backend.clear_session()
+    [events] = list(tmp_path.glob("events.out.tfevents.*"))
+    written: dict = {}
+    for event in tf1.train.summary_iterator(str(events)):
+        for value in event.summary.value:
+            written.setdefault(value.tag, []).append((event.step, value.simple_value))
+    assert written == {name: [(epoch, np.float32(v)) for epoch, v in enumerate(values)]
+                       for name, values in history.history.items()}

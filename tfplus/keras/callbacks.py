@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from tfplus.keras import backend
+from tfplus.summary import FileWriter, Summary
 
 
 class Callback:
@@ -186,6 +187,36 @@ class ReduceLROnPlateau(Callback):
                 if old > np.float32(self.min_lr):
                     backend.set_value(lr, max(old * self.factor, self.min_lr))
                     self.cooldown_counter, self.wait = self.cooldown, 0
+
+
+class TensorBoard(Callback):
+    """Writes each epoch's logs ('loss', 'val_loss', ...) as scalar summaries to an event file in log_dir (and
+    the graph, with write_graph), as TF1's Keras does; histograms, images and embeddings are not supported."""
+
+    def __init__(self, log_dir="./logs", histogram_freq=0, batch_size=32, write_graph=True, write_grads=False,
+                 write_images=False, update_freq="epoch", **kwargs):
+        super().__init__()
+        kwargs.pop("profile_batch", None)  # profiling: nothing to do in tfplus
+        given = {"histogram_freq": histogram_freq, "write_grads": write_grads, "write_images": write_images,
+                 **kwargs}
+        bad = sorted(k for k, v in given.items() if v) + (["update_freq"] if update_freq != "epoch" else [])
+        if bad:
+            raise NotImplementedError(f"tf.keras.callbacks.TensorBoard: {bad} not supported by tfplus (it writes the "
+                                      "epochs' scalars and the graph)")
+        self.log_dir, self.write_graph, self.writer = log_dir, write_graph, None
+
+    def on_train_begin(self, logs=None):
+        graph = backend.get_session().graph if self.write_graph else None
+        self.writer = FileWriter(self.log_dir, graph)
+
+    def on_epoch_end(self, epoch, logs=None):
+        for name, value in (logs or {}).items():
+            if name not in ("batch", "size"):
+                self.writer.add_summary(Summary(value=[Summary.Value(tag=name, simple_value=float(value))]), epoch)
+        self.writer.flush()
+
+    def on_train_end(self, logs=None):
+        self.writer.close()
 
 
 from tfplus.unsupported import module_getattr as _module_getattr  # noqa: E402
