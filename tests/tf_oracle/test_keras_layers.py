@@ -9,12 +9,13 @@ import tfplus
 from tfplus.unsupported import UnsupportedError
 
 
-def _run_layer(tf, make, arrays, weights: list, training=None):
+def _run_layer(tf, make, arrays, weights: list, training=None, any_length=False):
     """make(keras) -> a layer, called on placeholders of `arrays` (one, or a list for merging layers) in a fresh
     graph: (output, d loss / d inputs, weight names). TensorFlow's run appends its weights to `weights`,
-    tfplus's sets them."""
+    tfplus's sets them. `any_length`: the placeholders' middle dimensions unknown too (an RNN's time)."""
     tf.keras.backend.clear_session()
-    phs = [tf.placeholder(tf.as_dtype(a.dtype), [None] + list(a.shape[1:])) for a in arrays]
+    phs = [tf.placeholder(tf.as_dtype(a.dtype), [None] * (a.ndim - 1 if any_length else 1) +
+                          list(a.shape[a.ndim - 1 if any_length else 1:])) for a in arrays]
     layer = make(tf.keras)
     kwargs = {} if training is None else {"training": training}
     out = layer(phs if len(phs) > 1 else phs[0], **kwargs)
@@ -76,6 +77,8 @@ LAYERS = {
                         [rand(2, 4, 3)]),
     "gru_backwards": (lambda k: k.layers.GRU(2, go_backwards=True, return_sequences=True), [rand(2, 4, 3)]),
     "simple_rnn_relu": (lambda k: k.layers.SimpleRNN(3, activation="relu"), [rand(2, 4, 3)]),
+    "lstm_any_length": (lambda k: k.layers.LSTM(3, return_sequences=True), [rand(2, 5, 3)], None, True),
+    "gru_any_length": (lambda k: k.layers.GRU(2), [rand(2, 4, 3)], None, True),
     "bidirectional_sum": (lambda k: k.layers.Bidirectional(k.layers.GRU(2, return_sequences=True),
                                                            merge_mode="sum"), [rand(2, 4, 3)]),
 }
@@ -83,11 +86,10 @@ LAYERS = {
 
 @pytest.mark.parametrize("name", sorted(LAYERS))
 def test_keras_layer_computes_as_tensorflows(tf1, name):
-    make, arrays, *training = LAYERS[name]
-    training = training[0] if training else None
+    make, arrays, *options = LAYERS[name]
     weights: list = []
-    want, want_names = _run_layer(tf1, make, arrays, weights, training)
-    got, got_names = _run_layer(tfplus, make, arrays, weights, training)
+    want, want_names = _run_layer(tf1, make, arrays, weights, *options)
+    got, got_names = _run_layer(tfplus, make, arrays, weights, *options)
     assert got_names == want_names
     assert len(got) == len(want)
     for k, (a, b) in enumerate(zip(got, want)):
