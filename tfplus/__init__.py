@@ -95,7 +95,7 @@ initializers = _namespace(
     he_uniform=_init.he_uniform,
     global_variables=global_variables_initializer, variables=variables_initializer,
     local_variables=local_variables_initializer)
-keras = _namespace("tf.keras", initializers=initializers)
+from tfplus import keras  # noqa: E402  (tf.keras: tfplus.keras)
 
 # tf.math and tf.random: the same functions under TF's newer names (math_ops's wrappers less the ones TF keeps
 # only at the top level).

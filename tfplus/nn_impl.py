@@ -26,7 +26,13 @@ def sigmoid_cross_entropy_with_logits(_sentinel=None, labels=None, logits=None, 
                 not labels.shape.is_compatible_with(logits.shape):
             raise ValueError(f"sigmoid_cross_entropy_with_logits: logits shape {logits.shape} and labels shape "
                              f"{labels.shape} must be the same")
-        return math_ops.add(relu(logits) - logits * labels, math_ops.log1p(math_ops.exp(-math_ops.abs(logits))))
+        # As TF, max(z, 0) and -|z| by one select on z >= 0: at z = 0 the gradient is then sigmoid(0) - labels
+        # (relu's and abs's are 0 there, which would give -labels).
+        zeros = zeros_like(logits)
+        cond = math_ops.greater_equal(logits, zeros)
+        relu_logits = math_ops.where(cond, logits, zeros)
+        neg_abs_logits = math_ops.where(cond, -logits, logits)
+        return math_ops.add(relu_logits - logits * labels, math_ops.log1p(math_ops.exp(neg_abs_logits)))
 
 
 def batch_normalization(x, mean, variance, offset, scale, variance_epsilon, name=None) -> Tensor:

@@ -29,7 +29,6 @@ ALTERNATIVES = {
     "tf.estimator.BoostedTreesRegressor": _CANNED,
     "tf.estimator.BaselineClassifier": _CANNED,
     "tf.estimator.BaselineRegressor": _CANNED,
-    "tf.keras.layers": "tf.layers (dense, conv2d, max_pooling2d, flatten, dropout, and their classes)",
     "tf.layers.Layer": "tf.layers' functions or classes (Dense, Conv2D, ...), or variables of your own with "
                        "tf.get_variable",
     "tf.layers.conv3d": "tf.layers.conv2d",
@@ -43,7 +42,6 @@ ALTERNATIVES = {
                                          "W keys, transpose_b=True), tf.nn.softmax, the weighted sum of the keys",
     "tf.contrib.seq2seq.AttentionWrapper": "attention written out in a loop over an RNN cell (static unrolling or "
                                            "tf.while_loop)",
-    "tf.keras.Model": "a graph built with tf.layers and a tf.Session",
     "tf.train.SummaryWriter": "tf.summary.FileWriter",
     "tf.merge_all_summaries": "tf.summary.merge_all",
     "tf.merge_summary": "tf.summary.merge",
