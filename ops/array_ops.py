@@ -348,12 +348,12 @@ def _leads_with_rows(shape_: Tensor, rows) -> bool:
     if op.type == "ConcatV2" or op.type == "Pack" and op.attrs.get("axis") == 0:
         first = op.inputs[0]
         return _leads_with_rows(first, rows) if op.type == "ConcatV2" else \
-            _rows_count(first, rows) or const(first) is not None and const(first) == -1
+            rows_count(first, rows) or const(first) is not None and const(first) == -1
     return op.type == "StridedSlice" and op.inputs[0].op.type == "Shape" and _slices_from_0(op) and \
         op.inputs[0].op.inputs[0] in rows and not op.attrs.get("shrink_axis_mask", 0) & 1
 
 
-def _rows_count(t: Tensor, rows) -> bool:
+def rows_count(t: Tensor, rows) -> bool:
     """Whether scalar `t` is the leading dimension of a tensor with rows (tf.shape(x)[0], maybe cast)."""
     while t.op.type == "Cast":
         t = t.op.inputs[0]
