@@ -18,7 +18,7 @@ from tfplus.framework import (
     name_scope,
     register_tensor_conversion_function,
 )
-from tfplus.ops.row_rules import aligned, along, attr, const, rowwise, value_of
+from tfplus.ops.row_rules import aligned, along, attr, const, keeps, value_of
 from tfplus.registry import not_differentiable, register_gradient, register_op, register_rows
 from tfplus.tensor_shape import (
     TensorShape,
@@ -132,7 +132,7 @@ register_op("PlaceholderWithDefault", inputs=("input",), outputs=("output",),
             attrs={"dtype": "type", "shape": "shape"}, aliases={0: 0},
             shape_fn=lambda ins, attrs: [spec(_default_shape(attrs["shape"], ins[0].shape), ins[0].dtype)],
             flops=_flops.zero, tags=("view",))
-register_rows(rowwise, "PlaceholderWithDefault")
+register_rows(keeps, "PlaceholderWithDefault")
 not_differentiable("PlaceholderWithDefault")
 
 
@@ -162,7 +162,7 @@ def placeholder_with_default(input, shape, name=None):
 # -- Identity ------------------------------------------------------------------------------------------------
 register_op("Identity", inputs=("input",), outputs=("output",), attrs={"T": "type"},
             shape_fn=same_as_input(0), aliases={0: 0}, flops=_flops.zero, tags=("view",))
-register_rows(rowwise, "Identity")
+register_rows(keeps, "Identity")
 
 
 @register_gradient("Identity")
@@ -186,7 +186,7 @@ def _fill_shape(ins, attrs):
 
 register_op("Fill", inputs=("dims", "value"), outputs=("output",), attrs={"T": "type", "index_type": "type"},
             shape_fn=_fill_shape, value_inputs=(0,), flops=_flops.zero)
-register_rows(rowwise, "Fill")  # the same value in every row
+register_rows(keeps, "Fill")  # the same value in every row
 
 
 @register_gradient("Fill")
@@ -328,43 +328,18 @@ register_op("Reshape", inputs=("tensor", "shape"), outputs=("output",), attrs={"
 
 
 def _reshape_rows(op, rows) -> str | None:
-    """Row by row where the new shape starts with -1 or the batch's size (a slice of the rows' memory is then a
-    slice of the result's rows: [B, T, F] -> [B * T, F] and back); [T, -1] would move them."""
-    if op.inputs[0] not in rows or _leads_with_rows(op.inputs[1], rows):
+    """Row by row where as many entries come before the batch's axis in the output as in the input (each such
+    block of entries then holds the same examples in the same order: [B, T, F] -> [B * T, F] and back, [T, B, F]
+    -> [T, B * F]); [B, F] -> [F, B] would scramble them."""
+    x, y = op.inputs[0], op.outputs[0]
+    if x not in rows:
         return None
-    return (f"reshapes the batch's rows to a shape that does not start with -1 or the batch's size (shape "
-            f"'{op.inputs[1].name}'): they would not stay slices of axis 0")
-
-
-def _leads_with_rows(shape_: Tensor, rows) -> bool:
-    """Whether shape vector `shape_` starts with -1 or a leading dimension of a tensor with rows (its tf.shape,
-    or a stack or concat that starts with it)."""
-    v = const(shape_)
-    if v is not None:
-        return v.size > 0 and v.reshape(-1)[0] == -1
-    op = shape_.op
-    if op.type == "Shape":
-        return op.inputs[0] in rows
-    if op.type == "ConcatV2" or op.type == "Pack" and op.attrs.get("axis") == 0:
-        first = op.inputs[0]
-        return _leads_with_rows(first, rows) if op.type == "ConcatV2" else \
-            rows_count(first, rows) or const(first) is not None and const(first) == -1
-    return op.type == "StridedSlice" and op.inputs[0].op.type == "Shape" and _slices_from_0(op) and \
-        op.inputs[0].op.inputs[0] in rows and not op.attrs.get("shrink_axis_mask", 0) & 1
-
-
-def rows_count(t: Tensor, rows) -> bool:
-    """Whether scalar `t` is the leading dimension of a tensor with rows (tf.shape(x)[0], maybe cast)."""
-    while t.op.type == "Cast":
-        t = t.op.inputs[0]
-    op = t.op
-    return op.type == "StridedSlice" and op.inputs[0].op.type == "Shape" and op.inputs[0].op.inputs[0] in rows \
-        and op.attrs.get("shrink_axis_mask", 0) & 1 and _slices_from_0(op)
-
-
-def _slices_from_0(op) -> bool:
-    begin = const(op.inputs[1])
-    return op.attrs.get("begin_mask", 0) & 1 or begin is not None and begin.reshape(-1)[0] == 0
+    before = [None if t not in rows or rows.shape(t) is None or None in rows.shape(t)[:rows[t]] else
+              int(np.prod(rows.shape(t)[:rows[t]])) for t in (x, y)]
+    if before[0] is not None and before[0] == before[1]:
+        return None
+    return (f"reshapes the batch's rows (shape {rows.shape(x)} to {rows.shape(y)}) so that its examples' entries "
+            "may mix along the axes before the batch's")
 
 
 register_rows(_reshape_rows, "Reshape")
@@ -415,16 +390,7 @@ register_op("Transpose", inputs=("x", "perm"), outputs=("y",), attrs={"T": "type
             shape_fn=_transpose_shape, value_inputs=(1,), flops=_flops.zero)
 
 
-def _transpose_rows(op, rows) -> str | None:
-    perm = const(op.inputs[1])
-    if op.inputs[0] not in rows or perm is not None and perm[0] == 0:
-        return None
-    where = "an axis not known when the graph is built" if perm is None else f"axis {list(perm).index(0)}"
-    return (f"moves the batch's rows to {where} (time-major [B, T, F] -> [T, B, F]): an op along that axis would "
-            "mix the examples, and each micro-batch would hold its own only")
-
-
-register_rows(_transpose_rows, "Transpose")
+register_rows(keeps, "Transpose")  # the axes after it follow the batch's
 
 
 @register_gradient("Transpose")
@@ -573,9 +539,8 @@ def _squeeze_shape(ins, attrs):
 register_op("Squeeze", inputs=("input",), outputs=("output",),
             attrs={"T": "type", "squeeze_dims": "list(int)"}, shape_fn=_squeeze_shape, aliases={0: 0},
             flops=_flops.zero, tags=("view",))
-register_rows(lambda op, rows: None if op.inputs[0] not in rows or not any(
-    d in (0, -len(op.inputs[0]._shape or (0,))) for d in op.attrs.get("squeeze_dims") or ()) else
-    "removes axis 0, the batch's rows", "Squeeze")
+register_rows(lambda op, rows: None if op.inputs[0] not in rows or op.outputs[0] in rows else
+              "removes the batch's axis", "Squeeze")
 
 
 @register_gradient("Squeeze")
@@ -607,7 +572,7 @@ def _expand_dims_shape(ins, attrs):
 
 register_op("ExpandDims", inputs=("input", "dim"), outputs=("output",), attrs={"T": "type", "Tdim": "type"},
             shape_fn=_expand_dims_shape, value_inputs=(1,), aliases={0: 0}, flops=_flops.zero, tags=("view",))
-register_rows(along(value_of(1), "inserts an axis", added=1), "ExpandDims")
+register_rows(keeps, "ExpandDims")
 
 
 @register_gradient("ExpandDims")
@@ -650,9 +615,10 @@ register_op("PadV2", inputs=("input", "paddings", "constant_values"), outputs=("
 
 
 def _pad_rows(op, rows) -> str | None:
-    paddings = const(op.inputs[1])
-    if op.inputs[0] not in rows or paddings is not None and not paddings[0].any():
+    paddings, x = const(op.inputs[1]), op.inputs[0]
+    if x not in rows or paddings is not None and not paddings[rows[x]].any():
         return None
+    return "pads the batch's axis: each micro-batch would pad its own rows"
     return "pads axis 0, the batch's rows: each micro-batch would pad its own"
 
 
@@ -716,7 +682,7 @@ def pad(tensor, paddings, mode="CONSTANT", name=None, constant_values=0) -> Tens
 # -- StopGradient --------------------------------------------------------------------------------------------
 register_op("StopGradient", inputs=("input",), outputs=("output",), attrs={"T": "type"},
             shape_fn=same_as_input(0), aliases={0: 0}, flops=_flops.zero, tags=("view",))
-register_rows(rowwise, "StopGradient")
+register_rows(keeps, "StopGradient")
 not_differentiable("StopGradient")
 
 
@@ -801,7 +767,7 @@ def _one_hot_shape(ins, attrs):
 register_op("OneHot", inputs=("indices", "depth", "on_value", "off_value"), outputs=("output",),
             attrs={"axis": "int", "T": "type", "TI": "type"}, shape_fn=_one_hot_shape, value_inputs=(1,),
             flops=_flops.zero)
-register_rows(along(attr("axis"), "puts its one-hot axis", added=1), "OneHot")
+register_rows(keeps, "OneHot")
 not_differentiable("OneHot")
 
 
@@ -840,9 +806,10 @@ register_op("Tile", inputs=("input", "multiples"), outputs=("output",),
 
 
 def _tile_rows(op, rows) -> str | None:
-    multiples = const(op.inputs[1])
-    if op.inputs[0] not in rows or multiples is not None and multiples[0] == 1:
+    multiples, x = const(op.inputs[1]), op.inputs[0]
+    if x not in rows or multiples is not None and multiples[rows[x]] == 1:
         return None
+    return "repeats the batch's rows along their axis (tf.tile): each micro-batch would repeat its own"
     return "repeats the batch's rows along axis 0 (tf.tile): each micro-batch would repeat its own"
 
 
@@ -897,9 +864,10 @@ register_op("Slice", inputs=("input", "begin", "size"), outputs=("output",),
 
 
 def _slice_rows(op, rows) -> str | None:
-    begin, size = const(op.inputs[1]), const(op.inputs[2])
-    if op.inputs[0] not in rows or begin is not None and size is not None and begin[0] == 0 and size[0] == -1:
+    begin, size, x = const(op.inputs[1]), const(op.inputs[2]), op.inputs[0]
+    if x not in rows or begin is not None and size is not None and begin[rows[x]] == 0 and size[rows[x]] == -1:
         return None
+    return "takes some of the batch's rows (tf.slice along their axis): each micro-batch would take its own"
     return "takes some of the batch's rows (tf.slice on axis 0): each micro-batch would take its own"
 
 
@@ -1003,28 +971,40 @@ register_op("StridedSlice", inputs=("input", "begin", "end", "strides"), outputs
 
 
 def _strided_slice_rows(op, rows) -> str | None:
-    """Row by row where it takes all of axis 0 in order: x[:, 3], x[..., :5], x[:]; not x[:25], x[1:], x[::-1],
-    x[0] or x[None]. (StridedSliceGrad: where its forward slice is.)"""
+    """Row by row where it takes all of the batch's axis in order: x[:, 3], x[..., :5], x[:], x[None]; not
+    x[:25], x[1:], x[::-1] or x[0]. (StridedSliceGrad: where its forward slice is.)"""
     whole = op.outputs[0] if op.type == "StridedSliceGrad" else op.inputs[0]  # the tensor sliced
-    if not any(t in rows for t in (*op.inputs, *op.outputs)):
-        return None
+    if whole not in rows:
+        return None if not any(t in rows for t in (*op.inputs, *op.outputs)) else \
+            "slices a tensor whose batch axis is not known"
     begin, end, strides = (const(t) for t in op.inputs[1:4])
-    bit = {m: op.attrs.get(m, 0) & 1 for m in _MASKS}
-    if bit["ellipsis_mask"]:  # covers axis 0 unless the entries after it name every axis
-        named = None if begin is None else len(begin) - 1 - bin(op.attrs.get("new_axis_mask", 0)).count("1")
-        rank = None if whole._shape is None else len(whole._shape)
-        return None if named is not None and rank is not None and named < rank else \
-            "slices with an ellipsis that may not cover axis 0, the batch's rows"
-    if bit["new_axis_mask"]:
-        return "inserts an axis before the batch's rows (x[None]): they would lie along axis 1"
-    if begin is None or end is None or strides is None:
-        return "slices axis 0, the batch's rows, with bounds computed when the step runs"
-    if bit["shrink_axis_mask"]:
-        return f"takes row {begin[0]} of the batch alone: each micro-batch would take its own"
-    if strides[0] != 1:
-        return f"steps through the batch's rows by {strides[0]} (x[::-1] reverses them): each micro-batch its own"
-    if not (bit["begin_mask"] or begin[0] == 0) or not bit["end_mask"]:
-        span = f"{'' if bit['begin_mask'] else begin[0]}:{'' if bit['end_mask'] else end[0]}"
+    if begin is None or end is None or strides is None or rows.shape(whole) is None:
+        return "slices the batch's rows with bounds computed when the step runs"
+    masks = {m: op.attrs.get(m, 0) for m in _MASKS}
+    # the entry of the slice that addresses the batch's axis: an ellipsis stands for the axes no entry names
+    named = len(begin) - bin(masks["new_axis_mask"]).count("1") - bin(masks["ellipsis_mask"]).count("1")
+    dim = 0
+    for i in builtins.range(len(begin)):
+        bit = 1 << i
+        if masks["ellipsis_mask"] & bit:
+            dim += len(rows.shape(whole)) - named
+        elif not masks["new_axis_mask"] & bit:
+            if dim > rows[whole]:
+                break
+            if dim == rows[whole]:
+                return _takes_rows(begin[i], end[i], strides[i], {m: v & bit for m, v in masks.items()})
+            dim += 1
+    return None
+
+
+def _takes_rows(begin, end, stride, masks) -> str | None:
+    """Why a slice's entry for the batch's axis does not take all of it in order (None if it does)."""
+    if masks["shrink_axis_mask"]:
+        return f"takes row {begin} of the batch alone: each micro-batch would take its own"
+    if stride != 1:
+        return f"steps through the batch's rows by {stride} (x[::-1] reverses them): each micro-batch its own"
+    if not (masks["begin_mask"] or begin == 0) or not masks["end_mask"]:
+        span = f"{'' if masks['begin_mask'] else begin}:{'' if masks['end_mask'] else end}"
         return (f"takes rows {span} of the batch (a tower of tf.split, a GAN's real or fake half): each "
                 "micro-batch takes its own")
     return None
@@ -1158,7 +1138,7 @@ def _pack_shape(ins, attrs):
 
 register_op("Pack", inputs=("values*",), outputs=("output",), attrs={"N": "int", "T": "type", "axis": "int"},
             shape_fn=_pack_shape, flops=_flops.zero)
-register_rows(along(attr("axis"), "stacks", added=1), "Pack")
+register_rows(keeps, "Pack")
 
 
 @register_gradient("Pack")
@@ -1294,21 +1274,21 @@ register_op("Gather", inputs=("params", "indices"), outputs=("output",),
 
 
 def _gather_rows(op, rows) -> str | None:
-    """Row by row where it looks up rows of params without rows by indices with rows (an embedding: axis 0), or
-    takes entries along another axis of params with rows by indices without (x[:, cols]). Picking rows of the
-    batch (axis 0) by index is not: planner.rows allows gather_nd's taking each row's own entry alone."""
+    """Row by row where it looks up entries of params without rows by indices with rows (an embedding), or takes
+    entries along another axis than the batch's by indices without rows (x[:, cols]). Picking rows of the batch by
+    index is not: planner.rows allows gather_nd's taking each row's own entry alone."""
     params, indices = op.inputs[:2]
     axis = 0 if op.type == "Gather" else value_of(2)(op)
-    rank = None if params._shape is None else len(params._shape)
-    if axis is not None and axis < 0 and rank is not None:
-        axis += rank
     if params not in rows:
-        return None if indices not in rows or axis == 0 else \
-            f"gathers along axis {axis} by indices with rows of the batch: they would lie along axis {axis}"
-    if axis is not None and axis != 0 and indices not in rows:
         return None
-    return (f"picks rows of the batch's '{params.name}' by index (tf.gather, tf.gather_nd, tf.boolean_mask, "
-            "tf.reverse, tf.random_shuffle): each micro-batch's indices would name rows of the whole batch")
+    if axis is not None and rows.shape(params) is not None:
+        axis %= len(rows.shape(params))
+    if axis is not None and axis != rows[params] and indices not in rows:
+        return None
+    computed = " computed from the batch" if indices in rows else ""
+    return (f"picks rows of the batch's '{params.name}' by indices '{indices.name}'{computed} (tf.gather, "
+            "tf.gather_nd, tf.boolean_mask, tf.reverse, mixup): each micro-batch's indices would name rows of the "
+            "whole batch")
 
 
 register_rows(_gather_rows, "GatherV2", "Gather")
@@ -1581,7 +1561,7 @@ def split(value, num_or_size_splits, axis=0, num=None, name="split") -> list:
 # -- IdentityN / Snapshot / PreventGradient ------------------------------------------------------------------
 register_op("IdentityN", inputs=("input*",), outputs=("output",), attrs={"T": "list(type)"},
             shape_fn=lambda ins, attrs: [spec(s.shape, s.dtype) for s in ins], flops=_flops.zero)
-register_rows(rowwise, "IdentityN")
+register_rows(keeps, "IdentityN")
 
 
 @register_gradient("IdentityN")
@@ -1600,7 +1580,7 @@ def identity_n(input, name=None) -> list:
 
 register_op("Snapshot", inputs=("input",), outputs=("output",), attrs={"T": "type"}, shape_fn=same_as_input(0),
             flops=_flops.zero)
-register_rows(rowwise, "Snapshot")
+register_rows(keeps, "Snapshot")
 
 
 @register_gradient("Snapshot")
@@ -1616,7 +1596,7 @@ def snapshot(input, name=None) -> Tensor:
 
 register_op("PreventGradient", inputs=("input",), outputs=("output",), attrs={"T": "type", "message": "string"},
             shape_fn=same_as_input(0), aliases={0: 0}, flops=_flops.zero)
-register_rows(rowwise, "PreventGradient")
+register_rows(keeps, "PreventGradient")
 
 
 @register_gradient("PreventGradient")

@@ -382,13 +382,17 @@ register_op("MatMul", inputs=("a", "b"), outputs=("product",),
 
 
 def _matmul_rows(op, rows) -> str | None:
-    """Row by row where a's rows (not transposed) meet b without rows (x W, dy W^T); a's rows contracted with b's
-    (x^T dy: transpose_a) make a weight gradient, a sum over the rows."""
+    """Row by row where one factor's free axis holds the rows and the other has none (x W, dy W^T, W x^T); both
+    factors' rows contracted (x^T dy: a weight gradient) are a sum over them."""
     a, b = op.inputs[:2]
-    if op.outputs[0] not in rows or (a in rows and not op.attrs.get("transpose_a") and b not in rows):
+    if op.outputs[0] not in rows:
         return None
-    return ("contracts or moves the batch's rows (b has them, or a transposed: attention over the examples, "
-            "x^T as the left factor): each micro-batch would see its own rows only")
+    if a in rows and b not in rows and rows[a] == (1 if op.attrs.get("transpose_a") else 0):
+        return None
+    if b in rows and a not in rows and rows[b] == (0 if op.attrs.get("transpose_b") else 1):
+        return None
+    return ("contracts the batch's rows with each other or with another factor's (attention over the examples): "
+            "each micro-batch would see its own rows only")
 
 
 register_rows(_matmul_rows, "MatMul")
@@ -756,8 +760,8 @@ register_op("Select", inputs=("condition", "t", "e"), outputs=("output",), attrs
 def _select_rows(op, rows) -> str | None:
     """A condition of rank 1 picks whole rows of t or e (row i by condition[i]); else elementwise."""
     condition = op.inputs[0]
-    return None if condition in rows and condition._shape is not None and len(condition._shape) == 1 else \
-        aligned(op, rows)
+    return None if condition in rows and rows.shape(condition) is not None and len(rows.shape(condition)) == 1 and \
+        rows.get(op.outputs[0]) == 0 else aligned(op, rows)
 
 
 register_rows(_select_rows, "Select")
@@ -1115,7 +1119,8 @@ def _unsorted_segment_sum_shape(ins, attrs):
 
 register_op("UnsortedSegmentSum", inputs=("data", "segment_ids", "num_segments"), outputs=("output",),
             attrs={"T": "type", "Tindices": "type", "Tnumsegments": "type"},
-            shape_fn=_unsorted_segment_sum_shape, value_inputs=(2,), flops=_flops.per_input)
+            shape_fn=_unsorted_segment_sum_shape, value_inputs=(2,), flops=_flops.per_input,
+            tags=("row_sums",))  # segments of the rows' sums (an embedding's dense gradient) add up
 register_rows(lambda op, rows: None if op.outputs[0] not in rows else
               "adds rows into the batch's rows by index (the dense gradient of a gather of them): each "
               "micro-batch's indices would name the whole batch's", "UnsortedSegmentSum")
@@ -1160,7 +1165,8 @@ def _top_k_shape(ins, attrs):
 
 register_op("TopKV2", inputs=("input", "k"), outputs=("values", "indices"), attrs={"sorted": "bool", "T": "type"},
             shape_fn=_top_k_shape, value_inputs=(1,), flops=_flops.per_input)
-register_rows(lambda op, rows: None if op.inputs[0] not in rows or len(op.inputs[0]._shape or ()) > 1 else
+register_rows(lambda op, rows: None if op.inputs[0] not in rows or
+              rows[op.inputs[0]] != len(rows.shape(op.inputs[0]) or (0,)) - 1 else
               "sorts the batch's rows (top_k or tf.sort of a vector over the batch): each micro-batch would sort its "
               "own", "TopKV2")
 

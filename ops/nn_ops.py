@@ -579,10 +579,10 @@ register_op("Softmax", inputs=("logits",), outputs=("softmax",), attrs={"T": "ty
 
 
 def _softmax_rows(op, rows) -> str | None:
-    """Row by row over the features (the last axis); a softmax of a vector over the batch mixes its rows."""
+    """Row by row where the batch is not on the last axis, which it normalizes over."""
     x = op.inputs[0]
-    return None if x not in rows or len(x._shape or ()) > 1 else \
-        "normalizes over the batch's rows (a softmax of a vector over the batch): each micro-batch over its own"
+    return None if x not in rows or rows[x] != len(rows.shape(x) or (0,)) - 1 else \
+        "normalizes over the batch's rows (a softmax over the batch's axis): each micro-batch over its own"
 
 
 register_rows(_softmax_rows, "Softmax")

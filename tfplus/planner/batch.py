@@ -197,7 +197,7 @@ def split_step(order: list[Operation], fetches: list, feeds: set, feed_shapes: d
                          "([None, ...] placeholder)")
     rowed = batch_feeds(feed_shapes, batch)
     rows = crossbatch.open_rows(order, rowed) if rows is None else rows
-    why = row_rules.why_not(order, feeds, rows) or batch_statistics(order, feeds, rowed, rows)
+    why = row_rules.why_not(order, feeds, feed_shapes, rowed) or batch_statistics(order, feeds, rowed, rows)
     why = why or _summed_loss(order, feeds, rowed, rows)
     if why:
         return PlanError(f"cannot micro-batch: {why}")

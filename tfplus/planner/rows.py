@@ -10,8 +10,8 @@ transpose, a cumsum over the batch) would see its micro-batch's rows only: a wro
 Each op says which it is at registration (registry.register_rows; the rules in ops/, helpers in ops/row_rules.py),
 reading its attributes and constant inputs, and an op that says nothing is refused where it meets the rows, so a
 new op cannot break a split step. `rows` are the tensors with rows of the batch: the planner's are those whose shapes
-follow the batch size (the step's shapes at two batch sizes), the workers' those whose static shapes leave a
-dimension open (crossbatch.open_rows).
+follow the batch size at two batch sizes (batch_axes), each with the axis that holds them, which rules read: a
+time-major RNN's transpose moves the rows to axis 1, and its per-step slices of axis 0 keep them.
 
 One op that picks rows by index is row by row in effect and stays allowed (own_picks): taking each example's own
 entry, the idiom tf.gather_nd(probs, tf.stack([tf.range(tf.shape(x)[0]), labels], 1)), and its gradient.
@@ -19,14 +19,14 @@ entry, the idiom tf.gather_nd(probs, tf.stack([tf.range(tf.shape(x)[0]), labels]
     >>> import tfplus as tf
     >>> x = tf.placeholder(tf.float32, [None, 20])
     >>> half = tf.reduce_mean(x[:25])
-    >>> why_not(half.graph.get_operations(), {x}, {x, half.op.inputs[0]})  # doctest: +ELLIPSIS
+    >>> why_not(half.graph.get_operations(), {x}, {x: (50, 20)}, {x})  # doctest: +ELLIPSIS
     "StridedSlice 'strided_slice' takes rows 0:25 of the batch ..."
 """
 from __future__ import annotations
 
 from tfplus.framework import Operation, Tensor
-from tfplus.ops.array_ops import rows_count
-from tfplus.ops.row_rules import const
+from tfplus.ops.row_rules import Rows, const
+from tfplus.planner.liveness import PlanError, static_specs
 from tfplus.registry import has_tag
 
 # What a refusal adds: how to run such a step.
@@ -34,10 +34,13 @@ ADVICE = ("feed such parts as placeholders of their own (a tower's slice, a GAN'
           "budget the unsplit step fits")
 
 
-def why_not(order: list[Operation], feeds: set[Tensor], rows: set[Tensor]) -> str | None:
-    """Why the step (its ops in `order`, run from `feeds`) does not keep the batch's rows (`rows`) row by row: the
-    first op whose rule (registry.register_rows) refuses, or that declares none, with what it does; None if every
-    op that meets the rows keeps them or reduces over them."""
+def why_not(order: list[Operation], feeds: set[Tensor], feed_shapes: dict, batch_feeds: set[Tensor]) -> str | None:
+    """Why the step (its ops in `order`, fed `feed_shapes`) does not keep the rows of its batch (`batch_feeds`: the
+    fed tensors with them on axis 0) row by row: the first op whose rule (registry.register_rows) refuses, or that
+    declares none, with what it does; None if every op that meets the rows keeps them or reduces over them."""
+    rows = batch_axes(order, feed_shapes, batch_feeds)
+    if isinstance(rows, str):
+        return rows
     own = own_picks(order, rows)
     for op in order:
         # An update (ref inputs) runs after the micro-batches on their merged gradients (planner.batch.split_step
@@ -51,6 +54,35 @@ def why_not(order: list[Operation], feeds: set[Tensor], rows: set[Tensor]) -> st
         if why:
             return f"{op.type} '{op.name}' {why}; {ADVICE}"
     return None
+
+
+def batch_axes(order: list[Operation], feed_shapes: dict, batch_feeds: set[Tensor]) -> Rows | str:
+    """The step's tensors with rows of the batch, each with the axis that holds them: the one axis whose length
+    follows the batch size, from the step's shapes at the fed batch and at the batch over its smallest prime
+    factor. Why not, where a tensor has the batch along two axes (pairs the examples: a distance matrix between
+    them) or the shapes do not follow the batch size at all (a reshape to a fixed batch)."""
+    batch = next((feed_shapes[t][0] for t in batch_feeds), None)
+    if batch is None or batch < 2:
+        return Rows({t: 0 for t in batch_feeds})
+    other = batch // next(p for p in range(2, batch + 1) if batch % p == 0)
+    try:
+        specs = [static_specs(order, shapes) for shapes in
+                 (feed_shapes, {t: (other, *s[1:]) if t in batch_feeds else s for t, s in feed_shapes.items()})]
+    except PlanError as e:
+        return f"its shapes do not follow the batch size ({e})"
+    rows = Rows({t: 0 for t in batch_feeds}, {t: sp.shape for t, sp in specs[0].items()})
+    for op in order:
+        for t in op.outputs:
+            a, b = (sp[t].shape if t in sp else None for sp in specs)
+            if a is None or b is None or len(a) != len(b):
+                continue
+            axes = [i for i, (x, y) in enumerate(zip(a, b)) if x != y]
+            if len(axes) > 1 and not has_tag(op.type, "shape_only"):
+                return (f"{op.type} '{op.name}' pairs the batch's examples with each other (its output '{t.name}' of "
+                        f"shape {a} has the batch along {len(axes)} axes): each micro-batch would pair its own only")
+            if axes:
+                rows[t] = axes[0]
+    return rows
 
 
 def own_picks(order: list[Operation], rows: set[Tensor]) -> set[Operation]:
@@ -89,8 +121,13 @@ def own_picks(order: list[Operation], rows: set[Tensor]) -> set[Operation]:
 
 def _counts_rows(r: Operation, rows: set[Tensor]) -> bool:
     """Whether Range `r` is 0, 1, ..., n - 1 with n the batch's rows (tf.shape(x)[0], x with rows)."""
-    start, delta = const(r.inputs[0]), const(r.inputs[2])
-    return start is not None and delta is not None and start == 0 and delta == 1 and rows_count(r.inputs[1], rows)
+    start, delta, n = const(r.inputs[0]), const(r.inputs[2]), r.inputs[1]
+    while n.op.type == "Cast":
+        n = n.op.inputs[0]
+    first = const(n.op.inputs[1]) if n.op.type == "StridedSlice" else None
+    return start is not None and delta is not None and start == 0 and delta == 1 and first is not None and \
+        n.op.inputs[0].op.type == "Shape" and rows.get(n.op.inputs[0].op.inputs[0]) == 0 and \
+        n.op.attrs.get("shrink_axis_mask", 0) & 1 and first.reshape(-1)[0] == 0
 
 
 def _follow(op: Operation, t: Tensor, kind: str, strides: Tensor | None, rows: set[Tensor]):
