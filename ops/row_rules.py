@@ -10,7 +10,7 @@ numbers whichever slice holds them. A rule says whether an op does (None) or why
     >>> x = tf.placeholder(tf.float32, [None, 20])
     >>> y = x[:25]
     >>> get_op_def("StridedSlice").rows(y.op, Rows({x: 0}))
-    'takes rows 0:25 of the batch (a tower of tf.split, a GAN's real or fake half): each micro-batch takes its own'
+    'takes rows :25 of the batch (a tower of tf.split, a GAN's real or fake half): each micro-batch takes its own'
 """
 from __future__ import annotations
 

@@ -20,7 +20,7 @@ entry, the idiom tf.gather_nd(probs, tf.stack([tf.range(tf.shape(x)[0]), labels]
     >>> x = tf.placeholder(tf.float32, [None, 20])
     >>> half = tf.reduce_mean(x[:25])
     >>> why_not(half.graph.get_operations(), {x}, {x: (50, 20)}, {x})  # doctest: +ELLIPSIS
-    "StridedSlice 'strided_slice' takes rows 0:25 of the batch ..."
+    "StridedSlice 'strided_slice' takes rows :25 of the batch ..."
 """
 from __future__ import annotations
 
@@ -60,7 +60,7 @@ def batch_axes(order: list[Operation], feed_shapes: dict, batch_feeds: set[Tenso
     """The step's tensors with rows of the batch, each with the axis that holds them: the one axis whose length
     follows the batch size, from the step's shapes at the fed batch and at the batch over its smallest prime
     factor. Why not, where a tensor has the batch along two axes (pairs the examples: a distance matrix between
-    them) or the shapes do not follow the batch size at all (a reshape to a fixed batch)."""
+    them). Where the shapes at the other size cannot be inferred, the graph's static shapes tell (_open_axes)."""
     batch = next((feed_shapes[t][0] for t in batch_feeds), None)
     if batch is None or batch < 2:
         return Rows({t: 0 for t in batch_feeds})
@@ -68,8 +68,8 @@ def batch_axes(order: list[Operation], feed_shapes: dict, batch_feeds: set[Tenso
     try:
         specs = [static_specs(order, shapes) for shapes in
                  (feed_shapes, {t: (other, *s[1:]) if t in batch_feeds else s for t, s in feed_shapes.items()})]
-    except PlanError as e:
-        return f"its shapes do not follow the batch size ({e})"
+    except PlanError:  # a shape fixed to the batch's (an update of a variable shaped like it, a tf.cond's outputs)
+        return _open_axes(order, batch_feeds)
     rows = Rows({t: 0 for t in batch_feeds}, {t: sp.shape for t, sp in specs[0].items()})
     for op in order:
         for t in op.outputs:
@@ -82,6 +82,17 @@ def batch_axes(order: list[Operation], feed_shapes: dict, batch_feeds: set[Tenso
                         f"shape {a} has the batch along {len(axes)} axes): each micro-batch would pair its own only")
             if axes:
                 rows[t] = axes[0]
+    return rows
+
+
+def _open_axes(order: list[Operation], batch_feeds: set[Tensor]) -> Rows:
+    """The tensors with rows by the graph's static shapes: each with its first dimension left open (None) where the
+    fed batch's is, as planner.crossbatch.open_rows finds them."""
+    rows = Rows({t: 0 for t in batch_feeds})
+    for op in order:
+        for t in op.outputs:
+            if t._shape is not None and None in t._shape:
+                rows[t] = t._shape.index(None)
     return rows
 
 
