@@ -44,6 +44,8 @@ errors.UnavailableError; its step then runs in the parent.
 Other steps run in the parent as before:
 - no fed batch that P divides into slices of MIN_ROWS rows or more;
 - training-mode batch norm (batch statistics);
+- an op that moves, picks or mixes the batch's rows (x[:25] of a tower, tf.concat of two batches, a gather of
+  rows by index: planner.rows), or control flow on them;
 - stateful ops other than random draws before the updates (an allreduce, say: it must run once per step), and
   any stateful op inside a control-flow op's sub-graph there;
 - a memory budget (the plan's arena), a traced run (the profiler), or a device other than the cpu.
