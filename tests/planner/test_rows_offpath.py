@@ -284,3 +284,19 @@ def test_the_rows_gather_nd_idiom_is_exact_against_tensorflow():
                 out.append(sess.run([picked, grad], {x: xv, y: yv}))
     for a, b in zip(*out):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_an_op_that_declares_no_row_rule_is_refused_where_it_meets_the_rows():
+    from tfplus.planner import rows
+    from tfplus.registry import register_rows
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.placeholder(tf.float32, [None, 3])
+        y = tf.py_func(lambda a: a[::-1].copy(), [x * 2.0], tf.float32)
+        y.set_shape([None, 3])
+        ops = g.get_operations()
+    why = rows.why_not(ops, {x}, {x: (4, 3)}, {x})
+    assert why.startswith("PyFunc 'PyFunc' declares no rule for the batch's rows (registry.register_rows)"), why
+    assert rows.why_not([op for op in ops if op.type != "PyFunc"], {x}, {x: (4, 3)}, {x}) is None  # x * 2.0
+    with pytest.raises(ValueError, match="row rule for 'Mul' registered twice"):
+        register_rows(lambda op, rows: None, "Mul")
