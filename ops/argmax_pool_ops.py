@@ -19,7 +19,8 @@ from __future__ import annotations
 
 from tfplus import dtypes, flops
 from tfplus.ops import nn_ops
-from tfplus.registry import not_differentiable, register_op
+from tfplus.ops.row_rules import rowwise
+from tfplus.registry import not_differentiable, register_op, register_rows
 from tfplus.tensor_shape import check_rank, spec
 
 NO_GRADIENT = 4  # an argmax byte naming no tap: the window's maximum is not > 0 (the ReLU passed no gradient)
@@ -54,6 +55,7 @@ def argmax_shape(y_shape) -> tuple:
 
 register_op("_MaxPoolArgmax", inputs=("input",), outputs=("output", "argmax"), attrs=nn_ops._POOL_ATTRS,
             shape_fn=_pool_argmax_shape, flops=flops.pool)
+register_rows(rowwise, "_MaxPoolArgmax")
 not_differentiable("_MaxPoolArgmax")
 
 
@@ -75,4 +77,5 @@ def _relu_pool_grad_shape(ins, attrs):
 
 register_op("_ReluMaxPoolGradArgmax", inputs=("grad", "argmax"), outputs=("backprops", "bias_backprop"),
             attrs=nn_ops._POOL_ATTRS, shape_fn=_relu_pool_grad_shape, flops=flops.pool_grad, tags=("row_sums",))
+register_rows(rowwise, "_ReluMaxPoolGradArgmax")
 not_differentiable("_ReluMaxPoolGradArgmax")

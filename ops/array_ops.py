@@ -18,7 +18,8 @@ from tfplus.framework import (
     name_scope,
     register_tensor_conversion_function,
 )
-from tfplus.registry import not_differentiable, register_gradient, register_op
+from tfplus.ops.row_rules import aligned, along, attr, const, keeps, value_of
+from tfplus.registry import not_differentiable, register_gradient, register_op, register_rows
 from tfplus.tensor_shape import (
     TensorShape,
     broadcast,
@@ -158,6 +159,7 @@ register_op("PlaceholderWithDefault", inputs=("input",), outputs=("output",),
             attrs={"dtype": "type", "shape": "shape"}, aliases={0: 0},
             shape_fn=lambda ins, attrs: [spec(_default_shape(attrs["shape"], ins[0].shape), ins[0].dtype)],
             flops=_flops.zero, tags=("view",))
+register_rows(keeps, "PlaceholderWithDefault")
 not_differentiable("PlaceholderWithDefault")
 
 
@@ -187,6 +189,7 @@ def placeholder_with_default(input, shape, name=None):
 # -- Identity ------------------------------------------------------------------------------------------------
 register_op("Identity", inputs=("input",), outputs=("output",), attrs={"T": "type"},
             shape_fn=same_as_input(0), aliases={0: 0}, flops=_flops.zero, tags=("view",))
+register_rows(keeps, "Identity")
 
 
 @register_gradient("Identity")
@@ -210,6 +213,7 @@ def _fill_shape(ins, attrs):
 
 register_op("Fill", inputs=("dims", "value"), outputs=("output",), attrs={"T": "type", "index_type": "type"},
             shape_fn=_fill_shape, value_inputs=(0,), flops=_flops.zero)
+register_rows(keeps, "Fill")  # the same value in every row
 
 
 @register_gradient("Fill")
@@ -350,6 +354,24 @@ register_op("Reshape", inputs=("tensor", "shape"), outputs=("output",), attrs={"
             shape_fn=_reshape_shape, value_inputs=(1,), aliases={0: 0}, flops=_flops.zero, tags=("view",))
 
 
+def _reshape_rows(op, rows) -> str | None:
+    """Row by row where as many entries come before the batch's axis in the output as in the input (each such
+    block of entries then holds the same examples in the same order: [B, T, F] -> [B * T, F] and back, [T, B, F]
+    -> [T, B * F]); [B, F] -> [F, B] would scramble them."""
+    x, y = op.inputs[0], op.outputs[0]
+    if x not in rows:
+        return None
+    before = [None if t not in rows or rows.shape(t) is None or None in rows.shape(t)[:rows[t]] else
+              int(np.prod(rows.shape(t)[:rows[t]])) for t in (x, y)]
+    if before[0] is not None and before[0] == before[1]:
+        return None
+    return (f"reshapes the batch's rows (shape {rows.shape(x)} to {rows.shape(y)}) so that its examples' entries "
+            "may mix along the axes before the batch's")
+
+
+register_rows(_reshape_rows, "Reshape")
+
+
 @register_gradient("Reshape")
 def _reshape_grad(op, grad):
     """dx = reshape(dy, shape(x))"""
@@ -393,6 +415,9 @@ def _transpose_shape(ins, attrs):
 
 register_op("Transpose", inputs=("x", "perm"), outputs=("y",), attrs={"T": "type", "Tperm": "type"},
             shape_fn=_transpose_shape, value_inputs=(1,), flops=_flops.zero)
+
+
+register_rows(keeps, "Transpose")  # the axes after it follow the batch's
 
 
 @register_gradient("Transpose")
@@ -468,6 +493,7 @@ def _concat_shape(ins, attrs):
 register_op("ConcatV2", inputs=("values*", "axis"), outputs=("output",),
             attrs={"N": "int", "T": "type", "Tidx": "type"}, shape_fn=_concat_shape, value_inputs=(-1,),
             flops=_flops.zero)
+register_rows(along(value_of(-1), "concatenates"), "ConcatV2")
 
 
 @register_gradient("ConcatV2")
@@ -540,6 +566,8 @@ def _squeeze_shape(ins, attrs):
 register_op("Squeeze", inputs=("input",), outputs=("output",),
             attrs={"T": "type", "squeeze_dims": "list(int)"}, shape_fn=_squeeze_shape, aliases={0: 0},
             flops=_flops.zero, tags=("view",))
+register_rows(lambda op, rows: None if op.inputs[0] not in rows or op.outputs[0] in rows else
+              "removes the batch's axis", "Squeeze")
 
 
 @register_gradient("Squeeze")
@@ -571,6 +599,7 @@ def _expand_dims_shape(ins, attrs):
 
 register_op("ExpandDims", inputs=("input", "dim"), outputs=("output",), attrs={"T": "type", "Tdim": "type"},
             shape_fn=_expand_dims_shape, value_inputs=(1,), aliases={0: 0}, flops=_flops.zero, tags=("view",))
+register_rows(keeps, "ExpandDims")
 
 
 @register_gradient("ExpandDims")
@@ -610,6 +639,17 @@ register_op("Pad", inputs=("input", "paddings"), outputs=("output",),
             attrs={"T": "type", "Tpaddings": "type"}, shape_fn=_pad_shape, value_inputs=(1,), flops=_flops.zero)
 register_op("PadV2", inputs=("input", "paddings", "constant_values"), outputs=("output",),
             attrs={"T": "type", "Tpaddings": "type"}, shape_fn=_pad_shape, value_inputs=(1,), flops=_flops.zero)
+
+
+def _pad_rows(op, rows) -> str | None:
+    paddings, x = const(op.inputs[1]), op.inputs[0]
+    if x not in rows or paddings is not None and not paddings[rows[x]].any():
+        return None
+    return "pads the batch's axis: each micro-batch would pad its own rows"
+    return "pads axis 0, the batch's rows: each micro-batch would pad its own"
+
+
+register_rows(_pad_rows, "Pad", "PadV2")
 
 
 @register_gradient("Pad")
@@ -669,6 +709,7 @@ def pad(tensor, paddings, mode="CONSTANT", name=None, constant_values=0) -> Tens
 # -- StopGradient --------------------------------------------------------------------------------------------
 register_op("StopGradient", inputs=("input",), outputs=("output",), attrs={"T": "type"},
             shape_fn=same_as_input(0), aliases={0: 0}, flops=_flops.zero, tags=("view",))
+register_rows(keeps, "StopGradient")
 not_differentiable("StopGradient")
 
 
@@ -753,6 +794,7 @@ def _one_hot_shape(ins, attrs):
 register_op("OneHot", inputs=("indices", "depth", "on_value", "off_value"), outputs=("output",),
             attrs={"axis": "int", "T": "type", "TI": "type"}, shape_fn=_one_hot_shape, value_inputs=(1,),
             flops=_flops.zero)
+register_rows(keeps, "OneHot")
 not_differentiable("OneHot")
 
 
@@ -788,6 +830,17 @@ def _tile_shape(ins, attrs):
 
 register_op("Tile", inputs=("input", "multiples"), outputs=("output",),
             attrs={"T": "type", "Tmultiples": "type"}, shape_fn=_tile_shape, value_inputs=(1,), flops=_flops.zero)
+
+
+def _tile_rows(op, rows) -> str | None:
+    multiples, x = const(op.inputs[1]), op.inputs[0]
+    if x not in rows or multiples is not None and multiples[rows[x]] == 1:
+        return None
+    return "repeats the batch's rows along their axis (tf.tile): each micro-batch would repeat its own"
+    return "repeats the batch's rows along axis 0 (tf.tile): each micro-batch would repeat its own"
+
+
+register_rows(_tile_rows, "Tile")
 
 
 @register_gradient("Tile")
@@ -835,6 +888,17 @@ def _slice_shape(ins, attrs):
 
 register_op("Slice", inputs=("input", "begin", "size"), outputs=("output",),
             attrs={"T": "type", "Index": "type"}, shape_fn=_slice_shape, value_inputs=(1, 2), flops=_flops.zero)
+
+
+def _slice_rows(op, rows) -> str | None:
+    begin, size, x = const(op.inputs[1]), const(op.inputs[2]), op.inputs[0]
+    if x not in rows or begin is not None and size is not None and begin[rows[x]] == 0 and size[rows[x]] == -1:
+        return None
+    return "takes some of the batch's rows (tf.slice along their axis): each micro-batch would take its own"
+    return "takes some of the batch's rows (tf.slice on axis 0): each micro-batch would take its own"
+
+
+register_rows(_slice_rows, "Slice")
 
 
 @register_gradient("Slice")
@@ -933,6 +997,49 @@ register_op("StridedSlice", inputs=("input", "begin", "end", "strides"), outputs
             shape_fn=_strided_slice_shape, value_inputs=(1, 2, 3), flops=_flops.zero)
 
 
+def _strided_slice_rows(op, rows) -> str | None:
+    """Row by row where it takes all of the batch's axis in order: x[:, 3], x[..., :5], x[:], x[None]; not
+    x[:25], x[1:], x[::-1] or x[0]. (StridedSliceGrad: where its forward slice is.)"""
+    whole = op.outputs[0] if op.type == "StridedSliceGrad" else op.inputs[0]  # the tensor sliced
+    if whole not in rows:
+        return None if not any(t in rows for t in (*op.inputs, *op.outputs)) else \
+            "slices a tensor whose batch axis is not known"
+    begin, end, strides = (const(t) for t in op.inputs[1:4])
+    if begin is None or end is None or strides is None or rows.shape(whole) is None:
+        return "slices the batch's rows with bounds computed when the step runs"
+    masks = {m: op.attrs.get(m, 0) for m in _MASKS}
+    # the entry of the slice that addresses the batch's axis: an ellipsis stands for the axes no entry names
+    named = len(begin) - bin(masks["new_axis_mask"]).count("1") - bin(masks["ellipsis_mask"]).count("1")
+    dim = 0
+    for i in builtins.range(len(begin)):
+        bit = 1 << i
+        if masks["ellipsis_mask"] & bit:
+            dim += len(rows.shape(whole)) - named
+        elif not masks["new_axis_mask"] & bit:
+            if dim > rows[whole]:
+                break
+            if dim == rows[whole]:
+                return _takes_rows(begin[i], end[i], strides[i], {m: v & bit for m, v in masks.items()})
+            dim += 1
+    return None
+
+
+def _takes_rows(begin, end, stride, masks) -> str | None:
+    """Why a slice's entry for the batch's axis does not take all of it in order (None if it does)."""
+    if masks["shrink_axis_mask"]:
+        return f"takes row {begin} of the batch alone: each micro-batch would take its own"
+    if stride != 1:
+        return f"steps through the batch's rows by {stride} (x[::-1] reverses them): each micro-batch its own"
+    if not (masks["begin_mask"] or begin == 0) or not masks["end_mask"]:
+        span = f"{'' if masks['begin_mask'] else begin}:{'' if masks['end_mask'] else end}"
+        return (f"takes rows {span} of the batch (a tower of tf.split, a GAN's real or fake half): each "
+                "micro-batch takes its own")
+    return None
+
+
+register_rows(_strided_slice_rows, "StridedSlice")
+
+
 @register_gradient("StridedSlice")
 def _strided_slice_grad(op, grad):
     """dx = zeros(shape(x)) with dy scattered into the sliced positions"""
@@ -1015,6 +1122,7 @@ def _strided_slice_grad_shape(ins, attrs):
 register_op("StridedSliceGrad", inputs=("shape", "begin", "end", "strides", "dy"), outputs=("output",),
             attrs={"T": "type", "Index": "type", **{m: "int" for m in _MASKS}},
             shape_fn=_strided_slice_grad_shape, value_inputs=(0, 1, 2, 3), flops=_flops.zero)
+register_rows(_strided_slice_rows, "StridedSliceGrad")
 
 
 @register_gradient("StridedSliceGrad")
@@ -1057,6 +1165,7 @@ def _pack_shape(ins, attrs):
 
 register_op("Pack", inputs=("values*",), outputs=("output",), attrs={"N": "int", "T": "type", "axis": "int"},
             shape_fn=_pack_shape, flops=_flops.zero)
+register_rows(keeps, "Pack")
 
 
 @register_gradient("Pack")
@@ -1087,6 +1196,7 @@ def _unpack_shape(ins, attrs):
 
 register_op("Unpack", inputs=("value",), outputs=("output",),
             attrs={"num": "int", "T": "type", "axis": "int"}, shape_fn=_unpack_shape, flops=_flops.zero)
+register_rows(along(attr("axis"), "unstacks"), "Unpack")
 
 
 @register_gradient("Unpack")
@@ -1124,6 +1234,7 @@ def _broadcast_to_shape(ins, attrs):
 
 register_op("BroadcastTo", inputs=("input", "shape"), outputs=("output",),
             attrs={"T": "type", "Tidx": "type"}, shape_fn=_broadcast_to_shape, value_inputs=(1,), flops=_flops.zero)
+register_rows(aligned, "BroadcastTo")
 
 
 @register_gradient("BroadcastTo")
@@ -1187,6 +1298,27 @@ register_op("Gather", inputs=("params", "indices"), outputs=("output",),
             attrs={"Tparams": "type", "Tindices": "type", "validate_indices": "bool"},
             shape_fn=lambda ins, attrs: _gather_v2_shape([*ins, spec((), _dt.int32, np.int32(0))], attrs),
             flops=_flops.zero)
+
+
+def _gather_rows(op, rows) -> str | None:
+    """Row by row where it looks up entries of params without rows by indices with rows (an embedding), or takes
+    entries along another axis than the batch's by indices without rows (x[:, cols]). Picking rows of the batch by
+    index is not: planner.rows allows gather_nd's taking each row's own entry alone."""
+    params, indices = op.inputs[:2]
+    axis = 0 if op.type == "Gather" else value_of(2)(op)
+    if params not in rows:
+        return None
+    if axis is not None and rows.shape(params) is not None:
+        axis %= len(rows.shape(params))
+    if axis is not None and axis != rows[params] and indices not in rows:
+        return None
+    computed = " computed from the batch" if indices in rows else ""
+    return (f"picks rows of the batch's '{params.name}' by indices '{indices.name}'{computed} (tf.gather, "
+            "tf.gather_nd, tf.boolean_mask, tf.reverse, mixup): each micro-batch's indices would name rows of the "
+            "whole batch")
+
+
+register_rows(_gather_rows, "GatherV2", "Gather")
 
 
 def _gather_grad_along(op, grad, axis: int):
@@ -1410,9 +1542,11 @@ def _split_v_shape(ins, attrs):
 
 register_op("Split", inputs=("split_dim", "value"), outputs=("output",),
             attrs={"num_split": "int", "T": "type"}, shape_fn=_split_shape, value_inputs=(0,), flops=_flops.zero)
+register_rows(along(value_of(0), "splits"), "Split")
 register_op("SplitV", inputs=("value", "size_splits", "split_dim"), outputs=("output",),
             attrs={"num_split": "int", "T": "type", "Tlen": "type"}, shape_fn=_split_v_shape,
             value_inputs=(1, 2), flops=_flops.zero)
+register_rows(along(value_of(2), "splits"), "SplitV")
 
 
 def _split_grads(op, grads, axis_t):
@@ -1454,6 +1588,7 @@ def split(value, num_or_size_splits, axis=0, num=None, name="split") -> list:
 # -- IdentityN / Snapshot / PreventGradient ------------------------------------------------------------------
 register_op("IdentityN", inputs=("input*",), outputs=("output",), attrs={"T": "list(type)"},
             shape_fn=lambda ins, attrs: [spec(s.shape, s.dtype) for s in ins], flops=_flops.zero)
+register_rows(keeps, "IdentityN")
 
 
 @register_gradient("IdentityN")
@@ -1472,6 +1607,7 @@ def identity_n(input, name=None) -> list:
 
 register_op("Snapshot", inputs=("input",), outputs=("output",), attrs={"T": "type"}, shape_fn=same_as_input(0),
             flops=_flops.zero)
+register_rows(keeps, "Snapshot")
 
 
 @register_gradient("Snapshot")
@@ -1487,6 +1623,7 @@ def snapshot(input, name=None) -> Tensor:
 
 register_op("PreventGradient", inputs=("input",), outputs=("output",), attrs={"T": "type", "message": "string"},
             shape_fn=same_as_input(0), aliases={0: 0}, flops=_flops.zero)
+register_rows(keeps, "PreventGradient")
 
 
 @register_gradient("PreventGradient")

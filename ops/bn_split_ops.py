@@ -25,7 +25,8 @@ from __future__ import annotations
 from tfplus import flops
 from tfplus.dtypes import float64
 from tfplus.framework import apply_op
-from tfplus.registry import not_differentiable, register_op
+from tfplus.ops.row_rules import reduces, rowwise
+from tfplus.registry import not_differentiable, register_op, register_rows
 from tfplus.tensor_shape import check_rank, check_same_dtype, fmt, merge_dim, spec
 
 # The activations the normalization may end in and its gradient may start with ("": none).
@@ -79,6 +80,7 @@ def _moments_shape(ins, attrs):
 
 register_op("_BatchNormMoments", inputs=("x",), outputs=("mean", "mean_square", "variance"),
             attrs={"T": "type", "data_format": "string"}, shape_fn=_moments_shape, flops=flops.times_input(3))
+register_rows(reduces, "_BatchNormMoments")
 not_differentiable("_BatchNormMoments")
 
 
@@ -103,6 +105,7 @@ def _from_moments_shape(ins, attrs):
 register_op("_BatchNormFromMoments", inputs=("mean", "mean_square", "variance", "scale"),
             outputs=("batch_mean", "batch_variance", "inv_std", "scaled"), attrs={"T": "type", "epsilon": "float"},
             shape_fn=_from_moments_shape, flops=flops.times_input(6))
+register_rows(rowwise, "_BatchNormFromMoments")
 not_differentiable("_BatchNormFromMoments")
 
 
@@ -126,6 +129,7 @@ def _apply_shape(ins, attrs):
 register_op("_BatchNormApply", inputs=("x", "mean", "inv_std", "scale", "offset"), outputs=("y",),
             attrs={"T": "type", "data_format": "string", "activation": "string"}, shape_fn=_apply_shape,
             flops=flops.times_input(3))
+register_rows(rowwise, "_BatchNormApply")
 not_differentiable("_BatchNormApply")
 
 
@@ -151,6 +155,7 @@ register_op("_BatchNormGradSums", inputs=("y_backprop", "x", "mean", "variance",
             outputs=("scale_backprop", "offset_backprop"),
             attrs={"T": "type", "N": "int", "epsilon": "float", "data_format": "string", "activation": "string"},
             shape_fn=_grad_sums_shape, flops=flops.times_input(4))
+register_rows(reduces, "_BatchNormGradSums")
 not_differentiable("_BatchNormGradSums")
 
 
@@ -184,6 +189,7 @@ register_op("_BatchNormGradApply",
             outputs=("x_backprop", "scale_backprop", "offset_backprop"),
             attrs={"T": "type", "N": "int", "data_format": "string", "activation": "string"},
             shape_fn=_grad_apply_shape, flops=flops.times_input(7))
+register_rows(rowwise, "_BatchNormGradApply")
 not_differentiable("_BatchNormGradApply")
 
 

@@ -13,8 +13,9 @@ from tfplus import flops as _flops
 from tfplus.framework import Operation, Tensor, constant_value, convert_to_tensor, get_default_graph, name_scope
 from tfplus.ops import math_ops
 from tfplus.ops.control_flow_ops import Assert
+from tfplus.ops.row_rules import rowwise
 from tfplus.ops.script_ops import call_py_func
-from tfplus.registry import register_gradient, register_op
+from tfplus.registry import register_gradient, register_op, register_rows
 from tfplus.tensor_shape import spec
 
 __all__ = ["Print", "print_", "check_numerics", "verify_tensor_all_finite", "assert_equal", "assert_none_equal",
@@ -30,6 +31,7 @@ def _pass_through_shape(ins, attrs):
 register_op("Print", inputs=("input", "data*"), outputs=("output",),
             attrs={"T": "type", "U": "list(type)", "message": "string", "first_n": "int", "summarize": "int"},
             shape_fn=_pass_through_shape, stateful=True, allocates_outputs=True, flops=_flops.zero)
+register_rows(rowwise, "Print")
 
 
 @register_gradient("Print")
@@ -74,6 +76,7 @@ def _format(value, summarize: int) -> str:
 # -- CheckNumerics -------------------------------------------------------------------------------------------
 register_op("CheckNumerics", inputs=("tensor",), outputs=("output",), attrs={"T": "type", "message": "string"},
             shape_fn=_pass_through_shape, stateful=True, allocates_outputs=True, flops=_flops.zero)
+register_rows(rowwise, "CheckNumerics")
 
 
 @register_gradient("CheckNumerics")

@@ -11,7 +11,8 @@ import itertools
 
 from tfplus import flops as _flops
 from tfplus.framework import apply_op
-from tfplus.registry import not_differentiable, register_op
+from tfplus.ops.row_rules import keeps
+from tfplus.registry import not_differentiable, register_op, register_rows
 from tfplus.tensor_shape import same_as_input
 
 __all__: list[str] = []  # reached through tfplus.distributed.allreduce and DistributedOptimizer
@@ -42,6 +43,8 @@ register_op("MpiAllreduceStart", inputs=("input",), outputs=("started",), attrs=
 register_op("MpiAllreduceWait", inputs=("started",), outputs=("output",), attrs={"T": "type", "key": "int"},
             shape_fn=same_as_input(0), stateful=True, flops=_flops.per_output)
 not_differentiable("MpiAllreduceStart", "MpiAllreduceWait")
+# elementwise across the processes: each row the processes' same row's
+register_rows(keeps, "MpiAllreduce", "MpiAllreduceStart", "MpiAllreduceWait")
 
 _keys = itertools.count(1)
 

@@ -18,7 +18,8 @@ from tfplus.framework import (
     needed_ops,
 )
 from tfplus.ops.array_ops import gather
-from tfplus.registry import has_tag, not_differentiable, register_gradient, register_op
+from tfplus.ops.row_rules import reduces
+from tfplus.registry import has_tag, not_differentiable, register_gradient, register_op, register_rows
 from tfplus.tensor_shape import fmt, spec
 
 __all__ = ["cond", "case", "while_loop", "TensorArray", "Assert", "map_fn", "scan", "foldl", "foldr"]
@@ -621,6 +622,7 @@ def _assert_shape(ins, attrs):
 
 register_op("Assert", inputs=("condition", "data*"), outputs=(), attrs={"T": "list(type)", "summarize": "int"},
             shape_fn=_assert_shape, stateful=True, flops=_flops.zero)
+register_rows(reduces, "Assert")
 not_differentiable("Assert")
 
 

@@ -8,7 +8,8 @@ import math
 
 from tfplus import flops
 from tfplus.ops import nn_ops  # noqa: F401  (Conv2D's OpDef, which _FusedConv2DBiasRelu extends)
-from tfplus.registry import get_op_def, not_differentiable, register_op
+from tfplus.ops.row_rules import aligned, reduces, rowwise
+from tfplus.registry import get_op_def, not_differentiable, register_op, register_rows
 from tfplus.tensor_shape import check_rank, check_same_dtype, fmt, merge_dim, spec
 
 # The activations a fused bias op may end in; the mask their gradient applies is (0 < f) or (0 < f < 6).
@@ -45,6 +46,7 @@ def _fused_bias_add_shape(ins, attrs):
 
 register_op("_FusedBiasAddRelu", inputs=("value", "bias"), outputs=("activations",), attrs=_ATTRS,
             shape_fn=_fused_bias_add_shape, flops=flops.per_output, tags=("activation_last",))
+register_rows(aligned, "_FusedBiasAddRelu")
 not_differentiable("_FusedBiasAddRelu")
 
 
@@ -67,6 +69,7 @@ def _fused_conv_shape(ins, attrs):
 register_op("_FusedConv2DBiasRelu", inputs=("input", "filter", "bias"), outputs=("activations",),
             attrs={**get_op_def("Conv2D").attrs, "activation": "string"}, shape_fn=_fused_conv_shape,
             flops=flops.conv2d, tags=("gemm", "activation_last"))
+register_rows(rowwise, "_FusedConv2DBiasRelu")
 not_differentiable("_FusedConv2DBiasRelu")
 
 
@@ -95,6 +98,7 @@ register_op("_FusedMatMul", inputs=("a", "b", "bias"), outputs=("product",),
             attrs={"T": "type", "transpose_a": "bool", "transpose_b": "bool", "activation": "string"},
             shape_fn=_fused_matmul_shape,
             flops=flops.matmul, tags=("gemm",))
+register_rows(get_op_def("MatMul").rows, "_FusedMatMul")
 not_differentiable("_FusedMatMul")
 
 
@@ -119,6 +123,7 @@ def _fused_relu_grad_shape(ins, attrs):
 register_op("_FusedReluGradBiasAddGrad", inputs=("gradients", "features"), outputs=("backprops", "bias_backprop"),
             attrs=_ATTRS, shape_fn=_fused_relu_grad_shape, flops=flops.per_input,
             tags=("row_sums", "activation_grad_first"))
+register_rows(rowwise, "_FusedReluGradBiasAddGrad")
 not_differentiable("_FusedReluGradBiasAddGrad")
 
 
@@ -148,6 +153,7 @@ register_op("_FusedConv2DBackpropInputReluGrad", inputs=("input_sizes", "filter"
             outputs=("backprops",), attrs={**get_op_def("Conv2DBackpropInput").attrs, "activation": "string"},
             shape_fn=_dx_relu_grad_shape, value_inputs=(0,), flops=flops.conv2d_backprop_input,
             tags=("gemm",))
+register_rows(rowwise, "_FusedConv2DBackpropInputReluGrad")
 not_differentiable("_FusedConv2DBackpropInputReluGrad")
 
 
@@ -159,6 +165,7 @@ def _pool_relu_grad_shape(ins, attrs):
 
 register_op("_FusedMaxPoolGradReluGrad", inputs=("orig_input", "orig_output", "grad"), outputs=("backprops",),
             attrs=get_op_def("MaxPoolGrad").attrs, shape_fn=_pool_relu_grad_shape, flops=flops.pool_grad)
+register_rows(rowwise, "_FusedMaxPoolGradReluGrad")
 not_differentiable("_FusedMaxPoolGradReluGrad")
 
 
@@ -173,6 +180,7 @@ register_op("_FusedConv2DBackpropFilterBiasAddGrad", inputs=("input", "filter_si
             outputs=("output", "bias_backprop"), attrs=get_op_def("Conv2DBackpropFilter").attrs,
             shape_fn=_dw_bias_shape, value_inputs=(1,), flops=flops.conv2d_backprop_filter,
             tags=("gemm", "row_sums"))
+register_rows(reduces, "_FusedConv2DBackpropFilterBiasAddGrad")
 not_differentiable("_FusedConv2DBackpropFilterBiasAddGrad")
 
 
@@ -192,6 +200,7 @@ def _fused_l2_loss_flops(ins, outs, attrs) -> float:
 
 register_op("_FusedL2Loss", inputs=("t*",), outputs=("output",), attrs={"T": "type", "N": "int"},
             shape_fn=_fused_l2_loss_shape, flops=_fused_l2_loss_flops)
+register_rows(reduces, "_FusedL2Loss")
 not_differentiable("_FusedL2Loss")
 
 
@@ -209,6 +218,7 @@ def _fused_xent_mean_shape(ins, attrs):
 register_op("_FusedSparseXentMean", inputs=("features", "labels"), outputs=("loss", "backprop"),
             attrs={"T": "type", "Tlabels": "type"}, shape_fn=_fused_xent_mean_shape, flops=flops.times_input(6),
             tags=("row_means",))
+register_rows(rowwise, "_FusedSparseXentMean")
 not_differentiable("_FusedSparseXentMean")
 
 
@@ -352,6 +362,7 @@ def _fused_batch_norm_relu_shape(ins, attrs):
 register_op("_FusedBatchNormRelu", inputs=get_op_def("FusedBatchNormV3").inputs,
             outputs=get_op_def("FusedBatchNormV3").outputs, attrs=_BN_ACT_ATTRS, shape_fn=_fused_batch_norm_relu_shape,
             flops=flops.times_input(8), tags=("cross_batch",))
+register_rows(rowwise, "_FusedBatchNormRelu")
 not_differentiable("_FusedBatchNormRelu")
 
 
@@ -377,4 +388,5 @@ register_op("_FusedBatchNormReluGrad", inputs=(*get_op_def("FusedBatchNormGradV3
             outputs=get_op_def("FusedBatchNormGradV3").outputs,
             attrs={**get_op_def("FusedBatchNormGradV3").attrs, "activation": "string"},
             shape_fn=_fused_batch_norm_relu_grad_shape, flops=flops.times_input(11))
+register_rows(rowwise, "_FusedBatchNormReluGrad")
 not_differentiable("_FusedBatchNormReluGrad")

@@ -7,7 +7,8 @@ import numpy as np
 from tfplus import dtypes as _dt
 from tfplus import flops
 from tfplus.framework import Tensor, apply_op, convert_to_tensor
-from tfplus.registry import not_differentiable, register_op
+from tfplus.ops.row_rules import rowwise
+from tfplus.registry import not_differentiable, register_op, register_rows
 from tfplus.tensor_shape import check_rank, fmt, merge_dim, spec
 
 
@@ -42,6 +43,7 @@ def _cifar_augment_shape(ins, attrs):
 register_op("CifarAugment", inputs=("images", "crops", "scale", "shift"), outputs=("output",),
             attrs={"pad": "int", "data_format": "string"}, shape_fn=_cifar_augment_shape,
             flops=flops.per_output)  # a multiply-add per pixel, counted once
+register_rows(rowwise, "CifarAugment")
 not_differentiable("CifarAugment")
 
 

@@ -12,7 +12,8 @@ from tfplus import flops as _flops
 from tfplus.framework import Tensor, apply_op, constant_value, convert_to_tensor, name_scope
 from tfplus.ops import array_ops
 from tfplus.ops.array_ops import _index_tensor, _shape_of, reshape
-from tfplus.registry import not_differentiable, register_gradient, register_op
+from tfplus.ops.row_rules import aligned, along, reduces, value_of
+from tfplus.registry import not_differentiable, register_gradient, register_op, register_rows
 from tfplus.tensor_shape import broadcast, check_same_dtype, fmt, spec
 
 __all__ = ["add", "subtract", "multiply", "divide", "truediv", "realdiv", "div", "floordiv", "floor_div",
@@ -112,6 +113,7 @@ for _t in ("Add", "AddV2"):
                 flops=_flops.per_output)
 
 
+register_rows(aligned, "Add", "AddV2")
 @register_gradient("Add")
 @register_gradient("AddV2")
 def _add_grad(op, grad):
@@ -133,6 +135,7 @@ def add_v2(x, y, name=None) -> Tensor:
 # -- Sub -----------------------------------------------------------------------------------------------------
 register_op("Sub", inputs=("x", "y"), outputs=("z",), attrs={"T": "type"}, shape_fn=_binary_shape(_NUMERIC),
             flops=_flops.per_output)
+register_rows(aligned, "Sub")
 
 
 @register_gradient("Sub")
@@ -150,6 +153,7 @@ def subtract(x, y, name=None) -> Tensor:
 # -- Mul -----------------------------------------------------------------------------------------------------
 register_op("Mul", inputs=("x", "y"), outputs=("z",), attrs={"T": "type"}, shape_fn=_binary_shape(_NUMERIC),
             flops=_flops.per_output)
+register_rows(aligned, "Mul")
 
 
 @register_gradient("Mul")
@@ -167,6 +171,7 @@ def multiply(x, y, name=None) -> Tensor:
 # -- RealDiv -------------------------------------------------------------------------------------------------
 register_op("RealDiv", inputs=("x", "y"), outputs=("z",), attrs={"T": "type"},
             shape_fn=_binary_shape(_FLOATS), flops=_flops.per_output)
+register_rows(aligned, "RealDiv")
 
 
 @register_gradient("RealDiv")
@@ -207,6 +212,7 @@ def div(x, y, name=None) -> Tensor:
 # -- FloorDiv / FloorMod -------------------------------------------------------------------------------------
 register_op("FloorDiv", inputs=("x", "y"), outputs=("z",), attrs={"T": "type"},
             shape_fn=_binary_shape(_NUMERIC), flops=_flops.per_output)
+register_rows(aligned, "FloorDiv")
 not_differentiable("FloorDiv")
 
 
@@ -221,6 +227,7 @@ def floor_div(x, y, name=None) -> Tensor:
 
 register_op("FloorMod", inputs=("x", "y"), outputs=("z",), attrs={"T": "type"},
             shape_fn=_binary_shape(_NUMERIC), flops=_flops.per_output)
+register_rows(aligned, "FloorMod")
 
 
 @register_gradient("FloorMod")
@@ -242,6 +249,7 @@ mod = floormod
 # -- Pow -----------------------------------------------------------------------------------------------------
 register_op("Pow", inputs=("x", "y"), outputs=("z",), attrs={"T": "type"}, shape_fn=_binary_shape(_NUMERIC),
             flops=_flops.per_output)
+register_rows(aligned, "Pow")
 
 
 @register_gradient("Pow")
@@ -265,6 +273,7 @@ for _t in ("Maximum", "Minimum"):
                 flops=_flops.per_output)
 
 
+register_rows(aligned, "Maximum", "Minimum")
 def _select_grad(op, grad, x_wins):
     gx = multiply(grad, cast(x_wins, grad.dtype))
     return [_reduce_to(gx, _shape_of(op.inputs[0])), _reduce_to(subtract(grad, gx), _shape_of(op.inputs[1]))]
@@ -301,6 +310,7 @@ def clip_by_value(t, clip_value_min, clip_value_max, name=None) -> Tensor:
 # -- SquaredDifference ---------------------------------------------------------------------------------------
 register_op("SquaredDifference", inputs=("x", "y"), outputs=("z",), attrs={"T": "type"},
             shape_fn=_binary_shape(_NUMERIC), flops=_flops.per_output)
+register_rows(aligned, "SquaredDifference")
 
 
 @register_gradient("SquaredDifference")
@@ -334,6 +344,7 @@ def _add_n_shape(ins, attrs):
 
 register_op("AddN", inputs=("inputs*",), outputs=("sum",), attrs={"N": "int", "T": "type"},
             shape_fn=_add_n_shape, flops=_flops.add_n)
+register_rows(aligned, "AddN")
 
 
 @register_gradient("AddN")
@@ -368,6 +379,23 @@ def _matmul_shape(ins, attrs):
 register_op("MatMul", inputs=("a", "b"), outputs=("product",),
             attrs={"T": "type", "transpose_a": "bool", "transpose_b": "bool"}, shape_fn=_matmul_shape,
             flops=_flops.matmul, tags=("gemm", "row_sums"))
+
+
+def _matmul_rows(op, rows) -> str | None:
+    """Row by row where one factor's free axis holds the rows and the other has none (x W, dy W^T, W x^T); both
+    factors' rows contracted (x^T dy: a weight gradient) are a sum over them."""
+    a, b = op.inputs[:2]
+    if op.outputs[0] not in rows:
+        return None
+    if a in rows and b not in rows and rows[a] == (1 if op.attrs.get("transpose_a") else 0):
+        return None
+    if b in rows and a not in rows and rows[b] == (0 if op.attrs.get("transpose_b") else 1):
+        return None
+    return ("contracts the batch's rows with each other or with another factor's (attention over the examples): "
+            "each micro-batch would see its own rows only")
+
+
+register_rows(_matmul_rows, "MatMul")
 
 
 @register_gradient("MatMul")
@@ -428,6 +456,7 @@ _UNARY = {"Neg": _NUMERIC, "Abs": _NUMERIC, "Sign": _NUMERIC, "Square": _NUMERIC
 for _t, _allowed in _UNARY.items():
     register_op(_t, inputs=("x",), outputs=("y",), attrs={"T": "type"}, shape_fn=_unary_shape(_allowed),
                 flops=_flops.per_output)
+register_rows(aligned, *_UNARY)
 not_differentiable("Floor", "Ceil", "Round")  # piecewise constant: TF's gradient is None too
 
 
@@ -598,6 +627,7 @@ def round(x, name=None) -> Tensor:
 # -- Cast ----------------------------------------------------------------------------------------------------
 register_op("Cast", inputs=("x",), outputs=("y",), attrs={"SrcT": "type", "DstT": "type", "Truncate": "bool"},
             shape_fn=lambda ins, attrs: [spec(ins[0].shape, attrs["DstT"])], flops=_flops.zero)
+register_rows(aligned, "Cast")
 
 
 @register_gradient("Cast")
@@ -646,9 +676,12 @@ _COMPARE = {"Equal": _NUMERIC + (_dt.bool_,), "NotEqual": _NUMERIC + (_dt.bool_,
 for _t, _allowed in _COMPARE.items():
     register_op(_t, inputs=("x", "y"), outputs=("z",), attrs={"T": "type"},
                 shape_fn=_binary_shape(_allowed, _dt.bool_), flops=_flops.per_output)
+register_rows(aligned, *_COMPARE)
 for _t in ("LogicalAnd", "LogicalOr"):
     register_op(_t, inputs=("x", "y"), outputs=("z",), shape_fn=_binary_shape((_dt.bool_,)), flops=_flops.per_output)
+register_rows(aligned, "LogicalAnd", "LogicalOr")
 register_op("LogicalNot", inputs=("x",), outputs=("y",), shape_fn=_unary_shape((_dt.bool_,)), flops=_flops.per_output)
+register_rows(aligned, "LogicalNot")
 not_differentiable(*_COMPARE, "LogicalAnd", "LogicalOr", "LogicalNot")
 
 
@@ -724,6 +757,16 @@ register_op("Select", inputs=("condition", "t", "e"), outputs=("output",), attrs
             shape_fn=_select_shape, flops=_flops.per_output)
 
 
+def _select_rows(op, rows) -> str | None:
+    """A condition of rank 1 picks whole rows of t or e (row i by condition[i]); else elementwise."""
+    condition = op.inputs[0]
+    return None if condition in rows and rows.shape(condition) is not None and len(rows.shape(condition)) == 1 and \
+        rows.get(op.outputs[0]) == 0 else aligned(op, rows)
+
+
+register_rows(_select_rows, "Select")
+
+
 @register_gradient("Select")
 def _select_op_grad(op, grad):
     """dt = dz where condition, de = dz elsewhere"""
@@ -750,6 +793,9 @@ def _where_shape(ins, attrs):
 # The output's length depends on the input's values, so the shape function reads them (value_inputs).
 register_op("Where", inputs=("input",), outputs=("index",), attrs={"T": "type"}, shape_fn=_where_shape,
             value_inputs=(0,), flops=_flops.zero)
+register_rows(lambda op, rows: None if op.inputs[0] not in rows else
+              f"lists where '{op.inputs[0].name}' is true (tf.where, tf.boolean_mask): the number and the row numbers "
+              "of the whole batch's, which no micro-batch has", "Where")
 not_differentiable("Where")
 
 
@@ -780,6 +826,11 @@ def _range_shape(ins, attrs):
 
 register_op("Range", inputs=("start", "limit", "delta"), outputs=("output",), attrs={"Tidx": "type"},
             shape_fn=_range_shape, value_inputs=(0, 1, 2), flops=_flops.zero)
+# A range over the batch (tf.range(tf.shape(x)[0])) numbers the rows: each micro-batch would number its own from
+# 0. planner.rows allows the one use that takes each row's own entry: tf.gather_nd(p, tf.stack([range, labels], 1)).
+register_rows(lambda op, rows: None if op.outputs[0] not in rows else
+              "numbers the batch's rows 0..n-1 (tf.range(tf.shape(x)[0])): each micro-batch would number its own "
+              "from 0", "Range")
 not_differentiable("Range")
 
 
@@ -830,10 +881,12 @@ for _t, _allowed in (("Sum", _NUMERIC), ("Mean", _NUMERIC), ("Max", _NUMERIC), (
     register_op(_t, inputs=("input", "reduction_indices"), outputs=("output",), attrs=_REDUCE_ATTRS,
                 shape_fn=_reduce_shape(_allowed), value_inputs=(1,), flops=_flops.per_input,
                 tags={"Sum": ("row_sums",), "Mean": ("row_means",)}.get(_t, ()))
+register_rows(reduces, "Sum", "Mean", "Max", "Min")
 for _t in ("Any", "All"):
     register_op(_t, inputs=("input", "reduction_indices"), outputs=("output",),
                 attrs={"keep_dims": "bool", "Tidx": "type"}, shape_fn=_reduce_shape((_dt.bool_,)),
                 value_inputs=(1,), flops=_flops.per_input)
+register_rows(reduces, "Any", "All")
 not_differentiable("Any", "All")
 
 
@@ -963,6 +1016,7 @@ for _t in ("ArgMax", "ArgMin"):
     register_op(_t, inputs=("input", "dimension"), outputs=("output",),
                 attrs={"T": "type", "Tidx": "type", "output_type": "type"}, shape_fn=_arg_shape,
                 value_inputs=(1,), flops=_flops.per_input)
+register_rows(reduces, "ArgMax", "ArgMin")
 not_differentiable("ArgMax", "ArgMin")
 
 
@@ -995,6 +1049,7 @@ def _cumsum_shape(ins, attrs):
 register_op("Cumsum", inputs=("x", "axis"), outputs=("out",),
             attrs={"exclusive": "bool", "reverse": "bool", "T": "type", "Tidx": "type"},
             shape_fn=_cumsum_shape, flops=_flops.per_input)
+register_rows(along(value_of(1), "accumulates"), "Cumsum")
 
 
 @register_gradient("Cumsum")
@@ -1015,6 +1070,7 @@ def cumsum(x, axis=0, exclusive=False, reverse=False, name=None) -> Tensor:
 # -- Prod ----------------------------------------------------------------------------------------------------
 register_op("Prod", inputs=("input", "reduction_indices"), outputs=("output",), attrs=_REDUCE_ATTRS,
             shape_fn=_reduce_shape(_NUMERIC), value_inputs=(1,), flops=_flops.per_input)
+register_rows(reduces, "Prod")
 
 
 @register_gradient("Prod")
@@ -1063,7 +1119,11 @@ def _unsorted_segment_sum_shape(ins, attrs):
 
 register_op("UnsortedSegmentSum", inputs=("data", "segment_ids", "num_segments"), outputs=("output",),
             attrs={"T": "type", "Tindices": "type", "Tnumsegments": "type"},
-            shape_fn=_unsorted_segment_sum_shape, value_inputs=(2,), flops=_flops.per_input)
+            shape_fn=_unsorted_segment_sum_shape, value_inputs=(2,), flops=_flops.per_input,
+            tags=("row_sums",))  # segments of the rows' sums (an embedding's dense gradient) add up
+register_rows(lambda op, rows: None if op.outputs[0] not in rows else
+              "adds rows into the batch's rows by index (the dense gradient of a gather of them): each "
+              "micro-batch's indices would name the whole batch's", "UnsortedSegmentSum")
 
 
 @register_gradient("UnsortedSegmentSum")
@@ -1105,6 +1165,10 @@ def _top_k_shape(ins, attrs):
 
 register_op("TopKV2", inputs=("input", "k"), outputs=("values", "indices"), attrs={"sorted": "bool", "T": "type"},
             shape_fn=_top_k_shape, value_inputs=(1,), flops=_flops.per_input)
+register_rows(lambda op, rows: None if op.inputs[0] not in rows or
+              rows[op.inputs[0]] != len(rows.shape(op.inputs[0]) or (0,)) - 1 else
+              "sorts the batch's rows (top_k or tf.sort of a vector over the batch): each micro-batch would sort its "
+              "own", "TopKV2")
 
 
 @register_gradient("TopKV2")
@@ -1133,6 +1197,7 @@ def top_k(input, k=1, sorted=True, name=None) -> tuple:
 # -- DivNoNan ------------------------------------------------------------------------------------------------
 register_op("DivNoNan", inputs=("x", "y"), outputs=("z",), attrs={"T": "type"}, shape_fn=_binary_shape(_FLOATS),
             flops=_flops.per_output)
+register_rows(aligned, "DivNoNan")
 
 
 @register_gradient("DivNoNan")
@@ -1158,6 +1223,7 @@ def _select_v2_shape(ins, attrs):
 
 register_op("SelectV2", inputs=("condition", "t", "e"), outputs=("output",), attrs={"T": "type"},
             shape_fn=_select_v2_shape, flops=_flops.per_output)
+register_rows(aligned, "SelectV2")
 
 
 @register_gradient("SelectV2")
@@ -1189,6 +1255,7 @@ for _t in ("RsqrtGrad", "SqrtGrad", "ReciprocalGrad"):
                 flops=_flops.per_output)
 
 
+register_rows(aligned, "RsqrtGrad", "SqrtGrad", "ReciprocalGrad")
 @register_gradient("RsqrtGrad")
 def _rsqrt_grad_grad(op, grad):
     """for z = -dy y^3 / 2: d y = -3/2 g dy y^2, d dy = -g y^3 / 2"""

@@ -17,7 +17,8 @@ import numpy as np
 from tfplus import dtypes as _dt
 from tfplus import flops as _flops
 from tfplus.framework import Tensor, apply_op, constant_value, convert_to_tensor, name_scope
-from tfplus.registry import not_differentiable, register_gradient, register_op
+from tfplus.ops.row_rules import aligned, reduces, rowwise
+from tfplus.registry import not_differentiable, register_gradient, register_op, register_rows
 from tfplus.tensor_shape import check_rank, check_same_dtype, conv_output, merge_dim, spec
 
 __all__ = ["conv2d", "conv2d_backprop_input", "conv2d_backprop_filter", "conv2d_transpose", "bias_add",
@@ -166,6 +167,7 @@ _CONV_ATTRS = {"T": "type", "strides": "list(int)", "padding": "string", "data_f
                "dilations": "list(int)"}
 register_op("Conv2D", inputs=("input", "filter"), outputs=("output",), attrs=_CONV_ATTRS,
             shape_fn=_conv2d_shape, flops=_flops.conv2d, tags=("gemm",))
+register_rows(rowwise, "Conv2D")
 
 
 @register_gradient("Conv2D")
@@ -285,6 +287,7 @@ def _conv2d_backprop_input_shape(ins, attrs):
 register_op("Conv2DBackpropInput", inputs=("input_sizes", "filter", "out_backprop"), outputs=("output",),
             attrs=_CONV_ATTRS, shape_fn=_conv2d_backprop_input_shape, value_inputs=(0,),
             flops=_flops.conv2d_backprop_input, tags=("gemm",))
+register_rows(rowwise, "Conv2DBackpropInput")
 
 
 @register_gradient("Conv2DBackpropInput")
@@ -337,6 +340,7 @@ def _conv2d_backprop_filter_shape(ins, attrs):
 register_op("Conv2DBackpropFilter", inputs=("input", "filter_sizes", "out_backprop"), outputs=("output",),
             attrs=_CONV_ATTRS, shape_fn=_conv2d_backprop_filter_shape, value_inputs=(1,),
             flops=_flops.conv2d_backprop_filter, tags=("gemm", "row_sums"))
+register_rows(reduces, "Conv2DBackpropFilter")
 
 
 @register_gradient("Conv2DBackpropFilter")
@@ -382,6 +386,7 @@ def _bias_add_shape(ins, attrs):
 
 register_op("BiasAdd", inputs=("value", "bias"), outputs=("output",),
             attrs={"T": "type", "data_format": "string"}, shape_fn=_bias_add_shape, flops=_flops.per_output)
+register_rows(aligned, "BiasAdd")
 
 
 @register_gradient("BiasAdd")
@@ -408,6 +413,7 @@ def _bias_add_grad_shape(ins, attrs):
 register_op("BiasAddGrad", inputs=("out_backprop",), outputs=("output",),
             attrs={"T": "type", "data_format": "string"}, shape_fn=_bias_add_grad_shape, flops=_flops.per_input,
             tags=("row_sums",))
+register_rows(reduces, "BiasAddGrad")
 
 
 @register_gradient("BiasAddGrad")
@@ -437,6 +443,7 @@ def _grad_shape(ins, attrs):
 
 register_op("Relu", inputs=("features",), outputs=("activations",), attrs={"T": "type"},
             shape_fn=_float_unary_shape, flops=_flops.per_output)
+register_rows(aligned, "Relu")
 
 
 @register_gradient("Relu")
@@ -452,6 +459,7 @@ def relu(features, name=None) -> Tensor:
 
 register_op("ReluGrad", inputs=("gradients", "features"), outputs=("backprops",), attrs={"T": "type"},
             shape_fn=_grad_shape, flops=_flops.per_output)
+register_rows(aligned, "ReluGrad")
 
 
 @register_gradient("ReluGrad")
@@ -464,6 +472,7 @@ def _relu_grad_grad(op, grad):
 
 register_op("Relu6", inputs=("features",), outputs=("activations",), attrs={"T": "type"},
             shape_fn=_float_unary_shape, flops=_flops.per_output)
+register_rows(aligned, "Relu6")
 
 
 @register_gradient("Relu6")
@@ -479,6 +488,7 @@ def relu6(features, name=None) -> Tensor:
 
 register_op("Relu6Grad", inputs=("gradients", "features"), outputs=("backprops",), attrs={"T": "type"},
             shape_fn=_grad_shape, flops=_flops.per_output)
+register_rows(aligned, "Relu6Grad")
 
 
 @register_gradient("Relu6Grad")
@@ -492,6 +502,7 @@ def _relu6_grad_grad(op, grad):
 # -- Sigmoid / SigmoidGrad, Tanh / TanhGrad ------------------------------------------------------------------
 register_op("Sigmoid", inputs=("x",), outputs=("y",), attrs={"T": "type"}, shape_fn=_float_unary_shape,
             flops=_flops.per_output)
+register_rows(aligned, "Sigmoid")
 
 
 @register_gradient("Sigmoid")
@@ -507,6 +518,7 @@ def sigmoid(x, name=None) -> Tensor:
 
 register_op("SigmoidGrad", inputs=("y", "dy"), outputs=("z",), attrs={"T": "type"}, shape_fn=_grad_shape,
             flops=_flops.per_output)
+register_rows(aligned, "SigmoidGrad")
 
 
 @register_gradient("SigmoidGrad")
@@ -520,6 +532,7 @@ def _sigmoid_grad_grad(op, grad):
 
 register_op("Tanh", inputs=("x",), outputs=("y",), attrs={"T": "type"}, shape_fn=_float_unary_shape,
             flops=_flops.per_output)
+register_rows(aligned, "Tanh")
 
 
 @register_gradient("Tanh")
@@ -535,6 +548,7 @@ def tanh(x, name=None) -> Tensor:
 
 register_op("TanhGrad", inputs=("y", "dy"), outputs=("z",), attrs={"T": "type"}, shape_fn=_grad_shape,
             flops=_flops.per_output)
+register_rows(aligned, "TanhGrad")
 
 
 @register_gradient("TanhGrad")
@@ -562,6 +576,16 @@ def _check_last_axis(axis, what: str) -> None:
 
 register_op("Softmax", inputs=("logits",), outputs=("softmax",), attrs={"T": "type"}, shape_fn=_softmax_shape,
             flops=_flops.times_input(5))
+
+
+def _softmax_rows(op, rows) -> str | None:
+    """Row by row where the batch is not on the last axis, which it normalizes over."""
+    x = op.inputs[0]
+    return None if x not in rows or rows[x] != len(rows.shape(x) or (0,)) - 1 else \
+        "normalizes over the batch's rows (a softmax over the batch's axis): each micro-batch over its own"
+
+
+register_rows(_softmax_rows, "Softmax")
 
 
 @register_gradient("Softmax")
@@ -601,6 +625,7 @@ def softmax(logits, axis=None, name=None, dim=None) -> Tensor:
 
 register_op("LogSoftmax", inputs=("logits",), outputs=("logsoftmax",), attrs={"T": "type"},
             shape_fn=_softmax_shape, flops=_flops.times_input(5))
+register_rows(_softmax_rows, "LogSoftmax")
 
 
 @register_gradient("LogSoftmax")
@@ -663,6 +688,7 @@ def _max_pool_grad_grad_shape(ins, attrs):
 
 register_op("MaxPool", inputs=("input",), outputs=("output",), attrs=_POOL_ATTRS, shape_fn=_pool_shape,
             flops=_flops.pool)
+register_rows(rowwise, "MaxPool")
 
 
 @register_gradient("MaxPool")
@@ -698,6 +724,7 @@ def avg_pool2d(input, ksize, strides, padding, data_format="NHWC", name=None) ->
 
 register_op("MaxPoolGrad", inputs=("orig_input", "orig_output", "grad"), outputs=("output",),
             attrs=_POOL_ATTRS, shape_fn=_max_pool_grad_shape, flops=_flops.pool_grad)
+register_rows(rowwise, "MaxPoolGrad")
 
 
 @register_gradient("MaxPoolGrad")
@@ -710,6 +737,7 @@ def _max_pool_grad_grad(op, grad):
 
 register_op("MaxPoolGradGrad", inputs=("orig_input", "orig_output", "grad"), outputs=("output",),
             attrs=_POOL_ATTRS, shape_fn=_max_pool_grad_grad_shape, flops=_flops.pool)
+register_rows(rowwise, "MaxPoolGradGrad")
 
 
 @register_gradient("MaxPoolGradGrad")
@@ -723,6 +751,7 @@ def _max_pool_grad_grad_grad(op, grad):
 # -- AvgPool / AvgPoolGrad -----------------------------------------------------------------------------------
 register_op("AvgPool", inputs=("value",), outputs=("output",), attrs=_POOL_ATTRS, shape_fn=_pool_shape,
             flops=_flops.pool)
+register_rows(rowwise, "AvgPool")
 
 
 @register_gradient("AvgPool")
@@ -749,6 +778,7 @@ def _avg_pool_grad_shape(ins, attrs):
 
 register_op("AvgPoolGrad", inputs=("orig_input_shape", "grad"), outputs=("output",), attrs=_POOL_ATTRS,
             shape_fn=_avg_pool_grad_shape, value_inputs=(0,), flops=_flops.pool_grad)
+register_rows(rowwise, "AvgPoolGrad")
 
 
 @register_gradient("AvgPoolGrad")
@@ -774,6 +804,7 @@ def _sparse_xent_shape(ins, attrs):
 register_op("SparseSoftmaxCrossEntropyWithLogits", inputs=("features", "labels"),
             outputs=("loss", "backprop"), attrs={"T": "type", "Tlabels": "type"}, shape_fn=_sparse_xent_shape,
             flops=_flops.times_input(5))
+register_rows(rowwise, "SparseSoftmaxCrossEntropyWithLogits")
 
 
 @register_gradient("SparseSoftmaxCrossEntropyWithLogits")
@@ -829,6 +860,7 @@ def _xent_shape(ins, attrs):
 
 register_op("SoftmaxCrossEntropyWithLogits", inputs=("features", "labels"), outputs=("loss", "backprop"),
             attrs={"T": "type"}, shape_fn=_xent_shape, flops=_flops.times_input(5))
+register_rows(rowwise, "SoftmaxCrossEntropyWithLogits")
 
 
 @register_gradient("SoftmaxCrossEntropyWithLogits")
@@ -884,6 +916,7 @@ def _l2_loss_shape(ins, attrs):
 
 register_op("L2Loss", inputs=("t",), outputs=("output",), attrs={"T": "type"}, shape_fn=_l2_loss_shape,
             flops=_flops.per_input)
+register_rows(reduces, "L2Loss")
 
 
 @register_gradient("L2Loss")
@@ -913,6 +946,7 @@ def _in_top_k_shape(ins, attrs):
 
 register_op("InTopKV2", inputs=("predictions", "targets", "k"), outputs=("precision",), attrs={"T": "type"},
             shape_fn=_in_top_k_shape, flops=_flops.per_input)
+register_rows(rowwise, "InTopKV2")
 not_differentiable("InTopKV2")
 
 
@@ -992,6 +1026,7 @@ __all__ += ["leaky_relu", "lrn", "local_response_normalization", "fused_batch_no
 # -- LeakyRelu / LeakyReluGrad -------------------------------------------------------------------------------
 register_op("LeakyRelu", inputs=("features",), outputs=("activations",), attrs={"T": "type", "alpha": "float"},
             shape_fn=_float_unary_shape, flops=_flops.per_output)
+register_rows(aligned, "LeakyRelu")
 
 
 @register_gradient("LeakyRelu")
@@ -1007,6 +1042,7 @@ def leaky_relu(features, alpha=0.2, name=None) -> Tensor:
 
 register_op("LeakyReluGrad", inputs=("gradients", "features"), outputs=("backprops",),
             attrs={"T": "type", "alpha": "float"}, shape_fn=_grad_shape, flops=_flops.per_output)
+register_rows(aligned, "LeakyReluGrad")
 
 
 @register_gradient("LeakyReluGrad")
@@ -1022,6 +1058,7 @@ __all__ += ["elu", "softplus"]
 
 register_op("Elu", inputs=("features",), outputs=("activations",), attrs={"T": "type"},
             shape_fn=_float_unary_shape, flops=_flops.per_output)
+register_rows(aligned, "Elu")
 
 
 @register_gradient("Elu")
@@ -1037,6 +1074,7 @@ def elu(features, name=None) -> Tensor:
 
 register_op("EluGrad", inputs=("gradients", "outputs"), outputs=("backprops",), attrs={"T": "type"},
             shape_fn=_grad_shape, flops=_flops.per_output)
+register_rows(aligned, "EluGrad")
 
 
 @register_gradient("EluGrad")
@@ -1050,6 +1088,7 @@ def _elu_grad_grad(op, grad):
 
 register_op("Softplus", inputs=("features",), outputs=("activations",), attrs={"T": "type"},
             shape_fn=_float_unary_shape, flops=_flops.per_output)
+register_rows(aligned, "Softplus")
 
 
 @register_gradient("Softplus")
@@ -1065,6 +1104,7 @@ def softplus(features, name=None) -> Tensor:
 
 register_op("SoftplusGrad", inputs=("gradients", "features"), outputs=("backprops",), attrs={"T": "type"},
             shape_fn=_grad_shape, flops=_flops.per_output)
+register_rows(aligned, "SoftplusGrad")
 
 
 @register_gradient("SoftplusGrad")
@@ -1090,6 +1130,7 @@ def _lrn_shape(ins, attrs):
 
 
 register_op("LRN", inputs=("input",), outputs=("output",), attrs=_LRN_ATTRS, shape_fn=_lrn_shape, flops=_flops.lrn)
+register_rows(rowwise, "LRN")
 
 
 def _lrn_attrs(op) -> dict:
@@ -1123,6 +1164,7 @@ def _lrn_grad_shape(ins, attrs):
 
 register_op("LRNGrad", inputs=("input_grads", "input_image", "output_image"), outputs=("output",),
             attrs=_LRN_ATTRS, shape_fn=_lrn_grad_shape, flops=_flops.lrn)
+register_rows(rowwise, "LRNGrad")
 
 
 @register_gradient("LRNGrad")
@@ -1204,6 +1246,7 @@ register_op("FusedBatchNormGradV3",
             inputs=("y_backprop", "x", "scale", "reserve_space_1", "reserve_space_2", "reserve_space_3"),
             outputs=("x_backprop", "scale_backprop", "offset_backprop", "reserve_space_4", "reserve_space_5"),
             attrs=_BN_GRAD_ATTRS, shape_fn=_fused_batch_norm_grad_shape(3), flops=_flops.times_input(10))
+register_rows(rowwise, "FusedBatchNorm", "FusedBatchNormV3", "FusedBatchNormGrad", "FusedBatchNormGradV3")
 
 
 def _fused_batch_norm_grad(op, grad_y, *unused):
@@ -1295,6 +1338,7 @@ def _check_no_explicit_paddings(attrs) -> None:
 
 register_op("DepthwiseConv2dNative", inputs=("input", "filter"), outputs=("output",), attrs=_DEPTHWISE_ATTRS,
             shape_fn=_depthwise_shape, flops=_flops.depthwise_conv2d, tags=("gemm",))
+register_rows(rowwise, "DepthwiseConv2dNative")
 
 
 @register_gradient("DepthwiseConv2dNative")
@@ -1336,9 +1380,11 @@ def _depthwise_backprop_filter_shape(ins, attrs):
 register_op("DepthwiseConv2dNativeBackpropInput", inputs=("input_sizes", "filter", "out_backprop"),
             outputs=("output",), attrs=_DEPTHWISE_ATTRS, shape_fn=_depthwise_backprop_input_shape,
             value_inputs=(0,), flops=_flops.depthwise_conv2d_backprop_input, tags=("gemm",))
+register_rows(rowwise, "DepthwiseConv2dNativeBackpropInput")
 register_op("DepthwiseConv2dNativeBackpropFilter", inputs=("input", "filter_sizes", "out_backprop"),
             outputs=("output",), attrs=_DEPTHWISE_ATTRS, shape_fn=_depthwise_backprop_filter_shape,
             value_inputs=(1,), flops=_flops.depthwise_conv2d_backprop_filter, tags=("gemm", "row_sums"))
+register_rows(reduces, "DepthwiseConv2dNativeBackpropFilter")
 
 
 @register_gradient("DepthwiseConv2dNativeBackpropInput")

@@ -4,7 +4,8 @@ from __future__ import annotations
 from tfplus import dtypes as _dt
 from tfplus import flops as _flops
 from tfplus.framework import apply_op, convert_to_tensor, get_default_graph
-from tfplus.registry import not_differentiable, register_op
+from tfplus.ops.row_rules import rowwise
+from tfplus.registry import not_differentiable, register_op, register_rows
 from tfplus.tensor_shape import spec
 
 _DEFAULT_GRAPH_SEED = 87654321
@@ -37,6 +38,8 @@ for _t in ("RandomStandardNormal", "TruncatedNormal", "RandomUniform"):
     not_differentiable(_t)
 
 
+# a draw shaped like the batch draws its rows' numbers of the unsplit step (tag random)
+register_rows(rowwise, "RandomStandardNormal", "TruncatedNormal", "RandomUniform")
 def _random(op_type, shape, dtype, seed, name):
     seed, seed2 = get_seed(seed)
     shape = convert_to_tensor(shape, dtype=_dt.int32) if not hasattr(shape, "op") else shape

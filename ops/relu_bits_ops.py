@@ -11,7 +11,8 @@ Made after autodiff: declared not differentiable, as tfplus/ops/fused_ops.py's a
 from __future__ import annotations
 
 from tfplus import dtypes, flops
-from tfplus.registry import not_differentiable, register_op
+from tfplus.ops.row_rules import rowwise
+from tfplus.registry import not_differentiable, register_op, register_rows
 from tfplus.tensor_shape import check_rank, spec
 
 
@@ -36,6 +37,7 @@ def _bits_shape(ins, attrs):
 
 register_op("_ReluMaskBits", inputs=("features",), outputs=("bits",), attrs={"T": "type"}, shape_fn=_bits_shape,
             flops=flops.zero)
+register_rows(rowwise, "_ReluMaskBits")
 not_differentiable("_ReluMaskBits")
 
 
@@ -53,4 +55,5 @@ def _grad_bits_shape(ins, attrs):
 register_op("_ReluGradBits", inputs=("gradients", "bits"), outputs=("backprops", "bias_backprop"),
             attrs={"T": "type", "data_format": "string"}, shape_fn=_grad_bits_shape, flops=flops.per_input,
             tags=("row_sums",))
+register_rows(rowwise, "_ReluGradBits")
 not_differentiable("_ReluGradBits")

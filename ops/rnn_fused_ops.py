@@ -10,7 +10,8 @@ The weight gradients of all the steps are one _FusedMatMulSum per kernel (and it
 """
 from __future__ import annotations
 
-from tfplus.registry import not_differentiable, register_op
+from tfplus.ops.row_rules import reduces, rowwise
+from tfplus.registry import not_differentiable, register_op, register_rows
 from tfplus.tensor_shape import check_rank, check_same_dtype, fmt, merge_dim, spec
 
 
@@ -60,6 +61,7 @@ def _gru_shape(ins, attrs):
 register_op("_FusedGRUCell", inputs=("x", "h", "gate_kernel", "gate_bias", "cand_kernel", "cand_bias"),
             outputs=("new_h", "xh", "gates", "xrh", "cand"), attrs={"T": "type"}, shape_fn=_gru_shape,
             flops=_cell_flops(3), tags=("gemm",))
+register_rows(rowwise, "_FusedGRUCell")
 not_differentiable("_FusedGRUCell")
 
 
@@ -88,6 +90,7 @@ def _gru_grad_flops(ins, outs, attrs) -> float:
 register_op("_FusedGRUCellGrad", inputs=("new_h_backprop", "h", "gates", "cand", "gate_kernel", "cand_kernel"),
             outputs=("gates_backprop", "cand_backprop", "x_backprop", "h_backprop"), attrs={"T": "type"},
             shape_fn=_gru_grad_shape, flops=_gru_grad_flops, tags=("gemm",))
+register_rows(rowwise, "_FusedGRUCellGrad")
 not_differentiable("_FusedGRUCellGrad")
 
 
@@ -110,6 +113,7 @@ def _lstm_shape(ins, attrs):
 register_op("_FusedLSTMCell", inputs=("x", "h", "c", "kernel", "bias"),
             outputs=("new_h", "new_c", "xh", "acts", "tanh_c"), attrs={"T": "type", "forget_bias": "float"},
             shape_fn=_lstm_shape, flops=_cell_flops(4), tags=("gemm",))
+register_rows(rowwise, "_FusedLSTMCell")
 not_differentiable("_FusedLSTMCell")
 
 
@@ -138,6 +142,7 @@ def _lstm_grad_flops(ins, outs, attrs) -> float:
 register_op("_FusedLSTMCellGrad", inputs=("new_h_backprop", "c", "acts", "tanh_c", "kernel", "new_c_backprop*"),
             outputs=("gates_backprop", "x_backprop", "h_backprop", "c_backprop"), attrs={"T": "type", "N": "int"},
             shape_fn=_lstm_grad_shape, flops=_lstm_grad_flops, tags=("gemm",))
+register_rows(rowwise, "_FusedLSTMCellGrad")
 not_differentiable("_FusedLSTMCellGrad")
 
 
@@ -168,4 +173,5 @@ def _matmul_sum_flops(ins, outs, attrs) -> float:
 
 register_op("_FusedMatMulSum", inputs=("t*",), outputs=("product_sum", "column_sum"), attrs={"T": "type", "N": "int"},
             shape_fn=_matmul_sum_shape, flops=_matmul_sum_flops, tags=("gemm",))
+register_rows(reduces, "_FusedMatMulSum")
 not_differentiable("_FusedMatMulSum")

@@ -54,6 +54,7 @@ class OpDef:
     allocates_outputs: bool = False
     flops: Callable | None = None
     tags: frozenset = frozenset()
+    rows: Callable | None = None  # how it treats the rows of the batch (register_rows)
 
 
 # The facts an op may declare with register_op(tags=...): tag -> what it says of the op.
@@ -133,6 +134,22 @@ def _set_grad(op_type, fn):
     if OPS[op_type].grad is not None:
         raise ValueError(f"gradient for {op_type!r} registered twice")
     OPS[op_type].grad = fn
+
+
+def register_rows(rule: Callable, *op_types: str) -> None:
+    """Declares how ops of `op_types` treat the rows of a fed batch (axis 0 of a [None, ...] placeholder), which
+    micro-batches and the cpu workers slice: `rule(op, rows) -> str | None`, `rows` the step's tensors with rows of
+    the batch. None where each row of its outputs with rows is computed from the same row of its inputs with rows
+    (elementwise, a matmul's or convolution's rows, a softmax over the features), or where it reduces over the rows
+    (a statistic: tfplus.planner.crossbatch merges or refuses it); else why not, a phrase after the op's name
+    ("takes rows 0:25 of the batch"). An op that declares none is refused wherever it meets the rows
+    (tfplus.planner.rows), so a new op cannot silently break a split step. Ops that update variables in place
+    (ref_inputs) need none: the update run has no rows."""
+    for t in op_types:
+        op = get_op_def(t)
+        if op.rows is not None:
+            raise ValueError(f"row rule for {t!r} registered twice")
+        op.rows = rule
 
 
 class ChunkSpec(NamedTuple):

@@ -44,6 +44,8 @@ errors.UnavailableError; its step then runs in the parent.
 Other steps run in the parent as before:
 - no fed batch that P divides into slices of MIN_ROWS rows or more;
 - training-mode batch norm (batch statistics);
+- an op that moves, picks or mixes the batch's rows (x[:25] of a tower, tf.concat of two batches, a gather of
+  rows by index: planner.rows), or control flow on them;
 - stateful ops other than random draws before the updates (an allreduce, say: it must run once per step), and
   any stateful op inside a control-flow op's sub-graph there;
 - a memory budget (the plan's arena), a traced run (the profiler), or a device other than the cpu.
@@ -335,7 +337,10 @@ def _prepare(executor, n: int, flat: list, feeds: dict):
     order = topo_order(needed_ops(flat, set(feeds)))
     s = split_step(order, flat, set(feeds), shapes, batch)
     if isinstance(s, PlanError):
-        return str(s).removeprefix("cannot micro-batch: ")
+        # a draw inside control flow is the more telling reason (the planner refuses control flow's rows as a
+        # whole: planner.rows)
+        held = next(((op, inner) for op in order for inner in [_stateful_inside(op)] if inner is not None), None)
+        return str(s).removeprefix("cannot micro-batch: ") if held is None else _holds(*held)
     if not s.grads:
         return "no variable update reads the batch (not a training step)"
     if s.gathered:  # the workers' merge averages every gradient; a sparse one's rows concatenate (the planner's)
@@ -348,12 +353,15 @@ def _prepare(executor, n: int, flat: list, feeds: dict):
                     "it must run once per step)")
         inner = _stateful_inside(op)
         if inner is not None:  # a draw there is counted per run of the sub-graph (an iteration), not per step
-            return (f"{op.type} '{op.name}' runs before the updates and its sub-graph holds the stateful "
-                    f"{inner.type} '{inner.name}' (each worker would run it; a random draw there is counted per "
-                    "iteration, not per step)")
+            return _holds(op, inner)
     variables = sorted({op.name for op in a_ops if op.type == "VariableV2"})
     draws = sorted(op.name for op in a_ops if has_tag(op.type, "random"))
     return _Step(executor, n, batch // n, s, variables, draws, [f for f in flat if isinstance(f, Tensor)])
+
+
+def _holds(op, inner) -> str:
+    return (f"{op.type} '{op.name}' runs before the updates and its sub-graph holds the stateful {inner.type} "
+            f"'{inner.name}' (each worker would run it; a random draw there is counted per iteration, not per step)")
 
 
 def _stateful_inside(op):

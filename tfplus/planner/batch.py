@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from tfplus.framework import Operation, Tensor
 from tfplus.ops.fused_ops import apply_groups, split_decay
 from tfplus.planner import crossbatch, stream
+from tfplus.planner import rows as row_rules
 from tfplus.planner.liveness import PlanError, phase_of
 from tfplus.registry import has_tag
 
@@ -195,8 +196,8 @@ def split_step(order: list[Operation], fetches: list, feeds: set, feed_shapes: d
         return PlanError("cannot micro-batch: no fed tensor has an open batch dimension "
                          "([None, ...] placeholder)")
     rowed = batch_feeds(feed_shapes, batch)
-    why = batch_statistics(order, feeds, rowed, rows)
     rows = crossbatch.open_rows(order, rowed) if rows is None else rows
+    why = row_rules.why_not(order, feeds, feed_shapes, rowed) or batch_statistics(order, feeds, rowed, rows)
     why = why or _summed_loss(order, feeds, rowed, rows)
     if why:
         return PlanError(f"cannot micro-batch: {why}")

@@ -65,6 +65,7 @@ import numpy as np
 
 from tfplus.framework import Graph, Operation, Tensor, needed_ops
 from tfplus.ops import array_ops, bn_split_ops, math_ops
+from tfplus.planner import rows as row_rules
 from tfplus.planner.liveness import PlanError, phase_of
 from tfplus.planner.recompute import _copy as copy_op
 from tfplus.planner.stream import batch_dependent
@@ -168,7 +169,11 @@ def rewrite(order: list[Operation], feeds: set[Tensor], fetches: list, batch_fee
             rowed: set[Tensor], specs: dict) -> Statistics:
     """The planning copy of the step (`order`, run from `feeds` to compute `fetches`; `specs` its tensors' at the
     whole batch) in which the batch statistics are tensors of their own, computed in passes (see the module
-    doc). Raises PlanError for a statistic no pass computes from slices."""
+    doc). Raises PlanError for a statistic no pass computes from slices, or an op that does not keep the rows row
+    by row (planner.rows: what looks like a statistic there is often rows picked by such an op)."""
+    why = row_rules.why_not(order, feeds, {t: specs[t].shape for t in feeds if t in specs}, batch_feeds)
+    if why:
+        raise PlanError(f"cannot micro-batch: {why}")
     norms = fused_norms(order)
     grads: dict[Operation, Operation] = {}
     for bn in norms:

@@ -1278,8 +1278,8 @@ class _Step:
     def pairwise(self) -> str | None:
         """Why micro-batches cannot compute the step, if a tensor of it pairs the batch's examples with each other:
         two of its axes follow the batch size (a distance matrix between the examples, in-batch hard-negative
-        mining): each micro-batch would pair only the examples of its own slice; or if an op picks rows of the
-        batch by indices from its values (_picked_rows)."""
+        mining): each micro-batch would pair only the examples of its own slice. (An op that picks rows of the batch
+        by index is refused by its row rule: planner.rows.)"""
         if "pairwise" not in self._cache:
             batch, why = self.batch_size(), None
             if batch and batch > 1:
@@ -1297,26 +1297,8 @@ class _Step:
                             why = (f"{op.type} '{op.name}' pairs the batch's examples with each other (its output "
                                    f"'{t.name}' of shape {a.shape} has the batch along {axes} axes): each "
                                    "micro-batch would pair only its own slice's")
-            self._cache["pairwise"] = why or self._picked_rows()
+            self._cache["pairwise"] = why
         return self._cache["pairwise"]
-
-    def _picked_rows(self) -> str | None:
-        """Why micro-batches cannot compute the step, if an op picks rows of the batch by indices computed from the
-        batch's values (its inputs 'params' with rows and 'indices', its output the indices' shape then the
-        params' rows: tf.gather(x, perm) with a permutation fed per example, mixup): a micro-batch's slice of the
-        indices names rows of the whole batch."""
-        names = ("params", "indices")
-        rowed = self.rowed()
-        valued = crossbatch.values(self.order, self.feeds, self.batch_feeds())
-        for op in self.order:
-            if tuple(op.op_def.inputs[:2]) != names or op.inputs[0] not in rowed or op.inputs[1] not in valued:
-                continue
-            params, indices, out = (self.base_specs.get(t) for t in (op.inputs[0], op.inputs[1], op.outputs[0]))
-            if params and indices and out and out.shape == indices.shape + params.shape[1:]:
-                return (f"{op.type} '{op.name}' picks rows of the batch's '{op.inputs[0].name}' by indices "
-                        f"'{op.inputs[1].name}' computed from the batch (a permutation fed per example): a "
-                        "micro-batch's slice of them names rows of the whole batch")
-        return None
 
     def cut(self, name: str) -> stream.Cut:
         """The step streamed at the tensor named `name` (planner.stream.find); PlanError if it is no cut."""
