@@ -172,5 +172,20 @@ from tfplus.ops.check_ops import print_ as print  # noqa: E402,A001
 debugging = _namespace("tf.debugging", Assert=Assert, check_numerics=check_numerics,
                        **{n: getattr(_check_ops, n) for n in _check_ops.__all__ if n.startswith("assert_")})
 
-# GraphDef protos (tf.GraphDef().ParseFromString(...), for tf.import_graph_def).
+# GraphDef protos (tf.GraphDef().ParseFromString(...), for tf.import_graph_def), and tf.linalg with TF1's
+# top-level linear algebra (tfplus.ops.linalg_ops).
+from tfplus.ops import linalg_ops as _linalg  # noqa: E402
 from tfplus.proto.graph_pb2 import GraphDef, NodeDef  # noqa: E402
+
+for _n in _linalg.__all__:
+    globals()[_n] = getattr(_linalg, _n)
+linalg = _namespace(
+    "tf.linalg", adjoint=_linalg.adjoint, band_part=composite_ops.matrix_band_part, cholesky=_linalg.cholesky,
+    cholesky_solve=_linalg.cholesky_solve, cross=_linalg.cross, det=_linalg.matrix_determinant,
+    diag=composite_ops.matrix_diag, diag_part=_linalg.matrix_diag_part, eigh=_linalg.self_adjoint_eig,
+    eigvalsh=_linalg.self_adjoint_eigvals, einsum=composite_ops.einsum, eye=_linalg.eye, inv=_linalg.matrix_inverse,
+    l2_normalize=nn.l2_normalize, logdet=_linalg.logdet, lstsq=_linalg.matrix_solve_ls, matmul=math_ops.matmul,
+    matrix_transpose=_linalg.matrix_transpose, matvec=_linalg.matvec, norm=composite_ops.norm, qr=_linalg.qr,
+    set_diag=_linalg.matrix_set_diag, slogdet=_linalg.slogdet, solve=_linalg.matrix_solve, svd=_linalg.svd,
+    tensordot=composite_ops.tensordot, trace=_linalg.trace, transpose=_linalg.matrix_transpose,
+    triangular_solve=_linalg.triangular_solve, global_norm=_nn_impl.global_norm)
