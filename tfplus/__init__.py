@@ -55,7 +55,7 @@ from tfplus.init_ops import (
     zeros_initializer,
 )
 from tfplus.nn import sigmoid, tanh  # TF1 has both at the top level too
-from tfplus.ops import array_ops, composite_ops, math_ops, random_ops, state_ops
+from tfplus.ops import array_ops, composite_ops, math_ops, random_ops, special_math_ops, state_ops
 from tfplus.ops.control_flow_ops import group, no_op
 from tfplus.ops.control_flow_ops import tuple_ as tuple
 from tfplus.ops.random_ops import random_normal, random_shuffle, random_uniform, set_random_seed, truncated_normal
@@ -81,7 +81,7 @@ from tfplus.variables import (
 __version__ = "0.1.0"
 
 # Ops: every public wrapper that an ops module lists in __all__ becomes tf.<name>.
-for _m in (array_ops, math_ops, random_ops, state_ops, composite_ops):
+for _m in (array_ops, math_ops, random_ops, state_ops, composite_ops, special_math_ops):
     for _n in getattr(_m, "__all__", ()):
         globals()[_n] = getattr(_m, _n)
 
@@ -111,7 +111,10 @@ math = _namespace("tf.math", **{n: getattr(math_ops, n) for n in math_ops.__all_
                   **{n: getattr(_nn_impl, n) for n in ("log_sigmoid", "reduce_logsumexp", "reduce_std",
                                                        "reduce_variance", "is_nan", "is_inf", "is_finite",
                                                        "scalar_mul")},
-                  invert_permutation=array_ops.invert_permutation, divide_no_nan=math_ops.div_no_nan)
+                  **{n: getattr(special_math_ops, n) for n in special_math_ops.__all__},
+                  invert_permutation=array_ops.invert_permutation, divide_no_nan=math_ops.div_no_nan,
+                  segment_sum=composite_ops.segment_sum, segment_mean=composite_ops.segment_mean,
+                  top_k=nn.top_k)
 random = _namespace("tf.random", normal=random_normal, uniform=random_uniform, truncated_normal=truncated_normal,
                     set_random_seed=set_random_seed, categorical=_categorical, multinomial=multinomial,
                     shuffle=random_shuffle)
