@@ -117,7 +117,11 @@ math = _namespace("tf.math", **{n: getattr(math_ops, n) for n in math_ops.__all_
                   top_k=nn.top_k)
 random = _namespace("tf.random", normal=random_normal, uniform=random_uniform, truncated_normal=truncated_normal,
                     set_random_seed=set_random_seed, categorical=_categorical, multinomial=multinomial,
-                    shuffle=random_shuffle)
+                    shuffle=random_shuffle, gamma=random_ops.random_gamma, poisson=random_ops.random_poisson,
+                    get_seed=random_ops.get_seed_pair, stateless_normal=random_ops.stateless_random_normal,
+                    stateless_uniform=random_ops.stateless_random_uniform,
+                    stateless_truncated_normal=random_ops.stateless_truncated_normal)
+random_gamma, random_poisson, get_seed = random_ops.random_gamma, random_ops.random_poisson, random_ops.get_seed_pair
 from tfplus.nn_impl import is_finite, is_inf, is_nan, log_sigmoid, reduce_logsumexp, scalar_mul, sequence_mask  # noqa: E402,I001,F401
 from tfplus import graph_util, image  # noqa: E402
 from tfplus.image import random_crop  # noqa: E402
