@@ -531,3 +531,109 @@ __all__ = [w for w, *_ in _UNARY.values()] + [w for w, *_ in _BINARY.values()] +
     "segment_prod", "searchsorted", "bincount", "histogram_fixed_width", "polyval", "lbeta", "bessel_i0",
     "bessel_i1", "reciprocal_no_nan", "multiply_no_nan", "reduce_euclidean_norm", "is_non_decreasing",
     "is_strictly_increasing", "roll", "tensor_scatter_nd_add", "tensor_scatter_nd_sub", "tensor_scatter_nd_update"]
+
+
+def tensor_scatter_update(tensor, indices, updates, name=None) -> Tensor:
+    """TF1's name of tensor_scatter_nd_update."""
+    return tensor_scatter_nd_update(tensor, indices, updates, name)
+
+
+def tensor_scatter_add(tensor, indices, updates, name=None) -> Tensor:
+    """TF1's name of tensor_scatter_nd_add."""
+    return tensor_scatter_nd_add(tensor, indices, updates, name)
+
+
+def tensor_scatter_sub(tensor, indices, updates, name=None) -> Tensor:
+    """TF1's name of tensor_scatter_nd_sub."""
+    return tensor_scatter_nd_sub(tensor, indices, updates, name)
+
+
+def truncatediv(x, y, name=None) -> Tensor:
+    """x / y rounded toward zero (C's division): `tf.truncatediv(-7, 2)` is -3."""
+    with name_scope(name, "truncatediv"):
+        x, y = m._operands(x, y)
+        q = m.floordiv(m.abs(x), m.abs(y))
+        return m.where_v2(m.equal(m.sign(x), m.sign(y)), q, m.negative(q))
+
+
+def truncatemod(x, y, name=None) -> Tensor:
+    """The remainder of truncatediv, with x's sign (C's fmod): `tf.truncatemod(-7, 2)` is -1."""
+    with name_scope(name, "truncatemod"):
+        x, y = m._operands(x, y)
+        return m.subtract(x, m.multiply(truncatediv(x, y), y))
+
+
+def erfcinv(x, name=None) -> Tensor:
+    """The inverse of erfc: -ndtri(x / 2) / sqrt(2)."""
+    with name_scope(name, "erfcinv"):
+        x = convert_to_tensor(x)
+        return m.multiply(_op("Ndtri", m.multiply(x, 0.5)), -1 / math.sqrt(2))
+
+
+def cumulative_logsumexp(x, axis=0, exclusive=False, reverse=False, name=None) -> Tensor:
+    """log(cumsum(exp(x))) along `axis`, shifted by the max for stability."""
+    with name_scope(name, "CumulativeLogsumexp"):
+        x = convert_to_tensor(x)
+        top = array_ops.stop_gradient(math_ops.reduce_max(x, axis, keepdims=True))
+        total = math_ops.cumsum(m.exp(m.subtract(x, top)), axis, exclusive=exclusive, reverse=reverse)
+        return m.add(m.log(total), top)
+
+
+def accumulate_n(inputs, shape=None, tensor_dtype=None, name=None) -> Tensor:
+    """The sum of `inputs` (tf.add_n; TF's accumulate_n differs only in memory use)."""
+    return math_ops.add_n(inputs, name=name)
+
+
+def confusion_matrix(labels, predictions, num_classes=None, weights=None, dtype=_dt.int32, name=None) -> Tensor:
+    """[num_classes, num_classes] counts (or summed `weights`) of (label, prediction) pairs, rows the labels;
+    num_classes defaults to max(labels, predictions) + 1."""
+    with name_scope(name, "confusion_matrix"):
+        labels = m.cast(array_ops.reshape(convert_to_tensor(labels), [-1]), _dt.int32)
+        predictions = m.cast(array_ops.reshape(convert_to_tensor(predictions), [-1]), _dt.int32)
+        if num_classes is None:
+            num_classes = m.add(m.maximum(math_ops.reduce_max(labels), math_ops.reduce_max(predictions)), 1)
+        n = m.cast(num_classes, _dt.int32) if isinstance(num_classes, Tensor) else int(num_classes)
+        values = array_ops.ones_like(labels, dtype=dtype) if weights is None else \
+            m.cast(array_ops.reshape(convert_to_tensor(weights), [-1]), dtype)
+        cells = math_ops.unsorted_segment_sum(values, m.add(m.multiply(labels, n), predictions), m.multiply(n, n))
+        return array_ops.reshape(cells, array_ops.stack([n, n]) if isinstance(n, Tensor) else [n, n])
+
+
+def unravel_index(indices, dims, name=None) -> Tensor:
+    """The coordinates in an array of shape `dims` of the flat `indices`: [len(dims)] or [len(dims), n]."""
+    with name_scope(name, "UnravelIndex"):
+        indices = convert_to_tensor(indices)
+        dims = m.cast(convert_to_tensor(dims), indices.dtype)
+        strides = cumprod(dims, exclusive=True, reverse=True)
+        shaped = array_ops.expand_dims(indices, 0) if indices.shape.ndims else indices
+        strides = array_ops.reshape(strides, [-1] + [1] * (shaped.shape.ndims - 1)) if indices.shape.ndims else strides
+        dims = array_ops.reshape(dims, [-1] + [1] * (shaped.shape.ndims - 1)) if indices.shape.ndims else dims
+        return math_ops.floormod(math_ops.floordiv(shaped, strides), dims)
+
+
+def diag_part(input, name=None) -> Tensor:
+    """tf.diag_part: the diagonal [D1, ..., Dk] of a tensor of shape [D1, ..., Dk, D1, ..., Dk] (k = rank / 2)."""
+    from tfplus.ops import linalg_ops  # NOTE: here: linalg_ops builds on array and math ops only, as this module
+    with name_scope(name, "DiagPart"):
+        x = convert_to_tensor(input)
+        rank = x.shape.ndims
+        dims = x.shape.as_list() if rank is not None else None
+        if rank is None or rank % 2 or None in dims or dims[:rank // 2] != dims[rank // 2:]:
+            raise ValueError(f"tf.diag_part: '{x.name}' must have a known shape [D1..Dk, D1..Dk], got {x.shape}")
+        n = int(np.prod(dims[:rank // 2], dtype=np.int64))
+        return array_ops.reshape(linalg_ops.matrix_diag_part(array_ops.reshape(x, [n, n])), dims[:rank // 2])
+
+
+def clip_by_average_norm(t, clip_norm, name=None) -> Tensor:
+    """t * clip_norm / max(clip_norm, l2norm(t) / size(t)), as TF1."""
+    with name_scope(name, "clip_by_average_norm"):
+        t = convert_to_tensor(t)
+        n = m.cast(array_ops.size(t), t.dtype)
+        avg = m.realdiv(m.sqrt(math_ops.reduce_sum(m.square(t))), n)
+        clip = convert_to_tensor(clip_norm, dtype=t.dtype)
+        return m.realdiv(m.multiply(t, clip), m.maximum(clip, avg))
+
+
+__all__ += ["tensor_scatter_update", "tensor_scatter_add", "tensor_scatter_sub", "truncatediv", "truncatemod",
+            "erfcinv", "cumulative_logsumexp", "accumulate_n", "confusion_matrix", "unravel_index", "diag_part",
+            "clip_by_average_norm"]
