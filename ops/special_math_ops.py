@@ -17,7 +17,7 @@ import numpy as np
 
 from tfplus import dtypes as _dt
 from tfplus import flops as _flops
-from tfplus.framework import Tensor, apply_op, convert_to_tensor, name_scope
+from tfplus.framework import Tensor, apply_op, constant_value, convert_to_tensor, name_scope
 from tfplus.ops import array_ops, composite_ops, math_ops
 from tfplus.ops.array_ops import _index_tensor, _shape_of
 from tfplus.ops.math_ops import _binary, _binary_shape, _check_dtype, _reduce_to, _unary_shape
@@ -588,8 +588,11 @@ def confusion_matrix(labels, predictions, num_classes=None, weights=None, dtype=
     """[num_classes, num_classes] counts (or summed `weights`) of (label, prediction) pairs, rows the labels;
     num_classes defaults to max(labels, predictions) + 1."""
     with name_scope(name, "confusion_matrix"):
+        known = [constant_value(t) if m._is_tensor(t) else np.asarray(t) for t in (labels, predictions)]
         labels = m.cast(array_ops.reshape(convert_to_tensor(labels), [-1]), _dt.int32)
         predictions = m.cast(array_ops.reshape(convert_to_tensor(predictions), [-1]), _dt.int32)
+        if num_classes is None and all(v is not None for v in known):
+            num_classes = int(builtins.max(v.max(initial=-1) for v in known)) + 1  # static, as TF folds it
         if num_classes is None:
             num_classes = m.add(m.maximum(math_ops.reduce_max(labels), math_ops.reduce_max(predictions)), 1)
         n = m.cast(num_classes, _dt.int32) if isinstance(num_classes, Tensor) else int(num_classes)
