@@ -238,10 +238,22 @@ reverse_v2 = reverse
 def boolean_mask(tensor, mask, name="boolean_mask", axis=None) -> Tensor:
     """The entries of `tensor` where `mask` (a bool tensor over its first mask.ndim axes) is True, in row-major
     order: [number of Trues, remaining dims...]."""
-    if axis not in (None, 0):
-        raise ValueError(f"tf.boolean_mask: axis={axis} is not supported; tfplus masks from axis 0")
     with name_scope(name, "boolean_mask"):
-        return array_ops.gather_nd(tensor, math_ops.where(convert_to_tensor(mask)))
+        if axis in (None, 0):
+            return array_ops.gather_nd(tensor, math_ops.where(convert_to_tensor(mask)))
+        # From axis a on: the masked dims flattened into one, and the Trues' positions gathered along it.
+        x, mask = convert_to_tensor(tensor), convert_to_tensor(mask)
+        k, rank = mask.shape.ndims, x.shape.ndims
+        if k is None or rank is None:
+            raise ValueError(f"tf.boolean_mask: axis={axis} needs the ranks of '{x.name}' and '{mask.name}'")
+        a = axis % rank
+        dims = array_ops.shape(x)
+        flat = array_ops.reshape(x, array_ops.concat([dims[:a], [-1], dims[a + k:]], 0))
+        picked = array_ops.reshape(math_ops.where(array_ops.reshape(mask, [-1])), [-1])
+        out = array_ops.gather(flat, picked, axis=a)
+        dims = x.shape.as_list()
+        out.set_shape(dims[:a] + [None] + dims[a + k:])
+        return out
 
 
 def scatter_nd(indices, updates, shape, name=None) -> Tensor:

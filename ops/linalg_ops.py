@@ -506,3 +506,43 @@ def eye(num_rows, num_columns=None, batch_shape=None, dtype=_dt.float32, name=No
     """tf.linalg.eye: the identity matrix, repeated over `batch_shape` (tf.eye)."""
     return composite_ops.eye(num_rows, num_columns, batch_shape, dtype, name)
 
+
+
+def pinv(a, rcond=None, validate_args=False, name=None) -> Tensor:
+    """The Moore-Penrose pseudo-inverse of each innermost matrix, from its SVD: singular values at most
+    rcond * max(s) count as 0 (rcond defaults to 10 max(M, N) eps, as TF)."""
+    with name_scope(name, "pinv"):
+        a = convert_to_tensor(a)
+        m, n = a.shape.as_list()[-2:] if a.shape.ndims and a.shape.ndims >= 2 else (None, None)
+        if rcond is None:
+            if m is None or n is None:
+                raise ValueError(f"tf.linalg.pinv: pass rcond, or give '{a.name}' known matrix dims ({a.shape})")
+            rcond = 10.0 * builtins.max(m, n) * float(np.finfo(a.dtype.np).eps)
+        s, u, v = svd(a)
+        cutoff = math_ops.multiply(math_ops.cast(rcond, a.dtype), math_ops.reduce_max(s, -1, keepdims=True))
+        kept = math_ops.greater(s, cutoff)
+        s_inv = math_ops.where_v2(kept, math_ops.reciprocal(math_ops.where_v2(kept, s, array_ops.ones_like(s))),
+                                  array_ops.zeros_like(s))
+        return math_ops.matmul(math_ops.multiply(v, array_ops.expand_dims(s_inv, -2)), u, adjoint_b=True)
+
+
+def matrix_rank(a, tol=None, validate_args=False, name=None) -> Tensor:
+    """The number of singular values of each innermost matrix above `tol` (default eps max(M, N) max(s))."""
+    with name_scope(name, "matrix_rank"):
+        a = convert_to_tensor(a)
+        s = svd(a, compute_uv=False)
+        if tol is None:
+            m, n = a.shape.as_list()[-2:]
+            if m is None or n is None:
+                raise ValueError(f"tf.linalg.matrix_rank: pass tol, or give '{a.name}' known matrix dims")
+            tol = math_ops.multiply(float(np.finfo(a.dtype.np).eps) * builtins.max(m, n),
+                                    math_ops.reduce_max(s, -1, keepdims=True))
+        return math_ops.reduce_sum(math_ops.cast(math_ops.greater(s, tol), _dt.int32), -1)
+
+
+def normalize(tensor, ord="euclidean", axis=None, name=None) -> tuple:
+    """(tensor / norm, norm): tf.linalg.normalize."""
+    with name_scope(name, "normalize"):
+        x = convert_to_tensor(tensor)
+        norm = composite_ops.norm(x, ord=ord, axis=axis, keepdims=True)
+        return math_ops.realdiv(x, norm), norm

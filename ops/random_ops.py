@@ -276,3 +276,21 @@ def stateless_truncated_normal(shape, seed, mean=0.0, stddev=1.0, dtype=_dt.floa
     from tfplus.framework import name_scope
     with name_scope(name, "stateless_truncated_normal"):
         return _affine(_stateless("StatelessTruncatedNormal", shape, seed, dtype, None), mean, stddev)
+
+
+def stateless_categorical(logits, num_samples, seed, dtype=_dt.int64, name=None):
+    """[batch, num_samples] class indices drawn from softmax(logits) rows, determined by `seed` (two ints): the
+    Gumbel-max trick on stateless uniforms."""
+    from tfplus.framework import name_scope
+    from tfplus.ops import array_ops, math_ops
+    with name_scope(name, "stateless_categorical"):
+        logits = convert_to_tensor(logits)
+        dims = array_ops.shape(logits)
+        u = stateless_random_uniform(array_ops.stack([dims[0], num_samples, dims[1]]), seed, minval=1e-20,
+                                     dtype=logits.dtype)
+        gumbel = math_ops.negative(math_ops.log(math_ops.negative(math_ops.log(u))))
+        samples = math_ops.argmax(math_ops.add(array_ops.expand_dims(logits, 1), gumbel), 2,
+                                  output_type=_dt.as_dtype(dtype))
+        samples.set_shape([logits.shape.as_list()[0] if logits.shape.ndims else None,
+                           num_samples if isinstance(num_samples, int) else None])
+        return samples

@@ -120,7 +120,9 @@ random = _namespace("tf.random", normal=random_normal, uniform=random_uniform, t
                     shuffle=random_shuffle, gamma=random_ops.random_gamma, poisson=random_ops.random_poisson,
                     get_seed=random_ops.get_seed_pair, stateless_normal=random_ops.stateless_random_normal,
                     stateless_uniform=random_ops.stateless_random_uniform,
-                    stateless_truncated_normal=random_ops.stateless_truncated_normal)
+                    stateless_truncated_normal=random_ops.stateless_truncated_normal,
+                    stateless_categorical=random_ops.stateless_categorical,
+                    stateless_multinomial=random_ops.stateless_categorical)
 random_gamma, random_poisson, get_seed = random_ops.random_gamma, random_ops.random_poisson, random_ops.get_seed_pair
 from tfplus.nn_impl import is_finite, is_inf, is_nan, log_sigmoid, reduce_logsumexp, scalar_mul, sequence_mask  # noqa: E402,I001,F401
 from tfplus import graph_util, image  # noqa: E402
@@ -195,4 +197,6 @@ linalg = _namespace(
     matrix_transpose=_linalg.matrix_transpose, matvec=_linalg.matvec, norm=composite_ops.norm, qr=_linalg.qr,
     set_diag=_linalg.matrix_set_diag, slogdet=_linalg.slogdet, solve=_linalg.matrix_solve, svd=_linalg.svd,
     tensordot=composite_ops.tensordot, trace=_linalg.trace, transpose=_linalg.matrix_transpose,
-    triangular_solve=_linalg.triangular_solve, global_norm=_nn_impl.global_norm)
+    triangular_solve=_linalg.triangular_solve, global_norm=_nn_impl.global_norm, pinv=_linalg.pinv,
+    matrix_rank=_linalg.matrix_rank, normalize=_linalg.normalize, tensor_diag=composite_ops.diag,
+    tensor_diag_part=special_math_ops.diag_part)

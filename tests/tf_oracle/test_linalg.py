@@ -98,3 +98,12 @@ def test_self_adjoint_eig_reads_the_lower_triangle_as_tensorflow(tf1):
     want = run_built(tf1, lambda m, x: m.linalg.eigvalsh(x), [a], grads=True)
     for x, y in zip(got, want):
         np.testing.assert_allclose(x, y, rtol=1e-4, atol=1e-5)
+
+
+def test_pinv_rank_normalize_and_tensor_diag_part_match_tensorflow(tf1, device):
+    x = np.random.default_rng(0).standard_normal((2, 4, 3))
+    for build in (lambda m, a: m.linalg.pinv(a), lambda m, a: m.linalg.normalize(a, axis=-1)[0],
+                  lambda m, a: m.linalg.tensor_diag_part(a[0, :2, :2])):
+        same_as_tensorflow(tf1, device, build, [x], tol=1e-6)
+    low_rank = x[..., :1] * np.ones(3)  # rank 1
+    same_as_tensorflow(tf1, device, lambda m, a: m.linalg.matrix_rank(a), [low_rank], grads=False)

@@ -39,6 +39,7 @@ DISTRIBUTIONS = {
     "stateless_normal": lambda m: m.random.stateless_normal([N], [3, 4], stddev=2.0),
     "stateless_uniform": lambda m: m.random.stateless_uniform([N], [3, 4], minval=1.0, maxval=2.0),
     "stateless_truncated_normal": lambda m: m.random.stateless_truncated_normal([N], [3, 4]),
+    "stateless_categorical": lambda m: m.random.stateless_categorical(m.log([[0.3, 0.7]]), N, [5, 6]),
 }
 
 
