@@ -137,7 +137,7 @@ def logdet(matrix, name=None) -> Tensor:
     """log det of each innermost symmetric positive-definite matrix, 2 sum(log(diag(cholesky))) as TF."""
     with name_scope(name, "logdet"):
         chol = cholesky(matrix)
-        return math_ops.multiply(2.0, math_ops.reduce_sum(math_ops.log(matrix_diag_part(chol)), -1))
+        return 2.0 * math_ops.reduce_sum(math_ops.log(matrix_diag_part(chol)), -1)  # TF's 'logdet/mul'
 
 
 # -- Cholesky ------------------------------------------------------------------------------------------------
@@ -458,23 +458,23 @@ def matrix_diag_part(input, name="diag_part", k=0, padding_value=0, align="RIGHT
     """The main diagonal [..., min(M, N)] of each innermost matrix: `tf.linalg.diag_part(a)` (k=0 only)."""
     if k != 0:
         raise ValueError(f"tf.linalg.diag_part: k={k} is not supported; tfplus takes the main diagonal (k=0)")
-    with name_scope(name, "diag_part"):
+    with name_scope(name, "diag_part") as scope:
         x = convert_to_tensor(input)
         mask, m, n = _diagonal_mask(x, "tf.linalg.diag_part")
         on_diag = math_ops.where_v2(mask, x, array_ops.zeros_like(x))
-        return math_ops.reduce_sum(on_diag, -1 if m <= n else -2)
+        return math_ops.reduce_sum(on_diag, -1 if m <= n else -2, name=scope)
 
 
 def matrix_set_diag(input, diagonal, name="set_diag", k=0, align="RIGHT_LEFT") -> Tensor:
     """`input` with the main diagonal of each innermost matrix replaced by `diagonal` [..., min(M, N)]."""
     if k != 0:
         raise ValueError(f"tf.linalg.set_diag: k={k} is not supported; tfplus sets the main diagonal (k=0)")
-    with name_scope(name, "set_diag"):
+    with name_scope(name, "set_diag") as scope:
         x = convert_to_tensor(input)
         d = convert_to_tensor(diagonal, dtype=x.dtype)
         mask, m, n = _diagonal_mask(x, "tf.linalg.set_diag")
         # At (i, i) the broadcast of d[..., i] along the longer side is d[..., i].
-        return math_ops.where_v2(mask, array_ops.expand_dims(d, -1 if m <= n else -2), x)
+        return math_ops.where_v2(mask, array_ops.expand_dims(d, -1 if m <= n else -2), x, name=scope)
 
 
 def trace(x, name=None) -> Tensor:
@@ -492,14 +492,15 @@ def matvec(a, b, transpose_a=False, adjoint_a=False, a_is_sparse=False, b_is_spa
 
 def cross(a, b, name=None) -> Tensor:
     """The cross product of the 3-vectors along the last axis: `tf.linalg.cross(u, v)`."""
-    with name_scope(name, "Cross"):
+    with name_scope(name, "Cross") as scope:
         a, b = math_ops._operands(a, b)
         for t in (a, b):
             if t.shape.ndims is not None and t.shape.as_list()[-1] not in (None, 3):
                 raise ValueError(f"tf.linalg.cross: the last axis of '{t.name}' must be 3, got shape {t.shape}")
         def rot(t, k):
             return array_ops.gather(t, [k % 3, (k + 1) % 3, (k + 2) % 3], axis=-1)
-        return math_ops.subtract(math_ops.multiply(rot(a, 1), rot(b, 2)), math_ops.multiply(rot(a, 2), rot(b, 1)))
+        return math_ops.subtract(math_ops.multiply(rot(a, 1), rot(b, 2)), math_ops.multiply(rot(a, 2), rot(b, 1)),
+                                 name=scope)
 
 
 def eye(num_rows, num_columns=None, batch_shape=None, dtype=_dt.float32, name=None) -> Tensor:

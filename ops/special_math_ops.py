@@ -76,8 +76,15 @@ def _unary_grad(fn):
     return grad
 
 
+# TF builds these inside a name scope of the function's name ('erfinv/Erfinv'), the others as bare ops ('Lgamma').
+_SCOPED = {"BesselI0e", "BesselI1e", "Erfinv", "Ndtri"}
+
+
 def _unary_wrapper(op_type, wrapper):
     def fn(x, name=None) -> Tensor:
+        if op_type in _SCOPED:
+            with name_scope(name, wrapper, [x]):
+                return apply_op(op_type, [convert_to_tensor(x)])
         with name_scope(name, op_type, [x]) as scope:
             return apply_op(op_type, [convert_to_tensor(x)], name=scope)
     fn.__name__ = wrapper
@@ -341,14 +348,15 @@ def _segment_count(data, ids, num):
 
 def _sorted_segment(unsorted, tf_name: str, empty):
     def fn(data, segment_ids, name=None) -> Tensor:
-        with name_scope(name, tf_name):
+        with name_scope(name, tf_name) as scope:  # the result is the node tf_name, as TF's
             data, ids = convert_to_tensor(data), _index_tensor(segment_ids)
             num = m.add(math_ops.reduce_max(ids), 1)
-            out = unsorted(data, ids, num)
             if empty is None:
-                return out
+                return unsorted(data, ids, num, name=scope)
+            out = unsorted(data, ids, num)
             filled = m.greater(_expand_to(_segment_count(data, ids, num), out), 0)
-            return m.where_v2(filled, out, m.cast(array_ops.fill(array_ops.shape(out), empty), data.dtype))
+            return m.where_v2(filled, out, m.cast(array_ops.fill(array_ops.shape(out), empty), data.dtype),
+                              name=scope)
     fn.__doc__ = f"tf.{tf_name}: over sorted segment ids, segments 0 .. max(ids); an empty segment gives {empty}."
     return fn
 
@@ -415,7 +423,7 @@ def polyval(coeffs, x, name=None) -> Tensor:
             return array_ops.zeros_like(x)
         p = convert_to_tensor(coeffs[0], dtype=x.dtype)
         for c in coeffs[1:]:
-            p = m.add(convert_to_tensor(c, dtype=x.dtype), m.multiply(p, x))
+            p = convert_to_tensor(c, dtype=x.dtype) + p * x  # operators: TF's node names 'mul', 'add'
         return p
 
 
@@ -423,7 +431,7 @@ def lbeta(x, name=None) -> Tensor:
     """log |B(x)| along the last axis: sum(lgamma(x)) - lgamma(sum(x))."""
     with name_scope(name, "lbeta"):
         x = convert_to_tensor(x)
-        return m.subtract(math_ops.reduce_sum(_op("Lgamma", x), -1), _op("Lgamma", math_ops.reduce_sum(x, -1)))
+        return math_ops.reduce_sum(_op("Lgamma", x), -1) - _op("Lgamma", math_ops.reduce_sum(x, -1))
 
 
 def bessel_i0(x, name=None) -> Tensor:
@@ -480,7 +488,7 @@ def is_strictly_increasing(x, name=None) -> Tensor:
 
 def roll(input, shift, axis, name=None) -> Tensor:
     """`input` shifted cyclically by `shift` along `axis` (ints or lists): a gather of (i - shift) mod n."""
-    with name_scope(name, "Roll"):
+    with name_scope(name, "Roll") as scope:
         x = convert_to_tensor(input)
         shifts = [shift] if isinstance(shift, int) else list(shift)
         axes = [axis] if isinstance(axis, int) else list(axis)
@@ -488,10 +496,11 @@ def roll(input, shift, axis, name=None) -> Tensor:
             raise ValueError(f"tf.roll: shift {shift} and axis {axis} must have the same length")
         rank = x.shape.ndims
         y = x
-        for s, a in zip(shifts, axes):
+        for k, (s, a) in enumerate(zip(shifts, axes)):
             n = array_ops.shape(y)[a]
             source = math_ops.floormod(m.subtract(math_ops.range(n), s), n)
-            y = array_ops.gather(y, source, axis=a % rank if rank is not None else a)
+            last = k == len(axes) - 1  # the result is the node 'Roll', as TF's
+            y = array_ops.gather(y, source, axis=a % rank if rank is not None else a, name=scope if last else None)
         y.set_shape(x.shape)
         return y
 
@@ -504,25 +513,25 @@ def _scattered(tensor, indices, updates):
 
 def tensor_scatter_nd_add(tensor, indices, updates, name=None) -> Tensor:
     """`tensor` with `updates` added at `indices` (repeated indices add)."""
-    with name_scope(name, "TensorScatterAdd"):
+    with name_scope(name, "TensorScatterAdd") as scope:
         tensor, scattered, _, _ = _scattered(tensor, indices, updates)
-        return m.add(tensor, scattered)
+        return m.add(tensor, scattered, name=scope)
 
 
 def tensor_scatter_nd_sub(tensor, indices, updates, name=None) -> Tensor:
     """`tensor` with `updates` subtracted at `indices`."""
-    with name_scope(name, "TensorScatterSub"):
+    with name_scope(name, "TensorScatterSub") as scope:
         tensor, scattered, _, _ = _scattered(tensor, indices, updates)
-        return m.subtract(tensor, scattered)
+        return m.subtract(tensor, scattered, name=scope)
 
 
 def tensor_scatter_nd_update(tensor, indices, updates, name=None) -> Tensor:
     """`tensor` with the entries (or slices) at `indices` replaced by `updates` (indices distinct, as TF
     requires for a defined result)."""
-    with name_scope(name, "TensorScatterUpdate"):
+    with name_scope(name, "TensorScatterUpdate") as scope:
         tensor, scattered, indices, updates = _scattered(tensor, indices, updates)
         hit = composite_ops.scatter_nd(indices, array_ops.ones_like(updates), array_ops.shape(tensor))
-        return m.where_v2(m.greater(hit, m.cast(0, tensor.dtype)), scattered, tensor)
+        return m.where_v2(m.greater(hit, m.cast(0, tensor.dtype)), scattered, tensor, name=scope)
 
 
 __all__ = [w for w, *_ in _UNARY.values()] + [w for w, *_ in _BINARY.values()] + [
@@ -550,17 +559,17 @@ def tensor_scatter_sub(tensor, indices, updates, name=None) -> Tensor:
 
 def truncatediv(x, y, name=None) -> Tensor:
     """x / y rounded toward zero (C's division): `tf.truncatediv(-7, 2)` is -3."""
-    with name_scope(name, "truncatediv"):
+    with name_scope(name, "TruncateDiv") as scope:
         x, y = m._operands(x, y)
         q = m.floordiv(m.abs(x), m.abs(y))
-        return m.where_v2(m.equal(m.sign(x), m.sign(y)), q, m.negative(q))
+        return m.where_v2(m.equal(m.sign(x), m.sign(y)), q, m.negative(q), name=scope)
 
 
 def truncatemod(x, y, name=None) -> Tensor:
     """The remainder of truncatediv, with x's sign (C's fmod): `tf.truncatemod(-7, 2)` is -1."""
-    with name_scope(name, "truncatemod"):
+    with name_scope(name, "TruncateMod") as scope:
         x, y = m._operands(x, y)
-        return m.subtract(x, m.multiply(truncatediv(x, y), y))
+        return m.subtract(x, m.multiply(truncatediv(x, y), y), name=scope)
 
 
 def erfcinv(x, name=None) -> Tensor:

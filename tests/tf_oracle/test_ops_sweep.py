@@ -240,3 +240,31 @@ COMPOSITES = {
 def test_new_composites_match_tensorflow(tf1, name):
     x = _value(np.random.default_rng(5), (2, 3), "float32")
     _compare(tf1, COMPOSITES[name], [x], name)
+
+
+NAMED = {
+    "lgamma": lambda m, a, i: m.lgamma(a), "erfc": lambda m, a, i: m.erfc(a), "atan2": lambda m, a, i: m.atan2(a, a),
+    "xlogy": lambda m, a, i: m.math.xlogy(a, a), "bessel_i0e": lambda m, a, i: m.math.bessel_i0e(a),
+    "erfinv": lambda m, a, i: m.math.erfinv(a), "betainc": lambda m, a, i: m.math.betainc(a, a, a),
+    "cumprod": lambda m, a, i: m.cumprod(a), "unique": lambda m, a, i: m.unique(i)[0],
+    "unique_with_counts": lambda m, a, i: m.unique_with_counts(i)[2],
+    "unsorted_segment_max": lambda m, a, i: m.unsorted_segment_max(a, i, 3),
+    "segment_max": lambda m, a, i: m.segment_max(a, [0, 0, 1]), "roll": lambda m, a, i: m.roll(a, 1, 0),
+    "histogram_fixed_width": lambda m, a, i: m.histogram_fixed_width(a, [0.0, 1.0], 3),
+    "tensor_scatter_update": lambda m, a, i: m.tensor_scatter_update(a, [[0]], a[:1]),
+    "polyval": lambda m, a, i: m.math.polyval([a, a], a), "lbeta": lambda m, a, i: m.math.lbeta(a),
+    "truncatediv": lambda m, a, i: m.truncatediv(i, i), "cross": lambda m, a, i: m.linalg.cross(a, a),
+    "set_diag": lambda m, a, i: m.linalg.set_diag(a, a[0]), "diag_part": lambda m, a, i: m.linalg.diag_part(a),
+    "logdet": lambda m, a, i: m.linalg.logdet(a), "matvec": lambda m, a, i: m.linalg.matvec(a, a[0]),
+}
+
+
+def test_default_node_names_are_tensorflows(tf1):
+    """The tensor each new function returns has TF1's default name (its scope and op)."""
+    for what, build in NAMED.items():
+        names = []
+        for mod in (tf, tf1):
+            with mod.Graph().as_default():
+                a, i = mod.placeholder(mod.float32, [3, 3]), mod.placeholder(mod.int32, [3])
+                names.append(build(mod, a, i).name)
+        assert names[0] == names[1], what
