@@ -215,9 +215,10 @@ def einsum(equation: str, *inputs, name=None, **kwargs) -> Tensor:
         for k, (y, term_y) in enumerate(operands[1:], start=1):
             keep = set(out).union(*(t for _, t in operands[k + 1:]))
             x, term = _einsum_pair(x, term, y, term_y, keep)
+        # The result is the node 'einsum/Einsum', as TF's (an Identity is a view: no copy).
         if term != out:
-            x = array_ops.transpose(x, [term.index(c) for c in out])
-        return x
+            return array_ops.transpose(x, [term.index(c) for c in out], name="Einsum")
+        return array_ops.identity(x, name="Einsum")
 
 
 def reverse(tensor, axis, name=None) -> Tensor:

@@ -256,6 +256,7 @@ NAMED = {
     "truncatediv": lambda m, a, i: m.truncatediv(i, i), "cross": lambda m, a, i: m.linalg.cross(a, a),
     "set_diag": lambda m, a, i: m.linalg.set_diag(a, a[0]), "diag_part": lambda m, a, i: m.linalg.diag_part(a),
     "logdet": lambda m, a, i: m.linalg.logdet(a), "matvec": lambda m, a, i: m.linalg.matvec(a, a[0]),
+    "einsum": lambda m, a, i: m.einsum("ij,jk->ik", a, a), "einsum_transposed": lambda m, a, i: m.einsum("ij->ji", a),
 }
 
 
