@@ -154,7 +154,7 @@ def _uniform_int_shape(ins, attrs):
 
 register_op("RandomUniformInt", inputs=("shape", "minval", "maxval"), outputs=("output",),
             attrs={"seed": "int", "seed2": "int", "Tout": "type", "T": "type"}, shape_fn=_uniform_int_shape,
-            value_inputs=(0,), stateful=True, flops=_flops.zero, tags=("random",))
+            value_inputs=(0,), stateful=True, flops=_flops.zero)
 not_differentiable("RandomUniformInt")
 
 
@@ -177,6 +177,9 @@ def _random_uniform_int(shape, minval, maxval, dtype, seed, name):
 
 
 # -- RandomGamma / RandomPoissonV2: `shape` samples of each of the parameters' distributions -------------------
+# NOTE: these and RandomUniformInt carry no "random" tag: a slice of a step's rows would not draw the unsplit
+# step's numbers for them (gamma and Poisson take a varying count of numbers per sample), so micro-batches and
+# workers leave a step that has them whole.
 def _per_parameter_shape(op_type, out_dtype_attr):
     def fn(ins, attrs):
         head = _random_shape(ins[:1], {"dtype": ins[1].dtype})[0].shape
@@ -190,12 +193,11 @@ def _per_parameter_shape(op_type, out_dtype_attr):
 
 register_op("RandomGamma", inputs=("shape", "alpha"), outputs=("output",),
             attrs={"seed": "int", "seed2": "int", "S": "type", "T": "type"},
-            shape_fn=_per_parameter_shape("RandomGamma", None), value_inputs=(0,), stateful=True, flops=_flops.zero,
-            tags=("random",))
+            shape_fn=_per_parameter_shape("RandomGamma", None), value_inputs=(0,), stateful=True, flops=_flops.zero)
 register_op("RandomPoissonV2", inputs=("shape", "rate"), outputs=("output",),
             attrs={"seed": "int", "seed2": "int", "S": "type", "R": "type", "dtype": "type"},
             shape_fn=_per_parameter_shape("RandomPoissonV2", "dtype"), value_inputs=(0,), stateful=True,
-            flops=_flops.zero, tags=("random",))
+            flops=_flops.zero)
 not_differentiable("RandomPoissonV2")
 
 
