@@ -81,7 +81,12 @@ def tensordot(a, b, axes, name=None) -> Tensor:
         a_axes, b_axes = [x % ra for x in a_axes], [x % rb for x in b_axes]
         free_a = [i for i in builtins.range(ra) if i not in a_axes]
         free_b = [i for i in builtins.range(rb) if i not in b_axes]
-        inner = int(np.prod([_static(a, i, "tf.tensordot") for i in a_axes]))
+        sizes_a = [_static(a, i, "tf.tensordot") for i in a_axes]
+        sizes_b = [b.shape.as_list()[i] for i in b_axes]
+        if any(sb is not None and sa != sb for sa, sb in zip(sizes_a, sizes_b)):
+            raise ValueError(f"tf.tensordot: axes {a_axes} of '{a.name}' {a.shape} and {b_axes} of '{b.name}' "
+                             f"{b.shape} have different sizes {sizes_a} and {sizes_b}")
+        inner = int(np.prod(sizes_a))
         a2 = array_ops.reshape(array_ops.transpose(a, free_a + a_axes), [-1, inner])
         b2 = array_ops.reshape(array_ops.transpose(b, b_axes + free_b), [inner, -1])
         out = math_ops.matmul(a2, b2)
@@ -93,37 +98,127 @@ def tensordot(a, b, axes, name=None) -> Tensor:
         return out
 
 
-def einsum(equation: str, *inputs, name=None, **kwargs) -> Tensor:
-    """Einstein summation over one or more operands ('ij,jk->ik', 'bqd,bkd->bqk', 'ij->ji', 'ii->' is not
-    supported: a letter repeats only across operands): each operand laid out on the union of the letters
-    (transpose and expand_dims), multiplied with broadcasting, summed over the letters the output lacks."""
+def _einsum_terms(equation: str, xs: list) -> tuple[list[str], str]:
+    """The operands' subscripts and the output's, with each ellipsis spelled out as letters the equation does not
+    use (right-aligned, so broadcast ellipsis dims share letters) and an implicit output made explicit (the
+    ellipsis, then the letters used once, sorted), as NumPy and TF read an equation."""
     eq = equation.replace(" ", "")
-    if "." in eq:
-        raise ValueError(f"tf.einsum: '{equation}': ellipses (...) are not supported by tfplus")
-    lhs, _, out = eq.partition("->")
+    lhs, arrow, out = eq.partition("->")
     terms = lhs.split(",")
-    if len(terms) != len(inputs):
-        raise ValueError(f"tf.einsum: '{equation}' names {len(terms)} operands, got {len(inputs)}")
-    if any(len(set(t)) != len(t) for t in terms) or not all(c in string.ascii_letters for c in "".join(terms)):
-        raise ValueError(f"tf.einsum: '{equation}': a letter repeated within one operand (a diagonal or trace) is "
-                         "not supported by tfplus")
-    if "->" not in eq:  # implicit output: the letters used once, sorted
-        out = "".join(sorted(c for c in set(lhs) if lhs.count(c) == 1 and c != ","))
-    letters = sorted(set("".join(terms)), key=lambda c: (c not in out, out.index(c) if c in out else 0, c))
+    if len(terms) != len(xs):
+        raise ValueError(f"tf.einsum: '{equation}' names {len(terms)} operands, got {len(xs)}")
+    bad = set(eq.replace("...", "")) - set(string.ascii_letters + ",->")
+    if bad or any(t.replace("...", "").count(".") for t in terms + [out]):
+        raise ValueError(f"tf.einsum: '{equation}' may hold letters, ',', '->' and '...' only")
+    if not arrow:
+        once = sorted(c for c in set(lhs.replace("...", "")) if c in string.ascii_letters and lhs.count(c) == 1)
+        out = ("..." if "..." in lhs else "") + "".join(once)
+    spare = [c for c in string.ascii_letters if c not in eq]
+    widths = []
+    for term, x in zip(terms, xs):
+        rank = x.shape.ndims
+        letters = len(term.replace("...", ""))
+        if rank is None:
+            raise ValueError(f"tf.einsum: '{equation}': the rank of '{x.name}' must be known")
+        if ("..." in term and rank < letters) or ("..." not in term and rank != letters):
+            raise ValueError(f"tf.einsum: '{equation}': subscripts '{term}' do not fit '{x.name}' of rank {rank}")
+        widths.append(rank - letters if "..." in term else 0)
+    width = builtins.max(widths, default=0)
+    ellipsis = "".join(spare[:width])
+    terms = [t.replace("...", ellipsis[width - w:]) for t, w in zip(terms, widths)]
+    out = out.replace("...", ellipsis)
+    for c in out:
+        if out.count(c) > 1 or not any(c in t for t in terms):
+            raise ValueError(f"tf.einsum: '{equation}': output subscript '{c}' is repeated or in no operand")
+    return terms, out
+
+
+def _einsum_diagonal(x: Tensor, term: str) -> tuple[Tensor, str]:
+    """x with each letter repeated in `term` reduced to its diagonal (a trace-to-be: 'ii' -> 'i')."""
+    from tfplus.ops import linalg_ops  # NOTE: here: linalg_ops builds on this module
+    while any(term.count(c) > 1 for c in term):
+        c = next(c for c in term if term.count(c) > 1)
+        p, q = term.index(c), term.index(c, term.index(c) + 1)
+        rest = [i for i in builtins.range(len(term)) if i not in (p, q)]
+        x = linalg_ops.matrix_diag_part(array_ops.transpose(x, rest + [p, q]))
+        term = "".join(term[i] for i in rest) + c
+    return x, term
+
+
+def _dims(x: Tensor, start: int, stop: int) -> list:
+    """The sizes of `x`'s axes start .. stop - 1: ints where known, else scalar tensors."""
+    static = x.shape.as_list()
+    dynamic = None
+    sizes = []
+    for a in builtins.range(start, stop):
+        if static[a] is None:
+            dynamic = array_ops.shape(x) if dynamic is None else dynamic
+            sizes.append(dynamic[a])
+        else:
+            sizes.append(static[a])
+    return sizes
+
+
+def _product(sizes: list):
+    if all(isinstance(s, int) for s in sizes):
+        return int(np.prod(sizes, dtype=np.int64))
+    total = 1
+    for s in sizes:
+        total = math_ops.multiply(total, s) if not isinstance(total, int) or total != 1 else s
+    return total
+
+
+def _einsum_pair(a: Tensor, ta: str, b: Tensor, tb: str, keep: set) -> tuple[Tensor, str]:
+    """a (subscripts ta) times b (tb), summed over their shared letters not in `keep`, as one batched matmul:
+    a to [batch..., free_a, summed], b to [batch..., summed, free_b] (batch dims broadcast, as BatchMatMulV2)."""
+    batch = [c for c in ta if c in tb and c in keep]
+    summed = [c for c in ta if c in tb and c not in keep]
+    free_a = [c for c in ta if c not in tb]
+    free_b = [c for c in tb if c not in ta]
+    a = array_ops.transpose(a, [ta.index(c) for c in batch + free_a + summed])
+    b = array_ops.transpose(b, [tb.index(c) for c in batch + summed + free_b])
+    nb = len(batch)
+    na = nb + len(free_a)
+    a_batch, a_free, a_sum = _dims(a, 0, nb), _dims(a, nb, na), _dims(a, na, na + len(summed))
+    b_batch, b_free = _dims(b, 0, nb), _dims(b, nb + len(summed), b.shape.ndims)
+    a = array_ops.reshape(a, a_batch + [_product(a_free), _product(a_sum)])
+    b = array_ops.reshape(b, b_batch + [_product(a_sum), _product(b_free)])
+    product = math_ops.matmul(a, b)
+    out_batch = _dims(product, 0, nb)
+    product = array_ops.reshape(product, out_batch + a_free + b_free)
+    return product, "".join(batch + free_a + free_b)
+
+
+def einsum(equation: str, *inputs, name=None, **kwargs) -> Tensor:
+    """Einstein summation, any equation TF1 takes: 'ij,jk->ik', 'bqd,bkd->bqk', '...ij,...jk->...ik' (broadcast
+    batch dims), 'ii->' (trace), 'ii->i' (diagonal), 'i,j->ij' (outer product), implicit outputs ('ij,jk').
+    Built as TF does: diagonals and sums within an operand first, then one batched matmul per pair of operands,
+    so its gradients, kernels and memory are matmul's.
+
+        scores = tf.einsum("bhqd,bhkd->bhqk", q, k)
+    """
+    if kwargs.keys() - {"optimize"}:
+        raise TypeError(f"tf.einsum: unexpected arguments {sorted(kwargs.keys() - {'optimize'})}")
     with name_scope(name, "einsum"):
-        product = None
-        for term, x in zip(terms, inputs):
-            x = convert_to_tensor(x)
-            if x.shape.ndims is not None and x.shape.ndims != len(term):
-                raise ValueError(f"tf.einsum: '{term}' has {len(term)} letters but '{x.name}' has rank {x.shape.ndims}")
-            present = [c for c in letters if c in term]
-            x = array_ops.transpose(x, [term.index(c) for c in present])
-            for i, c in enumerate(letters):
-                if c not in term:
-                    x = array_ops.expand_dims(x, i)
-            product = x if product is None else math_ops.multiply(product, x)
-        summed = [i for i, c in enumerate(letters) if c not in out]
-        return math_ops.reduce_sum(product, summed) if summed else product
+        xs = [convert_to_tensor(x) for x in inputs]
+        terms, out = _einsum_terms(equation, xs)
+        operands = []
+        for k, (x, term) in enumerate(zip(xs, terms)):
+            x, term = _einsum_diagonal(x, term)
+            elsewhere = set(out).union(*(t for j, t in enumerate(terms) if j != k))
+            lone = [i for i, c in enumerate(term) if c not in elsewhere]
+            if lone:  # summed within this operand alone
+                x = math_ops.reduce_sum(x, lone)
+                term = "".join(c for c in term if c in elsewhere)
+            operands.append((x, term))
+        x, term = operands[0]
+        for k, (y, term_y) in enumerate(operands[1:], start=1):
+            keep = set(out).union(*(t for _, t in operands[k + 1:]))
+            x, term = _einsum_pair(x, term, y, term_y, keep)
+        # The result is the node 'einsum/Einsum', as TF's (an Identity is a view: no copy).
+        if term != out:
+            return array_ops.transpose(x, [term.index(c) for c in out], name="Einsum")
+        return array_ops.identity(x, name="Einsum")
 
 
 def reverse(tensor, axis, name=None) -> Tensor:
@@ -144,10 +239,22 @@ reverse_v2 = reverse
 def boolean_mask(tensor, mask, name="boolean_mask", axis=None) -> Tensor:
     """The entries of `tensor` where `mask` (a bool tensor over its first mask.ndim axes) is True, in row-major
     order: [number of Trues, remaining dims...]."""
-    if axis not in (None, 0):
-        raise ValueError(f"tf.boolean_mask: axis={axis} is not supported; tfplus masks from axis 0")
     with name_scope(name, "boolean_mask"):
-        return array_ops.gather_nd(tensor, math_ops.where(convert_to_tensor(mask)))
+        if axis in (None, 0):
+            return array_ops.gather_nd(tensor, math_ops.where(convert_to_tensor(mask)))
+        # From axis a on: the masked dims flattened into one, and the Trues' positions gathered along it.
+        x, mask = convert_to_tensor(tensor), convert_to_tensor(mask)
+        k, rank = mask.shape.ndims, x.shape.ndims
+        if k is None or rank is None:
+            raise ValueError(f"tf.boolean_mask: axis={axis} needs the ranks of '{x.name}' and '{mask.name}'")
+        a = axis % rank
+        dims = array_ops.shape(x)
+        flat = array_ops.reshape(x, array_ops.concat([dims[:a], [-1], dims[a + k:]], 0))
+        picked = array_ops.reshape(math_ops.where(array_ops.reshape(mask, [-1])), [-1])
+        out = array_ops.gather(flat, picked, axis=a)
+        dims = x.shape.as_list()
+        out.set_shape(dims[:a] + [None] + dims[a + k:])
+        return out
 
 
 def scatter_nd(indices, updates, shape, name=None) -> Tensor:

@@ -850,11 +850,14 @@ def range(start, limit=None, delta=1, dtype=None, name="range") -> Tensor:
 
 # -- reductions: Sum, Mean, Max, Min, Any, All ---------------------------------------------------------------
 def _reduction_axes(axes, rank: int) -> list[int]:
-    """Sorted, de-duplicated, non-negative reduction axes; raises naming the valid range."""
+    """Sorted, non-negative reduction axes; raises naming the valid range, or an axis named twice (as TF:
+    [0, -1] of a vector)."""
     out = set()
     for a in np.ravel(axes).tolist():
         if not -rank <= a < rank:
             raise ValueError(f"reduction axis {a} is out of range for a tensor of rank {rank}")
+        if a % rank in out:
+            raise ValueError(f"reduction axes {np.ravel(axes).tolist()} name axis {a % rank} twice (rank {rank})")
         out.add(a % rank)
     return sorted(out)
 
@@ -1043,6 +1046,11 @@ def _cumsum_shape(ins, attrs):
     _check_dtype(ins[0], _NUMERIC)
     if ins[1].shape not in (None, ()):
         raise ValueError(f"axis must be a scalar, got shape {fmt(ins[1].shape)}")
+    rank = None if ins[0].shape is None else len(ins[0].shape)
+    if rank == 0:
+        raise ValueError("a running sum or product needs x of rank >= 1, got a scalar (as TF's ScanOp)")
+    if rank is not None and ins[1].value is not None and not -rank <= int(ins[1].value) < rank:
+        raise ValueError(f"axis {int(ins[1].value)} is out of range for x of rank {rank}")
     return [spec(ins[0].shape, ins[0].dtype)]
 
 

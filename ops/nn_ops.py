@@ -28,6 +28,7 @@ __all__ = ["conv2d", "conv2d_backprop_input", "conv2d_backprop_filter", "conv2d_
            "in_top_k", "atrous_conv2d", "convolution", "max_pool2d", "avg_pool2d"]
 
 _FLOATS = (_dt.float32, _dt.float64)
+_HALF_FLOATS = (_dt.float16,) + _FLOATS  # the activations and softmax take float16 too
 
 
 # -- shared shape helpers ------------------------------------------------------------------------------------
@@ -425,7 +426,9 @@ def _bias_add_grad_grad(op, grad):
 
 # -- Relu / ReluGrad, Relu6 / Relu6Grad ----------------------------------------------------------------------
 def _float_unary_shape(ins, attrs):
-    _check_float(ins[0], "x")
+    """An activation's: float16 too, as TF's."""
+    if ins[0].dtype not in _HALF_FLOATS:
+        raise TypeError(f"x must be float16, float32 or float64, got {ins[0].dtype.name}")
     return [spec(ins[0].shape, ins[0].dtype)]
 
 
@@ -562,7 +565,8 @@ def _tanh_grad_grad(op, grad):
 # -- Softmax / LogSoftmax ------------------------------------------------------------------------------------
 def _softmax_shape(ins, attrs):
     x = ins[0]
-    _check_float(x, "logits")
+    if x.dtype not in _HALF_FLOATS:
+        raise TypeError(f"logits must be float16, float32 or float64, got {x.dtype.name}")
     if x.shape is not None and len(x.shape) < 1:
         raise ValueError("logits must have rank >= 1, got a scalar")
     return [spec(x.shape, x.dtype)]

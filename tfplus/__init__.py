@@ -55,7 +55,7 @@ from tfplus.init_ops import (
     zeros_initializer,
 )
 from tfplus.nn import sigmoid, tanh  # TF1 has both at the top level too
-from tfplus.ops import array_ops, composite_ops, math_ops, random_ops, state_ops
+from tfplus.ops import array_ops, composite_ops, math_ops, random_ops, special_math_ops, state_ops
 from tfplus.ops.control_flow_ops import group, no_op
 from tfplus.ops.control_flow_ops import tuple_ as tuple
 from tfplus.ops.random_ops import random_normal, random_shuffle, random_uniform, set_random_seed, truncated_normal
@@ -81,7 +81,7 @@ from tfplus.variables import (
 __version__ = "0.1.0"
 
 # Ops: every public wrapper that an ops module lists in __all__ becomes tf.<name>.
-for _m in (array_ops, math_ops, random_ops, state_ops, composite_ops):
+for _m in (array_ops, math_ops, random_ops, state_ops, composite_ops, special_math_ops):
     for _n in getattr(_m, "__all__", ()):
         globals()[_n] = getattr(_m, _n)
 
@@ -111,10 +111,19 @@ math = _namespace("tf.math", **{n: getattr(math_ops, n) for n in math_ops.__all_
                   **{n: getattr(_nn_impl, n) for n in ("log_sigmoid", "reduce_logsumexp", "reduce_std",
                                                        "reduce_variance", "is_nan", "is_inf", "is_finite",
                                                        "scalar_mul")},
-                  invert_permutation=array_ops.invert_permutation, divide_no_nan=math_ops.div_no_nan)
+                  **{n: getattr(special_math_ops, n) for n in special_math_ops.__all__},
+                  invert_permutation=array_ops.invert_permutation, divide_no_nan=math_ops.div_no_nan,
+                  segment_sum=composite_ops.segment_sum, segment_mean=composite_ops.segment_mean,
+                  top_k=nn.top_k)
 random = _namespace("tf.random", normal=random_normal, uniform=random_uniform, truncated_normal=truncated_normal,
                     set_random_seed=set_random_seed, categorical=_categorical, multinomial=multinomial,
-                    shuffle=random_shuffle)
+                    shuffle=random_shuffle, gamma=random_ops.random_gamma, poisson=random_ops.random_poisson,
+                    get_seed=random_ops.get_seed_pair, stateless_normal=random_ops.stateless_random_normal,
+                    stateless_uniform=random_ops.stateless_random_uniform,
+                    stateless_truncated_normal=random_ops.stateless_truncated_normal,
+                    stateless_categorical=random_ops.stateless_categorical,
+                    stateless_multinomial=random_ops.stateless_categorical)
+random_gamma, random_poisson, get_seed = random_ops.random_gamma, random_ops.random_poisson, random_ops.get_seed_pair
 from tfplus.nn_impl import is_finite, is_inf, is_nan, log_sigmoid, reduce_logsumexp, scalar_mul, sequence_mask  # noqa: E402,I001,F401
 from tfplus import graph_util, image  # noqa: E402
 from tfplus.image import random_crop  # noqa: E402
@@ -252,3 +261,20 @@ from tfplus.data.queues import FixedLengthRecordReader, TextLineReader, TFRecord
 
 for _n in ("string_input_producer", "batch", "shuffle_batch", "Coordinator", "start_queue_runners"):
     setattr(train, _n, getattr(_queues, _n))
+# tf.linalg with TF1's top-level linear algebra (tfplus.ops.linalg_ops).
+from tfplus.ops import linalg_ops as _linalg  # noqa: E402
+
+for _n in _linalg.__all__:
+    globals()[_n] = getattr(_linalg, _n)
+linalg = _namespace(
+    "tf.linalg", adjoint=_linalg.adjoint, band_part=composite_ops.matrix_band_part, cholesky=_linalg.cholesky,
+    cholesky_solve=_linalg.cholesky_solve, cross=_linalg.cross, det=_linalg.matrix_determinant,
+    diag=composite_ops.matrix_diag, diag_part=_linalg.matrix_diag_part, eigh=_linalg.self_adjoint_eig,
+    eigvalsh=_linalg.self_adjoint_eigvals, einsum=composite_ops.einsum, eye=_linalg.eye, inv=_linalg.matrix_inverse,
+    l2_normalize=nn.l2_normalize, logdet=_linalg.logdet, lstsq=_linalg.matrix_solve_ls, matmul=math_ops.matmul,
+    matrix_transpose=_linalg.matrix_transpose, matvec=_linalg.matvec, norm=composite_ops.norm, qr=_linalg.qr,
+    set_diag=_linalg.matrix_set_diag, slogdet=_linalg.slogdet, solve=_linalg.matrix_solve, svd=_linalg.svd,
+    tensordot=composite_ops.tensordot, trace=_linalg.trace, transpose=_linalg.matrix_transpose,
+    triangular_solve=_linalg.triangular_solve, global_norm=_nn_impl.global_norm, pinv=_linalg.pinv,
+    matrix_rank=_linalg.matrix_rank, normalize=_linalg.normalize, tensor_diag=composite_ops.diag,
+    tensor_diag_part=special_math_ops.diag_part)

@@ -77,11 +77,6 @@ ALTERNATIVES = {
     "tf.complex64": "float32 tensors (tfplus has no complex dtypes)",
     "tf.complex128": "float64 tensors (tfplus has no complex dtypes)",
     "tf.fft": None,
-    "tf.svd": None,
-    "tf.matrix_inverse": None,
-    "tf.matrix_determinant": None,
-    "tf.cholesky": None,
-    "tf.linalg": None,
     "tf.signal": None,
 }
 

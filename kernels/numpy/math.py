@@ -176,14 +176,24 @@ def _mean_int(ctx, ins, outs, attrs):
     np.copyto(outs[0], np.sign(total) * (np.abs(total) // count), casting="unsafe")
 
 
+def _extreme(dtype, sign: int):
+    """The identity of max (sign -1) or min (sign 1) that TF gives for an empty reduction: -inf / inf for floats,
+    the lowest / highest value for ints."""
+    if dtype.kind == "f":
+        return sign * np.inf
+    return np.iinfo(dtype).max if sign > 0 else np.iinfo(dtype).min
+
+
 @register_kernel("Max", "cpu", NUMERIC)
 def _max(ctx, ins, outs, attrs):
-    np.max(ins[0], axis=_axes(*ins), keepdims=attrs["keep_dims"], out=outs[0])
+    np.max(ins[0], axis=_axes(*ins), keepdims=attrs["keep_dims"], out=outs[0],
+           initial=_extreme(outs[0].dtype, -1))
 
 
 @register_kernel("Min", "cpu", NUMERIC)
 def _min(ctx, ins, outs, attrs):
-    np.min(ins[0], axis=_axes(*ins), keepdims=attrs["keep_dims"], out=outs[0])
+    np.min(ins[0], axis=_axes(*ins), keepdims=attrs["keep_dims"], out=outs[0],
+           initial=_extreme(outs[0].dtype, 1))
 
 
 @register_kernel("Any", "cpu", ("bool",))

@@ -23,6 +23,8 @@ from tfplus.dtypes import FLOATS, as_dtype, bool_
 from tfplus.registry import register_kernel, register_variant, register_workspace
 from tfplus.tensor_shape import conv_output
 
+HALF_FLOATS = ("float16",) + tuple(d.name for d in FLOATS)  # the activations and softmax take float16 too
+
 _SLICE_BYTES = 256 << 10  # a pooling kernel's scratch per slice of the batch: small, and still long ufunc runs
 
 
@@ -89,12 +91,12 @@ def _bias_add_grad(ctx, ins, outs, attrs):
 
 
 # -- activations ---------------------------------------------------------------------------------------------
-@register_kernel("Relu", "cpu", FLOATS, inplace=(0,))
+@register_kernel("Relu", "cpu", HALF_FLOATS, inplace=(0,))
 def _relu(ctx, ins, outs, attrs):
     threads.sharded(lambda o, x: np.maximum(x, 0, out=o), outs[0], ins[0])
 
 
-@register_kernel("ReluGrad", "cpu", FLOATS, inplace=(1,))
+@register_kernel("ReluGrad", "cpu", HALF_FLOATS, inplace=(1,))
 def _relu_grad(ctx, ins, outs, attrs):
     # The mask goes straight into the output as 0/1 (no bool temporary of the input's size), then a float
     # multiply. NOTE: so the output may share the features' buffer (planner.inplace), not the gradients'.
@@ -104,7 +106,7 @@ def _relu_grad(ctx, ins, outs, attrs):
     threads.sharded(body, outs[0], *ins)
 
 
-@register_kernel("Relu6", "cpu", FLOATS, inplace=(0,))
+@register_kernel("Relu6", "cpu", HALF_FLOATS, inplace=(0,))
 def _relu6(ctx, ins, outs, attrs):
     np.clip(ins[0], 0, 6, out=outs[0])
 
@@ -120,7 +122,7 @@ def _relu6_grad_ws(ins, attrs):
     return [((2 * min(math.prod(ins[1].shape), RELU6_PIECE),), bool_)]
 
 
-@register_kernel("Relu6Grad", "cpu", FLOATS, inplace=(0, 1))
+@register_kernel("Relu6Grad", "cpu", HALF_FLOATS, inplace=(0, 1))
 def _relu6_grad(ctx, ins, outs, attrs):
     g, x = ins[0].reshape(-1), ins[1].reshape(-1)
     out = outs[0].reshape(-1)
@@ -137,7 +139,7 @@ def _relu6_grad(ctx, ins, outs, attrs):
         np.multiply(g[part], positive, out=out[part])  # both masks taken first: out may be x or g
 
 
-@register_kernel("Sigmoid", "cpu", FLOATS, inplace=(0,))
+@register_kernel("Sigmoid", "cpu", HALF_FLOATS, inplace=(0,))
 def _sigmoid(ctx, ins, outs, attrs):
     # 1/(1+exp(-x)) = (1 + tanh(x/2)) / 2, which cannot overflow.
     out = outs[0]
@@ -147,7 +149,7 @@ def _sigmoid(ctx, ins, outs, attrs):
     np.add(out, 0.5, out=out)
 
 
-@register_kernel("SigmoidGrad", "cpu", FLOATS)
+@register_kernel("SigmoidGrad", "cpu", HALF_FLOATS)
 def _sigmoid_grad(ctx, ins, outs, attrs):
     y, dy = ins
     out = outs[0]
@@ -156,12 +158,12 @@ def _sigmoid_grad(ctx, ins, outs, attrs):
     np.multiply(out, dy, out=out)
 
 
-@register_kernel("Tanh", "cpu", FLOATS, inplace=(0,))
+@register_kernel("Tanh", "cpu", HALF_FLOATS, inplace=(0,))
 def _tanh(ctx, ins, outs, attrs):
     np.tanh(ins[0], out=outs[0])
 
 
-@register_kernel("TanhGrad", "cpu", FLOATS, inplace=(0,))  # y read first
+@register_kernel("TanhGrad", "cpu", HALF_FLOATS, inplace=(0,))  # y read first
 def _tanh_grad(ctx, ins, outs, attrs):
     y, dy = ins
     out = outs[0]
@@ -177,16 +179,20 @@ def _log_softmax_into(x: np.ndarray, out: np.ndarray) -> None:
     out -= np.log(np.exp(out).sum(axis=-1, keepdims=True))
 
 
-@register_kernel("Softmax", "cpu", FLOATS)
+@register_kernel("Softmax", "cpu", HALF_FLOATS)
 def _softmax(ctx, ins, outs, attrs):
     x, out = ins[0], outs[0]
+    if x.size == 0:  # no classes (or no rows): nothing to normalize, as TF
+        return
     np.subtract(x, x.max(axis=-1, keepdims=True), out=out)
     np.exp(out, out=out)
     out /= out.sum(axis=-1, keepdims=True)
 
 
-@register_kernel("LogSoftmax", "cpu", FLOATS)
+@register_kernel("LogSoftmax", "cpu", HALF_FLOATS)
 def _log_softmax(ctx, ins, outs, attrs):
+    if ins[0].size == 0:
+        return
     _log_softmax_into(ins[0], outs[0])
 
 
@@ -524,7 +530,7 @@ def relu_grad_applied(ctx, ins, outs, attrs):
 
 
 # -- LeakyRelu -----------------------------------------------------------------------------------------------
-@register_kernel("LeakyRelu", "cpu", FLOATS)
+@register_kernel("LeakyRelu", "cpu", HALF_FLOATS)
 def _leaky_relu(ctx, ins, outs, attrs):
     # x > 0 ? x : alpha x is max(x, alpha x) for alpha <= 1 and min(x, alpha x) above: no mask temporary.
     x, out, alpha = ins[0], outs[0], attrs["alpha"]
@@ -532,7 +538,7 @@ def _leaky_relu(ctx, ins, outs, attrs):
     (np.maximum if alpha <= 1 else np.minimum)(x, out, out=out)
 
 
-@register_kernel("LeakyReluGrad", "cpu", FLOATS)
+@register_kernel("LeakyReluGrad", "cpu", HALF_FLOATS)
 def _leaky_relu_grad(ctx, ins, outs, attrs):
     g, x = ins
     out, alpha = outs[0], attrs["alpha"]
@@ -543,7 +549,7 @@ def _leaky_relu_grad(ctx, ins, outs, attrs):
 
 
 # -- Elu, Softplus -------------------------------------------------------------------------------------------
-@register_kernel("Elu", "cpu", FLOATS)
+@register_kernel("Elu", "cpu", HALF_FLOATS)
 def _elu(ctx, ins, outs, attrs):
     x, out = ins[0], outs[0]
     np.minimum(x, 0, out=out)  # expm1 of the negative part only: no overflow for large x
@@ -551,7 +557,7 @@ def _elu(ctx, ins, outs, attrs):
     np.add(out, np.maximum(x, 0), out=out)
 
 
-@register_kernel("EluGrad", "cpu", FLOATS)
+@register_kernel("EluGrad", "cpu", HALF_FLOATS)
 def _elu_grad(ctx, ins, outs, attrs):
     g, y = ins
     out = outs[0]
@@ -560,7 +566,7 @@ def _elu_grad(ctx, ins, outs, attrs):
     np.multiply(out, g, out=out)
 
 
-@register_kernel("Softplus", "cpu", FLOATS)
+@register_kernel("Softplus", "cpu", HALF_FLOATS)
 def _softplus(ctx, ins, outs, attrs):
     # log(1 + exp(x)) = max(x, 0) + log1p(exp(-|x|)), which cannot overflow.
     x, out = ins[0], outs[0]
@@ -571,7 +577,7 @@ def _softplus(ctx, ins, outs, attrs):
     np.add(out, np.maximum(x, 0), out=out)
 
 
-@register_kernel("SoftplusGrad", "cpu", FLOATS)
+@register_kernel("SoftplusGrad", "cpu", HALF_FLOATS)
 def _softplus_grad(ctx, ins, outs, attrs):
     g, x = ins
     out = outs[0]

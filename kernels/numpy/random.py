@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tfplus import errors
 from tfplus.registry import register_kernel
 
 _M32 = np.uint64(0xFFFFFFFF)
@@ -70,5 +71,65 @@ def _truncated_normal(ctx, ins, outs, attrs):
     redo, attempt = np.flatnonzero(np.abs(z) > 2.0), 1
     while redo.size:
         z[redo] = normal(philox(first + redo, attempt, run, key))
+        redo, attempt = redo[np.abs(z[redo]) > 2.0], attempt + 1
+    out[...] = z.reshape(out.shape)
+
+
+def _generator(key: tuple[int, int], run: int, first: int) -> np.random.Generator:
+    """NumPy's Philox stream for draws whose element count varies (gamma, Poisson): keyed by the op's seeds,
+    started at (first, run), so the same seeds give the same numbers every session."""
+    return np.random.Generator(np.random.Philox(key=(key[0] << 32) | key[1], counter=[first, run, 0, 0]))
+
+
+@register_kernel("RandomUniformInt", "cpu")
+def _random_uniform_int(ctx, ins, outs, attrs):
+    out = outs[0]
+    lo, hi = int(ins[1]), int(ins[2])
+    if not lo < hi:
+        raise errors.InvalidArgumentError(ctx.op.name, ctx.op.type, f"Need minval < maxval: {lo} >= {hi}")
+    key, run, first = ctx.random_stream(out.size)
+    words = philox(first + np.arange(out.size), 0, run, key)
+    bits = (words[0] << np.uint64(32)) | words[1]  # 64 random bits: the modulo bias is below 2^-32
+    out[...] = (lo + (bits % np.uint64(hi - lo)).astype(np.int64)).reshape(out.shape)
+
+
+@register_kernel("RandomGamma", "cpu")
+def _random_gamma(ctx, ins, outs, attrs):
+    out, alpha = outs[0], ins[1]
+    key, run, first = ctx.random_stream(out.size)
+    draw = _generator(key, run, first).standard_gamma(np.broadcast_to(alpha, out.shape).astype(np.float64))
+    out[...] = draw
+
+
+@register_kernel("RandomPoissonV2", "cpu")
+def _random_poisson(ctx, ins, outs, attrs):
+    out, rate = outs[0], ins[1]
+    key, run, first = ctx.random_stream(out.size)
+    out[...] = _generator(key, run, first).poisson(np.broadcast_to(rate, out.shape).astype(np.float64))
+
+
+def _stateless_words(ins, out, attempt=0, index=None):
+    s0, s1 = (int(v) & 0xFFFFFFFF for v in np.asarray(ins[1]).reshape(-1)[:2])
+    return philox(np.arange(out.size) if index is None else index, attempt, 0, (s0, s1))
+
+
+@register_kernel("StatelessRandomUniform", "cpu")
+def _stateless_uniform(ctx, ins, outs, attrs):
+    words = _stateless_words(ins, outs[0])
+    outs[0][...] = unit(words[0], words[1], outs[0].dtype).reshape(outs[0].shape)
+
+
+@register_kernel("StatelessRandomNormal", "cpu")
+def _stateless_normal(ctx, ins, outs, attrs):
+    outs[0][...] = normal(_stateless_words(ins, outs[0])).reshape(outs[0].shape)
+
+
+@register_kernel("StatelessTruncatedNormal", "cpu")
+def _stateless_truncated_normal(ctx, ins, outs, attrs):
+    out = outs[0]
+    z = normal(_stateless_words(ins, out))
+    redo, attempt = np.flatnonzero(np.abs(z) > 2.0), 1
+    while redo.size:
+        z[redo] = normal(_stateless_words(ins, out, attempt, redo))
         redo, attempt = redo[np.abs(z[redo]) > 2.0], attempt + 1
     out[...] = z.reshape(out.shape)

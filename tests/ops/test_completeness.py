@@ -30,7 +30,10 @@ TESTED_ELSEWHERE = {
     "Const": "everywhere", "Placeholder": "test_core", "PlaceholderWithDefault": "test_core",
     "NoOp": "test_core", "VariableV2": "test_core", "Assign": "test_core", "AssignAdd": "test_core",
     "AssignSub": "test_core", "RandomStandardNormal": "test_core", "TruncatedNormal": "test_core",
-    "RandomUniform": "test_core", "ApplyGradientDescent": "test_train", "ApplyMomentum": "test_train",
+    "RandomUniform": "test_core", **dict.fromkeys(
+        ("RandomUniformInt", "RandomGamma", "RandomPoissonV2", "StatelessRandomNormal", "StatelessRandomUniform",
+         "StatelessTruncatedNormal"), "test_random"),
+    "ApplyGradientDescent": "test_train", "ApplyMomentum": "test_train",
     "ApplyAdam": "test_train", "ApplyRMSProp": "test_tf_train",
     "ApplyCenteredRMSProp": "test_tf_train", "ApplyAdagrad": "test_tf_train",
     "ApplyAdadelta": "test_tf_train",
