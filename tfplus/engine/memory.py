@@ -439,7 +439,9 @@ class Bound:
             out.update((t, acc) for t, acc in merged if t not in statistics)
             for share in p.shares:  # updates whose gradients this run finished (planner.batch.update_groups)
                 if share.after == i:
-                    self._phase(share.phase, {t: known[t] for t in p.phases[share.phase].feeds})
+                    rates = self._phase(share.phase, {t: known[t] for t in p.phases[share.phase].feeds})
+                    # the first share's rates, held for the later ones and the update run
+                    self.merges.run(rt, "copy", [(self.acc[t], v) for t, v in rates.items()], 1.0)
         self.microbatch, self.draw_step, self.draw_slice = 0, None, 0
         self.merges.run(rt, "scale", [(self.acc[g], None) for g in added], 1.0 / k)
         if len(p.phases) > a + 1:

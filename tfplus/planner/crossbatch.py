@@ -471,8 +471,9 @@ def _control(op: Operation, fetched: set[Operation], moving: set[Operation]) -> 
     no value of the batch's rows but its statistics (`moving`: the moving averages' updates, which TF1's training
     op runs under control_dependencies(UPDATE_OPS), before the whole backward pass) unless it reads that
     variable: in micro-batches those run once, in the update run after them, which changes no value the other
-    ops read. A fetched op (the training op) still waits for them all."""
-    if op.op_def.ref_inputs or op in fetched:
+    ops read. A fetched op (the training op) still waits for them all, and so does an op without outputs (a
+    group of updates, tf.group's NoOp: Adam's beta-power updates are only its control inputs)."""
+    if op.op_def.ref_inputs or op in fetched or not op.outputs:
         return list(op.control_inputs)
     reads = {t.op for t in op.inputs}
     return [c for c in op.control_inputs if c not in moving or c.inputs[0].op in reads]

@@ -42,6 +42,7 @@ import numpy as np
 
 from tfplus import debug
 from tfplus.framework import Graph, Operation, Tensor, get_default_graph, needed_ops
+from tfplus.ops.fused_ops import APPLY_SCALARS, split_decay
 from tfplus.planner import accumulate, chunking, compact, cost, crossbatch, recompute, remat, stream
 from tfplus.planner.arena import assign_offsets
 from tfplus.planner.batch import (
@@ -972,6 +973,9 @@ class _Step:
             folds = self.folds(r)
             f["elements"] += sum(math.prod(specs[g].shape) for g in folds)
             f["calls"] += len({(x.momentum, counts[folded.get(g, passes)]) for g, x in folds.items()})
+            rates = self._rates(k) if self._early(k) else []  # copied into their accumulators: one launch
+            f["calls"] += bool(rates)
+            f["elements"] += sum(math.prod(specs[t].shape) for t in rates)
             for n, level in zip(counts, self._levels(k)):
                 f["elements"] += n * sum(math.prod(specs[t].shape) for t in level)
             f["elements"] += sum(math.prod(specs[x.tensor].shape) for x in self._kept(k)[0])  # rows copied in
@@ -1033,17 +1037,40 @@ class _Step:
     def _share_runs(self, k: int) -> list[tuple[int, Run, dict[Operation, tuple[int, ...]]]]:
         """The runs of the early updates (_early) of k micro-batches: per statistics pass that finishes some, (the
         pass, the run of their update ops, {update op: the groups it updates}); fed the update run's feeds, each
-        runs its update ops' data inputs alone (planner.batch.data_cone)."""
+        runs its update ops' data inputs alone (planner.batch.data_cone). The first also computes the rates
+        (_rates), which the later ones are fed."""
         early = self._early(k)
         if not early:
             return []
-        update = self._update_run(k)
+        update, rates = self._update_run(k), self._rates(k)
         by_pass: dict[int, dict[Operation, list[int]]] = {}
         for w, u in sorted(early.values(), key=lambda e: (e[0], e[1].update._id, e[1].index)):
             by_pass.setdefault(w, {}).setdefault(u.update, []).append(u.index)
         shapes = {t: update.specs[t].shape for t in update.feeds if t in update.specs}
-        return [(w, self._run(f"update share {w}", list(ops), set(shapes), shapes, 0, "share", data_only=True),
-                 {op: tuple(js) for op, js in ops.items()}) for w, ops in sorted(by_pass.items())]
+        fed = shapes | {t: update.specs[t].shape for t in rates}
+        out = []
+        for j, (w, ops) in enumerate(sorted(by_pass.items())):
+            run = self._run(f"update share {w}", list(ops) + rates if j == 0 else list(ops),
+                            set(fed if j else shapes), fed if j else shapes, 0, "share", data_only=True)
+            out.append((w, run, {op: tuple(js) for op, js in ops.items()}))
+        return out
+
+    def _rates(self, k: int) -> list[Tensor]:
+        """The inputs of the early updates' ops besides variables, slots and gradients that ops compute (a learning
+        rate, a schedule of the global step; a decay): the first share computes them and the later shares and the
+        update run are fed them, as the unsplit step's updates all read one value, computed before the global step
+        moves (its increment waits for the updates). Constants, variables and feeds are read where they are."""
+        early = self._early(k)
+        update = self._update_run(k)
+        out: list[Tensor] = []
+        for op in dict.fromkeys(u.update for _, u in sorted(early.values(), key=lambda e: e[1].update._id)):
+            kind = op.attrs["op"] if op.type == "_FusedApply" else op.type
+            body, decay = split_decay(list(op.inputs), op.attrs) if op.type == "_FusedApply" else (op.inputs, None)
+            at = range(len(APPLY_SCALARS[kind])) if op.type == "_FusedApply" else APPLY_SCALARS[kind]
+            for t in [body[i] for i in at] + ([decay] if decay is not None else []):
+                if t not in update.feeds and t.op.type not in ("Const", "VariableV2") and t not in out:
+                    out.append(t)
+        return out
 
     def _why_not_microbatch(self) -> str | None:
         """Why the step cannot be micro-batched exactly, if it computes batch statistics that the statistics
@@ -1689,6 +1716,10 @@ class _Step:
                 acc[t] = acc_buffer(t, shape, where[t].specs[t].dtype, ends[early[t][0]] if t in early else end,
                                     self.alignment)
                 acc[t].start = where[t].start
+            for t in self._rates(k) if shares else ():  # from the first share to the update run
+                spec = share_phases[0].specs[t]
+                acc[t] = acc_buffer(t, spec.shape, spec.dtype, end, self.alignment)
+                acc[t].start = share_phases[0].start
             merge.update(s.gathered)
             merge.update((t, "sum") for t in s.grads if s.merges.get(t) == "sum")  # a tf.metrics total
             for x, _ in mb.accumulated.values():  # written by its op: its view in the run is the accumulator's
@@ -1900,12 +1931,12 @@ class _Step:
         runs: list[Run] = []
         for i, n in enumerate(self._counts(k)):  # the statistics passes (planner.crossbatch), the micro-batch run
             runs.append(self._pass_run(k, i, n, runs, r))
-        update = self._update_run(k, r)
+        update = self._update_run(k, r, self._rates(k) if r == 0 and self._early(k) else [])
         return runs + [update] if update is not None else runs
 
-    def _update_run(self, k: int, r: int = 0) -> Run | None:
+    def _update_run(self, k: int, r: int = 0, rates: list[Tensor] = ()) -> Run | None:
         """The update run of k > 1 micro-batches (None where no fetch comes after the updates): fed the merged
-        gradients and the step's feeds without rows."""
+        gradients and the step's feeds without rows, and with early updates their `rates` (_rates)."""
         s, levels = self.split(r), self._levels(k)
         if not s.b_fetches:
             return None
@@ -1913,7 +1944,10 @@ class _Step:
         specs = self._stats_specs() if levels else self._specs(r)
         b_shapes = {t: specs[t].shape for t in s.grads}
         b_shapes.update({t: sh for t, sh in v.feed_shapes.items() if t not in s.batch_feeds})
-        return self._run("update", s.b_fetches, set(b_shapes), b_shapes, r)
+        if rates:
+            plain = self._update_run(k, r)
+            b_shapes.update({t: plain.specs[t].shape for t in rates})
+        return self._run("update", s.b_fetches, set(b_shapes), b_shapes, r, "rates fed" if rates else "")
 
     def _pass_run(self, k: int, i: int, n: int, runs: list[Run], r: int = 0) -> Run:
         """Statistics pass i of k micro-batches (i = the number of passes: the micro-batch run) on n micro-batches
