@@ -201,7 +201,11 @@ def rewrite(order: list[Operation], feeds: set[Tensor], fetches: list, batch_fee
     fed = set(merges) | {t for bn in norms for t in bn.outputs[1:]}  # whole-batch values in the micro-batch run
     value = _values(order, feeds, batch_feeds, fed)
     fold = _foldable(order, rowed, value, fed, specs)
-    moving = {op for op in order if op.op_def.ref_inputs and not any(t in value for t in op.inputs)}
+    # (an update that reads nothing of the batch, Adam's beta powers', is no moving average: ops that group the
+    # updates, tf.group's NoOp, still wait for it)
+    dep = batch_dependent(order, feeds, batch_feeds)
+    moving = {op for op in order if op.op_def.ref_inputs and not any(t in value for t in op.inputs) and
+              any(t in dep for t in op.inputs)}
     fetched = {f.op if isinstance(f, Tensor) else f for f in fetches}
     g = Graph()
     tmap: dict[Tensor, Tensor] = {}
@@ -471,9 +475,8 @@ def _control(op: Operation, fetched: set[Operation], moving: set[Operation]) -> 
     no value of the batch's rows but its statistics (`moving`: the moving averages' updates, which TF1's training
     op runs under control_dependencies(UPDATE_OPS), before the whole backward pass) unless it reads that
     variable: in micro-batches those run once, in the update run after them, which changes no value the other
-    ops read. A fetched op (the training op) still waits for them all, and so does an op without outputs (a
-    group of updates, tf.group's NoOp: Adam's beta-power updates are only its control inputs)."""
-    if op.op_def.ref_inputs or op in fetched or not op.outputs:
+    ops read. A fetched op (the training op) still waits for them all."""
+    if op.op_def.ref_inputs or op in fetched:
         return list(op.control_inputs)
     reads = {t.op for t in op.inputs}
     return [c for c in op.control_inputs if c not in moving or c.inputs[0].op in reads]
