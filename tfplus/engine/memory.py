@@ -380,7 +380,9 @@ class Bound:
         """The micro-batched step's runs: its statistics passes (planner.crossbatch: each over the micro-batches,
         their values summed in micro-batch order, means divided by their count, into the whole batch's, fed to the
         later runs; rows kept whole for later runs copied in a micro-batch at a time), the micro-batch run (gradients
-        and fetches merged, some of them by statistics passes that computed them) and the update run. Each run over
+        and fetches merged, some of them by statistics passes that computed them) and the update run; a variable
+        whose gradient a pass finished and no later run reads is updated right after that pass (MemoryPlan.shares:
+        the update op's kernel on its groups, the first share computing the rates the others read). Each run over
         its own count of micro-batches (MemoryPlan.run_microbatches), first scaling the gradient values it reads
         that a run of another count wrote to its own (MemoryPlan.rescale)."""
         p, rt = self.plan, self.runtime

@@ -1,7 +1,8 @@
 """Micro-batches, in one home for the planner and tfplus.workers: the batch size of a step's feeds, which fed
 tensors are rows of the batch and their slices' shapes, whether a step computes statistics of the whole batch
 (then no plain split is exact: planner.crossbatch computes them in passes first), the split into a per-micro-batch
-run and an update run, and how a fetched tensor's per-slice values merge into the step's.
+run and an update run (and which updates may run before it: update_groups), and how a fetched tensor's per-slice
+values merge into the step's.
 
     >>> from tfplus.planner.batch import slice_shapes
     >>> slice_shapes({"x": (64, 10), "lr": ()}, {"x"}, 4)
@@ -144,12 +145,12 @@ def update_groups(update_order: list[Operation], split: Split, fetches: list, fo
             else [list(op.inputs)]
         cone = data_cone([op], grads)
         later = _after(op, update_order)
-        written = {t.op.name for o in update_order if o is not op and o not in later
-                   for k in o.op_def.ref_inputs for t in [o.inputs[k]]}
+        written = {o.inputs[k].op.name for o in update_order if o is not op and o not in later
+                   for k in o.op_def.ref_inputs}
         if any(o.type == "VariableV2" and o.name in written for o in cone) or \
                 any(t in split.batch_dep and t not in grads for o in cone for t in o.inputs):
             continue
-        refs = [k for k in get_op_def(kind).ref_inputs]
+        refs = get_op_def(kind).ref_inputs
         for j, group in enumerate(groups):
             g = group[APPLY_GRAD[kind]]
             names = tuple(group[k].op.name for k in refs)

@@ -1830,6 +1830,12 @@ class _Step:
                 saved = sum(nbytes(ph.specs[g]) for ph in p.phases for g in ph.fetches if g in p.slot_folds)
                 detail += (f"; {len(p.slot_folds)} weight gradients ({format_size(saved)}) added straight into their "
                            "momentum slots, no accumulators (planner.batch.slot_folds; exact up to summation order)")
+            if p.shares:
+                early = self._early(k)
+                freed = sum(p.accumulators[g].size for g in early if g in p.accumulators)
+                detail += (f"; {len(early)} variables updated right after the statistics pass that finishes their "
+                           f"gradients ({len(p.shares)} shares of their update ops), their accumulators "
+                           f"({format_size(freed)}) ending there (planner.batch.update_groups)")
             if p.statistics:
                 st = self.stats()
                 n = sum(st.merges[t] != "last" for level in p.statistics for t in level)
