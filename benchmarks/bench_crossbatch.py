@@ -204,10 +204,11 @@ def _op_calls(budget: str, device: str, gpu_model: str | None = None, updates: b
 
 
 def _updates(p: planner.MemoryPlan) -> None:
-    """Per variable of the update run's Apply ops (a _FusedApply's share): the run that merges its gradient (the
-    statistics pass or micro-batch run whose fetches hold its accumulator) and the later runs that read its weights.
-    None reads them after: its update could run right after that run, freeing the accumulator there; one does: it
-    must stay in the update run (the weights would change under that run)."""
+    """Per variable of the update run's Apply ops (a _FusedApply's group): the run that merges its gradient (the
+    statistics pass or micro-batch run whose fetches hold its accumulator), the later runs that read its weights and
+    whether the plan updates it right after that run (MemoryPlan.shares). None reads them after: its update may run
+    right after that run, freeing the accumulator there; one does: it must stay in the update run (the weights would
+    change under that run)."""
     from tfplus.ops.fused_ops import apply_groups, split_decay
     a = len(p.statistics)
     counts = p.run_microbatches or [p.microbatches] * (a + 1)
@@ -215,6 +216,7 @@ def _updates(p: planner.MemoryPlan) -> None:
               if isinstance(t, tf.Tensor) and t in p.accumulators and t not in (p.statistics + [[]])[i]}
     reads = [{t.op for op in ph.order for t in op.inputs if t.op.type == "VariableV2"} for ph in p.phases]
     early = late = 0
+    shared = {(op, j) for s in p.shares for op, groups in s.groups.items() for j in groups}
     for op in p.phases[a + 1].order if len(p.phases) > a + 1 else ():
         if op.type == "_FusedApply":
             groups = apply_groups(op.attrs["op"], split_decay(list(op.inputs), op.attrs)[0])
@@ -222,7 +224,7 @@ def _updates(p: planner.MemoryPlan) -> None:
             groups = [list(op.inputs)]
         else:
             continue
-        for g in groups:
+        for j, g in enumerate(groups):
             grads = [t for t in g if t in writer]
             if not grads:
                 continue
@@ -232,8 +234,8 @@ def _updates(p: planner.MemoryPlan) -> None:
             early, late = (early + nbytes, late) if not later else (early, late + nbytes)
             print(f"    {g[0].op.name:32s} gradient merged by run {w} ({p.phases[w].name}, {counts[w]} "
                   f"micro-batches), {format_size(nbytes)}; its weights read after by runs "
-                  f"{','.join(map(str, later)) or 'none'}")
-    print(f"  accumulators whose update could follow their run: {format_size(early)}; read later: {format_size(late)}")
+                  f"{','.join(map(str, later)) or 'none'}{'; updated after it' if (op, j) in shared else ''}")
+    print(f"  accumulators whose update may follow their run: {format_size(early)}; read later: {format_size(late)}")
 
 
 def _gpu_step(model: str) -> tuple:
