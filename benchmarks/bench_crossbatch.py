@@ -28,8 +28,9 @@ where a GPU's time goes, counted here. With `--gpu-graph`, of the step the GPU t
 steady-state script: momentum without Nesterov, no weight decay, train_op and the loss fetched), whose weight
 gradients go straight into the momentum slots under micro-batching (planner.batch.slot_folds; the trainer's default,
 Nesterov, keeps accumulators). With `--updates`, also per variable the run that merges its gradient and the later
-runs that read its weights: where none does, its update could run right after that run and free its accumulator
-(issue 34's lever (b), not built: BENCHMARKS.md, stop 47).
+runs that read its weights: where none does, its update runs right after that run and its accumulator ends there
+(planner.batch.update_groups, issue 34's lever (b); `--no-early` turns it off: the plans before it). `--optimizer`
+plans the trainer's step with another optimizer (adam, sgd), as `tfplus plan --optimizer` does.
 
 `kept` counts the rows statistics passes keep whole for later runs (planner.crossbatch.kept), `folded` the
 gradients and fetches the passes compute, which the micro-batch run then does not.
@@ -48,7 +49,7 @@ import tfplus as tf
 from tfplus import planner
 from tfplus.engine.memory import install
 from tfplus.graphs import get_model, training_graph
-from tfplus.planner import crossbatch
+from tfplus.planner import batch, crossbatch
 from tfplus.runtime.facts import device_facts
 from tfplus.units import format_size
 
@@ -128,14 +129,17 @@ def main(argv=None) -> None:
     ap.add_argument("--gpu-model", default="mobilenet", help="with --gpu-graph: the model (mobilenet or mentee)")
     ap.add_argument("--updates", action="store_true", help="with --op-calls: per variable, the run that merges its "
                     "gradient and the later runs that read its weights")
+    ap.add_argument("--optimizer", help="with --op-calls: the trainer's step with this optimizer (momentum, adam, sgd)")
+    ap.add_argument("--no-early", action="store_true", help="every update in the update run (batch.EARLY_UPDATES)")
     args = ap.parse_args(argv)
+    batch.EARLY_UPDATES = not args.no_early
     crossbatch.KEEP = not args.no_keep
     crossbatch.COUNTS = not args.no_counts
     if args.reserves:
         importlib.import_module("tfplus.planner.plan").KEPT_RESERVES = tuple(int(r) for r in args.reserves.split(","))
     if args.op_calls:
         for budget in args.op_calls.split(","):
-            _op_calls(budget, args.device, args.gpu_graph and args.gpu_model, args.updates)
+            _op_calls(budget, args.device, args.gpu_graph and args.gpu_model, args.updates, args.optimizer)
         return
     print(f"{'model':>10} {'k':>3} {'passes':>6} {'kept':>5} {'folded':>6} {'predicted':>10} {'measured':>10} "
           f"{'ms/step':>9} {'peak':>10} {'launches':>9} {'commands':>9} {'tapes':>6}  counts")
@@ -159,7 +163,8 @@ def main(argv=None) -> None:
                   f"{format_size(p.peak_bytes):>10} {n[0]:>9} {n[1]:>9} {n[2]:>6}  {_counts(p)}", flush=True)
 
 
-def _op_calls(budget: str, device: str, gpu_model: str | None = None, updates: bool = False) -> None:
+def _op_calls(budget: str, device: str, gpu_model: str | None = None, updates: bool = False,
+              optimizer: str | None = None) -> None:
     """The op calls per type of the MobileNet training step `tfplus plan` plans for `budget` (batch 128); with
     `gpu_model`, of that model's step as the GPU timings run it (_gpu_step); with `updates`, _updates too."""
     from tfplus.plan_cli import _TrainStep
@@ -172,7 +177,7 @@ def _op_calls(budget: str, device: str, gpu_model: str | None = None, updates: b
         p = planner.plan(fetches, shapes, device_facts(device), parse_size(budget), graph=graph,
                          raise_if_infeasible=False)
     else:
-        step = _TrainStep(argparse.Namespace(model="mobilenet", conv_widths=None, fc_widths=None, optimizer=None,
+        step = _TrainStep(argparse.Namespace(model="mobilenet", conv_widths=None, fc_widths=None, optimizer=optimizer,
                                              data_format=None, trainable=None, fine_tune_last=None, input=None,
                                              batch_size=128, device=device))
         start = time.process_time()
@@ -187,6 +192,8 @@ def _op_calls(budget: str, device: str, gpu_model: str | None = None, updates: b
                 calls[op.type] = calls.get(op.type, 0) + (counts[i] if i < len(counts) else 1)
     print(f"{budget}: peak {format_size(p.peak_bytes)}, fits {p.fits}, predicted {p.predicted_overhead:+.1%}, "
           f"{len(p.slot_folds)} gradients into momentum slots, "
+          f"{sum(len(g) for s in p.shares for g in s.groups.values())} variables updated early in {len(p.shares)} "
+          f"shares, "
           f"{p.microbatches} micro-batches ({_counts(p)}), planned in {seconds:.1f} s CPU; op calls a step "
           f"{sum(calls.values())}:")
     for name in sorted(calls, key=lambda n: -calls[n]):
@@ -197,10 +204,11 @@ def _op_calls(budget: str, device: str, gpu_model: str | None = None, updates: b
 
 
 def _updates(p: planner.MemoryPlan) -> None:
-    """Per variable of the update run's Apply ops (a _FusedApply's share): the run that merges its gradient (the
-    statistics pass or micro-batch run whose fetches hold its accumulator) and the later runs that read its weights.
-    None reads them after: its update could run right after that run, freeing the accumulator there; one does: it
-    must stay in the update run (the weights would change under that run)."""
+    """Per variable of the update run's Apply ops (a _FusedApply's group): the run that merges its gradient (the
+    statistics pass or micro-batch run whose fetches hold its accumulator), the later runs that read its weights and
+    whether the plan updates it right after that run (MemoryPlan.shares). None reads them after: its update may run
+    right after that run, freeing the accumulator there; one does: it must stay in the update run (the weights would
+    change under that run)."""
     from tfplus.ops.fused_ops import apply_groups, split_decay
     a = len(p.statistics)
     counts = p.run_microbatches or [p.microbatches] * (a + 1)
@@ -208,14 +216,15 @@ def _updates(p: planner.MemoryPlan) -> None:
               if isinstance(t, tf.Tensor) and t in p.accumulators and t not in (p.statistics + [[]])[i]}
     reads = [{t.op for op in ph.order for t in op.inputs if t.op.type == "VariableV2"} for ph in p.phases]
     early = late = 0
-    for op in p.phases[-1].order if len(p.phases) > a + 1 else ():
+    shared = {(op, j) for s in p.shares for op, groups in s.groups.items() for j in groups}
+    for op in p.phases[a + 1].order if len(p.phases) > a + 1 else ():
         if op.type == "_FusedApply":
             groups = apply_groups(op.attrs["op"], split_decay(list(op.inputs), op.attrs)[0])
         elif op.type.startswith("Apply"):
             groups = [list(op.inputs)]
         else:
             continue
-        for g in groups:
+        for j, g in enumerate(groups):
             grads = [t for t in g if t in writer]
             if not grads:
                 continue
@@ -225,8 +234,8 @@ def _updates(p: planner.MemoryPlan) -> None:
             early, late = (early + nbytes, late) if not later else (early, late + nbytes)
             print(f"    {g[0].op.name:32s} gradient merged by run {w} ({p.phases[w].name}, {counts[w]} "
                   f"micro-batches), {format_size(nbytes)}; its weights read after by runs "
-                  f"{','.join(map(str, later)) or 'none'}")
-    print(f"  accumulators whose update could follow their run: {format_size(early)}; read later: {format_size(late)}")
+                  f"{','.join(map(str, later)) or 'none'}{'; updated after it' if (op, j) in shared else ''}")
+    print(f"  accumulators whose update may follow their run: {format_size(early)}; read later: {format_size(late)}")
 
 
 def _gpu_step(model: str) -> tuple:

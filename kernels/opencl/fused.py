@@ -264,7 +264,8 @@ def _packed(ctx, op_type: str, groups: list, decayed: list, decay, attrs) -> Non
             bits = sum(1 << s for s, d in enumerate(decayed[lo:lo + _SLOTS]) if d)
             return (kernel(rt, SRC, name, part[0][0].dtype), *rt.grid1d(int(ends[-1])), int8(ends.tolist()),
                     np.int32(bits), *(np.int32(attrs.get(f, False)) for f in flags))
-        k, g, loc, ends, bits, *flag_args = plan(rt, (ctx.op, name, lo, tuple(g[0].size for g in part)), make)
+        k, g, loc, ends, bits, *flag_args = plan(rt, (ctx.op, name, lo, tuple(g[0].size for g in part),
+                                                       tuple(decayed[lo:lo + _SLOTS])), make)
         buffers = [grp[i] for grp in part + [part[0]] * (_SLOTS - len(part)) for i in per_var]
         scalar_args = [part[0][i] for i in scalars]
         # no decay: the kernel reads no decay buffer, any will do

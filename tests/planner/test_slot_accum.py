@@ -60,11 +60,12 @@ def _dense(optimizer: str, clip: bool = False, fetch_grad: bool = False):
 
 
 def _plan(graph, fetches, feeds, facts, fold: bool = True):
-    batch.FOLD_SLOTS = fold
+    """The plan of 4 micro-batches; without `fold`, every update in the update run (no early updates either)."""
+    batch.FOLD_SLOTS = batch.EARLY_UPDATES = fold
     try:
         return planner.plan(fetches, {t: v.shape for t, v in feeds.items()}, facts, graph=graph, force=(4, 1))
     finally:
-        batch.FOLD_SLOTS = True
+        batch.FOLD_SLOTS = batch.EARLY_UPDATES = True
 
 
 def _train(net, device: str, split: bool, steps: int = 3):

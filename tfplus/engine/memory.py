@@ -27,6 +27,7 @@ import numpy as np
 from tfplus import errors, threads
 from tfplus.engine.replay import Merges, Recording
 from tfplus.framework import Tensor
+from tfplus.ops.fused_ops import APPLY_SCALARS, split_decay
 from tfplus.planner import chunking, compact
 from tfplus.planner.crossbatch import Kept
 from tfplus.planner.plan import MemoryPlan
@@ -149,6 +150,7 @@ class Bound:
     microbatch = 0  # the micro-batch the micro-batch run is on: accumulated gradients' ops add from the second on
     draw_step = None  # the micro-batched step being run: its random ops draw once for all its runs (random_stream)
     draw_slice = 0  # the micro-batch a run of it is on: a random op with rows draws that micro-batch's rows
+    groups: dict = {}  # (phase, update op) -> the variables' groups it updates there (_share_groups)
 
     def __init__(self, p: MemoryPlan, executor):
         self.runtime, self.plan = executor.runtime, p
@@ -162,6 +164,7 @@ class Bound:
         self.lanes = [_Lane(self, i, executor) for i in range(1, p.stream_lanes)]
         self.warm = False  # whether each lane has run once (their first runs record their fast loops in turn)
         arena_of(executor).fit(p, self)
+        self.groups = _share_groups(p)
         self.programs = [executor.compile(ph.fetches, ph.feeds, self, ph.order) for ph in p.phases]
         self.var_names = [n for prog in self.programs for n in prog.var_slots]  # what a whole-step tape fixes
 
@@ -219,6 +222,12 @@ class Bound:
         bufs = self.workspaces[self.phase].get(op, ())
         i = self.cursor.get(op, 0)
         want = (tuple(int(d) for d in shape), np.dtype(getattr(dtype, "np", dtype)))
+        if (self.phase, op) in self.groups and i < len(bufs) and bufs[i].dtype == want[1] and \
+                len(want[0]) == len(bufs[i].shape) == 1 and want[0][0] <= bufs[i].shape[0]:
+            # a share of a _FusedApply: its pieces are sized for its own largest variable, the buffer for the op's
+            self.cursor[op] = i + 1
+            b = self.plan.phases[self.phase].life.workspaces[op][i]
+            return self.runtime.sub_buffer(self.arena, b.offset, want[0], b.dtype)
         if i >= len(bufs) or (tuple(bufs[i].shape), bufs[i].dtype) != want:
             declared = [(tuple(b.shape), str(b.dtype)) for b in bufs]
             raise RuntimeError(
@@ -240,6 +249,8 @@ class Bound:
             life = self.plan.phases[self.phase].life
             n = life.chunks.get(op, 1)
             kernel = self._variant(op, kernel)
+            if (self.phase, op) in self.groups:  # an update op split into shares (MemoryPlan.shares)
+                kernel = _on_groups(kernel, op, self.groups[self.phase, op])
             div = life.scratch_ops.get(op, life.scratch)
             if div > 1 and op.type in chunking.CHUNKABLE:  # smaller chunks inside the kernel
                 kernel = _with_attrs(kernel, chunking.attrs(op, div))
@@ -369,7 +380,9 @@ class Bound:
         """The micro-batched step's runs: its statistics passes (planner.crossbatch: each over the micro-batches,
         their values summed in micro-batch order, means divided by their count, into the whole batch's, fed to the
         later runs; rows kept whole for later runs copied in a micro-batch at a time), the micro-batch run (gradients
-        and fetches merged, some of them by statistics passes that computed them) and the update run. Each run over
+        and fetches merged, some of them by statistics passes that computed them) and the update run; a variable
+        whose gradient a pass finished and no later run reads is updated right after that pass (MemoryPlan.shares:
+        the update op's kernel on its groups, the first share computing the rates the others read). Each run over
         its own count of micro-batches (MemoryPlan.run_microbatches), first scaling the gradient values it reads
         that a run of another count wrote to its own (MemoryPlan.rescale)."""
         p, rt = self.plan, self.runtime
@@ -426,6 +439,11 @@ class Bound:
                     self.merges.run(rt, how, pairs, 1.0 / k)
             statistics = set(p.statistics[i]) if i < a else set()
             out.update((t, acc) for t, acc in merged if t not in statistics)
+            for share in p.shares:  # updates whose gradients this run finished (planner.batch.update_groups)
+                if share.after == i:
+                    rates = self._phase(share.phase, {t: known[t] for t in p.phases[share.phase].feeds})
+                    # the first share's rates, held for the later ones and the update run
+                    self.merges.run(rt, "copy", [(self.acc[t], v) for t, v in rates.items()], 1.0)
         self.microbatch, self.draw_step, self.draw_slice = 0, None, 0
         self.merges.run(rt, "scale", [(self.acc[g], None) for g in added], 1.0 / k)
         if len(p.phases) > a + 1:
@@ -533,6 +551,39 @@ class _Lane(Bound):
 
     def _phase(self, i: int, feeds: dict) -> dict:
         return dict(zip(self.program.fetches, self.program.replay(feeds)))
+
+
+def _share_groups(p: MemoryPlan) -> dict:
+    """{(phase, update op): the variables' groups its kernel updates there} of a plan with early updates
+    (MemoryPlan.shares): each share's, and the update run's, the rest."""
+    if not p.shares:
+        return {}
+    out = {(s.phase, op): groups for s in p.shares for op, groups in s.groups.items()}
+    update = len(p.statistics) + 1
+    for op in {op for s in p.shares for op in s.groups}:
+        done = {j for s in p.shares for j in s.groups.get(op, ())}
+        count = op.attrs["num_vars"] if op.type == "_FusedApply" else 1
+        out[update, op] = tuple(j for j in range(count) if j not in done)
+    return out
+
+
+def _on_groups(kernel, op, groups: tuple):
+    """`kernel` of update op `op` on the variables of `groups` alone (apply_groups' indices; a single update's
+    is 0): a share of a _FusedApply is the op's kernel on those groups' inputs, the scalars and the decay shared."""
+    if op.type != "_FusedApply":
+        return kernel if groups else (lambda ctx, ins, outs, attrs: None)
+    if not groups:
+        return lambda ctx, ins, outs, attrs: None
+
+    def run(ctx, ins, outs, attrs):
+        body, decay = split_decay(list(ins), attrs)
+        n = len(APPLY_SCALARS[attrs["op"]])
+        per = (len(body) - n) // attrs["num_vars"]
+        part = body[:n] + [x for j in groups for x in body[n + j * per:n + (j + 1) * per]]
+        decayed = [attrs["decayed"][j] for j in groups] if attrs.get("decayed") else []
+        kernel(ctx, part + ([decay] if any(decayed) else []), outs, {**attrs, "num_vars": len(groups),
+                                                                     "decayed": decayed})
+    return run
 
 
 def _with_attrs(kernel, attrs: dict):

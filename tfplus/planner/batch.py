@@ -1,7 +1,8 @@
 """Micro-batches, in one home for the planner and tfplus.workers: the batch size of a step's feeds, which fed
 tensors are rows of the batch and their slices' shapes, whether a step computes statistics of the whole batch
 (then no plain split is exact: planner.crossbatch computes them in passes first), the split into a per-micro-batch
-run and an update run, and how a fetched tensor's per-slice values merge into the step's.
+run and an update run (and which updates may run before it: update_groups), and how a fetched tensor's per-slice
+values merge into the step's.
 
     >>> from tfplus.planner.batch import slice_shapes
     >>> slice_shapes({"x": (64, 10), "lr": ()}, {"x"}, 4)
@@ -12,11 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tfplus.framework import Operation, Tensor
-from tfplus.ops.fused_ops import apply_groups, split_decay
+from tfplus.ops.fused_ops import APPLY_GRAD, apply_groups, split_decay
 from tfplus.planner import crossbatch, stream
 from tfplus.planner import rows as row_rules
 from tfplus.planner.liveness import PlanError, phase_of
-from tfplus.registry import has_tag
+from tfplus.registry import get_op_def, has_tag
 
 
 def batch_size(feed_shapes: dict) -> int | None:
@@ -102,6 +103,86 @@ def slot_folds(order: list[Operation], split: Split, fetches: list, specs: dict)
                readers.get(accum) == [op] for _, accum, _, g, _ in groups):
             out.update((g, SlotFold(op, accum.op.name, float(momentum.value))) for _, accum, _, g, _ in groups)
     return out
+
+
+# Kill switch of each variable's update right after the statistics pass that finishes its gradient
+# (update_groups, planned by planner.plan's _Step._early): False leaves every update in the update run.
+EARLY_UPDATES = True
+
+
+@dataclass(frozen=True)
+class UpdateGroup:
+    """One variable's update inside an update op: its group of a _FusedApply (apply_groups' index), or a whole
+    ApplyGradientDescent / ApplyMomentum / ApplyAdam (index 0)."""
+    update: Operation
+    index: int
+    refs: tuple[str, ...]  # the variable and slot names it updates in place
+
+
+def update_groups(update_order: list[Operation], split: Split, fetches: list, folds: dict) -> dict[Tensor,
+                                                                                                UpdateGroup]:
+    """The update-run gradients (split.grads) whose variable's update may run before the update run, right after
+    the run that merges the gradient (if no later run reads the variable: the planner decides), each with its
+    update's group. Only where that early update computes what the update run would: the gradient is read by its
+    update alone (not clipped, summarized or fetched, not a sparse one, not added into a slot: `folds`), the
+    update's other inputs (learning rate, momentum, decay, Adam's beta powers) are computed from no batch value and
+    no variable that an op of the update run not ordered after the update writes (the global step moves after
+    the updates), and nothing in the update run reads the variable or its slots before the update. An early share
+    runs the update on the values the update run would see: the weights, slots and rates of before the step."""
+    if not EARLY_UPDATES:
+        return {}
+    readers: dict[Tensor, list[Operation]] = {}
+    for op in update_order:
+        for t in op.inputs:
+            readers.setdefault(t, []).append(op)
+    grads = set(split.grads)
+    free = grads - set(split.gathered) - set(folds) - {f for f in fetches if isinstance(f, Tensor)}
+    out: dict[Tensor, UpdateGroup] = {}
+    for op in update_order:
+        kind = op.attrs.get("op") if op.type == "_FusedApply" else op.type
+        if kind not in APPLY_GRAD or any(readers.get(t) for t in op.outputs):
+            continue
+        groups = apply_groups(kind, split_decay(list(op.inputs), op.attrs)[0]) if op.type == "_FusedApply" \
+            else [list(op.inputs)]
+        cone = data_cone([op], grads)
+        later = _after(op, update_order)
+        written = {o.inputs[k].op.name for o in update_order if o is not op and o not in later
+                   for k in o.op_def.ref_inputs}
+        if any(o.type == "VariableV2" and o.name in written for o in cone) or \
+                any(t in split.batch_dep and t not in grads for o in cone for t in o.inputs):
+            continue
+        refs = get_op_def(kind).ref_inputs
+        for j, group in enumerate(groups):
+            g = group[APPLY_GRAD[kind]]
+            names = tuple(group[k].op.name for k in refs)
+            early_reads = [o for t in (group[k] for k in refs) for o in readers.get(t, ())
+                           if o is not op and o not in later]
+            if g in free and readers.get(g) == [op] and not early_reads:
+                out[g] = UpdateGroup(op, j, names)
+    return out
+
+
+def data_cone(fetches: list, feeds: set[Tensor]) -> set[Operation]:
+    """The ops whose outputs `fetches` (Operations and Tensors) read through data inputs, stopping at `feeds`: an
+    early update's share runs these alone (its control inputs, the moving averages' updates, stay in the update
+    run)."""
+    seen: set[Operation] = set()
+    stack = [f.op if isinstance(f, Tensor) else f for f in fetches]
+    while stack:
+        op = stack.pop()
+        if op not in seen:
+            seen.add(op)
+            stack.extend(t.op for t in op.inputs if t not in feeds)
+    return seen
+
+
+def _after(op: Operation, order: list[Operation]) -> set[Operation]:
+    """The ops of `order` that run after `op` because they depend on it (data or control)."""
+    later = {op}
+    for o in order:
+        if any(t.op in later for t in o.inputs) or any(c in later for c in o.control_inputs):
+            later.add(o)
+    return later - {op}
 
 
 def batch_statistics(order, feeds: set[Tensor], batch_feeds: set[Tensor], rowed: set[Tensor] | None = None

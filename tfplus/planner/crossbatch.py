@@ -206,7 +206,11 @@ def rewrite(order: list[Operation], feeds: set[Tensor], fetches: list, batch_fee
     fed = set(merges) | {t for bn in norms for t in bn.outputs[1:]}  # whole-batch values in the micro-batch run
     value = _values(order, feeds, batch_feeds, fed)
     fold = _foldable(order, rowed, value, fed, specs)
-    moving = {op for op in order if op.op_def.ref_inputs and not any(t in value for t in op.inputs)}
+    # (an update that reads nothing of the batch, Adam's beta powers', is no moving average: ops that group the
+    # updates, tf.group's NoOp, still wait for it)
+    dep = batch_dependent(order, feeds, batch_feeds)
+    moving = {op for op in order if op.op_def.ref_inputs and not any(t in value for t in op.inputs) and
+              any(t in dep for t in op.inputs)}
     fetched = {f.op if isinstance(f, Tensor) else f for f in fetches}
     g = Graph()
     tmap: dict[Tensor, Tensor] = {}

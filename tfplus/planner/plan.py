@@ -42,18 +42,22 @@ import numpy as np
 
 from tfplus import debug
 from tfplus.framework import Graph, Operation, Tensor, get_default_graph, needed_ops
+from tfplus.ops.fused_ops import APPLY_SCALARS, split_decay
 from tfplus.planner import accumulate, chunking, compact, cost, crossbatch, recompute, remat, stream
 from tfplus.planner.arena import assign_offsets
 from tfplus.planner.batch import (
     SlotFold,
     Split,
+    UpdateGroup,
     batch_feeds,
     batch_size,
     batch_statistics,
+    data_cone,
     fetch_merge,
     slice_shapes,
     slot_folds,
     split_step,
+    update_groups,
 )
 from tfplus.planner.liveness import (
     Buffer,
@@ -172,6 +176,15 @@ def budget_message(floor_bytes: int, budget: int, what: str = "the step", fix: s
             f"fits it in) or {fix}")
 
 
+class Share(NamedTuple):
+    """Updates of variables run right after the statistics pass that finishes their gradients (planner.batch.
+    update_groups, _Step._early), so that the gradients' accumulators end there: the update ops' kernels on those
+    variables' groups alone. The update run does the rest of each op's groups."""
+    after: int                                # the run after whose last merge it runs
+    phase: int                                # its run in MemoryPlan.phases (after the update run)
+    groups: dict[Operation, tuple[int, ...]]  # update op -> the groups (apply_groups) it updates
+
+
 @dataclass(eq=False)
 class MemoryPlan:
     """Where every byte of one step lives. Sizes in bytes. See `to_json()` for the stable summary."""
@@ -230,6 +243,9 @@ class MemoryPlan:
     # Gradients the micro-batches add straight into their momentum slots instead of accumulators, and the update
     # that then runs its "folded" variant (planner.batch.slot_folds): {gradient: SlotFold}.
     slot_folds: dict[Tensor, SlotFold] = field(default_factory=dict)
+    # Updates run after the statistics pass that finishes their gradients, each an extra phase (phases past the
+    # update run's), in run order.
+    shares: list[Share] = field(default_factory=list)
 
     @property
     def buffers(self) -> list[Buffer]:
@@ -938,8 +954,10 @@ class _Step:
         counts = self._counts(k)
         runs = self._runs(k)
         passes = self._passes(k)
-        for times, run in zip(list(counts) + [1], runs):  # the statistics passes and the micro-batch run, each its
-            f["runs"] += times                            # count of times (_counts), the update run once
+        # the statistics passes and the micro-batch run, each its count of times (_counts); the update run and the
+        # early updates' shares once (their update ops priced whole in each: the launches)
+        for times, run in list(zip(list(counts) + [1], runs)) + [(1, run) for _, run, _ in self._share_runs(k)]:
+            f["runs"] += times
             ops, specs = set(run.order), run.specs
             feeds = {t for t in specs if t in self.feeds or t.op not in ops}
             for op in run.order:
@@ -955,6 +973,9 @@ class _Step:
             folds = self.folds(r)
             f["elements"] += sum(math.prod(specs[g].shape) for g in folds)
             f["calls"] += len({(x.momentum, counts[folded.get(g, passes)]) for g, x in folds.items()})
+            rates = self._rates(k) if self._early(k) else []  # copied into their accumulators: one launch
+            f["calls"] += bool(rates)
+            f["elements"] += sum(math.prod(specs[t].shape) for t in rates)
             for n, level in zip(counts, self._levels(k)):
                 f["elements"] += n * sum(math.prod(specs[t].shape) for t in level)
             f["elements"] += sum(math.prod(specs[x.tensor].shape) for x in self._kept(k)[0])  # rows copied in
@@ -989,6 +1010,67 @@ class _Step:
             specs = self._stats_specs() if self.stats() is not None else self._specs(r)
             self._cache["folds", r] = slot_folds(order, s, v.fetches, specs)
         return self._cache["folds", r]
+
+    def _early(self, k: int) -> dict[Tensor, tuple[int, UpdateGroup]]:
+        """The gradients of k micro-batches whose updates run right after the statistics pass that merges them
+        (planner.batch.update_groups), with that pass: those whose variable no later run reads (a pass that
+        restarts from a gradient kept higher up backprops through the layers between, reading their weights).
+        Per choice of kept rows (_kept), which sets what each run computes; their accumulators end there."""
+        levels = self._levels(k)
+        if k == 1 or not levels:
+            return {}
+        key = ("early", k, self._kept(k)[3])
+        if key not in self._cache:
+            a, folded = len(levels), self._kept(k)[1]
+            runs: list[Run] = []
+            for i in range(a + 1):  # each of k micro-batches: the same ops as at its count (_counts asks for this)
+                runs.append(self._pass_run(k, i, k, runs))
+            update = self._update_run(k)
+            groups = {} if update is None else \
+                update_groups(update.order, self.split(), self._stats_view().fetches, self.folds())
+            writer = {t: i for i, f in enumerate(folded[:a]) for t in f}
+            reads = [{op.name for op in run.order if op.type == "VariableV2"} for run in runs[:a + 1]]
+            self._cache[key] = {g: (writer[g], u) for g, u in groups.items() if g in writer and
+                                not any(n in reads[j] for n in u.refs for j in range(writer[g] + 1, a + 1))}
+        return self._cache[key]
+
+    def _share_runs(self, k: int) -> list[tuple[int, Run, dict[Operation, tuple[int, ...]]]]:
+        """The runs of the early updates (_early) of k micro-batches: per statistics pass that finishes some, (the
+        pass, the run of their update ops, {update op: the groups it updates}); fed the update run's feeds, each
+        runs its update ops' data inputs alone (planner.batch.data_cone). The first also computes the rates
+        (_rates), which the later ones are fed."""
+        early = self._early(k)
+        if not early:
+            return []
+        update, rates = self._update_run(k), self._rates(k)
+        by_pass: dict[int, dict[Operation, list[int]]] = {}
+        for w, u in sorted(early.values(), key=lambda e: (e[0], e[1].update._id, e[1].index)):
+            by_pass.setdefault(w, {}).setdefault(u.update, []).append(u.index)
+        shapes = {t: update.specs[t].shape for t in update.feeds if t in update.specs}
+        fed = shapes | {t: update.specs[t].shape for t in rates}
+        out = []
+        for j, (w, ops) in enumerate(sorted(by_pass.items())):
+            run = self._run(f"update share {w}", list(ops) + rates if j == 0 else list(ops),
+                            set(fed if j else shapes), fed if j else shapes, 0, "share", data_only=True)
+            out.append((w, run, {op: tuple(js) for op, js in ops.items()}))
+        return out
+
+    def _rates(self, k: int) -> list[Tensor]:
+        """The inputs of the early updates' ops besides variables, slots and gradients that ops compute (a learning
+        rate, a schedule of the global step; a decay): the first share computes them and the later shares and the
+        update run are fed them, as the unsplit step's updates all read one value, computed before the global step
+        moves (its increment waits for the updates). Constants, variables and feeds are read where they are."""
+        early = self._early(k)
+        update = self._update_run(k)
+        out: list[Tensor] = []
+        for op in dict.fromkeys(u.update for _, u in sorted(early.values(), key=lambda e: e[1].update._id)):
+            kind = op.attrs["op"] if op.type == "_FusedApply" else op.type
+            body, decay = split_decay(list(op.inputs), op.attrs) if op.type == "_FusedApply" else (op.inputs, None)
+            at = range(len(APPLY_SCALARS[kind])) if op.type == "_FusedApply" else APPLY_SCALARS[kind]
+            for t in [body[i] for i in at] + ([decay] if decay is not None else []):
+                if t not in update.feeds and t.op.type not in ("Const", "VariableV2") and t not in out:
+                    out.append(t)
+        return out
 
     def _why_not_microbatch(self) -> str | None:
         """Why the step cannot be micro-batched exactly, if it computes batch statistics that the statistics
@@ -1092,8 +1174,9 @@ class _Step:
             return uniform
         s, specs, runs = self.split(), self._stats_specs(), self._runs(k)[:len(levels) + 1]
         summed = set(s.grads) - set(self.folds())  # the gradients with accumulators
+        early = self._early(k)  # their accumulators end with the pass that merges them
         held = [sum(nbytes(specs[x.tensor]) for x in spans if x.writer <= i <= x.last) +
-                sum(nbytes(specs[t]) for f in folded[:i + 1] for t in f if t in summed) +
+                sum(nbytes(specs[t]) for f in folded[:i + 1] for t in f if t in summed and early.get(t, (i,))[0] >= i) +
                 sum(nbytes(specs[t]) for level in levels[:i + 1] for t in level) for i in range(len(runs))]
         own = [self._own(run) for run in runs]
         room = max(b + h for b, h in zip(own, held))
@@ -1206,8 +1289,9 @@ class _Step:
                                 f"kept rows, {k} micro-batches, room {room}, reserve {reserve}, {attempt + 1}")
             planned = self._runs(k)[:len(runs)]
             own = [self._own(run) for run in planned]
+            early = self._early(k)  # their accumulators end with the pass that merges them
             held = [sum(size[x.tensor] for x in spans if x.writer <= i <= x.last) +
-                    sum(size[t] for f in folded[:i + 1] for t in f if t in summed) +
+                    sum(size[t] for f in folded[:i + 1] for t in f if t in summed and early.get(t, (i,))[0] >= i) +
                     sum(nbytes(planned[w].specs[t]) + self.alignment for t, (w, _) in shaped.items() if w <= i)
                     for i in range(len(runs))]
             if all(b + h <= room for b, h in zip(own, held)):
@@ -1577,11 +1661,20 @@ class _Step:
         runs = self._runs(k, r)
         levels = self._levels(k)
         sites = self._accumulated(k, r) if a else []
+        shares = self._share_runs(k) if r == 0 else []
         phases: list[Phase] = []
+        share_phases: list[Phase] = []
+        ran: list[Phase] = []  # the phases in the order they run: each share after its pass
         for i, run in enumerate(runs):  # the statistics passes and the micro-batch run: c, z, d; the update: none
-            start = sum(ph.life.steps for ph in phases)
+            start = sum(ph.life.steps for ph in ran)
             phases.append(self._phase(run, c, start, z, d, sites=sites if i == len(levels) else ())
                           if i <= len(levels) else self._phase(run, 1, start))
+            ran.append(phases[-1])
+            for w, share, _ in shares:
+                if w == i:
+                    share_phases.append(self._phase(share, 1, start + phases[-1].life.steps))
+                    ran.append(share_phases[-1])
+        phases += share_phases
         mb = phases[len(levels)]  # the micro-batch run
         acc, merge, kept = {}, {}, {}
         counts = self._counts(k)
@@ -1595,12 +1688,20 @@ class _Step:
             count = {t: n for ph, n in zip(phases, counts) for t in ph.fetches if isinstance(t, Tensor)}
             whole = self._stats_specs() if levels else self._specs(r)
             folds = self.folds(r)
+            early = self._early(k) if shares else {}
+            ends = {w: ph.start + ph.life.steps - 1 for (w, _, _), ph in zip(shares, share_phases)}
             for t in s.grads:  # a sparse gradient's rows: the whole batch's, each micro-batch writes its own
                 if t in folds:  # added into its momentum slot
                     continue
                 shape = (whole if t in s.gathered else where[t].specs)[t].shape
-                acc[t] = acc_buffer(t, shape, where[t].specs[t].dtype, end, self.alignment)
+                # an early update's gradient: to its share's end (_early)
+                acc[t] = acc_buffer(t, shape, where[t].specs[t].dtype, ends[early[t][0]] if t in early else end,
+                                    self.alignment)
                 acc[t].start = where[t].start
+            for t in self._rates(k) if shares else ():  # from the first share to the update run
+                spec = share_phases[0].specs[t]
+                acc[t] = acc_buffer(t, spec.shape, spec.dtype, end, self.alignment)
+                acc[t].start = share_phases[0].start
             merge.update(s.gathered)
             merge.update((t, "sum") for t in s.grads if s.merges.get(t) == "sum")  # a tf.metrics total
             for x, _ in mb.accumulated.values():  # written by its op: its view in the run is the accumulator's
@@ -1635,7 +1736,7 @@ class _Step:
                     into = {t: acc[t] for t in ph.fetches if isinstance(t, Tensor) and t in acc and where[t] is ph}
                     into |= {x.tensor: kept[x] for x in kept if x.writer == i}
                     written |= {(i, t) for t in _write_merged(ph, into)}
-        live = np.concatenate([ph.life.live for ph in phases])
+        live = np.concatenate([ph.life.live for ph in ran])
         for b in list(acc.values()) + list(kept.values()):
             live[b.start:b.end + 1] += b.size
         # A micro-batch's rows of a fed batch are a view of it on every device (opencl: an offset): no slot.
@@ -1646,7 +1747,8 @@ class _Step:
                        feed_shapes=dict(self.feed_shapes), tensor_map=v.outer,
                        recomputed=[t.name for t in v.remat.tensors] if v.remat else [], statistics=levels,
                        kept=kept, run_microbatches=list(counts) if levels else [], written=written,
-                       rescale=self._rescale(k) if levels else [], slot_folds=self.folds(r) if k > 1 else {})
+                       rescale=self._rescale(k) if levels else [], slot_folds=self.folds(r) if k > 1 else {},
+                       shares=[Share(w, len(runs) + j, groups) for j, (w, _, groups) in enumerate(shares)])
         if place:
             globals()["place"](p)
         if k > 1:
@@ -1710,6 +1812,12 @@ class _Step:
                 saved = sum(nbytes(ph.specs[g]) for ph in p.phases for g in ph.fetches if g in p.slot_folds)
                 detail += (f"; {len(p.slot_folds)} weight gradients ({format_size(saved)}) added straight into their "
                            "momentum slots, no accumulators (planner.batch.slot_folds; exact up to summation order)")
+            if p.shares:
+                early = self._early(k)
+                freed = sum(p.accumulators[g].size for g in early if g in p.accumulators)
+                detail += (f"; {len(early)} variables updated right after the statistics pass that finishes their "
+                           f"gradients ({len(p.shares)} shares of their update ops), their accumulators "
+                           f"({format_size(freed)}) ending there (planner.batch.update_groups)")
             if p.statistics:
                 st = self.stats()
                 n = sum(st.merges[t] != "last" for level in p.statistics for t in level)
@@ -1808,19 +1916,26 @@ class _Step:
         v = self.view(r)
         if k == 1:
             return [self._run("step", v.fetches, v.feeds, v.feed_shapes, r)]
-        s = self.split(r)
-        levels = self._levels(k)
-        if levels:  # the statistics passes, each fed the statistics below (planner.crossbatch)
-            v = self._stats_view()
         runs: list[Run] = []
-        for i, n in enumerate(self._counts(k)):  # the statistics passes, then the micro-batch run
+        for i, n in enumerate(self._counts(k)):  # the statistics passes (planner.crossbatch), the micro-batch run
             runs.append(self._pass_run(k, i, n, runs, r))
-        if s.b_fetches:
-            specs = self._stats_specs() if levels else self._specs(r)
-            b_shapes = {t: specs[t].shape for t in s.grads}
-            b_shapes.update({t: sh for t, sh in v.feed_shapes.items() if t not in s.batch_feeds})
-            runs.append(self._run("update", s.b_fetches, set(b_shapes), b_shapes, r))
-        return runs
+        update = self._update_run(k, r, self._rates(k) if r == 0 and self._early(k) else [])
+        return runs + [update] if update is not None else runs
+
+    def _update_run(self, k: int, r: int = 0, rates: list[Tensor] = ()) -> Run | None:
+        """The update run of k > 1 micro-batches (None where no fetch comes after the updates): fed the merged
+        gradients and the step's feeds without rows, and with early updates their `rates` (_rates)."""
+        s, levels = self.split(r), self._levels(k)
+        if not s.b_fetches:
+            return None
+        v = self._stats_view() if levels else self.view(r)
+        specs = self._stats_specs() if levels else self._specs(r)
+        b_shapes = {t: specs[t].shape for t in s.grads}
+        b_shapes.update({t: sh for t, sh in v.feed_shapes.items() if t not in s.batch_feeds})
+        if rates:
+            plain = self._update_run(k, r)
+            b_shapes.update({t: plain.specs[t].shape for t in rates})
+        return self._run("update", s.b_fetches, set(b_shapes), b_shapes, r, "rates fed" if rates else "")
 
     def _pass_run(self, k: int, i: int, n: int, runs: list[Run], r: int = 0) -> Run:
         """Statistics pass i of k micro-batches (i = the number of passes: the micro-batch run) on n micro-batches
@@ -1844,19 +1959,21 @@ class _Step:
             name = f"statistics pass {i + 1}"
         return self._run(name, fetches, feeds | reads, sh, r, tag)
 
-    def _run(self, name, fetches, feeds, feed_shapes, r: int = 0, variant: str = "") -> Run:
+    def _run(self, name, fetches, feeds, feed_shapes, r: int = 0, variant: str = "", data_only: bool = False) -> Run:
         """One executor run of the step (name: 'step', 'micro-batch' or 'update') for these feed shapes, at
         recomputation level r; `variant` tells runs of one name with other fetches and feeds apart. A variant's
         run is one Run with every other run of that name of the same fetches and feeds (kept rows' tries, and the
         budgets a floor's search plans, leave most passes as they were): its graph, lifetimes and buffers are
-        computed once."""
+        computed once. `data_only`: the ops `fetches` read through data inputs alone (an early update's share,
+        whose control inputs run in the update run)."""
         content = (name, r, tuple(fetches), frozenset(feeds))
         if not variant:  # NOTE: runs of one name and no variant share its first graph, as they always did
             self._contents.setdefault(content, "")
         else:
             variant = self._contents.setdefault(content, len(self._contents))
         if ("graph", name, r, variant) not in self._cache:  # the same for every feed shape (the micro-batch runs of
-            g = dependency_graph(needed_ops(fetches, feeds), feeds)  # all k)
+            ops = data_cone(fetches, feeds) if data_only else needed_ops(fetches, feeds)  # all k)
+            g = dependency_graph(ops, feeds)
             if name == "micro-batch" and self.kernel_device != "cpu":  # (the cpu writes them into accumulators:
                 _late_gradients(g, fetches, self._specs(r))            # planner.accumulate)
             order = creation_order(g)
