@@ -288,6 +288,15 @@ def split_step(order: list[Operation], fetches: list, feeds: set, feed_shapes: d
     # averaging per-micro-batch values of a non-linear function of them (clipping by the global norm) is no
     # function of the batch's sums.
     late = after | _of_merged_sums(order, fetches, crossbatch.values(order, feeds, rowed), after, rows)
+    # The update run has no batch: an update made to wait (a control input) for an op of the batch's run would run
+    # that op, and all it reads, again (Keras's training function orders its updates after the loss this way).
+    for op in order:
+        if op in late:
+            for c in op.control_inputs:
+                if c not in late and any(t in batch_dep for t in [*c.inputs, *c.outputs]):
+                    return PlanError(f"cannot micro-batch: {op.type} '{op.name}' runs with the updates and waits (a "
+                                     f"control input) for {c.type} '{c.name}', which reads the batch; the run of "
+                                     "the updates has no batch to compute it again")
     grads = []
     for op in order:
         if op in late:
