@@ -200,6 +200,8 @@ def main(args: argparse.Namespace) -> int:
             _note(f"confirming batch {n} by running one training step under {format_size(budget)}")
         out["max_batch_confirmed"] = step.confirm(n, budget) if n else False
         out["max_batch_size_with_microbatching"] = step.max_batch(budget, at_least=n)
+        if not n:  # not even one example: say what one needs (the weights and slots alone may not fit)
+            out["batch_1_needs_bytes"] = step.fit(1, budget, ONE_STEP)[0]
     rows = [_per_budget(step.plan(args.batch_size, b), b) for b in args.budgets or ()]
     if rows:
         out["budgets"] = rows
@@ -225,7 +227,11 @@ def main(args: argparse.Namespace) -> int:
         print(f"  smallest feasible budget {format_size(smallest, up=True)} ({smallest} bytes): fits "
               f"{format_size(lowest.peak_bytes)} with {_names(lowest) or 'the plain step'}, predicted "
               f"{lowest.predicted_overhead:+.1%} (found in {seconds:.1f} s)")
-        if args.max_batch:
+        if args.max_batch and not out["max_batch_size"]:
+            print(f"  max batch size     0: no batch fits {format_size(budget)}; batch 1 needs "
+                  f"{format_size(out['batch_1_needs_bytes'], up=True)} (parameters {format_size(p.parameter_bytes)}, "
+                  f"optimizer slots {format_size(p.slot_bytes)}); use a larger budget")
+        elif args.max_batch:
             ok = "confirmed by running one step" if out["max_batch_confirmed"] else "NOT confirmed"
             print(f"  max batch size     {out['max_batch_size']} ({ok}); "
                   f"{out['max_batch_size_with_microbatching']} with micro-batching (not run)")

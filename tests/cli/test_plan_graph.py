@@ -134,3 +134,12 @@ def test_a_fixed_batch_graph_plans_at_its_batch(tmp_path, capsys):
     code, out = _plan(capsys, "--graph", _fixed_batch(tmp_path), "--json")
     assert code == 0 and out["batch_size"] == 8 and out["fed"] == {"x:0": [8, 32], "y:0": [8]}
     assert np.isfinite(out["peak_bytes"])
+
+
+def test_max_batch_when_not_one_example_fits_says_what_one_needs(tfplus_meta, capsys):
+    path, _ = tfplus_meta
+    code, out = _plan(capsys, "--graph", path, "--memory-budget", "20KB", "--max-batch", "--json")
+    assert code == 1 and out["max_batch_size"] == 0 and not out["max_batch_confirmed"]
+    assert out["batch_1_needs_bytes"] > 2 * 4 * (32 * HIDDEN + HIDDEN * 10)  # the weights and their momentum
+    assert main(["plan", "--graph", str(path), "--memory-budget", "20KB", "--max-batch"]) == 1
+    assert "max batch size     0: no batch fits 20.0 kB; batch 1 needs 61.0 kB" in capsys.readouterr().out
