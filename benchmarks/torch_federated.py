@@ -28,10 +28,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
-from flwr.clientapp import ClientApp
-from flwr.serverapp import Grid, ServerApp
-from flwr.serverapp.strategy import FedAvg
 from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # Ray's workers import this module by name
@@ -54,20 +50,26 @@ class Recipe:
 
 
 def load_tfplus(model: Mentee, path: str) -> None:
-    """Sets `model` to tfplus's weights in `path` (save_weights' .npz): tfplus's variables (conv1/weights,
-    conv1/biases, ..., fc3/biases) in order are the mirror's parameters in order, each in PyTorch's layout."""
-    weights = pytorch_layout(load_weights(path))
+    """Sets `model` to tfplus's weights in `path` (save_weights' .npz), as set_tfplus_weights."""
+    set_tfplus_weights(model, load_weights(path), path)
+
+
+def set_tfplus_weights(model: Mentee, weights: dict[str, np.ndarray], source: str = "tfplus's weights") -> None:
+    """Sets `model` to tfplus's `weights` ({variable name: array}, FederatedModel.get_weights()'s): tfplus's
+    variables (conv1/weights, conv1/biases, ..., fc3/biases) in order are the mirror's parameters in order, each
+    in PyTorch's layout."""
+    weights = pytorch_layout(weights)
     params = model.state_dict()
     if len(weights) != len(params):
-        raise ValueError(f"{path}: {len(weights)} arrays for the mirror's {len(params)} parameters; export the "
+        raise ValueError(f"{source}: {len(weights)} arrays for the mirror's {len(params)} parameters; export the "
                          "Mentee of the default widths")
     state = {}
     for (name, w), (key, p) in zip(weights.items(), params.items()):
         kind = {"weights": "weight", "biases": "bias"}.get(name.rsplit("/", 1)[-1])
         if kind != key.rsplit(".", 1)[-1] or tuple(p.shape) != w.shape:
-            raise ValueError(f"{path}: tfplus's {name} {w.shape} does not fit the mirror's {key} "
+            raise ValueError(f"{source}: tfplus's {name} {w.shape} does not fit the mirror's {key} "
                              f"{tuple(p.shape)}")
-        state[key] = torch.from_numpy(w)
+        state[key] = torch.from_numpy(np.ascontiguousarray(w))
     model.load_state_dict(state)
 
 
@@ -124,7 +126,9 @@ def train(r: Recipe, model: nn.Module, client: int, server_round: int) -> tuple[
     return len(y), float(np.mean(losses))
 
 
-def client_app(r: Recipe) -> ClientApp:
+def client_app(r: Recipe):
+    from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
+    from flwr.clientapp import ClientApp
     app = ClientApp()
 
     @app.train()
@@ -141,7 +145,10 @@ def client_app(r: Recipe) -> ClientApp:
     return app
 
 
-def server_app(r: Recipe, log) -> ServerApp:
+def server_app(r: Recipe, log):
+    from flwr.app import ArrayRecord, Context, MetricRecord
+    from flwr.serverapp import Grid, ServerApp
+    from flwr.serverapp.strategy import FedAvg
     app = ServerApp()
 
     @app.main()

@@ -4,6 +4,7 @@
     tfplus plan --device-profile nexus5 --max-batch --json
     tfplus plan --memory-budget 32MB --plot step.svg
     tfplus plan --model mobilenet --budgets 400MB,300MB,220MB
+    tfplus plan --graph model.meta --memory-budget 16MB      # a user's own training graph (MetaGraphDef or GraphDef)
 
 Exit status 0 when the step fits the budget (or no budget is given), 1 when it does not, 2 for bad options.
 """
@@ -35,12 +36,21 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         description="Plans one training step of a model (forward, backward, optimizer update): memory by "
                     "role, the liveness lower bound, and, given a budget, the cheapest transformations that "
                     "fit it. Exit status 1 when the step does not fit the budget.")
-    p.add_argument("--model", type=cli_args.model, default="mentee", help="registered model (tfplus.graphs.MODELS); "
-                   "default mentee")
+    source = p.add_mutually_exclusive_group()
+    source.add_argument("--model", type=cli_args.model, default="mentee", help="registered model "
+                        "(tfplus.graphs.MODELS); default mentee")
+    source.add_argument("--graph", type=cli_args.path, metavar="FILE",
+                        help="plan your own training graph instead: a MetaGraphDef (.meta, tf.train.export_meta_graph "
+                             "or a Saver's) or a GraphDef (tf.train.write_graph), written by tfplus or TensorFlow; "
+                             "the step runs the op of its 'train_op' collection or --fetch, fed its placeholders, "
+                             "their batch dimension --batch-size (or the placeholders' own)")
+    p.add_argument("--fetch", metavar="NAME[,NAME..]", help="with --graph: the op(s) or tensor(s) a training step "
+                   "runs (default: the MetaGraphDef's 'train_op' collection)")
     p.add_argument("--widths", dest="conv_widths", type=cli_args.widths, metavar="W,W,..",
                    help="conv layer widths (default: the model's, mentee 32,32,64,64,128)")
     p.add_argument("--fc-widths", type=cli_args.widths, metavar="W,W,..", help="hidden FC widths (mentee 256,128)")
-    p.add_argument("--batch-size", type=cli_args.batch_size, default=128, help="examples per step (default 128)")
+    p.add_argument("--batch-size", type=cli_args.batch_size, help="examples per step (default 128; with --graph, "
+                   "the placeholders' batch dimension, when they fix it)")
     p.add_argument("--device", type=cli_args.device, default="cpu", help="cpu or opencl[:N]: its kernels' scratch, "
                    "which transformations apply, and (the OpenCL device when it is here) alignment and compute "
                    "units; default cpu")
@@ -158,14 +168,27 @@ def main(args: argparse.Namespace) -> int:
             f"{format_size(prof.usable_bytes)} of {format_size(prof.ram_bytes)} RAM"
     if args.max_batch and budget is None:
         raise UsageError("--max-batch needs a budget: give --memory-budget SIZE or --device-profile NAME")
-    step = _TrainStep(args)
+    if args.fetch and not args.graph:
+        raise UsageError("--fetch names ops of a graph file: give --graph FILE with it (a --model's step is known)")
+    if args.graph:
+        step: _TrainStep = _GraphStep(args)
+        args.batch_size = step.batch
+        what = f"{args.graph}: {', '.join(f.name for f in step.fetches)}"
+    else:
+        args.batch_size = args.batch_size or 128
+        step = _TrainStep(args)
+        what = args.model
     p = step.plan(args.batch_size, budget)
     lowest, seconds = step.floor(args.batch_size)
     smallest = lowest.budget_bytes
     out = p.to_json()
-    out.update(model=args.model, batch_size=args.batch_size, optimizer=args.optimizer,
-               fine_tune_last=args.fine_tune_last, trainable=args.trainable,
-               smallest_feasible_budget_bytes=smallest,
+    if args.graph:
+        out.update(graph=args.graph, fetch=[f.name for f in step.fetches],
+                   fed={t.name: list(s) for t, s in step.shapes(args.batch_size, step.fed).items()})
+    else:
+        out.update(model=args.model, optimizer=args.optimizer, fine_tune_last=args.fine_tune_last,
+                   trainable=args.trainable)
+    out.update(batch_size=args.batch_size, smallest_feasible_budget_bytes=smallest,
                smallest_feasible_plan={"peak_bytes": lowest.peak_bytes, "transformations": _names(lowest),
                                        "predicted_overhead": round(lowest.predicted_overhead, 4),
                                        "planning_seconds": round(seconds, 2)})
@@ -177,12 +200,15 @@ def main(args: argparse.Namespace) -> int:
             _note(f"confirming batch {n} by running one training step under {format_size(budget)}")
         out["max_batch_confirmed"] = step.confirm(n, budget) if n else False
         out["max_batch_size_with_microbatching"] = step.max_batch(budget, at_least=n)
+        if not n:  # not even one example: say what one needs (the weights and slots alone may not fit)
+            out["batch_1_needs_bytes"] = step.fit(1, budget, ONE_STEP)[0]
     rows = [_per_budget(step.plan(args.batch_size, b), b) for b in args.budgets or ()]
     if rows:
         out["budgets"] = rows
     if args.plot:
         from tfplus.planner.plot import write_plot
-        write_plot(p, args.plot, f"{args.model}, batch {args.batch_size}, {args.optimizer} on {args.device}")
+        write_plot(p, args.plot, f"{what}, batch {args.batch_size}" +
+                   ("" if args.graph else f", {args.optimizer}") + f" on {args.device}")
     # A budget a little below the floor may fit too (the floor's search stops within planner.FLOOR_PRECISION)
     status = 0 if budget is None or smallest <= budget or p.fits else cli_args.EXIT_FAILED
     if args.json:
@@ -190,14 +216,22 @@ def main(args: argparse.Namespace) -> int:
     else:
         tuned = f", trains the last {args.fine_tune_last} layers" if args.fine_tune_last else \
             f", trains /{args.trainable}/" if args.trainable else ""
-        print(f"{args.model}, batch {args.batch_size}, {args.optimizer}, {args.data_format}{tuned}")
+        if args.graph:
+            fed = ", ".join(f"{t.name} {_shape(s)}" for t, s in step.shapes(args.batch_size, step.fed).items())
+            print(f"{what}, batch {args.batch_size} (fed {fed or 'nothing'})")
+        else:
+            print(f"{args.model}, batch {args.batch_size}, {args.optimizer}, {args.data_format}{tuned}")
         if source:
             print(f"budget from {source}")
         print(p.summary())
         print(f"  smallest feasible budget {format_size(smallest, up=True)} ({smallest} bytes): fits "
               f"{format_size(lowest.peak_bytes)} with {_names(lowest) or 'the plain step'}, predicted "
               f"{lowest.predicted_overhead:+.1%} (found in {seconds:.1f} s)")
-        if args.max_batch:
+        if args.max_batch and not out["max_batch_size"]:
+            print(f"  max batch size     0: no batch fits {format_size(budget)}; batch 1 needs "
+                  f"{format_size(out['batch_1_needs_bytes'], up=True)} (parameters {format_size(p.parameter_bytes)}, "
+                  f"optimizer slots {format_size(p.slot_bytes)}); use a larger budget")
+        elif args.max_batch:
             ok = "confirmed by running one step" if out["max_batch_confirmed"] else "NOT confirmed"
             print(f"  max batch size     {out['max_batch_size']} ({ok}); "
                   f"{out['max_batch_size_with_microbatching']} with micro-batching (not run)")
@@ -235,6 +269,7 @@ class _TrainStep:
         self.fetches = [self.sums.step_op]
         from tfplus.engine.rewrite import enabled, optimize
         rw = optimize(self.tg.graph, self.fetches, set(self.fed)) if enabled() else None
+        self.source = self.tg.graph  # the step as built (self.graph: as planned, rewritten)
         self.graph, self.planned, self.planned_fed = self.tg.graph, self.fetches, self.fed
         if rw is not None:
             self.graph, self.planned = rw.graph, [rw.element[f] for f in self.fetches]
@@ -243,6 +278,10 @@ class _TrainStep:
 
     def shapes(self, batch: int, fed=None) -> dict:
         return {t: (batch,) + tuple(t.shape.as_list()[1:]) for t in fed or self.planned_fed}
+
+    def runs(self, batch: int) -> list:
+        """The runs whose needs decide a session's budget (step_budget.training_runs)."""
+        return training_runs(self.tg, self.sums.step_op, batch)
 
     def plan(self, batch: int, budget):
         return _plan(self.planned, self.shapes(batch), device_facts(self.args.device), budget, graph=self.graph,
@@ -254,8 +293,8 @@ class _TrainStep:
         key = (batch, tuple(transformations))
         if key not in self._floors:
             t0 = time.perf_counter()
-            runs = training_runs(self.tg, self.sums.step_op, batch)
-            self._floors[key] = floor(self.tg.graph, runs, self.args.device, transformations), \
+            runs = self.runs(batch)
+            self._floors[key] = floor(self.source, runs, self.args.device, transformations), \
                 time.perf_counter() - t0
         return self._floors[key]
 
@@ -267,10 +306,10 @@ class _TrainStep:
         """(the need of a run of `batch`, whether it fits `budget`): the need is its smallest plan's peak
         (step_budget.smallest_peak, one plan a run where the floor's search is several), and a budget below it
         may still fit a plan made for it (planner.floor_plan), asked only then."""
-        runs = training_runs(self.tg, self.sums.step_op, batch)
-        need = smallest_peak(self.tg.graph, runs, self.args.device, transformations)
+        runs = self.runs(batch)
+        need = smallest_peak(self.source, runs, self.args.device, transformations)
         return need, need <= budget or "microbatch" in transformations and \
-            runs_fit(self.tg.graph, runs, self.args.device, budget, transformations)
+            runs_fit(self.source, runs, self.args.device, budget, transformations)
 
     def max_batch(self, budget: int, transformations=TRANSFORMATIONS, at_least: int = 0) -> int:
         """The largest batch up to tfplus.cli_args.MAX_BATCH_SIZE that fits (a multiple of 8 from 8 on: micro-batching
@@ -333,3 +372,167 @@ class _TrainStep:
             sess.run(self.fetches, feeds)
             loss = self.sums.read(sess)[0]
         return bool(np.isfinite(loss))
+
+
+def _shape(shape: tuple) -> str:
+    return f"({', '.join(map(str, shape))}{',' * (len(shape) == 1)})"
+
+
+_MAX_GRAPH_BYTES = 2 << 30  # a graph file may come from elsewhere: a larger one is refused before it is read
+
+
+def _read_graph(path: str):
+    """("MetaGraphDef" or "GraphDef", the proto) of the file at `path`, binary or text; a UsageError naming the file
+    when it is neither."""
+    import os
+
+    from google.protobuf import text_format
+    from google.protobuf.message import DecodeError
+
+    from tfplus.graph_io import parse_graph_def
+    from tfplus.proto import graph_pb2, meta_graph_pb2
+    from tfplus.trainer import UsageError
+    want = "give a MetaGraphDef (tf.train.export_meta_graph, a Saver's .meta) or a GraphDef (tf.train.write_graph)"
+    if not os.path.isfile(path):
+        raise UsageError(f"--graph {path}: no such file; {want}")
+    if os.path.getsize(path) > _MAX_GRAPH_BYTES:
+        raise UsageError(f"--graph {path}: larger than {format_size(_MAX_GRAPH_BYTES)}, more than a graph; {want}")
+    with open(path, "rb") as f:
+        data = f.read()
+
+    def nodes_ok(gd) -> bool:  # a parse of the other kind of file gives no nodes, or nodes without an op
+        return len(gd.node) > 0 and all(n.name and n.op for n in gd.node)
+
+    def binary(parse):
+        try:
+            return parse(data)
+        except (DecodeError, ValueError):  # not this kind of file: the next parse says
+            return None
+
+    def text(proto):
+        try:  # TensorFlow writes fields tfplus's protos lack (NodeDef.experimental_type): skipped, as binary's
+            return text_format.Parse(data.decode("utf-8"), proto, allow_unknown_field=True)
+        except (UnicodeDecodeError, text_format.ParseError):
+            return None
+
+    for meta in (binary(meta_graph_pb2.MetaGraphDef.FromString), text(meta_graph_pb2.MetaGraphDef())):
+        if meta is not None and nodes_ok(meta.graph_def):
+            return "MetaGraphDef", meta
+    for gd in (binary(lambda d: parse_graph_def(d, source=repr(path))), text(graph_pb2.GraphDef())):
+        if gd is not None and nodes_ok(gd):
+            return "GraphDef", gd
+    raise UsageError(f"--graph {path}: neither a MetaGraphDef nor a GraphDef (binary or text) with nodes; {want}")
+
+
+def _sinks(graph, limit: int = 6) -> str:
+    """The forward ops nothing else reads, NoOps first (a training graph's train op is among them), for a hint."""
+    ops = graph.get_operations()
+    read = {t.op for op in ops for t in op.inputs} | {c for op in ops for c in op.control_inputs}
+    names = [op.name for op in sorted(ops, key=lambda op: op.type != "NoOp")
+             if op not in read and not op.backward and op.type not in ("Const", "Placeholder")]
+    return ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+class _GraphStep(_TrainStep):
+    """A user's own training step from a graph file (`--graph`): the op(s) of its 'train_op' collection or
+    `--fetch`, fed every placeholder they need; a placeholder's unknown first dimension is the batch (--batch-size,
+    default 128), the others must be known. The session's other run that decides its budget: the variables'
+    initializer (a MetaGraphDef's global variables; a GraphDef's NoOp named 'init', when it has one)."""
+
+    def __init__(self, args):
+        import tfplus as tf
+        from tfplus.framework import needed_ops, topo_order
+        from tfplus.trainer import UsageError
+        self.args, path = args, args.graph
+        kind, proto = _read_graph(path)
+        self.source = self.graph = tf.Graph()
+        with self.graph.as_default():
+            try:
+                if kind == "MetaGraphDef":
+                    tf.train.import_meta_graph(proto)
+                else:
+                    tf.import_graph_def(proto, name="")
+            except (ValueError, TypeError, KeyError, NotImplementedError) as e:
+                raise UsageError(f"--graph {path}: cannot import its {kind}: {' '.join(str(e).split())}") from None
+            self.fetches = self._fetches(kind)
+            has_variables = bool(tf.global_variables())
+            self.init = tf.global_variables_initializer() if has_variables else None
+        if self.init is None:
+            named = [op for op in self.graph.get_operations() if op.name == "init" and op.type == "NoOp"]
+            self.init = named[0] if named else None
+        ops = topo_order(needed_ops(self.fetches, set()))
+        self.fed = tuple(op.outputs[0] for op in ops if op.type == "Placeholder")
+        self._rowed = set()
+        fixed = set()
+        for t in self.fed:
+            dims = t.shape.as_list() if t.shape.dims is not None else None
+            if dims is None or None in dims[1:]:
+                raise UsageError(f"--graph {path}: placeholder {t.op.name!r} has shape {t.shape}: only the first "
+                                 "dimension (the batch) may be unknown; export it with its other dimensions set")
+            if dims and dims[0] is None:
+                self._rowed.add(t)
+            elif dims:
+                fixed.add(dims[0])
+        if self._rowed:
+            self.batch = args.batch_size or 128
+        else:
+            if args.batch_size or args.max_batch:
+                what = "--batch-size" if args.batch_size else "--max-batch"
+                raise UsageError(f"--graph {path}: {what} needs a placeholder whose first dimension is unknown "
+                                 f"(the batch), and {', '.join(repr(t.op.name) for t in self.fed) or 'none is fed'}"
+                                 " fix theirs; export them with shape [None, ...] or drop " + what)
+            self.batch = max(fixed, default=1)
+        self.planned, self.planned_fed = self.fetches, self.fed
+        from tfplus.engine.rewrite import enabled, optimize
+        rw = optimize(self.graph, self.fetches, set(self.fed)) if enabled() else None
+        if rw is not None:
+            self.graph, self.planned = rw.graph, [rw.element[f] for f in self.fetches]
+            self.planned_fed = tuple(rw.element[t] for t in self.fed)
+        self._floors: dict = {}
+
+    def _fetches(self, kind: str) -> list:
+        """The step's fetches: --fetch's names, else the 'train_op' collection; a UsageError naming the file,
+        the name and what the graph offers."""
+        from tfplus.trainer import UsageError
+        g, path = self.graph, self.args.graph
+        if not self.args.fetch:
+            found = list(dict.fromkeys(g.get_collection("train_op")))  # apply_gradients adds it too: once
+            if found:
+                return found
+            where = "its 'train_op' collection is empty" if kind == "MetaGraphDef" else "a GraphDef has no collections"
+            raise UsageError(f"--graph {path}: no train op ({where}); give --fetch NAME (ops nothing else reads: "
+                             f"{_sinks(g)}), or tf.add_to_collection('train_op', train_op) before exporting")
+        fetches = []
+        for name in (n.strip() for n in self.args.fetch.split(",")):
+            try:
+                fetches.append(g.as_graph_element(name))
+            except (KeyError, ValueError, TypeError):
+                raise UsageError(f"--fetch {name}: {path} has no op or tensor named {name!r}; its ops nothing else "
+                                 f"reads: {_sinks(g)}") from None
+        return fetches
+
+    def shapes(self, batch: int, fed=None) -> dict:
+        """Each fed tensor's shape at `batch` (`fed`: the graph's placeholders or, by default, the planned step's,
+        in the same order)."""
+        return {p: (batch,) + tuple(t.shape.as_list()[1:]) if t in self._rowed else tuple(t.shape.as_list())
+                for p, t in zip(fed or self.planned_fed, self.fed)}
+
+    def runs(self, batch: int) -> list:
+        return [(self.fetches, self.shapes(batch, self.fed))] + ([(self.init, {})] if self.init is not None else [])
+
+    def confirm(self, batch: int, budget: int) -> bool:
+        """Runs one step at `batch` under the budget on the device (after the initializer; without one it cannot
+        run: False): random floats, zero integers and booleans, so labels and indices stay in range."""
+        import numpy as np
+
+        import tfplus as tf
+        if self.init is None:
+            _note("cannot confirm: the graph has no initializer (no global variables, no NoOp 'init')")
+            return False
+        rng = np.random.default_rng(0)
+        feeds = {t: (rng.standard_normal(s) if t.dtype.is_floating else np.zeros(s)).astype(t.dtype.as_numpy_dtype)
+                 for t, s in self.shapes(batch, self.fed).items()}
+        with tf.Session(graph=self.source, device=self.args.device, memory_budget=budget, workers=1) as sess:
+            sess.run(self.init)
+            values = sess.run(self.fetches, feeds)
+        return all(np.isfinite(v).all() for v in values if v is not None and np.asarray(v).dtype.kind == "f")

@@ -304,7 +304,10 @@ def scale_summed_losses(graph: Graph, fetches: list, shapes: dict):
                     if t not in scaled_grads:
                         scaled_grads[t] = _scaled(g, tensor[t], factors[op.grad_of], True)
                     ins[i] = scaled_grads[t]
-        op_of[op] = _copy(g, op, ins, op.name, [op_of[o] for o in op.control_inputs], op_of)
+        # The scaled sum takes the sum's name (_scaled), its unscaled copy another: a BudgetError or a plan names
+        # the tensor the user fetched.
+        name = op.name + "/micro_scale/unscaled" if op in summed else op.name
+        op_of[op] = _copy(g, op, ins, name, [op_of[o] for o in op.control_inputs], op_of)
         tensor.update(zip(op.outputs, op_of[op].outputs))
         if op in summed:
             with g.as_default(), g.name_scope(op.name + "/micro_scale"):  # names the step's ops do not have
@@ -333,11 +336,13 @@ def _summed(order: list[Operation], shapes: dict) -> tuple[set[Operation], set[T
 
 
 def _scaled(g: Graph, t: Tensor, factor: Tensor, backward: bool) -> Tensor:
-    """`t` (in copy `g`) times the micro-batch `factor` of the sum it belongs to (scale_summed_losses)."""
+    """`t` (in copy `g`) times the micro-batch `factor` of the sum it belongs to (scale_summed_losses); the
+    forward product is named as the sum (exactly: a name ending in '/')."""
     from tfplus.ops import math_ops
     first = len(g._ops)
+    scope = factor.op.name.rsplit("/", 1)[0]  # the sum's name + "/micro_scale"
     with g.as_default():
-        out = math_ops.multiply(t, factor, name=factor.op.name.rsplit("/", 1)[0] + ("/grad" if backward else "/sum"))
+        out = math_ops.multiply(t, factor, name=scope + "/grad" if backward else scope.rsplit("/", 1)[0] + "/")
     for op in g._ops[first:]:
         op.backward = backward
     return out
