@@ -129,3 +129,29 @@ def test_replayed_steps_match_a_fresh_session_when_fed_shapes_change(case, setup
                     _check(a, b, f"{case.__name__} run {run} (batch {n}): fetch {k}")
             for v, a, b in zip(variables, after, want_after):
                 _check(a, b, f"{case.__name__} run {run} (batch {n}): variable {v.op.name}")
+
+
+@pytest.mark.parametrize("y_shape", [None, [16]], ids=["unknown-rank", "fixed"])
+def test_a_fed_tensor_with_the_batchs_rows_but_no_open_dimension_keeps_the_step_whole(y_shape):
+    """Targets of unknown rank or a fixed leading dimension, reshaped to the rows' shape: the workers (and the
+    planner's micro-batches) would slice x but not y, so the step runs whole, as a fresh Session runs it."""
+    from tfplus.planner.batch import split_step
+    graph = tf.Graph()
+    with graph.as_default():
+        x, y = tf.placeholder(tf.float32, [None, 5]), tf.placeholder(tf.int32, y_shape)
+        w = tf.Variable(np.linspace(-1, 1, 15, dtype=np.float32).reshape(5, 3))
+        out = tf.matmul(x, w)
+        loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+            labels=tf.reshape(y, tf.shape(out)[:-1]), logits=out))
+        fetches, variables = [loss, _train(loss)], tf.global_variables()
+    why = split_step([], fetches, {x, y}, {x: (16, 5), y: (16,)}, None)
+    assert f"'{y.name}' has as many rows as the batch" in str(why) and "shape=[None, ...]" in str(why)
+    rng = np.random.RandomState(1)
+    with tf.Session(graph=graph, workers=2) as s:
+        s.run(tf.variables_initializer(variables))
+        for run in range(3):
+            feeds = {x: rng.rand(16, 5), y: rng.randint(0, 3, 16)}
+            before = s.run(variables)
+            got = s.run(fetches, feeds)[0]
+            want = _fresh(graph, "cpu", variables, before, fetches, feeds)[0][0]
+            _check(got, want, f"run {run}")
