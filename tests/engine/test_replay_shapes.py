@@ -84,8 +84,9 @@ def training_batches():
 
 CASES = [unknown_rank_target, shape_values, unknown_rank_input, with_default, fed_intermediate, loop_bound,
          training_batches]
-# (device, memory budget, workers)
-SETUPS = [("cpu", None, 1), ("cpu", None, 2), ("cpu", "64MB", 1), ("opencl", None, 1), ("opencl", "64MB", 1)]
+# (device, memory budget, workers, inter-op threads: > 1 runs the fast loop in waves)
+SETUPS = [("cpu", None, 1, 0), ("cpu", None, 2, 0), ("cpu", None, 1, 2), ("cpu", "64MB", 1, 0), ("opencl", None, 1, 0),
+          ("opencl", "64MB", 1, 0)]
 
 
 def _fresh(graph, device, variables, values, fetches, feeds):
@@ -109,14 +110,15 @@ PAIRS = [(c, s) for s in SETUPS for c in CASES if not (s[1] and c is loop_bound)
 
 @pytest.mark.parametrize(("case", "setup"), PAIRS, ids=[f"{c.__name__}-{'-'.join(map(str, s))}" for c, s in PAIRS])
 def test_replayed_steps_match_a_fresh_session_when_fed_shapes_change(case, setup):
-    device, budget, workers = setup
+    device, budget, workers, inter = setup
+    config = tf.ConfigProto(inter_op_parallelism_threads=inter)
     graph = tf.Graph()
     with graph.as_default():
         fetches, make = case()
         variables = tf.global_variables()
         init = tf.variables_initializer(variables)
     rng = np.random.RandomState(0)
-    with tf.Session(graph=graph, device=device, memory_budget=budget, workers=workers) as s:
+    with tf.Session(graph=graph, device=device, memory_budget=budget, workers=workers, config=config) as s:
         s.run(init)
         for run, n in enumerate(SIZES):
             feeds = make(n, rng)
