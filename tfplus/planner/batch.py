@@ -21,9 +21,26 @@ from tfplus.registry import get_op_def, has_tag
 
 
 def batch_size(feed_shapes: dict) -> int | None:
-    """The batch size: the leading dimension of the fed tensors whose placeholders leave it open."""
+    """The batch size: the leading dimension of the fed tensors whose placeholders leave it open; None where
+    there is none, or where another fed tensor has that many rows (unsure_rows)."""
+    batch = _open_rows(feed_shapes)
+    return None if unsure_rows(feed_shapes, batch) else batch
+
+
+def _open_rows(feed_shapes: dict) -> int | None:
+    """The leading dimension most fed tensors whose placeholders leave it open have."""
     dims = [s[0] for t, s in feed_shapes.items() if len(s) and t._shape and t._shape[0] is None]
     return max(set(dims), key=dims.count) if dims else None
+
+
+def unsure_rows(feed_shapes: dict, batch: int | None) -> list[Tensor]:
+    """The fed tensors with `batch` rows whose placeholders do not leave their leading dimension open: of unknown
+    rank (tf.placeholder without a shape) or fixed at that size. They may be rows of the batch (Keras's targets)
+    or not (a vector of per-class weights), so no split of the step is sure to be exact.
+    NOTE: leaving one whole while the open rows are sliced breaks shapes (a reshape to tf.shape(rows)) or, where
+    they still fit, silently mixes slices with whole tensors."""
+    return [t for t, s in feed_shapes.items() if batch is not None and len(s) and s[0] == batch
+            and (t._shape is None or (len(t._shape) and t._shape[0] is not None))]
 
 
 def batch_feeds(feed_shapes: dict, batch: int | None) -> set[Tensor]:
@@ -274,6 +291,13 @@ def split_step(order: list[Operation], fetches: list, feeds: set, feed_shapes: d
     tensors with rows of the batch (batch_statistics). A step whose batch statistics are fed (planner.crossbatch's
     passes computed them) splits like any other."""
     if batch is None:
+        unsure = unsure_rows(feed_shapes, _open_rows(feed_shapes))
+        if unsure:
+            t = unsure[0]
+            return PlanError(f"cannot micro-batch: the fed tensor '{t.name}' has as many rows as the batch but "
+                             f"{'unknown rank' if t._shape is None else f'the fixed shape {list(t._shape)}'}, so it "
+                             "may or may not be rows of it; give its placeholder a shape with an open leading "
+                             "dimension (shape=[None, ...]) to split it with the batch")
         return PlanError("cannot micro-batch: no fed tensor has an open batch dimension "
                          "([None, ...] placeholder)")
     rowed = batch_feeds(feed_shapes, batch)
