@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from tfplus.framework import Operation, Tensor
 from tfplus.ops.row_rules import Rows, const
-from tfplus.planner.liveness import PlanError, static_specs
+from tfplus.planner.liveness import PlanError, phase_of, static_specs
 from tfplus.registry import has_tag
 
 # What a refusal adds: how to run such a step.
@@ -41,6 +41,9 @@ def why_not(order: list[Operation], feeds: set[Tensor], feed_shapes: dict, batch
     rows = batch_axes(order, feed_shapes, batch_feeds)
     if isinstance(rows, str):
         return rows
+    scaled = _scaled_by_count(order, rows, batch_feeds)
+    if scaled:
+        return scaled
     own = own_picks(order, rows)
     for op in order:
         # An update (ref inputs) runs after the micro-batches on their merged gradients (planner.batch.split_step
@@ -83,6 +86,41 @@ def batch_axes(order: list[Operation], feed_shapes: dict, batch_feeds: set[Tenso
             if axes:
                 rows[t] = axes[0]
     return rows
+
+
+# Ops whose second input divides the first: a sum over the rows divided by their count is a mean, which micro-batches
+# average exactly.
+_DIVISIONS = ("RealDiv", "Div", "TrueDiv", "FloorDiv", "DivNoNan")
+
+
+def _scaled_by_count(order: list[Operation], rows: Rows, batch_feeds: set[Tensor]) -> str | None:
+    """The first forward op that combines a value computed from the batch with the batch's number of rows
+    (tf.shape(x)[0] or tf.size(x) of a tensor with rows, cast as it may be) other than by dividing by it: a loss
+    scaled by the batch size. Each micro-batch's count is its own (k times smaller), so the product would be too, with
+    no error; a mean written as a sum divided by the count is exact."""
+    counts: set[Tensor] = set()
+    shapes: dict[Tensor, int] = {}  # Shape of a tensor with rows -> the axis that holds them
+    values = set(batch_feeds)
+    for op in order:
+        if op.type == "Shape" and op.inputs[0] in rows:
+            shapes[op.outputs[0]] = rows[op.inputs[0]]
+        elif op.type == "Size" and op.inputs[0] in rows:
+            counts.add(op.outputs[0])
+        elif op.type == "StridedSlice" and op.inputs[0] in shapes and op.attrs.get("shrink_axis_mask") == 1:
+            begin = const(op.inputs[1])
+            if begin is not None and int(begin.reshape(-1)[0]) == shapes[op.inputs[0]]:
+                counts.add(op.outputs[0])
+        elif op.type in ("Cast", "Identity") and op.inputs[0] in counts:
+            counts.add(op.outputs[0])
+        if has_tag(op.type, "shape_only") or not any(t in values for t in op.inputs):
+            continue
+        values.update(op.outputs)
+        by = [t for t in op.inputs if t in counts]
+        if by and phase_of(op) == "forward" and not (op.type in _DIVISIONS and op.inputs[0] not in counts):
+            return (f"{op.type} '{op.name}' scales a value of the batch by its number of rows ('{by[0].name}'): each "
+                    "micro-batch's count is its own, so the result would be k times smaller; divide by a fed batch "
+                    "size instead, or give a budget the unsplit step fits")
+    return None
 
 
 def _open_axes(order: list[Operation], batch_feeds: set[Tensor]) -> Rows:
