@@ -71,16 +71,14 @@ def is_fast(x_shape, f_shape, attrs) -> bool:
             and tuple(attrs["strides"]) == (1, 1, 1, 1))
 
 
-def _path(c_in: int, c_out: int, kind: str = "forward") -> str:
-    """The fast path for a conv of c_in into c_out channels (kind 'forward', also the input gradient's) or its
-    filter gradient ('filter'). Winograd's transforms cost NumPy passes over the data that its saved multiplies
-    repay with 64 or more channels in and out; a conv also with 32 one way and 64 the other (Mentee's conv3,
-    one thread: forward and input gradient 10-25% faster than the shift path). The filter gradient's Winograd
-    needs no output transform, so it pays already with 32 channels both ways (one thread, 1 MB chunks, batch 32
-    and 128 alike: Mentee's conv2 21% and conv3 30% faster than the shift path)."""
+def _path(c_in: int, c_out: int) -> str:
+    """The fast path for a conv of c_in into c_out channels, its input gradient (a conv of c_out into c_in) and
+    its filter gradient. Winograd's transforms cost NumPy passes over the data that its saved multiplies repay
+    with 64 or more channels in and out; a conv also with 32 one way and 64 the other (Mentee's conv3, one thread,
+    1 MB chunks, batch 32 and 128 alike: forward and input gradient 10-25%, filter gradient 25-30% faster than the
+    shift path). NOTE: the filter gradient of 32 into 32 channels is ~20% faster by Winograd too, but its scratch
+    per image is 2.5x the shift path's, which takes Mentee's 12 MB plan (one image a micro-batch) over 12 MB."""
     fewer, more = sorted((c_in, c_out))
-    if kind == "filter":
-        return "winograd" if fewer >= 32 else "shift"
     return "winograd" if fewer >= 32 and more >= 64 else "shift"
 
 
@@ -590,7 +588,7 @@ def _out_shape(x_shape, f_shape, attrs) -> tuple:
 
 def _fast_shard_workspaces(kind: str, n: int, c: int, k: int, h: int, w: int, dtype, div: int = 1) -> list:
     """Scratch of the fast path for a conv of c into k channels on n images; kind 'forward' or 'filter'."""
-    if _path(c, k, kind) == "winograd":
+    if _path(c, k) == "winograd":
         return Tiles.of(n, c, k, h, w, dtype.size, div).workspaces(kind, dtype)
     return Shift.of(h, w, c).workspaces(kind, n, c, k, dtype, div)
 
@@ -625,7 +623,7 @@ def _fast_conv(ctx, x: np.ndarray, shared: list, y: np.ndarray, div: int = 1) ->
 
 
 def _fast_backprop_filter(ctx, x: np.ndarray, dy: np.ndarray, df: np.ndarray, shared: list, div: int = 1) -> None:
-    if _path(x.shape[1], dy.shape[1], "filter") == "winograd":
+    if _path(x.shape[1], dy.shape[1]) == "winograd":
         _wino_backprop_filter(ctx, x, dy, df, shared, div)
     else:
         _shift_backprop_filter(ctx, x, dy, df, shared, div)
@@ -650,13 +648,13 @@ def _grain(per_image_flops: int, least: int = 1) -> int:
     return max(least, threads.flop_grain(per_image_flops))
 
 
-def _fast_grain(n: int, c: int, k: int, h: int, w: int, kind: str = "forward") -> int:
+def _fast_grain(n: int, c: int, k: int, h: int, w: int) -> int:
     """The fast paths' grain for a call on n images. A Winograd task's chunk transforms and 16 GEMMs of (tiles x
     images) rows cost ~120 us of Python and dispatch (holding the GIL) whatever its size, and 2 images cost 1.4x
     as much per image as 8 (conv4 of Mentee, one thread): 8 images at least, unless the call has fewer than 8
     per thread (a micro-batch of a streamed prefix: 8 images in one task left the second core idle, +73% wall
     time), where smaller tasks beat idle threads."""
-    least = 8 if _path(c, k, kind) == "winograd" else 1
+    least = 8 if _path(c, k) == "winograd" else 1
     return _grain(18 * h * w * c * k, min(least, max(1, n // threads.current())))
 
 
@@ -787,8 +785,8 @@ def _conv2d_backprop_filter(ctx, ins, outs, attrs):
     elif is_fast(x.shape, df.shape, attrs):
         n, c, h, w = x.shape
         k, dtype = df.shape[3], as_dtype(x.dtype)
-        shared = _shared(ctx, _path(c, k, "filter"), "filter", None, c, k, h, w, dtype)
-        _over_images(ctx, n, _fast_grain(n, c, k, h, w, "filter"),
+        shared = _shared(ctx, _path(c, k), "filter", None, c, k, h, w, dtype)
+        _over_images(ctx, n, _fast_grain(n, c, k, h, w),
                      _fast_ws("filter", n, c, k, h, w, dtype, _divisor(attrs)),
                      lambda sc, lo, hi, out: _fast_backprop_filter(sc, x[lo:hi], dy[lo:hi], out, shared,
                                                                    _divisor(attrs)),
@@ -808,8 +806,8 @@ def _conv2d_backprop_filter_ws(ins, attrs):
     if is_fast(x.shape, f_shape, attrs):
         n, c, h, w = x.shape
         k = f_shape[3]
-        return (_shared_workspaces(_path(c, k, "filter"), "filter", c, k, h, w, x.dtype)
-                + _sharded_workspaces(n, _fast_grain(n, c, k, h, w, "filter"),
+        return (_shared_workspaces(_path(c, k), "filter", c, k, h, w, x.dtype)
+                + _sharded_workspaces(n, _fast_grain(n, c, k, h, w),
                                       _fast_ws("filter", n, c, k, h, w, x.dtype, _divisor(attrs)), (f_shape, x.dtype)))
     g = _specs_geometry(x.shape, f_shape, dy.shape, attrs)
     return _sharded_workspaces(g.n, _grain(_generic_flops(g)),
