@@ -4,8 +4,8 @@ Three paths, chosen from shapes and attrs alone (so the declared workspaces matc
 - generic: im2col + one GEMM per chunk of images; any window, stride, padding and data format;
 - shift: NCHW, 3x3, stride 1, SAME (what Mentee-style CNNs run): im2col by contiguous copies of a padded,
   flattened image, and fewer of them (3 instead of 9);
-- winograd: the same convolutions when they have 64 or more channels in and out: F(2x2, 3x3) does 4/9 of the
-  multiplies, which there pays for its transforms.
+- winograd: the same convolutions when they have 64 or more channels in and out, or 32 one way and 64 the other
+  (_path): F(2x2, 3x3) does 4/9 of the multiplies, which there pays for its transforms.
 The input gradient of a SAME 3x3 stride-1 conv is itself such a conv (of dy with the flipped filter), so it
 takes the same paths. Big temporaries come from ctx.workspace in the order the workspace functions list them,
 and are bounded per call (the batch is processed in chunks), whatever the batch size.
