@@ -33,9 +33,10 @@ from tfplus.tensor_shape import conv_output
 
 # im2col columns per chunk: big enough for an efficient GEMM, small enough that a chunk's columns and GEMM result
 # stay in cache between the passes over them. A Mentee training step at batch 32 on one thread (AMD EPYC, 2 cores)
-# took 106-110 ms of CPU with 2 MB here and 1 MB for Winograd against 119-122 ms with 8 MB and 4 MB (the 32x32
-# layers' shift forward conv 10 ms against 13.9); with many threads a task holds a few images, one chunk either way.
-_CHUNK_BYTES = 2 << 20
+# took 100-101 ms of CPU with 4 MB here and 1 MB for Winograd, 97-99 ms with 2 MB, 108 ms with 8 MB and 4 MB.
+# NOTE: not 2 MB: the smaller scratch changes the memory planner's choices (Mentee fine-tuned under 16 MB then
+# micro-batches instead of streaming its frozen features). With many threads a task holds a few images anyway.
+_CHUNK_BYTES = 4 << 20
 # A memory plan may ask for smaller chunks (tfplus.planner's 'scratch' transformation): this attr, when the
 # executor passes it, divides both chunk budgets (_CHUNK_BYTES, _WINO_CHUNK_BYTES) so that every scratch buffer
 # shrinks with it. Kernels and workspace declarations read it the same way, so they stay in step.
