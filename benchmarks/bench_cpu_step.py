@@ -9,9 +9,9 @@ The step: NCHW float32 batch 128, conv3x3 SAME 32, 32, [pool], 64, 64, [pool], 1
 tfplus runs with tf.ConfigProto(intra_op_parallelism_threads=N) and PyTorch with torch.set_num_threads(N). The
 two frameworks alternate in rounds (`--steps` steps each per round) so that load from other processes falls on
 both alike; the figure per framework is the median step over all rounds, and the ratio is tfplus / PyTorch.
-Beside it, tfplus's median CPU time per step (all threads, and the worker processes' from 2 threads on:
-tfplus.engine.workers; on a busy machine the steadier figure, and
-CPU / wall is the cores it kept busy).
+Beside it, each framework's median CPU time per step (all threads; tfplus's also its worker processes' from 2
+threads on: tfplus.engine.workers) and their ratio: on a busy machine the steadier figures (at one thread,
+the wall time less the time other processes took the core), and CPU / wall is the cores a framework kept busy.
 With --contended every thread count is measured twice, quiet and while another process keeps one core busy,
 and the slowdown (contended / quiet) of each framework is printed beside.
 """
@@ -106,9 +106,9 @@ def main() -> None:
         sess.run(tg.init_op)
         return lambda: sess.run([tg.train_op, tg.loss], feed)
 
-    def cpu_seconds(n: int) -> float:
-        """This process's CPU time and its session's worker processes' (tfplus.engine.workers), if any."""
-        w = sessions[n].workers
+    def cpu_seconds(name: str, n: int) -> float:
+        """This process's CPU time, and for tfplus its session's worker processes' (tfplus.engine.workers)."""
+        w = sessions[n].workers if name == "tfplus" else None
         return time.process_time() + (_children_cpu(w.pids()) if w is not None else 0.0)
 
     torch_runner = None
@@ -139,37 +139,39 @@ def main() -> None:
                 torch_step()
             return step
 
-    def measure(n: int) -> tuple[dict[str, float], float]:
+    def measure(n: int) -> tuple[dict[str, float], dict[str, float]]:
         runners = {"tfplus": tfplus_runner(n)}
         if torch_runner is not None:
             runners["torch"] = torch_runner(n)
         for run in runners.values():  # warm-up: first-step allocations, kernel selection, pool start
             run()
             run()
-        times, cpu = {name: [] for name in runners}, []
+        times, cpu = {name: [] for name in runners}, {name: [] for name in runners}
         for _ in range(args.rounds):
             for name, run in runners.items():
                 for _ in range(args.steps):
-                    t, c = time.perf_counter(), cpu_seconds(n) if name == "tfplus" else 0.0
+                    t, c = time.perf_counter(), cpu_seconds(name, n)
                     run()
                     times[name].append(time.perf_counter() - t)
-                    if name == "tfplus":
-                        cpu.append(cpu_seconds(n) - c)
-        return {name: statistics.median(ts) * 1e3 for name, ts in times.items()}, statistics.median(cpu) * 1e3
+                    cpu[name].append(cpu_seconds(name, n) - c)
+        return ({name: statistics.median(ts) * 1e3 for name, ts in times.items()},
+                {name: statistics.median(cs) * 1e3 for name, cs in cpu.items()})
 
     peer = f"PyTorch {torch.__version__}" if torch_runner is not None else "(no PyTorch)"
     print(f"Mentee training step, batch {args.batch}, median of {args.rounds} rounds x {args.steps} steps; "
           f"tfplus vs {peer}")
     print(f"machine: {_cpu_model()}, {cores} cores available to this process ({os.cpu_count()} in the host), "
           f"load average {os.getloadavg()[0]:.1f} at start")
-    head = f"{'threads':>7} {'tfplus ms':>10} {'cpu ms':>7} {'torch ms':>9} {'ratio':>6}"
+    head = f"{'threads':>7} {'tfplus ms':>10} {'cpu ms':>7} {'torch ms':>9} {'cpu ms':>7} {'ratio':>6} {'cpu ratio':>9}"
     if args.contended:
         head += f" | {'contended: tfplus ms':>20} {'torch ms':>9} {'ratio':>6} {'slowdown tfplus':>15} {'torch':>6}"
     print(head)
     for n in counts:
         quiet, cpu = measure(n)
-        row = f"{n:>7} {quiet['tfplus']:>10.1f} {cpu:>7.1f} {quiet.get('torch', float('nan')):>9.1f} " \
-              f"{quiet['tfplus'] / quiet.get('torch', float('nan')):>6.2f}"
+        nan = float("nan")
+        row = (f"{n:>7} {quiet['tfplus']:>10.1f} {cpu['tfplus']:>7.1f} {quiet.get('torch', nan):>9.1f} "
+               f"{cpu.get('torch', nan):>7.1f} {quiet['tfplus'] / quiet.get('torch', nan):>6.2f} "
+               f"{cpu['tfplus'] / cpu.get('torch', nan):>9.2f}")
         if args.contended:
             with _Burner():
                 busy, _ = measure(n)
