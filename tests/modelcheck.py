@@ -210,3 +210,16 @@ def recompute_level(tg, feeds, device="cpu") -> int:
     step = _Step([tg.train_op, tg.loss], {t: v.shape for t, v in feeds.items()}, device_facts(device), tg.graph,
                  None)
     return step.levels()[0]
+
+
+def checkpoint_variables(path) -> dict:
+    """{variable name: value} of the checkpoint at `path` (a prefix, as a saver writes it)."""
+    reader = tf.train.load_checkpoint(str(path))
+    return {k: reader.get_tensor(k) for k in reader.get_variable_to_shape_map()}
+
+
+def assert_variables_close(got: dict, want: dict, atol: float = 1e-5) -> None:
+    """Two {name: value} maps hold the same variables, each within `atol`."""
+    assert set(got) == set(want)
+    for name in want:
+        np.testing.assert_allclose(got[name], want[name], rtol=0, atol=atol, err_msg=name)

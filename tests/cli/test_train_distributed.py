@@ -7,10 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 pytest.importorskip("mpi4py", reason="the mpi extra is not installed: pip install -e '.[mpi]'")
+
+from modelcheck import assert_variables_close, checkpoint_variables
 
 import tfplus as tf  # noqa: E402
 
@@ -44,24 +45,13 @@ def _mpiexec(*argv, stop=None, timeout=120, env=ENV):
                           text=True, timeout=timeout)
 
 
-def _variables(path) -> dict:
-    reader = tf.train.load_checkpoint(str(path))
-    return {k: reader.get_tensor(k) for k in reader.get_variable_to_shape_map()}
-
-
-def _assert_close(got: dict, want: dict) -> None:
-    assert set(got) == set(want)
-    for name in want:
-        np.testing.assert_allclose(got[name], want[name], rtol=0, atol=1e-5, err_msg=name)
-
-
 @pytest.fixture(scope="module")
 def one_process(tmp_path_factory):
     """The variables of one process that trained at the whole batch (16) for 8 steps."""
     folder = tmp_path_factory.mktemp("one")
     subprocess.run([sys.executable, "-m", "tfplus", *RUN, "--checkpoint-dir", str(folder)], env=ENV, check=True,
                    capture_output=True, timeout=120)
-    return _variables(folder / "model.ckpt-8")
+    return checkpoint_variables(folder / "model.ckpt-8")
 
 
 def test_two_ranks_train_as_one_process_and_rank_0_alone_logs(one_process, tmp_path):
@@ -74,7 +64,7 @@ def test_two_ranks_train_as_one_process_and_rank_0_alone_logs(one_process, tmp_p
                                      "before_run hooks done -> session.run begins" in line and
                                      "session.run begins -> feeds uploaded" in line and
                                      "-> bucket 1 started" in line for line in between), run.stderr
-    _assert_close(_variables(tmp_path / "ckpt" / "model.ckpt-8"), one_process)
+    assert_variables_close(checkpoint_variables(tmp_path / "ckpt" / "model.ckpt-8"), one_process)
     rows = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
     assert [r["kind"] for r in rows].count("start") == 1  # rank 1 wrote nothing there
     assert run.stdout.count("done: 8 steps") == 1
@@ -88,7 +78,7 @@ def test_a_signal_to_one_rank_stops_every_rank_after_the_same_step(one_process, 
     assert tf.train.latest_checkpoint(ckpt).endswith("model.ckpt-5")
     run = _mpiexec(*RUN, "--checkpoint-dir", ckpt, "--resume")
     assert run.returncode == 0, run.stderr
-    _assert_close(_variables(tf.train.latest_checkpoint(ckpt)), one_process)
+    assert_variables_close(checkpoint_variables(tf.train.latest_checkpoint(ckpt)), one_process)
 
 
 def test_a_killed_rank_ends_the_job_and_resume_continues_it(one_process, tmp_path):
@@ -102,7 +92,7 @@ def test_a_killed_rank_ends_the_job_and_resume_continues_it(one_process, tmp_pat
     assert tf.train.latest_checkpoint(ckpt).endswith("model.ckpt-4")  # the last one before rank 1 died
     run = _mpiexec(*RUN, "--checkpoint-dir", ckpt, "--resume")
     assert run.returncode == 0, run.stderr
-    _assert_close(_variables(tf.train.latest_checkpoint(ckpt)), one_process)
+    assert_variables_close(checkpoint_variables(tf.train.latest_checkpoint(ckpt)), one_process)
 
 
 class _Job:

@@ -10,11 +10,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 pytest.importorskip("mpi4py", reason="the mpi extra is not installed: pip install -e '.[mpi]'")
 pytest.importorskip("pyopencl", reason="the opencl device needs pyopencl")
+
+from modelcheck import assert_variables_close, checkpoint_variables
 
 import tfplus as tf  # noqa: E402
 
@@ -54,24 +55,13 @@ def _train(*argv, stop=None, ranks=2, env=ENV, timeout=240):
                           capture_output=True, text=True, timeout=timeout)
 
 
-def _variables(path) -> dict:
-    reader = tf.train.load_checkpoint(str(path))
-    return {k: reader.get_tensor(k) for k in reader.get_variable_to_shape_map()}
-
-
-def _assert_close(got: dict, want: dict) -> None:
-    assert set(got) == set(want)
-    for name in want:
-        np.testing.assert_allclose(got[name], want[name], rtol=0, atol=1e-5, err_msg=name)
-
-
 @pytest.fixture(scope="module")
 def one_process(tmp_path_factory):
     """The variables of one process that trained at the whole batch (16) on PoCL, after steps 6 and 8."""
     folder = tmp_path_factory.mktemp("one")
     run = _train(*RUN, "--checkpoint-dir", str(folder), ranks=1)
     assert run.returncode == 0, run.stderr
-    return {step: _variables(folder / f"model.ckpt-{step}") for step in (6, 8)}
+    return {step: checkpoint_variables(folder / f"model.ckpt-{step}") for step in (6, 8)}
 
 
 # --log-every 1: the host reads the running sums after every step (a blocking read waits for the step's sums first);
@@ -84,7 +74,7 @@ def test_two_ranks_running_ahead_train_as_one_process(one_process, tmp_path, log
     assert run.returncode == 0, run.stderr
     assert run.stderr.count(RAN_AHEAD) == 2, run.stderr  # each rank's trace: the bound was on the host's path
     for step in (6, 8):
-        _assert_close(_variables(ckpt / f"model.ckpt-{step}"), one_process[step])
+        assert_variables_close(checkpoint_variables(ckpt / f"model.ckpt-{step}"), one_process[step])
 
 
 def test_by_default_the_host_waits_for_each_sum_and_reaches_the_same_weights(one_process, tmp_path):
@@ -93,7 +83,7 @@ def test_by_default_the_host_waits_for_each_sum_and_reaches_the_same_weights(one
     run = _train(*RUN, "--checkpoint-dir", str(ckpt), env=waiting)
     assert run.returncode == 0, run.stderr
     assert RAN_AHEAD not in run.stderr and "the host between steps" in run.stderr
-    _assert_close(_variables(ckpt / "model.ckpt-8"), one_process[8])
+    assert_variables_close(checkpoint_variables(ckpt / "model.ckpt-8"), one_process[8])
 
 
 def test_sigint_between_steps_stops_every_rank_after_the_same_step(tmp_path):

@@ -405,24 +405,31 @@ class _Shuffle(_Derived):
             yield buffer.pop(int(rng.integers(len(buffer))))
 
 
+def trace(dataset: Dataset, fn: Callable) -> tuple[Graph, list, object]:
+    """fn called once on placeholders of the dataset's element components, in a graph of its own (with the script's
+    graph seed): (that graph, the placeholders, what fn returned)."""
+    graph = Graph()
+    graph.seed = get_default_graph().seed
+    with graph.as_default():
+        args = [_placeholder_for(s, f"arg{i}") for i, s in enumerate(_flatten(dataset._structure))]
+        arg = _pack(dataset._structure, iter(args))
+        result = fn(*arg) if isinstance(arg, tuple) and not hasattr(arg, "_fields") else fn(arg)
+    return graph, args, result
+
+
 class _Map(_Derived):
     """map (and filter: keep_if) with a function traced once into a graph of its own, run by a session of its
     own for each element. The function sees the element's components as placeholders."""
 
     def __init__(self, dataset: Dataset, fn: Callable, keep_if: bool = False):
         self._inputs, self._keep_if = (dataset,), keep_if
-        self._graph = Graph()
-        self._graph.seed = get_default_graph().seed
+        try:
+            self._graph, self._args, result = trace(dataset, fn)
+        except ValueError as e:
+            raise ValueError(f"tf.data.Dataset.{'filter' if keep_if else 'map'}: the function failed while "
+                             f"traced in the dataset's own graph ({e}); it may use only its arguments and "
+                             "constants it makes, not tensors of the script's graph") from e
         with self._graph.as_default():
-            specs = _flatten(dataset._structure)
-            self._args = [_placeholder_for(s, f"arg{i}") for i, s in enumerate(specs)]
-            arg = _pack(dataset._structure, iter(self._args))
-            try:
-                result = fn(*arg) if isinstance(arg, tuple) and not hasattr(arg, "_fields") else fn(arg)
-            except ValueError as e:
-                raise ValueError(f"tf.data.Dataset.{'filter' if keep_if else 'map'}: the function failed while "
-                                 f"traced in the dataset's own graph ({e}); it may use only its arguments and "
-                                 "constants it makes, not tensors of the script's graph") from e
             if isinstance(result, list):  # as TensorFlow: a list of results is a tuple (a list is a component)
                 result = tuple(result)
             result = _map_structure(lambda v: v if isinstance(v, (Tensor, SparseTensor)) else array_ops.constant(v),

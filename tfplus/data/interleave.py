@@ -13,8 +13,7 @@ from typing import Callable
 
 import numpy as np
 
-from tfplus.data.dataset_ops import AUTOTUNE, Dataset, _Derived, _flatten, _pack, _placeholder_for
-from tfplus.framework import Graph, get_default_graph
+from tfplus.data.dataset_ops import AUTOTUNE, Dataset, _Derived, _flatten, trace
 
 
 def interleave_streams(sources: Iterable[Callable[[], Iterator]], cycle: int, block: int) -> Iterator:
@@ -55,13 +54,7 @@ class Interleave(_Derived):
         if self._cycle < 1 or self._block < 1:
             raise ValueError(f"tf.data.Dataset.interleave: cycle_length ({cycle_length}) and block_length "
                              f"({block_length}) must be positive")
-        self._graph = Graph()
-        self._graph.seed = get_default_graph().seed
-        with self._graph.as_default():
-            specs = _flatten(dataset._structure)
-            self._args = [_placeholder_for(s, f"arg{i}") for i, s in enumerate(specs)]
-            arg = _pack(dataset._structure, iter(self._args))
-            inner = fn(*arg) if isinstance(arg, tuple) and not hasattr(arg, "_fields") else fn(arg)
+        self._graph, self._args, inner = trace(dataset, fn)
         if not isinstance(inner, Dataset):
             raise TypeError(f"tf.data.Dataset.interleave / flat_map: the function must return a Dataset, got "
                             f"{type(inner).__name__}")
