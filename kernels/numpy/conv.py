@@ -4,8 +4,8 @@ Three paths, chosen from shapes and attrs alone (so the declared workspaces matc
 - generic: im2col + one GEMM per chunk of images; any window, stride, padding and data format;
 - shift: NCHW, 3x3, stride 1, SAME (what Mentee-style CNNs run): im2col by contiguous copies of a padded,
   flattened image, and fewer of them (3 instead of 9);
-- winograd: the same convolutions when they have 64 or more channels in and out, or 32 one way and 64 the other
-  (_path): F(2x2, 3x3) does 4/9 of the multiplies, which there pays for its transforms.
+- winograd: the same convolutions when they have 64 or more channels in and out: F(2x2, 3x3) does 4/9 of the
+  multiplies, which there pays for its transforms.
 The input gradient of a SAME 3x3 stride-1 conv is itself such a conv (of dy with the flipped filter), so it
 takes the same paths. Big temporaries come from ctx.workspace in the order the workspace functions list them,
 and are bounded per call (the batch is processed in chunks), whatever the batch size.
@@ -31,12 +31,7 @@ from tfplus.dtypes import FLOATS, as_dtype
 from tfplus.registry import SCRATCH_ATTR, ChunkSpec, register_kernel, register_workspace
 from tfplus.tensor_shape import conv_output
 
-# im2col columns per chunk: big enough for an efficient GEMM, small enough that a chunk's columns and GEMM result
-# stay in cache between the passes over them. A Mentee training step at batch 32 on one thread (AMD EPYC, 2 cores)
-# took 100-101 ms of CPU with 4 MB here and 1 MB for Winograd, 97-99 ms with 2 MB, 108 ms with 8 MB and 4 MB.
-# NOTE: not 2 MB: the smaller scratch changes the memory planner's choices (Mentee fine-tuned under 16 MB then
-# micro-batches instead of streaming its frozen features). With many threads a task holds a few images anyway.
-_CHUNK_BYTES = 4 << 20
+_CHUNK_BYTES = 8 << 20  # im2col columns per chunk: big enough for an efficient GEMM, small enough for cache
 # A memory plan may ask for smaller chunks (tfplus.planner's 'scratch' transformation): this attr, when the
 # executor passes it, divides both chunk budgets (_CHUNK_BYTES, _WINO_CHUNK_BYTES) so that every scratch buffer
 # shrinks with it. Kernels and workspace declarations read it the same way, so they stay in step.
@@ -72,14 +67,14 @@ def is_fast(x_shape, f_shape, attrs) -> bool:
             and tuple(attrs["strides"]) == (1, 1, 1, 1))
 
 
-def _path(c_in: int, c_out: int) -> str:
-    """The fast path for a conv of c_in into c_out channels, its input gradient (a conv of c_out into c_in) and
-    its filter gradient. Winograd's transforms cost NumPy passes over the data that its saved multiplies repay
-    with 64 or more channels in and out; a conv also with 32 one way and 64 the other (Mentee's conv3, one thread,
-    1 MB chunks, batch 32 and 128 alike: forward and input gradient 10-25%, filter gradient 25-30% faster than the
-    shift path). NOTE: the filter gradient of 32 into 32 channels is ~20% faster by Winograd too, but its scratch
-    per image is 2.5x the shift path's, which takes Mentee's 12 MB plan (one image a micro-batch) over 12 MB."""
+def _path(c_in: int, c_out: int, kind: str = "forward") -> str:
+    """The fast path for a conv of c_in into c_out channels (kind 'forward', also the input gradient's) or its
+    filter gradient ('filter'). Winograd's transforms cost NumPy passes over the data that its saved multiplies
+    repay with 64 or more channels in and out; a conv also with 32 one way and 64 the other (Mentee's conv3,
+    one thread: forward and input gradient 10-25% faster, filter gradient 10% slower than the shift path)."""
     fewer, more = sorted((c_in, c_out))
+    if kind == "filter":
+        return "winograd" if fewer >= 64 else "shift"
     return "winograd" if fewer >= 32 and more >= 64 else "shift"
 
 
@@ -397,7 +392,7 @@ _G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]])
 # The dy transform (the output transform's transpose) stores its 4th row/column negated (a plain copy instead
 # of a negation); the filter-gradient transform undoes it.
 _G_SIGNED = _G * np.array([1, 1, 1, -1])[:, None]
-_WINO_CHUNK_BYTES = 1 << 20  # transformed input (16 x tiles x images x C) per chunk: see _CHUNK_BYTES
+_WINO_CHUNK_BYTES = 4 << 20  # transformed input (16 x tiles x images x C) per chunk
 
 
 class Tiles(NamedTuple):
@@ -589,7 +584,7 @@ def _out_shape(x_shape, f_shape, attrs) -> tuple:
 
 def _fast_shard_workspaces(kind: str, n: int, c: int, k: int, h: int, w: int, dtype, div: int = 1) -> list:
     """Scratch of the fast path for a conv of c into k channels on n images; kind 'forward' or 'filter'."""
-    if _path(c, k) == "winograd":
+    if _path(c, k, kind) == "winograd":
         return Tiles.of(n, c, k, h, w, dtype.size, div).workspaces(kind, dtype)
     return Shift.of(h, w, c).workspaces(kind, n, c, k, dtype, div)
 
@@ -624,7 +619,7 @@ def _fast_conv(ctx, x: np.ndarray, shared: list, y: np.ndarray, div: int = 1) ->
 
 
 def _fast_backprop_filter(ctx, x: np.ndarray, dy: np.ndarray, df: np.ndarray, shared: list, div: int = 1) -> None:
-    if _path(x.shape[1], dy.shape[1]) == "winograd":
+    if _path(x.shape[1], dy.shape[1], "filter") == "winograd":
         _wino_backprop_filter(ctx, x, dy, df, shared, div)
     else:
         _shift_backprop_filter(ctx, x, dy, df, shared, div)
@@ -649,13 +644,13 @@ def _grain(per_image_flops: int, least: int = 1) -> int:
     return max(least, threads.flop_grain(per_image_flops))
 
 
-def _fast_grain(n: int, c: int, k: int, h: int, w: int) -> int:
+def _fast_grain(n: int, c: int, k: int, h: int, w: int, kind: str = "forward") -> int:
     """The fast paths' grain for a call on n images. A Winograd task's chunk transforms and 16 GEMMs of (tiles x
     images) rows cost ~120 us of Python and dispatch (holding the GIL) whatever its size, and 2 images cost 1.4x
     as much per image as 8 (conv4 of Mentee, one thread): 8 images at least, unless the call has fewer than 8
     per thread (a micro-batch of a streamed prefix: 8 images in one task left the second core idle, +73% wall
     time), where smaller tasks beat idle threads."""
-    least = 8 if _path(c, k) == "winograd" else 1
+    least = 8 if _path(c, k, kind) == "winograd" else 1
     return _grain(18 * h * w * c * k, min(least, max(1, n // threads.current())))
 
 
@@ -786,8 +781,8 @@ def _conv2d_backprop_filter(ctx, ins, outs, attrs):
     elif is_fast(x.shape, df.shape, attrs):
         n, c, h, w = x.shape
         k, dtype = df.shape[3], as_dtype(x.dtype)
-        shared = _shared(ctx, _path(c, k), "filter", None, c, k, h, w, dtype)
-        _over_images(ctx, n, _fast_grain(n, c, k, h, w),
+        shared = _shared(ctx, _path(c, k, "filter"), "filter", None, c, k, h, w, dtype)
+        _over_images(ctx, n, _fast_grain(n, c, k, h, w, "filter"),
                      _fast_ws("filter", n, c, k, h, w, dtype, _divisor(attrs)),
                      lambda sc, lo, hi, out: _fast_backprop_filter(sc, x[lo:hi], dy[lo:hi], out, shared,
                                                                    _divisor(attrs)),
@@ -807,8 +802,8 @@ def _conv2d_backprop_filter_ws(ins, attrs):
     if is_fast(x.shape, f_shape, attrs):
         n, c, h, w = x.shape
         k = f_shape[3]
-        return (_shared_workspaces(_path(c, k), "filter", c, k, h, w, x.dtype)
-                + _sharded_workspaces(n, _fast_grain(n, c, k, h, w),
+        return (_shared_workspaces(_path(c, k, "filter"), "filter", c, k, h, w, x.dtype)
+                + _sharded_workspaces(n, _fast_grain(n, c, k, h, w, "filter"),
                                       _fast_ws("filter", n, c, k, h, w, x.dtype, _divisor(attrs)), (f_shape, x.dtype)))
     g = _specs_geometry(x.shape, f_shape, dy.shape, attrs)
     return _sharded_workspaces(g.n, _grain(_generic_flops(g)),

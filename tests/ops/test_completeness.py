@@ -32,7 +32,7 @@ TESTED_ELSEWHERE = {
     "AssignSub": "test_core", "RandomStandardNormal": "test_core", "TruncatedNormal": "test_core",
     "RandomUniform": "test_core", **dict.fromkeys(
         ("RandomUniformInt", "RandomGamma", "RandomPoissonV2", "StatelessRandomNormal", "StatelessRandomUniform",
-         "StatelessTruncatedNormal"), "test_random"),
+         "StatelessTruncatedNormal"), "test_tf_random"),
     "ApplyGradientDescent": "test_train", "ApplyMomentum": "test_train",
     "ApplyAdam": "test_train", "ApplyRMSProp": "test_tf_train",
     "ApplyCenteredRMSProp": "test_tf_train", "ApplyAdagrad": "test_tf_train",
