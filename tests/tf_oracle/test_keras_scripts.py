@@ -418,13 +418,16 @@ SCRIPTS = {f.__name__: f for f in (mnist_mlp, small_cnn, text_lstm, functional_t
 
 
 def run_keras_script(tf, name: str, init: list, feeder: Feeder) -> dict:
-    if hasattr(tf, "experimental"):  # TensorFlow: its RNN layers' while loops have gradients only with this
-        tf.experimental.output_all_intermediates(True)
+    tensorflow = hasattr(tf, "experimental")
+    if tensorflow:  # its RNN layers' while loops have gradients only with this (undone after: it is process-wide,
+        tf.experimental.output_all_intermediates(True)  # and a tf.function's loops would then write TensorLists)
     tf.keras.backend.clear_session()
     try:
         return SCRIPTS[name](tf, init, feeder)
     finally:
         tf.keras.backend.clear_session()
+        if tensorflow:
+            tf.experimental.output_all_intermediates(None)
 
 
 @pytest.mark.parametrize("name", sorted(SCRIPTS))
