@@ -88,6 +88,10 @@ def init() -> None:
 def _abort_on_uncaught(previous):
     def hook(kind, value, tb):
         previous(kind, value, tb)
+        # mpiexec ends every rank at the abort and may drop what its proxy has not yet forwarded of this one's
+        # stderr: the error naming the rank and what failed came out cut off (seen under load). Let it arrive.
+        sys.stderr.flush()
+        time.sleep(0.5)
         # NOTE: a rank that exited normally would wait in MPI_Finalize while the others wait in the step's allreduce.
         abort(1)
     return hook
