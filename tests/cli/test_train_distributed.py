@@ -5,35 +5,21 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 pytest.importorskip("mpi4py", reason="the mpi extra is not installed: pip install -e '.[mpi]'")
 
 from modelcheck import assert_variables_close, checkpoint_variables
+from ranks import MPIEXEC, STOPPER
 
 import tfplus as tf  # noqa: E402
 
-MPIEXEC = Path(sys.executable).parent / "mpiexec"  # the mpich wheel installs it beside the interpreter
 # One thread and no forked workers per process (two ranks share the CI's two cores), in both runs compared.
 ENV = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p), TFPLUS_NUM_THREADS="1",
            TFPLUS_WORKERS="1")
 RUN = ["train", "--synthetic", "--model", "lenet", "--batch-size", "16", "--steps", "8", "--checkpoint-every", "2",
        "--no-eval"]
-# `python -c` this, then the command line: main(argv), where rank $STOP_RANK sends itself $STOP_WITH as it draws
-# its $STOP_AT-th batch (so the step that batch feeds is its last, or never runs after a SIGKILL).
-STOPPER = ("import os, signal, sys\n"
-           "from tfplus.data import TrainBatches\n"
-           "from tfplus.cli import main\n"
-           "_next, seen = TrainBatches.__next__, [0]\n"
-           "def next_then_stop(self):\n"
-           "    seen[0] += 1\n"
-           "    if seen[0] == int(os.environ['STOP_AT']) and os.environ['PMI_RANK'] == os.environ['STOP_RANK']:\n"
-           "        os.kill(os.getpid(), getattr(signal, os.environ['STOP_WITH']))\n"
-           "    return _next(self)\n"
-           "TrainBatches.__next__ = next_then_stop\n"
-           "sys.exit(main(sys.argv[1:]))\n")
 
 
 def _mpiexec(*argv, stop=None, timeout=120, env=ENV):

@@ -5,10 +5,8 @@ the whole batch whether the host reads the running sums every step or every few,
 every rank after the same step on SIGINT, and a killed or stalled rank ends the job with an error instead of a
 hang."""
 import os
-import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -16,31 +14,16 @@ pytest.importorskip("mpi4py", reason="the mpi extra is not installed: pip instal
 pytest.importorskip("pyopencl", reason="the opencl device needs pyopencl")
 
 from modelcheck import assert_variables_close, checkpoint_variables
+from ranks import MPIEXEC, STOPPER
 
 import tfplus as tf  # noqa: E402
 
-# The mpich wheel installs it beside the interpreter; a GPU machine's prefix install puts it on PATH.
-MPIEXEC = Path(sys.executable).parent / "mpiexec"
-MPIEXEC = MPIEXEC if MPIEXEC.exists() else Path(shutil.which("mpiexec") or MPIEXEC)
 # One thread per process (two ranks share the CI's two cores); the trace shows which path each step took.
 ENV = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p), TFPLUS_NUM_THREADS="1",
            TFPLUS_WORKERS="1", TFPLUS_ALLREDUCE_TRACE="1", TFPLUS_ALLREDUCE_RUNAHEAD="1")
 # LeNet made narrow: a PoCL step of seconds on two loaded cores becomes one of milliseconds.
 RUN = ["train", "--synthetic", "--model", "lenet", "--widths", "4,8", "--fc-widths", "16", "--batch-size", "16",
        "--steps", "8", "--checkpoint-every", "2", "--no-eval", "--device", "opencl:0"]
-# `python -c` this, then the command line: main(argv), where rank 1 sends itself $STOP_WITH as it draws its
-# $STOP_AT-th batch (so the step that batch feeds is its last, or never runs after a SIGKILL).
-STOPPER = ("import os, signal, sys\n"
-           "from tfplus.data import TrainBatches\n"
-           "from tfplus.cli import main\n"
-           "_next, seen = TrainBatches.__next__, [0]\n"
-           "def next_then_stop(self):\n"
-           "    seen[0] += 1\n"
-           "    if seen[0] == int(os.environ['STOP_AT']) and os.environ['PMI_RANK'] == '1':\n"
-           "        os.kill(os.getpid(), getattr(signal, os.environ['STOP_WITH']))\n"
-           "    return _next(self)\n"
-           "TrainBatches.__next__ = next_then_stop\n"
-           "sys.exit(main(sys.argv[1:]))\n")
 # The trace's segment of the bound (a step's first start waits for the step before last), on the run-ahead path only.
 RAN_AHEAD = "bucket 1 waits for the step before last -> bucket 1 step before last done"
 
@@ -48,7 +31,7 @@ RAN_AHEAD = "bucket 1 waits for the step before last -> bucket 1 step before las
 def _train(*argv, stop=None, ranks=2, env=ENV, timeout=240):
     if not MPIEXEC.exists():
         pytest.fail(f"{MPIEXEC} is missing: the mpich wheel (the mpi extra) brings it")
-    env = dict(env, STOP_AT=str(stop[1]), STOP_WITH=stop[0]) if stop else env
+    env = dict(env, STOP_AT=str(stop[1]), STOP_WITH=stop[0], STOP_RANK="1") if stop else env
     cmd = [sys.executable, "-c", STOPPER] if stop else [sys.executable, "-m", "tfplus"]
     mpi = [str(MPIEXEC), "-n", str(ranks)] if ranks > 1 else []
     return subprocess.run([*mpi, *cmd, *argv, *(["--distributed"] if ranks > 1 else [])], env=env,

@@ -1,0 +1,23 @@
+"""What the `mpiexec -n 2 tfplus train --distributed` tests share: the launcher and a command line that stops a rank.
+
+STOPPER: `python -c` this, then the command line: main(argv), where rank $STOP_RANK sends itself $STOP_WITH as it
+draws its $STOP_AT-th batch (so the step that batch feeds is its last, or never runs after a SIGKILL)."""
+import shutil
+import sys
+from pathlib import Path
+
+# The mpich wheel installs it beside the interpreter; a GPU machine's prefix install puts it on PATH.
+MPIEXEC = Path(sys.executable).parent / "mpiexec"
+MPIEXEC = MPIEXEC if MPIEXEC.exists() else Path(shutil.which("mpiexec") or MPIEXEC)
+
+STOPPER = ("import os, signal, sys\n"
+           "from tfplus.data import TrainBatches\n"
+           "from tfplus.cli import main\n"
+           "_next, seen = TrainBatches.__next__, [0]\n"
+           "def next_then_stop(self):\n"
+           "    seen[0] += 1\n"
+           "    if seen[0] == int(os.environ['STOP_AT']) and os.environ['PMI_RANK'] == os.environ['STOP_RANK']:\n"
+           "        os.kill(os.getpid(), getattr(signal, os.environ['STOP_WITH']))\n"
+           "    return _next(self)\n"
+           "TrainBatches.__next__ = next_then_stop\n"
+           "sys.exit(main(sys.argv[1:]))\n")
