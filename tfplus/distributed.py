@@ -186,17 +186,19 @@ def local_size() -> int:
 
 def local_device() -> str:
     """The OpenCL device this rank takes, one per process: "opencl:K" for this host's K-th GPU by local rank, its
-    CPU devices (PoCL) counted only where it has no GPU (they may be listed first). With more ranks on a host than
-    devices, the ranks share them in turn, and a warning says so (one PoCL device: every rank's).
+    CPU devices (PoCL) that can build kernels counted only where it has no GPU (they may be listed first). With
+    more ranks on a host than devices, the ranks share them in turn, and a warning says so (one PoCL device: every
+    rank's).
 
         >>> sess = tf.Session(device=local_device())      # Horovod's visible_device_list = str(local_rank())
     """
-    from tfplus.runtime.opencl.discovery import cl, cl_devices  # NOTE: here: only an opencl rank loads pyopencl
+    from tfplus.runtime.opencl.discovery import build_error, cl, cl_devices  # NOTE: only an opencl rank loads it
     devices = cl_devices()
     if not devices:
         return "opencl"  # the session's own error names the missing driver
     gpus = [i for i, d in enumerate(devices) if d.type & cl.device_type.GPU]
-    candidates = gpus or list(range(len(devices)))
+    # CPU devices whose compiler works (a PoCL older than the CPU builds nothing); none: the session's error says why
+    candidates = gpus or [i for i, d in enumerate(devices) if build_error(d) is None] or [0]
     if local_size() > len(candidates):
         warnings.warn(f"tfplus.distributed: {local_size()} ranks on this host share its {len(candidates)} OpenCL "
                       f"{'GPU' if gpus else 'device'}(s); start at most {len(candidates)} ranks per host for one "

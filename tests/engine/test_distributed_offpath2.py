@@ -172,6 +172,7 @@ def test_each_rank_takes_a_gpu_by_local_rank_and_ranks_share_too_few_devices(mon
         pytest.skip("pyopencl is not installed")
     cpu, gpu = (SimpleNamespace(type=discovery.cl.device_type.CPU), SimpleNamespace(type=discovery.cl.device_type.GPU))
     monkeypatch.setattr(discovery, "cl_devices", lambda: [cpu, gpu, gpu])
+    monkeypatch.setattr(discovery, "build_error", lambda d: None)
     monkeypatch.setattr(distributed, "local_size", lambda: 2)
     for k, want in ((0, "opencl:1"), (1, "opencl:2")):
         monkeypatch.setattr(distributed, "local_rank", lambda k=k: k)

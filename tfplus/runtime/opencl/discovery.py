@@ -3,6 +3,7 @@ device says of itself, and the settings read from the environment and the packag
 shipped GEMM tiles)."""
 from __future__ import annotations
 
+import functools
 import importlib.resources
 import json
 import os
@@ -111,6 +112,23 @@ def available() -> bool:
     return bool(cl_devices())
 
 
+# What a device's compiler must build for select() to take it by default.
+PROBE = "__kernel void tfplus_probe(__global float *a) { a[0] = 1.0f; }"
+
+
+@functools.cache
+def build_error(device) -> str | None:
+    """Why `device` cannot build a one-line program (its compiler's first error line), or None if it can. A PoCL
+    whose LLVM predates the host CPU fails on every program ("unknown target CPU 'generic'": pyopencl's wheel bundles
+    PoCL 3.0 with LLVM 14, which knows no AMD Zen 5), while another PoCL on the same host (Debian's, LLVM 15) works."""
+    try:
+        cl.Program(cl.Context([device]), PROBE).build()
+    except cl.Error as e:
+        lines = [ln.strip() for ln in str(e).splitlines() if "error" in ln.lower() and "clBuildProgram" not in ln]
+        return lines[0] if lines else str(e).strip().splitlines()[-1]
+    return None
+
+
 def select(selector: str | None):
     devices = cl_devices()
     if not devices:
@@ -120,7 +138,17 @@ def select(selector: str | None):
     listing = "; ".join(f"{i}: {d.platform.name.strip()} / {d.name.strip()}" for i, d in enumerate(devices))
     if selector is None:
         gpus = [d for d in devices if d.type & cl.device_type.GPU]
-        return (gpus or devices)[0]
+        if gpus:
+            return gpus[0]
+        # Among CPU devices, the first whose compiler works: two PoCLs may be installed, one too old for this CPU.
+        for d in devices:
+            if build_error(d) is None:
+                return d
+        why = "; ".join(f"{i}: {d.platform.version.strip()} / {d.name.strip()}: {build_error(d)}"
+                        for i, d in enumerate(devices))
+        raise RuntimeError(f"no OpenCL device here can compile a kernel ({why}); a PoCL older than this CPU cannot "
+                           "target it: install a newer PoCL (Debian/Ubuntu: apt install pocl-opencl-icd), or choose "
+                           "a device with TFPLUS_OPENCL_DEVICE")
     selector = str(selector).strip()
     if selector.isdigit():
         i = int(selector)
