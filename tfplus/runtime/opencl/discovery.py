@@ -3,6 +3,7 @@ device says of itself, and the settings read from the environment and the packag
 shipped GEMM tiles)."""
 from __future__ import annotations
 
+import ctypes
 import functools
 import importlib.resources
 import json
@@ -73,10 +74,27 @@ def cache_dir() -> Path:
 
 
 # -- devices -------------------------------------------------------------------------------------------------
+@functools.cache
+def _bind_pocl_now() -> None:
+    """Load each system PoCL that the ICD files name with every symbol bound now, before the ICD loader loads it
+    lazily. Debian's PoCL links LLVM dynamically; a symbol still unbound when TensorFlow has run a graph (which
+    loads TensorFlow's own LLVM with RTLD_GLOBAL) binds to that LLVM, and every later build fails with "unknown
+    target CPU" or the process dies. (The PoCL in pyopencl's wheel holds its LLVM inside.)"""
+    where = Path(os.environ.get("OCL_ICD_VENDORS") or "/etc/OpenCL/vendors")
+    for icd in ([where] if where.is_file() else sorted(where.glob("*.icd")) if where.is_dir() else []):
+        try:
+            library = icd.read_text().strip()
+            if "pocl" in library:
+                ctypes.CDLL(library, mode=os.RTLD_NOW)
+        except OSError:  # unreadable, or not loadable here: the ICD loader reports it as it would have
+            continue
+
+
 def cl_devices() -> list:
     """Every OpenCL device of every platform, in platform order (the order of list_devices())."""
     if cl is None:
         return []
+    _bind_pocl_now()
     try:
         platforms = cl.get_platforms()
     except cl.Error:  # no ICD / no platform installed
