@@ -6,6 +6,7 @@ CUDA; Mentee only). Not a test.
     python benchmarks/bench_gpu_step.py --device cpu --batch 32 --steps 3 --no-peers
     TFPLUS_OPENCL_PROFILE=1 python benchmarks/bench_gpu_step.py --profile   # + per-kernel GPU times
     python benchmarks/bench_gpu_step.py --no-peers --budgets 1TB,64MB,32MB,24MB  # planned steps vs plain
+    python benchmarks/bench_gpu_step.py --model mobilenet --no-peers --budgets 1TB,128MB,64MB --trainer-recipe
     python benchmarks/bench_gpu_step.py --unfused --no-peers   # the graph rewrite on and off, same run
     python benchmarks/bench_gpu_step.py --model mobilenet --unfused   # MobileNet (CIFAR); peer: PyTorch's mirror
     python benchmarks/bench_gpu_step.py --peers torch,torch:graph   # PyTorch eager and its step as a CUDA graph
@@ -119,15 +120,19 @@ def bench_tfplus(device: str, batch: int, steps: int, warmup: int, profile: bool
             "ops": n_ops}
 
 
-def bench_budgets(device: str, batch: int, steps: int, warmup: int, budgets: list[str]) -> dict:
+def bench_budgets(device: str, batch: int, steps: int, warmup: int, budgets: list[str], model: str = "mentee",
+                  trainer: bool = False) -> dict:
     """Median ms/step of the plain executor and of a session per memory budget, run in turns (one step of each
-    per round), so that drift on a shared machine falls on all alike."""
+    per round), so that drift on a shared machine falls on all alike. trainer: the trainer's optimizer (Nesterov
+    momentum, weight decay 5e-4, cosine schedule) instead of plain momentum."""
     import numpy as np
 
     import tfplus as tf
-    from tfplus.graphs.mentee import training_graph
-    tg = training_graph(total_steps=10 ** 6, seed=0, optimizer="momentum", nesterov=False, weight_decay=0.0,
-                        schedule="const", learning_rate=0.01)
+    from tfplus.graphs.mentee import mentee, training_graph
+    from tfplus.graphs.mobilenet import mobilenet
+    recipe = {} if trainer else dict(nesterov=False, weight_decay=0.0, schedule="const", learning_rate=0.01)
+    tg = training_graph(mobilenet if model == "mobilenet" else mentee, total_steps=10 ** 6, seed=0,
+                        optimizer="momentum", **recipe)
     rng = np.random.default_rng(0)
     feed = {tg.images: rng.standard_normal((batch, 3, 32, 32)).astype(np.float32),
             tg.labels: rng.integers(0, 10, batch).astype(np.int32)}
@@ -375,7 +380,9 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--device", default="opencl")
     p.add_argument("--model", choices=("mentee", "mobilenet"), default="mentee",
-                   help="the step timed (--budgets times Mentee's); MobileNet's peer is PyTorch only")
+                   help="the step timed (and --budgets's); MobileNet's peer is PyTorch only")
+    p.add_argument("--trainer-recipe", action="store_true", help="--budgets times the trainer's optimizer (Nesterov "
+                   "momentum, weight decay) instead of plain momentum")
     p.add_argument("--batch", type=int, default=128)
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--warmup", type=int, default=5)
@@ -407,8 +414,10 @@ def main() -> None:
     if args.launch_overhead:
         launch_overhead(args.device)
     if args.budgets:
-        ms = bench_budgets(args.device, args.batch, args.steps, args.warmup, args.budgets.split(","))
-        print(f"step by memory budget ({args.device}, batch {args.batch}, {args.steps} rounds in turns):")
+        ms = bench_budgets(args.device, args.batch, args.steps, args.warmup, args.budgets.split(","), args.model,
+                           args.trainer_recipe)
+        print(f"{args.model} step by memory budget ({args.device}, batch {args.batch}, {args.steps} rounds in "
+              f"turns{', the trainer recipe' if args.trainer_recipe else ''}):")
         for name, v in ms.items():
             print(f"  {name:8s} {v:8.2f} ms/step  {v / ms['plain'] - 1:+7.1%} vs plain")
     results = [bench_tfplus(args.device, args.batch, args.steps, args.warmup, args.profile, args.cprofile,
