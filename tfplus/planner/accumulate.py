@@ -1,15 +1,17 @@
 """Gradients added into their accumulators as they are made, in a micro-batched step.
 
-Plain, the micro-batch run fetches every weight gradient: each holds a buffer of its own until the run ends, when the
-executor adds them into their accumulators (engine.memory), so the run peaks at the end with a second copy of the
-gradients beside the accumulators. Accumulated, a gradient is written into its accumulator by the op that makes it
-on the first micro-batch; on the later ones its op writes it into a workspace of its own (`Site.piece`), live only
-while the op runs, which the executor then adds into the accumulator (runtime.add_into) -- or, where the op's
-kernel has an "accumulate" variant (tfplus.registry.register_variant: the cpu MatMul's, kernels/numpy/math.py),
-that variant adds its product in a few rows at a time through a piece of that many rows. The accumulators are
-divided by the micro-batch count after the last. Exact: the kernels' own arithmetic (the variant's row blocks are
-the MatMul kernel's), the merge's add and scale. Gradients smaller than MIN_PIECE_BYTES are merged after the run as
-before: their buffers are no bigger than a piece, and each site costs calls.
+Plain, the micro-batch run fetches every weight gradient: each holds a buffer of its own until the run ends, when
+the executor adds them into their accumulators (engine.memory), so the run peaks at the end with a second copy of
+the gradients beside the accumulators. Accumulated, a gradient is written into its accumulator by the op that makes
+it on the first micro-batch; on the later ones its op writes it into a workspace of its own (`Site.piece`), live
+only while the op runs, which the executor then adds into the accumulator (runtime.add_into) -- or, where the op's
+kernel has an "accumulate" variant (tfplus.registry.register_variant: the cpu MatMul's, kernels/numpy/math.py), that
+variant adds its product in a few rows at a time through a piece of that many rows. The accumulators are divided by
+the micro-batch count after the last. Exact up to float32 rounding: the kernels' own arithmetic, the merge's add and
+scale, but a product made a few rows at a time may round differently from the whole product where the BLAS blocks
+its sums by the operands' shapes (OpenBLAS's Haswell kernels do; its SkylakeX ones do not). Gradients smaller than
+MIN_PIECE_BYTES are merged after the run as before: their buffers are no bigger than a piece, and each site costs
+calls.
 
     >>> piece_rows((2048, 256), 4)     # a 2.1 MB gradient goes through a buffer of 256 rows (262 kB)
     256
