@@ -643,9 +643,10 @@ def get_collection_ref(name):
     return get_default_graph().get_collection_ref(name)
 
 
-def needed_ops(fetches: list, feeds: set) -> set[Operation]:
+def needed_ops(fetches: list, feeds: set, done: frozenset = frozenset()) -> set[Operation]:
     """The ops that computing `fetches` (Tensors or Operations) runs, given fed tensors (as the executor
-    prunes)."""
+    prunes); `done`: ops that ran already (a micro-batched step's batch run, for its update run), so a control
+    input among them is satisfied, not run again."""
     needed: set[Operation] = set()
     stack = [f.op if isinstance(f, Tensor) else f for f in fetches
              if not (isinstance(f, Tensor) and f in feeds)]
@@ -655,7 +656,7 @@ def needed_ops(fetches: list, feeds: set) -> set[Operation]:
             continue
         needed.add(op)
         stack.extend(t.op for t in op.inputs if t not in feeds)
-        stack.extend(op.control_inputs)
+        stack.extend(c for c in op.control_inputs if c not in done)
     return needed
 
 
