@@ -172,13 +172,18 @@ def maker(request, tmp_path):
     return make
 
 
+@pytest.mark.parametrize("how", ["micro-batches", "stream"])
 @pytest.mark.parametrize("name", KINDS)
-def test_micro_batches_train_as_the_unsplit_step_in_the_planned_bytes(name, device, maker):
+def test_micro_batches_train_as_the_unsplit_step_in_the_planned_bytes(name, how, device, maker):
+    """In 4 micro-batches; or streamed (planner.stream) at the first layer's ReLU in 4 micro-batches, where the
+    prefix's backward and the updates wait for the rest's loss."""
+    case = maker(name)
+    relu = next(op for op in case[0].get_operations() if op.type == "Relu").outputs[0].name
     want = _train(maker(name), device)
-    got = _train(maker(name), device, force=(4, 1))
+    got = _train(case, device, force=(4, 1) if how == "micro-batches" else (1, 1, False, 1, 0, (relu, 4)))
     p, m = got[2], got[3]
-    assert p.microbatches == 4
-    _assert_same(got, want, f"{name} on {device} in 4 micro-batches")
+    assert (p.microbatches, p.stream_microbatches) == ((4, 1) if how == "micro-batches" else (1, 4))
+    _assert_same(got, want, f"{name} on {device} in 4 micro-batches ({how})")
     if device == "cpu":
         assert_measured_is_planned(m, p)
     else:

@@ -1527,15 +1527,15 @@ class _Step:
         if key not in self._cache:
             cut = self.cut(name)
             rows = self.batch_size() // k
-            parts = [("prefix", [cut.tensor, *cut.saved], cut.prefix_feeds, rows),
-                     ("rest", cut.rest_fetches, cut.rest_feeds, 0)]
+            parts = [("prefix", [cut.tensor, *cut.saved], cut.prefix_feeds, rows, frozenset()),
+                     ("rest", cut.rest_fetches, cut.rest_feeds, 0, cut.done[0])]
             if cut.backward:
-                parts += [("prefix backward", cut.partials, cut.backward_feeds, rows),
-                          ("update", cut.update_fetches, cut.update_feeds, 0)]
+                parts += [("prefix backward", cut.partials + cut.backward_waits, cut.backward_feeds, rows, cut.done[1]),
+                          ("update", cut.update_fetches, cut.update_feeds, 0, cut.done[2])]
             runs = []
-            for tag, fetches, feeds, m in parts:
+            for tag, fetches, feeds, m, done in parts:
                 if ("stream graph", name, tag) not in self._cache:
-                    g = dependency_graph(needed_ops(fetches, feeds), feeds)
+                    g = dependency_graph(needed_ops(fetches, feeds, done), feeds)
                     if tag == "rest" and cut.saved:
                         # The updates' inputs wait in the rest for the prefix backward: a dense layer's weight
                         # gradient made last there is not live beside block 2's backward (on the keeping copy,
