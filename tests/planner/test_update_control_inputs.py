@@ -23,6 +23,7 @@ from modelcheck import assert_measured_is_planned
 import tfplus as tf
 from tfplus import planner
 from tfplus.engine.memory import measure_device_step, measure_step
+from tfplus.planner.liveness import PlanError
 from tfplus.runtime.facts import device_facts
 
 BATCH, STEPS = 16, 3
@@ -83,15 +84,21 @@ def _imported(path: str):
         g.get_operation_by_name("init")
 
 
+def _keras_model():
+    keras = tf.keras
+    model = keras.Sequential([keras.layers.Dense(12, activation="relu", input_shape=(6,),
+                                                 kernel_initializer=keras.initializers.Constant(W1)),
+                              keras.layers.Dense(3, kernel_initializer=keras.initializers.Constant(W2))])
+    model.compile(keras.optimizers.SGD(0.1, momentum=0.9),
+                  keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"])
+    return model
+
+
 def _keras():
+    """Keras's training function (Model.fit's step): its updates wait for the loss and the accuracy."""
     g = tf.Graph()
     with g.as_default():
-        keras = tf.keras
-        model = keras.Sequential([keras.layers.Dense(12, activation="relu", input_shape=(6,),
-                                                     kernel_initializer=keras.initializers.Constant(W1)),
-                                  keras.layers.Dense(3, kernel_initializer=keras.initializers.Constant(W2))])
-        model.compile(keras.optimizers.SGD(0.1, momentum=0.9),
-                      keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"])
+        model = _keras_model()
         step = model._train_step()
         feeds = {model.inputs[0]: X, model.targets[0]: Y[:, None].astype(np.float32)}
         init = tf.global_variables_initializer()
@@ -196,3 +203,64 @@ def test_worker_processes_split_the_step(name, maker):
     got = _train(maker(name), workers=2)
     assert len(got[4]) == 2 and len(got[5]) == 1  # the training step ran on two worker processes
     _assert_same(got, want, f"{name} on 2 worker processes")
+
+
+FIT_X = RNG.standard_normal((64, 6)).astype(np.float32)
+FIT_Y = RNG.integers(0, 3, 64).astype(np.int32)
+
+
+def _fit(device: str, budget: int | None):
+    """Keras's Model.fit, 2 epochs of 2 batches of 32, in a session under `budget`: the weights, the epochs' losses
+    and the plans of the session's steps."""
+    g = tf.Graph()
+    with g.as_default():
+        sess = tf.Session(graph=g, device=device, memory_budget=budget)
+        tf.keras.backend.set_session(sess)
+        try:
+            model = _keras_model()
+            history = model.fit(FIT_X, FIT_Y, batch_size=32, epochs=2, shuffle=False, verbose=0)
+            plans = [s.bound.plan for s in sess.steps if s.bound is not None]
+            return model.get_weights(), history.history["loss"], plans
+        finally:
+            tf.keras.backend.set_session(None)
+            sess.close()
+
+
+def test_keras_fit_under_a_budget_trains_to_the_weights_without_one(device):
+    weights, losses, _ = _fit(device, None)
+    # the unsplit training step needs 5.7 kB on cpu, 7.9 kB on opencl (its 4 micro-batches 4.0 kB, 6.8 kB)
+    got_weights, got_losses, plans = _fit(device, {"cpu": 4000, "opencl": 7000}[device])
+    assert max(p.microbatches for p in plans) >= 2, [(p.microbatches, p.peak_bytes) for p in plans]
+    np.testing.assert_allclose(got_losses, losses, rtol=1e-5)
+    assert losses[1] < losses[0], "fit did not train"
+    for a, b in zip(got_weights, weights):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def _unmergeable():
+    """_gated's script whose learning rate also reads the batch's largest input: a Max over its rows, which no
+    merge of micro-batches' values makes."""
+    g = tf.Graph()
+    with g.as_default():
+        x, y = tf.placeholder(tf.float32, [None, 6], name="x"), tf.placeholder(tf.int32, [None], name="y")
+        loss, acc = _mlp(tf, x, y)
+        with tf.control_dependencies([loss, acc]):
+            rate = 0.1 / (1.0 + tf.abs(tf.reduce_max(x)))
+            train = tf.train.GradientDescentOptimizer(rate).minimize(loss)
+        init = tf.global_variables_initializer()
+    return g, [train, loss, acc], {x: X, y: Y}, init
+
+
+def test_an_update_that_needs_a_batch_value_no_merge_makes_is_still_refused():
+    """The update run takes what it waits for as done, but not a value it reads: a budget that needs micro-batches
+    says why they were refused, and the workers run the step whole, to the one-process result."""
+    graph, fetches, feeds, _ = _unmergeable()
+    why = r"cannot micro-batch: the update input '.*' depends on the batch, but Max '.*' reduces over the rows"
+    with tf.Session(graph=graph) as sess, pytest.raises(PlanError, match=why):
+        step = sess.step(fetches, feeds)
+        planner.plan(step.fetches, step.feed_shapes, device_facts(sess.runtime), graph=step.graph, force=(4, 1))
+    want = _train(_unmergeable(), workers=1)
+    got = _train(_unmergeable(), workers=2)
+    assert not got[4] and not got[5]
+    np.testing.assert_array_equal(got[0], want[0])
+
