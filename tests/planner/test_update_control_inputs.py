@@ -45,6 +45,8 @@ def _mlp(t, x, y):
 
 
 def _gated():
+    """The train op waits for the loss and the accuracy, an EMA of the weights for the train op, and a tf.group
+    runs both. (With batch statistics and early updates: test_early_updates.py's gated net.)"""
     g = tf.Graph()
     with g.as_default():
         x, y = tf.placeholder(tf.float32, [None, 6], name="x"), tf.placeholder(tf.int32, [None], name="y")
