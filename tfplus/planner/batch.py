@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tfplus.framework import Operation, Tensor, needed_ops
+from tfplus.framework import Operation, Tensor, control_waits, needed_ops
 from tfplus.ops.fused_ops import APPLY_GRAD, apply_groups, split_decay
 from tfplus.planner import crossbatch, stream
 from tfplus.planner import rows as row_rules
@@ -353,7 +353,7 @@ def split_step(order: list[Operation], fetches: list, feeds: set, feed_shapes: d
     waited = _waited(order, fetches_b, b_feeds, late, batch_dep)
     a_fetches += [c for c in waited if c not in a_fetches]
     a_ops = needed_ops(a_fetches, set(feeds))
-    done = frozenset(c for op in needed_ops(fetches_b, b_feeds, a_ops) for c in op.control_inputs if c in a_ops)
+    done = control_waits(fetches_b, b_feeds, a_ops.__contains__)
     return Split(rowed, batch_dep, grads, a_fetches, fetches_b, user, gathered, how, done)
 
 
@@ -370,21 +370,7 @@ def _waited(order: list[Operation], fetches_b: list, b_feeds: set[Tensor], late:
     for op in order:
         if any(t in batch_dep for t in op.inputs) or any(c in reads for c in op.control_inputs):
             reads.add(op)
-    waited: list[Operation] = []
-    seen: set[Operation] = set()
-    stack = [f.op if isinstance(f, Tensor) else f for f in fetches_b]
-    while stack:
-        op = stack.pop()
-        if op in seen:
-            continue
-        seen.add(op)
-        stack.extend(t.op for t in op.inputs if t not in b_feeds)
-        for c in op.control_inputs:
-            if c in reads and c not in late:
-                waited.append(c)
-            else:
-                stack.append(c)
-    return sorted(set(waited), key=lambda op: op._id)
+    return sorted(control_waits(fetches_b, b_feeds, lambda c: c in reads and c not in late), key=lambda op: op._id)
 
 
 def _summed_loss(order: list[Operation], feeds: set[Tensor], batch_feeds: set[Tensor], rows: set[Tensor]

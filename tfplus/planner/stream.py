@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from tfplus.framework import Operation, Tensor, needed_ops
+from tfplus.framework import Operation, Tensor, control_waits, needed_ops
 from tfplus.planner.liveness import PlanError, alias_root, phase_of
 from tfplus.registry import has_tag, tagged
 
@@ -193,7 +193,7 @@ def find(order: list[Operation], feeds: set[Tensor], fetches: list, batch_feeds:
     rest_fetches = handed + [c for c in waits if c not in needed_ops(handed, rest_feeds)]
     rest_done = _waited(rest_fetches, rest_feeds, prefix)
     # (TensorFlow's gradients wait for every gradient of their op: tf.tuple's group_deps, a dx beside the dw)
-    backward_waits = sorted(update_done & backward - needed_ops(partials, backward_feeds, backward_done),
+    backward_waits = sorted(update_done & (backward - needed_ops(partials, backward_feeds, backward_done)),
                             key=lambda op: op._id)
     runs_backward = needed_ops(partials + backward_waits, backward_feeds, backward_done)
     _check_apart(needed_ops(rest_fetches, rest_feeds, rest_done), prefix | backward | finish | after, no)
@@ -210,18 +210,7 @@ def _waited(fetches: list, feeds: set[Tensor], ran: set[Operation]) -> frozenset
     inputs), as planner.batch.split_step's update run waits for its batch's run: satisfied there, not run again.
     A NoOp of control inputs alone (tf.group, tf.tuple's group_deps) computes nothing: it runs where it is waited
     for, and what it waits for is looked at in turn (a group of backward ops sits in no phase of its own)."""
-    done: set[Operation] = set()
-    seen: set[Operation] = set()
-    stack = [f.op if isinstance(f, Tensor) else f for f in fetches if not (isinstance(f, Tensor) and f in feeds)]
-    while stack:
-        op = stack.pop()
-        if op in seen:
-            continue
-        seen.add(op)
-        stack.extend(t.op for t in op.inputs if t not in feeds)
-        for c in op.control_inputs:
-            (done.add if c in ran and (c.inputs or c.outputs) else stack.append)(c)
-    return frozenset(done)
+    return control_waits(fetches, feeds, lambda c: c in ran and bool(c.inputs or c.outputs))
 
 
 def _check_apart(ops: set[Operation], others: set[Operation], no) -> None:
