@@ -110,7 +110,7 @@ def _keras():
 def _train(case, device: str = "cpu", workers: int | None = None, force: tuple | None = None):
     """STEPS steps' fetched values (all but the last's where it is measured) and the variables after them; the plan
     forced on the step (`force`, planner.plan's) and its last step's measured bytes; the worker processes' ids and
-    why steps stayed in the parent."""
+    the steps they split (workers._Step)."""
     graph, fetches, feeds, init = case
     gc.collect()
     p = m = None
