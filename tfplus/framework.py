@@ -643,9 +643,10 @@ def get_collection_ref(name):
     return get_default_graph().get_collection_ref(name)
 
 
-def needed_ops(fetches: list, feeds: set) -> set[Operation]:
+def needed_ops(fetches: list, feeds: set, done: frozenset = frozenset()) -> set[Operation]:
     """The ops that computing `fetches` (Tensors or Operations) runs, given fed tensors (as the executor
-    prunes)."""
+    prunes); `done`: ops that ran already (a micro-batched step's batch run, for its update run), so a control
+    input among them is satisfied, not run again."""
     needed: set[Operation] = set()
     stack = [f.op if isinstance(f, Tensor) else f for f in fetches
              if not (isinstance(f, Tensor) and f in feeds)]
@@ -655,8 +656,25 @@ def needed_ops(fetches: list, feeds: set) -> set[Operation]:
             continue
         needed.add(op)
         stack.extend(t.op for t in op.inputs if t not in feeds)
-        stack.extend(op.control_inputs)
+        stack.extend(c for c in op.control_inputs if c not in done)
     return needed
+
+
+def control_waits(fetches: list, feeds: set, stop: Callable[[Operation], bool]) -> frozenset[Operation]:
+    """The control inputs `c` with stop(c) that the ops computing `fetches` from `feeds` wait for, not looking
+    past them (ops an earlier run ran, for the run of a split step's updates: needed_ops' `done`)."""
+    found: set[Operation] = set()
+    seen: set[Operation] = set()
+    stack = [f.op if isinstance(f, Tensor) else f for f in fetches if not (isinstance(f, Tensor) and f in feeds)]
+    while stack:
+        op = stack.pop()
+        if op in seen:
+            continue
+        seen.add(op)
+        stack.extend(t.op for t in op.inputs if t not in feeds)
+        for c in op.control_inputs:
+            (found.add if stop(c) else stack.append)(c)
+    return frozenset(found)
 
 
 def _op_inputs(op: Operation) -> list[Operation]:

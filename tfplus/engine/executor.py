@@ -644,25 +644,28 @@ class Executor:
         self.inter_op = 1
         self.trace = None  # the running step's tfplus.profiler.StepTracer, when traced
 
-    def compile(self, fetches: list, feeds, alloc=None, order: list[Operation] | None = None) -> Program:
+    def compile(self, fetches: list, feeds, alloc=None, order: list[Operation] | None = None,
+                done: frozenset = frozenset()) -> Program:
         """The program that evaluates `fetches` (Tensors and Operations) from the tensors `feeds`: `order` (by
-        default every op they need, in topological order), memory from `alloc` (default: the pool)."""
+        default every op they need, less the control inputs `done` ran already, in topological order), memory from
+        `alloc` (default: the pool)."""
         # NOTE: `fetches` are already in the step's rewritten graph (tfplus.engine.rewrite, applied by the Session
         # before the plain and the planned path alike, so that a memory plan is made for the ops that run).
         if order is None:
-            order = topo_order(needed_ops(fetches, set(feeds)))
+            order = topo_order(needed_ops(fetches, set(feeds), done))
         return Program(self, order, [f for f in fetches if isinstance(f, Tensor)], feeds, alloc or self.pool)
 
-    def run(self, fetches: list, feeds: dict) -> list:
-        """Buffers of the Tensors among `fetches`, in order, from `feeds` ({Tensor: device buffer})."""
-        return self.program(fetches, feeds).replay(feeds)
+    def run(self, fetches: list, feeds: dict, done: frozenset = frozenset()) -> list:
+        """Buffers of the Tensors among `fetches`, in order, from `feeds` ({Tensor: device buffer}); the control
+        inputs `done` ran already (a split step's update run: planner.batch.Split.done)."""
+        return self.program(fetches, feeds, done).replay(feeds)
 
-    def program(self, fetches: list, feeds) -> Program:
+    def program(self, fetches: list, feeds, done: frozenset = frozenset()) -> Program:
         """The pool program of `fetches` given the tensors `feeds`, compiled once for any fed shapes."""
-        key = (tuple(id(f) for f in fetches), tuple(sorted(id(t) for t in feeds)))
+        key = (tuple(id(f) for f in fetches), tuple(sorted(id(t) for t in feeds)), tuple(sorted(id(c) for c in done)))
         prog = self.programs.get(key)
         if prog is None:
-            prog = self.programs[key] = self.compile(fetches, feeds)
+            prog = self.programs[key] = self.compile(fetches, feeds, done=done)
         return prog
 
     def run_subgraph(self, graph: Graph, feeds: dict, fetches: list) -> list:

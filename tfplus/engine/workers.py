@@ -390,6 +390,7 @@ class _Step:
         self.a_fetches = split.a_fetches
         self.a_tensors = [f for f in split.a_fetches if isinstance(f, Tensor)]
         self.b_fetches = split.b_fetches
+        self.done = split.done  # what the slices ran that the updates wait for
         self.batch_dep = split.batch_dep
         self.merges: list[str] = []  # per a-tensor: 'mean', 'concat' or 'last' (plan.fetch_merge), from a run
         self.variables = variables
@@ -457,7 +458,7 @@ class _Step:
         """Runs the updates from the merged values; the buffers of the step's tensor fetches."""
         known = dict(zip(self.a_tensors, values))
         rest = {t: v for t, v in feeds.items() if t not in self.batch_feeds}
-        b_values = self.executor.run(self.b_fetches, {**rest, **{g: known[g] for g in self.grads}})
+        b_values = self.executor.run(self.b_fetches, {**rest, **{g: known[g] for g in self.grads}}, self.done)
         known.update(zip([f for f in self.b_fetches if isinstance(f, Tensor)], b_values))
         return [known[t] for t in self.fetched]
 

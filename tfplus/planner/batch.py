@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tfplus.framework import Operation, Tensor
+from tfplus.framework import Operation, Tensor, control_waits, needed_ops
 from tfplus.ops.fused_ops import APPLY_GRAD, apply_groups, split_decay
 from tfplus.planner import crossbatch, stream
 from tfplus.planner import rows as row_rules
@@ -70,6 +70,9 @@ class Split:
     gathered: dict[Tensor, str]
     # how grads and user fetches without rows merge (merges: 'mean', 'sum', or why neither)
     merges: dict[Tensor, str]
+    # the ops of the batch's run that ops of the update run wait for (control inputs): satisfied there, not run
+    # again (framework.needed_ops' `done`)
+    done: frozenset[Operation] = frozenset()
 
 
 # Kill switch of gradients added straight into their momentum slots (slot_folds): False gives each an accumulator.
@@ -312,15 +315,6 @@ def split_step(order: list[Operation], fetches: list, feeds: set, feed_shapes: d
     # averaging per-micro-batch values of a non-linear function of them (clipping by the global norm) is no
     # function of the batch's sums.
     late = after | _of_merged_sums(order, fetches, crossbatch.values(order, feeds, rowed), after, rows)
-    # The update run has no batch: an update made to wait (a control input) for an op of the batch's run would run
-    # that op, and all it reads, again (Keras's training function orders its updates after the loss this way).
-    for op in order:
-        if op in late:
-            for c in op.control_inputs:
-                if c not in late and any(t in batch_dep for t in [*c.inputs, *c.outputs]):
-                    return PlanError(f"cannot micro-batch: {op.type} '{op.name}' runs with the updates and waits (a "
-                                     f"control input) for {c.type} '{c.name}', which reads the batch; the run of "
-                                     "the updates has no batch to compute it again")
     grads = []
     for op in order:
         if op in late:
@@ -355,7 +349,28 @@ def split_step(order: list[Operation], fetches: list, feeds: set, feed_shapes: d
     fetches_b = [f for f in fetches if (f.op if isinstance(f, Tensor) else f) in late]
     user = [f for f in fetches_a if isinstance(f, Tensor)]
     a_fetches = grads + [f for f in fetches_a if f not in grads]
-    return Split(rowed, batch_dep, grads, a_fetches, fetches_b, user, gathered, how)
+    b_feeds = (set(feeds) - rowed) | set(grads)
+    waited = _waited(order, fetches_b, b_feeds, late, batch_dep)
+    a_fetches += [c for c in waited if c not in a_fetches]
+    a_ops = needed_ops(a_fetches, set(feeds))
+    done = control_waits(fetches_b, b_feeds, a_ops.__contains__)
+    return Split(rowed, batch_dep, grads, a_fetches, fetches_b, user, gathered, how, done)
+
+
+def _waited(order: list[Operation], fetches_b: list, b_feeds: set[Tensor], late: set[Operation],
+            batch_dep: set[Tensor]) -> list[Operation]:
+    """The ops outside the update run that its ops wait for (control inputs) and that need the batch (they read it,
+    or wait for an op that does): Keras's training function orders its updates after the loss and the metrics,
+    a TF1 script gates its train op on them (tf.control_dependencies([loss, acc]), which the gradients and the
+    optimizer's constants made inside it wait for too), an imported graph's updates wait for the reads of the
+    weights. The update run has no batch to compute them again, and waits only for their order: the batch's run
+    computes them with each micro-batch (a fetched one's value merged as any fetch), and the update run treats
+    them as done (Split.done). Control edges carry no value, so no merge is needed for them."""
+    reads: set[Operation] = set()
+    for op in order:
+        if any(t in batch_dep for t in op.inputs) or any(c in reads for c in op.control_inputs):
+            reads.add(op)
+    return sorted(control_waits(fetches_b, b_feeds, lambda c: c in reads and c not in late), key=lambda op: op._id)
 
 
 def _summed_loss(order: list[Operation], feeds: set[Tensor], batch_feeds: set[Tensor], rows: set[Tensor]

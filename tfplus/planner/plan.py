@@ -1527,15 +1527,15 @@ class _Step:
         if key not in self._cache:
             cut = self.cut(name)
             rows = self.batch_size() // k
-            parts = [("prefix", [cut.tensor, *cut.saved], cut.prefix_feeds, rows),
-                     ("rest", cut.rest_fetches, cut.rest_feeds, 0)]
+            parts = [("prefix", [cut.tensor, *cut.saved], cut.prefix_feeds, rows, frozenset()),
+                     ("rest", cut.rest_fetches, cut.rest_feeds, 0, cut.done[0])]
             if cut.backward:
-                parts += [("prefix backward", cut.partials, cut.backward_feeds, rows),
-                          ("update", cut.update_fetches, cut.update_feeds, 0)]
+                parts += [("prefix backward", cut.partials + cut.backward_waits, cut.backward_feeds, rows, cut.done[1]),
+                          ("update", cut.update_fetches, cut.update_feeds, 0, cut.done[2])]
             runs = []
-            for tag, fetches, feeds, m in parts:
+            for tag, fetches, feeds, m, done in parts:
                 if ("stream graph", name, tag) not in self._cache:
-                    g = dependency_graph(needed_ops(fetches, feeds), feeds)
+                    g = dependency_graph(needed_ops(fetches, feeds, done), feeds)
                     if tag == "rest" and cut.saved:
                         # The updates' inputs wait in the rest for the prefix backward: a dense layer's weight
                         # gradient made last there is not live beside block 2's backward (on the keeping copy,
@@ -1935,7 +1935,7 @@ class _Step:
         if rates:
             plain = self._update_run(k, r)
             b_shapes.update({t: plain.specs[t].shape for t in rates})
-        return self._run("update", s.b_fetches, set(b_shapes), b_shapes, r, "rates fed" if rates else "")
+        return self._run("update", s.b_fetches, set(b_shapes), b_shapes, r, "rates fed" if rates else "", done=s.done)
 
     def _pass_run(self, k: int, i: int, n: int, runs: list[Run], r: int = 0) -> Run:
         """Statistics pass i of k micro-batches (i = the number of passes: the micro-batch run) on n micro-batches
@@ -1959,20 +1959,22 @@ class _Step:
             name = f"statistics pass {i + 1}"
         return self._run(name, fetches, feeds | reads, sh, r, tag)
 
-    def _run(self, name, fetches, feeds, feed_shapes, r: int = 0, variant: str = "", data_only: bool = False) -> Run:
+    def _run(self, name, fetches, feeds, feed_shapes, r: int = 0, variant: str = "", data_only: bool = False,
+             done: frozenset = frozenset()) -> Run:
         """One executor run of the step (name: 'step', 'micro-batch' or 'update') for these feed shapes, at
         recomputation level r; `variant` tells runs of one name with other fetches and feeds apart. A variant's
         run is one Run with every other run of that name of the same fetches and feeds (kept rows' tries, and the
         budgets a floor's search plans, leave most passes as they were): its graph, lifetimes and buffers are
         computed once. `data_only`: the ops `fetches` read through data inputs alone (an early update's share,
-        whose control inputs run in the update run)."""
+        whose control inputs run in the update run); `done`: ops an earlier run ran, whose waiting ops do not run them
+        again (the update run's: Split.done)."""
         content = (name, r, tuple(fetches), frozenset(feeds))
         if not variant:  # NOTE: runs of one name and no variant share its first graph, as they always did
             self._contents.setdefault(content, "")
         else:
             variant = self._contents.setdefault(content, len(self._contents))
         if ("graph", name, r, variant) not in self._cache:  # the same for every feed shape (the micro-batch runs of
-            ops = data_cone(fetches, feeds) if data_only else needed_ops(fetches, feeds)  # all k)
+            ops = data_cone(fetches, feeds) if data_only else needed_ops(fetches, feeds, done)  # all k)
             g = dependency_graph(ops, feeds)
             if name == "micro-batch" and self.kernel_device != "cpu":  # (the cpu writes them into accumulators:
                 _late_gradients(g, fetches, self._specs(r))            # planner.accumulate)

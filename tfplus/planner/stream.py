@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from tfplus.framework import Operation, Tensor, needed_ops
+from tfplus.framework import Operation, Tensor, control_waits, needed_ops
 from tfplus.planner.liveness import PlanError, alias_root, phase_of
 from tfplus.registry import has_tag, tagged
 
@@ -59,6 +59,10 @@ class Cut(NamedTuple):
     boundary: list[Tensor]          # the full-batch tensors of phase 2 that phase 3 reads rows of
     kept: list[Tensor]              # phase 2's fetches that later phases or the caller read
     saved: tuple = ()               # prefix tensors phase 1 keeps at full batch for phase 3 (rows of them)
+    # per phase after the first (rest, prefix backward, update): the ops of earlier phases that its ops wait for
+    # (control inputs: the loss that Keras's updates wait for), satisfied there, not run again
+    done: tuple = (frozenset(), frozenset(), frozenset())
+    backward_waits: list = []       # ops phase 3 runs beside its partials, as the updates wait for them
 
 
 def after_updates(order: list[Operation], feeds: set[Tensor]) -> set[Operation]:
@@ -144,9 +148,10 @@ def find(order: list[Operation], feeds: set[Tensor], fetches: list, batch_feeds:
     others = {t for t in feeds if t not in batch_feeds}
     if not backward:  # the rest is the whole step after the cut
         rest_feeds = (feeds - (prefix_feeds & batch_feeds)) | {b}
-        _check_apart(needed_ops(fetches, rest_feeds), prefix, no)
+        done = _waited(fetches, rest_feeds, prefix)
+        _check_apart(needed_ops(fetches, rest_feeds, done), prefix, no)
         return Cut(b, prefix, backward, prefix_feeds, list(fetches), rest_feeds, set(), [], [], set(),
-                   prefix_feeds & batch_feeds, [], [])
+                   prefix_feeds & batch_feeds, [], [], (), (done, frozenset(), frozenset()))
     if any(op.op_def.stateful and op.type != "VariableV2" for op in needed_ops([b], feeds)):
         raise no("the prefix draws random numbers (dropout?), so its forward pass cannot be recomputed for its "
                  "backward pass")
@@ -180,14 +185,32 @@ def find(order: list[Operation], feeds: set[Tensor], fetches: list, batch_feeds:
     backward_feeds = base_feeds | set(saved)
     update_feeds = others | set(partials) | set(to_update)
     update_fetches = [f for f in fetches if (f.op if isinstance(f, Tensor) else f) in after | finish]
-    _check_apart(needed_ops(handed, rest_feeds), prefix | backward | finish | after, no)
-    _check_apart({op for op in needed_ops(partials, backward_feeds) if any(t in dep for t in op.outputs)},
-                 computed | finish | after, no)
-    _check_apart({op for op in needed_ops(update_fetches, update_feeds) if any(t in dep for t in op.outputs)},
-                 prefix | backward | computed, no)
+    # What the prefix backward and the updates wait for of the earlier phases ran there (the rest runs those of
+    # its own that it would not run otherwise: an accuracy the train op waits for)
+    backward_done = _waited(partials, backward_feeds, prefix | computed)
+    update_done = _waited(update_fetches, update_feeds, prefix | computed | backward)
+    waits = sorted((c for c in backward_done | update_done if c in computed), key=lambda op: op._id)
+    rest_fetches = handed + [c for c in waits if c not in needed_ops(handed, rest_feeds)]
+    rest_done = _waited(rest_fetches, rest_feeds, prefix)
+    # (TensorFlow's gradients wait for every gradient of their op: tf.tuple's group_deps, a dx beside the dw)
+    backward_waits = sorted(update_done & (backward - needed_ops(partials, backward_feeds, backward_done)),
+                            key=lambda op: op._id)
+    runs_backward = needed_ops(partials + backward_waits, backward_feeds, backward_done)
+    _check_apart(needed_ops(rest_fetches, rest_feeds, rest_done), prefix | backward | finish | after, no)
+    _check_apart({op for op in runs_backward if any(t in dep for t in op.outputs)}, computed | finish | after, no)
+    _check_apart({op for op in needed_ops(update_fetches, update_feeds, update_done)
+                  if any(t in dep for t in op.outputs)}, prefix | backward | computed, no)
     rows = (backward_feeds | prefix_feeds) & (batch_feeds | set(boundary) | set(saved))
-    return Cut(b, prefix, backward, prefix_feeds, handed, rest_feeds, backward_feeds, partials, update_fetches,
-               update_feeds, rows, boundary, handed, saved)
+    return Cut(b, prefix, backward, prefix_feeds, rest_fetches, rest_feeds, backward_feeds, partials, update_fetches,
+               update_feeds, rows, boundary, handed, saved, (rest_done, backward_done, update_done), backward_waits)
+
+
+def _waited(fetches: list, feeds: set[Tensor], ran: set[Operation]) -> frozenset[Operation]:
+    """The ops of `ran` (an earlier phase's) that the ops computing `fetches` from `feeds` wait for (control
+    inputs), as planner.batch.split_step's update run waits for its batch's run: satisfied there, not run again.
+    A NoOp of control inputs alone (tf.group, tf.tuple's group_deps) computes nothing: it runs where it is waited
+    for, and what it waits for is looked at in turn (a group of backward ops sits in no phase of its own)."""
+    return control_waits(fetches, feeds, lambda c: c in ran and bool(c.inputs or c.outputs))
 
 
 def _check_apart(ops: set[Operation], others: set[Operation], no) -> None:
