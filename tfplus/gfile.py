@@ -240,12 +240,27 @@ def atomic_open(path: str):
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-    if os.name == "posix":  # make the rename itself durable
+    fsync_folder(folder)  # make the rename itself durable
+
+
+def fsync_folder(folder: str) -> None:
+    """Makes the renames, links and deletions done in `folder` durable (POSIX; elsewhere a no-op)."""
+    if os.name == "posix":
         dir_fd = os.open(folder, os.O_RDONLY)
         try:
             os.fsync(dir_fd)
         finally:
             os.close(dir_fd)
+
+
+def link_or_copy(src: str, dst: str) -> None:
+    """`dst` as a second name of the file `src` (a durable copy where the file system has no hard links)."""
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copyfile(src, dst)
+        with open(dst, "rb+") as f:
+            os.fsync(f.fileno())
 
 
 # The temporary files atomic_write names: `.<name>.<12 hex digits>.tmp`.

@@ -21,7 +21,7 @@ from tfplus.keras import callbacks as _callbacks
 from tfplus.ops import math_ops
 from tfplus.ops.array_ops import placeholder
 from tfplus.ops.control_flow_ops import group
-from tfplus.tensor_bundle import write_bundle
+from tfplus.tensor_bundle import replace_bundle, whole_bundle
 from tfplus.train import NewCheckpointReader, Saver
 
 __all__ = ["Training"]
@@ -297,7 +297,7 @@ class Training:
         tensors = {key: value for (key, _), value in zip(keyed, values)}
         tensors[_OBJECT_GRAPH] = _object_graph(keyed)
         os.makedirs(os.path.dirname(os.path.abspath(str(filepath))), exist_ok=True)
-        write_bundle(str(filepath), tensors)
+        replace_bundle(str(filepath), tensors)  # a save killed midway leaves the weights saved before readable
 
     def _checkpoint_keys(self) -> list:
         """[(checkpoint key, variable)] of the weights, layer by layer, as TensorFlow's Keras keys them."""
@@ -312,14 +312,19 @@ class Training:
         if by_name or skip_mismatch:
             raise NotImplementedError(f"{self.name}.load_weights: by_name and skip_mismatch are for HDF5 files, "
                                       "which tfplus does not read")
-        reader = NewCheckpointReader(str(filepath))
+        reader = NewCheckpointReader(whole_bundle(str(filepath)))
         if not reader.has_tensor(_OBJECT_GRAPH):
-            Saver(self.weights, max_to_keep=None).restore(backend.get_session(), str(filepath))
+            Saver(self.weights, max_to_keep=None).restore(backend.get_session(), reader)
             return
         pairs = []
+        shapes = reader.get_variable_to_shape_map()
         for key, v in self._checkpoint_keys():
             if not reader.has_tensor(key):
-                raise ValueError(f"{self.name}.load_weights: {filepath} has no {key} for weight {v.op.name}")
+                raise ValueError(f"{self.name}.load_weights: {reader.path} has no {key} for weight {v.op.name}")
+            if tuple(shapes[key]) != tuple(v.shape.as_list()):
+                raise ValueError(f"{self.name}.load_weights: {reader.path} holds {key} with shape "
+                                 f"{tuple(shapes[key])}, but weight {v.op.name} has shape {tuple(v.shape.as_list())}: "
+                                 "the file was saved from a different model")
             pairs.append((v, reader.get_tensor(key)))
         backend.batch_set_value(pairs)
 

@@ -45,7 +45,6 @@ import math
 import numbers
 import os
 import re
-import shutil
 import stat
 import time
 import uuid
@@ -72,7 +71,7 @@ from tfplus.framework import (
     get_default_graph,
     shapes_compatible,
 )
-from tfplus.gfile import atomic_write, open_regular, read_regular
+from tfplus.gfile import atomic_write, link_or_copy, open_regular, read_regular
 from tfplus.ops import io_ops
 from tfplus.ops.array_ops import identity, placeholder, placeholder_with_default
 from tfplus.ops.control_flow_ops import group
@@ -290,7 +289,7 @@ class Saver:
         try:
             for f in _checkpoint_files(path, "tensorflow"):  # the index first: a partial backup is removable
                 # NOTE: the data files come back absolute, the index as given: cut the suffix off the file name
-                _link_or_copy(f, backup + os.path.basename(f)[len(os.path.basename(path)):])
+                link_or_copy(f, backup + os.path.basename(f)[len(os.path.basename(path)):])
             listed = [p for p in listed if p == backup or _checkpoint_files(p)]  # (as in _record)
             _write_state(folder, _others(folder, listed + [path], latest_filename) + listed, latest_filename)
         except BaseException:  # the state file still lists `path`, untouched
@@ -759,16 +758,6 @@ def remove_interrupted_saves(folder: str, latest_filename: str | None = None) ->
             os.remove(entry.path)
             removed.append(entry.name)
     return sorted(removed)
-
-
-def _link_or_copy(src: str, dst: str) -> None:
-    """`dst` as a second name of the file `src` (a durable copy where the file system has no hard links)."""
-    try:
-        os.link(src, dst)
-    except OSError:
-        shutil.copyfile(src, dst)
-        with open(dst, "rb+") as f:
-            os.fsync(f.fileno())
 
 
 def _remove_checkpoint(prefix: str, fmt: str | None = None) -> None:

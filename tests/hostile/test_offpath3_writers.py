@@ -1,0 +1,86 @@
+"""The newer writers under kills and damage: Keras's save_weights (and so ModelCheckpoint) killed at any file
+operation leaves the weights saved before loadable; a file from another model is refused naming the file."""
+from __future__ import annotations
+
+import os
+import signal
+import warnings
+
+import numpy as np
+import pytest
+
+from tfplus import keras
+
+_FILE_OPS = ("replace", "rename", "link", "fsync", "remove", "unlink")
+
+
+def _killed_at(k: int, body) -> bool:
+    """Runs body() in a forked child that SIGKILLs itself at its k-th file operation (os.replace, link, fsync,
+    ...): a kill -9 at that point. True if it was killed, False if body() ended first."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            calls = [0]
+
+            def wrap(real):
+                def op(*args, **kwargs):
+                    calls[0] += 1
+                    if calls[0] == k:
+                        os.kill(os.getpid(), signal.SIGKILL)
+                    return real(*args, **kwargs)
+                return op
+            for name in _FILE_OPS:
+                setattr(os, name, wrap(getattr(os, name)))
+            body()
+        finally:
+            os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    return os.WIFSIGNALED(status)
+
+
+def _model(units: int = 2):
+    m = keras.Sequential([keras.layers.Dense(3, input_shape=(2,)), keras.layers.Dense(units)])
+    m.compile("sgd", "mse")
+    return m
+
+
+def _same(a: list, b: list) -> bool:
+    return all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
+
+
+def test_keras_save_weights_killed_at_any_file_operation_leaves_the_weights_saved_before(tmp_path):
+    m = _model()
+    before = m.get_weights()
+    after = [w + 1.0 for w in before]
+    for k in range(1, 100):
+        path = str(tmp_path / str(k) / "weights")
+        m.set_weights(before)
+        m.save_weights(path)
+
+        def save_after(path=path):
+            m.set_weights(after)
+            m.save_weights(path)
+        killed = _killed_at(k, save_after)
+        m.set_weights([np.zeros_like(w) for w in before])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # a torn file read from its backup says so
+            m.load_weights(path)
+        assert _same(m.get_weights(), before) or _same(m.get_weights(), after), k
+        m.set_weights(after)
+        m.save_weights(path)  # and the next save puts everything right, leaving nothing behind
+        m.set_weights(before)
+        m.load_weights(path)
+        assert _same(m.get_weights(), after), k
+        assert sorted(os.listdir(os.path.dirname(path))) == ["weights.data-00000-of-00001", "weights.index"], k
+        if not killed:
+            break
+    assert k > 4, "the save made too few file operations to have been killed at each"
+
+
+def test_keras_load_weights_of_another_models_file_names_the_file_and_the_weight(tmp_path):
+    path = str(tmp_path / "w")
+    _model(2).save_weights(path)
+    other = _model(1)
+    with pytest.raises(ValueError, match=r"load_weights: .*w holds layer_with_weights-1/kernel.* shape \(3, 2\).*"
+                                         r"has shape \(3, 1\)"):
+        other.load_weights(path)
