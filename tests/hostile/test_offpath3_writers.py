@@ -1,7 +1,10 @@
 """The newer writers under kills and damage: Keras's save_weights (and so ModelCheckpoint) killed at any file
-operation leaves the weights saved before loadable; a file from another model is refused naming the file."""
+operation leaves the weights saved before loadable, a file from another model is refused naming the file; the
+federated server's initial_weights.npz is written atomically and a damaged one named; a JSON-lines log (the
+trainer's --log, the federated rounds.jsonl) whose last row a killed run left half-written gets whole rows on."""
 from __future__ import annotations
 
+import json
 import os
 import signal
 import warnings
@@ -9,7 +12,7 @@ import warnings
 import numpy as np
 import pytest
 
-from tfplus import keras
+from tfplus import errors, keras
 
 _FILE_OPS = ("replace", "rename", "link", "fsync", "remove", "unlink")
 
@@ -84,3 +87,32 @@ def test_keras_load_weights_of_another_models_file_names_the_file_and_the_weight
     with pytest.raises(ValueError, match=r"load_weights: .*w holds layer_with_weights-1/kernel.* shape \(3, 2\).*"
                                          r"has shape \(3, 1\)"):
         other.load_weights(path)
+
+
+def test_federated_weights_file_killed_while_written_keeps_the_old_one_and_a_damaged_one_is_named(tmp_path):
+    from tfplus.federated.model import load_weights, save_weights
+    path = str(tmp_path / "initial_weights.npz")
+    old = {"conv1/weights": np.arange(2000, dtype=np.float32), "b": np.ones(3, np.float32)}
+    save_weights(path, old)
+    for k in (1, 2):  # killed while the new file is written, at its fsync; at its rename
+        assert _killed_at(k, lambda: save_weights(path, {n: w + 1 for n, w in old.items()}))
+        assert all(np.array_equal(w, old[n]) for n, w in load_weights(path).items())
+    whole = open(path, "rb").read()
+    for damaged in (whole[:len(whole) // 2], whole[:100] + bytes([whole[100] ^ 0xFF]) + whole[101:]):
+        with open(path, "wb") as f:
+            f.write(damaged)
+        with pytest.raises(errors.DataLossError, match=f"{path}: not a whole weights file"):
+            load_weights(path)
+
+
+def test_a_row_left_half_written_is_cut_before_the_next_run_appends(tmp_path, capsys):
+    from tfplus.trainer import JsonLog
+    path = tmp_path / "rounds.jsonl"
+    path.write_text(json.dumps({"round": 0}) + "\n" + json.dumps({"round": 1})[:7])  # a run killed mid-row
+    log = JsonLog(str(path))
+    log.write({"round": 1})
+    log.close()
+    assert [json.loads(line) for line in path.read_text().splitlines()] == [{"round": 0}, {"round": 1}]
+    assert f"{path}: cut off its last 7 bytes" in capsys.readouterr().err
+    JsonLog(str(path)).close()  # a whole file stays as it is
+    assert [json.loads(line) for line in path.read_text().splitlines()] == [{"round": 0}, {"round": 1}]

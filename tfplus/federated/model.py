@@ -13,26 +13,36 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import zipfile
+import zlib
 from typing import Any
 
 import numpy as np
 
 import tfplus as tf
 from tfplus import data as tfdata
-from tfplus import trainer
+from tfplus import errors, trainer
+from tfplus.gfile import atomic_open
 from tfplus.train.optimizer import WrapperOptimizer
 
 
 def save_weights(path: str, weights: dict[str, np.ndarray]) -> None:
     """Writes {variable name: array} (get_weights()'s) as an .npz keyed by the names: what another framework's
-    peer loads to start from the very same weights (NumPy reads it without pickles)."""
-    np.savez(path, **weights)
+    peer loads to start from the very same weights (NumPy reads it without pickles). Atomically: a killed
+    server leaves the file whole or as it was."""
+    with atomic_open(path) as f:
+        np.savez(f, **weights)
 
 
 def load_weights(path: str) -> dict[str, np.ndarray]:
-    """save_weights' {variable name: array}, read with pickles refused."""
-    with np.load(path, allow_pickle=False) as f:
-        return {name: f[name] for name in f.files}
+    """save_weights' {variable name: array}, read with pickles refused; a damaged file (its zip structure or an
+    array's CRC-32) is a DataLossError naming it."""
+    try:
+        with np.load(path, allow_pickle=False) as f:
+            return {name: f[name] for name in f.files}
+    except (zipfile.BadZipFile, zlib.error, EOFError, ValueError) as e:  # ValueError: also a pickled array
+        raise errors.DataLossError(None, None, f"{path}: not a whole weights file (an .npz of arrays, as "
+                                   f"save_weights writes): {e}") from None
 
 
 def pytorch_layout(weights: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
