@@ -710,6 +710,7 @@ class JsonLog:
         if path:
             try:
                 os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+                _cut_torn_row(path)
                 self._file = open(path, "a", encoding="utf-8")  # closed in close()
             except OSError as e:
                 raise UsageError(f"--log {path}: cannot open it for writing ({e.strerror})") from None
@@ -730,6 +731,31 @@ class JsonLog:
             except OSError:
                 if not self._failed:  # after a failed write, its unwritten row fails again here: said already
                     raise
+
+
+def _cut_torn_row(path: str) -> None:
+    """Cuts off the end of a JSON-lines file after its last newline: a row that a writer killed (or stopped by a
+    full disk) left half-written, which the next row appended would otherwise join into one line no JSON reader
+    takes. Only a regular file: a pipe or a terminal is written as it is."""
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return
+    except FileNotFoundError:
+        return
+    with open(path, "rb+") as f:
+        end = pos = f.seek(0, os.SEEK_END)
+        while pos > 0:  # the last newline, read backwards
+            size = min(pos, 1 << 16)
+            f.seek(pos - size)
+            newline = f.read(size).rfind(b"\n")
+            if newline >= 0:
+                pos += newline - size + 1
+                break
+            pos -= size
+        if pos < end:
+            f.truncate(pos)
+            print(f"tfplus: note: {path}: cut off its last {end - pos} bytes, a row left unfinished by a run that "
+                  "was stopped while writing it", file=sys.stderr)
 
 
 class TensorBoardLog:
