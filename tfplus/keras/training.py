@@ -12,6 +12,7 @@ its samples. fit shuffles with NumPy's global generator (np.random.seed makes it
 from __future__ import annotations
 
 import os
+import threading
 
 import numpy as np
 
@@ -50,6 +51,11 @@ def _as_array(data, tensor):
     a = np.asarray(data, dtype=tensor.dtype.np)
     rank = tensor.shape.ndims
     return a[:, None] if a.ndim == 1 and rank is not None and rank > 1 else a
+
+
+# What fit and predict build on their first call, built by one thread at a time (request threads of a server): two
+# threads' first fits made two training ops, each with its own optimizer state.
+_building = threading.RLock()
 
 
 class Training:
@@ -112,10 +118,11 @@ class Training:
     def _train_step(self):
         """The training step, made on the first fit / train_on_batch: the optimizer's update of the trainable
         weights and the layers' updates, after the loss and metrics are computed."""
-        if self._train_op is None:
-            with name_scope("training"), control_dependencies(self._fetches):
-                step = self.optimizer.minimize(self.total_loss, var_list=self.trainable_weights)
-                self._train_op = group(step, *self.updates)
+        with _building:
+            if self._train_op is None:
+                with name_scope("training"), control_dependencies(self._fetches):
+                    step = self.optimizer.minimize(self.total_loss, var_list=self.trainable_weights)
+                    self._train_op = group(step, *self.updates)
         return self._train_op
 
     # -- data -----------------------------------------------------------------------------------------------
@@ -144,11 +151,12 @@ class Training:
         return [_as_array(d, t) for d, t in zip(data, tensors)]
 
     def _ensure_built(self, x) -> None:
-        if not self.outputs:
-            first = np.asarray(x[0] if isinstance(x, (list, tuple)) else x)
-            self._build_from_data((None,) + first.shape[1:])
-            if getattr(self, "_compile_args", None) is not None:
-                self._build_loss()
+        with _building:
+            if not self.outputs:
+                first = np.asarray(x[0] if isinstance(x, (list, tuple)) else x)
+                self._build_from_data((None,) + first.shape[1:])
+                if getattr(self, "_compile_args", None) is not None:
+                    self._build_loss()
 
     def _run(self, fetches, arrays: list, tensors: list, training: bool):
         feed = dict(zip(tensors, arrays))
