@@ -116,3 +116,41 @@ def test_a_row_left_half_written_is_cut_before_the_next_run_appends(tmp_path, ca
     assert f"{path}: cut off its last 7 bytes" in capsys.readouterr().err
     JsonLog(str(path)).close()  # a whole file stays as it is
     assert [json.loads(line) for line in path.read_text().splitlines()] == [{"round": 0}, {"round": 1}]
+
+
+def _estimator(model_dir):
+    import tfplus as tf
+
+    def model_fn(features, labels, mode):
+        w = tf.get_variable("w", [3, 2], initializer=tf.ones_initializer())
+        y = tf.matmul(features["x"], w)
+        if mode == tf.estimator.ModeKeys.PREDICT:
+            return tf.estimator.EstimatorSpec(mode, predictions={"y": y})
+        loss = tf.reduce_mean(tf.square(y - labels))
+        step = tf.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=tf.train.get_or_create_global_step())
+        return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=step)
+    est = tf.estimator.Estimator(model_fn, model_dir=str(model_dir))
+    x, y = np.ones((4, 3), np.float32), np.zeros((4, 2), np.float32)
+    est.train(tf.estimator.inputs.numpy_input_fn({"x": x}, y, batch_size=4, num_epochs=None, shuffle=False), steps=1)
+
+    def receiver():
+        x = tf.placeholder(tf.float32, [None, 3])
+        return tf.estimator.export.ServingInputReceiver({"x": x}, {"x": x})
+    return est, receiver
+
+
+def test_an_estimator_export_stopped_by_ctrl_c_leaves_no_half_written_folder(tmp_path, monkeypatch):
+    from tfplus.saved_model import builder
+    est, receiver = _estimator(tmp_path / "model")
+    save = builder.SavedModelBuilder.save
+
+    def interrupted(self, as_text=False):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(builder.SavedModelBuilder, "save", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        est.export_saved_model(str(tmp_path / "export"), receiver)
+    assert os.listdir(tmp_path / "export") == []  # a temp-<stamp> folder with its variables stayed
+    monkeypatch.setattr(builder.SavedModelBuilder, "save", save)
+    path = est.export_saved_model(str(tmp_path / "export"), receiver).decode()
+    assert os.listdir(tmp_path / "export") == [os.path.basename(path)]
+    assert sorted(os.listdir(path)) == ["saved_model.pb", "variables"]
