@@ -13,6 +13,7 @@ import dataclasses
 import functools
 import math
 import os
+import signal
 import sys
 import time
 import tracemalloc
@@ -391,7 +392,44 @@ def make_strategy(fed: Federation, statistics=()):
                min_available_nodes=fed.min_train, **extra)
 
 
-def run_server(fed: Federation, grid: Grid, log=None, concurrent: int | None = None):
+class Stopped(Exception):
+    """A simulation stopped by SIGINT, SIGTERM or SIGHUP (its `signum`), after the round that was running when it
+    came (`server_round`), whose checkpoint and rounds.jsonl row are saved (`checkpoint`, None without an out)."""
+
+    def __init__(self, signum: int, server_round: int, checkpoint: str | None):
+        self.signum, self.server_round, self.checkpoint = signum, server_round, checkpoint
+        super().__init__(f"{signal.Signals(signum).name}: stopped after round {server_round}; " +
+                         (f"saved {checkpoint}" if checkpoint else "nothing saved (no --out)"))
+
+
+class StopSignals:
+    """While entered (in the main thread): SIGINT, SIGTERM and SIGHUP are noted in `signum`, for run_server to stop
+    after the running round's save (raising Stopped), instead of ending the process halfway (Ray's own SIGTERM
+    handler aborted it with a stack dump). An ignored signal stays ignored (nohup's SIGHUP); a second SIGINT
+    interrupts at once."""
+
+    def __init__(self):
+        self.signum: int | None = None
+        self._old: dict[int, Any] = {}
+
+    def _handle(self, signum, frame) -> None:
+        if self.signum is not None and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        self.signum = self.signum or signum
+
+    def __enter__(self) -> StopSignals:
+        for s in trainer.EXIT_ON_SIGNAL:
+            if signal.getsignal(s) != signal.SIG_IGN:
+                self._old[s] = signal.signal(s, self._handle)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for s, handler in self._old.items():
+            signal.signal(s, signal.SIG_DFL if handler is None else handler)  # None: a handler installed in C
+
+
+def run_server(fed: Federation, grid: Grid, log=None, concurrent: int | None = None,
+               stop: StopSignals | None = None):
     """Runs fed.rounds rounds of the strategy on `grid`. After each round (and before the first): the global model
     is evaluated on the test set, saved as a checkpoint in fed.out (tfplus eval reads it), and a row
     {round, test_accuracy, test_loss, train_loss, setup_s and train_s (the clients' means), clients, failed,
@@ -399,7 +437,7 @@ def run_server(fed: Federation, grid: Grid, log=None, concurrent: int | None = N
     client's), checkpoint} goes to fed.out/rounds.jsonl and, as scalars federated/*, to TensorBoard event files in
     fed.out. A round waits fed.timeout(concurrent) seconds for replies. The initial global weights also go to
     fed.out/initial_weights.npz (model.save_weights), for a peer that must start from them. Returns Flower's
-    Result."""
+    Result; raises Stopped after the round during which `stop` noted a signal."""
     # The server's model is not a client's: no client budget (a budget that fits a client's training step need not
     # fit the server's steps, e.g. get_weights' copy of every weight beside them: MobileNet at 32 MB).
     model = FederatedModel(dataclasses.replace(fed.train_config(), memory_budget=None), fed.round_steps(),
@@ -441,6 +479,8 @@ def run_server(fed: Federation, grid: Grid, log=None, concurrent: int | None = N
             events.flush()
         if log is not None:
             log(row)
+        if stop is not None and stop.signum is not None and server_round < fed.rounds:
+            raise Stopped(stop.signum, server_round, row.get("checkpoint"))
         return MetricRecord({"test_accuracy": accuracy, "test_loss": loss})
 
     try:
@@ -453,14 +493,15 @@ def run_server(fed: Federation, grid: Grid, log=None, concurrent: int | None = N
         model.close()
 
 
-def server_app(fed: Federation | None = None, log=None, concurrent: int | None = None) -> ServerApp:
+def server_app(fed: Federation | None = None, log=None, concurrent: int | None = None,
+               stop: StopSignals | None = None) -> ServerApp:
     """The ServerApp: run_server with `fed`, or the Federation of the run config (Deployment Engine);
-    `concurrent`: how many clients train at once (run_server's)."""
+    `concurrent` and `stop`: run_server's."""
     app = ServerApp()
 
     @app.main()
     def main(grid: Grid, context: Context) -> None:
-        run_server(fed or Federation.from_run_config(dict(context.run_config)), grid, log, concurrent)
+        run_server(fed or Federation.from_run_config(dict(context.run_config)), grid, log, concurrent, stop)
 
     return app
 
@@ -507,12 +548,14 @@ def _start_ray(fed: Federation) -> int:
 def simulate(fed: Federation, log=None) -> None:
     """fed.clients clients in Flower's Simulation Engine (Ray) on this machine, each given fed.client_cpus CPUs
     and fed.client_gpus GPUs, Ray fed.cpus CPUs in all (a worker process for each client that trains at once,
-    taking the round's clients in turns); the rows go to fed.out and `log`."""
+    taking the round's clients in turns); the rows go to fed.out and `log`. SIGINT, SIGTERM or SIGHUP stops it
+    after the running round's save: Stopped (see StopSignals)."""
     run_simulation = _run_simulation()
     concurrent = _start_ray(fed)
     backend = {"client_resources": {"num_cpus": fed.client_cpus, "num_gpus": fed.client_gpus}}
-    run_simulation(server_app(fed, log, concurrent), client_app(fed), num_supernodes=fed.clients,
-                   backend_config=backend)
+    with StopSignals() as stop:  # after Ray's start, whose handlers these replace
+        run_simulation(server_app(fed, log, concurrent, stop), client_app(fed), num_supernodes=fed.clients,
+                       backend_config=backend)
 
 
 # The Deployment Engine's entry points (a Flower app's pyproject.toml names them, README.md "Federated training"):
