@@ -17,6 +17,11 @@ import shutil
 import stat
 import uuid
 
+try:
+    import fcntl
+except ImportError:  # Windows
+    fcntl = None
+
 from tfplus import errors
 
 __all__ = ["GFile", "Open", "FastGFile", "Exists", "MakeDirs", "MkDir", "Glob", "ListDirectory", "IsDirectory",
@@ -261,6 +266,22 @@ def link_or_copy(src: str, dst: str) -> None:
         shutil.copyfile(src, dst)
         with open(dst, "rb+") as f:
             os.fsync(f.fileno())
+
+
+@contextlib.contextmanager
+def folder_lock(folder: str):
+    """Held while a writer replaces, lists or deletes files in `folder` that another may too: an flock on the
+    folder, which every process and thread taking it waits for (a Saver's save, tensor_bundle.replace_bundle). Not
+    on POSIX: no lock (one writer per folder)."""
+    if fcntl is None:
+        yield
+        return
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # (releases the lock)
 
 
 # The temporary files atomic_write names: `.<name>.<12 hex digits>.tmp`.

@@ -42,7 +42,7 @@ from google.protobuf import message as _message
 from tfplus import crc32c
 from tfplus import dtypes as _dt
 from tfplus.errors import DataLossError, InvalidArgumentError, NotFoundError
-from tfplus.gfile import atomic_open, fsync_folder, link_or_copy, open_regular, read_regular
+from tfplus.gfile import atomic_open, folder_lock, fsync_folder, link_or_copy, open_regular, read_regular
 from tfplus.proto import graph_pb2, tensor_bundle_pb2, types_pb2
 from tfplus.tensor_util import shape_to_proto
 
@@ -237,26 +237,29 @@ def replace_bundle(prefix: str, tensors: dict) -> None:
     folder = os.path.dirname(os.path.abspath(prefix))
     tag = uuid.uuid4().hex[:12]
     new = f"{prefix}.new-{tag}"
-    write_bundle(new, tensors)
-    try:
-        # A prefix torn by an earlier killed replace is not backed up: the backup it left is the whole one.
-        if os.path.isfile(index_path(prefix)) and whole_bundle(prefix) == prefix:
-            base = os.path.basename(prefix)
-            for name in _files(prefix):  # the data first: an index is never left without its data
-                backup = f"{base}.previous-{tag}{name[len(base):]}"
-                link_or_copy(os.path.join(folder, name), os.path.join(folder, backup))
+    # Two writers of one prefix (processes, threads) take turns: interleaved renames tore it, and what one left
+    # beside it when killed is deleted here only while no other writes.
+    with folder_lock(folder):
+        write_bundle(new, tensors)
+        try:
+            # A prefix torn by an earlier killed replace is not backed up: the backup it left is the whole one.
+            if os.path.isfile(index_path(prefix)) and whole_bundle(prefix) == prefix:
+                base = os.path.basename(prefix)
+                for name in _files(prefix):  # the data first: an index is never left without its data
+                    backup = f"{base}.previous-{tag}{name[len(base):]}"
+                    link_or_copy(os.path.join(folder, name), os.path.join(folder, backup))
+                fsync_folder(folder)
+            os.replace(data_path(new), data_path(prefix))
+            os.replace(index_path(new), index_path(prefix))
             fsync_folder(folder)
-        os.replace(data_path(new), data_path(prefix))
-        os.replace(index_path(new), index_path(prefix))
-        fsync_folder(folder)
-    except BaseException:
-        for path in (index_path(new), data_path(new)):
+        except BaseException:
+            for path in (index_path(new), data_path(new)):
+                with contextlib.suppress(OSError):
+                    os.remove(path)
+            raise
+        for old in _leftovers(prefix):  # this backup, and what an earlier killed replace left
             with contextlib.suppress(OSError):
-                os.remove(path)
-        raise
-    for old in _leftovers(prefix):  # this backup, and any that an earlier killed replace left
-        with contextlib.suppress(OSError):
-            os.remove(os.path.join(folder, old))
+                os.remove(os.path.join(folder, old))
 
 
 def whole_bundle(prefix: str) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import warnings
 
@@ -78,6 +79,47 @@ def test_keras_save_weights_killed_at_any_file_operation_leaves_the_weights_save
         if not killed:
             break
     assert k > 4, "the save made too few file operations to have been killed at each"
+
+
+def test_a_second_process_saving_weights_at_one_path_waits_for_the_first(tmp_path):
+    """Writer A pauses between its two renames (1 s at most) until writer B, started then, says it saved: B must
+    wait for A instead (the folder's lock). Interleaved, B deleted A's new index as a killed save's leftover, and
+    A's save failed."""
+    path = str(tmp_path / "weights")
+    m = _model()
+    shapes = [w.shape for w in m.get_weights()]
+    m.save_weights(path)
+    in_window, b_done = os.pipe(), os.pipe()
+
+    def writer(c: float, pause: bool) -> int:
+        pid = os.fork()
+        if pid:
+            return pid
+        code = 1  # a save that raised
+        try:
+            if pause:
+                real = os.replace
+
+                def replace(src, dst):
+                    real(src, dst)
+                    if dst == path + ".data-00000-of-00001":  # A's data is in place, its index not yet
+                        os.write(in_window[1], b"x")
+                        select.select([b_done[0]], [], [], 1.0)
+                os.replace = replace
+            m.set_weights([np.full(s, c, np.float32) for s in shapes])
+            m.save_weights(path)
+            if not pause:
+                os.write(b_done[1], b"x")
+            code = 0
+        finally:
+            os._exit(code)
+    a = writer(1.0, pause=True)
+    assert os.read(in_window[0], 1) == b"x"
+    b = writer(2.0, pause=False)
+    assert os.waitpid(a, 0)[1] == 0 and os.waitpid(b, 0)[1] == 0
+    m.load_weights(path)
+    assert {float(v) for w in m.get_weights() for v in w.ravel()} == {2.0}  # B's weights, saved after A's, whole
+    assert sorted(os.listdir(tmp_path)) == ["weights.data-00000-of-00001", "weights.index"]
 
 
 def test_keras_load_weights_of_another_models_file_names_the_file_and_the_weight(tmp_path):

@@ -38,7 +38,6 @@ saves to.
 """
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import math
@@ -49,11 +48,6 @@ import stat
 import time
 import uuid
 import warnings
-
-try:
-    import fcntl
-except ImportError:  # Windows
-    fcntl = None
 
 import numpy as np
 from google.protobuf import message as _message
@@ -71,7 +65,7 @@ from tfplus.framework import (
     get_default_graph,
     shapes_compatible,
 )
-from tfplus.gfile import atomic_write, link_or_copy, open_regular, read_regular
+from tfplus.gfile import atomic_write, folder_lock, link_or_copy, open_regular, read_regular
 from tfplus.ops import io_ops
 from tfplus.ops.array_ops import identity, placeholder, placeholder_with_default
 from tfplus.ops.control_flow_ops import group
@@ -767,20 +761,11 @@ def _remove_checkpoint(prefix: str, fmt: str | None = None) -> None:
 
 
 # -- the state file ------------------------------------------------------------------------------------------
-@contextlib.contextmanager
 def _state_lock(folder: str):
-    """Held (flock on the folder, by every Saver of any process) while a Saver saves into it: two processes saving
-    into one folder take turns, each keeps the other's checkpoints listed, and none lists one that the other
-    deleted (nor replaces or deletes files under the other's save)."""
-    if fcntl is None:  # not on POSIX: one saving process per folder
-        yield
-        return
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # (releases the lock)
+    """Held (gfile.folder_lock) while a Saver saves into `folder`: two processes saving into one folder take turns,
+    each keeps the other's checkpoints listed, and none lists one that the other deleted (nor replaces or deletes
+    files under the other's save)."""
+    return folder_lock(folder)
 
 
 def _others(folder: str, mine: list[str], latest_filename: str | None) -> list[str]:
