@@ -70,6 +70,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     s.add_argument("--download", action="store_true", help="download CIFAR-10 (about 170 MB, md5-checked) into --data "
                    "or the cache first, if it is not there")
     s.add_argument("--out", metavar="DIR", help="rounds.jsonl, the global model's checkpoints, TensorBoard events")
+    s.add_argument("--resume", action="store_true", help="continue the run in --out from its newest checkpoint that "
+                   "verifies (after Ctrl-C, SIGTERM or a kill), with the same options")
     s.set_defaults(func=main)
     return f
 

@@ -267,16 +267,18 @@ class FederatedModel:
         return max(p.peak_bytes for p in plans) if plans else None
 
     def save(self, checkpoint_dir: str, server_round: int, data_dir: str | None,
-             history: list[dict[str, Any]]) -> str:
+             history: list[dict[str, Any]], federation: dict[str, Any] | None = None) -> str:
         """Writes the model as a TensorFlow-format checkpoint `tfplus eval` reads (a `tfplus train` checkpoint's
-        metadata, its step the rounds' steps so far) and returns its path."""
+        metadata, its step the rounds' steps so far, and `federation`: the settings a resumed run must share) and
+        returns its path."""
         step = server_round * self.steps_per_round
         self.reset_optimizer(step)
         recipe = {k: list(v) if isinstance(v, tuple) else v for k, v in
                   ((k, getattr(self.cfg, k)) for k in trainer.RECIPE)}
         meta = {"format": trainer.CHECKPOINT_FORMAT, "step": step, "recipe": recipe, "data": data_dir,
                 "data_state": {"seed": self.cfg.seed, "epoch": 0, "batch_index": 0}, "history": history[-100:],
-                "sums": [0.0, 0.0, 0], "elapsed_s": 0.0, "epoch_s": 0.0, "h2d_bytes": 0, "d2h_bytes": 0}
+                "sums": [0.0, 0.0, 0], "elapsed_s": 0.0, "epoch_s": 0.0, "h2d_bytes": 0, "d2h_bytes": 0,
+                "federation": federation}
         json.dumps(meta)  # fails here, naming the value, rather than inside the Saver
         return self.saver.save(self.sess, os.path.join(checkpoint_dir, trainer.CHECKPOINT_PREFIX),
                                global_step=step, metadata=meta)
