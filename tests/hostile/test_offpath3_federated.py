@@ -65,8 +65,9 @@ def test_a_signal_during_a_round_stops_the_server_after_that_rounds_save(tmp_pat
     assert [r["round"] for r in rows] == [0, 1, 2]
     assert (stopped.value.signum, stopped.value.server_round) == (signum, 2)
     assert stopped.value.checkpoint == rows[2]["checkpoint"] == trainer.tf.train.latest_checkpoint(fed.out)
-    assert f"{signal.Signals(signum).name}: stopped after round 2; saved {rows[2]['checkpoint']}" in \
-        str(stopped.value)
+    name, saved = signal.Signals(signum).name, rows[2]["checkpoint"]
+    assert str(stopped.value) == f"{name}: stopped after round 2 of 3; saved {saved}; continue with the same " \
+        "options and --resume"
 
 
 def test_an_ignored_hangup_stays_ignored():

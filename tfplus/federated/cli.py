@@ -93,7 +93,7 @@ def main(args: argparse.Namespace) -> int:
     try:
         flower.simulate(fed, log=lambda row: print(json.dumps(row), flush=True))
     except flower.Stopped as e:
-        print(f"tfplus federated simulate: {e} (of {fed.rounds} rounds)", file=sys.stderr)
+        print(f"tfplus federated simulate: {e}", file=sys.stderr)
         return EXIT_ON_SIGNAL[e.signum]
     if fed.out is None:
         print("tfplus federated simulate: note: no --out, so the global model was not saved", file=sys.stderr)

@@ -404,9 +404,9 @@ class Stopped(Exception):
     """A simulation stopped by SIGINT, SIGTERM or SIGHUP (its `signum`), after the round that was running when it
     came (`server_round`), whose checkpoint and rounds.jsonl row are saved (`checkpoint`, None without an out)."""
 
-    def __init__(self, signum: int, server_round: int, checkpoint: str | None):
+    def __init__(self, signum: int, server_round: int, rounds: int, checkpoint: str | None):
         self.signum, self.server_round, self.checkpoint = signum, server_round, checkpoint
-        super().__init__(f"{signal.Signals(signum).name}: stopped after round {server_round}; " +
+        super().__init__(f"{signal.Signals(signum).name}: stopped after round {server_round} of {rounds}; " +
                          (f"saved {checkpoint}; continue with the same options and --resume" if checkpoint
                           else "nothing saved (no --out)"))
 
@@ -555,7 +555,7 @@ def run_server(fed: Federation, grid: Grid, log=None, concurrent: int | None = N
         if log is not None:
             log(row)
         if stop is not None and stop.signum is not None and server_round < fed.rounds:
-            raise Stopped(stop.signum, server_round, row.get("checkpoint"))
+            raise Stopped(stop.signum, server_round, fed.rounds, row.get("checkpoint"))
         return MetricRecord({"test_accuracy": accuracy, "test_loss": loss})
 
     try:
