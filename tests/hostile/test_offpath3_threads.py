@@ -3,7 +3,9 @@ an op another thread builds meanwhile never takes this thread's control dependen
 name or variable scope; Keras's first calls from several threads make one session and one training op."""
 from __future__ import annotations
 
+import sys
 import threading
+import time
 
 import numpy as np
 
@@ -103,3 +105,34 @@ def test_first_predictions_from_two_threads_share_one_session_and_its_weights(mo
     np.testing.assert_array_equal(out[0], out[1])  # one session: the same randomly initialized weights
     np.testing.assert_array_equal(m.predict(x), out[0])
     backend.clear_session()
+
+
+def test_summaries_added_from_threads_are_each_written_once(tmp_path):
+    from tfplus.io.tfrecord import read_records
+    from tfplus.proto.event_pb2 import Event
+    writer = tf.summary.FileWriter(str(tmp_path), max_queue=3)
+    file = writer._file
+
+    class SlowDisk:  # a write that takes a while (and lets the other thread run meanwhile)
+        def write(self, data):
+            time.sleep(1e-3)
+            return file.write(data)
+
+        def __getattr__(self, name):
+            return getattr(file, name)
+    writer._file = SlowDisk()
+    per_thread, switch = 200, sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads take turns often, inside add_summary and flush
+
+    def add(first: int):
+        def run():
+            for step in range(first, first + per_thread):
+                writer.add_summary(tf.Summary(value=[tf.Summary.Value(tag="loss", simple_value=1.0)]), step)
+        return run
+    try:
+        _two_threads(add(0), add(per_thread))
+    finally:
+        sys.setswitchinterval(switch)
+    writer.close()
+    steps = [Event.FromString(r).step for r in read_records(writer.path)][1:]  # after the file_version event
+    assert sorted(steps) == list(range(2 * per_thread))  # none lost, none twice
