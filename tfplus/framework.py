@@ -260,22 +260,42 @@ class Operation:
         return f"<tf.Operation '{self.name}' type={self.type}>"
 
 
+class _Scopes(threading.local):
+    """A graph's scopes as one thread sees them: each thread that builds ops starts at the top level, as in TF1
+    (its Graph._thread_local). Shared, one thread's `with tf.control_dependencies([train_op])` gave the ops
+    another thread made meanwhile that control input, so running them trained, silently; name and variable
+    scopes and devices leaked the same way."""
+
+    def __init__(self):
+        self.name_stack = ""
+        self.control_stack: list[list[Operation]] = []
+        self.device_stack: list[str] = []
+        self.var_scope_stack: list = []
+
+
+def _scoped(field: str) -> property:
+    """A Graph attribute kept per thread in its _Scopes."""
+    return property(lambda g: getattr(g._scopes, field), lambda g, value: setattr(g._scopes, field, value))
+
+
 class Graph:
     """A TF1 graph. `with tf.Graph().as_default() as g: ...` makes it the default for new ops."""
+
+    _name_stack = _scoped("name_stack")
+    _control_stack = _scoped("control_stack")
+    _device_stack = _scoped("device_stack")
+    _var_scope_stack = _scoped("var_scope_stack")  # tfplus.variables' variable_scope
 
     def __init__(self):
         self._ops: list[Operation] = []
         self._by_name: dict[str, Operation] = {}
         self._names_in_use: dict[str, int] = {}
         self._consumers: dict[Tensor, list[Operation]] = {}
-        self._name_stack = ""
-        self._control_stack: list[list[Operation]] = []
-        self._device_stack: list[str] = []
+        self._scopes = _Scopes()
         self._collections: dict[str, list] = {}
         self._lock = threading.RLock()
         self.seed: int | None = None
         self._var_store: dict[str, Any] = {}  # get_variable's store, owned by tfplus.variables
-        self._var_scope_stack: list = []
         self._finalized = False
 
     # -- building ---------------------------------------------------------------------------------------

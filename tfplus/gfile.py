@@ -17,6 +17,11 @@ import shutil
 import stat
 import uuid
 
+try:
+    import fcntl
+except ImportError:  # Windows
+    fcntl = None
+
 from tfplus import errors
 
 __all__ = ["GFile", "Open", "FastGFile", "Exists", "MakeDirs", "MkDir", "Glob", "ListDirectory", "IsDirectory",
@@ -240,12 +245,43 @@ def atomic_open(path: str):
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-    if os.name == "posix":  # make the rename itself durable
+    fsync_folder(folder)  # make the rename itself durable
+
+
+def fsync_folder(folder: str) -> None:
+    """Makes the renames, links and deletions done in `folder` durable (POSIX; elsewhere a no-op)."""
+    if os.name == "posix":
         dir_fd = os.open(folder, os.O_RDONLY)
         try:
             os.fsync(dir_fd)
         finally:
             os.close(dir_fd)
+
+
+def link_or_copy(src: str, dst: str) -> None:
+    """`dst` as a second name of the file `src` (a durable copy where the file system has no hard links)."""
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copyfile(src, dst)
+        with open(dst, "rb+") as f:
+            os.fsync(f.fileno())
+
+
+@contextlib.contextmanager
+def folder_lock(folder: str):
+    """Held while a writer replaces, lists or deletes files in `folder` that another may too: an flock on the
+    folder, which every process and thread taking it waits for (a Saver's save, tensor_bundle.replace_bundle). Not
+    on POSIX: no lock (one writer per folder)."""
+    if fcntl is None:
+        yield
+        return
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # (releases the lock)
 
 
 # The temporary files atomic_write names: `.<name>.<12 hex digits>.tmp`.

@@ -285,6 +285,9 @@ class FileWriter:
         self._pending: list[bytes] = []
         self._max_queue, self._flush_secs, self._last_flush = max_queue, flush_secs, time.time()
         self._closed = False
+        # Training threads share a writer (TF1's is thread-safe): an event added while another thread flushed was
+        # lost, or written twice by two flushes.
+        self._lock = threading.RLock()
         self.add_event(Event(wall_time=time.time(), file_version="brain.Event:2"))
         self.flush()
         if graph is not None or graph_def is not None:
@@ -299,11 +302,13 @@ class FileWriter:
         return self._path
 
     def add_event(self, event) -> None:
-        if self._closed:
-            raise RuntimeError(f"FileWriter for {self._logdir} is closed; use reopen() first")
-        self._pending.append(tfrecord(event.SerializeToString()))
-        if len(self._pending) >= self._max_queue or time.time() - self._last_flush >= self._flush_secs:
-            self.flush()
+        record = tfrecord(event.SerializeToString())
+        with self._lock:
+            if self._closed:
+                raise RuntimeError(f"FileWriter for {self._logdir} is closed; use reopen() first")
+            self._pending.append(record)
+            if len(self._pending) >= self._max_queue or time.time() - self._last_flush >= self._flush_secs:
+                self.flush()
 
     def add_summary(self, summary, global_step=None) -> None:
         """`summary`: what Session.run returned for a tf.summary (bytes) or a Summary proto."""
@@ -335,22 +340,25 @@ class FileWriter:
         """Accepted for TF1 scripts; tfplus's run traces are read with `tfplus profile`, not written here."""
 
     def flush(self) -> None:
-        if self._pending:
-            self._file.write(b"".join(self._pending))
-            self._pending.clear()
-        self._file.flush()
-        self._last_flush = time.time()
+        with self._lock:
+            if self._pending:
+                self._file.write(b"".join(self._pending))
+                self._pending.clear()
+            self._file.flush()
+            self._last_flush = time.time()
 
     def close(self) -> None:
-        if not self._closed:
-            self.flush()
-            self._file.close()
-            self._closed = True
+        with self._lock:
+            if not self._closed:
+                self.flush()
+                self._file.close()
+                self._closed = True
 
     def reopen(self) -> None:
-        if self._closed:
-            self._file = open(self._path, "ab")
-            self._closed = False
+        with self._lock:
+            if self._closed:
+                self._file = open(self._path, "ab")
+                self._closed = False
 
     def __enter__(self):
         return self

@@ -23,14 +23,18 @@ file holds, every block's and tensor's checksum is verified, and a bad file give
 and the entry. Nothing is executed. A reader opens the index and every data file at once, so a checkpoint deleted
 by another process's Saver (max_to_keep) while it is being read stays readable. Writing goes through temporary
 files, fsynced and renamed into place, the data file first and the index last, so a new index on disk always
-describes complete data (replacing a bundle that exists is not atomic: tfplus.train.saver takes care of that).
+describes complete data (replacing a bundle that exists is not atomic: replace_bundle and tfplus.train.saver take
+care of that).
 """
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import struct
 import threading
+import uuid
+import warnings
 
 import numpy as np
 from google.protobuf import message as _message
@@ -38,11 +42,12 @@ from google.protobuf import message as _message
 from tfplus import crc32c
 from tfplus import dtypes as _dt
 from tfplus.errors import DataLossError, InvalidArgumentError, NotFoundError
-from tfplus.gfile import atomic_open, open_regular, read_regular
+from tfplus.gfile import atomic_open, folder_lock, fsync_folder, link_or_copy, open_regular, read_regular
 from tfplus.proto import graph_pb2, tensor_bundle_pb2, types_pb2
 from tfplus.tensor_util import shape_to_proto
 
-__all__ = ["BundleReader", "write_bundle", "merge_bundles", "is_bundle", "index_path", "data_path"]
+__all__ = ["BundleReader", "write_bundle", "replace_bundle", "whole_bundle", "merge_bundles", "is_bundle", "index_path",
+           "data_path"]
 
 _MAGIC = 0xDB4775248B80FB57  # LevelDB's table magic number, the footer's last 8 bytes
 _FOOTER = 48
@@ -220,6 +225,86 @@ def _write_index(prefix: str, entries: dict, num_shards: int) -> None:
                     for k, e in entries.items())
     with atomic_open(index_path(prefix)) as f:
         f.write(_table_bytes(items))
+
+
+def replace_bundle(prefix: str, tensors: dict) -> None:
+    """write_bundle at a prefix that may hold a bundle already (weights saved again at one path: Keras's
+    save_weights, ModelCheckpoint). Its two files cannot be replaced at once, so: the new bundle is written whole
+    under a temporary prefix (a failure there changes nothing), the old one is linked under
+    `<prefix>.previous-<tag>`, the new files are renamed over the old ones, and the backup is deleted. A process
+    killed between the two renames leaves `prefix` torn and the backup whole: whole_bundle(prefix) finds it.
+    (tf.train.Saver does the same through its state file.)"""
+    folder = os.path.dirname(os.path.abspath(prefix))
+    tag = uuid.uuid4().hex[:12]
+    new = f"{prefix}.new-{tag}"
+    # Two writers of one prefix (processes, threads) take turns: interleaved renames tore it, and what one left
+    # beside it when killed is deleted here only while no other writes.
+    with folder_lock(folder):
+        write_bundle(new, tensors)
+        try:
+            # A prefix torn by an earlier killed replace is not backed up: the backup it left is the whole one.
+            if os.path.isfile(index_path(prefix)) and whole_bundle(prefix) == prefix:
+                base = os.path.basename(prefix)
+                for name in _files(prefix):  # the data first: an index is never left without its data
+                    backup = f"{base}.previous-{tag}{name[len(base):]}"
+                    link_or_copy(os.path.join(folder, name), os.path.join(folder, backup))
+                fsync_folder(folder)
+            os.replace(data_path(new), data_path(prefix))
+            os.replace(index_path(new), index_path(prefix))
+            fsync_folder(folder)
+        except BaseException:
+            for path in (index_path(new), data_path(new)):
+                with contextlib.suppress(OSError):
+                    os.remove(path)
+            raise
+        for old in _leftovers(prefix):  # this backup, and what an earlier killed replace left
+            with contextlib.suppress(OSError):
+                os.remove(os.path.join(folder, old))
+
+
+def whole_bundle(prefix: str) -> str:
+    """`prefix`, or, where replace_bundle was killed between its two renames (so `prefix` does not verify), the
+    newest backup it left that does (a warning names both). Without such a backup `prefix` itself, whatever it
+    holds: its reader reports the damage."""
+    folder = os.path.dirname(os.path.abspath(prefix))
+    backups = sorted((os.path.join(folder, n[:-len(".index")]) for n in _leftovers(prefix)
+                      if n.endswith(".index") and ".previous-" in n), key=lambda p: -os.path.getmtime(index_path(p)))
+    if not backups or _verifies(prefix):
+        return prefix
+    for backup in backups:
+        if _verifies(backup):
+            warnings.warn(f"checkpoint {prefix!r} is torn (a save killed between renaming its two files); read "
+                          f"the one it replaced, {backup!r}, instead", stacklevel=3)
+            return backup
+    return prefix
+
+
+def _verifies(prefix: str) -> bool:
+    try:
+        with BundleReader(prefix) as reader:
+            reader.verify()
+        return True
+    except (DataLossError, NotFoundError, OSError):
+        return False
+
+
+def _files(prefix: str) -> list[str]:
+    """The names of the bundle `prefix`'s files in its folder, its data files first."""
+    folder, base = os.path.split(os.path.abspath(prefix))
+    data = re.compile(re.escape(base) + r"\.data-\d{5}-of-\d{5}")
+    return sorted(n for n in os.listdir(folder) if data.fullmatch(n)) + [base + ".index"]
+
+
+def _leftovers(prefix: str) -> list[str]:
+    """The names of the files that replace_bundle made beside `prefix` and a kill left there (new bundles, the
+    temporary files atomic_open was writing them through, backups), indexes last."""
+    folder, base = os.path.split(os.path.abspath(prefix))
+    if not os.path.isdir(folder):
+        return []
+    files = r"\.(?:index|data-\d{5}-of-\d{5})"
+    left = re.compile(rf"{re.escape(base)}\.(?:new|previous)-[0-9a-f]{{12}}{files}|"
+                      rf"\.{re.escape(base)}\.new-[0-9a-f]{{12}}{files}\.[0-9a-f]{{12}}\.tmp")
+    return sorted((n for n in os.listdir(folder) if left.fullmatch(n)), key=lambda n: (n.endswith(".index"), n))
 
 
 def merge_bundles(prefixes: list[str], destination: str, delete_old: bool = True) -> None:

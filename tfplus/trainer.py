@@ -74,9 +74,9 @@ MAX_STEPS = 2**63 - 1  # a run's steps: the global step is an int64
 HISTORY_KEPT = 1000
 # The stop requests the loop honours by saving, then exiting 128 + the signal's number. SIGHUP: the terminal
 # closed (an ssh session dropped): the run is saved as for SIGTERM, not lost.
-_EXIT_ON_SIGNAL = {signal.SIGINT: 130, signal.SIGTERM: 143}
+EXIT_ON_SIGNAL = {signal.SIGINT: 130, signal.SIGTERM: 143}
 if hasattr(signal, "SIGHUP"):  # not on Windows
-    _EXIT_ON_SIGNAL[signal.SIGHUP] = 129
+    EXIT_ON_SIGNAL[signal.SIGHUP] = 129
 
 
 class UsageError(ValueError):
@@ -710,6 +710,7 @@ class JsonLog:
         if path:
             try:
                 os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+                _cut_torn_row(path)
                 self._file = open(path, "a", encoding="utf-8")  # closed in close()
             except OSError as e:
                 raise UsageError(f"--log {path}: cannot open it for writing ({e.strerror})") from None
@@ -730,6 +731,31 @@ class JsonLog:
             except OSError:
                 if not self._failed:  # after a failed write, its unwritten row fails again here: said already
                     raise
+
+
+def _cut_torn_row(path: str) -> None:
+    """Cuts off the end of a JSON-lines file after its last newline: a row that a writer killed (or stopped by a
+    full disk) left half-written, which the next row appended would otherwise join into one line no JSON reader
+    takes. Only a regular file: a pipe or a terminal is written as it is."""
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return
+    except FileNotFoundError:
+        return
+    with open(path, "rb+") as f:
+        end = pos = f.seek(0, os.SEEK_END)
+        while pos > 0:  # the last newline, read backwards
+            size = min(pos, 1 << 16)
+            f.seek(pos - size)
+            newline = f.read(size).rfind(b"\n")
+            if newline >= 0:
+                pos += newline - size + 1
+                break
+            pos -= size
+        if pos < end:
+            f.truncate(pos)
+            print(f"tfplus: note: {path}: cut off its last {end - pos} bytes, a row left unfinished by a run that "
+                  "was stopped while writing it", file=sys.stderr)
 
 
 class TensorBoardLog:
@@ -1149,7 +1175,7 @@ def _train(cfg: TrainConfig, out: IO[str] | None, err: IO[str] | None) -> TrainR
                 run.log.close()
 
     step, history = run.step, run.state["history"]
-    exit_code = _EXIT_ON_SIGNAL[stop.signum] if stop.signum is not None else 0
+    exit_code = EXIT_ON_SIGNAL[stop.signum] if stop.signum is not None else 0
     total_time = run.state["elapsed_s"] + time.perf_counter() - run.start_time
     accs = [(r["test_accuracy"], r["epoch"]) for r in history if r["test_accuracy"] is not None]
     best = max(accs, key=lambda a: a[0]) if accs else (None, None)
@@ -1540,7 +1566,7 @@ class _StopHook(tf.train.SessionRunHook):
 
     def __enter__(self) -> _StopHook:
         if threading.current_thread() is threading.main_thread():  # signal handlers live in the main thread
-            for s in _EXIT_ON_SIGNAL:
+            for s in EXIT_ON_SIGNAL:
                 # An ignored signal stays ignored: nohup's SIGHUP, a background job's SIGINT.
                 if signal.getsignal(s) != signal.SIG_IGN:
                     self._old[s] = signal.signal(s, self._handle)

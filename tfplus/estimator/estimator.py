@@ -25,6 +25,7 @@ import collections
 import copy
 import inspect
 import os
+import shutil
 import tempfile
 import time
 
@@ -33,6 +34,7 @@ import numpy as np
 from tfplus import errors, logging
 from tfplus.data.dataset_ops import Dataset, make_one_shot_iterator
 from tfplus.framework import Graph, GraphKeys, Tensor
+from tfplus.gfile import fsync_folder
 from tfplus.train import monitored_session as _ms
 from tfplus.train.saver import Saver, latest_checkpoint, list_variables, load_variable
 from tfplus.train.training_util import create_global_step, get_global_step
@@ -496,13 +498,18 @@ class Estimator:
             export_dir = _timestamped_dir(os.fspath(export_dir_base))
             temp_dir = os.path.join(os.path.dirname(export_dir), "temp-" + os.path.basename(export_dir))
             from tfplus.engine.session import Session
-            with Session(graph=g, config=self._config.session_config) as sess:
-                saver.restore(sess, path)
-                builder = SavedModelBuilder(temp_dir)
-                builder.add_meta_graph_and_variables(sess, [constants.SERVING], signature_def_map=signatures,
-                                                     main_op=local_init, saver=saver)
-                builder.save(as_text)
-            os.replace(temp_dir, export_dir)
+            try:
+                with Session(graph=g, config=self._config.session_config) as sess:
+                    saver.restore(sess, path)
+                    builder = SavedModelBuilder(temp_dir)
+                    builder.add_meta_graph_and_variables(sess, [constants.SERVING], signature_def_map=signatures,
+                                                         main_op=local_init, saver=saver)
+                    builder.save(as_text)
+                os.replace(temp_dir, export_dir)
+            except BaseException:  # e.g. Ctrl-C: no half-written temp- folder stays behind
+                shutil.rmtree(temp_dir, ignore_errors=True)
+                raise
+            fsync_folder(os.path.dirname(export_dir))  # the rename made durable: the export is there after a crash
         logging.info("SavedModel written to: %s", export_dir)
         return export_dir.encode()
 

@@ -70,13 +70,15 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     s.add_argument("--download", action="store_true", help="download CIFAR-10 (about 170 MB, md5-checked) into --data "
                    "or the cache first, if it is not there")
     s.add_argument("--out", metavar="DIR", help="rounds.jsonl, the global model's checkpoints, TensorBoard events")
+    s.add_argument("--resume", action="store_true", help="continue the run in --out from its newest checkpoint that "
+                   "verifies (after Ctrl-C, SIGTERM or a kill), with the same options")
     s.set_defaults(func=main)
     return f
 
 
 def main(args: argparse.Namespace) -> int:
     from tfplus import data as tfdata
-    from tfplus.trainer import UsageError
+    from tfplus.trainer import EXIT_ON_SIGNAL, UsageError
     try:
         from tfplus.federated import flower
     except ImportError as e:
@@ -88,7 +90,11 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError(str(e)) from None
     if args.download and not args.synthetic and tfdata.find_data_dir(args.data) is None:
         tfdata.download(tfdata.data_root(args.data))
-    flower.simulate(fed, log=lambda row: print(json.dumps(row), flush=True))
+    try:
+        flower.simulate(fed, log=lambda row: print(json.dumps(row), flush=True))
+    except flower.Stopped as e:
+        print(f"tfplus federated simulate: {e}", file=sys.stderr)
+        return EXIT_ON_SIGNAL[e.signum]
     if fed.out is None:
         print("tfplus federated simulate: note: no --out, so the global model was not saved", file=sys.stderr)
     return 0

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import math
 import os
+import signal
 import sys
 import time
 import tracemalloc
@@ -27,6 +29,8 @@ from tfplus.data import cifar10
 from tfplus.federated import STRATEGIES
 from tfplus.federated.model import FederatedModel, save_weights
 from tfplus.federated.partition import parse_spec, partition
+from tfplus.gfile import atomic_write
+from tfplus.train.saver import newest_valid_checkpoint
 
 try:
     from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
@@ -74,6 +78,7 @@ class Federation:
     test_examples: int | None = None   # central evaluation on the test set's first N images (None: all of it)
     measure_memory: bool = False       # clients trace their NumPy memory (tracemalloc) and measure a step's peak
     out: str | None = None
+    resume: bool = False               # continue the run in `out` from its newest checkpoint that verifies
 
     def __post_init__(self) -> None:
         parse_spec(self.partition)
@@ -94,6 +99,8 @@ class Federation:
                              f"{self.client_cpus}: no client could ever be placed; raise --cpus or lower --client-cpus")
         if self.test_examples is not None and self.test_examples < 1:
             raise ValueError(f"test_examples {self.test_examples}: give at least 1, or None for the whole test set")
+        if self.resume and not self.out:
+            raise ValueError("resume (--resume) continues the run saved in --out: give its --out")
         if self.min_train > self.clients:
             raise ValueError(f"min_train (--min-clients) {self.min_train} is more than clients {self.clients}: a "
                              "round could never start; lower it")
@@ -341,8 +348,10 @@ class _Reporting:
     train_metrics: MetricRecord | None = None
     statistics: tuple[str, ...] = ()  # the arrays averaged as they are (_average_statistics)
 
+    round_offset = 0  # the rounds a resumed run had done: the clients' schedules and seeds go on from there
+
     def configure_train(self, server_round, arrays, config, grid):
-        messages = list(super().configure_train(server_round, arrays, config, grid))
+        messages = list(super().configure_train(server_round + self.round_offset, arrays, config, grid))
         self.sent = {m.metadata.dst_node_id for m in messages}
         return messages
 
@@ -391,7 +400,101 @@ def make_strategy(fed: Federation, statistics=()):
                min_available_nodes=fed.min_train, **extra)
 
 
-def run_server(fed: Federation, grid: Grid, log=None, concurrent: int | None = None):
+class Stopped(Exception):
+    """A simulation stopped by SIGINT, SIGTERM or SIGHUP (its `signum`), after the round that was running when it
+    came (`server_round`), whose checkpoint and rounds.jsonl row are saved (`checkpoint`, None without an out)."""
+
+    def __init__(self, signum: int, server_round: int, rounds: int, checkpoint: str | None):
+        self.signum, self.server_round, self.checkpoint = signum, server_round, checkpoint
+        super().__init__(f"{signal.Signals(signum).name}: stopped after round {server_round} of {rounds}; " +
+                         (f"saved {checkpoint}; continue with the same options and --resume" if checkpoint
+                          else "nothing saved (no --out)"))
+
+
+class StopSignals:
+    """While entered (in the main thread): SIGINT, SIGTERM and SIGHUP are noted in `signum`, for run_server to stop
+    after the running round's save (raising Stopped), instead of ending the process halfway (Ray's own SIGTERM
+    handler aborted it with a stack dump). An ignored signal stays ignored (nohup's SIGHUP); a second SIGINT
+    interrupts at once."""
+
+    def __init__(self):
+        self.signum: int | None = None
+        self._old: dict[int, Any] = {}
+
+    def _handle(self, signum, frame) -> None:
+        if self.signum is not None and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        self.signum = self.signum or signum
+
+    def __enter__(self) -> StopSignals:
+        for s in trainer.EXIT_ON_SIGNAL:
+            if signal.getsignal(s) != signal.SIG_IGN:
+                self._old[s] = signal.signal(s, self._handle)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for s, handler in self._old.items():
+            signal.signal(s, signal.SIG_DFL if handler is None else handler)  # None: a handler installed in C
+
+
+# What a resumed run may set anew: where and how fast it runs, not what it computes.
+_RESUME_FREE = ("out", "resume", "cpus", "client_cpus", "client_gpus", "round_timeout", "measure_memory",
+                "test_examples", "min_train")
+# Strategies whose server optimizer keeps state across rounds that the checkpoints do not hold.
+_STATEFUL = ("fedadam", "fedyogi", "fedadagrad", "fedavgm")
+
+
+def _settings(fed: Federation) -> dict[str, Any]:
+    """The settings a resumed run must share with the run it continues (saved in each checkpoint)."""
+    return {k: v for k, v in dataclasses.asdict(fed).items() if k not in _RESUME_FREE}
+
+
+def _resume(fed: Federation, model: FederatedModel) -> tuple[int, list[dict[str, Any]]]:
+    """Restores `model` from fed.out's newest checkpoint that verifies; returns its round and history. Refuses
+    (UsageError) a run whose settings differ: they change the weights, and a resumed run gives those of the run
+    never stopped."""
+    if fed.strategy in _STATEFUL:
+        raise trainer.UsageError(f"--resume: {fed.strategy}'s server optimizer state is not saved in the checkpoints, "
+                                 "so a resumed run would differ from one never stopped; use fedavg or fedprox to "
+                                 "resume")
+    reader, skipped = newest_valid_checkpoint(fed.out)
+    for path, why in skipped:
+        print(f"tfplus federated simulate: note: skipped {path}: {why}", file=sys.stderr)
+    if reader is None:
+        raise trainer.UsageError(f"--resume: no checkpoint in {fed.out} verifies; start without --resume")
+    with reader:
+        meta = reader.metadata()
+        saved = meta.get("federation")
+        if saved is None:
+            raise trainer.UsageError(f"--resume: {reader.path} is not a federated run's checkpoint")
+        differ = {k: (saved.get(k), v) for k, v in _settings(fed).items() if saved.get(k) != v}
+        if differ:
+            raise trainer.UsageError(f"--resume: {reader.path} was saved by a run with other settings: " + ", ".join(
+                f"{k} {old!r} (now {new!r})" for k, (old, new) in sorted(differ.items())) + "; give the same ones")
+        model.saver.restore(model.sess, reader)
+    return meta["step"] // model.steps_per_round, meta.get("history", [])
+
+
+def _keep_rows(path: str, last_round: int) -> None:
+    """rounds.jsonl without the rows after `last_round` (written after a checkpoint that no longer verifies) and a
+    row left half-written; rewritten atomically."""
+    if not os.path.exists(path):
+        return
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().split("\n")
+    kept = []
+    for line in lines:
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if row.get("round", 0) <= last_round:
+            kept.append(line + "\n")
+    atomic_write(path, "".join(kept).encode())
+
+
+def run_server(fed: Federation, grid: Grid, log=None, concurrent: int | None = None,
+               stop: StopSignals | None = None):
     """Runs fed.rounds rounds of the strategy on `grid`. After each round (and before the first): the global model
     is evaluated on the test set, saved as a checkpoint in fed.out (tfplus eval reads it), and a row
     {round, test_accuracy, test_loss, train_loss, setup_s and train_s (the clients' means), clients, failed,
@@ -399,7 +502,8 @@ def run_server(fed: Federation, grid: Grid, log=None, concurrent: int | None = N
     client's), checkpoint} goes to fed.out/rounds.jsonl and, as scalars federated/*, to TensorBoard event files in
     fed.out. A round waits fed.timeout(concurrent) seconds for replies. The initial global weights also go to
     fed.out/initial_weights.npz (model.save_weights), for a peer that must start from them. Returns Flower's
-    Result."""
+    Result; raises Stopped after the round during which `stop` noted a signal. With fed.resume, the run in fed.out
+    goes on from its newest checkpoint that verifies (_resume)."""
     # The server's model is not a client's: no client budget (a budget that fits a client's training step need not
     # fit the server's steps, e.g. get_weights' copy of every weight beside them: MobileNet at 32 MB).
     model = FederatedModel(dataclasses.replace(fed.train_config(), memory_budget=None), fed.round_steps(),
@@ -407,19 +511,28 @@ def run_server(fed: Federation, grid: Grid, log=None, concurrent: int | None = N
     test = test_set(fed)
     strategy = make_strategy(fed, model.statistics)
     history: list[dict[str, Any]] = []
-    out = fed.out
+    out, start = fed.out, 0
     jsonl = events = None
+    if fed.resume:
+        start, history = _resume(fed, model)
+        _keep_rows(os.path.join(out, "rounds.jsonl"), start)
+        strategy.round_offset = start
+        print(f"tfplus federated simulate: resumed at round {start} of {fed.rounds}", file=sys.stderr)
     if out:
         os.makedirs(out, exist_ok=True)
-        save_weights(os.path.join(out, "initial_weights.npz"), model.get_weights())
+        if not fed.resume:
+            save_weights(os.path.join(out, "initial_weights.npz"), model.get_weights())
         jsonl = trainer.JsonLog(os.path.join(out, "rounds.jsonl"))
         events = summary.FileWriter(out)
     clock = [time.perf_counter()]
     data_dir = None if fed.synthetic else str(_batches_dir(fed).resolve())
 
     def evaluate(server_round: int, arrays: ArrayRecord) -> MetricRecord:
+        resumed, server_round = start and not server_round, server_round + start  # Flower counts from 0 again
         model.set_weights(_weights(arrays))
         accuracy, loss = model.evaluate(test)
+        if resumed:  # the restored checkpoint's round: saved and logged already
+            return MetricRecord({"test_accuracy": accuracy, "test_loss": loss})
         now = time.perf_counter()
         row: dict[str, Any] = {"kind": "round", "round": server_round, "step": server_round * model.steps_per_round,
                                "test_accuracy": accuracy, "test_loss": loss, "round_s": now - clock[0]}
@@ -433,7 +546,7 @@ def run_server(fed: Federation, grid: Grid, log=None, concurrent: int | None = N
                 row.update({k: strategy.train_metrics[k] for k in _TRAIN_METRICS if k in strategy.train_metrics})
         history.append({"epoch": server_round or 1, "test_accuracy": accuracy})
         if out:
-            row["checkpoint"] = model.save(out, server_round, data_dir, history)
+            row["checkpoint"] = model.save(out, server_round, data_dir, history, _settings(fed))
             jsonl.write(row)
             events.add_summary(summary.Summary(value=[summary.Summary.Value(tag=f"federated/{k}",
                                                                             simple_value=float(row[k]))
@@ -441,10 +554,12 @@ def run_server(fed: Federation, grid: Grid, log=None, concurrent: int | None = N
             events.flush()
         if log is not None:
             log(row)
+        if stop is not None and stop.signum is not None and server_round < fed.rounds:
+            raise Stopped(stop.signum, server_round, fed.rounds, row.get("checkpoint"))
         return MetricRecord({"test_accuracy": accuracy, "test_loss": loss})
 
     try:
-        return strategy.start(grid, _record(model.get_weights()), num_rounds=fed.rounds,
+        return strategy.start(grid, _record(model.get_weights()), num_rounds=fed.rounds - start,
                               timeout=fed.timeout(concurrent), evaluate_fn=evaluate)
     finally:
         if out:
@@ -453,14 +568,15 @@ def run_server(fed: Federation, grid: Grid, log=None, concurrent: int | None = N
         model.close()
 
 
-def server_app(fed: Federation | None = None, log=None, concurrent: int | None = None) -> ServerApp:
+def server_app(fed: Federation | None = None, log=None, concurrent: int | None = None,
+               stop: StopSignals | None = None) -> ServerApp:
     """The ServerApp: run_server with `fed`, or the Federation of the run config (Deployment Engine);
-    `concurrent`: how many clients train at once (run_server's)."""
+    `concurrent` and `stop`: run_server's."""
     app = ServerApp()
 
     @app.main()
     def main(grid: Grid, context: Context) -> None:
-        run_server(fed or Federation.from_run_config(dict(context.run_config)), grid, log, concurrent)
+        run_server(fed or Federation.from_run_config(dict(context.run_config)), grid, log, concurrent, stop)
 
     return app
 
@@ -507,12 +623,14 @@ def _start_ray(fed: Federation) -> int:
 def simulate(fed: Federation, log=None) -> None:
     """fed.clients clients in Flower's Simulation Engine (Ray) on this machine, each given fed.client_cpus CPUs
     and fed.client_gpus GPUs, Ray fed.cpus CPUs in all (a worker process for each client that trains at once,
-    taking the round's clients in turns); the rows go to fed.out and `log`."""
+    taking the round's clients in turns); the rows go to fed.out and `log`. SIGINT, SIGTERM or SIGHUP stops it
+    after the running round's save: Stopped (see StopSignals)."""
     run_simulation = _run_simulation()
     concurrent = _start_ray(fed)
     backend = {"client_resources": {"num_cpus": fed.client_cpus, "num_gpus": fed.client_gpus}}
-    run_simulation(server_app(fed, log, concurrent), client_app(fed), num_supernodes=fed.clients,
-                   backend_config=backend)
+    with StopSignals() as stop:  # after Ray's start, whose handlers these replace
+        run_simulation(server_app(fed, log, concurrent, stop), client_app(fed), num_supernodes=fed.clients,
+                       backend_config=backend)
 
 
 # The Deployment Engine's entry points (a Flower app's pyproject.toml names them, README.md "Federated training"):

@@ -13,26 +13,36 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import zipfile
+import zlib
 from typing import Any
 
 import numpy as np
 
 import tfplus as tf
 from tfplus import data as tfdata
-from tfplus import trainer
+from tfplus import errors, trainer
+from tfplus.gfile import atomic_open
 from tfplus.train.optimizer import WrapperOptimizer
 
 
 def save_weights(path: str, weights: dict[str, np.ndarray]) -> None:
     """Writes {variable name: array} (get_weights()'s) as an .npz keyed by the names: what another framework's
-    peer loads to start from the very same weights (NumPy reads it without pickles)."""
-    np.savez(path, **weights)
+    peer loads to start from the very same weights (NumPy reads it without pickles). Atomically: a killed
+    server leaves the file whole or as it was."""
+    with atomic_open(path) as f:
+        np.savez(f, **weights)
 
 
 def load_weights(path: str) -> dict[str, np.ndarray]:
-    """save_weights' {variable name: array}, read with pickles refused."""
-    with np.load(path, allow_pickle=False) as f:
-        return {name: f[name] for name in f.files}
+    """save_weights' {variable name: array}, read with pickles refused; a damaged file (its zip structure or an
+    array's CRC-32) is a DataLossError naming it."""
+    try:
+        with np.load(path, allow_pickle=False) as f:
+            return {name: f[name] for name in f.files}
+    except (zipfile.BadZipFile, zlib.error, EOFError, ValueError) as e:  # ValueError: also a pickled array
+        raise errors.DataLossError(None, None, f"{path}: not a whole weights file (an .npz of arrays, as "
+                                   f"save_weights writes): {e}") from None
 
 
 def pytorch_layout(weights: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -257,16 +267,18 @@ class FederatedModel:
         return max(p.peak_bytes for p in plans) if plans else None
 
     def save(self, checkpoint_dir: str, server_round: int, data_dir: str | None,
-             history: list[dict[str, Any]]) -> str:
+             history: list[dict[str, Any]], federation: dict[str, Any] | None = None) -> str:
         """Writes the model as a TensorFlow-format checkpoint `tfplus eval` reads (a `tfplus train` checkpoint's
-        metadata, its step the rounds' steps so far) and returns its path."""
+        metadata, its step the rounds' steps so far, and `federation`: the settings a resumed run must share) and
+        returns its path."""
         step = server_round * self.steps_per_round
         self.reset_optimizer(step)
         recipe = {k: list(v) if isinstance(v, tuple) else v for k, v in
                   ((k, getattr(self.cfg, k)) for k in trainer.RECIPE)}
         meta = {"format": trainer.CHECKPOINT_FORMAT, "step": step, "recipe": recipe, "data": data_dir,
                 "data_state": {"seed": self.cfg.seed, "epoch": 0, "batch_index": 0}, "history": history[-100:],
-                "sums": [0.0, 0.0, 0], "elapsed_s": 0.0, "epoch_s": 0.0, "h2d_bytes": 0, "d2h_bytes": 0}
+                "sums": [0.0, 0.0, 0], "elapsed_s": 0.0, "epoch_s": 0.0, "h2d_bytes": 0, "d2h_bytes": 0,
+                "federation": federation}
         json.dumps(meta)  # fails here, naming the value, rather than inside the Saver
         return self.saver.save(self.sess, os.path.join(checkpoint_dir, trainer.CHECKPOINT_PREFIX),
                                global_step=step, metadata=meta)

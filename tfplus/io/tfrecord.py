@@ -133,6 +133,15 @@ class TFRecordWriter:
 
 def read_file_bytes(path, compression_type="") -> bytes:
     """The bytes of `path`, decompressed as `compression_type` says ("" / "ZLIB" / "GZIP")."""
+    data, error = _read(path, compression_type)
+    if error is not None:
+        raise error
+    return data
+
+
+def _read(path, compression_type) -> tuple[bytes, Exception | None]:
+    """The bytes of `path`, decompressed, and None; or, for a damaged compressed stream, what decompresses before
+    the damage and the DataLossError to raise after the records it holds."""
     path = os.fspath(path.decode() if isinstance(path, bytes) else path)
     try:
         with open(path, "rb") as f:
@@ -140,21 +149,34 @@ def read_file_bytes(path, compression_type="") -> bytes:
     except FileNotFoundError:
         raise errors.NotFoundError(None, None, f"{path}; No such file or directory") from None
     kind = compression_type_string(compression_type)
-    if kind:
-        try:
-            data = zlib.decompress(data, _WBITS[kind])
-        except zlib.error as e:
-            raise errors.DataLossError(None, None, f"{path}: not a {kind} file or a damaged one ({e}); is "
-                                       "compression_type right?") from None
-    return data
+    if not kind:
+        return data, None
+    unzip = zlib.decompressobj(_WBITS[kind])
+    try:
+        out = unzip.decompress(data)
+    except zlib.error as e:
+        # NOTE: the bytes that decompressed before the damage are lost with the exception: 4 KB at a time keeps
+        # them, but for what the damaged 4 KB held (its records are reported with the damage, not skipped).
+        out, unzip = bytearray(), zlib.decompressobj(_WBITS[kind])
+        for start in range(0, len(data), 4096):
+            try:
+                out += unzip.decompress(data[start:start + 4096])
+            except zlib.error:
+                break
+        return bytes(out), errors.DataLossError(None, None, f"{path}: not a {kind} file or a damaged one ({e}) "
+                                                f"after {len(out)} uncompressed bytes; is compression_type right?")
+    # A stream that ends early (a writer killed, or still writing, after flush()) is read up to its end, as in
+    # TensorFlow: a record cut there is reported by the framing.
+    return out, None
 
 
 def read_records(path, compression_type="") -> Iterator[bytes]:
     """The records of the file `path`, each checked: a damaged one is a DataLossError naming the file and the
-    record's offset (in the uncompressed stream), raised after the records before it. The data's checksums are
-    taken a batch of records at a time (crc32c.values)."""
+    record's offset (in the uncompressed stream), raised after the records before it, also in a compressed file
+    cut short (a killed writer's): TensorFlow reads it so. The data's checksums are taken a batch of records at a
+    time (crc32c.values)."""
     name = os.fspath(path.decode() if isinstance(path, bytes) else path)
-    data = read_file_bytes(path, compression_type)
+    data, damaged = _read(path, compression_type)
     pending: list[tuple[int, bytes]] = []  # (offset, record) framed, their data's checksums not yet checked
     for offset, record, error in _frames(data, name):
         if record is not None:
@@ -163,8 +185,10 @@ def read_records(path, compression_type="") -> Iterator[bytes]:
             yield from _checked(pending, data, name)
             pending = []
         if error is not None:
-            raise error
+            raise damaged or error  # a record cut by the damage: the damage is the cause
     yield from _checked(pending, data, name)
+    if damaged is not None:  # the damage came at a record's end
+        raise damaged
 
 
 def _frames(data: bytes, name: str):

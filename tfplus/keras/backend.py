@@ -12,6 +12,7 @@ running the initializers of the graph's variables that session has not initializ
 from __future__ import annotations
 
 import re
+import threading
 import weakref
 
 import numpy as np
@@ -33,6 +34,7 @@ __all__ = ["backend", "batch_get_value", "batch_set_value", "clear_session", "ep
 _EPSILON = 1e-7
 _FLOATX = "float32"
 _session: Session | None = None
+_session_lock = threading.RLock()
 # Per graph: {"uids": {prefix: count}, "phase": the learning-phase tensor, "fixed": set_learning_phase's value}.
 _graph_state: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
@@ -125,14 +127,18 @@ def get_session() -> Session:
     graph's variables it has not initialized are initialized first (as TF1's Keras does)."""
     global _session
     graph = get_default_graph()
-    sess = get_default_session()
-    if sess is None or sess.graph is not graph:
-        if _session is None or _session.graph is not graph or getattr(_session, "_closed", False):
-            _session = Session(graph=graph)
-        sess = _session
-    fresh = [v for v in global_variables() if v.op.name not in sess.variables]
-    if fresh:
-        sess.run(variables_initializer(fresh))
+    # NOTE: one thread at a time (request threads of a server): two first calls made two sessions, one thread's
+    # weights were then another's fresh random ones, and a variable seen uninitialized by two threads was
+    # initialized again after the first had trained it.
+    with _session_lock:
+        sess = get_default_session()
+        if sess is None or sess.graph is not graph:
+            if _session is None or _session.graph is not graph or getattr(_session, "_closed", False):
+                _session = Session(graph=graph)
+            sess = _session
+        fresh = [v for v in global_variables() if v.op.name not in sess.variables]
+        if fresh:
+            sess.run(variables_initializer(fresh))
     return sess
 
 

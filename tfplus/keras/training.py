@@ -12,6 +12,7 @@ its samples. fit shuffles with NumPy's global generator (np.random.seed makes it
 from __future__ import annotations
 
 import os
+import threading
 
 import numpy as np
 
@@ -21,7 +22,7 @@ from tfplus.keras import callbacks as _callbacks
 from tfplus.ops import math_ops
 from tfplus.ops.array_ops import placeholder
 from tfplus.ops.control_flow_ops import group
-from tfplus.tensor_bundle import write_bundle
+from tfplus.tensor_bundle import replace_bundle, whole_bundle
 from tfplus.train import NewCheckpointReader, Saver
 
 __all__ = ["Training"]
@@ -50,6 +51,11 @@ def _as_array(data, tensor):
     a = np.asarray(data, dtype=tensor.dtype.np)
     rank = tensor.shape.ndims
     return a[:, None] if a.ndim == 1 and rank is not None and rank > 1 else a
+
+
+# What fit and predict build on their first call, built by one thread at a time (request threads of a server): two
+# threads' first fits made two training ops, each with its own optimizer state.
+_building = threading.RLock()
 
 
 class Training:
@@ -112,10 +118,11 @@ class Training:
     def _train_step(self):
         """The training step, made on the first fit / train_on_batch: the optimizer's update of the trainable
         weights and the layers' updates, after the loss and metrics are computed."""
-        if self._train_op is None:
-            with name_scope("training"), control_dependencies(self._fetches):
-                step = self.optimizer.minimize(self.total_loss, var_list=self.trainable_weights)
-                self._train_op = group(step, *self.updates)
+        with _building:
+            if self._train_op is None:
+                with name_scope("training"), control_dependencies(self._fetches):
+                    step = self.optimizer.minimize(self.total_loss, var_list=self.trainable_weights)
+                    self._train_op = group(step, *self.updates)
         return self._train_op
 
     # -- data -----------------------------------------------------------------------------------------------
@@ -144,11 +151,12 @@ class Training:
         return [_as_array(d, t) for d, t in zip(data, tensors)]
 
     def _ensure_built(self, x) -> None:
-        if not self.outputs:
-            first = np.asarray(x[0] if isinstance(x, (list, tuple)) else x)
-            self._build_from_data((None,) + first.shape[1:])
-            if getattr(self, "_compile_args", None) is not None:
-                self._build_loss()
+        with _building:
+            if not self.outputs:
+                first = np.asarray(x[0] if isinstance(x, (list, tuple)) else x)
+                self._build_from_data((None,) + first.shape[1:])
+                if getattr(self, "_compile_args", None) is not None:
+                    self._build_loss()
 
     def _run(self, fetches, arrays: list, tensors: list, training: bool):
         feed = dict(zip(tensors, arrays))
@@ -297,7 +305,7 @@ class Training:
         tensors = {key: value for (key, _), value in zip(keyed, values)}
         tensors[_OBJECT_GRAPH] = _object_graph(keyed)
         os.makedirs(os.path.dirname(os.path.abspath(str(filepath))), exist_ok=True)
-        write_bundle(str(filepath), tensors)
+        replace_bundle(str(filepath), tensors)  # a save killed midway leaves the weights saved before readable
 
     def _checkpoint_keys(self) -> list:
         """[(checkpoint key, variable)] of the weights, layer by layer, as TensorFlow's Keras keys them."""
@@ -312,14 +320,19 @@ class Training:
         if by_name or skip_mismatch:
             raise NotImplementedError(f"{self.name}.load_weights: by_name and skip_mismatch are for HDF5 files, "
                                       "which tfplus does not read")
-        reader = NewCheckpointReader(str(filepath))
+        reader = NewCheckpointReader(whole_bundle(str(filepath)))
         if not reader.has_tensor(_OBJECT_GRAPH):
-            Saver(self.weights, max_to_keep=None).restore(backend.get_session(), str(filepath))
+            Saver(self.weights, max_to_keep=None).restore(backend.get_session(), reader)
             return
         pairs = []
+        shapes = reader.get_variable_to_shape_map()
         for key, v in self._checkpoint_keys():
             if not reader.has_tensor(key):
-                raise ValueError(f"{self.name}.load_weights: {filepath} has no {key} for weight {v.op.name}")
+                raise ValueError(f"{self.name}.load_weights: {reader.path} has no {key} for weight {v.op.name}")
+            if tuple(shapes[key]) != tuple(v.shape.as_list()):
+                raise ValueError(f"{self.name}.load_weights: {reader.path} holds {key} with shape "
+                                 f"{tuple(shapes[key])}, but weight {v.op.name} has shape {tuple(v.shape.as_list())}: "
+                                 "the file was saved from a different model")
             pairs.append((v, reader.get_tensor(key)))
         backend.batch_set_value(pairs)
 

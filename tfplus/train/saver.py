@@ -38,23 +38,16 @@ saves to.
 """
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import math
 import numbers
 import os
 import re
-import shutil
 import stat
 import time
 import uuid
 import warnings
-
-try:
-    import fcntl
-except ImportError:  # Windows
-    fcntl = None
 
 import numpy as np
 from google.protobuf import message as _message
@@ -72,7 +65,7 @@ from tfplus.framework import (
     get_default_graph,
     shapes_compatible,
 )
-from tfplus.gfile import atomic_write, open_regular, read_regular
+from tfplus.gfile import atomic_write, folder_lock, link_or_copy, open_regular, read_regular
 from tfplus.ops import io_ops
 from tfplus.ops.array_ops import identity, placeholder, placeholder_with_default
 from tfplus.ops.control_flow_ops import group
@@ -290,7 +283,7 @@ class Saver:
         try:
             for f in _checkpoint_files(path, "tensorflow"):  # the index first: a partial backup is removable
                 # NOTE: the data files come back absolute, the index as given: cut the suffix off the file name
-                _link_or_copy(f, backup + os.path.basename(f)[len(os.path.basename(path)):])
+                link_or_copy(f, backup + os.path.basename(f)[len(os.path.basename(path)):])
             listed = [p for p in listed if p == backup or _checkpoint_files(p)]  # (as in _record)
             _write_state(folder, _others(folder, listed + [path], latest_filename) + listed, latest_filename)
         except BaseException:  # the state file still lists `path`, untouched
@@ -761,16 +754,6 @@ def remove_interrupted_saves(folder: str, latest_filename: str | None = None) ->
     return sorted(removed)
 
 
-def _link_or_copy(src: str, dst: str) -> None:
-    """`dst` as a second name of the file `src` (a durable copy where the file system has no hard links)."""
-    try:
-        os.link(src, dst)
-    except OSError:
-        shutil.copyfile(src, dst)
-        with open(dst, "rb+") as f:
-            os.fsync(f.fileno())
-
-
 def _remove_checkpoint(prefix: str, fmt: str | None = None) -> None:
     """Deletes the checkpoint `prefix` (index first, so that no index outlives its data)."""
     for path in _checkpoint_files(prefix, fmt):
@@ -778,20 +761,11 @@ def _remove_checkpoint(prefix: str, fmt: str | None = None) -> None:
 
 
 # -- the state file ------------------------------------------------------------------------------------------
-@contextlib.contextmanager
 def _state_lock(folder: str):
-    """Held (flock on the folder, by every Saver of any process) while a Saver saves into it: two processes saving
-    into one folder take turns, each keeps the other's checkpoints listed, and none lists one that the other
-    deleted (nor replaces or deletes files under the other's save)."""
-    if fcntl is None:  # not on POSIX: one saving process per folder
-        yield
-        return
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # (releases the lock)
+    """Held (gfile.folder_lock) while a Saver saves into `folder`: two processes saving into one folder take turns,
+    each keeps the other's checkpoints listed, and none lists one that the other deleted (nor replaces or deletes
+    files under the other's save)."""
+    return folder_lock(folder)
 
 
 def _others(folder: str, mine: list[str], latest_filename: str | None) -> list[str]:
