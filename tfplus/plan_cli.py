@@ -252,18 +252,26 @@ def _note(text: str) -> None:
     print(f"tfplus plan: {text}", file=sys.stderr, flush=True)
 
 
+_PLANNED_STEPS = 1000  # the run length the planned step's learning-rate schedule is built for
+
+
 class _TrainStep:
     """The training step `tfplus train` runs (tfplus.trainer's graph and running sums), planned at any batch."""
 
     def __init__(self, args):
+        from tfplus.graphs.mentee import default_warmup
         from tfplus.trainer import RunningSums, TrainConfig, build_graph, device_input, resolve
         self.args = args
         given = {k: getattr(args, k, None) for k in ("model", "conv_widths", "fc_widths", "optimizer",
                                                      "data_format", "trainable", "fine_tune_last", "input")}
         cfg = resolve(TrainConfig(**given, batch_size=getattr(args, "batch_size", None), synthetic=True,
                                   device=args.device))
-        cfg.warmup_steps = cfg.warmup_steps or 0
-        self.tg = build_graph(cfg, 1000, device_input(cfg))
+        # NOTE: the step `tfplus train` runs, warm-up included (its default: one epoch, so always some): without
+        # it the learning rate's graph lacked the ramp's ops, and the planner's floor for LeNet at batch 8 came out
+        # 7.5 kB apart from train's (its recomputation choice moved). The figures (1000 steps) change no shape.
+        if cfg.warmup_steps is None:
+            cfg.warmup_steps = default_warmup(_PLANNED_STEPS)
+        self.tg = build_graph(cfg, _PLANNED_STEPS, device_input(cfg))
         self.sums = RunningSums(self.tg)  # the step the trainer runs sums its loss and accuracy on the device
         self.fed = training_feeds(self.tg)
         self.fetches = [self.sums.step_op]

@@ -4,8 +4,8 @@ Three paths, chosen from shapes and attrs alone (so the declared workspaces matc
 - generic: im2col + one GEMM per chunk of images; any window, stride, padding and data format;
 - shift: NCHW, 3x3, stride 1, SAME (what Mentee-style CNNs run): im2col by contiguous copies of a padded,
   flattened image, and fewer of them (3 instead of 9);
-- winograd: the same convolutions when they have 64 or more channels in and out: F(2x2, 3x3) does 4/9 of the
-  multiplies, which there pays for its transforms.
+- winograd: the same convolutions when they have 64 or more channels in and out, or 32 one way and 64 the other
+  (_path): F(2x2, 3x3) does 4/9 of the multiplies, which there pays for its transforms.
 The input gradient of a SAME 3x3 stride-1 conv is itself such a conv (of dy with the flipped filter), so it
 takes the same paths. Big temporaries come from ctx.workspace in the order the workspace functions list them,
 and are bounded per call (the batch is processed in chunks), whatever the batch size.
@@ -31,7 +31,16 @@ from tfplus.dtypes import FLOATS, as_dtype
 from tfplus.registry import SCRATCH_ATTR, ChunkSpec, register_kernel, register_workspace
 from tfplus.tensor_shape import conv_output
 
-_CHUNK_BYTES = 8 << 20  # im2col columns per chunk: big enough for an efficient GEMM, small enough for cache
+# im2col columns per chunk: big enough for an efficient GEMM, small enough that a chunk's columns and GEMM result
+# stay in cache between the passes over them. A Mentee training step at batch 32 on one thread (AMD EPYC, 2 cores)
+# took 100-101 ms of CPU with 4 MB here and 1 MB for Winograd, 97-99 ms with 2 MB, 108 ms with 8 MB and 4 MB.
+# NOTE: not 2 MB: the smaller scratch changes the memory planner's choices (Mentee fine-tuned under 16 MB then
+# micro-batches instead of streaming its frozen features). With many threads a task holds a few images anyway.
+# NOTE: Winograd's budget (_WINO_CHUNK_BYTES) is 2 MB, not the 1 MB that measured ~3% faster still: the scratch of
+# full training's peak (conv5's filter gradient) shrinks with it, fine-tuning's peak is activations (conv1's and
+# conv2's outputs, 33.6 of 42.2 MB at batch 128), and at 1 MB full training (79.7 MB) is no longer twice it
+# (issue 15's bar, tests/cli/test_finetune.py).
+_CHUNK_BYTES = 4 << 20
 # A memory plan may ask for smaller chunks (tfplus.planner's 'scratch' transformation): this attr, when the
 # executor passes it, divides both chunk budgets (_CHUNK_BYTES, _WINO_CHUNK_BYTES) so that every scratch buffer
 # shrinks with it. Kernels and workspace declarations read it the same way, so they stay in step.
@@ -67,14 +76,14 @@ def is_fast(x_shape, f_shape, attrs) -> bool:
             and tuple(attrs["strides"]) == (1, 1, 1, 1))
 
 
-def _path(c_in: int, c_out: int, kind: str = "forward") -> str:
-    """The fast path for a conv of c_in into c_out channels (kind 'forward', also the input gradient's) or its
-    filter gradient ('filter'). Winograd's transforms cost NumPy passes over the data that its saved multiplies
-    repay with 64 or more channels in and out; a conv also with 32 one way and 64 the other (Mentee's conv3,
-    one thread: forward and input gradient 10-25% faster, filter gradient 10% slower than the shift path)."""
+def _path(c_in: int, c_out: int) -> str:
+    """The fast path for a conv of c_in into c_out channels, its input gradient (a conv of c_out into c_in) and
+    its filter gradient. Winograd's transforms cost NumPy passes over the data that its saved multiplies repay
+    with 64 or more channels in and out; a conv also with 32 one way and 64 the other (Mentee's conv3, one thread,
+    1 MB chunks, batch 32 and 128 alike: forward and input gradient 10-25%, filter gradient 25-30% faster than the
+    shift path). NOTE: the filter gradient of 32 into 32 channels is ~20% faster by Winograd too, but its scratch
+    per image is 2.5x the shift path's, which takes Mentee's 12 MB plan (one image a micro-batch) over 12 MB."""
     fewer, more = sorted((c_in, c_out))
-    if kind == "filter":
-        return "winograd" if fewer >= 64 else "shift"
     return "winograd" if fewer >= 32 and more >= 64 else "shift"
 
 
@@ -289,9 +298,9 @@ class Shift(NamedTuple):
         grid = buf[..., :self.lq].reshape(buf.shape[:-1] + (self.h + 2, self.wp))
         return grid[..., 1:self.h + 1, 1:self.w + 1]
 
-    def outputs(self, z: np.ndarray, m: int) -> np.ndarray:
-        """GEMM result rows (groups * K, m * seg) as (groups, K, m, rows, wp)."""
-        return z.reshape(self.groups, -1, m, self.seg // self.wp, self.wp)
+    def outputs(self, z: np.ndarray) -> np.ndarray:
+        """GEMM results (m, groups * K, seg) as (m, groups, K, rows, wp)."""
+        return z.reshape(z.shape[0], self.groups, -1, self.seg // self.wp, self.wp)
 
     def weights(self, f: np.ndarray, out: np.ndarray) -> np.ndarray:
         """f (3, 3, C, K) as the GEMM's left matrix [(group, k), (tap, c)], copied into `out`."""
@@ -312,7 +321,7 @@ class Shift(NamedTuple):
         nb = self.chunk(n, c, dtype.size, div)
         ws = [((nb, c, self.lq + 2), dtype), ((self.taps * c, nb * self.seg + self.tail), dtype)]
         if kind == "forward":
-            return ws + [((self.groups * k, nb * self.seg), dtype)]
+            return ws + [((nb, self.groups * k, self.seg), dtype)]
         return ws + [((k, nb * self.seg), dtype), ((self.groups, k, self.taps * c), dtype),
                      ((k, self.taps * c), dtype)]
 
@@ -342,10 +351,13 @@ def _shift_conv(ctx, x: np.ndarray, shared: list, y: np.ndarray, div: int = 1) -
     for n0 in range(0, n, nb):
         m = min(nb, n - n0)
         a = sh.columns(x[n0:n0 + m], xp, cols)
-        z = _prefix(zbuf, (sh.groups * k, m * sh.seg))
-        np.matmul(wmat, a[:, :m * sh.seg], out=z)
-        parts = [part[:, :, g:g + h, :w] for g, part in enumerate(sh.outputs(z, m))]
-        out = y[n0:n0 + m].transpose(1, 0, 2, 3)
+        # One GEMM per image (its columns are a segment): the results come out image-major, as y is, so the
+        # sums of the row taps below run over y's own layout (a transposed write took 25% more of the call).
+        z = _prefix(zbuf, (m, sh.groups * k, sh.seg))
+        np.matmul(wmat, a[:, :m * sh.seg].reshape(-1, m, sh.seg).transpose(1, 0, 2), out=z)
+        outs = sh.outputs(z)
+        parts = [outs[:, g, :, g:g + h, :w] for g in range(sh.groups)]
+        out = y[n0:n0 + m]
         if sh.groups == 1:
             out[...] = parts[0]
         else:
@@ -392,7 +404,7 @@ _G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]])
 # The dy transform (the output transform's transpose) stores its 4th row/column negated (a plain copy instead
 # of a negation); the filter-gradient transform undoes it.
 _G_SIGNED = _G * np.array([1, 1, 1, -1])[:, None]
-_WINO_CHUNK_BYTES = 4 << 20  # transformed input (16 x tiles x images x C) per chunk
+_WINO_CHUNK_BYTES = 2 << 20  # transformed input (16 x tiles x images x C) per chunk: see _CHUNK_BYTES
 
 
 class Tiles(NamedTuple):
@@ -584,7 +596,7 @@ def _out_shape(x_shape, f_shape, attrs) -> tuple:
 
 def _fast_shard_workspaces(kind: str, n: int, c: int, k: int, h: int, w: int, dtype, div: int = 1) -> list:
     """Scratch of the fast path for a conv of c into k channels on n images; kind 'forward' or 'filter'."""
-    if _path(c, k, kind) == "winograd":
+    if _path(c, k) == "winograd":
         return Tiles.of(n, c, k, h, w, dtype.size, div).workspaces(kind, dtype)
     return Shift.of(h, w, c).workspaces(kind, n, c, k, dtype, div)
 
@@ -619,7 +631,7 @@ def _fast_conv(ctx, x: np.ndarray, shared: list, y: np.ndarray, div: int = 1) ->
 
 
 def _fast_backprop_filter(ctx, x: np.ndarray, dy: np.ndarray, df: np.ndarray, shared: list, div: int = 1) -> None:
-    if _path(x.shape[1], dy.shape[1], "filter") == "winograd":
+    if _path(x.shape[1], dy.shape[1]) == "winograd":
         _wino_backprop_filter(ctx, x, dy, df, shared, div)
     else:
         _shift_backprop_filter(ctx, x, dy, df, shared, div)
@@ -644,13 +656,13 @@ def _grain(per_image_flops: int, least: int = 1) -> int:
     return max(least, threads.flop_grain(per_image_flops))
 
 
-def _fast_grain(n: int, c: int, k: int, h: int, w: int, kind: str = "forward") -> int:
+def _fast_grain(n: int, c: int, k: int, h: int, w: int) -> int:
     """The fast paths' grain for a call on n images. A Winograd task's chunk transforms and 16 GEMMs of (tiles x
     images) rows cost ~120 us of Python and dispatch (holding the GIL) whatever its size, and 2 images cost 1.4x
     as much per image as 8 (conv4 of Mentee, one thread): 8 images at least, unless the call has fewer than 8
     per thread (a micro-batch of a streamed prefix: 8 images in one task left the second core idle, +73% wall
     time), where smaller tasks beat idle threads."""
-    least = 8 if _path(c, k, kind) == "winograd" else 1
+    least = 8 if _path(c, k) == "winograd" else 1
     return _grain(18 * h * w * c * k, min(least, max(1, n // threads.current())))
 
 
@@ -781,8 +793,8 @@ def _conv2d_backprop_filter(ctx, ins, outs, attrs):
     elif is_fast(x.shape, df.shape, attrs):
         n, c, h, w = x.shape
         k, dtype = df.shape[3], as_dtype(x.dtype)
-        shared = _shared(ctx, _path(c, k, "filter"), "filter", None, c, k, h, w, dtype)
-        _over_images(ctx, n, _fast_grain(n, c, k, h, w, "filter"),
+        shared = _shared(ctx, _path(c, k), "filter", None, c, k, h, w, dtype)
+        _over_images(ctx, n, _fast_grain(n, c, k, h, w),
                      _fast_ws("filter", n, c, k, h, w, dtype, _divisor(attrs)),
                      lambda sc, lo, hi, out: _fast_backprop_filter(sc, x[lo:hi], dy[lo:hi], out, shared,
                                                                    _divisor(attrs)),
@@ -802,8 +814,8 @@ def _conv2d_backprop_filter_ws(ins, attrs):
     if is_fast(x.shape, f_shape, attrs):
         n, c, h, w = x.shape
         k = f_shape[3]
-        return (_shared_workspaces(_path(c, k, "filter"), "filter", c, k, h, w, x.dtype)
-                + _sharded_workspaces(n, _fast_grain(n, c, k, h, w, "filter"),
+        return (_shared_workspaces(_path(c, k), "filter", c, k, h, w, x.dtype)
+                + _sharded_workspaces(n, _fast_grain(n, c, k, h, w),
                                       _fast_ws("filter", n, c, k, h, w, x.dtype, _divisor(attrs)), (f_shape, x.dtype)))
     g = _specs_geometry(x.shape, f_shape, dy.shape, attrs)
     return _sharded_workspaces(g.n, _grain(_generic_flops(g)),

@@ -80,8 +80,7 @@ def test_fast_conv_float64_is_exact(path):
 def test_fast_path_choice():
     assert conv._path(64, 128) == "winograd" and conv._path(128, 64) == "winograd"
     assert conv._path(3, 32) == "shift" and conv._path(32, 32) == "shift"
-    assert conv._path(32, 64) == "winograd" and conv._path(32, 64, "filter") == "shift"
-    assert conv._path(64, 64, "filter") == "winograd"
+    assert conv._path(32, 64) == "winograd" and conv._path(16, 64) == "shift" and conv._path(64, 64) == "winograd"
     assert conv.Shift.of(32, 32, 3).taps == 9 and conv.Shift.of(32, 32, 32).taps == 3
 
 
