@@ -172,3 +172,14 @@ def test_every_model_exports_to_tensorflow(model, tf1, tmp_path):
         variables = {op.name: op.outputs[0] for op in g.get_operations() if op.type == "VariableV2"}
         tf1.train.Saver(var_list=variables).restore(sess, path)
         np.testing.assert_allclose(sess.run(logits.name, by_name), want, rtol=1e-4, atol=1e-5, err_msg=model)
+
+
+COMMANDS = [["train"], ["eval"], ["plan"], ["profile"], ["devices"], ["federated", "simulate"]]
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=" ".join)
+def test_every_command_help_shows_percent_signs_as_written(command, capsys):
+    """A `%` in a help text or description is escaped as `%%` only where argparse formats it (an option's help):
+    `tfplus profile --help` printed its description's '%% of the step'."""
+    assert main([*command, "--help"]) == 0
+    assert "%%" not in capsys.readouterr().out
