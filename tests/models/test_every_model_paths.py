@@ -183,3 +183,14 @@ def test_every_command_help_shows_percent_signs_as_written(command, capsys):
     `tfplus profile --help` printed its description's '%% of the step'."""
     assert main([*command, "--help"]) == 0
     assert "%%" not in capsys.readouterr().out
+
+
+def test_eval_under_too_small_a_budget_names_its_batch_and_option(cifar, tmp_path, capsys):
+    """`tfplus eval --memory-budget` runs the test set in training-size batches; when they do not fit, the one-line
+    error's "or a smaller batch" says which batch and the option that sets it (it named neither)."""
+    assert main(_train_argv("lenet", cifar, tmp_path / "ck", "--steps", "1", "--no-eval")) == 0
+    capsys.readouterr()
+    assert main(["eval", "--checkpoint", str(tmp_path / "ck"), "--memory-budget", "100kB"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("tfplus eval: error: --memory-budget: "), err
+    assert "the test batches hold 7 images (--batch-size; under a budget the default is the training batch)" in err
