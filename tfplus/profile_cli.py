@@ -32,7 +32,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "profile", help="time, FLOPs, memory and transfers of a training step, by op type and by layer",
         description="Profiles training steps of a model on random data: tables by op type and by layer (time, "
-                    "%% of the step, GFLOP/s, forward/backward/update split), the step time distribution, CPU "
+                    "% of the step, GFLOP/s, forward/backward/update split), the step time distribution, CPU "
                     "utilization, peak memory and bytes moved; --trace writes a Chrome trace / Perfetto JSON.")
     p.add_argument("--model", type=cli_args.model, default="mentee",
                    help="registered model (tfplus.graphs.MODELS); default mentee")

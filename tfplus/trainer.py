@@ -1801,7 +1801,14 @@ def evaluate(checkpoint: str, data: str | None = None, synthetic: bool | None = 
         step = int(sess.run(tg.global_step))
         if batch_size is None:
             batch_size = cfg.batch_size if memory_budget else max(cfg.batch_size, EVAL_BATCH)
-        acc, confusion, _ = evaluate_predictions(sess, tg, dataset, batch_size, cfg.data_format, progress=err)
+        from tfplus.planner import BudgetError
+        try:
+            acc, confusion, _ = evaluate_predictions(sess, tg, dataset, batch_size, cfg.data_format, progress=err)
+        except BudgetError as e:  # "or a smaller batch": say which batch, and the option that sets it
+            if batch_size == 1:
+                raise
+            raise BudgetError(f"{e}; the test batches hold {batch_size} images (--batch-size; under a budget the "
+                              "default is the training batch)", e.plan) from None
         if memory_budget:
             print(_plan_line(sess, memory_budget), file=err)
     finally:
