@@ -239,10 +239,7 @@ def merges(ts: list[Tensor], order: list[Operation], feeds: set[Tensor], batch_f
     mean), with the reason."""
     valued = crossbatch.values(order, feeds, batch_feeds)
     dep = stream.batch_dependent(order, feeds, batch_feeds)
-    counts: set[Tensor] = set()  # numbers from the rows' shapes alone: a micro-batch's count is its share
-    for op in order:
-        if any(t in counts for t in op.inputs) or has_tag(op.type, "shape_only") and any(t in rows for t in op.inputs):
-            counts.update(t for t in op.outputs if t not in valued)
+    counts = _counts(order, rows, valued)
     out: dict[Tensor, str] = {}
     for t in ts:
         if t in rows or t not in dep:
@@ -262,7 +259,7 @@ def merges(ts: list[Tensor], order: list[Operation], feeds: set[Tensor], batch_f
                 kinds.setdefault("mean", op)
                 continue
             if any(v in rows for v in op.inputs):  # a reduction over the rows
-                kind = "mean" if counted or has_tag(op.type, "row_means") else \
+                kind = "mean" if counted or has_tag(op.type, "row_means") or _counted_rows(op, rows, counts) else \
                     "sum" if has_tag(op.type, "row_sums") else op.type
                 kinds.setdefault(kind, op)
                 continue
@@ -281,6 +278,16 @@ def merges(ts: list[Tensor], order: list[Operation], feeds: set[Tensor], batch_f
                                                            if k == "sum" else "reduces over the rows")
                                for k, o in kinds.items())
     return out
+
+
+def _counts(order: list[Operation], rows: set[Tensor], valued: set[Tensor]) -> set[Tensor]:
+    """The numbers computed from the rows' shapes alone (tf.shape(x)[0], tf.size, tf.losses' count of a scalar
+    weight broadcast onto the losses): each micro-batch's count is its share of the batch's."""
+    counts: set[Tensor] = set()
+    for op in order:
+        if any(t in counts for t in op.inputs) or has_tag(op.type, "shape_only") and any(t in rows for t in op.inputs):
+            counts.update(t for t in op.outputs if t not in valued)
+    return counts
 
 
 def split_step(order: list[Operation], fetches: list, feeds: set, feed_shapes: dict, batch: int | None,
@@ -380,9 +387,11 @@ def summed_losses(order: list[Operation], feeds: set[Tensor], batch_feeds: set[T
     loss. Each micro-batch's sum is 1/k of the batch's, so their average is too; scaled by k, it is the batch's
     (a constant factor on the way, a mean's share beside it or a term without rows do not change that). With the
     reason micro-batches cannot make a loss exact (a reduction over the rows that neither sums nor averages them:
-    a Max), if one cannot."""
+    a Max), if one cannot. A reduction of the fed rows alone (tf.losses' sum of per-example weights, a sequence
+    mask's sum: crossbatch.fed_only) is no term of the loss: the statistics passes give every micro-batch the
+    batch's, so a sum divided by it is a sum like any other (scaled by k, it merges exactly)."""
     valued = crossbatch.values(order, feeds, batch_feeds)
-    dep = stream.batch_dependent(order, feeds, batch_feeds)
+    counts = _counts(order, rows, valued)
     losses = [op.inputs[0] for op in order if has_tag(op.type, "shape_only") and phase_of(op) == "backward" and
               op.inputs and op.inputs[0] in valued and op.inputs[0] not in rows and
               phase_of(op.inputs[0].op) == "forward"]
@@ -395,8 +404,10 @@ def summed_losses(order: list[Operation], feeds: set[Tensor], batch_feeds: set[T
                 continue
             seen.add((t, counted))
             op = t.op
+            if crossbatch.fed_only(t, feeds):
+                continue
             if any(u in rows for u in op.inputs):  # a reduction over the rows
-                if counted or has_tag(op.type, "row_means"):
+                if counted or has_tag(op.type, "row_means") or _counted_rows(op, rows, counts):
                     continue
                 if not has_tag(op.type, "row_sums"):
                     return found, (f"the loss '{loss.name}' reduces over the batch by {op.type} '{op.name}', "
@@ -404,9 +415,25 @@ def summed_losses(order: list[Operation], feeds: set[Tensor], batch_feeds: set[T
                 if all(op is not o for _, o in found):
                     found.append((loss, op))
                 continue
-            counted = counted or any(u in dep and u not in valued for u in op.inputs)
+            counted = counted or any(u in counts for u in op.inputs)
             todo += [(u, counted) for u in op.inputs if u in valued and u not in rows]
     return found, None
+
+
+def _counted_rows(op: Operation, rows: set[Tensor], counts: set[Tensor]) -> bool:
+    """Whether a count of the rows (_counts) meets the rows `op` reduces before it does: the sum of each example's
+    loss divided by the batch size (tf.reduce_sum(losses / tf.cast(tf.shape(x)[0], tf.float32))), a mean. Each
+    micro-batch's is its own rows' mean: scaled by k as a sum, it was k times the batch's."""
+    seen, todo = set(), [t for t in op.inputs if t in rows]
+    while todo:
+        t = todo.pop()
+        if t in seen or t.op.type == "Placeholder":
+            continue
+        seen.add(t)
+        if any(u in counts for u in t.op.inputs):
+            return True
+        todo += [u for u in t.op.inputs if u in rows]
+    return False
 
 
 # Ops whose output is the sum of their inputs (or a view of its one input): a sum of the rows' sums is one, so the
