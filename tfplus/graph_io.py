@@ -45,8 +45,9 @@ _TF_ONLY_GRAPH_FIELDS = {5}
 # Attrs TensorFlow writes that do not change the result where tfplus lacks them: kernel-choice hints (cuDNN;
 # MatMul's grad_a/grad_b mark a gradient's matmul), explicit paddings left empty (they apply only to
 # padding="EXPLICIT"), and Equal's and NotEqual's incompatible_shape_error when true, TensorFlow's default and
-# tfplus's behaviour (shapes that do not broadcast are an error; false would make them compare unequal). Dropped on import when the op does not
-# declare them; any other undeclared attr is an error, as it may change what the op computes.
+# tfplus's behaviour (shapes that do not broadcast are an error; false would make them compare unequal). Dropped
+# on import when the op does not declare them; any other undeclared attr is an error, as it may change what the op
+# computes.
 # TensorFlow's control-flow ops that tfplus does not import: TF1's dataflow ones, and of TF2's functional ones
 # (with a function library) all but If and While, which tfplus's own If/While are (see the NOTE in tfplus.graph_export).
 _TF_CONTROL_FLOW = {"Switch", "Merge", "Enter", "Exit", "NextIteration", "LoopCond", "RefSwitch", "RefMerge",

@@ -240,6 +240,7 @@ def merges(ts: list[Tensor], order: list[Operation], feeds: set[Tensor], batch_f
     valued = crossbatch.values(order, feeds, batch_feeds)
     dep = stream.batch_dependent(order, feeds, batch_feeds)
     counts = _counts(order, rows, valued)
+    batch_counts = _row_counts(order, rows, valued)
     out: dict[Tensor, str] = {}
     for t in ts:
         if t in rows or t not in dep:
@@ -259,7 +260,8 @@ def merges(ts: list[Tensor], order: list[Operation], feeds: set[Tensor], batch_f
                 kinds.setdefault("mean", op)
                 continue
             if any(v in rows for v in op.inputs):  # a reduction over the rows
-                kind = "mean" if counted or has_tag(op.type, "row_means") or _counted_rows(op, rows, counts) else \
+                kind = "mean" if counted or has_tag(op.type, "row_means") or _counted_rows(op, rows, batch_counts) \
+                    else \
                     "sum" if has_tag(op.type, "row_sums") else op.type
                 kinds.setdefault(kind, op)
                 continue
@@ -391,7 +393,7 @@ def summed_losses(order: list[Operation], feeds: set[Tensor], batch_feeds: set[T
     mask's sum: crossbatch.fed_only) is no term of the loss: the statistics passes give every micro-batch the
     batch's, so a sum divided by it is a sum like any other (scaled by k, it merges exactly)."""
     valued = crossbatch.values(order, feeds, batch_feeds)
-    counts = _counts(order, rows, valued)
+    counts, batch_counts = _counts(order, rows, valued), _row_counts(order, rows, valued)
     losses = [op.inputs[0] for op in order if has_tag(op.type, "shape_only") and phase_of(op) == "backward" and
               op.inputs and op.inputs[0] in valued and op.inputs[0] not in rows and
               phase_of(op.inputs[0].op) == "forward"]
@@ -407,7 +409,7 @@ def summed_losses(order: list[Operation], feeds: set[Tensor], batch_feeds: set[T
             if crossbatch.fed_only(t, feeds):
                 continue
             if any(u in rows for u in op.inputs):  # a reduction over the rows
-                if counted or has_tag(op.type, "row_means") or _counted_rows(op, rows, counts):
+                if counted or has_tag(op.type, "row_means") or _counted_rows(op, rows, batch_counts):
                     continue
                 if not has_tag(op.type, "row_sums"):
                     return found, (f"the loss '{loss.name}' reduces over the batch by {op.type} '{op.name}', "
@@ -421,19 +423,31 @@ def summed_losses(order: list[Operation], feeds: set[Tensor], batch_feeds: set[T
 
 
 def _counted_rows(op: Operation, rows: set[Tensor], counts: set[Tensor]) -> bool:
-    """Whether a count of the rows (_counts) meets the rows `op` reduces before it does: the sum of each example's
-    loss divided by the batch size (tf.reduce_sum(losses / tf.cast(tf.shape(x)[0], tf.float32))), a mean. Each
-    micro-batch's is its own rows' mean: scaled by k as a sum, it was k times the batch's."""
+    """Whether the batch's number of rows (`counts`: row_counts, and the numbers computed from them alone) meets the
+    rows `op` reduces before it does: the sum of each example's loss divided by the batch size
+    (tf.reduce_sum(losses / tf.cast(tf.shape(x)[0], tf.float32))), a mean. Each micro-batch's is its own rows'
+    mean: scaled by k as a sum, it was k times the batch's."""
     seen, todo = set(), [t for t in op.inputs if t in rows]
     while todo:
         t = todo.pop()
-        if t in seen or t.op.type == "Placeholder":
+        if t in seen:
             continue
         seen.add(t)
         if any(u in counts for u in t.op.inputs):
             return True
         todo += [u for u in t.op.inputs if u in rows]
     return False
+
+
+def _row_counts(order: list[Operation], rows: set[Tensor], valued: set[Tensor]) -> set[Tensor]:
+    """The batch's number of rows (planner.rows.row_counts: tf.shape(x)[0], tf.size(x)) and the numbers without
+    rows computed from it and no value of the batch (n - 1, a cast)."""
+    axes = rows if isinstance(rows, dict) else dict.fromkeys(rows, 0)  # open_rows' sets: the batch on axis 0
+    counts = row_rules.row_counts(order, axes)
+    for op in order:
+        if any(t in counts for t in op.inputs) and not any(t in valued for t in op.inputs):
+            counts.update(t for t in op.outputs if t not in rows)
+    return counts
 
 
 # Ops whose output is the sum of their inputs (or a view of its one input): a sum of the rows' sums is one, so the

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from tfplus.framework import Operation, Tensor, _fmt_shape, constant_value, topo_order
+from tfplus.framework import Operation, Tensor, _fmt_shape, constant_value, needed_ops, topo_order
 from tfplus.graph_export import variable_readers
 from tfplus.planner import chunking
 from tfplus.registry import (
@@ -112,6 +112,15 @@ def static_specs(order: list[Operation], feed_shapes: dict[Tensor, tuple]) -> di
             value = s.value if s.value is not None else constant_value(t)
             specs[t] = TensorSpec(tuple(int(d) for d in s.shape), s.dtype, value)
     return specs
+
+
+def known_value(t: Tensor, feed_shapes: dict[Tensor, tuple]):
+    """The value of `t` where it follows from the feed shapes alone (shape arithmetic, a comparison of shapes or
+    ranks: no value of a fed tensor), else None."""
+    try:  # (the shapes of what a variable computes are known too: tf.shape(loss))
+        return _fold(t, static_specs(topo_order(needed_ops([t], set(feed_shapes))), feed_shapes))
+    except PlanError:
+        return None
 
 
 _FOLD_LIMIT = 1024  # elements: folding is for shape arithmetic, never for data
