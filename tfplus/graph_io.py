@@ -112,6 +112,8 @@ def write_graph(graph_or_graph_def, logdir: str, name: str, as_text: bool = True
 
 # The name scope tf.gradients gives the ops it adds, by default: an imported graph's backward pass (Operation.backward).
 _TF_GRADIENTS = re.compile(r"(^|/)gradients(_\d+)?/")
+# ... and inside it, the scope of each op's gradient function: 'gradients/<the op's name>_grad/' (Operation.grad_of)
+_TF_GRAD_OF = re.compile(r"(?:^|/)gradients(?:_\d+)?/(.+?)_grad/")
 
 
 # -- GraphDef -> Graph ---------------------------------------------------------------------------------------
@@ -391,6 +393,10 @@ def _create(graph: Graph, order: list[_Node], mapped: dict, scope: str, function
             raise type(e)(f"import_graph_def: node {node.name!r}: {e}") from None
         _check_type_attr(node, op)
         op.backward = bool(_TF_GRADIENTS.search(op.name))  # a GraphDef carries no marks: TF's gradient scope
+        of = _TF_GRAD_OF.search(node.name)
+        if of is not None:  # (what a summed loss's scaling finds: engine.step.scale_summed_losses)
+            outer = node.name[:of.start()]  # the scope tf.gradients was called in
+            op.grad_of = created.get(f"{outer}/{of.group(1)}" if outer else of.group(1))
         if node.controls:
             have = set(op.control_inputs)
             for src in dict.fromkeys(node.controls):

@@ -157,15 +157,16 @@ def test_a_sum_of_each_examples_loss_over_the_batch_size_is_a_mean_in_micro_batc
     _assert_same(_train(case(), force=(4, 1)), _train(case()), "a sum of losses over the batch size")
 
 
-def _tf_losses_graph(t, folder: str) -> str:
-    """TensorFlow's (`t`: tensorflow.compat.v1) tf.losses training graph with the defaults (SUM_BY_NONZERO_WEIGHTS)
-    and per-example weights, saved with its MetaGraph; the checkpoint's path."""
+def _tf_losses_graph(t, folder: str, reduction: str) -> str:
+    """TensorFlow's (`t`: tensorflow.compat.v1) tf.losses training graph with per-example weights, a cross-entropy
+    reduced by `reduction` and a weighted mean squared error, saved with its MetaGraph; the checkpoint's path."""
     with t.Graph().as_default():
         x = t.placeholder(t.float32, [None, 6], name="x")
         y = t.placeholder(t.int32, [None], name="y")
         w = t.placeholder(t.float32, [None], name="weights")
         logits = t.layers.dense(x, 4, kernel_initializer=t.glorot_uniform_initializer(seed=1))
-        loss = t.losses.sparse_softmax_cross_entropy(y, logits, weights=w) + \
+        loss = t.losses.sparse_softmax_cross_entropy(y, logits, weights=w,
+                                                     reduction=getattr(t.losses.Reduction, reduction)) + \
             t.losses.mean_squared_error(t.one_hot(y, 4), t.nn.softmax(logits), weights=t.expand_dims(w, 1),
                                         reduction=t.losses.Reduction.MEAN)
         train = t.train.MomentumOptimizer(0.1, 0.9).minimize(loss)
@@ -200,12 +201,16 @@ def _run_imported(t, path: str, feeds: dict, force=None) -> list:
             return losses + list(zip([v.name for v in variables], sess.run(variables)))
 
 
-def test_tensorflows_tf_losses_graph_imports_trains_as_tensorflow_and_micro_batches(tf1, tmp_path):
+@pytest.mark.parametrize("reduction", ["SUM_BY_NONZERO_WEIGHTS", "SUM"])
+def test_tensorflows_tf_losses_graph_imports_trains_as_tensorflow_and_micro_batches(tf1, tmp_path, reduction):
+    """TensorFlow checks that the weights broadcast (a tf.cond on their shapes, resolved from the fed shapes) and
+    seeds its gradients with ones that read nothing of the loss: its summed losses are found from the top of the
+    forward pass (a sum over the batch was averaged over the micro-batches: k times too small)."""
     rng = np.random.default_rng(6)
     feeds = {"x:0": rng.standard_normal((BATCH, 6)).astype(np.float32),
              "y:0": rng.integers(0, 4, BATCH).astype(np.int32),
              "weights:0": (rng.random(BATCH) * (rng.random(BATCH) > 0.3)).astype(np.float32)}
-    path = _tf_losses_graph(tf1, str(tmp_path))
+    path = _tf_losses_graph(tf1, str(tmp_path), reduction)
     want = _run_imported(tf1, path, feeds)
     assert want[STEPS - 1] < want[0], "the steps did not train"
     for got in (_run_imported(tf, path, feeds), _run_imported(tf, path, feeds, force=(4, 1))):

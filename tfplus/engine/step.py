@@ -349,11 +349,16 @@ def summed_loss(fetches: list, shapes: dict) -> bool:
 def _summed(order: list[Operation], shapes: dict) -> tuple[set[Operation], set[Tensor]]:
     """The sums of scale_summed_losses among the step's ops (`order`), and the fed tensors with the batch's rows."""
     from tfplus.planner import batch as batch_mod
+    from tfplus.planner import rows as row_rules
     from tfplus.planner.crossbatch import open_rows
     rowed = batch_mod.batch_feeds(shapes, batch_mod.batch_size(shapes))
     if not rowed:
         return set(), rowed
-    sums, _ = batch_mod.summed_losses(order, set(shapes), rowed, open_rows(order, rowed))
+    # the tensors with rows by their shapes at two batch sizes, as the planner finds them; a static shape left open
+    # is no row axis (TensorFlow's reduce_sum of a scalar over range(rank) has an unknown shape)
+    rows = row_rules.batch_axes(order, shapes, rowed)
+    sums, _ = batch_mod.summed_losses(order, set(shapes), rowed, open_rows(order, rowed) if isinstance(rows, str)
+                                      else rows)
     return {op for _, op in sums}, rowed
 
 

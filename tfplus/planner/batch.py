@@ -320,7 +320,7 @@ def split_step(order: list[Operation], fetches: list, feeds: set, feed_shapes: d
     # The update run also computes what the updates make of the batch's sums over its rows (gradients) alone:
     # averaging per-micro-batch values of a non-linear function of them (clipping by the global norm) is no
     # function of the batch's sums.
-    late = after | _of_merged_sums(order, fetches, crossbatch.values(order, feeds, rowed), after, rows)
+    late = after | _of_merged_sums(order, fetches, crossbatch.values(order, feeds, rowed), after, rows, batch_dep)
     # The update run has no batch: an update made to wait (a control input) for an op of the batch's run would run
     # that op, and all it reads, again (Keras's training function orders its updates after the loss this way).
     for op in order:
@@ -397,6 +397,13 @@ def summed_losses(order: list[Operation], feeds: set[Tensor], batch_feeds: set[T
     losses = [op.inputs[0] for op in order if has_tag(op.type, "shape_only") and phase_of(op) == "backward" and
               op.inputs and op.inputs[0] in valued and op.inputs[0] not in rows and
               phase_of(op.inputs[0].op) == "forward"]
+    # TensorFlow seeds its gradients with ones of the loss's static shape, reading nothing of it: a loss is also the
+    # top of the forward pass, a value without rows that no forward op reads, whose op has a gradient function in the
+    # step (Operation.grad_of; an imported graph's from TensorFlow's gradient scopes)
+    differentiated = {op.grad_of for op in order if op.grad_of is not None}
+    read = {t for op in order if phase_of(op) == "forward" for t in op.inputs}
+    losses += [t for op in order if op in differentiated and phase_of(op) == "forward" for t in op.outputs
+               if t in valued and t not in rows and t not in read]
     found: list[tuple[Tensor, Operation]] = []
     for loss in dict.fromkeys(losses):
         seen, todo = set(), [(loss, False)]
@@ -456,11 +463,12 @@ _SUMS = ("AddN", "Add", "AddV2", "Identity")
 
 
 def _of_merged_sums(order: list[Operation], fetches: list, valued: set[Tensor], after: set[Operation],
-                    rows: set[Tensor]) -> set[Operation]:
+                    rows: set[Tensor], batch_dep: set[Tensor]) -> set[Operation]:
     """The ops computed from the batch's sums over its rows (no rows in or out; `valued`: the tensors computed
     from the values of the batch's rows) only for the updates or the fetches, past the sums of sums (_SUMS): run
     once on the merged sums, they are the unsplit step's. (A weight decay's gradient reads the loss's seed, a
-    shape's ones: it stays where it is.)"""
+    shape's ones: it stays where it is; so does an op that reads a number from the micro-batch's shape, a summed
+    loss's scale B / m: the update run has no micro-batch.)"""
     fetched = {f.op if isinstance(f, Tensor) else f for f in fetches}
     consumers: dict[Tensor, list[Operation]] = {}
     for op in order:
@@ -469,7 +477,8 @@ def _of_merged_sums(order: list[Operation], fetches: list, valued: set[Tensor], 
     late: set[Operation] = set()
     for op in reversed(order):
         if op in after or not any(t in valued for t in op.inputs) or \
-                any(t in rows for t in list(op.inputs) + list(op.outputs)):
+                any(t in rows for t in list(op.inputs) + list(op.outputs)) or \
+                any(t in batch_dep and t not in valued for t in op.inputs):
             continue
         if all(c in after or c in late for t in op.outputs for c in consumers.get(t, ())) and \
                 (op in fetched or any(consumers.get(t) for t in op.outputs)):
