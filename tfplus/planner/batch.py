@@ -284,11 +284,13 @@ def merges(ts: list[Tensor], order: list[Operation], feeds: set[Tensor], batch_f
 
 def _counts(order: list[Operation], rows: set[Tensor], valued: set[Tensor]) -> set[Tensor]:
     """The numbers computed from the rows' shapes alone (tf.shape(x)[0], tf.size, tf.losses' count of a scalar
-    weight broadcast onto the losses): each micro-batch's count is its share of the batch's."""
+    weight broadcast onto the losses): each micro-batch's count is its share of the batch's. Not a comparison of
+    one without rows (count > 0, a guard against an empty batch: TensorFlow's mean_pairwise_squared_error selects
+    its sum by it); a mask of the rows from their shapes is (tf.losses' nonzero weights broadcast onto the losses)."""
     counts: set[Tensor] = set()
     for op in order:
         if any(t in counts for t in op.inputs) or has_tag(op.type, "shape_only") and any(t in rows for t in op.inputs):
-            counts.update(t for t in op.outputs if t not in valued)
+            counts.update(t for t in op.outputs if t not in valued and (t.dtype.name != "bool" or t in rows))
     return counts
 
 

@@ -21,6 +21,7 @@ from tfplus.registry import (
     TensorSpec,
     declared_scratch,
     find_kernel,
+    has_tag,
     has_kernels,
     inplace_inputs,
     kernel_dtype,
@@ -117,8 +118,17 @@ def static_specs(order: list[Operation], feed_shapes: dict[Tensor, tuple]) -> di
 def known_value(t: Tensor, feed_shapes: dict[Tensor, tuple]):
     """The value of `t` where it follows from the feed shapes alone (shape arithmetic, a comparison of shapes or
     ranks: no value of a fed tensor), else None."""
+    seen, todo = set(), [t]
+    while todo:  # the values it is computed from, up to the shapes it reads
+        u = todo.pop()
+        if u in feed_shapes:
+            return None  # a fed value (a fed Const's is not its constant)
+        if u not in seen and not has_tag(u.op.type, "shape_only"):
+            seen.add(u)
+            todo.extend(u.op.inputs)
+    order = topo_order(needed_ops([t], set(feed_shapes)))
     try:  # (the shapes of what a variable computes are known too: tf.shape(loss))
-        return _fold(t, static_specs(topo_order(needed_ops([t], set(feed_shapes))), feed_shapes))
+        return _fold(t, static_specs(order, feed_shapes))
     except PlanError:
         return None
 
