@@ -21,8 +21,8 @@ from tfplus.registry import (
     TensorSpec,
     declared_scratch,
     find_kernel,
-    has_tag,
     has_kernels,
+    has_tag,
     inplace_inputs,
     kernel_dtype,
 )
