@@ -225,3 +225,14 @@ def test_tensorflows_tf_losses_graph_imports_trains_as_tensorflow_and_micro_batc
         for (name, a), (want_name, b) in zip(got[STEPS:], want[STEPS:]):
             assert name == want_name
             np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6, err_msg=name)
+
+
+def test_tfplus_plans_floor_micro_batches_a_masked_loss_as_the_session_runs_it():
+    """step_budget (what `tfplus plan` and `tfplus train` report) plans the step as a budgeted session does, its
+    summed loss scaled: the floor micro-batches, where the unscaled step's split was refused."""
+    from tfplus import step_budget
+    g, fetches, feeds, _ = _masked_sequence(np.random.default_rng(7))
+    runs = [(fetches, {t: v.shape for t, v in feeds.items()})]
+    floor = step_budget.floor(g, runs, "cpu")
+    assert floor.microbatches > 1, floor.transformations
+    assert floor.budget_bytes < step_budget.smallest_peak(g, runs, "cpu", ("schedule", "inplace"))
