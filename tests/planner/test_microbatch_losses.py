@@ -93,7 +93,7 @@ def _train(case, device="cpu", force=None, workers=None):
             step.use_plan(p)
         losses = [sess.run(fetches, feeds)[1:] for _ in range(STEPS)]
         variables = [sess.run(v) for v in g.get_collection("variables")]
-        why = sess.workers.steps if workers else None
+        why = sess.workers.steps if sess.workers is not None else None
     return losses, variables, p, why
 
 
@@ -128,15 +128,19 @@ def test_a_masked_sequence_loss_micro_batches_as_the_unbudgeted_step(device):
     _assert_same(got, want, f"masked sequence loss on {device}")
 
 
-def test_the_cpu_workers_train_a_weighted_mean_as_one_process():
-    """Two worker processes and the default count train as one process; the step the workers cannot split
-    exactly (its divisor is the whole batch's) runs whole in the parent, saying why."""
-    want = _train(_losses(np.random.default_rng(4), True, "MEAN"))
-    got = _train(_losses(np.random.default_rng(4), True, "MEAN"), workers=2)
-    _assert_same(got, want, "2 workers")
-    assert any("sums" in why for why in got[3].values() if isinstance(why, str)), got[3]
-    default = _train(_losses(np.random.default_rng(4), True, "MEAN"), workers=int(os.cpu_count() or 1))
-    _assert_same(default, want, "the default workers")
+def test_the_cpu_workers_train_a_weighted_mean_as_one_process(monkeypatch):
+    """Two worker processes (TFPLUS_WORKERS=2) and the default count train as one process; the step the workers
+    cannot split exactly (its divisor is the whole batch's) runs whole in the parent, saying why."""
+    want = _train(_losses(np.random.default_rng(4), True, "MEAN"), workers=1)
+    for count in ("2", None):
+        if count is None:
+            monkeypatch.delenv("TFPLUS_WORKERS", raising=False)
+        else:
+            monkeypatch.setenv("TFPLUS_WORKERS", count)
+        got = _train(_losses(np.random.default_rng(4), True, "MEAN"))
+        _assert_same(got, want, f"TFPLUS_WORKERS={count}")
+        assert got[3] is None or any("sums" in why for why in got[3].values() if isinstance(why, str)), got[3]
+    assert got[3] is not None or (os.cpu_count() or 1) == 1, "no workers by default"
 
 
 def test_a_sum_of_each_examples_loss_over_the_batch_size_is_a_mean_in_micro_batches():
