@@ -143,22 +143,27 @@ def test_the_cpu_workers_train_a_weighted_mean_as_one_process(monkeypatch):
     assert got[3] is not None or (os.cpu_count() or 1) == 1, "no workers by default"
 
 
-def test_a_sum_of_each_examples_loss_over_the_batch_size_is_a_mean_in_micro_batches():
+@pytest.mark.parametrize("form", ["over_the_batch_size", "summed_after_a_reshape_by_the_count"])
+def test_a_loss_with_the_batch_size_micro_batches_as_the_unbudgeted_step(form):
     """reduce_sum(losses / batch size): each micro-batch's is its own rows' mean, which averages to the batch's (it
-    was taken for a sum and scaled by the micro-batch count: 4 times the loss and gradients)."""
+    was taken for a sum and scaled by the micro-batch count: 4 times the loss and gradients). A count that only
+    shapes the rows (tf.reshape(h, [n, -1])) leaves a reduce_sum loss a sum, scaled."""
     def case():
         rng = np.random.default_rng(5)
         g = tf.Graph()
         with g.as_default():
             x, y = tf.placeholder(tf.float32, [None, 6], name="x"), tf.placeholder(tf.int32, [None], name="y")
+            n = tf.shape(x)[0]
+            h = tf.reshape(tf.expand_dims(x, 2), [n, -1])
             xent = tf.nn.sparse_softmax_cross_entropy_with_logits(
-                labels=y, logits=tf.matmul(x, tf.Variable((rng.standard_normal((6, 3)) / 3).astype(np.float32))))
-            loss = tf.reduce_sum(xent / tf.cast(tf.shape(x)[0], tf.float32))
+                labels=y, logits=tf.matmul(h, tf.Variable((rng.standard_normal((6, 3)) / 3).astype(np.float32))))
+            loss = tf.reduce_sum(xent / tf.cast(n, tf.float32)) if form == "over_the_batch_size" else \
+                tf.reduce_sum(xent) / BATCH
             train = tf.train.GradientDescentOptimizer(0.5).minimize(loss)
             init = tf.global_variables_initializer()
         return g, [train, loss], {x: rng.standard_normal((BATCH, 6)).astype(np.float32),
                                   y: rng.integers(0, 3, BATCH).astype(np.int32)}, init
-    _assert_same(_train(case(), force=(4, 1)), _train(case()), "a sum of losses over the batch size")
+    _assert_same(_train(case(), force=(4, 1)), _train(case()), form)
 
 
 def _tf_losses_graph(t, folder: str, reduction: str) -> str:

@@ -260,9 +260,8 @@ def merges(ts: list[Tensor], order: list[Operation], feeds: set[Tensor], batch_f
                 kinds.setdefault("mean", op)
                 continue
             if any(v in rows for v in op.inputs):  # a reduction over the rows
-                kind = "mean" if counted or has_tag(op.type, "row_means") or _counted_rows(op, rows, batch_counts) \
-                    else \
-                    "sum" if has_tag(op.type, "row_sums") else op.type
+                mean = counted or has_tag(op.type, "row_means") or _counted_rows(op, rows, batch_counts)
+                kind = "mean" if mean else "sum" if has_tag(op.type, "row_sums") else op.type
                 kinds.setdefault(kind, op)
                 continue
             if u not in valued:  # a count of the rows (else the same number in every micro-batch)
@@ -432,17 +431,18 @@ def summed_losses(order: list[Operation], feeds: set[Tensor], batch_feeds: set[T
 
 
 def _counted_rows(op: Operation, rows: set[Tensor], counts: set[Tensor]) -> bool:
-    """Whether the batch's number of rows (`counts`: row_counts, and the numbers computed from them alone) meets the
-    rows `op` reduces before it does: the sum of each example's loss divided by the batch size
+    """Whether rows that `op` reduces were divided by the batch's number of rows (`counts`: row_counts, and the
+    numbers computed from them alone) before: the sum of each example's loss divided by the batch size
     (tf.reduce_sum(losses / tf.cast(tf.shape(x)[0], tf.float32))), a mean. Each micro-batch's is its own rows'
-    mean: scaled by k as a sum, it was k times the batch's."""
+    mean: scaled by k as a sum, it was k times the batch's. (A count that shapes rows, tf.reshape(x, [n, -1]),
+    divides nothing.)"""
     seen, todo = set(), [t for t in op.inputs if t in rows]
     while todo:
         t = todo.pop()
         if t in seen:
             continue
         seen.add(t)
-        if any(u in counts for u in t.op.inputs):
+        if t.op.type in row_rules.DIVISIONS and t.op.inputs[1] in counts:
             return True
         todo += [u for u in t.op.inputs if u in rows]
     return False

@@ -90,7 +90,7 @@ def batch_axes(order: list[Operation], feed_shapes: dict, batch_feeds: set[Tenso
 
 # Ops whose second input divides the first: a sum over the rows divided by their count is a mean, which micro-batches
 # average exactly.
-_DIVISIONS = ("RealDiv", "Div", "TrueDiv", "FloorDiv", "DivNoNan")
+DIVISIONS = ("RealDiv", "Div", "TrueDiv", "FloorDiv", "DivNoNan")
 
 
 def _scaled_by_count(order: list[Operation], rows: Rows, batch_feeds: set[Tensor]) -> str | None:
@@ -105,7 +105,7 @@ def _scaled_by_count(order: list[Operation], rows: Rows, batch_feeds: set[Tensor
             continue
         values.update(op.outputs)
         by = [t for t in op.inputs if t in counts]
-        if by and phase_of(op) == "forward" and not (op.type in _DIVISIONS and op.inputs[0] not in counts):
+        if by and phase_of(op) == "forward" and not (op.type in DIVISIONS and op.inputs[0] not in counts):
             return (f"{op.type} '{op.name}' scales a value of the batch by its number of rows ('{by[0].name}'): each "
                     "micro-batch's count is its own, so the result would be k times smaller; divide by a fed batch "
                     "size instead, or give a budget the unsplit step fits")
