@@ -17,7 +17,7 @@ from tfplus import planner
 from tfplus.runtime.facts import device_facts
 
 BATCH = 16
-STEPS = 3
+STEPS = 2
 TOL = 2e-5
 REDUCTIONS = ["SUM", "MEAN", "SUM_OVER_BATCH_SIZE", "SUM_BY_NONZERO_WEIGHTS"]
 
