@@ -21,8 +21,9 @@ from tfplus.framework import Tensor, apply_op, constant_value, convert_to_tensor
 from tfplus.ops import array_ops, composite_ops, math_ops
 from tfplus.ops.array_ops import _index_tensor, _shape_of
 from tfplus.ops.math_ops import _binary, _binary_shape, _check_dtype, _reduce_to, _unary_shape
-from tfplus.registry import not_differentiable, register_gradient, register_op
+from tfplus.registry import not_differentiable, register_gradient, register_op, register_rows
 from tfplus.tensor_shape import check_same_dtype, fmt, spec
+from tfplus.tensor_util import dense_set_operation
 
 _FLOATS = (_dt.float16, _dt.float32, _dt.float64)
 _INTS = (_dt.int8, _dt.int16, _dt.int32, _dt.int64, _dt.uint8)
@@ -238,6 +239,29 @@ def unique(x, out_idx=_dt.int32, name=None) -> tuple:
 def unique_with_counts(x, out_idx=_dt.int32, name=None) -> tuple:
     """(y, idx, count): unique's, and how often each of y occurs in x."""
     return apply_op("UniqueWithCounts", [convert_to_tensor(x)], {"out_idx": _dt.as_dtype(out_idx)}, name)
+
+
+# -- DenseToDenseSetOperation -------------------------------------------------------------------------------
+def _dense_set_shape(ins, attrs):
+    """The sparse result's shapes: its size depends on the sets' values (value_inputs), known when both are."""
+    a, b = ins
+    rank = None if a.shape is None else len(a.shape)
+    if a.value is not None and b.value is not None:
+        indices, values, shape = dense_set_operation(np.asarray(a.value), np.asarray(b.value), attrs["set_operation"])
+        return [spec(indices.shape, _dt.int64, indices), spec(values.shape, a.dtype, values),
+                spec(shape.shape, _dt.int64, shape)]
+    return [spec((None, rank), _dt.int64), spec((None,), a.dtype), spec((rank,), _dt.int64)]
+
+
+# TensorFlow's tf.sets over the last axis; in its tf.losses graphs, the check that per-example weights broadcast
+# onto the losses (weights_broadcast_ops.assert_broadcastable) compares their shapes by a set difference.
+register_op("DenseToDenseSetOperation", inputs=("set1", "set2"),
+            outputs=("result_indices", "result_values", "result_shape"),
+            attrs={"set_operation": "string", "validate_indices": "bool", "T": "type"}, shape_fn=_dense_set_shape,
+            value_inputs=(0, 1), flops=_flops.zero)
+not_differentiable("DenseToDenseSetOperation")
+register_rows(lambda op, rows: "puts the sets of every row of the batch into one sparse tensor",
+              "DenseToDenseSetOperation")
 
 
 # -- UnsortedSegmentMax / Min / Prod -------------------------------------------------------------------------

@@ -43,9 +43,11 @@ __all__ = ["import_graph_def", "parse_graph_def", "read_graph_def", "write_graph
 # wrote may carry them. Any other unknown top-level field means the bytes are not a GraphDef.
 _TF_ONLY_GRAPH_FIELDS = {5}
 # Attrs TensorFlow writes that do not change the result where tfplus lacks them: kernel-choice hints (cuDNN;
-# MatMul's grad_a/grad_b mark a gradient's matmul), and
-# explicit paddings left empty (they apply only to padding="EXPLICIT"). Dropped on import when the op does not
-# declare them; any other undeclared attr is an error, as it may change what the op computes.
+# MatMul's grad_a/grad_b mark a gradient's matmul), explicit paddings left empty (they apply only to
+# padding="EXPLICIT"), and Equal's and NotEqual's incompatible_shape_error when true, TensorFlow's default and
+# tfplus's behaviour (shapes that do not broadcast are an error; false would make them compare unequal). Dropped
+# on import when the op does not declare them; any other undeclared attr is an error, as it may change what the op
+# computes.
 # TensorFlow's control-flow ops that tfplus does not import: TF1's dataflow ones, and of TF2's functional ones
 # (with a function library) all but If and While, which tfplus's own If/While are (see the NOTE in tfplus.graph_export).
 _TF_CONTROL_FLOW = {"Switch", "Merge", "Enter", "Exit", "NextIteration", "LoopCond", "RefSwitch", "RefMerge",
@@ -58,6 +60,7 @@ _TF_NO_EFFECT_ATTRS = {
     "grad_a": lambda av: True,
     "grad_b": lambda av: True,
     "explicit_paddings": lambda av: not av.list.i,
+    "incompatible_shape_error": lambda av: av.b,
 }
 
 
@@ -109,6 +112,8 @@ def write_graph(graph_or_graph_def, logdir: str, name: str, as_text: bool = True
 
 # The name scope tf.gradients gives the ops it adds, by default: an imported graph's backward pass (Operation.backward).
 _TF_GRADIENTS = re.compile(r"(^|/)gradients(_\d+)?/")
+# ... and inside it, the scope of each op's gradient function: 'gradients/<the op's name>_grad/' (Operation.grad_of)
+_TF_GRAD_OF = re.compile(r"(?:^|/)gradients(?:_\d+)?/(.+?)_grad/")
 
 
 # -- GraphDef -> Graph ---------------------------------------------------------------------------------------
@@ -388,6 +393,10 @@ def _create(graph: Graph, order: list[_Node], mapped: dict, scope: str, function
             raise type(e)(f"import_graph_def: node {node.name!r}: {e}") from None
         _check_type_attr(node, op)
         op.backward = bool(_TF_GRADIENTS.search(op.name))  # a GraphDef carries no marks: TF's gradient scope
+        of = _TF_GRAD_OF.search(node.name)
+        if of is not None:  # (what a summed loss's scaling finds: engine.step.scale_summed_losses)
+            outer = node.name[:of.start()]  # the scope tf.gradients was called in
+            op.grad_of = created.get(f"{outer}/{of.group(1)}" if outer else of.group(1))
         if node.controls:
             have = set(op.control_inputs)
             for src in dict.fromkeys(node.controls):

@@ -52,13 +52,19 @@ def check_budget(graph, runs: list, device, budget: int) -> None:
 
 
 def _planned(graph, runs: list):
-    """Each run as the session plans it (rewritten by tfplus.engine.rewrite): (graph, fetches, {fed: shape})."""
+    """Each run as a budgeted session plans it: its losses summed over the batch scaled (engine.step.
+    scale_summed_losses, which micro-batches need), rewritten by tfplus.engine.rewrite: (graph, fetches,
+    {fed: shape})."""
     from tfplus.engine.rewrite import enabled, optimize
+    from tfplus.engine.step import scale_summed_losses
     for fetches, shapes in runs:
         fetches = fetches if isinstance(fetches, list) else [fetches]
-        rw = optimize(graph, fetches, set(shapes)) if enabled() else None
+        scaled = scale_summed_losses(graph, fetches, shapes) if shapes else None
+        g, fetches, shapes = (graph, fetches, shapes) if scaled is None else \
+            (scaled.graph, [scaled.element[f] for f in fetches], {scaled.element[t]: s for t, s in shapes.items()})
+        rw = optimize(g, fetches, set(shapes)) if enabled() else None
         if rw is None:
-            yield graph, fetches, shapes
+            yield g, fetches, shapes
         else:
             yield rw.graph, [rw.element[f] for f in fetches], {rw.element[t]: s for t, s in shapes.items()}
 

@@ -240,3 +240,26 @@ def attr_from_proto(kind: str, av: attr_value_pb2.AttrValue):
     if is_list:
         return [from_proto(v) for v in getattr(av.list, field)]
     return from_proto(getattr(av, field))
+
+
+def dense_set_operation(set1: np.ndarray, set2: np.ndarray, operation: str) -> tuple:
+    """TF's DenseToDenseSetOperation: per index of the leading axes, the sorted distinct values of the last axis of
+    `set1` and `set2` combined by `operation` ('a-b', 'b-a', 'intersection' or 'union'), as a sparse tensor
+    (int64 indices [n, rank], values [n], int64 dense shape: the leading axes and the largest set's size).
+
+        >>> dense_set_operation(np.array([[1, 2], [3, 3]]), np.array([[2, 5], [1, 3]]), "a-b")[1]
+        array([1])
+    """
+    combine = {"a-b": np.setdiff1d, "b-a": lambda a, b: np.setdiff1d(b, a), "intersection": np.intersect1d,
+               "union": np.union1d}
+    if operation not in combine:
+        raise ValueError(f"DenseToDenseSetOperation: set_operation {operation!r} is none of {sorted(combine)}")
+    if set1.ndim < 2 or set1.shape[:-1] != set2.shape[:-1]:
+        raise ValueError(f"DenseToDenseSetOperation: sets of shapes {set1.shape} and {set2.shape}: both need rank 2 "
+                         "or more and the same leading dimensions")
+    lead = set1.shape[:-1]
+    rows = [combine[operation](set1[i], set2[i]) for i in np.ndindex(*lead)]
+    indices = [(*i, j) for i, row in zip(np.ndindex(*lead), rows) for j in range(row.size)]
+    values = np.concatenate(rows).astype(set1.dtype) if rows else np.zeros((0,), set1.dtype)
+    shape = np.array([*lead, max((row.size for row in rows), default=0)], np.int64)
+    return np.array(indices, np.int64).reshape(-1, len(lead) + 1), values, shape

@@ -6,6 +6,7 @@ import numpy as np
 
 from tfplus import threads
 from tfplus.registry import register_kernel
+from tfplus.tensor_util import dense_set_operation
 
 FLOATS = ("float16", "float32", "float64")
 
@@ -102,6 +103,12 @@ def _unique_kernel(ctx, ins, outs, attrs):
 def _unique_with_counts(ctx, ins, outs, attrs):
     values, idx, counts = _unique(ins[0])
     outs[0][...], outs[1][...], outs[2][...] = values, idx, counts
+
+
+@register_kernel("DenseToDenseSetOperation", "cpu")
+def _dense_set_operation(ctx, ins, outs, attrs):
+    for out, value in zip(outs, dense_set_operation(ins[0], ins[1], attrs["set_operation"])):
+        out[...] = value
 
 
 def _segment_reduce(ufunc, empty):

@@ -5,7 +5,7 @@ from tfplus.kernels.opencl._common import run_on_host
 from tfplus.registry import find_kernel, register_kernel
 
 for _t in (*_ELEMENTWISE, "Cumprod", "Unique", "UniqueWithCounts", "UnsortedSegmentMax", "UnsortedSegmentMin",
-           "UnsortedSegmentProd", "LowerBound", "UpperBound"):
+           "UnsortedSegmentProd", "LowerBound", "UpperBound", "DenseToDenseSetOperation"):
     def _on_host(ctx, ins, outs, attrs, _t=_t):
         run_on_host(ctx, find_kernel(_t, "cpu", ctx.op.inputs[0].dtype), ins, outs, attrs, upload=True)
     register_kernel(_t, "opencl")(_on_host)

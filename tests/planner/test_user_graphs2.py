@@ -353,10 +353,6 @@ def test_in_batch_hard_negative_mining_is_no_micro_batch_step_and_trains_at_its_
     _assert_trains_as(got, want, "cpu", f"triplet at its floor {budget}")
 
 
-@pytest.mark.xfail(strict=True, reason="a loss divided by the sum of weights fed per example (tf.losses' MEAN, "
-                   "SUM_BY_NONZERO_WEIGHTS) needs that sum as a statistics pass's (the whole batch's) and its "
-                   "micro-batches' losses summed, not averaged: refused, saying to feed the weights normalized "
-                   "with reduction=SUM (test_user_graphs3_weights.py)")
 @pytest.mark.parametrize("reduction", ["MEAN", "SUM_BY_NONZERO_WEIGHTS"])
 def test_a_loss_over_the_sum_of_fed_weights_micro_batches(reduction):
     case = _dense(f"weighted_{reduction}")

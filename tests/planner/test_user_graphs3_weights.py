@@ -1,8 +1,9 @@
 """Weights fed per example under micro-batching: tf.losses' weighted MEAN and SUM_BY_NONZERO_WEIGHTS divide the
-weighted sum by the whole batch's sum (or nonzero count) of the weights, which only the backward turns back into
-rows; micro-batches average their losses and gradients, so the planner refuses to split such a step, saying what
-it is and what to do: feed the weights divided by that sum and use reduction=SUM, the same loss, which a budgeted
-session micro-batches exactly. At its floor (no micro-batches) the step trains as the unbudgeted one."""
+weighted sum by the whole batch's sum (or nonzero count) of the weights. That divisor depends on the fed weights
+alone, so a statistics pass computes it for the whole batch and every micro-batch divides its share of the sum by
+it (planner.crossbatch.fed_only): the step trains as the unbudgeted one, as does the same loss written with the
+weights normalized and reduction=SUM. A divisor the variables compute (reduce_sum(predictions)) is refused,
+naming its op and what to do. At its floor (no micro-batches) the step trains as the unbudgeted one."""
 from __future__ import annotations
 
 import gc
@@ -68,14 +69,25 @@ def _assert_same(got, want, what):
 
 
 @pytest.mark.parametrize("reduction", ["MEAN", "SUM_BY_NONZERO_WEIGHTS"])
-def test_a_loss_over_the_sum_of_fed_weights_is_refused_in_micro_batches_saying_what_to_do(reduction):
-    g, fetches, feeds, _ = _step(reduction)
+def test_a_loss_over_the_sum_of_fed_weights_micro_batches_as_the_unbudgeted_step(reduction):
+    want = _train(_step(reduction))
+    got = _train(_step(reduction), force=(4, 1))
+    assert got[2].microbatches == 4
+    _assert_same(got, want, f"{reduction} of fed weights in 4 micro-batches")
+
+
+def test_a_loss_over_a_sum_the_variables_compute_is_refused_naming_the_op_and_the_fix():
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.placeholder(tf.float32, [None, 6], name="x")
+        p = tf.nn.softplus(tf.matmul(x, tf.Variable(np.ones((6, 1), np.float32))))
+        loss = tf.reduce_sum(tf.square(p - 1.0)) / tf.reduce_sum(p, name="total")
+        train = tf.train.GradientDescentOptimizer(0.1).minimize(loss)
     with tf.Session(graph=g, memory_budget="1GB") as sess:
-        step = sess.step(fetches, feeds)
-        with pytest.raises(planner.PlanError, match=r"cannot micro-batch: Sum '.*weighted_loss/Sum_1' sums the fed "
-                                                    r"'weights:0' over the whole batch .*tf.losses' weighted MEAN or "
-                                                    r"SUM_BY_NONZERO_WEIGHTS.*feed the weights divided by that sum "
-                                                    r"\(or count\) and use reduction=SUM"):
+        step = sess.step([train, loss], {x: np.ones((BATCH, 6), np.float32)})
+        with pytest.raises(planner.PlanError, match=r"cannot micro-batch: Sum '(total|Sum/.*)' sums its input over the "
+                                                    r"batch .*values the variables compute.*divide by a value of the "
+                                                    r"fed tensors alone \(weights, a mask\)"):
             planner.plan(step.fetches, step.feed_shapes, "cpu", graph=step.graph, force=(4, 1))
 
 

@@ -27,6 +27,7 @@ import sys
 
 from tfplus import debug
 from tfplus.framework import Graph, Operation, Tensor, needed_ops, topo_order
+from tfplus.registry import has_tag
 
 # Plain runs of a step before the "replay" driver gives it a plan.
 PLAIN_RUNS = 1
@@ -149,20 +150,26 @@ class Step:
 # -- tf.cond on fed predicates (a budgeted step) ---------------------------------------------------------------
 def fed_conds(fetches: list, shapes: dict) -> list[Tensor]:
     """The predicates of the tf.conds (If ops) a step of `fetches` fed `shapes` ({Tensor: fed shape}) runs, when
-    every one's value is known before the step runs: it follows from fed scalars, constants and variables alone
-    (a fed `is_training`, tf.equal(mode, 0), tf.less(global_step, N)), and no op of the step that may run before
-    the cond writes those variables. [] when the step runs no cond, or one whose predicate reads the batch or
+    every one's value is known before the step runs: it follows from fed scalars, the fed tensors' shapes,
+    constants and variables alone (a fed `is_training`, tf.equal(mode, 0), tf.less(global_step, N), TensorFlow's
+    check that tf.losses' weights broadcast onto the losses), and no op of the step that may run before the cond
+    writes those variables. [] when the step runs no cond, or one whose predicate reads the batch's values or
     draws random numbers, or a tf.while_loop (the planner refuses such a step, naming the op). A cond nested in a
-    branch is resolved once its outer cond is (the session resolves level by level)."""
+    branch, or whose predicate another cond computes, is resolved once that cond is (the session resolves level by
+    level)."""
     preds: list[Tensor] = []
     needed = needed_ops(fetches, set(shapes))
+    later = False  # a cond left for the next level
     for op in topo_order(needed):
         if op.op_def.allocates_outputs:
+            if op.type == "If" and any(o.type == "If" for o in needed_ops([op.inputs[0]], set(shapes))):
+                later = True
+                continue
             if op.type != "If" or not _known_before(op, needed, shapes):
                 return []
             if op.inputs[0] not in preds:
                 preds.append(op.inputs[0])
-    return preds
+    return preds if preds or not later else []
 
 
 def _known_before(cond: Operation, needed: set[Operation], shapes: dict) -> bool:
@@ -170,13 +177,16 @@ def _known_before(cond: Operation, needed: set[Operation], shapes: dict) -> bool
     t = cond.inputs[0]
     if t in shapes:
         return tuple(shapes[t]) == ()
+    if _from_shapes(t, shapes) is not None:
+        return True
     variables = set()
     for op in needed_ops([t], set(shapes)):
         if op.type == "VariableV2":
             variables.add(op.outputs[0])
-        elif op.op_def.stateful or op.op_def.allocates_outputs or op.type == "Placeholder":
+        # (an Assert only checks: TensorFlow's tf.losses orders their weights' broadcast after its shape check)
+        elif op.op_def.stateful and op.type != "Assert" or op.op_def.allocates_outputs or op.type == "Placeholder":
             return False
-        if any(i in shapes and tuple(shapes[i]) != () for i in op.inputs):
+        if not has_tag(op.type, "shape_only") and any(i in shapes and tuple(shapes[i]) != () for i in op.inputs):
             return False
     if not variables:
         return True
@@ -187,11 +197,23 @@ def _known_before(cond: Operation, needed: set[Operation], shapes: dict) -> bool
     return not any(op.op_def.ref_inputs and any(i in variables for i in op.inputs) for op in needed - later)
 
 
+def _from_shapes(t: Tensor, shapes: dict):
+    """Predicate `t`'s value where it follows from the fed shapes ({Tensor: shape}) alone, else None: the step's
+    key holds them."""
+    from tfplus.planner.liveness import known_value
+    value = known_value(t, shapes)
+    return None if value is None else bool(value)
+
+
 def taken(executor, preds: list[Tensor], feeds: dict) -> tuple:
-    """The values of `preds` (fed_conds) in a run fed `feeds` ({Tensor: device buffer}): part of the step's key."""
-    computed = [t for t in preds if t not in feeds]
+    """The values of `preds` (fed_conds) in a run fed `feeds` ({Tensor: device buffer}): part of the step's key.
+    One the fed shapes give is not run (computing the shape of a loss would run the forward pass)."""
+    shapes = {t: tuple(b.shape) for t, b in feeds.items()}
+    known = {t: _from_shapes(t, shapes) for t in preds if t not in feeds}
+    computed = [t for t in preds if t not in feeds and known[t] is None]
     values = dict(zip(computed, executor.run(computed, feeds))) if computed else {}
-    return tuple(bool(executor.runtime.copy_out(feeds[t] if t in feeds else values[t])) for t in preds)
+    return tuple(bool(executor.runtime.copy_out(feeds[t])) if t in feeds else known[t] if known[t] is not None
+                 else bool(executor.runtime.copy_out(values[t])) for t in preds)
 
 
 def resolve_conds(graph: Graph, fetches: list, shapes: dict, branch: dict):
@@ -327,11 +349,16 @@ def summed_loss(fetches: list, shapes: dict) -> bool:
 def _summed(order: list[Operation], shapes: dict) -> tuple[set[Operation], set[Tensor]]:
     """The sums of scale_summed_losses among the step's ops (`order`), and the fed tensors with the batch's rows."""
     from tfplus.planner import batch as batch_mod
+    from tfplus.planner import rows as row_rules
     from tfplus.planner.crossbatch import open_rows
     rowed = batch_mod.batch_feeds(shapes, batch_mod.batch_size(shapes))
     if not rowed:
         return set(), rowed
-    sums, _ = batch_mod.summed_losses(order, set(shapes), rowed, open_rows(order, rowed))
+    # the tensors with rows by their shapes at two batch sizes, as the planner finds them; a static shape left open
+    # is no row axis (TensorFlow's reduce_sum of a scalar over range(rank) has an unknown shape)
+    rows = row_rules.batch_axes(order, shapes, rowed)
+    sums, _ = batch_mod.summed_losses(order, set(shapes), rowed, open_rows(order, rowed) if isinstance(rows, str)
+                                      else rows)
     return {op for _, op in sums}, rowed
 
 

@@ -242,10 +242,8 @@ def merges(ts: list[Tensor], order: list[Operation], feeds: set[Tensor], batch_f
     mean), with the reason."""
     valued = crossbatch.values(order, feeds, batch_feeds)
     dep = stream.batch_dependent(order, feeds, batch_feeds)
-    counts: set[Tensor] = set()  # numbers from the rows' shapes alone: a micro-batch's count is its share
-    for op in order:
-        if any(t in counts for t in op.inputs) or has_tag(op.type, "shape_only") and any(t in rows for t in op.inputs):
-            counts.update(t for t in op.outputs if t not in valued)
+    counts = _counts(order, rows, valued)
+    batch_counts = _row_counts(order, rows, valued)
     out: dict[Tensor, str] = {}
     for t in ts:
         if t in rows or t not in dep:
@@ -265,8 +263,8 @@ def merges(ts: list[Tensor], order: list[Operation], feeds: set[Tensor], batch_f
                 kinds.setdefault("mean", op)
                 continue
             if any(v in rows for v in op.inputs):  # a reduction over the rows
-                kind = "mean" if counted or has_tag(op.type, "row_means") else \
-                    "sum" if has_tag(op.type, "row_sums") else op.type
+                mean = counted or has_tag(op.type, "row_means") or _counted_rows(op, rows, batch_counts)
+                kind = "mean" if mean else "sum" if has_tag(op.type, "row_sums") else op.type
                 kinds.setdefault(kind, op)
                 continue
             if u not in valued:  # a count of the rows (else the same number in every micro-batch)
@@ -284,6 +282,18 @@ def merges(ts: list[Tensor], order: list[Operation], feeds: set[Tensor], batch_f
                                                            if k == "sum" else "reduces over the rows")
                                for k, o in kinds.items())
     return out
+
+
+def _counts(order: list[Operation], rows: set[Tensor], valued: set[Tensor]) -> set[Tensor]:
+    """The numbers computed from the rows' shapes alone (tf.shape(x)[0], tf.size, tf.losses' count of a scalar
+    weight broadcast onto the losses): each micro-batch's count is its share of the batch's. Not a comparison of
+    one without rows (count > 0, a guard against an empty batch: TensorFlow's mean_pairwise_squared_error selects
+    its sum by it); a mask of the rows from their shapes is (tf.losses' nonzero weights broadcast onto the losses)."""
+    counts: set[Tensor] = set()
+    for op in order:
+        if any(t in counts for t in op.inputs) or has_tag(op.type, "shape_only") and any(t in rows for t in op.inputs):
+            counts.update(t for t in op.outputs if t not in valued and (t.dtype.name != "bool" or t in rows))
+    return counts
 
 
 def split_step(order: list[Operation], fetches: list, feeds: set, feed_shapes: dict, batch: int | None,
@@ -314,7 +324,7 @@ def split_step(order: list[Operation], fetches: list, feeds: set, feed_shapes: d
     # The update run also computes what the updates make of the batch's sums over its rows (gradients) alone:
     # averaging per-micro-batch values of a non-linear function of them (clipping by the global norm) is no
     # function of the batch's sums.
-    late = after | _of_merged_sums(order, fetches, crossbatch.values(order, feeds, rowed), after, rows)
+    late = after | _of_merged_sums(order, fetches, crossbatch.values(order, feeds, rowed), after, rows, batch_dep)
     grads = []
     for op in order:
         if op in late:
@@ -395,12 +405,21 @@ def summed_losses(order: list[Operation], feeds: set[Tensor], batch_feeds: set[T
     loss. Each micro-batch's sum is 1/k of the batch's, so their average is too; scaled by k, it is the batch's
     (a constant factor on the way, a mean's share beside it or a term without rows do not change that). With the
     reason micro-batches cannot make a loss exact (a reduction over the rows that neither sums nor averages them:
-    a Max), if one cannot."""
+    a Max), if one cannot. A reduction of the fed rows alone (tf.losses' sum of per-example weights, a sequence
+    mask's sum: crossbatch.fed_only) is no term of the loss: the statistics passes give every micro-batch the
+    batch's, so a sum divided by it is a sum like any other (scaled by k, it merges exactly)."""
     valued = crossbatch.values(order, feeds, batch_feeds)
-    dep = stream.batch_dependent(order, feeds, batch_feeds)
+    counts, batch_counts = _counts(order, rows, valued), _row_counts(order, rows, valued)
     losses = [op.inputs[0] for op in order if has_tag(op.type, "shape_only") and phase_of(op) == "backward" and
               op.inputs and op.inputs[0] in valued and op.inputs[0] not in rows and
               phase_of(op.inputs[0].op) == "forward"]
+    # TensorFlow seeds its gradients with ones of the loss's static shape, reading nothing of it: a loss is also the
+    # top of the forward pass, a value without rows that no forward op reads, whose op has a gradient function in the
+    # step (Operation.grad_of; an imported graph's from TensorFlow's gradient scopes)
+    differentiated = {op.grad_of for op in order if op.grad_of is not None}
+    read = {t for op in order if phase_of(op) == "forward" for t in op.inputs}
+    losses += [t for op in order if op in differentiated and phase_of(op) == "forward" for t in op.outputs
+               if t in valued and t not in rows and t not in read]
     found: list[tuple[Tensor, Operation]] = []
     for loss in dict.fromkeys(losses):
         seen, todo = set(), [(loss, False)]
@@ -410,8 +429,10 @@ def summed_losses(order: list[Operation], feeds: set[Tensor], batch_feeds: set[T
                 continue
             seen.add((t, counted))
             op = t.op
+            if crossbatch.fed_only(t, feeds):
+                continue
             if any(u in rows for u in op.inputs):  # a reduction over the rows
-                if counted or has_tag(op.type, "row_means"):
+                if counted or has_tag(op.type, "row_means") or _counted_rows(op, rows, batch_counts):
                     continue
                 if not has_tag(op.type, "row_sums"):
                     return found, (f"the loss '{loss.name}' reduces over the batch by {op.type} '{op.name}', "
@@ -419,9 +440,38 @@ def summed_losses(order: list[Operation], feeds: set[Tensor], batch_feeds: set[T
                 if all(op is not o for _, o in found):
                     found.append((loss, op))
                 continue
-            counted = counted or any(u in dep and u not in valued for u in op.inputs)
+            counted = counted or any(u in counts for u in op.inputs)
             todo += [(u, counted) for u in op.inputs if u in valued and u not in rows]
     return found, None
+
+
+def _counted_rows(op: Operation, rows: set[Tensor], counts: set[Tensor]) -> bool:
+    """Whether rows that `op` reduces were divided by the batch's number of rows (`counts`: row_counts, and the
+    numbers computed from them alone) before: the sum of each example's loss divided by the batch size
+    (tf.reduce_sum(losses / tf.cast(tf.shape(x)[0], tf.float32))), a mean. Each micro-batch's is its own rows'
+    mean: scaled by k as a sum, it was k times the batch's. (A count that shapes rows, tf.reshape(x, [n, -1]),
+    divides nothing.)"""
+    seen, todo = set(), [t for t in op.inputs if t in rows]
+    while todo:
+        t = todo.pop()
+        if t in seen:
+            continue
+        seen.add(t)
+        if t.op.type in row_rules.DIVISIONS and t.op.inputs[1] in counts:
+            return True
+        todo += [u for u in t.op.inputs if u in rows]
+    return False
+
+
+def _row_counts(order: list[Operation], rows: set[Tensor], valued: set[Tensor]) -> set[Tensor]:
+    """The batch's number of rows (planner.rows.row_counts: tf.shape(x)[0], tf.size(x)) and the numbers without
+    rows computed from it and no value of the batch (n - 1, a cast)."""
+    axes = rows if isinstance(rows, dict) else dict.fromkeys(rows, 0)  # open_rows' sets: the batch on axis 0
+    counts = row_rules.row_counts(order, axes)
+    for op in order:
+        if any(t in counts for t in op.inputs) and not any(t in valued for t in op.inputs):
+            counts.update(t for t in op.outputs if t not in rows)
+    return counts
 
 
 # Ops whose output is the sum of their inputs (or a view of its one input): a sum of the rows' sums is one, so the
@@ -430,11 +480,12 @@ _SUMS = ("AddN", "Add", "AddV2", "Identity")
 
 
 def _of_merged_sums(order: list[Operation], fetches: list, valued: set[Tensor], after: set[Operation],
-                    rows: set[Tensor]) -> set[Operation]:
+                    rows: set[Tensor], batch_dep: set[Tensor]) -> set[Operation]:
     """The ops computed from the batch's sums over its rows (no rows in or out; `valued`: the tensors computed
     from the values of the batch's rows) only for the updates or the fetches, past the sums of sums (_SUMS): run
     once on the merged sums, they are the unsplit step's. (A weight decay's gradient reads the loss's seed, a
-    shape's ones: it stays where it is.)"""
+    shape's ones: it stays where it is; so does an op that reads a number from the micro-batch's shape, a summed
+    loss's scale B / m: the update run has no micro-batch.)"""
     fetched = {f.op if isinstance(f, Tensor) else f for f in fetches}
     consumers: dict[Tensor, list[Operation]] = {}
     for op in order:
@@ -443,7 +494,8 @@ def _of_merged_sums(order: list[Operation], fetches: list, valued: set[Tensor], 
     late: set[Operation] = set()
     for op in reversed(order):
         if op in after or not any(t in valued for t in op.inputs) or \
-                any(t in rows for t in list(op.inputs) + list(op.outputs)):
+                any(t in rows for t in list(op.inputs) + list(op.outputs)) or \
+                any(t in batch_dep and t not in valued for t in op.inputs):
             continue
         if all(c in after or c in late for t in op.outputs for c in consumers.get(t, ())) and \
                 (op in fetched or any(consumers.get(t) for t in op.outputs)):

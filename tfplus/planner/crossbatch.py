@@ -188,20 +188,15 @@ def rewrite(order: list[Operation], feeds: set[Tensor], fetches: list, batch_fee
     found = _statistics(order, feeds, batch_feeds, rowed)
     for t, same_phase in found.items():
         # NOTE: fed to the micro-batches, its gradient would be each one's share, not k times it as the mean
-        # loss's are: averaged, k times too small.
-        if not same_phase and t.op not in own:
-            fed = _fed_only(t, feeds)
-            if fed:
-                verb = {"Mean": "averages", "Sum": "sums"}.get(t.op.type, "reduces")
-                raise PlanError(
-                    f"cannot micro-batch: {t.op.type} '{t.op.name}' {verb} the fed {', '.join(fed)} over the whole "
-                    "batch and only the backward computes rows from it (a loss divided by it: tf.losses' weighted "
-                    "MEAN or SUM_BY_NONZERO_WEIGHTS, the sum or nonzero count of weights fed per example), which "
-                    "micro-batches, averaging their losses and gradients, cannot scale; feed the weights divided by "
-                    "that sum (or count) and use reduction=SUM (the same loss, which micro-batches make exactly), or "
-                    "give a budget the unsplit step fits")
-            raise PlanError(f"cannot micro-batch: {_statistic(t)}; only the backward pass computes rows from it "
-                            "(a penalty on the batch's statistics), which no statistics pass scales")
+        # loss's are: averaged, k times too small. A statistic of the fed rows alone (the sum or nonzero count of
+        # weights fed per example, a sequence mask's sum) has no gradient: the passes compute it from the fed rows,
+        # and the sum it divides is scaled by k as a summed loss (batch.summed_losses stops at it).
+        if not same_phase and t.op not in own and not fed_only(t, feeds):
+            raise PlanError(f"cannot micro-batch: {_statistic(t)}; only the backward pass computes rows from it (a "
+                            "loss divided by a sum over the batch of values the variables compute, such as "
+                            "reduce_sum(predictions)): its gradient needs the whole batch's numerator, which no "
+                            "micro-batch has; divide by a value of the fed tensors alone (weights, a mask), or give a "
+                            "budget the unsplit step fits")
     merges = {t: _merge(t) for t in found if t.op not in own}
     fed = set(merges) | {t for bn in norms for t in bn.outputs[1:]}  # whole-batch values in the micro-batch run
     value = _values(order, feeds, batch_feeds, fed)
@@ -443,24 +438,21 @@ def _adds(f: Tensor, ops: set[Operation], fed: set[Tensor], rowed: set[Tensor], 
 _LAYER_TAGS = ("gemm", "cross_batch", "random")
 
 
-def _fed_only(t: Tensor, feeds: set[Tensor]) -> list[str]:
-    """The names of the fed tensors statistic `t` is computed from, if it is computed from them (their values or
-    shapes) and constants alone: no variable, no random op (else [])."""
-    fed, seen, stack = [], set(), [t]
+def fed_only(t: Tensor, feeds: set[Tensor]) -> bool:
+    """Whether `t` is computed from fed tensors (their values or shapes) and constants alone: no variable, no
+    stateful or random op. The same whatever the micro-batch where the passes feed it the batch's."""
+    seen, stack = set(), [t]
     while stack:
         u = stack.pop()
-        if u in seen:
+        if u in seen or u in feeds:
             continue
         seen.add(u)
-        if u in feeds:
-            fed.append(f"'{u.name}'")
-            continue
         if has_tag(u.op.type, "shape_only"):  # the rows' shapes: the same whatever computed them
             continue
         if u.op.type == "VariableV2" or u.op.op_def.stateful or u.op.op_def.ref_inputs:
-            return []
+            return False
         stack.extend(u.op.inputs)
-    return sorted(fed)
+    return True
 
 
 def _merge(t: Tensor) -> str:

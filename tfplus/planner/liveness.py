@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from tfplus.framework import Operation, Tensor, _fmt_shape, constant_value, topo_order
+from tfplus.framework import Operation, Tensor, _fmt_shape, constant_value, needed_ops, topo_order
 from tfplus.graph_export import variable_readers
 from tfplus.planner import chunking
 from tfplus.registry import (
@@ -22,6 +22,7 @@ from tfplus.registry import (
     declared_scratch,
     find_kernel,
     has_kernels,
+    has_tag,
     inplace_inputs,
     kernel_dtype,
 )
@@ -112,6 +113,24 @@ def static_specs(order: list[Operation], feed_shapes: dict[Tensor, tuple]) -> di
             value = s.value if s.value is not None else constant_value(t)
             specs[t] = TensorSpec(tuple(int(d) for d in s.shape), s.dtype, value)
     return specs
+
+
+def known_value(t: Tensor, feed_shapes: dict[Tensor, tuple]):
+    """The value of `t` where it follows from the feed shapes alone (shape arithmetic, a comparison of shapes or
+    ranks: no value of a fed tensor), else None."""
+    seen, todo = set(), [t]
+    while todo:  # the values it is computed from, up to the shapes it reads
+        u = todo.pop()
+        if u in feed_shapes:
+            return None  # a fed value (a fed Const's is not its constant)
+        if u not in seen and not has_tag(u.op.type, "shape_only"):
+            seen.add(u)
+            todo.extend(u.op.inputs)
+    order = topo_order(needed_ops([t], set(feed_shapes)))
+    try:  # (the shapes of what a variable computes are known too: tf.shape(loss))
+        return _fold(t, static_specs(order, feed_shapes))
+    except PlanError:
+        return None
 
 
 _FOLD_LIMIT = 1024  # elements: folding is for shape arithmetic, never for data

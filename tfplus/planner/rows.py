@@ -90,7 +90,7 @@ def batch_axes(order: list[Operation], feed_shapes: dict, batch_feeds: set[Tenso
 
 # Ops whose second input divides the first: a sum over the rows divided by their count is a mean, which micro-batches
 # average exactly.
-_DIVISIONS = ("RealDiv", "Div", "TrueDiv", "FloorDiv", "DivNoNan")
+DIVISIONS = ("RealDiv", "Div", "TrueDiv", "FloorDiv", "DivNoNan")
 
 
 def _scaled_by_count(order: list[Operation], rows: Rows, batch_feeds: set[Tensor]) -> str | None:
@@ -98,9 +98,25 @@ def _scaled_by_count(order: list[Operation], rows: Rows, batch_feeds: set[Tensor
     (tf.shape(x)[0] or tf.size(x) of a tensor with rows, cast as it may be) other than by dividing by it: a loss
     scaled by the batch size. Each micro-batch's count is its own (k times smaller), so the product would be too, with
     no error; a mean written as a sum divided by the count is exact."""
+    counts = row_counts(order, rows)
+    values = set(batch_feeds)
+    for op in order:
+        if has_tag(op.type, "shape_only") or not any(t in values for t in op.inputs):
+            continue
+        values.update(op.outputs)
+        by = [t for t in op.inputs if t in counts]
+        if by and phase_of(op) == "forward" and not (op.type in DIVISIONS and op.inputs[0] not in counts):
+            return (f"{op.type} '{op.name}' scales a value of the batch by its number of rows ('{by[0].name}'): each "
+                    "micro-batch's count is its own, so the result would be k times smaller; divide by a fed batch "
+                    "size instead, or give a budget the unsplit step fits")
+    return None
+
+
+def row_counts(order: list[Operation], rows: dict[Tensor, int]) -> set[Tensor]:
+    """The batch's number of rows as the step computes it: tf.shape(x)[axis of x's rows] or tf.size(x) of a tensor
+    x with rows, cast as it may be (not another axis's length: a label smoothing's class count)."""
     counts: set[Tensor] = set()
     shapes: dict[Tensor, int] = {}  # Shape of a tensor with rows -> the axis that holds them
-    values = set(batch_feeds)
     for op in order:
         if op.type == "Shape" and op.inputs[0] in rows:
             shapes[op.outputs[0]] = rows[op.inputs[0]]
@@ -112,15 +128,7 @@ def _scaled_by_count(order: list[Operation], rows: Rows, batch_feeds: set[Tensor
                 counts.add(op.outputs[0])
         elif op.type in ("Cast", "Identity") and op.inputs[0] in counts:
             counts.add(op.outputs[0])
-        if has_tag(op.type, "shape_only") or not any(t in values for t in op.inputs):
-            continue
-        values.update(op.outputs)
-        by = [t for t in op.inputs if t in counts]
-        if by and phase_of(op) == "forward" and not (op.type in _DIVISIONS and op.inputs[0] not in counts):
-            return (f"{op.type} '{op.name}' scales a value of the batch by its number of rows ('{by[0].name}'): each "
-                    "micro-batch's count is its own, so the result would be k times smaller; divide by a fed batch "
-                    "size instead, or give a budget the unsplit step fits")
-    return None
+    return counts
 
 
 def _open_axes(order: list[Operation], batch_feeds: set[Tensor]) -> Rows:
