@@ -46,14 +46,18 @@ def why_not(order: list[Operation], feeds: set[Tensor], feed_shapes: dict, batch
     _spread(order, rows.counts, _counts_flow(rows))
     rows.sized.update(rows.counts)
     _spread(order, rows.sized, lambda op, found: any(t in found for t in op.inputs))
-    why = _scaled_by_count(order, rows) or _refusal(order, rows, None)
+    # a loop over the rows first: the gathers of its elements before it would be refused less tellingly
+    why = _scaled_by_count(order, rows) or next((f"{op.type} '{op.name}' {_trips(op, rows)}" for op in order
+                                                 if op.type == "While" and _trips(op, rows)), None)
+    why = why or _refusal(order, rows, None)
     return f"{why}; {ADVICE}" if why else None
 
 
 def _refusal(order: list[Operation], rows: Rows, phase: str | None) -> str | None:
     """The first op of `order` whose rule refuses the rows, with what it does. `phase`: that of the control-flow op
-    whose sub-graph `order` is (None for the step's own ops): in a forward one, a reduction over the rows is a
-    statistic of the batch that neither planner.crossbatch nor the micro-batches' merges see."""
+    whose sub-graph `order` is (None for the step's own ops): in a forward one, a reduction over the rows (or a
+    training-mode batch norm: tag cross_batch) is a statistic of the batch that neither planner.crossbatch nor the
+    micro-batches' merges see."""
     own = own_picks(order, rows)
     for op in order:
         # An update (ref inputs) runs after the micro-batches on their merged gradients (planner.batch.split_step
@@ -66,7 +70,8 @@ def _refusal(order: list[Operation], rows: Rows, phase: str | None) -> str | Non
         rule = op.op_def.rows
         why = rule(op, rows) if rule is not None else (
             "declares no rule for the batch's rows (registry.register_rows), so it may move, pick or mix them")
-        if not why and phase == "forward" and op.outputs and not any(t in rows for t in op.outputs):
+        if not why and phase == "forward" and op.outputs and (not any(t in rows for t in op.outputs) or (
+                has_tag(op.type, "cross_batch") and op.attrs.get("is_training", True))):
             why = ("reduces over the batch's rows inside control flow (a batch norm's statistics, a mean): each "
                    "micro-batch would use its own rows' statistic there; compute it outside the tf.cond or "
                    "tf.while_loop, or feed the tf.cond's predicate to a Session with a memory budget (which plans the "
@@ -105,20 +110,26 @@ def _control(op: Operation, rows: Rows, phase: str) -> str | None:
                 "tf.cond): each micro-batch would take the branch of its own rows; compute the predicate from fed "
                 "scalars or variables (tf.cond(is_training, ...)), or compute both branches and pick per row with "
                 "tf.where")
-    if op.type == "While":
-        stop = op.attrs["cond"].outputs[0]
-        if stop in rows.valued:
-            return (f"loops while '{stop.name}', computed from the values of the batch's rows: each micro-batch "
-                    "would loop as long as its own rows say; bound the loop by fed or constant values")
-        if stop in rows.sized:
-            return (f"loops while '{stop.name}', computed from the batch's number of rows (tf.map_fn, tf.scan or "
-                    "tf.foldl over the batch's axis: each iteration one row, a tf.scan's accumulator carried from "
-                    "row to row): each micro-batch would loop over its own rows; apply the function to the whole "
-                    "batch (ops that keep rows row by row), or loop over another axis")
+    if op.type == "While" and _trips(op, rows):
+        return _trips(op, rows)
     for what, g, _ in subgraphs(op):
         why = _scaled_by_count(_order(g), rows) or _refusal(_order(g), rows, phase)
         if why:
             return f"runs a {what} ('{g.name}') in which {why}"
+    return None
+
+
+def _trips(op: Operation, rows: Rows) -> str | None:
+    """Why the trip count of While `op` is not the same in every micro-batch, if it is not."""
+    stop = op.attrs["cond"].outputs[0]
+    if stop in rows.valued:
+        return (f"loops while '{stop.name}', computed from the values of the batch's rows: each micro-batch would "
+                "loop as long as its own rows say; bound the loop by fed or constant values")
+    if stop in rows.sized:
+        return (f"loops while '{stop.name}', computed from the batch's number of rows (tf.map_fn, tf.scan or "
+                "tf.foldl over the batch's axis: each iteration one row, a tf.scan's accumulator carried from row "
+                "to row): each micro-batch would loop over its own rows; apply the function to the whole batch (ops "
+                "that keep rows row by row), or loop over another axis")
     return None
 
 
