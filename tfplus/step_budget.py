@@ -52,15 +52,23 @@ def check_budget(graph, runs: list, device, budget: int) -> None:
 
 
 def _planned(graph, runs: list):
-    """Each run as the session plans it (rewritten by tfplus.engine.rewrite): (graph, fetches, {fed: shape})."""
-    from tfplus.engine.rewrite import enabled, optimize
+    """Each run as the session plans it (planned_run)."""
     for fetches, shapes in runs:
-        fetches = fetches if isinstance(fetches, list) else [fetches]
-        rw = optimize(graph, fetches, set(shapes)) if enabled() else None
-        if rw is None:
-            yield graph, fetches, shapes
-        else:
-            yield rw.graph, [rw.element[f] for f in fetches], {rw.element[t]: s for t, s in shapes.items()}
+        yield planned_run(graph, fetches if isinstance(fetches, list) else [fetches], shapes)
+
+
+def planned_run(graph, fetches: list, shapes: dict) -> tuple:
+    """A run of `fetches` fed `shapes` as the session plans it: its tf.while_loops of trip counts known from the
+    shapes unrolled (tfplus.engine.step.resolve_static), then rewritten by tfplus.engine.rewrite: (graph, fetches,
+    {fed: shape})."""
+    from tfplus.engine.rewrite import enabled, optimize
+    from tfplus.engine.step import resolve_static
+    for rewrite in (resolve_static, lambda g, f, s: optimize(g, f, set(s)) if enabled() else None):
+        rw = rewrite(graph, fetches, shapes)
+        if rw is not None:
+            graph, fetches, shapes = rw.graph, [rw.element[f] for f in fetches], \
+                {rw.element[t]: s for t, s in shapes.items()}
+    return graph, fetches, shapes
 
 
 def training_feeds(tg) -> tuple:

@@ -6,12 +6,14 @@ are refused, naming the op and the fix."""
 from __future__ import annotations
 
 import functools
+import re
 
 import numpy as np
 import pytest
 from conftest import DEVICES
 
 import tfplus as tf
+import tfplus.kernels.numpy  # noqa: F401  planner.rows folds shape arithmetic on the cpu kernels
 from tfplus import planner
 from tfplus.framework import needed_ops, topo_order
 from tfplus.planner import rows as row_rules
@@ -52,7 +54,24 @@ def rnn_while(x, training, rng):
     return state + tf.reduce_mean(outputs, 1)
 
 
-ROW_BY_ROW = {"cond_scale": cond_scale, "case_on_flag": case_on_flag, "rnn_while": rnn_while}
+def while_by_hand(x, training, rng):
+    """tf.while_loop over the time axis (tf.shape(x)[1] steps): a tanh recurrence on a state [B, 5], each step's
+    state written to a TensorArray [time, B, 5]."""
+    w, u = _w(rng, 6, 5), _w(rng, 5, 5)
+    steps = tf.shape(x)[1]
+    xt = tf.transpose(x, [1, 0, 2])
+    h0 = tf.zeros_like(tf.matmul(xt[0], w))
+    states = tf.TensorArray(tf.float32, size=steps, element_shape=tf.shape(h0))
+
+    def body(t, h, states):
+        h = tf.tanh(tf.matmul(tf.gather(xt, t), w) + tf.matmul(h, u))
+        return t + 1, h, states.write(t, h)
+    _, h, states = tf.while_loop(lambda t, h, states: t < steps, body, [0, h0, states])
+    return h + tf.reduce_max(states.stack(), 0)
+
+
+ROW_BY_ROW = {"cond_scale": cond_scale, "case_on_flag": case_on_flag, "rnn_while": rnn_while,
+              "while_by_hand": while_by_hand}
 
 
 def _case(build, seed=0):
@@ -94,8 +113,10 @@ def _assert_same(got, want, tol, name):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("name", ["cond_scale", "case_on_flag"])
-def test_a_fed_cond_micro_batched_under_a_budget_trains_as_the_unsplit_step(name, device):
+@pytest.mark.parametrize("name", ROW_BY_ROW)
+def test_a_fed_cond_or_a_loop_micro_batched_under_a_budget_trains_as_the_unsplit_step(name, device):
+    """A budgeted Session plans a fed cond's taken branch (engine.step.resolve_conds) and a loop of a trip count
+    known from the shapes unrolled (engine.step.resolve_static): straight-line ops, micro-batched."""
     g, fetches, feeds, init = _case(ROW_BY_ROW[name])
     with tf.Session(graph=g, device=device, memory_budget="1GB") as sess:
         step = sess.step(fetches, feeds)
@@ -170,8 +191,8 @@ REFUSED = {
               r"compute the predicate from fed scalars",
     reversed_in_branch: r"If 'reversing/If' runs a branch true_fn \('cond_true'\) in which StridedSlice "
                         r"'reversing/strided_slice' steps through the batch's rows by -1",
-    statistic_inside_branch: r"If 'centre/If' runs a branch true_fn \('cond_true'\) in which Mean 'centre/Mean' reduces "
-                             r"over the batch's rows inside control flow .* compute it outside the tf.cond",
+    statistic_inside_branch: r"If 'centre/If' runs a branch true_fn \('cond_true'\) in which Mean 'centre/Mean' "
+                             r"reduces over the batch's rows inside control flow .* compute it outside the tf.cond",
     scan_over_batch: r"While 'scan/scan_loop/While' loops while '.*', computed from the batch's number of rows "
                      r"\(tf.map_fn, tf.scan or tf.foldl over the batch's axis.*apply the function to the whole batch",
     loop_on_values: r"While 'while/While' loops while 'LogicalAnd:0', computed from the values of the batch's rows",
@@ -183,10 +204,8 @@ def test_control_flow_that_mixes_the_rows_is_refused_naming_the_op_and_the_fix(b
     g, fetches, feeds, _ = _case(build)
     shapes = {t: np.shape(v) for t, v in feeds.items()}
     order = topo_order(needed_ops(fetches, set(feeds)))
-    import tfplus.kernels.numpy  # noqa: F401  the planner folds shape arithmetic on the cpu kernels
     why = row_rules.why_not(order, set(feeds), shapes, {t for t in feeds if shapes[t][:1] == (BATCH,)})
     assert why is not None
-    import re
     assert re.search(REFUSED[build], why), why
 
 
@@ -206,9 +225,9 @@ def test_a_batch_norm_switch_runs_whole_on_the_workers_and_micro_batched_through
                 step.use_plan(p)
             got = _train(sess, g, fetches, feeds, init)
             if session["workers"] == 2:
-                assert "If 'batch_normalization/cond/If' runs a branch true_fn ('cond_true') in which FusedBatchNormV3 " \
-                    "'FusedBatchNormV3' reduces over the batch's rows inside control flow" in sess.workers.summary(), \
-                    sess.workers.summary()
+                why = sess.workers.summary()
+                assert "If 'batch_normalization/cond/If' runs a branch true_fn ('cond_true') in which " \
+                    "FusedBatchNormV3 'FusedBatchNormV3' reduces over the batch's rows inside control flow" in why, why
         if want is None:
             want = got
         else:

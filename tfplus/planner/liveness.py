@@ -76,7 +76,8 @@ def static_specs(order: list[Operation], feed_shapes: dict[Tensor, tuple], inner
     """Every tensor's concrete shape for these feed shapes (a shape, or a TensorSpec with its value), from the ops'
     shape functions. Values that a shape function needs (`value_inputs`) come from constants, folded shapes, or by
     running the small integer ops that compute them (Shape -> StridedSlice -> Pack) on their cpu kernels. `inner`:
-    (op, input specs) -> output specs of a control-flow op (planner.rows reads its sub-graphs'), else PlanError."""
+    (op, the specs so far) -> output specs of a control-flow op (planner.rows reads its sub-graphs'; engine.step
+    its trip count), else PlanError."""
     specs: dict[Tensor, TensorSpec] = {t: s if isinstance(s, TensorSpec) else TensorSpec(tuple(s), t.dtype)
                                        for t, s in feed_shapes.items()}
     for op in order:
@@ -86,7 +87,7 @@ def static_specs(order: list[Operation], feed_shapes: dict[Tensor, tuple], inner
             raise PlanError(f"You must feed a value for placeholder tensor '{op.name}' (the memory planner "
                             "needs its shape)")
         if op.op_def.allocates_outputs and inner is not None:
-            specs.update(zip(op.outputs, inner(op, [specs[t] for t in op.inputs])))
+            specs.update(zip(op.outputs, inner(op, specs)))
             continue
         if op.op_def.allocates_outputs:
             raise PlanError(f"{op.type} '{op.name}': control flow (tf.cond, tf.while_loop) sizes its outputs "

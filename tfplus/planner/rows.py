@@ -205,7 +205,7 @@ def batch_axes(order: list[Operation], feed_shapes: dict, batch_feeds: set[Tenso
     try:
         for shapes in (feed_shapes, {t: (other, *s[1:]) if t in batch_feeds else s for t, s in feed_shapes.items()}):
             found: dict[Tensor, TensorSpec] = {}
-            found.update(static_specs(order, shapes, _control_specs(found, unsure)))
+            found.update(static_specs(order, shapes, control_specs(found, unsure)))
             specs.append(found)
     except PlanError:  # a shape fixed to the batch's (an update of a variable shaped like it)
         return _open_axes(order, batch_feeds)
@@ -224,15 +224,15 @@ def batch_axes(order: list[Operation], feed_shapes: dict, batch_feeds: set[Tenso
     return rows
 
 
-def _control_specs(found: dict, unsure: dict):
+def control_specs(found: dict, unsure: dict):
     """static_specs' `inner`: a control-flow op's output specs from its sub-graphs' (static_specs of each on the
     op's input specs), which it adds to `found`. An If's outputs are its true_fn's, a While's its loop variables'
     (the body's must match them) and their per-iteration history, as if the loop ran once. Where the branches'
     shapes differ, or the body changes a variable's shape, `unsure` gets the op and why."""
-    def inner(op: Operation, ins: list[TensorSpec]) -> list[TensorSpec]:
+    def inner(op: Operation, given: dict[Tensor, TensorSpec]) -> list[TensorSpec]:
         if op.type not in CONTROL_FLOW:  # a py_func: its shapes are known once it has run
             raise PlanError(f"{op.type} '{op.name}' sizes its outputs only as it runs")
-        given = dict(zip(op.inputs, ins))
+        ins = [given[t] for t in op.inputs]
         outs = []
         for _, g, outer in subgraphs(op):
             specs = static_specs(_order(g), {ph: given[t] for ph, t in zip(g.all_inputs, outer)}, inner)
