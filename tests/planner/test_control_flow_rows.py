@@ -241,3 +241,31 @@ def test_a_tf_cond_on_the_batch_under_a_budget_says_why():
         with pytest.raises(PlanError, match=r"If 'on_batch/If'"):
             sess.run(init)
             sess.run(fetches, feeds)
+
+
+def test_tfplus_plan_plans_an_exported_while_loop_unrolled(tmp_path, capsys):
+    """`tfplus plan --graph` on a MetaGraph with a tf.while_loop over its time axis: planned unrolled (it refused
+    control flow), and its smallest budget is the session's (step_budget)."""
+    import json
+
+    from tfplus.cli import main
+    from tfplus.step_budget import smallest_budget
+    path = tmp_path / "rnn.meta"
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.placeholder(tf.float32, [None, 4, 6], name="x")
+        y = tf.placeholder(tf.int32, [None], name="y")
+        h = tf.reshape(while_by_hand(x, None, np.random.default_rng(0)), [-1, 5])
+        logits = tf.matmul(h, _w(np.random.default_rng(1), 5, 3))
+        loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits))
+        tf.train.GradientDescentOptimizer(0.1).minimize(loss)
+        tf.train.export_meta_graph(str(path))
+    assert main(["plan", "--graph", str(path), "--memory-budget", "1GB", "--batch-size", "16", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    g = tf.Graph()
+    with g.as_default():  # a session of the file
+        tf.train.import_meta_graph(str(path))
+        init = tf.global_variables_initializer()
+    x, y = g.get_tensor_by_name("x:0"), g.get_tensor_by_name("y:0")
+    want = smallest_budget(g, [(g.get_collection("train_op")[:1], {x: (16, 4, 6), y: (16,)}), (init, {})], "cpu")
+    assert out["fits"] and out["smallest_feasible_budget_bytes"] == want, out
