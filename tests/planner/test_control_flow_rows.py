@@ -152,6 +152,11 @@ def on_batch(x, training, rng):
     return tf.cond(tf.reduce_mean(x) > 0, lambda: h * 2.0, lambda: h, name="on_batch")
 
 
+def scale_on_batch(x, training, rng):
+    """A scalar picked by the batch's mean: no rows in or out of the cond, but each micro-batch would pick its own."""
+    return _dense(x, rng) * tf.cond(tf.reduce_mean(x) > 0, lambda: 2.0, lambda: 1.0, name="scale")
+
+
 def reversed_in_branch(x, training, rng):
     h = _dense(x, rng)
     return tf.cond(training, lambda: h[::-1], lambda: h, name="reversing")
@@ -189,6 +194,7 @@ def loop_on_values(x, training, rng):
 REFUSED = {
     on_batch: r"If 'on_batch/If' branches on 'Greater:0', computed from the values of the batch's rows .*"
               r"compute the predicate from fed scalars",
+    scale_on_batch: r"If 'scale/If' branches on 'Greater:0', computed from the values of the batch's rows",
     reversed_in_branch: r"If 'reversing/If' runs a branch true_fn \('cond_true'\) in which StridedSlice "
                         r"'reversing/strided_slice' steps through the batch's rows by -1",
     statistic_inside_branch: r"If 'centre/If' runs a branch true_fn \('cond_true'\) in which Mean 'centre/Mean' "

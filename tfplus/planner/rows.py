@@ -62,8 +62,10 @@ def _refusal(order: list[Operation], rows: Rows, phase: str | None) -> str | Non
     for op in order:
         # An update (ref inputs) runs after the micro-batches on their merged gradients (planner.batch.split_step
         # checks those); a shape-only op reads no values; an op without inputs makes no rows (a placeholder is fed).
+        # A control-flow op that reads the batch's values without rows may still branch or loop on them.
         if not op.inputs or op in own or op.op_def.ref_inputs or has_tag(op.type, "shape_only") or \
-                not any(t in rows for t in (*op.inputs, *op.outputs)):
+                not any(t in rows for t in (*op.inputs, *op.outputs)) and \
+                not (op.type in CONTROL_FLOW and any(t in rows.valued for t in op.inputs)):
             continue
         if op.type in CONTROL_FLOW and op not in rows.inner:
             rows.inner[op] = _control(op, rows, phase or phase_of(op))
