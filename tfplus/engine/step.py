@@ -15,7 +15,9 @@ The session compiles a step the first time it sees its fetches, fed tensors and 
 A budgeted step's tf.conds (If ops) whose predicates follow from fed scalars and constants alone (TF1's
 `is_training` placeholder) are resolved before planning: the session keys the step by the predicates' values of the
 run (fed_conds, taken) and plans a copy of the step's graph with each cond's taken branch inlined (resolve_conds),
-so that the planner sees straight-line code; a step fed True and one fed False are two steps, two plans.
+so that the planner sees straight-line code; a step fed True and one fed False are two steps, two plans. Its
+tf.while_loops whose trip counts follow from the fed shapes and constants (a dynamic_rnn over a fed time axis) are
+then unrolled, and its conds on constants folded (resolve_static): the same for every run of its shapes.
 A traced run (tfplus.profiler) runs plainly where the workers would take it or no plan is bound yet.
 
 `run(feeds)` returns the tensor fetches' values copied to the host: a planned step's before the arena's lock is
