@@ -54,6 +54,14 @@ def rnn_while(x, training, rng):
     return state + tf.reduce_mean(outputs, 1)
 
 
+def lstm_lengths(x, training, rng):
+    """An LSTM over a tf.while_loop with each example's own length (3 or 4 steps, from its first feature): its state
+    stops at its end."""
+    lengths = 4 - tf.cast(x[:, 0, 0] > 0, tf.int32)
+    _, state = tf.nn.dynamic_rnn(tf.nn.rnn_cell.LSTMCell(5), x, sequence_length=lengths, dtype=tf.float32)
+    return state.h
+
+
 def while_by_hand(x, training, rng):
     """tf.while_loop over the time axis (tf.shape(x)[1] steps): a tanh recurrence on a state [B, 5], each step's
     state written to a TensorArray [time, B, 5]."""
@@ -71,7 +79,7 @@ def while_by_hand(x, training, rng):
 
 
 ROW_BY_ROW = {"cond_scale": cond_scale, "case_on_flag": case_on_flag, "rnn_while": rnn_while,
-              "while_by_hand": while_by_hand}
+              "lstm_lengths": lstm_lengths, "while_by_hand": while_by_hand}
 
 
 def _case(build, seed=0):

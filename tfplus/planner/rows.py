@@ -45,7 +45,9 @@ def why_not(order: list[Operation], feeds: set[Tensor], feed_shapes: dict, batch
     _spread(order, rows.valued, _values_flow(set(feed_shapes)))
     _spread(order, rows.counts, _counts_flow(rows))
     rows.sized.update(rows.counts)
-    _spread(order, rows.sized, lambda op, found: any(t in found for t in op.inputs))
+    # (not through a shape: tf.shape(x)[1] of a tensor whose rows a count laid out is its time axis)
+    _spread(order, rows.sized, lambda op, found: not has_tag(op.type, "shape_only") and
+            any(t in found for t in op.inputs))
     # a loop over the rows first: the gathers of its elements before it would be refused less tellingly
     why = _scaled_by_count(order, rows) or next((f"{op.type} '{op.name}' {_trips(op, rows)}" for op in order
                                                  if op.type == "While" and _trips(op, rows)), None)
