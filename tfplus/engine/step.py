@@ -267,15 +267,19 @@ def trip_counts(order: list, shapes: dict, branch: dict | None = None) -> dict:
     from tfplus.registry import TensorSpec
     counts: dict = {}
     fed = {t.op for t in shapes if t.op.outputs and t.op.type != "Placeholder"}  # fed outputs of ops
-    shape_only = control_specs({}, {})
+    unsure: dict = {}
+    shape_only = control_specs({}, unsure)
 
     def inner(op, specs):
         if op.type == "If" and branch is not None and not (needed_ops([op.inputs[0]], set()) & fed):
             value = _fold(op.inputs[0], specs)
             if value is not None:
                 branch[op.inputs[0]] = bool(value)
+        outs = shape_only(op, specs)
+        if op in unsure:  # the shapes after it are not known: nor any later loop's count
+            raise PlanError(f"{op.type} '{op.name}' {unsure[op]}")
         if op.type != "While":
-            return shape_only(op, specs)
+            return outs
         if needed_ops(op.inputs, set()) & fed:  # a fed value's producer would fold to another value
             raise PlanError(f"While '{op.name}' reads a fed tensor")
         n, trips = len(op.attrs["T"]), _simulate(op, specs)
