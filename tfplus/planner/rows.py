@@ -48,15 +48,21 @@ def why_not(order: list[Operation], feeds: set[Tensor], feed_shapes: dict, batch
     # (not through a shape: tf.shape(x)[1] of a tensor whose rows a count laid out is its time axis)
     _spread(order, rows.sized, lambda op, found: not has_tag(op.type, "shape_only") and
             any(t in found for t in op.inputs))
+    scaled = _scaled_by_count(order, rows)
+    if scaled:
+        return f"{scaled}; {ADVICE}"
     # a loop over the rows first: the gathers of its elements before it would be refused less tellingly
-    why = _scaled_by_count(order, rows) or next((f"{op.type} '{op.name}' {_trips(op, rows)}" for op in order
-                                                 if op.type == "While" and _trips(op, rows)), None)
-    why = why or _refusal(order, rows, None)
-    return f"{why}; {ADVICE}" if why else None
+    found = next(((op, _trips(op, rows)) for op in order if op.type == "While" and _trips(op, rows)), None) or \
+        _refusal(order, rows, None)
+    if found is None:
+        return None
+    op, why = found  # a control-flow op's says how to write it
+    return f"{op.type} '{op.name}' {why}; " + ("or give a budget the unsplit step fits" if op.type in CONTROL_FLOW
+                                               else ADVICE)
 
 
-def _refusal(order: list[Operation], rows: Rows, phase: str | None) -> str | None:
-    """The first op of `order` whose rule refuses the rows, with what it does. `phase`: that of the control-flow op
+def _refusal(order: list[Operation], rows: Rows, phase: str | None) -> tuple[Operation, str] | None:
+    """The first op of `order` whose rule refuses the rows, and what it does. `phase`: that of the control-flow op
     whose sub-graph `order` is (None for the step's own ops): in a forward one, a reduction over the rows (or a
     training-mode batch norm: tag cross_batch) is a statistic of the batch that neither planner.crossbatch nor the
     micro-batches' merges see."""
@@ -81,7 +87,7 @@ def _refusal(order: list[Operation], rows: Rows, phase: str | None) -> str | Non
                    "tf.while_loop, or feed the tf.cond's predicate to a Session with a memory budget (which plans the "
                    "branch it takes as straight-line ops, planner.crossbatch included)")
         if why:
-            return f"{op.type} '{op.name}' {why}"
+            return op, why
     return None
 
 
@@ -117,7 +123,9 @@ def _control(op: Operation, rows: Rows, phase: str) -> str | None:
     if op.type == "While" and _trips(op, rows):
         return _trips(op, rows)
     for what, g, _ in subgraphs(op):
-        why = _scaled_by_count(_order(g), rows) or _refusal(_order(g), rows, phase)
+        why = _scaled_by_count(_order(g), rows)
+        found = None if why else _refusal(_order(g), rows, phase)
+        why = why or found and f"{found[0].type} '{found[0].name}' {found[1]}"
         if why:
             return f"runs a {what} ('{g.name}') in which {why}"
     return None
