@@ -18,7 +18,7 @@ from tfplus.framework import (
     needed_ops,
 )
 from tfplus.ops.array_ops import gather
-from tfplus.ops.row_rules import reduces
+from tfplus.ops.row_rules import reduces, subgraphs
 from tfplus.registry import has_tag, not_differentiable, register_gradient, register_op, register_rows
 from tfplus.tensor_shape import fmt, spec
 
@@ -214,6 +214,7 @@ register_op("If", inputs=("cond", "input*"), outputs=("output",),
             attrs={"Tcond": "type", "Tin": "list(type)", "Tout": "list(type)", "then_branch": "func",
                    "else_branch": "func", "n_then": "int", "output_shapes": "list(shape)"},
             shape_fn=_if_shape, allocates_outputs=True, flops=_flops.zero)
+register_rows(subgraphs, "If")
 
 
 @register_gradient("If")
@@ -328,6 +329,7 @@ register_op("While", inputs=("input*",), outputs=("output",),
             attrs={"T": "list(type)", "cond": "func", "body": "func", "n_cond": "int",
                    "output_shapes": "list(shape)", "parallel_iterations": "int"},
             shape_fn=_while_shape, allocates_outputs=True, flops=_flops.zero)
+register_rows(subgraphs, "While")
 
 
 @register_gradient("While")

@@ -1129,9 +1129,22 @@ register_op("UnsortedSegmentSum", inputs=("data", "segment_ids", "num_segments")
             attrs={"T": "type", "Tindices": "type", "Tnumsegments": "type"},
             shape_fn=_unsorted_segment_sum_shape, value_inputs=(2,), flops=_flops.per_input,
             tags=("row_sums",))  # segments of the rows' sums (an embedding's dense gradient) add up
-register_rows(lambda op, rows: None if op.outputs[0] not in rows else
-              "adds rows into the batch's rows by index (the dense gradient of a gather of them): each "
-              "micro-batch's indices would name the whole batch's", "UnsortedSegmentSum")
+
+
+def _segment_sum_rows(op, rows) -> str | None:
+    """Row by row where the segments are along another axis than the batch's (a dense gradient of a gather of time
+    steps, [time, batch, ...]): data's rows land on the same rows of the output."""
+    data, ids, out = op.inputs[0], op.inputs[1], op.outputs[0]
+    if out not in rows:
+        return None
+    k = None if rows.shape(ids) is None else len(rows.shape(ids))
+    if rows[out] > 0 and ids not in rows and k is not None and data in rows and rows[data] - k + 1 == rows[out]:
+        return None
+    return ("adds rows into the batch's rows by index (the dense gradient of a gather of them): each micro-batch's "
+            "indices would name the whole batch's")
+
+
+register_rows(_segment_sum_rows, "UnsortedSegmentSum")
 
 
 @register_gradient("UnsortedSegmentSum")

@@ -28,6 +28,14 @@ class Rows(dict):
     def __init__(self, axes: dict, shapes: dict | None = None):
         super().__init__(axes)
         self.shapes = shapes or {}
+        # A control-flow op (If, While) -> why its sub-graphs do not keep the rows, None where they do
+        # (planner.rows works it out where it finds the rows inside them), for `subgraphs`.
+        self.inner: dict[Operation, str | None] = {}
+        # planner.rows': the tensors computed from the values of the batch's rows, the batch's number of rows
+        # (tf.shape(x)[0] of a tensor with rows), and the tensors computed from that number
+        self.valued: set[Tensor] = set()
+        self.counts: set[Tensor] = set()
+        self.sized: set[Tensor] = set()
 
     def shape(self, t: Tensor) -> tuple | None:
         return self.shapes.get(t, t._shape)
@@ -51,6 +59,14 @@ def keeps(op: Operation, rows) -> None:
 # A reduction over the rows is a statistic of the batch (a weight gradient, a loss's mean): planner.crossbatch and
 # planner.batch.merges merge it over the micro-batches where it sums or averages them and refuse it otherwise.
 reduces = keeps
+
+
+def subgraphs(op: Operation, rows) -> str | None:
+    """A control-flow op (If: tf.cond; While: tf.while_loop, tf.map_fn, tf.scan, a dynamic_rnn): row by row where
+    its predicate or trip count does not follow the batch's values or rows, and the ops of its branches, or of its
+    loop's condition and body, keep them as these rules say (planner.rows finds the rows inside them)."""
+    return rows.inner.get(op, "runs sub-graphs in which the batch's rows were not found (their shapes do not "
+                              "follow from the fed ones)")
 
 
 def aligned(op: Operation, rows) -> str | None:

@@ -21,7 +21,7 @@ from tfplus.planner import TRANSFORMATIONS
 from tfplus.planner import plan as _plan
 from tfplus.planner.profiles import PROFILES, get_profile
 from tfplus.runtime.facts import device_facts
-from tfplus.step_budget import floor, runs_fit, smallest_peak, training_feeds, training_runs
+from tfplus.step_budget import floor, planned_run, runs_fit, smallest_peak, training_feeds, training_runs
 from tfplus.units import format_size
 
 # What the largest batch one step holds may use: every transformation but those that split the batch.
@@ -277,7 +277,7 @@ class _TrainStep:
         self.fetches = [self.sums.step_op]
         from tfplus.engine.rewrite import enabled, optimize
         rw = optimize(self.tg.graph, self.fetches, set(self.fed)) if enabled() else None
-        self.source = self.tg.graph  # the step as built (self.graph: as planned, rewritten)
+        self.source = self.tg.graph  # the step as built (self.graph: rewritten, for the tests' plans)
         self.graph, self.planned, self.planned_fed = self.tg.graph, self.fetches, self.fed
         if rw is not None:
             self.graph, self.planned = rw.graph, [rw.element[f] for f in self.fetches]
@@ -292,8 +292,10 @@ class _TrainStep:
         return training_runs(self.tg, self.sums.step_op, batch)
 
     def plan(self, batch: int, budget):
-        return _plan(self.planned, self.shapes(batch), device_facts(self.args.device), budget, graph=self.graph,
-                     raise_if_infeasible=False)
+        """The plan of a run of `batch` for `budget`, made as the session makes it (step_budget.planned_run: its
+        loops unrolled, then rewritten)."""
+        graph, fetches, shapes = planned_run(self.source, self.fetches, self.shapes(batch, self.fed))
+        return _plan(fetches, shapes, device_facts(self.args.device), budget, graph=graph, raise_if_infeasible=False)
 
     def floor(self, batch: int, transformations=TRANSFORMATIONS) -> tuple:
         """(the floor plan of a run of `batch`, the seconds its search took): step_budget.floor of training_runs,

@@ -52,21 +52,25 @@ def check_budget(graph, runs: list, device, budget: int) -> None:
 
 
 def _planned(graph, runs: list):
-    """Each run as a budgeted session plans it: its losses summed over the batch scaled (engine.step.
-    scale_summed_losses, which micro-batches need), rewritten by tfplus.engine.rewrite: (graph, fetches,
-    {fed: shape})."""
-    from tfplus.engine.rewrite import enabled, optimize
-    from tfplus.engine.step import scale_summed_losses
+    """Each run as the session plans it (planned_run)."""
     for fetches, shapes in runs:
-        fetches = fetches if isinstance(fetches, list) else [fetches]
-        scaled = scale_summed_losses(graph, fetches, shapes) if shapes else None
-        g, fetches, shapes = (graph, fetches, shapes) if scaled is None else \
-            (scaled.graph, [scaled.element[f] for f in fetches], {scaled.element[t]: s for t, s in shapes.items()})
-        rw = optimize(g, fetches, set(shapes)) if enabled() else None
-        if rw is None:
-            yield g, fetches, shapes
-        else:
-            yield rw.graph, [rw.element[f] for f in fetches], {rw.element[t]: s for t, s in shapes.items()}
+        yield planned_run(graph, fetches if isinstance(fetches, list) else [fetches], shapes)
+
+
+def planned_run(graph, fetches: list, shapes: dict) -> tuple:
+    """A run of `fetches` fed `shapes` as a budgeted session plans it: its tf.while_loops of trip counts known from
+    the shapes unrolled (tfplus.engine.step.resolve_static), its losses summed over the batch scaled
+    (engine.step.scale_summed_losses, which micro-batches need), then rewritten by tfplus.engine.rewrite: (graph,
+    fetches, {fed: shape})."""
+    from tfplus.engine.rewrite import enabled, optimize
+    from tfplus.engine.step import resolve_static, scale_summed_losses
+    for rewrite in (resolve_static, lambda g, f, s: scale_summed_losses(g, f, s) if s else None,
+                    lambda g, f, s: optimize(g, f, set(s)) if enabled() else None):
+        rw = rewrite(graph, fetches, shapes)
+        if rw is not None:
+            graph, fetches, shapes = rw.graph, [rw.element[f] for f in fetches], \
+                {rw.element[t]: s for t, s in shapes.items()}
+    return graph, fetches, shapes
 
 
 def training_feeds(tg) -> tuple:

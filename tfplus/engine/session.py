@@ -215,6 +215,8 @@ class Session:
             values = step_mod.taken(self._executor, preds, fed)
             taken += (values,)
             level = self._level(key + taken, flat, feeds, level, dict(zip(preds, values)))
+        if self._driver == "plan":
+            level = self._unrolled(key + taken, flat, feeds, level)
         step = self._steps.get(key + taken)
         if step is None:
             shapes = {t: v.shape for t, v in feeds.items()}
@@ -247,6 +249,20 @@ class Session:
             if level is not None:
                 r = replace(r, element={k: r.element[v] for k, v in level.element.items()})
             self._levels[key] = r
+        return self._levels[key]
+
+    def _unrolled(self, key: tuple, flat: list, feeds: dict, level):
+        """The step with its tf.while_loops of trip counts known from its shapes unrolled (engine.step.resolve_static)
+        in the copy `level` its conds are resolved in (None: the graph as built), as a Rewritten of the graph as
+        built; `level` where it has none. Made once per `key` (the step's and its conds' values)."""
+        key += ("unrolled",)
+        if key not in self._levels:
+            el = (lambda t: t) if level is None else level.element.__getitem__
+            r = step_mod.resolve_static(self.graph if level is None else level.graph, [el(f) for f in flat],
+                                      {el(t): v.shape for t, v in feeds.items()})
+            if r is not None and level is not None:
+                r = replace(r, element={k: r.element[v] for k, v in level.element.items()})
+            self._levels[key] = level if r is None else r
         return self._levels[key]
 
     def step(self, fetches, feed_dict=None) -> Step:

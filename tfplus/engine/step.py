@@ -15,7 +15,9 @@ The session compiles a step the first time it sees its fetches, fed tensors and 
 A budgeted step's tf.conds (If ops) whose predicates follow from fed scalars and constants alone (TF1's
 `is_training` placeholder) are resolved before planning: the session keys the step by the predicates' values of the
 run (fed_conds, taken) and plans a copy of the step's graph with each cond's taken branch inlined (resolve_conds),
-so that the planner sees straight-line code; a step fed True and one fed False are two steps, two plans.
+so that the planner sees straight-line code; a step fed True and one fed False are two steps, two plans. Its
+tf.while_loops whose trip counts follow from the fed shapes and constants (a dynamic_rnn over a fed time axis) are
+then unrolled, and its conds on constants folded (resolve_static): the same for every run of its shapes.
 A traced run (tfplus.profiler) runs plainly where the workers would take it or no plan is bound yet.
 
 `run(feeds)` returns the tensor fetches' values copied to the host: a planned step's before the arena's lock is
@@ -24,6 +26,8 @@ released (the next planned run writes over them), the others' while the session 
 from __future__ import annotations
 
 import sys
+
+import numpy as np
 
 from tfplus import debug
 from tfplus.framework import Graph, Operation, Tensor, needed_ops, topo_order
@@ -154,14 +158,14 @@ def fed_conds(fetches: list, shapes: dict) -> list[Tensor]:
     constants and variables alone (a fed `is_training`, tf.equal(mode, 0), tf.less(global_step, N), TensorFlow's
     check that tf.losses' weights broadcast onto the losses), and no op of the step that may run before the cond
     writes those variables. [] when the step runs no cond, or one whose predicate reads the batch's values or
-    draws random numbers, or a tf.while_loop (the planner refuses such a step, naming the op). A cond nested in a
-    branch, or whose predicate another cond computes, is resolved once that cond is (the session resolves level by
-    level)."""
+    draws random numbers (the planner refuses such a step, naming the op). A cond nested in a branch, or whose
+    predicate another cond computes, is resolved once that cond is (the session resolves level by level); a
+    tf.while_loop is unrolled after (resolve_static)."""
     preds: list[Tensor] = []
     needed = needed_ops(fetches, set(shapes))
     later = False  # a cond left for the next level
     for op in topo_order(needed):
-        if op.op_def.allocates_outputs:
+        if op.op_def.allocates_outputs and op.type != "While":
             if op.type == "If" and any(o.type == "If" for o in needed_ops([op.inputs[0]], set(shapes))):
                 later = True
                 continue
@@ -222,37 +226,180 @@ def resolve_conds(graph: Graph, fetches: list, shapes: dict, branch: dict):
     tfplus.engine.rewrite.Rewritten. Copies keep their names (variables and random streams find them); a branch's
     ops are named under the If's ('cond/If/then/mul'), and a NoOp of the If's name after them stands for the If
     (what is ordered after it, or fetches it)."""
+    return _resolve(graph, fetches, shapes, branch, {})
+
+
+def _resolve(graph: Graph, fetches: list, shapes: dict, branch: dict, trips: dict):
+    """resolve_conds, with each While of `trips` ({While: its trip count}) unrolled as well (resolve_static)."""
     feeds = set(shapes)
     needed = needed_ops(fetches, feeds)
     g = Graph()
     g.seed = graph.seed
     tensor: dict[Tensor, Tensor] = {}
     op_of: dict[Operation, Operation] = {}
-
-    def copy(op: Operation, inputs: list[Tensor], name: str, controls: list[Operation]) -> Operation:
-        return _copy(g, op, inputs, name, controls, op_of, True)
-
     _stand_ins(g, feeds, needed, tensor)
     for op in topo_order(needed):
         controls = [op_of[o] for o in op.control_inputs]
-        if op.type != "If" or op.inputs[0] not in branch:
-            op_of[op] = copy(op, [tensor[t] for t in op.inputs], op.name, controls)
+        if op in trips:
+            made, outputs = _unrolled(g, op, trips[op], tensor, controls, needed)
+        elif op.type == "If" and op.inputs[0] in branch:
+            made, outputs = _taken(g, op, branch[op.inputs[0]], tensor, controls)
+        else:
+            op_of[op] = _copy(g, op, [tensor[t] for t in op.inputs], op.name, controls, op_of, True)
             tensor.update(zip(op.outputs, op_of[op].outputs))
             continue
-        then = branch[op.inputs[0]]
-        sub = op.attrs["then_branch" if then else "else_branch"]
-        n_then = op.attrs["n_then"]
-        ins = op.inputs[1:1 + n_then] if then else op.inputs[1 + n_then:]
-        local = dict(zip(sub.capture_placeholders, (tensor[t] for t in ins)))
-        made: dict[Operation, Operation] = {}
-        for b in topo_order(needed_ops(sub.outputs, set(local))):
-            made[b] = _copy(g, b, [local[t] for t in b.inputs], f"{op.name}/{'then' if then else 'else'}/{b.name}",
-                            controls + [made[o] for o in b.control_inputs], made, True)
-            local.update(zip(b.outputs, made[b].outputs))
         op_of[op] = g.create_op("NoOp", [], {}, op.name + "/")
-        op_of[op].control_inputs = controls + list(made.values())
-        tensor.update(zip(op.outputs, (local[t] for t in sub.outputs)))
+        op_of[op].control_inputs = controls + made
+        tensor.update(zip(op.outputs, outputs))
     return _rewritten(graph, g, fetches, feeds, op_of, tensor)
+
+
+def _taken(g: Graph, op: Operation, then: bool, tensor: dict, controls: list) -> tuple[list, list]:
+    """If `op`'s branch `then` (True: true_fn's) copied into `g` after `controls`, its inputs `tensor`'s copies:
+    (the ops made, its outputs' copies)."""
+    sub = op.attrs["then_branch" if then else "else_branch"]
+    n_then = op.attrs["n_then"]
+    ins = op.inputs[1:1 + n_then] if then else op.inputs[1 + n_then:]
+    local = dict(zip(sub.capture_placeholders, (tensor[t] for t in ins)))
+    made: dict[Operation, Operation] = {}
+    for b in topo_order(needed_ops(sub.outputs, set(local))):
+        made[b] = _copy(g, b, [local[t] for t in b.inputs], f"{op.name}/{'then' if then else 'else'}/{b.name}",
+                        controls + [made[o] for o in b.control_inputs], made, True)
+        local.update(zip(b.outputs, made[b].outputs))
+    return list(made.values()), [local[t] for t in sub.outputs]
+
+
+# -- tf.while_loop of a trip count known from the shapes (a budgeted step) ------------------------------------
+# The most iterations a loop is unrolled for: a longer one stays a loop (which the planner refuses, naming it).
+MAX_UNROLLED = 4096
+
+
+def trip_counts(order: list, shapes: dict, branch: dict | None = None) -> dict:
+    """{While op: its trip count} for the tf.while_loops of a step (its ops in `order`, fed `shapes`) whose
+    condition follows from constants and the fed shapes alone, through loop variables that the body computes
+    from those alone (a counter up to tf.shape(x)[1]: a dynamic_rnn over a fed time axis, a tf.while_loop to a
+    constant), as the planner's shape arithmetic folds them on the cpu kernels; {} where one does not (read from
+    a fed value, a variable or the batch's values), or a loop's body draws random numbers, is stateful, runs
+    control flow of its own or changes a variable's shape. The count is then the same at every run of the step's
+    shapes, so the session plans the loop unrolled (resolve_static). `branch` gets {predicate: value} of the
+    tf.conds whose predicates fold so (not from a fed tensor)."""
+    import tfplus.kernels.numpy  # noqa: F401  the shape arithmetic folds on the cpu kernels
+    from tfplus.planner.liveness import PlanError, _fold, static_specs
+    from tfplus.planner.rows import control_specs
+    from tfplus.registry import TensorSpec
+    counts: dict = {}
+    fed = {t.op for t in shapes if t.op.outputs and t.op.type != "Placeholder"}  # fed outputs of ops
+    unsure: dict = {}
+    shape_only = control_specs({}, unsure)
+
+    def inner(op, specs):
+        if op.type == "If" and branch is not None and not (needed_ops([op.inputs[0]], set()) & fed):
+            value = _fold(op.inputs[0], specs)
+            if value is not None:
+                branch[op.inputs[0]] = bool(value)
+        outs = shape_only(op, specs)
+        if op in unsure:  # the shapes after it are not known: nor any later loop's count
+            raise PlanError(f"{op.type} '{op.name}' {unsure[op]}")
+        if op.type != "While":
+            return outs
+        if needed_ops(op.inputs, set()) & fed:  # a fed value's producer would fold to another value
+            raise PlanError(f"While '{op.name}' reads a fed tensor")
+        n, trips = len(op.attrs["T"]), _simulate(op, specs)
+        if trips is None:
+            raise PlanError(f"While '{op.name}': no trip count")
+        counts[op] = trips
+        ins = [specs[t] for t in op.inputs[:n]]
+        finals = [s._replace(value=None) for s in ins]
+        return finals + [s._replace(shape=(trips, *s.shape)) for s in finals] + \
+            [TensorSpec((), op.outputs[-1].dtype, np.int32(trips))]
+    try:
+        static_specs(order, shapes, inner)
+    except PlanError:
+        return {}
+    return counts
+
+
+def _simulate(op: Operation, specs: dict) -> int | None:
+    """The trip count of While `op` whose inputs' specs so far are `specs`, by running its condition and the loop
+    variables it reads (through the body) on the folded values; None where they do not fold (trip_counts)."""
+    from tfplus.planner.liveness import _fold, static_specs
+    from tfplus.registry import TensorSpec
+    cond, body = op.attrs["cond"], op.attrs["body"]
+    n, n_cond = len(op.attrs["T"]), op.attrs["n_cond"]
+    for g in (cond, body):
+        if any(o.op_def.stateful or o.op_def.allocates_outputs for o in g.get_operations()):
+            return None
+    reads = {k for k, ph in enumerate(cond.inputs) if ph.op in needed_ops(cond.outputs, set())}
+    grown = True
+    while grown:  # the variables the condition reads and those their next values are computed from
+        more = {k for j in reads for k, ph in enumerate(body.inputs) if ph.op in needed_ops([body.outputs[j]], set())}
+        grown, reads = bool(more - reads), reads | more
+
+    def given(t):
+        s = specs[t]
+        return s if s.value is not None else s._replace(value=_fold(t, specs))
+    values = {k: given(op.inputs[k]).value for k in reads}
+    caps = ({ph: given(t) for ph, t in zip(cond.capture_placeholders, op.inputs[n:n + n_cond])},
+            {ph: given(t) for ph, t in zip(body.capture_placeholders, op.inputs[n + n_cond:])})
+    steps = (topo_order(needed_ops(cond.outputs, set(cond.all_inputs))),
+             topo_order(needed_ops([body.outputs[k] for k in reads], set(body.all_inputs))))
+    ins = [specs[t] for t in op.inputs[:n]]
+    for trips in range(MAX_UNROLLED + 1):
+        if any(v is None for v in values.values()):
+            return None
+        loop = {ph: TensorSpec(ins[k].shape, ins[k].dtype, values.get(k)) for k, ph in enumerate(cond.inputs)}
+        stop = _fold(cond.outputs[0], static_specs(steps[0], {**loop, **caps[0]}))
+        if stop is None or not bool(stop):
+            return None if stop is None or trips == 0 else trips
+        loop = {ph: TensorSpec(ins[k].shape, ins[k].dtype, values.get(k)) for k, ph in enumerate(body.inputs)}
+        out = static_specs(steps[1], {**loop, **caps[1]})
+        values = {k: _fold(body.outputs[k], out) for k in reads}
+    return None
+
+
+def resolve_static(graph: Graph, fetches: list, shapes: dict):
+    """The step of `fetches` fed `shapes` copied into a private Graph with each tf.while_loop of a known trip count
+    (trip_counts) replaced by that many copies of its body, one after another (named under the While's,
+    'rnn/while/While/3/add'), and each tf.cond whose predicate folds with them (a constant, an unfed
+    placeholder_with_default) by the branch it takes (resolve_conds). A loop's outputs become the last copy's, the
+    stacked values of each iteration it records for a gradient (tf.stack), and the count (a constant). A gradient's
+    loop (whose count is the forward loop's) is unrolled too, so the planner sees straight-line ops, whose rows and
+    micro-batches it knows. A tfplus.engine.rewrite.Rewritten, or None where nothing is resolved."""
+    feeds = set(shapes)
+    order = topo_order(needed_ops(fetches, feeds))
+    branch: dict[Tensor, bool] = {}
+    trips = trip_counts(order, shapes, branch) if any(op.op_def.allocates_outputs for op in order) else {}
+    if not trips and not branch:
+        return None
+    return _resolve(graph, fetches, shapes, branch, trips)
+
+
+def _unrolled(g: Graph, op: Operation, trips: int, tensor: dict, controls: list, needed: set) -> tuple[list, list]:
+    """While `op` copied into `g` as `trips` copies of its body after `controls`, its inputs `tensor`'s copies: (the
+    ops made, its outputs' copies: the last iteration's variables, the stacked history the step reads, the count)."""
+    from tfplus.ops import array_ops
+    n, body = len(op.attrs["T"]), op.attrs["body"]
+    values = [tensor[t] for t in op.inputs[:n]]
+    caps = [tensor[t] for t in op.inputs[n + op.attrs["n_cond"]:]]
+    steps = topo_order(needed_ops(body.outputs, set(body.all_inputs)))
+    history: list[list[Tensor]] = [[] for _ in range(n)]
+    made: list[Operation] = []
+    for i in range(trips):
+        local = dict(zip(body.all_inputs, values + caps))
+        for k in range(n):
+            history[k].append(values[k])
+        copies: dict[Operation, Operation] = {}
+        for b in steps:
+            copies[b] = _copy(g, b, [local[t] for t in b.inputs], f"{op.name}/{i}/{b.name}",
+                              controls + [copies[o] for o in b.control_inputs], copies, True)
+            local.update(zip(b.outputs, copies[b].outputs))
+        made += copies.values()
+        values = [local[y] for y in body.outputs]
+    with g.as_default():
+        stacked = [array_ops.stack(h, name=f"{op.name}/history_{k}/") if any(
+            c in needed for c in op.outputs[n + k].consumers()) else None for k, h in enumerate(history)]
+        count = array_ops.constant(trips, op.outputs[-1].dtype, name=f"{op.name}/count/")
+    return made, values + stacked + [count]
 
 
 def _stand_ins(g: Graph, feeds: set[Tensor], needed: set[Operation], tensor: dict) -> None:

@@ -73,17 +73,23 @@ class Lifetimes:
 
 
 # -- which ops, which shapes ---------------------------------------------------------------------------------
-def static_specs(order: list[Operation], feed_shapes: dict[Tensor, tuple]) -> dict[Tensor, TensorSpec]:
-    """Every tensor's concrete shape for these feed shapes, from the ops' shape functions. Values that a shape
-    function needs (`value_inputs`) come from constants, folded shapes, or by running the small integer ops
-    that compute them (Shape -> StridedSlice -> Pack) on their cpu kernels."""
-    specs: dict[Tensor, TensorSpec] = {t: TensorSpec(tuple(s), t.dtype) for t, s in feed_shapes.items()}
+def static_specs(order: list[Operation], feed_shapes: dict[Tensor, tuple], inner=None) -> dict[Tensor, TensorSpec]:
+    """Every tensor's concrete shape for these feed shapes (a shape, or a TensorSpec with its value), from the ops'
+    shape functions. Values that a shape function needs (`value_inputs`) come from constants, folded shapes, or by
+    running the small integer ops that compute them (Shape -> StridedSlice -> Pack) on their cpu kernels. `inner`:
+    (op, the specs so far) -> output specs of a control-flow op (planner.rows reads its sub-graphs'; engine.step
+    its trip count), else PlanError."""
+    specs: dict[Tensor, TensorSpec] = {t: s if isinstance(s, TensorSpec) else TensorSpec(tuple(s), t.dtype)
+                                       for t, s in feed_shapes.items()}
     for op in order:
         if op.outputs and all(t in specs for t in op.outputs):
             continue
         if op.type == "Placeholder":
             raise PlanError(f"You must feed a value for placeholder tensor '{op.name}' (the memory planner "
                             "needs its shape)")
+        if op.op_def.allocates_outputs and inner is not None:
+            specs.update(zip(op.outputs, inner(op, specs)))
+            continue
         if op.op_def.allocates_outputs:
             raise PlanError(f"{op.type} '{op.name}': control flow (tf.cond, tf.while_loop) sizes its outputs "
                             "only as it runs, so the memory planner cannot plan it. A budgeted Session plans a "
@@ -91,8 +97,9 @@ def static_specs(order: list[Operation], feed_shapes: dict[Tensor, tuple]) -> di
                             "runs: fed, or computed from fed scalars, constants and variables alone (TF1's "
                             "is_training placeholder, tf.less(global_step, N)) that the step writes only after the "
                             "cond; this one's reads the batch or draws random numbers, or reads a variable the step "
-                            "may write before it, or it is a tf.while_loop: feed the predicate, or run without "
-                            "memory_budget")
+                            "may write before it. It unrolls a tf.while_loop whose trip count follows from the fed "
+                            "shapes and constants and whose body draws no random numbers; this one's does not: feed "
+                            "the predicate, bound the loop so, or run without memory_budget")
         ins = []
         for k, t in enumerate(op.inputs):
             s = specs[t]
@@ -142,7 +149,7 @@ def _fold(t: Tensor, specs: dict[Tensor, TensorSpec]):
     if s.value is not None:
         return s.value
     op = t.op
-    if op.op_def.stateful or op.type in ("Placeholder", "VariableV2") or any(
+    if op.op_def.stateful or op.op_def.allocates_outputs or op.type in ("Placeholder", "VariableV2") or any(
             specs[o].shape is None or math.prod(specs[o].shape) > _FOLD_LIMIT for o in op.outputs):
         return None
     values = [_fold(i, specs) for i in op.inputs]

@@ -24,10 +24,10 @@ entry, the idiom tf.gather_nd(probs, tf.stack([tf.range(tf.shape(x)[0]), labels]
 """
 from __future__ import annotations
 
-from tfplus.framework import Operation, Tensor
+from tfplus.framework import Graph, Operation, Tensor, needed_ops, topo_order
 from tfplus.ops.row_rules import Rows, const
 from tfplus.planner.liveness import PlanError, phase_of, static_specs
-from tfplus.registry import has_tag
+from tfplus.registry import TensorSpec, has_tag
 
 # What a refusal adds: how to run such a step.
 ADVICE = ("feed such parts as placeholders of their own (a tower's slice, a GAN's real and fake batches) or give a "
@@ -41,22 +41,167 @@ def why_not(order: list[Operation], feeds: set[Tensor], feed_shapes: dict, batch
     rows = batch_axes(order, feed_shapes, batch_feeds)
     if isinstance(rows, str):
         return rows
-    scaled = _scaled_by_count(order, rows, batch_feeds)
+    rows.valued.update(batch_feeds)
+    _spread(order, rows.valued, _values_flow(set(feed_shapes)))
+    _spread(order, rows.counts, _counts_flow(rows))
+    rows.sized.update(rows.counts)
+    # (not through a shape: tf.shape(x)[1] of a tensor whose rows a count laid out is its time axis)
+    _spread(order, rows.sized, lambda op, found: not has_tag(op.type, "shape_only") and
+            any(t in found for t in op.inputs))
+    scaled = _scaled_by_count(order, rows)
     if scaled:
-        return scaled
+        return f"{scaled}; {ADVICE}"
+    # a loop over the rows first: the gathers of its elements before it would be refused less tellingly
+    found = next(((op, _trips(op, rows)) for op in order if op.type == "While" and _trips(op, rows)), None) or \
+        _refusal(order, rows, None)
+    if found is None:
+        return None
+    op, why = found  # a control-flow op's says how to write it
+    return f"{op.type} '{op.name}' {why}; " + ("or give a budget the unsplit step fits" if op.type in CONTROL_FLOW
+                                               else ADVICE)
+
+
+def _refusal(order: list[Operation], rows: Rows, phase: str | None) -> tuple[Operation, str] | None:
+    """The first op of `order` whose rule refuses the rows, and what it does. `phase`: that of the control-flow op
+    whose sub-graph `order` is (None for the step's own ops): in a forward one, a reduction over the rows (or a
+    training-mode batch norm: tag cross_batch) is a statistic of the batch that neither planner.crossbatch nor the
+    micro-batches' merges see."""
     own = own_picks(order, rows)
     for op in order:
         # An update (ref inputs) runs after the micro-batches on their merged gradients (planner.batch.split_step
         # checks those); a shape-only op reads no values; an op without inputs makes no rows (a placeholder is fed).
+        # A control-flow op that reads the batch's values without rows may still branch or loop on them.
         if not op.inputs or op in own or op.op_def.ref_inputs or has_tag(op.type, "shape_only") or \
-                not any(t in rows for t in (*op.inputs, *op.outputs)):
+                not any(t in rows for t in (*op.inputs, *op.outputs)) and \
+                not (op.type in CONTROL_FLOW and any(t in rows.valued for t in op.inputs)):
             continue
+        if op.type in CONTROL_FLOW and op not in rows.inner:
+            rows.inner[op] = _control(op, rows, phase or phase_of(op))
         rule = op.op_def.rows
         why = rule(op, rows) if rule is not None else (
             "declares no rule for the batch's rows (registry.register_rows), so it may move, pick or mix them")
+        if not why and phase == "forward" and op.outputs and (not any(t in rows for t in op.outputs) or (
+                has_tag(op.type, "cross_batch") and op.attrs.get("is_training", True))):
+            why = ("reduces over the batch's rows inside control flow (a batch norm's statistics, a mean): each "
+                   "micro-batch would use its own rows' statistic there; compute it outside the tf.cond or "
+                   "tf.while_loop, or feed the tf.cond's predicate to a Session with a memory budget (which plans the "
+                   "branch it takes as straight-line ops, planner.crossbatch included)")
         if why:
-            return f"{op.type} '{op.name}' {why}; {ADVICE}"
+            return op, why
     return None
+
+
+# The control-flow ops, which run sub-graphs (ops/control_flow_ops.py): their rows are those of the ops inside.
+CONTROL_FLOW = ("If", "While")
+
+
+def subgraphs(op: Operation) -> list[tuple[str, Graph, list[Tensor]]]:
+    """The sub-graphs control-flow op `op` runs: (what it is, the graph, the op's inputs that its placeholders,
+    all_inputs, take)."""
+    if op.type == "If":
+        n, ins = op.attrs["n_then"], op.inputs[1:]
+        return [("branch true_fn", op.attrs["then_branch"], ins[:n]), ("branch false_fn", op.attrs["else_branch"],
+                                                                         ins[n:])]
+    n, n_cond = len(op.attrs["T"]), op.attrs["n_cond"]
+    loop = op.inputs[:n]
+    return [("loop condition", op.attrs["cond"], loop + op.inputs[n:n + n_cond]),
+            ("loop body", op.attrs["body"], loop + op.inputs[n + n_cond:])]
+
+
+def _order(g: Graph) -> list[Operation]:
+    """The ops a run of sub-graph `g` runs, in order."""
+    return topo_order(needed_ops(g.outputs, set(g.all_inputs)))
+
+
+def _control(op: Operation, rows: Rows, phase: str) -> str | None:
+    """Why control-flow op `op` does not keep the rows (its rule's verdict: row_rules.subgraphs), None if it does."""
+    if op.type == "If" and op.inputs[0] in rows.valued:
+        return (f"branches on '{op.inputs[0].name}', computed from the values of the batch's rows (a data-dependent "
+                "tf.cond): each micro-batch would take the branch of its own rows; compute the predicate from fed "
+                "scalars or variables (tf.cond(is_training, ...)), or compute both branches and pick per row with "
+                "tf.where")
+    if op.type == "While" and _trips(op, rows):
+        return _trips(op, rows)
+    for what, g, _ in subgraphs(op):
+        why = _scaled_by_count(_order(g), rows)
+        found = None if why else _refusal(_order(g), rows, phase)
+        why = why or found and f"{found[0].type} '{found[0].name}' {found[1]}"
+        if why:
+            return f"runs a {what} ('{g.name}') in which {why}"
+    return None
+
+
+def _trips(op: Operation, rows: Rows) -> str | None:
+    """Why the trip count of While `op` is not the same in every micro-batch, if it is not."""
+    stop = op.attrs["cond"].outputs[0]
+    if stop in rows.valued:
+        return (f"loops while '{stop.name}', computed from the values of the batch's rows: each micro-batch would "
+                "loop as long as its own rows say; bound the loop by fed or constant values")
+    if stop in rows.sized:
+        return (f"loops while '{stop.name}', computed from the batch's number of rows (tf.map_fn, tf.scan or "
+                "tf.foldl over the batch's axis: each iteration one row, a tf.scan's accumulator carried from row "
+                "to row): each micro-batch would loop over its own rows; apply the function to the whole batch (ops "
+                "that keep rows row by row), or loop over another axis")
+    return None
+
+
+def _spread(order: list[Operation], found: set[Tensor], flows) -> None:
+    """Adds to `found` the tensors of `order`'s ops, and of their sub-graphs', that `flows(op, found)` (whether
+    op's outputs join) says follow from it: a control-flow op's placeholders follow their inputs, a loop body's
+    outputs its next iteration's variables, and its outputs what they return (an If's all of them, as its
+    predicate picks them)."""
+    for op in order:
+        if op.type not in CONTROL_FLOW:
+            if flows(op, found):
+                found.update(op.outputs)
+            continue
+        subs = subgraphs(op)
+        for _, g, outer in subs:
+            found.update(ph for ph, t in zip(g.all_inputs, outer) if t in found)
+        grown = True
+        while grown:
+            for _, g, _ in subs:
+                _spread(_order(g), found, flows)
+            grown = False
+            if op.type == "While":  # an iteration's result is the next one's variable
+                cond, body = op.attrs["cond"], op.attrs["body"]
+                for k, y in enumerate(body.outputs):
+                    if y in found and body.inputs[k] not in found:
+                        found.update((body.inputs[k], cond.inputs[k]))
+                        grown = True
+        if op.type == "If":
+            then, other = op.attrs["then_branch"].outputs, op.attrs["else_branch"].outputs
+            found.update(t for t, a, b in zip(op.outputs, then, other)
+                         if op.inputs[0] in found or a in found or b in found)
+        else:
+            n, body = len(op.attrs["T"]), op.attrs["body"]
+            found.update(t for k, ph in enumerate(body.inputs) if ph in found for t in (op.outputs[k],
+                                                                                         op.outputs[n + k]))
+            if op.attrs["cond"].outputs[0] in found:
+                found.add(op.outputs[2 * n])
+
+
+def _values_flow(feeds: set[Tensor]):
+    """_spread's rule for the tensors computed from the values of the batch's rows (not their shapes alone)."""
+    return lambda op, found: not has_tag(op.type, "shape_only") and any(t in found for t in op.inputs) and \
+        not any(t in feeds for t in op.outputs)
+
+
+def _counts_flow(rows: Rows):
+    """_spread's rule for the batch's number of rows: tf.shape(x)[0] or tf.size(x) of a tensor x with rows (the
+    index of its batch's axis), cast as it may be."""
+    def flows(op: Operation, found: set[Tensor]) -> bool:
+        if op.type == "Size":
+            return op.inputs[0] in rows
+        if op.type in ("Cast", "Identity"):
+            return op.inputs[0] in found
+        shape = op.inputs[0].op if op.type == "StridedSlice" else None
+        if shape is None or shape.type != "Shape" or shape.inputs[0] not in rows or \
+                op.attrs.get("shrink_axis_mask") != 1:
+            return False
+        begin = const(op.inputs[1])
+        return begin is not None and int(begin.reshape(-1)[0]) == rows[shape.inputs[0]]
+    return flows
 
 
 def batch_axes(order: list[Operation], feed_shapes: dict, batch_feeds: set[Tensor]) -> Rows | str:
@@ -68,24 +213,57 @@ def batch_axes(order: list[Operation], feed_shapes: dict, batch_feeds: set[Tenso
     if batch is None or batch < 2:
         return Rows({t: 0 for t in batch_feeds})
     other = batch // next(p for p in range(2, batch + 1) if batch % p == 0)
+    specs, unsure = [], {}
     try:
-        specs = [static_specs(order, shapes) for shapes in
-                 (feed_shapes, {t: (other, *s[1:]) if t in batch_feeds else s for t, s in feed_shapes.items()})]
-    except PlanError:  # a shape fixed to the batch's (an update of a variable shaped like it, a tf.cond's outputs)
+        for shapes in (feed_shapes, {t: (other, *s[1:]) if t in batch_feeds else s for t, s in feed_shapes.items()}):
+            found: dict[Tensor, TensorSpec] = {}
+            found.update(static_specs(order, shapes, control_specs(found, unsure)))
+            specs.append(found)
+    except PlanError:  # a shape fixed to the batch's (an update of a variable shaped like it)
         return _open_axes(order, batch_feeds)
     rows = Rows({t: 0 for t in batch_feeds}, {t: sp.shape for t, sp in specs[0].items()})
-    for op in order:
-        for t in op.outputs:
-            a, b = (sp[t].shape if t in sp else None for sp in specs)
-            if a is None or b is None or len(a) != len(b):
-                continue
-            axes = [i for i, (x, y) in enumerate(zip(a, b)) if x != y]
-            if len(axes) > 1 and not has_tag(op.type, "shape_only"):
-                return (f"{op.type} '{op.name}' pairs the batch's examples with each other (its output '{t.name}' of "
-                        f"shape {a} has the batch along {len(axes)} axes): each micro-batch would pair its own only")
-            if axes:
-                rows[t] = axes[0]
+    rows.inner.update(unsure)
+    for t, sp in specs[0].items():  # the step's tensors and its sub-graphs'
+        a, b = sp.shape, specs[1][t].shape if t in specs[1] else None
+        if b is None or len(a) != len(b):
+            continue
+        axes = [i for i, (x, y) in enumerate(zip(a, b)) if x != y]
+        if len(axes) > 1 and not has_tag(t.op.type, "shape_only"):
+            return (f"{t.op.type} '{t.op.name}' pairs the batch's examples with each other (its output '{t.name}' of "
+                    f"shape {a} has the batch along {len(axes)} axes): each micro-batch would pair its own only")
+        if axes:
+            rows[t] = axes[0]
     return rows
+
+
+def control_specs(found: dict, unsure: dict):
+    """static_specs' `inner`: a control-flow op's output specs from its sub-graphs' (static_specs of each on the
+    op's input specs), which it adds to `found`. An If's outputs are its true_fn's, a While's its loop variables'
+    (the body's must match them) and their per-iteration history, as if the loop ran once. Where the branches'
+    shapes differ, or the body changes a variable's shape, `unsure` gets the op and why."""
+    def inner(op: Operation, given: dict[Tensor, TensorSpec]) -> list[TensorSpec]:
+        if op.type not in CONTROL_FLOW:  # a py_func: its shapes are known once it has run
+            raise PlanError(f"{op.type} '{op.name}' sizes its outputs only as it runs")
+        ins = [given[t] for t in op.inputs]
+        outs = []
+        for _, g, outer in subgraphs(op):
+            specs = static_specs(_order(g), {ph: given[t] for ph, t in zip(g.all_inputs, outer)}, inner)
+            found.update(specs)
+            outs.append([specs[y] for y in g.outputs])
+        if op.type == "If":
+            for k, (a, b) in enumerate(zip(*outs)):
+                if a.shape != b.shape:
+                    unsure[op] = (f"returns output {k} of shape {a.shape} from its true_fn but {b.shape} from its "
+                                  "false_fn, so the rows it holds are not known")
+            return [TensorSpec(s.shape, s.dtype) for s in outs[0]]
+        n = len(op.attrs["T"])
+        for k, (x, y) in enumerate(zip(ins[:n], outs[1])):
+            if x.shape != y.shape:
+                unsure[op] = (f"changes loop variable {k} from shape {x.shape} to {y.shape} in its body, so the rows "
+                              "it holds are not known")
+        finals = [TensorSpec(x.shape, x.dtype) for x in ins[:n]]
+        return finals + [TensorSpec((1, *x.shape), x.dtype) for x in ins[:n]] + [TensorSpec((), op.outputs[-1].dtype)]
+    return inner
 
 
 # Ops whose second input divides the first: a sum over the rows divided by their count is a mean, which micro-batches
@@ -93,17 +271,16 @@ def batch_axes(order: list[Operation], feed_shapes: dict, batch_feeds: set[Tenso
 DIVISIONS = ("RealDiv", "Div", "TrueDiv", "FloorDiv", "DivNoNan")
 
 
-def _scaled_by_count(order: list[Operation], rows: Rows, batch_feeds: set[Tensor]) -> str | None:
-    """The first forward op that combines a value computed from the batch with the batch's number of rows
-    (tf.shape(x)[0] or tf.size(x) of a tensor with rows, cast as it may be) other than by dividing by it: a loss
-    scaled by the batch size. Each micro-batch's count is its own (k times smaller), so the product would be too, with
-    no error; a mean written as a sum divided by the count is exact."""
-    counts = row_counts(order, rows)
-    values = set(batch_feeds)
+def _scaled_by_count(order: list[Operation], rows: Rows) -> str | None:
+    """The first forward op that combines a value computed from the batch (Rows.valued) with the batch's number of
+    rows (Rows.counts: tf.shape(x)[0] or tf.size(x) of a tensor with rows, cast as it may be) other than by dividing
+    by it: a loss scaled by the batch size. Each micro-batch's count is its own (k times smaller), so the product
+    would be too, with no error; a mean written as a sum divided by the count is exact. (A control-flow op's
+    sub-graphs are looked into by its rule.)"""
+    counts, values = rows.counts, rows.valued
     for op in order:
-        if has_tag(op.type, "shape_only") or not any(t in values for t in op.inputs):
+        if op.type in CONTROL_FLOW or not any(t in values for t in op.inputs):
             continue
-        values.update(op.outputs)
         by = [t for t in op.inputs if t in counts]
         if by and phase_of(op) == "forward" and not (op.type in DIVISIONS and op.inputs[0] not in counts):
             return (f"{op.type} '{op.name}' scales a value of the batch by its number of rows ('{by[0].name}'): each "
@@ -116,18 +293,7 @@ def row_counts(order: list[Operation], rows: dict[Tensor, int]) -> set[Tensor]:
     """The batch's number of rows as the step computes it: tf.shape(x)[axis of x's rows] or tf.size(x) of a tensor
     x with rows, cast as it may be (not another axis's length: a label smoothing's class count)."""
     counts: set[Tensor] = set()
-    shapes: dict[Tensor, int] = {}  # Shape of a tensor with rows -> the axis that holds them
-    for op in order:
-        if op.type == "Shape" and op.inputs[0] in rows:
-            shapes[op.outputs[0]] = rows[op.inputs[0]]
-        elif op.type == "Size" and op.inputs[0] in rows:
-            counts.add(op.outputs[0])
-        elif op.type == "StridedSlice" and op.inputs[0] in shapes and op.attrs.get("shrink_axis_mask") == 1:
-            begin = const(op.inputs[1])
-            if begin is not None and int(begin.reshape(-1)[0]) == shapes[op.inputs[0]]:
-                counts.add(op.outputs[0])
-        elif op.type in ("Cast", "Identity") and op.inputs[0] in counts:
-            counts.add(op.outputs[0])
+    _spread(order, counts, _counts_flow(rows))
     return counts
 
 
