@@ -414,12 +414,13 @@ def summed_losses(order: list[Operation], feeds: set[Tensor], batch_feeds: set[T
               op.inputs and op.inputs[0] in valued and op.inputs[0] not in rows and
               phase_of(op.inputs[0].op) == "forward"]
     # TensorFlow seeds its gradients with ones of the loss's static shape, reading nothing of it: a loss is also the
-    # top of the forward pass, a value without rows that no forward op reads, whose op has a gradient function in the
-    # step (Operation.grad_of; an imported graph's from TensorFlow's gradient scopes)
+    # top of the forward pass, a value without rows of an op whose outputs no forward op reads (not a tf.while_loop's
+    # counter beside its state), which has a gradient function in the step (Operation.grad_of; an imported graph's
+    # from TensorFlow's gradient scopes)
     differentiated = {op.grad_of for op in order if op.grad_of is not None}
     read = {t for op in order if phase_of(op) == "forward" for t in op.inputs}
-    losses += [t for op in order if op in differentiated and phase_of(op) == "forward" for t in op.outputs
-               if t in valued and t not in rows and t not in read]
+    losses += [t for op in order if op in differentiated and phase_of(op) == "forward" and
+               not any(u in read for u in op.outputs) for t in op.outputs if t in valued and t not in rows]
     found: list[tuple[Tensor, Operation]] = []
     for loss in dict.fromkeys(losses):
         seen, todo = set(), [(loss, False)]
