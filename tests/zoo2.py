@@ -222,12 +222,17 @@ def bert(tf, feeder):
         warmup_learning_rate = init_lr * warmup_percent_done
         is_warmup = tf.cast(global_steps_int < warmup_steps_int, tf.float32)
         learning_rate = (1.0 - is_warmup) * learning_rate + is_warmup * warmup_learning_rate
-        optimizer = _AdamWeightDecay.make(tf)(learning_rate=learning_rate, weight_decay_rate=0.01,
+        # epsilon 1e-4, not BERT's 1e-6: on gradients near 1e-7 Adam's m / (sqrt(v) + eps) turns float rounding
+        # into whole steps (1e-4 apart after four).
+        optimizer = _AdamWeightDecay.make(tf)(learning_rate=learning_rate, weight_decay_rate=0.01, epsilon=1e-4,
                                               exclude_from_weight_decay=["LayerNorm", "layer_norm", "bias"])
         grads = tf.gradients(loss, tvars)
         grads, global_norm = tf.clip_by_global_norm(grads, clip_norm=1.0)
         train_op = optimizer.apply_gradients(zip(grads, tvars), global_step=global_step)
-        train_op = tf.group(train_op, [global_step.assign(global_step + 1)])
+        # NOTE: BERT groups the increment beside the updates that read the step, a race in TensorFlow (its first
+        # step ran with either learning rate): ordered here.
+        with tf.control_dependencies([train_op]):
+            train_op = tf.group(train_op, [global_step.assign(global_step + 1)])
         head_op = _momentum_subclass(tf)(0.1, 0.9).minimize(loss, var_list=[output_weights, output_bias])
         feed = {input_ids: ids, input_mask: mask, segment_ids: types, labels: labels_v}
         sess = _session_run(tf, feeder)

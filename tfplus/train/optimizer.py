@@ -152,7 +152,10 @@ class Optimizer:
         with graph.as_default():
             self._create_slots(var_list)
             with name_scope(name, self._name) as scope:
-                self._prepare(scope)
+                # Hyperparameter tensors are made afresh in this scope; _prepare is TF's no-argument hook, which
+                # subclasses override without calling ours.
+                self._scope, self._hyper_cache = scope, {}
+                self._prepare()
                 updates = []
                 for g, v in pairs:
                     if g is None:
@@ -190,9 +193,9 @@ class Optimizer:
     def _create_slots(self, var_list: list[Variable]) -> None:
         """Creates the slot (and non-slot) variables `_apply_dense` needs; called before each apply."""
 
-    def _prepare(self, scope: str) -> None:
-        """Starts one apply_gradients: hyperparameter tensors are made afresh in its name scope."""
-        self._scope, self._hyper_cache = scope, {}
+    def _prepare(self) -> None:
+        """Called in apply_gradients' name scope before the updates: subclasses make tensors of their
+        hyperparameters here (TF's hook)."""
 
     def _apply_dense(self, grad: Tensor, var: Variable) -> Operation:
         raise NotImplementedError(f"{type(self).__name__} must implement _apply_dense")
