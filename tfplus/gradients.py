@@ -12,6 +12,18 @@ from tfplus.registry import NOT_DIFFERENTIABLE
 from tfplus.tensor_shape import shapes_compatible
 
 
+def _captured(x, graph) -> Tensor | None:
+    """Inside a control-flow body (MAML's inner step in tf.map_fn) an outer tensor, or a variable's read, is
+    used through its capture placeholder: that is the x the body's ys depend on."""
+    captures = getattr(graph, "_captures", None)
+    if not captures:
+        return None
+    for t in (x.value(), x._ref()) if hasattr(x, "_ref") else (convert_to_tensor(x),):
+        if t in captures:
+            return captures[t]
+    return None
+
+
 def _as_tensor_for_grad(x) -> Tensor:
     # A Variable's gradient is taken at its VariableV2 output, which every read of it flows from.
     if hasattr(x, "_ref"):
@@ -40,8 +52,9 @@ def gradients(ys, xs, grad_ys=None, name="gradients", stop_gradients=None, coloc
         raise ValueError(f"tf.gradients: {len(grad_ys)} grad_ys for {len(ys)} ys")
 
     from tfplus.ops import array_ops, math_ops
-    between = _ops_between(ys, xs_t, stop)
     graph = ys[0].graph if ys else get_default_graph()
+    xs_t = [t if c is None else c for c, t in ((_captured(x, graph), t) for x, t in zip(xs_list, xs_t))]
+    between = _ops_between(ys, xs_t, stop)
     first = graph.version  # the ops created from here on are the gradient's
     grads: dict[Tensor, list[Tensor]] = {}
     with name_scope(name):
