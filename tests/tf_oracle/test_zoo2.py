@@ -65,3 +65,48 @@ def test_mean_iou_and_mean_per_class_accuracy_as_tensorflow(tf1):
     for w, g in zip(want, got):
         for a, b in zip(w, g):
             np.testing.assert_allclose(b, a, rtol=1e-6)
+
+
+def _distribution_values(mod, dtype):
+    tfd = mod.distributions
+    x = mod.constant(np.array([[-7.0, 0.3, 2.5], [0.0, -0.4, 9.0]]), dtype=dtype)
+    normal = tfd.Normal(loc=mod.constant([0.5, -1.0, 2.0], dtype=dtype), scale=mod.constant([1.5, 0.2, 3.0], dtype))
+    other = tfd.Normal(loc=mod.constant(0.1, dtype), scale=mod.constant(2.0, dtype))
+    uniform = tfd.Uniform(low=mod.constant([-1.0, 0.0, 1.0], dtype), high=mod.constant([1.0, 0.5, 4.0], dtype))
+    coin = tfd.Bernoulli(probs=mod.constant([0.2, 0.7, 0.5], dtype))
+    coin2 = tfd.Bernoulli(logits=mod.constant([-1.0, 2.0, 0.0], dtype))
+    cat = tfd.Categorical(probs=mod.constant([[0.1, 0.6, 0.3], [0.25, 0.25, 0.5]], dtype))
+    cat2 = tfd.Categorical(logits=mod.constant([[1.0, -1.0, 0.0], [0.5, 2.0, -3.0]], dtype))
+    k = mod.constant([[0, 2], [1, 1], [2, 0]])
+    values = [normal.log_prob(x), normal.prob(x), normal.cdf(x), normal.log_cdf(x), normal.survival_function(x),
+              normal.entropy(), normal.mean(), normal.stddev(), normal.variance(), normal.mode(),
+              tfd.kl_divergence(normal, other), normal.cross_entropy(other),
+              uniform.prob(x), uniform.cdf(x), uniform.entropy(), uniform.mean(), uniform.variance(),
+              coin.log_prob(mod.constant([[1, 0, 1], [0, 0, 1]])), coin.entropy(), coin.mean(), coin.mode(),
+              coin.variance(), coin.logits, tfd.kl_divergence(coin, coin2),
+              cat.log_prob(k), cat.log_prob(mod.constant([2, 0])), cat.entropy(), cat.mode(), cat.logits,
+              cat2.probs, tfd.kl_divergence(cat, cat2),
+              normal.sample([2, 4], seed=1), coin.sample(5, seed=2), uniform.sample(seed=3)]
+    grads = mod.gradients(mod.reduce_sum(values[0]) + mod.reduce_sum(values[10]), [normal.loc, normal.scale])
+    return values + grads, (normal.batch_shape.as_list(), cat.batch_shape.as_list(), cat.event_shape.as_list())
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_distributions_as_tensorflow(tf1, dtype):
+    """tf.distributions' Normal, Uniform, Bernoulli and Categorical (given probs or logits): densities, CDFs in
+    the tails, moments, entropies, KL divergences, samples (their random numbers fed) and gradients in the
+    parameters, TensorFlow's in float32 and float64."""
+    from tutorials import Feeder
+    feeder = Feeder()
+    results = []
+    for mod in (tf1, tfplus):
+        with mod.Graph().as_default():
+            fetches, shapes = _distribution_values(mod, getattr(mod, dtype))
+            with mod.Session() as sess:
+                results.append((sess.run(fetches, feeder.feeds(mod)), shapes))
+        feeder = Feeder(feeder.shapes)
+    (want, want_shapes), (got, got_shapes) = results
+    assert got_shapes == want_shapes
+    for i, (a, b) in enumerate(zip(want, got)):
+        assert np.asarray(a).dtype == np.asarray(b).dtype, i
+        np.testing.assert_allclose(b, a, rtol=1e-5 if dtype == "float32" else 1e-12, atol=1e-7, err_msg=str(i))
