@@ -49,7 +49,47 @@ def _nms_ref(boxes, scores, size=4, threshold=0.3):
     return np.array(kept, np.int32)
 
 
+def _crop_inputs(rng, dt):
+    image = rng.standard_normal((2, 5, 6, 3)).astype(dt)
+    # Inside, flipped (y1 > y2), partly outside the image, and a degenerate one (one row).
+    boxes = np.array([[0.1, 0.2, 0.8, 0.86], [0.9, 0.72, 0.2, 0.1], [-0.3, 0.52, 0.6, 1.4], [0.5, 0.12, 0.5, 0.6]],
+                     np.float32)
+    return [image, boxes, np.array([0, 1, 1, 0], np.int32)]
+
+
+def _crop_ref(image, boxes, box_ind, size=(3, 4), method="bilinear", extrapolation=-1.0):
+    """Sample by sample from TF's definition: box corner y1 * (h - 1) + i * (y2 - y1) * (h - 1) / (crop_h - 1)."""
+    _, h, w, c = image.shape
+    out = np.full((len(boxes), *size, c), extrapolation, np.float64)
+    for b, (y1, x1, y2, x2) in enumerate(boxes.astype(np.float64)):
+        for i in range(size[0]):
+            y = y1 * (h - 1) + i * (y2 - y1) * (h - 1) / (size[0] - 1)
+            for j in range(size[1]):
+                x = x1 * (w - 1) + j * (x2 - x1) * (w - 1) / (size[1] - 1)
+                if not (0 <= y <= h - 1 and 0 <= x <= w - 1):
+                    continue
+                img = image[box_ind[b]].astype(np.float64)
+                if method == "nearest":
+                    out[b, i, j] = img[int(np.floor(y + 0.5)), int(np.floor(x + 0.5))]
+                    continue
+                t, left = int(np.floor(y)), int(np.floor(x))
+                bo, r = int(np.ceil(y)), int(np.ceil(x))
+                fy, fx = y - t, x - left
+                top = img[t, left] * (1 - fx) + img[t, r] * fx
+                bottom = img[bo, left] * (1 - fx) + img[bo, r] * fx
+                out[b, i, j] = top * (1 - fy) + bottom * fy
+    return out.astype(np.float32)
+
+
+# CropAndResize outputs float32 whatever the image's dtype (as TF's): float64 finite differences drown in its
+# rounding, so its gradients are checked against TensorFlow's and by the adjoint identity
+# (tests/tf_oracle/test_zoo2.py).
 CASES = [
+    Case("crop_and_resize", lambda x, b, i: tf.image.crop_and_resize(x, b, i, [3, 4], extrapolation_value=-1.0),
+         make=_crop_inputs, ref=_crop_ref, grad=False, atol={"float64": 1e-6}),
+    Case("crop_and_resize_nearest", lambda x, b, i: tf.image.crop_and_resize(x, b, i, [3, 4], method="nearest",
+                                                                           extrapolation_value=-1.0),
+         make=_crop_inputs, ref=lambda *a: _crop_ref(*a, method="nearest"), grad=False),
     Case("non_max_suppression", lambda b, s: tf.image.non_max_suppression(b, s, 4, iou_threshold=0.3),
          make=_nms_inputs, ref=_nms_ref, grad=False),
     Case("cifar_augment", lambda x, k, a, b: cifar_augment(x, k, a, b, pad=2), make=_augment_inputs,

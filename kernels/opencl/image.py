@@ -24,3 +24,10 @@ def _cifar_augment(ctx, ins, outs, attrs):
 @register_kernel("NonMaxSuppressionV3", "opencl")
 def _non_max_suppression(ctx, ins, outs, attrs):
     run_on_host(ctx, find_kernel("NonMaxSuppressionV3", "cpu", None), ins, outs, attrs, upload=False)
+
+
+# Box by box with data-dependent gathers and scatters, a few hundred boxes of a detector's head at most: on the
+# host, as the NMS above (TensorFlow has GPU kernels for these; tfplus has none yet).
+for _op in ("CropAndResize", "CropAndResizeGradImage", "CropAndResizeGradBoxes"):
+    register_kernel(_op, "opencl")(lambda ctx, ins, outs, attrs, _op=_op: run_on_host(
+        ctx, find_kernel(_op, "cpu", None), ins, outs, attrs, upload=True))

@@ -110,3 +110,49 @@ def test_distributions_as_tensorflow(tf1, dtype):
     for i, (a, b) in enumerate(zip(want, got)):
         assert np.asarray(a).dtype == np.asarray(b).dtype, i
         np.testing.assert_allclose(b, a, rtol=1e-5 if dtype == "float32" else 1e-12, atol=1e-7, err_msg=str(i))
+
+
+def _crops_and_grads(mod, image, boxes, box_ind, size, method, g):
+    with mod.Graph().as_default():
+        x, b = mod.constant(image), mod.constant(boxes)
+        crops = mod.image.crop_and_resize(x, b, box_ind, size, method=method, extrapolation_value=0.5)
+        grads = mod.gradients(crops, [x, b], grad_ys=mod.constant(g))
+        with mod.Session() as sess:
+            return sess.run([crops] + grads)
+
+
+@pytest.mark.parametrize("method", ["bilinear", "nearest"])
+@pytest.mark.parametrize("size", [(3, 4), (1, 2), (4, 1)])
+def test_crop_and_resize_and_gradients_as_tensorflow(tf1, method, size):
+    """Crops of boxes inside, flipped, partly outside and degenerate, one-row and one-column crops: the crops and
+    the gradients of the image and of the boxes are TensorFlow's; the image's gradient is the crop's adjoint."""
+    rng = np.random.default_rng(7)
+    image = rng.standard_normal((2, 5, 6, 3))
+    boxes = np.array([[0.1, 0.2, 0.8, 0.86], [0.9, 0.72, 0.2, 0.1], [-0.3, 0.52, 0.6, 1.4], [0.5, 0.12, 0.5, 0.6],
+                      [0.05, 0.1, 0.95, 0.97]], np.float32)
+    box_ind = np.array([0, 1, 1, 0, 1], np.int32)
+    g = rng.standard_normal((len(boxes), *size, 3)).astype(np.float32)
+    want = _crops_and_grads(tf1, image, boxes, box_ind, size, method, g)
+    got = _crops_and_grads(tfplus, image, boxes, box_ind, size, method, g)
+    for name, a, b in zip(("crops", "d image", "d boxes"), want, got):
+        np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-5, err_msg=name)
+    inside = got[0] != 0.5      # the extrapolated samples do not depend on the image
+    linear = _crops_and_grads(tfplus, image, boxes, box_ind, size, method, g * inside)
+    np.testing.assert_allclose(np.sum(linear[0] * g * inside), np.sum(image * linear[1]), rtol=1e-5)
+
+
+@pytest.mark.parametrize("size", [(3, 4), (8, 9), (1, 1)])
+def test_resize_half_pixel_centers_as_tensorflow(tf1, size):
+    """resize_bilinear and resize_nearest_neighbor with half_pixel_centers, down and up, and their gradients."""
+    image = np.random.default_rng(8).standard_normal((2, 5, 6, 3)).astype(np.float32)
+    results = []
+    for mod in (tf1, tfplus):
+        with mod.Graph().as_default():
+            x = mod.constant(image)
+            outs = [mod.image.resize_bilinear(x, size, half_pixel_centers=True),
+                    mod.image.resize_nearest_neighbor(x, size, half_pixel_centers=True)]
+            outs.append(mod.gradients(mod.reduce_sum(outs[0] * outs[0]), x)[0])
+            with mod.Session() as sess:
+                results.append(sess.run(outs))
+    for a, b in zip(*results):
+        np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-6)
