@@ -990,9 +990,9 @@ def detection(tf, feeder):
 
 
 def fcn_segmentation(tf, feeder):
-    """FCN / DeepLab-style segmentation: atrous convolutions three ways (tf.nn.atrous_conv2d, tf.nn.convolution's dilation_rate,
-    tf.layers.conv2d's dilation_rate), a conv2d_transpose upsampling with a bilinear kernel, depth_to_space, and a
-    per-pixel sparse softmax that ignores the void label 255."""
+    """FCN / DeepLab-style segmentation: atrous convolutions three ways (tf.nn.atrous_conv2d, tf.nn.convolution's
+    dilation_rate, tf.layers.conv2d's dilation_rate), a conv2d_transpose upsampling with a bilinear kernel,
+    depth_to_space, a per-pixel sparse softmax that ignores the void label 255, and tf.metrics.mean_iou."""
     classes = 3
     x = tf.placeholder(tf.float32, [2, 8, 8, 3])
     labels = tf.placeholder(tf.int32, [2, 8, 8])

@@ -40,8 +40,7 @@ from tfplus.framework import (
     register_tensor_conversion_function,
     reset_default_graph,
 )
-from tfplus.gradients import gradients
-from tfplus.gradients import hessians
+from tfplus.gradients import gradients, hessians
 from tfplus.graph_io import import_graph_def
 from tfplus.init_ops import (
     constant_initializer,
