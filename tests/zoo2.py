@@ -647,14 +647,10 @@ def _sparse_tuple_from(sequences):
     return np.array(indices, np.int64), np.array(values, np.int32), np.array(shape, np.int64)
 
 
-def speech_ctc(tf, feeder):
-    """A speech recognizer (tf.signal's log-mel MFCC recipe; igormq/ctc_tensorflow_example's training): STFT, mel
-    weights, MFCCs, a dense layer over frames, tf.nn.ctc_loss with SparseTensor labels (TF1 signature,
-    time-major), ctc_greedy_decoder and the label error rate by tf.edit_distance."""
-    batch, samples, sample_rate, num_classes = 2, 256, 8000, 5
+def speech_features(tf, feeder):
+    """tf.signal's log-mel MFCC recipe (its API docs' example): STFT, mel weights, MFCCs."""
+    batch, samples, sample_rate = 2, 256, 8000
     signals = tf.placeholder(tf.float32, [batch, samples])
-    targets = tf.sparse_placeholder(tf.int32)
-    seq_len = tf.placeholder(tf.int32, [None])
     stfts = tf.signal.stft(signals, frame_length=64, frame_step=32, fft_length=64)
     spectrograms = tf.abs(stfts)
     num_spectrogram_bins = stfts.shape.as_list()[-1]
@@ -663,29 +659,51 @@ def speech_ctc(tf, feeder):
     mel_spectrograms.set_shape(spectrograms.shape[:-1].concatenate(linear_to_mel.shape[-1:]))
     log_mel_spectrograms = tf.log(mel_spectrograms + 1e-6)
     mfccs = tf.signal.mfccs_from_log_mel_spectrograms(log_mel_spectrograms)[..., :8]
-    frames = mfccs.shape.as_list()[1]
-    W = tf.Variable(tf.truncated_normal([8, num_classes], stddev=0.1))
-    b = tf.Variable(tf.constant(0., shape=[num_classes]))
-    logits = tf.reshape(tf.matmul(tf.reshape(mfccs, [-1, 8]), W) + b, [batch, -1, num_classes])
-    logits = tf.transpose(logits, (1, 0, 2))
-    loss = tf.nn.ctc_loss(targets, logits, seq_len)
-    cost = tf.reduce_mean(loss)
-    optimizer = tf.train.MomentumOptimizer(0.01, 0.9).minimize(cost)
-    decoded, log_prob = tf.nn.ctc_greedy_decoder(logits, seq_len)
-    ler = tf.reduce_mean(tf.edit_distance(tf.cast(decoded[0], tf.int32), targets))
-    dense_decoded = tf.sparse_tensor_to_dense(decoded[0], default_value=-1)
-    repeated = tf.nn.ctc_loss(targets, logits, seq_len, preprocess_collapse_repeated=True, ctc_merge_repeated=False)
     t = np.arange(samples) / sample_rate
     sig = np.stack([np.sin(2 * np.pi * 440 * t), np.sin(2 * np.pi * 1200 * t) * np.hanning(samples)])
     sig = (sig + 0.1 * data(55, ("n", (batch, samples)))[0]).astype(np.float32)
-    feed = {signals: sig, targets: _sparse_tuple_from([[1, 2, 2], [3]]), seq_len: [frames, frames - 2]}
+    with tf.Session() as sess:
+        out = sess.run({"mfccs": mfccs, "spectrogram": spectrograms, "mel": linear_to_mel}, {signals: sig})
+    return out
+
+
+def speech_ctc(tf, feeder):
+    """A speech recognizer trained with CTC (igormq/ctc_tensorflow_example): features fed per frame, a
+    recurrent layer and a dense one, tf.nn.ctc_loss with SparseTensor labels (TF1 signature, time-major),
+    ctc_greedy_decoder and the label error rate by tf.edit_distance."""
+    batch, frames, feats, num_classes = 2, 7, 8, 5
+    inputs = tf.placeholder(tf.float32, [None, None, feats])
+    targets = tf.sparse_placeholder(tf.int32)
+    seq_len = tf.placeholder(tf.int32, [None])
+    cell = tf.nn.rnn_cell.LSTMCell(6, state_is_tuple=True)
+    outputs, _ = tf.nn.dynamic_rnn(cell, inputs, seq_len, dtype=tf.float32)
+    shape = tf.shape(inputs)
+    batch_s, max_time_steps = shape[0], shape[1]
+    outputs = tf.reshape(outputs, [-1, 6])
+    W = tf.Variable(tf.truncated_normal([6, num_classes], stddev=0.1))
+    b = tf.Variable(tf.constant(0., shape=[num_classes]))
+    logits = tf.reshape(tf.matmul(outputs, W) + b, [batch_s, -1, num_classes])
+    logits = tf.transpose(logits, (1, 0, 2))
+    loss = tf.nn.ctc_loss(targets, logits, seq_len)
+    cost = tf.reduce_mean(loss)
+    optimizer = tf.train.MomentumOptimizer(0.05, 0.9).minimize(cost)
+    decoded, log_prob = tf.nn.ctc_greedy_decoder(logits, seq_len)
+    ler = tf.reduce_mean(tf.edit_distance(tf.cast(decoded[0], tf.int32), targets))
+    dense_decoded = tf.sparse_tensor_to_dense(decoded[0], default_value=-1)
+    collapsed = tf.nn.ctc_loss(targets, logits, seq_len, preprocess_collapse_repeated=True, ctc_merge_repeated=False)
+    batch_major = tf.nn.ctc_loss(targets, tf.transpose(logits, (1, 0, 2)), seq_len, time_major=False)
+    unmerged, unmerged_p = tf.nn.ctc_greedy_decoder(logits * 3.0, seq_len, merge_repeated=False)
+    grad_logits = tf.gradients(cost, logits)[0]
+    xs = data(55, ("n", (batch, frames, feats)))[0]
+    feed = {inputs: xs, targets: _sparse_tuple_from([[1, 2, 2], [3]]), seq_len: [frames, frames - 2]}
     sess = _session_run(tf, feeder)
-    out = {"mfccs": sess.run(mfccs, feed), "stft": sess.run(stfts, feed), "mel": sess.run(linear_to_mel)}
-    out["loss"] = [sess.run([optimizer, cost], feed)[1] for _ in range(3)]
-    out["ler"], out["decoded"], out["log_prob"], out["repeated"] = sess.run([ler, dense_decoded, log_prob, repeated],
-                                                                            feed)
+    out = {"grad_logits": sess.run(grad_logits, feed)}
+    out["loss"] = [sess.run([optimizer, cost], feed)[1] for _ in range(4)]
+    (out["ler"], out["decoded"], out["log_prob"], out["collapsed"], out["batch_major"], out["unmerged"],
+     out["unmerged_p"]) = sess.run([ler, dense_decoded, log_prob, collapsed, batch_major,
+                                    tf.sparse_tensor_to_dense(unmerged[0], default_value=-1), unmerged_p], feed)
     hyp = tf.SparseTensor([[0, 0, 0], [0, 0, 1], [1, 0, 0]], ["a", "b", "c"], [2, 1, 2])
-    truth = tf.SparseTensor([[0, 0, 0], [1, 0, 0], [1, 0, 1]], ["a", "c", "d"], [2, 1, 2])
+    truth = tf.SparseTensor([[0, 0, 0], [1, 0, 0], [1, 0, 1]], ["a", "c", "d"], [2, 1, 3])
     out["edit"] = sess.run([tf.edit_distance(hyp, truth), tf.edit_distance(hyp, truth, normalize=False)])
     return _trained(tf, sess, {k: np.array(v) for k, v in out.items()})
 
@@ -1033,7 +1051,8 @@ def _w(tf, shape):
     return tf.Variable(tf.truncated_normal(shape, stddev=0.3))
 
 
-SCRIPTS = {f.__name__: f for f in (bert, gpt2, gcn, pinn_float32, pinn_float64, maml, speech_ctc, mdn_bayes, ppo,
+SCRIPTS = {f.__name__: f for f in (bert, gpt2, gcn, pinn_float32, pinn_float64, maml, speech_features, speech_ctc,
+                                   mdn_bayes, ppo,
                                    factorization_machine, ncf, detection, fcn_segmentation)}
 
 

@@ -133,6 +133,7 @@ from tfplus.image import random_crop  # noqa: E402
 from tfplus import app, compat, contrib, data, estimator, flags, gfile, layers, logging, losses, metrics  # noqa: E402
 from tfplus import saved_model, summary  # noqa: E402
 from tfplus import distributions  # noqa: E402
+from tfplus.ctc import edit_distance  # noqa: E402
 from tfplus.estimator import feature_column  # noqa: E402
 from tfplus.saved_model import tables_initializer  # noqa: E402
 from tfplus.engine.session import InteractiveSession  # noqa: E402

@@ -36,3 +36,4 @@ from tfplus.ops.array_ops import embedding_lookup  # noqa: E402, F401
 from tfplus.ops.composite_ops import depth_to_space, space_to_depth  # noqa: E402, F401
 from tfplus.ops.math_ops import top_k  # noqa: E402, F401
 from tfplus.rnn import bidirectional_dynamic_rnn, dynamic_rnn, static_bidirectional_rnn, static_rnn  # noqa: E402, F401
+from tfplus.ctc import ctc_greedy_decoder, ctc_loss  # noqa: E402, F401

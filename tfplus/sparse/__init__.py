@@ -78,6 +78,10 @@ class SparseTensor:
     def get_shape(self) -> TensorShape:
         return self.shape
 
+    def _with_values(self, values) -> SparseTensor:
+        """The same positions holding `values` (tf.cast's result on a SparseTensor)."""
+        return SparseTensor(self._indices, values, self._dense_shape, self._static_shape)
+
     # TF's sparse-dense element-wise ops: the dense side broadcast to dense_shape, read at the indices.
     def _cwise(self, other, fn, name):
         with name_scope(None, name):
