@@ -678,7 +678,7 @@ def speech_ctc(tf, feeder):
     cell = tf.nn.rnn_cell.LSTMCell(6, state_is_tuple=True)
     outputs, _ = tf.nn.dynamic_rnn(cell, inputs, seq_len, dtype=tf.float32)
     shape = tf.shape(inputs)
-    batch_s, max_time_steps = shape[0], shape[1]
+    batch_s = shape[0]
     outputs = tf.reshape(outputs, [-1, 6])
     W = tf.Variable(tf.truncated_normal([6, num_classes], stddev=0.1))
     b = tf.Variable(tf.constant(0., shape=[num_classes]))

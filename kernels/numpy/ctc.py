@@ -10,7 +10,7 @@ from tfplus.registry import register_kernel
 def batch_labels(indices: np.ndarray, values: np.ndarray, batch: int, what: str) -> list[list]:
     """A SparseTensor's [batch, time] entries as one label list per batch row, in time order."""
     out: list[list] = [[] for _ in range(batch)]
-    for (b, t), v in sorted(zip(map(tuple, indices.tolist()), values.tolist())):
+    for (b, _), v in sorted(zip(map(tuple, indices.tolist()), values.tolist())):
         if not 0 <= b < batch:
             raise ValueError(f"{what}: label batch index {b} is not in [0, {batch})")
         out[b].append(v)
