@@ -26,6 +26,8 @@ def _ctc_loss(ctc, ins, outs, attrs):
     for b, labels in enumerate(batch_labels(indices, values, batch, "CTCLoss")):
         if attrs["preprocess_collapse_repeated"]:
             labels = [v for i, v in enumerate(labels) if i == 0 or v != labels[i - 1]]
+        if not labels:
+            raise ValueError(f"CTCLoss: the labels of sequence {b} are empty (TensorFlow refuses them too)")
         if any(not 0 <= v < classes - 1 for v in labels):
             raise ValueError(f"CTCLoss: labels of sequence {b} ({labels}) must be in [0, {classes - 1}): class "
                              f"{classes - 1} is the blank")
