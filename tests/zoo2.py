@@ -162,10 +162,61 @@ def _momentum_subclass(tf):
     return SlotMomentum
 
 
+def _lamb_subclass(tf):
+    """A LAMB optimizer as TF1 ports wrote it (ymcui/LAMB_Optimizer_TF style, on tf.train.Optimizer's protected
+    API): beta powers by _create_non_slot_variable and _get_non_slot_variable, slots by
+    _get_or_make_slot_with_initializer and _zeros_slot, hyperparameters through _call_if_callable, the powers
+    advanced in _finish."""
+    class LAMBOptimizer(tf.train.Optimizer):
+        def __init__(self, learning_rate=0.01, beta1=0.9, beta2=0.999, epsilon=1e-6, weight_decay=0.01,
+                     use_locking=False, name="LAMB"):
+            super().__init__(use_locking, name)
+            self._lr, self._beta1, self._beta2, self._epsilon, self._wd = (learning_rate, beta1, beta2, epsilon,
+                                                                            weight_decay)
+
+        def _get_beta_accumulators(self):
+            graph = tf.get_default_graph()
+            return (self._get_non_slot_variable("beta1_power", graph=graph),
+                    self._get_non_slot_variable("beta2_power", graph=graph))
+
+        def _create_slots(self, var_list):
+            first_var = min(var_list, key=lambda x: x.name)
+            self._create_non_slot_variable(initial_value=self._beta1, name="beta1_power", colocate_with=first_var)
+            self._create_non_slot_variable(initial_value=self._beta2, name="beta2_power", colocate_with=first_var)
+            for v in var_list:
+                self._get_or_make_slot_with_initializer(v, tf.zeros_initializer(), v.shape, v.dtype.base_dtype,
+                                                        "m", self._name)
+                self._zeros_slot(v, "v", self._name)
+
+        def _prepare(self):
+            self._lr_t = tf.convert_to_tensor(self._call_if_callable(self._lr), name="learning_rate")
+
+        def _apply_dense(self, grad, var):
+            beta1_power, beta2_power = self._get_beta_accumulators()
+            m, v = self.get_slot(var, "m"), self.get_slot(var, "v")
+            m_t = tf.assign(m, self._beta1 * m + (1.0 - self._beta1) * grad)
+            v_t = tf.assign(v, self._beta2 * v + (1.0 - self._beta2) * tf.square(grad))
+            m_hat = m_t / (1.0 - beta1_power)
+            v_hat = v_t / (1.0 - beta2_power)
+            update = m_hat / (tf.sqrt(v_hat) + self._epsilon) + self._wd * var
+            w_norm, g_norm = tf.norm(var, ord=2), tf.norm(update, ord=2)
+            ratio = tf.where(tf.greater(w_norm, 0), tf.where(tf.greater(g_norm, 0), w_norm / g_norm, 1.0), 1.0)
+            return tf.assign_sub(var, ratio * self._lr_t * update, use_locking=self._use_locking).op
+
+        def _finish(self, update_ops, name_scope):
+            with tf.control_dependencies(update_ops):
+                beta1_power, beta2_power = self._get_beta_accumulators()
+                update_beta1 = beta1_power.assign(beta1_power * self._beta1, use_locking=self._use_locking)
+                update_beta2 = beta2_power.assign(beta2_power * self._beta2, use_locking=self._use_locking)
+            return tf.group(*update_ops + [update_beta1, update_beta2], name=name_scope)
+    return LAMBOptimizer
+
+
 def bert(tf, feeder):
     """BERT fine-tuning (run_classifier.py): gelu by tf.erf, layer norm, the attention mask, one-hot and gathered
     embeddings, AdamWeightDecay with polynomial decay after a warm-up and clip_by_global_norm, the encoder
-    restored from a pre-trained checkpoint by init_from_checkpoint with get_assignment_map_from_checkpoint."""
+    restored from a pre-trained checkpoint by init_from_checkpoint with get_assignment_map_from_checkpoint; then
+    the head by a slot-based custom optimizer and the pooler by a LAMB port."""
     batch, seq = 2, 5
     ids, types = data(50, ("i", (batch, seq), 12), ("i", (batch, seq), 2))
     mask = np.array([[1, 1, 1, 1, 0], [1, 1, 1, 0, 0]], np.int32)
@@ -234,6 +285,8 @@ def bert(tf, feeder):
         with tf.control_dependencies([train_op]):
             train_op = tf.group(train_op, [global_step.assign(global_step + 1)])
         head_op = _momentum_subclass(tf)(0.1, 0.9).minimize(loss, var_list=[output_weights, output_bias])
+        pooler = [v for v in tvars if "pooler" in v.op.name]
+        lamb_op = _lamb_subclass(tf)(lambda: 0.05).minimize(loss, var_list=pooler)
         feed = {input_ids: ids, input_mask: mask, segment_ids: types, labels: labels_v}
         sess = _session_run(tf, feeder)
         feed.update(feeder.feeds(tf))
@@ -245,10 +298,12 @@ def bert(tf, feeder):
             out["global_norm"].append(gn)
         for _ in range(2):
             out["loss"].append(sess.run([head_op, loss], feed)[1])
+        for _ in range(2):
+            out["loss"].append(sess.run([lamb_op, loss], feed)[1])
         out["probabilities"] = sess.run(probabilities, feed)
         out["initialized"] = np.array(sorted(initialized))
         out["slots"] = np.array(sorted(v.op.name for v in tf.global_variables() if "adam_" in v.op.name or
-                                       "SlotMomentum" in v.op.name))
+                                       "SlotMomentum" in v.op.name or "LAMB" in v.op.name or "power" in v.op.name))
         out = _trained(tf, sess, {k: np.array(v) for k, v in out.items()})
         sess.close()
         return out
