@@ -22,7 +22,7 @@ class _HParams:
 
 # ---- BERT (google-research/bert: modeling.py, optimization.py) ----------------------------------------------------
 
-def _bert_model(tf, input_ids, input_mask, token_type_ids, is_training, vocab=12, hidden=8, heads=2, layers=2):
+def _bert_model(tf, input_ids, input_mask, token_type_ids, is_training, vocab=12, hidden=8, heads=2, layers=1):
     batch_size, seq_length = input_ids.shape.as_list()
 
     def create_initializer(initializer_range=0.02):
@@ -461,7 +461,7 @@ def _gpt2(tf):
 def gpt2(tf, feeder):
     """GPT-2: a language-model step (train.py's loss) and sampling with past keys and values in a tf.while_loop,
     top-k filtering by tf.nn.top_k and tf.random.categorical (k=1: the same tokens in both runs)."""
-    hparams = _HParams(n_vocab=11, n_ctx=12, n_embd=8, n_head=2, n_layer=2)
+    hparams = _HParams(n_vocab=11, n_ctx=12, n_embd=8, n_head=2, n_layer=1)
     model, sample_sequence = _gpt2(tf)
     context = tf.placeholder(tf.int32, [2, None])
     output = model(hparams=hparams, X=context)
@@ -560,7 +560,7 @@ def gcn(tf, feeder):
 # ---- PINN (maziarraissi/PINNs: Burgers' equation, continuous inference) -----------------------------------------
 
 def _pinn(tf, feeder, dtype):
-    layers = [2, 8, 8, 1]
+    layers = [2, 4, 4, 1]
     lb, ub, nu = np.array([-1.0, 0.0]), np.array([1.0, 1.0]), 0.01 / np.pi
 
     def xavier_init(size):
@@ -604,7 +604,7 @@ def _pinn(tf, feeder, dtype):
     feed = {x_u_tf: x_u.astype(cast) * 2 - 1, t_u_tf: t_u.astype(cast), u_tf: -np.sin(np.pi * x_u).astype(cast),
             x_f_tf: x_f.astype(cast) * 2 - 1, t_f_tf: t_f.astype(cast)}
     sess = _session_run(tf, feeder)
-    out = {"loss": [sess.run([train_op_Adam, loss], feed)[1] for _ in range(3)]}
+    out = {"loss": [sess.run([train_op_Adam, loss], feed)[1] for _ in range(2)]}
     out["f"] = sess.run(f_pred, feed)
     out["hessian"] = sess.run(hess, {point: np.array([0.3, 0.6], cast)})
     out["hessian_w"] = sess.run(hess_w, feed)
