@@ -205,3 +205,31 @@ def test_ctc_loss_decoder_and_edit_distance_as_tensorflow(tf1, dtype):
         loss = tfplus.nn.ctc_loss(tfplus.SparseTensor([[0, 0]], [1], [2, 1]), tfplus.constant(logits[:, :2]), [6, 6])
         with tfplus.Session() as sess, pytest.raises(ValueError, match="labels of sequence 1 are empty"):
             sess.run(loss)
+
+
+def _inner_gradients(mod):
+    x = mod.placeholder(mod.float64, [3])
+    w = mod.Variable(np.array([0.5, -1.0, 2.0]), dtype=mod.float64)
+    scale = x * 2.0
+
+    def body(i, acc):
+        y = mod.reduce_sum(mod.sin(scale * w) * mod.cast(i + 1, mod.float64))
+        gx, gw = mod.gradients(y, [scale, w])
+        return i + 1, acc + gx * gw
+
+    _, acc = mod.while_loop(lambda i, acc: i < 3, body, [mod.constant(0), mod.zeros([3], mod.float64)])
+    outer = mod.gradients(mod.reduce_sum(acc), [x, w])
+    with mod.Session() as sess:
+        sess.run(mod.global_variables_initializer())
+        return sess.run([acc] + outer, {x: [0.1, 0.2, -0.3]})
+
+
+def test_gradients_in_a_loop_body_of_outer_tensors_as_tensorflow(tf1):
+    """tf.gradients inside a while_loop body with respect to a tensor and a variable from outside the loop
+    (MAML's inner step), and the outer gradient through those gradients, second order."""
+    with tf1.Graph().as_default():
+        want = _inner_gradients(tf1)
+    with tfplus.Graph().as_default():
+        got = _inner_gradients(tfplus)
+    for a, b in zip(want, got):
+        np.testing.assert_allclose(b, a, rtol=1e-12)
