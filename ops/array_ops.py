@@ -1643,9 +1643,11 @@ def embedding_lookup(params, ids, partition_strategy="mod", name=None, validate_
     read as TF reads it: id i lives in partition i % n at row i // n ("mod"), or in contiguous blocks, the first
     (total % n) partitions one row longer ("div"). `max_norm` clips each row found to that L2 norm."""
     from tfplus.ops import math_ops
+    if not isinstance(params, (list, tuple)):
+        params = [params]
+    if len(params) == 1 and max_norm is None:
+        return gather(params[0], ids, name=name or "embedding_lookup")  # one node, named as TF names it
     with name_scope(name, "embedding_lookup"):
-        if not isinstance(params, (list, tuple)):
-            params = [params]
         params = [convert_to_tensor(p) for p in params]
         ids = convert_to_tensor(ids)
         if len(params) == 1:
@@ -1669,7 +1671,7 @@ def embedding_lookup(params, ids, partition_strategy="mod", name=None, validate_
             start = gather(constant(offsets.astype(ids.dtype.np)), part)
             out = gather(concat(params, 0), start + row)
         if max_norm is not None:
-            axes = list(range(ids.shape.ndims, out.shape.ndims)) if ids.shape.ndims is not None else [-1]
             from tfplus.nn_impl import clip_by_norm
+            axes = list(range(ids.shape.ndims, out.shape.ndims)) if ids.shape.ndims is not None else [-1]
             out = clip_by_norm(out, max_norm, axes=axes)
         return out
