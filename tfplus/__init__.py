@@ -134,6 +134,7 @@ from tfplus import app, compat, contrib, data, estimator, flags, gfile, layers, 
 from tfplus import saved_model, summary  # noqa: E402
 from tfplus import distributions  # noqa: E402
 from tfplus.ctc import edit_distance  # noqa: E402
+from tfplus import signal  # noqa: E402
 from tfplus.estimator import feature_column  # noqa: E402
 from tfplus.saved_model import tables_initializer  # noqa: E402
 from tfplus.engine.session import InteractiveSession  # noqa: E402

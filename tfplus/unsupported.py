@@ -76,7 +76,6 @@ ALTERNATIVES = {
     "tf.complex64": "float32 tensors (tfplus has no complex dtypes)",
     "tf.complex128": "float64 tensors (tfplus has no complex dtypes)",
     "tf.fft": None,
-    "tf.signal": None,
 }
 
 
