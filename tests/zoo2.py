@@ -286,7 +286,8 @@ def bert(tf, feeder):
             train_op = tf.group(train_op, [global_step.assign(global_step + 1)])
         head_op = _momentum_subclass(tf)(0.1, 0.9).minimize(loss, var_list=[output_weights, output_bias])
         pooler = [v for v in tvars if "pooler" in v.op.name]
-        lamb_op = _lamb_subclass(tf)(lambda: 0.05).minimize(loss, var_list=pooler)
+        # epsilon 1e-3: some pooler gradients are 1e-8, where m / (sqrt(v) + eps) turns rounding into steps.
+        lamb_op = _lamb_subclass(tf)(lambda: 0.05, epsilon=1e-3).minimize(loss, var_list=pooler)
         feed = {input_ids: ids, input_mask: mask, segment_ids: types, labels: labels_v}
         sess = _session_run(tf, feeder)
         feed.update(feeder.feeds(tf))
