@@ -815,6 +815,14 @@ def mdn_bayes(tf, feeder):
 # ---- PPO (openai/baselines: ppo2/model.py, common/distributions.py, ppo1's old-policy assign) -------------------
 
 def ppo(tf, feeder):
+    state = np.random.get_state()   # the script seeds NumPy's global generator: the caller's is put back
+    try:
+        return _ppo(tf, feeder)
+    finally:
+        np.random.set_state(state)
+
+
+def _ppo(tf, feeder):
     """PPO's losses: a categorical policy's neglogp, entropy and KL written as baselines' CategoricalPd, the
     clipped ratio and value losses, Adam on clipped gradients, an old policy copied by tf.assign, and steps run
     through tf.get_default_session."""
