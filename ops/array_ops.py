@@ -1639,12 +1639,39 @@ def prevent_gradient(input, message="", name=None) -> Tensor:
 
 
 def embedding_lookup(params, ids, partition_strategy="mod", name=None, validate_indices=True, max_norm=None):
-    """`tf.nn.embedding_lookup(table, ids)`: rows of `table` (one tensor, or a list of one) for `ids`."""
-    if isinstance(params, (list, tuple)):
-        if len(params) != 1:
-            raise NotImplementedError(f"tf.nn.embedding_lookup: {len(params)} partitioned tables; tfplus "
-                                      "supports one (tf.concat the partitions first)")
-        params = params[0]
-    if max_norm is not None:
-        raise NotImplementedError("tf.nn.embedding_lookup: max_norm is not supported by tfplus")
-    return gather(params, ids, name=name or "embedding_lookup")
+    """`tf.nn.embedding_lookup(table, ids)`: rows of `table` for `ids`. A table split in a list of partitions is
+    read as TF reads it: id i lives in partition i % n at row i // n ("mod"), or in contiguous blocks, the first
+    (total % n) partitions one row longer ("div"). `max_norm` clips each row found to that L2 norm."""
+    from tfplus.ops import math_ops
+    if not isinstance(params, (list, tuple)):
+        params = [params]
+    if len(params) == 1 and max_norm is None:
+        return gather(params[0], ids, name=name or "embedding_lookup")  # one node, named as TF names it
+    with name_scope(name, "embedding_lookup"):
+        params = [convert_to_tensor(p) for p in params]
+        ids = convert_to_tensor(ids)
+        if len(params) == 1:
+            out = gather(params[0], ids)
+        else:
+            sizes = [p.shape.as_list()[0] if p.shape.ndims else None for p in params]
+            if None in sizes:
+                raise ValueError(f"tf.nn.embedding_lookup: partition sizes {sizes} must be known along axis 0 "
+                                 "(set_shape on the partitions)")
+            if partition_strategy not in ("mod", "div"):
+                raise ValueError(f"tf.nn.embedding_lookup: partition_strategy {partition_strategy!r} is not 'mod' "
+                                 "or 'div'")
+            n, offsets = len(params), np.cumsum([0] + sizes[:-1])
+            if partition_strategy == "mod":
+                part, row = ids % n, ids // n
+            else:
+                per, extras = sum(sizes) // n, sum(sizes) % n
+                part = math_ops.maximum(ids // (per + 1), (ids - extras) // per)
+                first = math_ops.cast(part < extras, ids.dtype)
+                row = first * (ids % (per + 1)) + (1 - first) * ((ids - extras) % per)
+            start = gather(constant(offsets.astype(ids.dtype.np)), part)
+            out = gather(concat(params, 0), start + row)
+        if max_norm is not None:
+            from tfplus.nn_impl import clip_by_norm
+            axes = list(range(ids.shape.ndims, out.shape.ndims)) if ids.shape.ndims is not None else [-1]
+            out = clip_by_norm(out, max_norm, axes=axes)
+        return out

@@ -35,10 +35,11 @@ def no_op(name=None) -> Operation:
 
 def group(*inputs, name=None) -> Operation:
     """`train = tf.group(update_a, update_b)`: an op that runs after all of `inputs`."""
-    if len(inputs) == 1 and isinstance(inputs[0], (list, tuple)):
-        inputs = tuple(inputs[0])
+    def flat(xs):  # TF flattens nested lists: BERT's tf.group(train_op, [global_step.assign(...)])
+        for x in xs:
+            yield from flat(x) if isinstance(x, (list, tuple)) else (x,)
     ops = []
-    for x in inputs:
+    for x in flat(inputs):
         x = getattr(x, "op", x) if not isinstance(x, Operation) else x
         if isinstance(x, Tensor):
             x = x.op

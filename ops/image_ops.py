@@ -8,7 +8,7 @@ from tfplus import dtypes as _dt
 from tfplus import flops
 from tfplus.framework import Tensor, apply_op, convert_to_tensor
 from tfplus.ops.row_rules import rowwise
-from tfplus.registry import not_differentiable, register_op, register_rows
+from tfplus.registry import not_differentiable, register_gradient, register_op, register_rows
 from tfplus.tensor_shape import check_rank, fmt, merge_dim, spec
 
 
@@ -125,3 +125,114 @@ def non_max_suppression(boxes, scores, max_output_size, iou_threshold=0.5, score
     ins = [boxes, scores, convert_to_tensor(max_output_size, dtype=_dt.int32),
            convert_to_tensor(iou_threshold, dtype=_dt.float32), convert_to_tensor(score_threshold, dtype=_dt.float32)]
     return apply_op("NonMaxSuppressionV3", ins, {"T": boxes.dtype, "T_threshold": _dt.float32}, name)
+
+
+# -- CropAndResize -------------------------------------------------------------------------------------------
+def crop_geometry(box, size: int, extent: int):
+    """Where TF's CropAndResize samples one axis of one box: (the sample coordinates in the image, float32 as
+    TF computes them, and whether each lies inside [0, extent - 1]). box is (start, end) normalized."""
+    lo, hi = np.float32(box[0]), np.float32(box[1])
+    span = np.float32(extent - 1)
+    if size > 1:
+        coords = lo * span + np.arange(size, dtype=np.float32) * ((hi - lo) * span / np.float32(size - 1))
+    else:
+        coords = np.full(1, np.float32(0.5) * (lo + hi) * span, np.float32)
+    return coords, (coords >= 0) & (coords <= span)
+
+
+def _crop_and_resize_shape(ins, attrs):
+    image, boxes, box_ind, crop_size = ins
+    check_rank(image, 4, "image [batch, height, width, depth]")
+    check_rank(boxes, 2, "boxes [num_boxes, 4]")
+    check_rank(box_ind, 1, "box_ind [num_boxes]")
+    check_rank(crop_size, 1, "crop_size [2]")
+    if boxes.dtype is not _dt.float32:
+        raise TypeError(f"boxes must be float32, got {boxes.dtype.name}")
+    if attrs["method"] not in ("bilinear", "nearest"):
+        raise ValueError(f"method must be 'bilinear' or 'nearest', got {attrs['method']!r}")
+    if boxes.shape is not None and boxes.shape[1] not in (None, 4):
+        raise ValueError(f"boxes must have shape [num_boxes, 4], got {fmt(boxes.shape)}")
+    n = None if boxes.shape is None else boxes.shape[0]
+    if box_ind.shape is not None:
+        n = merge_dim(n, box_ind.shape[0], "boxes and box_ind num_boxes")
+    if crop_size.value is not None:
+        size = [int(d) for d in np.ravel(crop_size.value)]
+        if len(size) != 2 or min(size) < 1:
+            raise ValueError(f"crop_size must be 2 positive ints [crop_height, crop_width], got {size}")
+    else:
+        size = [None, None]
+    depth = None if image.shape is None else image.shape[3]
+    return [spec((n, *size, depth), _dt.float32)]
+
+
+def _crop_rows(op, rows, image: int = 0) -> str | None:
+    if op.inputs[image] in rows:
+        return "reads each box's image by box_ind: a micro-batch's boxes may name another's images"
+    return rowwise(op, rows)
+
+
+register_op("CropAndResize", inputs=("image", "boxes", "box_ind", "crop_size"), outputs=("crops",),
+            attrs={"T": "type", "method": "string", "extrapolation_value": "float"},
+            shape_fn=_crop_and_resize_shape, value_inputs=(3,), flops=flops.zero)
+register_rows(_crop_rows, "CropAndResize")
+
+
+@register_gradient("CropAndResize")
+def _crop_and_resize_grad(op, grad):
+    """d image: each crop's gradient spread back onto the pixels it sampled (its bilinear weights, or the nearest);
+    d boxes: how moving each corner moves the bilinear samples."""
+    image, boxes, box_ind, _ = op.inputs
+    d_image = None
+    if image.dtype.is_floating:
+        from tfplus.ops.array_ops import shape
+        d_image = apply_op("CropAndResizeGradImage", [grad, boxes, box_ind, shape(image, out_type=_dt.int32)],
+                           {"T": image.dtype, "method": op.attrs["method"]})
+    # NOTE: TF takes the bilinear boxes gradient whatever the method (nearest's is zero almost everywhere).
+    d_boxes = apply_op("CropAndResizeGradBoxes", [grad, image, boxes, box_ind], {"T": image.dtype})
+    return [d_image, d_boxes, None, None]
+
+
+def _grad_image_shape(ins, attrs):
+    grads, boxes, box_ind, image_size = ins
+    check_rank(grads, 4, "grads [num_boxes, crop_height, crop_width, depth]")
+    if image_size.value is None:
+        return [spec((None,) * 4, attrs["T"])]
+    return [spec(tuple(int(d) for d in np.ravel(image_size.value)), attrs["T"])]
+
+
+register_op("CropAndResizeGradImage", inputs=("grads", "boxes", "box_ind", "image_size"), outputs=("output",),
+            attrs={"T": "type", "method": "string"}, shape_fn=_grad_image_shape, value_inputs=(3,), flops=flops.zero)
+register_rows(lambda op, rows: "adds each box's gradient into the image box_ind names, across the batch",
+              "CropAndResizeGradImage")
+not_differentiable("CropAndResizeGradImage")
+
+
+def _grad_boxes_shape(ins, attrs):
+    grads, image, boxes, box_ind = ins
+    return [spec((None if boxes.shape is None else boxes.shape[0], 4), _dt.float32)]
+
+
+register_op("CropAndResizeGradBoxes", inputs=("grads", "image", "boxes", "box_ind"), outputs=("output",),
+            attrs={"T": "type"}, shape_fn=_grad_boxes_shape, flops=flops.zero)
+register_rows(lambda op, rows: _crop_rows(op, rows, image=1), "CropAndResizeGradBoxes")
+not_differentiable("CropAndResizeGradBoxes")
+
+
+def crop_and_resize(image, boxes, box_ind=None, crop_size=None, method="bilinear", extrapolation_value=0.0,
+                    name=None, box_indices=None) -> Tensor:
+    """Crops of `image` [batch, h, w, depth] at `boxes` [n, 4] (normalized [y1, x1, y2, x2]; y1 > y2 flips), box
+    i from image box_ind[i], each resized to `crop_size` [crop_h, crop_w] by bilinear (or nearest) sampling;
+    samples outside the image take `extrapolation_value`. float32 [n, crop_h, crop_w, depth]. Faster R-CNN's
+    ROI pooling and Mask R-CNN's ROI align:
+
+        crops = tf.image.crop_and_resize(features, rois, tf.zeros([n], tf.int32), [7, 7])
+    """
+    if box_ind is None:
+        box_ind = box_indices
+    if box_ind is None or crop_size is None:
+        raise ValueError("tf.image.crop_and_resize: box_ind (box_indices) and crop_size are required")
+    image = convert_to_tensor(image)
+    ins = [image, convert_to_tensor(boxes, dtype=_dt.float32), convert_to_tensor(box_ind, dtype=_dt.int32),
+           convert_to_tensor(crop_size, dtype=_dt.int32)]
+    return apply_op("CropAndResize", ins, {"T": image.dtype, "method": method,
+                                           "extrapolation_value": float(extrapolation_value)}, name)

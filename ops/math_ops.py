@@ -638,7 +638,10 @@ def _cast_grad(op, grad):
 
 
 def cast(x, dtype, name=None) -> Tensor:
-    """`tf.cast(x, tf.int32)`: float -> int truncates toward zero; nonzero -> True for bool."""
+    """`tf.cast(x, tf.int32)`: float -> int truncates toward zero; nonzero -> True for bool. A SparseTensor is
+    cast value by value (a speech script's tf.cast(decoded[0], tf.int32)), as in TF."""
+    if hasattr(x, "_with_values"):
+        return x._with_values(cast(x.values, dtype, name))
     x, dtype = convert_to_tensor(x), _dt.as_dtype(dtype)
     if x.dtype is dtype:
         return x

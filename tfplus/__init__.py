@@ -40,7 +40,7 @@ from tfplus.framework import (
     register_tensor_conversion_function,
     reset_default_graph,
 )
-from tfplus.gradients import gradients
+from tfplus.gradients import gradients, hessians
 from tfplus.graph_io import import_graph_def
 from tfplus.init_ops import (
     constant_initializer,
@@ -132,6 +132,9 @@ from tfplus.image import random_crop  # noqa: E402
 # tf.summary) and top-level names they use; a name tfplus lacks raises UnsupportedError (tfplus.unsupported).
 from tfplus import app, compat, contrib, data, estimator, flags, gfile, layers, logging, losses, metrics  # noqa: E402
 from tfplus import saved_model, summary  # noqa: E402
+from tfplus import distributions  # noqa: E402
+from tfplus.ctc import edit_distance  # noqa: E402
+from tfplus import signal  # noqa: E402
 from tfplus.estimator import feature_column  # noqa: E402
 from tfplus.saved_model import tables_initializer  # noqa: E402
 from tfplus.engine.session import InteractiveSession  # noqa: E402

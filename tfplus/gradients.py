@@ -5,9 +5,23 @@ IndexedSlices flow through Identity (a variable's read) as they are and are made
 gradient sees them (TF's ops do the same: only a few of its gradient functions accept them)."""
 from __future__ import annotations
 
+import numpy as np
+
 from tfplus.framework import IndexedSlices, Operation, Tensor, convert_to_tensor, get_default_graph, name_scope
 from tfplus.registry import NOT_DIFFERENTIABLE
 from tfplus.tensor_shape import shapes_compatible
+
+
+def _captured(x, graph) -> Tensor | None:
+    """Inside a control-flow body (MAML's inner step in tf.map_fn) an outer tensor, or a variable's read, is
+    used through its capture placeholder: that is the x the body's ys depend on."""
+    captures = getattr(graph, "_captures", None)
+    if not captures:
+        return None
+    for t in (x.value(), x._ref()) if hasattr(x, "_ref") else (convert_to_tensor(x),):
+        if t in captures:
+            return captures[t]
+    return None
 
 
 def _as_tensor_for_grad(x) -> Tensor:
@@ -38,8 +52,9 @@ def gradients(ys, xs, grad_ys=None, name="gradients", stop_gradients=None, coloc
         raise ValueError(f"tf.gradients: {len(grad_ys)} grad_ys for {len(ys)} ys")
 
     from tfplus.ops import array_ops, math_ops
-    between = _ops_between(ys, xs_t, stop)
     graph = ys[0].graph if ys else get_default_graph()
+    xs_t = [t if c is None else c for c, t in ((_captured(x, graph), t) for x, t in zip(xs_list, xs_t))]
+    between = _ops_between(ys, xs_t, stop)
     first = graph.version  # the ops created from here on are the gradient's
     grads: dict[Tensor, list[Tensor]] = {}
     with name_scope(name):
@@ -122,3 +137,37 @@ def _ops_between(ys, xs, stop) -> set[Operation]:
             between.add(op)
         stack.extend(t.op for t in op.inputs if t not in stop)
     return between
+
+
+def hessians(ys, xs, name="hessians", colocate_gradients_with_ops=False, gate_gradients=False,
+             aggregation_method=None):
+    """tf.hessians: for each x in xs, the Hessian of sum(ys) with respect to x, shaped x.shape + x.shape (None
+    where x does not affect ys). TF builds the rows in a while loop; here one tf.gradients per element of x,
+    so x's size must be known when the graph is built (a PINN's point, a layer's weights).
+
+        >>> import tfplus as tf
+        >>> x = tf.constant([1.0, 2.0])
+        >>> [h] = tf.hessians(tf.reduce_sum(x ** 3), x)   # h evaluates to [[6, 0], [0, 12]]
+    """
+    from tfplus.ops import array_ops
+    xs_list = xs if isinstance(xs, (list, tuple)) else [xs]
+    out = []
+    with name_scope(name):
+        grads = gradients(ys, xs_list, colocate_gradients_with_ops=colocate_gradients_with_ops,
+                          gate_gradients=gate_gradients, aggregation_method=aggregation_method)
+        for grad, x in zip(grads, xs_list):
+            if grad is None:
+                out.append(None)
+                continue
+            x = _as_tensor_for_grad(x)
+            shape = x.shape.as_list() if x.shape.ndims is not None else None
+            if shape is None or None in shape:
+                raise ValueError(f"tf.hessians: '{x.name}' has shape {x.shape}; tfplus needs its size known when "
+                                 "the graph is built (set_shape, or a placeholder of a fixed shape)")
+            flat = array_ops.reshape(convert_to_tensor(grad), [-1])
+            rows = []
+            for j in range(int(np.prod(shape, dtype=np.int64))):
+                row = gradients(flat[j], x)[0]
+                rows.append(array_ops.zeros_like(x) if row is None else convert_to_tensor(row))
+            out.append(array_ops.reshape(array_ops.stack(rows), shape + shape))
+    return out

@@ -15,14 +15,15 @@ import numpy as np
 from tfplus import dtypes as _dt
 from tfplus.framework import Tensor, constant_value, convert_to_tensor, name_scope
 from tfplus.ops import array_ops, composite_ops, math_ops, random_ops
-from tfplus.ops.image_ops import non_max_suppression
+from tfplus.ops.image_ops import crop_and_resize, non_max_suppression
 
 __all__ = ["convert_image_dtype", "per_image_standardization", "flip_left_right", "flip_up_down",
            "random_flip_left_right", "random_flip_up_down", "crop_to_bounding_box", "pad_to_bounding_box",
            "central_crop", "resize_image_with_crop_or_pad", "rgb_to_grayscale", "grayscale_to_rgb",
            "adjust_brightness", "random_brightness", "adjust_contrast", "random_contrast", "random_crop",
            "ResizeMethod", "resize_images", "resize", "resize_bilinear", "resize_nearest_neighbor",
-           "non_max_suppression", "total_variation", "image_gradients", "psnr"]
+           "non_max_suppression", "total_variation", "image_gradients", "psnr",
+           "crop_and_resize", "non_max_suppression_padded"]
 
 
 def _image(image, what: str) -> Tensor:
@@ -226,22 +227,28 @@ _METHODS = {ResizeMethod.BILINEAR: "bilinear", ResizeMethod.NEAREST_NEIGHBOR: "n
             "nearest": "nearest"}
 
 
-def _source(out_size: int, in_size: int, align_corners: bool) -> np.ndarray:
-    """Where each output row samples the input (TF1's legacy resize, no half-pixel centers), in float32 as
-    TensorFlow's kernels compute it, so that floor and round fall on the same rows."""
+def _source(out_size: int, in_size: int, align_corners: bool, half_pixel: bool = False,
+            offset: float = 0.5) -> np.ndarray:
+    """Where each output row samples the input, in float32 as TensorFlow's kernels compute it, so that floor and
+    round fall on the same rows: TF1's legacy sampling, or with half-pixel centers (out + 0.5) * scale - offset
+    (bilinear's offset 0.5, nearest's 0)."""
     if align_corners and out_size > 1:
         scale = np.float32(in_size - 1) / np.float32(out_size - 1)
     else:
         scale = np.float32(in_size) / np.float32(out_size)
-    return np.arange(out_size, dtype=np.float32) * np.float32(scale)
+    rows = np.arange(out_size, dtype=np.float32)
+    if half_pixel:
+        return (rows + np.float32(0.5)) * np.float32(scale) - np.float32(offset)
+    return rows * np.float32(scale)
 
 
-def _bilinear_matrix(out_size: int, in_size: int, align_corners: bool) -> np.ndarray:
-    """The (out, in) matrix of one axis's linear interpolation weights."""
-    src = _source(out_size, in_size, align_corners)
+def _bilinear_matrix(out_size: int, in_size: int, align_corners: bool, half_pixel: bool = False) -> np.ndarray:
+    """The (out, in) matrix of one axis's linear interpolation weights (a sample before the first row, with
+    half-pixel centers, takes it whole: TF clamps the lower row, not the weight)."""
+    src = _source(out_size, in_size, align_corners, half_pixel)
     lower = np.floor(src)
     lerp = src - lower
-    lower = lower.astype(np.int64)
+    lower = np.maximum(lower.astype(np.int64), 0)
     upper = np.minimum(np.ceil(src).astype(np.int64), in_size - 1)
     m = np.zeros((out_size, in_size), np.float32)
     rows = np.arange(out_size)
@@ -250,11 +257,11 @@ def _bilinear_matrix(out_size: int, in_size: int, align_corners: bool) -> np.nda
     return m
 
 
-def _nearest_index(out_size: int, in_size: int, align_corners: bool) -> np.ndarray:
-    src = _source(out_size, in_size, align_corners)
+def _nearest_index(out_size: int, in_size: int, align_corners: bool, half_pixel: bool = False) -> np.ndarray:
+    src = _source(out_size, in_size, align_corners, half_pixel, offset=0.0)
     # NOTE: C's round (half away from zero), not NumPy's (half to even); the sources are non-negative.
     index = np.floor(src + np.float32(0.5)) if align_corners else np.floor(src)
-    return np.minimum(index.astype(np.int32), in_size - 1)
+    return np.clip(index.astype(np.int32), 0, in_size - 1)
 
 
 def _static_values(t: Tensor) -> list | None:
@@ -288,8 +295,10 @@ def _static_values(t: Tensor) -> list | None:
     return None
 
 
-def _resize(images, size, method, align_corners: bool, what: str, name) -> Tensor:
+def _resize(images, size, method, align_corners: bool, what: str, name, half_pixel: bool = False) -> Tensor:
     kind = _METHODS.get(method)
+    if align_corners and half_pixel:
+        raise ValueError(f"tf.image.{what}: align_corners and half_pixel_centers cannot both be True")
     if kind is None:
         raise NotImplementedError(f"tf.image.{what}: method {method!r} is not implemented by tfplus; use "
                                   "ResizeMethod.BILINEAR or ResizeMethod.NEAREST_NEIGHBOR")
@@ -303,14 +312,14 @@ def _resize(images, size, method, align_corners: bool, what: str, name) -> Tenso
         in_h, in_w = _hw(x, what)
         out_h, out_w = (int(v) for v in size)
         if kind == "nearest":
-            y = array_ops.gather(x, _nearest_index(out_h, in_h, align_corners), axis=1)
-            y = array_ops.gather(y, _nearest_index(out_w, in_w, align_corners), axis=2)
+            y = array_ops.gather(x, _nearest_index(out_h, in_h, align_corners, half_pixel), axis=1)
+            y = array_ops.gather(y, _nearest_index(out_w, in_w, align_corners, half_pixel), axis=2)
         else:
             # Separable: one matrix of interpolation weights per axis (a matmul each, whose gradient is
             # ResizeBilinearGrad's), in float32 as TF's ResizeBilinear outputs whatever the input's dtype.
             y = x if x.dtype is _dt.float32 else math_ops.cast(x, _dt.float32)
-            y = composite_ops.einsum("yh,nhwc->nywc", _bilinear_matrix(out_h, in_h, align_corners), y)
-            y = composite_ops.einsum("xw,nywc->nyxc", _bilinear_matrix(out_w, in_w, align_corners), y)
+            y = composite_ops.einsum("yh,nhwc->nywc", _bilinear_matrix(out_h, in_h, align_corners, half_pixel), y)
+            y = composite_ops.einsum("xw,nywc->nyxc", _bilinear_matrix(out_w, in_w, align_corners, half_pixel), y)
         return y if images.shape.ndims == 4 else array_ops.squeeze(y, [0])
 
 
@@ -331,18 +340,16 @@ resize = resize_images
 
 
 def resize_bilinear(images, size, align_corners=False, name=None, half_pixel_centers=False) -> Tensor:
-    """tf.image.resize_images with method BILINEAR: [batch, height, width, channels] -> float32."""
-    if half_pixel_centers:
-        raise NotImplementedError("tf.image.resize_bilinear: half_pixel_centers=True is not implemented by tfplus")
-    return _resize(images, size, ResizeMethod.BILINEAR, align_corners, "resize_bilinear", name)
+    """tf.image.resize_images with method BILINEAR: [batch, height, width, channels] -> float32;
+    `half_pixel_centers` samples at (out + 0.5) * scale - 0.5 (TF2's tf.image.resize)."""
+    return _resize(images, size, ResizeMethod.BILINEAR, align_corners, "resize_bilinear", name, half_pixel_centers)
 
 
 def resize_nearest_neighbor(images, size, align_corners=False, name=None, half_pixel_centers=False) -> Tensor:
-    """tf.image.resize_images with method NEAREST_NEIGHBOR (the input's dtype kept)."""
-    if half_pixel_centers:
-        raise NotImplementedError("tf.image.resize_nearest_neighbor: half_pixel_centers=True is not implemented by "
-                                  "tfplus")
-    return _resize(images, size, ResizeMethod.NEAREST_NEIGHBOR, align_corners, "resize_nearest_neighbor", name)
+    """tf.image.resize_images with method NEAREST_NEIGHBOR (the input's dtype kept); `half_pixel_centers`
+    takes row floor((out + 0.5) * scale)."""
+    return _resize(images, size, ResizeMethod.NEAREST_NEIGHBOR, align_corners, "resize_nearest_neighbor", name,
+                   half_pixel_centers)
 
 
 def total_variation(images, name=None) -> Tensor:
@@ -390,3 +397,23 @@ def psnr(a, b, max_val, name=None) -> Tensor:
 from tfplus.unsupported import module_getattr as _module_getattr  # noqa: E402
 
 __getattr__ = _module_getattr(__name__, "tf.image")
+
+
+def non_max_suppression_padded(boxes, scores, max_output_size, iou_threshold=0.5, score_threshold=float("-inf"),
+                               pad_to_max_output_size=False, name=None, sorted_input=False,
+                               canonicalized_coordinates=False, tile_size=512):
+    """(selected indices, how many are valid): non_max_suppression's indices, padded with zeros to
+    `max_output_size` when `pad_to_max_output_size` (a static shape for the boxes gathered after it). One image's
+    boxes [num_boxes, 4]; the sorted_input, canonicalized_coordinates and tile_size hints change nothing here."""
+    with name_scope(name, "non_max_suppression_padded"):
+        boxes = convert_to_tensor(boxes)
+        if boxes.shape.ndims not in (None, 2):
+            raise ValueError(f"tf.image.non_max_suppression_padded: boxes must be [num_boxes, 4], got shape "
+                             f"{boxes.shape}; tfplus does not batch it")
+        keep = non_max_suppression(boxes, scores, max_output_size, iou_threshold, score_threshold)
+        valid = array_ops.size(keep, out_type=_dt.int32)
+        if pad_to_max_output_size:
+            keep = array_ops.pad(keep, array_ops.reshape(array_ops.stack([0, max_output_size - valid]), [1, 2]))
+            known = constant_value(convert_to_tensor(max_output_size))
+            keep.set_shape([None if known is None else int(known)])
+        return keep, valid

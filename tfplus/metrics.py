@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from tfplus import dtypes as _dt
 from tfplus.framework import GraphKeys, add_to_collection, convert_to_tensor, get_default_graph
-from tfplus.ops import array_ops, math_ops
+from tfplus.ops import array_ops, math_ops, special_math_ops
 from tfplus.variables import Variable, variable_scope
 
 __all__ = ["accuracy", "mean", "precision", "recall", "auc", "true_positives", "false_positives",
-           "false_negatives", "true_negatives"]
+           "false_negatives", "true_negatives", "mean_iou", "mean_per_class_accuracy"]
 
 def _metric_variable(shape, dtype, name: str) -> Variable:
     """A zero-initialized local variable (its initializer outside the caller's control dependencies)."""
@@ -135,6 +135,57 @@ precision = _ratio("precision", false_positives,
                    "true positives / (true positives + false positives) over the stream (TF1's tf.metrics.precision).")
 recall = _ratio("recall", false_negatives,
                 "true positives / (true positives + false negatives) over the stream (TF1's tf.metrics.recall).")
+
+
+def _streaming_confusion_matrix(labels, predictions, num_classes: int, weights):
+    """TF1's: a float64 [num_classes, num_classes] local variable summing confusion matrices (rows the labels);
+    (the variable, its update)."""
+    total_cm = _metric_variable([num_classes, num_classes], _dt.float64, "total_confusion_matrix")
+    labels, predictions = (array_ops.reshape(convert_to_tensor(t), [-1]) for t in (labels, predictions))
+    if weights is not None:
+        weights = array_ops.reshape(convert_to_tensor(weights), [-1])
+    current = special_math_ops.confusion_matrix(labels, predictions, num_classes, weights=weights, dtype=_dt.float64)
+    return total_cm, total_cm.assign_add(current)
+
+
+def mean_iou(labels, predictions, num_classes: int, weights=None, metrics_collections=None,
+             updates_collections=None, name=None):
+    """The mean over classes of intersection / union (TP / (TP + FP + FN)) from the streamed confusion matrix,
+    classes with an empty union left out (TF1's tf.metrics.mean_iou). update_op gives the confusion matrix."""
+    with variable_scope(name, "mean_iou"):
+        total_cm, update_op = _streaming_confusion_matrix(labels, predictions, num_classes, weights)
+        cm = total_cm.read_value()
+        rows = math_ops.cast(math_ops.reduce_sum(cm, 0), _dt.float32)
+        cols = math_ops.cast(math_ops.reduce_sum(cm, 1), _dt.float32)
+        diag = math_ops.cast(special_math_ops.diag_part(cm), _dt.float32)
+        union = rows + cols - diag
+        iou = diag / math_ops.where(union > 0, union, array_ops.ones_like(union))   # 0 where the union is
+        valid = math_ops.reduce_sum(math_ops.cast(math_ops.not_equal(union, 0), _dt.float32))
+        value = math_ops.where(valid > 0, math_ops.reduce_sum(iou) / math_ops.maximum(valid, 1.0), 0.0,
+                                name="mean_iou")
+    return _collect(value, update_op, metrics_collections, updates_collections)
+
+
+def mean_per_class_accuracy(labels, predictions, num_classes: int, weights=None, metrics_collections=None,
+                            updates_collections=None, name=None):
+    """The mean over all num_classes of each class's accuracy, a class never seen counting 0 (TF1's
+    tf.metrics.mean_per_class_accuracy); update_op gives the per-class accuracies."""
+    with variable_scope(name, "mean_accuracy"):
+        labels = math_ops.cast(array_ops.reshape(convert_to_tensor(labels), [-1]), _dt.int32)
+        predictions = math_ops.cast(array_ops.reshape(convert_to_tensor(predictions), [-1]), labels.dtype)
+        ones = array_ops.ones_like(labels, _dt.float32)
+        correct = math_ops.cast(math_ops.equal(labels, predictions), _dt.float32)
+        if weights is not None:
+            weights = math_ops.cast(array_ops.reshape(convert_to_tensor(weights), [-1]), _dt.float32)
+            ones, correct = ones * weights, correct * weights
+        total = _metric_variable([num_classes], _dt.float32, "total")
+        count = _metric_variable([num_classes], _dt.float32, "count")
+        update_total = total.assign_add(math_ops.unsorted_segment_sum(ones, labels, num_classes))
+        update_count = count.assign_add(math_ops.unsorted_segment_sum(correct, labels, num_classes))
+        value = math_ops.reduce_mean(math_ops.div_no_nan(count.read_value(), total.read_value()),
+                                     name="mean_accuracy")
+        update_op = math_ops.div_no_nan(update_count, update_total, name="update_op")
+    return _collect(value, update_op, metrics_collections, updates_collections)
 
 
 def auc(labels, predictions, weights=None, num_thresholds: int = 200, metrics_collections=None,

@@ -88,6 +88,25 @@ class TensorShape:
     def is_compatible_with(self, other) -> bool:
         return shapes_compatible(self.dims_tuple, TensorShape(other).dims_tuple)
 
+    def concatenate(self, other) -> TensorShape:
+        """This shape's dims then `other`'s (unknown if either rank is): TF's, as in
+        `x.shape[:-1].concatenate(w.shape[-1:])`."""
+        other = TensorShape(other)
+        if self.dims_tuple is None or other.dims_tuple is None:
+            return TensorShape(None)
+        return TensorShape(self.dims_tuple + other.dims_tuple)
+
+    __add__ = concatenate
+
+    def merge_with(self, other) -> TensorShape:
+        """The shape with what both know; a ValueError where they disagree."""
+        other = TensorShape(other)
+        if not self.is_compatible_with(other):
+            raise ValueError(f"Shapes {self} and {other} are not compatible")
+        if self.dims_tuple is None or other.dims_tuple is None:
+            return TensorShape(other.dims_tuple if self.dims_tuple is None else self.dims_tuple)
+        return TensorShape([a if a is not None else b for a, b in zip(self.dims_tuple, other.dims_tuple)])
+
     def __len__(self):
         if self.dims_tuple is None:
             raise ValueError("len() of an unknown TensorShape")

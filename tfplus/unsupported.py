@@ -55,7 +55,6 @@ ALTERNATIVES = {
                             "tf.image.decode_png",
     "tf.nn.conv3d": "tf.nn.conv2d",
     "tf.nn.fractional_max_pool": "tf.nn.max_pool",
-    "tf.nn.ctc_loss": None,
     "tf.train.FtrlOptimizer": "tf.train.AdagradOptimizer",
     "tf.train.ProximalGradientDescentOptimizer": "tf.train.GradientDescentOptimizer",
     "tf.train.ProximalAdagradOptimizer": "tf.train.AdagradOptimizer",
@@ -77,7 +76,6 @@ ALTERNATIVES = {
     "tf.complex64": "float32 tensors (tfplus has no complex dtypes)",
     "tf.complex128": "float64 tensors (tfplus has no complex dtypes)",
     "tf.fft": None,
-    "tf.signal": None,
 }
 
 

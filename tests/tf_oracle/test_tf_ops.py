@@ -53,6 +53,10 @@ EXCLUDED_GRADIENT = {
 # Forward tolerances by dtype: both sides compute in the dtype, in different orders.
 TOL = {"float16": (2e-3, 2e-3), "float32": (2e-5, 2e-6), "float64": (1e-10, 1e-12)}
 
+# Cases where TensorFlow's float64 kernel is the less exact side: (rtol, atol) for float64 values and gradients.
+# TF's CTCLoss in float64 is 1e-9 off the sum over every alignment, which ours matches to 1e-12 (test_op_table).
+FLOAT64_TOL = dict.fromkeys(["ctc_loss", "ctc_loss_unmerged", "ctc_loss_collapsed_labels"], (1e-6, 1e-7))
+
 
 def _tf_cannot_run(graph: tf.Graph, tf1) -> str | None:
     """Why TensorFlow cannot run this graph (a dtype its op does not take), or None."""
@@ -104,7 +108,9 @@ def test_forward_matches_tensorflow(case, dtype, tf1):
         theirs = sess.run(tf_tensors(tg, outs), dict(zip(tf_tensors(tg, phs), arrays)))
     for k, (t, a, b) in enumerate(zip(outs, mine, theirs)):
         assert a.dtype == b.dtype, f"{case.name} output {k} ({t.op.type}): {a.dtype}, TensorFlow {b.dtype}"
-        _compare(a, b, f"{case.name}[{dtype}] output {k} ({t.op.type} '{t.op.name}')", *TOL.get(dtype, (0, 0)))
+        tol = FLOAT64_TOL.get(case.name) if dtype == "float64" else None
+        _compare(a, b, f"{case.name}[{dtype}] output {k} ({t.op.type} '{t.op.name}')",
+                 *(tol or TOL.get(dtype, (0, 0))))
 
 
 @pytest.mark.parametrize("case", [pytest.param(c, id=c.name) for c in CASES
@@ -138,10 +144,10 @@ def test_gradient_matches_tensorflow(case, tf1):
     with tf1.Session(graph=tg) as sess:
         theirs_v = sess.run([t for t in theirs if t is not None], dict(zip(tf_tensors(tg, phs), arrays)))
     for i, a, b in zip([i for i, m in zip(which, mine) if m is not None], mine_v, theirs_v):
-        _compare(a, b, f"{case.name}: gradient of input {i}", 1e-9, 1e-12)
+        _compare(a, b, f"{case.name}: gradient of input {i}", *FLOAT64_TOL.get(case.name, (1e-9, 1e-12)))
 
 
 def test_exclusions_name_cases_of_the_table():
     names = {c.name for c in CASES}
-    stale = sorted((set(EXCLUDED_FORWARD) | set(EXCLUDED_GRADIENT)) - names)
+    stale = sorted((set(EXCLUDED_FORWARD) | set(EXCLUDED_GRADIENT) | set(FLOAT64_TOL)) - names)
     assert not stale, f"excluded cases that are no longer in the op table: {stale}"

@@ -78,6 +78,25 @@ class SparseTensor:
     def get_shape(self) -> TensorShape:
         return self.shape
 
+    def _with_values(self, values) -> SparseTensor:
+        """The same positions holding `values` (tf.cast's result on a SparseTensor)."""
+        return SparseTensor(self._indices, values, self._dense_shape, self._static_shape)
+
+    # TF's sparse-dense element-wise ops: the dense side broadcast to dense_shape, read at the indices.
+    def _cwise(self, other, fn, name):
+        with name_scope(None, name):
+            other = convert_to_tensor(other, dtype=self.dtype)
+            if other.shape.ndims != 0:
+                other = array_ops.gather_nd(array_ops.broadcast_to(other, self._dense_shape), self._indices)
+            return SparseTensor(self._indices, fn(self._values, other), self._dense_shape, self._static_shape)
+
+    def __mul__(self, other):
+        """`sp * dense` (Kipf's sparse dropout scales by 1 / keep_prob)."""
+        return self._cwise(other, math_ops.multiply, "SparseDenseCwiseMul")
+
+    def __truediv__(self, other):
+        return self._cwise(other, math_ops.truediv, "SparseDenseCwiseDiv")
+
     def eval(self, feed_dict=None, session=None):
         from tfplus.framework import get_default_session
         return (session or get_default_session()).run(self, feed_dict)
@@ -100,13 +119,23 @@ class SparseTensor:
 
 def sparse_placeholder(dtype, shape=None, name=None) -> SparseTensor:
     """A SparseTensor fed at Session.run time (a SparseTensorValue or an (indices, values, dense_shape) tuple).
-    A fully known `shape` is the dense_shape's default."""
+    A fully known `shape`, or a shape tensor (Kipf's gcn passes tf.constant(shape, tf.int64)), is the
+    dense_shape's default."""
     with name_scope(name, "sparse_placeholder"):
+        default = None
+        if isinstance(shape, Tensor):
+            default = shape
+            known = constant_value(shape)
+            shape = TensorShape(None if known is None else [int(d) for d in known])
+            if shape.ndims is None and default.shape.ndims == 1 and default.shape.as_list()[0] is not None:
+                shape = TensorShape([None] * default.shape.as_list()[0])
         shape = None if shape is None else TensorShape(shape)
         rank = None if shape is None or shape.ndims is None else shape.ndims
         values = array_ops.placeholder(dtype, [None], name="values")
         indices = array_ops.placeholder(_dt.int64, [None, rank], name="indices")
-        if shape is not None and shape.is_fully_defined():
+        if default is not None:
+            dense_shape = array_ops.placeholder_with_default(math_ops.cast(default, _dt.int64), [rank], name="shape")
+        elif shape is not None and shape.is_fully_defined():
             dense_shape = array_ops.placeholder_with_default(np.array(shape.as_list(), np.int64), [rank],
                                                              name="shape")
         else:

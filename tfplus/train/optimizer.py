@@ -50,6 +50,7 @@ from tfplus.ops.training_ops import (
     apply_momentum,
     apply_rms_prop,
 )
+from tfplus.tensor_shape import TensorShape
 from tfplus.variables import Variable, trainable_variables
 
 _VALID_DTYPES = (_dt.float16, _dt.float32, _dt.float64)
@@ -152,7 +153,10 @@ class Optimizer:
         with graph.as_default():
             self._create_slots(var_list)
             with name_scope(name, self._name) as scope:
-                self._prepare(scope)
+                # Hyperparameter tensors are made afresh in this scope; _prepare is TF's no-argument hook, which
+                # subclasses override without calling ours.
+                self._scope, self._hyper_cache = scope, {}
+                self._prepare()
                 updates = []
                 for g, v in pairs:
                     if g is None:
@@ -190,9 +194,9 @@ class Optimizer:
     def _create_slots(self, var_list: list[Variable]) -> None:
         """Creates the slot (and non-slot) variables `_apply_dense` needs; called before each apply."""
 
-    def _prepare(self, scope: str) -> None:
-        """Starts one apply_gradients: hyperparameter tensors are made afresh in its name scope."""
-        self._scope, self._hyper_cache = scope, {}
+    def _prepare(self) -> None:
+        """Called in apply_gradients' name scope before the updates: subclasses make tensors of their
+        hyperparameters here (TF's hook)."""
 
     def _apply_dense(self, grad: Tensor, var: Variable) -> Operation:
         raise NotImplementedError(f"{type(self).__name__} must implement _apply_dense")
@@ -228,17 +232,50 @@ class Optimizer:
         return slots[var]
 
     def _get_or_make_non_slot(self, name: str, initial_value, like: Variable) -> Variable:
-        """A non-trainable variable shared by all the updates of one graph, e.g. Adam's `beta1_power`."""
-        key = (name, like.graph)
-        if key not in self._non_slot:
-            graph = like.graph
-            with graph.as_default(), graph.control_dependencies(None):
-                self._non_slot[key] = Variable(_as_dtype(initial_value, like.dtype, "initial_value"),
-                                               trainable=False, name=name)
-        return self._non_slot[key]
+        """A non-trainable variable shared by all the updates of one graph, e.g. Adam's `beta1_power`, of the
+        dtype of `like`."""
+        return self._create_non_slot_variable(lambda: _as_dtype(initial_value, like.dtype, "initial_value"), name,
+                                              like)
 
     def _get_non_slot(self, name: str) -> Variable:
         return self._non_slot[(name, get_default_graph())]
+
+    # TF's protected API, which custom optimizers (AdamW, RAdam, LAMB, LARS ports) call from their hooks.
+    def _call_if_callable(self, param):
+        return param() if callable(param) else param
+
+    def _slot_dict(self, slot_name: str) -> dict:
+        return self._slots.setdefault(slot_name, {})
+
+    def _get_or_make_slot(self, var: Variable, val, slot_name: str, op_name: str) -> Variable:
+        """The slot `slot_name` of `var`, created on first use as `<var>/<op_name>` starting at `val`."""
+        slots = self._slot_dict(slot_name)
+        if var not in slots:
+            graph = var.graph
+            with graph.as_default(), graph.name_scope(None), graph.control_dependencies(None):
+                slots[var] = Variable(val, trainable=False, name=f"{var.op.name}/{op_name}")
+        return slots[var]
+
+    def _get_or_make_slot_with_initializer(self, var: Variable, initializer, shape, dtype, slot_name: str,
+                                           op_name: str) -> Variable:
+        """The slot `slot_name` of `var`, created on first use from `initializer(shape, dtype)`."""
+        shape, dtype = TensorShape(shape).as_list(), _dt.as_dtype(dtype)
+        return self._get_or_make_slot(var, lambda: initializer(shape, dtype=dtype), slot_name, op_name)
+
+    def _create_non_slot_variable(self, initial_value, name: str, colocate_with) -> Variable:
+        """A variable `name` shared by all the updates of the graph of `colocate_with` (Adam's beta1_power)."""
+        key = (name, colocate_with.graph)
+        if key not in self._non_slot:
+            graph = colocate_with.graph
+            with graph.as_default(), graph.control_dependencies(None):
+                self._non_slot[key] = Variable(initial_value, trainable=False, name=name)
+        return self._non_slot[key]
+
+    def _get_non_slot_variable(self, name: str, graph=None) -> Variable | None:
+        return self._non_slot.get((name, graph or get_default_graph()))
+
+    def _non_slot_variables(self) -> list[Variable]:
+        return list(self._non_slot.values())
 
 
 def _as_dtype(value, dtype: _dt.DType, name: str) -> Tensor:

@@ -1,0 +1,118 @@
+"""tf.nn.ctc_loss (TF1's signature: SparseTensor labels, time-major inputs), tf.nn.ctc_greedy_decoder and
+tf.edit_distance, as a speech recognizer's training and evaluation use them:
+
+    loss = tf.nn.ctc_loss(targets, logits, seq_len)          # targets: tf.sparse_placeholder(tf.int32)
+    decoded, log_prob = tf.nn.ctc_greedy_decoder(logits, seq_len)
+    ler = tf.reduce_mean(tf.edit_distance(tf.cast(decoded[0], tf.int32), targets))
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from tfplus import dtypes as _dt
+from tfplus.framework import Tensor, convert_to_tensor, name_scope
+from tfplus.ops import array_ops
+from tfplus.ops.ctc_ops import ctc_loss_op
+from tfplus.ops.host_ops import host_op
+from tfplus.sparse import SparseTensor
+
+__all__ = ["ctc_loss", "ctc_greedy_decoder", "edit_distance"]
+
+
+def ctc_loss(labels, inputs=None, sequence_length=None, preprocess_collapse_repeated=False, ctc_merge_repeated=True,
+             ignore_longer_outputs_than_inputs=False, time_major=True, logits=None) -> Tensor:
+    """The CTC loss per sequence [batch] of unnormalized `inputs` ([max_time, batch, num_classes], or batch-major
+    with time_major=False; the last class is the blank) against `labels`, a SparseTensor [batch, max_label_len]
+    of int32 class ids. Differentiable in `inputs` (once)."""
+    if not isinstance(labels, SparseTensor):
+        raise TypeError("tf.nn.ctc_loss: labels must be a SparseTensor (TF1's signature; tf.sparse_placeholder or "
+                        "tf.SparseTensor), got " + type(labels).__name__)
+    inputs = logits if inputs is None else inputs
+    if inputs is None or sequence_length is None:
+        raise ValueError("tf.nn.ctc_loss: inputs (logits) and sequence_length are required")
+    with name_scope(None, "ctc_loss"):
+        inputs = convert_to_tensor(inputs)
+        if not time_major:
+            inputs = array_ops.transpose(inputs, [1, 0, 2])
+        loss, _ = ctc_loss_op(inputs, labels.indices, labels.values, sequence_length, preprocess_collapse_repeated,
+                              ctc_merge_repeated, ignore_longer_outputs_than_inputs)
+        return loss
+
+
+def ctc_greedy_decoder(inputs, sequence_length, merge_repeated=True, blank_index=None):
+    """Best path decoding: the most likely class at each step, repeats merged (merge_repeated) and blanks
+    dropped. ([SparseTensor int64 [batch, longest]], log_probabilities [batch, 1] = -sum of the best logits), as
+    TF's CTCGreedyDecoder (on the host)."""
+    with name_scope(None, "CTCGreedyDecoder"):
+        inputs = convert_to_tensor(inputs)
+        seq = convert_to_tensor(sequence_length, dtype=_dt.int32)
+
+        def run(x, lengths):
+            classes = x.shape[2]
+            blank = classes - 1 if blank_index is None or blank_index == classes - 1 else blank_index % classes
+            indices, values, log_p = [], [], np.zeros((x.shape[1], 1), x.dtype)
+            longest = 0
+            for b in range(x.shape[1]):
+                prev, decoded = -1, []
+                for t in range(int(lengths[b])):
+                    best = int(np.argmax(x[t, b]))
+                    log_p[b, 0] -= x[t, b, best]
+                    if best != blank and not (merge_repeated and best == prev):
+                        decoded.append(best)
+                    prev = best
+                indices += [(b, i) for i in range(len(decoded))]
+                values += decoded
+                longest = max(longest, len(decoded))
+            return [np.array(indices, np.int64).reshape(-1, 2), np.array(values, np.int64),
+                    np.array([x.shape[1], longest], np.int64), log_p]
+        batch = inputs.shape.as_list()[1] if inputs.shape.ndims == 3 else None
+        indices, values, shape, log_p = host_op("CTCGreedyDecoder", run, [inputs, seq],
+                                                [_dt.int64, _dt.int64, _dt.int64, inputs.dtype],
+                                                [(None, 2), (None,), (2,), (batch, 1)])
+        return [SparseTensor(indices, values, shape)], log_p
+
+
+def _levenshtein(a: list, b: list) -> int:
+    row = list(range(len(b) + 1))
+    for i, x in enumerate(a, 1):
+        prev, row[0] = row[0], i
+        for j, y in enumerate(b, 1):
+            prev, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, prev + (x != y))
+    return row[-1]
+
+
+def _groups(indices, values) -> dict:
+    """A SparseTensor's entries grouped by all but their last index, each group in last-index order."""
+    out: dict = {}
+    for idx, v in sorted(zip(map(tuple, np.asarray(indices).tolist()), list(values)), key=lambda p: p[0]):
+        out.setdefault(idx[:-1], []).append(v)
+    return out
+
+
+def edit_distance(hypothesis, truth, normalize=True, name="edit_distance") -> Tensor:
+    """The Levenshtein distance between the sequences of two SparseTensors (the last dimension the sequence,
+    the others the group): float32 of the dense shape but the last, divided by the truth's length if
+    `normalize` (inf where the truth is empty and the hypothesis not), as TF's EditDistance (on the host)."""
+    if not isinstance(hypothesis, SparseTensor) or not isinstance(truth, SparseTensor):
+        raise TypeError("tf.edit_distance: hypothesis and truth must be SparseTensors")
+    if hypothesis.dtype != truth.dtype:
+        raise TypeError(f"tf.edit_distance: hypothesis is {hypothesis.dtype.name} but truth is {truth.dtype.name}")
+
+    def run(h_idx, h_val, h_shape, t_idx, t_val, t_shape):
+        if len(h_shape) != len(t_shape):
+            raise ValueError(f"EditDistance: hypothesis has rank {len(h_shape)} but truth has rank {len(t_shape)}")
+        out = np.zeros(np.maximum(h_shape, t_shape)[:-1], np.float32)
+        hyp, tru = _groups(h_idx, h_val), _groups(t_idx, t_val)
+        for key in set(hyp) | set(tru):
+            h, t = hyp.get(key, []), tru.get(key, [])
+            d = np.float32(_levenshtein(h, t))
+            if normalize:
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    d = np.float32(d / np.float32(len(t))) if t else np.float32(np.inf if d else 0)
+            out[key] = d
+        return [out]
+    rank = truth.shape.ndims if truth.shape.ndims is not None else hypothesis.shape.ndims
+    with name_scope(name):
+        return host_op("EditDistance", run, [hypothesis.indices, hypothesis.values, hypothesis.dense_shape,
+                                             truth.indices, truth.values, truth.dense_shape], [_dt.float32],
+                       [None if rank is None else (None,) * (rank - 1)])[0]
