@@ -282,13 +282,14 @@ def checkpoint_utilities(tf, d):
     prefix = os.path.join(d, "ckpt", "model")
     with tf.Session() as sess:
         sess.run(tf.global_variables_initializer())
-        for i in range(3):
+        for _ in range(3):
             sess.run(train, {x: X, y: Y})
             saver.save(sess, prefix, global_step=step)
     folder = os.path.dirname(prefix)
     print(tf.train.list_variables(folder))
     state = tf.train.get_checkpoint_state(folder)
-    print(os.path.basename(state.model_checkpoint_path), [os.path.basename(p) for p in state.all_model_checkpoint_paths])
+    print(os.path.basename(state.model_checkpoint_path),
+          [os.path.basename(p) for p in state.all_model_checkpoint_paths])
     latest = tf.train.latest_checkpoint(folder)
     reader = tf.train.NewCheckpointReader(latest)
     print(sorted(reader.get_variable_to_shape_map().items()), reader.has_tensor("model/w"), reader.has_tensor("q"))

@@ -278,3 +278,18 @@ linalg = _namespace(
     triangular_solve=_linalg.triangular_solve, global_norm=_nn_impl.global_norm, pinv=_linalg.pinv,
     matrix_rank=_linalg.matrix_rank, normalize=_linalg.normalize, tensor_diag=composite_ops.diag,
     tensor_diag_part=special_math_ops.diag_part)
+
+# TF1 scaffolding (tf1infra): partitioned variables and local variables (tfplus.variables).
+from tfplus import test  # noqa: E402,F401
+from tfplus.device_spec import DeviceSpec  # noqa: E402,F401
+from tfplus.framework import add_to_collections  # noqa: E402,F401
+from tfplus.summary import summary_iterator as _summary_iterator  # noqa: E402
+from tfplus.variables import (  # noqa: E402
+    PartitionedVariable,
+    fixed_size_partitioner,
+    get_local_variable,
+    min_max_variable_partitioner,
+    variable_axis_size_partitioner,
+)
+
+train.summary_iterator = _summary_iterator

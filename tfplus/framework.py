@@ -20,6 +20,8 @@ import numpy as np
 
 from tfplus import dtypes as _dt
 from tfplus import graph_export
+from tfplus.device_spec import DeviceSpec
+from tfplus.device_spec import merge as merge_device
 from tfplus.registry import TensorSpec, get_op_def
 from tfplus.tensor_shape import TensorShape, shape_error, shapes_compatible
 from tfplus.tensor_shape import fmt as _fmt_shape
@@ -84,6 +86,10 @@ class Tensor:
     @property
     def name(self) -> str:
         return f"{self.op.name}:{self.value_index}"
+
+    @property
+    def device(self) -> str:
+        return self.op.device
 
     @property
     def graph(self) -> Graph:
@@ -311,8 +317,8 @@ class Graph:
                 full = self.unique_name(name or op_type)
             control = [op for frame in self._control_stack for op in frame]
             control = [c for c in dict.fromkeys(control) if all(t.op is not c for t in inputs)]
-            op = Operation(self, op_type, full, inputs, attrs, control,
-                           self._device_stack[-1] if self._device_stack else "")
+            op = Operation(self, op_type, full, inputs, attrs, control)
+            self._apply_devices(op)
             # value_inputs may count from the end (-1: ConcatV2's axis, after its variadic values)
             vi, n = op_def.value_inputs, len(inputs)
             specs = [TensorSpec(t._shape, t.dtype, constant_value(t) if i in vi or i - n in vi else None)
@@ -404,10 +410,29 @@ class Graph:
         finally:
             self._control_stack.pop()
 
+    def _apply_devices(self, op: Operation) -> None:
+        """TF1's order: the innermost tf.device block first, each outer one filling the fields still unset; a
+        device function's answer is taken as it is; a tf.device(None) block stops the walk."""
+        for entry in reversed(self._device_stack):
+            if entry is None:
+                break
+            if callable(entry):
+                found = entry(op)
+                op.device = found.to_string() if hasattr(found, "to_string") else found or ""
+            elif entry:
+                op.device = merge_device(entry, op.device)
+
     @contextlib.contextmanager
-    def device(self, name):
-        """Accepted for TF compatibility; placement is the Session's."""
-        self._device_stack.append(name or "")
+    def device(self, name_or_function):
+        """TF1's tf.device: a device string (merged with the blocks around it, '/gpu:0' read as '/device:GPU:0'),
+        a function of the op returning one (tf.train.replica_device_setter), or None (forgets the blocks
+        around it). The strings become the ops' `device` (the GraphDef's); placement is the Session's
+        (tfplus.device_spec)."""
+        if isinstance(name_or_function, str):
+            DeviceSpec.from_string(name_or_function)  # a string it cannot read fails here, at the `with`
+        elif name_or_function is not None and not callable(name_or_function):
+            name_or_function = name_or_function.to_string()  # a DeviceSpec
+        self._device_stack.append(name_or_function)
         try:
             yield
         finally:
@@ -455,6 +480,11 @@ class Graph:
     def add_to_collection(self, name: str, value) -> None:
         self._collections.setdefault(name, []).append(value)
 
+    def add_to_collections(self, names, value) -> None:
+        """Adds `value` to each collection of `names` (one name or several; each once)."""
+        for name in dict.fromkeys([names] if isinstance(names, str) else names):
+            self.add_to_collection(name, value)
+
     def get_collection(self, name: str, scope: str | None = None) -> list:
         items = list(self._collections.get(name, []))
         if scope is None:
@@ -464,6 +494,9 @@ class Graph:
 
     def get_collection_ref(self, name: str) -> list:
         return self._collections.setdefault(name, [])
+
+    def clear_collection(self, name: str) -> None:
+        self._collections.pop(name, None)
 
     def get_all_collection_keys(self) -> list[str]:
         return sorted(self._collections)
@@ -633,6 +666,10 @@ def device(name):
 
 def add_to_collection(name, value):
     get_default_graph().add_to_collection(name, value)
+
+
+def add_to_collections(names, value):
+    get_default_graph().add_to_collections(names, value)
 
 
 def get_collection(name, scope=None):

@@ -359,6 +359,17 @@ class FileWriter:
         self.close()
 
 
+def summary_iterator(path: str):
+    """tf.train.summary_iterator: the Event protos of an event file, in order (each record's checksums verified).
+
+        >>> for event in tf.train.summary_iterator(path):                     # doctest: +SKIP
+        ...     for value in event.summary.value: print(event.step, value.tag, value.simple_value)
+    """
+    from tfplus.io.tfrecord import tf_record_iterator
+    for record in tf_record_iterator(path):
+        yield Event.FromString(record)
+
+
 class FileWriterCache:
     """One FileWriter per log directory (TF1's FileWriterCache)."""
     _writers: dict[str, FileWriter] = {}

@@ -29,7 +29,8 @@ from tfplus.variables import global_variables_initializer, local_variables_initi
 __all__ = ["SessionRunHook", "SessionRunArgs", "SessionRunContext", "SessionRunValues", "Scaffold", "SessionCreator",
            "MonitoredTrainingSession", "MonitoredSession", "SingularMonitoredSession", "StopAtStepHook",
            "LoggingTensorHook", "CheckpointSaverHook", "SummarySaverHook", "NanTensorHook", "StepCounterHook",
-           "NanLossDuringTrainingError", "SecondOrStepTimer", "SessionManager", "CheckpointSaverListener"]
+           "NanLossDuringTrainingError", "SecondOrStepTimer", "SessionManager", "CheckpointSaverListener",
+           "ChiefSessionCreator", "WorkerSessionCreator", "FinalOpsHook", "FeedFnHook"]
 
 
 class NanLossDuringTrainingError(RuntimeError):
@@ -340,6 +341,27 @@ class NanTensorHook(SessionRunHook):
             run_context.request_stop()
 
 
+class FinalOpsHook(SessionRunHook):
+    """Runs `final_ops` once when the session ends; their values are then `final_ops_values`."""
+
+    def __init__(self, final_ops, final_ops_feed_dict=None):
+        self._ops, self._feeds, self.final_ops_values = final_ops, final_ops_feed_dict, None
+
+    def end(self, session):
+        if self._ops is not None:
+            self.final_ops_values = session.run(self._ops, feed_dict=self._feeds)
+
+
+class FeedFnHook(SessionRunHook):
+    """Adds feed_fn()'s feeds to every run."""
+
+    def __init__(self, feed_fn):
+        self._feed_fn = feed_fn
+
+    def before_run(self, run_context):
+        return SessionRunArgs(fetches=None, feed_dict=self._feed_fn())
+
+
 class Scaffold:
     """The init op, saver and summary op a monitored session uses (made from the graph when not given)."""
 
@@ -368,6 +390,41 @@ class SessionCreator:
 
     def create_session(self):
         raise NotImplementedError(f"{type(self).__name__}.create_session: a SessionCreator returns the session")
+
+
+class ChiefSessionCreator(SessionCreator):
+    """TF1's: a session with the scaffold's variables initialized, or restored from checkpoint_filename_with_path
+    or the newest checkpoint of checkpoint_dir; then the scaffold's local_init_op."""
+
+    def __init__(self, scaffold=None, master="", config=None, checkpoint_dir=None,
+                 checkpoint_filename_with_path=None, device: str = "cpu"):
+        if master:
+            raise NotImplementedError("ChiefSessionCreator(master=...): distributed training is not implemented in "
+                                      "tfplus; leave master=''")
+        self._scaffold, self._config, self._device = scaffold or Scaffold(), config, device
+        self._dir, self._path = checkpoint_dir, checkpoint_filename_with_path
+
+    def create_session(self) -> Session:
+        scaffold = self._scaffold.finalize()
+        sess = Session(graph=get_default_graph(), config=self._config, device=self._device)
+        path = self._path or (latest_checkpoint(self._dir) if self._dir else None)
+        if path is not None:
+            scaffold.saver.restore(sess, path)
+            logging.info("Restored from %s", path)
+        else:
+            sess.run(scaffold.init_op, scaffold.init_feed_dict)
+            if scaffold.init_fn is not None:
+                scaffold.init_fn(scaffold, sess)
+        sess.run(scaffold.local_init_op)
+        return sess
+
+
+class WorkerSessionCreator(ChiefSessionCreator):
+    """TF1's, for one process: there is no chief to wait for, so the worker is its own chief (it initializes or
+    restores as ChiefSessionCreator does)."""
+
+    def __init__(self, scaffold=None, master="", config=None, max_wait_secs=30 * 60, device: str = "cpu"):
+        super().__init__(scaffold, master, config, device=device)
 
 
 class _Coordinator:
@@ -400,28 +457,14 @@ class MonitoredSession:
         self._graph = get_default_graph()
         for hook in self._hooks:
             hook.begin()
-        self._sess = session_creator.create_session() if session_creator is not None else \
-            self._create_session(scaffold or Scaffold(), checkpoint_dir, config, device)
+        creator = session_creator or ChiefSessionCreator(scaffold, config=config, checkpoint_dir=checkpoint_dir,
+                                                         device=device)
+        self._sess = creator.create_session()
         self._stop, self._coord = False, _Coordinator()
         self._default = self._sess.as_default()
         self._default.__enter__()
         for hook in self._hooks:
             hook.after_create_session(self._sess, self._coord)
-
-    def _create_session(self, scaffold: Scaffold, checkpoint_dir, config, device: str) -> Session:
-        """TF1's ChiefSessionCreator: the scaffold's variables initialized, or the newest checkpoint restored."""
-        scaffold.finalize()
-        sess = Session(graph=self._graph, config=config, device=device)
-        path = latest_checkpoint(checkpoint_dir) if checkpoint_dir else None
-        if path is not None:
-            scaffold.saver.restore(sess, path)
-            logging.info("Restored from %s", path)
-        else:
-            sess.run(scaffold.init_op, scaffold.init_feed_dict)
-            if scaffold.init_fn is not None:
-                scaffold.init_fn(scaffold, sess)
-        sess.run(scaffold.local_init_op)
-        return sess
 
     @property
     def graph(self):
@@ -453,6 +496,14 @@ class MonitoredSession:
         self._stop = self._stop or context.stop_requested
         return results["caller"]
 
+    def run_step_fn(self, step_fn):
+        """TF1's: step_fn(step_context) makes one step its own way: step_context.session is the raw session,
+        run_with_hooks(...) is this session's run, request_stop() ends the loop after the step."""
+        context = _StepContext(self)
+        value = step_fn(context)
+        self._stop = self._stop or context.stop_requested
+        return value
+
     def close(self) -> None:
         """Ends every hook (end(): a last checkpoint, say), then closes the session."""
         self._close(ended=True)
@@ -479,6 +530,23 @@ class MonitoredSession:
         end_of_input = exc_type is not None and issubclass(exc_type, (errors.OutOfRangeError, StopIteration))
         self._close(ended=exc_type is None or end_of_input)
         return end_of_input
+
+
+class _StepContext:
+    """What MonitoredSession.run_step_fn gives its step_fn."""
+
+    def __init__(self, monitored: MonitoredSession):
+        self._monitored, self.stop_requested = monitored, False
+
+    @property
+    def session(self) -> Session:
+        return self._monitored._sess
+
+    def run_with_hooks(self, *args, **kwargs):
+        return self._monitored.run(*args, **kwargs)
+
+    def request_stop(self) -> None:
+        self.stop_requested = True
 
 
 class SingularMonitoredSession(MonitoredSession):
