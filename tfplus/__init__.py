@@ -283,12 +283,15 @@ linalg = _namespace(
 from tfplus import test  # noqa: E402,F401
 from tfplus.device_spec import DeviceSpec  # noqa: E402,F401
 from tfplus.framework import add_to_collections  # noqa: E402,F401
+from tfplus.ops.state_ops import is_variable_initialized  # noqa: E402,F401
 from tfplus.summary import summary_iterator as _summary_iterator  # noqa: E402
 from tfplus.variables import (  # noqa: E402
     PartitionedVariable,
+    assert_variables_initialized,
     fixed_size_partitioner,
     get_local_variable,
     min_max_variable_partitioner,
+    report_uninitialized_variables,
     variable_axis_size_partitioner,
 )
 

@@ -5,6 +5,8 @@ import contextlib
 import functools
 import math
 
+import numpy as np
+
 from tfplus import dtypes as _dt
 from tfplus.framework import GraphKeys, Tensor, convert_to_tensor, get_default_graph, get_default_session, name_scope
 
@@ -181,6 +183,33 @@ def variables_initializer(var_list, name="init"):
     if not var_list:
         return no_op(name=name)
     return group(*[v.initializer for v in var_list], name=name)
+
+
+def report_uninitialized_variables(var_list=None, name="report_uninitialized_variables"):
+    """tf.report_uninitialized_variables: a string vector, the names of the variables of `var_list` (default:
+    the global and local ones) that hold no value in the running session."""
+    from tfplus.ops.host_ops import host_op, object_vector
+    from tfplus.ops.state_ops import is_variable_initialized
+    var_list = global_variables() + local_variables() if var_list is None else list(var_list)
+    names = [v.op.name.encode() for v in var_list]
+    with name_scope(name):
+        flags = [is_variable_initialized(v) for v in var_list]
+        return host_op("report", lambda *ok: [object_vector([n for n, k in zip(names, ok) if not k])], flags,
+                       [_dt.string], [(None,)])[0]
+
+
+def assert_variables_initialized(var_list=None):
+    """tf.assert_variables_initialized: an op whose run fails (FailedPreconditionError naming the variable) while
+    a variable of `var_list` (default: the global and local ones) holds no value; its value is their ranks (TF1's).
+    None when there are no variables."""
+    from tfplus.ops.host_ops import host_op
+    var_list = global_variables() + local_variables() if var_list is None else list(var_list)
+    if not var_list:
+        return None
+    with name_scope("assert_variables_initialized"):
+        ranks = host_op("ranks", lambda *values: [np.array([np.ndim(v) for v in values], np.int32).reshape(
+            () if len(values) == 1 else (-1,))], [v.value() for v in var_list], [_dt.int32])
+    return ranks[0]
 
 
 def global_variables_initializer():
