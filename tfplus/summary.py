@@ -64,7 +64,7 @@ class SummaryHandle:
     """What tf.summary.scalar & co. return: Session.run fetches `tensors` and gives build(values) (bytes)."""
 
     def __init__(self, tensors: list, build, name: str):
-        self.tensors, self._build, self.name = tensors, build, name
+        self.tensors, self._build, self.name = tensors, build, name + ":0"  # TF1's summary tensor's name
 
     def _fetch_expand(self):
         return self.tensors, self._build

@@ -58,5 +58,6 @@ __getattr__ = _module_getattr(__name__, "tf.train")
 
 # TF1 scaffolding (tf1infra): device functions.
 from tfplus.train.device_setter import replica_device_setter  # noqa: E402,F401
+from tfplus.train.supervisor import Supervisor  # noqa: E402,F401
 
-__all__.append("replica_device_setter")
+__all__ += ["replica_device_setter", "Supervisor"]
