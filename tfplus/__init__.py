@@ -280,7 +280,7 @@ linalg = _namespace(
     tensor_diag_part=special_math_ops.diag_part)
 
 # TF1 scaffolding (tf1infra): partitioned variables and local variables (tfplus.variables).
-from tfplus import test  # noqa: E402,F401
+from tfplus import python, test  # noqa: E402,F401
 from tfplus.device_spec import DeviceSpec  # noqa: E402,F401
 from tfplus.framework import add_to_collections  # noqa: E402,F401
 from tfplus.ops.state_ops import is_variable_initialized  # noqa: E402,F401
