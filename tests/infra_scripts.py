@@ -387,6 +387,7 @@ def warm_start_and_init_from_checkpoint(tf, d):
         with tf.Session() as sess:
             sess.run(tf.global_variables_initializer())
             init = sess.run(tf.trainable_variables())
+    print([v.tolist() for v in warm], [v.tolist() for v in init])
     return {"warm": warm, "init": init}
 
 

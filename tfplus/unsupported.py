@@ -63,7 +63,6 @@ ALTERNATIVES = {
     "tf.train.SyncReplicasOptimizer": None,
     "tf.train.Server": None,
     "tf.train.ClusterSpec": None,
-    "tf.train.replica_device_setter": None,
     "tf.train.QueueRunner": "a tf.data pipeline (tf.data.TFRecordDataset, TextLineDataset, FixedLengthRecordDataset)",
     "tf.saved_model.save": "tf.saved_model.simple_save or tf.saved_model.builder.SavedModelBuilder (TF1's form)",
     "tf.saved_model.load_v2": "tf.saved_model.loader.load(sess, tags, export_dir) (TF1's form)",

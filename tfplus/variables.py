@@ -379,6 +379,8 @@ def _true_getter(name, shape=None, dtype=_dt.float32, initializer=None, regulari
         raise ValueError(f"get_variable {full}: the shape must be given when the initializer is a function")
     graph = get_default_graph()
     if partitioner is not None:
+        if shape is None and isinstance(initializer, Tensor):
+            shape = initializer._shape
         var = _partitioned(full, shape, dtype, initializer, partitioner, trainable, collections, validate_shape)
     else:
         with graph.name_scope(None), graph.control_dependencies(None):
