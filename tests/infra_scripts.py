@@ -699,10 +699,147 @@ def run_step_fn_and_callable(tf, d):
     return {}
 
 
+def gradient_overrides(tf, d):
+    """Custom gradients as TF1 scripts write them: tf.RegisterGradient + Graph.gradient_override_map for a guided
+    ReLU and for a py_func's gradient, tf.NoGradient through an override, tf.stop_gradient."""
+    @tf.RegisterGradient("InfraGuidedRelu")
+    def _guided(op, grad):
+        return tf.where(grad > 0.0, grad * tf.cast(op.outputs[0] > 0.0, tf.float32), tf.zeros_like(grad))
+
+    @tf.RegisterGradient("InfraCubeGrad")
+    def _cube_grad(op, grad):
+        return 3.0 * tf.square(op.inputs[0]) * grad
+
+    tf.NoGradient("InfraBlocked")
+    x = tf.constant([-1.0, 0.5, 2.0])
+    g = tf.get_default_graph()
+    with g.gradient_override_map({"Relu": "InfraGuidedRelu"}):
+        guided = tf.nn.relu(x * 2.0)
+    plain = tf.nn.relu(x * 2.0)
+    with g.gradient_override_map({"PyFunc": "InfraCubeGrad"}):
+        cube = tf.py_func(lambda a: a ** 3, [x], tf.float32)
+    with g.gradient_override_map({"Square": "InfraBlocked"}):
+        blocked = tf.square(x)
+    up = tf.constant([1.0, -1.0, 1.0])
+    grads = [tf.gradients(guided, x, up)[0], tf.gradients(plain, x, up)[0], tf.gradients(cube, x)[0],
+             tf.gradients(blocked + x, x)[0], tf.gradients(tf.stop_gradient(x * x) + x, x)[0]]
+    print(guided.op.type, cube.op.type)
+    with tf.Session() as sess:
+        values = sess.run(grads)
+    print([v.tolist() for v in values])
+    return {"grads": values}
+
+
+def templates_and_collections(tf, d):
+    """tf.make_template sharing variables across calls, colocate_with and container blocks, model_variables,
+    moving_average_variables, all_variables and initialize_all_tables."""
+    def dense(x, units):
+        w = tf.get_variable("w", [3, units], initializer=tf.constant_initializer(0.5))
+        return tf.matmul(x, w)
+    layer = tf.make_template("shared", dense, units=2)
+    a, b = layer(tf.ones([1, 3])), layer(tf.fill([1, 3], 2.0))
+    print(layer.variable_scope.name, [v.op.name for v in layer.variables], a.op.name, b.op.name)
+    with tf.colocate_with(a.op), tf.container("c"):
+        c = tf.identity(a * 2.0, name="c")
+    m = tf.Variable(1.0, name="m", collections=[tf.GraphKeys.GLOBAL_VARIABLES, tf.GraphKeys.MODEL_VARIABLES])
+    ema = tf.train.ExponentialMovingAverage(0.5)
+    update = ema.apply([m])
+    print([v.op.name for v in tf.model_variables()], [v.op.name for v in tf.moving_average_variables()])
+    print(sorted(v.op.name for v in tf.all_variables()))
+    with tf.Session() as sess:
+        sess.run(m.initializer)  # the average starts from it
+        sess.run([tf.global_variables_initializer(), tf.initialize_all_tables()])
+        sess.run(update)
+        return {"ab": sess.run([a, b, c]), "avg": sess.run(ema.average(m))}
+
+
+def checkpoint_state_and_loops(tf, d):
+    """The state-file helpers (generate_checkpoint_state_proto, update_checkpoint_state, remove_checkpoint),
+    tf.train.basic_train_loop on a Supervisor, and ProfilerHook writing a timeline every 2 steps."""
+    folder = os.path.join(d, "run")
+    with tf.Graph().as_default():  # a Supervisor finalizes its graph
+        x, y, loss, train, step = _regression(tf)
+        sv = tf.train.Supervisor(logdir=folder, save_model_secs=0, save_summaries_secs=0)
+        seen = []
+
+        def train_step(sess, n):
+            seen.append(round(float(sess.run([loss, train], {x: X, y: Y})[0]), 5))
+            if len(seen) == n:
+                sv.request_stop()
+        tf.train.basic_train_loop(sv, train_step, args=(3,))
+        print(seen, sv.should_stop())
+    x, y, loss, train, step = _regression(tf)
+    saver = tf.train.Saver()
+    with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        for k in range(3):
+            saver.save(sess, os.path.join(folder, "m"), global_step=k, write_state=False)
+    state = tf.train.generate_checkpoint_state_proto(folder, os.path.join(folder, "m-2"),
+                                                     [os.path.join(folder, "m-0")])
+    print([os.path.basename(p) for p in state.all_model_checkpoint_paths])
+    tf.train.update_checkpoint_state(folder, os.path.join(folder, "m-1"), [os.path.join(folder, "m-0")])
+    print(os.path.basename(tf.train.latest_checkpoint(folder)))
+    tf.train.remove_checkpoint(os.path.join(folder, "m-0"))
+    print(tf.train.checkpoint_exists(os.path.join(folder, "m-0")), tf.train.checkpoint_exists(os.path.join(folder,
+                                                                                                           "m-1")))
+    hook = tf.train.ProfilerHook(save_steps=2, output_dir=os.path.join(d, "prof"))
+    with tf.train.MonitoredSession(hooks=[hook, tf.train.StopAtStepHook(num_steps=5)]) as sess:
+        while not sess.should_stop():
+            sess.run(train, {x: X, y: Y})
+    traces = [t for t in _files(os.path.join(d, "prof")) if t.endswith(".json")]
+    print(_files(os.path.join(d, "prof")), all(json.load(open(os.path.join(d, "prof", t)))["traceEvents"]
+                                               for t in traces))
+    return {}
+
+
+def test_case_helpers(tf, d):
+    """The rest of users' test toolbox: tf.test.compute_gradient_error of a right and a wrong gradient,
+    tf.test.assert_equal_graph_def, tf.test.mock, a tf.test.Benchmark, assertAllCloseAccordingToType,
+    assertAllInRange and assertRaisesWithPredicateMatch."""
+    class Helpers(tf.test.TestCase):
+        def test_gradient_error(self):
+            with self.cached_session():
+                x = tf.placeholder(tf.float64, [2, 2])
+                y = tf.reduce_sum(tf.tanh(x) * x, axis=1)
+                err = tf.test.compute_gradient_error(x, [2, 2], y, [2], x_init_value=np.ones((2, 2)) * 0.3)
+                self.assertLess(err, 1e-6)
+
+        def test_graph_defs(self):
+            def graph_def(c):
+                g = tf.Graph()
+                with g.as_default():
+                    tf.add(tf.constant(1.0, name="a"), c, name="s")
+                return g.as_graph_def()
+            tf.test.assert_equal_graph_def(graph_def(2.0), graph_def(2.0))
+            with self.assertRaises(AssertionError):
+                tf.test.assert_equal_graph_def(graph_def(2.0), graph_def(3.0))
+
+        def test_mock_and_ranges(self):
+            with tf.test.mock.patch.object(os.path, "isdir", return_value=False):
+                self.assertFalse(os.path.isdir(self.get_temp_dir()))
+            with self.cached_session():
+                v = tf.constant([0.25, 0.5], tf.float32)
+                self.assertAllCloseAccordingToType(v, np.array([0.25, 0.5], np.float32))
+                self.assertAllInRange(v, 0.0, 1.0)
+                with self.assertRaisesWithPredicateMatch(ValueError, lambda e: "shape" in str(e)):
+                    tf.reshape(v, [3])
+
+    class Bench(tf.test.Benchmark):
+        def benchmark_add(self):
+            self.report_benchmark(iters=1, wall_time=0.5, name="add")
+    Bench().benchmark_add()
+    Bench().report_benchmark(iters=3, wall_time=2.0, extras={"mb": 1.5}, name="more")
+    result = unittest.TextTestRunner(stream=open(os.devnull, "w"), verbosity=0).run(
+        unittest.defaultTestLoader.loadTestsFromTestCase(Helpers))
+    print("ran", result.testsRun, "failures", [str(t) for t, _ in result.failures + result.errors])
+    return {"ok": result.wasSuccessful()}
+
+
 SCRIPTS = [test_case_unit_tests, profiler_flops_and_parameters, traced_run_metadata_timeline,
            supervisor_managed_session, monitored_session_custom_hooks, device_placement,
            multi_tower_average_gradients, checkpoint_utilities, saver_options, ema_variables_to_restore,
            warm_start_and_init_from_checkpoint, graphs_and_finalize, custom_getter_and_partitions,
            collections_and_keys, interactive_session, partial_run_steps, freeze_and_import,
            main_with_flags_logging_gfile, initialization_checks, summary_iterator_reads_events,
-           basic_loops_and_hooks_state, run_step_fn_and_callable]
+           basic_loops_and_hooks_state, run_step_fn_and_callable, gradient_overrides, templates_and_collections,
+           checkpoint_state_and_loops, test_case_helpers]

@@ -219,6 +219,10 @@ class IndexedSlices:
 class Operation:
     """A node: op type, inputs, attrs, outputs. Mirrors NodeDef."""
 
+    # The gradient name tf.RegisterGradient gave, when a Graph.gradient_override_map made the op (TF1's
+    # "_gradient_op_type"): tf.gradients uses that gradient instead of the op type's.
+    gradient_op_type: str | None = None
+
     def __init__(self, graph: Graph, op_type: str, name: str, inputs: list[Tensor], attrs: dict,
                  control_inputs: list[Operation], device: str = ""):
         self.graph, self.type, self.name = graph, op_type, name
@@ -276,7 +280,8 @@ class Graph:
         self._consumers: dict[Tensor, list[Operation]] = {}
         self._name_stack = ""
         self._control_stack: list[list[Operation]] = []
-        self._device_stack: list[str] = []
+        self._device_stack: list = []
+        self._gradient_overrides: dict[str, str] = {}
         self._collections: dict[str, list] = {}
         self._lock = threading.RLock()
         self.seed: int | None = None
@@ -319,6 +324,7 @@ class Graph:
             control = [c for c in dict.fromkeys(control) if all(t.op is not c for t in inputs)]
             op = Operation(self, op_type, full, inputs, attrs, control)
             self._apply_devices(op)
+            op.gradient_op_type = self._gradient_overrides.get(op_type)
             # value_inputs may count from the end (-1: ConcatV2's axis, after its variadic values)
             vi, n = op_def.value_inputs, len(inputs)
             specs = [TensorSpec(t._shape, t.dtype, constant_value(t) if i in vi or i - n in vi else None)
@@ -421,6 +427,28 @@ class Graph:
                 op.device = found.to_string() if hasattr(found, "to_string") else found or ""
             elif entry:
                 op.device = merge_device(entry, op.device)
+
+    @contextlib.contextmanager
+    def gradient_override_map(self, op_type_map: dict):
+        """TF1's: the ops of the types in `op_type_map` made inside take the gradient registered under its value
+        with tf.RegisterGradient (a py_func's, a guided ReLU's)."""
+        saved = dict(self._gradient_overrides)
+        self._gradient_overrides.update(op_type_map)
+        try:
+            yield
+        finally:
+            self._gradient_overrides = saved
+
+    @contextlib.contextmanager
+    def colocate_with(self, op, ignore_existing=False):
+        """Accepted for TF1 scripts (optimizers' slots, multi-tower code): tfplus places a whole step on the
+        Session's device, so colocation holds anyway."""
+        yield
+
+    @contextlib.contextmanager
+    def container(self, container_name):
+        """Accepted for TF1 scripts: one Session holds its variables (no containers to reset)."""
+        yield
 
     @contextlib.contextmanager
     def device(self, name_or_function):
@@ -666,6 +694,14 @@ def device(name):
 
 def add_to_collection(name, value):
     get_default_graph().add_to_collection(name, value)
+
+
+def colocate_with(op, ignore_existing=False):
+    return get_default_graph().colocate_with(op, ignore_existing)
+
+
+def container(container_name):
+    return get_default_graph().container(container_name)
 
 
 def add_to_collections(names, value):

@@ -18,8 +18,10 @@ import contextlib
 import math
 import re
 import shutil
+import sys
 import tempfile
 import unittest
+from unittest import mock  # noqa: F401 (tf.test.mock)
 
 import numpy as np
 
@@ -28,7 +30,8 @@ from tfplus.engine.session import Session
 from tfplus.framework import Graph, get_default_graph, get_default_session
 
 __all__ = ["TestCase", "main", "get_temp_dir", "is_gpu_available", "gpu_device_name", "is_built_with_cuda",
-           "is_built_with_gpu_support", "compute_gradient", "compute_gradient_error"]
+           "is_built_with_gpu_support", "compute_gradient", "compute_gradient_error", "mock", "Benchmark",
+           "assert_equal_graph_def"]
 
 _TEMP_DIR: list[str] = []
 
@@ -300,3 +303,49 @@ def compute_gradient_error(x, x_shape, y, y_shape, x_init_value=None, delta=1e-3
     pairs = compute_gradient(x, x_shape, y, y_shape, x_init_value, delta, init_targets, extra_feed_dict)
     pairs = pairs if isinstance(pairs, list) else [pairs]
     return max(float(np.max(np.abs(t - n))) if t.size else 0.0 for t, n in pairs)
+
+
+def assert_equal_graph_def(actual, expected, checkpoint_v2=False, hash_table_shared_name=False) -> None:
+    """tf.test.assert_equal_graph_def: the same nodes (by name, in any order) with the same op, inputs, device and
+    attrs; AssertionError naming the first difference."""
+    from google.protobuf import text_format
+    mine, theirs = {n.name: n for n in actual.node}, {n.name: n for n in expected.node}
+    if sorted(mine) != sorted(theirs):
+        raise AssertionError(f"GraphDefs differ in their nodes: only in actual {sorted(set(mine) - set(theirs))}, "
+                             f"only in expected {sorted(set(theirs) - set(mine))}")
+    for name in sorted(mine):
+        if mine[name] != theirs[name]:
+            raise AssertionError(f"GraphDefs differ at node {name!r}:\nactual:\n"
+                                 f"{text_format.MessageToString(mine[name])}expected:\n"
+                                 f"{text_format.MessageToString(theirs[name])}")
+
+
+class Benchmark:
+    """TF1's tf.test.Benchmark: subclasses time code in benchmark* methods and report_benchmark() their figures,
+    printed as TF's BenchmarkEntries text ("Class.name" by default "Class.method")."""
+
+    def report_benchmark(self, iters=None, cpu_time=None, wall_time=None, throughput=None, extras=None,
+                         name=None, metrics=None) -> None:
+        if name is None:
+            frame = sys._getframe(1)
+            while frame is not None and not frame.f_code.co_name.startswith("benchmark"):
+                frame = frame.f_back
+            name = frame.f_code.co_name if frame is not None else "benchmark"
+        lines = [f'  name: "{type(self).__name__}.{name}"']
+        for key, value in (("iters", iters), ("cpu_time", cpu_time), ("wall_time", wall_time),
+                           ("throughput", throughput)):
+            if value is not None:
+                lines.append(f"  {key}: {int(value) if key == 'iters' else _number(value)}")
+        for key, value in sorted((extras or {}).items()):
+            kind, text = ("double_value", _number(value)) if isinstance(value, (int, float)) else \
+                ("string_value", f'"{value}"')
+            lines += ["  extras {", f'    key: "{key}"', "    value {", f"      {kind}: {text}", "    }", "  }"]
+        for metric in metrics or ():
+            lines += ["  metrics {", f'    name: "{metric["name"]}"', f"    value: {_number(metric['value'])}", "  }"]
+        print("entry {\n" + "\n".join(lines) + "\n}\n")
+
+
+def _number(value) -> str:
+    """A double as protobuf's text format writes it (2.0 as 2)."""
+    value = float(value)
+    return str(int(value)) if value.is_integer() else repr(value)

@@ -49,7 +49,6 @@ ALTERNATIVES = {
     "tf.histogram_summary": "tf.summary.histogram",
     "tf.image_summary": "tf.summary.image",
     "tf.initialize_variables": "tf.variables_initializer",
-    "tf.all_variables": "tf.global_variables",
     "tf.py_function": "computing the value in NumPy and feeding it through a tf.placeholder",
     "tf.image.decode_jpeg": "decoding the images in Python (e.g. PIL) and feeding them, or PNG files and "
                             "tf.image.decode_png",

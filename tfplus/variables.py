@@ -178,6 +178,14 @@ def local_variables(scope=None) -> list[Variable]:
     return get_default_graph().get_collection(GraphKeys.LOCAL_VARIABLES, scope)
 
 
+def model_variables(scope=None) -> list:
+    return get_default_graph().get_collection(GraphKeys.MODEL_VARIABLES, scope)
+
+
+def moving_average_variables(scope=None) -> list:
+    return get_default_graph().get_collection(GraphKeys.MOVING_AVERAGE_VARIABLES, scope)
+
+
 def variables_initializer(var_list, name="init"):
     from tfplus.ops.control_flow_ops import group, no_op
     if not var_list:
@@ -521,3 +529,54 @@ def get_local_variable(name, shape=None, dtype=None, initializer=None, regulariz
     collections = list(collections or []) + [GraphKeys.LOCAL_VARIABLES]
     return get_variable(name, shape, dtype, initializer, regularizer, trainable=False, collections=collections,
                         **kwargs)
+
+
+class Template:
+    """What tf.make_template returns: `func_` called in one variable scope, creating its variables at the first
+    call and sharing them at every later one."""
+
+    def __init__(self, name, func, unique_name=None, custom_getter=None, create_scope_now=False):
+        self._name, self._func, self._unique, self._getter = name, func, unique_name, custom_getter
+        self._scope = None
+        if create_scope_now:
+            with variable_scope(unique_name, default_name=name, custom_getter=custom_getter) as scope:
+                self._scope = scope
+
+    def __call__(self, *args, **kwargs):
+        if self._scope is None:
+            with variable_scope(self._unique, default_name=self._name, custom_getter=self._getter) as scope:
+                self._scope = scope
+                return self._func(*args, **kwargs)
+        with variable_scope(self._scope, reuse=True):
+            return self._func(*args, **kwargs)
+
+    @property
+    def variable_scope(self):
+        return self._scope
+
+    @property
+    def variable_scope_name(self) -> str | None:
+        return None if self._scope is None else self._scope.name
+
+    @property
+    def variables(self) -> list:
+        return [] if self._scope is None else global_variables(self._scope.name + "/")
+
+    global_variables = variables
+
+    @property
+    def trainable_variables(self) -> list:
+        return [] if self._scope is None else trainable_variables(self._scope.name + "/")
+
+
+def make_template(name_, func_, create_scope_now_=False, unique_name_=None, custom_getter_=None, **kwargs):
+    """tf.make_template: `func_` (given `kwargs` too) as a Template, whose calls share the variables its first
+    call creates with tf.get_variable.
+
+        >>> import tfplus as tf
+        >>> dense = tf.make_template("dense", lambda x: tf.matmul(x, tf.get_variable("w", [2, 2])))
+        >>> with tf.Graph().as_default():
+        ...     a, b = dense(tf.ones([1, 2])), dense(tf.zeros([1, 2]))   # one variable dense/w
+    """
+    func = functools.partial(func_, **kwargs) if kwargs else func_
+    return Template(name_, func, unique_name_, custom_getter_, create_scope_now_)

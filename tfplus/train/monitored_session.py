@@ -30,7 +30,8 @@ __all__ = ["SessionRunHook", "SessionRunArgs", "SessionRunContext", "SessionRunV
            "MonitoredTrainingSession", "MonitoredSession", "SingularMonitoredSession", "StopAtStepHook",
            "LoggingTensorHook", "CheckpointSaverHook", "SummarySaverHook", "NanTensorHook", "StepCounterHook",
            "NanLossDuringTrainingError", "SecondOrStepTimer", "SessionManager", "CheckpointSaverListener",
-           "ChiefSessionCreator", "WorkerSessionCreator", "FinalOpsHook", "FeedFnHook"]
+           "ChiefSessionCreator", "WorkerSessionCreator", "FinalOpsHook", "FeedFnHook", "ProfilerHook",
+           "basic_train_loop"]
 
 
 class NanLossDuringTrainingError(RuntimeError):
@@ -362,6 +363,42 @@ class FeedFnHook(SessionRunHook):
         return SessionRunArgs(fetches=None, feed_dict=self._feed_fn())
 
 
+class ProfilerHook(SessionRunHook):
+    """Traces a run every save_steps steps (or save_secs seconds) and writes its Chrome trace to
+    output_dir/timeline-<global step>.json (TF1's; chrome://tracing, ui.perfetto.dev). The first run is not
+    traced (it builds the step)."""
+
+    def __init__(self, save_steps=None, save_secs=None, output_dir="", show_dataflow=True, show_memory=False):
+        self._timer = SecondOrStepTimer(save_secs, save_steps)
+        self._dir, self._next_step, self._tracing = output_dir, None, False
+
+    def begin(self):
+        from tfplus.summary import FileWriterCache
+        self._step = _global_step_tensor("ProfilerHook")
+        self._writer = FileWriterCache.get(self._dir)
+
+    def before_run(self, run_context):
+        from tfplus.profiler import RunOptions
+        self._tracing = self._next_step is not None and self._timer.should_trigger_for_step(self._next_step)
+        return SessionRunArgs({"step": self._step},
+                              options=RunOptions(trace_level=RunOptions.FULL_TRACE) if self._tracing else None)
+
+    def after_run(self, run_context, run_values):
+        from tfplus.python.client.timeline import Timeline
+        step = int(run_values.results["step"])
+        if self._next_step is None:
+            self._timer.update_last_triggered_step(step)
+        step += 1
+        if self._tracing:
+            step = int(run_context.session.run(self._step))
+            self._timer.update_last_triggered_step(step)
+            os.makedirs(self._dir or ".", exist_ok=True)
+            with open(os.path.join(self._dir, f"timeline-{step}.json"), "w") as f:
+                f.write(Timeline(run_values.run_metadata.step_stats).generate_chrome_trace_format())
+            self._writer.add_run_metadata(run_values.run_metadata, f"step_{step}")
+        self._next_step = step + 1
+
+
 class Scaffold:
     """The init op, saver and summary op a monitored session uses (made from the graph when not given)."""
 
@@ -482,6 +519,10 @@ class MonitoredSession:
             args = hook.before_run(context)
             if args is None:
                 continue
+            if args.options is not None and args.options.trace_level > getattr(options, "trace_level", 0):
+                from tfplus.profiler import RunMetadata, RunOptions  # a hook asks for a traced run (ProfilerHook)
+                options = RunOptions(trace_level=args.options.trace_level)
+                run_metadata = run_metadata if run_metadata is not None else RunMetadata()
             if args.fetches is not None:
                 extra[hook] = args.fetches
             for key, value in (args.feed_dict or {}).items():
@@ -617,3 +658,11 @@ class SessionManager:
         if self._local_init_op is not None:
             sess.run(self._local_init_op, self._local_init_feed_dict)
         return sess
+
+
+def basic_train_loop(supervisor, train_step_fn, args=None, kwargs=None, master="") -> None:
+    """tf.train.basic_train_loop: train_step_fn(sess, *args, **kwargs) in a supervisor's managed session until it
+    stops."""
+    with supervisor.managed_session(master) as sess:
+        while not supervisor.should_stop():
+            train_step_fn(sess, *(args or ()), **(kwargs or {}))

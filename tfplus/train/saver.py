@@ -83,7 +83,8 @@ from tfplus.tensor_util import make_ndarray, make_tensor_proto
 __all__ = ["Saver", "latest_checkpoint", "get_checkpoint_state", "list_variables", "load_variable",
            "read_checkpoint_metadata", "NewCheckpointReader", "load_checkpoint", "checkpoint_exists",
            "newest_valid_checkpoint", "get_checkpoint_mtimes", "checkpoints_iterator",
-           "wait_for_new_checkpoint"]
+           "wait_for_new_checkpoint", "generate_checkpoint_state_proto", "update_checkpoint_state",
+           "remove_checkpoint"]
 
 MAGIC = b"TFPCKPT1"
 # Bounds on what is read from a checkpoint folder (which may come from elsewhere): a larger file is refused before
@@ -854,6 +855,45 @@ def _write_state(folder: str, paths: list[str], latest_filename: str | None) -> 
     state = checkpoint_pb2.CheckpointState(model_checkpoint_path=rel[-1], all_model_checkpoint_paths=rel)
     text = text_format.MessageToString(state)
     atomic_write(os.path.join(folder, latest_filename or "checkpoint"), text.encode())
+
+
+def generate_checkpoint_state_proto(save_dir: str, model_checkpoint_path: str, all_model_checkpoint_paths=None,
+                                    **_timestamps) -> checkpoint_pb2.CheckpointState:
+    """tf.train.generate_checkpoint_state_proto: the CheckpointState listing `all_model_checkpoint_paths` then
+    `model_checkpoint_path` (once); relative paths are made relative to a relative save_dir (TF1's)."""
+    paths = list(all_model_checkpoint_paths or [])
+    if not paths or paths[-1] != model_checkpoint_path:
+        paths.append(model_checkpoint_path)
+    if not os.path.isabs(save_dir):
+        paths = [p if os.path.isabs(p) else os.path.relpath(p, save_dir) for p in paths]
+        if not os.path.isabs(model_checkpoint_path):
+            model_checkpoint_path = os.path.relpath(model_checkpoint_path, save_dir)
+    return checkpoint_pb2.CheckpointState(model_checkpoint_path=model_checkpoint_path,
+                                          all_model_checkpoint_paths=paths)
+
+
+def update_checkpoint_state(save_dir: str, model_checkpoint_path: str, all_model_checkpoint_paths=None,
+                            latest_filename: str | None = None, **_timestamps) -> None:
+    """tf.train.update_checkpoint_state: writes save_dir's state file (atomically) listing the checkpoints, the
+    newest last. As every state file here, it names checkpoints of its own folder only (others are left out)."""
+    paths = list(all_model_checkpoint_paths or [])
+    if not paths or paths[-1] != model_checkpoint_path:
+        paths.append(model_checkpoint_path)
+    folder = os.path.abspath(save_dir)
+    paths = [os.path.join(folder, os.path.basename(p)) if not os.path.isabs(p) else p for p in paths]
+    if os.path.dirname(paths[-1]) != folder:
+        raise ValueError(f"update_checkpoint_state: {model_checkpoint_path!r} is not in {save_dir!r}; a state "
+                         "file may only name checkpoint files in its own folder")
+    with _state_lock(folder):
+        _write_state(folder, paths, latest_filename)
+
+
+def remove_checkpoint(checkpoint_prefix: str, checkpoint_format_version=2, meta_graph_suffix: str = "meta"):
+    """tf.train.remove_checkpoint: deletes the checkpoint's files and its .meta file."""
+    _remove_checkpoint(checkpoint_prefix)
+    meta = f"{checkpoint_prefix}.{meta_graph_suffix}"
+    if os.path.isfile(meta):
+        os.remove(meta)
 
 
 def get_checkpoint_state(checkpoint_dir: str, latest_filename: str | None = None
