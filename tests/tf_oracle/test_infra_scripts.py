@@ -4,6 +4,8 @@ monitored sessions, devices and towers, checkpoint utilities, graph plumbing, tf
 the same files written."""
 import contextlib
 import io
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -110,3 +112,26 @@ def test_compute_gradient_error_is_small_for_a_right_gradient_and_large_for_a_wr
         wrong.set_shape([])
         assert tfplus.test.compute_gradient_error(x, [3], wrong + tfplus.reduce_sum(x) * 0.0, [],
                                                   x_init_value=np.ones(3)) > 1.0
+
+
+def test_tf_test_main_runs_a_users_test_file(tmp_path):
+    """A user's test file ending in tf.test.main(), run as a script: its tests run, and the exit status says
+    whether they passed."""
+    body = '''import tfplus as tf
+
+
+class SquareTest(tf.test.TestCase):
+    def test_square(self):
+        with self.cached_session():
+            self.assertAllEqual(tf.square([2, 3]).eval(), [4, {nine}])
+
+
+if __name__ == "__main__":
+    tf.test.main()
+'''
+    for nine, status in ((9, 0), (10, 1)):
+        path = tmp_path / f"square_test_{nine}.py"
+        path.write_text(body.format(nine=nine))
+        run = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=120)
+        assert run.returncode == status, run.stderr
+        assert ("OK" if status == 0 else "FAILED (failures=1)") in run.stderr, run.stderr
