@@ -648,8 +648,9 @@ def summary_iterator_reads_events(tf, d):
 
 
 def basic_loops_and_hooks_state(tf, d):
-    """SingularMonitoredSession with StepCounterHook writing steps/sec, LoggingTensorHook
-    with a formatter, SummarySaverHook with an explicit summary op and output_dir, NanTensorHook stopping on NaN."""
+    """SingularMonitoredSession (the graph finalized while it runs) with StepCounterHook writing steps/sec,
+    LoggingTensorHook with a formatter, SummarySaverHook with an explicit summary op and output_dir, NanTensorHook
+    stopping on NaN."""
     x, y, loss, train, step = _regression(tf)
     lines = []
     s_op = tf.summary.scalar("mse", loss)
@@ -662,6 +663,11 @@ def basic_loops_and_hooks_state(tf, d):
         while not sess.should_stop():
             sess.run(train, {x: X, y: Y})
         print("raw session step", sess.raw_session().run(step))
+        try:
+            tf.constant(1.0)
+        except RuntimeError:
+            print("the graph is finalized in the session")
+    print("and open after it", tf.constant(1.0).op.type, tf.get_default_graph().finalized)
     print(lines)
     bad = tf.placeholder(tf.float32, [])
     try:

@@ -532,6 +532,10 @@ class Graph:
     def finalize(self) -> None:
         self._finalized = True
 
+    def _unsafe_unfinalize(self) -> None:
+        """TF1's: a MonitoredSession that finalized the graph opens it again when it closes."""
+        self._finalized = False
+
     @property
     def finalized(self) -> bool:
         return self._finalized

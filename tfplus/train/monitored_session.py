@@ -408,17 +408,36 @@ class Scaffold:
         self.local_init_op, self.summary_op, self.saver = local_init_op, summary_op, saver
 
     def finalize(self):
+        """Makes what is not given, or takes it from the graph's collections where an earlier Scaffold put it
+        (TF1's get_or_default: a second monitored session on the graph builds nothing), then finalizes the graph
+        (a MonitoredSession unfinalizes it when it closes)."""
         from tfplus import summary
         if self.init_op is None:
-            self.init_op = global_variables_initializer()
+            self.init_op = Scaffold.get_or_default("init_op", GraphKeys.INIT_OP, global_variables_initializer)
         if self.local_init_op is None:
-            self.local_init_op = local_variables_initializer()
+            self.local_init_op = Scaffold.get_or_default("local_init_op", "local_init_op",
+                                                         local_variables_initializer)
         if self.summary_op is None:
-            self.summary_op = summary.merge_all()
+            self.summary_op = Scaffold.get_or_default("summary_op", "summary_op", summary.merge_all)
         if self.saver is None:
-            savers = get_default_graph().get_collection(GraphKeys.SAVERS)
-            self.saver = savers[0] if savers else Saver()
+            self.saver = Scaffold.get_or_default("saver", GraphKeys.SAVERS, Saver)
+        get_default_graph().finalize()
         return self
+
+    @staticmethod
+    def get_or_default(arg_name: str, collection_key: str, default_constructor):
+        """The one item of the graph's collection `collection_key`, else default_constructor()'s (added to it)."""
+        graph = get_default_graph()
+        items = graph.get_collection(collection_key)
+        if len(items) > 1:
+            raise RuntimeError(f"More than one item in the collection {collection_key!r}; give the Scaffold "
+                               f"its {arg_name}")
+        if items:
+            return items[0]
+        item = default_constructor()
+        if item is not None:
+            graph.add_to_collection(collection_key, item)
+        return item
 
 
 class SessionCreator:
@@ -492,6 +511,7 @@ class MonitoredSession:
                              "(the creator makes and restores the session)")
         self._hooks = list(hooks or ())
         self._graph = get_default_graph()
+        self._graph_was_finalized = self._graph.finalized
         for hook in self._hooks:
             hook.begin()
         creator = session_creator or ChiefSessionCreator(scaffold, config=config, checkpoint_dir=checkpoint_dir,
@@ -560,6 +580,8 @@ class MonitoredSession:
             self._default.__exit__(None, None, None)
             self._sess.close()
             self._sess = None
+            if not self._graph_was_finalized:  # TF1's: the graph takes new ops again after the session
+                self._graph._unsafe_unfinalize()
 
     def __enter__(self):
         return self
