@@ -841,6 +841,41 @@ def test_case_helpers(tf, d):
     return {"ok": result.wasSuccessful()}
 
 
+def session_and_graph_options(tf, d):
+    """Session and graph options as scripts set them: ConfigProto (device_count, gpu_options, jit level,
+    thread counts, timeouts), RunOptions' other fields, sess_str, device strings in their many spellings,
+    Graph.collections, building_function, prevent_feeding / prevent_fetching."""
+    for spec in ("/device:XLA_CPU:0", "gpu:0", "/GPU:0", "/job:a/replica:0/task:0/cpu:0", "/cpu:*", "CPU:1",
+                 "/replica:1", "/task:2/device:GPU:3"):
+        with tf.Graph().as_default(), tf.device(spec):
+            print(spec, repr(tf.constant(1.0).device))
+    spec = tf.DeviceSpec.from_string("/job:a/task:2/device:GPU:1")
+    print(spec.job, spec.replica, spec.task, spec.device_type, spec.device_index,
+          tf.DeviceSpec(job="w", task=1).to_string(), spec.make_merged_spec(tf.DeviceSpec(task=5)).to_string())
+    config = tf.ConfigProto(device_count={"GPU": 0}, allow_soft_placement=True, intra_op_parallelism_threads=1,
+                            inter_op_parallelism_threads=1, operation_timeout_in_ms=10000,
+                            gpu_options=tf.GPUOptions(per_process_gpu_memory_fraction=0.5))
+    config.graph_options.optimizer_options.global_jit_level = tf.OptimizerOptions.ON_1
+    config.gpu_options.visible_device_list = "0"
+    with tf.Graph().as_default() as g:
+        a = tf.placeholder(tf.float32, [], name="a")
+        b = a * 2.0
+        tf.add_to_collection("mine", b)
+        print(g.collections, g.building_function)
+        g.prevent_feeding(b)
+        g.prevent_fetching(a.op)
+        print(g.is_feedable(a), g.is_feedable(b), g.is_fetchable(a.op), g.is_fetchable(b))
+        with tf.Session(config=config) as sess:
+            options = tf.RunOptions(timeout_in_ms=1000, report_tensor_allocations_upon_oom=True)
+            print(sess.sess_str, sess.run(b, {a: 1.5}, options=options))
+            for fetch, feeds in ((b * 1.0, {b: 1.0}), (a, {a: 1.0})):
+                try:
+                    sess.run(fetch, feeds)
+                except ValueError:
+                    print("refused")
+    return {}
+
+
 SCRIPTS = [test_case_unit_tests, profiler_flops_and_parameters, traced_run_metadata_timeline,
            supervisor_managed_session, monitored_session_custom_hooks, device_placement,
            multi_tower_average_gradients, checkpoint_utilities, saver_options, ema_variables_to_restore,
@@ -848,4 +883,4 @@ SCRIPTS = [test_case_unit_tests, profiler_flops_and_parameters, traced_run_metad
            collections_and_keys, interactive_session, partial_run_steps, freeze_and_import,
            main_with_flags_logging_gfile, initialization_checks, summary_iterator_reads_events,
            basic_loops_and_hooks_state, run_step_fn_and_callable, gradient_overrides, templates_and_collections,
-           checkpoint_state_and_loops, test_case_helpers]
+           checkpoint_state_and_loops, test_case_helpers, session_and_graph_options]

@@ -282,6 +282,8 @@ class Graph:
         self._control_stack: list[list[Operation]] = []
         self._device_stack: list = []
         self._gradient_overrides: dict[str, str] = {}
+        self._unfeedable: set = set()
+        self._unfetchable: set = set()
         self._collections: dict[str, list] = {}
         self._lock = threading.RLock()
         self.seed: int | None = None
@@ -525,6 +527,26 @@ class Graph:
 
     def clear_collection(self, name: str) -> None:
         self._collections.pop(name, None)
+
+    @property
+    def collections(self) -> list[str]:
+        return list(self._collections)
+
+    building_function = False  # tfplus has no function graphs (tf.function)
+
+    def prevent_feeding(self, tensor) -> None:
+        """TF1's: a Session.run feeding `tensor` is refused."""
+        self._unfeedable.add(tensor)
+
+    def prevent_fetching(self, op) -> None:
+        """TF1's: a Session.run fetching `op` (or any of its outputs) is refused."""
+        self._unfetchable.add(op)
+
+    def is_feedable(self, tensor) -> bool:
+        return tensor not in self._unfeedable
+
+    def is_fetchable(self, tensor_or_op) -> bool:
+        return getattr(tensor_or_op, "op", tensor_or_op) not in self._unfetchable
 
     def get_all_collection_keys(self) -> list[str]:
         return sorted(self._collections)

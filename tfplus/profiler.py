@@ -33,12 +33,18 @@ __all__ = ["RunOptions", "RunMetadata"]  # tf.<name>; chrome_trace and flops: tf
 
 class RunOptions:
     """TF1's tf.RunOptions: `trace_level` other than NO_TRACE makes `Session.run` fill its `run_metadata`
-    (every level records everything tfplus can measure)."""
+    (every level records everything tfplus can measure). TF's other fields are accepted and kept: a run has no
+    deadline (timeout_in_ms) and an out-of-memory error always names the op and its sizes."""
 
     NO_TRACE, SOFTWARE_TRACE, HARDWARE_TRACE, FULL_TRACE = 0, 1, 2, 3
 
-    def __init__(self, trace_level: int = NO_TRACE):
+    def __init__(self, trace_level: int = NO_TRACE, timeout_in_ms: int = 0, inter_op_thread_pool: int = 0,
+                 output_partition_graphs: bool = False, debug_options=None,
+                 report_tensor_allocations_upon_oom: bool = False, experimental=None):
         self.trace_level = int(trace_level)
+        self.timeout_in_ms, self.inter_op_thread_pool = timeout_in_ms, inter_op_thread_pool
+        self.output_partition_graphs, self.debug_options = output_partition_graphs, debug_options
+        self.report_tensor_allocations_upon_oom, self.experimental = report_tensor_allocations_upon_oom, experimental
 
 
 @dataclass

@@ -63,6 +63,7 @@ class Session:
     def __init__(self, target: str = "", graph: Graph | None = None, config: Any = None, device: str = "cpu",
                  memory_budget=None, workers: int | None = None):
         self.graph = graph or get_default_graph()
+        self._target = target.encode() if isinstance(target, str) else bytes(target)  # TF1's sess_str
         self._pid = os.getpid()  # the process that made it (run: a forked one may not use every device)
         # With a budget ('64MB', '64MiB', bytes) every step runs by a memory plan (tfplus.planner).
         self._memory_budget = None if memory_budget is None else parse_size(memory_budget, "memory_budget")
@@ -145,6 +146,10 @@ class Session:
                             "or a signal handler that raised): some of its variable updates may have run and others "
                             "not; restore a checkpoint (tf.train.Saver.restore) before training on")
                     raise
+
+    @property
+    def sess_str(self) -> bytes:
+        return self._target
 
     def list_devices(self) -> list:
         """TF1's: the devices this session runs on, as TF names them (one: the session's device)."""
@@ -402,6 +407,9 @@ class Session:
                 parts = [walk(t) for t in tensors]
                 return lambda r: build([p(r) for p in parts])
             elem = self._element(f, "fetch")
+            if not self.graph.is_fetchable(elem):
+                raise ValueError(f"Operation {getattr(elem, 'op', elem).name!r} has been marked as not fetchable "
+                                 "(Graph.prevent_fetching)")
             flat.append(elem)
             i = len(flat) - 1
             return lambda r: r[i]
@@ -423,6 +431,8 @@ class Session:
             t = self._element(key, "feed key")
             if not isinstance(t, Tensor):
                 raise TypeError(f"cannot feed {t!r}: feed keys must be Tensors (e.g. a placeholder)")
+            if not self.graph.is_feedable(t):
+                raise ValueError(f"Tensor {t.name} may not be fed (Graph.prevent_feeding)")
             feeds[t] = self._runtime.copy_in(_check_feed(t, value))
         return feeds
 
