@@ -109,12 +109,20 @@ def _binary_assert(what: str, test, x, y, data, summarize, message, name) -> Ope
         if vx is not None and vy is not None and not np.all(test(np.asarray(vx), np.asarray(vy))):
             # TF1 fails at graph building where both values are known
             raise errors.InvalidArgumentError(None, None, f"{message + ' ' if message else ''}Condition "
-                                              f"{what}(x, y) did not hold element-wise: x ({x.name}) = {vx}, "
-                                              f"y ({y.name}) = {vy}")
+                                              f"{_CONDITIONS[what]} did not hold element-wise: x ({x.name}) = "
+                                              f"{vx}, y ({y.name}) = {vy}")
         condition = math_ops.reduce_all(_OPS[test](x, y))
-        if data is None:
-            data = [message or f"Condition {what}(x, y) did not hold element-wise:", "x =", x, "y =", y]
-        return Assert(condition, [d for d in data if isinstance(d, Tensor)], summarize=summarize)
+        if data is None:  # TF1's words, which users' tests match (assertRaisesOpError("x > 0"))
+            data = ([message] if message else []) + [f"Condition {_CONDITIONS[what]} did not hold element-wise:",
+                                                     f"x ({x.name}) = ", x]
+            data += [f"y ({y.name}) = ", y] if "y" in _CONDITIONS[what] else []
+        return Assert(condition, data, summarize=summarize)
+
+
+_CONDITIONS = {"assert_equal": "x == y", "assert_none_equal": "x != y", "assert_less": "x < y",
+               "assert_less_equal": "x <= y", "assert_greater": "x > y", "assert_greater_equal": "x >= y",
+               "assert_positive": "x > 0", "assert_negative": "x < 0", "assert_non_negative": "x >= 0",
+               "assert_non_positive": "x <= 0"}
 
 
 _OPS = {np.equal: math_ops.equal, np.not_equal: math_ops.not_equal, np.less: math_ops.less,

@@ -1,9 +1,11 @@
 """Variables as graph nodes: VariableV2 holds state in the Session; Assign* update it in place."""
 from __future__ import annotations
 
+from tfplus import dtypes as _dt
 from tfplus import flops as _flops
 from tfplus.framework import apply_op, get_default_graph
-from tfplus.registry import not_differentiable, register_gradient, register_op
+from tfplus.ops.row_rules import keeps
+from tfplus.registry import not_differentiable, register_gradient, register_op, register_rows
 from tfplus.tensor_shape import merge_dim, spec
 
 # -- VariableV2 ------------------------------------------------------------------------------------------
@@ -69,3 +71,18 @@ def assign_sub(ref, value, use_locking=False, name=None):
 
 def _ref_of(v):
     return v._ref() if hasattr(v, "_ref") else v
+
+
+# -- IsVariableInitialized -----------------------------------------------------------------------------------
+# Its ref input may be a variable that no Assign has made yet (the executor passes None: engine.executor.ref).
+register_op("IsVariableInitialized", inputs=("ref",), outputs=("is_initialized",), attrs={"dtype": "type"},
+            shape_fn=lambda ins, attrs: [spec((), _dt.bool_)], ref_inputs=(0,), stateful=True,
+            allocates_outputs=True, flops=_flops.zero)
+register_rows(keeps, "IsVariableInitialized")
+not_differentiable("IsVariableInitialized")
+
+
+def is_variable_initialized(variable, name=None):
+    """tf.is_variable_initialized: a bool scalar, whether `variable` holds a value in the running session."""
+    ref = _ref_of(variable)
+    return apply_op("IsVariableInitialized", [ref], {"dtype": ref.dtype}, name or "IsVariableInitialized")

@@ -281,3 +281,30 @@ linalg = _namespace(
     triangular_solve=_linalg.triangular_solve, global_norm=_nn_impl.global_norm, pinv=_linalg.pinv,
     matrix_rank=_linalg.matrix_rank, normalize=_linalg.normalize, tensor_diag=composite_ops.diag,
     tensor_diag_part=special_math_ops.diag_part)
+
+# TF1 scaffolding (tf1infra): partitioned variables and local variables (tfplus.variables).
+from tfplus import python, test  # noqa: E402,F401
+from tfplus.device_spec import DeviceSpec  # noqa: E402,F401
+from tfplus.framework import add_to_collections  # noqa: E402,F401
+from tfplus.ops.state_ops import is_variable_initialized  # noqa: E402,F401
+from tfplus.saved_model import tables_initializer as initialize_all_tables  # noqa: E402,F401
+from tfplus.summary import summary_iterator as _summary_iterator  # noqa: E402
+from tfplus.variables import (  # noqa: E402
+    PartitionedVariable,
+    assert_variables_initialized,
+    fixed_size_partitioner,
+    get_local_variable,
+    make_template,
+    min_max_variable_partitioner,
+    model_variables,
+    moving_average_variables,
+    report_uninitialized_variables,
+    variable_axis_size_partitioner,
+)
+from tfplus.variables import global_variables as all_variables  # noqa: E402,F401
+
+train.summary_iterator = _summary_iterator
+from tfplus.framework import colocate_with, container  # noqa: E402,F401
+from tfplus.gradients import RegisterGradient, no_gradient  # noqa: E402,F401
+from tfplus.gradients import no_gradient as NoGradient  # noqa: E402,F401
+from tfplus.gradients import no_gradient as NotDifferentiable  # noqa: E402,F401

@@ -110,3 +110,41 @@ def of(op_type: str, in_shapes: list, out_shapes: list, attrs: dict) -> float:
 def is_matrix_product(op_type: str) -> bool:
     op = OPS.get(op_type)
     return op is not None and op.flops in MATRIX_PRODUCTS
+
+
+# -- TensorFlow's profiler's counting (tf.profiler.profile): the op types TF registers a "flops" statistic for,
+# with TF's formulas (tensorflow/python/profiler/internal/flops_registry.py, nn_ops.py, math_ops.py). They differ
+# from the formulas above where TF's do (Relu and the other activations count nothing there, a bias add counts
+# its input); other op types count 0, as in TF.
+def _times_output(k: int):
+    def fn(ins, outs, attrs) -> float:
+        return float(k * math.prod(outs[0]))
+    return fn
+
+
+def _reduction(reduce: int, finalize: int):
+    def fn(ins, outs, attrs) -> float:
+        return float(math.prod(ins[0]) * reduce + math.prod(outs[0]) * (finalize - reduce))
+    return fn
+
+
+def _l2_loss(ins, outs, attrs) -> float:
+    return float(math.prod(ins[0]) * 3 - 1)
+
+
+TF_PROFILER = {
+    "MatMul": matmul, "Conv2D": conv2d, "DepthwiseConv2dNative": depthwise_conv2d, "BiasAdd": per_input,
+    "AvgPool": pool, "MaxPool": pool, "AddN": add_n, "L2Loss": _l2_loss,
+    **dict.fromkeys(("Reciprocal", "Square", "Log", "Neg", "AssignSub", "AssignAdd"), per_input),
+    "Rsqrt": times_input(2), "Softmax": times_input(5),
+    **dict.fromkeys(("Add", "AddV2", "Sub", "Mul", "RealDiv", "Maximum", "Minimum", "Pow", "GreaterEqual",
+                     "Greater", "LessEqual", "Less", "Equal", "NotEqual"), per_output),
+    "RsqrtGrad": _times_output(4), "SquaredDifference": _times_output(2),
+    "Mean": _reduction(1, 1), **dict.fromkeys(("Sum", "ArgMax", "ArgMin", "BiasAddGrad"), _reduction(1, 0)),
+}
+
+
+def tf_profiler(op_type: str, in_shapes: list, out_shapes: list, attrs: dict) -> float:
+    """The FLOPs TensorFlow's profiler counts for one op with these (fully known) shapes."""
+    fn = TF_PROFILER.get(op_type)
+    return 0.0 if fn is None else fn(in_shapes, out_shapes, attrs)

@@ -20,6 +20,8 @@ import numpy as np
 
 from tfplus import dtypes as _dt
 from tfplus import graph_export
+from tfplus.device_spec import DeviceSpec
+from tfplus.device_spec import merge as merge_device
 from tfplus.registry import TensorSpec, get_op_def
 from tfplus.tensor_shape import TensorShape, shape_error, shapes_compatible
 from tfplus.tensor_shape import fmt as _fmt_shape
@@ -84,6 +86,10 @@ class Tensor:
     @property
     def name(self) -> str:
         return f"{self.op.name}:{self.value_index}"
+
+    @property
+    def device(self) -> str:
+        return self.op.device
 
     @property
     def graph(self) -> Graph:
@@ -213,6 +219,10 @@ class IndexedSlices:
 class Operation:
     """A node: op type, inputs, attrs, outputs. Mirrors NodeDef."""
 
+    # The gradient name tf.RegisterGradient gave, when a Graph.gradient_override_map made the op (TF1's
+    # "_gradient_op_type"): tf.gradients uses that gradient instead of the op type's.
+    gradient_op_type: str | None = None
+
     def __init__(self, graph: Graph, op_type: str, name: str, inputs: list[Tensor], attrs: dict,
                  control_inputs: list[Operation], device: str = ""):
         self.graph, self.type, self.name = graph, op_type, name
@@ -269,7 +279,7 @@ class _Scopes(threading.local):
     def __init__(self):
         self.name_stack = ""
         self.control_stack: list[list[Operation]] = []
-        self.device_stack: list[str] = []
+        self.device_stack: list = []  # device strings and device functions
         self.var_scope_stack: list = []
 
 
@@ -292,6 +302,9 @@ class Graph:
         self._names_in_use: dict[str, int] = {}
         self._consumers: dict[Tensor, list[Operation]] = {}
         self._scopes = _Scopes()
+        self._gradient_overrides: dict[str, str] = {}
+        self._unfeedable: set = set()
+        self._unfetchable: set = set()
         self._collections: dict[str, list] = {}
         self._lock = threading.RLock()
         self.seed: int | None = None
@@ -331,8 +344,9 @@ class Graph:
                 full = self.unique_name(name or op_type)
             control = [op for frame in self._control_stack for op in frame]
             control = [c for c in dict.fromkeys(control) if all(t.op is not c for t in inputs)]
-            op = Operation(self, op_type, full, inputs, attrs, control,
-                           self._device_stack[-1] if self._device_stack else "")
+            op = Operation(self, op_type, full, inputs, attrs, control)
+            self._apply_devices(op)
+            op.gradient_op_type = self._gradient_overrides.get(op_type)
             # value_inputs may count from the end (-1: ConcatV2's axis, after its variadic values)
             vi, n = op_def.value_inputs, len(inputs)
             specs = [TensorSpec(t._shape, t.dtype, constant_value(t) if i in vi or i - n in vi else None)
@@ -424,10 +438,51 @@ class Graph:
         finally:
             self._control_stack.pop()
 
+    def _apply_devices(self, op: Operation) -> None:
+        """TF1's order: the innermost tf.device block first, each outer one filling the fields still unset; a
+        device function's answer is taken as it is; a tf.device(None) block stops the walk."""
+        for entry in reversed(self._device_stack):
+            if entry is None:
+                break
+            if callable(entry):
+                found = entry(op)
+                op.device = found.to_string() if hasattr(found, "to_string") else found or ""
+            elif entry:
+                op.device = merge_device(entry, op.device)
+
     @contextlib.contextmanager
-    def device(self, name):
-        """Accepted for TF compatibility; placement is the Session's."""
-        self._device_stack.append(name or "")
+    def gradient_override_map(self, op_type_map: dict):
+        """TF1's: the ops of the types in `op_type_map` made inside take the gradient registered under its value
+        with tf.RegisterGradient (a py_func's, a guided ReLU's)."""
+        saved = dict(self._gradient_overrides)
+        self._gradient_overrides.update(op_type_map)
+        try:
+            yield
+        finally:
+            self._gradient_overrides = saved
+
+    @contextlib.contextmanager
+    def colocate_with(self, op, ignore_existing=False):
+        """Accepted for TF1 scripts (optimizers' slots, multi-tower code): tfplus places a whole step on the
+        Session's device, so colocation holds anyway."""
+        yield
+
+    @contextlib.contextmanager
+    def container(self, container_name):
+        """Accepted for TF1 scripts: one Session holds its variables (no containers to reset)."""
+        yield
+
+    @contextlib.contextmanager
+    def device(self, name_or_function):
+        """TF1's tf.device: a device string (merged with the blocks around it, '/gpu:0' read as '/device:GPU:0'),
+        a function of the op returning one (tf.train.replica_device_setter), or None (forgets the blocks
+        around it). The strings become the ops' `device` (the GraphDef's); placement is the Session's
+        (tfplus.device_spec)."""
+        if isinstance(name_or_function, str):
+            DeviceSpec.from_string(name_or_function)  # a string it cannot read fails here, at the `with`
+        elif name_or_function is not None and not callable(name_or_function):
+            name_or_function = name_or_function.to_string()  # a DeviceSpec
+        self._device_stack.append(name_or_function)
         try:
             yield
         finally:
@@ -475,6 +530,11 @@ class Graph:
     def add_to_collection(self, name: str, value) -> None:
         self._collections.setdefault(name, []).append(value)
 
+    def add_to_collections(self, names, value) -> None:
+        """Adds `value` to each collection of `names` (one name or several; each once)."""
+        for name in dict.fromkeys([names] if isinstance(names, str) else names):
+            self.add_to_collection(name, value)
+
     def get_collection(self, name: str, scope: str | None = None) -> list:
         items = list(self._collections.get(name, []))
         if scope is None:
@@ -485,11 +545,38 @@ class Graph:
     def get_collection_ref(self, name: str) -> list:
         return self._collections.setdefault(name, [])
 
+    def clear_collection(self, name: str) -> None:
+        self._collections.pop(name, None)
+
+    @property
+    def collections(self) -> list[str]:
+        return list(self._collections)
+
+    building_function = False  # tfplus has no function graphs (tf.function)
+
+    def prevent_feeding(self, tensor) -> None:
+        """TF1's: a Session.run feeding `tensor` is refused."""
+        self._unfeedable.add(tensor)
+
+    def prevent_fetching(self, op) -> None:
+        """TF1's: a Session.run fetching `op` (or any of its outputs) is refused."""
+        self._unfetchable.add(op)
+
+    def is_feedable(self, tensor) -> bool:
+        return tensor not in self._unfeedable
+
+    def is_fetchable(self, tensor_or_op) -> bool:
+        return getattr(tensor_or_op, "op", tensor_or_op) not in self._unfetchable
+
     def get_all_collection_keys(self) -> list[str]:
         return sorted(self._collections)
 
     def finalize(self) -> None:
         self._finalized = True
+
+    def _unsafe_unfinalize(self) -> None:
+        """TF1's: a MonitoredSession that finalized the graph opens it again when it closes."""
+        self._finalized = False
 
     @property
     def finalized(self) -> bool:
@@ -653,6 +740,18 @@ def device(name):
 
 def add_to_collection(name, value):
     get_default_graph().add_to_collection(name, value)
+
+
+def colocate_with(op, ignore_existing=False):
+    return get_default_graph().colocate_with(op, ignore_existing)
+
+
+def container(container_name):
+    return get_default_graph().container(container_name)
+
+
+def add_to_collections(names, value):
+    get_default_graph().add_to_collections(names, value)
 
 
 def get_collection(name, scope=None):

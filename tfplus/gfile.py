@@ -16,6 +16,7 @@ import re
 import shutil
 import stat
 import uuid
+from typing import NamedTuple
 
 try:
     import fcntl
@@ -208,11 +209,19 @@ def Walk(top, in_order: bool = True):  # noqa: N802
         yield dirpath, sorted(dirnames), sorted(filenames)
 
 
-def Stat(filename) -> os.stat_result:  # noqa: N802
+class FileStatistics(NamedTuple):
+    """TF1's tf.gfile.Stat result."""
+    length: int
+    mtime_nsec: int
+    is_directory: bool
+
+
+def Stat(filename) -> FileStatistics:  # noqa: N802
     try:
-        return os.stat(filename)
+        st = os.stat(filename)
     except FileNotFoundError:
         raise _not_found(filename, "Stat") from None
+    return FileStatistics(st.st_size, st.st_mtime_ns, stat.S_ISDIR(st.st_mode))
 
 
 # -- atomic writes ----------------------------------------------------------------------------------------------

@@ -65,16 +65,16 @@ def gradients(ys, xs, grad_ys=None, name="gradients", stop_gradients=None, coloc
             grads.setdefault(y, []).append(gy)
         for op in sorted(between, key=lambda o: -o._id):
             out_grads = [_aggregate(grads.get(t), math_ops) for t in op.outputs]
-            if all(g is None for g in out_grads) or op.op_def.grad is NOT_DIFFERENTIABLE:
+            if all(g is None for g in out_grads):
+                continue
+            grad_fn = _gradient_of(op)
+            if grad_fn is NOT_DIFFERENTIABLE:
                 continue
             if op.type not in _PASS_SLICES:
                 out_grads = [convert_to_tensor(g) if isinstance(g, IndexedSlices) else g for g in out_grads]
-            if op.op_def.grad is None:
-                raise LookupError(f"No gradient defined for operation '{op.name}' (op type: {op.type}); "
-                                  "wrap its output in tf.stop_gradient if no gradient should flow through it")
             made = len(graph._ops)
             with name_scope(op.name + "_grad"):
-                in_grads = op.op_def.grad(op, *out_grads)
+                in_grads = grad_fn(op, *out_grads)
             for new in graph._ops[made:]:  # what a summed loss's scaling finds (engine.step.scale_summed_losses)
                 new.grad_of = op
             in_grads = list(in_grads) if isinstance(in_grads, (list, tuple)) else [in_grads]
@@ -90,6 +90,52 @@ def gradients(ys, xs, grad_ys=None, name="gradients", stop_gradients=None, coloc
     for op in graph.get_operations()[first:]:
         op.backward = True
     return out
+
+
+# Gradients registered by name with tf.RegisterGradient (NOT_DIFFERENTIABLE for tf.NoGradient's), which ops made
+# under Graph.gradient_override_map take instead of their type's.
+USER_GRADIENTS: dict[str, object] = {}
+
+
+class RegisterGradient:
+    """TF1's decorator: `@tf.RegisterGradient("MyRelu") def _my_relu_grad(op, grad): ...`, then
+    `with g.gradient_override_map({"Relu": "MyRelu"}):` makes Relu ops that take it."""
+
+    def __init__(self, op_type: str):
+        if not isinstance(op_type, str):
+            raise TypeError("tf.RegisterGradient: the gradient's name must be a string")
+        self._name = op_type
+
+    def __call__(self, fn):
+        _register_user_gradient(self._name, fn)
+        return fn
+
+
+def no_gradient(op_type: str) -> None:
+    """TF1's tf.NoGradient: ops overridden to the name `op_type` pass no gradient (as a NotDifferentiable op)."""
+    _register_user_gradient(op_type, NOT_DIFFERENTIABLE)
+
+
+def _register_user_gradient(name: str, fn) -> None:
+    if name in USER_GRADIENTS:
+        raise KeyError(f"Registering two gradient with name '{name}'! (Previous registration was elsewhere in "
+                       "this process; give the new gradient another name)")
+    USER_GRADIENTS[name] = fn
+
+
+def _gradient_of(op: Operation):
+    """The op's gradient function: the one tf.RegisterGradient named for it, else its type's."""
+    if op.gradient_op_type is not None:
+        fn = USER_GRADIENTS.get(op.gradient_op_type)
+        if fn is None:
+            raise LookupError(f"No gradient defined for operation '{op.name}' (op type: {op.type}). In addition, "
+                              f"its gradient was overridden to '{op.gradient_op_type}', which no "
+                              "tf.RegisterGradient registered")
+        return fn
+    if op.op_def.grad is None:
+        raise LookupError(f"No gradient defined for operation '{op.name}' (op type: {op.type}); "
+                          "wrap its output in tf.stop_gradient if no gradient should flow through it")
+    return op.op_def.grad
 
 
 # Op types whose gradient passes an IndexedSlices through unchanged.

@@ -13,7 +13,8 @@ import re
 from tfplus.proto import graph_pb2
 from tfplus.tensor_util import make_tensor_proto
 
-__all__ = ["extract_sub_graph", "convert_variables_to_constants", "remove_training_nodes"]
+__all__ = ["extract_sub_graph", "convert_variables_to_constants", "remove_training_nodes",
+           "tensor_shape_from_node_def_name", "import_graph_def"]
 
 _VARIABLE_OPS = ("Variable", "VariableV2", "VarHandleOp")
 
@@ -120,3 +121,13 @@ def remove_training_nodes(input_graph, protected_nodes=None) -> graph_pb2.GraphD
             new.input.append(i)
     return out
 
+
+def tensor_shape_from_node_def_name(graph, input_name: str):
+    """The static shape of the tensor `input_name` ('node' means 'node:0') of `graph`."""
+    return graph.get_tensor_by_name(input_name if ":" in input_name else input_name + ":0").get_shape()
+
+
+def import_graph_def(*args, **kwargs):
+    """tf.graph_util.import_graph_def: tf.import_graph_def."""
+    from tfplus.graph_io import import_graph_def as load
+    return load(*args, **kwargs)

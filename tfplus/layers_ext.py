@@ -129,10 +129,10 @@ def batch_normalization(inputs, axis=-1, momentum=0.99, epsilon=1e-3, center=Tru
             y, mean, variance = batch_stats() if training is True else \
                 control_flow_ops.cond(training, batch_stats, moving_stats)
             for moving, value in ((moving_mean, mean), (moving_variance, variance)):
-                with name_scope("AssignMovingAvg"):
+                with name_scope("AssignMovingAvg") as scope:  # TF1's: the update op is the scope's name
                     delta = math_ops.multiply(math_ops.subtract(moving, value),
                                               convert_to_tensor(1.0 - momentum, dtype=dtype, name="decay"))
-                    add_to_collection(GraphKeys.UPDATE_OPS, state_ops.assign_sub(moving, delta))
+                    add_to_collection(GraphKeys.UPDATE_OPS, state_ops.assign_sub(moving, delta, name=scope).op)
         return y if rank == 4 else array_ops.squeeze(y, spatial)
 
 

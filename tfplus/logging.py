@@ -60,6 +60,25 @@ def fatal(msg, *args, **kwargs) -> None:
     _logger.fatal(msg, *args, **kwargs)
 
 
+def vlog(level, msg, *args, **kwargs) -> None:
+    """TF1's verbose log: at the Python logging level `level`."""
+    _logger.log(level, msg, *args, **kwargs)
+
+
+def log_if(level, msg, condition, *args) -> None:
+    if condition:
+        log(level, msg, *args)
+
+
+def flush() -> None:
+    for handler in _logger.handlers:
+        handler.flush()
+
+
+def TaskLevelStatusMessage(msg) -> None:  # noqa: N802 (TF's name)
+    error(msg)
+
+
 _counts: dict = {}
 
 

@@ -24,7 +24,7 @@ import bisect
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from tfplus import flops as _flops
 
@@ -33,12 +33,18 @@ __all__ = ["RunOptions", "RunMetadata"]  # tf.<name>; chrome_trace and flops: tf
 
 class RunOptions:
     """TF1's tf.RunOptions: `trace_level` other than NO_TRACE makes `Session.run` fill its `run_metadata`
-    (every level records everything tfplus can measure)."""
+    (every level records everything tfplus can measure). TF's other fields are accepted and kept: a run has no
+    deadline (timeout_in_ms) and an out-of-memory error always names the op and its sizes."""
 
     NO_TRACE, SOFTWARE_TRACE, HARDWARE_TRACE, FULL_TRACE = 0, 1, 2, 3
 
-    def __init__(self, trace_level: int = NO_TRACE):
+    def __init__(self, trace_level: int = NO_TRACE, timeout_in_ms: int = 0, inter_op_thread_pool: int = 0,
+                 output_partition_graphs: bool = False, debug_options=None,
+                 report_tensor_allocations_upon_oom: bool = False, experimental=None):
         self.trace_level = int(trace_level)
+        self.timeout_in_ms, self.inter_op_thread_pool = timeout_in_ms, inter_op_thread_pool
+        self.output_partition_graphs, self.debug_options = output_partition_graphs, debug_options
+        self.report_tensor_allocations_upon_oom, self.experimental = report_tensor_allocations_upon_oom, experimental
 
 
 @dataclass
@@ -70,13 +76,40 @@ class Transfer:
     op: str
 
 
+class StepStats(list):
+    """RunMetadata.step_stats: the OpStats of a traced run in execution order; `dev_stats` shows them as
+    TensorFlow's StepStats proto does (one device; per node its name, op and start/end microseconds), for
+    scripts that read TF's fields and for timeline.Timeline."""
+
+    @property
+    def dev_stats(self) -> list:
+        nodes = [NodeExecStats(s.name, int(s.start_us), 0, int(s.wall_us), int(s.wall_us),
+                               f"{s.name} = {s.type}()", s.type) for s in self]
+        return [DeviceStepStats("/job:localhost/replica:0/task:0/device:CPU:0", nodes)] if nodes else []
+
+
+class NodeExecStats(NamedTuple):
+    node_name: str
+    all_start_micros: int
+    op_start_rel_micros: int
+    op_end_rel_micros: int
+    all_end_rel_micros: int
+    timeline_label: str
+    op_type: str
+
+
+class DeviceStepStats(NamedTuple):
+    device: str
+    node_stats: list
+
+
 class RunMetadata:
     """TF1's tf.RunMetadata, filled by a traced `Session.run`: `step_stats` (OpStats per executed op, in
     execution order), `transfers`, `step_us` (the whole run call), `device`, `planned` (whether the live
     bytes are the memory plan's) and `start` (time.perf_counter() at the start of the run)."""
 
     def __init__(self):
-        self.step_stats: list[OpStats] = []
+        self.step_stats = StepStats()
         self.transfers: list[Transfer] = []
         self.step_us = 0.0
         self.device = ""
@@ -176,7 +209,7 @@ class StepTracer:
 
     def __init__(self, session, md: RunMetadata):
         self.session, self.md, self.rt = session, md, session.runtime
-        md.step_stats, md.transfers = [], []
+        md.step_stats, md.transfers = StepStats(), []
         md.device, md.planned = session.device, False
         self.t0 = md.start = time.perf_counter()
         self.last = self.t0
@@ -227,13 +260,13 @@ class StepTracer:
         self.md.transfers.append(Transfer(direction, nbytes, (t0 - self.t0) * 1e6, (t1 - t0) * 1e6, ""))
 
     def op_done(self, i: int, op, ins, outs) -> None:
-        profile = self.kernel_events
-        if profile is not None:
+        kernel_events = self.kernel_events
+        if kernel_events is not None:
             # NOTE: drained per op so that the op's wall time covers its kernels and transfers are not
             # charged for the queue's backlog.
             self.rt.synchronize()
-            self.events.append(profile[:])
-            profile.clear()
+            self.events.append(kernel_events[:])
+            kernel_events.clear()
         now = time.perf_counter()
         in_shapes = [tuple(b.shape) for b in ins]
         out_shapes = [tuple(b.shape) for b in outs]
@@ -353,3 +386,7 @@ def chrome_trace(runs: list[RunMetadata], name: str = "tfplus") -> dict:
                   for t in md.transfers]
     timed.sort(key=lambda e: e["ts"])
     return {"traceEvents": events + timed, "displayTimeUnit": "ms"}
+
+
+# TF1's tf.profiler.profile and its option builder (tfplus.model_analyzer).
+from tfplus.model_analyzer import ProfileOptionBuilder, profile  # noqa: E402,F401

@@ -64,7 +64,7 @@ class SummaryHandle:
     """What tf.summary.scalar & co. return: Session.run fetches `tensors` and gives build(values) (bytes)."""
 
     def __init__(self, tensors: list, build, name: str):
-        self.tensors, self._build, self.name = tensors, build, name
+        self.tensors, self._build, self.name = tensors, build, name + ":0"  # TF1's summary tensor's name
 
     def _fetch_expand(self):
         return self.tensors, self._build
@@ -365,6 +365,17 @@ class FileWriter:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def summary_iterator(path: str):
+    """tf.train.summary_iterator: the Event protos of an event file, in order (each record's checksums verified).
+
+        >>> for event in tf.train.summary_iterator(path):                     # doctest: +SKIP
+        ...     for value in event.summary.value: print(event.step, value.tag, value.simple_value)
+    """
+    from tfplus.io.tfrecord import tf_record_iterator
+    for record in tf_record_iterator(path):
+        yield Event.FromString(record)
 
 
 class FileWriterCache:

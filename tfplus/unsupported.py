@@ -49,7 +49,6 @@ ALTERNATIVES = {
     "tf.histogram_summary": "tf.summary.histogram",
     "tf.image_summary": "tf.summary.image",
     "tf.initialize_variables": "tf.variables_initializer",
-    "tf.all_variables": "tf.global_variables",
     "tf.py_function": "computing the value in NumPy and feeding it through a tf.placeholder",
     "tf.image.decode_jpeg": "decoding the images in Python (e.g. PIL) and feeding them, or PNG files and "
                             "tf.image.decode_png",
@@ -62,7 +61,6 @@ ALTERNATIVES = {
     "tf.train.SyncReplicasOptimizer": None,
     "tf.train.Server": None,
     "tf.train.ClusterSpec": None,
-    "tf.train.replica_device_setter": None,
     "tf.train.QueueRunner": "a tf.data pipeline (tf.data.TFRecordDataset, TextLineDataset, FixedLengthRecordDataset)",
     "tf.saved_model.save": "tf.saved_model.simple_save or tf.saved_model.builder.SavedModelBuilder (TF1's form)",
     "tf.saved_model.load_v2": "tf.saved_model.loader.load(sess, tags, export_dir) (TF1's form)",

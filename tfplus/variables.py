@@ -2,6 +2,10 @@
 from __future__ import annotations
 
 import contextlib
+import functools
+import math
+
+import numpy as np
 
 from tfplus import dtypes as _dt
 from tfplus.framework import GraphKeys, Tensor, convert_to_tensor, get_default_graph, get_default_session, name_scope
@@ -73,6 +77,10 @@ class Variable:
     @property
     def graph(self):
         return self._variable.graph
+
+    @property
+    def device(self) -> str:
+        return self._variable.device
 
     @property
     def dtype(self):
@@ -170,11 +178,46 @@ def local_variables(scope=None) -> list[Variable]:
     return get_default_graph().get_collection(GraphKeys.LOCAL_VARIABLES, scope)
 
 
+def model_variables(scope=None) -> list:
+    return get_default_graph().get_collection(GraphKeys.MODEL_VARIABLES, scope)
+
+
+def moving_average_variables(scope=None) -> list:
+    return get_default_graph().get_collection(GraphKeys.MOVING_AVERAGE_VARIABLES, scope)
+
+
 def variables_initializer(var_list, name="init"):
     from tfplus.ops.control_flow_ops import group, no_op
     if not var_list:
         return no_op(name=name)
     return group(*[v.initializer for v in var_list], name=name)
+
+
+def report_uninitialized_variables(var_list=None, name="report_uninitialized_variables"):
+    """tf.report_uninitialized_variables: a string vector, the names of the variables of `var_list` (default:
+    the global and local ones) that hold no value in the running session."""
+    from tfplus.ops.host_ops import host_op, object_vector
+    from tfplus.ops.state_ops import is_variable_initialized
+    var_list = global_variables() + local_variables() if var_list is None else list(var_list)
+    names = [v.op.name.encode() for v in var_list]
+    with name_scope(name):
+        flags = [is_variable_initialized(v) for v in var_list]
+        return host_op("report", lambda *ok: [object_vector([n for n, k in zip(names, ok) if not k])], flags,
+                       [_dt.string], [(None,)])[0]
+
+
+def assert_variables_initialized(var_list=None):
+    """tf.assert_variables_initialized: an op whose run fails (FailedPreconditionError naming the variable) while
+    a variable of `var_list` (default: the global and local ones) holds no value; its value is their ranks (TF1's).
+    None when there are no variables."""
+    from tfplus.ops.host_ops import host_op
+    var_list = global_variables() + local_variables() if var_list is None else list(var_list)
+    if not var_list:
+        return None
+    with name_scope("assert_variables_initialized"):
+        ranks = host_op("ranks", lambda *values: [np.array([np.ndim(v) for v in values], np.int32).reshape(
+            () if len(values) == 1 else (-1,))], [v.value() for v in var_list], [_dt.int32])
+    return ranks[0]
 
 
 def global_variables_initializer():
@@ -191,11 +234,14 @@ AUTO_REUSE = "auto_reuse"
 
 
 class VariableScope:
-    """The state of one `tf.variable_scope`: name prefix, reuse mode and default initializer/regularizer."""
+    """The state of one `tf.variable_scope`: name prefix, reuse mode, default initializer/regularizer/partitioner
+    and the custom getter (the scope's own wrapped around the outer scopes')."""
 
-    def __init__(self, name="", reuse=False, initializer=None, regularizer=None, dtype=_dt.float32):
+    def __init__(self, name="", reuse=False, initializer=None, regularizer=None, dtype=_dt.float32,
+                 partitioner=None, custom_getter=None):
         self.name, self.reuse, self.initializer, self.regularizer, self.dtype = \
             name, reuse, initializer, regularizer, dtype
+        self.partitioner, self.custom_getter = partitioner, custom_getter
         self.original_name_scope = ""
 
     def reuse_variables(self):
@@ -209,8 +255,11 @@ def get_variable_scope() -> VariableScope:
 
 @contextlib.contextmanager
 def variable_scope(name_or_scope, default_name=None, values=None, initializer=None, regularizer=None,
-                   reuse=None, dtype=None, auxiliary_name_scope=True):
-    """`with tf.variable_scope("conv1"):` prefixes get_variable names; `reuse=True` shares them."""
+                   caching_device=None, partitioner=None, custom_getter=None, reuse=None, dtype=None,
+                   use_resource=None, constraint=None, auxiliary_name_scope=True):
+    """`with tf.variable_scope("conv1"):` prefixes get_variable names; `reuse=True` shares them. A
+    `custom_getter(getter, name, *args, **kwargs)` sees every get_variable inside (the outer scopes' getters
+    inside it, as `getter`); a `partitioner` splits the variables made inside (tf.fixed_size_partitioner)."""
     graph = get_default_graph()
     outer = get_variable_scope()
     if isinstance(name_or_scope, VariableScope):
@@ -225,7 +274,8 @@ def variable_scope(name_or_scope, default_name=None, values=None, initializer=No
     scope = VariableScope(full, reuse if reuse is not None else (base.reuse or outer.reuse),
                           initializer or base.initializer or outer.initializer,
                           regularizer or base.regularizer or outer.regularizer,
-                          dtype or base.dtype)
+                          dtype or base.dtype, partitioner or base.partitioner or outer.partitioner,
+                          _wrap_getter(custom_getter, base.custom_getter or outer.custom_getter))
     graph._var_scope_stack.append(scope)
     counts = _scope_counts()
     saved = dict(counts) if isinstance(name_or_scope, VariableScope) else None
@@ -250,6 +300,16 @@ def variable_scope(name_or_scope, default_name=None, values=None, initializer=No
                 del counts[key]
 
 
+def _wrap_getter(getter, outer):
+    """TF1's composition of custom getters: the inner one is called first, with the outer one as its getter."""
+    if getter is None or outer is None:
+        return getter or outer
+
+    def wrapped(getter_, name, *args, **kwargs):
+        return getter(functools.partial(outer, getter_), name, *args, **kwargs)
+    return wrapped
+
+
 def _scope_counts() -> dict:
     """Full variable-scope name -> how many times it was opened (TF1's variable_scopes_count)."""
     return get_default_graph()._var_store.setdefault("__scope_counts__", {})
@@ -268,9 +328,12 @@ def _unique_scope(outer: VariableScope, default_name):
     return f"{default_name}_{n}"
 
 
-def get_variable(name, shape=None, dtype=None, initializer=None, regularizer=None, trainable=True,
-                 collections=None, validate_shape=True, use_resource=None, constraint=None):
-    """Creates (or, under reuse, returns) the variable `<scope>/<name>`.
+def get_variable(name, shape=None, dtype=None, initializer=None, regularizer=None, trainable=None,
+                 collections=None, caching_device=None, partitioner=None, validate_shape=True, use_resource=None,
+                 custom_getter=None, constraint=None, synchronization=None, aggregation=None):
+    """Creates (or, under reuse, returns) the variable `<scope>/<name>`: through the scope's custom getter
+    (or `custom_getter`) when there is one, split into a PartitionedVariable by the scope's (or this)
+    `partitioner`.
 
         >>> import tfplus as tf
         >>> with tf.variable_scope("fc"):
@@ -279,25 +342,42 @@ def get_variable(name, shape=None, dtype=None, initializer=None, regularizer=Non
         'fc/w:0'
     """
     scope = get_variable_scope()
-    full = f"{scope.name}/{name}" if scope.name else name
-    store = get_default_graph()._var_store
     if shape is not None and not hasattr(shape, "__iter__"):  # TF1: one int or Dimension is a vector's length
         shape = [shape]
     if initializer is None:  # NOTE: not `initializer or ...`: a Tensor initializer has no truth value
         initializer = scope.initializer
     if dtype is None and isinstance(initializer, Tensor):  # TF1: a Tensor initializer gives shape and dtype
         dtype = initializer.dtype
-    dtype = _dt.as_dtype(dtype) if dtype is not None else scope.dtype
+    kwargs = dict(shape=shape, dtype=_dt.as_dtype(dtype) if dtype is not None else scope.dtype,
+                  initializer=initializer, regularizer=regularizer or scope.regularizer,
+                  reuse=scope.reuse, trainable=True if trainable is None else trainable, collections=collections,
+                  caching_device=caching_device, partitioner=partitioner or scope.partitioner,
+                  validate_shape=validate_shape, use_resource=use_resource, constraint=constraint,
+                  synchronization=synchronization, aggregation=aggregation)
+    full = f"{scope.name}/{name}" if scope.name else name
+    custom_getter = custom_getter or scope.custom_getter
+    if custom_getter is not None:
+        return custom_getter(getter=_true_getter, name=full, **kwargs)
+    return _true_getter(full, **kwargs)
+
+
+def _true_getter(name, shape=None, dtype=_dt.float32, initializer=None, regularizer=None, reuse=None,
+                 trainable=True, collections=None, partitioner=None, validate_shape=True, **_unused):
+    """get_variable's store lookup or creation of the variable of full name `name` (the getter custom getters
+    are given)."""
+    full = name
+    store = get_default_graph()._var_store
+    dtype = _dt.as_dtype(dtype)
     if full in store:
-        if scope.reuse is False or scope.reuse is None:
+        if reuse is False or reuse is None:
             raise ValueError(f"Variable {full} already exists, disallowed. Did you mean to set reuse=True or "
                              "reuse=tf.AUTO_REUSE in variable_scope?")
         var = store[full]
-        if shape is not None and not var.shape.is_compatible_with(shape):
+        if shape is not None and not var.get_shape().is_compatible_with(shape):
             raise ValueError(f"Trying to share variable {full}, but specified shape {tuple(shape)} and found "
-                             f"shape {var.shape}")
+                             f"shape {var.get_shape()}")
         return var
-    if scope.reuse is True:
+    if reuse is True:
         raise ValueError(f"Variable {full} does not exist, or was not created with tf.get_variable(). Did you "
                          "mean to set reuse=tf.AUTO_REUSE in variable_scope?")
     if initializer is None:
@@ -305,23 +385,198 @@ def get_variable(name, shape=None, dtype=None, initializer=None, regularizer=Non
         initializer = glorot_uniform_initializer() if dtype.is_floating else zeros_initializer()
     if shape is None and not isinstance(initializer, (Tensor, list, float, int)) and callable(initializer):
         raise ValueError(f"get_variable {full}: the shape must be given when the initializer is a function")
-    if callable(initializer):
-        init_fn = initializer
-        shape_t = tuple(int(d) for d in shape)
-
-        def initial():
-            return init_fn(shape_t, dtype=dtype)
-    else:
-        initial = initializer
     graph = get_default_graph()
-    with graph.name_scope(None), graph.control_dependencies(None):
-        var = Variable(initial, trainable=trainable, collections=collections, validate_shape=validate_shape,
-                       name=full, dtype=dtype)
+    if partitioner is not None:
+        if shape is None and isinstance(initializer, Tensor):
+            shape = initializer._shape
+        var = _partitioned(full, shape, dtype, initializer, partitioner, trainable, collections, validate_shape)
+    else:
+        with graph.name_scope(None), graph.control_dependencies(None):
+            var = Variable(_initial(initializer, shape, dtype), trainable=trainable, collections=collections,
+                           validate_shape=validate_shape, name=full, dtype=dtype)
     store[full] = var
-    regularizer = regularizer or scope.regularizer
     if regularizer is not None:
         with name_scope(full + "/Regularizer/"):
             loss = regularizer(var)
         if loss is not None:
             graph.add_to_collection(GraphKeys.REGULARIZATION_LOSSES, loss)
     return var
+
+
+def _initial(initializer, shape, dtype):
+    """The initial value Variable takes: the initializer called for `shape`, or the value itself."""
+    if not callable(initializer):
+        return initializer
+    shape_t = tuple(int(d) for d in shape)
+    return lambda: initializer(shape_t, dtype=dtype)
+
+
+# -- partitioned variables -------------------------------------------------------------------------------------
+class PartitionedVariable:
+    """TF1's: one variable stored as slices `<name>/part_<i>` along one axis; iterating gives the slices, and
+    as a tensor (tf.matmul(x, v), tf.convert_to_tensor) it is their concatenation."""
+
+    def __init__(self, name: str, shape: tuple, dtype, variables: list, partitions: list):
+        self.name, self._shape, self.dtype = name, tuple(shape), dtype
+        self._variables, self._partitions = variables, list(partitions)
+
+    def __iter__(self):
+        return iter(self._variables)
+
+    def __len__(self):
+        return len(self._variables)
+
+    def get_shape(self):
+        from tfplus.tensor_shape import TensorShape
+        return TensorShape(self._shape)
+
+    shape = property(get_shape)
+
+    def _get_variable_list(self) -> list:
+        return list(self._variables)
+
+    def _get_partitions(self) -> list:
+        return list(self._partitions)
+
+    def as_tensor(self) -> Tensor:
+        from tfplus.ops.array_ops import concat, identity
+        axis = next((i for i, p in enumerate(self._partitions) if p > 1), 0)
+        with name_scope(None):
+            if len(self._variables) == 1:
+                return identity(self._variables[0], name=self.name + "/read")
+            return concat([v.value() for v in self._variables], axis, name=self.name + "/ConcatPartitions/concat")
+
+    _as_tensor = as_tensor
+
+    def __repr__(self):
+        return f"<tf.PartitionedVariable '{self.name}' shape={self._shape} parts={len(self._variables)}>"
+
+
+def _partitioned(full, shape, dtype, initializer, partitioner, trainable, collections, validate_shape):
+    if shape is None or any(d is None for d in shape):
+        raise ValueError(f"get_variable {full}: a partitioned variable needs a fully defined shape, got {shape}")
+    from tfplus.tensor_shape import TensorShape
+    shape = tuple(int(d) for d in shape)
+    partitions = list(partitioner(shape=TensorShape(shape), dtype=dtype))
+    axes = [i for i, p in enumerate(partitions) if p > 1]
+    if len(partitions) != len(shape) or len(axes) > 1 or any(p < 1 for p in partitions):
+        raise ValueError(f"get_variable {full}: the partitioner gave {partitions} for shape {shape}; it must give "
+                         "one count per dimension, at least 1, more than 1 on at most one axis")
+    axis = axes[0] if axes else 0
+    count = partitions[axis]
+    if not callable(initializer) and count > 1:
+        raise ValueError(f"get_variable {full}: a partitioned variable needs an initializer function (e.g. "
+                         "tf.constant_initializer(0.5)), not a value")
+    graph = get_default_graph()
+    parts = []
+    for i in range(count):
+        # TF1's split: the first (n % count) parts are one row longer.
+        rows = shape[axis] // count + (1 if i < shape[axis] % count else 0)
+        part_shape = shape[:axis] + (rows,) + shape[axis + 1:]
+        with graph.name_scope(None), graph.control_dependencies(None):
+            parts.append(Variable(_initial(initializer, part_shape, dtype), trainable=trainable,
+                                  collections=collections, validate_shape=validate_shape,
+                                  name=f"{full}/part_{i}", dtype=dtype))
+    return PartitionedVariable(full, shape, dtype, parts, partitions)
+
+
+def _elements_bytes(shape, dtype, axis: int, bytes_per_string_element: int) -> tuple[int, int]:
+    """(the dimension `axis` of `shape`, the bytes of the whole variable), checking the axis."""
+    dims = shape.as_list() if hasattr(shape, "as_list") else list(shape)
+    if not 0 <= axis < len(dims):
+        raise ValueError(f"partitioner: axis {axis} is out of range for shape {dims}")
+    size = bytes_per_string_element if dtype is _dt.string else _dt.as_dtype(dtype).size
+    return dims[axis], math.prod(dims) * size
+
+
+def fixed_size_partitioner(num_shards: int, axis: int = 0):
+    """tf.fixed_size_partitioner: `num_shards` slices along `axis` (fewer if the axis is shorter)."""
+    def partitioner(shape, dtype):
+        n, _ = _elements_bytes(shape, dtype, axis, 16)
+        return [1] * axis + [min(num_shards, n)] + [1] * (len(shape) - axis - 1)
+    return partitioner
+
+
+def min_max_variable_partitioner(max_partitions: int = 1, axis: int = 0, min_slice_size: int = 256 << 10,
+                                 bytes_per_string_element: int = 16):
+    """tf.min_max_variable_partitioner: slices of at least `min_slice_size` bytes, at most `max_partitions`."""
+    def partitioner(shape, dtype):
+        n, total = _elements_bytes(shape, dtype, axis, bytes_per_string_element)
+        count = max(1, min(n, max_partitions, int(math.ceil(total / min_slice_size))))
+        return [1] * axis + [count] + [1] * (len(shape) - axis - 1)
+    return partitioner
+
+
+def variable_axis_size_partitioner(max_shard_bytes: int, axis: int = 0, bytes_per_string_element: int = 16,
+                                   max_shards: int | None = None):
+    """tf.variable_axis_size_partitioner: slices of at most `max_shard_bytes` (whole rows of `axis`)."""
+    if max_shard_bytes < 1:
+        raise ValueError(f"variable_axis_size_partitioner: max_shard_bytes must be positive, got {max_shard_bytes}")
+
+    def partitioner(shape, dtype):
+        n, total = _elements_bytes(shape, dtype, axis, bytes_per_string_element)
+        per_shard = max(1, math.floor(max_shard_bytes / (total // max(n, 1))))
+        count = int(math.ceil(n / per_shard))
+        if max_shards:
+            count = min(max_shards, count)
+        return [1] * axis + [count] + [1] * (len(shape) - axis - 1)
+    return partitioner
+
+
+def get_local_variable(name, shape=None, dtype=None, initializer=None, regularizer=None, trainable=False,
+                       collections=None, **kwargs):
+    """tf.get_local_variable: get_variable into LOCAL_VARIABLES (not saved, not trained)."""
+    collections = list(collections or []) + [GraphKeys.LOCAL_VARIABLES]
+    return get_variable(name, shape, dtype, initializer, regularizer, trainable=False, collections=collections,
+                        **kwargs)
+
+
+class Template:
+    """What tf.make_template returns: `func_` called in one variable scope, creating its variables at the first
+    call and sharing them at every later one."""
+
+    def __init__(self, name, func, unique_name=None, custom_getter=None, create_scope_now=False):
+        self._name, self._func, self._unique, self._getter = name, func, unique_name, custom_getter
+        self._scope = None
+        if create_scope_now:
+            with variable_scope(unique_name, default_name=name, custom_getter=custom_getter) as scope:
+                self._scope = scope
+
+    def __call__(self, *args, **kwargs):
+        if self._scope is None:
+            with variable_scope(self._unique, default_name=self._name, custom_getter=self._getter) as scope:
+                self._scope = scope
+                return self._func(*args, **kwargs)
+        with variable_scope(self._scope, reuse=True):
+            return self._func(*args, **kwargs)
+
+    @property
+    def variable_scope(self):
+        return self._scope
+
+    @property
+    def variable_scope_name(self) -> str | None:
+        return None if self._scope is None else self._scope.name
+
+    @property
+    def variables(self) -> list:
+        return [] if self._scope is None else global_variables(self._scope.name + "/")
+
+    global_variables = variables
+
+    @property
+    def trainable_variables(self) -> list:
+        return [] if self._scope is None else trainable_variables(self._scope.name + "/")
+
+
+def make_template(name_, func_, create_scope_now_=False, unique_name_=None, custom_getter_=None, **kwargs):
+    """tf.make_template: `func_` (given `kwargs` too) as a Template, whose calls share the variables its first
+    call creates with tf.get_variable.
+
+        >>> import tfplus as tf
+        >>> dense = tf.make_template("dense", lambda x: tf.matmul(x, tf.get_variable("w", [2, 2])))
+        >>> with tf.Graph().as_default():
+        ...     a, b = dense(tf.ones([1, 2])), dense(tf.zeros([1, 2]))   # one variable dense/w
+    """
+    func = functools.partial(func_, **kwargs) if kwargs else func_
+    return Template(name_, func, unique_name_, custom_getter_, create_scope_now_)

@@ -54,9 +54,18 @@ register_kernel("If", "cpu")(if_kernel)
 register_kernel("While", "cpu")(while_kernel)
 
 
+def _shown(value: np.ndarray, n: int) -> str:
+    """One data entry of a failed Assert: a string scalar as its text in brackets (TF1's), else the first n
+    values."""
+    if value.dtype == object and value.size == 1:
+        text = value.reshape(())[()]
+        return "[" + (text.decode(errors="replace") if isinstance(text, bytes) else str(text)) + "]"
+    return np.array2string(value.reshape(-1)[:n], separator=", ")
+
+
 @register_kernel("Assert", "cpu")
 def assert_kernel(ctx, ins, outs, attrs):
     if not bool(np.asarray(ins[0]).reshape(())):
         n = attrs["summarize"]
-        shown = ", ".join(np.array2string(np.asarray(d).reshape(-1)[:n], separator=", ") for d in ins[1:])
+        shown = ", ".join(_shown(np.asarray(d), n) for d in ins[1:])
         raise ValueError(f"assertion failed: [{shown}]")

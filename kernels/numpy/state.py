@@ -19,3 +19,9 @@ def _assign_add(ctx, ins, outs, attrs):
 @register_kernel("AssignSub", "cpu")
 def _assign_sub(ctx, ins, outs, attrs):
     np.subtract(ins[0], ins[1], out=ins[0])
+
+
+@register_kernel("IsVariableInitialized", "cpu")
+def is_variable_initialized(ctx, ins, outs, attrs):
+    """Device-independent: the executor gives None for a variable that holds no value yet."""
+    outs[:] = [ctx.runtime.copy_in(np.array(ins[0] is not None))]

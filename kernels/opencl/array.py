@@ -12,6 +12,7 @@ import math
 import numpy as np
 
 from tfplus import dtypes
+from tfplus.kernels.numpy.state import is_variable_initialized
 from tfplus.kernels.opencl._common import (
     CTYPE,
     broadcast_strides,
@@ -99,6 +100,9 @@ for _t in ("ConcatOffset", "BroadcastGradientArgs", "InvertPermutation", "Where"
 
 
 # -- variables -----------------------------------------------------------------------------------------------
+register_kernel("IsVariableInitialized", "opencl")(is_variable_initialized)  # device-independent
+
+
 @register_kernel("Assign", "opencl")
 def _assign(ctx, ins, outs, attrs):
     ctx.runtime.copy(ins[0], ins[1])

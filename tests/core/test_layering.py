@@ -15,7 +15,7 @@ PACKAGE = Path(tfplus.__file__).resolve().parent
 # The graph core, bottom first; each module may import those of this list, the messages of tfplus.proto and the
 # base utilities below the graph (errors, dtypes, thread counts).
 CORE = ("dtypes", "registry", "tensor_shape", "tensor_util", "graph_export", "framework")
-BASE = ("tfplus.proto", "tfplus.errors", "tfplus.threads", "tfplus.units", "tfplus.debug")
+BASE = ("tfplus.proto", "tfplus.errors", "tfplus.threads", "tfplus.units", "tfplus.debug", "tfplus.device_spec")
 # What the graph core must never reach, at any nesting level (a function's lazy import counts too).
 ABOVE = ("session", "executor", "workers", "ops", "kernels", "graph_io", "planner", "runtime", "engine")
 
@@ -73,14 +73,16 @@ def test_import_tfplus_loads_no_kernel_and_not_the_planner():
 LAYERS = {
     "base": ("tfplus.errors", "tfplus.dtypes", "tfplus.units", "tfplus.config", "tfplus.logging", "tfplus.threads",
              "tfplus.crc32c", "tfplus.debug", "tfplus._layout", "tfplus.unsupported", "tfplus.proto", "tfplus.gfile",
-             "tfplus.flags", "tfplus.app", "tfplus.data.cifar10"),
+             "tfplus.flags", "tfplus.app", "tfplus.data.cifar10", "tfplus.device_spec"),
     "graph core": ("tfplus.registry", "tfplus.tensor_shape", "tfplus.tensor_util", "tfplus.graph_export",
                    "tfplus.framework", "tfplus.tensor_bundle", "tfplus.flops"),
     "ops": ("tfplus.ops", "tfplus.gradients", "tfplus.graph_io", "tfplus.init_ops", "tfplus.nn_impl"),
     # The step tracer (tfplus.profiler) is the engine's: it reads the planner's phases and the runtime's clocks.
-    "engine": ("tfplus.kernels", "tfplus.runtime", "tfplus.planner", "tfplus.engine", "tfplus.profiler"),
+    "engine": ("tfplus.kernels", "tfplus.runtime", "tfplus.planner", "tfplus.engine", "tfplus.profiler",
+               "tfplus.model_analyzer"),
     "API": ("tfplus", "tfplus.variables", "tfplus.layers", "tfplus.layers_ext", "tfplus.nn", "tfplus.rnn",
-            "tfplus.losses", "tfplus.summary", "tfplus.train", "tfplus.contrib", "tfplus.data"),
+            "tfplus.losses", "tfplus.summary", "tfplus.train", "tfplus.contrib", "tfplus.data", "tfplus.test",
+            "tfplus.python"),
     "tools": ("tfplus.graphs", "tfplus.trainer", "tfplus.cli", "tfplus.cli_args", "tfplus.plan_cli",
               "tfplus.profile_cli", "tfplus.step_budget", "tfplus.finetune", "tfplus.__main__", "tfplus.federated"),
 }

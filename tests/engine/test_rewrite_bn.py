@@ -28,7 +28,7 @@ def _bn_stack(dtype, layers: int = 5):
             h = tf.layers.batch_normalization(h, axis=1 if i % 2 else -1, momentum=0.9 - 0.1 * i, training=True,
                                               name=f"bn{i}")
             h = tf.nn.relu6(h * 3.0)
-        updates = [u.op for u in tf.get_collection(tf.GraphKeys.UPDATE_OPS)]
+        updates = tf.get_collection(tf.GraphKeys.UPDATE_OPS)  # operations, as in TF1
         gammas = [v for v in tf.trainable_variables() if "gamma" in v.op.name]
         ema = tf.train.ExponentialMovingAverage(0.99, num_updates=tf.constant(3.0, dtype))
         with tf.control_dependencies(updates):

@@ -497,10 +497,6 @@ with tf.Graph().as_default():
         print(s.run(tf.report_uninitialized_variables()).tolist())
 """,
 }
-# TF1 APIs tfplus refuses (UnsupportedError naming them) or lacks: scripts that must fail until they exist.
-NOT_YET = {
-    "saver_subset_report_uninitialized": "tf.report_uninitialized_variables",
-}
 
 
 def _run(lib, script: str) -> str:
@@ -523,15 +519,8 @@ def _compare(tf1, name, tmp_path, monkeypatch):
     assert got == want
 
 
-@pytest.mark.parametrize("name", [n for n in SCRIPTS if n not in NOT_YET])
+@pytest.mark.parametrize("name", list(SCRIPTS))
 def test_script_prints_what_tensorflow_prints(tf1, name, tmp_path, monkeypatch):
-    _compare(tf1, name, tmp_path, monkeypatch)
-
-
-@pytest.mark.xfail(strict=True, raises=(AttributeError, NotImplementedError),
-                   reason="TF1 APIs not implemented: see NOT_YET")
-@pytest.mark.parametrize("name", sorted(NOT_YET))
-def test_script_of_a_missing_api_fails_clearly(tf1, name, tmp_path, monkeypatch):
     _compare(tf1, name, tmp_path, monkeypatch)
 
 

@@ -242,8 +242,8 @@ class Program:
                     self.fast = False  # the careful loop raises, naming the op
                 refs.append((k, t.op.name))
             r.refs = tuple(refs)
-            if op.type == "Assign":
-                self.fast = False  # it may make a variable or change its shape
+            if op.type in ("Assign", "IsVariableInitialized"):
+                self.fast = False  # it may make a variable or change its shape; or read one that is not made yet
             r.ins = tuple(var_slot(t.op.name) if k in op_def.ref_inputs else source(t)
                           for k, t in enumerate(op.inputs))
             r.reads = tuple((k, t.op.name) for k, t in enumerate(op.inputs)
@@ -711,6 +711,8 @@ class Executor:
             if buf is None or tuple(buf.shape) != shape:
                 buf = self.runtime.allocate(shape, t.dtype)
             return buf
+        if buf is None and op.type == "IsVariableInitialized":
+            return None
         if buf is None:
             raise errors.FailedPreconditionError(
                 var.name, "VariableV2", f"Attempting to use uninitialized value {var.name} (in {op.type} "

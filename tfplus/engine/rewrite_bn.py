@@ -7,7 +7,7 @@ ReLU after it in one op, and their gradients in one; a step's moving-average upd
     >>> with g.as_default():
     ...     x = tf.placeholder(tf.float32, [8, 4, 4, 3])
     ...     y = tf.layers.batch_normalization(x, training=True)
-    ...     updates = [u.op for u in tf.get_collection(tf.GraphKeys.UPDATE_OPS)]
+    ...     updates = tf.get_collection(tf.GraphKeys.UPDATE_OPS)  # operations
     >>> optimize(g, [y] + updates, [x]).fused
     {'_FusedMovingAverages': 1}
 

@@ -16,12 +16,13 @@ import warnings
 import weakref
 from dataclasses import replace
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from tfplus import errors, threads
 from tfplus.config import field as _config_field
+from tfplus.device_spec import DeviceSpec
 from tfplus.engine import signals
 from tfplus.engine import step as step_mod
 from tfplus.engine import workers as workers_mod
@@ -30,6 +31,25 @@ from tfplus.engine.step import Step
 from tfplus.framework import Graph, Operation, Tensor, _fmt_shape, default_session, get_default_graph
 from tfplus.runtime import get_runtime
 from tfplus.units import parse_size
+
+
+def _check_local_jobs(graph: Graph) -> None:
+    """As TensorFlow's local session: a graph with an op on a job other than localhost (a '/job:worker' or
+    '/job:ps' of between-graph replication) runs nowhere, whatever the run fetches. Other device strings ('/gpu:0')
+    run on the session's device (soft placement: tfplus.device_spec)."""
+    for op in graph.get_operations():
+        if op.device and "/job:" in op.device and DeviceSpec.from_string(op.device).job not in (None, "localhost"):
+            raise errors.InvalidArgumentError(
+                op.name, op.type, f"Cannot assign a device for operation {op.name}: it was explicitly assigned to "
+                f"{op.device}, but a local Session has only /job:localhost; tfplus runs one process (remove the "
+                "tf.device block or tf.train.replica_device_setter, or use tf.device('/cpu:0'))")
+
+
+class _DeviceAttributes(NamedTuple):
+    name: str
+    device_type: str
+    memory_limit_bytes: int
+    incarnation: int
 
 
 class Session:
@@ -43,6 +63,7 @@ class Session:
     def __init__(self, target: str = "", graph: Graph | None = None, config: Any = None, device: str = "cpu",
                  memory_budget=None, workers: int | None = None):
         self.graph = graph or get_default_graph()
+        self._target = target.encode() if isinstance(target, str) else bytes(target)  # TF1's sess_str
         self._pid = os.getpid()  # the process that made it (run: a forked one may not use every device)
         # With a budget ('64MB', '64MiB', bytes) every step runs by a memory plan (tfplus.planner).
         self._memory_budget = None if memory_budget is None else parse_size(memory_budget, "memory_budget")
@@ -125,6 +146,15 @@ class Session:
                             "or a signal handler that raised): some of its variable updates may have run and others "
                             "not; restore a checkpoint (tf.train.Saver.restore) before training on")
                     raise
+
+    @property
+    def sess_str(self) -> bytes:
+        return self._target
+
+    def list_devices(self) -> list:
+        """TF1's: the devices this session runs on, as TF names them (one: the session's device)."""
+        kind = "CPU" if self.device == "cpu" else self.device.split(":")[0].upper()
+        return [_DeviceAttributes(f"/job:localhost/replica:0/task:0/device:{kind}:0", kind, 0, 0)]
 
     def make_callable(self, fetches, feed_list=None, accept_options=False):
         """A function f(*feed_values) that runs `fetches` with feed_list[i] fed feed_values[i] (TF1's
@@ -219,6 +249,7 @@ class Session:
             level = self._unrolled(key + taken, flat, feeds, level)
         step = self._steps.get(key + taken)
         if step is None:
+            _check_local_jobs(self.graph)
             shapes = {t: v.shape for t, v in feeds.items()}
             summed = self._driver == "plan" and step_mod.summed_loss(flat, shapes)
             rewrite = self._resolved(level, flat, shapes) if level is not None or summed else \
@@ -392,6 +423,9 @@ class Session:
                 parts = [walk(t) for t in tensors]
                 return lambda r: build([p(r) for p in parts])
             elem = self._element(f, "fetch")
+            if not self.graph.is_fetchable(elem):
+                raise ValueError(f"Operation {getattr(elem, 'op', elem).name!r} has been marked as not fetchable "
+                                 "(Graph.prevent_fetching)")
             flat.append(elem)
             i = len(flat) - 1
             return lambda r: r[i]
@@ -413,6 +447,8 @@ class Session:
             t = self._element(key, "feed key")
             if not isinstance(t, Tensor):
                 raise TypeError(f"cannot feed {t!r}: feed keys must be Tensors (e.g. a placeholder)")
+            if not self.graph.is_feedable(t):
+                raise ValueError(f"Tensor {t.name} may not be fed (Graph.prevent_feeding)")
             feeds[t] = self._runtime.copy_in(_check_feed(t, value))
         return feeds
 

@@ -29,7 +29,7 @@ from tfplus.train.training_util import (
     get_or_create_global_step,
     global_step,
 )
-from tfplus.train.warm_start import init_from_checkpoint
+from tfplus.train.warm_start import init_from_checkpoint, warm_start
 
 __all__ = ["Optimizer", "GradientDescentOptimizer", "MomentumOptimizer", "AdamOptimizer", "RMSPropOptimizer",
            "AdagradOptimizer", "AdadeltaOptimizer",
@@ -37,7 +37,7 @@ __all__ = ["Optimizer", "GradientDescentOptimizer", "MomentumOptimizer", "AdamOp
            "global_step",
            "exponential_decay", "natural_exp_decay", "inverse_time_decay", "polynomial_decay", "cosine_decay",
            "cosine_decay_restarts", "piecewise_constant", "piecewise_constant_decay", "Saver", "latest_checkpoint",
-           "export_meta_graph", "import_meta_graph", "write_graph", "init_from_checkpoint"]
+           "export_meta_graph", "import_meta_graph", "write_graph", "init_from_checkpoint", "warm_start"]
 
 # The rest of the checkpoint API (get_checkpoint_state, list_variables, ...): whatever saver.py lists.
 for _name in _saver.__all__:
@@ -55,3 +55,9 @@ for _name in _monitored.__all__:
     globals()[_name] = getattr(_monitored, _name)
     __all__.append(_name)
 __getattr__ = _module_getattr(__name__, "tf.train")
+
+# TF1 scaffolding (tf1infra): device functions.
+from tfplus.train.device_setter import replica_device_setter  # noqa: E402,F401
+from tfplus.train.supervisor import Supervisor  # noqa: E402,F401
+
+__all__ += ["replica_device_setter", "Supervisor"]

@@ -29,7 +29,9 @@ from tfplus.variables import global_variables_initializer, local_variables_initi
 __all__ = ["SessionRunHook", "SessionRunArgs", "SessionRunContext", "SessionRunValues", "Scaffold", "SessionCreator",
            "MonitoredTrainingSession", "MonitoredSession", "SingularMonitoredSession", "StopAtStepHook",
            "LoggingTensorHook", "CheckpointSaverHook", "SummarySaverHook", "NanTensorHook", "StepCounterHook",
-           "NanLossDuringTrainingError", "SecondOrStepTimer", "SessionManager", "CheckpointSaverListener"]
+           "NanLossDuringTrainingError", "SecondOrStepTimer", "SessionManager", "CheckpointSaverListener",
+           "ChiefSessionCreator", "WorkerSessionCreator", "FinalOpsHook", "FeedFnHook", "ProfilerHook",
+           "basic_train_loop"]
 
 
 class NanLossDuringTrainingError(RuntimeError):
@@ -340,6 +342,63 @@ class NanTensorHook(SessionRunHook):
             run_context.request_stop()
 
 
+class FinalOpsHook(SessionRunHook):
+    """Runs `final_ops` once when the session ends; their values are then `final_ops_values`."""
+
+    def __init__(self, final_ops, final_ops_feed_dict=None):
+        self._ops, self._feeds, self.final_ops_values = final_ops, final_ops_feed_dict, None
+
+    def end(self, session):
+        if self._ops is not None:
+            self.final_ops_values = session.run(self._ops, feed_dict=self._feeds)
+
+
+class FeedFnHook(SessionRunHook):
+    """Adds feed_fn()'s feeds to every run."""
+
+    def __init__(self, feed_fn):
+        self._feed_fn = feed_fn
+
+    def before_run(self, run_context):
+        return SessionRunArgs(fetches=None, feed_dict=self._feed_fn())
+
+
+class ProfilerHook(SessionRunHook):
+    """Traces a run every save_steps steps (or save_secs seconds) and writes its Chrome trace to
+    output_dir/timeline-<global step>.json (TF1's; chrome://tracing, ui.perfetto.dev). The first run is not
+    traced (it builds the step)."""
+
+    def __init__(self, save_steps=None, save_secs=None, output_dir="", show_dataflow=True, show_memory=False):
+        self._timer = SecondOrStepTimer(save_secs, save_steps)
+        self._dir, self._next_step, self._tracing = output_dir, None, False
+
+    def begin(self):
+        from tfplus.summary import FileWriterCache
+        self._step = _global_step_tensor("ProfilerHook")
+        self._writer = FileWriterCache.get(self._dir)
+
+    def before_run(self, run_context):
+        from tfplus.profiler import RunOptions
+        self._tracing = self._next_step is not None and self._timer.should_trigger_for_step(self._next_step)
+        return SessionRunArgs({"step": self._step},
+                              options=RunOptions(trace_level=RunOptions.FULL_TRACE) if self._tracing else None)
+
+    def after_run(self, run_context, run_values):
+        from tfplus.python.client.timeline import Timeline
+        step = int(run_values.results["step"])
+        if self._next_step is None:
+            self._timer.update_last_triggered_step(step)
+        step += 1
+        if self._tracing:
+            step = int(run_context.session.run(self._step))
+            self._timer.update_last_triggered_step(step)
+            os.makedirs(self._dir or ".", exist_ok=True)
+            with open(os.path.join(self._dir, f"timeline-{step}.json"), "w") as f:
+                f.write(Timeline(run_values.run_metadata.step_stats).generate_chrome_trace_format())
+            self._writer.add_run_metadata(run_values.run_metadata, f"step_{step}")
+        self._next_step = step + 1
+
+
 class Scaffold:
     """The init op, saver and summary op a monitored session uses (made from the graph when not given)."""
 
@@ -349,17 +408,36 @@ class Scaffold:
         self.local_init_op, self.summary_op, self.saver = local_init_op, summary_op, saver
 
     def finalize(self):
+        """Makes what is not given, or takes it from the graph's collections where an earlier Scaffold put it
+        (TF1's get_or_default: a second monitored session on the graph builds nothing), then finalizes the graph
+        (a MonitoredSession unfinalizes it when it closes)."""
         from tfplus import summary
         if self.init_op is None:
-            self.init_op = global_variables_initializer()
+            self.init_op = Scaffold.get_or_default("init_op", GraphKeys.INIT_OP, global_variables_initializer)
         if self.local_init_op is None:
-            self.local_init_op = local_variables_initializer()
+            self.local_init_op = Scaffold.get_or_default("local_init_op", "local_init_op",
+                                                         local_variables_initializer)
         if self.summary_op is None:
-            self.summary_op = summary.merge_all()
+            self.summary_op = Scaffold.get_or_default("summary_op", "summary_op", summary.merge_all)
         if self.saver is None:
-            savers = get_default_graph().get_collection(GraphKeys.SAVERS)
-            self.saver = savers[0] if savers else Saver()
+            self.saver = Scaffold.get_or_default("saver", GraphKeys.SAVERS, Saver)
+        get_default_graph().finalize()
         return self
+
+    @staticmethod
+    def get_or_default(arg_name: str, collection_key: str, default_constructor):
+        """The one item of the graph's collection `collection_key`, else default_constructor()'s (added to it)."""
+        graph = get_default_graph()
+        items = graph.get_collection(collection_key)
+        if len(items) > 1:
+            raise RuntimeError(f"More than one item in the collection {collection_key!r}; give the Scaffold "
+                               f"its {arg_name}")
+        if items:
+            return items[0]
+        item = default_constructor()
+        if item is not None:
+            graph.add_to_collection(collection_key, item)
+        return item
 
 
 class SessionCreator:
@@ -368,6 +446,41 @@ class SessionCreator:
 
     def create_session(self):
         raise NotImplementedError(f"{type(self).__name__}.create_session: a SessionCreator returns the session")
+
+
+class ChiefSessionCreator(SessionCreator):
+    """TF1's: a session with the scaffold's variables initialized, or restored from checkpoint_filename_with_path
+    or the newest checkpoint of checkpoint_dir; then the scaffold's local_init_op."""
+
+    def __init__(self, scaffold=None, master="", config=None, checkpoint_dir=None,
+                 checkpoint_filename_with_path=None, device: str = "cpu"):
+        if master:
+            raise NotImplementedError("ChiefSessionCreator(master=...): distributed training is not implemented in "
+                                      "tfplus; leave master=''")
+        self._scaffold, self._config, self._device = scaffold or Scaffold(), config, device
+        self._dir, self._path = checkpoint_dir, checkpoint_filename_with_path
+
+    def create_session(self) -> Session:
+        scaffold = self._scaffold.finalize()
+        sess = Session(graph=get_default_graph(), config=self._config, device=self._device)
+        path = self._path or (latest_checkpoint(self._dir) if self._dir else None)
+        if path is not None:
+            scaffold.saver.restore(sess, path)
+            logging.info("Restored from %s", path)
+        else:
+            sess.run(scaffold.init_op, scaffold.init_feed_dict)
+            if scaffold.init_fn is not None:
+                scaffold.init_fn(scaffold, sess)
+        sess.run(scaffold.local_init_op)
+        return sess
+
+
+class WorkerSessionCreator(ChiefSessionCreator):
+    """TF1's, for one process: there is no chief to wait for, so the worker is its own chief (it initializes or
+    restores as ChiefSessionCreator does)."""
+
+    def __init__(self, scaffold=None, master="", config=None, max_wait_secs=30 * 60, device: str = "cpu"):
+        super().__init__(scaffold, master, config, device=device)
 
 
 class _Coordinator:
@@ -398,30 +511,17 @@ class MonitoredSession:
                              "(the creator makes and restores the session)")
         self._hooks = list(hooks or ())
         self._graph = get_default_graph()
+        self._graph_was_finalized = self._graph.finalized
         for hook in self._hooks:
             hook.begin()
-        self._sess = session_creator.create_session() if session_creator is not None else \
-            self._create_session(scaffold or Scaffold(), checkpoint_dir, config, device)
+        creator = session_creator or ChiefSessionCreator(scaffold, config=config, checkpoint_dir=checkpoint_dir,
+                                                         device=device)
+        self._sess = creator.create_session()
         self._stop, self._coord = False, _Coordinator()
         self._default = self._sess.as_default()
         self._default.__enter__()
         for hook in self._hooks:
             hook.after_create_session(self._sess, self._coord)
-
-    def _create_session(self, scaffold: Scaffold, checkpoint_dir, config, device: str) -> Session:
-        """TF1's ChiefSessionCreator: the scaffold's variables initialized, or the newest checkpoint restored."""
-        scaffold.finalize()
-        sess = Session(graph=self._graph, config=config, device=device)
-        path = latest_checkpoint(checkpoint_dir) if checkpoint_dir else None
-        if path is not None:
-            scaffold.saver.restore(sess, path)
-            logging.info("Restored from %s", path)
-        else:
-            sess.run(scaffold.init_op, scaffold.init_feed_dict)
-            if scaffold.init_fn is not None:
-                scaffold.init_fn(scaffold, sess)
-        sess.run(scaffold.local_init_op)
-        return sess
 
     @property
     def graph(self):
@@ -439,6 +539,10 @@ class MonitoredSession:
             args = hook.before_run(context)
             if args is None:
                 continue
+            if args.options is not None and args.options.trace_level > getattr(options, "trace_level", 0):
+                from tfplus.profiler import RunMetadata, RunOptions  # a hook asks for a traced run (ProfilerHook)
+                options = RunOptions(trace_level=args.options.trace_level)
+                run_metadata = run_metadata if run_metadata is not None else RunMetadata()
             if args.fetches is not None:
                 extra[hook] = args.fetches
             for key, value in (args.feed_dict or {}).items():
@@ -452,6 +556,14 @@ class MonitoredSession:
             hook.after_run(context, SessionRunValues(results["hooks"].get(hook), options, run_metadata))
         self._stop = self._stop or context.stop_requested
         return results["caller"]
+
+    def run_step_fn(self, step_fn):
+        """TF1's: step_fn(step_context) makes one step its own way: step_context.session is the raw session,
+        run_with_hooks(...) is this session's run, request_stop() ends the loop after the step."""
+        context = _StepContext(self)
+        value = step_fn(context)
+        self._stop = self._stop or context.stop_requested
+        return value
 
     def close(self) -> None:
         """Ends every hook (end(): a last checkpoint, say), then closes the session."""
@@ -468,6 +580,8 @@ class MonitoredSession:
             self._default.__exit__(None, None, None)
             self._sess.close()
             self._sess = None
+            if not self._graph_was_finalized:  # TF1's: the graph takes new ops again after the session
+                self._graph._unsafe_unfinalize()
 
     def __enter__(self):
         return self
@@ -479,6 +593,23 @@ class MonitoredSession:
         end_of_input = exc_type is not None and issubclass(exc_type, (errors.OutOfRangeError, StopIteration))
         self._close(ended=exc_type is None or end_of_input)
         return end_of_input
+
+
+class _StepContext:
+    """What MonitoredSession.run_step_fn gives its step_fn."""
+
+    def __init__(self, monitored: MonitoredSession):
+        self._monitored, self.stop_requested = monitored, False
+
+    @property
+    def session(self) -> Session:
+        return self._monitored._sess
+
+    def run_with_hooks(self, *args, **kwargs):
+        return self._monitored.run(*args, **kwargs)
+
+    def request_stop(self) -> None:
+        self.stop_requested = True
 
 
 class SingularMonitoredSession(MonitoredSession):
@@ -549,3 +680,11 @@ class SessionManager:
         if self._local_init_op is not None:
             sess.run(self._local_init_op, self._local_init_feed_dict)
         return sess
+
+
+def basic_train_loop(supervisor, train_step_fn, args=None, kwargs=None, master="") -> None:
+    """tf.train.basic_train_loop: train_step_fn(sess, *args, **kwargs) in a supervisor's managed session until it
+    stops."""
+    with supervisor.managed_session(master) as sess:
+        while not supervisor.should_stop():
+            train_step_fn(sess, *(args or ()), **(kwargs or {}))

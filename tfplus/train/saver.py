@@ -75,7 +75,9 @@ from tfplus.tensor_util import make_ndarray, make_tensor_proto
 
 __all__ = ["Saver", "latest_checkpoint", "get_checkpoint_state", "list_variables", "load_variable",
            "read_checkpoint_metadata", "NewCheckpointReader", "load_checkpoint", "checkpoint_exists",
-           "newest_valid_checkpoint"]
+           "newest_valid_checkpoint", "get_checkpoint_mtimes", "checkpoints_iterator",
+           "wait_for_new_checkpoint", "generate_checkpoint_state_proto", "update_checkpoint_state",
+           "remove_checkpoint"]
 
 MAGIC = b"TFPCKPT1"
 # Bounds on what is read from a checkpoint folder (which may come from elsewhere): a larger file is refused before
@@ -102,8 +104,9 @@ class Saver:
     TensorFlow's other arguments are taken as TF1 scripts pass them: `pad_step_number` (`-00000100`),
     `allow_empty` (no variables: save and restore do nothing); `sharded`, `save_relative_paths`,
     `restore_sequentially` and `defer_build` change nothing here (one device writes one shard; state files hold
-    relative paths anyway); `keep_checkpoint_every_n_hours` is not implemented (a warning; max_to_keep alone
-    decides); V1 checkpoints, `reshape`, `saver_def`, `builder` and `filename` raise.
+    relative paths anyway); `filename` is the default of the SaverDef's filename tensor (TF1's);
+    `keep_checkpoint_every_n_hours` is not implemented (a warning; max_to_keep alone decides); V1 checkpoints,
+    `reshape`, `saver_def` and `builder` raise.
     """
 
     def __init__(self, var_list=None, *, max_to_keep: int | None = 5, name: str | None = None,
@@ -116,8 +119,7 @@ class Saver:
         if write_version != 2:
             raise ValueError(f"Saver: write_version={write_version!r}: tfplus writes TensorFlow's V2 checkpoints "
                              "only (tf.train.SaverDef.V2, TensorFlow's default); drop the argument")
-        for arg, value in (("reshape", reshape), ("saver_def", saver_def), ("builder", builder),
-                           ("filename", filename)):
+        for arg, value in (("reshape", reshape), ("saver_def", saver_def), ("builder", builder)):
             if value:
                 raise NotImplementedError(f"Saver: tfplus does not implement {arg}={value!r}; leave it unset")
         if keep_checkpoint_every_n_hours != 10000.0:
@@ -140,7 +142,7 @@ class Saver:
         self._written: set[str] = set()  # absolute paths of the checkpoints this Saver wrote
         self._feeds: dict[str, Tensor] = {}
         with graph.as_default(), graph.control_dependencies(None), graph.name_scope(name or "save"):
-            self.saver_def = _tf_save_ops(self._vars)
+            self.saver_def = _tf_save_ops(self._vars, filename or "model")
             assigns = []
             for key, ref in self._vars.items():
                 self._feeds[key] = placeholder(ref.dtype, ref._shape, name="restore_value")
@@ -354,13 +356,14 @@ class Saver:
                               f"or that lies in {folder!r}", stacklevel=4)
 
 
-def _tf_save_ops(variables: dict) -> saver_pb2.SaverDef:
+def _tf_save_ops(variables: dict, filename: str) -> saver_pb2.SaverDef:
     """TensorFlow's save and restore ops for `variables` ({key: VariableV2 tensor}), named as TF1's Saver names
     them in the current name scope, and the SaverDef naming them: what a `.meta` file needs so that TensorFlow's
     Saver (and import_meta_graph here) can save and restore with the graph alone, feeding the path to
-    `<scope>/Const:0`. tfplus's own save and restore read the variables in Python and run none of them."""
+    `<scope>/Const:0` (default: `filename`). tfplus's own save and restore read the variables in Python and run
+    none of them."""
     keys = sorted(variables)  # TF1's order
-    default = convert_to_tensor(np.array(b"model", object), dtype=_dt.string, name="filename/input")
+    default = convert_to_tensor(np.array(filename.encode(), object), dtype=_dt.string, name="filename/input")
     filename = placeholder_with_default(default, (), name="filename")
     filename = placeholder_with_default(filename, (), name="Const")  # TF1 keeps the name "Const"
     refs = [variables[k] for k in keys]
@@ -690,6 +693,43 @@ def checkpoint_exists(checkpoint_prefix: str) -> bool:
     return tensor_bundle.is_bundle(checkpoint_prefix) or os.path.isfile(checkpoint_prefix)
 
 
+def get_checkpoint_mtimes(checkpoint_prefixes: list[str]) -> list[float]:
+    """tf.train.get_checkpoint_mtimes: the modification time of each checkpoint that exists (its index file, or
+    the one file of tfplus's format), in the order given; prefixes without a checkpoint are left out."""
+    return [os.path.getmtime(files[0]) for files in map(_checkpoint_files, checkpoint_prefixes) if files]
+
+
+def wait_for_new_checkpoint(checkpoint_dir: str, last_checkpoint: str | None = None, seconds_to_sleep: float = 1,
+                            timeout: float | None = None) -> str | None:
+    """tf.train.wait_for_new_checkpoint: the newest checkpoint of `checkpoint_dir` once it is not
+    `last_checkpoint`, checking every `seconds_to_sleep`; None after `timeout` seconds without one."""
+    deadline = None if timeout is None else time.time() + timeout
+    while True:
+        path = latest_checkpoint(checkpoint_dir) if os.path.isdir(checkpoint_dir) else None
+        if path is not None and path != last_checkpoint:
+            return path
+        if deadline is not None and time.time() >= deadline:
+            return None
+        time.sleep(seconds_to_sleep if deadline is None else min(seconds_to_sleep, deadline - time.time()))
+
+
+def checkpoints_iterator(checkpoint_dir: str, min_interval_secs: float = 0, timeout: float | None = None,
+                         timeout_fn=None):
+    """tf.train.checkpoints_iterator: yields the newest checkpoint of `checkpoint_dir` each time a new one
+    appears (the evaluation loop beside a training job), at most once every `min_interval_secs`; after
+    `timeout` seconds without one it ends, unless timeout_fn() returns False (then it waits again)."""
+    last = None
+    while True:
+        path = wait_for_new_checkpoint(checkpoint_dir, last, timeout=timeout)
+        if path is None:
+            if timeout_fn is None or timeout_fn():
+                return
+            continue
+        start, last = time.time(), path
+        yield path
+        time.sleep(max(0.0, start + min_interval_secs - time.time()))
+
+
 def _resolve(ckpt_dir_or_file: str) -> str:
     if not os.path.isdir(ckpt_dir_or_file):
         return ckpt_dir_or_file
@@ -789,6 +829,45 @@ def _write_state(folder: str, paths: list[str], latest_filename: str | None) -> 
     state = checkpoint_pb2.CheckpointState(model_checkpoint_path=rel[-1], all_model_checkpoint_paths=rel)
     text = text_format.MessageToString(state)
     atomic_write(os.path.join(folder, latest_filename or "checkpoint"), text.encode())
+
+
+def generate_checkpoint_state_proto(save_dir: str, model_checkpoint_path: str, all_model_checkpoint_paths=None,
+                                    **_timestamps) -> checkpoint_pb2.CheckpointState:
+    """tf.train.generate_checkpoint_state_proto: the CheckpointState listing `all_model_checkpoint_paths` then
+    `model_checkpoint_path` (once); relative paths are made relative to a relative save_dir (TF1's)."""
+    paths = list(all_model_checkpoint_paths or [])
+    if not paths or paths[-1] != model_checkpoint_path:
+        paths.append(model_checkpoint_path)
+    if not os.path.isabs(save_dir):
+        paths = [p if os.path.isabs(p) else os.path.relpath(p, save_dir) for p in paths]
+        if not os.path.isabs(model_checkpoint_path):
+            model_checkpoint_path = os.path.relpath(model_checkpoint_path, save_dir)
+    return checkpoint_pb2.CheckpointState(model_checkpoint_path=model_checkpoint_path,
+                                          all_model_checkpoint_paths=paths)
+
+
+def update_checkpoint_state(save_dir: str, model_checkpoint_path: str, all_model_checkpoint_paths=None,
+                            latest_filename: str | None = None, **_timestamps) -> None:
+    """tf.train.update_checkpoint_state: writes save_dir's state file (atomically) listing the checkpoints, the
+    newest last. As every state file here, it names checkpoints of its own folder only (others are left out)."""
+    paths = list(all_model_checkpoint_paths or [])
+    if not paths or paths[-1] != model_checkpoint_path:
+        paths.append(model_checkpoint_path)
+    folder = os.path.abspath(save_dir)
+    paths = [os.path.join(folder, os.path.basename(p)) if not os.path.isabs(p) else p for p in paths]
+    if os.path.dirname(paths[-1]) != folder:
+        raise ValueError(f"update_checkpoint_state: {model_checkpoint_path!r} is not in {save_dir!r}; a state "
+                         "file may only name checkpoint files in its own folder")
+    with _state_lock(folder):
+        _write_state(folder, paths, latest_filename)
+
+
+def remove_checkpoint(checkpoint_prefix: str, checkpoint_format_version=2, meta_graph_suffix: str = "meta"):
+    """tf.train.remove_checkpoint: deletes the checkpoint's files and its .meta file."""
+    _remove_checkpoint(checkpoint_prefix)
+    meta = f"{checkpoint_prefix}.{meta_graph_suffix}"
+    if os.path.isfile(meta):
+        os.remove(meta)
 
 
 def get_checkpoint_state(checkpoint_dir: str, latest_filename: str | None = None

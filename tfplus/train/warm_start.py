@@ -14,7 +14,7 @@ from tfplus import errors
 from tfplus.framework import get_default_graph
 from tfplus.variables import Variable
 
-__all__ = ["init_from_checkpoint"]
+__all__ = ["init_from_checkpoint", "warm_start"]
 
 
 def assignment_pairs(assignment_map, variables: dict, ckpt_shapes: dict, where: str) -> list[tuple[str, str, list]]:
@@ -115,3 +115,32 @@ def init_from_checkpoint(ckpt_dir_or_file: str, assignment_map) -> None:
                 value.set_shape(var.shape)
                 var._initializer_op = state_ops.assign(var._ref(), value, name="Assign_checkpoint").op
             var._initial_value = value
+
+
+def warm_start(ckpt_to_initialize_from: str, vars_to_warm_start=".*", var_name_to_vocab_info=None,
+               var_name_to_prev_var_name=None) -> None:
+    """tf.train.warm_start: init_from_checkpoint for the chosen variables, each from the checkpoint tensor of its
+    own name or of var_name_to_prev_var_name's. `vars_to_warm_start`: a regular expression matched (from the
+    start) against the trainable variables' names, a list of such expressions (or Variables) over all global
+    variables, or None (none).
+
+        >>> tf.train.warm_start("runs/pre", vars_to_warm_start="dense/")  # doctest: +SKIP
+    """
+    import re
+
+    from tfplus.framework import GraphKeys
+    if var_name_to_vocab_info:
+        raise NotImplementedError("warm_start: var_name_to_vocab_info (remapping embedding rows by vocabulary) is "
+                                  "not implemented in tfplus; warm-start those variables with a plain name map")
+    graph = get_default_graph()
+    if vars_to_warm_start is None:
+        return
+    if isinstance(vars_to_warm_start, str):
+        chosen = graph.get_collection(GraphKeys.TRAINABLE_VARIABLES, scope=vars_to_warm_start)
+    else:
+        everything = graph.get_collection(GraphKeys.GLOBAL_VARIABLES)
+        chosen = [v for pattern in vars_to_warm_start for v in
+                  ([pattern] if isinstance(pattern, Variable) else
+                   [v for v in everything if re.match(pattern, v.op.name)])]
+    prev = var_name_to_prev_var_name or {}
+    init_from_checkpoint(ckpt_to_initialize_from, {prev.get(v.op.name, v.op.name): v for v in chosen})
