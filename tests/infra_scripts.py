@@ -39,7 +39,7 @@ def _files(d: str) -> list[str]:
     return sorted(out)
 
 
-def test_case_unit_tests(tf, d):
+def tf_test_case_unit_tests(tf, d):
     """A user's tests on tf.test.TestCase: cached_session/session/test_session, evaluate, assertAllClose,
     assertAllEqual, assertRaisesOpError, assertShapeEqual, get_temp_dir; run by unittest, each must pass."""
     class ModelTest(tf.test.TestCase):
@@ -798,7 +798,7 @@ def checkpoint_state_and_loops(tf, d):
     return {}
 
 
-def test_case_helpers(tf, d):
+def tf_test_case_helpers(tf, d):
     """The rest of users' test toolbox: tf.test.compute_gradient_error of a right and a wrong gradient,
     tf.test.assert_equal_graph_def, tf.test.mock, a tf.test.Benchmark, assertAllCloseAccordingToType,
     assertAllInRange and assertRaisesWithPredicateMatch."""
@@ -876,11 +876,11 @@ def session_and_graph_options(tf, d):
     return {}
 
 
-SCRIPTS = [test_case_unit_tests, profiler_flops_and_parameters, traced_run_metadata_timeline,
+SCRIPTS = [tf_test_case_unit_tests, profiler_flops_and_parameters, traced_run_metadata_timeline,
            supervisor_managed_session, monitored_session_custom_hooks, device_placement,
            multi_tower_average_gradients, checkpoint_utilities, saver_options, ema_variables_to_restore,
            warm_start_and_init_from_checkpoint, graphs_and_finalize, custom_getter_and_partitions,
            collections_and_keys, interactive_session, partial_run_steps, freeze_and_import,
            main_with_flags_logging_gfile, initialization_checks, summary_iterator_reads_events,
            basic_loops_and_hooks_state, run_step_fn_and_callable, gradient_overrides, templates_and_collections,
-           checkpoint_state_and_loops, test_case_helpers, session_and_graph_options]
+           checkpoint_state_and_loops, tf_test_case_helpers, session_and_graph_options]

@@ -29,7 +29,7 @@ from tfplus.runtime import get_runtime, opencl
 TESTED_ELSEWHERE = {
     "Const": "everywhere", "Placeholder": "test_core", "PlaceholderWithDefault": "test_core",
     "NoOp": "test_core", "VariableV2": "test_core", "Assign": "test_core", "AssignAdd": "test_core",
-    "IsVariableInitialized": "test_infra_scripts",
+    "IsVariableInitialized": "test_infra_scripts", "DenseToDenseSetOperation": "test_microbatch_losses",
     "AssignSub": "test_core", "RandomStandardNormal": "test_core", "TruncatedNormal": "test_core",
     "RandomUniform": "test_core", **dict.fromkeys(
         ("RandomUniformInt", "RandomGamma", "RandomPoissonV2", "StatelessRandomNormal", "StatelessRandomUniform",
