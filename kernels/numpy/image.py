@@ -44,6 +44,16 @@ def _box_samples(boxes, b, crop_h, crop_w, h, w):
     return ys, y_ok, xs, x_ok
 
 
+def _boxes_inside(boxes, crop_h, crop_w, h, w):
+    """(b, row coordinates, rows inside, column coordinates, columns inside) of each box with samples inside the
+    image (row and column indices of the crop): what the gradients spread back."""
+    for b in range(len(boxes)):
+        ys, y_ok, xs, x_ok = _box_samples(boxes, b, crop_h, crop_w, h, w)
+        ry, rx = np.nonzero(y_ok)[0], np.nonzero(x_ok)[0]
+        if len(ry) and len(rx):
+            yield b, ys[ry], ry, xs[rx], rx
+
+
 def _corners(coords):
     lo = np.floor(coords).astype(np.int64)
     return lo, np.ceil(coords).astype(np.int64), (coords - lo).astype(np.float32)
@@ -84,20 +94,16 @@ def _crop_and_resize_grad_image(ctx, ins, outs, attrs):
     grads, boxes, box_ind, _ = ins
     out = outs[0]
     out[...] = 0
-    n, crop_h, crop_w, _ = grads.shape
+    _, crop_h, crop_w, _ = grads.shape
     _, h, w, _ = out.shape
-    for b in range(n):
-        ys, y_ok, xs, x_ok = _box_samples(boxes, b, crop_h, crop_w, h, w)
-        ry, rx = np.nonzero(y_ok)[0], np.nonzero(x_ok)[0]
-        if not len(ry) or not len(rx):
-            continue
+    for b, ys, ry, xs, rx in _boxes_inside(boxes, crop_h, crop_w, h, w):
         g = grads[b][ry[:, None], rx[None, :]]
         dst = out[box_ind[b]]
         if attrs["method"] == "nearest":
-            np.add.at(dst, (_nearest(ys[ry])[:, None], _nearest(xs[rx])[None, :]), g)
+            np.add.at(dst, (_nearest(ys)[:, None], _nearest(xs)[None, :]), g)
             continue
-        top, bottom, y_lerp = _corners(ys[ry])
-        left, right, x_lerp = _corners(xs[rx])
+        top, bottom, y_lerp = _corners(ys)
+        left, right, x_lerp = _corners(xs)
         yl, xl = y_lerp[:, None, None], x_lerp[None, :, None]
         for rows, wy in ((top, 1 - yl), (bottom, yl)):
             for cols, wx in ((left, 1 - xl), (right, xl)):
@@ -109,16 +115,12 @@ def _crop_and_resize_grad_boxes(ctx, ins, outs, attrs):
     grads, image, boxes, box_ind = ins
     out = outs[0]
     out[...] = 0
-    n, crop_h, crop_w, _ = grads.shape
+    _, crop_h, crop_w, _ = grads.shape
     _, h, w, _ = image.shape
-    for b in range(n):
-        ys, y_ok, xs, x_ok = _box_samples(boxes, b, crop_h, crop_w, h, w)
-        ry, rx = np.nonzero(y_ok)[0], np.nonzero(x_ok)[0]
-        if not len(ry) or not len(rx):
-            continue
+    for b, ys, ry, xs, rx in _boxes_inside(boxes, crop_h, crop_w, h, w):
         img = image[box_ind[b]].astype(np.float32)
-        top, bottom, y_lerp = _corners(ys[ry])
-        left, right, x_lerp = _corners(xs[rx])
+        top, bottom, y_lerp = _corners(ys)
+        left, right, x_lerp = _corners(xs)
         yl, xl = y_lerp[:, None, None], x_lerp[None, :, None]
         tl, tr = img[top][:, left], img[top][:, right]
         bl, br = img[bottom][:, left], img[bottom][:, right]
