@@ -468,15 +468,17 @@ def _reverse_time(xt, sequence_length):
     sequence_length): TF1's reverse_sequence, as one Gather of the (time * batch) rows."""
     shape = array_ops.shape(xt)
     steps, batch = shape[0], shape[1]
+    if sequence_length is None:  # the time steps in reverse, each row from itself: micro-batches split it
+        y = array_ops.gather(xt, math_ops.range(steps - 1, -1, -1), axis=0)
+        y.set_shape(xt.shape)
+        return y
     t = array_ops.expand_dims(math_ops.range(0, steps), 1)                      # (time, 1)
     b = array_ops.expand_dims(math_ops.range(0, batch), 0)                      # (1, batch)
-    if sequence_length is None:
-        src = math_ops.subtract(math_ops.subtract(steps, 1), t)
-    else:  # t < length: length - 1 - t; past the end: t
-        length = array_ops.expand_dims(math_ops.cast(sequence_length, _dt.int32), 0)
-        inside = math_ops.cast(math_ops.less(t, length), _dt.int32)
-        src = math_ops.add(t, math_ops.multiply(inside, math_ops.subtract(math_ops.subtract(length, 1),
-                                                                         math_ops.multiply(t, 2))))
+    # t < length: length - 1 - t; past the end: t
+    length = array_ops.expand_dims(math_ops.cast(sequence_length, _dt.int32), 0)
+    inside = math_ops.cast(math_ops.less(t, length), _dt.int32)
+    src = math_ops.add(t, math_ops.multiply(inside, math_ops.subtract(math_ops.subtract(length, 1),
+                                                                     math_ops.multiply(t, 2))))
     rows = array_ops.reshape(math_ops.add(math_ops.multiply(src, batch), b), [-1])  # (time * batch,)
     flat = array_ops.reshape(xt, array_ops.concat([[-1], shape[2:]], 0))
     y = array_ops.reshape(array_ops.gather(flat, rows), shape)

@@ -166,3 +166,11 @@ def _measure_replayed(sess, step, fetches, feeds, what: str) -> dict:
     assert not untaped, (what, untaped)
     assert played and all(played), (what, played)
     return m
+
+
+def test_a_bidirectional_rnn_step_micro_batches_at_its_floor():
+    """bidirectional_dynamic_rnn reverses time by a gather along the time axis, each row from its own steps, so its
+    step micro-batches; a gather of the (time * batch) rows by indices computed from tf.range(batch) was refused,
+    and seqnet-bi's floor was twice seqnet's. (That it trains as the unbudgeted step: the cases above.)"""
+    tg = _graph("seqnet-bi")
+    assert floor(tg.graph, training_runs(tg, [tg.train_op, tg.loss], BATCH), "cpu").microbatches > 1
