@@ -147,15 +147,21 @@ def _sums(op: Operation) -> bool:
     return has_tag(op.type, "row_sums") or has_tag(op.type, "row_means")
 
 
+# What a step with batch statistics gets instead of plain micro-batches.
+_PASSES = "a memory budget splits it exactly, with statistics passes over the micro-batches"
+
+
 def why_not(order: list[Operation], feeds: set[Tensor], batch_feeds: set[Tensor], rowed: set[Tensor]
             ) -> str | None:
     """Why the step cannot run in plain micro-batches (without statistics passes), if it computes statistics of
     the whole batch."""
     for op in fused_norms(order):
         return (f"{op.type} '{op.name}' normalizes with the statistics of the whole batch (training mode); "
-                "micro-batches would use each slice's own and update the moving averages once per slice")
+                f"plain micro-batches (the cpu workers' slices) would use each slice's own and update the moving "
+                f"averages once per slice ({_PASSES})")
     for t in statistics(order, feeds, batch_feeds, rowed):
-        return _statistic(t) + "; micro-batches would each use their own slice's"
+        return _statistic(t) + f"; plain micro-batches (the cpu workers' slices) would each use their own slice's " \
+            f"({_PASSES})"
     return None
 
 
