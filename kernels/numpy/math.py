@@ -216,15 +216,22 @@ def _argmin(ctx, ins, outs, attrs):
     outs[0][...] = np.argmin(ins[0], axis=int(ins[1]) % ins[0].ndim)
 
 
-@register_kernel("Cumsum", "cpu", NUMERIC)
-def _cumsum(ctx, ins, outs, attrs):
-    x, axis = ins[0], int(ins[1]) % max(ins[0].ndim, 1)
-    if attrs["reverse"]:
-        x = np.flip(x, axis)
-    total = np.cumsum(x, axis=axis, dtype=outs[0].dtype)
-    if attrs["exclusive"]:  # shift by one: element i gets the sum of the elements before it
-        total = np.concatenate([np.zeros_like(np.take(total, [0], axis)), np.delete(total, -1, axis)], axis)
-    np.copyto(outs[0], np.flip(total, axis) if attrs["reverse"] else total)
+def cumulative(accumulate, identity):
+    """The kernel of TF's Cumsum / Cumprod (np.cumsum / np.cumprod, whose empty sum or product is `identity`):
+    along the axis its second input gives, reversed and exclusive as its attributes say."""
+    def kernel(ctx, ins, outs, attrs):
+        x, axis = ins[0], int(ins[1]) % max(ins[0].ndim, 1)
+        if attrs["reverse"]:
+            x = np.flip(x, axis)
+        total = accumulate(x, axis=axis, dtype=outs[0].dtype)
+        if attrs["exclusive"]:  # shift by one: element i gets the elements' before it
+            first = np.full_like(np.take(total, [0], axis), identity)
+            total = np.concatenate([first, np.delete(total, -1, axis)], axis)
+        np.copyto(outs[0], np.flip(total, axis) if attrs["reverse"] else total)
+    return kernel
+
+
+register_kernel("Cumsum", "cpu", NUMERIC)(cumulative(np.cumsum, 0))
 
 
 @register_kernel("Prod", "cpu", NUMERIC)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from tfplus import threads
+from tfplus.kernels.numpy.math import cumulative
 from tfplus.registry import register_kernel
 from tfplus.tensor_util import dense_set_operation
 
@@ -73,15 +74,7 @@ for _t, _fn in _ELEMENTWISE.items():
     _elementwise(_t, _fn)
 
 
-@register_kernel("Cumprod", "cpu")
-def _cumprod(ctx, ins, outs, attrs):
-    x, axis = ins[0], int(ins[1]) % max(ins[0].ndim, 1)
-    if attrs["reverse"]:
-        x = np.flip(x, axis)
-    total = np.cumprod(x, axis=axis, dtype=outs[0].dtype)
-    if attrs["exclusive"]:  # shift by one: element i gets the product of the elements before it
-        total = np.concatenate([np.ones_like(np.take(total, [0], axis)), np.delete(total, -1, axis)], axis)
-    np.copyto(outs[0], np.flip(total, axis) if attrs["reverse"] else total)
+register_kernel("Cumprod", "cpu")(cumulative(np.cumprod, 1))
 
 
 def _unique(x):
