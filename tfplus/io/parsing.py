@@ -127,6 +127,13 @@ def _sequence(values, spec, key: str, where: str) -> np.ndarray:
     return values.reshape([-1 if step else 0] + shape)
 
 
+def _sparse(per: list, spec) -> list:
+    """A SparseTensor's indices, values and dense shape from each row's (or step's) list of values."""
+    idx = [[b, j] for b, v in enumerate(per) for j in range(len(v))]
+    return [np.array(idx, np.int64).reshape(-1, 2), np.concatenate(per) if per else _empty(spec),
+            np.array([len(per), max((len(v) for v in per), default=0)], np.int64)]
+
+
 def _empty(spec):
     return np.zeros(0, object) if _dt.as_dtype(spec.dtype) is _dt.string else np.zeros(0, _np_dtype(spec))
 
@@ -167,11 +174,7 @@ def _batch(plan: _Plan, records: np.ndarray, names) -> list:
     for key in plan.sparse:
         spec = plan.features[key]
         per = [_values(f.get(key), _kind(spec, key), key, "") for f in rows]
-        per = [v if v is not None else _empty(spec) for v in per]
-        idx = [[b, j] for b, v in enumerate(per) for j in range(len(v))]
-        outputs += [np.array(idx, np.int64).reshape(-1, 2),
-                    np.concatenate(per) if per else _empty(spec),
-                    np.array([len(rows), max((len(v) for v in per), default=0)], np.int64)]
+        outputs += _sparse([v if v is not None else _empty(spec) for v in per], spec)
     for key in plan.dense:
         spec = plan.features[key]
         kind = _kind(spec, key)
@@ -285,10 +288,7 @@ def parse_single_sequence_example(serialized, context_features=None, sequence_fe
                 spec = sequence.features[key]
                 steps = [] if key not in lists else \
                     [_values(f, _kind(spec, key), key, "") for f in lists[key].feature]
-                idx = [[t, j] for t, v in enumerate(steps) for j in range(len(v))]
-                out += [np.array(idx, np.int64).reshape(-1, 2),
-                        np.concatenate(steps) if steps else _empty(spec),
-                        np.array([len(steps), max((len(v) for v in steps), default=0)], np.int64)]
+                out += _sparse(steps, spec)
             for key in sequence.dense:
                 spec = sequence.features[key]
                 shape = TensorShape(spec.shape).as_list()
