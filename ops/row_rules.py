@@ -36,9 +36,16 @@ class Rows(dict):
         self.valued: set[Tensor] = set()
         self.counts: set[Tensor] = set()
         self.sized: set[Tensor] = set()
+        # a tensor's value where it follows from the shapes at the whole batch (tf.shape(x)[1]), else None
+        self.fold: Callable[[Tensor], np.ndarray | None] = lambda t: None
 
     def shape(self, t: Tensor) -> tuple | None:
         return self.shapes.get(t, t._shape)
+
+    def value(self, t: Tensor) -> np.ndarray | None:
+        """t's value where it is a constant or follows from the shapes (`fold`)."""
+        v = const(t)
+        return v if v is not None else self.fold(t)
 
 
 def rowwise(op: Operation, rows) -> str | None:

@@ -23,7 +23,7 @@ from typing import NamedTuple
 from tfplus import dtypes as _dt
 from tfplus.framework import Tensor, convert_to_tensor, name_scope
 from tfplus.init_ops import Constant, zeros_initializer
-from tfplus.ops import array_ops, math_ops, nn_ops
+from tfplus.ops import array_ops, composite_ops, math_ops, nn_ops
 from tfplus.ops.control_flow_ops import TensorArray, while_loop
 from tfplus.variables import get_variable, variable_scope
 
@@ -465,25 +465,13 @@ def _while_rnn(cell, xt, initial_state, dtype, sequence_length):
 
 def _reverse_time(xt, sequence_length):
     """xt (time, batch, ...) with each sequence's first sequence_length steps reversed (all steps without
-    sequence_length): TF1's reverse_sequence, as one Gather of the (time * batch) rows."""
-    shape = array_ops.shape(xt)
-    steps, batch = shape[0], shape[1]
-    if sequence_length is None:  # the time steps in reverse, each row from itself: micro-batches split it
+    sequence_length): TF1's reverse_sequence. Either way each row reads its own steps, so micro-batches split it."""
+    if sequence_length is None:
+        steps = array_ops.shape(xt)[0]
         y = array_ops.gather(xt, math_ops.range(steps - 1, -1, -1), axis=0)
         y.set_shape(xt.shape)
         return y
-    t = array_ops.expand_dims(math_ops.range(0, steps), 1)                      # (time, 1)
-    b = array_ops.expand_dims(math_ops.range(0, batch), 0)                      # (1, batch)
-    # t < length: length - 1 - t; past the end: t
-    length = array_ops.expand_dims(math_ops.cast(sequence_length, _dt.int32), 0)
-    inside = math_ops.cast(math_ops.less(t, length), _dt.int32)
-    src = math_ops.add(t, math_ops.multiply(inside, math_ops.subtract(math_ops.subtract(length, 1),
-                                                                     math_ops.multiply(t, 2))))
-    rows = array_ops.reshape(math_ops.add(math_ops.multiply(src, batch), b), [-1])  # (time * batch,)
-    flat = array_ops.reshape(xt, array_ops.concat([[-1], shape[2:]], 0))
-    y = array_ops.reshape(array_ops.gather(flat, rows), shape)
-    y.set_shape(xt.shape)
-    return y
+    return composite_ops.reverse_sequence(xt, sequence_length, seq_axis=0, batch_axis=1)
 
 
 def bidirectional_dynamic_rnn(cell_fw, cell_bw, inputs, sequence_length=None, initial_state_fw=None,

@@ -13,8 +13,9 @@ new op cannot break a split step. `rows` are the tensors with rows of the batch:
 follow the batch size at two batch sizes (batch_axes), each with the axis that holds them, which rules read: a
 time-major RNN's transpose moves the rows to axis 1, and its per-step slices of axis 0 keep them.
 
-One op that picks rows by index is row by row in effect and stays allowed (own_picks): taking each example's own
-entry, the idiom tf.gather_nd(probs, tf.stack([tf.range(tf.shape(x)[0]), labels], 1)), and its gradient.
+Picking rows by index is row by row where each row picks its own entries by the row index, tf.range over the batch
+(own_picks): tf.gather_nd(probs, tf.stack([tf.range(tf.shape(x)[0]), labels], 1)), an RNN's last relevant output,
+tf.reverse_sequence, tf.gather(..., batch_dims=1), and their gradients.
 
     >>> import tfplus as tf
     >>> x = tf.placeholder(tf.float32, [None, 20])
@@ -24,9 +25,11 @@ entry, the idiom tf.gather_nd(probs, tf.stack([tf.range(tf.shape(x)[0]), labels]
 """
 from __future__ import annotations
 
+import numpy as np
+
 from tfplus.framework import Graph, Operation, Tensor, needed_ops, topo_order
 from tfplus.ops.row_rules import Rows, const
-from tfplus.planner.liveness import PlanError, phase_of, static_specs
+from tfplus.planner.liveness import PlanError, _fold, phase_of, static_specs
 from tfplus.registry import TensorSpec, has_tag
 
 # What a refusal adds: how to run such a step.
@@ -222,6 +225,7 @@ def batch_axes(order: list[Operation], feed_shapes: dict, batch_feeds: set[Tenso
     except PlanError:  # a shape fixed to the batch's (an update of a variable shaped like it)
         return _open_axes(order, batch_feeds)
     rows = Rows({t: 0 for t in batch_feeds}, {t: sp.shape for t, sp in specs[0].items()})
+    rows.fold = lambda t: _fold(t, specs[0]) if t in specs[0] else None
     rows.inner.update(unsure)
     for t, sp in specs[0].items():  # the step's tensors and its sub-graphs'
         a, b = sp.shape, specs[1][t].shape if t in specs[1] else None
@@ -308,12 +312,18 @@ def _open_axes(order: list[Operation], batch_feeds: set[Tensor]) -> Rows:
     return rows
 
 
-def own_picks(order: list[Operation], rows: set[Tensor]) -> set[Operation]:
-    """The ops of tf.gather_nd(params, tf.stack([tf.range(n), labels], 1)) that pick each row's own entry of params
-    (n = tf.shape(x)[0], x with rows), and of its gradient: the range over the batch and the gathers and scatters
-    of the row numbers gather_nd makes of it (each row's range value times params' entries per row, plus the label's
-    offset: an entry of its own row, as gather_nd's indices are in range). A micro-batch numbers its rows from 0
-    and holds those rows of params. Their rules would refuse them; anything else reading the range refuses it."""
+def own_picks(order: list[Operation], rows: Rows) -> set[Operation]:
+    """The ops that take each row's own entries of a tensor with rows by the row index, and of their gradients.
+    The row index is tf.range(n), n = tf.shape(x)[0] of a tensor x with rows: a micro-batch numbers its own rows
+    from 0 and holds those rows of the tensor it indexes, so it picks the same entries. Two ways of indexing:
+    tf.gather_nd(params, tf.stack([index, per-row values], -1)), the index laid out along the rows' other axes
+    first (tf.expand_dims, tf.broadcast_to, tf.tile) as tf.reverse_sequence and tf.gather(..., batch_dims=1) do
+    (each example's label's probability, an RNN's last relevant output); and, written by hand,
+    tf.gather(tf.reshape(params, [-1, ...]), index * steps + offsets) with steps params' entries per row. Both
+    make row numbers of params flattened (the index times the entries per row, plus an offset within the row:
+    gather_nd's indices are in range, a constant offset is checked), which the gathers and their gradients'
+    scatters (unsorted_segment_sum) read. Their rules would refuse them; anything else reading the range
+    refuses it."""
     step = set(order)
     readers: dict[Tensor, list[Operation]] = {}
     for op in order:
@@ -342,7 +352,7 @@ def own_picks(order: list[Operation], rows: set[Tensor]) -> set[Operation]:
     return own
 
 
-def _counts_rows(r: Operation, rows: set[Tensor]) -> bool:
+def _counts_rows(r: Operation, rows: Rows) -> bool:
     """Whether Range `r` is 0, 1, ..., n - 1 with n the batch's rows (tf.shape(x)[0], x with rows)."""
     start, delta, n = const(r.inputs[0]), const(r.inputs[2]), r.inputs[1]
     while n.op.type == "Cast":
@@ -353,32 +363,61 @@ def _counts_rows(r: Operation, rows: set[Tensor]) -> bool:
         n.op.attrs.get("shrink_axis_mask", 0) & 1 and first.reshape(-1)[0] == 0
 
 
-def _follow(op: Operation, t: Tensor, kind: str, strides: Tensor | None, rows: set[Tensor]):
-    """What reader `op` of `t` (a range over the rows, 'range'; a stack with it as the first column, 'stacked';
-    that times gather_nd's strides, 'scaled'; gather_nd's row numbers, 'picks') makes of it: (kind, strides) of its
-    output, 'done' where it picks or scatters each row's own entries, None where it is anything else."""
+# The ops that lay the row index out along a row's other axes, each entry of a row still its row's number.
+_LAYOUTS = ("ExpandDims", "BroadcastTo", "Tile")
+
+
+def _follow(op: Operation, t: Tensor, kind: str, strides: Tensor | None, rows: Rows):
+    """What reader `op` of `t` makes of it: (kind, strides) of its output, 'done' where it picks or scatters each
+    row's own entries, None where it is anything else. Kinds: 'range' the row index; 'stacked' the first column
+    of gather_nd's indices; 'scaled' that times gather_nd's strides; 'based' the index times `strides`, a scalar
+    (written by hand); 'picks' row numbers of params flattened, each the index times the entries per row plus an
+    offset within it."""
+    out = op.outputs[0] if op.outputs else None
     if op.type in ("Cast", "Identity"):
         return kind, strides
+    if kind == "range" and op.type in _LAYOUTS and op.inputs[0] is t and out in rows and not op.op_def.rows(op, rows):
+        return kind, strides
     if kind == "range" and op.type == "Pack" and op.inputs[0] is t and \
-            op.attrs.get("axis") in (-1, len(t._shape or ())):
+            op.attrs.get("axis") in (-1, len(rows.shape(t) or ())) and out in rows and \
+            all(rows.get(u, rows[t]) == rows[t] for u in op.inputs):
         return "stacked", None
     if kind == "stacked" and op.type == "Mul" and op.inputs[0] is t and op.inputs[1] not in rows:
         return "scaled", op.inputs[1]
     if kind == "scaled" and op.type == "Sum" and const(op.inputs[1]) is not None and \
             int(const(op.inputs[1]).reshape(-1)[0]) in (-1, 1) and not op.attrs.get("keep_dims"):
         return "picks", strides
+    other = op.inputs[op.inputs[0] is t] if len(op.inputs) == 2 else None
+    if kind == "range" and op.type == "Mul" and rows.shape(other) == () and other not in rows.sized:
+        return "based", other  # (a micro-batch's count of rows would scale its own index otherwise)
+    if kind == "based" and op.type in ("Add", "AddV2") and out in rows and not op.op_def.rows(op, rows):
+        offset, steps = rows.value(other), rows.value(strides)
+        inside = offset is None or steps is not None and bool(np.all((0 <= offset) & (offset < steps)))
+        return ("picks", strides) if inside else None
     if kind == "picks" and op.type == "Reshape" and const(op.inputs[1]) is not None and \
             const(op.inputs[1]).tolist() == [-1]:
         return kind, strides
     if kind == "picks" and op.type in ("GatherV2", "Gather") and op.inputs[1] is t and \
             (op.type == "Gather" or const(op.inputs[2]) == 0):
-        # params: gather_nd's flattening of a tensor with rows whose shape made the strides
+        # params: a flattening of a tensor with rows on axis 0, whose entries per row the index was scaled by
         flat = op.inputs[0]
         source = flat.op.inputs[0] if flat.op.type == "Reshape" else None
-        return "done" if source in rows and _shape_of(strides, source) else None
+        return "done" if rows.get(source) == 0 and _per_row(strides, flat, source, rows) else None
     if kind == "picks" and op.type == "UnsortedSegmentSum" and op.inputs[1] is t and op.inputs[0] in rows:
         return "done"
     return None
+
+
+def _per_row(strides: Tensor | None, flat: Tensor, source: Tensor, rows: Rows) -> bool:
+    """Whether `strides` scaled the row index by the entries per row of `source` in `flat` (its flattening):
+    gather_nd's strides, computed from tf.shape(source), or a scalar of that value."""
+    if strides is None:
+        return False
+    if rows.shape(strides) == ():
+        a, b, steps = rows.shape(source), rows.shape(flat), rows.value(strides)
+        return a is not None and b is not None and None not in a + b and steps is not None and \
+            int(np.prod(a[1:])) == int(steps) * int(np.prod(b[1:]))
+    return _shape_of(strides, source)
 
 
 def _shape_of(strides: Tensor | None, source: Tensor) -> bool:
