@@ -1395,22 +1395,61 @@ register_tensor_conversion_function(IndexedSlices, _indexed_slices_to_tensor)
 
 def gather(params, indices, validate_indices=None, name=None, axis=None, batch_dims=0) -> Tensor:
     """`tf.gather(p, [2, 0])`: p[[2, 0]] along `axis` (0 by default); indices out of range are an error
-    on the cpu and give zeros on opencl (as TF's CPU and GPU kernels do)."""
+    on the cpu and give zeros on opencl (as TF's CPU and GPU kernels do). With batch_dims=b (axis b by default),
+    each example of the first b axes takes its own entries: out[i, ..., j] = p[i, ..., indices[i, j]] (tf.batch_gather),
+    built as gather_nd with each entry's batch coordinates (_batch_coords)."""
     params = convert_to_tensor(params)
     indices = _index_tensor(indices)
+    if batch_dims:
+        return _gather_batched(params, indices, axis, batch_dims, name)
     axis = _index_tensor(0 if axis is None else axis)
     return apply_op("GatherV2", [params, indices, axis], {"Tparams": params.dtype, "Tindices": indices.dtype,
-                                                         "Taxis": axis.dtype, "batch_dims": int(batch_dims)},
-                    name)
+                                                         "Taxis": axis.dtype, "batch_dims": 0}, name)
+
+
+def _gather_batched(params: Tensor, indices: Tensor, axis, batch_dims: int, name) -> Tensor:
+    """gather with batch_dims: params' gathered axis moved after the batch axes, gather_nd of (batch coordinates,
+    index), the axes moved back."""
+    rank, irank = params.shape.ndims, indices.shape.ndims
+    if rank is None or irank is None:
+        raise ValueError(f"tf.gather: batch_dims={batch_dims} needs the ranks of params '{params.name}' and indices "
+                         f"'{indices.name}'")
+    b = batch_dims % irank if batch_dims < 0 else batch_dims
+    a = b if axis is None else int(axis) % rank
+    if not 0 < b <= min(a, irank):
+        raise ValueError(f"tf.gather: batch_dims={batch_dims} must be in [1, rank of indices {irank}] and at most "
+                         f"axis {a} (params '{params.name}' of rank {rank})")
+    with name_scope(name, "GatherV2"):
+        front = list(builtins.range(b)) + [a] + [i for i in builtins.range(b, rank) if i != a]
+        moved = transpose(params, front) if a != b else params
+        out = gather_nd(moved, stack(_batch_coords(indices, b) + [indices], -1), batch_dims=0)
+        n = irank - b  # the index axes, now after the batch axes: back after params' axes b..a-1
+        back = list(builtins.range(b)) + [b + n + i for i in builtins.range(a - b)] + \
+            [b + i for i in builtins.range(n)] + list(builtins.range(a + n, rank + n - 1))
+        return transpose(out, back) if a != b else out
+
+
+def _batch_coords(like: Tensor, batch_dims: int) -> list:
+    """Each entry's index along each of `like`'s first batch_dims axes, as tensors of like's shape: tf.range of
+    the axis laid out along the others (the first one the row index of the batch: planner.rows.own_picks)."""
+    from tfplus.ops.math_ops import range as _range
+    dims, rank = shape(like, out_type=like.dtype), like.shape.ndims
+    out = []
+    for j in builtins.range(batch_dims):
+        c = _range(dims[j])
+        for _ in builtins.range(j):
+            c = expand_dims(c, 0)
+        for _ in builtins.range(rank - j - 1):
+            c = expand_dims(c, -1)
+        out.append(broadcast_to(c, dims))
+    return out
 
 
 def gather_nd(params, indices, name=None, batch_dims=0) -> Tensor:
     """`tf.gather_nd(p, [[0, 1], [2, 0]])`: [p[0, 1], p[2, 0]]: indices' last axis (of static length k) indexes
-    params' first k axes. Built as a GatherV2 of params with those k axes flattened, so its gradient is the
-    gather's (IndexedSlices of the rows taken)."""
+    params' first k axes (after the first batch_dims, where each example indexes its own). Built as a GatherV2
+    of params with those k axes flattened, so its gradient is the gather's (IndexedSlices of the rows taken)."""
     from tfplus.ops.math_ops import multiply, reduce_prod, reduce_sum
-    if batch_dims:
-        raise ValueError(f"tf.gather_nd: batch_dims={batch_dims} is not supported; tfplus gathers with batch_dims=0")
     with name_scope(name, "GatherNd"):
         params = convert_to_tensor(params)
         indices = _index_tensor(indices)
@@ -1418,6 +1457,12 @@ def gather_nd(params, indices, name=None, batch_dims=0) -> Tensor:
         if k is None:
             raise ValueError(f"tf.gather_nd: indices '{indices.name}' need a known last dimension (the number of "
                              f"axes of params they index), got shape {indices.shape}")
+        if batch_dims:  # each entry's batch coordinates first, then its k indices
+            if not 0 < batch_dims < indices.shape.ndims:
+                raise ValueError(f"tf.gather_nd: batch_dims={batch_dims} must be in [1, rank of indices "
+                                 f"'{indices.name}' ({indices.shape.ndims}))")
+            columns = unstack(indices, k, axis=-1)
+            indices, k = stack(_batch_coords(columns[0], batch_dims) + columns, -1), k + batch_dims
         dims = shape(params, out_type=indices.dtype)
         # Row-major strides of params' first k axes: index (i0, .., ik-1) is row sum(i_j * stride_j).
         strides = stack([reduce_prod(dims[j + 1:k]) for j in builtins.range(k)])

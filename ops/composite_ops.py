@@ -19,7 +19,8 @@ from tfplus.ops import array_ops, math_ops
 
 __all__ = ["norm", "tensordot", "einsum", "reverse", "reverse_v2", "boolean_mask", "scatter_nd", "eye", "linspace",
            "lin_space", "matrix_band_part", "matrix_diag", "diag", "meshgrid", "sort", "argsort", "segment_sum",
-           "segment_mean", "arg_max", "arg_min", "reverse_sequence", "depth_to_space", "space_to_depth"]
+           "segment_mean", "arg_max", "arg_min", "reverse_sequence", "depth_to_space", "space_to_depth", "batch_gather",
+           "dynamic_partition"]
 
 
 def _static(t: Tensor, axis: int, what: str) -> int:
@@ -255,6 +256,23 @@ def boolean_mask(tensor, mask, name="boolean_mask", axis=None) -> Tensor:
         dims = x.shape.as_list()
         out.set_shape(dims[:a] + [None] + dims[a + k:])
         return out
+
+
+def batch_gather(params, indices, name=None) -> Tensor:
+    """TF1's tf.batch_gather: each example of indices' leading axes takes its own entries of params,
+    tf.gather(params, indices, batch_dims=rank(indices) - 1)."""
+    indices = convert_to_tensor(indices)
+    if indices.shape.ndims is None:
+        raise ValueError(f"tf.batch_gather: indices '{indices.name}' need a known rank")
+    return array_ops.gather(params, indices, name=name, batch_dims=max(indices.shape.ndims - 1, 0))
+
+
+def dynamic_partition(data, partitions, num_partitions, name=None) -> list:
+    """`num_partitions` tensors, the i-th the entries of `data` whose partition (over data's first
+    partitions.ndim axes) is i, in row-major order: a boolean_mask each, so a gather's gradient each."""
+    with name_scope(name, "DynamicPartition"):
+        partitions = convert_to_tensor(partitions)
+        return [boolean_mask(data, math_ops.equal(partitions, i)) for i in builtins.range(int(num_partitions))]
 
 
 def scatter_nd(indices, updates, shape, name=None) -> Tensor:
