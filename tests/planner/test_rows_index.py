@@ -141,6 +141,14 @@ def dynamic_partition(x, n, y, rng):
     return _xent(logits, y) + tf.reduce_mean(short) - tf.reduce_mean(long)
 
 
+def longest_mask(x, n, y, rng):
+    """tf.sequence_mask without maxlen: as wide as the batch's longest sequence, each micro-batch's own."""
+    xent = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=tf.tile(y[:, None], [1, T]),
+                                                           logits=tf.tensordot(x, _w(rng, D, C), 1))
+    mask = tf.sequence_mask(n, dtype=tf.float32)
+    return tf.reduce_sum(xent[:, :tf.reduce_max(n)] * mask) / tf.reduce_sum(mask)
+
+
 def _last(x, n, index):
     return tf.gather(tf.reshape(tf.tanh(x), [-1, D]), index)
 
@@ -170,6 +178,8 @@ def time_major_picks(x, n, y, rng):
 # graph -> what the refusal says
 REFUSED = {boolean_mask: "Where 'boolean_mask/Where': output 0 has shape (None, 1), sized by the values of",
            dynamic_partition: "Where 'DynamicPartition/boolean_mask/Where': output 0 has shape (None, 1), sized by",
+           longest_mask: "Range 'SequenceMask/range': output 0 has shape (None,), sized by the values of "
+                         "'SequenceMask/Max:0' as the step runs; the memory planner needs static shapes: size it from",
            next_example: "cannot micro-batch: Range 'range' numbers the batch's rows",
            scaled_by_count: "cannot micro-batch: Range 'range' numbers the batch's rows",
            other_steps: "cannot micro-batch: Range 'range' numbers the batch's rows",

@@ -114,13 +114,14 @@ def static_specs(order: list[Operation], feed_shapes: dict[Tensor, tuple], inner
         for t, s in zip(op.outputs, outs):
             unknown = [u for k, u in enumerate(op.inputs) if k in op.op_def.value_inputs and ins[k].value is None]
             if (s.shape is None or None in s.shape) and unknown:
-                # picked by the batch's values: the rows of tf.boolean_mask, tf.where(c), tf.dynamic_partition
+                fix = (" (tf.boolean_mask, tf.where(condition) and tf.dynamic_partition keep the entries a mask picks)"
+                       "; the memory planner needs static shapes: multiply by the mask instead (a masked mean: "
+                       "tf.reduce_sum(x * m) / tf.reduce_sum(m) with m = tf.cast(mask, x.dtype))" if op.type == "Where"
+                       else "; the memory planner needs static shapes: size it from shapes or constants "
+                       "(tf.sequence_mask(lengths, maxlen=tf.shape(x)[1]), not the batch's longest length)")
                 raise PlanError(f"{op.type} '{op.name}': output {t.value_index} has shape {_fmt_shape(s.shape)}, "
-                                f"sized by the values of '{unknown[0].name}' as the step runs (tf.boolean_mask, "
-                                "tf.where(condition), tf.dynamic_partition keep the entries a mask picks); the memory "
-                                "planner needs static shapes: multiply by the mask instead (a masked mean: "
-                                "tf.reduce_sum(x * m) / tf.reduce_sum(m) with m = tf.cast(mask, x.dtype)), or run "
-                                "without memory_budget")
+                                f"sized by the values of '{unknown[0].name}' as the step runs{fix}, or run without "
+                                "memory_budget")
             if s.shape is None or None in s.shape:
                 raise PlanError(f"{op.type} '{op.name}': output {t.value_index} has shape "
                                 f"{_fmt_shape(s.shape)} even with the feed shapes known; the memory "
