@@ -279,8 +279,9 @@ def trip_counts(order: list, shapes: dict, branch: dict | None = None) -> dict:
     condition follows from constants and the fed shapes alone, through loop variables that the body computes
     from those alone (a counter up to tf.shape(x)[1]: a dynamic_rnn over a fed time axis, a tf.while_loop to a
     constant), as the planner's shape arithmetic folds them on the cpu kernels; {} where one does not (read from
-    a fed value, a variable or the batch's values), or a loop's body draws random numbers, is stateful, runs
-    control flow of its own or changes a variable's shape. The count is then the same at every run of the step's
+    a fed value, a variable or the batch's values), or a loop's body is stateful (a random op tagged "random", a
+    dropout's, is not: its unrolled copies draw the loop's numbers), runs control flow of its own or changes a
+    variable's shape. The count is then the same at every run of the step's
     shapes, so the session plans the loop unrolled (resolve_static). `branch` gets {predicate: value} of the
     tf.conds whose predicates fold so (not from a fed tensor)."""
     import tfplus.kernels.numpy  # noqa: F401  the shape arithmetic folds on the cpu kernels
@@ -326,8 +327,9 @@ def _simulate(op: Operation, specs: dict) -> int | None:
     from tfplus.registry import TensorSpec
     cond, body = op.attrs["cond"], op.attrs["body"]
     n, n_cond = len(op.attrs["T"]), op.attrs["n_cond"]
-    for g in (cond, body):
-        if any(o.op_def.stateful or o.op_def.allocates_outputs for o in g.get_operations()):
+    for g in (cond, body):  # (a body's dropout draws in its unrolled copies as in the loop: _unrolled)
+        if any(o.op_def.stateful and not (g is body and has_tag(o.type, "random")) or o.op_def.allocates_outputs
+               for o in g.get_operations()):
             return None
     reads = {k for k, ph in enumerate(cond.inputs) if ph.op in needed_ops(cond.outputs, set())}
     grown = True
@@ -391,7 +393,8 @@ def _unrolled(g: Graph, op: Operation, trips: int, tensor: dict, controls: list,
         copies: dict[Operation, Operation] = {}
         for b in steps:
             copies[b] = _copy(g, b, [local[t] for t in b.inputs], f"{op.name}/{i}/{b.name}",
-                              controls + [copies[o] for o in b.control_inputs], copies, True)
+                              controls + [copies[o] for o in b.control_inputs], copies, True,
+                              _iteration(b, i, trips) if has_tag(b.type, "random") else None)
             local.update(zip(b.outputs, copies[b].outputs))
         made += copies.values()
         values = [local[y] for y in body.outputs]
@@ -400,6 +403,16 @@ def _unrolled(g: Graph, op: Operation, trips: int, tensor: dict, controls: list,
             c in needed for c in op.outputs[n + k].consumers()) else None for k, h in enumerate(history)]
         count = array_ops.constant(trips, op.outputs[-1].dtype, name=f"{op.name}/count/")
     return made, values + stacked + [count]
+
+
+def _iteration(b: Operation, i: int, trips: int) -> dict:
+    """The attributes that make copy `i` of random op `b` of an unrolled loop's body draw what `b` draws in
+    iteration i of the loop (KernelContext.random_draw): its node's stream ('_stream': the loop ran `b` under its
+    name, once an iteration), the draw of the step's `trips` that is its iteration's. A gradient loop's recomputation
+    of a forward body (attr _redraw: the forward op) walks the forward's iterations last first."""
+    if b.attrs.get("_redraw"):
+        return {"_iteration": trips - 1 - i, "_trips": trips}
+    return {"_stream": b.name, "_iteration": i, "_trips": trips}
 
 
 def _stand_ins(g: Graph, feeds: set[Tensor], needed: set[Operation], tensor: dict) -> None:
@@ -411,13 +424,16 @@ def _stand_ins(g: Graph, feeds: set[Tensor], needed: set[Operation], tensor: dic
 
 
 def _copy(g: Graph, op: Operation, inputs: list[Tensor], name: str, controls: list[Operation], copies: dict,
-          resolving: bool = False) -> Operation:
+          resolving: bool = False, extra: dict | None = None) -> Operation:
     """`op` copied into `g` under `name` (kept: variables and random streams find their ops by name), with the
-    shapes set_shape told the original, its device, phase and gradient's op (in `copies`, the copy's map)."""
+    shapes set_shape told the original, its device, phase and gradient's op (in `copies`, the copy's map), and the
+    attributes `extra` added."""
     attrs = op.attrs
     if resolving and attrs.get("_redraw_in"):  # a gradient's copy of a branch's random op: the original is
         attrs = {k: v for k, v in attrs.items() if k != "_redraw_in"}  # renamed (resolve_conds), once
         attrs["_redraw"] = f"{op.attrs['_redraw_in']}/{op.attrs['_redraw']}"
+    if extra:
+        attrs = {**attrs, **extra}
     new = g.create_op(op.type, inputs, attrs, name + "/")
     for t, n in zip(op.outputs, new.outputs):
         n._shape = t._shape
