@@ -229,8 +229,9 @@ def resolve_conds(graph: Graph, fetches: list, shapes: dict, branch: dict):
     return _resolve(graph, fetches, shapes, branch, {})
 
 
-def _resolve(graph: Graph, fetches: list, shapes: dict, branch: dict, trips: dict):
-    """resolve_conds, with each While of `trips` ({While: its trip count}) unrolled as well (resolve_static)."""
+def _resolve(graph: Graph, fetches: list, shapes: dict, branch: dict, trips: dict, mapped: dict | None = None):
+    """resolve_conds, with each While of `trips` ({While: its trip count}) unrolled as well (resolve_static), the
+    copies of those of `mapped` marked with its rows ({While: a micro-batch's rows})."""
     feeds = set(shapes)
     needed = needed_ops(fetches, feeds)
     g = Graph()
@@ -241,7 +242,7 @@ def _resolve(graph: Graph, fetches: list, shapes: dict, branch: dict, trips: dic
     for op in topo_order(needed):
         controls = [op_of[o] for o in op.control_inputs]
         if op in trips:
-            made, outputs = _unrolled(g, op, trips[op], tensor, controls, needed)
+            made, outputs = _unrolled(g, op, trips[op], tensor, controls, needed, (mapped or {}).get(op))
         elif op.type == "If" and op.inputs[0] in branch:
             made, outputs = _taken(g, op, branch[op.inputs[0]], tensor, controls)
         else:
@@ -359,26 +360,47 @@ def _simulate(op: Operation, specs: dict) -> int | None:
     return None
 
 
-def resolve_static(graph: Graph, fetches: list, shapes: dict):
+def resolve_static(graph: Graph, fetches: list, shapes: dict, microbatches: int = 1):
     """The step of `fetches` fed `shapes` copied into a private Graph with each tf.while_loop of a known trip count
     (trip_counts) replaced by that many copies of its body, one after another (named under the While's,
     'rnn/while/While/3/add'), and each tf.cond whose predicate folds with them (a constant, an unfed
     placeholder_with_default) by the branch it takes (resolve_conds). A loop's outputs become the last copy's, the
     stacked values of each iteration it records for a gradient (tf.stack), and the count (a constant). A gradient's
     loop (whose count is the forward loop's) is unrolled too, so the planner sees straight-line ops, whose rows and
-    micro-batches it knows. A tfplus.engine.rewrite.Rewritten, or None where nothing is resolved."""
+    micro-batches it knows. A tfplus.engine.rewrite.Rewritten, or None where nothing is resolved.
+    With `microbatches` k > 1: the step for k micro-batches of its batch, its maps of the batch's rows one by one
+    (tf.map_fn over the batch and its gradient: planner.maps) unrolled for a micro-batch's rows, each copy marked
+    so (attr _row_map: the rows, which planner.plan holds it to); None where it has no such map, or its rows do
+    not split (planner.rows)."""
     feeds = set(shapes)
     order = topo_order(needed_ops(fetches, feeds))
     branch: dict[Tensor, bool] = {}
     trips = trip_counts(order, shapes, branch) if any(op.op_def.allocates_outputs for op in order) else {}
+    mapped: dict[Operation, int] = {}
+    if microbatches > 1:
+        from tfplus.planner import batch as batch_mod
+        from tfplus.planner import rows as row_rules
+        rowed = batch_mod.batch_feeds(shapes, batch_mod.batch_size(shapes))
+        if not rowed or batch_mod.batch_size(shapes) % microbatches or \
+                row_rules.why_not(order, feeds, shapes, rowed):
+            return None
+        sliced = batch_mod.slice_shapes(shapes, rowed, microbatches)
+        rows = sliced[next(iter(rowed))][0]
+        # the loops whose trip counts follow the batch's rows: its maps (planner.rows refuses any other)
+        mapped = {op: rows for op, n in trip_counts(order, sliced).items() if trips.get(op) != n}
+        if not mapped:
+            return None
+        trips.update((op, n) for op, n in trip_counts(order, sliced).items() if op in mapped)
     if not trips and not branch:
         return None
-    return _resolve(graph, fetches, shapes, branch, trips)
+    return _resolve(graph, fetches, shapes, branch, trips, mapped)
 
 
-def _unrolled(g: Graph, op: Operation, trips: int, tensor: dict, controls: list, needed: set) -> tuple[list, list]:
+def _unrolled(g: Graph, op: Operation, trips: int, tensor: dict, controls: list, needed: set,
+              rows: int | None = None) -> tuple[list, list]:
     """While `op` copied into `g` as `trips` copies of its body after `controls`, its inputs `tensor`'s copies: (the
-    ops made, its outputs' copies: the last iteration's variables, the stacked history the step reads, the count)."""
+    ops made, its outputs' copies: the last iteration's variables, the stacked history the step reads, the count);
+    with `rows`, a map of a micro-batch's rows, every op made marked so (attr _row_map)."""
     from tfplus.ops import array_ops
     n, body = len(op.attrs["T"]), op.attrs["body"]
     values = [tensor[t] for t in op.inputs[:n]]
@@ -386,6 +408,7 @@ def _unrolled(g: Graph, op: Operation, trips: int, tensor: dict, controls: list,
     steps = topo_order(needed_ops(body.outputs, set(body.all_inputs)))
     history: list[list[Tensor]] = [[] for _ in range(n)]
     made: list[Operation] = []
+    mark = {"_row_map": rows} if rows else None  # (a map's body draws nothing: planner.maps)
     for i in range(trips):
         local = dict(zip(body.all_inputs, values + caps))
         for k in range(n):
@@ -394,14 +417,17 @@ def _unrolled(g: Graph, op: Operation, trips: int, tensor: dict, controls: list,
         for b in steps:
             copies[b] = _copy(g, b, [local[t] for t in b.inputs], f"{op.name}/{i}/{b.name}",
                               controls + [copies[o] for o in b.control_inputs], copies, True,
-                              _iteration(b, i, trips) if has_tag(b.type, "random") else None)
+                              _iteration(b, i, trips) if has_tag(b.type, "random") else mark)
             local.update(zip(b.outputs, copies[b].outputs))
         made += copies.values()
         values = [local[y] for y in body.outputs]
+    first = len(g._ops)
     with g.as_default():
         stacked = [array_ops.stack(h, name=f"{op.name}/history_{k}/") if any(
             c in needed for c in op.outputs[n + k].consumers()) else None for k, h in enumerate(history)]
         count = array_ops.constant(trips, op.outputs[-1].dtype, name=f"{op.name}/count/")
+    for new in g._ops[first:] if mark else ():
+        new.attrs.update(mark)
     return made, values + stacked + [count]
 
 
