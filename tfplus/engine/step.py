@@ -49,22 +49,31 @@ class Step:
     (None until it runs plainly) and `plain_runs` its plain runs before the "replay" driver planned it (-1: the
     planner could not plan it, it runs plainly for good)."""
 
+    # A budgeted step's rewrites for k micro-batches of its batch, its maps of the rows unrolled for them
+    # (resolve_static's microbatches), k ascending, or None: tried where the step does not fit its budget otherwise.
+    mapped = None
+
     def __init__(self, executor, flat: list, shapes: dict, rewrite, driver: str, graph, budget=None, workers=None):
-        self.executor, self.rewrite, self.driver = executor, rewrite, driver
-        element = None if rewrite is None else rewrite.element
-        self._element = element
-        self.fetches = flat if element is None else [element[f] for f in flat]
-        self.feed_shapes = {t if element is None else element[t]: tuple(s) for t, s in shapes.items()}
+        self.executor, self.driver = executor, driver
         # NOTE: holds the given tensors, whose ids key the step in the session's cache, so no other takes them.
-        self._given = flat, list(shapes)
-        self.tensors = [f for f in self.fetches if isinstance(f, Tensor)]
-        self.graph = self.fetches[0].graph if self.fetches else graph
+        self._given = flat, dict(shapes)
+        self._adopt(rewrite, graph)
         self.budget, self.workers = budget, workers
         self.bound = self.program = None
         self.plain_runs = 0
         self._copy_out = executor.runtime.copy_out
         self._drive = {"plan": self._planned, "workers": self._on_workers, "replay": self._replayed,
                        "plain": self._plain}[driver]
+
+    def _adopt(self, rewrite, graph=None) -> None:
+        """Runs the given fetches and feeds as `rewrite` (an engine.rewrite.Rewritten, None: as built) has them."""
+        flat, shapes = self._given
+        self.rewrite = rewrite
+        element = self._element = None if rewrite is None else rewrite.element
+        self.fetches = flat if element is None else [element[f] for f in flat]
+        self.feed_shapes = {t if element is None else element[t]: tuple(s) for t, s in shapes.items()}
+        self.tensors = [f for f in self.fetches if isinstance(f, Tensor)]
+        self.graph = self.fetches[0].graph if self.fetches else graph or self.graph
 
     @property
     def plan(self):
@@ -79,6 +88,8 @@ class Step:
 
     def run(self, feeds: dict) -> list:
         """The values of its tensor fetches, in order, from `feeds` ({given Tensor: device buffer})."""
+        if self.bound is None and self.driver == "plan":  # (first: the plan may run the step as another rewrite)
+            self.use_plan(self._make_plan(self.budget))
         if self._element is not None:
             feeds = {self._element[t]: v for t, v in feeds.items()}
         return self._drive(feeds)
@@ -146,9 +157,23 @@ class Step:
         return self._planned(feeds)
 
     def _make_plan(self, budget):
-        from tfplus.planner.plan import plan
+        from tfplus.planner.plan import BudgetError, plan
         from tfplus.runtime.facts import device_facts  # in the step: the thread count is the step's
-        return plan(self.fetches, self.feed_shapes, device_facts(self.executor.runtime), budget, graph=self.graph)
+        facts = device_facts(self.executor.runtime)
+        try:
+            return plan(self.fetches, self.feed_shapes, facts, budget, graph=self.graph)
+        except BudgetError:
+            if budget is None or self.mapped is None:
+                raise
+            # its maps of the rows run whole in the plans above: in k micro-batches, unrolled for them (planner.maps)
+            for _, rewrite in self.mapped():
+                fetches = [rewrite.element[f] for f in self._given[0]]
+                shapes = {rewrite.element[t]: tuple(s) for t, s in self._given[1].items()}
+                p = plan(fetches, shapes, facts, budget, graph=fetches[0].graph, raise_if_infeasible=False)
+                if p.fits:
+                    self._adopt(rewrite)
+                    return p
+            raise
 
 
 # -- tf.cond on fed predicates (a budgeted step) ---------------------------------------------------------------
