@@ -68,7 +68,7 @@ def why_not(op: Operation, rows: Rows) -> str | None:
         for r in readers.get(ph, ()):
             if has_tag(r.type, "shape_only"):
                 continue
-            why = _write(r, ph, counter, body, k) if k < n else _gather(r, ph, counter)
+            why = _write(r, ph, counter, body, k) if k < n else _gather(r, ph, counter, outer[ph].name)
             if why:
                 return f"{r.type} '{r.name}' {why}"
             uses |= {r} if k >= n else {r, r.inputs[0].op}
@@ -79,12 +79,13 @@ def why_not(op: Operation, rows: Rows) -> str | None:
     return None
 
 
-def _gather(r: Operation, ph, counter) -> str | None:
-    """Why reader `r` of a captured tensor with rows (`ph`) is not the gather of the counter's row."""
+def _gather(r: Operation, ph, counter, name: str) -> str | None:
+    """Why reader `r` of a captured tensor with rows (`ph`, tensor `name` outside) is not the gather of the
+    counter's row."""
     if r.type in GATHERS and r.inputs[0] is ph and r.inputs[1] is counter and \
             (r.type == "Gather" or const(r.inputs[2]) is not None and int(const(r.inputs[2])) == 0):
         return None
-    return (f"reads rows of '{ph.name}' other than the loop's own row (a row of the batch for every row, elems[0]): "
+    return (f"reads rows of '{name}' other than the loop's own row (a row of the batch for every row, elems[0]): "
             "each micro-batch would read its own")
 
 
