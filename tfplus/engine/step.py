@@ -403,6 +403,8 @@ def resolve_static(graph: Graph, fetches: list, shapes: dict, microbatches: int 
     trips = trip_counts(order, shapes, branch) if any(op.op_def.allocates_outputs for op in order) else {}
     mapped: dict[Operation, int] = {}
     if microbatches > 1:
+        if not any(op.type == "While" for op in order):
+            return None
         from tfplus.planner import batch as batch_mod
         from tfplus.planner import rows as row_rules
         rowed = batch_mod.batch_feeds(shapes, batch_mod.batch_size(shapes))

@@ -1771,6 +1771,9 @@ class _Step:
         p.scratch_divisor = d
         why = self._why_not_microbatch()
         p.notes = [f"micro-batching not applied: {why}"] if why else []
+        if self.map_rows:
+            p.notes.append(f"its maps of the batch's rows (tf.map_fn) are unrolled for micro-batches of "
+                           f"{self.map_rows} rows: planned in {k} micro-batches only (planner.maps)")
         p.transformations = self._describe(p, k, c, z, d, r)
         p.predicted_overhead = self.overhead(k, c, z, d, r, None, bool(sites))
         return p
