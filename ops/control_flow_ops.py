@@ -668,7 +668,11 @@ def _stack_outputs(first, n, step_fn, start, carry_init, name, pos=lambda t: t):
         return add(t, 1), carry, [ta.write(pos(t), y) for ta, y in zip(tas, _flatten(outs))]
     _, carry, tas = while_loop(lambda t, carry, tas: less(t, n), body, [convert_to_tensor(start), carry_init, tas],
                                return_same_structure=True, name=name)
-    return _pack(first, [ta.stack() for ta in tas]), carry
+    stacked = [ta.stack() for ta in tas]
+    for t, y in zip(stacked, first_leaves):  # [n, *each step's shape], as TF's (a conv layer reads its channels)
+        if y._shape is not None:
+            t.set_shape((n if isinstance(n, int) else None, *y._shape))
+    return _pack(first, stacked), carry
 
 
 def map_fn(fn, elems, dtype=None, parallel_iterations=None, back_prop=True, swap_memory=False, infer_shape=True,
