@@ -83,6 +83,7 @@ def planned_run(graph, fetches: list, shapes: dict, microbatches: int = 1) -> tu
     fetches, {fed: shape})."""
     from tfplus.engine.rewrite import enabled, optimize
     from tfplus.engine.step import resolve_static, scale_summed_losses
+    from tfplus.framework import needed_ops
     if microbatches > 1:
         rw = resolve_static(graph, fetches, shapes, microbatches)
         if rw is None:
@@ -96,6 +97,8 @@ def planned_run(graph, fetches: list, shapes: dict, microbatches: int = 1) -> tu
         if rw is not None:
             graph, fetches, shapes = rw.graph, [rw.element[f] for f in fetches], \
                 {rw.element[t]: s for t, s in shapes.items()}
+    if microbatches > 1 and not any(op.attrs.get("_row_map") for op in needed_ops(fetches, set(shapes))):
+        return None  # (the marks hold its plans to k micro-batches: a rewrite that dropped them drops the way)
     return graph, fetches, shapes
 
 

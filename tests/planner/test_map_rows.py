@@ -230,3 +230,23 @@ def test_a_map_that_mixes_the_rows_is_refused_naming_the_op(build):
 def test_a_map_of_the_rows_is_accepted_by_the_row_rules():
     for build in MAPS.values():
         assert _why(build) is None
+
+
+def test_variational_dropout_masks_are_the_batchs_and_every_steps():
+    """DropoutWrapper(variational_recurrent=True) draws one [1, size] mask of each kind, as TF1's: identical
+    examples keep identical outputs at every step (per-step masks would tell them apart), and dropped units stay
+    dropped over time."""
+    g = tf.Graph()
+    with g.as_default():
+        tf.set_random_seed(2)
+        x = tf.placeholder(tf.float32, [None, 6, 3])
+        cell = tf.nn.rnn_cell.DropoutWrapper(tf.nn.rnn_cell.GRUCell(8), output_keep_prob=0.5,
+                                             variational_recurrent=True, dtype=tf.float32, seed=1)
+        outputs, _ = tf.nn.dynamic_rnn(cell, x, dtype=tf.float32)
+        with tf.Session() as sess:
+            sess.run(tf.global_variables_initializer())
+            out = sess.run(outputs, {x: np.tile(np.random.default_rng(0).standard_normal((1, 6, 3)), (4, 1, 1))})
+    np.testing.assert_array_equal(out, np.broadcast_to(out[:1], out.shape))
+    dropped = out[0] == 0
+    assert dropped.any() and not dropped.all()
+    assert (dropped == dropped[:1]).all()  # the same units at every step

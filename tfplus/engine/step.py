@@ -166,11 +166,11 @@ class Step:
             if budget is None or self.mapped is None:
                 raise
             # its maps of the rows run whole in the plans above: in k micro-batches, unrolled for them (planner.maps)
-            for _, rewrite in self.mapped():
+            for k, rewrite in self.mapped():
                 fetches = [rewrite.element[f] for f in self._given[0]]
                 shapes = {rewrite.element[t]: tuple(s) for t, s in self._given[1].items()}
                 p = plan(fetches, shapes, facts, budget, graph=fetches[0].graph, raise_if_infeasible=False)
-                if p.fits:
+                if p.fits and p.microbatches == k:  # (held to k by its marked copies: never the whole batch)
                     self._adopt(rewrite)
                     return p
             raise
