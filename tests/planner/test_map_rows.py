@@ -51,7 +51,7 @@ def per_example_loss(x, y, rng):
 MAPS = {"augment_cnn": augment_cnn, "per_example_loss": per_example_loss}
 
 
-def _case(build, seed=0):
+def _case(build, seed=0, batch=BATCH):
     rng = np.random.default_rng(seed)
     g = tf.Graph()
     with g.as_default():
@@ -59,8 +59,8 @@ def _case(build, seed=0):
         y = tf.placeholder(tf.int32, [None], name="y")
         loss = build(x, y, rng)
         train = tf.train.MomentumOptimizer(0.1, 0.9).minimize(loss)
-        feeds = {x: rng.standard_normal((BATCH, 6, 6, 2)).astype(np.float32),
-                 y: rng.integers(0, 3, BATCH).astype(np.int32)}
+        feeds = {x: rng.standard_normal((batch, 6, 6, 2)).astype(np.float32),
+                 y: rng.integers(0, 3, batch).astype(np.int32)}
         return g, [train, loss], feeds, tf.global_variables_initializer()
 
 
@@ -99,6 +99,20 @@ def test_a_map_of_the_rows_trains_in_micro_batches_under_a_budget_as_the_unsplit
     assert p.fits and p.microbatches > 1, p.summary()
     assert p.peak_bytes < whole.peak_bytes
     _assert_same(got, _unsplit(MAPS[name], device), TOL[device], name)
+
+
+@pytest.mark.parametrize("name", MAPS)
+def test_the_cpu_workers_split_a_map_of_the_rows_as_the_unsplit_step(name, monkeypatch):
+    """Each worker's slice runs the loop over its own rows (the graph as built): planner.rows lets them."""
+    monkeypatch.setenv("TFPLUS_WORKERS", "2")
+    runs = []
+    for session in ({"workers": 1}, {"config": tf.ConfigProto(intra_op_parallelism_threads=2)}):
+        g, fetches, feeds, init = _case(MAPS[name], batch=16)  # two slices of workers.MIN_ROWS rows
+        with tf.Session(graph=g, **session) as sess:
+            runs.append(_train(sess, g, fetches, feeds, init))
+            where = sess.workers.summary() if "config" in session else None
+    assert where == "training steps on 2 worker processes", where
+    _assert_same(runs[1], runs[0], TOL["cpu"], name)
 
 
 def test_a_step_with_its_maps_unrolled_for_micro_batches_is_planned_in_those_alone():
