@@ -17,7 +17,9 @@ A budgeted step's tf.conds (If ops) whose predicates follow from fed scalars and
 run (fed_conds, taken) and plans a copy of the step's graph with each cond's taken branch inlined (resolve_conds),
 so that the planner sees straight-line code; a step fed True and one fed False are two steps, two plans. Its
 tf.while_loops whose trip counts follow from the fed shapes and constants (a dynamic_rnn over a fed time axis) are
-then unrolled, and its conds on constants folded (resolve_static): the same for every run of its shapes.
+then unrolled, and its conds on constants folded (resolve_static): the same for every run of its shapes. One that
+does not fit its budget so with maps of the batch's rows in it (tf.map_fn over the batch: planner.maps) is planned
+in k micro-batches with them unrolled for a micro-batch's rows, the fewest k that fits (Step.mapped).
 A traced run (tfplus.profiler) runs plainly where the workers would take it or no plan is bound yet.
 
 `run(feeds)` returns the tensor fetches' values copied to the host: a planned step's before the arena's lock is
