@@ -168,14 +168,22 @@ class Step:
             if budget is None or self.mapped is None:
                 raise
             # its maps of the rows run whole in the plans above: in k micro-batches, unrolled for them (planner.maps)
+            least = None
             for k, rewrite in self.mapped():
                 fetches = [rewrite.element[f] for f in self._given[0]]
                 shapes = {rewrite.element[t]: tuple(s) for t, s in self._given[1].items()}
                 p = plan(fetches, shapes, facts, budget, graph=fetches[0].graph, raise_if_infeasible=False)
-                if p.fits and p.microbatches == k:  # (held to k by its marked copies: never the whole batch)
+                if p.microbatches != k:  # (held to k by its marked copies: never the whole batch)
+                    continue
+                if p.fits:
                     self._adopt(rewrite)
                     return p
-            raise
+                if least is None or p.peak_bytes < least[0]:
+                    least = p.peak_bytes, fetches, shapes
+            if least is None:
+                raise
+        # the error of the way that came closest, naming its floor
+        return plan(least[1], least[2], facts, budget, graph=least[1][0].graph)
 
 
 # -- tf.cond on fed predicates (a budgeted step) ---------------------------------------------------------------
