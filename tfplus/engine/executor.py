@@ -93,6 +93,9 @@ class KernelContext:
         # A copy of a loop body's op in a loop unrolled for `trips` iterations (engine.step._unrolled): the draw of
         # its `iteration` among the loop's, which its step draws at once (the first copy to draw advances by trips).
         trips, iteration = attrs.get("_trips", 1), attrs.get("_iteration")
+        if attrs.get("_rows"):  # a map's copy in micro-batch j of _rows rows: the loop's iteration of its row, whose
+            iteration += self._alloc.draw_slice * attrs["_rows"]  # draw has no rows of the batch
+            first = 0
         drawn = attrs.get("_redraw")
         if drawn:  # a gradient recomputing a tf.cond branch or a loop's body: the original's draws, last first
             state = streams.get(drawn)

@@ -266,7 +266,7 @@ def resolve_conds(graph: Graph, fetches: list, shapes: dict, branch: dict):
 
 def _resolve(graph: Graph, fetches: list, shapes: dict, branch: dict, trips: dict, mapped: dict | None = None):
     """resolve_conds, with each While of `trips` ({While: its trip count}) unrolled as well (resolve_static), the
-    copies of those of `mapped` marked with its rows ({While: a micro-batch's rows})."""
+    copies of those of `mapped` marked with its rows ({While: (a micro-batch's rows, the batch's)})."""
     feeds = set(shapes)
     needed = needed_ops(fetches, feeds)
     g = Graph()
@@ -411,7 +411,7 @@ def resolve_static(graph: Graph, fetches: list, shapes: dict, microbatches: int 
     order = topo_order(needed_ops(fetches, feeds))
     branch: dict[Tensor, bool] = {}
     trips = trip_counts(order, shapes, branch) if any(op.op_def.allocates_outputs for op in order) else {}
-    mapped: dict[Operation, int] = {}
+    mapped: dict[Operation, tuple[int, int]] = {}
     if microbatches > 1:
         if not any(op.type == "While" for op in order):
             return None
@@ -422,7 +422,7 @@ def resolve_static(graph: Graph, fetches: list, shapes: dict, microbatches: int 
                 row_rules.why_not(order, feeds, shapes, rowed):
             return None
         sliced = batch_mod.slice_shapes(shapes, rowed, microbatches)
-        rows = sliced[next(iter(rowed))][0]
+        rows = sliced[next(iter(rowed))][0], batch_mod.batch_size(shapes)
         # the loops whose trip counts follow the batch's rows: its maps (planner.rows refuses any other)
         mapped = {op: rows for op, n in trip_counts(order, sliced).items() if trips.get(op) != n}
         if not mapped:
@@ -434,10 +434,11 @@ def resolve_static(graph: Graph, fetches: list, shapes: dict, microbatches: int 
 
 
 def _unrolled(g: Graph, op: Operation, trips: int, tensor: dict, controls: list, needed: set,
-              rows: int | None = None) -> tuple[list, list]:
+              rows: tuple[int, int] | None = None) -> tuple[list, list]:
     """While `op` copied into `g` as `trips` copies of its body after `controls`, its inputs `tensor`'s copies: (the
     ops made, its outputs' copies: the last iteration's variables, the stacked history the step reads, the count);
-    with `rows`, a map of a micro-batch's rows, every op made marked so (attr _row_map)."""
+    with `rows` (a micro-batch's rows, the batch's), a map of a micro-batch's rows: every op made marked so (attr
+    _row_map)."""
     from tfplus.ops import array_ops
     n, body = len(op.attrs["T"]), op.attrs["body"]
     values = [tensor[t] for t in op.inputs[:n]]
@@ -445,7 +446,8 @@ def _unrolled(g: Graph, op: Operation, trips: int, tensor: dict, controls: list,
     steps = topo_order(needed_ops(body.outputs, set(body.all_inputs)))
     history: list[list[Tensor]] = [[] for _ in range(n)]
     made: list[Operation] = []
-    mark = {"_row_map": rows} if rows else None  # (a map's body draws nothing: planner.maps)
+    rows, batch = rows or (None, None)
+    mark = {"_row_map": rows} if rows else None
     for i in range(trips):
         local = dict(zip(body.all_inputs, values + caps))
         for k in range(n):
@@ -454,7 +456,8 @@ def _unrolled(g: Graph, op: Operation, trips: int, tensor: dict, controls: list,
         for b in steps:
             copies[b] = _copy(g, b, [local[t] for t in b.inputs], f"{op.name}/{i}/{b.name}",
                               controls + [copies[o] for o in b.control_inputs], copies, True,
-                              _iteration(b, i, trips) if has_tag(b.type, "random") else mark)
+                              {**(mark or {}), **_iteration(b, i, trips, batch)} if has_tag(b.type, "random")
+                              else mark)
             local.update(zip(b.outputs, copies[b].outputs))
         made += copies.values()
         values = [local[y] for y in body.outputs]
@@ -468,14 +471,20 @@ def _unrolled(g: Graph, op: Operation, trips: int, tensor: dict, controls: list,
     return made, values + stacked + [count]
 
 
-def _iteration(b: Operation, i: int, trips: int) -> dict:
+def _iteration(b: Operation, i: int, trips: int, batch: int | None = None) -> dict:
     """The attributes that make copy `i` of random op `b` of an unrolled loop's body draw what `b` draws in
     iteration i of the loop (KernelContext.random_draw): its node's stream ('_stream': the loop ran `b` under its
     name, once an iteration), the draw of the step's `trips` that is its iteration's. A gradient loop's recomputation
-    of a forward body (attr _redraw: the forward op) walks the forward's iterations last first."""
-    if b.attrs.get("_redraw"):
-        return {"_iteration": trips - 1 - i, "_trips": trips}
-    return {"_stream": b.name, "_iteration": i, "_trips": trips}
+    of a forward body (attr _redraw: the forward op) walks the forward's iterations last first. A map of the rows
+    unrolled for micro-batches of `trips` rows of a `batch` (planner.maps) loops `batch` times in the unsplit step:
+    micro-batch j's copy i draws iteration j * trips + i ('_rows': trips)."""
+    it = trips - 1 - i if b.attrs.get("_redraw") else i
+    attrs = {"_iteration": it, "_trips": batch or trips}
+    if batch:
+        attrs["_rows"] = trips
+    if not b.attrs.get("_redraw"):
+        attrs["_stream"] = b.name
+    return attrs
 
 
 def _stand_ins(g: Graph, feeds: set[Tensor], needed: set[Operation], tensor: dict) -> None:

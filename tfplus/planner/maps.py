@@ -5,9 +5,9 @@ Such a loop is row by row when each iteration reads the rows of the batch's tens
 (tf.gather(x, i)), writes its result to row i of its output arrays alone (TensorArray.write: a select of row i) and
 carries nothing else from row to row. Then a micro-batch of m rows is the same loop over its own m rows: a budgeted
 step unrolls it for m rows (engine.step.resolve_static) and is planned in micro-batches of m rows only (its copies
-carry attr _row_map = m, which planner.plan holds it to). A loop that reads another row (elems[0] for every row), its
-accumulated output (a reduction over the TensorArray), the counter as a value, or draws random numbers per row
-(each micro-batch's loop would draw its own iterations' numbers) is refused, naming the op.
+carry attr _row_map = m, which planner.plan holds it to); a random op's copies draw their rows' numbers of the loop
+(KernelContext.random_draw). A loop that reads another row (elems[0] for every row), its accumulated output (a
+reduction over the TensorArray), the counter as a value, or runs another stateful op is refused, naming the op.
 
     >>> import tfplus as tf
     >>> x = tf.placeholder(tf.float32, [None, 3])
@@ -51,10 +51,8 @@ def why_not(op: Operation, rows: Rows) -> str | None:
             readers.setdefault(t, []).append(b)
         if b.op_def.allocates_outputs:
             return f"runs control flow ({b.type} '{b.name}') in its body"
-        if has_tag(b.type, "random") or b.op_def.stateful:
-            return (f"draws {b.type} '{b.name}' for each row, as many times as the loop runs (each micro-batch's "
-                    "loop would draw its own rows' first numbers); draw the batch's numbers outside the loop "
-                    "(tf.random_uniform([tf.shape(x)[0]])) and map them with the rows")
+        if b.op_def.stateful and not has_tag(b.type, "random"):  # (a random op's copies draw its row's numbers)
+            return f"runs the stateful {b.type} '{b.name}' for each row"
     outer = dict(zip(body.all_inputs, op.inputs[:n] + op.inputs[n + n_cond:]))
     uses = {step}
     for k, ph in enumerate(body.all_inputs):
