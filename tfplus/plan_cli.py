@@ -21,7 +21,7 @@ from tfplus.planner import TRANSFORMATIONS
 from tfplus.planner import plan as _plan
 from tfplus.planner.profiles import PROFILES, get_profile
 from tfplus.runtime.facts import device_facts
-from tfplus.step_budget import floor, planned_run, runs_fit, smallest_peak, training_feeds, training_runs
+from tfplus.step_budget import floor, planned_runs, runs_fit, smallest_peak, training_feeds, training_runs
 from tfplus.units import format_size
 
 # What the largest batch one step holds may use: every transformation but those that split the batch.
@@ -292,10 +292,15 @@ class _TrainStep:
         return training_runs(self.tg, self.sums.step_op, batch)
 
     def plan(self, batch: int, budget):
-        """The plan of a run of `batch` for `budget`, made as the session makes it (step_budget.planned_run: its
-        loops unrolled, then rewritten)."""
-        graph, fetches, shapes = planned_run(self.source, self.fetches, self.shapes(batch, self.fed))
-        return _plan(fetches, shapes, device_facts(self.args.device), budget, graph=graph, raise_if_infeasible=False)
+        """The plan of a run of `batch` for `budget`, made as the session makes it (step_budget.planned_runs: its
+        loops unrolled, then rewritten; where that does not fit, its maps of the rows unrolled for micro-batches)."""
+        first = None
+        for graph, fetches, shapes in planned_runs(self.source, self.fetches, self.shapes(batch, self.fed)):
+            p = _plan(fetches, shapes, device_facts(self.args.device), budget, graph=graph, raise_if_infeasible=False)
+            if p.fits or budget is None:
+                return p
+            first = first or p
+        return first
 
     def floor(self, batch: int, transformations=TRANSFORMATIONS) -> tuple:
         """(the floor plan of a run of `batch`, the seconds its search took): step_budget.floor of training_runs,

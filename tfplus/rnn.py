@@ -18,13 +18,15 @@ measures a 32-step GRU's training step ~2.5x faster unrolled on the cpu device, 
 """
 from __future__ import annotations
 
+import hashlib
 from typing import NamedTuple
 
 from tfplus import dtypes as _dt
 from tfplus.framework import Tensor, convert_to_tensor, name_scope
 from tfplus.init_ops import Constant, zeros_initializer
-from tfplus.ops import array_ops, composite_ops, math_ops, nn_ops
+from tfplus.ops import array_ops, composite_ops, math_ops, nn_ops, random_ops
 from tfplus.ops.control_flow_ops import TensorArray, while_loop
+from tfplus.tensor_shape import TensorShape
 from tfplus.variables import get_variable, variable_scope
 
 __all__ = ["RNNCell", "BasicRNNCell", "GRUCell", "BasicLSTMCell", "LSTMCell", "LSTMStateTuple", "MultiRNNCell",
@@ -316,33 +318,73 @@ def _keep(p, what: str):
 class DropoutWrapper(_Wrapper):
     """TF1's tf.nn.rnn_cell.DropoutWrapper: dropout on the cell's inputs, outputs and state, each with its keep
     probability (a number or a scalar tensor, e.g. a placeholder fed 1.0 at evaluation). As TF1, state dropout
-    leaves an LSTMStateTuple's c alone; a fresh mask is drawn at every step (variational_recurrent=False)."""
+    leaves an LSTMStateTuple's c alone. A fresh mask is drawn at every step; with variational_recurrent=True, one
+    mask of each (drawn here, [1, size]: the batch's examples share it, as TF1's) serves every step, and the inputs'
+    depth `input_size` and the noise's `dtype` must be given."""
 
     def __init__(self, cell, input_keep_prob=1.0, output_keep_prob=1.0, state_keep_prob=1.0,
                  variational_recurrent=False, input_size=None, dtype=None, seed=None,
                  dropout_state_filter_visitor=None):
-        if variational_recurrent or dropout_state_filter_visitor is not None:
-            raise NotImplementedError("DropoutWrapper: variational_recurrent and dropout_state_filter_visitor are "
-                                      "not supported by tfplus; use the default per-step masks")
+        if dropout_state_filter_visitor is not None:
+            raise NotImplementedError("DropoutWrapper: dropout_state_filter_visitor is not supported by tfplus; "
+                                      "state dropout leaves an LSTM's c alone, as TF1's default filter")
         super().__init__(cell)
         self._in, self._out = _keep(input_keep_prob, "input_keep_prob"), _keep(output_keep_prob, "output_keep_prob")
         self._state, self._seed = _keep(state_keep_prob, "state_keep_prob"), seed
+        self._noise: dict[str, list[Tensor]] = {}  # variational masks' uniform noise, per leaf of what it drops
+        if not variational_recurrent:
+            return
+        if dtype is None:
+            raise ValueError("DropoutWrapper: variational_recurrent=True needs the dtype of its noise")
+        for what, keep, size in (("input", self._in, input_size), ("state", self._state, cell.state_size),
+                                 ("output", self._out, cell.output_size)):
+            if keep is None:
+                continue
+            if size is None:
+                raise ValueError("DropoutWrapper: variational_recurrent=True with input_keep_prob < 1 needs "
+                                 "input_size (the depth of the cell's inputs)")
+            self._noise[what] = [random_ops.random_uniform([1, *_dims(s)], dtype=dtype, seed=self._gen_seed(what, i))
+                                 for i, s in enumerate(_leaves(size))]
 
-    def _drop(self, x, keep):
-        return x if keep is None else nn_ops.dropout(x, keep_prob=keep, seed=self._seed)
+    def _gen_seed(self, what: str, index: int):
+        """TF1's seed of a variational mask: the wrapper's seed salted with what it drops and the leaf's index."""
+        if self._seed is None:
+            return None
+        return int(hashlib.md5(f"{self._seed}{what}_{index}".encode()).hexdigest()[:8], 16) & 0x7FFFFFFF
+
+    def _drop(self, x, keep, what: str, index: int = 0):
+        if keep is None:
+            return x
+        if what in self._noise:  # keep + U[0, 1) floors to 1 with probability keep
+            return math_ops.divide(x, keep) * math_ops.floor(keep + self._noise[what][index])
+        return nn_ops.dropout(x, keep_prob=keep, seed=self._seed)
 
     def __call__(self, inputs, state, scope=None):
-        output, new_state = self.cell(self._drop(convert_to_tensor(inputs), self._in), state, scope=scope)
+        output, new_state = self.cell(self._drop(convert_to_tensor(inputs), self._in, "input"), state, scope=scope)
         if self._state is not None:
-            new_state = self._drop_state(new_state)
-        return self._drop(output, self._out), new_state
+            new_state = self._drop_state(new_state, iter(range(len(_leaves(new_state)))))
+        return self._drop(output, self._out, "output"), new_state
 
-    def _drop_state(self, state):
+    def _drop_state(self, state, index):
+        """`state` with its leaves dropped; `index` counts the leaves (a variational mask's)."""
         if isinstance(state, LSTMStateTuple):
-            return LSTMStateTuple(state.c, self._drop(state.h, self._state))
+            next(index)  # c
+            return LSTMStateTuple(state.c, self._drop(state.h, self._state, "state", next(index)))
         if isinstance(state, (tuple, list)):
-            return type(state)(self._drop_state(s) for s in state)
-        return self._drop(state, self._state)
+            return type(state)(self._drop_state(s, index) for s in state)
+        return self._drop(state, self._state, "state", next(index))
+
+
+def _leaves(size) -> list:
+    """The leaves of a (nested tuple) state size or state, as TF1's nest sees them: ints, TensorShapes or tensors."""
+    if isinstance(size, (tuple, list)):
+        return [leaf for s in size for leaf in _leaves(s)]
+    return [size]
+
+
+def _dims(size) -> list:
+    """A state or input size's dims: an int is one."""
+    return [size] if isinstance(size, int) else list(TensorShape(size).as_list())
 
 
 class ResidualWrapper(_Wrapper):

@@ -21,24 +21,28 @@ def smallest_budget(graph, runs: list, device, transformations=TRANSFORMATIONS) 
 
 def floor(graph, runs: list, device, transformations=TRANSFORMATIONS):
     """The floor plan (planner.floor_plan) of the run in `runs` whose floor is the largest: its `budget_bytes` is
-    smallest_budget, and it is the plan made for that budget."""
-    return max((floor_plan(planned, fed, device_facts(device), graph=g, transformations=transformations)
-                for g, planned, fed in _planned(graph, runs)), key=lambda p: p.budget_bytes)
+    smallest_budget, and it is the plan made for that budget. A run with maps of the batch's rows has the smaller
+    floor of its ways (planned_runs)."""
+    def budget(p):
+        return p.budget_bytes
+    return max((min((floor_plan(planned, fed, device_facts(device), graph=g, transformations=transformations)
+                     for g, planned, fed in ways), key=budget) for ways in _planned(graph, runs)), key=budget)
 
 
 def smallest_peak(graph, runs: list, device, transformations=TRANSFORMATIONS) -> int:
     """The largest of the runs' smallest plans' peaks (planner.smallest_plan, no budget to fill): every budget
     from it up fits, and a step whose plans depend on the budget may fit less (smallest_budget). Cheaper than
     the floor: one plan a run."""
-    return max(smallest_plan(planned, fed, device_facts(device), graph=g, transformations=transformations).peak_bytes
-               for g, planned, fed in _planned(graph, runs))
+    return max(min(smallest_plan(planned, fed, device_facts(device), graph=g,
+                                 transformations=transformations).peak_bytes for g, planned, fed in ways)
+               for ways in _planned(graph, runs))
 
 
 def runs_fit(graph, runs: list, device, budget: int, transformations=TRANSFORMATIONS) -> bool:
     """Whether the planner fits every one of `runs` in `budget` (planner.fits)."""
     facts = device_facts(device)
-    return all(fits(planned, fed, facts, budget, graph=g, transformations=transformations)
-               for g, planned, fed in _planned(graph, runs))
+    return all(any(fits(planned, fed, facts, budget, graph=g, transformations=transformations)
+                   for g, planned, fed in ways) for ways in _planned(graph, runs))
 
 
 def check_budget(graph, runs: list, device, budget: int) -> None:
@@ -52,24 +56,49 @@ def check_budget(graph, runs: list, device, budget: int) -> None:
 
 
 def _planned(graph, runs: list):
-    """Each run as the session plans it (planned_run)."""
+    """Each run's ways as the session plans it (planned_runs)."""
     for fetches, shapes in runs:
-        yield planned_run(graph, fetches if isinstance(fetches, list) else [fetches], shapes)
+        yield planned_runs(graph, fetches if isinstance(fetches, list) else [fetches], shapes)
 
 
-def planned_run(graph, fetches: list, shapes: dict) -> tuple:
+def planned_runs(graph, fetches: list, shapes: dict):
+    """The ways a budgeted session may plan a run of `fetches` fed `shapes` (planned_run), made as asked for: as
+    such, then, where it has maps of the batch's rows (planner.maps), in k micro-batches with them unrolled for
+    those, k ascending, as the session tries them where the first does not fit (engine.step.Step.mapped)."""
+    from tfplus.planner.batch import batch_size
+    yield planned_run(graph, fetches, shapes)
+    batch = batch_size(shapes) or 1
+    for k in (k for k in range(2, batch + 1) if batch % k == 0):
+        way = planned_run(graph, fetches, shapes, k)
+        if way is None:
+            return
+        yield way
+
+
+def planned_run(graph, fetches: list, shapes: dict, microbatches: int = 1) -> tuple | None:
     """A run of `fetches` fed `shapes` as a budgeted session plans it: its tf.while_loops of trip counts known from
-    the shapes unrolled (tfplus.engine.step.resolve_static), its losses summed over the batch scaled
+    the shapes unrolled (tfplus.engine.step.resolve_static; with `microbatches` k, its maps of the batch's rows
+    unrolled for k micro-batches, None where it has none), its losses summed over the batch scaled
     (engine.step.scale_summed_losses, which micro-batches need), then rewritten by tfplus.engine.rewrite: (graph,
     fetches, {fed: shape})."""
     from tfplus.engine.rewrite import enabled, optimize
     from tfplus.engine.step import resolve_static, scale_summed_losses
-    for rewrite in (resolve_static, lambda g, f, s: scale_summed_losses(g, f, s) if s else None,
+    from tfplus.framework import needed_ops
+    if microbatches > 1:
+        rw = resolve_static(graph, fetches, shapes, microbatches)
+        if rw is None:
+            return None
+        graph, fetches, shapes = rw.graph, [rw.element[f] for f in fetches], \
+            {rw.element[t]: s for t, s in shapes.items()}
+    for rewrite in (resolve_static if microbatches == 1 else lambda g, f, s: None,
+                    lambda g, f, s: scale_summed_losses(g, f, s) if s else None,
                     lambda g, f, s: optimize(g, f, set(s)) if enabled() else None):
         rw = rewrite(graph, fetches, shapes)
         if rw is not None:
             graph, fetches, shapes = rw.graph, [rw.element[f] for f in fetches], \
                 {rw.element[t]: s for t, s in shapes.items()}
+    if microbatches > 1 and not any(op.attrs.get("_row_map") for op in needed_ops(fetches, set(shapes))):
+        return None  # (the marks hold its plans to k micro-batches: a rewrite that dropped them drops the way)
     return graph, fetches, shapes
 
 

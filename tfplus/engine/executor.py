@@ -89,16 +89,26 @@ class KernelContext:
         out = self.op.outputs[0]
         rowed = self._alloc.draw_step is not None and bool(out._shape) and out._shape[0] is None
         first = self._alloc.draw_slice * size if rowed else 0
-        drawn = self.op.attrs.get("_redraw")
+        attrs = self.op.attrs
+        # A copy of a loop body's op in a loop unrolled for `trips` iterations (engine.step._unrolled): the draw of
+        # its `iteration` among the loop's, which its step draws at once (the first copy to draw advances by trips).
+        trips, iteration = attrs.get("_trips", 1), attrs.get("_iteration")
+        if attrs.get("_rows"):  # a map's copy in micro-batch j of _rows rows: the loop's iteration of its row, whose
+            iteration += self._alloc.draw_slice * attrs["_rows"]  # draw has no rows of the batch
+            first = 0
+        drawn = attrs.get("_redraw")
         if drawn:  # a gradient recomputing a tf.cond branch or a loop's body: the original's draws, last first
             state = streams.get(drawn)
             if state is None:
                 raise RuntimeError(f"random op '{self.op.name}' redraws the numbers of '{drawn}', which has not run")
 
             def taken() -> int:
+                if iteration is not None:  # its forward iteration's, which the step's forward copies drew
+                    return state[2] - trips + iteration
                 return state[4].pop() if state[4] else state[2] - 1
             return Draw((state[0], state[1]), taken(), first, taken, False)
-        state = streams.get(self.op.name)
+        name = attrs.get("_stream", self.op.name)
+        state = streams.get(name)
         if state is None:
             seed, seed2 = self.op.attrs.get("seed", 0), self.op.attrs.get("seed2", 0)
             if not (seed or seed2):
@@ -106,25 +116,29 @@ class KernelContext:
             # 64-bit seeds fold into the 32-bit key words
             # A gradient's copy redraws this op's draws (attr _redrawn): the runs, newest last; bounded, as an
             # evaluation's runs are never taken.
-            state = streams[self.op.name] = [(seed ^ (seed >> 32)) & 0xFFFFFFFF,
+            state = streams[name] = [(seed ^ (seed >> 32)) & 0xFFFFFFFF,
                                              (seed2 ^ (seed2 >> 32)) & 0xFFFFFFFF, 0, None,
                                              deque(maxlen=_REDRAWN_RUNS)]
-        kept = state[4] if self.op.attrs.get("_redrawn") else None
+        kept = state[4] if attrs.get("_redrawn") else None
         step = self._alloc.draw_step
-        advances = step is None or state[3] is not step  # only a micro-batched step's first draw advances
+        if step is None and iteration is not None:  # (engine.memory.Bound gives each run of a plan its step)
+            raise RuntimeError(f"random op '{self.op.name}' of an unrolled tf.while_loop runs outside a planned "
+                               "step, which alone tells its iterations' draws apart")
+        advances = step is None or state[3] is not step  # only a (micro-batched) step's first draw advances
+        offset = trips - (iteration or 0)  # its run: `offset` before the runs drawn so far
         if advances:
-            state[2] += 1
+            state[2] += trips
             state[3] = step
 
         def again() -> int:
             if advances:
-                state[2] += 1
+                state[2] += trips
             if kept is not None:
-                kept.append(state[2] - 1)
-            return state[2] - 1
+                kept.append(state[2] - offset)
+            return state[2] - offset
         if kept is not None:
-            kept.append(state[2] - 1)
-        return Draw((state[0], state[1]), state[2] - 1, first, again, advances)
+            kept.append(state[2] - offset)
+        return Draw((state[0], state[1]), state[2] - offset, first, again, advances)
 
     def workspace(self, shape, dtype):
         """Scratch memory that lives only while this kernel runs (im2col columns, partial sums). Under a

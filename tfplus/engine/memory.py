@@ -344,7 +344,12 @@ class Bound:
         if p.stream is not None:
             return self._streamed(feeds)
         if p.microbatches == 1:
-            return self._phase(0, feeds)
+            # one draw of each random op for the step: an unrolled loop's copies draw its iterations' at once
+            self.draw_step = object()
+            try:
+                return self._phase(0, feeds)
+            finally:
+                self.draw_step = None
         return self._microbatched(feeds)
 
     def _microbatched(self, feeds: dict) -> dict:

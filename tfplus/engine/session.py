@@ -245,6 +245,7 @@ class Session:
             values = step_mod.taken(self._executor, preds, fed)
             taken += (values,)
             level = self._level(key + taken, flat, feeds, level, dict(zip(preds, values)))
+        resolved = level  # (its maps of the batch's rows are unrolled per micro-batch where it needs: _mapped)
         if self._driver == "plan":
             level = self._unrolled(key + taken, flat, feeds, level)
         step = self._steps.get(key + taken)
@@ -256,7 +257,26 @@ class Session:
                 self._rewritten(flat, shapes)
             step = self._steps[key + taken] = Step(self._executor, flat, shapes, rewrite, self._driver, self.graph,
                                                    self._memory_budget, self._workers)
+            if self._driver == "plan":
+                step.mapped = lambda: self._mapped(flat, shapes, resolved)
         return step
+
+    def _mapped(self, flat: list, shapes: dict, level):
+        """The step of `flat` fed `shapes` for k micro-batches of its batch, k ascending: its maps of the batch's rows
+        (tf.map_fn over the batch, planner.maps) unrolled for k micro-batches (engine.step.resolve_static) in the
+        copy `level` its conds are resolved in (None: the graph as built), then rewritten as _resolved does; (k, a
+        Rewritten of the graph as built) pairs, none where it has no such map."""
+        from tfplus.planner.batch import batch_size
+        el = (lambda t: t) if level is None else level.element.__getitem__
+        fed = {el(t): s for t, s in shapes.items()}
+        batch = batch_size(fed) or 1
+        for k in (k for k in range(2, batch + 1) if batch % k == 0):
+            r = step_mod.resolve_static(self.graph if level is None else level.graph, [el(f) for f in flat], fed, k)
+            if r is None:
+                return
+            if level is not None:
+                r = replace(r, element={t: r.element[v] for t, v in level.element.items()})
+            yield k, self._resolved(r, flat, shapes)
 
     def _fed_conds(self, key: tuple, flat: list, feeds: dict, level) -> list:
         """A budgeted step's tf.cond predicates whose values are known before it runs (engine.step.fed_conds), in

@@ -17,7 +17,9 @@ A budgeted step's tf.conds (If ops) whose predicates follow from fed scalars and
 run (fed_conds, taken) and plans a copy of the step's graph with each cond's taken branch inlined (resolve_conds),
 so that the planner sees straight-line code; a step fed True and one fed False are two steps, two plans. Its
 tf.while_loops whose trip counts follow from the fed shapes and constants (a dynamic_rnn over a fed time axis) are
-then unrolled, and its conds on constants folded (resolve_static): the same for every run of its shapes.
+then unrolled, and its conds on constants folded (resolve_static): the same for every run of its shapes. One that
+does not fit its budget so with maps of the batch's rows in it (tf.map_fn over the batch: planner.maps) is planned
+in k micro-batches with them unrolled for a micro-batch's rows, the fewest k that fits (Step.mapped).
 A traced run (tfplus.profiler) runs plainly where the workers would take it or no plan is bound yet.
 
 `run(feeds)` returns the tensor fetches' values copied to the host: a planned step's before the arena's lock is
@@ -49,22 +51,31 @@ class Step:
     (None until it runs plainly) and `plain_runs` its plain runs before the "replay" driver planned it (-1: the
     planner could not plan it, it runs plainly for good)."""
 
+    # A budgeted step's rewrites for k micro-batches of its batch, its maps of the rows unrolled for them
+    # (resolve_static's microbatches), k ascending, or None: tried where the step does not fit its budget otherwise.
+    mapped = None
+
     def __init__(self, executor, flat: list, shapes: dict, rewrite, driver: str, graph, budget=None, workers=None):
-        self.executor, self.rewrite, self.driver = executor, rewrite, driver
-        element = None if rewrite is None else rewrite.element
-        self._element = element
-        self.fetches = flat if element is None else [element[f] for f in flat]
-        self.feed_shapes = {t if element is None else element[t]: tuple(s) for t, s in shapes.items()}
+        self.executor, self.driver = executor, driver
         # NOTE: holds the given tensors, whose ids key the step in the session's cache, so no other takes them.
-        self._given = flat, list(shapes)
-        self.tensors = [f for f in self.fetches if isinstance(f, Tensor)]
-        self.graph = self.fetches[0].graph if self.fetches else graph
+        self._given = flat, dict(shapes)
+        self._adopt(rewrite, graph)
         self.budget, self.workers = budget, workers
         self.bound = self.program = None
         self.plain_runs = 0
         self._copy_out = executor.runtime.copy_out
         self._drive = {"plan": self._planned, "workers": self._on_workers, "replay": self._replayed,
                        "plain": self._plain}[driver]
+
+    def _adopt(self, rewrite, graph=None) -> None:
+        """Runs the given fetches and feeds as `rewrite` (an engine.rewrite.Rewritten, None: as built) has them."""
+        flat, shapes = self._given
+        self.rewrite = rewrite
+        element = self._element = None if rewrite is None else rewrite.element
+        self.fetches = flat if element is None else [element[f] for f in flat]
+        self.feed_shapes = {t if element is None else element[t]: tuple(s) for t, s in shapes.items()}
+        self.tensors = [f for f in self.fetches if isinstance(f, Tensor)]
+        self.graph = self.fetches[0].graph if self.fetches else graph or self.graph
 
     @property
     def plan(self):
@@ -79,6 +90,8 @@ class Step:
 
     def run(self, feeds: dict) -> list:
         """The values of its tensor fetches, in order, from `feeds` ({given Tensor: device buffer})."""
+        if self.bound is None and self.driver == "plan":  # (first: the plan may run the step as another rewrite)
+            self.use_plan(self._make_plan(self.budget))
         if self._element is not None:
             feeds = {self._element[t]: v for t, v in feeds.items()}
         return self._drive(feeds)
@@ -146,9 +159,31 @@ class Step:
         return self._planned(feeds)
 
     def _make_plan(self, budget):
-        from tfplus.planner.plan import plan
+        from tfplus.planner.plan import BudgetError, plan
         from tfplus.runtime.facts import device_facts  # in the step: the thread count is the step's
-        return plan(self.fetches, self.feed_shapes, device_facts(self.executor.runtime), budget, graph=self.graph)
+        facts = device_facts(self.executor.runtime)
+        try:
+            return plan(self.fetches, self.feed_shapes, facts, budget, graph=self.graph)
+        except BudgetError:
+            if budget is None or self.mapped is None:
+                raise
+            # its maps of the rows run whole in the plans above: in k micro-batches, unrolled for them (planner.maps)
+            least = None
+            for k, rewrite in self.mapped():
+                fetches = [rewrite.element[f] for f in self._given[0]]
+                shapes = {rewrite.element[t]: tuple(s) for t, s in self._given[1].items()}
+                p = plan(fetches, shapes, facts, budget, graph=fetches[0].graph, raise_if_infeasible=False)
+                if p.microbatches != k:  # (held to k by its marked copies: never the whole batch)
+                    continue
+                if p.fits:
+                    self._adopt(rewrite)
+                    return p
+                if least is None or p.peak_bytes < least[0]:
+                    least = p.peak_bytes, fetches, shapes
+            if least is None:
+                raise
+        # the error of the way that came closest, naming its floor
+        return plan(least[1], least[2], facts, budget, graph=least[1][0].graph)
 
 
 # -- tf.cond on fed predicates (a budgeted step) ---------------------------------------------------------------
@@ -229,8 +264,9 @@ def resolve_conds(graph: Graph, fetches: list, shapes: dict, branch: dict):
     return _resolve(graph, fetches, shapes, branch, {})
 
 
-def _resolve(graph: Graph, fetches: list, shapes: dict, branch: dict, trips: dict):
-    """resolve_conds, with each While of `trips` ({While: its trip count}) unrolled as well (resolve_static)."""
+def _resolve(graph: Graph, fetches: list, shapes: dict, branch: dict, trips: dict, mapped: dict | None = None):
+    """resolve_conds, with each While of `trips` ({While: its trip count}) unrolled as well (resolve_static), the
+    copies of those of `mapped` marked with its rows ({While: (a micro-batch's rows, the batch's)})."""
     feeds = set(shapes)
     needed = needed_ops(fetches, feeds)
     g = Graph()
@@ -241,7 +277,7 @@ def _resolve(graph: Graph, fetches: list, shapes: dict, branch: dict, trips: dic
     for op in topo_order(needed):
         controls = [op_of[o] for o in op.control_inputs]
         if op in trips:
-            made, outputs = _unrolled(g, op, trips[op], tensor, controls, needed)
+            made, outputs = _unrolled(g, op, trips[op], tensor, controls, needed, (mapped or {}).get(op))
         elif op.type == "If" and op.inputs[0] in branch:
             made, outputs = _taken(g, op, branch[op.inputs[0]], tensor, controls)
         else:
@@ -279,8 +315,9 @@ def trip_counts(order: list, shapes: dict, branch: dict | None = None) -> dict:
     condition follows from constants and the fed shapes alone, through loop variables that the body computes
     from those alone (a counter up to tf.shape(x)[1]: a dynamic_rnn over a fed time axis, a tf.while_loop to a
     constant), as the planner's shape arithmetic folds them on the cpu kernels; {} where one does not (read from
-    a fed value, a variable or the batch's values), or a loop's body draws random numbers, is stateful, runs
-    control flow of its own or changes a variable's shape. The count is then the same at every run of the step's
+    a fed value, a variable or the batch's values), or a loop's body is stateful (a random op tagged "random", a
+    dropout's, is not: its unrolled copies draw the loop's numbers), runs control flow of its own or changes a
+    variable's shape. The count is then the same at every run of the step's
     shapes, so the session plans the loop unrolled (resolve_static). `branch` gets {predicate: value} of the
     tf.conds whose predicates fold so (not from a fed tensor)."""
     import tfplus.kernels.numpy  # noqa: F401  the shape arithmetic folds on the cpu kernels
@@ -326,8 +363,9 @@ def _simulate(op: Operation, specs: dict) -> int | None:
     from tfplus.registry import TensorSpec
     cond, body = op.attrs["cond"], op.attrs["body"]
     n, n_cond = len(op.attrs["T"]), op.attrs["n_cond"]
-    for g in (cond, body):
-        if any(o.op_def.stateful or o.op_def.allocates_outputs for o in g.get_operations()):
+    for g in (cond, body):  # (a body's dropout draws in its unrolled copies as in the loop: _unrolled)
+        if any(o.op_def.stateful and not (g is body and has_tag(o.type, "random")) or o.op_def.allocates_outputs
+               for o in g.get_operations()):
             return None
     reads = {k for k, ph in enumerate(cond.inputs) if ph.op in needed_ops(cond.outputs, set())}
     grown = True
@@ -357,26 +395,50 @@ def _simulate(op: Operation, specs: dict) -> int | None:
     return None
 
 
-def resolve_static(graph: Graph, fetches: list, shapes: dict):
+def resolve_static(graph: Graph, fetches: list, shapes: dict, microbatches: int = 1):
     """The step of `fetches` fed `shapes` copied into a private Graph with each tf.while_loop of a known trip count
     (trip_counts) replaced by that many copies of its body, one after another (named under the While's,
     'rnn/while/While/3/add'), and each tf.cond whose predicate folds with them (a constant, an unfed
     placeholder_with_default) by the branch it takes (resolve_conds). A loop's outputs become the last copy's, the
     stacked values of each iteration it records for a gradient (tf.stack), and the count (a constant). A gradient's
     loop (whose count is the forward loop's) is unrolled too, so the planner sees straight-line ops, whose rows and
-    micro-batches it knows. A tfplus.engine.rewrite.Rewritten, or None where nothing is resolved."""
+    micro-batches it knows. A tfplus.engine.rewrite.Rewritten, or None where nothing is resolved.
+    With `microbatches` k > 1: the step for k micro-batches of its batch, its maps of the batch's rows one by one
+    (tf.map_fn over the batch and its gradient: planner.maps) unrolled for a micro-batch's rows, each copy marked
+    so (attr _row_map: the rows, which planner.plan holds it to); None where it has no such map, or its rows do
+    not split (planner.rows)."""
     feeds = set(shapes)
     order = topo_order(needed_ops(fetches, feeds))
     branch: dict[Tensor, bool] = {}
     trips = trip_counts(order, shapes, branch) if any(op.op_def.allocates_outputs for op in order) else {}
+    mapped: dict[Operation, tuple[int, int]] = {}
+    if microbatches > 1:
+        if not any(op.type == "While" for op in order):
+            return None
+        from tfplus.planner import batch as batch_mod
+        from tfplus.planner import rows as row_rules
+        rowed = batch_mod.batch_feeds(shapes, batch_mod.batch_size(shapes))
+        if not rowed or batch_mod.batch_size(shapes) % microbatches or \
+                row_rules.why_not(order, feeds, shapes, rowed):
+            return None
+        sliced = batch_mod.slice_shapes(shapes, rowed, microbatches)
+        rows = sliced[next(iter(rowed))][0], batch_mod.batch_size(shapes)
+        # the loops whose trip counts follow the batch's rows: its maps (planner.rows refuses any other)
+        mapped = {op: rows for op, n in trip_counts(order, sliced).items() if trips.get(op) != n}
+        if not mapped:
+            return None
+        trips.update((op, n) for op, n in trip_counts(order, sliced).items() if op in mapped)
     if not trips and not branch:
         return None
-    return _resolve(graph, fetches, shapes, branch, trips)
+    return _resolve(graph, fetches, shapes, branch, trips, mapped)
 
 
-def _unrolled(g: Graph, op: Operation, trips: int, tensor: dict, controls: list, needed: set) -> tuple[list, list]:
+def _unrolled(g: Graph, op: Operation, trips: int, tensor: dict, controls: list, needed: set,
+              rows: tuple[int, int] | None = None) -> tuple[list, list]:
     """While `op` copied into `g` as `trips` copies of its body after `controls`, its inputs `tensor`'s copies: (the
-    ops made, its outputs' copies: the last iteration's variables, the stacked history the step reads, the count)."""
+    ops made, its outputs' copies: the last iteration's variables, the stacked history the step reads, the count);
+    with `rows` (a micro-batch's rows, the batch's), a map of a micro-batch's rows: every op made marked so (attr
+    _row_map)."""
     from tfplus.ops import array_ops
     n, body = len(op.attrs["T"]), op.attrs["body"]
     values = [tensor[t] for t in op.inputs[:n]]
@@ -384,6 +446,8 @@ def _unrolled(g: Graph, op: Operation, trips: int, tensor: dict, controls: list,
     steps = topo_order(needed_ops(body.outputs, set(body.all_inputs)))
     history: list[list[Tensor]] = [[] for _ in range(n)]
     made: list[Operation] = []
+    rows, batch = rows or (None, None)
+    mark = {"_row_map": rows} if rows else None
     for i in range(trips):
         local = dict(zip(body.all_inputs, values + caps))
         for k in range(n):
@@ -391,15 +455,36 @@ def _unrolled(g: Graph, op: Operation, trips: int, tensor: dict, controls: list,
         copies: dict[Operation, Operation] = {}
         for b in steps:
             copies[b] = _copy(g, b, [local[t] for t in b.inputs], f"{op.name}/{i}/{b.name}",
-                              controls + [copies[o] for o in b.control_inputs], copies, True)
+                              controls + [copies[o] for o in b.control_inputs], copies, True,
+                              {**(mark or {}), **_iteration(b, i, trips, batch)} if has_tag(b.type, "random")
+                              else mark)
             local.update(zip(b.outputs, copies[b].outputs))
         made += copies.values()
         values = [local[y] for y in body.outputs]
+    first = len(g._ops)
     with g.as_default():
         stacked = [array_ops.stack(h, name=f"{op.name}/history_{k}/") if any(
             c in needed for c in op.outputs[n + k].consumers()) else None for k, h in enumerate(history)]
         count = array_ops.constant(trips, op.outputs[-1].dtype, name=f"{op.name}/count/")
+    for new in g._ops[first:] if mark else ():
+        new.attrs.update(mark)
     return made, values + stacked + [count]
+
+
+def _iteration(b: Operation, i: int, trips: int, batch: int | None = None) -> dict:
+    """The attributes that make copy `i` of random op `b` of an unrolled loop's body draw what `b` draws in
+    iteration i of the loop (KernelContext.random_draw): its node's stream ('_stream': the loop ran `b` under its
+    name, once an iteration), the draw of the step's `trips` that is its iteration's. A gradient loop's recomputation
+    of a forward body (attr _redraw: the forward op) walks the forward's iterations last first. A map of the rows
+    unrolled for micro-batches of `trips` rows of a `batch` (planner.maps) loops `batch` times in the unsplit step:
+    micro-batch j's copy i draws iteration j * trips + i ('_rows': trips)."""
+    it = trips - 1 - i if b.attrs.get("_redraw") else i
+    attrs = {"_iteration": it, "_trips": batch or trips}
+    if batch:
+        attrs["_rows"] = trips
+    if not b.attrs.get("_redraw"):
+        attrs["_stream"] = b.name
+    return attrs
 
 
 def _stand_ins(g: Graph, feeds: set[Tensor], needed: set[Operation], tensor: dict) -> None:
@@ -411,13 +496,16 @@ def _stand_ins(g: Graph, feeds: set[Tensor], needed: set[Operation], tensor: dic
 
 
 def _copy(g: Graph, op: Operation, inputs: list[Tensor], name: str, controls: list[Operation], copies: dict,
-          resolving: bool = False) -> Operation:
+          resolving: bool = False, extra: dict | None = None) -> Operation:
     """`op` copied into `g` under `name` (kept: variables and random streams find their ops by name), with the
-    shapes set_shape told the original, its device, phase and gradient's op (in `copies`, the copy's map)."""
+    shapes set_shape told the original, its device, phase and gradient's op (in `copies`, the copy's map), and the
+    attributes `extra` added."""
     attrs = op.attrs
     if resolving and attrs.get("_redraw_in"):  # a gradient's copy of a branch's random op: the original is
         attrs = {k: v for k, v in attrs.items() if k != "_redraw_in"}  # renamed (resolve_conds), once
         attrs["_redraw"] = f"{op.attrs['_redraw_in']}/{op.attrs['_redraw']}"
+    if extra:
+        attrs = {**attrs, **extra}
     new = g.create_op(op.type, inputs, attrs, name + "/")
     for t, n in zip(op.outputs, new.outputs):
         n._shape = t._shape

@@ -419,8 +419,10 @@ def summed_losses(order: list[Operation], feeds: set[Tensor], batch_feeds: set[T
     # from TensorFlow's gradient scopes)
     differentiated = {op.grad_of for op in order if op.grad_of is not None}
     read = {t for op in order if phase_of(op) == "forward" for t in op.inputs}
+    # (not a map's gradient's recomputation of a row's forward ops, unrolled: planner.maps)
     losses += [t for op in order if op in differentiated and phase_of(op) == "forward" and
-               not any(u in read for u in op.outputs) for t in op.outputs if t in valued and t not in rows]
+               not op.attrs.get("_row_map") and not any(u in read for u in op.outputs)
+               for t in op.outputs if t in valued and t not in rows]
     found: list[tuple[Tensor, Operation]] = []
     for loss in dict.fromkeys(losses):
         seen, todo = set(), [(loss, False)]

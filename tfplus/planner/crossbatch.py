@@ -136,8 +136,10 @@ def _statistics(order: list[Operation], feeds: set[Tensor], batch_feeds: set[Ten
         for t in op.inputs if phases else ():
             if t in dep and t not in rowed:
                 onto.setdefault(t, set()).update(phases)
+    # (a map's row, read in its unrolled copy for a micro-batch of its rows, is no statistic: planner.maps)
     return {t: phase_of(op) in onto.get(t, ()) for op in order
-            if not has_tag(op.type, "shape_only") and any(u in rowed for u in op.inputs)
+            if not has_tag(op.type, "shape_only") and not op.attrs.get("_row_map") and
+            any(u in rowed for u in op.inputs)
             for t in op.outputs if phase_of(op) in onto.get(t, ()) or (t in valued and onto.get(t) and _sums(op))}
 
 

@@ -98,8 +98,9 @@ def static_specs(order: list[Operation], feed_shapes: dict[Tensor, tuple], inner
                             "is_training placeholder, tf.less(global_step, N)) that the step writes only after the "
                             "cond; this one's reads the batch or draws random numbers, or reads a variable the step "
                             "may write before it. It unrolls a tf.while_loop whose trip count follows from the fed "
-                            "shapes and constants and whose body draws no random numbers; this one's does not: feed "
-                            "the predicate, bound the loop so, or run without memory_budget")
+                            "shapes and constants and whose body runs no stateful op but random ones (a "
+                            "dropout); this one's does not: feed the predicate, bound the loop so, or run without "
+                            "memory_budget")
         ins = []
         for k, t in enumerate(op.inputs):
             s = specs[t]

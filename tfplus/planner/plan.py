@@ -411,7 +411,7 @@ def _search_keeping(step: _Step, budget: int | None, keep: int | None, transform
                     fit_only: bool) -> tuple:
     """_search, statistics passes keeping rows as far as a budget of `keep` leaves room (_Step._kept)."""
     step.budget, step.price_rows = keep, not fit_only
-    best = base = step.build(1, 1)
+    best = base = step.build(step.least_microbatches, 1)
     base.budget_bytes = budget
     if budget is None or base.fits:
         return _debug(base, base), ""
@@ -448,7 +448,7 @@ def smallest_plan(fetches, feed_shapes: dict, device="cpu", *, graph: Graph | No
 
 def _smallest(step: _Step, transformations: tuple) -> MemoryPlan:
     step.budget = None
-    base = step.build(1, 1, place=False)
+    base = step.build(step.least_microbatches, 1, place=False)
     frugal, _ = _frugal(step, step.candidates(transformations))
     # The plain step is placed only if it can win: its arena is never below its liveness bound.
     if frugal is not None and frugal[1].peak_bytes < base.lower_bound_bytes:
@@ -605,6 +605,14 @@ class _Step:
         self.inplace = True
         self.clones: frozenset = frozenset()  # planner.recompute's copies, on a recomputing step (recomputing())
         self.kept: frozenset = frozenset()  # what a streamed prefix keeps for its backward (on keeping(): argmax)
+        # A map of the batch's rows unrolled for micro-batches of so many rows (planner.maps): the step means what
+        # its graph says only in those micro-batches, every run of it.
+        self.map_rows = next((op.attrs["_row_map"] for op in self.ops if op.attrs.get("_row_map")), None)
+
+    @property
+    def least_microbatches(self) -> int:
+        """The plain step's micro-batches: 1, or those its unrolled maps of the rows hold it to (map_rows)."""
+        return self.batch_size() // self.map_rows if self.map_rows else 1
 
     def budget_shapes(self, transformations: tuple) -> bool:
         """Whether a plan of the step may depend on its budget beyond fitting it: micro-batches whose statistics
@@ -627,6 +635,8 @@ class _Step:
         scratch = self._conv_scratch(1) > 0
         batch = self.batch_size() if "microbatch" in allowed else None
         ks = _divisors(batch) if batch else [1]
+        if self.map_rows:
+            ks = [self.least_microbatches]
         chunk = "chunk" in allowed and scratch and self.kernel_device == "cpu"
         divs = chunking.SCRATCH_DIVISORS if "scratch" in allowed and scratch else (1,)
         quads = []
@@ -639,7 +649,8 @@ class _Step:
             if self.kernel_device != "cpu":  # few options there: all of them, smallest scratch first
                 front = opts
             quads += [(k, c, False, d) for _, _, c, d in sorted(front)]
-        quads = [q for q in quads if q != (1, 1, False, 1)]  # the plain step (a cheaper pair may hide it)
+        quads = [q for q in quads if q != (self.least_microbatches, 1, False, 1)]  # the plain step (a cheaper pair
+        # may hide it)
         if "compact" in allowed and self._sites():
             quads += [(1, 1, True, 1)] + [(k, c, True, d) for k, c, _, d in quads]
         levels = self.levels() if "recompute" in allowed else []
@@ -1162,7 +1173,7 @@ class _Step:
         loss's shape, is the same at every count). (k each without passes, or COUNTS off.)"""
         levels = self._levels(k)
         uniform = (k,) * (len(levels) + 1)
-        if not levels or not crossbatch.COUNTS:
+        if not levels or not crossbatch.COUNTS or self.map_rows:  # (unrolled maps: k rows in every run)
             return uniform
         keeping = ("keeping", k, self.budget) in self._cache  # (the rows first: _kept)
         spans, folded, shaped, tag = self._kept(k)  # while keeping, the rows being tried
@@ -1646,6 +1657,9 @@ class _Step:
         accumulators where they are made (planner.accumulate); without `place`, only the lifetimes (arena_bytes
         stays 0 until `place(plan)`)."""
         s = _prefix(s)
+        if self.map_rows and (s or k != self.least_microbatches):
+            raise PlanError(f"the step's maps of the batch's rows are unrolled for micro-batches of {self.map_rows} "
+                            f"rows (planner.maps): it runs in {self.least_microbatches} micro-batches only")
         if a and k == 1:
             raise PlanError("gradients are accumulated where they are made only over micro-batches (k > 1)")
         if s:
@@ -1757,6 +1771,9 @@ class _Step:
         p.scratch_divisor = d
         why = self._why_not_microbatch()
         p.notes = [f"micro-batching not applied: {why}"] if why else []
+        if self.map_rows:
+            p.notes.append(f"its maps of the batch's rows (tf.map_fn) are unrolled for micro-batches of "
+                           f"{self.map_rows} rows: planned in {k} micro-batches only (planner.maps)")
         p.transformations = self._describe(p, k, c, z, d, r)
         p.predicted_overhead = self.overhead(k, c, z, d, r, None, bool(sites))
         return p

@@ -29,7 +29,12 @@ import numpy as np
 
 from tfplus.framework import Graph, Operation, Tensor, needed_ops, topo_order
 from tfplus.ops.row_rules import Rows, const
+<<<<<<< HEAD
 from tfplus.planner.liveness import PlanError, _fold, phase_of, static_specs
+=======
+from tfplus.planner import maps
+from tfplus.planner.liveness import PlanError, phase_of, static_specs
+>>>>>>> mapfn
 from tfplus.registry import TensorSpec, has_tag
 
 # What a refusal adds: how to run such a step.
@@ -74,7 +79,9 @@ def _refusal(order: list[Operation], rows: Rows, phase: str | None) -> tuple[Ope
         # An update (ref inputs) runs after the micro-batches on their merged gradients (planner.batch.split_step
         # checks those); a shape-only op reads no values; an op without inputs makes no rows (a placeholder is fed).
         # A control-flow op that reads the batch's values without rows may still branch or loop on them.
+        # (A copy of a map of the rows unrolled for micro-batches of its rows was checked as the loop: maps.)
         if not op.inputs or op in own or op.op_def.ref_inputs or has_tag(op.type, "shape_only") or \
+                op.attrs.get("_row_map") or \
                 not any(t in rows for t in (*op.inputs, *op.outputs)) and \
                 not (op.type in CONTROL_FLOW and any(t in rows.valued for t in op.inputs)):
             continue
@@ -125,6 +132,8 @@ def _control(op: Operation, rows: Rows, phase: str) -> str | None:
                 "tf.where")
     if op.type == "While" and _trips(op, rows):
         return _trips(op, rows)
+    if op.type == "While" and op.attrs["cond"].outputs[0] in rows.sized:  # a map of the rows: planner.maps checked
+        return None
     for what, g, _ in subgraphs(op):
         why = _scaled_by_count(_order(g), rows)
         found = None if why else _refusal(_order(g), rows, phase)
@@ -140,11 +149,12 @@ def _trips(op: Operation, rows: Rows) -> str | None:
     if stop in rows.valued:
         return (f"loops while '{stop.name}', computed from the values of the batch's rows: each micro-batch would "
                 "loop as long as its own rows say; bound the loop by fed or constant values")
-    if stop in rows.sized:
+    why = stop in rows.sized and maps.why_not(op, rows)
+    if why:
         return (f"loops while '{stop.name}', computed from the batch's number of rows (tf.map_fn, tf.scan or "
-                "tf.foldl over the batch's axis: each iteration one row, a tf.scan's accumulator carried from row "
-                "to row): each micro-batch would loop over its own rows; apply the function to the whole batch (ops "
-                "that keep rows row by row), or loop over another axis")
+                "tf.foldl over the batch's axis: each iteration one row), but it is no map of the rows one by one "
+                f"(planner.maps): it {why}; apply the function to the whole batch (ops that keep rows row by row), "
+                "or loop over another axis")
     return None
 
 
@@ -283,7 +293,7 @@ def _scaled_by_count(order: list[Operation], rows: Rows) -> str | None:
     sub-graphs are looked into by its rule.)"""
     counts, values = rows.counts, rows.valued
     for op in order:
-        if op.type in CONTROL_FLOW or not any(t in values for t in op.inputs):
+        if op.type in CONTROL_FLOW or op.attrs.get("_row_map") or not any(t in values for t in op.inputs):
             continue
         by = [t for t in op.inputs if t in counts]
         if by and phase_of(op) == "forward" and not (op.type in DIVISIONS and op.inputs[0] not in counts):
