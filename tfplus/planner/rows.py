@@ -29,12 +29,8 @@ import numpy as np
 
 from tfplus.framework import Graph, Operation, Tensor, needed_ops, topo_order
 from tfplus.ops.row_rules import Rows, const
-<<<<<<< HEAD
-from tfplus.planner.liveness import PlanError, _fold, phase_of, static_specs
-=======
 from tfplus.planner import maps
-from tfplus.planner.liveness import PlanError, phase_of, static_specs
->>>>>>> mapfn
+from tfplus.planner.liveness import PlanError, _fold, phase_of, static_specs
 from tfplus.registry import TensorSpec, has_tag
 
 # What a refusal adds: how to run such a step.
