@@ -497,7 +497,8 @@ def run_server(fed: Federation, grid: Grid, log=None, concurrent: int | None = N
                stop: StopSignals | None = None):
     """Runs fed.rounds rounds of the strategy on `grid`. After each round (and before the first): the global model
     is evaluated on the test set, saved as a checkpoint in fed.out (tfplus eval reads it), and a row
-    {round, test_accuracy, test_loss, train_loss, setup_s and train_s (the clients' means), clients, failed,
+    {round, test_accuracy, test_loss, train_loss, setup_s and train_s (the clients' means), eval_s (the central
+    evaluation's seconds, the global weights set and the test set run), clients, failed,
     timed_out, round_s, peak_bytes, measured_peak_bytes, rss_bytes (the most of any client), client_memory (each
     client's), checkpoint} goes to fed.out/rounds.jsonl and, as scalars federated/*, to TensorBoard event files in
     fed.out. A round waits fed.timeout(concurrent) seconds for replies. The initial global weights also go to
@@ -529,13 +530,15 @@ def run_server(fed: Federation, grid: Grid, log=None, concurrent: int | None = N
 
     def evaluate(server_round: int, arrays: ArrayRecord) -> MetricRecord:
         resumed, server_round = start and not server_round, server_round + start  # Flower counts from 0 again
+        began = time.perf_counter()
         model.set_weights(_weights(arrays))
         accuracy, loss = model.evaluate(test)
         if resumed:  # the restored checkpoint's round: saved and logged already
             return MetricRecord({"test_accuracy": accuracy, "test_loss": loss})
         now = time.perf_counter()
         row: dict[str, Any] = {"kind": "round", "round": server_round, "step": server_round * model.steps_per_round,
-                               "test_accuracy": accuracy, "test_loss": loss, "round_s": now - clock[0]}
+                               "test_accuracy": accuracy, "test_loss": loss, "round_s": now - clock[0],
+                               "eval_s": now - began}
         clock[0] = now
         if server_round > 0:
             row.update(clients=strategy.clients, failed=strategy.failed, timed_out=strategy.timed_out)
