@@ -19,10 +19,11 @@ The issue's bar (2 GPUs): two-devices' round time <= 0.6x one-device's.
 Needs Flower without Ray (pip install flwr): the SuperLink, SuperNode, SuperExec and app processes are Flower's
 console scripts (flower-superlink, flower-supernode, flower-superexec, flwr-serverapp, flwr-clientapp, flwr), found
 beside this Python or on PATH. Flower keeps its state in FLWR_HOME, here a temporary folder. Every SuperNode starts
-a fresh flwr-clientapp process for each round's message (Flower's design), so each client makes its model and reads
-its shard every round: setup_s says what that costs. Flower's SuperExec looks for a process to start every
-FLWR_SUPEREXEC_TASK_POLL_INTERVAL seconds (Flower's default 1 s; --task-poll sets it, 0.1 s by default); an idle
-SuperNode asks the SuperLink for a message every 3 s (fixed in Flower), which no option here shortens.
+a fresh flwr-clientapp process for each round's message (Flower's design), so each client makes its model every
+round and reads its shard (from the run's shard cache after its first round): setup_s says what that costs.
+Flower's SuperExec looks for a process to start every FLWR_SUPEREXEC_TASK_POLL_INTERVAL seconds (Flower's default
+1 s; --task-poll sets it, 0.1 s by default); an idle SuperNode asks the SuperLink for a message every 3 s (fixed
+in Flower), which no option here shortens.
 """
 from __future__ import annotations
 
@@ -138,7 +139,7 @@ def run_mode(args, mode: str, devices: list[str], local_steps: int, work: Path, 
     home.mkdir(parents=True)
     config = {"model": args.model, "clients": len(devices), "rounds": args.rounds, "local-steps": local_steps,
               "batch-size": args.batch_size, "partition": "iid", "min-train": len(devices), "device": devices[0],
-              "client-cpus": args.client_cpus, "out": str(out)}
+              "client-cpus": args.client_cpus, "out": str(out), "shard-cache": str(work.parent / "shards")}
     if args.synthetic:
         config["synthetic"] = True
     else:
