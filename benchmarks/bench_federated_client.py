@@ -75,9 +75,11 @@ def main() -> None:
     times: dict[str, list[float]] = {"client round": [], "client, fetching each step": [], "tfplus train": []}
     with tempfile.TemporaryDirectory() as folder:
         for _ in range(args.repeats):  # in turns, so the machine's load falls on each alike
+            model.set_weights(weights)  # each timing trains from the start (a long one could diverge)
             began = time.perf_counter()
             model.train(shard, args.steps)
             times["client round"].append((time.perf_counter() - began) / args.steps)
+            model.set_weights(weights)
             began = time.perf_counter()
             fetching_loop(model, shard, args.steps, seed=1)
             times["client, fetching each step"].append((time.perf_counter() - began) / args.steps)
