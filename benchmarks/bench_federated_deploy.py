@@ -206,6 +206,8 @@ def main() -> None:
     p.add_argument("--timeout", type=float, default=1800, help="seconds a mode's rounds may take in all")
     p.add_argument("--keep", help="keep the apps, Flower's logs and the rounds.jsonl files in this folder")
     args = p.parse_args()
+    # SIGTERM (e.g. `timeout`) as an exit, so the clusters' `finally` ends the processes they started
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     scripts = flower_scripts()
     devices = args.devices.split(",")
     if len(devices) != 2:
