@@ -37,7 +37,7 @@ def fetching_loop(model: flower.FederatedModel, shard, steps: int, seed: int) ->
 def trainer_step_s(fed: flower.Federation, steps: int, folder: str) -> float:
     """`tfplus train`'s seconds per step at the client's recipe, from its log rows after the first."""
     log = os.path.join(folder, f"train-{time.monotonic_ns()}.jsonl")
-    cfg = trainer.TrainConfig(model=fed.model, batch_size=fed.batch_size, steps=steps, device=fed.device,
+    cfg = trainer.TrainConfig(model=fed.model, batch_size=fed.batch_size, steps=steps, device=fed.device, lr=fed.lr,
                               synthetic=fed.synthetic, data=fed.data, eval_every=0, threads=fed.client_cpus,
                               workers=fed.client_cpus, log=log, log_every=max(steps // 5, 1))
     trainer.train(cfg, out=io.StringIO(), err=io.StringIO())
@@ -54,13 +54,15 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--batch-size", type=int, default=128)
     p.add_argument("--client-cpus", type=int, default=1)
+    p.add_argument("--lr", type=float, help="peak learning rate (default the optimizer's; `tfplus train` on the "
+                   "synthetic set diverged at it on an H200)")
     data = p.add_mutually_exclusive_group(required=True)
     data.add_argument("--data", help="the folder of cifar-10-batches-bin/ (or that folder)")
     data.add_argument("--synthetic", action="store_true", help="tfplus's small synthetic set")
     args = p.parse_args()
     fed = flower.Federation(model=args.model, clients=2, rounds=2, local_steps=args.steps, batch_size=args.batch_size,
                             device=args.device, client_cpus=args.client_cpus, data=args.data,
-                            synthetic=args.synthetic)
+                            synthetic=args.synthetic, lr=args.lr)
     began = time.perf_counter()
     model = flower.FederatedModel(fed.train_config(), fed.round_steps(), fed.rounds, cpus=fed.client_cpus)
     made = time.perf_counter() - began
