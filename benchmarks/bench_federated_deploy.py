@@ -3,8 +3,8 @@ processes on 127.0.0.1 (runtime dependency installation off: nothing is installe
 SuperNode its own shard and `--device`, running tfplus's Flower apps (tfplus.federated.flower) for R rounds; prints
 each round's wall time as the server saw it (the clients' processes started, their models made, their training,
 FedAvg and the central evaluation), the clients' mean seconds to be ready (setup_s) and to train (train_s), the
-server's evaluation (eval_s), and the fraction of a round that is training (train_s / round_s), for each of
---local-steps' counts in turn (the longer a round trains, the less Flower's fixed costs weigh).
+server's evaluation and checkpoint (eval_s, save_s), and the fraction of a round that is training (train_s /
+round_s), for each of --local-steps' counts in turn (the longer a round trains, the less Flower's fixed costs weigh).
 
     python benchmarks/bench_federated_deploy.py --devices opencl:0,opencl:1 --data DIR --rounds 3 \
         --local-steps 200,2000,8000 --modes two-devices,one-device
@@ -177,7 +177,7 @@ def run_mode(args, mode: str, devices: list[str], local_steps: int, work: Path, 
 def summary(rows: list[dict], devices: list[str], started: float) -> dict:
     """A mode's figures from the server's rows (round 0, the initial evaluation, left out)."""
     r = {"devices": devices, **{k: [round(row.get(k, 0), 2) for row in rows[1:]]
-                                for k in ("round_s", "setup_s", "train_s", "eval_s")},
+                                for k in ("round_s", "setup_s", "train_s", "eval_s", "save_s")},
          "clients": [row["clients"] for row in rows[1:]],
          "failed": [row.get("failed") or [] for row in rows[1:]],
          "test_accuracy": [round(100 * row["test_accuracy"], 2) for row in rows],
@@ -187,7 +187,7 @@ def summary(rows: list[dict], devices: list[str], started: float) -> dict:
     whole = [i for i, (c, f) in enumerate(zip(r["clients"], r["failed"])) if len(c) == len(devices) and not f]
     kept = [i for i in whole if i] or whole
     r["median"] = {k: float(np.median([r[k][i] for i in kept])) if kept else float("nan")
-                   for k in ("round_s", "setup_s", "train_s", "eval_s")}
+                   for k in ("round_s", "setup_s", "train_s", "eval_s", "save_s")}
     if len(whole) < len(r["clients"]):
         print(f"bench_federated_deploy: {len(r['clients']) - len(whole)} round(s) of {devices} had failed clients "
               f"({r['failed']}); left out of the medians", file=sys.stderr)
@@ -256,7 +256,7 @@ def main() -> None:
             m = r["median"]
             print(f"  {steps:6d} steps  {mode:12s} {' + '.join(r['devices']):24s} s per round {m['round_s']:7.2f}  "
                   f"training {m['train_s']:6.2f} ({100 * m['train_s'] / m['round_s']:3.0f}%)  setup "
-                  f"{m['setup_s']:5.2f}  server eval {m['eval_s']:5.2f}")
+                  f"{m['setup_s']:5.2f}  server eval {m['eval_s']:5.2f} and save {m['save_s']:5.2f}")
         if "two-devices" in by_mode and "one-device" in by_mode:
             ratio = by_mode["two-devices"]["median"]["round_s"] / by_mode["one-device"]["median"]["round_s"]
             print(f"  {steps:6d} steps  two-devices / one-device: {ratio:.2f}x (bar: <= 0.6x)")

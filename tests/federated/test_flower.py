@@ -60,6 +60,8 @@ def test_two_clients_two_rounds_learn_and_the_checkpoint_restores(data_dir, tmp_
     assert rows[2]["clients"] == [0, 1] and rows[2]["failed"] == [] and rows[2]["timed_out"] == []
     assert rows[2]["test_loss"] < rows[0]["test_loss"]
     assert rows[2]["train_loss"] < rows[1]["train_loss"]
+    # a round's time, and the parts of it the server spent on its evaluation and its checkpoint
+    assert all(0 < r["eval_s"] < r["round_s"] and r["save_s"] > 0 for r in rows[1:])
     assert time.perf_counter() - start < 60
     # The global model restores in tfplus: `tfplus eval` reads the last round's checkpoint and its accuracy.
     monkeypatch.setattr(tfdata, "read_batches", functools.partial(tfdata.read_batches, records_per_file=N_TEST))

@@ -553,7 +553,7 @@ def run_server(fed: Federation, grid: Grid, log=None, concurrent: int | None = N
     """Runs fed.rounds rounds of the strategy on `grid`. After each round (and before the first): the global model
     is evaluated on the test set, saved as a checkpoint in fed.out (tfplus eval reads it), and a row
     {round, test_accuracy, test_loss, train_loss, setup_s and train_s (the clients' means), eval_s (the central
-    evaluation's seconds, the global weights set and the test set run), clients, failed,
+    evaluation's seconds, the global weights set and the test set run), save_s (the checkpoint's), clients, failed,
     timed_out, round_s, peak_bytes, measured_peak_bytes, rss_bytes (the most of any client), client_memory (each
     client's), checkpoint} goes to fed.out/rounds.jsonl and, as scalars federated/*, to TensorBoard event files in
     fed.out. A round waits fed.timeout(concurrent) seconds for replies. The initial global weights also go to
@@ -604,7 +604,9 @@ def run_server(fed: Federation, grid: Grid, log=None, concurrent: int | None = N
                 row.update({k: strategy.train_metrics[k] for k in _TRAIN_METRICS if k in strategy.train_metrics})
         history.append({"epoch": server_round or 1, "test_accuracy": accuracy})
         if out:
+            saving = time.perf_counter()
             row["checkpoint"] = model.save(out, server_round, data_dir, history, _settings(fed))
+            row["save_s"] = time.perf_counter() - saving
             jsonl.write(row)
             events.add_summary(summary.Summary(value=[summary.Summary.Value(tag=f"federated/{k}",
                                                                             simple_value=float(row[k]))
