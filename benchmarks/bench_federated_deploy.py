@@ -2,9 +2,12 @@
 processes on 127.0.0.1 (runtime dependency installation off: nothing is installed, no package index is asked), each
 SuperNode its own shard and `--device`, running tfplus's Flower apps (tfplus.federated.flower) for R rounds; prints
 each round's wall time as the server saw it (the clients' processes started, their models made, their training,
-FedAvg and the central evaluation) and the clients' mean seconds to be ready (setup_s) and to train (train_s).
+FedAvg and the central evaluation), the clients' mean seconds to be ready (setup_s) and to train (train_s), the
+server's evaluation and checkpoint (eval_s, save_s), and the fraction of a round that is training (train_s /
+round_s), for each of --local-steps' counts in turn (the longer a round trains, the less Flower's fixed costs weigh).
 
-    python benchmarks/bench_federated_deploy.py --devices opencl:0,opencl:1 --data DIR --rounds 6 --local-steps 200
+    python benchmarks/bench_federated_deploy.py --devices opencl:0,opencl:1 --data DIR --rounds 3 \
+        --local-steps 200,2000,8000 --modes two-devices,one-device
     python benchmarks/bench_federated_deploy.py --devices cpu,cpu --synthetic --rounds 2 --local-steps 5   # a try-out
 
 Modes (--modes, default all three):
@@ -16,8 +19,11 @@ The issue's bar (2 GPUs): two-devices' round time <= 0.6x one-device's.
 Needs Flower without Ray (pip install flwr): the SuperLink, SuperNode, SuperExec and app processes are Flower's
 console scripts (flower-superlink, flower-supernode, flower-superexec, flwr-serverapp, flwr-clientapp, flwr), found
 beside this Python or on PATH. Flower keeps its state in FLWR_HOME, here a temporary folder. Every SuperNode starts
-a fresh flwr-clientapp process for each round's message (Flower's design), so each client makes its model and reads
-its shard every round: setup_s says what that costs.
+a fresh flwr-clientapp process for each round's message (Flower's design), so each client makes its model every
+round and reads its shard (from the run's shard cache after its first round): setup_s says what that costs.
+Flower's SuperExec looks for a process to start every FLWR_SUPEREXEC_TASK_POLL_INTERVAL seconds (Flower's default
+1 s; --task-poll sets it, 0.1 s by default); an idle SuperNode asks the SuperLink for a message every 3 s (fixed
+in Flower), which no option here shortens.
 """
 from __future__ import annotations
 
@@ -126,23 +132,27 @@ class Cluster:
                 p.wait()
 
 
-def run_mode(args, mode: str, devices: list[str], work: Path, scripts: str) -> list[dict]:
-    """R rounds with one SuperNode per entry of `devices`; the server's rounds.jsonl rows."""
+def run_mode(args, mode: str, devices: list[str], local_steps: int, work: Path, scripts: str) -> list[dict]:
+    """R rounds of `local_steps` with one SuperNode per entry of `devices`; the server's rounds.jsonl rows."""
+    work = work / f"{local_steps}-steps"
     out, home = work / mode / "out", work / mode / "flwr"
     home.mkdir(parents=True)
-    config = {"model": args.model, "clients": len(devices), "rounds": args.rounds, "local-steps": args.local_steps,
+    config = {"model": args.model, "clients": len(devices), "rounds": args.rounds, "local-steps": local_steps,
               "batch-size": args.batch_size, "partition": "iid", "min-train": len(devices), "device": devices[0],
-              "client-cpus": args.client_cpus, "out": str(out)}
+              "client-cpus": args.client_cpus, "out": str(out), "shard-cache": str(work.parent / "shards")}
     if args.synthetic:
         config["synthetic"] = True
     else:
         config["data"] = args.data
     if args.test_examples:
         config["test-examples"] = args.test_examples
+    if args.lr is not None:
+        config["lr"] = args.lr
     if args.client_budget:
         config["client-budget"] = args.client_budget
     write_app(work / mode / "app", config)
-    env = dict(os.environ, FLWR_HOME=str(home), PATH=os.pathsep.join([scripts, os.environ.get("PATH", "")]))
+    env = dict(os.environ, FLWR_HOME=str(home), PATH=os.pathsep.join([scripts, os.environ.get("PATH", "")]),
+               FLWR_SUPEREXEC_TASK_POLL_INTERVAL=str(args.task_poll))
     with open(work / mode / "flower.log", "w") as log:
         cluster = Cluster(home, devices, env, log)
         try:
@@ -164,6 +174,26 @@ def run_mode(args, mode: str, devices: list[str], work: Path, scripts: str) -> l
             cluster.close()
 
 
+def summary(rows: list[dict], devices: list[str], started: float) -> dict:
+    """A mode's figures from the server's rows (round 0, the initial evaluation, left out)."""
+    r = {"devices": devices, **{k: [round(row.get(k, 0), 2) for row in rows[1:]]
+                                for k in ("round_s", "setup_s", "train_s", "eval_s", "save_s")},
+         "clients": [row["clients"] for row in rows[1:]],
+         "failed": [row.get("failed") or [] for row in rows[1:]],
+         "test_accuracy": [round(100 * row["test_accuracy"], 2) for row in rows],
+         "total_s": round(time.perf_counter() - started, 1)}
+    # The medians of the rounds after the first (which also builds programs), or the one round; of those whose
+    # clients all replied (a failed client's round trained, or not, without saying how long).
+    whole = [i for i, (c, f) in enumerate(zip(r["clients"], r["failed"])) if len(c) == len(devices) and not f]
+    kept = [i for i in whole if i] or whole
+    r["median"] = {k: float(np.median([r[k][i] for i in kept])) if kept else float("nan")
+                   for k in ("round_s", "setup_s", "train_s", "eval_s", "save_s")}
+    if len(whole) < len(r["clients"]):
+        print(f"bench_federated_deploy: {len(r['clients']) - len(whole)} round(s) of {devices} had failed clients "
+              f"({r['failed']}); left out of the medians", file=sys.stderr)
+    return r
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--devices", default="cpu,cpu", help="the two SuperNodes' devices (default cpu,cpu; on two GPUs "
@@ -171,50 +201,65 @@ def main() -> None:
     p.add_argument("--modes", default=",".join(MODES), help=f"comma-separated, of {', '.join(MODES)}")
     p.add_argument("--model", default="mentee")
     p.add_argument("--rounds", type=int, default=4)
-    p.add_argument("--local-steps", type=int, default=50)
+    p.add_argument("--local-steps", default="50", help="each client's steps a round; comma-separated counts run in "
+                   "turn, every mode at each (e.g. 200,2000,8000)")
     p.add_argument("--batch-size", type=int, default=128)
+    p.add_argument("--lr", type=float, help="the clients' peak learning rate (default the optimizer's; the synthetic "
+                   "set, learnt whole in a round, diverged at it on an H200 in round 2)")
     p.add_argument("--client-cpus", type=int, default=1, help="each client's CPU threads and step workers")
     p.add_argument("--client-budget", help="plan each client's step to fit this (e.g. 32MB)")
     p.add_argument("--test-examples", type=int, default=1000, help="central evaluation on the test set's first N "
                    "images (default 1000; 0: all)")
+    p.add_argument("--task-poll", type=float, default=0.1, help="seconds between the SuperExecs' looks for a "
+                   "process to start (FLWR_SUPEREXEC_TASK_POLL_INTERVAL; Flower's default 1)")
     data = p.add_mutually_exclusive_group(required=True)
     data.add_argument("--data", help="the folder of cifar-10-batches-bin/ (or that folder)")
     data.add_argument("--synthetic", action="store_true", help="tfplus's small synthetic set")
     p.add_argument("--timeout", type=float, default=1800, help="seconds a mode's rounds may take in all")
     p.add_argument("--keep", help="keep the apps, Flower's logs and the rounds.jsonl files in this folder")
     args = p.parse_args()
+    # SIGTERM (e.g. `timeout`) as an exit, so the clusters' `finally` ends the processes they started
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     scripts = flower_scripts()
     devices = args.devices.split(",")
     if len(devices) != 2:
         p.error(f"--devices {args.devices}: give two devices, comma-separated")
+    try:
+        counts = [int(n) for n in args.local_steps.split(",")]
+    except ValueError:
+        p.error(f"--local-steps {args.local_steps}: give step counts, comma-separated (e.g. 200,2000)")
     nodes = {"two-devices": devices, "one-device": [devices[0]] * 2, "one-node": [devices[0]]}
-    results = {}
+    modes = args.modes.split(",")
+    for mode in modes:
+        if mode not in nodes:
+            p.error(f"--modes: {mode!r} is not one of {', '.join(MODES)}")
+    results: dict[int, dict[str, dict]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(args.keep or tmp)
-        for mode in args.modes.split(","):
-            if mode not in nodes:
-                p.error(f"--modes: {mode!r} is not one of {', '.join(MODES)}")
-            start = time.perf_counter()
-            try:
-                rows = run_mode(args, mode, nodes[mode], work, scripts)
-            except (RuntimeError, TimeoutError, subprocess.SubprocessError) as e:  # the other modes still run
-                print(json.dumps({"mode": mode, "error": f"{type(e).__name__}: {e}"}), flush=True)
-                continue
-            results[mode] = r = {"devices": nodes[mode], "round_s": [round(row["round_s"], 2) for row in rows[1:]],
-                                 "setup_s": [round(row.get("setup_s", 0), 2) for row in rows[1:]],
-                                 "train_s": [round(row.get("train_s", 0), 2) for row in rows[1:]],
-                                 "clients": [row["clients"] for row in rows[1:]],
-                                 "test_accuracy": [round(100 * row["test_accuracy"], 2) for row in rows],
-                                 "total_s": round(time.perf_counter() - start, 1)}
-            print(json.dumps({"mode": mode, **r}), flush=True)
-    print(f"{args.model}, {args.rounds} rounds of {args.local_steps} local steps of {args.batch_size}, FedAvg, "
-          f"Deployment Engine on 127.0.0.1; median of the rounds after the first (which also builds programs):")
-    median = {m: float(np.median(r["round_s"][1:] or r["round_s"])) for m, r in results.items()}
-    for mode, r in results.items():
-        print(f"  {mode:12s} {' + '.join(r['devices']):24s} s per round {median[mode]:7.2f}  (rounds {r['round_s']};"
-              f" clients' setup {r['setup_s']}, training {r['train_s']})")
-    if "two-devices" in median and "one-device" in median:
-        print(f"  two-devices / one-device: {median['two-devices'] / median['one-device']:.2f}x (bar: <= 0.6x)")
+        for steps in counts:
+            results[steps] = {}
+            for mode in modes:
+                start = time.perf_counter()
+                try:
+                    rows = run_mode(args, mode, nodes[mode], steps, work, scripts)
+                except (RuntimeError, TimeoutError, subprocess.SubprocessError) as e:  # the other modes still run
+                    print(json.dumps({"local_steps": steps, "mode": mode, "error": f"{type(e).__name__}: {e}"}),
+                          flush=True)
+                    continue
+                results[steps][mode] = r = summary(rows, nodes[mode], start)
+                print(json.dumps({"local_steps": steps, "mode": mode, **r}), flush=True)
+    print(f"{args.model}, {args.rounds} rounds, batch {args.batch_size}, FedAvg, Deployment Engine on 127.0.0.1, "
+          f"task poll {args.task_poll} s; medians of the rounds after the first (which also builds programs); "
+          "training: the clients' mean train_s, its share of the round:")
+    for steps, by_mode in results.items():
+        for mode, r in by_mode.items():
+            m = r["median"]
+            print(f"  {steps:6d} steps  {mode:12s} {' + '.join(r['devices']):24s} s per round {m['round_s']:7.2f}  "
+                  f"training {m['train_s']:6.2f} ({100 * m['train_s'] / m['round_s']:3.0f}%)  setup "
+                  f"{m['setup_s']:5.2f}  server eval {m['eval_s']:5.2f} and save {m['save_s']:5.2f}")
+        if "two-devices" in by_mode and "one-device" in by_mode:
+            ratio = by_mode["two-devices"]["median"]["round_s"] / by_mode["one-device"]["median"]["round_s"]
+            print(f"  {steps:6d} steps  two-devices / one-device: {ratio:.2f}x (bar: <= 0.6x)")
 
 
 if __name__ == "__main__":

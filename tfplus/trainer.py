@@ -1094,7 +1094,7 @@ def _train(cfg: TrainConfig, out: IO[str] | None, err: IO[str] | None) -> TrainR
     if meta and meta.get("options") and cfg.device != meta["options"]["device"]:
         print(f"--device {cfg.device}: the checkpoint's run was on {meta['options']['device']}; the weights will "
               "differ from its uninterrupted run's within rounding", file=err)
-    _prebuild_opencl(cfg)
+    prebuild_opencl(cfg)
     if cfg.resume and ckpt is None:
         print(f"no checkpoint in {cfg.checkpoint_dir}: starting a new run", file=err)
 
@@ -1369,7 +1369,7 @@ class _ProgressHook(tf.train.SessionRunHook):
             self._first_said = True
             bar.clear()
             print(_first_step_line(run.sess, time.perf_counter() - run.started), file=run.err)
-            _prebuild_opencl(cfg, run.sess)
+            prebuild_opencl(cfg, run.sess)
             self._t_pace, self._paced_from = time.perf_counter(), step
             n = 0
         if n:  # the whole run's ETA: its steps at this pace, its evaluations at the last one's
@@ -1681,7 +1681,7 @@ def image_feed(tg, images) -> dict:
     return {tg.raw_images: images[0], tg.crops: images[1]}
 
 
-def _prebuild_opencl(cfg: TrainConfig, sess: tf.Session | None = None) -> None:
+def prebuild_opencl(cfg: TrainConfig, sess: tf.Session | None = None) -> None:
     """On an opencl device: without `sess`, starts building the programs this model's first step used last time
     (or the package's list for it) on background threads, while the data and the graph are made; with it (after
     the first step), records the programs this run's first step used, for the next run, and starts building the
@@ -1703,7 +1703,7 @@ def _prebuild_opencl(cfg: TrainConfig, sess: tf.Session | None = None) -> None:
 
 def _record_eval_programs(cfg: TrainConfig, sess: tf.Session) -> None:
     """On an opencl device, after the run's first evaluation: keeps the programs it was first to use as the
-    model's evaluation list, which the next run starts building after its first step (_prebuild_opencl)."""
+    model's evaluation list, which the next run starts building after its first step (prebuild_opencl)."""
     from tfplus.runtime import parse_device
     if parse_device(cfg.device)[0] == "opencl":
         from tfplus.runtime import opencl

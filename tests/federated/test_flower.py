@@ -3,6 +3,7 @@ server and client logic without a Ray cluster, which takes longer to start on CI
 run), the CLI's refusals, and tfplus and Flower in one environment."""
 import functools
 import json
+import os
 import subprocess
 import sys
 import time
@@ -59,6 +60,8 @@ def test_two_clients_two_rounds_learn_and_the_checkpoint_restores(data_dir, tmp_
     assert rows[2]["clients"] == [0, 1] and rows[2]["failed"] == [] and rows[2]["timed_out"] == []
     assert rows[2]["test_loss"] < rows[0]["test_loss"]
     assert rows[2]["train_loss"] < rows[1]["train_loss"]
+    # a round's time, and the parts of it the server spent on its evaluation and its checkpoint
+    assert all(0 < r["eval_s"] < r["round_s"] and r["save_s"] > 0 for r in rows[1:])
     assert time.perf_counter() - start < 60
     # The global model restores in tfplus: `tfplus eval` reads the last round's checkpoint and its accuracy.
     monkeypatch.setattr(tfdata, "read_batches", functools.partial(tfdata.read_batches, records_per_file=N_TEST))
@@ -293,3 +296,33 @@ def test_flowers_rounds_are_the_recipe_the_pytorch_peer_follows(data_dir, tmp_pa
     change = max(float(np.abs(glob[k] - start[k]).max()) for k in glob)
     assert change > 1e-3
     assert max(float(np.abs(got[k] - glob[k]).max()) for k in glob) < 1e-5 * change
+
+
+def test_a_shard_cache_keeps_each_clients_shard_for_its_next_round(data_dir, tmp_path, monkeypatch, capsys):
+    """A client's shard, kept as a verified .npz, is the shard read from the data files; a changed data file, a
+    damaged cache file or another partition reads the data again."""
+    cache = tmp_path / "shards"
+    fed = flower.Federation(model="lenet", clients=3, data=str(data_dir), shard_cache=str(cache))
+    plain = flower.client_shard(flower.Federation(model="lenet", clients=3, data=str(data_dir)), 1)
+    names = ("train_images", "train_labels", "test_images", "test_labels")
+
+    def same(shard):
+        return all(np.array_equal(getattr(shard, n), getattr(plain, n)) for n in names)
+
+    assert same(flower.client_shard(fed, 1)) and not list(cache.glob(".*"))  # written whole, no temporary left
+    [kept] = cache.glob("*.npz")
+    reads, read_shard = [], cifar10.read_shard
+    monkeypatch.setattr(cifar10, "read_shard", lambda *a: reads.append(a) or read_shard(*a))
+    assert same(flower.client_shard(fed, 1)) and not reads  # from the cache
+    flower.client_shard(flower.Federation(model="lenet", clients=3, data=str(data_dir), shard_cache=str(cache),
+                                          partition="dirichlet:0.5"), 1)
+    assert len(reads) == 1 and len(list(cache.glob("*.npz"))) == 2
+    raw = bytearray(kept.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF  # an image byte: the array's CRC-32 no longer matches
+    kept.write_bytes(bytes(raw))
+    assert same(flower.client_shard(fed, 1)) and len(reads) == 2
+    assert "does not verify" in capsys.readouterr().err
+    batch = next(data_dir.glob("data_batch_1.bin"))
+    stat = batch.stat()
+    os.utime(batch, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))  # a replaced file: a new key
+    assert same(flower.client_shard(fed, 1)) and len(reads) == 3

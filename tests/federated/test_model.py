@@ -171,3 +171,25 @@ def test_exported_weights_in_pytorch_layout_give_tfplus_logits(tmp_path):
     np.testing.assert_allclose(ours, mirror, rtol=1e-4, atol=1e-4 * np.abs(mirror).max())
     assert pytorch_layout({"dw/depthwise_weights": np.zeros((3, 3, 5, 1))})["dw/depthwise_weights"].shape == \
         (5, 1, 3, 3)
+
+
+def test_local_steps_read_nothing_back_until_the_round_ends():
+    """A local step runs the trainer's step (RunningSums: train_op and the device's loss and accuracy sums) and
+    fetches nothing, so the host can queue the next one; the round's means, read once, are those of the steps the
+    loop fetching loss and accuracy each step takes, with the same weights after."""
+    ds, steps, seed = tfdata.synthetic(64, 16), 4, 11
+    m, twin = _model(synthetic=True), _model(synthetic=True)
+    runs, run = [], m.sess.run
+    m.sess.run = lambda fetches, *a, **k: runs.append(fetches) or run(fetches, *a, **k)
+    out = m.train(ds, steps=steps, server_round=2, seed=seed)
+    assert runs.count(m.sums.step_op) == steps and runs[-1] is m.sums.var  # the one read, at the end
+    assert all(f is m.sums.step_op for f in runs[2:-1])
+    twin.reset_optimizer(5)
+    tg, fetched = twin.tg, []
+    with tfdata.train_batches(ds, 16, seed=seed, data_format=twin.cfg.data_format) as batches:
+        for _, (x, y) in zip(range(steps), batches):
+            fetched.append(twin.sess.run([tg.train_op, tg.loss, tg.accuracy], {tg.images: x, tg.labels: y})[1:])
+    assert out["loss"] == pytest.approx(np.mean([f[0] for f in fetched]), rel=1e-6)
+    assert out["accuracy"] == pytest.approx(np.mean([f[1] for f in fetched]), rel=1e-6)
+    mine, theirs = m.get_weights(), twin.get_weights()
+    assert all(np.array_equal(mine[k], theirs[k]) for k in mine)

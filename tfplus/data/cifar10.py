@@ -160,7 +160,7 @@ def read_batches(batches_dir: PathArg, records_per_file: int = RECORDS_PER_FILE)
                    *parts[-1])
 
 
-def _binary_files(batches_dir: PathArg) -> list[tuple[Path, int]]:
+def binary_files(batches_dir: PathArg) -> list[tuple[Path, int]]:
     """(path, records) of the binary release's files: data_batch_1..5, then test_batch."""
     folder = Path(batches_dir)
     files = []
@@ -183,7 +183,7 @@ def read_labels(batches_dir: PathArg) -> tuple[np.ndarray, np.ndarray]:
 
         train_labels, test_labels = read_labels("/data/cifar-10-batches-bin")
     """
-    labels = [_labels_of(path, records) for path, records in _binary_files(batches_dir)]
+    labels = [_labels_of(path, records) for path, records in binary_files(batches_dir)]
     return np.concatenate(labels[:-1]), labels[-1]
 
 
@@ -220,7 +220,7 @@ def read_shard(batches_dir: PathArg, train_index: np.ndarray, test_index: np.nda
 
         shard = read_shard("/data/cifar-10-batches-bin", np.arange(0, 50000, 10))
     """
-    *train, (test_path, test_records) = _binary_files(batches_dir)
+    *train, (test_path, test_records) = binary_files(batches_dir)
     starts = np.cumsum([0] + [records for _, records in train])
     index = np.asarray(train_index, np.int64)
     tests = np.asarray(test_index if test_index is not None else [], np.int64)

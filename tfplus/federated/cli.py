@@ -69,6 +69,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     data.add_argument("--synthetic", action="store_true", help="tfplus's small synthetic set (a demo)")
     s.add_argument("--download", action="store_true", help="download CIFAR-10 (about 170 MB, md5-checked) into --data "
                    "or the cache first, if it is not there")
+    s.add_argument("--shard-cache", type=cli_args.path, metavar="DIR", help="keep each client's shard here as an "
+                   ".npz (verified on load) for its next round, instead of reading it from the data files again")
     s.add_argument("--out", metavar="DIR", help="rounds.jsonl, the global model's checkpoints, TensorBoard events")
     s.add_argument("--resume", action="store_true", help="continue the run in --out from its newest checkpoint that "
                    "verifies (after Ctrl-C, SIGTERM or a kill), with the same options")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 import json
 import math
 import os
@@ -18,6 +19,8 @@ import signal
 import sys
 import time
 import tracemalloc
+import zipfile
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +32,7 @@ from tfplus.data import cifar10
 from tfplus.federated import STRATEGIES
 from tfplus.federated.model import FederatedModel, save_weights
 from tfplus.federated.partition import parse_spec, partition
-from tfplus.gfile import atomic_write
+from tfplus.gfile import atomic_open, atomic_write
 from tfplus.train.saver import newest_valid_checkpoint
 
 try:
@@ -79,6 +82,7 @@ class Federation:
     measure_memory: bool = False       # clients trace their NumPy memory (tracemalloc) and measure a step's peak
     out: str | None = None
     resume: bool = False               # continue the run in `out` from its newest checkpoint that verifies
+    shard_cache: str | None = None     # a folder where clients keep their shards between rounds (client_shard)
 
     def __post_init__(self) -> None:
         parse_spec(self.partition)
@@ -174,9 +178,60 @@ def _synthetic() -> tfdata.CifarDataset:
     return tfdata.synthetic(trainer.SYNTHETIC_TRAIN, trainer.SYNTHETIC_TEST, seed=trainer.SYNTHETIC_SEED)
 
 
+_SHARD_ARRAYS = ("train_images", "train_labels", "test_images", "test_labels")
+_SHARD_CACHE_FORMAT = 1
+
+
+def _shard_key(fed: Federation, client: int) -> str:
+    """What decides a client's shard, hashed: the partition's settings and the data (tfplus's synthetic set's
+    draw, or each CIFAR-10 file's path, size and modification time: a replaced file is a new key)."""
+    what: list[Any] = [_SHARD_CACHE_FORMAT, fed.clients, fed.partition, fed.seed, client]
+    if fed.synthetic:
+        what += ["synthetic", trainer.SYNTHETIC_TRAIN, trainer.SYNTHETIC_TEST, trainer.SYNTHETIC_SEED]
+    else:
+        for path, _ in cifar10.binary_files(_batches_dir(fed)):
+            st = path.stat()
+            what += [str(path.resolve()), st.st_size, st.st_mtime_ns]
+    return hashlib.sha256(json.dumps(what).encode()).hexdigest()[:32]
+
+
+def _cached_shard(path: Path, key: str) -> tfdata.CifarDataset | None:
+    """The shard kept at `path`, or None where there is none or it does not verify (its zip structure, an
+    array's CRC-32, its key), which is then removed; read without pickles."""
+    try:
+        with np.load(path, allow_pickle=False) as f:
+            if str(f["key"]) != key:
+                raise ValueError(f"made for key {f['key']}, not {key}")
+            return tfdata.CifarDataset(*(f[name] for name in _SHARD_ARRAYS))
+    except FileNotFoundError:
+        return None
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile, zlib.error, EOFError) as e:
+        print(f"tfplus federated: note: the cached shard {path} does not verify ({e}); reading the data again",
+              file=sys.stderr)
+        path.unlink(missing_ok=True)
+        return None
+
+
 def client_shard(fed: Federation, client: int) -> tfdata.CifarDataset:
     """Client `client`'s training shard (and an equal slice of the test set, for client-side evaluation): its
-    partition of the training labels, its images alone read from disk."""
+    partition of the training labels, its images alone read from disk. With fed.shard_cache, the shard is kept
+    there (an .npz written atomically, keyed by the partition and the data files' sizes and times, verified on
+    load) for the next round's client: a Deployment Engine client is a fresh process each round, and reading
+    the labels, partitioning and reading each record took most of its setup."""
+    if not fed.shard_cache:
+        return _read_shard(fed, client)
+    key = _shard_key(fed, client)
+    path = Path(fed.shard_cache) / f"shard-{key}.npz"
+    shard = _cached_shard(path, key)
+    if shard is None:
+        shard = _read_shard(fed, client)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_open(str(path)) as f:
+            np.savez(f, key=np.array(key), **{name: getattr(shard, name) for name in _SHARD_ARRAYS})
+    return shard
+
+
+def _read_shard(fed: Federation, client: int) -> tfdata.CifarDataset:
     if fed.synthetic:
         full = _synthetic()
         train_labels, test_labels = full.train_labels, full.test_labels
@@ -439,7 +494,7 @@ class StopSignals:
 
 # What a resumed run may set anew: where and how fast it runs, not what it computes.
 _RESUME_FREE = ("out", "resume", "cpus", "client_cpus", "client_gpus", "round_timeout", "measure_memory",
-                "test_examples", "min_train")
+                "test_examples", "min_train", "shard_cache")
 # Strategies whose server optimizer keeps state across rounds that the checkpoints do not hold.
 _STATEFUL = ("fedadam", "fedyogi", "fedadagrad", "fedavgm")
 
@@ -497,7 +552,8 @@ def run_server(fed: Federation, grid: Grid, log=None, concurrent: int | None = N
                stop: StopSignals | None = None):
     """Runs fed.rounds rounds of the strategy on `grid`. After each round (and before the first): the global model
     is evaluated on the test set, saved as a checkpoint in fed.out (tfplus eval reads it), and a row
-    {round, test_accuracy, test_loss, train_loss, setup_s and train_s (the clients' means), clients, failed,
+    {round, test_accuracy, test_loss, train_loss, setup_s and train_s (the clients' means), eval_s (the central
+    evaluation's seconds, the global weights set and the test set run), save_s (the checkpoint's), clients, failed,
     timed_out, round_s, peak_bytes, measured_peak_bytes, rss_bytes (the most of any client), client_memory (each
     client's), checkpoint} goes to fed.out/rounds.jsonl and, as scalars federated/*, to TensorBoard event files in
     fed.out. A round waits fed.timeout(concurrent) seconds for replies. The initial global weights also go to
@@ -529,13 +585,15 @@ def run_server(fed: Federation, grid: Grid, log=None, concurrent: int | None = N
 
     def evaluate(server_round: int, arrays: ArrayRecord) -> MetricRecord:
         resumed, server_round = start and not server_round, server_round + start  # Flower counts from 0 again
+        began = time.perf_counter()
         model.set_weights(_weights(arrays))
         accuracy, loss = model.evaluate(test)
         if resumed:  # the restored checkpoint's round: saved and logged already
             return MetricRecord({"test_accuracy": accuracy, "test_loss": loss})
         now = time.perf_counter()
         row: dict[str, Any] = {"kind": "round", "round": server_round, "step": server_round * model.steps_per_round,
-                               "test_accuracy": accuracy, "test_loss": loss, "round_s": now - clock[0]}
+                               "test_accuracy": accuracy, "test_loss": loss, "round_s": now - clock[0],
+                               "eval_s": now - began}
         clock[0] = now
         if server_round > 0:
             row.update(clients=strategy.clients, failed=strategy.failed, timed_out=strategy.timed_out)
@@ -546,7 +604,9 @@ def run_server(fed: Federation, grid: Grid, log=None, concurrent: int | None = N
                 row.update({k: strategy.train_metrics[k] for k in _TRAIN_METRICS if k in strategy.train_metrics})
         history.append({"epoch": server_round or 1, "test_accuracy": accuracy})
         if out:
+            saving = time.perf_counter()
             row["checkpoint"] = model.save(out, server_round, data_dir, history, _settings(fed))
+            row["save_s"] = time.perf_counter() - saving
             jsonl.write(row)
             events.add_summary(summary.Summary(value=[summary.Summary.Value(tag=f"federated/{k}",
                                                                             simple_value=float(row[k]))

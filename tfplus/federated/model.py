@@ -105,13 +105,18 @@ class FederatedModel:
 
     def __init__(self, cfg: trainer.TrainConfig, steps_per_round: int, rounds: int, cpus: int | None = None,
                  proximal: bool = False):
+        # eval_every 0: no evaluation programs built beside the steps (prebuild_opencl); the server evaluates
         cfg = dataclasses.replace(cfg, warmup_steps=cfg.warmup_steps if cfg.warmup_steps is not None
-                                  else steps_per_round, steps=steps_per_round * rounds, epochs=None)
+                                  else steps_per_round, steps=steps_per_round * rounds, epochs=None, eval_every=0)
         if cpus is not None:  # a client's share of the machine: its threads, and no more forked step workers
             cfg = dataclasses.replace(cfg, threads=min(cfg.threads or cpus, cpus),
                                       workers=min(cfg.workers or cpus, cpus))
         self.cfg = cfg = trainer.resolve(trainer.resolve_options(cfg)[0])
         self.steps_per_round = steps_per_round
+        # On opencl: the programs this model's step used last time load from the cache on background threads
+        # while the graph is made, as in `tfplus train` (a Deployment Engine client is a fresh process each round).
+        trainer.prebuild_opencl(cfg)
+        self._recorded = False  # whether this model's first step recorded its programs for the next process
         made: list[_Proximal] = []  # the wrapper training_graph makes, if proximal
         wrap = (lambda opt: made.append(_Proximal(opt)) or made[0]) if proximal else None
         self.tg = tg = trainer.build_graph(cfg, total_steps=steps_per_round * rounds,
@@ -161,11 +166,17 @@ class FederatedModel:
             self._reset = tf.group(tf.variables_initializer(slots), tg.global_step.assign(self._step_value),
                                    name="reset_optimizer")
             self._eval_loss = trainer.eval_loss_sum(tg)
+        # The local steps' loss and accuracy summed on the device by the step itself, read once a round: a step
+        # copies nothing back, so the host queues the next one while the device runs this one (`tfplus train`'s
+        # step; fetching both each step made an H200 wait for the host: 2.4 ms a Mentee step against 1.5 ms).
+        self.sums = trainer.RunningSums(tg)
+        with tg.graph.as_default(), tf.name_scope("federated"):
             self._local_init = tf.variables_initializer(list(anchors.values()))
             self.saver = tf.train.Saver(max_to_keep=None)
         self.sess = tf.Session(graph=tg.graph, device=cfg.device, memory_budget=cfg.memory_budget,
                                workers=cfg.workers, config=tf.ConfigProto(intra_op_parallelism_threads=cfg.threads))
         self.sess.run([tg.init_op, self._local_init])
+        self.sums.start(self.sess)
 
     def get_weights(self) -> dict[str, np.ndarray]:
         """{variable name: value} of the model's variables (weights, batch norm's moving statistics), read in one
@@ -213,14 +224,14 @@ class FederatedModel:
               seed: int | None = None, measure: bool = False, lr: float | None = None) -> dict[str, float]:
         """`steps` optimizer steps on `dataset`'s training set (the trainer's shuffling, augmentation and
         normalization, batch size cfg.batch_size or the shard's size if smaller), from a fresh optimizer at global
-        step (server_round-1)*steps_per_round. Returns {"loss", "accuracy"}: the means over the steps. `lr`, if
+        step (server_round-1)*steps_per_round, each step `tfplus train`'s (RunningSums: nothing read back until
+        the round's end). Returns {"loss", "accuracy"}: the means over the steps. `lr`, if
         given (the server's, e.g. Flower's train config "lr"), is every step's learning rate instead of the
         schedule's.
 
         `measure` (tracemalloc tracing since before this model was made): the last of two or more steps runs under
         tfplus.engine.memory.measure_step, whose "peak" (the NumPy data alive as it starts, the process's own
-        included, plus what the step adds) is returned as "measured_peak_bytes"; that step's loss and accuracy are
-        not seen, so the means are over the others."""
+        included, plus what the step adds) is returned as "measured_peak_bytes"."""
         tg, n = self.tg, len(dataset.train_labels)
         if n == 0:
             raise ValueError("train: the client's shard holds no training examples (a skewed partition); give "
@@ -229,29 +240,30 @@ class FederatedModel:
             raise ValueError(f"train: proximal_mu={proximal_mu} but this model was made without FedProx's anchors; "
                              "make it with FederatedModel(..., proximal=True)")
         self.reset_optimizer((server_round - 1) * self.steps_per_round)
-        step_op = tg.train_op
+        self.sums.start(self.sess)
         extra = {self._mu: proximal_mu} if self._mu is not None else {}
         if lr is not None:
             extra[tg.learning_rate] = np.float32(lr)  # fed: the schedule's tensor takes the server's value
         raw = tg.raw_images is not None
-        measured = measure and steps > 1
-        losses = np.zeros((steps - measured, 2))
         seed = self.cfg.seed * 1_000_003 + server_round if seed is None else seed
         out: dict[str, float] = {}
         with tfdata.train_batches(dataset, min(self.cfg.batch_size, n), seed=seed, augment=self.cfg.augment,
                                   data_format=self.cfg.data_format, raw=raw) as batches:
             for i, (x, y) in zip(range(steps), batches):
                 feed = {**trainer.image_feed(tg, x), tg.labels: y, **extra}
-                if i == len(losses):  # the measured step: the others' fetches, so the others' compiled step
+                if measure and steps > 1 and i == steps - 1:  # the others' fetches, so the others' compiled step
                     from tfplus.engine.memory import measure_step
-                    m = measure_step(self.sess, [step_op, tg.loss, tg.accuracy], feed)
-                    out["measured_peak_bytes"] = m["peak"]
+                    out["measured_peak_bytes"] = measure_step(self.sess, self.sums.step_op, feed)["peak"]
                 else:
-                    _, losses[i, 0], losses[i, 1] = self.sess.run([step_op, tg.loss, tg.accuracy], feed)
-        if not np.isfinite(losses[:, 0]).all():
-            raise trainer.DivergedError(f"train: the loss became {losses[-1, 0]} in round {server_round}; lower "
-                                        "the learning rate (--lr)")
-        return {"loss": float(losses[:, 0].mean()), "accuracy": float(losses[:, 1].mean()), **out}
+                    self.sess.run(self.sums.step_op, feed)
+                if not self._recorded:
+                    self._recorded = True
+                    trainer.prebuild_opencl(self.cfg, self.sess)
+        loss, accuracy = self.sums.read(self.sess)
+        if not np.isfinite(loss):
+            raise trainer.DivergedError(f"train: the mean loss of round {server_round}'s {steps} steps is "
+                                        f"{loss / steps}; lower the learning rate (--lr)")
+        return {"loss": loss / steps, "accuracy": accuracy / steps, **out}
 
     def evaluate(self, dataset: tfdata.CifarDataset, batch_size: int = 500) -> tuple[float, float]:
         """(accuracy, mean cross-entropy) of the evaluation-mode model on `dataset`'s test set."""
