@@ -279,6 +279,7 @@ class Workers:
                 st = self.steps[key] = _prepare(self.executor, self.n, flat, feeds)
             if isinstance(st, str):
                 return None
+            feeds = st.mine(feeds)
             group = self.groups.pop(key, None)
             if group is not None and group.ready(feeds):
                 self.groups[key] = group
@@ -325,8 +326,10 @@ def _key(flat: list, feeds: dict) -> tuple:
 
 def _prepare(executor, n: int, flat: list, feeds: dict):
     """The step's _Step, or why it cannot run on n workers."""
+    from tfplus.planner.plan import spread as spread_runs
     from tfplus.planner.batch import batch_size, split_step
     from tfplus.planner.liveness import PlanError
+    from tfplus.runtime.facts import device_facts
 
     shapes = {t: tuple(v.shape) for t, v in feeds.items()}
     batch = batch_size(shapes)
@@ -336,6 +339,14 @@ def _prepare(executor, n: int, flat: list, feeds: dict):
         return f"{n} workers do not divide the batch of {batch} into slices of {MIN_ROWS} rows or more"
     order = topo_order(needed_ops(flat, set(feeds)))
     s = split_step(order, flat, set(feeds), shapes, batch)
+    spread = None
+    if isinstance(s, PlanError):  # batch statistics? each slice a micro-batch of the statistics passes
+        try:
+            spread = spread_runs(flat, shapes, device_facts(executor.runtime, 1), n)
+        except PlanError as e:
+            s = e
+        else:
+            s = s if spread is None else spread.split
     if isinstance(s, PlanError):
         # a draw inside control flow is the more telling reason (the planner refuses control flow's rows as a
         # whole: planner.rows)
@@ -346,7 +357,8 @@ def _prepare(executor, n: int, flat: list, feeds: dict):
     if s.gathered:  # the workers' merge averages every gradient; a sparse one's rows concatenate (the planner's)
         return (f"the update input '{next(iter(s.gathered)).name}' is a sparse gradient's (tf.IndexedSlices), whose "
                 "rows the workers do not concatenate")
-    a_ops = needed_ops(s.a_fetches, set(feeds))
+    runs = spread.runs if spread else [(s.a_fetches, set(feeds))]
+    a_ops = set().union(*(needed_ops(fetches, fed) for fetches, fed in runs))
     for op in sorted(a_ops, key=lambda op: op._id):
         if op.op_def.stateful and op.type not in _SLICE_STATEFUL and not has_tag(op.type, "random"):
             return (f"{op.type} '{op.name}' runs before the updates and is stateful (each worker would run it: "
@@ -356,7 +368,9 @@ def _prepare(executor, n: int, flat: list, feeds: dict):
             return _holds(op, inner)
     variables = sorted({op.name for op in a_ops if op.type == "VariableV2"})
     draws = sorted(op.name for op in a_ops if has_tag(op.type, "random"))
-    return _Step(executor, n, batch // n, s, variables, draws, [f for f in flat if isinstance(f, Tensor)])
+    own = spread.tensor_map if spread else {}
+    return _Step(executor, n, batch // n, s, variables, draws, [own.get(f, f) for f in flat if isinstance(f, Tensor)],
+                 runs, spread)
 
 
 def _holds(op, inner) -> str:
@@ -380,10 +394,12 @@ def _stateful_inside(op):
 
 
 class _Step:
-    """One step signature that may run on the workers: its split (plan.split_step) and how to merge."""
+    """One step signature that may run on the workers: its split (plan.split_step) and how to merge. A step with
+    batch statistics runs in the statistics copy of its graph (plan.spread: `runs`, the statistics passes then the
+    micro-batch run; its fed and fetched tensors are the copy's, `own` maps the step's feeds to them)."""
 
     def __init__(self, executor, n: int, rows: int, split, variables: list[str], draws: list[str],
-                 fetched: list[Tensor]):
+                 fetched: list[Tensor], runs: list[tuple[list, set[Tensor]]], spread=None):
         self.executor, self.n, self.rows, self.fetched = executor, n, rows, fetched
         self.batch_feeds = split.batch_feeds
         self.grads = split.grads
@@ -396,17 +412,66 @@ class _Step:
         self.variables = variables
         self.draws = draws  # the random nodes the slices run: each draws its slice's rows of the step's numbers
         self.why = ""
+        self.runs = runs
+        self.levels = spread.levels if spread else []  # the statistics each pass computes, merged after it
+        self.stat_merges = spread.merges if spread else {}
+        self.own = spread.tensor_map if spread else {}
+        self.stats: dict = {}  # a statistic -> the merged value of the first run (its shape and dtype)
+        stats = set(self.stat_merges)
+        # per run, its fetches that a later run of the slice is fed (kept rows, shape-only values: plan.spread), and
+        # what the slice holds no longer after it
+        self.carried = [{f for f in fetches if isinstance(f, Tensor) and f not in stats and
+                         any(f in fed for _, fed in runs[r + 1:])} for r, (fetches, _) in enumerate(runs)]
+        self.dropped = [{t for c in self.carried[:r + 1] for t in c if not any(t in fed for _, fed in runs[r + 1:])}
+                        for r in range(len(runs))]
 
-    def part(self, feeds: dict, i: int) -> dict:
-        m = self.rows
+    def mine(self, feeds: dict) -> dict:
+        """The step's feeds as its runs take them (the statistics copy's tensors)."""
+        own = self.own
+        return {own.get(t, t): v for t, v in feeds.items()} if own else feeds
+
+    def part(self, feeds: dict, i: int, rows: int | None = None) -> dict:
+        m = rows or self.rows
         return {t: v[i * m:(i + 1) * m] if t in self.batch_feeds else v for t, v in feeds.items()}
 
-    def slice_run(self, feeds: dict) -> list:
-        """The slice's values, as a worker computes them: on one thread, the conv kernels' scratch in smaller
-        chunks (the workers share the caches)."""
+    def slice_run(self, r: int, feeds: dict, stats: dict, carry: dict) -> dict:
+        """Run r on a slice, as a worker computes it: fed its `feeds` (rows of the batch), the merged statistics of
+        the passes before it (`stats`) and what its earlier runs left it (`carry`, updated for the later ones); on
+        one thread, the conv kernels' scratch in smaller chunks (the workers share the caches). {fetched tensor:
+        its value}."""
         from tfplus.kernels.numpy.conv import smaller_chunks
+        fetches, fed = self.runs[r]
+        given = {t: feeds[t] if t in feeds else stats[t] if t in stats else carry[t] for t in fed}
         with threads.using(1), smaller_chunks(CHUNK_DIVISOR):
-            return self.executor.run(self.a_fetches, feeds)
+            out = dict(zip([f for f in fetches if isinstance(f, Tensor)], self.executor.run(fetches, given)))
+        for t in self.dropped[r]:
+            carry.pop(t, None)
+        carry.update((t, np.array(out[t])) for t in self.carried[r])  # (a later run reuses the pool's buffers)
+        return out
+
+    def merge_level(self, r: int, pieces: list[dict], into: dict) -> None:
+        """The batch's statistics of pass r from the slices' (`pieces[i]`: slice i's), in slice order."""
+        for t in self.levels[r]:
+            how = self.stat_merges[t]
+            _merge_of(len(pieces), how == "mean", how == "last")(into[t], *[p[t] for p in pieces])
+
+    def slices(self, feeds: dict, n: int, step: object) -> tuple[list[list], dict]:
+        """The step's runs in this process on n slices, pass by pass, all drawing the step's random numbers (each
+        slice its rows'): each slice's values of the a-tensors, and the merged statistics."""
+        pool, rows = self.executor.pool, len(next(v for t, v in feeds.items() if t in self.batch_feeds)) // n
+        wanted = set(self.a_tensors) | set(self.stat_merges)
+        outs: list[dict] = [{} for _ in range(n)]
+        carry: list[dict] = [{} for _ in range(n)]
+        merged: dict = {}
+        for r in range(len(self.runs)):  # (the first draw of a node makes its key: workers forked later draw under it)
+            for i in range(n):
+                with _drawing(pool, step, i):
+                    got = self.slice_run(r, self.part(feeds, i, rows), merged, carry[i])
+                outs[i].update((t, np.array(v)) for t, v in got.items() if t in wanted)
+            if r < len(self.levels):
+                merged.update((t, np.empty_like(outs[0][t])) for t in self.levels[r])
+                self.merge_level(r, outs, merged)
+        return [[o[t] for t in self.a_tensors] for o in outs], merged
 
     def first(self, feeds: dict) -> tuple[list, list | None]:
         """Runs the step in this process: the slices one after another, and, to check that they add up, the
@@ -414,27 +479,23 @@ class _Step:
         the slices' values, or None for those if they do not add up (`why` then says which value differed)."""
         from tfplus.planner.batch import fetch_merge
         from tfplus.planner.liveness import PlanError
-        pool, step = self.executor.pool, object()
-        parts = []
-        for i in range(self.n):  # (the first draw of a node makes its key: workers forked later draw under it)
-            with _drawing(pool, step, i):
-                parts.append([np.array(b) for b in self.slice_run(self.part(feeds, i))])
-        with _drawing(pool, step, 0):
-            whole = self.executor.run(self.a_fetches, feeds)
+        step = object()
+        parts, self.stats = self.slices(feeds, self.n, step)
+        (whole,), whole_stats = self.slices(feeds, 1, step)
         self.draws = [name for name in self.draws if name in self.executor.rngs]  # the others ran no kernel
         try:  # floating-point gradients are averaged (right for a loss averaged over the batch: checked below)
             self.merges = ["mean" if t in self.grads and t.dtype.is_floating else
                            fetch_merge(t, v.shape, self.batch_dep, self.rows) for t, v in zip(self.a_tensors, parts[0])]
         except PlanError as e:
             self.why = str(e)
-            return self.finish(feeds, whole), None
+            return self.finish(feeds, whole, whole_stats), None
         merged = self.merge(parts)
         for t, a, b in zip(self.a_tensors, merged, whole):
             if not _close(a, b):
                 self.why = (f"the {self.n} slices' merged '{t.name}' differs from the whole batch's (a loss "
                             "summed over the batch instead of averaged?)")
-                return self.finish(feeds, whole), None
-        return self.finish(feeds, merged), parts
+                return self.finish(feeds, whole, whole_stats), None
+        return self.finish(feeds, merged, self.stats), parts
 
     def merge(self, parts: list[list], done: dict | None = None) -> list:
         """The step's values of the a-fetches from the slices' (parts[i][j]: slice i's of a_tensors[j]);
@@ -450,15 +511,16 @@ class _Step:
                 out.append(np.array(pieces[0]))
             else:
                 acc = np.empty_like(pieces[0])
-                threads.sharded(_mean_of(len(pieces)), acc, *pieces)
+                threads.sharded(_merge_of(len(pieces)), acc, *pieces)
                 out.append(acc)
         return out
 
-    def finish(self, feeds: dict, values: list) -> list:
-        """Runs the updates from the merged values; the buffers of the step's tensor fetches."""
+    def finish(self, feeds: dict, values: list, stats: dict) -> list:
+        """Runs the updates from the merged values and statistics (the moving averages read those: updated once,
+        with the batch's); the buffers of the step's tensor fetches."""
         known = dict(zip(self.a_tensors, values))
         rest = {t: v for t, v in feeds.items() if t not in self.batch_feeds}
-        b_values = self.executor.run(self.b_fetches, {**rest, **{g: known[g] for g in self.grads}}, self.done)
+        b_values = self.executor.run(self.b_fetches, {**rest, **stats, **{g: known[g] for g in self.grads}}, self.done)
         known.update(zip([f for f in self.b_fetches if isinstance(f, Tensor)], b_values))
         return [known[t] for t in self.fetched]
 
@@ -474,14 +536,18 @@ def _drawing(pool, step: object, i: int):
         del pool.draw_step, pool.draw_slice
 
 
-def _mean_of(n: int):
-    """The merge of n slices' values: summed in slice order, then scaled, element by element (so sharding the
-    elements over threads changes nothing)."""
+def _merge_of(n: int, mean: bool = True, first: bool = False):
+    """The merge of n slices' values: summed in slice order, then scaled for a `mean`, element by element (so
+    sharding the elements over threads changes nothing); slice 0's for `first` (a value the same in every slice)."""
     def body(out, *pieces):
+        if first or n == 1:
+            np.copyto(out, pieces[0])
+            return
         np.add(pieces[0], pieces[1], out=out)
         for p in pieces[2:]:
             np.add(out, p, out=out)
-        np.multiply(out, 1.0 / n, out=out, dtype=out.dtype)
+        if mean:
+            np.multiply(out, 1.0 / n, out=out, dtype=out.dtype)
     return body
 
 
@@ -509,6 +575,8 @@ class _Group:
         arrays.update((("merged", d), np.empty(flat[d], d)) for d in self.dtypes)
         arrays.update((("flat", i, d), np.empty(flat[d], d)) for i in range(st.n) for d in self.dtypes)
         arrays.update((("out", i, j), v) for i, p in enumerate(parts) for j, v in enumerate(p) if j not in means)
+        arrays.update((("stat", i, t), v) for i in range(st.n) for t, v in st.stats.items())  # each slice's
+        arrays.update((("stats", t), v) for t, v in st.stats.items())  # merged by the parent after each pass
         arrays["runs"] = np.zeros(len(st.draws), np.int64)  # the step's run of each random node, set by the parent
         size = sum(_padded(v.nbytes) for v in arrays.values())
         self.memory = mmap.mmap(-1, max(size, 1))  # anonymous and MAP_SHARED: the forked workers see it
@@ -576,20 +644,27 @@ class _Group:
             self.pids.append(pid)
 
     def serve(self, i: int, sock: socket.socket) -> None:
-        """A worker's loop: on b"r", slice i of the shared feeds into its shared slot; on b"m", its part of the
-        average over the slots (reduce)."""
+        """A worker's loop: on b"r" and a run's index, that run (_Step.runs) of slice i of the shared feeds into its
+        shared slots; on b"m", its part of the average over the slots (reduce)."""
         st, ex = self.step, self.step.executor
         ex.inter_op, ex.trace = 1, None
         feeds = st.part({t: self.shared["in", t] for t in self.shapes}, i)
-        slots = [self.shared["out", i, j] for j in range(len(st.a_tensors))]
+        slots = {t: self.shared["out", i, j] for j, t in enumerate(st.a_tensors)}
+        slots.update((t, self.shared["stat", i, t]) for t in st.stats)
+        stats = {t: self.shared["stats", t] for t in st.stats}
+        carry: dict = {}  # what the slice's runs hand on to its later runs in a step (_Step.carried)
         # Every run here is slice i of a step: its random nodes draw the run the parent gives, at the slice's rows.
         ex.pool.draw_step, ex.pool.draw_slice = object(), i
         while (command := sock.recv(1)) in (b"r", b"m"):
             try:
                 if command == b"r":
-                    ex.take_runs(st.draws, self.shared["runs"], ex.pool.draw_step)
-                    for slot, value in zip(slots, st.slice_run(feeds)):
-                        np.copyto(slot, value)
+                    r = struct.unpack("<H", _recv_exact(sock, 2))[0]
+                    if r == 0:
+                        ex.take_runs(st.draws, self.shared["runs"], ex.pool.draw_step)
+                        carry.clear()
+                    for t, value in st.slice_run(r, feeds, stats, carry).items():
+                        if t in slots:
+                            np.copyto(slots[t], value)
                 else:
                     self.reduce(i)
                 reply = b"k"
@@ -600,13 +675,13 @@ class _Group:
             sock.sendall(reply)
 
     def reduce(self, i: int) -> None:
-        """Averages elements [i/P, (i+1)/P) of every slot's flat blocks into the merged ones (as _mean_of)."""
+        """Averages elements [i/P, (i+1)/P) of every slot's flat blocks into the merged ones (as _merge_of)."""
         n = self.step.n
         for d in self.dtypes:
             merged = self.shared["merged", d]
             lo, hi = len(merged) * i // n, len(merged) * (i + 1) // n
             if hi > lo:
-                _mean_of(n)(merged[lo:hi], *[self.shared["flat", k, d][lo:hi] for k in range(n)])
+                _merge_of(n)(merged[lo:hi], *[self.shared["flat", k, d][lo:hi] for k in range(n)])
 
     def ready(self, feeds: dict) -> bool:
         """Whether the workers can run this step: same feed shapes, and the variables still the shared ones (a
@@ -629,12 +704,16 @@ class _Group:
         for t, v in feeds.items():
             np.copyto(self.shared["in", t], v)
         self.shared["runs"][:] = st.executor.step_runs(st.draws)
-        self.call(b"r")
+        stats = {t: self.shared["stats", t] for t in st.stats}
+        for r in range(len(st.runs)):  # the statistics passes, each merged before the next, then the micro-batch run
+            self.call(b"r" + struct.pack("<H", r))
+            if r < len(st.levels):
+                st.merge_level(r, [{t: self.shared["stat", i, t] for t in st.levels[r]} for i in range(st.n)], stats)
         self.call(b"m")
         parts = [[self.shared["out", i, j] for j in range(len(st.a_tensors))] for i in range(st.n)]
         merged = st.merge(parts, done={j: self.shared["mean", j] for j in range(len(st.merges))
                                        if st.merges[j] == "mean"})
-        return st.finish(feeds, merged)
+        return st.finish(feeds, merged, stats)
 
     def call(self, command: bytes) -> None:
         """Sends `command` to every worker and waits for all; raises the first worker's error, or an
