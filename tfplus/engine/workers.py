@@ -326,9 +326,9 @@ def _key(flat: list, feeds: dict) -> tuple:
 
 def _prepare(executor, n: int, flat: list, feeds: dict):
     """The step's _Step, or why it cannot run on n workers."""
-    from tfplus.planner.plan import spread as spread_runs
     from tfplus.planner.batch import batch_size, split_step
     from tfplus.planner.liveness import PlanError
+    from tfplus.planner.plan import spread as spread_runs
     from tfplus.runtime.facts import device_facts
 
     shapes = {t: tuple(v.shape) for t, v in feeds.items()}
