@@ -62,8 +62,8 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--steps", type=int, default=2, help="steps per session per round")
     args = p.parse_args()
-    print(f"{os.cpu_count()} cpus, load average {os.getloadavg()[0]:.1f}; {args.threads} threads; MobileNet b{args.batch}; "
-          f"median step of {args.rounds} rounds x {args.steps} steps")
+    print(f"{os.cpu_count()} cpus, load average {os.getloadavg()[0]:.1f}; {args.threads} threads; MobileNet "
+          f"b{args.batch}; median step of {args.rounds} rounds x {args.steps} steps")
     tg = training_graph(mobilenet, total_steps=1000, seed=0)
     rng = np.random.default_rng(0)
     feeds = {tg.images: rng.standard_normal((args.batch, 3, 32, 32)).astype(np.float32),
