@@ -20,6 +20,18 @@ and the whole batch as well, and compares them. The step goes to the workers onl
 matches the whole batch's; otherwise it stays in this process (`why` says so). A slice's result does not
 depend on the process that runs it, so a step is bit-for-bit the same for a fixed P.
 
+Batch statistics (a training-mode batch norm, tf.nn.moments over the batch written by hand: planner.crossbatch)
+take statistics passes, as the planner's micro-batches do: the step runs as the planner's runs of P micro-batches
+without a budget (planner.plan.spread), worker i micro-batch i of each. Per statistics pass, each worker computes its
+slice's per-channel sums and means (and what the next pass starts from: the rows it keeps for its own later runs,
+such as a norm's input, which never leave the worker) into its shared slot; the parent merges the slots in worker
+order (a mean summed then divided by P; what every slice computes alike, slice 0's) into the statistics the next
+runs are fed. The backward's batch reductions (a norm gradient's sums of dy and dy * x_hat) are passes too. The
+micro-batch run and the merge of the gradients follow as above, and the update run, fed the merged statistics,
+updates the moving averages once, with the whole batch's. A pass's values depend on its slice and the merged values
+alone, never on timing: a step is the same bits run after run for a fixed P, and equals the one-process step within
+float rounding (which the backward of a deep net of norms amplifies: BN_RTOL).
+
 Random draws (dropout) are the unsplit step's, as in the planner's micro-batches (KernelContext.random_draw): the
 parent advances each random node's run counter once per step and gives the run to every worker (shared memory),
 and a draw shaped like the batch (leading dimension open) starts at the slice's first row, so worker i draws rows
@@ -43,7 +55,7 @@ errors.UnavailableError; its step then runs in the parent.
 
 Other steps run in the parent as before:
 - no fed batch that P divides into slices of MIN_ROWS rows or more;
-- training-mode batch norm (batch statistics);
+- batch statistics that statistics passes do not compute (a Max over the batch: planner.crossbatch says which);
 - an op that moves, picks or mixes the batch's rows (x[:25] of a tower, tf.concat of two batches, a gather of
   rows by index: planner.rows), or control flow on them;
 - stateful ops other than random draws before the updates (an allreduce, say: it must run once per step), and
