@@ -120,3 +120,30 @@ def test_a_worker_killed_between_statistics_passes_fails_the_step_clearly(monkey
     np.testing.assert_allclose(losses, ref_loss, rtol=1e-5)
     for name, v in ref_vars.items():
         np.testing.assert_allclose(after[name], v, rtol=1e-4, atol=1e-6, err_msg=name)
+
+
+def test_a_batch_norm_step_whose_slices_would_draw_other_numbers_stays_in_this_process():
+    """A draw whose leading dimension is open but is not the batch's rows would take each slice's offset (the
+    slices' merged gradients 2% off the whole batch's: within workers.BN_RTOL, the first step's check for a
+    batch-norm step, whose rounding needs it): the planner's split refuses the step, naming the draw, and it runs
+    in this process, drawing one process's numbers."""
+    def run(n_workers: int):
+        g, _, _, _, loss, _, _, _ = m = _user_graph()
+        with g.as_default():
+            k = tf.placeholder(tf.float32, [None])
+            shifted = loss * (1.0 + tf.reduce_mean(tf.random_uniform(tf.shape(k), seed=5) * k))
+            with tf.control_dependencies(tf.get_collection(tf.GraphKeys.UPDATE_OPS)):
+                train = tf.train.GradientDescentOptimizer(0.1).minimize(shifted)
+            init = tf.global_variables_initializer()
+        with tf.Session(graph=g, workers=n_workers) as sess:
+            sess.run(init)
+            losses = [sess.run([train, shifted], {**_feeds(m, i), k: np.arange(1, 6, dtype=np.float32)})[1]
+                      for i in range(3)]
+            whys = [s for s in sess.workers.steps.values() if isinstance(s, str)] if sess.workers else []
+            return losses, bool(sess.workers and sess.workers.groups), whys
+
+    ref, _, _ = run(1)
+    losses, on_workers, whys = run(2)
+    assert not on_workers and any("RandomUniform 'random_uniform' draws random numbers along an open leading "
+                                  "dimension that is not the batch's rows" in s for s in whys), whys
+    np.testing.assert_array_equal(losses, ref)
