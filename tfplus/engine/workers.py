@@ -341,7 +341,8 @@ def _key(flat: list, feeds: dict) -> tuple:
 
 def _prepare(executor, n: int, flat: list, feeds: dict):
     """The step's _Step, or why it cannot run on n workers."""
-    from tfplus.planner.batch import batch_size, split_step
+    from tfplus.planner import rows as row_rules
+    from tfplus.planner.batch import batch_feeds, batch_size, batch_statistics, split_step
     from tfplus.planner.liveness import PlanError
     from tfplus.planner.plan import spread as spread_runs
     from tfplus.runtime.facts import device_facts
@@ -355,11 +356,15 @@ def _prepare(executor, n: int, flat: list, feeds: dict):
     order = topo_order(needed_ops(flat, set(feeds)))
     s = split_step(order, flat, set(feeds), shapes, batch)
     spread = None
-    if isinstance(s, PlanError):  # batch statistics? each slice a micro-batch of the statistics passes
+    rows = batch_feeds(shapes, batch)
+    if isinstance(s, PlanError) and batch_statistics(order, set(feeds), rows) and \
+            not row_rules.why_not(order, set(feeds), shapes, rows):  # each slice a micro-batch of statistics passes
         try:
             spread = spread_runs(flat, shapes, device_facts(executor.runtime, 1), n)
         except PlanError as e:
             s = e
+        except Exception as e:  # noqa: BLE001  a step the parent runs must not fail for want of a split
+            s = PlanError(f"the statistics passes could not be planned ({type(e).__name__}: {e})")
         else:
             s = s if spread is None else spread.split
     if isinstance(s, PlanError):
