@@ -9,7 +9,10 @@ workers=1 (every step in this process: what a batch-norm step did before), the o
 processes. They alternate in rounds of `--steps` steps, so that load from other processes falls on both alike; the
 figures are median steps over all rounds, in images/s. For the workers' steps it also says where the time went,
 from the parent's side: the statistics passes (their runs on the workers, waited for), the parent's merges of
-their statistics between them, the micro-batch run, the average of the gradients, and the update run in the parent.
+their statistics between them, the micro-batch run, the average of the gradients, and the update run in the parent;
+and the CPU time, on one thread, of the one-process step against the slices' runs one after another (the passes' own
+cost, apart from waiting at each pass for the slowest worker; CPU time, which the other processes' load changes
+little).
 """
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ import time
 import numpy as np
 
 import tfplus as tf
+from tfplus import threads
 from tfplus.engine import workers
 from tfplus.graphs import training_graph
 from tfplus.graphs.mobilenet import mobilenet
@@ -54,6 +58,18 @@ def _instrument() -> None:
     workers._Step.finish = _timed("update run", finish)
 
 
+def _cpu(fn, n: int) -> float:
+    """The median CPU time of this process over n calls of fn (the work itself, whatever the other processes'
+    load), BLAS on one thread as in a step."""
+    times = []
+    with threads.blas_single_threaded():
+        for _ in range(n):
+            start = time.process_time()
+            fn()
+            times.append(time.process_time() - start)
+    return statistics.median(times)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--batch", type=int, default=128)
@@ -82,20 +98,40 @@ def main() -> None:
     if st is not None:
         print(f"{len(st.levels)} statistics passes, then the micro-batch run; {w.summary()}")
     _instrument()
+    pids = w.pids() if w else []
+    ticks = {pid: 0 for pid in pids}  # each worker's CPU time in the timed steps (clock ticks)
     for _ in range(args.rounds):
         for n, sess in sessions.items():
             for _ in range(args.steps):
                 if n == args.workers:
                     _spent.clear()
+                    before = {pid: workers._stat(pid)[1] for pid in pids}
                 start = time.perf_counter()
                 sess.run(fetches, feeds)
                 times[n].append(time.perf_counter() - start)
+                if n == args.workers:
+                    for pid in pids:
+                        ticks[pid] += workers._stat(pid)[1] - before[pid]
     spent, total = dict(_spent), times[args.workers][-1]
     one, many = (statistics.median(times[n]) for n in (1, args.workers))
     print(f"1 process {one * 1e3:.0f} ms ({args.batch / one:.1f} images/s), {args.workers} workers "
           f"{many * 1e3:.0f} ms ({args.batch / many:.1f} images/s): {one / many:.2f}x")
     print(f"the last {args.workers}-worker step, {total * 1e3:.0f} ms: " +
           ", ".join(f"{k} {v * 1e3:.0f} ms ({v / total:.0%})" for k, v in spent.items()))
+    if pids:
+        hz, steps = os.sysconf("SC_CLK_TCK"), args.rounds * args.steps
+        print("each worker's CPU time a step: " + ", ".join(f"{ticks[pid] / hz / steps * 1e3:.0f} ms" for pid in pids))
+    if st is not None:  # the work itself on one thread, one run at a time: the passes' cost, no waits between them
+        with tf.Session(graph=tg.graph, config=tf.ConfigProto(intra_op_parallelism_threads=1), workers=1) as single:
+            single.run(tg.init_op)
+            single.run(fetches, feeds)
+            plain = _cpu(lambda: single.run(fetches, feeds), args.rounds)
+        element = sessions[args.workers].step(fetches, feeds)._element  # the session's rewrite of the step
+        mine = st.mine({element[t] if element else t: v for t, v in feeds.items()})
+        passes = _cpu(lambda: st.slices(mine, args.workers, object()), args.rounds)
+        print(f"CPU time on one thread: the one-process step {plain * 1e3:.0f} ms; the {args.workers} slices' runs "
+              f"(statistics passes and micro-batch run) one after another {passes * 1e3:.0f} ms "
+              f"({passes / plain:.2f}x)")
     for sess in sessions.values():
         sess.close()
 
