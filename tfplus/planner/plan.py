@@ -30,6 +30,9 @@ kernel launches (the host is the bottleneck), so recomputing a few ops beats ano
 step; the plan's `choice` says what was predicted. No fit raises `BudgetError` naming the smallest budget
 that some combination reaches. A candidate is ordered and placed only if a quick lower bound on its peak fits
 (`_Step.least_bytes`); the candidates share what does not depend on their settings (runs, buffers).
+
+`spread` gives the runs of a micro-batched step with batch statistics without a budget, each on k micro-batches
+(its statistics passes, then the micro-batch run), for the cpu workers to run side by side (tfplus.engine.workers).
 """
 from __future__ import annotations
 
