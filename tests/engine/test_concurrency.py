@@ -255,10 +255,10 @@ def test_a_hung_worker_is_an_unavailable_error_within_a_bound(monkeypatch):
     monkeypatch.setattr(workers, "HUNG_SECONDS", 0.6)
     parent, slice_run = os.getpid(), workers._Step.slice_run
 
-    def hanging(self, feeds):  # in a worker: blocked for good, using no CPU time (as in a deadlock)
+    def hanging(self, *run):  # in a worker: blocked for good, using no CPU time (as in a deadlock)
         if os.getpid() != parent:
             time.sleep(3600)
-        return slice_run(self, feeds)
+        return slice_run(self, *run)
     monkeypatch.setattr(workers._Step, "slice_run", hanging)
     g, x, w, h, s, train, init = _linear()
     with tf.Session(graph=g, workers=2, config=PATHS["workers"][1]) as sess:
@@ -275,10 +275,10 @@ def test_a_hung_worker_is_an_unavailable_error_within_a_bound(monkeypatch):
 def test_a_worker_out_of_memory_is_a_resource_exhausted_error_naming_it(monkeypatch):
     parent, slice_run = os.getpid(), workers._Step.slice_run
 
-    def short_of_memory(self, feeds):
+    def short_of_memory(self, *run):
         if os.getpid() != parent:
             raise MemoryError("Unable to allocate 64.0 MiB")
-        return slice_run(self, feeds)
+        return slice_run(self, *run)
     monkeypatch.setattr(workers._Step, "slice_run", short_of_memory)
     g, x, w, h, s, train, init = _linear()
     with tf.Session(graph=g, workers=2, config=PATHS["workers"][1]) as sess:

@@ -92,10 +92,10 @@ def test_a_users_handler_runs_after_the_step_and_stays_installed(signum, monkeyp
 def test_a_second_ctrl_c_interrupts_a_step_that_does_not_end(monkeypatch):
     parent, slice_run = os.getpid(), workers._Step.slice_run
 
-    def hanging(self, feeds):  # a worker blocked for good (HUNG_SECONDS is far off)
+    def hanging(self, *run):  # a worker blocked for good (HUNG_SECONDS is far off)
         if os.getpid() != parent:
             time.sleep(3600)
-        return slice_run(self, feeds)
+        return slice_run(self, *run)
     monkeypatch.setattr(workers._Step, "slice_run", hanging)
     g = tf.Graph()
     with g.as_default():

@@ -20,6 +20,18 @@ and the whole batch as well, and compares them. The step goes to the workers onl
 matches the whole batch's; otherwise it stays in this process (`why` says so). A slice's result does not
 depend on the process that runs it, so a step is bit-for-bit the same for a fixed P.
 
+Batch statistics (a training-mode batch norm, tf.nn.moments over the batch written by hand: planner.crossbatch)
+take statistics passes, as the planner's micro-batches do: the step runs as the planner's runs of P micro-batches
+without a budget (planner.plan.spread), worker i micro-batch i of each. Per statistics pass, each worker computes its
+slice's per-channel sums and means (and what the next pass starts from: the rows it keeps for its own later runs,
+such as a norm's input, which never leave the worker) into its shared slot; the parent merges the slots in worker
+order (a mean summed then divided by P; what every slice computes alike, slice 0's) into the statistics the next
+runs are fed. The backward's batch reductions (a norm gradient's sums of dy and dy * x_hat) are passes too. The
+micro-batch run and the merge of the gradients follow as above, and the update run, fed the merged statistics,
+updates the moving averages once, with the whole batch's. A pass's values depend on its slice and the merged values
+alone, never on timing: a step is the same bits run after run for a fixed P, and equals the one-process step within
+float rounding (which the backward of a deep net of norms amplifies: BN_RTOL).
+
 Random draws (dropout) are the unsplit step's, as in the planner's micro-batches (KernelContext.random_draw): the
 parent advances each random node's run counter once per step and gives the run to every worker (shared memory),
 and a draw shaped like the batch (leading dimension open) starts at the slice's first row, so worker i draws rows
@@ -43,7 +55,7 @@ errors.UnavailableError; its step then runs in the parent.
 
 Other steps run in the parent as before:
 - no fed batch that P divides into slices of MIN_ROWS rows or more;
-- training-mode batch norm (batch statistics);
+- batch statistics that statistics passes do not compute (a Max over the batch: planner.crossbatch says which);
 - an op that moves, picks or mixes the batch's rows (x[:25] of a tower, tf.concat of two batches, a gather of
   rows by index: planner.rows), or control flow on them;
 - stateful ops other than random draws before the updates (an allreduce, say: it must run once per step), and
@@ -82,6 +94,9 @@ AUTO_FROM = 2
 MIN_ROWS = 8
 # The conv kernels' chunk budgets are divided by this in a slice (kernels/numpy/conv.py smaller_chunks).
 CHUNK_DIVISOR = 2
+# How far the first step's merged slices may be from the whole batch's (relative to the value's norm: _Step.first),
+# and in a step with batch statistics, whose normalizations amplify rounding.
+RTOL, BN_RTOL = 1e-3, 3e-2
 # Steps whose workers stay alive at once (a loop that also fetches a summary every 100 steps, say): more would
 # leave processes idle; fewer would fork anew at each switch.
 MAX_GROUPS = 2
@@ -279,6 +294,7 @@ class Workers:
                 st = self.steps[key] = _prepare(self.executor, self.n, flat, feeds)
             if isinstance(st, str):
                 return None
+            feeds = st.mine(feeds)
             group = self.groups.pop(key, None)
             if group is not None and group.ready(feeds):
                 self.groups[key] = group
@@ -325,8 +341,11 @@ def _key(flat: list, feeds: dict) -> tuple:
 
 def _prepare(executor, n: int, flat: list, feeds: dict):
     """The step's _Step, or why it cannot run on n workers."""
-    from tfplus.planner.batch import batch_size, split_step
+    from tfplus.planner import rows as row_rules
+    from tfplus.planner.batch import batch_feeds, batch_size, batch_statistics, split_step
     from tfplus.planner.liveness import PlanError
+    from tfplus.planner.plan import spread as spread_runs
+    from tfplus.runtime.facts import device_facts
 
     shapes = {t: tuple(v.shape) for t, v in feeds.items()}
     batch = batch_size(shapes)
@@ -336,6 +355,18 @@ def _prepare(executor, n: int, flat: list, feeds: dict):
         return f"{n} workers do not divide the batch of {batch} into slices of {MIN_ROWS} rows or more"
     order = topo_order(needed_ops(flat, set(feeds)))
     s = split_step(order, flat, set(feeds), shapes, batch)
+    spread = None
+    rows = batch_feeds(shapes, batch)
+    if isinstance(s, PlanError) and batch_statistics(order, set(feeds), rows) and \
+            not row_rules.why_not(order, set(feeds), shapes, rows):  # each slice a micro-batch of statistics passes
+        try:
+            spread = spread_runs(flat, shapes, device_facts(executor.runtime, 1), n)
+        except PlanError as e:
+            s = e
+        except Exception as e:  # noqa: BLE001  a step the parent runs must not fail for want of a split
+            s = PlanError(f"the statistics passes could not be planned ({type(e).__name__}: {e})")
+        else:
+            s = s if spread is None else spread.split
     if isinstance(s, PlanError):
         # a draw inside control flow is the more telling reason (the planner refuses control flow's rows as a
         # whole: planner.rows)
@@ -346,7 +377,8 @@ def _prepare(executor, n: int, flat: list, feeds: dict):
     if s.gathered:  # the workers' merge averages every gradient; a sparse one's rows concatenate (the planner's)
         return (f"the update input '{next(iter(s.gathered)).name}' is a sparse gradient's (tf.IndexedSlices), whose "
                 "rows the workers do not concatenate")
-    a_ops = needed_ops(s.a_fetches, set(feeds))
+    runs = spread.runs if spread else [(s.a_fetches, set(feeds))]
+    a_ops = set().union(*(needed_ops(fetches, fed) for fetches, fed in runs))
     for op in sorted(a_ops, key=lambda op: op._id):
         if op.op_def.stateful and op.type not in _SLICE_STATEFUL and not has_tag(op.type, "random"):
             return (f"{op.type} '{op.name}' runs before the updates and is stateful (each worker would run it: "
@@ -356,7 +388,9 @@ def _prepare(executor, n: int, flat: list, feeds: dict):
             return _holds(op, inner)
     variables = sorted({op.name for op in a_ops if op.type == "VariableV2"})
     draws = sorted(op.name for op in a_ops if has_tag(op.type, "random"))
-    return _Step(executor, n, batch // n, s, variables, draws, [f for f in flat if isinstance(f, Tensor)])
+    own = spread.tensor_map if spread else {}
+    return _Step(executor, n, batch // n, s, variables, draws, [own.get(f, f) for f in flat if isinstance(f, Tensor)],
+                 runs, spread)
 
 
 def _holds(op, inner) -> str:
@@ -380,10 +414,12 @@ def _stateful_inside(op):
 
 
 class _Step:
-    """One step signature that may run on the workers: its split (plan.split_step) and how to merge."""
+    """One step signature that may run on the workers: its split (plan.split_step) and how to merge. A step with
+    batch statistics runs in the statistics copy of its graph (plan.spread: `runs`, the statistics passes then the
+    micro-batch run; its fed and fetched tensors are the copy's, `own` maps the step's feeds to them)."""
 
     def __init__(self, executor, n: int, rows: int, split, variables: list[str], draws: list[str],
-                 fetched: list[Tensor]):
+                 fetched: list[Tensor], runs: list[tuple[list, set[Tensor]]], spread=None):
         self.executor, self.n, self.rows, self.fetched = executor, n, rows, fetched
         self.batch_feeds = split.batch_feeds
         self.grads = split.grads
@@ -396,17 +432,66 @@ class _Step:
         self.variables = variables
         self.draws = draws  # the random nodes the slices run: each draws its slice's rows of the step's numbers
         self.why = ""
+        self.runs = runs
+        self.levels = spread.levels if spread else []  # the statistics each pass computes, merged after it
+        self.stat_merges = spread.merges if spread else {}
+        self.own = spread.tensor_map if spread else {}
+        self.stats: dict = {}  # a statistic -> the merged value of the first run (its shape and dtype)
+        stats = set(self.stat_merges)
+        # per run, its fetches that a later run of the slice is fed (kept rows, shape-only values: plan.spread), and
+        # what the slice holds no longer after it
+        self.carried = [{f for f in fetches if isinstance(f, Tensor) and f not in stats and
+                         any(f in fed for _, fed in runs[r + 1:])} for r, (fetches, _) in enumerate(runs)]
+        self.dropped = [{t for c in self.carried[:r + 1] for t in c if not any(t in fed for _, fed in runs[r + 1:])}
+                        for r in range(len(runs))]
 
-    def part(self, feeds: dict, i: int) -> dict:
-        m = self.rows
+    def mine(self, feeds: dict) -> dict:
+        """The step's feeds as its runs take them (the statistics copy's tensors)."""
+        own = self.own
+        return {own.get(t, t): v for t, v in feeds.items()} if own else feeds
+
+    def part(self, feeds: dict, i: int, rows: int | None = None) -> dict:
+        m = rows or self.rows
         return {t: v[i * m:(i + 1) * m] if t in self.batch_feeds else v for t, v in feeds.items()}
 
-    def slice_run(self, feeds: dict) -> list:
-        """The slice's values, as a worker computes them: on one thread, the conv kernels' scratch in smaller
-        chunks (the workers share the caches)."""
+    def slice_run(self, r: int, feeds: dict, stats: dict, carry: dict) -> dict:
+        """Run r on a slice, as a worker computes it: fed its `feeds` (rows of the batch), the merged statistics of
+        the passes before it (`stats`) and what its earlier runs left it (`carry`, updated for the later ones); on
+        one thread, the conv kernels' scratch in smaller chunks (the workers share the caches). {fetched tensor:
+        its value}."""
         from tfplus.kernels.numpy.conv import smaller_chunks
+        fetches, fed = self.runs[r]
+        given = {t: feeds[t] if t in feeds else stats[t] if t in stats else carry[t] for t in fed}
         with threads.using(1), smaller_chunks(CHUNK_DIVISOR):
-            return self.executor.run(self.a_fetches, feeds)
+            out = dict(zip([f for f in fetches if isinstance(f, Tensor)], self.executor.run(fetches, given)))
+        for t in self.dropped[r]:
+            carry.pop(t, None)
+        carry.update((t, np.array(out[t])) for t in self.carried[r])  # (a later run reuses the pool's buffers)
+        return out
+
+    def merge_level(self, r: int, pieces: list[dict], into: dict) -> None:
+        """The batch's statistics of pass r from the slices' (`pieces[i]`: slice i's), in slice order."""
+        for t in self.levels[r]:
+            how = self.stat_merges[t]
+            _merge_of(len(pieces), how == "mean", how == "last")(into[t], *[p[t] for p in pieces])
+
+    def slices(self, feeds: dict, n: int, step: object) -> tuple[list[list], dict]:
+        """The step's runs in this process on n slices, pass by pass, all drawing the step's random numbers (each
+        slice its rows'): each slice's values of the a-tensors, and the merged statistics."""
+        pool, rows = self.executor.pool, len(next(v for t, v in feeds.items() if t in self.batch_feeds)) // n
+        wanted = set(self.a_tensors) | set(self.stat_merges)
+        outs: list[dict] = [{} for _ in range(n)]
+        carry: list[dict] = [{} for _ in range(n)]
+        merged: dict = {}
+        for r in range(len(self.runs)):  # (the first draw of a node makes its key: workers forked later draw under it)
+            for i in range(n):
+                with _drawing(pool, step, i):
+                    got = self.slice_run(r, self.part(feeds, i, rows), merged, carry[i])
+                outs[i].update((t, np.array(v)) for t, v in got.items() if t in wanted)
+            if r < len(self.levels):
+                merged.update((t, np.empty_like(outs[0][t])) for t in self.levels[r])
+                self.merge_level(r, outs, merged)
+        return [[o[t] for t in self.a_tensors] for o in outs], merged
 
     def first(self, feeds: dict) -> tuple[list, list | None]:
         """Runs the step in this process: the slices one after another, and, to check that they add up, the
@@ -414,27 +499,27 @@ class _Step:
         the slices' values, or None for those if they do not add up (`why` then says which value differed)."""
         from tfplus.planner.batch import fetch_merge
         from tfplus.planner.liveness import PlanError
-        pool, step = self.executor.pool, object()
-        parts = []
-        for i in range(self.n):  # (the first draw of a node makes its key: workers forked later draw under it)
-            with _drawing(pool, step, i):
-                parts.append([np.array(b) for b in self.slice_run(self.part(feeds, i))])
-        with _drawing(pool, step, 0):
-            whole = self.executor.run(self.a_fetches, feeds)
+        step = object()
+        parts, self.stats = self.slices(feeds, self.n, step)
+        (whole,), whole_stats = self.slices(feeds, 1, step)
         self.draws = [name for name in self.draws if name in self.executor.rngs]  # the others ran no kernel
         try:  # floating-point gradients are averaged (right for a loss averaged over the batch: checked below)
             self.merges = ["mean" if t in self.grads and t.dtype.is_floating else
                            fetch_merge(t, v.shape, self.batch_dep, self.rows) for t, v in zip(self.a_tensors, parts[0])]
         except PlanError as e:
             self.why = str(e)
-            return self.finish(feeds, whole), None
+            return self.finish(feeds, whole, whole_stats), None
         merged = self.merge(parts)
+        # NOTE: the backward of a batch norm cancels (dy less its projections on 1 and x_hat), so a deep net of them
+        # amplifies rounding: MobileNet's first gradients at initialization differ by 0.5% between 1 and 2 threads
+        # of the one-process step. What the check is for (a summed loss's P times, other random numbers) is far off.
+        rtol = BN_RTOL if self.levels else RTOL
         for t, a, b in zip(self.a_tensors, merged, whole):
-            if not _close(a, b):
+            if not _close(a, b, rtol):
                 self.why = (f"the {self.n} slices' merged '{t.name}' differs from the whole batch's (a loss "
                             "summed over the batch instead of averaged?)")
-                return self.finish(feeds, whole), None
-        return self.finish(feeds, merged), parts
+                return self.finish(feeds, whole, whole_stats), None
+        return self.finish(feeds, merged, self.stats), parts
 
     def merge(self, parts: list[list], done: dict | None = None) -> list:
         """The step's values of the a-fetches from the slices' (parts[i][j]: slice i's of a_tensors[j]);
@@ -450,15 +535,16 @@ class _Step:
                 out.append(np.array(pieces[0]))
             else:
                 acc = np.empty_like(pieces[0])
-                threads.sharded(_mean_of(len(pieces)), acc, *pieces)
+                threads.sharded(_merge_of(len(pieces)), acc, *pieces)
                 out.append(acc)
         return out
 
-    def finish(self, feeds: dict, values: list) -> list:
-        """Runs the updates from the merged values; the buffers of the step's tensor fetches."""
+    def finish(self, feeds: dict, values: list, stats: dict) -> list:
+        """Runs the updates from the merged values and statistics (the moving averages read those: updated once,
+        with the batch's); the buffers of the step's tensor fetches."""
         known = dict(zip(self.a_tensors, values))
         rest = {t: v for t, v in feeds.items() if t not in self.batch_feeds}
-        b_values = self.executor.run(self.b_fetches, {**rest, **{g: known[g] for g in self.grads}}, self.done)
+        b_values = self.executor.run(self.b_fetches, {**rest, **stats, **{g: known[g] for g in self.grads}}, self.done)
         known.update(zip([f for f in self.b_fetches if isinstance(f, Tensor)], b_values))
         return [known[t] for t in self.fetched]
 
@@ -474,24 +560,28 @@ def _drawing(pool, step: object, i: int):
         del pool.draw_step, pool.draw_slice
 
 
-def _mean_of(n: int):
-    """The merge of n slices' values: summed in slice order, then scaled, element by element (so sharding the
-    elements over threads changes nothing)."""
+def _merge_of(n: int, mean: bool = True, first: bool = False):
+    """The merge of n slices' values: summed in slice order, then scaled for a `mean`, element by element (so
+    sharding the elements over threads changes nothing); slice 0's for `first` (a value the same in every slice)."""
     def body(out, *pieces):
+        if first or n == 1:
+            np.copyto(out, pieces[0])
+            return
         np.add(pieces[0], pieces[1], out=out)
         for p in pieces[2:]:
             np.add(out, p, out=out)
-        np.multiply(out, 1.0 / n, out=out, dtype=out.dtype)
+        if mean:
+            np.multiply(out, 1.0 / n, out=out, dtype=out.dtype)
     return body
 
 
-def _close(a: np.ndarray, b: np.ndarray) -> bool:
+def _close(a: np.ndarray, b: np.ndarray, rtol: float) -> bool:
     """Equal up to the rounding of summing in another order (relative to the tensor's norm: elements near zero
     are sums that cancel)."""
     if a.shape != b.shape:
         return False
     a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    return bool(np.linalg.norm(a - b) <= 1e-3 * np.linalg.norm(b) + 1e-30)
+    return bool(np.linalg.norm(a - b) <= rtol * np.linalg.norm(b) + 1e-30)
 
 
 class _Group:
@@ -509,6 +599,8 @@ class _Group:
         arrays.update((("merged", d), np.empty(flat[d], d)) for d in self.dtypes)
         arrays.update((("flat", i, d), np.empty(flat[d], d)) for i in range(st.n) for d in self.dtypes)
         arrays.update((("out", i, j), v) for i, p in enumerate(parts) for j, v in enumerate(p) if j not in means)
+        arrays.update((("stat", i, t), v) for i in range(st.n) for t, v in st.stats.items())  # each slice's
+        arrays.update((("stats", t), v) for t, v in st.stats.items())  # merged by the parent after each pass
         arrays["runs"] = np.zeros(len(st.draws), np.int64)  # the step's run of each random node, set by the parent
         size = sum(_padded(v.nbytes) for v in arrays.values())
         self.memory = mmap.mmap(-1, max(size, 1))  # anonymous and MAP_SHARED: the forked workers see it
@@ -576,20 +668,27 @@ class _Group:
             self.pids.append(pid)
 
     def serve(self, i: int, sock: socket.socket) -> None:
-        """A worker's loop: on b"r", slice i of the shared feeds into its shared slot; on b"m", its part of the
-        average over the slots (reduce)."""
+        """A worker's loop: on b"r" and a run's index, that run (_Step.runs) of slice i of the shared feeds into its
+        shared slots; on b"m", its part of the average over the slots (reduce)."""
         st, ex = self.step, self.step.executor
         ex.inter_op, ex.trace = 1, None
         feeds = st.part({t: self.shared["in", t] for t in self.shapes}, i)
-        slots = [self.shared["out", i, j] for j in range(len(st.a_tensors))]
+        slots = {t: self.shared["out", i, j] for j, t in enumerate(st.a_tensors)}
+        slots.update((t, self.shared["stat", i, t]) for t in st.stats)
+        stats = {t: self.shared["stats", t] for t in st.stats}
+        carry: dict = {}  # what the slice's runs hand on to its later runs in a step (_Step.carried)
         # Every run here is slice i of a step: its random nodes draw the run the parent gives, at the slice's rows.
         ex.pool.draw_step, ex.pool.draw_slice = object(), i
         while (command := sock.recv(1)) in (b"r", b"m"):
             try:
                 if command == b"r":
-                    ex.take_runs(st.draws, self.shared["runs"], ex.pool.draw_step)
-                    for slot, value in zip(slots, st.slice_run(feeds)):
-                        np.copyto(slot, value)
+                    r = struct.unpack("<H", _recv_exact(sock, 2))[0]
+                    if r == 0:
+                        ex.take_runs(st.draws, self.shared["runs"], ex.pool.draw_step)
+                        carry.clear()
+                    for t, value in st.slice_run(r, feeds, stats, carry).items():
+                        if t in slots:
+                            np.copyto(slots[t], value)
                 else:
                     self.reduce(i)
                 reply = b"k"
@@ -600,13 +699,13 @@ class _Group:
             sock.sendall(reply)
 
     def reduce(self, i: int) -> None:
-        """Averages elements [i/P, (i+1)/P) of every slot's flat blocks into the merged ones (as _mean_of)."""
+        """Averages elements [i/P, (i+1)/P) of every slot's flat blocks into the merged ones (as _merge_of)."""
         n = self.step.n
         for d in self.dtypes:
             merged = self.shared["merged", d]
             lo, hi = len(merged) * i // n, len(merged) * (i + 1) // n
             if hi > lo:
-                _mean_of(n)(merged[lo:hi], *[self.shared["flat", k, d][lo:hi] for k in range(n)])
+                _merge_of(n)(merged[lo:hi], *[self.shared["flat", k, d][lo:hi] for k in range(n)])
 
     def ready(self, feeds: dict) -> bool:
         """Whether the workers can run this step: same feed shapes, and the variables still the shared ones (a
@@ -629,12 +728,16 @@ class _Group:
         for t, v in feeds.items():
             np.copyto(self.shared["in", t], v)
         self.shared["runs"][:] = st.executor.step_runs(st.draws)
-        self.call(b"r")
+        stats = {t: self.shared["stats", t] for t in st.stats}
+        for r in range(len(st.runs)):  # the statistics passes, each merged before the next, then the micro-batch run
+            self.call(b"r" + struct.pack("<H", r))
+            if r < len(st.levels):
+                st.merge_level(r, [{t: self.shared["stat", i, t] for t in st.levels[r]} for i in range(st.n)], stats)
         self.call(b"m")
         parts = [[self.shared["out", i, j] for j in range(len(st.a_tensors))] for i in range(st.n)]
         merged = st.merge(parts, done={j: self.shared["mean", j] for j in range(len(st.merges))
                                        if st.merges[j] == "mean"})
-        return st.finish(feeds, merged)
+        return st.finish(feeds, merged, stats)
 
     def call(self, command: bytes) -> None:
         """Sends `command` to every worker and waits for all; raises the first worker's error, or an

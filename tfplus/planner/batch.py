@@ -316,7 +316,7 @@ def split_step(order: list[Operation], fetches: list, feeds: set, feed_shapes: d
     rowed = batch_feeds(feed_shapes, batch)
     rows = crossbatch.open_rows(order, rowed) if rows is None else rows
     why = row_rules.why_not(order, feeds, feed_shapes, rowed) or batch_statistics(order, feeds, rowed, rows)
-    why = why or _summed_loss(order, feeds, rowed, rows)
+    why = why or _summed_loss(order, feeds, rowed, rows) or _odd_draw(order, rows)
     if why:
         return PlanError(f"cannot micro-batch: {why}")
     batch_dep = stream.batch_dependent(order, feeds, rowed)
@@ -365,6 +365,20 @@ def split_step(order: list[Operation], fetches: list, feeds: set, feed_shapes: d
     a_ops = needed_ops(a_fetches, set(feeds))
     done = control_waits(fetches_b, b_feeds, a_ops.__contains__)
     return Split(rowed, batch_dep, grads, a_fetches, fetches_b, user, gathered, how, done)
+
+
+def _odd_draw(order: list[Operation], rows) -> str | None:
+    """Why a micro-batch would not draw its rows of the unsplit step's random numbers, if a random op draws a leading
+    dimension the graph leaves open that is not the batch's rows (`rows`: tensor(s) with rows of the batch), such as
+    tf.random_uniform(tf.shape(k)) of a fed k of its own length: each micro-batch draws at its offset in it
+    (KernelContext.random_draw), so they would draw other numbers than the step."""
+    for op in order:
+        t = op.outputs[0] if has_tag(op.type, "random") and op.outputs else None
+        if t is not None and t._shape and t._shape[0] is None and t not in rows:
+            return (f"{op.type} '{op.name}' draws random numbers along an open leading dimension that is not the "
+                    "batch's rows, and each micro-batch would draw at its own offset in it; give the draw a fixed "
+                    "shape, or run without micro-batching")
+    return None
 
 
 def _waited(order: list[Operation], fetches_b: list, b_feeds: set[Tensor], late: set[Operation],

@@ -150,7 +150,7 @@ def _sums(op: Operation) -> bool:
 
 
 # What a step with batch statistics gets instead of plain micro-batches.
-_PASSES = "a memory budget splits it exactly, with statistics passes over the micro-batches"
+_PASSES = "a memory budget, or the cpu workers, split it exactly, with statistics passes over the micro-batches"
 
 
 def why_not(order: list[Operation], feeds: set[Tensor], batch_feeds: set[Tensor], rowed: set[Tensor]
@@ -159,10 +159,10 @@ def why_not(order: list[Operation], feeds: set[Tensor], batch_feeds: set[Tensor]
     the whole batch."""
     for op in fused_norms(order):
         return (f"{op.type} '{op.name}' normalizes with the statistics of the whole batch (training mode); "
-                f"plain micro-batches (the cpu workers' slices) would use each slice's own and update the moving "
-                f"averages once per slice ({_PASSES})")
+                f"plain micro-batches would use each slice's own and update the moving averages once per slice "
+                f"({_PASSES})")
     for t in statistics(order, feeds, batch_feeds, rowed):
-        return _statistic(t) + f"; plain micro-batches (the cpu workers' slices) would each use their own slice's " \
+        return _statistic(t) + f"; plain micro-batches would each use their own slice's " \
             f"({_PASSES})"
     return None
 

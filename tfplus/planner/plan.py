@@ -30,6 +30,9 @@ kernel launches (the host is the bottleneck), so recomputing a few ops beats ano
 step; the plan's `choice` says what was predicted. No fit raises `BudgetError` naming the smallest budget
 that some combination reaches. A candidate is ordered and placed only if a quick lower bound on its peak fits
 (`_Step.least_bytes`); the candidates share what does not depend on their settings (runs, buffers).
+
+`spread` gives the runs of a micro-batched step with batch statistics without a budget, each on k micro-batches
+(its statistics passes, then the micro-batch run), for the cpu workers to run side by side (tfplus.engine.workers).
 """
 from __future__ import annotations
 
@@ -439,6 +442,31 @@ def _search_keeping(step: _Step, budget: int | None, keep: int | None, transform
     return _debug(best, base), why
 
 
+class Spread(NamedTuple):
+    """A step with batch statistics run on k slices side by side (the cpu workers, tfplus.engine.workers): the
+    statistics passes and the micro-batch run of k micro-batches (planner.crossbatch), each slice one of them."""
+    split: Split                             # the statistics copy's, its statistics fed
+    runs: list[tuple[list, set[Tensor]]]     # (fetches, feeds) of each statistics pass, then of the micro-batch run
+    levels: list[list[Tensor]]               # the statistics each pass computes
+    merges: dict[Tensor, str]                # how a statistic's slices make the batch's (Statistics.merges)
+    tensor_map: dict[Tensor, Tensor]         # the step's fed and fetched tensors -> the copy's
+
+
+def spread(fetches, feed_shapes: dict, device, k: int) -> Spread | None:
+    """The runs of a step with batch statistics on k slices (Spread), as a plan of k micro-batches without a budget
+    runs them, but each on k micro-batches and keeping every row a later pass reads (a slice keeps its own); None for
+    a step without batch statistics. PlanError where the passes cannot compute them or the step does not split."""
+    step = _Step(fetches, feed_shapes, device, None, None)
+    step.spread = True
+    st = step.stats()
+    if st is None:
+        return None
+    levels, split = step._levels(k), step.split()
+    runs = [(run.fetches, run.feeds) for run in step._runs(k)[:len(levels) + 1]]
+    merges = {t: st.merges[t] for level in levels for t in level}
+    return Spread(split, runs, levels, merges, step._stats_view().outer)
+
+
 def smallest_plan(fetches, feed_shapes: dict, device="cpu", *, graph: Graph | None = None,
                   transformations=TRANSFORMATIONS, alignment: int | None = None) -> MemoryPlan:
     """The plan with the smallest peak the transformations reach without a budget to fill. Its peak fits; a
@@ -568,6 +596,9 @@ class _Step:
     """What every candidate plan of one step shares: the graph, feeds, fetches, variables, device."""
 
     budget: int | None = None  # the budget searched for (crossbatch's kept rows may fill it)
+    # the runs of the cpu workers (spread): every run on k micro-batches, every row a later pass reads kept (each
+    # worker keeps its own slice's), gradients merged into no slot and updates all in the update run
+    spread: bool = False
     # whether the kept rows of a budget are priced under each of KEPT_RESERVES (_choose_kept): not where a search
     # asks only whether a plan fits (the floor's probes), which the rows of reserve 1, the most kept, decide
     price_rows: bool = True
@@ -1014,6 +1045,8 @@ class _Step:
     def folds(self, r: int = 0) -> dict[Tensor, SlotFold]:
         """The gradients a micro-batched step at recomputation level r adds straight into their momentum slots
         (planner.batch.slot_folds): no accumulators."""
+        if self.spread:
+            return {}
         if ("folds", r) not in self._cache:
             s = self.split(r)
             v = self._stats_view() if self.stats() is not None else self.view(r)
@@ -1028,7 +1061,7 @@ class _Step:
         restarts from a gradient kept higher up backprops through the layers between, reading their weights).
         Per choice of kept rows (_kept), which sets what each run computes; their accumulators end there."""
         levels = self._levels(k)
-        if k == 1 or not levels:
+        if k == 1 or not levels or self.spread:
             return {}
         key = ("early", k, self._kept(k)[3])
         if key not in self._cache:
@@ -1173,7 +1206,7 @@ class _Step:
         loss's shape, is the same at every count). (k each without passes, or COUNTS off.)"""
         levels = self._levels(k)
         uniform = (k,) * (len(levels) + 1)
-        if not levels or not crossbatch.COUNTS or self.map_rows:  # (unrolled maps: k rows in every run)
+        if not levels or not crossbatch.COUNTS or self.map_rows or self.spread:  # (unrolled maps: k rows in every run)
             return uniform
         keeping = ("keeping", k, self.budget) in self._cache  # (the rows first: _kept)
         spans, folded, shaped, tag = self._kept(k)  # while keeping, the rows being tried
@@ -1243,17 +1276,21 @@ class _Step:
         fold = [t for t in s.a_fetches if isinstance(t, Tensor)]
         runs = [(level, v.feeds - {t for later in levels[i:] for t in later}) for i, level in enumerate(levels)]
         runs.append(([f for f in s.a_fetches if f not in fold], v.feeds))
+        size = {t: nbytes(specs[t]) for t in cands + fold}
+        every = (*crossbatch.kept(runs, cands, fold, st.rowed, size, [_UNBOUNDED] * len(runs)),
+                 f"kept rows, {k} micro-batches, all")
+        if self.spread:  # no budget to fit: each worker keeps its slice's rows
+            self._cache[key] = every
+            return every
         own = [self._own(run) for run in self._runs(k)[:len(runs)]]
         rooms = [own[-1] + sum(nbytes(specs[t]) for t in s.grads)]
         if self.budget:  # first what the budget leaves, less a margin for the arena's placement
             rooms.insert(0, int(KEEP_SHARE * (self.budget - self.parameter_bytes - self.slot_bytes - self.feed_bytes)))
-        size = {t: nbytes(specs[t]) for t in cands + fold}
         # The runs' own bytes with every candidate kept: a run that starts from kept rows holds less than one that
         # recomputes them from the fed batch, and sizes taken from the latter keep it recomputing (the micro-batch
         # run, allowed just its accumulators beside its own full forward and backward, kept no rows and recomputed
         # the whole step in every micro-batch). Those first; where their tries do not settle, the bare runs'.
-        self._cache[key] = (*crossbatch.kept(runs, cands, fold, st.rowed, size, [_UNBOUNDED] * len(runs)),
-                            f"kept rows, {k} micro-batches, all")
+        self._cache[key] = every
         starts = ([min(a, self._own(run)) for a, run in zip(own, self._runs(k))], own)
         for room in rooms:
             # The same room tries the same rows whatever the budget: a search over budgets (floor_plan) tries the
