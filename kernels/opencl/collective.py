@@ -32,7 +32,11 @@ import numpy as np
 from tfplus.kernels.numpy.collective import reducer
 from tfplus.kernels.opencl._common import run_on_host
 from tfplus.registry import find_kernel, register_kernel
+from tfplus.runtime.opencl import tape
 from tfplus.runtime.opencl.discovery import cl
+
+if reducer.main:  # the host's own thread runs the all-reduces: a replay moves them on between its launches
+    tape.poll = reducer.poll
 
 
 @register_kernel("MpiAllreduce", "opencl", ("float32", "float64"))
@@ -49,9 +53,19 @@ def runahead() -> bool:
 _gates: dict = {}  # bucket key -> the user event its step's copy back waits for (made by the start, used by the wait)
 
 
-def _released(gate):
-    def release(ok: bool) -> None:  # on the communication thread, after the sum (a negative status: it failed)
+def _copied(event):
+    def ready(block: bool) -> bool:  # the copy out is done (block: once it is); raises if it failed
+        if not block and event.command_execution_status > cl.command_execution_status.COMPLETE:
+            return False
+        event.wait()
+        return True
+    return ready
+
+
+def _released(gate, queue):
+    def release(ok: bool) -> None:  # after the sum (a negative status: it failed)
         gate.set_status(cl.command_execution_status.COMPLETE if ok else -1)
+        queue.flush()  # NOTE: a driver may hold the commands queued behind a user event until the queue's next flush
     return release
 
 
@@ -75,10 +89,10 @@ def _mpi_allreduce_start(ctx, ins, outs, attrs):
             event.wait()  # on the device alone now (its user event is complete)
             held.popleft()
             reducer.mark(f"bucket {key} step before last done")
-        ready = cl.enqueue_copy(queue, host, buf, src_offset=off, is_blocking=False).wait if host.nbytes else None
+        ready = _copied(cl.enqueue_copy(queue, host, buf, src_offset=off, is_blocking=False)) if host.nbytes else None
         rt.d2h_bytes += host.nbytes
         gate = _gates[key] = cl.UserEvent(rt.dev.ctx) if ahead else None
-        reducer.start(key, host, ready, _released(gate) if ahead else None)
+        reducer.start(key, host, ready, _released(gate, queue) if ahead else None)
     start()
     rt.tape_host(start, ("MpiAllreduceStart", key, id(buf), off))
 
