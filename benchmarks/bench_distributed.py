@@ -45,7 +45,7 @@ import numpy as np
 WHAT = {"0": "one MpiAllreduce after the backward pass", "1GB": "one bucket after the backward pass"}
 
 
-def images_per_sec(ranks: int, bucket: str, flush: str, ahead: str, switch: str, thread: str, extra: str, args,
+def images_per_sec(ranks: int, bucket: str, flush: str, ahead: str, switch: str, extra: str, args,
                    alone: bool = False) -> tuple[float, list[str]]:
     """Images/s of one run; `alone`: one rank under mpiexec with --distributed (the buckets' machinery at size 1)."""
     batch = args.batch_size * ranks if args.per_rank else args.batch_size
@@ -56,8 +56,7 @@ def images_per_sec(ranks: int, bucket: str, flush: str, ahead: str, switch: str,
                  log, "--device", args.device] + (["--lr", str(args.lr)] if args.lr else [])
         cmd = train if ranks == 1 and not alone else [args.mpiexec, "-n", str(ranks), *train, "--distributed"]
         env = dict(os.environ, TFPLUS_ALLREDUCE_BUCKET=bucket, TFPLUS_ALLREDUCE_TRACE=str(int(args.trace)),
-                   TFPLUS_OPENCL_FLUSH=flush, TFPLUS_ALLREDUCE_RUNAHEAD=ahead, TFPLUS_ALLREDUCE_SWITCH_MS=switch,
-                   TFPLUS_ALLREDUCE_THREAD=thread)
+                   TFPLUS_OPENCL_FLUSH=flush, TFPLUS_ALLREDUCE_RUNAHEAD=ahead, TFPLUS_ALLREDUCE_SWITCH_MS=switch)
         env.update(_assignments(extra))
         # From a temporary folder: `-m tfplus` from a checkout's root would import its tfplus/ before the installed
         # package (which maps ops/, kernels/, graphs/ into it).
@@ -158,9 +157,6 @@ def main() -> None:
     p.add_argument("--runahead", nargs="+", default=["1"],
                    help="TFPLUS_ALLREDUCE_RUNAHEAD values for N > 1 ranks (1: the host runs ahead of the sums; 0: it "
                    "waits for each, the path before stop 48)")
-    p.add_argument("--thread", nargs="+", default=["1"],
-                   help="TFPLUS_ALLREDUCE_THREAD values for distributed runs (1: the communication thread; 0: the "
-                   "host's own thread, MPI_Iallreduce between launches)")
     p.add_argument("--env", nargs="+", default=["-"], metavar="NAME=VALUE,...",
                    help="further environments for distributed runs, each a round (MPICH's MPIR_CVAR_*, say; -: none)")
     p.add_argument("--lock-handoff", nargs="+", type=float, metavar="MS",
@@ -180,15 +176,14 @@ def main() -> None:
             alone = ranks == "1d"
             n = 1 if alone else int(ranks)
             plain = n == 1 and not alone
-            runs = [("1MB", "1", "5", "1", "-")] if plain else [
-                (b, a, w, t, e) for b in args.buckets for a in args.runahead for w in args.switch_ms
-                for t in args.thread for e in args.env]
-            for bucket, ahead, switch, thread, extra in runs:
+            runs = [("1MB", "1", "5", "-")] if plain else [
+                (b, a, w, e) for b in args.buckets for a in args.runahead for w in args.switch_ms for e in args.env]
+            for bucket, ahead, switch, extra in runs:
                 what = WHAT.get(bucket, "growing from the input side" if "," in bucket else "overlapped")
                 label = "" if plain else (f"  {'(mpiexec -n 1) ' * alone}TFPLUS_ALLREDUCE_BUCKET={bucket}: {what}, "
-                                          f"RUNAHEAD={ahead}, SWITCH_MS={switch}, THREAD={thread}, env {extra}")
+                                          f"RUNAHEAD={ahead}, SWITCH_MS={switch}, env {extra}")
                 try:
-                    speed, trace = images_per_sec(n, bucket, flush, ahead, switch, thread, extra, args, alone)
+                    speed, trace = images_per_sec(n, bucket, flush, ahead, switch, extra, args, alone)
                 except RunFailed as e:
                     print(f"{n} rank{'s' * (n > 1)}: FAILED{label}\n{e}", flush=True)
                     continue

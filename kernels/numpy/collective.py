@@ -4,7 +4,6 @@ back, so that the step computes on while the ranks exchange it (Horovod's backgr
 from __future__ import annotations
 
 import atexit
-import collections
 import os
 import queue
 import sys
@@ -41,18 +40,11 @@ def _timeout() -> float:
                      "the job with an error")
 
 
-def on_main_thread() -> bool:
-    """Whether the host's own thread runs the all-reduces (TFPLUS_ALLREDUCE_THREAD=0): MPI_Iallreduce, started
-    and tested between launches (Reducer.poll), no communication thread; 1 (the default): the thread."""
-    return os.environ.get("TFPLUS_ALLREDUCE_THREAD", "1") in ("", "0")
-
-
 class _Job:
-    __slots__ = ("key", "host", "ready", "release", "done", "error", "times", "largest", "request")
+    __slots__ = ("key", "host", "ready", "release", "done", "error", "times", "largest")
 
     def __init__(self, key: int, host: np.ndarray, ready, largest: bool = False, release=None):
         self.key, self.host, self.ready, self.done, self.error = key, host, ready, threading.Event(), None
-        self.request = None  # the main thread's MPI_Iallreduce (Reducer.poll)
         self.largest = largest  # MPI_MAX instead of MPI_SUM
         self.release = release  # called by the communication thread after the sum: release(ok)
         self.times = [time.perf_counter(), 0.0, 0.0, 0.0, 0.0]  # started, copied out, reduced, waited, taken
@@ -79,10 +71,6 @@ class Reducer:
         self.started: dict[int, _Job] = {}
         self.buffers: dict[int, np.ndarray] = {}
         self.thread = self.failed = None
-        self.main = on_main_thread()
-        self.comm = None  # the communicator of the all-reduces (a Dup of MPI_COMM_WORLD)
-        self.pending: collections.deque = collections.deque()  # main thread: jobs whose MPI_Iallreduce waits to start
-        self.inflight: collections.deque = collections.deque()  # main thread: started, not yet seen complete
         self.rank = 0  # in MPI_COMM_WORLD, for the trace's report
         self.trace: dict[int, list] | None = None  # TFPLUS_ALLREDUCE_TRACE=1: key -> jobs' times
         self.timeline: list[tuple[str, float]] = []  # TFPLUS_ALLREDUCE_TRACE=1: the host's events, in order
@@ -102,7 +90,8 @@ class Reducer:
         self._check()
         self._running()
         job = self.last = self.started[key] = _Job(key, host, ready, release=release)
-        self._put(job)
+        self.count += 1
+        self.jobs.put(job)
         self.mark(f"bucket {key} started")
 
     def largest(self, value: int):
@@ -111,35 +100,27 @@ class Reducer:
         self._check()
         self._running()
         job = self.last = _Job(-1, np.array([value], np.int64), None, largest=True)
-        self._put(job)
+        self.count += 1
+        self.jobs.put(job)
 
         def result() -> int:
             return int(self.finish(job)[0])
         return result
 
-    def _put(self, job: _Job) -> None:
-        self.count += 1
-        if self.main:
-            self.pending.append(job)
-            self.poll()
-        else:
-            self.jobs.put(job)
-
     def _running(self) -> None:
-        """Starts the communication thread (or readies the main thread's all-reduces), once."""
-        if self.comm is not None:
+        """Starts the communication thread, once."""
+        if self.thread is not None:
             return
         from mpi4py import MPI
-        self.ops = (MPI.IN_PLACE, MPI.SUM, MPI.MAX)
         if MPI.Query_thread() != MPI.THREAD_MULTIPLE:
             raise RuntimeError("MpiAllreduceStart reduces on a thread of its own, which needs MPI initialized with "
                                "MPI_THREAD_MULTIPLE (mpi4py's default; mpi4py.rc.thread_level = 'multiple')")
         # NOTE: made here, by the main thread, in the same place of every rank's calls (Dup is collective).
-        self.comm = MPI.COMM_WORLD.Dup()
-        if not self.main:
-            # A daemon: it blocks only in jobs.get() between steps, so it never keeps a finished rank alive.
-            self.thread = threading.Thread(target=self._loop, name="tfplus-allreduce", daemon=True)
-            self.thread.start()
+        comm = MPI.COMM_WORLD.Dup()
+        # A daemon: it blocks only in jobs.get() between steps, so it never keeps a finished rank alive.
+        self.thread = threading.Thread(target=self._loop, args=(comm, MPI.IN_PLACE, MPI.SUM, MPI.MAX),
+                                       name="tfplus-allreduce", daemon=True)
+        self.thread.start()
         # NOTE: the thread needs Python's lock after each of its waits (a copy out, MPI) and to release a copy back;
         # a thread waiting for the lock gets it from a busy one (the main thread queuing launches) only after the
         # switch interval, 5 ms by default: on a GPU step of 2 ms that delay is the step's. Measured on PoCL with the
@@ -170,7 +151,7 @@ class Reducer:
     def finish(self, job: _Job) -> np.ndarray:
         """`job`'s summed buffer, once the communication thread is done with it; raises if it failed, or if it is
         not done within the timeout (naming the bucket and what to look at), never waiting for ever."""
-        if not (self._progress(job) if self.main else job.done.wait(self.timeout)):
+        if not job.done.wait(self.timeout):
             what = "the ranks' signal check" if job.largest else f"gradient bucket {job.key}"
             raise TimeoutError(
                 f"rank {self.rank}: the all-reduce of {what} did not finish within {self.timeout:g} s "
@@ -190,7 +171,7 @@ class Reducer:
         """Waits (at most the timeout) for every job started so far: they run in order, so for the last one."""
         job = self.last
         if job is not None and self.failed is None:
-            self._progress(job) if self.main else job.done.wait(self.timeout)
+            job.done.wait(self.timeout)
 
     def mark(self, label: str) -> None:
         """With TFPLUS_ALLREDUCE_TRACE=1, notes that the host reached `label` now (the report times the host's
@@ -243,63 +224,23 @@ class Reducer:
             e = self.failed
             raise RuntimeError(f"an all-reduce failed on the communication thread: {type(e).__name__}: {e}") from e
 
-    def _loop(self) -> None:
-        in_place, total, largest = self.ops
+    def _loop(self, comm, in_place, total, largest) -> None:
         while True:
             job = self.jobs.get()
             try:
                 if job.ready is not None:
-                    job.ready(True)
+                    job.ready()
                 job.times[1] = time.perf_counter()
-                self.comm.Allreduce(in_place, job.host, op=largest if job.largest else total)
+                comm.Allreduce(in_place, job.host, op=largest if job.largest else total)
                 job.times[2] = time.perf_counter()
             except BaseException as e:  # noqa: BLE001  the step's next collective kernel raises it
                 self.failed = e
-            self._done(job)
-
-    def _done(self, job: _Job) -> None:
-        if job.release is not None:  # before done: a host that saw done may block on what it releases
-            try:
-                job.release(self.failed is None)
-            except BaseException as e:  # noqa: BLE001
-                self.failed = self.failed or e
-        job.done.set()
-
-    def poll(self) -> None:
-        """The main thread's all-reduces (TFPLUS_ALLREDUCE_THREAD=0), moved on without waiting: starts the
-        MPI_Iallreduce of each job whose copy out is done, in the order they were started (every rank starts the
-        same ones in the same order), and completes those MPI has finished (releasing their copy backs). Called
-        at each start, between a replay's launches (tape.poll) and in the host's waits: no Python thread wants
-        Python's lock while the host queues launches."""
-        in_place, total, largest = self.ops
-        try:
-            while self.pending and (self.pending[0].ready is None or self.pending[0].ready(False)):
-                job = self.pending.popleft()
-                job.times[1] = time.perf_counter()
-                job.request = self.comm.Iallreduce(in_place, job.host, op=largest if job.largest else total)
-                self.inflight.append(job)
-            while self.inflight and self.inflight[0].request.Test():
-                job = self.inflight.popleft()
-                job.times[2] = time.perf_counter()
-                self._done(job)
-        except BaseException as e:  # noqa: BLE001  raised by the step's next collective kernel (_check)
-            self.failed = self.failed or e
-            for job in (*self.inflight, *self.pending):
-                self._done(job)
-            self.inflight.clear()
-            self.pending.clear()
-
-    def _progress(self, job: _Job) -> bool:
-        """Polls until `job` is done (True) or the timeout passed (False). Blocks in the device's copy out only
-        when no all-reduce before it is in flight: that one may have to release a copy back queued before it."""
-        end = time.perf_counter() + self.timeout
-        while not job.done.is_set():
-            self.poll()
-            if job.done.is_set() or time.perf_counter() > end:
-                break
-            if not self.inflight and self.pending and self.pending[0].ready is not None:
-                self.pending[0].ready(True)
-        return job.done.is_set()
+            if job.release is not None:  # before done: a host that saw done may block on what it releases
+                try:
+                    job.release(self.failed is None)
+                except BaseException as e:  # noqa: BLE001
+                    self.failed = self.failed or e
+            job.done.set()
 
 
 reducer = Reducer()  # the process's one communication thread

@@ -34,11 +34,7 @@ import numpy as np
 from tfplus.kernels.numpy.collective import reducer
 from tfplus.kernels.opencl._common import run_on_host
 from tfplus.registry import find_kernel, register_kernel
-from tfplus.runtime.opencl import tape
 from tfplus.runtime.opencl.discovery import cl
-
-if reducer.main:  # the host's own thread runs the all-reduces: a replay moves them on between its launches
-    tape.poll = reducer.poll
 
 
 @register_kernel("MpiAllreduce", "opencl", ("float32", "float64"))
@@ -91,19 +87,9 @@ if _copies is not None:
     atexit.register(_timeline)
 
 
-def _copied(event):
-    def ready(block: bool) -> bool:  # the copy out is done (block: once it is); raises if it failed
-        if not block and event.command_execution_status > cl.command_execution_status.COMPLETE:
-            return False
-        event.wait()
-        return True
-    return ready
-
-
-def _released(gate, queue):
-    def release(ok: bool) -> None:  # after the sum (a negative status: it failed)
+def _released(gate):
+    def release(ok: bool) -> None:  # on the communication thread, after the sum (a negative status: it failed)
         gate.set_status(cl.command_execution_status.COMPLETE if ok else -1)
-        queue.flush()  # NOTE: a driver may hold the commands queued behind a user event until the queue's next flush
     return release
 
 
@@ -132,7 +118,7 @@ def _mpi_allreduce_start(ctx, ins, outs, attrs):
             _copies.append((key, "out", copied))
         rt.d2h_bytes += host.nbytes
         gate = _gates[key] = cl.UserEvent(rt.dev.ctx) if ahead else None
-        reducer.start(key, host, copied and _copied(copied), _released(gate, queue) if ahead else None)
+        reducer.start(key, host, copied and copied.wait, _released(gate) if ahead else None)
     start()
     rt.tape_host(start, ("MpiAllreduceStart", key, id(buf), off))
 

@@ -139,8 +139,7 @@ class OpenCLRuntime(Runtime):
 
     def settle(self) -> None:
         """Before a blocking call: waits until the host threads completed the user events of every gated copy
-        (`gated`), each wait with its timeout, so that the call waits for the device alone, never for ever (with
-        TFPLUS_ALLREDUCE_THREAD=0 the waiting thread completes them itself: a blocking call first would hang)."""
+        (`gated`), each wait with its timeout, so that the call waits for the device alone, never for ever."""
         for held in self.gated.values():
             for finish, _ in held:
                 finish()

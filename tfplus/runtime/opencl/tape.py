@@ -25,9 +25,6 @@ def flush_every(host_work: bool = True) -> int:
     return int(value)
 
 
-poll = None  # called after each flush of a replay with host work: the main thread's all-reduces (Reducer.poll)
-
-
 class _Taping(threading.local):
     tape: Tape | None = None  # the tape this thread's launches are recorded on
 
@@ -119,13 +116,8 @@ class Tape:
         the queue follows the first launch, every `every`-th (default flush_every(...)), each host item (an
         all-reduce's copies) and the last item, so that the device starts on a step's launches while the host
         queues the rest."""
-        host = any(it[0] == "h" for it in self.items)
-        every = flush_every(host) if every is None else every
+        every = flush_every(any(it[0] == "h" for it in self.items)) if every is None else every
         flush = queue.flush
-        if host and poll is not None:
-            def flush(flush=queue.flush, poll=poll):
-                flush()
-                poll()
         calls, at, launched = [], [], 0  # at: each item's place among the calls
         for item, it in enumerate(self.items):
             if it[0] == "h":
