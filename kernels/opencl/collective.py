@@ -93,9 +93,20 @@ def _released(gate):
     return release
 
 
+def _where(d) -> str:
+    """A device's name and, on NVIDIA's driver, its PCI bus: two ranks on one GPU show in the trace."""
+    try:
+        bus = f", PCI bus {d.pci_bus_id_nv}"
+    except (AttributeError, cl.Error):  # not NVIDIA's driver
+        bus = ""
+    return f"{d.platform.name.strip()} / {d.name.strip()}{bus}"
+
+
 @register_kernel("MpiAllreduceStart", "opencl", ("float32", "float64"))
 def _mpi_allreduce_start(ctx, ins, outs, attrs):
     rt, a, key = ctx.runtime, ins[0], attrs["key"]
+    if reducer.trace is not None and not reducer.device:
+        reducer.device = _where(rt.dev.device)
     host = rt.pinned_array(("allreduce", key), a.shape, a.dtype)
     if a.host is not None:  # a value the host holds (computed there): nothing to copy out
         rt.tape_refuse(f"MpiAllreduceStart '{ctx.node_name}' reduces a value computed on the host")
