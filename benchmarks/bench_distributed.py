@@ -76,7 +76,8 @@ def images_per_sec(ranks: int, bucket: str, flush: str, ahead: str, switch: str,
     if not speeds:
         raise SystemExit(f"--steps {args.steps} gave too few log rows (every {args.log_every} steps, after the "
                          "first 2): give more")
-    return float(np.median(speeds)), [line for line in err.splitlines() if line.startswith("tfplus all-")]
+    return float(np.median(speeds)), [line for line in err.splitlines()
+                                      if line.startswith("tfplus all-") or "RuntimeWarning" in line]
 
 
 def _assignments(extra: str) -> dict:
