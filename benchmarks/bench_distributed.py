@@ -45,16 +45,19 @@ import numpy as np
 WHAT = {"0": "one MpiAllreduce after the backward pass", "1GB": "one bucket after the backward pass"}
 
 
-def images_per_sec(ranks: int, bucket: str, flush: str, ahead: str, switch: str, args) -> tuple[float, list[str]]:
+def images_per_sec(ranks: int, bucket: str, flush: str, ahead: str, switch: str, extra: str, args,
+                   alone: bool = False) -> tuple[float, list[str]]:
+    """Images/s of one run; `alone`: one rank under mpiexec with --distributed (the buckets' machinery at size 1)."""
     batch = args.batch_size * ranks if args.per_rank else args.batch_size
     with tempfile.TemporaryDirectory() as tmp:
         log = os.path.join(tmp, "log.jsonl")
         train = [sys.executable, "-m", "tfplus", "train", "--synthetic", "--model", args.model, "--batch-size",
                  str(batch), "--steps", str(args.steps), "--no-eval", "--log-every", str(args.log_every), "--log",
                  log, "--device", args.device] + (["--lr", str(args.lr)] if args.lr else [])
-        cmd = train if ranks == 1 else [args.mpiexec, "-n", str(ranks), *train, "--distributed"]
+        cmd = train if ranks == 1 and not alone else [args.mpiexec, "-n", str(ranks), *train, "--distributed"]
         env = dict(os.environ, TFPLUS_ALLREDUCE_BUCKET=bucket, TFPLUS_ALLREDUCE_TRACE=str(int(args.trace)),
                    TFPLUS_OPENCL_FLUSH=flush, TFPLUS_ALLREDUCE_RUNAHEAD=ahead, TFPLUS_ALLREDUCE_SWITCH_MS=switch)
+        env.update(_assignments(extra))
         # From a temporary folder: `-m tfplus` from a checkout's root would import its tfplus/ before the installed
         # package (which maps ops/, kernels/, graphs/ into it).
         # Its own process group, so that a run past --run-timeout ends with its ranks (mpiexec's children).
@@ -73,7 +76,16 @@ def images_per_sec(ranks: int, bucket: str, flush: str, ahead: str, switch: str,
     if not speeds:
         raise SystemExit(f"--steps {args.steps} gave too few log rows (every {args.log_every} steps, after the "
                          "first 2): give more")
-    return float(np.median(speeds)), [line for line in err.splitlines() if line.startswith("tfplus all-")]
+    return float(np.median(speeds)), [line for line in err.splitlines()
+                                      if line.startswith("tfplus all-") or "RuntimeWarning" in line]
+
+
+def _assignments(extra: str) -> dict:
+    """--env's "NAME=VALUE,NAME=VALUE" ("-": none) as a dict."""
+    pairs = [] if extra == "-" else [a.split("=", 1) for a in extra.split(",")]
+    if any(len(p) != 2 for p in pairs):
+        raise SystemExit(f"--env {extra!r}: give NAME=VALUE pairs joined by commas, or - for none")
+    return dict(pairs)
 
 
 class RunFailed(Exception):
@@ -123,7 +135,8 @@ def main() -> None:
     p.add_argument("--per-rank", action="store_true", help="--batch-size is each rank's, not the global batch")
     p.add_argument("--steps", type=int, default=40)
     p.add_argument("--log-every", type=int, default=5)
-    p.add_argument("--ranks", type=int, nargs="+", default=[1, 2])
+    p.add_argument("--ranks", nargs="+", default=["1", "2"],
+                   help="rank counts; 1d: one rank under mpiexec with --distributed (the all-reduce machinery alone)")
     p.add_argument("--lr", type=float, help="the peak learning rate (synthetic data at a global batch of 256 "
                    "diverged at the recipe's: each log row is a median, so give one that trains)")
     # The mpich wheel installs mpiexec beside the interpreter. Give its real path, not a link to it: Hydra's
@@ -145,6 +158,8 @@ def main() -> None:
     p.add_argument("--runahead", nargs="+", default=["1"],
                    help="TFPLUS_ALLREDUCE_RUNAHEAD values for N > 1 ranks (1: the host runs ahead of the sums; 0: it "
                    "waits for each, the path before stop 48)")
+    p.add_argument("--env", nargs="+", default=["-"], metavar="NAME=VALUE,...",
+                   help="further environments for distributed runs, each a round (MPICH's MPIR_CVAR_*, say; -: none)")
     p.add_argument("--lock-handoff", nargs="+", type=float, metavar="MS",
                    help="only measure how late a waking thread gets Python's lock while this one queues OpenCL "
                    "launches, at each switch interval given (ms; one process each)")
@@ -158,20 +173,23 @@ def main() -> None:
     for flush in args.flush:
         print(f"TFPLUS_OPENCL_FLUSH={flush}", flush=True)
         one = None
-        for n in args.ranks:
-            runs = [("1MB", "1", "5")] if n == 1 else [(b, a, w) for b in args.buckets for a in args.runahead
-                                                         for w in args.switch_ms]
-            for bucket, ahead, switch in runs:
+        for ranks in args.ranks:
+            alone = ranks == "1d"
+            n = 1 if alone else int(ranks)
+            plain = n == 1 and not alone
+            runs = [("1MB", "1", "5", "-")] if plain else [
+                (b, a, w, e) for b in args.buckets for a in args.runahead for w in args.switch_ms for e in args.env]
+            for bucket, ahead, switch, extra in runs:
                 what = WHAT.get(bucket, "growing from the input side" if "," in bucket else "overlapped")
-                label = "" if n == 1 else \
-                    f"  TFPLUS_ALLREDUCE_BUCKET={bucket}: {what}, RUNAHEAD={ahead}, SWITCH_MS={switch}"
+                label = "" if plain else (f"  {'(mpiexec -n 1) ' * alone}TFPLUS_ALLREDUCE_BUCKET={bucket}: {what}, "
+                                          f"RUNAHEAD={ahead}, SWITCH_MS={switch}, env {extra}")
                 try:
-                    speed, trace = images_per_sec(n, bucket, flush, ahead, switch, args)
+                    speed, trace = images_per_sec(n, bucket, flush, ahead, switch, extra, args, alone)
                 except RunFailed as e:
                     print(f"{n} rank{'s' * (n > 1)}: FAILED{label}\n{e}", flush=True)
                     continue
-                one = speed if n == 1 else one
-                vs = "" if one is None or n == 1 else f"  {speed / one:.2f}x one rank"
+                one = speed if plain else one
+                vs = "" if one is None or plain else f"  {speed / one:.2f}x one rank"
                 print(f"{n} rank{'s' * (n > 1)}: {speed:8.0f} images/s{vs}{label}", flush=True)
                 for line in trace:
                     print(f"    {line}", flush=True)

@@ -74,7 +74,7 @@ def init() -> None:
         raise ImportError(f"tfplus.distributed: mpi4py is installed but found no MPI library ({e}); pip install "
                           "'tfplus[mpi]' brings one (the mpich wheel, with mpiexec), or install a system MPI") from None
     _state["MPI"] = MPI
-    _state["local"] = MPI.COMM_WORLD.Split_type(MPI.COMM_TYPE_SHARED)
+    _state["local"] = _host_comm(MPI, _split_shared(MPI))
     _state["calls"] = 0  # the collectives max_over_ranks and barrier made (_collectives_started)
     if MPI.COMM_WORLD.Get_size() > 1:
         sys.excepthook = _abort_on_uncaught(sys.excepthook)
@@ -83,6 +83,28 @@ def init() -> None:
         from tfplus.engine import step
         from tfplus.kernels.numpy.collective import reducer
         step.mark = reducer.mark
+
+
+def _split_shared(MPI):
+    """The ranks that share this rank's memory, as MPI sees them (MPI_COMM_TYPE_SHARED)."""
+    return MPI.COMM_WORLD.Split_type(MPI.COMM_TYPE_SHARED)
+
+
+def _host_comm(MPI, shared):
+    """The communicator of this host's ranks (local_rank picks the device by it): `shared`, unless its sizes
+    disagree with the ranks' host names (a shared-memory split that gave each rank a group of its own would put
+    every rank of a host on its first GPU); then the ranks grouped by host name, with a warning."""
+    world = MPI.COMM_WORLD
+    hosts = world.allgather(MPI.Get_processor_name())
+    sizes = world.allgather(shared.Get_size())
+    if all(n == hosts.count(h) for h, n in zip(hosts, sizes)):
+        return shared
+    if world.Get_rank() == 0:
+        warnings.warn(f"tfplus.distributed: MPI's shared-memory split made groups of {sizes} ranks, but the ranks' "
+                      f"host names group them as {[hosts.count(h) for h in hosts]}: local_rank() and the device "
+                      "each rank takes follow the host names", RuntimeWarning, stacklevel=3)
+    shared.Free()
+    return world.Split(hosts.index(hosts[world.Get_rank()]), world.Get_rank())
 
 
 def _abort_on_uncaught(previous):

@@ -72,6 +72,7 @@ class Reducer:
         self.buffers: dict[int, np.ndarray] = {}
         self.thread = self.failed = None
         self.rank = 0  # in MPI_COMM_WORLD, for the trace's report
+        self.device = ""  # the device whose buffers this rank reduces, for the trace's report (opencl: its PCI bus)
         self.trace: dict[int, list] | None = None  # TFPLUS_ALLREDUCE_TRACE=1: key -> jobs' times
         self.timeline: list[tuple[str, float]] = []  # TFPLUS_ALLREDUCE_TRACE=1: the host's events, in order
         # The all-reduces this process started (the kernels' and this thread's jobs), equal on every rank of a job
@@ -184,7 +185,7 @@ class Reducer:
         device's work queued before it), the all-reduce, and how long the step's wait blocked the host. Written in
         one piece, each line naming the rank: the ranks share mpiexec's standard error."""
         who = f"rank {self.rank}"
-        lines = []
+        lines = [f"tfplus all-reduce, {who}: device {self.device}"] if self.device else []
         for key, rows in sorted(self.trace.items()):
             t = np.array(rows[1:]) * 1e3
             if len(t):

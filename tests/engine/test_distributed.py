@@ -183,3 +183,21 @@ def test_a_buckets_all_reduce_starts_before_the_earlier_layers_gradients_and_the
     assert starts[0] < order.index("Conv2DBackpropFilter") < starts[1] < min(waits)
     if device == "opencl":
         assert got["taped"] == [True]  # the planned step replays its launches, the all-reduces' host work with them
+
+
+# A shared-memory split that gives each rank a group of its own (as if MPI saw each rank on a host of its own):
+# the ranks, on one host by name, still get local ranks 0 and 1 (one GPU each), and rank 0 warns.
+SPLIT_ALONE = """
+import warnings, tfplus.distributed as dist
+dist._split_shared = lambda MPI: MPI.COMM_WORLD.Split(MPI.COMM_WORLD.Get_rank())
+with warnings.catch_warnings(record=True) as seen:
+    warnings.simplefilter("always")
+    dist.init()
+print(f"rank {dist.rank()} local {dist.local_rank()} of {dist.local_size()} warned {len(seen)}")
+"""
+
+
+def test_local_ranks_follow_the_host_names_when_the_shared_memory_split_disagrees():
+    run = _mpiexec("-c", SPLIT_ALONE, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert "rank 0 local 0 of 2 warned 1" in run.stdout and "rank 1 local 1 of 2 warned 0" in run.stdout, run.stdout

@@ -117,8 +117,10 @@ class Device:
         self.device = d
         self.info = device_info(d)
         self.ctx = cl.Context([d])
+        # TFPLUS_ALLREDUCE_TRACE=device times the all-reduces' copies on the device (kernels/opencl/collective.py)
+        profiled = os.environ.get("TFPLUS_OPENCL_PROFILE") or os.environ.get("TFPLUS_ALLREDUCE_TRACE") == "device"
         self.queue = cl.CommandQueue(self.ctx, properties=(
-            cl.command_queue_properties.PROFILING_ENABLE if os.environ.get("TFPLUS_OPENCL_PROFILE") else 0))
+            cl.command_queue_properties.PROFILING_ENABLE if profiled else 0))
         self.pool = Pool(self.ctx)
         # Its sessions' steps take turns: a launch sets its kernel object's arguments, shared by the device's
         # runtimes, and a tape records the launches of this thread's step alone.

@@ -106,12 +106,15 @@ class OpenCLRuntime(Runtime):
         for a 1.5 MB batch on the H100 (before any kernel of the step could start)."""
         ring = self.dev.staging.setdefault(cap, collections.deque())
         if len(ring) < _STAGING_RING:
+            self.settle()  # NOTE: the blocking map below waits for every gated copy back queued before it
             pinned = cl.Buffer(self.dev.ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.ALLOC_HOST_PTR, cap)
             view, _ = cl.enqueue_map_buffer(self.queue, pinned, cl.map_flags.WRITE, 0, (cap,), np.uint8,
                                             is_blocking=True)
             entry = [pinned, view, None]
         else:
             entry = ring.popleft()
+            if entry[2].command_execution_status != cl.command_execution_status.COMPLETE:
+                self.settle()  # NOTE: as a blocking call: the upload may wait for gated copy backs
             entry[2].wait()  # its last upload (steps ago) must be done before its bytes are overwritten
         host = entry[1][:array.nbytes].view(array.dtype).reshape(array.shape)
         np.copyto(host, array)
@@ -126,6 +129,7 @@ class OpenCLRuntime(Runtime):
         it, so the host could not queue the rest of the step meanwhile."""
         held = self.dev.pinned.get(key)
         if held is None or held[1].shape != tuple(shape) or held[1].dtype != dtype:
+            self.settle()  # NOTE: the blocking map below waits for every gated copy back queued before it
             nbytes = max(int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize, 1)
             buf = cl.Buffer(self.dev.ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.ALLOC_HOST_PTR, nbytes)
             view, _ = cl.enqueue_map_buffer(self.queue, buf, cl.map_flags.READ | cl.map_flags.WRITE, 0,
