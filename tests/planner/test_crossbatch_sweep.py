@@ -6,11 +6,12 @@ Split exactly: tf.nn.moments over the batch (axes [0], keep_dims; [0, 1, 2] of a
 norms by hand, tf.contrib.layers' layer and instance norms, tf.layers' batch norm, l2_normalize over either axis, a
 mean written as sum / tf.shape(x)[0], label smoothing, weight decay summed over the variables, clipping by the global
 norm, an ExponentialMovingAverage of the weights, a center loss that tf.scatter_subs its class centers, a loss masked
-by fed weights. Refused: a softmax, max, min, argmax, cumsum or top_k over the batch, a loss times the batch size,
-tf.range over the batch, mixup by tf.reverse(x, [0]), tf.unique of the labels, an InfoNCE or batch-hard triplet loss
-(the batch's pairs), a GAN's real and fake batches through one tf.concat, and two optimizers whose second reads the
-first's update. The graphs build in TensorFlow too (`t`: tfplus or tensorflow.compat.v1) where TF1 has the API,
-and the unsplit step is held against TensorFlow's."""
+by fed weights, a moving average of a batch mean and counters assigned beside the step, a variance about the batch's
+mean. Refused: a softmax, max, min, argmax, cumsum or top_k over the batch, a loss times the batch size or the
+square root of a mean over it, the worst example's loss, tf.range over the batch, mixup by tf.reverse(x, [0]),
+tf.unique of the labels, an InfoNCE or batch-hard triplet loss (the batch's pairs), a GAN's real and fake batches
+through one tf.concat, and two optimizers whose second reads the first's update. The graphs build in TensorFlow
+too (`t`: tfplus or tensorflow.compat.v1) where TF1 has the API, and the unsplit step is held against TensorFlow's."""
 from __future__ import annotations
 
 import functools
@@ -72,6 +73,17 @@ def _dense(t, kind: str, rng):
         h = h * 0.7 + t.reverse(h, [0]) * 0.3
     elif kind == "unique":
         h = h * t.cast(t.size(t.unique(y)[0]), t.float32)
+    elif kind == "moving_mean":  # batch norm by hand with a moving average of its mean, assigned beside the step
+        m, v = t.nn.moments(h, [0])
+        moving = t.Variable(np.zeros(8, np.float32), trainable=False)
+        extra.append(t.assign(moving, 0.9 * moving + 0.1 * m))
+        h = (h - m) * t.rsqrt(v + 1e-3)
+    elif kind == "two_level_variance":  # the variance about the batch's mean: a statistic of a statistic
+        m = t.reduce_mean(h, 0)
+        h = (h - m) / t.sqrt(t.reduce_mean(t.square(h - m), 0) + 1e-3)
+    elif kind == "counters":  # examples seen and the features' running sum, added up beside the step
+        seen, total = t.Variable(0.0, trainable=False), t.Variable(np.zeros(8, np.float32), trainable=False)
+        extra += [t.assign_add(seen, n), t.assign_add(total, t.reduce_sum(h, 0))]
     elif kind == "center":  # centers move toward each class's features once a step, by all of the batch's rows
         centers = t.Variable(np.zeros((C, 8), np.float32), trainable=False)
         c = t.gather(centers, y)
@@ -81,6 +93,10 @@ def _dense(t, kind: str, rng):
     logits = t.matmul(h, _w(t, rng, 8, C))
     if kind == "sum_over_count":
         return t.reduce_sum(t.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits)) / n, feeds, extra
+    if kind == "rmse":  # a non-linear function of a mean over the batch
+        return t.sqrt(t.reduce_mean(t.square(logits - 1.0))), feeds, extra
+    if kind == "worst_example":
+        return t.reduce_max(t.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits)), feeds, extra
     if kind == "times_count":
         return _xent(t, logits, y) * n, feeds, extra
     if kind == "label_smoothing":
@@ -174,6 +190,9 @@ CASES = {
     "weight-decay": (functools.partial(_dense, kind="weight_decay"), "momentum", "exact"),
     "clip_by_global_norm": (functools.partial(_dense, kind="moments0"), "clip", "exact"),
     "ema-of-weights": (functools.partial(_dense, kind="plain"), "ema", "exact"),
+    "moments-moving-average": (functools.partial(_dense, kind="moving_mean"), "sgd", "exact"),
+    "variance-about-batch-mean": (functools.partial(_dense, kind="two_level_variance"), "sgd", "exact"),
+    "assign_add-counters": (functools.partial(_dense, kind="counters"), "sgd", "exact"),
     "center-loss-scatter_sub": (functools.partial(_dense, kind="center"), "sgd", "exact"),
     "masked-loss": (functools.partial(_dense, kind="masked"), "sgd", "exact"),
     "softmax-axis0": (functools.partial(_dense, kind="softmax0"), "sgd", "Softmax 'Softmax"),
@@ -182,6 +201,8 @@ CASES = {
     "argmax-axis0": (functools.partial(_dense, kind="argmax0"), "sgd", "ArgMax 'ArgMax'"),
     "cumsum-axis0": (functools.partial(_dense, kind="cumsum0"), "sgd", "Cumsum 'Cumsum' accumulates along axis 0"),
     "top_k-over-the-batch": (functools.partial(_dense, kind="topk0"), "sgd", "TopKV2 'TopKV2' sorts the batch's"),
+    "sqrt-of-mean-loss": (functools.partial(_dense, kind="rmse"), "sgd", "non-linear function of it"),
+    "max-over-examples-loss": (functools.partial(_dense, kind="worst_example"), "sgd", "reduces over the batch by Max"),
     "loss-times-batch-size": (functools.partial(_dense, kind="times_count"), "sgd", "scales a value of the batch by"),
     "range-one_hot": (functools.partial(_dense, kind="range_one_hot"), "sgd", "Range 'range' numbers the batch's"),
     "mixup-reverse": (functools.partial(_dense, kind="mixup"), "sgd", "Range 'ReverseV2/range'"),

@@ -199,10 +199,11 @@ def rewrite(order: list[Operation], feeds: set[Tensor], fetches: list, batch_fee
         # and the sum it divides is scaled by k as a summed loss (batch.summed_losses stops at it).
         if not same_phase and t.op not in own and not fed_only(t, feeds):
             raise PlanError(f"cannot micro-batch: {_statistic(t)}; only the backward pass computes rows from it (a "
-                            "loss divided by a sum over the batch of values the variables compute, such as "
-                            "reduce_sum(predictions)): its gradient needs the whole batch's numerator, which no "
-                            "micro-batch has; divide by a value of the fed tensors alone (weights, a mask), or give a "
-                            "budget the unsplit step fits")
+                            "loss that is a non-linear function of it, such as tf.sqrt(tf.reduce_mean(...)) or a "
+                            "penalty on the batch's mean activation, or a loss divided by a sum over the batch of "
+                            "values the variables compute, such as reduce_sum(predictions)): its gradient needs the "
+                            "whole batch's value, which no micro-batch has; average each example's loss, divide by a "
+                            "value of the fed tensors alone (weights, a mask), or give a budget the unsplit step fits")
     merges = {t: _merge(t) for t in found if t.op not in own}
     fed = set(merges) | {t for bn in norms for t in bn.outputs[1:]}  # whole-batch values in the micro-batch run
     value = _values(order, feeds, batch_feeds, fed)
