@@ -66,10 +66,13 @@ def planned_run(graph, fetches: list, shapes: dict) -> tuple:
     from tfplus.engine.step import resolve_static, scale_summed_losses
     for rewrite in (resolve_static, lambda g, f, s: scale_summed_losses(g, f, s) if s else None,
                     lambda g, f, s: optimize(g, f, set(s)) if enabled() else None):
-        rw = rewrite(graph, fetches, shapes)
-        if rw is not None:
+        while (rw := rewrite(graph, fetches, shapes)) is not None:
             graph, fetches, shapes = rw.graph, [rw.element[f] for f in fetches], \
                 {rw.element[t]: s for t, s in shapes.items()}
+            if rewrite is not resolve_static:
+                break
+            # again: a tf.cond nested in a branch it inlined folds now (TensorFlow's tf.losses weights check, whose
+            # else branch asks whether the weights' shape broadcasts), as the session resolves level by level
     return graph, fetches, shapes
 
 

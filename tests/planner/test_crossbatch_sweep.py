@@ -299,3 +299,25 @@ TF_CASES = [n for n in CASES if n not in NOT_IN_TF]
 def test_the_unsplit_step_is_tensorflows(tf1, name):
     """The reference the splits are held against: TensorFlow's step of the same graph (a refused graph's too)."""
     _assert_same(_unsplit(name, "cpu"), _train(tf1, name), 1e-4, f"{name}: tfplus against TensorFlow")
+
+
+def test_tensorflows_masked_tf_losses_graph_plans_its_floor_in_micro_batches(tf1, tmp_path):
+    """TensorFlow's tf.losses with weights checks that they broadcast by a tf.cond nested in another's branch; the
+    planner of `tfplus plan --graph` and `tfplus train` (step_budget) resolves them level by level from the fed
+    shapes, as a budgeted session does: it raised an internal error ("If ... sizes its outputs only as it runs")."""
+    from tfplus import step_budget
+    with tf1.Graph().as_default():
+        x = tf1.placeholder(tf1.float32, [None, 5, 4], name="x")
+        y = tf1.placeholder(tf1.int32, [None, 5], name="y")
+        lengths = tf1.placeholder(tf1.int32, [None], name="lengths")
+        logits = tf1.tensordot(x, tf1.Variable(np.ones((4, C), np.float32)), 1)
+        loss = tf1.losses.sparse_softmax_cross_entropy(y, logits, weights=tf1.sequence_mask(lengths, 5, tf1.float32))
+        tf1.train.GradientDescentOptimizer(0.1).minimize(loss, name="train")
+        tf1.train.export_meta_graph(str(tmp_path / "masked.meta"))
+    g = tf.Graph()
+    with g.as_default():
+        tf.train.import_meta_graph(str(tmp_path / "masked.meta"))
+    shapes = {g.get_tensor_by_name("x:0"): (B, 5, 4), g.get_tensor_by_name("y:0"): (B, 5),
+              g.get_tensor_by_name("lengths:0"): (B,)}
+    floor = step_budget.floor(g, [([g.get_operation_by_name("train")], shapes)], "cpu")
+    assert floor.microbatches > 1, floor.transformations
