@@ -7,11 +7,13 @@ norms by hand, tf.contrib.layers' layer and instance norms, tf.layers' batch nor
 mean written as sum / tf.shape(x)[0], label smoothing, weight decay summed over the variables, clipping by the global
 norm, an ExponentialMovingAverage of the weights, a center loss that tf.scatter_subs its class centers, a loss masked
 by fed weights, a moving average of a batch mean and counters assigned beside the step, a variance about the batch's
-mean. Refused: a softmax, max, min, argmax, cumsum or top_k over the batch, a loss times the batch size or the
-square root of a mean over it, the worst example's loss, tf.range over the batch, mixup by tf.reverse(x, [0]),
-tf.unique of the labels, an InfoNCE or batch-hard triplet loss (the batch's pairs), a GAN's real and fake batches
-through one tf.concat, and two optimizers whose second reads the first's update. The graphs build in TensorFlow
-too (`t`: tfplus or tensorflow.compat.v1) where TF1 has the API, and the unsplit step is held against TensorFlow's."""
+mean, moments fetched, of dropped-out rows, or before a summed loss, a mask from the labels. Refused: tf.nn.moments
+with tf.nn.batch_normalization (its offset's gradient is a backward statistic: it was k times too large), a softmax,
+max, min, argmax, cumsum or top_k over the batch, a loss times the batch size or the square root of a mean over it,
+the worst example's loss, tf.range over the batch, mixup by tf.reverse(x, [0]), tf.unique of the labels, an InfoNCE
+or batch-hard triplet loss (the batch's pairs), a GAN's real and fake batches through one tf.concat, and two
+optimizers whose second reads the first's update. The graphs build in TensorFlow too (`t`: tfplus or
+tensorflow.compat.v1) where TF1 has the API, and the unsplit step is held against TensorFlow's."""
 from __future__ import annotations
 
 import functools
@@ -47,6 +49,17 @@ def _dense(t, kind: str, rng):
     extra = []
     if kind in ("moments0", "moments0_keep"):
         m, v = t.nn.moments(h, [0], keep_dims=kind.endswith("keep"))
+        h = (h - m) * t.rsqrt(v + 1e-3)
+    elif kind == "nn_batch_normalization":  # x * inv + (offset - mean * inv): offset's gradient is a statistic
+        m, v = t.nn.moments(h, [0])
+        h = t.nn.batch_normalization(h, m, v, t.Variable(np.zeros(8, np.float32)), t.Variable(np.ones(8, np.float32)),
+                                     1e-3)
+    elif kind == "fetched_moments":
+        m, v = t.nn.moments(h, [0])
+        h = (h - m) * t.rsqrt(v + 1e-3)
+        extra += [m, v, h]
+    elif kind == "dropout_moments":
+        m, v = t.nn.moments(t.nn.dropout(h, keep_prob=0.7, seed=3), [0])
         h = (h - m) * t.rsqrt(v + 1e-3)
     elif kind == "layer_norm":
         m, v = t.nn.moments(h, [1], keep_dims=True)
@@ -93,6 +106,14 @@ def _dense(t, kind: str, rng):
     logits = t.matmul(h, _w(t, rng, 8, C))
     if kind == "sum_over_count":
         return t.reduce_sum(t.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits)) / n, feeds, extra
+    if kind == "summed_moments":  # a loss summed over the batch after a batch norm by hand
+        m, v = t.nn.moments(logits, [0])
+        per = t.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=(logits - m) * t.rsqrt(v + 1e-3))
+        return t.reduce_sum(per), feeds, extra
+    if kind == "labels_mask":  # a mask computed from the fed labels, its sum the divisor
+        mask = t.cast(t.not_equal(y, 0), t.float32)
+        per = t.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits)
+        return t.reduce_sum(per * mask) / t.maximum(t.reduce_sum(mask), 1.0), feeds, extra
     if kind == "rmse":  # a non-linear function of a mean over the batch
         return t.sqrt(t.reduce_mean(t.square(logits - 1.0))), feeds, extra
     if kind == "worst_example":
@@ -193,8 +214,15 @@ CASES = {
     "moments-moving-average": (functools.partial(_dense, kind="moving_mean"), "sgd", "exact"),
     "variance-about-batch-mean": (functools.partial(_dense, kind="two_level_variance"), "sgd", "exact"),
     "assign_add-counters": (functools.partial(_dense, kind="counters"), "sgd", "exact"),
+    "moments-fetched": (functools.partial(_dense, kind="fetched_moments"), "sgd", "exact"),
+    "dropout-then-moments": (functools.partial(_dense, kind="dropout_moments"), "sgd", "exact"),
+    "moments-summed-loss": (functools.partial(_dense, kind="summed_moments"), "sgd", "exact"),
+    "mask-from-labels": (functools.partial(_dense, kind="labels_mask"), "sgd", "exact"),
     "center-loss-scatter_sub": (functools.partial(_dense, kind="center"), "sgd", "exact"),
     "masked-loss": (functools.partial(_dense, kind="masked"), "sgd", "exact"),
+    # was wrong (the offset's and scale's gradients k times too large): refused until passes scale them
+    "nn-batch_normalization": (functools.partial(_dense, kind="nn_batch_normalization"), "sgd",
+                               "Sum 'gradients/batchnorm/add_1_grad/Sum_1', a sum over the batch's gradients"),
     "softmax-axis0": (functools.partial(_dense, kind="softmax0"), "sgd", "Softmax 'Softmax"),
     "reduce_max-axis0": (functools.partial(_dense, kind="max0"), "sgd", "Max 'Max'"),
     "reduce_min-axis0": (functools.partial(_dense, kind="min0"), "sgd", "Min 'Min'"),
@@ -215,9 +243,10 @@ CASES = {
 }
 # tf.contrib is not in TensorFlow 2's compat.v1; TensorFlow 2.21's ExponentialMovingAverage initializes its shadow
 # variables from the weights in the same initializer run, which it may run first (an uninitialized-value error); it
-# runs a tf.group's two minimize calls in no fixed order, where each reads the variables the other updates.
+# runs a tf.group's two minimize calls in no fixed order, where each reads the variables the other updates; its
+# dropout draws other random numbers.
 NOT_IN_TF = ("contrib-layer_norm", "contrib-instance_norm", "ema-of-weights", "gan-two-optimizers",
-             "gan-concat")
+             "gan-concat", "dropout-then-moments")
 
 
 def _build(t, name: str):

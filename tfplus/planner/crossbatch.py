@@ -205,6 +205,9 @@ def rewrite(order: list[Operation], feeds: set[Tensor], fetches: list, batch_fee
                             "whole batch's value, which no micro-batch has; average each example's loss, divide by a "
                             "value of the fed tensors alone (weights, a mask), or give a budget the unsplit step fits")
     merges = {t: _merge(t) for t in found if t.op not in own}
+    why = _counted_into_update(order, merges, rowed)
+    if why:
+        raise PlanError(f"cannot micro-batch: {why}")
     fed = set(merges) | {t for bn in norms for t in bn.outputs[1:]}  # whole-batch values in the micro-batch run
     value = _values(order, feeds, batch_feeds, fed)
     fold = _foldable(order, rowed, value, fed, specs)
@@ -409,6 +412,38 @@ def rescales(counts: list[int], levels: list[list[Tensor]], kept: list[Kept], sc
                 out[i].append((v, k / now[v]))
                 now[v] = k
     return out
+
+
+def _counted_into_update(order: list[Operation], merges: dict[Tensor, str], rowed: set[Tensor]) -> str | None:
+    """Why the step's updates would be k times too large, if they would: a variable's gradient computed from a
+    backward statistic written by hand (merges: a sum over the rows of the batch's gradients, which carries the
+    micro-batch count, module doc Scaling) through no rows of the batch. Each micro-batch is fed the statistic and
+    computes that gradient whole, where it computes its rows' share of a gradient summed from rows, so the averaged
+    gradient would be the statistic's k times. tf.nn.batch_normalization's x * inv + (offset - mean * inv) with
+    tf.nn.moments over the batch does this: the offset's and scale's gradients are sums of dy, themselves statistics
+    (the mean's gradient broadcasts onto the rows)."""
+    counted = {t for t in merges if phase_of(t.op) == "backward"}
+    if not counted:
+        return None
+    for op in order:
+        if not op.op_def.ref_inputs:
+            continue
+        seen, todo = set(), [t for t in op.inputs if t not in rowed]
+        while todo:
+            t = todo.pop()
+            if t in seen:
+                continue
+            seen.add(t)
+            if t in counted:
+                return (f"the update {op.type} '{op.name}' reads a gradient computed from {t.op.type} '{t.op.name}', "
+                        "a sum over the batch's gradients that statistics passes compute, through no rows of the "
+                        "batch (tf.nn.batch_normalization's offset - mean * inv with tf.nn.moments over the batch: the "
+                        "offset's and scale's gradients): each micro-batch would add the whole batch's; apply the "
+                        "scale and offset to the normalized rows ((x - mean) * tf.rsqrt(variance + eps) * gamma + "
+                        "beta), use tf.layers.batch_normalization, or give a budget the unsplit step fits")
+            if phase_of(t.op) != "forward":
+                todo += [u for u in t.op.inputs if u not in rowed]
+    return None
 
 
 def _adds(f: Tensor, ops: set[Operation], fed: set[Tensor], rowed: set[Tensor], computed: dict[Tensor, int],
