@@ -3,13 +3,14 @@ micro-batches (planner.plan's force: 2 or 4 of batch 8) and must give the unspli
 refused with a message that names the op that mixes the rows. Never a wrong result.
 
 Split exactly: tf.nn.moments over the batch (axes [0], keep_dims; [0, 1, 2] of a conv), instance, group and layer
-norms by hand, tf.contrib.layers' layer and instance norms, tf.layers' batch norm, l2_normalize over either axis, a
-mean written as sum / tf.shape(x)[0], label smoothing, weight decay summed over the variables, clipping by the global
-norm, an ExponentialMovingAverage of the weights, a center loss that tf.scatter_subs its class centers, a loss masked
-by fed weights, a moving average of a batch mean and counters assigned beside the step, a variance about the batch's
-mean, moments fetched, of dropped-out rows, or before a summed loss, a mask from the labels. Refused: tf.nn.moments
-with tf.nn.batch_normalization (its offset's gradient is a backward statistic: it was k times too large), a softmax,
-max, min, argmax, cumsum or top_k over the batch, a loss times the batch size or the square root of a mean over it,
+norms by hand, tf.contrib.layers' layer, instance and batch norms, tf.layers' batch norm (fused or not),
+l2_normalize over either axis, a mean written as sum / tf.shape(x)[0], label smoothing, weight decay summed over the
+variables, clipping by the global norm, an ExponentialMovingAverage of the weights, a center loss that
+tf.scatter_subs its class centers, a loss masked by fed weights, a moving average of a batch mean and counters
+assigned beside the step, a variance about the batch's mean, moments fetched, of dropped-out rows, or before a
+summed loss, a mask from the labels. Refused: tf.nn.moments with tf.nn.batch_normalization, or a scale inside the
+inverse deviation (their gradients are taken from a backward statistic: they were k times too large), a softmax, max,
+min, argmax, cumsum or top_k over the batch, a loss times the batch size or the square root of a mean over it,
 the worst example's loss, tf.range over the batch, mixup by tf.reverse(x, [0]), tf.unique of the labels, an InfoNCE
 or batch-hard triplet loss (the batch's pairs), a GAN's real and fake batches through one tf.concat, and two
 optimizers whose second reads the first's update. The graphs build in TensorFlow too (`t`: tfplus or
@@ -54,6 +55,13 @@ def _dense(t, kind: str, rng):
         m, v = t.nn.moments(h, [0])
         h = t.nn.batch_normalization(h, m, v, t.Variable(np.zeros(8, np.float32)), t.Variable(np.ones(8, np.float32)),
                                      1e-3)
+    elif kind == "gamma_in_inverse":
+        m, v = t.nn.moments(h, [0])
+        h = (h - m) * (t.Variable(np.ones(8, np.float32)) * t.rsqrt(v + 1e-3))
+    elif kind == "layers_unfused":
+        h = t.layers.batch_normalization(h, training=True, fused=False)
+    elif kind == "contrib_batch_norm":
+        h = t.contrib.layers.batch_norm(h, is_training=True, scale=True)
     elif kind == "fetched_moments":
         m, v = t.nn.moments(h, [0])
         h = (h - m) * t.rsqrt(v + 1e-3)
@@ -214,6 +222,8 @@ CASES = {
     "moments-moving-average": (functools.partial(_dense, kind="moving_mean"), "sgd", "exact"),
     "variance-about-batch-mean": (functools.partial(_dense, kind="two_level_variance"), "sgd", "exact"),
     "assign_add-counters": (functools.partial(_dense, kind="counters"), "sgd", "exact"),
+    "layers-batch_normalization-unfused": (functools.partial(_dense, kind="layers_unfused"), "momentum", "exact"),
+    "contrib-batch_norm": (functools.partial(_dense, kind="contrib_batch_norm"), "sgd", "exact"),
     "moments-fetched": (functools.partial(_dense, kind="fetched_moments"), "sgd", "exact"),
     "dropout-then-moments": (functools.partial(_dense, kind="dropout_moments"), "sgd", "exact"),
     "moments-summed-loss": (functools.partial(_dense, kind="summed_moments"), "sgd", "exact"),
@@ -223,6 +233,8 @@ CASES = {
     # was wrong (the offset's and scale's gradients k times too large): refused until passes scale them
     "nn-batch_normalization": (functools.partial(_dense, kind="nn_batch_normalization"), "sgd",
                                "Sum 'gradients/batchnorm/add_1_grad/Sum_1', a sum over the batch's gradients"),
+    "gamma-inside-the-inverse-deviation": (functools.partial(_dense, kind="gamma_in_inverse"), "sgd",
+                                           "Sum 'gradients/mul_1_grad/Sum_1', a sum over the batch's gradients"),
     "softmax-axis0": (functools.partial(_dense, kind="softmax0"), "sgd", "Softmax 'Softmax"),
     "reduce_max-axis0": (functools.partial(_dense, kind="max0"), "sgd", "Max 'Max'"),
     "reduce_min-axis0": (functools.partial(_dense, kind="min0"), "sgd", "Min 'Min'"),
@@ -245,8 +257,8 @@ CASES = {
 # variables from the weights in the same initializer run, which it may run first (an uninitialized-value error); it
 # runs a tf.group's two minimize calls in no fixed order, where each reads the variables the other updates; its
 # dropout draws other random numbers.
-NOT_IN_TF = ("contrib-layer_norm", "contrib-instance_norm", "ema-of-weights", "gan-two-optimizers",
-             "gan-concat", "dropout-then-moments")
+NOT_IN_TF = ("contrib-layer_norm", "contrib-instance_norm", "contrib-batch_norm", "ema-of-weights",
+             "gan-two-optimizers", "gan-concat", "dropout-then-moments")
 
 
 def _build(t, name: str):
