@@ -362,3 +362,21 @@ def test_tensorflows_masked_tf_losses_graph_plans_its_floor_in_micro_batches(tf1
               g.get_tensor_by_name("lengths:0"): (B,)}
     floor = step_budget.floor(g, [([g.get_operation_by_name("train")], shapes)], "cpu")
     assert floor.microbatches > 1, floor.transformations
+
+
+@pytest.mark.parametrize("name", ["l2_normalize-axis1", "instance-norm"])
+def test_a_step_at_its_floor_trains_as_the_unsplit_one(name):
+    """The floor's plan of these steps streamed a prefix whose backward recomputed the loss's fused mean over the
+    batch (planner.recompute dropped its gradient output): run on each micro-batch's rows, it divided by their
+    count, and the prefix's gradients came out k times too large (0.1 off after 3 steps). A stream's backward now
+    refuses a recomputed reduction over the rows, and the floor micro-batches instead."""
+    g, fetches, init, feeds = _build(tf, name)
+    with tf.Session(graph=g, memory_budget="1GB") as sess:
+        step = sess.step(fetches, feeds)
+        floor = planner.floor_plan(step.fetches, step.feed_shapes, device_facts("cpu"), graph=step.graph)
+    g, fetches, init, feeds = _build(tf, name)
+    with tf.Session(graph=g, memory_budget=floor.budget_bytes) as sess:
+        sess.run(init)
+        got = np.array([sess.run(fetches, feeds)[1] for _ in range(STEPS)], np.float64), \
+            {v.op.name: sess.run(v) for v in g.get_collection("variables")}
+    _assert_same(got, _unsplit(name, "cpu"), TOL["cpu"], f"{name} at its floor, {floor.budget_bytes} bytes")
