@@ -380,3 +380,17 @@ def test_a_step_at_its_floor_trains_as_the_unsplit_one(name):
         got = np.array([sess.run(fetches, feeds)[1] for _ in range(STEPS)], np.float64), \
             {v.op.name: sess.run(v) for v in g.get_collection("variables")}
     _assert_same(got, _unsplit(name, "cpu"), TOL["cpu"], f"{name} at its floor, {floor.budget_bytes} bytes")
+
+
+@pytest.mark.parametrize("name", ["cumsum-axis0", "range-one_hot", "top_k-over-the-batch", "mixup-reverse"])
+def test_a_prefix_that_mixes_the_batchs_rows_is_no_cut(name):
+    """A streamed prefix runs in micro-batches like a split step: an op in it that moves or mixes rows refuses the
+    cut, naming the op (a cumsum over the batch streamed up to the logits trained 0.09 off in 3 steps)."""
+    g, fetches, _, feeds = _build(tf, name)
+    cut = [op for op in g.get_operations() if op.type == "MatMul"][1].outputs[0].name  # the logits
+    with tf.Session(graph=g, memory_budget="1GB") as sess:
+        step = sess.step(fetches, feeds)
+        with pytest.raises(planner.PlanError, match=f"cannot stream the step's prefix up to '{cut}'") as e:
+            planner.plan(step.fetches, step.feed_shapes, device_facts("cpu"), graph=step.graph,
+                         force=(1, 1, False, 1, 0, (cut, 4)))
+    assert CASES[name][2] in str(e.value), str(e.value)
