@@ -66,7 +66,8 @@ class Split:
     # grads with rows of the batch, a sparse gradient's (tf.IndexedSlices): concatenated over the micro-batches,
     # not summed (their MemoryPlan.fetch_merge): 'concat' its indices, 'concat_mean' its values, which are then
     # divided by the micro-batch count as the summed gradients are (a mean loss's micro-batch rows are k times the
-    # whole batch's: 1/m of each row's gradient, not 1/(k m))
+    # whole batch's: 1/m of each row's gradient, not 1/(k m)); rows of the forward pass a scatter update reads
+    # (a center loss's), 'concat' as they are (_of_gradients)
     gathered: dict[Tensor, str]
     # how grads and user fetches without rows merge (merges: 'mean', 'sum', or why neither)
     merges: dict[Tensor, str]
