@@ -8,13 +8,13 @@ l2_normalize over either axis, a mean written as sum / tf.shape(x)[0], label smo
 variables, clipping by the global norm, an ExponentialMovingAverage of the weights, a center loss that
 tf.scatter_subs its class centers, a loss masked by fed weights, a moving average of a batch mean and counters
 assigned beside the step, a variance about the batch's mean, moments fetched, of dropped-out rows, or before a
-summed loss, a mask from the labels. Refused: tf.nn.moments with tf.nn.batch_normalization, or a scale inside the
-inverse deviation (their gradients are taken from a backward statistic: they were k times too large), a softmax, max,
-min, argmax, cumsum or top_k over the batch, a loss times the batch size or the square root of a mean over it,
-the worst example's loss, tf.range over the batch, mixup by tf.reverse(x, [0]), tf.unique of the labels, an InfoNCE
-or batch-hard triplet loss (the batch's pairs), a GAN's real and fake batches through one tf.concat, and two
-optimizers whose second reads the first's update. The graphs build in TensorFlow too (`t`: tfplus or
-tensorflow.compat.v1) where TF1 has the API, and the unsplit step is held against TensorFlow's."""
+summed loss, a mask from the labels, tf.nn.moments with tf.nn.batch_normalization or a scale inside the inverse
+deviation (their gradients are taken from backward statistics: they were k times too large). Refused: those
+clipped by the global norm, a softmax, max, min, argmax, cumsum or top_k over the batch, a loss times the batch size
+or the square root of a mean over it, the worst example's loss, tf.range over the batch, mixup by tf.reverse(x, [0]),
+tf.unique of the labels, an InfoNCE or batch-hard triplet loss (the batch's pairs), a GAN's real and fake batches
+through one tf.concat, and two optimizers whose second reads the first's update. The graphs build in TensorFlow
+too (`t`: tfplus or tensorflow.compat.v1) where TF1 has the API, and the unsplit step is held against TensorFlow's."""
 from __future__ import annotations
 
 import functools
@@ -155,6 +155,10 @@ def _conv(t, kind: str, rng):
         g = t.reshape(h, [-1, 4, 4, 2, 2])
         m, v = t.nn.moments(g, [1, 2, 4], keep_dims=True)
         h = t.reshape((g - m) * t.rsqrt(v + 1e-3), t.shape(h))
+    elif kind == "nn_batch_normalization":
+        m, v = t.nn.moments(h, [0, 1, 2])
+        h = t.nn.batch_normalization(h, m, v, t.Variable(np.zeros(4, np.float32)), t.Variable(np.ones(4, np.float32)),
+                                     1e-3)
     elif kind == "layers_batch_norm":
         h = t.layers.batch_normalization(h, training=True)
     elif kind == "contrib_instance_norm":
@@ -224,17 +228,19 @@ CASES = {
     "assign_add-counters": (functools.partial(_dense, kind="counters"), "sgd", "exact"),
     "layers-batch_normalization-unfused": (functools.partial(_dense, kind="layers_unfused"), "momentum", "exact"),
     "contrib-batch_norm": (functools.partial(_dense, kind="contrib_batch_norm"), "sgd", "exact"),
+    # were wrong (the offset's and scale's gradients, taken from backward statistics, k times too large)
+    "nn-batch_normalization": (functools.partial(_dense, kind="nn_batch_normalization"), "adam", "exact"),
+    "nn-batch_normalization-conv": (functools.partial(_conv, kind="nn_batch_normalization"), "momentum", "exact"),
+    "gamma-inside-the-inverse-deviation": (functools.partial(_dense, kind="gamma_in_inverse"), "sgd", "exact"),
     "moments-fetched": (functools.partial(_dense, kind="fetched_moments"), "sgd", "exact"),
     "dropout-then-moments": (functools.partial(_dense, kind="dropout_moments"), "sgd", "exact"),
     "moments-summed-loss": (functools.partial(_dense, kind="summed_moments"), "sgd", "exact"),
     "mask-from-labels": (functools.partial(_dense, kind="labels_mask"), "sgd", "exact"),
     "center-loss-scatter_sub": (functools.partial(_dense, kind="center"), "sgd", "exact"),
     "masked-loss": (functools.partial(_dense, kind="masked"), "sgd", "exact"),
-    # was wrong (the offset's and scale's gradients k times too large): refused until passes scale them
-    "nn-batch_normalization": (functools.partial(_dense, kind="nn_batch_normalization"), "sgd",
-                               "Sum 'gradients/batchnorm/add_1_grad/Sum_1', a sum over the batch's gradients"),
-    "gamma-inside-the-inverse-deviation": (functools.partial(_dense, kind="gamma_in_inverse"), "sgd",
-                                           "Sum 'gradients/mul_1_grad/Sum_1', a sum over the batch's gradients"),
+    # (clipped, the update run would clip the merged gradients, their shares unscaled)
+    "nn-batch_normalization-clipped": (functools.partial(_dense, kind="nn_batch_normalization"), "clip",
+                                       "a gradient taken straight from Sum 'gradients/batchnorm/add_1_grad/Sum_1'"),
     "softmax-axis0": (functools.partial(_dense, kind="softmax0"), "sgd", "Softmax 'Softmax"),
     "reduce_max-axis0": (functools.partial(_dense, kind="max0"), "sgd", "Max 'Max'"),
     "reduce_min-axis0": (functools.partial(_dense, kind="min0"), "sgd", "Min 'Min'"),
