@@ -832,8 +832,8 @@ register_op("Range", inputs=("start", "limit", "delta"), outputs=("output",), at
 # A range over the batch (tf.range(tf.shape(x)[0])) numbers the rows: each micro-batch would number its own from
 # 0. planner.rows allows the one use that takes each row's own entry: tf.gather_nd(p, tf.stack([range, labels], 1)).
 register_rows(lambda op, rows: None if op.outputs[0] not in rows else
-              "numbers the batch's rows 0..n-1 (tf.range(tf.shape(x)[0])): each micro-batch would number its own "
-              "from 0", "Range")
+              "numbers the batch's rows (tf.range(tf.shape(x)[0]), or the indices n-1..0 by which tf.reverse(x, [0]) "
+              "gathers them): each micro-batch would number its own from 0", "Range")
 not_differentiable("Range")
 
 

@@ -6,6 +6,8 @@ before its first run, so both name the same figure.
 """
 from __future__ import annotations
 
+import functools
+
 from tfplus.planner import TRANSFORMATIONS, fits, floor_plan, smallest_plan
 from tfplus.runtime.facts import device_facts
 
@@ -84,19 +86,16 @@ def planned_run(graph, fetches: list, shapes: dict, microbatches: int = 1) -> tu
     from tfplus.engine.rewrite import enabled, optimize
     from tfplus.engine.step import resolve_static, scale_summed_losses
     from tfplus.framework import needed_ops
-    if microbatches > 1:
-        rw = resolve_static(graph, fetches, shapes, microbatches)
-        if rw is None:
-            return None
-        graph, fetches, shapes = rw.graph, [rw.element[f] for f in fetches], \
-            {rw.element[t]: s for t, s in shapes.items()}
-    for rewrite in (resolve_static if microbatches == 1 else lambda g, f, s: None,
-                    lambda g, f, s: scale_summed_losses(g, f, s) if s else None,
+    first = resolve_static if microbatches == 1 else functools.partial(resolve_static, microbatches=microbatches)
+    for rewrite in (first, lambda g, f, s: scale_summed_losses(g, f, s) if s else None,
                     lambda g, f, s: optimize(g, f, set(s)) if enabled() else None):
-        rw = rewrite(graph, fetches, shapes)
-        if rw is not None:
+        while (rw := rewrite(graph, fetches, shapes)) is not None:
             graph, fetches, shapes = rw.graph, [rw.element[f] for f in fetches], \
                 {rw.element[t]: s for t, s in shapes.items()}
+            if rewrite is not first:
+                break
+            # again: a tf.cond nested in a branch it inlined folds now (TensorFlow's tf.losses weights check, whose
+            # else branch asks whether the weights' shape broadcasts), as the session resolves level by level
     if microbatches > 1 and not any(op.attrs.get("_row_map") for op in needed_ops(fetches, set(shapes))):
         return None  # (the marks hold its plans to k micro-batches: a rewrite that dropped them drops the way)
     return graph, fetches, shapes

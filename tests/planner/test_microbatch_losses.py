@@ -174,14 +174,15 @@ def _tf_losses_graph(t, folder: str, reduction: str) -> str:
         y = t.placeholder(t.int32, [None], name="y")
         w = t.placeholder(t.float32, [None], name="weights")
         logits = t.layers.dense(x, 4, kernel_initializer=t.glorot_uniform_initializer(seed=1))
-        if reduction == "pairwise":  # its sum over the examples, guarded by a comparison of their count with 0
-            loss = t.losses.mean_pairwise_squared_error(t.one_hot(y, 4), logits)
+        if reduction.startswith("pairwise"):  # its sum over the examples, guarded by a comparison of their count with 0
+            loss = t.losses.mean_pairwise_squared_error(t.one_hot(y, 4), logits, weights=t.expand_dims(w, 1)
+                                                        if reduction == "pairwise-weights" else 1.0)
         else:
             loss = t.losses.sparse_softmax_cross_entropy(y, logits, weights=w,
                                                          reduction=getattr(t.losses.Reduction, reduction)) + \
                 t.losses.mean_squared_error(t.one_hot(y, 4), t.nn.softmax(logits), weights=t.expand_dims(w, 1),
                                             reduction=t.losses.Reduction.MEAN)
-        train = t.train.MomentumOptimizer(0.01 if reduction == "pairwise" else 0.1, 0.9).minimize(loss)
+        train = t.train.MomentumOptimizer(0.01 if reduction.startswith("pairwise") else 0.1, 0.9).minimize(loss)
         t.add_to_collection("loss", loss)
         t.add_to_collection(t.GraphKeys.TRAIN_OP, train)
         saver = t.train.Saver()
@@ -213,13 +214,13 @@ def _run_imported(t, path: str, feeds: dict, force=None) -> list:
             return losses + list(zip([v.name for v in variables], sess.run(variables)))
 
 
-@pytest.mark.parametrize("reduction", ["SUM_BY_NONZERO_WEIGHTS", "SUM", "pairwise"])
+@pytest.mark.parametrize("reduction", ["SUM_BY_NONZERO_WEIGHTS", "SUM", "pairwise", "pairwise-weights"])
 def test_tensorflows_tf_losses_graph_imports_trains_as_tensorflow_and_micro_batches(tf1, tmp_path, reduction):
     """TensorFlow checks that the weights broadcast (a tf.cond on their shapes, resolved from the fed shapes) and
     seeds its gradients with ones that read nothing of the loss: its summed losses are found from the top of the
     forward pass (a sum over the batch was averaged over the micro-batches: k times too small). TensorFlow's
     mean_pairwise_squared_error (its scalar weight's form) compares each example's pairs alone: a summed loss.
-    (With weights per example its plan fails: the update run recomputes its guard from the fed batch.)"""
+    With weights per example, each example's pairs are weighted by its own weight: a sum too."""
     rng = np.random.default_rng(6)
     feeds = {"x:0": rng.standard_normal((BATCH, 6)).astype(np.float32),
              "y:0": rng.integers(0, 4, BATCH).astype(np.int32),

@@ -394,7 +394,9 @@ class Bound:
         a = len(p.statistics)
         counts = p.run_microbatches or [p.microbatches] * (a + 1)
         batch_feeds = set(p.batch_feeds)
-        known = {**feeds, **self.acc}
+        # NOTE: a fed tensor that an update reads (tf.scatter_sub's indices: labels) has an accumulator too, its
+        # micro-batches' rows concatenated: the runs read the feed, which that accumulator would hide until written
+        known = {**self.acc, **feeds}
 
         def run(i: int, j: int, m: int, kept: dict) -> dict:  # phase i on micro-batch j of m rows: its rows of
             rows = {**known, **kept}                              # a fed (or kept) batch are a view of it

@@ -66,7 +66,8 @@ class Split:
     # grads with rows of the batch, a sparse gradient's (tf.IndexedSlices): concatenated over the micro-batches,
     # not summed (their MemoryPlan.fetch_merge): 'concat' its indices, 'concat_mean' its values, which are then
     # divided by the micro-batch count as the summed gradients are (a mean loss's micro-batch rows are k times the
-    # whole batch's: 1/m of each row's gradient, not 1/(k m))
+    # whole batch's: 1/m of each row's gradient, not 1/(k m)); rows of the forward pass a scatter update reads
+    # (a center loss's), 'concat' as they are (_of_gradients)
     gathered: dict[Tensor, str]
     # how grads and user fetches without rows merge (merges: 'mean', 'sum', or why neither)
     merges: dict[Tensor, str]
@@ -345,7 +346,7 @@ def split_step(order: list[Operation], fetches: list, feeds: set, feed_shapes: d
             if why_not:
                 return PlanError(f"cannot micro-batch: the update input '{t.name}' has rows of the batch but {why_not}"
                                  "; only a sparse gradient's (tf.IndexedSlices: values, indices) rows concatenate")
-            gathered[t] = "concat_mean" if t.dtype.is_floating else "concat"
+            gathered[t] = "concat_mean" if t.dtype.is_floating and _of_gradients(t, rows) else "concat"
         elif not t.dtype.is_floating:
             return PlanError(f"cannot micro-batch: the update input '{t.name}' ({t.dtype.name}) depends on the "
                              "batch but has no rows of it: an integer is neither a gradient to average nor a sparse "
@@ -379,6 +380,23 @@ def _odd_draw(order: list[Operation], rows) -> str | None:
                     "batch's rows, and each micro-batch would draw at its own offset in it; give the draw a fixed "
                     "shape, or run without micro-batching")
     return None
+
+
+def _of_gradients(t: Tensor, rows: set[Tensor]) -> bool:
+    """Whether rows `t` of an update's input are computed from the backward pass's rows (a sparse gradient's values,
+    scaled by a learning rate as they may be): a mean loss's micro-batch gradients are k times the whole batch's
+    share, so their rows are divided by k. Rows of the forward pass alone (a center loss's tf.scatter_sub of
+    0.5 * (centers - features)) are each row's value whatever the micro-batch: concatenated as they are."""
+    seen, todo = set(), [t]
+    while todo:
+        u = todo.pop()
+        if u in seen:
+            continue
+        seen.add(u)
+        if phase_of(u.op) == "backward":
+            return True
+        todo += [v for v in u.op.inputs if v in rows]
+    return False
 
 
 def _waited(order: list[Operation], fetches_b: list, b_feeds: set[Tensor], late: set[Operation],

@@ -201,11 +201,27 @@ def rewrite(order: list[Operation], feeds: set[Tensor], fetches: list, batch_fee
         # and the sum it divides is scaled by k as a summed loss (batch.summed_losses stops at it).
         if not same_phase and t.op not in own and not fed_only(t, feeds):
             raise PlanError(f"cannot micro-batch: {_statistic(t)}; only the backward pass computes rows from it (a "
-                            "loss divided by a sum over the batch of values the variables compute, such as "
-                            "reduce_sum(predictions)): its gradient needs the whole batch's numerator, which no "
-                            "micro-batch has; divide by a value of the fed tensors alone (weights, a mask), or give a "
-                            "budget the unsplit step fits")
+                            "loss that is a non-linear function of it, such as tf.sqrt(tf.reduce_mean(...)) or a "
+                            "penalty on the batch's mean activation, or a loss divided by a sum over the batch of "
+                            "values the variables compute, such as reduce_sum(predictions)): its gradient needs the "
+                            "whole batch's value, which no micro-batch has; average each example's loss, divide by a "
+                            "value of the fed tensors alone (weights, a mask), or give a budget the unsplit step fits")
     merges = {t: _merge(t) for t in found if t.op not in own}
+    # backward statistics written by hand, which carry the micro-batch count, and the ops that compute from them,
+    # through no rows, what the updates read (_straight)
+    counted = {t for t in merges if phase_of(t.op) == "backward"}
+    straight = _straight(order, counted, rowed)
+    outside = next((op for op, t in straight.items() if phase_of(op) != "backward"), None)
+    if outside is not None:  # NOTE: the update run would make it of the merged gradients, their shares' unscaled
+        t = straight[outside]
+        raise PlanError(f"cannot micro-batch: {outside.type} '{outside.name}' reads a gradient taken straight from "
+                        f"{t.op.type} '{t.op.name}', a sum over the batch's gradients that statistics passes compute "
+                        "(tf.nn.batch_normalization's offset and scale after tf.nn.moments over the batch), outside "
+                        "tf.gradients (clipping, a decay added by hand): micro-batches scale such a gradient only "
+                        "on tf.gradients' ops; apply the scale and offset to the normalized rows ((x - mean) * "
+                        "tf.rsqrt(variance + eps) * gamma + beta), use tf.layers.batch_normalization, or give a "
+                        "budget the unsplit step fits")
+    whole: dict[Tensor, Tensor] = {}  # their tensors on that path -> the copy's, scaled to the batch's share
     fed = set(merges) | {t for bn in norms for t in bn.outputs[1:]}  # whole-batch values in the micro-batch run
     value = _values(order, feeds, batch_feeds, fed)
     fold = _foldable(order, rowed, value, fed, specs)
@@ -256,13 +272,21 @@ def rewrite(order: list[Operation], feeds: set[Tensor], fetches: list, batch_fee
             new_rowed.update(t for new in g._ops[start:] for t in new.outputs if _open(t))
             continue
         ins = [tmap[t] for t in op.inputs] if op in in_step else []
+        if op.op_def.ref_inputs:
+            ins = [whole.get(t, c) for t, c in zip(op.inputs, ins)]
         control = [op_map[c] for c in _control(op, fetched, moving) if c in op_map]
         new = op_map[op] = copy_op(g, op, ins, op.name, control)
         tmap.update(zip(op.outputs, new.outputs))
+        if op in straight:
+            scaled = copy_op(g, op, [whole.get(t, tmap[t]) for t in op.inputs], op.name + "/share", control)
+            whole.update(zip(op.outputs, scaled.outputs))
         for t in op.outputs:
             if t in merges:
                 mine.append(tmap[t])
                 mean[tmap[t]] = merges[t]
+            if t in counted:
+                whole[t] = _share(g, tmap[t], tmap, batch_feeds, specs)
+    tmap.update((t, whole[t]) for t in fetches if isinstance(t, Tensor) and t in whole)
     copy_order = [op for op in g._ops]
     copy_feeds = {tmap[t] for t in feeds}
     # a norm's statistic that the step does not need (the input gradient of a norm on the fed batch) has no pass
@@ -409,6 +433,41 @@ def rescales(counts: list[int], levels: list[list[Tensor]], kept: list[Kept], sc
             if read and t in reads[i] and now.setdefault(v, counts[w]) != k:
                 out[i].append((v, k / now[v]))
                 now[v] = k
+    return out
+
+
+def _straight(order: list[Operation], counted: set[Tensor], rowed: set[Tensor]) -> dict[Operation, Tensor]:
+    """The ops that compute from backward statistics written by hand (`counted`: sums over the rows of the batch's
+    gradients, which carry the micro-batch count, module doc Scaling) through no rows of the batch, up to the
+    updates: tf.nn.batch_normalization's x * inv + (offset - mean * inv) after tf.nn.moments over the batch takes
+    its offset's and scale's gradients straight from such sums. Each micro-batch computes them whole from the fed
+    statistics, where it computes its rows' share of a gradient summed from rows, so the averaged gradient would be
+    k times the batch's: rewrite copies these ops on the statistics scaled by the micro-batch's share of the rows
+    (_share) for the updates and the fetches, and leaves them as they are for the rows computed from them.
+    {op: a statistic it computes from}."""
+    reach = {t: t for t in counted}  # -> a statistic it is computed from
+    out: dict[Operation, Tensor] = {}
+    for op in order:
+        if op.op_def.ref_inputs or has_tag(op.type, "shape_only") or any(t in rowed for t in op.outputs):
+            continue
+        source = next((reach[t] for t in op.inputs if t in reach), None)
+        if source is not None:
+            out[op] = source
+            reach.update(dict.fromkeys(op.outputs, source))
+    return out
+
+
+def _share(g: Graph, t: Tensor, tmap: dict, batch_feeds: set[Tensor], specs: dict) -> Tensor:
+    """Statistic `t` of the copy times the run's micro-batch share of the batch's rows, m / B (1 / k: the size of
+    a fed batch's slice over the whole one's), as a backward op."""
+    x = min(batch_feeds, key=lambda f: f.name)
+    with g.as_default(), g.name_scope(t.op.name + "/share"):
+        start = len(g._ops)
+        m = math_ops.cast(array_ops.size(tmap[x]), t.dtype)
+        out = math_ops.multiply(t, math_ops.multiply(m, array_ops.constant(
+            np.asarray(1 / math.prod(specs[x].shape), t.dtype.np))))
+        for new in g._ops[start:]:
+            new.backward = True
     return out
 
 

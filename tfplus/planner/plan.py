@@ -47,6 +47,7 @@ from tfplus import debug
 from tfplus.framework import Graph, Operation, Tensor, get_default_graph, needed_ops
 from tfplus.ops.fused_ops import APPLY_SCALARS, split_decay
 from tfplus.planner import accumulate, chunking, compact, cost, crossbatch, recompute, remat, stream
+from tfplus.planner import rows as row_rules
 from tfplus.planner.arena import assign_offsets
 from tfplus.planner.batch import (
     SlotFold,
@@ -1440,8 +1441,10 @@ class _Step:
                 if batch is None:
                     raise PlanError("cannot stream: no fed tensor has an open batch dimension")
                 t = self.graph.as_graph_element(name)
-                why = batch_statistics(sorted(needed_ops([t], self.feeds), key=lambda op: op._id), self.feeds,
-                                       self.batch_feeds(), self.rowed())
+                prefix = sorted(needed_ops([t], self.feeds), key=lambda op: op._id)
+                # an op that moves, picks or mixes rows (a cumsum over the batch) would do so in each micro-batch
+                why = row_rules.why_not(prefix, self.feeds, self.feed_shapes, self.batch_feeds()) or \
+                    batch_statistics(prefix, self.feeds, self.batch_feeds(), self.rowed())
                 if why:
                     raise PlanError(f"cannot stream the step's prefix up to '{name}': {why}")
                 moved = self._batch_moved(needed_ops([t], self.feeds))

@@ -119,6 +119,11 @@ def find(order: list[Operation], feeds: set[Tensor], fetches: list, batch_feeds:
         if phase_of(op) == "forward" and op not in clones:
             read = next(t.name for t in op.inputs if t in rowed)
             raise no(f"{op.type} '{op.name}' reads '{read}' of the prefix: a path from the batch bypasses the cut")
+        if op in clones and not has_tag(op.type, "shape_only") and any(t not in major for t in op.outputs):
+            # NOTE: a recomputed reduction over the rows (a loss's fused mean, whose gradient output is 1/m of the
+            # rows it reads) would see one micro-batch's rows in phase 3: m of them, not the batch's
+            raise no(f"{op.type} '{op.name}' recomputes a reduction over the batch's rows, which phase 3 would run "
+                     "on each micro-batch's rows alone")
         backward.add(op)
         for t in op.outputs:
             # A backward op tagged "row_sums" (a weight gradient; the graph rewrite's ReLU gradient also gives its
