@@ -71,6 +71,29 @@ def _print_counts(p) -> None:
         print("    runs' micro-batch counts: " + " ".join(map(str, p.run_microbatches)))
 
 
+def _print_runs(p) -> None:
+    """Per run of a split step: its micro-batch count and its layers' calls (forward convolutions, normalizations,
+    convolution backprops), with the spatial sizes of the activations they read: where the recomputation is."""
+    from tfplus.planner.liveness import executes
+    counts = p.run_microbatches or [p.microbatches] * len(p.phases)
+    for i, ph in enumerate(p.phases):
+        kinds: dict[str, list] = {}
+        for op in ph.order:
+            if not executes(op, ph.feeds) or op.type in _HOST:
+                continue
+            kind = ("conv" if op.type in ("Conv2D", "DepthwiseConv2dNative") else
+                    "norm" if op.type in ("_BatchNormApply", "FusedBatchNormV3") else
+                    "backprop" if "Backprop" in op.type else None)
+            if kind:
+                shapes = [ph.specs[t].shape for t in op.inputs if t in ph.specs]
+                # NCHW activations (filters are HWIO: 1 or 3 rows)
+                side = max((h for n, _, h, w in (x for x in shapes if len(x) == 4) if n > 3 and h == w), default=0)
+                kinds.setdefault(kind, []).append(side)
+        n = counts[i] if i < len(counts) else 1
+        print(f"    run {i:2d} {ph.name[:28]:28s} x{n}: " + ", ".join(
+            f"{k} {len(v)} ({','.join(f'{s}' for s in sorted(set(v), reverse=True))})" for k, v in kinds.items()))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--device", default="opencl")
@@ -85,6 +108,8 @@ def main() -> None:
                     "decay 5e-4, cosine schedule) instead of plain momentum, as bench_gpu_step.py's")
     ap.add_argument("--weights", default="", help="NAME=V,...: opencl cost-model weights to plan with (e.g. "
                     "calls=4e-6,divided=0.6e-14)")
+    ap.add_argument("--runs", action="store_true", help="with --compute-units: per run of each budget's plan, its "
+                    "micro-batch count and its layers' calls with the spatial sizes they read")
     ap.add_argument("--counts", action="store_true", help="with --compute-units: each plan's kernel calls per op "
                     "type per step (the ops the executor runs a kernel for, times their run's micro-batches)")
     args = ap.parse_args()
@@ -134,6 +159,8 @@ def main() -> None:
                   f"{p.predicted_overhead:+7.1%}, {names} ({time.perf_counter() - t:.1f} s to plan)")
             if args.counts:
                 _print_counts(p)
+            if args.runs:
+                _print_runs(p)
         for text in args.plans:
             kc = candidate(text, plan)
             p = step.build(*kc)
