@@ -183,30 +183,33 @@ def bench_budgets(device: str, batch: int, steps: int, warmup: int, budgets: lis
 @contextlib.contextmanager
 def _planning(spec: str):
     """Planner settings for the plans made inside, from a budget's `@NAME=V` parts: a cost-model weight of opencl
-    (planner.cost.CostModel.OPENCL_WEIGHTS: calls, divided, ...), early=0|1 (planner.batch.EARLY_UPDATES) or
-    reserves=1/2/4 (planner.plan.KEPT_RESERVES)."""
+    (planner.cost.CostModel.OPENCL_WEIGHTS: calls, divided, ...), early=0|1 (planner.batch.EARLY_UPDATES),
+    maskx=0|1 (planner.crossbatch.MASK_FROM_X) or reserves=1/2/4 (planner.plan.KEPT_RESERVES)."""
     import importlib
 
-    from tfplus.planner import batch, cost
+    from tfplus.planner import batch, cost, crossbatch
     plan = importlib.import_module("tfplus.planner.plan")
-    saved = dict(cost.CostModel.OPENCL_WEIGHTS), batch.EARLY_UPDATES, plan.KEPT_RESERVES
+    switches = {"early": (batch, "EARLY_UPDATES", lambda v: v == "1"),
+                "maskx": (crossbatch, "MASK_FROM_X", lambda v: v == "1"),
+                "reserves": (plan, "KEPT_RESERVES", lambda v: tuple(int(r) for r in v.split("/")))}
+    weights = dict(cost.CostModel.OPENCL_WEIGHTS)
+    saved = {name: getattr(module, attr) for name, (module, attr, _) in switches.items()}
     try:
         for item in spec.split("@")[1:]:
             name, _, value = item.partition("=")
-            if name == "early":
-                batch.EARLY_UPDATES = value == "1"
-            elif name == "reserves":
-                plan.KEPT_RESERVES = tuple(int(v) for v in value.split("/"))
-            elif name in cost.CostModel.OPENCL_WEIGHTS:
+            if name in switches:
+                module, attr, parse = switches[name]
+                setattr(module, attr, parse(value))
+            elif name in weights:
                 cost.CostModel.OPENCL_WEIGHTS[name] = float(value)
             else:
-                raise SystemExit(f"--budgets {spec}: unknown setting {name!r} (early, reserves or one of "
-                                 f"{', '.join(cost.CostModel.OPENCL_WEIGHTS)})")
+                raise SystemExit(f"--budgets {spec}: unknown setting {name!r} ({', '.join(switches)} or one of "
+                                 f"{', '.join(weights)})")
         yield
     finally:
-        cost.CostModel.OPENCL_WEIGHTS.clear()
-        cost.CostModel.OPENCL_WEIGHTS.update(saved[0])
-        batch.EARLY_UPDATES, plan.KEPT_RESERVES = saved[1], saved[2]
+        cost.CostModel.OPENCL_WEIGHTS.update(weights)
+        for name, (module, attr, _) in switches.items():
+            setattr(module, attr, saved[name])
 
 
 def _launches(rt, step, steps: int) -> float | None:
