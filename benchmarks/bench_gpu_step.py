@@ -129,7 +129,8 @@ def bench_budgets(device: str, batch: int, steps: int, warmup: int, budgets: lis
     per round), so that drift on a shared machine falls on all alike. trainer: the trainer's optimizer (Nesterov
     momentum, weight decay 5e-4, cosine schedule) instead of plain momentum. A budget may name planner settings
     its session plans under (`_planning`), e.g. 128MB@calls=4e-6@early=0; a budget named twice is planned twice.
-    Prints each plan (its predicted cost and runs' micro-batch counts); with `profile` (TFPLUS_OPENCL_PROFILE=1)
+    Prints each plan (its predicted cost and runs' micro-batch counts) and each session's loss after the timed
+    steps (the same steps from the same weights: equal within float tolerance); with `profile` (TFPLUS_OPENCL_PROFILE=1)
     each session's kernels a step: launches and GPU ms by kernel name."""
     import numpy as np
 
@@ -161,9 +162,14 @@ def bench_budgets(device: str, batch: int, steps: int, warmup: int, budgets: lis
                 print(f"  {name}: planned peak {p.peak_bytes / 1e6:.1f} MB, predicted {p.predicted_overhead:+.1%}, "
                       f"runs' counts {','.join(f'{n}x{c.count(n)}' for n in sorted(set(c))) or p.microbatches}",
                       flush=True)
+        losses = {}
         for _ in range(steps):
             for name, s in sessions.items():
-                times[name] += _times(lambda s=s: s.run(fetches, feed), 1)
+                t = time.perf_counter()
+                losses[name] = s.run(fetches, feed)[1]
+                times[name].append(time.perf_counter() - t)
+        # the same steps from the same weights: a budget's plan trains as the plain step (float tolerance)
+        print("  loss after the steps: " + ", ".join(f"{n} {v:.6f}" for n, v in losses.items()), flush=True)
         if profile:
             for name, s in sessions.items():
                 s.runtime.profile_report()
