@@ -12,10 +12,13 @@ not conv2). Sessions run one step each in turns.
 
     python benchmarks/bench_forced_plans.py --device opencl --plans 2,1,1,1,2 "1,1,0,4,0/MaxPool:0,2,keep"
     python benchmarks/bench_forced_plans.py --compute-units 132 --plans ...   # predictions only, on those facts
+    python benchmarks/bench_forced_plans.py --model mobilenet --trainer-recipe --compute-units 132 --counts \
+        --budgets 128MB,64MB --weights calls=4e-6   # the search's MobileNet plans on the H200's facts, kernel calls
 
 With --compute-units N nothing runs: the plans are made for an OpenCL device of N compute units (the H200 has 132)
 on this machine's kernels, and their peaks and predicted costs printed, with the plan the search chooses for each
-of --budgets.
+of --budgets (with --counts, its kernel calls per op type and its runs' micro-batch counts too). --weights NAME=V
+sets opencl cost-model weights (cost.CostModel.OPENCL_WEIGHTS) for the planning here.
 """
 from __future__ import annotations
 
@@ -60,6 +63,37 @@ def op_calls(p) -> dict[str, int]:
     return calls
 
 
+def _print_counts(p) -> None:
+    calls = op_calls(p)
+    print(f"    {sum(calls.values())} kernel calls: " +
+          ", ".join(f"{t} {n}" for t, n in sorted(calls.items(), key=lambda kv: (-kv[1], kv[0]))))
+    if p.run_microbatches:
+        print("    runs' micro-batch counts: " + " ".join(map(str, p.run_microbatches)))
+
+
+def _print_runs(p) -> None:
+    """Per run of a split step: its micro-batch count and its layers' calls (forward convolutions, normalizations,
+    convolution backprops), with the spatial sizes of the activations they read: where the recomputation is."""
+    from tfplus.planner.liveness import executes
+    counts = p.run_microbatches or [p.microbatches] * len(p.phases)
+    for i, ph in enumerate(p.phases):
+        kinds: dict[str, list] = {}
+        for op in ph.order:
+            if not executes(op, ph.feeds) or op.type in _HOST:
+                continue
+            kind = ("conv" if op.type in ("Conv2D", "DepthwiseConv2dNative") else
+                    "norm" if op.type in ("_BatchNormApply", "FusedBatchNormV3") else
+                    "backprop" if "Backprop" in op.type else None)
+            if kind:
+                shapes = [ph.specs[t].shape for t in op.inputs if t in ph.specs]
+                # NCHW activations (filters are HWIO: 1 or 3 rows)
+                side = max((h for n, _, h, w in (x for x in shapes if len(x) == 4) if n > 3 and h == w), default=0)
+                kinds.setdefault(kind, []).append(side)
+        n = counts[i] if i < len(counts) else 1
+        print(f"    run {i:2d} {ph.name[:28]:28s} x{n}: " + ", ".join(
+            f"{k} {len(v)} ({','.join(f'{s}' for s in sorted(set(v), reverse=True))})" for k, v in kinds.items()))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--device", default="opencl")
@@ -69,6 +103,13 @@ def main() -> None:
     ap.add_argument("--alignment", type=int, help="with --compute-units: its arena alignment in bytes (the H200's is "
                     "512; default this machine's device's)")
     ap.add_argument("--rounds", type=int, default=20)
+    ap.add_argument("--model", choices=("mentee", "mobilenet"), default="mentee")
+    ap.add_argument("--trainer-recipe", action="store_true", help="the trainer's optimizer (Nesterov momentum, weight "
+                    "decay 5e-4, cosine schedule) instead of plain momentum, as bench_gpu_step.py's")
+    ap.add_argument("--weights", default="", help="NAME=V,...: opencl cost-model weights to plan with (e.g. "
+                    "calls=4e-6,divided=0.6e-14)")
+    ap.add_argument("--runs", action="store_true", help="with --compute-units: per run of each budget's plan, its "
+                    "micro-batch count and its layers' calls with the spatial sizes they read")
     ap.add_argument("--counts", action="store_true", help="with --compute-units: each plan's kernel calls per op "
                     "type per step (the ops the executor runs a kernel for, times their run's micro-batches)")
     args = ap.parse_args()
@@ -76,11 +117,18 @@ def main() -> None:
     import numpy as np
 
     import tfplus as tf
-    from tfplus.graphs.mentee import training_graph
+    from tfplus.graphs.mentee import mentee, training_graph
+    from tfplus.graphs.mobilenet import mobilenet
+    from tfplus.planner.cost import CostModel
     from tfplus.runtime.facts import device_facts
     plan = importlib.import_module("tfplus.planner.plan")  # the module (tfplus.planner.plan is also the function)
-    tg = training_graph(total_steps=10 ** 6, seed=0, optimizer="momentum", nesterov=False, weight_decay=0.0,
-                        schedule="const", learning_rate=0.01)
+    for item in filter(None, args.weights.split(",")):
+        name, _, value = item.partition("=")
+        CostModel.OPENCL_WEIGHTS[name] = float(value)
+    recipe = {} if args.trainer_recipe else dict(nesterov=False, weight_decay=0.0, schedule="const",
+                                                   learning_rate=0.01)
+    tg = training_graph(mobilenet if args.model == "mobilenet" else mentee, total_steps=10 ** 6, seed=0,
+                        optimizer="momentum", **recipe)
     rng = np.random.default_rng(0)
     feed = {tg.images: rng.standard_normal((128, 3, 32, 32)).astype(np.float32),
             tg.labels: rng.integers(0, 10, 128).astype(np.int32)}
@@ -109,14 +157,16 @@ def main() -> None:
             names = " + ".join(x["name"] for x in p.transformations if x["name"] not in ("schedule", "inplace"))
             print(f"{b:>6}: peak {p.peak_bytes / 1e6:6.2f} MB{'' if p.fits else ' (does not fit)'}, predicted "
                   f"{p.predicted_overhead:+7.1%}, {names} ({time.perf_counter() - t:.1f} s to plan)")
+            if args.counts:
+                _print_counts(p)
+            if args.runs:
+                _print_runs(p)
         for text in args.plans:
             kc = candidate(text, plan)
             p = step.build(*kc)
             print(f"  {text:40s} predicted {p.predicted_overhead:+7.1%}  peak {p.peak_bytes / 1e6:6.2f} MB")
             if args.counts:
-                calls = op_calls(p)
-                print(f"    {sum(calls.values())} kernel calls: " +
-                      ", ".join(f"{t} {n}" for t, n in sorted(calls.items(), key=lambda kv: (-kv[1], kv[0]))))
+                _print_counts(p)
         base.close()
         planning.close()
         return

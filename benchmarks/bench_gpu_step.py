@@ -7,6 +7,8 @@ CUDA; Mentee only). Not a test.
     TFPLUS_OPENCL_PROFILE=1 python benchmarks/bench_gpu_step.py --profile   # + per-kernel GPU times
     python benchmarks/bench_gpu_step.py --no-peers --budgets 1TB,64MB,32MB,24MB  # planned steps vs plain
     python benchmarks/bench_gpu_step.py --model mobilenet --no-peers --budgets 1TB,128MB,64MB --trainer-recipe
+    python benchmarks/bench_gpu_step.py --model mobilenet --no-peers --budgets 128MB,128MB@calls=4e-6 --trainer-recipe
+                                      # a budget planned under other cost weights (bench_budgets, _planning)
     python benchmarks/bench_gpu_step.py --unfused --no-peers   # the graph rewrite on and off, same run
     python benchmarks/bench_gpu_step.py --model mobilenet --unfused   # MobileNet (CIFAR); peer: PyTorch's mirror
     python benchmarks/bench_gpu_step.py --peers torch,torch:graph   # PyTorch eager and its step as a CUDA graph
@@ -22,6 +24,7 @@ are recorded in benchmarks/gpu_notes.md.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -121,10 +124,14 @@ def bench_tfplus(device: str, batch: int, steps: int, warmup: int, profile: bool
 
 
 def bench_budgets(device: str, batch: int, steps: int, warmup: int, budgets: list[str], model: str = "mentee",
-                  trainer: bool = False) -> dict:
+                  trainer: bool = False, profile: bool = False) -> dict:
     """Median ms/step of the plain executor and of a session per memory budget, run in turns (one step of each
     per round), so that drift on a shared machine falls on all alike. trainer: the trainer's optimizer (Nesterov
-    momentum, weight decay 5e-4, cosine schedule) instead of plain momentum."""
+    momentum, weight decay 5e-4, cosine schedule) instead of plain momentum. A budget may name planner settings
+    its session plans under (`_planning`), e.g. 128MB@calls=4e-6@early=0; a budget named twice is planned twice.
+    Prints each plan (its predicted cost and runs' micro-batch counts) and each session's loss after the timed
+    steps (the same steps from the same weights: equal within float tolerance); with `profile` (TFPLUS_OPENCL_PROFILE=1)
+    each session's kernels a step: launches and GPU ms by kernel name."""
     import numpy as np
 
     import tfplus as tf
@@ -137,21 +144,78 @@ def bench_budgets(device: str, batch: int, steps: int, warmup: int, budgets: lis
     feed = {tg.images: rng.standard_normal((batch, 3, 32, 32)).astype(np.float32),
             tg.labels: rng.integers(0, 10, batch).astype(np.int32)}
     fetches = [tg.train_op, tg.loss]
+    names = ["plain"] + [b if budgets.count(b) == 1 else f"{b}#{i}" for i, b in enumerate(budgets)]
     sessions = {"plain": tf.Session(graph=tg.graph, device=device)}
-    sessions.update({b: tf.Session(graph=tg.graph, device=device, memory_budget=b) for b in budgets})
+    sessions.update({n: tf.Session(graph=tg.graph, device=device, memory_budget=b.split("@")[0])
+                     for n, b in zip(names[1:], budgets)})
     times: dict = {name: [] for name in sessions}
     try:
-        for s in sessions.values():
+        for (name, s), spec in zip(sessions.items(), [""] + budgets):
             s.run(tg.init_op)
-            for _ in range(warmup + 1):
+            with _planning(spec):
                 s.run(fetches, feed)
+            for _ in range(warmup):
+                s.run(fetches, feed)
+            p = list(s.steps)[-1].plan  # the training step's (the first is init's)
+            if p is not None and name != "plain":
+                c = p.run_microbatches
+                print(f"  {name}: planned peak {p.peak_bytes / 1e6:.1f} MB, predicted {p.predicted_overhead:+.1%}, "
+                      f"runs' counts {','.join(f'{n}x{c.count(n)}' for n in sorted(set(c))) or p.microbatches}",
+                      flush=True)
+        losses = {}
         for _ in range(steps):
             for name, s in sessions.items():
-                times[name] += _times(lambda s=s: s.run(fetches, feed), 1)
+                t = time.perf_counter()
+                losses[name] = s.run(fetches, feed)[1]
+                times[name].append(time.perf_counter() - t)
+        # the same steps from the same weights: a budget's plan trains as the plain step (float tolerance)
+        print("  loss after the steps: " + ", ".join(f"{n} {v:.6f}" for n, v in losses.items()), flush=True)
+        if profile:
+            for name, s in sessions.items():
+                s.runtime.profile_report()
+                for _ in range(3):
+                    s.run(fetches, feed)
+                rep = s.runtime.profile_report()
+                total = sum(ms for _, ms in rep.values()) / 3
+                print(f"  {name} kernels a step: {sum(n for n, _ in rep.values()) / 3:.0f} launches, {total:.2f} ms: "
+                      + ", ".join(f"{k} {n / 3:.0f}/{ms / 3:.2f}" for k, (n, ms) in
+                                  sorted(rep.items(), key=lambda kv: -kv[1][1])[:16]), flush=True)
     finally:
         for s in sessions.values():
             s.close()
     return {name: statistics.median(t) * 1e3 for name, t in times.items()}
+
+
+@contextlib.contextmanager
+def _planning(spec: str):
+    """Planner settings for the plans made inside, from a budget's `@NAME=V` parts: a cost-model weight of opencl
+    (planner.cost.CostModel.OPENCL_WEIGHTS: calls, divided, ...), early=0|1 (planner.batch.EARLY_UPDATES),
+    maskx=0|1 (planner.crossbatch.MASK_FROM_X) or reserves=1/2/4 (planner.plan.KEPT_RESERVES)."""
+    import importlib
+
+    from tfplus.planner import batch, cost, crossbatch
+    plan = importlib.import_module("tfplus.planner.plan")
+    switches = {"early": (batch, "EARLY_UPDATES", lambda v: v == "1"),
+                "maskx": (crossbatch, "MASK_FROM_X", lambda v: v == "1"),
+                "reserves": (plan, "KEPT_RESERVES", lambda v: tuple(int(r) for r in v.split("/")))}
+    weights = dict(cost.CostModel.OPENCL_WEIGHTS)
+    saved = {name: getattr(module, attr) for name, (module, attr, _) in switches.items()}
+    try:
+        for item in spec.split("@")[1:]:
+            name, _, value = item.partition("=")
+            if name in switches:
+                module, attr, parse = switches[name]
+                setattr(module, attr, parse(value))
+            elif name in weights:
+                cost.CostModel.OPENCL_WEIGHTS[name] = float(value)
+            else:
+                raise SystemExit(f"--budgets {spec}: unknown setting {name!r} ({', '.join(switches)} or one of "
+                                 f"{', '.join(weights)})")
+        yield
+    finally:
+        cost.CostModel.OPENCL_WEIGHTS.update(weights)
+        for name, (module, attr, _) in switches.items():
+            setattr(module, attr, saved[name])
 
 
 def _launches(rt, step, steps: int) -> float | None:
@@ -415,7 +479,7 @@ def main() -> None:
         launch_overhead(args.device)
     if args.budgets:
         ms = bench_budgets(args.device, args.batch, args.steps, args.warmup, args.budgets.split(","), args.model,
-                           args.trainer_recipe)
+                           args.trainer_recipe, args.profile)
         print(f"{args.model} step by memory budget ({args.device}, batch {args.batch}, {args.steps} rounds in "
               f"turns{', the trainer recipe' if args.trainer_recipe else ''}):")
         for name, v in ms.items():

@@ -18,7 +18,10 @@ declared not differentiable; their names start with '_' as the graph rewrite's f
   scale's and offset's gradients (a micro-batched step averages its micro-batches' gradients: the same average).
 
 The gradient ops' optional last input z is the activation's output (attr activation, N = 1): dy is masked where the
-activation's gradient is zero, as _FusedBatchNormReluGrad does.
+activation's gradient is zero, as _FusedBatchNormReluGrad does. _BatchNormGradApply with attr mask_from_x takes the
+norm's offset there instead and masks where the activation of (x - mean) * scaled + offset, the value
+_BatchNormApply computed z from, has a zero gradient: a pass that applies a norm's gradient then need not normalize
+x again for its mask (crossbatch: one normalization less in each backward pass).
 """
 from __future__ import annotations
 
@@ -177,9 +180,10 @@ def _grad_apply_shape(ins, attrs):
     what = "_BatchNormGradApply"
     z = _activation_input(z, attrs, what)
     check_same_dtype(ins, f"{what}: its inputs")
+    offset = {"offset": z[0]} if z and attrs.get("mask_from_x") else {}  # (mask_from_x: the norm's offset)
     _vectors(_channels(x, attrs, what), {"mean": mean, "inv_std": inv_std, "scaled": scaled,
-                                         "scale_backprop": d_scale, "offset_backprop": d_offset}, what)
-    _like_x(x, {"y_backprop": dy, **({"activations": z[0]} if z else {})}, what)
+                                         "scale_backprop": d_scale, "offset_backprop": d_offset, **offset}, what)
+    _like_x(x, {"y_backprop": dy, **({"activations": z[0]} if z and not offset else {})}, what)
     return [spec(x.shape, x.dtype), d_scale, d_offset]
 
 
@@ -187,15 +191,18 @@ register_op("_BatchNormGradApply",
             inputs=("y_backprop", "x", "mean", "inv_std", "scaled", "scale_backprop", "offset_backprop",
                     "activations*"),
             outputs=("x_backprop", "scale_backprop", "offset_backprop"),
-            attrs={"T": "type", "N": "int", "data_format": "string", "activation": "string"},
+            attrs={"T": "type", "N": "int", "data_format": "string", "activation": "string", "mask_from_x": "bool"},
             shape_fn=_grad_apply_shape, flops=flops.times_input(7))
 register_rows(rowwise, "_BatchNormGradApply")
 not_differentiable("_BatchNormGradApply")
 
 
 def batch_norm_grad_apply(dy, x, mean, inv_std, scaled, d_scale, d_offset, data_format: str, activation: str = "",
-                          activations=None, name: str = "backprop"):
-    """(dx, d_scale, d_offset): dx from the sums d_scale and d_offset, which it hands on."""
-    z = [activations] if activation else []
+                          activations=None, name: str = "backprop", offset=None):
+    """(dx, d_scale, d_offset): dx from the sums d_scale and d_offset, which it hands on. With `activation`, dy is
+    masked at `activations` (the activation's output) or, given the norm's `offset` instead, where the activation
+    of (x - mean) * scaled + offset has a zero gradient (attr mask_from_x)."""
+    z = [offset if offset is not None else activations] if activation else []
     return apply_op("_BatchNormGradApply", [dy, x, mean, inv_std, scaled, d_scale, d_offset, z],
-                    {"data_format": data_format, "activation": activation}, name)
+                    {"data_format": data_format, "activation": activation,
+                     "mask_from_x": bool(activation) and offset is not None}, name)

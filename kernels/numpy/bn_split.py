@@ -109,6 +109,8 @@ def _grad_sums(ctx, ins, outs, attrs):
 # -- _BatchNormGradApply -----------------------------------------------------------------------------------------
 @register_workspace("_BatchNormGradApply", "cpu")
 def _grad_apply_ws(ins, attrs):
+    if attrs.get("mask_from_x"):  # z remade from x first (its own scratch), then as with z given
+        return [(ins[1].shape, ins[1].dtype)] + _masked_ws(list(ins[:-1]) + [ins[1]], attrs)
     ws = _masked_ws(ins, attrs)
     return ws if ws else [(ins[0].shape, ins[0].dtype)]  # dy - d_offset / n: in the masked dy's scratch, with one
 
@@ -121,6 +123,14 @@ def _grad_apply(ctx, ins, outs, attrs):
     np.copyto(outs[2], d_offset)
     vec = _layout(x, attrs["data_format"])[1]
     count = x.dtype.type(x.size // max(mean.size, 1))  # the values per channel of these rows
+    if attrs.get("mask_from_x"):
+        # z as _apply made it, with scale * inv_std as from_moments gave it (`scaled`): the same bits
+        y = ctx.workspace(x.shape, as_dtype(x.dtype))
+        np.subtract(x, mean.reshape(vec), out=y)
+        np.multiply(y, scaled.reshape(vec), out=y)
+        np.add(y, z[0].reshape(vec), out=y)
+        _activate(ctx, y, attrs["activation"])
+        z = [y]
     g = _masked(ctx, dy, z, attrs)
     centered = g if g is not dy else ctx.workspace(dy.shape, as_dtype(dy.dtype))
     np.subtract(x, mean.reshape(vec), out=dx)

@@ -79,6 +79,7 @@ def _grad_sums_scratch(ins, attrs, compute_units):
 def _grad_apply(ctx, ins, outs, attrs):
     rt, (dy, x, mean, inv_std, scaled, d_scale, d_offset, *z) = ctx.runtime, ins
     c, s, count = _bn_layout(x, attrs)
-    rt.run1d(kernel(rt, SRC, "bn_grad_split", x.dtype, BN_ACT=_BN_ACT[attrs["activation"]]), max(x.size, c),
+    rt.run1d(kernel(rt, SRC, "bn_grad_split", x.dtype, BN_ACT=_BN_ACT[attrs["activation"]],
+                    **({"MASK_X": 1} if attrs.get("mask_from_x") else {})), max(x.size, c),
              *outs, dy, x, mean, inv_std, scaled, d_scale, d_offset, z[0] if z else dy, np.int32(x.size),
              np.int32(c), np.int32(s), x.dtype.type(count))

@@ -478,7 +478,11 @@ __kernel void K(bn_normalize)(GLOBAL(T, y), GLOBAL(const T, x), GLOBAL(const T, 
 // dx = scaled[c] * (dy - d_offset[c] / count - (x - mean[c]) * inv[c] * d_scale[c] / count), count the values per
 // channel of these rows; with BN_ACT, dy masked at z. d_scale and d_offset: sums over these rows, or the
 // micro-batches' sums averaged (the batch's over the batch's count, the same quotient); copied to scale_out and
-// offset_out (the op's gradients of the scale and offset) by the first C items (max(n, C) of them).
+// offset_out (the op's gradients of the scale and offset) by the first C items (max(n, C) of them). With MASK_X,
+// z is the norm's offset (C,) and the mask's z is remade from x as bn_normalize made it (scaled[c] = scale * inv).
+#ifndef MASK_X
+#define MASK_X 0
+#endif
 #if WANT_bn_grad_split
 __kernel void K(bn_grad_split)(GLOBAL(T, dx), GLOBAL(T, scale_out), GLOBAL(T, offset_out), GLOBAL(const T, dy),
                                GLOBAL(const T, x), GLOBAL(const T, mean), GLOBAL(const T, inv),
@@ -493,7 +497,11 @@ __kernel void K(bn_grad_split)(GLOBAL(T, dx), GLOBAL(T, scale_out), GLOBAL(T, of
     }
     if (i >= n) return;
     int c = (i / S) % C;
+#if MASK_X
+    T g = dy[i], zi = BN_ACTIVATE((x[i] - mean[c]) * scaled[c] + z[c]);
+#else
     T g = dy[i], zi = z[i];  // both loaded: a load inside the select would be a branch
+#endif
     g = BN_MASKED(g, zi);
     T x_hat = (x[i] - mean[c]) * inv[c];
     dx[i] = ((g - d_offset[c] / count) - x_hat * (d_scale[c] / count)) * scaled[c];

@@ -96,3 +96,22 @@ def test_the_statistics_passes_compute_a_norm_with_the_fused_ops_alone():
     norm = [op.type for ph in p.phases for op in ph.order if "/micro/" in op.name]
     assert set(norm) <= SPLIT_OPS | {"Const", "Identity", "Mul"}, sorted(set(norm) - SPLIT_OPS)
     assert SPLIT_OPS <= set(norm)
+
+
+@pytest.mark.parametrize("fmt, activation, shape", [("NCHW", "Relu6", (3, 6, 5, 3)), ("NHWC", "Relu", (3, 5, 3, 6))])
+def test_the_gradient_masked_from_x_is_the_gradient_masked_at_z(fmt, activation, shape, device):
+    """_BatchNormGradApply with mask_from_x (the norm's offset in z's place: the mask remade from x as
+    _BatchNormApply made z) gives dx and the sums it hands on bit for bit as with z given."""
+    g, feeds, mine, _ = _chain(fmt, activation, shape)
+    with g.as_default():
+        (apply,) = [op for op in g.get_operations() if op.type == "_BatchNormGradApply"]
+        (norm,) = [op for op in g.get_operations() if op.type == "_BatchNormApply"]
+        dy, x, m, inv_std, scaled, d_scale, d_offset, _ = apply.inputs
+        masked = bn_split_ops.batch_norm_grad_apply(dy, x, m, inv_std, scaled, d_scale, d_offset, fmt, activation,
+                                                    offset=norm.inputs[4])
+    assert masked[0].op.attrs["mask_from_x"] and norm.outputs[0] not in masked[0].op.inputs
+    with tf.Session(graph=g, device=device) as sess:
+        want, got, z = sess.run([list(apply.outputs), list(masked), norm.outputs[0]], feeds)
+    assert 0 < np.count_nonzero(z) < z.size  # some values masked, some not: the mask is tested
+    for name, a, b in zip(["dx", "d scale", "d offset"], got, want):
+        np.testing.assert_array_equal(a, b, err_msg=f"{name} ({fmt}, {activation})")

@@ -75,6 +75,9 @@ from tfplus.registry import has_tag, tagged
 KEEP = True
 # Kill switch of a micro-batch count per run (counts): False runs every pass and the micro-batch run in k.
 COUNTS = True
+# Kill switch of a norm gradient's mask from x (_norm_grad): False masks dx's dy at the activation's output, which
+# the pass that applies the gradient then normalizes x again for.
+MASK_FROM_X = True
 
 
 class Statistics(NamedTuple):
@@ -606,7 +609,8 @@ def _norm(op: Operation, ins: list[Tensor], specs: dict) -> tuple[list[Tensor], 
     # (derived: fed to the runs after the first), not `scaled`, the gradient's derived value (_norm_grad), so that
     # a step without the gradient never reruns from_moments. "local", the micro-batch's own mean, is a statistic
     # itself here (mean_wide): the moments op has no tensor for it alone.
-    return outs, {"mean": m, "variance": v, "rstd": rstd, "scaled": scaled, "epsilon": eps, "local": mean_wide,
+    return outs, {"mean": m, "variance": v, "rstd": rstd, "scaled": scaled, "offset": offset, "epsilon": eps,
+                  "local": mean_wide,
                   "statistics": [mean_wide, square_wide, within], "derived": [m, v, rstd]}
 
 
@@ -621,8 +625,11 @@ def _norm_grad(op: Operation, ins: list[Tensor], norm: dict) -> tuple[list[Tenso
     z = ins[-1] if activation else None  # the activation's output, whose gradient masks dy
     d_scale, d_offset = bn_split_ops.batch_norm_grad_sums(dy, x, norm["mean"], norm["variance"], norm["epsilon"],
                                                           fmt, activation, z, name="sums")
+    # dx's mask from x and the offset: its pass (the one after the sums') reads x already and would otherwise
+    # normalize it again for z alone (the sums' pass computes z anyway: the filter gradient of the layer above).
     dx, *grads = bn_split_ops.batch_norm_grad_apply(dy, x, norm["mean"], norm["rstd"], norm["scaled"], d_scale,
-                                                    d_offset, fmt, activation, z, name="backprop")
+                                                    d_offset, fmt, activation, z, name="backprop",
+                                                    offset=norm["offset"] if MASK_FROM_X else None)
     # The gradients of the scale and offset are the sums too, handed on by dx's op (see its registration). Where
     # nothing reads dx (a norm of the fed batch), sums of their own: dx's statistics then need no pass.
     if not op.outputs[0].consumers():
