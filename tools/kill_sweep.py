@@ -1,9 +1,11 @@
-"""Signals and kills at random moments of `tfplus train`: each trial starts a run, sends one of SIGINT, SIGTERM,
-SIGHUP or SIGKILL after a random delay, then checks what the run left and what `--resume` makes of it. Not a test
-(hundreds of runs); tests/hostile/test_kill_sweep.py runs a few moments of it.
+"""Signals and kills at random moments of `tfplus train` (or `federated simulate`): each trial starts a run, sends
+one of SIGINT, SIGTERM, SIGHUP or SIGKILL after a random delay, then checks what the run left and what `--resume`
+makes of it. Not a test (hundreds of runs); tests/hostile/test_sig_cli.py runs a few moments of it.
 
     python tools/kill_sweep.py --trials 200 --seed 1                 # cpu, 2 worker processes
     python tools/kill_sweep.py --trials 50 -- --memory-budget 1.5MB  # extra options of `tfplus train`
+    python tools/kill_sweep.py --trials 4 --federated --steps 6 --max-delay 80   # 2 clients, 6 rounds
+    python tools/kill_sweep.py --trials 8 --launcher "mpiexec -n 2" -- --distributed   # the signal to mpiexec
 
 Per trial: the exit status is 128 + the signal (or the kill's), and a stop's stderr has no traceback; every
 checkpoint that the `checkpoint` file lists loads and verifies; `--resume` exits 0, leaves no temporary file,
@@ -33,8 +35,30 @@ _TEMP = re.compile(r"\.tmp$|\.tempstate|\.new-")
 _IN_MAIN = re.compile(r'tfplus/cli\.py", line \d+, in (?!<module>)')  # a frame of a function of the CLI
 
 
-def _train(argv: list[str]) -> list[str]:
-    return [sys.executable, "-m", "tfplus", "train", *argv]
+def _tfplus(argv: list[str], launcher: list[str]) -> list[str]:
+    return [*launcher, sys.executable, "-m", "tfplus", *argv]
+
+
+class Command:
+    """How a sweep starts a run into a folder and resumes it there: `tfplus train` (its checkpoints and
+    TensorBoard events in the folder) or `tfplus federated simulate` (--out), under a launcher (mpiexec) or not."""
+
+    def __init__(self, argv: list[str], federated: bool = False, launcher: list[str] = ()):
+        self.argv, self.federated, self.launcher = argv, federated, list(launcher)
+
+    def start(self, folder: str) -> list[str]:
+        if self.federated:
+            return _tfplus(["federated", "simulate", *self.argv, "--out", folder], self.launcher)
+        return _tfplus(["train", *self.argv, "--checkpoint-dir", folder, "--logdir", os.path.join(folder, "tb")],
+                       self.launcher)
+
+    def resume(self, folder: str) -> list[str]:
+        if tf.train.latest_checkpoint(folder) is None:  # stopped before the first save: start again
+            return self.start(folder)
+        if self.federated:
+            return self.start(folder) + ["--resume"]
+        return _tfplus(["train", "--resume", "--checkpoint-dir", folder, "--logdir", os.path.join(folder, "tb")],
+                       self.launcher)
 
 
 def weights(folder: str) -> dict[str, np.ndarray]:
@@ -72,13 +96,12 @@ def before_main(err: str) -> bool:
     return err.rstrip().endswith("KeyboardInterrupt") and not _IN_MAIN.search(err.replace(os.sep, "/"))
 
 
-def trial(argv: list[str], want: dict, signame: str, delay: float, folder: str) -> list[str]:
-    """One run of `argv` into `folder`, sent `signame` after `delay` seconds, then resumed: what went wrong."""
-    ckpt = ["--checkpoint-dir", folder, "--logdir", os.path.join(folder, "tb")]
-    proc = subprocess.Popen(_train(argv + ckpt), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def trial(command: Command, want: dict, signame: str, delay: float, folder: str) -> list[str]:
+    """One run of `command` into `folder`, sent `signame` after `delay` seconds, then resumed: what went wrong."""
+    proc = subprocess.Popen(command.start(folder), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     time.sleep(delay)
     proc.send_signal(getattr(signal, signame))
-    out, err = proc.communicate(timeout=300)
+    out, err = proc.communicate(timeout=600)
     problems = []
     signum = getattr(signal, signame)
     finished = proc.returncode == 0  # the run ended before the signal came
@@ -87,10 +110,7 @@ def trial(argv: list[str], want: dict, signame: str, delay: float, folder: str) 
     if "Traceback" in err and not (signame == "SIGINT" and before_main(err)):
         problems.append("a traceback: " + " | ".join(err.strip().splitlines()[-3:]))
     problems += check_folder(folder)
-    if tf.train.latest_checkpoint(folder) is None:  # stopped before the first save: start again
-        resumed = subprocess.run(_train(argv + ckpt), capture_output=True, text=True, timeout=300)
-    else:
-        resumed = subprocess.run(_train(["--resume"] + ckpt), capture_output=True, text=True, timeout=300)
+    resumed = subprocess.run(command.resume(folder), capture_output=True, text=True, timeout=600)
     if resumed.returncode != 0:
         return problems + [f"--resume exited {resumed.returncode}: {resumed.stderr.strip().splitlines()[-1:]}"]
     problems += [f"temporary file left: {p}" for p in temp_files(folder)]
@@ -108,26 +128,30 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--steps", type=int, default=24)
     p.add_argument("--max-delay", type=float, default=5.0, help="seconds; the delays are uniform up to this")
-    p.add_argument("extra", nargs="*", help="more options of `tfplus train` (after --)")
+    p.add_argument("--federated", action="store_true", help="tfplus federated simulate (2 clients) instead")
+    p.add_argument("--launcher", default="", help='e.g. "mpiexec -n 2" (with -- --distributed)')
+    p.add_argument("extra", nargs="*", help="more options of the command (after --)")
     args = p.parse_args(argv)
-    run = ["--synthetic", "--model", "lenet", "--batch-size", "16", "--no-eval", "--steps", str(args.steps),
-           "--checkpoint-every", "3", *args.extra]
+    common = ["--synthetic", "--model", "lenet", "--batch-size", "16"]
+    run = common + (["--clients", "2", "--rounds", str(args.steps), "--local-steps", "3", "--cpus", "2"]
+                    if args.federated else ["--no-eval", "--steps", str(args.steps), "--checkpoint-every", "3"])
+    command = Command(run + args.extra, args.federated, args.launcher.split())
     rng = random.Random(args.seed)
     root = tempfile.mkdtemp(prefix="kill_sweep")
     try:
         unbroken = os.path.join(root, "unbroken")
-        subprocess.run(_train(run + ["--checkpoint-dir", unbroken]), check=True, capture_output=True)
+        subprocess.run(command.start(unbroken), check=True, capture_output=True)
         want = weights(unbroken)
         failed = 0
         for t in range(args.trials):
             signame, delay = rng.choice(SIGNALS), rng.uniform(0.0, args.max_delay)
             folder = os.path.join(root, f"t{t}")
-            problems = trial(run, want, signame, delay, folder)
+            problems = trial(command, want, signame, delay, folder)
             failed += bool(problems)
             for line in problems:
                 print(f"trial {t} ({signame} after {delay:.2f} s): {line}", flush=True)
             shutil.rmtree(folder, ignore_errors=True)
-        print(f"{args.trials} trials, {failed} with a problem ({' '.join(run)})")
+        print(f"{args.trials} trials, {failed} with a problem ({' '.join(command.start('DIR'))})")
         return 1 if failed else 0
     finally:
         shutil.rmtree(root, ignore_errors=True)

@@ -34,11 +34,11 @@ def test_ctrl_c_before_the_command_runs_is_one_line_and_130(argv, prog, monkeypa
 def test_a_few_random_moments_of_the_kill_sweep(tmp_path):
     """Two moments inside the run (after its ~1-2 s start): a kill, and a hang-up that saves first."""
     sweep = _kill_sweep()
-    argv = ["--synthetic", "--model", "lenet", "--batch-size", "16", "--no-eval", "--steps", "40",
-            "--checkpoint-every", "3"]
+    command = sweep.Command(["--synthetic", "--model", "lenet", "--batch-size", "16", "--no-eval", "--steps", "40",
+                             "--checkpoint-every", "3"])
     unbroken = str(tmp_path / "unbroken")
-    sweep.subprocess.run(sweep._train(argv + ["--checkpoint-dir", unbroken]), check=True, capture_output=True)
+    sweep.subprocess.run(command.start(unbroken), check=True, capture_output=True)
     want = sweep.weights(unbroken)
     for n, (signame, delay) in enumerate([("SIGKILL", 3.0), ("SIGHUP", 3.5)]):
-        problems = sweep.trial(argv, want, signame, delay, str(tmp_path / f"t{n}"))
+        problems = sweep.trial(command, want, signame, delay, str(tmp_path / f"t{n}"))
         assert problems == [], f"{signame} after {delay} s: {problems}"
