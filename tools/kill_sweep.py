@@ -7,6 +7,7 @@ makes of it. Not a test (hundreds of runs); tests/hostile/test_sig_cli.py runs a
     python tools/kill_sweep.py --trials 4 --federated --steps 6 --max-delay 80   # 2 clients, 6 rounds
     python tools/kill_sweep.py --trials 8 --launcher "mpiexec -n 2" -- --distributed   # the signal to mpiexec
 
+Half the signals go to the run's process group (a terminal's Ctrl-C), half to its first process (kill PID).
 Per trial: the exit status is 128 + the signal (or the kill's), and a stop's stderr has no traceback; every
 checkpoint that the `checkpoint` file lists loads and verifies; `--resume` exits 0, leaves no temporary file,
 and its final weights equal those of the run never stopped, bit for bit; the TensorBoard events files read to
@@ -57,8 +58,9 @@ class Command:
             return self.start(folder)
         if self.federated:
             return self.start(folder) + ["--resume"]
-        return _tfplus(["train", "--resume", "--checkpoint-dir", folder, "--logdir", os.path.join(folder, "tb")],
-                       self.launcher)
+        ranks = ["--distributed"] if "--distributed" in self.argv else []  # (not a checkpoint's option)
+        return _tfplus(["train", "--resume", *ranks, "--checkpoint-dir", folder, "--logdir",
+                        os.path.join(folder, "tb")], self.launcher)
 
 
 def weights(folder: str) -> dict[str, np.ndarray]:
@@ -96,11 +98,17 @@ def before_main(err: str) -> bool:
     return err.rstrip().endswith("KeyboardInterrupt") and not _IN_MAIN.search(err.replace(os.sep, "/"))
 
 
-def trial(command: Command, want: dict, signame: str, delay: float, folder: str) -> list[str]:
-    """One run of `command` into `folder`, sent `signame` after `delay` seconds, then resumed: what went wrong."""
-    proc = subprocess.Popen(command.start(folder), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def trial(command: Command, want: dict, signame: str, delay: float, folder: str, group: bool = False) -> list[str]:
+    """One run of `command` into `folder`, sent `signame` after `delay` seconds (with `group`, to its process group,
+    as a terminal's Ctrl-C reaches a job's every process: its workers, mpiexec's ranks), then resumed: what went
+    wrong."""
+    proc = subprocess.Popen(command.start(folder), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
     time.sleep(delay)
-    proc.send_signal(getattr(signal, signame))
+    if group:
+        os.killpg(proc.pid, getattr(signal, signame))
+    else:
+        proc.send_signal(getattr(signal, signame))
     out, err = proc.communicate(timeout=600)
     problems = []
     signum = getattr(signal, signame)
@@ -144,12 +152,13 @@ def main(argv=None) -> int:
         want = weights(unbroken)
         failed = 0
         for t in range(args.trials):
-            signame, delay = rng.choice(SIGNALS), rng.uniform(0.0, args.max_delay)
+            signame, delay, group = rng.choice(SIGNALS), rng.uniform(0.0, args.max_delay), rng.random() < 0.5
             folder = os.path.join(root, f"t{t}")
-            problems = trial(command, want, signame, delay, folder)
+            problems = trial(command, want, signame, delay, folder, group)
             failed += bool(problems)
             for line in problems:
-                print(f"trial {t} ({signame} after {delay:.2f} s): {line}", flush=True)
+                print(f"trial {t} ({signame} to the {'group' if group else 'process'} after {delay:.2f} s): {line}",
+                      flush=True)
             shutil.rmtree(folder, ignore_errors=True)
         print(f"{args.trials} trials, {failed} with a problem ({' '.join(command.start('DIR'))})")
         return 1 if failed else 0

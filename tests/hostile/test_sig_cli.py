@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import signal
 
 import pytest
 
@@ -30,15 +29,16 @@ def test_ctrl_c_before_the_command_runs_is_one_line_and_130(argv, prog, monkeypa
     assert capsys.readouterr().err == f"\n{prog}: interrupted\n"
 
 
-@pytest.mark.skipif(not hasattr(signal, "SIGHUP"), reason="SIGHUP is POSIX's")
+@pytest.mark.skipif(not hasattr(os, "killpg"), reason="process groups are POSIX's")
 def test_a_few_random_moments_of_the_kill_sweep(tmp_path):
-    """Two moments inside the run (after its ~1-2 s start): a kill, and a hang-up that saves first."""
+    """Two moments inside the run (after its ~1-2 s start): a kill, and a terminal's Ctrl-C (to the process group:
+    the worker processes get it too) that saves first."""
     sweep = _kill_sweep()
     command = sweep.Command(["--synthetic", "--model", "lenet", "--batch-size", "16", "--no-eval", "--steps", "40",
                              "--checkpoint-every", "3"])
     unbroken = str(tmp_path / "unbroken")
     sweep.subprocess.run(command.start(unbroken), check=True, capture_output=True)
     want = sweep.weights(unbroken)
-    for n, (signame, delay) in enumerate([("SIGKILL", 3.0), ("SIGHUP", 3.5)]):
-        problems = sweep.trial(command, want, signame, delay, str(tmp_path / f"t{n}"))
+    for n, (signame, delay, group) in enumerate([("SIGKILL", 3.0, False), ("SIGINT", 3.5, True)]):
+        problems = sweep.trial(command, want, signame, delay, str(tmp_path / f"t{n}"), group)
         assert problems == [], f"{signame} after {delay} s: {problems}"
