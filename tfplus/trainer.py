@@ -1036,9 +1036,11 @@ def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = No
             return _train(cfg, quiet, quiet)
     except BaseException as e:
         if dist.size() > 1:
-            print(f"tfplus train --distributed: rank {dist.rank()} of {dist.size()} failed "
-                  f"({type(e).__name__}: {e}); ending every rank", file=sys.stderr, flush=True)
-            dist.abort()
+            # Ctrl-C before the steps' stop handling (or a second one): mpiexec passes it on to every rank.
+            what = "was interrupted" if isinstance(e, KeyboardInterrupt) else f"failed ({type(e).__name__}: {e})"
+            print(f"tfplus train --distributed: rank {dist.rank()} of {dist.size()} {what}; ending every rank",
+                  file=sys.stderr, flush=True)
+            dist.abort(EXIT_ON_SIGNAL[signal.SIGINT] if isinstance(e, KeyboardInterrupt) else 1)
         raise
 
 

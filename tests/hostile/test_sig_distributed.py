@@ -32,3 +32,25 @@ def test_a_two_rank_checkpoint_resumed_by_one_process_or_without_distributed_is_
                            folder, "--resume"], env=ENV, capture_output=True, text=True, timeout=120)
     assert both.returncode != 0 and both.stderr.count(want) == 2  # each process refuses
     assert sorted(os.listdir(folder)) == before
+
+
+# `python -c` this, then the command line: Ctrl-C reaches every rank as it builds its graph (before its steps).
+_EARLY_CTRL_C = ("import os, signal, sys\n"
+                 "from tfplus import trainer\n"
+                 "from tfplus.cli import main\n"
+                 "_build = trainer.build_graph\n"
+                 "def build_then_interrupted(*args):\n"
+                 "    os.kill(os.getpid(), signal.SIGINT)\n"
+                 "    return _build(*args)\n"
+                 "trainer.build_graph = build_then_interrupted\n"
+                 "sys.exit(main(sys.argv[1:]))\n")
+
+
+def test_ctrl_c_before_the_steps_ends_every_rank_saying_so_with_130(tmp_path):
+    """It was 'rank 0 of 2 failed (KeyboardInterrupt: )' and exit 1, as for a crash."""
+    run = subprocess.run([str(MPIEXEC), "-n", "2", sys.executable, "-c", _EARLY_CTRL_C, "train", "--synthetic",
+                          "--model", "lenet", "--batch-size", "16", "--steps", "2", "--no-eval", "--checkpoint-dir",
+                          str(tmp_path / "ckpt"), "--distributed"], env=ENV, capture_output=True, text=True,
+                         timeout=180)
+    assert run.returncode == 130, run.stderr
+    assert "of 2 was interrupted; ending every rank" in run.stderr and "Traceback" not in run.stderr
