@@ -100,8 +100,8 @@ def before_main(err: str) -> bool:
 
 def trial(command: Command, want: dict, signame: str, delay: float, folder: str, group: bool = False) -> list[str]:
     """One run of `command` into `folder`, sent `signame` after `delay` seconds (with `group`, to its process group,
-    as a terminal's Ctrl-C reaches a job's every process: its workers, mpiexec's ranks), then resumed: what went
-    wrong."""
+    as a terminal's Ctrl-C: its worker processes get it too; mpiexec's ranks have groups of their own), then
+    resumed: what went wrong."""
     proc = subprocess.Popen(command.start(folder), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
     time.sleep(delay)
