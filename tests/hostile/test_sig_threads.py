@@ -108,3 +108,24 @@ def test_threads_training_under_a_coordinator_have_all_their_steps_in_the_weight
         path = saver.save(sess, str(tmp_path / "model"))
     expected = -sum(float(f.mean()) / 4 for fs in feeds for f in fs)
     np.testing.assert_array_equal(tf.train.load_variable(path, w.op.name), np.full(4, expected, np.float32))
+
+
+@pytest.mark.parametrize("intra_op", [1, 2])
+def test_a_step_run_from_another_thread_computes_the_main_threads_bits(intra_op):
+    """BLAS runs on one thread inside a step in every thread: OpenBLAS ignored the process-wide count set from a
+    thread other than the main one (once the main one had set one), so a conv's and a matmul's GEMMs run from a
+    request thread used every core, and rounded otherwise than the same step run from the main thread."""
+    rng = np.random.default_rng(0)
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.constant(rng.standard_normal((16, 6, 14, 14)).astype(np.float32))
+        f = tf.constant(rng.standard_normal((5, 5, 6, 16)).astype(np.float32))
+        y = tf.nn.conv2d(x, f, [1, 1, 1, 1], "VALID", data_format="NCHW")  # the generic path: one GEMM
+        z = tf.matmul(tf.reshape(y, [16, -1]), tf.constant(rng.standard_normal((1600, 120)).astype(np.float32)))
+    with tf.Session(graph=g, workers=1, config=tf.ConfigProto(intra_op_parallelism_threads=intra_op)) as sess:
+        main = sess.run([y, z])
+        other: list = []
+        t = threading.Thread(target=lambda: other.extend(sess.run([y, z])))
+        t.start()
+        t.join()
+    assert all(np.array_equal(a, b) for a, b in zip(main, other))
