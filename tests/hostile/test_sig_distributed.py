@@ -54,3 +54,16 @@ def test_ctrl_c_before_the_steps_ends_every_rank_saying_so_with_130(tmp_path):
                          timeout=180)
     assert run.returncode == 130, run.stderr
     assert "of 2 was interrupted; ending every rank" in run.stderr and "Traceback" not in run.stderr
+
+
+def test_a_rank_that_dies_before_starting_mpi_does_not_leave_the_others_waiting_for_ever():
+    """Rank 0 gone before MPI_Init (Ctrl-C while it imported tfplus): rank 1 spun in MPI_Init until killed (the
+    sweep's SIGINT to mpiexec 1.9 s after the start); now it ends after TFPLUS_ALLREDUCE_TIMEOUT, and the job."""
+    script = ("import os, sys\n"
+              "if os.environ['PMI_RANK'] == '0':\n"
+              "    os._exit(3)\n"
+              "import tfplus.distributed as d\n"
+              "d.init()\n")
+    run = subprocess.run([str(MPIEXEC), "-n", "2", sys.executable, "-c", script], capture_output=True, text=True,
+                         env=dict(ENV, TFPLUS_ALLREDUCE_TIMEOUT="3"), timeout=45)
+    assert run.returncode != 0
