@@ -265,7 +265,10 @@ def _locked_temp(folder: str, name: str) -> tuple[str, int]:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
         if fcntl is None:
             return tmp, fd
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:  # a file system without locks (some network ones): written unlocked, as before
+            return tmp, fd
         # NOTE: a cleaner may have taken it for an orphan between its creation and the lock, and deleted it.
         with contextlib.suppress(FileNotFoundError):
             if os.stat(tmp).st_ino == os.fstat(fd).st_ino:
@@ -332,7 +335,7 @@ def remove_orphan_temps(folder: str) -> list[str]:
             if os.stat(entry.path).st_ino == os.fstat(fd).st_ino:
                 os.remove(entry.path)
                 removed.append(entry.name)
-        except (BlockingIOError, FileNotFoundError):  # being written, or renamed into place meanwhile
+        except OSError:  # being written (locked), renamed into place meanwhile, or no locks there: left alone
             pass
         finally:
             os.close(fd)
