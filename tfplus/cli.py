@@ -227,8 +227,13 @@ def _devices(out) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Runs the command line `argv` (default sys.argv[1:]) and returns the exit code."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    with _opencl_builds_from_the_start(argv):
-        return _main(argv)
+    try:
+        with _opencl_builds_from_the_start(argv):
+            return _main(argv)
+    except KeyboardInterrupt:  # Ctrl-C before a command's own handling (parsing, its imports): nothing was written
+        prog = f"tfplus {argv[0]}" if argv and not argv[0].startswith("-") else "tfplus"
+        print(f"\n{prog}: interrupted", file=sys.stderr)
+        return cli_args.EXIT_INTERRUPTED
 
 
 def _opencl_builds_from_the_start(argv: list[str]):

@@ -34,8 +34,10 @@ error naming the bucket, which ends the job: a rank that stalls without dying do
 from __future__ import annotations
 
 import atexit
+import contextlib
 import math
 import os
+import signal
 import sys
 import threading
 import time
@@ -65,16 +67,18 @@ def init() -> None:
     """Initializes MPI (once; later calls do nothing) and makes an uncaught exception abort the whole job."""
     if _state:
         return
-    try:
-        from mpi4py import MPI
-    except ImportError as e:
-        raise ImportError(f"tfplus.distributed needs mpi4py and an MPI library ({e}): "
-                          "pip install 'tfplus[mpi]' (mpi4py and the mpich wheel, which brings mpiexec)") from None
-    except RuntimeError as e:  # NOTE: mpi4py alone (pip install mpi4py) finds no libmpi and raises this
-        raise ImportError(f"tfplus.distributed: mpi4py is installed but found no MPI library ({e}); pip install "
-                          "'tfplus[mpi]' brings one (the mpich wheel, with mpiexec), or install a system MPI") from None
-    _state["MPI"] = MPI
-    _state["local"] = _host_comm(MPI, _split_shared(MPI))
+    with _ended_if_mpi_hangs():
+        try:
+            from mpi4py import MPI
+        except ImportError as e:
+            raise ImportError(f"tfplus.distributed needs mpi4py and an MPI library ({e}): "
+                              "pip install 'tfplus[mpi]' (mpi4py and the mpich wheel, which brings mpiexec)") from None
+        except RuntimeError as e:  # NOTE: mpi4py alone (pip install mpi4py) finds no libmpi and raises this
+            raise ImportError(f"tfplus.distributed: mpi4py is installed but found no MPI library ({e}); pip install "
+                              "'tfplus[mpi]' brings one (the mpich wheel, with mpiexec), or install a system "
+                              "MPI") from None
+        _state["MPI"] = MPI
+        _state["local"] = _host_comm(MPI, _split_shared(MPI))
     _state["calls"] = 0  # the collectives max_over_ranks and barrier made (_collectives_started)
     if MPI.COMM_WORLD.Get_size() > 1:
         sys.excepthook = _abort_on_uncaught(sys.excepthook)
@@ -105,6 +109,23 @@ def _host_comm(MPI, shared):
                       "each rank takes follow the host names", RuntimeWarning, stacklevel=3)
     shared.Free()
     return world.Split(hosts.index(hosts[world.Get_rank()]), world.Get_rank())
+
+
+@contextlib.contextmanager
+def _ended_if_mpi_hangs():
+    """Inside, MPI starts: a rank that ended before it started MPI (Ctrl-C while it imported tfplus) left the others
+    in MPI_Init for ever, spinning in C, where no Python handler runs (MPICH's mpiexec ends a job when a rank that
+    started MPI dies, not one that never did). An alarm after TFPLUS_ALLREDUCE_TIMEOUT seconds, whose default action
+    the kernel takes, ends this rank then, and mpiexec the job. (Main thread, SIGALRM not taken: else nothing.)"""
+    from tfplus.kernels.numpy.collective import allreduce_timeout
+    armed = hasattr(signal, "SIGALRM") and threading.current_thread() is threading.main_thread() and \
+        signal.getsignal(signal.SIGALRM) == signal.SIG_DFL
+    earlier = signal.alarm(math.ceil(allreduce_timeout())) if armed else 0
+    try:
+        yield
+    finally:
+        if armed:
+            signal.alarm(earlier)
 
 
 def _abort_on_uncaught(previous):

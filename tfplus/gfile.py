@@ -242,8 +242,7 @@ def atomic_open(path: str):
         ...     f.write(b"...")
     """
     folder = os.path.dirname(os.path.abspath(path))
-    tmp = os.path.join(folder, f".{os.path.basename(path)}.{uuid.uuid4().hex[:12]}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+    tmp, fd = _locked_temp(folder, os.path.basename(path))
     try:
         with os.fdopen(fd, "wb") as f:
             yield f
@@ -255,6 +254,26 @@ def atomic_open(path: str):
             os.unlink(tmp)
         raise
     fsync_folder(folder)  # make the rename itself durable
+
+
+def _locked_temp(folder: str, name: str) -> tuple[str, int]:
+    """A new temporary file for `name` in `folder` and its descriptor, holding an flock on it until closed: the
+    lock tells a file still being written from one a killed process left (remove_orphan_temps); the kernel
+    releases it when its process dies."""
+    while True:
+        tmp = os.path.join(folder, f".{name}.{uuid.uuid4().hex[:12]}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+        if fcntl is None:
+            return tmp, fd
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:  # a file system without locks (some network ones): written unlocked, as before
+            return tmp, fd
+        # NOTE: a cleaner may have taken it for an orphan between its creation and the lock, and deleted it.
+        with contextlib.suppress(FileNotFoundError):
+            if os.stat(tmp).st_ino == os.fstat(fd).st_ino:
+                return tmp, fd
+        os.close(fd)
 
 
 def fsync_folder(folder: str) -> None:
@@ -299,14 +318,27 @@ _ATOMIC_TEMP = re.compile(r"\..+\.[0-9a-f]{12}\.tmp")
 
 def remove_orphan_temps(folder: str) -> list[str]:
     """Deletes the temporary files that atomic_write left in `folder` when its process was killed mid-write
-    (regular files named as atomic_write names them, nothing else); returns their names. Call it only while no
-    other process writes into `folder`."""
+    (regular files named as atomic_write names them, nothing else); returns their names. One still being
+    written, by this process or another, holds its writer's lock and is left alone (without fcntl: call it only
+    while no other process writes into `folder`)."""
     removed = []
     for entry in os.scandir(folder):
-        if _ATOMIC_TEMP.fullmatch(entry.name) and stat.S_ISREG(entry.stat(follow_symlinks=False).st_mode):
-            with contextlib.suppress(FileNotFoundError):
+        if not (_ATOMIC_TEMP.fullmatch(entry.name) and stat.S_ISREG(entry.stat(follow_symlinks=False).st_mode)):
+            continue
+        try:
+            fd = os.open(entry.path, os.O_RDONLY)
+        except FileNotFoundError:  # renamed into place meanwhile
+            continue
+        try:
+            if fcntl is not None:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if os.stat(entry.path).st_ino == os.fstat(fd).st_ino:
                 os.remove(entry.path)
                 removed.append(entry.name)
+        except OSError:  # being written (locked), renamed into place meanwhile, or no locks there: left alone
+            pass
+        finally:
+            os.close(fd)
     return sorted(removed)
 
 

@@ -19,6 +19,7 @@ fixed order, so a result is bit-for-bit the same for a fixed thread count (and e
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import queue
 import sys
@@ -275,7 +276,20 @@ def sharded(body: Callable, out, *ins) -> None:
 
 # -- BLAS ------------------------------------------------------------------------------------------------------
 _blas_lock = threading.Lock()
-_blas = {"depth": 0, "limiter": None, "controller": None, "modules": 0}
+_blas = {"depth": 0, "limiter": None, "controller": None, "modules": 0, "local": []}
+
+
+def _openblas_local(controller) -> list:
+    """The openblas_set_num_threads_local functions (OpenBLAS 0.3.27+: the calling thread's count; returns the
+    previous one) of the OpenBLAS libraries `controller` found."""
+    found = []
+    for lib in controller.lib_controllers:
+        f = getattr(getattr(lib, "dynlib", None), "openblas_set_num_threads_local", None) \
+            if lib.internal_api == "openblas" else None
+        if f is not None:
+            f.restype, f.argtypes = ctypes.c_int, [ctypes.c_int]
+            found.append(f)
+    return found
 
 
 @contextlib.contextmanager
@@ -289,11 +303,19 @@ def blas_single_threaded():
             if _blas["controller"] is None or _blas["modules"] != len(sys.modules):
                 from threadpoolctl import ThreadpoolController
                 _blas["controller"], _blas["modules"] = ThreadpoolController(), len(sys.modules)
+                _blas["local"] = _openblas_local(_blas["controller"])
             _blas["limiter"] = _blas["controller"].limit(limits=1, user_api="blas")
         _blas["depth"] += 1
+        local = _blas["local"]
+    # NOTE: and this thread's own count: OpenBLAS (numpy's 0.3.31) ignores a process-wide count set from a thread
+    # other than the main one once the main one has set one, so a step run from another thread ran its GEMMs on
+    # every core, with other rounding than the same step run from the main thread.
+    previous = [f(1) for f in local]
     try:
         yield
     finally:
+        for f, n in zip(local, previous):
+            f(n)
         with _blas_lock:
             _blas["depth"] -= 1
             if _blas["depth"] == 0:

@@ -575,6 +575,7 @@ METADATA: dict[str, tuple] = {
     "window": _optional(_SUMS),
     "elapsed_s": _NUMBER, "epoch_s": _NUMBER, "h2d_bytes": _count(), "d2h_bytes": _count(),
     "options": _optional(_object(OPTIONS_SCHEMA)),
+    "ranks": _optional(_PROCESSES),  # the processes that trained together (--distributed); absent: 1
 }
 
 
@@ -1035,10 +1036,24 @@ def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = No
             return _train(cfg, quiet, quiet)
     except BaseException as e:
         if dist.size() > 1:
-            print(f"tfplus train --distributed: rank {dist.rank()} of {dist.size()} failed "
-                  f"({type(e).__name__}: {e}); ending every rank", file=sys.stderr, flush=True)
-            dist.abort()
+            # Ctrl-C before the steps' stop handling (or a second one): mpiexec passes it on to every rank.
+            what = "was interrupted" if isinstance(e, KeyboardInterrupt) else f"failed ({type(e).__name__}: {e})"
+            print(f"tfplus train --distributed: rank {dist.rank()} of {dist.size()} {what}; ending every rank",
+                  file=sys.stderr, flush=True)
+            dist.abort(EXIT_ON_SIGNAL[signal.SIGINT] if isinstance(e, KeyboardInterrupt) else 1)
         raise
+
+
+def _check_ranks(saved: int, ranks: int, folder: str) -> None:
+    """A resumed run trains on as many ranks as the checkpoint's: the batch's split over them changes the weights
+    (its rounding), as --threads does; `tfplus train --resume` under mpiexec without --distributed ran a copy of
+    the whole run in every process, each writing into the one folder."""
+    if saved == ranks:
+        return
+    how = f"mpiexec -n {saved} tfplus train --distributed" if saved > 1 else "tfplus train"
+    raise UsageError(f"--checkpoint-dir {folder}: its run trained on {saved} rank{'s' * (saved > 1)} and this one "
+                     f"on {ranks} (a different split of each batch changes the weights): resume it as it ran, "
+                     f"{how} --checkpoint-dir {folder} --resume, or start a new run in another --checkpoint-dir")
 
 
 def _distributed():
@@ -1083,6 +1098,8 @@ def _train(cfg: TrainConfig, out: IO[str] | None, err: IO[str] | None) -> TrainR
             raise UsageError(f"--checkpoint-dir {cfg.checkpoint_dir} already holds a checkpoint ({ckpt}); "
                              "pass --resume to continue it, or choose another directory")
         meta = read_metadata(reader)
+    if meta:
+        _check_ranks(meta.get("ranks", 1), _distributed().size() if cfg.distributed else 1, cfg.checkpoint_dir)
     cfg, taken = resolve_options(cfg, meta.get("options") if meta else None, err)
     cfg = resolve(cfg, meta["recipe"] if meta else None)
     if cfg.distributed:
@@ -1492,6 +1509,7 @@ class _CheckpointHook(tf.train.SessionRunHook):
         meta_out = {"format": CHECKPOINT_FORMAT, "step": step, "recipe": _json_ready(_recipe(cfg)),
                     "data": run.data_dir, "data_state": run.batches.state(), "history": state["history"],
                     "sums": state["sums"], "window": [loss, acc, run.sums.steps], "options": _options(cfg),
+                    "ranks": run.ranks,
                     "elapsed_s": state["elapsed_s"] + time.perf_counter() - run.start_time,
                     "epoch_s": run.epoch_seconds() if step % run.spe else 0.0,
                     "h2d_bytes": moved["h2d_bytes"], "d2h_bytes": moved["d2h_bytes"]}

@@ -34,7 +34,7 @@ def _positive(name: str, default: str, what: str) -> float:
     return number
 
 
-def _timeout() -> float:
+def allreduce_timeout() -> float:
     """Seconds the host waits for an all-reduce before it gives up (TFPLUS_ALLREDUCE_TIMEOUT, default 300)."""
     return _positive("TFPLUS_ALLREDUCE_TIMEOUT", "300", "the seconds the host waits for an all-reduce before it ends "
                      "the job with an error")
@@ -78,7 +78,7 @@ class Reducer:
         # The all-reduces this process started (the kernels' and this thread's jobs), equal on every rank of a job
         # whose ranks run the same steps: tfplus.distributed compares them when a rank finishes.
         self.count = 0
-        self.timeout = _timeout()
+        self.timeout = allreduce_timeout()
         self.last: _Job | None = None  # the job started last (drain)
 
     def buffer(self, key: int, shape, dtype) -> np.ndarray:

@@ -1,9 +1,10 @@
 """TF1's queue-based input pipelines, run without queues or threads: tf.train.string_input_producer gives the file
 names, a reader (tf.TFRecordReader, FixedLengthRecordReader, TextLineReader, WholeFileReader) reads one record a
 run, and tf.train.batch / shuffle_batch gather `batch_size` of them. Each is a host node (PyFunc); a batch node
-runs the reading part of the graph itself, batch_size times, in a session of its own, when it runs. Coordinator
-and start_queue_runners are kept for the scripts' sake: there are no runner threads to start or stop. The end of
-the input (num_epochs) is tf.errors.OutOfRangeError, as in TensorFlow.
+runs the reading part of the graph itself, batch_size times, in a session of its own, when it runs.
+start_queue_runners is kept for the scripts' sake: there are no runner threads to start or stop. Coordinator is
+TF1's, for the threads a script starts itself (join waits for them). The end of the input (num_epochs) is
+tf.errors.OutOfRangeError, as in TensorFlow.
 
     queue = tf.train.string_input_producer(["train.tfrecord"], num_epochs=2, shuffle=False)
     _, record = tf.TFRecordReader().read(queue)
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import time
 
 import numpy as np
 
@@ -249,32 +251,84 @@ def shuffle_batch(tensors, batch_size, capacity, min_after_dequeue, num_threads=
 
 
 class Coordinator:
-    """tf.train.Coordinator: a stop flag, for loops written as `while not coord.should_stop()`."""
+    """tf.train.Coordinator: a stop flag that threads share, and join(), which waits for them, as TF1's does.
+
+        coord = tf.train.Coordinator()
+        threads = [threading.Thread(target=loop, args=(coord,)) for _ in range(4)]   # loop: until should_stop()
+        for t in threads: t.start()
+        coord.join(threads)     # returns once every thread has ended; raises the error one reported, if any
+    """
 
     def __init__(self, clean_stop_exception_types=None):
-        self._stop, self._error = False, None
+        # An error of these types stops the threads as request_stop() does and is not raised by join: the end of
+        # the input (tf.errors.OutOfRangeError) by default.
+        self._clean = tuple((errors.OutOfRangeError,) if clean_stop_exception_types is None else
+                            clean_stop_exception_types)
+        self._lock, self._stop = threading.Lock(), threading.Event()
+        self._error: BaseException | None = None
+        self._threads: set = set()
+        self._joined = False
 
     def request_stop(self, ex=None):
-        self._stop = True
-        self._error = self._error or ex
+        """Asks the threads to stop; `ex` (an exception or a sys.exc_info() tuple), the first one reported, is
+        what join raises. After join, a reported error is raised at once (nothing would raise it later)."""
+        ex = ex[1] if isinstance(ex, tuple) else ex
+        if isinstance(ex, self._clean):
+            ex = None
+        with self._lock:
+            if self._joined and ex is not None:
+                raise ex
+            if not self._stop.is_set():
+                self._error = self._error or ex
+                self._stop.set()
 
     def should_stop(self) -> bool:
-        return self._stop
+        return self._stop.is_set()
 
     def clear_stop(self):
-        self._stop = False
-
-    def join(self, threads=None, stop_grace_period_secs=120, ignore_live_threads=False):
-        if self._error is not None and not isinstance(self._error, errors.OutOfRangeError):
-            raise self._error
-
-    def raise_requested_exception(self):
-        self.join()
+        with self._lock:
+            self._joined, self._error = False, None
+            self._stop.clear()
 
     def wait_for_stop(self, timeout=None) -> bool:
-        return self._stop
+        """Waits up to `timeout` seconds (None: for ever) for a stop; whether one was asked."""
+        return self._stop.wait(timeout)
+
+    def register_thread(self, thread):
+        with self._lock:
+            self._threads.add(thread)
+
+    @property
+    def joined(self) -> bool:
+        return self._joined
+
+    def join(self, threads=None, stop_grace_period_secs=120, ignore_live_threads=False):
+        """Waits until `threads` and the registered ones have all ended, or a stop is asked and then they end
+        within `stop_grace_period_secs`; raises the error reported to request_stop, else a RuntimeError naming
+        the threads still running (unless ignore_live_threads)."""
+        with self._lock:
+            threads = list(self._threads.union(threads or ()))
+        while any(t.is_alive() for t in threads) and not self._stop.wait(0.05):
+            pass
+        deadline = time.monotonic() + stop_grace_period_secs
+        for t in threads:
+            if t.is_alive():  # (a thread never started cannot be joined)
+                t.join(max(0.0, deadline - time.monotonic()))
+        stragglers = [t.name for t in threads if t.is_alive()]
+        with self._lock:
+            self._joined, self._threads = True, set()
+            if self._error is not None:
+                raise self._error
+        if stragglers and not ignore_live_threads:
+            raise RuntimeError(f"Coordinator stopped with threads still running: {' '.join(stragglers)}")
+
+    def raise_requested_exception(self):
+        with self._lock:
+            if self._error is not None:
+                raise self._error
 
     def stop_on_exception(self):
+        """A context in which an Exception is reported to request_stop (and not raised), as TF1's."""
         import contextlib
 
         @contextlib.contextmanager

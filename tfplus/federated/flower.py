@@ -459,8 +459,12 @@ class Stopped(Exception):
     """A simulation stopped by SIGINT, SIGTERM or SIGHUP (its `signum`), after the round that was running when it
     came (`server_round`), whose checkpoint and rounds.jsonl row are saved (`checkpoint`, None without an out)."""
 
-    def __init__(self, signum: int, server_round: int, rounds: int, checkpoint: str | None):
+    def __init__(self, signum: int, server_round: int | None, rounds: int, checkpoint: str | None):
         self.signum, self.server_round, self.checkpoint = signum, server_round, checkpoint
+        if server_round is None:  # while Ray started
+            super().__init__(f"{signal.Signals(signum).name}: stopped while Ray started, before this run's first "
+                             "round; nothing new was saved")
+            return
         super().__init__(f"{signal.Signals(signum).name}: stopped after round {server_round} of {rounds}; " +
                          (f"saved {checkpoint}; continue with the same options and --resume" if checkpoint
                           else "nothing saved (no --out)"))
@@ -486,6 +490,11 @@ class StopSignals:
             if signal.getsignal(s) != signal.SIG_IGN:
                 self._old[s] = signal.signal(s, self._handle)
         return self
+
+    def install_again(self) -> None:
+        """Takes the signals back from a library that set its own handlers meanwhile (ray.init's SIGTERM)."""
+        for s in self._old:
+            signal.signal(s, self._handle)
 
     def __exit__(self, *exc) -> None:
         for s, handler in self._old.items():
@@ -686,9 +695,17 @@ def simulate(fed: Federation, log=None) -> None:
     taking the round's clients in turns); the rows go to fed.out and `log`. SIGINT, SIGTERM or SIGHUP stops it
     after the running round's save: Stopped (see StopSignals)."""
     run_simulation = _run_simulation()
-    concurrent = _start_ray(fed)
     backend = {"client_resources": {"num_cpus": fed.client_cpus, "num_gpus": fed.client_gpus}}
-    with StopSignals() as stop:  # after Ray's start, whose handlers these replace
+    with StopSignals() as stop:
+        try:
+            concurrent = _start_ray(fed)
+        except SystemExit as e:  # NOTE: ray.init's own SIGTERM handler, set as it starts, is sys.exit(15): that
+            if e.code != signal.SIGTERM:  # ended the process silently, with status 15
+                raise
+            stop.signum = stop.signum or signal.SIGTERM
+        stop.install_again()  # Ray's start replaced the SIGTERM handler
+        if stop.signum is not None:
+            raise Stopped(stop.signum, None, fed.rounds, None)
         run_simulation(server_app(fed, log, concurrent, stop), client_app(fed), num_supernodes=fed.clients,
                        backend_config=backend)
 

@@ -65,7 +65,7 @@ from tfplus.framework import (
     get_default_graph,
     shapes_compatible,
 )
-from tfplus.gfile import atomic_write, folder_lock, link_or_copy, open_regular, read_regular
+from tfplus.gfile import atomic_write, folder_lock, link_or_copy, open_regular, read_regular, remove_orphan_temps
 from tfplus.ops import io_ops
 from tfplus.ops.array_ops import identity, placeholder, placeholder_with_default
 from tfplus.ops.control_flow_ops import group
@@ -191,7 +191,9 @@ class Saver:
         meta_json = "" if metadata is None else json.dumps(metadata, sort_keys=True)
         os.makedirs(os.path.dirname(os.path.abspath(save_path)), exist_ok=True)
         # One save at a time into a folder, from any process (a save replaces, lists and deletes files there).
-        with _state_lock(os.path.dirname(os.path.abspath(save_path))):
+        folder = os.path.dirname(os.path.abspath(save_path))
+        with _state_lock(folder):
+            remove_orphan_temps(folder)  # what saves and other atomic writes killed there left (TF1's stay)
             if self._format == "tensorflow":
                 if meta_json:
                     values[METADATA_KEY] = np.array(meta_json.encode(), dtype=object)
