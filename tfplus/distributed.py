@@ -54,7 +54,7 @@ from tfplus.train.optimizer import Optimizer, WrapperOptimizer
 from tfplus.units import parse_size
 from tfplus.variables import global_variables
 
-__all__ = ["init", "is_initialized", "rank", "size", "local_rank", "local_size", "local_device", "allreduce",
+__all__ = ["init", "is_initialized", "LaunchError", "rank", "size", "local_rank", "local_size", "local_device", "allreduce",
            "allgather",
            "broadcast", "Average", "Sum", "Compression", "DistributedOptimizer", "broadcast_variables",
            "broadcast_global_variables", "BroadcastGlobalVariablesHook", "max_over_ranks", "max_over_ranks_later",
@@ -77,6 +77,7 @@ def init() -> None:
             raise ImportError(f"tfplus.distributed: mpi4py is installed but found no MPI library ({e}); pip install "
                               "'tfplus[mpi]' brings one (the mpich wheel, with mpiexec), or install a system "
                               "MPI") from None
+        _check_not_alone(MPI)
         _state["MPI"] = MPI
         _state["local"] = _host_comm(MPI, _split_shared(MPI))
     _state["calls"] = 0  # the collectives max_over_ranks and barrier made (_collectives_started)
@@ -87,6 +88,33 @@ def init() -> None:
         from tfplus.engine import step
         from tfplus.kernels.numpy.collective import reducer
         step.mark = reducer.mark
+
+
+class LaunchError(RuntimeError):
+    """This process and the MPI library mpi4py loaded disagree on the job it belongs to."""
+
+
+# What launchers set to the number of processes they started: MPICH's and Intel MPI's hydra and Slurm's PMI (PMI_SIZE),
+# Open MPI (OMPI_COMM_WORLD_SIZE), MVAPICH (MV2_COMM_WORLD_SIZE).
+_LAUNCHER_SIZES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE")
+
+
+def _check_not_alone(MPI) -> None:
+    """Refuses a process its launcher started as one of N that MPI runs alone (a world of 1): mpi4py loaded another
+    MPI library than the launcher's (a system Open MPI under the mpich wheel's mpiexec, say), so every process would
+    train the whole run by itself as rank 0, on the first GPU, into the same checkpoints. mpi4py only warns of it."""
+    if MPI.COMM_WORLD.Get_size() != 1:
+        return
+    for var in _LAUNCHER_SIZES:
+        n = os.environ.get(var, "")
+        if n.isdigit() and int(n) > 1:
+            lib = MPI.Get_library_version().strip().splitlines()[0].strip()
+            raise LaunchError(
+                f"this process was started as one of {n} ({var}={n}), but MPI runs it alone: mpi4py loaded "
+                f"'{lib}', not the MPI of the mpiexec that started it, so each process would train the whole run as "
+                "rank 0 into the same checkpoints. Start the job with that MPI's own mpiexec (for the mpich wheel of "
+                "tfplus[mpi]: the mpiexec installed beside mpi4py), or point mpi4py at the launcher's library: "
+                "MPI4PY_LIBMPI=/path/to/libmpi.so")
 
 
 def _split_shared(MPI):

@@ -1021,7 +1021,7 @@ def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = No
     dist = _distributed()
     try:
         dist.init()
-    except ImportError as e:
+    except (ImportError, dist.LaunchError) as e:
         raise UsageError(f"--distributed: {e}") from None
     if cfg.workers not in (None, 1):
         raise UsageError(f"--workers {cfg.workers} with --distributed: each rank is one process; start more ranks "

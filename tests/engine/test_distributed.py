@@ -201,3 +201,17 @@ def test_local_ranks_follow_the_host_names_when_the_shared_memory_split_disagree
     run = _mpiexec("-c", SPLIT_ALONE, timeout=60)
     assert run.returncode == 0, run.stderr
     assert "rank 0 local 0 of 2 warned 1" in run.stdout and "rank 1 local 1 of 2 warned 0" in run.stdout, run.stdout
+
+
+@pytest.mark.parametrize("launcher_size", ["PMI_SIZE", "OMPI_COMM_WORLD_SIZE"])
+def test_a_process_its_launcher_started_as_one_of_two_that_mpi_runs_alone_is_refused(tmp_path, launcher_size):
+    # What a launcher of another MPI than the one mpi4py loaded leaves: its size in the environment, a world of 1.
+    # Each such process would train the whole run as rank 0 into the same folder.
+    env = {**ENV, launcher_size: "2"}
+    run = subprocess.run([sys.executable, "-m", "tfplus", "train", "--synthetic", "--model", "lenet", "--steps", "2",
+                          "--no-eval", "--distributed", "--checkpoint-dir", str(tmp_path / "ckpt")], env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode != 0
+    last = run.stderr.strip().splitlines()[-1]
+    assert last.startswith("tfplus train: error: --distributed:") and f"({launcher_size}=2)" in last, run.stderr
+    assert "MPI4PY_LIBMPI" in last and not (tmp_path / "ckpt").exists()
