@@ -167,6 +167,15 @@ def train_session_step(tg, feeds, device, plan_for, steps=2):
     return losses, weights, p
 
 
+def use_forced_plan(sess, fetches, feeds, force=(4, 1)) -> None:
+    """Makes `sess` run `fetches` fed `feeds` by the plan of force[0] micro-batches (planner.plan's force: the plan a
+    budget makes where the step fits only so), after checking the plan has them."""
+    step = sess.step(fetches, feeds)
+    p = planner.plan(step.fetches, step.feed_shapes, device_facts(sess.runtime), graph=step.graph, force=force)
+    assert p.microbatches == force[0], p.notes
+    step.use_plan(p)
+
+
 def assert_close_training(got, want, rtol=1e-5) -> None:
     """Two training results (losses, weights) within float tolerance."""
     np.testing.assert_allclose(got[0], want[0], rtol=rtol)

@@ -11,6 +11,7 @@ import re
 import numpy as np
 import pytest
 from conftest import DEVICES
+from modelcheck import use_forced_plan
 
 import tfplus as tf
 import tfplus.kernels.numpy  # noqa: F401  planner.rows folds shape arithmetic on the cpu kernels
@@ -127,11 +128,7 @@ def test_a_fed_cond_or_a_loop_micro_batched_under_a_budget_trains_as_the_unsplit
     known from the shapes unrolled (engine.step.resolve_static): straight-line ops, micro-batched."""
     g, fetches, feeds, init = _case(ROW_BY_ROW[name])
     with tf.Session(graph=g, device=device, memory_budget="1GB") as sess:
-        step = sess.step(fetches, feeds)
-        # micro-batches of 4 rows: the plan a budget makes where the step fits only so (planner.plan's force)
-        p = planner.plan(step.fetches, step.feed_shapes, device_facts(sess.runtime), graph=step.graph, force=(4, 1))
-        assert p.microbatches == 4, (name, p.notes)
-        step.use_plan(p)
+        use_forced_plan(sess, fetches, feeds)  # 4 micro-batches
         got = _train(sess, g, fetches, feeds, init)
     _assert_same(got, _unsplit(name, device), TOL[device], name)
 

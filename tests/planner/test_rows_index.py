@@ -11,6 +11,7 @@ import functools
 import numpy as np
 import pytest
 from conftest import DEVICES
+from modelcheck import use_forced_plan
 
 import tfplus as tf
 from tfplus import planner
@@ -117,11 +118,7 @@ def test_a_step_indexing_rows_by_the_row_index_micro_batched_trains_as_the_unbud
     want_losses, want_vars = _unbudgeted(name, device)
     g, fetches, feeds, init = _case(EXACT[name])
     with tf.Session(graph=g, device=device, memory_budget="1GB") as sess:
-        step = sess.step(fetches, feeds)
-        # micro-batches of 2 rows: the plan a budget makes where the step fits only so (planner.plan's force)
-        p = planner.plan(step.fetches, step.feed_shapes, device_facts(sess.runtime), graph=step.graph, force=(4, 1))
-        assert p.microbatches == 4, (name, p.notes)
-        step.use_plan(p)
+        use_forced_plan(sess, fetches, feeds)  # 4 micro-batches
         sess.run(init)
         losses = [sess.run(fetches, feeds)[1] for _ in range(2)]
         got_vars = [sess.run(v) for v in g.get_collection("trainable_variables")]
