@@ -176,6 +176,24 @@ def use_forced_plan(sess, fetches, feeds, force=(4, 1)) -> None:
     step.use_plan(p)
 
 
+def train_case(g, fetches, feeds, init, device, steps=2, force=None, **session) -> tuple:
+    """The losses of `steps` runs of `fetches` (the loss second) on `device` and the trainable variables after them;
+    with `force`, the step planned so (use_forced_plan) under a session budget."""
+    with tf.Session(graph=g, device=device, **session, **({"memory_budget": "1GB"} if force else {})) as sess:
+        if force:
+            use_forced_plan(sess, fetches, feeds, force)
+        sess.run(init)
+        losses = [sess.run(fetches, feeds)[1] for _ in range(steps)]
+        return losses, [sess.run(v) for v in g.get_collection("trainable_variables")]
+
+
+def assert_trains_alike(got: tuple, want: tuple, tol: float, name: str) -> None:
+    """train_case's losses and variables agree within `tol`."""
+    np.testing.assert_allclose(got[0], want[0], rtol=tol, err_msg=name)
+    for a, b in zip(got[1], want[1]):
+        np.testing.assert_allclose(a, b, rtol=tol, atol=tol, err_msg=name)
+
+
 def assert_close_training(got, want, rtol=1e-5) -> None:
     """Two training results (losses, weights) within float tolerance."""
     np.testing.assert_allclose(got[0], want[0], rtol=rtol)

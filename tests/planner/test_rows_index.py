@@ -11,7 +11,7 @@ import functools
 import numpy as np
 import pytest
 from conftest import DEVICES
-from modelcheck import use_forced_plan
+from modelcheck import assert_trains_alike, train_case
 
 import tfplus as tf
 from tfplus import planner
@@ -106,25 +106,13 @@ CASES = [(name, "cpu") for name in EXACT] + \
 
 @functools.cache
 def _unbudgeted(name: str, device: str):
-    g, fetches, feeds, init = _case(EXACT[name])
-    with tf.Session(graph=g, device=device) as sess:
-        sess.run(init)
-        losses = [sess.run(fetches, feeds)[1] for _ in range(2)]
-        return losses, [sess.run(v) for v in g.get_collection("trainable_variables")]
+    return train_case(*_case(EXACT[name]), device)
 
 
 @pytest.mark.parametrize("name, device", CASES, ids=["-".join(c) for c in CASES])
 def test_a_step_indexing_rows_by_the_row_index_micro_batched_trains_as_the_unbudgeted_one(name, device):
-    want_losses, want_vars = _unbudgeted(name, device)
-    g, fetches, feeds, init = _case(EXACT[name])
-    with tf.Session(graph=g, device=device, memory_budget="1GB") as sess:
-        use_forced_plan(sess, fetches, feeds)  # 4 micro-batches
-        sess.run(init)
-        losses = [sess.run(fetches, feeds)[1] for _ in range(2)]
-        got_vars = [sess.run(v) for v in g.get_collection("trainable_variables")]
-    np.testing.assert_allclose(losses, want_losses, rtol=TOL[device], err_msg=name)
-    for got, want in zip(got_vars, want_vars):
-        np.testing.assert_allclose(got, want, rtol=TOL[device], atol=TOL[device], err_msg=name)
+    got = train_case(*_case(EXACT[name]), device, force=(4, 1))  # 4 micro-batches
+    assert_trains_alike(got, _unbudgeted(name, device), TOL[device], name)
 
 
 def boolean_mask(x, n, y, rng):

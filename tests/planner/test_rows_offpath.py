@@ -9,7 +9,7 @@ import warnings
 import numpy as np
 import pytest
 from conftest import DEVICES
-from modelcheck import use_forced_plan
+from modelcheck import assert_trains_alike, train_case
 
 import tfplus as tf
 from tfplus import planner
@@ -173,26 +173,14 @@ REFUSED = {towers: "StridedSlice", gan_halves: "ConcatV2", unstack_batch: "Unpac
 
 @functools.cache
 def _unbudgeted(name: str, device: str):
-    g, fetches, feeds, init = _case(EXACT[name])
-    with tf.Session(graph=g, device=device, workers=1) as sess:
-        sess.run(init)
-        losses = [sess.run(fetches, feeds)[1] for _ in range(2)]
-        return losses, [sess.run(v) for v in g.get_collection("trainable_variables")]
+    return train_case(*_case(EXACT[name]), device, workers=1)
 
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("name", EXACT)
 def test_a_row_by_row_step_micro_batched_trains_as_the_unbudgeted_one(name, device):
-    want_losses, want_vars = _unbudgeted(name, device)
-    g, fetches, feeds, init = _case(EXACT[name])
-    with tf.Session(graph=g, device=device, memory_budget="1GB") as sess:
-        use_forced_plan(sess, fetches, feeds)  # 4 micro-batches
-        sess.run(init)
-        losses = [sess.run(fetches, feeds)[1] for _ in range(2)]
-        got_vars = [sess.run(v) for v in g.get_collection("trainable_variables")]
-    np.testing.assert_allclose(losses, want_losses, rtol=TOL[device], err_msg=name)
-    for got, want in zip(got_vars, want_vars):
-        np.testing.assert_allclose(got, want, rtol=TOL[device], atol=TOL[device], err_msg=name)  # Adam: float order
+    got = train_case(*_case(EXACT[name]), device, force=(4, 1))  # 4 micro-batches
+    assert_trains_alike(got, _unbudgeted(name, device), TOL[device], name)
 
 
 @pytest.mark.parametrize("build", REFUSED, ids=[b.__name__ for b in REFUSED])
