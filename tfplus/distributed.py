@@ -54,11 +54,10 @@ from tfplus.train.optimizer import Optimizer, WrapperOptimizer
 from tfplus.units import parse_size
 from tfplus.variables import global_variables
 
-__all__ = ["init", "is_initialized", "LaunchError", "rank", "size", "local_rank", "local_size", "local_device", "allreduce",
-           "allgather",
-           "broadcast", "Average", "Sum", "Compression", "DistributedOptimizer", "broadcast_variables",
-           "broadcast_global_variables", "BroadcastGlobalVariablesHook", "max_over_ranks", "max_over_ranks_later",
-           "barrier", "abort", "trace_mark"]
+__all__ = ["init", "is_initialized", "LaunchError", "rank", "size", "local_rank", "local_size", "local_device",
+           "allreduce", "allgather", "broadcast", "Average", "Sum", "Compression", "DistributedOptimizer",
+           "broadcast_variables", "broadcast_global_variables", "BroadcastGlobalVariablesHook", "max_over_ranks",
+           "max_over_ranks_later", "barrier", "abort", "trace_mark"]
 
 _state: dict = {}  # "MPI": the mpi4py module, "local": the communicator of this host's ranks (set by init)
 
