@@ -54,9 +54,9 @@ from tfplus.train.optimizer import Optimizer, WrapperOptimizer
 from tfplus.units import parse_size
 from tfplus.variables import global_variables
 
-__all__ = ["init", "is_initialized", "LaunchError", "rank", "size", "local_rank", "local_size", "local_device", "allreduce",
-           "allgather",
-           "broadcast", "Average", "Sum", "Compression", "DistributedOptimizer", "broadcast_variables",
+__all__ = ["init", "is_initialized", "LaunchError", "rank", "size", "local_rank", "local_size", "local_device",
+           "allreduce", "allgather", "broadcast", "Average", "Sum", "Compression", "DistributedOptimizer",
+           "broadcast_variables",
            "broadcast_global_variables", "BroadcastGlobalVariablesHook", "max_over_ranks", "max_over_ranks_later",
            "barrier", "abort", "trace_mark"]
 
