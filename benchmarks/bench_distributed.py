@@ -47,7 +47,9 @@ WHAT = {"0": "one MpiAllreduce after the backward pass", "1GB": "one bucket afte
 
 def images_per_sec(ranks: int, bucket: str, flush: str, ahead: str, switch: str, extra: str, args,
                    alone: bool = False) -> tuple[float, list[str]]:
-    """Images/s of one run; `alone`: one rank under mpiexec with --distributed (the buckets' machinery at size 1)."""
+    """Images/s of one run; `alone`: one rank under mpiexec with --distributed, its all-reduces built anyway
+    (TFPLUS_ALLREDUCE_ALONE=1: the buckets' machinery at size 1; --env TFPLUS_ALLREDUCE_ALONE=0: none, as a world of
+    one trains by default)."""
     batch = args.batch_size * ranks if args.per_rank else args.batch_size
     with tempfile.TemporaryDirectory() as tmp:
         log = os.path.join(tmp, "log.jsonl")
@@ -56,7 +58,8 @@ def images_per_sec(ranks: int, bucket: str, flush: str, ahead: str, switch: str,
                  log, "--device", args.device] + (["--lr", str(args.lr)] if args.lr else [])
         cmd = train if ranks == 1 and not alone else [args.mpiexec, "-n", str(ranks), *train, "--distributed"]
         env = dict(os.environ, TFPLUS_ALLREDUCE_BUCKET=bucket, TFPLUS_ALLREDUCE_TRACE=str(int(args.trace)),
-                   TFPLUS_OPENCL_FLUSH=flush, TFPLUS_ALLREDUCE_RUNAHEAD=ahead, TFPLUS_ALLREDUCE_SWITCH_MS=switch)
+                   TFPLUS_OPENCL_FLUSH=flush, TFPLUS_ALLREDUCE_RUNAHEAD=ahead, TFPLUS_ALLREDUCE_SWITCH_MS=switch,
+                   TFPLUS_ALLREDUCE_ALONE=str(int(alone)))
         env.update(_assignments(extra))
         # From a temporary folder: `-m tfplus` from a checkout's root would import its tfplus/ before the installed
         # package (which maps ops/, kernels/, graphs/ into it).
@@ -136,7 +139,8 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=40)
     p.add_argument("--log-every", type=int, default=5)
     p.add_argument("--ranks", nargs="+", default=["1", "2"],
-                   help="rank counts; 1d: one rank under mpiexec with --distributed (the all-reduce machinery alone)")
+                   help="rank counts; 1d: one rank under mpiexec with --distributed, its all-reduces built "
+                   "(TFPLUS_ALLREDUCE_ALONE=1: the all-reduce machinery alone)")
     p.add_argument("--lr", type=float, help="the peak learning rate (synthetic data at a global batch of 256 "
                    "diverged at the recipe's: each log row is a median, so give one that trains)")
     # The mpich wheel installs mpiexec beside the interpreter. Give its real path, not a link to it: Hydra's

@@ -428,6 +428,10 @@ class DistributedOptimizer(WrapperOptimizer):
     unchanged): the ranks look up different rows, and the sum of their dense gradients is the one all-reduce
     buffer holds. The wrapped optimizer then applies dense gradients (every row moves, as under Horovod).
 
+    In a world of one (`mpiexec -n 1`, or no mpiexec) the gradients are the sums: no all-reduce is built, and the
+    step is the one process's (made dense all the same, so a job's update does not depend on its size;
+    TFPLUS_ALLREDUCE_ALONE=1 builds them anyway, to measure them).
+
         >>> opt = DistributedOptimizer(tf.train.GradientDescentOptimizer(0.1))  # after init()
     """
 
@@ -462,7 +466,7 @@ class DistributedOptimizer(WrapperOptimizer):
         pairs = [(g if g is None else convert_to_tensor(g), v)  # densifies IndexedSlices
                  for g, v in self._optimizer.compute_gradients(*args, **kwargs)]
         live = [(g, v) for g, v in pairs if g is not None]
-        if not live:
+        if not live or (size() == 1 and not _reduce_alone()):
             return pairs
         # One buffer holds one dtype: the gradients of each dtype (a float64 variable's beside float32 ones) are
         # packed apart, the most common dtype's first.
@@ -490,6 +494,15 @@ class DistributedOptimizer(WrapperOptimizer):
                     total.op._add_control_input(starts[-1])
                 _start_early(starts, buckets)
         return [(averaged.get(v), v) for _, v in pairs]
+
+
+def _reduce_alone() -> bool:
+    """Whether a world of one builds its all-reduces anyway (TFPLUS_ALLREDUCE_ALONE=1): a sum over one rank is the
+    gradient itself, so by default DistributedOptimizer builds none there, and the step is the one process's (on
+    an H200 the buckets' copies out and back, the communication thread and the host's waits took a one-rank step
+    from 1.5 to 3.1-3.4 ms: BENCHMARKS.md, stop 50). Set, one process shows what the buckets' machinery costs and
+    where it sits in the step (benchmarks/bench_distributed.py --ranks 1d)."""
+    return os.environ.get("TFPLUS_ALLREDUCE_ALONE", "0") not in ("", "0")
 
 
 # Gradient bytes per all-reduce bucket by default: small enough that a convnet's dense layers (reduced first) and its

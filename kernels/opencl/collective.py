@@ -89,9 +89,13 @@ if _copies is not None:
     atexit.register(_timeline)
 
 
-def _released(gate):
+def _released(gate, queue):
     def release(ok: bool) -> None:  # on the communication thread, after the sum (a negative status: it failed)
         gate.set_status(cl.command_execution_status.COMPLETE if ok else -1)
+        # NOTE: the commands queued behind the gate may reach the device only at the queue's next flush, and the
+        # host flushed its last before the gate opened: on NVIDIA's driver the run-ahead device waited as if so
+        # (stops 48, 50). A flush here hands them over now.
+        queue.flush()
     return release
 
 
@@ -131,7 +135,7 @@ def _mpi_allreduce_start(ctx, ins, outs, attrs):
             _copies.append((key, "out", copied))
         rt.d2h_bytes += host.nbytes
         gate = _gates[key] = cl.UserEvent(rt.dev.ctx) if ahead else None
-        reducer.start(key, host, copied and copied.wait, _released(gate) if ahead else None)
+        reducer.start(key, host, copied and copied.wait, _released(gate, queue) if ahead else None)
     start()
     rt.tape_host(start, ("MpiAllreduceStart", key, id(buf), off))
 

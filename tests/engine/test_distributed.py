@@ -149,7 +149,8 @@ def test_the_api_refuses_to_build_before_init():
         distributed.DistributedOptimizer(tf.train.GradientDescentOptimizer(0.1))
 
 
-# One process (MPI's singleton: a job of one rank) is enough to see what a step runs: a bucket per layer, 6 steps.
+# One process (MPI's singleton: a job of one rank, its all-reduces built by TFPLUS_ALLREDUCE_ALONE=1) is enough to
+# see what a step runs: a bucket per layer, 6 steps.
 ORDER = """
 import json, sys, numpy as np, tfplus as tf, tfplus.distributed as dist
 dist.init()
@@ -171,7 +172,8 @@ with tf.Session(device=sys.argv[1]) as sess:
 
 @pytest.mark.parametrize("device", ["cpu", "opencl"])
 def test_a_buckets_all_reduce_starts_before_the_earlier_layers_gradients_and_the_step_replays(device):
-    run = subprocess.run([sys.executable, "-c", ORDER, device], env=ENV, capture_output=True, text=True, timeout=120)
+    run = subprocess.run([sys.executable, "-c", ORDER, device], env=dict(ENV, TFPLUS_ALLREDUCE_ALONE="1"),
+                         capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
     got = json.loads(run.stdout.splitlines()[-1])
     order = got["order"]
@@ -183,6 +185,43 @@ def test_a_buckets_all_reduce_starts_before_the_earlier_layers_gradients_and_the
     assert starts[0] < order.index("Conv2DBackpropFilter") < starts[1] < min(waits)
     if device == "opencl":
         assert got["taped"] == [True]  # the planned step replays its launches, the all-reduces' host work with them
+
+
+# A world of one: DistributedOptimizer builds no collective op, and its step gives the wrapped optimizer's weights
+# bit for bit (the bucket machinery cost an H200 step 1.6-1.9 ms with nothing to reduce: BENCHMARKS.md, stop 50).
+ALONE = """
+import json, sys, numpy as np, tfplus as tf, tfplus.distributed as dist
+dist.init()
+weights = {}
+for wrap in (False, True):
+    tf.reset_default_graph()
+    tf.set_random_seed(3)
+    x = tf.placeholder(tf.float32, [None, 8, 8, 3])
+    y = tf.placeholder(tf.int64, [None])
+    h = tf.layers.conv2d(x, 4, 3, activation=tf.nn.relu, name="conv")
+    logits = tf.layers.dense(tf.reshape(h, [-1, 6 * 6 * 4]), 4, name="fc")
+    loss = tf.losses.sparse_softmax_cross_entropy(y, logits)
+    opt = tf.train.MomentumOptimizer(0.1, 0.9)
+    train = (dist.DistributedOptimizer(opt, bucket_bytes=64) if wrap else opt).minimize(loss)
+    ops = [op.type for op in tf.get_default_graph().get_operations() if op.type.startswith("Mpi")]
+    rng = np.random.default_rng(0)
+    with tf.Session(device=sys.argv[1]) as sess:
+        sess.run(tf.global_variables_initializer())
+        first = sess.run(tf.trainable_variables())
+        for _ in range(5):
+            sess.run(train, {x: rng.standard_normal((4, 8, 8, 3)).astype(np.float32), y: rng.integers(0, 4, 4)})
+        weights[wrap] = sess.run(tf.trainable_variables())
+print(json.dumps({"mpi_ops": ops, "equal": all(np.array_equal(a, b) for a, b in zip(weights[False], weights[True])),
+                  "moved": all(not np.array_equal(a, b) for a, b in zip(first, weights[True]))}))
+"""
+
+
+@pytest.mark.parametrize("device", ["cpu", "opencl"])
+def test_a_world_of_one_builds_no_all_reduce_and_trains_as_the_wrapped_optimizer(device):
+    run = subprocess.run([sys.executable, "-c", ALONE, device], env=ENV, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    got = json.loads(run.stdout.splitlines()[-1])
+    assert got == {"mpi_ops": [], "equal": True, "moved": True}
 
 
 # A shared-memory split that gives each rank a group of its own (as if MPI saw each rank on a host of its own):
