@@ -12,7 +12,6 @@ become float32 one batch at a time in a background thread, so the whole training
 from __future__ import annotations
 
 import hashlib
-import http.client
 import io
 import os
 import pickle
@@ -22,8 +21,6 @@ import sys
 import tarfile
 import tempfile
 import threading
-import urllib.parse
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Iterator, NamedTuple, Union
@@ -491,6 +488,10 @@ def _download(dest: Path, url: str, md5: str, progress: bool) -> Path:
 
 
 def _fetch(url: str, path: Path, md5: str, dest: Path, progress: bool) -> None:
+    # HTTP and TLS (~10 ms of imports) only for a download, not for every process that reads the data
+    import http.client
+    import urllib.parse
+    import urllib.request
     name = PurePosixPath(urllib.parse.urlparse(url).path).name or url
     digest = hashlib.md5(usedforsecurity=False)
     try:
