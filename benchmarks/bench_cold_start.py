@@ -30,25 +30,25 @@ import time
 from pathlib import Path
 
 # A federated client's first message, as tfplus.federated.flower.client_app's train handler serves it, in phases;
-# prints {phase: seconds since the process was started}.
+# prints {phase: [wall seconds since the process was started, the process's CPU seconds by then]}.
 CLIENT = """
 import json, os, sys, time
-t = {"python": time.monotonic()}
+t = {"python": (time.monotonic(), time.process_time())}
 from tfplus.federated import flower
-t["import"] = time.monotonic()
+t["import"] = (time.monotonic(), time.process_time())
 fed = flower.Federation(model=sys.argv[1], batch_size=int(sys.argv[2]), device=sys.argv[3], clients=2,
                         synthetic=sys.argv[4] == "", data=sys.argv[4] or None, local_steps=1)
 flower.check_opencl_gpu(fed.device)
 model = flower.FederatedModel(fed.train_config(), fed.round_steps(), fed.rounds, cpus=fed.client_cpus)
-t["model"] = time.monotonic()
+t["model"] = (time.monotonic(), time.process_time())
 shard = flower.client_shard(fed, 0)
-t["shard"] = time.monotonic()
+t["shard"] = (time.monotonic(), time.process_time())
 model.set_weights(model.get_weights())
-t["weights"] = time.monotonic()
+t["weights"] = (time.monotonic(), time.process_time())
 model.train(shard, 1, 1)
-t["step"] = time.monotonic()
+t["step"] = (time.monotonic(), time.process_time())
 start = float(os.environ["BENCH_START"])
-print(json.dumps({k: v - start for k, v in t.items()}))
+print(json.dumps({k: [wall - start, cpu] for k, (wall, cpu) in t.items()}))
 """
 
 COMMANDS = {
@@ -126,8 +126,9 @@ def main() -> None:
             line = (f"{name:24} tree {i}: {statistics.median(r[0] for r in rows):6.3f} wall "
                     f"{statistics.median(r[1] for r in rows):6.3f} CPU")
             if rows[0][2]:
-                line += "  reached " + ", ".join(f"{k} {statistics.median(r[2][k] for r in rows):.3f}"
-                                                 for k in rows[0][2])
+                line += "\n" + " " * 26 + "reached (wall/CPU s): " + ", ".join(
+                    f"{k} {statistics.median(r[2][k][0] for r in rows):.2f}/"
+                    f"{statistics.median(r[2][k][1] for r in rows):.2f}" for k in rows[0][2])
             print(line)
 
 
