@@ -1,9 +1,9 @@
 """The cold cost of a tfplus process: fresh interpreters importing tfplus, running `tfplus --help`, importing
-tfplus.federated, and a federated client's setup (what a Flower Deployment Engine client process does for each
-round's message: import tfplus's Flower app, make the model and session, read its shard, set the global weights,
-take its first local step). Each command runs `--repeats` times in turns with the others (and with the other
-`--tree`s', for a before/after in one run); the figures are medians of the process's wall-clock and CPU seconds
-(user + system: steadier than wall on a shared machine).
+tfplus.federated, one step of `tfplus train` on the cpu (LeNet, batch 8, synthetic), and a federated client's
+setup (what a Flower Deployment Engine client process does for each round's message: import tfplus's Flower app,
+make the model and session, read its shard, set the global weights, take its first local step). Each command runs
+`--repeats` times in turns with the others (and with the other `--tree`s', for a before/after in one run); the
+figures are medians of the process's wall-clock and CPU seconds (user + system: steadier than wall on a shared machine).
 
     python benchmarks/bench_cold_start.py --repeats 7                       # this tree
     python benchmarks/bench_cold_start.py --tree . --tree ../old --repeats 7   # two trees in turns
@@ -58,6 +58,8 @@ COMMANDS = {
     "tfplus --help": ["-m", "tfplus", "--help"],
     "import tfplus.federated": ["-c", "import tfplus.federated"],
     "federated client": ["-c", CLIENT],
+    "tfplus train 1 step": ["-m", "tfplus", "train", "--synthetic", "--model", "lenet", "--batch-size", "8", "--steps",
+                            "1", "--no-eval", "--threads", "1"],
 }
 
 

@@ -448,8 +448,12 @@ def synthetic(n_train: int = 5000, n_test: int = 1000, seed: int = 0) -> Dataset
 
 def _synthetic_split(rng: np.random.Generator, patterns: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     labels = rng.permutation(np.arange(n) % len(CLASSES)).astype(np.int32)  # balanced classes
-    images = patterns[labels] + 40 * rng.standard_normal((n, *IMAGE_SHAPE), dtype=np.float32)
-    return np.clip(np.rint(images), 0, 255).astype(np.uint8), labels
+    # patterns + 40 * noise, rounded and clipped, in place: the same floats as out of place without three more
+    # arrays of the set's size (every --synthetic process draws it: tests, demos, simulated clients)
+    images = rng.standard_normal((n, *IMAGE_SHAPE), dtype=np.float32)
+    images *= 40
+    images += patterns[labels]
+    return np.clip(np.rint(images, out=images), 0, 255, out=images).astype(np.uint8), labels
 
 
 # ---------------------------------------------------------------------------------------------------------
