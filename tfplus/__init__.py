@@ -142,6 +142,8 @@ from tfplus.unsupported import module_getattr as _module_getattr  # noqa: E402
 from tfplus.variables import global_variables_initializer as initialize_all_variables  # noqa: E402
 from tfplus.variables import local_variables_initializer as initialize_local_variables  # noqa: E402
 
+from importlib import import_module as _import_module  # noqa: E402
+
 _unsupported = _module_getattr(__name__, "tf")
 
 # Submodules imported on first use, not by `import tfplus`: few programs use them, and every process (the CLI, a
@@ -155,10 +157,8 @@ _LAZY = {"keras": ("tfplus.keras", None), "estimator": ("tfplus.estimator", None
 def __getattr__(name: str):
     if name not in _LAZY:
         return _unsupported(name)
-    import importlib
-
     module, attribute = _LAZY[name]
-    value = importlib.import_module(module)
+    value = _import_module(module)
     value = getattr(value, attribute) if attribute else value
     globals()[name] = value
     return value
