@@ -95,7 +95,6 @@ initializers = _namespace(
     he_uniform=_init.he_uniform,
     global_variables=global_variables_initializer, variables=variables_initializer,
     local_variables=local_variables_initializer)
-from tfplus import keras  # noqa: E402  (tf.keras: tfplus.keras)
 
 # tf.math and tf.random: the same functions under TF's newer names (math_ops's wrappers less the ones TF keeps
 # only at the top level).
@@ -130,12 +129,11 @@ from tfplus.image import random_crop  # noqa: E402
 
 # -- TF1's module layout for scripts (tf.app, tf.flags, tf.logging, tf.gfile, tf.layers, tf.losses, tf.contrib,
 # tf.summary) and top-level names they use; a name tfplus lacks raises UnsupportedError (tfplus.unsupported).
-from tfplus import app, compat, contrib, data, estimator, flags, gfile, layers, logging, losses, metrics  # noqa: E402
+from tfplus import app, compat, data, flags, gfile, layers, logging, losses, metrics  # noqa: E402
 from tfplus import saved_model, summary  # noqa: E402
 from tfplus import distributions  # noqa: E402
 from tfplus.ctc import edit_distance  # noqa: E402
 from tfplus import signal  # noqa: E402
-from tfplus.estimator import feature_column  # noqa: E402
 from tfplus.saved_model import tables_initializer  # noqa: E402
 from tfplus.engine.session import InteractiveSession  # noqa: E402
 from tfplus.nn_impl import clip_by_global_norm, clip_by_norm, global_norm  # noqa: E402
@@ -144,7 +142,31 @@ from tfplus.unsupported import module_getattr as _module_getattr  # noqa: E402
 from tfplus.variables import global_variables_initializer as initialize_all_variables  # noqa: E402
 from tfplus.variables import local_variables_initializer as initialize_local_variables  # noqa: E402
 
-__getattr__ = _module_getattr(__name__, "tf")
+from importlib import import_module as _import_module  # noqa: E402
+
+_unsupported = _module_getattr(__name__, "tf")
+
+# Submodules imported on first use, not by `import tfplus`: few programs use them, and every process (the CLI, a
+# Flower client each round, an OpenCL build process) would pay their imports (tf.test: unittest.mock and asyncio).
+# dir(tf) lists them; `tf.keras` and `from tfplus import keras` import them.
+_LAZY = {"keras": ("tfplus.keras", None), "estimator": ("tfplus.estimator", None),
+         "feature_column": ("tfplus.estimator", "feature_column"), "contrib": ("tfplus.contrib", None),
+         "test": ("tfplus.test", None)}
+
+
+def __getattr__(name: str):
+    if name not in _LAZY:
+        return _unsupported(name)
+    module, attribute = _LAZY[name]
+    value = _import_module(module)
+    value = getattr(value, attribute) if attribute else value
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
 
 # Control flow (functional If/While ops; see tfplus.ops.control_flow_ops).
 from tfplus.ops.control_flow_ops import Assert, TensorArray, case, cond, foldl, foldr, map_fn, scan, while_loop  # noqa: E402, I001
@@ -283,7 +305,7 @@ linalg = _namespace(
     tensor_diag_part=special_math_ops.diag_part)
 
 # TF1 scaffolding (tf1infra): partitioned variables and local variables (tfplus.variables).
-from tfplus import python, test  # noqa: E402,F401
+from tfplus import python  # noqa: E402,F401
 from tfplus.device_spec import DeviceSpec  # noqa: E402,F401
 from tfplus.framework import add_to_collections  # noqa: E402,F401
 from tfplus.ops.state_ops import is_variable_initialized  # noqa: E402,F401

@@ -362,11 +362,13 @@ def _opencl_cpu_warning(device: str | None) -> str | None:
     same cores, and a cold cache builds the step's programs for minutes (29 on a 2-core box)."""
     from tfplus.runtime import parse_device
     kind, selector = parse_device(device or "cpu")
+    if kind != "opencl":  # before importing pyopencl (~0.1 s), which a cpu run never needs
+        return None
     try:
         from tfplus.runtime import opencl
     except ImportError:  # no pyopencl: the trainer says so
         return None
-    if kind != "opencl" or not opencl.available():
+    if not opencl.available():
         return None
     try:
         # NOTE: the runtime's own choice (a GPU first, else the first device), so that the warning names it.

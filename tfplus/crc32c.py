@@ -12,6 +12,8 @@ operator. benchmarks/bench_checkpoint.py measures the throughput.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 _POLY = 0x82F63B78  # the Castagnoli polynomial, bit-reversed
@@ -84,9 +86,11 @@ def _byte_tables(cols: list[int]) -> np.ndarray:
 _TABLES_CACHE: dict[int, np.ndarray] = {}
 
 
+@functools.cache
 def _word_tables() -> tuple[np.ndarray, np.ndarray]:
     """Four steps of the byte recurrence with zero data, as a function of the register's low and high
-    halves: 4 bytes cost two lookups in 256 KiB tables."""
+    halves: 4 bytes cost two lookups in 256 KiB tables. Made on first use, not at import (~10 ms: every process
+    imports this module, few checksum more than small records)."""
     halves = []
     for shift in (0, 16):
         x = np.arange(1 << 16, dtype=np.uint32) << np.uint32(shift)
@@ -96,20 +100,18 @@ def _word_tables() -> tuple[np.ndarray, np.ndarray]:
     return halves[0], halves[1]
 
 
-_LO, _HI = _word_tables()
-
-
 def _lanes_crc(words: np.ndarray) -> int:
     """The raw register (from 0) of the lanes' bytes read one lane after another. `words` is (steps, K)
     little-endian uint32: row j holds the j-th 4 bytes of every lane."""
     steps, k = words.shape
     reg, x, idx, lo = (np.zeros(k, np.uint32) for _ in range(4))
+    lo_table, hi_table = _word_tables()
     for row in words:
         np.bitwise_xor(reg, row, out=x)
         np.bitwise_and(x, 0xFFFF, out=idx)
-        np.take(_LO, idx, out=lo)
+        np.take(lo_table, idx, out=lo)
         np.right_shift(x, 16, out=idx)
-        np.take(_HI, idx, out=reg)
+        np.take(hi_table, idx, out=reg)
         reg ^= lo
     length = 4 * steps
     while reg.size > 1:  # fold neighbours: crc(A + B) = zeros(len B)(crc A) ^ crc B
@@ -154,6 +156,7 @@ def values(buffers: list) -> list[int]:
     size share a pass, one lane each, 4 bytes a step; each lane's register is taken when its whole words end,
     and its last 0-3 bytes run the byte loop."""
     out = [0] * len(buffers)
+    lo_table, hi_table = _word_tables()
     order = sorted(range(len(buffers)), key=lambda i: len(buffers[i]))
     for g in range(0, len(order), _GROUP):
         group = order[g:g + _GROUP]
@@ -174,7 +177,7 @@ def values(buffers: list) -> list[int]:
                 taken.update(zip(ends[j], reg[ends[j]].tolist()))
             if j < words:
                 np.bitwise_xor(reg, columns[j], out=x)
-                reg = _LO[x & 0xFFFF] ^ _HI[x >> 16]
+                reg = lo_table[x & 0xFFFF] ^ hi_table[x >> 16]
         for lane, i in enumerate(group):
             tail = buffers[i][len(buffers[i]) // 4 * 4:]
             out[i] = _extend_loop(taken[lane], tail) ^ 0xFFFFFFFF

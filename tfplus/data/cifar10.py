@@ -12,7 +12,6 @@ become float32 one batch at a time in a background thread, so the whole training
 from __future__ import annotations
 
 import hashlib
-import http.client
 import io
 import os
 import pickle
@@ -22,8 +21,6 @@ import sys
 import tarfile
 import tempfile
 import threading
-import urllib.parse
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Iterator, NamedTuple, Union
@@ -451,8 +448,12 @@ def synthetic(n_train: int = 5000, n_test: int = 1000, seed: int = 0) -> Dataset
 
 def _synthetic_split(rng: np.random.Generator, patterns: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     labels = rng.permutation(np.arange(n) % len(CLASSES)).astype(np.int32)  # balanced classes
-    images = patterns[labels] + 40 * rng.standard_normal((n, *IMAGE_SHAPE), dtype=np.float32)
-    return np.clip(np.rint(images), 0, 255).astype(np.uint8), labels
+    # patterns + 40 * noise, rounded and clipped, in place: the same floats as out of place without three more
+    # arrays of the set's size (every --synthetic process draws it: tests, demos, simulated clients)
+    images = rng.standard_normal((n, *IMAGE_SHAPE), dtype=np.float32)
+    images *= 40
+    images += patterns[labels]
+    return np.clip(np.rint(images, out=images), 0, 255, out=images).astype(np.uint8), labels
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -491,6 +492,10 @@ def _download(dest: Path, url: str, md5: str, progress: bool) -> Path:
 
 
 def _fetch(url: str, path: Path, md5: str, dest: Path, progress: bool) -> None:
+    # HTTP and TLS (~10 ms of imports) only for a download, not for every process that reads the data
+    import http.client
+    import urllib.parse
+    import urllib.request
     name = PurePosixPath(urllib.parse.urlparse(url).path).name or url
     digest = hashlib.md5(usedforsecurity=False)
     try:

@@ -11,7 +11,7 @@ import importlib
 
 from tfplus import threads as _threads
 from tfplus.planner.plan import CPU_ALIGNMENT, OPENCL_DEFAULT_ALIGNMENT, OPENCL_DEFAULT_COMPUTE_UNITS, DeviceFacts
-from tfplus.runtime import get_runtime, opencl, parse_device
+from tfplus.runtime import get_runtime, parse_device
 
 # The kernel package of each kind: their workspace declarations are a plan's scratch, device at hand or not.
 _KERNELS = {"cpu": "tfplus.kernels.numpy", "opencl": "tfplus.kernels.opencl"}
@@ -31,6 +31,7 @@ def device_facts(device, threads: int | None = None) -> DeviceFacts:
     if kind == "cpu":
         importlib.import_module(_KERNELS["cpu"])
         return DeviceFacts(device, "cpu", CPU_ALIGNMENT, None, n)
+    from tfplus.runtime import opencl  # pyopencl (~0.1 s): not for the cpu, nor for `tfplus plan`'s parser
     if not opencl.available():  # no OpenCL here at all: plan for the documented defaults, and say so
         importlib.import_module(_KERNELS["opencl"])
         return DeviceFacts(f"{device} (not here: {OPENCL_DEFAULT_COMPUTE_UNITS} compute units assumed)", "opencl",
