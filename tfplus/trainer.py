@@ -243,12 +243,13 @@ def resolve_options(cfg: TrainConfig, saved: dict[str, Any] | None = None,
     taken = [k for k in RUN_OPTIONS if k not in given and values[k] is not None and saved.get(k) is not None]
     try:
         values["threads"] = threads.parse_threads(values["threads"] or threads.default_threads(), "--threads")
-        # What runs. None: the default count, whose workers take the steps where they pay (workers.Payoff); a
-        # checkpoint keeps None, so that a resumed run splits the steps its run split.
+        # What runs. None: the default count of more than one, whose workers take the steps where they pay
+        # (workers.Payoff); a checkpoint keeps None, so that a resumed run splits the steps its run split.
         if not device.startswith("cpu") or budget is not None:
             values["workers"] = 1
-        elif values["workers"] is not None:
-            values["workers"] = workers.resolve(values["workers"], values["threads"])
+        else:
+            n = workers.resolve(values["workers"], values["threads"])
+            values["workers"] = None if values["workers"] is None and n > 1 else n
     except ValueError as e:
         raise UsageError(str(e)) from None
     return dataclasses.replace(cfg, **values), taken
