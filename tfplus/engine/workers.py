@@ -53,7 +53,11 @@ did not make it. The parent waits on its workers in short polls that let signal 
 dies, stays stopped (SIGSTOP) for STOPPED_SECONDS or hangs (no CPU time used for HUNG_SECONDS) is an
 errors.UnavailableError; its step then runs in the parent.
 
-Other steps run in the parent as before:
+With the default count (Session(workers=None), no $TFPLUS_WORKERS: on Linux, one a thread from AUTO_FROM threads),
+the workers take a step only where the split pays (Payoff, decided from the step's shapes before its first run:
+the divisible work it saves against the kernel calls every worker repeats, RUN_SECONDS a run of the slices and the
+shared-memory copies); the others run in the parent, and summary() says why with those figures. A count given is
+obeyed. Other steps run in the parent whatever the count:
 - no fed batch that P divides into slices of MIN_ROWS rows or more;
 - batch statistics that statistics passes do not compute (a Max over the batch: planner.crossbatch says which);
 - an op that moves, picks or mixes the batch's rows (x[:25] of a tower, tf.concat of two batches, a gather of
@@ -102,10 +106,11 @@ RTOL, BN_RTOL = 1e-3, 3e-2
 # When the workers take a step by default (Session(workers=None), no $TFPLUS_WORKERS: Workers.by_rule): where the
 # time the split saves beats its own cost, both estimated from the step's shapes before it runs (Payoff). Each run
 # of the slices (a statistics pass, the micro-batch run) ends in a rendezvous: the parent waits for the slowest
-# worker. An idle round trip costs 0.03-0.06 ms; after a run, on the busy 2-core box, the wait beyond the workers'
-# CPU time was 7-9 ms a rendezvous (seqnet, MobileNet), little on a free 16-core host, where MobileNet's 55 a step
-# at batch 128 paid 1.57x. This price sends MobileNet's steps to the workers from batch 64, and keeps in the parent
-# those that lost on the busy box (BENCHMARKS.md, wkpay).
+# worker. An idle round trip costs 0.03-0.06 ms; after a run, on the busy 2-core box, the parent waited 7-42 ms a
+# rendezvous beyond the slower worker's CPU time (seqnet, MobileNet: the load's, not the machinery's), while a
+# free 16-core host ran MobileNet's 55 a step at batch 128 1.57x as fast as one process (stop 50). This price
+# keeps in the parent the steps that lost on the busy box, and sends MobileNet's to the workers from batch 48
+# (BENCHMARKS.md, wkpay).
 RUN_SECONDS = 3e-3
 # Benchmarks only: the workers take every step they can, as an explicit worker count makes them.
 FORCE = False
