@@ -316,9 +316,9 @@ class Payoff(NamedTuple):
 
     def __str__(self) -> str:
         return (f"{self.n} workers would save ~{self.saved * 1e3:.1f} ms of its ~{self.work * 1e3:.1f} ms of "
-                f"divisible work and cost ~{self.cost * 1e3:.1f} ms: its ~{self.calls * 1e3:.1f} ms of kernel "
-                f"calls made {self.n - 1} more time(s), {self.commands} rendezvous, {self.copied / 1e6:.2f}M "
-                "elements through shared memory")
+                f"divisible work and cost ~{self.cost * 1e3:.1f} ms: {self.n - 1} x its ~{self.calls * 1e3:.1f} ms of "
+                f"kernel calls (every worker makes them all), {self.commands} rendezvous, "
+                f"{self.copied / 1e6:.2f}M elements through shared memory")
 
 
 def payoff(order: list, shapes: dict, n: int, commands: int, grads: list) -> Payoff | None:
