@@ -126,8 +126,8 @@ def main() -> None:
     args = p.parse_args()
     print(f"{os.cpu_count()} cpus, load average {os.getloadavg()[0]:.1f}; {args.threads} intra-op threads; median "
           f"step of {args.rounds} rounds x {args.steps} steps")
-    print("| model | 1 process | 2 workers | ratio | rendezvous a step | wait beyond the workers' CPU, per "
-          "rendezvous | the gradients' average alone | the rule: saves / costs (repeated calls) | the rule's choice |")
+    print("| model | 1 process | 2 workers | ratio | commands a step (runs, average) | wait beyond the workers' CPU, "
+          "per command | the gradients' average alone | the rule: saves / costs (repeated calls) | the rule's choice |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
     for name in args.models.split(","):
         r = measure(name, args.rounds, args.steps, args.threads)
