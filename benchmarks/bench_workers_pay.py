@@ -9,7 +9,9 @@ mapfn (b64, a per-row tf.map_fn augmentation before a small CNN). Both sessions 
 one runs every step in this process (workers=1), the other on 2 workers forced past the rule (workers.FORCE). They
 alternate in rounds of `--steps` steps, so that the other processes' load falls on both alike; figures are medians.
 It also times the parent's side of the workers' commands (a run of the slices or a statistics pass: a rendezvous
-with every worker) against the workers' own CPU time in them: the difference is the machinery's per-run cost.
+with every worker) against the slower worker's CPU time in them (the difference is the wait for it: the load's and
+the machinery's), the gradients' average alone (an idle rendezvous and one pass over the gradients), and the CPU
+time a step of both sessions (this process's threads, plus the workers'): what the split adds, whatever the load.
 """
 from __future__ import annotations
 
@@ -86,6 +88,7 @@ def measure(name: str, rounds: int, steps: int, n_threads: int) -> dict:
         finally:
             waited.append(time.perf_counter() - start)
     times: dict[int, list[float]] = {1: [], 2: []}
+    cpus: dict[int, list[float]] = {1: [], 2: []}  # CPU time a step: this process's threads, and the workers
     rendezvous = []  # per workers' step: (parent's time in the commands, the slower worker's CPU time in the step)
     hz = os.sysconf("SC_CLK_TCK")
     workers._Group.call = timed
@@ -95,12 +98,15 @@ def measure(name: str, rounds: int, steps: int, n_threads: int) -> dict:
                 for _ in range(steps):
                     waited.clear()
                     before = [workers._stat(pid)[1] for pid in group.pids]
-                    start = time.perf_counter()
+                    start, own = time.perf_counter(), time.process_time()
                     sess.run(fetches, feeds)
                     times[n].append(time.perf_counter() - start)
+                    own = time.process_time() - own
                     if n == 2:
-                        cpu = max(workers._stat(pid)[1] - b for pid, b in zip(group.pids, before)) / hz
-                        rendezvous.append((sum(waited), cpu, len(waited)))
+                        used = [(workers._stat(pid)[1] - b) / hz for pid, b in zip(group.pids, before)]
+                        rendezvous.append((sum(waited), max(used), len(waited)))
+                        own += sum(used)
+                    cpus[n].append(own)
     finally:
         workers._Group.call = call
     averages = []  # the gradients' average alone: a rendezvous with the workers and a pass over the gradients
@@ -114,6 +120,7 @@ def measure(name: str, rounds: int, steps: int, n_threads: int) -> dict:
     commands = rendezvous[0][2]
     per_run = statistics.median((t - c) / k for t, c, k in rendezvous)
     return {"name": name, "one": one, "two": two, "commands": commands, "per_run": per_run,
+            "cpu": [statistics.median(cpus[n]) for n in (1, 2)],
             "average": statistics.median(averages), "pay": st.payoff}
 
 
@@ -126,20 +133,22 @@ def main() -> None:
     args = p.parse_args()
     print(f"{os.cpu_count()} cpus, load average {os.getloadavg()[0]:.1f}; {args.threads} intra-op threads; median "
           f"step of {args.rounds} rounds x {args.steps} steps")
-    print("| model | 1 process | 2 workers | ratio | commands a step (runs, average) | wait beyond the workers' CPU, "
-          "per command | the gradients' average alone | the rule: saves / costs (repeated calls) | the rule's choice |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
+    print("| model | 1 process | 2 workers | ratio | commands a step (runs, average) | wait beyond the workers' "
+          "CPU, per command | the gradients' average alone | CPU a step, 1 process / workers | the rule: saves / "
+          "costs (repeated calls) | the rule's choice |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for name in args.models.split(","):
         r = measure(name, args.rounds, args.steps, args.threads)
         if "why" in r:
-            print(f"| {name} | | | | | | | | {r['why']} |", flush=True)
+            print(f"| {name} | | | | | | | | | {r['why']} |", flush=True)
             continue
         pay = r["pay"]
         rule = "(control flow: unknown)" if pay is None else \
             f"{pay.saved * 1e3:.1f} / {pay.cost * 1e3:.1f} ms ({(pay.n - 1) * pay.calls * 1e3:.1f})"
         choice = "workers" if pay is None or pay.pays else "parent"
         print(f"| {name} | {r['one'] * 1e3:.1f} ms | {r['two'] * 1e3:.1f} ms | {r['one'] / r['two']:.2f}x | "
-              f"{r['commands']} | {r['per_run'] * 1e3:.1f} ms | {r['average'] * 1e3:.2f} ms | {rule} | {choice} |",
+              f"{r['commands']} | {r['per_run'] * 1e3:.1f} ms | {r['average'] * 1e3:.2f} ms | "
+              f"{r['cpu'][0] * 1e3:.0f} / {r['cpu'][1] * 1e3:.0f} ms | {rule} | {choice} |",
               flush=True)
 
 
