@@ -55,10 +55,10 @@ class _DeviceAttributes(NamedTuple):
 class Session:
     """Runs graphs. `device` is 'cpu' (NumPy) or 'opencl[:N]'. Variables live in the session. On the cpu, a
     training step's batch is split over `workers` forked processes (tfplus.engine.workers; default: one per thread
-    when there are 2 or more, for the steps where the split pays, workers.Payoff; 1 for none). `run` may be called from many threads: their steps run one at a
-    time (also those of sessions sharing an OpenCL device), each returning its own values. In the main thread,
-    Ctrl-C and the Python handlers of SIGTERM and SIGHUP act when the step has ended, never halfway through its
-    updates (tfplus.engine.signals)."""
+    when there are 2 or more, for the steps where the split pays, workers.Payoff; 1 for none). `run` may be called
+    from many threads: their steps run one at a time (also those of sessions sharing an OpenCL device), each
+    returning its own values. In the main thread, Ctrl-C and the Python handlers of SIGTERM and SIGHUP act when the
+    step has ended, never halfway through its updates (tfplus.engine.signals)."""
 
     def __init__(self, target: str = "", graph: Graph | None = None, config: Any = None, device: str = "cpu",
                  memory_budget=None, workers: int | None = None):
