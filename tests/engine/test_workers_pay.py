@@ -85,3 +85,28 @@ def test_tfplus_train_says_once_where_its_steps_run_and_a_checkpoint_keeps_the_d
     assert meta["options"]["workers"] is None, meta["options"]  # the rule, which a resumed run keeps
     assert main(argv[:-4] + ["--steps", "4", "--checkpoint-dir", str(ckpt), "--resume", "--workers", "2"]) != 0
     assert "--workers 2 differs from the checkpoint's default" in capsys.readouterr().err
+
+
+def test_a_batch_norm_steps_rendezvous_are_its_statistics_passes_and_the_micro_batch_run():
+    """Two training-mode batch norms: a forward and a backward statistics pass each, then the micro-batch run, five
+    rendezvous, RUN_SECONDS each in the rule's cost (so this small step stays in the parent)."""
+    g = tf.Graph()
+    with g.as_default():
+        x, y = tf.placeholder(tf.float32, [None, 32]), tf.placeholder(tf.int32, [None])
+        h = x
+        for i in range(2):
+            h = tf.nn.relu(tf.layers.batch_normalization(tf.layers.dense(h, 32, name=f"dense{i}"), training=True,
+                                                         name=f"norm{i}"))
+        loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=tf.layers.dense(h, 10)))
+        with tf.control_dependencies(tf.get_collection(tf.GraphKeys.UPDATE_OPS)):
+            train = tf.train.GradientDescentOptimizer(0.1).minimize(loss)
+        init = tf.global_variables_initializer()
+    rng = np.random.default_rng(0)
+    feeds = {x: rng.standard_normal((16, 32)).astype(np.float32), y: rng.integers(0, 10, 16).astype(np.int32)}
+    with tf.Session(graph=g, config=tf.ConfigProto(intra_op_parallelism_threads=2)) as sess:
+        sess.run(init)
+        sess.run([train, loss], feeds)
+        summary, pids = sess.workers.summary(), sess.workers.pids()
+    assert pids == [] and "cost ~" in summary and ", 5 rendezvous," in summary, summary
+    cost = float(summary.split("cost ~")[1].split(" ms")[0]) / 1e3
+    assert cost >= 5 * workers.RUN_SECONDS, summary
