@@ -5,7 +5,8 @@ workers (tfplus.engine.workers), beside the inputs of the rule that picks betwee
 
 Models: lenet, mentee (b128), bigru-tiny (b32, 16 steps of 16 features, 32 units), bigru-mid (b128, 32 steps of 64
 features, 128 units), seqnet (b64, batch norms: statistics passes), mobilenet (b32, 27 batch norms: 54 passes),
-mapfn (b64, a per-row tf.map_fn augmentation before a small CNN). Both sessions get `--threads` intra-op threads;
+mapfn (b64, a per-row tf.map_fn augmentation before a small CNN); `mobilenet:64` takes another batch (the
+CIFAR models). Both sessions get `--threads` intra-op threads;
 one runs every step in this process (workers=1), the other on 2 workers forced past the rule (workers.FORCE). They
 alternate in rounds of `--steps` steps, so that the other processes' load falls on both alike; figures are medians.
 It also times the parent's side of the workers' commands (a run of the slices or a statistics pass: a rendezvous
@@ -26,8 +27,8 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 
-def build(name: str):
-    """(graph, init op, fetches, feeds) of model `name`."""
+def build(name: str, batch: int | None = None):
+    """(graph, init op, fetches, feeds) of model `name` (lenet, mentee, seqnet, mobilenet: at `batch` if given)."""
     import tfplus as tf
     from tfplus.graphs import training_graph
     rng = np.random.default_rng(0)
@@ -53,8 +54,9 @@ def build(name: str):
     from tfplus.graphs.mentee import mentee
     from tfplus.graphs.mobilenet import mobilenet
     from tfplus.graphs.seqnet import seqnet
-    model, batch = {"lenet": (lenet, 128), "mentee": (mentee, 128), "seqnet": (seqnet, 64),
-                    "mobilenet": (mobilenet, 32)}[name]
+    model, default = {"lenet": (lenet, 128), "mentee": (mentee, 128), "seqnet": (seqnet, 64),
+                      "mobilenet": (mobilenet, 32)}[name]
+    batch = batch or default
     tg = training_graph(model, total_steps=1000, seed=0, learning_rate=0.001)  # (random data: no divergence)
     return tg.graph, tg.init_op, [tg.train_op, tg.loss], {
         tg.images: rng.standard_normal((batch, 3, 32, 32)).astype(np.float32),
@@ -64,7 +66,8 @@ def build(name: str):
 def measure(name: str, rounds: int, steps: int, n_threads: int) -> dict:
     import tfplus as tf
     from tfplus.engine import workers
-    g, init, fetches, feeds = build(name)
+    model, _, batch = name.partition(":")
+    g, init, fetches, feeds = build(model, int(batch) if batch else None)
     config = tf.ConfigProto(intra_op_parallelism_threads=n_threads)
     sessions = {n: tf.Session(graph=g, config=config, workers=n) for n in (1, 2)}
     workers.FORCE = True
