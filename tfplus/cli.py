@@ -193,8 +193,8 @@ def _devices(out) -> int:
           f"this process, {os.cpu_count()} in the host; set by --threads, ${threads.ENV} or "
           "ConfigProto.intra_op_parallelism_threads)", file=out)
     w = workers.resolve(None, n)
-    print(f"{'':10} training steps: " + (f"the batch split over {w} worker processes" if w > 1 else
-                                         "in this process") +
+    print(f"{'':10} training steps: " + (f"the batch split over {w} worker processes where that pays" if w > 1
+                                         else "in this process") +
           f" (${workers.ENV}; by default one per thread from {workers.AUTO_FROM} threads)", file=out)
     try:
         from tfplus.runtime import opencl

@@ -209,8 +209,9 @@ def _given_options(cfg: TrainConfig) -> dict[str, Any]:
 def resolve_options(cfg: TrainConfig, saved: dict[str, Any] | None = None,
                     err: IO[str] | None = None) -> tuple[TrainConfig, list[str]]:
     """(cfg with its run options filled, the options taken from `saved`): the options this run sets, else
-    `saved` (a checkpoint's "options"), else RUN_DEFAULTS; the thread and worker counts are resolved to numbers
-    (threads.default_threads, workers.resolve), so a checkpoint records what ran.
+    `saved` (a checkpoint's "options"), else RUN_DEFAULTS; the thread count and a given worker count are resolved
+    to numbers (threads.default_threads, workers.resolve), so a checkpoint records what ran; a worker count not
+    given stays None, the default's per-step rule (tfplus.engine.workers.Payoff), which a resumed run keeps.
 
     A run that sets a RESULT_OPTIONS value other than `saved`'s is a UsageError: it would not give the
     uninterrupted run's weights. A saved --log or --logdir that is not a run's log (any more) is not taken (a
@@ -242,8 +243,13 @@ def resolve_options(cfg: TrainConfig, saved: dict[str, Any] | None = None,
     taken = [k for k in RUN_OPTIONS if k not in given and values[k] is not None and saved.get(k) is not None]
     try:
         values["threads"] = threads.parse_threads(values["threads"] or threads.default_threads(), "--threads")
-        values["workers"] = workers.resolve(values["workers"], values["threads"]) \
-            if device.startswith("cpu") and budget is None else 1  # what runs
+        # What runs. None: the default count of more than one, whose workers take the steps where they pay
+        # (workers.Payoff); a checkpoint keeps None, so that a resumed run splits the steps its run split.
+        if not device.startswith("cpu") or budget is not None:
+            values["workers"] = 1
+        else:
+            n = workers.resolve(values["workers"], values["threads"])
+            values["workers"] = None if values["workers"] is None and n > 1 else n
     except ValueError as e:
         raise UsageError(str(e)) from None
     return dataclasses.replace(cfg, **values), taken
@@ -269,6 +275,8 @@ def _is_our_logdir(path: str) -> bool:
 def _fmt_option(key: str, value: Any) -> str:
     if key == "memory_budget":
         return "none" if value is None else format_size(value)
+    if key == "workers" and value is None:
+        return "default (one per thread, for the steps where they pay)"
     return "none" if value is None else str(value)
 
 
@@ -562,7 +570,7 @@ RECIPE_SCHEMA: dict[str, tuple] = {
 }
 _PROCESSES = (lambda v: type(v) is int and 1 <= v <= _MAX_PROCESSES, f"a whole number 1..{_MAX_PROCESSES}")
 OPTIONS_SCHEMA: dict[str, tuple] = {
-    "device": _STR, "memory_budget": _nullable(_count(1)), "threads": _PROCESSES, "workers": _PROCESSES,
+    "device": _STR, "memory_budget": _nullable(_count(1)), "threads": _PROCESSES, "workers": _nullable(_PROCESSES),
     "input": _nullable(_STR), "checkpoint_every": _nullable(_count(1)), "eval_every": _count(), "log": _nullable(_STR),
     "log_every": _count(1), "logdir": _nullable(_STR), "profile_every": _nullable(_count(1)),
 }

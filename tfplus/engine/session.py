@@ -55,10 +55,10 @@ class _DeviceAttributes(NamedTuple):
 class Session:
     """Runs graphs. `device` is 'cpu' (NumPy) or 'opencl[:N]'. Variables live in the session. On the cpu, a
     training step's batch is split over `workers` forked processes (tfplus.engine.workers; default: one per thread
-    when there are 2 or more, 1 for none). `run` may be called from many threads: their steps run one at a
-    time (also those of sessions sharing an OpenCL device), each returning its own values. In the main thread,
-    Ctrl-C and the Python handlers of SIGTERM and SIGHUP act when the step has ended, never halfway through its
-    updates (tfplus.engine.signals)."""
+    when there are 2 or more, for the steps where the split pays, workers.Payoff; 1 for none). `run` may be called
+    from many threads: their steps run one at a time (also those of sessions sharing an OpenCL device), each
+    returning its own values. In the main thread, Ctrl-C and the Python handlers of SIGTERM and SIGHUP act when the
+    step has ended, never halfway through its updates (tfplus.engine.signals)."""
 
     def __init__(self, target: str = "", graph: Graph | None = None, config: Any = None, device: str = "cpu",
                  memory_budget=None, workers: int | None = None):
@@ -82,11 +82,11 @@ class Session:
         if inter and self._runtime.kernel_device == "cpu" and memory_budget is None:
             self._executor.inter_op = threads.parse_threads(inter, "inter_op_parallelism_threads")
         # Training steps on the cpu split their batch over worker processes (tfplus.engine.workers): `workers`, else
-        # $TFPLUS_WORKERS, else one per thread from workers.AUTO_FROM threads on.
+        # $TFPLUS_WORKERS, else one per thread from workers.AUTO_FROM threads on, taking the steps where they pay.
         self._workers = None
         n_workers = workers_mod.resolve(workers, self._threads)
         if n_workers > 1 and self._runtime.kernel_device == "cpu" and memory_budget is None:
-            self._workers = workers_mod.Workers(self._executor, n_workers)
+            self._workers = workers_mod.Workers(self._executor, n_workers, workers_mod.by_default(workers))
             weakref.finalize(self, self._workers.close)  # a session dropped unclosed lets its workers go
         # What runs its steps (engine.step): a memory plan within the budget; the workers; on a device that
         # replays recorded launches (OpenCL), an unconstrained memory plan, whose buffers stay put from run to

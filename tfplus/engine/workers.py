@@ -53,7 +53,11 @@ did not make it. The parent waits on its workers in short polls that let signal 
 dies, stays stopped (SIGSTOP) for STOPPED_SECONDS or hangs (no CPU time used for HUNG_SECONDS) is an
 errors.UnavailableError; its step then runs in the parent.
 
-Other steps run in the parent as before:
+With the default count (Session(workers=None), no $TFPLUS_WORKERS: on Linux, one a thread from AUTO_FROM threads),
+the workers take a step only where the split pays (Payoff, decided from the step's shapes before its first run:
+the divisible work it saves against the kernel calls every worker repeats, RUN_SECONDS a run of the slices and the
+shared-memory copies); the others run in the parent, and summary() says why with those figures. A count given is
+obeyed. Other steps run in the parent whatever the count:
 - no fed batch that P divides into slices of MIN_ROWS rows or more;
 - batch statistics that statistics passes do not compute (a Max over the batch: planner.crossbatch says which);
 - an op that moves, picks or mixes the batch's rows (x[:25] of a tower, tf.concat of two batches, a gather of
@@ -67,6 +71,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import json
+import math
 import mmap
 import os
 import select
@@ -78,6 +83,7 @@ import threading
 import time
 import warnings
 import weakref
+from typing import NamedTuple
 
 import numpy as np
 
@@ -97,6 +103,17 @@ CHUNK_DIVISOR = 2
 # How far the first step's merged slices may be from the whole batch's (relative to the value's norm: _Step.first),
 # and in a step with batch statistics, whose normalizations amplify rounding.
 RTOL, BN_RTOL = 1e-3, 3e-2
+# When the workers take a step by default (Session(workers=None), no $TFPLUS_WORKERS: Workers.by_rule): where the
+# time the split saves beats its own cost, both estimated from the step's shapes before it runs (Payoff). Each run
+# of the slices (a statistics pass, the micro-batch run) ends in a rendezvous: the parent waits for the slowest
+# worker. An idle round trip costs 0.03-0.06 ms; after a run, on the busy 2-core box, the parent waited 7-42 ms a
+# rendezvous beyond the slower worker's CPU time (seqnet, MobileNet: the load's, not the machinery's), while a
+# free 16-core host ran MobileNet's 55 a step at batch 128 1.57x as fast as one process (stop 50). This price
+# keeps in the parent the steps that lost on the busy box, and sends MobileNet's to the workers from batch 48
+# (BENCHMARKS.md, wkpay).
+RUN_SECONDS = 3e-3
+# Benchmarks only: the workers take every step they can, as an explicit worker count makes them.
+FORCE = False
 # Steps whose workers stay alive at once (a loop that also fetches a summary every 100 steps, say): more would
 # leave processes idle; fewer would fork anew at each switch.
 MAX_GROUPS = 2
@@ -240,6 +257,12 @@ if hasattr(os, "register_at_fork"):
                         after_in_child=_after_fork)
 
 
+def by_default(requested) -> bool:
+    """Whether a session given `requested` workers (Session(workers=)) has the default count, whose workers take
+    only the steps where they pay (Payoff): none given, and no $TFPLUS_WORKERS."""
+    return requested is None and not os.environ.get(ENV, "").strip()
+
+
 def resolve(requested, n_threads: int) -> int:
     """A session's worker count: `requested` (Session(workers=)), else $TFPLUS_WORKERS, else one per thread
     from AUTO_FROM threads on; 1 means none."""
@@ -264,12 +287,68 @@ def resolve(requested, n_threads: int) -> int:
     return n
 
 
+class Payoff(NamedTuple):
+    """What splitting a step over n workers should save and cost (seconds a step), from its shapes, as the
+    planner's cpu cost model prices them (planner.cost.CostModel.WEIGHTS): `work` the whole batch's divisible work
+    (GEMM FLOPs, elements written), which the split divides by n; `calls` its kernel calls' own cost, which every
+    worker pays in full (n - 1 more times than the parent: on a machine without idle cores they compete);
+    `commands` the runs of the slices a step makes (its statistics passes, the micro-batch run), RUN_SECONDS each
+    for the rendezvous that ends it; `copied` the elements that go through shared memory (the fed batch, each
+    slice's gradients, which the workers then average, an even and brief rendezvous of its own)."""
+    n: int
+    work: float
+    calls: float
+    commands: int
+    copied: int
+
+    @property
+    def saved(self) -> float:
+        return self.work * (1 - 1 / self.n)
+
+    @property
+    def cost(self) -> float:
+        from tfplus.planner.cost import CostModel  # (not at import: importing tfplus loads no planner)
+        return (self.n - 1) * self.calls + self.commands * RUN_SECONDS + self.copied * CostModel.WEIGHTS["elements"]
+
+    @property
+    def pays(self) -> bool:
+        return self.saved > self.cost
+
+    def __str__(self) -> str:
+        return (f"{self.n} workers would save ~{self.saved * 1e3:.1f} ms of its ~{self.work * 1e3:.1f} ms of "
+                f"divisible work and cost ~{self.cost * 1e3:.1f} ms: {self.n - 1} x its ~{self.calls * 1e3:.1f} ms of "
+                f"kernel calls (every worker makes them all), {self.commands} rendezvous, "
+                f"{self.copied / 1e6:.2f}M elements through shared memory")
+
+
+def payoff(order: list, shapes: dict, n: int, commands: int, grads: list) -> Payoff | None:
+    """The Payoff of a step of ops `order` fed `shapes` on n workers, whose slices send gradients `grads`; None
+    when its shapes are known only as it runs (control flow)."""
+    from tfplus.planner import cost
+    from tfplus.planner.liveness import static_specs
+    try:
+        specs = static_specs(order, shapes)
+    except Exception:  # noqa: BLE001  control flow's PlanError; a step must not fail for want of an estimate
+        return None
+    f = dict.fromkeys(cost.FEATURES, 0.0)
+    for op in order:
+        cost.count(f, [], 1, op, specs)
+    w = cost.CostModel.WEIGHTS
+    # (a statistics copy's gradients are not the step's tensors: their shapes are static, the variables')
+    copied = sum(math.prod(s) for s in shapes.values()) + n * sum(
+        math.prod(specs[g].shape if g in specs else g.shape.as_list()) for g in grads)
+    return Payoff(n, f["flops"] * w["flops"] + f["elements"] * w["elements"],
+                  sum(f[k] * w[k] for k in ("calls", "host_calls", "conv_calls")), commands, int(copied))
+
+
 class Workers:
     """A session's worker processes and the steps it has looked at: run(flat, feeds) -> buffers, or None for a
     step that runs in the parent."""
 
-    def __init__(self, executor, n: int):
-        self.executor, self.n = executor, n
+    def __init__(self, executor, n: int, by_rule: bool = False):
+        # by_rule: a default worker count (Session(workers=None), no $TFPLUS_WORKERS), whose workers take only the
+        # steps where they pay (Payoff); a count given is obeyed
+        self.executor, self.n, self.by_rule = executor, n, by_rule
         self.steps: dict[tuple, _Step | str] = {}  # step key -> _Step, or why it runs in the parent
         self.groups: dict[tuple, _Group] = {}  # step key -> its live workers, least recently used first
         self.lock = threading.Lock()
@@ -282,7 +361,12 @@ class Workers:
     def summary(self) -> str:
         """Where the training steps run so far, for a progress line."""
         if self.groups:
-            return f"training steps on {self.n} worker processes"
+            where = f"training steps on {self.n} worker processes"
+            if not self.by_rule:
+                return where
+            pay = next(iter(self.groups.values())).step.payoff
+            return f"{where}: " + (f"{pay}" if pay is not None else
+                                   "the cost of its control flow is known only as it runs")
         whys = [s for s in self.steps.values() if isinstance(s, str) and s != _NO_BATCH]
         return f"training steps in this process: {whys[-1]}" if whys else ""
 
@@ -291,7 +375,11 @@ class Workers:
         with self.lock:
             st = self.steps.get(key)
             if st is None:
-                st = self.steps[key] = _prepare(self.executor, self.n, flat, feeds)
+                st = _prepare(self.executor, self.n, flat, feeds)
+                if self.by_rule and not FORCE and not isinstance(st, str) and st.payoff is not None and \
+                        not st.payoff.pays:
+                    st = f"too small a step for the workers ({st.payoff}; {ENV}=N or --workers N splits it anyway)"
+                self.steps[key] = st
             if isinstance(st, str):
                 return None
             feeds = st.mine(feeds)
@@ -389,8 +477,10 @@ def _prepare(executor, n: int, flat: list, feeds: dict):
     variables = sorted({op.name for op in a_ops if op.type == "VariableV2"})
     draws = sorted(op.name for op in a_ops if has_tag(op.type, "random"))
     own = spread.tensor_map if spread else {}
-    return _Step(executor, n, batch // n, s, variables, draws, [own.get(f, f) for f in flat if isinstance(f, Tensor)],
-                 runs, spread)
+    st = _Step(executor, n, batch // n, s, variables, draws, [own.get(f, f) for f in flat if isinstance(f, Tensor)],
+               runs, spread)
+    st.payoff = payoff(order, shapes, n, len(runs), list(s.grads))
+    return st
 
 
 def _holds(op, inner) -> str:
@@ -432,6 +522,7 @@ class _Step:
         self.variables = variables
         self.draws = draws  # the random nodes the slices run: each draws its slice's rows of the step's numbers
         self.why = ""
+        self.payoff: Payoff | None = None  # what the split should save and cost (by_rule)
         self.runs = runs
         self.levels = spread.levels if spread else []  # the statistics each pass computes, merged after it
         self.stat_merges = spread.merges if spread else {}
