@@ -20,6 +20,10 @@ import numpy as np
 
 from tfplus.framework import Operation, Tensor, constant_value
 
+# How a row rule's refusal of an op that takes one row of the batch begins (planner.rows lets one whose values only
+# shape-only ops read)
+ONE_ROW = "takes row"
+
 
 class Rows(dict):
     """What a rule reads: the step's tensors with rows of the batch -> the axis that holds them, and `shape(t)`,

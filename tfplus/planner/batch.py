@@ -526,11 +526,15 @@ def _of_merged_sums(order: list[Operation], fetches: list, valued: set[Tensor], 
     for op in order:
         for t in op.inputs:
             consumers.setdefault(t, []).append(op)
+    # a shape-only op of a tensor without rows (clip_by_norm's zeros_like of a gradient's squared norm) gives the
+    # same number in every micro-batch: no micro-batch's shape
+    fixed = {t for op in order if has_tag(op.type, "shape_only") and not any(u in rows for u in op.inputs)
+             for t in op.outputs}
     late: set[Operation] = set()
     for op in reversed(order):
         if op in after or not any(t in valued for t in op.inputs) or \
                 any(t in rows for t in list(op.inputs) + list(op.outputs)) or \
-                any(t in batch_dep and t not in valued for t in op.inputs):
+                any(t in batch_dep and t not in valued and t not in fixed for t in op.inputs):
             continue
         if all(c in after or c in late for t in op.outputs for c in consumers.get(t, ())) and \
                 (op in fetched or any(consumers.get(t) for t in op.outputs)):
