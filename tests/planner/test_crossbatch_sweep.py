@@ -9,9 +9,11 @@ variables, clipping by the global norm, an ExponentialMovingAverage of the weigh
 tf.scatter_subs its class centers, a loss masked by fed weights, a moving average of a batch mean and counters
 assigned beside the step, a variance about the batch's mean, moments fetched, of dropped-out rows, or before a
 summed loss, a mask from the labels, tf.nn.moments with tf.nn.batch_normalization or a scale inside the inverse
-deviation (their gradients are taken from backward statistics: they were k times too large). Refused: those
-clipped by the global norm, a softmax, max, min, argmax, cumsum or top_k over the batch, a loss times the batch size
-or the square root of a mean over it, the worst example's loss, tf.range over the batch, mixup by tf.reverse(x, [0]),
+deviation (their gradients are taken from backward statistics: they were k times too large), clipped by the
+global norm, by each gradient's norm or average norm (also a plain convolution's and tf.layers' batch norm's), a
+loss that is a non-linear function of a mean over the batch (its square root or log, a penalty on the mean
+activation). Refused: a softmax, max, min, argmax, cumsum or top_k over the batch, a loss times the batch size
+or the square root of a sum over it, the worst example's loss, tf.range over the batch, mixup by tf.reverse(x, [0]),
 tf.unique of the labels, an InfoNCE or batch-hard triplet loss (the batch's pairs), a GAN's real and fake batches
 through one tf.concat, and two optimizers whose second reads the first's update. The graphs build in TensorFlow
 too (`t`: tfplus or tensorflow.compat.v1) where TF1 has the API, and the unsplit step is held against TensorFlow's."""
@@ -251,9 +253,10 @@ CASES = {
     "sqrt-of-mean-loss": (functools.partial(_dense, kind="rmse"), "sgd", "exact"),
     "log-of-mean-loss": (functools.partial(_dense, kind="log_of_mean"), "adam", "exact"),
     "mean-activation-penalty": (functools.partial(_dense, kind="mean_penalty"), "momentum", "exact"),
-    # (clipped, the update run would clip the merged gradients, their shares unscaled)
-    "nn-batch_normalization-clipped": (functools.partial(_dense, kind="nn_batch_normalization"), "clip",
-                                       "a gradient taken straight from Sum 'gradients/batchnorm/add_1_grad/Sum_1'"),
+    # (was refused: the clip of the scaled path's gradients ran in each micro-batch, on its own gradients)
+    "nn-batch_normalization-clipped": (functools.partial(_dense, kind="nn_batch_normalization"), "clip", "exact"),
+    "nn-batch_normalization-conv-clip_by_norm": (functools.partial(_conv, kind="nn_batch_normalization"),
+                                                 "clip_by_norm", "exact"),
     # clipped gradients of batch norms: the update run clips the merged, whole-batch gradients
     "layers-batch_normalization-clipped": (functools.partial(_conv, kind="layers_batch_norm"), "clip", "exact"),
     "layers-batch_normalization-unfused-clip_by_norm": (functools.partial(_conv, kind="layers_batch_norm_unfused"),
@@ -397,7 +400,8 @@ def test_tensorflows_masked_tf_losses_graph_plans_its_floor_in_micro_batches(tf1
     assert floor.microbatches > 1, floor.transformations
 
 
-@pytest.mark.parametrize("name", ["l2_normalize-axis1", "instance-norm"])
+@pytest.mark.parametrize("name", ["l2_normalize-axis1", "instance-norm", "mean-activation-penalty",
+                                  "nn-batch_normalization-clipped"])
 def test_a_step_at_its_floor_trains_as_the_unsplit_one(name):
     """The floor's plan of these steps streamed a prefix whose backward recomputed the loss's fused mean over the
     batch (planner.recompute dropped its gradient output): run on each micro-batch's rows, it divided by their

@@ -325,7 +325,11 @@ def split_step(order: list[Operation], fetches: list, feeds: set, feed_shapes: d
     # The update run also computes what the updates make of the batch's sums over its rows (gradients) alone:
     # averaging per-micro-batch values of a non-linear function of them (clipping by the global norm) is no
     # function of the batch's sums.
-    late = after | _of_merged_sums(order, fetches, crossbatch.values(order, feeds, rowed), after, rows, batch_dep)
+    # (the statistics passes' values fed to the micro-batches count as the batch's values: a gradient taken straight
+    # from a backward statistic, scaled by the micro-batch's share, averages to the batch's as any other)
+    computed = {t for t in feeds if t.op.type not in ("Placeholder", "PlaceholderWithDefault")}
+    valued = crossbatch.values(order, feeds, rowed | computed)
+    late = after | _of_merged_sums(order, fetches, valued, after, rows, batch_dep)
     grads = []
     for op in order:
         if op in late:

@@ -220,16 +220,8 @@ def rewrite(order: list[Operation], feeds: set[Tensor], fetches: list, batch_fee
     # through no rows, what the updates read (_straight)
     counted = {t for t in merges if phase_of(t.op) == "backward"}
     straight = _straight(order, counted, rowed)
-    outside = next((op for op, t in straight.items() if phase_of(op) != "backward"), None)
-    if outside is not None:  # NOTE: the update run would make it of the merged gradients, their shares' unscaled
-        t = straight[outside]
-        raise PlanError(f"cannot micro-batch: {outside.type} '{outside.name}' reads a gradient taken straight from "
-                        f"{t.op.type} '{t.op.name}', a sum over the batch's gradients that statistics passes compute "
-                        "(tf.nn.batch_normalization's offset and scale after tf.nn.moments over the batch), outside "
-                        "tf.gradients (clipping, a decay added by hand): micro-batches scale such a gradient only "
-                        "on tf.gradients' ops; apply the scale and offset to the normalized rows ((x - mean) * "
-                        "tf.rsqrt(variance + eps) * gamma + beta), use tf.layers.batch_normalization, or give a "
-                        "budget the unsplit step fits")
+    # (an op outside tf.gradients on that path, clipping by the global norm, is copied on the scaled statistics too:
+    # planner.batch runs it in the update run, on the merged gradients, where it reads others')
     whole: dict[Tensor, Tensor] = {}  # their tensors on that path -> the copy's, scaled to the batch's share
     fed = set(merges) | {t for bn in norms for t in bn.outputs[1:]}  # whole-batch values in the micro-batch run
     value = _values(order, feeds, batch_feeds, fed)
