@@ -4,7 +4,10 @@ tf.while_loop (issue 34), as a budgeted session plans them (step_budget.floor, w
 - map_loss: a CNN whose loss is written per example with tf.map_fn over (logits, labels);
 - gru_dropout: a GRU with per-step dropout on its inputs and state (DropoutWrapper) in a dynamic_rnn (which
   engine.rewrite_rnn fuses, dropout and all, before and after);
-- while_dropout: a tanh RNN written as a tf.while_loop, tf.nn.dropout on each step's state.
+- while_dropout: a tanh RNN written as a tf.while_loop, tf.nn.dropout on each step's state;
+- dynamic_map: per-image standardization by a tf.map_fn whose outputs have no static shape (flattened by
+  tf.reshape(-1) of a [None, None, None, None] input: its first row ran outside the loop), then the CNN;
+- bn_map_loss: map_loss's CNN with tf.layers.batch_normalization (training mode) after each convolution.
 Before planner.maps a map of the rows ran whole (its step was refused micro-batches), and a loop whose body draws
 random numbers was not unrolled, so the planner refused its step under any budget.
 
@@ -30,18 +33,27 @@ def augment_cnn(tf, x):
     return _cnn(tf, tf.map_fn(augment, (x, coins), dtype=tf.float32))
 
 
-def _cnn(tf, h):
-    """Two conv-relu-pool blocks and a dense head (by tf.nn: a map's output had no static shape before)."""
+def _cnn(tf, h, norm: bool = False):
+    """Two conv-relu-pool blocks (each conv batch-normalized if `norm`) and a dense head (by tf.nn: a map's output
+    had no static shape before)."""
     rng = np.random.default_rng(0)
     for i, (cin, width) in enumerate(((3, 16), (16, 32))):
         w = tf.Variable((rng.standard_normal((3, 3, cin, width)) / np.sqrt(9 * cin)).astype(np.float32),
                         name=f"conv{i}")
-        h = tf.nn.max_pool(tf.nn.relu(tf.nn.conv2d(h, w, [1, 1, 1, 1], "SAME")), [1, 2, 2, 1], [1, 2, 2, 1], "VALID")
+        h = tf.nn.conv2d(h, w, [1, 1, 1, 1], "SAME")
+        h = tf.layers.batch_normalization(h, training=True, name=f"bn{i}") if norm else h
+        h = tf.nn.max_pool(tf.nn.relu(h), [1, 2, 2, 1], [1, 2, 2, 1], "VALID")
     return tf.layers.dense(tf.reshape(h, [-1, 8 * 8 * 32]), 10, name="head")
 
 
-def map_loss(tf, x, y):
-    logits = _cnn(tf, x)
+def dynamic_map(tf, x):
+    flat = tf.map_fn(lambda image: tf.reshape(tf.image.per_image_standardization(image), [-1]),
+                     tf.reshape(x, tf.shape(x)), dtype=tf.float32)
+    return _cnn(tf, tf.reshape(flat, [-1, 32, 32, 3]))
+
+
+def map_loss(tf, x, y, norm: bool = False):
+    logits = _cnn(tf, x, norm)
     return tf.reduce_mean(tf.map_fn(lambda a: tf.nn.sparse_softmax_cross_entropy_with_logits(labels=a[1],
                                                                                              logits=a[0]),
                                     (logits, y), dtype=tf.float32))
@@ -68,7 +80,8 @@ def while_dropout(tf, x, hidden=64):
 
 
 MODELS = {"augment_cnn": ((32, 32, 3), augment_cnn), "map_loss": ((32, 32, 3), None),
-          "gru_dropout": ((16, 32), gru_dropout), "while_dropout": ((16, 32), while_dropout)}
+          "gru_dropout": ((16, 32), gru_dropout), "while_dropout": ((16, 32), while_dropout),
+          "dynamic_map": ((32, 32, 3), dynamic_map), "bn_map_loss": ((32, 32, 3), "norm")}
 
 
 def floor(name: str, batch: int, device: str) -> str:
@@ -80,9 +93,10 @@ def floor(name: str, batch: int, device: str) -> str:
         tf.set_random_seed(1)
         x = tf.placeholder(tf.float32, [None, *shape], name="x")
         y = tf.placeholder(tf.int32, [None], name="y")
-        loss = map_loss(tf, x, y) if build is None else tf.reduce_mean(
+        loss = map_loss(tf, x, y, build == "norm") if build in (None, "norm") else tf.reduce_mean(
             tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=build(tf, x)))
-        train = tf.train.MomentumOptimizer(0.01, 0.9).minimize(loss)
+        with tf.control_dependencies(tf.get_collection(tf.GraphKeys.UPDATE_OPS)):
+            train = tf.train.MomentumOptimizer(0.01, 0.9).minimize(loss)
         init = tf.global_variables_initializer()
     runs = [([train, loss], {x: (batch, *shape), y: (batch,)}), (init, {})]
     t0 = time.perf_counter()

@@ -18,7 +18,7 @@ from tfplus.framework import (
     name_scope,
     register_tensor_conversion_function,
 )
-from tfplus.ops.row_rules import aligned, along, attr, const, keeps, value_of
+from tfplus.ops.row_rules import ONE_ROW, aligned, along, attr, const, keeps, value_of
 from tfplus.registry import not_differentiable, register_gradient, register_op, register_rows
 from tfplus.tensor_shape import (
     TensorShape,
@@ -1027,7 +1027,7 @@ def _strided_slice_rows(op, rows) -> str | None:
 def _takes_rows(begin, end, stride, masks) -> str | None:
     """Why a slice's entry for the batch's axis does not take all of it in order (None if it does)."""
     if masks["shrink_axis_mask"]:
-        return f"takes row {begin} of the batch alone: each micro-batch would take its own"
+        return f"{ONE_ROW} {begin} of the batch alone: each micro-batch would take its own"
     if stride != 1:
         return f"steps through the batch's rows by {stride} (x[::-1] reverses them): each micro-batch its own"
     if not (masks["begin_mask"] or begin == 0) or not masks["end_mask"]:

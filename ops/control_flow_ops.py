@@ -651,14 +651,14 @@ def _first_axis(elems, what: str):
 
 def _stack_outputs(first, n, step_fn, start, carry_init, name, pos=lambda t: t):
     """Runs `step_fn(t, carry) -> (outputs, carry)` for t in [start, n) after `first` (the outputs of step 0, which
-    start 0 computes again in the loop: `first` then only gives the outputs' structure and static shapes);
+    start 0 computes again in the loop: `first` then only gives the outputs' structure and shapes);
     returns the outputs of every step stacked along a new first axis (step t at row pos(t)), and the final
     carry."""
     from tfplus.ops.array_ops import concat, expand_dims, shape, zeros
     from tfplus.ops.math_ops import add, less
     first_leaves = [convert_to_tensor(f) for f in _flatten(first)]
     rows = expand_dims(n, 0) if isinstance(n, Tensor) else [n]
-    tas = [TensorArray(y.dtype, flow=zeros(concat([rows, list(y._shape) if start == 0 else shape(y)], 0), y.dtype))
+    tas = [TensorArray(y.dtype, flow=zeros(concat([rows, list(y._shape) if _static(y) else shape(y)], 0), y.dtype))
            for y in first_leaves]
     if start != 0:
         tas = [ta.write(pos(0), y) for ta, y in zip(tas, first_leaves)]
@@ -675,6 +675,10 @@ def _stack_outputs(first, n, step_fn, start, carry_init, name, pos=lambda t: t):
     return _pack(first, stacked), carry
 
 
+def _static(t: Tensor) -> bool:
+    return t._shape is not None and None not in t._shape
+
+
 def map_fn(fn, elems, dtype=None, parallel_iterations=None, back_prop=True, swap_memory=False, infer_shape=True,
            name=None):
     """`tf.map_fn(lambda row: tf.reduce_sum(row * w), x)`: fn applied to each slice elems[i] (elems may be a
@@ -682,11 +686,11 @@ def map_fn(fn, elems, dtype=None, parallel_iterations=None, back_prop=True, swap
     leaves, n = _first_axis(elems, "tf.map_fn")
     with name_scope(name, "map"):
         first = fn(_pack(elems, [x[0] for x in leaves]))
-        # Where fn's outputs have static shapes, `first` only tells them (no step runs its ops): the loop maps every
-        # row, each read by a gather at the loop's counter, which a memory budget micro-batches (planner.maps).
-        static = all(t._shape is not None and None not in t._shape for t in map(convert_to_tensor, _flatten(first)))
+        # `first` only tells the outputs' shapes (statically, or by tf.shape of the first row's where they are not
+        # static): the loop maps every row, each read by a gather at the loop's counter, which a memory budget
+        # micro-batches (planner.maps; planner.rows lets the first row be read for its shape alone).
         out, _ = _stack_outputs(first, n, lambda t, c: (fn(_pack(elems, [gather(x, t) for x in leaves])), c),
-                                0 if static else 1, convert_to_tensor(0), "map_loop")
+                                0, convert_to_tensor(0), "map_loop")
     if not back_prop:
         from tfplus.ops.array_ops import stop_gradient
         out = _pack(out, [stop_gradient(t) for t in _flatten(out)])

@@ -20,6 +20,11 @@ import numpy as np
 
 from tfplus.framework import Operation, Tensor, constant_value
 
+# How a row rule's refusal of an op that takes a single row of the batch begins (planner.rows lets one whose values
+# only shape-only ops read: a row's shape is every row's; not a span of rows, x[:25], whose shape a micro-batch of
+# fewer rows cuts)
+ONE_ROW = "takes the single row"
+
 
 class Rows(dict):
     """What a rule reads: the step's tensors with rows of the batch -> the axis that holds them, and `shape(t)`,

@@ -364,6 +364,22 @@ def _dependencies(nodes, by_name, mapped) -> tuple[dict[_Node, list[_Node]], set
     return deps, used
 
 
+def _gather_batched(graph: Graph, inputs: list[Tensor], batch_dims: int, name: str) -> Operation:
+    """TensorFlow's GatherV2 with batch_dims (tf.gather(..., batch_dims=1): each example takes its own entries),
+    built as tf.gather builds it (gather_nd of each entry's batch coordinates), ending in an Identity of the node's
+    name. Its axis must be a constant, as the rows of the batch it keeps depend on it."""
+    from tfplus.framework import constant_value
+    from tfplus.ops.array_ops import _gather_batched as gather_batched
+    params, indices, axis = inputs
+    a = constant_value(axis)
+    if a is None:
+        raise ValueError(f"GatherV2 with batch_dims={batch_dims} needs a constant axis, got '{axis.name}' computed "
+                         "when the step runs; gather along a constant axis")
+    with graph.as_default():
+        out = gather_batched(params, indices, int(a), batch_dims, name + "/batched")
+    return graph.create_op("Identity", [out], {"T": out.dtype}, name=name + "/")
+
+
 def _create(graph: Graph, order: list[_Node], mapped: dict, scope: str, functions: tuple, stack: tuple) -> dict:
     """Creates the sorted nodes in `graph` (an If's or While's functions built as sub-graphs first); returns
     name -> Operation. `functions`: the library by name, and the sub-graphs built from it so far."""
@@ -388,7 +404,10 @@ def _create(graph: Graph, order: list[_Node], mapped: dict, scope: str, function
                 attrs["output_shapes"] = [_merge_shapes(a._shape, b._shape) for a, b in
                                           zip(attrs["then_branch"].outputs, attrs["else_branch"].outputs)]
         try:
-            op = graph.create_op(node.op, inputs, attrs, name=f"{scope}{node.name}/")
+            if node.op == "GatherV2" and attrs.get("batch_dims"):
+                op = _gather_batched(graph, inputs, attrs["batch_dims"], f"{scope}{node.name}")
+            else:
+                op = graph.create_op(node.op, inputs, attrs, name=f"{scope}{node.name}/")
         except (TypeError, ValueError) as e:
             raise type(e)(f"import_graph_def: node {node.name!r}: {e}") from None
         _check_type_attr(node, op)

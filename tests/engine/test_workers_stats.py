@@ -147,3 +147,40 @@ def test_a_batch_norm_step_whose_slices_would_draw_other_numbers_stays_in_this_p
     assert not on_workers and any("RandomUniform 'random_uniform' draws random numbers along an open leading "
                                   "dimension that is not the batch's rows" in s for s in whys), whys
     np.testing.assert_array_equal(losses, ref)
+
+
+def test_a_batch_norm_step_with_a_fed_is_training_runs_on_the_workers_as_in_one_process():
+    """tf.layers.batch_normalization(training=is_training), a fed bool placeholder selecting the mode by tf.cond: the
+    workers split the branch the fed value takes (engine.step.resolve_conds), statistics passes included; the step
+    ran in the parent before. An is_training=False step (the moving statistics) splits without passes."""
+    rng = np.random.default_rng(0)
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.placeholder(tf.float32, [None, 4, 4, 3], name="images")
+        y = tf.placeholder(tf.int32, [None], name="labels")
+        is_training = tf.placeholder(tf.bool, [], name="is_training")
+        h = tf.nn.conv2d(x, tf.Variable((rng.standard_normal((3, 3, 3, 4)) / 5).astype(np.float32)), [1] * 4, "SAME")
+        h = tf.nn.relu(tf.layers.batch_normalization(h, training=is_training, momentum=0.9, name="bn"))
+        logits = tf.matmul(tf.reshape(h, [-1, 64]), tf.Variable((rng.standard_normal((64, 3)) / 8).astype(np.float32)))
+        loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits))
+        with tf.control_dependencies(tf.get_collection(tf.GraphKeys.UPDATE_OPS)):
+            train_op = tf.train.MomentumOptimizer(0.1, 0.9).minimize(loss)
+        init_op = tf.global_variables_initializer()
+    runs = []
+    for n in (1, 2):
+        with tf.Session(graph=g, workers=n) as sess:
+            sess.run(init_op)
+            losses = []
+            for i, mode in enumerate((True, True, False, True)):
+                r = np.random.default_rng(i)
+                feeds = {x: (r.standard_normal((BATCH, 4, 4, 3)) * 2 + 1).astype(np.float32),
+                         y: r.integers(0, 3, BATCH).astype(np.int32), is_training: mode}
+                losses.append(sess.run([train_op, loss], feeds)[1])
+            runs.append((np.array(losses), {v.op.name: sess.run(v) for v in g.get_collection("variables")}))
+            if n == 2:
+                assert sess.workers.summary() == "training steps on 2 worker processes", sess.workers.summary()
+                assert any(not isinstance(s, str) and s.levels for s in sess.workers.steps.values())
+    np.testing.assert_allclose(runs[1][0], runs[0][0], rtol=1e-5)
+    assert runs[1][1].keys() == runs[0][1].keys()
+    for name, v in runs[0][1].items():
+        np.testing.assert_allclose(runs[1][1][name], v, rtol=1e-4, atol=1e-6, err_msg=name)

@@ -9,9 +9,11 @@ variables, clipping by the global norm, an ExponentialMovingAverage of the weigh
 tf.scatter_subs its class centers, a loss masked by fed weights, a moving average of a batch mean and counters
 assigned beside the step, a variance about the batch's mean, moments fetched, of dropped-out rows, or before a
 summed loss, a mask from the labels, tf.nn.moments with tf.nn.batch_normalization or a scale inside the inverse
-deviation (their gradients are taken from backward statistics: they were k times too large). Refused: those
-clipped by the global norm, a softmax, max, min, argmax, cumsum or top_k over the batch, a loss times the batch size
-or the square root of a mean over it, the worst example's loss, tf.range over the batch, mixup by tf.reverse(x, [0]),
+deviation (their gradients are taken from backward statistics: they were k times too large), clipped by the
+global norm, by each gradient's norm or average norm (also a plain convolution's and tf.layers' batch norm's), a
+loss that is a non-linear function of a mean over the batch (its square root or log, a penalty on the mean
+activation). Refused: a softmax, max, min, argmax, cumsum or top_k over the batch, a loss times the batch size
+or the square root of a sum over it, the worst example's loss, tf.range over the batch, mixup by tf.reverse(x, [0]),
 tf.unique of the labels, an InfoNCE or batch-hard triplet loss (the batch's pairs), a GAN's real and fake batches
 through one tf.concat, and two optimizers whose second reads the first's update. The graphs build in TensorFlow
 too (`t`: tfplus or tensorflow.compat.v1) where TF1 has the API, and the unsplit step is held against TensorFlow's."""
@@ -124,6 +126,12 @@ def _dense(t, kind: str, rng):
         return t.reduce_sum(per * mask) / t.maximum(t.reduce_sum(mask), 1.0), feeds, extra
     if kind == "rmse":  # a non-linear function of a mean over the batch
         return t.sqrt(t.reduce_mean(t.square(logits - 1.0))), feeds, extra
+    if kind == "log_of_mean":
+        return t.log(t.reduce_mean(t.exp(logits))) - t.reduce_mean(logits), feeds, extra
+    if kind == "mean_penalty":  # a penalty on the batch's mean activation, squared
+        return _xent(t, logits, y) + t.reduce_sum(t.square(t.reduce_mean(h, 0) - 0.1)), feeds, extra
+    if kind == "sqrt_of_sum":  # a non-linear function of a sum over the batch: each micro-batch's gradient its share
+        return t.sqrt(t.reduce_sum(t.square(logits - 1.0))), feeds, extra
     if kind == "worst_example":
         return t.reduce_max(t.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits)), feeds, extra
     if kind == "times_count":
@@ -161,6 +169,8 @@ def _conv(t, kind: str, rng):
                                      1e-3)
     elif kind == "layers_batch_norm":
         h = t.layers.batch_normalization(h, training=True)
+    elif kind == "layers_batch_norm_unfused":
+        h = t.layers.batch_normalization(h, training=True, fused=False)
     elif kind == "contrib_instance_norm":
         h = t.contrib.layers.instance_norm(h)
     logits = t.matmul(t.reduce_mean(t.nn.relu(h), [1, 2]), _w(t, rng, 4, C))
@@ -238,16 +248,28 @@ CASES = {
     "mask-from-labels": (functools.partial(_dense, kind="labels_mask"), "sgd", "exact"),
     "center-loss-scatter_sub": (functools.partial(_dense, kind="center"), "sgd", "exact"),
     "masked-loss": (functools.partial(_dense, kind="masked"), "sgd", "exact"),
-    # (clipped, the update run would clip the merged gradients, their shares unscaled)
-    "nn-batch_normalization-clipped": (functools.partial(_dense, kind="nn_batch_normalization"), "clip",
-                                       "a gradient taken straight from Sum 'gradients/batchnorm/add_1_grad/Sum_1'"),
+    # were refused: a statistics pass computes the mean, each micro-batch's backward reads it (the Mean's gradient
+    # divided by the batch's count: k times too small)
+    "sqrt-of-mean-loss": (functools.partial(_dense, kind="rmse"), "sgd", "exact"),
+    "log-of-mean-loss": (functools.partial(_dense, kind="log_of_mean"), "adam", "exact"),
+    "mean-activation-penalty": (functools.partial(_dense, kind="mean_penalty"), "momentum", "exact"),
+    # (was refused: the clip of the scaled path's gradients ran in each micro-batch, on its own gradients)
+    "nn-batch_normalization-clipped": (functools.partial(_dense, kind="nn_batch_normalization"), "clip", "exact"),
+    "nn-batch_normalization-conv-clip_by_norm": (functools.partial(_conv, kind="nn_batch_normalization"),
+                                                 "clip_by_norm", "exact"),
+    # clipped gradients of batch norms: the update run clips the merged, whole-batch gradients
+    "layers-batch_normalization-clipped": (functools.partial(_conv, kind="layers_batch_norm"), "clip", "exact"),
+    "layers-batch_normalization-unfused-clip_by_norm": (functools.partial(_conv, kind="layers_batch_norm_unfused"),
+                                                        "clip_by_norm", "exact"),
+    "moments-clip_by_average_norm": (functools.partial(_conv, kind="batch_norm"), "clip_by_average_norm", "exact"),
+    "conv-clip_by_global_norm": (functools.partial(_conv, kind="plain"), "clip", "exact"),
     "softmax-axis0": (functools.partial(_dense, kind="softmax0"), "sgd", "Softmax 'Softmax"),
     "reduce_max-axis0": (functools.partial(_dense, kind="max0"), "sgd", "Max 'Max'"),
     "reduce_min-axis0": (functools.partial(_dense, kind="min0"), "sgd", "Min 'Min'"),
     "argmax-axis0": (functools.partial(_dense, kind="argmax0"), "sgd", "ArgMax 'ArgMax'"),
     "cumsum-axis0": (functools.partial(_dense, kind="cumsum0"), "sgd", "Cumsum 'Cumsum' accumulates along axis 0"),
     "top_k-over-the-batch": (functools.partial(_dense, kind="topk0"), "sgd", "TopKV2 'TopKV2' sorts the batch's"),
-    "sqrt-of-mean-loss": (functools.partial(_dense, kind="rmse"), "sgd", "non-linear function of it"),
+    "sqrt-of-sum-loss": (functools.partial(_dense, kind="sqrt_of_sum"), "sgd", "non-linear function of a sum"),
     "max-over-examples-loss": (functools.partial(_dense, kind="worst_example"), "sgd", "reduces over the batch by Max"),
     "loss-times-batch-size": (functools.partial(_dense, kind="times_count"), "sgd", "scales a value of the batch by"),
     "range-one_hot": (functools.partial(_dense, kind="range_one_hot"), "sgd", "Range 'range' numbers the batch's"),
@@ -276,10 +298,18 @@ def _build(t, name: str):
         loss, feeds, extra = builder(t, rng=rng)
         if optimizer == "own":
             train, extra = extra, []
-        elif optimizer == "clip":
+        elif optimizer.startswith("clip"):
             params = t.trainable_variables()
-            grads, _ = t.clip_by_global_norm(t.gradients(loss, params), 0.5)
-            train = t.train.GradientDescentOptimizer(0.1).apply_gradients(list(zip(grads, params)))
+            grads = t.gradients(loss, params)
+            if optimizer == "clip":
+                grads, _ = t.clip_by_global_norm(grads, 0.5)
+            else:
+                clip = t.clip_by_norm if optimizer == "clip_by_norm" else t.clip_by_average_norm
+                grads = [clip(g, 0.05) for g in grads]
+            # (every update after every gradient: TensorFlow's ref variables let an update run before another
+            # gradient reads the variable, which a per-tensor clip, unlike the global norm, does not order)
+            with t.control_dependencies(grads):
+                train = t.train.GradientDescentOptimizer(0.1).apply_gradients(list(zip(grads, params)))
         else:
             opt = {"momentum": lambda: t.train.MomentumOptimizer(0.1, 0.9), "adam": lambda: t.train.AdamOptimizer(0.01)
                    }.get(optimizer, lambda: t.train.GradientDescentOptimizer(0.1))()
@@ -370,7 +400,8 @@ def test_tensorflows_masked_tf_losses_graph_plans_its_floor_in_micro_batches(tf1
     assert floor.microbatches > 1, floor.transformations
 
 
-@pytest.mark.parametrize("name", ["l2_normalize-axis1", "instance-norm"])
+@pytest.mark.parametrize("name", ["l2_normalize-axis1", "instance-norm", "mean-activation-penalty",
+                                  "nn-batch_normalization-clipped"])
 def test_a_step_at_its_floor_trains_as_the_unsplit_one(name):
     """The floor's plan of these steps streamed a prefix whose backward recomputed the loss's fused mean over the
     batch (planner.recompute dropped its gradient output): run on each micro-batch's rows, it divided by their

@@ -49,7 +49,27 @@ def per_example_loss(x, y, rng):
     return tf.reduce_mean(losses)
 
 
-MAPS = {"augment_cnn": augment_cnn, "per_example_loss": per_example_loss}
+def dynamic_rows(x, y, rng):
+    """A map whose outputs have no static shape (each example's conv features flattened by tf.reshape(-1) of a
+    [None, None, None, 2] input): the map's first row ran outside the loop to tell the shape."""
+    flat = tf.map_fn(lambda image: tf.reshape(tf.square(image), [-1]), tf.reshape(x, tf.shape(x)), dtype=tf.float32)
+    h = tf.nn.relu(tf.nn.conv2d(tf.reshape(flat, [-1, 6, 6, 2]), _w(rng, 3, 3, 2, 4), [1, 1, 1, 1], "SAME"))
+    logits = tf.matmul(tf.reshape(h, [-1, 144]), _w(rng, 144, 3))
+    return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits))
+
+
+def batch_norm_map(x, y, rng):
+    """Batch norm (training mode, statistics passes) and a per-example loss by tf.map_fn in one step."""
+    h = tf.nn.conv2d(x, _w(rng, 3, 3, 2, 4), [1, 1, 1, 1], "SAME")
+    h = tf.nn.relu(tf.layers.batch_normalization(h, training=True))
+    logits = tf.matmul(tf.reshape(h, [-1, 144]), _w(rng, 144, 3))
+    losses = tf.map_fn(lambda a: tf.nn.sparse_softmax_cross_entropy_with_logits(labels=a[1], logits=a[0]) +
+                       0.01 * tf.reduce_sum(tf.square(a[0])), (logits, y), dtype=tf.float32)
+    return tf.reduce_mean(losses)
+
+
+MAPS = {"augment_cnn": augment_cnn, "per_example_loss": per_example_loss, "dynamic_rows": dynamic_rows,
+        "batch_norm_map": batch_norm_map}
 
 
 def _case(build, seed=0, batch=BATCH):
@@ -59,7 +79,8 @@ def _case(build, seed=0, batch=BATCH):
         x = tf.placeholder(tf.float32, [None, 6, 6, 2], name="x")
         y = tf.placeholder(tf.int32, [None], name="y")
         loss = build(x, y, rng)
-        train = tf.train.MomentumOptimizer(0.1, 0.9).minimize(loss)
+        with tf.control_dependencies(tf.get_collection(tf.GraphKeys.UPDATE_OPS)):
+            train = tf.train.MomentumOptimizer(0.1, 0.9).minimize(loss)
         feeds = {x: rng.standard_normal((batch, 6, 6, 2)).astype(np.float32),
                  y: rng.integers(0, 3, batch).astype(np.int32)}
         return g, [train, loss], feeds, tf.global_variables_initializer()

@@ -371,11 +371,12 @@ class Workers:
         return f"training steps in this process: {whys[-1]}" if whys else ""
 
     def run(self, flat: list, feeds: dict) -> list | None:
-        key = _key(flat, feeds)
+        branch = _fed_branch(flat, feeds)
+        key = _key(flat, feeds) + tuple(branch.values())
         with self.lock:
             st = self.steps.get(key)
             if st is None:
-                st = _prepare(self.executor, self.n, flat, feeds)
+                st = _prepare(self.executor, self.n, flat, feeds, branch)
                 if self.by_rule and not FORCE and not isinstance(st, str) and st.payoff is not None and \
                         not st.payoff.pays:
                     st = f"too small a step for the workers ({st.payoff}; {ENV}=N or --workers N splits it anyway)"
@@ -427,8 +428,34 @@ def _key(flat: list, feeds: dict) -> tuple:
     return tuple(id(f) for f in flat), tuple(sorted((id(t), v.shape) for t, v in feeds.items()))
 
 
-def _prepare(executor, n: int, flat: list, feeds: dict):
-    """The step's _Step, or why it cannot run on n workers."""
+def _fed_branch(flat: list, feeds: dict) -> dict:
+    """{predicate: its value} of the step's tf.conds whose predicates are fed (`training=is_training`, a fed bool
+    placeholder selecting batch norm's mode): the step the workers split is the branches they take
+    (engine.step.resolve_conds), as a budgeted session's is; {} where any cond's predicate is not fed."""
+    from tfplus.engine import step as step_mod
+    preds = step_mod.fed_conds(flat, {t: np.shape(v) for t, v in feeds.items()})
+    if not preds or any(p not in feeds or np.size(feeds[p]) != 1 for p in preds):
+        return {}
+    return {p: bool(np.asarray(feeds[p]).reshape(())) for p in preds}
+
+
+def _prepare(executor, n: int, flat: list, feeds: dict, branch: dict | None = None):
+    """The step's _Step, or why it cannot run on n workers. `branch`: its fed conds' predicates' values, whose
+    branches the step is resolved to first (_fed_branch)."""
+    element = {}
+    if branch:
+        from tfplus.engine.step import resolve_conds
+        r = resolve_conds(next(f for f in flat).graph, flat, {t: np.shape(v) for t, v in feeds.items()}, branch)
+        element = r.element
+        flat, feeds = [element[f] for f in flat], {element[t]: v for t, v in feeds.items()}
+    st = _prepare_resolved(executor, n, flat, feeds)
+    if isinstance(st, _Step):
+        st.element = element
+    return st
+
+
+def _prepare_resolved(executor, n: int, flat: list, feeds: dict):
+    """_prepare of a step without fed conds left."""
     from tfplus.planner import rows as row_rules
     from tfplus.planner.batch import batch_feeds, batch_size, batch_statistics, split_step
     from tfplus.planner.liveness import PlanError
@@ -527,6 +554,7 @@ class _Step:
         self.levels = spread.levels if spread else []  # the statistics each pass computes, merged after it
         self.stat_merges = spread.merges if spread else {}
         self.own = spread.tensor_map if spread else {}
+        self.element: dict = {}  # the step's tensors -> the copy with its fed conds resolved (_prepare), if any
         self.stats: dict = {}  # a statistic -> the merged value of the first run (its shape and dtype)
         stats = set(self.stat_merges)
         # per run, its fetches that a later run of the slice is fed (kept rows, shape-only values: plan.spread), and
@@ -537,8 +565,9 @@ class _Step:
                         for r in range(len(runs))]
 
     def mine(self, feeds: dict) -> dict:
-        """The step's feeds as its runs take them (the statistics copy's tensors)."""
-        own = self.own
+        """The step's feeds as its runs take them (the resolved conds' copy's, then the statistics copy's tensors)."""
+        own, element = self.own, self.element
+        feeds = {element[t]: v for t, v in feeds.items()} if element else feeds
         return {own.get(t, t): v for t, v in feeds.items()} if own else feeds
 
     def part(self, feeds: dict, i: int, rows: int | None = None) -> dict:

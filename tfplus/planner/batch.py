@@ -325,7 +325,11 @@ def split_step(order: list[Operation], fetches: list, feeds: set, feed_shapes: d
     # The update run also computes what the updates make of the batch's sums over its rows (gradients) alone:
     # averaging per-micro-batch values of a non-linear function of them (clipping by the global norm) is no
     # function of the batch's sums.
-    late = after | _of_merged_sums(order, fetches, crossbatch.values(order, feeds, rowed), after, rows, batch_dep)
+    # (the statistics passes' values fed to the micro-batches count as the batch's values: a gradient taken straight
+    # from a backward statistic, scaled by the micro-batch's share, averages to the batch's as any other)
+    computed = {t for t in feeds if t.op.type not in ("Placeholder", "PlaceholderWithDefault")}
+    valued = crossbatch.values(order, feeds, rowed | computed)
+    late = after | _of_merged_sums(order, fetches, valued, after, rows, batch_dep)
     grads = []
     for op in order:
         if op in late:
@@ -526,11 +530,15 @@ def _of_merged_sums(order: list[Operation], fetches: list, valued: set[Tensor], 
     for op in order:
         for t in op.inputs:
             consumers.setdefault(t, []).append(op)
+    # a shape-only op of a tensor without rows (clip_by_norm's zeros_like of a gradient's squared norm) gives the
+    # same number in every micro-batch: no micro-batch's shape
+    fixed = {t for op in order if has_tag(op.type, "shape_only") and not any(u in rows for u in op.inputs)
+             for t in op.outputs}
     late: set[Operation] = set()
     for op in reversed(order):
         if op in after or not any(t in valued for t in op.inputs) or \
                 any(t in rows for t in list(op.inputs) + list(op.outputs)) or \
-                any(t in batch_dep and t not in valued for t in op.inputs):
+                any(t in batch_dep and t not in valued and t not in fixed for t in op.inputs):
             continue
         if all(c in after or c in late for t in op.outputs for c in consumers.get(t, ())) and \
                 (op in fetched or any(consumers.get(t) for t in op.outputs)):

@@ -202,28 +202,26 @@ def rewrite(order: list[Operation], feeds: set[Tensor], fetches: list, batch_fee
         # loss's are: averaged, k times too small. A statistic of the fed rows alone (the sum or nonzero count of
         # weights fed per example, a sequence mask's sum) has no gradient: the passes compute it from the fed rows,
         # and the sum it divides is scaled by k as a summed loss (batch.summed_losses stops at it).
-        if not same_phase and t.op not in own and not fed_only(t, feeds):
+        # A mean over the rows that only the backward pass computes rows from (a loss that is a non-linear function
+        # of it: tf.sqrt(tf.reduce_mean(...)), a penalty on the batch's mean activation) is fed whole by a pass: each
+        # micro-batch's gradient of it is the batch's, and the Mean's gradient divides it by the micro-batch's count
+        # (_foldable leaves that alone), k times the rows' share, as a mean loss's. A sum's gradient is not divided:
+        # the rows' share alone, k times too small once averaged.
+        if not same_phase and t.op not in own and not fed_only(t, feeds) and not has_tag(t.op.type, "row_means"):
             raise PlanError(f"cannot micro-batch: {_statistic(t)}; only the backward pass computes rows from it (a "
-                            "loss that is a non-linear function of it, such as tf.sqrt(tf.reduce_mean(...)) or a "
-                            "penalty on the batch's mean activation, or a loss divided by a sum over the batch of "
-                            "values the variables compute, such as reduce_sum(predictions)): its gradient needs the "
-                            "whole batch's value, which no micro-batch has; average each example's loss, divide by a "
-                            "value of the fed tensors alone (weights, a mask), or give a budget the unsplit step fits")
+                            "loss that is a non-linear function of a sum over the batch, or a loss divided by a sum "
+                            "over the batch of values the variables compute, such as reduce_sum(predictions)): its "
+                            "gradient needs the whole batch's value, which a micro-batch's share of the rows does "
+                            "not scale to; write it of a mean over the batch (tf.reduce_mean), average each "
+                            "example's loss, divide by a value of the fed tensors alone (weights, a mask), or give a "
+                            "budget the unsplit step fits")
     merges = {t: _merge(t) for t in found if t.op not in own}
     # backward statistics written by hand, which carry the micro-batch count, and the ops that compute from them,
     # through no rows, what the updates read (_straight)
     counted = {t for t in merges if phase_of(t.op) == "backward"}
     straight = _straight(order, counted, rowed)
-    outside = next((op for op, t in straight.items() if phase_of(op) != "backward"), None)
-    if outside is not None:  # NOTE: the update run would make it of the merged gradients, their shares' unscaled
-        t = straight[outside]
-        raise PlanError(f"cannot micro-batch: {outside.type} '{outside.name}' reads a gradient taken straight from "
-                        f"{t.op.type} '{t.op.name}', a sum over the batch's gradients that statistics passes compute "
-                        "(tf.nn.batch_normalization's offset and scale after tf.nn.moments over the batch), outside "
-                        "tf.gradients (clipping, a decay added by hand): micro-batches scale such a gradient only "
-                        "on tf.gradients' ops; apply the scale and offset to the normalized rows ((x - mean) * "
-                        "tf.rsqrt(variance + eps) * gamma + beta), use tf.layers.batch_normalization, or give a "
-                        "budget the unsplit step fits")
+    # (an op outside tf.gradients on that path, clipping by the global norm, is copied on the scaled statistics too:
+    # planner.batch runs it in the update run, on the merged gradients, where it reads others')
     whole: dict[Tensor, Tensor] = {}  # their tensors on that path -> the copy's, scaled to the batch's share
     fed = set(merges) | {t for bn in norms for t in bn.outputs[1:]}  # whole-batch values in the micro-batch run
     value = _values(order, feeds, batch_feeds, fed)
@@ -671,14 +669,21 @@ def _foldable(order, rowed, value, fed, specs) -> dict[Operation, object]:
     of tf.layers.batch_normalization's rank-3 variance. A mean loss's gradient meets a constant: the micro-batch's
     size, its own mean.)"""
     derived = set(fed)
+    # a backward number meets the backward's statistics only (k times the batch's share, module doc Scaling): the
+    # gradient of a forward statistic the loss reads (a non-linear function of a mean) is the batch's in each
+    # micro-batch, and the Mean's gradient divides it by the micro-batch's count
+    counted = {t for t in fed if phase_of(t.op) == "backward"}
     for op in order:
         if any(t in derived for t in op.inputs):
             derived.update(t for t in op.outputs if t not in rowed)
+        if any(t in counted for t in op.inputs):
+            counted.update(t for t in op.outputs if t not in rowed)
     out = {}
     for op in order:
         if not has_tag(op.type, "shape_only") or not any(t in rowed for t in op.inputs) or len(op.outputs) != 1:
             continue
         cone, clean, meets = set(op.outputs), True, False
+        stats = counted if phase_of(op) == "backward" else derived
         for c in order:
             if c._id <= op._id or not any(t in cone for t in c.inputs):
                 continue
@@ -690,7 +695,7 @@ def _foldable(order, rowed, value, fed, specs) -> dict[Operation, object]:
                 if not clean:
                     break
                 continue
-            meets = meets or any(t in derived and t not in cone for t in c.inputs)
+            meets = meets or any(t in stats and t not in cone for t in c.inputs)
             cone.update(c.outputs)
         spec = specs.get(op.outputs[0])
         if clean and meets and spec is not None and spec.value is not None:

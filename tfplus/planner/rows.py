@@ -28,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from tfplus.framework import Graph, Operation, Tensor, needed_ops, topo_order
-from tfplus.ops.row_rules import Rows, const
+from tfplus.ops.row_rules import ONE_ROW, Rows, const
 from tfplus.planner import maps
 from tfplus.planner.liveness import PlanError, _fold, phase_of, static_specs
 from tfplus.registry import TensorSpec, has_tag
@@ -71,6 +71,7 @@ def _refusal(order: list[Operation], rows: Rows, phase: str | None) -> tuple[Ope
     training-mode batch norm: tag cross_batch) is a statistic of the batch that neither planner.crossbatch nor the
     micro-batches' merges see."""
     own = own_picks(order, rows)
+    sizing = _read_for_shapes(order)
     for op in order:
         # An update (ref inputs) runs after the micro-batches on their merged gradients (planner.batch.split_step
         # checks those); a shape-only op reads no values; an op without inputs makes no rows (a placeholder is fed).
@@ -92,9 +93,25 @@ def _refusal(order: list[Operation], rows: Rows, phase: str | None) -> tuple[Ope
                    "micro-batch would use its own rows' statistic there; compute it outside the tf.cond or "
                    "tf.while_loop, or feed the tf.cond's predicate to a Session with a memory budget (which plans the "
                    "branch it takes as straight-line ops, planner.crossbatch included)")
-        if why:
+        # (one row whose values only shape-only ops read, tf.map_fn's first row telling its outputs' shapes where
+        # they are not static: every row of a tensor has the same shape, in any micro-batch)
+        if why and not (op in sizing and why.startswith(ONE_ROW)):
             return op, why
     return None
+
+
+def _read_for_shapes(order: list[Operation]) -> set[Operation]:
+    """The ops whose outputs only shape-only ops read, directly or through other such ops."""
+    readers: dict[Tensor, list[Operation]] = {}
+    for op in order:
+        for t in op.inputs:
+            readers.setdefault(t, []).append(op)
+    out: set[Operation] = set()
+    for op in reversed(order):
+        consumers = [c for t in op.outputs for c in readers.get(t, ())]
+        if op.outputs and consumers and all(has_tag(c.type, "shape_only") or c in out for c in consumers):
+            out.add(op)
+    return out
 
 
 # The control-flow ops, which run sub-graphs (ops/control_flow_ops.py): their rows are those of the ops inside.
