@@ -1,5 +1,5 @@
-"""test_every_model_budgets.py's checks for the LSTM seqnets (one- and bidirectional): a file of its own, so that
-another test process runs it."""
+"""test_every_model_budgets.py's checks for MobileNet (small images) and the LSTM seqnets (one- and bidirectional):
+a file of its own, so that another test process runs it."""
 from __future__ import annotations
 
 import pytest
