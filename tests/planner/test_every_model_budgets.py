@@ -2,7 +2,8 @@
 small shapes, planned by a session with a memory budget between its floor and its unconstrained peak (the planner
 chooses how) and with the floor itself (step_budget.floor), trains as the unbudgeted step, holds the bytes its
 plan predicts (cpu: the NumPy data, tracemalloc; opencl: the runtime's device ledger, to the byte) and, on opencl,
-replays its recorded launches (tapes) once they are recorded.
+replays its recorded launches (tapes) once they are recorded. The checks are tests/everymodel.py's; the models are
+split over this file, test_every_model_budgets_seq.py and _lstm.py, so that test processes take a third each.
 
 What the planner chose when this was written (batch 4; beside inplace and schedule), "between" | "floor":
     alexnet       cpu: scratch | stream k4               opencl: stream k2 | recompute + stream k4
@@ -15,162 +16,20 @@ What the planner chose when this was written (batch 4; beside inplace and schedu
 """
 from __future__ import annotations
 
-import functools
-import gc
-import tracemalloc
-
-import numpy as np
 import pytest
 from conftest import DEVICES
-from modelcheck import assert_measured_is_planned, random_feeds
+from everymodel import GROUPS, SMALL, cases, check_budgeted_step
 
-import tfplus as tf
-from tfplus import planner
-from tfplus.engine.memory import measure_device_step, measure_step
-from tfplus.graphs import MODELS, get_model, training_graph
-from tfplus.runtime.facts import device_facts
-from tfplus.step_budget import floor, training_runs
-
-# Widths and image sizes that keep each model's step small; the batch is BATCH.
-SMALL = {"mentee": ({"conv_widths": (4, 4, 8, 8, 8), "fc_widths": (16, 8)}, (3, 8, 8)),
-         "lenet": ({"conv_widths": (4, 8), "fc_widths": (16, 8)}, None),
-         "alexnet": ({"conv_widths": (4, 8, 8, 8, 8), "fc_widths": (16, 16)}, (3, 67, 67)),
-         "mobilenet224": ({"conv_widths": (4, 8, 8)}, (3, 32, 32)),
-         "mobilenet": ({"conv_widths": (4, 8, 8)}, (3, 8, 8))} | \
-    {m: ({"conv_widths": (6, 8, 8)}, (3, 4, 4)) for m in ("seqnet", "seqnet-lstm", "seqnet-bi", "seqnet-bilstm")}
-BATCH = 4
-STEPS = 2  # whose losses are compared with the unbudgeted step's (the weights after every run)
-# Runs before the measured one on opencl: the first finds the shapes, the next two record the same launches
-# (engine.replay.AGREE), so the measured run replays.
-WARM = 4
+from tfplus.graphs import MODELS
 
 
 def test_every_model_is_listed():
-    assert set(SMALL) == set(MODELS)
+    assert set(SMALL) == set(MODELS) == {m for group in GROUPS.values() for m in group}
 
 
-@functools.cache
-def _graph(model: str):
-    kwargs, image = SMALL[model]
-    m = get_model(model)
-    return training_graph(m.build, total_steps=10, seed=0, model_kwargs=kwargs, image_shape=image or m.image_shape)
-
-
-@functools.cache
-def _budgets(model: str, device: str) -> dict[str, int]:
-    """The budgets of the model's step on `device`: "floor" (step_budget.floor's) and "between" (halfway from it to
-    the unconstrained plan's peak)."""
-    tg = _graph(model)
-    runs = training_runs(tg, [tg.train_op, tg.loss], BATCH)
-    low = floor(tg.graph, runs, device).budget_bytes
-    free = planner.plan(*runs[0], device_facts(device), graph=tg.graph).peak_bytes
-    assert low < free, (model, device, low, free)
-    return {"floor": low, "between": (low + free) // 2}
-
-
-def _feeds(tg) -> dict:
-    c, h, w = tg.images.shape.as_list()[1:]
-    assert h == w
-    feeds = random_feeds(tg, BATCH, h)
-    assert feeds[tg.images].shape[1] == c
-    return feeds
-
-
-@functools.cache
-def _unbudgeted(model: str, device: str, runs: int):
-    """Losses of `runs` unbudgeted training steps and the weights after them (the random initializers are each
-    device's own, so the reference is the same device's)."""
-    tg = _graph(model)
-    feeds = _feeds(tg)
-    with tf.Session(graph=tg.graph, device=device) as sess:
-        sess.run(tg.init_op)
-        losses = [sess.run([tg.train_op, tg.loss], feeds)[1] for _ in range(runs)]
-        return losses, _weights(sess, tg)
-
-
-def _weights(sess, tg) -> dict:
-    return {v.op.name: sess.run(v) for v in tg.graph.get_collection("trainable_variables")}
-
-
-def _assert_trains_as(got, want, what: str) -> None:
-    np.testing.assert_allclose(got[0], want[0], rtol=1e-4, err_msg=what)
-    for name, w in want[1].items():
-        np.testing.assert_allclose(got[1][name], w, rtol=1e-4, atol=1e-5, err_msg=f"{what}: {name}")
-
-
-def _recordings(bound) -> list:
-    """The tape records that run a planned step: the whole micro-batched or streamed step's, else its programs' (per
-    phase and lane)."""
-    if bound.plan.microbatches > 1 or bound.plan.stream is not None:
-        return [bound.whole]
-    programs = bound.programs + [lane.program for lane in bound.lanes]
-    return [t for prog in programs for t in prog.tapes.values()]
-
-
-CASES = [(m, d, b) for m in sorted(SMALL) for d in DEVICES for b in ("between", "floor")]
+CASES = cases("cnn", DEVICES)
 
 
 @pytest.mark.parametrize("model, device, budget", CASES, ids=["-".join(c) for c in CASES])
 def test_budgeted_step_trains_as_the_unbudgeted_one_in_its_planned_bytes(model, device, budget):
-    tg = _graph(model)
-    feeds = _feeds(tg)
-    fetches = [tg.train_op, tg.loss]
-    nbytes = _budgets(model, device)[budget]
-    what = f"{model} on {device} in the {budget} budget ({nbytes} bytes)"
-    runs = STEPS + 1 if device == "cpu" else WARM + 1  # the last one measured
-    want = _unbudgeted(model, device, runs)  # (before tracemalloc starts: it slows what it traces)
-    gc.collect()  # other sessions' buffers go back before the memory is measured
-    with tf.Session(graph=tg.graph, device=device, memory_budget=nbytes) as sess:
-        # The plan the session makes for its step (engine.step: its rewritten step's, for the session's budget),
-        # made before tracemalloc starts (it slows the planner's search tenfold) and used from the first run.
-        step = sess.step(fetches, feeds)
-        p = planner.plan(step.fetches, step.feed_shapes, device_facts(sess.runtime), nbytes, graph=step.graph)
-        assert p.fits and p.peak_bytes <= nbytes, what
-        if device == "cpu":
-            tracemalloc.start(16)  # before the session allocates its variables and arena (measure_step)
-        try:
-            step.use_plan(p)
-            sess.run(tg.init_op)
-            losses = [sess.run(fetches, feeds)[1] for _ in range(STEPS)]
-            if device == "cpu":
-                m = measure_step(sess, fetches, feeds)
-            else:
-                for _ in range(WARM - STEPS):
-                    sess.run(fetches, feeds)
-                m = _measure_replayed(sess, step, fetches, feeds, what)
-            weights = _weights(sess, tg)
-        finally:
-            tracemalloc.stop()
-    _assert_trains_as((losses, weights), (want[0][:STEPS], want[1]), what)
-    if device == "cpu":
-        assert_measured_is_planned(m, p)
-    else:
-        assert m["allocations"] == 0, what
-        assert m["peak"] == p.peak_bytes, (what, m, p.peak_bytes)
-
-
-def _measure_replayed(sess, step, fetches, feeds, what: str) -> dict:
-    """measure_device_step of a step that replays its recorded launches: every tape record it runs by has its tape,
-    and the measured run played them."""
-    rt = sess.runtime
-    played = []
-    play = rt.tape_play
-    rt.tape_play = lambda *a: played.append(play(*a)) or played[-1]
-    try:
-        m = measure_device_step(sess, fetches, feeds)
-    finally:
-        del rt.tape_play
-    recordings = _recordings(step.bound)
-    untaped = [r.why for r in recordings if r.tape is None]
-    assert recordings, what
-    assert not untaped, (what, untaped)
-    assert played and all(played), (what, played)
-    return m
-
-
-def test_a_bidirectional_rnn_step_micro_batches_at_its_floor():
-    """bidirectional_dynamic_rnn reverses time by a gather along the time axis, each row from its own steps, so its
-    step micro-batches; a gather of the (time * batch) rows by indices computed from tf.range(batch) was refused,
-    and seqnet-bi's floor was twice seqnet's. (That it trains as the unbudgeted step: the cases above.)"""
-    tg = _graph("seqnet-bi")
-    assert floor(tg.graph, training_runs(tg, [tg.train_op, tg.loss], BATCH), "cpu").microbatches > 1
+    check_budgeted_step(model, device, budget)
