@@ -6,6 +6,8 @@ import dataclasses
 import json
 import os
 import signal
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -106,3 +108,14 @@ def test_resume_refuses_other_settings_and_a_stateful_server_optimizer(tmp_path)
         _run(dataclasses.replace(fed, batch_size=16, resume=True))
     with pytest.raises(trainer.UsageError, match="fedadam's server optimizer state is not saved"):
         _run(dataclasses.replace(fed, strategy="fedadam", resume=True))
+
+
+def test_a_shard_cache_that_cannot_be_made_is_refused_before_any_round(tmp_path):
+    """Each client made the folder in its round, and failed there (a FileNotFoundError in the middle of Ray's log)."""
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    run = subprocess.run([sys.executable, "-m", "tfplus", "federated", "simulate", "--synthetic", "--clients", "2",
+                          "--rounds", "1", "--shard-cache", str(blocker / "shards")],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2 and run.stderr.strip().splitlines() == [
+        f"tfplus federated: error: --shard-cache {blocker / 'shards'}: cannot make that folder (Not a directory)"]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import sys
 
 from tfplus import cli_args
@@ -90,6 +91,13 @@ def main(args: argparse.Namespace) -> int:
         fed = flower.Federation(**{k: v for k, v in vars(args).items() if k in names and v is not None})
     except ValueError as e:
         raise UsageError(str(e)) from None
+    if fed.shard_cache is not None:  # checked here, not by each client in the middle of its round
+        try:
+            os.makedirs(fed.shard_cache, exist_ok=True)
+        except OSError as e:
+            raise UsageError(f"--shard-cache {fed.shard_cache}: cannot make that folder ({e.strerror})") from None
+        if not os.access(fed.shard_cache, os.W_OK | os.X_OK):
+            raise UsageError(f"--shard-cache {fed.shard_cache}: this user cannot write there; give a writable folder")
     if args.download and not args.synthetic and tfdata.find_data_dir(args.data) is None:
         tfdata.download(tfdata.data_root(args.data))
     try:
