@@ -39,4 +39,4 @@ def test_a_step_holds_its_planned_bytes_beside_the_weights_its_caller_read():
     assert p.microbatches == 2 and weights
     assert m["feeds"] == p.feed_bytes
     assert m["held"] == p.fixed_bytes - p.feed_bytes + p.arena_bytes, (m, p.fixed_bytes, p.arena_bytes)
-    assert m["padding"] == p.alignment, m
+    assert m["padding"] == p.alignment and m["pool_kept"] == 0, m

@@ -106,7 +106,9 @@ def measure_step(session, fetches, feed_dict) -> dict[str, int]:
     start (the plan's alignment: NumPy aligns arrays to 16 bytes only); `during`, the most allocated on top of
     everything during the step (kernel temporaries, NumPy's ufunc buffers, fetched copies, the executor's
     Python objects); `feeds`, the fed arrays; `peak`, held + during + feeds, which is what a MemoryPlan's
-    peak_bytes predicts.
+    peak_bytes predicts; `pool_kept`, the bytes that the session's programs outside any plan keep from run to run
+    (their static ops' small outputs: those of the program that computes a cond's predicate before a step is
+    chosen, engine.step.taken), which `held` counts where they were allocated under the trace.
 
         >>> tracemalloc.start(16); sess = tf.Session(memory_budget="64MB"); sess.run(init)  # doctest: +SKIP
         >>> sess.run(step, feeds); measure_step(sess, step, feeds)["peak"]                 # doctest: +SKIP
@@ -134,7 +136,10 @@ def measure_step(session, fetches, feed_dict) -> dict[str, int]:
     session.run(fetches, feed_dict)
     during = tracemalloc.get_traced_memory()[1] - before
     feeds = sum(np.asarray(v).nbytes for v in (feed_dict or {}).values())
-    return {"held": held, "during": during, "feeds": feeds, "peak": held + during + feeds, "padding": padding}
+    kept = {id(b): b.nbytes for prog in session.executor.programs.values() if not prog.alloc.fixed
+            for _, bufs in prog._specialized.values() for _, b in bufs if b.base is None}  # (a view holds none)
+    return {"held": held, "during": during, "feeds": feeds, "peak": held + during + feeds, "padding": padding,
+            "pool_kept": sum(kept.values())}
 
 
 def measure_device_step(session, fetches, feed_dict) -> dict[str, int]:
