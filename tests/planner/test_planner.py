@@ -361,7 +361,7 @@ def _step_peak(sess, fetches, feeds) -> int:
 def test_planned_bytes_are_measured_bytes(force):
     """A CNN step with conv, bias, ReLU, max-pool, dense, cross-entropy and momentum, by a forced plan:
     tracemalloc (engine.memory.measure_step) finds the NumPy data held at the step's start (variables,
-    slots, the arena) equal to the plan's to within the arena's alignment slack, and the step itself adds
+    slots, the arena) equal to the plan's to the byte (the arena's alignment padding apart), and the step adds
     no more than NumPy's ufunc buffers: every kernel's scratch is a declared, planned workspace."""
     tg = small_cnn()
     assert_planned_bytes_are_measured(tg, cnn_feeds(tg, batch=32), force)

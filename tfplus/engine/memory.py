@@ -100,10 +100,15 @@ def measure_step(session, fetches, feed_dict) -> dict[str, int]:
     """Runs one step and measures its memory with tracemalloc, which must have been tracing since before the
     session allocated its variables and arena (and must not have traced the fed arrays' allocation):
     `held`, the NumPy data alive when the step starts (variables, optimizer slots, the arena, kernels'
-    caches: tracemalloc's NumPy domain, so the planner's and the graph's Python objects are left out);
-    `during`, the most allocated on top of everything during the step (kernel temporaries, NumPy's ufunc
-    buffers, fetched copies, the executor's Python objects); `feeds`, the fed arrays; `peak`, their sum,
-    which is what a MemoryPlan's peak_bytes predicts.
+    caches: tracemalloc's NumPy domain, so the planner's and the graph's Python objects are left out), less
+    what earlier runs' fetches copied out for the caller (still held by it, e.g. the weights it read: its data,
+    not the step's) and less `padding`, the bytes the arena's allocation takes beyond its size to align its
+    start (the plan's alignment: NumPy aligns arrays to 16 bytes only); `during`, the most allocated on top of
+    everything during the step (kernel temporaries, NumPy's ufunc buffers, fetched copies, the executor's
+    Python objects); `feeds`, the fed arrays; `peak`, held + during + feeds, which is what a MemoryPlan's
+    peak_bytes predicts; `pool_kept`, the bytes that the session's programs outside any plan keep from run to run
+    (their static ops' small outputs: those of the program that computes a cond's predicate before a step is
+    chosen, engine.step.taken), which `held` counts where they were allocated under the trace.
 
         >>> tracemalloc.start(16); sess = tf.Session(memory_budget="64MB"); sess.run(init)  # doctest: +SKIP
         >>> sess.run(step, feeds); measure_step(sess, step, feeds)["peak"]                 # doctest: +SKIP
@@ -114,15 +119,27 @@ def measure_step(session, fetches, feed_dict) -> dict[str, int]:
     # timelines, kilobytes a plan) are the planner's, not the step's data; tracemalloc.start(frames) with enough
     # frames to reach the planner's (16) leaves them out.
     planner_files = os.path.join(os.path.dirname(chunking.__file__), "*")
+    # The fetched values the caller still holds were copied by the runtime's copy_out: leave out what it allocated.
+    copy_out = type(session.runtime).copy_out.__code__
+    fetched = [tracemalloc.Filter(False, copy_out.co_filename, line, all_frames=True)
+               for line in {line for _, _, line in copy_out.co_lines() if line is not None}]
     held = sum(t.size for t in tracemalloc.take_snapshot().filter_traces(
         [tracemalloc.DomainFilter(True, np.lib.tracemalloc_domain),
-         tracemalloc.Filter(False, planner_files, all_frames=True)]).traces)
+         tracemalloc.Filter(False, planner_files, all_frames=True), *fetched]).traces)
+    arena = session.executor.arena
+    # (the cpu runtime's arena is a view of the array allocated, its base: runtime.cpu.allocate_arena)
+    padding = 0 if arena is None or arena.buffer is None or arena.buffer.base is None else \
+        arena.buffer.base.nbytes - arena.buffer.nbytes
+    held -= padding
     before = tracemalloc.get_traced_memory()[0]
     tracemalloc.reset_peak()
     session.run(fetches, feed_dict)
     during = tracemalloc.get_traced_memory()[1] - before
     feeds = sum(np.asarray(v).nbytes for v in (feed_dict or {}).values())
-    return {"held": held, "during": during, "feeds": feeds, "peak": held + during + feeds}
+    kept = {id(b): b.nbytes for prog in session.executor.programs.values() if not prog.alloc.fixed
+            for _, bufs in prog._specialized.values() for _, b in bufs if b.base is None}  # (a view holds none)
+    return {"held": held, "during": during, "feeds": feeds, "peak": held + during + feeds, "padding": padding,
+            "pool_kept": sum(kept.values())}
 
 
 def measure_device_step(session, fetches, feed_dict) -> dict[str, int]:
