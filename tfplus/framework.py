@@ -766,34 +766,30 @@ def needed_ops(fetches: list, feeds: set, done: frozenset = frozenset()) -> set[
     """The ops that computing `fetches` (Tensors or Operations) runs, given fed tensors (as the executor
     prunes); `done`: ops that ran already (a micro-batched step's batch run, for its update run), so a control
     input among them is satisfied, not run again."""
-    needed: set[Operation] = set()
-    stack = [f.op if isinstance(f, Tensor) else f for f in fetches
-             if not (isinstance(f, Tensor) and f in feeds)]
-    while stack:
-        op = stack.pop()
-        if op in needed:
-            continue
-        needed.add(op)
-        stack.extend(t.op for t in op.inputs if t not in feeds)
-        stack.extend(c for c in op.control_inputs if c not in done)
-    return needed
+    return _reach(fetches, feeds, done.__contains__)[0]
 
 
 def control_waits(fetches: list, feeds: set, stop: Callable[[Operation], bool]) -> frozenset[Operation]:
     """The control inputs `c` with stop(c) that the ops computing `fetches` from `feeds` wait for, not looking
     past them (ops an earlier run ran, for the run of a split step's updates: needed_ops' `done`)."""
-    found: set[Operation] = set()
-    seen: set[Operation] = set()
+    return frozenset(_reach(fetches, feeds, stop)[1])
+
+
+def _reach(fetches: list, feeds: set, stop: Callable[[Operation], bool]) -> tuple[set, set]:
+    """The ops computing `fetches` from `feeds` reach through data and control inputs, not walking past a control
+    input `c` with stop(c); and those control inputs."""
+    reached: set[Operation] = set()
+    stopped: set[Operation] = set()
     stack = [f.op if isinstance(f, Tensor) else f for f in fetches if not (isinstance(f, Tensor) and f in feeds)]
     while stack:
         op = stack.pop()
-        if op in seen:
+        if op in reached:
             continue
-        seen.add(op)
+        reached.add(op)
         stack.extend(t.op for t in op.inputs if t not in feeds)
         for c in op.control_inputs:
-            (found.add if stop(c) else stack.append)(c)
-    return frozenset(found)
+            (stopped.add if stop(c) else stack.append)(c)
+    return reached, stopped
 
 
 def _op_inputs(op: Operation) -> list[Operation]:
