@@ -100,9 +100,10 @@ def _released(gate, queue):
 
 
 def _where(d) -> str:
-    """A device's name and, on NVIDIA's driver, its PCI bus: two ranks on one GPU show in the trace."""
+    """A device's name and, on NVIDIA's driver, its PCI address (bus:slot, as nvidia-smi's pci.bus_id prints them):
+    two ranks on one GPU show in the trace. The bus alone is not enough: GPUs of one host often share bus 0."""
     try:
-        bus = f", PCI bus {d.pci_bus_id_nv}"
+        bus = f", PCI {d.pci_bus_id_nv:02x}:{d.pci_slot_id_nv:02x}"
     except (AttributeError, cl.Error):  # not NVIDIA's driver
         bus = ""
     return f"{d.platform.name.strip()} / {d.name.strip()}{bus}"
