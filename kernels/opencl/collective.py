@@ -1,9 +1,11 @@
 """MPI collectives on the opencl device: MPI reads and writes host memory (NCCL cannot take OpenCL buffers).
 
 MpiAllreduce copies the packed buffer out, reduces it by the cpu kernel and copies it back, all blocking.
-MpiAllreduceStart enqueues a non-blocking copy into pinned host memory (runtime.pinned_array) and hands the buffer
-to the communication thread (kernels/numpy/collective.py), which waits for the copy, then sums it over the ranks
-while the queue goes on with the rest of the backward pass.
+MpiAllreduceStart enqueues a non-blocking copy of each of its bucket's gradients, straight from the gradient's own
+buffer into its part of the bucket's pinned host memory (runtime.pinned_array), and hands that buffer to the
+communication thread (kernels/numpy/collective.py), which waits for the copies, then sums it over the ranks while the
+queue goes on with the rest of the backward pass; MpiAllreduceWait copies each part of the sum back into its output.
+No bucket is packed or unpacked on the device (ConcatV2 and SplitV were 30 copy kernels of a Mentee step).
 
 With TFPLUS_ALLREDUCE_RUNAHEAD=1, MpiAllreduceWait runs ahead: it enqueues the copy back of the sum behind an OpenCL
 user event that the communication thread completes once MPI returns, and returns at once, so the host queues the
@@ -19,7 +21,8 @@ Both put their host work on the tape (runtime.tape_host), so a planned step keep
 NOTE: pyopencl's event of a copy from or to a host array (a NannyEvent) waits for the copy when it is dropped,
 holding Python's lock. Dropped while its copy waits for a user event, it deadlocks: the communication thread needs
 that lock to complete the event (PoCL and NVIDIA's driver alike: the hang of stop 42, once blamed on PoCL's enqueue).
-So the copy back's event is kept (OpenCLRuntime.gated) until its user event is complete.
+So the copies' events are kept until they are done: the copies out's by their job, the copies back's, run ahead,
+with their user event (OpenCLRuntime.gated), waiting, until the bucket's next wait.
 """
 from __future__ import annotations
 
@@ -31,7 +34,7 @@ import sys
 
 import numpy as np
 
-from tfplus.kernels.numpy.collective import reducer
+from tfplus.kernels.numpy.collective import parts, reducer
 from tfplus.kernels.opencl._common import run_on_host
 from tfplus.registry import find_kernel, register_kernel
 from tfplus.runtime.opencl.discovery import cl
@@ -110,59 +113,74 @@ def _where(d) -> str:
 
 @register_kernel("MpiAllreduceStart", "opencl", ("float32", "float64"))
 def _mpi_allreduce_start(ctx, ins, outs, attrs):
-    rt, a, key = ctx.runtime, ins[0], attrs["key"]
+    rt, key, scale = ctx.runtime, attrs["key"], attrs["scale"]
     if reducer.trace is not None and not reducer.device:
         reducer.device = _where(rt.dev.device)
-    host = rt.pinned_array(("allreduce", key), a.shape, a.dtype)
-    if a.host is not None:  # a value the host holds (computed there): nothing to copy out
+    where = parts([a.shape for a in ins])
+    host = rt.pinned_array(("allreduce", key), (where[-1].stop,), ins[0].dtype)
+    if any(a.host is not None for a in ins):  # values the host holds (computed there): nothing to copy out
         rt.tape_refuse(f"MpiAllreduceStart '{ctx.node_name}' reduces a value computed on the host")
-        np.copyto(host, a.host)
-        reducer.start(key, host)
+        for a, at in zip(ins, where):
+            host[at] = rt.copy_out(a).ravel()
+        reducer.start(key, host, scale=scale)
         return
-    buf, off, queue, ahead = rt.buffer(a), a.block.off, rt.queue, runahead() and host.nbytes > 0
+    # Each gradient straight from its own buffer into its part of the bucket's pinned host memory: a DMA each, no
+    # packed copy on the device first.
+    sources = [(rt.buffer(a), a.block.off, host[at]) for a, at in zip(ins, where) if at.stop > at.start]
+    queue, ahead = rt.queue, runahead() and host.nbytes > 0
     held = rt.gated.setdefault(key, collections.deque())
 
     def start():
         if len(held) > 1:  # one step ahead at most: the step before last's copy back of this bucket is done
             reducer.mark(f"bucket {key} waits for the step before last")
-            finish, event = held[0]
+            finish, events = held[0]
             finish()  # NOTE: before the pop: an event dropped while its user event is unset would deadlock
-            event.wait()  # on the device alone now (its user event is complete)
+            events[-1].wait()  # on the device alone now (its user event is complete); in order: the others too
             held.popleft()
             reducer.mark(f"bucket {key} step before last done")
-        copied = cl.enqueue_copy(queue, host, buf, src_offset=off, is_blocking=False) if host.nbytes else None
-        if _copies is not None and copied is not None:
-            _copies.append((key, "out", copied))
+        copied = [cl.enqueue_copy(queue, part, buf, src_offset=off, is_blocking=False) for buf, off, part in sources]
+        if _copies is not None and copied:
+            _copies.append((key, "out", copied[-1]))
         rt.d2h_bytes += host.nbytes
         gate = _gates[key] = cl.UserEvent(rt.dev.ctx) if ahead else None
-        reducer.start(key, host, copied and copied.wait, _released(gate, queue) if ahead else None)
+
+        def ready(events=copied) -> None:
+            # NOTE: the job holds every copy's event until its sum is taken, all done by then: one dropped before
+            # its copy is done waits for it, holding Python's lock (the host would wait for the backward pass)
+            events[-1].wait()  # an in-order queue: the others are done before it
+        reducer.start(key, host, ready if copied else None, _released(gate, queue) if ahead else None, scale)
     start()
-    rt.tape_host(start, ("MpiAllreduceStart", key, id(buf), off))
+    rt.tape_host(start, ("MpiAllreduceStart", key, *(id(b) for b, _, _ in sources), *(off for _, off, _ in sources)))
+
+
+_backs: dict = {}  # bucket key -> its last copies' back events, waiting path (dropped by its next wait, done by then)
 
 
 @register_kernel("MpiAllreduceWait", "opencl", ("float32", "float64"))
 def _mpi_allreduce_wait(ctx, ins, outs, attrs):
-    rt, o, key = ctx.runtime, outs[0], attrs["key"]
-    buf, off, queue = rt.buffer(o), o.block.off, rt.queue
+    rt, key = ctx.runtime, attrs["key"]
+    where = parts([o.shape for o in outs])
+    targets = [(rt.buffer(o), o.block.off, at) for o, at in zip(outs, where) if at.stop > at.start]
+    queue = rt.queue
 
-    # NOTE: non-blocking: `host` is written again only by the next step's copy out, queued after this one.
+    # NOTE: non-blocking: `host` is written again only by the next step's copies out, queued after these.
     def wait():
         gate = _gates.pop(key, None)
-        if gate is None:  # run-ahead off (or a host value): the sum first, then its copy back
+        if gate is None:  # run-ahead off (or a host value): the sum first, then its copies back
             host = reducer.wait(key)
-            if host.nbytes:
-                event = cl.enqueue_copy(queue, buf, host, dst_offset=off, is_blocking=False)
-                if _copies is not None:  # NOTE: kept, the host no longer waits for the copy (the trace's cost)
-                    _copies.append((key, "back", event))
+            events = [cl.enqueue_copy(queue, buf, host[at], dst_offset=off, is_blocking=False)
+                      for buf, off, at in targets]
+            _backs[key] = events  # NOTE: kept: dropped, each would make the host wait for its copy
         else:
             job = reducer.take(key)
             host = job.host
             reducer.mark(f"bucket {key} waited")  # at once: the device waits for the sum instead
-            event = cl.enqueue_copy(queue, buf, host, dst_offset=off, is_blocking=False, wait_for=[gate])
-            rt.gated[key].append((functools.partial(reducer.finish, job), event))  # kept: see the NOTE above
-            if _copies is not None:
-                _copies.append((key, "back", event))
+            events = [cl.enqueue_copy(queue, buf, host[at], dst_offset=off, is_blocking=False, wait_for=[gate])
+                      for buf, off, at in targets]
+            rt.gated[key].append((functools.partial(reducer.finish, job), events))  # kept: see the module's NOTE
+        if _copies is not None and events:
+            _copies.append((key, "back", events[0]))
         rt.h2d_bytes += host.nbytes
         reducer.mark(f"bucket {key} copy back queued")
     wait()
-    rt.tape_host(wait, ("MpiAllreduceWait", key, id(buf), off))
+    rt.tape_host(wait, ("MpiAllreduceWait", key, *(id(b) for b, _, _ in targets), *(off for _, off, _ in targets)))
