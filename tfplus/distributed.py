@@ -24,7 +24,8 @@ A bucket is packed only in host memory: each gradient is copied from its own buf
 host buffer, and each part of the sum back into a buffer of its own, which the update reads; a gradient's weight
 decay term stays out of the all-reduce and is folded into the update, as in one process.
 On opencl TFPLUS_ALLREDUCE_RUNAHEAD=1 lets the host run up to one step ahead of the sums: each copy back waits on
-the device for an event the communication thread completes, so session.run returns once the step is queued
+the device for an event the communication thread completes (2: one event a step, before its first copy back, after
+its last sum), so session.run returns once the step is queued
 (kernels/opencl/collective.py; off by default: it did not pay on NVIDIA's driver).
 
 A failed rank ends the job: an exception that nothing catches calls MPI_Abort (init installs the hook, as

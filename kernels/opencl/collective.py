@@ -11,8 +11,11 @@ With TFPLUS_ALLREDUCE_RUNAHEAD=1, MpiAllreduceWait runs ahead: it enqueues the c
 user event that the communication thread completes once MPI returns, and returns at once, so the host queues the
 updates, leaves session.run and queues the next step while the device and MPI work (in one process the host runs ahead
 of the device the same way). Bounded to one step: a bucket's start waits until the step before last's copy back of
-that bucket is done (the host waits for the thread, with the reducer's timeout, then for the device). Blocking calls
-of the runtime (reads, finish) first wait for every released copy (OpenCLRuntime.settle), with the same timeout.
+that bucket is done (the host waits for the thread, with the reducer's timeout, then for the device).
+TFPLUS_ALLREDUCE_RUNAHEAD=2 gates only the step's first copy back, on one user event completed after the step's
+last sum (the thread sums in order and the queue runs in order, so the device waits as long), not one a bucket.
+Blocking calls of the runtime (reads, finish) first wait for every released copy (OpenCLRuntime.settle), with the
+same timeout.
 By default the host waits for each sum, then queues its copy back: on two H200s (stop 48, BENCHMARKS.md) running
 ahead did not make the pair faster (0.75-0.91x one GPU against 0.77-0.86x waiting): the device still waited for
 the sums, as if NVIDIA's driver held every command queued behind a user event until the event completes.
@@ -45,10 +48,17 @@ def _mpi_allreduce(ctx, ins, outs, attrs):
     run_on_host(ctx, find_kernel("MpiAllreduce", "cpu", attrs["T"]), ins, outs, attrs, upload=True)
 
 
-def runahead() -> bool:
-    """Whether MpiAllreduceWait queues the copy back behind a user event and returns (TFPLUS_ALLREDUCE_RUNAHEAD,
-    default on; 0: it waits for the sum first)."""
-    return os.environ.get("TFPLUS_ALLREDUCE_RUNAHEAD", "0") not in ("", "0")
+def runahead() -> int:
+    """How MpiAllreduceWait runs ahead of the sums (TFPLUS_ALLREDUCE_RUNAHEAD): 0 (the default) not at all, it
+    waits for each sum, then queues its copies back; 1: it queues each bucket's copies back behind a user event of
+    the bucket's, completed after its sum; 2: the step's copies back all behind one user event, completed after the
+    step's last sum (the thread sums in order, and the queue runs in order: the same wait on the device, with one
+    command a step that NVIDIA's driver holds back instead of one a bucket)."""
+    value = os.environ.get("TFPLUS_ALLREDUCE_RUNAHEAD", "0").strip() or "0"
+    if value not in ("0", "1", "2"):
+        raise ValueError(f"TFPLUS_ALLREDUCE_RUNAHEAD={value!r}: give 0 (wait for each sum), 1 (a user event a "
+                         "bucket) or 2 (one user event a step)")
+    return int(value)
 
 
 _gates: dict = {}  # bucket key -> the user event its step's copy back waits for (made by the start, used by the wait)
@@ -127,7 +137,7 @@ def _mpi_allreduce_start(ctx, ins, outs, attrs):
     # Each gradient straight from its own buffer into its part of the bucket's pinned host memory: a DMA each, no
     # packed copy on the device first.
     sources = [(rt.buffer(a), a.block.off, host[at]) for a, at in zip(ins, where) if at.stop > at.start]
-    queue, ahead = rt.queue, runahead() and host.nbytes > 0
+    queue, ahead = rt.queue, runahead() == 1 and host.nbytes > 0
     held = rt.gated.setdefault(key, collections.deque())
 
     def start():
@@ -135,7 +145,8 @@ def _mpi_allreduce_start(ctx, ins, outs, attrs):
             reducer.mark(f"bucket {key} waits for the step before last")
             finish, events = held[0]
             finish()  # NOTE: before the pop: an event dropped while its user event is unset would deadlock
-            events[-1].wait()  # on the device alone now (its user event is complete); in order: the others too
+            if events:
+                events[-1].wait()  # on the device alone now (its user event is complete); in order: the others too
             held.popleft()
             reducer.mark(f"bucket {key} step before last done")
         copied = [cl.enqueue_copy(queue, part, buf, src_offset=off, is_blocking=False) for buf, off, part in sources]
@@ -153,6 +164,22 @@ def _mpi_allreduce_start(ctx, ins, outs, attrs):
     rt.tape_host(start, ("MpiAllreduceStart", key, *(id(b) for b, _, _ in sources), *(off for _, off, _ in sources)))
 
 
+_step: dict = {}  # "job": the last job started before the step whose copies back wait for it (RUNAHEAD=2)
+
+
+def _step_gate(rt):
+    """RUNAHEAD=2: at the step's first wait (its buckets all started), a user event completed after the step's last
+    sum, behind which that wait's copies back (and so the step's rest) run; None at the step's later waits."""
+    last = reducer.last
+    if _step.get("job") is last:
+        return None
+    _step["job"] = last
+    gate = cl.UserEvent(rt.dev.ctx)
+    if not reducer.then(last, _released(gate, rt.queue)):  # summed already
+        gate.set_status(cl.command_execution_status.COMPLETE)
+    return gate
+
+
 _backs: dict = {}  # bucket key -> its last copies' back events, waiting path (dropped by its next wait, done by then)
 
 
@@ -163,20 +190,24 @@ def _mpi_allreduce_wait(ctx, ins, outs, attrs):
     targets = [(rt.buffer(o), o.block.off, at) for o, at in zip(outs, where) if at.stop > at.start]
     queue = rt.queue
 
+    def copies(host, gate) -> list:  # the first behind `gate` (None: none); the queue is in order
+        return [cl.enqueue_copy(queue, buf, host[at], dst_offset=off, is_blocking=False,
+                                wait_for=[gate] if gate is not None and i == 0 else None)
+                for i, (buf, off, at) in enumerate(targets)]
+
     # NOTE: non-blocking: `host` is written again only by the next step's copies out, queued after these.
     def wait():
         gate = _gates.pop(key, None)
-        if gate is None:  # run-ahead off (or a host value): the sum first, then its copies back
+        if gate is None and runahead() < 2:  # run-ahead off (or a host value): the sum first, then its copies back
             host = reducer.wait(key)
-            events = [cl.enqueue_copy(queue, buf, host[at], dst_offset=off, is_blocking=False)
-                      for buf, off, at in targets]
-            _backs[key] = events  # NOTE: kept: dropped, each would make the host wait for its copy
+            events = _backs[key] = copies(host, None)  # NOTE: kept: dropped, each would wait for its copy
         else:
             job = reducer.take(key)
             host = job.host
+            if gate is None:
+                gate = _step_gate(rt)
             reducer.mark(f"bucket {key} waited")  # at once: the device waits for the sum instead
-            events = [cl.enqueue_copy(queue, buf, host[at], dst_offset=off, is_blocking=False, wait_for=[gate])
-                      for buf, off, at in targets]
+            events = copies(host, gate)
             rt.gated[key].append((functools.partial(reducer.finish, job), events))  # kept: see the module's NOTE
         if _copies is not None and events:
             _copies.append((key, "back", events[0]))

@@ -49,11 +49,13 @@ def one_process(tmp_path_factory):
 
 # --log-every 1: the host reads the running sums after every step (a blocking read waits for the step's sums first);
 # 3: every third step, the host runs ahead in between. Checkpoints every 2 steps read the variables mid-run, while
-# the host may be a step ahead: step 6's holds step 6's weights.
-@pytest.mark.parametrize("log_every", [1, 3])
-def test_two_ranks_running_ahead_train_as_one_process(one_process, tmp_path, log_every):
+# the host may be a step ahead: step 6's holds step 6's weights. RUNAHEAD=2: one user event a step, before the
+# step's first copy back, completed after its last sum.
+@pytest.mark.parametrize("log_every,runahead", [(1, "1"), (3, "1"), (3, "2")])
+def test_two_ranks_running_ahead_train_as_one_process(one_process, tmp_path, log_every, runahead):
     ckpt = tmp_path / "ckpt"
-    run = _train(*RUN, "--checkpoint-dir", str(ckpt), "--log-every", str(log_every))
+    run = _train(*RUN, "--checkpoint-dir", str(ckpt), "--log-every", str(log_every),
+                 env=dict(ENV, TFPLUS_ALLREDUCE_RUNAHEAD=runahead))
     assert run.returncode == 0, run.stderr
     assert run.stderr.count(RAN_AHEAD) == 2, run.stderr  # each rank's trace: the bound was on the host's path
     for step in (6, 8):
