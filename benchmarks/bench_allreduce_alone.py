@@ -1,7 +1,7 @@
 """What DistributedOptimizer's buckets add to a step with nothing to reduce: one process (MPI's singleton, a world of
 one), Mentee's training step plain, and with the buckets' all-reduces built anyway (TFPLUS_ALLREDUCE_ALONE=1), the
-host waiting for each sum and running ahead (TFPLUS_ALLREDUCE_RUNAHEAD=1: a user event a bucket; 2: one a step);
-sessions in turns on one device. Not a test.
+host waiting for each sum and running ahead (TFPLUS_ALLREDUCE_RUNAHEAD=0 and 1); sessions in turns on one device.
+Not a test.
 
     python benchmarks/bench_allreduce_alone.py --device opencl --small --batch 8     # PoCL: the host's side
     python benchmarks/bench_allreduce_alone.py --device opencl --batch 128 --steps 200   # a GPU: Mentee, as trained
@@ -69,8 +69,7 @@ def main() -> None:
             blocked[0] += 1
             blocked[1] += time.perf_counter() - t
     reducer.finish = timed_finish
-    variants = {"plain": ("0", "0"), "buckets, waiting": ("1", "0"), "buckets, run-ahead": ("1", "1"),
-                "buckets, a gate a step": ("1", "2")}
+    variants = {"plain": ("0", "0"), "buckets, waiting": ("1", "0"), "buckets, run-ahead": ("1", "1")}
     runs = {}
     rng = np.random.default_rng(0)
     for name, (alone, ahead) in variants.items():

@@ -17,8 +17,8 @@ such as 4KB,64KB,1MB: buckets cut from the input side growing, the first layer's
 report (per bucket, and the host's path between steps segment by segment, session.run's parts among them) printed
 under its run. --flush: every run once per TFPLUS_OPENCL_FLUSH value (launches between a replay's flushes of the
 queue; 0: none, as before stop 43). --runahead: N ranks once per TFPLUS_ALLREDUCE_RUNAHEAD value (1: the host queues
-the copy back of each sum behind an event the communication thread completes and runs on; 2: the step's copies back
-behind one event, after its last sum; 0, the default: it waits for each sum). --switch-ms: N ranks once per
+the copy back of each sum behind an event the communication thread completes and runs on, the default on a GPU; 0:
+it waits for each sum). --switch-ms: N ranks once per
 TFPLUS_ALLREDUCE_SWITCH_MS value (Python's switch interval while the communication thread runs: how soon it gets
 Python's lock from the main thread).
 On opencl each rank takes device opencl:K, K its local rank. One process runs as `tfplus train` does by default (its
@@ -161,8 +161,8 @@ def main() -> None:
                    help="TFPLUS_ALLREDUCE_SWITCH_MS values for N > 1 ranks (Python's switch interval while the "
                    "communication thread runs; 5: Python's own)")
     p.add_argument("--runahead", nargs="+", default=["1"],
-                   help="TFPLUS_ALLREDUCE_RUNAHEAD values for N > 1 ranks (1: the host runs ahead of the sums; 2: so, "
-                   "behind one event a step; 0: it waits for each, the path before stop 48)")
+                   help="TFPLUS_ALLREDUCE_RUNAHEAD values for N > 1 ranks (1: the host runs ahead of the sums; 0: it "
+                   "waits for each, the path before stop 48)")
     p.add_argument("--env", nargs="+", default=["-"], metavar="NAME=VALUE,...",
                    help="further environments for distributed runs, each a round (MPICH's MPIR_CVAR_*, say; -: none)")
     p.add_argument("--lock-handoff", nargs="+", type=float, metavar="MS",

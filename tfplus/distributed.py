@@ -23,10 +23,10 @@ messages), whose all-reduces run on a communication thread while the backward pa
 A bucket is packed only in host memory: each gradient is copied from its own buffer into its part of the bucket's
 host buffer, and each part of the sum back into a buffer of its own, which the update reads; a gradient's weight
 decay term stays out of the all-reduce and is folded into the update, as in one process.
-On opencl TFPLUS_ALLREDUCE_RUNAHEAD=1 lets the host run up to one step ahead of the sums: each copy back waits on
-the device for an event the communication thread completes (2: one event a step, before its first copy back, after
-its last sum), so session.run returns once the step is queued
-(kernels/opencl/collective.py; off by default: it did not pay on NVIDIA's driver).
+On an opencl GPU the host runs up to one step ahead of the sums: each bucket's copies back wait on the device for
+an event the communication thread completes, so session.run returns once the step is queued
+(kernels/opencl/collective.py; TFPLUS_ALLREDUCE_RUNAHEAD=0 makes the host wait for each sum, the default on a CPU
+device).
 
 A failed rank ends the job: an exception that nothing catches calls MPI_Abort (init installs the hook, as
 `python -m mpi4py` does), and mpiexec ends every rank when one dies, so the others never wait forever in a step.

@@ -48,14 +48,13 @@ def parts(shapes) -> list[slice]:
 
 
 class _Job:
-    __slots__ = ("key", "host", "ready", "later", "done", "error", "times", "largest", "scale")
+    __slots__ = ("key", "host", "ready", "release", "done", "error", "times", "largest", "scale")
 
     def __init__(self, key: int, host: np.ndarray, ready, largest: bool = False, release=None, scale: float = 1.0):
         self.key, self.host, self.ready, self.done, self.error = key, host, ready, threading.Event(), None
         self.largest = largest  # MPI_MAX instead of MPI_SUM
-        # called by the communication thread after the sum: fn(ok); None once they were (Reducer.then)
-        self.later: list | None = [] if release is None else [release]
-        self.scale = scale  # the sum times this (1 / ranks: an average), on the thread, before `later`
+        self.release = release  # called by the communication thread after the sum: release(ok)
+        self.scale = scale  # the sum times this (1 / ranks: an average), on the thread, before release
         self.times = [time.perf_counter(), 0.0, 0.0, 0.0, 0.0]  # started, copied out, reduced, waited, taken
 
 
@@ -90,7 +89,6 @@ class Reducer:
         self.count = 0
         self.timeout = allreduce_timeout()
         self.last: _Job | None = None  # the job started last (drain)
-        self.lock = threading.Lock()  # guards the jobs' `later` lists (then)
 
     def buffer(self, key: int, shape, dtype) -> np.ndarray:
         buf = self.buffers.get(key)
@@ -148,14 +146,6 @@ class Reducer:
         # NOTE: registered after mpi4py's MPI_Finalize, so it runs before it: a host that ran ahead of its last
         # all-reduce (kernels/opencl/collective.py) must not finalize MPI while the thread is inside it.
         atexit.register(self.drain)
-
-    def then(self, job: _Job, fn) -> bool:
-        """Makes the communication thread call fn(ok) after `job`'s sum; False (and no call) if it was done."""
-        with self.lock:
-            if job.later is None:
-                return False
-            job.later.append(fn)
-            return True
 
     def take(self, key: int) -> _Job:
         self._check()
@@ -257,11 +247,9 @@ class Reducer:
                 job.times[2] = time.perf_counter()
             except BaseException as e:  # noqa: BLE001  the step's next collective kernel raises it
                 self.failed = e
-            with self.lock:
-                later, job.later = job.later, None
-            for fn in later:  # before done: a host that saw done may block on what they release
+            if job.release is not None:  # before done: a host that saw done may block on what it releases
                 try:
-                    fn(self.failed is None)
+                    job.release(self.failed is None)
                 except BaseException as e:  # noqa: BLE001
                     self.failed = self.failed or e
             job.done.set()

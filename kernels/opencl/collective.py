@@ -12,13 +12,12 @@ user event that the communication thread completes once MPI returns, and returns
 updates, leaves session.run and queues the next step while the device and MPI work (in one process the host runs ahead
 of the device the same way). Bounded to one step: a bucket's start waits until the step before last's copy back of
 that bucket is done (the host waits for the thread, with the reducer's timeout, then for the device).
-TFPLUS_ALLREDUCE_RUNAHEAD=2 gates only the step's first copy back, on one user event completed after the step's
-last sum (the thread sums in order and the queue runs in order, so the device waits as long), not one a bucket.
 Blocking calls of the runtime (reads, finish) first wait for every released copy (OpenCLRuntime.settle), with the
 same timeout.
-By default the host waits for each sum, then queues its copy back: on two H200s (stop 48, BENCHMARKS.md) running
-ahead did not make the pair faster (0.75-0.91x one GPU against 0.77-0.86x waiting): the device still waited for
-the sums, as if NVIDIA's driver held every command queued behind a user event until the event completes.
+The default on a GPU (see runahead): stop 48's two-rank figures, where running ahead did not pay, were two jobs of
+one rank on one GPU (stop 50); on two H200s it pays once the communication thread flushes the queue after it opens a
+gate (mpi1): 0.87-0.91x one GPU against 0.76-0.77x waiting. On a CPU device the host waits for each sum, then
+queues its copies back.
 Both put their host work on the tape (runtime.tape_host), so a planned step keeps replaying its launches.
 
 NOTE: pyopencl's event of a copy from or to a host array (a NannyEvent) waits for the copy when it is dropped,
@@ -48,17 +47,18 @@ def _mpi_allreduce(ctx, ins, outs, attrs):
     run_on_host(ctx, find_kernel("MpiAllreduce", "cpu", attrs["T"]), ins, outs, attrs, upload=True)
 
 
-def runahead() -> int:
-    """How MpiAllreduceWait runs ahead of the sums (TFPLUS_ALLREDUCE_RUNAHEAD): 0 (the default) not at all, it
-    waits for each sum, then queues its copies back; 1: it queues each bucket's copies back behind a user event of
-    the bucket's, completed after its sum; 2: the step's copies back all behind one user event, completed after the
-    step's last sum (the thread sums in order, and the queue runs in order: the same wait on the device, with one
-    command a step that NVIDIA's driver holds back instead of one a bucket)."""
-    value = os.environ.get("TFPLUS_ALLREDUCE_RUNAHEAD", "0").strip() or "0"
-    if value not in ("0", "1", "2"):
-        raise ValueError(f"TFPLUS_ALLREDUCE_RUNAHEAD={value!r}: give 0 (wait for each sum), 1 (a user event a "
-                         "bucket) or 2 (one user event a step)")
-    return int(value)
+def runahead(rt) -> bool:
+    """Whether MpiAllreduceWait queues the copies back behind a user event and returns (TFPLUS_ALLREDUCE_RUNAHEAD=1)
+    or waits for each sum first (0). Unset: on a GPU, where two H200 ranks of Mentee ran 0.87-0.91x one GPU running
+    ahead against 0.76-0.77x waiting (BENCHMARKS.md, mpib); not on a CPU device (PoCL), whose host and device share
+    the cores, so that the host's running ahead only takes the device's time."""
+    value = os.environ.get("TFPLUS_ALLREDUCE_RUNAHEAD", "").strip()
+    if not value:
+        return "GPU" in str(rt.info.get("type", ""))
+    if value not in ("0", "1"):
+        raise ValueError(f"TFPLUS_ALLREDUCE_RUNAHEAD={value!r}: give 1 (the host runs ahead of the sums) or 0 (it "
+                         "waits for each), or leave it unset (1 on a GPU, 0 on a CPU device)")
+    return value == "1"
 
 
 _gates: dict = {}  # bucket key -> the user event its step's copy back waits for (made by the start, used by the wait)
@@ -137,7 +137,7 @@ def _mpi_allreduce_start(ctx, ins, outs, attrs):
     # Each gradient straight from its own buffer into its part of the bucket's pinned host memory: a DMA each, no
     # packed copy on the device first.
     sources = [(rt.buffer(a), a.block.off, host[at]) for a, at in zip(ins, where) if at.stop > at.start]
-    queue, ahead = rt.queue, runahead() == 1 and host.nbytes > 0
+    queue, ahead = rt.queue, runahead(rt) and host.nbytes > 0
     held = rt.gated.setdefault(key, collections.deque())
 
     def start():
@@ -164,22 +164,6 @@ def _mpi_allreduce_start(ctx, ins, outs, attrs):
     rt.tape_host(start, ("MpiAllreduceStart", key, *(id(b) for b, _, _ in sources), *(off for _, off, _ in sources)))
 
 
-_step: dict = {}  # "job": the last job started before the step whose copies back wait for it (RUNAHEAD=2)
-
-
-def _step_gate(rt):
-    """RUNAHEAD=2: at the step's first wait (its buckets all started), a user event completed after the step's last
-    sum, behind which that wait's copies back (and so the step's rest) run; None at the step's later waits."""
-    last = reducer.last
-    if _step.get("job") is last:
-        return None
-    _step["job"] = last
-    gate = cl.UserEvent(rt.dev.ctx)
-    if not reducer.then(last, _released(gate, rt.queue)):  # summed already
-        gate.set_status(cl.command_execution_status.COMPLETE)
-    return gate
-
-
 _backs: dict = {}  # bucket key -> its last copies' back events, waiting path (dropped by its next wait, done by then)
 
 
@@ -198,14 +182,12 @@ def _mpi_allreduce_wait(ctx, ins, outs, attrs):
     # NOTE: non-blocking: `host` is written again only by the next step's copies out, queued after these.
     def wait():
         gate = _gates.pop(key, None)
-        if gate is None and runahead() < 2:  # run-ahead off (or a host value): the sum first, then its copies back
+        if gate is None:  # run-ahead off (or a host value): the sum first, then its copies back
             host = reducer.wait(key)
             events = _backs[key] = copies(host, None)  # NOTE: kept: dropped, each would wait for its copy
         else:
             job = reducer.take(key)
             host = job.host
-            if gate is None:
-                gate = _step_gate(rt)
             reducer.mark(f"bucket {key} waited")  # at once: the device waits for the sum instead
             events = copies(host, gate)
             rt.gated[key].append((functools.partial(reducer.finish, job), events))  # kept: see the module's NOTE

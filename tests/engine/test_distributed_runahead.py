@@ -49,26 +49,40 @@ def one_process(tmp_path_factory):
 
 # --log-every 1: the host reads the running sums after every step (a blocking read waits for the step's sums first);
 # 3: every third step, the host runs ahead in between. Checkpoints every 2 steps read the variables mid-run, while
-# the host may be a step ahead: step 6's holds step 6's weights. RUNAHEAD=2: one user event a step, before the
-# step's first copy back, completed after its last sum.
-@pytest.mark.parametrize("log_every,runahead", [(1, "1"), (3, "1"), (3, "2")])
-def test_two_ranks_running_ahead_train_as_one_process(one_process, tmp_path, log_every, runahead):
+# the host may be a step ahead: step 6's holds step 6's weights.
+@pytest.mark.parametrize("log_every", [1, 3])
+def test_two_ranks_running_ahead_train_as_one_process(one_process, tmp_path, log_every):
     ckpt = tmp_path / "ckpt"
-    run = _train(*RUN, "--checkpoint-dir", str(ckpt), "--log-every", str(log_every),
-                 env=dict(ENV, TFPLUS_ALLREDUCE_RUNAHEAD=runahead))
+    run = _train(*RUN, "--checkpoint-dir", str(ckpt), "--log-every", str(log_every))
     assert run.returncode == 0, run.stderr
     assert run.stderr.count(RAN_AHEAD) == 2, run.stderr  # each rank's trace: the bound was on the host's path
     for step in (6, 8):
         assert_variables_close(checkpoint_variables(ckpt / f"model.ckpt-{step}"), one_process[step])
 
 
-def test_by_default_the_host_waits_for_each_sum_and_reaches_the_same_weights(one_process, tmp_path):
+def test_on_a_cpu_device_the_host_waits_for_each_sum_by_default_and_reaches_the_same_weights(one_process, tmp_path):
     ckpt = tmp_path / "ckpt"
     waiting = {k: v for k, v in ENV.items() if k != "TFPLUS_ALLREDUCE_RUNAHEAD"}
     run = _train(*RUN, "--checkpoint-dir", str(ckpt), env=waiting)
     assert run.returncode == 0, run.stderr
     assert RAN_AHEAD not in run.stderr and "the host between steps" in run.stderr
     assert_variables_close(checkpoint_variables(ckpt / "model.ckpt-8"), one_process[8])
+
+
+def test_the_host_runs_ahead_by_default_on_a_gpu_alone(monkeypatch):
+    from types import SimpleNamespace
+
+    from tfplus.kernels.opencl.collective import runahead
+    gpu, cpu = SimpleNamespace(info={"type": "GPU"}), SimpleNamespace(info={"type": "CPU"})
+    monkeypatch.delenv("TFPLUS_ALLREDUCE_RUNAHEAD", raising=False)
+    assert runahead(gpu) and not runahead(cpu)
+    monkeypatch.setenv("TFPLUS_ALLREDUCE_RUNAHEAD", "0")
+    assert not runahead(gpu)
+    monkeypatch.setenv("TFPLUS_ALLREDUCE_RUNAHEAD", "1")
+    assert runahead(cpu)
+    monkeypatch.setenv("TFPLUS_ALLREDUCE_RUNAHEAD", "yes")
+    with pytest.raises(ValueError, match=r"TFPLUS_ALLREDUCE_RUNAHEAD='yes': give 1"):
+        runahead(gpu)
 
 
 def test_sigint_between_steps_stops_every_rank_after_the_same_step(tmp_path):
