@@ -1,11 +1,14 @@
 """MPI collectives on the opencl device: MPI reads and writes host memory (NCCL cannot take OpenCL buffers).
 
 MpiAllreduce copies the packed buffer out, reduces it by the cpu kernel and copies it back, all blocking.
-MpiAllreduceStart enqueues a non-blocking copy of each of its bucket's gradients, straight from the gradient's own
-buffer into its part of the bucket's pinned host memory (runtime.pinned_array), and hands that buffer to the
-communication thread (kernels/numpy/collective.py), which waits for the copies, then sums it over the ranks while the
-queue goes on with the rest of the backward pass; MpiAllreduceWait copies each part of the sum back into its output.
-No bucket is packed or unpacked on the device (ConcatV2 and SplitV were 30 copy kernels of a Mentee step).
+MpiAllreduceStart packs its bucket's gradients into a device buffer (a workspace of the op; one launch per 8
+gradients, kernels/opencl/array.gather), enqueues a non-blocking copy of it into pinned host memory
+(runtime.pinned_array) and hands that buffer to the communication thread (kernels/numpy/collective.py), which waits
+for the copy, then sums it over the ranks while the queue goes on with the rest of the backward pass;
+MpiAllreduceWait copies the sum back into a workspace and unpacks it into its outputs (array.scatter), which the
+update reads. Two launches and two copies a bucket: ConcatV2, SplitV and their reshapes took a copy kernel per
+gradient each way (30 of a Mentee step), and a copy per gradient to or from host memory cost NVIDIA's driver more
+host time still (BENCHMARKS.md, mpib).
 
 With TFPLUS_ALLREDUCE_RUNAHEAD=1, MpiAllreduceWait runs ahead: it enqueues the copy back of the sum behind an OpenCL
 user event that the communication thread completes once MPI returns, and returns at once, so the host queues the
@@ -17,20 +20,21 @@ same timeout.
 The default on a GPU (see runahead): stop 48's two-rank figures, where running ahead did not pay, were two jobs of
 one rank on one GPU (stop 50); on two H200s it pays once the communication thread flushes the queue after it opens a
 gate (mpi1): 0.87-0.91x one GPU against 0.76-0.77x waiting. On a CPU device the host waits for each sum, then
-queues its copies back.
+queues its copy back.
 Both put their host work on the tape (runtime.tape_host), so a planned step keeps replaying its launches.
 
 NOTE: pyopencl's event of a copy from or to a host array (a NannyEvent) waits for the copy when it is dropped,
 holding Python's lock. Dropped while its copy waits for a user event, it deadlocks: the communication thread needs
 that lock to complete the event (PoCL and NVIDIA's driver alike: the hang of stop 42, once blamed on PoCL's enqueue).
-So the copies' events are kept until they are done: the copies out's by their job, the copies back's, run ahead,
-with their user event (OpenCLRuntime.gated), waiting, until the bucket's next wait.
+So the copies' events are kept until they are done: a copy out's by its job, a copy back's, run ahead, with its
+user event (OpenCLRuntime.gated), waiting, until the bucket's next wait.
 """
 from __future__ import annotations
 
 import atexit
 import collections
 import functools
+import math
 import os
 import sys
 
@@ -38,7 +42,8 @@ import numpy as np
 
 from tfplus.kernels.numpy.collective import parts, reducer
 from tfplus.kernels.opencl._common import run_on_host
-from tfplus.registry import find_kernel, register_kernel
+from tfplus.kernels.opencl.array import gather, scatter
+from tfplus.registry import find_kernel, register_kernel, register_workspace
 from tfplus.runtime.opencl.discovery import cl
 
 
@@ -121,79 +126,79 @@ def _where(d) -> str:
     return f"{d.platform.name.strip()} / {d.name.strip()}{bus}"
 
 
+def _bucket(ins, attrs, compute_units):
+    """The device buffer a bucket is packed in for its copy out (Start) or its sum copied back to (Wait)."""
+    shapes = attrs["shapes"] if "shapes" in attrs else [x.shape for x in ins]
+    return [((sum(math.prod(s) for s in shapes),), ins[0].dtype)]
+
+
+register_workspace("MpiAllreduceStart", "opencl")(_bucket)
+register_workspace("MpiAllreduceWait", "opencl")(_bucket)
+
+
 @register_kernel("MpiAllreduceStart", "opencl", ("float32", "float64"))
 def _mpi_allreduce_start(ctx, ins, outs, attrs):
     rt, key, scale = ctx.runtime, attrs["key"], attrs["scale"]
     if reducer.trace is not None and not reducer.device:
         reducer.device = _where(rt.dev.device)
-    where = parts([a.shape for a in ins])
-    host = rt.pinned_array(("allreduce", key), (where[-1].stop,), ins[0].dtype)
+    packed = ctx.workspace(*_bucket(ins, attrs, None)[0])
+    host = rt.pinned_array(("allreduce", key), packed.shape, packed.dtype)
     if any(a.host is not None for a in ins):  # values the host holds (computed there): nothing to copy out
         rt.tape_refuse(f"MpiAllreduceStart '{ctx.node_name}' reduces a value computed on the host")
-        for a, at in zip(ins, where):
+        for a, at in zip(ins, parts([a.shape for a in ins])):
             host[at] = rt.copy_out(a).ravel()
         reducer.start(key, host, scale=scale)
         return
-    # Each gradient straight from its own buffer into its part of the bucket's pinned host memory: a DMA each, no
-    # packed copy on the device first.
-    sources = [(rt.buffer(a), a.block.off, host[at]) for a, at in zip(ins, where) if at.stop > at.start]
-    queue, ahead = rt.queue, runahead(rt) and host.nbytes > 0
+    # Packed on the device by one launch (per 8 gradients), copied out by one DMA: a DMA per gradient cost an H200
+    # step's host ~25 us each (BENCHMARKS.md, mpib), a ConcatV2 a copy kernel each.
+    gather(rt, packed, ins)
+    buf, off, queue, ahead = rt.buffer(packed), packed.block.off, rt.queue, runahead(rt) and host.nbytes > 0
     held = rt.gated.setdefault(key, collections.deque())
 
     def start():
         if len(held) > 1:  # one step ahead at most: the step before last's copy back of this bucket is done
             reducer.mark(f"bucket {key} waits for the step before last")
-            finish, events = held[0]
+            finish, event = held[0]
             finish()  # NOTE: before the pop: an event dropped while its user event is unset would deadlock
-            if events:
-                events[-1].wait()  # on the device alone now (its user event is complete); in order: the others too
+            event.wait()  # on the device alone now (its user event is complete)
             held.popleft()
             reducer.mark(f"bucket {key} step before last done")
-        copied = [cl.enqueue_copy(queue, part, buf, src_offset=off, is_blocking=False) for buf, off, part in sources]
-        if _copies is not None and copied:
-            _copies.append((key, "out", copied[-1]))
+        copied = cl.enqueue_copy(queue, host, buf, src_offset=off, is_blocking=False) if host.nbytes else None
+        if _copies is not None and copied is not None:
+            _copies.append((key, "out", copied))
         rt.d2h_bytes += host.nbytes
         gate = _gates[key] = cl.UserEvent(rt.dev.ctx) if ahead else None
-
-        def ready(events=copied) -> None:
-            # NOTE: the job holds every copy's event until its sum is taken, all done by then: one dropped before
-            # its copy is done waits for it, holding Python's lock (the host would wait for the backward pass)
-            events[-1].wait()  # an in-order queue: the others are done before it
-        reducer.start(key, host, ready if copied else None, _released(gate, queue) if ahead else None, scale)
+        reducer.start(key, host, copied and copied.wait, _released(gate, queue) if ahead else None, scale)
     start()
-    rt.tape_host(start, ("MpiAllreduceStart", key, *(id(b) for b, _, _ in sources), *(off for _, off, _ in sources)))
+    rt.tape_host(start, ("MpiAllreduceStart", key, id(buf), off))
 
 
-_backs: dict = {}  # bucket key -> its last copies' back events, waiting path (dropped by its next wait, done by then)
+_backs: dict = {}  # bucket key -> its last copy back's event, waiting path (dropped by its next wait, done by then)
 
 
 @register_kernel("MpiAllreduceWait", "opencl", ("float32", "float64"))
 def _mpi_allreduce_wait(ctx, ins, outs, attrs):
     rt, key = ctx.runtime, attrs["key"]
-    where = parts([o.shape for o in outs])
-    targets = [(rt.buffer(o), o.block.off, at) for o, at in zip(outs, where) if at.stop > at.start]
-    queue = rt.queue
+    packed = ctx.workspace(*_bucket(ins, attrs, None)[0])
+    buf, off, queue = rt.buffer(packed), packed.block.off, rt.queue
 
-    def copies(host, gate) -> list:  # the first behind `gate` (None: none); the queue is in order
-        return [cl.enqueue_copy(queue, buf, host[at], dst_offset=off, is_blocking=False,
-                                wait_for=[gate] if gate is not None and i == 0 else None)
-                for i, (buf, off, at) in enumerate(targets)]
-
-    # NOTE: non-blocking: `host` is written again only by the next step's copies out, queued after these.
+    # NOTE: non-blocking: `host` is written again only by the next step's copy out, queued after this one.
     def wait():
         gate = _gates.pop(key, None)
-        if gate is None:  # run-ahead off (or a host value): the sum first, then its copies back
+        if gate is None:  # run-ahead off (or a host value): the sum first, then its copy back
             host = reducer.wait(key)
-            events = _backs[key] = copies(host, None)  # NOTE: kept: dropped, each would wait for its copy
+            if host.nbytes:  # NOTE: kept: dropped, it would make the host wait for its copy
+                event = _backs[key] = cl.enqueue_copy(queue, buf, host, dst_offset=off, is_blocking=False)
         else:
             job = reducer.take(key)
             host = job.host
             reducer.mark(f"bucket {key} waited")  # at once: the device waits for the sum instead
-            events = copies(host, gate)
-            rt.gated[key].append((functools.partial(reducer.finish, job), events))  # kept: see the module's NOTE
-        if _copies is not None and events:
-            _copies.append((key, "back", events[0]))
+            event = cl.enqueue_copy(queue, buf, host, dst_offset=off, is_blocking=False, wait_for=[gate])
+            rt.gated[key].append((functools.partial(reducer.finish, job), event))  # kept: see the module's NOTE
+        if _copies is not None and host.nbytes:
+            _copies.append((key, "back", event))
         rt.h2d_bytes += host.nbytes
         reducer.mark(f"bucket {key} copy back queued")
     wait()
-    rt.tape_host(wait, ("MpiAllreduceWait", key, *(id(b) for b, _, _ in targets), *(off for _, off, _ in targets)))
+    rt.tape_host(wait, ("MpiAllreduceWait", key, id(buf), off))
+    scatter(rt, outs, packed)  # queued after the copy back, on the tape too
