@@ -20,9 +20,9 @@ kernels on both devices, so a training step stays one Session.run (the planner p
 same step, nothing goes through Python feeds; on opencl a planned step replays its recorded launches) and the step
 works unchanged on cpu and opencl. The gradients are grouped into buckets of about 1 MB (latency dominates small
 messages), whose all-reduces run on a communication thread while the backward pass goes on (DistributedOptimizer).
-A bucket is packed only in host memory: each gradient is copied from its own buffer into its part of the bucket's
-host buffer, and each part of the sum back into a buffer of its own, which the update reads; a gradient's weight
-decay term stays out of the all-reduce and is folded into the update, as in one process.
+The all-reduce ops take a bucket's gradients and give their sums, shaped as the variables, which the updates read
+(no ConcatV2 or SplitV in the step: on opencl the kernels pack a bucket with one launch); a gradient's weight decay
+term stays out of the all-reduce and is folded into the update, as in one process.
 On an opencl GPU the host runs up to one step ahead of the sums: each bucket's copies back wait on the device for
 an event the communication thread completes, so session.run returns once the step is queued
 (kernels/opencl/collective.py; TFPLUS_ALLREDUCE_RUNAHEAD=0 makes the host wait for each sum, the default on a CPU
@@ -416,15 +416,14 @@ class DistributedOptimizer(WrapperOptimizer):
     each rank divides by the global batch's size); apply_gradients and the slots are `optimizer`'s.
 
     The gradients are grouped into buckets of about `bucket_bytes` (default $TFPLUS_ALLREDUCE_BUCKET, else 1 MB), from
-    the last layer's to the first's, the order the backward pass computes them in, each bucket one flat buffer in
-    host memory (MpiAllreduceStart copies each gradient there, MpiAllreduceWait each part of the sum back: no packing
-    kernels). With `op=Average` a gradient that is weight decay's AddN(Mul(w, wd), g) has only g all-reduced, and
-    wd * w is added to the average: the same update (w is equal on every rank), whose sum the graph rewrite folds
-    into the fused update (_FusedApply) as it does in one process, where a reduced decay cost a Mentee step 16 more
-    kernels. Each bucket's all-reduce starts
-    (MpiAllreduceStart) as soon as its gradients are computed, before the backward pass goes on to the earlier
-    layers, and runs on the communication thread while it does; the step waits for the sums (MpiAllreduceWait)
-    only once every bucket has started, just before the updates (Horovod's and PyTorch DDP's overlap). 0: one
+    the last layer's to the first's, the order the backward pass computes them in; MpiAllreduceStart takes a
+    bucket's gradients and MpiAllreduceWait gives their sums (one flat buffer on the host; on opencl one packing
+    launch and one copy each way). With `op=Average` a gradient that is weight decay's AddN(Mul(w, wd), g) has only g
+    all-reduced, and wd * w is added to the average: the same update (w is equal on every rank), whose sum the graph
+    rewrite folds into the fused update (_FusedApply) as it does in one process (a reduced decay cost a Mentee step
+    16 more kernels). Each bucket's all-reduce starts as soon as its gradients are computed, before the backward
+    pass goes on to the earlier layers, and runs on the communication thread while it does; the step waits for the
+    sums only once every bucket has started, just before the updates (Horovod's and PyTorch DDP's overlap). 0: one
     buffer of all the gradients, all-reduced after the whole backward pass (MpiAllreduce), the step waiting.
 
     A schedule of sizes, such as "4KB,64KB,1MB", cuts the buckets from the first layer's gradients instead: the
