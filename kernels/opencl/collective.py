@@ -127,9 +127,10 @@ def _where(d) -> str:
 
 
 def _bucket(ins, attrs, compute_units):
-    """The device buffer a bucket is packed in for its copy out (Start) or its sum copied back to (Wait)."""
+    """The device buffer a bucket is packed in for its copy out (Start) or its sum copied back to (Wait); none for a
+    bucket of one gradient, copied straight from and into its own buffer."""
     shapes = attrs["shapes"] if "shapes" in attrs else [x.shape for x in ins]
-    return [((sum(math.prod(s) for s in shapes),), ins[0].dtype)]
+    return [((sum(math.prod(s) for s in shapes),), ins[0].dtype)] if len(shapes) > 1 else []
 
 
 register_workspace("MpiAllreduceStart", "opencl")(_bucket)
@@ -141,8 +142,9 @@ def _mpi_allreduce_start(ctx, ins, outs, attrs):
     rt, key, scale = ctx.runtime, attrs["key"], attrs["scale"]
     if reducer.trace is not None and not reducer.device:
         reducer.device = _where(rt.dev.device)
-    packed = ctx.workspace(*_bucket(ins, attrs, None)[0])
-    host = rt.pinned_array(("allreduce", key), packed.shape, packed.dtype)
+    ws = _bucket(ins, attrs, None)
+    packed = ctx.workspace(*ws[0]) if ws else ins[0]
+    host = rt.pinned_array(("allreduce", key), (packed.size,), packed.dtype)
     if any(a.host is not None for a in ins):  # values the host holds (computed there): nothing to copy out
         rt.tape_refuse(f"MpiAllreduceStart '{ctx.node_name}' reduces a value computed on the host")
         for a, at in zip(ins, parts([a.shape for a in ins])):
@@ -151,7 +153,8 @@ def _mpi_allreduce_start(ctx, ins, outs, attrs):
         return
     # Packed on the device by one launch (per 8 gradients), copied out by one DMA: a DMA per gradient cost an H200
     # step's host ~25 us each (BENCHMARKS.md, mpib), a ConcatV2 a copy kernel each.
-    gather(rt, packed, ins)
+    if ws:
+        gather(rt, packed, ins)
     buf, off, queue, ahead = rt.buffer(packed), packed.block.off, rt.queue, runahead(rt) and host.nbytes > 0
     held = rt.gated.setdefault(key, collections.deque())
 
@@ -179,7 +182,8 @@ _backs: dict = {}  # bucket key -> its last copy back's event, waiting path (dro
 @register_kernel("MpiAllreduceWait", "opencl", ("float32", "float64"))
 def _mpi_allreduce_wait(ctx, ins, outs, attrs):
     rt, key = ctx.runtime, attrs["key"]
-    packed = ctx.workspace(*_bucket(ins, attrs, None)[0])
+    ws = _bucket(ins, attrs, None)
+    packed = ctx.workspace(*ws[0]) if ws else outs[0]
     buf, off, queue = rt.buffer(packed), packed.block.off, rt.queue
 
     # NOTE: non-blocking: `host` is written again only by the next step's copy out, queued after this one.
@@ -201,4 +205,5 @@ def _mpi_allreduce_wait(ctx, ins, outs, attrs):
         reducer.mark(f"bucket {key} copy back queued")
     wait()
     rt.tape_host(wait, ("MpiAllreduceWait", key, id(buf), off))
-    scatter(rt, outs, packed)  # queued after the copy back, on the tape too
+    if ws:
+        scatter(rt, outs, packed)  # queued after the copy back, on the tape too
