@@ -6,9 +6,9 @@ gradients, kernels/opencl/array.gather), enqueues a non-blocking copy of it into
 (runtime.pinned_array) and hands that buffer to the communication thread (kernels/numpy/collective.py), which waits
 for the copy, then sums it over the ranks while the queue goes on with the rest of the backward pass;
 MpiAllreduceWait copies the sum back into a workspace and unpacks it into its outputs (array.scatter), which the
-update reads. Two launches and two copies a bucket: ConcatV2, SplitV and their reshapes took a copy kernel per
-gradient each way (30 of a Mentee step), and a copy per gradient to or from host memory cost NVIDIA's driver more
-host time still (BENCHMARKS.md, mpib).
+update reads (a bucket of one gradient is copied straight from and into its own buffer). Two launches and two copies
+a bucket: ConcatV2, SplitV and their reshapes took a copy kernel per gradient each way (30 of a Mentee step), and a
+copy per gradient to or from host memory cost NVIDIA's driver more host time still (BENCHMARKS.md, mpib).
 
 With TFPLUS_ALLREDUCE_RUNAHEAD=1, MpiAllreduceWait runs ahead: it enqueues the copy back of the sum behind an OpenCL
 user event that the communication thread completes once MPI returns, and returns at once, so the host queues the
