@@ -1,6 +1,7 @@
 """What DistributedOptimizer's buckets add to a step with nothing to reduce: one process (MPI's singleton, a world of
 one), Mentee's training step plain, and with the buckets' all-reduces built anyway (TFPLUS_ALLREDUCE_ALONE=1), the
-host waiting for each sum and running ahead (TFPLUS_ALLREDUCE_RUNAHEAD=1); sessions in turns on one device. Not a test.
+host waiting for each sum and running ahead (TFPLUS_ALLREDUCE_RUNAHEAD=0 and 1); sessions in turns on one device.
+Not a test.
 
     python benchmarks/bench_allreduce_alone.py --device opencl --small --batch 8     # PoCL: the host's side
     python benchmarks/bench_allreduce_alone.py --device opencl --batch 128 --steps 200   # a GPU: Mentee, as trained

@@ -16,10 +16,11 @@ such as 4KB,64KB,1MB: buckets cut from the input side growing, the first layer's
 (the all-reduce the step waits for after the backward pass). --trace: TFPLUS_ALLREDUCE_TRACE=1, and each rank's
 report (per bucket, and the host's path between steps segment by segment, session.run's parts among them) printed
 under its run. --flush: every run once per TFPLUS_OPENCL_FLUSH value (launches between a replay's flushes of the
-queue; 0: none, as before stop 43). --runahead: N ranks once per TFPLUS_ALLREDUCE_RUNAHEAD value (1: the host
-queues the copy back of each sum behind an event the communication thread completes and runs on; 0, the default: it
-waits for each sum). --switch-ms: N ranks once per TFPLUS_ALLREDUCE_SWITCH_MS value
-(Python's switch interval while the communication thread runs: how soon it gets Python's lock from the main thread).
+queue; 0: none, as before stop 43). --runahead: N ranks once per TFPLUS_ALLREDUCE_RUNAHEAD value (1: the host queues
+the copy back of each sum behind an event the communication thread completes and runs on, the default on a GPU; 0:
+it waits for each sum). --switch-ms: N ranks once per
+TFPLUS_ALLREDUCE_SWITCH_MS value (Python's switch interval while the communication thread runs: how soon it gets
+Python's lock from the main thread).
 On opencl each rank takes device opencl:K, K its local rank. One process runs as `tfplus train` does by default (its
 worker processes included: --workers); N ranks fork none. Needs the mpi extra (pip install ".[mpi]"). Not a test:
 the numbers depend on the machine.

@@ -13,7 +13,7 @@ from tfplus import flops as _flops
 from tfplus.framework import apply_op
 from tfplus.ops.row_rules import keeps
 from tfplus.registry import not_differentiable, register_op, register_rows
-from tfplus.tensor_shape import same_as_input
+from tfplus.tensor_shape import same_as_input, spec
 
 __all__: list[str] = []  # reached through tfplus.distributed.allreduce and DistributedOptimizer
 
@@ -33,15 +33,27 @@ def mpi_allreduce(tensor, name=None):
 
 
 # -- MpiAllreduceStart, MpiAllreduceWait -----------------------------------------------------------------------
-# Start hands its input to the process's communication thread (kernels/numpy/collective.py), which sums it over
-# the ranks while the step goes on; Wait, given Start's output (a view of the input: what makes Wait run after
-# Start), blocks until that sum is done and writes it out. The pair shares attr `key`, unique in the process.
-# The communication thread reduces in the order the Starts ran: the caller orders them alike on every rank
-# (DistributedOptimizer chains them by control inputs) and runs every Wait after the last Start.
-register_op("MpiAllreduceStart", inputs=("input",), outputs=("started",), attrs={"T": "type", "key": "int"},
-            shape_fn=same_as_input(0), aliases={0: 0}, stateful=True, flops=_flops.per_output)
-register_op("MpiAllreduceWait", inputs=("started",), outputs=("output",), attrs={"T": "type", "key": "int"},
-            shape_fn=same_as_input(0), stateful=True, flops=_flops.per_output)
+# Start hands its inputs, a bucket of gradients, to the process's communication thread (kernels/numpy/collective.py),
+# which sums them over the ranks, as one flat buffer, while the step goes on; Wait, given Start's output (a view of
+# input 0: what makes Wait run after Start), blocks until that sum, times Start's attr `scale` (1 / ranks: an
+# average), is done and writes each input's part of it to its outputs, shaped as the inputs (attr `shapes`). The
+# kernels gather the inputs into the flat host buffer and scatter the sums from it themselves: no packed copy of a
+# bucket on the device (a ConcatV2 and a SplitV cost a Mentee step 30 copy kernels, BENCHMARKS.md, mpi1). The pair
+# shares attr `key`, unique in the process. The communication thread reduces in the order the Starts ran: the caller
+# orders them alike on every rank (DistributedOptimizer chains them by control inputs) and runs every Wait after the
+# last Start.
+register_op("MpiAllreduceStart", inputs=("input*",), outputs=("started",),
+            attrs={"T": "type", "N": "int", "key": "int", "scale": "float"}, shape_fn=same_as_input(0), aliases={0: 0},
+            stateful=True, flops=_flops.per_output)
+
+
+def _wait_shape(ins, attrs):
+    return [spec(tuple(s), ins[0].dtype) for s in attrs["shapes"]]
+
+
+register_op("MpiAllreduceWait", inputs=("started",), outputs=("output",),
+            attrs={"T": "type", "key": "int", "shapes": "list(shape)"},
+            shape_fn=_wait_shape, stateful=True, flops=_flops.per_output)
 not_differentiable("MpiAllreduceStart", "MpiAllreduceWait")
 # elementwise across the processes: each row the processes' same row's
 register_rows(keeps, "MpiAllreduce", "MpiAllreduceStart", "MpiAllreduceWait")
@@ -49,9 +61,20 @@ register_rows(keeps, "MpiAllreduce", "MpiAllreduceStart", "MpiAllreduceWait")
 _keys = itertools.count(1)
 
 
-def mpi_allreduce_split(tensor, name=None):
-    """(start, sum): the Start op and the Wait op's output, the elementwise sum of `tensor` over every rank,
-    computed between them (see the comment above for the order they must run in)."""
+def mpi_allreduce_split(tensors, scale: float = 1.0, name=None):
+    """(start, sums): the Start op of `tensors` (a list, of one dtype and fully known shapes) and the Wait op's
+    outputs, each tensor's elementwise sum over every rank of MPI_COMM_WORLD times `scale`, computed between them
+    (see the comment above for the order they must run in)."""
     key = next(_keys)
-    started = apply_op("MpiAllreduceStart", [tensor], {"key": key}, name=f"{name or 'MpiAllreduce'}/Start")
-    return started.op, apply_op("MpiAllreduceWait", [started], {"key": key}, name=f"{name or 'MpiAllreduce'}/Wait")
+    shapes = []
+    for t in tensors:
+        shape = t.get_shape().as_list()
+        if None in shape:
+            raise ValueError(f"MpiAllreduceStart: {t.name} has shape {shape}; a bucket needs every tensor's full "
+                             "shape (the Wait writes each sum into a buffer of that shape)")
+        shapes.append(shape)
+    started = apply_op("MpiAllreduceStart", [list(tensors)], {"key": key, "scale": float(scale)},
+                       name=f"{name or 'MpiAllreduce'}/Start")
+    sums = apply_op("MpiAllreduceWait", [started], {"key": key, "shapes": shapes},
+                    name=f"{name or 'MpiAllreduce'}/Wait")
+    return started.op, list(sums) if isinstance(sums, tuple) else [sums]

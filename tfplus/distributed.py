@@ -18,11 +18,15 @@ batch B (a loss that averages over the batch), up to float rounding.
 Why ops in the step and not a hook between two runs: the all-reduces are ops (tfplus/ops/collective_ops.py) with host
 kernels on both devices, so a training step stays one Session.run (the planner plans it, the updates run in the
 same step, nothing goes through Python feeds; on opencl a planned step replays its recorded launches) and the step
-works unchanged on cpu and opencl. The gradients are packed into buckets of about 1 MB (latency dominates small
+works unchanged on cpu and opencl. The gradients are grouped into buckets of about 1 MB (latency dominates small
 messages), whose all-reduces run on a communication thread while the backward pass goes on (DistributedOptimizer).
-On opencl TFPLUS_ALLREDUCE_RUNAHEAD=1 lets the host run up to one step ahead of the sums: each copy back waits on
-the device for an event the communication thread completes, so session.run returns once the step is queued
-(kernels/opencl/collective.py; off by default: it did not pay on NVIDIA's driver).
+The all-reduce ops take a bucket's gradients and give their sums, shaped as the variables, which the updates read
+(no ConcatV2 or SplitV in the step: on opencl the kernels pack a bucket with one launch); a gradient's weight decay
+term stays out of the all-reduce and is folded into the update, as in one process.
+On an opencl GPU the host runs up to one step ahead of the sums: each bucket's copies back wait on the device for
+an event the communication thread completes, so session.run returns once the step is queued
+(kernels/opencl/collective.py; TFPLUS_ALLREDUCE_RUNAHEAD=0 makes the host wait for each sum, the default on a CPU
+device).
 
 A failed rank ends the job: an exception that nothing catches calls MPI_Abort (init installs the hook, as
 `python -m mpi4py` does), and mpiexec ends every rank when one dies, so the others never wait forever in a step.
@@ -411,11 +415,15 @@ class DistributedOptimizer(WrapperOptimizer):
     """Wraps `optimizer`: compute_gradients averages the gradients over the ranks (`op=Sum`: adds them, for a loss
     each rank divides by the global batch's size); apply_gradients and the slots are `optimizer`'s.
 
-    The gradients are packed into buckets of about `bucket_bytes` (default $TFPLUS_ALLREDUCE_BUCKET, else 1 MB), from
-    the last layer's to the first's, the order the backward pass computes them in. Each bucket's all-reduce starts
-    (MpiAllreduceStart) as soon as its gradients are computed, before the backward pass goes on to the earlier
-    layers, and runs on the communication thread while it does; the step waits for the sums (MpiAllreduceWait)
-    only once every bucket has started, just before the updates (Horovod's and PyTorch DDP's overlap). 0: one
+    The gradients are grouped into buckets of about `bucket_bytes` (default $TFPLUS_ALLREDUCE_BUCKET, else 1 MB), from
+    the last layer's to the first's, the order the backward pass computes them in; MpiAllreduceStart takes a
+    bucket's gradients and MpiAllreduceWait gives their sums (one flat buffer on the host; on opencl one packing
+    launch and one copy each way). With `op=Average` a gradient that is weight decay's AddN(Mul(w, wd), g) has only g
+    all-reduced, and wd * w is added to the average: the same update (w is equal on every rank), whose sum the graph
+    rewrite folds into the fused update (_FusedApply) as it does in one process (a reduced decay cost a Mentee step
+    16 more kernels). Each bucket's all-reduce starts as soon as its gradients are computed, before the backward
+    pass goes on to the earlier layers, and runs on the communication thread while it does; the step waits for the
+    sums only once every bucket has started, just before the updates (Horovod's and PyTorch DDP's overlap). 0: one
     buffer of all the gradients, all-reduced after the whole backward pass (MpiAllreduce), the step waiting.
 
     A schedule of sizes, such as "4KB,64KB,1MB", cuts the buckets from the first layer's gradients instead: the
@@ -480,20 +488,37 @@ class DistributedOptimizer(WrapperOptimizer):
                 for group in groups:
                     averaged.update(_unpack(allreduce(_pack(group), op=self._op), group))
             else:
+                average = self._op == Average
+                scale = 1.0 / size() if average else 1.0
                 buckets = [b for group in groups for b in _buckets(group, self.bucket_bytes)]
-                starts, sums = [], []
+                starts, waits = [], []
                 for i, bucket in enumerate(buckets):
-                    start, total = mpi_allreduce_split(_pack(bucket), name=f"bucket{i}")
+                    # the average of g + wd * w over the ranks is average(g) + wd * w (w is the same on every rank):
+                    # the decay's term stays out of the bucket, where the graph rewrite folds it into the update
+                    decays = [_decay(g, v) if average else None for g, v in bucket]
+                    grads = [g if d is None else d[0] for (g, _), d in zip(bucket, decays)]
+                    start, sums = mpi_allreduce_split(grads, scale, name=f"bucket{i}")
                     if starts:  # the communication thread reduces in the order they start: the same on every rank
                         start._add_control_input(starts[-1])
                     starts.append(start)
-                    sums.append(total)
-                    mean = total * (1.0 / size()) if size() > 1 and self._op == Average else total
-                    averaged.update(_unpack(mean, bucket))
-                for total in sums:  # none blocks before every bucket is on its way
-                    total.op._add_control_input(starts[-1])
+                    waits.append(sums[0].op)
+                    averaged.update((v, s if d is None else math_ops.add_n([d[1], s]))
+                                    for (_, v), s, d in zip(bucket, sums, decays))
+                for wait in waits:  # none blocks before every bucket is on its way
+                    wait._add_control_input(starts[-1])
                 _start_early(starts, buckets)
         return [(averaged.get(v), v) for _, v in pairs]
+
+
+def _decay(g, v) -> tuple | None:
+    """(the gradient less weight decay's term, the term) when gradient `g` of variable `v` is AddN(Mul(v, wd),
+    gradient) that nothing else reads (engine.rewrite.decay_term), else None."""
+    from tfplus.engine.rewrite import decay_term
+    var = getattr(v, "_variable", None)
+    if var is None or g.consumers() or g.op.control_inputs:
+        return None
+    found = decay_term(g, var, lambda t, reader: t.consumers() == [reader] and not t.op.control_inputs)
+    return None if found is None else (found[0], found[2][1].outputs[0])
 
 
 def _reduce_alone() -> bool:

@@ -4,6 +4,7 @@ back, so that the step computes on while the ranks exchange it (Horovod's backgr
 from __future__ import annotations
 
 import atexit
+import math
 import os
 import queue
 import sys
@@ -40,13 +41,20 @@ def allreduce_timeout() -> float:
                      "the job with an error")
 
 
-class _Job:
-    __slots__ = ("key", "host", "ready", "release", "done", "error", "times", "largest")
+def parts(shapes) -> list[slice]:
+    """Where each of a bucket's tensors (of `shapes`) lies in its flat buffer: one after the other, in order."""
+    ends = np.cumsum([math.prod(s) for s in shapes], dtype=np.int64).tolist()
+    return [slice(a, b) for a, b in zip([0] + ends[:-1], ends)]
 
-    def __init__(self, key: int, host: np.ndarray, ready, largest: bool = False, release=None):
+
+class _Job:
+    __slots__ = ("key", "host", "ready", "release", "done", "error", "times", "largest", "scale")
+
+    def __init__(self, key: int, host: np.ndarray, ready, largest: bool = False, release=None, scale: float = 1.0):
         self.key, self.host, self.ready, self.done, self.error = key, host, ready, threading.Event(), None
         self.largest = largest  # MPI_MAX instead of MPI_SUM
         self.release = release  # called by the communication thread after the sum: release(ok)
+        self.scale = scale  # the sum times this (1 / ranks: an average), on the thread, before release
         self.times = [time.perf_counter(), 0.0, 0.0, 0.0, 0.0]  # started, copied out, reduced, waited, taken
 
 
@@ -55,11 +63,12 @@ class Reducer:
     they were started (so every rank makes the same calls in the same order), on a communicator of its own (so
     that the main thread's collectives between steps, such as max_over_ranks, never interleave with its own).
 
-    `start(key, host, ready, release)`: reduce `host` once `ready()` returned (None: it holds its value already;
-    OpenCL: the wait for its copy from the device), then call `release(ok)` (OpenCL: completes the user event its
-    copy back waits for on the device); `take(key)`: that job, without waiting; `finish(job)`: its summed buffer,
-    once done; `wait(key)`: both. Every wait of the host gives up after TFPLUS_ALLREDUCE_TIMEOUT seconds with an
-    error naming the bucket (another rank died or hangs), and at exit the host waits for the jobs it started.
+    `start(key, host, ready, release, scale)`: reduce `host` once `ready()` returned (None: it holds its value
+    already; OpenCL: the wait for its copies from the device), multiply the sum by `scale`, then call `release(ok)`
+    (OpenCL: completes the user event its copies back wait for on the device); `take(key)`: that job, without
+    waiting; `finish(job)`: its summed buffer, once done; `wait(key)`: both. Every wait of the host gives up after
+    TFPLUS_ALLREDUCE_TIMEOUT seconds with an error naming the bucket (another rank died or hangs), and at exit the
+    host waits for the jobs it started.
     `largest(value)`: the ranks' largest value, in its turn among the jobs, with no call of MPI on the caller's
     thread (an MPI_Iallreduce started between steps cost the host 0.3 ms on a loaded machine).
     `buffer(key, shape, dtype)`: the host buffer a key reuses from step to step (its last sum was taken by then:
@@ -87,10 +96,10 @@ class Reducer:
             buf = self.buffers[key] = np.empty(shape, dtype)
         return buf
 
-    def start(self, key: int, host: np.ndarray, ready=None, release=None) -> None:
+    def start(self, key: int, host: np.ndarray, ready=None, release=None, scale: float = 1.0) -> None:
         self._check()
         self._running()
-        job = self.last = self.started[key] = _Job(key, host, ready, release=release)
+        job = self.last = self.started[key] = _Job(key, host, ready, release=release, scale=scale)
         self.count += 1
         self.jobs.put(job)
         self.mark(f"bucket {key} started")
@@ -233,6 +242,8 @@ class Reducer:
                     job.ready()
                 job.times[1] = time.perf_counter()
                 comm.Allreduce(in_place, job.host, op=largest if job.largest else total)
+                if job.scale != 1.0:  # NOTE: float32 times the scale cast to float32, as a device Mul by a constant
+                    np.multiply(job.host, job.scale, out=job.host)
                 job.times[2] = time.perf_counter()
             except BaseException as e:  # noqa: BLE001  the step's next collective kernel raises it
                 self.failed = e
@@ -249,11 +260,15 @@ reducer = Reducer()  # the process's one communication thread
 
 @register_kernel("MpiAllreduceStart", "cpu", ("float32", "float64"))
 def _mpi_allreduce_start(ctx, ins, outs, attrs):
-    host = reducer.buffer(attrs["key"], ins[0].shape, ins[0].dtype)
-    np.copyto(host, ins[0])
-    reducer.start(attrs["key"], host)
+    where = parts([x.shape for x in ins])
+    host = reducer.buffer(attrs["key"], (where[-1].stop,), ins[0].dtype)
+    for x, at in zip(ins, where):
+        host[at] = x.ravel()
+    reducer.start(attrs["key"], host, scale=attrs["scale"])
 
 
 @register_kernel("MpiAllreduceWait", "cpu", ("float32", "float64"))
 def _mpi_allreduce_wait(ctx, ins, outs, attrs):
-    np.copyto(outs[0], reducer.wait(attrs["key"]))
+    host = reducer.wait(attrs["key"])
+    for out, at in zip(outs, parts([o.shape for o in outs])):
+        np.copyto(out, host[at].reshape(out.shape))

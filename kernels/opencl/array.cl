@@ -12,6 +12,35 @@ __kernel void K(copy_strided)(GLOBAL(T, out), GLOBAL(const T, in), int n, int ra
 }
 #endif
 
+// Up to 8 arrays one after another in `packed` from element `at` (an all-reduce's bucket of gradients:
+// kernels/opencl/collective.py): element i < ends.s7 of the span belongs to array k where ends.s(k-1) <= i <
+// ends.sk (the ends after the last array repeat its end). gather8 packs them, scatter8 unpacks them.
+#if WANT_gather8 || WANT_scatter8
+#define SPANS(X) \
+    if (i < ends.s0) X(a0, i) else if (i < ends.s1) X(a1, i - ends.s0) else if (i < ends.s2) X(a2, i - ends.s1) \
+    else if (i < ends.s3) X(a3, i - ends.s2) else if (i < ends.s4) X(a4, i - ends.s3) \
+    else if (i < ends.s5) X(a5, i - ends.s4) else if (i < ends.s6) X(a6, i - ends.s5) else X(a7, i - ends.s6)
+#endif
+#if WANT_gather8
+#define READ(a, j) { packed[at + i] = a[j]; }
+__kernel void K(gather8)(GLOBAL(T, packed), int at, GLOBAL(const T, a0), GLOBAL(const T, a1), GLOBAL(const T, a2),
+                         GLOBAL(const T, a3), GLOBAL(const T, a4), GLOBAL(const T, a5), GLOBAL(const T, a6),
+                         GLOBAL(const T, a7), int8 ends) {
+    SHIFT(packed); SHIFT(a0); SHIFT(a1); SHIFT(a2); SHIFT(a3); SHIFT(a4); SHIFT(a5); SHIFT(a6); SHIFT(a7);
+    int i = get_global_id(0);
+    if (i < ends.s7) SPANS(READ)
+}
+#endif
+#if WANT_scatter8
+#define WRITE(a, j) { a[j] = packed[at + i]; }
+__kernel void K(scatter8)(GLOBAL(const T, packed), int at, GLOBAL(T, a0), GLOBAL(T, a1), GLOBAL(T, a2), GLOBAL(T, a3),
+                          GLOBAL(T, a4), GLOBAL(T, a5), GLOBAL(T, a6), GLOBAL(T, a7), int8 ends) {
+    SHIFT(packed); SHIFT(a0); SHIFT(a1); SHIFT(a2); SHIFT(a3); SHIFT(a4); SHIFT(a5); SHIFT(a6); SHIFT(a7);
+    int i = get_global_id(0);
+    if (i < ends.s7) SPANS(WRITE)
+}
+#endif
+
 #ifdef TI
 // OneHot with the depth axis in the middle of (outer, depth, inner): out[o, j, r] = indices[o, r] == j ? on : off.
 #if WANT_one_hot

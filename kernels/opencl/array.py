@@ -24,6 +24,7 @@ from tfplus.kernels.opencl._common import (
 )
 from tfplus.kernels.opencl.elementwise import binary, fill
 from tfplus.registry import find_kernel, register_kernel, register_workspace
+from tfplus.runtime.opencl import int8
 from tfplus.tensor_shape import strided_slice_index
 
 SRC = "array.cl"
@@ -49,6 +50,30 @@ def copy_strided(rt, out, x, shape, so, si, out_off: int = 0, in_off: int = 0) -
     rank, sh, s_o, s_i = geometry(shape, so, si)
     k = kernel(rt, SRC, "copy_strided", _BITS[x.dtype.itemsize])
     rt.run1d(k, n, out, x, np.int32(n), rank, sh, s_o, s_i, np.int32(out_off), np.int32(in_off))
+
+
+def gather(rt, packed, parts: list) -> None:
+    """packed[:] = the elements of `parts` one after another (a bucket of gradients packed for its all-reduce): one
+    launch per 8 arrays, where a ConcatV2 of flat views launches one copy per array."""
+    _spans(rt, "gather8", packed, parts)
+
+
+def scatter(rt, parts: list, packed) -> None:
+    """gather's inverse: each of `parts` gets its span of `packed`."""
+    _spans(rt, "scatter8", packed, parts)
+
+
+def _spans(rt, name: str, packed, parts: list) -> None:
+    at = 0
+    for j in range(0, len(parts), 8):
+        group = [p for p in parts[j:j + 8] if p.size]
+        if not group:
+            continue
+        ends = np.cumsum([p.size for p in group]).tolist()
+        ends += ends[-1:] * (8 - len(ends))
+        k = kernel(rt, SRC, name, _BITS[packed.dtype.itemsize])
+        rt.run1d(k, ends[-1], packed, np.int32(at), *group, *group[:1] * (8 - len(group)), int8(ends))
+        at += ends[-1]
 
 
 def _selection(shape, index) -> tuple[tuple, list, int]:

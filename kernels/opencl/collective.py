@@ -1,39 +1,49 @@
 """MPI collectives on the opencl device: MPI reads and writes host memory (NCCL cannot take OpenCL buffers).
 
 MpiAllreduce copies the packed buffer out, reduces it by the cpu kernel and copies it back, all blocking.
-MpiAllreduceStart enqueues a non-blocking copy into pinned host memory (runtime.pinned_array) and hands the buffer
-to the communication thread (kernels/numpy/collective.py), which waits for the copy, then sums it over the ranks
-while the queue goes on with the rest of the backward pass.
+MpiAllreduceStart packs its bucket's gradients into a device buffer (a workspace of the op; one launch per 8
+gradients, kernels/opencl/array.gather), enqueues a non-blocking copy of it into pinned host memory
+(runtime.pinned_array) and hands that buffer to the communication thread (kernels/numpy/collective.py), which waits
+for the copy, then sums it over the ranks while the queue goes on with the rest of the backward pass;
+MpiAllreduceWait copies the sum back into a workspace and unpacks it into its outputs (array.scatter), which the
+update reads (a bucket of one gradient is copied straight from and into its own buffer). Two launches and two copies
+a bucket: ConcatV2, SplitV and their reshapes took a copy kernel per gradient each way (30 of a Mentee step), and a
+copy per gradient to or from host memory cost NVIDIA's driver more host time still (BENCHMARKS.md, mpib).
 
 With TFPLUS_ALLREDUCE_RUNAHEAD=1, MpiAllreduceWait runs ahead: it enqueues the copy back of the sum behind an OpenCL
 user event that the communication thread completes once MPI returns, and returns at once, so the host queues the
 updates, leaves session.run and queues the next step while the device and MPI work (in one process the host runs ahead
 of the device the same way). Bounded to one step: a bucket's start waits until the step before last's copy back of
-that bucket is done (the host waits for the thread, with the reducer's timeout, then for the device). Blocking calls
-of the runtime (reads, finish) first wait for every released copy (OpenCLRuntime.settle), with the same timeout.
-By default the host waits for each sum, then queues its copy back: on two H200s (stop 48, BENCHMARKS.md) running
-ahead did not make the pair faster (0.75-0.91x one GPU against 0.77-0.86x waiting): the device still waited for
-the sums, as if NVIDIA's driver held every command queued behind a user event until the event completes.
+that bucket is done (the host waits for the thread, with the reducer's timeout, then for the device).
+Blocking calls of the runtime (reads, finish) first wait for every released copy (OpenCLRuntime.settle), with the
+same timeout.
+The default on a GPU (see runahead): stop 48's two-rank figures, where running ahead did not pay, were two jobs of
+one rank on one GPU (stop 50); on two H200s it pays once the communication thread flushes the queue after it opens a
+gate (mpi1): 0.87-0.91x one GPU against 0.76-0.77x waiting. On a CPU device the host waits for each sum, then
+queues its copy back.
 Both put their host work on the tape (runtime.tape_host), so a planned step keeps replaying its launches.
 
 NOTE: pyopencl's event of a copy from or to a host array (a NannyEvent) waits for the copy when it is dropped,
 holding Python's lock. Dropped while its copy waits for a user event, it deadlocks: the communication thread needs
 that lock to complete the event (PoCL and NVIDIA's driver alike: the hang of stop 42, once blamed on PoCL's enqueue).
-So the copy back's event is kept (OpenCLRuntime.gated) until its user event is complete.
+So the copies' events are kept until they are done: a copy out's by its job, a copy back's, run ahead, with its
+user event (OpenCLRuntime.gated), waiting, until the bucket's next wait.
 """
 from __future__ import annotations
 
 import atexit
 import collections
 import functools
+import math
 import os
 import sys
 
 import numpy as np
 
-from tfplus.kernels.numpy.collective import reducer
+from tfplus.kernels.numpy.collective import parts, reducer
 from tfplus.kernels.opencl._common import run_on_host
-from tfplus.registry import find_kernel, register_kernel
+from tfplus.kernels.opencl.array import gather, scatter
+from tfplus.registry import find_kernel, register_kernel, register_workspace
 from tfplus.runtime.opencl.discovery import cl
 
 
@@ -42,10 +52,18 @@ def _mpi_allreduce(ctx, ins, outs, attrs):
     run_on_host(ctx, find_kernel("MpiAllreduce", "cpu", attrs["T"]), ins, outs, attrs, upload=True)
 
 
-def runahead() -> bool:
-    """Whether MpiAllreduceWait queues the copy back behind a user event and returns (TFPLUS_ALLREDUCE_RUNAHEAD,
-    default on; 0: it waits for the sum first)."""
-    return os.environ.get("TFPLUS_ALLREDUCE_RUNAHEAD", "0") not in ("", "0")
+def runahead(rt) -> bool:
+    """Whether MpiAllreduceWait queues the copies back behind a user event and returns (TFPLUS_ALLREDUCE_RUNAHEAD=1)
+    or waits for each sum first (0). Unset: on a GPU, where two H200 ranks of Mentee ran 0.87-0.91x one GPU running
+    ahead against 0.76-0.77x waiting (BENCHMARKS.md, mpib); not on a CPU device (PoCL), whose host and device share
+    the cores, so that the host's running ahead only takes the device's time."""
+    value = os.environ.get("TFPLUS_ALLREDUCE_RUNAHEAD", "").strip()
+    if not value:
+        return "GPU" in str(rt.info.get("type", ""))
+    if value not in ("0", "1"):
+        raise ValueError(f"TFPLUS_ALLREDUCE_RUNAHEAD={value!r}: give 1 (the host runs ahead of the sums) or 0 (it "
+                         "waits for each), or leave it unset (1 on a GPU, 0 on a CPU device)")
+    return value == "1"
 
 
 _gates: dict = {}  # bucket key -> the user event its step's copy back waits for (made by the start, used by the wait)
@@ -109,18 +127,36 @@ def _where(d) -> str:
     return f"{d.platform.name.strip()} / {d.name.strip()}{bus}"
 
 
+def _bucket(ins, attrs, compute_units):
+    """The device buffer a bucket is packed in for its copy out (Start) or its sum copied back to (Wait); none for a
+    bucket of one gradient, copied straight from and into its own buffer."""
+    shapes = attrs["shapes"] if "shapes" in attrs else [x.shape for x in ins]
+    return [((sum(math.prod(s) for s in shapes),), ins[0].dtype)] if len(shapes) > 1 else []
+
+
+register_workspace("MpiAllreduceStart", "opencl")(_bucket)
+register_workspace("MpiAllreduceWait", "opencl")(_bucket)
+
+
 @register_kernel("MpiAllreduceStart", "opencl", ("float32", "float64"))
 def _mpi_allreduce_start(ctx, ins, outs, attrs):
-    rt, a, key = ctx.runtime, ins[0], attrs["key"]
+    rt, key, scale = ctx.runtime, attrs["key"], attrs["scale"]
     if reducer.trace is not None and not reducer.device:
         reducer.device = _where(rt.dev.device)
-    host = rt.pinned_array(("allreduce", key), a.shape, a.dtype)
-    if a.host is not None:  # a value the host holds (computed there): nothing to copy out
+    ws = _bucket(ins, attrs, None)
+    packed = ctx.workspace(*ws[0]) if ws else ins[0]
+    host = rt.pinned_array(("allreduce", key), (packed.size,), packed.dtype)
+    if any(a.host is not None for a in ins):  # values the host holds (computed there): nothing to copy out
         rt.tape_refuse(f"MpiAllreduceStart '{ctx.node_name}' reduces a value computed on the host")
-        np.copyto(host, a.host)
-        reducer.start(key, host)
+        for a, at in zip(ins, parts([a.shape for a in ins])):
+            host[at] = rt.copy_out(a).ravel()
+        reducer.start(key, host, scale=scale)
         return
-    buf, off, queue, ahead = rt.buffer(a), a.block.off, rt.queue, runahead() and host.nbytes > 0
+    # Packed on the device by one launch (per 8 gradients), copied out by one DMA: a DMA per gradient cost an H200
+    # step's host ~25 us each (BENCHMARKS.md, mpib), a ConcatV2 a copy kernel each.
+    if ws:
+        gather(rt, packed, ins)
+    buf, off, queue, ahead = rt.buffer(packed), packed.block.off, rt.queue, runahead(rt) and host.nbytes > 0
     held = rt.gated.setdefault(key, collections.deque())
 
     def start():
@@ -136,34 +172,39 @@ def _mpi_allreduce_start(ctx, ins, outs, attrs):
             _copies.append((key, "out", copied))
         rt.d2h_bytes += host.nbytes
         gate = _gates[key] = cl.UserEvent(rt.dev.ctx) if ahead else None
-        reducer.start(key, host, copied and copied.wait, _released(gate, queue) if ahead else None)
+        reducer.start(key, host, copied and copied.wait, _released(gate, queue) if ahead else None, scale)
     start()
     rt.tape_host(start, ("MpiAllreduceStart", key, id(buf), off))
 
 
+_backs: dict = {}  # bucket key -> its last copy back's event, waiting path (dropped by its next wait, done by then)
+
+
 @register_kernel("MpiAllreduceWait", "opencl", ("float32", "float64"))
 def _mpi_allreduce_wait(ctx, ins, outs, attrs):
-    rt, o, key = ctx.runtime, outs[0], attrs["key"]
-    buf, off, queue = rt.buffer(o), o.block.off, rt.queue
+    rt, key = ctx.runtime, attrs["key"]
+    ws = _bucket(ins, attrs, None)
+    packed = ctx.workspace(*ws[0]) if ws else outs[0]
+    buf, off, queue = rt.buffer(packed), packed.block.off, rt.queue
 
     # NOTE: non-blocking: `host` is written again only by the next step's copy out, queued after this one.
     def wait():
         gate = _gates.pop(key, None)
         if gate is None:  # run-ahead off (or a host value): the sum first, then its copy back
             host = reducer.wait(key)
-            if host.nbytes:
-                event = cl.enqueue_copy(queue, buf, host, dst_offset=off, is_blocking=False)
-                if _copies is not None:  # NOTE: kept, the host no longer waits for the copy (the trace's cost)
-                    _copies.append((key, "back", event))
+            if host.nbytes:  # NOTE: kept: dropped, it would make the host wait for its copy
+                event = _backs[key] = cl.enqueue_copy(queue, buf, host, dst_offset=off, is_blocking=False)
         else:
             job = reducer.take(key)
             host = job.host
             reducer.mark(f"bucket {key} waited")  # at once: the device waits for the sum instead
             event = cl.enqueue_copy(queue, buf, host, dst_offset=off, is_blocking=False, wait_for=[gate])
-            rt.gated[key].append((functools.partial(reducer.finish, job), event))  # kept: see the NOTE above
-            if _copies is not None:
-                _copies.append((key, "back", event))
+            rt.gated[key].append((functools.partial(reducer.finish, job), event))  # kept: see the module's NOTE
+        if _copies is not None and host.nbytes:
+            _copies.append((key, "back", event))
         rt.h2d_bytes += host.nbytes
         reducer.mark(f"bucket {key} copy back queued")
     wait()
     rt.tape_host(wait, ("MpiAllreduceWait", key, id(buf), off))
+    if ws:
+        scatter(rt, outs, packed)  # queued after the copy back, on the tape too

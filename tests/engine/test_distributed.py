@@ -224,6 +224,52 @@ def test_a_world_of_one_builds_no_all_reduce_and_trains_as_the_wrapped_optimizer
     assert got == {"mpi_ops": [], "equal": True, "moved": True}
 
 
+# The buckets' all-reduces built in a world of one (TFPLUS_ALLREDUCE_ALONE=1), the conv kernel and bias each a bucket
+# (copied straight from and into their buffers on opencl), the dense pair one (packed), weight decay on the kernels:
+# the rewritten step is the plain one's plus a Start and a Wait a bucket (no packing ConcatV2 or
+# SplitV, no Mul or AddN: the decay's term is added after the all-reduce and folded into the update as in one
+# process; BENCHMARKS.md, mpib), and it trains to the plain step's weights bit for bit, whichever way opencl's waits
+# run ahead (TFPLUS_ALLREDUCE_RUNAHEAD, argv[2]).
+BUCKETED = """
+import collections, json, os, sys, numpy as np, tfplus as tf, tfplus.distributed as dist
+from tfplus.engine.rewrite import optimize
+os.environ["TFPLUS_ALLREDUCE_RUNAHEAD"] = sys.argv[2]
+dist.init()
+weights, kinds = {}, {}
+for wrap in (False, True):
+    tf.reset_default_graph()
+    tf.set_random_seed(3)
+    x = tf.placeholder(tf.float32, [None, 8, 8, 3])
+    y = tf.placeholder(tf.int64, [None])
+    h = tf.layers.conv2d(x, 4, 3, activation=tf.nn.relu, name="conv")
+    logits = tf.layers.dense(tf.reshape(h, [-1, 6 * 6 * 4]), 4, name="fc")
+    kernels = [v for v in tf.trainable_variables() if "kernel" in v.name]
+    loss = tf.losses.sparse_softmax_cross_entropy(y, logits) + 5e-3 * tf.add_n([tf.nn.l2_loss(w) for w in kernels])
+    opt = tf.train.MomentumOptimizer(0.1, 0.9)
+    train = (dist.DistributedOptimizer(opt, bucket_bytes=(432, 16, 4096)) if wrap else opt).minimize(loss)
+    step = optimize(tf.get_default_graph(), [train], [x, y])
+    kinds[wrap] = collections.Counter(op.type for op in step.graph.get_operations())
+    rng = np.random.default_rng(0)
+    with tf.Session(device=sys.argv[1]) as sess:
+        sess.run(tf.global_variables_initializer())
+        for _ in range(6):
+            sess.run(train, {x: rng.standard_normal((4, 8, 8, 3)).astype(np.float32), y: rng.integers(0, 4, 4)})
+        weights[wrap] = sess.run(tf.trainable_variables())
+print(json.dumps({"added": sorted((kinds[True] - kinds[False]).elements()),
+                  "gone": sorted((kinds[False] - kinds[True]).elements()),
+                  "equal": all(np.array_equal(a, b) for a, b in zip(weights[False], weights[True]))}))
+"""
+
+
+@pytest.mark.parametrize("device,runahead", [("cpu", "0"), ("opencl", "0"), ("opencl", "1")])
+def test_buckets_add_only_their_all_reduces_to_the_step_and_keep_its_weights_bit_for_bit(device, runahead):
+    run = subprocess.run([sys.executable, "-c", BUCKETED, device, runahead],
+                         env=dict(ENV, TFPLUS_ALLREDUCE_ALONE="1"), capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    got = json.loads(run.stdout.splitlines()[-1])
+    assert got == {"added": ["MpiAllreduceStart"] * 3 + ["MpiAllreduceWait"] * 3, "gone": [], "equal": True}
+
+
 # A shared-memory split that gives each rank a group of its own (as if MPI saw each rank on a host of its own):
 # the ranks, on one host by name, still get local ranks 0 and 1 (one GPU each), and rank 0 warns.
 SPLIT_ALONE = """

@@ -60,13 +60,29 @@ def test_two_ranks_running_ahead_train_as_one_process(one_process, tmp_path, log
         assert_variables_close(checkpoint_variables(ckpt / f"model.ckpt-{step}"), one_process[step])
 
 
-def test_by_default_the_host_waits_for_each_sum_and_reaches_the_same_weights(one_process, tmp_path):
+def test_on_a_cpu_device_the_host_waits_for_each_sum_by_default_and_reaches_the_same_weights(one_process, tmp_path):
     ckpt = tmp_path / "ckpt"
     waiting = {k: v for k, v in ENV.items() if k != "TFPLUS_ALLREDUCE_RUNAHEAD"}
     run = _train(*RUN, "--checkpoint-dir", str(ckpt), env=waiting)
     assert run.returncode == 0, run.stderr
     assert RAN_AHEAD not in run.stderr and "the host between steps" in run.stderr
     assert_variables_close(checkpoint_variables(ckpt / "model.ckpt-8"), one_process[8])
+
+
+def test_the_host_runs_ahead_by_default_on_a_gpu_alone(monkeypatch):
+    from types import SimpleNamespace
+
+    from tfplus.kernels.opencl.collective import runahead
+    gpu, cpu = SimpleNamespace(info={"type": "GPU"}), SimpleNamespace(info={"type": "CPU"})
+    monkeypatch.delenv("TFPLUS_ALLREDUCE_RUNAHEAD", raising=False)
+    assert runahead(gpu) and not runahead(cpu)
+    monkeypatch.setenv("TFPLUS_ALLREDUCE_RUNAHEAD", "0")
+    assert not runahead(gpu)
+    monkeypatch.setenv("TFPLUS_ALLREDUCE_RUNAHEAD", "1")
+    assert runahead(cpu)
+    monkeypatch.setenv("TFPLUS_ALLREDUCE_RUNAHEAD", "yes")
+    with pytest.raises(ValueError, match=r"TFPLUS_ALLREDUCE_RUNAHEAD='yes': give 1"):
+        runahead(gpu)
 
 
 def test_sigint_between_steps_stops_every_rank_after_the_same_step(tmp_path):

@@ -411,18 +411,24 @@ def _apply_groups(ops: set, pinned: set, readers: dict, feeds: set) -> list[list
 
 def _decay(update: Operation, readers: dict, pinned: set, controlled: set) -> tuple | None:
     """(gradient, decay coefficient, [AddN, Mul]) when `update`'s gradient is exactly weight decay's
-    AddN(Mul(var, c), gradient) (or Mul(c, var)) with a scalar c, var the updated variable or an Identity read
-    of it, and neither the AddN nor the Mul read by anything else, fetched or ordered; else None."""
-    total = update.inputs[APPLY_GRAD[update.type]]
-    add = total.op
-
+    AddN(Mul(var, c), gradient) (see decay_term), neither the AddN nor the Mul read by anything else, fetched or
+    ordered; else None."""
     def alone(t: Tensor, reader: Operation) -> bool:
         return readers.get(t) == [reader] and t not in pinned and t.op not in pinned and t.op not in controlled \
             and not t.op.control_inputs
 
-    if add.type != "AddN" or len(add.inputs) != 2 or not alone(total, update):
+    total = update.inputs[APPLY_GRAD[update.type]]
+    return decay_term(total, update.inputs[0], alone) if alone(total, update) else None
+
+
+def decay_term(total: Tensor, var: Tensor, alone) -> tuple | None:
+    """(gradient, decay coefficient, [AddN, Mul]) when `total` is weight decay's AddN(Mul(var, c), gradient) (or
+    Mul(c, var)) with a scalar c, var the variable's tensor or an Identity read of it, and `alone(product, AddN)`
+    (the Mul's output read by the AddN alone); else None. tfplus.distributed takes the term out of the gradient
+    it all-reduces and adds it to the average, where this pass folds it into the update."""
+    add = total.op
+    if add.type != "AddN" or len(add.inputs) != 2:
         return None
-    var = update.inputs[0]
     for k in (0, 1):
         product, grad = add.inputs[k], add.inputs[1 - k]
         mul = product.op
