@@ -149,16 +149,16 @@ def _nhwc(a: np.ndarray, fmt: str) -> np.ndarray:
 
 
 def _generic_workspaces(g: Geometry, dtype, kind: str, fmt: str, div: int = 1) -> list[tuple]:
-    """Scratch of the generic path, in request order: padded input, columns, an NHWC staging buffer for the
-    output / out_backprop when data_format is NCHW, and a partial filter gradient."""
+    """Scratch of the generic path, in request order: padded input, columns, then for NCHW's filter gradient
+    dy staged in the columns' layout, and for a filter gradient a chunk's partial one."""
     nb = g.chunk(dtype.size, div)
     ws = []
     if g.padded:
-        ws.append(((nb, g.hp, g.wp, g.c), dtype))
+        ws.append(((nb, g.hp, g.wp, g.c) if fmt == "NHWC" else (nb, g.c, g.hp, g.wp), dtype))
     ws.append(((nb, g.ho, g.wo, g.kh, g.kw, g.c), dtype))
-    if fmt == "NCHW":
-        ws.append(((nb, g.ho, g.wo, g.k), dtype))
     if kind == "filter":
+        if fmt == "NCHW":
+            ws.append(((g.k, nb * g.ho * g.wo), dtype))
         ws.append(((g.kh * g.kw * g.c, g.k), dtype))
     return ws
 
@@ -175,11 +175,11 @@ class _Generic:
 
     def __init__(self, ctx, g: Geometry, dtype, kind: str, fmt: str, div: int = 1):
         bufs = iter([ctx.workspace(shape, dt) for shape, dt in _generic_workspaces(g, dtype, kind, fmt, div)])
-        self.g = g
+        self.g, self.fmt = g, fmt
         self.nb = g.chunk(dtype.size, div)
         self.xp = next(bufs) if g.padded else None
         self.cols = next(bufs)
-        self.stage = next(bufs) if fmt == "NCHW" else None
+        self.stage = next(bufs) if kind == "filter" and fmt == "NCHW" else None
         self.acc = next(bufs) if kind == "filter" else None
         if self.xp is not None:
             self.xp.fill(0)  # the border stays zero; chunks overwrite only the interior
@@ -188,78 +188,98 @@ class _Generic:
         for n0 in range(0, self.g.n, self.nb):
             yield n0, min(self.nb, self.g.n - n0)
 
-    def im2col(self, x: np.ndarray, m: int) -> np.ndarray:
-        """Columns (m*Ho*Wo, kh*kw*C) of the m images in x (an NHWC view)."""
+    def padded(self, x: np.ndarray, m: int) -> np.ndarray:
+        """The m images x (in the op's data format) inside their zero border, where there is one."""
+        if self.xp is None:
+            return x
         g = self.g
-        src = x
-        if self.xp is not None:
-            src = self.xp[:m]
-            src[:, g.pt:g.pt + g.h, g.pl:g.pl + g.w] = x
+        _nhwc(self.xp[:m], self.fmt)[:, g.pt:g.pt + g.h, g.pl:g.pl + g.w] = _nhwc(x, self.fmt)
+        return self.xp[:m]
+
+    def im2col(self, x: np.ndarray, m: int) -> np.ndarray:
+        """NHWC's columns (m*Ho*Wo, kh*kw*C) of the m images in x (NHWC)."""
+        g = self.g
+        src = self.padded(x, m)
         cols = self.cols[:m]
         for dy, dx, view in _taps(src, g):
             cols[:, :, :, dy, dx] = view
         return cols.reshape(m * g.ho * g.wo, g.kh * g.kw * g.c)
 
-    def col2im(self, cols: np.ndarray, dx_out: np.ndarray, m: int) -> None:
-        """dx_out (an NHWC view of m images) = the sum of the columns' taps at their input positions."""
+    def windows(self, x: np.ndarray, m: int, images_first: bool) -> np.ndarray:
+        """The NCHW columns of the m images x (NCHW), by one copy of a strided view: rows are the filter taps
+        (dy, dx, c) as f.reshape(-1, K) orders them, so the filter is a GEMM operand as it lies, and each run
+        copied is an output row, not one pixel's channels as in NHWC's columns (3 floats for an RGB input).
+        images_first: (m, taps, Ho*Wo), each image's columns a matrix; else (taps, m*Ho*Wo), one matrix."""
         g = self.g
-        dst = self.xp[:m] if self.xp is not None else dx_out
+        src = self.padded(x, m)
+        sn, sc, sy, sx = src.strides
+        taps, tap_strides = (g.kh, g.kw, g.c), (sy, sx, sc)
+        out, out_strides = (g.ho, g.wo), (sy * g.sh, sx * g.sw)
+        shape, strides = ((m, *taps, *out), (sn, *tap_strides, *out_strides)) if images_first else \
+            ((*taps, m, *out), (*tap_strides, sn, *out_strides))
+        view = np.lib.stride_tricks.as_strided(src, shape, strides, writeable=False)
+        rows, cols = g.kh * g.kw * g.c, g.ho * g.wo
+        dst = _prefix(self.cols, (m, rows, cols) if images_first else (rows, m * cols))
+        np.copyto(dst.reshape(shape), view)
+        return dst
+
+    def col2im(self, cols: np.ndarray, dx_out: np.ndarray, m: int) -> None:
+        """dx_out (an NHWC view of m images) = the sum of the columns' taps at their input positions; cols are
+        (m, Ho, Wo, kh, kw, C)."""
+        g = self.g
+        dst = _nhwc(self.xp[:m], self.fmt) if self.xp is not None else dx_out
         dst[...] = 0
-        cols = cols.reshape(m, g.ho, g.wo, g.kh, g.kw, g.c)
         for dy, dx, view in _taps(dst, g):
             view += cols[:, :, :, dy, dx]
         if self.xp is not None:
             dx_out[...] = dst[:, g.pt:g.pt + g.h, g.pl:g.pl + g.w]
-
-    def nhwc_rows(self, a: np.ndarray, n0: int, m: int) -> np.ndarray:
-        """The (m*Ho*Wo, K) rows of batch-major tensor `a` (NHWC view): itself if contiguous, else staged."""
-        part = a[n0:n0 + m]
-        if part.flags.c_contiguous:
-            return part.reshape(-1, part.shape[-1])
-        stage = self.stage[:m]
-        stage[...] = part
-        return stage.reshape(-1, part.shape[-1])
 
 
 def _conv2d_generic(ctx, x, f, y, attrs):
     fmt = attrs["data_format"]
     g = geometry(x.shape, f.shape, y.shape, attrs)
     s = _Generic(ctx, g, as_dtype(x.dtype), "forward", fmt, _divisor(attrs))
-    xn, yn, fm = _nhwc(x, fmt), _nhwc(y, fmt), f.reshape(-1, g.k)
+    fm = f.reshape(-1, g.k)
     for n0, m in s.chunks():
-        cols = s.im2col(xn[n0:n0 + m], m)
-        out = yn[n0:n0 + m]
-        if out.flags.c_contiguous:
-            np.matmul(cols, fm, out=out.reshape(-1, g.k))
+        if fmt == "NCHW":  # y[n] (K, Ho*Wo) = f^T @ the image's columns
+            np.matmul(fm.T, s.windows(x[n0:n0 + m], m, True), out=y[n0:n0 + m].reshape(m, g.k, -1))
         else:
-            stage = s.stage[:m]
-            np.matmul(cols, fm, out=stage.reshape(-1, g.k))
-            out[...] = stage
+            np.matmul(s.im2col(x[n0:n0 + m], m), fm, out=y[n0:n0 + m].reshape(-1, g.k))
 
 
 def _conv2d_backprop_input_generic(ctx, f, dy, dx, attrs):
     fmt = attrs["data_format"]
     g = geometry(dx.shape, f.shape, dy.shape, attrs)
     s = _Generic(ctx, g, as_dtype(dy.dtype), "input", fmt, _divisor(attrs))
-    dyn, dxn, fm = _nhwc(dy, fmt), _nhwc(dx, fmt), f.reshape(-1, g.k)
+    fm = f.reshape(-1, g.k)
     for n0, m in s.chunks():
-        cols = s.cols[:m].reshape(m * g.ho * g.wo, -1)
-        np.matmul(s.nhwc_rows(dyn, n0, m), fm.T, out=cols)
-        s.col2im(cols, dxn[n0:n0 + m], m)
+        if fmt == "NCHW":  # each image's columns (taps, Ho*Wo) = f @ dy[n]
+            cols = _prefix(s.cols, (m, fm.shape[0], g.ho * g.wo))
+            np.matmul(fm, dy[n0:n0 + m].reshape(m, g.k, -1), out=cols)
+            cols = cols.reshape(m, g.kh, g.kw, g.c, g.ho, g.wo).transpose(0, 4, 5, 1, 2, 3)
+        else:
+            cols = s.cols[:m]
+            np.matmul(dy[n0:n0 + m].reshape(-1, g.k), fm.T, out=cols.reshape(m * g.ho * g.wo, -1))
+        s.col2im(cols, _nhwc(dx[n0:n0 + m], fmt), m)
 
 
 def _conv2d_backprop_filter_generic(ctx, x, dy, df, attrs):
     fmt = attrs["data_format"]
     g = geometry(x.shape, df.shape, dy.shape, attrs)
     s = _Generic(ctx, g, as_dtype(x.dtype), "filter", fmt, _divisor(attrs))
-    xn, dyn, out = _nhwc(x, fmt), _nhwc(dy, fmt), df.reshape(-1, g.k)
+    out = df.reshape(-1, g.k)
     for n0, m in s.chunks():
-        cols = s.im2col(xn[n0:n0 + m], m)
-        rows = s.nhwc_rows(dyn, n0, m)
-        if n0 == 0:
-            np.matmul(cols.T, rows, out=out)
+        if fmt == "NCHW":  # one GEMM over the chunk: the columns (taps, m*Ho*Wo) @ dy as (m*Ho*Wo, K)
+            cols = s.windows(x[n0:n0 + m], m, False)
+            rows = _prefix(s.stage, (g.k, m * g.ho * g.wo))
+            rows.reshape(g.k, m, -1)[...] = dy[n0:n0 + m].reshape(m, g.k, -1).transpose(1, 0, 2)
+            rows = rows.T
         else:
-            np.matmul(cols.T, rows, out=s.acc)
+            cols, rows = s.im2col(x[n0:n0 + m], m).T, dy[n0:n0 + m].reshape(-1, g.k)
+        if n0 == 0:
+            np.matmul(cols, rows, out=out)
+        else:
+            np.matmul(cols, rows, out=s.acc)
             out += s.acc
 
 
