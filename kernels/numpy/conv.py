@@ -419,7 +419,7 @@ def _shift_backprop_filter(ctx, x: np.ndarray, dy: np.ndarray, df: np.ndarray, s
 # work (B^T = [[1,0,-1,0], [0,1,1,0], [0,-1,1,0], [0,1,0,-1]], A^T = [[1,1,1,0], [0,1,-1,-1]]). Per chunk of
 # images the data is kept "HWNC" (rows, columns, then images x channels): every transform step is then an add
 # of long contiguous runs, and the 16 GEMMs are big ones, (tiles x images, C) @ (C, K). NCHW <-> HWNC changes
-# go through a GEMM with an identity matrix, which transposes several times faster than a NumPy copy.
+# are copies in pieces that stay in cache (_to_hwnc, _from_hwnc).
 _G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]])
 # The dy transform (the output transform's transpose) stores its 4th row/column negated (a plain copy instead
 # of a negation); the filter-gradient transform undoes it.
@@ -471,28 +471,38 @@ class Tiles(NamedTuple):
                    ((4, th, 2 * tw, nb * k), dtype),           # row-transformed dy, a zero column if W is odd
                    ((16, th * tw * nb, k), dtype),             # transformed dy
                    ((16, c, k), dtype), ((16, c, k), dtype)]   # this chunk's and the summed V^T @ dM
-        return ws  # the identities of the layout-changing GEMMs are shared (_shared)
+        return ws
 
 
-def _to_hwnc(src: np.ndarray, dst: np.ndarray, eye: np.ndarray) -> None:
-    """dst (H*W, m, C) = src (m, C, H, W) transposed, by m GEMMs with the identity."""
+# The layout changes, one NumPy copy each of a transposed view of the whole chunk, ran 3-4x slower than a GEMM with
+# the identity (the strided side of the copy misses the cache); in pieces that stay in cache they run 2.5-6x faster
+# than that GEMM (_to_hwnc, Mentee's conv3-5 at batch 32, one thread) or 1.3-4.5x (_from_hwnc; the same for 32
+# channels of 16x16), and need no identity matrices.
+_HWNC_POSITIONS = 16
+
+
+def _to_hwnc(src: np.ndarray, dst: np.ndarray) -> None:
+    """dst (H*W, m, C) = src (m, C, H, W) transposed, an image at a time."""
     m, c = src.shape[:2]
-    np.matmul(src.reshape(m, c, -1).transpose(0, 2, 1), eye, out=dst.transpose(1, 0, 2))
+    images = src.reshape(m, c, -1)
+    for i in range(m):
+        np.copyto(dst[:, i], images[i].T)
 
 
-def _from_hwnc(src: np.ndarray, dst: np.ndarray, eye: np.ndarray) -> None:
-    """dst (m, K, H*W) = src (H*W, m, K) transposed."""
-    np.matmul(eye, src.transpose(1, 2, 0), out=dst)
+def _from_hwnc(src: np.ndarray, dst: np.ndarray) -> None:
+    """dst (m, K, H*W) = src (H*W, m, K) transposed, _HWNC_POSITIONS positions of every image at a time."""
+    for p in range(0, src.shape[0], _HWNC_POSITIONS):
+        np.copyto(dst[:, :, p:p + _HWNC_POSITIONS], src[p:p + _HWNC_POSITIONS].transpose(1, 2, 0))
 
 
-def _input_transform(x: np.ndarray, t: Tiles, xp, tr, v, eye_c) -> np.ndarray:
+def _input_transform(x: np.ndarray, t: Tiles, xp, tr, v) -> np.ndarray:
     """V[4r+s] (tiles x m, C) = B^T d B for every 4x4 input tile d of the m images x (m, C, H, W)."""
     m, c, h, w = x.shape
     th, tw = t.th, t.tw
     xp = _prefix(xp, (2 * th + 2, w, m * c))
     xp[0] = 0
     xp[h + 1:] = 0
-    _to_hwnc(x, xp[1:h + 1].reshape(h * w, m, c), eye_c)
+    _to_hwnc(x, xp[1:h + 1].reshape(h * w, m, c))
     tr = _prefix(tr, (4, th, 2 * tw + 2, m * c))
     tr[:, :, 0] = 0
     tr[:, :, w + 1:] = 0
@@ -511,25 +521,18 @@ def _input_transform(x: np.ndarray, t: Tiles, xp, tr, v, eye_c) -> np.ndarray:
     return v.reshape(16, th * tw * m, c)
 
 
-def _identities(*eyes: np.ndarray) -> None:
-    """Fills scratch buffers with identity matrices (kept in the plan, not in a module cache)."""
-    for e in eyes:
-        e.fill(0)
-        e.reshape(-1)[::e.shape[0] + 1] = 1  # the diagonal (np.fill_diagonal costs ~10x more Python)
-
-
 def _wino_conv(ctx, x: np.ndarray, shared: list, y: np.ndarray, div: int = 1) -> None:
     """y (N, K, H, W) = the SAME 3x3 conv of x (N, C, H, W) with the filter f (3, 3, C, K) whose transform U
-    shared holds, with the identities (_shared)."""
+    shared holds (_shared)."""
     n, c, h, w = x.shape
     k = y.shape[1]
     t = Tiles.of(n, c, k, h, w, x.itemsize, div)
     bufs = [ctx.workspace(s, d) for s, d in t.workspaces("forward", as_dtype(x.dtype))]
     xp, tr, v, mm, z, yt = bufs[:6]
-    u, eye_c, eye_k = shared
+    u = shared[0]
     th, tw = t.th, t.tw
     for n0, m in t.chunks():
-        vv = _input_transform(x[n0:n0 + m], t, xp, tr, v, eye_c)
+        vv = _input_transform(x[n0:n0 + m], t, xp, tr, v)
         prod = _prefix(mm, (16, th * tw * m, k))
         np.matmul(vv, u, out=prod)
         prod = prod.reshape(4, 4, th, tw, m * k)
@@ -547,10 +550,10 @@ def _wino_conv(ctx, x: np.ndarray, shared: list, y: np.ndarray, div: int = 1) ->
         o[:, 1] -= zt[3]
         dst = y[n0:n0 + m]
         if t.exact:
-            _from_hwnc(out.reshape(h * w, m, k), dst.reshape(m, k, h * w), eye_k)
+            _from_hwnc(out.reshape(h * w, m, k), dst.reshape(m, k, h * w))
         else:
             stage = _prefix(bufs[6], (m, k, 4 * th * tw))
-            _from_hwnc(out.reshape(4 * th * tw, m, k), stage, eye_k)
+            _from_hwnc(out.reshape(4 * th * tw, m, k), stage)
             dst[...] = stage.reshape(m, k, 2 * th, 2 * tw)[:, :, :h, :w]
 
 
@@ -567,19 +570,18 @@ def _wino_filter(f: np.ndarray, u: np.ndarray) -> np.ndarray:
 
 def _wino_backprop_filter(ctx, x: np.ndarray, dy: np.ndarray, df: np.ndarray, shared: list, div: int = 1) -> None:
     """df = G'^T (sum over tiles of V^T dM) G', dM = A dy A^T per 2x2 tile of dy (the output transform's
-    adjoint), V the input transform of x; shared holds the identities (_shared)."""
+    adjoint), V the input transform of x."""
     n, c, h, w = x.shape
     k = dy.shape[1]
     t = Tiles.of(n, c, k, h, w, x.itemsize, div)
     bufs = [ctx.workspace(s, d) for s, d in t.workspaces("filter", as_dtype(x.dtype))]
     xp, tr, v, dyt, rt, dm, part, acc = bufs
-    eye_c, eye_k = shared
     th, tw = t.th, t.tw
     for i, (n0, m) in enumerate(t.chunks()):
-        vv = _input_transform(x[n0:n0 + m], t, xp, tr, v, eye_c)
+        vv = _input_transform(x[n0:n0 + m], t, xp, tr, v)
         d = _prefix(dyt, (2 * th, w, m * k))
         d[h:] = 0
-        _to_hwnc(dy[n0:n0 + m], d[:h].reshape(h * w, m, k), eye_k)
+        _to_hwnc(dy[n0:n0 + m], d[:h].reshape(h * w, m, k))
         r = _prefix(rt, (4, th, 2 * tw, m * k))
         r[:, :, w:] = 0
         d0, d1, inner = d[0::2], d[1::2], r[:, :, :w]
@@ -623,21 +625,21 @@ def _fast_shard_workspaces(kind: str, n: int, c: int, k: int, h: int, w: int, dt
 
 def _shared_workspaces(path: str, kind: str, c: int, k: int, h: int, w: int, dtype) -> list[tuple]:
     """What a fast-path call's image tasks share, read-only, in request order (before theirs): the filter as
-    Winograd's U (forward) and the identities of its layout-changing GEMMs, or the filter as the shift path's
-    GEMM left matrix (forward). Made once per call (_shared) instead of once per task."""
+    Winograd's U or as the shift path's GEMM left matrix (forward; a filter gradient shares nothing). Made once per
+    call (_shared) instead of once per task."""
+    if kind != "forward":
+        return []
     if path == "winograd":
-        return ([((16, c, k), dtype)] if kind == "forward" else []) + [((c, c), dtype), ((k, k), dtype)]
+        return [((16, c, k), dtype)]
     sh = Shift.of(h, w, c)
-    return [((sh.groups * k, sh.taps * c), dtype)] if kind == "forward" else []
+    return [((sh.groups * k, sh.taps * c), dtype)]
 
 
 def _shared(ctx, path: str, kind: str, f, c: int, k: int, h: int, w: int, dtype) -> list[np.ndarray]:
     """The buffers of _shared_workspaces, filled (f: the forward conv's filter (3, 3, c, k); None for 'filter')."""
     bufs = [ctx.workspace(s, d) for s, d in _shared_workspaces(path, kind, c, k, h, w, dtype)]
-    if path == "winograd":
-        _identities(*bufs[-2:])
-        if kind == "forward":
-            _wino_filter(f, bufs[0])
+    if kind == "forward" and path == "winograd":
+        _wino_filter(f, bufs[0])
     elif kind == "forward":
         Shift.of(h, w, c).weights(f, bufs[0])
     return bufs
