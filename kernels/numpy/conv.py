@@ -121,6 +121,11 @@ class Geometry(NamedTuple):
     def padded(self) -> bool:
         return (self.hp, self.wp) != (self.h, self.w)
 
+    @property
+    def pointwise(self) -> bool:
+        """A 1x1 window at stride 1 and no padding: in NCHW each image is its own columns."""
+        return (self.kh, self.kw, self.sh, self.sw) == (1, 1, 1, 1) and not self.padded
+
     def chunk(self, itemsize: int, div: int = 1) -> int:
         """Images per im2col chunk."""
         per_image = self.ho * self.wo * self.kh * self.kw * self.c * itemsize
@@ -148,14 +153,33 @@ def _nhwc(a: np.ndarray, fmt: str) -> np.ndarray:
     return a if fmt == "NHWC" else a.transpose(0, 2, 3, 1)
 
 
+def _columns(g: Geometry, kind: str, fmt: str) -> bool:
+    """Whether the generic path builds columns: not for an NCHW pointwise conv's forward and input gradient,
+    GEMMs on the images themselves (a filter gradient's one GEMM over the chunk wants them side by side)."""
+    return not (fmt == "NCHW" and g.pointwise and kind != "filter")
+
+
+def _on_rows(g: Geometry, kind: str, fmt: str) -> bool:
+    """Whether an NCHW input gradient at stride 1 computes its columns over whole rows of the padded input (Wp
+    positions a row, not Wo): each filter tap's columns then add into dx as one run per image and channel, at the
+    tap's offset in the flat padded image, instead of Ho runs of Wo (LeNet's conv2: 10 floats a run, 2.7 of 18 ms
+    of its step at batch 128, one thread, in those adds)."""
+    return fmt == "NCHW" and kind == "input" and (g.sh, g.sw) == (1, 1) and _columns(g, kind, fmt)
+
+
 def _generic_workspaces(g: Geometry, dtype, kind: str, fmt: str, div: int = 1) -> list[tuple]:
-    """Scratch of the generic path, in request order: padded input, columns, then for NCHW's filter gradient
-    dy staged in the columns' layout, and for a filter gradient a chunk's partial one."""
+    """Scratch of the generic path, in request order: padded input, columns (_columns; over whole rows when
+    _on_rows), then dy staged in the columns' layout (NCHW's filter gradient; its rows when _on_rows), and for a
+    filter gradient a chunk's partial one."""
     nb = g.chunk(dtype.size, div)
+    rows = _on_rows(g, kind, fmt)
     ws = []
     if g.padded:
         ws.append(((nb, g.hp, g.wp, g.c) if fmt == "NHWC" else (nb, g.c, g.hp, g.wp), dtype))
-    ws.append(((nb, g.ho, g.wo, g.kh, g.kw, g.c), dtype))
+    if rows:
+        ws += [((nb, g.kh * g.kw * g.c, g.ho * g.wp), dtype), ((nb, g.k, g.ho * g.wp), dtype)]
+    elif _columns(g, kind, fmt):
+        ws.append(((nb, g.ho, g.wo, g.kh, g.kw, g.c), dtype))
     if kind == "filter":
         if fmt == "NCHW":
             ws.append(((g.k, nb * g.ho * g.wo), dtype))
@@ -178,8 +202,8 @@ class _Generic:
         self.g, self.fmt = g, fmt
         self.nb = g.chunk(dtype.size, div)
         self.xp = next(bufs) if g.padded else None
-        self.cols = next(bufs)
-        self.stage = next(bufs) if kind == "filter" and fmt == "NCHW" else None
+        self.cols = next(bufs) if _columns(g, kind, fmt) else None
+        self.stage = next(bufs) if (kind == "filter" and fmt == "NCHW") or _on_rows(g, kind, fmt) else None
         self.acc = next(bufs) if kind == "filter" else None
         if self.xp is not None:
             self.xp.fill(0)  # the border stays zero; chunks overwrite only the interior
@@ -234,6 +258,28 @@ class _Generic:
         if self.xp is not None:
             dx_out[...] = dst[:, g.pt:g.pt + g.h, g.pl:g.pl + g.w]
 
+    def col2im_rows(self, fm: np.ndarray, dy: np.ndarray, dx_out: np.ndarray, m: int) -> None:
+        """dx_out (NCHW, m images) of dy (NCHW) at stride 1 (_on_rows): dy on rows of Wp (zeros past Wo), its
+        columns f @ dy[n] over those rows, and each tap's columns added at the tap's offset dy*Wp + dx into the
+        flat padded image. A position past Wo holds zeros, so the runs cut at the image's end drop only zeros."""
+        g = self.g
+        grid = _prefix(self.stage, (m, g.k, g.ho, g.wp))
+        grid[..., g.wo:] = 0
+        grid[..., :g.wo] = dy
+        span = g.ho * g.wp
+        cols = _prefix(self.cols, (m, fm.shape[0], span))
+        np.matmul(fm, grid.reshape(m, g.k, span), out=cols)
+        taps = cols.reshape(m, g.kh, g.kw, g.c, span)
+        dst = (self.xp[:m] if self.xp is not None else dx_out).reshape(m, g.c, g.hp * g.wp)
+        dst[...] = 0
+        for a in range(g.kh):
+            for b in range(g.kw):
+                off = a * g.wp + b
+                run = min(span, g.hp * g.wp - off)
+                dst[:, :, off:off + run] += taps[:, a, b, :, :run]
+        if self.xp is not None:
+            dx_out[...] = self.xp[:m, :, g.pt:g.pt + g.h, g.pl:g.pl + g.w]
+
 
 def _conv2d_generic(ctx, x, f, y, attrs):
     fmt = attrs["data_format"]
@@ -242,7 +288,8 @@ def _conv2d_generic(ctx, x, f, y, attrs):
     fm = f.reshape(-1, g.k)
     for n0, m in s.chunks():
         if fmt == "NCHW":  # y[n] (K, Ho*Wo) = f^T @ the image's columns
-            np.matmul(fm.T, s.windows(x[n0:n0 + m], m, True), out=y[n0:n0 + m].reshape(m, g.k, -1))
+            cols = x[n0:n0 + m].reshape(m, g.c, -1) if s.cols is None else s.windows(x[n0:n0 + m], m, True)
+            np.matmul(fm.T, cols, out=y[n0:n0 + m].reshape(m, g.k, -1))
         else:
             np.matmul(s.im2col(x[n0:n0 + m], m), fm, out=y[n0:n0 + m].reshape(-1, g.k))
 
@@ -253,6 +300,12 @@ def _conv2d_backprop_input_generic(ctx, f, dy, dx, attrs):
     s = _Generic(ctx, g, as_dtype(dy.dtype), "input", fmt, _divisor(attrs))
     fm = f.reshape(-1, g.k)
     for n0, m in s.chunks():
+        if s.cols is None:  # dx[n] (C, H*W) = f @ dy[n]
+            np.matmul(fm, dy[n0:n0 + m].reshape(m, g.k, -1), out=dx[n0:n0 + m].reshape(m, g.c, -1))
+            continue
+        if s.stage is not None:
+            s.col2im_rows(fm, dy[n0:n0 + m], dx[n0:n0 + m], m)
+            continue
         if fmt == "NCHW":  # each image's columns (taps, Ho*Wo) = f @ dy[n]
             cols = _prefix(s.cols, (m, fm.shape[0], g.ho * g.wo))
             np.matmul(fm, dy[n0:n0 + m].reshape(m, g.k, -1), out=cols)

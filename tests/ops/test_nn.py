@@ -94,6 +94,8 @@ def test_fast_path_is_taken_for_nchw_3x3_same_only():
 
 @pytest.mark.parametrize("attrs,x_shape,f_shape", [
     (dict(NCHW_SAME, padding="VALID"), (3, 3, 12, 11), (5, 5, 3, 6)),                        # LeNet's conv1
+    (NCHW_SAME, (3, 6, 5, 4), (1, 1, 6, 7)),                                                   # pointwise
+    (NCHW_SAME, (3, 2, 6, 7), (5, 4, 2, 3)),                                                   # SAME, rows
     (dict(NCHW_SAME, strides=[1, 1, 2, 3]), (3, 4, 9, 8), (3, 2, 4, 5)),                       # padded, strided
     (dict(NCHW_SAME, data_format="NHWC", strides=[1, 2, 1, 1]), (3, 7, 6, 4), (4, 3, 4, 2)),  # NHWC, padded
 ])
@@ -125,6 +127,9 @@ def test_generic_conv_float64_matches_the_reference(attrs, x_shape, f_shape, div
     (NCHW_SAME, (3, 64, 5, 6), (3, 3, 64, 64)),                                                # winograd
     (dict(NCHW_SAME, strides=[1, 1, 2, 1]), (5, 3, 7, 6), (3, 3, 3, 4)),                       # generic NCHW
     (dict(NCHW_SAME, data_format="NHWC", padding="VALID"), (5, 7, 6, 3), (2, 3, 3, 4)),        # generic NHWC
+    (NCHW_SAME, (5, 6, 5, 4), (1, 1, 6, 7)),                                                   # pointwise NCHW
+    (NCHW_SAME, (5, 2, 6, 7), (5, 4, 2, 3)),                                                   # NCHW, rows
+    (dict(NCHW_SAME, padding="VALID"), (5, 2, 9, 8), (5, 4, 2, 3)),                            # rows, unpadded
 ])
 def test_kernels_ask_for_exactly_the_declared_workspaces(attrs, x_shape, f_shape):
     """The memory planner preallocates what WORKSPACES declares: the kernels must request just that."""
