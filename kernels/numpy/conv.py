@@ -527,10 +527,10 @@ class Tiles(NamedTuple):
         return ws
 
 
-# The layout changes, one NumPy copy each of a transposed view of the whole chunk, ran 3-4x slower than a GEMM with
-# the identity (the strided side of the copy misses the cache); in pieces that stay in cache they run 2.5-6x faster
-# than that GEMM (_to_hwnc, Mentee's conv3-5 at batch 32, one thread) or 1.3-4.5x (_from_hwnc; the same for 32
-# channels of 16x16), and need no identity matrices.
+# The layout changes were GEMMs with the identity (2C FLOPs an element); one NumPy copy of the whole chunk's
+# transposed view takes 0.3-4x their time by shape (its strided side misses the cache: 32 channels of 32x32 the
+# worst). In pieces that stay in cache the copies run 2.5-6x faster than the GEMM (_to_hwnc, Mentee's conv3-5 at
+# batch 32, one thread) or 1.3-4.5x (_from_hwnc; the same for 32 channels of 16x16), and need no identity matrices.
 _HWNC_POSITIONS = 16
 
 
