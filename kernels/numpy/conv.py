@@ -162,8 +162,8 @@ def _columns(g: Geometry, kind: str, fmt: str) -> bool:
 def _on_rows(g: Geometry, kind: str, fmt: str) -> bool:
     """Whether an NCHW input gradient at stride 1 computes its columns over whole rows of the padded input (Wp
     positions a row, not Wo): each filter tap's columns then add into dx as one run per image and channel, at the
-    tap's offset in the flat padded image, instead of Ho runs of Wo (LeNet's conv2: 10 floats a run, 2.7 of 18 ms
-    of its step at batch 128, one thread, in those adds)."""
+    tap's offset in the flat padded image, instead of Ho runs of Wo (LeNet's conv2: runs of 10 floats, and those
+    adds 2.7 of the ~27 ms of its step at batch 128, one thread, under cProfile)."""
     return fmt == "NCHW" and kind == "input" and (g.sh, g.sw) == (1, 1) and _columns(g, kind, fmt)
 
 
@@ -303,7 +303,7 @@ def _conv2d_backprop_input_generic(ctx, f, dy, dx, attrs):
         if s.cols is None:  # dx[n] (C, H*W) = f @ dy[n]
             np.matmul(fm, dy[n0:n0 + m].reshape(m, g.k, -1), out=dx[n0:n0 + m].reshape(m, g.c, -1))
             continue
-        if s.stage is not None:
+        if s.stage is not None:  # _on_rows
             s.col2im_rows(fm, dy[n0:n0 + m], dx[n0:n0 + m], m)
             continue
         if fmt == "NCHW":  # each image's columns (taps, Ho*Wo) = f @ dy[n]
