@@ -3,9 +3,13 @@ each of several thread counts.
 
     pip install torch==2.13.0          # optional peer: pip install '.[bench]'
     python benchmarks/bench_cpu_step.py --threads 1,2,4,8,16 [--contended] [--batch 128] [--rounds 5] [--steps 3]
+        [--model mentee|lenet] [--recipe momentum|trainer]
 
 The step: NCHW float32 batch 128, conv3x3 SAME 32, 32, [pool], 64, 64, [pool], 128, [pool], ReLU, FC
-2048-256-128-10, sparse softmax cross-entropy, momentum SGD, the loss fetched every step. Per thread count N,
+2048-256-128-10 (--model lenet: tfplus.graphs.lenet, conv5x5 VALID 6, pool, 16, pool, FC 400-120-84-10),
+sparse softmax cross-entropy, the loss fetched every step; momentum SGD at a constant rate, or with --recipe trainer
+`tfplus train`'s (Nesterov momentum 0.9, weight decay 5e-4 on the weights, a warm-up and cosine schedule: PyTorch's
+side is torch_reference.make_optimizer with its LambdaLR stepped every step). Per thread count N,
 tfplus runs with tf.ConfigProto(intra_op_parallelism_threads=N) and PyTorch with torch.set_num_threads(N). The
 two frameworks alternate in rounds (`--steps` steps each per round) so that load from other processes falls on
 both alike; the figure per framework is the median step over all rounds, and the ratio is tfplus / PyTorch.
@@ -81,21 +85,27 @@ def main() -> None:
     p.add_argument("--batch", type=int, default=128)
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--steps", type=int, default=3, help="steps per framework per round")
+    p.add_argument("--model", choices=("mentee", "lenet"), default="mentee")
+    p.add_argument("--recipe", choices=("momentum", "trainer"), default="momentum",
+                   help="momentum: SGD momentum 0.9 at a constant rate; trainer: tfplus train's recipe")
     args = p.parse_args()
 
     import numpy as np
 
     import tfplus as tf
     from tfplus import threads
-    from tfplus.graphs.mentee import training_graph
+    from tfplus.graphs.lenet import lenet
+    from tfplus.graphs.mentee import mentee, training_graph
 
     cores = threads.available_cores()
     counts = args.threads or sorted({1, cores})
     rng = np.random.default_rng(0)
     images = rng.standard_normal((args.batch, 3, 32, 32)).astype(np.float32)
     labels = rng.integers(0, 10, args.batch).astype(np.int32)
-    tg = training_graph(total_steps=10 ** 6, seed=0, optimizer="momentum", nesterov=False, weight_decay=0.0,
-                        schedule="const", learning_rate=0.01)
+    total, warmup = 10 ** 6, 390
+    recipe = {"nesterov": False, "weight_decay": 0.0, "schedule": "const", "learning_rate": 0.01} \
+        if args.recipe == "momentum" else {"warmup_steps": warmup}
+    tg = training_graph(lenet if args.model == "lenet" else mentee, total_steps=total, seed=0, **recipe)
     feed = {tg.images: images, tg.labels: labels}
 
     sessions = {}
@@ -118,11 +128,15 @@ def main() -> None:
         print("PyTorch not installed (pip install torch==2.13.0): timing tfplus alone", file=sys.stderr)
     else:
         sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-        from torch_reference import Mentee
+        from torch_reference import LeNet, Mentee, make_optimizer
 
         torch.manual_seed(0)
-        model = Mentee()
-        opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+        model = LeNet() if args.model == "lenet" else Mentee()
+        if args.recipe == "momentum":
+            opt, sched = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9), None
+        else:
+            weights = [m.weight for m in model.modules() if isinstance(m, (torch.nn.Conv2d, torch.nn.Linear))]
+            opt, sched = make_optimizer(model, weights, "momentum", 0.05, 0.9, 5e-4, total, warmup)
         loss_fn = torch.nn.CrossEntropyLoss()
         x, y = torch.from_numpy(images), torch.from_numpy(labels.astype(np.int64))
 
@@ -131,6 +145,8 @@ def main() -> None:
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
+            if sched is not None:
+                sched.step()
             loss.item()
 
         def torch_runner(n: int):
@@ -158,8 +174,8 @@ def main() -> None:
                 {name: statistics.median(cs) * 1e3 for name, cs in cpu.items()})
 
     peer = f"PyTorch {torch.__version__}" if torch_runner is not None else "(no PyTorch)"
-    print(f"Mentee training step, batch {args.batch}, median of {args.rounds} rounds x {args.steps} steps; "
-          f"tfplus vs {peer}")
+    print(f"{args.model} training step ({args.recipe} recipe), batch {args.batch}, median of {args.rounds} rounds x "
+          f"{args.steps} steps; tfplus vs {peer}")
     print(f"machine: {_cpu_model()}, {cores} cores available to this process ({os.cpu_count()} in the host), "
           f"load average {os.getloadavg()[0]:.1f} at start")
     head = f"{'threads':>7} {'tfplus ms':>10} {'cpu ms':>7} {'torch ms':>9} {'cpu ms':>7} {'ratio':>6} {'cpu ratio':>9}"

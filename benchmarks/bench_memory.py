@@ -16,7 +16,7 @@ What is measured (tracemalloc traces NumPy's data allocations and Python objects
   saw allocated on top during the step (kernel temporaries, NumPy's ufunc buffers, fetch copies, the
   executor's Python objects), plus the fed arrays. The planner's own Python objects are not step memory.
   measured / planned is printed; what remains is NumPy's ufunc buffers (at most np.getbufsize() elements per
-  operand), a few Python objects, and the Winograd kernels' cached identity matrices.
+  operand) and a few Python objects.
 - unplanned: the same for the plain executor (every output a fresh array, freed after its last use).
 - step time: all sessions run in turns, --steps rounds; medians of process CPU time (robust on a shared
   machine; run with OPENBLAS_NUM_THREADS=1 so that it is also the work done) and of wall time. Overheads are

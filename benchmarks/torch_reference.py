@@ -86,18 +86,9 @@ class Mentee(nn.Module):
                 layers.append(nn.MaxPool2d(2))
             c = w
         side = 32 // 2 ** len(pools)
-        dims = [c * side * side, *fc]
-        head = []
-        for a, b in zip(dims, dims[1:]):
-            head += [nn.Linear(a, b), nn.ReLU()]
         self.features = nn.Sequential(*layers)
-        self.classifier = nn.Sequential(nn.Flatten(), *head, nn.Linear(dims[-1], classes))
-        for m in self.modules():
-            if isinstance(m, (nn.Conv2d, nn.Linear)):
-                fan_in = m.weight[0].numel()
-                std = math.sqrt(2.0 / fan_in) / 0.87962566103423978
-                nn.init.trunc_normal_(m.weight, 0.0, std, -2 * std, 2 * std)
-                nn.init.zeros_(m.bias)
+        self.classifier = _classifier(c * side * side, fc, classes)
+        _he_init(self)
 
     def forward(self, x):
         return self.classifier(self.features(x))
@@ -106,6 +97,39 @@ class Mentee(nn.Module):
         """The model as a sequence of blocks, its own modules (for checkpoint_sequential): each conv with its
         ReLU (and pool), then each FC with its ReLU (the first with the flatten)."""
         return nn.Sequential(*_cut(self.features, nn.Conv2d), *_cut(self.classifier, nn.Linear))
+
+
+def _classifier(features: int, fc, classes: int) -> nn.Sequential:
+    """Flatten, the hidden FC layers with their ReLUs, the logits layer."""
+    dims, head = [features, *fc], []
+    for a, b in zip(dims, dims[1:]):
+        head += [nn.Linear(a, b), nn.ReLU()]
+    return nn.Sequential(nn.Flatten(), *head, nn.Linear(dims[-1], classes))
+
+
+def _he_init(model: nn.Module) -> None:
+    """Conv and FC weights He-normal truncated at 2 std (TF's he_normal), biases zero."""
+    for m in model.modules():
+        if isinstance(m, (nn.Conv2d, nn.Linear)):
+            _he_normal_(m.weight)
+            nn.init.zeros_(m.bias)
+
+
+class LeNet(nn.Module):
+    """tfplus.graphs.lenet: conv5x5 VALID 6, pool, conv5x5 VALID 16, pool; FC 400-120-84-10; ReLU; NCHW."""
+
+    def __init__(self, widths=(6, 16), fc=(120, 84), classes=10):
+        super().__init__()
+        layers, c, side = [], 3, 32
+        for w in widths:
+            layers += [nn.Conv2d(c, w, 5), nn.ReLU(), nn.MaxPool2d(2)]
+            c, side = w, (side - 4) // 2
+        self.features = nn.Sequential(*layers)
+        self.classifier = _classifier(c * side * side, fc, classes)
+        _he_init(self)
+
+    def forward(self, x):
+        return self.classifier(self.features(x))
 
 
 def _cut(layers, kind) -> list:

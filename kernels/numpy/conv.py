@@ -121,6 +121,11 @@ class Geometry(NamedTuple):
     def padded(self) -> bool:
         return (self.hp, self.wp) != (self.h, self.w)
 
+    @property
+    def pointwise(self) -> bool:
+        """A 1x1 window at stride 1 and no padding: in NCHW each image is its own columns."""
+        return (self.kh, self.kw, self.sh, self.sw) == (1, 1, 1, 1) and not self.padded
+
     def chunk(self, itemsize: int, div: int = 1) -> int:
         """Images per im2col chunk."""
         per_image = self.ho * self.wo * self.kh * self.kw * self.c * itemsize
@@ -148,17 +153,36 @@ def _nhwc(a: np.ndarray, fmt: str) -> np.ndarray:
     return a if fmt == "NHWC" else a.transpose(0, 2, 3, 1)
 
 
+def _columns(g: Geometry, kind: str, fmt: str) -> bool:
+    """Whether the generic path builds columns: not for an NCHW pointwise conv's forward and input gradient,
+    GEMMs on the images themselves (a filter gradient's one GEMM over the chunk wants them side by side)."""
+    return not (fmt == "NCHW" and g.pointwise and kind != "filter")
+
+
+def _on_rows(g: Geometry, kind: str, fmt: str) -> bool:
+    """Whether an NCHW input gradient at stride 1 computes its columns over whole rows of the padded input (Wp
+    positions a row, not Wo): each filter tap's columns then add into dx as one run per image and channel, at the
+    tap's offset in the flat padded image, instead of Ho runs of Wo (LeNet's conv2: runs of 10 floats, and those
+    adds 2.7 of the ~27 ms of its step at batch 128, one thread, under cProfile)."""
+    return fmt == "NCHW" and kind == "input" and (g.sh, g.sw) == (1, 1) and _columns(g, kind, fmt)
+
+
 def _generic_workspaces(g: Geometry, dtype, kind: str, fmt: str, div: int = 1) -> list[tuple]:
-    """Scratch of the generic path, in request order: padded input, columns, an NHWC staging buffer for the
-    output / out_backprop when data_format is NCHW, and a partial filter gradient."""
+    """Scratch of the generic path, in request order: padded input, columns (_columns; over whole rows when
+    _on_rows), then dy staged in the columns' layout (NCHW's filter gradient; its rows when _on_rows), and for a
+    filter gradient a chunk's partial one."""
     nb = g.chunk(dtype.size, div)
+    rows = _on_rows(g, kind, fmt)
     ws = []
     if g.padded:
-        ws.append(((nb, g.hp, g.wp, g.c), dtype))
-    ws.append(((nb, g.ho, g.wo, g.kh, g.kw, g.c), dtype))
-    if fmt == "NCHW":
-        ws.append(((nb, g.ho, g.wo, g.k), dtype))
+        ws.append(((nb, g.hp, g.wp, g.c) if fmt == "NHWC" else (nb, g.c, g.hp, g.wp), dtype))
+    if rows:
+        ws += [((nb, g.kh * g.kw * g.c, g.ho * g.wp), dtype), ((nb, g.k, g.ho * g.wp), dtype)]
+    elif _columns(g, kind, fmt):
+        ws.append(((nb, g.ho, g.wo, g.kh, g.kw, g.c), dtype))
     if kind == "filter":
+        if fmt == "NCHW":
+            ws.append(((g.k, nb * g.ho * g.wo), dtype))
         ws.append(((g.kh * g.kw * g.c, g.k), dtype))
     return ws
 
@@ -175,11 +199,11 @@ class _Generic:
 
     def __init__(self, ctx, g: Geometry, dtype, kind: str, fmt: str, div: int = 1):
         bufs = iter([ctx.workspace(shape, dt) for shape, dt in _generic_workspaces(g, dtype, kind, fmt, div)])
-        self.g = g
+        self.g, self.fmt = g, fmt
         self.nb = g.chunk(dtype.size, div)
         self.xp = next(bufs) if g.padded else None
-        self.cols = next(bufs)
-        self.stage = next(bufs) if fmt == "NCHW" else None
+        self.cols = next(bufs) if _columns(g, kind, fmt) else None
+        self.stage = next(bufs) if (kind == "filter" and fmt == "NCHW") or _on_rows(g, kind, fmt) else None
         self.acc = next(bufs) if kind == "filter" else None
         if self.xp is not None:
             self.xp.fill(0)  # the border stays zero; chunks overwrite only the interior
@@ -188,78 +212,127 @@ class _Generic:
         for n0 in range(0, self.g.n, self.nb):
             yield n0, min(self.nb, self.g.n - n0)
 
-    def im2col(self, x: np.ndarray, m: int) -> np.ndarray:
-        """Columns (m*Ho*Wo, kh*kw*C) of the m images in x (an NHWC view)."""
+    def padded(self, x: np.ndarray, m: int) -> np.ndarray:
+        """The m images x (in the op's data format) inside their zero border, where there is one."""
+        if self.xp is None:
+            return x
         g = self.g
-        src = x
-        if self.xp is not None:
-            src = self.xp[:m]
-            src[:, g.pt:g.pt + g.h, g.pl:g.pl + g.w] = x
+        _nhwc(self.xp[:m], self.fmt)[:, g.pt:g.pt + g.h, g.pl:g.pl + g.w] = _nhwc(x, self.fmt)
+        return self.xp[:m]
+
+    def im2col(self, x: np.ndarray, m: int) -> np.ndarray:
+        """NHWC's columns (m*Ho*Wo, kh*kw*C) of the m images in x (NHWC)."""
+        g = self.g
+        src = self.padded(x, m)
         cols = self.cols[:m]
         for dy, dx, view in _taps(src, g):
             cols[:, :, :, dy, dx] = view
         return cols.reshape(m * g.ho * g.wo, g.kh * g.kw * g.c)
 
-    def col2im(self, cols: np.ndarray, dx_out: np.ndarray, m: int) -> None:
-        """dx_out (an NHWC view of m images) = the sum of the columns' taps at their input positions."""
+    def windows(self, x: np.ndarray, m: int, images_first: bool) -> np.ndarray:
+        """The NCHW columns of the m images x (NCHW), by one copy of a strided view: rows are the filter taps
+        (dy, dx, c) as f.reshape(-1, K) orders them, so the filter is a GEMM operand as it lies, and each run
+        copied is an output row, not one pixel's channels as in NHWC's columns (3 floats for an RGB input).
+        images_first: (m, taps, Ho*Wo), each image's columns a matrix; else (taps, m*Ho*Wo), one matrix."""
         g = self.g
-        dst = self.xp[:m] if self.xp is not None else dx_out
+        src = self.padded(x, m)
+        sn, sc, sy, sx = src.strides
+        taps, tap_strides = (g.kh, g.kw, g.c), (sy, sx, sc)
+        out, out_strides = (g.ho, g.wo), (sy * g.sh, sx * g.sw)
+        shape, strides = ((m, *taps, *out), (sn, *tap_strides, *out_strides)) if images_first else \
+            ((*taps, m, *out), (*tap_strides, sn, *out_strides))
+        view = np.lib.stride_tricks.as_strided(src, shape, strides, writeable=False)
+        rows, cols = g.kh * g.kw * g.c, g.ho * g.wo
+        dst = _prefix(self.cols, (m, rows, cols) if images_first else (rows, m * cols))
+        np.copyto(dst.reshape(shape), view)
+        return dst
+
+    def col2im(self, cols: np.ndarray, dx_out: np.ndarray, m: int) -> None:
+        """dx_out (an NHWC view of m images) = the sum of the columns' taps at their input positions; cols are
+        (m, Ho, Wo, kh, kw, C)."""
+        g = self.g
+        dst = _nhwc(self.xp[:m], self.fmt) if self.xp is not None else dx_out
         dst[...] = 0
-        cols = cols.reshape(m, g.ho, g.wo, g.kh, g.kw, g.c)
         for dy, dx, view in _taps(dst, g):
             view += cols[:, :, :, dy, dx]
         if self.xp is not None:
             dx_out[...] = dst[:, g.pt:g.pt + g.h, g.pl:g.pl + g.w]
 
-    def nhwc_rows(self, a: np.ndarray, n0: int, m: int) -> np.ndarray:
-        """The (m*Ho*Wo, K) rows of batch-major tensor `a` (NHWC view): itself if contiguous, else staged."""
-        part = a[n0:n0 + m]
-        if part.flags.c_contiguous:
-            return part.reshape(-1, part.shape[-1])
-        stage = self.stage[:m]
-        stage[...] = part
-        return stage.reshape(-1, part.shape[-1])
+    def col2im_rows(self, fm: np.ndarray, dy: np.ndarray, dx_out: np.ndarray, m: int) -> None:
+        """dx_out (NCHW, m images) of dy (NCHW) at stride 1 (_on_rows): dy on rows of Wp (zeros past Wo), its
+        columns f @ dy[n] over those rows, and each tap's columns added at the tap's offset dy*Wp + dx into the
+        flat padded image. A position past Wo holds zeros, so the runs cut at the image's end drop only zeros."""
+        g = self.g
+        grid = _prefix(self.stage, (m, g.k, g.ho, g.wp))
+        grid[..., g.wo:] = 0
+        grid[..., :g.wo] = dy
+        span = g.ho * g.wp
+        cols = _prefix(self.cols, (m, fm.shape[0], span))
+        np.matmul(fm, grid.reshape(m, g.k, span), out=cols)
+        taps = cols.reshape(m, g.kh, g.kw, g.c, span)
+        dst = (self.xp[:m] if self.xp is not None else dx_out).reshape(m, g.c, g.hp * g.wp)
+        dst[...] = 0
+        for a in range(g.kh):
+            for b in range(g.kw):
+                off = a * g.wp + b
+                run = min(span, g.hp * g.wp - off)
+                dst[:, :, off:off + run] += taps[:, a, b, :, :run]
+        if self.xp is not None:
+            dx_out[...] = self.xp[:m, :, g.pt:g.pt + g.h, g.pl:g.pl + g.w]
 
 
 def _conv2d_generic(ctx, x, f, y, attrs):
     fmt = attrs["data_format"]
     g = geometry(x.shape, f.shape, y.shape, attrs)
     s = _Generic(ctx, g, as_dtype(x.dtype), "forward", fmt, _divisor(attrs))
-    xn, yn, fm = _nhwc(x, fmt), _nhwc(y, fmt), f.reshape(-1, g.k)
+    fm = f.reshape(-1, g.k)
     for n0, m in s.chunks():
-        cols = s.im2col(xn[n0:n0 + m], m)
-        out = yn[n0:n0 + m]
-        if out.flags.c_contiguous:
-            np.matmul(cols, fm, out=out.reshape(-1, g.k))
+        if fmt == "NCHW":  # y[n] (K, Ho*Wo) = f^T @ the image's columns
+            cols = x[n0:n0 + m].reshape(m, g.c, -1) if s.cols is None else s.windows(x[n0:n0 + m], m, True)
+            np.matmul(fm.T, cols, out=y[n0:n0 + m].reshape(m, g.k, -1))
         else:
-            stage = s.stage[:m]
-            np.matmul(cols, fm, out=stage.reshape(-1, g.k))
-            out[...] = stage
+            np.matmul(s.im2col(x[n0:n0 + m], m), fm, out=y[n0:n0 + m].reshape(-1, g.k))
 
 
 def _conv2d_backprop_input_generic(ctx, f, dy, dx, attrs):
     fmt = attrs["data_format"]
     g = geometry(dx.shape, f.shape, dy.shape, attrs)
     s = _Generic(ctx, g, as_dtype(dy.dtype), "input", fmt, _divisor(attrs))
-    dyn, dxn, fm = _nhwc(dy, fmt), _nhwc(dx, fmt), f.reshape(-1, g.k)
+    fm = f.reshape(-1, g.k)
     for n0, m in s.chunks():
-        cols = s.cols[:m].reshape(m * g.ho * g.wo, -1)
-        np.matmul(s.nhwc_rows(dyn, n0, m), fm.T, out=cols)
-        s.col2im(cols, dxn[n0:n0 + m], m)
+        if s.cols is None:  # dx[n] (C, H*W) = f @ dy[n]
+            np.matmul(fm, dy[n0:n0 + m].reshape(m, g.k, -1), out=dx[n0:n0 + m].reshape(m, g.c, -1))
+            continue
+        if s.stage is not None:  # _on_rows
+            s.col2im_rows(fm, dy[n0:n0 + m], dx[n0:n0 + m], m)
+            continue
+        if fmt == "NCHW":  # each image's columns (taps, Ho*Wo) = f @ dy[n]
+            cols = _prefix(s.cols, (m, fm.shape[0], g.ho * g.wo))
+            np.matmul(fm, dy[n0:n0 + m].reshape(m, g.k, -1), out=cols)
+            cols = cols.reshape(m, g.kh, g.kw, g.c, g.ho, g.wo).transpose(0, 4, 5, 1, 2, 3)
+        else:
+            cols = s.cols[:m]
+            np.matmul(dy[n0:n0 + m].reshape(-1, g.k), fm.T, out=cols.reshape(m * g.ho * g.wo, -1))
+        s.col2im(cols, _nhwc(dx[n0:n0 + m], fmt), m)
 
 
 def _conv2d_backprop_filter_generic(ctx, x, dy, df, attrs):
     fmt = attrs["data_format"]
     g = geometry(x.shape, df.shape, dy.shape, attrs)
     s = _Generic(ctx, g, as_dtype(x.dtype), "filter", fmt, _divisor(attrs))
-    xn, dyn, out = _nhwc(x, fmt), _nhwc(dy, fmt), df.reshape(-1, g.k)
+    out = df.reshape(-1, g.k)
     for n0, m in s.chunks():
-        cols = s.im2col(xn[n0:n0 + m], m)
-        rows = s.nhwc_rows(dyn, n0, m)
-        if n0 == 0:
-            np.matmul(cols.T, rows, out=out)
+        if fmt == "NCHW":  # one GEMM over the chunk: the columns (taps, m*Ho*Wo) @ dy as (m*Ho*Wo, K)
+            cols = s.windows(x[n0:n0 + m], m, False)
+            rows = _prefix(s.stage, (g.k, m * g.ho * g.wo))
+            rows.reshape(g.k, m, -1)[...] = dy[n0:n0 + m].reshape(m, g.k, -1).transpose(1, 0, 2)
+            rows = rows.T
         else:
-            np.matmul(cols.T, rows, out=s.acc)
+            cols, rows = s.im2col(x[n0:n0 + m], m).T, dy[n0:n0 + m].reshape(-1, g.k)
+        if n0 == 0:
+            np.matmul(cols, rows, out=out)
+        else:
+            np.matmul(cols, rows, out=s.acc)
             out += s.acc
 
 
@@ -399,7 +472,7 @@ def _shift_backprop_filter(ctx, x: np.ndarray, dy: np.ndarray, df: np.ndarray, s
 # work (B^T = [[1,0,-1,0], [0,1,1,0], [0,-1,1,0], [0,1,0,-1]], A^T = [[1,1,1,0], [0,1,-1,-1]]). Per chunk of
 # images the data is kept "HWNC" (rows, columns, then images x channels): every transform step is then an add
 # of long contiguous runs, and the 16 GEMMs are big ones, (tiles x images, C) @ (C, K). NCHW <-> HWNC changes
-# go through a GEMM with an identity matrix, which transposes several times faster than a NumPy copy.
+# are copies in pieces that stay in cache (_to_hwnc, _from_hwnc).
 _G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]])
 # The dy transform (the output transform's transpose) stores its 4th row/column negated (a plain copy instead
 # of a negation); the filter-gradient transform undoes it.
@@ -451,28 +524,38 @@ class Tiles(NamedTuple):
                    ((4, th, 2 * tw, nb * k), dtype),           # row-transformed dy, a zero column if W is odd
                    ((16, th * tw * nb, k), dtype),             # transformed dy
                    ((16, c, k), dtype), ((16, c, k), dtype)]   # this chunk's and the summed V^T @ dM
-        return ws  # the identities of the layout-changing GEMMs are shared (_shared)
+        return ws
 
 
-def _to_hwnc(src: np.ndarray, dst: np.ndarray, eye: np.ndarray) -> None:
-    """dst (H*W, m, C) = src (m, C, H, W) transposed, by m GEMMs with the identity."""
+# The layout changes were GEMMs with the identity (2C FLOPs an element); one NumPy copy of the whole chunk's
+# transposed view takes 0.3-4x their time by shape (its strided side misses the cache: 32 channels of 32x32 the
+# worst). In pieces that stay in cache the copies run 2.5-6x faster than the GEMM (_to_hwnc, Mentee's conv3-5 at
+# batch 32, one thread) or 1.3-4.5x (_from_hwnc; the same for 32 channels of 16x16), and need no identity matrices.
+_HWNC_POSITIONS = 16
+
+
+def _to_hwnc(src: np.ndarray, dst: np.ndarray) -> None:
+    """dst (H*W, m, C) = src (m, C, H, W) transposed, an image at a time."""
     m, c = src.shape[:2]
-    np.matmul(src.reshape(m, c, -1).transpose(0, 2, 1), eye, out=dst.transpose(1, 0, 2))
+    images = src.reshape(m, c, -1)
+    for i in range(m):
+        np.copyto(dst[:, i], images[i].T)
 
 
-def _from_hwnc(src: np.ndarray, dst: np.ndarray, eye: np.ndarray) -> None:
-    """dst (m, K, H*W) = src (H*W, m, K) transposed."""
-    np.matmul(eye, src.transpose(1, 2, 0), out=dst)
+def _from_hwnc(src: np.ndarray, dst: np.ndarray) -> None:
+    """dst (m, K, H*W) = src (H*W, m, K) transposed, _HWNC_POSITIONS positions of every image at a time."""
+    for p in range(0, src.shape[0], _HWNC_POSITIONS):
+        np.copyto(dst[:, :, p:p + _HWNC_POSITIONS], src[p:p + _HWNC_POSITIONS].transpose(1, 2, 0))
 
 
-def _input_transform(x: np.ndarray, t: Tiles, xp, tr, v, eye_c) -> np.ndarray:
+def _input_transform(x: np.ndarray, t: Tiles, xp, tr, v) -> np.ndarray:
     """V[4r+s] (tiles x m, C) = B^T d B for every 4x4 input tile d of the m images x (m, C, H, W)."""
     m, c, h, w = x.shape
     th, tw = t.th, t.tw
     xp = _prefix(xp, (2 * th + 2, w, m * c))
     xp[0] = 0
     xp[h + 1:] = 0
-    _to_hwnc(x, xp[1:h + 1].reshape(h * w, m, c), eye_c)
+    _to_hwnc(x, xp[1:h + 1].reshape(h * w, m, c))
     tr = _prefix(tr, (4, th, 2 * tw + 2, m * c))
     tr[:, :, 0] = 0
     tr[:, :, w + 1:] = 0
@@ -491,25 +574,18 @@ def _input_transform(x: np.ndarray, t: Tiles, xp, tr, v, eye_c) -> np.ndarray:
     return v.reshape(16, th * tw * m, c)
 
 
-def _identities(*eyes: np.ndarray) -> None:
-    """Fills scratch buffers with identity matrices (kept in the plan, not in a module cache)."""
-    for e in eyes:
-        e.fill(0)
-        e.reshape(-1)[::e.shape[0] + 1] = 1  # the diagonal (np.fill_diagonal costs ~10x more Python)
-
-
 def _wino_conv(ctx, x: np.ndarray, shared: list, y: np.ndarray, div: int = 1) -> None:
     """y (N, K, H, W) = the SAME 3x3 conv of x (N, C, H, W) with the filter f (3, 3, C, K) whose transform U
-    shared holds, with the identities (_shared)."""
+    shared holds (_shared)."""
     n, c, h, w = x.shape
     k = y.shape[1]
     t = Tiles.of(n, c, k, h, w, x.itemsize, div)
     bufs = [ctx.workspace(s, d) for s, d in t.workspaces("forward", as_dtype(x.dtype))]
     xp, tr, v, mm, z, yt = bufs[:6]
-    u, eye_c, eye_k = shared
+    u = shared[0]
     th, tw = t.th, t.tw
     for n0, m in t.chunks():
-        vv = _input_transform(x[n0:n0 + m], t, xp, tr, v, eye_c)
+        vv = _input_transform(x[n0:n0 + m], t, xp, tr, v)
         prod = _prefix(mm, (16, th * tw * m, k))
         np.matmul(vv, u, out=prod)
         prod = prod.reshape(4, 4, th, tw, m * k)
@@ -527,10 +603,10 @@ def _wino_conv(ctx, x: np.ndarray, shared: list, y: np.ndarray, div: int = 1) ->
         o[:, 1] -= zt[3]
         dst = y[n0:n0 + m]
         if t.exact:
-            _from_hwnc(out.reshape(h * w, m, k), dst.reshape(m, k, h * w), eye_k)
+            _from_hwnc(out.reshape(h * w, m, k), dst.reshape(m, k, h * w))
         else:
             stage = _prefix(bufs[6], (m, k, 4 * th * tw))
-            _from_hwnc(out.reshape(4 * th * tw, m, k), stage, eye_k)
+            _from_hwnc(out.reshape(4 * th * tw, m, k), stage)
             dst[...] = stage.reshape(m, k, 2 * th, 2 * tw)[:, :, :h, :w]
 
 
@@ -547,19 +623,18 @@ def _wino_filter(f: np.ndarray, u: np.ndarray) -> np.ndarray:
 
 def _wino_backprop_filter(ctx, x: np.ndarray, dy: np.ndarray, df: np.ndarray, shared: list, div: int = 1) -> None:
     """df = G'^T (sum over tiles of V^T dM) G', dM = A dy A^T per 2x2 tile of dy (the output transform's
-    adjoint), V the input transform of x; shared holds the identities (_shared)."""
+    adjoint), V the input transform of x."""
     n, c, h, w = x.shape
     k = dy.shape[1]
     t = Tiles.of(n, c, k, h, w, x.itemsize, div)
     bufs = [ctx.workspace(s, d) for s, d in t.workspaces("filter", as_dtype(x.dtype))]
     xp, tr, v, dyt, rt, dm, part, acc = bufs
-    eye_c, eye_k = shared
     th, tw = t.th, t.tw
     for i, (n0, m) in enumerate(t.chunks()):
-        vv = _input_transform(x[n0:n0 + m], t, xp, tr, v, eye_c)
+        vv = _input_transform(x[n0:n0 + m], t, xp, tr, v)
         d = _prefix(dyt, (2 * th, w, m * k))
         d[h:] = 0
-        _to_hwnc(dy[n0:n0 + m], d[:h].reshape(h * w, m, k), eye_k)
+        _to_hwnc(dy[n0:n0 + m], d[:h].reshape(h * w, m, k))
         r = _prefix(rt, (4, th, 2 * tw, m * k))
         r[:, :, w:] = 0
         d0, d1, inner = d[0::2], d[1::2], r[:, :, :w]
@@ -603,21 +678,21 @@ def _fast_shard_workspaces(kind: str, n: int, c: int, k: int, h: int, w: int, dt
 
 def _shared_workspaces(path: str, kind: str, c: int, k: int, h: int, w: int, dtype) -> list[tuple]:
     """What a fast-path call's image tasks share, read-only, in request order (before theirs): the filter as
-    Winograd's U (forward) and the identities of its layout-changing GEMMs, or the filter as the shift path's
-    GEMM left matrix (forward). Made once per call (_shared) instead of once per task."""
+    Winograd's U or as the shift path's GEMM left matrix (forward; a filter gradient shares nothing). Made once per
+    call (_shared) instead of once per task."""
+    if kind != "forward":
+        return []
     if path == "winograd":
-        return ([((16, c, k), dtype)] if kind == "forward" else []) + [((c, c), dtype), ((k, k), dtype)]
+        return [((16, c, k), dtype)]
     sh = Shift.of(h, w, c)
-    return [((sh.groups * k, sh.taps * c), dtype)] if kind == "forward" else []
+    return [((sh.groups * k, sh.taps * c), dtype)]
 
 
 def _shared(ctx, path: str, kind: str, f, c: int, k: int, h: int, w: int, dtype) -> list[np.ndarray]:
     """The buffers of _shared_workspaces, filled (f: the forward conv's filter (3, 3, c, k); None for 'filter')."""
     bufs = [ctx.workspace(s, d) for s, d in _shared_workspaces(path, kind, c, k, h, w, dtype)]
-    if path == "winograd":
-        _identities(*bufs[-2:])
-        if kind == "forward":
-            _wino_filter(f, bufs[0])
+    if kind == "forward" and path == "winograd":
+        _wino_filter(f, bufs[0])
     elif kind == "forward":
         Shift.of(h, w, c).weights(f, bufs[0])
     return bufs

@@ -2,6 +2,7 @@
 pooling ties, dropout, zero_fraction and moments."""
 import numpy as np
 import pytest
+from cases_nn import ref_conv, ref_conv_backprop_filter, ref_conv_backprop_input
 
 import tfplus as tf
 from tfplus import errors
@@ -92,11 +93,43 @@ def test_fast_path_is_taken_for_nchw_3x3_same_only():
 
 
 @pytest.mark.parametrize("attrs,x_shape,f_shape", [
+    (dict(NCHW_SAME, padding="VALID"), (3, 3, 12, 11), (5, 5, 3, 6)),                        # LeNet's conv1
+    (NCHW_SAME, (3, 6, 5, 4), (1, 1, 6, 7)),                                                   # pointwise
+    (NCHW_SAME, (3, 2, 6, 7), (5, 4, 2, 3)),                                                   # SAME, rows
+    (dict(NCHW_SAME, strides=[1, 1, 2, 3]), (3, 4, 9, 8), (3, 2, 4, 5)),                       # padded, strided
+    (dict(NCHW_SAME, data_format="NHWC", strides=[1, 2, 1, 1]), (3, 7, 6, 4), (4, 3, 4, 2)),  # NHWC, padded
+])
+@pytest.mark.parametrize("divisor", [1, 10 ** 9])
+def test_generic_conv_float64_matches_the_reference(attrs, x_shape, f_shape, divisor):
+    """The generic path in one chunk and in one image a chunk (a memory plan's scratch divisor): the forward and
+    both gradients against the direct loops of tests/cases_nn.py in float64."""
+    attrs = dict(attrs, **{conv.SCRATCH_DIVISOR_ATTR: divisor})
+    fmt, rng = attrs["data_format"], np.random.default_rng(divisor)
+    strides = [s for i, s in enumerate(attrs["strides"]) if i in ((1, 2) if fmt == "NHWC" else (2, 3))]
+    x, f = rng.standard_normal(x_shape), rng.standard_normal(f_shape)
+    y = np.empty(conv._out_shape(x_shape, f_shape, attrs))
+    dy = rng.standard_normal(y.shape)
+    dx, df = np.empty_like(x), np.empty_like(f)
+    conv._conv2d_generic(RecordingCtx(), x, f, y, attrs)
+    conv._conv2d_backprop_input_generic(RecordingCtx(), f, dy, dx, attrs)
+    conv._conv2d_backprop_filter_generic(RecordingCtx(), x, dy, df, attrs)
+    padding = attrs["padding"]
+    np.testing.assert_allclose(y, ref_conv(x, f, strides, padding, fmt), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(dx, ref_conv_backprop_input(x_shape, f, dy, strides, padding, fmt), rtol=1e-12,
+                               atol=1e-12)
+    np.testing.assert_allclose(df, ref_conv_backprop_filter(x, f_shape, dy, strides, padding, fmt), rtol=1e-12,
+                               atol=1e-12)
+
+
+@pytest.mark.parametrize("attrs,x_shape,f_shape", [
     (NCHW_SAME, (5, 3, 7, 6), (3, 3, 3, 4)),                                                   # shift, 9 taps
     (NCHW_SAME, (5, 12, 7, 6), (3, 3, 12, 4)),                                                 # shift, 3 taps
     (NCHW_SAME, (3, 64, 5, 6), (3, 3, 64, 64)),                                                # winograd
     (dict(NCHW_SAME, strides=[1, 1, 2, 1]), (5, 3, 7, 6), (3, 3, 3, 4)),                       # generic NCHW
     (dict(NCHW_SAME, data_format="NHWC", padding="VALID"), (5, 7, 6, 3), (2, 3, 3, 4)),        # generic NHWC
+    (NCHW_SAME, (5, 6, 5, 4), (1, 1, 6, 7)),                                                   # pointwise NCHW
+    (NCHW_SAME, (5, 2, 6, 7), (5, 4, 2, 3)),                                                   # NCHW, rows
+    (dict(NCHW_SAME, padding="VALID"), (5, 2, 9, 8), (5, 4, 2, 3)),                            # rows, unpadded
 ])
 def test_kernels_ask_for_exactly_the_declared_workspaces(attrs, x_shape, f_shape):
     """The memory planner preallocates what WORKSPACES declares: the kernels must request just that."""

@@ -7,7 +7,7 @@ others; the filter gradient is the sum of the slices' filter gradients.
 Scratch division: the cpu conv kernels already work through the batch in chunks sized by a byte budget; the
 executor passes those whose ChunkSpec says scratch_divisor the attr SCRATCH_ATTR = d (and the planner the same
 to their workspace declarations), which divides that budget by d. Cheaper than batch chunking for the same
-scratch: one kernel call, so the per-call set-up (padding, filter transform, identities) is not repeated.
+scratch: one kernel call, so the per-call set-up (padding, filter transform) is not repeated.
 Exact: the same arithmetic per image, the filter gradient summed over more chunks."""
 from __future__ import annotations
 
