@@ -21,7 +21,7 @@ from tfplus import cli_args
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     """Adds `federated simulate` to an argparse subparsers object; its handler is `main` (set as `func`)."""
-    from tfplus.federated import STRATEGIES
+    from tfplus.federated import STRATEGIES, supernode
     from tfplus.federated.partition import SPECS
     f = subparsers.add_parser("federated", help="federated training on Flower (pip install \"tfplus[federated]\")",
                               description=__doc__.split("\n\n")[0])
@@ -76,6 +76,11 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     s.add_argument("--resume", action="store_true", help="continue the run in --out from its newest checkpoint that "
                    "verifies (after Ctrl-C, SIGTERM or a kill), with the same options")
     s.set_defaults(func=main)
+    # flower-supernode's flags pass through as they are: this parser takes none ("+" is its prefix) but -h
+    n = sub.add_parser("supernode", help="a Flower SuperNode (Deployment Engine) whose ClientApp process stays "
+                       "warm between rounds; flower-supernode's flags", prefix_chars="+", add_help=False)
+    n.add_argument("flower_args", nargs="*")
+    n.set_defaults(func=lambda args: supernode.main(args.flower_args))
     return f
 
 
