@@ -18,7 +18,6 @@ import os
 import signal
 import sys
 import time
-import tracemalloc
 import zipfile
 import zlib
 from pathlib import Path
@@ -295,10 +294,9 @@ def _client_model(fed: Federation, client: int) -> tuple[FederatedModel, tfdata.
         check_opencl_gpu(fed.device)
         if c.model is not None:
             c.model.close()
-        if fed.measure_memory and not tracemalloc.is_tracing():  # before the model allocates anything
-            tracemalloc.start()
         c.model, c.fed, c.shard = FederatedModel(fed.train_config(), fed.round_steps(), fed.rounds,
-                                                 cpus=fed.client_cpus, proximal=fed.strategy == "fedprox"), fed, None
+                                                 cpus=fed.client_cpus, proximal=fed.strategy == "fedprox",
+                                                 measure=fed.measure_memory), fed, None
     if c.shard is None or c.shard[0] != client:
         c.shard = (client, client_shard(fed, client))
     return c.model, c.shard[1]
@@ -561,7 +559,7 @@ def _keep_rows(path: str, last_round: int) -> None:
 class _QuickReplies(Grid):
     """A Grid that looks for the clients' replies every REPLY_POLL s. NOTE: Flower 1.42's Deployment Engine grid
     (flwr.superlink.grid.http_grid) sleeps a fixed 3 s between looks in send_and_receive, so a round's replies
-    waited 1.5 s on average after the last came; its simulation grid already looks every 0.1 s."""
+    waited 1.5 s on average after the last came (its simulation grid looks every 0.1 s)."""
 
     def __init__(self, grid: Grid):
         self.grid = grid
@@ -601,6 +599,12 @@ class _QuickReplies(Grid):
 
     def pull_messages(self, message_ids):
         return self.grid.pull_messages(message_ids)
+
+
+def _quick(grid: Grid) -> Grid:
+    """The Deployment Engine's grid as _QuickReplies; another (the simulation's, a test's) as it is."""
+    from flwr.superlink.grid.http_grid import HttpGrid
+    return _QuickReplies(grid) if isinstance(grid, HttpGrid) else grid
 
 
 def run_server(fed: Federation, grid: Grid, log=None, concurrent: int | None = None,
@@ -674,7 +678,7 @@ def run_server(fed: Federation, grid: Grid, log=None, concurrent: int | None = N
         return MetricRecord({"test_accuracy": accuracy, "test_loss": loss})
 
     try:
-        return strategy.start(_QuickReplies(grid), _record(model.get_weights()), num_rounds=fed.rounds - start,
+        return strategy.start(_quick(grid), _record(model.get_weights()), num_rounds=fed.rounds - start,
                               timeout=fed.timeout(concurrent), evaluate_fn=evaluate)
     finally:
         if out:
