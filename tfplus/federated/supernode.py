@@ -1,6 +1,6 @@
 """`tfplus federated supernode`: Flower's SuperNode with its ClientApp kept warm between rounds.
 
-    tfplus federated supernode --insecure --superlink SERVER:9092 --node-config "partition-id=0 num-partitions=2"
+    tfplus federated supernode --insecure --superlink SERVER:8000 --node-config "partition-id=0 num-partitions=2"
 
 takes flower-supernode's flags (Flower 1.42) and runs the same SuperNode, with two changes to how it waits:
 - Flower's default isolation starts a fresh `flwr-clientapp` process for every message (each round): it imports
