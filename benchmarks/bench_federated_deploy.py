@@ -7,7 +7,7 @@ server's evaluation and checkpoint (eval_s, save_s), and the fraction of a round
 round_s), for each of --local-steps' counts in turn (the longer a round trains, the less Flower's fixed costs weigh).
 
     python benchmarks/bench_federated_deploy.py --devices opencl:0,opencl:1 --data DIR --rounds 3 \
-        --local-steps 200,2000,8000 --modes two-devices,one-device
+        --local-steps 200,2000,8000 --modes two-devices,one-device --supernodes tfplus,flower
     python benchmarks/bench_federated_deploy.py --devices cpu,cpu --synthetic --rounds 2 --local-steps 5   # a try-out
 
 Modes (--modes, default all three):
@@ -16,14 +16,18 @@ Modes (--modes, default all three):
 - one-node: 1 SuperNode on the first device (1 client: one client's work, the round's floor).
 The issue's bar (2 GPUs): two-devices' round time <= 0.6x one-device's.
 
+Each mode runs with each of --supernodes' SuperNode commands in turn:
+- flower: Flower's `flower-supernode`, which starts a fresh flwr-clientapp process for each round's message, so
+  each client makes its model every round and reads its shard (from the run's shard cache after its first round):
+  setup_s says what that costs; an idle one asks the SuperLink for a message every 3 s (fixed in Flower);
+- tfplus: `tfplus federated supernode` (tfplus.federated.supernode), one warm ClientApp process per SuperNode that
+  keeps the model, programs and shard between rounds, and the SuperNode's idle poll cut to 0.5 s.
+
 Needs Flower without Ray (pip install flwr): the SuperLink, SuperNode, SuperExec and app processes are Flower's
 console scripts (flower-superlink, flower-supernode, flower-superexec, flwr-serverapp, flwr-clientapp, flwr), found
-beside this Python or on PATH. Flower keeps its state in FLWR_HOME, here a temporary folder. Every SuperNode starts
-a fresh flwr-clientapp process for each round's message (Flower's design), so each client makes its model every
-round and reads its shard (from the run's shard cache after its first round): setup_s says what that costs.
-Flower's SuperExec looks for a process to start every FLWR_SUPEREXEC_TASK_POLL_INTERVAL seconds (Flower's default
-1 s; --task-poll sets it, 0.1 s by default); an idle SuperNode asks the SuperLink for a message every 3 s (fixed
-in Flower), which no option here shortens.
+beside this Python or on PATH. Flower keeps its state in FLWR_HOME, here a temporary folder. Flower's SuperExec
+looks for a process to start every FLWR_SUPEREXEC_TASK_POLL_INTERVAL seconds (Flower's default 1 s; --task-poll
+sets it, 0.1 s by default).
 """
 from __future__ import annotations
 
