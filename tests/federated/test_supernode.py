@@ -50,10 +50,10 @@ def test_the_command_refuses_what_it_sets_itself(capsys):
     assert "--idle-poll" in capsys.readouterr().out
 
 
-def test_the_supernodes_waits_are_cut_to_the_idle_poll(monkeypatch):
+def test_the_supernodes_waits_are_cut(monkeypatch):
     slept = []
     monkeypatch.setattr(supernode.time, "sleep", slept.append)
     clock = supernode._ShortSleeps(0.5)
-    clock.sleep(3)  # Flower's wait after an empty poll
-    clock.sleep(0.2)
-    assert slept == [0.5, 0.2] and clock.time is supernode.time.time
+    clock.sleep(3)  # Flower's wait after an empty poll of the SuperLink
+    clock.sleep(0.5)  # its wait between looks for the ClientApp's reply
+    assert slept == [0.5, supernode.LOCAL_POLL] and clock.time is supernode.time.time

@@ -9,7 +9,8 @@ takes flower-supernode's flags (Flower 1.42) and runs the same SuperNode, with t
   Runtime API one after another (serve_tasks), keeping all of that from round to round (tfplus.federated.flower's
   model cache).
 - Flower's SuperNode waits a fixed 3 s after each poll of the SuperLink that found no message (so a round's message
-  waited 1.5 s on average), and 0.5 s between looks for the ClientApp's reply: here at most --idle-poll seconds.
+  waited 1.5 s on average): here --idle-poll seconds; and 0.5 s between looks for the ClientApp's reply: here
+  LOCAL_POLL.
 """
 from __future__ import annotations
 
@@ -20,18 +21,21 @@ import time
 
 IDLE_POLL = 0.5   # seconds: a SuperNode's wait between polls of the SuperLink that found nothing (Flower: 3)
 TASK_POLL = 0.1   # seconds: the warm process's wait between looks for a task (Flower's SuperExec: 1)
+LOCAL_POLL = 0.02  # seconds: the SuperNode's wait between looks for its ClientApp's reply (Flower: 0.5)
 
 
 class _ShortSleeps:
-    """Stands for the `time` module in Flower's SuperNode loop, with `sleep` cut to at most `longest` seconds.
-    NOTE: Flower 1.42 (flwr.supernode.start_client_internal) hard-codes its polls as time.sleep(3) and
-    time.sleep(0.5) on that module's `time`, and no flag or setting changes them."""
+    """Stands for the `time` module in Flower's SuperNode loop: its 3 s sleep after a poll of the SuperLink that
+    found nothing becomes `idle` s, and its 0.5 s sleeps between looks at the SuperNode's own state (for the
+    ClientApp's reply, or an object of it), in memory and cheap to repeat, LOCAL_POLL s.
+    NOTE: Flower 1.42 (flwr.supernode.start_client_internal) hard-codes them as time.sleep(3) and time.sleep(0.5)
+    on that module's `time`, and no flag or setting changes them."""
 
-    def __init__(self, longest: float):
-        self.longest = longest
+    def __init__(self, idle: float):
+        self.idle = idle
 
     def sleep(self, seconds: float) -> None:
-        time.sleep(min(seconds, self.longest))
+        time.sleep(min(seconds, self.idle if seconds >= 3 else LOCAL_POLL))
 
     def __getattr__(self, name: str):
         return getattr(time, name)
@@ -143,8 +147,12 @@ def main(argv: list[str]) -> int:
     ours, flower = _split_args(argv)
     import threading
 
-    import flwr.supernode.start_client_internal as loop
-    from flwr.supernode.cli.flower_supernode import flower_supernode
+    from tfplus.trainer import UsageError
+    try:
+        import flwr.supernode.start_client_internal as loop
+        from flwr.supernode.cli.flower_supernode import flower_supernode
+    except ImportError as e:
+        raise UsageError(f"needs Flower ({e}); install it with pip install \"tfplus[federated]\"") from None
     address = f"[{ours.host}]:{ours.port}" if ":" in ours.host else f"{ours.host}:{ours.port}"
     worker = [_start_worker(address)]
     done = threading.Event()
