@@ -21,7 +21,7 @@ from tfplus import cli_args
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     """Adds `federated simulate` to an argparse subparsers object; its handler is `main` (set as `func`)."""
-    from tfplus.federated import STRATEGIES, supernode
+    from tfplus.federated import STRATEGIES
     from tfplus.federated.partition import SPECS
     f = subparsers.add_parser("federated", help="federated training on Flower (pip install \"tfplus[federated]\")",
                               description=__doc__.split("\n\n")[0])
@@ -80,8 +80,13 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     n = sub.add_parser("supernode", help="a Flower SuperNode (Deployment Engine) whose ClientApp process stays "
                        "warm between rounds; flower-supernode's flags", prefix_chars="+", add_help=False)
     n.add_argument("flower_args", nargs="*")
-    n.set_defaults(func=lambda args: supernode.main(args.flower_args))
+    n.set_defaults(func=_supernode)
     return f
+
+
+def _supernode(args: argparse.Namespace) -> int:
+    from tfplus.federated import supernode
+    return supernode.main(args.flower_args)
 
 
 def main(args: argparse.Namespace) -> int:
