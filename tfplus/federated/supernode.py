@@ -15,6 +15,7 @@ takes flower-supernode's flags (Flower 1.42) and runs the same SuperNode, with t
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import time
@@ -105,7 +106,11 @@ def serve_tasks(address: str, parent_pid: int | None = None) -> None:
     while True:
         task = acquirer.AcquireTask(request)
         if task.HasField("task") and task.token:
-            _run_task(address, task.token, apps)
+            try:
+                _run_task(address, task.token, apps)
+            except Exception as e:  # talking to the SuperNode failed (the app's own errors are its replies)
+                print(f"tfplus federated supernode: a task failed: {type(e).__name__}: {e}", file=sys.stderr,
+                      flush=True)
         else:
             time.sleep(TASK_POLL)
 
@@ -132,7 +137,6 @@ def _start_worker(address: str) -> subprocess.Popen:
     """The warm ClientApp process, in a session of its own: a signal to the SuperNode's process group (Ctrl-C, a
     supervisor's SIGTERM) ends the SuperNode, which ends this process (and this process notices a SuperNode that
     was killed: start_parent_process_monitor)."""
-    import os
     return subprocess.Popen([sys.executable, "-m", "tfplus.federated.supernode", address, str(os.getpid())],
                             start_new_session=True)
 
@@ -160,7 +164,7 @@ def main(argv: list[str]) -> int:
     def keep_worker() -> None:
         while True:
             code = worker[0].wait()
-            if done.is_set():
+            if done.wait(1):  # the SuperNode ends; else a second between starts, where one cannot start
                 return
             print(f"tfplus federated supernode: the ClientApp process ended (exit {code}); starting another",
                   file=sys.stderr, flush=True)
