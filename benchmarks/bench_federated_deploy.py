@@ -7,7 +7,7 @@ server's evaluation and checkpoint (eval_s, save_s), and the fraction of a round
 round_s), for each of --local-steps' counts in turn (the longer a round trains, the less Flower's fixed costs weigh).
 
     python benchmarks/bench_federated_deploy.py --devices opencl:0,opencl:1 --data DIR --rounds 3 \
-        --local-steps 200,2000,8000 --modes two-devices,one-device
+        --local-steps 200,2000,8000 --modes two-devices,one-device --supernodes tfplus,flower
     python benchmarks/bench_federated_deploy.py --devices cpu,cpu --synthetic --rounds 2 --local-steps 5   # a try-out
 
 Modes (--modes, default all three):
@@ -16,14 +16,18 @@ Modes (--modes, default all three):
 - one-node: 1 SuperNode on the first device (1 client: one client's work, the round's floor).
 The issue's bar (2 GPUs): two-devices' round time <= 0.6x one-device's.
 
+Each mode runs with each of --supernodes' SuperNode commands in turn:
+- flower: Flower's `flower-supernode`, which starts a fresh flwr-clientapp process for each round's message, so
+  each client makes its model every round and reads its shard (from the run's shard cache after its first round):
+  setup_s says what that costs; an idle one asks the SuperLink for a message every 3 s (fixed in Flower);
+- tfplus: `tfplus federated supernode` (tfplus.federated.supernode), one warm ClientApp process per SuperNode that
+  keeps the model, programs and shard between rounds, and the SuperNode's idle poll cut to 0.5 s.
+
 Needs Flower without Ray (pip install flwr): the SuperLink, SuperNode, SuperExec and app processes are Flower's
 console scripts (flower-superlink, flower-supernode, flower-superexec, flwr-serverapp, flwr-clientapp, flwr), found
-beside this Python or on PATH. Flower keeps its state in FLWR_HOME, here a temporary folder. Every SuperNode starts
-a fresh flwr-clientapp process for each round's message (Flower's design), so each client makes its model every
-round and reads its shard (from the run's shard cache after its first round): setup_s says what that costs.
-Flower's SuperExec looks for a process to start every FLWR_SUPEREXEC_TASK_POLL_INTERVAL seconds (Flower's default
-1 s; --task-poll sets it, 0.1 s by default); an idle SuperNode asks the SuperLink for a message every 3 s (fixed
-in Flower), which no option here shortens.
+beside this Python or on PATH. Flower keeps its state in FLWR_HOME, here a temporary folder. Flower's SuperExec
+looks for a process to start every FLWR_SUPEREXEC_TASK_POLL_INTERVAL seconds (Flower's default 1 s; --task-poll
+sets it, 0.1 s by default).
 """
 from __future__ import annotations
 
@@ -43,6 +47,9 @@ import numpy as np
 
 SCRIPTS = ("flower-superlink", "flower-supernode", "flower-superexec", "flwr-serverapp", "flwr-clientapp", "flwr")
 MODES = ("two-devices", "one-device", "one-node")
+# The SuperNode commands (--supernodes): Flower's, whose ClientApp is a fresh process per message, and tfplus's
+# (tfplus.federated.supernode), whose ClientApp process stays warm and whose polls are shorter.
+SUPERNODES = {"flower": ["flower-supernode"], "tfplus": [sys.executable, "-m", "tfplus", "federated", "supernode"]}
 
 
 def flower_scripts() -> str:
@@ -86,7 +93,7 @@ class Cluster:
     """A SuperLink and one SuperNode per device on 127.0.0.1, each in its own process group (ended, with the
     processes Flower starts under it, when the cluster closes)."""
 
-    def __init__(self, home: Path, devices: list[str], env: dict, log):
+    def __init__(self, home: Path, devices: list[str], env: dict, log, supernode: str):
         self.procs: list[subprocess.Popen] = []
         self.port, self.env, self.log = free_port(), env, log
         (home / "config.toml").write_text(f'[superlink]\ndefault = "local"\n\n[superlink.local]\n'
@@ -95,7 +102,7 @@ class Cluster:
                     "--host", "127.0.0.1", "--port", str(self.port)])
         for i, device in enumerate(devices):
             config = f"partition-id={i} num-partitions={len(devices)} device='{device}'"
-            self.start(["flower-supernode", "--insecure", "--superlink", f"127.0.0.1:{self.port}",
+            self.start([*SUPERNODES[supernode], "--insecure", "--superlink", f"127.0.0.1:{self.port}",
                         "--port", str(free_port()), "--node-config", config])
 
     def start(self, command: list[str]) -> None:
@@ -132,9 +139,12 @@ class Cluster:
                 p.wait()
 
 
-def run_mode(args, mode: str, devices: list[str], local_steps: int, work: Path, scripts: str) -> list[dict]:
-    """R rounds of `local_steps` with one SuperNode per entry of `devices`; the server's rounds.jsonl rows."""
+def run_mode(args, mode: str, devices: list[str], local_steps: int, work: Path, scripts: str,
+             supernode: str) -> list[dict]:
+    """R rounds of `local_steps` with one SuperNode (`supernode`'s command) per entry of `devices`; the server's
+    rounds.jsonl rows."""
     work = work / f"{local_steps}-steps"
+    mode = f"{mode}-{supernode}"
     out, home = work / mode / "out", work / mode / "flwr"
     home.mkdir(parents=True)
     config = {"model": args.model, "clients": len(devices), "rounds": args.rounds, "local-steps": local_steps,
@@ -154,7 +164,7 @@ def run_mode(args, mode: str, devices: list[str], local_steps: int, work: Path, 
     env = dict(os.environ, FLWR_HOME=str(home), PATH=os.pathsep.join([scripts, os.environ.get("PATH", "")]),
                FLWR_SUPEREXEC_TASK_POLL_INTERVAL=str(args.task_poll))
     with open(work / mode / "flower.log", "w") as log:
-        cluster = Cluster(home, devices, env, log)
+        cluster = Cluster(home, devices, env, log, supernode)
         try:
             cluster.wait_open()
             subprocess.run(["flwr", "run", str(work / mode / "app"), "local"], env=env, stdout=log,
@@ -199,6 +209,8 @@ def main() -> None:
     p.add_argument("--devices", default="cpu,cpu", help="the two SuperNodes' devices (default cpu,cpu; on two GPUs "
                    "opencl:0,opencl:1)")
     p.add_argument("--modes", default=",".join(MODES), help=f"comma-separated, of {', '.join(MODES)}")
+    p.add_argument("--supernodes", default="flower,tfplus", help="comma-separated SuperNode commands run in turn at "
+                   "each mode: flower (flower-supernode) and tfplus (tfplus federated supernode)")
     p.add_argument("--model", default="mentee")
     p.add_argument("--rounds", type=int, default=4)
     p.add_argument("--local-steps", default="50", help="each client's steps a round; comma-separated counts run in "
@@ -230,6 +242,10 @@ def main() -> None:
         p.error(f"--local-steps {args.local_steps}: give step counts, comma-separated (e.g. 200,2000)")
     nodes = {"two-devices": devices, "one-device": [devices[0]] * 2, "one-node": [devices[0]]}
     modes = args.modes.split(",")
+    supernodes = args.supernodes.split(",")
+    for node in supernodes:
+        if node not in SUPERNODES:
+            p.error(f"--supernodes: {node!r} is not one of {', '.join(SUPERNODES)}")
     for mode in modes:
         if mode not in nodes:
             p.error(f"--modes: {mode!r} is not one of {', '.join(MODES)}")
@@ -239,28 +255,30 @@ def main() -> None:
         for steps in counts:
             results[steps] = {}
             for mode in modes:
-                start = time.perf_counter()
-                try:
-                    rows = run_mode(args, mode, nodes[mode], steps, work, scripts)
-                except (RuntimeError, TimeoutError, subprocess.SubprocessError) as e:  # the other modes still run
-                    print(json.dumps({"local_steps": steps, "mode": mode, "error": f"{type(e).__name__}: {e}"}),
-                          flush=True)
-                    continue
-                results[steps][mode] = r = summary(rows, nodes[mode], start)
-                print(json.dumps({"local_steps": steps, "mode": mode, **r}), flush=True)
+                for node in supernodes:
+                    start = time.perf_counter()
+                    try:
+                        rows = run_mode(args, mode, nodes[mode], steps, work, scripts, node)
+                    except (RuntimeError, TimeoutError, subprocess.SubprocessError) as e:  # the others still run
+                        print(json.dumps({"local_steps": steps, "mode": mode, "supernode": node,
+                                          "error": f"{type(e).__name__}: {e}"}), flush=True)
+                        continue
+                    results[steps][mode, node] = r = summary(rows, nodes[mode], start)
+                    print(json.dumps({"local_steps": steps, "mode": mode, "supernode": node, **r}), flush=True)
     print(f"{args.model}, {args.rounds} rounds, batch {args.batch_size}, FedAvg, Deployment Engine on 127.0.0.1, "
           f"task poll {args.task_poll} s; medians of the rounds after the first (which also builds programs); "
           "training: the clients' mean train_s, its share of the round:")
     for steps, by_mode in results.items():
-        for mode, r in by_mode.items():
+        for (mode, node), r in by_mode.items():
             m = r["median"]
-            print(f"  {steps:6d} steps  {mode:12s} {' + '.join(r['devices']):24s} s per round {m['round_s']:7.2f}  "
-                  f"training {m['train_s']:6.2f} ({100 * m['train_s'] / m['round_s']:3.0f}%)  setup "
-                  f"{m['setup_s']:5.2f}  server eval {m['eval_s']:5.2f} and save {m['save_s']:5.2f}")
-        if "two-devices" in by_mode and "one-device" in by_mode:
-            ratio = by_mode["two-devices"]["median"]["round_s"] / by_mode["one-device"]["median"]["round_s"]
-            print(f"  {steps:6d} steps  two-devices / one-device: {ratio:.2f}x (bar: <= 0.6x)")
-
+            print(f"  {steps:6d} steps  {mode:12s} {node:7s} {' + '.join(r['devices']):24s} s per round "
+                  f"{m['round_s']:7.2f}  training {m['train_s']:6.2f} ({100 * m['train_s'] / m['round_s']:3.0f}%)  "
+                  f"setup {m['setup_s']:5.2f}  server eval {m['eval_s']:5.2f} and save {m['save_s']:5.2f}")
+        for node in supernodes:
+            if ("two-devices", node) in by_mode and ("one-device", node) in by_mode:
+                ratio = (by_mode["two-devices", node]["median"]["round_s"] /
+                         by_mode["one-device", node]["median"]["round_s"])
+                print(f"  {steps:6d} steps  {node} SuperNodes, two-devices / one-device: {ratio:.2f}x (bar: <= 0.6x)")
 
 if __name__ == "__main__":
     main()

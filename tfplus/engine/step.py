@@ -96,6 +96,12 @@ class Step:
             feeds = {self._element[t]: v for t, v in feeds.items()}
         return self._drive(feeds)
 
+    def make_plan(self):
+        """The MemoryPlan the step would run by within its budget, made now and not bound (nothing allocated):
+        for a caller that plans before it starts tracing memory (tracemalloc slows the planner ~tenfold); bind it
+        with use_plan."""
+        return self._make_plan(self.budget)
+
     def use_plan(self, p):
         """Runs the step by MemoryPlan `p` (made for its fetches and feed shapes) from now on; its Bound."""
         from tfplus.engine import memory

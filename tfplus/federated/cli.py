@@ -76,7 +76,17 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     s.add_argument("--resume", action="store_true", help="continue the run in --out from its newest checkpoint that "
                    "verifies (after Ctrl-C, SIGTERM or a kill), with the same options")
     s.set_defaults(func=main)
+    # flower-supernode's flags pass through as they are: this parser takes none ("+" is its prefix) but -h
+    n = sub.add_parser("supernode", help="a Flower SuperNode (Deployment Engine) whose ClientApp process stays "
+                       "warm between rounds; flower-supernode's flags", prefix_chars="+", add_help=False)
+    n.add_argument("flower_args", nargs="*")
+    n.set_defaults(func=_supernode)
     return f
+
+
+def _supernode(args: argparse.Namespace) -> int:
+    from tfplus.federated import supernode
+    return supernode.main(args.flower_args)
 
 
 def main(args: argparse.Namespace) -> int:

@@ -18,7 +18,6 @@ import os
 import signal
 import sys
 import time
-import tracemalloc
 import zipfile
 import zlib
 from pathlib import Path
@@ -45,6 +44,7 @@ except ImportError as e:  # the extra is optional: say how to get it
                       "\"tfplus[federated]\"") from None
 
 CLIENT_TIMEOUT = 600.0  # seconds one client's round may take, by default (Federation.timeout)
+REPLY_POLL = 0.1  # seconds between the server's looks for the clients' replies (Flower's Deployment Engine: 3)
 _SCALARS = ("test_accuracy", "test_loss", "train_loss", "train_accuracy", "round_s")  # TensorBoard, per round
 # The clients' means (by examples, FedAvg's weights) in each round's row: seconds a client took to be ready to
 # train (its model made or kept, its shard read, the weights set) and to train.
@@ -294,10 +294,9 @@ def _client_model(fed: Federation, client: int) -> tuple[FederatedModel, tfdata.
         check_opencl_gpu(fed.device)
         if c.model is not None:
             c.model.close()
-        if fed.measure_memory and not tracemalloc.is_tracing():  # before the model allocates anything
-            tracemalloc.start()
         c.model, c.fed, c.shard = FederatedModel(fed.train_config(), fed.round_steps(), fed.rounds,
-                                                 cpus=fed.client_cpus, proximal=fed.strategy == "fedprox"), fed, None
+                                                 cpus=fed.client_cpus, proximal=fed.strategy == "fedprox",
+                                                 measure=fed.measure_memory), fed, None
     if c.shard is None or c.shard[0] != client:
         c.shard = (client, client_shard(fed, client))
     return c.model, c.shard[1]
@@ -557,6 +556,57 @@ def _keep_rows(path: str, last_round: int) -> None:
     atomic_write(path, "".join(kept).encode())
 
 
+class _QuickReplies(Grid):
+    """A Grid that looks for the clients' replies every REPLY_POLL s. NOTE: Flower 1.42's Deployment Engine grid
+    (flwr.superlink.grid.http_grid) sleeps a fixed 3 s between looks in send_and_receive, so a round's replies
+    waited 1.5 s on average after the last came (its simulation grid looks every 0.1 s)."""
+
+    def __init__(self, grid: Grid):
+        self.grid = grid
+
+    def send_and_receive(self, messages, *, timeout=None):
+        waiting = set(self.grid.push_messages(messages))
+        end = None if timeout is None else time.monotonic() + timeout
+        replies: list[Message] = []
+        while waiting:
+            got = list(self.grid.pull_messages(waiting))
+            replies += got
+            waiting -= {m.metadata.reply_to_message_id for m in got}
+            if not waiting or (end is not None and time.monotonic() >= end):
+                break
+            time.sleep(REPLY_POLL)
+        return replies
+
+    # The rest is the grid's own.
+    def set_run(self, run):
+        self.grid.set_run(run)
+
+    @property
+    def run(self):
+        return self.grid.run
+
+    def create_message(self, *args, **kwargs):
+        return self.grid.create_message(*args, **kwargs)
+
+    def get_node_ids(self):
+        return self.grid.get_node_ids()
+
+    def get_nodes(self):
+        return self.grid.get_nodes()
+
+    def push_messages(self, messages):
+        return self.grid.push_messages(messages)
+
+    def pull_messages(self, message_ids):
+        return self.grid.pull_messages(message_ids)
+
+
+def _quick(grid: Grid) -> Grid:
+    """The Deployment Engine's grid as _QuickReplies; another (the simulation's, a test's) as it is."""
+    from flwr.superlink.grid.http_grid import HttpGrid
+    return _QuickReplies(grid) if isinstance(grid, HttpGrid) else grid
+
+
 def run_server(fed: Federation, grid: Grid, log=None, concurrent: int | None = None,
                stop: StopSignals | None = None):
     """Runs fed.rounds rounds of the strategy on `grid`. After each round (and before the first): the global model
@@ -628,7 +678,7 @@ def run_server(fed: Federation, grid: Grid, log=None, concurrent: int | None = N
         return MetricRecord({"test_accuracy": accuracy, "test_loss": loss})
 
     try:
-        return strategy.start(grid, _record(model.get_weights()), num_rounds=fed.rounds - start,
+        return strategy.start(_quick(grid), _record(model.get_weights()), num_rounds=fed.rounds - start,
                               timeout=fed.timeout(concurrent), evaluate_fn=evaluate)
     finally:
         if out:

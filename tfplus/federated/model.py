@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import tracemalloc
 import zipfile
 import zlib
 from typing import Any
@@ -101,10 +102,12 @@ class FederatedModel:
     happens once (round 1) and the decay goes on across rounds, instead of restarting in every round. `cpus`
     caps the session's threads and its forked worker processes (a simulated client's share of the machine).
     `proximal` makes FedProx's anchors (a copy of the round's global weights) and its proximal term (_Proximal);
-    without it the model holds no more than the training step needs."""
+    without it the model holds no more than the training step needs. `measure` starts tracemalloc (if it is not
+    tracing yet) before the session allocates anything, for train(measure=True); under a memory budget the
+    training step is planned first, untraced (tracing slows the planner's search about tenfold)."""
 
     def __init__(self, cfg: trainer.TrainConfig, steps_per_round: int, rounds: int, cpus: int | None = None,
-                 proximal: bool = False):
+                 proximal: bool = False, measure: bool = False):
         # eval_every 0: no evaluation programs built beside the steps (prebuild_opencl); the server evaluates
         cfg = dataclasses.replace(cfg, warmup_steps=cfg.warmup_steps if cfg.warmup_steps is not None
                                   else steps_per_round, steps=steps_per_round * rounds, epochs=None, eval_every=0)
@@ -175,8 +178,33 @@ class FederatedModel:
             self.saver = tf.train.Saver(max_to_keep=None)
         self.sess = tf.Session(graph=tg.graph, device=cfg.device, memory_budget=cfg.memory_budget,
                                workers=cfg.workers, config=tf.ConfigProto(intra_op_parallelism_threads=cfg.threads))
+        if measure and not tracemalloc.is_tracing():
+            ahead = self._plan_training_step() if cfg.memory_budget else None
+            tracemalloc.start(16)  # frames enough to reach the planner's, which measure_step leaves out
+            if ahead is not None:
+                ahead[0].use_plan(ahead[1])  # its arena, allocated under the trace
         self.sess.run([tg.init_op, self._local_init])
         self.sums.start(self.sess)
+
+    def _feed(self, images, labels, proximal_mu: float, lr: float | None) -> dict:
+        """A local step's feed: the batch, FedProx's mu (a proximal model), the server's learning rate if given."""
+        feed = {**trainer.image_feed(self.tg, images), self.tg.labels: labels}
+        if self._mu is not None:
+            feed[self._mu] = proximal_mu
+        if lr is not None:
+            feed[self.tg.learning_rate] = np.float32(lr)  # fed: the schedule's tensor takes the server's value
+        return feed
+
+    def _plan_training_step(self):
+        """(the session's Step of a local step at cfg.batch_size on the schedule's rate, its MemoryPlan), planned
+        now and not bound: nothing of the step is allocated."""
+        cfg, b = self.cfg, self.cfg.batch_size
+        batch = tfdata.synthetic(b, 0)  # any images: the plan depends on the batch's shapes only
+        with tfdata.train_batches(batch, b, seed=0, augment=cfg.augment, data_format=cfg.data_format,
+                                  raw=self.tg.raw_images is not None) as batches:
+            x, y = next(iter(batches))
+        step = self.sess.step(self.sums.step_op, self._feed(x, y, 0.0, None))
+        return step, step.make_plan()
 
     def get_weights(self) -> dict[str, np.ndarray]:
         """{variable name: value} of the model's variables (weights, batch norm's moving statistics), read in one
@@ -229,7 +257,8 @@ class FederatedModel:
         given (the server's, e.g. Flower's train config "lr"), is every step's learning rate instead of the
         schedule's.
 
-        `measure` (tracemalloc tracing since before this model was made): the last of two or more steps runs under
+        `measure` (tracemalloc tracing since before this model's session allocated anything: made with
+        measure=True): the last of two or more steps runs under
         tfplus.engine.memory.measure_step, whose "peak" (the NumPy data alive as it starts, the process's own
         included, plus what the step adds) is returned as "measured_peak_bytes"."""
         tg, n = self.tg, len(dataset.train_labels)
@@ -241,16 +270,13 @@ class FederatedModel:
                              "make it with FederatedModel(..., proximal=True)")
         self.reset_optimizer((server_round - 1) * self.steps_per_round)
         self.sums.start(self.sess)
-        extra = {self._mu: proximal_mu} if self._mu is not None else {}
-        if lr is not None:
-            extra[tg.learning_rate] = np.float32(lr)  # fed: the schedule's tensor takes the server's value
         raw = tg.raw_images is not None
         seed = self.cfg.seed * 1_000_003 + server_round if seed is None else seed
         out: dict[str, float] = {}
         with tfdata.train_batches(dataset, min(self.cfg.batch_size, n), seed=seed, augment=self.cfg.augment,
                                   data_format=self.cfg.data_format, raw=raw) as batches:
             for i, (x, y) in zip(range(steps), batches):
-                feed = {**trainer.image_feed(tg, x), tg.labels: y, **extra}
+                feed = self._feed(x, y, proximal_mu, lr)
                 if measure and steps > 1 and i == steps - 1:  # the others' fetches, so the others' compiled step
                     from tfplus.engine.memory import measure_step
                     out["measured_peak_bytes"] = measure_step(self.sess, self.sums.step_op, feed)["peak"]
