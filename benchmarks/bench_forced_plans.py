@@ -133,7 +133,7 @@ def main() -> None:
     import numpy as np
 
     import tfplus as tf
-    from tfplus.graphs.mentee import mentee, training_graph
+    from tfplus.graphs.mentee import default_warmup, mentee, training_graph
     from tfplus.graphs.mobilenet import mobilenet
     from tfplus.planner.cost import CostModel
     from tfplus.runtime.facts import device_facts
@@ -141,8 +141,9 @@ def main() -> None:
     for item in filter(None, args.weights.split(",")):
         name, _, value = item.partition("=")
         CostModel.OPENCL_WEIGHTS[name] = float(value)
-    recipe = {} if args.trainer_recipe else dict(nesterov=False, weight_decay=0.0, schedule="const",
-                                                   learning_rate=0.01)
+    # bench_gpu_step.py's recipes, the trainer's with its warm-up (without, its steps turn NaN by the fifth)
+    recipe = dict(warmup_steps=default_warmup(50_000 // 128)) if args.trainer_recipe else \
+        dict(nesterov=False, weight_decay=0.0, schedule="const", learning_rate=0.01)
     tg = training_graph(mobilenet if args.model == "mobilenet" else mentee, total_steps=10 ** 6, seed=0,
                         optimizer="momentum", **recipe)
     rng = np.random.default_rng(0)
