@@ -12,6 +12,7 @@ not conv2). Sessions run one step each in turns.
 
     python benchmarks/bench_forced_plans.py --device opencl --plans 2,1,1,1,2 "1,1,0,4,0/MaxPool:0,2,keep"
     python benchmarks/bench_forced_plans.py --compute-units 132 --plans ...   # predictions only, on those facts
+    TFPLUS_OPENCL_PROFILE=1 python benchmarks/bench_forced_plans.py --device opencl --profile --plans ...  # + kernels
     python benchmarks/bench_forced_plans.py --model mobilenet --trainer-recipe --compute-units 132 --counts \
         --budgets 128MB,64MB --weights calls=4e-6   # the search's MobileNet plans on the H200's facts, kernel calls
 
@@ -94,6 +95,19 @@ def _print_runs(p) -> None:
             f"{k} {len(v)} ({','.join(f'{s}' for s in sorted(set(v), reverse=True))})" for k, v in kinds.items()))
 
 
+def _print_profile(name: str, s, fetches, feed, steps: int = 3) -> None:
+    """The GPU's kernels a step of session `s` (TFPLUS_OPENCL_PROFILE=1): launches, their summed ms (the rest of
+    a step's wall time is the host's and the gaps between launches), the 10 costliest by kernel name."""
+    s.runtime.profile_report()
+    for _ in range(steps):
+        s.run(fetches, feed)
+    rep = s.runtime.profile_report()
+    top = sorted(rep.items(), key=lambda kv: -kv[1][1])[:10]
+    print(f"  {name}: {sum(n for n, _ in rep.values()) / steps:.0f} launches, "
+          f"{sum(ms for _, ms in rep.values()) / steps:.3f} GPU ms a step; "
+          + ", ".join(f"{k} {n / steps:.0f}/{ms / steps:.3f}" for k, (n, ms) in top), flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--device", default="opencl")
@@ -110,6 +124,8 @@ def main() -> None:
                     "calls=4e-6,divided=0.6e-14)")
     ap.add_argument("--runs", action="store_true", help="with --compute-units: per run of each budget's plan, its "
                     "micro-batch count and its layers' calls with the spatial sizes they read")
+    ap.add_argument("--profile", action="store_true", help="after the timed rounds, each session's kernels a step "
+                    "over 3 steps (needs TFPLUS_OPENCL_PROFILE=1): launches, GPU ms and the costliest kernels")
     ap.add_argument("--counts", action="store_true", help="with --compute-units: each plan's kernel calls per op "
                     "type per step (the ops the executor runs a kernel for, times their run's micro-batches)")
     args = ap.parse_args()
@@ -117,7 +133,7 @@ def main() -> None:
     import numpy as np
 
     import tfplus as tf
-    from tfplus.graphs.mentee import mentee, training_graph
+    from tfplus.graphs.mentee import default_warmup, mentee, training_graph
     from tfplus.graphs.mobilenet import mobilenet
     from tfplus.planner.cost import CostModel
     from tfplus.runtime.facts import device_facts
@@ -125,8 +141,9 @@ def main() -> None:
     for item in filter(None, args.weights.split(",")):
         name, _, value = item.partition("=")
         CostModel.OPENCL_WEIGHTS[name] = float(value)
-    recipe = {} if args.trainer_recipe else dict(nesterov=False, weight_decay=0.0, schedule="const",
-                                                   learning_rate=0.01)
+    # bench_gpu_step.py's recipes, the trainer's with its warm-up (without, its steps turn NaN by the fifth)
+    recipe = dict(warmup_steps=default_warmup(50_000 // 128)) if args.trainer_recipe else \
+        dict(nesterov=False, weight_decay=0.0, schedule="const", learning_rate=0.01)
     tg = training_graph(mobilenet if args.model == "mobilenet" else mentee, total_steps=10 ** 6, seed=0,
                         optimizer="momentum", **recipe)
     rng = np.random.default_rng(0)
@@ -185,12 +202,16 @@ def main() -> None:
             s.run(fetches, feed)
             times.append(time.perf_counter() - t)
     b0 = statistics.median(plain) * 1e3
-    print(f"plain step {b0:.2f} ms (median of {args.rounds}, in turns)")
-    for text, p, s, times in runs:
+    print(f"plain step {b0:.2f} ms (median of {args.rounds}, in turns)", flush=True)
+    for text, p, _s, times in runs:
         ms = statistics.median(times) * 1e3
         print(f"  {text:40s} {ms:6.2f} ms {ms / b0 - 1:+7.1%}  predicted {p.predicted_overhead:+7.1%}  "
-              f"peak {p.peak_bytes / 1e6:6.2f} MB")
-        s.close()
+              f"peak {p.peak_bytes / 1e6:6.2f} MB", flush=True)
+    if args.profile:
+        for text, s in [("plain", base)] + [(r[0], r[2]) for r in runs]:
+            _print_profile(text, s, fetches, feed)
+    for r in runs:
+        r[2].close()
     base.close()
     planning.close()
 

@@ -135,9 +135,12 @@ def bench_budgets(device: str, batch: int, steps: int, warmup: int, budgets: lis
     import numpy as np
 
     import tfplus as tf
-    from tfplus.graphs.mentee import mentee, training_graph
+    from tfplus.graphs.mentee import default_warmup, mentee, training_graph
     from tfplus.graphs.mobilenet import mobilenet
-    recipe = {} if trainer else dict(nesterov=False, weight_decay=0.0, schedule="const", learning_rate=0.01)
+    # NOTE: the trainer's recipe starts with its warm-up (one epoch of CIFAR-10): from step 0 at the peak rate it
+    # diverges within 5 steps (README), and the losses printed to check the plans against each other are NaN.
+    recipe = dict(warmup_steps=default_warmup(50_000 // batch)) if trainer else \
+        dict(nesterov=False, weight_decay=0.0, schedule="const", learning_rate=0.01)
     tg = training_graph(mobilenet if model == "mobilenet" else mentee, total_steps=10 ** 6, seed=0,
                         optimizer="momentum", **recipe)
     rng = np.random.default_rng(0)

@@ -304,7 +304,8 @@ def multi_accumulate(rt, accs: list, xs: list | None, how: str, factor: float = 
         if a.size:
             by_dtype.setdefault(a.dtype, []).append((a, x))
     for dt, pairs in by_dtype.items():
-        if _accumulate_in_one(rt, pairs, dt, how, factor):
+        pairs = _accumulate_in_one(rt, pairs, dt, how, factor)
+        if not pairs:
             continue
         k = kernel(rt, SRC, "multi_accumulate", dt, MODE=_MODES[how])
         for lo in range(0, len(pairs), _SLOTS):
@@ -315,19 +316,29 @@ def multi_accumulate(rt, accs: list, xs: list | None, how: str, factor: float = 
             rt.run(k, *rt.grid1d(int(ends[-1])), *buffers, int8(ends.tolist()), dt.type(factor))
 
 
-def _accumulate_in_one(rt, pairs: list, dt, how: str, factor: float) -> bool:
-    """multi_accumulate's merge of `pairs` in one launch (fused.cl's accumulate_table) when every tensor is in one
-    buffer, as a memory plan's accumulators and gradients are: a micro-batched step merges ~17 tensors a micro-batch,
-    and each launch costs ~5 us of GPU time on the H100 however small. False: not in one buffer."""
-    views = [v for pair in pairs for v in pair]
-    bufs = {id(rt.buffer(v)) for v in views}
-    base = views[0].block.off
-    if len(bufs) != 1 or any((v.block.off - base) % dt.itemsize for v in views):
-        return False
-    ends = np.cumsum([a.size for a, _ in pairs])
-    rows = [((a.block.off - base) // dt.itemsize, (x.block.off - base) // dt.itemsize, int(e), 0)
-            for (a, x), e in zip(pairs, ends)]
+def _accumulate_in_one(rt, pairs: list, dt, how: str, factor: float) -> list:
+    """multi_accumulate's merge of the `pairs` whose tensors are all in one buffer, as a memory plan's accumulators
+    and gradients are, in one launch (fused.cl's accumulate_table); returns the others. A micro-batched step merges
+    ~17 tensors a micro-batch, and each launch costs ~5 us of GPU time on the H100 however small; one scalar outside
+    the arena (the weight decay's gradient scale, Mentee's trainer step) had sent all 18 to eight a launch, 3 launches
+    a micro-batch on the H200 where 2 do (BENCHMARKS.md, "Mentee under 32 and 24 MB on the H200")."""
+    def base(v):
+        return id(rt.buffer(v)), v.block.off % dt.itemsize  # element offsets within a buffer need one alignment
+
+    counts: dict = {}
+    for a, x in pairs:
+        if base(a) == base(x):
+            counts[base(a)] = counts.get(base(a), 0) + 1
+    if not counts:
+        return pairs
+    most = max(counts, key=counts.get)
+    one = [(a, x) for a, x in pairs if base(a) == base(x) == most]
+    start = min(v.block.off for pair in one for v in pair)
+    ends = np.cumsum([a.size for a, _ in one])
+    rows = [((a.block.off - start) // dt.itemsize, (x.block.off - start) // dt.itemsize, int(e), 0)
+            for (a, x), e in zip(one, ends)]
     tab = rt.table(("accumulate", tuple(rows)), lambda: np.array(rows, np.int32))
     k = kernel(rt, SRC, "accumulate_table", dt, MODE=_MODES[how])
-    rt.run(k, *rt.grid1d(int(ends[-1])), views[0], tab, np.int32(len(rows)), dt.type(factor))
-    return True
+    first = next(v for pair in one for v in pair if v.block.off == start)
+    rt.run(k, *rt.grid1d(int(ends[-1])), first, tab, np.int32(len(rows)), dt.type(factor))
+    return [(a, x) for a, x in pairs if not base(a) == base(x) == most]

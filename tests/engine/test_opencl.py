@@ -508,6 +508,15 @@ def test_accumulate_of_tensors_in_one_arena_is_one_launch_bit_for_bit():
     raw = rt.copy_out(arena)
     for o, end, x in zip(offs, offs[1:], xs * 3):  # the gaps still hold the fill
         assert (raw[int(o) + 4 * x.size:int(end)] == 0xAB).all()
+    # one pair outside the arena (a scalar the step keeps elsewhere): the arena's in one launch, it in another
+    acc, x = rt.allocate((), np.float32), rt.copy_in(np.float32(2.5))
+    launched.clear()
+    rt.accumulate(accs[::-1] + [acc], dx[::-1] + [x], "copy")
+    rt.accumulate(accs + [acc], dy + [x], "add_scale", 1 / 3)
+    assert launched == ["accumulate_table_f32", "multi_accumulate_f32"] * 2
+    np.testing.assert_allclose(rt.copy_out(acc), 5.0 / 3, rtol=1e-6)
+    for acc, x, y in zip(accs, xs, ys):
+        np.testing.assert_allclose(rt.copy_out(acc), (x + y) / 3, rtol=1e-6)
 
 
 def test_reductions_short_long_and_split():

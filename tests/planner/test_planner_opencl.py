@@ -66,10 +66,10 @@ def test_opencl_session_fits_a_budget_by_micro_batching():
     budget = int(free.peak_bytes * 0.5)  # (at 0.7 recomputation fits without micro-batches: test_recompute.py)
     fitted = planner.plan(fetches, shapes, device_facts("opencl"), budget, graph=tg.graph)
     assert fitted.fits and fitted.peak_bytes <= budget < free.peak_bytes
-    # The opencl cost model counts kernel launches (~12 us each, replayed) and GEMM FLOPs: a micro-batch repeats the
-    # step's launches (a streamed prefix: the prefix's) on fewer images.
+    # The opencl cost model counts kernel launches (~18 us each, replayed) and GEMM FLOPs: a micro-batch repeats the
+    # step's launches (a streamed prefix: the prefix's) on fewer images, most of this small step's time.
     k = fitted.microbatches * fitted.stream_microbatches
-    assert k > 1 and fitted.predicted_overhead > 0.5 * (k - 1)
+    assert k > 1 and fitted.predicted_overhead > 0.4 * (k - 1)
     gc.collect()
     with tf.Session(graph=tg.graph, device="opencl", memory_budget=budget) as sess:
         sess.run(tg.init_op)

@@ -160,3 +160,49 @@ def test_a_spread_prefix_trains_as_the_plain_step_and_measures_its_planned_peak(
         assert_planned_bytes_are_measured(tg, feeds, force=force)
     else:
         assert m["allocations"] == 0 and m["peak"] == p.peak_bytes, (m, p.peak_bytes)
+
+
+
+# (model, forced candidate): the shapes of the plans the H200's facts choose for Mentee at 36 and 24 MB (a prefix
+# streamed on the copy that recomputes conv1, keeping the argmax, every scratch divided by 4) and the same prefix
+# with spread divisors instead (BENCHMARKS.md, "Mentee under 32 and 24 MB on the H200: launches and passes")
+RECOMPUTING = {
+    "pool2 in 4, scratch /4": (two_blocks, 4, Prefix("MaxPool_1:0", 4, keep=KEEP_ARGMAX)),
+    "pool1 in 2, spread": (lambda: wide(8)[0], 1, Prefix("MaxPool:0", 2, keep=KEEP_ARGMAX)),
+}
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("opencl", marks=needs_opencl)])
+@pytest.mark.parametrize("which", list(RECOMPUTING))
+def test_a_kept_prefix_on_the_recomputing_copy_trains_as_the_plain_step_and_measures_its_planned_peak(which, device):
+    """A prefix streamed on the copy of the step that recomputes conv1's output (level 1), keeping the argmax, under a
+    scratch divisor or spread divisors: the plain step's losses and weights, the planned bytes measured (NumPy data on
+    cpu, the device ledger on opencl)."""
+    build, d, s = RECOMPUTING[which]
+    tg = build()
+    feeds = cnn_feeds(tg, batch=8)
+    fetches = [tg.train_op, tg.loss]
+    want = train_planned(tg, feeds, device)[:2]
+    gc.collect()
+    with tf.Session(graph=tg.graph, device=device, memory_budget="1GB") as sess:
+        sess.run(tg.init_op)
+        facts = device_facts(sess.runtime)
+        step = _step(tg, feeds, facts)
+        assert [t.name for t in step.view(1).remat.tensors] == ["conv1/Relu:0"]
+        if d == 1:
+            rounds = step.keeping(1)[0].spread_rounds(s.cut, s.microbatches, False, 1)
+            assert rounds, "a round divides some convolution's scratch"
+            s = s._replace(lanes=1, rounds=rounds[-1])
+        force = (1, 1, False, d, 1, s)
+        p = planner.plan(fetches, {t: v.shape for t, v in feeds.items()}, facts, graph=tg.graph, force=force)
+        assert p.recomputed == ["conv1/Relu:0"] and p.stream_microbatches == s.microbatches
+        assert p.scratch_divisor == d and (d > 1 or any(ph.life.scratch_ops for ph in p.phases))
+        install(sess, fetches, p)
+        losses = [sess.run(fetches, feeds)[1] for _ in range(2)]
+        weights = {v.op.name: sess.run(v) for v in tg.graph.get_collection("trainable_variables")}
+        m = measure_device_step(sess, fetches, feeds) if device == "opencl" else None
+    assert_close_training((losses, weights), want)
+    if device == "cpu":
+        assert_planned_bytes_are_measured(tg, feeds, force=force)
+    else:
+        assert m["allocations"] == 0 and m["peak"] == p.peak_bytes, (m, p.peak_bytes)

@@ -1012,6 +1012,8 @@ class _Step:
             s = self.split()
             for g in s.grads:  # merged by the run that computes it, over its micro-batches (a sparse one's rows once)
                 f["elements"] += (1 if g in s.gathered else counts[folded.get(g, passes)]) * math.prod(specs[g].shape)
+            if not passes:  # the micro-batch run's merges: a launch a micro-batch (with passes, counted below)
+                f["calls"] += k
             # a gradient added into its momentum slot: the slot scaled once a step, a launch per factor
             folds = self.folds(r)
             f["elements"] += sum(math.prod(specs[g].shape) for g in folds)
@@ -1623,7 +1625,10 @@ class _Step:
                 convs += [(n / share, *rest, *where) for n, *rest in run_convs]
             cut = self.cut(name)
             whole = [cut.tensor, *cut.saved]  # rows copied into full-batch buffers
-            f["calls"] += k * (len(whole) + len(cut.partials))
+            # each micro-batch's weight gradients merged in one launch (the arena's, engine.replay.Merges): the
+            # H200's Mentee prefix to pool2 in 4 launched 4, where a call each priced 32 (BENCHMARKS.md, "Mentee
+            # under 32 and 24 MB on the H200: launches and passes")
+            f["calls"] += k * (len(whole) + bool(cut.partials))
             f["elements"] += sum(math.prod(self.base_specs[t].shape) for t in cut.partials) * k + \
                 sum(math.prod(self.base_specs[t].shape) for t in whole)
             self._cache[key] = f, convs
