@@ -15,6 +15,8 @@ not conv2). Sessions run one step each in turns.
     TFPLUS_OPENCL_PROFILE=1 python benchmarks/bench_forced_plans.py --device opencl --profile --plans ...  # + kernels
     python benchmarks/bench_forced_plans.py --model mobilenet --trainer-recipe --compute-units 132 --counts \
         --budgets 128MB,64MB --weights calls=4e-6   # the search's MobileNet plans on the H200's facts, kernel calls
+    python benchmarks/bench_forced_plans.py --model mobilenet --trainer-recipe --compute-units 132 --alignment 512 \
+        --groups --budgets 1TB,128MB,64MB           # their work by group of runs: where the time goes
 
 With --compute-units N nothing runs: the plans are made for an OpenCL device of N compute units (the H200 has 132)
 on this machine's kernels, and their peaks and predicted costs printed, with the plan the search chooses for each
@@ -72,24 +74,30 @@ def _print_counts(p) -> None:
         print("    runs' micro-batch counts: " + " ".join(map(str, p.run_microbatches)))
 
 
+def _layers(ph) -> dict[str, list[int]]:
+    """A run's layer calls by kind (forward convolutions, normalizations, convolution backprops), each with the
+    spatial side of the activations it reads (NCHW; filters are HWIO: 1 or 3 rows)."""
+    from tfplus.planner.liveness import executes
+    kinds: dict[str, list] = {}
+    for op in ph.order:
+        if not executes(op, ph.feeds) or op.type in _HOST:
+            continue
+        kind = ("conv" if op.type in ("Conv2D", "DepthwiseConv2dNative") else
+                "norm" if op.type in ("_BatchNormApply", "FusedBatchNormV3") else
+                "backprop" if "Backprop" in op.type else None)
+        if kind:
+            shapes = [ph.specs[t].shape for t in op.inputs if t in ph.specs]
+            side = max((h for n, _, h, w in (x for x in shapes if len(x) == 4) if n > 3 and h == w), default=0)
+            kinds.setdefault(kind, []).append(side)
+    return kinds
+
+
 def _print_runs(p) -> None:
     """Per run of a split step: its micro-batch count and its layers' calls (forward convolutions, normalizations,
     convolution backprops), with the spatial sizes of the activations they read: where the recomputation is."""
-    from tfplus.planner.liveness import executes
     counts = p.run_microbatches or [p.microbatches] * len(p.phases)
     for i, ph in enumerate(p.phases):
-        kinds: dict[str, list] = {}
-        for op in ph.order:
-            if not executes(op, ph.feeds) or op.type in _HOST:
-                continue
-            kind = ("conv" if op.type in ("Conv2D", "DepthwiseConv2dNative") else
-                    "norm" if op.type in ("_BatchNormApply", "FusedBatchNormV3") else
-                    "backprop" if "Backprop" in op.type else None)
-            if kind:
-                shapes = [ph.specs[t].shape for t in op.inputs if t in ph.specs]
-                # NCHW activations (filters are HWIO: 1 or 3 rows)
-                side = max((h for n, _, h, w in (x for x in shapes if len(x) == 4) if n > 3 and h == w), default=0)
-                kinds.setdefault(kind, []).append(side)
+        kinds = _layers(ph)
         n = counts[i] if i < len(counts) else 1
         print(f"    run {i:2d} {ph.name[:28]:28s} x{n}: " + ", ".join(
             f"{k} {len(v)} ({','.join(f'{s}' for s in sorted(set(v), reverse=True))})" for k, v in kinds.items()))
@@ -106,6 +114,33 @@ def _print_profile(name: str, s, fetches, feed, steps: int = 3) -> None:
     print(f"  {name}: {sum(n for n, _ in rep.values()) / steps:.0f} launches, "
           f"{sum(ms for _, ms in rep.values()) / steps:.3f} GPU ms a step; "
           + ", ".join(f"{k} {n / steps:.0f}/{ms / steps:.3f}" for k, (n, ms) in top), flush=True)
+
+def _print_groups(p) -> None:
+    """A split step's work by group of runs: the forward passes and the backward passes (those that run a
+    convolution backprop) by the side of the finest activation their layers read, the update runs apart; each
+    group's kernel calls, GEMM GFLOPs and elements written (M), all times the runs' micro-batch counts: where the
+    recomputation and the launches are."""
+    import math
+
+    from tfplus.planner import cost
+    from tfplus.planner.liveness import executes
+    counts = p.run_microbatches or [p.microbatches] * len(p.phases)
+    groups: dict[str, list[float]] = {}
+    for i, ph in enumerate(p.phases):
+        n = counts[i] if i < len(counts) else 1
+        kinds = _layers(ph)
+        side = max((s for v in kinds.values() for s in v), default=0)
+        name = ("update" if ph.name.startswith("update") else
+                f"{'backward' if 'backprop' in kinds else 'forward'} passes to {side}x{side}")
+        g = groups.setdefault(name, [0, 0, 0.0, 0.0])
+        g[0] += 1
+        for op in ph.order:
+            if executes(op, ph.feeds) and op.type not in _HOST:
+                g[1] += n
+                g[2] += n * cost.matmul_flops(op, ph.specs) / 1e9
+                g[3] += n * sum(math.prod(ph.specs[o].shape) for o in op.outputs if o in ph.specs) / 1e6
+    for name, (runs, calls, gflop, melem) in groups.items():
+        print(f"    {name:28s} {runs:3d} runs: {calls:5d} kernel calls, {gflop:6.1f} GFLOP, {melem:6.0f} M elements")
 
 
 def main() -> None:
@@ -126,6 +161,12 @@ def main() -> None:
                     "micro-batch count and its layers' calls with the spatial sizes they read")
     ap.add_argument("--profile", action="store_true", help="after the timed rounds, each session's kernels a step "
                     "over 3 steps (needs TFPLUS_OPENCL_PROFILE=1): launches, GPU ms and the costliest kernels")
+
+    ap.add_argument("--no-segments", action="store_true", help="plan without the segment order of shedding kept "
+                    "rows (planner.crossbatch.SEGMENTS off)")
+    ap.add_argument("--groups", action="store_true", help="with --compute-units: each plan's kernel calls, GEMM "
+                    "FLOPs and elements written per group of runs (forward and backward passes by the finest side "
+                    "their layers read)")
     ap.add_argument("--counts", action="store_true", help="with --compute-units: each plan's kernel calls per op "
                     "type per step (the ops the executor runs a kernel for, times their run's micro-batches)")
     args = ap.parse_args()
@@ -135,9 +176,11 @@ def main() -> None:
     import tfplus as tf
     from tfplus.graphs.mentee import default_warmup, mentee, training_graph
     from tfplus.graphs.mobilenet import mobilenet
+    from tfplus.planner import crossbatch
     from tfplus.planner.cost import CostModel
     from tfplus.runtime.facts import device_facts
     plan = importlib.import_module("tfplus.planner.plan")  # the module (tfplus.planner.plan is also the function)
+    crossbatch.SEGMENTS = not args.no_segments
     for item in filter(None, args.weights.split(",")):
         name, _, value = item.partition("=")
         CostModel.OPENCL_WEIGHTS[name] = float(value)
@@ -178,6 +221,8 @@ def main() -> None:
                 _print_counts(p)
             if args.runs:
                 _print_runs(p)
+            if args.groups:
+                _print_groups(p)
         for text in args.plans:
             kc = candidate(text, plan)
             p = step.build(*kc)

@@ -193,13 +193,15 @@ def bench_budgets(device: str, batch: int, steps: int, warmup: int, budgets: lis
 def _planning(spec: str):
     """Planner settings for the plans made inside, from a budget's `@NAME=V` parts: a cost-model weight of opencl
     (planner.cost.CostModel.OPENCL_WEIGHTS: calls, divided, ...), early=0|1 (planner.batch.EARLY_UPDATES),
-    maskx=0|1 (planner.crossbatch.MASK_FROM_X) or reserves=1/2/4 (planner.plan.KEPT_RESERVES)."""
+    maskx=0|1 (planner.crossbatch.MASK_FROM_X), segments=0|1 (planner.crossbatch.SEGMENTS) or reserves=1/2/4
+    (planner.plan.KEPT_RESERVES)."""
     import importlib
 
     from tfplus.planner import batch, cost, crossbatch
     plan = importlib.import_module("tfplus.planner.plan")
     switches = {"early": (batch, "EARLY_UPDATES", lambda v: v == "1"),
                 "maskx": (crossbatch, "MASK_FROM_X", lambda v: v == "1"),
+                "segments": (crossbatch, "SEGMENTS", lambda v: v == "1"),
                 "reserves": (plan, "KEPT_RESERVES", lambda v: tuple(int(r) for r in v.split("/")))}
     weights = dict(cost.CostModel.OPENCL_WEIGHTS)
     saved = {name: getattr(module, attr) for name, (module, attr, _) in switches.items()}

@@ -78,6 +78,9 @@ COUNTS = True
 # Kill switch of a norm gradient's mask from x (_norm_grad): False masks dx's dy at the activation's output, which
 # the pass that applies the gradient then normalizes x again for.
 MASK_FROM_X = True
+# Kill switch of the segment order of shedding (kept's `segments`, _bisection), priced beside the default order at
+# each reserve (plan._Step._choose_kept): False prices the default order alone.
+SEGMENTS = True
 
 
 class Statistics(NamedTuple):
@@ -316,7 +319,7 @@ class Kept(NamedTuple):
 
 
 def kept(runs: list[tuple[list, set[Tensor]]], candidates: list[Tensor], fold: list[Tensor], rowed: set[Tensor],
-         nbytes: dict[Tensor, int], allowance: list[int]
+         nbytes: dict[Tensor, int], allowance: list[int], segments: bool = False
          ) -> tuple[list[Kept], list[list[Tensor]], dict[Tensor, tuple[int, int]]]:
     """Which rows the statistics passes keep whole for later runs to start from instead of recomputing them from
     the fed batch, and which of the micro-batch run's merged fetches (`fold`: the gradients, the loss) each run
@@ -332,8 +335,13 @@ def kept(runs: list[tuple[list, set[Tensor]]], candidates: list[Tensor], fold: l
     inputs' rows anyway (the ops it adds recompute no layer: _adds): a layer's weight gradient in the
     backward's pass that computes its input gradient's rows, so that the micro-batch run recomputes only what
     no pass did. A shape-only op's output an earlier run computed is fed to it (`shapes`): the ones of the loss a
-    weight decay's gradient starts from need no forward pass to the loss again."""
+    weight decay's gradient starts from need no forward pass to the loss again.
+
+    Of rows of one size an over-full run sheds those kept longest first (the earliest written), or with `segments`
+    the forward rows in _bisection's order, so that those still kept through the backward split the forward into
+    even segments (then the backward's rows go last)."""
     blocked: dict[Tensor, set[int]] = {t: set() for t in candidates}  # the runs a candidate is not kept through
+    keep_rank = _bisection([t for t in candidates if phase_of(t.op) != "backward"]) if segments else {}
     # The op types _keeping asks about, looked up once: has_tag per op visited was a tenth of a floor search.
     types = (set(tagged("shape_only")), set().union(*(tagged(tag) for tag in _LAYER_TAGS)))
     while True:
@@ -347,7 +355,8 @@ def kept(runs: list[tuple[list, set[Tensor]]], candidates: list[Tensor], fold: l
                 over[j] += sum(nbytes[t] for t in fetched)
         more = False  # every over-full run sheds its largest kept rows until it fits, all in one round (one
         for i, excess in enumerate(over):  # a round would re-derive the spans once per candidate and run)
-            for x in sorted((x for x in spans if x.writer <= i <= x.last), key=lambda x: -nbytes[x.tensor]):
+            for x in sorted((x for x in spans if x.writer <= i <= x.last),
+                            key=lambda x: (-nbytes[x.tensor], -keep_rank.get(x.tensor, 0))):
                 if excess <= 0:
                     break
                 blocked[x.tensor].add(i)
@@ -355,6 +364,23 @@ def kept(runs: list[tuple[list, set[Tensor]]], candidates: list[Tensor], fold: l
                 more = True
         if not more:
             return spans, folded, shapes
+
+
+def _bisection(rows: list[Tensor]) -> dict[Tensor, int]:
+    """Each forward row's rank in the order that halves the chain again and again (the middle row 1, the middles
+    of the halves 2 and 3, ...): among kept rows of one size, kept sheds the highest rank first, so the rows that
+    stay split the chain into even segments (Chen et al. 2016) and a backward pass recomputes from the nearest one
+    below, not from the chain's start. (In step order, the earliest were shed first: MobileNet's 4x4 tail at 64 MB
+    kept none of its eleven layers' inputs through the backward, whose passes recomputed up to ten layers each.)"""
+    rank: dict[Tensor, int] = {}
+    spans = [(0, len(rows))]
+    while spans:
+        lo, hi = spans.pop(0)
+        if lo < hi:
+            mid = (lo + hi) // 2
+            rank[rows[mid]] = len(rank) + 1
+            spans += [(lo, mid), (mid + 1, hi)]
+    return rank
 
 
 def _keeping(runs: list[tuple[list, set[Tensor]]], blocked: dict[Tensor, set[int]], fold: list[Tensor],

@@ -1310,13 +1310,17 @@ class _Step:
             # runs of fewer launches and more recomputation; with a budget, each reserve of KEPT_RESERVES is tried
             # and the rows of the lowest predicted step time kept.
             best: tuple | None = None
+            # Each reserve's rows shed in both orders (crossbatch.SEGMENTS): the segment order was the cheaper on
+            # MobileNet's H200 plans and the dearer on small cpu ones, and it moves the reserve that is cheapest.
+            orders = (False, True) if crossbatch.SEGMENTS and len(reserves) > 1 else (False,)
             for reserve in reserves:
-                choice = self._fit_kept(k, key, runs, cands, fold, size, room, starts, reserve)
-                if choice is None or best is not None and choice[:3] == best[1][:3]:  # (the same rows: priced)
-                    continue
-                price = self._kept_price(k, key, choice) if len(reserves) > 1 else 0.0
-                if best is None or price < best[0]:
-                    best = (price, choice)
+                for segments in orders:
+                    choice = self._fit_kept(k, key, runs, cands, fold, size, room, starts, reserve, segments)
+                    if choice is None or best is not None and choice[:3] == best[1][:3]:  # (the same rows: priced)
+                        continue
+                    price = self._kept_price(k, key, choice) if len(reserves) > 1 else 0.0
+                    if best is None or price < best[0]:
+                        best = (price, choice)
             if best is not None:
                 self._cache[key] = self._cache["kept in", k, room, reserves] = best[1]
                 return best[1]
@@ -1324,20 +1328,20 @@ class _Step:
         return none
 
     def _fit_kept(self, k: int, key: tuple, runs: list, cands: list, fold: list, size: dict, room: int,
-                  starts: tuple, reserve: int) -> tuple | None:
-        """The rows kept (crossbatch.kept) so that every run of k fits its own bytes and what is held through it in
-        `room`, each run's own bytes counted `reserve` times when the rows are chosen; None where the tries do not
-        settle."""
+                  starts: tuple, reserve: int, segments: bool = False) -> tuple | None:
+        """The rows kept (crossbatch.kept, shedding in its `segments` order or not) so that every run of k fits its
+        own bytes and what is held through it in `room`, each run's own bytes counted `reserve` times when the rows
+        are chosen; None where the tries do not settle."""
         s = self.split()
         summed = set(s.grads) - set(self.folds())  # the gradients with accumulators
         own = starts[0]
         for attempt in range(8):  # a run's own bytes are known once it is planned (kept rows shrink it): tries
             own = starts[attempt // 4] if attempt % 4 == 0 else own
             spans, folded, shaped = crossbatch.kept(runs, cands, fold, self.stats().rowed, size,
-                                                    [room - min(room, reserve * b) for b in own])
+                                                    [room - min(room, reserve * b) for b in own], segments)
             # The tag names the runs (and every cache entry of theirs)
-            self._cache[key] = (spans, folded, shaped,
-                                f"kept rows, {k} micro-batches, room {room}, reserve {reserve}, {attempt + 1}")
+            self._cache[key] = (spans, folded, shaped, f"kept rows, {k} micro-batches, room {room}, reserve "
+                                f"{reserve}{', segments' if segments else ''}, {attempt + 1}")
             planned = self._runs(k)[:len(runs)]
             own = [self._own(run) for run in planned]
             early = self._early(k)  # their accumulators end with the pass that merges them
