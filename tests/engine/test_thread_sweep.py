@@ -12,9 +12,13 @@ taped steps) is held to:
   weights are the sum of every step's, so no update is lost or torn;
 - a variable assigned whole by one thread and read by others: no read sees half an assignment; assign_add from
   every thread counts every add;
-- a session closed while threads run on it: each gets the closed-session error, none crashes or hangs."""
+- a session closed while threads run on it: each gets the closed-session error, none crashes or hangs;
+- checkpoints saved while another thread trains: each one step's weights, and no save waits for ever (a worker
+  process forked during a save kept its folder's lock);
+- partial runs set up from two threads at once: two handles."""
 from __future__ import annotations
 
+import os
 import threading
 
 import numpy as np
@@ -24,6 +28,7 @@ from modelcheck import recompute_level, small_cnn, use_forced_plan
 from threaded import in_threads
 
 import tfplus as tf
+from tfplus import gfile
 
 THREADS, STEPS, BATCH = 3, 3, 16  # BATCH: two slices of workers.MIN_ROWS rows
 _WORKERS = {"workers": 2, "config": tf.ConfigProto(intra_op_parallelism_threads=2)}
@@ -174,6 +179,71 @@ def test_commuting_updates_from_every_thread_all_land(path):
     hs = [2 * _int_feed(i, r).astype(np.float64) + 1 for i in range(THREADS) for r in range(runs)]
     np.testing.assert_array_equal(got_w, -sum(hv.mean(0) / 4 for hv in hs).astype(np.float32))
     np.testing.assert_array_equal(got_v, -sum(hv[:, :2].mean(0) / 2 for hv in hs).astype(np.float32))
+
+
+@pytest.mark.parametrize("path", CASES)
+def test_checkpoints_saved_while_another_thread_trains_each_hold_one_step_of_every_variable(path, tmp_path):
+    """Every checkpoint a thread saves while another trains holds the weights after the trainer's k-th step, for
+    one k shared by every variable: none holds two steps' values, none a step's half."""
+    g, x, (w, v), h, train, init = _commuting()
+    device, kwargs, force = PATHS[path]
+    runs = 12
+    with g.as_default():
+        saver = tf.train.Saver(max_to_keep=None)
+    with tf.Session(graph=g, device=device, **kwargs) as sess:
+        if force is not None:
+            use_forced_plan(sess, [train, h], {x: _int_feed(0, 0)}, (2, 1))
+        sess.run(init)
+        done = threading.Event()
+
+        def body(i):
+            if i == 0:
+                try:
+                    for r in range(runs):
+                        sess.run([train, h], {x: _int_feed(0, r)})
+                finally:
+                    done.set()
+                return []
+            saved = [saver.save(sess, str(tmp_path / "model"), global_step=0)]
+            while not done.is_set():
+                saved.append(saver.save(sess, str(tmp_path / "model"), global_step=len(saved)))
+            return saved
+        _, saved = in_threads(body, 2)
+    hs = [2 * _int_feed(0, r).astype(np.float64) + 1 for r in range(runs)]
+    states = [(-sum(hv.mean(0) / 4 for hv in hs[:k]) + np.zeros(4), -sum(hv[:, :2].mean(0) / 2 for hv in hs[:k])
+               + np.zeros(2)) for k in range(runs + 1)]
+    at = []
+    for path_ in saved:
+        got = (tf.train.load_variable(path_, w.op.name), tf.train.load_variable(path_, v.op.name))
+        at.append(next((k for k, (sw, sv) in enumerate(states)
+                        if np.array_equal(got[0], sw.astype(np.float32)) and np.array_equal(got[1], sv.astype(
+                            np.float32))), None))
+    assert None not in at and at == sorted(at), f"the checkpoints' steps: {at}"
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is POSIX's")
+def test_a_process_forked_while_a_save_holds_its_folders_lock_does_not_keep_the_lock(tmp_path):
+    """A session's worker processes fork at its first training step, maybe while another thread saves: an flock
+    belongs to the open file the fork shares, so the workers kept the Saver's folder lock after the save and the
+    next save waited forever (the checkpoint test above hung on cpu-workers)."""
+    import fcntl
+    r, w = os.pipe()
+    with gfile.folder_lock(str(tmp_path)):
+        pid = os.fork()
+        if pid == 0:  # the child lives on, as a worker does, until the parent ends it
+            os.close(w)
+            os.read(r, 1)
+            os._exit(0)
+    os.close(r)
+    try:
+        fd = os.open(tmp_path, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # (BlockingIOError while the child holds it)
+        finally:
+            os.close(fd)
+    finally:
+        os.close(w)
+        os.waitpid(pid, 0)
 
 
 @pytest.mark.parametrize("device, budget", [(d, b) for d in DEVICES for b in (None, "1GB")])
