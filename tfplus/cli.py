@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import os
 import signal
 import sys
@@ -228,13 +229,16 @@ def _devices(out) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Runs the command line `argv` (default sys.argv[1:]) and returns the exit code."""
+    program = argv is None  # (the process's command: it ends after this)
     argv = sys.argv[1:] if argv is None else list(argv)
-    try:
-        with _stopped_by_signals(), _opencl_builds_from_the_start(argv):
-            return _main(argv)
-    except KeyboardInterrupt as e:  # Ctrl-C before a command's own handling (parsing, its imports): nothing written
-        prog = f"tfplus {argv[0]}" if argv and not argv[0].startswith("-") else "tfplus"
-        return _interrupted(prog, e)
+    with _stopped_by_signals(program) as status:
+        try:
+            with _opencl_builds_from_the_start(argv):
+                status["code"] = _main(argv)
+        except KeyboardInterrupt as e:  # Ctrl-C before a command's own handling (parsing, imports): nothing written
+            prog = f"tfplus {argv[0]}" if argv and not argv[0].startswith("-") else "tfplus"
+            status["code"] = _interrupted(prog, e)
+    return status["code"]
 
 
 def _opencl_builds_from_the_start(argv: list[str]):
@@ -290,12 +294,16 @@ def _main(argv: list[str]) -> int:
 
 
 @contextlib.contextmanager
-def _stopped_by_signals():
+def _stopped_by_signals(program: bool):
     """SIGTERM and SIGHUP raise engine.signals.Stopped inside (after a running step: engine.signals), ending the
     command as Ctrl-C does, with a line naming the signal and 128 + its number; by their default action they ended
     the process with no line. train and federated stop on them with a save of their own once they start; an ignored
-    one (nohup's SIGHUP) stays ignored, and a caller's own handler is left as it is."""
+    one (nohup's SIGHUP) stays ignored, and a caller's own handler is left as it is. Yields {"code": the command's
+    exit status, once known}: for the process's command (`program`), one that comes after the command, while
+    Python ends the process (~0.5 s: its threads, atexit, modules), ends it at once with that status (by their
+    default action it died with no line and 128 + the signal, its work done)."""
     from tfplus.engine.signals import raise_stopped
+    status: dict = {"code": None}
     old = {}
     if threading.current_thread() is threading.main_thread():
         for name in ("SIGTERM", "SIGHUP"):
@@ -303,10 +311,17 @@ def _stopped_by_signals():
             if s is not None and signal.getsignal(s) == signal.SIG_DFL:
                 old[s] = signal.signal(s, raise_stopped)
     try:
-        yield
+        yield status
     finally:
         for s, handler in old.items():
-            signal.signal(s, handler)
+            signal.signal(s, functools.partial(_exit_ended, status) if program else handler)
+
+
+def _exit_ended(status: dict, signum: int, frame) -> None:
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):  # (a closed pipe)
+            stream.flush()
+    os._exit(status["code"] if status["code"] is not None else 128 + signum)
 
 
 def _dispatch(args: argparse.Namespace, prog: str) -> int:

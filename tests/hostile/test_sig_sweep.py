@@ -1,8 +1,9 @@
 """Signals to every command (the signal sweep: tools/kill_sweep.py --eval, --script): SIGTERM and SIGHUP to `tfplus
 eval` (or plan, profile) end it after the running step with one line naming the signal and 128 + its number (they
 ended it by their default action: no line); nohup's ignored SIGHUP stays ignored; `tfplus train`, whose own stop
-saves first, still does so with the command line's handlers around it; and a moment of the sweep's user script
-saving with tf.train.Saver and of its eval."""
+saves first, still does so with the command line's handlers around it; one that comes while the process ends
+after the command leaves the command's status; and a moment of the sweep's user script saving with tf.train.Saver
+and of its eval."""
 from __future__ import annotations
 
 import os
@@ -57,6 +58,33 @@ def test_a_stop_signal_to_tfplus_eval_is_one_line_and_128_plus_the_signal(signam
 def test_a_hangup_under_nohup_leaves_tfplus_eval_running():
     done = _eval_sent(signal.SIGHUP, ignored=True)
     assert (done.returncode, done.stderr) == (0, ""), done.stderr
+
+
+# The tfplus program (`tfplus --version`) whose ending process (an atexit function: Python's finalization, after the
+# command) is sent `signum` and then waits for it, up to 30 s.
+_ENDING = """
+import atexit, os, sys, time
+from tfplus.cli import main
+signum = int(sys.argv[1])
+
+def ending():
+    os.kill(os.getpid(), signum)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        time.sleep(0.01)
+atexit.register(ending)
+sys.argv = ["tfplus", "--version"]
+sys.exit(main())
+"""
+
+
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGHUP"])
+def test_a_stop_signal_while_the_process_ends_after_the_command_exits_with_the_commands_status(signame):
+    """A stop signal after the command's work (the kill sweep's SIGHUP 0.3 s after a run's last step, budgeted)
+    killed the ending process by its default action: status -1 and no line, the work done."""
+    done = subprocess.run([sys.executable, "-c", _ENDING, str(getattr(signal, signame))], capture_output=True,
+                          text=True, timeout=120)
+    assert (done.returncode, done.stdout.split()[:1], done.stderr) == (0, ["tfplus"], "")
 
 
 @pytest.mark.timeout(120)
