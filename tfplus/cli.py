@@ -17,8 +17,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import os
+import signal
 import sys
+import threading
 import traceback
 from pathlib import Path
 from typing import Sequence
@@ -226,14 +229,16 @@ def _devices(out) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Runs the command line `argv` (default sys.argv[1:]) and returns the exit code."""
+    program = argv is None  # (the process's command: it ends after this)
     argv = sys.argv[1:] if argv is None else list(argv)
-    try:
-        with _opencl_builds_from_the_start(argv):
-            return _main(argv)
-    except KeyboardInterrupt:  # Ctrl-C before a command's own handling (parsing, its imports): nothing was written
-        prog = f"tfplus {argv[0]}" if argv and not argv[0].startswith("-") else "tfplus"
-        print(f"\n{prog}: interrupted", file=sys.stderr)
-        return cli_args.EXIT_INTERRUPTED
+    with _stopped_by_signals(program) as status:
+        try:
+            with _opencl_builds_from_the_start(argv):
+                status["code"] = _main(argv)
+        except KeyboardInterrupt as e:  # Ctrl-C before a command's own handling (parsing, imports): nothing written
+            prog = f"tfplus {argv[0]}" if argv and not argv[0].startswith("-") else "tfplus"
+            status["code"] = _interrupted(prog, e)
+    return status["code"]
 
 
 def _opencl_builds_from_the_start(argv: list[str]):
@@ -288,6 +293,37 @@ def _main(argv: list[str]) -> int:
         return _dispatch(args, prog)
 
 
+@contextlib.contextmanager
+def _stopped_by_signals(program: bool):
+    """SIGTERM and SIGHUP raise engine.signals.Stopped inside (after a running step: engine.signals), ending the
+    command as Ctrl-C does, with a line naming the signal and 128 + its number; by their default action they ended
+    the process with no line. train and federated stop on them with a save of their own once they start; an ignored
+    one (nohup's SIGHUP) stays ignored, and a caller's own handler is left as it is. Yields {"code": the command's
+    exit status, once known}: for the process's command (`program`), one that comes after the command, while
+    Python ends the process (~0.5 s: its threads, atexit, modules), ends it at once with that status (by their
+    default action it died with no line and 128 + the signal, its work done)."""
+    from tfplus.engine.signals import raise_stopped
+    status: dict = {"code": None}
+    old = {}
+    if threading.current_thread() is threading.main_thread():
+        for name in ("SIGTERM", "SIGHUP"):
+            s = getattr(signal, name, None)
+            if s is not None and signal.getsignal(s) == signal.SIG_DFL:
+                old[s] = signal.signal(s, raise_stopped)
+    try:
+        yield status
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, functools.partial(_exit_ended, status) if program else handler)
+
+
+def _exit_ended(status: dict, signum: int, frame) -> None:
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):  # (a closed pipe)
+            stream.flush()
+    os._exit(status["code"] if status["code"] is not None else 128 + signum)
+
+
 def _dispatch(args: argparse.Namespace, prog: str) -> int:
     from tfplus import errors
     from tfplus.data import DataError
@@ -312,9 +348,8 @@ def _dispatch(args: argparse.Namespace, prog: str) -> int:
     except BudgetError as e:  # no plan of a step fits --memory-budget: as `tfplus plan` says it, exit 1
         print(f"{prog}: error: --memory-budget: {e}", file=sys.stderr)
         return cli_args.EXIT_FAILED
-    except KeyboardInterrupt:
-        print(f"\n{prog}: interrupted", file=sys.stderr)
-        return cli_args.EXIT_INTERRUPTED
+    except KeyboardInterrupt as e:
+        return _interrupted(prog, e)
     except (DataError, errors.OpError, NotImplementedError, MemoryError, OSError) as e:
         if debug:
             raise
@@ -324,6 +359,16 @@ def _dispatch(args: argparse.Namespace, prog: str) -> int:
         if debug:
             raise
         return _internal(prog, e)
+
+
+def _interrupted(prog: str, e: KeyboardInterrupt) -> int:
+    """Ctrl-C's line and code (130), or a SIGTERM's or SIGHUP's (engine.signals.Stopped: 128 + the signal)."""
+    signum = getattr(e, "signum", None)
+    if signum is None:
+        print(f"\n{prog}: interrupted", file=sys.stderr)
+        return cli_args.EXIT_INTERRUPTED
+    print(f"\n{prog}: {signal.Signals(signum).name}: stopped", file=sys.stderr)
+    return 128 + signum
 
 
 def _debug() -> bool:

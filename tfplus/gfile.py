@@ -244,10 +244,14 @@ def atomic_open(path: str):
     folder = os.path.dirname(os.path.abspath(path))
     tmp, fd = _locked_temp(folder, os.path.basename(path))
     try:
-        with os.fdopen(fd, "wb") as f:
+        f = os.fdopen(fd, "wb", closefd=False)
+        try:
             yield f
             f.flush()
-            os.fsync(f.fileno())
+            os.fsync(fd)
+        finally:
+            f.close()
+            _close_locked(fd)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -256,24 +260,58 @@ def atomic_open(path: str):
     fsync_folder(folder)  # make the rename itself durable
 
 
+# The descriptors of the flocks this process holds (atomic_open's temporary files, folder_lock's folders): their
+# paths and open flags, for _drop_inherited_locks.
+_held: dict[int, tuple[str, int]] = {}
+
+
+def _flock(fd: int, path: str, flags: int, how: int) -> None:
+    fcntl.flock(fd, how)
+    _held[fd] = (path, flags)
+
+
+def _close_locked(fd: int) -> None:
+    _held.pop(fd, None)
+    os.close(fd)  # (releases the lock)
+
+
+def _drop_inherited_locks() -> None:
+    """In a forked child: each held flock's descriptor made a new, unlocked open of its file. An flock belongs to the
+    open file, which a fork shares: a child that lived on (a session's worker processes, forked while another thread
+    saved) kept the lock after the parent closed its descriptor, and the parent's next save waited for it forever."""
+    for fd, (path, flags) in list(_held.items()):
+        try:
+            fresh = os.open(path, flags & ~(os.O_CREAT | os.O_EXCL))
+        except OSError:  # renamed or deleted since
+            fresh = os.open(os.devnull, os.O_RDWR)
+        os.dup2(fresh, fd)
+        os.close(fresh)
+    _held.clear()
+
+
+if fcntl is not None and hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_drop_inherited_locks)
+
+
 def _locked_temp(folder: str, name: str) -> tuple[str, int]:
     """A new temporary file for `name` in `folder` and its descriptor, holding an flock on it until closed: the
     lock tells a file still being written from one a killed process left (remove_orphan_temps); the kernel
     releases it when its process dies."""
     while True:
         tmp = os.path.join(folder, f".{name}.{uuid.uuid4().hex[:12]}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
+        fd = os.open(tmp, flags, 0o666)
         if fcntl is None:
             return tmp, fd
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            _flock(fd, tmp, flags, fcntl.LOCK_EX)
         except OSError:  # a file system without locks (some network ones): written unlocked, as before
             return tmp, fd
         # NOTE: a cleaner may have taken it for an orphan between its creation and the lock, and deleted it.
         with contextlib.suppress(FileNotFoundError):
             if os.stat(tmp).st_ino == os.fstat(fd).st_ino:
                 return tmp, fd
-        os.close(fd)
+        _close_locked(fd)
 
 
 def fsync_folder(folder: str) -> None:
@@ -306,10 +344,10 @@ def folder_lock(folder: str):
         return
     fd = os.open(folder, os.O_RDONLY)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        _flock(fd, folder, os.O_RDONLY, fcntl.LOCK_EX)
         yield
     finally:
-        os.close(fd)  # (releases the lock)
+        _close_locked(fd)
 
 
 # The temporary files atomic_write names: `.<name>.<12 hex digits>.tmp`.
@@ -331,14 +369,14 @@ def remove_orphan_temps(folder: str) -> list[str]:
             continue
         try:
             if fcntl is not None:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                _flock(fd, entry.path, os.O_RDONLY, fcntl.LOCK_EX | fcntl.LOCK_NB)
             if os.stat(entry.path).st_ino == os.fstat(fd).st_ino:
                 os.remove(entry.path)
                 removed.append(entry.name)
         except OSError:  # being written (locked), renamed into place meanwhile, or no locks there: left alone
             pass
         finally:
-            os.close(fd)
+            _close_locked(fd)
     return sorted(removed)
 
 

@@ -55,6 +55,7 @@ import numpy as np
 import tfplus as tf
 from tfplus import data as tfdata
 from tfplus import errors, finetune, profiler
+from tfplus.engine.signals import raise_stopped
 from tfplus.gfile import remove_orphan_temps
 from tfplus.graphs import get_model, training_graph
 from tfplus.graphs.mentee import DATA_FORMATS, DEFAULT_LR, OPTIMIZERS, SCHEDULES, default_warmup
@@ -1587,7 +1588,8 @@ class _StopHook(tf.train.SessionRunHook):
         if self._run.ranks == 1:  # a rank of several waits for after_run, where the ranks agree
             self._coord.request_stop()
         users = self._old.get(signum)
-        if callable(users) and users is not signal.default_int_handler:  # the caller's own handler runs too
+        # The caller's own handler runs too; Python's SIGINT one and the command line's (engine.signals) raise.
+        if callable(users) and users not in (signal.default_int_handler, raise_stopped):
             users(signum, frame)
 
     def __enter__(self) -> _StopHook:

@@ -8,13 +8,13 @@ import contextlib
 import os
 import pickle
 import signal
-import sys
 import threading
 import time
 
 import numpy as np
 import pytest
 from conftest import DEVICES
+from threaded import in_threads as _in_threads
 
 import tfplus as tf
 from tfplus import errors
@@ -46,36 +46,6 @@ def _feed(thread: int, run: int) -> np.ndarray:
 
 def _grad(x: np.ndarray) -> np.ndarray:
     return (2.0 * x.astype(np.float64) + 1.0).sum(axis=0) / (4 * len(x))
-
-
-def _in_threads(body, n: int = THREADS, limit: float = 120.0) -> list:
-    """body(i) on n threads started together; their results in order. Fails if one is still running after
-    `limit` seconds (a deadlock) or raised."""
-    results: list = [None] * n
-    failed: list = []
-    start = threading.Barrier(n)
-
-    def run(i):
-        try:
-            start.wait()
-            results[i] = body(i)
-        except BaseException as e:  # noqa: BLE001  reported by the test
-            failed.append(e)
-    ts = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(n)]
-    switch = sys.getswitchinterval()
-    sys.setswitchinterval(1e-5)  # threads take turns often, as on a busy machine with bigger steps
-    try:
-        for t in ts:
-            t.start()
-        deadline = time.monotonic() + limit
-        for t in ts:
-            t.join(max(0.0, deadline - time.monotonic()))
-    finally:
-        sys.setswitchinterval(switch)
-    assert not any(t.is_alive() for t in ts), f"threads still running after {limit} s: a deadlock"
-    if failed:
-        raise failed[0]
-    return results
 
 
 # Every way a session runs a step: its Session keyword arguments and config.

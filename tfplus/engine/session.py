@@ -11,6 +11,7 @@
 """
 from __future__ import annotations
 
+import itertools
 import os
 import warnings
 import weakref
@@ -109,6 +110,9 @@ class Session:
         # copied out before the lock is released (_run).
         self._lock = self._runtime.step_lock
         self._partial_runs: dict[str, tuple] = {}  # handle -> (fetch ids, feed ids, {tensor: value so far})
+        # NOTE: a handle's number is drawn atomically (next on a count holds the GIL): numbered by the dict's length,
+        # two threads setting up at once took one handle, and each fed and fetched the other's partial run.
+        self._partial_numbers = itertools.count()
 
     # -- public API -----------------------------------------------------------------------------------------
     def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
@@ -173,7 +177,7 @@ class Session:
         """A handle for partial_run calls that fetch some of `fetches` each, feeding each of `feeds` once; what
         an earlier call fetched is fed to the later ones, so it is not computed again (TF1's partial runs)."""
         flat, _ = self._flatten_fetches(fetches)
-        handle = f"partial_run_{len(self._partial_runs)}"
+        handle = f"partial_run_{next(self._partial_numbers)}"
         self._partial_runs[handle] = ({id(f) for f in flat}, {id(_as_feed_key(self.graph, f)) for f in feeds or ()},
                                       {})
         return handle

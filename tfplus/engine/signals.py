@@ -60,6 +60,19 @@ class deferred:
         _handle(self.handlers, self.caught)
 
 
+class Stopped(KeyboardInterrupt):
+    """SIGTERM or SIGHUP as an interrupt (raise_stopped), as Python makes SIGINT a KeyboardInterrupt: what the
+    command line's handler raises until a command installs a stop of its own (tfplus.cli)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def raise_stopped(signum, frame) -> None:
+    raise Stopped(signum)
+
+
 def _handle(handlers: dict, pending: list) -> None:
     for signum, frame in pending:
         handlers[signum](signum, frame)

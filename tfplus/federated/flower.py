@@ -730,8 +730,20 @@ def _start_ray(fed: Federation) -> int:
     import ray
     if not ray.is_initialized():  # Flower starts Ray only where it is not running: first, with the setup hook
         path = os.pathsep.join([*sys.path, *filter(None, [os.environ.get("PYTHONPATH")])])  # the apps' modules
-        ray.init(num_cpus=fed.cpus, include_dashboard=False, logging_level=logging.WARNING,
-                 runtime_env={"env_vars": {"PYTHONPATH": path}, "worker_process_setup_hook": _hide_tensorflow})
+        # NOTE: Ray's processes (its GCS server, raylet, workers) are of this process's group, and a closed
+        # terminal's SIGHUP to the group ended them by its default action: the round in flight then failed after
+        # Ray's 60 s wait for its GCS, with status 1, not after the round's save. They start with SIGHUP blocked (a
+        # mask outlives exec), as Ray blocks SIGINT there; this process gets one sent meanwhile once it unblocks it.
+        # Not SIGTERM: Ray's shutdown stops its processes by SIGTERM, and with it blocked waits 1 s for each before
+        # killing it (4 s more a run); kill -TERM -PGID ends them still.
+        hangup = getattr(signal, "SIGHUP", None)
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {hangup}) if hangup is not None else None
+        try:
+            ray.init(num_cpus=fed.cpus, include_dashboard=False, logging_level=logging.WARNING,
+                     runtime_env={"env_vars": {"PYTHONPATH": path}, "worker_process_setup_hook": _hide_tensorflow})
+        finally:
+            if blocked is not None:
+                signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
     have = ray.cluster_resources()
     concurrent = int(have.get("CPU", 0) // fed.client_cpus)
     if fed.client_gpus:
