@@ -110,7 +110,8 @@ def train_graph(graph, init, train, loss, feeds, budget=None, force=None, steps=
     with tf.Session(graph=graph, memory_budget=budget) as sess:
         sess.run(init)
         if force is not None or plan is not None:
-            p = plan or planner.plan(fetches, {t: v.shape for t, v in feeds.items()}, graph=graph, force=force)
+            p = plan if plan is not None else planner.plan(fetches, {t: v.shape for t, v in feeds.items()}, graph=graph,
+                                                          force=force)
             install(sess, fetches, p)
         losses = [sess.run(fetches, feeds)[1] for _ in range(steps)]
         weights = {v.op.name: sess.run(v) for v in graph.get_collection("trainable_variables")}
