@@ -103,14 +103,15 @@ def train_steps(tg, feeds, budget=None, force=None, steps=2):
     return train_graph(tg.graph, tg.init_op, tg.train_op, tg.loss, feeds, budget, force, steps)
 
 
-def train_graph(graph, init, train, loss, feeds, budget=None, force=None, steps=2):
+def train_graph(graph, init, train, loss, feeds, budget=None, force=None, steps=2, plan=None):
     """train_steps of a graph built by hand: `train` and `loss` fetched, under the plan of transformations
-    `force` when given (installed on a session with `budget`)."""
+    `force` when given, or the cpu plan `plan` the caller made for it (installed on a session with `budget`)."""
     fetches = [train, loss]
     with tf.Session(graph=graph, memory_budget=budget) as sess:
         sess.run(init)
-        if force is not None:
-            p = planner.plan(fetches, {t: v.shape for t, v in feeds.items()}, graph=graph, force=force)
+        if force is not None or plan is not None:
+            p = plan if plan is not None else planner.plan(fetches, {t: v.shape for t, v in feeds.items()}, graph=graph,
+                                                          force=force)
             install(sess, fetches, p)
         losses = [sess.run(fetches, feeds)[1] for _ in range(steps)]
         weights = {v.op.name: sess.run(v) for v in graph.get_collection("trainable_variables")}

@@ -265,16 +265,6 @@ def test_plan_of_a_huge_batch_answers_at_once():
     assert len(_divisors(10**12)) == 169 and _divisors(10**12)[-2:] == [5 * 10**11, 10**12]
 
 
-def test_plan_max_batch_reports_progress(capsys):
-    argv = ["plan", "--model", "lenet", "--batch-size", "8", "--memory-budget", "4MB", "--max-batch", "--json"]
-    assert main(argv) == 0
-    captured = capsys.readouterr()
-    probes = [line for line in captured.err.splitlines() if line.startswith("tfplus plan: max batch")]
-    assert len(probes) >= 5 and "batch 1 needs" in probes[0] and "confirming batch" in captured.err
-    out = json.loads(captured.out)
-    assert out["max_batch_size"] >= 8 and out["max_batch_confirmed"]
-
-
 def test_train_and_plan_advise_the_same_budget_and_it_runs(capsys):
     """Issue 32, item 14: `tfplus train` named the initializer's need (7.7 MB), then at 10 MB the step's (12.8 MB),
     and exited 2 where `tfplus plan` exited 1. Now both name the run's smallest budget, exit 1, and a budget of

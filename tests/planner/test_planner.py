@@ -435,7 +435,11 @@ def test_plan_cli_json_schema(tmp_path, capsys):
     args = parser.parse_args(["plan", "--model", "lenet", "--batch-size", "8", "--memory-budget", "4MB", "--json",
                               "--max-batch", "--plot", str(svg)])
     assert args.func(args) == 0
-    out = json.loads(capsys.readouterr().out)
+    captured = capsys.readouterr()
+    out = json.loads(captured.out)
+    # the --max-batch search reports each probe on stderr (the JSON's stdout stays clean)
+    probes = [line for line in captured.err.splitlines() if line.startswith("tfplus plan: max batch")]
+    assert len(probes) >= 5 and "batch 1 needs" in probes[0] and "confirming batch" in captured.err
     assert {"peak_bytes", "lower_bound_bytes", "budget_bytes", "fits", "transformations", "breakdown",
             "max_batch_size", "smallest_feasible_budget_bytes", "model", "batch_size"} <= set(out)
     assert out["budget_bytes"] == 4_000_000 and out["fits"] and out["max_batch_confirmed"]
