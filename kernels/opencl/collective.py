@@ -40,9 +40,9 @@ import sys
 
 import numpy as np
 
-from tfplus.kernels.numpy.collective import parts, reducer
-from tfplus.kernels.opencl._common import run_on_host
-from tfplus.kernels.opencl.array import gather, scatter
+from tfplus.kernels.numpy.collective import parts, reducer, shared_ranks
+from tfplus.kernels.opencl._common import kernel, run_on_host
+from tfplus.kernels.opencl.array import SRC, gather, scatter
 from tfplus.registry import find_kernel, register_kernel, register_workspace
 from tfplus.runtime.opencl.discovery import cl
 
@@ -135,7 +135,14 @@ def _bucket(ins, attrs, compute_units):
 
 
 register_workspace("MpiAllreduceStart", "opencl")(_bucket)
-register_workspace("MpiAllreduceWait", "opencl")(_bucket)
+
+
+@register_workspace("MpiAllreduceWait", "opencl")
+def _sums(ins, attrs, compute_units):
+    """_bucket's, and where the ranks sum on their devices (shared_ranks) the buffer their slots are copied to."""
+    ranks = shared_ranks()
+    return _bucket(ins, attrs, compute_units) + [((ranks * sum(math.prod(s) for s in attrs["shapes"]),),
+                                                  ins[0].dtype)] * (ranks > 0)
 
 
 @register_kernel("MpiAllreduceStart", "opencl", ("float32", "float64"))
@@ -145,18 +152,28 @@ def _mpi_allreduce_start(ctx, ins, outs, attrs):
         reducer.device = _where(rt.dev.device)
     ws = _bucket(ins, attrs, None)
     packed = ctx.workspace(*ws[0]) if ws else ins[0]
-    host = rt.pinned_array(("allreduce", key), (packed.size,), packed.dtype)
+    shared = shared_ranks() > 0
+
+    def slot():
+        """(where this rank's copy goes, what the job reduces): a slot of the bucket's next turn in shared memory
+        and that turn, where the devices sum (the scale too), else pinned memory for MPI_Allreduce."""
+        if shared:
+            turn = reducer.shared_slots(key, packed.size, packed.dtype)
+            return turn[reducer.host().Get_rank()], turn, 1.0
+        host = rt.pinned_array(("allreduce", key), (packed.size,), packed.dtype)
+        return host, host, scale
     if any(a.host is not None for a in ins):  # values the host holds (computed there): nothing to copy out
         rt.tape_refuse(f"MpiAllreduceStart '{ctx.node_name}' reduces a value computed on the host")
+        host, reduced, times = slot()
         for a, at in zip(ins, parts([a.shape for a in ins])):
             host[at] = rt.copy_out(a).ravel()
-        reducer.start(key, host, scale=scale)
+        reducer.start(key, reduced, scale=times, shared=shared)
         return
     # Packed on the device by one launch (per 8 gradients), copied out by one DMA: a DMA per gradient cost an H200
     # step's host ~25 us each (BENCHMARKS.md, mpib), a ConcatV2 a copy kernel each.
     if ws:
         gather(rt, packed, ins)
-    buf, off, queue, ahead = rt.buffer(packed), packed.block.off, rt.queue, runahead(rt) and host.nbytes > 0
+    buf, off, queue, ahead = rt.buffer(packed), packed.block.off, rt.queue, runahead(rt) and packed.size > 0
     held = rt.gated.setdefault(key, collections.deque())
 
     def start():
@@ -167,12 +184,13 @@ def _mpi_allreduce_start(ctx, ins, outs, attrs):
             event.wait()  # on the device alone now (its user event is complete)
             held.popleft()
             reducer.mark(f"bucket {key} step before last done")
+        host, reduced, times = slot()
         copied = cl.enqueue_copy(queue, host, buf, src_offset=off, is_blocking=False) if host.nbytes else None
         if _copies is not None and copied is not None:
             _copies.append((key, "out", copied))
         rt.d2h_bytes += host.nbytes
         gate = _gates[key] = cl.UserEvent(rt.dev.ctx) if ahead else None
-        reducer.start(key, host, copied and copied.wait, _released(gate, queue) if ahead else None, scale)
+        reducer.start(key, reduced, copied and copied.wait, _released(gate, queue) if ahead else None, times, shared)
     start()
     rt.tape_host(start, ("MpiAllreduceStart", key, id(buf), off))
 
@@ -182,10 +200,11 @@ _backs: dict = {}  # bucket key -> its last copy back's event, waiting path (dro
 
 @register_kernel("MpiAllreduceWait", "opencl", ("float32", "float64"))
 def _mpi_allreduce_wait(ctx, ins, outs, attrs):
-    rt, key = ctx.runtime, attrs["key"]
-    ws = _bucket(ins, attrs, None)
-    packed = ctx.workspace(*ws[0]) if ws else outs[0]
-    buf, off, queue = rt.buffer(packed), packed.block.off, rt.queue
+    rt, key, ranks = ctx.runtime, attrs["key"], shared_ranks()
+    ws = _sums(ins, attrs, None)
+    packed = ctx.workspace(*ws[0]) if len(outs) > 1 else outs[0]
+    slots = ctx.workspace(*ws[-1]) if ranks else packed  # the ranks' slots, copied in one piece, else the sum
+    buf, off, queue = rt.buffer(slots), slots.block.off, rt.queue
 
     # NOTE: non-blocking: `host` is written again only by the next step's copy out, queued after this one.
     def wait():
@@ -206,5 +225,8 @@ def _mpi_allreduce_wait(ctx, ins, outs, attrs):
         reducer.mark(f"bucket {key} copy back queued")
     wait()
     rt.tape_host(wait, ("MpiAllreduceWait", key, id(buf), off))
-    if ws:
+    if ranks and packed.size:  # queued after the copy back, on the tape too
+        rt.run1d(kernel(rt, SRC, "sum_slots", packed.dtype), packed.size, packed, slots, np.int32(packed.size),
+                 np.int32(ranks), packed.dtype.type(attrs["scale"]))
+    if len(outs) > 1:
         scatter(rt, outs, packed)  # queued after the copy back, on the tape too
