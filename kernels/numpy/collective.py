@@ -254,7 +254,8 @@ class Reducer:
         who = f"rank {self.rank}"
         lines = [f"tfplus all-reduce, {who}: device {self.device}"] if self.device else []
         lines.append(f"tfplus all-reduce, {who}: buckets summed " + (
-            f"on the devices from host shared memory, {self.shared} ranks" if self.shared else "by MPI_Allreduce"))
+            f"on the devices from host shared memory, {self.shared} ranks (all-reduce below: the barrier)"
+            if self.shared else "by MPI_Allreduce"))
         for key, rows in sorted(self.trace.items()):
             t = np.array(rows[1:]) * 1e3
             if len(t):

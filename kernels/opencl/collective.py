@@ -10,6 +10,13 @@ update reads (a bucket of one gradient is copied straight from and into its own 
 a bucket: ConcatV2, SplitV and their reshapes took a copy kernel per gradient each way (30 of a Mentee step), and a
 copy per gradient to or from host memory cost NVIDIA's driver more host time still (BENCHMARKS.md, mpib).
 
+Where every rank runs on this host (shared_ranks; TFPLUS_ALLREDUCE_SHM), the devices sum instead of MPI_Allreduce,
+whose sum on the host ran at 2.4 GB/s on an H200 host (BENCHMARKS.md, mpishm): the Start copies the packed bucket into
+this rank's slot of the bucket's next turn of an MPI-3 shared-memory window (Reducer.shared_slots), the communication
+thread waits for the copy and meets the other ranks at a barrier, and the Wait copies every rank's slot, in one piece,
+into a workspace and sums them in rank order, times `scale`, into the packed buffer (one launch, sum_slots in
+array.cl): every rank computes the same sums bit for bit, so the ranks' weights stay equal.
+
 With TFPLUS_ALLREDUCE_RUNAHEAD=1, MpiAllreduceWait runs ahead: it enqueues the copy back of the sum behind an OpenCL
 user event that the communication thread completes once MPI returns, and returns at once, so the host queues the
 updates, leaves session.run and queues the next step while the device and MPI work (in one process the host runs ahead
