@@ -50,17 +50,21 @@ def parts(shapes) -> list[slice]:
 def shared_ranks() -> int:
     """How many ranks sum each bucket on their devices from host shared memory (kernels/opencl/collective.py): the
     world's size where every rank runs on this host, else 0 (MPI_Allreduce sums on the host). TFPLUS_ALLREDUCE_SHM=0
-    forces MPI_Allreduce, =1 shared memory (an error where the ranks span hosts)."""
+    forces MPI_Allreduce, =1 shared memory (an error where the ranks span hosts), =pinned shared memory with the
+    devices' copies to and from pinned memory, the communication thread moving each bucket between it and the window
+    (reducer.staged)."""
     if reducer.shared is None:
         value = os.environ.get("TFPLUS_ALLREDUCE_SHM", "").strip()
-        if value not in ("", "0", "1"):
+        if value not in ("", "0", "1", "pinned"):
             raise ValueError(f"TFPLUS_ALLREDUCE_SHM={value!r}: give 1 (sum on the devices through host shared "
-                             "memory), 0 (MPI_Allreduce) or leave it unset (1 where every rank runs on one host)")
+                             "memory), pinned (the same, the devices copying through pinned memory), 0 "
+                             "(MPI_Allreduce) or leave it unset (1 where every rank runs on one host)")
+        reducer.staged = value == "pinned"
         from mpi4py import MPI
         here, world = reducer.host().Get_size(), MPI.COMM_WORLD.Get_size()
-        if value == "1" and here != world:
-            raise ValueError(f"TFPLUS_ALLREDUCE_SHM=1: only {here} of the {world} ranks run on this host; unset it "
-                             "to sum by MPI_Allreduce")
+        if value not in ("", "0") and here != world:
+            raise ValueError(f"TFPLUS_ALLREDUCE_SHM={value}: only {here} of the {world} ranks run on this host; "
+                             "unset it to sum by MPI_Allreduce")
         reducer.shared = here if here == world and value != "0" else 0
     return reducer.shared
 
@@ -69,10 +73,12 @@ class _Job:
     __slots__ = ("key", "host", "ready", "release", "done", "error", "times", "largest", "scale", "shared")
 
     def __init__(self, key: int, host: np.ndarray, ready, largest: bool = False, release=None, scale: float = 1.0,
-                 shared: bool = False):
+                 shared: tuple | None = None):
         self.key, self.host, self.ready, self.done, self.error = key, host, ready, threading.Event(), None
         self.largest = largest  # MPI_MAX instead of MPI_SUM
-        self.shared = shared  # `host` is a turn of shared_slots: the ranks meet at a barrier, their devices sum
+        # (turn, rank): `host` is that turn of shared_slots, or pinned memory of its shape whose row `rank` is copied
+        # into the turn before the ranks meet at a barrier and the others' rows from it after; the devices sum
+        self.shared = shared
         self.release = release  # called by the communication thread after the sum: release(ok)
         self.scale = scale  # the sum times this (1 / ranks: an average), on the thread, before release
         self.times = [time.perf_counter(), 0.0, 0.0, 0.0, 0.0]  # started, copied out, reduced, waited, taken
@@ -111,6 +117,7 @@ class Reducer:
         self.timeout = allreduce_timeout()
         self.last: _Job | None = None  # the job started last (drain)
         self.shared: int | None = None  # shared_ranks(), once known
+        self.staged = False  # TFPLUS_ALLREDUCE_SHM=pinned (shared_ranks)
         self.host_comm = None  # the communicator of this host's ranks (host())
         self.windows: dict[int, list] = {}  # bucket key -> [its MPI window, its slots (3, ranks, n), the next turn]
 
@@ -153,7 +160,7 @@ class Reducer:
         return buf
 
     def start(self, key: int, host: np.ndarray, ready=None, release=None, scale: float = 1.0,
-              shared: bool = False) -> None:
+              shared: tuple | None = None) -> None:
         self._check()
         self._running()
         job = self.last = self.started[key] = _Job(key, host, ready, release=release, scale=scale, shared=shared)
@@ -254,7 +261,8 @@ class Reducer:
         who = f"rank {self.rank}"
         lines = [f"tfplus all-reduce, {who}: device {self.device}"] if self.device else []
         lines.append(f"tfplus all-reduce, {who}: buckets summed " + (
-            f"on the devices from host shared memory, {self.shared} ranks (all-reduce below: the barrier)"
+            f"on the devices from host shared memory{' through pinned memory' * self.staged}, {self.shared} ranks "
+            "(all-reduce below: the barrier)"
             if self.shared else "by MPI_Allreduce"))
         for key, rows in sorted(self.trace.items()):
             t = np.array(rows[1:]) * 1e3
@@ -302,8 +310,15 @@ class Reducer:
                 if job.ready is not None:
                     job.ready()
                 job.times[1] = time.perf_counter()
-                if job.shared:  # every rank's slot written (x86 hosts keep the window coherent; MPI orders)
-                    host.Barrier()
+                if job.shared is not None:
+                    turn, me = job.shared
+                    staged = turn is not job.host
+                    if staged:
+                        np.copyto(turn[me], job.host[me])
+                    host.Barrier()  # every rank's slot written (x86 hosts keep the window coherent; MPI orders)
+                    for q in range(len(turn)) if staged else ():
+                        if q != me:
+                            np.copyto(job.host[q], turn[q])
                 else:
                     comm.Allreduce(in_place, job.host, op=largest if job.largest else total)
                 if job.scale != 1.0:  # NOTE: float32 times the scale cast to float32, as a device Mul by a constant

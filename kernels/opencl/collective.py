@@ -162,19 +162,21 @@ def _mpi_allreduce_start(ctx, ins, outs, attrs):
     shared = shared_ranks() > 0
 
     def slot():
-        """(where this rank's copy goes, what the job reduces): a slot of the bucket's next turn in shared memory
-        and that turn, where the devices sum (the scale too), else pinned memory for MPI_Allreduce."""
+        """(where this rank's copy goes, what the job reduces, its scale, its `shared`): this rank's row of the
+        bucket's next turn in shared memory (or of pinned memory of its shape: TFPLUS_ALLREDUCE_SHM=pinned) and the
+        rows, where the devices sum (the scale too), else pinned memory for MPI_Allreduce."""
         if shared:
-            turn = reducer.shared_slots(key, packed.size, packed.dtype)
-            return turn[reducer.host().Get_rank()], turn, 1.0
+            turn, me = reducer.shared_slots(key, packed.size, packed.dtype), reducer.host().Get_rank()
+            rows = rt.pinned_array(("allreduce", key), turn.shape, packed.dtype) if reducer.staged else turn
+            return rows[me], rows, 1.0, (turn, me)
         host = rt.pinned_array(("allreduce", key), (packed.size,), packed.dtype)
-        return host, host, scale
+        return host, host, scale, None
     if any(a.host is not None for a in ins):  # values the host holds (computed there): nothing to copy out
         rt.tape_refuse(f"MpiAllreduceStart '{ctx.node_name}' reduces a value computed on the host")
-        host, reduced, times = slot()
+        host, reduced, times, where = slot()
         for a, at in zip(ins, parts([a.shape for a in ins])):
             host[at] = rt.copy_out(a).ravel()
-        reducer.start(key, reduced, scale=times, shared=shared)
+        reducer.start(key, reduced, scale=times, shared=where)
         return
     # Packed on the device by one launch (per 8 gradients), copied out by one DMA: a DMA per gradient cost an H200
     # step's host ~25 us each (BENCHMARKS.md, mpib), a ConcatV2 a copy kernel each.
@@ -191,13 +193,13 @@ def _mpi_allreduce_start(ctx, ins, outs, attrs):
             event.wait()  # on the device alone now (its user event is complete)
             held.popleft()
             reducer.mark(f"bucket {key} step before last done")
-        host, reduced, times = slot()
+        host, reduced, times, where = slot()
         copied = cl.enqueue_copy(queue, host, buf, src_offset=off, is_blocking=False) if host.nbytes else None
         if _copies is not None and copied is not None:
             _copies.append((key, "out", copied))
         rt.d2h_bytes += host.nbytes
         gate = _gates[key] = cl.UserEvent(rt.dev.ctx) if ahead else None
-        reducer.start(key, reduced, copied and copied.wait, _released(gate, queue) if ahead else None, times, shared)
+        reducer.start(key, reduced, copied and copied.wait, _released(gate, queue) if ahead else None, times, where)
     start()
     rt.tape_host(start, ("MpiAllreduceStart", key, id(buf), off))
 

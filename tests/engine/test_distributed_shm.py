@@ -1,8 +1,8 @@
 """The intra-host all-reduce of opencl ranks (kernels/opencl/collective.py): under `mpiexec -n 2`, both ranks on PoCL's
 one device, every rank on one host, each bucket goes through an MPI-3 shared-memory window and the devices sum it.
 That path is the one taken by default, the ranks' weights stay bit-identical, and they equal, bit for bit, the same
-steps summed by MPI_Allreduce (TFPLUS_ALLREDUCE_SHM=0: for two ranks either sum is a + b, times the same float32
-scale); a bad TFPLUS_ALLREDUCE_SHM is refused by name."""
+steps through pinned memory (TFPLUS_ALLREDUCE_SHM=pinned) and summed by MPI_Allreduce (TFPLUS_ALLREDUCE_SHM=0: for
+two ranks either sum is a + b, times the same float32 scale); a bad TFPLUS_ALLREDUCE_SHM is refused by name."""
 import json
 import os
 import subprocess
@@ -21,14 +21,16 @@ ENV = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p), TFP
 
 # Trains a small conv net 5 steps on each rank's own batches, through buckets of several gradients and of one
 # (bucket_bytes: the filter and its bias apart, the dense layer's two), the step replayed from its fourth run; first
-# on the shared-memory path (the default here), then on MPI_Allreduce's (what TFPLUS_ALLREDUCE_SHM=0 sets at the
-# first start), every rank printing its weights' bytes and which path ran.
+# on the shared-memory path (the default here), then through pinned memory (TFPLUS_ALLREDUCE_SHM=pinned), then on
+# MPI_Allreduce's (what TFPLUS_ALLREDUCE_SHM=0 sets at the first start), every rank printing its weights' bytes and
+# how many windows each path left made.
 SCRIPT = """
 import hashlib, json, numpy as np, tfplus as tf, tfplus.distributed as dist
 from tfplus.kernels.numpy.collective import reducer
 dist.init()
 out = {}
-for path in ("shm", "mpi"):
+for path in ("shm", "pinned", "mpi"):
+    reducer.staged = path == "pinned"  # what TFPLUS_ALLREDUCE_SHM=pinned sets
     if path == "mpi":
         reducer.shared = 0
     tf.reset_default_graph()
@@ -61,9 +63,9 @@ def test_two_ranks_sum_on_their_devices_through_shared_memory_to_equal_weights(r
     ranks = [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
     assert len(ranks) == 2, run.stdout
     for got in ranks:
-        # The first session made a window per bucket (3); the second, on MPI_Allreduce's path, none more.
-        assert got["shm windows"] == got["mpi windows"] == 3, got
-        assert got["shm"] == got["mpi"], got  # the devices' sums equal MPI's bit for bit
+        # The first two sessions made a window per bucket (3 each); the third, on MPI_Allreduce's path, none more.
+        assert (got["shm windows"], got["pinned windows"], got["mpi windows"]) == (3, 6, 6), got
+        assert got["shm"] == got["pinned"] == got["mpi"], got  # the devices' sums equal MPI's bit for bit
     assert ranks[0]["shm"] == ranks[1]["shm"], ranks  # every rank the same weights
 
 
