@@ -54,19 +54,22 @@ print(json.dumps(out))
 """
 
 
-@pytest.mark.parametrize("runahead", ["0", "1"])
-def test_two_ranks_sum_on_their_devices_through_shared_memory_to_equal_weights(runahead):
+# Three ranks: a sum whose order matters (MPI's may differ from the devices' rank order), the same on every rank.
+@pytest.mark.parametrize("n,runahead", [(2, "0"), (2, "1"), (3, "1")])
+def test_ranks_sum_on_their_devices_through_shared_memory_to_equal_weights(n, runahead):
     env = dict(ENV, TFPLUS_ALLREDUCE_RUNAHEAD=runahead)
-    run = subprocess.run([str(MPIEXEC), "-n", "2", sys.executable, "-c", SCRIPT], env=env,
+    run = subprocess.run([str(MPIEXEC), "-n", str(n), sys.executable, "-c", SCRIPT], env=env,
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stdout + run.stderr
     ranks = [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
-    assert len(ranks) == 2, run.stdout
+    assert len(ranks) == n, run.stdout
     for got in ranks:
         # The first two sessions made a window per bucket (3 each); the third, on MPI_Allreduce's path, none more.
         assert (got["shm windows"], got["pinned windows"], got["mpi windows"]) == (3, 6, 6), got
-        assert got["shm"] == got["pinned"] == got["mpi"], got  # the devices' sums equal MPI's bit for bit
-    assert ranks[0]["shm"] == ranks[1]["shm"], ranks  # every rank the same weights
+        assert got["shm"] == got["pinned"], got
+        if n == 2:
+            assert got["shm"] == got["mpi"], got  # the devices' sums equal MPI's bit for bit
+    assert len({got["shm"] for got in ranks}) == 1, ranks  # every rank the same weights
 
 
 def test_a_bad_switch_is_refused_by_name():
