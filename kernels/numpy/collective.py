@@ -50,16 +50,18 @@ def parts(shapes) -> list[slice]:
 def shared_ranks() -> int:
     """How many ranks sum each bucket on their devices from host shared memory (kernels/opencl/collective.py): the
     world's size where every rank runs on this host, else 0 (MPI_Allreduce sums on the host). TFPLUS_ALLREDUCE_SHM=0
-    forces MPI_Allreduce, =1 shared memory (an error where the ranks span hosts), =pinned shared memory with the
-    devices' copies to and from pinned memory, the communication thread moving each bucket between it and the window
-    (reducer.staged)."""
+    forces MPI_Allreduce, =1 shared memory, the devices copying to and from the window (the default on a CPU device),
+    =pinned shared memory, the devices copying to and from pinned memory and the communication thread moving each
+    bucket between it and the window (the default on a GPU: reducer.staged); 1 or pinned is an error where the ranks
+    span hosts."""
     if reducer.shared is None:
         value = os.environ.get("TFPLUS_ALLREDUCE_SHM", "").strip()
         if value not in ("", "0", "1", "pinned"):
             raise ValueError(f"TFPLUS_ALLREDUCE_SHM={value!r}: give 1 (sum on the devices through host shared "
                              "memory), pinned (the same, the devices copying through pinned memory), 0 "
-                             "(MPI_Allreduce) or leave it unset (1 where every rank runs on one host)")
-        reducer.staged = value == "pinned"
+                             "(MPI_Allreduce) or leave it unset (pinned on a GPU, 1 on a CPU device, where every "
+                             "rank runs on one host)")
+        reducer.staged = {"1": False, "pinned": True}.get(value)
         from mpi4py import MPI
         here, world = reducer.host().Get_size(), MPI.COMM_WORLD.Get_size()
         if value not in ("", "0") and here != world:
@@ -117,7 +119,7 @@ class Reducer:
         self.timeout = allreduce_timeout()
         self.last: _Job | None = None  # the job started last (drain)
         self.shared: int | None = None  # shared_ranks(), once known
-        self.staged = False  # TFPLUS_ALLREDUCE_SHM=pinned (shared_ranks)
+        self.staged: bool | None = None  # TFPLUS_ALLREDUCE_SHM=pinned (True) or 1 (False); unset: by the device
         self.host_comm = None  # the communicator of this host's ranks (host())
         self.windows: dict[int, list] = {}  # bucket key -> [its MPI window, its slots (3, ranks, n), the next turn]
 
@@ -261,7 +263,8 @@ class Reducer:
         who = f"rank {self.rank}"
         lines = [f"tfplus all-reduce, {who}: device {self.device}"] if self.device else []
         lines.append(f"tfplus all-reduce, {who}: buckets summed " + (
-            f"on the devices from host shared memory{' through pinned memory' * self.staged}, {self.shared} ranks "
+            f"on the devices from host shared memory{' through pinned memory' * bool(self.staged)}, {self.shared} "
+            "ranks "
             "(all-reduce below: the barrier)"
             if self.shared else "by MPI_Allreduce"))
         for key, rows in sorted(self.trace.items()):
