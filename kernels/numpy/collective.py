@@ -101,8 +101,8 @@ class Reducer:
     thread (an MPI_Iallreduce started between steps cost the host 0.3 ms on a loaded machine).
     `buffer(key, shape, dtype)`: the host buffer a key reuses from step to step (its last sum was taken by then:
     each step waits for all it started). `shared_slots(key, n, dtype)`: a bucket's next turn of host shared memory,
-    a slot of n per rank (see there); its job (`start(..., shared=True)`) only waits until every rank wrote its
-    slot. With TFPLUS_ALLREDUCE_TRACE=1 it reports at exit, per bucket, where the time went (see _report)."""
+    a slot of n per rank (see there); its job (`start(..., shared=(turn, rank))`) only waits until every rank
+    wrote its slot. With TFPLUS_ALLREDUCE_TRACE=1 it reports at exit, per bucket, where the time went (see _report)."""
 
     def __init__(self):
         self.jobs: queue.SimpleQueue = queue.SimpleQueue()
@@ -137,7 +137,8 @@ class Reducer:
         Three turns, so that no rank writes a row while another may still read it, with no second barrier: a rank
         copies into turn t % 3 at step t once its step t-1 (waiting) or t-2 (running ahead: the bound of
         kernels/opencl/collective.py) passed its barrier, that is once every rank finished its copy out of that step,
-        queued after its copy back of step t-3, the last read of that turn (each rank's queue runs in order)."""
+        queued after its copy back of step t-3, the last read of that turn (each rank's queue runs in order). Through
+        pinned memory the communication thread writes and reads the turn, in its jobs' order: the same holds."""
         held = self.windows.get(key)
         if held is None:
             from mpi4py import MPI
@@ -264,9 +265,7 @@ class Reducer:
         lines = [f"tfplus all-reduce, {who}: device {self.device}"] if self.device else []
         lines.append(f"tfplus all-reduce, {who}: buckets summed " + (
             f"on the devices from host shared memory{' through pinned memory' * bool(self.staged)}, {self.shared} "
-            "ranks "
-            "(all-reduce below: the barrier)"
-            if self.shared else "by MPI_Allreduce"))
+            "ranks (all-reduce below: the barrier)" if self.shared else "by MPI_Allreduce"))
         for key, rows in sorted(self.trace.items()):
             t = np.array(rows[1:]) * 1e3
             if len(t):

@@ -171,8 +171,8 @@ def _mpi_allreduce_start(ctx, ins, outs, attrs):
 
     def slot():
         """(where this rank's copy goes, what the job reduces, its scale, its `shared`): this rank's row of the
-        bucket's next turn in shared memory (or of pinned memory of its shape: TFPLUS_ALLREDUCE_SHM=pinned) and the
-        rows, where the devices sum (the scale too), else pinned memory for MPI_Allreduce."""
+        bucket's next turn in shared memory (or of pinned memory of its shape: reducer.staged) and the rows, where the
+        devices sum (the scale too), else pinned memory for MPI_Allreduce."""
         if shared:
             turn, me = reducer.shared_slots(key, packed.size, packed.dtype), reducer.host().Get_rank()
             rows = rt.pinned_array(("allreduce", key), turn.shape, packed.dtype) if reducer.staged else turn
