@@ -22,8 +22,8 @@ ENV = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p), TFP
 # Trains a small conv net 5 steps on each rank's own batches, through buckets of several gradients and of one
 # (bucket_bytes: the filter and its bias apart, the dense layer's two), the step replayed from its fourth run; first
 # on the shared-memory path (the default here), then through pinned memory (TFPLUS_ALLREDUCE_SHM=pinned), then on
-# MPI_Allreduce's (what TFPLUS_ALLREDUCE_SHM=0 sets at the first start), every rank printing its weights' bytes and
-# how many windows each path made, to a file of its own.
+# MPI_Allreduce's (what TFPLUS_ALLREDUCE_SHM=0 sets at the first start), every rank writing its weights' hash and
+# how many windows each path made to a file of its own.
 SCRIPT = """
 import hashlib, json, os, sys, numpy as np, tfplus as tf, tfplus.distributed as dist
 from tfplus.kernels.numpy.collective import reducer
