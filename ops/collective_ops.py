@@ -36,7 +36,9 @@ def mpi_allreduce(tensor, name=None):
 # Start hands its inputs, a bucket of gradients, to the process's communication thread (kernels/numpy/collective.py),
 # which sums them over the ranks, as one flat buffer, while the step goes on; Wait, given Start's output (a view of
 # input 0: what makes Wait run after Start), blocks until that sum, times Start's attr `scale` (1 / ranks: an
-# average), is done and writes each input's part of it to its outputs, shaped as the inputs (attr `shapes`). The
+# average; Wait has the same `scale`: on opencl ranks of one host their devices sum and scale, see
+# kernels/opencl/collective.py), is done and writes each input's part of it to its outputs, shaped as the inputs
+# (attr `shapes`). The
 # kernels gather the inputs into the flat host buffer and scatter the sums from it themselves: no packed copy of a
 # bucket on the device (a ConcatV2 and a SplitV cost a Mentee step 30 copy kernels, BENCHMARKS.md, mpi1). The pair
 # shares attr `key`, unique in the process. The communication thread reduces in the order the Starts ran: the caller
@@ -52,7 +54,7 @@ def _wait_shape(ins, attrs):
 
 
 register_op("MpiAllreduceWait", inputs=("started",), outputs=("output",),
-            attrs={"T": "type", "key": "int", "shapes": "list(shape)"},
+            attrs={"T": "type", "key": "int", "shapes": "list(shape)", "scale": "float"},
             shape_fn=_wait_shape, stateful=True, flops=_flops.per_output)
 not_differentiable("MpiAllreduceStart", "MpiAllreduceWait")
 # elementwise across the processes: each row the processes' same row's
@@ -75,6 +77,6 @@ def mpi_allreduce_split(tensors, scale: float = 1.0, name=None):
         shapes.append(shape)
     started = apply_op("MpiAllreduceStart", [list(tensors)], {"key": key, "scale": float(scale)},
                        name=f"{name or 'MpiAllreduce'}/Start")
-    sums = apply_op("MpiAllreduceWait", [started], {"key": key, "shapes": shapes},
+    sums = apply_op("MpiAllreduceWait", [started], {"key": key, "shapes": shapes, "scale": float(scale)},
                     name=f"{name or 'MpiAllreduce'}/Wait")
     return started.op, list(sums) if isinstance(sums, tuple) else [sums]

@@ -47,12 +47,40 @@ def parts(shapes) -> list[slice]:
     return [slice(a, b) for a, b in zip([0] + ends[:-1], ends)]
 
 
-class _Job:
-    __slots__ = ("key", "host", "ready", "release", "done", "error", "times", "largest", "scale")
+def shared_ranks() -> int:
+    """How many ranks sum each bucket on their devices from host shared memory (kernels/opencl/collective.py): the
+    world's size where every rank runs on this host, else 0 (MPI_Allreduce sums on the host). TFPLUS_ALLREDUCE_SHM=0
+    forces MPI_Allreduce, =1 shared memory, the devices copying to and from the window (the default on a CPU device),
+    =pinned shared memory, the devices copying to and from pinned memory and the communication thread moving each
+    bucket between it and the window (the default on a GPU: reducer.staged); 1 or pinned is an error where the ranks
+    span hosts."""
+    if reducer.shared is None:
+        value = os.environ.get("TFPLUS_ALLREDUCE_SHM", "").strip()
+        if value not in ("", "0", "1", "pinned"):
+            raise ValueError(f"TFPLUS_ALLREDUCE_SHM={value!r}: give 1 (sum on the devices through host shared "
+                             "memory), pinned (the same, the devices copying through pinned memory), 0 "
+                             "(MPI_Allreduce) or leave it unset (pinned on a GPU, 1 on a CPU device, where every "
+                             "rank runs on one host)")
+        reducer.staged = {"1": False, "pinned": True}.get(value)
+        from mpi4py import MPI
+        here, world = reducer.host().Get_size(), MPI.COMM_WORLD.Get_size()
+        if value not in ("", "0") and here != world:
+            raise ValueError(f"TFPLUS_ALLREDUCE_SHM={value}: only {here} of the {world} ranks run on this host; "
+                             "unset it to sum by MPI_Allreduce")
+        reducer.shared = here if here == world and value != "0" else 0
+    return reducer.shared
 
-    def __init__(self, key: int, host: np.ndarray, ready, largest: bool = False, release=None, scale: float = 1.0):
+
+class _Job:
+    __slots__ = ("key", "host", "ready", "release", "done", "error", "times", "largest", "scale", "shared")
+
+    def __init__(self, key: int, host: np.ndarray, ready, largest: bool = False, release=None, scale: float = 1.0,
+                 shared: tuple | None = None):
         self.key, self.host, self.ready, self.done, self.error = key, host, ready, threading.Event(), None
         self.largest = largest  # MPI_MAX instead of MPI_SUM
+        # (turn, rank): `host` is that turn of shared_slots, or pinned memory of its shape whose row `rank` is copied
+        # into the turn before the ranks meet at a barrier and the others' rows from it after; the devices sum
+        self.shared = shared
         self.release = release  # called by the communication thread after the sum: release(ok)
         self.scale = scale  # the sum times this (1 / ranks: an average), on the thread, before release
         self.times = [time.perf_counter(), 0.0, 0.0, 0.0, 0.0]  # started, copied out, reduced, waited, taken
@@ -72,8 +100,9 @@ class Reducer:
     `largest(value)`: the ranks' largest value, in its turn among the jobs, with no call of MPI on the caller's
     thread (an MPI_Iallreduce started between steps cost the host 0.3 ms on a loaded machine).
     `buffer(key, shape, dtype)`: the host buffer a key reuses from step to step (its last sum was taken by then:
-    each step waits for all it started). With TFPLUS_ALLREDUCE_TRACE=1 it reports at exit, per bucket, where the
-    time went (see _report)."""
+    each step waits for all it started). `shared_slots(key, n, dtype)`: a bucket's next turn of host shared memory,
+    a slot of n per rank (see there); its job (`start(..., shared=(turn, rank))`) only waits until every rank
+    wrote its slot. With TFPLUS_ALLREDUCE_TRACE=1 it reports at exit, per bucket, where the time went (see _report)."""
 
     def __init__(self):
         self.jobs: queue.SimpleQueue = queue.SimpleQueue()
@@ -89,6 +118,43 @@ class Reducer:
         self.count = 0
         self.timeout = allreduce_timeout()
         self.last: _Job | None = None  # the job started last (drain)
+        self.shared: int | None = None  # shared_ranks(), once known
+        self.staged: bool | None = None  # TFPLUS_ALLREDUCE_SHM=pinned (True) or 1 (False); unset: by the device
+        self.host_comm = None  # the communicator of this host's ranks (host())
+        self.windows: dict[int, list] = {}  # bucket key -> [its MPI window, its slots (3, ranks, n), the next turn]
+
+    def host(self):
+        """The communicator of this host's ranks (MPI_COMM_TYPE_SHARED), made once."""
+        if self.host_comm is None:
+            from mpi4py import MPI
+            # NOTE: collective, made on the main thread in the same place of every rank's calls (the first start).
+            self.host_comm = MPI.COMM_WORLD.Split_type(MPI.COMM_TYPE_SHARED)
+        return self.host_comm
+
+    def shared_slots(self, key: int, n: int, dtype) -> np.ndarray:
+        """Bucket `key`'s next turn (of 3, in turn) of an MPI-3 shared-memory window of this host's ranks: (ranks, n),
+        row r rank r's slot, contiguous. A rank writes its row, the job's barrier, then every rank reads all rows.
+        Three turns, so that no rank writes a row while another may still read it, with no second barrier: a rank
+        copies into turn t % 3 at step t once its step t-1 (waiting) or t-2 (running ahead: the bound of
+        kernels/opencl/collective.py) passed its barrier, that is once every rank finished its copy out of that step,
+        queued after its copy back of step t-3, the last read of that turn (each rank's queue runs in order). Through
+        pinned memory the communication thread writes and reads the turn, in its jobs' order: the same holds."""
+        held = self.windows.get(key)
+        if held is None:
+            from mpi4py import MPI
+            comm, itemsize = self.host(), np.dtype(dtype).itemsize
+            size = 3 * comm.Get_size() * max(n, 1) * itemsize  # one piece, held by rank 0: every turn contiguous
+            # NOTE: collective, on the main thread in the same place of every rank's calls (a bucket's first start).
+            win = MPI.Win.Allocate_shared(size if comm.Get_rank() == 0 else 0, itemsize, comm=comm)
+            memory, _ = win.Shared_query(0)
+            slots = np.ndarray((3, comm.Get_size(), max(n, 1)), dtype, buffer=memory)[:, :, :n]
+            held = self.windows[key] = [win, slots, 0]
+        if held[1].shape[2] != n or held[1].dtype != dtype:
+            raise RuntimeError(f"MpiAllreduceStart key {key}: a bucket of {n} {np.dtype(dtype).name} after one of "
+                               f"{held[1].shape[2]} {held[1].dtype.name}: each bucket's key must be unique")
+        turn = held[2]
+        held[2] = (turn + 1) % 3
+        return held[1][turn]
 
     def buffer(self, key: int, shape, dtype) -> np.ndarray:
         buf = self.buffers.get(key)
@@ -96,10 +162,11 @@ class Reducer:
             buf = self.buffers[key] = np.empty(shape, dtype)
         return buf
 
-    def start(self, key: int, host: np.ndarray, ready=None, release=None, scale: float = 1.0) -> None:
+    def start(self, key: int, host: np.ndarray, ready=None, release=None, scale: float = 1.0,
+              shared: tuple | None = None) -> None:
         self._check()
         self._running()
-        job = self.last = self.started[key] = _Job(key, host, ready, release=release, scale=scale)
+        job = self.last = self.started[key] = _Job(key, host, ready, release=release, scale=scale, shared=shared)
         self.count += 1
         self.jobs.put(job)
         self.mark(f"bucket {key} started")
@@ -127,8 +194,9 @@ class Reducer:
                                "MPI_THREAD_MULTIPLE (mpi4py's default; mpi4py.rc.thread_level = 'multiple')")
         # NOTE: made here, by the main thread, in the same place of every rank's calls (Dup is collective).
         comm = MPI.COMM_WORLD.Dup()
+        host = self.host().Dup()
         # A daemon: it blocks only in jobs.get() between steps, so it never keeps a finished rank alive.
-        self.thread = threading.Thread(target=self._loop, args=(comm, MPI.IN_PLACE, MPI.SUM, MPI.MAX),
+        self.thread = threading.Thread(target=self._loop, args=(comm, host, MPI.IN_PLACE, MPI.SUM, MPI.MAX),
                                        name="tfplus-allreduce", daemon=True)
         self.thread.start()
         # NOTE: the thread needs Python's lock after each of its waits (a copy out, MPI) and to release a copy back;
@@ -195,6 +263,9 @@ class Reducer:
         one piece, each line naming the rank: the ranks share mpiexec's standard error."""
         who = f"rank {self.rank}"
         lines = [f"tfplus all-reduce, {who}: device {self.device}"] if self.device else []
+        lines.append(f"tfplus all-reduce, {who}: buckets summed " + (
+            f"on the devices from host shared memory{' through pinned memory' * bool(self.staged)}, {self.shared} "
+            "ranks (all-reduce below: the barrier)" if self.shared else "by MPI_Allreduce"))
         for key, rows in sorted(self.trace.items()):
             t = np.array(rows[1:]) * 1e3
             if len(t):
@@ -234,14 +305,24 @@ class Reducer:
             e = self.failed
             raise RuntimeError(f"an all-reduce failed on the communication thread: {type(e).__name__}: {e}") from e
 
-    def _loop(self, comm, in_place, total, largest) -> None:
+    def _loop(self, comm, host, in_place, total, largest) -> None:
         while True:
             job = self.jobs.get()
             try:
                 if job.ready is not None:
                     job.ready()
                 job.times[1] = time.perf_counter()
-                comm.Allreduce(in_place, job.host, op=largest if job.largest else total)
+                if job.shared is not None:
+                    turn, me = job.shared
+                    staged = turn is not job.host
+                    if staged:
+                        np.copyto(turn[me], job.host[me])
+                    host.Barrier()  # every rank's slot written (x86 hosts keep the window coherent; MPI orders)
+                    for q in range(len(turn)) if staged else ():
+                        if q != me:
+                            np.copyto(job.host[q], turn[q])
+                else:
+                    comm.Allreduce(in_place, job.host, op=largest if job.largest else total)
                 if job.scale != 1.0:  # NOTE: float32 times the scale cast to float32, as a device Mul by a constant
                     np.multiply(job.host, job.scale, out=job.host)
                 job.times[2] = time.perf_counter()

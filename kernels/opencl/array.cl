@@ -41,6 +41,20 @@ __kernel void K(scatter8)(GLOBAL(const T, packed), int at, GLOBAL(T, a0), GLOBAL
 }
 #endif
 
+#if WANT_sum_slots
+// out[i] = (slots[i] + slots[n + i] + ...) * scale over the `ranks` slots of n, in rank order: every rank of an
+// all-reduce through host shared memory (kernels/opencl/collective.py) computes the same sums, bit for bit.
+__kernel void K(sum_slots)(GLOBAL(T, out), GLOBAL(const T, slots), int n, int ranks, T scale) {
+    SHIFT(out); SHIFT(slots);
+    int i = get_global_id(0);
+    if (i < n) {
+        T s = slots[i];
+        for (int r = 1; r < ranks; r++) s += slots[(long)r * n + i];
+        out[i] = s * scale;
+    }
+}
+#endif
+
 #ifdef TI
 // OneHot with the depth axis in the middle of (outer, depth, inner): out[o, j, r] = indices[o, r] == j ? on : off.
 #if WANT_one_hot

@@ -10,6 +10,17 @@ update reads (a bucket of one gradient is copied straight from and into its own 
 a bucket: ConcatV2, SplitV and their reshapes took a copy kernel per gradient each way (30 of a Mentee step), and a
 copy per gradient to or from host memory cost NVIDIA's driver more host time still (BENCHMARKS.md, mpib).
 
+Where every rank runs on this host (shared_ranks; TFPLUS_ALLREDUCE_SHM), the devices sum instead of MPI_Allreduce,
+whose sum on the host ran at 2.4 GB/s on an H200 host (BENCHMARKS.md, mpishm): the Start copies the packed bucket into
+this rank's slot of the bucket's next turn of an MPI-3 shared-memory window (Reducer.shared_slots), the communication
+thread waits for the copy and meets the other ranks at a barrier, and the Wait copies every rank's slot, in one piece,
+into a workspace and sums them in rank order, times `scale`, into the packed buffer (one launch, sum_slots in
+array.cl): every rank computes the same sums bit for bit, so the ranks' weights stay equal. On a GPU (or with
+TFPLUS_ALLREDUCE_SHM=pinned) the device copies to and from pinned memory instead, and the communication thread copies
+this rank's row into the window before the barrier and the other rows out of it after: NVIDIA's driver makes the host
+wait until the queue reaches a copy to or from pageable memory (the window), which held the host back (run ahead, two
+H200 ranks of Mentee: 0.90x one GPU directly, 0.93-0.98x through pinned memory).
+
 With TFPLUS_ALLREDUCE_RUNAHEAD=1, MpiAllreduceWait runs ahead: it enqueues the copy back of the sum behind an OpenCL
 user event that the communication thread completes once MPI returns, and returns at once, so the host queues the
 updates, leaves session.run and queues the next step while the device and MPI work (in one process the host runs ahead
@@ -40,9 +51,9 @@ import sys
 
 import numpy as np
 
-from tfplus.kernels.numpy.collective import parts, reducer
-from tfplus.kernels.opencl._common import run_on_host
-from tfplus.kernels.opencl.array import gather, scatter
+from tfplus.kernels.numpy.collective import parts, reducer, shared_ranks
+from tfplus.kernels.opencl._common import kernel, run_on_host
+from tfplus.kernels.opencl.array import SRC, gather, scatter
 from tfplus.registry import find_kernel, register_kernel, register_workspace
 from tfplus.runtime.opencl.discovery import cl
 
@@ -135,7 +146,14 @@ def _bucket(ins, attrs, compute_units):
 
 
 register_workspace("MpiAllreduceStart", "opencl")(_bucket)
-register_workspace("MpiAllreduceWait", "opencl")(_bucket)
+
+
+@register_workspace("MpiAllreduceWait", "opencl")
+def _sums(ins, attrs, compute_units):
+    """_bucket's, and where the ranks sum on their devices (shared_ranks) the buffer their slots are copied to."""
+    ranks = shared_ranks()
+    return _bucket(ins, attrs, compute_units) + [((ranks * sum(math.prod(s) for s in attrs["shapes"]),),
+                                                  ins[0].dtype)] * (ranks > 0)
 
 
 @register_kernel("MpiAllreduceStart", "opencl", ("float32", "float64"))
@@ -145,18 +163,34 @@ def _mpi_allreduce_start(ctx, ins, outs, attrs):
         reducer.device = _where(rt.dev.device)
     ws = _bucket(ins, attrs, None)
     packed = ctx.workspace(*ws[0]) if ws else ins[0]
-    host = rt.pinned_array(("allreduce", key), (packed.size,), packed.dtype)
+    shared = shared_ranks() > 0
+    # Through pinned memory on a GPU (two H200 ranks of Mentee: 0.93-0.98x one GPU against 0.90x copying to and from
+    # the window, pageable memory, whose copies NVIDIA's driver makes the host wait for; BENCHMARKS.md, mpishm).
+    if reducer.staged is None:
+        reducer.staged = "GPU" in str(rt.info.get("type", ""))
+
+    def slot():
+        """(where this rank's copy goes, what the job reduces, its scale, its `shared`): this rank's row of the
+        bucket's next turn in shared memory (or of pinned memory of its shape: reducer.staged) and the rows, where the
+        devices sum (the scale too), else pinned memory for MPI_Allreduce."""
+        if shared:
+            turn, me = reducer.shared_slots(key, packed.size, packed.dtype), reducer.host().Get_rank()
+            rows = rt.pinned_array(("allreduce", key), turn.shape, packed.dtype) if reducer.staged else turn
+            return rows[me], rows, 1.0, (turn, me)
+        host = rt.pinned_array(("allreduce", key), (packed.size,), packed.dtype)
+        return host, host, scale, None
     if any(a.host is not None for a in ins):  # values the host holds (computed there): nothing to copy out
         rt.tape_refuse(f"MpiAllreduceStart '{ctx.node_name}' reduces a value computed on the host")
+        host, reduced, times, where = slot()
         for a, at in zip(ins, parts([a.shape for a in ins])):
             host[at] = rt.copy_out(a).ravel()
-        reducer.start(key, host, scale=scale)
+        reducer.start(key, reduced, scale=times, shared=where)
         return
     # Packed on the device by one launch (per 8 gradients), copied out by one DMA: a DMA per gradient cost an H200
     # step's host ~25 us each (BENCHMARKS.md, mpib), a ConcatV2 a copy kernel each.
     if ws:
         gather(rt, packed, ins)
-    buf, off, queue, ahead = rt.buffer(packed), packed.block.off, rt.queue, runahead(rt) and host.nbytes > 0
+    buf, off, queue, ahead = rt.buffer(packed), packed.block.off, rt.queue, runahead(rt) and packed.size > 0
     held = rt.gated.setdefault(key, collections.deque())
 
     def start():
@@ -167,12 +201,13 @@ def _mpi_allreduce_start(ctx, ins, outs, attrs):
             event.wait()  # on the device alone now (its user event is complete)
             held.popleft()
             reducer.mark(f"bucket {key} step before last done")
+        host, reduced, times, where = slot()
         copied = cl.enqueue_copy(queue, host, buf, src_offset=off, is_blocking=False) if host.nbytes else None
         if _copies is not None and copied is not None:
             _copies.append((key, "out", copied))
         rt.d2h_bytes += host.nbytes
         gate = _gates[key] = cl.UserEvent(rt.dev.ctx) if ahead else None
-        reducer.start(key, host, copied and copied.wait, _released(gate, queue) if ahead else None, scale)
+        reducer.start(key, reduced, copied and copied.wait, _released(gate, queue) if ahead else None, times, where)
     start()
     rt.tape_host(start, ("MpiAllreduceStart", key, id(buf), off))
 
@@ -182,10 +217,11 @@ _backs: dict = {}  # bucket key -> its last copy back's event, waiting path (dro
 
 @register_kernel("MpiAllreduceWait", "opencl", ("float32", "float64"))
 def _mpi_allreduce_wait(ctx, ins, outs, attrs):
-    rt, key = ctx.runtime, attrs["key"]
-    ws = _bucket(ins, attrs, None)
-    packed = ctx.workspace(*ws[0]) if ws else outs[0]
-    buf, off, queue = rt.buffer(packed), packed.block.off, rt.queue
+    rt, key, ranks = ctx.runtime, attrs["key"], shared_ranks()
+    ws = _sums(ins, attrs, None)
+    packed = ctx.workspace(*ws[0]) if len(outs) > 1 else outs[0]
+    slots = ctx.workspace(*ws[-1]) if ranks else packed  # the ranks' slots, copied in one piece, else the sum
+    buf, off, queue = rt.buffer(slots), slots.block.off, rt.queue
 
     # NOTE: non-blocking: `host` is written again only by the next step's copy out, queued after this one.
     def wait():
@@ -206,5 +242,8 @@ def _mpi_allreduce_wait(ctx, ins, outs, attrs):
         reducer.mark(f"bucket {key} copy back queued")
     wait()
     rt.tape_host(wait, ("MpiAllreduceWait", key, id(buf), off))
-    if ws:
+    if ranks and packed.size:  # queued after the copy back, on the tape too
+        rt.run1d(kernel(rt, SRC, "sum_slots", packed.dtype), packed.size, packed, slots, np.int32(packed.size),
+                 np.int32(ranks), packed.dtype.type(attrs["scale"]))
+    if len(outs) > 1:
         scatter(rt, outs, packed)  # queued after the copy back, on the tape too

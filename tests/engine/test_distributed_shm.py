@@ -1,0 +1,79 @@
+"""The intra-host all-reduce of opencl ranks (kernels/opencl/collective.py): under `mpiexec -n 2`, both ranks on PoCL's
+one device, every rank on one host, each bucket goes through an MPI-3 shared-memory window and the devices sum it.
+That path is the one taken by default, the ranks' weights stay bit-identical, and they equal, bit for bit, the same
+steps through pinned memory (TFPLUS_ALLREDUCE_SHM=pinned) and summed by MPI_Allreduce (TFPLUS_ALLREDUCE_SHM=0: for
+two ranks either sum is a + b, times the same float32 scale); a bad TFPLUS_ALLREDUCE_SHM is refused by name."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("mpi4py", reason="the mpi extra is not installed: pip install -e '.[mpi]'")
+pytest.importorskip("pyopencl", reason="the opencl device needs pyopencl")
+
+from ranks import MPIEXEC
+
+# One thread per process (two ranks share the CI's two cores).
+ENV = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p), TFPLUS_NUM_THREADS="1",
+           TFPLUS_WORKERS="1")
+
+# Trains a small conv net 5 steps on each rank's own batches, through buckets of several gradients and of one
+# (bucket_bytes: the filter and its bias apart, the dense layer's two), the step replayed from its fourth run; first
+# on the shared-memory path (the default here), then through pinned memory (TFPLUS_ALLREDUCE_SHM=pinned), then on
+# MPI_Allreduce's (what TFPLUS_ALLREDUCE_SHM=0 sets at the first start), every rank writing its weights' hash and
+# how many windows each path made to a file of its own.
+SCRIPT = """
+import hashlib, json, os, sys, numpy as np, tfplus as tf, tfplus.distributed as dist
+from tfplus.kernels.numpy.collective import reducer
+dist.init()
+out = {}
+for path in ("shm", "pinned", "mpi"):
+    reducer.staged = path == "pinned"  # what TFPLUS_ALLREDUCE_SHM=pinned sets
+    if path == "mpi":
+        reducer.shared = 0
+    tf.reset_default_graph()
+    tf.set_random_seed(3)
+    x = tf.placeholder(tf.float32, [None, 8, 8, 3])
+    y = tf.placeholder(tf.int64, [None])
+    h = tf.layers.conv2d(x, 4, 3, activation=tf.nn.relu, name="conv")
+    logits = tf.layers.dense(tf.reshape(h, [-1, 6 * 6 * 4]), 4, name="fc")
+    loss = tf.losses.sparse_softmax_cross_entropy(y, logits)
+    train = dist.DistributedOptimizer(tf.train.MomentumOptimizer(0.1, 0.9), bucket_bytes=(432, 16, 4096)).minimize(loss)
+    rng = np.random.default_rng(dist.rank())
+    with tf.Session(device="opencl:0") as sess:
+        sess.run(tf.global_variables_initializer())
+        dist.broadcast_global_variables(0, sess)
+        for _ in range(5):
+            sess.run(train, {x: rng.standard_normal((4, 8, 8, 3)).astype(np.float32), y: rng.integers(0, 4, 4)})
+        weights = sess.run(tf.trainable_variables())
+    out[path] = hashlib.sha256(b"".join(w.tobytes() for w in weights)).hexdigest()
+    out[path + " windows"] = len(reducer.windows)
+with open(os.path.join(sys.argv[1], f"rank{dist.rank()}.json"), "w") as f:  # the ranks' stdout may interleave
+    json.dump(out, f)
+"""
+
+
+# Three ranks: a sum whose order matters (MPI's may differ from the devices' rank order), the same on every rank.
+@pytest.mark.parametrize("n,runahead", [(2, "0"), (2, "1"), (3, "1")])
+def test_ranks_sum_on_their_devices_through_shared_memory_to_equal_weights(tmp_path, n, runahead):
+    env = dict(ENV, TFPLUS_ALLREDUCE_RUNAHEAD=runahead)
+    run = subprocess.run([str(MPIEXEC), "-n", str(n), sys.executable, "-c", SCRIPT, str(tmp_path)], env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stdout + run.stderr
+    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(n)]
+    for got in ranks:
+        # The first two sessions made a window per bucket (3 each); the third, on MPI_Allreduce's path, none more.
+        assert (got["shm windows"], got["pinned windows"], got["mpi windows"]) == (3, 6, 6), got
+        assert got["shm"] == got["pinned"], got
+        if n == 2:
+            assert got["shm"] == got["mpi"], got  # the devices' sums equal MPI's bit for bit
+    assert len({got["shm"] for got in ranks}) == 1, ranks  # every rank the same weights
+
+
+def test_a_bad_switch_is_refused_by_name():
+    run = subprocess.run([sys.executable, "-c", "from tfplus.kernels.numpy.collective import shared_ranks\n"
+                          "shared_ranks()"], env=dict(ENV, TFPLUS_ALLREDUCE_SHM="yes"), capture_output=True,
+                         text=True, timeout=60)
+    assert run.returncode != 0 and "TFPLUS_ALLREDUCE_SHM='yes': give 1" in run.stderr, run.stderr
