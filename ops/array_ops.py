@@ -231,16 +231,23 @@ def fill(dims, value, name=None):
     return apply_op("Fill", [dims, value], {"T": value.dtype, "index_type": dims.dtype}, name)
 
 
+def _shape_vector(shape):
+    """tf.zeros' and tf.ones' shape as Fill's dims: a scalar (`tf.zeros(3)`, a 0-d tensor) is a vector of one."""
+    if hasattr(shape, "op"):
+        return reshape(shape, [-1]) if shape.shape.ndims == 0 else shape
+    return [shape] if np.ndim(shape) == 0 else shape
+
+
 def zeros(shape, dtype=_dt.float32, name=None):
     """`tf.zeros([2, 3])`"""
     dtype = _dt.as_dtype(dtype)
-    return fill(shape, np.zeros((), dtype.np), name=name or "zeros")
+    return fill(_shape_vector(shape), np.zeros((), dtype.np), name=name or "zeros")
 
 
 def ones(shape, dtype=_dt.float32, name=None):
     """`tf.ones([2, 3])`"""
     dtype = _dt.as_dtype(dtype)
-    return fill(shape, np.ones((), dtype.np), name=name or "ones")
+    return fill(_shape_vector(shape), np.ones((), dtype.np), name=name or "ones")
 
 
 # -- ZerosLike / OnesLike ---------------------------------------------------------------------------------

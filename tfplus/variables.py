@@ -101,6 +101,14 @@ class Variable:
     def initial_value(self) -> Tensor:
         return self._initial_value
 
+    def initialized_value(self) -> Tensor:
+        """The value, or the initial value while the variable is uninitialized (TF1's way to initialize one
+        variable from another: `tf.Variable(tf.zeros_like(v.initialized_value()))`)."""
+        from tfplus.ops.control_flow_ops import cond
+        from tfplus.ops.state_ops import is_variable_initialized
+        with get_default_graph().control_dependencies(None):
+            return cond(is_variable_initialized(self._variable), self.read_value, lambda: self._initial_value)
+
     @property
     def trainable(self) -> bool:
         return self._trainable
