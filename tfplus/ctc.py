@@ -109,6 +109,12 @@ class _Prefix:
         return out[::-1]
 
 
+def _candidate(total, leaves: list, beam_width: int) -> bool:
+    """Whether a labelling of log probability `total` enters the beam: it is possible, and the beam has room or
+    its lowest is lower."""
+    return total > -np.inf and (len(leaves) < beam_width or total > min(q.new[0] for q in leaves))
+
+
 def _beam_search(x, beam_width: int, top_paths: int, merge_repeated: bool):
     """TF's CTCBeamSearchDecoder for one sequence x [time, classes] (blank last, no label selection, no language
     model): the `top_paths` best labellings and their log probabilities (the logits normalized by a log softmax at
@@ -134,11 +140,8 @@ def _beam_search(x, beam_width: int, top_paths: int, merge_repeated: bool):
             p.new[1] = p.old[0] + row[blank]
             p.new[0] = _log_sum_exp(p.new[1], p.new[2])
             leaves.append(p)
-
-        def candidate(total):
-            return total > -np.inf and (len(leaves) < beam_width or total > min(q.new[0] for q in leaves))
         for p in branches:
-            if not candidate(p.old[0]):
+            if not _candidate(p.old[0], leaves, beam_width):
                 continue
             for label in range(blank):
                 c = p.child(label, zero)
@@ -146,7 +149,7 @@ def _beam_search(x, beam_width: int, top_paths: int, merge_repeated: bool):
                     continue
                 prev = p.old[1] if c.label == p.label else p.old[0]
                 c.new = [row[label] + prev, zero, row[label] + prev]
-                if candidate(c.new[0]):
+                if _candidate(c.new[0], leaves, beam_width):
                     if len(leaves) == beam_width:  # the lowest leaves the beam
                         bottom = min(leaves, key=lambda q: q.new[0])
                         bottom.new = [zero] * 3
