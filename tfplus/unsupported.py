@@ -21,7 +21,9 @@ _CANNED = ("tf.estimator.Estimator with a model_fn that builds the same network 
 
 # Full TF1 name -> the nearest thing tfplus has (or what to do instead).
 ALTERNATIVES = {
-    "tf.contrib.slim": "tf.layers / tf.contrib.layers (fully_connected, conv2d, flatten)",
+    "tf.contrib.slim.losses": "tf.losses, whose functions take (labels, logits): slim.losses' took (logits, labels)",
+    "tf.contrib.slim.learning": "a loop of Session.run(train_op) in a tf.train.MonitoredTrainingSession",
+    "tf.contrib.slim.nets": "the network written with slim's layers (slim.conv2d, slim.max_pool2d, ...)",
     "tf.contrib.learn": "tf.layers with tf.train.MonitoredTrainingSession",
     "tf.estimator.DNNLinearCombinedClassifier": _CANNED,
     "tf.estimator.DNNLinearCombinedRegressor": _CANNED,

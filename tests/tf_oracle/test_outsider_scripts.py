@@ -782,12 +782,146 @@ def dqn_soft_update(tf, feeder):
     return _trained(tf, sess, {"loss": np.array(losses)}, names=[v.op.name for v in online_vars + target_vars])
 
 
+# ---- slim ---------------------------------------------------------------------------------------------------
+
+def _slim(tf):
+    """tf.contrib.slim; for TensorFlow 2 (which has no contrib) the parts the script uses, written out from TF1's
+    definitions (contrib/framework/python/ops/arg_scope.py, contrib/layers/python/layers/layers.py)."""
+    if not hasattr(tf, "get_seed"):  # tfplus
+        return tf.contrib.slim
+    import contextlib
+    import functools
+    stack = [{}]
+
+    @contextlib.contextmanager
+    def arg_scope(ops, **kwargs):
+        scope = dict(ops) if isinstance(ops, dict) else dict(stack[-1])
+        for op in () if isinstance(ops, dict) else ops:
+            scope[op] = {**scope.get(op, {}), **kwargs}
+        stack.append(scope)
+        try:
+            yield scope
+        finally:
+            stack.pop()
+
+    def add_arg_scope(fn):
+        @functools.wraps(fn)
+        def with_args(*args, **kwargs):
+            return fn(*args, **{**stack[-1].get(with_args, {}), **kwargs})
+        return with_args
+
+    def _variables(shape, n_out, initializer, regularizer, with_biases):
+        weights = tf.get_variable("weights", shape, initializer=initializer or tf.glorot_uniform_initializer(),
+                                  regularizer=regularizer)
+        tf.add_to_collection(tf.GraphKeys.MODEL_VARIABLES, weights)
+        if not with_biases:
+            return weights, None
+        biases = tf.get_variable("biases", [n_out], initializer=tf.zeros_initializer())
+        tf.add_to_collection(tf.GraphKeys.MODEL_VARIABLES, biases)
+        return weights, biases
+
+    def _finish(y, biases, normalizer_fn, normalizer_params, activation_fn):
+        y = normalizer_fn(y, **(normalizer_params or {})) if normalizer_fn else tf.nn.bias_add(y, biases)
+        return activation_fn(y) if activation_fn else y
+
+    @add_arg_scope
+    def conv2d(inputs, num_outputs, kernel_size, stride=1, padding="SAME", activation_fn=tf.nn.relu,
+               normalizer_fn=None, normalizer_params=None, weights_initializer=None, weights_regularizer=None,
+               scope=None):
+        with tf.variable_scope(scope, default_name="Conv"):
+            w, b = _variables(list(kernel_size) + [inputs.shape.as_list()[-1], num_outputs], num_outputs,
+                              weights_initializer, weights_regularizer, normalizer_fn is None)
+            y = tf.nn.conv2d(inputs, w, [1, stride, stride, 1], padding)
+            return _finish(y, b, normalizer_fn, normalizer_params, activation_fn)
+
+    @add_arg_scope
+    def fully_connected(inputs, num_outputs, activation_fn=tf.nn.relu, normalizer_fn=None, normalizer_params=None,
+                        weights_initializer=None, weights_regularizer=None, scope=None):
+        with tf.variable_scope(scope, default_name="fully_connected"):
+            w, b = _variables([inputs.shape.as_list()[-1], num_outputs], num_outputs, weights_initializer,
+                              weights_regularizer, normalizer_fn is None)
+            return _finish(tf.matmul(inputs, w), b, normalizer_fn, normalizer_params, activation_fn)
+
+    @add_arg_scope
+    def max_pool2d(inputs, kernel_size, stride=2, padding="VALID", scope=None):
+        with tf.name_scope(scope, "MaxPool2D"):
+            return tf.nn.max_pool(inputs, [1] + list(kernel_size) + [1], [1, stride, stride, 1], padding)
+
+    def flatten(inputs, scope=None):
+        with tf.name_scope(scope, "Flatten"):
+            return tf.reshape(inputs, [-1, int(np.prod(inputs.shape.as_list()[1:]))])
+
+    def repeat(inputs, repetitions, layer, *args, scope=None, **kwargs):
+        with tf.variable_scope(scope, "Repeat"):
+            for i in range(repetitions):
+                inputs = layer(inputs, *args, scope=f"{scope or layer.__name__}_{i + 1}", **kwargs)
+            return inputs
+
+    def stack_(inputs, layer, stack_args, scope=None, **kwargs):
+        with tf.variable_scope(scope, "Stack"):
+            for i, a in enumerate(stack_args):
+                inputs = layer(inputs, *(a if isinstance(a, (list, tuple)) else [a]),
+                               scope=f"{scope or layer.__name__}_{i + 1}", **kwargs)
+            return inputs
+
+    def get_variables_to_restore(exclude=()):
+        return [v for v in tf.global_variables() if not any(v.op.name.startswith(e) for e in exclude)]
+
+    ns = type("slim", (), {})
+    for name, fn in dict(arg_scope=arg_scope, conv2d=conv2d, fully_connected=fully_connected, max_pool2d=max_pool2d,
+                         flatten=flatten, repeat=repeat, stack=stack_, batch_norm=add_arg_scope(
+                             contrib(tf).layers.batch_norm), l2_regularizer=contrib(tf).layers.l2_regularizer,
+                         get_model_variables=lambda: tf.get_collection(tf.GraphKeys.MODEL_VARIABLES),
+                         get_variables_to_restore=get_variables_to_restore).items():
+        setattr(ns, name, staticmethod(fn))
+    return ns
+
+
+def slim_vgg_arg_scope(tf, feeder):
+    """A slim VGG in miniature (tensorflow/models' research/slim/nets/vgg.py style): a vgg_arg_scope function
+    returning a reused scope, slim.repeat'ed convolutions, a nested arg_scope putting batch norm in as the
+    normalizer_fn, slim.stack'ed fully connected layers, the weight decay as regularization losses in
+    get_total_loss, and get_variables_to_restore excluding the classifier, as a fine-tuning script's."""
+    slim = _slim(tf)
+
+    def vgg_arg_scope(weight_decay=5e-3):
+        with slim.arg_scope([slim.conv2d, slim.fully_connected], activation_fn=tf.nn.relu,
+                            weights_regularizer=slim.l2_regularizer(weight_decay)):
+            with slim.arg_scope([slim.conv2d], padding="SAME") as sc:
+                return sc
+
+    images = tf.placeholder(tf.float32, [4, 8, 8, 3])
+    labels = tf.placeholder(tf.int32, [4])
+    with slim.arg_scope(vgg_arg_scope()):
+        with tf.variable_scope("vgg_tiny"):
+            net = slim.repeat(images, 2, slim.conv2d, 4, [3, 3], scope="conv1")
+            net = slim.max_pool2d(net, [2, 2], scope="pool1")
+            with slim.arg_scope([slim.conv2d], normalizer_fn=slim.batch_norm,
+                                normalizer_params={"is_training": True, "decay": 0.9, "scale": True}):
+                net = slim.conv2d(net, 6, [3, 3], scope="conv2")
+            net = slim.max_pool2d(net, [2, 2], scope="pool2")
+            net = slim.stack(slim.flatten(net), slim.fully_connected, [8, 6], scope="fc")
+            logits = slim.fully_connected(net, 3, activation_fn=None, scope="logits")
+    tf.losses.sparse_softmax_cross_entropy(labels, logits)
+    total = tf.losses.get_total_loss()
+    with tf.control_dependencies(tf.get_collection(tf.GraphKeys.UPDATE_OPS)):
+        train_op = tf.train.MomentumOptimizer(0.05, 0.9).minimize(total)
+    xs, ys = data(123, ("n", (4, 8, 8, 3)), ("i", (4,), 3))
+    sess = _session_run(tf, feeder)
+    out = _steps(tf, sess, [train_op, total], {images: xs, labels: ys})
+    out["model_vars"] = np.array(sorted(v.op.name for v in slim.get_model_variables()))
+    out["restore"] = np.array(sorted(v.op.name for v in slim.get_variables_to_restore(exclude=["vgg_tiny/logits"])
+                                     if "Momentum" not in v.op.name))
+    out["n_reg"] = np.array(len(tf.losses.get_regularization_losses()))
+    return _trained(tf, sess, out, names=[v.op.name for v in tf.global_variables() if "Momentum" not in v.op.name])
+
+
 SCRIPTS = {f.__name__: f for f in (
     vae_distributions, gan_scoped_var_list, char_rnn_stateful, custom_rnn_cell, seq2seq_greedy_while,
     scan_rnn_and_returns, ctc_ocr_beam, feedable_iterator, monitored_session_resume, summaries_read_back,
     lr_schedules, saver_ema_restore, bn_training_flag, py_func_preprocess, gradient_accumulation, multitask_losses,
     wide_sparse_linear, image_preprocessing, gp_regression, triplet_batch_hard, dann_gradient_reversal,
-    dqn_soft_update)}
+    dqn_soft_update, slim_vgg_arg_scope)}
 
 
 def run_script(tf, name: str, feeder: Feeder) -> dict:
