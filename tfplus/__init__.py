@@ -59,7 +59,15 @@ from tfplus.ops import array_ops, composite_ops, math_ops, random_ops, special_m
 from tfplus.ops.control_flow_ops import group, no_op
 from tfplus.ops.control_flow_ops import tuple_ as tuple
 from tfplus.ops.random_ops import random_normal, random_shuffle, random_uniform, set_random_seed, truncated_normal
-from tfplus.ops.sparse_training_ops import scatter_sub
+from tfplus.ops.sparse_training_ops import (
+    scatter_add,
+    scatter_div,
+    scatter_max,
+    scatter_min,
+    scatter_mul,
+    scatter_sub,
+    scatter_update,
+)
 from tfplus.ops.state_ops import assign, assign_add, assign_sub
 from tfplus.profiler import RunMetadata, RunOptions
 from tfplus.tensor_shape import Dimension, TensorShape

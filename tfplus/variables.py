@@ -140,6 +140,24 @@ class Variable:
         from tfplus.ops.state_ops import assign_sub
         return assign_sub(self._variable, delta, use_locking=use_locking, name=name)
 
+    def _scatter(self, fn_name: str, sparse_delta, use_locking: bool, name):
+        from tfplus.ops import sparse_training_ops
+        if not hasattr(sparse_delta, "indices") or not hasattr(sparse_delta, "values"):
+            raise TypeError(f"Variable.{fn_name} '{self.op.name}': sparse_delta must be a tf.IndexedSlices, got "
+                            f"{type(sparse_delta).__name__}")
+        return getattr(sparse_training_ops, fn_name)(self._variable, sparse_delta.indices, sparse_delta.values,
+                                                      use_locking=use_locking, name=name)
+
+    def scatter_update(self, sparse_delta, use_locking=False, name=None):
+        """ref[sparse_delta.indices] = sparse_delta.values (tf.scatter_update)."""
+        return self._scatter("scatter_update", sparse_delta, use_locking, name)
+
+    def scatter_add(self, sparse_delta, use_locking=False, name=None):
+        return self._scatter("scatter_add", sparse_delta, use_locking, name)
+
+    def scatter_sub(self, sparse_delta, use_locking=False, name=None):
+        return self._scatter("scatter_sub", sparse_delta, use_locking, name)
+
     def eval(self, session=None):
         return self._snapshot.eval(session=session)
 
