@@ -120,6 +120,13 @@ class FuncGraph(Graph):
         self.capture_placeholders.append(ph)
         return ph
 
+    def capture_source(self, placeholder: Tensor) -> Tensor | None:
+        """The enclosing graph's tensor that `placeholder` captures (None for a placeholder of another kind)."""
+        for ph, src in zip(self.capture_placeholders, self.captured):
+            if ph is placeholder:
+                return src
+        return None
+
     def create_op(self, op_type, inputs=(), attrs=None, name=None, dtypes=None):
         inputs = [self.capture(t) if isinstance(t, Tensor) and t.graph is not self else t for t in inputs]
         return super().create_op(op_type, inputs, attrs, name, dtypes)

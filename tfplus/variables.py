@@ -274,6 +274,13 @@ class VariableScope:
         self.reuse = True
 
 
+def slot_variable_name(primary_name: str, slot: str) -> str:
+    """The name of a variable that shadows another (an optimizer's slot, a moving average), as TF1's slot_creator
+    names it: under the variable scope open when it is made, `<scope>/<primary>/<slot>`."""
+    scope = get_variable_scope().name
+    return f"{scope}/{primary_name}/{slot}" if scope else f"{primary_name}/{slot}"
+
+
 def get_variable_scope() -> VariableScope:
     stack = get_default_graph()._var_scope_stack
     return stack[-1] if stack else VariableScope()

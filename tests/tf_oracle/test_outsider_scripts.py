@@ -916,12 +916,284 @@ def slim_vgg_arg_scope(tf, feeder):
     return _trained(tf, sess, out, names=[v.op.name for v in tf.global_variables() if "Momentum" not in v.op.name])
 
 
+# ---- Second sweep ---------------------------------------------------------------------------------------------
+
+def inception_distort_color(tf, feeder):
+    """inception_preprocessing.distort_color (tensorflow/models' slim): random brightness, saturation, hue and
+    contrast in one of two orders, clipped to [0, 1], after convert_image_dtype from uint8 and a central crop."""
+    raw = tf.placeholder(tf.uint8, [6, 6, 3])
+    image = tf.image.central_crop(tf.image.convert_image_dtype(raw, tf.float32), 0.9)
+    out = {}
+    for ordering in (0, 1):
+        x = image
+        if ordering == 0:
+            x = tf.image.random_brightness(x, max_delta=32. / 255.)
+            x = tf.image.random_saturation(x, lower=0.5, upper=1.5)
+            x = tf.image.random_hue(x, max_delta=0.2)
+            x = tf.image.random_contrast(x, lower=0.5, upper=1.5)
+        else:
+            x = tf.image.random_saturation(x, lower=0.5, upper=1.5)
+            x = tf.image.random_brightness(x, max_delta=32. / 255.)
+            x = tf.image.random_contrast(x, lower=0.5, upper=1.5)
+            x = tf.image.random_hue(x, max_delta=0.2)
+        out[f"order{ordering}"] = tf.clip_by_value(x, 0.0, 1.0)
+    hsv = tf.image.rgb_to_hsv(image)
+    out["hsv"], out["rgb"] = hsv, tf.image.hsv_to_rgb(hsv)
+    out["hue"] = tf.image.adjust_hue(image, -0.3)
+    out["sat"] = tf.image.adjust_saturation(image, 2.0)
+    (xs,) = data(124, ("i", (6, 6, 3), 256))
+    xs[0, 0] = [7, 7, 7]  # a gray pixel: no hue
+    with tf.Session() as sess:
+        return sess.run(out, {raw: xs.astype(np.uint8), **feeder.feeds(tf)})
+
+
+def wide_deep_ftrl(tf, feeder):
+    """The wide & deep recipe: the wide (linear) part on one-hot crosses trained by FTRL with L1 and L2, the deep
+    part on embeddings by Adagrad, two optimizers over var_lists grouped into one train op."""
+    cross = tf.placeholder(tf.int32, [None])
+    cat = tf.placeholder(tf.int32, [None])
+    num = tf.placeholder(tf.float32, [None, 2])
+    y = tf.placeholder(tf.float32, [None])
+    with tf.variable_scope("wide"):
+        w = tf.get_variable("w", [12, 1], initializer=tf.zeros_initializer())
+        wide = tf.squeeze(tf.matmul(tf.one_hot(cross, 12), w), 1)
+    with tf.variable_scope("deep"):
+        emb = tf.get_variable("emb", [5, 3], initializer=tf.truncated_normal_initializer(stddev=0.5))
+        h = tf.layers.dense(tf.concat([tf.nn.embedding_lookup(emb, cat), num], 1), 4, tf.nn.relu)
+        deep = tf.squeeze(tf.layers.dense(h, 1), 1)
+    loss = tf.reduce_mean(tf.nn.sigmoid_cross_entropy_with_logits(labels=y, logits=wide + deep))
+    wide_opt = tf.train.FtrlOptimizer(0.2, l1_regularization_strength=0.01, l2_regularization_strength=0.1)
+    deep_opt = tf.train.AdagradOptimizer(0.1)
+    train_op = tf.group(wide_opt.minimize(loss, var_list=tf.trainable_variables("wide")),
+                        deep_opt.minimize(loss, var_list=tf.trainable_variables("deep")))
+    cs, ks, ns = data(125, ("i", (8,), 12), ("i", (8,), 5), ("n", (8, 2)))
+    feed = {cross: cs, cat: ks, num: ns, y: (cs % 2).astype(np.float32)}
+    sess = _session_run(tf, feeder)
+    out = _steps(tf, sess, [train_op, loss], feed, steps=4)
+    return _trained(tf, sess, out)
+
+
+def raw_rnn_seq2seq(tf, feeder):
+    """ematvey/tensorflow-seq2seq-tutorials' model 2: an LSTM encoder by dynamic_rnn (time-major) and a decoder by
+    tf.nn.raw_rnn whose loop_fn feeds back the embedding of the previous step's argmax, the decoder's outputs read
+    from the emit TensorArray and projected to the vocabulary."""
+    vocab, units, batch, src_len = 6, 5, 2, 4
+    encoder_inputs = tf.placeholder(tf.int32, [src_len, batch])
+    decoder_targets = tf.placeholder(tf.int32, [src_len + 1, batch])
+    embeddings = tf.Variable(tf.random_uniform([vocab, units], -1.0, 1.0))
+    encoder_cell = tf.nn.rnn_cell.LSTMCell(units)
+    _, encoder_state = tf.nn.dynamic_rnn(encoder_cell, tf.nn.embedding_lookup(embeddings, encoder_inputs),
+                                         dtype=tf.float32, time_major=True, scope="encoder")
+    decoder_cell = tf.nn.rnn_cell.LSTMCell(units)
+    decoder_lengths = tf.fill([batch], src_len + 1)
+    W = tf.Variable(tf.random_uniform([units, vocab], -1, 1))
+    b = tf.Variable(tf.zeros([vocab]))
+    eos_step = tf.nn.embedding_lookup(embeddings, tf.ones([batch], tf.int32))
+    pad_step = tf.nn.embedding_lookup(embeddings, tf.zeros([batch], tf.int32))
+
+    def loop_fn(time, previous_output, previous_state, previous_loop_state):
+        if previous_state is None:  # the initial call
+            return tf.equal(0, decoder_lengths), eos_step, encoder_state, None, None
+        finished = time >= decoder_lengths
+        prediction = tf.argmax(tf.add(tf.matmul(previous_output, W), b), axis=1)
+        next_input = tf.cond(tf.reduce_all(finished), lambda: pad_step,
+                             lambda: tf.nn.embedding_lookup(embeddings, prediction))
+        return finished, next_input, previous_state, previous_output, None
+
+    outputs_ta, final_state, _ = tf.nn.raw_rnn(decoder_cell, loop_fn)
+    outputs = outputs_ta.stack()
+    max_time, batch_size, dim = tf.unstack(tf.shape(outputs))
+    logits = tf.reshape(tf.matmul(tf.reshape(outputs, (-1, dim)), W) + b, (max_time, batch_size, vocab))
+    loss = tf.reduce_mean(tf.nn.softmax_cross_entropy_with_logits_v2(
+        labels=tf.one_hot(decoder_targets, vocab), logits=logits))
+    train_op = tf.train.AdamOptimizer(0.05).minimize(loss)
+    src, tgt = data(126, ("i", (src_len, batch), vocab), ("i", (src_len + 1, batch), vocab))
+    sess = _session_run(tf, feeder)
+    feed = {encoder_inputs: src, decoder_targets: tgt}
+    out = _steps(tf, sess, [train_op, loss], feed)
+    out["predicted"] = sess.run(tf.argmax(logits, 2), feed)
+    out["final_c"] = sess.run(final_state.c, feed)
+    return _trained(tf, sess, out)
+
+
+def bn_moments_ema_cond(tf, feeder):
+    """The batch norm of the 2016 StackOverflow answer every early script copied: tf.nn.moments over the batch
+    and space, an ExponentialMovingAverage applied inside a tf.cond on a phase_train placeholder (identity'd
+    under its control dependency), the averages read in the other branch, tf.nn.batch_normalization."""
+    def batch_norm(x, n_out, phase_train):
+        with tf.variable_scope("bn"):
+            beta = tf.Variable(tf.constant(0.0, shape=[n_out]), name="beta", trainable=True)
+            gamma = tf.Variable(tf.constant(1.0, shape=[n_out]), name="gamma", trainable=True)
+            batch_mean, batch_var = tf.nn.moments(x, [0, 1, 2], name="moments")
+            ema = tf.train.ExponentialMovingAverage(decay=0.5)
+
+            def mean_var_with_update():
+                ema_apply_op = ema.apply([batch_mean, batch_var])
+                with tf.control_dependencies([ema_apply_op]):
+                    return tf.identity(batch_mean), tf.identity(batch_var)
+            mean, var = tf.cond(phase_train, mean_var_with_update,
+                                lambda: (ema.average(batch_mean), ema.average(batch_var)))
+            return tf.nn.batch_normalization(x, mean, var, beta, gamma, 1e-3)
+
+    images = tf.placeholder(tf.float32, [None, 5, 5, 2])
+    labels = tf.placeholder(tf.int32, [None])
+    phase_train = tf.placeholder(tf.bool, name="phase_train")
+    w = tf.Variable(tf.truncated_normal([3, 3, 2, 4], stddev=0.3))
+    h = tf.nn.relu(batch_norm(tf.nn.conv2d(images, w, [1, 1, 1, 1], "SAME"), 4, phase_train))
+    logits = tf.layers.dense(tf.reshape(h, [-1, 5 * 5 * 4]), 3)
+    loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits))
+    train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss)
+    xs, ys = data(127, ("n", (6, 5, 5, 2)), ("i", (6,), 3))
+    sess = _session_run(tf, feeder)
+    out = _steps(tf, sess, [train_op, loss], {images: xs, labels: ys, phase_train: True})
+    out["eval"] = sess.run(loss, {images: xs, labels: ys, phase_train: False})
+    return _trained(tf, sess, out, names=[v.op.name for v in tf.global_variables()])
+
+
+def attention_pooling_classifier(tf, feeder):
+    """A 2017 review classifier: a time-major GRU by dynamic_rnn with sequence lengths, attention pooling by
+    tf.tensordot with a context vector, padded steps masked with tf.sequence_mask and tf.where before the
+    softmax, dropout on the pooled vector with a keep_prob placeholder, and L2 on the weights by name."""
+    ids = tf.placeholder(tf.int32, [5, None])  # time, batch
+    lengths = tf.placeholder(tf.int32, [None])
+    labels = tf.placeholder(tf.int32, [None])
+    keep_prob = tf.placeholder_with_default(1.0, [])
+    emb = tf.get_variable("emb", [7, 4])
+    outputs, _ = tf.nn.dynamic_rnn(tf.nn.rnn_cell.GRUCell(6), tf.nn.embedding_lookup(emb, ids),
+                                   sequence_length=lengths, dtype=tf.float32, time_major=True)
+    outputs = tf.transpose(outputs, [1, 0, 2])
+    u = tf.tanh(tf.layers.dense(outputs, 6, name="att"))
+    context = tf.get_variable("context", [6])
+    scores = tf.tensordot(u, context, axes=1)
+    mask = tf.sequence_mask(lengths, 5)
+    scores = tf.where(mask, scores, tf.fill(tf.shape(scores), -1e9))
+    alphas = tf.nn.softmax(scores, axis=1)
+    pooled = tf.reduce_sum(outputs * tf.expand_dims(alphas, -1), 1)
+    logits = tf.layers.dense(tf.nn.dropout(pooled, keep_prob), 2, name="out")
+    l2 = tf.add_n([tf.nn.l2_loss(v) for v in tf.trainable_variables() if "kernel" in v.name])
+    loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)) + 1e-3 * l2
+    train_op = tf.train.AdamOptimizer(0.02).minimize(loss)
+    xs, ys = data(128, ("i", (5, 8), 7), ("i", (8,), 2))
+    sess = _session_run(tf, feeder)
+    feed = {ids: xs, lengths: [5, 3, 1, 4, 5, 2, 2, 3], labels: ys}
+    out = _steps(tf, sess, [train_op, loss], {keep_prob: 0.7, **feed, **feeder.feeds(tf)})
+    out["alphas"] = sess.run(alphas, feed)
+    return _trained(tf, sess, out)
+
+
+def replay_memory_scatter(tf, feeder):
+    """A replay memory and an episodic memory held in variables on the graph (2017 DQN and memory-network code):
+    tf.scatter_update writes transitions at a cursor, tf.scatter_add accumulates visit counts, the batch is
+    tf.gather'ed back, and a content-addressed read (cosine similarity, softmax) updates the memory by
+    Variable.scatter_sub of the usage."""
+    memory = tf.Variable(tf.zeros([6, 3]), trainable=False)
+    counts = tf.Variable(tf.zeros([6]), trainable=False)
+    cursor = tf.placeholder(tf.int32, [2])
+    items = tf.placeholder(tf.float32, [2, 3])
+    write = tf.group(tf.scatter_update(memory, cursor, items), tf.scatter_add(counts, cursor, tf.ones([2])))
+    query = tf.placeholder(tf.float32, [3])
+    keys = tf.nn.l2_normalize(memory, 1)
+    weights = tf.nn.softmax(tf.squeeze(tf.matmul(keys, tf.nn.l2_normalize(query, 0)[:, None]), 1) * 5.0)
+    read = tf.reduce_sum(memory * weights[:, None], 0)
+    top = tf.nn.top_k(weights, 2).indices
+    decay = memory.scatter_sub(tf.IndexedSlices(0.1 * tf.gather(memory, top), top))
+    batch = tf.gather(memory, tf.constant([0, 3, 5]))
+    rows = data(129, ("n", (6, 3)))[0]
+    with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        for k in range(0, 6, 2):
+            sess.run(write, {cursor: [k, (k + 3) % 6], items: rows[k:k + 2]})
+        out = {"read": sess.run(read, {query: rows[1]}), "decayed": sess.run(decay, {query: rows[1]})}
+        out["batch"], out["counts"] = sess.run([batch, counts])
+        return out
+
+
+def sharded_embedding_div(tf, feeder):
+    """A large vocabulary's embedding split in shards (the distributed word2vec's), read by embedding_lookup with
+    partition_strategy="div" and max_norm, trained by a full softmax, with tf.nn.l2_normalize'd nearest words
+    by tf.nn.top_k."""
+    shards = [tf.get_variable(f"emb_{i}", [n, 4], initializer=tf.truncated_normal_initializer())
+              for i, n in enumerate((4, 3, 3))]
+    ids = tf.placeholder(tf.int32, [None])
+    targets = tf.placeholder(tf.int32, [None])
+    embedded = tf.nn.embedding_lookup(shards, ids, partition_strategy="div", max_norm=1.5)
+    logits = tf.layers.dense(embedded, 10)
+    loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=targets, logits=logits))
+    train_op = tf.train.GradientDescentOptimizer(0.5).minimize(loss)
+    normalized = tf.nn.l2_normalize(tf.concat(shards, 0), 1)
+    sim = tf.matmul(tf.gather(normalized, [1, 7]), normalized, transpose_b=True)
+    nearest = tf.nn.top_k(sim, 3).indices
+    xs, ts = data(130, ("i", (8,), 10), ("i", (8,), 10))
+    sess = _session_run(tf, feeder)
+    out = _steps(tf, sess, [train_op, loss], {ids: xs, targets: ts})
+    out["nearest"] = sess.run(nearest)
+    return _trained(tf, sess, out)
+
+
+def clipped_grads_summaries(tf, feeder):
+    """A highway MLP's training loop as the 2017 repos wrote it: compute_gradients, the None gradients dropped,
+    each clipped by tf.clip_by_norm, a histogram summary per gradient named by the variable's name (its ':0'
+    sanitized by TF), linear_cosine_decay of the rate, apply_gradients with a global step."""
+    x = tf.placeholder(tf.float32, [None, 6])
+    y = tf.placeholder(tf.float32, [None, 1])
+    h = x
+    for i in range(2):
+        with tf.variable_scope(f"highway_{i}"):
+            transform = tf.layers.dense(h, 6, tf.nn.selu, name="transform")
+            gate = tf.layers.dense(h, 6, tf.nn.sigmoid, bias_initializer=tf.constant_initializer(-1.0), name="gate")
+            h = gate * transform + (1.0 - gate) * h
+    unused = tf.get_variable("unused", [2])  # no gradient: dropped from the update, as the repos' filter does
+    pred = tf.layers.dense(h, 1)
+    loss = tf.losses.mean_squared_error(y, pred)
+    step = tf.train.get_or_create_global_step()
+    lr = tf.train.linear_cosine_decay(0.05, step, 5, num_periods=0.5, alpha=0.1, beta=0.01)
+    opt = tf.train.AdamOptimizer(lr, epsilon=1e-4)
+    grads = [(tf.clip_by_norm(g, 0.5), v) for g, v in opt.compute_gradients(loss) if g is not None]
+    for g, v in grads:
+        tf.summary.histogram(v.name, g)
+    merged = tf.summary.merge_all()
+    train_op = opt.apply_gradients(grads, global_step=step)
+    xs, ys = data(131, ("n", (8, 6)), ("n", (8, 1)))
+    sess = _session_run(tf, feeder)
+    out = _steps(tf, sess, [train_op, loss, lr], {x: xs, y: ys}, steps=4)
+    summary = tf.Summary()
+    summary.ParseFromString(sess.run(merged, {x: xs, y: ys}))
+    out["tags"] = np.array([v.tag for v in summary.value])
+    out["n_grads"] = np.array(len(grads))
+    return _trained(tf, sess, out, names=[v.op.name for v in tf.trainable_variables() if v is not unused])
+
+
+def char_cnn_conv1d(tf, feeder):
+    """Character-level CNN text classification (Zhang et al. 2015, as the 2017 TF repos built it): one-hot
+    characters, tf.layers.Conv1D objects, max_pooling1d, tf.layers.average_pooling1d, a global max by
+    reduce_max, and tf.layers.Dense objects with SELU."""
+    chars = tf.placeholder(tf.int32, [None, 12])
+    labels = tf.placeholder(tf.int32, [None])
+    x = tf.one_hot(chars, 6)
+    conv1 = tf.layers.Conv1D(5, 3, activation=tf.nn.relu, name="conv1")
+    conv2 = tf.layers.Conv1D(5, 3, padding="same", activation=tf.nn.relu, name="conv2")
+    h = tf.layers.max_pooling1d(conv1(x), 2, 2)
+    h = tf.layers.average_pooling1d(conv2(h), 2, 1)
+    pooled = tf.reduce_max(h, axis=1)
+    fc = tf.layers.Dense(8, activation=tf.nn.selu, name="fc")
+    logits = tf.layers.Dense(3, name="logits")(fc(pooled))
+    loss = tf.losses.sparse_softmax_cross_entropy(labels, logits)
+    train_op = tf.train.MomentumOptimizer(0.05, 0.9, use_nesterov=True).minimize(loss)
+    cs, ys = data(132, ("i", (4, 12), 6), ("i", (4,), 3))
+    sess = _session_run(tf, feeder)
+    out = _steps(tf, sess, [train_op, loss], {chars: cs, labels: ys})
+    out["kernel_shape"] = np.array(conv1.kernel.shape.as_list())
+    return _trained(tf, sess, out)
+
+
 SCRIPTS = {f.__name__: f for f in (
     vae_distributions, gan_scoped_var_list, char_rnn_stateful, custom_rnn_cell, seq2seq_greedy_while,
     scan_rnn_and_returns, ctc_ocr_beam, feedable_iterator, monitored_session_resume, summaries_read_back,
     lr_schedules, saver_ema_restore, bn_training_flag, py_func_preprocess, gradient_accumulation, multitask_losses,
     wide_sparse_linear, image_preprocessing, gp_regression, triplet_batch_hard, dann_gradient_reversal,
-    dqn_soft_update, slim_vgg_arg_scope)}
+    dqn_soft_update, slim_vgg_arg_scope, inception_distort_color, wide_deep_ftrl, raw_rnn_seq2seq,
+    bn_moments_ema_cond, attention_pooling_classifier, replay_memory_scatter, sharded_embedding_div,
+    clipped_grads_summaries, char_cnn_conv1d)}
 
 
 def run_script(tf, name: str, feeder: Feeder) -> dict:
@@ -934,3 +1206,21 @@ def run_script(tf, name: str, feeder: Feeder) -> dict:
 @pytest.mark.parametrize("name", sorted(SCRIPTS))
 def test_outsider_script_runs_as_in_tensorflow(tf1, name):
     check_against_tensorflow(tf1, run_script, name)
+
+
+def test_slots_and_moving_averages_are_named_in_their_variable_scope(tf1):
+    """An optimizer's slots and a moving average's shadows made inside a variable scope take its prefix, as TF1's
+    slot_creator names them (checkpoints are read by these names); a name scope does not prefix them."""
+    import tfplus
+
+    def names(tf):
+        with tf.Graph().as_default():
+            w = tf.Variable(tf.zeros([2]), name="w")
+            x = tf.reduce_sum(w * 2.0, name="x")
+            with tf.variable_scope("train"):
+                tf.train.AdamOptimizer(0.1).minimize(tf.square(x))
+                tf.train.ExponentialMovingAverage(0.9).apply([w, x])
+            with tf.name_scope("ns"):
+                tf.train.ExponentialMovingAverage(0.9, name="E2").apply([w])
+            return sorted(v.op.name for v in tf.global_variables())
+    assert names(tfplus) == names(tf1)

@@ -51,7 +51,7 @@ from tfplus.ops.training_ops import (
     apply_rms_prop,
 )
 from tfplus.tensor_shape import TensorShape
-from tfplus.variables import Variable, trainable_variables
+from tfplus.variables import Variable, slot_variable_name, trainable_variables
 
 _VALID_DTYPES = (_dt.float16, _dt.float32, _dt.float64)
 
@@ -253,7 +253,7 @@ class Optimizer:
         if var not in slots:
             graph = var.graph
             with graph.as_default(), graph.name_scope(None), graph.control_dependencies(None):
-                slots[var] = Variable(val, trainable=False, name=f"{var.op.name}/{op_name}")
+                slots[var] = Variable(val, trainable=False, name=slot_variable_name(var.op.name, op_name))
         return slots[var]
 
     def _get_or_make_slot_with_initializer(self, var: Variable, initializer, shape, dtype, slot_name: str,
@@ -295,7 +295,7 @@ def _create_zeros_slot(var: Variable, op_name: str, fill: float = 0.0) -> Variab
     # Slots live outside the caller's name scope and control dependencies, like TF's init_scope.
     with graph.as_default(), graph.name_scope(None), graph.control_dependencies(None):
         init = (lambda: zeros(shape, dtype)) if fill == 0 else (lambda: fill_(shape, constant(fill, dtype)))
-        return Variable(init, trainable=False, name=f"{var.op.name}/{op_name}")
+        return Variable(init, trainable=False, name=slot_variable_name(var.op.name, op_name))
 
 
 def _check_dtypes(tensors, what: str) -> None:
