@@ -11,6 +11,7 @@ histogram_fixed_width, roll, tensor_scatter_*) follow at the end.
 from __future__ import annotations
 
 import builtins
+import collections
 import math
 
 import numpy as np
@@ -231,14 +232,20 @@ register_op("UniqueWithCounts", inputs=("x",), outputs=("y", "idx", "count"), at
 not_differentiable("Unique", "UniqueWithCounts")
 
 
+# TF's results of tf.unique and tf.unique_with_counts: tuples whose fields are named (`tf.unique(x).idx`).
+UniqueResult = collections.namedtuple("Unique", ["y", "idx"])
+UniqueWithCountsResult = collections.namedtuple("UniqueWithCounts", ["y", "idx", "count"])
+
+
 def unique(x, out_idx=_dt.int32, name=None) -> tuple:
     """(y, idx): the distinct values of the vector x in order of first appearance, and x's index into y."""
-    return apply_op("Unique", [convert_to_tensor(x)], {"out_idx": _dt.as_dtype(out_idx)}, name)
+    return UniqueResult(*apply_op("Unique", [convert_to_tensor(x)], {"out_idx": _dt.as_dtype(out_idx)}, name))
 
 
 def unique_with_counts(x, out_idx=_dt.int32, name=None) -> tuple:
     """(y, idx, count): unique's, and how often each of y occurs in x."""
-    return apply_op("UniqueWithCounts", [convert_to_tensor(x)], {"out_idx": _dt.as_dtype(out_idx)}, name)
+    return UniqueWithCountsResult(*apply_op("UniqueWithCounts", [convert_to_tensor(x)],
+                                            {"out_idx": _dt.as_dtype(out_idx)}, name))
 
 
 # -- DenseToDenseSetOperation -------------------------------------------------------------------------------

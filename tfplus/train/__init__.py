@@ -6,6 +6,7 @@ from tfplus.train.learning_rate_decay import (
     cosine_decay_restarts,
     exponential_decay,
     inverse_time_decay,
+    linear_cosine_decay,
     natural_exp_decay,
     piecewise_constant,
     piecewise_constant_decay,
@@ -36,6 +37,7 @@ __all__ = ["Optimizer", "GradientDescentOptimizer", "MomentumOptimizer", "AdamOp
            "assert_global_step", "create_global_step", "get_global_step", "get_or_create_global_step",
            "global_step",
            "exponential_decay", "natural_exp_decay", "inverse_time_decay", "polynomial_decay", "cosine_decay",
+           "linear_cosine_decay",
            "cosine_decay_restarts", "piecewise_constant", "piecewise_constant_decay", "Saver", "latest_checkpoint",
            "export_meta_graph", "import_meta_graph", "write_graph", "init_from_checkpoint", "warm_start"]
 
