@@ -25,7 +25,8 @@ __all__ = ["convert_image_dtype", "per_image_standardization", "flip_left_right"
            "non_max_suppression", "total_variation", "image_gradients", "psnr",
            "crop_and_resize", "non_max_suppression_padded", "rot90", "transpose_image", "transpose",
            "resize_with_crop_or_pad", "extract_image_patches", "extract_patches", "sobel_edges", "adjust_gamma",
-           "rgb_to_yiq", "yiq_to_rgb", "rgb_to_yuv", "yuv_to_rgb"]
+           "rgb_to_yiq", "yiq_to_rgb", "rgb_to_yuv", "yuv_to_rgb", "rgb_to_hsv", "hsv_to_rgb", "adjust_hue",
+           "random_hue", "adjust_saturation", "random_saturation"]
 
 
 def _image(image, what: str) -> Tensor:
@@ -191,6 +192,84 @@ def adjust_contrast(images, contrast_factor) -> Tensor:
         x = convert_image_dtype(images, _dt.float32)
         mean = math_ops.reduce_mean(x, [-3, -2], keepdims=True)
         return convert_image_dtype(math_ops.add(math_ops.multiply(x - mean, contrast_factor), mean), images.dtype)
+
+
+def _channels(images, what: str) -> list:
+    images = convert_to_tensor(images)
+    if images.shape.ndims is None or images.shape.as_list()[-1] != 3:
+        raise ValueError(f"tf.image.{what}: '{images.name}' must have 3 channels last, got shape {images.shape}")
+    if not images.dtype.is_floating:
+        raise TypeError(f"tf.image.{what}: '{images.name}' is {images.dtype.name}; convert it to a float image "
+                        "first (tf.image.convert_image_dtype)")
+    return array_ops.unstack(images, 3, axis=-1)
+
+
+def rgb_to_hsv(images, name=None) -> Tensor:
+    """RGB in [0, 1] to hue, saturation and value in [0, 1], as TF's RGBToHSV: v = max, s = (max - min) / max
+    (0 where max is 0), hue by the sector of the largest channel (0 for grays)."""
+    with name_scope(name, "rgb_to_hsv"):
+        r, g, b = _channels(images, "rgb_to_hsv")
+        v = math_ops.maximum(math_ops.maximum(r, g), b)
+        spread = v - math_ops.minimum(math_ops.minimum(r, g), b)
+        zeros = array_ops.zeros_like(v)
+        s = math_ops.where_v2(v > 0, spread / math_ops.where_v2(v > 0, v, array_ops.ones_like(v)), zeros)
+        norm = 1.0 / (6.0 * math_ops.where_v2(spread > 0, spread, array_ops.ones_like(spread)))
+        h = math_ops.where_v2(math_ops.equal(r, v), norm * (g - b),
+                              math_ops.where_v2(math_ops.equal(g, v), norm * (b - r) + 2.0 / 6.0,
+                                                norm * (r - g) + 4.0 / 6.0))
+        h = math_ops.where_v2(spread > 0, h, zeros)
+        h = math_ops.where_v2(h < 0, h + 1.0, h)
+        return array_ops.stack([h, s, v], axis=-1)
+
+
+def hsv_to_rgb(images, name=None) -> Tensor:
+    """The inverse of rgb_to_hsv, as TF's HSVToRGB: each channel (1 - s + s * ramp(6 h)) * v."""
+    with name_scope(name, "hsv_to_rgb"):
+        h, s, v = _channels(images, "hsv_to_rgb")
+        dh = h * 6.0
+
+        def ramp(x):
+            return math_ops.minimum(math_ops.maximum(x, 0.0), 1.0)
+        ramps = (ramp(math_ops.abs(dh - 3.0) - 1.0), ramp(2.0 - math_ops.abs(dh - 2.0)),
+                 ramp(2.0 - math_ops.abs(dh - 4.0)))
+        return array_ops.stack([(1.0 - s + s * d) * v for d in ramps], axis=-1)
+
+
+def _in_hsv(image, what: str, change) -> Tensor:
+    """`image` with `change(h, s, v) -> (h, s, v)` applied in HSV space (an integer image converted to float32 and
+    back, as TF)."""
+    image = convert_to_tensor(image)
+    with name_scope(None, what):
+        x = image if image.dtype.is_floating else convert_image_dtype(image, _dt.float32)
+        h, s, v = array_ops.unstack(rgb_to_hsv(x), 3, axis=-1)
+        return convert_image_dtype(hsv_to_rgb(array_ops.stack(change(h, s, v), axis=-1)), image.dtype)
+
+
+def adjust_hue(image, delta, name=None) -> Tensor:
+    """The hue turned by `delta` (in [-1, 1]; a full turn is 1), as TF's AdjustHue."""
+    delta = convert_to_tensor(delta, dtype=_dt.float32)
+    return _in_hsv(image, "adjust_hue", lambda h, s, v: (math_ops.floormod(h + delta, 1.0), s, v))
+
+
+def random_hue(image, max_delta, seed=None) -> Tensor:
+    """adjust_hue by a delta drawn from [-max_delta, max_delta) (max_delta at most 0.5)."""
+    if not 0 <= max_delta <= 0.5:
+        raise ValueError(f"random_hue: max_delta must be in [0, 0.5], got {max_delta}")
+    return adjust_hue(image, random_ops.random_uniform([], -max_delta, max_delta, seed=seed))
+
+
+def adjust_saturation(image, saturation_factor, name=None) -> Tensor:
+    """The saturation times `saturation_factor`, clipped to [0, 1], as TF's AdjustSaturation."""
+    factor = convert_to_tensor(saturation_factor, dtype=_dt.float32)
+    return _in_hsv(image, "adjust_saturation",
+                   lambda h, s, v: (h, math_ops.minimum(math_ops.maximum(s * factor, 0.0), 1.0), v))
+
+
+def random_saturation(image, lower, upper, seed=None) -> Tensor:
+    """adjust_saturation by a factor drawn from [lower, upper)."""
+    if not 0 <= lower < upper:
+        raise ValueError(f"random_saturation: need 0 <= lower < upper, got {lower}, {upper}")
+    return adjust_saturation(image, random_ops.random_uniform([], lower, upper, seed=seed))
 
 
 def random_contrast(image, lower, upper, seed=None) -> Tensor:

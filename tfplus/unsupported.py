@@ -56,7 +56,6 @@ ALTERNATIVES = {
                             "tf.image.decode_png",
     "tf.nn.conv3d": "tf.nn.conv2d",
     "tf.nn.fractional_max_pool": "tf.nn.max_pool",
-    "tf.train.FtrlOptimizer": "tf.train.AdagradOptimizer",
     "tf.train.ProximalGradientDescentOptimizer": "tf.train.GradientDescentOptimizer",
     "tf.train.ProximalAdagradOptimizer": "tf.train.AdagradOptimizer",
     "tf.train.AdagradDAOptimizer": "tf.train.AdagradOptimizer",

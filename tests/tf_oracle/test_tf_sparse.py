@@ -29,6 +29,11 @@ OPTIMIZERS = {
     "adagrad": lambda t: t.train.AdagradOptimizer(0.125, initial_accumulator_value=0.25),
     "adadelta": lambda t: t.train.AdadeltaOptimizer(1.0, rho=0.875, epsilon=2.0 ** -20),
     "adam": lambda t: t.train.AdamOptimizer(0.0625, beta1=0.875, beta2=0.9375, epsilon=2.0 ** -20),
+    "ftrl": lambda t: t.train.FtrlOptimizer(0.25, l1_regularization_strength=0.0625,
+                                            l2_regularization_strength=0.125),
+    "ftrl_power_shrinkage": lambda t: t.train.FtrlOptimizer(0.25, learning_rate_power=-0.75,
+                                                            initial_accumulator_value=0.5,
+                                                            l2_shrinkage_regularization_strength=0.125),
 }
 
 

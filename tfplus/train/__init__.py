@@ -17,6 +17,7 @@ from tfplus.train.optimizer import (
     AdadeltaOptimizer,
     AdagradOptimizer,
     AdamOptimizer,
+    FtrlOptimizer,
     GradientDescentOptimizer,
     MomentumOptimizer,
     Optimizer,
@@ -33,7 +34,7 @@ from tfplus.train.training_util import (
 from tfplus.train.warm_start import init_from_checkpoint, warm_start
 
 __all__ = ["Optimizer", "GradientDescentOptimizer", "MomentumOptimizer", "AdamOptimizer", "RMSPropOptimizer",
-           "AdagradOptimizer", "AdadeltaOptimizer",
+           "AdagradOptimizer", "AdadeltaOptimizer", "FtrlOptimizer",
            "assert_global_step", "create_global_step", "get_global_step", "get_or_create_global_step",
            "global_step",
            "exponential_decay", "natural_exp_decay", "inverse_time_decay", "polynomial_decay", "cosine_decay",
