@@ -44,6 +44,8 @@ ALTERNATIVES = {
                                          "W keys, transpose_b=True), tf.nn.softmax, the weighted sum of the keys",
     "tf.contrib.seq2seq.AttentionWrapper": "attention written out in a loop over an RNN cell (static unrolling or "
                                            "tf.while_loop)",
+    "tf.nn.raw_rnn": "tf.nn.dynamic_rnn over the target embeddings (teacher forcing) to train, and a tf.while_loop "
+                     "over the cell writing a tf.TensorArray (its element_shape given) to decode greedily",
     "tf.train.SummaryWriter": "tf.summary.FileWriter",
     "tf.merge_all_summaries": "tf.summary.merge_all",
     "tf.merge_summary": "tf.summary.merge",

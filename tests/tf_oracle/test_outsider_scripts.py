@@ -12,6 +12,8 @@ import numpy as np
 import pytest
 from tutorials import Feeder, _session_run, _trained, check_against_tensorflow, contrib, data, one_hot_np
 
+from tfplus.unsupported import UnsupportedError
+
 
 def _steps(tf, sess, fetches, feed, steps=3):
     """Runs `fetches` (the train op first) `steps` times; the other fetches' values per step, by name."""
@@ -1203,7 +1205,13 @@ def run_script(tf, name: str, feeder: Feeder) -> dict:
         return SCRIPTS[name](tf, feeder)
 
 
-@pytest.mark.parametrize("name", sorted(SCRIPTS))
+_REFUSED = {"raw_rnn_seq2seq": "tf.nn.raw_rnn is not implemented: its emit TensorArray grows inside the loop, and "
+                              "tfplus's while_loop gradient needs loop variables of fixed shapes"}
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(raises=UnsupportedError, strict=True,
+                                                                          reason=_REFUSED[n]))
+                                  if n in _REFUSED else n for n in sorted(SCRIPTS)])
 def test_outsider_script_runs_as_in_tensorflow(tf1, name):
     check_against_tensorflow(tf1, run_script, name)
 
