@@ -132,8 +132,8 @@ def custom_gradient(f):
 
     @functools.wraps(f)
     def decorated(*args, **kwargs):
+        from tfplus.framework import GraphKeys
         from tfplus.ops.array_ops import identity_n
-        from tfplus.variables import global_variables, local_variables
         if kwargs:
             raise TypeError(f"tf.custom_gradient: '{f.__name__}' was called with keyword arguments "
                             f"{sorted(kwargs)}; pass its tensors positionally, as TF's graph mode requires")
@@ -142,7 +142,8 @@ def custom_gradient(f):
         ys, grad_fn = f(*xs)
         single = not isinstance(ys, (list, tuple))
         flat = [convert_to_tensor(y) for y in ([ys] if single else ys)]
-        variables = _variables_between(flat, xs, global_variables() + local_variables())
+        variables = _variables_between(flat, xs, graph.get_collection(GraphKeys.GLOBAL_VARIABLES) +
+                                       graph.get_collection(GraphKeys.LOCAL_VARIABLES))
         takes_variables = "variables" in inspect.signature(grad_fn).parameters
         if variables and not takes_variables:
             raise TypeError(f"tf.custom_gradient: '{f.__name__}' reads the variables "

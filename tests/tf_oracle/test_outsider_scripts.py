@@ -1232,3 +1232,31 @@ def test_slots_and_moving_averages_are_named_in_their_variable_scope(tf1):
                 tf.train.ExponentialMovingAverage(0.9, name="E2").apply([w])
             return sorted(v.op.name for v in tf.global_variables())
     assert names(tfplus) == names(tf1)
+
+
+def test_custom_gradient_of_a_function_reading_a_variable():
+    """A @tf.custom_gradient function that reads a variable: its grad_fn gets `variables` and gives their
+    gradients (TensorFlow's graph mode does this only for resource variables, so no oracle here: the rule is
+    deliberately not the true gradient, and tf.gradients must return the rule's values); without `variables`
+    in its signature the call is refused, naming the variable."""
+    import tfplus as tf
+    with tf.Graph().as_default():
+        w = tf.Variable([2.0, 3.0], name="w")
+        x = tf.constant([5.0, 7.0])
+
+        @tf.custom_gradient
+        def scaled(x):
+            def grad(dy, variables=None):
+                return dy * 10.0, [dy * x]
+            return x * w, grad
+
+        @tf.custom_gradient
+        def forgets_variables(x):
+            return x * w, lambda dy: dy
+        dx, dw = tf.gradients(tf.reduce_sum(scaled(x)), [x, w])
+        with tf.Session() as sess:
+            sess.run(tf.global_variables_initializer())
+            np.testing.assert_array_equal(sess.run(dx), [10.0, 10.0])
+            np.testing.assert_array_equal(sess.run(dw), [5.0, 7.0])
+        with pytest.raises(TypeError, match=r"reads the variables \['w'\].*keyword argument 'variables'"):
+            forgets_variables(x)
