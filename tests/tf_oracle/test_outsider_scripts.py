@@ -1188,6 +1188,104 @@ def char_cnn_conv1d(tf, feeder):
     return _trained(tf, sess, out)
 
 
+# ---- Third sweep ----------------------------------------------------------------------------------------------
+
+def deprecated_keywords(tf, feeder):
+    """A TF 1.0-1.4 era script's spellings, still accepted by TF1's last releases: keep_dims, reduction_indices,
+    dim= on softmax, log_softmax, l2_normalize, expand_dims and the cross-entropy, dimension= on argmax,
+    squeeze_dims, tf.nn.moments(keep_dims=), tf.count_nonzero(keep_dims=) and tf.reduce_logsumexp."""
+    x = tf.placeholder(tf.float32, [None, 3, 4])
+    labels = tf.placeholder(tf.float32, [None, 4])
+    h = tf.layers.dense(x, 4)
+    pooled = tf.reduce_mean(h, reduction_indices=[1])
+    total = tf.reduce_sum(h, 1, keep_dims=True)
+    probs = tf.nn.softmax(pooled, dim=-1)
+    logp = tf.nn.log_softmax(pooled, dim=1)
+    unit = tf.nn.l2_normalize(pooled, dim=1)
+    loss = tf.reduce_mean(tf.nn.softmax_cross_entropy_with_logits(labels=labels, logits=pooled, dim=-1))
+    mean, var = tf.nn.moments(h, axes=[1], keep_dims=True)
+    best = tf.argmax(pooled, dimension=1)
+    squeezed = tf.squeeze(tf.expand_dims(pooled, dim=1), squeeze_dims=[1])
+    nonzero = tf.count_nonzero(tf.nn.relu(h), axis=2, keep_dims=True)
+    lse = tf.reduce_logsumexp(h, axis=2, keep_dims=True)
+    train_op = tf.train.GradientDescentOptimizer(0.2).minimize(loss)
+    xs, ys = data(133, ("n", (4, 3, 4)), ("i", (4,), 4))
+    sess = _session_run(tf, feeder)
+    feed = {x: xs, labels: one_hot_np(ys, 4)}
+    out = _steps(tf, sess, [train_op, loss], feed)
+    for k, t in dict(total=total, probs=probs, logp=logp, unit=unit, mean=mean, var=var, best=best,
+                     squeezed=squeezed, nonzero=nonzero, lse=lse).items():
+        out[k] = sess.run(t, feed)
+    return _trained(tf, sess, out)
+
+
+def feature_columns_input_layer(tf, feeder):
+    """A 2018 census model without Estimators: tf.feature_column's numeric, bucketized and identity categorical
+    columns (ids padded with -1), indicator and embedding columns, tf.feature_column.input_layer on a dict of
+    placeholders, and a DNN on top."""
+    fc = tf.feature_column
+    age = fc.numeric_column("age")
+    columns = [age, fc.bucketized_column(age, boundaries=[25.0, 40.0, 60.0]),
+               fc.indicator_column(fc.categorical_column_with_identity("color", num_buckets=3)),
+               fc.embedding_column(fc.categorical_column_with_identity("shop", num_buckets=5), dimension=3)]
+    features = {"age": tf.placeholder(tf.float32, [None, 1]), "color": tf.placeholder(tf.int64, [None, 2]),
+                "shop": tf.placeholder(tf.int64, [None, 2])}
+    net = fc.input_layer(features, columns)
+    logits = tf.layers.dense(tf.layers.dense(net, 6, tf.nn.relu), 1)
+    y = tf.placeholder(tf.float32, [None, 1])
+    loss = tf.losses.sigmoid_cross_entropy(y, logits)
+    # NOTE: not Adam: its first step is lr * sign(g), which turns a gradient of rounding noise (1e-11 here, 0 in
+    # TensorFlow) into a full step
+    train_op = tf.train.AdagradOptimizer(0.5).minimize(loss)
+    feed = {features["age"]: [[22.0], [41.0], [67.0], [33.0]],
+            features["color"]: [[0, -1], [2, 2], [1, 0], [-1, -1]],
+            features["shop"]: [[0, -1], [4, 1], [2, 2], [3, 0]], y: [[0.0], [1.0], [1.0], [0.0]]}
+    sess = _session_run(tf, feeder)
+    out = _steps(tf, sess, [train_op, loss], feed)
+    out["net"] = sess.run(net, feed)
+    return _trained(tf, sess, out)
+
+
+def transfer_saver_mapping(tf, feeder):
+    """Transfer learning by checkpoint names (2017 fine-tuning scripts): a model trained in scope "pretrained"
+    and saved; tf.train.list_variables and a NewCheckpointReader inspect it; a new graph builds the same layers
+    in scope "finetune" plus a new head, and a Saver with a {checkpoint name: variable} dict restores the shared
+    layers before training the head alone (var_list)."""
+    xs, ys = data(134, ("n", (6, 4)), ("i", (6,), 3))
+    with tempfile.TemporaryDirectory() as d:
+        with tf.Graph().as_default():
+            x = tf.placeholder(tf.float32, [None, 4])
+            with tf.variable_scope("pretrained"):
+                feats = tf.layers.dense(x, 5, tf.nn.relu, name="body")
+                logits = tf.layers.dense(feats, 3, name="head")
+            loss = tf.losses.sparse_softmax_cross_entropy(ys, logits)
+            train_op = tf.train.GradientDescentOptimizer(0.3).minimize(loss)
+            sess = _session_run(tf, feeder)
+            for _ in range(2):
+                sess.run(train_op, {x: xs})
+            path = tf.train.Saver().save(sess, os.path.join(d, "pre.ckpt"))
+            want_feats = sess.run(feats, {x: xs})
+            sess.close()
+        listed = tf.train.list_variables(path)
+        shapes = tf.train.NewCheckpointReader(path).get_variable_to_shape_map()
+        with tf.Graph().as_default():
+            x = tf.placeholder(tf.float32, [None, 4])
+            with tf.variable_scope("finetune"):
+                feats = tf.layers.dense(x, 5, tf.nn.relu, name="body")
+                logits = tf.layers.dense(feats, 2, kernel_initializer=tf.zeros_initializer(), name="new_head")
+            body = tf.trainable_variables("finetune/body")
+            restorer = tf.train.Saver({v.op.name.replace("finetune", "pretrained"): v for v in body})
+            loss = tf.losses.sparse_softmax_cross_entropy(ys % 2, logits)
+            train_op = tf.train.AdamOptimizer(0.05).minimize(loss, var_list=tf.trainable_variables("finetune/new_head"))
+            sess = _session_run(tf, feeder)
+            restorer.restore(sess, path)
+            out = _steps(tf, sess, [train_op, loss], {x: xs})
+            out["feats"], out["want_feats"] = sess.run(feats, {x: xs}), want_feats
+            out["listed"] = np.array([f"{n}:{s}" for n, s in listed])
+            out["shapes"] = np.array(sorted(f"{k}:{v}" for k, v in shapes.items()))
+            return _trained(tf, sess, out)
+
+
 SCRIPTS = {f.__name__: f for f in (
     vae_distributions, gan_scoped_var_list, char_rnn_stateful, custom_rnn_cell, seq2seq_greedy_while,
     scan_rnn_and_returns, ctc_ocr_beam, feedable_iterator, monitored_session_resume, summaries_read_back,
@@ -1195,7 +1293,8 @@ SCRIPTS = {f.__name__: f for f in (
     wide_sparse_linear, image_preprocessing, gp_regression, triplet_batch_hard, dann_gradient_reversal,
     dqn_soft_update, slim_vgg_arg_scope, inception_distort_color, wide_deep_ftrl, raw_rnn_seq2seq,
     bn_moments_ema_cond, attention_pooling_classifier, replay_memory_scatter, sharded_embedding_div,
-    clipped_grads_summaries, char_cnn_conv1d)}
+    clipped_grads_summaries, char_cnn_conv1d, deprecated_keywords, feature_columns_input_layer,
+    transfer_saver_mapping)}
 
 
 def run_script(tf, name: str, feeder: Feeder) -> dict:
