@@ -46,6 +46,11 @@ ALTERNATIVES = {
                                            "tf.while_loop)",
     "tf.nn.raw_rnn": "tf.nn.dynamic_rnn over the target embeddings (teacher forcing) to train, and a tf.while_loop "
                      "over the cell writing a tf.TensorArray (its element_shape given) to decode greedily",
+    **dict.fromkeys(("tf.feature_column.categorical_column_with_vocabulary_list",
+                     "tf.feature_column.categorical_column_with_vocabulary_file",
+                     "tf.feature_column.categorical_column_with_hash_bucket"),
+                    "tf.feature_column.categorical_column_with_identity over ids mapped from the strings in NumPy "
+                    "before feeding"),
     "tf.train.SummaryWriter": "tf.summary.FileWriter",
     "tf.merge_all_summaries": "tf.summary.merge_all",
     "tf.merge_summary": "tf.summary.merge",
