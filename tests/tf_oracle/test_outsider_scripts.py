@@ -1286,6 +1286,58 @@ def transfer_saver_mapping(tf, feeder):
             return _trained(tf, sess, out)
 
 
+def dynamic_batch_generator(tf, feeder):
+    """A DCGAN generator for any batch size: conv2d_transpose's output_shape built by tf.stack from
+    tf.shape(z)[0], a tf.layers.conv2d_transpose, a pixel shuffle by tf.depth_to_space and a bilinear resize, then
+    a discriminator by strided convolutions; trained at one batch size, run at another."""
+    z = tf.placeholder(tf.float32, [None, 6])
+    batch = tf.shape(z)[0]
+    h = tf.reshape(tf.layers.dense(z, 2 * 2 * 8), [-1, 2, 2, 8])
+    w = tf.get_variable("deconv_w", [3, 3, 4, 8], initializer=tf.random_normal_initializer(stddev=0.2))
+    h = tf.nn.relu(tf.nn.conv2d_transpose(h, w, tf.stack([batch, 4, 4, 4]), [1, 2, 2, 1], padding="SAME"))
+    h = tf.layers.conv2d_transpose(h, 8, 3, strides=2, padding="same", activation=tf.nn.relu)
+    h = tf.depth_to_space(h, 2)  # [batch, 16, 16, 2]
+    images = tf.tanh(tf.image.resize_bilinear(h, [12, 12]))
+    d = tf.layers.conv2d(images, 4, 4, strides=2, padding="same", activation=tf.nn.leaky_relu)
+    d = tf.layers.conv2d(d, 4, 4, strides=2, padding="valid")
+    score = tf.reduce_mean(d, [1, 2, 3])
+    loss = tf.reduce_mean(tf.nn.softplus(-score))
+    train_op = tf.train.AdamOptimizer(1e-3, beta1=0.5).minimize(loss)
+    zs, zs_other = data(135, ("n", (4, 6)), ("n", (3, 6)))
+    sess = _session_run(tf, feeder)
+    out = _steps(tf, sess, [train_op, loss], {z: zs})
+    out["images"] = sess.run(images, {z: zs_other})
+    return _trained(tf, sess, out)
+
+
+def loops_and_cases(tf, feeder):
+    """Control flow of 2018 RL and meta-learning code: tf.while_loop with maximum_iterations and a namedtuple
+    state, tf.case over a step counter, tf.map_fn returning a tuple (dtype given), tf.foldr, and gradients through
+    the loop into the weights."""
+    import collections
+    State = collections.namedtuple("State", ["h", "acc"])
+    x = tf.placeholder(tf.float32, [3, 4])
+    mode = tf.placeholder(tf.int32, [])
+    w = tf.Variable(tf.truncated_normal([4, 4], stddev=0.4))
+
+    def body(i, s):
+        h = tf.tanh(tf.matmul(s.h, w) + x)
+        return i + 1, State(h, s.acc + tf.reduce_sum(h))
+    _, final = tf.while_loop(lambda i, s: s.acc < 100.0, body, [tf.constant(0), State(x, tf.constant(0.0))],
+                             maximum_iterations=3)
+    scale = tf.case([(tf.equal(mode, 0), lambda: tf.constant(0.5)), (tf.equal(mode, 1), lambda: tf.constant(2.0))],
+                    default=lambda: tf.constant(1.0), exclusive=True)
+    norms, maxes = tf.map_fn(lambda row: (tf.norm(row), tf.reduce_max(row)), final.h, dtype=(tf.float32, tf.float32))
+    folded = tf.foldr(lambda acc, v: acc * 0.5 + v, norms, initializer=tf.constant(0.0))
+    loss = scale * (tf.reduce_sum(tf.square(final.h)) + folded)
+    train_op = tf.train.GradientDescentOptimizer(0.05).minimize(loss)
+    (xs,) = data(136, ("n", (3, 4)))
+    sess = _session_run(tf, feeder)
+    out = {"loss": [sess.run([train_op, loss], {x: xs, mode: m})[1] for m in (0, 1, 2)]}
+    out["maxes"], out["acc"] = sess.run([maxes, final.acc], {x: xs, mode: 2})
+    return _trained(tf, sess, {k: np.array(v) for k, v in out.items()})
+
+
 SCRIPTS = {f.__name__: f for f in (
     vae_distributions, gan_scoped_var_list, char_rnn_stateful, custom_rnn_cell, seq2seq_greedy_while,
     scan_rnn_and_returns, ctc_ocr_beam, feedable_iterator, monitored_session_resume, summaries_read_back,
@@ -1294,7 +1346,7 @@ SCRIPTS = {f.__name__: f for f in (
     dqn_soft_update, slim_vgg_arg_scope, inception_distort_color, wide_deep_ftrl, raw_rnn_seq2seq,
     bn_moments_ema_cond, attention_pooling_classifier, replay_memory_scatter, sharded_embedding_div,
     clipped_grads_summaries, char_cnn_conv1d, deprecated_keywords, feature_columns_input_layer,
-    transfer_saver_mapping)}
+    transfer_saver_mapping, dynamic_batch_generator, loops_and_cases)}
 
 
 def run_script(tf, name: str, feeder: Feeder) -> dict:
