@@ -601,7 +601,10 @@ class TensorArray:
             grow = maximum(subtract(index + 1 if self._dynamic else self._fill_to, n), 0)
             flow = concat([flow, zeros(concat([expand_dims(grow, 0), shape(value)], 0), self._dtype)], 0)
         rows = equal(range_(0, shape(flow)[0]), index)
-        return self._with_flow(select(rows, broadcast_to(expand_dims(value, 0), shape(flow)), flow, name=name))
+        written = select(rows, broadcast_to(expand_dims(value, 0), shape(flow)), flow, name=name)
+        if not (self._dynamic or self._fill_to is not None):
+            written.set_shape(flow.shape)  # a write keeps the array's shape (a loop variable's invariant)
+        return self._with_flow(written)
 
     def stack(self, name=None) -> Tensor:
         from tfplus.ops.array_ops import identity

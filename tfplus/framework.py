@@ -669,6 +669,8 @@ def _session_or_default(session, what: str, call: str):
 def partial_value(t: Tensor) -> tuple | None:
     """What is known of an int vector that holds a shape, entry by entry (None for unknown entries), or None:
     TF's constant_value_as_shape."""
+    if not t.dtype.is_integer:
+        return None
     value = constant_value(t)
     if value is not None:
         return tuple(int(v) for v in np.asarray(value).reshape(-1)) if np.ndim(value) == 1 else None
