@@ -368,8 +368,10 @@ def summaries_read_back(tf, feeder):
         sess = _session_run(tf, feeder)
         writer = tf.summary.FileWriter(d, sess.graph)
         for step in range(3):
-            summary, _ = sess.run([merged, train_op], {x: xs})
-            writer.add_summary(summary, step)
+            # NOTE: the summaries in a run of their own: fetched with train_op, whether the histogram reads w
+            # before or after the update is a race (in TensorFlow too: a ref variable's read aliases it)
+            writer.add_summary(sess.run(merged, {x: xs}), step)
+            sess.run(train_op, {x: xs})
         writer.close()
         tags, scalars, histo, images = [], [], [], []
         (path,) = [os.path.join(d, f) for f in os.listdir(d) if "tfevents" in f]
