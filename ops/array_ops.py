@@ -207,7 +207,7 @@ def identity(input, name=None):
 def _fill_shape(ins, attrs):
     dims, value = ins
     if dims.value is None:
-        return [spec(None, value.dtype)]
+        return [spec(dims.partial, value.dtype)]
     return [spec(tuple(int(d) for d in dims.value), value.dtype)]
 
 
@@ -231,16 +231,23 @@ def fill(dims, value, name=None):
     return apply_op("Fill", [dims, value], {"T": value.dtype, "index_type": dims.dtype}, name)
 
 
+def _shape_vector(shape):
+    """tf.zeros' and tf.ones' shape as Fill's dims: a scalar (`tf.zeros(3)`, a 0-d tensor) is a vector of one."""
+    if hasattr(shape, "op"):
+        return reshape(shape, [-1]) if shape.shape.ndims == 0 else shape
+    return [shape] if np.ndim(shape) == 0 else shape
+
+
 def zeros(shape, dtype=_dt.float32, name=None):
     """`tf.zeros([2, 3])`"""
     dtype = _dt.as_dtype(dtype)
-    return fill(shape, np.zeros((), dtype.np), name=name or "zeros")
+    return fill(_shape_vector(shape), np.zeros((), dtype.np), name=name or "zeros")
 
 
 def ones(shape, dtype=_dt.float32, name=None):
     """`tf.ones([2, 3])`"""
     dtype = _dt.as_dtype(dtype)
-    return fill(shape, np.ones((), dtype.np), name=name or "ones")
+    return fill(_shape_vector(shape), np.ones((), dtype.np), name=name or "ones")
 
 
 # -- ZerosLike / OnesLike ---------------------------------------------------------------------------------
@@ -334,6 +341,13 @@ def _reshape_shape(ins, attrs):
     _check_index_dtype(target, "Reshape's shape")
     dims = _vector(target, "Reshape's shape")
     if dims is None:
+        if target.partial is not None:  # some entries known (tf.stack([batch, 4, -1])): those are the dims
+            n = num_elements(x.shape)
+            known = [d for d in target.partial if d is not None and d != -1]
+            free = [d for d in target.partial if d is None or d == -1]
+            rest = n // int(np.prod(known, dtype=np.int64)) if n is not None and len(free) == 1 and known \
+                and int(np.prod(known, dtype=np.int64)) else None
+            return [spec(tuple(rest if d is None or d == -1 else d for d in target.partial), x.dtype)]
         return [spec(_unknown_dims(_vector_len(target)), x.dtype)]
     if dims.count(-1) > 1 or any(d < -1 for d in dims):
         raise ValueError(f"shape {dims}: at most one dimension may be -1 and the others must be >= 0")

@@ -293,6 +293,15 @@ def scatter_nd(indices, updates, shape, name=None) -> Tensor:
 def eye(num_rows, num_columns=None, batch_shape=None, dtype=_dt.float32, name=None) -> Tensor:
     """The identity matrix [num_rows, num_columns] (square by default), repeated over `batch_shape`."""
     cols = num_rows if num_columns is None else num_columns
+    if any(isinstance(d, Tensor) for d in (num_rows, cols, batch_shape)):
+        # A size known only when the graph runs (tf.eye(tf.shape(x)[0])): row index == column index.
+        with name_scope(name, "eye"):
+            rows = array_ops.expand_dims(math_ops.range(num_rows), 1)
+            value = math_ops.cast(math_ops.equal(rows, math_ops.range(cols)), dtype)
+            if batch_shape is None:
+                return value
+            return array_ops.broadcast_to(value, array_ops.concat(
+                [math_ops.cast(batch_shape, _dt.int32), array_ops.shape(value)], 0))
     value = np.eye(int(num_rows), int(cols), dtype=_dt.as_dtype(dtype).np)
     if batch_shape is not None:
         value = np.broadcast_to(value, tuple(int(d) for d in batch_shape) + value.shape)

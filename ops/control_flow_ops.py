@@ -120,6 +120,13 @@ class FuncGraph(Graph):
         self.capture_placeholders.append(ph)
         return ph
 
+    def capture_source(self, placeholder: Tensor) -> Tensor | None:
+        """The enclosing graph's tensor that `placeholder` captures (None for a placeholder of another kind)."""
+        for ph, src in zip(self.capture_placeholders, self.captured):
+            if ph is placeholder:
+                return src
+        return None
+
     def create_op(self, op_type, inputs=(), attrs=None, name=None, dtypes=None):
         inputs = [self.capture(t) if isinstance(t, Tensor) and t.graph is not self else t for t in inputs]
         return super().create_op(op_type, inputs, attrs, name, dtypes)
@@ -416,8 +423,10 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
     if not leaves:
         raise ValueError("tf.while_loop: loop_vars is empty")
     tensors = _to_tensors(leaves)
-    if shape_invariants is None:  # a TensorArray that grows may change shape: TF1 needs no invariant for it
-        shapes = [None if isinstance(v, TensorArray) and v._dynamic else t._shape for v, t in zip(leaves, tensors)]
+    if shape_invariants is None:  # a TensorArray that grows (or is filled) may change shape: TF1 needs no
+        # invariant for it
+        shapes = [None if isinstance(v, TensorArray) and (v._dynamic or v._fill_to is not None) else t._shape
+                  for v, t in zip(leaves, tensors)]
     else:
         inv = _flatten(shape_invariants)
         if len(inv) != len(leaves):
@@ -517,6 +526,9 @@ class TensorArray:
         self._dtype = _dt.as_dtype(dtype)
         self._dynamic = bool(dynamic_size)
         self._size, self._name = size, name
+        # A fixed-size array without element_shape entering a loop holds an empty flow until its first write,
+        # which fills it to this many rows.
+        self._fill_to = None
         self.flow = None if flow is None else convert_to_tensor(flow)
         if flow is not None:
             return
@@ -535,7 +547,9 @@ class TensorArray:
         self.flow = zeros(shape, self._dtype, name=name or "TensorArray")
 
     def _with_flow(self, flow: Tensor) -> TensorArray:
-        return TensorArray(self._dtype, flow=flow, dynamic_size=self._dynamic)
+        ta = TensorArray(self._dtype, flow=flow, dynamic_size=self._dynamic)
+        ta._fill_to = self._fill_to
+        return ta
 
     def _flow_for(self, element_shape: Tensor, what: str) -> Tensor:
         """The flow, made of zeros [size, *element_shape] when no element has given its shape yet."""
@@ -545,9 +559,11 @@ class TensorArray:
         return zeros(concat([_index_tensor([self._size]), element_shape], 0), self._dtype, name=self._name)
 
     def _loop_flow(self) -> Tensor:
+        from tfplus.ops.array_ops import zeros
         if self.flow is None:
-            raise ValueError("a tf.TensorArray entering tf.while_loop needs its element_shape (or "
-                             "dynamic_size=True with size 0, or an element written before the loop)")
+            # The loop's first write gives the element shape (TF infers it from that write too).
+            self._fill_to = convert_to_tensor(self._size, dtype=_dt.int32)
+            self.flow = zeros([0], self._dtype, name=self._name or "TensorArray")
         return self.flow
 
     @property
@@ -577,14 +593,18 @@ class TensorArray:
         value = convert_to_tensor(value, dtype=self._dtype)
         index = convert_to_tensor(index)
         flow = self._flow_for(shape(value), "write")
-        if self._dynamic:
+        if self._dynamic or self._fill_to is not None:
             # NOTE: an empty flow ([0]) takes the element's shape by the reshape; then rows are added up to index
+            # (a growing array) or to its size (a fixed-size one whose first write this may be)
             n = shape(flow)[0]
             flow = reshape(flow, concat([expand_dims(n, 0), shape(value)], 0))
-            grow = maximum(subtract(index + 1, n), 0)
+            grow = maximum(subtract(index + 1 if self._dynamic else self._fill_to, n), 0)
             flow = concat([flow, zeros(concat([expand_dims(grow, 0), shape(value)], 0), self._dtype)], 0)
         rows = equal(range_(0, shape(flow)[0]), index)
-        return self._with_flow(select(rows, broadcast_to(expand_dims(value, 0), shape(flow)), flow, name=name))
+        written = select(rows, broadcast_to(expand_dims(value, 0), shape(flow)), flow, name=name)
+        if not (self._dynamic or self._fill_to is not None):
+            written.set_shape(flow.shape)  # a write keeps the array's shape (a loop variable's invariant)
+        return self._with_flow(written)
 
     def stack(self, name=None) -> Tensor:
         from tfplus.ops.array_ops import identity

@@ -450,7 +450,11 @@ def _diagonal_mask(x: Tensor, what: str):
         raise ValueError(f"{what}: '{x.name}' must be a [..., M, N] matrix of known rank, got {x.shape}")
     m, n = x.shape.as_list()[-2:]
     if m is None or n is None:
-        raise ValueError(f"{what}: the matrix dims of '{x.name}' must be known, got {x.shape}")
+        if m is None and n is None:  # a square matrix of a size known when the graph runs (a Gram matrix's)
+            dims = array_ops.shape(x)[-2:]
+            return math_ops.equal(array_ops.expand_dims(math_ops.range(dims[0]), 1), math_ops.range(dims[1])), m, n
+        raise ValueError(f"{what}: the matrix dims of '{x.name}' must be both known or both unknown (then square), "
+                         f"got {x.shape}")
     return array_ops.constant(np.eye(m, n, dtype=bool)), m, n
 
 
@@ -462,7 +466,7 @@ def matrix_diag_part(input, name="diag_part", k=0, padding_value=0, align="RIGHT
         x = convert_to_tensor(input)
         mask, m, n = _diagonal_mask(x, "tf.linalg.diag_part")
         on_diag = math_ops.where_v2(mask, x, array_ops.zeros_like(x))
-        return math_ops.reduce_sum(on_diag, -1 if m <= n else -2, name=scope)
+        return math_ops.reduce_sum(on_diag, -1 if m is None or m <= n else -2, name=scope)
 
 
 def matrix_set_diag(input, diagonal, name="set_diag", k=0, align="RIGHT_LEFT") -> Tensor:
@@ -474,7 +478,7 @@ def matrix_set_diag(input, diagonal, name="set_diag", k=0, align="RIGHT_LEFT") -
         d = convert_to_tensor(diagonal, dtype=x.dtype)
         mask, m, n = _diagonal_mask(x, "tf.linalg.set_diag")
         # At (i, i) the broadcast of d[..., i] along the longer side is d[..., i].
-        return math_ops.where_v2(mask, array_ops.expand_dims(d, -1 if m <= n else -2), x, name=scope)
+        return math_ops.where_v2(mask, array_ops.expand_dims(d, -1 if m is None or m <= n else -2), x, name=scope)
 
 
 def trace(x, name=None) -> Tensor:

@@ -4,6 +4,7 @@ broadcast dims (`_reduce_to`)."""
 from __future__ import annotations
 
 import builtins
+import collections
 
 import numpy as np
 
@@ -1210,12 +1211,16 @@ def _top_k_grad(op, grad, _indices_grad):
     return [reshape(dx, _shape_of(x)), None]
 
 
+# TF's result of tf.nn.top_k: a tuple whose fields are named (`tf.nn.top_k(x, 2).indices`).
+TopKV2 = collections.namedtuple("TopKV2", ["values", "indices"])
+
+
 def top_k(input, k=1, sorted=True, name=None) -> tuple:
     """`values, indices = tf.nn.top_k(x, 2)`: the k largest entries of the last axis (ties: lower index
     first), and their indices (int32)."""
     with name_scope(name, "TopKV2", [input]) as scope:
         k = _index_tensor(k, name="k")
-        return apply_op("TopKV2", [convert_to_tensor(input), k], {"sorted": bool(sorted)}, scope)
+        return TopKV2(*apply_op("TopKV2", [convert_to_tensor(input), k], {"sorted": bool(sorted)}, scope))
 
 
 # -- DivNoNan ------------------------------------------------------------------------------------------------

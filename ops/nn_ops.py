@@ -278,6 +278,8 @@ def _conv2d_backprop_input_shape(ins, attrs):
     kh, kw, c, k = f.shape or (None,) * 4
     n, _, _, dk = _nhwc(dy.shape, fmt)
     if value is None:
+        if sizes.partial is not None and len(sizes.partial) == 4:  # tf.stack([batch, h, w, c]): what it says
+            return [spec(tuple(sizes.partial), f.dtype)]
         return [spec(_from_nhwc(n, None, None, c, fmt), f.dtype)]
     x_nhwc = _nhwc(value, fmt)
     _check_conv(x_nhwc, f.shape, "input_sizes")

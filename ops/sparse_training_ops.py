@@ -20,7 +20,8 @@ from tfplus.framework import Tensor, apply_op
 from tfplus.registry import not_differentiable, register_op
 from tfplus.tensor_shape import check_same_dtype, fmt, spec
 
-__all__ = ["scatter_sub", "sparse_apply_momentum", "sparse_apply_rms_prop", "sparse_apply_centered_rms_prop",
+__all__ = ["scatter_update", "scatter_add", "scatter_sub", "scatter_mul", "scatter_div", "scatter_min",
+           "scatter_max", "sparse_apply_momentum", "sparse_apply_rms_prop", "sparse_apply_centered_rms_prop",
            "sparse_apply_adagrad", "sparse_apply_adadelta"]
 
 _INDEX_DTYPES = ("int32", "int64")
@@ -93,19 +94,50 @@ def _idx(indices) -> Tensor:
     return indices if isinstance(indices, Tensor) else constant(indices, "int32")
 
 
-# -- ScatterSub ----------------------------------------------------------------------------------------------
-# ref[indices[i]] -= updates[i], for i in order (repeated indices subtract in turn)
-def _scatter_shape(ins, attrs):
-    ref, indices, updates = ins
-    check_same_dtype([ref, updates], "the variable and the updates")
-    _check_rows("ScatterSub", ref, updates, indices)
-    return [spec(ref.shape, ref.dtype)]
+# -- ScatterUpdate, ScatterAdd, ScatterSub, ScatterMul, ScatterDiv, ScatterMin, ScatterMax ----------------------
+# ref[indices[i]] = combine(ref[indices[i]], updates[i]), for i in order (repeated indices combine in turn; for
+# ScatterUpdate the last one is written)
+SCATTERS = ("ScatterUpdate", "ScatterAdd", "ScatterSub", "ScatterMul", "ScatterDiv", "ScatterMin", "ScatterMax")
 
 
-register_op("ScatterSub", inputs=("ref", "indices", "updates"), outputs=("output_ref",),
-            attrs={"T": "type", "Tindices": "type", "use_locking": "bool"}, shape_fn=_scatter_shape,
-            aliases={0: 0}, ref_inputs=(0,), stateful=True, flops=_per_grad_element(1, 2))
-not_differentiable("ScatterSub")
+def _scatter_shape(op_type: str):
+    def fn(ins, attrs):
+        ref, indices, updates = ins
+        check_same_dtype([ref, updates], "the variable and the updates")
+        _check_rows(op_type, ref, updates, indices)
+        return [spec(ref.shape, ref.dtype)]
+    return fn
+
+
+for _op in SCATTERS:
+    register_op(_op, inputs=("ref", "indices", "updates"), outputs=("output_ref",),
+                attrs={"T": "type", "Tindices": "type", "use_locking": "bool"}, shape_fn=_scatter_shape(_op),
+                aliases={0: 0}, ref_inputs=(0,), stateful=True, flops=_per_grad_element(1, 2))
+    not_differentiable(_op)
+
+
+def _scatter(op_type: str, ref, indices, updates, use_locking: bool, name) -> Tensor:
+    from tfplus.framework import convert_to_tensor
+    indices = _idx(indices)
+    ref = _ref_of(ref)
+    updates = convert_to_tensor(updates, dtype=ref.dtype)
+    return apply_op(op_type, [ref, indices, updates], {"Tindices": indices.dtype, "use_locking": use_locking},
+                    name or op_type)
+
+
+def scatter_update(ref, indices, updates, use_locking: bool = True, name=None) -> Tensor:
+    """`tf.scatter_update`: ref[indices[i]] = updates[i] (a repeated index: the last row); returns the variable.
+
+        >>> import tfplus as tf
+        >>> w = tf.Variable([[1.0], [2.0], [3.0]])
+        >>> step = tf.scatter_update(w, [0, 2], [[9.0], [8.0]])  # w becomes [[9], [2], [8]]
+    """
+    return _scatter("ScatterUpdate", ref, indices, updates, use_locking, name)
+
+
+def scatter_add(ref, indices, updates, use_locking: bool = False, name=None) -> Tensor:
+    """`tf.scatter_add`: ref[indices[i]] += updates[i] (repeated indices add in turn); returns the variable."""
+    return _scatter("ScatterAdd", ref, indices, updates, use_locking, name)
 
 
 def scatter_sub(ref, indices, updates, use_locking: bool = False, name=None) -> Tensor:
@@ -115,9 +147,27 @@ def scatter_sub(ref, indices, updates, use_locking: bool = False, name=None) -> 
         >>> w = tf.Variable([[1.0], [2.0], [3.0]])
         >>> step = scatter_sub(w, [2, 2], tf.constant([[1.0], [0.5]]))  # w becomes [[1], [2], [1.5]]
     """
-    indices = _idx(indices)
-    return apply_op("ScatterSub", [_ref_of(ref), indices, updates],
-                    {"Tindices": indices.dtype, "use_locking": use_locking}, name or "ScatterSub")
+    return _scatter("ScatterSub", ref, indices, updates, use_locking, name)
+
+
+def scatter_mul(ref, indices, updates, use_locking: bool = False, name=None) -> Tensor:
+    """`tf.scatter_mul`: ref[indices[i]] *= updates[i]; returns the variable."""
+    return _scatter("ScatterMul", ref, indices, updates, use_locking, name)
+
+
+def scatter_div(ref, indices, updates, use_locking: bool = False, name=None) -> Tensor:
+    """`tf.scatter_div`: ref[indices[i]] /= updates[i]; returns the variable."""
+    return _scatter("ScatterDiv", ref, indices, updates, use_locking, name)
+
+
+def scatter_min(ref, indices, updates, use_locking: bool = False, name=None) -> Tensor:
+    """`tf.scatter_min`: ref[indices[i]] = min(ref[indices[i]], updates[i]); returns the variable."""
+    return _scatter("ScatterMin", ref, indices, updates, use_locking, name)
+
+
+def scatter_max(ref, indices, updates, use_locking: bool = False, name=None) -> Tensor:
+    """`tf.scatter_max`: ref[indices[i]] = max(ref[indices[i]], updates[i]); returns the variable."""
+    return _scatter("ScatterMax", ref, indices, updates, use_locking, name)
 
 
 # -- _SparseApplyMomentum ------------------------------------------------------------------------------------

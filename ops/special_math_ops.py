@@ -11,6 +11,7 @@ histogram_fixed_width, roll, tensor_scatter_*) follow at the end.
 from __future__ import annotations
 
 import builtins
+import collections
 import math
 
 import numpy as np
@@ -231,14 +232,20 @@ register_op("UniqueWithCounts", inputs=("x",), outputs=("y", "idx", "count"), at
 not_differentiable("Unique", "UniqueWithCounts")
 
 
+# TF's results of tf.unique and tf.unique_with_counts: tuples whose fields are named (`tf.unique(x).idx`).
+UniqueResult = collections.namedtuple("Unique", ["y", "idx"])
+UniqueWithCountsResult = collections.namedtuple("UniqueWithCounts", ["y", "idx", "count"])
+
+
 def unique(x, out_idx=_dt.int32, name=None) -> tuple:
     """(y, idx): the distinct values of the vector x in order of first appearance, and x's index into y."""
-    return apply_op("Unique", [convert_to_tensor(x)], {"out_idx": _dt.as_dtype(out_idx)}, name)
+    return UniqueResult(*apply_op("Unique", [convert_to_tensor(x)], {"out_idx": _dt.as_dtype(out_idx)}, name))
 
 
 def unique_with_counts(x, out_idx=_dt.int32, name=None) -> tuple:
     """(y, idx, count): unique's, and how often each of y occurs in x."""
-    return apply_op("UniqueWithCounts", [convert_to_tensor(x)], {"out_idx": _dt.as_dtype(out_idx)}, name)
+    return UniqueWithCountsResult(*apply_op("UniqueWithCounts", [convert_to_tensor(x)],
+                                            {"out_idx": _dt.as_dtype(out_idx)}, name))
 
 
 # -- DenseToDenseSetOperation -------------------------------------------------------------------------------
@@ -654,10 +661,17 @@ def diag_part(input, name=None) -> Tensor:
         x = convert_to_tensor(input)
         rank = x.shape.ndims
         dims = x.shape.as_list() if rank is not None else None
-        if rank is None or rank % 2 or None in dims or dims[:rank // 2] != dims[rank // 2:]:
-            raise ValueError(f"tf.diag_part: '{x.name}' must have a known shape [D1..Dk, D1..Dk], got {x.shape}")
-        n = int(np.prod(dims[:rank // 2], dtype=np.int64))
-        return array_ops.reshape(linalg_ops.matrix_diag_part(array_ops.reshape(x, [n, n])), dims[:rank // 2])
+        if rank is None or rank % 2 or any(a is not None and b is not None and a != b
+                                           for a, b in zip(dims[:rank // 2], dims[rank // 2:])):
+            raise ValueError(f"tf.diag_part: '{x.name}' must have a known rank 2k and shape [D1..Dk, D1..Dk], "
+                             f"got {x.shape}")
+        if rank == 2:
+            return linalg_ops.matrix_diag_part(x)
+        head = array_ops.shape(x)[:rank // 2]
+        n = math_ops.reduce_prod(head)
+        out = array_ops.reshape(linalg_ops.matrix_diag_part(array_ops.reshape(x, array_ops.stack([n, n]))), head)
+        out.set_shape([a if a is not None else b for a, b in zip(dims[:rank // 2], dims[rank // 2:])])
+        return out
 
 
 def clip_by_average_norm(t, clip_norm, name=None) -> Tensor:

@@ -59,7 +59,15 @@ from tfplus.ops import array_ops, composite_ops, math_ops, random_ops, special_m
 from tfplus.ops.control_flow_ops import group, no_op
 from tfplus.ops.control_flow_ops import tuple_ as tuple
 from tfplus.ops.random_ops import random_normal, random_shuffle, random_uniform, set_random_seed, truncated_normal
-from tfplus.ops.sparse_training_ops import scatter_sub
+from tfplus.ops.sparse_training_ops import (
+    scatter_add,
+    scatter_div,
+    scatter_max,
+    scatter_min,
+    scatter_mul,
+    scatter_sub,
+    scatter_update,
+)
 from tfplus.ops.state_ops import assign, assign_add, assign_sub
 from tfplus.profiler import RunMetadata, RunOptions
 from tfplus.tensor_shape import Dimension, TensorShape
@@ -125,7 +133,7 @@ random = _namespace("tf.random", normal=random_normal, uniform=random_uniform, t
 random_gamma, random_poisson, get_seed = random_ops.random_gamma, random_ops.random_poisson, random_ops.get_seed_pair
 from tfplus.nn_impl import is_finite, is_inf, is_nan, log_sigmoid, reduce_logsumexp, scalar_mul, sequence_mask  # noqa: E402,I001,F401
 from tfplus import graph_util, image  # noqa: E402
-from tfplus.image import random_crop  # noqa: E402
+from tfplus.image import extract_image_patches, random_crop  # noqa: E402
 
 # -- TF1's module layout for scripts (tf.app, tf.flags, tf.logging, tf.gfile, tf.layers, tf.losses, tf.contrib,
 # tf.summary) and top-level names they use; a name tfplus lacks raises UnsupportedError (tfplus.unsupported).
@@ -327,6 +335,6 @@ from tfplus.variables import global_variables as all_variables  # noqa: E402,F40
 
 train.summary_iterator = _summary_iterator
 from tfplus.framework import colocate_with, container  # noqa: E402,F401
-from tfplus.gradients import RegisterGradient, no_gradient  # noqa: E402,F401
+from tfplus.gradients import RegisterGradient, custom_gradient, no_gradient  # noqa: E402,F401
 from tfplus.gradients import no_gradient as NoGradient  # noqa: E402,F401
 from tfplus.gradients import no_gradient as NotDifferentiable  # noqa: E402,F401

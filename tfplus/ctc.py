@@ -3,6 +3,7 @@ tf.edit_distance, as a speech recognizer's training and evaluation use them:
 
     loss = tf.nn.ctc_loss(targets, logits, seq_len)          # targets: tf.sparse_placeholder(tf.int32)
     decoded, log_prob = tf.nn.ctc_greedy_decoder(logits, seq_len)
+    decoded, log_prob = tf.nn.ctc_beam_search_decoder(logits, seq_len, beam_width=10, top_paths=2)
     ler = tf.reduce_mean(tf.edit_distance(tf.cast(decoded[0], tf.int32), targets))
 """
 from __future__ import annotations
@@ -16,7 +17,8 @@ from tfplus.ops.ctc_ops import ctc_loss_op
 from tfplus.ops.host_ops import host_op
 from tfplus.sparse import SparseTensor
 
-__all__ = ["ctc_loss", "ctc_greedy_decoder", "edit_distance"]
+__all__ = ["ctc_loss", "ctc_greedy_decoder", "ctc_beam_search_decoder", "ctc_beam_search_decoder_v2",
+           "edit_distance"]
 
 
 def ctc_loss(labels, inputs=None, sequence_length=None, preprocess_collapse_repeated=False, ctc_merge_repeated=True,
@@ -70,6 +72,131 @@ def ctc_greedy_decoder(inputs, sequence_length, merge_repeated=True, blank_index
                                                 [_dt.int64, _dt.int64, _dt.int64, inputs.dtype],
                                                 [(None, 2), (None,), (2,), (batch, 1)])
         return [SparseTensor(indices, values, shape)], log_p
+
+
+def _log_sum_exp(a, b):
+    """log(e^a + e^b) in the inputs' precision; -inf is log 0."""
+    if a == -np.inf:
+        return b
+    if b == -np.inf:
+        return a
+    return a + np.log1p(np.exp(b - a)) if a > b else b + np.log1p(np.exp(a - b))
+
+
+class _Prefix:
+    """A node of the beam search's prefix tree: a labelling ending in `label`, with its log probabilities at the
+    previous step (old) and this one (new), each [total, ending in blank, ending in the label]. Nodes persist
+    for the sequence (a pruned one is reset to log 0, inactive, and may come back)."""
+
+    def __init__(self, parent, label: int, zero):
+        self.parent, self.label, self.children = parent, label, {}
+        self.old, self.new = [zero] * 3, [zero] * 3
+
+    def active(self) -> bool:
+        return self.new[0] != -np.inf
+
+    def child(self, label: int, zero):
+        if label not in self.children:
+            self.children[label] = _Prefix(self, label, zero)
+        return self.children[label]
+
+    def labels(self, merge_repeated: bool) -> list:
+        out, node, prev = [], self, -1
+        while node.parent is not None:
+            if not merge_repeated or node.label != prev:
+                out.append(node.label)
+            prev, node = node.label, node.parent
+        return out[::-1]
+
+
+def _candidate(total, leaves: list, beam_width: int) -> bool:
+    """Whether a labelling of log probability `total` enters the beam: it is possible, and the beam has room or
+    its lowest is lower."""
+    return total > -np.inf and (len(leaves) < beam_width or total > min(q.new[0] for q in leaves))
+
+
+def _beam_search(x, beam_width: int, top_paths: int, merge_repeated: bool):
+    """TF's CTCBeamSearchDecoder for one sequence x [time, classes] (blank last, no label selection, no language
+    model): the `top_paths` best labellings and their log probabilities (the logits normalized by a log softmax at
+    each step, as TF's kernel)."""
+    zero, blank = x.dtype.type(-np.inf), x.shape[1] - 1
+    root = _Prefix(None, -1, zero)
+    root.new = [x.dtype.type(0), x.dtype.type(0), zero]
+    leaves = [root]
+    for row in x:
+        row = row - row.max()
+        row = row - np.log(np.exp(row).sum())  # log softmax: the scores are log probabilities
+        branches = sorted(leaves, key=lambda p: -p.new[0])
+        for p in branches:
+            p.old = list(p.new)
+        leaves = []
+        for p in branches:
+            if p.parent is not None:
+                label = p.new[2]
+                if p.parent.active():
+                    prev = p.parent.old[1] if p.label == p.parent.label else p.parent.old[0]
+                    label = _log_sum_exp(label, prev)
+                p.new[2] = label + row[p.label]
+            p.new[1] = p.old[0] + row[blank]
+            p.new[0] = _log_sum_exp(p.new[1], p.new[2])
+            leaves.append(p)
+        for p in branches:
+            if not _candidate(p.old[0], leaves, beam_width):
+                continue
+            for label in range(blank):
+                c = p.child(label, zero)
+                if c.active():
+                    continue
+                prev = p.old[1] if c.label == p.label else p.old[0]
+                c.new = [row[label] + prev, zero, row[label] + prev]
+                if _candidate(c.new[0], leaves, beam_width):
+                    if len(leaves) == beam_width:  # the lowest leaves the beam
+                        bottom = min(leaves, key=lambda q: q.new[0])
+                        bottom.new = [zero] * 3
+                        leaves.remove(bottom)
+                    leaves.append(c)
+                else:
+                    c.old, c.new = [zero] * 3, [zero] * 3
+    if top_paths > len(leaves):
+        raise ValueError(f"CTCBeamSearchDecoder: top_paths={top_paths} but the beam holds {len(leaves)} "
+                         "labellings (fewer than requested): lower top_paths")
+    best = sorted(leaves, key=lambda p: -p.new[0])[:top_paths]
+    return [p.labels(merge_repeated) for p in best], [p.new[0] for p in best]
+
+
+def ctc_beam_search_decoder(inputs, sequence_length, beam_width=100, top_paths=1, merge_repeated=True):
+    """Beam search decoding of the logits `inputs` [max_time, batch, num_classes] (blank last): ([top_paths
+    SparseTensors int64 [batch, longest]], log_probabilities [batch, top_paths]), as TF's CTCBeamSearchDecoder
+    (on the host)."""
+    if top_paths > beam_width:
+        raise ValueError(f"tf.nn.ctc_beam_search_decoder: top_paths ({top_paths}) must be at most beam_width "
+                         f"({beam_width})")
+    with name_scope(None, "CTCBeamSearchDecoder"):
+        inputs = convert_to_tensor(inputs)
+        seq = convert_to_tensor(sequence_length, dtype=_dt.int32)
+
+        def run(x, lengths):
+            batch = x.shape[1]
+            found = [_beam_search(x[:int(lengths[b]), b], beam_width, top_paths, merge_repeated)
+                     for b in range(batch)]
+            out = []
+            for k in range(top_paths):
+                paths = [f[0][k] for f in found]
+                out += [np.array([(b, i) for b, p in enumerate(paths) for i in range(len(p))], np.int64).reshape(-1, 2),
+                        np.array([v for p in paths for v in p], np.int64),
+                        np.array([batch, max(len(p) for p in paths)], np.int64)]
+            return out + [np.array([f[1] for f in found], x.dtype).reshape(batch, top_paths)]
+        batch = inputs.shape.as_list()[1] if inputs.shape.ndims == 3 else None
+        outs = host_op("CTCBeamSearchDecoder", run, [inputs, seq],
+                       [_dt.int64, _dt.int64, _dt.int64] * top_paths + [inputs.dtype],
+                       [(None, 2), (None,), (2,)] * top_paths + [(batch, top_paths)])
+        decoded = [SparseTensor(*outs[3 * k:3 * k + 3]) for k in range(top_paths)]
+        return decoded, outs[-1]
+
+
+def ctc_beam_search_decoder_v2(inputs, sequence_length, beam_width=100, top_paths=1):
+    """TF2's form: repeated labels of a path are kept (merge_repeated=False)."""
+    return ctc_beam_search_decoder(inputs, sequence_length, beam_width, top_paths, merge_repeated=False)
 
 
 def _levenshtein(a: list, b: list) -> int:

@@ -349,8 +349,8 @@ class Graph:
             op.gradient_op_type = self._gradient_overrides.get(op_type)
             # value_inputs may count from the end (-1: ConcatV2's axis, after its variadic values)
             vi, n = op_def.value_inputs, len(inputs)
-            specs = [TensorSpec(t._shape, t.dtype, constant_value(t) if i in vi or i - n in vi else None)
-                     for i, t in enumerate(inputs)]
+            specs = [TensorSpec(t._shape, t.dtype, constant_value(t), partial_value(t)) if i in vi or i - n in vi
+                     else TensorSpec(t._shape, t.dtype) for i, t in enumerate(inputs)]
             try:
                 out_specs = op_def.shape_fn(specs, attrs)
             except (ValueError, TypeError) as e:
@@ -372,6 +372,8 @@ class Graph:
             op.outputs = [Tensor(op, i, s.dtype, s.shape) for i, s in enumerate(out_specs)]
             for i, s in enumerate(out_specs):
                 op.outputs[i]._const = s.value  # shape functions may fold constants (Shape of a known shape)
+            if op_type in ("Shape", "Pack", "ConcatV2") and len(op.outputs) == 1 and op.outputs[0]._const is None:
+                op.outputs[0]._partial = _partial_shape_vector(op)
             self._ops.append(op)
             self._by_name[full] = op
             for t in inputs:
@@ -662,6 +664,36 @@ def _session_or_default(session, what: str, call: str):
                          f"sess.as_default():` (or `with tf.Session() as sess:`) or pass a session: "
                          f"`{call}(session=sess)`")
     return session
+
+
+def partial_value(t: Tensor) -> tuple | None:
+    """What is known of an int vector that holds a shape, entry by entry (None for unknown entries), or None:
+    TF's constant_value_as_shape."""
+    if not t.dtype.is_integer:
+        return None
+    value = constant_value(t)
+    if value is not None:
+        return tuple(int(v) for v in np.asarray(value).reshape(-1)) if np.ndim(value) == 1 else None
+    return getattr(t, "_partial", None)
+
+
+def _partial_shape_vector(op) -> tuple | None:
+    """The partial value of a Shape (its input's static dims), a Pack of int scalars (the constant ones), or a
+    ConcatV2 along 0 of int vectors of known lengths."""
+    out = op.outputs[0]
+    if not out.dtype.is_integer or out._shape is None or len(out._shape) != 1:
+        return None
+    if op.type == "Shape":
+        return None if op.inputs[0]._shape is None else tuple(op.inputs[0]._shape)
+    if op.type == "Pack":
+        values = [constant_value(t) for t in op.inputs]
+        return tuple(None if v is None or np.ndim(v) else int(v) for v in values)
+    axis = constant_value(op.inputs[-1])
+    if axis is None or int(axis) not in (0, -1):
+        return None
+    parts = [partial_value(t) or (None if t._shape is None or t._shape[0] is None else (None,) * t._shape[0])
+             for t in op.inputs[:-1]]
+    return None if any(p is None for p in parts) else tuple(d for p in parts for d in p)
 
 
 def constant_value(t: Tensor):

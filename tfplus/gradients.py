@@ -116,6 +116,78 @@ def no_gradient(op_type: str) -> None:
     _register_user_gradient(op_type, NOT_DIFFERENTIABLE)
 
 
+def custom_gradient(f):
+    """TF's @tf.custom_gradient in graph mode: `f(*xs)` returns `(ys, grad_fn)`, and the gradient of ys is
+    `grad_fn(*dys)` instead of what autodiff would find through f's ops (a gradient reversal layer, a clipped or
+    numerically stable gradient). Where f reads variables, grad_fn must take `variables=` and return
+    `(dxs, dvariables)`, as TF's. As TF, ys are an IdentityN of f's results whose gradient is overridden.
+
+        >>> import tfplus as tf
+        >>> @tf.custom_gradient
+        ... def flip(x):
+        ...     return tf.identity(x), lambda dy: -dy
+    """
+    import functools
+    import inspect
+
+    @functools.wraps(f)
+    def decorated(*args, **kwargs):
+        from tfplus.framework import GraphKeys
+        from tfplus.ops.array_ops import identity_n
+        if kwargs:
+            raise TypeError(f"tf.custom_gradient: '{f.__name__}' was called with keyword arguments "
+                            f"{sorted(kwargs)}; pass its tensors positionally, as TF's graph mode requires")
+        graph = get_default_graph()
+        xs = [convert_to_tensor(a) for a in args]
+        ys, grad_fn = f(*xs)
+        single = not isinstance(ys, (list, tuple))
+        flat = [convert_to_tensor(y) for y in ([ys] if single else ys)]
+        variables = _variables_between(flat, xs, graph.get_collection(GraphKeys.GLOBAL_VARIABLES) +
+                                       graph.get_collection(GraphKeys.LOCAL_VARIABLES))
+        takes_variables = "variables" in inspect.signature(grad_fn).parameters
+        if variables and not takes_variables:
+            raise TypeError(f"tf.custom_gradient: '{f.__name__}' reads the variables "
+                            f"{[v.op.name for v in variables]}, so its grad_fn must accept a keyword argument "
+                            "'variables' and return (input gradients, variable gradients)")
+
+        def grad(op, *dys):
+            dys = dys[:len(flat)]
+            if takes_variables:
+                dxs, dvars = grad_fn(*dys, variables=variables)
+            else:
+                dxs, dvars = grad_fn(*dys), []
+            dxs = list(dxs) if isinstance(dxs, (list, tuple)) else [dxs]
+            if len(dxs) != len(xs) or len(list(dvars)) != len(variables):
+                raise ValueError(f"tf.custom_gradient: grad_fn of '{f.__name__}' returned {len(dxs)} input "
+                                 f"gradients and {len(list(dvars))} variable gradients for {len(xs)} inputs and "
+                                 f"{len(variables)} variables")
+            return [None] * len(flat) + dxs + list(dvars)
+
+        name = f"CustomGradient-{f.__name__}-{len(USER_GRADIENTS)}"
+        _register_user_gradient(name, grad)
+        with graph.gradient_override_map({"IdentityN": name}):
+            outs = identity_n(flat + xs + [v._ref() for v in variables], name=f.__name__)
+        outs = outs[:len(flat)]
+        return outs[0] if single else outs
+    return decorated
+
+
+def _variables_between(ys: list, xs: list, candidates: list) -> list:
+    """The variables among `candidates` whose values flow into `ys` other than through `xs`."""
+    by_op = {v.op: v for v in candidates}
+    seen, stack, found = set(), [y.op for y in ys], []
+    stop = {x.op for x in xs}
+    while stack:
+        op = stack.pop()
+        if op in seen or op in stop:
+            continue
+        seen.add(op)
+        if op in by_op:
+            found.append(by_op[op])
+        stack.extend(t.op for t in op.inputs)
+    return found
+
+
 def _register_user_gradient(name: str, fn) -> None:
     if name in USER_GRADIENTS:
         raise KeyError(f"Registering two gradient with name '{name}'! (Previous registration was elsewhere in "

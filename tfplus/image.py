@@ -23,7 +23,10 @@ __all__ = ["convert_image_dtype", "per_image_standardization", "flip_left_right"
            "adjust_brightness", "random_brightness", "adjust_contrast", "random_contrast", "random_crop",
            "ResizeMethod", "resize_images", "resize", "resize_bilinear", "resize_nearest_neighbor",
            "non_max_suppression", "total_variation", "image_gradients", "psnr",
-           "crop_and_resize", "non_max_suppression_padded"]
+           "crop_and_resize", "non_max_suppression_padded", "rot90", "transpose_image", "transpose",
+           "resize_with_crop_or_pad", "extract_image_patches", "extract_patches", "sobel_edges", "adjust_gamma",
+           "rgb_to_yiq", "yiq_to_rgb", "rgb_to_yuv", "yuv_to_rgb", "rgb_to_hsv", "hsv_to_rgb", "adjust_hue",
+           "random_hue", "adjust_saturation", "random_saturation"]
 
 
 def _image(image, what: str) -> Tensor:
@@ -189,6 +192,84 @@ def adjust_contrast(images, contrast_factor) -> Tensor:
         x = convert_image_dtype(images, _dt.float32)
         mean = math_ops.reduce_mean(x, [-3, -2], keepdims=True)
         return convert_image_dtype(math_ops.add(math_ops.multiply(x - mean, contrast_factor), mean), images.dtype)
+
+
+def _channels(images, what: str) -> list:
+    images = convert_to_tensor(images)
+    if images.shape.ndims is None or images.shape.as_list()[-1] != 3:
+        raise ValueError(f"tf.image.{what}: '{images.name}' must have 3 channels last, got shape {images.shape}")
+    if not images.dtype.is_floating:
+        raise TypeError(f"tf.image.{what}: '{images.name}' is {images.dtype.name}; convert it to a float image "
+                        "first (tf.image.convert_image_dtype)")
+    return array_ops.unstack(images, 3, axis=-1)
+
+
+def rgb_to_hsv(images, name=None) -> Tensor:
+    """RGB in [0, 1] to hue, saturation and value in [0, 1], as TF's RGBToHSV: v = max, s = (max - min) / max
+    (0 where max is 0), hue by the sector of the largest channel (0 for grays)."""
+    with name_scope(name, "rgb_to_hsv"):
+        r, g, b = _channels(images, "rgb_to_hsv")
+        v = math_ops.maximum(math_ops.maximum(r, g), b)
+        spread = v - math_ops.minimum(math_ops.minimum(r, g), b)
+        zeros = array_ops.zeros_like(v)
+        s = math_ops.where_v2(v > 0, spread / math_ops.where_v2(v > 0, v, array_ops.ones_like(v)), zeros)
+        norm = 1.0 / (6.0 * math_ops.where_v2(spread > 0, spread, array_ops.ones_like(spread)))
+        h = math_ops.where_v2(math_ops.equal(r, v), norm * (g - b),
+                              math_ops.where_v2(math_ops.equal(g, v), norm * (b - r) + 2.0 / 6.0,
+                                                norm * (r - g) + 4.0 / 6.0))
+        h = math_ops.where_v2(spread > 0, h, zeros)
+        h = math_ops.where_v2(h < 0, h + 1.0, h)
+        return array_ops.stack([h, s, v], axis=-1)
+
+
+def hsv_to_rgb(images, name=None) -> Tensor:
+    """The inverse of rgb_to_hsv, as TF's HSVToRGB: each channel (1 - s + s * ramp(6 h)) * v."""
+    with name_scope(name, "hsv_to_rgb"):
+        h, s, v = _channels(images, "hsv_to_rgb")
+        dh = h * 6.0
+
+        def ramp(x):
+            return math_ops.minimum(math_ops.maximum(x, 0.0), 1.0)
+        ramps = (ramp(math_ops.abs(dh - 3.0) - 1.0), ramp(2.0 - math_ops.abs(dh - 2.0)),
+                 ramp(2.0 - math_ops.abs(dh - 4.0)))
+        return array_ops.stack([(1.0 - s + s * d) * v for d in ramps], axis=-1)
+
+
+def _in_hsv(image, what: str, change) -> Tensor:
+    """`image` with `change(h, s, v) -> (h, s, v)` applied in HSV space (an integer image converted to float32 and
+    back, as TF)."""
+    image = convert_to_tensor(image)
+    with name_scope(None, what):
+        x = image if image.dtype.is_floating else convert_image_dtype(image, _dt.float32)
+        h, s, v = array_ops.unstack(rgb_to_hsv(x), 3, axis=-1)
+        return convert_image_dtype(hsv_to_rgb(array_ops.stack(change(h, s, v), axis=-1)), image.dtype)
+
+
+def adjust_hue(image, delta, name=None) -> Tensor:
+    """The hue turned by `delta` (in [-1, 1]; a full turn is 1), as TF's AdjustHue."""
+    delta = convert_to_tensor(delta, dtype=_dt.float32)
+    return _in_hsv(image, "adjust_hue", lambda h, s, v: (math_ops.floormod(h + delta, 1.0), s, v))
+
+
+def random_hue(image, max_delta, seed=None) -> Tensor:
+    """adjust_hue by a delta drawn from [-max_delta, max_delta) (max_delta at most 0.5)."""
+    if not 0 <= max_delta <= 0.5:
+        raise ValueError(f"random_hue: max_delta must be in [0, 0.5], got {max_delta}")
+    return adjust_hue(image, random_ops.random_uniform([], -max_delta, max_delta, seed=seed))
+
+
+def adjust_saturation(image, saturation_factor, name=None) -> Tensor:
+    """The saturation times `saturation_factor`, clipped to [0, 1], as TF's AdjustSaturation."""
+    factor = convert_to_tensor(saturation_factor, dtype=_dt.float32)
+    return _in_hsv(image, "adjust_saturation",
+                   lambda h, s, v: (h, math_ops.minimum(math_ops.maximum(s * factor, 0.0), 1.0), v))
+
+
+def random_saturation(image, lower, upper, seed=None) -> Tensor:
+    """adjust_saturation by a factor drawn from [lower, upper)."""
+    if not 0 <= lower < upper:
+        raise ValueError(f"random_saturation: need 0 <= lower < upper, got {lower}, {upper}")
+    return adjust_saturation(image, random_ops.random_uniform([], lower, upper, seed=seed))
 
 
 def random_contrast(image, lower, upper, seed=None) -> Tensor:
@@ -392,6 +473,109 @@ def psnr(a, b, max_val, name=None) -> Tensor:
         mse = math_ops.reduce_mean(math_ops.squared_difference(a, b), [-3, -2, -1])
         return math_ops.subtract(20 * math_ops.log(max_val) / math_ops.log(10.0),
                                  np.float32(10 / np.log(10)) * math_ops.log(mse), name="psnr")
+
+
+def transpose_image(image, name=None) -> Tensor:
+    """The image with its height and width swapped (tf.image.transpose)."""
+    with name_scope(name, "transpose"):
+        image = _image(image, "transpose")
+        return array_ops.transpose(image, [0, 2, 1, 3] if image.shape.ndims == 4 else [1, 0, 2])
+
+
+transpose = transpose_image
+
+
+def rot90(image, k=1, name=None) -> Tensor:
+    """The image rotated counter-clockwise by k quarter turns (k a Python int or a constant)."""
+    with name_scope(name, "rot90"):
+        image = _image(image, "rot90")
+        turns = constant_value(k) if isinstance(k, Tensor) else k
+        if turns is None:
+            raise ValueError(f"tf.image.rot90: k ('{k.name}') must be known when the graph is built; tfplus has "
+                             "no tf.case over the four turns: pass a Python int")
+        h, w = image.shape.ndims - 3, image.shape.ndims - 2  # the height and width axes
+        turns = int(turns) % 4
+        if turns == 1:
+            return transpose_image(composite_ops.reverse(image, [w]))
+        if turns == 2:
+            return composite_ops.reverse(image, [h, w])
+        if turns == 3:
+            return composite_ops.reverse(transpose_image(image), [w])
+        return image
+
+
+resize_with_crop_or_pad = resize_image_with_crop_or_pad
+
+
+def extract_image_patches(images, ksizes=None, strides=None, rates=None, padding=None, name=None,
+                          sizes=None) -> Tensor:
+    """Each ksizes window's pixels laid out along the depth (row, then column, then channel), as TF1's
+    ExtractImagePatches: a convolution with a one-hot filter (each output channel copies one input pixel of the
+    window, exactly), so its gradient is the convolution's. `sizes` is TF2's tf.image.extract_patches' name."""
+    ksizes = sizes if ksizes is None else ksizes
+    with name_scope(name, "ExtractImagePatches"):
+        images = convert_to_tensor(images)
+        if images.shape.ndims != 4 or images.shape.as_list()[-1] is None:
+            raise ValueError(f"tf.extract_image_patches: '{images.name}' must be [batch, height, width, depth] with "
+                             f"a known depth, got shape {images.shape}")
+        if not images.dtype.is_floating:
+            raise TypeError(f"tf.extract_image_patches: '{images.name}' is {images.dtype.name}; tfplus extracts "
+                            "patches of float images (cast them first)")
+        from tfplus.ops import nn_ops
+        kh, kw, c = int(ksizes[1]), int(ksizes[2]), images.shape.as_list()[-1]
+        one_hot = np.eye(kh * kw * c, dtype=images.dtype.np).reshape(kh, kw, c, kh * kw * c)
+        return nn_ops.conv2d(images, array_ops.constant(one_hot), list(strides), padding,
+                             dilations=list(rates))
+
+
+extract_patches = extract_image_patches
+
+
+def sobel_edges(image) -> Tensor:
+    """The Sobel filters' responses, [batch, height, width, channels, 2] (dy, then dx), on the image padded by
+    reflection, as TF's."""
+    from tfplus.ops import nn_ops
+    with name_scope(None, "sobel_edges"):
+        image = _image(image, "sobel_edges")
+        c = image.shape.as_list()[-1]
+        kernels = np.array([[[-1, -2, -1], [0, 0, 0], [1, 2, 1]], [[-1, 0, 1], [-2, 0, 2], [-1, 0, 1]]])
+        kernels = np.tile(np.transpose(kernels, (1, 2, 0))[:, :, None, :], [1, 1, c, 1]).astype(image.dtype.np)
+        padded = array_ops.pad(image, [[0, 0], [1, 1], [1, 1], [0, 0]], mode="REFLECT")
+        out = nn_ops.depthwise_conv2d(padded, array_ops.constant(kernels), [1, 1, 1, 1], "VALID")
+        return array_ops.reshape(out, array_ops.concat([array_ops.shape(image), [2]], 0))
+
+
+def adjust_gamma(image, gamma=1, gain=1) -> Tensor:
+    """gain * image ** gamma for float images; integer images are scaled to [0, 1] by their range first."""
+    with name_scope(None, "adjust_gamma"):
+        image = convert_to_tensor(image)
+        if image.dtype.is_floating:
+            return math_ops.multiply(gain, math_ops.pow(image, math_ops.cast(gamma, image.dtype)))
+        scale = _max(image.dtype) - (0.0 if image.dtype.name.startswith("uint") else -_max(image.dtype) - 1)
+        x = math_ops.cast(image, _dt.float32) / scale
+        return math_ops.cast(math_ops.pow(x, math_ops.cast(gamma, _dt.float32)) * scale * gain, image.dtype)
+
+
+def _color_matrix(kernel):
+    """A linear color-space conversion: each pixel's 3 channels times `kernel`, as TF's (a tensordot)."""
+    def convert(images, name=None):
+        images = convert_to_tensor(images)
+        if images.shape.as_list()[-1] != 3:
+            raise ValueError(f"tf.image color conversion: '{images.name}' must have 3 channels, got shape "
+                             f"{images.shape}")
+        flat = array_ops.reshape(images, [-1, 3])
+        out = math_ops.matmul(flat, array_ops.constant(np.asarray(kernel, images.dtype.np)))
+        return array_ops.reshape(out, array_ops.shape(images), name=name)
+    return convert
+
+
+# TF's kernels (image_ops_impl.py), to the digits it writes them with.
+rgb_to_yiq = _color_matrix([[0.299, 0.59590059, 0.2115], [0.587, -0.27455667, -0.52273617],
+                            [0.114, -0.32134392, 0.31119955]])
+yiq_to_rgb = _color_matrix([[1, 1, 1], [0.95598634, -0.27201283, -1.10674021], [0.6208248, -0.64720424, 1.70423049]])
+rgb_to_yuv = _color_matrix([[0.299, -0.14714119, 0.61497538], [0.587, -0.28886916, -0.51496512],
+                            [0.114, 0.43601035, -0.10001026]])
+yuv_to_rgb = _color_matrix([[1, 1, 1], [0, -0.394642334, 2.03206185], [1.13988303, -0.58062185, 0]])
 
 
 from tfplus.unsupported import module_getattr as _module_getattr  # noqa: E402

@@ -15,7 +15,7 @@ from tfplus.ops.nn_ops import relu, softmax_cross_entropy_with_logits_v2, sparse
 __all__ = ["Reduction", "compute_weighted_loss", "add_loss", "get_losses", "get_regularization_losses",
            "get_regularization_loss", "get_total_loss", "absolute_difference", "huber_loss", "log_loss",
            "mean_squared_error", "sigmoid_cross_entropy", "softmax_cross_entropy",
-           "sparse_softmax_cross_entropy", "hinge_loss", "cosine_distance"]
+           "sparse_softmax_cross_entropy", "hinge_loss", "cosine_distance", "mean_pairwise_squared_error"]
 
 
 class Reduction:
@@ -205,3 +205,30 @@ def cosine_distance(labels, predictions, axis=None, weights=1.0, scope=None, los
         labels, predictions = _pair(labels, predictions)
         losses = 1.0 - math_ops.reduce_sum(labels * predictions, axis, keepdims=True)
         return compute_weighted_loss(losses, weights, None, loss_collection, reduction)
+
+
+def mean_pairwise_squared_error(labels, predictions, weights=1.0, scope=None,
+                                loss_collection=GraphKeys.LOSSES) -> Tensor:
+    """The mean over each example's pairs of elements (i, j) of ((p_i - p_j) - (l_i - l_j))^2, weighted by the
+    example's weight and summed over the batch, as TF1 computes it: with d = predictions - labels and n the
+    example's count of elements of nonzero weight, 2 sum(d^2) / (n - 1) - 2 sum(d)^2 / (n (n - 1)). Always
+    float32, as TF1's."""
+    from tfplus.dtypes import float32
+    from tfplus.ops.array_ops import rank
+    with name_scope(scope, "mean_pairwise_squared_error"):
+        weights = math_ops.cast(convert_to_tensor(weights), float32)
+        labels = math_ops.cast(convert_to_tensor(labels), float32)
+        predictions = math_ops.cast(convert_to_tensor(predictions), float32)
+        labels, predictions = _pair(labels, predictions)
+        diffs = predictions - labels
+        axis = math_ops.range(1, rank(diffs))
+        present = math_ops.where(math_ops.equal(weights, 0.0), zeros_like(weights), ones_like(weights))
+        n = math_ops.reduce_sum(present * ones_like(diffs), axis=axis, keepdims=True)  # per example
+        term1 = 2.0 * math_ops.div_no_nan(math_ops.reduce_sum(math_ops.square(diffs), axis=axis, keepdims=True),
+                                          math_ops.maximum(n - 1, 0.0))
+        term2 = 2.0 * math_ops.div_no_nan(math_ops.square(math_ops.reduce_sum(diffs, axis=axis, keepdims=True)),
+                                          math_ops.maximum(n * (n - 1), 0.0))
+        loss = math_ops.reduce_sum((term1 - term2) * weights)
+        loss = math_ops.where(math_ops.reduce_sum(n) > 0, loss, zeros_like(loss), name="value")
+        add_loss(loss, loss_collection)
+        return loss

@@ -20,10 +20,13 @@ from tfplus.dtypes import DType
 
 class TensorSpec(NamedTuple):
     """What a shape function sees of a tensor: shape (tuple, None for unknown dims; None for unknown rank),
-    dtype, and the constant value where the op asked for it (`value_inputs`) and it is known."""
+    dtype, and the constant value where the op asked for it (`value_inputs`) and it is known; where it is not,
+    `partial`: what is known of a shape vector's entries (None for the unknown ones: tf.stack([tf.shape(x)[0], 4]),
+    TF's constant_value_as_shape)."""
     shape: tuple | None
     dtype: DType
     value: Any = None
+    partial: tuple | None = None
 
 
 NOT_DIFFERENTIABLE = "not differentiable"

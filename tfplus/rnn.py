@@ -19,6 +19,7 @@ measures a 32-step GRU's training step ~2.5x faster unrolled on the cpu device, 
 from __future__ import annotations
 
 import hashlib
+import re
 from typing import NamedTuple
 
 from tfplus import dtypes as _dt
@@ -64,8 +65,16 @@ class RNNCell:
     """The base of the cells: `output, new_state = cell(inputs, state)` with inputs (batch, depth)."""
     _default_name = "rnn_cell"
 
-    def __init__(self, name=None, dtype=None, reuse=None):
-        self._name, self._reuse, self._scope, self._built = name, reuse, None, False
+    def __init_subclass__(cls, **kwargs):
+        # A cell of one's own is named after its class, as TF's layers are (MinimalGRUCell: minimal_gru_cell).
+        super().__init_subclass__(**kwargs)
+        if "_default_name" not in cls.__dict__:
+            cls._default_name = re.sub("([a-z])([A-Z])", r"\1_\2",
+                                       re.sub("(.)([A-Z][a-z0-9]+)", r"\1_\2", cls.__name__)).lower()
+
+    def __init__(self, name=None, dtype=None, reuse=None, trainable=True, _reuse=None):
+        # `_reuse`: TF1's cells of one's own pass reuse on as super().__init__(_reuse=reuse).
+        self._name, self._reuse, self._scope, self._built = name, reuse or _reuse, None, False
 
     @property
     def state_size(self):
@@ -95,12 +104,24 @@ class RNNCell:
                 if depth is None:
                     raise ValueError(f"{type(self).__name__}: the last dimension of the inputs ('{inputs.name}', "
                                      f"shape {inputs.shape}) must be known")
-                self.build(depth, inputs.dtype)
+                self._input_dtype = inputs.dtype
+                self.build(inputs.shape)
                 self._built = True
             return self.call(inputs, state)
 
-    def build(self, depth: int, dtype) -> None:
-        raise NotImplementedError
+    def build(self, inputs_shape) -> None:
+        """TF's hook for the cell's variables, called once with the inputs' shape: a cell of one's own may override
+        it (with add_variable) or make its variables with tf.get_variable in call; tfplus's make theirs here."""
+        self._make_variables(inputs_shape.as_list()[-1], self._input_dtype)
+
+    def _make_variables(self, depth: int, dtype) -> None:
+        pass
+
+    def add_variable(self, name, shape, dtype=None, initializer=None, trainable=True):
+        """TF's Layer.add_variable (add_weight) for cells of one's own: a variable in the cell's scope."""
+        return get_variable(name, shape, dtype or self._input_dtype, initializer=initializer, trainable=trainable)
+
+    add_weight = add_variable
 
     def call(self, inputs, state):
         raise NotImplementedError
@@ -121,7 +142,7 @@ class BasicRNNCell(RNNCell):
 
     state_size = output_size = property(lambda self: self._num_units)
 
-    def build(self, depth, dtype):
+    def _make_variables(self, depth, dtype):
         n = self._num_units
         self._kernel = get_variable("kernel", [depth + n, n], dtype)
         self._bias = get_variable("bias", [n], dtype, initializer=zeros_initializer())
@@ -145,7 +166,7 @@ class GRUCell(RNNCell):
 
     state_size = output_size = property(lambda self: self._num_units)
 
-    def build(self, depth, dtype):
+    def _make_variables(self, depth, dtype):
         n = self._num_units
         self._gate_kernel = get_variable("gates/kernel", [depth + n, 2 * n], dtype, initializer=self._kernel_init)
         self._gate_bias = get_variable("gates/bias", [2 * n], dtype, initializer=self._bias_init or Constant(1.0))
@@ -181,7 +202,7 @@ class BasicLSTMCell(RNNCell):
 
     output_size = property(lambda self: self._num_units)
 
-    def build(self, depth, dtype):
+    def _make_variables(self, depth, dtype):
         n = self._num_units
         self._kernel = get_variable("kernel", [depth + n, 4 * n], dtype)
         self._bias = get_variable("bias", [4 * n], dtype, initializer=zeros_initializer())
@@ -222,7 +243,7 @@ class LSTMCell(BasicLSTMCell):
 
     output_size = property(lambda self: self._num_proj or self._num_units)
 
-    def build(self, depth, dtype):
+    def _make_variables(self, depth, dtype):
         n, p = self._num_units, self._num_proj or self._num_units
         self._kernel = get_variable("kernel", [depth + p, 4 * n], dtype, initializer=self._initializer)
         self._bias = get_variable("bias", [4 * n], dtype, initializer=zeros_initializer())
@@ -278,9 +299,6 @@ class MultiRNNCell(RNNCell):
 
     state_size = property(lambda self: tuple(c.state_size for c in self._cells))
     output_size = property(lambda self: self._cells[-1].output_size)
-
-    def build(self, depth, dtype):
-        pass  # the cells build their own variables on their first call
 
     def call(self, inputs, state):
         x, new = inputs, []

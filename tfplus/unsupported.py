@@ -21,7 +21,9 @@ _CANNED = ("tf.estimator.Estimator with a model_fn that builds the same network 
 
 # Full TF1 name -> the nearest thing tfplus has (or what to do instead).
 ALTERNATIVES = {
-    "tf.contrib.slim": "tf.layers / tf.contrib.layers (fully_connected, conv2d, flatten)",
+    "tf.contrib.slim.losses": "tf.losses, whose functions take (labels, logits): slim.losses' took (logits, labels)",
+    "tf.contrib.slim.learning": "a loop of Session.run(train_op) in a tf.train.MonitoredTrainingSession",
+    "tf.contrib.slim.nets": "the network written with slim's layers (slim.conv2d, slim.max_pool2d, ...)",
     "tf.contrib.learn": "tf.layers with tf.train.MonitoredTrainingSession",
     "tf.estimator.DNNLinearCombinedClassifier": _CANNED,
     "tf.estimator.DNNLinearCombinedRegressor": _CANNED,
@@ -42,6 +44,13 @@ ALTERNATIVES = {
                                          "W keys, transpose_b=True), tf.nn.softmax, the weighted sum of the keys",
     "tf.contrib.seq2seq.AttentionWrapper": "attention written out in a loop over an RNN cell (static unrolling or "
                                            "tf.while_loop)",
+    "tf.nn.raw_rnn": "tf.nn.dynamic_rnn over the target embeddings (teacher forcing) to train, and a tf.while_loop "
+                     "over the cell writing a tf.TensorArray (its element_shape given) to decode greedily",
+    **dict.fromkeys(("tf.feature_column.categorical_column_with_vocabulary_list",
+                     "tf.feature_column.categorical_column_with_vocabulary_file",
+                     "tf.feature_column.categorical_column_with_hash_bucket"),
+                    "tf.feature_column.categorical_column_with_identity over ids mapped from the strings in NumPy "
+                    "before feeding"),
     "tf.train.SummaryWriter": "tf.summary.FileWriter",
     "tf.merge_all_summaries": "tf.summary.merge_all",
     "tf.merge_summary": "tf.summary.merge",
@@ -54,7 +63,6 @@ ALTERNATIVES = {
                             "tf.image.decode_png",
     "tf.nn.conv3d": "tf.nn.conv2d",
     "tf.nn.fractional_max_pool": "tf.nn.max_pool",
-    "tf.train.FtrlOptimizer": "tf.train.AdagradOptimizer",
     "tf.train.ProximalGradientDescentOptimizer": "tf.train.GradientDescentOptimizer",
     "tf.train.ProximalAdagradOptimizer": "tf.train.AdagradOptimizer",
     "tf.train.AdagradDAOptimizer": "tf.train.AdagradOptimizer",

@@ -101,6 +101,14 @@ class Variable:
     def initial_value(self) -> Tensor:
         return self._initial_value
 
+    def initialized_value(self) -> Tensor:
+        """The value, or the initial value while the variable is uninitialized (TF1's way to initialize one
+        variable from another: `tf.Variable(tf.zeros_like(v.initialized_value()))`)."""
+        from tfplus.ops.control_flow_ops import cond
+        from tfplus.ops.state_ops import is_variable_initialized
+        with get_default_graph().control_dependencies(None):
+            return cond(is_variable_initialized(self._variable), self.read_value, lambda: self._initial_value)
+
     @property
     def trainable(self) -> bool:
         return self._trainable
@@ -131,6 +139,24 @@ class Variable:
     def assign_sub(self, delta, use_locking=False, name=None, read_value=True):
         from tfplus.ops.state_ops import assign_sub
         return assign_sub(self._variable, delta, use_locking=use_locking, name=name)
+
+    def _scatter(self, fn_name: str, sparse_delta, use_locking: bool, name):
+        from tfplus.ops import sparse_training_ops
+        if not hasattr(sparse_delta, "indices") or not hasattr(sparse_delta, "values"):
+            raise TypeError(f"Variable.{fn_name} '{self.op.name}': sparse_delta must be a tf.IndexedSlices, got "
+                            f"{type(sparse_delta).__name__}")
+        return getattr(sparse_training_ops, fn_name)(self._variable, sparse_delta.indices, sparse_delta.values,
+                                                      use_locking=use_locking, name=name)
+
+    def scatter_update(self, sparse_delta, use_locking=False, name=None):
+        """ref[sparse_delta.indices] = sparse_delta.values (tf.scatter_update)."""
+        return self._scatter("scatter_update", sparse_delta, use_locking, name)
+
+    def scatter_add(self, sparse_delta, use_locking=False, name=None):
+        return self._scatter("scatter_add", sparse_delta, use_locking, name)
+
+    def scatter_sub(self, sparse_delta, use_locking=False, name=None):
+        return self._scatter("scatter_sub", sparse_delta, use_locking, name)
 
     def eval(self, session=None):
         return self._snapshot.eval(session=session)
@@ -246,6 +272,13 @@ class VariableScope:
 
     def reuse_variables(self):
         self.reuse = True
+
+
+def slot_variable_name(primary_name: str, slot: str) -> str:
+    """The name of a variable that shadows another (an optimizer's slot, a moving average), as TF1's slot_creator
+    names it: under the variable scope open when it is made, `<scope>/<primary>/<slot>`."""
+    scope = get_variable_scope().name
+    return f"{scope}/{primary_name}/{slot}" if scope else f"{primary_name}/{slot}"
 
 
 def get_variable_scope() -> VariableScope:

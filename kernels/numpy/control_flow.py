@@ -42,7 +42,8 @@ def while_kernel(ctx, ins, outs, attrs):
         if any(tuple(v.shape) != shape for v in history[k]):
             raise ValueError(f"loop variable {k} changes shape across iterations "
                              f"({sorted({tuple(v.shape) for v in history[k]})}); the gradient of a "
-                             "tf.while_loop needs fixed shapes")
+                             "tf.while_loop needs fixed shapes (a tf.TensorArray written in the loop needs its "
+                             "element_shape, and no dynamic_size)")
         buf = rt.allocate((len(history[k]),) + shape, ctx.op.outputs[k].dtype)
         for i, v in enumerate(history[k]):
             rt.copy_rows(buf, i, rt.view(v, (1,) + shape), 0, 1)

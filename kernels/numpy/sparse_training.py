@@ -31,12 +31,26 @@ def _check_range(op_type: str, indices: np.ndarray, rows: int) -> None:
                          "variable's rows")
 
 
-@register_kernel("ScatterSub", "cpu", DTYPES)
-def _scatter_sub(ctx, ins, outs, attrs):
-    ref, indices, updates = ins
-    flat = indices.reshape(-1)
-    _check_range("ScatterSub", flat, ref.shape[0])
-    np.subtract.at(ref, flat, updates.reshape(flat.shape + ref.shape[1:]))  # repeated indices subtract in turn
+# Scatter op -> the ufunc combining a row with an update; applied with ufunc.at, repeated indices combine in turn.
+_COMBINE = {"ScatterAdd": np.add, "ScatterSub": np.subtract, "ScatterMul": np.multiply, "ScatterDiv": np.true_divide,
+            "ScatterMin": np.minimum, "ScatterMax": np.maximum}
+
+
+def _scatter_kernel(op_type: str):
+    def kernel(ctx, ins, outs, attrs):
+        ref, indices, updates = ins
+        flat = indices.reshape(-1)
+        _check_range(op_type, flat, ref.shape[0])
+        rows = updates.reshape(flat.shape + ref.shape[1:])
+        if op_type == "ScatterUpdate":
+            ref[flat] = rows  # a repeated index: the last row written, as TF's kernel writes them in order
+        else:
+            _COMBINE[op_type].at(ref, flat, rows)
+    return kernel
+
+
+for _op in ("ScatterUpdate",) + tuple(_COMBINE):
+    register_kernel(_op, "cpu", DTYPES)(_scatter_kernel(_op))
 
 
 class _RowsContext:

@@ -1,11 +1,13 @@
 // Sparse optimizer updates (ops/sparse_training_ops.py). `idx` holds n row indices of a variable of `rows` rows
 // of `inner` elements; `vals` holds n rows. Indices out of [0, rows) are skipped (no row is read or written).
 
-// ScatterSub: ref[idx[i]] -= vals[i]. One work-item per (first position of an index, element): it subtracts
-// the rows of every position naming that index in their order, so repeated indices subtract in turn.
-#if WANT_scatter_sub
-__kernel void K(scatter_sub)(GLOBAL(T, ref), GLOBAL(const TI, idx), GLOBAL(const T, vals), int n, int inner,
-                             int rows) {
+// The Scatter ops: ref[idx[i]] = combine(ref[idx[i]], vals[i]), SCATTER_OP naming combine (0 update: the value,
+// 1 add, 2 sub, 3 mul, 4 div, 5 min, 6 max). One work-item per (first position of an index, element): it combines
+// the rows of every position naming that index in their order, so repeated indices combine in turn (an update
+// keeps the last).
+#if WANT_scatter
+__kernel void K(scatter)(GLOBAL(T, ref), GLOBAL(const TI, idx), GLOBAL(const T, vals), int n, int inner,
+                         int rows) {
     SHIFT(ref); SHIFT(idx); SHIFT(vals);
     int g = get_global_id(0);
     if (g >= n * inner) return;
@@ -14,7 +16,25 @@ __kernel void K(scatter_sub)(GLOBAL(T, ref), GLOBAL(const TI, idx), GLOBAL(const
     if (at < 0 || at >= rows) return;
     for (int j = 0; j < i; j++) if (idx[j] == at) return;
     T acc = ref[(long)at * inner + c];
-    for (int j = i; j < n; j++) if (idx[j] == at) acc -= vals[(long)j * inner + c];
+    for (int j = i; j < n; j++) {
+        if (idx[j] != at) continue;
+        T v = vals[(long)j * inner + c];
+#if SCATTER_OP == 0
+        acc = v;
+#elif SCATTER_OP == 1
+        acc += v;
+#elif SCATTER_OP == 2
+        acc -= v;
+#elif SCATTER_OP == 3
+        acc *= v;
+#elif SCATTER_OP == 4
+        acc /= v;
+#elif SCATTER_OP == 5
+        acc = fmin(acc, v);
+#else
+        acc = fmax(acc, v);
+#endif
+    }
     ref[(long)at * inner + c] = acc;
 }
 #endif

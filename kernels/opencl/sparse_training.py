@@ -27,11 +27,22 @@ def _k(rt, name: str, dt, indices):
     return kernel(rt, SRC, name, dt, TI=CTYPE[indices.dtype.name])
 
 
-@register("ScatterSub", F)
-def _scatter_sub(ctx, ins, outs, attrs):
-    rt, (ref, indices, updates) = ctx.runtime, ins
-    n, inner, rows = _geometry(ref, indices)
-    rt.run1d(_k(rt, "scatter_sub", ref.dtype, indices), int(n) * int(inner), ref, indices, updates, n, inner, rows)
+# Scatter op -> its SCATTER_OP code in sparse_training.cl's scatter kernel.
+_SCATTER_OPS = {"ScatterUpdate": 0, "ScatterAdd": 1, "ScatterSub": 2, "ScatterMul": 3, "ScatterDiv": 4,
+                "ScatterMin": 5, "ScatterMax": 6}
+
+
+def _scatter_kernel(op_type: str):
+    def fn(ctx, ins, outs, attrs):
+        rt, (ref, indices, updates) = ctx.runtime, ins
+        n, inner, rows = _geometry(ref, indices)
+        k = kernel(rt, SRC, "scatter", ref.dtype, TI=CTYPE[indices.dtype.name], SCATTER_OP=_SCATTER_OPS[op_type])
+        rt.run1d(k, int(n) * int(inner), ref, indices, updates, n, inner, rows)
+    return fn
+
+
+for _op in _SCATTER_OPS:
+    register(_op, F)(_scatter_kernel(_op))
 
 
 def _sparse_kernel(op_type: str):

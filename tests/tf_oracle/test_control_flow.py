@@ -191,6 +191,23 @@ def test_tensor_array_recurrence_like_dynamic_rnn(tf1):
     _check_against_tf(tf1, build, [seq, W])
 
 
+def test_tensor_array_without_element_shape_takes_the_loops_first_write(tf1):
+    """A fixed-size TensorArray with no element_shape entering a loop (greedy decoding's ids: TF infers the shape
+    from the first write) gives TF's values; a gradient through it needs the element_shape, and says so."""
+    def build(lib, x, w):
+        def body(t, h, out):
+            h = lib.tanh(lib.matmul(h, w) + x)
+            return t + 1, h, out.write(t, h * 2.0)
+        _, h, out = lib.while_loop(lambda t, h, out: t < 3, body, [0, x, lib.TensorArray(lib.float64, size=3)])
+        return [out.stack(), h]
+    _check_against_tf(tf1, build, [X, W])
+    with tf.Graph().as_default():
+        x = tf.constant(X)
+        out = build(tf, x, tf.constant(W))[0]
+        with tf.Session() as sess, pytest.raises(tf.errors.InvalidArgumentError, match="needs its element_shape"):
+            sess.run(tf.gradients(tf.reduce_sum(out), x))
+
+
 def test_errors_are_clear():
     x = tf.zeros([2])
     with pytest.raises(TypeError, match="pred must be a bool Tensor, not a Python bool"):
@@ -201,8 +218,6 @@ def test_errors_are_clear():
         tf.while_loop(lambda v: v, lambda v: v, [x])
     with pytest.raises(TypeError, match="enters as float32 but the body returns int32"):
         tf.while_loop(lambda v: True, lambda v: tf.constant([1, 2]), [x])
-    with pytest.raises(ValueError, match="entering tf.while_loop needs its element_shape"):
-        tf.while_loop(lambda i, ta: i < 2, lambda i, ta: (i + 1, ta.write(i, 1.0)), [0, tf.TensorArray(tf.float32, 2)])
 
 
 def test_assert_fails_the_run_with_its_data(device):

@@ -29,6 +29,11 @@ OPTIMIZERS = {
     "adagrad": lambda t: t.train.AdagradOptimizer(0.125, initial_accumulator_value=0.25),
     "adadelta": lambda t: t.train.AdadeltaOptimizer(1.0, rho=0.875, epsilon=2.0 ** -20),
     "adam": lambda t: t.train.AdamOptimizer(0.0625, beta1=0.875, beta2=0.9375, epsilon=2.0 ** -20),
+    "ftrl": lambda t: t.train.FtrlOptimizer(0.25, l1_regularization_strength=0.0625,
+                                            l2_regularization_strength=0.125),
+    "ftrl_power_shrinkage": lambda t: t.train.FtrlOptimizer(0.25, learning_rate_power=-0.75,
+                                                            initial_accumulator_value=0.5,
+                                                            l2_shrinkage_regularization_strength=0.125),
 }
 
 
@@ -211,6 +216,25 @@ def test_scatter_sub_subtracts_repeated_rows_in_turn(device):
         sess.run(init)
         sess.run(step)
         np.testing.assert_allclose(sess.run(v), want, **_tol(device))
+
+
+@pytest.mark.parametrize("fn", ["scatter_update", "scatter_add", "scatter_sub", "scatter_mul", "scatter_div",
+                                "scatter_min", "scatter_max"])
+def test_scatter_ops_combine_rows_as_tensorflow(fn, tf1, device):
+    """tf.scatter_* on a variable, repeated indices included (an update keeps the last row), as TensorFlow's; and
+    Variable.scatter_update of an IndexedSlices."""
+    var, updates = RNG.standard_normal(ROWS), RNG.standard_normal((IDS.size,) + ROWS[1:]) + 2.0
+    got = []
+    for lib in (tf1, tf):
+        with lib.Graph().as_default():
+            v = lib.Variable(var)
+            step = getattr(lib, fn)(v, lib.constant(IDS.astype(np.int64)), lib.constant(updates))
+            extra = v.scatter_update(lib.IndexedSlices(lib.constant(updates[:2]), lib.constant([0, 1])))
+            with lib.Session(**({} if lib is tf1 else {"device": device})) as sess:
+                sess.run(lib.global_variables_initializer())
+                got.append([sess.run(step), sess.run(extra)])
+    for a, b in zip(*got):
+        np.testing.assert_allclose(a, b, **_tol(device))
 
 
 def test_a_sparse_training_graph_survives_a_graphdef_round_trip():

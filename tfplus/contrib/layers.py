@@ -12,6 +12,7 @@ import math
 
 from tfplus import dtypes as _dt
 from tfplus import layers as _layers
+from tfplus.contrib.framework import add_arg_scope
 from tfplus.framework import GraphKeys, Tensor, add_to_collection, convert_to_tensor, name_scope
 from tfplus.init_ops import Initializer, VarianceScaling, _fans, zeros_initializer
 from tfplus.ops import math_ops, nn_ops
@@ -24,7 +25,7 @@ __all__ = ["flatten", "max_pool2d", "avg_pool2d", "dropout", "batch_norm", "laye
            "conv2d_transpose", "embed_sequence",
            "l1_l2_regularizer", "fully_connected", "conv2d", "l1_regularizer", "l2_regularizer", "sum_regularizer",
            "apply_regularization", "xavier_initializer", "xavier_initializer_conv2d",
-           "variance_scaling_initializer"]
+           "variance_scaling_initializer", "repeat", "stack", "one_hot_encoding"]
 
 
 _ZEROS = zeros_initializer()  # contrib's default biases initializer (None means: no biases)
@@ -110,6 +111,7 @@ def apply_regularization(regularizer, weights_list=None) -> Tensor:
     return total
 
 
+@add_arg_scope
 def flatten(inputs, outputs_collections=None, scope=None) -> Tensor:
     """[batch, ...] -> [batch, k]."""
     with name_scope(scope, "Flatten"):
@@ -130,6 +132,7 @@ def _pool2d(pool, default_name, inputs, kernel_size, stride, padding, data_forma
         return _collect(pool(inputs, kernel_size, stride, padding.lower(), layout), outputs_collections)
 
 
+@add_arg_scope
 def max_pool2d(inputs, kernel_size, stride=2, padding="VALID", data_format="NHWC", outputs_collections=None,
                scope=None) -> Tensor:
     """contrib's max pooling: tf.layers.max_pooling2d with contrib's defaults (stride 2, VALID)."""
@@ -137,6 +140,7 @@ def max_pool2d(inputs, kernel_size, stride=2, padding="VALID", data_format="NHWC
                    outputs_collections, scope)
 
 
+@add_arg_scope
 def avg_pool2d(inputs, kernel_size, stride=2, padding="VALID", data_format="NHWC", outputs_collections=None,
                scope=None) -> Tensor:
     """contrib's average pooling: tf.layers.average_pooling2d with contrib's defaults (stride 2, VALID)."""
@@ -144,6 +148,7 @@ def avg_pool2d(inputs, kernel_size, stride=2, padding="VALID", data_format="NHWC
                    outputs_collections, scope)
 
 
+@add_arg_scope
 def dropout(inputs, keep_prob=0.5, noise_shape=None, is_training=True, outputs_collections=None, scope=None,
             seed=None) -> Tensor:
     """contrib's dropout: keeps each element with probability keep_prob (scaled by 1 / keep_prob) while
@@ -182,6 +187,7 @@ def _finish(y, biases, normalizer_fn, normalizer_params, activation_fn, outputs_
     return _collect(y, outputs_collections)
 
 
+@add_arg_scope
 def fully_connected(inputs, num_outputs, activation_fn=nn_ops.relu, normalizer_fn=None, normalizer_params=None,
                     weights_initializer=None, weights_regularizer=None, biases_initializer=_ZEROS,
                     biases_regularizer=None, reuse=None, variables_collections=None, outputs_collections=None,
@@ -202,6 +208,7 @@ def fully_connected(inputs, num_outputs, activation_fn=nn_ops.relu, normalizer_f
                        outputs_collections)
 
 
+@add_arg_scope
 def conv2d(inputs, num_outputs, kernel_size, stride=1, padding="SAME", data_format=None, rate=1,
            activation_fn=nn_ops.relu, normalizer_fn=None, normalizer_params=None, weights_initializer=None,
            weights_regularizer=None, biases_initializer=_ZEROS, biases_regularizer=None, reuse=None,
@@ -225,6 +232,45 @@ def conv2d(inputs, num_outputs, kernel_size, stride=1, padding="SAME", data_form
         return _finish(y, biases, normalizer_fn, normalizer_params, activation_fn, outputs_collections, fmt)
 
 
+def _layer_name(layer, default: str) -> str:
+    return getattr(layer, "__name__", None) or getattr(getattr(layer, "func", None), "__name__", None) or default
+
+
+def repeat(inputs, repetitions, layer, *args, **kwargs) -> Tensor:
+    """`layer(inputs, *args, **kwargs)` applied `repetitions` times, each in scope `<scope>/<scope>_<i>` (slim's
+    VGG: repeat(x, 2, conv2d, 64, [3, 3], scope="conv1") makes conv1/conv1_1 and conv1/conv1_2)."""
+    scope = kwargs.pop("scope", None)
+    with variable_scope(scope, default_name="Repeat"):
+        outputs = convert_to_tensor(inputs)
+        name = scope or _layer_name(layer, "repeat")
+        for i in range(repetitions):
+            outputs = layer(outputs, *args, **{**kwargs, "scope": f"{name}_{i + 1}"})
+        return outputs
+
+
+def stack(inputs, layer, stack_args, **kwargs) -> Tensor:
+    """`layer` applied once per entry of `stack_args` (its positional arguments), each in scope
+    `<scope>/<scope>_<i>`: stack(x, fully_connected, [32, 64, 128], scope="fc")."""
+    if not isinstance(stack_args, (list, tuple)):
+        raise ValueError(f"stack: stack_args must be a list or tuple, got {type(stack_args).__name__}")
+    scope = kwargs.pop("scope", None)
+    with variable_scope(scope, default_name="Stack"):
+        outputs = convert_to_tensor(inputs)
+        name = scope or _layer_name(layer, "stack")
+        for i, layer_args in enumerate(stack_args):
+            layer_args = layer_args if isinstance(layer_args, (list, tuple)) else [layer_args]
+            outputs = layer(outputs, *layer_args, **{**kwargs, "scope": f"{name}_{i + 1}"})
+        return outputs
+
+
+@add_arg_scope
+def one_hot_encoding(labels, num_classes, on_value=1.0, off_value=0.0, outputs_collections=None, scope=None):
+    """labels as float32 one-hot rows [..., num_classes]."""
+    from tfplus.ops.array_ops import one_hot
+    with name_scope(scope, "OneHotEncoding"):
+        return _collect(one_hot(labels, num_classes, on_value=on_value, off_value=off_value), outputs_collections)
+
+
 __getattr__ = module_getattr(__name__, "tf.contrib.layers")
 
 
@@ -233,6 +279,7 @@ def l1_l2_regularizer(scale_l1=1.0, scale_l2=1.0, scope=None):
     return sum_regularizer([l1_regularizer(scale_l1), l2_regularizer(scale_l2)], scope=scope)
 
 
+@add_arg_scope
 def conv2d_transpose(inputs, num_outputs, kernel_size, stride=1, padding="SAME", data_format="NHWC",
                      activation_fn=nn_ops.relu, normalizer_fn=None, normalizer_params=None, weights_initializer=None,
                      weights_regularizer=None, biases_initializer=_ZEROS, biases_regularizer=None, reuse=None,
@@ -257,6 +304,7 @@ def conv2d_transpose(inputs, num_outputs, kernel_size, stride=1, padding="SAME",
         return _finish(y, biases, normalizer_fn, normalizer_params, activation_fn, outputs_collections, fmt)
 
 
+@add_arg_scope
 def batch_norm(inputs, decay=0.999, center=True, scale=False, epsilon=0.001, activation_fn=None,
                param_initializers=None, param_regularizers=None, updates_collections=GraphKeys.UPDATE_OPS,
                is_training=True, reuse=None, variables_collections=None, outputs_collections=None, trainable=True,
@@ -309,6 +357,7 @@ def batch_norm(inputs, decay=0.999, center=True, scale=False, epsilon=0.001, act
         return _collect(y, outputs_collections)
 
 
+@add_arg_scope
 def layer_norm(inputs, center=True, scale=True, activation_fn=None, reuse=None, variables_collections=None,
                outputs_collections=None, trainable=True, begin_norm_axis=1, begin_params_axis=-1,
                scope=None) -> Tensor:
@@ -340,6 +389,7 @@ def layer_norm(inputs, center=True, scale=True, activation_fn=None, reuse=None, 
         return _collect(y, outputs_collections)
 
 
+@add_arg_scope
 def instance_norm(inputs, center=True, scale=True, epsilon=1e-6, activation_fn=None, param_initializers=None,
                   reuse=None, variables_collections=None, outputs_collections=None, trainable=True,
                   data_format="NHWC", scope=None) -> Tensor:

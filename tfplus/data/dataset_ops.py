@@ -466,7 +466,26 @@ class Iterator:
         self._structure = structure
         self._stream: _Stream | None = None
         self._one_shot = one_shot
+        self._handle: Tensor | None = None  # from_string_handle's: the iterator to read is the one it names
         self.initializer = None
+
+    @staticmethod
+    def from_string_handle(string_handle, output_types, output_shapes=None, output_classes=None) -> Iterator:
+        """A feedable iterator: get_next() reads the iterator whose string_handle() value `string_handle` (a
+        tf.string placeholder, say) holds when it runs, e.g. a training or a validation one."""
+        it = Iterator.from_structure(output_types, output_shapes)
+        it._handle = string_handle
+        return it
+
+    def string_handle(self, name=None) -> Tensor:
+        """This iterator's name for from_string_handle's iterators: a string to fetch once and feed."""
+        captured = self._one_shot._captured() if self._one_shot is not None else []
+        handle = f"tfplus-iterator-{id(self)}"
+
+        def register(*arrays):
+            _BY_HANDLE[handle] = (self, arrays)  # a one-shot iterator starts on the values they had then
+            return [np.asarray(handle.encode())]
+        return call_py_func(register, captured, [_dt.string], [()], name=name or "IteratorToStringHandle").outputs[0]
 
     @staticmethod
     def from_structure(output_types, output_shapes=None, shared_name=None, output_classes=None) -> Iterator:
@@ -496,20 +515,36 @@ class Iterator:
             return []
         return call_py_func(start, captured, [], name=name or "MakeIterator")
 
+    def _next_element(self, captured: list, arrays) -> list:
+        """The next element's arrays; a sparse component is three: indices, values, dense_shape."""
+        if self._stream is None:
+            if self._one_shot is None:
+                raise _failed_precondition("GetNext() failed because the iterator has not been initialized. "
+                                           "Run the iterator's initializer (sess.run(iterator.initializer)) "
+                                           "before fetching elements")
+            self._stream = self._one_shot._elements({id(t): a for t, a in zip(captured, arrays)})
+        return [part for leaf in _flatten(next(self._stream))
+                for part in (leaf if isinstance(leaf, SparseTensorValue) else [leaf])]
+
     def get_next(self, name=None):
         specs = _flatten(self._structure)
-        captured = self._one_shot._captured() if self._one_shot is not None else []
+        if self._handle is not None:
+            captured = [self._handle]
 
-        def next_element(*arrays):
-            if self._stream is None:
-                if self._one_shot is None:
-                    raise _failed_precondition("GetNext() failed because the iterator has not been initialized. "
-                                               "Run the iterator's initializer (sess.run(iterator.initializer)) "
-                                               "before fetching elements")
-                self._stream = self._one_shot._elements({id(t): a for t, a in zip(captured, arrays)})
-            # a sparse component is three outputs: indices, values, dense_shape
-            return [part for leaf in _flatten(next(self._stream))
-                    for part in (leaf if isinstance(leaf, SparseTensorValue) else [leaf])]
+            def next_element(handle):
+                key = np.asarray(handle).reshape(()).item()
+                key = key.decode() if isinstance(key, bytes) else str(key)
+                if key not in _BY_HANDLE:
+                    raise _invalid_argument(f"IteratorGetNext: {key!r} is not the value of a string_handle() "
+                                            "fetched in this process; feed the value sess.run(it.string_handle()) "
+                                            "gave")
+                target, arrays = _BY_HANDLE[key]
+                return target._next_element(target._one_shot._captured() if target._one_shot else [], arrays)
+        else:
+            captured = self._one_shot._captured() if self._one_shot is not None else []
+
+            def next_element(*arrays):
+                return self._next_element(captured, arrays)
         types, shapes = [], []
         for s in specs:
             rank = s.shape.ndims
@@ -528,6 +563,15 @@ def _flatten_shapes(shapes) -> list:
     if isinstance(shapes, tuple) and not all(d is None or isinstance(d, int) for d in shapes):
         return [leaf for x in shapes for leaf in _flatten_shapes(x)]
     return [shapes]
+
+
+# string_handle() value -> (its iterator, the values of a one-shot iterator's captured tensors then)
+_BY_HANDLE: dict = {}
+
+
+def _invalid_argument(message: str):
+    from tfplus import errors
+    return errors.InvalidArgumentError(None, None, message)
 
 
 def _failed_precondition(message: str):

@@ -715,6 +715,13 @@ class Executor:
     def ref(self, op: Operation, k: int, ins: list):
         """The buffer of the variable behind ref input k; Assign creates it (or replaces it on a new shape)."""
         t = op.inputs[k]
+        # In a control-flow sub-graph an outer variable arrives through its capture placeholder: the op updates the
+        # variable itself (ExponentialMovingAverage.apply in a tf.cond branch).
+        while t.op.type == "Placeholder" and hasattr(t.graph, "capture_source"):
+            source = t.graph.capture_source(t)
+            if source is None:
+                break
+            t = source
         var = t.op
         if var.type != "VariableV2":
             raise errors.InvalidArgumentError(op.name, op.type, f"input '{t.name}' must be a variable, "

@@ -6,6 +6,7 @@ from tfplus.train.learning_rate_decay import (
     cosine_decay_restarts,
     exponential_decay,
     inverse_time_decay,
+    linear_cosine_decay,
     natural_exp_decay,
     piecewise_constant,
     piecewise_constant_decay,
@@ -16,6 +17,7 @@ from tfplus.train.optimizer import (
     AdadeltaOptimizer,
     AdagradOptimizer,
     AdamOptimizer,
+    FtrlOptimizer,
     GradientDescentOptimizer,
     MomentumOptimizer,
     Optimizer,
@@ -32,10 +34,11 @@ from tfplus.train.training_util import (
 from tfplus.train.warm_start import init_from_checkpoint, warm_start
 
 __all__ = ["Optimizer", "GradientDescentOptimizer", "MomentumOptimizer", "AdamOptimizer", "RMSPropOptimizer",
-           "AdagradOptimizer", "AdadeltaOptimizer",
+           "AdagradOptimizer", "AdadeltaOptimizer", "FtrlOptimizer",
            "assert_global_step", "create_global_step", "get_global_step", "get_or_create_global_step",
            "global_step",
            "exponential_decay", "natural_exp_decay", "inverse_time_decay", "polynomial_decay", "cosine_decay",
+           "linear_cosine_decay",
            "cosine_decay_restarts", "piecewise_constant", "piecewise_constant_decay", "Saver", "latest_checkpoint",
            "export_meta_graph", "import_meta_graph", "write_graph", "init_from_checkpoint", "warm_start"]
 

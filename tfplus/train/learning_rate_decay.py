@@ -17,7 +17,7 @@ from tfplus.ops.array_ops import constant, identity
 from tfplus.tensor_util import infer_dtype
 
 __all__ = ["exponential_decay", "natural_exp_decay", "inverse_time_decay", "polynomial_decay", "cosine_decay",
-           "cosine_decay_restarts", "piecewise_constant", "piecewise_constant_decay"]
+           "cosine_decay_restarts", "linear_cosine_decay", "piecewise_constant", "piecewise_constant_decay"]
 
 
 def _is_tensor(v) -> bool:
@@ -127,6 +127,28 @@ def cosine_decay(learning_rate, global_step, decay_steps, alpha=0.0, name=None) 
         fraction = math_ops.divide(math_ops.minimum(_as(global_step, dtype), steps), steps)
         cosine = math_ops.multiply(0.5, math_ops.add(1.0, math_ops.cos(math_ops.multiply(math.pi, fraction))))
         decayed = math_ops.add(math_ops.multiply(1.0 - alpha, cosine), alpha)
+        return math_ops.multiply(lr, decayed, name=scope)
+
+
+def linear_cosine_decay(learning_rate, global_step, decay_steps, num_periods=0.5, alpha=0.0, beta=0.001,
+                        name=None) -> Tensor:
+    """learning_rate * ((alpha + linear) * cosine + beta) with t = min(global_step, decay_steps), linear =
+    (decay_steps - t) / decay_steps and cosine = 0.5 (1 + cos(2 pi num_periods t / decay_steps)) (Bello et al.'s
+    neural optimizer search).
+
+        >>> import tfplus as tf
+        >>> lr = tf.train.linear_cosine_decay(0.1, tf.train.get_or_create_global_step(), 10000)
+    """
+    _require_step(global_step, "linear_cosine_decay")
+    with name_scope(name, "LinearCosineDecay", [learning_rate, global_step]) as scope:
+        lr = convert_to_tensor(learning_rate, name="learning_rate")
+        dtype = lr.dtype
+        steps = _as(decay_steps, dtype)
+        t = math_ops.minimum(_as(global_step, dtype), steps)
+        linear = math_ops.divide(math_ops.subtract(steps, t), steps)
+        fraction = math_ops.multiply(2.0 * num_periods, math_ops.divide(t, steps))
+        cosine = math_ops.multiply(0.5, math_ops.add(1.0, math_ops.cos(math_ops.multiply(math.pi, fraction))))
+        decayed = math_ops.add(math_ops.multiply(math_ops.add(alpha, linear), cosine), beta)
         return math_ops.multiply(lr, decayed, name=scope)
 
 

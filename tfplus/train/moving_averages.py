@@ -12,7 +12,7 @@ from __future__ import annotations
 from tfplus.framework import GraphKeys, Tensor, convert_to_tensor, get_collection, get_default_graph, name_scope
 from tfplus.ops import array_ops, math_ops
 from tfplus.ops.control_flow_ops import group
-from tfplus.variables import Variable, global_variables, trainable_variables
+from tfplus.variables import Variable, global_variables, slot_variable_name, trainable_variables
 
 MOVING_AVERAGE_VARIABLES = GraphKeys.MOVING_AVERAGE_VARIABLES
 
@@ -48,11 +48,13 @@ class ExponentialMovingAverage:
                 if shape is None or None in shape:
                     raise ValueError(f"ExponentialMovingAverage.apply: tensor {var.name} has shape {var.shape}; its "
                                      "shadow variable needs a fully known shape (set_shape it first)")
-            # TF1: the shadow lives outside the caller's scopes and control dependencies.
-            with graph.as_default(), graph.name_scope(None), graph.control_dependencies(None):
+            # TF1 (init_scope): the shadow lives outside the caller's scopes and control dependencies, and outside
+            # any tf.cond it is applied in (the other branch reads it: the 2016 batch norm's ema.average).
+            home = (getattr(graph, "outer_graphs", ()) or (graph,))[-1]
+            with home.as_default(), home.name_scope(None), home.control_dependencies(None):
                 if isinstance(var, Tensor):
                     start = array_ops.zeros(shape, var.dtype.base_dtype)
-                shadow = Variable(start, trainable=False, name=self.average_name(var))
+                shadow = Variable(start, trainable=False, name=slot_variable_name(var.op.name, self.name))
             if isinstance(var, Variable):  # TF1 lists variables only there
                 graph.add_to_collection(MOVING_AVERAGE_VARIABLES, var)
             self._averages[var] = shadow
@@ -76,7 +78,8 @@ class ExponentialMovingAverage:
         return self._averages.get(var)
 
     def average_name(self, var) -> str:
-        """`<var's op name>/<name>`: the shadow's name, and its key in checkpoints."""
+        """`<var's op name>/<name>`: the shadow's name and its key in checkpoints, made outside any variable scope
+        (as TF1's, whose shadows made inside one take its prefix while this name does not)."""
         return f"{var.op.name}/{self.name}"
 
     def variables_to_restore(self, moving_avg_variables=None) -> dict:

@@ -28,7 +28,7 @@ from tfplus.framework import (
     name_scope,
 )
 from tfplus.gradients import gradients
-from tfplus.ops.array_ops import constant, zeros
+from tfplus.ops.array_ops import constant, zeros, zeros_like
 from tfplus.ops.array_ops import fill as fill_
 from tfplus.ops.control_flow_ops import group, tuple_
 from tfplus.ops.math_ops import cast
@@ -51,7 +51,7 @@ from tfplus.ops.training_ops import (
     apply_rms_prop,
 )
 from tfplus.tensor_shape import TensorShape
-from tfplus.variables import Variable, trainable_variables
+from tfplus.variables import Variable, slot_variable_name, trainable_variables
 
 _VALID_DTYPES = (_dt.float16, _dt.float32, _dt.float64)
 
@@ -253,7 +253,7 @@ class Optimizer:
         if var not in slots:
             graph = var.graph
             with graph.as_default(), graph.name_scope(None), graph.control_dependencies(None):
-                slots[var] = Variable(val, trainable=False, name=f"{var.op.name}/{op_name}")
+                slots[var] = Variable(val, trainable=False, name=slot_variable_name(var.op.name, op_name))
         return slots[var]
 
     def _get_or_make_slot_with_initializer(self, var: Variable, initializer, shape, dtype, slot_name: str,
@@ -295,7 +295,7 @@ def _create_zeros_slot(var: Variable, op_name: str, fill: float = 0.0) -> Variab
     # Slots live outside the caller's name scope and control dependencies, like TF's init_scope.
     with graph.as_default(), graph.name_scope(None), graph.control_dependencies(None):
         init = (lambda: zeros(shape, dtype)) if fill == 0 else (lambda: fill_(shape, constant(fill, dtype)))
-        return Variable(init, trainable=False, name=f"{var.op.name}/{op_name}")
+        return Variable(init, trainable=False, name=slot_variable_name(var.op.name, op_name))
 
 
 def _check_dtypes(tensors, what: str) -> None:
@@ -508,3 +508,71 @@ class AdadeltaOptimizer(Optimizer):
                                      self._hyper("lr", self._lr, dt), self._hyper("rho", self._rho, dt),
                                      self._hyper("epsilon", self._epsilon, dt), grad.values, grad.indices,
                                      use_locking=self._use_locking).op
+
+
+class FtrlOptimizer(Optimizer):
+    """FTRL-Proximal (McMahan et al. 2013), TF1's ApplyFtrl(V2) written with registered ops: n' = n + g^2;
+    z += g_s - (n'^-p - n^-p) / lr * w with g_s = g + 2 l2_shrinkage w and p = learning_rate_power; w = (sign(z)
+    l1 - z) / (n'^-p / lr + 2 l2) where |z| > l1, else 0. Slots 'accum' (n, `<var>/Ftrl`, starting at
+    initial_accumulator_value) and 'linear' (z, `<var>/Ftrl_1`). A sparse gradient updates only its rows (repeated
+    rows summed first), as TF1's SparseApplyFtrl."""
+
+    def __init__(self, learning_rate, learning_rate_power=-0.5, initial_accumulator_value=0.1,
+                 l1_regularization_strength=0.0, l2_regularization_strength=0.0, use_locking: bool = False,
+                 name: str = "Ftrl", accum_name=None, linear_name=None, l2_shrinkage_regularization_strength=0.0,
+                 beta=None):
+        for what, value in (("initial_accumulator_value", initial_accumulator_value),
+                            ("l1_regularization_strength", l1_regularization_strength),
+                            ("l2_regularization_strength", l2_regularization_strength),
+                            ("l2_shrinkage_regularization_strength", l2_shrinkage_regularization_strength)):
+            if value < 0.0:
+                raise ValueError(f"FtrlOptimizer: {what} = {value} must be non-negative")
+        if learning_rate_power > 0.0:
+            raise ValueError(f"FtrlOptimizer: learning_rate_power = {learning_rate_power} must be at most zero")
+        super().__init__(use_locking, name)
+        self._lr, self._power, self._initial = learning_rate, learning_rate_power, initial_accumulator_value
+        self._l1, self._shrinkage = l1_regularization_strength, l2_shrinkage_regularization_strength
+        # TF1 folds beta into the L2 strength: l2 + beta / (2 lr)
+        self._l2 = l2_regularization_strength + (0.0 if beta is None else beta / (2.0 * learning_rate))
+        self._accum_name, self._linear_name = accum_name, linear_name
+
+    def _create_slots(self, var_list):
+        for v in var_list:
+            self._zeros_slot(v, "accum", self._accum_name or self._name, fill=self._initial)
+            self._zeros_slot(v, "linear", self._linear_name or self._name)
+
+    def _ftrl(self, w, n, z, g):
+        """The new (w, n, z) from the values w, n, z and the gradient g."""
+        from tfplus.ops import math_ops
+        dt = w.dtype
+        lr, l1, l2 = (self._hyper(k, v, dt) for k, v in (("learning_rate", self._lr), ("l1", self._l1),
+                                                             ("l2", self._l2)))
+
+        def power(x):  # x^-p: TF's kernel takes a square root for the default -0.5
+            return math_ops.sqrt(x) if self._power == -0.5 else math_ops.pow(x, -self._power)
+        new_n = n + g * g
+        shrunk = g + 2.0 * self._hyper("l2_shrinkage", self._shrinkage, dt) * w if self._shrinkage else g
+        new_z = z + shrunk - (power(new_n) - power(n)) / lr * w
+        quadratic = power(new_n) / lr + 2.0 * l2
+        new_w = math_ops.where_v2(math_ops.abs(new_z) > l1, (math_ops.sign(new_z) * l1 - new_z) / quadratic,
+                                  zeros_like(new_z))
+        return new_w, new_n, new_z
+
+    def _apply_dense(self, grad, var):
+        from tfplus.ops.state_ops import assign
+        accum, linear = self.get_slot(var, "accum"), self.get_slot(var, "linear")
+        new = self._ftrl(var.value(), accum.value(), linear.value(), grad)
+        with control_dependencies(list(new)):  # every read is used before any variable is written
+            return group(*[assign(v, x, use_locking=self._use_locking) for v, x in zip((var, accum, linear), new)])
+
+    def _apply_sparse(self, grad, var):
+        from tfplus.ops import math_ops
+        from tfplus.ops.array_ops import gather, size
+        from tfplus.ops.sparse_training_ops import scatter_update
+        from tfplus.ops.special_math_ops import unique
+        rows, where = unique(grad.indices)
+        summed = math_ops.unsorted_segment_sum(grad.values, where, size(rows))
+        slots = (var, self.get_slot(var, "accum"), self.get_slot(var, "linear"))
+        new = self._ftrl(*[gather(v.value(), rows) for v in slots], summed)
+        with control_dependencies(list(new)):
+            return group(*[scatter_update(v, rows, x, use_locking=self._use_locking) for v, x in zip(slots, new)])
