@@ -272,7 +272,12 @@ def _flock(fd: int, path: str, flags: int, how: int) -> None:
 
 def _close_locked(fd: int) -> None:
     _held.pop(fd, None)
-    os.close(fd)  # (releases the lock)
+    # Unlocked before the close: a child forked meanwhile shares the open file (and so the lock) until its
+    # _drop_inherited_locks has run, which may come after the parent's next flock on it.
+    if fcntl is not None:
+        with contextlib.suppress(OSError):  # a file system without locks
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    os.close(fd)
 
 
 def _drop_inherited_locks() -> None:

@@ -39,13 +39,15 @@ def _plan(tg, feeds, reserves, monkeypatch, device="cpu", facts=None):
 
 def test_the_rows_of_the_cheapest_reserve_are_kept(monkeypatch):
     """Each reserve alone keeps other rows in other counts at other predicted costs; all of them tried, the plan is
-    the cheapest of those, and cheaper than the rows that fill the room beside each run's own bytes (reserve 1)."""
+    no dearer than the cheapest of those, and cheaper than the rows that fill the room beside each run's own bytes
+    (reserve 1). With several reserves the search also prices each one's rows shed in the segment order
+    (crossbatch.SEGMENTS, which a reserve alone does not try), so it may find rows cheaper than any reserve alone."""
     tg, feeds = _net()
     alone = {r: _plan(tg, feeds, (r,), monkeypatch) for r in (1, 2, 4)}
     chosen = _plan(tg, feeds, (1, 2, 4), monkeypatch)
     assert len({p.predicted_overhead for p in alone.values()}) == 3
     assert len({tuple(p.run_microbatches) for p in alone.values()}) == 3
-    assert chosen.predicted_overhead == min(p.predicted_overhead for p in alone.values())
+    assert chosen.predicted_overhead <= min(p.predicted_overhead for p in alone.values())
     assert chosen.predicted_overhead < alone[1].predicted_overhead
     assert chosen.fits and all(p.fits for p in alone.values())
 
