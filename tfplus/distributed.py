@@ -18,8 +18,9 @@ batch B (a loss that averages over the batch), up to float rounding.
 Why ops in the step and not a hook between two runs: the all-reduces are ops (tfplus/ops/collective_ops.py) with host
 kernels on both devices, so a training step stays one Session.run (the planner plans it, the updates run in the
 same step, nothing goes through Python feeds; on opencl a planned step replays its recorded launches) and the step
-works unchanged on cpu and opencl. The gradients are grouped into buckets of about 1 MB (latency dominates small
-messages), whose all-reduces run on a communication thread while the backward pass goes on (DistributedOptimizer).
+works unchanged on cpu and opencl. The gradients are grouped into buckets of about 4 MB (each bucket costs the
+host a job, events and copies a step), whose all-reduces run on a communication thread while the backward pass
+goes on (DistributedOptimizer).
 The all-reduce ops take a bucket's gradients and give their sums, shaped as the variables, which the updates read
 (no ConcatV2 or SplitV in the step: on opencl the kernels pack a bucket with one launch); a gradient's weight decay
 term stays out of the all-reduce and is folded into the update, as in one process.
@@ -415,7 +416,7 @@ class DistributedOptimizer(WrapperOptimizer):
     """Wraps `optimizer`: compute_gradients averages the gradients over the ranks (`op=Sum`: adds them, for a loss
     each rank divides by the global batch's size); apply_gradients and the slots are `optimizer`'s.
 
-    The gradients are grouped into buckets of about `bucket_bytes` (default $TFPLUS_ALLREDUCE_BUCKET, else 1 MB), from
+    The gradients are grouped into buckets of about `bucket_bytes` (default $TFPLUS_ALLREDUCE_BUCKET, else 4 MB), from
     the last layer's to the first's, the order the backward pass computes them in; MpiAllreduceStart takes a
     bucket's gradients and MpiAllreduceWait gives their sums (one flat buffer on the host; on opencl one packing
     launch and one copy each way). With `op=Average` a gradient that is weight decay's AddN(Mul(w, wd), g) has only g
@@ -530,9 +531,11 @@ def _reduce_alone() -> bool:
     return os.environ.get("TFPLUS_ALLREDUCE_ALONE", "0") not in ("", "0")
 
 
-# Gradient bytes per all-reduce bucket by default: small enough that a convnet's dense layers (reduced first) and its
-# convolutions (computed after them) fall into different buckets, large enough that MPI's per-call latency stays small.
-BUCKET_BYTES = 1 << 20
+# Gradient bytes per all-reduce bucket by default. Each bucket costs each rank's host a job, events and copies a
+# step, and a replayed GPU step is host-bound: on two H200s, Mentee's ~2.8 MB of gradients in 4 MB buckets trained at
+# 1.22-1.24x one GPU's images/s, in the five buckets of "4KB,64KB,1MB" at 0.90-0.99x (BENCHMARKS.md, stop 51). Larger
+# models still overlap their all-reduces with the backward pass (PyTorch DDP's default is 25 MB, Horovod's 64 MB).
+BUCKET_BYTES = 4 << 20
 
 
 def _bucket_sizes(spec: int | str | tuple, what: str) -> int | tuple[int, ...]:
