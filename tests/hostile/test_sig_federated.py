@@ -71,7 +71,7 @@ def test_rays_processes_outlive_a_hangup_to_the_process_group():
     it ended: the round in flight failed after Ray's 60 s wait for its GCS, with status 1 and Ray's log line
     instead of the stop after the round (the signal sweep's federated runs). They start with it blocked, as Ray
     blocks SIGINT there; the simulation's own thread does not block it after the start."""
-    ray = pytest.importorskip("ray")
+    ray = pytest.importorskip("ray", reason="Ray comes with the federated extra: pip install \"tfplus[federated]\"")
     assert not ray.is_initialized()
     flower._start_ray(flower.Federation(synthetic=True, clients=2, cpus=1))
     try:
