@@ -301,7 +301,7 @@ def _stopped_by_signals(program: bool):
     one (nohup's SIGHUP) stays ignored, and a caller's own handler is left as it is. Yields {"code": the command's
     exit status, once known}: for the process's command (`program`), one that comes after the command, while
     Python ends the process (~0.5 s: its threads, atexit, modules), ends it at once with that status (by their
-    default action it died with no line and 128 + the signal, its work done)."""
+    default action it died with no line and 128 + the signal, its work done); so does a Ctrl-C then."""
     from tfplus.engine.signals import raise_stopped
     status: dict = {"code": None}
     old = {}
@@ -315,6 +315,10 @@ def _stopped_by_signals(program: bool):
     finally:
         for s, handler in old.items():
             signal.signal(s, functools.partial(_exit_ended, status) if program else handler)
+        # Ctrl-C after the command too: Python's KeyboardInterrupt there (in atexit, or joining threads) ended the
+        # process by SIGINT, its work done, with no line.
+        if program and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            signal.signal(signal.SIGINT, functools.partial(_exit_ended, status))
 
 
 def _exit_ended(status: dict, signum: int, frame) -> None:
