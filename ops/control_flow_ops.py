@@ -89,6 +89,9 @@ class FuncGraph(Graph):
         self.captured: list[Tensor] = []  # outer-graph tensors (in self.outer), one per capture placeholder
         self.capture_placeholders: list[Tensor] = []
         self._captures: dict[Tensor, Tensor] = {}  # any enclosing graph's tensor -> its placeholder here
+        # TF1 builds a loop's or cond's body in the graph itself: get_variable(reuse=True) there (a layer object
+        # called again in the body) finds the variables the graph holds.
+        self._var_store = outer._var_store
 
     @property
     def outer_graphs(self) -> tuple:
