@@ -1,6 +1,6 @@
-"""tf.distributions (TF1's tf.compat.v1.distributions): Normal, Bernoulli, Categorical and Uniform with sample,
-log_prob, prob, cdf, entropy, mean, mode, stddev and variance, and kl_divergence between two of a kind, each
-written with TF's formulas (tensorflow/python/ops/distributions/) from registered ops, so gradients flow through
+"""tf.distributions (TF1's tf.compat.v1.distributions): Normal, Bernoulli, Categorical, Uniform, Gamma, Exponential,
+Beta, Dirichlet, Laplace, StudentT and Multinomial with sample, log_prob, prob, cdf, entropy, mean, mode, stddev and
+variance, and kl_divergence between two of a kind (Gamma, Beta and Dirichlet too), each written with TF's formulas (tensorflow/python/ops/distributions/) from registered ops, so gradients flow through
 their parameters and reparameterized samples.
 
     import tfplus as tf
@@ -12,14 +12,17 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from tfplus import dtypes as _dt
 from tfplus.framework import Tensor, convert_to_tensor, name_scope
 from tfplus.nn_impl import sigmoid_cross_entropy_with_logits
 from tfplus.ops import array_ops, math_ops, nn_ops, random_ops, special_math_ops
 from tfplus.tensor_shape import TensorShape
 
-__all__ = ["Distribution", "Normal", "Bernoulli", "Categorical", "Uniform", "kl_divergence",
-           "FULLY_REPARAMETERIZED", "NOT_REPARAMETERIZED", "ReparameterizationType"]
+__all__ = ["Distribution", "Normal", "Bernoulli", "Categorical", "Uniform", "Gamma", "Exponential", "Beta",
+           "Dirichlet", "Laplace", "StudentT", "Multinomial", "kl_divergence", "FULLY_REPARAMETERIZED",
+           "NOT_REPARAMETERIZED", "ReparameterizationType"]
 
 
 class ReparameterizationType:
@@ -411,6 +414,363 @@ class Categorical(Distribution):
         raise NotImplementedError("Categorical: variance is not implemented (as in TF1)")
 
 
+def _batch_n_shape(n, batch_shape_tensor):
+    """[n] + the batch shape, n a Python int or a scalar tensor."""
+    return array_ops.concat([[n] if not isinstance(n, Tensor) else array_ops.reshape(n, [1]), batch_shape_tensor], 0)
+
+
+def _nan_where(condition, value, allow_nan_stats: bool, what: str):
+    """TF's allow_nan_stats: NaN where `condition` holds (a statistic undefined there); without it, an error."""
+    if not allow_nan_stats:
+        raise NotImplementedError(f"{what} is undefined for some parameters; tfplus implements it with "
+                                  "allow_nan_stats=True only (NaN where undefined)")
+    return math_ops.where(condition, array_ops.fill(array_ops.shape(value), math.nan) * array_ops.ones_like(value),
+                          value)
+
+
+class Gamma(Distribution):
+    """The gamma distribution of `concentration` (shape) and `rate` (inverse scale); samples reparameterized."""
+
+    def __init__(self, concentration, rate, validate_args=False, allow_nan_stats=True, name="Gamma"):
+        with name_scope(name) as scope:
+            params = _floats("Gamma", concentration=concentration, rate=rate)
+            self._concentration = array_ops.identity(params["concentration"], name="concentration")
+            self._rate = array_ops.identity(params["rate"], name="rate")
+        super().__init__(self._concentration.dtype, FULLY_REPARAMETERIZED, validate_args, allow_nan_stats,
+                         {"concentration": concentration, "rate": rate}, scope.rstrip("/"))
+
+    concentration = property(lambda self: self._concentration)
+    rate = property(lambda self: self._rate)
+
+    def _batch_shape(self):
+        return _static_broadcast(self._concentration, self._rate)
+
+    def _batch_shape_tensor(self):
+        return array_ops.shape(self._concentration + self._rate)
+
+    def _sample_n(self, n, seed=None):
+        return random_ops.random_gamma([n] if not isinstance(n, Tensor) else array_ops.reshape(n, [1]),
+                                       self._concentration, self._rate, dtype=self._dtype, seed=seed)
+
+    def _log_prob(self, x):
+        log_unnormalized = special_math_ops.xlogy(self._concentration - 1.0, x) - self._rate * x
+        return log_unnormalized - (special_math_ops.lgamma(self._concentration)
+                                   - self._concentration * math_ops.log(self._rate))
+
+    def _entropy(self):
+        c = self._concentration
+        return c - math_ops.log(self._rate) + special_math_ops.lgamma(c) + (1.0 - c) * special_math_ops.digamma(c)
+
+    def _mean(self):
+        return self._concentration / self._rate
+
+    def _variance(self):
+        return self._concentration / math_ops.square(self._rate)
+
+    def _mode(self):
+        mode = (self._concentration - 1.0) / self._rate
+        return _nan_where(self._concentration < 1.0, mode, self._allow_nan_stats, "Gamma's mode")
+
+
+class Exponential(Gamma):
+    """The exponential distribution of `rate`: Gamma(1, rate), as TF derives it."""
+
+    def __init__(self, rate, validate_args=False, allow_nan_stats=True, name="Exponential"):
+        rate = _floats("Exponential", rate=rate)["rate"]
+        super().__init__(array_ops.ones_like(rate), rate, validate_args, allow_nan_stats, name)
+        self._parameters = {"rate": rate}
+
+    def _sample_n(self, n, seed=None):
+        # TF's: -log(U) / rate with U uniform on [tiny, 1)
+        tiny = float(np.finfo(self._dtype.as_numpy_dtype).tiny)
+        u = random_ops.random_uniform(_batch_n_shape(n, self.batch_shape_tensor()), minval=tiny, maxval=1.0,
+                                      dtype=self._dtype, seed=seed)
+        return -math_ops.log(u) / self._rate
+
+    def _log_prob(self, x):
+        return math_ops.log(self._rate) - self._rate * x
+
+
+class Beta(Distribution):
+    """The beta distribution on (0, 1) of concentration1 (alpha) and concentration0 (beta); samples by two
+    gammas, reparameterized."""
+
+    def __init__(self, concentration1=None, concentration0=None, validate_args=False, allow_nan_stats=True,
+                 name="Beta"):
+        with name_scope(name) as scope:
+            params = _floats("Beta", concentration1=concentration1, concentration0=concentration0)
+            self._concentration1 = array_ops.identity(params["concentration1"], name="concentration1")
+            self._concentration0 = array_ops.identity(params["concentration0"], name="concentration0")
+            self._total_concentration = self._concentration1 + self._concentration0
+        super().__init__(self._concentration1.dtype, FULLY_REPARAMETERIZED, validate_args, allow_nan_stats,
+                         {"concentration1": concentration1, "concentration0": concentration0}, scope.rstrip("/"))
+
+    concentration1 = property(lambda self: self._concentration1)
+    concentration0 = property(lambda self: self._concentration0)
+    total_concentration = property(lambda self: self._total_concentration)
+
+    def _batch_shape(self):
+        return self._total_concentration.shape
+
+    def _batch_shape_tensor(self):
+        return array_ops.shape(self._total_concentration)
+
+    def _sample_n(self, n, seed=None):
+        ones = array_ops.ones_like(self._total_concentration)
+        shape = [n] if not isinstance(n, Tensor) else array_ops.reshape(n, [1])
+        gamma1 = random_ops.random_gamma(shape, self._concentration1 * ones, dtype=self._dtype, seed=seed)
+        gamma2 = random_ops.random_gamma(shape, self._concentration0 * ones, dtype=self._dtype, seed=seed)
+        return gamma1 / (gamma1 + gamma2)
+
+    def _log_normalization(self):
+        return special_math_ops.lbeta(array_ops.stack([self._concentration1 * array_ops.ones_like(
+            self._total_concentration), self._concentration0 * array_ops.ones_like(self._total_concentration)], -1))
+
+    def _log_prob(self, x):
+        return (special_math_ops.xlogy(self._concentration1 - 1.0, x)
+                + special_math_ops.xlog1py(self._concentration0 - 1.0, -x) - self._log_normalization())
+
+    def _entropy(self):
+        digamma = special_math_ops.digamma
+        return (self._log_normalization() - (self._concentration1 - 1.0) * digamma(self._concentration1)
+                - (self._concentration0 - 1.0) * digamma(self._concentration0)
+                + (self._total_concentration - 2.0) * digamma(self._total_concentration))
+
+    def _mean(self):
+        return self._concentration1 / self._total_concentration
+
+    def _variance(self):
+        mean = self._mean()
+        return mean * (1.0 - mean) / (1.0 + self._total_concentration)
+
+    def _mode(self):
+        mode = (self._concentration1 - 1.0) / (self._total_concentration - 2.0)
+        undefined = math_ops.logical_or(self._concentration1 <= 1.0, self._concentration0 <= 1.0)
+        return _nan_where(undefined, mode, self._allow_nan_stats, "Beta's mode")
+
+
+class Dirichlet(Distribution):
+    """The Dirichlet distribution over the simplex of the last axis of `concentration` (its event shape)."""
+
+    def __init__(self, concentration, validate_args=False, allow_nan_stats=True, name="Dirichlet"):
+        with name_scope(name) as scope:
+            params = _floats("Dirichlet", concentration=concentration)
+            self._concentration = array_ops.identity(params["concentration"], name="concentration")
+            self._total_concentration = math_ops.reduce_sum(self._concentration, -1)
+        if self._concentration.shape.ndims == 0:
+            raise ValueError(f"tf.distributions.Dirichlet '{scope.rstrip('/')}': concentration must have rank >= 1")
+        super().__init__(self._concentration.dtype, FULLY_REPARAMETERIZED, validate_args, allow_nan_stats,
+                         {"concentration": concentration}, scope.rstrip("/"))
+
+    concentration = property(lambda self: self._concentration)
+    total_concentration = property(lambda self: self._total_concentration)
+
+    @property
+    def event_shape(self) -> TensorShape:
+        return self._concentration.shape[-1:]
+
+    def event_shape_tensor(self, name="event_shape_tensor") -> Tensor:
+        return array_ops.shape(self._concentration)[-1:]
+
+    def _batch_shape(self):
+        return self._total_concentration.shape
+
+    def _batch_shape_tensor(self):
+        return array_ops.shape(self._total_concentration)
+
+    def _sample_n(self, n, seed=None):
+        gamma = random_ops.random_gamma([n] if not isinstance(n, Tensor) else array_ops.reshape(n, [1]),
+                                        self._concentration, dtype=self._dtype, seed=seed)
+        return gamma / math_ops.reduce_sum(gamma, -1, keepdims=True)
+
+    def _log_prob(self, x):
+        return (math_ops.reduce_sum(special_math_ops.xlogy(self._concentration - 1.0, x), -1)
+                - special_math_ops.lbeta(self._concentration))
+
+    def _entropy(self):
+        k = math_ops.cast(array_ops.shape(self._concentration)[-1], self._dtype)
+        digamma = special_math_ops.digamma
+        return (special_math_ops.lbeta(self._concentration)
+                + (self._total_concentration - k) * digamma(self._total_concentration)
+                - math_ops.reduce_sum((self._concentration - 1.0) * digamma(self._concentration), -1))
+
+    def _mean(self):
+        return self._concentration / array_ops.expand_dims(self._total_concentration, -1)
+
+    def _variance(self):
+        scale = array_ops.expand_dims(self._total_concentration, -1)
+        x = self._concentration / scale
+        return x * (1.0 - x) / (1.0 + scale)
+
+    def _mode(self):
+        k = math_ops.cast(array_ops.shape(self._concentration)[-1], self._dtype)
+        mode = (self._concentration - 1.0) / (array_ops.expand_dims(self._total_concentration, -1) - k)
+        return _nan_where(math_ops.reduce_any(self._concentration <= 1.0, -1, keepdims=True) &
+                          array_ops.ones_like(mode, dtype=_dt.bool_), mode, self._allow_nan_stats, "Dirichlet's mode")
+
+
+class Laplace(Distribution):
+    """The Laplace distribution of `loc` and `scale`: density exp(-|x - loc| / scale) / (2 scale)."""
+
+    def __init__(self, loc, scale, validate_args=False, allow_nan_stats=True, name="Laplace"):
+        with name_scope(name) as scope:
+            params = _floats("Laplace", loc=loc, scale=scale)
+            self._loc = array_ops.identity(params["loc"], name="loc")
+            self._scale = array_ops.identity(params["scale"], name="scale")
+        super().__init__(self._loc.dtype, FULLY_REPARAMETERIZED, validate_args, allow_nan_stats,
+                         {"loc": loc, "scale": scale}, scope.rstrip("/"))
+
+    loc = property(lambda self: self._loc)
+    scale = property(lambda self: self._scale)
+
+    def _batch_shape(self):
+        return _static_broadcast(self._loc, self._scale)
+
+    def _batch_shape_tensor(self):
+        return array_ops.shape(self._loc + self._scale)
+
+    def _sample_n(self, n, seed=None):
+        # TF's: U uniform on (-1, 1), loc - scale * sign(U) * log(1 - |U|)
+        tiny = float(np.finfo(self._dtype.as_numpy_dtype).tiny)
+        u = random_ops.random_uniform(_batch_n_shape(n, self.batch_shape_tensor()), minval=tiny - 1.0,
+                                      maxval=1.0, dtype=self._dtype, seed=seed)
+        return self._loc - self._scale * math_ops.sign(u) * math_ops.log1p(-math_ops.abs(u))
+
+    def _log_prob(self, x):
+        return -math_ops.abs(x - self._loc) / self._scale - (math.log(2.0) + math_ops.log(self._scale))
+
+    def _cdf(self, x):
+        z = (x - self._loc) / self._scale
+        return 0.5 - 0.5 * math_ops.sign(z) * special_math_ops.expm1(-math_ops.abs(z))
+
+    def _entropy(self):
+        scale = self._scale * array_ops.ones_like(self._loc)
+        return math.log(2.0) + 1.0 + math_ops.log(scale)
+
+    def _mean(self):
+        return self._loc * array_ops.ones_like(self._scale)
+
+    _mode = _mean
+
+    def _variance(self):
+        return 2.0 * math_ops.square(self._scale * array_ops.ones_like(self._loc))
+
+
+class StudentT(Distribution):
+    """Student's t distribution of `df` degrees of freedom, `loc` and `scale`."""
+
+    def __init__(self, df, loc, scale, validate_args=False, allow_nan_stats=True, name="StudentT"):
+        with name_scope(name) as scope:
+            params = _floats("StudentT", df=df, loc=loc, scale=scale)
+            self._df = array_ops.identity(params["df"], name="df")
+            self._loc = array_ops.identity(params["loc"], name="loc")
+            self._scale = array_ops.identity(params["scale"], name="scale")
+        super().__init__(self._df.dtype, FULLY_REPARAMETERIZED, validate_args, allow_nan_stats,
+                         {"df": df, "loc": loc, "scale": scale}, scope.rstrip("/"))
+
+    df = property(lambda self: self._df)
+    loc = property(lambda self: self._loc)
+    scale = property(lambda self: self._scale)
+
+    def _batch_shape(self):
+        return _static_broadcast(self._df, self._loc, self._scale)
+
+    def _batch_shape_tensor(self):
+        return array_ops.shape(self._df + self._loc + self._scale)
+
+    def _ones(self):
+        return array_ops.ones(self.batch_shape_tensor(), dtype=self._dtype)
+
+    def _sample_n(self, n, seed=None):
+        # TF's: N(0, 1) * rsqrt(Gamma(df / 2, 1 / 2) / df), then scaled and shifted
+        shape = _batch_n_shape(n, self.batch_shape_tensor())
+        normal = random_ops.random_normal(shape, dtype=self._dtype, seed=seed)
+        df = self._df * self._ones()
+        gamma = random_ops.random_gamma([n] if not isinstance(n, Tensor) else array_ops.reshape(n, [1]),
+                                        0.5 * df, beta=0.5, dtype=self._dtype, seed=seed)
+        return normal * math_ops.rsqrt(gamma / df) * self._scale + self._loc
+
+    def _log_prob(self, x):
+        y = (x - self._loc) / self._scale
+        log_unnormalized = -0.5 * (self._df + 1.0) * math_ops.log1p(math_ops.square(y) / self._df)
+        log_normalization = (math_ops.log(math_ops.abs(self._scale)) + 0.5 * math_ops.log(self._df)
+                             + 0.5 * math.log(math.pi) + special_math_ops.lgamma(0.5 * self._df)
+                             - special_math_ops.lgamma(0.5 * (self._df + 1.0)))
+        return log_unnormalized - log_normalization
+
+    def _entropy(self):
+        v = array_ops.expand_dims(self._ones(), -1)
+        beta_arg = array_ops.concat([v * array_ops.expand_dims(self._df, -1), v], -1) / 2.0
+        digamma = special_math_ops.digamma
+        return (math_ops.log(math_ops.abs(self._scale)) + 0.5 * math_ops.log(self._df)
+                + special_math_ops.lbeta(beta_arg)
+                + 0.5 * (self._df + 1.0) * (digamma(0.5 * (self._df + 1.0)) - digamma(0.5 * self._df)))
+
+    def _mean(self):
+        mean = self._loc * self._ones()
+        return _nan_where(self._df * self._ones() <= 1.0, mean, self._allow_nan_stats, "StudentT's mean (df <= 1)")
+
+    def _mode(self):
+        return self._loc * self._ones()
+
+    def _variance(self):
+        df = self._df * self._ones()
+        var = math_ops.square(self._scale) * self._ones() * df / (df - 2.0)
+        var = math_ops.where(df > 2.0, var, array_ops.fill(array_ops.shape(var), math.inf) * array_ops.ones_like(var))
+        return _nan_where(df <= 1.0, var, self._allow_nan_stats, "StudentT's variance (df <= 1)")
+
+
+class Multinomial(Distribution):
+    """Counts of `total_count` draws among the last axis' classes, with probabilities probs = softmax(logits)."""
+
+    def __init__(self, total_count, logits=None, probs=None, validate_args=False, allow_nan_stats=True,
+                 name="Multinomial"):
+        with name_scope(name) as scope:
+            self._logits, self._probs = _logits_and_probs("Multinomial", logits, probs, True)
+            self._total_count = convert_to_tensor(total_count, dtype=self._probs.dtype, name="total_count")
+            self._mean_val = array_ops.expand_dims(self._total_count, -1) * self._probs
+        super().__init__(self._probs.dtype, NOT_REPARAMETERIZED, validate_args, allow_nan_stats,
+                         {"total_count": total_count, "logits": logits, "probs": probs}, scope.rstrip("/"))
+
+    total_count = property(lambda self: self._total_count)
+    logits = property(lambda self: self._logits)
+    probs = property(lambda self: self._probs)
+
+    @property
+    def event_shape(self) -> TensorShape:
+        return self._mean_val.shape[-1:]
+
+    def event_shape_tensor(self, name="event_shape_tensor") -> Tensor:
+        return array_ops.shape(self._mean_val)[-1:]
+
+    def _batch_shape(self):
+        return self._mean_val.shape[:-1]
+
+    def _batch_shape_tensor(self):
+        return array_ops.shape(self._mean_val)[:-1]
+
+    def _sample_n(self, n, seed=None):
+        raise NotImplementedError(f"tf.distributions.Multinomial '{self._name}': sample is not implemented in "
+                                  "tfplus; draw a tf.distributions.Categorical total_count times and sum the draws' "
+                                  "tf.one_hot")
+
+    def _log_prob(self, counts):
+        counts = math_ops.cast(counts, self._dtype)
+        log_unnormalized = math_ops.reduce_sum(counts * nn_ops.log_softmax(self._logits), -1)
+        log_combinations = (special_math_ops.lgamma(self._total_count + 1.0)
+                            - math_ops.reduce_sum(special_math_ops.lgamma(counts + 1.0), -1))
+        return log_unnormalized + log_combinations
+
+    def _mean(self):
+        return array_ops.identity(self._mean_val)
+
+    def _variance(self):
+        return self._mean_val * (1.0 - self._probs)
+
+    def _mode(self):
+        raise NotImplementedError("Multinomial: mode is not implemented (as in TF1)")
+
+
 # -- KL divergences: one per pair of classes, found along both classes' MROs as TF's registry finds them ------
 def _kl_normal_normal(a: Normal, b: Normal):
     """KL(N(a) || N(b)) = (mu_a - mu_b)^2 / (2 s_b^2) + (s_a^2 / s_b^2 - 1) / 2 - log(s_a / s_b)"""
@@ -432,12 +792,38 @@ def _kl_categorical_categorical(a: Categorical, b: Categorical):
     return math_ops.reduce_sum(nn_ops.softmax(a.logits) * delta_log_probs, axis=-1)
 
 
+def _kl_gamma_gamma(a: Gamma, b: Gamma):
+    """KL = (c_a - c_b) psi(c_a) + lgamma(c_b) - lgamma(c_a) + c_b log(r_a / r_b) + c_a (r_b / r_a - 1)"""
+    ca, cb, ra, rb = a.concentration, b.concentration, a.rate, b.rate
+    return ((ca - cb) * special_math_ops.digamma(ca) + special_math_ops.lgamma(cb) - special_math_ops.lgamma(ca)
+            + cb * math_ops.log(ra) - cb * math_ops.log(rb) + ca * (rb / ra - 1.0))
+
+
+def _kl_beta_beta(a: Beta, b: Beta):
+    """KL = log B(b) - log B(a) - psi(a1)(b1 - a1) - psi(a0)(b0 - a0) + psi(a1 + a0)(b1 + b0 - a1 - a0)"""
+    digamma = special_math_ops.digamma
+    return (b._log_normalization() - a._log_normalization()
+            - digamma(a.concentration1) * (b.concentration1 - a.concentration1)
+            - digamma(a.concentration0) * (b.concentration0 - a.concentration0)
+            + digamma(a.total_concentration) * (b.total_concentration - a.total_concentration))
+
+
+def _kl_dirichlet_dirichlet(a: Dirichlet, b: Dirichlet):
+    """KL = sum_k (a_k - b_k)(psi(a_k) - psi(sum a)) - log B(a) + log B(b)"""
+    digamma = special_math_ops.digamma
+    digamma_diff = digamma(a.concentration) - digamma(math_ops.reduce_sum(a.concentration, -1, keepdims=True))
+    return (math_ops.reduce_sum((a.concentration - b.concentration) * digamma_diff, -1)
+            - special_math_ops.lbeta(a.concentration) + special_math_ops.lbeta(b.concentration))
+
+
 _KL = {(Normal, Normal): _kl_normal_normal, (Bernoulli, Bernoulli): _kl_bernoulli_bernoulli,
-       (Categorical, Categorical): _kl_categorical_categorical}
+       (Categorical, Categorical): _kl_categorical_categorical, (Gamma, Gamma): _kl_gamma_gamma,
+       (Beta, Beta): _kl_beta_beta, (Dirichlet, Dirichlet): _kl_dirichlet_dirichlet}
 
 
 def kl_divergence(distribution_a, distribution_b, allow_nan_stats=True, name=None) -> Tensor:
-    """KL(a || b) for a pair of distributions tfplus has a formula for (Normal, Bernoulli, Categorical)."""
+    """KL(a || b) for a pair of distributions tfplus has a formula for (Normal, Bernoulli, Categorical, Gamma and
+    Exponential, Beta, Dirichlet)."""
     for ta in type(distribution_a).__mro__:
         for tb in type(distribution_b).__mro__:
             fn = _KL.get((ta, tb))
@@ -447,3 +833,8 @@ def kl_divergence(distribution_a, distribution_b, allow_nan_stats=True, name=Non
     raise NotImplementedError(f"tf.distributions.kl_divergence: no KL(distribution_a || distribution_b) registered "
                               f"for {type(distribution_a).__name__} and {type(distribution_b).__name__}; tfplus has "
                               f"{sorted(f'{a.__name__}-{b.__name__}' for a, b in _KL)}")
+
+
+from tfplus.unsupported import module_getattr as _module_getattr  # noqa: E402
+
+__getattr__ = _module_getattr(__name__, "tf.distributions")  # TF1's others: UnsupportedError, not AttributeError
