@@ -607,6 +607,7 @@ class GraphKeys:
     UPDATE_OPS = "update_ops"
     TRAIN_OP = "train_op"
     INIT_OP = "init_op"
+    TABLE_INITIALIZERS = "table_initializer"
     SAVERS = "savers"
     WEIGHTS = "weights"
     BIASES = "biases"

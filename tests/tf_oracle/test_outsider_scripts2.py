@@ -1131,3 +1131,46 @@ _REFUSED: dict = {}
                                   if n in _REFUSED else n for n in sorted(SCRIPTS)])
 def test_outsider_script_runs_as_in_tensorflow(tf1, name):
     check_against_tensorflow(tf1, run_script, name)
+
+
+def test_lookup_tables_as_tensorflow_fails_and_maps(tf1, tmp_path):
+    """TF1's contrib spellings of the vocabulary tables (index_table_from_tensor and _file, index_to_string_table_
+    from_tensor) map as TF's StaticHashTable of the same contents; a lookup before tables_initializer is TF's
+    FailedPreconditionError naming the lookup node; hashing out-of-vocabulary keys into buckets is refused."""
+    import tfplus
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("a\nb\nc\n")
+    keys = np.array([b"b", b"z", b"a"])
+
+    def tensorflow():
+        with tf1.Graph().as_default():
+            table = tf1.lookup.StaticHashTable(tf1.lookup.KeyValueTensorInitializer(
+                ["a", "b", "c"], tf1.constant([0, 1, 2], tf1.int64)), -1)
+            back = tf1.lookup.StaticHashTable(tf1.lookup.KeyValueTensorInitializer(
+                tf1.constant([0, 1, 2], tf1.int64), ["a", "b", "c"]), "UNK")
+            ids, words = table.lookup(tf1.constant(keys)), back.lookup(tf1.constant([2, 7], tf1.int64))
+            with tf1.Session() as sess:
+                with pytest.raises(tf1.errors.FailedPreconditionError, match="not initialized"):
+                    sess.run(ids)
+                sess.run(tf1.tables_initializer())
+                return sess.run([ids, ids, words])
+
+    def tfplus_contrib():
+        tf = tfplus
+        with tf.Graph().as_default():
+            table = tf.contrib.lookup.index_table_from_tensor(["a", "b", "c"])
+            from_file = tf.contrib.lookup.index_table_from_file(str(vocab))
+            back = tf.contrib.lookup.index_to_string_table_from_tensor(["a", "b", "c"])
+            ids, words = table.lookup(tf.constant(keys)), back.lookup(tf.constant([2, 7], tf.int64))
+            file_ids = from_file.lookup(tf.constant(keys))
+            with tf.Session() as sess:
+                with pytest.raises(tf.errors.FailedPreconditionError, match="LookupTableFindV2.*not initialized"):
+                    sess.run(ids)
+                sess.run(tf.tables_initializer())
+                return sess.run([ids, file_ids, words])
+    for want, got in zip(tensorflow(), tfplus_contrib()):
+        assert np.asarray(want).tolist() == np.asarray(got).tolist()
+    with pytest.raises(NotImplementedError, match="num_oov_buckets=2.*Fingerprint64"):
+        tfplus.contrib.lookup.index_table_from_tensor(["a"], num_oov_buckets=2)
+    with pytest.raises(UnsupportedError, match="tf.lookup.StaticVocabularyTable"):
+        tfplus.lookup.StaticVocabularyTable

@@ -35,10 +35,12 @@ utils = _namespace("tf.saved_model.utils", build_tensor_info=build_tensor_info,
 
 
 def tables_initializer(name: str = "init_all_tables"):
-    """tf.tables_initializer: tfplus has no lookup tables, so the op that initializes them all does nothing (SavedModel
-    scripts pass it as main_op / legacy_init_op)."""
-    from tfplus.ops.control_flow_ops import no_op
-    return no_op(name=name)
+    """tf.tables_initializer: the op running every lookup table's initializer (tfplus.lookup), a no-op without
+    tables (SavedModel scripts pass it as main_op / legacy_init_op)."""
+    from tfplus.framework import GraphKeys, get_default_graph
+    from tfplus.ops.control_flow_ops import group, no_op
+    initializers = get_default_graph().get_collection(GraphKeys.TABLE_INITIALIZERS)
+    return group(*initializers, name=name) if initializers else no_op(name=name)
 
 
 def _main_op():
