@@ -292,7 +292,8 @@ image.decode_png, image.encode_png, image.decode_image = _png.decode_png, _png.e
 from tfplus.data import queues as _queues  # noqa: E402
 from tfplus.data.queues import FixedLengthRecordReader, TextLineReader, TFRecordReader, WholeFileReader  # noqa: E402
 
-for _n in ("string_input_producer", "batch", "shuffle_batch", "Coordinator", "start_queue_runners"):
+for _n in ("string_input_producer", "range_input_producer", "input_producer", "slice_input_producer", "batch",
+           "shuffle_batch", "Coordinator", "start_queue_runners"):
     setattr(train, _n, getattr(_queues, _n))
 # tf.linalg with TF1's top-level linear algebra (tfplus.ops.linalg_ops).
 from tfplus.ops import linalg_ops as _linalg  # noqa: E402

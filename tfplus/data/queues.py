@@ -1,6 +1,7 @@
 """TF1's queue-based input pipelines, run without queues or threads: tf.train.string_input_producer gives the file
 names, a reader (tf.TFRecordReader, FixedLengthRecordReader, TextLineReader, WholeFileReader) reads one record a
-run, and tf.train.batch / shuffle_batch gather `batch_size` of them. Each is a host node (PyFunc); a batch node
+run (or slice_input_producer gives one row of in-memory tensors a run; range_input_producer and input_producer an
+index or a row each dequeue()), and tf.train.batch / shuffle_batch gather `batch_size` of them. Each is a host node (PyFunc); a batch node
 runs the reading part of the graph itself, batch_size times, in a session of its own, when it runs.
 start_queue_runners is kept for the scripts' sake: there are no runner threads to start or stop. Coordinator is
 TF1's, for the threads a script starts itself (join waits for them). The end of the input (num_epochs) is
@@ -22,9 +23,11 @@ from tfplus import dtypes as _dt
 from tfplus import errors
 from tfplus.framework import Tensor, convert_to_tensor, get_default_graph
 from tfplus.io import tfrecord
+from tfplus.ops import array_ops
 from tfplus.ops.host_ops import bytes_array, host_op
 
-__all__ = ["string_input_producer", "TFRecordReader", "FixedLengthRecordReader", "TextLineReader",
+__all__ = ["string_input_producer", "range_input_producer", "input_producer", "slice_input_producer",
+           "TFRecordReader", "FixedLengthRecordReader", "TextLineReader",
            "WholeFileReader", "batch", "shuffle_batch", "Coordinator", "start_queue_runners"]
 
 
@@ -50,12 +53,74 @@ class _FilenameQueue:
         self.lock = threading.Lock()
 
     def _epochs(self):
-        for _ in itertools.count() if self.num_epochs is None else range(self.num_epochs):
-            order = self._rng.permutation(len(self.names)) if self.shuffle else range(len(self.names))
-            yield from (self.names[i] for i in order)
+        yield from (self.names[i] for i in _epoch_order(len(self.names), self.num_epochs, self.shuffle, self._rng))
 
     def next_file(self) -> str | None:
         return next(self._order, None)
+
+
+def _epoch_order(n: int, num_epochs, shuffle: bool, rng):
+    """0..n-1 once an epoch (a new permutation each epoch when shuffled), num_epochs times (None: forever)."""
+    for _ in itertools.count() if num_epochs is None else range(num_epochs):
+        yield from (rng.permutation(n) if shuffle else range(n))
+
+
+def _static_rows(tensor, what: str) -> int:
+    n = tensor.shape.as_list()[0] if tensor.shape.ndims else None
+    if n is None:
+        raise ValueError(f"tf.train.{what}: the first dimension of {tensor.name} must be known (the number of rows "
+                         "to produce)")
+    return n
+
+
+class _RangeQueue:
+    """range_input_producer's and input_producer's "queue": each run of dequeue() gives the next index of
+    0..limit-1 (or the next row of `rows`), epoch after epoch; past num_epochs, tf.errors.OutOfRangeError."""
+
+    def __init__(self, limit: int, num_epochs, shuffle: bool, seed, what: str, rows=None):
+        graph_seed = get_default_graph().seed
+        self._order = _epoch_order(limit, num_epochs, shuffle,
+                                   np.random.default_rng(seed if seed is not None else graph_seed))
+        self._lock, self._what, self._rows = threading.Lock(), what, rows
+
+    def dequeue(self, name=None) -> Tensor:
+        def next_index():
+            with self._lock:
+                i = next(self._order, None)
+            if i is None:
+                raise errors.OutOfRangeError(None, None, f"tf.train.{self._what}: its num_epochs are done")
+            return [np.int32(i)]
+        (index,) = host_op(name or f"{self._what}_dequeue", next_index, [], [_dt.int32], [[]])
+        return index if self._rows is None else array_ops.gather(self._rows, index)
+
+
+def range_input_producer(limit, num_epochs=None, shuffle=True, seed=None, capacity=32, shared_name=None, name=None):
+    """A "queue" of the int32 indices 0..limit-1, one a dequeue() (see _RangeQueue)."""
+    from tfplus.framework import constant_value
+    value = constant_value(convert_to_tensor(limit))
+    if value is None:
+        raise ValueError("tf.train.range_input_producer: limit must be a constant")
+    return _RangeQueue(int(value), num_epochs, shuffle, seed, "range_input_producer")
+
+
+def input_producer(input_tensor, element_shape=None, num_epochs=None, shuffle=True, seed=None, capacity=32,
+                   shared_name=None, summary_name=None, name=None, cancel_op=None):
+    """A "queue" of the rows of `input_tensor`, one a dequeue()."""
+    rows = convert_to_tensor(input_tensor)
+    return _RangeQueue(_static_rows(rows, "input_producer"), num_epochs, shuffle, seed, "input_producer", rows)
+
+
+def slice_input_producer(tensor_list, num_epochs=None, shuffle=True, seed=None, capacity=32, shared_name=None,
+                         name=None) -> list:
+    """One row of every tensor in `tensor_list` (the same row of each) a run, as tf.train.batch takes them."""
+    tensors = [convert_to_tensor(t) for t in tensor_list]
+    if not tensors:
+        raise ValueError("tf.train.slice_input_producer: tensor_list is empty")
+    n = {_static_rows(t, "slice_input_producer") for t in tensors}
+    if len(n) != 1:
+        raise ValueError(f"tf.train.slice_input_producer: the tensors' first dimensions differ ({sorted(n)})")
+    index = _RangeQueue(n.pop(), num_epochs, shuffle, seed, "slice_input_producer").dequeue(name)
+    return [array_ops.gather(t, index) for t in tensors]
 
 
 def string_input_producer(string_tensor, num_epochs=None, shuffle=True, seed=None, capacity=32, shared_name=None,
