@@ -1,10 +1,10 @@
 """TF1's queue-based input pipelines, run without queues or threads: tf.train.string_input_producer gives the file
 names, a reader (tf.TFRecordReader, FixedLengthRecordReader, TextLineReader, WholeFileReader) reads one record a
 run (or slice_input_producer gives one row of in-memory tensors a run; range_input_producer and input_producer an
-index or a row each dequeue()), and tf.train.batch / shuffle_batch gather `batch_size` of them. Each is a host node (PyFunc); a batch node
-runs the reading part of the graph itself, batch_size times, in a session of its own, when it runs.
-start_queue_runners is kept for the scripts' sake: there are no runner threads to start or stop. Coordinator is
-TF1's, for the threads a script starts itself (join waits for them). The end of the input (num_epochs) is
+index or a row each dequeue()), and tf.train.batch / shuffle_batch gather `batch_size` of them. Each is a host node
+(PyFunc); a batch node runs the reading part of the graph itself, batch_size times, in a session of its own, when
+it runs. start_queue_runners is kept for the scripts' sake: there are no runner threads to start or stop.
+Coordinator is TF1's, for the threads a script starts itself (join waits for them). The end of the input (num_epochs) is
 tf.errors.OutOfRangeError, as in TensorFlow.
 
     queue = tf.train.string_input_producer(["train.tfrecord"], num_epochs=2, shuffle=False)
