@@ -13,7 +13,7 @@ import tempfile
 import numpy as np
 import pytest
 from test_outsider_scripts import _steps
-from tutorials import Feeder, _session_run, _trained, check_against_tensorflow, data, one_hot_np
+from tutorials import Feeder, _session_run, _trained, check_against_tensorflow, data
 
 from tfplus.unsupported import UnsupportedError
 
@@ -338,7 +338,8 @@ def beta_policy_gradient(tf, feeder):
     feed = {obs: xs, actions: acts * 1.8 - 0.9, advantages: adv, old_a: oa + 1.0, old_b: 2.0 - oa}
     sess = _session_run(tf, feeder)
     out = _steps(tf, sess, [train_op, loss, entropy], feed)
-    out["kl"], out["mean"], out["variance"], out["mode"] = sess.run([kl, policy.mean(), policy.variance(), policy.mode()], feed)
+    stats = [kl, policy.mean(), policy.variance(), policy.mode()]
+    out["kl"], out["mean"], out["variance"], out["mode"] = sess.run(stats, feed)
     return _trained(tf, sess, out)
 
 
@@ -1173,4 +1174,46 @@ def test_lookup_tables_as_tensorflow_fails_and_maps(tf1, tmp_path):
     with pytest.raises(NotImplementedError, match="num_oov_buckets=2.*Fingerprint64"):
         tfplus.contrib.lookup.index_table_from_tensor(["a"], num_oov_buckets=2)
     with pytest.raises(UnsupportedError, match="tf.lookup.StaticVocabularyTable"):
-        tfplus.lookup.StaticVocabularyTable
+        tfplus.lookup.StaticVocabularyTable(None, 1)
+
+
+def test_dataset_windows_groups_and_padded_scalars_as_tensorflow(tf1):
+    """The grouping transformations give TensorFlow's elements: window with shift and stride (the short last
+    windows kept, then dropped), enumerate, unbatch, shard, group_by_window by window_size_func, and padded_batch
+    of a sequence beside a scalar label (the scalar is not padded)."""
+    import tfplus
+
+    def pipelines(tf):
+        ds = tf.data.Dataset.range(7)
+        seqs = tf.data.Dataset.from_generator(lambda: ([1] * n for n in (2, 3, 1, 4)), tf.int32,
+                                              tf.TensorShape([None]))
+        labelled = tf.data.Dataset.zip((seqs, tf.data.Dataset.range(4)))
+        return {
+            "window": ds.window(3, shift=2, stride=2).flat_map(lambda w: w.batch(3)),
+            "window_drop": ds.window(3, shift=2, drop_remainder=True).flat_map(lambda w: w.batch(3)),
+            "window_pairs": tf.data.Dataset.zip((ds, ds.map(lambda v: v * 10))).window(2).flat_map(
+                lambda a, b: tf.data.Dataset.zip((a.batch(2), b.batch(2)))).map(lambda a, b: a + b),
+            "enumerate": ds.skip(4).enumerate(start=3).map(lambda i, v: i * 100 + v),
+            "unbatch": ds.batch(3).unbatch().shard(2, 1),
+            "group": ds.apply(tf.data.experimental.group_by_window(
+                lambda v: v % 2, lambda key, w: w.batch(2), window_size_func=lambda key: key + 2)).map(
+                lambda b: tf.reduce_sum(b) * 10 + tf.cast(tf.size(b), tf.int64)),
+            "padded": labelled.padded_batch(2, (tf.TensorShape([None]), tf.TensorShape([]))).map(
+                lambda s, label: tf.reduce_sum(s, 1) * 10 + tf.cast(label, tf.int32)),
+        }
+
+    def run(tf):
+        with tf.Graph().as_default():
+            nexts = {k: tf.data.make_one_shot_iterator(d).get_next() for k, d in pipelines(tf).items()}
+            out = {}
+            with tf.Session() as sess:
+                for k, t in nexts.items():
+                    out[k] = []
+                    try:
+                        while True:
+                            out[k].append(np.asarray(sess.run(t)).tolist())
+                    except tf.errors.OutOfRangeError:
+                        pass
+            return out
+    want, got = run(tf1), run(tfplus)
+    assert got == want

@@ -46,10 +46,11 @@ __all__ = [
 ]
 
 from tfplus.data import experimental_ops as _experimental  # noqa: E402
+from tfplus.data import window_ops as _window  # noqa: E402
 from tfplus.unsupported import namespace as _namespace  # noqa: E402
 
-experimental = _namespace("tf.data.experimental", AUTOTUNE=AUTOTUNE, **{n: getattr(_experimental, n)
-                                                                       for n in _experimental.__all__})
+experimental = _namespace("tf.data.experimental", AUTOTUNE=AUTOTUNE,
+                          **{n: getattr(m, n) for m in (_experimental, _window) for n in m.__all__})
 
 # TF1's tf.data names tfplus lacks raise UnsupportedError.
 from tfplus.unsupported import module_getattr as _module_getattr  # noqa: E402

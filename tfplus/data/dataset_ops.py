@@ -1,6 +1,6 @@
 """TF1's tf.data for graph-mode scripts: Dataset (from_tensor_slices, from_tensors, range, zip, from_generator,
-list_files; map, batch, shuffle, repeat, take, skip, filter, prefetch, cache, interleave, flat_map, apply) and its
-iterators.
+list_files; map, batch, shuffle, repeat, take, skip, filter, prefetch, cache, interleave, flat_map, apply; window,
+enumerate, unbatch, shard in tfplus.data.window_ops) and its iterators.
 
 A dataset is a host-side description; its elements are NumPy values made on the host. An iterator's get_next() is
 a PyFunc node (tfplus.ops.script_ops) that returns the next element, and raises tf.errors.OutOfRangeError past the
@@ -187,6 +187,23 @@ class Dataset:
 
     def flat_map(self, map_func) -> Dataset:
         return self.interleave(map_func, cycle_length=1)
+
+    def window(self, size: int, shift=None, stride: int = 1, drop_remainder: bool = False) -> Dataset:
+        from tfplus.data.window_ops import Window
+        return Window(self, size, shift, stride, drop_remainder)
+
+    def enumerate(self, start: int = 0) -> Dataset:
+        from tfplus.data.window_ops import Enumerate
+        return Enumerate(self, start)
+
+    def unbatch(self) -> Dataset:
+        from tfplus.data.window_ops import Unbatch
+        return Unbatch(self)
+
+    def shard(self, num_shards: int, index: int) -> Dataset:
+        if not 0 <= int(index) < int(num_shards):
+            raise ValueError(f"tf.data.Dataset.shard: index {index} must be in [0, num_shards={num_shards})")
+        return _Stage(self, lambda it, values: itertools.islice(it, int(index), None, int(num_shards)))
 
     def apply(self, transformation_func) -> Dataset:
         return transformation_func(self)
@@ -376,7 +393,9 @@ class _Batch(_Derived):
         pads = self._pads[k] if self._pads[k] is not None else [None] * column[0].ndim
         target = [d if d is not None else max(v.shape[i] for v in column) for i, d in enumerate(pads)]
         fill = np.asarray(self._fill[k]).astype(column[0].dtype)
-        return [np.pad(v, [(0, t - n) for t, n in zip(target, v.shape)], constant_values=fill) for v in column]
+        # NOTE: np.pad refuses a scalar component (no dimension to pad): it stays as it is
+        return [np.pad(v, [(0, t - n) for t, n in zip(target, v.shape)], constant_values=fill) if v.ndim else v
+                for v in column]
 
 
 class _Shuffle(_Derived):
@@ -411,7 +430,9 @@ def trace(dataset: Dataset, fn: Callable) -> tuple[Graph, list, object]:
     graph = Graph()
     graph.seed = get_default_graph().seed
     with graph.as_default():
-        args = [_placeholder_for(s, f"arg{i}") for i, s in enumerate(_flatten(dataset._structure))]
+        # a window's components are datasets (window_ops.Rows): the function gets them as they are
+        args = [s if isinstance(s, Dataset) else _placeholder_for(s, f"arg{i}")
+                for i, s in enumerate(_flatten(dataset._structure))]
         arg = _pack(dataset._structure, iter(args))
         result = fn(*arg) if isinstance(arg, tuple) and not hasattr(arg, "_fields") else fn(arg)
     return graph, args, result

@@ -61,14 +61,16 @@ class Interleave(_Derived):
         self._inner, self._structure, self._session = inner, inner._structure, None
 
     def _values_for(self, element) -> dict:
+        parts = list(zip(self._args, _flatten(element)))
+        rows = {id(a): v for a, v in parts if isinstance(a, Dataset)}   # a window's components: their elements
         captured = self._inner._captured()
         if not captured:
-            return {}
+            return rows
         if self._session is None:
             from tfplus.engine.session import Session  # the interleave's own session, made when it first runs
             self._session = Session(graph=self._graph)
-        values = self._session.run(captured, dict(zip(self._args, _flatten(element))))
-        return {id(t): v for t, v in zip(captured, values)}
+        values = self._session.run(captured, {a: v for a, v in parts if not isinstance(a, Dataset)})
+        return {**rows, **{id(t): v for t, v in zip(captured, values)}}
 
     def _elements(self, values):
         sources = (lambda e=e: self._inner._elements(self._values_for(e)) for e in self._inputs[0]._elements(values))
