@@ -70,6 +70,13 @@ ALTERNATIVES = {
     "tf.train.Server": None,
     "tf.train.ClusterSpec": None,
     "tf.train.QueueRunner": "a tf.data pipeline (tf.data.TFRecordDataset, TextLineDataset, FixedLengthRecordDataset)",
+    # A session's steps take turns (one at a time per device), so a dequeue waiting inside a step for another
+    # thread's enqueue would wait forever: queues of one's own are refused.
+    **dict.fromkeys(("tf.FIFOQueue", "tf.PaddingFIFOQueue", "tf.RandomShuffleQueue", "tf.PriorityQueue",
+                     "tf.QueueBase", "tf.queue.FIFOQueue", "tf.queue.PaddingFIFOQueue",
+                     "tf.queue.RandomShuffleQueue", "tf.train.add_queue_runner"),
+                    "tf.data.Dataset.from_generator over the Python producer (or from_tensor_slices of the arrays), "
+                    "or tf.train.slice_input_producer with tf.train.batch / shuffle_batch"),
     "tf.saved_model.save": "tf.saved_model.simple_save or tf.saved_model.builder.SavedModelBuilder (TF1's form)",
     "tf.saved_model.load_v2": "tf.saved_model.loader.load(sess, tags, export_dir) (TF1's form)",
     "tf.lite": None,
