@@ -20,12 +20,11 @@ from tfplus.framework import (
     GraphKeys,
     Tensor,
     add_to_collection,
-    control_dependencies,
     convert_to_tensor,
     get_default_graph,
     name_scope,
 )
-from tfplus.ops import array_ops, check_ops, math_ops, special_math_ops
+from tfplus.ops import array_ops, math_ops, special_math_ops
 from tfplus.variables import Variable, variable_scope
 
 __all__ = ["accuracy", "mean", "precision", "recall", "auc", "true_positives", "false_positives",
@@ -284,13 +283,9 @@ _AT_THRESHOLDS = {"tp": ("true_positives", True, True), "fn": ("false_negatives"
 def _confusion_at_thresholds(labels, predictions, thresholds, weights, includes):
     """({key: variable's value}, {key: its update}) for the keys of `includes` ('tp', 'fn', 'tn', 'fp'): the
     (weighted) counts of predictions above each threshold (or not) against labels true (or not), one float32
-    variable of len(thresholds) each, named true_positives, false_negatives, ... Predictions outside [0, 1]
-    fail the update (InvalidArgumentError), as in TF1."""
+    variable of len(thresholds) each, named true_positives, false_negatives, ... NOTE: predictions outside
+    [0, 1] are counted, not refused: TF1's range check is never attached to float32 predictions."""
     predictions = math_ops.cast(convert_to_tensor(predictions), _dt.float32)
-    checks = [check_ops.assert_greater_equal(predictions, 0.0, message="predictions must be in [0, 1]"),
-              check_ops.assert_less_equal(predictions, 1.0, message="predictions must be in [0, 1]")]
-    with control_dependencies(checks):
-        predictions = array_ops.identity(predictions)
     labels = math_ops.cast(convert_to_tensor(labels), _dt.bool_)
     predictions, labels = _squeeze_last(predictions, labels)
     # [examples, 1] against [1, thresholds]: each prediction above each threshold

@@ -1219,3 +1219,70 @@ def test_dataset_windows_groups_and_padded_scalars_as_tensorflow(tf1):
             return out
     want, got = run(tf1), run(tfplus)
     assert got == want
+
+
+def test_distribution_statistics_as_tensorflow(tf1):
+    """The new distributions' statistics where the scripts do not reach: Laplace's cdf, NaN where a mode or a
+    moment is undefined (Gamma with concentration < 1, Beta's mode at a concentration <= 1, StudentT's mean at
+    df <= 1) and StudentT's infinite variance at 1 < df <= 2, Dirichlet's mode, Exponential's entropy and
+    log_prob; samples have TF's shapes, and their means are near the distributions'."""
+    import tfplus
+
+    def stats(tf):
+        tfd = tf.distributions
+        with tf.Graph().as_default():
+            gamma = tfd.Gamma([0.5, 2.0, 3.0], [1.0, 2.0, 0.5])
+            beta = tfd.Beta([0.8, 2.0], [3.0, 4.0])
+            student = tfd.StudentT([0.8, 1.5, 5.0], 0.5, 2.0)
+            dirichlet = tfd.Dirichlet([[2.0, 3.0, 4.0], [1.5, 1.5, 6.0]])
+            laplace = tfd.Laplace([0.0, 1.0], 2.0)
+            exponential = tfd.Exponential([0.5, 3.0])
+            named = {"gamma_mode": gamma.mode(), "beta_mode": beta.mode(), "student_mean": student.mean(),
+                     "student_var": student.variance(), "student_stddev": student.stddev(),
+                     # (TensorFlow's mode of a batch of Dirichlets fails to build: one of each)
+                     "dirichlet_mode": tfd.Dirichlet([2.0, 3.0, 4.0]).mode(),
+                     "dirichlet_nan_mode": tfd.Dirichlet([0.5, 3.0, 4.0]).mode(), "dirichlet_var": dirichlet.variance(),
+                     "laplace_cdf": laplace.cdf([[-1.0], [2.0]]), "laplace_stddev": laplace.stddev(),
+                     "exp_entropy": exponential.entropy(), "exp_logp": exponential.log_prob([[0.3], [2.0]]),
+                     "beta_cdf_free_prob": beta.prob([0.3, 0.6]), "gamma_kl_exp": tfd.kl_divergence(
+                         gamma, tfd.Exponential(1.5))}
+            samples = {"gamma": gamma.sample(4000, seed=1), "beta": beta.sample([2, 2000], seed=2),
+                       "student": tfd.StudentT(6.0, [0.0, 1.0], 1.0).sample(4000, seed=3),
+                       "dirichlet": dirichlet.sample(3000, seed=4), "laplace": laplace.sample(4000, seed=5),
+                       "exponential": exponential.sample(4000, seed=6)}
+            shapes = {k: v.shape.as_list() for k, v in samples.items()}
+            with tf.Session() as sess:
+                values, drawn = sess.run([named, samples])
+            means = {k: v.reshape((-1,) + v.shape[len(shapes[k]) - len(shapes[k]) + (2 if k == "beta" else 1):])
+                     .mean(0) for k, v in drawn.items()}
+            return values, shapes, means
+    (want, want_shapes, want_means), (got, got_shapes, got_means) = stats(tf1), stats(tfplus)
+    assert got_shapes == want_shapes
+    for key in want:
+        np.testing.assert_allclose(got[key], want[key], rtol=1e-5, atol=1e-6, err_msg=key)
+    for key in want_means:   # two draws of a few thousand: a few standard errors apart at most
+        np.testing.assert_allclose(got_means[key], want_means[key], rtol=0.1, atol=0.1, err_msg=key)
+
+
+def test_metric_weights_and_bad_predictions_as_tensorflow(tf1):
+    """Weighted at-k and at-threshold metrics stream as TensorFlow's; predictions outside [0, 1] are counted as
+    TensorFlow counts them (its range check is never attached to float32 predictions)."""
+    import tfplus
+
+    def run(tf):
+        with tf.Graph().as_default():
+            logits = tf.constant([[0.1, 0.9, 0.3, 0.2], [0.8, 0.1, 0.05, 0.7], [0.2, 0.3, 0.6, 0.1]])
+            labels = tf.constant([[1, 3], [2, -1], [2, 0]], tf.int64)
+            weights = tf.constant([1.0, 0.5, 2.0])
+            probs = tf.placeholder(tf.float32, [None])
+            metrics = [tf.metrics.precision_at_k(labels, logits, 2, weights=weights),
+                       tf.metrics.recall_at_k(labels, logits, 2, class_id=2, weights=weights),
+                       tf.metrics.average_precision_at_k(labels, logits, 3, weights=weights),
+                       tf.metrics.recall_at_thresholds(tf.constant([True, False, True]), probs, [0.25, 0.5],
+                                                       weights=weights)]
+            with tf.Session() as sess:
+                sess.run(tf.local_variables_initializer())
+                out = sess.run([u for _, u in metrics], {probs: [0.3, 0.6, 0.9]})
+                return out + [sess.run(metrics[3][1], {probs: [0.3, 1.5, -0.2]})]
+    for want, got in zip(run(tf1), run(tfplus)):
+        np.testing.assert_allclose(got, want, rtol=1e-6)
