@@ -12,8 +12,9 @@ import tempfile
 
 import numpy as np
 import pytest
+from conftest import needs_opencl
 from test_outsider_scripts import _steps
-from tutorials import Feeder, _session_run, _trained, check_against_tensorflow, data
+from tutorials import Feeder, _session_run, _trained, check_against_tensorflow, data, sessions_on_opencl
 
 from tfplus.unsupported import UnsupportedError
 
@@ -1133,6 +1134,19 @@ _REFUSED = {"fifo_queue_threads": "tf.FIFOQueue is refused: a session's steps ta
                                                                           reason=_REFUSED[n]))
                                   if n in _REFUSED else n for n in sorted(SCRIPTS)])
 def test_outsider_script_runs_as_in_tensorflow(tf1, name):
+    check_against_tensorflow(tf1, run_script, name)
+
+
+# A script of each family this sweep added (distributions, metrics, lookup tables, windows, a layer called again
+# in a while_loop body), on the OpenCL device.
+_ON_OPENCL = ["bayesian_conjugate_family", "metrics_ranking_at_k", "vocab_table_bag_of_words",
+              "dataset_window_forecast", "greedy_decode_shape_invariants"]
+
+
+@needs_opencl
+@pytest.mark.parametrize("name", _ON_OPENCL)
+def test_outsider_script_runs_as_in_tensorflow_on_opencl(tf1, name, monkeypatch):
+    sessions_on_opencl(monkeypatch)
     check_against_tensorflow(tf1, run_script, name)
 
 
