@@ -21,7 +21,8 @@ from tfplus.registry import not_differentiable, register_op
 from tfplus.tensor_shape import check_same_dtype, fmt, spec
 
 __all__ = ["scatter_update", "scatter_add", "scatter_sub", "scatter_mul", "scatter_div", "scatter_min",
-           "scatter_max", "sparse_apply_momentum", "sparse_apply_rms_prop", "sparse_apply_centered_rms_prop",
+           "scatter_max", "scatter_nd_update", "scatter_nd_add", "scatter_nd_sub",
+           "sparse_apply_momentum", "sparse_apply_rms_prop", "sparse_apply_centered_rms_prop",
            "sparse_apply_adagrad", "sparse_apply_adadelta"]
 
 _INDEX_DTYPES = ("int32", "int64")
@@ -168,6 +169,36 @@ def scatter_min(ref, indices, updates, use_locking: bool = False, name=None) -> 
 def scatter_max(ref, indices, updates, use_locking: bool = False, name=None) -> Tensor:
     """`tf.scatter_max`: ref[indices[i]] = max(ref[indices[i]], updates[i]); returns the variable."""
     return _scatter("ScatterMax", ref, indices, updates, use_locking, name)
+
+
+# -- scatter_nd_update / _add / _sub: the variable's new value made by tensor_scatter_nd_*, then assigned ------
+def _scatter_nd(kind: str, ref, indices, updates, use_locking: bool, name) -> Tensor:
+    from tfplus.framework import name_scope
+    from tfplus.ops import special_math_ops, state_ops
+    new_value = getattr(special_math_ops, f"tensor_scatter_nd_{kind}")
+    with name_scope(name, f"ScatterNd{kind.capitalize()}"):
+        return state_ops.assign(ref, new_value(ref, indices, updates), use_locking=use_locking)
+
+
+def scatter_nd_update(ref, indices, updates, use_locking: bool = True, name=None) -> Tensor:
+    """`tf.scatter_nd_update`: the variable's elements (or slices) at `indices` (its last axis an index into
+    ref's leading axes) set to `updates`; returns the variable.
+
+        >>> import tfplus as tf
+        >>> q = tf.Variable(tf.zeros([3, 2]))
+        >>> step = tf.scatter_nd_update(q, [[0, 1], [2, 0]], [5.0, 7.0])  # q becomes [[0, 5], [0, 0], [7, 0]]
+    """
+    return _scatter_nd("update", ref, indices, updates, use_locking, name)
+
+
+def scatter_nd_add(ref, indices, updates, use_locking: bool = False, name=None) -> Tensor:
+    """`tf.scatter_nd_add`: `updates` added to the variable at `indices` (repeated indices add); returns it."""
+    return _scatter_nd("add", ref, indices, updates, use_locking, name)
+
+
+def scatter_nd_sub(ref, indices, updates, use_locking: bool = False, name=None) -> Tensor:
+    """`tf.scatter_nd_sub`: `updates` subtracted from the variable at `indices`; returns it."""
+    return _scatter_nd("sub", ref, indices, updates, use_locking, name)
 
 
 # -- _SparseApplyMomentum ------------------------------------------------------------------------------------

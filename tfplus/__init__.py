@@ -65,6 +65,9 @@ from tfplus.ops.sparse_training_ops import (
     scatter_max,
     scatter_min,
     scatter_mul,
+    scatter_nd_add,
+    scatter_nd_sub,
+    scatter_nd_update,
     scatter_sub,
     scatter_update,
 )

@@ -22,6 +22,7 @@ from tfplus.nn_impl import (  # noqa: E402,F401
     swish,
     uniform_candidate_sampler,
     weighted_cross_entropy_with_logits,
+    weighted_moments,
     xw_plus_b,
 )
 from tfplus.nn_impl import swish as silu  # noqa: E402,F401

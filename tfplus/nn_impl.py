@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from tfplus.framework import IndexedSlices, Tensor, convert_to_tensor, name_scope
 from tfplus.ops import math_ops
-from tfplus.ops.array_ops import identity, ones_like, stop_gradient, zeros_like
+from tfplus.ops.array_ops import identity, ones_like, squeeze, stop_gradient, zeros_like
 from tfplus.ops.nn_ops import l2_loss, relu
 
 
@@ -429,4 +429,22 @@ def normalize_moments(counts, mean_ss, variance_ss, shift, name=None):
         shifted_mean = mean_ss * divisor
         mean = shifted_mean if shift is None else shifted_mean + shift
         variance = variance_ss * divisor - math_ops.square(shifted_mean)
+        return mean, variance
+
+
+def weighted_moments(x, axes, frequency_weights, name=None, keep_dims=None, keepdims=None):
+    """(mean, variance) of `x` over `axes`, each element counted frequency_weights times (broadcast against x),
+    by TF's two passes; 0 where the weights sum to 0 (tf.nn.weighted_moments)."""
+    keep = bool(keepdims if keepdims is not None else keep_dims)
+    with name_scope(name, "weighted_moments"):
+        x = convert_to_tensor(x)
+        weights = math_ops.cast(convert_to_tensor(frequency_weights), x.dtype)
+        weighted_sum = math_ops.reduce_sum(weights * x, axes, keepdims=True, name="weighted_input_sum")
+        sum_of_weights = math_ops.reduce_sum(weights + zeros_like(x), axes, keepdims=True, name="sum_of_weights")
+        mean = math_ops.div_no_nan(weighted_sum, sum_of_weights)
+        distsq = math_ops.reduce_sum(weights * math_ops.squared_difference(x, mean), axes, keepdims=True,
+                                     name="weighted_distsq")
+        variance = math_ops.div_no_nan(distsq, sum_of_weights)
+        if not keep:
+            mean, variance = squeeze(mean, axis=axes), squeeze(variance, axis=axes)
         return mean, variance

@@ -1107,6 +1107,66 @@ def bayes_by_backprop(tf, feeder):
     return _trained(tf, sess, out)
 
 
+# ---- Fourth batch: tables in variables, weighted statistics --------------------------------------------------
+
+def tabular_q_scatter_nd(tf, feeder):
+    """Tabular Q-learning with the table in a variable (the 2016-2017 FrozenLake tutorials' graph form): Q(s, a)
+    read by tf.gather_nd, the TD target from the next state's row max, written back by tf.scatter_nd_update on
+    (state, action) pairs; visit counts kept by tf.scatter_nd_add and a decaying bonus by tf.scatter_nd_sub."""
+    n_states, n_actions = 5, 3
+    q_table = tf.Variable(tf.zeros([n_states, n_actions]), name="q_table")
+    visits = tf.Variable(tf.zeros([n_states, n_actions]), trainable=False, name="visits")
+    bonus = tf.Variable(tf.ones([n_states]), trainable=False, name="bonus")
+    states = tf.placeholder(tf.int32, [None])
+    actions = tf.placeholder(tf.int32, [None])
+    rewards = tf.placeholder(tf.float32, [None])
+    next_states = tf.placeholder(tf.int32, [None])
+    pairs = tf.stack([states, actions], axis=1)
+    q_sa = tf.gather_nd(q_table, pairs)
+    target = rewards + 0.9 * tf.reduce_max(tf.gather(q_table, next_states), axis=1)
+    new_q = q_sa + 0.5 * (target - q_sa)
+    update = tf.scatter_nd_update(q_table, pairs, new_q)
+    count = tf.scatter_nd_add(visits, pairs, tf.ones_like(rewards))
+    decay = tf.scatter_nd_sub(bonus, tf.expand_dims(states, 1), 0.1 * tf.ones_like(rewards))
+    sess = tf.Session()
+    sess.run(tf.global_variables_initializer())
+    out = {"td": []}
+    for episode in range(3):
+        s_, a_, r_, s2_ = data(230 + episode, ("i", (4,), n_states), ("i", (4,), n_actions), ("n", (4,)),
+                               ("i", (4,), n_states))
+        s_ = np.arange(4, dtype=np.int32)  # distinct (state, action) pairs, as scatter_nd_update asks
+        feed = {states: s_, actions: a_, rewards: r_, next_states: s2_}
+        out["td"].append(sess.run(target - q_sa, feed))
+        sess.run([update, count, decay], feed)
+    out["td"] = np.array(out["td"])
+    out["q"], out["visits"], out["bonus"] = sess.run([q_table, visits, bonus])
+    out["greedy"] = sess.run(tf.argmax(q_table, axis=1))
+    return out
+
+
+def weighted_moments_balanced_norm(tf, feeder):
+    """Class-balanced normalization statistics (2018 imbalanced-data code): each example weighted by the inverse
+    frequency of its class (tf.bincount over the labels, gathered), tf.nn.weighted_moments over the batch, the
+    features normalized with them by tf.nn.batch_normalization, and the weighted loss trained by Adam."""
+    x = tf.placeholder(tf.float32, [None, 5])
+    y = tf.placeholder(tf.int32, [None])
+    counts = tf.cast(tf.bincount(y, minlength=3), tf.float32)
+    weights = tf.gather(1.0 / tf.maximum(counts, 1.0), y)
+    h = tf.layers.dense(x, 6, use_bias=False)  # the normalization removes a bias (its gradient is noise)
+    mean, variance = tf.nn.weighted_moments(h, axes=[0], frequency_weights=tf.expand_dims(weights, 1))
+    kept_mean, kept_var = tf.nn.weighted_moments(h, [0], tf.expand_dims(weights, 1), keep_dims=True)
+    h = tf.nn.batch_normalization(h, mean, variance, offset=None, scale=None, variance_epsilon=1e-3)
+    logits = tf.layers.dense(tf.nn.relu(h), 3)
+    loss = tf.losses.sparse_softmax_cross_entropy(y, logits, weights=weights)
+    train_op = tf.train.AdamOptimizer(0.02).minimize(loss)
+    xs, ys = data(233, ("n", (10, 5)), ("i", (10,), 3))
+    ys[:6] = 0
+    sess = _session_run(tf, feeder)
+    out = _steps(tf, sess, [train_op, loss, mean, variance], {x: xs, y: ys})
+    out["kept"] = np.concatenate(sess.run([kept_mean, kept_var], {x: xs, y: ys}))
+    return _trained(tf, sess, out)
+
+
 SCRIPTS = {f.__name__: f for f in (
     kmeans_assign, knn_top_k_vote, newton_logistic_hessians, fgsm_adversarial_training,
     spectral_norm_discriminator, weight_norm_data_init, metrics_regression_eval,
@@ -1115,7 +1175,8 @@ SCRIPTS = {f.__name__: f for f in (
     focal_loss_anchors, ranknet_pairwise, bilstm_crf_forward, greedy_decode_shape_invariants,
     transformer_causal_decoder, spatial_transformer, pixelcnn_masked_conv, dataset_window_forecast,
     bucketed_padded_batches, fifo_queue_threads, slice_input_producer_batch, deep_cross_network,
-    double_dqn_prioritized, gumbel_softmax_vae, planar_flow, bayes_by_backprop)}
+    double_dqn_prioritized, gumbel_softmax_vae, planar_flow, bayes_by_backprop, tabular_q_scatter_nd,
+    weighted_moments_balanced_norm)}
 
 
 def run_script(tf, name: str, feeder: Feeder) -> dict:
@@ -1138,9 +1199,9 @@ def test_outsider_script_runs_as_in_tensorflow(tf1, name):
 
 
 # A script of each family this sweep added (distributions, metrics, lookup tables, windows, a layer called again
-# in a while_loop body), on the OpenCL device.
+# in a while_loop body, scatter_nd into a variable), on the OpenCL device.
 _ON_OPENCL = ["bayesian_conjugate_family", "metrics_ranking_at_k", "vocab_table_bag_of_words",
-              "dataset_window_forecast", "greedy_decode_shape_invariants"]
+              "dataset_window_forecast", "greedy_decode_shape_invariants", "tabular_q_scatter_nd"]
 
 
 @needs_opencl
