@@ -22,7 +22,7 @@ __all__ = ["convert_image_dtype", "per_image_standardization", "flip_left_right"
            "central_crop", "resize_image_with_crop_or_pad", "rgb_to_grayscale", "grayscale_to_rgb",
            "adjust_brightness", "random_brightness", "adjust_contrast", "random_contrast", "random_crop",
            "ResizeMethod", "resize_images", "resize", "resize_bilinear", "resize_nearest_neighbor",
-           "non_max_suppression", "total_variation", "image_gradients", "psnr",
+           "non_max_suppression", "total_variation", "image_gradients", "psnr", "ssim",
            "crop_and_resize", "non_max_suppression_padded", "rot90", "transpose_image", "transpose",
            "resize_with_crop_or_pad", "extract_image_patches", "extract_patches", "sobel_edges", "adjust_gamma",
            "rgb_to_yiq", "yiq_to_rgb", "rgb_to_yuv", "yuv_to_rgb", "rgb_to_hsv", "hsv_to_rgb", "adjust_hue",
@@ -473,6 +473,50 @@ def psnr(a, b, max_val, name=None) -> Tensor:
         mse = math_ops.reduce_mean(math_ops.squared_difference(a, b), [-3, -2, -1])
         return math_ops.subtract(20 * math_ops.log(max_val) / math_ops.log(10.0),
                                  np.float32(10 / np.log(10)) * math_ops.log(mse), name="psnr")
+
+
+def _gaussian_window(size: int, sigma: float) -> np.ndarray:
+    """TF's _fspecial_gauss: a size x size Gaussian of width sigma, normalized to sum 1, as [size, size, 1, 1]."""
+    coords = np.arange(size, dtype=np.float64) - (size - 1) / 2.0
+    g = -0.5 * np.square(coords) / sigma ** 2
+    g = np.exp(g[None, :] + g[:, None])
+    return (g / g.sum()).astype(np.float32).reshape(size, size, 1, 1)
+
+
+def ssim(img1, img2, max_val, filter_size=11, filter_sigma=1.5, k1=0.01, k2=0.03, return_index_map=False,
+         name=None) -> Tensor:
+    """The structural similarity of images img1 and img2 ([..., height, width, channels], values up to max_val)
+    per image, averaged over channels: local means, variances and covariance under a Gaussian window (VALID, so
+    each side must be at least filter_size), TF's formula with constants (k1 max_val)^2 and (k2 max_val)^2
+    (tf.image.ssim; return_index_map: the map before the spatial mean)."""
+    from tfplus.ops.nn_ops import depthwise_conv2d_native
+    with name_scope(name, "SSIM"):
+        img1, img2 = _image(img1, "ssim"), _image(img2, "ssim")
+        for img in (img1, img2):
+            hw = img.shape.as_list()[-3:-1] if img.shape.ndims is not None else [None, None]
+            if any(d is not None and d < filter_size for d in hw):
+                raise ValueError(f"tf.image.ssim: images of {hw[0]}x{hw[1]} pixels are smaller than the "
+                                 f"{filter_size}x{filter_size} filter; give a smaller filter_size or larger images")
+        max_val = convert_image_dtype(math_ops.cast(convert_to_tensor(max_val), img1.dtype), _dt.float32)
+        img1, img2 = convert_image_dtype(img1, _dt.float32), convert_image_dtype(img2, _dt.float32)
+        kernel = array_ops.tile(array_ops.constant(_gaussian_window(int(filter_size), float(filter_sigma))),
+                                array_ops.stack([1, 1, array_ops.shape(img1)[-1], 1]))
+
+        def reducer(x):
+            shape = array_ops.shape(x)
+            flat = array_ops.reshape(x, array_ops.concat([[-1], shape[-3:]], 0))
+            y = depthwise_conv2d_native(flat, kernel, [1, 1, 1, 1], "VALID")
+            return array_ops.reshape(y, array_ops.concat([shape[:-3], array_ops.shape(y)[1:]], 0))
+        c1, c2 = (k1 * max_val) ** 2, (k2 * max_val) ** 2
+        mean0, mean1 = reducer(img1), reducer(img2)
+        num0 = mean0 * mean1 * 2.0
+        den0 = math_ops.square(mean0) + math_ops.square(mean1)
+        luminance = (num0 + c1) / (den0 + c1)
+        num1 = reducer(img1 * img2) * 2.0
+        den1 = reducer(math_ops.square(img1) + math_ops.square(img2))
+        cs = (num1 - num0 + c2) / (den1 - den0 + c2)
+        per_channel = luminance * cs if return_index_map else math_ops.reduce_mean(luminance * cs, [-3, -2])
+        return math_ops.reduce_mean(per_channel, [-1])
 
 
 def transpose_image(image, name=None) -> Tensor:

@@ -62,6 +62,7 @@ ALTERNATIVES = {
     "tf.image.decode_jpeg": "decoding the images in Python (e.g. PIL) and feeding them, or PNG files and "
                             "tf.image.decode_png",
     "tf.nn.conv3d": "tf.nn.conv2d",
+    "tf.image.ssim_multiscale": "tf.image.ssim (one scale)",
     "tf.nn.fractional_max_pool": "tf.nn.max_pool",
     "tf.train.ProximalGradientDescentOptimizer": "tf.train.GradientDescentOptimizer",
     "tf.train.ProximalAdagradOptimizer": "tf.train.AdagradOptimizer",

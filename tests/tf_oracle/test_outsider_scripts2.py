@@ -1167,6 +1167,33 @@ def weighted_moments_balanced_norm(tf, feeder):
     return _trained(tf, sess, out)
 
 
+def srcnn_ssim_loss(tf, feeder):
+    """SRCNN trained on a mix of L1 and 1 - SSIM (Zhao et al. 2017's loss, as 2018 super-resolution repos wrote
+    it): bicubic-free upsampling by tf.image.resize_bilinear, three convs, tf.image.ssim with max_val 1.0 in the
+    loss (its gradient through the Gaussian window), and PSNR and SSIM of the uint8-converted outputs
+    (max_val 255, a smaller filter) for the logs."""
+    low = tf.placeholder(tf.float32, [None, 8, 8, 1])
+    high = tf.placeholder(tf.float32, [None, 16, 16, 1])
+    up = tf.image.resize_bilinear(low, [16, 16])
+    h = tf.layers.conv2d(up, 8, 5, padding="same", activation=tf.nn.relu)
+    h = tf.layers.conv2d(h, 4, 1, padding="same", activation=tf.nn.relu)
+    out = up + tf.layers.conv2d(h, 1, 3, padding="same")
+    ssim = tf.reduce_mean(tf.image.ssim(out, high, max_val=1.0))
+    loss = 0.84 * (1.0 - ssim) + 0.16 * tf.reduce_mean(tf.abs(out - high))
+    train_op = tf.train.AdamOptimizer(1e-3).minimize(loss)
+    as_uint8 = tf.image.convert_image_dtype(tf.clip_by_value(out, 0.0, 1.0), tf.uint8, saturate=True)
+    target_uint8 = tf.image.convert_image_dtype(high, tf.uint8, saturate=True)
+    psnr = tf.image.psnr(as_uint8, target_uint8, max_val=255)
+    ssim_map = tf.image.ssim(as_uint8, target_uint8, max_val=255, filter_size=7, return_index_map=True)
+    hs, = data(234, ("f", (2, 16, 16, 1)))
+    ls = hs.reshape(2, 8, 2, 8, 2, 1).mean((2, 4))
+    sess = _session_run(tf, feeder)
+    feed = {low: ls, high: hs}
+    result = _steps(tf, sess, [train_op, loss, ssim], feed)
+    result["psnr"], result["ssim_map"] = sess.run([psnr, ssim_map], feed)
+    return _trained(tf, sess, result)
+
+
 SCRIPTS = {f.__name__: f for f in (
     kmeans_assign, knn_top_k_vote, newton_logistic_hessians, fgsm_adversarial_training,
     spectral_norm_discriminator, weight_norm_data_init, metrics_regression_eval,
@@ -1176,7 +1203,7 @@ SCRIPTS = {f.__name__: f for f in (
     transformer_causal_decoder, spatial_transformer, pixelcnn_masked_conv, dataset_window_forecast,
     bucketed_padded_batches, fifo_queue_threads, slice_input_producer_batch, deep_cross_network,
     double_dqn_prioritized, gumbel_softmax_vae, planar_flow, bayes_by_backprop, tabular_q_scatter_nd,
-    weighted_moments_balanced_norm)}
+    weighted_moments_balanced_norm, srcnn_ssim_loss)}
 
 
 def run_script(tf, name: str, feeder: Feeder) -> dict:
