@@ -1,7 +1,8 @@
 """tf.distributions (TF1's tf.compat.v1.distributions): Normal, Bernoulli, Categorical, Uniform, Gamma, Exponential,
 Beta, Dirichlet, Laplace, StudentT and Multinomial with sample, log_prob, prob, cdf, entropy, mean, mode, stddev and
-variance, and kl_divergence between two of a kind (Gamma, Beta and Dirichlet too), each written with TF's formulas (tensorflow/python/ops/distributions/) from registered ops, so gradients flow through
-their parameters and reparameterized samples.
+variance, and kl_divergence between two of a kind (Gamma, Beta and Dirichlet too), each written with TF's formulas
+(tensorflow/python/ops/distributions/) from registered ops, so gradients flow through their parameters and
+reparameterized samples.
 
     import tfplus as tf
     q = tf.distributions.Normal(loc=w_mu, scale=tf.nn.softplus(w_rho))
