@@ -162,7 +162,7 @@ _unsupported = _module_getattr(__name__, "tf")
 # dir(tf) lists them; `tf.keras` and `from tfplus import keras` import them.
 _LAZY = {"keras": ("tfplus.keras", None), "estimator": ("tfplus.estimator", None),
          "feature_column": ("tfplus.estimator", "feature_column"), "contrib": ("tfplus.contrib", None),
-         "test": ("tfplus.test", None), "lookup": ("tfplus.lookup", None)}
+         "test": ("tfplus.test", None), "lookup": ("tfplus.lookup", None), "sets": ("tfplus.sets", None)}
 
 
 def __getattr__(name: str):

@@ -1194,6 +1194,94 @@ def srcnn_ssim_loss(tf, feeder):
     return _trained(tf, sess, result)
 
 
+
+def gae_scan_reverse(tf, feeder):
+    """Generalized advantage estimation in the graph (2018 PPO/A2C repos): TD residuals from a value head,
+    tf.scan with reverse=True accumulating gamma * lambda * (1 - done) backwards, discounted returns also by
+    tf.cumprod(exclusive=True) weights over a matrix_band_part upper triangle, and the actor-critic loss with
+    the advantages stop_gradient'ed."""
+    steps = 6
+    obs = tf.placeholder(tf.float32, [steps + 1, 3])
+    rewards = tf.placeholder(tf.float32, [steps])
+    dones = tf.placeholder(tf.float32, [steps])
+    actions = tf.placeholder(tf.int32, [steps])
+    h = tf.layers.dense(obs, 8, tf.nn.tanh)
+    values = tf.squeeze(tf.layers.dense(h, 1), 1)
+    logits = tf.layers.dense(h[:-1], 2)
+    deltas = rewards + 0.99 * values[1:] * (1.0 - dones) - values[:-1]
+    advantages = tf.scan(lambda acc, x: x[0] + 0.99 * 0.95 * (1.0 - x[1]) * acc, (deltas, dones),
+                         initializer=tf.constant(0.0), reverse=True)
+    discounts = tf.cumprod(tf.fill([steps], 0.99), exclusive=True)
+    upper = tf.matrix_band_part(tf.ones([steps, steps]), 0, -1)
+    returns = tf.reduce_sum(upper * discounts[None, :] / discounts[:, None] * rewards[None, :], axis=1)
+    logp = -tf.nn.sparse_softmax_cross_entropy_with_logits(labels=actions, logits=logits)
+    loss = -tf.reduce_mean(logp * tf.stop_gradient(advantages)) + \
+        0.5 * tf.reduce_mean(tf.square(tf.stop_gradient(advantages + values[:-1]) - values[:-1]))
+    train_op = tf.train.RMSPropOptimizer(7e-3, decay=0.99, epsilon=1e-5).minimize(loss)
+    os_, rs, ds, acts = data(235, ("n", (steps + 1, 3)), ("n", (steps,)), ("i", (steps,), 2), ("i", (steps,), 2))
+    feed = {obs: os_, rewards: rs, dones: (ds * (rs > 1)).astype(np.float32), actions: acts}
+    sess = _session_run(tf, feeder)
+    out = _steps(tf, sess, [train_op, loss, advantages], feed)
+    out["returns"] = sess.run(returns, feed)
+    return _trained(tf, sess, out)
+
+
+def a3c_global_local(tf, feeder):
+    """A3C's global and worker networks (the 2017 DeepMind-Atari tutorials, one worker here): the worker's
+    gradients (clipped by global norm) applied to the global network's variables by zip, the worker synced from
+    the global one by tf.assign over both scopes' trainable variables, an entropy bonus from the softmax."""
+    def net(scope, s):
+        with tf.variable_scope(scope):
+            h = tf.layers.dense(s, 8, tf.nn.elu, name="hidden")
+            return tf.layers.dense(h, 3, name="policy"), tf.layers.dense(h, 1, name="value")
+    s = tf.placeholder(tf.float32, [None, 4])
+    a = tf.placeholder(tf.int32, [None])
+    target_v = tf.placeholder(tf.float32, [None])
+    net("global", s)
+    logits, value = net("worker_0", s)
+    policy = tf.nn.softmax(logits)
+    advantage = target_v - tf.squeeze(value, 1)
+    responsible = tf.reduce_sum(policy * tf.one_hot(a, 3), axis=1)
+    entropy = -tf.reduce_sum(policy * tf.log(policy + 1e-8))
+    loss = 0.5 * tf.reduce_sum(tf.square(advantage)) - tf.reduce_sum(tf.log(responsible + 1e-8) *
+                                                                      tf.stop_gradient(advantage)) - 0.01 * entropy
+    local_vars = tf.get_collection(tf.GraphKeys.TRAINABLE_VARIABLES, "worker_0")
+    global_vars = tf.get_collection(tf.GraphKeys.TRAINABLE_VARIABLES, "global")
+    grads, grad_norm = tf.clip_by_global_norm(tf.gradients(loss, local_vars), 5.0)
+    apply_grads = tf.train.AdamOptimizer(1e-2).apply_gradients(zip(grads, global_vars))
+    sync = tf.group(*[lv.assign(gv) for lv, gv in zip(local_vars, global_vars)])
+    ss, aa, vv = data(236, ("n", (5, 4)), ("i", (5,), 3), ("n", (5,)))
+    sess = _session_run(tf, feeder)
+    feed = {s: ss, a: aa, target_v: vv}
+    out = {"loss": [], "norm": []}
+    for _ in range(3):
+        sess.run(sync)
+        loss_v, norm_v, _ = sess.run([loss, grad_norm, apply_grads], feed)
+        out["loss"].append(loss_v)
+        out["norm"].append(norm_v)
+    return _trained(tf, sess, {k: np.array(v) for k, v in out.items()})
+
+
+def tag_sets_jaccard(tf, feeder):
+    """Tag-set similarity as 2018 recommender code computed it with tf.sets: the intersection and union of each
+    row's predicted top-3 tags with its true tags (padded with -1), their sizes, the Jaccard index, and a
+    difference densified by tf.sparse_tensor_to_dense."""
+    logits = tf.placeholder(tf.float32, [None, 6])
+    truth = tf.placeholder(tf.int32, [None, 3])
+    _, top = tf.nn.top_k(logits, 3)
+    inter = tf.sets.set_intersection(top, truth)
+    union = tf.sets.set_union(top, truth)
+    missed = tf.sets.set_difference(truth, top)
+    jaccard = tf.cast(tf.sets.set_size(inter), tf.float32) / tf.cast(tf.sets.set_size(union), tf.float32)
+    ls, = data(237, ("n", (4, 6)))
+    tags = np.array([[0, 2, 5], [1, 1, 3], [4, 0, 2], [5, 3, 1]], np.int32)
+    with tf.Session() as sess:
+        names = ["jaccard", "inter", "missed"]
+        values = sess.run([jaccard, tf.sparse_tensor_to_dense(inter, default_value=-1),
+                           tf.sparse_tensor_to_dense(missed, default_value=-1)], {logits: ls, truth: tags})
+    return dict(zip(names, values))
+
+
 SCRIPTS = {f.__name__: f for f in (
     kmeans_assign, knn_top_k_vote, newton_logistic_hessians, fgsm_adversarial_training,
     spectral_norm_discriminator, weight_norm_data_init, metrics_regression_eval,
@@ -1203,7 +1291,7 @@ SCRIPTS = {f.__name__: f for f in (
     transformer_causal_decoder, spatial_transformer, pixelcnn_masked_conv, dataset_window_forecast,
     bucketed_padded_batches, fifo_queue_threads, slice_input_producer_batch, deep_cross_network,
     double_dqn_prioritized, gumbel_softmax_vae, planar_flow, bayes_by_backprop, tabular_q_scatter_nd,
-    weighted_moments_balanced_norm, srcnn_ssim_loss)}
+    weighted_moments_balanced_norm, srcnn_ssim_loss, gae_scan_reverse, a3c_global_local, tag_sets_jaccard)}
 
 
 def run_script(tf, name: str, feeder: Feeder) -> dict:
@@ -1388,3 +1476,25 @@ def test_metric_weights_and_bad_predictions_as_tensorflow(tf1):
                 return out + [sess.run(metrics[3][1], {probs: [0.3, 1.5, -0.2]})]
     for want, got in zip(run(tf1), run(tfplus)):
         np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_sets_as_tensorflow(tf1):
+    """tf.sets on strings, on SparseTensors (both, and one beside a dense tensor, which TF puts first), a
+    difference both ways, and set_size of a SparseTensor with repeated elements, as TensorFlow gives them."""
+    import tfplus
+
+    def run(tf):
+        with tf.Graph().as_default():
+            words = tf.constant([[b"a", b"b", b"c"], [b"c", b"c", b"d"]])
+            other = tf.constant([[b"b", b"x", b"a"], [b"d", b"e", b"f"]])
+            sp = tf.SparseTensor([[0, 0], [0, 1], [1, 0], [2, 1]], tf.constant([4, 2, 7, 7], tf.int64), [3, 2])
+            dense = tf.constant([[2, 3], [5, 5], [7, 1]], tf.int64)
+            results = [tf.sets.set_intersection(words, other), tf.sets.set_union(sp, sp),
+                       tf.sets.set_difference(sp, dense), tf.sets.set_difference(dense, sp, aminusb=False),
+                       tf.sets.set_intersection(sp, dense)]
+            sizes = [tf.sets.set_size(sp)] + [tf.sets.set_size(r) for r in results]
+            with tf.Session() as sess:
+                values, counts = sess.run([results, sizes])
+        return [(v.indices.tolist(), v.values.tolist(), v.dense_shape.tolist()) for v in values], \
+            [c.tolist() for c in counts]
+    assert run(tfplus) == run(tf1)
