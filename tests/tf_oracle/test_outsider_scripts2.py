@@ -1328,12 +1328,22 @@ def test_outsider_script_runs_as_in_tensorflow_on_opencl(tf1, name, monkeypatch)
 
 def test_lookup_tables_as_tensorflow_fails_and_maps(tf1, tmp_path):
     """TF1's contrib spellings of the vocabulary tables (index_table_from_tensor and _file, index_to_string_table_
-    from_tensor) map as TF's StaticHashTable of the same contents; a lookup before tables_initializer is TF's
+    from_tensor) map as TF's StaticHashTable of the same contents, and a TSV's columns (int64, string and float
+    keys and values) as TF reads them; a lookup before tables_initializer is TF's
     FailedPreconditionError naming the lookup node; hashing out-of-vocabulary keys into buckets is refused."""
     import tfplus
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("a\nb\nc\n")
+    counts = tmp_path / "counts.tsv"
+    counts.write_text("7\tb\t0.5\n3\ta\t1.5\n")
     keys = np.array([b"b", b"z", b"a"])
+
+    def columns(tf):  # a TSV's columns as keys and values, both ways
+        weights = tf.lookup.StaticHashTable(tf.lookup.TextFileInitializer(
+            str(counts), tf.string, 1, tf.float32, 2), -1.0)
+        ids = tf.lookup.StaticHashTable(tf.lookup.TextFileInitializer(
+            str(counts), tf.int64, 0, tf.string, tf.lookup.TextFileIndex.WHOLE_LINE, delimiter="\t"), "?")
+        return [weights.lookup(tf.constant(keys)), ids.lookup(tf.constant([3, 8], tf.int64))]
 
     def tensorflow():
         with tf1.Graph().as_default():
@@ -1342,11 +1352,12 @@ def test_lookup_tables_as_tensorflow_fails_and_maps(tf1, tmp_path):
             back = tf1.lookup.StaticHashTable(tf1.lookup.KeyValueTensorInitializer(
                 tf1.constant([0, 1, 2], tf1.int64), ["a", "b", "c"]), "UNK")
             ids, words = table.lookup(tf1.constant(keys)), back.lookup(tf1.constant([2, 7], tf1.int64))
+            from_columns = columns(tf1)
             with tf1.Session() as sess:
                 with pytest.raises(tf1.errors.FailedPreconditionError, match="not initialized"):
                     sess.run(ids)
                 sess.run(tf1.tables_initializer())
-                return sess.run([ids, ids, words])
+                return sess.run([ids, ids, words] + from_columns)
 
     def tfplus_contrib():
         tf = tfplus
@@ -1356,11 +1367,12 @@ def test_lookup_tables_as_tensorflow_fails_and_maps(tf1, tmp_path):
             back = tf.contrib.lookup.index_to_string_table_from_tensor(["a", "b", "c"])
             ids, words = table.lookup(tf.constant(keys)), back.lookup(tf.constant([2, 7], tf.int64))
             file_ids = from_file.lookup(tf.constant(keys))
+            from_columns = columns(tf)
             with tf.Session() as sess:
                 with pytest.raises(tf.errors.FailedPreconditionError, match="LookupTableFindV2.*not initialized"):
                     sess.run(ids)
                 sess.run(tf.tables_initializer())
-                return sess.run([ids, file_ids, words])
+                return sess.run([ids, file_ids, words] + from_columns)
     for want, got in zip(tensorflow(), tfplus_contrib()):
         assert np.asarray(want).tolist() == np.asarray(got).tolist()
     with pytest.raises(NotImplementedError, match="num_oov_buckets=2.*Fingerprint64"):
