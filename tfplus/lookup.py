@@ -135,9 +135,9 @@ class StaticHashTable:
     default_value = property(lambda self: self._default_value)
     init = property(lambda self: self.initializer)   # TF1's HashTable.init
 
-    def _table(self, node: str) -> dict:
+    def _table(self, node: str, op_type: str) -> dict:
         if self._contents is None:
-            raise errors.FailedPreconditionError(node, "LookupTableFindV2", "Table not initialized.")
+            raise errors.FailedPreconditionError(node, op_type, "Table not initialized.")
         return self._contents
 
     def lookup(self, keys, name=None):
@@ -151,7 +151,7 @@ class StaticHashTable:
             node = scope + "LookupTableFindV2"
 
             def find(keys_value, default):
-                table = self._table(node)
+                table = self._table(node, "LookupTableFindV2")
                 default = _key(np.asarray(default).item(), self.value_dtype)
                 found = [table.get(_key(k, self.key_dtype), default) for k in np.ravel(keys_value)]
                 out = np.empty(len(found), object if self.value_dtype == _dt.string else
@@ -168,8 +168,8 @@ class StaticHashTable:
         """The number of entries, an int64 scalar."""
         with name_scope(name, f"{self._name}_Size") as scope:
             node = scope + "LookupTableSizeV2"
-            (out,) = host_op("LookupTableSizeV2", lambda: [np.int64(len(self._table(node)))], [], [_dt.int64],
-                             shapes=[[]])
+            (out,) = host_op("LookupTableSizeV2", lambda: [np.int64(len(self._table(node, "LookupTableSizeV2")))],
+                             [], [_dt.int64], shapes=[[]])
         return out
 
 
