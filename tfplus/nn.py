@@ -6,13 +6,18 @@ for _n in _nn_ops.__all__:
 
 # TF1's composites (nn_impl.py), built from the registered ops above; missing names raise UnsupportedError.
 from tfplus.nn_impl import (  # noqa: E402,F401
+    avg_pool1d,
+    avg_pool_v2,
     batch_normalization,
     crelu,
     l2_normalize,
     log_poisson_loss,
     log_uniform_candidate_sampler,
+    max_pool1d,
+    max_pool_v2,
     nce_loss,
     normalize_moments,
+    pool,
     relu_layer,
     sampled_softmax_loss,
     selu,

@@ -9,8 +9,8 @@ every device and GraphDef export come from those ops.
 from __future__ import annotations
 
 from tfplus.framework import IndexedSlices, Tensor, convert_to_tensor, name_scope
-from tfplus.ops import math_ops
-from tfplus.ops.array_ops import identity, ones_like, squeeze, stop_gradient, zeros_like
+from tfplus.ops import math_ops, nn_ops
+from tfplus.ops.array_ops import expand_dims, identity, ones_like, squeeze, stop_gradient, zeros_like
 from tfplus.ops.nn_ops import l2_loss, relu
 
 
@@ -448,3 +448,72 @@ def weighted_moments(x, axes, frequency_weights, name=None, keep_dims=None, keep
         if not keep:
             mean, variance = squeeze(mean, axis=axes), squeeze(variance, axis=axes)
         return mean, variance
+
+
+# -- pooling of one and of N spatial dimensions (TF 1.14+'s names), by the 2-D pooling ops -----------------------
+def _window(value, n: int, what: str) -> list:
+    """ksize or strides (an int, or a list of 1, n or n + 2 ints) as the n spatial entries."""
+    values = [int(v) for v in (value if isinstance(value, (list, tuple)) else [value])]
+    if len(values) == 1:
+        return values * n
+    if len(values) == n:
+        return values
+    if len(values) == n + 2 and values[0] == values[-1] == 1:
+        return values[1:-1]
+    raise ValueError(f"{what}: expected 1, {n} or {n + 2} window entries (batch and channel ones 1), got {values}")
+
+
+def _pool1d(pool, what: str, input, ksize, strides, padding, data_format, name):
+    if data_format not in (None, "NWC"):
+        raise ValueError(f"tf.nn.{what}: data_format={data_format!r}; tfplus pools channels-last (NWC) only")
+    with name_scope(name, what):
+        x = expand_dims(convert_to_tensor(input), 1)
+        k, s = _window(ksize, 1, f"tf.nn.{what}"), _window(strides, 1, f"tf.nn.{what}")
+        return squeeze(pool(x, [1, 1, k[0], 1], [1, 1, s[0], 1], padding), [1])
+
+
+def max_pool1d(input, ksize, strides, padding, data_format="NWC", name=None):
+    """The maximum over each ksize window of [batch, width, channels] (tf.nn.max_pool1d)."""
+    return _pool1d(nn_ops.max_pool, "max_pool1d", input, ksize, strides, padding, data_format, name)
+
+
+def avg_pool1d(input, ksize, strides, padding, data_format="NWC", name=None):
+    """The mean over each ksize window of [batch, width, channels] (tf.nn.avg_pool1d)."""
+    return _pool1d(nn_ops.avg_pool, "avg_pool1d", input, ksize, strides, padding, data_format, name)
+
+
+def _pool_nd(kind: str, input, ksize, strides, padding, data_format, name):
+    x = convert_to_tensor(input)
+    n = x.shape.ndims - 2 if x.shape.ndims is not None else None
+    if n == 1:
+        return (max_pool1d if kind == "max" else avg_pool1d)(x, ksize, strides, padding, data_format, name)
+    if n == 2:
+        k, s = _window(ksize, 2, f"tf.nn.{kind}_pool"), _window(strides, 2, f"tf.nn.{kind}_pool")
+        pool = nn_ops.max_pool if kind == "max" else nn_ops.avg_pool
+        return pool(x, [1, *k, 1], [1, *s, 1], padding, data_format or "NHWC", name)
+    raise NotImplementedError(f"tf.nn.{kind}_pool: inputs of rank {x.shape.ndims}; tfplus pools 1 or 2 spatial "
+                              "dimensions (rank 3 or 4): reshape the input to one of those")
+
+
+def max_pool_v2(input, ksize, strides, padding, data_format=None, name=None):
+    """tf.nn.max_pool_v2 (TF2's tf.nn.max_pool): the 1-D or 2-D max pool by the input's rank."""
+    return _pool_nd("max", input, ksize, strides, padding, data_format, name)
+
+
+def avg_pool_v2(input, ksize, strides, padding, data_format=None, name=None):
+    """tf.nn.avg_pool_v2 (TF2's tf.nn.avg_pool): the 1-D or 2-D average pool by the input's rank."""
+    return _pool_nd("avg", input, ksize, strides, padding, data_format, name)
+
+
+def pool(input, window_shape, pooling_type, padding, dilation_rate=None, strides=None, name=None,
+         data_format=None, dilations=None):
+    """tf.nn.pool: "MAX" or "AVG" pooling over window_shape (1 or 2 spatial dimensions), strides default 1."""
+    if pooling_type not in ("MAX", "AVG"):
+        raise ValueError(f"tf.nn.pool: pooling_type={pooling_type!r}; give 'MAX' or 'AVG'")
+    dilation = dilation_rate if dilation_rate is not None else dilations
+    if dilation is not None and any(int(d) != 1 for d in dilation):
+        raise NotImplementedError(f"tf.nn.pool: dilation_rate={list(dilation)} is not implemented in tfplus; pool "
+                                  "without dilation (dilation_rate 1)")
+    strides = strides if strides is not None else [1] * len(window_shape)
+    return _pool_nd("max" if pooling_type == "MAX" else "avg", input, list(window_shape), list(strides), padding,
+                    data_format, name)

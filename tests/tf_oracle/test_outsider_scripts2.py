@@ -1282,6 +1282,38 @@ def tag_sets_jaccard(tf, feeder):
     return dict(zip(names, values))
 
 
+
+def text_cnn_pool_over_time(tf, feeder):
+    """A sentence CNN with TF 1.14's pooling names (Kim 2014 as 2019 TF1 code wrote it): conv1d feature maps
+    max-pooled over time by tf.nn.pool with a window of the whole length, a second branch by tf.nn.max_pool1d
+    and tf.nn.avg_pool1d, 2-D pooling of a stacked map by tf.nn.max_pool_v2 and avg_pool_v2, dropout off at
+    evaluation by a keep_prob placeholder of default 1."""
+    steps, vocab = 8, 9
+    ids = tf.placeholder(tf.int32, [None, steps])
+    labels = tf.placeholder(tf.int32, [None])
+    keep_prob = tf.placeholder_with_default(1.0, [])
+    emb = tf.nn.embedding_lookup(tf.get_variable("emb", [vocab, 6]), ids)
+    feats = []
+    for width in (2, 3):
+        with tf.variable_scope("conv_%d" % width):
+            w = tf.get_variable("W", [width, 6, 4], initializer=tf.truncated_normal_initializer(stddev=0.1))
+            h = tf.nn.relu(tf.nn.conv1d(emb, w, stride=1, padding="VALID"))
+            feats.append(tf.squeeze(tf.nn.pool(h, [steps - width + 1], "MAX", "VALID"), 1))
+    local = tf.nn.max_pool1d(emb, ksize=2, strides=2, padding="SAME")
+    smooth = tf.nn.avg_pool1d(local, ksize=[1, 2, 1], strides=[1, 1, 1], padding="VALID")
+    grid = tf.reshape(emb, [-1, 2, steps // 2, 6])
+    grid_max = tf.nn.max_pool_v2(grid, ksize=2, strides=2, padding="VALID")
+    grid_avg = tf.nn.avg_pool_v2(grid, ksize=[1, 2], strides=[1, 2], padding="SAME")
+    pooled = tf.concat(feats + [tf.layers.flatten(smooth), tf.layers.flatten(grid_max),
+                                tf.layers.flatten(grid_avg)], axis=1)
+    logits = tf.layers.dense(tf.nn.dropout(pooled, keep_prob), 2)
+    loss = tf.losses.sparse_softmax_cross_entropy(labels, logits)
+    train_op = tf.train.AdamOptimizer(0.01).minimize(loss)
+    xs, ys = data(238, ("i", (4, steps), vocab), ("i", (4,), 2))
+    sess = _session_run(tf, feeder)
+    return _trained(tf, sess, _steps(tf, sess, [train_op, loss], {ids: xs, labels: ys}))
+
+
 SCRIPTS = {f.__name__: f for f in (
     kmeans_assign, knn_top_k_vote, newton_logistic_hessians, fgsm_adversarial_training,
     spectral_norm_discriminator, weight_norm_data_init, metrics_regression_eval,
@@ -1291,7 +1323,8 @@ SCRIPTS = {f.__name__: f for f in (
     transformer_causal_decoder, spatial_transformer, pixelcnn_masked_conv, dataset_window_forecast,
     bucketed_padded_batches, fifo_queue_threads, slice_input_producer_batch, deep_cross_network,
     double_dqn_prioritized, gumbel_softmax_vae, planar_flow, bayes_by_backprop, tabular_q_scatter_nd,
-    weighted_moments_balanced_norm, srcnn_ssim_loss, gae_scan_reverse, a3c_global_local, tag_sets_jaccard)}
+    weighted_moments_balanced_norm, srcnn_ssim_loss, gae_scan_reverse, a3c_global_local, tag_sets_jaccard,
+    text_cnn_pool_over_time)}
 
 
 def run_script(tf, name: str, feeder: Feeder) -> dict:
