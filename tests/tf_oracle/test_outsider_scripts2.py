@@ -1543,3 +1543,41 @@ def test_sets_as_tensorflow(tf1):
         return [(v.indices.tolist(), v.values.tolist(), v.dense_shape.tolist()) for v in values], \
             [c.tolist() for c in counts]
     assert run(tfplus) == run(tf1)
+
+
+def test_sparse_values_carry_tensorflows_gradients(tf1):
+    """A SparseTensor's float values get TensorFlow's gradient through sparse_add, sparse_reduce_sum,
+    sparse_tensor_to_dense, sparse_reorder, sparse_slice, sparse_fill_empty_rows and sparse_transpose (host ops
+    underneath, which had none: tf.gradients gave None, and variables before them silently did not train)."""
+    import tfplus
+
+    def gradients(tf):
+        cases = {
+            "add": lambda sp: tf.sparse_add(sp, tf.SparseTensor([[0, 2], [1, 0]], [-3.0, 5.0], [2, 4])).values,
+            "add_threshold": lambda sp: tf.sparse_add(sp, sp, threshold=3.0).values,
+            "add_dense": lambda sp: tf.sparse_add(tf.ones([2, 4]), sp),
+            "reduce_sum": lambda sp: tf.sparse_reduce_sum(sp, 1) * tf.constant([1.0, 3.0]),
+            "reduce_sum_all": lambda sp: tf.sparse_reduce_sum(sp),
+            "to_dense": lambda sp: tf.sparse_tensor_to_dense(sp, default_value=0.5) * tf.range(8.0)[None, :4],
+            "reorder": lambda sp: tf.sparse_reorder(tf.SparseTensor(
+                sp.indices[::-1], sp.values[::-1], sp.dense_shape)).values * tf.constant([1.0, 2.0, 3.0]),
+            "slice": lambda sp: tf.sparse_slice(sp, [1, 0], [1, 4]).values,
+            "fill_empty": lambda sp: tf.sparse_fill_empty_rows(
+                tf.SparseTensor(sp.indices, sp.values, [3, 4]), 7.0)[0].values * tf.range(1.0, 5.0),
+            "transpose": lambda sp: tf.sparse_transpose(sp).values * tf.constant([1.0, 2.0, 3.0]),
+        }
+        out = {}
+        for key, fn in cases.items():
+            with tf.Graph().as_default():
+                values = tf.constant([1.0, 2.0, 4.0])
+                sp = tf.SparseTensor(tf.constant([[0, 1], [1, 0], [1, 3]], tf.int64), values,
+                                     tf.constant([2, 4], tf.int64))
+                y = fn(sp)
+                grad = tf.convert_to_tensor(tf.gradients(tf.reduce_sum(y * y), [values])[0])
+                with tf.Session() as sess:
+                    out[key] = sess.run([y, grad])
+        return out
+    want, got = gradients(tf1), gradients(tfplus)
+    for key in want:
+        for w, g in zip(want[key], got[key]):
+            np.testing.assert_allclose(g, w, rtol=1e-6, err_msg=key)

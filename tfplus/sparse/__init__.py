@@ -18,7 +18,7 @@ import numpy as np
 
 from tfplus import dtypes as _dt
 from tfplus.framework import Tensor, constant_value, convert_to_tensor, name_scope
-from tfplus.ops import array_ops, math_ops
+from tfplus.ops import array_ops, math_ops, special_math_ops
 from tfplus.ops.host_ops import host_op
 from tfplus.tensor_shape import TensorShape
 
@@ -161,6 +161,24 @@ def _scatter(indices, values, shape, default, what: str):
     return out
 
 
+def _picked(values: Tensor, source: Tensor, host_values: Tensor) -> Tensor:
+    """An op's output values: host_values (the host's result), but for floats the input values gathered at
+    `source` (-1: an entry of the host's own, a filler), so that they carry TensorFlow's gradient: the host op
+    itself (a PyFunc) has none."""
+    if not values.dtype.is_floating:
+        return host_values
+    picked = array_ops.gather(values, math_ops.maximum(source, 0))
+    return math_ops.where(source >= 0, picked, host_values)
+
+
+def _summed(values: Tensor, target: Tensor, count, host_values: Tensor) -> Tensor:
+    """An op's output values that sum input values: host_values, but for floats the sums of the input values at
+    their `target` output positions (-1: dropped) by unsorted_segment_sum, which carries the gradient."""
+    if not values.dtype.is_floating:
+        return host_values
+    return math_ops.unsorted_segment_sum(values, target, count)
+
+
 def _invalid(message: str):
     from tfplus import errors
     return errors.InvalidArgumentError(None, None, message)
@@ -179,9 +197,21 @@ def to_dense(sp_input: SparseTensor, default_value=None, validate_indices=True, 
             if any(a >= b for a, b in zip(keys, keys[1:])):
                 raise _invalid(f"SparseToDense: indices {indices.tolist()} are not in lexicographic order or "
                                "repeat; use tf.sparse.reorder first (or validate_indices=False)")
-        return [_scatter(indices, values, shape, dflt[()] if dflt.ndim == 0 else dflt, "SparseToDense")]
-    return host_op(name or "SparseToDense", run, [sp.indices, sp.values, sp.dense_shape, default], [sp.dtype],
-                   [_dense_shape_static(sp)])[0]
+        dense = _scatter(indices, values, shape, dflt[()] if dflt.ndim == 0 else dflt, "SparseToDense")
+        flat = np.ravel_multi_index(tuple(indices.T), tuple(int(d) for d in shape)) if len(indices) else \
+            np.zeros(0, np.int64)
+        return [dense, flat.astype(np.int64)]
+    dense, flat = host_op(name or "SparseToDense", run, [sp.indices, sp.values, sp.dense_shape, default],
+                          [sp.dtype, _dt.int64], [_dense_shape_static(sp), (None,)])
+    if not sp.dtype.is_floating:
+        return dense
+    # the given values where an entry is (a later repeat of an index replaces, as the host's), elsewhere the host's
+    size = math_ops.reduce_prod(array_ops.shape(dense))
+    given = math_ops.unsorted_segment_sum(array_ops.ones_like(sp.values), flat, size) > 0
+    last = special_math_ops.unsorted_segment_max(math_ops.range(array_ops.shape(flat, out_type=_dt.int64)[0]), flat,
+                                                 size)
+    values = array_ops.gather(sp.values, math_ops.maximum(last, 0))
+    return array_ops.reshape(math_ops.where(given, values, array_ops.reshape(dense, [-1])), array_ops.shape(dense))
 
 
 sparse_tensor_to_dense = to_dense
@@ -210,11 +240,12 @@ def reorder(sp_input: SparseTensor, name=None) -> SparseTensor:
 
     def run(indices, values):
         order = _order(indices)
-        return [indices[order], values[order]]
-    indices, values = host_op(name or "SparseReorder", run, [sp.indices, sp.values], [_dt.int64, sp.dtype],
-                              [sp.indices.shape.dims_tuple if sp.indices.shape.ndims else None,
-                               sp.values.shape.dims_tuple if sp.values.shape.ndims else None])
-    return SparseTensor(indices, values, sp.dense_shape)
+        return [indices[order], values[order], order.astype(np.int64)]
+    indices, values, order = host_op(name or "SparseReorder", run, [sp.indices, sp.values],
+                                     [_dt.int64, sp.dtype, _dt.int64],
+                                     [sp.indices.shape.dims_tuple if sp.indices.shape.ndims else None,
+                                      sp.values.shape.dims_tuple if sp.values.shape.ndims else None, (None,)])
+    return SparseTensor(indices, _picked(sp.values, order, values), sp.dense_shape)
 
 
 sparse_reorder = reorder
@@ -270,19 +301,24 @@ def add(a, b, threshold=0, name=None):
         order = _order(indices)
         indices, values = indices[order], values[order]
         keep_idx, keep_val = [], []
-        for idx, v in zip(map(tuple, indices.tolist()), values):
+        target = np.empty(len(order), np.int64)   # each input entry's output position (-1: dropped)
+        for j, (idx, v) in enumerate(zip(map(tuple, indices.tolist()), values)):
             if keep_idx and keep_idx[-1] == idx:
                 keep_val[-1] = keep_val[-1] + v
             else:
                 keep_idx.append(idx)
                 keep_val.append(v)
-        keep = [abs(v) >= th for v in keep_val]
+            target[order[j]] = len(keep_idx) - 1
+        keep = np.array([abs(v) >= th for v in keep_val], bool)
+        position = np.where(keep, np.cumsum(keep) - 1, -1)
         out_i = np.array([i for i, k in zip(keep_idx, keep) if k], np.int64).reshape(-1, len(ashape))
         out_v = np.array([v for v, k in zip(keep_val, keep) if k], av.dtype)
-        return [out_i, out_v]
-    indices, values = host_op(name or "SparseAdd", run, [a.indices, a.values, a.dense_shape, b.indices, b.values,
-                                                         b.dense_shape, thresh], [_dt.int64, a.dtype],
-                              [(None, a.indices.shape.as_list()[1] if a.indices.shape.ndims else None), (None,)])
+        return [out_i, out_v, position[target] if len(target) else target, np.int64(len(out_v))]
+    indices, values, target, count = host_op(
+        name or "SparseAdd", run, [a.indices, a.values, a.dense_shape, b.indices, b.values, b.dense_shape, thresh],
+        [_dt.int64, a.dtype, _dt.int64, _dt.int64],
+        [(None, a.indices.shape.as_list()[1] if a.indices.shape.ndims else None), (None,), (None,), ()])
+    values = _summed(array_ops.concat([a.values, b.values], 0), target, count, values)
     return SparseTensor(indices, values, a.dense_shape)
 
 
@@ -346,8 +382,18 @@ def reduce_sum(sp_input: SparseTensor, axis=None, keepdims=None, output_is_spars
         dense = np.zeros(tuple(int(d) for d in shape), values.dtype)
         np.add.at(dense, tuple(indices.T), values)
         which = None if axes is None else tuple(int(a) % len(shape) for a in np.atleast_1d(axes))
-        return [np.asarray(dense.sum(axis=which, keepdims=keep), values.dtype)]
-    return host_op(name or "SparseReduceSum", run, [sp.indices, sp.values, sp.dense_shape], [sp.dtype], [None])[0]
+        out = np.asarray(dense.sum(axis=which, keepdims=keep), values.dtype)
+        # each entry's output position: its index with the summed axes set to 0, in the kept-dims grid
+        kept = indices.copy()
+        kept[:, list(which if which is not None else range(len(shape)))] = 0
+        grid = tuple(1 if which is None or d in which else int(n) for d, n in enumerate(shape))
+        target = np.ravel_multi_index(tuple(kept.T), grid) if len(kept) else np.zeros(0, np.int64)
+        return [out, target.astype(np.int64), np.asarray(out.shape, np.int64)]
+    out, target, out_shape = host_op(name or "SparseReduceSum", run, [sp.indices, sp.values, sp.dense_shape],
+                                     [sp.dtype, _dt.int64, _dt.int64], [None, (None,), (None,)])
+    if not sp.dtype.is_floating:
+        return out
+    return array_ops.reshape(_summed(sp.values, target, math_ops.reduce_prod(out_shape), out), out_shape)
 
 
 sparse_reduce_sum = reduce_sum
@@ -400,11 +446,13 @@ def transpose(sp_input: SparseTensor, perm=None, name=None) -> SparseTensor:
             raise _invalid(f"SparseTranspose: perm {p.tolist()} is not a permutation of the {len(shape)} dimensions")
         out_i = indices[:, p]
         order = _order(out_i)
-        return [out_i[order], values[order], shape[p]]
+        return [out_i[order], values[order], shape[p], order.astype(np.int64)]
     rank = _rank_of(sp)
-    indices, values, dense_shape = host_op(name or "SparseTranspose", run, [sp.indices, sp.values, sp.dense_shape],
-                                           [_dt.int64, sp.dtype, _dt.int64], [(None, rank), (None,), (rank,)])
-    return SparseTensor(indices, values, dense_shape)
+    indices, values, dense_shape, order = host_op(name or "SparseTranspose", run,
+                                                  [sp.indices, sp.values, sp.dense_shape],
+                                                  [_dt.int64, sp.dtype, _dt.int64, _dt.int64],
+                                                  [(None, rank), (None,), (rank,), (None,)])
+    return SparseTensor(indices, _picked(sp.values, order, values), dense_shape)
 
 
 sparse_transpose = transpose
@@ -426,13 +474,15 @@ def fill_empty_rows(sp_input: SparseTensor, default_value, name=None):
         fill = np.empty(len(extra), values.dtype)
         fill[:] = dflt[()] if dflt.ndim == 0 else dflt
         out_v = np.concatenate([values, fill])
+        source = np.concatenate([np.arange(len(values)), -np.ones(len(extra), np.int64)])
         order = np.argsort(out_i[:, 0], kind="stable")  # rows in order, each row's entries as they were
-        return [out_i[order], out_v[order], empty]
+        return [out_i[order], out_v[order], empty, source[order].astype(np.int64)]
     rank = _rank_of(sp)
-    indices, values, empty = host_op(name or "SparseFillEmptyRows", run,
-                                     [sp.indices, sp.values, sp.dense_shape, default],
-                                     [_dt.int64, sp.dtype, _dt.bool_], [(None, rank), (None,), (None,)])
-    return SparseTensor(indices, values, sp.dense_shape), empty
+    indices, values, empty, source = host_op(name or "SparseFillEmptyRows", run,
+                                             [sp.indices, sp.values, sp.dense_shape, default],
+                                             [_dt.int64, sp.dtype, _dt.bool_, _dt.int64],
+                                             [(None, rank), (None,), (None,), (None,)])
+    return SparseTensor(indices, _picked(sp.values, source, values), sp.dense_shape), empty
 
 
 sparse_fill_empty_rows = fill_empty_rows
@@ -447,12 +497,13 @@ def slice(sp_input: SparseTensor, start, size, name=None) -> SparseTensor:  # no
     def run(indices, values, shape, begin, extent):
         end = np.minimum(begin + extent, shape)
         keep = ((indices >= begin) & (indices < end)).all(axis=1) if len(indices) else np.zeros(0, bool)
-        return [indices[keep] - begin, values[keep], np.maximum(end - begin, 0)]
+        return [indices[keep] - begin, values[keep], np.maximum(end - begin, 0), np.flatnonzero(keep).astype(np.int64)]
     rank = _rank_of(sp)
-    indices, values, dense_shape = host_op(name or "SparseSlice", run,
-                                           [sp.indices, sp.values, sp.dense_shape, start_t, size_t],
-                                           [_dt.int64, sp.dtype, _dt.int64], [(None, rank), (None,), (rank,)])
-    return SparseTensor(indices, values, dense_shape)
+    indices, values, dense_shape, source = host_op(name or "SparseSlice", run,
+                                                   [sp.indices, sp.values, sp.dense_shape, start_t, size_t],
+                                                   [_dt.int64, sp.dtype, _dt.int64, _dt.int64],
+                                                   [(None, rank), (None,), (rank,), (None,)])
+    return SparseTensor(indices, _picked(sp.values, source, values), dense_shape)
 
 
 sparse_slice = slice
