@@ -51,7 +51,7 @@ import sys
 
 import numpy as np
 
-from tfplus.kernels.numpy.collective import parts, reducer, shared_ranks
+from tfplus.kernels.numpy.collective import parts, polling, reducer, shared_ranks
 from tfplus.kernels.opencl._common import kernel, run_on_host
 from tfplus.kernels.opencl.array import SRC, gather, scatter
 from tfplus.registry import find_kernel, register_kernel, register_workspace
@@ -128,6 +128,11 @@ def _released(gate, queue):
     return release
 
 
+def _done(event) -> bool:
+    """Whether `event` ended (complete, or failed: its wait raises), asked without waiting."""
+    return event.command_execution_status <= cl.command_execution_status.COMPLETE
+
+
 def _where(d) -> str:
     """A device's name and, on NVIDIA's driver, its PCI address (bus:slot, as nvidia-smi's pci.bus_id prints them):
     two ranks on one GPU show in the trace. The bus alone is not enough: GPUs of one host often share bus 0."""
@@ -192,6 +197,9 @@ def _mpi_allreduce_start(ctx, ins, outs, attrs):
         gather(rt, packed, ins)
     buf, off, queue, ahead = rt.buffer(packed), packed.block.off, rt.queue, runahead(rt) and packed.size > 0
     held = rt.gated.setdefault(key, collections.deque())
+    polled = ahead and shared and polling()
+    if polled and reducer.poll not in rt.dev.polls:
+        rt.dev.polls.append(reducer.poll)
 
     def start():
         if len(held) > 1:  # one step ahead at most: the step before last's copy back of this bucket is done
@@ -207,7 +215,11 @@ def _mpi_allreduce_start(ctx, ins, outs, attrs):
             _copies.append((key, "out", copied))
         rt.d2h_bytes += host.nbytes
         gate = _gates[key] = cl.UserEvent(rt.dev.ctx) if ahead else None
-        reducer.start(key, reduced, copied and copied.wait, _released(gate, queue) if ahead else None, times, where)
+        if polled:
+            reducer.post(key, reduced, copied.wait, functools.partial(_done, copied), _released(gate, queue), where)
+        else:
+            reducer.start(key, reduced, copied and copied.wait, _released(gate, queue) if ahead else None, times,
+                          where)
     start()
     rt.tape_host(start, ("MpiAllreduceStart", key, id(buf), off))
 

@@ -1,8 +1,9 @@
 """The intra-host all-reduce of opencl ranks (kernels/opencl/collective.py): under `mpiexec -n 2`, both ranks on PoCL's
 one device, every rank on one host, each bucket goes through an MPI-3 shared-memory window and the devices sum it.
 That path is the one taken by default, the ranks' weights stay bit-identical, and they equal, bit for bit, the same
-steps through pinned memory (TFPLUS_ALLREDUCE_SHM=pinned) and summed by MPI_Allreduce (TFPLUS_ALLREDUCE_SHM=0: for
-two ranks either sum is a + b, times the same float32 scale); a bad TFPLUS_ALLREDUCE_SHM is refused by name."""
+steps through pinned memory (TFPLUS_ALLREDUCE_SHM=pinned), moved on by the communication thread instead of the main
+thread when running ahead (TFPLUS_ALLREDUCE_POLL=0) and summed by MPI_Allreduce (TFPLUS_ALLREDUCE_SHM=0: for two ranks
+either sum is a + b, times the same float32 scale); a bad TFPLUS_ALLREDUCE_SHM is refused by name."""
 import json
 import os
 import subprocess
@@ -21,16 +22,19 @@ ENV = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p), TFP
 
 # Trains a small conv net 5 steps on each rank's own batches, through buckets of several gradients and of one
 # (bucket_bytes: the filter and its bias apart, the dense layer's two), the step replayed from its fourth run; first
-# on the shared-memory path (the default here), then through pinned memory (TFPLUS_ALLREDUCE_SHM=pinned), then on
-# MPI_Allreduce's (what TFPLUS_ALLREDUCE_SHM=0 sets at the first start), every rank writing its weights' hash and
-# how many windows each path made to a file of its own.
+# on the shared-memory path (the default here), then through pinned memory (TFPLUS_ALLREDUCE_SHM=pinned), then with
+# the communication thread moving the exchanges on (TFPLUS_ALLREDUCE_POLL=0), then on MPI_Allreduce's (what
+# TFPLUS_ALLREDUCE_SHM=0 sets at the first start), every rank writing its weights' hash, how many windows each path
+# made and how often the communication thread woke to a file of its own.
 SCRIPT = """
 import hashlib, json, os, sys, numpy as np, tfplus as tf, tfplus.distributed as dist
 from tfplus.kernels.numpy.collective import reducer
 dist.init()
 out = {}
-for path in ("shm", "pinned", "mpi"):
+for path in ("shm", "pinned", "thread", "mpi"):
     reducer.staged = path == "pinned"  # what TFPLUS_ALLREDUCE_SHM=pinned sets
+    os.environ["TFPLUS_ALLREDUCE_POLL"] = str(int(path != "thread"))  # read by each start
+    wakes = reducer.wakes
     if path == "mpi":
         reducer.shared = 0
     tf.reset_default_graph()
@@ -50,6 +54,7 @@ for path in ("shm", "pinned", "mpi"):
         weights = sess.run(tf.trainable_variables())
     out[path] = hashlib.sha256(b"".join(w.tobytes() for w in weights)).hexdigest()
     out[path + " windows"] = len(reducer.windows)
+    out[path + " wakes"] = reducer.wakes - wakes  # the communication thread's returns to Python
 with open(os.path.join(sys.argv[1], f"rank{dist.rank()}.json"), "w") as f:  # the ranks' stdout may interleave
     json.dump(out, f)
 """
@@ -64,16 +69,21 @@ def test_ranks_sum_on_their_devices_through_shared_memory_to_equal_weights(tmp_p
     assert run.returncode == 0, run.stdout + run.stderr
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(n)]
     for got in ranks:
-        # The first two sessions made a window per bucket (3 each); the third, on MPI_Allreduce's path, none more.
-        assert (got["shm windows"], got["pinned windows"], got["mpi windows"]) == (3, 6, 6), got
-        assert got["shm"] == got["pinned"], got
+        # The first three sessions made a window per bucket (3 each); the last, on MPI_Allreduce's path, none more.
+        assert [got[p + " windows"] for p in ("shm", "pinned", "thread", "mpi")] == [3, 6, 9, 9], got
+        assert got["shm"] == got["pinned"] == got["thread"], got
+        # Running ahead, the main thread moves the exchanges on (TFPLUS_ALLREDUCE_POLL=1, the default): the
+        # communication thread never woke for them; waiting, or with POLL=0, it did.
+        assert (got["shm wakes"] == 0) == (got["pinned wakes"] == 0) == (runahead == "1"), got
+        assert got["thread wakes"] > 0, got
         if n == 2:
             assert got["shm"] == got["mpi"], got  # the devices' sums equal MPI's bit for bit
     assert len({got["shm"] for got in ranks}) == 1, ranks  # every rank the same weights
 
 
-def test_a_bad_switch_is_refused_by_name():
-    run = subprocess.run([sys.executable, "-c", "from tfplus.kernels.numpy.collective import shared_ranks\n"
-                          "shared_ranks()"], env=dict(ENV, TFPLUS_ALLREDUCE_SHM="yes"), capture_output=True,
-                         text=True, timeout=60)
-    assert run.returncode != 0 and "TFPLUS_ALLREDUCE_SHM='yes': give 1" in run.stderr, run.stderr
+@pytest.mark.parametrize("call,name", [("shared_ranks", "SHM"), ("polling", "POLL")])
+def test_a_bad_switch_is_refused_by_name(call, name):
+    run = subprocess.run([sys.executable, "-c", f"from tfplus.kernels.numpy.collective import {call}\n{call}()"],
+                         env=dict(ENV, **{f"TFPLUS_ALLREDUCE_{name}": "yes"}), capture_output=True, text=True,
+                         timeout=60)
+    assert run.returncode != 0 and f"TFPLUS_ALLREDUCE_{name}='yes': give 1" in run.stderr, run.stderr

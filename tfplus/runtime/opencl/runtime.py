@@ -317,7 +317,7 @@ class OpenCLRuntime(Runtime):
 
     def tape_ready(self, tape: Tape) -> None:
         """Makes `tape` replayable (a kernel object per launch, its arguments set)."""
-        tape.compile(self.queue)
+        tape.compile(self.queue, polls=self.dev.polls)
 
     def tape_play(self, tape: Tape, feeds: list, fixed: list | None) -> bool:
         """Replays a ready `tape` with the run's `feeds`; False (nothing done) when a `fixed` buffer moved
