@@ -21,6 +21,7 @@ from tfplus.registry import register_kernel
 def _mpi_allreduce(ctx, ins, outs, attrs):
     # NOTE: imported when the kernel runs: mpi4py is the optional `mpi` extra, and importing it initializes MPI.
     from mpi4py import MPI
+    reducer.settle()
     reducer.count += 1
     MPI.COMM_WORLD.Allreduce(np.ascontiguousarray(ins[0]), outs[0], op=MPI.SUM)
 
@@ -235,6 +236,13 @@ class Reducer:
             except BaseException as e:  # noqa: BLE001
                 self.failed = self.failed or e
             job.done.set()
+
+    def settle(self) -> None:
+        """Finishes every polled job: before a blocking call of MPI on the main thread that another rank may reach
+        while it waits in a polled job's barrier for this one (rank 0 alone saving a checkpoint, then
+        tfplus.distributed.barrier), or the two ranks would wait for each other."""
+        for job in list(self.polled):
+            self.finish(job)
 
     def _pump(self, job: _Job, deadline: float) -> bool:
         """Blocks until `job` is done or `deadline` (time.monotonic()), moving the polled jobs on meanwhile (another
