@@ -74,12 +74,12 @@ def shared_ranks() -> int:
 
 
 def polling() -> bool:
-    """Whether the main thread moves the shared-memory exchanges of a run-ahead step on itself (TFPLUS_ALLREDUCE_POLL=1,
-    the default) instead of handing each to the communication thread (0): see Reducer.poll."""
+    """Whether the main thread moves a step's shared-memory exchanges on itself between its launches
+    (TFPLUS_ALLREDUCE_POLL=1, the default) instead of handing each to the communication thread (0): Reducer.poll."""
     value = os.environ.get("TFPLUS_ALLREDUCE_POLL", "1").strip()
     if value not in ("0", "1"):
-        raise ValueError(f"TFPLUS_ALLREDUCE_POLL={value!r}: give 1 (the main thread moves a run-ahead step's "
-                         "shared-memory exchanges on between its launches) or 0 (the communication thread does)")
+        raise ValueError(f"TFPLUS_ALLREDUCE_POLL={value!r}: give 1 (the main thread moves a step's shared-memory "
+                         "exchanges on between its launches) or 0 (the communication thread does)")
     return value == "1"
 
 
@@ -191,10 +191,11 @@ class Reducer:
 
     def post(self, key: int, host: np.ndarray, ready, probe, release, shared: tuple) -> None:
         """start()'s shared-memory job for the main thread to move on (poll) instead of the communication thread:
-        `probe()` says, without blocking, whether `ready()` (the wait for this rank's copy out) would return at once.
-        Run ahead, each hand-off to the thread cost the gate a wait for Python's lock after its copy's wait, its
-        memcpys and its barrier (up to the switch interval each, the device idle behind the gate meanwhile) and the
-        main thread as many forced switches (BENCHMARKS.md, mpihost)."""
+        `probe()` says, without blocking, whether `ready()` (the wait for this rank's copy out; None: none) would
+        return at once; `release` may be None (the host waits for the sum). Run ahead, each hand-off to the thread
+        cost the gate a wait for Python's lock after its copy's wait, its memcpys and its barrier (up to the switch
+        interval each, the device idle behind the gate meanwhile) and the main thread as many forced switches;
+        waiting, a wake of the thread and one of the main thread a bucket (BENCHMARKS.md, mpihost)."""
         self._check()
         self._running()
         job = self.started[key] = _Job(key, host, ready, release=release, shared=shared)
@@ -213,9 +214,10 @@ class Reducer:
             job = self.polled[0]
             try:
                 if job.request is None:
-                    if not job.probe():
-                        return
-                    job.ready()  # at once: raises if the copy failed
+                    if job.ready is not None:
+                        if not job.probe():
+                            return
+                        job.ready()  # at once: raises if the copy failed
                     job.times[1] = time.perf_counter()
                     turn, me = job.shared
                     if turn is not job.host:
@@ -232,7 +234,8 @@ class Reducer:
                 self.failed = self.failed or e
             self.polled.popleft()
             try:
-                job.release(self.failed is None)
+                if job.release is not None:
+                    job.release(self.failed is None)
             except BaseException as e:  # noqa: BLE001
                 self.failed = self.failed or e
             job.done.set()
@@ -252,7 +255,7 @@ class Reducer:
             if job.done.is_set() or time.monotonic() > deadline:
                 break
             head = self.polled[0] if self.polled else None
-            if head is not None and head.request is None:
+            if head is not None and head.request is None:  # poll() starts a job with no copy to wait for
                 try:
                     head.ready()  # the device's copy out; Python's lock released
                 except BaseException:  # noqa: BLE001  poll() records it and releases the job

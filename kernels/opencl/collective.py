@@ -21,6 +21,14 @@ this rank's row into the window before the barrier and the other rows out of it 
 wait until the queue reaches a copy to or from pageable memory (the window), which held the host back (run ahead, two
 H200 ranks of Mentee: 0.90x one GPU directly, 0.93-0.98x through pinned memory).
 
+On that path the main thread moves each exchange on itself (Reducer.post and poll; TFPLUS_ALLREDUCE_POLL=0 gives them
+to the communication thread): at each flush of the replayed step's queue it looks whether the oldest bucket's copy out
+is done (an event's status, no wait), then copies this rank's row into the window and starts a non-blocking barrier,
+and once that is complete copies the other rows out and opens the gate (running ahead). With the thread, each bucket
+woke it after its copy's wait, its memcpys and its barrier, each time for Python's lock, which it gets from a main
+thread queuing launches only after the switch interval, the device idle behind the gate meanwhile (BENCHMARKS.md,
+mpihost).
+
 With TFPLUS_ALLREDUCE_RUNAHEAD=1, MpiAllreduceWait runs ahead: it enqueues the copy back of the sum behind an OpenCL
 user event that the communication thread completes once MPI returns, and returns at once, so the host queues the
 updates, leaves session.run and queues the next step while the device and MPI work (in one process the host runs ahead
@@ -197,7 +205,7 @@ def _mpi_allreduce_start(ctx, ins, outs, attrs):
         gather(rt, packed, ins)
     buf, off, queue, ahead = rt.buffer(packed), packed.block.off, rt.queue, runahead(rt) and packed.size > 0
     held = rt.gated.setdefault(key, collections.deque())
-    polled = ahead and shared and polling()
+    polled = shared and polling()
     if polled and reducer.poll not in rt.dev.polls:
         rt.dev.polls.append(reducer.poll)
 
@@ -216,7 +224,8 @@ def _mpi_allreduce_start(ctx, ins, outs, attrs):
         rt.d2h_bytes += host.nbytes
         gate = _gates[key] = cl.UserEvent(rt.dev.ctx) if ahead else None
         if polled:
-            reducer.post(key, reduced, copied.wait, functools.partial(_done, copied), _released(gate, queue), where)
+            reducer.post(key, reduced, copied and copied.wait, copied and functools.partial(_done, copied),
+                         _released(gate, queue) if ahead else None, where)
         else:
             reducer.start(key, reduced, copied and copied.wait, _released(gate, queue) if ahead else None, times,
                           where)
