@@ -376,6 +376,10 @@ class Reducer:
             lines.append(f"tfplus all-reduce, {who}: median ms from the host's last wait of a step to the next "
                          f"step's first start {np.median(first[2:, 0] - last[1:-1, 4]):.3f}, step to step "
                          f"{np.median(np.diff(first[1:, 0])):.3f}")
+        steps = max((len(rows) for rows in self.trace.values()), default=0)
+        if steps:
+            lines.append(f"tfplus all-reduce, {who}: the communication thread returned to Python {self.wakes} times, "
+                         f"{self.wakes / steps:.1f} a step (each a hand-off of Python's lock)")
         between = self._between(min(self.trace), max(self.trace)) if self.trace else None
         if between:
             lines.append(f"tfplus all-reduce, {who}: the host between steps, median / mean ms: {between}")
