@@ -113,7 +113,9 @@ class Reducer:
     TFPLUS_ALLREDUCE_TIMEOUT seconds with an error naming the bucket (another rank died or hangs), and at exit the
     host waits for the jobs it started.
     `largest(value)`: the ranks' largest value, in its turn among the jobs, with no call of MPI on the caller's
-    thread (an MPI_Iallreduce started between steps cost the host 0.3 ms on a loaded machine).
+    thread (an MPI_Iallreduce started between steps cost the host 0.3 ms on a loaded machine); with
+    TFPLUS_ALLREDUCE_POLL=1 (polling) an MPI_Iallreduce that the main thread's polls complete, since the thread's
+    two returns to Python a step (its wake, MPI) each wait for Python's lock and take it from the main thread.
     `buffer(key, shape, dtype)`: the host buffer a key reuses from step to step (its last sum was taken by then:
     each step waits for all it started). `shared_slots(key, n, dtype)`: a bucket's next turn of host shared memory,
     a slot of n per rank (see there); its job (`start(..., shared=(turn, rank))`) only waits until every rank
@@ -138,7 +140,7 @@ class Reducer:
         self.host_comm = None  # the communicator of this host's ranks (host())
         self.windows: dict[int, list] = {}  # bucket key -> [its MPI window, its slots (3, ranks, n), the next turn]
         self.polled: collections.deque = collections.deque()  # jobs the main thread moves on (post), in order
-        self.poll_comm = None  # the polled jobs' communicator of this host's ranks
+        self.poll_comm = self.poll_world = None  # the polled jobs' communicators: this host's ranks, all ranks
         self.wakes = 0  # the communication thread's returns from a call that released Python's lock (hand-offs)
 
     def host(self):
@@ -225,7 +227,7 @@ class Reducer:
                     job.request = self.poll_comm.Ibarrier()
                 if not job.request.Test():
                     return
-                turn, me = job.shared
+                turn, me = job.shared or (job.host, 0)  # no shared memory: the signal check's all-reduce
                 for q in range(len(turn)) if turn is not job.host else ():
                     if q != me:
                         np.copyto(job.host[q], turn[q])
@@ -271,9 +273,15 @@ class Reducer:
         in the same order among its starts)."""
         self._check()
         self._running()
-        job = self.last = _Job(-1, np.array([value], np.int64), None, largest=True)
+        job = _Job(-1, np.array([value], np.int64), None, largest=True)
         self.count += 1
-        self.jobs.put(job)
+        if polling():  # started now, on a communicator of its own, and read by the main thread's polls
+            from mpi4py import MPI
+            job.request = self.poll_world.Iallreduce(MPI.IN_PLACE, job.host, op=MPI.MAX)
+            self.polled.append(job)
+        else:
+            self.last = job
+            self.jobs.put(job)
 
         def result() -> int:
             return int(self.finish(job)[0])
@@ -290,7 +298,7 @@ class Reducer:
         # NOTE: made here, by the main thread, in the same place of every rank's calls (Dup is collective).
         comm = MPI.COMM_WORLD.Dup()
         host = self.host().Dup()
-        self.poll_comm = self.host().Dup()
+        self.poll_comm, self.poll_world = self.host().Dup(), MPI.COMM_WORLD.Dup()
         # A daemon: it blocks only in jobs.get() between steps, so it never keeps a finished rank alive.
         self.thread = threading.Thread(target=self._loop, args=(comm, host, MPI.IN_PLACE, MPI.SUM, MPI.MAX),
                                        name="tfplus-allreduce", daemon=True)
