@@ -116,7 +116,8 @@ class Tape:
         the queue follows the first launch, every `every`-th (default flush_every(...)), each host item (an
         all-reduce's copies) and the last item, so that the device starts on a step's launches while the host
         queues the rest. In a tape with host work, each flush then calls `polls` (a list, read at each call: the
-        all-reduce's jobs the main thread moves on, kernels/numpy/collective.Reducer.poll)."""
+        all-reduce's jobs the main thread moves on, kernels/numpy/collective.Reducer.poll; with TFPLUS_OPENCL_FLUSH=0
+        they move only when the host waits)."""
         host_work = any(it[0] == "h" for it in self.items)
         every = flush_every(host_work) if every is None else every
         flush = queue.flush
