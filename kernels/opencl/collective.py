@@ -85,6 +85,8 @@ def runahead(rt) -> bool:
     return value == "1"
 
 
+# pyopencl's enqueue_copy without its dispatch on the arguments' types (a few us a call, twice a bucket a step)
+_read, _write = cl._cl._enqueue_read_buffer, cl._cl._enqueue_write_buffer
 _gates: dict = {}  # bucket key -> the user event its step's copy back waits for (made by the start, used by the wait)
 # TFPLUS_ALLREDUCE_TRACE=device: (bucket key, "out" or "back", the copy's event), in order; reported at exit
 _copies: list | None = [] if os.environ.get("TFPLUS_ALLREDUCE_TRACE") == "device" else None
@@ -218,7 +220,7 @@ def _mpi_allreduce_start(ctx, ins, outs, attrs):
             held.popleft()
             reducer.mark(f"bucket {key} step before last done")
         host, reduced, times, where = slot()
-        copied = cl.enqueue_copy(queue, host, buf, src_offset=off, is_blocking=False) if host.nbytes else None
+        copied = _read(queue, buf, host, src_offset=off, is_blocking=False) if host.nbytes else None
         if _copies is not None and copied is not None:
             _copies.append((key, "out", copied))
         rt.d2h_bytes += host.nbytes
@@ -250,12 +252,12 @@ def _mpi_allreduce_wait(ctx, ins, outs, attrs):
         if gate is None:  # run-ahead off (or a host value): the sum first, then its copy back
             host = reducer.wait(key)
             if host.nbytes:  # NOTE: kept: dropped, it would make the host wait for its copy
-                event = _backs[key] = cl.enqueue_copy(queue, buf, host, dst_offset=off, is_blocking=False)
+                event = _backs[key] = _write(queue, buf, host, dst_offset=off, is_blocking=False)
         else:
             job = reducer.take(key)
             host = job.host
             reducer.mark(f"bucket {key} waited")  # at once: the device waits for the sum instead
-            event = cl.enqueue_copy(queue, buf, host, dst_offset=off, is_blocking=False, wait_for=[gate])
+            event = _write(queue, buf, host, dst_offset=off, is_blocking=False, wait_for=[gate])
             rt.gated[key].append((functools.partial(reducer.finish, job), event))  # kept: see the module's NOTE
         if _copies is not None and host.nbytes:
             _copies.append((key, "back", event))
