@@ -141,6 +141,7 @@ class Reducer:
         self.windows: dict[int, list] = {}  # bucket key -> [its MPI window, its slots (3, ranks, n), the next turn]
         self.polled: collections.deque = collections.deque()  # jobs the main thread moves on (post), in order
         self.poll_comm = self.poll_world = None  # the polled jobs' communicators: this host's ranks, all ranks
+        self.polling = threading.Lock()  # held by the thread in poll(): another thread's poll meanwhile returns
         self.wakes = 0  # the communication thread's returns from a call that released Python's lock (hand-offs)
 
     def host(self):
@@ -212,6 +213,14 @@ class Reducer:
         rank's row goes into the turn (through pinned memory) and a non-blocking barrier starts; once the barrier is
         complete, the other rows come out and the job is released (its gate opened). Called at the replay's
         flushes (OpenCLRuntime.polls) and by every wait of the host while jobs are polled."""
+        if not self.polling.acquire(blocking=False):  # a session.run on another thread is polling
+            return
+        try:
+            self._poll()
+        finally:
+            self.polling.release()
+
+    def _poll(self) -> None:
         while self.polled:
             job = self.polled[0]
             try:
