@@ -1,6 +1,7 @@
 """MPI collectives on the host: MpiAllreduce (MPI_Allreduce, sum, over MPI_COMM_WORLD, of one contiguous buffer), and
 MpiAllreduceStart / MpiAllreduceWait, which hand a buffer to the process's communication thread and take its sum
-back, so that the step computes on while the ranks exchange it (Horovod's background thread, in small)."""
+back, so that the step computes on while the ranks exchange it (Horovod's background thread, in small); on one host's
+opencl ranks the main thread moves the exchanges on itself between its launches instead (Reducer.post, poll)."""
 from __future__ import annotations
 
 import atexit
@@ -119,7 +120,10 @@ class Reducer:
     `buffer(key, shape, dtype)`: the host buffer a key reuses from step to step (its last sum was taken by then:
     each step waits for all it started). `shared_slots(key, n, dtype)`: a bucket's next turn of host shared memory,
     a slot of n per rank (see there); its job (`start(..., shared=(turn, rank))`) only waits until every rank
-    wrote its slot. With TFPLUS_ALLREDUCE_TRACE=1 it reports at exit, per bucket, where the time went (see _report)."""
+    wrote its slot; `post(...)` makes such a job one the main thread moves on (`poll()`, at the replay's flushes;
+    every wait above pumps the polls) with no hand-off to the thread, and `settle()` finishes those before a blocking
+    collective of the main thread. With TFPLUS_ALLREDUCE_TRACE=1 it reports at exit, per bucket, where the time went
+    (see _report)."""
 
     def __init__(self):
         self.jobs: queue.SimpleQueue = queue.SimpleQueue()
