@@ -16,7 +16,7 @@ this rank's slot of the bucket's next turn of an MPI-3 shared-memory window (Red
 thread waits for the copy and meets the other ranks at a barrier, and the Wait copies every rank's slot, in one piece,
 into a workspace and sums them in rank order, times `scale`, into the packed buffer (one launch, sum_slots in
 array.cl): every rank computes the same sums bit for bit, so the ranks' weights stay equal. On a GPU (or with
-TFPLUS_ALLREDUCE_SHM=pinned) the device copies to and from pinned memory instead, and the communication thread copies
+TFPLUS_ALLREDUCE_SHM=pinned) the device copies to and from pinned memory instead, and the host copies
 this rank's row into the window before the barrier and the other rows out of it after: NVIDIA's driver makes the host
 wait until the queue reaches a copy to or from pageable memory (the window), which held the host back (run ahead, two
 H200 ranks of Mentee: 0.90x one GPU directly, 0.93-0.98x through pinned memory).
@@ -30,10 +30,11 @@ thread queuing launches only after the switch interval, the device idle behind t
 mpihost).
 
 With TFPLUS_ALLREDUCE_RUNAHEAD=1, MpiAllreduceWait runs ahead: it enqueues the copy back of the sum behind an OpenCL
-user event that the communication thread completes once MPI returns, and returns at once, so the host queues the
-updates, leaves session.run and queues the next step while the device and MPI work (in one process the host runs ahead
-of the device the same way). Bounded to one step: a bucket's start waits until the step before last's copy back of
-that bucket is done (the host waits for the thread, with the reducer's timeout, then for the device).
+user event that the host's poll (or the communication thread) completes after the exchange, and returns at once, so
+the host queues the updates, leaves session.run and queues the next step while the device and MPI work (in one
+process the host runs ahead of the device the same way). Bounded to one step: a bucket's start waits until the step
+before last's copy back of that bucket is done (the host waits for the exchange, with the reducer's timeout, then for
+the device).
 Blocking calls of the runtime (reads, finish) first wait for every released copy (OpenCLRuntime.settle), with the
 same timeout.
 The default on a GPU (see runahead): stop 48's two-rank figures, where running ahead did not pay, were two jobs of
@@ -129,7 +130,7 @@ if _copies is not None:
 
 
 def _released(gate, queue):
-    def release(ok: bool) -> None:  # on the communication thread, after the sum (a negative status: it failed)
+    def release(ok: bool) -> None:  # after the exchange, by a poll or the thread (a negative status: it failed)
         gate.set_status(cl.command_execution_status.COMPLETE if ok else -1)
         # NOTE: the commands queued behind the gate may reach the device only at the queue's next flush, and the
         # host flushed its last before the gate opened: on NVIDIA's driver the run-ahead device waited as if so
