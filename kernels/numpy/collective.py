@@ -217,7 +217,7 @@ class Reducer:
         rank's row goes into the turn (through pinned memory) and a non-blocking barrier starts; once the barrier is
         complete, the other rows come out and the job is released (its gate opened). Called at the replay's
         flushes (OpenCLRuntime.polls) and by every wait of the host while jobs are polled."""
-        if not self.polling.acquire(blocking=False):  # a session.run on another thread is polling
+        if not self.polled or not self.polling.acquire(blocking=False):  # none, or another thread is polling
             return
         try:
             self._poll()
