@@ -1,6 +1,7 @@
 """What DistributedOptimizer's buckets add to a step with nothing to reduce: one process (MPI's singleton, a world of
 one), Mentee's training step plain, and with the buckets' all-reduces built anyway (TFPLUS_ALLREDUCE_ALONE=1), the
-host waiting for each sum and running ahead (TFPLUS_ALLREDUCE_RUNAHEAD=0 and 1); sessions in turns on one device.
+host waiting for each sum and running ahead (TFPLUS_ALLREDUCE_RUNAHEAD=0 and 1), the exchanges moved on by the main
+thread (TFPLUS_ALLREDUCE_POLL=1, the default) and by the communication thread (0); sessions in turns on one device.
 Not a test.
 
     python benchmarks/bench_allreduce_alone.py --device opencl --small --batch 8     # PoCL: the host's side
@@ -69,10 +70,13 @@ def main() -> None:
             blocked[0] += 1
             blocked[1] += time.perf_counter() - t
     reducer.finish = timed_finish
-    variants = {"plain": ("0", "0"), "buckets, waiting": ("1", "0"), "buckets, run-ahead": ("1", "1")}
+    # TFPLUS_ALLREDUCE_POLL: 1, the main thread moves the exchanges on; 0, the communication thread (read when a
+    # step's kernels first run: the warm-up round below sets it per variant, as RUNAHEAD)
+    variants = {"plain": ("0", "0", "1"), "buckets, waiting": ("1", "0", "1"), "buckets, run-ahead": ("1", "1", "1"),
+                "waiting, thread": ("1", "0", "0"), "run-ahead, thread": ("1", "1", "0")}
     runs = {}
     rng = np.random.default_rng(0)
-    for name, (alone, ahead) in variants.items():
+    for name, (alone, ahead, poll) in variants.items():
         os.environ["TFPLUS_ALLREDUCE_ALONE"] = alone  # read when the graph is built
         tg = training_graph(model.build, total_steps=10_000, seed=0, model_kwargs=kwargs,
                             wrap_optimizer=dist.DistributedOptimizer)
@@ -80,12 +84,14 @@ def main() -> None:
                 tg.labels: rng.integers(0, 10, args.batch).astype(np.int32)}
         sess = tf.Session(graph=tg.graph, device=args.device)
         sess.run(tg.init_op)
-        runs[name] = (sess, tg.train_op, feed, ahead, {"host": [], "step": [], "waits": [], "jobs": []})
+        runs[name] = (sess, tg.train_op, feed, (ahead, poll), {"host": [], "step": [], "waits": [], "jobs": [],
+                                                               "wakes": []})
     for _ in range(args.rounds + 1):  # the first round warms up (plans, builds, records the tapes)
-        for sess, train, feed, ahead, got in runs.values():
+        for sess, train, feed, (ahead, poll), got in runs.values():
             os.environ["TFPLUS_ALLREDUCE_RUNAHEAD"] = ahead  # read by each step's kernels
+            os.environ["TFPLUS_ALLREDUCE_POLL"] = poll
             sess.runtime.synchronize()
-            blocked[:], jobs, hosts = [0, 0.0], reducer.count, []
+            blocked[:], jobs, hosts, wakes = [0, 0.0], reducer.count, [], reducer.wakes
             t0 = time.perf_counter()
             for _ in range(args.steps):
                 t = time.perf_counter()
@@ -96,6 +102,7 @@ def main() -> None:
             got["host"].append(statistics.median(hosts))
             got["waits"].append((blocked[0] / args.steps, blocked[1] / args.steps))
             got["jobs"].append((reducer.count - jobs) / args.steps)
+            got["wakes"].append((reducer.wakes - wakes) / args.steps)
     print(f"mentee{' (small)' if args.small else ''}, batch {args.batch}, {args.device}, {args.steps} steps x "
           f"{args.rounds} rounds in turns (medians of the rounds after the first), buckets {args.buckets}")
     base = None
@@ -106,7 +113,8 @@ def main() -> None:
         host = statistics.median(got["host"][1:]) * 1e3
         waited, blocked_ms = (statistics.median(w[i] for w in waits) for i in (0, 1))
         print(f"  {name:20s} step {step:7.3f} ms ({step / base:4.2f}x plain), host {host:7.3f} ms a step; host waits "
-              f"{waited:.0f} a step, blocked {blocked_ms * 1e3:.3f} ms; jobs {statistics.median(got['jobs'][1:]):.0f}; "
+              f"{waited:.0f} a step, blocked {blocked_ms * 1e3:.3f} ms; jobs {statistics.median(got['jobs'][1:]):.0f}, "
+              f"the thread's hand-offs {statistics.median(got['wakes'][1:]):.1f}; "
               f"tape {_tape_counts(sess)}")
         sess.close()
 

@@ -286,6 +286,7 @@ def max_over_ranks(value: int) -> int:
     was asked to stop."""
     buf = np.array([value], np.int64)
     comm = _mpi().COMM_WORLD
+    _settle()
     _state["calls"] += 1
     comm.Allreduce(_mpi().IN_PLACE, buf, op=_mpi().MAX)
     return int(buf[0])
@@ -314,8 +315,17 @@ def trace_mark(label: str) -> None:
 def barrier() -> None:
     """Returns once every rank has called it."""
     comm = _mpi().COMM_WORLD
+    _settle()
     _state["calls"] += 1
     comm.Barrier()
+
+
+def _settle() -> None:
+    """Before a blocking collective on this thread: finishes the all-reduces the main thread moves on (Reducer.settle),
+    which another rank may be waiting for."""
+    collective = sys.modules.get("tfplus.kernels.numpy.collective")
+    if collective is not None:
+        collective.reducer.settle()
 
 
 def abort(code: int = 1) -> None:

@@ -1,9 +1,11 @@
 """MPI collectives on the host: MpiAllreduce (MPI_Allreduce, sum, over MPI_COMM_WORLD, of one contiguous buffer), and
 MpiAllreduceStart / MpiAllreduceWait, which hand a buffer to the process's communication thread and take its sum
-back, so that the step computes on while the ranks exchange it (Horovod's background thread, in small)."""
+back, so that the step computes on while the ranks exchange it (Horovod's background thread, in small); on one host's
+opencl ranks the main thread moves the exchanges on itself between its launches instead (Reducer.post, poll)."""
 from __future__ import annotations
 
 import atexit
+import collections
 import math
 import os
 import queue
@@ -20,6 +22,7 @@ from tfplus.registry import register_kernel
 def _mpi_allreduce(ctx, ins, outs, attrs):
     # NOTE: imported when the kernel runs: mpi4py is the optional `mpi` extra, and importing it initializes MPI.
     from mpi4py import MPI
+    reducer.settle()
     reducer.count += 1
     MPI.COMM_WORLD.Allreduce(np.ascontiguousarray(ins[0]), outs[0], op=MPI.SUM)
 
@@ -71,8 +74,19 @@ def shared_ranks() -> int:
     return reducer.shared
 
 
+def polling() -> bool:
+    """Whether the main thread moves a step's shared-memory exchanges on itself between its launches
+    (TFPLUS_ALLREDUCE_POLL=1, the default) instead of handing each to the communication thread (0): Reducer.poll."""
+    value = os.environ.get("TFPLUS_ALLREDUCE_POLL", "1").strip()
+    if value not in ("0", "1"):
+        raise ValueError(f"TFPLUS_ALLREDUCE_POLL={value!r}: give 1 (the main thread moves a step's shared-memory "
+                         "exchanges on between its launches) or 0 (the communication thread does)")
+    return value == "1"
+
+
 class _Job:
-    __slots__ = ("key", "host", "ready", "release", "done", "error", "times", "largest", "scale", "shared")
+    __slots__ = ("key", "host", "ready", "release", "done", "error", "times", "largest", "scale", "shared", "probe",
+                 "request")
 
     def __init__(self, key: int, host: np.ndarray, ready, largest: bool = False, release=None, scale: float = 1.0,
                  shared: tuple | None = None):
@@ -84,6 +98,8 @@ class _Job:
         self.release = release  # called by the communication thread after the sum: release(ok)
         self.scale = scale  # the sum times this (1 / ranks: an average), on the thread, before release
         self.times = [time.perf_counter(), 0.0, 0.0, 0.0, 0.0]  # started, copied out, reduced, waited, taken
+        self.probe = None  # polled jobs (Reducer.post): whether ready() would return at once
+        self.request = None  # polled jobs: the barrier's MPI request, once started
 
 
 class Reducer:
@@ -98,11 +114,16 @@ class Reducer:
     TFPLUS_ALLREDUCE_TIMEOUT seconds with an error naming the bucket (another rank died or hangs), and at exit the
     host waits for the jobs it started.
     `largest(value)`: the ranks' largest value, in its turn among the jobs, with no call of MPI on the caller's
-    thread (an MPI_Iallreduce started between steps cost the host 0.3 ms on a loaded machine).
+    thread (an MPI_Iallreduce started between steps cost the host 0.3 ms on a loaded machine); with
+    TFPLUS_ALLREDUCE_POLL=1 (polling) an MPI_Iallreduce that the main thread's polls complete, since the thread's
+    two returns to Python a step (its wake, MPI) each wait for Python's lock and take it from the main thread.
     `buffer(key, shape, dtype)`: the host buffer a key reuses from step to step (its last sum was taken by then:
     each step waits for all it started). `shared_slots(key, n, dtype)`: a bucket's next turn of host shared memory,
     a slot of n per rank (see there); its job (`start(..., shared=(turn, rank))`) only waits until every rank
-    wrote its slot. With TFPLUS_ALLREDUCE_TRACE=1 it reports at exit, per bucket, where the time went (see _report)."""
+    wrote its slot; `post(...)` makes such a job one the main thread moves on (`poll()`, at the replay's flushes;
+    every wait above pumps the polls) with no hand-off to the thread, and `settle()` finishes those before a blocking
+    collective of the main thread. With TFPLUS_ALLREDUCE_TRACE=1 it reports at exit, per bucket, where the time went
+    (see _report)."""
 
     def __init__(self):
         self.jobs: queue.SimpleQueue = queue.SimpleQueue()
@@ -122,6 +143,10 @@ class Reducer:
         self.staged: bool | None = None  # TFPLUS_ALLREDUCE_SHM=pinned (True) or 1 (False); unset: by the device
         self.host_comm = None  # the communicator of this host's ranks (host())
         self.windows: dict[int, list] = {}  # bucket key -> [its MPI window, its slots (3, ranks, n), the next turn]
+        self.polled: collections.deque = collections.deque()  # jobs the main thread moves on (post), in order
+        self.poll_comm = self.poll_world = None  # the polled jobs' communicators: this host's ranks, all ranks
+        self.polling = threading.Lock()  # held by the thread in poll(): another thread's poll meanwhile returns
+        self.wakes = 0  # the communication thread's returns from a call that released Python's lock (hand-offs)
 
     def host(self):
         """The communicator of this host's ranks (MPI_COMM_TYPE_SHARED), made once."""
@@ -171,14 +196,106 @@ class Reducer:
         self.jobs.put(job)
         self.mark(f"bucket {key} started")
 
+    def post(self, key: int, host: np.ndarray, ready, probe, release, shared: tuple) -> None:
+        """start()'s shared-memory job for the main thread to move on (poll) instead of the communication thread:
+        `probe()` says, without blocking, whether `ready()` (the wait for this rank's copy out; None: none) would
+        return at once; `release` may be None (the host waits for the sum). Run ahead, each hand-off to the thread
+        cost the gate a wait for Python's lock after its copy's wait, its memcpys and its barrier (up to the switch
+        interval each, the device idle behind the gate meanwhile) and the main thread as many forced switches;
+        waiting, a wake of the thread and one of the main thread a bucket (BENCHMARKS.md, mpihost)."""
+        self._check()
+        self._running()
+        job = self.started[key] = _Job(key, host, ready, release=release, shared=shared)
+        job.probe = probe
+        self.count += 1
+        self.polled.append(job)
+        self.mark(f"bucket {key} started")
+
+    def poll(self) -> None:
+        """Moves the polled jobs on as far as they go without blocking, the oldest first and each only after the one
+        before it, so that every rank starts its barriers in the same order: once a job's copy out is done, this
+        rank's row goes into the turn (through pinned memory) and a non-blocking barrier starts; once the barrier is
+        complete, the other rows come out and the job is released (its gate opened). Called at the replay's
+        flushes (OpenCLRuntime.polls) and by every wait of the host while jobs are polled."""
+        if not self.polled or not self.polling.acquire(blocking=False):  # none, or another thread is polling
+            return
+        try:
+            self._poll()
+        finally:
+            self.polling.release()
+
+    def _poll(self) -> None:
+        while self.polled:
+            job = self.polled[0]
+            try:
+                if job.request is None:
+                    if job.ready is not None:
+                        if not job.probe():
+                            return
+                        job.ready()  # at once: raises if the copy failed
+                    job.times[1] = time.perf_counter()
+                    turn, me = job.shared
+                    if turn is not job.host:
+                        np.copyto(turn[me], job.host[me])
+                    job.request = self.poll_comm.Ibarrier()
+                if not job.request.Test():
+                    return
+                turn, me = job.shared or (job.host, 0)  # no shared memory: the signal check's all-reduce
+                for q in range(len(turn)) if turn is not job.host else ():
+                    if q != me:
+                        np.copyto(job.host[q], turn[q])
+                job.times[2] = time.perf_counter()
+            except BaseException as e:  # noqa: BLE001  the step's next collective kernel raises it
+                self.failed = self.failed or e
+            self.polled.popleft()
+            try:
+                if job.release is not None:
+                    job.release(self.failed is None)
+            except BaseException as e:  # noqa: BLE001
+                self.failed = self.failed or e
+            job.done.set()
+
+    def settle(self) -> None:
+        """Finishes every polled job: before a blocking call of MPI on the main thread that another rank may reach
+        while it waits in a polled job's barrier for this one (rank 0 alone saving a checkpoint, then
+        tfplus.distributed.barrier), or the two ranks would wait for each other."""
+        for job in list(self.polled):
+            self.finish(job)
+
+    def _pump(self, job: _Job, deadline: float) -> bool:
+        """Blocks until `job` is done or `deadline` (time.monotonic()), moving the polled jobs on meanwhile (another
+        rank may wait in a barrier for this one's): False at the deadline."""
+        spin = time.perf_counter() + 1e-4  # a sleep takes ~60 us at least: the barrier is tested 0.1 ms first
+        while not job.done.is_set():
+            self.poll()
+            if job.done.is_set() or time.monotonic() > deadline:
+                break
+            head = self.polled[0] if self.polled else None
+            if head is not None and head.request is None:  # poll() starts a job with no copy to wait for
+                try:
+                    head.ready()  # the device's copy out; Python's lock released
+                except BaseException:  # noqa: BLE001  poll() records it and releases the job
+                    pass
+            elif head is not None and time.perf_counter() > spin:
+                time.sleep(2e-5)  # the other ranks' barrier
+            elif head is None:
+                job.done.wait(1e-3)  # a job of the communication thread's
+        return job.done.is_set()
+
     def largest(self, value: int):
         """A function that waits for the largest `value` any rank passed and gives it (every rank must call this
         in the same order among its starts)."""
         self._check()
         self._running()
-        job = self.last = _Job(-1, np.array([value], np.int64), None, largest=True)
+        job = _Job(-1, np.array([value], np.int64), None, largest=True)
         self.count += 1
-        self.jobs.put(job)
+        if polling():  # started now, on a communicator of its own, and read by the main thread's polls
+            from mpi4py import MPI
+            job.request = self.poll_world.Iallreduce(MPI.IN_PLACE, job.host, op=MPI.MAX)
+            self.polled.append(job)
+        else:
+            self.last = job
+            self.jobs.put(job)
 
         def result() -> int:
             return int(self.finish(job)[0])
@@ -195,6 +312,7 @@ class Reducer:
         # NOTE: made here, by the main thread, in the same place of every rank's calls (Dup is collective).
         comm = MPI.COMM_WORLD.Dup()
         host = self.host().Dup()
+        self.poll_comm, self.poll_world = self.host().Dup(), MPI.COMM_WORLD.Dup()
         # A daemon: it blocks only in jobs.get() between steps, so it never keeps a finished rank alive.
         self.thread = threading.Thread(target=self._loop, args=(comm, host, MPI.IN_PLACE, MPI.SUM, MPI.MAX),
                                        name="tfplus-allreduce", daemon=True)
@@ -229,7 +347,8 @@ class Reducer:
     def finish(self, job: _Job) -> np.ndarray:
         """`job`'s summed buffer, once the communication thread is done with it; raises if it failed, or if it is
         not done within the timeout (naming the bucket and what to look at), never waiting for ever."""
-        if not job.done.wait(self.timeout):
+        done = self._pump(job, time.monotonic() + self.timeout) if self.polled else job.done.wait(self.timeout)
+        if not done:
             what = "the ranks' signal check" if job.largest else f"gradient bucket {job.key}"
             raise TimeoutError(
                 f"rank {self.rank}: the all-reduce of {what} did not finish within {self.timeout:g} s "
@@ -247,9 +366,10 @@ class Reducer:
 
     def drain(self) -> None:
         """Waits (at most the timeout) for every job started so far: they run in order, so for the last one."""
-        job = self.last
-        if job is not None and self.failed is None:
-            job.done.wait(self.timeout)
+        deadline = time.monotonic() + self.timeout
+        for job in [self.last, *self.polled]:
+            if job is not None and self.failed is None:
+                self._pump(job, deadline)
 
     def mark(self, label: str) -> None:
         """With TFPLUS_ALLREDUCE_TRACE=1, notes that the host reached `label` now (the report times the host's
@@ -278,6 +398,10 @@ class Reducer:
             lines.append(f"tfplus all-reduce, {who}: median ms from the host's last wait of a step to the next "
                          f"step's first start {np.median(first[2:, 0] - last[1:-1, 4]):.3f}, step to step "
                          f"{np.median(np.diff(first[1:, 0])):.3f}")
+        steps = max((len(rows) for rows in self.trace.values()), default=0)
+        if steps:
+            lines.append(f"tfplus all-reduce, {who}: the communication thread returned to Python {self.wakes} times, "
+                         f"{self.wakes / steps:.1f} a step (each a hand-off of Python's lock)")
         between = self._between(min(self.trace), max(self.trace)) if self.trace else None
         if between:
             lines.append(f"tfplus all-reduce, {who}: the host between steps, median / mean ms: {between}")
@@ -308,9 +432,11 @@ class Reducer:
     def _loop(self, comm, host, in_place, total, largest) -> None:
         while True:
             job = self.jobs.get()
+            self.wakes += 1
             try:
                 if job.ready is not None:
                     job.ready()
+                    self.wakes += 1
                 job.times[1] = time.perf_counter()
                 if job.shared is not None:
                     turn, me = job.shared
@@ -321,8 +447,10 @@ class Reducer:
                     for q in range(len(turn)) if staged else ():
                         if q != me:
                             np.copyto(job.host[q], turn[q])
+                    self.wakes += 1 + staged * len(turn)  # the barrier; NumPy's copies release the lock
                 else:
                     comm.Allreduce(in_place, job.host, op=largest if job.largest else total)
+                    self.wakes += 1
                 if job.scale != 1.0:  # NOTE: float32 times the scale cast to float32, as a device Mul by a constant
                     np.multiply(job.host, job.scale, out=job.host)
                 job.times[2] = time.perf_counter()

@@ -16,16 +16,25 @@ this rank's slot of the bucket's next turn of an MPI-3 shared-memory window (Red
 thread waits for the copy and meets the other ranks at a barrier, and the Wait copies every rank's slot, in one piece,
 into a workspace and sums them in rank order, times `scale`, into the packed buffer (one launch, sum_slots in
 array.cl): every rank computes the same sums bit for bit, so the ranks' weights stay equal. On a GPU (or with
-TFPLUS_ALLREDUCE_SHM=pinned) the device copies to and from pinned memory instead, and the communication thread copies
+TFPLUS_ALLREDUCE_SHM=pinned) the device copies to and from pinned memory instead, and the host copies
 this rank's row into the window before the barrier and the other rows out of it after: NVIDIA's driver makes the host
 wait until the queue reaches a copy to or from pageable memory (the window), which held the host back (run ahead, two
 H200 ranks of Mentee: 0.90x one GPU directly, 0.93-0.98x through pinned memory).
 
+On that path the main thread moves each exchange on itself (Reducer.post and poll; TFPLUS_ALLREDUCE_POLL=0 gives them
+to the communication thread): at each flush of the replayed step's queue it looks whether the oldest bucket's copy out
+is done (an event's status, no wait), then copies this rank's row into the window and starts a non-blocking barrier,
+and once that is complete copies the other rows out and opens the gate (running ahead). With the thread, each bucket
+woke it after its copy's wait, its memcpys and its barrier, each time for Python's lock, which it gets from a main
+thread queuing launches only after the switch interval, the device idle behind the gate meanwhile (BENCHMARKS.md,
+mpihost).
+
 With TFPLUS_ALLREDUCE_RUNAHEAD=1, MpiAllreduceWait runs ahead: it enqueues the copy back of the sum behind an OpenCL
-user event that the communication thread completes once MPI returns, and returns at once, so the host queues the
-updates, leaves session.run and queues the next step while the device and MPI work (in one process the host runs ahead
-of the device the same way). Bounded to one step: a bucket's start waits until the step before last's copy back of
-that bucket is done (the host waits for the thread, with the reducer's timeout, then for the device).
+user event that the host's poll (or the communication thread) completes after the exchange, and returns at once, so
+the host queues the updates, leaves session.run and queues the next step while the device and MPI work (in one
+process the host runs ahead of the device the same way). Bounded to one step: a bucket's start waits until the step
+before last's copy back of that bucket is done (the host waits for the exchange, with the reducer's timeout, then for
+the device).
 Blocking calls of the runtime (reads, finish) first wait for every released copy (OpenCLRuntime.settle), with the
 same timeout.
 The default on a GPU (see runahead): stop 48's two-rank figures, where running ahead did not pay, were two jobs of
@@ -51,7 +60,7 @@ import sys
 
 import numpy as np
 
-from tfplus.kernels.numpy.collective import parts, reducer, shared_ranks
+from tfplus.kernels.numpy.collective import parts, polling, reducer, shared_ranks
 from tfplus.kernels.opencl._common import kernel, run_on_host
 from tfplus.kernels.opencl.array import SRC, gather, scatter
 from tfplus.registry import find_kernel, register_kernel, register_workspace
@@ -77,6 +86,8 @@ def runahead(rt) -> bool:
     return value == "1"
 
 
+# pyopencl's enqueue_copy without its dispatch on the arguments' types (a few us a call, twice a bucket a step)
+_read, _write = cl._cl._enqueue_read_buffer, cl._cl._enqueue_write_buffer
 _gates: dict = {}  # bucket key -> the user event its step's copy back waits for (made by the start, used by the wait)
 # TFPLUS_ALLREDUCE_TRACE=device: (bucket key, "out" or "back", the copy's event), in order; reported at exit
 _copies: list | None = [] if os.environ.get("TFPLUS_ALLREDUCE_TRACE") == "device" else None
@@ -119,13 +130,18 @@ if _copies is not None:
 
 
 def _released(gate, queue):
-    def release(ok: bool) -> None:  # on the communication thread, after the sum (a negative status: it failed)
+    def release(ok: bool) -> None:  # after the exchange, by a poll or the thread (a negative status: it failed)
         gate.set_status(cl.command_execution_status.COMPLETE if ok else -1)
         # NOTE: the commands queued behind the gate may reach the device only at the queue's next flush, and the
         # host flushed its last before the gate opened: on NVIDIA's driver the run-ahead device waited as if so
         # (stops 48, 50). A flush here hands them over now.
         queue.flush()
     return release
+
+
+def _done(event) -> bool:
+    """Whether `event` ended (complete, or failed: its wait raises), asked without waiting."""
+    return event.command_execution_status <= cl.command_execution_status.COMPLETE
 
 
 def _where(d) -> str:
@@ -192,6 +208,9 @@ def _mpi_allreduce_start(ctx, ins, outs, attrs):
         gather(rt, packed, ins)
     buf, off, queue, ahead = rt.buffer(packed), packed.block.off, rt.queue, runahead(rt) and packed.size > 0
     held = rt.gated.setdefault(key, collections.deque())
+    polled = shared and polling()
+    if polled and reducer.poll not in rt.dev.polls:
+        rt.dev.polls.append(reducer.poll)
 
     def start():
         if len(held) > 1:  # one step ahead at most: the step before last's copy back of this bucket is done
@@ -202,12 +221,17 @@ def _mpi_allreduce_start(ctx, ins, outs, attrs):
             held.popleft()
             reducer.mark(f"bucket {key} step before last done")
         host, reduced, times, where = slot()
-        copied = cl.enqueue_copy(queue, host, buf, src_offset=off, is_blocking=False) if host.nbytes else None
+        copied = _read(queue, buf, host, src_offset=off, is_blocking=False) if host.nbytes else None
         if _copies is not None and copied is not None:
             _copies.append((key, "out", copied))
         rt.d2h_bytes += host.nbytes
         gate = _gates[key] = cl.UserEvent(rt.dev.ctx) if ahead else None
-        reducer.start(key, reduced, copied and copied.wait, _released(gate, queue) if ahead else None, times, where)
+        if polled:
+            reducer.post(key, reduced, copied and copied.wait, copied and functools.partial(_done, copied),
+                         _released(gate, queue) if ahead else None, where)
+        else:
+            reducer.start(key, reduced, copied and copied.wait, _released(gate, queue) if ahead else None, times,
+                          where)
     start()
     rt.tape_host(start, ("MpiAllreduceStart", key, id(buf), off))
 
@@ -229,12 +253,12 @@ def _mpi_allreduce_wait(ctx, ins, outs, attrs):
         if gate is None:  # run-ahead off (or a host value): the sum first, then its copy back
             host = reducer.wait(key)
             if host.nbytes:  # NOTE: kept: dropped, it would make the host wait for its copy
-                event = _backs[key] = cl.enqueue_copy(queue, buf, host, dst_offset=off, is_blocking=False)
+                event = _backs[key] = _write(queue, buf, host, dst_offset=off, is_blocking=False)
         else:
             job = reducer.take(key)
             host = job.host
             reducer.mark(f"bucket {key} waited")  # at once: the device waits for the sum instead
-            event = cl.enqueue_copy(queue, buf, host, dst_offset=off, is_blocking=False, wait_for=[gate])
+            event = _write(queue, buf, host, dst_offset=off, is_blocking=False, wait_for=[gate])
             rt.gated[key].append((functools.partial(reducer.finish, job), event))  # kept: see the module's NOTE
         if _copies is not None and host.nbytes:
             _copies.append((key, "back", event))

@@ -53,6 +53,29 @@ def test_a_replay_flushes_after_the_first_launch_every_few_host_work_and_the_las
     assert done == [1]
 
 
+def test_a_tape_with_host_work_polls_at_each_flush_and_a_step_not_replayed_at_each_launch():
+    """The all-reduces the main thread moves on (kernels/numpy/collective.Reducer.poll) are polled at each flush of a
+    replay, from the list as it is at each call, and at each launch of a run that is not replayed."""
+    from tfplus.kernels.opencl.elementwise import scale
+    from tfplus.runtime import opencl
+    rt = opencl.OpenCLRuntime()
+    batch = rt.copy_in(np.arange(24, dtype=np.float32).reshape(6, 4))
+    polls: list = []
+    seen: list = []
+    tape, out = _recorded_twice(rt, [batch[0:2], batch[2:4]], [])
+    tape.compile(rt.queue, every=2, polls=polls)
+    polls.append(lambda: seen.append("replay"))  # after the compile: read when the flush runs
+    assert rt.tape_play(tape, [batch[0:2]], [])
+    assert seen == ["replay"] * _shape(tape).count("F") == ["replay"] * 5
+    rt.dev.polls.append(lambda: seen.append("launch"))
+    try:
+        scale(rt, out, 2.0)
+        scale(rt, out, 2.0)
+    finally:
+        rt.dev.polls.pop()
+    assert seen[5:] == ["launch", "launch"]
+
+
 def test_flush_0_replays_without_flushes(monkeypatch):
     from tfplus.runtime import opencl
     monkeypatch.setenv("TFPLUS_OPENCL_FLUSH", "0")

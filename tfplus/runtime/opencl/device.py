@@ -133,6 +133,7 @@ class Device:
         self.staging: dict = {}   # size class -> pinned upload buffers (OpenCLRuntime._staged_upload)
         self.pinned: dict = {}    # key -> (buffer, mapped host array): OpenCLRuntime.pinned_array
         self.gated: dict = {}     # key -> deque of (wait for the host, event): OpenCLRuntime.gated
+        self.polls: list = []     # host work a replay calls at each flush of a tape with host work (Tape.compile)
         self.is_gpu = bool(d.type & cl.device_type.GPU)
         self.max_wg = int(d.max_work_group_size)
         self.align = max(1, int(d.mem_base_addr_align) // 8)

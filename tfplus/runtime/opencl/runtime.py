@@ -317,7 +317,7 @@ class OpenCLRuntime(Runtime):
 
     def tape_ready(self, tape: Tape) -> None:
         """Makes `tape` replayable (a kernel object per launch, its arguments set)."""
-        tape.compile(self.queue)
+        tape.compile(self.queue, polls=self.dev.polls)
 
     def tape_play(self, tape: Tape, feeds: list, fixed: list | None) -> bool:
         """Replays a ready `tape` with the run's `feeds`; False (nothing done) when a `fixed` buffer moved
@@ -362,6 +362,8 @@ class OpenCLRuntime(Runtime):
             tape.launch(k, gsize, lsize, flat)
         if self.profile is not None:
             self.profile.append((k.name, ev))
+        for poll in self.dev.polls:  # a step not replayed moves the all-reduces on here (a replay: at its flushes)
+            poll()
 
     def run1d(self, k: Kernel, n: int, *args, local: int = 256) -> None:
         """`k` over n work-items in groups of `local` (the kernel checks i < n)."""

@@ -111,13 +111,21 @@ class Tape:
     def same(self, other: Tape) -> bool:
         return self.sig == other.sig
 
-    def compile(self, queue, every: int | None = None) -> None:
+    def compile(self, queue, every: int | None = None, polls: list = ()) -> None:
         """Turns the recorded items into enqueue calls: kernels get a clone each, arguments set once. A flush of
         the queue follows the first launch, every `every`-th (default flush_every(...)), each host item (an
         all-reduce's copies) and the last item, so that the device starts on a step's launches while the host
-        queues the rest."""
-        every = flush_every(any(it[0] == "h" for it in self.items)) if every is None else every
+        queues the rest. In a tape with host work, each flush then calls `polls` (a list, read at each call: the
+        all-reduce's jobs the main thread moves on, kernels/numpy/collective.Reducer.poll; with TFPLUS_OPENCL_FLUSH=0
+        they move only when the host waits)."""
+        host_work = any(it[0] == "h" for it in self.items)
+        every = flush_every(host_work) if every is None else every
         flush = queue.flush
+        if host_work and every:
+            def flush() -> None:
+                queue.flush()
+                for poll in polls:
+                    poll()
         calls, at, launched = [], [], 0  # at: each item's place among the calls
         for item, it in enumerate(self.items):
             if it[0] == "h":
