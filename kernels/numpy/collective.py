@@ -74,13 +74,19 @@ def shared_ranks() -> int:
     return reducer.shared
 
 
-def polling() -> bool:
+def polling(gpu: bool) -> bool:
     """Whether the main thread moves a step's shared-memory exchanges on itself between its launches
-    (TFPLUS_ALLREDUCE_POLL=1, the default) instead of handing each to the communication thread (0): Reducer.poll."""
-    value = os.environ.get("TFPLUS_ALLREDUCE_POLL", "1").strip()
+    (TFPLUS_ALLREDUCE_POLL=1) instead of handing each to the communication thread (0): Reducer.poll. Unset: not on a
+    GPU. On PoCL it took the thread's 3-5 hand-offs a step to none and a waiting rank's all-reduce from 13.5-26.9 ms to
+    0.05-0.28 ms (BENCHMARKS.md, mpihost); on a GPU it moves the pinned copies onto the main thread and has not been
+    timed there, where the thread path ran two H200 ranks of Mentee at 1.22-1.24x one GPU."""
+    value = os.environ.get("TFPLUS_ALLREDUCE_POLL", "").strip()
+    if not value:
+        return not gpu
     if value not in ("0", "1"):
         raise ValueError(f"TFPLUS_ALLREDUCE_POLL={value!r}: give 1 (the main thread moves a step's shared-memory "
-                         "exchanges on between its launches) or 0 (the communication thread does)")
+                         "exchanges on between its launches) or 0 (the communication thread does), or leave it unset "
+                         "(0 on a GPU, 1 on a CPU device)")
     return value == "1"
 
 
@@ -141,6 +147,7 @@ class Reducer:
         self.last: _Job | None = None  # the job started last (drain)
         self.shared: int | None = None  # shared_ranks(), once known
         self.staged: bool | None = None  # TFPLUS_ALLREDUCE_SHM=pinned (True) or 1 (False); unset: by the device
+        self.gpu = False  # whether the ranks' devices are GPUs (polling), once a bucket knows
         self.host_comm = None  # the communicator of this host's ranks (host())
         self.windows: dict[int, list] = {}  # bucket key -> [its MPI window, its slots (3, ranks, n), the next turn]
         self.polled: collections.deque = collections.deque()  # jobs the main thread moves on (post), in order
@@ -289,7 +296,7 @@ class Reducer:
         self._running()
         job = _Job(-1, np.array([value], np.int64), None, largest=True)
         self.count += 1
-        if polling():  # started now, on a communicator of its own, and read by the main thread's polls
+        if polling(self.gpu):  # started now, on a communicator of its own, and read by the main thread's polls
             from mpi4py import MPI
             job.request = self.poll_world.Iallreduce(MPI.IN_PLACE, job.host, op=MPI.MAX)
             self.polled.append(job)

@@ -182,8 +182,9 @@ def _mpi_allreduce_start(ctx, ins, outs, attrs):
     shared = shared_ranks() > 0
     # Through pinned memory on a GPU (two H200 ranks of Mentee: 0.93-0.98x one GPU against 0.90x copying to and from
     # the window, pageable memory, whose copies NVIDIA's driver makes the host wait for; BENCHMARKS.md, mpishm).
+    reducer.gpu = "GPU" in str(rt.info.get("type", ""))
     if reducer.staged is None:
-        reducer.staged = "GPU" in str(rt.info.get("type", ""))
+        reducer.staged = reducer.gpu
 
     def slot():
         """(where this rank's copy goes, what the job reduces, its scale, its `shared`): this rank's row of the
@@ -208,7 +209,7 @@ def _mpi_allreduce_start(ctx, ins, outs, attrs):
         gather(rt, packed, ins)
     buf, off, queue, ahead = rt.buffer(packed), packed.block.off, rt.queue, runahead(rt) and packed.size > 0
     held = rt.gated.setdefault(key, collections.deque())
-    polled = shared and polling()
+    polled = shared and polling(reducer.gpu)
     if polled and reducer.poll not in rt.dev.polls:
         rt.dev.polls.append(reducer.poll)
 

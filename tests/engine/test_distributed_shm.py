@@ -75,17 +75,17 @@ def test_ranks_sum_on_their_devices_through_shared_memory_to_equal_weights(tmp_p
         # The first three sessions made a window per bucket (3 each); the last, on MPI_Allreduce's path, none more.
         assert [got[p + " windows"] for p in ("shm", "pinned", "thread", "mpi")] == [3, 6, 9, 9], got
         assert got["shm"] == got["pinned"] == got["thread"], got
-        # The main thread moves the exchanges on (TFPLUS_ALLREDUCE_POLL=1, the default): the communication thread
-        # never woke for them; with POLL=0 it did.
+        # The main thread moves the exchanges on (TFPLUS_ALLREDUCE_POLL=1, a CPU device's default): the communication
+        # thread never woke for them; with POLL=0 it did.
         assert (got["shm wakes"], got["pinned wakes"]) == (0, 0) and got["thread wakes"] > 0, got
         if n == 2:
             assert got["shm"] == got["mpi"], got  # the devices' sums equal MPI's bit for bit
     assert len({got["shm"] for got in ranks}) == 1, ranks  # every rank the same weights
 
 
-@pytest.mark.parametrize("call,name", [("shared_ranks", "SHM"), ("polling", "POLL")])
+@pytest.mark.parametrize("call,name", [("shared_ranks()", "SHM"), ("polling(False)", "POLL")])
 def test_a_bad_switch_is_refused_by_name(call, name):
-    run = subprocess.run([sys.executable, "-c", f"from tfplus.kernels.numpy.collective import {call}\n{call}()"],
+    run = subprocess.run([sys.executable, "-c", f"from tfplus.kernels.numpy import collective\ncollective.{call}"],
                          env=dict(ENV, **{f"TFPLUS_ALLREDUCE_{name}": "yes"}), capture_output=True, text=True,
                          timeout=60)
     assert run.returncode != 0 and f"TFPLUS_ALLREDUCE_{name}='yes': give 1" in run.stderr, run.stderr
