@@ -126,9 +126,15 @@ class Geometry(NamedTuple):
         """A 1x1 window at stride 1 and no padding: in NCHW each image is its own columns."""
         return (self.kh, self.kw, self.sh, self.sw) == (1, 1, 1, 1) and not self.padded
 
-    def chunk(self, itemsize: int, div: int = 1) -> int:
-        """Images per im2col chunk."""
-        per_image = self.ho * self.wo * self.kh * self.kw * self.c * itemsize
+    @property
+    def span(self) -> int:
+        """Positions of a stride-1 conv's output in the flat padded image, rows of Wp (_on_rows): the last output
+        position is (Ho - 1) * Wp + Wo - 1, and the windows of all of them lie inside the image."""
+        return (self.ho - 1) * self.wp + self.wo
+
+    def chunk(self, itemsize: int, div: int = 1, positions: int | None = None) -> int:
+        """Images per im2col chunk, of `positions` columns an image (Ho * Wo unless given)."""
+        per_image = (positions or self.ho * self.wo) * self.kh * self.kw * self.c * itemsize
         return max(1, min(self.n, _CHUNK_BYTES // div // max(per_image, 1)))
 
 
@@ -160,30 +166,44 @@ def _columns(g: Geometry, kind: str, fmt: str) -> bool:
 
 
 def _on_rows(g: Geometry, kind: str, fmt: str) -> bool:
-    """Whether an NCHW input gradient at stride 1 computes its columns over whole rows of the padded input (Wp
-    positions a row, not Wo): each filter tap's columns then add into dx as one run per image and channel, at the
-    tap's offset in the flat padded image, instead of Ho runs of Wo (LeNet's conv2: runs of 10 floats, and those
-    adds 2.7 of the ~27 ms of its step at batch 128, one thread, under cProfile)."""
-    return fmt == "NCHW" and kind == "input" and (g.sh, g.sw) == (1, 1) and _columns(g, kind, fmt)
+    """Whether an NCHW conv at stride 1 takes its columns over whole rows of the padded input (Wp positions a
+    row, not Wo; Geometry.span of them). The input gradient's columns then add into dx as one run per image,
+    channel and filter tap, at the tap's offset in the flat padded image, instead of Ho runs of Wo (LeNet's conv2:
+    runs of 10 floats, and those adds 2.7 of the ~27 ms of its step at batch 128, one thread, under cProfile);
+    the forward's and the filter gradient's are copied the same way, a run of `span` floats per image, channel and
+    tap (Ho runs of Wo before: 2-3.5x the copy's time), for GEMMs Wp / Wo wider."""
+    return fmt == "NCHW" and (g.sh, g.sw) == (1, 1) and _columns(g, kind, fmt)
+
+
+def _positions(g: Geometry, kind: str, fmt: str) -> int:
+    """Columns per image: the output's positions, or on whole rows (_on_rows) the span read (forward, filter
+    gradient) or the Ho * Wp positions written (input gradient)."""
+    if not _on_rows(g, kind, fmt):
+        return g.ho * g.wo
+    return g.ho * g.wp if kind == "input" else g.span
 
 
 def _generic_workspaces(g: Geometry, dtype, kind: str, fmt: str, div: int = 1) -> list[tuple]:
     """Scratch of the generic path, in request order: padded input, columns (_columns; over whole rows when
-    _on_rows), then dy staged in the columns' layout (NCHW's filter gradient; its rows when _on_rows), and for a
-    filter gradient a chunk's partial one."""
-    nb = g.chunk(dtype.size, div)
-    rows = _on_rows(g, kind, fmt)
+    _on_rows), then y or dy staged on the rows of Wp (_on_rows; the filter gradient's (Ho * Wp, K) an image) or
+    dy in the columns' layout (NCHW's strided filter gradient), and for a filter gradient each image's partial
+    one (_on_rows) and a chunk's."""
+    taps, rows = g.kh * g.kw * g.c, _on_rows(g, kind, fmt)
+    nb = g.chunk(dtype.size, div, _positions(g, kind, fmt))
     ws = []
     if g.padded:
         ws.append(((nb, g.hp, g.wp, g.c) if fmt == "NHWC" else (nb, g.c, g.hp, g.wp), dtype))
     if rows:
-        ws += [((nb, g.kh * g.kw * g.c, g.ho * g.wp), dtype), ((nb, g.k, g.ho * g.wp), dtype)]
+        staged = (nb, g.ho * g.wp, g.k) if kind == "filter" else (nb, g.k, g.ho * g.wp)
+        ws += [((nb, taps, _positions(g, kind, fmt)), dtype), (staged, dtype)]
     elif _columns(g, kind, fmt):
         ws.append(((nb, g.ho, g.wo, g.kh, g.kw, g.c), dtype))
     if kind == "filter":
-        if fmt == "NCHW":
+        if rows:
+            ws.append(((nb, taps, g.k), dtype))
+        elif fmt == "NCHW":
             ws.append(((g.k, nb * g.ho * g.wo), dtype))
-        ws.append(((g.kh * g.kw * g.c, g.k), dtype))
+        ws.append(((taps, g.k), dtype))
     return ws
 
 
@@ -199,11 +219,12 @@ class _Generic:
 
     def __init__(self, ctx, g: Geometry, dtype, kind: str, fmt: str, div: int = 1):
         bufs = iter([ctx.workspace(shape, dt) for shape, dt in _generic_workspaces(g, dtype, kind, fmt, div)])
-        self.g, self.fmt = g, fmt
-        self.nb = g.chunk(dtype.size, div)
+        self.g, self.fmt, self.rows = g, fmt, _on_rows(g, kind, fmt)
+        self.nb = g.chunk(dtype.size, div, _positions(g, kind, fmt))
         self.xp = next(bufs) if g.padded else None
         self.cols = next(bufs) if _columns(g, kind, fmt) else None
-        self.stage = next(bufs) if (kind == "filter" and fmt == "NCHW") or _on_rows(g, kind, fmt) else None
+        self.stage = next(bufs) if (kind == "filter" and fmt == "NCHW") or self.rows else None
+        self.part = next(bufs) if kind == "filter" and self.rows else None
         self.acc = next(bufs) if kind == "filter" else None
         if self.xp is not None:
             self.xp.fill(0)  # the border stays zero; chunks overwrite only the interior
@@ -232,17 +253,20 @@ class _Generic:
     def windows(self, x: np.ndarray, m: int, images_first: bool) -> np.ndarray:
         """The NCHW columns of the m images x (NCHW), by one copy of a strided view: rows are the filter taps
         (dy, dx, c) as f.reshape(-1, K) orders them, so the filter is a GEMM operand as it lies, and each run
-        copied is an output row, not one pixel's channels as in NHWC's columns (3 floats for an RGB input).
-        images_first: (m, taps, Ho*Wo), each image's columns a matrix; else (taps, m*Ho*Wo), one matrix."""
+        copied is an output row (or on whole rows, _on_rows, the span of them), not one pixel's channels as in
+        NHWC's columns (3 floats for an RGB input).
+        images_first: (m, taps, positions), each image's columns a matrix; else (taps, m*positions), one matrix."""
         g = self.g
         src = self.padded(x, m)
+        if self.rows and src.strides[2] != g.wp * src.strides[3]:
+            src = np.ascontiguousarray(src)  # whole rows read across a row's end: rows must follow each other
         sn, sc, sy, sx = src.strides
         taps, tap_strides = (g.kh, g.kw, g.c), (sy, sx, sc)
-        out, out_strides = (g.ho, g.wo), (sy * g.sh, sx * g.sw)
+        out, out_strides = ((g.span,), (sx,)) if self.rows else ((g.ho, g.wo), (sy * g.sh, sx * g.sw))
         shape, strides = ((m, *taps, *out), (sn, *tap_strides, *out_strides)) if images_first else \
             ((*taps, m, *out), (*tap_strides, sn, *out_strides))
         view = np.lib.stride_tricks.as_strided(src, shape, strides, writeable=False)
-        rows, cols = g.kh * g.kw * g.c, g.ho * g.wo
+        rows, cols = g.kh * g.kw * g.c, math.prod(out)
         dst = _prefix(self.cols, (m, rows, cols) if images_first else (rows, m * cols))
         np.copyto(dst.reshape(shape), view)
         return dst
@@ -287,7 +311,11 @@ def _conv2d_generic(ctx, x, f, y, attrs):
     s = _Generic(ctx, g, as_dtype(x.dtype), "forward", fmt, _divisor(attrs))
     fm = f.reshape(-1, g.k)
     for n0, m in s.chunks():
-        if fmt == "NCHW":  # y[n] (K, Ho*Wo) = f^T @ the image's columns
+        if s.rows:  # y[n] on rows of Wp (K, span) = f^T @ the image's columns, then its Wo columns a row
+            grid = _prefix(s.stage, (m, g.k, g.ho, g.wp))
+            np.matmul(fm.T, s.windows(x[n0:n0 + m], m, True), out=grid.reshape(m, g.k, -1)[..., :g.span])
+            y[n0:n0 + m] = grid[..., :g.wo]
+        elif fmt == "NCHW":  # y[n] (K, Ho*Wo) = f^T @ the image's columns
             cols = x[n0:n0 + m].reshape(m, g.c, -1) if s.cols is None else s.windows(x[n0:n0 + m], m, True)
             np.matmul(fm.T, cols, out=y[n0:n0 + m].reshape(m, g.k, -1))
         else:
@@ -321,7 +349,18 @@ def _conv2d_backprop_filter_generic(ctx, x, dy, df, attrs):
     g = geometry(x.shape, df.shape, dy.shape, attrs)
     s = _Generic(ctx, g, as_dtype(x.dtype), "filter", fmt, _divisor(attrs))
     out = df.reshape(-1, g.k)
+    if s.rows:
+        _prefix(s.stage, (s.nb, g.ho, g.wp, g.k))[:, :, g.wo:] = 0  # positions that are no output add nothing
     for n0, m in s.chunks():
+        if s.rows:  # per image, its columns (taps, span) @ dy on rows of Wp (span, K); then the images' sum
+            grid = _prefix(s.stage, (m, g.ho, g.wp, g.k))
+            grid[:, :, :g.wo] = dy[n0:n0 + m].transpose(0, 2, 3, 1)
+            part = _prefix(s.part, (m, out.shape[0], g.k))
+            np.matmul(s.windows(x[n0:n0 + m], m, True), grid.reshape(m, -1, g.k)[:, :g.span], out=part)
+            np.sum(part, axis=0, out=out if n0 == 0 else s.acc)
+            if n0:
+                out += s.acc
+            continue
         if fmt == "NCHW":  # one GEMM over the chunk: the columns (taps, m*Ho*Wo) @ dy as (m*Ho*Wo, K)
             cols = s.windows(x[n0:n0 + m], m, False)
             rows = _prefix(s.stage, (g.k, m * g.ho * g.wo))

@@ -121,6 +121,24 @@ def test_generic_conv_float64_matches_the_reference(attrs, x_shape, f_shape, div
                                atol=1e-12)
 
 
+def test_generic_conv_on_rows_reads_a_strided_input():
+    """The stride-1 NCHW forward and filter gradient read whole rows of the flat image (conv._on_rows), across
+    each row's end: an input whose rows do not follow each other (a column slice) must give the same results."""
+    attrs = dict(NCHW_SAME, padding="VALID")
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 3, 9, 11))[..., :8]
+    f = rng.standard_normal((3, 2, 3, 4))
+    y = np.empty(conv._out_shape(x.shape, f.shape, attrs))
+    dy = rng.standard_normal(y.shape)
+    df = np.empty_like(f)
+    assert conv._on_rows(conv.geometry(x.shape, f.shape, y.shape, attrs), "filter", "NCHW")
+    conv._conv2d_generic(RecordingCtx(), x, f, y, attrs)
+    conv._conv2d_backprop_filter_generic(RecordingCtx(), x, dy, df, attrs)
+    np.testing.assert_allclose(y, ref_conv(x, f, [1, 1], "VALID", "NCHW"), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(df, ref_conv_backprop_filter(x, f.shape, dy, [1, 1], "VALID", "NCHW"), rtol=1e-12,
+                               atol=1e-12)
+
+
 @pytest.mark.parametrize("attrs,x_shape,f_shape", [
     (NCHW_SAME, (5, 3, 7, 6), (3, 3, 3, 4)),                                                   # shift, 9 taps
     (NCHW_SAME, (5, 12, 7, 6), (3, 3, 12, 4)),                                                 # shift, 3 taps
