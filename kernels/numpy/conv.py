@@ -166,44 +166,35 @@ def _columns(g: Geometry, kind: str, fmt: str) -> bool:
 
 
 def _on_rows(g: Geometry, kind: str, fmt: str) -> bool:
-    """Whether an NCHW conv at stride 1 takes its columns over whole rows of the padded input (Wp positions a
-    row, not Wo; Geometry.span of them). The input gradient's columns then add into dx as one run per image,
-    channel and filter tap, at the tap's offset in the flat padded image, instead of Ho runs of Wo (LeNet's conv2:
-    runs of 10 floats, and those adds 2.7 of the ~27 ms of its step at batch 128, one thread, under cProfile);
-    the forward's and the filter gradient's are copied the same way, a run of `span` floats per image, channel and
-    tap (Ho runs of Wo before: 2-3.5x the copy's time), for GEMMs Wp / Wo wider."""
-    return fmt == "NCHW" and (g.sh, g.sw) == (1, 1) and _columns(g, kind, fmt)
-
-
-def _positions(g: Geometry, kind: str, fmt: str) -> int:
-    """Columns per image: the output's positions, or on whole rows (_on_rows) the span read (forward, filter
-    gradient) or the Ho * Wp positions written (input gradient)."""
-    if not _on_rows(g, kind, fmt):
-        return g.ho * g.wo
-    return g.ho * g.wp if kind == "input" else g.span
+    """Whether an NCHW conv or input gradient at stride 1 takes its columns over whole rows of the padded input
+    (Wp positions a row, not Wo). The input gradient's columns then add into dx as one run per image, channel and
+    filter tap, at the tap's offset in the flat padded image, instead of Ho runs of Wo (LeNet's conv2: runs of 10
+    floats, and those adds 2.7 of the ~27 ms of its step at batch 128, one thread, under cProfile); the forward's
+    are copied the same way, a run of Geometry.span floats per image, channel and tap instead of Ho runs of Wo,
+    for a GEMM Wp / Wo wider (LeNet's forward convs at batch 128, one thread: 8-10% faster). NOTE: not the filter
+    gradient: its GEMMs over rows (one per image and a sum; one over the chunk cannot read past the last image)
+    measured 0-20% slower than the chunk's one GEMM over the output's positions."""
+    return fmt == "NCHW" and kind != "filter" and (g.sh, g.sw) == (1, 1) and _columns(g, kind, fmt)
 
 
 def _generic_workspaces(g: Geometry, dtype, kind: str, fmt: str, div: int = 1) -> list[tuple]:
     """Scratch of the generic path, in request order: padded input, columns (_columns; over whole rows when
-    _on_rows), then y or dy staged on the rows of Wp (_on_rows; the filter gradient's (Ho * Wp, K) an image) or
-    dy in the columns' layout (NCHW's strided filter gradient), and for a filter gradient each image's partial
-    one (_on_rows) and a chunk's."""
-    taps, rows = g.kh * g.kw * g.c, _on_rows(g, kind, fmt)
-    nb = g.chunk(dtype.size, div, _positions(g, kind, fmt))
+    _on_rows), then y or dy staged on rows of Wp (_on_rows) or dy in the columns' layout (NCHW's filter
+    gradient), and for a filter gradient a chunk's partial one."""
+    rows = _on_rows(g, kind, fmt)
+    nb = g.chunk(dtype.size, div, g.span if rows and kind == "forward" else None)
     ws = []
     if g.padded:
         ws.append(((nb, g.hp, g.wp, g.c) if fmt == "NHWC" else (nb, g.c, g.hp, g.wp), dtype))
     if rows:
-        staged = (nb, g.ho * g.wp, g.k) if kind == "filter" else (nb, g.k, g.ho * g.wp)
-        ws += [((nb, taps, _positions(g, kind, fmt)), dtype), (staged, dtype)]
+        read = g.span if kind == "forward" else g.ho * g.wp  # the forward reads them, the input gradient writes
+        ws += [((nb, g.kh * g.kw * g.c, read), dtype), ((nb, g.k, g.ho * g.wp), dtype)]
     elif _columns(g, kind, fmt):
         ws.append(((nb, g.ho, g.wo, g.kh, g.kw, g.c), dtype))
     if kind == "filter":
-        if rows:
-            ws.append(((nb, taps, g.k), dtype))
-        elif fmt == "NCHW":
+        if fmt == "NCHW":
             ws.append(((g.k, nb * g.ho * g.wo), dtype))
-        ws.append(((taps, g.k), dtype))
+        ws.append(((g.kh * g.kw * g.c, g.k), dtype))
     return ws
 
 
@@ -220,11 +211,10 @@ class _Generic:
     def __init__(self, ctx, g: Geometry, dtype, kind: str, fmt: str, div: int = 1):
         bufs = iter([ctx.workspace(shape, dt) for shape, dt in _generic_workspaces(g, dtype, kind, fmt, div)])
         self.g, self.fmt, self.rows = g, fmt, _on_rows(g, kind, fmt)
-        self.nb = g.chunk(dtype.size, div, _positions(g, kind, fmt))
+        self.nb = g.chunk(dtype.size, div, g.span if self.rows and kind == "forward" else None)
         self.xp = next(bufs) if g.padded else None
         self.cols = next(bufs) if _columns(g, kind, fmt) else None
         self.stage = next(bufs) if (kind == "filter" and fmt == "NCHW") or self.rows else None
-        self.part = next(bufs) if kind == "filter" and self.rows else None
         self.acc = next(bufs) if kind == "filter" else None
         if self.xp is not None:
             self.xp.fill(0)  # the border stays zero; chunks overwrite only the interior
@@ -349,18 +339,7 @@ def _conv2d_backprop_filter_generic(ctx, x, dy, df, attrs):
     g = geometry(x.shape, df.shape, dy.shape, attrs)
     s = _Generic(ctx, g, as_dtype(x.dtype), "filter", fmt, _divisor(attrs))
     out = df.reshape(-1, g.k)
-    if s.rows:
-        _prefix(s.stage, (s.nb, g.ho, g.wp, g.k))[:, :, g.wo:] = 0  # positions that are no output add nothing
     for n0, m in s.chunks():
-        if s.rows:  # per image, its columns (taps, span) @ dy on rows of Wp (span, K); then the images' sum
-            grid = _prefix(s.stage, (m, g.ho, g.wp, g.k))
-            grid[:, :, :g.wo] = dy[n0:n0 + m].transpose(0, 2, 3, 1)
-            part = _prefix(s.part, (m, out.shape[0], g.k))
-            np.matmul(s.windows(x[n0:n0 + m], m, True), grid.reshape(m, -1, g.k)[:, :g.span], out=part)
-            np.sum(part, axis=0, out=out if n0 == 0 else s.acc)
-            if n0:
-                out += s.acc
-            continue
         if fmt == "NCHW":  # one GEMM over the chunk: the columns (taps, m*Ho*Wo) @ dy as (m*Ho*Wo, K)
             cols = s.windows(x[n0:n0 + m], m, False)
             rows = _prefix(s.stage, (g.k, m * g.ho * g.wo))

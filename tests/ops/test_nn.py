@@ -122,8 +122,8 @@ def test_generic_conv_float64_matches_the_reference(attrs, x_shape, f_shape, div
 
 
 def test_generic_conv_on_rows_reads_a_strided_input():
-    """The stride-1 NCHW forward and filter gradient read whole rows of the flat image (conv._on_rows), across
-    each row's end: an input whose rows do not follow each other (a column slice) must give the same results."""
+    """The stride-1 NCHW forward reads whole rows of the flat image (conv._on_rows), across each row's end: an
+    input whose rows do not follow each other (a column slice) must give the same results."""
     attrs = dict(NCHW_SAME, padding="VALID")
     rng = np.random.default_rng(3)
     x = rng.standard_normal((2, 3, 9, 11))[..., :8]
@@ -131,7 +131,7 @@ def test_generic_conv_on_rows_reads_a_strided_input():
     y = np.empty(conv._out_shape(x.shape, f.shape, attrs))
     dy = rng.standard_normal(y.shape)
     df = np.empty_like(f)
-    assert conv._on_rows(conv.geometry(x.shape, f.shape, y.shape, attrs), "filter", "NCHW")
+    assert conv._on_rows(conv.geometry(x.shape, f.shape, y.shape, attrs), "forward", "NCHW")
     conv._conv2d_generic(RecordingCtx(), x, f, y, attrs)
     conv._conv2d_backprop_filter_generic(RecordingCtx(), x, dy, df, attrs)
     np.testing.assert_allclose(y, ref_conv(x, f, [1, 1], "VALID", "NCHW"), rtol=1e-12, atol=1e-12)
