@@ -132,9 +132,9 @@ class Geometry(NamedTuple):
         position is (Ho - 1) * Wp + Wo - 1, and the windows of all of them lie inside the image."""
         return (self.ho - 1) * self.wp + self.wo
 
-    def chunk(self, itemsize: int, div: int = 1, positions: int | None = None) -> int:
-        """Images per im2col chunk, of `positions` columns an image (Ho * Wo unless given)."""
-        per_image = (positions or self.ho * self.wo) * self.kh * self.kw * self.c * itemsize
+    def chunk(self, itemsize: int, div: int = 1, floats: int | None = None) -> int:
+        """Images per im2col chunk, of `floats` scratch elements an image (the columns at Ho * Wo unless given)."""
+        per_image = (floats or self.ho * self.wo * self.kh * self.kw * self.c) * itemsize
         return max(1, min(self.n, _CHUNK_BYTES // div // max(per_image, 1)))
 
 
@@ -166,15 +166,25 @@ def _columns(g: Geometry, kind: str, fmt: str) -> bool:
 
 
 def _on_rows(g: Geometry, kind: str, fmt: str) -> bool:
-    """Whether an NCHW conv or input gradient at stride 1 takes its columns over whole rows of the padded input
-    (Wp positions a row, not Wo). The input gradient's columns then add into dx as one run per image, channel and
-    filter tap, at the tap's offset in the flat padded image, instead of Ho runs of Wo (LeNet's conv2: runs of 10
-    floats, and those adds 2.7 of the ~27 ms of its step at batch 128, one thread, under cProfile); the forward's
-    are copied the same way, a run of Geometry.span floats per image, channel and tap instead of Ho runs of Wo,
-    for a GEMM Wp / Wo wider (LeNet's forward convs at batch 128, one thread: 8-10% faster). NOTE: not the filter
-    gradient: its GEMMs over rows (one per image and a sum; one over the chunk cannot read past the last image)
-    measured 0-20% slower than the chunk's one GEMM over the output's positions."""
-    return fmt == "NCHW" and kind != "filter" and (g.sh, g.sw) == (1, 1) and _columns(g, kind, fmt)
+    """Whether an NCHW conv at stride 1 works on whole rows of the padded input (Wp positions a row, not Wo).
+    The input gradient's columns then add into dx as one run per image, channel and filter tap, at the tap's
+    offset in the flat padded image, instead of Ho runs of Wo (LeNet's conv2: runs of 10 floats, and those adds
+    2.7 of the ~27 ms of its step at batch 128, one thread, under cProfile); the forward's are copied the same
+    way, a run of Geometry.span floats per image, channel and tap instead of Ho runs of Wo, for a GEMM Wp / Wo
+    wider (LeNet's forward convs at batch 128, one thread: 8-13% faster); the filter gradient shifts rows of x
+    and columns of dy instead of copying every tap's columns (_rows_backprop_filter)."""
+    return fmt == "NCHW" and (g.sh, g.sw) == (1, 1) and _columns(g, kind, fmt)
+
+
+def _rows_floats(g: Geometry, kind: str) -> int:
+    """Scratch elements per image on whole rows (_on_rows): the forward's columns and staged output; the filter
+    gradient's x rows, dy's kw shifts and dy staged; None for the input gradient (its chunk is by the columns
+    of Ho * Wo positions, as it always was)."""
+    if kind == "forward":
+        return g.kh * g.kw * g.c * g.span + g.k * g.ho * g.wp
+    if kind == "filter":
+        return (g.kh * g.c + g.kw * g.k) * g.ho * g.wp + g.k * (g.ho * g.wp + g.kw - 1)
+    return None
 
 
 def _generic_workspaces(g: Geometry, dtype, kind: str, fmt: str, div: int = 1) -> list[tuple]:
@@ -182,10 +192,14 @@ def _generic_workspaces(g: Geometry, dtype, kind: str, fmt: str, div: int = 1) -
     _on_rows), then y or dy staged on rows of Wp (_on_rows) or dy in the columns' layout (NCHW's filter
     gradient), and for a filter gradient a chunk's partial one."""
     rows = _on_rows(g, kind, fmt)
-    nb = g.chunk(dtype.size, div, g.span if rows and kind == "forward" else None)
+    nb = g.chunk(dtype.size, div, _rows_floats(g, kind) if rows else None)
     ws = []
     if g.padded:
         ws.append(((nb, g.hp, g.wp, g.c) if fmt == "NHWC" else (nb, g.c, g.hp, g.wp), dtype))
+    if rows and kind == "filter":
+        q = g.ho * g.wp
+        return ws + [((g.kh * g.c, nb * q), dtype), ((g.k, nb, g.kw - 1 + q), dtype), ((g.kw * g.k, nb * q), dtype),
+                     ((g.kh * g.c, g.kw * g.k), dtype), ((g.kh * g.c, g.kw * g.k), dtype)]
     if rows:
         read = g.span if kind == "forward" else g.ho * g.wp  # the forward reads them, the input gradient writes
         ws += [((nb, g.kh * g.kw * g.c, read), dtype), ((nb, g.k, g.ho * g.wp), dtype)]
@@ -211,11 +225,13 @@ class _Generic:
     def __init__(self, ctx, g: Geometry, dtype, kind: str, fmt: str, div: int = 1):
         bufs = iter([ctx.workspace(shape, dt) for shape, dt in _generic_workspaces(g, dtype, kind, fmt, div)])
         self.g, self.fmt, self.rows = g, fmt, _on_rows(g, kind, fmt)
-        self.nb = g.chunk(dtype.size, div, g.span if self.rows and kind == "forward" else None)
+        self.nb = g.chunk(dtype.size, div, _rows_floats(g, kind) if self.rows else None)
         self.xp = next(bufs) if g.padded else None
         self.cols = next(bufs) if _columns(g, kind, fmt) else None
         self.stage = next(bufs) if (kind == "filter" and fmt == "NCHW") or self.rows else None
+        self.part_rows = next(bufs) if kind == "filter" and self.rows else None  # dy's shifts (_rows_backprop_filter)
         self.acc = next(bufs) if kind == "filter" else None
+        self.part = next(bufs) if kind == "filter" and self.rows else None
         if self.xp is not None:
             self.xp.fill(0)  # the border stays zero; chunks overwrite only the interior
 
@@ -240,6 +256,13 @@ class _Generic:
             cols[:, :, :, dy, dx] = view
         return cols.reshape(m * g.ho * g.wo, g.kh * g.kw * g.c)
 
+    def rows_of(self, x: np.ndarray, m: int) -> np.ndarray:
+        """The m images x (NCHW) padded, as flat images whose rows of Wp follow each other."""
+        src = self.padded(x, m)
+        if src.strides[2] != self.g.wp * src.strides[3]:
+            src = np.ascontiguousarray(src)  # whole rows read across a row's end: rows must follow each other
+        return src
+
     def windows(self, x: np.ndarray, m: int, images_first: bool) -> np.ndarray:
         """The NCHW columns of the m images x (NCHW), by one copy of a strided view: rows are the filter taps
         (dy, dx, c) as f.reshape(-1, K) orders them, so the filter is a GEMM operand as it lies, and each run
@@ -247,9 +270,7 @@ class _Generic:
         NHWC's columns (3 floats for an RGB input).
         images_first: (m, taps, positions), each image's columns a matrix; else (taps, m*positions), one matrix."""
         g = self.g
-        src = self.padded(x, m)
-        if self.rows and src.strides[2] != g.wp * src.strides[3]:
-            src = np.ascontiguousarray(src)  # whole rows read across a row's end: rows must follow each other
+        src = self.rows_of(x, m) if self.rows else self.padded(x, m)
         sn, sc, sy, sx = src.strides
         taps, tap_strides = (g.kh, g.kw, g.c), (sy, sx, sc)
         out, out_strides = ((g.span,), (sx,)) if self.rows else ((g.ho, g.wo), (sy * g.sh, sx * g.sw))
@@ -334,10 +355,44 @@ def _conv2d_backprop_input_generic(ctx, f, dy, dx, attrs):
         s.col2im(cols, _nhwc(dx[n0:n0 + m], fmt), m)
 
 
+def _rows_backprop_filter(s: _Generic, x: np.ndarray, dy: np.ndarray, df: np.ndarray) -> None:
+    """df of an NCHW stride-1 conv on whole rows (_on_rows): over the positions q of each image's rows of Wp,
+    df[a, b, c, k] = sum_q xp[c, q + a*Wp] * dyr[k, q - b], dyr being dy on rows of Wp (zero past Wo and before
+    the image). So one GEMM a chunk, (kh*C rows of x, each a run of the flat image) @ (kw*K shifts of dy)^T:
+    kh*C + kw*K copied rows instead of kh*kw*C columns, and a wider GEMM (LeNet's conv1: 15 x 30 outputs, not
+    75 x 6). NOTE: a position past Wo multiplies its dy of zero by a pixel of x that this tap does not reach, so an
+    inf or NaN in x can turn a finite tap NaN (its forward's output is not finite then anyway)."""
+    g = s.g
+    q, lead = g.ho * g.wp, g.kw - 1
+    grid = s.stage
+    grid[:, :, :lead] = 0
+    rows = grid[:, :, lead:].reshape(g.k, -1, g.ho, g.wp)
+    rows[..., g.wo:] = 0  # zeros stay: chunks overwrite only the outputs' positions
+    for n0, m in s.chunks():
+        src = s.rows_of(x[n0:n0 + m], m)
+        sn, sc, sy, sx = src.strides
+        xr = _prefix(s.cols, (g.kh * g.c, m * q))
+        np.copyto(xr.reshape(g.kh, g.c, m, q), np.lib.stride_tricks.as_strided(src, (g.kh, g.c, m, q),
+                                                                                (sy, sc, sn, sx), writeable=False))
+        rows[:, :m, :, :g.wo] = dy[n0:n0 + m].transpose(1, 0, 2, 3)
+        at = grid[:, :, lead:]  # shift b reads dyr[k, q - b]: from `lead` floats before each image, stepping back
+        ks, ms, ps = at.strides
+        shifts = np.lib.stride_tricks.as_strided(at, (g.kw, g.k, m, q), (-ps, ks, ms, ps), writeable=False)
+        dr = _prefix(s.part_rows, (g.kw * g.k, m * q))
+        np.copyto(dr.reshape(g.kw, g.k, m, q), shifts)
+        np.matmul(xr, dr.T, out=s.acc if n0 == 0 else s.part)
+        if n0:
+            s.acc += s.part
+    df[...] = s.acc.reshape(g.kh, g.c, g.kw, g.k).transpose(0, 2, 1, 3)
+
+
 def _conv2d_backprop_filter_generic(ctx, x, dy, df, attrs):
     fmt = attrs["data_format"]
     g = geometry(x.shape, df.shape, dy.shape, attrs)
     s = _Generic(ctx, g, as_dtype(x.dtype), "filter", fmt, _divisor(attrs))
+    if s.rows:
+        _rows_backprop_filter(s, x, dy, df)
+        return
     out = df.reshape(-1, g.k)
     for n0, m in s.chunks():
         if fmt == "NCHW":  # one GEMM over the chunk: the columns (taps, m*Ho*Wo) @ dy as (m*Ho*Wo, K)
