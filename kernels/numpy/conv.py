@@ -166,43 +166,37 @@ def _columns(g: Geometry, kind: str, fmt: str) -> bool:
 
 
 def _on_rows(g: Geometry, kind: str, fmt: str) -> bool:
-    """Whether an NCHW conv at stride 1 works on whole rows of the padded input (Wp positions a row, not Wo).
-    The input gradient's columns then add into dx as one run per image, channel and filter tap, at the tap's
-    offset in the flat padded image, instead of Ho runs of Wo (LeNet's conv2: runs of 10 floats, and those adds
-    2.7 of the ~27 ms of its step at batch 128, one thread, under cProfile); the forward's are copied the same
-    way, a run of Geometry.span floats per image, channel and tap instead of Ho runs of Wo, for a GEMM Wp / Wo
-    wider (LeNet's forward convs at batch 128, one thread: 8-13% faster); the filter gradient shifts rows of x
-    and columns of dy instead of copying every tap's columns (_rows_backprop_filter)."""
+    """Whether an NCHW conv at stride 1 works on whole rows of the padded input (Wp positions a row, not Wo), where
+    a filter tap (a, b) is the offset a * Wp + b in the flat image. The forward copies its columns as a run of
+    Geometry.span floats per image, channel and tap instead of Ho runs of Wo, for a GEMM Wp / Wo wider (LeNet's
+    forward convs at batch 128, one thread: 8-13% faster); both gradients use the kw shifts of dy on those rows
+    (_dy_shifts) instead of every tap's columns."""
     return fmt == "NCHW" and (g.sh, g.sw) == (1, 1) and _columns(g, kind, fmt)
 
 
 def _rows_floats(g: Geometry, kind: str) -> int:
-    """Scratch elements per image on whole rows (_on_rows): the forward's columns and staged output; the filter
-    gradient's x rows, dy's kw shifts and dy staged; None for the input gradient (its chunk is by the columns
-    of Ho * Wo positions, as it always was)."""
+    """Scratch elements per image on whole rows (_on_rows): the forward's columns and staged output; a
+    gradient's kh*C rows (x's, or dx's partial sums), dy's kw shifts and dy staged."""
     if kind == "forward":
         return g.kh * g.kw * g.c * g.span + g.k * g.ho * g.wp
-    if kind == "filter":
-        return (g.kh * g.c + g.kw * g.k) * g.ho * g.wp + g.k * (g.ho * g.wp + g.kw - 1)
-    return None
+    return (g.kh * g.c + g.kw * g.k) * g.ho * g.wp + g.k * (g.ho * g.wp + g.kw - 1)
 
 
 def _generic_workspaces(g: Geometry, dtype, kind: str, fmt: str, div: int = 1) -> list[tuple]:
     """Scratch of the generic path, in request order: padded input, columns (_columns; over whole rows when
-    _on_rows), then y or dy staged on rows of Wp (_on_rows) or dy in the columns' layout (NCHW's filter
-    gradient), and for a filter gradient a chunk's partial one."""
+    _on_rows), then y staged on rows of Wp (_on_rows) or dy in the columns' layout (NCHW's filter gradient), and
+    for a filter gradient a chunk's partial one; a gradient on rows asks for _dy_shifts' buffers instead."""
     rows = _on_rows(g, kind, fmt)
     nb = g.chunk(dtype.size, div, _rows_floats(g, kind) if rows else None)
     ws = []
     if g.padded:
         ws.append(((nb, g.hp, g.wp, g.c) if fmt == "NHWC" else (nb, g.c, g.hp, g.wp), dtype))
-    if rows and kind == "filter":
-        q = g.ho * g.wp
+    if rows and kind != "forward":  # _dy_shifts: kh*C rows, dy staged, its shifts; the filter as a matrix
+        q, small = g.ho * g.wp, ((g.kh * g.c, g.kw * g.k), dtype)
         return ws + [((g.kh * g.c, nb * q), dtype), ((g.k, nb, g.kw - 1 + q), dtype), ((g.kw * g.k, nb * q), dtype),
-                     ((g.kh * g.c, g.kw * g.k), dtype), ((g.kh * g.c, g.kw * g.k), dtype)]
+                     small] + ([small] if kind == "filter" else [])
     if rows:
-        read = g.span if kind == "forward" else g.ho * g.wp  # the forward reads them, the input gradient writes
-        ws += [((nb, g.kh * g.kw * g.c, read), dtype), ((nb, g.k, g.ho * g.wp), dtype)]
+        ws += [((nb, g.kh * g.kw * g.c, g.span), dtype), ((nb, g.k, g.ho * g.wp), dtype)]
     elif _columns(g, kind, fmt):
         ws.append(((nb, g.ho, g.wo, g.kh, g.kw, g.c), dtype))
     if kind == "filter":
@@ -229,8 +223,8 @@ class _Generic:
         self.xp = next(bufs) if g.padded else None
         self.cols = next(bufs) if _columns(g, kind, fmt) else None
         self.stage = next(bufs) if (kind == "filter" and fmt == "NCHW") or self.rows else None
-        self.part_rows = next(bufs) if kind == "filter" and self.rows else None  # dy's shifts (_rows_backprop_filter)
-        self.acc = next(bufs) if kind == "filter" else None
+        self.shifts = next(bufs) if kind != "forward" and self.rows else None  # _dy_shifts
+        self.acc = next(bufs) if kind == "filter" or (kind == "input" and self.rows) else None
         self.part = next(bufs) if kind == "filter" and self.rows else None
         if self.xp is not None:
             self.xp.fill(0)  # the border stays zero; chunks overwrite only the interior
@@ -293,28 +287,6 @@ class _Generic:
         if self.xp is not None:
             dx_out[...] = dst[:, g.pt:g.pt + g.h, g.pl:g.pl + g.w]
 
-    def col2im_rows(self, fm: np.ndarray, dy: np.ndarray, dx_out: np.ndarray, m: int) -> None:
-        """dx_out (NCHW, m images) of dy (NCHW) at stride 1 (_on_rows): dy on rows of Wp (zeros past Wo), its
-        columns f @ dy[n] over those rows, and each tap's columns added at the tap's offset dy*Wp + dx into the
-        flat padded image. A position past Wo holds zeros, so the runs cut at the image's end drop only zeros."""
-        g = self.g
-        grid = _prefix(self.stage, (m, g.k, g.ho, g.wp))
-        grid[..., g.wo:] = 0
-        grid[..., :g.wo] = dy
-        span = g.ho * g.wp
-        cols = _prefix(self.cols, (m, fm.shape[0], span))
-        np.matmul(fm, grid.reshape(m, g.k, span), out=cols)
-        taps = cols.reshape(m, g.kh, g.kw, g.c, span)
-        dst = (self.xp[:m] if self.xp is not None else dx_out).reshape(m, g.c, g.hp * g.wp)
-        dst[...] = 0
-        for a in range(g.kh):
-            for b in range(g.kw):
-                off = a * g.wp + b
-                run = min(span, g.hp * g.wp - off)
-                dst[:, :, off:off + run] += taps[:, a, b, :, :run]
-        if self.xp is not None:
-            dx_out[...] = self.xp[:m, :, g.pt:g.pt + g.h, g.pl:g.pl + g.w]
-
 
 def _conv2d_generic(ctx, x, f, y, attrs):
     fmt = attrs["data_format"]
@@ -342,8 +314,8 @@ def _conv2d_backprop_input_generic(ctx, f, dy, dx, attrs):
         if s.cols is None:  # dx[n] (C, H*W) = f @ dy[n]
             np.matmul(fm, dy[n0:n0 + m].reshape(m, g.k, -1), out=dx[n0:n0 + m].reshape(m, g.c, -1))
             continue
-        if s.stage is not None:  # _on_rows
-            s.col2im_rows(fm, dy[n0:n0 + m], dx[n0:n0 + m], m)
+        if s.rows:
+            _rows_backprop_input(s, f, dy[n0:n0 + m], dx[n0:n0 + m], m, n0 == 0)
             continue
         if fmt == "NCHW":  # each image's columns (taps, Ho*Wo) = f @ dy[n]
             cols = _prefix(s.cols, (m, fm.shape[0], g.ho * g.wo))
@@ -355,35 +327,65 @@ def _conv2d_backprop_input_generic(ctx, f, dy, dx, attrs):
         s.col2im(cols, _nhwc(dx[n0:n0 + m], fmt), m)
 
 
-def _rows_backprop_filter(s: _Generic, x: np.ndarray, dy: np.ndarray, df: np.ndarray) -> None:
-    """df of an NCHW stride-1 conv on whole rows (_on_rows): over the positions q of each image's rows of Wp,
-    df[a, b, c, k] = sum_q xp[c, q + a*Wp] * dyr[k, q - b], dyr being dy on rows of Wp (zero past Wo and before
-    the image). So one GEMM a chunk, (kh*C rows of x, each a run of the flat image) @ (kw*K shifts of dy)^T:
-    kh*C + kw*K copied rows instead of kh*kw*C columns, and a wider GEMM (LeNet's conv1: 15 x 30 outputs, not
-    75 x 6). NOTE: a position past Wo multiplies its dy of zero by a pixel of x that this tap does not reach, so an
-    inf or NaN in x can turn a finite tap NaN (its forward's output is not finite then anyway)."""
+def _dy_shifts(s: _Generic, dy: np.ndarray, m: int, first: bool) -> np.ndarray:
+    """The kw shifts of the m images dy (NCHW) on rows of Wp, (kw*K, m*Ho*Wp): row (b, k) at position q of
+    image n is dyr[n, k, q - b], dyr being dy[n, k] on rows of Wp, zero past Wo and before the image (its
+    staging buffer keeps kw - 1 zeros in front of each image). With them a tap (a, b) of either gradient is
+    row offset a*Wp of one GEMM's operand or result: kh*C + kw*K rows copied instead of kh*kw*C columns, and
+    (LeNet's conv1 filter gradient) a 15 x 30 GEMM result instead of 75 x 6. NOTE: a position past Wo multiplies
+    its zero by a pixel (or filter value) that this tap does not reach, so an inf or NaN there can turn a finite
+    result NaN (the forward of such an input is not finite anyway)."""
     g = s.g
     q, lead = g.ho * g.wp, g.kw - 1
-    grid = s.stage
-    grid[:, :, :lead] = 0
-    rows = grid[:, :, lead:].reshape(g.k, -1, g.ho, g.wp)
-    rows[..., g.wo:] = 0  # zeros stay: chunks overwrite only the outputs' positions
+    grid = _prefix(s.stage, (g.k, s.nb, lead + q))
+    rows = grid[:, :, lead:].reshape(g.k, s.nb, g.ho, g.wp)
+    if first:  # zeros stay: chunks overwrite only the outputs' positions
+        grid[:, :, :lead] = 0
+        rows[..., g.wo:] = 0
+    rows[:, :m, :, :g.wo] = dy.transpose(1, 0, 2, 3)
+    at = grid[:, :m, lead:]  # shift b reads b floats back, into the zeros in front of an image's first row
+    ks, ms, ps = at.strides
+    out = _prefix(s.shifts, (g.kw * g.k, m * q))
+    np.copyto(out.reshape(g.kw, g.k, m, q),
+              np.lib.stride_tricks.as_strided(at, (g.kw, g.k, m, q), (-ps, ks, ms, ps), writeable=False))
+    return out
+
+
+def _rows_backprop_filter(s: _Generic, x: np.ndarray, dy: np.ndarray, df: np.ndarray) -> None:
+    """df of an NCHW stride-1 conv on whole rows (_on_rows): df[a, b, c, k] = sum over positions q of x's flat
+    padded image xp[c, q + a*Wp] times dy's shift b there (_dy_shifts), one GEMM a chunk of the kh*C runs of x
+    against the kw*K shifts."""
+    g = s.g
+    q = g.ho * g.wp
     for n0, m in s.chunks():
         src = s.rows_of(x[n0:n0 + m], m)
         sn, sc, sy, sx = src.strides
         xr = _prefix(s.cols, (g.kh * g.c, m * q))
         np.copyto(xr.reshape(g.kh, g.c, m, q), np.lib.stride_tricks.as_strided(src, (g.kh, g.c, m, q),
                                                                                 (sy, sc, sn, sx), writeable=False))
-        rows[:, :m, :, :g.wo] = dy[n0:n0 + m].transpose(1, 0, 2, 3)
-        at = grid[:, :, lead:]  # shift b reads dyr[k, q - b]: from `lead` floats before each image, stepping back
-        ks, ms, ps = at.strides
-        shifts = np.lib.stride_tricks.as_strided(at, (g.kw, g.k, m, q), (-ps, ks, ms, ps), writeable=False)
-        dr = _prefix(s.part_rows, (g.kw * g.k, m * q))
-        np.copyto(dr.reshape(g.kw, g.k, m, q), shifts)
-        np.matmul(xr, dr.T, out=s.acc if n0 == 0 else s.part)
+        np.matmul(xr, _dy_shifts(s, dy[n0:n0 + m], m, n0 == 0).T, out=s.acc if n0 == 0 else s.part)
         if n0:
             s.acc += s.part
     df[...] = s.acc.reshape(g.kh, g.c, g.kw, g.k).transpose(0, 2, 1, 3)
+
+
+def _rows_backprop_input(s: _Generic, f: np.ndarray, dy: np.ndarray, dx: np.ndarray, m: int, first: bool) -> None:
+    """dx of the m images dy (NCHW) of a stride-1 conv on whole rows (_on_rows): z = (f as (a, c) x (b, k))
+    @ dy's shifts (_dy_shifts) holds, for each row tap a, what lands on the flat padded dx at offset a*Wp: kh
+    runs added per image and channel (kh*kw before, one per tap, from a GEMM with K's inner dimension)."""
+    g = s.g
+    q = g.ho * g.wp
+    if first:
+        s.acc.reshape(g.kh, g.c, g.kw, g.k)[...] = f.transpose(0, 2, 1, 3)
+    z = _prefix(s.cols, (g.kh, g.c, m, q))
+    np.matmul(s.acc, _dy_shifts(s, dy, m, first), out=z.reshape(g.kh * g.c, m * q))
+    dst = (s.xp[:m] if s.xp is not None else dx).reshape(m, g.c, g.hp * g.wp)
+    dst[:, :, :q] = z[0].transpose(1, 0, 2)
+    dst[:, :, q:] = 0
+    for a in range(1, g.kh):
+        dst[:, :, a * g.wp:a * g.wp + q] += z[a].transpose(1, 0, 2)
+    if s.xp is not None:
+        dx[...] = s.xp[:m, :, g.pt:g.pt + g.h, g.pl:g.pl + g.w]
 
 
 def _conv2d_backprop_filter_generic(ctx, x, dy, df, attrs):
