@@ -170,8 +170,9 @@ def _on_rows(g: Geometry, kind: str, fmt: str) -> bool:
     a filter tap (a, b) is the offset a * Wp + b in the flat image. The forward copies its columns as a run of
     Geometry.span floats per image, channel and tap instead of Ho runs of Wo, for a GEMM Wp / Wo wider (LeNet's
     forward convs at batch 128, one thread: 8-13% faster); both gradients use the kw shifts of dy on those rows
-    (_dy_shifts) instead of every tap's columns."""
-    return fmt == "NCHW" and (g.sh, g.sw) == (1, 1) and _columns(g, kind, fmt)
+    (_dy_shifts) instead of every tap's columns. Not a pointwise conv: its forward and input gradient are GEMMs on
+    the images themselves, and its filter gradient's one shift would only copy dy once more."""
+    return fmt == "NCHW" and (g.sh, g.sw) == (1, 1) and not g.pointwise and _columns(g, kind, fmt)
 
 
 def _rows_floats(g: Geometry, kind: str) -> int:
