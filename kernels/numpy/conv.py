@@ -126,9 +126,15 @@ class Geometry(NamedTuple):
         """A 1x1 window at stride 1 and no padding: in NCHW each image is its own columns."""
         return (self.kh, self.kw, self.sh, self.sw) == (1, 1, 1, 1) and not self.padded
 
-    def chunk(self, itemsize: int, div: int = 1) -> int:
-        """Images per im2col chunk."""
-        per_image = self.ho * self.wo * self.kh * self.kw * self.c * itemsize
+    @property
+    def span(self) -> int:
+        """Positions of a stride-1 conv's output in the flat padded image, rows of Wp (_on_rows): the last output
+        position is (Ho - 1) * Wp + Wo - 1, and the windows of all of them lie inside the image."""
+        return (self.ho - 1) * self.wp + self.wo
+
+    def chunk(self, itemsize: int, div: int = 1, floats: int | None = None) -> int:
+        """Images per im2col chunk, of `floats` scratch elements an image (the columns at Ho * Wo unless given)."""
+        per_image = (floats or self.ho * self.wo * self.kh * self.kw * self.c) * itemsize
         return max(1, min(self.n, _CHUNK_BYTES // div // max(per_image, 1)))
 
 
@@ -160,24 +166,38 @@ def _columns(g: Geometry, kind: str, fmt: str) -> bool:
 
 
 def _on_rows(g: Geometry, kind: str, fmt: str) -> bool:
-    """Whether an NCHW input gradient at stride 1 computes its columns over whole rows of the padded input (Wp
-    positions a row, not Wo): each filter tap's columns then add into dx as one run per image and channel, at the
-    tap's offset in the flat padded image, instead of Ho runs of Wo (LeNet's conv2: runs of 10 floats, and those
-    adds 2.7 of the ~27 ms of its step at batch 128, one thread, under cProfile)."""
-    return fmt == "NCHW" and kind == "input" and (g.sh, g.sw) == (1, 1) and _columns(g, kind, fmt)
+    """Whether an NCHW conv at stride 1 works on whole rows of the padded input (Wp positions a row, not Wo), where
+    a filter tap (a, b) is the offset a * Wp + b in the flat image. The forward copies its columns as a run of
+    Geometry.span floats per image, channel and tap instead of Ho runs of Wo, for a GEMM Wp / Wo wider (LeNet's
+    forward convs at batch 128, one thread: 8-13% faster); both gradients use the kw shifts of dy on those rows
+    (_dy_shifts) instead of every tap's columns. Not a pointwise conv: its forward and input gradient are GEMMs on
+    the images themselves, and its filter gradient's one shift would only copy dy once more."""
+    return fmt == "NCHW" and (g.sh, g.sw) == (1, 1) and not g.pointwise and _columns(g, kind, fmt)
+
+
+def _rows_floats(g: Geometry, kind: str) -> int:
+    """Scratch elements per image on whole rows (_on_rows): the forward's columns and staged output; a
+    gradient's kh*C rows (x's, or dx's partial sums), dy's kw shifts and dy staged."""
+    if kind == "forward":
+        return g.kh * g.kw * g.c * g.span + g.k * g.ho * g.wp
+    return (g.kh * g.c + g.kw * g.k) * g.ho * g.wp + g.k * (g.ho * g.wp + g.kw - 1)
 
 
 def _generic_workspaces(g: Geometry, dtype, kind: str, fmt: str, div: int = 1) -> list[tuple]:
     """Scratch of the generic path, in request order: padded input, columns (_columns; over whole rows when
-    _on_rows), then dy staged in the columns' layout (NCHW's filter gradient; its rows when _on_rows), and for a
-    filter gradient a chunk's partial one."""
-    nb = g.chunk(dtype.size, div)
+    _on_rows), then y staged on rows of Wp (_on_rows) or dy in the columns' layout (NCHW's filter gradient), and
+    for a filter gradient a chunk's partial one; a gradient on rows asks for _dy_shifts' buffers instead."""
     rows = _on_rows(g, kind, fmt)
+    nb = g.chunk(dtype.size, div, _rows_floats(g, kind) if rows else None)
     ws = []
     if g.padded:
         ws.append(((nb, g.hp, g.wp, g.c) if fmt == "NHWC" else (nb, g.c, g.hp, g.wp), dtype))
+    if rows and kind != "forward":  # _dy_shifts: kh*C rows, dy staged, its shifts; the filter as a matrix
+        q, small = g.ho * g.wp, ((g.kh * g.c, g.kw * g.k), dtype)
+        return ws + [((g.kh * g.c, nb * q), dtype), ((g.k, nb, g.kw - 1 + q), dtype), ((g.kw * g.k, nb * q), dtype),
+                     small] + ([small] if kind == "filter" else [])
     if rows:
-        ws += [((nb, g.kh * g.kw * g.c, g.ho * g.wp), dtype), ((nb, g.k, g.ho * g.wp), dtype)]
+        ws += [((nb, g.kh * g.kw * g.c, g.span), dtype), ((nb, g.k, g.ho * g.wp), dtype)]
     elif _columns(g, kind, fmt):
         ws.append(((nb, g.ho, g.wo, g.kh, g.kw, g.c), dtype))
     if kind == "filter":
@@ -199,12 +219,14 @@ class _Generic:
 
     def __init__(self, ctx, g: Geometry, dtype, kind: str, fmt: str, div: int = 1):
         bufs = iter([ctx.workspace(shape, dt) for shape, dt in _generic_workspaces(g, dtype, kind, fmt, div)])
-        self.g, self.fmt = g, fmt
-        self.nb = g.chunk(dtype.size, div)
+        self.g, self.fmt, self.rows = g, fmt, _on_rows(g, kind, fmt)
+        self.nb = g.chunk(dtype.size, div, _rows_floats(g, kind) if self.rows else None)
         self.xp = next(bufs) if g.padded else None
         self.cols = next(bufs) if _columns(g, kind, fmt) else None
-        self.stage = next(bufs) if (kind == "filter" and fmt == "NCHW") or _on_rows(g, kind, fmt) else None
-        self.acc = next(bufs) if kind == "filter" else None
+        self.stage = next(bufs) if (kind == "filter" and fmt == "NCHW") or self.rows else None
+        self.shifts = next(bufs) if kind != "forward" and self.rows else None  # _dy_shifts
+        self.acc = next(bufs) if kind == "filter" or (kind == "input" and self.rows) else None
+        self.part = next(bufs) if kind == "filter" and self.rows else None
         if self.xp is not None:
             self.xp.fill(0)  # the border stays zero; chunks overwrite only the interior
 
@@ -229,20 +251,28 @@ class _Generic:
             cols[:, :, :, dy, dx] = view
         return cols.reshape(m * g.ho * g.wo, g.kh * g.kw * g.c)
 
+    def rows_of(self, x: np.ndarray, m: int) -> np.ndarray:
+        """The m images x (NCHW) padded, as flat images whose rows of Wp follow each other."""
+        src = self.padded(x, m)
+        if src.strides[2] != self.g.wp * src.strides[3]:
+            src = np.ascontiguousarray(src)  # whole rows read across a row's end: rows must follow each other
+        return src
+
     def windows(self, x: np.ndarray, m: int, images_first: bool) -> np.ndarray:
         """The NCHW columns of the m images x (NCHW), by one copy of a strided view: rows are the filter taps
         (dy, dx, c) as f.reshape(-1, K) orders them, so the filter is a GEMM operand as it lies, and each run
-        copied is an output row, not one pixel's channels as in NHWC's columns (3 floats for an RGB input).
-        images_first: (m, taps, Ho*Wo), each image's columns a matrix; else (taps, m*Ho*Wo), one matrix."""
+        copied is an output row (or on whole rows, _on_rows, the span of them), not one pixel's channels as in
+        NHWC's columns (3 floats for an RGB input).
+        images_first: (m, taps, positions), each image's columns a matrix; else (taps, m*positions), one matrix."""
         g = self.g
-        src = self.padded(x, m)
+        src = self.rows_of(x, m) if self.rows else self.padded(x, m)
         sn, sc, sy, sx = src.strides
         taps, tap_strides = (g.kh, g.kw, g.c), (sy, sx, sc)
-        out, out_strides = (g.ho, g.wo), (sy * g.sh, sx * g.sw)
+        out, out_strides = ((g.span,), (sx,)) if self.rows else ((g.ho, g.wo), (sy * g.sh, sx * g.sw))
         shape, strides = ((m, *taps, *out), (sn, *tap_strides, *out_strides)) if images_first else \
             ((*taps, m, *out), (*tap_strides, sn, *out_strides))
         view = np.lib.stride_tricks.as_strided(src, shape, strides, writeable=False)
-        rows, cols = g.kh * g.kw * g.c, g.ho * g.wo
+        rows, cols = g.kh * g.kw * g.c, math.prod(out)
         dst = _prefix(self.cols, (m, rows, cols) if images_first else (rows, m * cols))
         np.copyto(dst.reshape(shape), view)
         return dst
@@ -258,28 +288,6 @@ class _Generic:
         if self.xp is not None:
             dx_out[...] = dst[:, g.pt:g.pt + g.h, g.pl:g.pl + g.w]
 
-    def col2im_rows(self, fm: np.ndarray, dy: np.ndarray, dx_out: np.ndarray, m: int) -> None:
-        """dx_out (NCHW, m images) of dy (NCHW) at stride 1 (_on_rows): dy on rows of Wp (zeros past Wo), its
-        columns f @ dy[n] over those rows, and each tap's columns added at the tap's offset dy*Wp + dx into the
-        flat padded image. A position past Wo holds zeros, so the runs cut at the image's end drop only zeros."""
-        g = self.g
-        grid = _prefix(self.stage, (m, g.k, g.ho, g.wp))
-        grid[..., g.wo:] = 0
-        grid[..., :g.wo] = dy
-        span = g.ho * g.wp
-        cols = _prefix(self.cols, (m, fm.shape[0], span))
-        np.matmul(fm, grid.reshape(m, g.k, span), out=cols)
-        taps = cols.reshape(m, g.kh, g.kw, g.c, span)
-        dst = (self.xp[:m] if self.xp is not None else dx_out).reshape(m, g.c, g.hp * g.wp)
-        dst[...] = 0
-        for a in range(g.kh):
-            for b in range(g.kw):
-                off = a * g.wp + b
-                run = min(span, g.hp * g.wp - off)
-                dst[:, :, off:off + run] += taps[:, a, b, :, :run]
-        if self.xp is not None:
-            dx_out[...] = self.xp[:m, :, g.pt:g.pt + g.h, g.pl:g.pl + g.w]
-
 
 def _conv2d_generic(ctx, x, f, y, attrs):
     fmt = attrs["data_format"]
@@ -287,7 +295,11 @@ def _conv2d_generic(ctx, x, f, y, attrs):
     s = _Generic(ctx, g, as_dtype(x.dtype), "forward", fmt, _divisor(attrs))
     fm = f.reshape(-1, g.k)
     for n0, m in s.chunks():
-        if fmt == "NCHW":  # y[n] (K, Ho*Wo) = f^T @ the image's columns
+        if s.rows:  # y[n] on rows of Wp (K, span) = f^T @ the image's columns, then its Wo columns a row
+            grid = _prefix(s.stage, (m, g.k, g.ho, g.wp))
+            np.matmul(fm.T, s.windows(x[n0:n0 + m], m, True), out=grid.reshape(m, g.k, -1)[..., :g.span])
+            y[n0:n0 + m] = grid[..., :g.wo]
+        elif fmt == "NCHW":  # y[n] (K, Ho*Wo) = f^T @ the image's columns
             cols = x[n0:n0 + m].reshape(m, g.c, -1) if s.cols is None else s.windows(x[n0:n0 + m], m, True)
             np.matmul(fm.T, cols, out=y[n0:n0 + m].reshape(m, g.k, -1))
         else:
@@ -303,8 +315,8 @@ def _conv2d_backprop_input_generic(ctx, f, dy, dx, attrs):
         if s.cols is None:  # dx[n] (C, H*W) = f @ dy[n]
             np.matmul(fm, dy[n0:n0 + m].reshape(m, g.k, -1), out=dx[n0:n0 + m].reshape(m, g.c, -1))
             continue
-        if s.stage is not None:  # _on_rows
-            s.col2im_rows(fm, dy[n0:n0 + m], dx[n0:n0 + m], m)
+        if s.rows:
+            _rows_backprop_input(s, f, dy[n0:n0 + m], dx[n0:n0 + m], m, n0 == 0)
             continue
         if fmt == "NCHW":  # each image's columns (taps, Ho*Wo) = f @ dy[n]
             cols = _prefix(s.cols, (m, fm.shape[0], g.ho * g.wo))
@@ -316,10 +328,74 @@ def _conv2d_backprop_input_generic(ctx, f, dy, dx, attrs):
         s.col2im(cols, _nhwc(dx[n0:n0 + m], fmt), m)
 
 
+def _dy_shifts(s: _Generic, dy: np.ndarray, m: int, first: bool) -> np.ndarray:
+    """The kw shifts of the m images dy (NCHW) on rows of Wp, (kw*K, m*Ho*Wp): row (b, k) at position q of
+    image n is dyr[n, k, q - b], dyr being dy[n, k] on rows of Wp, zero past Wo and before the image (its
+    staging buffer keeps kw - 1 zeros in front of each image). With them a tap (a, b) of either gradient is
+    row offset a*Wp of one GEMM's operand or result: kh*C + kw*K rows copied instead of kh*kw*C columns, and
+    (LeNet's conv1 filter gradient) a 15 x 30 GEMM result instead of 75 x 6. NOTE: a position past Wo multiplies
+    its zero by a pixel (or filter value) that this tap does not reach, so an inf or NaN there can turn a finite
+    result NaN (the forward of such an input is not finite anyway)."""
+    g = s.g
+    q, lead = g.ho * g.wp, g.kw - 1
+    grid = _prefix(s.stage, (g.k, s.nb, lead + q))
+    rows = grid[:, :, lead:].reshape(g.k, s.nb, g.ho, g.wp)
+    if first:  # zeros stay: chunks overwrite only the outputs' positions
+        grid[:, :, :lead] = 0
+        rows[..., g.wo:] = 0
+    rows[:, :m, :, :g.wo] = dy.transpose(1, 0, 2, 3)
+    at = grid[:, :m, lead:]  # shift b reads b floats back, into the zeros in front of an image's first row
+    ks, ms, ps = at.strides
+    out = _prefix(s.shifts, (g.kw * g.k, m * q))
+    np.copyto(out.reshape(g.kw, g.k, m, q),
+              np.lib.stride_tricks.as_strided(at, (g.kw, g.k, m, q), (-ps, ks, ms, ps), writeable=False))
+    return out
+
+
+def _rows_backprop_filter(s: _Generic, x: np.ndarray, dy: np.ndarray, df: np.ndarray) -> None:
+    """df of an NCHW stride-1 conv on whole rows (_on_rows): df[a, b, c, k] = sum over positions q of x's flat
+    padded image xp[c, q + a*Wp] times dy's shift b there (_dy_shifts), one GEMM a chunk of the kh*C runs of x
+    against the kw*K shifts."""
+    g = s.g
+    q = g.ho * g.wp
+    for n0, m in s.chunks():
+        src = s.rows_of(x[n0:n0 + m], m)
+        sn, sc, sy, sx = src.strides
+        xr = _prefix(s.cols, (g.kh * g.c, m * q))
+        np.copyto(xr.reshape(g.kh, g.c, m, q), np.lib.stride_tricks.as_strided(src, (g.kh, g.c, m, q),
+                                                                                (sy, sc, sn, sx), writeable=False))
+        np.matmul(xr, _dy_shifts(s, dy[n0:n0 + m], m, n0 == 0).T, out=s.acc if n0 == 0 else s.part)
+        if n0:
+            s.acc += s.part
+    df[...] = s.acc.reshape(g.kh, g.c, g.kw, g.k).transpose(0, 2, 1, 3)
+
+
+def _rows_backprop_input(s: _Generic, f: np.ndarray, dy: np.ndarray, dx: np.ndarray, m: int, first: bool) -> None:
+    """dx of the m images dy (NCHW) of a stride-1 conv on whole rows (_on_rows): z = (f as (a, c) x (b, k))
+    @ dy's shifts (_dy_shifts) holds, for each row tap a, what lands on the flat padded dx at offset a*Wp: kh
+    runs added per image and channel (kh*kw before, one per tap, from a GEMM with K's inner dimension)."""
+    g = s.g
+    q = g.ho * g.wp
+    if first:
+        s.acc.reshape(g.kh, g.c, g.kw, g.k)[...] = f.transpose(0, 2, 1, 3)
+    z = _prefix(s.cols, (g.kh, g.c, m, q))
+    np.matmul(s.acc, _dy_shifts(s, dy, m, first), out=z.reshape(g.kh * g.c, m * q))
+    dst = (s.xp[:m] if s.xp is not None else dx).reshape(m, g.c, g.hp * g.wp)
+    dst[:, :, :q] = z[0].transpose(1, 0, 2)
+    dst[:, :, q:] = 0
+    for a in range(1, g.kh):
+        dst[:, :, a * g.wp:a * g.wp + q] += z[a].transpose(1, 0, 2)
+    if s.xp is not None:
+        dx[...] = s.xp[:m, :, g.pt:g.pt + g.h, g.pl:g.pl + g.w]
+
+
 def _conv2d_backprop_filter_generic(ctx, x, dy, df, attrs):
     fmt = attrs["data_format"]
     g = geometry(x.shape, df.shape, dy.shape, attrs)
     s = _Generic(ctx, g, as_dtype(x.dtype), "filter", fmt, _divisor(attrs))
+    if s.rows:
+        _rows_backprop_filter(s, x, dy, df)
+        return
     out = df.reshape(-1, g.k)
     for n0, m in s.chunks():
         if fmt == "NCHW":  # one GEMM over the chunk: the columns (taps, m*Ho*Wo) @ dy as (m*Ho*Wo, K)

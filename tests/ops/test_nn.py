@@ -2,7 +2,7 @@
 pooling ties, dropout, zero_fraction and moments."""
 import numpy as np
 import pytest
-from cases_nn import ref_conv, ref_conv_backprop_filter, ref_conv_backprop_input
+from cases_nn import ref_conv, ref_conv_backprop_filter, ref_conv_backprop_input, ref_max_pool_grad
 
 import tfplus as tf
 from tfplus import errors
@@ -118,6 +118,24 @@ def test_generic_conv_float64_matches_the_reference(attrs, x_shape, f_shape, div
     np.testing.assert_allclose(dx, ref_conv_backprop_input(x_shape, f, dy, strides, padding, fmt), rtol=1e-12,
                                atol=1e-12)
     np.testing.assert_allclose(df, ref_conv_backprop_filter(x, f_shape, dy, strides, padding, fmt), rtol=1e-12,
+                               atol=1e-12)
+
+
+def test_generic_conv_on_rows_reads_a_strided_input():
+    """The stride-1 NCHW forward reads whole rows of the flat image (conv._on_rows), across each row's end: an
+    input whose rows do not follow each other (a column slice) must give the same results."""
+    attrs = dict(NCHW_SAME, padding="VALID")
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 3, 9, 11))[..., :8]
+    f = rng.standard_normal((3, 2, 3, 4))
+    y = np.empty(conv._out_shape(x.shape, f.shape, attrs))
+    dy = rng.standard_normal(y.shape)
+    df = np.empty_like(f)
+    assert conv._on_rows(conv.geometry(x.shape, f.shape, y.shape, attrs), "forward", "NCHW")
+    conv._conv2d_generic(RecordingCtx(), x, f, y, attrs)
+    conv._conv2d_backprop_filter_generic(RecordingCtx(), x, dy, df, attrs)
+    np.testing.assert_allclose(y, ref_conv(x, f, [1, 1], "VALID", "NCHW"), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(df, ref_conv_backprop_filter(x, f.shape, dy, [1, 1], "VALID", "NCHW"), rtol=1e-12,
                                atol=1e-12)
 
 
@@ -266,6 +284,28 @@ def test_max_pool_grad_sends_ties_to_the_first_maximum(fmt):
     assert (tile.sum(axis=(3, 5)) == 1).all()  # every window passes on exactly its one unit of gradient
     assert gf.reshape(-1)[0] == 1 and gf.sum() == 2 * 3 * 9
     assert gg.sum() == 2 * 3 * 9
+
+
+@pytest.mark.parametrize("fmt", ["NCHW", "NHWC"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_max_pool_grad_every_tie_pattern(fmt, dtype):
+    """Every set of tied maxima a 2x2 window can hold (15, at a positive and a zero maximum, and windows of distinct
+    values): the fast kernel routes each window's gradient as the reference's scan-order rule does."""
+    rng = np.random.default_rng(1)
+    pattern = np.array([[(p >> b) & 1 for b in range(4)] for p in range(1, 16)], float)
+    windows = np.concatenate([pattern, pattern - 1, rng.permutation(np.tile(np.arange(4.0), (15, 1)).T).T])
+    x = windows[rng.permutation(45)].reshape(1, 9, 5, 2, 2).transpose(0, 1, 3, 2, 4).reshape(1, 9, 2, 10)
+    x = np.concatenate([x, x[:, ::-1]], axis=2).astype(dtype)  # (1, 9, 4, 10): 90 windows
+    if fmt == "NHWC":
+        x = x.transpose(0, 2, 3, 1).copy()
+    window = [1, 1, 2, 2] if fmt == "NCHW" else [1, 2, 2, 1]
+    attrs = {"ksize": window, "strides": window, "padding": "VALID", "data_format": fmt, "T": tf.as_dtype(dtype)}
+    y = np.empty(x.shape[:1] + ((9, 2, 5) if fmt == "NCHW" else (2, 5, 9)), dtype)
+    find_kernel("MaxPool", "cpu", tf.as_dtype(dtype))(RecordingCtx(), [x], [y], attrs)
+    g = rng.standard_normal(y.shape).astype(dtype)
+    dx = np.full(x.shape, np.nan, dtype)
+    find_kernel("MaxPoolGrad", "cpu", tf.as_dtype(dtype))(RecordingCtx(), [x, y, g], [dx], attrs)
+    np.testing.assert_array_equal(dx, ref_max_pool_grad(x, g, (2, 2), (2, 2), "VALID", fmt))
 
 
 # -- dropout, zero_fraction, moments -------------------------------------------------------------------------
