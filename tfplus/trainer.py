@@ -1183,7 +1183,7 @@ def _train(cfg: TrainConfig, out: IO[str] | None, err: IO[str] | None) -> TrainR
                                                raw=tg.raw_images is not None)
             with stop:
                 try:
-                    while not mon.should_stop():
+                    while not mon.should_stop() and not stop.stopping():
                         md = None
                         if cfg.profile_every and (run.step + 1) % cfg.profile_every == 0:
                             md = profiler.RunMetadata()
@@ -1549,18 +1549,16 @@ class _StopHook(tf.train.SessionRunHook):
     """Stops the session at the run's last step, or after the step during which SIGINT, SIGTERM or SIGHUP came
     (--distributed: the first step that any rank got one before; caught while entered, `with hook:` around the
     steps, unless ignored when it is entered (nohup); a handler installed before is called after ours; a second
-    SIGINT interrupts at once), so that the checkpoint is consistent: the handler asks the
-    session's coordinator, as a TF1 hook stops a session from outside its runs. end() says where a signal stopped
-    the run (after _CheckpointHook's save)."""
+    SIGINT interrupts at once), so that the checkpoint is consistent: the handler notes the signal, and the loop
+    asks stopping() before each step. end() says where a signal stopped the run (after _CheckpointHook's save)."""
 
     def __init__(self, run: _Run):
-        self._run, self._coord = run, None
+        self._run = run
         self.signum: int | None = None
         self._old: dict[int, Any] = {}
         self._asked = None  # --distributed: the ranks' exchange of their signals, started before this step
 
     def after_create_session(self, session, coord):
-        self._coord = coord
         if self._run.step >= self._run.total_steps:  # a finished run resumed
             coord.request_stop()
 
@@ -1581,12 +1579,17 @@ class _StopHook(tf.train.SessionRunHook):
         if self._run.step >= self._run.total_steps:
             run_context.request_stop()
 
+    def stopping(self) -> bool:
+        """Whether a signal stops the run before its next step (a rank of several waits for after_run, where the
+        ranks agree). NOTE: the handler leaves the session's coordinator alone: a signal between the loop's
+        should_stop() and MonitoredSession.run's own check of it made that run raise "Run called even after
+        should_stop requested" (exit 1, an internal error, no save)."""
+        return self.signum is not None and self._run.ranks == 1
+
     def _handle(self, signum, frame):
         if self.signum is not None and signum == signal.SIGINT:
             raise KeyboardInterrupt
         self.signum = signum
-        if self._run.ranks == 1:  # a rank of several waits for after_run, where the ranks agree
-            self._coord.request_stop()
         users = self._old.get(signum)
         # The caller's own handler runs too; Python's SIGINT one and the command line's (engine.signals) raise.
         if callable(users) and users not in (signal.default_int_handler, raise_stopped):
