@@ -1045,11 +1045,15 @@ def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = No
             return _train(cfg, quiet, quiet)
     except BaseException as e:
         if dist.size() > 1:
-            # Ctrl-C before the steps' stop handling (or a second one): mpiexec passes it on to every rank.
-            what = "was interrupted" if isinstance(e, KeyboardInterrupt) else f"failed ({type(e).__name__}: {e})"
+            # Ctrl-C before the steps' stop handling (or a second one): mpiexec passes it on to every rank. A
+            # SIGTERM or SIGHUP then (the command line's engine.signals.Stopped, a KeyboardInterrupt too) ends the
+            # job with its own status: it was 130, "interrupted".
+            signum = getattr(e, "signum", signal.SIGINT) if isinstance(e, KeyboardInterrupt) else None
+            what = f"failed ({type(e).__name__}: {e})" if signum is None else "was interrupted" \
+                if signum == signal.SIGINT else f"was stopped by {signal.Signals(signum).name}"
             print(f"tfplus train --distributed: rank {dist.rank()} of {dist.size()} {what}; ending every rank",
                   file=sys.stderr, flush=True)
-            dist.abort(EXIT_ON_SIGNAL[signal.SIGINT] if isinstance(e, KeyboardInterrupt) else 1)
+            dist.abort(1 if signum is None else EXIT_ON_SIGNAL[signum])
         raise
 
 

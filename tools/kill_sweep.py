@@ -71,6 +71,7 @@ _TRAIN = {**_STARTING, "data": ("call:tfplus.trainer:load_data", 0),
           "logs-close": ("call:tfplus.trainer:JsonLog.close", 0), **_ENDING}
 PHASES = {
     "train": _TRAIN,
+    "workers": {**_TRAIN, "workers-close": ("call:tfplus.engine.workers:_Group.close", 0)},
     "opencl": {**_TRAIN, "programs": ("call:tfplus.runtime.opencl.device:Device._build", 0)},
     "eval": {**_STARTING, "restore": ("call:tfplus.train.saver:Saver.restore", 0),
              "first-step": (f"call:{_SESSION_RUN}#2", 0), "mid-run": (f"return:{_SESSION_RUN}#3", 0), **_ENDING},
@@ -353,7 +354,7 @@ def main(argv=None) -> int:
         p.error("--tool runs with --phases only")
     steps = args.steps or (6 if args.phases else 24)
     kind = "eval" if args.eval else "script" if args.script else args.tool or \
-        ("opencl" if "opencl" in " ".join(args.extra) else "train")
+        ("opencl" if "opencl" in " ".join(args.extra) else "workers" if "--workers" in args.extra else "train")
     if args.phases and (args.federated or args.launcher):
         p.error("--phases: tfplus train, eval, plan or profile and the script (no --federated, no --launcher)")
     moments = {}

@@ -10,7 +10,8 @@ $TFPLUS_PHASE_SIGNAL as `WHERE SIGNAL [group] [HOLD]`:
 
     TFPLUS_PHASE_SIGNAL="return:tfplus.trainer:build_graph SIGTERM group" tfplus train --synthetic ...
 
-`group` sends it to the process group (a terminal's Ctrl-C), else to the process; HOLD seconds (default 0) are then
+`group` sends it to the process group (a terminal's Ctrl-C), else to the process; `rank0`: only rank 0 of an MPI
+job acts (mpiexec gives every rank the variable); HOLD seconds (default 0) are then
 slept where the moment is, keeping the process there (a checkpoint write held open, as by a slow disk). The signal
 comes exactly at the moment, so a trial is deterministic where a delay is not. Only the process started with the
 variable acts: it is taken out of the environment (children started later do not get it), and a forked child
@@ -106,7 +107,9 @@ def _install(spec: str) -> None:
     words = spec.split()
     where, signame = words[0], words[1]
     group = "group" in words[2:]
-    hold = float(next((w for w in words[2:] if w != "group"), 0))
+    hold = float(next((w for w in words[2:] if w not in ("group", "rank0")), 0))
+    if "rank0" in words[2:] and os.environ.get("PMI_RANK", "0") != "0":  # (MPICH's)
+        return
     send = functools.partial(_send, signame, group, hold)
     kind, _, rest = where.partition(":")
     if kind in ("call", "return"):
