@@ -17,7 +17,7 @@ Per trial: tfplus stops on SIGINT, SIGTERM and SIGHUP after the running step wit
 naming it (no traceback); SIGQUIT, SIGUSR1 and SIGKILL take their default action (the process ends by the signal),
 as in TensorFlow; a script keeps Python's own handling. Then: no process of the run is left (its session, polled
 for ORPHAN_SECONDS); every checkpoint that the `checkpoint` file lists loads and verifies; the TensorBoard events
-files read to their ends; running again (`--resume`, the script restoring its latest checkpoint, eval anew) exits
+files read to their ends; a stop that tfplus handles leaves no temporary file; running again (`--resume`, the script restoring its latest checkpoint, eval anew) exits
 0 and leaves no temporary file; its final weights equal those of the run never stopped, bit for bit (eval: its
 report equals the unbroken eval's, and the checkpoint folder is untouched). Prints one line per failed check and a
 summary line.
@@ -79,6 +79,11 @@ PHASES = {
              **_ENDING},
     "profile": {**_STARTING, "import": ("import:tfplus.profile_cli", 0), "first-step": (f"call:{_SESSION_RUN}#2", 0),
                 "mid-run": (f"return:{_SESSION_RUN}#4", 0), **_ENDING},
+    "federated": {"parse": _STARTING["parse"], "import": ("import:tfplus.federated.flower", 0),
+                  "ray-start": ("call:tfplus.federated.flower:_start_ray", 0),
+                  "checkpoint": ("return:tfplus.tensor_bundle:write_bundle#2", 0.3),
+                  "last-round": ("return:tfplus.federated.model:FederatedModel.save#STEPS+1", 0),
+                  "server-close": ("call:tfplus.federated.model:FederatedModel.close", 0), **_ENDING},
     "script": {"import": ("import:tfplus.train.saver", 0), "first-step": (f"call:{_SESSION_RUN}#3", 0),
                "checkpoint": ("return:tfplus.tensor_bundle:write_bundle#2", 0.3),
                "mid-run": (f"return:{_SESSION_RUN}#9", 0), "exit-threads": ("exit:threads", 0)},
@@ -302,8 +307,10 @@ def trial(command: Command, want, signame: str, delay: float, folder: str, group
     problems = [] if command.launcher else check_exit(signame, proc.returncode, err, bool(command.script))
     problems += [f"a process of the run left: {p}" for p in ([] if command.launcher else orphans(proc.pid))]
     problems += check_folder(folder)
+    if signame in STOPS and not command.script:  # (a kill may leave one, which the next save removes)
+        problems += [f"temporary file left by the stopped run: {p}" for p in temp_files(folder)]
     if command.tool:  # plan, profile: nothing to resume
-        return problems + [f"temporary file left: {p}" for p in temp_files(folder)]
+        return problems
     resumed = subprocess.run(command.resume(folder), capture_output=True, text=True, timeout=600)
     if resumed.returncode != 0:
         return problems + [f"resumed, exited {resumed.returncode}: {resumed.stderr.strip().splitlines()[-1:]}"]
@@ -353,13 +360,15 @@ def main(argv=None) -> int:
     if args.tool and not args.phases:
         p.error("--tool runs with --phases only")
     steps = args.steps or (6 if args.phases else 24)
-    kind = "eval" if args.eval else "script" if args.script else args.tool or \
+    kind = "eval" if args.eval else "script" if args.script else "federated" if args.federated else args.tool or \
         ("opencl" if "opencl" in " ".join(args.extra) else "workers" if "--workers" in args.extra else "train")
-    if args.phases and (args.federated or args.launcher):
-        p.error("--phases: tfplus train, eval, plan or profile and the script (no --federated, no --launcher)")
+    if args.phases and args.launcher:
+        p.error("--phases: no --launcher (under mpiexec, TFPLUS_PHASE_SIGNAL's rank0 signals one rank: "
+                "tools/phase_signal/sitecustomize.py)")
     moments = {}
     if args.phases:
-        moments = {k: (w.replace("STEPS", str(steps)), h) for k, (w, h) in PHASES[kind].items()}
+        moments = {k: (w.replace("STEPS+1", str(steps + 1)).replace("STEPS", str(steps)), h)
+                   for k, (w, h) in PHASES[kind].items()}
         if args.phases != "all":
             if unknown := set(args.phases.split(",")) - set(moments):
                 p.error(f"--phases: {sorted(unknown)} are not among {', '.join(moments)}")

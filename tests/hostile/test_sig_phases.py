@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 
 import pytest
 from test_sig_cli import _kill_sweep
@@ -50,3 +51,33 @@ def test_sigterm_to_a_rank_before_its_steps_ends_the_job_with_143(tmp_path):
                           "--distributed"], env=env, capture_output=True, text=True, timeout=180)
     assert run.returncode == 143, run.stderr
     assert "rank 0 of 2 was stopped by SIGTERM; ending every rank" in run.stderr and "Traceback" not in run.stderr
+
+
+
+def _commands() -> list[str]:
+    """The command lines of this machine's processes (Linux's /proc)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                found.append(f.read().replace(b"\0", b" ").decode(errors="replace").strip())
+        except OSError:  # ended meanwhile
+            continue
+    return found
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads Linux's /proc")
+def test_a_stop_signal_as_the_supernode_starts_its_clientapp_process_ends_that_process_too(tmp_path):
+    """SIGTERM right after `tfplus federated supernode` started its warm ClientApp process (in a session of its own),
+    before the block that ends it: the command stopped with 143 and left the process running, printing Flower's
+    connection retries, until it saw its parent gone."""
+    pytest.importorskip("flwr", reason="Flower is not installed: pip install \"tfplus[federated]\"")
+    module = _kill_sweep()
+    env = module.phase_env(("return:tfplus.federated.supernode:_start_worker", 0), "SIGTERM", False,
+                           str(tmp_path / "fired"))
+    run = subprocess.Popen(module._tfplus(["federated", "supernode", "--insecure", "--superlink", "127.0.0.1:9",
+                                           "--port", "9391"], []), env=env, stderr=subprocess.PIPE, text=True)
+    err = run.communicate(timeout=120)[1]
+    assert (run.returncode, err.strip().splitlines()[-1:]) == (143, ["tfplus federated: SIGTERM: stopped"]), err
+    assert (tmp_path / "fired").exists()
+    assert [c for c in _commands() if c.endswith(f"-m tfplus.federated.supernode 127.0.0.1:9391 {run.pid}")] == []
