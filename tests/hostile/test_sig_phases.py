@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import pytest
+from conftest import DEVICES
 from test_sig_cli import _kill_sweep
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "killpg"), reason="process groups are POSIX's")
@@ -81,3 +82,20 @@ def test_a_stop_signal_as_the_supernode_starts_its_clientapp_process_ends_that_p
     assert (run.returncode, err.strip().splitlines()[-1:]) == (143, ["tfplus federated: SIGTERM: stopped"]), err
     assert (tmp_path / "fired").exists()
     assert [c for c in _commands() if c.endswith(f"-m tfplus.federated.supernode 127.0.0.1:9391 {run.pid}")] == []
+
+
+@pytest.mark.skipif("opencl" not in DEVICES, reason="TFPLUS_TESTS_CPU_ONLY=1: cpu device only")
+def test_a_stop_signal_between_two_opencl_build_processes_starts_ends_the_first_too(tmp_path):
+    """`tfplus train --device opencl` on a cold program cache starts its build processes first thing; SIGTERM after
+    the first of two started (before the block that ends them) stopped the command and left that process running,
+    making its context, for seconds after it."""
+    module = _kill_sweep()
+    env = dict(module.phase_env(("return:tfplus.runtime.opencl.build:Builder.__init__#1", 0), "SIGTERM", False,
+                                str(tmp_path / "fired")),
+               XDG_CACHE_HOME=str(tmp_path / "cache"), TFPLUS_OPENCL_BUILD_PROCESSES="2")
+    run = subprocess.Popen(module._tfplus(["train", *_TRAIN, "--device", "opencl"], []), env=env,
+                           stderr=subprocess.PIPE, text=True, start_new_session=True)
+    err = run.communicate(timeout=120)[1]
+    assert (run.returncode, err.strip().splitlines()[-1:]) == (143, ["tfplus train: SIGTERM: stopped"]), err
+    assert (tmp_path / "fired").exists()
+    assert module.session_processes(run.pid) == []
