@@ -99,3 +99,19 @@ def test_a_stop_signal_between_two_opencl_build_processes_starts_ends_the_first_
     assert (run.returncode, err.strip().splitlines()[-1:]) == (143, ["tfplus train: SIGTERM: stopped"]), err
     assert (tmp_path / "fired").exists()
     assert module.session_processes(run.pid) == []
+
+
+def test_a_stop_while_tfplus_profile_writes_its_trace_leaves_the_earlier_trace(tmp_path):
+    """SIGTERM as `tfplus profile --trace FILE` encodes the trace: the file was opened (emptied) first, so the stop
+    left an empty file in place of the earlier trace; now it is written whole or not at all (gfile.write_output)."""
+    module = _kill_sweep()
+    trace = tmp_path / "step.json"
+    trace.write_text('{"traceEvents": []}')
+    env = module.phase_env(("call:json.encoder:JSONEncoder.iterencode", 0), "SIGTERM", False, str(tmp_path / "fired"))
+    run = subprocess.run(module._tfplus(["profile", "--model", "lenet", "--batch-size", "16", "--steps", "4",
+                                         "--trace", str(trace)], []), env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert (run.returncode, run.stderr.strip().splitlines()[-1:]) == (143, ["tfplus profile: SIGTERM: stopped"])
+    assert (tmp_path / "fired").exists()
+    assert trace.read_text() == '{"traceEvents": []}'
+    assert module.temp_files(str(tmp_path)) == []
