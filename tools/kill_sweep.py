@@ -10,17 +10,17 @@ SIGHUP, SIGQUIT, SIGUSR1 or SIGKILL after a random delay, then checks what the r
     python tools/kill_sweep.py --trials 20 --eval                    # tfplus eval of a trained checkpoint
     python tools/kill_sweep.py --trials 20 --script                  # a script saving with tf.train.Saver
     python tools/kill_sweep.py --phases                              # every moment of train's life, exactly
-    python tools/kill_sweep.py --phases --eval                       # ... of eval's (also --script, --plan, ...)
+    python tools/kill_sweep.py --phases --eval                       # ... eval's (--script, --tool plan, ...)
 
 Half the signals go to the run's process group (a terminal's Ctrl-C), half to its first process (kill PID).
 Per trial: tfplus stops on SIGINT, SIGTERM and SIGHUP after the running step with 128 + the signal and one last line
 naming it (no traceback); SIGQUIT, SIGUSR1 and SIGKILL take their default action (the process ends by the signal),
 as in TensorFlow; a script keeps Python's own handling. Then: no process of the run is left (its session, polled
 for ORPHAN_SECONDS); every checkpoint that the `checkpoint` file lists loads and verifies; the TensorBoard events
-files read to their ends; a stop that tfplus handles leaves no temporary file; running again (`--resume`, the script restoring its latest checkpoint, eval anew) exits
-0 and leaves no temporary file; its final weights equal those of the run never stopped, bit for bit (eval: its
-report equals the unbroken eval's, and the checkpoint folder is untouched). Prints one line per failed check and a
-summary line.
+files read to their ends; a stop that tfplus handles leaves no temporary file; running again (`--resume`, the
+script restoring its latest checkpoint, eval anew) exits 0 and leaves no temporary file; its final weights equal
+those of the run never stopped, bit for bit (eval: its report equals the unbroken eval's, and the checkpoint folder
+is untouched). Prints one line per failed check and a summary line.
 
 `--phases` sends each stop signal (to the process and to its group; SIGKILL where a save could be cut) at named
 moments of the run instead (PHASES: while importing, parsing, building the graph, building OpenCL programs, at
@@ -142,7 +142,8 @@ with tf.train.MonitoredTrainingSession(checkpoint_dir=folder, save_checkpoint_st
 class Command:
     """How a sweep starts a run into a folder and resumes it there: `tfplus train` (its checkpoints and
     TensorBoard events in the folder), `tfplus federated simulate` (--out), under a launcher (mpiexec) or not,
-    `tfplus eval` of the checkpoint in the folder, or SCRIPT (`script`: its path) saving into it."""
+    `tfplus eval` of the checkpoint in the folder, SCRIPT (`script`: its path) saving into it, or `tfplus plan` or
+    `profile` (`tool`)."""
 
     def __init__(self, argv: list[str], federated: bool = False, launcher: list[str] = (), evaluate: bool = False,
                  script: str | None = None, tool: str | None = None):
@@ -150,7 +151,7 @@ class Command:
         self.evaluate, self.script, self.tool = evaluate, script, tool
 
     def start(self, folder: str) -> list[str]:
-        if self.tool:  # `tfplus plan` or `profile`, run in `folder` (its files: a trace, say)
+        if self.tool:  # `tfplus plan` or `profile`: no folder
             return _tfplus([self.tool, *self.argv], self.launcher)
         if self.script:
             return [*self.launcher, sys.executable, self.script, folder, *self.argv]
