@@ -128,7 +128,10 @@ with tf.Session() as sess:
 # there every 2 steps and at its end (CheckpointSaverHook), writes TensorBoard events, and stops at STEPS.
 MONITORED_SCRIPT = SCRIPT[:SCRIPT.index("saver = ")] + """
 def step_fn(context):
-    rng = np.random.default_rng(int(context.session.run(step)))
+    k = int(context.session.run(step))
+    if k >= steps:  # (a finished run started again: StopAtStepHook, as TF1's, would run one step more)
+        return context.request_stop()
+    rng = np.random.default_rng(k)
     context.run_with_hooks(train, {x: rng.standard_normal((16, 3, 8, 8)).astype(np.float32),
                                    y: rng.integers(0, 10, 16)})
 
@@ -388,8 +391,8 @@ def main(argv=None) -> int:
         unbroken = os.path.join(root, "unbroken")
         want = None
         if args.tool:
-            command = Command([*{"plan": ["--model", "lenet", "--memory-budget", "1MB"],
-                                 "profile": common[2:] + ["--steps", "4"]}[args.tool], *args.extra], tool=args.tool)
+            command = Command([*{"plan": ["--model", "lenet", "--memory-budget", "8MB"],
+                                 "profile": common[1:] + ["--steps", "4"]}[args.tool], *args.extra], tool=args.tool)
         elif args.script:
             script = os.path.join(root, "user_script.py")
             with open(script, "w") as f:
