@@ -1205,7 +1205,7 @@ def _train(cfg: TrainConfig, out: IO[str] | None, err: IO[str] | None) -> TrainR
                 run.log.close()
 
     step, history = run.step, run.state["history"]
-    exit_code = EXIT_ON_SIGNAL[stop.signum] if stop.signum is not None else 0
+    exit_code = EXIT_ON_SIGNAL[stop.stopped_by] if stop.stopped_by is not None else 0
     total_time = run.state["elapsed_s"] + time.perf_counter() - run.start_time
     accs = [(r["test_accuracy"], r["epoch"]) for r in history if r["test_accuracy"] is not None]
     best = max(accs, key=lambda a: a[0]) if accs else (None, None)
@@ -1559,6 +1559,9 @@ class _StopHook(tf.train.SessionRunHook):
     def __init__(self, run: _Run):
         self._run = run
         self.signum: int | None = None
+        # The signal that stopped the run, said by end(): one noted after it (the session closing: its workers) came
+        # after the run's work and last save, and left exit 143 with no line; the run's own status is the right one.
+        self.stopped_by: int | None = None
         self._old: dict[int, Any] = {}
         self._asked = None  # --distributed: the ranks' exchange of their signals, started before this step
 
@@ -1614,7 +1617,7 @@ class _StopHook(tf.train.SessionRunHook):
     def end(self, session):
         if self.signum is None:
             return
-        run = self._run
+        self.stopped_by, run = self.signum, self._run
         saved = run.last_ckpt if run.cfg.checkpoint_dir else None
         print(f"\n{signal.Signals(self.signum).name}: stopped at step {run.step}/{run.total_steps}; " +
               (f"saved {saved}; continue with --checkpoint-dir {run.cfg.checkpoint_dir} --resume"

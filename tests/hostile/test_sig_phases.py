@@ -110,3 +110,14 @@ def test_a_stop_while_tfplus_profile_writes_its_trace_leaves_the_earlier_trace(t
     assert (tmp_path / "fired").exists()
     assert trace.read_text() == '{"traceEvents": []}'
     assert module.temp_files(str(tmp_path)) == []
+
+
+def test_a_stop_signal_while_the_session_closes_its_workers_leaves_the_runs_own_status(tmp_path):
+    """SIGTERM after the run's last step and save, as its session closed its worker processes: the run exited 143
+    with no line saying so (the stop's line is said before the session closes); the work was done, so it exits 0."""
+    module = _kill_sweep()
+    command = module.Command([*_TRAIN[:-1], "2"])  # --workers 2
+    subprocess.run(command.start(str(tmp_path / "unbroken")), check=True, capture_output=True)
+    want = module.weights(str(tmp_path / "unbroken"))
+    phase = ("call:tfplus.engine.workers:_Group.close", 0)
+    assert module.trial(command, want, "SIGTERM", 0.0, str(tmp_path / "run"), True, phase) == []
