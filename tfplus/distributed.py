@@ -51,6 +51,7 @@ import warnings
 import numpy as np
 
 from tfplus import dtypes
+from tfplus.engine import signals
 from tfplus.framework import control_dependencies, convert_to_tensor, get_default_graph, name_scope, needed_ops
 from tfplus.ops import array_ops, control_flow_ops, math_ops, state_ops
 from tfplus.ops.collective_ops import mpi_allreduce, mpi_allreduce_split
@@ -84,6 +85,7 @@ def init() -> None:
         _check_not_alone(MPI)
         _state["MPI"] = MPI
         _state["local"] = _host_comm(MPI, _split_shared(MPI))
+    _take_back_stop_signals()
     _state["calls"] = 0  # the collectives max_over_ranks and barrier made (_collectives_started)
     if MPI.COMM_WORLD.Get_size() > 1:
         sys.excepthook = _abort_on_uncaught(sys.excepthook)
@@ -92,6 +94,19 @@ def init() -> None:
         from tfplus.engine import step
         from tfplus.kernels.numpy.collective import reducer
         step.mark = reducer.mark
+
+
+def _take_back_stop_signals() -> None:
+    """Puts Python's handlers of the stop signals back in the OS: the MPI library's start takes SIGHUP's action (the
+    mpich wheel's, with UCX: Python's handler, still reported by signal.getsignal, never ran), so a SIGHUP to a rank
+    between MPI's start and the trainer's own stop (the graph, the data, the session's start: seconds) was lost and
+    the run went on to its end."""
+    if threading.current_thread() is not threading.main_thread():  # (where Python runs handlers, and sets them)
+        return
+    for s in signals.STOPS:
+        handler = signal.getsignal(s)
+        if callable(handler):
+            signal.signal(s, handler)
 
 
 class LaunchError(RuntimeError):

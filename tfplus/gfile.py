@@ -232,6 +232,25 @@ def atomic_write(path: str, data: bytes) -> None:
         f.write(data)
 
 
+def write_output(path: str, data: bytes) -> None:
+    """Writes a command's output file (`tfplus profile --trace`, `plan --plot`): a regular or new file atomically
+    (atomic_write, through a link to its target), so that Ctrl-C or a kill while it is written leaves the earlier
+    file, not an empty or torn one; a device or a FIFO (/dev/stdout) as it is.
+
+        >>> write_output("trace.json", b"{}")  # doctest: +SKIP
+    """
+    target = os.path.realpath(path)
+    try:
+        regular = stat.S_ISREG(os.stat(target).st_mode)
+    except FileNotFoundError:
+        regular = True
+    if regular:
+        atomic_write(target, data)
+        return
+    with open(target, "wb") as f:
+        f.write(data)
+
+
 @contextlib.contextmanager
 def atomic_open(path: str):
     """A binary file to write `path` through: a temporary file in the same folder that on a clean exit is

@@ -18,7 +18,7 @@ import sys
 import time
 from collections import defaultdict
 
-from tfplus import cli_args
+from tfplus import cli_args, gfile
 from tfplus.units import format_size
 
 WARMUP_STEPS = 2  # plans, programs, buffer pools, the allocator's first pages
@@ -135,8 +135,7 @@ def main(args: argparse.Namespace) -> int:
           f"{format_size(traffic)}", file=out)
     if args.trace:
         trace = profiler.chrome_trace(runs, f"tfplus {args.model} batch {args.batch_size}")
-        with open(args.trace, "w", encoding="utf-8") as f:
-            json.dump(trace, f)
+        gfile.write_output(args.trace, json.dumps(trace).encode())
         print(f"trace written to {args.trace} ({len(trace['traceEvents'])} events; chrome://tracing or "
               "ui.perfetto.dev)", file=out)
     return 0

@@ -1045,11 +1045,15 @@ def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = No
             return _train(cfg, quiet, quiet)
     except BaseException as e:
         if dist.size() > 1:
-            # Ctrl-C before the steps' stop handling (or a second one): mpiexec passes it on to every rank.
-            what = "was interrupted" if isinstance(e, KeyboardInterrupt) else f"failed ({type(e).__name__}: {e})"
+            # Ctrl-C before the steps' stop handling (or a second one): mpiexec passes it on to every rank. A
+            # SIGTERM or SIGHUP then (the command line's engine.signals.Stopped, a KeyboardInterrupt too) ends the
+            # job with its own status: it was 130, "interrupted".
+            signum = getattr(e, "signum", signal.SIGINT) if isinstance(e, KeyboardInterrupt) else None
+            what = f"failed ({type(e).__name__}: {e})" if signum is None else "was interrupted" \
+                if signum == signal.SIGINT else f"was stopped by {signal.Signals(signum).name}"
             print(f"tfplus train --distributed: rank {dist.rank()} of {dist.size()} {what}; ending every rank",
                   file=sys.stderr, flush=True)
-            dist.abort(EXIT_ON_SIGNAL[signal.SIGINT] if isinstance(e, KeyboardInterrupt) else 1)
+            dist.abort(1 if signum is None else EXIT_ON_SIGNAL[signum])
         raise
 
 
@@ -1183,7 +1187,7 @@ def _train(cfg: TrainConfig, out: IO[str] | None, err: IO[str] | None) -> TrainR
                                                raw=tg.raw_images is not None)
             with stop:
                 try:
-                    while not mon.should_stop():
+                    while not mon.should_stop() and not stop.stopping():
                         md = None
                         if cfg.profile_every and (run.step + 1) % cfg.profile_every == 0:
                             md = profiler.RunMetadata()
@@ -1201,7 +1205,7 @@ def _train(cfg: TrainConfig, out: IO[str] | None, err: IO[str] | None) -> TrainR
                 run.log.close()
 
     step, history = run.step, run.state["history"]
-    exit_code = EXIT_ON_SIGNAL[stop.signum] if stop.signum is not None else 0
+    exit_code = EXIT_ON_SIGNAL[stop.stopped_by] if stop.stopped_by is not None else 0
     total_time = run.state["elapsed_s"] + time.perf_counter() - run.start_time
     accs = [(r["test_accuracy"], r["epoch"]) for r in history if r["test_accuracy"] is not None]
     best = max(accs, key=lambda a: a[0]) if accs else (None, None)
@@ -1549,18 +1553,19 @@ class _StopHook(tf.train.SessionRunHook):
     """Stops the session at the run's last step, or after the step during which SIGINT, SIGTERM or SIGHUP came
     (--distributed: the first step that any rank got one before; caught while entered, `with hook:` around the
     steps, unless ignored when it is entered (nohup); a handler installed before is called after ours; a second
-    SIGINT interrupts at once), so that the checkpoint is consistent: the handler asks the
-    session's coordinator, as a TF1 hook stops a session from outside its runs. end() says where a signal stopped
-    the run (after _CheckpointHook's save)."""
+    SIGINT interrupts at once), so that the checkpoint is consistent: the handler notes the signal, and the loop
+    asks stopping() before each step. end() says where a signal stopped the run (after _CheckpointHook's save)."""
 
     def __init__(self, run: _Run):
-        self._run, self._coord = run, None
+        self._run = run
         self.signum: int | None = None
+        # The signal that stopped the run, said by end(): one noted after it (the session closing: its workers) came
+        # after the run's work and last save, and left exit 143 with no line; the run's own status is the right one.
+        self.stopped_by: int | None = None
         self._old: dict[int, Any] = {}
         self._asked = None  # --distributed: the ranks' exchange of their signals, started before this step
 
     def after_create_session(self, session, coord):
-        self._coord = coord
         if self._run.step >= self._run.total_steps:  # a finished run resumed
             coord.request_stop()
 
@@ -1581,12 +1586,17 @@ class _StopHook(tf.train.SessionRunHook):
         if self._run.step >= self._run.total_steps:
             run_context.request_stop()
 
+    def stopping(self) -> bool:
+        """Whether a signal stops the run before its next step (a rank of several waits for after_run, where the
+        ranks agree). NOTE: the handler leaves the session's coordinator alone: a signal between the loop's
+        should_stop() and MonitoredSession.run's own check of it made that run raise "Run called even after
+        should_stop requested" (exit 1, an internal error, no save)."""
+        return self.signum is not None and self._run.ranks == 1
+
     def _handle(self, signum, frame):
         if self.signum is not None and signum == signal.SIGINT:
             raise KeyboardInterrupt
         self.signum = signum
-        if self._run.ranks == 1:  # a rank of several waits for after_run, where the ranks agree
-            self._coord.request_stop()
         users = self._old.get(signum)
         # The caller's own handler runs too; Python's SIGINT one and the command line's (engine.signals) raise.
         if callable(users) and users not in (signal.default_int_handler, raise_stopped):
@@ -1607,7 +1617,7 @@ class _StopHook(tf.train.SessionRunHook):
     def end(self, session):
         if self.signum is None:
             return
-        run = self._run
+        self.stopped_by, run = self.signum, self._run
         saved = run.last_ckpt if run.cfg.checkpoint_dir else None
         print(f"\n{signal.Signals(self.signum).name}: stopped at step {run.step}/{run.total_steps}; " +
               (f"saved {saved}; continue with --checkpoint-dir {run.cfg.checkpoint_dir} --resume"

@@ -157,28 +157,39 @@ def main(argv: list[str]) -> int:
         from flwr.supernode.cli.flower_supernode import flower_supernode
     except ImportError as e:
         raise UsageError(f"needs Flower ({e}); install it with pip install \"tfplus[federated]\"") from None
+    from tfplus.engine.signals import deferred
     address = f"[{ours.host}]:{ours.port}" if ":" in ours.host else f"{ours.host}:{ours.port}"
-    worker = [_start_worker(address)]
-    done = threading.Event()
+    worker: list = [None]
+    done, starting = threading.Event(), threading.Lock()
 
     def keep_worker() -> None:
         while True:
             code = worker[0].wait()
             if done.wait(1):  # the SuperNode ends; else a second between starts, where one cannot start
                 return
-            print(f"tfplus federated supernode: the ClientApp process ended (exit {code}); starting another",
-                  file=sys.stderr, flush=True)
-            worker[0] = _start_worker(address)
+            with starting:  # NOTE: not once the SuperNode ends: a process started then outlived the command
+                if done.is_set():
+                    return
+                print(f"tfplus federated supernode: the ClientApp process ended (exit {code}); starting another",
+                      file=sys.stderr, flush=True)
+                worker[0] = _start_worker(address)
 
-    threading.Thread(target=keep_worker, daemon=True).start()
-    loop.time = _ShortSleeps(ours.idle_poll)
-    sys.argv = ["flower-supernode", *flower]
     try:
+        # NOTE: a stop signal (the command line's Stopped) comes out once the process is in `worker`, for the end
+        # below: one while it started ended the command and left the process, in a session of its own, running and
+        # printing Flower's retries until it saw its parent gone.
+        with deferred():
+            worker[0] = _start_worker(address)
+        threading.Thread(target=keep_worker, daemon=True).start()
+        loop.time = _ShortSleeps(ours.idle_poll)
+        sys.argv = ["flower-supernode", *flower]
         flower_supernode()
     finally:
-        done.set()
-        worker[0].terminate()
-        worker[0].wait()
+        with starting:
+            done.set()
+        if worker[0] is not None:
+            worker[0].terminate()
+            worker[0].wait()
     return 0
 
 

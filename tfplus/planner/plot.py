@@ -8,6 +8,7 @@ from html import escape
 
 import numpy as np
 
+from tfplus import gfile
 from tfplus.planner.plan import MemoryPlan
 from tfplus.units import format_size
 
@@ -17,8 +18,7 @@ def write_plot(p: MemoryPlan, path: str, title: str = "memory over one step") ->
     if path.lower().endswith(".png"):
         _png(p, path, title)
     elif path.lower().endswith(".svg"):
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(svg(p, title))
+        gfile.write_output(path, svg(p, title).encode())
     else:
         raise ValueError(f"--plot {path!r}: the file name must end in .svg or .png")
 

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from tfplus import debug
+from tfplus.engine.signals import deferred
 from tfplus.runtime.opencl.discovery import cache_dir, cl, cl_devices
 
 # Held while file descriptor 2 is redirected (native_stderr) and while a build thread prints, so that a line
@@ -431,13 +432,17 @@ def early(selector: str | None, name: str):
             else build_processes()
     except ValueError:  # start_builders says so
         n = 0
+    started: list = []
     try:
-        started = [Builder(selector or "") for _ in range(n)]
-    except OSError:
-        started = []
-    _said_started(started)
-    _early.extend(started)
-    try:
+        # NOTE: a stop signal (Ctrl-C; the command line's Stopped) comes out once the processes started are in
+        # _early, for the end below: one between two starts ended the command and left the first running (~3 s,
+        # making its context) after it.
+        with deferred():
+            with contextlib.suppress(OSError):  # (no more processes: the threads build)
+                for _ in range(n):
+                    started.append(Builder(selector or ""))
+            _early.extend(started)
+        _said_started(started)
         yield
     finally:
         for b in started:
