@@ -32,10 +32,11 @@ def train(t, name: str, device: str | None = None, budget: int | None = None, me
         if measure:  # the session's plan, made before tracemalloc starts (it slows the planner tenfold)
             step = sess.step(case.fetches, case.feeds)
             p = planner.plan(step.fetches, step.feed_shapes, device_facts(sess.runtime), budget, graph=step.graph)
-            step.use_plan(p)  # (the session would plan it again)
             if device == "cpu":
                 tracemalloc.start(16)  # before the session allocates its variables and arena (measure_step)
         try:
+            if measure:
+                step.use_plan(p)  # (else the session plans it again)
             start(sess, case)
             losses = [sess.run(case.fetches, case.feeds)[1] for _ in range(STEPS - measure)]
             if measure:
