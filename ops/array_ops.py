@@ -905,11 +905,19 @@ register_op("Slice", inputs=("input", "begin", "size"), outputs=("output",),
 
 
 def _slice_rows(op, rows) -> str | None:
-    begin, size, x = const(op.inputs[1]), const(op.inputs[2]), op.inputs[0]
-    if x not in rows or begin is not None and size is not None and begin[rows[x]] == 0 and size[rows[x]] == -1:
+    begin, x = const(op.inputs[1]), op.inputs[0]
+    if x not in rows or begin is not None and begin[rows[x]] == 0 and _every_row(op.inputs[2], rows[x], rows):
         return None
     return "takes some of the batch's rows (tf.slice along their axis): each micro-batch would take its own"
-    return "takes some of the batch's rows (tf.slice on axis 0): each micro-batch would take its own"
+
+
+def _every_row(size: Tensor, axis: int, rows) -> bool:
+    """Whether a slice of `size` from row 0 takes every row on `axis`: size -1 there, or the shape of a tensor with
+    its rows on that axis (a Pad's gradient, tf.slice(dy, before, tf.shape(x)): a micro-batch's x has its rows)."""
+    v = const(size)
+    if v is not None:
+        return v[axis] == -1
+    return size.op.type == "Shape" and rows.get(size.op.inputs[0]) == axis
 
 
 register_rows(_slice_rows, "Slice")

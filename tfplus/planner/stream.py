@@ -170,6 +170,14 @@ def find(order: list[Operation], feeds: set[Tensor], fetches: list, batch_feeds:
         if t not in major:
             raise no(f"the prefix's backward pass reads '{t.name}', which depends on the whole batch and has no "
                      "row per example")
+    for op in backward:
+        # NOTE: a max's gradient finds the argmax as Equal(max, x): x recomputed in phase 3 by other kernel calls
+        # (micro-batches, threads) than phase 1's may differ in its last bit from the max the rest computed, and
+        # then no entry is the max, 0 / 0 (a TCN's max over time streamed gave NaN weights)
+        compared = [t.name for t in op.inputs if t in boundary]
+        if compared and any(t in rowed for t in op.inputs) and all(t.dtype.name == "bool" for t in op.outputs):
+            raise no(f"{op.type} '{op.name}' compares '{compared[0]}' of the rest of the step with a tensor its "
+                     "backward pass recomputes, whose rounding may differ")
     if any(t in batch_feeds for op in finish | after for t in op.inputs):
         raise no("an update reads the fed batch itself")
     to_update = from_rest(finish | after)
