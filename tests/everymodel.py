@@ -1,6 +1,7 @@
 """The checks of tests/planner/test_every_model_budgets*.py (split in three files, one test process each): every
 model of graphs/, at small shapes, planned in budgets between its floor and its unconstrained peak and at its floor,
-trains as the unbudgeted step in the bytes its plan predicts."""
+trains as the unbudgeted step in the bytes its plan predicts; its floor plans, and a budget below it is refused
+naming it (check_floor, also tests/planner/test_floor_search.py's)."""
 from __future__ import annotations
 
 import functools
@@ -8,14 +9,16 @@ import gc
 import tracemalloc
 
 import numpy as np
+import pytest
 from modelcheck import assert_measured_is_planned, random_feeds
 
 import tfplus as tf
-from tfplus import planner
+from tfplus import planner, step_budget
 from tfplus.engine.memory import measure_device_step, measure_step
 from tfplus.graphs import get_model, training_graph
+from tfplus.planner.plan import FLOOR_PRECISION
 from tfplus.runtime.facts import device_facts
-from tfplus.step_budget import floor, training_runs
+from tfplus.step_budget import check_budget, floor, smallest_peak, training_runs
 
 # Widths and image sizes that keep each model's step small; the batch is BATCH.
 SMALL = {"mentee": ({"conv_widths": (4, 4, 8, 8, 8), "fc_widths": (16, 8)}, (3, 8, 8)),
@@ -43,6 +46,28 @@ def floor_of(model: str, device: str):
     """step_budget.floor of the model's step on `device` (its budget and how it fits it)."""
     tg = graph(model)
     return floor(tg.graph, training_runs(tg, [tg.train_op, tg.loss], BATCH), device)
+
+
+def check_floor(g, runs: list, p, monkeypatch) -> None:
+    """`p`, step_budget.floor(g, runs, "cpu"), is a plan that fits its budget, at most the smallest plan's
+    peak, and check_budget refuses a budget just below it naming it."""
+    assert p.fits and p.peak_bytes <= p.budget_bytes <= smallest_peak(g, runs, "cpu")
+    below = int(p.budget_bytes * (1 - FLOOR_PRECISION)) - 1
+    # check_budget names the floor of the runs it refuses: `p`, handed back for these runs only (searching it
+    # again was two fifths of a model's check).
+    monkeypatch.setattr(step_budget, "floor", lambda *args: p if args == (g, runs, "cpu") else pytest.fail(
+        f"check_budget asked for the floor of other runs: {args}"))
+    with pytest.raises(planner.BudgetError) as e:
+        check_budget(g, runs, "cpu", below)
+    assert "the step needs at least " in str(e.value) and f"({p.budget_bytes} bytes) but" in str(e.value)
+    assert f"({below} bytes); use a budget of at least" in str(e.value)
+
+
+def check_model_floor(model: str, monkeypatch) -> None:
+    """check_floor of the model's step at its small shapes (the floor its budget cases trained at, when they ran
+    first in this process)."""
+    tg = graph(model)
+    check_floor(tg.graph, training_runs(tg, [tg.train_op, tg.loss], BATCH), floor_of(model, "cpu"), monkeypatch)
 
 
 @functools.cache

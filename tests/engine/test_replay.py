@@ -81,9 +81,10 @@ def test_a_batch_norm_training_step_replays_bit_for_bit(monkeypatch):
         np.testing.assert_array_equal(got[1][name], w, err_msg=name)
 
 
-@pytest.mark.parametrize("budget, force", [(None, None), ("1GB", (1, 1)), ("1GB", (2, 1)),
-                                           ("1GB", (2, 1, True, 1, 1))],
-                         ids=["default", "arena", "micro2", "compact_recompute_micro2"])
+# (Without a budget, and micro-batched in two: test_a_restored_variable_is_read_by_the_next_replay's steps, which
+# check the same and more.)
+@pytest.mark.parametrize("budget, force", [("1GB", (1, 1)), ("1GB", (2, 1, True, 1, 1))],
+                         ids=["arena", "compact_recompute_micro2"])
 def test_replayed_steps_are_the_launched_steps_bit_for_bit(monkeypatch, budget, force):
     """Without a budget the session moves a repeated step onto an unconstrained plan and replays it; under a
     plan (micro-batches: the feeds move by rows) it replays too. Both give the op-by-op launches' bits."""
@@ -196,7 +197,9 @@ def test_random_ops_replay_drawing_anew(monkeypatch):
 @pytest.mark.parametrize("force", [None, (2, 1)], ids=["default", "micro2"])
 def test_a_restored_variable_is_read_by_the_next_replay(monkeypatch, tmp_path, force):
     """Variables written between steps (a restore, an assign from the host) are what the next step reads, also
-    in a micro-batched step replayed whole."""
+    in a micro-batched step replayed whole. The replayed steps give the op-by-op launches' bits, losses and
+    weights, without a budget (on the unconstrained plan the session moves a repeated step onto) and in two
+    micro-batches (test_replayed_steps_are_the_launched_steps_bit_for_bit's other cases)."""
     def run(replay):
         monkeypatch.setenv("TFPLUS_OPENCL_REPLAY", "1" if replay else "0")
         tg = small_cnn()
@@ -218,11 +221,13 @@ def test_a_restored_variable_is_read_by_the_next_replay(monkeypatch, tmp_path, f
             losses += [sess.run(fetches, b)[1] for b in batches[8:10]]
             sess.run(assign)
             losses += [sess.run(fetches, b)[1] for b in batches[10:]]
-        return losses, replayed
-    want, _ = run(False)
-    got, replayed = run(True)
-    assert replayed
-    assert got == want
+            weights = {v.op.name: sess.run(v) for v in tg.graph.get_collection("trainable_variables")}
+        return losses, weights, replayed
+    want, got = run(False), run(True)
+    assert got[2] and not want[2]
+    assert got[0] == want[0]
+    for name, w in want[1].items():
+        np.testing.assert_array_equal(got[1][name], w, err_msg=name)
 
 
 @pytest.mark.parametrize("force", [None, (2, 1)], ids=["default", "micro2"])

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import pytest
 from conftest import DEVICES
-from everymodel import GROUPS, SMALL, cases, check_budgeted_step
+from everymodel import GROUPS, SMALL, cases, check_budgeted_step, check_model_floor
 
 from tfplus.graphs import MODELS
 
@@ -33,3 +33,8 @@ CASES = cases("cnn", DEVICES)
 @pytest.mark.parametrize("model, device, budget", CASES, ids=["-".join(c) for c in CASES])
 def test_budgeted_step_trains_as_the_unbudgeted_one_in_its_planned_bytes(model, device, budget):
     check_budgeted_step(model, device, budget)
+
+
+@pytest.mark.parametrize("model", GROUPS["cnn"])
+def test_the_floor_plans_and_a_budget_below_it_is_refused(model, monkeypatch):
+    check_model_floor(model, monkeypatch)  # test_floor_search.py's check, on the floor of the cases above

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from conftest import DEVICES
-from everymodel import cases, check_budgeted_step, floor_of
+from everymodel import GROUPS, cases, check_budgeted_step, check_model_floor, floor_of
 
 CASES = cases("seq", DEVICES)
 
@@ -12,6 +12,11 @@ CASES = cases("seq", DEVICES)
 @pytest.mark.parametrize("model, device, budget", CASES, ids=["-".join(c) for c in CASES])
 def test_budgeted_step_trains_as_the_unbudgeted_one_in_its_planned_bytes(model, device, budget):
     check_budgeted_step(model, device, budget)
+
+
+@pytest.mark.parametrize("model", GROUPS["seq"])
+def test_the_floor_plans_and_a_budget_below_it_is_refused(model, monkeypatch):
+    check_model_floor(model, monkeypatch)  # test_floor_search.py's check, on the floor of the cases above
 
 
 def test_a_bidirectional_rnn_step_micro_batches_at_its_floor():

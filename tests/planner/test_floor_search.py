@@ -1,54 +1,43 @@
 """The smallest feasible budget is the planner's true floor (issue 34, stop 43): the smallest budget that a plan
 made for it fits (planner.floor_plan), which statistics passes' kept rows put below the smallest plan made without
 a budget. `tfplus plan` reports it with its plan, and `tfplus train` (step_budget.check_budget) refuses a budget
-below it naming it. Small shapes of every model in graphs/, on the cpu."""
+below it naming it. On the cpu: every model of graphs/ at small shapes in tests/planner/test_every_model_budgets*.py
+(everymodel.check_floor, on the floor its budget cases search), the ImageNet-sized ones at full size here."""
 from __future__ import annotations
 
 import json
 import re
 
 import pytest
+from everymodel import SMALL, check_floor
 
-from tfplus import planner, step_budget
+from tfplus import planner
 from tfplus.graphs import MODELS, get_model, training_graph
-from tfplus.planner.plan import FLOOR_PRECISION, _search, _smallest, _Step
+from tfplus.planner.plan import _search, _smallest, _Step
 from tfplus.runtime.facts import device_facts
-from tfplus.step_budget import check_budget, floor, runs_fit, smallest_peak, training_runs
+from tfplus.step_budget import floor, runs_fit, smallest_peak, training_runs
 from tfplus.units import format_size
 
-# Widths and image sizes that keep each model's step small (None: the model's own); the batch is 16.
-SMALL = {"mentee": ({"conv_widths": (4, 4, 8, 8, 8), "fc_widths": (16, 8)}, (3, 8, 8)),
-         "lenet": ({}, None), "alexnet": ({}, None), "mobilenet224": ({}, None),
-         "mobilenet": ({"conv_widths": (4, 8, 8)}, (3, 8, 8))} | \
-    {m: ({"conv_widths": (6, 8, 8)}, (3, 4, 4)) for m in ("seqnet", "seqnet-lstm", "seqnet-bi", "seqnet-bilstm")}
+# The models whose floor is checked here at their own size (everymodel's SMALL checks every model at small shapes).
+FULL = ("lenet", "alexnet", "mobilenet224")
 
 
-def _graph(model: str):
-    kwargs, image = SMALL[model]
+def _graph(model: str, small: bool = True):
+    kwargs, image = SMALL[model] if small else ({}, None)
     m = get_model(model)
     return training_graph(m.build, total_steps=10, seed=0, model_kwargs=kwargs, image_shape=image or m.image_shape)
 
 
 def test_every_model_is_listed():
-    assert set(SMALL) == set(MODELS)
+    assert set(FULL) <= set(SMALL) == set(MODELS)
 
 
-@pytest.mark.parametrize("model", sorted(SMALL))
+@pytest.mark.parametrize("model", FULL)
 def test_the_floor_plans_and_a_budget_below_it_is_refused(model, monkeypatch):
-    tg = _graph(model)
+    tg = _graph(model, small=False)
     batch = 1 if model in ("alexnet", "mobilenet224") else 4  # their ImageNet-sized images
     runs = training_runs(tg, tg.train_op, batch)
-    p = floor(tg.graph, runs, "cpu")  # the plan made for the floor
-    assert p.fits and p.peak_bytes <= p.budget_bytes <= smallest_peak(tg.graph, runs, "cpu")
-    below = int(p.budget_bytes * (1 - FLOOR_PRECISION)) - 1
-    # check_budget names the floor of the runs it refuses: the one just searched (two fifths of the test's time),
-    # handed back for these runs only.
-    monkeypatch.setattr(step_budget, "floor", lambda *args: p if args == (tg.graph, runs, "cpu") else pytest.fail(
-        f"check_budget asked for the floor of other runs: {args}"))
-    with pytest.raises(planner.BudgetError) as e:
-        check_budget(tg.graph, runs, "cpu", below)
-    assert "the step needs at least " in str(e.value) and f"({p.budget_bytes} bytes) but" in str(e.value)
-    assert f"({below} bytes); use a budget of at least" in str(e.value)
+    check_floor(tg.graph, runs, floor(tg.graph, runs, "cpu"), monkeypatch)
 
 
 def test_kept_rows_put_the_floor_below_the_smallest_plan():
