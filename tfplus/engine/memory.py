@@ -25,9 +25,10 @@ import tracemalloc
 import numpy as np
 
 from tfplus import errors, threads
+from tfplus.engine import paging
 from tfplus.engine.replay import Merges, Recording
 from tfplus.framework import Tensor
-from tfplus.ops.fused_ops import APPLY_SCALARS, split_decay
+from tfplus.ops.fused_ops import on_groups
 from tfplus.planner import chunking, compact
 from tfplus.planner.crossbatch import Kept
 from tfplus.planner.plan import MemoryPlan
@@ -180,6 +181,8 @@ class Bound:
         self.audit: dict[str, int] | None = None  # op name -> bytes its kernel allocated, when auditing
         self.lanes = [_Lane(self, i, executor) for i in range(1, p.stream_lanes)]
         self.warm = False  # whether each lane has run once (their first runs record their fast loops in turn)
+        if p.paging is not None:  # before the arena: the slots' device buffers go back to the pool first
+            paging.page_slots(executor, p.paging)
         arena_of(executor).fit(p, self)
         self.groups = _share_groups(p)
         self.programs = [executor.compile(ph.fetches, ph.feeds, self, ph.order) for ph in p.phases]
@@ -600,13 +603,8 @@ def _on_groups(kernel, op, groups: tuple):
         return lambda ctx, ins, outs, attrs: None
 
     def run(ctx, ins, outs, attrs):
-        body, decay = split_decay(list(ins), attrs)
-        n = len(APPLY_SCALARS[attrs["op"]])
-        per = (len(body) - n) // attrs["num_vars"]
-        part = body[:n] + [x for j in groups for x in body[n + j * per:n + (j + 1) * per]]
-        decayed = [attrs["decayed"][j] for j in groups] if attrs.get("decayed") else []
-        kernel(ctx, part + ([decay] if any(decayed) else []), outs, {**attrs, "num_vars": len(groups),
-                                                                     "decayed": decayed})
+        part, sub = on_groups(ins, attrs, groups)
+        kernel(ctx, part, outs, sub)
     return run
 
 

@@ -485,6 +485,23 @@ class OpenCLRuntime(Runtime):
             if tape is not None:
                 tape.copy(d, dst.block.off, s, src.block.off, src.nbytes)
 
+    def page(self, a: DeviceArray, host: np.ndarray, into_device: bool) -> None:
+        """Queues a copy of a paged optimizer slot (tfplus.engine.paging) between its host array `host` and its
+        staging view `a`, without waiting: in when `into_device`, else back out. On the tape being recorded (if any)
+        as host work, so a replay makes the same copy in its place; the in-order queue keeps it between the update
+        kernels around it. NOTE: `host` is written by the queue: read it only after synchronize()."""
+        buf, off = self.buffer(a), a.block.off
+
+        def copy():
+            if into_device:
+                cl.enqueue_copy(self.queue, buf, host, dst_offset=off, is_blocking=False)
+                self.h2d_bytes += host.nbytes
+            else:
+                cl.enqueue_copy(self.queue, host, buf, src_offset=off, is_blocking=False)
+                self.d2h_bytes += host.nbytes
+        copy()
+        self.tape_host(copy, ("page", into_device, off, host.nbytes))
+
     @staticmethod
     def same_memory(a: DeviceArray, b: DeviceArray) -> bool:
         """Whether a and b start at the same device memory: one block, or one offset of one block's memory

@@ -1,0 +1,78 @@
+"""Paging the optimizer's slots: momentum's accumulators and Adam's m and v kept in host memory, each update op's
+slots uploaded into one device staging buffer, updated there by the op's kernel and copied back (POET, ICML 2022:
+rematerialization plus paging). The device then holds the staging buffer instead of the slots, and the room they
+leave goes to activations: fewer recomputations and micro-batches.
+
+    >>> import tfplus as tf
+    >>> from tfplus import planner
+    >>> from tfplus.runtime.facts import device_facts
+    >>> x = tf.placeholder(tf.float32, [None, 64]); w = tf.Variable(tf.zeros([64, 64]))
+    >>> loss = tf.reduce_sum(tf.matmul(x, w))
+    >>> train = tf.train.MomentumOptimizer(0.1, 0.9).minimize(loss)
+    >>> p = planner.plan([train], {x: (8, 64)}, device_facts("opencl"), page=True)
+    >>> sorted(p.paging.slots) == ["Variable/Momentum"]
+    True
+
+Only on a device whose memory is not the host's (opencl; on the cpu the host is the device and paging would move
+bytes for nothing). The staging buffer holds the largest update group's slots (a variable's, aligned); groups are
+packed into it in their order, each pack one call of the update kernel between its copies in and out (planner.plan
+prices the copies by DeviceFacts.host_bandwidth and a launch per copy and per extra call). The executor
+(tfplus.engine.paging) runs it; the slots stay ordinary variables to the user (fetches, Saver, checkpoints read the
+host copy).
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from tfplus.framework import Operation
+from tfplus.ops.fused_ops import slot_refs
+
+# Kill switch: False and no plan pages (the planner's choice by cost is off; force with plan(..., page=True)).
+PAGE = True
+# Host<->device copies of a device whose facts do not say (bytes per second): pageable host memory over PCIe
+# (the H200 measured 12-15 GB/s pageable, 53 GB/s pinned: BENCHMARKS.md, bench_paging.py).
+DEFAULT_HOST_BANDWIDTH = 12e9
+
+
+class Paging(NamedTuple):
+    """Where the paged slots go on the device, and how each update op runs over them."""
+    slots: dict[str, tuple]                # slot variable name -> (byte offset in the staging buffer, shape, dtype)
+    packs: dict[str, tuple[tuple[int, ...], ...]]  # update op name -> its groups (apply_groups' indices) per call
+    staging_bytes: int                     # the staging buffer's size (aligned)
+    paged_bytes: int                       # the slots' bytes, each copied in and out once a step
+    copies: int                            # copies a step makes (in and out, one per slot)
+    calls: int                             # extra update kernel calls (packs beyond one per op)
+
+
+def page(ops: list[Operation], nbytes, alignment: int, trainable: set) -> Paging | None:
+    """The Paging of the update ops among `ops` (their slots' sizes by `nbytes(tensor)`), None when none pages.
+    An update op pages all its slots or none: none where one is trainable or read by another op of the step."""
+    def up(n: int) -> int:
+        return -(-n // alignment) * alignment
+    readers: dict = {}
+    for op in ops:
+        for t in op.inputs:
+            if t.op.type == "VariableV2":
+                readers.setdefault(t.op.name, set()).add(op)
+    updates = [(op, refs) for op in ops if (refs := slot_refs(op)) and
+               all(t.op.type == "VariableV2" and t.op not in trainable and readers.get(t.op.name) == {op}
+                   for g in refs for t in g)]
+    if not updates:
+        return None
+    staging = max(sum(up(nbytes(t)) for t in g) for _, refs in updates for g in refs)
+    slots, packs, paged, calls = {}, {}, 0, 0
+    for op, refs in updates:
+        op_packs, pack, used = [], [], 0
+        for j, g in enumerate(refs):
+            if pack and used + sum(up(nbytes(t)) for t in g) > staging:
+                op_packs.append(tuple(pack))
+                pack, used = [], 0
+            for t in g:
+                slots[t.op.name] = (used, tuple(t.op.attrs["shape"]), t.op.attrs["dtype"].name)
+                used += up(nbytes(t))
+                paged += nbytes(t)
+            pack.append(j)
+        op_packs.append(tuple(pack))
+        packs[op.name] = tuple(op_packs)
+        calls += len(op_packs) - 1
+    return Paging(slots, packs, staging, paged, 2 * len(slots), calls)
