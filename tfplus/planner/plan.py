@@ -395,8 +395,8 @@ def plan(fetches, feed_shapes: dict, device="cpu", budget=None, *, graph: Graph 
     transformations = tuple(transformations)
     best, why = _search(step, budget, transformations)
     _paged(step, best)
-    other = _paging_step(step, page, transformations) if budget is not None and best.predicted_overhead > 0 \
-        else None
+    costly = budget is not None and (not best.fits or best.predicted_overhead > 0)
+    other = _paging_step(step, page, transformations) if costly else None
     if other is not None:
         p, reason = _search(other, budget, transformations)
         _paged(other, p)
@@ -873,6 +873,8 @@ class _Step:
             v = self.view(r)
             sub = _Step(v.fetches, v.feed_shapes, self.facts, _graph_of(v.fetches, v.feed_shapes), self.alignment)
             sub.inplace, sub.clones = self.inplace, v.clones
+            # a copy of the step, whose graph may have no trainable collection: the step's bytes by role, paged alike
+            sub.paging, sub.parameter_bytes, sub.slot_bytes = self.paging, self.parameter_bytes, self.slot_bytes
             self._cache["recomputing", r] = sub
         return self._cache["recomputing", r]
 
@@ -888,6 +890,7 @@ class _Step:
             shapes = {m[t]: sh for t, sh in base.feed_shapes.items()}
             sub = _Step(fetches, shapes, self.facts, rw.graph, self.alignment)
             sub.inplace, sub.clones = self.inplace, frozenset(rw.op_map[c] for c in base.clones)
+            sub.paging, sub.parameter_bytes, sub.slot_bytes = self.paging, self.parameter_bytes, self.slot_bytes
             sub.kept = frozenset(compact.kept_bytes(sub.order, outputs=level >= KEEP_OUTPUTS))
             outer = {t: m[c] for t, c in self.view(r).outer.items()} if r else \
                 {t: m[t] for t in list(self.feeds) + [f for f in self.fetches if isinstance(f, Tensor)]}
