@@ -33,7 +33,10 @@ class Paged:
 
     def take(self, name: str, buf) -> None:
         """Slot `name` holds what device buffer `buf` holds (an Assign's output, or its buffer before paging)."""
-        self.host[name] = np.ascontiguousarray(self.runtime.copy_out(buf))
+        value = self.runtime.copy_out(buf)  # (blocking: the queued copies into the host arrays are done)
+        if name not in self.host:
+            self.host[name] = self.runtime.pinned_host(value.shape, value.dtype)  # DMA, no driver copy
+        np.copyto(self.host[name], value)
         self.runtime.fresh(self.views[name])  # the view forgets any host value a kernel left: the host holds it
 
 

@@ -128,14 +128,19 @@ class OpenCLRuntime(Runtime):
         Into pageable memory NVIDIA's driver returns from a "non-blocking" read only once the queue has reached
         it, so the host could not queue the rest of the step meanwhile."""
         held = self.dev.pinned.get(key)
-        if held is None or held[1].shape != tuple(shape) or held[1].dtype != dtype:
-            self.settle()  # NOTE: the blocking map below waits for every gated copy back queued before it
-            nbytes = max(int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize, 1)
-            buf = cl.Buffer(self.dev.ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.ALLOC_HOST_PTR, nbytes)
-            view, _ = cl.enqueue_map_buffer(self.queue, buf, cl.map_flags.READ | cl.map_flags.WRITE, 0,
-                                            tuple(shape), dtype, is_blocking=True)
-            held = self.dev.pinned[key] = (buf, view)
-        return held[1]
+        if held is None or held.shape != tuple(shape) or held.dtype != dtype:
+            held = self.dev.pinned[key] = self.pinned_host(shape, dtype)
+        return held
+
+    def pinned_host(self, shape, dtype) -> np.ndarray:
+        """A new host array in pinned memory (CL_MEM_ALLOC_HOST_PTR, mapped for the array's life: its map holds
+        the buffer), outside the device ledger: a paged optimizer slot's home (tfplus.engine.paging)."""
+        self.settle()  # NOTE: the blocking map below waits for every gated copy back queued before it
+        nbytes = max(int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize, 1)
+        buf = cl.Buffer(self.dev.ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.ALLOC_HOST_PTR, nbytes)
+        view, _ = cl.enqueue_map_buffer(self.queue, buf, cl.map_flags.READ | cl.map_flags.WRITE, 0, tuple(shape),
+                                        dtype, is_blocking=True)
+        return view
 
     def settle(self) -> None:
         """Before a blocking call: waits until the host threads completed the user events of every gated copy
