@@ -166,7 +166,7 @@ def bench_budgets(device: str, batch: int, steps: int, warmup: int, budgets: lis
                 c = p.run_microbatches
                 pg = p.paging
                 paged = "" if pg is None else f", {len(pg.slots)} slots paged ({pg.paged_bytes / 1e6:.1f} MB, " \
-                    f"staging {pg.staging_bytes / 1e6:.1f} MB)"
+                    f"staging {max(pg.staging.values()) / 1e6:.1f} MB)"
                 print(f"  {name}: planned peak {p.peak_bytes / 1e6:.1f} MB, predicted {p.predicted_overhead:+.1%}, "
                       f"runs' counts {','.join(f'{n}x{c.count(n)}' for n in sorted(set(c))) or p.microbatches}"
                       f"{paged}", flush=True)

@@ -34,7 +34,7 @@ def main() -> None:
         after = step.floor(args.batch, TRANSFORMATIONS)[0]
         pg = after.paging
         what = "no slot paged" if pg is None else \
-            f"{len(pg.slots)} slots ({format_size(pg.paged_bytes)}), staging {format_size(pg.staging_bytes)}"
+            f"{len(pg.slots)} slots ({format_size(pg.paged_bytes)}), staging {format_size(max(pg.staging.values()))}"
         print(f"{model:<10} {format_size(before.budget_bytes, up=True):>22} "
               f"{format_size(after.budget_bytes, up=True):>21} "
               f"{1 - after.budget_bytes / before.budget_bytes:>7.1%}  {what}, {after.predicted_overhead:+.1%} "

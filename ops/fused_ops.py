@@ -279,24 +279,23 @@ def on_groups(ins: list, attrs, groups) -> tuple[list, dict]:
 PAGED_UPDATES = ("ApplyMomentum", "ApplyAdam")
 
 
-def _groups(op: Operation) -> tuple[str, list[list]] | None:
-    """(update type, each variable's inputs) of an update op that pages, else None."""
+def slot_positions(op: Operation) -> list[list[int]]:
+    """Per variable group of update op `op` (ApplyMomentum, ApplyAdam or a _FusedApply of them), the input positions
+    of the slots it updates in place; [] for other ops."""
     kind = op.attrs.get("op") if op.type == "_FusedApply" else op.type
     if kind not in PAGED_UPDATES:
-        return None
-    if op.type == "_FusedApply":
-        return kind, apply_groups(kind, split_decay(list(op.inputs), op.attrs)[0])
-    return kind, [list(op.inputs)]
+        return []
+    refs = [k for k in get_op_def(kind).ref_inputs if k != 0]  # 0: the variable itself
+    if op.type != "_FusedApply":
+        return [refs]
+    scalars = APPLY_SCALARS[kind]
+    rest = [i for i in range(len(get_op_def(kind).inputs)) if i not in scalars]
+    return [[len(scalars) + j * len(rest) + rest.index(k) for k in refs] for j in range(op.attrs["num_vars"])]
 
 
 def slot_refs(op: Operation) -> list[list]:
     """Per variable group of update op `op`, the slot tensors it updates in place (none for other ops)."""
-    found = _groups(op)
-    if found is None:
-        return []
-    kind, groups = found
-    refs = [k for k in get_op_def(kind).ref_inputs if k != 0]  # 0: the variable itself
-    return [[g[k] for k in refs] for g in groups]
+    return [[op.inputs[k] for k in g] for g in slot_positions(op)]
 
 
 def apply_refs(op_type: str, num_vars: int) -> tuple:

@@ -319,7 +319,7 @@ class Program:
                 r.kernel = None
                 self.fast = False
                 continue
-            r.kernel = paging.kernel(ex, op, alloc.kernel(op, kernel)) if r.refs and op.type != "Assign" \
+            r.kernel = paging.kernel(ex, op, alloc.kernel(op, kernel), alloc) if r.refs and op.type != "Assign" \
                 else alloc.kernel(op, kernel)
             r.ctx = KernelContext(ex, op, alloc)
         self._version = alloc.version
@@ -745,8 +745,8 @@ class Executor:
             raise errors.InvalidArgumentError(op.name, op.type, f"input '{t.name}' must be a variable, "
                                               f"got a {var.type} output")
         buf = self.vars.get(var.name)
-        if self.paged is not None and var.name in self.paged.views:
-            buf = self.paged.views[var.name]  # an Assign writes a paged slot through its staging view
+        if op.type == "Assign" and self.paged is not None and var.name in self.paged.views:
+            buf = None  # a buffer of its own (assigned() takes it home): the staging view is the paging plan's
         if op.type == "Assign":
             shape = tuple(ins[1].shape)
             if buf is None or tuple(buf.shape) != shape:
@@ -767,7 +767,7 @@ class Executor:
             if tuple(buf.shape) != tuple(paged.views[name].shape):
                 raise errors.InvalidArgumentError(name, "VariableV2", f"the paged optimizer slot has shape "
                                                   f"{tuple(paged.views[name].shape)}; an Assign cannot reshape it")
-            paged.take(name, buf)  # written through its view (or given a buffer): the value goes home
+            paged.take(name, buf)  # the value goes home; the executor keeps the staging view
             buf = paged.views[name]
         old = self.vars.get(name)
         if old is None or tuple(old.shape) != tuple(buf.shape):

@@ -1,30 +1,29 @@
-"""Paged optimizer slots (planner.paging) on a device runtime: each slot's value lives in a host array, and its
-update op runs in packs of groups, each pack's slots copied into their views of one staging buffer, updated by the
-op's kernel, and copied back (runtime.page, on the in-order queue, so a pack's copies wait for nothing the host
-does). To the user a paged slot stays an ordinary variable: a fetch, Session.variable_value and the Saver read the
-host array, an Assign (initializer, restore) writes it.
+"""Paged optimizer slots (planner.paging) on a device runtime: each slot's value lives in a pinned host array, and
+its update op runs in packs of groups, each pack's slots copied into their views of the op's staging buffer (a
+workspace of the plan's arena, live while the op runs), updated by the op's kernel and copied back (runtime.page,
+on the in-order queue). To the user a paged slot stays an ordinary variable: a fetch, Session.variable_value and the
+Saver read the host array, an Assign (initializer, restore) writes it.
+
+The executor's entry for a paged slot (Executor.vars) is its staging view, which only the plan that pages (the
+`owner` Bound) may write, within its update op: another program updating the slot stages it in buffers of its own
+(pooled), a read gets a copy of the host array, an Assign a buffer of its own that then goes home.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
-from tfplus.ops.fused_ops import on_groups, slot_refs
-
-if TYPE_CHECKING:
-    from tfplus.planner.paging import Paging
+from tfplus.ops.fused_ops import on_groups, slot_positions
 
 
 class Paged:
-    """An executor's paged slots: the staging buffer, each slot's view of it and its host array."""
+    """An executor's paged slots: each one's host array and its staging view of the arena of `owner`, the bound plan
+    that pages them (tfplus.engine.memory.Bound)."""
 
-    def __init__(self, runtime, pg: Paging):
-        self.runtime, self.packs = runtime, pg.packs
-        self.staging = runtime.allocate_arena(pg.staging_bytes)
-        self.views = {name: runtime.sub_buffer(self.staging, off, shape, dtype)
-                      for name, (off, shape, dtype) in pg.slots.items()}
+    def __init__(self, runtime, owner):
+        self.runtime, self.owner = runtime, owner
+        self.packs = owner.plan.paging.packs
         self.host: dict[str, np.ndarray] = {}
+        self.views: dict = {}
 
     def value(self, name: str) -> np.ndarray:
         """The slot's value (the queued copies back finished first)."""
@@ -37,53 +36,58 @@ class Paged:
         if name not in self.host:
             self.host[name] = self.runtime.pinned_host(value.shape, value.dtype)  # DMA, no driver copy
         np.copyto(self.host[name], value)
-        self.runtime.fresh(self.views[name])  # the view forgets any host value a kernel left: the host holds it
 
 
-def page_slots(executor, pg: Paging) -> None:
-    """Moves the slots of `pg` to host memory (those already made: their device buffers go back to the pool).
-    A plan that pages binds this once; the slots then stay paged for the session's life, whichever plan or
-    program runs their update (kernel())."""
+def page_slots(executor, bound, views: dict) -> None:
+    """Pages the slots of `bound`'s plan, staged in `views` ({slot name: its view of the arena}); those already made
+    move to host memory (their device buffers go back to the pool). The slots stay paged for the session's life;
+    the latest plan to page them (or, its arena grown, to bind again) stages them."""
     paged = executor.paged
-    if paged is not None and set(paged.views) >= set(pg.slots) and paged.packs == pg.packs:
-        return
-    old = paged.host if paged is not None else {}
-    if old:
-        executor.runtime.synchronize()  # the copies back into the host arrays finish before they change hands
-    paged = Paged(executor.runtime, pg)
-    for name in pg.slots:
-        if name in old:
-            paged.host[name] = old[name]
-        elif name in executor.vars:
+    if paged is None or paged.owner is not bound:
+        old = paged
+        paged = Paged(executor.runtime, bound)
+        if old is not None:
+            executor.runtime.synchronize()  # the copies back into the host arrays finish before they change hands
+            paged.host.update(old.host)
+    for name in views:
+        if name not in paged.host and name in executor.vars:
             paged.take(name, executor.vars[name])
+    paged.views = views
+    for name, view in views.items():
         if name in paged.host:
-            executor.vars[name] = paged.views[name]  # (its device buffer goes back to the pool)
+            executor.vars[name] = view
     executor.var_epoch += 1
     executor.var_version += 1
     executor.paged = paged
 
 
-def kernel(executor, op, kernel):
-    """`kernel` of update op `op`, which pages the slots it updates when they are paged (each pack of its groups:
-    copies in, the kernel on the pack, copies out); `kernel` itself for any other op."""
-    names = [[t.op.name for t in g] for g in slot_refs(op)]
-    if not names:
+def kernel(executor, op, kernel, alloc):
+    """`kernel` of update op `op` in a program of allocator `alloc`, which pages the slots it updates when they are
+    paged: each pack of its groups copied in, the kernel on the pack, copied out; `kernel` itself for other ops."""
+    positions = slot_positions(op)
+    if not positions:
         return kernel
+    names = [[op.inputs[k].op.name for k in g] for g in positions]
     fused = op.type == "_FusedApply"
 
     def run(ctx, ins, outs, attrs):
         paged = executor.paged
-        if paged is None or names[0][0] not in paged.views:
+        if paged is None or names[0][0] not in paged.host:
             return kernel(ctx, ins, outs, attrs)
-        page, views, host = executor.runtime.page, paged.views, paged.host
-        # a program's op of another plan: a group at a time (one group's slots never share staging bytes)
-        for pack in paged.packs.get(op.name) or [(j,) for j in range(len(names))]:
+        rt, host = executor.runtime, paged.host
+        owner = paged.owner is alloc
+        # another program (or an op the plan named otherwise): a group at a time, the others in buffers of their own
+        for pack in (paged.packs.get(op.name) if owner else None) or [(j,) for j in range(len(names))]:
+            part, bufs = list(ins), {}
             for j in pack:
-                for n in names[j]:
-                    page(views[n], host[n], True)
-            part, sub = on_groups(ins, attrs, pack) if fused and len(pack) < len(names) else (ins, attrs)
+                for k, n in zip(positions[j], names[j]):
+                    if owner:
+                        rt.page(paged.views[n], host[n], True)
+                    else:
+                        part[k] = bufs[n] = rt.copy_in(paged.value(n))
+            part, sub = on_groups(part, attrs, pack) if fused and len(pack) < len(names) else (part, attrs)
             kernel(ctx, part, outs, sub)
             for j in pack:
                 for n in names[j]:
-                    page(views[n], host[n], False)
+                    rt.page(paged.views[n] if owner else bufs[n], host[n], False)
     return run

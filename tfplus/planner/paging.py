@@ -1,7 +1,8 @@
 """Paging the optimizer's slots: momentum's accumulators and Adam's m and v kept in host memory, each update op's
-slots uploaded into one device staging buffer, updated there by the op's kernel and copied back (POET, ICML 2022:
-rematerialization plus paging). The device then holds the staging buffer instead of the slots, and the room they
-leave goes to activations: fewer recomputations and micro-batches.
+slots uploaded into a staging buffer of the arena, updated there by the op's kernel and copied back (POET, ICML 2022:
+rematerialization plus paging). The staging buffer is a workspace of the update op (STAGING names it), live only
+while the op runs, after the forward and backward passes: the room the slots leave goes to activations, fewer
+recomputations and micro-batches.
 
     >>> import tfplus as tf
     >>> from tfplus import planner
@@ -14,9 +15,9 @@ leave goes to activations: fewer recomputations and micro-batches.
     True
 
 Only on a device whose memory is not the host's (opencl; on the cpu the host is the device and paging would move
-bytes for nothing). The staging buffer holds the largest update group's slots (a variable's, aligned); groups are
-packed into it in their order, each pack one call of the update kernel between its copies in and out (planner.plan
-prices the copies by DeviceFacts.host_bandwidth and a launch per copy and per extra call). The executor
+bytes for nothing). A staging buffer holds the largest update group's slots (a variable's, aligned) at most; groups
+are packed into it in their order, each pack one call of the update kernel between its copies in and out
+(planner.plan prices the copies by DeviceFacts.host_bandwidth and a launch per copy and per extra call). The executor
 (tfplus.engine.paging) runs it; the slots stay ordinary variables to the user (fetches, Saver, checkpoints read the
 host copy).
 """
@@ -32,13 +33,15 @@ PAGE = True
 # Host<->device copies of a device whose facts do not say (bytes per second): pageable host memory over PCIe
 # (the H200 measured 12-15 GB/s pageable, 53 GB/s pinned: BENCHMARKS.md, bench_paging.py).
 DEFAULT_HOST_BANDWIDTH = 12e9
+# The suffix of the workspace name of an update op's staging buffer (the op's last workspace).
+STAGING = "/paged_staging"
 
 
 class Paging(NamedTuple):
     """Where the paged slots go on the device, and how each update op runs over them."""
-    slots: dict[str, tuple]                # slot variable name -> (byte offset in the staging buffer, shape, dtype)
+    slots: dict[str, tuple]                # slot variable name -> (byte offset in its op's staging, shape, dtype)
     packs: dict[str, tuple[tuple[int, ...], ...]]  # update op name -> its groups (apply_groups' indices) per call
-    staging_bytes: int                     # the staging buffer's size (aligned)
+    staging: dict[str, int]                # update op name -> its staging buffer's bytes (aligned)
     paged_bytes: int                       # the slots' bytes, each copied in and out once a step
     copies: int                            # copies a step makes (in and out, one per slot)
     calls: int                             # extra update kernel calls (packs beyond one per op)
@@ -59,12 +62,12 @@ def page(ops: list[Operation], nbytes, alignment: int, trainable: set) -> Paging
                    for g in refs for t in g)]
     if not updates:
         return None
-    staging = max(sum(up(nbytes(t)) for t in g) for _, refs in updates for g in refs)
-    slots, packs, paged, calls = {}, {}, 0, 0
+    cap = max(sum(up(nbytes(t)) for t in g) for _, refs in updates for g in refs)
+    slots, packs, staging, paged, calls = {}, {}, {}, 0, 0
     for op, refs in updates:
-        op_packs, pack, used = [], [], 0
+        op_packs, pack, used, most = [], [], 0, 0
         for j, g in enumerate(refs):
-            if pack and used + sum(up(nbytes(t)) for t in g) > staging:
+            if pack and used + sum(up(nbytes(t)) for t in g) > cap:
                 op_packs.append(tuple(pack))
                 pack, used = [], 0
             for t in g:
@@ -72,7 +75,17 @@ def page(ops: list[Operation], nbytes, alignment: int, trainable: set) -> Paging
                 used += up(nbytes(t))
                 paged += nbytes(t)
             pack.append(j)
+            most = max(most, used)
         op_packs.append(tuple(pack))
-        packs[op.name] = tuple(op_packs)
+        packs[op.name], staging[op.name] = tuple(op_packs), most
         calls += len(op_packs) - 1
     return Paging(slots, packs, staging, paged, 2 * len(slots), calls)
+
+
+def staged(op: Operation, pg: Paging) -> int:
+    """The bytes of update op `op`'s staging buffer under `pg` (0: it pages nothing), by its slots' names (a planning
+    copy of the step, planner.recompute, keeps them)."""
+    refs = slot_refs(op)
+    if not refs or refs[0][0].op.name not in pg.slots:
+        return 0
+    return pg.staging.get(op.name) or max(pg.staging.values())

@@ -43,7 +43,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from tfplus import debug
+from tfplus import debug, dtypes
 from tfplus.framework import Graph, Operation, Tensor, get_default_graph, needed_ops
 from tfplus.ops.fused_ops import APPLY_SCALARS, split_decay
 from tfplus.planner import accumulate, chunking, compact, cost, crossbatch, paging, recompute, remat, stream
@@ -339,7 +339,7 @@ class MemoryPlan:
                              "lanes": self.stream_lanes, "prefix_backward": bool(self.stream.backward)}
         if self.paging is not None:
             out["paged_slots"] = {"slots": sorted(self.paging.slots), "host_bytes": self.paging.paged_bytes,
-                                  "staging_bytes": self.paging.staging_bytes}
+                                  "staging_bytes": max(self.paging.staging.values())}
         return out
 
     def summary(self) -> str:
@@ -353,8 +353,8 @@ class MemoryPlan:
         lines.append(f"  lower bound        {format_size(self.lower_bound_bytes):>10}")
         if self.paging is not None:
             pg = self.paging
-            lines.append(f"  paged slots (host) {format_size(pg.paged_bytes):>10}  ({len(pg.slots)} slots; staging "
-                         f"{format_size(pg.staging_bytes)} on the device, counted in optimizer slots)")
+            lines.append(f"  paged slots (host) {format_size(pg.paged_bytes):>10}  ({len(pg.slots)} slots; staged "
+                         f"in up to {format_size(max(pg.staging.values()))} of the arena during their update)")
         if self.budget_bytes is not None:
             lines.append(f"  budget             {format_size(self.budget_bytes):>10}  "
                          f"{'fits' if self.fits else 'does NOT fit'}")
@@ -435,8 +435,8 @@ def _paged(step: _Step, p: MemoryPlan) -> MemoryPlan:
     p.transformations.append({
         "name": "page", "predicted_overhead": extra,
         "detail": f"{len(pg.slots)} optimizer slots ({format_size(pg.paged_bytes)}) in host memory, staged through "
-                  f"{format_size(pg.staging_bytes)} on the device in {sum(map(len, pg.packs.values()))} update "
-                  f"calls: {format_size(2 * pg.paged_bytes)} copied a step at {bandwidth / 1e9:.3g} GB/s"})
+                  f"up to {format_size(max(pg.staging.values()))} of the arena in {sum(map(len, pg.packs.values()))} "
+                  f"update calls: {format_size(2 * pg.paged_bytes)} copied a step at {bandwidth / 1e9:.3g} GB/s"})
     if p.choice:
         p.choice += f"; the slots paged to the host ({extra:+.1%})"
     return p
@@ -703,12 +703,11 @@ class _Step:
         self.parameter_bytes = sum(held(size[op]) for op in variables if op in trainable)
         self.slot_bytes = sum(held(size[op]) for op in variables if op not in trainable)
         self.feed_bytes = sum(held(nbytes(self.base_specs[t])) for t in self.feeds)
-        # Paged slots (planner.paging) leave the device for its staging buffer, one exact allocation.
+        # Paged slots (planner.paging) leave the device: their update ops stage them in the arena (_workspaces).
         self.paging = paging.page(self.ops, lambda t: size[t.op], self.alignment, trainable) \
             if page and self.kernel_device == "opencl" else None
         if self.paging is not None:
-            self.slot_bytes += self.paging.staging_bytes - sum(held(size[op]) for op in variables
-                                                               if op.name in self.paging.slots)
+            self.slot_bytes -= sum(held(size[op]) for op in variables if op.name in self.paging.slots)
         self.inplace = True
         self.clones: frozenset = frozenset()  # planner.recompute's copies, on a recomputing step (recomputing())
         self.kept: frozenset = frozenset()  # what a streamed prefix keeps for its backward (on keeping(): argmax)
@@ -2227,9 +2226,13 @@ class _Step:
                 chunks = {op: c for op in run.order if chunking.can_chunk(op, run.specs, c)
                           and declared_workspaces(op, run.specs, self.kernel_device, 1, 1, self.compute_units,
                                                   self._on(lane))}
-            self._cache[key] = chunks, workspace_buffers(
-                run.order, run.specs, run.feeds, self.kernel_device, self.alignment, chunks, d, self.compute_units,
-                own, self._on(lane))
+            ws = workspace_buffers(run.order, run.specs, run.feeds, self.kernel_device, self.alignment, chunks, d,
+                                   self.compute_units, own, self._on(lane))
+            for op in run.order if self.paging is not None else ():  # the last workspace: engine.paging's
+                if n := paging.staged(op, self.paging):
+                    ws.setdefault(op, []).append(Buffer(op.name + paging.STAGING, n, n, 0, 0, "workspace", op=op,
+                                                        shape=(n,), dtype=dtypes.uint8))
+            self._cache[key] = chunks, ws
         return self._cache[key]
 
     def _buffers(self, run: Run, z: bool) -> RunBuffers:
