@@ -166,3 +166,28 @@ def test_paged_slots_save_and_restore_as_variables(tmp_path):
         for name, value in after.items():
             np.testing.assert_array_equal(sess.run(tg.graph.get_tensor_by_name(name + ":0")), value, err_msg=name)
     assert again == later
+
+
+@needs_opencl
+def test_another_program_updating_paged_slots_stages_them_apart():
+    """After paged steps, a step of other fetches (its own plan, which does not page) updates the slots in buffers of
+    its own, not in the paging plan's arena: every variable then is the unpaged session's, bit for bit."""
+    tg = _graph("momentum")
+    feeds = _feeds(tg)
+    fetches = [tg.train_op, tg.loss]
+
+    def run(page: bool) -> dict:
+        with tf.Session(graph=tg.graph, device="opencl", memory_budget="1GB") as sess:
+            sess.run(tg.init_op)
+            p = planner.plan(fetches, {t: v.shape for t, v in feeds.items()}, device_facts(sess.runtime),
+                             graph=tg.graph, force=(1, 1), page=page)
+            install(sess, fetches, p)
+            for _ in range(2):
+                sess.run(fetches, feeds)
+            sess.run(tg.train_op, feeds)  # another step: the session's own plan of the rewritten graph
+            sess.run(fetches, feeds)
+            assert (sess._executor.paged is not None) == page
+            return {v.op.name: sess.run(v) for v in tg.graph.get_collection("variables")}
+    want, got = run(False), run(True)
+    for name, value in want.items():
+        np.testing.assert_array_equal(got[name], value, err_msg=name)
