@@ -253,8 +253,8 @@ class MemoryPlan:
     # Updates run after the statistics pass that finishes their gradients, each an extra phase (phases past the
     # update run's), in run order.
     shares: list[Share] = field(default_factory=list)
-    # Optimizer slots kept in host memory and staged through the device for their updates (planner.paging):
-    # `slot_bytes` then counts the staging buffer and the slots left on the device.
+    # Optimizer slots kept in host memory and staged through the arena for their updates (planner.paging): not in
+    # `slot_bytes`; their update ops' last workspaces are the staging buffers.
     paging: paging.Paging | None = None
 
     @property
