@@ -9,6 +9,8 @@ CUDA; Mentee only). Not a test.
     python benchmarks/bench_gpu_step.py --model mobilenet --no-peers --budgets 1TB,128MB,64MB --trainer-recipe
     python benchmarks/bench_gpu_step.py --model mobilenet --no-peers --budgets 128MB,128MB@calls=4e-6 --trainer-recipe
                                       # a budget planned under other cost weights (bench_budgets, _planning)
+    python benchmarks/bench_gpu_step.py --model mobilenet --no-peers --trainer-recipe --budgets \
+        64MB,64MB@page=0,128MB,128MB@page=0          # optimizer slots paged to the host where priced, and not
     python benchmarks/bench_gpu_step.py --unfused --no-peers   # the graph rewrite on and off, same run
     python benchmarks/bench_gpu_step.py --model mobilenet --unfused   # MobileNet (CIFAR); peer: PyTorch's mirror
     python benchmarks/bench_gpu_step.py --peers torch,torch:graph   # PyTorch eager and its step as a CUDA graph
@@ -162,9 +164,12 @@ def bench_budgets(device: str, batch: int, steps: int, warmup: int, budgets: lis
             p = list(s.steps)[-1].plan  # the training step's (the first is init's)
             if p is not None and name != "plain":
                 c = p.run_microbatches
+                pg = p.paging
+                paged = "" if pg is None else f", {len(pg.slots)} slots paged ({pg.paged_bytes / 1e6:.1f} MB, " \
+                    f"staging {max(pg.staging.values()) / 1e6:.1f} MB)"
                 print(f"  {name}: planned peak {p.peak_bytes / 1e6:.1f} MB, predicted {p.predicted_overhead:+.1%}, "
-                      f"runs' counts {','.join(f'{n}x{c.count(n)}' for n in sorted(set(c))) or p.microbatches}",
-                      flush=True)
+                      f"runs' counts {','.join(f'{n}x{c.count(n)}' for n in sorted(set(c))) or p.microbatches}"
+                      f"{paged}", flush=True)
         losses = {}
         for _ in range(steps):
             for name, s in sessions.items():
@@ -193,13 +198,16 @@ def bench_budgets(device: str, batch: int, steps: int, warmup: int, budgets: lis
 def _planning(spec: str):
     """Planner settings for the plans made inside, from a budget's `@NAME=V` parts: a cost-model weight of opencl
     (planner.cost.CostModel.OPENCL_WEIGHTS: calls, divided, ...), early=0|1 (planner.batch.EARLY_UPDATES),
-    maskx=0|1 (planner.crossbatch.MASK_FROM_X), segments=0|1 (planner.crossbatch.SEGMENTS) or reserves=1/2/4
-    (planner.plan.KEPT_RESERVES)."""
+    maskx=0|1 (planner.crossbatch.MASK_FROM_X), segments=0|1 (planner.crossbatch.SEGMENTS), reserves=1/2/4
+    (planner.plan.KEPT_RESERVES), page=0|1 (planner.paging.PAGE: the optimizer's slots paged to the host where the
+    cost model says so) or hostbw=BYTES/S (planner.paging.DEFAULT_HOST_BANDWIDTH: the copies' price)."""
     import importlib
 
-    from tfplus.planner import batch, cost, crossbatch
+    from tfplus.planner import batch, cost, crossbatch, paging
     plan = importlib.import_module("tfplus.planner.plan")
     switches = {"early": (batch, "EARLY_UPDATES", lambda v: v == "1"),
+                "page": (paging, "PAGE", lambda v: v == "1"),
+                "hostbw": (paging, "DEFAULT_HOST_BANDWIDTH", float),
                 "maskx": (crossbatch, "MASK_FROM_X", lambda v: v == "1"),
                 "segments": (crossbatch, "SEGMENTS", lambda v: v == "1"),
                 "reserves": (plan, "KEPT_RESERVES", lambda v: tuple(int(r) for r in v.split("/")))}

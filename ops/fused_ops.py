@@ -5,12 +5,16 @@ differentiable; their names start with '_' as TensorFlow's grappler-made `_Fused
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 from tfplus import flops
 from tfplus.ops import nn_ops  # noqa: F401  (Conv2D's OpDef, which _FusedConv2DBiasRelu extends)
 from tfplus.ops.row_rules import aligned, reduces, rowwise
 from tfplus.registry import get_op_def, not_differentiable, register_op, register_rows
 from tfplus.tensor_shape import check_rank, check_same_dtype, fmt, merge_dim, spec
+
+if TYPE_CHECKING:
+    from tfplus.framework import Operation
 
 # The activations a fused bias op may end in; the mask their gradient applies is (0 < f) or (0 < f < 6).
 ACTIVATIONS = ("Relu", "Relu6")
@@ -257,6 +261,41 @@ def apply_groups(op_type: str, ins: list) -> list[list]:
         shared = iter(ins[:len(scalars)])
         groups.append([next(shared) if i in scalars else next(rest) for i in range(k)])
     return groups
+
+
+def on_groups(ins: list, attrs, groups) -> tuple[list, dict]:
+    """(inputs, attrs) of a _FusedApply over the variables of `groups` alone (apply_groups' indices): the scalars
+    and the decay shared."""
+    body, decay = split_decay(list(ins), attrs)
+    n = len(APPLY_SCALARS[attrs["op"]])
+    per = (len(body) - n) // attrs["num_vars"]
+    part = body[:n] + [x for j in groups for x in body[n + j * per:n + (j + 1) * per]]
+    decayed = [attrs["decayed"][j] for j in groups] if attrs.get("decayed") else []
+    return part + ([decay] if any(decayed) else []), {**attrs, "num_vars": len(groups), "decayed": decayed}
+
+
+# The updates whose slots may live in host memory (tfplus.planner.paging): the refs of each variable's group other
+# than the variable itself.
+PAGED_UPDATES = ("ApplyMomentum", "ApplyAdam")
+
+
+def slot_positions(op: Operation) -> list[list[int]]:
+    """Per variable group of update op `op` (ApplyMomentum, ApplyAdam or a _FusedApply of them), the input positions
+    of the slots it updates in place; [] for other ops."""
+    kind = op.attrs.get("op") if op.type == "_FusedApply" else op.type
+    if kind not in PAGED_UPDATES:
+        return []
+    refs = [k for k in get_op_def(kind).ref_inputs if k != 0]  # 0: the variable itself
+    if op.type != "_FusedApply":
+        return [refs]
+    scalars = APPLY_SCALARS[kind]
+    rest = [i for i in range(len(get_op_def(kind).inputs)) if i not in scalars]
+    return [[len(scalars) + j * len(rest) + rest.index(k) for k in refs] for j in range(op.attrs["num_vars"])]
+
+
+def slot_refs(op: Operation) -> list[list]:
+    """Per variable group of update op `op`, the slot tensors it updates in place (none for other ops)."""
+    return [[op.inputs[k] for k in g] for g in slot_positions(op)]
 
 
 def apply_refs(op_type: str, num_vars: int) -> tuple:

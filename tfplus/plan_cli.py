@@ -101,6 +101,8 @@ def _per_budget(p, budget: int) -> dict:
         if t["name"] == "recompute":
             row.update(solver=t.get("solver", ""), checkpoints=t.get("checkpoints", []),
                        recomputed=t.get("recomputed", []))
+        if t["name"] == "page":
+            row.update(paged=t["detail"], paged_overhead=round(t["predicted_overhead"], 4))
     return row
 
 
@@ -129,6 +131,8 @@ def _print_budgets(rows: list[dict]) -> None:
             more = f", ... ({len(ck) - 8} more; --json lists them)" if len(ck) > 8 else ""
             print(f"  {'':>10} recompute: {len(row['recomputed'])} activations, by {row['solver']}; "
                   f"{len(ck)} checkpoints" + (f": {', '.join(ck[:8])}{more}" if ck else ""))
+        if row.get("paged"):
+            print(f"  {'':>10} page: {row['paged']} ({row['paged_overhead']:+.1%})")
         times = re.search(r"([\d.e+]+ ms) -> ([\d.e+]+ ms)", row["choice"])
         if times:
             print(f"  {'':>10} predicted step time {times.group(1)} unconstrained -> {times.group(2)}")

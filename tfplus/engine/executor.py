@@ -37,6 +37,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from tfplus import debug, errors, threads
+from tfplus.engine import paging
 from tfplus.engine import step as step_mod
 from tfplus.engine.replay import Recording
 from tfplus.framework import Graph, Operation, Tensor, _fmt_shape, constant_value, needed_ops, topo_order
@@ -201,6 +202,7 @@ class Program:
         self.feeds = sorted(feeds, key=lambda t: (t.op._id, t.value_index))
         slot: dict[Tensor, int] = {}
         self.var_slots: dict[str, int] = {}  # VariableV2 name -> the slot its buffer is put in
+        self.updates: set[str] = set()  # the variables its ops update in place
 
         def new(t=None) -> int:
             n = len(slot) + len(self.var_slots) + 1  # slot 0 takes the outputs of ops whose tensors are fed
@@ -256,6 +258,7 @@ class Program:
                     self.fast = False  # the careful loop raises, naming the op
                 refs.append((k, t.op.name))
             r.refs = tuple(refs)
+            self.updates.update(name for _, name in refs)
             if op.type in ("Assign", "IsVariableInitialized"):
                 self.fast = False  # it may make a variable or change its shape; or read one that is not made yet
             r.ins = tuple(var_slot(t.op.name) if k in op_def.ref_inputs else source(t)
@@ -316,7 +319,8 @@ class Program:
                 r.kernel = None
                 self.fast = False
                 continue
-            r.kernel = alloc.kernel(op, kernel)
+            r.kernel = paging.kernel(ex, op, alloc.kernel(op, kernel), alloc) if r.refs and op.type != "Assign" \
+                else alloc.kernel(op, kernel)
             r.ctx = KernelContext(ex, op, alloc)
         self._version = alloc.version
         self._specialized.clear()
@@ -368,10 +372,12 @@ class Program:
         for s, t in zip(self.feed_slots, self.feeds):
             slots[s] = feeds[t]
         present = True
-        variables = ex.vars
+        variables, paged = ex.vars, ex.paged
         for name, s in self.var_slots.items():
             buf = slots[s] = variables.get(name)
             present = present and buf is not None
+            if paged is not None and buf is not None and name in paged.host and name not in self.updates:
+                slots[s] = ex.read_variable(name)  # read, not updated: its value, not its staging view
         if ex.trace is None and self.fast and present:
             # inter_op: its fast loop is in waves (a forked worker runs the parent's programs on one thread)
             key = (ex.var_epoch, ex.inter_op, *[slots[s].shape for s in self.feed_slots])
@@ -657,6 +663,7 @@ class Executor:
         # without a memory plan: the plan's arena reuses memory in the compiled order).
         self.inter_op = 1
         self.trace = None  # the running step's tfplus.profiler.StepTracer, when traced
+        self.paged = None  # optimizer slots kept in host memory (tfplus.engine.paging.Paged), once a plan pages them
 
     def compile(self, fetches: list, feeds, alloc=None, order: list[Operation] | None = None,
                 done: frozenset = frozenset()) -> Program:
@@ -697,6 +704,7 @@ class Executor:
             self.trace = trace
 
     def clear(self) -> None:
+        self.paged = None
         self.vars.clear()
         self.var_version += 1
         self.programs.clear()
@@ -705,12 +713,22 @@ class Executor:
 
     # -- variables ----------------------------------------------------------------------------------------------
     def read_variable(self, name: str):
+        """The buffer holding variable `name` (a paged slot's value: a fresh copy of its host array)."""
         buf = self.vars.get(name)
         if buf is None:
             raise errors.FailedPreconditionError(
                 name, "VariableV2", f"Attempting to use uninitialized value {name}; "
                 "run tf.global_variables_initializer() (or restore a checkpoint) first")
+        if self.paged is not None and name in self.paged.host:
+            return self.runtime.copy_in(self.paged.value(name).copy())
         return buf
+
+    def variable_value(self, name: str):
+        """A host copy of variable `name`'s value, or None where it is not made."""
+        if self.paged is not None and name in self.paged.host:
+            return self.paged.value(name).copy()
+        buf = self.vars.get(name)
+        return None if buf is None else self.runtime.copy_out(buf)
 
     def ref(self, op: Operation, k: int, ins: list):
         """The buffer of the variable behind ref input k; Assign creates it (or replaces it on a new shape)."""
@@ -727,6 +745,8 @@ class Executor:
             raise errors.InvalidArgumentError(op.name, op.type, f"input '{t.name}' must be a variable, "
                                               f"got a {var.type} output")
         buf = self.vars.get(var.name)
+        if op.type == "Assign" and self.paged is not None and var.name in self.paged.views:
+            buf = None  # a buffer of its own (assigned() takes it home): the staging view is the paging plan's
         if op.type == "Assign":
             shape = tuple(ins[1].shape)
             if buf is None or tuple(buf.shape) != shape:
@@ -742,6 +762,13 @@ class Executor:
 
     def assigned(self, name: str, buf) -> None:
         """Variable `name` lives in `buf` from now on (an Assign's output, the workers' shared memory)."""
+        paged = self.paged
+        if paged is not None and name in paged.views:
+            if tuple(buf.shape) != tuple(paged.views[name].shape):
+                raise errors.InvalidArgumentError(name, "VariableV2", f"the paged optimizer slot has shape "
+                                                  f"{tuple(paged.views[name].shape)}; an Assign cannot reshape it")
+            paged.take(name, buf)  # the value goes home; the executor keeps the staging view
+            buf = paged.views[name]
         old = self.vars.get(name)
         if old is None or tuple(old.shape) != tuple(buf.shape):
             self.var_epoch += 1

@@ -25,11 +25,13 @@ import tracemalloc
 import numpy as np
 
 from tfplus import errors, threads
+from tfplus.engine import paging
 from tfplus.engine.replay import Merges, Recording
 from tfplus.framework import Tensor
-from tfplus.ops.fused_ops import APPLY_SCALARS, split_decay
+from tfplus.ops.fused_ops import on_groups, slot_refs
 from tfplus.planner import chunking, compact
 from tfplus.planner.crossbatch import Kept
+from tfplus.planner.paging import STAGING
 from tfplus.planner.plan import MemoryPlan
 from tfplus.registry import kernel_variant
 
@@ -180,6 +182,7 @@ class Bound:
         self.audit: dict[str, int] | None = None  # op name -> bytes its kernel allocated, when auditing
         self.lanes = [_Lane(self, i, executor) for i in range(1, p.stream_lanes)]
         self.warm = False  # whether each lane has run once (their first runs record their fast loops in turn)
+        self.executor = executor
         arena_of(executor).fit(p, self)
         self.groups = _share_groups(p)
         self.programs = [executor.compile(ph.fetches, ph.feeds, self, ph.order) for ph in p.phases]
@@ -201,6 +204,7 @@ class Bound:
         self.ran = False  # whether that step ran on these views (its first run is not recorded)
         self.version += 1
         shift = self.lane * p.lane_bytes
+        staged: dict = {}  # paged slot -> its view of its update's staging (planner.paging)
         for ph in p.phases[:1] if self.lane else p.phases:  # another lane runs the prefix only
             # A view per tensor, even where one writes over another's buffer: a kernel may rebind its output
             # view (the opencl Const kernel points it at the cached constant), which must not move the other.
@@ -208,6 +212,11 @@ class Bound:
             ws = {op: [_view(rt, arena, b, shift) for b in bs] for op, bs in ph.life.workspaces.items()}
             for op in ph.accumulated:  # its piece, the op's last workspace, is for _accumulating only
                 self.pieces[op] = ws[op].pop()
+            for op, bs in ph.life.workspaces.items():  # a paged update's staging (its last): the slots' views
+                if p.paging is not None and bs[-1].name.endswith(STAGING):
+                    ws[op].pop()
+                    staged.update((t.op.name, _slot_view(rt, arena, bs[-1].offset + shift, p.paging.slots[t.op.name]))
+                                  for g in slot_refs(op) for t in g)
             for op, n in ph.life.chunks.items():
                 if chunking.summed(op) and n > 1:
                     self.tmp[op] = ws[op].pop()
@@ -217,6 +226,8 @@ class Bound:
         self.kept = {x: _view(rt, arena, b) for x, b in p.kept.items()}
         for lane in self.lanes:
             lane.bind(arena)
+        if staged:
+            paging.page_slots(self.executor, self, staged)
 
     # -- hooks the executor calls ----------------------------------------------------------------------------
     def output(self, op, k: int, shape, dtype):
@@ -600,13 +611,8 @@ def _on_groups(kernel, op, groups: tuple):
         return lambda ctx, ins, outs, attrs: None
 
     def run(ctx, ins, outs, attrs):
-        body, decay = split_decay(list(ins), attrs)
-        n = len(APPLY_SCALARS[attrs["op"]])
-        per = (len(body) - n) // attrs["num_vars"]
-        part = body[:n] + [x for j in groups for x in body[n + j * per:n + (j + 1) * per]]
-        decayed = [attrs["decayed"][j] for j in groups] if attrs.get("decayed") else []
-        kernel(ctx, part + ([decay] if any(decayed) else []), outs, {**attrs, "num_vars": len(groups),
-                                                                     "decayed": decayed})
+        part, sub = on_groups(ins, attrs, groups)
+        kernel(ctx, part, outs, sub)
     return run
 
 
@@ -618,6 +624,13 @@ def _with_attrs(kernel, attrs: dict):
 
 def _allocate(rt, nbytes: int, align: int):
     return rt.allocate_arena(nbytes, align)
+
+
+def _slot_view(rt, arena, offset: int, slot: tuple):
+    """A paged slot's view of its update's staging buffer at `offset` (planner.paging.Paging.slots: its offset in
+    the staging, shape and dtype)."""
+    at, shape, dtype = slot
+    return rt.sub_buffer(arena, offset + at, shape, np.dtype(dtype))
 
 
 def _view(rt, arena, b, shift: int = 0):

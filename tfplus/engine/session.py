@@ -424,10 +424,10 @@ class Session:
         with self._lock:  # not halfway through another thread's update
             if self._closed:  # (its variables are gone: not "uninitialized")
                 raise RuntimeError("Attempted to use a closed Session")
-            buf = self._executor.vars.get(name)
-            if buf is None:
+            value = self._executor.variable_value(name)  # (a paged optimizer slot's: its host array's)
+            if value is None:
                 raise errors.FailedPreconditionError(name, "VariableV2", "Attempting to use uninitialized value")
-            return self._runtime.copy_out(buf)
+            return value
 
     # -- fetches and feeds -----------------------------------------------------------------------------------
     def _flatten_fetches(self, fetches):

@@ -43,10 +43,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from tfplus import debug
+from tfplus import debug, dtypes
 from tfplus.framework import Graph, Operation, Tensor, get_default_graph, needed_ops
 from tfplus.ops.fused_ops import APPLY_SCALARS, split_decay
-from tfplus.planner import accumulate, chunking, compact, cost, crossbatch, recompute, remat, stream
+from tfplus.planner import accumulate, chunking, compact, cost, crossbatch, paging, recompute, remat, stream
 from tfplus.planner import rows as row_rules
 from tfplus.planner.arena import assign_offsets
 from tfplus.planner.batch import (
@@ -82,7 +82,7 @@ from tfplus.planner.runs import Phase, Run, RunBuffers, acc_buffer, run_buffers,
 from tfplus.registry import SCRATCH_ATTR, has_kernels, has_tag
 from tfplus.units import format_size, parse_size, size_class
 
-TRANSFORMATIONS = ("compact", "recompute", "scratch", "chunk", "stream", "microbatch", "accumulate")
+TRANSFORMATIONS = ("compact", "recompute", "scratch", "chunk", "stream", "microbatch", "accumulate", "page")
 CPU_ALIGNMENT = 64
 # CL_DEVICE_MEM_BASE_ADDR_ALIGN is 1024 bits on most GPUs and on PoCL; the OpenCL runtime reports the real
 # value as `arena_alignment` when a device is at hand.
@@ -110,13 +110,16 @@ class DeviceFacts:
     process's threads): its name, kernel device ('cpu' or 'opencl'), arena alignment in bytes (None: the kind's
     default), compute units (opencl's split reductions; None: the default) and the cpu kernels' threads (their
     scratch is per thread, and a streamed prefix runs in lanes up to one per thread; None: not stated, so the
-    kernels' declarations read the count the planning thread runs kernels with, and no lanes).
-    tfplus.runtime.facts.device_facts reads them off a device of this machine."""
+    kernels' declarations read the count the planning thread runs kernels with, and no lanes) and, for a device
+    whose memory is not the host's, the bytes per second a host<->device copy moves (paged optimizer slots,
+    planner.paging; None: paging.DEFAULT_HOST_BANDWIDTH). tfplus.runtime.facts.device_facts reads them off a device
+    of this machine."""
     name: str
     kernel_device: str
     alignment: int | None = None
     compute_units: int | None = None
     threads: int | None = None
+    host_bandwidth: float | None = None
 
 
 class Prefix(NamedTuple):
@@ -250,6 +253,9 @@ class MemoryPlan:
     # Updates run after the statistics pass that finishes their gradients, each an extra phase (phases past the
     # update run's), in run order.
     shares: list[Share] = field(default_factory=list)
+    # Optimizer slots kept in host memory and staged through the arena for their updates (planner.paging): not in
+    # `slot_bytes`; their update ops' last workspaces are the staging buffers.
+    paging: paging.Paging | None = None
 
     @property
     def buffers(self) -> list[Buffer]:
@@ -331,6 +337,9 @@ class MemoryPlan:
         if self.stream is not None:
             out["stream"] = {"cut": self.stream.tensor.name, "microbatches": self.stream_microbatches,
                              "lanes": self.stream_lanes, "prefix_backward": bool(self.stream.backward)}
+        if self.paging is not None:
+            out["paged_slots"] = {"slots": sorted(self.paging.slots), "host_bytes": self.paging.paged_bytes,
+                                  "staging_bytes": max(self.paging.staging.values())}
         return out
 
     def summary(self) -> str:
@@ -342,6 +351,10 @@ class MemoryPlan:
         lines.append(f"  arena lower bound  {format_size(self.arena_lower_bound_bytes):>10}  "
                      f"(arena = {ratio:.3f} x)")
         lines.append(f"  lower bound        {format_size(self.lower_bound_bytes):>10}")
+        if self.paging is not None:
+            pg = self.paging
+            lines.append(f"  paged slots (host) {format_size(pg.paged_bytes):>10}  ({len(pg.slots)} slots; staged "
+                         f"in up to {format_size(max(pg.staging.values()))} of the arena during their update)")
         if self.budget_bytes is not None:
             lines.append(f"  budget             {format_size(self.budget_bytes):>10}  "
                          f"{'fits' if self.fits else 'does NOT fit'}")
@@ -356,7 +369,7 @@ class MemoryPlan:
 
 def plan(fetches, feed_shapes: dict, device="cpu", budget=None, *, graph: Graph | None = None,
          transformations=TRANSFORMATIONS, alignment: int | None = None, raise_if_infeasible: bool = True,
-         force: tuple | None = None) -> MemoryPlan:
+         force: tuple | None = None, page: bool | None = None) -> MemoryPlan:
     """Plans the step that runs `fetches` (Tensors/Operations/names) with feeds of `feed_shapes`
     ({tensor or name: shape}) on `device`: DeviceFacts, or 'cpu' / 'opencl' for a device of the documented defaults
     (CPU_ALIGNMENT; OPENCL_DEFAULT_*; threads not stated), whose kernels must be registered (a device of this machine:
@@ -368,24 +381,65 @@ def plan(fetches, feed_shapes: dict, device="cpu", budget=None, *, graph: Graph 
     is the recomputation level (planner.recompute: the r largest recomputable activations are dropped), a sixth
     (a Prefix, or its fields: cut tensor name, micro-batches[, lanes, balancing rounds, keep]) streams the prefix up
     to that tensor (planner.stream; keep: its argmax kept for its backward, planner.compact.keeping), a seventh
-    adds gradients into their accumulators where they are made (planner.accumulate): the fields of a Candidate."""
-    step = _Step(fetches, feed_shapes, device, graph, alignment)
+    adds gradients into their accumulators where they are made (planner.accumulate): the fields of a Candidate.
+    `page`: True pages the optimizer's slots to the host (planner.paging; opencl only), False never, None as the
+    cost model chooses for a budget the plain step exceeds (the search runs with the slots on the device and
+    paged, and the cheaper plan that fits wins)."""
+    step = _Step(fetches, feed_shapes, device, graph, alignment, page=bool(page))
     budget = None if budget is None else parse_size(budget, "memory budget")
     if force is not None:
         step.budget = budget
-        p = step.build(*force)
+        p = _paged(step, step.build(*force))
         p.budget_bytes = budget
         return p
-    best, why = _search(step, budget, tuple(transformations))
+    transformations = tuple(transformations)
+    best, why = _search(step, budget, transformations)
+    _paged(step, best)
+    costly = budget is not None and (not best.fits or best.predicted_overhead > 0)
+    other = _paging_step(step, page, transformations) if costly else None
+    if other is not None:
+        p, reason = _search(other, budget, transformations)
+        _paged(other, p)
+        if p.fits and (not best.fits or p.predicted_overhead < best.predicted_overhead):
+            best, why, step = p, reason, other
     if best.fits or not raise_if_infeasible:
         return best
     # NOTE: the smallest plan found for this budget is not the floor where plans depend on the budget (statistics
     # passes keep rows as far as it leaves room): its peak may lie above the floor, or a far-too-small budget's
     # below it. The error names the floor alone, as `tfplus plan` and `tfplus train` do.
-    low = _floor(step, tuple(transformations))
+    low = _floor(step, transformations)
     done = ", ".join(t["name"] for t in low.transformations) or "no transformation applies"
     raise BudgetError(f"{budget_message(low.budget_bytes, budget, _running(step.fetches))} (the floor's plan: "
                       f"{done}{why})", low)
+
+
+def _paging_step(step: _Step, page: bool | None, transformations: tuple) -> _Step | None:
+    """The step with its optimizer slots paged (planner.paging), for the search to weigh against `step`: only where
+    the choice is the cost model's (`page` None), on a device that is not the host, for an optimizer that pages."""
+    if page is not None or not paging.PAGE or "page" not in transformations or step.kernel_device != "opencl":
+        return None
+    other = _Step(step.fetches, step.feed_shapes, step.facts, step.graph, step.alignment, page=True)
+    return other if other.paging is not None else None
+
+
+def _paged(step: _Step, p: MemoryPlan) -> MemoryPlan:
+    """Plan `p` of `step` with its paged slots (if any) priced: each slot copied in and out at the device's host
+    bandwidth, a launch's host time per copy and per extra update call (planner.paging)."""
+    pg = step.paging
+    if pg is None or p.paging is not None:  # (priced once)
+        return p
+    bandwidth = step.facts.host_bandwidth or paging.DEFAULT_HOST_BANDWIDTH
+    seconds = 2 * pg.paged_bytes / bandwidth + (pg.copies + pg.calls) * step.cost.weights["calls"]
+    extra = seconds / max(step.cost.time(step.features(1, 1)), 1e-9)
+    p.paging, p.predicted_overhead = pg, p.predicted_overhead + extra
+    p.transformations.append({
+        "name": "page", "predicted_overhead": extra,
+        "detail": f"{len(pg.slots)} optimizer slots ({format_size(pg.paged_bytes)}) in host memory, staged through "
+                  f"up to {format_size(max(pg.staging.values()))} of the arena in {sum(map(len, pg.packs.values()))} "
+                  f"update calls: {format_size(2 * pg.paged_bytes)} copied a step at {bandwidth / 1e9:.3g} GB/s"})
+    if p.choice:
+        p.choice += f"; the slots paged to the host ({extra:+.1%})"
+    return p
 
 
 def _running(fetches: list) -> str:
@@ -501,7 +555,10 @@ def fits(fetches, feed_shapes: dict, device="cpu", budget=None, *, graph: Graph 
     plan for the budget decides it)."""
     step = _Step(fetches, feed_shapes, device, graph, alignment)
     budget = None if budget is None else parse_size(budget, "memory budget")
-    return _search(step, budget, tuple(transformations), fit_only=True)[0].fits
+    if _search(step, budget, tuple(transformations), fit_only=True)[0].fits:
+        return True
+    other = None if budget is None else _paging_step(step, None, tuple(transformations))
+    return other is not None and _search(other, budget, tuple(transformations), fit_only=True)[0].fits
 
 
 # The floor's search (floor_plan): at most this many budgets are planned, and it stops once the budgets that fit
@@ -529,7 +586,18 @@ def floor_plan(fetches, feed_shapes: dict, device="cpu", *, graph: Graph | None 
 
 
 def _floor(step: _Step, transformations: tuple) -> MemoryPlan:
-    """floor_plan of `step`."""
+    """floor_plan of `step`: the lower of its own and, where the slots may page, its paged copy's."""
+    p = _floor_of(step, transformations)
+    other = _paging_step(step, None, transformations) if step.paging is None else None
+    if other is not None:
+        q = _floor_of(other, transformations)
+        if q.budget_bytes < p.budget_bytes:
+            return q
+    return p
+
+
+def _floor_of(step: _Step, transformations: tuple) -> MemoryPlan:
+    """floor_plan of `step` as it is (paged or not)."""
     hi = _smallest(step, transformations).peak_bytes
     if step.budget_shapes(transformations):
         lo = step.parameter_bytes + step.slot_bytes + step.feed_bytes  # refused: a step's arena is never empty
@@ -543,6 +611,7 @@ def _floor(step: _Step, transformations: tuple) -> MemoryPlan:
             else:
                 lo = mid
     p, _ = _search(step, hi, transformations)
+    _paged(step, p)
     p.budget_bytes = hi
     return p
 
@@ -613,7 +682,7 @@ class _Step:
     # asks only whether a plan fits (the floor's probes), which the rows of reserve 1, the most kept, decide
     price_rows: bool = True
 
-    def __init__(self, fetches, feed_shapes, device, graph, alignment):
+    def __init__(self, fetches, feed_shapes, device, graph, alignment, page: bool = False):
         self.graph = graph or _graph_of(fetches, feed_shapes) or get_default_graph()
         fetches = fetches if isinstance(fetches, (list, tuple)) else [fetches]
         self.fetches = [self.graph.as_graph_element(f) for f in fetches]
@@ -643,6 +712,11 @@ class _Step:
         self.parameter_bytes = sum(held(size[op]) for op in variables if op in trainable)
         self.slot_bytes = sum(held(size[op]) for op in variables if op not in trainable)
         self.feed_bytes = sum(held(nbytes(self.base_specs[t])) for t in self.feeds)
+        # Paged slots (planner.paging) leave the device: their update ops stage them in the arena (_workspaces).
+        self.paging = paging.page(self.ops, lambda t: size[t.op], self.alignment, trainable) \
+            if page and self.kernel_device == "opencl" else None
+        if self.paging is not None:
+            self.slot_bytes -= sum(held(size[op]) for op in variables if op.name in self.paging.slots)
         self.inplace = True
         self.clones: frozenset = frozenset()  # planner.recompute's copies, on a recomputing step (recomputing())
         self.kept: frozenset = frozenset()  # what a streamed prefix keeps for its backward (on keeping(): argmax)
@@ -807,6 +881,8 @@ class _Step:
             v = self.view(r)
             sub = _Step(v.fetches, v.feed_shapes, self.facts, _graph_of(v.fetches, v.feed_shapes), self.alignment)
             sub.inplace, sub.clones = self.inplace, v.clones
+            # a copy of the step, whose graph may have no trainable collection: the step's bytes by role, paged alike
+            sub.paging, sub.parameter_bytes, sub.slot_bytes = self.paging, self.parameter_bytes, self.slot_bytes
             self._cache["recomputing", r] = sub
         return self._cache["recomputing", r]
 
@@ -822,6 +898,7 @@ class _Step:
             shapes = {m[t]: sh for t, sh in base.feed_shapes.items()}
             sub = _Step(fetches, shapes, self.facts, rw.graph, self.alignment)
             sub.inplace, sub.clones = self.inplace, frozenset(rw.op_map[c] for c in base.clones)
+            sub.paging, sub.parameter_bytes, sub.slot_bytes = self.paging, self.parameter_bytes, self.slot_bytes
             sub.kept = frozenset(compact.kept_bytes(sub.order, outputs=level >= KEEP_OUTPUTS))
             outer = {t: m[c] for t, c in self.view(r).outer.items()} if r else \
                 {t: m[t] for t in list(self.feeds) + [f for f in self.fetches if isinstance(f, Tensor)]}
@@ -1057,7 +1134,7 @@ class _Step:
     def folds(self, r: int = 0) -> dict[Tensor, SlotFold]:
         """The gradients a micro-batched step at recomputation level r adds straight into their momentum slots
         (planner.batch.slot_folds): no accumulators."""
-        if self.spread:
+        if self.spread or self.paging is not None:  # a paged slot is on the device only for its update
             return {}
         if ("folds", r) not in self._cache:
             s = self.split(r)
@@ -1073,7 +1150,7 @@ class _Step:
         restarts from a gradient kept higher up backprops through the layers between, reading their weights).
         Per choice of kept rows (_kept), which sets what each run computes; their accumulators end there."""
         levels = self._levels(k)
-        if k == 1 or not levels or self.spread:
+        if k == 1 or not levels or self.spread or self.paging is not None:  # paged: the updates run in packs
             return {}
         key = ("early", k, self._kept(k)[3])
         if key not in self._cache:
@@ -2158,9 +2235,13 @@ class _Step:
                 chunks = {op: c for op in run.order if chunking.can_chunk(op, run.specs, c)
                           and declared_workspaces(op, run.specs, self.kernel_device, 1, 1, self.compute_units,
                                                   self._on(lane))}
-            self._cache[key] = chunks, workspace_buffers(
-                run.order, run.specs, run.feeds, self.kernel_device, self.alignment, chunks, d, self.compute_units,
-                own, self._on(lane))
+            ws = workspace_buffers(run.order, run.specs, run.feeds, self.kernel_device, self.alignment, chunks, d,
+                                   self.compute_units, own, self._on(lane))
+            for op in run.order if self.paging is not None else ():  # the last workspace: engine.paging's
+                if n := paging.staged(op, self.paging):
+                    ws.setdefault(op, []).append(Buffer(op.name + paging.STAGING, n, n, 0, 0, "workspace", op=op,
+                                                        shape=(n,), dtype=dtypes.uint8))
+            self._cache[key] = chunks, ws
         return self._cache[key]
 
     def _buffers(self, run: Run, z: bool) -> RunBuffers:

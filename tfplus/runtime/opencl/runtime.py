@@ -128,14 +128,19 @@ class OpenCLRuntime(Runtime):
         Into pageable memory NVIDIA's driver returns from a "non-blocking" read only once the queue has reached
         it, so the host could not queue the rest of the step meanwhile."""
         held = self.dev.pinned.get(key)
-        if held is None or held[1].shape != tuple(shape) or held[1].dtype != dtype:
-            self.settle()  # NOTE: the blocking map below waits for every gated copy back queued before it
-            nbytes = max(int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize, 1)
-            buf = cl.Buffer(self.dev.ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.ALLOC_HOST_PTR, nbytes)
-            view, _ = cl.enqueue_map_buffer(self.queue, buf, cl.map_flags.READ | cl.map_flags.WRITE, 0,
-                                            tuple(shape), dtype, is_blocking=True)
-            held = self.dev.pinned[key] = (buf, view)
-        return held[1]
+        if held is None or held.shape != tuple(shape) or held.dtype != dtype:
+            held = self.dev.pinned[key] = self.pinned_host(shape, dtype)
+        return held
+
+    def pinned_host(self, shape, dtype) -> np.ndarray:
+        """A new host array in pinned memory (CL_MEM_ALLOC_HOST_PTR, mapped for the array's life: its map holds
+        the buffer), outside the device ledger: a paged optimizer slot's home (tfplus.engine.paging)."""
+        self.settle()  # NOTE: the blocking map below waits for every gated copy back queued before it
+        nbytes = max(int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize, 1)
+        buf = cl.Buffer(self.dev.ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.ALLOC_HOST_PTR, nbytes)
+        view, _ = cl.enqueue_map_buffer(self.queue, buf, cl.map_flags.READ | cl.map_flags.WRITE, 0, tuple(shape),
+                                        dtype, is_blocking=True)
+        return view
 
     def settle(self) -> None:
         """Before a blocking call: waits until the host threads completed the user events of every gated copy
@@ -486,6 +491,23 @@ class OpenCLRuntime(Runtime):
             tape = taping.tape
             if tape is not None:
                 tape.copy(d, dst.block.off, s, src.block.off, src.nbytes)
+
+    def page(self, a: DeviceArray, host: np.ndarray, into_device: bool) -> None:
+        """Queues a copy of a paged optimizer slot (tfplus.engine.paging) between its host array `host` and its
+        staging view `a`, without waiting: in when `into_device`, else back out. On the tape being recorded (if any)
+        as host work, so a replay makes the same copy in its place; the in-order queue keeps it between the update
+        kernels around it. NOTE: `host` is written by the queue: read it only after synchronize()."""
+        buf, off = self.buffer(a), a.block.off
+
+        def copy():
+            if into_device:
+                cl.enqueue_copy(self.queue, buf, host, dst_offset=off, is_blocking=False)
+                self.h2d_bytes += host.nbytes
+            else:
+                cl.enqueue_copy(self.queue, host, buf, src_offset=off, is_blocking=False)
+                self.d2h_bytes += host.nbytes
+        copy()
+        self.tape_host(copy, ("page", into_device, off, host.nbytes))
 
     @staticmethod
     def same_memory(a: DeviceArray, b: DeviceArray) -> bool:
