@@ -5,6 +5,9 @@ slots stay ordinary variables to fetches, the Saver and TensorFlow's checkpoint 
 from __future__ import annotations
 
 import gc
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -84,7 +87,7 @@ def test_paged_slots_train_as_the_slots_on_the_device(optimizer, model):
 
 @needs_opencl
 @pytest.mark.parametrize("optimizer", ["momentum", "adam"])
-def test_a_budget_only_paging_fits_pages_and_trains_as_the_plain_step(optimizer):
+def test_a_budget_only_paging_fits_pages_and_trains_as_the_plain_step(optimizer, monkeypatch):
     """A budget below the floor with the slots on the device (paging switched off) but above the paged floor: the
     session's planner pages (the rewritten graph's fused update, in packs through the staging buffer), its steps
     give the unbudgeted step's weights within float tolerance (micro-batches sum gradients in another order), and
@@ -92,12 +95,9 @@ def test_a_budget_only_paging_fits_pages_and_trains_as_the_plain_step(optimizer)
     tg = _graph(optimizer)
     feeds = _feeds(tg, 8)
     runs = training_runs(tg, [tg.train_op, tg.loss], 8)  # as the session plans them: rewritten
+    resident = floor(tg.graph, runs, "opencl")  # (the default: TFPLUS_PAGE_SLOTS unset)
+    monkeypatch.setattr(paging, "PAGE", True)  # TFPLUS_PAGE_SLOTS=1
     paged = floor(tg.graph, runs, "opencl")
-    paging.PAGE = False
-    try:
-        resident = floor(tg.graph, runs, "opencl")
-    finally:
-        paging.PAGE = True
     assert paged.paging is not None and paged.budget_bytes < resident.budget_bytes
     budget = resident.budget_bytes - 1
     want = _train(tg, feeds, page=None, budget="1GB")
@@ -191,3 +191,13 @@ def test_another_program_updating_paged_slots_stages_them_apart():
     want, got = run(False), run(True)
     for name, value in want.items():
         np.testing.assert_array_equal(got[name], value, err_msg=name)
+
+
+@pytest.mark.parametrize("value, chosen", [("", "False"), ("1", "True"), ("0", "False"), ("yes", None)])
+def test_the_planners_choice_of_paging_is_TFPLUS_PAGE_SLOTS(value, chosen):
+    done = subprocess.run([sys.executable, "-c", "from tfplus.planner import paging; print(paging.PAGE)"],
+                          env=dict(os.environ, TFPLUS_PAGE_SLOTS=value), capture_output=True, text=True, timeout=60)
+    if chosen is None:
+        assert done.returncode != 0 and "TFPLUS_PAGE_SLOTS='yes': give 1" in done.stderr, done.stderr
+    else:
+        assert done.stdout.strip() == chosen, done.stderr
