@@ -464,7 +464,7 @@ class _Map(_Derived):
     def _run(self, element):
         if self._session is None:
             from tfplus.engine.session import Session  # the dataset's own session, made when it first runs
-            self._session = Session(graph=self._graph)
+            self._session = Session(graph=self._graph, device="cpu")  # an input pipeline runs on the host, as in TF
         feeds = dict(zip(self._args, _flatten(element)))
         return self._session.run(self._outputs, feeds)
 

@@ -68,7 +68,7 @@ class Interleave(_Derived):
             return rows
         if self._session is None:
             from tfplus.engine.session import Session  # the interleave's own session, made when it first runs
-            self._session = Session(graph=self._graph)
+            self._session = Session(graph=self._graph, device="cpu")  # an input pipeline runs on the host, as in TF
         values = self._session.run(captured, {a: v for a, v in parts if not isinstance(a, Dataset)})
         return {**rows, **{id(t): v for t, v in zip(captured, values)}}
 

@@ -101,7 +101,7 @@ def _traced_runner(graph: Graph, feeds_of: Callable, outputs: list) -> Callable:
     def run(arg):
         if "session" not in state:
             from tfplus.engine.session import Session
-            state["session"] = Session(graph=graph)
+            state["session"] = Session(graph=graph, device="cpu")  # an input pipeline runs on the host, as in TF
         return state["session"].run(outputs, feeds_of(arg))
     return run
 
@@ -150,7 +150,7 @@ def _int_of(fn: Callable, key: int) -> int:
             folded = constant_value(value)
             if folded is None:
                 from tfplus.engine.session import Session
-                folded = Session().run(value)
+                folded = Session(device="cpu").run(value)
             value = folded
     return int(np.asarray(value).reshape(()))
 
