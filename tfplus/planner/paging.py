@@ -39,9 +39,8 @@ def _chosen() -> bool:
 
 
 # Whether the planner may choose paging by cost (else only plan(..., page=True) pages). Off unless
-# TFPLUS_PAGE_SLOTS=1: in CI's whole suite some paged plans on PoCL measured 640 B (five aligned blocks) above the
-# plan on the ledger, which the files alone did not, and the paged step is not yet timed on a GPU (BENCHMARKS.md,
-# "The optimizer's slots paged to host memory").
+# TFPLUS_PAGE_SLOTS=1: its copies are priced at a bandwidth not yet timed on a GPU (BENCHMARKS.md, "The optimizer's
+# slots paged to host memory"), and chosen by cost on PoCL it displaced the micro-batched plans of small steps.
 PAGE = _chosen()
 # Host<->device copies of a device whose facts do not say (bytes per second): pageable host memory over PCIe
 # (the H200 measured 12-15 GB/s pageable, 53 GB/s pinned: BENCHMARKS.md, bench_paging.py).
