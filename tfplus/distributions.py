@@ -11,7 +11,9 @@ reparameterized samples.
 """
 from __future__ import annotations
 
+import functools
 import math
+import operator
 
 import numpy as np
 
@@ -167,25 +169,35 @@ def _floats(name: str, **params):
     return out
 
 
-class Normal(Distribution):
+class _Elementwise(Distribution):
+    """A distribution of float parameters that broadcast against each other elementwise (its batch shape is
+    theirs), each kept as an identity named as the parameter in the distribution's scope (TF's names), at
+    self._<parameter>; its samples are reparameterized."""
+
+    def __init__(self, validate_args, allow_nan_stats, name, **params):
+        with name_scope(name) as scope:
+            floats = _floats(type(self).__name__, **params)
+            self._elementwise = [array_ops.identity(floats[k], name=k) for k in params]
+        for k, t in zip(params, self._elementwise):
+            setattr(self, f"_{k}", t)
+        super().__init__(self._elementwise[0].dtype, FULLY_REPARAMETERIZED, validate_args, allow_nan_stats, params,
+                         scope.rstrip("/"))
+
+    def _batch_shape(self):
+        return _static_broadcast(*self._elementwise)
+
+    def _batch_shape_tensor(self):
+        return array_ops.shape(functools.reduce(operator.add, self._elementwise))
+
+
+class Normal(_Elementwise):
     """The normal distribution N(loc, scale^2), batched by broadcasting loc against scale."""
 
     def __init__(self, loc, scale, validate_args=False, allow_nan_stats=True, name="Normal"):
-        with name_scope(name) as scope:
-            params = _floats("Normal", loc=loc, scale=scale)
-            self._loc = array_ops.identity(params["loc"], name="loc")
-            self._scale = array_ops.identity(params["scale"], name="scale")
-        super().__init__(self._loc.dtype, FULLY_REPARAMETERIZED, validate_args, allow_nan_stats,
-                         {"loc": loc, "scale": scale}, scope.rstrip("/"))
+        super().__init__(validate_args, allow_nan_stats, name, loc=loc, scale=scale)
 
     loc = property(lambda self: self._loc)
     scale = property(lambda self: self._scale)
-
-    def _batch_shape(self):
-        return _static_broadcast(self._loc, self._scale)
-
-    def _batch_shape_tensor(self):
-        return array_ops.shape(self._loc + self._scale)
 
     def _sample_n(self, n, seed=None):
         shape = array_ops.concat([[n] if not isinstance(n, Tensor) else array_ops.reshape(n, [1]),
@@ -227,16 +239,11 @@ def _ndtr(x):
     return 0.5 * y
 
 
-class Uniform(Distribution):
+class Uniform(_Elementwise):
     """The uniform distribution on [low, high)."""
 
     def __init__(self, low=0.0, high=1.0, validate_args=False, allow_nan_stats=True, name="Uniform"):
-        with name_scope(name) as scope:
-            params = _floats("Uniform", low=low, high=high)
-            self._low = array_ops.identity(params["low"], name="low")
-            self._high = array_ops.identity(params["high"], name="high")
-        super().__init__(self._low.dtype, FULLY_REPARAMETERIZED, validate_args, allow_nan_stats,
-                         {"low": low, "high": high}, scope.rstrip("/"))
+        super().__init__(validate_args, allow_nan_stats, name, low=low, high=high)
 
     low = property(lambda self: self._low)
     high = property(lambda self: self._high)
@@ -244,12 +251,6 @@ class Uniform(Distribution):
     def range(self, name="range"):
         with self._scope(name):
             return self._high - self._low
-
-    def _batch_shape(self):
-        return _static_broadcast(self._low, self._high)
-
-    def _batch_shape_tensor(self):
-        return array_ops.shape(self._low + self._high)
 
     def _sample_n(self, n, seed=None):
         shape = array_ops.concat([[n] if not isinstance(n, Tensor) else array_ops.reshape(n, [1]),
@@ -429,25 +430,14 @@ def _nan_where(condition, value, allow_nan_stats: bool, what: str):
                           value)
 
 
-class Gamma(Distribution):
+class Gamma(_Elementwise):
     """The gamma distribution of `concentration` (shape) and `rate` (inverse scale); samples reparameterized."""
 
     def __init__(self, concentration, rate, validate_args=False, allow_nan_stats=True, name="Gamma"):
-        with name_scope(name) as scope:
-            params = _floats("Gamma", concentration=concentration, rate=rate)
-            self._concentration = array_ops.identity(params["concentration"], name="concentration")
-            self._rate = array_ops.identity(params["rate"], name="rate")
-        super().__init__(self._concentration.dtype, FULLY_REPARAMETERIZED, validate_args, allow_nan_stats,
-                         {"concentration": concentration, "rate": rate}, scope.rstrip("/"))
+        super().__init__(validate_args, allow_nan_stats, name, concentration=concentration, rate=rate)
 
     concentration = property(lambda self: self._concentration)
     rate = property(lambda self: self._rate)
-
-    def _batch_shape(self):
-        return _static_broadcast(self._concentration, self._rate)
-
-    def _batch_shape_tensor(self):
-        return array_ops.shape(self._concentration + self._rate)
 
     def _sample_n(self, n, seed=None):
         return random_ops.random_gamma([n] if not isinstance(n, Tensor) else array_ops.reshape(n, [1]),
@@ -610,25 +600,14 @@ class Dirichlet(Distribution):
                           array_ops.ones_like(mode, dtype=_dt.bool_), mode, self._allow_nan_stats, "Dirichlet's mode")
 
 
-class Laplace(Distribution):
+class Laplace(_Elementwise):
     """The Laplace distribution of `loc` and `scale`: density exp(-|x - loc| / scale) / (2 scale)."""
 
     def __init__(self, loc, scale, validate_args=False, allow_nan_stats=True, name="Laplace"):
-        with name_scope(name) as scope:
-            params = _floats("Laplace", loc=loc, scale=scale)
-            self._loc = array_ops.identity(params["loc"], name="loc")
-            self._scale = array_ops.identity(params["scale"], name="scale")
-        super().__init__(self._loc.dtype, FULLY_REPARAMETERIZED, validate_args, allow_nan_stats,
-                         {"loc": loc, "scale": scale}, scope.rstrip("/"))
+        super().__init__(validate_args, allow_nan_stats, name, loc=loc, scale=scale)
 
     loc = property(lambda self: self._loc)
     scale = property(lambda self: self._scale)
-
-    def _batch_shape(self):
-        return _static_broadcast(self._loc, self._scale)
-
-    def _batch_shape_tensor(self):
-        return array_ops.shape(self._loc + self._scale)
 
     def _sample_n(self, n, seed=None):
         # TF's: U uniform on (-1, 1), loc - scale * sign(U) * log(1 - |U|)
@@ -657,27 +636,15 @@ class Laplace(Distribution):
         return 2.0 * math_ops.square(self._scale * array_ops.ones_like(self._loc))
 
 
-class StudentT(Distribution):
+class StudentT(_Elementwise):
     """Student's t distribution of `df` degrees of freedom, `loc` and `scale`."""
 
     def __init__(self, df, loc, scale, validate_args=False, allow_nan_stats=True, name="StudentT"):
-        with name_scope(name) as scope:
-            params = _floats("StudentT", df=df, loc=loc, scale=scale)
-            self._df = array_ops.identity(params["df"], name="df")
-            self._loc = array_ops.identity(params["loc"], name="loc")
-            self._scale = array_ops.identity(params["scale"], name="scale")
-        super().__init__(self._df.dtype, FULLY_REPARAMETERIZED, validate_args, allow_nan_stats,
-                         {"df": df, "loc": loc, "scale": scale}, scope.rstrip("/"))
+        super().__init__(validate_args, allow_nan_stats, name, df=df, loc=loc, scale=scale)
 
     df = property(lambda self: self._df)
     loc = property(lambda self: self._loc)
     scale = property(lambda self: self._scale)
-
-    def _batch_shape(self):
-        return _static_broadcast(self._df, self._loc, self._scale)
-
-    def _batch_shape_tensor(self):
-        return array_ops.shape(self._df + self._loc + self._scale)
 
     def _ones(self):
         return array_ops.ones(self.batch_shape_tensor(), dtype=self._dtype)
