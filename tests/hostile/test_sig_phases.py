@@ -48,7 +48,7 @@ def test_a_stop_signal_to_a_rank_before_its_steps_ends_the_job_with_its_status(s
     assert run.returncode == status, run.stderr
     if not run.stdout + run.stderr:
         # NOTE: seen once, in CI's whole suite on a busy 2-core box (stop 52): the status right, and no output of
-        # either rank nor of mpiexec; never alone (dozens of runs). Not understood yet: the closing note says so.
+        # either rank nor of mpiexec; not in its runs alone. Not understood yet: the closing note says so.
         pytest.xfail("the job's status was right but it printed nothing (a known flake under load, unexplained)")
     assert f"rank 0 of 2 was stopped by {signame}; ending every rank" in run.stderr and "Traceback" not in run.stderr
 
