@@ -286,6 +286,9 @@ def _main(argv: list[str]) -> int:
         for n, name in ((nthreads, f"${threads.ENV}"), (nworkers, f"${workers.ENV}")):
             if n > cli_args.MAX_THREADS:
                 raise ValueError(f"{name}={n}: at most {cli_args.MAX_THREADS}; set a smaller number or unset it")
+        if args.command in ("train", "plan", "profile", "federated"):  # the commands that plan steps
+            from tfplus.planner import paging
+            paging.chosen()  # $TFPLUS_PAGE_SLOTS
     except ValueError as e:
         print(f"{prog}: error: {e}", file=sys.stderr)
         return cli_args.EXIT_USAGE

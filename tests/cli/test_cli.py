@@ -477,3 +477,14 @@ def test_the_command_line_modules_import_only_downwards():
     for i, module in enumerate(TOOLS):
         above = set(TOOLS[i + 1:]) & _tfplus_imports(module)
         assert not above, f"tfplus.{module} imports {sorted(above)}, which sit above it (or import it back)"
+
+
+@pytest.mark.parametrize("command", [["plan", "--model", "lenet", "--batch-size", "8"],
+                                     ["train", "--synthetic", "--model", "lenet", "--steps", "1"]])
+def test_a_bad_TFPLUS_PAGE_SLOTS_is_one_line_naming_it_before_any_work(command, monkeypatch, capsys):
+    """It was read as the planner was imported: a traceback, exit 1."""
+    monkeypatch.setenv("TFPLUS_PAGE_SLOTS", "yes")
+    assert main(command) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"tfplus {command[0]}: error: TFPLUS_PAGE_SLOTS='yes': give 1 (the planner may page the "
+                   "optimizer's slots to the host where that is cheaper) or 0 (never: the default)"], err

@@ -195,7 +195,7 @@ def test_another_program_updating_paged_slots_stages_them_apart():
 
 @pytest.mark.parametrize("value, chosen", [("", "False"), ("1", "True"), ("0", "False"), ("yes", None)])
 def test_the_planners_choice_of_paging_is_TFPLUS_PAGE_SLOTS(value, chosen):
-    done = subprocess.run([sys.executable, "-c", "from tfplus.planner import paging; print(paging.PAGE)"],
+    done = subprocess.run([sys.executable, "-c", "from tfplus.planner import paging; print(paging.chosen())"],
                           env=dict(os.environ, TFPLUS_PAGE_SLOTS=value), capture_output=True, text=True, timeout=60)
     if chosen is None:
         assert done.returncode != 0 and "TFPLUS_PAGE_SLOTS='yes': give 1" in done.stderr, done.stderr

@@ -29,19 +29,22 @@ from typing import NamedTuple
 from tfplus.framework import Operation
 from tfplus.ops.fused_ops import slot_refs
 
+# Whether the planner may choose paging by cost (else only plan(..., page=True) pages); None: TFPLUS_PAGE_SLOTS
+# decides (chosen()). Off unless TFPLUS_PAGE_SLOTS=1: its copies are priced at a bandwidth not yet timed on a GPU
+# (BENCHMARKS.md, "The optimizer's slots paged to host memory"), and chosen by cost on PoCL it displaced the
+# micro-batched plans of small steps.
+PAGE: bool | None = None
 
-def _chosen() -> bool:
+
+def chosen() -> bool:
+    """PAGE, else whether TFPLUS_PAGE_SLOTS=1 (read when a step is planned: a bad value is a ValueError naming it)."""
+    if PAGE is not None:
+        return PAGE
     value = os.environ.get("TFPLUS_PAGE_SLOTS", "").strip() or "0"
     if value not in ("0", "1"):
         raise ValueError(f"TFPLUS_PAGE_SLOTS={value!r}: give 1 (the planner may page the optimizer's slots to the host "
                          "where that is cheaper) or 0 (never: the default)")
     return value == "1"
-
-
-# Whether the planner may choose paging by cost (else only plan(..., page=True) pages). Off unless
-# TFPLUS_PAGE_SLOTS=1: its copies are priced at a bandwidth not yet timed on a GPU (BENCHMARKS.md, "The optimizer's
-# slots paged to host memory"), and chosen by cost on PoCL it displaced the micro-batched plans of small steps.
-PAGE = _chosen()
 # Host<->device copies of a device whose facts do not say (bytes per second): pageable host memory over PCIe
 # (the H200 measured 12-15 GB/s pageable, 53 GB/s pinned: BENCHMARKS.md, bench_paging.py).
 DEFAULT_HOST_BANDWIDTH = 12e9

@@ -416,7 +416,7 @@ def plan(fetches, feed_shapes: dict, device="cpu", budget=None, *, graph: Graph 
 def _paging_step(step: _Step, page: bool | None, transformations: tuple) -> _Step | None:
     """The step with its optimizer slots paged (planner.paging), for the search to weigh against `step`: only where
     the choice is the cost model's (`page` None), on a device that is not the host, for an optimizer that pages."""
-    if page is not None or not paging.PAGE or "page" not in transformations or step.kernel_device != "opencl":
+    if page is not None or not paging.chosen() or "page" not in transformations or step.kernel_device != "opencl":
         return None
     other = _Step(step.fetches, step.feed_shapes, step.facts, step.graph, step.alignment, page=True)
     return other if other.paging is not None else None
