@@ -288,14 +288,18 @@ class _Cache:
     shard: tuple[int, tfdata.CifarDataset] | None = None
 
 
-def _client_model(fed: Federation, client: int) -> tuple[FederatedModel, tfdata.CifarDataset]:
+def _client_model(fed: Federation, client: int, proximal: bool = False) -> tuple[FederatedModel,
+                                                                              tfdata.CifarDataset]:
+    """The process's model for `fed` (made anew for other settings, or for FedProx's term where the kept one was
+    made without it) and client `client`'s shard."""
     c = _Cache
-    if c.fed != fed:
+    proximal = proximal or fed.strategy == "fedprox"
+    if c.fed != fed or (proximal and not c.model.proximal):
         check_opencl_gpu(fed.device)
         if c.model is not None:
             c.model.close()
         c.model, c.fed, c.shard = FederatedModel(fed.train_config(), fed.round_steps(), fed.rounds,
-                                                 cpus=fed.client_cpus, proximal=fed.strategy == "fedprox",
+                                                 cpus=fed.client_cpus, proximal=proximal,
                                                  measure=fed.measure_memory), fed, None
     if c.shard is None or c.shard[0] != client:
         c.shard = (client, client_shard(fed, client))
@@ -312,22 +316,38 @@ def peak_rss() -> int | None:
     return peak if sys.platform == "darwin" else peak * 1024  # Linux counts KiB, macOS bytes
 
 
-def _weights(record: ArrayRecord) -> dict[str, np.ndarray]:
+def _listed(record: ArrayRecord) -> bool:
+    """Whether `record` was made from a list of arrays (ArrayRecord([...]): keys "0", "1", ..., as Flower's Keras
+    and NumPy examples send a model's weights) rather than keyed by variable name."""
+    return list(record.keys()) == [str(i) for i in range(len(record))]
+
+
+def _weights(record: ArrayRecord) -> dict[str, np.ndarray] | list[np.ndarray]:
+    """The arrays FederatedModel.set_weights takes: a list in the model's order for a listed record, else by name."""
+    if _listed(record):
+        return record.to_numpy_ndarrays()
     return {name: array.numpy() for name, array in record.items()}
 
 
-def _record(weights: dict[str, np.ndarray]) -> ArrayRecord:
+def _record(weights: dict[str, np.ndarray], listed: bool = False) -> ArrayRecord:
+    """The weights as an ArrayRecord keyed by variable name, or by position where `listed` (the keying the server
+    sent: its strategy aggregates the replies' arrays key by key, and its own code reads them back its way)."""
+    if listed:
+        return ArrayRecord([np.ascontiguousarray(w) for w in weights.values()])
     return ArrayRecord(array_dict={name: Array(np.ascontiguousarray(w)) for name, w in weights.items()})
 
 
-def client_app(fed: Federation | None = None) -> ClientApp:
+def client_app(fed: Federation | None = None, mods=None) -> ClientApp:
     """The ClientApp: on "train", loads the global weights, trains fed.client_steps() steps on its shard (at the
     train config's "lr" if the server sends one, else the schedule's; client
     = node_config's partition-id, of num-partitions; node_config's device, if given, overrides fed.device: a
     SuperNode's own GPU) and replies with its weights, {num-examples, train_loss, train_accuracy, setup_s,
     train_s} and {client, peak_bytes, measured_peak_bytes (0 unless fed.measure_memory), shard_bytes,
-    rss_bytes}; on "evaluate", tests the weights on its slice of the test set. An error names the client."""
-    app = ClientApp()
+    rss_bytes}; on "evaluate", tests the weights on its slice of the test set. An error names the client.
+    The weights come and go keyed as the server keyed them: by variable name, or by position (an ArrayRecord of
+    a list, Flower's Keras idiom). A train config's "proximal-mu" (any FedProx strategy's) adds FedProx's term.
+    `mods`: Flower's ClientApp mods (e.g. fixedclipping_mod for DifferentialPrivacyClientSideFixedClipping)."""
+    app = ClientApp(mods=mods)
 
     def setup(msg: Message, context: Context) -> tuple[Federation, int, FederatedModel, tfdata.CifarDataset]:
         f = fed or Federation.from_run_config(dict(context.run_config))
@@ -340,7 +360,7 @@ def client_app(fed: Federation | None = None) -> ClientApp:
         if "num-partitions" in context.node_config and int(context.node_config["num-partitions"]) != f.clients:
             raise ValueError(f"client {client}: node config num-partitions={context.node_config['num-partitions']} "
                              f"but the run has clients={f.clients}; make them equal")
-        model, shard = _client_model(f, client)
+        model, shard = _client_model(f, client, "proximal-mu" in msg.content.get("config", {}))
         model.set_weights(_weights(msg.content["arrays"]))
         return f, client, model, shard
 
@@ -369,7 +389,8 @@ def client_app(fed: Federation | None = None) -> ClientApp:
         measured = out.get("measured_peak_bytes", shard_bytes) - shard_bytes
         about = {"client": client, "peak_bytes": model.peak_bytes() or 0, "measured_peak_bytes": int(measured),
                  "shard_bytes": shard_bytes, "rss_bytes": peak_rss() or 0}
-        return Message(RecordDict({"arrays": _record(model.get_weights()), "metrics": MetricRecord(metrics),
+        listed = _listed(msg.content["arrays"])
+        return Message(RecordDict({"arrays": _record(model.get_weights(), listed), "metrics": MetricRecord(metrics),
                                    "client": ConfigRecord(about)}), reply_to=msg)
 
     @app.evaluate()
