@@ -15,6 +15,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import signal
 import sys
 import time
@@ -85,7 +86,10 @@ class Federation:
     shard_cache: str | None = None     # a folder where clients keep their shards between rounds (client_shard)
 
     def __post_init__(self) -> None:
-        parse_spec(self.partition)
+        kind, arg = parse_spec(self.partition)
+        if kind == "classes" and arg > len(tfdata.CLASSES):
+            raise ValueError(f"partition {self.partition!r}: CIFAR-10 has {len(tfdata.CLASSES)} classes; give "
+                             f"classes:1 .. classes:{len(tfdata.CLASSES)}")
         if self.strategy not in STRATEGIES:
             raise ValueError(f"strategy {self.strategy!r}: use one of {', '.join(STRATEGIES)}")
         from tfplus.graphs import get_model
@@ -432,7 +436,7 @@ class _Reporting:
 
     def aggregate_train(self, server_round, replies):
         replies = list(replies)
-        self.failed = sorted(({"node": m.metadata.src_node_id, "reason": m.error.reason} for m in replies
+        self.failed = sorted(({"node": m.metadata.src_node_id, "reason": _reason(m.error.reason)} for m in replies
                               if m.has_error()), key=lambda f: f["node"])
         ok = [m for m in replies if not m.has_error()]
         self.clients = sorted(int(m.content["client"]["client"]) for m in ok)
@@ -444,6 +448,16 @@ class _Reporting:
         if arrays is not None and self.statistics:
             _average_statistics(arrays, ok, self.statistics)
         return arrays, self.train_metrics
+
+
+def _reason(text: str) -> str:
+    """A failed reply's error as one line: from the last "client N: " on (the ClientApp's error names its client),
+    else its last line. NOTE: Flower's Simulation Engine wraps it in Ray's traceback, some 4 kB a client a round."""
+    found = list(re.finditer(r"client -?\d+: ", text))
+    if found:
+        return text[found[-1].start():].strip().removesuffix("'>").splitlines()[0]
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else text
 
 
 def _average_statistics(arrays: ArrayRecord, replies: list, names) -> None:
@@ -473,6 +487,18 @@ def make_strategy(fed: Federation, statistics=()):
     cls = type(f"Reporting{base.__name__}", (_Reporting, base), {"statistics": tuple(statistics)})
     return cls(fraction_train=fed.fraction_train, fraction_evaluate=0.0, min_train_nodes=fed.min_train,
                min_available_nodes=fed.min_train, **extra)
+
+
+class TooFewReplies(RuntimeError):
+    """A round got fewer replies than min_train (--min-clients): the run stops after saving its row, instead of
+    going on with the weights unchanged round after round (what Flower's strategies do with no replies)."""
+
+    def __init__(self, server_round: int, min_train: int, clients: list[int], failed: list[dict[str, Any]],
+                 timed_out: list[int]):
+        why = [f["reason"] for f in failed[:3]] + [f"{len(failed) - 3} more failed"] * (len(failed) > 3)
+        why += [f"{len(timed_out)} timed out (nodes {', '.join(map(str, timed_out[:5]))})"] * bool(timed_out)
+        super().__init__(f"round {server_round}: {len(clients)} client(s) replied, fewer than --min-clients "
+                         f"{min_train}, so the run stops: {'; '.join(why) or 'no client was sampled'}")
 
 
 class Stopped(Exception):
@@ -694,6 +720,8 @@ def run_server(fed: Federation, grid: Grid, log=None, concurrent: int | None = N
             events.flush()
         if log is not None:
             log(row)
+        if server_round > 0 and len(strategy.clients) < fed.min_train:
+            raise TooFewReplies(server_round, fed.min_train, strategy.clients, strategy.failed, strategy.timed_out)
         if stop is not None and stop.signum is not None and server_round < fed.rounds:
             raise Stopped(stop.signum, server_round, fed.rounds, row.get("checkpoint"))
         return MetricRecord({"test_accuracy": accuracy, "test_loss": loss})
