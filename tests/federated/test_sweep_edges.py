@@ -96,10 +96,10 @@ def test_per_round_configs_reach_the_clients(start):
             config["lr"] = 0.0 if server_round == 1 else 0.05
             return super().configure_train(server_round, arrays, config, grid)
     evaluated = []
-    result, _ = _run(PerRound(min_train_nodes=2, min_available_nodes=2, fraction_evaluate=0.0),
+    result, replies = _run(PerRound(min_train_nodes=2, min_available_nodes=2, fraction_evaluate=0.0),
                      flower.client_app(FED), start, train_config=ConfigRecord({"unused": 1}),
                      evaluate_fn=lambda r, a: evaluated.append(r) or MetricRecord({"r": r}))
-    assert evaluated == [0, 1]
+    assert evaluated == [0, 1] and len(replies) == 2 and not any(r.has_error() for r in replies)
     for a, b in zip(result.arrays.to_numpy_ndarrays(), start):
         np.testing.assert_allclose(a, b, rtol=1e-6, atol=0)
 

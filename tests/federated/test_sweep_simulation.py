@@ -69,7 +69,7 @@ def test_weights_keyed_by_name_come_back_by_name_and_a_listed_record_by_position
 
 def test_fraction_train_samples_half_the_nodes(results):
     sent, replies = _last(_case(results, "fedavg-half"))
-    assert sent == 2 and len(replies) == 2
+    assert sent == 2 and len(replies) == 2 and not any(r["error"] for r in replies)
 
 
 def test_a_client_failing_in_round_2_is_left_out_of_that_rounds_mean(results):
@@ -95,10 +95,12 @@ def test_fedmedian_and_fedtrimmedavg_are_their_order_statistics(results):
 def test_krum_picks_one_clients_weights_and_multikrum_averages_two(results):
     krum = _case(results, "krum")
     sent = apps.arrays_of(_last(krum)[1])
+    assert len(sent) == apps.CLIENTS
     assert any(all(np.array_equal(a, b) for a, b in zip(krum["final"], s)) for s in sent)
     multi = _case(results, "multikrum")
     _, replies = _last(multi)
     ok = [r for r in replies if r["error"] is None]
+    assert len(ok) == apps.CLIENTS
     pairs = [(i, j) for i in range(len(ok)) for j in range(i + 1, len(ok))]
     errors = []
     for i, j in pairs:
@@ -114,6 +116,7 @@ def test_krum_picks_one_clients_weights_and_multikrum_averages_two(results):
 def test_bulyans_result_lies_within_the_clients_weights(results):
     got = _case(results, "bulyan")
     sent = apps.arrays_of(_last(got)[1])
+    assert len(sent) == apps.CLIENTS
     for i, final in enumerate(got["final"]):
         stack = np.stack([s[i] for s in sent])
         assert np.isfinite(final).all()
@@ -125,6 +128,7 @@ def test_the_adaptive_server_optimizers_step_each_weight_by_at_most_eta_toward_t
     got = _case(results, name)
     _, replies = _last(got)
     sent = apps.arrays_of(replies)
+    assert len(sent) == apps.CLIENTS
     n = np.array([r["n"] for r in replies if r["error"] is None])
     for i, (w0, final) in enumerate(zip(got["start"], got["final"])):
         mean = sum(w * s[i].astype(np.float64) for w, s in zip(n, sent)) / n.sum()
