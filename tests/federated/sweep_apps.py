@@ -89,6 +89,7 @@ CASES = [
     ("krum", lambda: S.Krum(num_malicious_nodes=1, **_all()), 1, {}),
     ("multikrum", lambda: S.MultiKrum(num_malicious_nodes=0, num_nodes_to_select=2, **_all()), 1, {}),
     ("bulyan", lambda: S.Bulyan(num_malicious_nodes=0, **_all()), 1, {}),
+    ("qfedavg", lambda: S.QFedAvg(client_learning_rate=FED.lr, q=0.2, **_all()), 1, {}),
     ("dp-server-fixed", lambda: S.DifferentialPrivacyServerSideFixedClipping(
         S.FedAvg(**_all()), noise_multiplier=0.0, clipping_norm=CLIP, num_sampled_clients=CLIENTS), 1, {}),
     ("dp-server-adaptive", lambda: S.DifferentialPrivacyServerSideAdaptiveClipping(
@@ -110,7 +111,7 @@ def snapshot(reply: Message) -> dict:
     content = reply.content
     return {"error": None, "keys": list(content["arrays"].keys()),
             "arrays": [a.copy() for a in content["arrays"].to_numpy_ndarrays()],
-            "n": float(content["metrics"]["num-examples"]),
+            "n": float(content["metrics"]["num-examples"]), "loss": float(content["metrics"]["train_loss"]),
             "client": dict(content["client"]) if "client" in content else None}
 
 

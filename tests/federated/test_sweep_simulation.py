@@ -123,6 +123,24 @@ def test_bulyans_result_lies_within_the_clients_weights(results):
         assert (final >= stack.min(0) - 1e-6).all() and (final <= stack.max(0) + 1e-6).all(), f"array {i}"
 
 
+def test_qfedavg_is_its_formula_on_the_clients_losses(results):
+    """q-FedAvg (Li et al. 2020): with L = 1 / the clients' rate, delta_k = L (w - w_k) loss_k^q and
+    h_k = q loss_k^(q-1) ||L (w - w_k)||^2 + L loss_k^q, the new weights are w - sum(delta_k) / sum(h_k)."""
+    got = _case(results, "qfedavg")
+    _, replies = _last(got)
+    ok = [r for r in replies if r["error"] is None]
+    assert len(ok) == apps.CLIENTS
+    q, lipschitz = 0.2, 1 / apps.FED.lr
+    deltas, h = [], 0.0
+    for r in ok:
+        grad = [lipschitz * (w0.astype(np.float64) - w) for w0, w in zip(got["start"], r["arrays"])]
+        power = (r["loss"] + 1e-10) ** q
+        deltas.append([g * power for g in grad])
+        h += q * (r["loss"] + 1e-10) ** (q - 1) * sum(np.sum(g ** 2) for g in grad) + lipschitz * power
+    for i, (w0, final) in enumerate(zip(got["start"], got["final"])):
+        np.testing.assert_allclose(final, w0 - sum(d[i] for d in deltas) / h, rtol=1e-4, atol=1e-6, err_msg=str(i))
+
+
 @pytest.mark.parametrize("name", ["fedadam", "fedadagrad", "fedyogi"])
 def test_the_adaptive_server_optimizers_step_each_weight_by_at_most_eta_toward_the_mean(results, name):
     got = _case(results, name)
