@@ -22,6 +22,7 @@ import signal
 import subprocess
 import sys
 import time
+import types
 
 IDLE_POLL = 0.5   # seconds: a SuperNode's wait between polls of the SuperLink that found nothing (Flower: 3)
 TASK_POLL = 0.1   # seconds: the warm process's wait between looks for a task (Flower's SuperExec: 1)
@@ -69,11 +70,7 @@ def _recording_servers(uvicorn, servers: list):
             super().__init__(config)
             servers.append(self)
 
-    class Module:
-        Config = uvicorn.Config
-
-    Module.Server = Server
-    return Module
+    return types.SimpleNamespace(Server=Server, Config=uvicorn.Config)
 
 
 def _runtime_client(address: str, *interceptors):
