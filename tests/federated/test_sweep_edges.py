@@ -152,3 +152,23 @@ def test_the_command_line_refuses_a_missing_device_and_a_bad_split_before_ray_st
     assert code == 2 and len(err) == 1 and "CIFAR-10 has 10 classes" in err[0], err
     code, err = run("--rounds", "0")
     assert code == 2 and err[-1].endswith("argument --rounds: must be >= 1, got 0"), err
+
+
+def test_a_round_with_fewer_nodes_connected_than_it_needs_stops_in_bounded_time(tmp_path):
+    """Flower's strategies wait for min_available_nodes for ever: a Deployment Engine run with one SuperNode of the
+    two its --min-clients asks for hung, logging "Waiting for nodes to connect" every second."""
+    import threading
+    fed = flower.Federation(**{**FED.__dict__, "min_train": 2, "round_timeout": 0.5, "out": str(tmp_path)})
+    raised = []
+
+    def run():
+        try:
+            flower.run_server(fed, InProcessGrid(flower.client_app(fed), 1))
+        except flower.TooFewReplies as e:
+            raised.append(str(e))
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(60)
+    assert not thread.is_alive(), "the server still waits for a second node"
+    assert raised == ["round 1: 0 client(s) replied, fewer than --min-clients 2, so the run stops: 1 SuperNode(s) "
+                      "connected after 0.5 s (--round-timeout); start more or lower --min-clients"]

@@ -428,8 +428,11 @@ class _Reporting:
     statistics: tuple[str, ...] = ()  # the arrays averaged as they are (_average_statistics)
 
     round_offset = 0  # the rounds a resumed run had done: the clients' schedules and seeds go on from there
+    node_wait: float | None = None  # seconds a round waits for min_available_nodes to connect (None: for ever)
 
     def configure_train(self, server_round, arrays, config, grid):
+        if self.node_wait is not None:
+            _wait_for_nodes(grid, self.min_available_nodes, self.node_wait, server_round + self.round_offset)
         messages = list(super().configure_train(server_round + self.round_offset, arrays, config, grid))
         self.sent = {m.metadata.dst_node_id for m in messages}
         return messages
@@ -448,6 +451,18 @@ class _Reporting:
         if arrays is not None and self.statistics:
             _average_statistics(arrays, ok, self.statistics)
         return arrays, self.train_metrics
+
+
+def _wait_for_nodes(grid: Grid, needed: int, seconds: float, server_round: int) -> None:
+    """Returns once `needed` nodes are connected; raises TooFewReplies after `seconds`. NOTE: Flower's strategies
+    wait for min_available_nodes without end (strategy_utils.sample_nodes): a Deployment Engine run with fewer
+    SuperNodes than --min-clients hung, logging "Waiting for nodes to connect" every second."""
+    deadline = time.monotonic() + seconds
+    while len(connected := list(grid.get_node_ids())) < needed:
+        if time.monotonic() >= deadline:
+            raise TooFewReplies(server_round, needed, [], [], [], f"{len(connected)} SuperNode(s) connected after "
+                                f"{seconds:g} s (--round-timeout); start more or lower --min-clients")
+        time.sleep(REPLY_POLL)
 
 
 def _reason(text: str) -> str:
@@ -491,11 +506,13 @@ def make_strategy(fed: Federation, statistics=()):
 
 class TooFewReplies(RuntimeError):
     """A round got fewer replies than min_train (--min-clients): the run stops after saving its row, instead of
-    going on with the weights unchanged round after round (what Flower's strategies do with no replies)."""
+    going on with the weights unchanged round after round (what Flower's strategies do with no replies); or fewer
+    nodes connected than it needs (`note` says so)."""
 
     def __init__(self, server_round: int, min_train: int, clients: list[int], failed: list[dict[str, Any]],
-                 timed_out: list[int]):
-        why = [f["reason"] for f in failed[:3]] + [f"{len(failed) - 3} more failed"] * (len(failed) > 3)
+                 timed_out: list[int], note: str | None = None):
+        why = [note] if note else []
+        why += [f["reason"] for f in failed[:3]] + [f"{len(failed) - 3} more failed"] * (len(failed) > 3)
         why += [f"{len(timed_out)} timed out (nodes {', '.join(map(str, timed_out[:5]))})"] * bool(timed_out)
         super().__init__(f"round {server_round}: {len(clients)} client(s) replied, fewer than --min-clients "
                          f"{min_train}, so the run stops: {'; '.join(why) or 'no client was sampled'}")
@@ -672,6 +689,7 @@ def run_server(fed: Federation, grid: Grid, log=None, concurrent: int | None = N
                            fed.rounds)
     test = test_set(fed)
     strategy = make_strategy(fed, model.statistics)
+    strategy.node_wait = fed.timeout(concurrent)
     history: list[dict[str, Any]] = []
     out, start = fed.out, 0
     jsonl = events = None
