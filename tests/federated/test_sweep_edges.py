@@ -172,3 +172,21 @@ def test_a_round_with_fewer_nodes_connected_than_it_needs_stops_in_bounded_time(
     assert not thread.is_alive(), "the server still waits for a second node"
     assert raised == ["round 1: 0 client(s) replied, fewer than --min-clients 2, so the run stops: 1 SuperNode(s) "
                       "connected after 0.5 s (--round-timeout); start more or lower --min-clients"]
+
+
+def test_the_first_round_waits_for_every_clients_node_to_connect(tmp_path):
+    """In the Deployment Engine the SuperNodes connect while the server starts, and Flower samples the nodes
+    connected: round 1 began with the first SuperNode alone and left the other client out of it."""
+    import time
+
+    class Connecting(InProcessGrid):
+        asked = None  # when the server first looked: the second node connects a second later
+
+        def get_node_ids(self):
+            self.asked = self.asked or time.monotonic()
+            nodes = list(self.nodes)
+            return nodes if time.monotonic() - self.asked > 1.0 else nodes[:1]
+    fed = flower.Federation(**{**FED.__dict__, "out": str(tmp_path)})
+    flower.run_server(fed, Connecting(flower.client_app(fed), 2))
+    rows = [json.loads(line) for line in (tmp_path / "rounds.jsonl").read_text().splitlines()]
+    assert rows[1]["clients"] == [0, 1]

@@ -428,11 +428,13 @@ class _Reporting:
     statistics: tuple[str, ...] = ()  # the arrays averaged as they are (_average_statistics)
 
     round_offset = 0  # the rounds a resumed run had done: the clients' schedules and seeds go on from there
-    node_wait: float | None = None  # seconds a round waits for min_available_nodes to connect (None: for ever)
+    node_wait: float | None = None  # seconds a round waits for its nodes to connect (None: Flower's way, for ever)
+    nodes = 1  # the nodes a run's first round waits for: the federation's clients
 
     def configure_train(self, server_round, arrays, config, grid):
         if self.node_wait is not None:
-            _wait_for_nodes(grid, self.min_available_nodes, self.node_wait, server_round + self.round_offset)
+            _wait_for_nodes(grid, self.nodes if server_round == 1 else self.min_available_nodes,
+                            self.min_available_nodes, self.node_wait, server_round + self.round_offset)
         messages = list(super().configure_train(server_round + self.round_offset, arrays, config, grid))
         self.sent = {m.metadata.dst_node_id for m in messages}
         return messages
@@ -453,13 +455,20 @@ class _Reporting:
         return arrays, self.train_metrics
 
 
-def _wait_for_nodes(grid: Grid, needed: int, seconds: float, server_round: int) -> None:
-    """Returns once `needed` nodes are connected; raises TooFewReplies after `seconds`. NOTE: Flower's strategies
-    wait for min_available_nodes without end (strategy_utils.sample_nodes): a Deployment Engine run with fewer
-    SuperNodes than --min-clients hung, logging "Waiting for nodes to connect" every second."""
+def _wait_for_nodes(grid: Grid, wanted: int, needed: int, seconds: float, server_round: int) -> None:
+    """Returns once `wanted` nodes are connected, or after `seconds` if `needed` are; else raises TooFewReplies.
+    A run's first round wants all its clients: in the Deployment Engine the SuperNodes connect while the server
+    starts, and Flower samples those connected, so a round 1 that began before one connected left it out (the
+    benchmark set --min-clients to every client to wait for them). NOTE: Flower's strategies wait for
+    min_available_nodes without end (strategy_utils.sample_nodes): a Deployment Engine run with fewer SuperNodes
+    than --min-clients hung, logging "Waiting for nodes to connect" every second."""
     deadline = time.monotonic() + seconds
-    while len(connected := list(grid.get_node_ids())) < needed:
+    while len(connected := list(grid.get_node_ids())) < wanted:
         if time.monotonic() >= deadline:
+            if len(connected) >= needed:
+                print(f"tfplus federated: note: round {server_round}: {len(connected)} of {wanted} clients' nodes "
+                      f"connected after {seconds:g} s; going on with them", file=sys.stderr)
+                return
             raise TooFewReplies(server_round, needed, [], [], [], f"{len(connected)} SuperNode(s) connected after "
                                 f"{seconds:g} s (--round-timeout); start more or lower --min-clients")
         time.sleep(REPLY_POLL)
@@ -689,7 +698,7 @@ def run_server(fed: Federation, grid: Grid, log=None, concurrent: int | None = N
                            fed.rounds)
     test = test_set(fed)
     strategy = make_strategy(fed, model.statistics)
-    strategy.node_wait = fed.timeout(concurrent)
+    strategy.node_wait, strategy.nodes = fed.timeout(concurrent), fed.clients
     history: list[dict[str, Any]] = []
     out, start = fed.out, 0
     jsonl = events = None
