@@ -148,7 +148,7 @@ def run_mode(args, mode: str, devices: list[str], local_steps: int, work: Path, 
     out, home = work / mode / "out", work / mode / "flwr"
     home.mkdir(parents=True)
     config = {"model": args.model, "clients": len(devices), "rounds": args.rounds, "local-steps": local_steps,
-              "batch-size": args.batch_size, "partition": "iid", "min-train": len(devices), "device": devices[0],
+              "batch-size": args.batch_size, "partition": "iid", "device": devices[0],
               "client-cpus": args.client_cpus, "out": str(out), "shard-cache": str(work.parent / "shards")}
     if args.synthetic:
         config["synthetic"] = True

@@ -101,8 +101,10 @@ def test_failed_and_timed_out_clients_are_reported_and_the_round_goes_on(data_di
 def test_a_client_error_names_the_client(data_dir, tmp_path):
     fed = _federation(data_dir, tmp_path / "fl", clients=2, partition="classes:1", rounds=1)
     bad = flower.Federation(**{**fed.__dict__, "model": "mentee"})  # its weights do not fit lenet's clients
-    flower.run_server(bad, InProcessGrid(flower.client_app(fed), 2))
-    row = _rows(tmp_path / "fl")[1]
+    with pytest.raises(flower.TooFewReplies, match=r"round 1: 0 client\(s\) replied, fewer than --min-clients 1, "
+                       r"so the run stops: client 0: ValueError: set_weights"):
+        flower.run_server(bad, InProcessGrid(flower.client_app(fed), 2))
+    row = _rows(tmp_path / "fl")[1]  # the round's row is saved first
     assert row["clients"] == [] and len(row["failed"]) == 2
     assert [f["node"] for f in row["failed"]] == [1000, 1001]
     assert all(f["reason"].startswith(f"client {i}: ValueError: set_weights: the weights do not match model "

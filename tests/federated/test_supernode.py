@@ -2,6 +2,9 @@
 a SuperLink, SuperNodes and the run as separate processes, as benchmarks/bench_federated_deploy.py starts them."""
 import argparse
 import importlib.util
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -57,3 +60,43 @@ def test_the_supernodes_waits_are_cut(monkeypatch):
     clock.sleep(3)  # Flower's wait after an empty poll of the SuperLink
     clock.sleep(0.5)  # its wait between looks for the ClientApp's reply
     assert slept == [0.5, supernode.LOCAL_POLL] and clock.time is supernode.time.time
+
+
+def _free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("signum, after, code, line", [
+    # as Flower's web server for its Runtime API has just started, before Flower's own handlers are set
+    (signal.SIGINT, "Uvicorn running on", 130, "tfplus federated: interrupted"),
+    # once Flower's handlers are set (its retries of an unreachable SuperLink): they exited with 0 and 12 lines
+    (signal.SIGINT, "Connection attempt failed", 130, "tfplus federated: interrupted"),
+    (signal.SIGTERM, "Connection attempt failed", 143, "tfplus federated: SIGTERM: stopped"),
+])
+def test_the_first_stop_signal_ends_the_supernode_with_one_line(signum, after, code, line):
+    """The first Ctrl-C (or SIGTERM) ends `tfplus federated supernode` in bounded time, with its one line last
+    and 128 + the signal. Before: a Ctrl-C while Flower's web server started left its thread running (the process
+    said it was interrupted and stayed until a second Ctrl-C), and once Flower's handlers were set it ended with
+    status 0 after a dozen log lines."""
+    proc = subprocess.Popen([sys.executable, "-m", "tfplus", "federated", "supernode", "--insecure", "--superlink",
+                             f"127.0.0.1:{_free_port()}", "--node-config", "partition-id=0 num-partitions=2",
+                             "--port", str(_free_port())], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    seen = []
+    try:
+        for text in proc.stdout:
+            seen.append(text)
+            if after in text:
+                break
+        proc.send_signal(signum)
+        rest, _ = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    lines = [t.strip() for t in (seen + rest.splitlines()) if t.strip()]
+    assert proc.returncode == code, lines[-5:]
+    assert lines[-1] == line and not any("terminated gracefully" in t for t in lines)

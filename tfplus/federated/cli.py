@@ -108,6 +108,10 @@ def main(args: argparse.Namespace) -> int:
             raise UsageError(f"--shard-cache {fed.shard_cache}: cannot make that folder ({e.strerror})") from None
         if not os.access(fed.shard_cache, os.W_OK | os.X_OK):
             raise UsageError(f"--shard-cache {fed.shard_cache}: this user cannot write there; give a writable folder")
+    try:  # every client of a simulation runs on this machine: a device it lacks fails here, once, not in each
+        flower.check_opencl_gpu(fed.device)
+    except (ValueError, RuntimeError) as e:
+        raise UsageError(str(e) if str(e).startswith("--device") else f"--device {fed.device}: {e}") from None
     if args.download and not args.synthetic and tfdata.find_data_dir(args.data) is None:
         tfdata.download(tfdata.data_root(args.data))
     try:
@@ -115,6 +119,9 @@ def main(args: argparse.Namespace) -> int:
     except flower.Stopped as e:
         print(f"tfplus federated simulate: {e}", file=sys.stderr)
         return EXIT_ON_SIGNAL[e.signum]
+    except flower.TooFewReplies as e:
+        print(f"tfplus federated simulate: error: {e}", file=sys.stderr)
+        return 1
     if fed.out is None:
         print("tfplus federated simulate: note: no --out, so the global model was not saved", file=sys.stderr)
     return 0

@@ -15,6 +15,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import signal
 import sys
 import time
@@ -85,7 +86,10 @@ class Federation:
     shard_cache: str | None = None     # a folder where clients keep their shards between rounds (client_shard)
 
     def __post_init__(self) -> None:
-        parse_spec(self.partition)
+        kind, arg = parse_spec(self.partition)
+        if kind == "classes" and arg > len(tfdata.CLASSES):
+            raise ValueError(f"partition {self.partition!r}: CIFAR-10 has {len(tfdata.CLASSES)} classes; give "
+                             f"classes:1 .. classes:{len(tfdata.CLASSES)}")
         if self.strategy not in STRATEGIES:
             raise ValueError(f"strategy {self.strategy!r}: use one of {', '.join(STRATEGIES)}")
         from tfplus.graphs import get_model
@@ -288,14 +292,18 @@ class _Cache:
     shard: tuple[int, tfdata.CifarDataset] | None = None
 
 
-def _client_model(fed: Federation, client: int) -> tuple[FederatedModel, tfdata.CifarDataset]:
+def _client_model(fed: Federation, client: int, proximal: bool = False) -> tuple[FederatedModel,
+                                                                              tfdata.CifarDataset]:
+    """The process's model for `fed` (made anew for other settings, or for FedProx's term where the kept one was
+    made without it) and client `client`'s shard."""
     c = _Cache
-    if c.fed != fed:
+    proximal = proximal or fed.strategy == "fedprox"
+    if c.fed != fed or (proximal and not c.model.proximal):
         check_opencl_gpu(fed.device)
         if c.model is not None:
             c.model.close()
         c.model, c.fed, c.shard = FederatedModel(fed.train_config(), fed.round_steps(), fed.rounds,
-                                                 cpus=fed.client_cpus, proximal=fed.strategy == "fedprox",
+                                                 cpus=fed.client_cpus, proximal=proximal,
                                                  measure=fed.measure_memory), fed, None
     if c.shard is None or c.shard[0] != client:
         c.shard = (client, client_shard(fed, client))
@@ -312,22 +320,38 @@ def peak_rss() -> int | None:
     return peak if sys.platform == "darwin" else peak * 1024  # Linux counts KiB, macOS bytes
 
 
-def _weights(record: ArrayRecord) -> dict[str, np.ndarray]:
+def _listed(record: ArrayRecord) -> bool:
+    """Whether `record` was made from a list of arrays (ArrayRecord([...]): keys "0", "1", ..., as Flower's Keras
+    and NumPy examples send a model's weights) rather than keyed by variable name."""
+    return list(record.keys()) == [str(i) for i in range(len(record))]
+
+
+def _weights(record: ArrayRecord) -> dict[str, np.ndarray] | list[np.ndarray]:
+    """The arrays FederatedModel.set_weights takes: a list in the model's order for a listed record, else by name."""
+    if _listed(record):
+        return record.to_numpy_ndarrays()
     return {name: array.numpy() for name, array in record.items()}
 
 
-def _record(weights: dict[str, np.ndarray]) -> ArrayRecord:
+def _record(weights: dict[str, np.ndarray], listed: bool = False) -> ArrayRecord:
+    """The weights as an ArrayRecord keyed by variable name, or by position where `listed` (the keying the server
+    sent: its strategy aggregates the replies' arrays key by key, and its own code reads them back its way)."""
+    if listed:
+        return ArrayRecord([np.ascontiguousarray(w) for w in weights.values()])
     return ArrayRecord(array_dict={name: Array(np.ascontiguousarray(w)) for name, w in weights.items()})
 
 
-def client_app(fed: Federation | None = None) -> ClientApp:
+def client_app(fed: Federation | None = None, mods=None) -> ClientApp:
     """The ClientApp: on "train", loads the global weights, trains fed.client_steps() steps on its shard (at the
     train config's "lr" if the server sends one, else the schedule's; client
     = node_config's partition-id, of num-partitions; node_config's device, if given, overrides fed.device: a
     SuperNode's own GPU) and replies with its weights, {num-examples, train_loss, train_accuracy, setup_s,
     train_s} and {client, peak_bytes, measured_peak_bytes (0 unless fed.measure_memory), shard_bytes,
-    rss_bytes}; on "evaluate", tests the weights on its slice of the test set. An error names the client."""
-    app = ClientApp()
+    rss_bytes}; on "evaluate", tests the weights on its slice of the test set. An error names the client.
+    The weights come and go keyed as the server keyed them: by variable name, or by position (an ArrayRecord of
+    a list, Flower's Keras idiom). A train config's "proximal-mu" (any FedProx strategy's) adds FedProx's term.
+    `mods`: Flower's ClientApp mods (e.g. fixedclipping_mod for DifferentialPrivacyClientSideFixedClipping)."""
+    app = ClientApp(mods=mods)
 
     def setup(msg: Message, context: Context) -> tuple[Federation, int, FederatedModel, tfdata.CifarDataset]:
         f = fed or Federation.from_run_config(dict(context.run_config))
@@ -340,7 +364,7 @@ def client_app(fed: Federation | None = None) -> ClientApp:
         if "num-partitions" in context.node_config and int(context.node_config["num-partitions"]) != f.clients:
             raise ValueError(f"client {client}: node config num-partitions={context.node_config['num-partitions']} "
                              f"but the run has clients={f.clients}; make them equal")
-        model, shard = _client_model(f, client)
+        model, shard = _client_model(f, client, "proximal-mu" in msg.content.get("config", {}))
         model.set_weights(_weights(msg.content["arrays"]))
         return f, client, model, shard
 
@@ -369,7 +393,8 @@ def client_app(fed: Federation | None = None) -> ClientApp:
         measured = out.get("measured_peak_bytes", shard_bytes) - shard_bytes
         about = {"client": client, "peak_bytes": model.peak_bytes() or 0, "measured_peak_bytes": int(measured),
                  "shard_bytes": shard_bytes, "rss_bytes": peak_rss() or 0}
-        return Message(RecordDict({"arrays": _record(model.get_weights()), "metrics": MetricRecord(metrics),
+        listed = _listed(msg.content["arrays"])
+        return Message(RecordDict({"arrays": _record(model.get_weights(), listed), "metrics": MetricRecord(metrics),
                                    "client": ConfigRecord(about)}), reply_to=msg)
 
     @app.evaluate()
@@ -403,15 +428,20 @@ class _Reporting:
     statistics: tuple[str, ...] = ()  # the arrays averaged as they are (_average_statistics)
 
     round_offset = 0  # the rounds a resumed run had done: the clients' schedules and seeds go on from there
+    node_wait: float | None = None  # seconds a round waits for its nodes to connect (None: Flower's way, for ever)
+    nodes = 1  # the nodes a run's first round waits for: the federation's clients
 
     def configure_train(self, server_round, arrays, config, grid):
+        if self.node_wait is not None:
+            _wait_for_nodes(grid, self.nodes if server_round == 1 else self.min_available_nodes,
+                            self.min_available_nodes, self.node_wait, server_round + self.round_offset)
         messages = list(super().configure_train(server_round + self.round_offset, arrays, config, grid))
         self.sent = {m.metadata.dst_node_id for m in messages}
         return messages
 
     def aggregate_train(self, server_round, replies):
         replies = list(replies)
-        self.failed = sorted(({"node": m.metadata.src_node_id, "reason": m.error.reason} for m in replies
+        self.failed = sorted(({"node": m.metadata.src_node_id, "reason": _reason(m.error.reason)} for m in replies
                               if m.has_error()), key=lambda f: f["node"])
         ok = [m for m in replies if not m.has_error()]
         self.clients = sorted(int(m.content["client"]["client"]) for m in ok)
@@ -423,6 +453,35 @@ class _Reporting:
         if arrays is not None and self.statistics:
             _average_statistics(arrays, ok, self.statistics)
         return arrays, self.train_metrics
+
+
+def _wait_for_nodes(grid: Grid, wanted: int, needed: int, seconds: float, server_round: int) -> None:
+    """Returns once `wanted` nodes are connected, or after `seconds` if `needed` are; else raises TooFewReplies.
+    A run's first round wants all its clients: in the Deployment Engine the SuperNodes connect while the server
+    starts, and Flower samples those connected, so a round 1 that began before one connected left it out (the
+    benchmark set --min-clients to every client to wait for them). NOTE: Flower's strategies wait for
+    min_available_nodes without end (strategy_utils.sample_nodes): a Deployment Engine run with fewer SuperNodes
+    than --min-clients hung, logging "Waiting for nodes to connect" every second."""
+    deadline = time.monotonic() + seconds
+    while len(connected := list(grid.get_node_ids())) < wanted:
+        if time.monotonic() >= deadline:
+            if len(connected) >= needed:
+                print(f"tfplus federated: note: round {server_round}: {len(connected)} of {wanted} clients' nodes "
+                      f"connected after {seconds:g} s; going on with them", file=sys.stderr)
+                return
+            raise TooFewReplies(server_round, needed, [], [], [], f"{len(connected)} SuperNode(s) connected after "
+                                f"{seconds:g} s (--round-timeout); start more or lower --min-clients")
+        time.sleep(REPLY_POLL)
+
+
+def _reason(text: str) -> str:
+    """A failed reply's error as one line: from the last "client N: " on (the ClientApp's error names its client),
+    else its last line. NOTE: Flower's Simulation Engine wraps it in Ray's traceback, some 4 kB a client a round."""
+    found = list(re.finditer(r"client -?\d+: ", text))
+    if found:
+        return text[found[-1].start():].strip().removesuffix("'>").splitlines()[0]
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else text
 
 
 def _average_statistics(arrays: ArrayRecord, replies: list, names) -> None:
@@ -452,6 +511,20 @@ def make_strategy(fed: Federation, statistics=()):
     cls = type(f"Reporting{base.__name__}", (_Reporting, base), {"statistics": tuple(statistics)})
     return cls(fraction_train=fed.fraction_train, fraction_evaluate=0.0, min_train_nodes=fed.min_train,
                min_available_nodes=fed.min_train, **extra)
+
+
+class TooFewReplies(RuntimeError):
+    """A round got fewer replies than min_train (--min-clients): the run stops after saving its row, instead of
+    going on with the weights unchanged round after round (what Flower's strategies do with no replies); or fewer
+    nodes connected than it needs (`note` says so)."""
+
+    def __init__(self, server_round: int, min_train: int, clients: list[int], failed: list[dict[str, Any]],
+                 timed_out: list[int], note: str | None = None):
+        why = [note] if note else []
+        why += [f["reason"] for f in failed[:3]] + [f"{len(failed) - 3} more failed"] * (len(failed) > 3)
+        why += [f"{len(timed_out)} timed out (nodes {', '.join(map(str, timed_out[:5]))})"] * bool(timed_out)
+        super().__init__(f"round {server_round}: {len(clients)} client(s) replied, fewer than --min-clients "
+                         f"{min_train}, so the run stops: {'; '.join(why) or 'no client was sampled'}")
 
 
 class Stopped(Exception):
@@ -625,6 +698,7 @@ def run_server(fed: Federation, grid: Grid, log=None, concurrent: int | None = N
                            fed.rounds)
     test = test_set(fed)
     strategy = make_strategy(fed, model.statistics)
+    strategy.node_wait, strategy.nodes = fed.timeout(concurrent), fed.clients
     history: list[dict[str, Any]] = []
     out, start = fed.out, 0
     jsonl = events = None
@@ -673,6 +747,8 @@ def run_server(fed: Federation, grid: Grid, log=None, concurrent: int | None = N
             events.flush()
         if log is not None:
             log(row)
+        if server_round > 0 and len(strategy.clients) < fed.min_train:
+            raise TooFewReplies(server_round, fed.min_train, strategy.clients, strategy.failed, strategy.timed_out)
         if stop is not None and stop.signum is not None and server_round < fed.rounds:
             raise Stopped(stop.signum, server_round, fed.rounds, row.get("checkpoint"))
         return MetricRecord({"test_accuracy": accuracy, "test_loss": loss})

@@ -116,6 +116,7 @@ class FederatedModel:
                                       workers=min(cfg.workers or cpus, cpus))
         self.cfg = cfg = trainer.resolve(trainer.resolve_options(cfg)[0])
         self.steps_per_round = steps_per_round
+        self.proximal = proximal
         # On opencl: the programs this model's step used last time load from the cache on background threads
         # while the graph is made, as in `tfplus train` (a Deployment Engine client is a fresh process each round).
         trainer.prebuild_opencl(cfg)

@@ -54,6 +54,9 @@ def partition(labels: np.ndarray, clients: int, spec: str = "iid", seed: int = 0
                 parts[i].append(part)
     else:
         k = int(arg)
+        if k > n_classes:
+            raise ValueError(f"partition {spec!r}: K={k} is more than the labels' {n_classes} classes; give "
+                             f"classes:1 .. classes:{n_classes}")
         holders: dict[int, list[int]] = {c: [] for c in range(n_classes)}
         for i in range(clients):
             for j in range(k):

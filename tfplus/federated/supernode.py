@@ -15,10 +15,14 @@ takes flower-supernode's flags (Flower 1.42) and runs the same SuperNode, with t
 from __future__ import annotations
 
 import argparse
+import importlib
+import logging
 import os
+import signal
 import subprocess
 import sys
 import time
+import types
 
 IDLE_POLL = 0.5   # seconds: a SuperNode's wait between polls of the SuperLink that found nothing (Flower: 3)
 TASK_POLL = 0.1   # seconds: the warm process's wait between looks for a task (Flower's SuperExec: 1)
@@ -40,6 +44,33 @@ class _ShortSleeps:
 
     def __getattr__(self, name: str):
         return getattr(time, name)
+
+
+def _keep_handlers(register):
+    """Flower's register_signal_handlers, leaving this command's signal handlers in place: Flower's exit handlers
+    (its servers' stops) are added, but a Ctrl-C, SIGTERM or SIGHUP still raises here (KeyboardInterrupt, the
+    command line's Stopped) and ends the command with its one line and 128 + the signal. NOTE: Flower's own
+    handlers made a Ctrl-C a graceful exit with status 0 and a dozen log lines, and before they were set (while
+    its Runtime API's web server started) a Ctrl-C left that server's thread running: the process printed that it
+    was interrupted and stayed, until a second Ctrl-C."""
+    def keep(*args, **kwargs):
+        ours = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None))
+                if s is not None}
+        register(*args, **kwargs)
+        for s, handler in ours.items():
+            signal.signal(s, handler)
+    return keep
+
+
+def _recording_servers(uvicorn, servers: list):
+    """A stand-in for the `uvicorn` module in Flower's SuperNode CLI whose Server records each it makes, for
+    main() to stop them whatever interrupts the SuperNode (Flower stops its web server only on its own exit)."""
+    class Server(uvicorn.Server):
+        def __init__(self, config):
+            super().__init__(config)
+            servers.append(self)
+
+    return types.SimpleNamespace(Server=Server, Config=uvicorn.Config)
 
 
 def _runtime_client(address: str, *interceptors):
@@ -153,13 +184,17 @@ def main(argv: list[str]) -> int:
 
     from tfplus.trainer import UsageError
     try:
+        # the module, not the function its package exports under the same name
+        supernode_cli = importlib.import_module("flwr.supernode.cli.flower_supernode")
         import flwr.supernode.start_client_internal as loop
-        from flwr.supernode.cli.flower_supernode import flower_supernode
+        import uvicorn
+        from flwr.supercore.exit import register_signal_handlers
     except ImportError as e:
         raise UsageError(f"needs Flower ({e}); install it with pip install \"tfplus[federated]\"") from None
     from tfplus.engine.signals import deferred
     address = f"[{ours.host}]:{ours.port}" if ":" in ours.host else f"{ours.host}:{ours.port}"
     worker: list = [None]
+    servers: list = []  # Flower's Runtime API web servers (_recording_servers)
     done, starting = threading.Event(), threading.Lock()
 
     def keep_worker() -> None:
@@ -182,9 +217,18 @@ def main(argv: list[str]) -> int:
             worker[0] = _start_worker(address)
         threading.Thread(target=keep_worker, daemon=True).start()
         loop.time = _ShortSleeps(ours.idle_poll)
+        loop.register_signal_handlers = _keep_handlers(register_signal_handlers)
+        supernode_cli.uvicorn = _recording_servers(uvicorn, servers)
         sys.argv = ["flower-supernode", *flower]
-        flower_supernode()
+        supernode_cli.flower_supernode()
+    except KeyboardInterrupt:  # Ctrl-C, or the command line's Stopped: its line comes last, the servers' are not
+        logging.getLogger("uvicorn.error").disabled = True
+        for server in servers:
+            server.force_exit = True
+        raise
     finally:
+        for server in servers:  # its thread, not a daemon, would keep the process: it ends within 0.1 s
+            server.should_exit = True
         with starting:
             done.set()
         if worker[0] is not None:
