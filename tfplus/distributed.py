@@ -70,10 +70,10 @@ from tfplus.train.optimizer import Optimizer, WrapperOptimizer
 from tfplus.units import parse_size
 from tfplus.variables import global_variables
 
-__all__ = ["init", "backend", "is_initialized", "LaunchError", "rank", "size", "local_rank", "local_size", "local_device",
-           "allreduce", "allgather", "broadcast", "Average", "Sum", "Compression", "DistributedOptimizer",
-           "broadcast_variables", "broadcast_global_variables", "BroadcastGlobalVariablesHook", "max_over_ranks",
-           "max_over_ranks_later", "barrier", "abort", "trace_mark"]
+__all__ = ["init", "backend", "launcher", "is_initialized", "LaunchError", "rank", "size", "local_rank", "local_size",
+           "local_device", "allreduce", "allgather", "broadcast", "Average", "Sum", "Compression",
+           "DistributedOptimizer", "broadcast_variables", "broadcast_global_variables", "BroadcastGlobalVariablesHook",
+           "max_over_ranks", "max_over_ranks_later", "barrier", "abort", "trace_mark"]
 
 # Set by init: "world": the job's Comm (tfplus.runtime.comm), "local": (this host's rank, its ranks), "MPI": the
 # mpi4py module under MPI, "calls": the collectives max_over_ranks and barrier made (_collectives_started).
@@ -114,6 +114,19 @@ def init(backend: str | None = None) -> None:
 def backend() -> str:
     """The backend init() chose: "mpi" or "gloo"."""
     return _world().name
+
+
+def launcher(n: int | str) -> str:
+    """The command line that starts `n` ranks of this job's backend (MPI's by default), for messages.
+
+        >>> launcher(2)            # under torchrun
+        'torchrun --nproc-per-node 2 -m'
+    """
+    try:
+        gloo = (_state["world"].name if _state else _backend(None)) == "gloo"
+    except ValueError:  # a bad TFPLUS_DISTRIBUTED_BACKEND: init says so
+        gloo = False
+    return f"torchrun --nproc-per-node {n} -m" if gloo else f"mpiexec -n {n}"
 
 
 def _backend(given: str | None) -> str:

@@ -1,0 +1,101 @@
+"""tfplus.distributed on torch.distributed's gloo (torchrun, beside this Python): two ranks at half the batch train to
+one process's weights at the whole batch and to an MPI job's, the same on both ranks; the launcher or
+TFPLUS_DISTRIBUTED_BACKEND picks the backend, and a bad choice is a one-line error naming the variable and the fix."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch", reason="the gloo extra is not installed: pip install -e '.[gloo]'")
+pytest.importorskip("mpi4py", reason="the mpi extra is not installed: pip install -e '.[mpi]'")
+
+from ranks import MPIEXEC, torchrun  # noqa: E402
+
+from tfplus import distributed  # noqa: E402
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "mpi_train.py"
+# One thread and no forked workers per process: two ranks share the CI's two cores.
+ENV = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p), TFPLUS_NUM_THREADS="1",
+           TFPLUS_WORKERS="1", OMP_NUM_THREADS="1")
+
+
+def _weights(path):
+    with np.load(path) as f:
+        return {k: f[k] for k in f.files}
+
+
+def test_two_gloo_ranks_at_half_the_batch_train_as_one_process_and_as_mpi(tmp_path):
+    one, gloo, mpi = tmp_path / "one", tmp_path / "gloo", tmp_path / "mpi"
+    args = ["4", "16", "cpu"]
+    env = dict(ENV, TFPLUS_ALLREDUCE_BUCKET="64")  # two buckets: the dense layer's all-reduce overlaps conv's grads
+    subprocess.run([sys.executable, SCRIPT, one, *args, "single"], env=ENV, check=True, timeout=120)
+    run = torchrun([sys.executable, SCRIPT, gloo, *args, "distributed"], env=env)
+    assert run.returncode == 0, run.stderr
+    run = subprocess.run([str(MPIEXEC), "-n", "2", sys.executable, SCRIPT, mpi, *args, "distributed"], env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    want, got0, got1, by_mpi = (_weights(p) for p in (one / "rank0.npz", gloo / "rank0.npz", gloo / "rank1.npz",
+                                                      mpi / "rank0.npz"))
+    assert set(got0) == set(want) and int(got0["global_step"]) == 4
+    for name in want:
+        np.testing.assert_allclose(got0[name], want[name], rtol=0, atol=1e-5, err_msg=name)
+        np.testing.assert_allclose(got0[name], by_mpi[name], rtol=0, atol=1e-6, err_msg=name)
+        np.testing.assert_array_equal(got1[name], got0[name], err_msg=name)  # the same update on every rank
+    # Rank 0 alone writes checkpoints (rank 1 was given no checkpoint_dir).
+    assert (gloo / "ckpt" / "model.ckpt-4.index").exists() and not (gloo / "rank1").exists()
+
+
+TORCHRUN_ENV = {"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
+
+
+@pytest.mark.parametrize("given,launcher,want", [
+    (None, TORCHRUN_ENV, "gloo"),                             # torchrun's variables
+    (None, {**TORCHRUN_ENV, "PMI_SIZE": "2"}, "mpi"),         # mpiexec's too: MPI's launcher started it
+    (None, {}, "mpi"),                                        # no launcher: MPI (a world of one)
+    ("GLOO", {}, "gloo"),                                     # forced, in any case
+    ("mpi", TORCHRUN_ENV, "mpi"),
+])
+def test_the_launcher_picks_the_backend_unless_one_is_forced(monkeypatch, given, launcher, want):
+    for var in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE",
+                "MV2_COMM_WORLD_SIZE", "TFPLUS_DISTRIBUTED_BACKEND"):
+        monkeypatch.delenv(var, raising=False)
+    for var, value in launcher.items():
+        monkeypatch.setenv(var, value)
+    if given is not None:
+        monkeypatch.setenv("TFPLUS_DISTRIBUTED_BACKEND", given)
+    assert distributed._backend(None) == want
+    assert distributed._backend("gloo") == "gloo"  # init(backend=...) wins over the variable
+
+
+def test_a_bad_backend_names_the_variable_and_the_choices(monkeypatch):
+    monkeypatch.setenv("TFPLUS_DISTRIBUTED_BACKEND", "nccl")
+    with pytest.raises(ValueError, match=r"^TFPLUS_DISTRIBUTED_BACKEND='nccl': give mpi .* or gloo "):
+        distributed.init()
+    with pytest.raises(ValueError, match=r"^init\(backend=...\)='ucc': give mpi"):
+        distributed.init(backend="ucc")
+    assert not distributed.is_initialized()
+
+
+def test_gloo_with_part_of_torchruns_variables_says_how_to_launch(monkeypatch):
+    for var in ("MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.raises(distributed.LaunchError, match=r"MASTER_ADDR, MASTER_PORT are unset: start the ranks with "
+                                                      r"torchrun --nproc-per-node N"):
+        distributed.init(backend="gloo")
+    assert not distributed.is_initialized()
+
+
+def test_gloo_without_torch_says_what_to_install(tmp_path):
+    code = "import sys; sys.modules['torch'] = None; from tfplus.cli import main; sys.exit(main(sys.argv[1:]))"
+    run = subprocess.run([sys.executable, "-c", code, "train", "--synthetic", "--model", "lenet", "--steps", "2",
+                          "--no-eval", "--distributed"], env=dict(ENV, TFPLUS_DISTRIBUTED_BACKEND="gloo"),
+                         capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert run.returncode == 2, run.stderr
+    last = run.stderr.strip().splitlines()[-1]
+    assert last.startswith("tfplus train: error: --distributed: TFPLUS_DISTRIBUTED_BACKEND=gloo: the gloo backend "
+                           "needs torch") and 'pip install "tfplus[gloo]"' in last, run.stderr
