@@ -41,9 +41,32 @@ TORCHRUN = Path(sys.executable).parent / "torchrun"
 
 
 def torchrun(argv: list, env: dict, n: int = 2, timeout: float = 120) -> subprocess.CompletedProcess:
-    """`torchrun --standalone --nproc-per-node n --no-python argv` (argv starts with the program): --standalone picks
-    a free port for the job's rendezvous, so concurrent tests never meet on torch's default one."""
+    """`torchrun --standalone --nproc-per-node n --no-python -- argv` (argv starts with the program): --standalone
+    picks a free port for the job's rendezvous, so concurrent tests never meet on torch's default one; `--` keeps
+    torchrun's parser off the program's options (it takes `--log` for an abbreviation of its own and fails)."""
     if not TORCHRUN.exists():
         pytest.fail(f"{TORCHRUN} is missing: torch (the gloo extra: pip install -e '.[gloo]') brings it")
-    return subprocess.run([str(TORCHRUN), "--standalone", "--nproc-per-node", str(n), "--no-python", *map(str, argv)],
+    return subprocess.run([str(TORCHRUN), "--standalone", "--nproc-per-node", str(n), "--no-python", "--",
+                           *map(str, argv)],
                           env=env, capture_output=True, text=True, timeout=timeout)
+
+
+# What the `tfplus train --distributed` tests train: LeNet, 8 steps at batch 16 on synthetic data, checkpoints every 2.
+RUN = ["train", "--synthetic", "--model", "lenet", "--batch-size", "16", "--steps", "8", "--checkpoint-every", "2",
+       "--no-eval"]
+
+
+def trained_alone(folder: Path, env: dict) -> dict:
+    """The variables of one process that trained RUN at the whole batch (16): what two ranks at 8 must give."""
+    from modelcheck import checkpoint_variables
+    subprocess.run([sys.executable, "-m", "tfplus", *RUN, "--checkpoint-dir", str(folder)], env=env, check=True,
+                   capture_output=True, timeout=120)
+    return checkpoint_variables(folder / "model.ckpt-8")
+
+
+def train_gloo(argv: list, env: dict, stop: tuple | None = None) -> subprocess.CompletedProcess:
+    """`torchrun ... tfplus RUN argv --distributed`; with stop (signal name, batch), rank 1 sends itself that signal
+    as it draws that batch (STOPPER)."""
+    env = dict(env, STOP_AT=str(stop[1]), STOP_WITH=stop[0], STOP_RANK="1") if stop else env
+    cmd = [sys.executable, "-c", STOPPER] if stop else [sys.executable, "-m", "tfplus"]
+    return torchrun([*cmd, *RUN, *argv, "--distributed"], env=env)
