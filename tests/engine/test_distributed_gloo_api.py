@@ -67,3 +67,21 @@ def test_two_opencl_gloo_ranks_at_half_the_batch_train_as_one_process(tmp_path):
     for name in want:
         np.testing.assert_allclose(got0[name], want[name], rtol=0, atol=1e-5, err_msg=name)
         np.testing.assert_array_equal(got1[name], got0[name], err_msg=name)
+
+
+# Rank 0 runs a step more than rank 1, which finishes: rank 0's all-reduce fails at once, saying why, not at a timeout.
+EXTRA = """
+import numpy as np, tfplus as tf, tfplus.distributed as dist
+dist.init()
+x = dist.allreduce(tf.constant(np.ones(3, np.float32)))
+with tf.Session() as sess:
+    for _ in range(3 if dist.rank() == 0 else 2):
+        sess.run(x)
+"""
+
+
+def test_a_rank_left_waiting_by_a_finished_one_fails_naming_the_cause():
+    run = torchrun([sys.executable, "-c", EXTRA], env=dict(ENV, TFPLUS_ALLREDUCE_TIMEOUT="60"))
+    assert run.returncode != 0
+    assert "RuntimeError: rank 0: gloo's all-reduce failed: another rank died, was stopped, or finished its steps" \
+        in run.stderr, run.stderr

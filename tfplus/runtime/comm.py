@@ -94,14 +94,26 @@ class GlooComm:
         return self._dist.ReduceOp.MAX if op == MAX else self._dist.ReduceOp.SUM
 
     def allreduce(self, buf: np.ndarray, op: str = SUM) -> None:
-        self._dist.all_reduce(self._torch.from_numpy(buf), op=self._op(op), group=self.group)
+        try:
+            self._dist.all_reduce(self._torch.from_numpy(buf), op=self._op(op), group=self.group)
+        except RuntimeError as e:
+            raise self._failed("all-reduce", e) from None
 
     def iallreduce(self, buf: np.ndarray, op: str = SUM) -> _Work:
         return _Work(self._dist.all_reduce(self._torch.from_numpy(buf), op=self._op(op), group=self.group,
                                            async_op=True))
 
     def barrier(self) -> None:
-        self._dist.barrier(group=self.group)
+        try:
+            self._dist.barrier(group=self.group)
+        except RuntimeError as e:
+            raise self._failed("barrier", e) from None
+
+    def _failed(self, what: str, e: RuntimeError) -> RuntimeError:
+        """gloo's error (its socket's, or its timeout's), saying what it means here."""
+        return RuntimeError(f"rank {self.rank}: gloo's {what} failed: another rank died, was stopped, or finished "
+                            "its steps while this one waits (every rank must run the same steps); see the other "
+                            f"ranks' output. gloo: {str(e).strip()}")
 
     def dup(self) -> GlooComm:
         timeout = datetime.timedelta(seconds=self.timeout_s)
