@@ -99,3 +99,31 @@ def test_gloo_without_torch_says_what_to_install(tmp_path):
     last = run.stderr.strip().splitlines()[-1]
     assert last.startswith("tfplus train: error: --distributed: TFPLUS_DISTRIBUTED_BACKEND=gloo: the gloo backend "
                            "needs torch") and 'pip install "tfplus[gloo]"' in last, run.stderr
+
+
+# No launcher: a world of one, as MPI without mpiexec; with TFPLUS_ALLREDUCE_ALONE=1 its DistributedOptimizer builds
+# the buckets' all-reduces anyway, which run through gloo (a group of one) and leave the gradients as they are.
+ALONE = """
+import numpy as np, tfplus as tf, tfplus.distributed as dist
+dist.init()
+x = tf.placeholder(tf.float32, [None, 4])
+w = tf.Variable(np.ones((4, 2), np.float32))
+loss = tf.reduce_mean(tf.square(tf.matmul(x, w)))
+train = dist.DistributedOptimizer(tf.train.GradientDescentOptimizer(0.1), bucket_bytes=16).minimize(loss)
+ops = sorted({op.type for op in tf.get_default_graph().get_operations() if op.type.startswith("Mpi")})
+with tf.Session() as sess:
+    sess.run(tf.global_variables_initializer())
+    sess.run(train, {x: np.ones((2, 4), np.float32)})
+    print(dist.backend(), dist.size(), dist.local_size(), dist.max_over_ranks(5), ops, sess.run(w)[0].tolist())
+"""
+
+
+def test_gloo_without_a_launcher_is_a_world_of_one():
+    run = subprocess.run([sys.executable, "-c", ALONE], env=dict(ENV, TFPLUS_DISTRIBUTED_BACKEND="gloo",
+                                                                 TFPLUS_ALLREDUCE_ALONE="1"),
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    ops = "['MpiAllreduceStart', 'MpiAllreduceWait']"
+    # x w is 4 in each of the 2 x 2 entries: d(mean((x w)^2))/dw = 2 / 4 * (2 rows * 4) = 4 for every weight
+    w = float(np.float32(1) - np.float32(0.1) * np.float32(4))
+    assert run.stdout.strip() == f"gloo 1 1 5 {ops} [{w}, {w}]", run.stdout
