@@ -96,7 +96,7 @@ def init(backend: str | None = None) -> None:
     name = _backend(backend)
     if name == "gloo":
         _init_gloo("init(backend='gloo')" if backend else "TFPLUS_DISTRIBUTED_BACKEND=gloo"
-                   if os.environ.get("TFPLUS_DISTRIBUTED_BACKEND") else "torchrun's RANK and WORLD_SIZE")
+                   if os.environ.get("TFPLUS_DISTRIBUTED_BACKEND") else "under torchrun (RANK, WORLD_SIZE set)")
     else:
         _init_mpi()
     _take_back_stop_signals()
@@ -168,8 +168,6 @@ def _init_gloo(why: str) -> None:
             tdist.init_process_group("gloo", timeout=datetime.timedelta(seconds=timeout))
         atexit.register(tdist.destroy_process_group)  # NOTE: before the reducer's drain: it runs after it
     world = comm.GlooComm(None, timeout)
-    if world.size == 1 and int(os.environ.get("WORLD_SIZE", "1")) > 1:
-        raise LaunchError(f"{why}: WORLD_SIZE={os.environ['WORLD_SIZE']}, but the process group has 1 rank")
     comm.set_world(world)
     # torchrun sets both; another launcher that does not runs every rank on one host
     _state["local"] = (int(os.environ.get("LOCAL_RANK", world.rank)),
