@@ -4,6 +4,7 @@ TFPLUS_DISTRIBUTED_BACKEND picks the backend, and a bad choice is a one-line err
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -127,3 +128,25 @@ def test_gloo_without_a_launcher_is_a_world_of_one():
     # x w is 4 in each of the 2 x 2 entries: d(mean((x w)^2))/dw = 2 / 4 * (2 rows * 4) = 4 for every weight
     w = float(np.float32(1) - np.float32(0.1) * np.float32(4))
     assert run.stdout.strip() == f"gloo 1 1 5 {ops} [{w}, {w}]", run.stdout
+
+
+# Rank 1 stalls (a minute's sleep) before its second all-reduce: rank 0 gives up after TFPLUS_ALLREDUCE_TIMEOUT, and
+# its failure ends the job (torchrun stops rank 1) long before the sleep ends.
+STALL = """
+import time, numpy as np, tfplus as tf, tfplus.distributed as dist
+dist.init()
+x = dist.allreduce(tf.constant(np.ones(3, np.float32)))
+with tf.Session() as sess:
+    sess.run(x)
+    if dist.rank() == 1:
+        time.sleep(60)
+    sess.run(x)
+"""
+
+
+def test_a_stalled_rank_ends_the_job_after_the_timeout():
+    started = time.monotonic()
+    run = torchrun([sys.executable, "-c", STALL], env=dict(ENV, TFPLUS_ALLREDUCE_TIMEOUT="2"))
+    assert run.returncode != 0 and time.monotonic() - started < 55, run.stderr
+    assert "rank 0: gloo's all-reduce failed: another rank died, was stopped, finished its steps, or did not join " \
+        "within 2 s (TFPLUS_ALLREDUCE_TIMEOUT)" in run.stderr and "Timed out waiting 2000ms" in run.stderr, run.stderr

@@ -111,9 +111,10 @@ class GlooComm:
 
     def _failed(self, what: str, e: RuntimeError) -> RuntimeError:
         """gloo's error (its socket's, or its timeout's), saying what it means here."""
-        return RuntimeError(f"rank {self.rank}: gloo's {what} failed: another rank died, was stopped, or finished "
-                            "its steps while this one waits (every rank must run the same steps); see the other "
-                            f"ranks' output. gloo: {str(e).strip()}")
+        return RuntimeError(f"rank {self.rank}: gloo's {what} failed: another rank died, was stopped, finished its "
+                            f"steps, or did not join within {self.timeout_s:g} s (TFPLUS_ALLREDUCE_TIMEOUT) while "
+                            "this one waits (every rank must run the same steps); see the other ranks' output. "
+                            f"gloo: {str(e).strip()}")
 
     def dup(self) -> GlooComm:
         timeout = datetime.timedelta(seconds=self.timeout_s)
