@@ -2,8 +2,9 @@
 and the split pair MpiAllreduceStart / MpiAllreduceWait that overlaps an all-reduce with the work between them. The
 names are MPI's, whichever backend runs them: a graph saved under one runs under the other.
 
-The kernels call the job's backend (tfplus.runtime.comm) on the host, on both devices (the opencl kernels copy the buffer out and back), so a
-data-parallel training step stays one Session.run: gradients -> packed buckets -> all-reduces -> updates.
+The kernels call the job's backend (tfplus.runtime.comm) on the host, on both devices (the opencl kernels copy the
+buffer out and back), so a data-parallel training step stays one Session.run: gradients -> packed buckets ->
+all-reduces -> updates.
 Every rank must run the same step, whose collectives start in the same order, or the ranks wait on each other.
 """
 from __future__ import annotations
