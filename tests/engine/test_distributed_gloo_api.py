@@ -85,4 +85,5 @@ def test_a_rank_left_waiting_by_a_finished_one_fails_naming_the_cause():
     assert run.returncode != 0
     assert "RuntimeError: rank 0: gloo's all-reduce failed: another rank died, was stopped, finished its steps, or " \
         "did not join within 60 s (TFPLUS_ALLREDUCE_TIMEOUT)" in run.stderr, run.stderr
-    assert "Connection closed by peer" in run.stderr, run.stderr  # gloo's own word: rank 1 is gone, not late
+    # gloo's own word (closed or reset, as rank 1's exit goes): rank 1 is gone, not late
+    assert re.search(r"Connection (closed|reset) by peer", run.stderr), run.stderr
