@@ -1,5 +1,5 @@
-"""Images/s of `tfplus train` in one process and in N ranks of `mpiexec -n N ... --distributed`, with the gradient
-all-reduce overlapped with the backward pass or not.
+"""Images/s of `tfplus train` in one process and in N ranks of `mpiexec -n N ... --distributed` (or torchrun's, gloo),
+with the gradient all-reduce overlapped with the backward pass or not.
 
     python benchmarks/bench_distributed.py                         # lenet, global batch 64, cpu, 1 and 2 ranks
     python benchmarks/bench_distributed.py --device opencl --model mentee --batch-size 128 --per-rank \\
@@ -26,6 +26,8 @@ worker processes included: --workers); N ranks fork none. Needs the mpi extra (p
 the numbers depend on the machine.
 
     python benchmarks/bench_distributed.py --lock-handoff 5 0.2 5 0.2    # Python's lock while launches are queued
+    python benchmarks/bench_distributed.py --model mentee --ranks 2 --buckets 4MB --backends mpi gloo gloo mpi --trace
+                                                                # MPI against gloo (torchrun; the gloo extra)
 """
 from __future__ import annotations
 
@@ -47,7 +49,7 @@ WHAT = {"0": "one MpiAllreduce after the backward pass", "1GB": "one bucket afte
 
 
 def images_per_sec(ranks: int, bucket: str, flush: str, ahead: str, switch: str, extra: str, args,
-                   alone: bool = False) -> tuple[float, list[str]]:
+                   alone: bool = False, backend: str = "mpi") -> tuple[float, list[str]]:
     """Images/s of one run; `alone`: one rank under mpiexec with --distributed, its all-reduces built anyway
     (TFPLUS_ALLREDUCE_ALONE=1: the buckets' machinery at size 1; --env TFPLUS_ALLREDUCE_ALONE=0: none, as a world of
     one trains by default)."""
@@ -57,10 +59,13 @@ def images_per_sec(ranks: int, bucket: str, flush: str, ahead: str, switch: str,
         train = [sys.executable, "-m", "tfplus", "train", "--synthetic", "--model", args.model, "--batch-size",
                  str(batch), "--steps", str(args.steps), "--no-eval", "--log-every", str(args.log_every), "--log",
                  log, "--device", args.device] + (["--lr", str(args.lr)] if args.lr else [])
-        cmd = train if ranks == 1 and not alone else [args.mpiexec, "-n", str(ranks), *train, "--distributed"]
+        launch = [args.mpiexec, "-n", str(ranks)] if backend == "mpi" else [
+            str(Path(sys.executable).parent / "torchrun"), "--standalone", "--nproc-per-node", str(ranks),
+            "--no-python", "--"]  # `--`: torchrun's parser would take the program's --log for its own --log-dir
+        cmd = train if ranks == 1 and not alone else [*launch, *train, "--distributed"]
         env = dict(os.environ, TFPLUS_ALLREDUCE_BUCKET=bucket, TFPLUS_ALLREDUCE_TRACE=str(int(args.trace)),
                    TFPLUS_OPENCL_FLUSH=flush, TFPLUS_ALLREDUCE_RUNAHEAD=ahead, TFPLUS_ALLREDUCE_SWITCH_MS=switch,
-                   TFPLUS_ALLREDUCE_ALONE=str(int(alone)))
+                   TFPLUS_ALLREDUCE_ALONE=str(int(alone)), TFPLUS_DISTRIBUTED_BACKEND=backend)
         env.update(_assignments(extra))
         # From a temporary folder: `-m tfplus` from a checkout's root would import its tfplus/ before the installed
         # package (which maps ops/, kernels/, graphs/ into it).
@@ -163,6 +168,9 @@ def main() -> None:
     p.add_argument("--runahead", nargs="+", default=["1"],
                    help="TFPLUS_ALLREDUCE_RUNAHEAD values for N > 1 ranks (1: the host runs ahead of the sums; 0: it "
                    "waits for each, the path before stop 48)")
+    p.add_argument("--backends", nargs="+", default=["mpi"], choices=["mpi", "gloo"],
+                   help="the backends of N > 1 ranks, each a run in turn (mpi: mpiexec; gloo: torchrun, the gloo "
+                   "extra); repeat them to alternate, as the load of a busy machine changes")
     p.add_argument("--env", nargs="+", default=["-"], metavar="NAME=VALUE,...",
                    help="further environments for distributed runs, each a round (MPICH's MPIR_CVAR_*, say; -: none)")
     p.add_argument("--lock-handoff", nargs="+", type=float, metavar="MS",
@@ -182,14 +190,15 @@ def main() -> None:
             alone = ranks == "1d"
             n = 1 if alone else int(ranks)
             plain = n == 1 and not alone
-            runs = [("1MB", "1", "5", "-")] if plain else [
-                (b, a, w, e) for b in args.buckets for a in args.runahead for w in args.switch_ms for e in args.env]
-            for bucket, ahead, switch, extra in runs:
+            runs = [("1MB", "1", "5", "-", "mpi")] if plain else [
+                (b, a, w, e, k) for b in args.buckets for a in args.runahead for w in args.switch_ms for e in args.env
+                for k in args.backends]
+            for bucket, ahead, switch, extra, backend in runs:
                 what = WHAT.get(bucket, "growing from the input side" if "," in bucket else "overlapped")
-                label = "" if plain else (f"  {'(mpiexec -n 1) ' * alone}TFPLUS_ALLREDUCE_BUCKET={bucket}: {what}, "
-                                          f"RUNAHEAD={ahead}, SWITCH_MS={switch}, env {extra}")
+                label = "" if plain else (f"  {backend}, {'(mpiexec -n 1) ' * alone}TFPLUS_ALLREDUCE_BUCKET={bucket}: "
+                                          f"{what}, RUNAHEAD={ahead}, SWITCH_MS={switch}, env {extra}")
                 try:
-                    speed, trace = images_per_sec(n, bucket, flush, ahead, switch, extra, args, alone)
+                    speed, trace = images_per_sec(n, bucket, flush, ahead, switch, extra, args, alone, backend)
                 except RunFailed as e:
                     print(f"{n} rank{'s' * (n > 1)}: FAILED{label}\n{e}", flush=True)
                     continue

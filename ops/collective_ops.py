@@ -1,8 +1,10 @@
-"""Collective ops across the processes of an MPI job (tfplus.distributed): MpiAllreduce, and the split pair
-MpiAllreduceStart / MpiAllreduceWait that overlaps an all-reduce with the work between them.
+"""Collective ops across the processes of a data-parallel job (tfplus.distributed, on MPI or gloo): MpiAllreduce,
+and the split pair MpiAllreduceStart / MpiAllreduceWait that overlaps an all-reduce with the work between them. The
+names are MPI's, whichever backend runs them: a graph saved under one runs under the other.
 
-The kernels call MPI on the host, on both devices (the opencl kernels copy the buffer out and back), so a
-data-parallel training step stays one Session.run: gradients -> packed buckets -> all-reduces -> updates.
+The kernels call the job's backend (tfplus.runtime.comm) on the host, on both devices (the opencl kernels copy the
+buffer out and back), so a data-parallel training step stays one Session.run: gradients -> packed buckets ->
+all-reduces -> updates.
 Every rank must run the same step, whose collectives start in the same order, or the ranks wait on each other.
 """
 from __future__ import annotations
@@ -28,7 +30,7 @@ not_differentiable("MpiAllreduce")
 
 
 def mpi_allreduce(tensor, name=None):
-    """The elementwise sum of `tensor` over every rank of MPI_COMM_WORLD (see tfplus.distributed.allreduce)."""
+    """The elementwise sum of `tensor` over every rank of the job (see tfplus.distributed.allreduce)."""
     return apply_op("MpiAllreduce", [tensor], name=name or "MpiAllreduce")
 
 
@@ -65,7 +67,7 @@ _keys = itertools.count(1)
 
 def mpi_allreduce_split(tensors, scale: float = 1.0, name=None):
     """(start, sums): the Start op of `tensors` (a list, of one dtype and fully known shapes) and the Wait op's
-    outputs, each tensor's elementwise sum over every rank of MPI_COMM_WORLD times `scale`, computed between them
+    outputs, each tensor's elementwise sum over every rank of the job times `scale`, computed between them
     (see the comment above for the order they must run in)."""
     key = next(_keys)
     shapes = []

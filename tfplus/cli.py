@@ -139,9 +139,11 @@ def build_parser() -> argparse.ArgumentParser:
                    "batches are the same. Default: device on opencl, host on cpu")
     g.add_argument("--memory-budget", type=cli_args.size, metavar="SIZE",
                    help="plan each step to fit SIZE bytes (e.g. 64MB, 64MiB)")
-    g.add_argument("--distributed", action="store_true", help="one rank of an MPI job, `mpiexec -n N tfplus train "
-                   "--distributed ...`: N processes train one model, each on 1/N of every batch (pip install "
-                   "'tfplus[mpi]'; README: data-parallel training with MPI)")
+    g.add_argument("--distributed", action="store_true", help="one rank of a data-parallel job, `mpiexec -n N tfplus "
+                   "train --distributed ...` (MPI: pip install 'tfplus[mpi]') or `torchrun --nproc-per-node N -m "
+                   "tfplus train --distributed ...` (gloo: pip install 'tfplus[gloo]'): N processes train one model, "
+                   "each on 1/N of every batch (TFPLUS_DISTRIBUTED_BACKEND=mpi|gloo forces one; README: "
+                   "data-parallel training)")
     g.add_argument("--checkpoint-dir", type=cli_args.path, metavar="DIR", help="write checkpoints here")
     g.add_argument("--checkpoint-every", type=cli_args.positive_int, metavar="N",
                    help="steps between checkpoints (default: each epoch)")

@@ -1,6 +1,7 @@
-"""Data-parallel training over MPI, shaped like Horovod's TensorFlow 1 API (`pip install 'tfplus[mpi]'`).
+"""Data-parallel training over MPI or torch.distributed's gloo, shaped like Horovod's TensorFlow 1 API.
 
-Each process (rank) of an `mpiexec -n N` job builds the same graph, reads its own shard of every global batch and
+Each process (rank) of an `mpiexec -n N` job (`pip install 'tfplus[mpi]'`) or a `torchrun --nproc-per-node N` job
+(`pip install 'tfplus[gloo]'`) builds the same graph, reads its own shard of every global batch and
 runs the same steps; DistributedOptimizer averages the gradients over the ranks inside the step, so every rank
 applies the same update and the variables stay equal. N ranks at batch B/N compute what one process computes at
 batch B (a loss that averages over the batch), up to float rounding.
@@ -29,10 +30,17 @@ an event the communication thread completes, so session.run returns once the ste
 (kernels/opencl/collective.py; TFPLUS_ALLREDUCE_RUNAHEAD=0 makes the host wait for each sum, the default on a CPU
 device).
 
+The backend (init): under torchrun, or any launcher that sets RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT (and
+no MPI launcher's variables), gloo; else MPI; TFPLUS_DISTRIBUTED_BACKEND=mpi|gloo or init(backend=...) forces one.
+Both go through tfplus.runtime.comm's interface; what only MPI has is its ranks' shared memory on one host
+(TFPLUS_ALLREDUCE_SHM, kernels/opencl/collective.py): under gloo every bucket goes through gloo's all-reduce.
+
 A failed rank ends the job: an exception that nothing catches calls MPI_Abort (init installs the hook, as
-`python -m mpi4py` does), and mpiexec ends every rank when one dies, so the others never wait forever in a step.
-A rank that finishes normally while another waits in an all-reduce it will never join (one ran a step more) ends
-the job with an error too (_watch_finished).
+`python -m mpi4py` does), and mpiexec ends every rank when one dies, so the others never wait forever in a step;
+under gloo the rank exits, torchrun's agent stops the others, and a rank waiting for the dead one in an all-reduce
+gets gloo's error at once (its peer's connection closed). A rank that finishes normally while another waits in an
+all-reduce it will never join (one ran a step more) ends the job with an error too (MPI: _watch_finished; gloo:
+the finished rank's closed connections).
 Every wait of the host for an all-reduce gives up after TFPLUS_ALLREDUCE_TIMEOUT seconds (default 300) with an
 error naming the bucket, which ends the job: a rank that stalls without dying does not hang the others for ever.
 """
@@ -40,6 +48,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import datetime
 import math
 import os
 import signal
@@ -55,23 +64,118 @@ from tfplus.engine import signals
 from tfplus.framework import control_dependencies, convert_to_tensor, get_default_graph, name_scope, needed_ops
 from tfplus.ops import array_ops, control_flow_ops, math_ops, state_ops
 from tfplus.ops.collective_ops import mpi_allreduce, mpi_allreduce_split
+from tfplus.runtime import comm
 from tfplus.train.monitored_session import SessionRunHook
 from tfplus.train.optimizer import Optimizer, WrapperOptimizer
 from tfplus.units import parse_size
 from tfplus.variables import global_variables
 
-__all__ = ["init", "is_initialized", "LaunchError", "rank", "size", "local_rank", "local_size", "local_device",
-           "allreduce", "allgather", "broadcast", "Average", "Sum", "Compression", "DistributedOptimizer",
-           "broadcast_variables", "broadcast_global_variables", "BroadcastGlobalVariablesHook", "max_over_ranks",
-           "max_over_ranks_later", "barrier", "abort", "trace_mark"]
+__all__ = ["init", "backend", "launcher", "is_initialized", "LaunchError", "rank", "size", "local_rank", "local_size",
+           "local_device", "allreduce", "allgather", "broadcast", "Average", "Sum", "Compression",
+           "DistributedOptimizer", "broadcast_variables", "broadcast_global_variables", "BroadcastGlobalVariablesHook",
+           "max_over_ranks", "max_over_ranks_later", "barrier", "abort", "trace_mark"]
 
-_state: dict = {}  # "MPI": the mpi4py module, "local": the communicator of this host's ranks (set by init)
+# Set by init: "world": the job's Comm (tfplus.runtime.comm), "local": (this host's rank, its ranks), "MPI": the
+# mpi4py module under MPI, "calls": the collectives max_over_ranks and barrier made (_collectives_started).
+_state: dict = {}
+
+BACKENDS = ("mpi", "gloo")
+# What torchrun (and torch.distributed's env:// start) sets: the gloo backend takes the job from them.
+_TORCHRUN = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 
 
-def init() -> None:
-    """Initializes MPI (once; later calls do nothing) and makes an uncaught exception abort the whole job."""
+def init(backend: str | None = None) -> None:
+    """Joins the job (once; later calls do nothing) through `backend`, "mpi" or "gloo" (default:
+    $TFPLUS_DISTRIBUTED_BACKEND, else the launcher's: gloo under torchrun, MPI otherwise), and makes an uncaught
+    exception end the whole job.
+
+        >>> init()                 # mpiexec -n 2 python train.py, or torchrun --nproc-per-node 2 train.py
+    """
     if _state:
         return
+    name = _backend(backend)
+    if name == "gloo":
+        _init_gloo("init(backend='gloo')" if backend else "TFPLUS_DISTRIBUTED_BACKEND=gloo"
+                   if os.environ.get("TFPLUS_DISTRIBUTED_BACKEND") else "under torchrun (RANK, WORLD_SIZE set)")
+    else:
+        _init_mpi()
+    _take_back_stop_signals()
+    _state["calls"] = 0
+    if size() > 1:
+        sys.excepthook = _abort_on_uncaught(sys.excepthook)
+        if name == "mpi":
+            _watch_finished(_state["MPI"].COMM_WORLD.Dup())
+    if os.environ.get("TFPLUS_ALLREDUCE_TRACE", "") not in ("", "0"):  # the trace times session.run's parts too
+        from tfplus.engine import step
+        from tfplus.kernels.numpy.collective import reducer
+        step.mark = reducer.mark
+
+
+def backend() -> str:
+    """The backend init() chose: "mpi" or "gloo"."""
+    return _world().name
+
+
+def launcher(n: int | str) -> str:
+    """The command line that starts `n` ranks of this job's backend (MPI's by default), for messages.
+
+        >>> launcher(2)            # under torchrun
+        'torchrun --nproc-per-node 2 -m'
+    """
+    try:
+        gloo = (_state["world"].name if _state else _backend(None)) == "gloo"
+    except ValueError:  # a bad TFPLUS_DISTRIBUTED_BACKEND: init says so
+        gloo = False
+    return f"torchrun --nproc-per-node {n} -m" if gloo else f"mpiexec -n {n}"
+
+
+def _backend(given: str | None) -> str:
+    """The backend `given` (init's argument), else $TFPLUS_DISTRIBUTED_BACKEND's, else the launcher's: gloo where
+    torchrun's variables are set and no MPI launcher's are, MPI otherwise."""
+    what, value = ("init(backend=...)", given) if given is not None else \
+        ("TFPLUS_DISTRIBUTED_BACKEND", os.environ.get("TFPLUS_DISTRIBUTED_BACKEND", ""))
+    value = value.strip().lower()
+    if value in BACKENDS:
+        return value
+    if value:
+        raise ValueError(f"{what}={value!r}: give mpi (mpi4py, under mpiexec) or gloo (torch.distributed, under "
+                         "torchrun), or leave it unset to follow the launcher")
+    torchrun = all(v in os.environ for v in _TORCHRUN) and not any(v in os.environ for v in _LAUNCHER_SIZES)
+    return "gloo" if torchrun else "mpi"
+
+
+def _init_gloo(why: str) -> None:
+    """Joins the job as torch.distributed's env:// start does (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT), in a
+    gloo process group whose collectives give up after TFPLUS_ALLREDUCE_TIMEOUT seconds; with none of them set, a
+    world of one (as MPI without mpiexec)."""
+    from tfplus.kernels.numpy.collective import allreduce_timeout
+    try:
+        import torch.distributed as tdist
+    except ImportError as e:
+        raise ImportError(f"{why}: the gloo backend needs torch ({e}): pip install \"tfplus[gloo]\", or "
+                          "TFPLUS_DISTRIBUTED_BACKEND=mpi under mpiexec") from None
+    timeout = allreduce_timeout()
+    missing = [v for v in _TORCHRUN if v not in os.environ]
+    if not tdist.is_initialized():
+        if len(missing) == len(_TORCHRUN):
+            tdist.init_process_group("gloo", store=tdist.HashStore(), rank=0, world_size=1,
+                                     timeout=datetime.timedelta(seconds=timeout))
+        elif missing:
+            raise LaunchError(f"{why}: the gloo backend takes the job from {', '.join(_TORCHRUN)}, and "
+                              f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} unset: start the ranks "
+                              "with torchrun --nproc-per-node N (--nnodes, --rdzv-endpoint across hosts)")
+        else:
+            tdist.init_process_group("gloo", timeout=datetime.timedelta(seconds=timeout))
+        atexit.register(tdist.destroy_process_group)  # NOTE: before the reducer's drain: it runs after it
+    world = comm.GlooComm(None, timeout)
+    comm.set_world(world)
+    # torchrun sets both; another launcher that does not runs every rank on one host
+    _state["local"] = (int(os.environ.get("LOCAL_RANK", world.rank)),
+                       int(os.environ.get("LOCAL_WORLD_SIZE", world.size)))
+    _state["world"] = world
+
+
+def _init_mpi() -> None:
     with _ended_if_mpi_hangs():
         try:
             from mpi4py import MPI
@@ -84,16 +188,10 @@ def init() -> None:
                               "MPI") from None
         _check_not_alone(MPI)
         _state["MPI"] = MPI
-        _state["local"] = _host_comm(MPI, _split_shared(MPI))
-    _take_back_stop_signals()
-    _state["calls"] = 0  # the collectives max_over_ranks and barrier made (_collectives_started)
-    if MPI.COMM_WORLD.Get_size() > 1:
-        sys.excepthook = _abort_on_uncaught(sys.excepthook)
-        _watch_finished(MPI.COMM_WORLD.Dup())
-    if os.environ.get("TFPLUS_ALLREDUCE_TRACE", "") not in ("", "0"):  # the trace times session.run's parts too
-        from tfplus.engine import step
-        from tfplus.kernels.numpy.collective import reducer
-        step.mark = reducer.mark
+        local = _host_comm(MPI, _split_shared(MPI))
+        _state["local"] = (local.Get_rank(), local.Get_size())
+        _state["world"] = comm.MpiComm(MPI.COMM_WORLD)
+        comm.set_world(_state["world"])
 
 
 def _take_back_stop_signals() -> None:
@@ -246,32 +344,32 @@ def is_initialized() -> bool:
     return bool(_state)
 
 
-def _mpi():
+def _world():
     if not _state:
         raise RuntimeError("call tfplus.distributed.init() before rank(), size() or building distributed ops")
-    return _state["MPI"]
+    return _state["world"]
 
 
 def rank() -> int:
     """This process's rank in the job, 0 .. size()-1."""
-    return _mpi().COMM_WORLD.Get_rank()
+    return _world().rank
 
 
 def size() -> int:
     """The number of processes in the job."""
-    return _mpi().COMM_WORLD.Get_size()
+    return _world().size
 
 
 def local_rank() -> int:
     """This process's rank among the job's processes on this host (which device or cores it takes)."""
-    _mpi()
-    return _state["local"].Get_rank()
+    _world()
+    return _state["local"][0]
 
 
 def local_size() -> int:
     """The number of the job's processes on this host."""
-    _mpi()
-    return _state["local"].Get_size()
+    _world()
+    return _state["local"][1]
 
 
 def local_device() -> str:
@@ -300,10 +398,10 @@ def max_over_ranks(value: int) -> int:
     """The largest `value` that any rank passes, now, in Python (every rank must call it): e.g. whether any rank
     was asked to stop."""
     buf = np.array([value], np.int64)
-    comm = _mpi().COMM_WORLD
+    world = _world()
     _settle()
     _state["calls"] += 1
-    comm.Allreduce(_mpi().IN_PLACE, buf, op=_mpi().MAX)
+    world.allreduce(buf, comm.MAX)
     return int(buf[0])
 
 
@@ -315,7 +413,7 @@ def max_over_ranks_later(value: int):
 
         >>> result = max_over_ranks_later(stop_wanted); sess.run(train_op); stop = result()
     """
-    _mpi()
+    _world()
     from tfplus.kernels.numpy.collective import reducer  # NOTE: here: the kernels load when a step runs
     return reducer.largest(value)
 
@@ -329,10 +427,10 @@ def trace_mark(label: str) -> None:
 
 def barrier() -> None:
     """Returns once every rank has called it."""
-    comm = _mpi().COMM_WORLD
+    world = _world()
     _settle()
     _state["calls"] += 1
-    comm.Barrier()
+    world.barrier()
 
 
 def _settle() -> None:
@@ -344,9 +442,10 @@ def _settle() -> None:
 
 
 def abort(code: int = 1) -> None:
-    """Ends every rank of the job now (MPI_Abort): what a rank that cannot go on calls, so none waits for it."""
+    """Ends every rank of the job now (MPI_Abort; under gloo this rank, and torchrun the others): what a rank that
+    cannot go on calls, so none waits for it."""
     sys.stderr.flush()
-    _mpi().COMM_WORLD.Abort(code)
+    _world().abort(code)
 
 
 # Horovod's reduction names, for allreduce(op=...).

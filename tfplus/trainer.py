@@ -150,7 +150,7 @@ class TrainConfig:
     init_from: str | None = None                 # a checkpoint (file or folder) to start a new run from
     init_map: list[tuple[str, str]] | None = None   # (checkpoint name or scope, model name or scope) pairs
     input: str | None = None                     # "host" or "device" (CifarAugment); None: device_input()
-    distributed: bool = False                    # one rank of an `mpiexec -n N` job (train: tfplus.distributed)
+    distributed: bool = False                    # one rank of an mpiexec or torchrun job (tfplus.distributed)
 
 
 RECIPE = ("model", "conv_widths", "fc_widths", "data_format", "synthetic", "batch_size", "epochs", "steps",
@@ -1022,19 +1022,20 @@ def train(cfg: TrainConfig, out: IO[str] | None = None, err: IO[str] | None = No
     _EpochHook evaluates and reports each epoch, _CheckpointHook saves, _StopHook stops at the last step or on a
     signal, _PeakMemoryHook measures the run's memory before the session closes.
 
-    With `distributed`, this process is one rank of an `mpiexec -n N` job (see _for_this_rank): the ranks train
-    one model on disjoint shards of each batch; a rank that fails ends the job (MPI_Abort), so none waits forever.
+    With `distributed`, this process is one rank of an `mpiexec -n N` or `torchrun --nproc-per-node N` job (see
+    _for_this_rank): the ranks train one model on disjoint shards of each batch; a rank that fails ends the job
+    (distributed.abort), so none waits forever.
     """
     if not cfg.distributed:
         return _train(cfg, out, err)
     dist = _distributed()
     try:
         dist.init()
-    except (ImportError, dist.LaunchError) as e:
+    except (ImportError, ValueError, dist.LaunchError) as e:
         raise UsageError(f"--distributed: {e}") from None
     if cfg.workers not in (None, 1):
         raise UsageError(f"--workers {cfg.workers} with --distributed: each rank is one process; start more ranks "
-                         "(mpiexec -n N) instead")
+                         f"({dist.launcher('N')}) instead")
     # Each rank takes its share of this host's cores, and forks no workers.
     cfg = dataclasses.replace(cfg, workers=1, threads=cfg.threads or max(1, _threads().default_threads()
                                                                          // dist.local_size()))
@@ -1063,7 +1064,7 @@ def _check_ranks(saved: int, ranks: int, folder: str) -> None:
     the whole run in every process, each writing into the one folder."""
     if saved == ranks:
         return
-    how = f"mpiexec -n {saved} tfplus train --distributed" if saved > 1 else "tfplus train"
+    how = f"{_distributed().launcher(saved)} tfplus train --distributed" if saved > 1 else "tfplus train"
     raise UsageError(f"--checkpoint-dir {folder}: its run trained on {saved} rank{'s' * (saved > 1)} and this one "
                      f"on {ranks} (a different split of each batch changes the weights): resume it as it ran, "
                      f"{how} --checkpoint-dir {folder} --resume, or start a new run in another --checkpoint-dir")
@@ -1085,7 +1086,7 @@ def _for_this_rank(cfg: TrainConfig, dist) -> TrainConfig:
     opencl:0, is every rank's); rank 0 alone logs and evaluates (every rank has the same weights)."""
     if cfg.batch_size % dist.size():
         raise UsageError(f"--batch-size {cfg.batch_size} is not a multiple of the {dist.size()} ranks "
-                         "(mpiexec -n): each rank takes an equal shard of every batch")
+                         f"({dist.launcher('N')}): each rank takes an equal shard of every batch")
     from tfplus.runtime import parse_device
     if parse_device(cfg.device) == ("opencl", None):
         cfg = dataclasses.replace(cfg, device=dist.local_device())

@@ -1,7 +1,9 @@
-"""MPI collectives on the host: MpiAllreduce (MPI_Allreduce, sum, over MPI_COMM_WORLD, of one contiguous buffer), and
-MpiAllreduceStart / MpiAllreduceWait, which hand a buffer to the process's communication thread and take its sum
-back, so that the step computes on while the ranks exchange it (Horovod's background thread, in small); on one host's
-opencl ranks the main thread moves the exchanges on itself between its launches instead (Reducer.post, poll)."""
+"""The job's collectives on the host, through its backend (tfplus.runtime.comm: MPI or gloo): MpiAllreduce (the sum
+over every rank of one contiguous buffer), and MpiAllreduceStart / MpiAllreduceWait, which hand a buffer to the
+process's communication thread and take its sum back, so that the step computes on while the ranks exchange it
+(Horovod's background thread, in small); on one host's MPI opencl ranks the main thread moves the exchanges on itself
+between its launches instead (Reducer.post, poll). The ops keep their MPI names: a graph saved under one backend
+runs under the other."""
 from __future__ import annotations
 
 import atexit
@@ -16,15 +18,15 @@ import time
 import numpy as np
 
 from tfplus.registry import register_kernel
+from tfplus.runtime.comm import MAX, SUM, world
 
 
 @register_kernel("MpiAllreduce", "cpu", ("float32", "float64"))
 def _mpi_allreduce(ctx, ins, outs, attrs):
-    # NOTE: imported when the kernel runs: mpi4py is the optional `mpi` extra, and importing it initializes MPI.
-    from mpi4py import MPI
     reducer.settle()
     reducer.count += 1
-    MPI.COMM_WORLD.Allreduce(np.ascontiguousarray(ins[0]), outs[0], op=MPI.SUM)
+    np.copyto(outs[0], ins[0])
+    world().allreduce(outs[0])
 
 
 def _positive(name: str, default: str, what: str) -> float:
@@ -56,7 +58,7 @@ def shared_ranks() -> int:
     forces MPI_Allreduce, =1 shared memory, the devices copying to and from the window (the default on a CPU device),
     =pinned shared memory, the devices copying to and from pinned memory and the communication thread moving each
     bucket between it and the window (the default on a GPU: reducer.staged); 1 or pinned is an error where the ranks
-    span hosts."""
+    span hosts. Under gloo, 0: the windows are MPI's."""
     if reducer.shared is None:
         value = os.environ.get("TFPLUS_ALLREDUCE_SHM", "").strip()
         if value not in ("", "0", "1", "pinned"):
@@ -65,12 +67,17 @@ def shared_ranks() -> int:
                              "(MPI_Allreduce) or leave it unset (pinned on a GPU, 1 on a CPU device, where every "
                              "rank runs on one host)")
         reducer.staged = {"1": False, "pinned": True}.get(value)
-        from mpi4py import MPI
-        here, world = reducer.host().Get_size(), MPI.COMM_WORLD.Get_size()
-        if value not in ("", "0") and here != world:
-            raise ValueError(f"TFPLUS_ALLREDUCE_SHM={value}: only {here} of the {world} ranks run on this host; "
+        if world().name != "mpi":
+            if value not in ("", "0"):
+                raise ValueError(f"TFPLUS_ALLREDUCE_SHM={value}: the ranks' shared memory is MPI's (MPI-3 windows) "
+                                 f"and this job runs on {world().name}; unset it, or run the job under mpiexec")
+            reducer.shared = 0
+            return 0
+        here, ranks = reducer.host().Get_size(), world().size
+        if value not in ("", "0") and here != ranks:
+            raise ValueError(f"TFPLUS_ALLREDUCE_SHM={value}: only {here} of the {ranks} ranks run on this host; "
                              "unset it to sum by MPI_Allreduce")
-        reducer.shared = here if here == world and value != "0" else 0
+        reducer.shared = here if here == ranks and value != "0" else 0
     return reducer.shared
 
 
@@ -109,7 +116,7 @@ class _Job:
 
 
 class Reducer:
-    """The communication thread: sums host buffers over the ranks in place, one MPI_Allreduce each, in the order
+    """The communication thread: sums host buffers over the ranks in place, one all-reduce each, in the order
     they were started (so every rank makes the same calls in the same order), on a communicator of its own (so
     that the main thread's collectives between steps, such as max_over_ranks, never interleave with its own).
 
@@ -136,7 +143,7 @@ class Reducer:
         self.started: dict[int, _Job] = {}
         self.buffers: dict[int, np.ndarray] = {}
         self.thread = self.failed = None
-        self.rank = 0  # in MPI_COMM_WORLD, for the trace's report
+        self.rank = 0  # in the job, for the trace's report
         self.device = ""  # the device whose buffers this rank reduces, for the trace's report (opencl: its PCI bus)
         self.trace: dict[int, list] | None = None  # TFPLUS_ALLREDUCE_TRACE=1: key -> jobs' times
         self.timeline: list[tuple[str, float]] = []  # TFPLUS_ALLREDUCE_TRACE=1: the host's events, in order
@@ -148,19 +155,19 @@ class Reducer:
         self.shared: int | None = None  # shared_ranks(), once known
         self.staged: bool | None = None  # TFPLUS_ALLREDUCE_SHM=pinned (True) or 1 (False); unset: by the device
         self.gpu = False  # whether the ranks' devices are GPUs (polling), once a bucket knows
-        self.host_comm = None  # the communicator of this host's ranks (host())
+        self.host_comm = None  # the MPI communicator of this host's ranks (host())
         self.windows: dict[int, list] = {}  # bucket key -> [its MPI window, its slots (3, ranks, n), the next turn]
         self.polled: collections.deque = collections.deque()  # jobs the main thread moves on (post), in order
-        self.poll_comm = self.poll_world = None  # the polled jobs' communicators: this host's ranks, all ranks
+        self.poll_comm = self.poll_world = None  # the polled jobs': MPI's of this host's ranks, the world's Comm
         self.polling = threading.Lock()  # held by the thread in poll(): another thread's poll meanwhile returns
         self.wakes = 0  # the communication thread's returns from a call that released Python's lock (hand-offs)
 
     def host(self):
-        """The communicator of this host's ranks (MPI_COMM_TYPE_SHARED), made once."""
+        """The MPI communicator of this host's ranks (MPI_COMM_TYPE_SHARED), made once (the MPI backend's only)."""
         if self.host_comm is None:
             from mpi4py import MPI
             # NOTE: collective, made on the main thread in the same place of every rank's calls (the first start).
-            self.host_comm = MPI.COMM_WORLD.Split_type(MPI.COMM_TYPE_SHARED)
+            self.host_comm = world().mpi.Split_type(MPI.COMM_TYPE_SHARED)
         return self.host_comm
 
     def shared_slots(self, key: int, n: int, dtype) -> np.ndarray:
@@ -297,8 +304,7 @@ class Reducer:
         job = _Job(-1, np.array([value], np.int64), None, largest=True)
         self.count += 1
         if polling(self.gpu):  # started now, on a communicator of its own, and read by the main thread's polls
-            from mpi4py import MPI
-            job.request = self.poll_world.Iallreduce(MPI.IN_PLACE, job.host, op=MPI.MAX)
+            job.request = self.poll_world.iallreduce(job.host, MAX)
             self.polled.append(job)
         else:
             self.last = job
@@ -312,17 +318,17 @@ class Reducer:
         """Starts the communication thread, once."""
         if self.thread is not None:
             return
-        from mpi4py import MPI
-        if MPI.Query_thread() != MPI.THREAD_MULTIPLE:
-            raise RuntimeError("MpiAllreduceStart reduces on a thread of its own, which needs MPI initialized with "
-                               "MPI_THREAD_MULTIPLE (mpi4py's default; mpi4py.rc.thread_level = 'multiple')")
-        # NOTE: made here, by the main thread, in the same place of every rank's calls (Dup is collective).
-        comm = MPI.COMM_WORLD.Dup()
-        host = self.host().Dup()
-        self.poll_comm, self.poll_world = self.host().Dup(), MPI.COMM_WORLD.Dup()
+        ranks, host = world(), None
+        if ranks.name == "mpi":
+            from mpi4py import MPI
+            if MPI.Query_thread() != MPI.THREAD_MULTIPLE:
+                raise RuntimeError("MpiAllreduceStart reduces on a thread of its own, which needs MPI initialized "
+                                   "with MPI_THREAD_MULTIPLE (mpi4py's default; mpi4py.rc.thread_level = 'multiple')")
+            host, self.poll_comm = self.host().Dup(), self.host().Dup()  # the shared-memory barriers'
+        # NOTE: made here, by the main thread, in the same place of every rank's calls (dup is collective).
+        comm, self.poll_world = ranks.dup(), ranks.dup()
         # A daemon: it blocks only in jobs.get() between steps, so it never keeps a finished rank alive.
-        self.thread = threading.Thread(target=self._loop, args=(comm, host, MPI.IN_PLACE, MPI.SUM, MPI.MAX),
-                                       name="tfplus-allreduce", daemon=True)
+        self.thread = threading.Thread(target=self._loop, args=(comm, host), name="tfplus-allreduce", daemon=True)
         self.thread.start()
         # NOTE: the thread needs Python's lock after each of its waits (a copy out, MPI) and to release a copy back;
         # a thread waiting for the lock gets it from a busy one (the main thread queuing launches) only after the
@@ -332,12 +338,13 @@ class Reducer:
         ms = _positive("TFPLUS_ALLREDUCE_SWITCH_MS", "0.2", "the milliseconds Python lets a thread hold its lock "
                        "while the communication thread waits for it")
         sys.setswitchinterval(min(sys.getswitchinterval(), ms / 1e3))
-        self.rank = MPI.COMM_WORLD.Get_rank()
+        self.rank = ranks.rank
         if os.environ.get("TFPLUS_ALLREDUCE_TRACE", "") not in ("", "0"):
             self.trace = {}
             atexit.register(self._report)
-        # NOTE: registered after mpi4py's MPI_Finalize, so it runs before it: a host that ran ahead of its last
-        # all-reduce (kernels/opencl/collective.py) must not finalize MPI while the thread is inside it.
+        # NOTE: registered after mpi4py's MPI_Finalize (and tfplus.distributed's end of the gloo group), so it runs
+        # before it: a host that ran ahead of its last all-reduce (kernels/opencl/collective.py) must not end the
+        # backend while the thread is inside it.
         atexit.register(self.drain)
 
     def take(self, key: int) -> _Job:
@@ -392,7 +399,7 @@ class Reducer:
         lines = [f"tfplus all-reduce, {who}: device {self.device}"] if self.device else []
         lines.append(f"tfplus all-reduce, {who}: buckets summed " + (
             f"on the devices from host shared memory{' through pinned memory' * bool(self.staged)}, {self.shared} "
-            "ranks (all-reduce below: the barrier)" if self.shared else "by MPI_Allreduce"))
+            "ranks (all-reduce below: the barrier)" if self.shared else f"by {world().name}'s all-reduce"))
         for key, rows in sorted(self.trace.items()):
             t = np.array(rows[1:]) * 1e3
             if len(t):
@@ -436,7 +443,7 @@ class Reducer:
             e = self.failed
             raise RuntimeError(f"an all-reduce failed on the communication thread: {type(e).__name__}: {e}") from e
 
-    def _loop(self, comm, host, in_place, total, largest) -> None:
+    def _loop(self, comm, host) -> None:
         while True:
             job = self.jobs.get()
             self.wakes += 1
@@ -456,7 +463,7 @@ class Reducer:
                             np.copyto(job.host[q], turn[q])
                     self.wakes += 1 + staged * len(turn)  # the barrier; NumPy's copies release the lock
                 else:
-                    comm.Allreduce(in_place, job.host, op=largest if job.largest else total)
+                    comm.allreduce(job.host, MAX if job.largest else SUM)
                     self.wakes += 1
                 if job.scale != 1.0:  # NOTE: float32 times the scale cast to float32, as a device Mul by a constant
                     np.multiply(job.host, job.scale, out=job.host)

@@ -1,4 +1,5 @@
-"""MPI collectives on the opencl device: MPI reads and writes host memory (NCCL cannot take OpenCL buffers).
+"""The job's collectives on the opencl device: MPI and gloo read and write host memory (NCCL cannot take OpenCL
+buffers), so the buckets go through the host (kernels/numpy/collective.py calls the backend).
 
 MpiAllreduce copies the packed buffer out, reduces it by the cpu kernel and copies it back, all blocking.
 MpiAllreduceStart packs its bucket's gradients into a device buffer (a workspace of the op; one launch per 8

@@ -1,4 +1,5 @@
-"""Device runtimes behind one declared interface (base.py's Runtime): cpu.py, and the opencl package."""
+"""Device runtimes behind one declared interface (base.py's Runtime): cpu.py, and the opencl package; comm.py, the
+ranks of a data-parallel job behind one for its backends (MPI, gloo)."""
 from __future__ import annotations
 
 DEVICE_FORMS = "cpu, opencl, opencl:N (`tfplus devices` lists them) or opencl:NAME (part of a device's name)"
