@@ -465,6 +465,12 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
             "T": [t.dtype for t in tensors], "cond": cond_g, "body": body_g, "n_cond": len(cond_g.captured),
             "output_shapes": shapes, "parallel_iterations": int(parallel_iterations)}, "While")
         finals = op.outputs[:len(tensors)]
+        for v, y, final in zip(leaves, body_g.outputs, finals):
+            if isinstance(v, TensorArray) and y._shape is not None and len(y._shape) > 0:
+                # An array's elements keep the shape its writes gave (TF infers element_shape from them); only
+                # a growing array's length is unknown.
+                final.set_shape([None if v._dynamic else constant_value(v._fill_to)] + list(y._shape[1:])
+                                if v._fill_to is not None or v._dynamic else y._shape)
         if not back_prop:
             from tfplus.ops.array_ops import stop_gradient
             finals = [stop_gradient(t) for t in finals]
