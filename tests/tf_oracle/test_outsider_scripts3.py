@@ -384,13 +384,13 @@ def viterbi_scan_backtrack(tf, feeder):
 
 def tensorarray_api(tf, feeder):
     """The TensorArray methods 2017-2018 loop code used beyond write and stack: unstack of an input and read in
-    the body, dynamic_size with element_shape, scatter at given indices and gather back, written out
+    the body, an array of no element_shape filled in the loop, scatter at given indices and gather back, written out
     of order and concat'ed, size(), identity; a while_loop with maximum_iterations and parallel_iterations=1;
     and gradients through unstack/read/stack into a variable."""
     seq = tf.placeholder(tf.float32, [5, 3])
     w = tf.Variable(tf.ones([3]) * 0.5, name="w")
     inputs = tf.TensorArray(tf.float32, size=5).unstack(seq)
-    grown = tf.TensorArray(tf.float32, size=0, dynamic_size=True, element_shape=tf.TensorShape([3]))
+    grown = tf.TensorArray(tf.float32, size=4)
 
     def body(i, acc, ta):
         acc = acc * w + inputs.read(i)
@@ -407,6 +407,23 @@ def tensorarray_api(tf, feeder):
     sess = _session_run(tf, feeder)
     out = _steps(tf, sess, [train_op, loss, stacked, scattered, n, grown.size(), pieces.concat()], {seq: xs})
     return _trained(tf, sess, out)
+
+
+def dynamic_tensorarray_gradient(tf, feeder):
+    """An RNN unrolled by hand into a TensorArray(size=0, dynamic_size=True) (the 2017 tutorials' decoder that
+    does not know its length), the loss on the stacked outputs trained through the loop."""
+    seq = tf.placeholder(tf.float32, [5, 3])
+    w = tf.Variable(tf.eye(3) * 0.5, name="w")
+
+    def body(i, h, ta):
+        h = tf.tanh(tf.matmul(h, w) + tf.expand_dims(seq[i], 0))
+        return i + 1, h, ta.write(i, h[0])
+    _, _, outputs = tf.while_loop(lambda i, *_: i < 5, body,
+                                  [0, tf.zeros([1, 3]), tf.TensorArray(tf.float32, size=0, dynamic_size=True)])
+    loss = tf.reduce_sum(tf.square(outputs.stack() - 0.5))
+    train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss)
+    sess = _session_run(tf, feeder)
+    return _trained(tf, sess, _steps(tf, sess, [train_op, loss], {seq: data(343, ("n", (5, 3)))[0]}))
 
 
 def fold_and_map_fn(tf, feeder):
@@ -1205,7 +1222,7 @@ def image_geometry_pipeline(tf, feeder):
 SCRIPTS = {f.__name__: f for f in (
     straight_through_binarized, vq_vae_codebook, custom_gradient_recipes, gradients_api_options,
     fake_quant_training, proximal_optimizers_clipped, linear_cosine_schedules, beam_search_while, ode_rk4_while,
-    sinkhorn_log_domain, conjugate_gradient_solver, viterbi_scan_backtrack, tensorarray_api, fold_and_map_fn,
+    sinkhorn_log_domain, conjugate_gradient_solver, viterbi_scan_backtrack, tensorarray_api, dynamic_tensorarray_gradient, fold_and_map_fn,
     gnn_message_passing, bag_segment_pooling, tfidf_unique_counts, confusion_matrix_eval, siamese_contrastive,
     arcface_margin, simclr_nt_xent, tf_losses_family, mixup_label_smoothing, masked_token_loss,
     linalg_losses, einsum_bilinear, als_matrix_factorization, realnvp_coupling, shufflenet_se_block,
@@ -1215,7 +1232,9 @@ SCRIPTS = {f.__name__: f for f in (
 
 run_script = script_runner(SCRIPTS)
 
-_REFUSED: dict = {}
+_REFUSED = {"dynamic_tensorarray_gradient": "the gradient through a TensorArray(dynamic_size=True) written in a loop "
+                                            "is refused: its rows grow each iteration, and the loop's recorded "
+                                            "history is dense (the error names a fixed size as the alternative)"}
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(raises=UnsupportedError, strict=True,
