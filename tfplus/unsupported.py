@@ -64,8 +64,6 @@ ALTERNATIVES = {
     "tf.nn.conv3d": "tf.nn.conv2d",
     "tf.image.ssim_multiscale": "tf.image.ssim (one scale)",
     "tf.nn.fractional_max_pool": "tf.nn.max_pool",
-    "tf.train.ProximalGradientDescentOptimizer": "tf.train.GradientDescentOptimizer",
-    "tf.train.ProximalAdagradOptimizer": "tf.train.AdagradOptimizer",
     "tf.train.AdagradDAOptimizer": "tf.train.AdagradOptimizer",
     "tf.train.SyncReplicasOptimizer": None,
     "tf.train.Server": None,
