@@ -125,6 +125,13 @@ math = _namespace("tf.math", **{n: getattr(math_ops, n) for n in math_ops.__all_
                   invert_permutation=array_ops.invert_permutation, divide_no_nan=math_ops.div_no_nan,
                   segment_sum=composite_ops.segment_sum, segment_mean=composite_ops.segment_mean,
                   top_k=nn.top_k)
+from tfplus import quantization as _quantization  # noqa: E402
+
+quantization = _namespace("tf.quantization", **{n: getattr(_quantization, n) for n in (
+    "fake_quant_with_min_max_args", "fake_quant_with_min_max_vars", "fake_quant_with_min_max_vars_per_channel")})
+fake_quant_with_min_max_args = _quantization.fake_quant_with_min_max_args
+fake_quant_with_min_max_vars = _quantization.fake_quant_with_min_max_vars
+fake_quant_with_min_max_vars_per_channel = _quantization.fake_quant_with_min_max_vars_per_channel
 random = _namespace("tf.random", normal=random_normal, uniform=random_uniform, truncated_normal=truncated_normal,
                     set_random_seed=set_random_seed, categorical=_categorical, multinomial=multinomial,
                     shuffle=random_shuffle, gamma=random_ops.random_gamma, poisson=random_ops.random_poisson,

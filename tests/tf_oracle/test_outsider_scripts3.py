@@ -1242,3 +1242,31 @@ _REFUSED = {"dynamic_tensorarray_gradient": "the gradient through a TensorArray(
                                   if n in _REFUSED else n for n in sorted(SCRIPTS)])
 def test_outsider_script_runs_as_in_tensorflow(tf1, name):
     check_against_tensorflow(tf1, run_script, name)
+
+
+def test_fake_quantization_as_tensorflow(tf1):
+    """tf.quantization's fake quantization gives TensorFlow's values and gradients: a range nudged onto a level
+    for 0.0 (a tie in float32 included), narrow_range, 2 to 8 bits, per channel, a [0, 0] range (zeros, the
+    gradient passed through whole), and the gradients of min and max (dy summed below and above the range)."""
+    import tfplus
+    xs = np.linspace(-2.5, 2.5, 60, dtype=np.float32).reshape(20, 3)
+    cases = [
+        lambda tf, x, lo, hi: tf.quantization.fake_quant_with_min_max_args(x, min=-2.0, max=2.0),
+        lambda tf, x, lo, hi: tf.quantization.fake_quant_with_min_max_args(x, -1.0, 1.0, num_bits=2),
+        lambda tf, x, lo, hi: tf.fake_quant_with_min_max_vars(x, lo[0], hi[0], num_bits=4, narrow_range=True),
+        lambda tf, x, lo, hi: tf.quantization.fake_quant_with_min_max_vars(x, lo[1], hi[1]),
+        lambda tf, x, lo, hi: tf.quantization.fake_quant_with_min_max_vars(x, lo[2], hi[2]),
+        lambda tf, x, lo, hi: tf.quantization.fake_quant_with_min_max_vars_per_channel(x, lo, hi, num_bits=3),
+    ]
+
+    def run(tf, case):
+        with tf.Graph().as_default():
+            x = tf.constant(xs)
+            lo, hi = tf.constant([-0.6, -0.3, 0.0]), tf.constant([0.6, 1.7, 0.0])
+            y = case(tf, x, lo, hi)
+            grads = tf.gradients(tf.reduce_sum(y * (x + 3.0)), [x, lo, hi], unconnected_gradients="zero")
+            with tf.Session() as sess:
+                return sess.run([y] + grads)
+    for i, case in enumerate(cases):
+        for want, got in zip(run(tf1, case), run(tfplus, case)):
+            np.testing.assert_allclose(got, want, rtol=1e-6, atol=3e-6, err_msg=f"case {i}")
