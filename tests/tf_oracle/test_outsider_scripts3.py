@@ -1270,3 +1270,23 @@ def test_fake_quantization_as_tensorflow(tf1):
     for i, case in enumerate(cases):
         for want, got in zip(run(tf1, case), run(tfplus, case)):
             np.testing.assert_allclose(got, want, rtol=1e-6, atol=3e-6, err_msg=f"case {i}")
+
+
+def test_ctc_loss_v2_as_tensorflow(tf1):
+    """tf.nn.ctc_loss_v2 gives TensorFlow's losses and logit gradients: dense labels with the blank at class 0
+    (its default) and time-major logits, and SparseTensor labels with the blank in the middle."""
+    import tfplus
+    logits_np = data(350, ("n", (6, 2, 5)))[0]
+
+    def run(tf):
+        with tf.Graph().as_default():
+            logits = tf.constant(logits_np)
+            dense = tf.nn.ctc_loss_v2(tf.constant([[1, 4, 4], [3, 2, 0]]), logits, tf.constant([3, 2]),
+                                      tf.constant([6, 5]))
+            sparse = tf.nn.ctc_loss_v2(tf.SparseTensor([[0, 0], [0, 1], [1, 0]], [4, 1, 3], [2, 2]), logits, None,
+                                       tf.constant([6, 6]), blank_index=2)
+            grads = tf.gradients(tf.reduce_sum(dense) + 2.0 * tf.reduce_sum(sparse), logits)
+            with tf.Session() as sess:
+                return sess.run([dense, sparse] + grads)
+    for want, got in zip(run(tf1), run(tfplus)):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
