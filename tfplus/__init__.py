@@ -287,7 +287,7 @@ python_io = _namespace("tf.python_io", TFRecordWriter=_tfrecord.TFRecordWriter,
                        tf_record_iterator=_tfrecord.tf_record_iterator)
 strings = _namespace("tf.strings", **{n: getattr(_string_ops, n) for n in (
     "split", "to_number", "join", "reduce_join", "length", "substr", "regex_replace", "regex_full_match", "lower",
-    "upper", "strip", "as_string", "encode_base64", "decode_base64")})
+    "upper", "strip", "as_string", "encode_base64", "decode_base64", "ngrams")})
 # tf.train's Example protos and tf.nn.embedding_lookup_sparse live with the input pipelines; tfplus.train and
 # tfplus.nn are given them here, so that those modules stay free of records and sparse tensors.
 for _n in ("BytesList", "FloatList", "Int64List", "Feature", "Features", "FeatureList", "FeatureLists"):

@@ -1290,3 +1290,21 @@ def test_ctc_loss_v2_as_tensorflow(tf1):
                 return sess.run([dense, sparse] + grads)
     for want, got in zip(run(tf1), run(tfplus)):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_string_ngrams_as_tensorflow(tf1):
+    """tf.strings.ngrams on dense tokens gives TensorFlow's strings: one width and a list of widths, left and
+    right pads of their default and a given width, a row shorter than the width kept whole or dropped."""
+    import tfplus
+    tokens = np.array([[b"a", b"b", b"c"], [b"d", b"e", b"f"]])
+    cases = [dict(ngram_width=2), dict(ngram_width=[1, 3], separator="+"),
+             dict(ngram_width=3, pad_values=("<s>", "</s>")), dict(ngram_width=2, pad_values="#", padding_width=1),
+             dict(ngram_width=4, preserve_short_sequences=True), dict(ngram_width=4)]
+
+    def run(tf):
+        with tf.Graph().as_default():
+            outs = [tf.strings.ngrams(tf.constant(tokens), **kw) for kw in cases]
+            with tf.Session() as sess:
+                return sess.run(outs)
+    for kw, want, got in zip(cases, run(tf1), run(tfplus)):
+        assert np.asarray(got).tolist() == np.asarray(want).tolist(), kw
