@@ -1232,7 +1232,9 @@ SCRIPTS = {f.__name__: f for f in (
 
 run_script = script_runner(SCRIPTS)
 
-_REFUSED = {"dynamic_tensorarray_gradient": "the gradient through a TensorArray(dynamic_size=True) written in a loop "
+_REFUSED = {"c3d_video_clips": "tf.nn.conv3d, max_pool3d and tf.layers.conv3d are refused: tfplus has no 3-D "
+                               "convolutions (the error names tf.nn.conv2d, over frames folded into the batch)",
+            "dynamic_tensorarray_gradient": "the gradient through a TensorArray(dynamic_size=True) written in a loop "
                                             "is refused: its rows grow each iteration, and the loop's recorded "
                                             "history is dense (the error names a fixed size as the alternative)"}
 
@@ -1308,3 +1310,63 @@ def test_string_ngrams_as_tensorflow(tf1):
                 return sess.run(outs)
     for kw, want, got in zip(cases, run(tf1), run(tfplus)):
         assert np.asarray(got).tolist() == np.asarray(want).tolist(), kw
+
+
+def test_variables_first_made_in_a_loop_body_or_a_branch_train_as_in_tensorflow(tf1):
+    """A layer first called inside a tf.while_loop body and a get_variable first asked for in a tf.cond branch
+    make their variables in the script's graph, as TF's init_scope does: they are initialized and trained beside a
+    variable made outside (they were in no collection, so silently neither)."""
+    import tfplus
+    xs = data(351, ("n", (2, 3)))[0]
+
+    def run(tf):
+        with tf.Graph().as_default():
+            x = tf.placeholder(tf.float32, [2, 3])
+            w = tf.get_variable("outside", initializer=tf.constant(np.eye(3, dtype=np.float32) * 0.5))
+
+            def body(i, h):
+                with tf.variable_scope("cell", reuse=tf.AUTO_REUSE):
+                    h = tf.layers.dense(tf.matmul(h, w), 3, tf.tanh, name="dense",
+                                        kernel_initializer=tf.constant_initializer(0.1))
+                return i + 1, h
+            _, h = tf.while_loop(lambda i, h: i < 2, body, [0, x])
+
+            def branch():
+                return h * tf.get_variable("scale", [3], initializer=tf.constant_initializer(2.0))
+            y = tf.cond(tf.reduce_sum(x) > -100.0, branch, lambda: h)
+            loss = tf.reduce_sum(tf.square(y - 1.0))
+            train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss)
+            with tf.Session() as sess:
+                sess.run(tf.global_variables_initializer())
+                losses = [sess.run([train_op, loss], {x: xs})[1] for _ in range(3)]
+                return [v.op.name for v in tf.trainable_variables()], losses, sess.run(tf.trainable_variables())
+    want, got = run(tf1), run(tfplus)
+    assert got[0] == want[0] == ["outside", "cell/dense/kernel", "cell/dense/bias", "scale"]
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-5)
+    for a, b in zip(got[2], want[2]):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_proximal_optimizers_sparse_rows_as_tensorflow(tf1):
+    """ProximalAdagrad and ProximalGradientDescent update only an embedding's looked-up rows (an IndexedSlices
+    gradient) as TensorFlow's sparse kernels do, with and without L1."""
+    import tfplus
+
+    def run(tf):
+        with tf.Graph().as_default():
+            ids = tf.constant([3, 0, 4])
+            out = {}
+            for name, opt in [("pa", tf.train.ProximalAdagradOptimizer(0.3, l1_regularization_strength=0.05,
+                                                                      l2_regularization_strength=0.1)),
+                              ("pa_l2", tf.train.ProximalAdagradOptimizer(0.3, l2_regularization_strength=0.1)),
+                              ("pgd", tf.train.ProximalGradientDescentOptimizer(0.2, 0.02, 0.05))]:
+                table = tf.get_variable(name, initializer=tf.constant(data(352, ("n", (5, 2)))[0]))
+                loss = tf.reduce_sum(tf.square(tf.nn.embedding_lookup(table, ids) - 0.3))
+                out[name] = (table, opt.minimize(loss))
+            with tf.Session() as sess:
+                sess.run(tf.global_variables_initializer())
+                for _ in range(2):
+                    sess.run([op for _, op in out.values()])
+                return sess.run([t for t, _ in out.values()])
+    for want, got in zip(run(tf1), run(tfplus)):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
