@@ -346,7 +346,6 @@ from tfplus.variables import global_variables as all_variables  # noqa: E402,F40
 
 train.summary_iterator = _summary_iterator
 from tfplus.framework import colocate_with, container  # noqa: E402,F401
-from tfplus.gradients import (  # noqa: E402,F401
-    AggregationMethod, RegisterGradient, UnconnectedGradients, custom_gradient, no_gradient)
+from tfplus.gradients import AggregationMethod, RegisterGradient, UnconnectedGradients, custom_gradient, no_gradient  # noqa: E402,F401
 from tfplus.gradients import no_gradient as NoGradient  # noqa: E402,F401
 from tfplus.gradients import no_gradient as NotDifferentiable  # noqa: E402,F401

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from conftest import needs_opencl
 from test_outsider_scripts import _steps
-from tutorials import Feeder, _session_run, _trained, check_against_tensorflow, data, script_runner, sessions_on_opencl
+from tutorials import _session_run, _trained, check_against_tensorflow, data, script_runner, sessions_on_opencl
 
 from tfplus.unsupported import UnsupportedError
 

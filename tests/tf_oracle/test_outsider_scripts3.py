@@ -1222,7 +1222,8 @@ def image_geometry_pipeline(tf, feeder):
 SCRIPTS = {f.__name__: f for f in (
     straight_through_binarized, vq_vae_codebook, custom_gradient_recipes, gradients_api_options,
     fake_quant_training, proximal_optimizers_clipped, linear_cosine_schedules, beam_search_while, ode_rk4_while,
-    sinkhorn_log_domain, conjugate_gradient_solver, viterbi_scan_backtrack, tensorarray_api, dynamic_tensorarray_gradient, fold_and_map_fn,
+    sinkhorn_log_domain, conjugate_gradient_solver, viterbi_scan_backtrack, tensorarray_api,
+    dynamic_tensorarray_gradient, fold_and_map_fn,
     gnn_message_passing, bag_segment_pooling, tfidf_unique_counts, confusion_matrix_eval, siamese_contrastive,
     arcface_margin, simclr_nt_xent, tf_losses_family, mixup_label_smoothing, masked_token_loss,
     linalg_losses, einsum_bilinear, als_matrix_factorization, realnvp_coupling, shufflenet_se_block,
