@@ -585,7 +585,8 @@ __all__ = [w for w, *_ in _UNARY.values()] + [w for w, *_ in _BINARY.values()] +
     "betainc", "cumprod", "unique", "unique_with_counts", "unsorted_segment_max", "unsorted_segment_min",
     "unsorted_segment_prod", "unsorted_segment_mean", "unsorted_segment_sqrt_n", "segment_max", "segment_min",
     "segment_prod", "sparse_segment_sum", "sparse_segment_mean", "sparse_segment_sqrt_n", "searchsorted",
-    "bincount", "histogram_fixed_width", "polyval", "lbeta", "bessel_i0", "bessel_i1", "reciprocal_no_nan", "multiply_no_nan", "reduce_euclidean_norm", "is_non_decreasing",
+    "bincount", "histogram_fixed_width", "polyval", "lbeta", "bessel_i0", "bessel_i1", "reciprocal_no_nan",
+    "multiply_no_nan", "reduce_euclidean_norm", "is_non_decreasing",
     "is_strictly_increasing", "roll", "tensor_scatter_nd_add", "tensor_scatter_nd_sub", "tensor_scatter_nd_update"]
 
 
