@@ -1233,10 +1233,8 @@ SCRIPTS = {f.__name__: f for f in (
 
 run_script = script_runner(SCRIPTS)
 
-_REFUSED = {"c3d_video_clips": "tf.nn.conv3d, max_pool3d and tf.layers.conv3d are refused: tfplus has no 3-D "
-                               "convolutions (the error names tf.nn.conv2d, over frames folded into the batch)",
-            "dynamic_tensorarray_gradient": "the gradient through a TensorArray(dynamic_size=True) written in a loop "
-                                            "is refused: its rows grow each iteration, and the loop's recorded "
+_REFUSED = {"dynamic_tensorarray_gradient": "the gradient through a TensorArray(dynamic_size=True) written in a "
+                                            "loop is refused: its rows grow each iteration, and the loop's recorded "
                                             "history is dense (the error names a fixed size as the alternative)"}
 
 
@@ -1371,3 +1369,24 @@ def test_proximal_optimizers_sparse_rows_as_tensorflow(tf1):
                 return sess.run([t for t, _ in out.values()])
     for want, got in zip(run(tf1), run(tfplus)):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_conv3d_and_max_pool3d_as_tensorflow(tf1):
+    """tf.nn.conv3d and tf.nn.max_pool3d (2-D windows over frames folded into the batch) give TensorFlow's values
+    and gradients: SAME and VALID, strides in depth and space, odd sizes (SAME's extra frame after)."""
+    import tfplus
+    xs, ws = data(353, ("n", (2, 5, 6, 7, 2)), ("n", (3, 2, 3, 2, 3)))
+
+    def run(tf):
+        with tf.Graph().as_default():
+            x, w = tf.constant(xs), tf.constant(ws)  # TF's MaxPool3D takes no float64
+            outs = [tf.nn.conv3d(x, w, [1, 1, 1, 1, 1], "SAME"), tf.nn.conv3d(x, w, [1, 2, 2, 1, 1], "SAME"),
+                    tf.nn.conv3d(x, w, [1, 2, 1, 2, 1], "VALID"),
+                    tf.nn.max_pool3d(x, [1, 2, 2, 3, 1], [1, 2, 2, 2, 1], "SAME"),
+                    tf.nn.max_pool3d(x, [1, 3, 2, 2, 1], [1, 1, 2, 1, 1], "VALID")]
+            loss = tf.add_n([tf.reduce_sum(tf.sin(o)) for o in outs])
+            with tf.Session() as sess:
+                return sess.run(outs + tf.gradients(loss, [x, w]))
+    for i, (want, got) in enumerate(zip(run(tf1), run(tfplus))):
+        assert np.shape(got) == np.shape(want), i
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=5e-5, err_msg=str(i))  # float32 sums
