@@ -26,8 +26,8 @@ from tfplus.ops.array_ops import concat, expand_dims, identity, reshape, shape, 
 from tfplus.variables import VariableScope, get_variable, global_variables, variable_scope
 
 __all__ = ["dense", "conv1d", "conv2d", "conv3d", "conv2d_transpose", "separable_conv2d", "max_pooling1d",
-           "max_pooling2d", "average_pooling1d", "average_pooling2d", "flatten", "dropout", "batch_normalization", "Dense", "Conv1D",
-           "Conv2D", "Conv2DTranspose", "SeparableConv2D", "MaxPooling1D", "MaxPooling2D", "AveragePooling1D",
+           "max_pooling2d", "average_pooling1d", "average_pooling2d", "flatten", "dropout", "batch_normalization",
+           "Dense", "Conv1D", "Conv2D", "Conv2DTranspose", "SeparableConv2D", "MaxPooling1D", "MaxPooling2D", "AveragePooling1D",
            "AveragePooling2D", "Flatten", "Dropout", "BatchNormalization"]
 
 
