@@ -27,8 +27,8 @@ from tfplus.variables import VariableScope, get_variable, global_variables, vari
 
 __all__ = ["dense", "conv1d", "conv2d", "conv3d", "conv2d_transpose", "separable_conv2d", "max_pooling1d",
            "max_pooling2d", "average_pooling1d", "average_pooling2d", "flatten", "dropout", "batch_normalization",
-           "Dense", "Conv1D", "Conv2D", "Conv2DTranspose", "SeparableConv2D", "MaxPooling1D", "MaxPooling2D", "AveragePooling1D",
-           "AveragePooling2D", "Flatten", "Dropout", "BatchNormalization"]
+           "Dense", "Conv1D", "Conv2D", "Conv2DTranspose", "SeparableConv2D", "MaxPooling1D", "MaxPooling2D",
+           "AveragePooling1D", "AveragePooling2D", "Flatten", "Dropout", "BatchNormalization"]
 
 
 def _pair(value, what: str) -> tuple[int, int]:
