@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import needs_opencl
 from test_outsider_scripts import _steps
-from tutorials import _session_run, _trained, check_against_tensorflow, data, script_runner
+from tutorials import _session_run, _trained, check_against_tensorflow, data, script_runner, sessions_on_opencl
 
 from tfplus.unsupported import UnsupportedError
 
@@ -1242,6 +1243,18 @@ _REFUSED = {"dynamic_tensorarray_gradient": "the gradient through a TensorArray(
                                                                           reason=_REFUSED[n]))
                                   if n in _REFUSED else n for n in sorted(SCRIPTS)])
 def test_outsider_script_runs_as_in_tensorflow(tf1, name):
+    check_against_tensorflow(tf1, run_script, name)
+
+
+# A script of each family this sweep added that runs device kernels of its own making (fake quantization under
+# custom_gradient, 3-D convolutions of folded frames, a loop whose body made its variables, the proximal rules).
+_ON_OPENCL = ["fake_quant_training", "c3d_video_clips", "ode_rk4_while", "proximal_optimizers_clipped"]
+
+
+@needs_opencl
+@pytest.mark.parametrize("name", _ON_OPENCL)
+def test_outsider_script_runs_as_in_tensorflow_on_opencl(tf1, name, monkeypatch):
+    sessions_on_opencl(monkeypatch)
     check_against_tensorflow(tf1, run_script, name)
 
 
